@@ -1,0 +1,46 @@
+"""The interface between the compiler and whatever runs programs.
+
+The compiler never imports the runtime; the public layer installs a backend with
+``set_backend``. A backend evaluates primitives eagerly (on global values, on one device's
+block, and collectives over the blocks of a mesh) and executes lowered modules.
+"""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+
+class Backend(Protocol):
+    def eval_primitive(self, prim, args: Sequence, params: dict) -> list:
+        """Apply ``prim`` to concrete global values; returns concrete values."""
+
+    def eval_block(self, prim, blocks: Sequence, params: dict) -> list:
+        """Apply ``prim`` to one device's numpy blocks."""
+
+    def run_collective(self, prim, blocks: Sequence, params: dict, mesh) -> list:
+        """Apply a lowered collective (with ``device_groups``) to the blocks of every position."""
+
+    def to_blocks(self, value, mesh, spec) -> list:
+        """The numpy block of each mesh position for ``value`` split by ``spec``."""
+
+    def from_blocks(self, blocks: Sequence, mesh, spec):
+        """A global value from the blocks of every position laid out by ``spec``."""
+
+    def sharding_of(self, value):
+        """The value's sharding, or None for a plain host value."""
+
+    def execute(self, module, args: Sequence) -> list:
+        """Run a lowered module on concrete arguments."""
+
+
+_backend: Backend | None = None
+
+
+def set_backend(backend: Backend) -> None:
+    global _backend
+    _backend = backend
+
+
+def get_backend() -> Backend:
+    if _backend is None:
+        raise RuntimeError("no backend is installed; import shardc first")
+    return _backend

@@ -1,0 +1,147 @@
+"""Eager shard_map: the body runs once, and every value holds the block of every device.
+
+Each primitive acts on all blocks at once (ordinary ops block by block, collectives over the
+list of blocks of each device group), so ``print`` inside the body shows each device's block
+with its mesh coordinates, as in the tutorial. Replication types are tracked as in a traced
+body, so the same checks apply.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.backend import get_backend
+from compiler.lowering import lower_collective
+from compiler.replication import infer_types, pvary_error_check
+from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
+from compiler.tracing import Trace, Tracer, aval_of, set_current_trace, user_source
+from ir import primitives as prims
+from ir.shapes import out_avals
+from ir.sharding import axes_rank
+
+
+class ShardTracer(Tracer):
+    """A body value in eager mode: one numpy block per mesh position."""
+    __slots__ = ("_trace", "_aval", "blocks", "origins")
+
+    def __init__(self, trace, blocks: list, aval, origins=None):
+        self._trace = trace
+        self.blocks = blocks
+        self._aval = aval
+        self.origins = origins or {}
+
+    @property
+    def aval(self):
+        return self._aval
+
+    def _axis_order(self):
+        return self._trace.mesh.axis_names
+
+    def __str__(self):
+        mesh = self._trace.mesh
+        names = "(" + ", ".join(mesh.axis_names) + ",)"
+        entries = []
+        for position, block in enumerate(self.blocks):
+            device = mesh.devices.flat[position]
+            coords = mesh.coords(position)
+            entries.append(f"On {device} at mesh coordinates {names} = {coords}:\n{block}\n")
+        return "\n".join(entries)
+
+    def __bool__(self):
+        return bool(self._concrete("boolean conversion"))
+
+    def __int__(self):
+        return int(self._concrete("integer conversion"))
+
+    def __float__(self):
+        return float(self._concrete("float conversion"))
+
+    def __index__(self):
+        return int(self._concrete("integer conversion"))
+
+    def _concrete(self, what):
+        """Python needs one value: allowed when the checker proves it is the same everywhere."""
+        if self.aval.vma or self.aval.shape != ():
+            from compiler.tracing import TracerBoolConversionError
+            kind = ("boolean conversion" if what == "boolean conversion" else what)
+            raise TracerBoolConversionError(
+                f"Attempted {kind} of traced array with shape "
+                f"{self.aval.str_short(self._axis_order())}.")
+        return self.blocks[0]
+
+
+class ShardTrace(Trace):
+    def __init__(self, parent, shard: ShardContext):
+        self.parent = parent
+        self.shard = shard
+        self.mesh = shard.mesh
+
+    def lift(self, value) -> ShardTracer:
+        array = np.asarray(value) if not hasattr(value, "aval") else np.asarray(value)
+        aval = aval_of(value).strip_vma()
+        array = array.astype(aval.dtype, copy=False)
+        return ShardTracer(self, [array] * self.mesh.size, aval)
+
+    def process_primitive(self, prim, tracers, params):
+        in_vmas = [t.aval.vma for t in tracers]
+        if prim is prims.pvary_p and self.shard.check_vma:
+            pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval,
+                              self.mesh.axis_names)
+        _, out_vma = infer_types(prim, in_vmas, params)
+        avals = out_avals(prim, [t.aval for t in tracers], params)
+        blocks = self._apply(prim, tracers, params)
+        origins = _merge_origins(tracers, out_vma, in_vmas)
+        return [ShardTracer(self, b, a.update(vma=out_vma), origins)
+                for a, b in zip(avals, blocks)]
+
+    def _apply(self, prim, tracers, params) -> list:
+        """One list of per-position blocks per result."""
+        if prim is prims.pvary_p:
+            return [tracers[0].blocks]
+        if prim is prims.axis_index_p:
+            mesh = self.mesh
+            return [[np.int32(axes_rank(mesh.shape, mesh.axis_names, mesh.coords(p),
+                                        params["mesh_axes"])) for p in range(mesh.size)]]
+        backend = get_backend()
+        if prim.kind == "collective":
+            lowered, lowered_params = lower_collective(prim, params, self.mesh)
+            return [backend.run_collective(lowered, tracers[0].blocks, lowered_params,
+                                           self.mesh)]
+        per_position = [backend.eval_block(prim, [t.blocks[p] for t in tracers], params)
+                        for p in range(self.mesh.size)]
+        if prim.multiple_results and not per_position[0]:
+            return []
+        return [list(col) for col in zip(*per_position)]
+
+
+def _merge_origins(tracers, out_vma, in_vmas) -> dict:
+    origins: dict = {}
+    for t in tracers:
+        for axis, src in t.origins.items():
+            origins.setdefault(axis, src)
+    new = out_vma - frozenset().union(*in_vmas) if in_vmas else out_vma
+    if new:
+        src = user_source()
+        for axis in new:
+            origins.setdefault(axis, src)
+    return {a: s for a, s in origins.items() if a in out_vma}
+
+
+def run_shard_map_eagerly(parent: Trace, fun, args, params):
+    """Run the body once over every device's block and assemble the outputs."""
+    backend = get_backend()
+    mesh = params["mesh"]
+    in_specs = params["in_specs"]
+    shard = ShardContext(mesh, params["check_vma"])
+    trace = ShardTrace(parent, shard)
+    avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
+    tracers = [ShardTracer(trace, backend.to_blocks(arg, mesh, spec), aval)
+               for arg, spec, aval in zip(args, in_specs, avals)]
+    _axis_env.append(shard)
+    try:
+        with set_current_trace(trace):
+            outs = [trace.to_tracer(o) for o in fun(*tracers)]
+    finally:
+        _axis_env.pop()
+    check_replication(params, [o.aval.vma for o in outs], [o.origins for o in outs])
+    specs = params["out_store"]["specs"]
+    return [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]

@@ -1,0 +1,178 @@
+"""``jit`` and ``make_jaxpr``: trace once per signature, lower, cache, run.
+
+The cache key is (argument structure, avals, input shardings, static arguments); a second call
+with the same key runs the cached lowered module without tracing again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from typing import Any, Callable, Sequence
+
+from compiler import tree
+from compiler.backend import get_backend
+from compiler.lowering import LoweredModule, lower_module
+from compiler.tracing import (aval_of, current_trace, eval_trace, trace_to_program)
+from ir.core import Program
+from ir.printer import print_program
+
+
+@dataclasses.dataclass
+class ClosedProgram:
+    """A traced program with the values of its constants and its output structure."""
+    program: Program
+    consts: list
+    out_tree: Any
+
+    @property
+    def jaxpr(self) -> Program:
+        return self.program
+
+    @property
+    def in_avals(self):
+        return self.program.in_avals
+
+    @property
+    def out_avals(self):
+        return self.program.out_avals
+
+    def __str__(self):
+        return print_program(self.program)
+
+    __repr__ = __str__
+
+    def pretty_print(self, with_source=False) -> str:
+        return print_program(self.program, with_source=with_source)
+
+
+def _split_static(args: tuple, static_argnums: Sequence[int]):
+    static = tuple((k, args[k]) for k in static_argnums if k < len(args))
+    dynamic = tuple(a for k, a in enumerate(args) if k not in static_argnums)
+    return static, dynamic
+
+
+def _rebuild(static, dynamic, n):
+    lookup = dict(static)
+    it = iter(dynamic)
+    return tuple(lookup[k] if k in lookup else next(it) for k in range(n))
+
+
+def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=()) -> ClosedProgram:
+    """Trace ``fun(*args, **kwargs)`` with array leaves abstract; static arguments stay Python."""
+    static, dynamic = _split_static(args, static_argnums)
+    leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
+    out_tree_box: list = []
+
+    def flat_fun(*flat):
+        dyn, kw = tree.tree_unflatten(in_tree, flat)
+        result = fun(*_rebuild(static, dyn, len(args)), **kw)
+        outs, out_tree = tree.tree_flatten(result)
+        out_tree_box.append(out_tree)
+        return outs
+
+    in_avals = [aval_of(x).strip_vma() for x in leaves]
+    program, consts, _ = trace_to_program(flat_fun, in_avals, parent=eval_trace)
+    return ClosedProgram(program, consts, out_tree_box[0])
+
+
+def make_jaxpr(fun: Callable, static_argnums=()):
+    """``make_jaxpr(f)(*args)`` returns the traced program, which prints like a jaxpr."""
+    static_argnums = _normalize_argnums(static_argnums)
+
+    @functools.wraps(fun)
+    def traced(*args, **kwargs):
+        return trace_function(fun, args, kwargs, static_argnums)
+
+    return traced
+
+
+def _normalize_argnums(argnums) -> tuple:
+    if argnums is None:
+        return ()
+    if isinstance(argnums, int):
+        return (argnums,)
+    return tuple(argnums)
+
+
+@dataclasses.dataclass
+class Compiled:
+    """A cached entry: the traced program, its lowered module and the output structure."""
+    closed: ClosedProgram
+    module: LoweredModule
+
+
+class JitFunction:
+    """A function traced once per signature and run from its lowered module."""
+
+    def __init__(self, fun: Callable, static_argnums=(), static_argnames=()):
+        self.fun = fun
+        self.static_argnums = _normalize_argnums(static_argnums)
+        self.static_argnames = tuple(static_argnames or ())
+        self.cache: dict = {}
+        self.trace_count = 0
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, *args, **kwargs):
+        if current_trace() is not eval_trace:
+            return self.fun(*args, **kwargs)       # inside another trace: inline
+        args = self._bind_static_names(args, kwargs)
+        static, dynamic = _split_static(args, self.static_argnums)
+        kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
+        compiled = self._compiled(args, kwargs, static, leaves, in_tree)
+        closed = compiled.closed
+        outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
+        return tree.tree_unflatten(closed.out_tree, outs)
+
+    def _bind_static_names(self, args, kwargs):
+        if not self.static_argnames:
+            return args
+        names = list(inspect.signature(self.fun).parameters)
+        args = list(args)
+        for name in self.static_argnames:
+            if name in kwargs:
+                k = names.index(name)
+                while len(args) < k:
+                    raise TypeError(f"static argument {name!r} given by keyword after "
+                                    "missing positional arguments")
+                args.insert(k, kwargs[name])
+                if k not in self.static_argnums:
+                    self.static_argnums = self.static_argnums + (k,)
+        return tuple(args)
+
+    def _compiled(self, args, kwargs, static, leaves, in_tree) -> Compiled:
+        backend = get_backend()
+        shardings = tuple(backend.sharding_of(x) for x in leaves)
+        avals = tuple(aval_of(x).strip_vma() for x in leaves)
+        try:
+            key = (in_tree, avals, shardings, static)
+            hash(key)
+        except TypeError:
+            key = None
+        if key is not None and key in self.cache:
+            return self.cache[key]
+        self.trace_count += 1
+        closed = trace_function(self.fun, args, kwargs, self.static_argnums)
+        const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
+        module = lower_module(closed.program, const_shardings + shardings)
+        compiled = Compiled(closed, module)
+        if key is not None:
+            self.cache[key] = compiled
+        return compiled
+
+    def lower(self, *args, **kwargs) -> Compiled:
+        """Trace and lower without running: the traced program and the per-device programs."""
+        args = self._bind_static_names(args, kwargs)
+        static, dynamic = _split_static(args, self.static_argnums)
+        kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
+        return self._compiled(args, kwargs, static, leaves, in_tree)
+
+
+def jit(fun: Callable = None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
+    """Compile ``fun``: trace once per signature, lower to per-device programs, cache."""
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames)
+    return JitFunction(fun, static_argnums, static_argnames)

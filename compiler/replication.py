@@ -1,0 +1,200 @@
+"""Replication checking: for every body value, the mesh axes it may vary over (its vma).
+
+The checker is an abstract interpreter over sets of mesh axes. Each primitive has a rule
+``rule(in_vmas, **params) -> (required_in_vmas, out_vma)``: what each operand must be lifted to
+first (the tracer inserts a visible ``pvary`` equation for that), and what its results vary
+over. Inputs vary over the axes their in_spec names; ``psum`` over an axis makes a value
+invariant there; ordinary operations join.
+"""
+from __future__ import annotations
+
+import functools
+
+from ir import primitives as prims
+from ir.core import Literal
+from ir.primitives import RuleTable
+from ir.sharding import spec_axes
+
+vma_rules = RuleTable("replication")
+
+
+class ReplicationError(ValueError):
+    """out_specs claim replication the checker cannot prove."""
+
+
+def _union(vmas) -> frozenset:
+    return frozenset().union(*vmas) if vmas else frozenset()
+
+
+def join_rule(in_vmas, **params):
+    """Ordinary operations: every operand is lifted to the union, and so is the result."""
+    out = _union(in_vmas)
+    return [out] * len(in_vmas), out
+
+
+def _reducing_collective_rule(in_vmas, *, mesh_axes, **params):
+    (vma,) = in_vmas
+    lifted = vma | frozenset(mesh_axes)
+    return [lifted], lifted - frozenset(mesh_axes)
+
+
+def _keeping_collective_rule(in_vmas, *, mesh_axes, **params):
+    (vma,) = in_vmas
+    lifted = vma | frozenset(mesh_axes)
+    return [lifted], lifted
+
+
+def _pvary_rule(in_vmas, *, mesh_axes):
+    (vma,) = in_vmas
+    return [vma], vma | frozenset(mesh_axes)
+
+
+def _axis_index_rule(in_vmas, *, mesh_axes):
+    return [], frozenset(mesh_axes)
+
+
+def _untyped_rule(in_vmas, **params):
+    return list(in_vmas), _union(in_vmas)
+
+
+# Explicit lists, so a test can hold coverage against the registry.
+JOIN_PRIMITIVES = (
+    prims.UNARY + prims.ARITHMETIC + prims.COMPARISON + prims.REDUCTIONS + (
+        prims.is_finite_p, prims.select_n_p, prims.convert_element_type_p,
+        prims.broadcast_in_dim_p, prims.reshape_p, prims.transpose_p, prims.squeeze_p,
+        prims.concatenate_p, prims.slice_p, prims.dynamic_slice_p,
+        prims.dynamic_update_slice_p, prims.gather_p, prims.scatter_p, prims.iota_p,
+        prims.rev_p, prims.pad_p, prims.argmax_p, prims.argmin_p, prims.cumsum_p,
+        prims.dot_general_p, prims.sharding_constraint_p))
+for _p in JOIN_PRIMITIVES:
+    vma_rules[_p] = join_rule
+for _p in prims.REDUCING_COLLECTIVES:
+    vma_rules[_p] = _reducing_collective_rule
+vma_rules[prims.all_gather_p] = _keeping_collective_rule
+vma_rules[prims.pvary_p] = _pvary_rule
+vma_rules[prims.axis_index_p] = _axis_index_rule
+vma_rules[prims.debug_print_p] = _untyped_rule
+
+
+def pvary_error_check(vma, mesh_axes, aval, axis_order):
+    """pvary only casts invariant values: an axis already varied over is an error."""
+    already = [a for a in mesh_axes if a in vma]
+    if already:
+        raise ValueError(
+            f"pvary: the operand has type {aval.str_short(axis_order)} and already varies over "
+            f"{tuple(already)}; pvary only casts invariant values to varying.")
+
+
+def infer_types(prim, in_vmas, params):
+    """(required operand vmas, result vma) for one primitive."""
+    try:
+        rule = vma_rules[prim]
+    except prims.MissingRuleError:
+        raise NotImplementedError(
+            f"No replication rule for {prim}. As a workaround, pass the check_vma=False "
+            "argument to shard_map.") from None
+    return rule(list(in_vmas), **params)
+
+
+def type_operands(trace, prim, tracers, params):
+    """Lift operands of a primitive traced in a shard_map body; return (operands, out vma).
+
+    Outside a body values carry no vma. With the check on, an operand that varies over fewer
+    axes than required gets an explicit ``pvary`` equation; literals are never lifted.
+    """
+    shard = trace.shard
+    if shard is None:
+        return tracers, frozenset()
+    in_vmas = [t.aval.vma for t in tracers]
+    if prim is prims.pvary_p and shard.check_vma:
+        pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval, shard.mesh.axis_names)
+    required, out_vma = infer_types(prim, in_vmas, params)
+    if shard.check_vma:
+        tracers = [_lift(trace, t, want) for t, want in zip(tracers, required)]
+    return tracers, out_vma
+
+
+def _lift(trace, tracer, want):
+    missing = want - tracer.aval.vma
+    if not missing or isinstance(trace.atom(tracer), Literal):
+        return tracer
+    axes = tuple(a for a in trace.shard.mesh.axis_names if a in missing)
+    return trace.process_primitive(prims.pvary_p, [tracer], {"mesh_axes": axes})[0]
+
+
+# --- the static checker over programs -----------------------------------------------------------
+
+def infer_vma(program, in_vmas):
+    """Abstract interpretation of a body program: (vma of each output, origin of each axis).
+
+    The origin of an axis in an output is the source of the first equation that made a value
+    vary over it (None for an input).
+    """
+    vmas = {}
+    origins = {}
+    for var, vma in zip(program.invars, in_vmas):
+        vmas[id(var)] = frozenset(vma)
+        origins[id(var)] = {}
+    for var in program.constvars:
+        vmas[id(var)] = frozenset()
+        origins[id(var)] = {}
+    for eqn in program.eqns:
+        operand_vmas = [_vma_of(vmas, a) for a in eqn.invars]
+        _, out_vma = infer_types(eqn.primitive, operand_vmas, eqn.params)
+        origin = {}
+        for atom in eqn.invars:
+            for axis, src in origins.get(id(atom), {}).items():
+                origin.setdefault(axis, src)
+        for axis in out_vma - _union(operand_vmas):
+            origin.setdefault(axis, eqn.source)
+        for var in eqn.outvars:
+            vmas[id(var)] = out_vma
+            origins[id(var)] = origin
+    return ([_vma_of(vmas, a) for a in program.outvars],
+            [origins.get(id(a), {}) for a in program.outvars])
+
+
+def _vma_of(vmas, atom):
+    return frozenset() if isinstance(atom, Literal) else vmas[id(atom)]
+
+
+def check_out_specs(*, fn_name, flag, mesh, out_specs, out_vmas, out_origins, out_paths):
+    """Reject out_specs that leave out an axis an output may vary over (SEMANTICS 3.5)."""
+    failures = []
+    for spec, vma, origin, path in zip(out_specs, out_vmas, out_origins, out_paths):
+        unnamed = [a for a in mesh.axis_names if a not in spec_axes(spec)]
+        bad = [a for a in unnamed if a in vma]
+        if bad:
+            failures.append(_failure_text(spec, unnamed, bad, origin, path))
+    if not failures:
+        return
+    if len(failures) == 1:
+        body = failures[0]
+    else:
+        body = "\n\n".join("* " + f for f in failures)
+    sizes = tuple(mesh.shape.values())
+    raise ReplicationError(
+        f"shard_map applied to the function '{fn_name}' was given out_specs which require "
+        "replication which can't be statically inferred given the mesh:\n\n"
+        f"The mesh given has shape {sizes} with corresponding axis names {mesh.axis_names}.\n\n"
+        f"{body}\n\n"
+        "Check if these output values are meant to be replicated over those mesh axes. If not, "
+        "consider revising the corresponding out_specs entries. If so, consider disabling the "
+        f"check by passing the {flag}=False argument to shard_map.")
+
+
+def _axes_text(axes) -> str:
+    if len(axes) == 1:
+        return f"mesh axis '{axes[0]}'"
+    return "mesh axes {" + ",".join(axes) + "}"
+
+
+def _failure_text(spec, unnamed, bad, origin, path) -> str:
+    first = bad[0]
+    where = origin.get(first)
+    origin_text = f" (it first varies over '{first}' at {where})" if where else ""
+    return (f"out_specs{path} is {spec.short_repr() if hasattr(spec, 'short_repr') else spec} "
+            f"which implies that the corresponding output value is replicated across "
+            f"{_axes_text(unnamed)}, but it may vary over {_axes_text(bad)}{origin_text}. "
+            f"Reduce it over those axes (for example with psum) or mention them in "
+            f"out_specs{path}.")

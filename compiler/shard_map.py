@@ -1,0 +1,370 @@
+"""The shard_map partitioner: specs and global shapes in, block avals and a body program out.
+
+``shard_map(f, mesh, in_specs, out_specs)`` validates its arguments in the order of
+SEMANTICS 1.7, derives each input's block aval from its spec, and binds the ``shard_map``
+primitive. The current trace decides what that means: run the body eagerly on every device's
+block, or trace it into a program and emit one ``shard_map`` equation carrying it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+from compiler import tree
+from compiler.replication import check_out_specs, infer_vma
+from compiler.tracing import aval_of, bind, current_trace, trace_to_program
+from ir import primitives as prims
+from ir.core import Aval, Program
+from ir.sharding import (Mesh, PartitionSpec, block_shape, canonical_spec, spec_axes,
+                         spec_names)
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+class ShardingSpecError(ValueError):
+    """A spec that does not fit the mesh or the arguments."""
+
+
+class DuplicateSpecError(ShardingSpecError):
+    """A mesh axis named more than once in one spec."""
+
+
+class UnknownAxisError(ShardingSpecError, NameError):
+    """A collective or spec naming an axis the mesh lacks."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardContext:
+    """What a body is traced under: the mesh, and whether replication is checked."""
+    mesh: Mesh
+    check_vma: bool
+
+
+# The shard_map bodies being traced or run, innermost last: collectives find their mesh here.
+_axis_env: list = []
+
+
+def current_shard_context() -> ShardContext | None:
+    return _axis_env[-1] if _axis_env else None
+
+
+def function_name(f) -> str:
+    """The user's function name: the callable a partial wraps, else its class name."""
+    while isinstance(f, functools.partial):
+        f = f.func
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _is_spec_leaf(x) -> bool:
+    return x is None or isinstance(x, PartitionSpec)
+
+
+# --- the public entry --------------------------------------------------------------------------
+
+def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, check_vma: bool = True,
+              flag: str = "check_vma") -> Callable:
+    """Map ``f`` over the blocks of its arguments on ``mesh`` (see ``shardc.shard_map``)."""
+    if not callable(f):
+        raise TypeError("shard_map requires a callable for its first argument, but got "
+                        f"{f!r} of type {type(f)}.")
+    if not isinstance(mesh, Mesh):
+        raise TypeError("shard_map requires a Mesh instance for its second argument, but got "
+                        f"mesh of type {type(mesh)}.")
+    _check_spec_leaves(in_specs, "in_specs")
+    _check_spec_leaves(out_specs, "out_specs")
+    _check_spec_axes(in_specs, mesh, "in_specs")
+    config = _Config(f, mesh, in_specs, out_specs, bool(check_vma), flag)
+
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        if kwargs:
+            raise TypeError(f"shard_map-wrapped function '{config.name}' takes positional "
+                            f"arguments only, got {sorted(kwargs)}")
+        return _call(config, args)
+
+    wrapped.__wrapped_shard_map__ = config
+    return wrapped
+
+
+@dataclasses.dataclass
+class _Config:
+    f: Callable
+    mesh: Mesh
+    in_specs: Any
+    out_specs: Any
+    check_vma: bool
+    flag: str
+
+    @property
+    def name(self) -> str:
+        return function_name(self.f)
+
+
+def _check_spec_leaves(specs, which: str):
+    leaves = tree.tree_leaves(specs, is_leaf=_is_spec_leaf)
+    paths = tree.leaf_paths(specs, is_leaf=_is_spec_leaf)
+    for leaf, path in zip(leaves, paths):
+        if leaf is None or isinstance(leaf, PartitionSpec):
+            continue
+        raise TypeError(f"shard_map {which} argument must be a pytree of PartitionSpec "
+                        f"instances, but:\n\n  {which}{path} is {leaf} of type "
+                        f"{type(leaf).__name__}, \n\nCheck the {which} values passed to "
+                        "shard_map.")
+
+
+def _check_spec_axes(specs, mesh: Mesh, which: str):
+    leaves = tree.tree_leaves(specs, is_leaf=_is_spec_leaf)
+    paths = tree.leaf_paths(specs, is_leaf=_is_spec_leaf)
+    unknown = []
+    for spec, path in zip(leaves, paths):
+        if spec is None:
+            continue
+        for name in spec_axes(spec):
+            if name not in mesh.axis_names:
+                unknown.append(f"  {which}{path} refers to {name!r}")
+    if not unknown:
+        for spec, path in zip(leaves, paths):
+            if spec is not None:
+                _check_duplicates(spec, path, which)
+    if unknown:
+        raise UnknownAxisError(
+            f"shard_map {which} argument must refer to an axis marked as manual "
+            f"({mesh.axis_names}), but:\n\n" + "\n".join(unknown) +
+            f"\n\nCheck the {which} values passed to shard_map.")
+
+
+def _check_duplicates(spec: PartitionSpec, path: str, which: str):
+    seen = set()
+    for name in spec_axes(spec):
+        if name in seen:
+            raise DuplicateSpecError(
+                "A single NamedSharding spec specification can map every mesh axis to at most "
+                f"one positional dimension, but {spec!r} has duplicate entries for `{name}` "
+                f"({which}{path})")
+        seen.add(name)
+
+
+# --- the call ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Leaf:
+    """One array argument of the body: where it came from and how it is split."""
+    value: Any
+    spec: PartitionSpec
+    path: str          # key path inside in_specs' tree (args' tuple)
+    arg_index: int
+
+
+def _call(config: _Config, args: tuple):
+    mesh = config.mesh
+    specs = _broadcast_specs(config.in_specs, args, "shard_map in_specs")
+    leaves, treedef = tree.tree_flatten(args)
+    paths = tree.leaf_paths(args)
+    dynamic = [_Leaf(v, s, p, _arg_index(p)) for v, s, p in zip(leaves, specs, paths)
+               if s is not None]
+    _check_ranks(config, dynamic)
+    _check_divisibility(config, dynamic)
+    out_store: dict = {}
+
+    def flat_body(*blocks):
+        it = iter(blocks)
+        full = [next(it) if s is not None else v for v, s in zip(leaves, specs)]
+        result = config.f(*tree.tree_unflatten(treedef, full))
+        return _flatten_outputs(config, result, out_store)
+
+    params = dict(mesh=mesh, in_specs=tuple(canonical_spec(l.spec) for l in dynamic),
+                  check_vma=config.check_vma, config=config, out_store=out_store)
+    outs = current_trace().process_shard_map(flat_body, [l.value for l in dynamic], params)
+    return tree.tree_unflatten(out_store["treedef"], outs)
+
+
+def _broadcast_specs(prefix, full, name):
+    if prefix is None and name.endswith("in_specs"):
+        raise TypeError("shard_map in_specs argument must be a pytree of PartitionSpec "
+                        "instances, but it was None. Instead of in_specs=None, did you mean "
+                        "in_specs=P()?")
+    try:
+        return tree.broadcast_prefix(prefix, full, is_leaf=_is_spec_leaf, name=name)
+    except tree.PrefixError as err:
+        raise ShardingSpecError(str(err)) from None
+
+
+def _arg_index(path: str) -> int:
+    return int(path[1:path.index("]")])
+
+
+def _param_text(config: _Config, index: int) -> str:
+    import inspect
+    name = config.name
+    try:
+        params = list(inspect.signature(config.f).parameters.values())
+    except (TypeError, ValueError):
+        return f"{name}'s parameter {index}"
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if index < len(positional):
+        return f"{name}'s parameter '{positional[index].name}'"
+    varargs = [p for p in params if p.kind == p.VAR_POSITIONAL]
+    if varargs:
+        return (f"the index {index - len(positional)} component of {name}'s varargs "
+                f"parameter '{varargs[0].name}'")
+    return f"{name}'s parameter {index}"
+
+
+def _arg_path(path: str) -> str:
+    return path
+
+
+def _check_ranks(config: _Config, dynamic):
+    bad = []
+    for leaf in dynamic:
+        aval = aval_of(leaf.value)
+        n = len(leaf.spec)
+        if n > aval.ndim:
+            bad.append((leaf, aval, n))
+    if not bad:
+        return
+    lines = []
+    for leaf, aval, n in bad:
+        lines.append(
+            f"in_specs{leaf.path} is {leaf.spec!r} which has length {n}, but "
+            f"args{leaf.path}, where args[{leaf.arg_index}] is bound to "
+            f"{_param_text(config, leaf.arg_index)}, has shape {aval.str_short()}, which has "
+            f"rank {aval.ndim} (and {aval.ndim} < {n})")
+    text = lines[0] if len(lines) == 1 else "\n".join("* " + l for l in lines)
+    scalar = any(aval.ndim == 0 for _, aval, _ in bad)
+    raise ShardingSpecError(
+        f"shard_map applied to the function '{config.name}' was given an in_specs entry which "
+        "is too long to be compatible with the corresponding input value from the function:\n\n"
+        f"{text}\n\nEntries in in_specs must be of length no greater than the number of axes "
+        "in the corresponding input value.\n\nEither revise the spec to be shorter, or modify "
+        f"'{config.name}' so that its inputs have sufficient rank."
+        + ("\n\nFor scalar values (rank 0), consider using an in_specs entry of P()."
+           if scalar else ""))
+
+
+def _check_divisibility(config: _Config, dynamic):
+    mesh = config.mesh
+    lines = []
+    for leaf in dynamic:
+        aval = aval_of(leaf.value)
+        for d, names in enumerate(spec_names(leaf.spec)):
+            k = 1
+            for a in names:
+                k *= mesh.shape[a]
+            if aval.shape[d] % k == 0:
+                continue
+            target = (f"mesh axis '{names[0]}' (of size {k})" if len(names) == 1
+                      else f"mesh axes {names} (of total size {k})")
+            lines.append(
+                f"args{leaf.path} of shape {aval.str_short()}, where args[{leaf.arg_index}] is "
+                f"bound to {_param_text(config, leaf.arg_index)}, corresponds to "
+                f"in_specs{leaf.path} of value {leaf.spec!r}, which maps array axis {d} (of size "
+                f"{aval.shape[d]}) to {target}, but {k} does not evenly divide {aval.shape[d]}")
+    if not lines:
+        return
+    text = lines[0] if len(lines) == 1 else "\n".join("* " + l for l in lines)
+    raise ShardingSpecError(
+        f"shard_map applied to the function '{config.name}' was given argument arrays with axis "
+        "sizes that are not evenly divisible by the corresponding mesh axis sizes:\n\n"
+        f"The mesh given has shape {mesh.axis_sizes} with corresponding axis names "
+        f"{mesh.axis_names}.\n\n{text}\n\nArray arguments' axis sizes must be evenly divisible "
+        "by the mesh axis or axes indicated by the corresponding elements of the argument's "
+        "in_specs entry. Consider checking that in_specs are correct, and if so consider "
+        f"changing the mesh axis sizes or else padding the input and adapting '{config.name}' "
+        "appropriately.")
+
+
+def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
+    """Flatten the body's result, match out_specs, check ranks, lift to the named axes."""
+    outs, treedef = tree.tree_flatten(result)
+    paths = tree.leaf_paths(result)
+    if config.out_specs is None and result is None:
+        specs = []
+    else:
+        _check_spec_axes(config.out_specs, config.mesh, "out_specs")
+        specs = _broadcast_specs(config.out_specs, result, "shard_map out_specs")
+    for spec, path in zip(specs, paths):
+        if spec is None:
+            raise ShardingSpecError(f"shard_map out_specs{path} is None; outputs need a "
+                                    "PartitionSpec (P() for a replicated output)")
+    _check_output_ranks(config, outs, specs, paths)
+    out_store.update(treedef=treedef, specs=[canonical_spec(s) for s in specs], paths=paths)
+    if not config.check_vma:
+        return outs
+    lifted = []
+    for out, spec in zip(outs, specs):
+        missing = [a for a in config.mesh.axis_names
+                   if a in spec_axes(spec) and a not in aval_of(out).vma]
+        lifted.append(bind(prims.pvary_p, out, mesh_axes=tuple(missing)) if missing else out)
+    return lifted
+
+
+def _check_output_ranks(config: _Config, outs, specs, paths):
+    lines = []
+    scalar = False
+    for out, spec, path in zip(outs, specs, paths):
+        aval = aval_of(out)
+        if len(spec) > aval.ndim:
+            scalar |= aval.ndim == 0
+            lines.append(f"out_specs{path} is {spec!r} which has length {len(spec)}, but "
+                         f"{config.name}(*args){path} has shape {aval.str_short()}, which has "
+                         f"rank {aval.ndim} (and {aval.ndim} < {len(spec)})")
+    if not lines:
+        return
+    text = lines[0] if len(lines) == 1 else "\n".join("* " + l for l in lines)
+    raise ShardingSpecError(
+        f"shard_map applied to the function '{config.name}' was given an out_specs entry which "
+        "is too long to be compatible with the corresponding output value from the function:\n\n"
+        f"{text}\n\nEntries in out_specs must be of length no greater than the number of axes "
+        "in the corresponding output value.\n\nEither revise the spec to be shorter, or modify "
+        f"'{config.name}' so that its outputs have sufficient rank."
+        + ("\n\nFor scalar values (rank 0), consider using an out_specs entry of P(). In "
+           "particular, for rank 0 outputs which are not constant over the mesh, add at least "
+           "one (singleton) axis to them so that they can be concatenated using out_specs."
+           if scalar else ""))
+
+
+def block_avals(mesh: Mesh, in_specs, avals) -> list:
+    """Each input's block aval; it varies over the axes its spec names."""
+    return [Aval(block_shape(a.shape, spec, mesh.shape), a.dtype, frozenset(spec_axes(spec)))
+            for a, spec in zip(avals, in_specs)]
+
+
+def check_replication(params, out_vmas, out_origins) -> None:
+    """The output check of SEMANTICS 3.5, when the check is on."""
+    config = params["config"]
+    if not config.check_vma:
+        return
+    store = params["out_store"]
+    check_out_specs(fn_name=config.name, flag=config.flag, mesh=config.mesh,
+                    out_specs=store["specs"], out_vmas=out_vmas, out_origins=out_origins,
+                    out_paths=store["paths"])
+
+
+# --- staging: one shard_map equation carrying the traced body ----------------------------------
+
+def stage_shard_map(trace, fun, args, params):
+    """Trace the body at block avals under ``trace`` and emit a ``shard_map`` equation."""
+    if trace.shard is not None:
+        raise NotImplementedError("shard_map: a shard_map nested inside another shard_map body "
+                                  "is not supported yet (argument f)")
+    mesh = params["mesh"]
+    in_specs = params["in_specs"]
+    in_avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
+    shard = ShardContext(mesh, params["check_vma"])
+    _axis_env.append(shard)
+    try:
+        body, closed, _ = trace_to_program(fun, in_avals, shard=shard, parent=trace)
+    finally:
+        _axis_env.pop()
+    # Closed-over values become leading inputs, replicated over the mesh.
+    body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
+    all_specs = (PartitionSpec(),) * len(closed) + tuple(in_specs)
+    out_vmas, origins = infer_vma(body, [frozenset(spec_axes(s)) for s in all_specs])
+    check_replication(params, out_vmas, origins)
+    eqn_params = dict(jaxpr=body, mesh=mesh, in_specs=all_specs,
+                      out_specs=tuple(params["out_store"]["specs"]),
+                      check_vma=params["check_vma"])
+    return trace.process_primitive(prims.shard_map_p,
+                                   [trace.to_tracer(c) for c in closed] + list(args), eqn_params)

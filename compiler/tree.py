@@ -1,0 +1,248 @@
+"""Pytrees: nested tuples, lists, dicts, namedtuples, None and registered containers.
+
+``shardc.tree_util`` re-exports this module under JAX's names.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+_registry: dict = {}
+
+
+def register_pytree_node(cls, flatten: Callable, unflatten: Callable) -> None:
+    """Make ``cls`` a container: ``flatten(x) -> (children, aux)``, ``unflatten(aux, children)``."""
+    _registry[cls] = (flatten, unflatten)
+
+
+def _is_namedtuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+@dataclasses.dataclass(frozen=True)
+class PyTreeDef:
+    """The structure of a pytree: a node type, its metadata and its children's structures."""
+    kind: Any                  # None for a leaf, "none" for None, else the container type
+    aux: Any
+    children: tuple
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind is None:
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def __repr__(self):
+        return f"PyTreeDef({_treedef_str(self)})"
+
+
+def _treedef_str(td: PyTreeDef) -> str:
+    if td.kind is None:
+        return "*"
+    if td.kind == "none":
+        return "None"
+    inner = ", ".join(_treedef_str(c) for c in td.children)
+    if td.kind is dict:
+        return "{" + ", ".join(f"{k!r}: {_treedef_str(c)}" for k, c in zip(td.aux, td.children)) + "}"
+    if td.kind is list:
+        return f"[{inner}]"
+    if td.kind is tuple:
+        return f"({inner}{',' if len(td.children) == 1 else ''})"
+    return f"{getattr(td.kind, '__name__', td.kind)}({inner})"
+
+
+def node_children(x, is_leaf=None):
+    """(kind, aux, children, child keys) of a container, or None for a leaf."""
+    if is_leaf is not None and is_leaf(x):
+        return None
+    if x is None:
+        return "none", None, (), ()
+    cls = type(x)
+    if cls in _registry:
+        children, aux = _registry[cls][0](x)
+        children = tuple(children)
+        return cls, aux, children, tuple(f"[{k}]" for k in range(len(children)))
+    if _is_namedtuple(x):
+        return cls, None, tuple(x), tuple(f".{f}" for f in cls._fields)
+    if cls is tuple or cls is list:
+        return cls, None, tuple(x), tuple(f"[{k}]" for k in range(len(x)))
+    if cls is dict:
+        keys = tuple(sorted(x.keys(), key=_sort_key))
+        return dict, keys, tuple(x[k] for k in keys), tuple(f"[{k!r}]" for k in keys)
+    return None
+
+
+def _sort_key(k):
+    return (type(k).__name__, k)
+
+
+def tree_flatten(tree, is_leaf=None):
+    """(leaves, treedef)."""
+    leaves: list = []
+    treedef = _flatten(tree, is_leaf, leaves)
+    return leaves, treedef
+
+
+def _flatten(x, is_leaf, leaves) -> PyTreeDef:
+    node = node_children(x, is_leaf)
+    if node is None:
+        leaves.append(x)
+        return PyTreeDef(None, None, ())
+    kind, aux, children, _ = node
+    return PyTreeDef(kind, aux, tuple(_flatten(c, is_leaf, leaves) for c in children))
+
+
+def tree_unflatten(treedef: PyTreeDef, leaves):
+    it = iter(leaves)
+    result = _unflatten(treedef, it)
+    return result
+
+
+def _unflatten(td: PyTreeDef, it):
+    if td.kind is None:
+        return next(it)
+    if td.kind == "none":
+        return None
+    children = [_unflatten(c, it) for c in td.children]
+    if td.kind in _registry:
+        return _registry[td.kind][1](td.aux, children)
+    if td.kind is dict:
+        return dict(zip(td.aux, children))
+    if td.kind is list:
+        return children
+    if td.kind is tuple:
+        return tuple(children)
+    return td.kind(*children)     # namedtuple
+
+
+def tree_leaves(tree, is_leaf=None) -> list:
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree, is_leaf=None) -> PyTreeDef:
+    return tree_flatten(tree, is_leaf)[1]
+
+
+def tree_map(f: Callable, tree, *rest, is_leaf=None):
+    leaves, treedef = tree_flatten(tree, is_leaf)
+    others = [treedef_flatten_up_to(treedef, r) for r in rest]
+    return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
+
+
+def tree_all(tree) -> bool:
+    return all(bool(x) for x in tree_leaves(tree))
+
+
+def treedef_flatten_up_to(treedef: PyTreeDef, tree) -> list:
+    """The subtrees of ``tree`` at the leaves of ``treedef`` (``tree`` must have that prefix)."""
+    out: list = []
+    _flatten_up_to(treedef, tree, out, "", "tree")
+    return out
+
+
+def leaf_paths(tree, is_leaf=None) -> list:
+    """The key path (``[0]['w'].f``) of every leaf, in flattening order."""
+    paths: list = []
+
+    def walk(x, path):
+        node = node_children(x, is_leaf)
+        if node is None:
+            paths.append(path)
+            return
+        for child, key in zip(node[2], node[3]):
+            walk(child, path + key)
+
+    walk(tree, "")
+    return paths
+
+
+class PrefixError(ValueError):
+    """A prefix pytree whose structure does not match the full pytree."""
+
+
+def _flatten_up_to(td: PyTreeDef, tree, out: list, path: str, name: str):
+    if td.kind is None:
+        out.append(tree)
+        return
+    node = node_children(tree)
+    if node is None or node[0] != td.kind:
+        got = type(tree)
+        raise PrefixError(_type_mismatch(name, path, td.kind, got))
+    kind, aux, children, keys = node
+    if len(children) != len(td.children):
+        raise PrefixError(_length_mismatch(name, path, kind, len(td.children), len(children)))
+    if aux != td.aux:
+        raise PrefixError(_metadata_mismatch(name, path, kind, td.aux, aux))
+    for child_td, child, key in zip(td.children, children, keys):
+        _flatten_up_to(child_td, child, out, path + key, name)
+
+
+def broadcast_prefix(prefix, full, *, is_leaf, name: str) -> list:
+    """For every leaf of ``full``, the leaf of ``prefix`` covering it.
+
+    A ``None`` entry of ``prefix`` (when ``is_leaf`` accepts it) covers a whole subtree.
+    Errors name the key path where the structures part.
+    """
+    out: list = []
+    _broadcast(prefix, full, is_leaf, out, "", name)
+    return out
+
+
+def _broadcast(prefix, full, is_leaf, out, path, name):
+    if is_leaf(prefix):
+        out.extend([prefix] * len(tree_leaves(full)))
+        return
+    pnode = node_children(prefix)
+    fnode = node_children(full)
+    if pnode is None:
+        out.extend([prefix] * len(tree_leaves(full)))
+        return
+    if fnode is None or pnode[0] != fnode[0]:
+        raise PrefixError(_type_mismatch(name, path, pnode[0], type(full) if fnode is None
+                                         else fnode[0]))
+    if len(pnode[2]) != len(fnode[2]):
+        raise PrefixError(_length_mismatch(name, path, pnode[0], len(pnode[2]), len(fnode[2])))
+    if pnode[1] != fnode[1]:
+        raise PrefixError(_metadata_mismatch(name, path, pnode[0], pnode[1], fnode[1]))
+    for pchild, fchild, key in zip(pnode[2], fnode[2], pnode[3]):
+        _broadcast(pchild, fchild, is_leaf, out, path + key, name)
+
+
+def _type_name(kind) -> str:
+    if kind == "none":
+        return "NoneType"
+    return getattr(kind, "__name__", str(kind))
+
+
+def _length_mismatch(name, path, kind, n_prefix, n_full) -> str:
+    t = _type_name(kind)
+    return (f"pytree structure error: different lengths of {t} at key path\n"
+            f"    {name}{path}\n"
+            f"At that key path, the prefix pytree {name} has a subtree of type {t} of length "
+            f"{n_prefix}, but the full pytree has a subtree of the same type but of length "
+            f"{n_full}.")
+
+
+def _type_mismatch(name, path, prefix_kind, full_kind) -> str:
+    return (f"pytree structure error: different types at key path\n"
+            f"    {name}{path}\n"
+            f"At that key path, the prefix pytree {name} has a subtree of type\n"
+            f"    {_kind_obj(prefix_kind)!r}\n"
+            f"but at the same key path the full pytree has a subtree of different type\n"
+            f"    {_kind_obj(full_kind)!r}.")
+
+
+def _kind_obj(kind):
+    return type(None) if kind == "none" else kind
+
+
+def _metadata_mismatch(name, path, kind, prefix_aux, full_aux) -> str:
+    return (f"pytree structure error: different pytree metadata at key path\n"
+            f"    {name}{path}\n"
+            f"At that key path, the prefix pytree {name} has a subtree of type\n"
+            f"    {_kind_obj(kind)!r}\n"
+            f"with metadata\n"
+            f"    {prefix_aux!r}\n"
+            f"but at the same key path the full pytree has a subtree of the same type but with "
+            f"metadata\n"
+            f"    {full_aux!r}.")

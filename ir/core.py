@@ -1,0 +1,183 @@
+"""The graph IR: abstract values, variables, literals, equations and programs.
+
+A program reads like a jaxpr::
+
+    { lambda ; a:f32[8,16] b:f32[16,4]. let
+        c:f32[8,4] = dot_general[dimension_numbers=(((1,), (0,)), ((), ()))] a b
+      in (c,) }
+
+Names are not stored: the printer assigns them in definition order.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+
+# Short dtype names used in printed types: f32[4,8].
+_SHORT_DTYPE = {
+    "float16": "f16", "float32": "f32", "float64": "f64",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "bool": "bool", "complex64": "c64", "complex128": "c128",
+}
+_LONG_DTYPE = {short: long for long, short in _SHORT_DTYPE.items()}
+
+
+def short_dtype(dtype) -> str:
+    return _SHORT_DTYPE[np.dtype(dtype).name]
+
+
+def dtype_from_short(name: str) -> np.dtype:
+    return np.dtype(_LONG_DTYPE[name])
+
+
+@dataclasses.dataclass(frozen=True)
+class Aval:
+    """The abstract value of an array: shape, dtype and the mesh axes it may vary over (vma).
+
+    >>> Aval((2, 8), np.dtype('float32'), frozenset({'x'})).str_short()
+    'f32[2,8]{x}'
+    """
+    shape: tuple
+    dtype: np.dtype
+    vma: frozenset = frozenset()
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        object.__setattr__(self, "vma", frozenset(self.vma))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def update(self, **changes) -> "Aval":
+        return dataclasses.replace(self, **changes)
+
+    def strip_vma(self) -> "Aval":
+        return self if not self.vma else dataclasses.replace(self, vma=frozenset())
+
+    def str_short(self, axis_order: Sequence[str] = ()) -> str:
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{short_dtype(self.dtype)}[{dims}]{format_vma(self.vma, axis_order)}"
+
+    def str_long(self, axis_order: Sequence[str] = ()) -> str:
+        """The form of ``typeof(x)``: ``float32[3]{i}``."""
+        dims = ",".join(str(d) for d in self.shape)
+        return f"{self.dtype.name}[{dims}]{format_vma(self.vma, axis_order)}"
+
+    def __repr__(self):
+        return f"Aval({self.str_short()})"
+
+
+def format_vma(vma, axis_order: Sequence[str] = ()) -> str:
+    """``{x,y}`` in mesh order (unknown axes after, sorted); empty string for no axes."""
+    if not vma:
+        return ""
+    order = {name: k for k, name in enumerate(axis_order)}
+    names = sorted(vma, key=lambda a: (order.get(a, len(order)), a))
+    return "{" + ",".join(names) + "}"
+
+
+class Var:
+    """An SSA value. Identity is the variable; the printer gives it a name."""
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: Aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Var({self.aval.str_short()})"
+
+
+class Literal:
+    """A scalar constant written inline in the program text."""
+    __slots__ = ("value", "aval")
+
+    def __init__(self, value, aval: Aval):
+        self.value = np.asarray(value, dtype=aval.dtype)
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Literal({format_literal(self)})"
+
+
+Atom = Var | Literal
+
+
+def format_literal(lit: Literal) -> str:
+    value = lit.value.item()
+    if isinstance(value, bool):
+        text = "True" if value else "False"
+    elif isinstance(value, float):
+        text = repr(value)
+    else:
+        text = str(value)
+    return f"{text}:{lit.aval.str_short()}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceInfo:
+    """Where the user wrote the operation."""
+    file: str
+    line: int
+    function: str = ""
+
+    def __str__(self):
+        return f"{self.file}:{self.line}"
+
+
+@dataclasses.dataclass
+class Eqn:
+    """``outvars = primitive[params](invars)``."""
+    primitive: Any
+    invars: list
+    outvars: list
+    params: dict
+    source: SourceInfo | None = None
+
+
+@dataclasses.dataclass
+class Program:
+    """A typed, closed program: constants (with their values), inputs, equations, outputs."""
+    constvars: list
+    invars: list
+    eqns: list
+    outvars: list
+    consts: list = dataclasses.field(default_factory=list)
+
+    @property
+    def in_avals(self) -> list:
+        return [v.aval for v in self.invars]
+
+    @property
+    def out_avals(self) -> list:
+        return [v.aval for v in self.outvars]
+
+    def __str__(self):
+        from ir.printer import print_program
+        return print_program(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceProgram:
+    """One device's program after lowering: which device, where it sits in the mesh, what it runs."""
+    device_id: int
+    position: int
+    mesh_axes: tuple          # axis names, mesh order
+    coords: tuple             # this device's coordinate on each mesh axis
+    program: Program
+
+    def __str__(self):
+        from ir.printer import print_device_program
+        return print_device_program(self)

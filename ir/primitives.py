@@ -1,0 +1,175 @@
+"""The primitive registry.
+
+A primitive is a tiny named object; every concern keeps its own rule table keyed by primitive
+(shape rules in ``ir.shapes``, replication and autodiff rules in ``compiler``, implementation
+rules in ``runtime``). Each primitive is registered once, here, by name, so the parser can find
+it again.
+"""
+from __future__ import annotations
+
+
+class Primitive:
+    """A named operation. ``multiple_results`` primitives return a list of values."""
+    __slots__ = ("name", "multiple_results", "kind")
+
+    def __init__(self, name: str, *, multiple_results: bool = False, kind: str = "op"):
+        self.name = name
+        self.multiple_results = multiple_results
+        # kind: "op" (ordinary array op), "collective" (front-end collective naming mesh axes),
+        # "lowered" (per-device communication node), "higher" (carries sub-programs).
+        self.kind = kind
+
+    def __repr__(self):
+        return self.name
+
+    def __str__(self):
+        return self.name
+
+
+registry: dict[str, Primitive] = {}
+
+
+def primitive(name: str, **kwargs) -> Primitive:
+    """Create and register a primitive; a name is registered once."""
+    if name in registry:
+        raise ValueError(f"primitive {name!r} is already registered")
+    prim = Primitive(name, **kwargs)
+    registry[name] = prim
+    return prim
+
+
+def lookup(name: str) -> Primitive:
+    try:
+        return registry[name]
+    except KeyError:
+        raise KeyError(f"unknown primitive {name!r}") from None
+
+
+class MissingRuleError(NotImplementedError):
+    """A rule table has no entry for a primitive."""
+
+    def __init__(self, prim, table: str):
+        super().__init__(f"no {table} rule for primitive '{prim}'")
+        self.primitive = prim
+        self.table = table
+
+
+class RuleTable(dict):
+    """A dict of rules keyed by primitive whose missing entries raise one standard error."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+
+    def __missing__(self, prim):
+        raise MissingRuleError(prim, self.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The primitives of the front end (what user code binds).
+
+# Elementwise, one operand.
+neg_p = primitive("neg")
+sin_p = primitive("sin")
+cos_p = primitive("cos")
+tan_p = primitive("tan")
+tanh_p = primitive("tanh")
+exp_p = primitive("exp")
+log_p = primitive("log")
+log1p_p = primitive("log1p")
+expm1_p = primitive("expm1")
+sqrt_p = primitive("sqrt")
+rsqrt_p = primitive("rsqrt")
+abs_p = primitive("abs")
+sign_p = primitive("sign")
+floor_p = primitive("floor")
+ceil_p = primitive("ceil")
+round_p = primitive("round")
+logistic_p = primitive("logistic")
+not_p = primitive("not")
+is_finite_p = primitive("is_finite")
+
+UNARY = (neg_p, sin_p, cos_p, tan_p, tanh_p, exp_p, log_p, log1p_p, expm1_p, sqrt_p, rsqrt_p,
+         abs_p, sign_p, floor_p, ceil_p, round_p, logistic_p, not_p)
+
+# Elementwise, two operands of one dtype (rank-0 operands broadcast).
+add_p = primitive("add")
+sub_p = primitive("sub")
+mul_p = primitive("mul")
+div_p = primitive("div")
+rem_p = primitive("rem")
+pow_p = primitive("pow")
+max_p = primitive("max")
+min_p = primitive("min")
+atan2_p = primitive("atan2")
+and_p = primitive("and")
+or_p = primitive("or")
+xor_p = primitive("xor")
+ARITHMETIC = (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, and_p, or_p, xor_p)
+
+eq_p = primitive("eq")
+ne_p = primitive("ne")
+lt_p = primitive("lt")
+le_p = primitive("le")
+gt_p = primitive("gt")
+ge_p = primitive("ge")
+COMPARISON = (eq_p, ne_p, lt_p, le_p, gt_p, ge_p)
+
+select_n_p = primitive("select_n")                       # select_n(pred, *cases)
+convert_element_type_p = primitive("convert_element_type")   # [new_dtype]
+
+# Shapes.
+broadcast_in_dim_p = primitive("broadcast_in_dim")       # [shape, broadcast_dimensions]
+reshape_p = primitive("reshape")                         # [new_sizes]
+transpose_p = primitive("transpose")                     # [permutation]
+squeeze_p = primitive("squeeze")                         # [dimensions]
+concatenate_p = primitive("concatenate")                 # [dimension]
+slice_p = primitive("slice")                             # [start_indices, limit_indices, strides]
+dynamic_slice_p = primitive("dynamic_slice")             # (x, *starts)[slice_sizes]
+dynamic_update_slice_p = primitive("dynamic_update_slice")   # (x, update, *starts)
+gather_p = primitive("gather")                           # (x, indices)[axis]: take along axis
+scatter_p = primitive("scatter")                         # (x, indices, updates)[axis, mode]
+iota_p = primitive("iota")                               # [dtype, shape, dimension]
+rev_p = primitive("rev")                                 # [dimensions]
+pad_p = primitive("pad")                                 # (x, value)[padding_config]
+
+# Reductions.
+reduce_sum_p = primitive("reduce_sum")                   # [axes]
+reduce_max_p = primitive("reduce_max")
+reduce_min_p = primitive("reduce_min")
+reduce_prod_p = primitive("reduce_prod")
+reduce_and_p = primitive("reduce_and")
+reduce_or_p = primitive("reduce_or")
+REDUCTIONS = (reduce_sum_p, reduce_max_p, reduce_min_p, reduce_prod_p, reduce_and_p, reduce_or_p)
+argmax_p = primitive("argmax")                           # [axes, index_dtype]
+argmin_p = primitive("argmin")
+cumsum_p = primitive("cumsum")                           # [axis, reverse]
+
+# Linear algebra.
+dot_general_p = primitive("dot_general")                 # [dimension_numbers, preferred_element_type]
+
+# Sharding annotations outside shard_map.
+sharding_constraint_p = primitive("sharding_constraint")     # [sharding]
+
+# Debugging.
+debug_print_p = primitive("debug_print", multiple_results=True)   # [fmt]
+
+# Collectives of the front end (they name mesh axes).
+psum_p = primitive("psum", kind="collective")            # [mesh_axes]
+pmax_p = primitive("pmax", kind="collective")
+pmin_p = primitive("pmin", kind="collective")
+pmean_p = primitive("pmean", kind="collective")
+axis_index_p = primitive("axis_index", kind="collective")    # [mesh_axes]
+pvary_p = primitive("pvary", kind="collective")          # [mesh_axes]
+REDUCING_COLLECTIVES = (psum_p, pmax_p, pmin_p, pmean_p)
+
+# Higher-order primitives.
+shard_map_p = primitive("shard_map", multiple_results=True, kind="higher")
+pjit_p = primitive("pjit", multiple_results=True, kind="higher")
+
+# Lowered per-device communication nodes (MLIR shard dialect words), carrying device groups.
+all_reduce_p = primitive("all_reduce", kind="lowered")   # [mesh_axes, reduction, device_groups]
+# all_gather, all_to_all and ppermute keep their names when lowered: the front-end primitive is
+# reused with a ``device_groups`` param added.
+all_gather_p = primitive("all_gather", kind="collective")  # [mesh_axes, gather_axis, tiled]
+all_slice_p = primitive("all_slice", kind="lowered")     # [mesh_axes, slice_axis, device_groups]

@@ -1,0 +1,125 @@
+"""Text form of programs, which reads like a jaxpr.
+
+Names are assigned here, in definition order (an equation's outputs before its body):
+``a`` .. ``z``, ``ba``, ``bb``, ... Parameters print sorted by name; a parameter holding a
+program prints on its own lines.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ir.core import DeviceProgram, Literal, Program, Var, format_literal
+
+
+def var_name(k: int) -> str:
+    """The k-th name: a..z, ba..bz, ca.. (base 26, like jaxprs)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    name = letters[k % 26]
+    k //= 26
+    while k:
+        name = letters[k % 26] + name
+        k //= 26
+    return name
+
+
+class _Names:
+    def __init__(self):
+        self.names: dict = {}
+
+    def define(self, var: Var) -> str:
+        name = var_name(len(self.names))
+        self.names[id(var)] = name
+        return name
+
+    def use(self, atom) -> str:
+        if isinstance(atom, Literal):
+            return format_literal(atom)
+        return self.names.get(id(atom), "?")
+
+
+def format_param(value) -> str:
+    """How a parameter value prints; the parser reads these forms back."""
+    if isinstance(value, np.dtype):
+        return value.name
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return np.dtype(value).name
+    if hasattr(value, "short_repr"):
+        return value.short_repr()
+    if isinstance(value, tuple):
+        inner = ", ".join(format_param(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, float):
+        return repr(value)
+    return repr(value)
+
+
+class _Printer:
+    def __init__(self, with_source: bool):
+        self.names = _Names()
+        self.with_source = with_source
+
+    def binder(self, var: Var, axis_order) -> str:
+        return f"{self.names.define(var)}:{var.aval.str_short(axis_order)}"
+
+    def program(self, prog: Program, indent: int, axis_order: Sequence[str]) -> str:
+        pad = " " * indent
+        consts = " ".join(self.binder(v, axis_order) for v in prog.constvars)
+        ins = " ".join(self.binder(v, axis_order) for v in prog.invars)
+        head = "{ lambda " + (consts + "; " if consts else "; ") + ins + ". let"
+        lines = [head]
+        for eqn in prog.eqns:
+            lines.append(self.equation(eqn, indent + 4, axis_order))
+        outs = ", ".join(self.names.use(v) for v in prog.outvars)
+        outs = f"({outs},)" if len(prog.outvars) == 1 else f"({outs})"
+        lines.append(f"{pad}  in {outs} }}")
+        return "\n".join(lines)
+
+    def equation(self, eqn, indent: int, axis_order) -> str:
+        pad = " " * indent
+        # Outputs are named before the body's variables.
+        outs = " ".join(self.binder(v, axis_order) for v in eqn.outvars)
+        args = " ".join(self.names.use(a) for a in eqn.invars)
+        has_program = any(isinstance(v, Program) for v in eqn.params.values())
+        lhs = f"{pad}{outs} = " if outs else f"{pad}"
+        if not eqn.params:
+            text = f"{lhs}{eqn.primitive.name} {args}".rstrip()
+        elif not has_program:
+            params = " ".join(f"{k}={format_param(v)}" for k, v in sorted(eqn.params.items()))
+            text = f"{lhs}{eqn.primitive.name}[{params}] {args}".rstrip()
+        else:
+            text = self.multiline_equation(eqn, lhs, args, indent, axis_order)
+        if self.with_source and eqn.source is not None:
+            text += f"  # {eqn.source}"
+        return text
+
+    def multiline_equation(self, eqn, lhs, args, indent, axis_order) -> str:
+        pad = " " * indent
+        lines = [f"{lhs}{eqn.primitive.name}["]
+        inner_order = axis_order
+        mesh = eqn.params.get("mesh")
+        if mesh is not None:
+            inner_order = mesh.axis_names
+        for key, value in sorted(eqn.params.items()):
+            if isinstance(value, Program):
+                text = self.program(value, indent + 2, inner_order)
+                lines.append(f"{pad}  {key}={text}")
+            else:
+                lines.append(f"{pad}  {key}={format_param(value)}")
+        lines.append(f"{pad}] {args}".rstrip())
+        return "\n".join(lines)
+
+
+def print_program(prog: Program, *, axis_order: Sequence[str] = (), with_source=False) -> str:
+    """The text of a program, as ``make_jaxpr`` shows it."""
+    return _Printer(with_source).program(prog, 0, axis_order)
+
+
+def print_device_program(dp: DeviceProgram, *, with_source=False) -> str:
+    """A per-device program, headed by its device id and mesh coordinates."""
+    axes = ", ".join(dp.mesh_axes)
+    coords = ", ".join(str(c) for c in dp.coords)
+    head = f"device {dp.device_id} at mesh coordinates ({axes}) = ({coords}):"
+    body = _Printer(with_source).program(dp.program, 0, dp.mesh_axes)
+    return f"{head}\n{body}"

@@ -1,0 +1,320 @@
+"""Shape and dtype rules, one per primitive: ``rule(*in_avals, **params) -> [out_aval, ...]``.
+
+Rules see shapes and dtypes only; the varying mesh axes of a result are the replication
+checker's business (``compiler.replication``).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ir import dtypes
+from ir import primitives as prims
+from ir.core import Aval
+from ir.primitives import RuleTable
+
+shape_rules = RuleTable("shape")
+
+
+class ShapeError(TypeError):
+    """Operands whose shapes or dtypes a primitive does not accept."""
+
+
+def _aval(shape, dtype) -> Aval:
+    return Aval(tuple(shape), np.dtype(dtype))
+
+
+def out_avals(prim, in_avals, params) -> list:
+    """The result avals of ``prim`` applied to ``in_avals``."""
+    return shape_rules[prim](*in_avals, **params)
+
+
+# --- elementwise ------------------------------------------------------------------------------
+
+def _common_shape(prim, avals) -> tuple:
+    shapes = {a.shape for a in avals if a.shape != ()}
+    if len(shapes) > 1:
+        raise ShapeError(f"{prim} requires operands of equal shape (or rank 0), got "
+                         + ", ".join(a.str_short() for a in avals))
+    return shapes.pop() if shapes else ()
+
+
+def unary_rule(prim, x: Aval, **params) -> list:
+    if prim in (prims.not_p,) and not (dtypes.is_bool(x.dtype) or dtypes.is_int(x.dtype)):
+        raise ShapeError(f"{prim} requires a boolean or integer operand, got {x.str_short()}")
+    if prim is prims.is_finite_p:
+        return [_aval(x.shape, dtypes.bool_)]
+    return [_aval(x.shape, x.dtype)]
+
+
+def binary_rule(prim, *avals, **params) -> list:
+    dts = {a.dtype for a in avals}
+    if len(dts) > 1:
+        raise ShapeError(f"{prim} requires operands of one dtype, got "
+                         + ", ".join(a.str_short() for a in avals))
+    return [_aval(_common_shape(prim, avals), avals[0].dtype)]
+
+
+def comparison_rule(prim, *avals, **params) -> list:
+    binary_rule(prim, *avals)
+    return [_aval(_common_shape(prim, avals), dtypes.bool_)]
+
+
+for _p in prims.UNARY + (prims.is_finite_p,):
+    shape_rules[_p] = functools.partial(unary_rule, _p)
+for _p in prims.ARITHMETIC:
+    shape_rules[_p] = functools.partial(binary_rule, _p)
+for _p in prims.COMPARISON:
+    shape_rules[_p] = functools.partial(comparison_rule, _p)
+
+
+def _select_n_rule(pred: Aval, *cases: Aval) -> list:
+    if not cases:
+        raise ShapeError("select_n requires at least one case")
+    binary_rule(prims.select_n_p, *cases)
+    shape = _common_shape(prims.select_n_p, (pred,) + cases)
+    return [_aval(shape, cases[0].dtype)]
+
+
+shape_rules[prims.select_n_p] = _select_n_rule
+
+
+def _convert_rule(x: Aval, *, new_dtype) -> list:
+    return [_aval(x.shape, new_dtype)]
+
+
+shape_rules[prims.convert_element_type_p] = _convert_rule
+
+
+# --- shapes -----------------------------------------------------------------------------------
+
+def _broadcast_in_dim_rule(x: Aval, *, shape, broadcast_dimensions) -> list:
+    if len(broadcast_dimensions) != x.ndim:
+        raise ShapeError(f"broadcast_in_dim: broadcast_dimensions={broadcast_dimensions} "
+                         f"must name one output dimension per operand dimension of {x.str_short()}")
+    for d, od in zip(x.shape, broadcast_dimensions):
+        if not (0 <= od < len(shape)) or d not in (1, shape[od]):
+            raise ShapeError(f"broadcast_in_dim: cannot broadcast {x.str_short()} to shape "
+                             f"{tuple(shape)} with broadcast_dimensions={broadcast_dimensions}")
+    return [_aval(shape, x.dtype)]
+
+
+def _reshape_rule(x: Aval, *, new_sizes) -> list:
+    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+        raise ShapeError(f"reshape: cannot reshape {x.str_short()} to {tuple(new_sizes)}")
+    return [_aval(new_sizes, x.dtype)]
+
+
+def _transpose_rule(x: Aval, *, permutation) -> list:
+    if sorted(permutation) != list(range(x.ndim)):
+        raise ShapeError(f"transpose: permutation={permutation} is not a permutation of the "
+                         f"dimensions of {x.str_short()}")
+    return [_aval([x.shape[p] for p in permutation], x.dtype)]
+
+
+def _squeeze_rule(x: Aval, *, dimensions) -> list:
+    for d in dimensions:
+        if not 0 <= d < x.ndim or x.shape[d] != 1:
+            raise ShapeError(f"squeeze: dimension {d} of {x.str_short()} is not of size 1")
+    return [_aval([s for k, s in enumerate(x.shape) if k not in dimensions], x.dtype)]
+
+
+def _concatenate_rule(*xs: Aval, dimension) -> list:
+    first = xs[0]
+    for x in xs[1:]:
+        same = x.ndim == first.ndim and all(
+            a == b for k, (a, b) in enumerate(zip(x.shape, first.shape)) if k != dimension)
+        if not same or x.dtype != first.dtype:
+            raise ShapeError("concatenate: operands must agree except along dimension "
+                             f"{dimension}, got " + ", ".join(a.str_short() for a in xs))
+    shape = list(first.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return [_aval(shape, first.dtype)]
+
+
+def _slice_rule(x: Aval, *, start_indices, limit_indices, strides) -> list:
+    strides = strides or (1,) * x.ndim
+    shape = []
+    for d, (lo, hi, st) in enumerate(zip(start_indices, limit_indices, strides)):
+        if not 0 <= lo <= hi <= x.shape[d]:
+            raise ShapeError(f"slice: [{lo}:{hi}] is out of bounds for dimension {d} of "
+                             f"{x.str_short()}")
+        shape.append(max(0, -(-(hi - lo) // st)))
+    return [_aval(shape, x.dtype)]
+
+
+def _dynamic_slice_rule(x: Aval, *starts: Aval, slice_sizes) -> list:
+    if len(starts) != x.ndim or len(slice_sizes) != x.ndim:
+        raise ShapeError(f"dynamic_slice: {x.str_short()} needs {x.ndim} start indices and "
+                         "slice sizes")
+    if any(s > d for s, d in zip(slice_sizes, x.shape)):
+        raise ShapeError(f"dynamic_slice: slice_sizes={slice_sizes} exceed {x.str_short()}")
+    return [_aval(slice_sizes, x.dtype)]
+
+
+def _dynamic_update_slice_rule(x: Aval, update: Aval, *starts: Aval) -> list:
+    if update.ndim != x.ndim or any(u > d for u, d in zip(update.shape, x.shape)):
+        raise ShapeError(f"dynamic_update_slice: update {update.str_short()} does not fit "
+                         f"in {x.str_short()}")
+    if update.dtype != x.dtype:
+        raise ShapeError("dynamic_update_slice: update and operand dtypes differ")
+    return [_aval(x.shape, x.dtype)]
+
+
+def _gather_rule(x: Aval, indices: Aval, *, axis) -> list:
+    if not dtypes.is_int(indices.dtype):
+        raise ShapeError(f"gather: indices must be integers, got {indices.str_short()}")
+    shape = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
+    return [_aval(shape, x.dtype)]
+
+
+def _scatter_rule(x: Aval, indices: Aval, updates: Aval, *, axis, mode) -> list:
+    expected = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
+    if updates.shape != expected:
+        raise ShapeError(f"scatter: updates {updates.str_short()} should have shape {expected}")
+    return [_aval(x.shape, x.dtype)]
+
+
+def _iota_rule(*, dtype, shape, dimension) -> list:
+    return [_aval(shape, dtype)]
+
+
+def _rev_rule(x: Aval, *, dimensions) -> list:
+    return [_aval(x.shape, x.dtype)]
+
+
+def _pad_rule(x: Aval, value: Aval, *, padding_config) -> list:
+    shape = [lo + d + hi + max(0, d - 1) * interior
+             for d, (lo, hi, interior) in zip(x.shape, padding_config)]
+    return [_aval(shape, x.dtype)]
+
+
+shape_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim_rule
+shape_rules[prims.reshape_p] = _reshape_rule
+shape_rules[prims.transpose_p] = _transpose_rule
+shape_rules[prims.squeeze_p] = _squeeze_rule
+shape_rules[prims.concatenate_p] = _concatenate_rule
+shape_rules[prims.slice_p] = _slice_rule
+shape_rules[prims.dynamic_slice_p] = _dynamic_slice_rule
+shape_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice_rule
+shape_rules[prims.gather_p] = _gather_rule
+shape_rules[prims.scatter_p] = _scatter_rule
+shape_rules[prims.iota_p] = _iota_rule
+shape_rules[prims.rev_p] = _rev_rule
+shape_rules[prims.pad_p] = _pad_rule
+
+
+# --- reductions -------------------------------------------------------------------------------
+
+def _check_axes(prim, x: Aval, axes):
+    for a in axes:
+        if not 0 <= a < x.ndim:
+            raise ShapeError(f"{prim}: axis {a} is out of bounds for {x.str_short()}")
+
+
+def reduction_rule(prim, x: Aval, *, axes) -> list:
+    _check_axes(prim, x, axes)
+    shape = [d for k, d in enumerate(x.shape) if k not in axes]
+    return [_aval(shape, x.dtype)]
+
+
+def _arg_reduction_rule(prim, x: Aval, *, axes, index_dtype) -> list:
+    _check_axes(prim, x, axes)
+    shape = [d for k, d in enumerate(x.shape) if k not in axes]
+    return [_aval(shape, index_dtype)]
+
+
+def _cumulative_rule(x: Aval, *, axis, reverse) -> list:
+    _check_axes(prims.cumsum_p, x, (axis,))
+    return [_aval(x.shape, x.dtype)]
+
+
+for _p in prims.REDUCTIONS:
+    shape_rules[_p] = functools.partial(reduction_rule, _p)
+shape_rules[prims.argmax_p] = functools.partial(_arg_reduction_rule, prims.argmax_p)
+shape_rules[prims.argmin_p] = functools.partial(_arg_reduction_rule, prims.argmin_p)
+shape_rules[prims.cumsum_p] = _cumulative_rule
+
+
+# --- linear algebra ---------------------------------------------------------------------------
+
+def _dot_general_rule(x: Aval, y: Aval, *, dimension_numbers, preferred_element_type=None) -> list:
+    (lc, rc), (lb, rb) = dimension_numbers
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ShapeError(f"dot_general: dimension_numbers={dimension_numbers} are unbalanced")
+    for l, r in zip(lc + lb, rc + rb):
+        if x.shape[l] != y.shape[r]:
+            raise ShapeError(f"dot_general requires contracting and batch dimensions of equal "
+                             f"size, got {x.str_short()} and {y.str_short()} with "
+                             f"dimension_numbers={dimension_numbers}")
+    if x.dtype != y.dtype:
+        raise ShapeError(f"dot_general requires operands of one dtype, got {x.str_short()} "
+                         f"and {y.str_short()}")
+    batch = [x.shape[d] for d in lb]
+    lfree = [d for k, d in enumerate(x.shape) if k not in lc and k not in lb]
+    rfree = [d for k, d in enumerate(y.shape) if k not in rc and k not in rb]
+    dtype = preferred_element_type or x.dtype
+    return [_aval(batch + lfree + rfree, dtype)]
+
+
+shape_rules[prims.dot_general_p] = _dot_general_rule
+
+
+# --- identity-shaped ops: sharding annotations, collectives that keep the shape ----------------
+
+def identity_rule(*xs: Aval, **params) -> list:
+    return [_aval(x.shape, x.dtype) for x in xs]
+
+
+def _single_identity_rule(x: Aval, **params) -> list:
+    return [_aval(x.shape, x.dtype)]
+
+
+shape_rules[prims.sharding_constraint_p] = _single_identity_rule
+shape_rules[prims.debug_print_p] = lambda *xs, **params: []
+
+
+def _reducing_collective_rule(prim, x: Aval, **params) -> list:
+    if prim is prims.pmean_p and not dtypes.is_inexact(x.dtype):
+        return [_aval(x.shape, dtypes.float_)]
+    if prim is prims.psum_p and dtypes.is_bool(x.dtype):
+        return [_aval(x.shape, dtypes.int_)]
+    return [_aval(x.shape, x.dtype)]
+
+
+for _p in prims.REDUCING_COLLECTIVES:
+    shape_rules[_p] = functools.partial(_reducing_collective_rule, _p)
+shape_rules[prims.pvary_p] = _single_identity_rule
+shape_rules[prims.axis_index_p] = lambda **params: [_aval((), dtypes.int_)]
+
+
+def _all_reduce_rule(x: Aval, **params) -> list:
+    return [_aval(x.shape, x.dtype)]
+
+
+def group_size(device_groups) -> int:
+    return len(device_groups[0])
+
+
+def _all_gather_rule(x: Aval, *, mesh_axes, gather_axis, tiled, axis_size, **params) -> list:
+    shape = list(x.shape)
+    if tiled:
+        shape[gather_axis] *= axis_size
+    else:
+        shape.insert(gather_axis, axis_size)
+    return [_aval(shape, x.dtype)]
+
+
+def _all_slice_rule(x: Aval, *, mesh_axes, slice_axis, axis_size, **params) -> list:
+    if x.shape[slice_axis] % axis_size:
+        raise ShapeError(f"all_slice: dimension {slice_axis} of {x.str_short()} is not "
+                         f"divisible by {axis_size}")
+    shape = list(x.shape)
+    shape[slice_axis] //= axis_size
+    return [_aval(shape, x.dtype)]
+
+
+shape_rules[prims.all_reduce_p] = _all_reduce_rule
+shape_rules[prims.all_gather_p] = _all_gather_rule
+shape_rules[prims.all_slice_p] = _all_slice_rule

@@ -1,0 +1,305 @@
+"""Meshes, partition specs, block shapes and device groups: the pure arithmetic of sharding.
+
+Nothing here touches data. Devices are any objects with an integer ``id``.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ir import primitives as prims
+from ir.core import Aval
+from ir.shapes import shape_rules
+
+
+class PartitionSpec(tuple):
+    """How each array dimension is split over mesh axes: ``P('x', None, ('y', 'z'))``.
+
+    Entries are ``None``, an axis name, or a tuple of names (split over their product, the
+    first name major). Dimensions past the end are not split; ``P()`` replicates.
+    """
+
+    def __new__(cls, *entries):
+        return super().__new__(cls, entries)
+
+    def __repr__(self):
+        return "PartitionSpec(" + ", ".join(_entry_repr(e) for e in self) + ")"
+
+    def short_repr(self) -> str:
+        """``P('x', None)``, the form printed in programs."""
+        return "P(" + ", ".join(_entry_repr(e) for e in self) + ")"
+
+    def __reduce__(self):
+        return (PartitionSpec, tuple(self))
+
+    def __eq__(self, other):
+        return isinstance(other, PartitionSpec) and tuple(self) == tuple(other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(("PartitionSpec", tuple(self)))
+
+
+P = PartitionSpec
+
+
+def _entry_repr(entry) -> str:
+    if isinstance(entry, tuple):
+        return "(" + ", ".join(repr(n) for n in entry) + ("," if len(entry) == 1 else "") + ")"
+    return repr(entry)
+
+
+def entry_names(entry) -> tuple:
+    """The mesh axes of one spec entry: ``()`` for None, ``(a,)`` for a name, else the tuple."""
+    if entry is None:
+        return ()
+    if isinstance(entry, (tuple, list)):
+        return tuple(entry)
+    return (entry,)
+
+
+def spec_names(spec) -> tuple:
+    """The mesh axes named by ``spec`` per dimension, as tuples: the normal form's meaning."""
+    return tuple(entry_names(e) for e in spec)
+
+
+def spec_axes(spec) -> tuple:
+    """Every mesh axis a spec names, in the order it names them."""
+    return tuple(a for names in spec_names(spec) for a in names)
+
+
+def canonical_spec(spec) -> PartitionSpec:
+    """The spec as ``.sharding`` reports it: 1-tuples unwrapped, ``()`` read as None."""
+    entries = []
+    for names in spec_names(spec):
+        entries.append(None if not names else names[0] if len(names) == 1 else tuple(names))
+    return PartitionSpec(*entries)
+
+
+def normal_spec(spec) -> PartitionSpec:
+    """The normal form: canonical, with trailing Nones dropped (for comparing meanings)."""
+    entries = list(canonical_spec(spec))
+    while entries and entries[-1] is None:
+        entries.pop()
+    return PartitionSpec(*entries)
+
+
+class Mesh:
+    """Devices arranged in an n-dimensional array with one name per dimension.
+
+    >>> Mesh(np.array(devices[:8]).reshape(4, 2), ('x', 'y'))
+    Mesh('x': 4, 'y': 2)
+    """
+
+    def __init__(self, devices, axis_names):
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        axis_names = tuple(axis_names)
+        devices = _device_array(devices)
+        if devices.ndim != len(axis_names):
+            raise ValueError(
+                "Mesh requires the ndim of its first argument (`devices`) to equal the length of "
+                f"its second argument (`axis_names`), but got devices.ndim == {devices.ndim} and "
+                f"len(axis_names) == {len(axis_names)}.")
+        for name in axis_names:
+            if axis_names.count(name) > 1:
+                raise ValueError(f"Mesh axis names must be unique, but axis_names={axis_names!r} "
+                                 f"names '{name}' more than once.")
+        seen = set()
+        for device in devices.flat:
+            if device.id in seen:
+                raise ValueError(f"Mesh devices must be distinct, but {device} appears more "
+                                 "than once.")
+            seen.add(device.id)
+        self.devices = devices
+        self.axis_names = axis_names
+
+    @property
+    def shape(self) -> dict:
+        return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def axis_sizes(self) -> tuple:
+        return tuple(self.devices.shape)
+
+    @property
+    def size(self) -> int:
+        return int(self.devices.size)
+
+    @property
+    def device_ids(self) -> tuple:
+        return tuple(int(d.id) for d in self.devices.flat)
+
+    @property
+    def ndim(self) -> int:
+        return self.devices.ndim
+
+    def coords(self, position: int) -> tuple:
+        """The mesh coordinate of a row-major position."""
+        return tuple(int(c) for c in np.unravel_index(position, self.axis_sizes))
+
+    def position(self, coords) -> int:
+        return int(np.ravel_multi_index(tuple(coords), self.axis_sizes))
+
+    def __eq__(self, other):
+        return (isinstance(other, Mesh) and self.axis_names == other.axis_names
+                and self.axis_sizes == other.axis_sizes and self.device_ids == other.device_ids)
+
+    def __hash__(self):
+        return hash((self.axis_names, self.axis_sizes, self.device_ids))
+
+    def __repr__(self):
+        return "Mesh(" + ", ".join(f"'{n}': {s}" for n, s in self.shape.items()) + ")"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _device_array(devices) -> np.ndarray:
+    if isinstance(devices, np.ndarray):
+        return devices
+    array = np.empty(np.shape(np.array(devices, dtype=object)), dtype=object)
+    for index in np.ndindex(array.shape):
+        array[index] = _nested_get(devices, index)
+    return array
+
+
+def _nested_get(nested, index):
+    for k in index:
+        nested = nested[k]
+    return nested
+
+
+class NamedSharding:
+    """A mesh and a partition spec: how a global array is laid out over devices."""
+
+    def __init__(self, mesh: Mesh, spec: PartitionSpec):
+        if not isinstance(spec, PartitionSpec):
+            raise TypeError(f"NamedSharding requires a PartitionSpec, got {spec!r}")
+        self.mesh = mesh
+        self.spec = spec
+
+    def __eq__(self, other):
+        return (isinstance(other, NamedSharding) and self.mesh == other.mesh
+                and normal_spec(self.spec) == normal_spec(other.spec))
+
+    def __hash__(self):
+        return hash((self.mesh, normal_spec(self.spec)))
+
+    def __repr__(self):
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+
+    @property
+    def device_set(self) -> set:
+        return set(self.mesh.devices.flat)
+
+    def is_fully_replicated(self) -> bool:
+        return not spec_axes(self.spec)
+
+
+# --- mesh arithmetic -----------------------------------------------------------------------------
+
+def axes_size(axis_sizes: dict, axes: Sequence[str]) -> int:
+    """The product of the sizes of ``axes``: the number of blocks a spec entry splits into."""
+    return math.prod(axis_sizes[a] for a in axes)
+
+
+def axes_rank(axis_sizes: dict, axis_names: Sequence[str], coords: Sequence[int],
+              axes: Sequence[str]) -> int:
+    """Mixed-radix rank of a mesh coordinate over ``axes``, the first listed axis major."""
+    where = {name: coords[k] for k, name in enumerate(axis_names)}
+    rank = 0
+    for a in axes:
+        rank = rank * axis_sizes[a] + where[a]
+    return rank
+
+
+def device_groups(mesh: Mesh, axes: Sequence[str]) -> tuple:
+    """The devices that communicate in a collective over ``axes``, as tuples of device ids.
+
+    Devices agreeing on every other axis form one group, ordered by their rank over ``axes``;
+    groups are sorted by their first member's position. On a (2,2) mesh ('i','j'): over 'i'
+    ``((0,2),(1,3))``; over ('j','i') ``((0,2,1,3),)``.
+    """
+    sizes = mesh.shape
+    names = mesh.axis_names
+    ids = mesh.device_ids
+    groups: dict = {}
+    for position in range(mesh.size):
+        coords = mesh.coords(position)
+        key = tuple(c for name, c in zip(names, coords) if name not in axes)
+        rank = axes_rank(sizes, names, coords, axes)
+        groups.setdefault(key, []).append((rank, position))
+    ordered = sorted(groups.values(), key=lambda members: min(p for _, p in members))
+    return tuple(tuple(ids[p] for _, p in sorted(members)) for members in ordered)
+
+
+# --- block shapes: one pure function and its exact inverse ---------------------------------------
+
+def block_shape(global_shape: Sequence[int], spec, axis_sizes: dict) -> tuple:
+    """The shape of each device's block: ``g[d] // size(spec[d])``. Requires divisibility."""
+    names = spec_names(spec)
+    shape = []
+    for d, g in enumerate(global_shape):
+        k = axes_size(axis_sizes, names[d]) if d < len(names) else 1
+        if g % k:
+            raise ValueError(f"dimension {d} of size {g} is not divisible by {k}")
+        shape.append(g // k)
+    return tuple(shape)
+
+
+def global_shape(block: Sequence[int], spec, axis_sizes: dict) -> tuple:
+    """The inverse of ``block_shape``: ``b[d] * size(spec[d])``."""
+    names = spec_names(spec)
+    return tuple(b * (axes_size(axis_sizes, names[d]) if d < len(names) else 1)
+                 for d, b in enumerate(block))
+
+
+def block_index(spec, mesh: Mesh, coords: Sequence[int]) -> tuple:
+    """Which block (per dimension) the device at ``coords`` holds under ``spec``."""
+    return tuple(axes_rank(mesh.shape, mesh.axis_names, coords, names)
+                 for names in spec_names(spec))
+
+
+def block_slices(shape: Sequence[int], spec, mesh: Mesh, coords: Sequence[int]) -> tuple:
+    """The index of the device's block in the global array: a tuple of slices."""
+    block = block_shape(shape, spec, mesh.shape)
+    index = block_index(spec, mesh, coords)
+    slices = []
+    for d, size in enumerate(block):
+        k = index[d] if d < len(index) else 0
+        slices.append(slice(k * size, (k + 1) * size))
+    return tuple(slices)
+
+
+def owner_positions(spec, mesh: Mesh) -> list:
+    """Positions whose coordinate is 0 on every axis ``spec`` does not name: one per block."""
+    named = set(spec_axes(spec))
+    return [p for p in range(mesh.size)
+            if all(c == 0 for name, c in zip(mesh.axis_names, mesh.coords(p))
+                   if name not in named)]
+
+
+# --- the shard_map equation's shape rule ---------------------------------------------------------
+
+def _shard_map_rule(*in_avals: Aval, jaxpr, mesh, in_specs, out_specs, check_vma) -> list:
+    return [Aval(global_shape(a.shape, spec, mesh.shape), a.dtype)
+            for a, spec in zip(jaxpr.out_avals, out_specs)]
+
+
+shape_rules[prims.shard_map_p] = _shard_map_rule
+
+
+def _pjit_rule(*in_avals: Aval, program, name) -> list:
+    return [a.strip_vma() for a in program.out_avals]
+
+
+shape_rules[prims.pjit_p] = _pjit_rule

@@ -1,0 +1,220 @@
+"""``shardc.Array``: a global array laid out over devices as per-device numpy buffers."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ir import dtypes
+from ir.core import Aval
+from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec,
+                         owner_positions)
+from runtime.devices import Device, devices
+
+
+class SingleDeviceSharding:
+    """The whole array on one device."""
+
+    def __init__(self, device: Device):
+        self.device = device
+
+    def __eq__(self, other):
+        return isinstance(other, SingleDeviceSharding) and other.device == self.device
+
+    def __hash__(self):
+        return hash(("SingleDeviceSharding", self.device))
+
+    def __repr__(self):
+        return f"SingleDeviceSharding(device={self.device!r})"
+
+    @property
+    def device_set(self) -> set:
+        return {self.device}
+
+    def is_fully_replicated(self) -> bool:
+        return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One device's buffer and where it sits in the global array."""
+    device: Device
+    index: tuple
+    data: np.ndarray
+
+
+class Array:
+    """A global array: shape, dtype, sharding, and one numpy buffer per device.
+
+    With a ``NamedSharding`` the buffers are in mesh position order; devices along axes the
+    spec does not name hold copies.
+    """
+    __array_priority__ = 100
+
+    def __init__(self, aval: Aval, sharding, buffers: list):
+        self.aval = aval
+        self.sharding = sharding
+        self._buffers = buffers
+        self._global = None
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_global(cls, value, sharding=None) -> "Array":
+        """Lay out a host value: on device 0, or split by a NamedSharding."""
+        array = _canonical_array(value)
+        aval = Aval(array.shape, array.dtype)
+        if sharding is None:
+            sharding = SingleDeviceSharding(devices()[0])
+        if isinstance(sharding, SingleDeviceSharding):
+            result = cls(aval, sharding, [array])
+            result._global = array
+            return result
+        mesh, spec = sharding.mesh, sharding.spec
+        buffers = [array[block_slices(array.shape, spec, mesh, mesh.coords(p))]
+                   for p in range(mesh.size)]
+        result = cls(aval, NamedSharding(mesh, canonical_spec(spec)), buffers)
+        result._global = array
+        return result
+
+    @classmethod
+    def from_blocks(cls, blocks: list, mesh, spec) -> "Array":
+        """Assemble per-position blocks laid out by ``spec`` (a shard_map output)."""
+        first = np.asarray(blocks[0])
+        from ir.sharding import global_shape
+        shape = global_shape(first.shape, spec, mesh.shape)
+        aval = Aval(shape, first.dtype)
+        return cls(aval, NamedSharding(mesh, canonical_spec(spec)),
+                   [np.asarray(b) for b in blocks])
+
+    # -- numpy view --------------------------------------------------------------------------
+
+    def __array__(self, dtype=None, copy=None):
+        value = self._assemble()
+        return value if dtype is None else value.astype(dtype)
+
+    def _assemble(self) -> np.ndarray:
+        if self._global is not None:
+            return self._global
+        sharding = self.sharding
+        if isinstance(sharding, SingleDeviceSharding):
+            self._global = self._buffers[0]
+            return self._global
+        mesh, spec = sharding.mesh, sharding.spec
+        out = np.empty(self.shape, self.dtype)
+        for p in owner_positions(spec, mesh):
+            out[block_slices(self.shape, spec, mesh, mesh.coords(p))] = self._buffers[p]
+        self._global = out
+        return out
+
+    @property
+    def buffers(self) -> list:
+        return self._buffers
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.aval.ndim
+
+    @property
+    def size(self) -> int:
+        return self.aval.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.aval.nbytes
+
+    @property
+    def addressable_shards(self) -> list:
+        sharding = self.sharding
+        if isinstance(sharding, SingleDeviceSharding):
+            index = tuple(slice(0, d) for d in self.shape)
+            return [Shard(sharding.device, index, self._buffers[0])]
+        mesh, spec = sharding.mesh, sharding.spec
+        return [Shard(mesh.devices.flat[p], block_slices(self.shape, spec, mesh, mesh.coords(p)),
+                      self._buffers[p]) for p in range(mesh.size)]
+
+    def devices(self) -> set:
+        return set(self.sharding.device_set)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return self.sharding.is_fully_replicated()
+
+    def block_until_ready(self) -> "Array":
+        return self
+
+    def item(self):
+        return self._assemble().item()
+
+    def tolist(self):
+        return self._assemble().tolist()
+
+    def copy(self) -> "Array":
+        return Array.from_global(self._assemble().copy())
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[k] for k in range(self.shape[0]))
+
+    def __bool__(self):
+        return bool(self._assemble())
+
+    def __int__(self):
+        return int(self._assemble())
+
+    def __float__(self):
+        return float(self._assemble())
+
+    def __index__(self):
+        return int(self._assemble())
+
+    def __complex__(self):
+        return complex(self._assemble())
+
+    def __format__(self, spec):
+        return format(self._assemble(), spec) if self.ndim == 0 else str(self)
+
+    def __str__(self):
+        return str(self._assemble())
+
+    def __repr__(self):
+        body = np.array2string(self._assemble(), separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={self.dtype.name})"
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'Array'")
+
+    def __reduce__(self):
+        return (Array.from_global, (self._assemble(),))
+
+
+def _canonical_array(value) -> np.ndarray:
+    if isinstance(value, Array):
+        return value._assemble()
+    array = np.asarray(value)
+    canonical = dtypes.canonicalize(array.dtype)
+    if array.dtype != canonical:
+        array = array.astype(canonical)
+    return array
+
+
+def block_aval(aval: Aval, sharding) -> Aval:
+    if isinstance(sharding, NamedSharding):
+        return Aval(block_shape(aval.shape, sharding.spec, sharding.mesh.shape), aval.dtype)
+    return aval

@@ -1,0 +1,66 @@
+"""Simulated devices: 8 by default; ``SHARDC_NUM_DEVICES`` or
+``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set the count before first use."""
+from __future__ import annotations
+
+import os
+import re
+
+
+class Device:
+    """A simulated CPU device. ``str`` is ``TFRT_CPU_{id}`` as in the tutorial."""
+    platform = "cpu"
+    device_kind = "cpu"
+
+    def __init__(self, id: int):
+        self.id = id
+
+    def __str__(self):
+        return f"TFRT_CPU_{self.id}"
+
+    def __repr__(self):
+        return f"CpuDevice(id={self.id})"
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("Device", self.id))
+
+    def __lt__(self, other):
+        return self.id < other.id
+
+
+def configured_device_count() -> int:
+    """The device count the environment asks for (default 8)."""
+    explicit = os.environ.get("SHARDC_NUM_DEVICES")
+    if explicit:
+        return _positive(explicit, "SHARDC_NUM_DEVICES")
+    match = re.search(r"--xla_force_host_platform_device_count=(\d+)",
+                      os.environ.get("XLA_FLAGS", ""))
+    if match:
+        return _positive(match.group(1), "XLA_FLAGS")
+    return 8
+
+
+def _positive(text: str, name: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{name} must ask for a positive number of devices, got {text!r}")
+    return n
+
+
+_devices: list = []
+
+
+def devices() -> list:
+    """All simulated devices; the count is fixed at the first call."""
+    if not _devices:
+        _devices.extend(Device(k) for k in range(configured_device_count()))
+    return list(_devices)
+
+
+def device_count() -> int:
+    return len(devices())

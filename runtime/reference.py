@@ -1,0 +1,538 @@
+"""The reference backend: numpy implementations of every primitive, and an interpreter that
+runs per-device programs in lockstep, meeting at each collective.
+
+Each device program runs as a generator over its equations; at a communication node it yields
+the request and waits. When every device has reached a node, the scheduler applies the
+collective's reference over the blocks of each device group and resumes them.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ir import dtypes
+from ir import primitives as prims
+from ir.core import Literal, Program
+from ir.primitives import RuleTable
+from ir.sharding import NamedSharding, PartitionSpec, normal_spec
+from runtime.array import Array, SingleDeviceSharding, _canonical_array
+
+impl_rules = RuleTable("implementation")
+
+
+def _one(f):
+    """Wrap a numpy function of arrays returning one array as a rule returning a list."""
+    @functools.wraps(f)
+    def rule(*args, **params):
+        return [np.asarray(f(*args, **params))]
+    return rule
+
+
+def _keep_dtype(fn):
+    def apply(*args, **params):
+        result = fn(*args)
+        return np.asarray(result).astype(np.result_type(*args), copy=False)
+    return apply
+
+
+def _rsqrt(x):
+    return (1 / np.sqrt(x)).astype(x.dtype)
+
+
+def _logistic(x):
+    return (1 / (1 + np.exp(-x))).astype(x.dtype)
+
+
+def _round(x):
+    # lax.round rounds half away from zero.
+    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype)
+
+
+def _sign(x):
+    return np.sign(x).astype(x.dtype)
+
+
+def _not(x):
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+_UNARY_IMPLS = {
+    prims.neg_p: np.negative, prims.sin_p: np.sin, prims.cos_p: np.cos, prims.tan_p: np.tan,
+    prims.tanh_p: np.tanh, prims.exp_p: np.exp, prims.log_p: np.log, prims.log1p_p: np.log1p,
+    prims.expm1_p: np.expm1, prims.sqrt_p: np.sqrt, prims.rsqrt_p: _rsqrt, prims.abs_p: np.abs,
+    prims.sign_p: _sign, prims.floor_p: np.floor, prims.ceil_p: np.ceil, prims.round_p: _round,
+    prims.logistic_p: _logistic, prims.not_p: _not, prims.is_finite_p: np.isfinite,
+}
+
+
+def _div(x, y):
+    if dtypes.is_int(np.result_type(x, y)):
+        # lax.div on integers rounds towards zero.
+        q = np.abs(x) // np.where(y == 0, 1, np.abs(y))
+        return (np.sign(x) * np.sign(y) * q).astype(np.result_type(x, y))
+    return np.divide(x, y)
+
+
+def _rem(x, y):
+    if dtypes.is_int(np.result_type(x, y)):
+        return np.fmod(x, np.where(y == 0, 1, y))
+    return np.fmod(x, y)
+
+
+def _pow(x, y):
+    return np.power(x, y)
+
+
+_BINARY_IMPLS = {
+    prims.add_p: np.add, prims.sub_p: np.subtract, prims.mul_p: np.multiply,
+    prims.div_p: _div, prims.rem_p: _rem, prims.pow_p: _pow, prims.max_p: np.maximum,
+    prims.min_p: np.minimum, prims.atan2_p: np.arctan2, prims.and_p: np.bitwise_and,
+    prims.or_p: np.bitwise_or, prims.xor_p: np.bitwise_xor,
+    prims.eq_p: np.equal, prims.ne_p: np.not_equal, prims.lt_p: np.less,
+    prims.le_p: np.less_equal, prims.gt_p: np.greater, prims.ge_p: np.greater_equal,
+}
+
+
+def _elementwise(fn, *args):
+    with np.errstate(all="ignore"):
+        result = np.asarray(fn(*args))
+    if result.dtype != np.bool_:
+        want = np.result_type(*[np.asarray(a) for a in args])
+        if result.dtype != want:
+            result = result.astype(want)
+    return [result]
+
+
+for _p, _f in _UNARY_IMPLS.items():
+    impl_rules[_p] = functools.partial(_elementwise, _f)
+for _p, _f in _BINARY_IMPLS.items():
+    impl_rules[_p] = functools.partial(_elementwise, _f)
+
+
+def _select_n(pred, *cases):
+    if pred.dtype == np.bool_:
+        return [np.asarray(np.where(pred, cases[1] if len(cases) > 1 else cases[0], cases[0]))]
+    return [np.asarray(np.choose(pred, np.broadcast_arrays(*cases)))]
+
+
+def _convert(x, *, new_dtype):
+    return [np.asarray(x).astype(new_dtype)]
+
+
+def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
+    x = np.asarray(x)
+    expanded = [1] * len(shape)
+    for d, od in zip(x.shape, broadcast_dimensions):
+        expanded[od] = d
+    return [np.broadcast_to(x.reshape(expanded), shape)]
+
+
+def _dynamic_slice(x, *starts, slice_sizes):
+    index = []
+    for d, (s, size) in enumerate(zip(starts, slice_sizes)):
+        s = int(np.clip(int(s), 0, x.shape[d] - size))
+        index.append(slice(s, s + size))
+    return [x[tuple(index)]]
+
+
+def _dynamic_update_slice(x, update, *starts):
+    out = np.array(x, copy=True)
+    index = []
+    for d, s in enumerate(starts):
+        s = int(np.clip(int(s), 0, x.shape[d] - update.shape[d]))
+        index.append(slice(s, s + update.shape[d]))
+    out[tuple(index)] = update
+    return [out]
+
+
+def _gather(x, indices, *, axis):
+    size = x.shape[axis]
+    idx = np.where(indices < 0, indices + size, indices)
+    return [np.take(x, np.clip(idx, 0, size - 1), axis=axis)]
+
+
+def _scatter(x, indices, updates, *, axis, mode):
+    out = np.array(x, copy=True)
+    size = x.shape[axis]
+    idx = np.where(indices < 0, indices + size, indices)
+    keep = (idx >= 0) & (idx < size)
+    moved = np.moveaxis(out, axis, 0)
+    upd = np.moveaxis(updates, axis, 0) if updates.ndim else updates
+    flat_idx = idx[keep]
+    flat_upd = upd[keep] if np.ndim(upd) else upd
+    if mode == "add":
+        np.add.at(moved, flat_idx, flat_upd)
+    elif mode == "mul":
+        np.multiply.at(moved, flat_idx, flat_upd)
+    elif mode == "min":
+        np.minimum.at(moved, flat_idx, flat_upd)
+    elif mode == "max":
+        np.maximum.at(moved, flat_idx, flat_upd)
+    else:
+        moved[flat_idx] = flat_upd
+    return [out]
+
+
+def _iota(*, dtype, shape, dimension):
+    ramp = np.arange(shape[dimension], dtype=dtype)
+    view = [1] * len(shape)
+    view[dimension] = shape[dimension]
+    return [np.broadcast_to(ramp.reshape(view), shape)]
+
+
+def _pad(x, value, *, padding_config):
+    lows = [max(lo, 0) for lo, _, _ in padding_config]
+    shape = [lo + d + hi + max(0, d - 1) * interior
+             for d, (lo, hi, interior) in zip(x.shape, padding_config)]
+    full_shape = [max(lo, 0) + d + max(hi, 0) + max(0, d - 1) * interior
+                  for d, (lo, hi, interior) in zip(x.shape, padding_config)]
+    out = np.full(full_shape, value, dtype=x.dtype)
+    index = tuple(slice(lo, lo + (d - 1) * (interior + 1) + 1 if d else lo, interior + 1)
+                  for lo, d, (_, _, interior) in zip(lows, x.shape, padding_config))
+    out[index] = x
+    crop = tuple(slice(-min(lo, 0), -min(lo, 0) + s)
+                 for (lo, _, _), s in zip(padding_config, shape))
+    return [out[crop]]
+
+
+impl_rules[prims.select_n_p] = _select_n
+impl_rules[prims.convert_element_type_p] = _convert
+impl_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim
+impl_rules[prims.reshape_p] = _one(lambda x, *, new_sizes: np.reshape(x, new_sizes))
+impl_rules[prims.transpose_p] = _one(lambda x, *, permutation: np.transpose(x, permutation))
+impl_rules[prims.squeeze_p] = _one(lambda x, *, dimensions: np.squeeze(x, tuple(dimensions)))
+impl_rules[prims.concatenate_p] = _one(lambda *xs, dimension: np.concatenate(xs, dimension))
+impl_rules[prims.slice_p] = _one(
+    lambda x, *, start_indices, limit_indices, strides: x[tuple(
+        slice(lo, hi, st) for lo, hi, st in
+        zip(start_indices, limit_indices, strides or (1,) * x.ndim))])
+impl_rules[prims.dynamic_slice_p] = _dynamic_slice
+impl_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice
+impl_rules[prims.gather_p] = _gather
+impl_rules[prims.scatter_p] = _scatter
+impl_rules[prims.iota_p] = _iota
+impl_rules[prims.rev_p] = _one(lambda x, *, dimensions: np.flip(x, tuple(dimensions)))
+impl_rules[prims.pad_p] = _pad
+
+
+def _reduction(fn, x, *, axes):
+    result = np.asarray(fn(x, axis=tuple(axes)))
+    return [result.astype(x.dtype, copy=False)]
+
+
+impl_rules[prims.reduce_sum_p] = functools.partial(_reduction, np.sum)
+impl_rules[prims.reduce_max_p] = functools.partial(_reduction, np.max)
+impl_rules[prims.reduce_min_p] = functools.partial(_reduction, np.min)
+impl_rules[prims.reduce_prod_p] = functools.partial(_reduction, np.prod)
+impl_rules[prims.reduce_and_p] = functools.partial(_reduction, np.all)
+impl_rules[prims.reduce_or_p] = functools.partial(_reduction, np.any)
+
+
+def _arg_reduction(fn, x, *, axes, index_dtype):
+    (axis,) = axes
+    return [np.asarray(fn(x, axis=axis)).astype(index_dtype)]
+
+
+impl_rules[prims.argmax_p] = functools.partial(_arg_reduction, np.argmax)
+impl_rules[prims.argmin_p] = functools.partial(_arg_reduction, np.argmin)
+
+
+def _cumsum(x, *, axis, reverse):
+    if reverse:
+        return [np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)]
+    return [np.cumsum(x, axis=axis, dtype=x.dtype)]
+
+
+impl_rules[prims.cumsum_p] = _cumsum
+
+
+def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    lfree = [d for d in range(x.ndim) if d not in lc and d not in lb]
+    rfree = [d for d in range(y.ndim) if d not in rc and d not in rb]
+    xt = np.transpose(x, list(lb) + lfree + list(lc))
+    yt = np.transpose(y, list(rb) + list(rc) + rfree)
+    nb = len(lb)
+    batch = xt.shape[:nb]
+    k = int(np.prod([x.shape[d] for d in lc], dtype=np.int64))
+    m = int(np.prod([x.shape[d] for d in lfree], dtype=np.int64))
+    n = int(np.prod([y.shape[d] for d in rfree], dtype=np.int64))
+    out = np.matmul(xt.reshape(batch + (m, k)), yt.reshape(batch + (k, n)))
+    shape = batch + tuple(x.shape[d] for d in lfree) + tuple(y.shape[d] for d in rfree)
+    dtype = preferred_element_type or x.dtype
+    return [out.reshape(shape).astype(dtype, copy=False)]
+
+
+impl_rules[prims.dot_general_p] = _dot_general
+impl_rules[prims.sharding_constraint_p] = lambda x, *, sharding: [x]
+impl_rules[prims.pvary_p] = lambda x, *, mesh_axes: [x]
+
+
+def _debug_print(*args, fmt):
+    print(fmt.format(*args))
+    return []
+
+
+impl_rules[prims.debug_print_p] = _debug_print
+
+
+# --- collectives over the blocks of one device group -------------------------------------------
+
+group_rules = RuleTable("collective implementation")
+
+
+def _all_reduce(blocks, *, reduction, **params):
+    """Every member gets the reduction of all members' blocks, reduced once in rank order.
+
+        before: [a] [b] [c] [d]      after (sum): [a+b+c+d] x4
+    """
+    total = blocks[0]
+    for block in blocks[1:]:
+        if reduction in ("sum", "mean"):
+            total = total + block
+        elif reduction == "max":
+            total = np.maximum(total, block)
+        else:
+            total = np.minimum(total, block)
+    if reduction == "mean":
+        total = total / len(blocks)
+        if not dtypes.is_inexact(blocks[0].dtype):
+            total = total.astype(dtypes.float_)
+    elif reduction == "sum" and blocks[0].dtype == np.bool_:
+        total = sum(b.astype(np.int32) for b in blocks)
+    total = np.asarray(total).astype(_reduced_dtype(blocks[0].dtype, reduction), copy=False)
+    return [total] * len(blocks)
+
+
+def _reduced_dtype(dtype, reduction):
+    if reduction == "mean" and not dtypes.is_inexact(dtype):
+        return dtypes.float_
+    if reduction == "sum" and dtype == np.bool_:
+        return dtypes.int_
+    return dtype
+
+
+def _all_gather(blocks, *, gather_axis, tiled, **params):
+    """Every member gets all blocks, concatenated (tiled) or stacked along ``gather_axis``.
+
+        before: [a] [b] [c] [d]      after (tiled): [a b c d] x4
+    """
+    joined = np.concatenate(blocks, gather_axis) if tiled else np.stack(blocks, gather_axis)
+    return [joined] * len(blocks)
+
+
+def _all_slice(blocks, *, slice_axis, axis_size, **params):
+    """Member r keeps chunk r of its own block along ``slice_axis``; no communication.
+
+        before: [a b c d] x4         after: [a] [b] [c] [d]
+    """
+    return [np.split(block, axis_size, slice_axis)[rank] for rank, block in enumerate(blocks)]
+
+
+group_rules[prims.all_reduce_p] = _all_reduce
+group_rules[prims.all_gather_p] = _all_gather
+group_rules[prims.all_slice_p] = _all_slice
+
+
+def run_collective(prim, blocks, params, mesh) -> list:
+    """Apply a lowered collective to the blocks of every mesh position, group by group."""
+    position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
+    out = [None] * len(blocks)
+    rule = group_rules[prim]
+    for group in params["device_groups"]:
+        positions = [position_of[d] for d in group]
+        results = rule([blocks[p] for p in positions], **params)
+        for p, r in zip(positions, results):
+            out[p] = r
+    return out
+
+
+# --- running programs -------------------------------------------------------------------------
+
+class _Request:
+    """A device waiting at a communication node."""
+    __slots__ = ("eqn", "value")
+
+    def __init__(self, eqn, value):
+        self.eqn = eqn
+        self.value = value
+
+
+def eval_program(program: Program, args, consts=()):
+    """Evaluate a program on concrete numpy values (no communication allowed)."""
+    gen = _device_steps(program, args, consts)
+    try:
+        request = next(gen)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError(f"{request.eqn.primitive} needs a device mesh; it cannot run on one "
+                       "value")
+
+
+def _device_steps(program: Program, args, consts=()):
+    """Run one device's program; yield at each communication node, receive its result."""
+    env: dict = {}
+    for var, value in zip(program.constvars, consts):
+        env[id(var)] = value
+    for var, value in zip(program.invars, args):
+        env[id(var)] = value
+
+    def read(atom):
+        return atom.value if isinstance(atom, Literal) else env[id(atom)]
+
+    for eqn in program.eqns:
+        values = [read(a) for a in eqn.invars]
+        if eqn.primitive in group_rules:
+            outs = [(yield _Request(eqn, values[0]))]
+        else:
+            try:
+                outs = impl_rules[eqn.primitive](*values, **eqn.params)
+            except Exception as err:
+                raise _with_equation(err, eqn) from err
+        for var, value in zip(eqn.outvars, outs):
+            env[id(var)] = value
+    return [read(a) for a in program.outvars]
+
+
+def _with_equation(err, eqn):
+    where = f" at {eqn.source}" if eqn.source else ""
+    return type(err)(f"{err}\n  while running {eqn.primitive}{where}") if isinstance(
+        err, (ValueError, TypeError, IndexError)) else err
+
+
+def run_device_programs(lowered, inputs_by_position) -> list:
+    """Run every device's program in lockstep; returns each position's outputs."""
+    mesh = lowered.mesh
+    runs = [_device_steps(dp.program, args)
+            for dp, args in zip(lowered.device_programs, inputs_by_position)]
+    results = [None] * len(runs)
+    pending = [None] * len(runs)
+    sends = [None] * len(runs)
+    active = set(range(len(runs)))
+    while active:
+        for p in sorted(active):
+            try:
+                pending[p] = runs[p].send(sends[p])
+            except StopIteration as done:
+                results[p] = done.value
+                pending[p] = None
+        active = {p for p in active if pending[p] is not None}
+        if not active:
+            break
+        if len(active) != len(runs):
+            raise RuntimeError("devices disagree on their communication: some finished while "
+                               "others wait at a collective")
+        eqn = pending[min(active)].eqn
+        blocks = [pending[p].value for p in range(len(runs))]
+        sends = run_collective(eqn.primitive, blocks, eqn.params, mesh)
+    return results
+
+
+# --- the backend --------------------------------------------------------------------------------
+
+def _host(value):
+    if isinstance(value, Array):
+        return value._assemble()
+    if isinstance(value, np.ndarray):
+        return value
+    return _canonical_array(value)
+
+
+class ReferenceBackend:
+    """Interprets per-device programs with numpy, one equation and one device at a time."""
+    name = "reference"
+
+    def eval_primitive(self, prim, args, params) -> list:
+        if prim is prims.sharding_constraint_p:
+            return [device_put(args[0], params["sharding"])]
+        outs = impl_rules[prim](*[_host(a) for a in args], **params)
+        return [Array.from_global(o) for o in outs]
+
+    def eval_block(self, prim, blocks, params) -> list:
+        return impl_rules[prim](*[np.asarray(b) for b in blocks], **params)
+
+    def run_collective(self, prim, blocks, params, mesh) -> list:
+        return run_collective(prim, blocks, params, mesh)
+
+    def to_blocks(self, value, mesh, spec) -> list:
+        if (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
+                and value.sharding.mesh == mesh
+                and normal_spec(value.sharding.spec) == normal_spec(spec)):
+            return list(value.buffers)
+        return Array.from_global(_host(value), NamedSharding(mesh, spec)).buffers
+
+    def from_blocks(self, blocks, mesh, spec):
+        return Array.from_blocks(blocks, mesh, spec)
+
+    def sharding_of(self, value):
+        return value.sharding if isinstance(value, Array) else None
+
+    def execute(self, module, args) -> list:
+        return execute_module(module, args)
+
+
+def device_put(value, sharding=None) -> Array:
+    """Lay out ``value`` by ``sharding`` (a NamedSharding or a device); default device 0."""
+    if sharding is not None and not isinstance(sharding, (NamedSharding, SingleDeviceSharding)):
+        sharding = SingleDeviceSharding(sharding)
+    if isinstance(value, Array) and value.sharding == sharding:
+        return value
+    if isinstance(sharding, NamedSharding):
+        _check_put_divisible(value, sharding)
+    return Array.from_global(_host(value), sharding)
+
+
+def _check_put_divisible(value, sharding: NamedSharding):
+    shape = np.shape(value) if not isinstance(value, Array) else value.shape
+    from ir.sharding import axes_size, spec_names
+    for d, names in enumerate(spec_names(sharding.spec)):
+        k = axes_size(sharding.mesh.shape, names)
+        if d >= len(shape):
+            raise ValueError(f"device_put: {sharding.spec!r} has more entries than the rank "
+                             f"of the value, of shape {tuple(shape)}")
+        if shape[d] % k:
+            raise ValueError(
+                f"One of device_put args was given the sharding of {sharding!r}, which implies "
+                f"that the global size of its dimension {d} should be divisible by {k}, but it "
+                f"is equal to {shape[d]} (full shape: {tuple(shape)})")
+
+
+def execute_module(module, args) -> list:
+    """Run a lowered module: host equations on global values, shard_maps on every device."""
+    program = module.program
+    env: dict = {}
+    for var, value in zip(program.constvars + program.invars, args):
+        env[id(var)] = value
+
+    def read(atom):
+        return atom.value if isinstance(atom, Literal) else env[id(atom)]
+
+    for eqn in program.eqns:
+        values = [read(a) for a in eqn.invars]
+        if eqn.primitive is prims.shard_map_p:
+            outs = _run_shard_map(module.lowered(eqn), values)
+        elif eqn.primitive is prims.sharding_constraint_p:
+            outs = [device_put(values[0], eqn.params["sharding"])]
+        else:
+            outs = impl_rules[eqn.primitive](*[_host(v) for v in values], **eqn.params)
+        for var, value in zip(eqn.outvars, outs):
+            env[id(var)] = value
+    return [v if isinstance(v, Array) else Array.from_global(v)
+            for v in (read(a) for a in program.outvars)]
+
+
+def _run_shard_map(lowered, values) -> list:
+    mesh = lowered.mesh
+    blocks = []
+    for value, spec in zip(values, lowered.in_shardings):
+        if (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
+                and value.sharding.mesh == mesh
+                and normal_spec(value.sharding.spec) == normal_spec(spec)):
+            blocks.append(value.buffers)
+        else:
+            blocks.append([_host(value)] * mesh.size)
+    inputs = [[b[p] for b in blocks] for p in range(mesh.size)]
+    results = run_device_programs(lowered, inputs)
+    return [Array.from_blocks([results[p][k] for p in range(mesh.size)], mesh, spec)
+            for k, spec in enumerate(lowered.out_specs)]

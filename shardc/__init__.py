@@ -1,0 +1,100 @@
+"""shardc: write, inspect and run SPMD programs with ``shard_map``.
+
+JAX's names, so JAX code ports by changing its imports::
+
+    import shardc
+    import shardc.numpy as jnp
+    from shardc.sharding import Mesh, PartitionSpec as P
+"""
+from __future__ import annotations
+
+import functools as _functools
+
+from compiler.backend import set_backend as _set_backend
+from runtime.reference import ReferenceBackend as _ReferenceBackend
+
+_set_backend(_ReferenceBackend())
+
+from compiler.jit import jit, make_jaxpr  # noqa: E402
+from compiler.shard_map import shard_map as _shard_map_impl  # noqa: E402
+from compiler.tracing import (ConcretizationTypeError, TracerBoolConversionError,  # noqa: E402
+                              aval_of as _aval_of)
+from ir.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+from runtime.array import Array  # noqa: E402
+from runtime.devices import device_count, devices  # noqa: E402
+from runtime.reference import device_put  # noqa: E402
+
+from shardc import numpy, lax, nn, tree_util, sharding, debug  # noqa: E402,F401
+from shardc.batching_api import vmap  # noqa: E402
+
+
+def shard_map(f=None, *, mesh=None, in_specs=None, out_specs=None, check_vma: bool = True,
+              axis_names=frozenset()):
+    """Map ``f`` over blocks of its arguments on ``mesh`` (the 2025 call form).
+
+    Each argument is split into blocks by its ``in_specs`` entry; ``f`` runs once per device
+    on its blocks and may communicate with collectives (``lax.psum`` ...); outputs are
+    assembled by ``out_specs``. ``f=None`` returns a decorator.
+
+    >>> @partial(shard_map, mesh=mesh, in_specs=P('x'), out_specs=P())
+    ... def total(x_block):
+    ...     return lax.psum(x_block.sum(), 'x')
+    """
+    if f is None:
+        return _functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                                  check_vma=check_vma, axis_names=axis_names)
+    if axis_names and mesh is not None and set(axis_names) != set(mesh.axis_names):
+        raise NotImplementedError("shard_map: axis_names that are a strict subset of the mesh "
+                                  "axes (partial-manual meshes) are not supported (argument "
+                                  "axis_names)")
+    if in_specs is None:
+        raise NotImplementedError("shard_map: in_specs=None (every argument static) is not "
+                                  "supported yet (argument in_specs)")
+    return _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma, flag="check_vma")
+
+
+def make_mesh(axis_shapes, axis_names, devices=None):
+    """A mesh of the first ``prod(axis_shapes)`` devices, in order."""
+    import math
+    import numpy as _np
+    from runtime.devices import devices as _all
+    pool = list(_all() if devices is None else devices)
+    n = math.prod(axis_shapes)
+    if n > len(pool):
+        raise ValueError(f"make_mesh: the mesh shape {tuple(axis_shapes)} needs {n} devices, "
+                         f"but only {len(pool)} are available")
+    array = _np.empty(n, dtype=object)
+    for k in range(n):
+        array[k] = pool[k]
+    return Mesh(array.reshape(tuple(axis_shapes)), tuple(axis_names))
+
+
+def typeof(x):
+    """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
+    return _TypeOf(_aval_of(x), x)
+
+
+class _TypeOf:
+    def __init__(self, aval, value):
+        self.aval = aval
+        self.shape = aval.shape
+        self.dtype = aval.dtype
+        self.vma = aval.vma
+        order = value._axis_order() if hasattr(value, "_axis_order") else ()
+        self._text = aval.str_long(order)
+
+    def __str__(self):
+        return self._text
+
+    __repr__ = __str__
+
+
+def block_until_ready(x):
+    return x
+
+
+__all__ = [
+    "Array", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
+    "jit", "make_jaxpr", "make_mesh", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
+    "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
+]

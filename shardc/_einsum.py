@@ -1,0 +1,68 @@
+"""``einsum`` as a chain of pairwise ``dot_general``s, reductions and transposes."""
+from __future__ import annotations
+
+from compiler.tracing import aval_of
+
+
+def _parse(subscripts: str, n: int):
+    subscripts = subscripts.replace(" ", "")
+    if "..." in subscripts:
+        raise NotImplementedError("einsum with ellipsis")
+    if "->" in subscripts:
+        lhs, out = subscripts.split("->")
+    else:
+        lhs = subscripts
+        counts = {}
+        for c in lhs.replace(",", ""):
+            counts[c] = counts.get(c, 0) + 1
+        out = "".join(sorted(c for c, k in counts.items() if k == 1))
+    inputs = lhs.split(",")
+    if len(inputs) != n:
+        raise ValueError(f"einsum: {len(inputs)} operand subscripts for {n} operands")
+    for spec in inputs:
+        if len(set(spec)) != len(spec):
+            raise NotImplementedError("einsum with a repeated index in one operand (diagonals)")
+    return inputs, out
+
+
+def einsum(subscripts: str, *operands):
+    import shardc.numpy as jnp
+    inputs, out = _parse(subscripts, len(operands))
+    for spec, x in zip(inputs, operands):
+        if len(spec) != aval_of(jnp.asarray(x) if not hasattr(x, "shape") else x).ndim:
+            raise ValueError(f"einsum: subscripts {spec!r} do not match an operand of rank "
+                             f"{aval_of(x).ndim}")
+    specs = list(inputs)
+    values = list(operands)
+    while len(values) > 1:
+        rest = set("".join(specs[2:])) | set(out)
+        spec, value = _pair(specs[0], values[0], specs[1], values[1], rest)
+        specs = [spec] + specs[2:]
+        values = [value] + values[2:]
+    spec, value = specs[0], values[0]
+    value = _sum_out(spec, value, set(out))
+    spec = "".join(c for c in spec if c in out)
+    return jnp.transpose(value, [spec.index(c) for c in out]) if spec != out else value
+
+
+def _sum_out(spec, value, keep):
+    import shardc.numpy as jnp
+    axes = tuple(k for k, c in enumerate(spec) if c not in keep)
+    return jnp.sum(value, axis=axes) if axes else value
+
+
+def _pair(sa, a, sb, b, keep):
+    """Contract two operands; the result's subscripts are batch, a's free, b's free."""
+    import shardc.numpy as jnp
+    a = _sum_out(sa, a, keep | set(sb))
+    sa = "".join(c for c in sa if c in keep or c in sb)
+    b = _sum_out(sb, b, keep | set(sa))
+    sb = "".join(c for c in sb if c in keep or c in sa)
+    batch = [c for c in sa if c in sb and c in keep]
+    contract = [c for c in sa if c in sb and c not in keep]
+    dims = ((tuple(sa.index(c) for c in contract), tuple(sb.index(c) for c in contract)),
+            (tuple(sa.index(c) for c in batch), tuple(sb.index(c) for c in batch)))
+    result = jnp._dot_general(a, b, dims[0], dims[1])
+    free_a = [c for c in sa if c not in batch and c not in contract]
+    free_b = [c for c in sb if c not in batch and c not in contract]
+    return "".join(batch + free_a + free_b), result

@@ -1,0 +1,4 @@
+"""``vmap``: placeholder until the batching trace lands."""
+from compiler.batching import vmap
+
+__all__ = ["vmap"]

@@ -1,0 +1,1 @@
+"""Old API paths of JAX's ``jax.experimental``."""

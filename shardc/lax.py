@@ -1,0 +1,191 @@
+"""``shardc.lax``: collectives over mesh axes and the lax operations user code reaches for.
+
+Collectives take ``axis_name`` as one mesh axis or a tuple of axes; inside a shard_map body
+they act over the device groups of SEMANTICS 2.0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import tree
+from compiler.shard_map import UnknownAxisError, current_shard_context
+from compiler.tracing import aval_of, bind, is_python_scalar
+from ir import dtypes as _dt
+from ir import primitives as p
+from ir.sharding import NamedSharding, axes_size
+import shardc.numpy as jnp
+
+
+# --- axis names --------------------------------------------------------------------------------
+
+def _axes(prim_name: str, axis_name) -> tuple:
+    """Validate ``axis_name`` against the enclosing shard_map's mesh; return it as a tuple."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
+    axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    shard = current_shard_context()
+    for a in axes:
+        if shard is None:
+            raise UnknownAxisError(
+                f"{prim_name}: found an unbound axis name '{a}'; call {prim_name} inside a "
+                "shard_map body whose mesh has that axis.")
+        if a not in shard.mesh.axis_names:
+            raise UnknownAxisError(
+                f"{prim_name}: unknown mesh axis '{a}' in axis_name={axis_name!r}; the "
+                f"enclosing shard_map's mesh has axes {shard.mesh.axis_names}.")
+    for a in axes:
+        if axes.count(a) > 1:
+            raise ValueError(f"{prim_name}: axis_name={axis_name!r} names mesh axis '{a}' "
+                             "more than once.")
+    return axes
+
+
+def _no_groups(prim_name, axis_index_groups):
+    if axis_index_groups is not None:
+        raise NotImplementedError(f"{prim_name}: axis_index_groups is not supported by shardc")
+
+
+def axis_size(axis_name) -> int:
+    """The number of devices along ``axis_name`` (a product for a tuple of axes)."""
+    axes = _axes("axis_size", axis_name)
+    return axes_size(current_shard_context().mesh.shape, axes)
+
+
+def _reducing(prim, name, x, axis_name, axis_index_groups):
+    _no_groups(name, axis_index_groups)
+    axes = _axes(name, axis_name)
+
+    def one(leaf):
+        if is_python_scalar(leaf):
+            size = axes_size(current_shard_context().mesh.shape, axes)
+            if prim is p.psum_p:
+                return leaf * size
+            if prim is p.pmean_p:
+                return leaf
+            return leaf
+        return bind(prim, leaf, mesh_axes=axes)
+
+    return tree.tree_map(one, x)
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """Sum over the devices of each group; every member gets the total.
+
+        blocks over 'i':  [1] [2] [3] [4]   ->   [10] [10] [10] [10]
+
+    ``psum(1, 'i')`` of a Python number is the axis size, computed statically.
+    """
+    return _reducing(p.psum_p, "psum", x, axis_name, axis_index_groups)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None):
+    """Mean over the devices of each group.
+
+        blocks over 'i':  [1] [2] [3] [4]   ->   [2.5] [2.5] [2.5] [2.5]
+    """
+    return _reducing(p.pmean_p, "pmean", x, axis_name, axis_index_groups)
+
+
+def pmax(x, axis_name, *, axis_index_groups=None):
+    """Maximum over the devices of each group.
+
+        blocks over 'i':  [1] [2] [3] [4]   ->   [4] [4] [4] [4]
+    """
+    return _reducing(p.pmax_p, "pmax", x, axis_name, axis_index_groups)
+
+
+def pmin(x, axis_name, *, axis_index_groups=None):
+    """Minimum over the devices of each group.
+
+        blocks over 'i':  [1] [2] [3] [4]   ->   [1] [1] [1] [1]
+    """
+    return _reducing(p.pmin_p, "pmin", x, axis_name, axis_index_groups)
+
+
+def axis_index(axis_name):
+    """This device's rank over ``axis_name`` (first listed axis major), an int32 scalar.
+
+        mesh (2,2) ('i','j'):  axis_index('i') -> 0 0 1 1;  axis_index(('j','i')) -> 0 2 1 3
+    """
+    axes = _axes("axis_index", axis_name)
+    return bind(p.axis_index_p, mesh_axes=axes)
+
+
+def pvary(x, axis_name):
+    """Mark ``x`` as varying over ``axis_name`` (identity on values)."""
+    axes = _axes("pvary", axis_name)
+    return tree.tree_map(lambda leaf: bind(p.pvary_p, leaf, mesh_axes=axes), x)
+
+
+def pcast(x, axis_name, *, to="varying"):
+    if to != "varying":
+        raise ValueError(f"pcast: unexpected to={to!r}; shardc supports to='varying'")
+    return pvary(x, axis_name)
+
+
+def with_sharding_constraint(x, sharding):
+    """Ask for ``x`` to be laid out by ``sharding`` (a NamedSharding)."""
+    if not isinstance(sharding, NamedSharding):
+        raise TypeError(f"with_sharding_constraint requires a NamedSharding, got {sharding!r}")
+    return tree.tree_map(lambda leaf: bind(p.sharding_constraint_p, leaf, sharding=sharding), x)
+
+
+# --- lax operations ----------------------------------------------------------------------------
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """Contract ``lhs`` and ``rhs`` over ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    dims = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    lhs, rhs = jnp._promote(lhs, rhs)
+    return bind(p.dot_general_p, lhs, rhs, dimension_numbers=dims,
+                preferred_element_type=(jnp._dtype_of(lhs) if preferred_element_type is None
+                                        else _dt.canonicalize(preferred_element_type)))
+
+
+def convert_element_type(x, new_dtype):
+    return jnp.astype(x, new_dtype)
+
+
+def broadcast_in_dim(x, shape, broadcast_dimensions):
+    return bind(p.broadcast_in_dim_p, x, shape=tuple(shape),
+                broadcast_dimensions=tuple(broadcast_dimensions))
+
+
+def reshape(x, new_sizes, dimensions=None):
+    if dimensions is not None:
+        x = jnp.transpose(x, dimensions)
+    return jnp.reshape(x, tuple(new_sizes))
+
+
+def slice(x, start_indices, limit_indices, strides=None):
+    return bind(p.slice_p, x, start_indices=tuple(start_indices),
+                limit_indices=tuple(limit_indices),
+                strides=None if strides is None else tuple(strides))
+
+
+def iota(dtype, size):
+    return bind(p.iota_p, dtype=_dt.canonicalize(dtype), shape=(int(size),), dimension=0)
+
+
+add, sub, mul, div = jnp.add, jnp.subtract, jnp.multiply, jnp.divide
+max, min = jnp.maximum, jnp.minimum
+neg, exp, log, sin, cos, tanh, sqrt, abs = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
+                                            jnp.tanh, jnp.sqrt, jnp.abs)
+concatenate = jnp.concatenate
+transpose = jnp.transpose
+
+
+def rsqrt(x):
+    return bind(p.rsqrt_p, x)
+
+
+def logistic(x):
+    return bind(p.logistic_p, x)
+
+
+def select(pred, on_true, on_false):
+    return bind(p.select_n_p, pred, on_false, on_true)
+
+
+def stop_gradient(x):
+    return x

@@ -1,0 +1,890 @@
+"""``shardc.numpy``: the jax.numpy subset, as thin wrappers that bind primitives.
+
+Broadcasting follows numpy; type promotion follows JAX with x64 off (float32 and int32
+defaults, Python scalars weakly typed, so ``x * 2`` keeps ``x``'s dtype).
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from typing import Sequence
+
+import numpy as np
+
+from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
+from ir import dtypes as _dt
+from ir import primitives as p
+from runtime.array import Array
+
+# dtypes under their numpy names
+float16, float32, float64 = np.float16, np.float32, np.float64
+int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
+uint8, uint32 = np.uint8, np.uint32
+bool_ = np.bool_
+complex64 = np.complex64
+dtype = np.dtype
+pi, e, inf, nan = np.pi, np.e, np.inf, np.nan
+newaxis = None
+ndarray = Array
+
+
+def _is_array(x) -> bool:
+    return isinstance(x, (Tracer, Array, np.ndarray, np.generic))
+
+
+def _dtype_of(x) -> np.dtype:
+    return aval_of(x).dtype
+
+
+def _weak(x) -> bool:
+    return is_python_scalar(x)
+
+
+def result_type(*args) -> np.dtype:
+    """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
+    dts, weak = [], []
+    for a in args:
+        if isinstance(a, (np.dtype, type)) and not is_python_scalar(a):
+            dts.append(_dt.canonicalize(np.dtype(a)))
+            weak.append(False)
+        else:
+            dts.append(_dtype_of(a))
+            weak.append(_weak(a))
+    return _dt.result_type(dts, weak)
+
+
+def _convert(x, dtype):
+    """``x`` as ``dtype``: Python scalars become typed numpy scalars (inline literals)."""
+    dtype = _dt.canonicalize(dtype)
+    if is_python_scalar(x):
+        return np.asarray(x, dtype=dtype)[()]
+    if isinstance(x, np.generic):
+        return np.asarray(x, dtype=dtype)[()]
+    if isinstance(x, np.ndarray):
+        return asarray(x, dtype)
+    if _dtype_of(x) == dtype:
+        return x
+    return bind(p.convert_element_type_p, x, new_dtype=dtype)
+
+
+def _promote(*args):
+    dtype = result_type(*args)
+    return [_convert(a, dtype) for a in args]
+
+
+def _shape(x) -> tuple:
+    return aval_of(x).shape
+
+
+def _broadcast_shapes(*shapes) -> tuple:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError("Incompatible shapes for broadcasting: "
+                         + ", ".join(str(tuple(s)) for s in shapes)) from None
+
+
+def broadcast_to(x, shape):
+    """Broadcast ``x`` to ``shape`` by numpy's rules."""
+    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    x = asarray(x) if not _is_array(x) else x
+    old = _shape(x)
+    if old == shape:
+        return x
+    if len(old) > len(shape) or _broadcast_shapes(old, shape) != shape:
+        raise ValueError(f"Incompatible shapes for broadcasting: {old} and requested shape "
+                         f"{shape}")
+    lead = len(shape) - len(old)
+    keep = [k for k, d in enumerate(old) if d == shape[lead + k]]
+    if len(keep) != len(old):
+        x = reshape(x, tuple(old[k] for k in keep))
+    return bind(p.broadcast_in_dim_p, x, shape=shape,
+                broadcast_dimensions=tuple(lead + k for k in keep))
+
+
+def _broadcast_operands(*args):
+    """Broadcast array operands to one shape; rank-0 operands stay (primitives accept them)."""
+    shapes = [_shape(a) for a in args]
+    target = _broadcast_shapes(*shapes)
+    return [a if s == target or s == () else broadcast_to(a, target)
+            for a, s in zip(args, shapes)]
+
+
+def _binary(prim, x, y):
+    x, y = _promote(x, y)
+    x, y = _broadcast_operands(x, y)
+    return bind(prim, x, y)
+
+
+def _make_binary(prim, name, doc):
+    def fn(x, y):
+        return _binary(prim, x, y)
+    fn.__name__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+add = _make_binary(p.add_p, "add", "Elementwise ``x + y``.")
+subtract = _make_binary(p.sub_p, "subtract", "Elementwise ``x - y``.")
+multiply = _make_binary(p.mul_p, "multiply", "Elementwise ``x * y``.")
+maximum = _make_binary(p.max_p, "maximum", "Elementwise maximum.")
+minimum = _make_binary(p.min_p, "minimum", "Elementwise minimum.")
+arctan2 = _make_binary(p.atan2_p, "arctan2", "Elementwise arctan(x / y).")
+equal = _make_binary(p.eq_p, "equal", "Elementwise ``x == y``.")
+not_equal = _make_binary(p.ne_p, "not_equal", "Elementwise ``x != y``.")
+less = _make_binary(p.lt_p, "less", "Elementwise ``x < y``.")
+less_equal = _make_binary(p.le_p, "less_equal", "Elementwise ``x <= y``.")
+greater = _make_binary(p.gt_p, "greater", "Elementwise ``x > y``.")
+greater_equal = _make_binary(p.ge_p, "greater_equal", "Elementwise ``x >= y``.")
+bitwise_and = logical_and_ = _make_binary(p.and_p, "bitwise_and", "Elementwise and.")
+bitwise_or = _make_binary(p.or_p, "bitwise_or", "Elementwise or.")
+bitwise_xor = _make_binary(p.xor_p, "bitwise_xor", "Elementwise xor.")
+
+
+def logical_and(x, y):
+    return _binary(p.and_p, astype(x, bool_), astype(y, bool_))
+
+
+def logical_or(x, y):
+    return _binary(p.or_p, astype(x, bool_), astype(y, bool_))
+
+
+def logical_not(x):
+    return bind(p.not_p, astype(x, bool_))
+
+
+def true_divide(x, y):
+    """``x / y``; integers divide to float32."""
+    x, y = _promote(x, y)
+    if not _dt.is_inexact(_dtype_of(x)):
+        x, y = _convert(x, _dt.float_), _convert(y, _dt.float_)
+    x, y = _broadcast_operands(x, y)
+    return bind(p.div_p, x, y)
+
+
+divide = true_divide
+
+
+def floor_divide(x, y):
+    """``x // y`` rounding towards negative infinity."""
+    x, y = _promote(x, y)
+    x, y = _broadcast_operands(x, y)
+    if _dt.is_inexact(_dtype_of(x)):
+        return floor(bind(p.div_p, x, y))
+    quotient = bind(p.div_p, x, y)
+    remainder = bind(p.rem_p, x, y)
+    adjust = logical_and(not_equal(remainder, 0), not_equal(less(remainder, 0), less(y, 0)))
+    return where(adjust, subtract(quotient, 1), quotient)
+
+
+def remainder(x, y):
+    """``x % y`` with the sign of ``y``, as in numpy."""
+    x, y = _promote(x, y)
+    x, y = _broadcast_operands(x, y)
+    rem = bind(p.rem_p, x, y)
+    fix = logical_and(not_equal(rem, 0), not_equal(less(rem, 0), less(y, 0)))
+    return where(fix, add(rem, y), rem)
+
+
+mod = remainder
+
+
+def power(x, y):
+    if is_python_scalar(y) and isinstance(y, int) and 0 <= y <= 4:
+        result = ones_like(x) if y == 0 else x
+        for _ in range(max(0, y - 1)):
+            result = multiply(result, x)
+        return result
+    return _binary(p.pow_p, x, y)
+
+
+def _make_unary(prim, name, floating=True):
+    def fn(x):
+        x = asarray(x) if not _is_array(x) else x
+        if floating and not _dt.is_inexact(_dtype_of(x)):
+            x = _convert(x, _dt.float_)
+        return bind(prim, x)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name}."
+    return fn
+
+
+sin = _make_unary(p.sin_p, "sin")
+cos = _make_unary(p.cos_p, "cos")
+tan = _make_unary(p.tan_p, "tan")
+tanh = _make_unary(p.tanh_p, "tanh")
+exp = _make_unary(p.exp_p, "exp")
+log = _make_unary(p.log_p, "log")
+log1p = _make_unary(p.log1p_p, "log1p")
+expm1 = _make_unary(p.expm1_p, "expm1")
+sqrt = _make_unary(p.sqrt_p, "sqrt")
+floor = _make_unary(p.floor_p, "floor")
+ceil = _make_unary(p.ceil_p, "ceil")
+abs = absolute = _make_unary(p.abs_p, "abs", floating=False)
+sign = _make_unary(p.sign_p, "sign", floating=False)
+negative = _make_unary(p.neg_p, "negative", floating=False)
+isfinite = _make_unary(p.is_finite_p, "isfinite")
+
+
+def round(x, decimals=0):
+    if decimals:
+        scale = 10.0 ** decimals
+        return divide(round(multiply(x, scale)), scale)
+    x = asarray(x) if not _is_array(x) else x
+    if not _dt.is_inexact(_dtype_of(x)):
+        return x
+    # numpy rounds half to even
+    floor_x = floor(x)
+    diff = subtract(x, floor_x)
+    even = equal(remainder(floor_x, 2), 0)
+    up = logical_or(greater(diff, 0.5), logical_and(equal(diff, 0.5), logical_not(even)))
+    return where(up, add(floor_x, 1), floor_x)
+
+
+around = round
+
+
+def square(x):
+    return multiply(x, x)
+
+
+def reciprocal(x):
+    return divide(1, x)
+
+
+def isnan(x):
+    return not_equal(x, x)
+
+
+def isinf(x):
+    return logical_and(logical_not(isfinite(x)), equal(x, x))
+
+
+def clip(x, min=None, max=None, a_min=None, a_max=None):
+    """Limit values to ``[min, max]``."""
+    lo = min if min is not None else a_min
+    hi = max if max is not None else a_max
+    if lo is not None:
+        x = maximum(x, lo)
+    if hi is not None:
+        x = minimum(x, hi)
+    return x
+
+
+def where(condition, x=None, y=None):
+    """Choose ``x`` where ``condition`` holds, else ``y``."""
+    if x is None and y is None:
+        raise NotImplementedError("where(condition) with one argument has a data-dependent "
+                                  "shape; pass x and y")
+    condition = astype(condition, bool_) if _dtype_of(condition) != np.bool_ else condition
+    x, y = _promote(x, y)
+    condition, x, y = _broadcast_operands(condition, x, y)
+    return bind(p.select_n_p, condition, y, x)
+
+
+# --- creation --------------------------------------------------------------------------------
+
+def asarray(x, dtype=None):
+    """``x`` as an array of ``dtype`` (traced values pass through)."""
+    if isinstance(x, Tracer):
+        return x if dtype is None else astype(x, dtype)
+    if isinstance(x, (list, tuple)) and any(isinstance(v, Tracer) for v in _flat(x)):
+        return stack([asarray(v, dtype) for v in x])
+    if isinstance(x, Array):
+        return x if dtype is None or np.dtype(dtype) == x.dtype else astype(x, dtype)
+    if dtype is None and (is_python_scalar(x) or (isinstance(x, (list, tuple)) and x
+                                                 and _all_python_scalars(x))):
+        dtype = _dt.result_type([_dt.weak_scalar_dtype(v) for v in _flat(x)],
+                                [False] * len(list(_flat(x))))
+    array = np.asarray(x, dtype=_dt.canonicalize(dtype) if dtype is not None else None)
+    return Array.from_global(array)
+
+
+def _all_python_scalars(x) -> bool:
+    return all(is_python_scalar(v) for v in _flat(x))
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _flat(v)
+    else:
+        yield x
+
+
+def array(x, dtype=None, copy=True):
+    return asarray(x, dtype)
+
+
+def _default_dtype(dtype, *values):
+    if dtype is not None:
+        return _dt.canonicalize(dtype)
+    if any(isinstance(v, float) for v in values):
+        return _dt.float_
+    return _dt.float_
+
+
+def full(shape, fill_value, dtype=None):
+    """An array of ``shape`` filled with ``fill_value``."""
+    shape = _shape_tuple(shape)
+    if dtype is None:
+        dtype = _dtype_of(fill_value) if not is_python_scalar(fill_value) else \
+            _dt.weak_scalar_dtype(fill_value)
+    value = _convert(fill_value, dtype)
+    if _shape(value) == shape:
+        return value
+    return broadcast_to(value, shape)
+
+
+def _shape_tuple(shape) -> tuple:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(d) for d in shape)
+
+
+def zeros(shape, dtype=None):
+    return full(shape, 0, _default_dtype(dtype))
+
+
+def ones(shape, dtype=None):
+    return full(shape, 1, _default_dtype(dtype))
+
+
+def empty(shape, dtype=None):
+    return zeros(shape, dtype)
+
+
+def full_like(x, fill_value, dtype=None, shape=None):
+    return full(_shape(x) if shape is None else shape, fill_value,
+                dtype if dtype is not None else _dtype_of(x))
+
+
+def zeros_like(x, dtype=None, shape=None):
+    return full_like(x, 0, dtype, shape)
+
+
+def ones_like(x, dtype=None, shape=None):
+    return full_like(x, 1, dtype, shape)
+
+
+def empty_like(x, dtype=None, shape=None):
+    return zeros_like(x, dtype, shape)
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    """Evenly spaced values; ``arange(8 * 16.)`` is float32."""
+    for v in (start, stop, step):
+        if isinstance(v, Tracer):
+            raise TypeError("arange needs concrete start, stop and step: the length of the "
+                            "result must be known when tracing")
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    values = [v for v in (start, stop, step)]
+    if dtype is None:
+        dtype = _dt.float_ if any(isinstance(v, float) or (isinstance(v, np.floating))
+                                  for v in values) else _dt.int_
+    dtype = _dt.canonicalize(dtype)
+    length = builtins.max(0, int(math.ceil((stop - start) / step)))
+    ramp = bind(p.iota_p, dtype=dtype, shape=(length,), dimension=0)
+    if step != 1:
+        ramp = multiply(ramp, _convert(step, dtype))
+    if start != 0:
+        ramp = add(ramp, _convert(start, dtype))
+    return ramp
+
+
+def linspace(start, stop, num=50, endpoint=True, dtype=None):
+    dtype = _dt.canonicalize(dtype or _dt.float_)
+    if num == 1:
+        return full((1,), start, dtype)
+    div = (num - 1) if endpoint else num
+    ramp = bind(p.iota_p, dtype=_dt.float_, shape=(num,), dimension=0)
+    step = (stop - start) / div
+    return astype(add(multiply(ramp, step), start), dtype)
+
+
+def eye(N, M=None, k=0, dtype=None):
+    M = N if M is None else M
+    dtype = _dt.canonicalize(dtype or _dt.float_)
+    rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
+    cols = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=1)
+    return astype(equal(add(rows, k), cols), dtype)
+
+
+def identity(n, dtype=None):
+    return eye(n, dtype=dtype)
+
+
+def astype(x, dtype):
+    x = asarray(x) if not _is_array(x) else x
+    return _convert(x, dtype)
+
+
+# --- shapes ----------------------------------------------------------------------------------
+
+def _resolve_shape(size: int, shape) -> tuple:
+    shape = list(_shape_tuple(shape))
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        shape[shape.index(-1)] = size // known if known else 0
+    return tuple(shape)
+
+
+def reshape(x, *shape, order="C"):
+    """Reshape ``x`` (row-major)."""
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = shape[0]
+    new = _resolve_shape(aval_of(x).size, shape)
+    if _shape(x) == new:
+        return x
+    return bind(p.reshape_p, x, new_sizes=new)
+
+
+def ravel(x):
+    return reshape(x, (-1,))
+
+
+def _axis(axis, ndim) -> int:
+    if not -ndim <= axis < builtins.max(ndim, 1):
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def transpose(x, axes=None):
+    ndim = len(_shape(x))
+    perm = tuple(reversed(range(ndim))) if axes is None else tuple(_axis(a, ndim) for a in axes)
+    if perm == tuple(range(ndim)):
+        return x
+    return bind(p.transpose_p, x, permutation=perm)
+
+
+def swapaxes(x, axis1, axis2):
+    ndim = len(_shape(x))
+    perm = list(range(ndim))
+    a, b = _axis(axis1, ndim), _axis(axis2, ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+def moveaxis(x, source, destination):
+    ndim = len(_shape(x))
+    perm = [d for d in range(ndim) if d != _axis(source, ndim)]
+    perm.insert(_axis(destination, ndim), _axis(source, ndim))
+    return transpose(x, perm)
+
+
+def expand_dims(x, axis):
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    shape = list(_shape(x))
+    ndim = len(shape) + len(axes)
+    for a in sorted(_axis(a, ndim) for a in axes):
+        shape.insert(a, 1)
+    return reshape(x, tuple(shape))
+
+
+def squeeze(x, axis=None):
+    shape = _shape(x)
+    if axis is None:
+        dims = tuple(k for k, d in enumerate(shape) if d == 1)
+    else:
+        dims = tuple(_axis(a, len(shape)) for a in ((axis,) if isinstance(axis, int) else axis))
+    if not dims:
+        return x
+    return bind(p.squeeze_p, x, dimensions=dims)
+
+
+def concatenate(arrays, axis=0):
+    arrays = _promote(*arrays)
+    if len(arrays) == 1:
+        return arrays[0]
+    ndim = len(_shape(arrays[0]))
+    if axis is None:
+        return concatenate([ravel(a) for a in arrays], 0)
+    return bind(p.concatenate_p, *arrays, dimension=_axis(axis, ndim))
+
+
+def stack(arrays, axis=0):
+    arrays = [asarray(a) if not _is_array(a) else a for a in arrays]
+    ndim = len(_shape(arrays[0])) + 1
+    axis = _axis(axis, ndim)
+    return concatenate([expand_dims(a, axis) for a in arrays], axis)
+
+
+def vstack(arrays):
+    return concatenate([atleast_2d(a) for a in arrays], 0)
+
+
+def hstack(arrays):
+    arrays = [atleast_1d(a) for a in arrays]
+    return concatenate(arrays, 0 if len(_shape(arrays[0])) == 1 else 1)
+
+
+def atleast_1d(x):
+    return reshape(x, (1,)) if _shape(x) == () else x
+
+
+def atleast_2d(x):
+    x = atleast_1d(x)
+    return reshape(x, (1,) + _shape(x)) if len(_shape(x)) == 1 else x
+
+
+def split(x, indices_or_sections, axis=0):
+    """Split into equal sections, or at the given indices."""
+    shape = _shape(x)
+    axis = _axis(axis, len(shape))
+    n = shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        sections = int(indices_or_sections)
+        if n % sections:
+            raise ValueError("array split does not result in an equal division")
+        bounds = [k * (n // sections) for k in range(sections + 1)]
+    else:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    return [_slice_axis(x, axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def array_split(x, sections, axis=0):
+    shape = _shape(x)
+    axis = _axis(axis, len(shape))
+    n = shape[axis]
+    base, extra = divmod(n, sections)
+    sizes = [base + (1 if k < extra else 0) for k in range(sections)]
+    bounds = np.cumsum([0] + sizes).tolist()
+    return [_slice_axis(x, axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _slice_axis(x, axis, lo, hi):
+    shape = _shape(x)
+    start = [0] * len(shape)
+    limit = list(shape)
+    start[axis], limit[axis] = lo, hi
+    return bind(p.slice_p, x, start_indices=tuple(start), limit_indices=tuple(limit),
+                strides=None)
+
+
+def tile(x, reps):
+    x = asarray(x) if not _is_array(x) else x
+    reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    shape = _shape(x)
+    ndim = builtins.max(len(shape), len(reps))
+    shape = (1,) * (ndim - len(shape)) + shape
+    reps = (1,) * (ndim - len(reps)) + reps
+    x = reshape(x, shape)
+    # (r0, s0, r1, s1, ...) then merge pairs
+    expanded = []
+    for r, s in zip(reps, shape):
+        expanded += [r, s]
+    x = bind(p.broadcast_in_dim_p, x, shape=tuple(expanded),
+             broadcast_dimensions=tuple(2 * k + 1 for k in range(ndim)))
+    return reshape(x, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def repeat(x, repeats, axis=None):
+    if axis is None:
+        x, axis = ravel(x), 0
+    shape = _shape(x)
+    axis = _axis(axis, len(shape))
+    x = expand_dims(x, axis + 1)
+    target = shape[:axis + 1] + (repeats,) + shape[axis + 1:]
+    x = broadcast_to(x, target)
+    return reshape(x, shape[:axis] + (shape[axis] * repeats,) + shape[axis + 1:])
+
+
+def flip(x, axis=None):
+    ndim = len(_shape(x))
+    dims = tuple(range(ndim)) if axis is None else tuple(
+        _axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis))
+    return bind(p.rev_p, x, dimensions=dims)
+
+
+def roll(x, shift, axis=None):
+    if axis is None:
+        return reshape(roll(ravel(x), shift, 0), _shape(x))
+    shape = _shape(x)
+    axis = _axis(axis, len(shape))
+    n = shape[axis]
+    if isinstance(shift, Tracer):
+        doubled = concatenate([x, x], axis)
+        start = remainder(subtract(n, shift), n)
+        return _dynamic_slice_axis(doubled, axis, start, n)
+    shift = int(shift) % n if n else 0
+    if shift == 0:
+        return x
+    return concatenate([_slice_axis(x, axis, n - shift, n), _slice_axis(x, axis, 0, n - shift)],
+                       axis)
+
+
+def _dynamic_slice_axis(x, axis, start, size):
+    shape = _shape(x)
+    starts = [np.int32(0)] * len(shape)
+    starts[axis] = _convert(start, _dt.int_)
+    sizes = list(shape)
+    sizes[axis] = size
+    return bind(p.dynamic_slice_p, x, *starts, slice_sizes=tuple(sizes))
+
+
+# --- reductions ------------------------------------------------------------------------------
+
+def _reduce_axes(x, axis) -> tuple:
+    ndim = len(_shape(x))
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        return (_axis(int(axis), ndim),)
+    return tuple(sorted(_axis(a, ndim) for a in axis))
+
+
+def _keep(x, result, axes, keepdims):
+    if not keepdims:
+        return result
+    shape = tuple(1 if k in axes else d for k, d in enumerate(_shape(x)))
+    return reshape(result, shape)
+
+
+def _reduction(prim, x, axis, keepdims, dtype=None):
+    x = asarray(x) if not _is_array(x) else x
+    if dtype is not None:
+        x = astype(x, dtype)
+    elif prim in (p.reduce_sum_p, p.reduce_prod_p) and _dtype_of(x) == np.bool_:
+        x = astype(x, _dt.int_)
+    axes = _reduce_axes(x, axis)
+    result = bind(prim, x, axes=axes)
+    return _keep(x, result, axes, keepdims)
+
+
+def sum(x, axis=None, dtype=None, keepdims=False):
+    return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype)
+
+
+def prod(x, axis=None, dtype=None, keepdims=False):
+    return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype)
+
+
+def max(x, axis=None, keepdims=False):
+    return _reduction(p.reduce_max_p, x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    return _reduction(p.reduce_min_p, x, axis, keepdims)
+
+
+amax, amin = max, min
+
+
+def all(x, axis=None, keepdims=False):
+    return _reduction(p.reduce_and_p, astype(x, bool_), axis, keepdims)
+
+
+def any(x, axis=None, keepdims=False):
+    return _reduction(p.reduce_or_p, astype(x, bool_), axis, keepdims)
+
+
+def mean(x, axis=None, dtype=None, keepdims=False):
+    x = asarray(x) if not _is_array(x) else x
+    axes = _reduce_axes(x, axis)
+    count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
+    if not _dt.is_inexact(_dtype_of(x)):
+        x = astype(x, _dt.float_)
+    total = sum(x, axis, dtype, keepdims)
+    return divide(total, count)
+
+
+def var(x, axis=None, keepdims=False, ddof=0):
+    x = asarray(x) if not _is_array(x) else x
+    centered = subtract(x, mean(x, axis, keepdims=True))
+    axes = _reduce_axes(x, axis)
+    count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
+    return divide(sum(square(centered), axis, keepdims=keepdims), count - ddof)
+
+
+def std(x, axis=None, keepdims=False, ddof=0):
+    return sqrt(var(x, axis, keepdims, ddof))
+
+
+def _arg_reduction(prim, x, axis, keepdims):
+    x = asarray(x) if not _is_array(x) else x
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = _axis(axis, len(_shape(x)))
+    result = bind(prim, x, axes=(axis,), index_dtype=_dt.int_)
+    return _keep(x, result, (axis,), keepdims)
+
+
+def argmax(x, axis=None, keepdims=False):
+    return _arg_reduction(p.argmax_p, x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    return _arg_reduction(p.argmin_p, x, axis, keepdims)
+
+
+def cumsum(x, axis=None, dtype=None):
+    x = asarray(x) if not _is_array(x) else x
+    if axis is None:
+        x, axis = ravel(x), 0
+    if dtype is not None:
+        x = astype(x, dtype)
+    return bind(p.cumsum_p, x, axis=_axis(axis, len(_shape(x))), reverse=False)
+
+
+# --- linear algebra --------------------------------------------------------------------------
+
+def _dot_general(x, y, contract, batch=((), ())):
+    x, y = _promote(x, y)
+    return bind(p.dot_general_p, x, y, dimension_numbers=(contract, batch),
+                preferred_element_type=_dtype_of(x))
+
+
+def dot(x, y):
+    """numpy's dot: matrix product on the last axis of ``x`` and second-to-last of ``y``."""
+    xs, ys = _shape(x), _shape(y)
+    if xs == () or ys == ():
+        return multiply(x, y)
+    y_axis = 0 if len(ys) == 1 else len(ys) - 2
+    return _dot_general(x, y, ((len(xs) - 1,), (y_axis,)))
+
+
+def matmul(x, y):
+    """``x @ y`` with numpy's batching rules."""
+    xs, ys = _shape(x), _shape(y)
+    if len(xs) <= 2 and len(ys) <= 2:
+        return dot(x, y)
+    x2 = x if len(xs) > 1 else reshape(x, (1,) + xs)
+    y2 = y if len(ys) > 1 else reshape(y, ys + (1,))
+    batch = _broadcast_shapes(_shape(x2)[:-2], _shape(y2)[:-2])
+    x2 = broadcast_to(x2, batch + _shape(x2)[-2:])
+    y2 = broadcast_to(y2, batch + _shape(y2)[-2:])
+    nb = len(batch)
+    out = _dot_general(x2, y2, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+    if len(xs) == 1:
+        out = squeeze(out, nb)
+    if len(ys) == 1:
+        out = squeeze(out, -1)
+    return out
+
+
+def vdot(x, y):
+    return dot(ravel(x), ravel(y))
+
+
+def inner(x, y):
+    return _dot_general(x, y, ((len(_shape(x)) - 1,), (len(_shape(y)) - 1,)))
+
+
+def outer(x, y):
+    x, y = ravel(x), ravel(y)
+    return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
+
+
+def tensordot(x, y, axes=2):
+    xs, ys = _shape(x), _shape(y)
+    if isinstance(axes, int):
+        left = tuple(range(len(xs) - axes, len(xs)))
+        right = tuple(range(axes))
+    else:
+        left, right = axes
+        left = (left,) if isinstance(left, int) else tuple(left)
+        right = (right,) if isinstance(right, int) else tuple(right)
+    return _dot_general(x, y, (tuple(_axis(a, len(xs)) for a in left),
+                               tuple(_axis(a, len(ys)) for a in right)))
+
+
+def einsum(subscripts, *operands):
+    """Einstein summation over two operands at a time (``dot_general`` plus transposes)."""
+    from shardc._einsum import einsum as _einsum
+    return _einsum(subscripts, *operands)
+
+
+def trace(x, offset=0, axis1=0, axis2=1):
+    x = asarray(x) if not _is_array(x) else x
+    shape = _shape(x)
+    mask = eye(shape[axis1], shape[axis2], k=offset, dtype=_dtype_of(x))
+    moved = moveaxis(moveaxis(x, axis1, -1), axis2 if axis2 > axis1 else axis2 + 1, -1)
+    return sum(multiply(moved, mask), axis=(-2, -1))
+
+
+# --- comparisons of whole arrays -------------------------------------------------------------
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every element of ``a`` is close to ``b`` (a scalar boolean array)."""
+    return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _promote(a, b)
+    if not _dt.is_inexact(_dtype_of(a)):
+        a, b = astype(a, _dt.float_), astype(b, _dt.float_)
+    close = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def array_equal(a, b):
+    if _shape(a) != _shape(b):
+        return asarray(False)
+    return all(equal(a, b))
+
+
+# --- indexing --------------------------------------------------------------------------------
+
+def take(x, indices, axis=None):
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = _axis(axis, len(_shape(x)))
+    indices = asarray(indices) if not _is_array(indices) else indices
+    return bind(p.gather_p, x, _convert(indices, _dt.int_), axis=axis)
+
+
+from shardc._indexing import getitem as _getitem, AtIndexer  # noqa: E402
+
+
+# --- methods of traced values and Arrays -----------------------------------------------------
+
+def _reflected(fn):
+    return lambda self, other: fn(other, self)
+
+
+def _bool_first(fn):
+    return lambda self, other: fn(self, other)
+
+
+_METHODS = {
+    "__add__": add, "__radd__": _reflected(add),
+    "__sub__": subtract, "__rsub__": _reflected(subtract),
+    "__mul__": multiply, "__rmul__": _reflected(multiply),
+    "__truediv__": true_divide, "__rtruediv__": _reflected(true_divide),
+    "__floordiv__": floor_divide, "__rfloordiv__": _reflected(floor_divide),
+    "__mod__": remainder, "__rmod__": _reflected(remainder),
+    "__pow__": power, "__rpow__": _reflected(power),
+    "__matmul__": matmul, "__rmatmul__": _reflected(matmul),
+    "__and__": bitwise_and, "__rand__": _reflected(bitwise_and),
+    "__or__": bitwise_or, "__ror__": _reflected(bitwise_or),
+    "__xor__": bitwise_xor, "__rxor__": _reflected(bitwise_xor),
+    "__eq__": equal, "__ne__": not_equal, "__lt__": less, "__le__": less_equal,
+    "__gt__": greater, "__ge__": greater_equal,
+    "__neg__": negative, "__pos__": lambda self: self, "__abs__": abs,
+    "__invert__": lambda self: bind(p.not_p, self),
+    "__getitem__": lambda self, index: _getitem(self, index),
+    "at": property(lambda self: AtIndexer(self)),
+    "T": property(lambda self: transpose(self)),
+    "mT": property(lambda self: swapaxes(self, -1, -2)),
+    "reshape": reshape, "transpose": lambda self, *axes: transpose(
+        self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)),
+    "astype": astype, "sum": sum, "mean": mean, "max": max, "min": min, "prod": prod,
+    "argmax": argmax, "argmin": argmin, "all": all, "any": any, "var": var, "std": std,
+    "cumsum": cumsum, "dot": dot, "squeeze": squeeze, "ravel": ravel,
+    "flatten": ravel, "swapaxes": swapaxes, "clip": clip, "round": round,
+    "take": take, "repeat": repeat,
+}
+
+
+def _install():
+    from compiler.tracing import install_array_methods
+    install_array_methods(Tracer, _METHODS)
+    install_array_methods(Array, _METHODS)
+
+
+_install()
