@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m shardc.demo
+	$(BIN)/python examples/seed_tutorial.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import sysconfig
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -40,7 +41,10 @@ class UnexpectedTracerError(RuntimeError):
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _INTERNAL = tuple(os.path.join(_ROOT, pkg) + os.sep
                   for pkg in ("shardc", "compiler", "ir", "runtime"))
-_STDLIB_SKIP = (os.sep + "functools.py", os.sep + "contextlib.py")
+# Python's own library and installed entry-point scripts are not user code either.
+_NOT_USER = _INTERNAL + tuple(
+    os.path.join(path, "") for path in {sysconfig.get_paths()["stdlib"],
+                                        sysconfig.get_paths()["scripts"]})
 
 
 def user_source() -> SourceInfo | None:
@@ -48,7 +52,7 @@ def user_source() -> SourceInfo | None:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not name.startswith(_INTERNAL) and not name.endswith(_STDLIB_SKIP):
+        if not name.startswith(_NOT_USER) and not name.startswith("<frozen"):
             return SourceInfo(os.path.basename(name), frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None

@@ -181,3 +181,7 @@ class DeviceProgram:
     def __str__(self):
         from ir.printer import print_device_program
         return print_device_program(self)
+
+    def pretty_print(self, with_source: bool = False) -> str:
+        from ir.printer import print_device_program
+        return print_device_program(self, with_source=with_source)

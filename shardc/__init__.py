@@ -89,12 +89,28 @@ class _TypeOf:
     __repr__ = __str__
 
 
+class ShapeDtypeStruct:
+    """A stand-in argument with only a shape, a dtype and optionally a sharding: enough to
+    trace and lower (``jit(f).lower(ShapeDtypeStruct((8, 16), jnp.float32))``)."""
+
+    def __init__(self, shape, dtype, sharding=None):
+        from ir.core import Aval
+        from ir import dtypes
+        self.shape = tuple(shape)
+        self.dtype = dtypes.canonicalize(dtype)
+        self.sharding = sharding
+        self.aval = Aval(self.shape, self.dtype)
+
+    def __repr__(self):
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+
+
 def block_until_ready(x):
     return x
 
 
 __all__ = [
-    "Array", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
+    "Array", "ShapeDtypeStruct", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
     "jit", "make_jaxpr", "make_mesh", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
 ]

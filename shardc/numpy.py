@@ -193,7 +193,7 @@ mod = remainder
 def power(x, y):
     if is_python_scalar(y) and isinstance(y, int) and 0 <= y <= 4:
         result = ones_like(x) if y == 0 else x
-        for _ in range(max(0, y - 1)):
+        for _ in range(builtins.max(0, y - 1)):
             result = multiply(result, x)
         return result
     return _binary(p.pow_p, x, y)
@@ -289,7 +289,7 @@ def asarray(x, dtype=None):
     """``x`` as an array of ``dtype`` (traced values pass through)."""
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
-    if isinstance(x, (list, tuple)) and any(isinstance(v, Tracer) for v in _flat(x)):
+    if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer) for v in _flat(x)):
         return stack([asarray(v, dtype) for v in x])
     if isinstance(x, Array):
         return x if dtype is None or np.dtype(dtype) == x.dtype else astype(x, dtype)
@@ -302,7 +302,7 @@ def asarray(x, dtype=None):
 
 
 def _all_python_scalars(x) -> bool:
-    return all(is_python_scalar(v) for v in _flat(x))
+    return builtins.all(is_python_scalar(v) for v in _flat(x))
 
 
 def _flat(x):
@@ -320,7 +320,7 @@ def array(x, dtype=None, copy=True):
 def _default_dtype(dtype, *values):
     if dtype is not None:
         return _dt.canonicalize(dtype)
-    if any(isinstance(v, float) for v in values):
+    if builtins.any(isinstance(v, float) for v in values):
         return _dt.float_
     return _dt.float_
 
@@ -383,7 +383,7 @@ def arange(start, stop=None, step=None, dtype=None):
     step = 1 if step is None else step
     values = [v for v in (start, stop, step)]
     if dtype is None:
-        dtype = _dt.float_ if any(isinstance(v, float) or (isinstance(v, np.floating))
+        dtype = _dt.float_ if builtins.any(isinstance(v, float) or (isinstance(v, np.floating))
                                   for v in values) else _dt.int_
     dtype = _dt.canonicalize(dtype)
     length = builtins.max(0, int(math.ceil((stop - start) / step)))

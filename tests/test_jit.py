@@ -1,0 +1,167 @@
+"""jit: trace once per signature, lower, cache; errors for Python control flow on traced values."""
+from functools import partial
+
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import NamedSharding, PartitionSpec as P
+
+
+def test_second_call_does_not_retrace():
+    calls = []
+
+    @shardc.jit
+    def f(x, y):
+        calls.append(1)
+        return x * y + 1
+
+    x = jnp.arange(6.).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(f(x, x)), np.arange(6.).reshape(2, 3) ** 2 + 1)
+    f(x, x)
+    assert calls == [1] and f.trace_count == 1
+    f(jnp.ones((4,)), jnp.ones((4,)))        # a new shape traces again
+    assert f.trace_count == 2
+    f(x.astype(jnp.int32), x.astype(jnp.int32))   # so does a new dtype
+    assert f.trace_count == 3
+
+
+def test_static_arguments_key_the_cache():
+    @partial(shardc.jit, static_argnums=(1,))
+    def power(x, n):
+        result = x
+        for _ in range(n - 1):
+            result = result * x
+        return result
+
+    x = jnp.arange(4.)
+    np.testing.assert_array_equal(np.asarray(power(x, 3)), np.arange(4.) ** 3)
+    np.testing.assert_array_equal(np.asarray(power(x, 2)), np.arange(4.) ** 2)
+    power(x, 3)
+    assert power.trace_count == 2
+
+
+def test_input_shardings_key_the_cache():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    f = shardc.jit(shardc.shard_map(lambda v: v * 2, mesh=mesh, in_specs=P("x"),
+                                    out_specs=P("x")))
+    host = jnp.arange(8.)
+    placed = shardc.device_put(host, NamedSharding(mesh, P("x")))
+    np.testing.assert_array_equal(np.asarray(f(host)), np.arange(8.) * 2)
+    np.testing.assert_array_equal(np.asarray(f(placed)), np.arange(8.) * 2)
+    assert f.trace_count == 2
+
+
+def test_pytrees_in_and_out():
+    @shardc.jit
+    def f(params, x):
+        return {"y": params["w"] * x + params["b"], "n": (x.sum(),)}
+
+    out = f({"w": jnp.full((3,), 2.), "b": jnp.ones(3)}, jnp.arange(3.))
+    np.testing.assert_array_equal(np.asarray(out["y"]), [1., 3., 5.])
+    assert float(out["n"][0]) == 3.0
+
+
+def test_python_control_flow_on_a_traced_value_names_the_line():
+    def f(x):
+        if x.sum() > 0:   # the offending line
+            return x
+        return -x
+
+    line = f.__code__.co_firstlineno + 1
+    with pytest.raises(shardc.TracerBoolConversionError) as err:
+        shardc.jit(f)(jnp.ones(3))
+    assert "Attempted boolean conversion of traced array with shape bool[]" in str(err.value)
+    assert f"test_jit.py:{line}" in str(err.value)
+    assert isinstance(err.value, TypeError)
+
+
+def test_jit_of_shard_map_equals_eager_and_reshards_at_the_boundary():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+
+    @partial(shardc.shard_map, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
+             out_specs=P("x", None))
+    def matmul(a, b):
+        return lax.psum(jnp.dot(a, b), "y")
+
+    a = jnp.arange(128.).reshape(8, 16)
+    b = jnp.arange(64.).reshape(16, 4)
+    expected = np.arange(128.).reshape(8, 16) @ np.arange(64.).reshape(16, 4)
+    jitted = shardc.jit(matmul)
+    for a_spec in (P("x", "y"), P("y", "x"), P(None, "x"), P()):
+        a_placed = shardc.device_put(a, NamedSharding(mesh, a_spec))
+        out = jitted(a_placed, b)
+        np.testing.assert_allclose(np.asarray(out), expected)
+        assert out.sharding == NamedSharding(mesh, P("x", None))
+    np.testing.assert_allclose(np.asarray(matmul(shardc.device_put(
+        a, NamedSharding(mesh, P("y", "x"))), b)), expected)
+
+
+def test_boundary_reshard_nodes_show_in_the_device_program():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    f = shardc.shard_map(lambda v: v, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    a = shardc.device_put(jnp.zeros((8, 16)), NamedSharding(mesh, P("y", "x")))
+    (lowered,) = shardc.jit(f).lower(a).module.all_shard_maps()
+    text = str(lowered.program_of(0))
+    assert text.splitlines()[1:] == [
+        "{ lambda ; a:f32[4,4]. let",
+        "    b:f32[8,4] = all_gather[axis_size=2 device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
+        "gather_axis=0 mesh_axes=('y',) tiled=True] a",
+        "    c:f32[8,16] = all_gather[axis_size=4 device_groups=((0, 2, 4, 6), (1, 3, 5, 7)) "
+        "gather_axis=1 mesh_axes=('x',) tiled=True] b",
+        "    d:f32[2,16] = all_slice[axis_size=4 device_groups=((0, 2, 4, 6), (1, 3, 5, 7)) "
+        "mesh_axes=('x',) slice_axis=0] c",
+        "    e:f32[2,8] = all_slice[axis_size=2 device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
+        "mesh_axes=('y',) slice_axis=1] d",
+        "  in (e,) }"]
+    np.testing.assert_array_equal(np.asarray(shardc.jit(f)(a)), np.zeros((8, 16)))
+
+
+def test_with_sharding_constraint_lays_out_the_result():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+
+    @shardc.jit
+    def f(a):
+        return lax.with_sharding_constraint(a * 2, NamedSharding(mesh, P("x", None)))
+
+    out = f(jnp.arange(32.).reshape(8, 4))
+    assert out.sharding == NamedSharding(mesh, P("x", None))
+    assert [s.data.shape for s in out.addressable_shards] == [(2, 4)] * 8
+    np.testing.assert_array_equal(np.asarray(out), np.arange(32.).reshape(8, 4) * 2)
+
+
+def test_print_inside_a_jitted_body_shows_the_type(capsys):
+    mesh = shardc.make_mesh((4,), ("i",))
+
+    @shardc.jit
+    @partial(shardc.shard_map, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    def f(x):
+        print(x)
+        return x
+
+    f(jnp.arange(8.))
+    assert capsys.readouterr().out == "Traced<f32[2]{i}>\n"
+
+
+def test_jit_inside_a_body_is_inlined():
+    mesh = shardc.make_mesh((4,), ("i",))
+    double = shardc.jit(lambda v: v * 2)
+    f = shardc.shard_map(lambda v: lax.psum(double(v), "i"), mesh=mesh, in_specs=P("i"),
+                         out_specs=P())
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(8.))), [24., 32.])
+    np.testing.assert_array_equal(np.asarray(shardc.jit(f)(jnp.arange(8.))), [24., 32.])
+
+
+def test_escaped_tracer_is_an_error():
+    leaked = []
+
+    @shardc.jit
+    def f(x):
+        leaked.append(x)
+        return x
+
+    f(jnp.ones(2))
+    with pytest.raises(Exception, match="escaped"):
+        shardc.jit(lambda y: y + leaked[0])(jnp.ones(2))
