@@ -67,9 +67,11 @@ class Aval:
     def strip_vma(self) -> "Aval":
         return self if not self.vma else dataclasses.replace(self, vma=frozenset())
 
-    def str_short(self, axis_order: Sequence[str] = ()) -> str:
+    def str_short(self, axis_order: Sequence[str] | None = ()) -> str:
+        """``f32[4,8]{x}``; ``axis_order=None`` hides the vma (a body with the check off)."""
         dims = ",".join(str(d) for d in self.shape)
-        return f"{short_dtype(self.dtype)}[{dims}]{format_vma(self.vma, axis_order)}"
+        vma = "" if axis_order is None else format_vma(self.vma, axis_order)
+        return f"{short_dtype(self.dtype)}[{dims}]{vma}"
 
     def str_long(self, axis_order: Sequence[str] = ()) -> str:
         """The form of ``typeof(x)``: ``float32[3]{i}``."""
