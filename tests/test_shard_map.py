@@ -1,0 +1,165 @@
+"""shard_map's data model: pytrees, closures, static arguments, block transpose, untiling,
+sub-meshes, and eager == jit."""
+from collections import namedtuple
+from functools import partial
+
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.experimental.shard_map import shard_map as old_shard_map
+from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+MESH = shardc.make_mesh((4, 2), ("x", "y"))
+Pair = namedtuple("Pair", ["left", "right"])
+
+
+def both_ways(f, *args):
+    """Run eagerly and under jit; both must agree. Returns the eager result."""
+    eager = f(*args)
+    jitted = shardc.jit(f)(*args)
+    shardc.tree_util.tree_map(
+        lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), eager, jitted)
+    return eager
+
+
+def test_nested_pytrees_of_inputs_and_outputs():
+    @partial(shardc.shard_map, mesh=MESH,
+             in_specs=({"w": P("x"), "b": P()}, Pair(P("x", "y"), P(None, "y"))),
+             out_specs=(P("x"), {"sum": P()}))
+    def f(params, pair):
+        scaled = params["w"] * 2 + params["b"]
+        total = lax.psum(pair.left.sum() + pair.right.sum(), ("x", "y"))
+        return scaled, {"sum": total}
+
+    w = jnp.arange(8.)
+    left = jnp.arange(32.).reshape(8, 4)
+    right = jnp.ones((3, 4))
+    scaled, extra = both_ways(f, {"w": w, "b": jnp.float32(1.)}, Pair(left, right))
+    np.testing.assert_array_equal(np.asarray(scaled), np.arange(8.) * 2 + 1)
+    # each device holds a (2,2) block of left and a (3,2) block of right; all 8 sum once
+    assert float(extra["sum"]) == pytest.approx(np.arange(32.).sum() + 3 * 4 * 4)
+
+
+def test_a_bare_spec_covers_every_argument():
+    f = shardc.shard_map(lambda a, b: a + b, mesh=MESH, in_specs=P("x"), out_specs=P("x"))
+    out = both_ways(f, jnp.arange(8.), jnp.ones(8))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.) + 1)
+
+
+def test_none_in_specs_leaves_make_static_arguments():
+    f = old_shard_map(lambda x, scale: x * scale["k"], MESH, in_specs=(P("x"), None),
+                      out_specs=P("x"))
+    out = f(jnp.arange(8.), {"k": 3})
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.) * 3)
+
+
+def test_closures_over_arrays_act_as_replicated_inputs():
+    w = jnp.arange(4.)
+
+    @shardc.jit
+    def outer(x, y):
+        # y is a traced value of the enclosing jit, closed over by the body
+        body = shardc.shard_map(lambda v: v * w + y, mesh=MESH, in_specs=P(None, "y"),
+                                out_specs=P(None, "y"))
+        return body(x)
+
+    x = jnp.ones((3, 8))
+    y = jnp.float32(5.)
+    out = outer(x, y)
+    np.testing.assert_array_equal(np.asarray(out), np.tile(np.arange(4.), 2)[None, :] + 5
+                                  + np.zeros((3, 8)))
+    assert "shard_map" in str(shardc.make_jaxpr(outer.fun)(x, y))
+
+
+def test_block_transpose_in_out_specs():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    f = shardc.shard_map(lambda v: v, mesh=mesh, in_specs=P(("x", "y")),
+                         out_specs=P(("y", "x")))
+    out = both_ways(f, jnp.arange(8))
+    np.testing.assert_array_equal(np.asarray(out), [0, 2, 4, 6, 1, 3, 5, 7])
+
+
+def test_untiling_with_the_check_off_takes_coordinate_zero_blocks():
+    f = old_shard_map(lambda v: v, MESH, in_specs=P("x", "y"), out_specs=P(), check_rep=False)
+    x = jnp.arange(128.).reshape(8, 16)
+    out = both_ways(f, x)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(128.).reshape(8, 16)[0:2, 0:8])
+
+
+def test_sub_mesh_of_other_devices():
+    devices = np.array(shardc.devices()[2:6])
+    mesh = Mesh(devices, ("i",))
+    f = shardc.shard_map(lambda v: lax.psum(v, "i"), mesh=mesh, in_specs=P("i"),
+                         out_specs=P())
+    out = both_ways(f, jnp.arange(8))
+    np.testing.assert_array_equal(np.asarray(out), [12, 16])
+    assert out.sharding.mesh.device_ids == (2, 3, 4, 5)
+    assert [s.device.id for s in out.addressable_shards] == [2, 3, 4, 5]
+    lowered = shardc.jit(f).lower(jnp.arange(8)).module.all_shard_maps()[0]
+    assert [dp.device_id for dp in lowered.device_programs] == [2, 3, 4, 5]
+    assert lowered.device_programs[0].program.eqns[-1].params["device_groups"] == ((2, 3, 4, 5),)
+
+
+def test_output_sharding_and_shards():
+    f = shardc.shard_map(lambda v: v, mesh=MESH, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    out = both_ways(f, jnp.arange(128.).reshape(8, 16))
+    assert out.sharding == NamedSharding(MESH, P("x", "y"))
+    assert out.sharding.spec == P("x", "y")
+    assert [s.device.id for s in out.addressable_shards] == list(range(8))
+    np.testing.assert_array_equal(out.addressable_shards[3].data,
+                                  np.arange(128.).reshape(8, 16)[2:4, 8:16])
+
+
+def test_out_specs_none_with_a_body_returning_none():
+    f = shardc.shard_map(lambda v: None, mesh=MESH, in_specs=P("x"), out_specs=None)
+    assert f(jnp.arange(8.)) is None
+
+
+def test_python_scalar_inputs_are_rank_zero():
+    f = shardc.shard_map(lambda s, v: v * s, mesh=MESH, in_specs=(P(), P("x")),
+                         out_specs=P("x"))
+    np.testing.assert_array_equal(np.asarray(f(2.0, jnp.arange(8.))), np.arange(8.) * 2)
+
+
+def test_psum_of_a_python_number_is_the_axis_size():
+    f = shardc.shard_map(lambda v: v * 0 + lax.psum(1, ("x", "y")), mesh=MESH,
+                         in_specs=P("x"), out_specs=P("x"))
+    np.testing.assert_array_equal(np.asarray(both_ways(f, jnp.arange(8))), [8] * 8)
+
+
+def test_typeof_shows_varying_axes():
+    seen = []
+
+    def body(v):
+        seen.append(str(shardc.typeof(v)))
+        s = lax.psum(v, "y")
+        seen.append(str(shardc.typeof(s)))
+        return s
+
+    f = shardc.shard_map(body, mesh=MESH, in_specs=P("x", "y"), out_specs=P("x"))
+    f(jnp.arange(32.).reshape(8, 4))
+    assert seen == ["float32[2,2]{x,y}", "float32[2,2]{x}"]
+
+
+def test_eager_body_values_print_per_device(capsys):
+    mesh = shardc.make_mesh((2,), ("i",))
+    f = shardc.shard_map(lambda v: print(v) or v, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    f(jnp.arange(4))
+    assert capsys.readouterr().out == (
+        "On TFRT_CPU_0 at mesh coordinates (i,) = (0,):\n[0 1]\n\n"
+        "On TFRT_CPU_1 at mesh coordinates (i,) = (1,):\n[2 3]\n\n")
+
+
+def test_eager_python_control_flow_on_invariant_values():
+    def body(v):
+        total = lax.psum(v.sum(), "x")
+        if total > 0:          # invariant over x: allowed
+            return v
+        return -v
+
+    f = shardc.shard_map(body, mesh=shardc.make_mesh((4,), ("x",)), in_specs=P("x"),
+                         out_specs=P("x"))
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(8.))), np.arange(8.))
