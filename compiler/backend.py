@@ -16,8 +16,9 @@ class Backend(Protocol):
     def eval_block(self, prim, blocks: Sequence, params: dict) -> list:
         """Apply ``prim`` to one device's numpy blocks."""
 
-    def run_collective(self, prim, blocks: Sequence, params: dict, mesh) -> list:
-        """Apply a lowered collective (with ``device_groups``) to the blocks of every position."""
+    def run_programs(self, mesh, programs: Sequence, inputs: Sequence) -> list:
+        """Run one program per mesh position together (they meet at communication nodes);
+        ``inputs[p]`` are position p's arguments. Returns each position's outputs."""
 
     def to_blocks(self, value, mesh, spec) -> list:
         """The numpy block of each mesh position for ``value`` split by ``spec``."""

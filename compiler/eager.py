@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.backend import get_backend
-from compiler.lowering import lower_collective
+from compiler.lowering import lower_program
 from compiler.replication import infer_types, pvary_error_check
 from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
 from compiler.tracing import Trace, Tracer, aval_of, set_current_trace, user_source
+from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir.shapes import out_avals
-from ir.sharding import axes_rank
 
 
 class ShardTracer(Tracer):
@@ -88,29 +88,32 @@ class ShardTrace(Trace):
                               self.mesh.axis_names)
         _, out_vma = infer_types(prim, in_vmas, params)
         avals = out_avals(prim, [t.aval for t in tracers], params)
-        blocks = self._apply(prim, tracers, params)
+        blocks = self._apply(prim, tracers, params, avals)
         origins = _merge_origins(tracers, out_vma, in_vmas)
         return [ShardTracer(self, b, a.update(vma=out_vma), origins)
                 for a, b in zip(avals, blocks)]
 
-    def _apply(self, prim, tracers, params) -> list:
+    def _apply(self, prim, tracers, params, avals) -> list:
         """One list of per-position blocks per result."""
-        if prim is prims.pvary_p:
-            return [tracers[0].blocks]
-        if prim is prims.axis_index_p:
-            mesh = self.mesh
-            return [[np.int32(axes_rank(mesh.shape, mesh.axis_names, mesh.coords(p),
-                                        params["mesh_axes"])) for p in range(mesh.size)]]
+        if prim.kind in ("collective", "higher"):
+            return self._run_on_every_device(prim, tracers, params, avals)
         backend = get_backend()
-        if prim.kind == "collective":
-            lowered, lowered_params = lower_collective(prim, params, self.mesh)
-            return [backend.run_collective(lowered, tracers[0].blocks, lowered_params,
-                                           self.mesh)]
         per_position = [backend.eval_block(prim, [t.blocks[p] for t in tracers], params)
                         for p in range(self.mesh.size)]
-        if prim.multiple_results and not per_position[0]:
-            return []
-        return [list(col) for col in zip(*per_position)]
+        return [list(col) for col in zip(*per_position)] if avals else []
+
+    def _run_on_every_device(self, prim, tracers, params, avals) -> list:
+        """Lower a one-equation program per device and run the devices together: the
+        collective behaves exactly as in a jitted program."""
+        invars = [Var(t.aval) for t in tracers]
+        outvars = [Var(a) for a in avals]
+        body = Program([], invars, [Eqn(prim, invars, outvars, dict(params), user_source())],
+                       outvars)
+        n = self.mesh.size
+        programs = [lower_program(self.mesh, p, body) for p in range(n)]
+        inputs = [[t.blocks[p] for t in tracers] for p in range(n)]
+        results = get_backend().run_programs(self.mesh, programs, inputs)
+        return [[results[p][k] for p in range(n)] for k in range(len(outvars))]
 
 
 def _merge_origins(tracers, out_vma, in_vmas) -> dict:

@@ -20,31 +20,87 @@ from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_rank, axes_siz
                          block_shape, device_groups, normal_spec, spec_names)
 from ir.verify import verify
 
-# How a front-end collective lowers: ``rule(params, mesh) -> (lowered primitive, params)``.
-collective_lowerings = RuleTable("lowering")
+# How a front-end primitive lowers on one device: ``rule(ctx, eqn, invars) -> out atoms``.
+# Rules may emit equations with ``ctx.emit``; primitives without a rule are copied unchanged.
+lowering_rules = RuleTable("lowering")
 
 _REDUCTION = {prims.psum_p: "sum", prims.pmax_p: "max", prims.pmin_p: "min",
               prims.pmean_p: "mean"}
 
 
-def _reducing_lowering(prim, params, mesh):
-    axes = tuple(params["mesh_axes"])
-    return prims.all_reduce_p, dict(mesh_axes=axes, reduction=_REDUCTION[prim],
-                                    device_groups=device_groups(mesh, axes))
+@dataclasses.dataclass
+class LoweringContext:
+    """One device being lowered: where it sits, and the equations emitted so far."""
+    mesh: Mesh
+    position: int
+    eqns: list = dataclasses.field(default_factory=list)
+
+    @property
+    def coords(self) -> tuple:
+        return self.mesh.coords(self.position)
+
+    def rank(self, axes) -> int:
+        return axes_rank(self.mesh.shape, self.mesh.axis_names, self.coords, axes)
+
+    def emit(self, prim, invars, params, source=None, outvars=None) -> list:
+        """Append an equation; returns its output variables."""
+        if outvars is None:
+            from ir.shapes import out_avals
+            outvars = [Var(a) for a in out_avals(prim, [v.aval for v in invars], params)]
+        self.eqns.append(Eqn(prim, list(invars), list(outvars), params, source))
+        return outvars
 
 
-def _all_gather_lowering(prim, params, mesh):
-    return prims.all_gather_p, dict(params, device_groups=device_groups(mesh, params["mesh_axes"]))
+def _communicate(lowered_prim, extra=None):
+    """A collective that becomes one communication node with its device groups."""
+    def rule(ctx, eqn, invars):
+        params = dict(eqn.params, **(extra(eqn) if extra else {}))
+        params["device_groups"] = device_groups(ctx.mesh, params["mesh_axes"])
+        return ctx.emit(lowered_prim, invars, params, eqn.source, eqn.outvars)
+    return rule
+
+
+def _reducing_rule(ctx, eqn, invars):
+    axes = tuple(eqn.params["mesh_axes"])
+    params = dict(mesh_axes=axes, reduction=_REDUCTION[eqn.primitive],
+                  device_groups=device_groups(ctx.mesh, axes))
+    return ctx.emit(prims.all_reduce_p, invars, params, eqn.source, eqn.outvars)
+
+
+def _pvary_rule(ctx, eqn, invars):
+    return invars           # a type change only
+
+
+def _axis_index_rule(ctx, eqn, invars):
+    return [Literal(np.int32(ctx.rank(eqn.params["mesh_axes"])), Aval((), dtypes.int_))]
 
 
 for _p in prims.REDUCING_COLLECTIVES:
-    collective_lowerings[_p] = _reducing_lowering
-collective_lowerings[prims.all_gather_p] = _all_gather_lowering
+    lowering_rules[_p] = _reducing_rule
+lowering_rules[prims.all_gather_p] = _communicate(prims.all_gather_p)
+lowering_rules[prims.pvary_p] = _pvary_rule
+lowering_rules[prims.axis_index_p] = _axis_index_rule
 
 
-def lower_collective(prim, params, mesh: Mesh):
-    """The shard-dialect node for a front-end collective, with its device groups."""
-    return collective_lowerings[prim](prim, params, mesh)
+def lower_program(mesh: Mesh, position: int, body: Program, invars=None) -> Program:
+    """The program the device at ``position`` runs for ``body`` (its inputs already blocks)."""
+    ctx = LoweringContext(mesh, position)
+    invars = list(body.invars) if invars is None else invars
+    env = {id(b): v for b, v in zip(body.invars, invars)}
+    outvars = _lower_into(ctx, body, env)
+    return Program([], invars, ctx.eqns, outvars)
+
+
+def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
+    for eqn in body.eqns:
+        invars = [_read(env, a) for a in eqn.invars]
+        if eqn.primitive in lowering_rules:
+            outs = lowering_rules[eqn.primitive](ctx, eqn, invars)
+        else:
+            outs = ctx.emit(eqn.primitive, invars, dict(eqn.params), eqn.source, eqn.outvars)
+        for var, atom in zip(eqn.outvars, outs):
+            env[id(var)] = atom
+    return [_read(env, a) for a in body.outvars]
 
 
 # --- per-device programs of one shard_map ------------------------------------------------------
@@ -64,34 +120,22 @@ class LoweredShardMap:
         raise KeyError(f"device {device_id} is not in {self.mesh}")
 
 
-@dataclasses.dataclass
-class _DeviceContext:
-    mesh: Mesh
-    position: int
-
-    @property
-    def coords(self):
-        return self.mesh.coords(self.position)
-
-
 def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
     """Per-device programs for a ``shard_map`` equation whose inputs arrive as ``in_shardings``
     (a PartitionSpec on the same mesh per input; ``P()`` for replicated or host values)."""
     mesh = eqn.params["mesh"]
     programs = []
     for position in range(mesh.size):
-        ctx = _DeviceContext(mesh, position)
-        program = _lower_body(ctx, eqn, in_shardings)
+        program = _lower_with_boundary(LoweringContext(mesh, position), eqn, in_shardings)
         verify(program)
         programs.append(DeviceProgram(int(mesh.devices.flat[position].id), position,
-                                      mesh.axis_names, ctx.coords, program))
+                                      mesh.axis_names, mesh.coords(position), program))
     return LoweredShardMap(mesh, tuple(in_shardings), eqn.params["out_specs"], programs)
 
 
-def _lower_body(ctx: _DeviceContext, eqn: Eqn, in_shardings) -> Program:
+def _lower_with_boundary(ctx: LoweringContext, eqn: Eqn, in_shardings) -> Program:
     body = eqn.params["jaxpr"]
     env: dict = {}
-    eqns: list = []
     invars = []
     for body_var, outer, arrived, wanted in zip(body.invars, eqn.invars, in_shardings,
                                                 eqn.params["in_specs"]):
@@ -99,38 +143,16 @@ def _lower_body(ctx: _DeviceContext, eqn: Eqn, in_shardings) -> Program:
                             outer.aval.dtype)
         var = Var(arrived_aval)
         invars.append(var)
-        env[id(body_var)] = _reshard(ctx, var, arrived, wanted, body_var, eqns)
-    for body_eqn in body.eqns:
-        _lower_equation(ctx, body_eqn, env, eqns)
-    outvars = [_read(env, a) for a in body.outvars]
-    return Program([], invars, eqns, outvars)
+        env[id(body_var)] = _reshard(ctx, var, arrived, wanted)
+    outvars = _lower_into(ctx, body, env)
+    return Program([], invars, ctx.eqns, outvars)
 
 
 def _read(env, atom):
     return atom if isinstance(atom, Literal) else env[id(atom)]
 
 
-def _lower_equation(ctx: _DeviceContext, eqn: Eqn, env: dict, out: list):
-    invars = [_read(env, a) for a in eqn.invars]
-    prim = eqn.primitive
-    if prim is prims.pvary_p:
-        env[id(eqn.outvars[0])] = invars[0]
-        return
-    if prim is prims.axis_index_p:
-        rank = axes_rank(ctx.mesh.shape, ctx.mesh.axis_names, ctx.coords, eqn.params["mesh_axes"])
-        env[id(eqn.outvars[0])] = Literal(np.int32(rank), Aval((), dtypes.int_))
-        return
-    if prim.kind == "collective":
-        lowered, params = lower_collective(prim, eqn.params, ctx.mesh)
-        new = Eqn(lowered, invars, list(eqn.outvars), params, eqn.source)
-    else:
-        new = Eqn(prim, invars, list(eqn.outvars), dict(eqn.params), eqn.source)
-    for var in eqn.outvars:
-        env[id(var)] = var
-    out.append(new)
-
-
-def _reshard(ctx: _DeviceContext, var: Var, arrived, wanted, body_var, out: list):
+def _reshard(ctx: LoweringContext, var: Var, arrived, wanted):
     """Nodes turning a block laid out by ``arrived`` into one laid out by ``wanted``.
 
     Gather every dimension split differently (all_gather, tiled), then cut the wanted chunk
@@ -145,24 +167,20 @@ def _reshard(ctx: _DeviceContext, var: Var, arrived, wanted, body_var, out: list
         axes = have[d] if d < len(have) else ()
         target = want[d] if d < len(want) else ()
         if axes and axes != target:
-            value = _emit(out, prims.all_gather_p, value, mesh, axes,
+            value = _emit(ctx, prims.all_gather_p, value, axes,
                           dict(gather_axis=d, tiled=True, axis_size=axes_size(mesh.shape, axes)))
     for d in range(var.aval.ndim):
         axes = have[d] if d < len(have) else ()
         target = want[d] if d < len(want) else ()
         if target and axes != target:
-            value = _emit(out, prims.all_slice_p, value, mesh, target,
+            value = _emit(ctx, prims.all_slice_p, value, target,
                           dict(slice_axis=d, axis_size=axes_size(mesh.shape, target)))
     return value
 
 
-def _emit(out: list, prim, value, mesh, axes, params):
-    from ir.shapes import out_avals
-    params = dict(params, mesh_axes=tuple(axes), device_groups=device_groups(mesh, axes))
-    (aval,) = out_avals(prim, [value.aval], params)
-    result = Var(aval)
-    out.append(Eqn(prim, [value], [result], params, None))
-    return result
+def _emit(ctx: LoweringContext, prim, value, axes, params):
+    params = dict(params, mesh_axes=tuple(axes), device_groups=device_groups(ctx.mesh, axes))
+    return ctx.emit(prim, [value], params)[0]
 
 
 # --- whole modules -----------------------------------------------------------------------------

@@ -401,11 +401,9 @@ def _with_equation(err, eqn):
         err, (ValueError, TypeError, IndexError)) else err
 
 
-def run_device_programs(lowered, inputs_by_position) -> list:
+def run_device_programs(mesh, programs, inputs_by_position) -> list:
     """Run every device's program in lockstep; returns each position's outputs."""
-    mesh = lowered.mesh
-    runs = [_device_steps(dp.program, args)
-            for dp, args in zip(lowered.device_programs, inputs_by_position)]
+    runs = [_device_steps(program, args) for program, args in zip(programs, inputs_by_position)]
     results = [None] * len(runs)
     pending = [None] * len(runs)
     sends = [None] * len(runs)
@@ -452,8 +450,8 @@ class ReferenceBackend:
     def eval_block(self, prim, blocks, params) -> list:
         return impl_rules[prim](*[np.asarray(b) for b in blocks], **params)
 
-    def run_collective(self, prim, blocks, params, mesh) -> list:
-        return run_collective(prim, blocks, params, mesh)
+    def run_programs(self, mesh, programs, inputs) -> list:
+        return run_device_programs(mesh, programs, inputs)
 
     def to_blocks(self, value, mesh, spec) -> list:
         if (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
@@ -533,6 +531,6 @@ def _run_shard_map(lowered, values) -> list:
         else:
             blocks.append([_host(value)] * mesh.size)
     inputs = [[b[p] for b in blocks] for p in range(mesh.size)]
-    results = run_device_programs(lowered, inputs)
+    results = run_device_programs(mesh, [dp.program for dp in lowered.device_programs], inputs)
     return [Array.from_blocks([results[p][k] for p in range(mesh.size)], mesh, spec)
             for k, spec in enumerate(lowered.out_specs)]
