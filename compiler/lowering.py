@@ -77,7 +77,29 @@ def _axis_index_rule(ctx, eqn, invars):
 
 for _p in prims.REDUCING_COLLECTIVES:
     lowering_rules[_p] = _reducing_rule
+def _pbroadcast_rule(ctx, eqn, invars):
+    """Every member gets the source's block: an all_reduce to which only the source
+    contributes its value (the others contribute zeros)."""
+    axes = tuple(eqn.params["mesh_axes"])
+    (x,) = invars
+    if ctx.rank(axes) != eqn.params["source"]:
+        zero = Literal(np.zeros((), x.aval.dtype), Aval((), x.aval.dtype))
+        (x,) = ctx.emit(prims.broadcast_in_dim_p, [zero],
+                        dict(shape=x.aval.shape, broadcast_dimensions=()), eqn.source)
+    params = dict(mesh_axes=axes, reduction="sum", device_groups=device_groups(ctx.mesh, axes))
+    return ctx.emit(prims.all_reduce_p, [x], params, eqn.source, eqn.outvars)
+
+
+def _reduce_scatter_params(eqn):
+    return dict(reduction="sum")
+
+
 lowering_rules[prims.all_gather_p] = _communicate(prims.all_gather_p)
+lowering_rules[prims.psum_scatter_p] = _communicate(prims.reduce_scatter_p,
+                                                    _reduce_scatter_params)
+lowering_rules[prims.ppermute_p] = _communicate(prims.ppermute_p)
+lowering_rules[prims.all_to_all_p] = _communicate(prims.all_to_all_p)
+lowering_rules[prims.pbroadcast_p] = _pbroadcast_rule
 lowering_rules[prims.pvary_p] = _pvary_rule
 lowering_rules[prims.axis_index_p] = _axis_index_rule
 

@@ -70,7 +70,17 @@ for _p in JOIN_PRIMITIVES:
     vma_rules[_p] = join_rule
 for _p in prims.REDUCING_COLLECTIVES:
     vma_rules[_p] = _reducing_collective_rule
-vma_rules[prims.all_gather_p] = _keeping_collective_rule
+def _all_gather_types(in_vmas, *, mesh_axes, **params):
+    """all_gather is typed varying (it transposes to psum_scatter) unless to='invarying'."""
+    required, out = _keeping_collective_rule(in_vmas, mesh_axes=mesh_axes)
+    if params.get("to", "varying") == "invarying":
+        out = out - frozenset(mesh_axes)
+    return required, out
+
+
+vma_rules[prims.all_gather_p] = _all_gather_types
+for _p in (prims.psum_scatter_p, prims.ppermute_p, prims.all_to_all_p, prims.pbroadcast_p):
+    vma_rules[_p] = _keeping_collective_rule
 vma_rules[prims.pvary_p] = _pvary_rule
 vma_rules[prims.axis_index_p] = _axis_index_rule
 vma_rules[prims.debug_print_p] = _untyped_rule
@@ -193,8 +203,7 @@ def _failure_text(spec, unnamed, bad, origin, path) -> str:
     first = bad[0]
     where = origin.get(first)
     origin_text = f" (it first varies over '{first}' at {where})" if where else ""
-    return (f"out_specs{path} is {spec.short_repr() if hasattr(spec, 'short_repr') else spec} "
-            f"which implies that the corresponding output value is replicated across "
-            f"{_axes_text(unnamed)}, but it may vary over {_axes_text(bad)}{origin_text}. "
+    return (f"out_specs{path} is {spec!r} which implies that the corresponding output value "
+            f"is replicated across {_axes_text(unnamed)}, but it may vary over {_axes_text(bad)}{origin_text}. "
             f"Reduce it over those axes (for example with psum) or mention them in "
             f"out_specs{path}.")

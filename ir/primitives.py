@@ -162,6 +162,8 @@ pmean_p = primitive("pmean", kind="collective")
 axis_index_p = primitive("axis_index", kind="collective")    # [mesh_axes]
 pvary_p = primitive("pvary", kind="collective")          # [mesh_axes]
 REDUCING_COLLECTIVES = (psum_p, pmax_p, pmin_p, pmean_p)
+psum_scatter_p = primitive("psum_scatter", kind="collective")   # [mesh_axes, scatter_axis, tiled, axis_size]
+pbroadcast_p = primitive("pbroadcast", kind="collective")       # [mesh_axes, source]
 
 # Higher-order primitives.
 shard_map_p = primitive("shard_map", multiple_results=True, kind="higher")
@@ -171,5 +173,8 @@ pjit_p = primitive("pjit", multiple_results=True, kind="higher")
 all_reduce_p = primitive("all_reduce", kind="lowered")   # [mesh_axes, reduction, device_groups]
 # all_gather, all_to_all and ppermute keep their names when lowered: the front-end primitive is
 # reused with a ``device_groups`` param added.
-all_gather_p = primitive("all_gather", kind="collective")  # [mesh_axes, gather_axis, tiled]
+all_gather_p = primitive("all_gather", kind="collective")  # [mesh_axes, gather_axis, tiled, axis_size]
+ppermute_p = primitive("ppermute", kind="collective")      # [mesh_axes, perm]
+all_to_all_p = primitive("all_to_all", kind="collective")  # [mesh_axes, split_axis, concat_axis, tiled, axis_size]
+reduce_scatter_p = primitive("reduce_scatter", kind="lowered")  # [mesh_axes, scatter_axis, tiled, reduction, device_groups]
 all_slice_p = primitive("all_slice", kind="lowered")     # [mesh_axes, slice_axis, device_groups]

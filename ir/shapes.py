@@ -318,3 +318,44 @@ def _all_slice_rule(x: Aval, *, mesh_axes, slice_axis, axis_size, **params) -> l
 shape_rules[prims.all_reduce_p] = _all_reduce_rule
 shape_rules[prims.all_gather_p] = _all_gather_rule
 shape_rules[prims.all_slice_p] = _all_slice_rule
+
+
+def _reduce_scatter_rule(x: Aval, *, scatter_axis, tiled, axis_size, **params) -> list:
+    n = x.shape[scatter_axis]
+    if tiled and n % axis_size:
+        raise ShapeError(f"tiled reduce_scatter operand scatter dimension size {n} must be "
+                         f"divisible by shard_count {axis_size}")
+    if not tiled and n != axis_size:
+        raise ShapeError(f"reduce_scatter operand scatter dimension size {n} must match shard "
+                         f"count {axis_size}")
+    shape = list(x.shape)
+    if tiled:
+        shape[scatter_axis] //= axis_size
+    else:
+        del shape[scatter_axis]
+    return [_aval(shape, x.dtype)]
+
+
+def _all_to_all_rule(x: Aval, *, split_axis, concat_axis, tiled, axis_size, **params) -> list:
+    n = x.shape[split_axis]
+    shape = list(x.shape)
+    if tiled:
+        if n % axis_size:
+            raise ShapeError(f"all_to_all: split_axis {split_axis} of size {n} is not divisible "
+                             f"by {axis_size}")
+        shape[split_axis] //= axis_size
+        shape[concat_axis] *= axis_size
+    else:
+        if n != axis_size:
+            raise ShapeError(f"all_to_all: split_axis {split_axis} of size {n} must equal "
+                             f"{axis_size}")
+        del shape[split_axis]
+        shape.insert(concat_axis, axis_size)
+    return [_aval(shape, x.dtype)]
+
+
+shape_rules[prims.psum_scatter_p] = _reduce_scatter_rule
+shape_rules[prims.reduce_scatter_p] = _reduce_scatter_rule
+shape_rules[prims.all_to_all_p] = _all_to_all_rule
+shape_rules[prims.ppermute_p] = _single_identity_rule
+shape_rules[prims.pbroadcast_p] = _single_identity_rule

@@ -249,6 +249,13 @@ impl_rules[prims.cumsum_p] = _cumsum
 
 def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
+    for kind, left, right in (("contracting", lc, rc), ("batch", lb, rb)):
+        # (2, 3) against (3, 2) would reshape fine and give a wrong answer: check each size.
+        if tuple(x.shape[d] for d in left) != tuple(y.shape[d] for d in right):
+            raise TypeError(f"dot_general requires {kind} dimensions to have the same shape, "
+                            f"got {tuple(x.shape[d] for d in left)} and "
+                            f"{tuple(y.shape[d] for d in right)} (operand shapes {x.shape} "
+                            f"and {y.shape}, dimension_numbers={dimension_numbers})")
     lfree = [d for d in range(x.ndim) if d not in lc and d not in lb]
     rfree = [d for d in range(y.ndim) if d not in rc and d not in rb]
     xt = np.transpose(x, list(lb) + lfree + list(lc))
@@ -330,7 +337,46 @@ def _all_slice(blocks, *, slice_axis, axis_size, **params):
     return [np.split(block, axis_size, slice_axis)[rank] for rank, block in enumerate(blocks)]
 
 
+def _reduce_scatter(blocks, *, scatter_axis, tiled, reduction, **params):
+    """Sum every member's block, then member r keeps chunk r along ``scatter_axis``.
+
+        before: [a0 a1 a2 a3] [b0 b1 b2 b3] ...    after (tiled): [a0+b0+..] [a1+b1+..] ...
+    """
+    total = _all_reduce(blocks, reduction=reduction)[0]
+    n = len(blocks)
+    if tiled:
+        return [np.ascontiguousarray(c) for c in np.split(total, n, scatter_axis)]
+    return [np.take(total, r, axis=scatter_axis) for r in range(n)]
+
+
+def _ppermute(blocks, *, perm, **params):
+    """Member d gets the block of the source s paired with it; members no pair names get zeros.
+
+        perm ((0,1),(1,2),(2,3),(3,0)):  [a] [b] [c] [d]  ->  [d] [a] [b] [c]
+    """
+    out = [np.zeros_like(blocks[0]) for _ in blocks]
+    for source, dest in perm:
+        out[dest] = blocks[source]
+    return out
+
+
+def _all_to_all(blocks, *, split_axis, concat_axis, tiled, **params):
+    """Member d gets chunk d of every member's block, joined along ``concat_axis``.
+
+        before: [a0 a1] [b0 b1]    after: [a0 b0] [a1 b1]
+    """
+    n = len(blocks)
+    if tiled:
+        chunks = [np.split(b, n, split_axis) for b in blocks]
+        return [np.concatenate([chunks[s][d] for s in range(n)], concat_axis) for d in range(n)]
+    return [np.stack([np.take(b, d, axis=split_axis) for b in blocks], concat_axis)
+            for d in range(n)]
+
+
 group_rules[prims.all_reduce_p] = _all_reduce
+group_rules[prims.reduce_scatter_p] = _reduce_scatter
+group_rules[prims.ppermute_p] = _ppermute
+group_rules[prims.all_to_all_p] = _all_to_all
 group_rules[prims.all_gather_p] = _all_gather
 group_rules[prims.all_slice_p] = _all_slice
 

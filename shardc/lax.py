@@ -123,6 +123,141 @@ def pcast(x, axis_name, *, to="varying"):
     return pvary(x, axis_name)
 
 
+def _dimension(prim_name: str, param: str, value: int, rank: int) -> int:
+    """A dimension parameter, negative values counted from the end of ``rank``."""
+    if not -rank <= value < rank:
+        raise ValueError(f"{prim_name}: {param}={value} is out of range for an operand of "
+                         f"rank {rank if prim_name != 'all_gather' else rank - 1}")
+    return value % rank
+
+
+def _group_size(axes) -> int:
+    return axes_size(current_shard_context().mesh.shape, axes)
+
+
+def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_groups=None):
+    """Every member gets all members' blocks: stacked along a new ``axis`` (untiled) or
+    concatenated along ``axis`` (tiled), in rank order.
+
+        blocks over 'i':  [0 1] [2 3] [4 5] [6 7]   tiled ->  [0 1 2 3 4 5 6 7] on every device
+    """
+    _no_groups("all_gather", axis_index_groups)
+    axes = _axes("all_gather", axis_name)
+    if to not in ("varying", "invarying"):
+        raise ValueError(f"all_gather: unexpected to={to!r}; expected 'varying' or 'invarying'")
+    size = _group_size(axes)
+
+    def one(leaf):
+        leaf = jnp.asarray(leaf) if is_python_scalar(leaf) else leaf
+        rank = aval_of(leaf).ndim
+        dim = _dimension("all_gather", "axis", axis, rank if tiled else rank + 1)
+        extra = {"to": "invarying"} if to == "invarying" else {}
+        return bind(p.all_gather_p, leaf, mesh_axes=axes, gather_axis=dim, tiled=bool(tiled),
+                    axis_size=size, **extra)
+
+    return tree.tree_map(one, x)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_groups=None):
+    """Sum over the group, then member r keeps chunk r of ``scatter_dimension``.
+
+        blocks over 'i': [3 1 4 1] [5 9 2 6] [5 3 5 8] [9 7 1 2]   tiled ->  [22] [20] [12] [17]
+    """
+    _no_groups("psum_scatter", axis_index_groups)
+    axes = _axes("psum_scatter", axis_name)
+    size = _group_size(axes)
+
+    def one(leaf):
+        shape = aval_of(leaf).shape
+        dim = _dimension("psum_scatter", "scatter_dimension", scatter_dimension, len(shape))
+        n = shape[dim]
+        if tiled and n % size:
+            raise ValueError(f"tiled reduce_scatter operand scatter dimension size {n} must be "
+                             f"divisible by shard_count {size}")
+        if not tiled and n != size:
+            raise ValueError(f"reduce_scatter operand scatter dimension size {n} must match "
+                             f"shard count {size}")
+        return bind(p.psum_scatter_p, leaf, mesh_axes=axes, scatter_axis=dim,
+                    tiled=bool(tiled), axis_size=size)
+
+    return tree.tree_map(one, x)
+
+
+def _check_perm(perm, axis_name, size) -> tuple:
+    if not isinstance(perm, (list, tuple)):
+        raise TypeError("ppermute: perm must be a list or a tuple of (source, destination) "
+                        f"pairs. Got perm of type {type(perm)}")
+    pairs = []
+    for entry in perm:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+            raise TypeError("ppermute: perm must be a list or a tuple of (source, destination) "
+                            f"pairs. Got the entry {entry!r}")
+        pairs.append((int(entry[0]), int(entry[1])))
+    pairs = tuple(pairs)
+    sources = [s for s, _ in pairs]
+    dests = [d for _, d in pairs]
+    if len(set(sources)) != len(sources) or len(set(dests)) != len(dests):
+        raise ValueError(f"ppermute sources and destinations must be unique, got {pairs}.")
+    for pair in pairs:
+        if not all(0 <= k < size for k in pair):
+            raise ValueError(f"ppermute: perm entry {pair} is out of range for axis_name "
+                             f"{axis_name!r} of size {size}")
+    return pairs
+
+
+def ppermute(x, axis_name, perm):
+    """Send each member's block to the member ``perm`` pairs it with; members that receive
+    nothing get zeros. Ranks are over ``axis_name`` in the order listed.
+
+        perm [(0,1),(1,2),(2,3),(3,0)]:  [a] [b] [c] [d]  ->  [d] [a] [b] [c]
+    """
+    axes = _axes("ppermute", axis_name)
+    pairs = _check_perm(perm, axis_name, _group_size(axes))
+    return tree.tree_map(lambda leaf: bind(p.ppermute_p, leaf, mesh_axes=axes, perm=pairs), x)
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index_groups=None):
+    """Member d gets chunk d (along ``split_axis``) of every member's block, joined along
+    ``concat_axis`` in rank order.
+
+        tiled, split 0, concat 0:  [a0 a1] [b0 b1]  ->  [a0 b0] [a1 b1]
+    """
+    _no_groups("all_to_all", axis_index_groups)
+    axes = _axes("all_to_all", axis_name)
+    size = _group_size(axes)
+
+    def one(leaf):
+        shape = aval_of(leaf).shape
+        split = _dimension("all_to_all", "split_axis", split_axis, len(shape))
+        concat = _dimension("all_to_all", "concat_axis", concat_axis, len(shape))
+        n = shape[split]
+        if tiled and n % size:
+            raise ValueError(f"The size of all_to_all split_axis ({n}) has to be divisible by "
+                             f"the size of the named axis {axis_name} ({size})")
+        if not tiled and n != size:
+            raise ValueError("all_to_all requires the size of the mapped axis axis_name to "
+                             f"equal x.shape[split_axis], but they are {size} and {n} "
+                             "respectively.")
+        return bind(p.all_to_all_p, leaf, mesh_axes=axes, split_axis=split,
+                    concat_axis=concat, tiled=bool(tiled), axis_size=size)
+
+    return tree.tree_map(one, x)
+
+
+def pbroadcast(x, axis_name, source):
+    """Every member gets the block of the member at rank ``source``.
+
+        source=2:  [1] [2] [3] [4]  ->  [3] [3] [3] [3]
+    """
+    axes = _axes("pbroadcast", axis_name)
+    size = _group_size(axes)
+    if not 0 <= source < size:
+        raise ValueError(f"pbroadcast: source={source} is out of range for axis_name "
+                         f"{axis_name!r} of size {size}")
+    return tree.tree_map(
+        lambda leaf: bind(p.pbroadcast_p, leaf, mesh_axes=axes, source=int(source)), x)
+
+
 def with_sharding_constraint(x, sharding):
     """Ask for ``x`` to be laid out by ``sharding`` (a NamedSharding)."""
     if not isinstance(sharding, NamedSharding):
