@@ -151,7 +151,8 @@ def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
         program = _lower_with_boundary(LoweringContext(mesh, position), eqn, in_shardings)
         verify(program)
         programs.append(DeviceProgram(int(mesh.devices.flat[position].id), position,
-                                      mesh.axis_names, mesh.coords(position), program))
+                                      mesh.axis_names, mesh.coords(position), program,
+                                      show_vma=eqn.params["check_vma"]))
     return LoweredShardMap(mesh, tuple(in_shardings), eqn.params["out_specs"], programs)
 
 

@@ -179,6 +179,7 @@ class DeviceProgram:
     mesh_axes: tuple          # axis names, mesh order
     coords: tuple             # this device's coordinate on each mesh axis
     program: Program
+    show_vma: bool = True     # False when the shard_map's replication check is off
 
     def __str__(self):
         from ir.printer import print_device_program

@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ir.comm import device_traffic
 from ir.core import DeviceProgram, Literal, Program, Var, format_literal
 
 
@@ -56,9 +57,10 @@ def format_param(value) -> str:
 
 
 class _Printer:
-    def __init__(self, with_source: bool):
+    def __init__(self, with_source: bool, device_id: int | None = None):
         self.names = _Names()
         self.with_source = with_source
+        self.device_id = device_id      # set for per-device programs: show traffic
 
     def binder(self, var: Var, axis_order) -> str:
         return f"{self.names.define(var)}:{var.aval.str_short(axis_order)}"
@@ -90,8 +92,15 @@ class _Printer:
             text = f"{lhs}{eqn.primitive.name}[{params}] {args}".rstrip()
         else:
             text = self.multiline_equation(eqn, lhs, args, indent, axis_order)
+        notes = []
+        if self.device_id is not None:
+            traffic = device_traffic(eqn, self.device_id)
+            if traffic is not None:
+                notes.append(str(traffic))
         if self.with_source and eqn.source is not None:
-            text += f"  # {eqn.source}"
+            notes.append(str(eqn.source))
+        if notes:
+            text += "  # " + "; ".join(notes)
         return text
 
     def multiline_equation(self, eqn, lhs, args, indent, axis_order) -> str:
@@ -122,5 +131,6 @@ def print_device_program(dp: DeviceProgram, *, with_source=False) -> str:
     axes = ", ".join(dp.mesh_axes)
     coords = ", ".join(str(c) for c in dp.coords)
     head = f"device {dp.device_id} at mesh coordinates ({axes}) = ({coords}):"
-    body = _Printer(with_source).program(dp.program, 0, dp.mesh_axes)
+    axis_order = dp.mesh_axes if dp.show_vma else None
+    body = _Printer(with_source, dp.device_id).program(dp.program, 0, axis_order)
     return f"{head}\n{body}"

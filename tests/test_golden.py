@@ -69,6 +69,31 @@ def _collectives(x):
     return total + mean + top + low + rank
 
 
+def _on_mesh_4x2(body, out_specs=P("x", "y")):
+    """A body over an (8,8) input split P('x','y') on the (4,2) mesh, lowered for device 3."""
+    fn = shardc.shard_map(body, mesh=MESH, in_specs=P("x", "y"), out_specs=out_specs,
+                          check_vma=False)
+    x = shardc.device_put(jnp.arange(64.).reshape(8, 8), NamedSharding(MESH, P("x", "y")))
+    return _device(fn, (x,), 3)
+
+
+COLLECTIVE_CASES = {
+    "collective_all_gather_tiled_x": lambda: _on_mesh_4x2(
+        lambda v: lax.all_gather(v, "x", axis=0, tiled=True)),
+    "collective_all_gather_untiled_yx": lambda: _on_mesh_4x2(
+        lambda v: lax.all_gather(v, ("y", "x"), axis=1), P("x", None, "y")),
+    "collective_psum_scatter_tiled_y": lambda: _on_mesh_4x2(
+        lambda v: lax.psum_scatter(v, "y", scatter_dimension=0, tiled=True)),
+    "collective_ppermute_ring_x": lambda: _on_mesh_4x2(
+        lambda v: lax.ppermute(v, "x", [(k, (k + 1) % 4) for k in range(4)])),
+    "collective_all_to_all_x": lambda: _on_mesh_4x2(
+        lambda v: lax.all_to_all(v, "x", 1, 0, tiled=True)),
+    "collective_pbroadcast_xy": lambda: _on_mesh_4x2(
+        lambda v: lax.pbroadcast(v, ("x", "y"), 5)),
+    "collective_psum_xy": lambda: _on_mesh_4x2(lambda v: lax.psum(v, ("x", "y"))),
+}
+
+
 CASES = {
     "matmul_basic_traced": lambda: _traced(_matmul(), *_matmul_args(False)),
     "matmul_basic_device0_placed": lambda: _device(_matmul(), _matmul_args(True), 0),
@@ -102,6 +127,9 @@ CASES = {
         (shardc.device_put(jnp.arange(16.).reshape(4, 4), NamedSharding(MESH_2D, P("i", "j"))),),
         3),
 }
+
+
+CASES.update(COLLECTIVE_CASES)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
