@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.backend import get_backend
 from compiler.lowering import lower_program
-from compiler.replication import infer_types, pvary_error_check
+from compiler.replication import infer_types, per_output, pvary_error_check
 from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
 from compiler.tracing import Trace, Tracer, aval_of, set_current_trace, user_source
 from ir.core import Eqn, Program, Var
@@ -89,9 +89,8 @@ class ShardTrace(Trace):
         _, out_vma = infer_types(prim, in_vmas, params)
         avals = out_avals(prim, [t.aval for t in tracers], params)
         blocks = self._apply(prim, tracers, params, avals)
-        origins = _merge_origins(tracers, out_vma, in_vmas)
-        return [ShardTracer(self, b, a.update(vma=out_vma), origins)
-                for a, b in zip(avals, blocks)]
+        return [ShardTracer(self, b, a.update(vma=vma), _merge_origins(tracers, vma, in_vmas))
+                for a, b, vma in zip(avals, blocks, per_output(out_vma, len(avals)))]
 
     def _apply(self, prim, tracers, params, avals) -> list:
         """One list of per-position blocks per result."""

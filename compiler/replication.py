@@ -3,7 +3,7 @@
 The checker is an abstract interpreter over sets of mesh axes. Each primitive has a rule
 ``rule(in_vmas, **params) -> (required_in_vmas, out_vma)``: what each operand must be lifted to
 first (the tracer inserts a visible ``pvary`` equation for that), and what its results vary
-over. Inputs vary over the axes their in_spec names; ``psum`` over an axis makes a value
+over (one set for every result, or a list with one set per result). Inputs vary over the axes their in_spec names; ``psum`` over an axis makes a value
 invariant there; ordinary operations join.
 """
 from __future__ import annotations
@@ -151,17 +151,25 @@ def infer_vma(program, in_vmas):
     for eqn in program.eqns:
         operand_vmas = [_vma_of(vmas, a) for a in eqn.invars]
         _, out_vma = infer_types(eqn.primitive, operand_vmas, eqn.params)
-        origin = {}
+        inherited = {}
         for atom in eqn.invars:
             for axis, src in origins.get(id(atom), {}).items():
-                origin.setdefault(axis, src)
-        for axis in out_vma - _union(operand_vmas):
-            origin.setdefault(axis, eqn.source)
-        for var in eqn.outvars:
-            vmas[id(var)] = out_vma
+                inherited.setdefault(axis, src)
+        for var, vma in zip(eqn.outvars, per_output(out_vma, len(eqn.outvars))):
+            origin = dict(inherited)
+            for axis in vma - _union(operand_vmas):
+                origin.setdefault(axis, eqn.source)
+            vmas[id(var)] = vma
             origins[id(var)] = origin
     return ([_vma_of(vmas, a) for a in program.outvars],
             [origins.get(id(a), {}) for a in program.outvars])
+
+
+def per_output(out_vma, n: int) -> list:
+    """The vma of each of ``n`` results from what a rule returned."""
+    if isinstance(out_vma, (list, tuple)):
+        return list(out_vma)
+    return [out_vma] * n
 
 
 def _vma_of(vmas, atom):
@@ -204,6 +212,6 @@ def _failure_text(spec, unnamed, bad, origin, path) -> str:
     where = origin.get(first)
     origin_text = f" (it first varies over '{first}' at {where})" if where else ""
     return (f"out_specs{path} is {spec!r} which implies that the corresponding output value "
-            f"is replicated across {_axes_text(unnamed)}, but it may vary over {_axes_text(bad)}{origin_text}. "
-            f"Reduce it over those axes (for example with psum) or mention them in "
-            f"out_specs{path}.")
+            f"is replicated across {_axes_text(unnamed)}, but it may vary over "
+            f"{_axes_text(bad)}{origin_text}. Reduce it over those axes (for example with psum) "
+            f"or mention them in out_specs{path}.")
