@@ -1,4 +1,4 @@
-"""``vmap``: placeholder until the batching trace lands."""
+"""``shardc.vmap``: vectorizing maps, by the batching trace of ``compiler.batching``."""
 from compiler.batching import vmap
 
 __all__ = ["vmap"]
