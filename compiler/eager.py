@@ -11,7 +11,8 @@ import numpy as np
 
 from compiler.backend import get_backend
 from compiler.lowering import lower_program
-from compiler.replication import infer_types, per_output, pvary_error_check
+from compiler.replication import (infer_types, input_origins, merge_origins, origin_sources,
+                                  per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
 from compiler.tracing import Trace, Tracer, aval_of, set_current_trace, user_source
 from ir.core import Eqn, Program, Var
@@ -74,6 +75,7 @@ class ShardTrace(Trace):
         self.parent = parent
         self.shard = shard
         self.mesh = shard.mesh
+        self.steps = 0          # primitives run so far: orders the origins of varying axes
 
     def lift(self, value) -> ShardTracer:
         array = np.asarray(value) if not hasattr(value, "aval") else np.asarray(value)
@@ -89,7 +91,9 @@ class ShardTrace(Trace):
         _, out_vma = infer_types(prim, in_vmas, params)
         avals = out_avals(prim, [t.aval for t in tracers], params)
         blocks = self._apply(prim, tracers, params, avals)
-        return [ShardTracer(self, b, a.update(vma=vma), _merge_origins(tracers, vma, in_vmas))
+        self.steps += 1
+        return [ShardTracer(self, b, a.update(vma=vma),
+                            _merge_origins(tracers, vma, in_vmas, self.steps))
                 for a, b, vma in zip(avals, blocks, per_output(out_vma, len(avals)))]
 
     def _apply(self, prim, tracers, params, avals) -> list:
@@ -115,17 +119,10 @@ class ShardTrace(Trace):
         return [[results[p][k] for p in range(n)] for k in range(len(outvars))]
 
 
-def _merge_origins(tracers, out_vma, in_vmas) -> dict:
-    origins: dict = {}
-    for t in tracers:
-        for axis, src in t.origins.items():
-            origins.setdefault(axis, src)
+def _merge_origins(tracers, out_vma, in_vmas, order: int) -> dict:
     new = out_vma - frozenset().union(*in_vmas) if in_vmas else out_vma
-    if new:
-        src = user_source()
-        for axis in new:
-            origins.setdefault(axis, src)
-    return {a: s for a, s in origins.items() if a in out_vma}
+    source = user_source() if new else None
+    return merge_origins([t.origins for t in tracers], in_vmas, out_vma, order, source)
 
 
 def run_shard_map_eagerly(parent: Trace, fun, args, params):
@@ -136,7 +133,8 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
     shard = ShardContext(mesh, params["check_vma"])
     trace = ShardTrace(parent, shard)
     avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
-    tracers = [ShardTracer(trace, backend.to_blocks(arg, mesh, spec), aval)
+    tracers = [ShardTracer(trace, backend.to_blocks(arg, mesh, spec), aval,
+                           input_origins(aval.vma))
                for arg, spec, aval in zip(args, in_specs, avals)]
     _axis_env.append(shard)
     try:
@@ -144,6 +142,7 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
             outs = [trace.to_tracer(o) for o in fun(*tracers)]
     finally:
         _axis_env.pop()
-    check_replication(params, [o.aval.vma for o in outs], [o.origins for o in outs])
+    check_replication(params, [o.aval.vma for o in outs],
+                      [origin_sources(o.origins) for o in outs])
     specs = params["out_store"]["specs"]
     return [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]

@@ -100,6 +100,24 @@ lowering_rules[prims.psum_scatter_p] = _communicate(prims.reduce_scatter_p,
 lowering_rules[prims.ppermute_p] = _communicate(prims.ppermute_p)
 lowering_rules[prims.all_to_all_p] = _communicate(prims.all_to_all_p)
 lowering_rules[prims.pbroadcast_p] = _pbroadcast_rule
+
+
+def _sub_program_rule(ctx, eqn, invars):
+    """Control flow: the same primitive, its sub-programs lowered for this device."""
+    params = {key: _lower_param(ctx, value) for key, value in eqn.params.items()}
+    return ctx.emit(eqn.primitive, invars, params, eqn.source, eqn.outvars)
+
+
+def _lower_param(ctx, value):
+    if isinstance(value, Program):
+        return lower_program(ctx.mesh, ctx.position, value)
+    if isinstance(value, tuple) and value and all(isinstance(v, Program) for v in value):
+        return tuple(lower_program(ctx.mesh, ctx.position, v) for v in value)
+    return value
+
+
+for _p in prims.CONTROL_FLOW:
+    lowering_rules[_p] = _sub_program_rule
 lowering_rules[prims.pvary_p] = _pvary_rule
 lowering_rules[prims.axis_index_p] = _axis_index_rule
 

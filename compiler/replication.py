@@ -137,32 +137,55 @@ def _lift(trace, tracer, want):
 def infer_vma(program, in_vmas):
     """Abstract interpretation of a body program: (vma of each output, origin of each axis).
 
-    The origin of an axis in an output is the source of the first equation that made a value
-    vary over it (None for an input).
+    The origin of an axis in an output is the source of the equation where the value it derives
+    from first came to vary over it (absent when that is an input); see ``merge_origins``.
     """
     vmas = {}
     origins = {}
     for var, vma in zip(program.invars, in_vmas):
         vmas[id(var)] = frozenset(vma)
-        origins[id(var)] = {}
+        origins[id(var)] = input_origins(vma)
     for var in program.constvars:
         vmas[id(var)] = frozenset()
         origins[id(var)] = {}
-    for eqn in program.eqns:
+    for order, eqn in enumerate(program.eqns):
         operand_vmas = [_vma_of(vmas, a) for a in eqn.invars]
         _, out_vma = infer_types(eqn.primitive, operand_vmas, eqn.params)
-        inherited = {}
-        for atom in eqn.invars:
-            for axis, src in origins.get(id(atom), {}).items():
-                inherited.setdefault(axis, src)
+        operand_origins = [origins.get(id(a), {}) for a in eqn.invars]
         for var, vma in zip(eqn.outvars, per_output(out_vma, len(eqn.outvars))):
-            origin = dict(inherited)
-            for axis in vma - _union(operand_vmas):
-                origin.setdefault(axis, eqn.source)
             vmas[id(var)] = vma
-            origins[id(var)] = origin
+            origins[id(var)] = merge_origins(operand_origins, operand_vmas, vma, order,
+                                             eqn.source)
     return ([_vma_of(vmas, a) for a in program.outvars],
-            [origins.get(id(a), {}) for a in program.outvars])
+            [origin_sources(origins.get(id(a), {})) for a in program.outvars])
+
+
+def input_origins(vma) -> dict:
+    """An input varies over its axes from the start: the earliest origin, with no source."""
+    return {axis: (-1, None) for axis in vma}
+
+
+def merge_origins(operand_origins, operand_vmas, out_vma, order: int, source) -> dict:
+    """``{axis: (order, source)}`` of a result: for each axis an operand varies over, the
+    earliest origin among those operands; an axis no operand varies over starts here.
+
+    Taking the earliest makes an implicit ``pvary`` lift (a traced equation, but nothing in
+    eager mode) never the origin of an axis another operand already varied over, so eager and
+    traced bodies name the same line.
+    """
+    origin: dict = {}
+    for origins in operand_origins:
+        for axis, (k, src) in origins.items():
+            if axis in out_vma and (axis not in origin or k < origin[axis][0]):
+                origin[axis] = (k, src)
+    for axis in out_vma - _union(operand_vmas):
+        origin.setdefault(axis, (order, source))
+    return origin
+
+
+def origin_sources(origin: dict) -> dict:
+    """``{axis: source}`` for the axes whose origin has a known source line."""
+    return {axis: src for axis, (_, src) in origin.items() if src is not None}
 
 
 def per_output(out_vma, n: int) -> list:

@@ -71,6 +71,8 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, check_vma: bool =
     if not isinstance(mesh, Mesh):
         raise TypeError("shard_map requires a Mesh instance for its second argument, but got "
                         f"mesh of type {type(mesh)}.")
+    if in_specs is None and flag == "check_rep":
+        _broadcast_specs(None, (), "shard_map in_specs")    # the old form rejects it up front
     _check_spec_leaves(in_specs, "in_specs")
     _check_spec_leaves(out_specs, "out_specs")
     _check_spec_axes(in_specs, mesh, "in_specs")
@@ -104,13 +106,12 @@ class _Config:
 def _check_spec_leaves(specs, which: str):
     leaves = tree.tree_leaves(specs, is_leaf=_is_spec_leaf)
     paths = tree.leaf_paths(specs, is_leaf=_is_spec_leaf)
-    for leaf, path in zip(leaves, paths):
-        if leaf is None or isinstance(leaf, PartitionSpec):
-            continue
+    bad = [f"  {which}{path} is {leaf} of type {type(leaf).__name__}, "
+           for leaf, path in zip(leaves, paths) if not _is_spec_leaf(leaf)]
+    if bad:
         raise TypeError(f"shard_map {which} argument must be a pytree of PartitionSpec "
-                        f"instances, but:\n\n  {which}{path} is {leaf} of type "
-                        f"{type(leaf).__name__}, \n\nCheck the {which} values passed to "
-                        "shard_map.")
+                        "instances, but:\n\n" + "\n\n".join(bad) +
+                        f"\n\nCheck the {which} values passed to shard_map.")
 
 
 def _check_spec_axes(specs, mesh: Mesh, which: str):
@@ -130,7 +131,7 @@ def _check_spec_axes(specs, mesh: Mesh, which: str):
     if unknown:
         raise UnknownAxisError(
             f"shard_map {which} argument must refer to an axis marked as manual "
-            f"({mesh.axis_names}), but:\n\n" + "\n".join(unknown) +
+            f"({mesh.axis_names}), but:\n\n" + "\n\n".join(unknown) +
             f"\n\nCheck the {which} values passed to shard_map.")
 
 
@@ -152,17 +153,18 @@ class _Leaf:
     """One array argument of the body: where it came from and how it is split."""
     value: Any
     spec: PartitionSpec
-    path: str          # key path inside in_specs' tree (args' tuple)
+    path: str          # key path inside the args' tuple
     arg_index: int
+    spec_path: str     # key path of the in_specs leaf covering it
 
 
 def _call(config: _Config, args: tuple):
     mesh = config.mesh
-    specs = _broadcast_specs(config.in_specs, args, "shard_map in_specs")
+    specs, spec_paths = _broadcast_specs(config.in_specs, args, "shard_map in_specs")
     leaves, treedef = tree.tree_flatten(args)
     paths = tree.leaf_paths(args)
-    dynamic = [_Leaf(v, s, p, _arg_index(p)) for v, s, p in zip(leaves, specs, paths)
-               if s is not None]
+    dynamic = [_Leaf(v, s, p, _arg_index(p), sp)
+               for v, s, p, sp in zip(leaves, specs, paths, spec_paths) if s is not None]
     _check_ranks(config, dynamic)
     _check_divisibility(config, dynamic)
     out_store: dict = {}
@@ -184,10 +186,24 @@ def _broadcast_specs(prefix, full, name):
         raise TypeError("shard_map in_specs argument must be a pytree of PartitionSpec "
                         "instances, but it was None. Instead of in_specs=None, did you mean "
                         "in_specs=P()?")
+    # Tag each spec leaf with its key path, so errors can name the spec and the value apart.
+    spec_leaves, spec_tree = tree.tree_flatten(prefix, is_leaf=_is_spec_leaf)
+    tagged = tree.tree_unflatten(spec_tree, [
+        _SpecAt(s, p) for s, p in zip(spec_leaves,
+                                      tree.leaf_paths(prefix, is_leaf=_is_spec_leaf))])
     try:
-        return tree.broadcast_prefix(prefix, full, is_leaf=_is_spec_leaf, name=name)
+        covering = tree.broadcast_prefix(tagged, full, is_leaf=lambda x: isinstance(x, _SpecAt),
+                                         name=name)
     except tree.PrefixError as err:
         raise ShardingSpecError(str(err)) from None
+    return [c.spec for c in covering], [c.path for c in covering]
+
+
+@dataclasses.dataclass(frozen=True)
+class _SpecAt:
+    """A spec leaf and its key path inside the specs tree."""
+    spec: Any
+    path: str
 
 
 def _arg_index(path: str) -> int:
@@ -227,11 +243,11 @@ def _check_ranks(config: _Config, dynamic):
     lines = []
     for leaf, aval, n in bad:
         lines.append(
-            f"in_specs{leaf.path} is {leaf.spec!r} which has length {n}, but "
+            f"in_specs{leaf.spec_path} is {leaf.spec!r} which has length {n}, but "
             f"args{leaf.path}, where args[{leaf.arg_index}] is bound to "
             f"{_param_text(config, leaf.arg_index)}, has shape {aval.str_short()}, which has "
             f"rank {aval.ndim} (and {aval.ndim} < {n})")
-    text = lines[0] if len(lines) == 1 else "\n".join("* " + l for l in lines)
+    text = lines[0] if len(lines) == 1 else "\n\n".join("* " + l for l in lines)
     scalar = any(aval.ndim == 0 for _, aval, _ in bad)
     raise ShardingSpecError(
         f"shard_map applied to the function '{config.name}' was given an in_specs entry which "
@@ -259,11 +275,12 @@ def _check_divisibility(config: _Config, dynamic):
             lines.append(
                 f"args{leaf.path} of shape {aval.str_short()}, where args[{leaf.arg_index}] is "
                 f"bound to {_param_text(config, leaf.arg_index)}, corresponds to "
-                f"in_specs{leaf.path} of value {leaf.spec!r}, which maps array axis {d} (of size "
-                f"{aval.shape[d]}) to {target}, but {k} does not evenly divide {aval.shape[d]}")
+                f"in_specs{leaf.spec_path} of value {leaf.spec!r}, which maps array axis {d} "
+                f"(of size {aval.shape[d]}) to {target}, but {k} does not evenly divide "
+                f"{aval.shape[d]}")
     if not lines:
         return
-    text = lines[0] if len(lines) == 1 else "\n".join("* " + l for l in lines)
+    text = lines[0] if len(lines) == 1 else "\n\n".join("* " + l for l in lines)
     raise ShardingSpecError(
         f"shard_map applied to the function '{config.name}' was given argument arrays with axis "
         "sizes that are not evenly divisible by the corresponding mesh axis sizes:\n\n"
@@ -280,16 +297,17 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
     outs, treedef = tree.tree_flatten(result)
     paths = tree.leaf_paths(result)
     if config.out_specs is None and result is None:
-        specs = []
+        specs, spec_paths = [], []
     else:
         _check_spec_axes(config.out_specs, config.mesh, "out_specs")
-        specs = _broadcast_specs(config.out_specs, result, "shard_map out_specs")
-    for spec, path in zip(specs, paths):
+        specs, spec_paths = _broadcast_specs(config.out_specs, result, "shard_map out_specs")
+    for spec, path in zip(specs, spec_paths):
         if spec is None:
             raise ShardingSpecError(f"shard_map out_specs{path} is None; outputs need a "
                                     "PartitionSpec (P() for a replicated output)")
-    _check_output_ranks(config, outs, specs, paths)
-    out_store.update(treedef=treedef, specs=[canonical_spec(s) for s in specs], paths=paths)
+    _check_output_ranks(config, outs, specs, spec_paths, paths)
+    out_store.update(treedef=treedef, specs=[canonical_spec(s) for s in specs],
+                     user_specs=specs, paths=spec_paths)
     if not config.check_vma:
         return outs
     lifted = []
@@ -300,19 +318,19 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
     return lifted
 
 
-def _check_output_ranks(config: _Config, outs, specs, paths):
+def _check_output_ranks(config: _Config, outs, specs, spec_paths, paths):
     lines = []
     scalar = False
-    for out, spec, path in zip(outs, specs, paths):
-        aval = aval_of(out)
+    for out, spec, spec_path, path in zip(outs, specs, spec_paths, paths):
+        aval = aval_of(out).strip_vma()
         if len(spec) > aval.ndim:
             scalar |= aval.ndim == 0
-            lines.append(f"out_specs{path} is {spec!r} which has length {len(spec)}, but "
+            lines.append(f"out_specs{spec_path} is {spec!r} which has length {len(spec)}, but "
                          f"{config.name}(*args){path} has shape {aval.str_short()}, which has "
                          f"rank {aval.ndim} (and {aval.ndim} < {len(spec)})")
     if not lines:
         return
-    text = lines[0] if len(lines) == 1 else "\n".join("* " + l for l in lines)
+    text = lines[0] if len(lines) == 1 else "\n\n".join("* " + l for l in lines)
     raise ShardingSpecError(
         f"shard_map applied to the function '{config.name}' was given an out_specs entry which "
         "is too long to be compatible with the corresponding output value from the function:\n\n"
@@ -338,7 +356,7 @@ def check_replication(params, out_vmas, out_origins) -> None:
         return
     store = params["out_store"]
     check_out_specs(fn_name=config.name, flag=config.flag, mesh=config.mesh,
-                    out_specs=store["specs"], out_vmas=out_vmas, out_origins=out_origins,
+                    out_specs=store["user_specs"], out_vmas=out_vmas, out_origins=out_origins,
                     out_paths=store["paths"])
 
 

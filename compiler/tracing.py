@@ -280,7 +280,9 @@ class ProgramTrace(Trace):
         known = self.const_tracers.get(id(value))
         if known is not None:
             return known
-        aval = aval_of(value).strip_vma()
+        # Values from outside every shard_map body carry no vma; those closed over from an
+        # enclosing body (a loop body inside a shard_map) keep theirs.
+        aval = aval_of(value)
         if not isinstance(value, Tracer) and aval.shape == () and _is_plain_scalar(value):
             return self.new_tracer(aval, Literal(np.asarray(value), aval))
         tracer = self.new_tracer(aval)

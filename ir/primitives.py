@@ -167,7 +167,10 @@ pbroadcast_p = primitive("pbroadcast", kind="collective")       # [mesh_axes, so
 
 # Higher-order primitives.
 shard_map_p = primitive("shard_map", multiple_results=True, kind="higher")
-pjit_p = primitive("pjit", multiple_results=True, kind="higher")
+scan_p = primitive("scan", multiple_results=True, kind="higher")       # [jaxpr, length, reverse, num_consts, num_carry]
+while_p = primitive("while", multiple_results=True, kind="higher")     # [cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts]
+cond_p = primitive("cond", multiple_results=True, kind="higher")       # (index, *operands)[branches]
+CONTROL_FLOW = (scan_p, while_p, cond_p)
 
 # Lowered per-device communication nodes (MLIR shard dialect words), carrying device groups.
 all_reduce_p = primitive("all_reduce", kind="lowered")   # [mesh_axes, reduction, device_groups]

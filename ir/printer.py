@@ -56,6 +56,11 @@ def format_param(value) -> str:
     return repr(value)
 
 
+def _holds_program(value) -> bool:
+    return isinstance(value, Program) or (
+        isinstance(value, tuple) and bool(value) and all(isinstance(v, Program) for v in value))
+
+
 class _Printer:
     def __init__(self, with_source: bool, device_id: int | None = None):
         self.names = _Names()
@@ -83,7 +88,7 @@ class _Printer:
         # Outputs are named before the body's variables.
         outs = " ".join(self.binder(v, axis_order) for v in eqn.outvars)
         args = " ".join(self.names.use(a) for a in eqn.invars)
-        has_program = any(isinstance(v, Program) for v in eqn.params.values())
+        has_program = any(_holds_program(v) for v in eqn.params.values())
         lhs = f"{pad}{outs} = " if outs else f"{pad}"
         if not eqn.params:
             text = f"{lhs}{eqn.primitive.name} {args}".rstrip()
@@ -115,6 +120,11 @@ class _Printer:
             if isinstance(value, Program):
                 text = self.program(value, indent + 2, inner_order)
                 lines.append(f"{pad}  {key}={text}")
+            elif _holds_program(value):
+                lines.append(f"{pad}  {key}=(")
+                for prog in value:
+                    lines.append(f"{pad}    " + self.program(prog, indent + 4, inner_order))
+                lines.append(f"{pad}  )")
             else:
                 lines.append(f"{pad}  {key}={format_param(value)}")
         lines.append(f"{pad}] {args}".rstrip())

@@ -272,7 +272,7 @@ def _single_identity_rule(x: Aval, **params) -> list:
 
 
 shape_rules[prims.sharding_constraint_p] = _single_identity_rule
-shape_rules[prims.debug_print_p] = lambda *xs, **params: []
+shape_rules[prims.debug_print_p] = lambda *xs, **params: []  # printing has no results
 
 
 def _reducing_collective_rule(prim, x: Aval, **params) -> list:
@@ -289,7 +289,12 @@ shape_rules[prims.pvary_p] = _single_identity_rule
 shape_rules[prims.axis_index_p] = lambda **params: [_aval((), dtypes.int_)]
 
 
-def _all_reduce_rule(x: Aval, **params) -> list:
+def _all_reduce_rule(x: Aval, *, reduction="sum", **params) -> list:
+    # the dtypes of the front-end reductions: pmean of integers is float32, psum of bool int32
+    if reduction == "mean" and not dtypes.is_inexact(x.dtype):
+        return [_aval(x.shape, dtypes.float_)]
+    if reduction == "sum" and dtypes.is_bool(x.dtype):
+        return [_aval(x.shape, dtypes.int_)]
     return [_aval(x.shape, x.dtype)]
 
 
@@ -359,3 +364,28 @@ shape_rules[prims.reduce_scatter_p] = _reduce_scatter_rule
 shape_rules[prims.all_to_all_p] = _all_to_all_rule
 shape_rules[prims.ppermute_p] = _single_identity_rule
 shape_rules[prims.pbroadcast_p] = _single_identity_rule
+
+
+# --- control flow: results come from the sub-programs ------------------------------------------
+
+def _scan_rule(*in_avals: Aval, jaxpr, length, reverse, num_consts, num_carry) -> list:
+    outs = jaxpr.out_avals
+    carry = [_aval(a.shape, a.dtype) for a in outs[:num_carry]]
+    ys = [_aval((length,) + a.shape, a.dtype) for a in outs[num_carry:]]
+    return carry + ys
+
+
+def _while_rule(*in_avals: Aval, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts) -> list:
+    return [_aval(a.shape, a.dtype) for a in body_jaxpr.out_avals]
+
+
+def _cond_rule(index: Aval, *operands: Aval, branches) -> list:
+    if not (dtypes.is_int(index.dtype) and index.shape == ()):
+        raise ShapeError(f"cond: the branch index must be an integer scalar, got "
+                         f"{index.str_short()}")
+    return [_aval(a.shape, a.dtype) for a in branches[0].out_avals]
+
+
+shape_rules[prims.scan_p] = _scan_rule
+shape_rules[prims.while_p] = _while_rule
+shape_rules[prims.cond_p] = _cond_rule

@@ -296,10 +296,3 @@ def _shard_map_rule(*in_avals: Aval, jaxpr, mesh, in_specs, out_specs, check_vma
 
 
 shape_rules[prims.shard_map_p] = _shard_map_rule
-
-
-def _pjit_rule(*in_avals: Aval, program, name) -> list:
-    return [a.strip_vma() for a in program.out_avals]
-
-
-shape_rules[prims.pjit_p] = _pjit_rule

@@ -41,15 +41,23 @@ def verify(prog: Program) -> None:
             use(atom, where)
         _check_types(eqn, where)
         for value in eqn.params.values():
-            if isinstance(value, Program):
+            for sub in _sub_programs(value):
                 try:
-                    verify(value)
+                    verify(sub)
                 except VerifyError as err:
                     raise VerifyError(f"{where}: in its sub-program: {err}") from None
         for var in eqn.outvars:
             define(var, where)
     for atom in prog.outvars:
         use(atom, "outputs")
+
+
+def _sub_programs(value) -> list:
+    if isinstance(value, Program):
+        return [value]
+    if isinstance(value, tuple):
+        return [v for v in value if isinstance(v, Program)]
+    return []
 
 
 def _check_types(eqn, where):

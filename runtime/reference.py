@@ -158,7 +158,8 @@ def _scatter(x, indices, updates, *, axis, mode):
     idx = np.where(indices < 0, indices + size, indices)
     keep = (idx >= 0) & (idx < size)
     moved = np.moveaxis(out, axis, 0)
-    upd = np.moveaxis(updates, axis, 0) if updates.ndim else updates
+    # updates hold the index dims at axis..axis+idx.ndim; bring them to the front
+    upd = np.moveaxis(updates, tuple(range(axis, axis + idx.ndim)), tuple(range(idx.ndim)))
     flat_idx = idx[keep]
     flat_upd = upd[keep] if np.ndim(upd) else upd
     if mode == "add":
@@ -276,8 +277,8 @@ impl_rules[prims.sharding_constraint_p] = lambda x, *, sharding: [x]
 impl_rules[prims.pvary_p] = lambda x, *, mesh_axes: [x]
 
 
-def _debug_print(*args, fmt):
-    print(fmt.format(*args))
+def _debug_print(*args, fmt, arg_names=()):
+    print(_format_print(args, fmt=fmt, arg_names=arg_names))
     return []
 
 
@@ -381,19 +382,6 @@ group_rules[prims.all_gather_p] = _all_gather
 group_rules[prims.all_slice_p] = _all_slice
 
 
-def run_collective(prim, blocks, params, mesh) -> list:
-    """Apply a lowered collective to the blocks of every mesh position, group by group."""
-    position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
-    out = [None] * len(blocks)
-    rule = group_rules[prim]
-    for group in params["device_groups"]:
-        positions = [position_of[d] for d in group]
-        results = rule([blocks[p] for p in positions], **params)
-        for p, r in zip(positions, results):
-            out[p] = r
-    return out
-
-
 # --- running programs -------------------------------------------------------------------------
 
 class _Request:
@@ -405,15 +393,35 @@ class _Request:
         self.value = value
 
 
-def eval_program(program: Program, args, consts=()):
-    """Evaluate a program on concrete numpy values (no communication allowed)."""
-    gen = _device_steps(program, args, consts)
+class _Print:
+    """A device printing (debug_print): the scheduler orders prints by mesh position."""
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+
+class DeadlockError(RuntimeError):
+    """Devices wait at communication nodes their group never completes."""
+
+
+def _run_alone(steps):
+    """Drive one program's steps with no other device: prints go out, collectives are errors."""
     try:
-        request = next(gen)
+        request = next(steps)
+        while True:
+            if not isinstance(request, _Print):
+                raise RuntimeError(f"{request.eqn.primitive} needs a device mesh; it cannot run "
+                                   "on one value")
+            print(request.text)
+            request = steps.send(None)
     except StopIteration as done:
         return done.value
-    raise RuntimeError(f"{request.eqn.primitive} needs a device mesh; it cannot run on one "
-                       "value")
+
+
+def eval_program(program: Program, args, consts=()):
+    """Evaluate a program on concrete numpy values (no communication allowed)."""
+    return _run_alone(_device_steps(program, args, consts))
 
 
 def _device_steps(program: Program, args, consts=()):
@@ -429,11 +437,17 @@ def _device_steps(program: Program, args, consts=()):
 
     for eqn in program.eqns:
         values = [read(a) for a in eqn.invars]
-        if eqn.primitive in group_rules:
+        prim = eqn.primitive
+        if prim in group_rules:
             outs = [(yield _Request(eqn, values[0]))]
+        elif prim in control_rules:
+            outs = yield from control_rules[prim](values, **eqn.params)
+        elif prim is prims.debug_print_p:
+            yield _Print(_format_print(values, **eqn.params))
+            outs = []
         else:
             try:
-                outs = impl_rules[eqn.primitive](*values, **eqn.params)
+                outs = impl_rules[prim](*values, **eqn.params)
             except Exception as err:
                 raise _with_equation(err, eqn) from err
         for var, value in zip(eqn.outvars, outs):
@@ -447,30 +461,151 @@ def _with_equation(err, eqn):
         err, (ValueError, TypeError, IndexError)) else err
 
 
+# --- control flow: generators, so collectives inside loops and branches meet across devices ---
+
+control_rules = RuleTable("control flow")
+
+
+def _scan_steps(values, *, jaxpr, length, reverse, num_consts, num_carry):
+    consts = list(values[:num_consts])
+    carry = list(values[num_consts:num_consts + num_carry])
+    xs = values[num_consts + num_carry:]
+    ys = []
+    for k in (range(length - 1, -1, -1) if reverse else range(length)):
+        outs = yield from _device_steps(jaxpr, consts + carry + [x[k] for x in xs])
+        carry = outs[:num_carry]
+        ys.append(outs[num_carry:])
+    if reverse:
+        ys.reverse()
+    stacked = []
+    for j, aval in enumerate(jaxpr.out_avals[num_carry:]):
+        stacked.append(np.stack([np.asarray(y[j]) for y in ys]) if ys
+                       else np.zeros((0,) + aval.shape, aval.dtype))
+    return [np.asarray(c) for c in carry] + stacked
+
+
+def _while_steps(values, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cond_consts = list(values[:cond_nconsts])
+    body_consts = list(values[cond_nconsts:cond_nconsts + body_nconsts])
+    carry = list(values[cond_nconsts + body_nconsts:])
+    while True:
+        (pred,) = yield from _device_steps(cond_jaxpr, cond_consts + carry)
+        if not bool(pred):
+            return [np.asarray(c) for c in carry]
+        carry = yield from _device_steps(body_jaxpr, body_consts + carry)
+
+
+def _cond_steps(values, *, branches):
+    index = int(np.clip(int(values[0]), 0, len(branches) - 1))
+    outs = yield from _device_steps(branches[index], list(values[1:]))
+    return [np.asarray(o) for o in outs]
+
+
+control_rules[prims.scan_p] = _scan_steps
+control_rules[prims.while_p] = _while_steps
+control_rules[prims.cond_p] = _cond_steps
+
+
+def _control_impl(prim, *values, **params):
+    return _run_alone(control_rules[prim](list(values), **params))
+
+
+for _p in prims.CONTROL_FLOW:
+    impl_rules[_p] = functools.partial(_control_impl, _p)
+
+
+def _format_print(values, *, fmt, arg_names=()):
+    positional = len(values) - len(arg_names)
+    return fmt.format(*values[:positional], **dict(zip(arg_names, values[positional:])))
+
+
+# --- many devices ------------------------------------------------------------------------------
+
 def run_device_programs(mesh, programs, inputs_by_position) -> list:
-    """Run every device's program in lockstep; returns each position's outputs."""
+    """Run every device's program; a group's members meet at each communication node.
+
+    A group proceeds as soon as all its members wait at a node, so groups never wait for
+    each other. Prints are gathered and written in (print number, position) order. Members
+    that can never meet (one finished, or waiting at a different node) raise DeadlockError.
+    """
+    position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
     runs = [_device_steps(program, args) for program, args in zip(programs, inputs_by_position)]
     results = [None] * len(runs)
-    pending = [None] * len(runs)
-    sends = [None] * len(runs)
-    active = set(range(len(runs)))
-    while active:
-        for p in sorted(active):
-            try:
-                pending[p] = runs[p].send(sends[p])
-            except StopIteration as done:
-                results[p] = done.value
-                pending[p] = None
-        active = {p for p in active if pending[p] is not None}
-        if not active:
-            break
-        if len(active) != len(runs):
-            raise RuntimeError("devices disagree on their communication: some finished while "
-                               "others wait at a collective")
-        eqn = pending[min(active)].eqn
-        blocks = [pending[p].value for p in range(len(runs))]
-        sends = run_collective(eqn.primitive, blocks, eqn.params, mesh)
+    waiting: dict = {}
+    prints: list = []
+    printed = [0] * len(runs)
+    resume = {p: None for p in range(len(runs))}
+    try:
+        while resume:
+            for p, value in resume.items():
+                _advance(runs, p, value, waiting, results, prints, printed)
+            resume = _meet(waiting, position_of, results)
+        if waiting:
+            raise _deadlock(waiting, mesh, results)
+    finally:
+        for _, _, text in sorted(prints):
+            print(text)
     return results
+
+
+def _advance(runs, p, value, waiting, results, prints, printed):
+    """Run device p until it waits at a communication node or finishes."""
+    try:
+        request = runs[p].send(value)
+        while isinstance(request, _Print):
+            prints.append((printed[p], p, request.text))
+            printed[p] += 1
+            request = runs[p].send(None)
+        waiting[p] = request
+    except StopIteration as done:
+        results[p] = done.value
+
+
+def _meet(waiting, position_of, results) -> dict:
+    """Complete every communication node all of whose group members wait at it."""
+    resume = {}
+    for p in sorted(waiting):
+        if p not in waiting or p in resume:
+            continue
+        request = waiting[p]
+        params = request.eqn.params
+        group = next(g for g in params["device_groups"] if _member(g, p, position_of))
+        members = [position_of[d] for d in group]
+        if not all(m in waiting for m in members):
+            continue
+        _check_same_node(members, waiting)
+        outs = group_rules[request.eqn.primitive]([waiting[m].value for m in members], **params)
+        for m, out in zip(members, outs):
+            resume[m] = out
+            del waiting[m]
+    return resume
+
+
+def _member(group, position, position_of) -> bool:
+    return any(position_of[d] == position for d in group)
+
+
+def _check_same_node(members, waiting):
+    first = waiting[members[0]].eqn
+    for m in members[1:]:
+        eqn = waiting[m].eqn
+        if eqn.primitive is not first.primitive or eqn.params != first.params:
+            raise DeadlockError(
+                f"devices of one group reached different communication nodes: "
+                f"{first.primitive}[{_axes_of(first)}] and {eqn.primitive}[{_axes_of(eqn)}]")
+
+
+def _axes_of(eqn) -> str:
+    return f"mesh_axes={eqn.params.get('mesh_axes')}"
+
+
+def _deadlock(waiting, mesh, results) -> DeadlockError:
+    ids = mesh.device_ids
+    stuck = ", ".join(f"device {ids[p]} at {req.eqn.primitive}[{_axes_of(req.eqn)}]"
+                      for p, req in sorted(waiting.items()))
+    done = [ids[p] for p, r in enumerate(results) if r is not None]
+    return DeadlockError(f"devices wait at communication nodes their groups never complete: "
+                         f"{stuck}" + (f"; devices {done} had already finished" if done else ""))
 
 
 # --- the backend --------------------------------------------------------------------------------

@@ -19,21 +19,48 @@ def _parse(subscripts: str, n: int):
     inputs = lhs.split(",")
     if len(inputs) != n:
         raise ValueError(f"einsum: {len(inputs)} operand subscripts for {n} operands")
-    for spec in inputs:
-        if len(set(spec)) != len(spec):
-            raise NotImplementedError("einsum with a repeated index in one operand (diagonals)")
+    if len(set(out)) != len(out):
+        raise ValueError(f"einsum: output subscript {out!r} repeats an index")
+    unknown = set(out) - set("".join(inputs))
+    if unknown:
+        raise ValueError(f"einsum: output subscript {out!r} has indices {sorted(unknown)} that "
+                         "no operand has")
     return inputs, out
 
 
+def _take_diagonals(spec, x):
+    """Reduce an operand whose subscripts repeat an index (``ii``) to its diagonal."""
+    import shardc.numpy as jnp
+    while len(set(spec)) != len(spec):
+        c = next(c for c in spec if spec.count(c) > 1)
+        i = spec.index(c)
+        j = spec.index(c, i + 1)
+        shape = aval_of(x).shape
+        if shape[i] != shape[j]:
+            raise ValueError(f"einsum: index {c!r} has sizes {shape[i]} and {shape[j]} in "
+                             f"one operand of shape {shape}")
+        mask_shape = [1] * len(shape)
+        mask_shape[i] = mask_shape[j] = shape[i]
+        mask = jnp.reshape(jnp.eye(shape[i], dtype=aval_of(x).dtype), tuple(mask_shape))
+        x = jnp.sum(jnp.multiply(x, mask), axis=j)
+        spec = spec[:j] + spec[j + 1:]
+    return spec, x
+
+
 def einsum(subscripts: str, *operands):
+    """Einstein summation; see ``shardc.numpy.einsum``."""
     import shardc.numpy as jnp
     inputs, out = _parse(subscripts, len(operands))
+    operands = [jnp.asarray(x) if not hasattr(x, "shape") else x for x in operands]
     for spec, x in zip(inputs, operands):
-        if len(spec) != aval_of(jnp.asarray(x) if not hasattr(x, "shape") else x).ndim:
+        if len(spec) != aval_of(x).ndim:
             raise ValueError(f"einsum: subscripts {spec!r} do not match an operand of rank "
                              f"{aval_of(x).ndim}")
-    specs = list(inputs)
-    values = list(operands)
+    specs, values = [], []
+    for spec, x in zip(inputs, operands):
+        spec, x = _take_diagonals(spec, x)
+        specs.append(spec)
+        values.append(x)
     while len(values) > 1:
         rest = set("".join(specs[2:])) | set(out)
         spec, value = _pair(specs[0], values[0], specs[1], values[1], rest)

@@ -1,23 +1,35 @@
 """Indexing (``x[...]``) and indexed updates (``x.at[...].set/add``) in terms of primitives.
 
 Static integers and slices lower to ``slice``/``rev``/``squeeze``; traced integers to
-``dynamic_slice``; one integer-array index to ``gather`` (``scatter`` for updates).
+``dynamic_slice``; one integer-array index to ``gather`` (``scatter`` for updates). Other
+concrete indices (several integer arrays, boolean masks, strided updates) follow numpy exactly
+through a gather (scatter) of the flat positions numpy's own indexing selects.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from compiler.tracing import Tracer, aval_of, bind
+from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 
 
+def _list_dtype(entry) -> np.dtype:
+    """The dtype of a (nested) list index entry, which may hold traced scalars."""
+    import shardc.numpy as jnp
+    leaves = list(jnp._flat(entry))
+    return jnp.result_type(*leaves) if leaves else _dt.int_
+
+
 def _is_int_array(x) -> bool:
+    """An integer array (or list) index entry; boolean masks are not."""
     if isinstance(x, (list, tuple)):
-        return True
+        return not _dt.is_bool(_list_dtype(x))
     if isinstance(x, (Tracer, np.ndarray)) or hasattr(x, "aval"):
         aval = aval_of(x)
-        return aval.shape != () and (_dt.is_int(aval.dtype) or _dt.is_bool(aval.dtype))
+        return aval.shape != () and _dt.is_int(aval.dtype)
     return False
 
 
@@ -30,11 +42,36 @@ def _is_dynamic_scalar(x) -> bool:
     return False
 
 
+def _check_entry(entry):
+    """TypeError for an index entry that is not an integer, a slice, None, ... or a mask."""
+    if entry is None or entry is Ellipsis or isinstance(entry, slice):
+        return
+    if isinstance(entry, (bool, int, np.bool_, np.integer)):
+        return
+    if isinstance(entry, (list, tuple, np.ndarray, Tracer)) or hasattr(entry, "aval"):
+        dtype = _list_dtype(entry) if isinstance(entry, (list, tuple)) else aval_of(entry).dtype
+        if _dt.is_int(dtype) or _dt.is_bool(dtype):
+            return
+        raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                        f"{dtype}")
+    raise TypeError(f"Indexer must be an integer, a slice, None, Ellipsis or an integer array, "
+                    f"got {entry!r} of type {type(entry).__name__}")
+
+
 def _expand_index(index, ndim):
-    """Normalise to a tuple with the Ellipsis expanded; None entries kept."""
+    """Normalise to a tuple with the Ellipsis expanded; None entries kept.
+
+    A scalar ``True`` adds an axis like None (numpy's rule); ``False`` is left for the flat
+    path.
+    """
     if not isinstance(index, tuple):
         index = (index,)
-    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
+    for entry in index:
+        _check_entry(entry)
+    if sum(1 for i in index if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    index = tuple(None if (isinstance(i, (bool, np.bool_)) and i) else i for i in index)
+    n_real = sum(_consumed(i) for i in index if i is not None and i is not Ellipsis)
     if any(i is Ellipsis for i in index):
         k = next(k for k, i in enumerate(index) if i is Ellipsis)
         index = index[:k] + (slice(None),) * (ndim - n_real) + index[k + 1:]
@@ -45,14 +82,112 @@ def _expand_index(index, ndim):
     return index
 
 
+def _consumed(entry) -> int:
+    """How many dimensions of the array an index entry consumes (a mask: its rank)."""
+    if isinstance(entry, (bool, np.bool_)):
+        return 0
+    if _is_bool_array(entry):
+        return _index_ndim(entry)
+    return 1
+
+
+def _is_bool_array(entry) -> bool:
+    if isinstance(entry, (list, tuple)):
+        return _dt.is_bool(_list_dtype(entry)) and len(entry) > 0
+    if isinstance(entry, (np.ndarray, Tracer)) or hasattr(entry, "aval"):
+        aval = aval_of(entry)
+        return aval.shape != () and _dt.is_bool(aval.dtype)
+    return False
+
+
+def _is_concrete(index) -> bool:
+    return not any(isinstance(i, Tracer) for i in index)
+
+
+def _needs_flat_path(index) -> bool:
+    """Indices the slice/gather path does not cover: several integer arrays, masks, False."""
+    arrays = [i for i in index if _is_int_array(i)]
+    masks = [i for i in index if _is_bool_array(i) or (isinstance(i, (bool, np.bool_)))]
+    return len(arrays) > 1 or bool(masks)
+
+
+def _flat_positions(shape, index, drop=False) -> np.ndarray:
+    """The flat positions numpy's indexing of an array of ``shape`` by ``index`` selects.
+
+    Out-of-range entries of integer arrays are clamped, as JAX's gather does; with ``drop``
+    (updates, as JAX's scatter) they select a negative position the scatter skips.
+    """
+    size_all = math.prod(shape)
+    grid = np.arange(size_all, dtype=np.int64).reshape(shape)
+    concrete, dim, padded = [], 0, []
+    for entry in index:
+        if entry is None or isinstance(entry, (slice, bool, np.bool_)):
+            concrete.append(entry)
+            dim += isinstance(entry, slice)
+            continue
+        if _is_bool_array(entry):
+            concrete.append(np.asarray(entry))
+            dim += np.ndim(entry)
+            continue
+        if _is_int_array(entry):
+            size = shape[dim]
+            values = np.asarray(entry, dtype=np.int64)
+            if drop:
+                # out-of-range entries point at a padding slot holding a skipped position
+                values = np.where(values < 0, values + size, values)
+                values = np.where((values < 0) | (values >= size), size, values)
+                padded.append(dim)
+            else:
+                values = np.clip(values, -size, size - 1)
+            concrete.append(values)
+        else:
+            concrete.append(int(entry))
+        dim += 1
+    if padded:
+        grid = np.pad(grid, [(0, int(d in padded)) for d in range(len(shape))],
+                      constant_values=-(size_all + 1))
+    return grid[tuple(concrete)].astype(_dt.int_)
+
+
+def _flat_getitem(x, index):
+    import shardc.numpy as jnp
+    if not _is_concrete(index):
+        raise NotImplementedError("indexing with several integer arrays or a boolean mask "
+                                  "needs concrete (not traced) indices; a traced boolean mask "
+                                  "has a data-dependent shape (use jnp.where)")
+    positions = _flat_positions(aval_of(x).shape, index)
+    return bind(p.gather_p, jnp.ravel(x), positions, axis=0)
+
+
+def _index_ndim(entry) -> int:
+    if isinstance(entry, (list, tuple)):
+        return 1 + (_index_ndim(entry[0]) if len(entry) else 0)
+    return aval_of(entry).ndim
+
+
+def _move_array_dims_first(result, index):
+    """numpy puts the dimensions of an integer-array index first when the integer indices
+    (arrays and scalars) are not adjacent in the index."""
+    advanced = [k for k, i in enumerate(index)
+                if _is_int_array(i) or (i is not None and not isinstance(i, slice))]
+    if not advanced or advanced[-1] - advanced[0] + 1 == len(advanced):
+        return result
+    k = next(k for k, i in enumerate(index) if _is_int_array(i))
+    start = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
+    ndim, width = aval_of(result).ndim, _index_ndim(index[k])
+    moved = list(range(start, start + width))
+    perm = moved + [d for d in range(ndim) if d not in moved]
+    return bind(p.transpose_p, result, permutation=tuple(perm))
+
+
 def getitem(x, index):
     """``x[index]`` for ints, slices, None, Ellipsis, traced ints and one integer array."""
     import shardc.numpy as jnp
     shape = aval_of(x).shape
     index = _expand_index(index, len(shape))
+    if _needs_flat_path(index):
+        return _flat_getitem(x, index)
     arrays = [k for k, i in enumerate(index) if _is_int_array(i)]
-    if len(arrays) > 1:
-        raise NotImplementedError("indexing with more than one integer array")
     # Pass 1: slices and static ints (keep dims, squeeze later); traced ints; new axes.
     starts, limits, strides, flips = [], [], [], []
     squeeze_dims, dynamic = [], []
@@ -139,9 +274,9 @@ def getitem(x, index):
                 out_shape.insert(pos, 1)
                 pos += 1
             elif isinstance(entry, slice) or _is_int_array(entry):
-                pos += 1 if not _is_int_array(entry) else len(np.shape(entry)) or 1
+                pos += 1 if not _is_int_array(entry) else _index_ndim(entry)
         result = jnp.reshape(result, tuple(out_shape))
-    return result
+    return _move_array_dims_first(result, index) if arrays else result
 
 
 def _wrap_index(entry, size):
@@ -194,13 +329,13 @@ def _update(x, index, value, mode):
     """Update ``x[index]`` with ``value``: a window update (dynamic_update_slice) for ints and
     unit-stride slices, a scatter for one integer-array index."""
     import shardc.numpy as jnp
-    shape = aval_of(x).shape
+    shape, dtype = aval_of(x).shape, aval_of(x).dtype
     full = _expand_index(index, len(shape))
-    if any(i is None for i in full):
-        raise NotImplementedError("x.at[...] with None in the index")
-    value = jnp.astype(jnp.asarray(value) if not isinstance(value, Tracer) else value,
-                       aval_of(x).dtype)
+    # A Python number stays an inline literal; anything else is cast to x's dtype.
+    value = jnp._convert(value, dtype) if is_python_scalar(value) else jnp.astype(value, dtype)
     arrays = [k for k, i in enumerate(full) if _is_int_array(i)]
+    if _needs_flat_path(full) or not _fits_window_or_scatter(full, arrays):
+        return _flat_update(x, full, value, mode)
     if arrays:
         return _scatter_update(x, full, arrays, value, mode)
     starts, window = [], []
@@ -208,8 +343,6 @@ def _update(x, index, value, mode):
         size = shape[dim]
         if isinstance(entry, slice):
             lo, hi, st = entry.indices(size)
-            if st != 1:
-                raise NotImplementedError("x.at[...] with a strided slice")
             starts.append(np.int32(lo))
             window.append(max(0, hi - lo))
         elif _is_dynamic_scalar(entry):
@@ -228,6 +361,33 @@ def _update(x, index, value, mode):
         current = bind(p.dynamic_slice_p, x, *starts, slice_sizes=tuple(window))
         value = getattr(jnp, _COMBINE[mode])(current, value)
     return bind(p.dynamic_update_slice_p, x, value, *starts)
+
+
+def _fits_window_or_scatter(full, arrays) -> bool:
+    """Ints and unit-stride slices (a window), or one integer array with full slices."""
+    if any(i is None for i in full):
+        return False
+    if arrays:
+        return len(arrays) == 1 and all(isinstance(i, slice) and i == slice(None)
+                                        for k, i in enumerate(full) if k not in arrays)
+    return all(not isinstance(i, slice) or i.step in (None, 1) for i in full)
+
+
+def _flat_update(x, full, value, mode):
+    """A scatter into the flat positions numpy's indexing selects (concrete indices only)."""
+    import shardc.numpy as jnp
+    if not _is_concrete(full):
+        raise NotImplementedError(
+            "x.at[...] with a traced index supports integers, unit-stride slices, and one "
+            "integer array with full slices elsewhere")
+    shape = aval_of(x).shape
+    try:
+        positions = _flat_positions(shape, full, drop=True)
+    except IndexError:
+        return x                # JAX drops updates at out-of-bounds static indices
+    updates = jnp.broadcast_to(value, positions.shape)
+    flat = bind(p.scatter_p, jnp.ravel(x), positions, updates, axis=0, mode=mode)
+    return jnp.reshape(flat, shape)
 
 
 def _scatter_update(x, full, arrays, value, mode):

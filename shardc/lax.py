@@ -123,11 +123,13 @@ def pcast(x, axis_name, *, to="varying"):
     return pvary(x, axis_name)
 
 
-def _dimension(prim_name: str, param: str, value: int, rank: int) -> int:
-    """A dimension parameter, negative values counted from the end of ``rank``."""
+def _dimension(prim_name: str, param: str, value: int, rank: int,
+               operand_rank: int | None = None) -> int:
+    """A dimension parameter, negative values counted from the end of ``rank``; the error
+    names the operand's rank (``operand_rank``, when ``rank`` counts an inserted dimension)."""
     if not -rank <= value < rank:
         raise ValueError(f"{prim_name}: {param}={value} is out of range for an operand of "
-                         f"rank {rank if prim_name != 'all_gather' else rank - 1}")
+                         f"rank {rank if operand_rank is None else operand_rank}")
     return value % rank
 
 
@@ -150,7 +152,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
     def one(leaf):
         leaf = jnp.asarray(leaf) if is_python_scalar(leaf) else leaf
         rank = aval_of(leaf).ndim
-        dim = _dimension("all_gather", "axis", axis, rank if tiled else rank + 1)
+        dim = _dimension("all_gather", "axis", axis, rank if tiled else rank + 1, rank)
         extra = {"to": "invarying"} if to == "invarying" else {}
         return bind(p.all_gather_p, leaf, mesh_axes=axes, gather_axis=dim, tiled=bool(tiled),
                     axis_size=size, **extra)
@@ -324,3 +326,52 @@ def select(pred, on_true, on_false):
 
 def stop_gradient(x):
     return x
+
+
+# --- control flow ------------------------------------------------------------------------------
+
+from compiler.control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: E402
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    """The window of ``slice_sizes`` at ``start_indices`` (traced starts allowed, clamped so the
+    window stays inside the operand)."""
+    starts = [jnp.astype(s, _dt.int_) if not is_python_scalar(s) else np.int32(s)
+              for s in start_indices]
+    return bind(p.dynamic_slice_p, operand, *starts, slice_sizes=tuple(int(s) for s in slice_sizes))
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
+    shape = aval_of(operand).shape
+    axis = axis % len(shape)
+    starts = [0] * len(shape)
+    starts[axis] = start_index
+    sizes = list(shape)
+    sizes[axis] = slice_size
+    return dynamic_slice(operand, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    return out if keepdims else jnp.squeeze(out, axis)
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    """``operand`` with ``update`` written at ``start_indices`` (clamped to fit)."""
+    starts = [jnp.astype(s, _dt.int_) if not is_python_scalar(s) else np.int32(s)
+              for s in start_indices]
+    return bind(p.dynamic_update_slice_p, operand, update, *starts)
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis):
+    ndim = aval_of(operand).ndim
+    axis = axis % ndim
+    starts = [0] * ndim
+    starts[axis] = start_index
+    return dynamic_update_slice(operand, update, starts)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis):
+    if aval_of(update).ndim == aval_of(operand).ndim - 1:
+        update = jnp.expand_dims(update, axis)
+    return dynamic_update_slice_in_dim(operand, update, index, axis)

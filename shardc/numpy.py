@@ -45,7 +45,7 @@ def result_type(*args) -> np.dtype:
     """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
     dts, weak = [], []
     for a in args:
-        if isinstance(a, (np.dtype, type)) and not is_python_scalar(a):
+        if isinstance(a, (np.dtype, type, str)) and not is_python_scalar(a):
             dts.append(_dt.canonicalize(np.dtype(a)))
             weak.append(False)
         else:
@@ -61,7 +61,7 @@ def _convert(x, dtype):
         return np.asarray(x, dtype=dtype)[()]
     if isinstance(x, np.generic):
         return np.asarray(x, dtype=dtype)[()]
-    if isinstance(x, np.ndarray):
+    if isinstance(x, (np.ndarray, list, tuple)):
         return asarray(x, dtype)
     if _dtype_of(x) == dtype:
         return x
@@ -143,14 +143,17 @@ bitwise_xor = _make_binary(p.xor_p, "bitwise_xor", "Elementwise xor.")
 
 
 def logical_and(x, y):
+    """Elementwise logical and (operands taken as booleans)."""
     return _binary(p.and_p, astype(x, bool_), astype(y, bool_))
 
 
 def logical_or(x, y):
+    """Elementwise logical or (operands taken as booleans)."""
     return _binary(p.or_p, astype(x, bool_), astype(y, bool_))
 
 
 def logical_not(x):
+    """Elementwise logical not (operand taken as boolean)."""
     return bind(p.not_p, astype(x, bool_))
 
 
@@ -171,11 +174,21 @@ def floor_divide(x, y):
     x, y = _promote(x, y)
     x, y = _broadcast_operands(x, y)
     if _dt.is_inexact(_dtype_of(x)):
-        return floor(bind(p.div_p, x, y))
+        return _float_floor_divide(x, y)
     quotient = bind(p.div_p, x, y)
     remainder = bind(p.rem_p, x, y)
     adjust = logical_and(not_equal(remainder, 0), not_equal(less(remainder, 0), less(y, 0)))
     return where(adjust, subtract(quotient, 1), quotient)
+
+
+def _float_floor_divide(x, y):
+    # numpy's divmod: (x - fmod(x, y)) / y is exact where floor(x / y) can round up wrongly
+    # (np.float32(1) // np.float32(0.1) is 9, not floor(10.0)).
+    mod = bind(p.rem_p, x, y)
+    div = bind(p.div_p, subtract(x, mod), y)
+    fix = logical_and(not_equal(mod, 0), not_equal(less(mod, 0), less(y, 0)))
+    div = bind(p.round_p, where(fix, subtract(div, 1), div))
+    return where(equal(y, 0), bind(p.div_p, x, y), div)
 
 
 def remainder(x, y):
@@ -191,6 +204,10 @@ mod = remainder
 
 
 def power(x, y):
+    """``x ** y``; a small static integer exponent multiplies (exact, as JAX's integer_pow)."""
+    if (is_python_scalar(y) and isinstance(y, int) and y < 0
+            and not _dt.is_inexact(result_type(x, y))):
+        raise ValueError("Integers to negative integer powers are not allowed.")
     if is_python_scalar(y) and isinstance(y, int) and 0 <= y <= 4:
         result = ones_like(x) if y == 0 else x
         for _ in range(builtins.max(0, y - 1)):
@@ -219,8 +236,20 @@ log = _make_unary(p.log_p, "log")
 log1p = _make_unary(p.log1p_p, "log1p")
 expm1 = _make_unary(p.expm1_p, "expm1")
 sqrt = _make_unary(p.sqrt_p, "sqrt")
-floor = _make_unary(p.floor_p, "floor")
-ceil = _make_unary(p.ceil_p, "ceil")
+_float_floor = _make_unary(p.floor_p, "floor")
+_float_ceil = _make_unary(p.ceil_p, "ceil")
+
+
+def floor(x):
+    """Elementwise floor; integers pass through unchanged (as in JAX)."""
+    x = asarray(x) if not _is_array(x) else x
+    return x if not _dt.is_inexact(_dtype_of(x)) else _float_floor(x)
+
+
+def ceil(x):
+    """Elementwise ceiling; integers pass through unchanged (as in JAX)."""
+    x = asarray(x) if not _is_array(x) else x
+    return x if not _dt.is_inexact(_dtype_of(x)) else _float_ceil(x)
 abs = absolute = _make_unary(p.abs_p, "abs", floating=False)
 sign = _make_unary(p.sign_p, "sign", floating=False)
 negative = _make_unary(p.neg_p, "negative", floating=False)
@@ -228,6 +257,7 @@ isfinite = _make_unary(p.is_finite_p, "isfinite")
 
 
 def round(x, decimals=0):
+    """Round to ``decimals`` places, halves to even as numpy does."""
     if decimals:
         scale = 10.0 ** decimals
         return divide(round(multiply(x, scale)), scale)
@@ -246,18 +276,22 @@ around = round
 
 
 def square(x):
+    """Elementwise ``x * x``."""
     return multiply(x, x)
 
 
 def reciprocal(x):
+    """Elementwise ``1 / x`` (integers divide to float32)."""
     return divide(1, x)
 
 
 def isnan(x):
+    """Elementwise test for NaN."""
     return not_equal(x, x)
 
 
 def isinf(x):
+    """Elementwise test for positive or negative infinity."""
     return logical_and(logical_not(isfinite(x)), equal(x, x))
 
 
@@ -314,6 +348,7 @@ def _flat(x):
 
 
 def array(x, dtype=None, copy=True):
+    """``x`` as a new array of ``dtype`` (see ``asarray``)."""
     return asarray(x, dtype)
 
 
@@ -344,31 +379,52 @@ def _shape_tuple(shape) -> tuple:
 
 
 def zeros(shape, dtype=None):
+    """An array of ``shape`` filled with zeros (float32 unless ``dtype`` says)."""
     return full(shape, 0, _default_dtype(dtype))
 
 
 def ones(shape, dtype=None):
+    """An array of ``shape`` filled with ones (float32 unless ``dtype`` says)."""
     return full(shape, 1, _default_dtype(dtype))
 
 
 def empty(shape, dtype=None):
+    """Like ``zeros`` (shardc has no uninitialised memory)."""
     return zeros(shape, dtype)
 
 
 def full_like(x, fill_value, dtype=None, shape=None):
-    return full(_shape(x) if shape is None else shape, fill_value,
-                dtype if dtype is not None else _dtype_of(x))
+    """An array shaped like ``x`` (its dtype unless ``dtype`` says) filled with ``fill_value``.
+
+    In a shard_map body the result varies over the mesh axes ``x`` varies over (JAX 0.10.2).
+    """
+    result = full(_shape(x) if shape is None else shape, fill_value,
+                  dtype if dtype is not None else _dtype_of(x))
+    return _vary_like(result, x)
+
+
+def _vary_like(result, x):
+    from compiler.shard_map import current_shard_context
+    shard = current_shard_context()
+    vma = aval_of(x).vma
+    if not vma or shard is None or not shard.check_vma:
+        return result
+    axes = tuple(a for a in shard.mesh.axis_names if a in vma and a not in aval_of(result).vma)
+    return bind(p.pvary_p, result, mesh_axes=axes) if axes else result
 
 
 def zeros_like(x, dtype=None, shape=None):
+    """Zeros shaped like ``x``, of its dtype unless ``dtype`` says."""
     return full_like(x, 0, dtype, shape)
 
 
 def ones_like(x, dtype=None, shape=None):
+    """Ones shaped like ``x``, of its dtype unless ``dtype`` says."""
     return full_like(x, 1, dtype, shape)
 
 
 def empty_like(x, dtype=None, shape=None):
+    """Like ``zeros_like``."""
     return zeros_like(x, dtype, shape)
 
 
@@ -396,16 +452,31 @@ def arange(start, stop=None, step=None, dtype=None):
 
 
 def linspace(start, stop, num=50, endpoint=True, dtype=None):
+    """``num`` evenly spaced values from ``start`` to ``stop`` (included when ``endpoint``).
+
+    Integer dtypes round towards negative infinity, as numpy 2 and JAX do.
+    """
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
     dtype = _dt.canonicalize(dtype or _dt.float_)
-    if num == 1:
-        return full((1,), start, dtype)
-    div = (num - 1) if endpoint else num
-    ramp = bind(p.iota_p, dtype=_dt.float_, shape=(num,), dimension=0)
-    step = (stop - start) / div
-    return astype(add(multiply(ramp, step), start), dtype)
+    start, stop = _convert(start, _dt.float_), _convert(stop, _dt.float_)
+    if num <= 1:
+        values = broadcast_to(start, (num,))
+    else:
+        div = (num - 1) if endpoint else num
+        count = num - 1 if endpoint else num
+        ramp = bind(p.iota_p, dtype=_dt.float_, shape=(count,), dimension=0)
+        values = add(start, multiply(ramp, divide(subtract(stop, start), div)))
+        if endpoint:
+            values = concatenate([values, broadcast_to(stop, (1,))])
+    if not _dt.is_inexact(dtype):
+        values = floor(values)
+    return astype(values, dtype)
 
 
 def eye(N, M=None, k=0, dtype=None):
+    """An ``N x M`` matrix with ones on diagonal ``k`` (float32 unless ``dtype`` says)."""
     M = N if M is None else M
     dtype = _dt.canonicalize(dtype or _dt.float_)
     rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
@@ -414,53 +485,80 @@ def eye(N, M=None, k=0, dtype=None):
 
 
 def identity(n, dtype=None):
+    """The ``n x n`` identity matrix."""
     return eye(n, dtype=dtype)
 
 
 def astype(x, dtype):
+    """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32)."""
     x = asarray(x) if not _is_array(x) else x
     return _convert(x, dtype)
 
 
 # --- shapes ----------------------------------------------------------------------------------
 
-def _resolve_shape(size: int, shape) -> tuple:
-    shape = list(_shape_tuple(shape))
+def _resolve_shape(old: tuple, shape) -> tuple:
+    """``shape`` with its one ``-1`` filled in; TypeError naming both shapes if sizes differ."""
+    requested = _shape_tuple(shape)
+    size = math.prod(old)
+    shape = list(requested)
+    if shape.count(-1) > 1:
+        raise ValueError(f"can only specify one unknown dimension, got shape {requested}")
     if -1 in shape:
-        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
-        shape[shape.index(-1)] = size // known if known else 0
+        known = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = size // known if known and size % known == 0 else -1
+    if builtins.any(d < 0 for d in shape) or math.prod(shape) != size:
+        raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape "
+                        f"{requested}")
     return tuple(shape)
 
 
 def reshape(x, *shape, order="C"):
-    """Reshape ``x`` (row-major)."""
+    """Reshape ``x`` (row-major) to ``shape``; one entry may be -1.
+
+    >>> jnp.arange(6).reshape(2, -1).shape
+    (2, 3)
+    """
+    if order != "C":
+        raise NotImplementedError("reshape: only order='C' is supported")
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
         shape = shape[0]
-    new = _resolve_shape(aval_of(x).size, shape)
+    x = asarray(x) if not _is_array(x) else x
+    new = _resolve_shape(_shape(x), shape)
     if _shape(x) == new:
         return x
     return bind(p.reshape_p, x, new_sizes=new)
 
 
 def ravel(x):
+    """``x`` flattened to one dimension (row-major)."""
     return reshape(x, (-1,))
 
 
 def _axis(axis, ndim) -> int:
-    if not -ndim <= axis < builtins.max(ndim, 1):
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
-    return axis % ndim if ndim else 0
+    """``axis`` in ``[0, ndim)``; numpy's AxisError (a ValueError and an IndexError) if out of
+    bounds."""
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % ndim
 
 
 def transpose(x, axes=None):
+    """Permute the dimensions of ``x`` (reverse them when ``axes`` is None)."""
+    x = asarray(x) if not _is_array(x) else x
     ndim = len(_shape(x))
     perm = tuple(reversed(range(ndim))) if axes is None else tuple(_axis(a, ndim) for a in axes)
+    if sorted(perm) != list(range(ndim)):
+        raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of the "
+                         f"{ndim} dimensions of an array of shape {_shape(x)}")
     if perm == tuple(range(ndim)):
         return x
     return bind(p.transpose_p, x, permutation=perm)
 
 
 def swapaxes(x, axis1, axis2):
+    """``x`` with dimensions ``axis1`` and ``axis2`` exchanged."""
     ndim = len(_shape(x))
     perm = list(range(ndim))
     a, b = _axis(axis1, ndim), _axis(axis2, ndim)
@@ -469,6 +567,7 @@ def swapaxes(x, axis1, axis2):
 
 
 def moveaxis(x, source, destination):
+    """``x`` with dimension ``source`` moved to position ``destination``."""
     ndim = len(_shape(x))
     perm = [d for d in range(ndim) if d != _axis(source, ndim)]
     perm.insert(_axis(destination, ndim), _axis(source, ndim))
@@ -476,6 +575,7 @@ def moveaxis(x, source, destination):
 
 
 def expand_dims(x, axis):
+    """``x`` with size-1 dimensions inserted at ``axis`` (an int or a tuple)."""
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     shape = list(_shape(x))
     ndim = len(shape) + len(axes)
@@ -485,47 +585,73 @@ def expand_dims(x, axis):
 
 
 def squeeze(x, axis=None):
+    """``x`` without its size-1 dimensions (all of them, or those in ``axis``)."""
     shape = _shape(x)
     if axis is None:
         dims = tuple(k for k, d in enumerate(shape) if d == 1)
     else:
         dims = tuple(_axis(a, len(shape)) for a in ((axis,) if isinstance(axis, int) else axis))
+        if builtins.any(shape[d] != 1 for d in dims):
+            raise ValueError("cannot select an axis to squeeze out which has size not equal to "
+                             f"one, got shape={shape} and dimensions={dims}")
     if not dims:
         return x
     return bind(p.squeeze_p, x, dimensions=dims)
 
 
 def concatenate(arrays, axis=0):
-    arrays = _promote(*arrays)
-    if len(arrays) == 1:
-        return arrays[0]
-    ndim = len(_shape(arrays[0]))
+    """Join ``arrays`` along an existing ``axis`` (flattened first when ``axis`` is None)."""
+    if not len(arrays):
+        raise ValueError("Need at least one array to concatenate.")
+    arrays = [asarray(a) if not _is_array(a) else a for a in _promote(*arrays)]
     if axis is None:
         return concatenate([ravel(a) for a in arrays], 0)
-    return bind(p.concatenate_p, *arrays, dimension=_axis(axis, ndim))
+    shapes = [_shape(a) for a in arrays]
+    if shapes[0] == ():
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    axis = _axis(axis, len(shapes[0]))
+    for s in shapes[1:]:
+        if len(s) != len(shapes[0]) or s[:axis] + s[axis + 1:] != \
+                shapes[0][:axis] + shapes[0][axis + 1:]:
+            raise TypeError("Cannot concatenate arrays with shapes that differ in dimensions "
+                            f"other than the one being concatenated (axis {axis}): got "
+                            + ", ".join(str(t) for t in shapes))
+    if len(arrays) == 1:
+        return arrays[0]
+    return bind(p.concatenate_p, *arrays, dimension=axis)
 
 
 def stack(arrays, axis=0):
+    """Join ``arrays`` of one shape along a new ``axis``."""
+    if not len(arrays):
+        raise ValueError("Need at least one array to stack.")
     arrays = [asarray(a) if not _is_array(a) else a for a in arrays]
+    if len({_shape(a) for a in arrays}) > 1:
+        raise ValueError("All input arrays must have the same shape, got "
+                         + ", ".join(str(_shape(a)) for a in arrays))
     ndim = len(_shape(arrays[0])) + 1
     axis = _axis(axis, ndim)
     return concatenate([expand_dims(a, axis) for a in arrays], axis)
 
 
 def vstack(arrays):
+    """Stack arrays as rows (at least 2-D), along axis 0."""
     return concatenate([atleast_2d(a) for a in arrays], 0)
 
 
 def hstack(arrays):
+    """Stack arrays along their second axis (the first for 1-D arrays)."""
     arrays = [atleast_1d(a) for a in arrays]
     return concatenate(arrays, 0 if len(_shape(arrays[0])) == 1 else 1)
 
 
 def atleast_1d(x):
+    """``x`` with at least one dimension."""
     return reshape(x, (1,)) if _shape(x) == () else x
 
 
 def atleast_2d(x):
+    """``x`` with at least two dimensions."""
     x = atleast_1d(x)
     return reshape(x, (1,) + _shape(x)) if len(_shape(x)) == 1 else x
 
@@ -542,10 +668,12 @@ def split(x, indices_or_sections, axis=0):
         bounds = [k * (n // sections) for k in range(sections + 1)]
     else:
         bounds = [0] + [int(i) for i in indices_or_sections] + [n]
-    return [_slice_axis(x, axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    cuts = [slice(lo, hi).indices(n)[:2] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return [_slice_axis(x, axis, lo, builtins.max(lo, hi)) for lo, hi in cuts]
 
 
 def array_split(x, sections, axis=0):
+    """Split into ``sections`` nearly equal parts along ``axis``."""
     shape = _shape(x)
     axis = _axis(axis, len(shape))
     n = shape[axis]
@@ -565,6 +693,7 @@ def _slice_axis(x, axis, lo, hi):
 
 
 def tile(x, reps):
+    """``x`` repeated ``reps`` times along each dimension, as numpy's tile."""
     x = asarray(x) if not _is_array(x) else x
     reps = (reps,) if isinstance(reps, int) else tuple(reps)
     shape = _shape(x)
@@ -582,6 +711,7 @@ def tile(x, reps):
 
 
 def repeat(x, repeats, axis=None):
+    """Each element of ``x`` repeated ``repeats`` times along ``axis``."""
     if axis is None:
         x, axis = ravel(x), 0
     shape = _shape(x)
@@ -593,6 +723,7 @@ def repeat(x, repeats, axis=None):
 
 
 def flip(x, axis=None):
+    """``x`` reversed along ``axis`` (all axes when None)."""
     ndim = len(_shape(x))
     dims = tuple(range(ndim)) if axis is None else tuple(
         _axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis))
@@ -600,6 +731,7 @@ def flip(x, axis=None):
 
 
 def roll(x, shift, axis=None):
+    """``x`` rotated by ``shift`` positions along ``axis``."""
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), _shape(x))
     shape = _shape(x)
@@ -633,7 +765,17 @@ def _reduce_axes(x, axis) -> tuple:
         return tuple(range(ndim))
     if isinstance(axis, (int, np.integer)):
         return (_axis(int(axis), ndim),)
-    return tuple(sorted(_axis(a, ndim) for a in axis))
+    axes = tuple(sorted(_axis(a, ndim) for a in axis))
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"duplicate value in 'axis': {tuple(axis)}")
+    return axes
+
+
+def _accumulator_dtype(dtype) -> np.dtype:
+    """JAX sums and multiplies booleans and narrow integers in the default int width."""
+    if _dt.is_bool(dtype) or (_dt.is_int(dtype) and np.dtype(dtype).itemsize < 4):
+        return np.dtype(np.uint32) if np.issubdtype(dtype, np.unsignedinteger) else _dt.int_
+    return np.dtype(dtype)
 
 
 def _keep(x, result, axes, keepdims):
@@ -647,26 +789,34 @@ def _reduction(prim, x, axis, keepdims, dtype=None):
     x = asarray(x) if not _is_array(x) else x
     if dtype is not None:
         x = astype(x, dtype)
-    elif prim in (p.reduce_sum_p, p.reduce_prod_p) and _dtype_of(x) == np.bool_:
-        x = astype(x, _dt.int_)
+    elif prim in (p.reduce_sum_p, p.reduce_prod_p):
+        x = astype(x, _accumulator_dtype(_dtype_of(x)))
     axes = _reduce_axes(x, axis)
+    if prim in (p.reduce_max_p, p.reduce_min_p) and builtins.any(_shape(x)[a] == 0
+                                                                   for a in axes):
+        raise ValueError(f"zero-size array to reduction operation {prim} which has no "
+                         f"identity (shape {_shape(x)}, axis {axis})")
     result = bind(prim, x, axes=axes)
     return _keep(x, result, axes, keepdims)
 
 
 def sum(x, axis=None, dtype=None, keepdims=False):
+    """Sum over ``axis`` (None: all; an int or a tuple, negative from the end)."""
     return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype)
 
 
 def prod(x, axis=None, dtype=None, keepdims=False):
+    """Product over ``axis`` (None: all; an int or a tuple)."""
     return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype)
 
 
 def max(x, axis=None, keepdims=False):
+    """Maximum over ``axis`` (None: all; an int or a tuple)."""
     return _reduction(p.reduce_max_p, x, axis, keepdims)
 
 
 def min(x, axis=None, keepdims=False):
+    """Minimum over ``axis`` (None: all; an int or a tuple)."""
     return _reduction(p.reduce_min_p, x, axis, keepdims)
 
 
@@ -674,14 +824,17 @@ amax, amin = max, min
 
 
 def all(x, axis=None, keepdims=False):
+    """True where every element over ``axis`` is true."""
     return _reduction(p.reduce_and_p, astype(x, bool_), axis, keepdims)
 
 
 def any(x, axis=None, keepdims=False):
+    """True where some element over ``axis`` is true."""
     return _reduction(p.reduce_or_p, astype(x, bool_), axis, keepdims)
 
 
 def mean(x, axis=None, dtype=None, keepdims=False):
+    """Mean over ``axis``; integers and booleans average in float32."""
     x = asarray(x) if not _is_array(x) else x
     axes = _reduce_axes(x, axis)
     count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
@@ -692,6 +845,7 @@ def mean(x, axis=None, dtype=None, keepdims=False):
 
 
 def var(x, axis=None, keepdims=False, ddof=0):
+    """Variance over ``axis`` with ``ddof`` delta degrees of freedom."""
     x = asarray(x) if not _is_array(x) else x
     centered = subtract(x, mean(x, axis, keepdims=True))
     axes = _reduce_axes(x, axis)
@@ -700,39 +854,58 @@ def var(x, axis=None, keepdims=False, ddof=0):
 
 
 def std(x, axis=None, keepdims=False, ddof=0):
+    """Standard deviation over ``axis``."""
     return sqrt(var(x, axis, keepdims, ddof))
 
 
 def _arg_reduction(prim, x, axis, keepdims):
     x = asarray(x) if not _is_array(x) else x
+    original = x
     if axis is None:
         x, axis = ravel(x), 0
     axis = _axis(axis, len(_shape(x)))
+    if _shape(x)[axis] == 0:
+        raise ValueError(f"attempt to get {prim} of an empty sequence (shape {_shape(x)})")
     result = bind(prim, x, axes=(axis,), index_dtype=_dt.int_)
+    if original is not x:       # axis=None: keepdims keeps every dimension of the input
+        return reshape(result, (1,) * len(_shape(original))) if keepdims else result
     return _keep(x, result, (axis,), keepdims)
 
 
 def argmax(x, axis=None, keepdims=False):
+    """Index (int32) of the first maximum along ``axis`` (of the flattened array if None)."""
     return _arg_reduction(p.argmax_p, x, axis, keepdims)
 
 
 def argmin(x, axis=None, keepdims=False):
+    """Index (int32) of the first minimum along ``axis`` (of the flattened array if None)."""
     return _arg_reduction(p.argmin_p, x, axis, keepdims)
 
 
 def cumsum(x, axis=None, dtype=None):
+    """Cumulative sum along ``axis`` (of the flattened array if None)."""
     x = asarray(x) if not _is_array(x) else x
     if axis is None:
         x, axis = ravel(x), 0
-    if dtype is not None:
-        x = astype(x, dtype)
+    x = astype(x, dtype if dtype is not None else _accumulator_dtype(_dtype_of(x)))
     return bind(p.cumsum_p, x, axis=_axis(axis, len(_shape(x))), reverse=False)
 
 
 # --- linear algebra --------------------------------------------------------------------------
 
+def _check_dot_dims(xs, ys, contract, batch):
+    """TypeError naming the shapes when contracting or batch dimensions disagree in size."""
+    for kind, (left, right) in (("contracting", contract), ("batch", batch)):
+        lsizes = tuple(xs[d] for d in left)
+        rsizes = tuple(ys[d] for d in right)
+        if lsizes != rsizes:
+            raise TypeError(f"dot_general requires {kind} dimensions to have the same shape, "
+                            f"got {lsizes} and {rsizes} (operand shapes {xs} and {ys})")
+
+
 def _dot_general(x, y, contract, batch=((), ())):
     x, y = _promote(x, y)
+    _check_dot_dims(_shape(x), _shape(y), contract, batch)
     return bind(p.dot_general_p, x, y, dimension_numbers=(contract, batch),
                 preferred_element_type=_dtype_of(x))
 
@@ -749,6 +922,9 @@ def dot(x, y):
 def matmul(x, y):
     """``x @ y`` with numpy's batching rules."""
     xs, ys = _shape(x), _shape(y)
+    if xs == () or ys == ():
+        raise ValueError(f"matmul: operands must be at least 1-dimensional, got shapes {xs} "
+                         f"and {ys}")
     if len(xs) <= 2 and len(ys) <= 2:
         return dot(x, y)
     x2 = x if len(xs) > 1 else reshape(x, (1,) + xs)
@@ -766,19 +942,23 @@ def matmul(x, y):
 
 
 def vdot(x, y):
+    """Dot product of the flattened operands."""
     return dot(ravel(x), ravel(y))
 
 
 def inner(x, y):
+    """Inner product over the last axes of ``x`` and ``y``."""
     return _dot_general(x, y, ((len(_shape(x)) - 1,), (len(_shape(y)) - 1,)))
 
 
 def outer(x, y):
+    """Outer product of the flattened operands: ``out[i, j] = x[i] * y[j]``."""
     x, y = ravel(x), ravel(y)
     return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
 
 
 def tensordot(x, y, axes=2):
+    """Contract ``axes`` of ``x`` with ``axes`` of ``y`` (an int: the last/first ``axes``)."""
     xs, ys = _shape(x), _shape(y)
     if isinstance(axes, int):
         left = tuple(range(len(xs) - axes, len(xs)))
@@ -791,13 +971,17 @@ def tensordot(x, y, axes=2):
                                tuple(_axis(a, len(ys)) for a in right)))
 
 
-def einsum(subscripts, *operands):
-    """Einstein summation over two operands at a time (``dot_general`` plus transposes)."""
+def einsum(subscripts, *operands, optimize=None, precision=None):
+    """Einstein summation over two operands at a time (``dot_general`` plus transposes).
+
+    >>> jnp.einsum("ij,jk->ik", a, b)      # a @ b
+    """
     from shardc._einsum import einsum as _einsum
     return _einsum(subscripts, *operands)
 
 
 def trace(x, offset=0, axis1=0, axis2=1):
+    """Sum of diagonal ``offset`` over ``axis1`` and ``axis2``."""
     x = asarray(x) if not _is_array(x) else x
     shape = _shape(x)
     mask = eye(shape[axis1], shape[axis2], k=offset, dtype=_dtype_of(x))
@@ -813,24 +997,31 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (equal infinities are close)."""
     a, b = _promote(a, b)
     if not _dt.is_inexact(_dtype_of(a)):
         a, b = astype(a, _dt.float_), astype(b, _dt.float_)
-    close = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    close = logical_or(equal(a, b),
+                       less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b)))))
     if equal_nan:
         close = logical_or(close, logical_and(isnan(a), isnan(b)))
     return close
 
 
-def array_equal(a, b):
+def array_equal(a, b, equal_nan=False):
+    """True when ``a`` and ``b`` have one shape and equal elements (a scalar boolean array)."""
     if _shape(a) != _shape(b):
         return asarray(False)
-    return all(equal(a, b))
+    same = equal(a, b)
+    if equal_nan:
+        same = logical_or(same, logical_and(isnan(a), isnan(b)))
+    return all(same)
 
 
 # --- indexing --------------------------------------------------------------------------------
 
 def take(x, indices, axis=None):
+    """Elements of ``x`` at ``indices`` along ``axis`` (of the flattened array if None)."""
     if axis is None:
         x, axis = ravel(x), 0
     axis = _axis(axis, len(_shape(x)))

@@ -1,0 +1,494 @@
+"""Structured control flow: ``scan``, ``fori_loop``, ``while_loop``, ``cond`` and ``switch``.
+
+Each traces its Python functions into sub-programs and binds one primitive carrying them, so
+the same equation runs eagerly, under ``jit``, and inside shard_map bodies, where collectives
+may appear in the sub-programs. Replication types follow SEMANTICS 3.4: loop carries must keep
+their types; a predicate that varies makes the results vary; branches under a varying
+predicate may not issue different collectives over the axes it varies over, since devices of
+one group could then disagree and never complete them.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+
+import numpy as np
+
+from compiler import tree
+from compiler.replication import infer_vma, vma_rules
+from compiler.shard_map import current_shard_context
+from compiler.tracing import aval_of, bind, current_trace, is_python_scalar, trace_to_program
+from ir import dtypes
+from ir import primitives as prims
+from ir.core import Program, Var
+
+
+# --- tracing sub-programs ----------------------------------------------------------------------
+
+def _trace_sub(fun, in_avals) -> tuple[Program, list]:
+    """Trace ``fun`` (flat lists in and out) in the current context; closed-over values become
+    leading inputs. Returns (program, closed-over values)."""
+    program, consts, _ = trace_to_program(fun, in_avals, shard=current_shard_context(),
+                                          parent=current_trace())
+    return Program([], program.constvars + program.invars, program.eqns, program.outvars), consts
+
+
+def _as_array(value):
+    """Python scalars in loop carries become typed scalars (JAX's weak types, canonical)."""
+    if is_python_scalar(value):
+        return np.asarray(value, dtypes.weak_scalar_dtype(value))[()]
+    return value
+
+
+def _checking() -> bool:
+    shard = current_shard_context()
+    return shard is not None and shard.check_vma
+
+
+def _axis_order() -> tuple:
+    shard = current_shard_context()
+    return shard.mesh.axis_names if shard is not None else ()
+
+
+def _type_text(aval) -> str:
+    return aval.str_long(_axis_order())
+
+
+def _param_name(fun, index: int, default: str) -> str:
+    try:
+        params = [p for p in inspect.signature(fun).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return params[index].name
+    except (TypeError, ValueError, IndexError):
+        return default
+
+
+def _lift(values, axes_wanted) -> list:
+    """pvary each value over the axes it lacks (with the check on)."""
+    order = _axis_order()
+    out = []
+    for v in values:
+        missing = tuple(a for a in order if a in axes_wanted and a not in aval_of(v).vma)
+        out.append(bind(prims.pvary_p, v, mesh_axes=missing) if missing else v)
+    return out
+
+
+# --- carry types ---------------------------------------------------------------------------------
+
+def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
+    """Each output carry must have exactly its input's type (SEMANTICS 3.4)."""
+    shape_problems = []
+    for path, a, b in zip(paths, in_avals, out_avals):
+        if (a.shape, a.dtype) != (b.shape, b.dtype):
+            what = "dtypes" if a.shape == b.shape else "shapes"
+            shape_problems.append(
+                f"the input carry component {carry_name}{path} has type {_type_text(a)} but the "
+                f"corresponding output carry component has type {_type_text(b)}, so the {what} "
+                "do not match")
+    if shape_problems:
+        raise TypeError(_carry_message(construct, shape_problems, []))
+    if not _checking():
+        return
+    problems, hints = [], []
+    for path, a, b in zip(paths, in_avals, out_avals):
+        if a.vma == b.vma:
+            continue
+        problems.append(
+            f"the input carry component {carry_name}{path} has type {_type_text(a)} but the "
+            f"corresponding output carry component has type {_type_text(b)}, so the varying "
+            "manual axes do not match")
+        gained = tuple(x for x in _axis_order() if x in b.vma - a.vma)
+        lost = tuple(x for x in _axis_order() if x in a.vma - b.vma)
+        if gained:
+            hints.append(f"This might be fixed by applying `lax.pvary(..., {gained})` to the "
+                         "initial carry value corresponding to the input carry component "
+                         f"{carry_name}{path}.")
+        elif lost:
+            hints.append(f"This might be fixed by applying `lax.pvary(..., {lost})` to the "
+                         f"output carry component {carry_name}{path} that the body returns.")
+    if problems:
+        raise TypeError(_carry_message(construct, problems, hints))
+
+
+def _carry_message(construct: str, problems: list, hints: list) -> str:
+    if len(problems) == 1:
+        body = problems[0][0].upper() + problems[0][1:] + "."
+    else:
+        body = ";\n".join(f"  * {p}" for p in problems) + "."
+    text = (f"{construct} body function carry input and carry output must have equal types, "
+            f"but they differ:\n\n{body}\n\n")
+    for hint in hints:
+        text += hint + "\n\n"
+    return text + "Revise the function so that all output types match the corresponding input types."
+
+
+# --- collectives under a varying predicate --------------------------------------------------------
+
+_SILENT = (prims.pvary_p, prims.axis_index_p)
+
+
+def collectives_in(program: Program) -> list:
+    """(primitive name, mesh axes) of every communicating collective, in program order,
+    nested sub-programs included."""
+    found = []
+    for eqn in program.eqns:
+        if eqn.primitive.kind == "collective" and eqn.primitive not in _SILENT:
+            found.append((eqn.primitive.name, tuple(eqn.params["mesh_axes"])))
+        for value in eqn.params.values():
+            for sub in _programs_in(value):
+                found.extend(collectives_in(sub))
+    return found
+
+
+def _programs_in(value) -> list:
+    if isinstance(value, Program):
+        return [value]
+    if isinstance(value, tuple):
+        return [v for v in value if isinstance(v, Program)]
+    return []
+
+
+def _meeting(collectives, q) -> list:
+    return [(name, axes) for name, axes in collectives if set(axes) & q]
+
+
+def _predicate_error(construct, source, q, where, name, axes) -> ValueError:
+    order = _axis_order()
+    q_text = "{" + ",".join(a for a in order if a in q) + "}"
+    return ValueError(
+        f"{construct} at {source}: the predicate may vary over mesh axes {q_text} and {where} "
+        f"issues {name} over {axes}, so devices of one group could disagree and never complete "
+        f"it; make the predicate invariant over {axes} or move the collective out.")
+
+
+def _user_site() -> str:
+    from compiler.tracing import user_source
+    src = user_source()
+    return str(src) if src else "<unknown>"
+
+
+def _where_defined(fun) -> str:
+    code = getattr(fun, "__code__", None)
+    if code is None:
+        return getattr(fun, "__name__", type(fun).__name__)
+    return f"{fun.__name__} at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+
+
+# --- scan ----------------------------------------------------------------------------------------
+
+def scan(f, init, xs=None, length=None, reverse=False, *, carry_name=None, construct="scan"):
+    """``lax.scan``: loop ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``."""
+    init_flat, carry_tree = tree.tree_flatten(init)
+    init_flat = [_as_array(v) for v in init_flat]
+    xs_flat, xs_tree = tree.tree_flatten(xs)
+    length = _scan_length(xs_flat, length)
+    carry_avals = [aval_of(v) for v in init_flat]
+    x_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in xs_flat]
+    nc = len(init_flat)
+    ys_tree_box: list = []
+    carry_name = carry_name or _param_name(f, 0, "carry")
+
+    def flat_body(*args):
+        carry = tree.tree_unflatten(carry_tree, args[:nc])
+        x = tree.tree_unflatten(xs_tree, args[nc:])
+        result = f(carry, x)
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise TypeError(f"{construct} body function must return a pair (carry, y), got "
+                            f"{type(result).__name__}")
+        new_carry, y = result
+        new_flat, new_tree = tree.tree_flatten(new_carry)
+        if new_tree != carry_tree:
+            raise TypeError(f"{construct} body function carry input and carry output must have "
+                            f"the same pytree structure, but the input carry {carry_name} is "
+                            f"{carry_tree} and the output carry is {new_tree}.")
+        ys_flat, ys_tree = tree.tree_flatten(y)
+        ys_tree_box.append(ys_tree)
+        return [_as_array(v) for v in new_flat] + list(ys_flat)
+
+    body, consts = _trace_sub(flat_body, carry_avals + x_avals)
+    paths = tree.leaf_paths(init)
+    _check_carry(construct, carry_name, paths, carry_avals, body.out_avals[:nc])
+    outs = bind(prims.scan_p, *consts, *init_flat, *xs_flat, jaxpr=body, length=length,
+                reverse=bool(reverse), num_consts=len(consts), num_carry=nc)
+    return (tree.tree_unflatten(carry_tree, outs[:nc]),
+            tree.tree_unflatten(ys_tree_box[0], outs[nc:]))
+
+
+def _scan_length(xs_flat, length):
+    lengths = []
+    for x in xs_flat:
+        shape = aval_of(x).shape
+        if not shape:
+            raise ValueError("scan got value with no leading axis to scan over: "
+                             f"{aval_of(x).str_short()}")
+        lengths.append(shape[0])
+    if length is None:
+        if not lengths:
+            raise ValueError("scan got no values to scan over and `length` not provided.")
+        if len(set(lengths)) > 1:
+            raise ValueError(f"scan got values with different leading axis sizes: {lengths}")
+        return lengths[0]
+    length = int(length)
+    if lengths and set(lengths) != {length}:
+        raise ValueError(f"scan got `length` argument of {length} which disagrees with leading "
+                         f"axis sizes {lengths}.")
+    return length
+
+
+def _scan_types(in_vmas, *, jaxpr, length, reverse, num_consts, num_carry):
+    consts = list(in_vmas[:num_consts])
+    carry = list(in_vmas[num_consts:num_consts + num_carry])
+    xs = list(in_vmas[num_consts + num_carry:])
+    # A fixpoint: with the check off a carry may grow its varying axes from one step to the next.
+    while True:
+        outs, _ = infer_vma(jaxpr, consts + carry + xs)
+        grown = [c | o for c, o in zip(carry, outs[:num_carry])]
+        if grown == carry:
+            return list(in_vmas), carry + outs[num_carry:]
+        carry = grown
+
+
+vma_rules[prims.scan_p] = _scan_types
+
+
+# --- fori_loop and while_loop ---------------------------------------------------------------------
+
+def _is_concrete_int(value) -> bool:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return True
+    return False
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """``lax.fori_loop``: ``body_fun(i, val)`` for i in [lower, upper). Static bounds lower to a
+    scan (reverse-mode differentiable); traced bounds to a while loop."""
+    if _is_concrete_int(lower) and _is_concrete_int(upper):
+        def step(loop_carry, _):
+            i, val = loop_carry
+            return (bind(prims.add_p, i, np.int32(1)), body_fun(i, val)), None
+
+        (_, result), _ = scan(step, (np.int32(lower), init_val), None,
+                              length=max(0, int(upper) - int(lower)), carry_name="loop_carry")
+        return result
+
+    def cond_fun(loop_carry):
+        i, stop, _ = loop_carry
+        return bind(prims.lt_p, i, stop)
+
+    def body(loop_carry):
+        i, stop, val = loop_carry
+        return bind(prims.add_p, i, np.int32(1)), stop, body_fun(i, val)
+
+    lower = _as_int32(lower)
+    upper = _as_int32(upper)
+    _, _, result = while_loop(cond_fun, body, (lower, upper, init_val), carry_name="loop_carry")
+    return result
+
+
+def _as_int32(value):
+    if _is_concrete_int(value):
+        return np.int32(value)
+    if aval_of(value).dtype != dtypes.int_:
+        return bind(prims.convert_element_type_p, value, new_dtype=dtypes.int_)
+    return value
+
+
+def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
+    """``lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds."""
+    construct = "while_loop"
+    carry_name = carry_name or _param_name(body_fun, 0, "carry")
+    init_flat, carry_tree = tree.tree_flatten(init_val)
+    init_flat = [_as_array(v) for v in init_flat]
+
+    def flat_cond(*args):
+        pred = cond_fun(tree.tree_unflatten(carry_tree, args))
+        return [pred]
+
+    def flat_body(*args):
+        new = body_fun(tree.tree_unflatten(carry_tree, args))
+        new_flat, new_tree = tree.tree_flatten(new)
+        if new_tree != carry_tree:
+            raise TypeError(f"{construct} body function carry input and carry output must have "
+                            f"the same pytree structure, but the input carry {carry_name} is "
+                            f"{carry_tree} and the output carry is {new_tree}.")
+        return [_as_array(v) for v in new_flat]
+
+    cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat])
+    pred = cond_prog.out_avals[0]
+    if pred.shape != () or pred.dtype != dtypes.bool_:
+        raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
+                        f"[{pred.str_long()}].")
+    q = pred.vma
+    if q and _checking():
+        init_flat = _lift(init_flat, q)
+        cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat])
+    carry_avals = [aval_of(v) for v in init_flat]
+    body_prog, body_consts = _trace_sub(flat_body, carry_avals)
+    _check_carry(construct, carry_name, tree.leaf_paths(init_val), carry_avals,
+                 body_prog.out_avals)
+    if q:
+        for where, prog in (("cond_fun", cond_prog), ("body_fun", body_prog)):
+            meeting = _meeting(collectives_in(prog), q)
+            if meeting:
+                raise _predicate_error(construct, _user_site(), q, where, *meeting[0])
+    outs = bind(prims.while_p, *cond_consts, *body_consts, *init_flat, cond_jaxpr=cond_prog,
+                body_jaxpr=body_prog, cond_nconsts=len(cond_consts),
+                body_nconsts=len(body_consts))
+    return tree.tree_unflatten(carry_tree, outs)
+
+
+def _while_types(in_vmas, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cond_consts = list(in_vmas[:cond_nconsts])
+    body_consts = list(in_vmas[cond_nconsts:cond_nconsts + body_nconsts])
+    carry = list(in_vmas[cond_nconsts + body_nconsts:])
+    while True:
+        (q,), _ = infer_vma(cond_jaxpr, cond_consts + carry)
+        outs, _ = infer_vma(body_jaxpr, body_consts + carry)
+        # Devices may run different numbers of iterations where the predicate varies.
+        grown = [c | o | q for c, o in zip(carry, outs)]
+        if grown == carry:
+            return list(in_vmas), carry
+        carry = grown
+
+
+vma_rules[prims.while_p] = _while_types
+
+
+# --- cond and switch ------------------------------------------------------------------------------
+
+def cond(pred, true_fun, false_fun, *operands):
+    """``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``."""
+    pred_aval = aval_of(pred)
+    if pred_aval.shape != ():
+        raise TypeError(f"Pred must be a scalar, got {pred_aval.str_long()}.")
+    index = bind(prims.convert_element_type_p, pred, new_dtype=dtypes.int_) \
+        if not is_python_scalar(pred) else np.int32(bool(pred))
+    return _switch("cond", index, [false_fun, true_fun], ["false_fun", "true_fun"], operands)
+
+
+def switch(index, branches, *operands):
+    """``lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
+    branches = list(branches)
+    if not branches:
+        raise ValueError("Empty branch sequence")
+    if is_python_scalar(index):
+        index = np.int32(min(max(int(index), 0), len(branches) - 1))
+    else:
+        index = bind(prims.convert_element_type_p, index, new_dtype=dtypes.int_) \
+            if aval_of(index).dtype != dtypes.int_ else index
+        index = bind(prims.max_p, index, np.int32(0))
+        index = bind(prims.min_p, index, np.int32(len(branches) - 1))
+    names = [f"branch {k}" for k in range(len(branches))]
+    return _switch("switch", index, branches, names, operands)
+
+
+def _switch(construct, index, branches, names, operands):
+    ops_flat, ops_tree = tree.tree_flatten(operands)
+    ops_flat = [_as_array(v) for v in ops_flat]
+    q = aval_of(index).vma
+    if q and _checking():
+        ops_flat = _lift(ops_flat, q)
+    avals = [aval_of(v) for v in ops_flat]
+    traced = [_trace_branch(b, ops_tree, avals, q) for b in branches]
+    out_trees = [t[2] for t in traced]
+    _check_branch_trees(construct, names, out_trees)
+    _check_branch_types(construct, branches, names, [t[0] for t in traced], out_trees[0])
+    if q:
+        _check_branch_collectives(construct, names, [t[0] for t in traced], q)
+    programs, consts = _share_consts(traced)
+    outs = bind(prims.cond_p, index, *consts, *ops_flat, branches=tuple(programs))
+    return tree.tree_unflatten(out_trees[0], outs)
+
+
+def _trace_branch(branch, ops_tree, avals, q):
+    box: list = []
+
+    def flat(*args):
+        out = branch(*tree.tree_unflatten(ops_tree, args))
+        out_flat, out_tree = tree.tree_flatten(out)
+        box.append(out_tree)
+        out_flat = [_as_array(v) for v in out_flat]
+        return _lift(out_flat, q) if q and _checking() else out_flat
+
+    program, consts = _trace_sub(flat, avals)
+    return program, consts, box[0]
+
+
+def _check_branch_trees(construct, names, out_trees):
+    for name, t in zip(names[1:], out_trees[1:]):
+        if t != out_trees[0]:
+            raise TypeError(f"{construct} branches must have the same output structure, but "
+                            f"{names[0]} returns {out_trees[0]} and {name} returns {t}.")
+
+
+def _check_branch_types(construct, branches, names, programs, out_tree):
+    first = programs[0]
+    paths = tree.leaf_paths(tree.tree_unflatten(out_tree, [0] * out_tree.num_leaves))
+    single = out_tree.kind is None
+    for k in range(1, len(programs)):
+        for path, a, b in zip(paths, first.out_avals, programs[k].out_avals):
+            if (a.shape, a.dtype) != (b.shape, b.dtype):
+                raise TypeError(
+                    f"{construct} branches must have equal output types but they differ: the "
+                    f"output of {names[0]}{'' if single else path} has type {_type_text(a)} but "
+                    f"the corresponding output of {names[k]} has type {_type_text(b)}.")
+            if _checking() and a.vma != b.vma:
+                raise TypeError(_branch_vma_message(construct, branches, names, 0, k,
+                                                    '' if single else path, a, b))
+
+
+def _branch_vma_message(construct, branches, names, ka, kb, path, a, b) -> str:
+    fewer, axes = (names[ka], b.vma - a.vma) if len(a.vma) < len(b.vma) else \
+        (names[kb], a.vma - b.vma)
+    axes = tuple(x for x in _axis_order() if x in axes)
+    return (f"{construct} branches must have equal output types but they differ.\n\n"
+            f"{names[ka]} is {_where_defined(branches[ka])}\n"
+            f"{names[kb]} is {_where_defined(branches[kb])}\n\n"
+            f"The output of {names[ka]}{path} has type {_type_text(a)} but the corresponding "
+            f"output of {names[kb]} has type {_type_text(b)}, so the varying manual axes do not "
+            f"match.\n\nThis might be fixed by applying `lax.pvary(..., {axes})` to the output "
+            f"of {fewer}.\n\nRevise {names[ka]} and/or {names[kb]} so that all output types "
+            "match.")
+
+
+def _check_branch_collectives(construct, names, programs, q):
+    sequences = [_meeting(collectives_in(p), q) for p in programs]
+    for k, seq in enumerate(sequences[1:], start=1):
+        if seq == sequences[0]:
+            continue
+        # name the first collective that does not pair up
+        for step in range(max(len(seq), len(sequences[0]))):
+            a = sequences[0][step] if step < len(sequences[0]) else None
+            b = seq[step] if step < len(seq) else None
+            if a != b:
+                where, (name, axes) = (names[0], a) if a is not None else (names[k], b)
+                raise _predicate_error(construct, _user_site(), q, where, name, axes)
+
+
+def _share_consts(traced) -> tuple[list, list]:
+    """Every branch takes the closed-over values of all branches (ignoring the others')."""
+    all_consts = [c for _, consts, _ in traced for c in consts]
+    programs = []
+    offset = 0
+    for program, consts, _ in traced:
+        n = len(consts)
+        before = [Var(aval_of(c).strip_vma() if False else aval_of(c)) for c in all_consts[:offset]]
+        after = [Var(aval_of(c)) for c in all_consts[offset + n:]]
+        own = program.invars[:n]
+        operands = program.invars[n:]
+        programs.append(Program([], before + own + after + operands, program.eqns,
+                                program.outvars))
+        offset += n
+    return programs, all_consts
+
+
+def _cond_types(in_vmas, *, branches):
+    q = in_vmas[0]
+    outs = None
+    for program in branches:
+        branch_outs, _ = infer_vma(program, list(in_vmas[1:]))
+        outs = branch_outs if outs is None else [a | b for a, b in zip(outs, branch_outs)]
+    return list(in_vmas), [o | q for o in outs]
+
+
+vma_rules[prims.cond_p] = _cond_types
