@@ -282,6 +282,11 @@ for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
     batching_rules[_p] = functools.partial(reduction_rule, _p)
 batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
 batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
+# One key per member: generate per member (the bits differ by key, as they must).
+batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_bits_p)
+# Control flow under vmap: run the loop or branch once per member.
+for _p in prims.CONTROL_FLOW:
+    batching_rules[_p] = functools.partial(loop_rule, _p)
 
 
 # --- shapes ------------------------------------------------------------------------------------

@@ -102,6 +102,8 @@ class EvalTrace(Trace):
         return value
 
     def process_primitive(self, prim, values, params):
+        # The shape rule runs first so bad operands get the same error as under jit.
+        out_avals(prim, [aval_of(v) for v in values], params)
         return get_backend().eval_primitive(prim, values, params)
 
     def process_shard_map(self, fun, args, params):

@@ -145,6 +145,9 @@ argmax_p = primitive("argmax")                           # [axes, index_dtype]
 argmin_p = primitive("argmin")
 cumsum_p = primitive("cumsum")                           # [axis, reverse]
 
+# Random numbers: bits from a uint32[2] key (counter-based, Philox).
+random_bits_p = primitive("random_bits")                 # (key)[shape]
+
 # Linear algebra.
 dot_general_p = primitive("dot_general")                 # [dimension_numbers, preferred_element_type]
 

@@ -243,11 +243,12 @@ def _dot_general_rule(x: Aval, y: Aval, *, dimension_numbers, preferred_element_
     (lc, rc), (lb, rb) = dimension_numbers
     if len(lc) != len(rc) or len(lb) != len(rb):
         raise ShapeError(f"dot_general: dimension_numbers={dimension_numbers} are unbalanced")
-    for l, r in zip(lc + lb, rc + rb):
-        if x.shape[l] != y.shape[r]:
-            raise ShapeError(f"dot_general requires contracting and batch dimensions of equal "
-                             f"size, got {x.str_short()} and {y.str_short()} with "
-                             f"dimension_numbers={dimension_numbers}")
+    for which, left, right in (("contracting", lc, rc), ("batch", lb, rb)):
+        left_sizes = tuple(x.shape[d] for d in left)
+        right_sizes = tuple(y.shape[d] for d in right)
+        if left_sizes != right_sizes:
+            raise ShapeError(f"dot_general requires {which} dimensions to have the same shape, "
+                             f"got {left_sizes} and {right_sizes}.")
     if x.dtype != y.dtype:
         raise ShapeError(f"dot_general requires operands of one dtype, got {x.str_short()} "
                          f"and {y.str_short()}")
@@ -389,3 +390,12 @@ def _cond_rule(index: Aval, *operands: Aval, branches) -> list:
 shape_rules[prims.scan_p] = _scan_rule
 shape_rules[prims.while_p] = _while_rule
 shape_rules[prims.cond_p] = _cond_rule
+
+
+def _random_bits_rule(key: Aval, *, shape) -> list:
+    if key.shape != (2,) or key.dtype != np.dtype("uint32"):
+        raise ShapeError(f"random_bits: the key must be uint32[2], got {key.str_short()}")
+    return [_aval(shape, np.dtype("uint32"))]
+
+
+shape_rules[prims.random_bits_p] = _random_bits_rule

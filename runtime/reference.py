@@ -273,6 +273,16 @@ def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None):
 
 
 impl_rules[prims.dot_general_p] = _dot_general
+
+
+def _random_bits(key, *, shape):
+    """uint32 bits from Philox keyed by the 64 bits of ``key`` (not JAX's threefry bits)."""
+    k0, k1 = (int(k) for k in np.asarray(key, np.uint32))
+    generator = np.random.Generator(np.random.Philox(key=(k0 << 32) | k1))
+    return [generator.integers(0, 2 ** 32, size=shape, dtype=np.uint32)]
+
+
+impl_rules[prims.random_bits_p] = _random_bits
 impl_rules[prims.sharding_constraint_p] = lambda x, *, sharding: [x]
 impl_rules[prims.pvary_p] = lambda x, *, mesh_axes: [x]
 

@@ -24,7 +24,7 @@ from runtime.array import Array  # noqa: E402
 from runtime.devices import device_count, devices  # noqa: E402
 from runtime.reference import device_put  # noqa: E402
 
-from shardc import numpy, lax, nn, tree_util, sharding, debug  # noqa: E402,F401
+from shardc import numpy, lax, nn, tree_util, sharding, debug, random  # noqa: E402,F401
 from shardc.batching_api import vmap  # noqa: E402
 
 

@@ -1,0 +1,924 @@
+"""``shardc.numpy``, ``shardc.nn`` and ``shardc.lax.dot_general`` against numpy.
+
+Every case runs eagerly and under ``shardc.jit`` and is held against numpy on the same
+float32/int32 inputs; dtypes are the ones JAX gives with x64 off (float32/int32 defaults,
+Python scalars weakly typed), shapes are numpy's.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax, nn
+
+F32, I32, BOOL = np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_)
+HYPOTHESIS = settings(derandomize=True, deadline=None, max_examples=40)
+
+
+def _values(shape, dtype, seed=0, low=-5, high=5):
+    """Deterministic test data: floats in [low, high), ints in [low, high], with some zeros."""
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype) == BOOL:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(low, high + 1, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def assert_matches(got, want, dtype, rtol=1e-5, atol=1e-5):
+    """``got`` has ``want``'s shape, exactly ``dtype``, and ``want``'s values."""
+    got = np.asarray(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert got.dtype == np.dtype(dtype), (got.dtype, dtype)
+    want = want.astype(dtype)
+    if np.issubdtype(got.dtype, np.inexact):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def check(fn, args, want, dtype, **tol):
+    """``fn(*args)`` eagerly and under ``jit`` both match ``want`` (shape, dtype, values)."""
+    args = [jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+    assert_matches(fn(*args), want, dtype, **tol)
+    assert_matches(shardc.jit(fn)(*args), want, dtype, **tol)
+
+
+# --- creation ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make, want, dtype", [
+    (lambda: jnp.array([1, 2, 3]), [1, 2, 3], I32),
+    (lambda: jnp.array([1, 2.5]), [1, 2.5], F32),
+    (lambda: jnp.array([True, False]), [True, False], BOOL),
+    (lambda: jnp.array(np.arange(4.0)), np.arange(4.0), F32),           # float64 -> float32
+    (lambda: jnp.asarray(np.arange(4)), np.arange(4), I32),             # int64 -> int32
+    (lambda: jnp.asarray([[1, 2], [3, 4]], dtype=jnp.float32), [[1, 2], [3, 4]], F32),
+    (lambda: jnp.asarray(3), 3, I32),
+    (lambda: jnp.asarray(3.0), 3.0, F32),
+    (lambda: jnp.arange(5), np.arange(5), I32),
+    (lambda: jnp.arange(8 * 16.), np.arange(8 * 16.), F32),
+    (lambda: jnp.arange(2, 11, 3), np.arange(2, 11, 3), I32),
+    (lambda: jnp.arange(5, 0, -2), np.arange(5, 0, -2), I32),
+    (lambda: jnp.arange(0, 1, 0.25), np.arange(0, 1, 0.25), F32),
+    (lambda: jnp.arange(3, dtype=jnp.float32), np.arange(3), F32),
+    (lambda: jnp.arange(0), np.arange(0), I32),
+    (lambda: jnp.zeros((2, 3)), np.zeros((2, 3)), F32),
+    (lambda: jnp.zeros(4, dtype=jnp.int32), np.zeros(4), I32),
+    (lambda: jnp.ones((2,), jnp.bool_), np.ones(2, bool), BOOL),
+    (lambda: jnp.full((2, 2), 7), np.full((2, 2), 7), I32),
+    (lambda: jnp.full((2, 2), 7.5), np.full((2, 2), 7.5), F32),
+    (lambda: jnp.full(3, 2, dtype=jnp.float32), np.full(3, 2.0), F32),
+    (lambda: jnp.eye(3), np.eye(3), F32),
+    (lambda: jnp.eye(3, 4, k=1), np.eye(3, 4, k=1), F32),
+    (lambda: jnp.eye(3, k=-1, dtype=jnp.int32), np.eye(3, k=-1), I32),
+    (lambda: jnp.linspace(0, 1, 5), np.linspace(0, 1, 5), F32),
+    (lambda: jnp.linspace(-1, 1, 7), np.linspace(-1, 1, 7), F32),
+    (lambda: jnp.linspace(0, 1, 4, endpoint=False), np.linspace(0, 1, 4, endpoint=False), F32),
+    (lambda: jnp.linspace(2, 3, 1), np.linspace(2, 3, 1), F32),
+    (lambda: jnp.linspace(-10, 0, 4, dtype=jnp.int32), np.linspace(-10, 0, 4, dtype=np.int32),
+     I32),
+])
+def test_creation(make, want, dtype):
+    assert_matches(make(), want, dtype)
+    assert_matches(shardc.jit(make)(), want, dtype)
+
+
+def test_linspace_endpoint_is_exact():
+    out = np.asarray(jnp.linspace(0.1, 0.7, 13))
+    assert out[-1] == np.float32(0.7) and out[0] == np.float32(0.1)
+
+
+@pytest.mark.parametrize("like, fill, dtype", [
+    (lambda x: jnp.zeros_like(x), 0, I32),
+    (lambda x: jnp.ones_like(x), 1, I32),
+    (lambda x: jnp.full_like(x, 7), 7, I32),
+    (lambda x: jnp.full_like(x, 2.5, dtype=jnp.float32), 2.5, F32),
+    (lambda x: jnp.zeros_like(x, dtype=jnp.float32), 0, F32),
+    (lambda x: jnp.ones_like(x, dtype=bool), True, BOOL),
+])
+def test_like_constructors(like, fill, dtype):
+    check(like, [_values((2, 3), I32)], np.full((2, 3), fill), dtype)
+    check(like, [_values((4,), F32)], np.full((4,), fill), F32 if dtype == I32 else dtype)
+
+
+# --- type promotion (JAX, x64 off) ------------------------------------------------------------
+
+i32 = np.arange(1, 7, dtype=np.int32).reshape(2, 3)
+f32 = np.linspace(-2, 3, 6, dtype=np.float32).reshape(2, 3)
+b8 = np.array([[True, False, True], [False, False, True]])
+
+
+@pytest.mark.parametrize("fn, args, dtype", [
+    (lambda x: x * 2.0, [i32], F32),                   # weak float lifts int to float32
+    (lambda x: x * 2, [f32], F32),                     # weak int keeps float32
+    (lambda x: x + 1, [i32], I32),
+    (lambda x, y: x + y, [i32, f32], F32),
+    (lambda x, y: x * y, [b8, b8], BOOL),              # bool * bool stays bool
+    (lambda x, y: x + y, [b8, b8], BOOL),
+    (lambda x, y: x + y, [b8, i32], I32),
+    (lambda x: x + 1, [b8], I32),                      # weak int lifts bool to int32
+    (lambda x: x * 1.5, [b8], F32),
+    (lambda x: x / 2, [i32], F32),                     # true division of ints is float32
+    (lambda x, y: x / y, [i32, i32], F32),
+    (lambda x: x // 2, [i32], I32),
+    (lambda x: x % 2.0, [i32], F32),
+    (lambda x: x * np.float32(2), [i32], F32),         # numpy scalars are strongly typed
+    (lambda x: x + jnp.ones(3, jnp.float16), [i32], np.dtype(np.float16)),
+    (lambda x: x + jnp.ones(3, jnp.int8), [i32], I32),
+    (lambda x: jnp.ones(3, jnp.int8) + 3, [i32], np.dtype(np.int8)),
+    (lambda x: jnp.ones(3, jnp.uint8) + jnp.ones(3, jnp.int8), [i32], np.dtype(np.int16)),
+    (lambda x: jnp.ones(3, jnp.float16) * 2.5, [i32], np.dtype(np.float16)),
+    (lambda x: x > 1, [f32], BOOL),
+    (lambda x: jnp.where(x > 2, x, 0.5), [i32], F32),
+    (lambda x: jnp.maximum(x, 2.5), [i32], F32),
+])
+def test_promotion(fn, args, dtype):
+    out = fn(*[jnp.asarray(a) for a in args])
+    assert out.dtype == dtype
+    assert shardc.jit(fn)(*[jnp.asarray(a) for a in args]).dtype == dtype
+
+
+def test_result_type():
+    assert jnp.result_type(jnp.int32, 2.0) == F32
+    assert jnp.result_type(jnp.float32, 2) == F32
+    assert jnp.result_type(jnp.int32, jnp.float32) == F32
+    assert jnp.result_type(jnp.bool_, 1) == I32
+    assert jnp.result_type(np.float64) == F32
+    assert jnp.result_type("int64") == I32
+    assert jnp.result_type(jnp.int8, jnp.uint8) == np.dtype(np.int16)
+
+
+# --- elementwise arithmetic and comparisons ---------------------------------------------------
+
+BINARY = [
+    ("add", jnp.add, np.add), ("subtract", jnp.subtract, np.subtract),
+    ("multiply", jnp.multiply, np.multiply), ("maximum", jnp.maximum, np.maximum),
+    ("minimum", jnp.minimum, np.minimum), ("equal", jnp.equal, np.equal),
+    ("not_equal", jnp.not_equal, np.not_equal), ("less", jnp.less, np.less),
+    ("less_equal", jnp.less_equal, np.less_equal), ("greater", jnp.greater, np.greater),
+    ("greater_equal", jnp.greater_equal, np.greater_equal),
+]
+
+
+@pytest.mark.parametrize("name, fn, ref", BINARY, ids=[b[0] for b in BINARY])
+@pytest.mark.parametrize("dtype", [F32, I32])
+def test_binary(name, fn, ref, dtype):
+    x, y = _values((2, 3), dtype, 1), _values((3,), dtype, 2)
+    out_dtype = BOOL if ref(np.ones(1), np.ones(1)).dtype == BOOL else dtype
+    check(fn, [x, y], ref(x, y), out_dtype)
+
+
+@pytest.mark.parametrize("dtype", [F32, I32])
+def test_floor_divide_and_remainder_with_negatives(dtype):
+    x = np.array([-7, -6, -5, -1, 0, 1, 5, 6, 7], dtype)[:, None]
+    y = np.array([-3, -2, 2, 3], dtype)[None, :]
+    check(jnp.floor_divide, [x, y], np.floor_divide(x, y), dtype)
+    check(jnp.remainder, [x, y], np.remainder(x, y), dtype)
+    check(lambda a, b: a // b, [x, y], x // y, dtype)
+    check(lambda a, b: a % b, [x, y], x % y, dtype)
+    check(lambda a: a % -4, [x], x % dtype.type(-4), dtype)
+    check(lambda a: 7 // a, [y], dtype.type(7) // y, dtype)
+    check(lambda a: -7 % a, [y], dtype.type(-7) % y, dtype)
+
+
+def test_float_floor_divide_is_numpys():
+    # floor(1 / 0.1) is 10, but numpy (and JAX) give 9: the quotient is computed exactly.
+    x = np.array([1.0, -1.0, 2.5, -2.5, 0.3], F32)
+    y = np.array([0.1, 0.1, -0.5, 0.7, 0.1], F32)
+    check(jnp.floor_divide, [x, y], np.floor_divide(x, y), F32, rtol=0, atol=0)
+    check(jnp.remainder, [x, y], np.remainder(x, y), F32)
+
+
+def test_true_divide():
+    x, y = _values((4,), I32, 3), np.array([1, -2, 3, 4], I32)
+    check(jnp.divide, [x, y], x / y, F32)
+    check(lambda a: 1 / a, [y], 1 / y, F32)
+
+
+@pytest.mark.parametrize("fn, ref, dtype", [
+    (lambda x: x ** 2, lambda x: x ** 2, F32),
+    (lambda x: x ** 3, lambda x: x ** 3, I32),
+    (lambda x: x ** 0, lambda x: x ** 0, I32),
+    (lambda x: x ** 2.5, lambda x: x ** 2.5, F32),
+    (lambda x: 2 ** x, lambda x: 2 ** x, I32),
+    (lambda x: jnp.power(x, 7), lambda x: x ** 7, F32),
+    (lambda x: x ** -1, lambda x: x ** -1.0, F32),
+])
+def test_power(fn, ref, dtype):
+    x = np.array([1, 2, 3, 4], dtype)
+    check(fn, [x], ref(x), dtype)
+
+
+def test_integer_negative_power_raises():
+    with pytest.raises(ValueError, match="negative integer powers"):
+        jnp.arange(3) ** -1
+
+
+UNARY = [
+    ("exp", jnp.exp, np.exp), ("log", jnp.log, np.log), ("tanh", jnp.tanh, np.tanh),
+    ("sin", jnp.sin, np.sin), ("cos", jnp.cos, np.cos), ("sqrt", jnp.sqrt, np.sqrt),
+    ("abs", jnp.abs, np.abs), ("sign", jnp.sign, np.sign), ("negative", jnp.negative, np.negative),
+    ("floor", jnp.floor, np.floor), ("ceil", jnp.ceil, np.ceil), ("square", jnp.square, np.square),
+]
+_POSITIVE_ONLY = {"log", "sqrt"}
+
+
+@pytest.mark.parametrize("name, fn, ref", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_float(name, fn, ref):
+    x = _values((3, 4), F32, 4, *((0.1, 5) if name in _POSITIVE_ONLY else (-3, 3)))
+    check(fn, [x], ref(x), F32)
+
+
+@pytest.mark.parametrize("name, fn, ref, dtype", [
+    ("exp", jnp.exp, np.exp, F32), ("sqrt", jnp.sqrt, np.sqrt, F32),
+    ("tanh", jnp.tanh, np.tanh, F32), ("abs", jnp.abs, np.abs, I32),
+    ("sign", jnp.sign, np.sign, I32), ("negative", jnp.negative, np.negative, I32),
+    ("floor", jnp.floor, lambda x: x, I32),
+])
+def test_unary_int(name, fn, ref, dtype):
+    x = np.array([0, 1, 2, 3] if name == "sqrt" else [-3, -1, 0, 2], I32)
+    check(fn, [x], ref(x), dtype)
+
+
+def test_where_and_clip():
+    x = _values((3, 4), F32, 5)
+    check(lambda a: jnp.where(a > 0, a, 0), [x], np.where(x > 0, x, 0), F32)
+    check(lambda a: jnp.where(a > 0, 1, -1), [x], np.where(x > 0, 1, -1), I32)
+    check(lambda a, b: jnp.where(a[0] > 0, a, b), [x, x[:, :1]],
+          np.where(x[0] > 0, x, x[:, :1]), F32)
+    check(lambda a: jnp.clip(a, -1, 2), [x], np.clip(x, -1, 2), F32)
+    check(lambda a: jnp.clip(a, max=1), [x], np.minimum(x, 1), F32)
+    check(lambda a: jnp.clip(a, min=0.5), [x], np.maximum(x, 0.5), F32)
+    n = np.arange(-3, 4, dtype=I32)
+    check(lambda a: jnp.clip(a, -1, 2), [n], np.clip(n, -1, 2), I32)
+    check(lambda a: a.clip(-1, 2), [n], np.clip(n, -1, 2), I32)
+
+
+# --- reductions -------------------------------------------------------------------------------
+
+REDUCTIONS = [
+    ("sum", jnp.sum, np.sum), ("mean", jnp.mean, np.mean), ("max", jnp.max, np.max),
+    ("min", jnp.min, np.min), ("prod", jnp.prod, np.prod),
+]
+AXES = [None, 0, 1, -1, -3, (0, 2), (-1, 0), (0, 1, 2), ()]
+
+
+@pytest.mark.parametrize("name, fn, ref", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+@pytest.mark.parametrize("axis", AXES, ids=str)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reductions(name, fn, ref, axis, keepdims):
+    for dtype in (F32, I32):
+        x = _values((2, 3, 4), dtype, 6, -2, 2)
+        if name == "prod" and dtype == F32:
+            x = _values((2, 3, 4), dtype, 6, 0.5, 1.5)
+        want_dtype = F32 if name == "mean" else dtype
+        check(lambda a: fn(a, axis=axis, keepdims=keepdims), [x],
+              ref(x.astype(np.float64), axis=axis, keepdims=keepdims), want_dtype, rtol=1e-4)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1], ids=str)
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reductions(name, axis, keepdims):
+    x = _values((3, 5), F32, 7)
+    check(lambda a: getattr(jnp, name)(a, axis=axis, keepdims=keepdims), [x],
+          getattr(np, name)(x, axis=axis, keepdims=keepdims), I32)
+
+
+def test_reduction_dtypes():
+    b = np.array([[True, False, True], [True, True, False]])
+    check(lambda a: jnp.sum(a, axis=0), [b], b.sum(axis=0), I32)
+    check(jnp.mean, [b], b.mean(), F32)
+    check(jnp.sum, [np.ones(3, np.int8)], 3, I32)          # narrow ints sum in int32
+    check(lambda a: jnp.sum(a, dtype=jnp.float32), [i32], i32.sum(), F32)
+    check(lambda a: jnp.mean(a, axis=1), [i32], i32.mean(axis=1), F32)
+    check(lambda a: jnp.cumsum(a), [b], np.cumsum(b), I32)
+    check(lambda a: jnp.any(a, axis=1), [b], b.any(axis=1), BOOL)
+    check(lambda a: jnp.all(a), [b], b.all(), BOOL)
+
+
+# --- linear algebra ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("xs, ys", [
+    ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((2, 2, 3), (3, 4)),
+    ((2, 3, 4), (5, 4, 6)), ((), (3,)),
+])
+def test_dot(xs, ys):
+    x, y = _values(xs, F32, 8), _values(ys, F32, 9)
+    check(jnp.dot, [x, y], np.dot(x, y), F32, rtol=1e-4)
+
+
+@pytest.mark.parametrize("xs, ys", [
+    ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
+    ((3,), (5, 3, 4)), ((5, 2, 3), (3,)), ((5, 1, 2, 3), (4, 3, 2)),
+])
+def test_matmul(xs, ys):
+    x, y = _values(xs, F32, 10), _values(ys, F32, 11)
+    check(jnp.matmul, [x, y], np.matmul(x, y), F32, rtol=1e-4)
+    check(operator.matmul, [x, y], x @ y, F32, rtol=1e-4)
+
+
+def test_matmul_mixed_dtypes_and_ints():
+    a, b = _values((2, 3), I32, 12), _values((3, 2), I32, 13)
+    check(operator.matmul, [a, b], a @ b, I32)
+    check(operator.matmul, [a, b.astype(F32)], a @ b, F32)
+    check(lambda x: x @ np.ones((3, 1), np.float32), [a], a @ np.ones((3, 1)), F32)
+
+
+def test_outer():
+    x, y = _values((3,), F32, 14), _values((2, 2), I32, 15)
+    check(jnp.outer, [x, y], np.outer(x, y), F32)
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ij,jk->ik", [(2, 3), (3, 4)]), ("ij,jk", [(2, 3), (3, 4)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("i,i->", [(3,), (3,)]),
+    ("i,j->ij", [(2,), (3,)]), ("ijk->kij", [(2, 3, 4)]), ("ij->", [(2, 3)]),
+    ("ij->j", [(2, 3)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]), ("ii->i", [(3, 3)]),
+    ("ii", [(3, 3)]), ("bij,kj->bik", [(2, 3, 4), (5, 4)]), ("ij,ij->ij", [(2, 3), (2, 3)]),
+])
+def test_einsum(subscripts, shapes):
+    xs = [_values(s, F32, 16 + k) for k, s in enumerate(shapes)]
+    check(lambda *a: jnp.einsum(subscripts, *a), xs, np.einsum(subscripts, *xs), F32,
+          rtol=1e-4)
+
+
+def test_einsum_ints_promote():
+    a, b = _values((2, 3), I32, 20), _values((3,), F32, 21)
+    check(lambda x, y: jnp.einsum("ij,j->i", x, y), [a, b], a @ b, F32, rtol=1e-4)
+    check(lambda x: jnp.einsum("ij,kj->ik", x, x), [a], a @ a.T, I32)
+
+
+@pytest.mark.parametrize("xs, ys, dims", [
+    ((2, 3), (3, 4), (((1,), (0,)), ((), ()))),
+    ((2, 3), (4, 3), (((1,), (1,)), ((), ()))),
+    ((5, 2, 3), (5, 3, 4), (((2,), (1,)), ((0,), (0,)))),
+    ((3, 5, 2), (5, 4, 3), (((0,), (2,)), ((1,), (0,)))),
+    ((2, 3, 4), (3, 4, 5), (((1, 2), (0, 1)), ((), ()))),
+    ((2, 3), (4, 5), (((), ()), ((), ()))),
+])
+def test_lax_dot_general(xs, ys, dims):
+    x, y = _values(xs, F32, 22), _values(ys, F32, 23)
+    (lc, rc), (lb, rb) = dims
+    # reference: move batch dims first, contract with tensordot per batch element
+    xt = np.moveaxis(x, lb, range(len(lb))) if lb else x
+    yt = np.moveaxis(y, rb, range(len(rb))) if rb else y
+    shift_l = [c + sum(b > c for b in lb) for c in lc]
+    shift_r = [c + sum(b > c for b in rb) for c in rc]
+    if lb:
+        want = np.stack([np.tensordot(xt[k], yt[k], axes=([c - 1 for c in shift_l],
+                                                          [c - 1 for c in shift_r]))
+                         for k in range(xt.shape[0])])
+    else:
+        want = np.tensordot(x, y, axes=(list(lc), list(rc)))
+    check(lambda a, b: lax.dot_general(a, b, dims), [x, y], want, F32, rtol=1e-4)
+
+
+def test_lax_dot_general_preferred_element_type_and_ints():
+    a, b = _values((2, 3), I32, 24), _values((3, 2), I32, 25)
+    dims = (((1,), (0,)), ((), ()))
+    check(lambda x, y: lax.dot_general(x, y, dims), [a, b], a @ b, I32)
+    check(lambda x, y: lax.dot_general(x, y, dims, preferred_element_type=jnp.float32),
+          [a, b], a @ b, F32)
+
+
+def test_dot_general_mismatched_sizes_raise_naming_shapes():
+    x, y = jnp.ones((5, 2, 3)), jnp.ones((2, 3, 4))
+    # sizes (2, 3) against (3, 2): equal products, so a reshape-based kernel would not notice
+    dims = (((1, 2), (1, 0)), ((), ()))
+    with pytest.raises(TypeError, match=r"contracting dimensions .* \(2, 3\) and \(3, 2\)"):
+        lax.dot_general(x, y, dims)
+    with pytest.raises(TypeError, match="contracting"):
+        shardc.jit(lambda a, b: lax.dot_general(a, b, dims))(x, y)
+    with pytest.raises(TypeError, match=r"\(2, 3\) and \(4, 5\)"):
+        jnp.ones((2, 3)) @ jnp.ones((4, 5))
+    with pytest.raises(TypeError, match=r"\(2, 3\) and \(4, 5\)"):
+        shardc.jit(jnp.matmul)(jnp.ones((2, 3)), jnp.ones((4, 5)))
+
+
+# --- shape operations -------------------------------------------------------------------------
+
+x234 = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+@pytest.mark.parametrize("fn, ref", [
+    (lambda x: jnp.reshape(x, (6, 4)), lambda x: x.reshape(6, 4)),
+    (lambda x: jnp.reshape(x, (-1, 2)), lambda x: x.reshape(-1, 2)),
+    (lambda x: x.reshape(4, -1), lambda x: x.reshape(4, -1)),
+    (lambda x: x.reshape((24,)), lambda x: x.reshape(24)),
+    (lambda x: jnp.ravel(x), np.ravel),
+    (lambda x: jnp.transpose(x), np.transpose),
+    (lambda x: jnp.transpose(x, (1, 0, 2)), lambda x: np.transpose(x, (1, 0, 2))),
+    (lambda x: x.transpose(2, 0, 1), lambda x: x.transpose(2, 0, 1)),
+    (lambda x: x.transpose((-1, 0, 1)), lambda x: x.transpose((-1, 0, 1))),
+    (lambda x: x.T, lambda x: x.T),
+    (lambda x: jnp.swapaxes(x, 0, -1), lambda x: np.swapaxes(x, 0, -1)),
+    (lambda x: x.swapaxes(1, 2), lambda x: x.swapaxes(1, 2)),
+    (lambda x: jnp.moveaxis(x, 0, -1), lambda x: np.moveaxis(x, 0, -1)),
+    (lambda x: jnp.concatenate([x, x], axis=1), lambda x: np.concatenate([x, x], axis=1)),
+    (lambda x: jnp.concatenate([x, x[:, :1]], axis=-2),
+     lambda x: np.concatenate([x, x[:, :1]], axis=-2)),
+    (lambda x: jnp.concatenate([x, x], axis=None), lambda x: np.concatenate([x, x], axis=None)),
+    (lambda x: jnp.stack([x, x + 1]), lambda x: np.stack([x, x + 1])),
+    (lambda x: jnp.stack([x, x + 1], axis=-1), lambda x: np.stack([x, x + 1], axis=-1)),
+    (lambda x: jnp.stack([x, x], axis=2), lambda x: np.stack([x, x], axis=2)),
+    (lambda x: jnp.tile(x, 2), lambda x: np.tile(x, 2)),
+    (lambda x: jnp.tile(x, (2, 1, 1, 3)), lambda x: np.tile(x, (2, 1, 1, 3))),
+    (lambda x: jnp.tile(x[0, 0], (2, 2)), lambda x: np.tile(x[0, 0], (2, 2))),
+    (lambda x: jnp.broadcast_to(x[0], (5, 3, 4)), lambda x: np.broadcast_to(x[0], (5, 3, 4))),
+    (lambda x: jnp.broadcast_to(x[:, :1], (2, 3, 4)),
+     lambda x: np.broadcast_to(x[:, :1], (2, 3, 4))),
+    (lambda x: jnp.expand_dims(x, 0), lambda x: np.expand_dims(x, 0)),
+    (lambda x: jnp.expand_dims(x, -1), lambda x: np.expand_dims(x, -1)),
+    (lambda x: jnp.expand_dims(x, (0, 2)), lambda x: np.expand_dims(x, (0, 2))),
+    (lambda x: jnp.squeeze(x[:, :1, None]), lambda x: np.squeeze(x[:, :1, None])),
+    (lambda x: jnp.squeeze(x[:, :1], 1), lambda x: np.squeeze(x[:, :1], 1)),
+    (lambda x: jnp.squeeze(x[:1, :, :1], (0, -1)), lambda x: np.squeeze(x[:1, :, :1], (0, -1))),
+    (lambda x: x[:1].squeeze(), lambda x: x[:1].squeeze()),
+])
+def test_shape_ops(fn, ref):
+    check(fn, [x234], ref(x234), F32)
+
+
+@pytest.mark.parametrize("args", [(3,), (2, 1), ([1, 3],), ([2, 2, 5],), (2, -1), ([0],)])
+def test_split(args):
+    x = np.arange(24, dtype=np.float32).reshape(6, 4) if args[0] != 2 else \
+        np.arange(24, dtype=np.float32).reshape(4, 6)
+    want = np.split(x, *args)
+    for fn in (lambda a: jnp.split(a, *args), shardc.jit(lambda a: jnp.split(a, *args))):
+        got = fn(jnp.asarray(x))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert_matches(g, w, F32)
+
+
+def test_concatenate_promotes():
+    check(lambda a, b: jnp.concatenate([a, b]), [i32, f32], np.concatenate([i32, f32]), F32)
+
+
+# --- indexing ---------------------------------------------------------------------------------
+
+INDICES = [
+    1, -1, (1, 2), (-1, -2, -3), slice(1, None), slice(None, None, -1), (slice(None), 0),
+    (Ellipsis, 1), (Ellipsis, slice(None, None, 2)), (None,), (None, 1), (1, None, 2),
+    (slice(None), None, slice(None, 2)), (0, slice(3, 0, -2), slice(None, None, -3)),
+    (slice(-10, 10), slice(2, 1)), (slice(None, None, 2), slice(None, None, -2), 1),
+    (Ellipsis, None), (None, Ellipsis, None, -1),
+    # one integer array
+    np.array([1, 0, 1]), (slice(None), np.array([2, 0])), (Ellipsis, np.array([-1, 0, 3])),
+    (1, np.array([[0, 2], [1, 1]])), (np.array([1, 0]), 2), (slice(None), 1, np.array([3, 0])),
+    [1, 0], (None, slice(None), np.array([2, 1])),
+    # integer indices around a slice: numpy moves the array's dimensions first
+    (1, slice(None), np.array([0, 3])), (np.array([0, 1]), slice(None), 1),
+    (slice(None), np.array([0, 1]), None, 1),
+    # concrete indices through the flat path: several arrays, masks, scalar bools
+    (np.array([0, 1]), np.array([1, 2])), (np.array([[0], [1]]), np.array([0, 2]), 3),
+    x234 > 10, (slice(None), np.array([True, False, True])), True, False, (1, True),
+]
+
+
+@pytest.mark.parametrize("index", INDICES, ids=repr)
+def test_getitem_static(index):
+    want = x234[index]
+    x = jnp.asarray(x234)
+    assert_matches(x[index], want, F32)
+    assert_matches(shardc.jit(lambda a: a[index])(x), want, F32)
+
+
+@pytest.mark.parametrize("make_index", [
+    lambda k: k, lambda k: (k, 1), lambda k: (slice(None), k), lambda k: (Ellipsis, k),
+    lambda k: (k, slice(None, None, -1), None), lambda k: (k, k, k),
+])
+@pytest.mark.parametrize("k", [0, 1, -1, -2])
+def test_getitem_traced_integer(make_index, k):
+    x = jnp.asarray(x234)
+    static_index = make_index(k)
+    want = x234[static_index]
+    f = shardc.jit(lambda a, i: a[make_index(i)])
+    assert_matches(f(x, jnp.int32(k)), want, F32)
+    assert_matches(x[make_index(jnp.asarray(k))], want, F32)
+
+
+@pytest.mark.parametrize("make_index", [
+    lambda a: a, lambda a: (slice(None), a), lambda a: (1, slice(None), a), lambda a: (a, 2),
+    lambda a: (Ellipsis, a), lambda a: (None, a),
+])
+def test_getitem_traced_integer_array(make_index):
+    x = jnp.asarray(x234)
+    idx = np.array([[1, 0], [0, -1]], np.int32)
+    want = x234[make_index(idx)]
+    f = shardc.jit(lambda a, i: a[make_index(i)])
+    assert_matches(f(x, jnp.asarray(idx)), want, F32)
+
+
+def test_getitem_list_of_traced_integers():
+    x = jnp.asarray(x234)
+    f = shardc.jit(lambda a, i, j: a[[i, j], 1])
+    assert_matches(f(x, jnp.int32(1), jnp.int32(-2)), x234[[1, -2], 1], F32)
+    f = shardc.jit(lambda a, i: a.at[[i, 0]].add(1.0))
+    want = x234.copy()
+    np.add.at(want, [1, 0], 1.0)
+    assert_matches(f(x, jnp.int32(1)), want, F32)
+
+
+def test_traced_index_program():
+    program = str(shardc.make_jaxpr(lambda a, i: a[i])(jnp.ones((4, 3)), jnp.int32(1)))
+    assert "dynamic_slice" in program and "squeeze" in program
+    program = str(shardc.make_jaxpr(lambda a, i: a[:, i])(jnp.ones((4, 3)),
+                                                          jnp.zeros(5, jnp.int32)))
+    assert "gather" in program
+
+
+UPDATES = [
+    0, (1, 2), slice(1, 3), (slice(None), 2), (Ellipsis, -1), -1, (0, slice(None, None, 2)),
+    slice(None, None, -1), (slice(None), slice(1, None), slice(None, None, -3)),
+    np.array([1, 0]), (slice(None), np.array([2, 0, 2])), (1, np.array([2, 0])),
+    (np.array([0, 1]), np.array([1, 1])), x234 > 15, (None, 1),
+]
+
+
+@pytest.mark.parametrize("index", UPDATES, ids=repr)
+@pytest.mark.parametrize("mode", ["set", "add"])
+def test_at_static(index, mode):
+    x = jnp.asarray(x234)
+    target_shape = x234[index].shape
+    value = _values(target_shape[-1:], F32, 30)
+    want = x234.copy()
+    if mode == "set":
+        want[index] = value
+    else:
+        np.add.at(want, index, value)
+    fn = lambda a, v: getattr(a.at[index], mode)(v)     # noqa: E731
+    check(fn, [x234, value], want, F32)
+    # a Python scalar update
+    want = x234.copy()
+    if mode == "set":
+        want[index] = 7
+    else:
+        np.add.at(want, index, 7)
+    check(lambda a: getattr(a.at[index], mode)(7), [x234], want, F32)
+
+
+@pytest.mark.parametrize("k", [0, 1, -1])
+def test_at_traced_index(k):
+    x = jnp.asarray(x234)
+    want = x234.copy()
+    want[k, 1:] += 10
+    f = shardc.jit(lambda a, i: a.at[i, 1:].add(10.0))
+    assert_matches(f(x, jnp.int32(k)), want, F32)
+    want = x234.copy()
+    want[:, k] = -1
+    f = shardc.jit(lambda a, i: a.at[:, i].set(-1))
+    assert_matches(f(x, jnp.int32(k)), want, F32)
+
+
+def test_at_traced_integer_array_and_duplicates():
+    x = jnp.asarray(x234)
+    idx = np.array([1, 0, 1], np.int32)
+    want = x234.copy()
+    np.add.at(want, (slice(None), idx), 1.0)
+    f = shardc.jit(lambda a, i: a.at[:, i].add(1.0))
+    assert_matches(f(x, jnp.asarray(idx)), want, F32)
+    want = x234.copy()
+    want[idx] = 0.0
+    assert_matches(shardc.jit(lambda a, i: a.at[i].set(0.0))(x, jnp.asarray(idx)), want, F32)
+
+
+def test_at_casts_to_the_array_dtype_and_drops_out_of_bounds():
+    n = jnp.arange(6)
+    out = n.at[1].set(2.7)
+    assert out.dtype == I32 and np.asarray(out).tolist() == [0, 2, 2, 3, 4, 5]
+    assert np.asarray(n.at[9].set(1)).tolist() == list(range(6))          # JAX drops it
+    assert np.asarray(n.at[np.array([0, 9])].set(-1)).tolist() == [-1, 1, 2, 3, 4, 5]
+    assert np.asarray(n.at[2].get()) == 2
+
+
+# --- astype, comparisons of whole arrays ------------------------------------------------------
+
+@pytest.mark.parametrize("dtype, want", [
+    (jnp.int32, I32), (jnp.float32, F32), (bool, BOOL), (float, F32), (int, I32),
+    (jnp.float16, np.dtype(np.float16)), (np.int8, np.dtype(np.int8)),
+])
+def test_astype(dtype, want):
+    x = _values((2, 3), F32, 31)
+    check(lambda a: a.astype(dtype), [x], x.astype(want), want)
+    check(lambda a: jnp.astype(a, dtype), [x], x.astype(want), want)
+
+
+def test_allclose_and_array_equal():
+    x = _values((3, 4), F32, 32)
+    for fn, args, want in [
+        (jnp.allclose, [x, x + 1e-7], True), (jnp.allclose, [x, x + 1e-2], False),
+        (lambda a, b: jnp.allclose(a, b, atol=0.1), [x, x + 1e-2], True),
+        (jnp.array_equal, [x, x], True), (jnp.array_equal, [x, x + 1], False),
+        (jnp.array_equal, [x, x.T], False), (jnp.array_equal, [i32, i32.astype(F32)], True),
+        (jnp.allclose, [np.array([np.inf, 1.0], F32), np.array([np.inf, 1.0], F32)], True),
+        (jnp.allclose, [np.array([np.nan], F32), np.array([np.nan], F32)], False),
+        (lambda a, b: jnp.allclose(a, b, equal_nan=True),
+         [np.array([np.nan], F32), np.array([np.nan], F32)], True),
+    ]:
+        check(fn, args, want, BOOL)
+        assert bool(fn(*[jnp.asarray(a) for a in args])) is want
+
+
+# --- nn ---------------------------------------------------------------------------------------
+
+def _np_logsumexp(x, axis=None, keepdims=False):
+    x = x.astype(np.float64)
+    top = np.max(x, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0)
+    out = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2), (-1, -3), (0, 1, 2), ()], ids=str)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_logsumexp(axis, keepdims):
+    x = _values((2, 3, 4), F32, 33, -20, 20)
+    check(lambda a: nn.logsumexp(a, axis=axis, keepdims=keepdims), [x],
+          _np_logsumexp(x, axis, keepdims), F32)
+
+
+def test_logsumexp_edge_cases():
+    x = np.array([[-np.inf, -np.inf], [0.0, -np.inf], [1000.0, 1000.0]], F32)
+    check(lambda a: nn.logsumexp(a, axis=1), [x], [-np.inf, 0.0, 1000.0 + np.log(2)], F32)
+    check(nn.logsumexp, [np.array([1, 2, 3], I32)], np.log(np.exp([1, 2, 3]).sum()), F32)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, (0, 1), None], ids=str)
+def test_softmax_and_log_softmax(axis):
+    x = _values((3, 4), F32, 34, -10, 10)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=axis, keepdims=True))
+    want = e / e.sum(axis=axis, keepdims=True)
+    check(lambda a: nn.softmax(a, axis=axis), [x], want, F32)
+    check(lambda a: nn.log_softmax(a, axis=axis), [x], np.log(want), F32, rtol=1e-4)
+    check(lambda a: nn.softmax(a, axis=axis), [np.arange(12, dtype=I32).reshape(3, 4)],
+          nn_softmax_ref(np.arange(12.0).reshape(3, 4), axis), F32)
+
+
+def nn_softmax_ref(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_relu():
+    x = _values((3, 4), F32, 35)
+    check(nn.relu, [x], np.maximum(x, 0), F32)
+    n = np.arange(-3, 3, dtype=I32)
+    check(nn.relu, [n], np.maximum(n, 0), I32)
+
+
+# --- methods and operators of Arrays and tracers ----------------------------------------------
+
+METHODS = [
+    ("x.T", lambda a: a.T, lambda a: a.T),
+    ("x.reshape(6, 4)", lambda a: a.reshape(6, 4), lambda a: a.reshape(6, 4)),
+    ("x.sum(axis=0)", lambda a: a.sum(axis=0), lambda a: a.sum(axis=0)),
+    ("x.mean(-1, keepdims)", lambda a: a.mean(-1, keepdims=True),
+     lambda a: a.mean(-1, keepdims=True)),
+    ("x.max()", lambda a: a.max(), lambda a: a.max()),
+    ("x.min(axis=(0, 2))", lambda a: a.min(axis=(0, 2)), lambda a: a.min(axis=(0, 2))),
+    ("x.argmax(axis=1)", lambda a: a.argmax(axis=1), lambda a: a.argmax(axis=1).astype(I32)),
+    ("x.ravel()", lambda a: a.ravel(), lambda a: a.ravel()),
+    ("-x", lambda a: -a, lambda a: -a),
+    ("+x", lambda a: +a, lambda a: +a),
+    ("abs(x)", lambda a: abs(a), np.abs),
+    ("x ** 2", lambda a: a ** 2, lambda a: a ** 2),
+    ("2 - x", lambda a: 2 - a, lambda a: 2 - a),
+    ("3 * x", lambda a: 3 * a, lambda a: 3 * a),
+    ("1 / (x + 0.5)", lambda a: 1 / (a + 0.5), lambda a: 1 / (a + 0.5)),
+    ("x @ x.mT", lambda a: a @ a.mT, lambda a: a @ a.swapaxes(-1, -2)),
+    ("x[0, 0] @ x[0].T", lambda a: a[0, 0] @ a[0].T, lambda a: a[0, 0] @ a[0].T),
+    ("x // 3", lambda a: a // 3, lambda a: a // 3),
+    ("x % -3", lambda a: a % -3, lambda a: a % -3),
+    ("x < 3", lambda a: a < 3, lambda a: a < 3),
+    ("3 <= x", lambda a: 3 <= a, lambda a: 3 <= a),
+    ("x == x.T.T", lambda a: a == a.T.T, lambda a: a == a),
+    ("x != 2", lambda a: a != 2, lambda a: a != 2),
+    ("x >= 1", lambda a: a >= 1, lambda a: a >= 1),
+    ("(x > 1) & (x < 4)", lambda a: (a > 1) & (a < 4), lambda a: (a > 1) & (a < 4)),
+    ("~(x > 1) | (x > 4)", lambda a: ~(a > 1) | (a > 4), lambda a: ~(a > 1) | (a > 4)),
+]
+
+
+@pytest.mark.parametrize("name, fn, ref", METHODS, ids=[m[0] for m in METHODS])
+def test_methods_and_operators(name, fn, ref):
+    x = _values((2, 3, 4), F32, 36, -6, 6)
+    want = np.asarray(ref(x))
+    check(fn, [x], want, want.dtype, rtol=1e-4)
+
+
+def test_integer_operators_with_negatives():
+    n = np.arange(-6, 6, dtype=I32).reshape(3, 4)
+    for fn in (lambda a: a // 4, lambda a: a % 4, lambda a: a // -4, lambda a: a % -4,
+               lambda a: -a, lambda a: a ** 2, lambda a: 2 * a - 1, lambda a: 10 - a,
+               lambda a: 7 // (a + 7), lambda a: -7 % (a + 7), lambda a: ~a, lambda a: a.T):
+        check(fn, [n], fn(n), I32)
+
+
+def test_reflected_operators_with_numpy_operands():
+    x = _values((2, 3), F32, 37)
+    out = np.ones((2, 3), np.float32) + jnp.asarray(x)
+    assert isinstance(out, shardc.Array) and out.dtype == F32
+    np.testing.assert_allclose(np.asarray(out), x + 1)
+    out = np.float32(2) * jnp.asarray(x)
+    assert isinstance(out, shardc.Array)
+    np.testing.assert_allclose(np.asarray(out), 2 * x)
+
+
+# --- programs ---------------------------------------------------------------------------------
+
+def test_make_jaxpr_arange_is_an_f32_iota():
+    program = str(shardc.make_jaxpr(lambda: jnp.arange(8 * 16.))())
+    assert "iota" in program and "dtype=float32" in program and "f32[128]" in program
+    assert len(shardc.make_jaxpr(lambda: jnp.arange(8 * 16.))().jaxpr.eqns) == 1
+
+
+def test_make_jaxpr_weak_scalars_are_literals():
+    program = str(shardc.make_jaxpr(lambda a: a * 2.0)(jnp.ones((2, 3), jnp.int32)))
+    assert "convert_element_type[new_dtype=float32]" in program
+    assert "mul" in program and "2.0:f32[]" in program
+    program = str(shardc.make_jaxpr(lambda a: jnp.sum(a * 2, axis=0))(jnp.ones((2, 3))))
+    assert "convert_element_type" not in program
+    assert "reduce_sum[axes=(0,)]" in program and "f32[3]" in program
+
+
+def test_make_jaxpr_primitive_sequences():
+    def prims(f, *args):
+        return [str(e.primitive) for e in shardc.make_jaxpr(f)(*args).jaxpr.eqns]
+    assert prims(lambda a, b: a @ b, jnp.ones((4, 3)), jnp.ones(3)) == ["dot_general"]
+    assert prims(lambda a: a[::-2, 1], jnp.ones((4, 3))) == ["rev", "slice", "squeeze"]
+    assert prims(lambda a: a + jnp.ones(3), jnp.ones((4, 3)))[-1] == "add"
+    assert "broadcast_in_dim" in prims(lambda a, b: a + b, jnp.ones((4, 3)), jnp.ones(3))
+    assert prims(lambda a: a.at[1].set(2.0), jnp.ones((4, 3)))[-1] == "dynamic_update_slice"
+    assert prims(lambda a: a ** 3, jnp.ones(3)) == ["mul", "mul"]
+    assert prims(lambda a: jnp.sum(a, axis=1, keepdims=True),
+                 jnp.ones((4, 3))) == ["reduce_sum", "reshape"]
+
+
+def test_jit_caches_per_shape():
+    f = shardc.jit(lambda a: jnp.sum(a * 2, axis=-1))
+    f(jnp.ones((2, 3)))
+    f(jnp.zeros((2, 3)))
+    assert f.trace_count == 1
+    assert_matches(f(jnp.ones((4, 3))), np.full(4, 6.0), F32)
+    assert f.trace_count == 2
+
+
+# --- property tests ---------------------------------------------------------------------------
+
+@st.composite
+def broadcastable_shapes(draw):
+    """Two shapes numpy can broadcast: a base shape, each side dropping leading dims and
+    setting some dims to 1."""
+    base = draw(st.lists(st.integers(1, 4), min_size=0, max_size=4))
+    shapes = []
+    for _ in range(2):
+        drop = draw(st.integers(0, len(base)))
+        shape = [1 if draw(st.booleans()) else d for d in base[drop:]]
+        shapes.append(tuple(shape))
+    return shapes
+
+
+PROPERTY_BINARY = [
+    (jnp.add, np.add), (jnp.subtract, np.subtract), (jnp.multiply, np.multiply),
+    (jnp.maximum, np.maximum), (jnp.less, np.less), (jnp.equal, np.equal),
+    (jnp.floor_divide, np.floor_divide), (jnp.remainder, np.remainder),
+]
+
+
+@HYPOTHESIS
+@given(shapes=broadcastable_shapes(), op=st.sampled_from(PROPERTY_BINARY),
+       dtypes=st.sampled_from([(F32, F32), (I32, I32), (I32, F32), (F32, I32)]),
+       seed=st.integers(0, 1000))
+def test_property_broadcasting_binary(shapes, op, dtypes, seed):
+    fn, ref = op
+    x = _values(shapes[0], dtypes[0], seed)
+    y = _values(shapes[1], dtypes[1], seed + 1)
+    if fn in (jnp.floor_divide, jnp.remainder):
+        y = np.where(y == 0, dtypes[1].type(3), y)
+    out_dtype = F32 if F32 in dtypes else I32
+    want = ref(x.astype(out_dtype), y.astype(out_dtype))
+    if want.dtype == BOOL:
+        out_dtype = BOOL
+    check(fn, [x, y], want, out_dtype)
+
+
+@HYPOTHESIS
+@given(shape=st.lists(st.integers(1, 4), min_size=0, max_size=4), data=st.data(),
+       red=st.sampled_from(REDUCTIONS + [("argmax", jnp.argmax, np.argmax)]),
+       keepdims=st.booleans(), dtype=st.sampled_from([F32, I32]))
+def test_property_reductions(shape, data, red, keepdims, dtype):
+    name, fn, ref = red
+    ndim = len(shape)
+    if name == "argmax":
+        axis = data.draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1))) if ndim else None
+    else:
+        axes = data.draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim)
+                         if ndim else st.just([]))
+        signs = data.draw(st.lists(st.booleans(), min_size=len(axes), max_size=len(axes)))
+        axes = tuple(a - ndim if neg else a for a, neg in zip(axes, signs))
+        axis = data.draw(st.sampled_from([None, axes] + ([axes[0]] if axes else [])))
+    x = _values(tuple(shape), dtype, len(shape), -3, 3)
+    if name == "prod" and dtype == F32:
+        x = _values(tuple(shape), dtype, 1, 0.5, 1.5)
+    want = ref(x.astype(np.float64), axis=axis, keepdims=keepdims)
+    want_dtype = F32 if name == "mean" else I32 if name == "argmax" else dtype
+    check(lambda a: fn(a, axis=axis, keepdims=keepdims), [x], want, want_dtype, rtol=1e-4)
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+def test_incompatible_broadcast_names_shapes():
+    for fn in (lambda: jnp.ones((2, 3)) + jnp.ones(4),
+               lambda: shardc.jit(jnp.add)(jnp.ones((2, 3)), jnp.ones(4)),
+               lambda: jnp.where(jnp.ones(2) > 0, jnp.ones((2, 3)), 0.0)):
+        with pytest.raises(ValueError, match=r"Incompatible shapes for broadcasting: "
+                                             r"\(2, 3\), \(4,\)|\(2,\), \(2, 3\)"):
+            fn()
+    with pytest.raises(ValueError, match=r"\(3,\).*\(2, 4\)"):
+        jnp.broadcast_to(jnp.ones(3), (2, 4))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: jnp.sum(x, axis=2), lambda x: jnp.max(x, axis=-3), lambda x: jnp.mean(x, (0, 5)),
+    lambda x: jnp.argmax(x, axis=2), lambda x: jnp.expand_dims(x, 4),
+    lambda x: jnp.squeeze(x, 2), lambda x: jnp.swapaxes(x, 0, 2),
+    lambda x: jnp.concatenate([x, x], axis=2), lambda x: jnp.stack([x, x], axis=-4),
+    lambda x: nn.logsumexp(x, axis=(0, 2)), lambda x: nn.softmax(x, axis=3),
+    lambda x: x.sum(axis=-3),
+])
+def test_out_of_bounds_axis(fn):
+    x = jnp.ones((2, 3))
+    for run in (fn, shardc.jit(fn)):
+        with pytest.raises(np.exceptions.AxisError, match="out of bounds for array of "
+                                                          "dimension"):
+            run(x)
+    with pytest.raises(ValueError):                     # AxisError is a ValueError
+        fn(x)
+
+
+def test_duplicate_axes():
+    with pytest.raises(ValueError, match="duplicate value in 'axis'"):
+        jnp.sum(jnp.ones((2, 3)), axis=(0, -2))
+
+
+@pytest.mark.parametrize("shape", [(4, 2), (-1, 4), (7,), (-1, -1)])
+def test_reshape_wrong_size(shape):
+    x = jnp.ones((2, 3))
+    for run in (lambda a: a.reshape(shape), shardc.jit(lambda a: jnp.reshape(a, shape))):
+        with pytest.raises((TypeError, ValueError), match=r"\(2, 3\)|one unknown"):
+            run(x)
+    if shape != (-1, -1):
+        with pytest.raises(TypeError, match=r"shape \(2, 3\) \(size 6\) into shape "
+                                            + repr(shape).replace("(", r"\(").replace(")", r"\)")):
+            x.reshape(shape)
+
+
+@pytest.mark.parametrize("index", [2, -3, (0, 3), (slice(None), -4), (Ellipsis, 5)], ids=repr)
+def test_out_of_bounds_static_index(index):
+    x = jnp.ones((2, 3))
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[index]
+    with pytest.raises(IndexError, match="out of bounds"):
+        shardc.jit(lambda a: a[index])(x)
+
+
+def test_bad_indices():
+    x = jnp.ones((2, 3))
+    with pytest.raises(IndexError, match="Too many indices"):
+        x[0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        x[..., 0, ...]
+    with pytest.raises(TypeError, match="Indexer"):
+        x[1.5]
+    with pytest.raises(TypeError, match="integer or boolean type"):
+        x[jnp.array([0.0, 1.0])]
+    with pytest.raises(NotImplementedError, match="boolean mask"):
+        shardc.jit(lambda a, m: a[m])(x, x > 0)
+
+
+def test_other_shape_errors():
+    with pytest.raises(ValueError, match="not a permutation"):
+        jnp.transpose(jnp.ones((2, 3, 4)), (0, 0, 1))
+    with pytest.raises(ValueError, match="size not equal to one"):
+        jnp.squeeze(jnp.ones((1, 3)), 1)
+    with pytest.raises(TypeError, match=r"\(2, 3\), \(3, 3\)"):
+        jnp.concatenate([jnp.ones((2, 3)), jnp.ones((3, 3))], axis=1)
+    with pytest.raises(ValueError, match="same shape"):
+        jnp.stack([jnp.ones(2), jnp.ones(3)])
+    with pytest.raises(ValueError, match="equal division"):
+        jnp.split(jnp.ones(5), 2)
+    with pytest.raises(ValueError, match="at least 1-dimensional"):
+        jnp.matmul(jnp.ones(3), 2.0)
+    with pytest.raises(ValueError, match="zero-size array"):
+        jnp.max(jnp.ones((0, 3)), axis=0)
+    with pytest.raises(ValueError, match="einsum"):
+        jnp.einsum("ij,jk->ik", jnp.ones((2, 3)))
