@@ -89,6 +89,27 @@ class _TypeOf:
     __repr__ = __str__
 
 
+def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
+    """``jax.remat`` / ``jax.checkpoint``: mark ``fun`` for recomputation in the backward pass.
+
+    ``policy(prim, *args, **params)`` says what may be saved. Forward evaluation is exactly
+    ``fun``; the policy takes effect when gradients are taken.
+    """
+    if fun is None:
+        return _functools.partial(remat, policy=policy, prevent_cse=prevent_cse,
+                                  static_argnums=static_argnums)
+
+    @_functools.wraps(fun)
+    def rematerialized(*args, **kwargs):
+        return fun(*args, **kwargs)
+
+    rematerialized.remat_policy = policy
+    return rematerialized
+
+
+checkpoint = remat
+
+
 class ShapeDtypeStruct:
     """A stand-in argument with only a shape, a dtype and optionally a sharding: enough to
     trace and lower (``jit(f).lower(ShapeDtypeStruct((8, 16), jnp.float32))``)."""
@@ -111,6 +132,6 @@ def block_until_ready(x):
 
 __all__ = [
     "Array", "ShapeDtypeStruct", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
-    "jit", "make_jaxpr", "make_mesh", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
+    "jit", "make_jaxpr", "make_mesh", "remat", "checkpoint", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
 ]

@@ -103,7 +103,6 @@ def test_t2_jit_reference():
 
 # --- T3, T4: rank-reducing vmap versus rank-preserving shard_map ---------------------------------
 
-@pytest.mark.xfail(raises=NotImplementedError, strict=False, reason="vmap lands separately")
 def test_t3_check_vmap(capsys):
     def check_vmap(f, xs):
       ans = jax.vmap(f, in_axes=(0,), out_axes=0)(xs)
