@@ -18,6 +18,7 @@ from compiler.tracing import Trace, Tracer, aval_of, set_current_trace, user_sou
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir.shapes import out_avals
+from ir.sharding import replication_mismatch, runtime_replication_error
 
 
 class ShardTracer(Tracer):
@@ -130,7 +131,7 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
     backend = get_backend()
     mesh = params["mesh"]
     in_specs = params["in_specs"]
-    shard = ShardContext(mesh, params["check_vma"])
+    shard = ShardContext(mesh, params["check_vma"] is True)
     trace = ShardTrace(parent, shard)
     avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
     tracers = [ShardTracer(trace, backend.to_blocks(arg, mesh, spec), aval,
@@ -145,4 +146,9 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
     check_replication(params, [o.aval.vma for o in outs],
                       [origin_sources(o.origins) for o in outs])
     specs = params["out_store"]["specs"]
+    if params["check_vma"] == "runtime":
+        for k, (o, spec) in enumerate(zip(outs, specs)):
+            mismatch = replication_mismatch(o.blocks, mesh, spec)
+            if mismatch:
+                raise runtime_replication_error(k, spec, mesh, mismatch)
     return [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]

@@ -152,6 +152,7 @@ class LoweredShardMap:
     in_shardings: tuple      # the spec each input arrives with
     out_specs: tuple
     device_programs: list    # one per mesh position
+    runtime_check: bool = False   # verify claimed replication on the output blocks
 
     def program_of(self, device_id: int) -> DeviceProgram:
         for dp in self.device_programs:
@@ -170,8 +171,9 @@ def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
         verify(program)
         programs.append(DeviceProgram(int(mesh.devices.flat[position].id), position,
                                       mesh.axis_names, mesh.coords(position), program,
-                                      show_vma=eqn.params["check_vma"]))
-    return LoweredShardMap(mesh, tuple(in_shardings), eqn.params["out_specs"], programs)
+                                      show_vma=eqn.params["check_vma"] is True))
+    return LoweredShardMap(mesh, tuple(in_shardings), eqn.params["out_specs"], programs,
+                           runtime_check=eqn.params["check_vma"] == "runtime")
 
 
 def _lower_with_boundary(ctx: LoweringContext, eqn: Eqn, in_shardings) -> Program:

@@ -76,7 +76,10 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, check_vma: bool =
     _check_spec_leaves(in_specs, "in_specs")
     _check_spec_leaves(out_specs, "out_specs")
     _check_spec_axes(in_specs, mesh, "in_specs")
-    config = _Config(f, mesh, in_specs, out_specs, bool(check_vma), flag)
+    if check_vma not in (True, False, "runtime"):
+        raise ValueError(f"shard_map: {flag}={check_vma!r}; expected True, False or 'runtime'")
+    config = _Config(f, mesh, in_specs, out_specs, check_vma is True, flag,
+                     runtime_check=check_vma == "runtime")
 
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
@@ -97,6 +100,7 @@ class _Config:
     out_specs: Any
     check_vma: bool
     flag: str
+    runtime_check: bool = False      # check replication on the blocks after running
 
     @property
     def name(self) -> str:
@@ -176,7 +180,8 @@ def _call(config: _Config, args: tuple):
         return _flatten_outputs(config, result, out_store)
 
     params = dict(mesh=mesh, in_specs=tuple(canonical_spec(l.spec) for l in dynamic),
-                  check_vma=config.check_vma, config=config, out_store=out_store)
+                  check_vma="runtime" if config.runtime_check else config.check_vma,
+                  config=config, out_store=out_store)
     outs = current_trace().process_shard_map(flat_body, [l.value for l in dynamic], params)
     return tree.tree_unflatten(out_store["treedef"], outs)
 
@@ -370,7 +375,7 @@ def stage_shard_map(trace, fun, args, params):
     mesh = params["mesh"]
     in_specs = params["in_specs"]
     in_avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
-    shard = ShardContext(mesh, params["check_vma"])
+    shard = ShardContext(mesh, params["check_vma"] is True)
     _axis_env.append(shard)
     try:
         body, closed, _ = trace_to_program(fun, in_avals, shard=shard, parent=trace)

@@ -115,7 +115,7 @@ class _Printer:
         mesh = eqn.params.get("mesh")
         if mesh is not None:
             # Types show the varying axes only where the replication check is on.
-            inner_order = mesh.axis_names if eqn.params.get("check_vma", True) else None
+            inner_order = mesh.axis_names if eqn.params.get("check_vma", True) is True else None
         for key, value in sorted(eqn.params.items()):
             if isinstance(value, Program):
                 text = self.program(value, indent + 2, inner_order)

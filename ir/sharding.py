@@ -15,6 +15,10 @@ from ir.core import Aval
 from ir.shapes import shape_rules
 
 
+class ReplicationError(ValueError):
+    """out_specs claim replication that the checker cannot prove, or that the run disproved."""
+
+
 class PartitionSpec(tuple):
     """How each array dimension is split over mesh axes: ``P('x', None, ('y', 'z'))``.
 
@@ -296,3 +300,49 @@ def _shard_map_rule(*in_avals: Aval, jaxpr, mesh, in_specs, out_specs, check_vma
 
 
 shape_rules[prims.shard_map_p] = _shard_map_rule
+
+
+# --- the runtime replication oracle ----------------------------------------------------------------
+
+def replication_mismatch(blocks, mesh: Mesh, spec):
+    """Two positions that should hold equal blocks under ``spec`` but do not, or None.
+
+    Devices agreeing on every axis ``spec`` names hold copies of one block; copies must be
+    bitwise equal (NaNs equal to NaNs).
+    """
+    named = set(spec_axes(spec))
+    first_of: dict = {}
+    for position in range(mesh.size):
+        coords = mesh.coords(position)
+        key = tuple(c for name, c in zip(mesh.axis_names, coords) if name in named)
+        if key not in first_of:
+            first_of[key] = position
+            continue
+        other = first_of[key]
+        if not _bitwise_equal(blocks[other], blocks[position]):
+            return other, position
+    return None
+
+
+def _bitwise_equal(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return a.tobytes() == b.tobytes()
+
+
+def runtime_replication_error(output: int, spec, mesh: Mesh, positions) -> ReplicationError:
+    """The error of the runtime oracle: which output, which devices, along which axes."""
+    a, b = positions
+    ca, cb = mesh.coords(a), mesh.coords(b)
+    differ = [n for n, x, y in zip(mesh.axis_names, ca, cb) if x != y]
+    unnamed = [n for n in mesh.axis_names if n not in spec_axes(spec)]
+    ids = mesh.device_ids
+    axes_text = ("mesh axis " + repr(unnamed[0]) if len(unnamed) == 1
+                 else "mesh axes {" + ",".join(unnamed) + "}")
+    return ReplicationError(
+        f"shard_map output {output} has out_specs entry {spec!r}, which claims it is replicated "
+        f"across {axes_text}, but at run time device {ids[a]} (mesh coordinates {ca}) and "
+        f"device {ids[b]} (mesh coordinates {cb}) hold different blocks; they differ along "
+        f"{', '.join(repr(n) for n in differ)}. Reduce the output over those axes (for example "
+        "with psum) or mention them in out_specs.")

@@ -15,7 +15,8 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Literal, Program
 from ir.primitives import RuleTable
-from ir.sharding import NamedSharding, PartitionSpec, normal_spec
+from ir.sharding import (NamedSharding, PartitionSpec, normal_spec, replication_mismatch,
+                         runtime_replication_error)
 from runtime.array import Array, SingleDeviceSharding, _canonical_array
 
 impl_rules = RuleTable("implementation")
@@ -723,5 +724,10 @@ def _run_shard_map(lowered, values) -> list:
             blocks.append([_host(value)] * mesh.size)
     inputs = [[b[p] for b in blocks] for p in range(mesh.size)]
     results = run_device_programs(mesh, [dp.program for dp in lowered.device_programs], inputs)
+    if lowered.runtime_check:
+        for k, spec in enumerate(lowered.out_specs):
+            mismatch = replication_mismatch([r[k] for r in results], mesh, spec)
+            if mismatch:
+                raise runtime_replication_error(k, spec, mesh, mismatch)
     return [Array.from_blocks([results[p][k] for p in range(mesh.size)], mesh, spec)
             for k, spec in enumerate(lowered.out_specs)]

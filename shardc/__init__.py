@@ -19,7 +19,7 @@ from compiler.jit import jit, make_jaxpr  # noqa: E402
 from compiler.shard_map import shard_map as _shard_map_impl  # noqa: E402
 from compiler.tracing import (ConcretizationTypeError, TracerBoolConversionError,  # noqa: E402
                               aval_of as _aval_of)
-from ir.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+from ir.sharding import Mesh, NamedSharding, PartitionSpec, ReplicationError  # noqa: E402
 from runtime.array import Array  # noqa: E402
 from runtime.devices import device_count, devices  # noqa: E402
 from runtime.reference import device_put  # noqa: E402
@@ -28,9 +28,13 @@ from shardc import numpy, lax, nn, tree_util, sharding, debug, random  # noqa: E
 from shardc.batching_api import vmap  # noqa: E402
 
 
-def shard_map(f=None, *, mesh=None, in_specs=None, out_specs=None, check_vma: bool = True,
+def shard_map(f=None, *, mesh=None, in_specs=None, out_specs=None, check_vma=True,
               axis_names=frozenset()):
     """Map ``f`` over blocks of its arguments on ``mesh`` (the 2025 call form).
+
+    ``check_vma``: True checks replication statically (SEMANTICS 3); False checks nothing;
+    ``'runtime'`` runs the program and verifies that devices holding copies of an output
+    (along axes its out_spec leaves out) hold bitwise equal blocks, naming those that differ.
 
     Each argument is split into blocks by its ``in_specs`` entry; ``f`` runs once per device
     on its blocks and may communicate with collectives (``lax.psum`` ...); outputs are
@@ -131,7 +135,7 @@ def block_until_ready(x):
 
 
 __all__ = [
-    "Array", "ShapeDtypeStruct", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
+    "Array", "ShapeDtypeStruct", "ReplicationError", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
     "jit", "make_jaxpr", "make_mesh", "remat", "checkpoint", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
 ]
