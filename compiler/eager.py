@@ -109,15 +109,37 @@ class ShardTrace(Trace):
     def _run_on_every_device(self, prim, tracers, params, avals) -> list:
         """Lower a one-equation program per device and run the devices together: the
         collective behaves exactly as in a jitted program."""
-        invars = [Var(t.aval) for t in tracers]
-        outvars = [Var(a) for a in avals]
-        body = Program([], invars, [Eqn(prim, invars, outvars, dict(params), user_source())],
-                       outvars)
         n = self.mesh.size
-        programs = [lower_program(self.mesh, p, body) for p in range(n)]
+        programs = _lowered_equation(self.mesh, prim, [t.aval for t in tracers], avals, params)
         inputs = [[t.blocks[p] for t in tracers] for p in range(n)]
         results = get_backend().run_programs(self.mesh, programs, inputs)
-        return [[results[p][k] for p in range(n)] for k in range(len(outvars))]
+        return [[results[p][k] for p in range(n)] for k in range(len(avals))]
+
+
+_LOWERED: dict = {}
+_LOWERED_LIMIT = 4096
+
+
+def _lowered_equation(mesh, prim, in_avals, out_avals_, params) -> list:
+    """Per-device programs of one equation, cached when its params are hashable (collectives;
+    not control flow, whose params hold programs), so eager bodies do not lower again."""
+    try:
+        key = (mesh, prim, tuple(in_avals), tuple(sorted(params.items())))
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _LOWERED:
+        return _LOWERED[key]
+    invars = [Var(a) for a in in_avals]
+    outvars = [Var(a) for a in out_avals_]
+    body = Program([], invars, [Eqn(prim, invars, outvars, dict(params), user_source())],
+                   outvars)
+    programs = [lower_program(mesh, p, body) for p in range(mesh.size)]
+    if key is not None:
+        if len(_LOWERED) >= _LOWERED_LIMIT:
+            _LOWERED.clear()
+        _LOWERED[key] = programs
+    return programs
 
 
 def _merge_origins(tracers, out_vma, in_vmas, order: int) -> dict:

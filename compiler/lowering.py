@@ -86,7 +86,10 @@ def _pbroadcast_rule(ctx, eqn, invars):
         zero = Literal(np.zeros((), x.aval.dtype), Aval((), x.aval.dtype))
         (x,) = ctx.emit(prims.broadcast_in_dim_p, [zero],
                         dict(shape=x.aval.shape, broadcast_dimensions=()), eqn.source)
-    params = dict(mesh_axes=axes, reduction="sum", device_groups=device_groups(ctx.mesh, axes))
+    # a sum of bools would count them (psum's int32); "max" keeps bool, as pbroadcast must
+    reduction = "max" if dtypes.is_bool(x.aval.dtype) else "sum"
+    params = dict(mesh_axes=axes, reduction=reduction,
+                  device_groups=device_groups(ctx.mesh, axes))
     return ctx.emit(prims.all_reduce_p, [x], params, eqn.source, eqn.outvars)
 
 
