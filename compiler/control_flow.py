@@ -80,11 +80,12 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
     shape_problems = []
     for path, a, b in zip(paths, in_avals, out_avals):
         if (a.shape, a.dtype) != (b.shape, b.dtype):
-            what = "dtypes" if a.shape == b.shape else "shapes"
+            what = " and also ".join(
+                [f"the {w} do not match" for w, bad in (("dtypes", a.dtype != b.dtype),
+                                                        ("shapes", a.shape != b.shape)) if bad])
             shape_problems.append(
-                f"the input carry component {carry_name}{path} has type {_type_text(a)} but the "
-                f"corresponding output carry component has type {_type_text(b)}, so the {what} "
-                "do not match")
+                f"{_carry_component(carry_name, path)} has type {_type_text(a)} but the "
+                f"corresponding output carry component has type {_type_text(b)}, so {what}")
     if shape_problems:
         raise TypeError(_carry_message(construct, shape_problems, []))
     if not _checking():
@@ -94,15 +95,15 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
         if a.vma == b.vma:
             continue
         problems.append(
-            f"the input carry component {carry_name}{path} has type {_type_text(a)} but the "
+            f"{_carry_component(carry_name, path)} has type {_type_text(a)} but the "
             f"corresponding output carry component has type {_type_text(b)}, so the varying "
             "manual axes do not match")
         gained = tuple(x for x in _axis_order() if x in b.vma - a.vma)
         lost = tuple(x for x in _axis_order() if x in a.vma - b.vma)
         if gained:
             hints.append(f"This might be fixed by applying `lax.pvary(..., {gained})` to the "
-                         "initial carry value corresponding to the input carry component "
-                         f"{carry_name}{path}.")
+                         "initial carry value corresponding to "
+                         f"{_carry_component(carry_name, path)}.")
         elif lost:
             hints.append(f"This might be fixed by applying `lax.pvary(..., {lost})` to the "
                          f"output carry component {carry_name}{path} that the body returns.")
@@ -110,11 +111,18 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
         raise TypeError(_carry_message(construct, problems, hints))
 
 
+def _carry_component(carry_name: str, path: str) -> str:
+    """JAX's wording: a component of a pytree carry, or a carry that is one array."""
+    return (f"the input carry component {carry_name}{path}" if path
+            else f"the input carry {carry_name}")
+
+
 def _carry_message(construct: str, problems: list, hints: list) -> str:
     if len(problems) == 1:
         body = problems[0][0].upper() + problems[0][1:] + "."
     else:
-        body = ";\n".join(f"  * {p}" for p in problems) + "."
+        # JAX's layout: a blank line after each bullet (SEMANTICS 3.4 template)
+        body = ";\n\n".join(f"  * {p}" for p in problems) + "."
     text = (f"{construct} body function carry input and carry output must have equal types, "
             f"but they differ:\n\n{body}\n\n")
     for hint in hints:
@@ -128,12 +136,15 @@ _SILENT = (prims.pvary_p, prims.axis_index_p)
 
 
 def collectives_in(program: Program) -> list:
-    """(primitive name, mesh axes) of every communicating collective, in program order,
-    nested sub-programs included."""
+    """(primitive name, mesh axes, operand type) of every communicating collective, in
+    program order, nested sub-programs included. Two collectives pair up at run time only if
+    all three agree."""
     found = []
     for eqn in program.eqns:
         if eqn.primitive.kind == "collective" and eqn.primitive not in _SILENT:
-            found.append((eqn.primitive.name, tuple(eqn.params["mesh_axes"])))
+            operand = eqn.invars[0].aval
+            found.append((eqn.primitive.name, tuple(eqn.params["mesh_axes"]),
+                          (operand.shape, operand.dtype)))
         for value in eqn.params.values():
             for sub in _programs_in(value):
                 found.extend(collectives_in(sub))
@@ -149,7 +160,7 @@ def _programs_in(value) -> list:
 
 
 def _meeting(collectives, q) -> list:
-    return [(name, axes) for name, axes in collectives if set(axes) & q]
+    return [c for c in collectives if set(c[1]) & q]
 
 
 def _predicate_error(construct, source, q, where, name, axes) -> ValueError:
@@ -330,7 +341,8 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
         for where, prog in (("cond_fun", cond_prog), ("body_fun", body_prog)):
             meeting = _meeting(collectives_in(prog), q)
             if meeting:
-                raise _predicate_error(construct, _user_site(), q, where, *meeting[0])
+                name, axes, _ = meeting[0]
+                raise _predicate_error(construct, _user_site(), q, where, name, axes)
     outs = bind(prims.while_p, *cond_consts, *body_consts, *init_flat, cond_jaxpr=cond_prog,
                 body_jaxpr=body_prog, cond_nconsts=len(cond_consts),
                 body_nconsts=len(body_consts))
@@ -391,10 +403,14 @@ def _switch(construct, index, branches, names, operands):
     avals = [aval_of(v) for v in ops_flat]
     traced = [_trace_branch(b, ops_tree, avals, q) for b in branches]
     out_trees = [t[2] for t in traced]
-    _check_branch_trees(construct, names, out_trees)
-    _check_branch_types(construct, branches, names, [t[0] for t in traced], out_trees[0])
+    # JAX names true_fun first for cond (branch 1 of the index), then false_fun
+    order = [1, 0] if construct == "cond" else list(range(len(branches)))
+    shown = [names[k] for k in order]
+    _check_branch_trees(construct, shown, [out_trees[k] for k in order])
+    _check_branch_types(construct, [branches[k] for k in order], shown,
+                        [traced[k][0] for k in order], out_trees[0])
     if q:
-        _check_branch_collectives(construct, names, [t[0] for t in traced], q)
+        _check_branch_collectives(construct, shown, [traced[k][0] for k in order], q)
     programs, consts = _share_consts(traced)
     outs = bind(prims.cond_p, index, *consts, *ops_flat, branches=tuple(programs))
     return tree.tree_unflatten(out_trees[0], outs)
@@ -461,7 +477,7 @@ def _check_branch_collectives(construct, names, programs, q):
             a = sequences[0][step] if step < len(sequences[0]) else None
             b = seq[step] if step < len(seq) else None
             if a != b:
-                where, (name, axes) = (names[0], a) if a is not None else (names[k], b)
+                where, (name, axes, _) = (names[0], a) if a is not None else (names[k], b)
                 raise _predicate_error(construct, _user_site(), q, where, name, axes)
 
 

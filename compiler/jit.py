@@ -12,7 +12,8 @@ from typing import Any, Callable, Sequence
 
 from compiler import tree
 from compiler.backend import get_backend
-from compiler.lowering import LoweredModule, lower_module
+from compiler.lowering import lower_module
+from ir.module import LoweredModule
 from compiler.tracing import (aval_of, current_trace, eval_trace, trace_to_program)
 from ir.core import Program
 from ir.printer import print_program

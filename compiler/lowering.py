@@ -15,6 +15,7 @@ import numpy as np
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, Var
+from ir.module import LoweredModule, LoweredShardMap
 from ir.primitives import RuleTable
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_rank, axes_size,
                          block_shape, device_groups, normal_spec, spec_names)
@@ -148,22 +149,6 @@ def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
 
 # --- per-device programs of one shard_map ------------------------------------------------------
 
-@dataclasses.dataclass
-class LoweredShardMap:
-    """The per-device programs of one shard_map equation, and the layouts at its boundary."""
-    mesh: Mesh
-    in_shardings: tuple      # the spec each input arrives with
-    out_specs: tuple
-    device_programs: list    # one per mesh position
-    runtime_check: bool = False   # verify claimed replication on the output blocks
-
-    def program_of(self, device_id: int) -> DeviceProgram:
-        for dp in self.device_programs:
-            if dp.device_id == device_id:
-                return dp
-        raise KeyError(f"device {device_id} is not in {self.mesh}")
-
-
 def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
     """Per-device programs for a ``shard_map`` equation whose inputs arrive as ``in_shardings``
     (a PartitionSpec on the same mesh per input; ``P()`` for replicated or host values)."""
@@ -231,39 +216,22 @@ def _emit(ctx: LoweringContext, prim, value, axes, params):
 
 # --- whole modules -----------------------------------------------------------------------------
 
-@dataclasses.dataclass
-class LoweredModule:
-    """A traced program whose shard_map equations have their per-device programs.
-
-    Equations outside shard_map run on global values (a later pass partitions them).
-    """
-    program: Program
-    shard_maps: dict              # id(eqn) -> LoweredShardMap
-    in_shardings: tuple
-
-    def lowered(self, eqn) -> LoweredShardMap:
-        return self.shard_maps[id(eqn)]
-
-    def all_shard_maps(self) -> list:
-        return [self.shard_maps[id(e)] for e in self.program.eqns if id(e) in self.shard_maps]
-
-
 def lower_module(program: Program, in_shardings) -> LoweredModule:
     """Lower every shard_map equation, tracking each value's layout from the inputs on."""
     layout: dict = {}
     for var, sharding in zip(program.invars, in_shardings):
         layout[id(var)] = sharding
     lowered: dict = {}
-    for eqn in program.eqns:
+    for index, eqn in enumerate(program.eqns):
         if eqn.primitive is prims.shard_map_p:
             mesh = eqn.params["mesh"]
             arriving = [_spec_on(layout.get(id(a)), mesh) for a in eqn.invars]
-            lowered[id(eqn)] = lower_shard_map(eqn, arriving)
+            lowered[index] = lower_shard_map(eqn, arriving)
             for var, spec in zip(eqn.outvars, eqn.params["out_specs"]):
                 layout[id(var)] = NamedSharding(mesh, spec)
         elif eqn.primitive is prims.sharding_constraint_p:
             layout[id(eqn.outvars[0])] = eqn.params["sharding"]
-    return LoweredModule(program, lowered, tuple(in_shardings))
+    return LoweredModule(program, lowered)
 
 
 def _spec_on(sharding, mesh: Mesh) -> PartitionSpec:

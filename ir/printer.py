@@ -144,3 +144,18 @@ def print_device_program(dp: DeviceProgram, *, with_source=False) -> str:
     axis_order = dp.mesh_axes if dp.show_vma else None
     body = _Printer(with_source, dp.device_id).program(dp.program, 0, axis_order)
     return f"{head}\n{body}"
+
+
+def print_module(module, *, with_source: bool = False) -> str:
+    """A lowered module: the traced program, then for each shard_map equation the program of
+    every device. ``shardc run`` executes this text."""
+    parts = [print_program(module.program, with_source=with_source)]
+    for index in sorted(module.shard_maps):
+        lowered = module.shard_maps[index]
+        arrive = format_param(tuple(lowered.in_shardings))
+        leave = format_param(tuple(lowered.out_specs))
+        parts.append(f"shard_map equation {index} on {lowered.mesh!r}: inputs arrive as "
+                     f"{arrive}, outputs leave as {leave}")
+        for dp in lowered.device_programs:
+            parts.append(print_device_program(dp, with_source=with_source))
+    return "\n\n".join(parts) + "\n"

@@ -100,7 +100,7 @@ class Mesh:
     Mesh('x': 4, 'y': 2)
     """
 
-    def __init__(self, devices, axis_names):
+    def __init__(self, devices, axis_names, axis_types=None):
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         axis_names = tuple(axis_names)
@@ -122,6 +122,7 @@ class Mesh:
             seen.add(device.id)
         self.devices = devices
         self.axis_names = axis_names
+        self.axis_types = tuple(axis_types) if axis_types is not None else None
 
     @property
     def shape(self) -> dict:
@@ -158,7 +159,11 @@ class Mesh:
         return hash((self.axis_names, self.axis_sizes, self.device_ids))
 
     def __repr__(self):
-        return "Mesh(" + ", ".join(f"'{n}': {s}" for n, s in self.shape.items()) + ")"
+        sizes = ", ".join(f"'{n}': {s}" for n, s in self.shape.items())
+        if self.device_ids == tuple(range(self.size)):
+            return f"Mesh({sizes})"
+        # Devices other than the first ones: name them, so the text says which devices.
+        return f"Mesh({sizes}, device_ids={self.device_ids})"
 
     def __enter__(self):
         return self

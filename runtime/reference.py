@@ -18,6 +18,7 @@ from ir.primitives import RuleTable
 from ir.sharding import (NamedSharding, PartitionSpec, normal_spec, replication_mismatch,
                          runtime_replication_error)
 from runtime.array import Array, SingleDeviceSharding, _canonical_array
+from runtime.devices import Device
 
 impl_rules = RuleTable("implementation")
 
@@ -597,13 +598,24 @@ def _member(group, position, position_of) -> bool:
 
 
 def _check_same_node(members, waiting):
-    first = waiting[members[0]].eqn
+    """Members pair up only at the same kind of node with operands of one type."""
+    first = waiting[members[0]]
     for m in members[1:]:
-        eqn = waiting[m].eqn
-        if eqn.primitive is not first.primitive or eqn.params != first.params:
+        other = waiting[m]
+        same = (other.eqn.primitive is first.eqn.primitive
+                and other.eqn.params == first.eqn.params
+                and np.shape(other.value) == np.shape(first.value)
+                and np.asarray(other.value).dtype == np.asarray(first.value).dtype)
+        if not same:
             raise DeadlockError(
                 f"devices of one group reached different communication nodes: "
-                f"{first.primitive}[{_axes_of(first)}] and {eqn.primitive}[{_axes_of(eqn)}]")
+                f"{_node_text(first)} on device position {members[0]} and "
+                f"{_node_text(other)} on device position {m}")
+
+
+def _node_text(request) -> str:
+    value = np.asarray(request.value)
+    return f"{request.eqn.primitive}[{_axes_of(request.eqn)}] of {value.dtype}{list(value.shape)}"
 
 
 def _axes_of(eqn) -> str:
@@ -646,11 +658,7 @@ class ReferenceBackend:
         return run_device_programs(mesh, programs, inputs)
 
     def to_blocks(self, value, mesh, spec) -> list:
-        if (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
-                and value.sharding.mesh == mesh
-                and normal_spec(value.sharding.spec) == normal_spec(spec)):
-            return list(value.buffers)
-        return Array.from_global(_host(value), NamedSharding(mesh, spec)).buffers
+        return to_blocks(value, mesh, spec)
 
     def from_blocks(self, blocks, mesh, spec):
         return Array.from_blocks(blocks, mesh, spec)
@@ -662,9 +670,22 @@ class ReferenceBackend:
         return execute_module(module, args)
 
 
+def to_blocks(value, mesh, spec) -> list:
+    """Each position's block of ``value`` laid out by ``spec``: an Array already laid out so
+    gives its buffers; anything else is split from its global value."""
+    if (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
+            and value.sharding.mesh == mesh
+            and normal_spec(value.sharding.spec) == normal_spec(spec)):
+        return list(value.buffers)
+    return Array.from_global(_host(value), NamedSharding(mesh, spec)).buffers
+
+
 def device_put(value, sharding=None) -> Array:
-    """Lay out ``value`` by ``sharding`` (a NamedSharding or a device); default device 0."""
+    """Lay out one array by ``sharding`` (a NamedSharding, SingleDeviceSharding or device);
+    default device 0."""
     if sharding is not None and not isinstance(sharding, (NamedSharding, SingleDeviceSharding)):
+        if not isinstance(sharding, Device):
+            raise TypeError(f"device_put requires a NamedSharding or a device, got {sharding!r}")
         sharding = SingleDeviceSharding(sharding)
     if isinstance(value, Array) and value.sharding == sharding:
         return value
@@ -698,10 +719,10 @@ def execute_module(module, args) -> list:
     def read(atom):
         return atom.value if isinstance(atom, Literal) else env[id(atom)]
 
-    for eqn in program.eqns:
+    for index, eqn in enumerate(program.eqns):
         values = [read(a) for a in eqn.invars]
         if eqn.primitive is prims.shard_map_p:
-            outs = _run_shard_map(module.lowered(eqn), values)
+            outs = _run_shard_map(module.lowered(index), values)
         elif eqn.primitive is prims.sharding_constraint_p:
             outs = [device_put(values[0], eqn.params["sharding"])]
         else:
@@ -716,12 +737,8 @@ def _run_shard_map(lowered, values) -> list:
     mesh = lowered.mesh
     blocks = []
     for value, spec in zip(values, lowered.in_shardings):
-        if (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
-                and value.sharding.mesh == mesh
-                and normal_spec(value.sharding.spec) == normal_spec(spec)):
-            blocks.append(value.buffers)
-        else:
-            blocks.append([_host(value)] * mesh.size)
+        # Lay each input out as the per-device programs expect it to arrive.
+        blocks.append(to_blocks(value, mesh, spec))
     inputs = [[b[p] for b in blocks] for p in range(mesh.size)]
     results = run_device_programs(mesh, [dp.program for dp in lowered.device_programs], inputs)
     if lowered.runtime_check:

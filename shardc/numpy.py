@@ -710,6 +710,30 @@ def tile(x, reps):
     return reshape(x, tuple(r * s for r, s in zip(reps, shape)))
 
 
+def pad(array, pad_width, mode="constant", constant_values=0):
+    """``array`` with ``(before, after)`` elements of ``constant_values`` added along each axis.
+
+    ``pad_width`` is numpy's: an int, one ``(before, after)`` pair, or one pair per axis. Only
+    ``mode='constant'``. ``jnp.pad(jnp.ones(2), (1, 0))`` is ``[0., 1., 1.]``.
+    """
+    if mode != "constant":
+        raise NotImplementedError(f"jnp.pad: mode={mode!r} is not supported by shardc; "
+                                  "only mode='constant'")
+    x = asarray(array) if not _is_array(array) else array
+    shape, dtype = _shape(x), _dtype_of(x)
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
+    if (widths < 0).any():
+        raise ValueError(f"jnp.pad: pad_width must be non-negative, got {pad_width}")
+    for axis, (before, after) in enumerate(widths.tolist()):
+        parts = []
+        for width in (before, after):
+            edge = _shape(x)[:axis] + (width,) + _shape(x)[axis + 1:]
+            parts.append(full(edge, constant_values, dtype) if width else None)
+        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+        x = concatenate(pieces, axis) if len(pieces) > 1 else x
+    return x
+
+
 def repeat(x, repeats, axis=None):
     """Each element of ``x`` repeated ``repeats`` times along ``axis``."""
     if axis is None:
@@ -910,6 +934,23 @@ def _dot_general(x, y, contract, batch=((), ())):
                 preferred_element_type=_dtype_of(x))
 
 
+def _accepts_out_sharding(fn):
+    """Let ``fn`` take ``out_sharding`` (a NamedSharding, or a PartitionSpec on the mesh of
+    ``set_mesh``) and ``precision``, as JAX's do: the result is constrained to that layout."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, out_sharding=None, precision=None, **kwargs):
+        result = fn(*args, **kwargs)
+        if out_sharding is None:
+            return result
+        from shardc.sharding import resolve_sharding
+        sharding = resolve_sharding(out_sharding, f"{fn.__name__}(out_sharding=...)")
+        return bind(p.sharding_constraint_p, result, sharding=sharding)
+    return wrapper
+
+
+@_accepts_out_sharding
 def dot(x, y):
     """numpy's dot: matrix product on the last axis of ``x`` and second-to-last of ``y``."""
     xs, ys = _shape(x), _shape(y)
@@ -919,6 +960,7 @@ def dot(x, y):
     return _dot_general(x, y, ((len(xs) - 1,), (y_axis,)))
 
 
+@_accepts_out_sharding
 def matmul(x, y):
     """``x @ y`` with numpy's batching rules."""
     xs, ys = _shape(x), _shape(y)
@@ -971,7 +1013,8 @@ def tensordot(x, y, axes=2):
                                tuple(_axis(a, len(ys)) for a in right)))
 
 
-def einsum(subscripts, *operands, optimize=None, precision=None):
+@_accepts_out_sharding
+def einsum(subscripts, *operands, optimize=None):
     """Einstein summation over two operands at a time (``dot_general`` plus transposes).
 
     >>> jnp.einsum("ij,jk->ik", a, b)      # a @ b

@@ -1,5 +1,67 @@
-"""``shardc.sharding``: meshes, partition specs and shardings (JAX's names)."""
-from ir.sharding import Mesh, NamedSharding, PartitionSpec
+"""``shardc.sharding``: meshes, partition specs and shardings (JAX's names), and the current
+mesh that ``set_mesh`` installs."""
+from __future__ import annotations
+
+import contextlib
+import enum
+
+from ir.sharding import Mesh, NamedSharding, PartitionSpec, ReplicationError
 from runtime.array import SingleDeviceSharding
 
-__all__ = ["Mesh", "NamedSharding", "PartitionSpec", "SingleDeviceSharding"]
+__all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "ReplicationError",
+           "SingleDeviceSharding", "get_mesh", "set_mesh"]
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is partitioned (JAX's names). shardc treats every axis of a shard_map
+    body as manual; the type is recorded, not acted upon."""
+    Auto = "auto"
+    Explicit = "explicit"
+    Manual = "manual"
+
+
+_meshes: list = []
+
+
+class _MeshScope(contextlib.AbstractContextManager):
+    """The handle ``set_mesh`` returns: the mesh is current from the call on; leaving a
+    ``with`` block restores the previous one."""
+
+    def __init__(self, mesh: Mesh):
+        if not isinstance(mesh, Mesh):
+            raise TypeError(f"set_mesh requires a Mesh, got {type(mesh).__name__}")
+        self.mesh = mesh
+        _meshes.append(mesh)
+
+    def __exit__(self, *exc):
+        if _meshes and _meshes[-1] is self.mesh:
+            _meshes.pop()
+        return False
+
+
+def set_mesh(mesh: Mesh) -> _MeshScope:
+    """Make ``mesh`` the current mesh: ``shard_map`` without ``mesh=``, ``device_put(x, P(...))``
+    and ``out_sharding=P(...)`` use it. Works as a call or as a context manager."""
+    return _MeshScope(mesh)
+
+
+def get_mesh() -> Mesh | None:
+    """The current mesh, or None."""
+    return _meshes[-1] if _meshes else None
+
+
+def resolve_sharding(sharding, what: str):
+    """A NamedSharding, SingleDeviceSharding or device as given; a bare PartitionSpec on the
+    current mesh."""
+    if isinstance(sharding, (NamedSharding, SingleDeviceSharding)):
+        return sharding
+    if isinstance(sharding, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError(f"{what} got the PartitionSpec {sharding!r} but no mesh is set; "
+                             "pass NamedSharding(mesh, spec) or call shardc.set_mesh(mesh)")
+        return NamedSharding(mesh, sharding)
+    if hasattr(sharding, "id") and hasattr(sharding, "platform"):
+        return SingleDeviceSharding(sharding)
+    raise TypeError(f"{what} requires a NamedSharding, a PartitionSpec with a mesh set, or a "
+                    f"device, got {sharding!r} of type {type(sharding).__name__}")

@@ -194,23 +194,18 @@ def _bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
 # --- dtype promotion (JAX, x64 off) ----------------------------------------------------------------
 
 def _result_dtype(operands) -> np.dtype:
-    """The few cases the test bodies use: Python scalars are weak; int with float is the float;
-    bool with a number is the number; a Python float with integers is float32."""
+    """The cases the test bodies use: Python scalars are weak (keep the array's dtype, a
+    Python float with integers gives float32); int32 with float32 is float32."""
     strong = [o.dtype for o in operands if isinstance(o, (Blocks, np.ndarray))]
     weak = [o for o in operands if not isinstance(o, (Blocks, np.ndarray))]
-    floats = [d for d in strong if np.issubdtype(d, np.floating)]
-    ints = [d for d in strong if np.issubdtype(d, np.integer)]
+    floats = {d for d in strong if np.issubdtype(d, np.floating)}
+    others = {d for d in strong if not np.issubdtype(d, np.floating)}
+    assert len(floats) <= 1 and len(others) <= 1, strong
     if floats:
-        assert len(set(floats)) == 1, strong
-        return floats[0]
+        return floats.pop()
     if any(isinstance(w, float) for w in weak):
         return np.dtype(np.float32)
-    if ints:
-        assert len(set(ints)) == 1, strong
-        return ints[0]
-    if strong:
-        return strong[0]
-    return np.dtype(np.float32 if any(isinstance(w, float) for w in weak) else np.int32)
+    return others.pop() if others else np.dtype(np.int32)
 
 
 # --- body values: one block per position -----------------------------------------------------------
@@ -269,9 +264,6 @@ class Blocks:
     def __lt__(self, o): return self._map(np.less, o)
     def __ge__(self, o): return self._map(np.greater_equal, o)
     def __le__(self, o): return self._map(np.less_equal, o)
-
-    def sum(self, axis=None, keepdims=False):
-        return RefOps(self.mesh).sum(self, axis=axis, keepdims=keepdims)
 
 
 def _at(operand, position: int, dtype) -> np.ndarray:
@@ -394,21 +386,31 @@ class RefResult:
     vmas: list             # per output: the axes it may vary over (before the out_spec lift)
 
 
+def run_body(body: Callable, mesh: RefMesh, in_specs: Sequence,
+             args: Sequence[np.ndarray]) -> list:
+    """Slice every input (1.4) and run ``body(ops, *blocks)`` once in lockstep.
+
+    Returns one :class:`Blocks` per output (constants lifted to every position, vma {}).
+    """
+    assert len(in_specs) == len(args)
+    inputs = [Blocks(mesh, input_blocks(np.asarray(x), spec, mesh), named_axes(spec))
+              for x, spec in zip(args, in_specs)]
+    outs = body(RefOps(mesh), *inputs)
+    assert isinstance(outs, tuple), outs
+    return [_lift(mesh, o) for o in outs]
+
+
 def run_shard_map(body: Callable, mesh: RefMesh, in_specs: Sequence, out_specs: Sequence,
                   args: Sequence[np.ndarray], *, check_vma: bool = True) -> RefResult:
     """Reference semantics of ``shard_map(body, mesh, in_specs, out_specs)(*args)``.
 
     ``in_specs``/``out_specs`` are flat sequences of specs (tuples of entries), one per
     argument / output; ``body(ops, *blocks)`` returns a tuple with one value per out_spec.
+    With ``check_vma`` an out_spec omitting an axis its output may vary over raises
+    :class:`ReferenceReplicationError` (SEMANTICS 3.5).
     """
-    assert len(in_specs) == len(args)
-    inputs = []
-    for x, spec in zip(args, in_specs):
-        x = np.asarray(x)
-        inputs.append(Blocks(mesh, input_blocks(x, spec, mesh), named_axes(spec)))
-    outs = body(RefOps(mesh), *inputs)
-    assert isinstance(outs, tuple) and len(outs) == len(out_specs), (outs, out_specs)
-    outs = [_lift(mesh, o) for o in outs]
+    outs = run_body(body, mesh, in_specs, args)
+    assert len(outs) == len(out_specs), (outs, out_specs)
     if check_vma:
         for o, spec in zip(outs, out_specs):
             bad = o.vma - named_axes(spec)

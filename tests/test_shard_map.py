@@ -163,3 +163,56 @@ def test_eager_python_control_flow_on_invariant_values():
     f = shardc.shard_map(body, mesh=shardc.make_mesh((4,), ("x",)), in_specs=P("x"),
                          out_specs=P("x"))
     np.testing.assert_array_equal(np.asarray(f(jnp.arange(8.))), np.arange(8.))
+
+
+# --- the 2025/2026 call forms (SEMANTICS 7) --------------------------------------------------
+
+def test_set_mesh_supplies_the_mesh_and_bare_specs():
+    mesh = shardc.make_mesh((4,), ("i",), (shardc.sharding.AxisType.Explicit,))
+    assert mesh.axis_types == (shardc.sharding.AxisType.Explicit,)
+    with shardc.set_mesh(mesh):
+        x = shardc.device_put(jnp.arange(8.), shardc.P("i"))
+        assert x.sharding == NamedSharding(mesh, P("i"))
+        f = shardc.shard_map(lambda v: lax.psum(v, "i"), in_specs=P("i"), out_specs=P())
+        np.testing.assert_array_equal(np.asarray(f(x)), [12., 16.])
+    assert shardc.sharding.get_mesh() is None
+    with pytest.raises(TypeError, match="shard_map requires a mesh: pass mesh= or call "
+                                        "shardc.set_mesh"):
+        shardc.shard_map(lambda v: v, in_specs=P(), out_specs=P())
+
+
+def test_omitted_in_specs_take_each_arguments_sharding():
+    placed = shardc.device_put(jnp.arange(8.), NamedSharding(MESH, P("x")))
+    f = shardc.shard_map(lambda a, b: (a * 0 + lax.axis_index("x").astype(jnp.float32), b),
+                         mesh=MESH, out_specs=(P("x"), P()))
+    ranks, host = f(placed, jnp.ones(3))
+    np.testing.assert_array_equal(np.asarray(ranks), [0, 0, 1, 1, 2, 2, 3, 3])
+    np.testing.assert_array_equal(np.asarray(host), np.ones(3))   # not laid out: P()
+
+
+def test_in_specs_none_makes_every_argument_static():
+    f = shardc.shard_map(lambda n, v: lax.psum(v, "x") * 0 + n, mesh=MESH, in_specs=None,
+                         out_specs=P())
+    assert float(f(3, 1.0)) == 3.0
+
+
+def test_device_put_of_pytrees_and_bad_targets():
+    tree = {"w": jnp.ones((8, 2)), "b": (jnp.zeros(8),)}
+    placed = shardc.device_put(tree, NamedSharding(MESH, P("x")))
+    assert placed["w"].sharding.spec == P("x") and placed["b"][0].sharding.spec == P("x")
+    prefix = shardc.device_put(tree, {"w": NamedSharding(MESH, P("x", "y")),
+                                      "b": NamedSharding(MESH, P())})
+    assert prefix["w"].sharding.spec == P("x", "y") and prefix["b"][0].sharding.spec == P()
+    assert shardc.device_put(jnp.ones(2), shardc.devices()[3]).sharding.device.id == 3
+    with pytest.raises(TypeError, match="device_put requires a NamedSharding, a PartitionSpec "
+                                        "with a mesh set, or a device, got 'garbage'"):
+        shardc.device_put(jnp.ones(2), "garbage")
+    with pytest.raises(ValueError, match="no mesh is set"):
+        shardc.device_put(jnp.ones(2), P("x"))
+
+
+def test_out_sharding_of_dot():
+    with shardc.set_mesh(MESH):
+        c = jnp.dot(jnp.ones((8, 4)), jnp.ones((4, 2)), out_sharding=P("x", None))
+    assert c.sharding == NamedSharding(MESH, P("x", None))
+    np.testing.assert_array_equal(np.asarray(c), np.full((8, 2), 4.))

@@ -1,0 +1,1113 @@
+"""Structured control flow (SEMANTICS 3.4, 5.2, 6 V9-V10, T17, T19): ``scan``, ``fori_loop``,
+``while_loop``, ``cond``, ``switch`` and the dynamic slices, eager and under ``jit``.
+
+Values are held against plain Python/numpy loops written here. Inside shard_map bodies the
+reference loops over the per-device blocks: each device runs the body's arithmetic on its own
+block, and a collective inside a loop or a branch is applied across the blocks of every
+device at the same step. Errors are checked word for word against the templates of 3.4.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import PartitionSpec as P
+
+SETTINGS = dict(derandomize=True, deadline=None, max_examples=25,
+                suppress_health_check=[HealthCheck.too_slow])
+
+
+def eager(f):
+    return f
+
+
+WRAPS = [pytest.param(eager, id="eager"), pytest.param(shardc.jit, id="jit")]
+
+FILE = os.path.basename(__file__)
+
+
+def line_of(marker: str) -> int:
+    """The line of this file holding ``marker`` (a comment at the end of a call)."""
+    with open(__file__) as source:
+        hits = [k for k, text in enumerate(source, start=1) if text.rstrip().endswith(marker)]
+    assert len(hits) == 1, marker
+    return hits[0]
+
+
+def first_line(fn) -> str:
+    return f"{fn.__name__} at {FILE}:{fn.__code__.co_firstlineno}"
+
+
+def mesh_of(shape, names):
+    return shardc.make_mesh(shape, names)
+
+
+def blocks_of(x, n):
+    """Per-device blocks of ``x`` split along dimension 0 (a 1-D mesh, in_spec P('i'))."""
+    return np.split(np.asarray(x), n)
+
+
+# ================================================================================================
+# 1. Outside shard_map: against plain Python loops
+# ================================================================================================
+
+def py_scan(f, init, xs, length, reverse=False):
+    """lax.scan's definition over numpy leaves (xs a dict of arrays or None)."""
+    carry, ys = init, []
+    steps = range(length - 1, -1, -1) if reverse else range(length)
+    for k in steps:
+        x = None if xs is None else {key: v[k] for key, v in xs.items()}
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    return carry, ys
+
+
+def scan_body(carry, x):
+    total, count = carry
+    new = (total + x["u"] * 2.0, count + 1)
+    return new, {"seen": total, "v3": x["v"] * 3}
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_pytree_carry_and_xs(wrap, reverse):
+    xs = {"u": np.arange(5, dtype=np.float32) + 1, "v": np.arange(10, dtype=np.int32).reshape(5, 2)}
+    init = (np.float32(0.5), np.int32(0))
+    (total, count), ys = wrap(lambda c, xs: lax.scan(scan_body, c, xs, reverse=reverse))(init, xs)
+
+    (want_total, want_count), want_ys = py_scan(scan_body, init, xs, 5, reverse)
+    assert float(total) == pytest.approx(float(want_total))
+    assert int(count) == 5 == want_count
+    assert total.dtype == np.float32 and count.dtype == np.int32
+    # ys are stacked along a new leading axis, in xs order even when reversed
+    np.testing.assert_allclose(np.asarray(ys["seen"]), [y["seen"] for y in want_ys])
+    np.testing.assert_array_equal(np.asarray(ys["v3"]), np.stack([y["v3"] for y in want_ys]))
+    assert ys["v3"].shape == (5, 2) and ys["v3"].dtype == np.int32
+
+
+@settings(**SETTINGS)
+@given(st.lists(st.floats(-4, 4, width=32), min_size=0, max_size=6), st.booleans())
+def test_scan_running_max_matches_loop(values, reverse):
+    xs = np.asarray(values, np.float32)
+
+    def step(c, x):
+        m = jnp.maximum(c, x)
+        return m, m - x
+
+    init = np.float32(-1.0)
+    c, ys = shardc.jit(lambda xs: lax.scan(step, init, xs, reverse=reverse))(xs)
+    want_c, want_ys = init, []
+    for x in (xs[::-1] if reverse else xs):
+        want_c = max(want_c, x)
+        want_ys.append(want_c - x)
+    if reverse:
+        want_ys.reverse()
+    assert float(c) == float(np.float32(want_c))
+    assert ys.shape == (len(values),)
+    np.testing.assert_array_equal(np.asarray(ys), np.asarray(want_ys, np.float32))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_scan_length_without_xs(wrap):
+    c, ys = wrap(lambda c0: lax.scan(lambda c, _: (c * 2, (c, c + 1)), c0, None, length=4))(
+        np.int32(3))
+    assert int(c) == 48
+    np.testing.assert_array_equal(np.asarray(ys[0]), [3, 6, 12, 24])
+    np.testing.assert_array_equal(np.asarray(ys[1]), [4, 7, 13, 25])
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_scan_zero_length(wrap):
+    xs = np.zeros((0, 3), np.float32)
+    c, ys = wrap(lambda xs: lax.scan(lambda c, x: (c + x.sum(), (x * c, c)), np.float32(7), xs))(xs)
+    assert float(c) == 7.0
+    assert ys[0].shape == (0, 3) and ys[0].dtype == np.float32
+    assert ys[1].shape == (0,) and ys[1].dtype == np.float32
+
+
+def test_scan_length_disagreeing_with_xs_is_an_error():
+    with pytest.raises(ValueError, match="disagrees with leading axis sizes"):
+        lax.scan(lambda c, x: (c, x), 0.0, np.zeros(3, np.float32), length=4)
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+@pytest.mark.parametrize("lower,upper", [(0, 5), (2, 7), (4, 4), (5, 2)])
+def test_fori_loop_static_bounds(wrap, lower, upper):
+    body = lambda i, v: (v[0] * 2 + i, v[1] + i.astype(jnp.float32))
+    got = wrap(lambda v: lax.fori_loop(lower, upper, body, v))((np.int32(1), np.float32(0.5)))
+    want = (1, 0.5)
+    for i in range(lower, upper):
+        want = (want[0] * 2 + i, want[1] + i)
+    assert int(got[0]) == want[0] and float(got[1]) == want[1]
+
+
+@pytest.mark.parametrize("lower,upper", [(0, 5), (3, 9), (6, 2)])
+def test_fori_loop_traced_bounds_under_jit(lower, upper):
+    f = shardc.jit(lambda lo, hi, v: lax.fori_loop(lo, hi, lambda i, acc: acc * 3 + i, v))
+    got = f(np.int32(lower), np.int32(upper), np.int32(1))
+    want = 1
+    for i in range(lower, upper):
+        want = want * 3 + i
+    assert int(got) == want
+    # traced bounds give a while loop in the program, static ones a scan
+    text = str(shardc.make_jaxpr(f)(np.int32(lower), np.int32(upper), np.int32(1)))
+    assert "while[" in text and "scan[" not in text
+    assert "scan[" in str(shardc.make_jaxpr(
+        lambda v: lax.fori_loop(lower, upper, lambda i, acc: acc * 3 + i, v))(np.int32(1)))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_while_loop_collatz(wrap):
+    def cond_fun(c):
+        n, steps = c
+        return n != 1
+
+    def body_fun(c):
+        n, steps = c
+        return jnp.where(n % 2 == 0, n // 2, 3 * n + 1), steps + 1
+
+    for start in (1, 6, 27):
+        n, steps = wrap(lambda n0: lax.while_loop(cond_fun, body_fun, (n0, np.int32(0))))(
+            np.int32(start))
+        want, count = start, 0
+        while want != 1:
+            want, count = (want // 2 if want % 2 == 0 else 3 * want + 1), count + 1
+        assert (int(n), int(steps)) == (1, count)
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+@pytest.mark.parametrize("pred", [True, False])
+def test_cond_traced_predicate_with_pytree_operands(wrap, pred):
+    ops = ({"a": np.arange(3, dtype=np.float32)}, np.int32(4))
+
+    def true_fun(d, k):
+        return {"out": d["a"] * k, "k": k + 1}
+
+    def false_fun(d, k):
+        return {"out": d["a"] - k, "k": k - 1}
+
+    got = wrap(lambda p, d, k: lax.cond(p, true_fun, false_fun, d, k))(np.bool_(pred), *ops)
+    want = (true_fun if pred else false_fun)(*ops)
+    np.testing.assert_array_equal(np.asarray(got["out"]), want["out"])
+    assert int(got["k"]) == int(want["k"])
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_cond_python_bool_predicate(wrap):
+    f = wrap(lambda x: (lax.cond(True, lambda v: v + 1, lambda v: v - 1, x),
+                        lax.cond(False, lambda v: v + 1, lambda v: v - 1, x)))
+    a, b = f(np.float32(10))
+    assert (float(a), float(b)) == (11.0, 9.0)
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_switch_clamps_the_index(wrap):
+    branches = [lambda v: v + 100, lambda v: v * 2, lambda v: -v]
+    f = wrap(lambda k, v: lax.switch(k, branches, v))
+    for k in range(-3, 6):
+        want = branches[min(max(k, 0), 2)](np.float32(5))
+        assert float(f(np.int32(k), np.float32(5))) == want, k
+    # a Python index is clamped too
+    assert float(lax.switch(9, branches, np.float32(5))) == -5.0
+
+
+def clamp(start, size, extent):
+    return min(max(start, 0), extent - size)
+
+
+@settings(**SETTINGS)
+@given(st.integers(-6, 9), st.integers(-6, 9), st.integers(1, 4), st.integers(1, 5))
+def test_dynamic_slice_clamps_traced_starts(s0, s1, n0, n1):
+    x = np.arange(4 * 5, dtype=np.int32).reshape(4, 5)
+    got = shardc.jit(lambda a, b, c: lax.dynamic_slice(c, (a, b), (n0, n1)))(
+        np.int32(s0), np.int32(s1), x)
+    c0, c1 = clamp(s0, n0, 4), clamp(s1, n1, 5)
+    np.testing.assert_array_equal(np.asarray(got), x[c0:c0 + n0, c1:c1 + n1])
+    # the in_dim forms
+    got = shardc.jit(lambda a, c: lax.dynamic_slice_in_dim(c, a, n1, axis=1))(np.int32(s1), x)
+    np.testing.assert_array_equal(np.asarray(got), x[:, c1:c1 + n1])
+    got = shardc.jit(lambda a, c: lax.dynamic_index_in_dim(c, a, axis=0, keepdims=False))(
+        np.int32(s0), x)
+    np.testing.assert_array_equal(np.asarray(got), x[clamp(s0, 1, 4)])
+
+
+@settings(**SETTINGS)
+@given(st.integers(-6, 9), st.integers(-6, 9), st.integers(1, 4), st.integers(1, 5))
+def test_dynamic_update_slice_clamps_traced_starts(s0, s1, n0, n1):
+    x = np.zeros((4, 5), np.float32)
+    update = np.arange(n0 * n1, dtype=np.float32).reshape(n0, n1) + 1
+    got = shardc.jit(lambda a, b, c, u: lax.dynamic_update_slice(c, u, (a, b)))(
+        np.int32(s0), np.int32(s1), x, update)
+    want = x.copy()
+    c0, c1 = clamp(s0, n0, 4), clamp(s1, n1, 5)
+    want[c0:c0 + n0, c1:c1 + n1] = update
+    np.testing.assert_array_equal(np.asarray(got), want)
+    got = shardc.jit(lambda a, c, u: lax.dynamic_update_slice_in_dim(c, u, a, axis=0))(
+        np.int32(s0), x, np.ones((n0, 5), np.float32))
+    want = x.copy()
+    want[c0:c0 + n0] = 1
+    np.testing.assert_array_equal(np.asarray(got), want)
+    got = shardc.jit(lambda a, c, u: lax.dynamic_update_index_in_dim(c, u, a, axis=1))(
+        np.int32(s1), x, np.full(4, 7, np.float32))
+    want = x.copy()
+    want[:, clamp(s1, 1, 5)] = 7
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_dynamic_slice_eager_python_starts():
+    x = np.arange(10, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, (8,), (4,))), x[6:10])
+    np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(x, (-2,), (3,))), x[0:3])
+
+
+# ================================================================================================
+# 2. Inside shard_map bodies: collectives in sub-programs, against per-device numpy loops
+# ================================================================================================
+
+MESH4 = ((4,), ("i",))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_scan_with_psum_and_all_gather_in_the_body(wrap):
+    mesh = mesh_of(*MESH4)
+    x = (np.arange(24, dtype=np.float32).reshape(8, 3) % 7) - 2
+
+    def body(x_block):                            # (2, 3) per device
+        def step(c, row):
+            s = lax.psum(row, "i")
+            return c + s * row, lax.all_gather(row, "i")
+        c, ys = lax.scan(step, jnp.zeros_like(x_block[0]), x_block)
+        return c, ys
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=(P("i"), P("i")))
+    c, ys = wrap(f)(x)
+
+    blocks = blocks_of(x, 4)
+    want_c, want_ys = [], []
+    carries = [np.zeros(3, np.float32) for _ in blocks]
+    per_device_ys = [[] for _ in blocks]
+    for k in range(2):                            # every device at step k meets at the psum
+        rows = [b[k] for b in blocks]
+        s = sum(rows)
+        gathered = np.stack(rows)
+        for d in range(4):
+            carries[d] = carries[d] + s * rows[d]
+            per_device_ys[d].append(gathered)
+    want_c = np.concatenate(carries)
+    want_ys = np.concatenate([np.stack(y) for y in per_device_ys])
+    np.testing.assert_allclose(np.asarray(c), want_c)
+    assert ys.shape == (8, 4, 3)
+    np.testing.assert_allclose(np.asarray(ys), want_ys)
+
+
+@settings(**dict(SETTINGS, max_examples=10))
+@given(st.integers(1, 3), st.integers(-3, 3), st.integers(0, 3),
+       st.lists(st.integers(-5, 5), min_size=4 * 3 * 2, max_size=4 * 3 * 2))
+def test_generated_scan_with_psum_and_ppermute(rows, factor, shift, values):
+    """Random blocks, length, factor and ring shift, eager and jit against the block loop."""
+    mesh = mesh_of(*MESH4)
+    x = np.asarray(values[:4 * rows * 2], np.int32).reshape(4 * rows, 2)
+    perm = [(k, (k + shift) % 4) for k in range(4)]
+
+    def body(x_block):
+        def step(c, row):
+            c = c * factor + lax.psum(row, "i")
+            return c, lax.ppermute(row, "i", perm) - c
+        return lax.scan(step, x_block[0], x_block)
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=(P("i"), P("i")))
+    blocks = blocks_of(x, 4)
+    carries = [b[0] for b in blocks]
+    ys = [[] for _ in blocks]
+    for k in range(rows):
+        rows_k = [b[k] for b in blocks]
+        total = sum(rows_k)
+        carries = [c * factor + total for c in carries]
+        moved = [rows_k[(d - shift) % 4] for d in range(4)]
+        for d in range(4):
+            ys[d].append(moved[d] - carries[d])
+    for wrap in (eager, shardc.jit):
+        c, y = wrap(f)(x)
+        np.testing.assert_array_equal(np.asarray(c), np.concatenate(carries))
+        np.testing.assert_array_equal(np.asarray(y), np.concatenate([np.stack(v) for v in ys]))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_nested_cond_in_scan_and_closures_over_varying_and_invariant_values(wrap):
+    mesh = mesh_of(*MESH4)
+    x = np.arange(8, dtype=np.float32)
+
+    def body(x_block):
+        scale = x_block * 10                      # closed over, varying
+        total = lax.psum(x_block, "i")            # closed over, invariant
+
+        def step(c, row):
+            def big(v):
+                return lax.psum(v + scale[0], "i") + total[0]
+
+            def small(v):
+                return lax.psum(v * 2, "i") - scale[1]
+
+            c = lax.cond(row > 2, big, small, c)  # varying predicate, paired psums
+            return c, c.sum()
+
+        c, ys = lax.scan(step, jnp.zeros(2, jnp.float32) + x_block[0], x_block)
+        steps = lax.while_loop(lambda k: k < total[0], lambda k: k + scale[0] + 1, x_block[0] * 0)
+        return c, ys, steps.reshape(1)
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=(P("i"), P("i"), P("i")))
+    c, ys, steps = wrap(f)(x)
+
+    blocks = blocks_of(x, 4)
+    total = sum(blocks)
+    scale = [b * 10 for b in blocks]
+    carries = [np.zeros(2, np.float32) + b[0] for b in blocks]
+    want_ys = [[] for _ in blocks]
+    for k in range(2):
+        big = [b[k] > 2 for b in blocks]
+        paired = sum(carries[d] + scale[d][0] if big[d] else carries[d] * 2 for d in range(4))
+        carries = [paired + total[0] if big[d] else paired - scale[d][1] for d in range(4)]
+        for d in range(4):
+            want_ys[d].append(carries[d].sum())
+    want_steps = []
+    for d in range(4):
+        k = 0.0
+        while k < total[0]:
+            k += scale[d][0] + 1
+        want_steps.append(k)
+    np.testing.assert_allclose(np.asarray(c), np.concatenate(carries))
+    np.testing.assert_allclose(np.asarray(ys), np.concatenate(want_ys))
+    np.testing.assert_allclose(np.asarray(steps), want_steps)
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_reverse_scan_with_ppermute_over_one_axis_of_a_2d_mesh(wrap):
+    mesh = mesh_of((2, 2), ("i", "j"))
+    x = np.arange(2 * 2 * 3, dtype=np.int32).reshape(4, 3)
+
+    def body(x_block):                            # (1, 3) per device: x[position]
+        def step(c, v):
+            c = lax.ppermute(c, "j", [(0, 1), (1, 0)]) + v
+            return c, c
+        return lax.scan(step, x_block[0], x_block[0] * 10, reverse=True)
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P(("i", "j")), out_specs=P(("i", "j")))
+    c, ys = wrap(f)(x)
+    blocks = list(x)                              # position p holds row p
+    carries = list(blocks)
+    ys_want = [[None] * 3 for _ in range(4)]
+    for k in (2, 1, 0):
+        # groups over 'j': positions (0,1) and (2,3) swap
+        swapped = [carries[1], carries[0], carries[3], carries[2]]
+        carries = [swapped[p] + blocks[p][k] * 10 for p in range(4)]
+        for p in range(4):
+            ys_want[p][k] = carries[p]
+    np.testing.assert_array_equal(np.asarray(c), np.concatenate(carries))
+    np.testing.assert_array_equal(np.asarray(ys), np.concatenate(
+        [np.stack(y) for y in ys_want]))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+@pytest.mark.parametrize("traced", [False, True], ids=["static", "traced"])
+def test_fori_loop_ring_of_ppermutes(wrap, traced):
+    mesh = mesh_of(*MESH4)
+    x = np.arange(8, dtype=np.int32)
+
+    def body(x_block):
+        # psum of an invariant count keeps the bound invariant: the loop may hold collectives
+        steps = lax.psum(np.int32(3), "i") // 4 if traced else 3
+        ring = [(k, (k + 1) % 4) for k in range(4)]
+        return lax.fori_loop(0, steps, lambda i, v: lax.ppermute(v, "i", ring) + i, x_block)
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    got = wrap(f)(x)
+    blocks = blocks_of(x, 4)
+    for i in range(3):
+        blocks = [blocks[(d - 1) % 4] + i for d in range(4)]
+    np.testing.assert_array_equal(np.asarray(got), np.concatenate(blocks))
+    text = str(shardc.make_jaxpr(f)(x))
+    assert ("while[" in text) == traced and ("scan[" in text) != traced
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_while_loop_with_invariant_predicate_and_psum_in_the_body(wrap):
+    mesh = mesh_of(*MESH4)
+    x = np.array([1, 0, 2, 1], np.float32)
+
+    def body(x_block):
+        def cond_fun(c):
+            v, total = c
+            return total < 50                     # total is a psum: invariant
+        def body_fun(c):
+            v, total = c
+            v = v * 2
+            return v, lax.psum(v.sum(), "i")
+        v, total = lax.while_loop(cond_fun, body_fun, (x_block, lax.psum(x_block.sum(), "i")))
+        return v, total.reshape(1)
+
+    v, total = wrap(shardc.shard_map(body, mesh=mesh, in_specs=P("i"),
+                                     out_specs=(P("i"), P())))(x)
+    want_v, want_total = x.copy(), x.sum()
+    while want_total < 50:
+        want_v = want_v * 2
+        want_total = want_v.sum()
+    np.testing.assert_array_equal(np.asarray(v), want_v)
+    np.testing.assert_array_equal(np.asarray(total), [want_total])
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+@pytest.mark.parametrize("scale", [1.0, -1.0])
+def test_cond_invariant_predicate_different_collectives_per_branch(wrap, scale):
+    mesh = mesh_of(*MESH4)
+    x = scale * np.array([3, 1, 4, 1, 5, 9, 2, 6], np.float32)
+
+    def body(x_block):
+        positive = lax.psum(x_block.sum(), "i") > 0      # invariant over 'i'
+        return lax.cond(positive,
+                        lambda v: lax.psum(v, "i"),
+                        lambda v: (lax.pmax(v * 10, "i")
+                                   + lax.all_gather(v, "i", tiled=True, to="invarying")[:2]),
+                        x_block)
+
+    got = wrap(shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(x)
+    blocks = blocks_of(x, 4)
+    if x.sum() > 0:
+        want = [sum(blocks)] * 4
+    else:
+        want = [np.maximum.reduce([b * 10 for b in blocks]) + np.concatenate(blocks)[:2]] * 4
+    np.testing.assert_allclose(np.asarray(got), np.concatenate(want))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_cond_varying_predicate_with_identical_collective_sequences(wrap):
+    mesh = mesh_of(*MESH4)
+    x = np.arange(8, dtype=np.float32)
+
+    def body(x_block):
+        big = x_block[0] > 2                      # varies over 'i'
+        out = lax.cond(big,
+                       lambda v: lax.psum(v, "i") + 1,
+                       lambda v: lax.psum(v * 2, "i"),
+                       x_block)
+        assert shardc.typeof(out).vma == frozenset({"i"})
+        return out
+
+    got = wrap(shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(x)
+    blocks = blocks_of(x, 4)
+    chose_true = [b[0] > 2 for b in blocks]
+    # the k-th psum of every device pairs up, whichever branch issued it
+    total = sum(b if t else b * 2 for b, t in zip(blocks, chose_true))
+    want = [total + 1 if t else total for t in chose_true]
+    np.testing.assert_allclose(np.asarray(got), np.concatenate(want))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_switch_on_axis_index_with_identical_collectives(wrap):
+    mesh = mesh_of(*MESH4)
+    x = np.arange(8, dtype=np.int32)
+    branches = [lambda v, k=k: lax.psum(v * (k + 1), "i") - k for k in range(3)]
+
+    def body(x_block):
+        return lax.switch(lax.axis_index("i"), branches, x_block)  # device 3 clamps to 2
+
+    got = wrap(shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(x)
+    blocks = blocks_of(x, 4)
+    chosen = [min(d, 2) for d in range(4)]
+    total = sum(b * (k + 1) for b, k in zip(blocks, chosen))
+    np.testing.assert_array_equal(np.asarray(got), np.concatenate([total - k for k in chosen]))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_cond_varying_predicate_paired_collectives_of_different_shapes_fail(jit):
+    mesh = mesh_of(*MESH4)
+    x = np.arange(8, dtype=np.float32)
+
+    def body(x_block):
+        return lax.cond(x_block[0] > 2,
+                        lambda v: lax.psum(v, "i"),
+                        lambda v: lax.psum(v.sum(), "i") + jnp.zeros(2, jnp.float32),
+                        x_block)
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(ValueError, match=r"cond at test_control_flow\.py:\d+: the predicate may "
+                                         r"vary over mesh axes \{i\} and true_fun issues psum "
+                                         r"over \('i',\)"):
+        (shardc.jit(f) if jit else f)(x)
+
+
+# --- T17: a ring psum_scatter -------------------------------------------------------------------
+
+X16 = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2], np.int32)
+
+
+def psum_scatter_ring_python(x_block):
+    """The tutorial's f8: a Python loop of ppermutes shifting (k, k-1 mod 4)."""
+    axis_size = lax.axis_size("i")
+    axis_index = lax.axis_index("i")
+    shift = functools.partial(lax.ppermute, axis_name="i",
+                              perm=[(k, (k - 1) % axis_size) for k in range(axis_size)])
+    chunks = x_block.reshape(axis_size, -1)
+    accum = jnp.zeros_like(chunks[0])
+    for k in range(1, axis_size):
+        accum = shift(accum + chunks[(axis_index + k) % axis_size])
+    return accum + chunks[axis_index]
+
+
+def psum_scatter_ring_fori(x_block):
+    """The same ring as a fori_loop with dynamic indexing by a traced step."""
+    axis_size = lax.axis_size("i")
+    axis_index = lax.axis_index("i")
+    shift = functools.partial(lax.ppermute, axis_name="i",
+                              perm=[(k, (k - 1) % axis_size) for k in range(axis_size)])
+    chunks = x_block.reshape(axis_size, -1)
+
+    def step(k, accum):
+        chunk = lax.dynamic_index_in_dim(chunks, (axis_index + k) % axis_size, keepdims=False)
+        return shift(accum + chunk)
+
+    accum = lax.fori_loop(1, axis_size, step, jnp.zeros_like(chunks[0]))
+    return accum + lax.dynamic_index_in_dim(chunks, axis_index, keepdims=False)
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+@pytest.mark.parametrize("ring", [psum_scatter_ring_python, psum_scatter_ring_fori])
+def test_t17_ring_psum_scatter(wrap, ring):
+    mesh = mesh_of(*MESH4)
+    f = shardc.shard_map(ring, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    got = wrap(f)(X16)
+    np.testing.assert_array_equal(np.asarray(got), [22, 20, 12, 17])
+    np.testing.assert_array_equal(np.asarray(got), X16.reshape(4, 4).sum(0))
+
+
+# --- T19: a collective matmul, all-gathering rhs with a fori_loop ring of ppermutes -------------
+
+def matmul_ring_slices(lhs_block, rhs_block):
+    """Overlapped all-gather matmul: multiply the lhs columns matching the rhs block in hand."""
+    size = lax.axis_size("i")
+    idx = lax.axis_index("i")
+    shift = functools.partial(lax.ppermute, axis_name="i",
+                              perm=[(k, (k + 1) % size) for k in range(size)])
+    b = rhs_block.shape[0]
+    lhs_cols = lambda k: lax.dynamic_slice_in_dim(lhs_block, k * b, b, axis=1)
+
+    def step(i, carry):
+        out_block, rhs_block = carry
+        rhs_block = shift(rhs_block)
+        return out_block + lhs_cols((idx - i) % size) @ rhs_block, rhs_block
+
+    out_block = lhs_cols(idx) @ rhs_block
+    out_block, _ = lax.fori_loop(1, size, step, (out_block, rhs_block))
+    return out_block
+
+
+def matmul_ring_gather(lhs_block, rhs_block):
+    """All-gather rhs by ppermute steps written into place, then one matmul."""
+    size = lax.axis_size("i")
+    idx = lax.axis_index("i")
+    shift = functools.partial(lax.ppermute, axis_name="i",
+                              perm=[(k, (k + 1) % size) for k in range(size)])
+    b = rhs_block.shape[0]
+    full = jnp.zeros((b * size,) + rhs_block.shape[1:], rhs_block.dtype)
+    full = lax.dynamic_update_slice_in_dim(full, rhs_block, idx * b, 0)
+
+    def step(i, carry):
+        full, piece = carry
+        piece = shift(piece)
+        return lax.dynamic_update_slice_in_dim(full, piece, ((idx - i) % size) * b, 0), piece
+
+    full, _ = lax.fori_loop(1, size, step, (full, rhs_block))
+    return lhs_block @ full
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+@pytest.mark.parametrize("matmul", [matmul_ring_slices, matmul_ring_gather])
+def test_t19_collective_matmul_fori_ring(wrap, matmul):
+    mesh = mesh_of(*MESH4)
+    rng = np.random.default_rng(19)
+    lhs = rng.standard_normal((8, 8)).astype(np.float32)
+    rhs = rng.standard_normal((8, 4)).astype(np.float32)
+    f = shardc.shard_map(matmul, mesh=mesh, in_specs=(P("i", None), P("i", None)),
+                         out_specs=P("i", None))
+    out = wrap(f)(lhs, rhs)
+    assert out.shape == (8, 4)
+    np.testing.assert_allclose(np.asarray(out), lhs @ rhs, atol=1e-3)
+
+
+# ================================================================================================
+# 3. Replication types (SEMANTICS 3.4) and their errors
+# ================================================================================================
+
+MESH2 = ((2,), ("i",))
+HINT_RETURNED = ("This might be fixed by applying `lax.pvary(..., ('i',))` to the output carry "
+                 "component {c} that the body returns.")
+
+
+def swap_twice(x, y):
+    """The tutorial's V9 body: a scan of length 2 swapping its two carries."""
+    def body(carry, _):
+        c1, c2 = carry
+        return (c2, c1), None
+    (x_, y_), _ = lax.scan(body, (x, y), None, length=2)
+    return x_, y_
+
+
+V9_MESSAGE = (
+    "scan body function carry input and carry output must have equal types, but they differ:\n"
+    "\n"
+    "  * the input carry component carry[0] has type float32[3]{i} but the corresponding output "
+    "carry component has type float32[3], so the varying manual axes do not match;\n"
+    "\n"
+    "  * the input carry component carry[1] has type float32[3] but the corresponding output "
+    "carry component has type float32[3]{i}, so the varying manual axes do not match.\n"
+    "\n"
+    + HINT_RETURNED.format(c="carry[0]") + "\n"
+    "\n"
+    "This might be fixed by applying `lax.pvary(..., ('i',))` to the initial carry value "
+    "corresponding to the input carry component carry[1].\n"
+    "\n"
+    "Revise the function so that all output types match the corresponding input types.")
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_v9_scan_swapping_carries_of_different_types(wrap):
+    mesh = mesh_of(*MESH2)
+    f = shardc.shard_map(swap_twice, mesh=mesh, in_specs=(P("i"), P()), out_specs=P("i"))
+    with pytest.raises(TypeError) as err:
+        wrap(f)(np.arange(6.0, dtype=np.float32), np.arange(3.0, dtype=np.float32))
+    assert str(err.value) == V9_MESSAGE
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_v10_pvary_the_invariant_carry_first(wrap):
+    mesh = mesh_of(*MESH2)
+
+    def f(x, y):
+        return swap_twice(x, lax.pvary(y, "i"))
+
+    g = shardc.shard_map(f, mesh=mesh, in_specs=(P("i"), P()), out_specs=P("i"))
+    x_, y_ = wrap(g)(np.arange(6.), np.arange(3.))     # the tutorial's float64 numpy inputs
+    np.testing.assert_array_equal(np.asarray(x_), [0, 1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(np.asarray(y_), [0, 1, 2, 0, 1, 2])
+    assert x_.dtype == y_.dtype == np.float32           # canonicalized, eager and jit alike
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_v9_with_the_check_off_runs(wrap):
+    mesh = mesh_of(*MESH2)
+    f = shardc.shard_map(swap_twice, mesh=mesh, in_specs=(P("i"), P()), out_specs=P("i"),
+                         check_vma=False)
+    x_, y_ = wrap(f)(np.arange(6.0, dtype=np.float32), np.arange(3.0, dtype=np.float32))
+    np.testing.assert_array_equal(np.asarray(x_), [0, 1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(np.asarray(y_), [0, 1, 2, 0, 1, 2])
+
+
+def test_lone_mismatch_is_one_unbulleted_sentence():
+    mesh = mesh_of(*MESH2)
+
+    def f(x, y):
+        def body(carry, _):
+            a, b = carry
+            return (a, b + a.sum()), None        # b picks up 'i'
+        (a, b), _ = lax.scan(body, (x, y), None, length=3)
+        return b
+
+    g = shardc.shard_map(f, mesh=mesh, in_specs=(P("i"), P()), out_specs=P("i"))
+    with pytest.raises(TypeError) as err:
+        g(np.arange(6.0, dtype=np.float32), np.float32(1))
+    assert str(err.value) == (
+        "scan body function carry input and carry output must have equal types, but they "
+        "differ:\n\n"
+        "The input carry component carry[1] has type float32[] but the corresponding output "
+        "carry component has type float32[]{i}, so the varying manual axes do not match.\n\n"
+        "This might be fixed by applying `lax.pvary(..., ('i',))` to the initial carry value "
+        "corresponding to the input carry component carry[1].\n\n"
+        "Revise the function so that all output types match the corresponding input types.")
+
+
+def test_non_tuple_carry_reads_the_input_carry():
+    mesh = mesh_of(*MESH2)
+
+    def f(x):
+        def body(total, row):
+            return total + row, None             # total picks up 'i'
+        total, _ = lax.scan(body, jnp.zeros(3, jnp.float32), x)
+        return total
+
+    g = shardc.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P())
+    with pytest.raises(TypeError) as err:
+        g(np.arange(12.0, dtype=np.float32).reshape(4, 3))
+    assert str(err.value) == (
+        "scan body function carry input and carry output must have equal types, but they "
+        "differ:\n\n"
+        "The input carry total has type float32[3] but the corresponding output carry "
+        "component has type float32[3]{i}, so the varying manual axes do not match.\n\n"
+        "This might be fixed by applying `lax.pvary(..., ('i',))` to the initial carry value "
+        "corresponding to the input carry total.\n\n"
+        "Revise the function so that all output types match the corresponding input types.")
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_fori_loop_carry_names_loop_carry(wrap):
+    mesh = mesh_of(*MESH2)
+
+    def static(x):
+        # the accumulator starts invariant and picks up 'i' from x
+        return lax.fori_loop(0, 2, lambda i, acc: (acc[0] + x, acc[1]),
+                             (jnp.zeros(3, jnp.float32), x))[0]
+
+    def traced(x):
+        stop = lax.psum(np.int32(1), "i")          # invariant traced bound: a while loop
+        return lax.fori_loop(0, stop, lambda i, acc: acc + x, jnp.zeros(3, jnp.float32))
+
+    for f, construct, component, in_type in (
+            (static, "scan", "component loop_carry[1][0]", "float32[3]"),
+            (traced, "while_loop", "component loop_carry[2]", "float32[3]")):
+        g = shardc.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+        with pytest.raises(TypeError) as err:
+            wrap(g)(np.arange(6.0, dtype=np.float32))
+        assert str(err.value) == (
+            f"{construct} body function carry input and carry output must have equal types, "
+            "but they differ:\n\n"
+            f"The input carry {component} has type {in_type} but the corresponding output "
+            f"carry component has type {in_type}{{i}}, so the varying manual axes do not "
+            "match.\n\n"
+            "This might be fixed by applying `lax.pvary(..., ('i',))` to the initial carry "
+            f"value corresponding to the input carry {component}.\n\n"
+            "Revise the function so that all output types match the corresponding input types.")
+
+
+def test_while_loop_carry_that_loses_its_axes():
+    mesh = mesh_of(*MESH2)
+
+    def f(x):
+        return lax.while_loop(lambda c: c[1] < 3,
+                              lambda c: (lax.psum(c[0], "i"), c[1] + 1), (x, 0))[0]
+
+    g = shardc.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P())
+    with pytest.raises(TypeError) as err:
+        g(np.arange(6.0, dtype=np.float32))
+    assert str(err.value) == (
+        "while_loop body function carry input and carry output must have equal types, but "
+        "they differ:\n\n"
+        "The input carry component c[0] has type float32[3]{i} but the corresponding output "
+        "carry component has type float32[3], so the varying manual axes do not match.\n\n"
+        + HINT_RETURNED.format(c="c[0]") + "\n\n"
+        "Revise the function so that all output types match the corresponding input types.")
+
+
+def test_carry_shape_and_dtype_mismatch_outside_shard_map():
+    with pytest.raises(TypeError) as err:
+        lax.scan(lambda c, _: (c.astype(jnp.int32).reshape(1), None), np.float32(0), None,
+                 length=2)
+    assert str(err.value) == (
+        "scan body function carry input and carry output must have equal types, but they "
+        "differ:\n\n"
+        "The input carry c has type float32[] but the corresponding output carry component "
+        "has type int32[1], so the dtypes do not match and also the shapes do not match.\n\n"
+        "Revise the function so that all output types match the corresponding input types.")
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_cond_branch_types_differ_under_an_invariant_predicate(wrap):
+    mesh = mesh_of(*MESH2)
+
+    def keep(v):
+        return v * 2
+
+    def reset(v):
+        return jnp.zeros(3, jnp.float32)
+
+    def f(x):
+        positive = lax.psum(x.sum(), "i") > 0
+        return lax.cond(positive, keep, reset, x)
+
+    g = shardc.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(TypeError) as err:
+        wrap(g)(np.arange(6.0, dtype=np.float32))
+    assert str(err.value) == (
+        "cond branches must have equal output types but they differ.\n\n"
+        f"true_fun is {first_line(keep)}\n"
+        f"false_fun is {first_line(reset)}\n\n"
+        "The output of true_fun has type float32[3]{i} but the corresponding output of "
+        "false_fun has type float32[3], so the varying manual axes do not match.\n\n"
+        "This might be fixed by applying `lax.pvary(..., ('i',))` to the output of false_fun.\n\n"
+        "Revise true_fun and/or false_fun so that all output types match.")
+
+
+def test_switch_branch_types_differ():
+    mesh = mesh_of(*MESH2)
+
+    def first(v):
+        return jnp.ones(3, jnp.float32)
+
+    def second(v):
+        return v + 1
+
+    def f(x):
+        return lax.switch(lax.psum(np.int32(1), "i") - 2, [first, second], x)
+
+    g = shardc.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(TypeError) as err:
+        g(np.arange(6.0, dtype=np.float32))
+    assert str(err.value) == (
+        "switch branches must have equal output types but they differ.\n\n"
+        f"branch 0 is {first_line(first)}\n"
+        f"branch 1 is {first_line(second)}\n\n"
+        "The output of branch 0 has type float32[3] but the corresponding output of "
+        "branch 1 has type float32[3]{i}, so the varying manual axes do not match.\n\n"
+        "This might be fixed by applying `lax.pvary(..., ('i',))` to the output of branch 0.\n\n"
+        "Revise branch 0 and/or branch 1 so that all output types match.")
+
+
+def predicate_error(construct, marker, where, prim):
+    return (f"{construct} at {FILE}:{line_of(marker)}: the predicate may vary over mesh axes "
+            f"{{i}} and {where} issues {prim} over ('i',), so devices of one group could "
+            "disagree and never complete it; make the predicate invariant over ('i',) or move "
+            "the collective out.")
+
+
+def cond_with_unpaired_psum(x):
+    return lax.cond(x[0] > 2, lambda v: lax.psum(v, "i"), lambda v: v * 2, x)  # <cond-unpaired>
+
+
+def while_with_psum_in_body(x):
+    return lax.while_loop(lambda c: c[0] < 20,  # <while-body>
+                          lambda c: c + lax.psum(c, "i"), x)
+
+
+def while_with_psum_in_cond(x):
+    return lax.while_loop(lambda c: (c + lax.psum(c, "i"))[0] < 20,  # <while-cond>
+                          lambda c: c * 2, x)
+
+
+def switch_with_unpaired_all_gather(x):
+    branches = [lambda v: v, lambda v: lax.all_gather(v, "i", tiled=True)[:3]]
+    return lax.switch(lax.axis_index("i"), branches, x)  # <switch-unpaired>
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+@pytest.mark.parametrize("check_vma", [True, False])
+@pytest.mark.parametrize("body,expected", [
+    (cond_with_unpaired_psum, ("cond", "<cond-unpaired>", "true_fun", "psum")),
+    (while_with_psum_in_body, ("while_loop", "<while-body>", "body_fun", "psum")),
+    (while_with_psum_in_cond, ("while_loop", "<while-cond>", "cond_fun", "psum")),
+    (switch_with_unpaired_all_gather, ("switch", "<switch-unpaired>", "branch 1", "all_gather")),
+], ids=["cond", "while-body", "while-cond", "switch"])
+def test_collectives_under_a_varying_predicate(wrap, check_vma, body, expected):
+    mesh = mesh_of(*MESH2)
+    g = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"),
+                         check_vma=check_vma)
+    with pytest.raises(ValueError) as err:
+        wrap(g)(np.arange(6.0, dtype=np.float32))
+    # the rule uses inferred vma, so it holds with the check off too
+    assert str(err.value) == predicate_error(*expected)
+
+
+def test_varying_traced_fori_bound_rejects_a_collective():
+    mesh = mesh_of(*MESH2)
+
+    def f(x):
+        return lax.fori_loop(0, lax.axis_index("i") + 1,  # <fori-varying>
+                             lambda i, v: v + lax.psum(v, "i"), x)
+
+    g = shardc.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(ValueError) as err:
+        g(np.arange(6.0, dtype=np.float32))
+    assert str(err.value) == predicate_error("while_loop", "<fori-varying>", "body_fun", "psum")
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_typeof_control_flow_results(wrap):
+    mesh = mesh_of((4,), ("i",))
+    seen = {}
+
+    def f(x):
+        invariant = lax.psum(x[0], "i") > 0
+        seen["fori"] = lax.fori_loop(0, 2, lambda i, v: v + lax.psum(v, "i"), x)
+        c, ys = lax.scan(lambda c, row: (c, row * c), jnp.float32(2), x)
+        seen["scan carry"], seen["scan ys"] = c, ys
+        seen["cond invariant"] = lax.cond(invariant, lambda v: v, lambda v: v + 1, jnp.ones(2))
+        seen["cond varying"] = lax.cond(x[0] > 0, lambda v: v, lambda v: v + 1, jnp.ones(2))
+        seen["while varying"] = lax.while_loop(lambda c: c < x[0], lambda c: c + 1, 0.0)
+        seen["while invariant"] = lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0.0)
+        seen["switch varying"] = lax.switch(lax.axis_index("i"), [lambda v: v, lambda v: v * 2],
+                                            jnp.ones(2))
+        return seen["fori"], seen["while varying"].reshape(1)
+
+    fori, stops = wrap(shardc.shard_map(f, mesh=mesh, in_specs=P("i"),
+                                        out_specs=(P("i"), P("i"))))(np.arange(8.0, dtype=np.float32))
+    assert {k: str(shardc.typeof(v)) for k, v in seen.items()} == {
+        "fori": "float32[2]{i}",
+        "scan carry": "float32[]", "scan ys": "float32[2]{i}",
+        "cond invariant": "float32[2]",
+        "cond varying": "float32[2]{i}",          # the predicate's axes reach the result
+        "while varying": "float32[]{i}",          # iteration counts may differ
+        "while invariant": "float32[]",
+        "switch varying": "float32[2]{i}",
+    }
+    np.testing.assert_array_equal(np.asarray(fori), [72, 97, 74, 99, 76, 101, 78, 103])
+    # each device counts up to its own x[0]: 0, 2, 4, 6
+    np.testing.assert_array_equal(np.asarray(stops), [0, 2, 4, 6])
+
+
+# ================================================================================================
+# 4. The IR: sub-programs print, verify, and lower their collectives per device
+# ================================================================================================
+
+def body_with_scan_and_cond(x_block):
+    def step(c, row):
+        return c + lax.psum(row, "i"), row * 2
+    c, ys = lax.scan(step, jnp.zeros_like(x_block[0]), x_block)
+    out = lax.cond(lax.psum(c.sum(), "i") > 0, lambda v: v + 1, lambda v: lax.pmax(v, "i") + v, c)
+    return out, ys
+
+
+def test_make_jaxpr_prints_and_verifies_sub_programs():
+    from ir.verify import verify
+    mesh = mesh_of((2,), ("i",))
+    f = shardc.shard_map(body_with_scan_and_cond, mesh=mesh, in_specs=P("i"),
+                         out_specs=(P("i"), P("i")))
+    closed = shardc.make_jaxpr(f)(np.zeros((4, 3), np.float32))
+    verify(closed.jaxpr)
+    text = str(closed)
+    assert "shard_map[" in text
+    scan_at, cond_at = text.index("scan["), text.index("cond[")
+    assert scan_at < cond_at
+    # the scan's body is printed inside it, with its psum and typed carry
+    scan_text = text[scan_at:cond_at]
+    assert "jaxpr={ lambda" in scan_text
+    assert re.search(r"= psum\[mesh_axes=\('i',\)\]", scan_text)
+    assert "length=2" in scan_text and "num_carry=1" in scan_text
+    assert re.search(r"\w+:f32\[3\]\{i\} \w+:f32\[3\]\{i\}\. let", scan_text)
+    # the cond prints both branches, false first (index 0), the pmax in the second entry
+    cond_text = text[cond_at:]
+    assert "branches=(" in cond_text
+    assert cond_text.count("{ lambda") == 2
+    assert "pmax[mesh_axes=('i',)]" in cond_text.split("{ lambda")[1]
+    assert "pmax" not in cond_text.split("{ lambda")[2]
+
+
+def _eqns_named(program, name):
+    return [e for e in program.eqns if e.primitive.name == name]
+
+
+def test_lowered_program_has_collectives_inside_sub_programs():
+    mesh = mesh_of((2, 2), ("i", "j"))
+
+    def body(x_block):
+        def step(c, row):
+            return c + lax.psum(row, "j"), None
+        c, _ = lax.scan(step, jnp.zeros_like(x_block[0]), x_block)
+        return c
+
+    f = shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=P(("i", "j")),
+                                    out_specs=P(("i", "j"))))
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    lowered = f.lower(x)
+    shard = lowered.module.all_shard_maps()[0]
+    for position, groups in ((0, ((0, 1), (2, 3))), (3, ((0, 1), (2, 3)))):
+        program = shard.program_of(position).program
+        (scan,) = _eqns_named(program, "scan")
+        inner = scan.params["jaxpr"]
+        (reduce,) = _eqns_named(inner, "all_reduce")
+        assert reduce.params["mesh_axes"] == ("j",)
+        assert reduce.params["reduction"] == "sum"
+        assert tuple(map(tuple, reduce.params["device_groups"])) == groups
+        assert not _eqns_named(inner, "psum")
+        assert not _eqns_named(program, "all_reduce")     # nothing hoisted out of the loop
+    # and the lowered program runs: every row pair summed over 'j'
+    got = np.asarray(f(x)).reshape(4, 3)
+    blocks = np.split(x, 4)
+    want = [blocks[p].sum(0) + blocks[p ^ 1].sum(0) for p in range(4)]
+    np.testing.assert_allclose(got, np.stack(want))
+
+
+# ================================================================================================
+# 5. The runtime: deadlock detection and debug.print order
+# ================================================================================================
+
+def test_hand_built_deadlock_names_the_devices():
+    from ir import primitives as prims
+    from ir.core import Aval, Eqn, Program, Var
+    from runtime.reference import DeadlockError, run_device_programs
+
+    mesh = mesh_of((2,), ("i",))
+    aval = Aval((2,), np.float32)
+    a, b = Var(aval), Var(aval)
+    reducing = Program([], [a], [Eqn(prims.all_reduce_p, [a], [b],
+                                     dict(mesh_axes=("i",), reduction="sum",
+                                          device_groups=((0, 1),)))], [b])
+    c = Var(aval)
+    idle = Program([], [c], [], [c])
+    ones = [[np.ones(2, np.float32)], [np.ones(2, np.float32)]]
+    with pytest.raises(DeadlockError) as err:
+        run_device_programs(mesh, [reducing, idle], ones)
+    message = str(err.value)
+    assert "device 0 at all_reduce[mesh_axes=('i',)]" in message
+    assert "devices [1] had already finished" in message
+    # both reaching it completes
+    results = run_device_programs(mesh, [reducing, reducing], ones)
+    np.testing.assert_array_equal(results[1][0], [2, 2])
+
+
+def test_hand_built_mismatched_nodes_are_a_deadlock():
+    from ir import primitives as prims
+    from ir.core import Aval, Eqn, Program, Var
+    from runtime.reference import DeadlockError, run_device_programs
+
+    mesh = mesh_of((2,), ("i",))
+    aval = Aval((2,), np.float32)
+    programs = []
+    for reduction in ("sum", "max"):
+        a, b = Var(aval), Var(aval)
+        programs.append(Program([], [a], [Eqn(prims.all_reduce_p, [a], [b],
+                                              dict(mesh_axes=("i",), reduction=reduction,
+                                                   device_groups=((0, 1),)))], [b]))
+    with pytest.raises(DeadlockError, match="different communication nodes"):
+        run_device_programs(mesh, programs, [[np.ones(2, np.float32)]] * 2)
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_debug_print_once_per_device_in_position_order(wrap, capsys):
+    mesh = mesh_of(*MESH4)
+
+    def body(x_block):
+        shardc.debug.print("first {}", x_block)
+        total = lax.psum(x_block, "i")
+        shardc.debug.print("second {} {}", x_block, total)
+        return total
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P())
+    wrap(f)(np.arange(4, dtype=np.int32))
+    assert capsys.readouterr().out == (
+        "first [0]\nfirst [1]\nfirst [2]\nfirst [3]\n"
+        "second [0] [6]\nsecond [1] [6]\nsecond [2] [6]\nsecond [3] [6]\n")
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_debug_print_inside_a_scan_with_a_collective(wrap, capsys):
+    mesh = mesh_of(*MESH4)
+
+    def body(x_block):
+        def step(c, _):
+            shardc.debug.print("step {}", c)
+            return c + lax.psum(c, "i"), None
+        c, _ = lax.scan(step, x_block, None, length=2)
+        return c
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    got = wrap(f)(np.arange(4, dtype=np.int32))
+    np.testing.assert_array_equal(np.asarray(got), [36, 37, 38, 39])
+    assert capsys.readouterr().out == "".join(
+        f"step [{v}]\n" for v in (0, 1, 2, 3, 6, 7, 8, 9))
