@@ -206,6 +206,10 @@ class NamedSharding:
     def __repr__(self):
         return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
 
+    def short_repr(self) -> str:
+        """``NamedSharding(Mesh('x': 4), P('x'))``, the form printed in programs."""
+        return f"NamedSharding({self.mesh!r}, {self.spec.short_repr()})"
+
     @property
     def device_set(self) -> set:
         return set(self.mesh.devices.flat)
