@@ -159,3 +159,37 @@ def print_module(module, *, with_source: bool = False) -> str:
         for dp in lowered.device_programs:
             parts.append(print_device_program(dp, with_source=with_source))
     return "\n\n".join(parts) + "\n"
+
+
+def program_to_dict(prog: Program, *, axis_order: Sequence[str] = ()) -> dict:
+    """A JSON-able form of a program with the printer's names: inputs, equations (primitive,
+    params as printed, operands, results, source) and outputs."""
+    return _program_dict(prog, _Names(), axis_order)
+
+
+def _program_dict(prog: Program, names: _Names, axis_order) -> dict:
+    def binder(var):
+        return {"name": names.define(var), "type": var.aval.str_short(axis_order)}
+
+    result = {"constvars": [binder(v) for v in prog.constvars],
+              "invars": [binder(v) for v in prog.invars], "eqns": []}
+    for eqn in prog.eqns:
+        entry = {"primitive": eqn.primitive.name,
+                 "invars": [names.use(a) for a in eqn.invars],
+                 "outvars": [binder(v) for v in eqn.outvars],
+                 "source": str(eqn.source) if eqn.source else None}
+        inner = axis_order
+        if eqn.params.get("mesh") is not None:
+            inner = eqn.params["mesh"].axis_names
+        entry["params"] = {k: _param_json(v, names, inner) for k, v in sorted(eqn.params.items())}
+        result["eqns"].append(entry)
+    result["outvars"] = [names.use(a) for a in prog.outvars]
+    return result
+
+
+def _param_json(value, names, axis_order):
+    if isinstance(value, Program):
+        return _program_dict(value, names, axis_order)
+    if _holds_program(value):
+        return [_program_dict(v, names, axis_order) for v in value]
+    return format_param(value)

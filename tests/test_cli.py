@@ -1,0 +1,119 @@
+"""The shardc command, run as a subprocess: output, files and exit codes."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).parent
+PROGRAMS = str(HERE / "cli_programs" / "programs.py")
+ROOT = HERE.parent
+MATMUL_ARGS = ["--args", "f32[8,16],f32[16,4]"]
+
+
+def shardc(*argv, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "shardc.cli", *argv], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=120)
+
+
+def test_help_everywhere():
+    for argv in ([], ["lower"], ["check"], ["comm"], ["run"]):
+        result = shardc(*argv, "--help")
+        assert result.returncode == 0 and "usage: shardc" in result.stdout
+
+
+def test_lower_prints_the_traced_and_one_device_program():
+    result = shardc("lower", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "--device", "3")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("{ lambda ; a:f32[8,16] b:f32[16,4]. let\n    c:f32[8,4] = shard_map[")
+    assert "device 3 at mesh coordinates (x, y) = (1, 1):" in out
+    assert ("all_reduce[device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) mesh_axes=('y',) "
+            "reduction='sum'] f  # sends 32 B, receives 32 B; programs.py:15") in out
+    assert out.count("device ") == 1
+
+
+def test_lower_all_devices_and_a_jitted_function():
+    result = shardc("lower", f"{PROGRAMS}:jitted", *MATMUL_ARGS, "--all-devices")
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stdout.splitlines() if line.startswith("device ")] == [
+        f"device {k} at mesh coordinates (x, y) = ({k // 2}, {k % 2}):" for k in range(8)]
+    assert "mul" in result.stdout
+
+
+def test_lower_a_plain_body_with_mesh_and_specs():
+    result = shardc("lower", f"{PROGRAMS}:double", "--args", "f32[8,4]", "--mesh", "x=4,y=2",
+                    "--in-specs", "P('x','y')", "--out-specs", "P('x','y')", "--no-source")
+    assert result.returncode == 0, result.stderr
+    assert "in_specs=(P('x', 'y'),)" in result.stdout
+    assert "      jaxpr={ lambda ; c:f32[2,2]{x,y}. let\n" in result.stdout
+    assert "programs.py" not in result.stdout   # no source lines; traffic notes stay
+
+
+def test_lower_json():
+    result = shardc("lower", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    (eqn,) = data["program"]["eqns"]
+    assert eqn["primitive"] == "shard_map"
+    body = eqn["params"]["jaxpr"]
+    assert [e["primitive"] for e in body["eqns"]] == ["pvary", "dot_general", "psum"]
+    assert data["devices"][0]["device_id"] == 0
+    assert [e["primitive"] for e in data["devices"][0]["program"]["eqns"]][-1] == "all_reduce"
+
+
+def test_check_passes_and_fails_with_exit_codes():
+    ok = shardc("check", f"{PROGRAMS}:total", "--args", "f32[8]", "--mesh", "x=4,y=2",
+                "--in-specs", "P('x')", "--out-specs", "P()")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("replication check passed: 1 shard_map(s)")
+    assert "outputs f32[2] with out_specs P()" in ok.stdout
+    bad = shardc("check", f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "x=4,y=2",
+                 "--in-specs", "P('x')", "--out-specs", "P()")
+    assert bad.returncode == 1
+    assert "it may vary over mesh axis 'x'" in bad.stdout
+
+
+def test_check_turns_the_check_on_for_a_function_that_had_it_off():
+    result = shardc("check", f"{PROGRAMS}:unchecked_bad", "--args", "f32[8]")
+    assert result.returncode == 1
+    assert "shard_map applied to the function 'unchecked_bad'" in result.stdout
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["lower", "nope.py:f"], "no such file: nope.py"),
+    (["lower", f"{PROGRAMS}"], "expected FILE.py:FUNCTION"),
+    (["lower", f"{PROGRAMS}:missing"], "has no function 'missing'"),
+    (["lower", f"{PROGRAMS}:double", "--args", "f32[8", "--mesh", "x=4", "--in-specs", "P('x')",
+      "--out-specs", "P('x')"], "bad shape 'f32[8': expected a type like f32[8,16]"),
+    (["lower", f"{PROGRAMS}:double", "--args", "q8[8]", "--mesh", "x=4", "--in-specs", "P('x')",
+      "--out-specs", "P('x')"], "unknown dtype 'q8'"),
+    (["lower", f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "x4", "--in-specs", "P('x')",
+      "--out-specs", "P('x')"], "bad mesh 'x4': expected axis=size pairs like x=4,y=2"),
+    (["lower", f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "x=16", "--in-specs",
+      "P('x')", "--out-specs", "P('x')"], "needs 16 devices, but only 8 are available"),
+    (["lower", f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "x=4", "--in-specs",
+      "P(x)", "--out-specs", "P('x')"], "bad --in-specs 'P(x)'"),
+    (["lower", f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "x=4", "--in-specs",
+      "__import__('os')", "--out-specs", "P('x')"], "each entry must be P(...)"),
+    (["lower", f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "x=4"],
+     "a plain body needs --mesh, --in-specs and --out-specs together"),
+    (["lower", f"{PROGRAMS}:matmul_basic", "--args", "f32[8,15],f32[16,4]"],
+     "args[0] of shape f32[8,15], where args[0] is bound to matmul_basic's parameter 'a_block', "
+     "corresponds to in_specs[0] of value PartitionSpec('x', 'y'), which maps array axis 1 "
+     "(of size 15) to mesh axis 'y' (of size 2), but 2 does not evenly divide 15"),
+    (["lower", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "--device", "9"],
+     "--device 9 is not in the mesh"),
+    (["lower", f"{PROGRAMS}:matmul_basic", "--format", "yaml"], "invalid choice: 'yaml'"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(argv, message):
+    result = shardc(*argv)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2   # argparse adds a usage line
