@@ -4,11 +4,15 @@ The model is the bandwidth-optimal ring algorithm for each collective over a gro
 devices, with b the bytes of the operand block:
 
     all_reduce       reduce-scatter then all-gather: 2(N-1) messages of b/N each way
+                     (the block is dealt into N chunks of whole elements, the first chunks one
+                     element larger when N does not divide it; see ``_ring_all_reduce``)
     all_gather       N-1 messages of b each way
     reduce_scatter   N-1 messages of b/N each way
     all_to_all       N-1 messages of b/N each way (direct exchange)
     ppermute         one message of b, sent if the device is a source, received if a destination
     all_slice        nothing (each device keeps its own chunk)
+
+A message that would carry no bytes (an empty chunk) is not sent and not counted.
 """
 from __future__ import annotations
 
@@ -37,7 +41,33 @@ def _group_of(groups, device_id):
 
 
 def _symmetric(messages: int, nbytes: int) -> Traffic:
+    if nbytes == 0:
+        return Traffic()
     return Traffic(messages, messages * nbytes, messages, messages * nbytes)
+
+
+def _chunk_bytes(aval, n: int) -> list:
+    """The bytes of the n chunks a ring deals a block into: whole elements, as even as
+    possible, the first ``size % n`` chunks one element larger."""
+    base, extra = divmod(aval.size, n)
+    return [(base + (k < extra)) * aval.dtype.itemsize for k in range(n)]
+
+
+def _ring_all_reduce(chunks: list, rank: int) -> Traffic:
+    """Ring all_reduce for the member at ``rank``: at step s of the reduce-scatter it sends
+    chunk r-1-s and receives chunk r-2-s (ending with chunk r reduced); at step s of the
+    all-gather it sends chunk r-s and receives chunk r-1-s (indices mod N). Over N-1 steps
+    each, it sends every chunk but r, then every chunk but r+1, and receives every chunk
+    but r-1, then every chunk but r. With equal chunks: 2(N-1) messages of b/N each way."""
+    n = len(chunks)
+    sent = _all_but(chunks, rank) + _all_but(chunks, (rank + 1) % n)
+    received = _all_but(chunks, (rank - 1) % n) + _all_but(chunks, rank)
+    return Traffic(sum(1 for c in sent if c), sum(sent),
+                   sum(1 for c in received if c), sum(received))
+
+
+def _all_but(chunks: list, skipped: int) -> list:
+    return [c for k, c in enumerate(chunks) if k != skipped]
 
 
 def device_traffic(eqn, device_id: int) -> Traffic | None:
@@ -52,14 +82,15 @@ def device_traffic(eqn, device_id: int) -> Traffic | None:
     if n == 1 or prim is prims.all_slice_p:
         return Traffic()
     if prim is prims.all_reduce_p:
-        return _symmetric(2 * (n - 1), block // n)
+        return _ring_all_reduce(_chunk_bytes(eqn.invars[0].aval, n), group.index(device_id))
     if prim is prims.all_gather_p:
         return _symmetric(n - 1, block)
     if prim in (prims.reduce_scatter_p, prims.all_to_all_p):
         return _symmetric(n - 1, block // n)
     if prim is prims.ppermute_p:
         rank = group.index(device_id)
-        sends = any(s == rank and d != s for s, d in params["perm"])
-        receives = any(d == rank and d != s for s, d in params["perm"])
+        moves = [(s, d) for s, d in params["perm"] if s != d and block > 0]
+        sends = any(s == rank for s, _ in moves)
+        receives = any(d == rank for _, d in moves)
         return Traffic(int(sends), block * sends, int(receives), block * receives)
     raise ValueError(f"no traffic model for {prim}")

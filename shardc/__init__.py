@@ -26,6 +26,7 @@ from runtime.reference import device_put as _device_put_one  # noqa: E402
 
 from shardc import numpy, lax, nn, tree_util, sharding, debug, random  # noqa: E402,F401
 from shardc.batching_api import vmap  # noqa: E402
+from shardc.ledger import comm_ledger  # noqa: E402
 
 
 _INFER = object()   # in_specs not given: take each argument's sharding
