@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 from compiler import tree
 from compiler.backend import get_backend
 from compiler.lowering import lower_module
+from compiler.passes.dce import dce
 from ir.module import LoweredModule
 from compiler.tracing import (aval_of, current_trace, eval_trace, trace_to_program)
 from ir.core import Program
@@ -88,6 +89,19 @@ def make_jaxpr(fun: Callable, static_argnums=()):
     return traced
 
 
+def execute_equation(prim, values, params) -> list:
+    """Run one equation (a shard_map with its body program) on concrete values: lower it as a
+    one-equation module and execute it, as jit would."""
+    from ir.core import Eqn, Var
+    from ir.shapes import out_avals
+    backend = get_backend()
+    invars = [Var(aval_of(v).strip_vma()) for v in values]
+    outvars = [Var(a) for a in out_avals(prim, [v.aval for v in invars], params)]
+    program = Program([], invars, [Eqn(prim, invars, outvars, dict(params))], outvars)
+    module = lower_module(program, tuple(backend.sharding_of(v) for v in values))
+    return backend.execute(module, list(values))
+
+
 def _normalize_argnums(argnums) -> tuple:
     if argnums is None:
         return ()
@@ -155,6 +169,8 @@ class JitFunction:
             return self.cache[key]
         self.trace_count += 1
         closed = trace_function(self.fun, args, kwargs, self.static_argnums)
+        # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
+        closed = dataclasses.replace(closed, program=dce(closed.program))
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         compiled = Compiled(closed, module)

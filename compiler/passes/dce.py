@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ir.core import Program
+from ir import primitives as prims
+from ir.core import Eqn, Program, Var
 from ir.graph import has_side_effect, reachable_from_outputs, replace_sub_programs
 from ir.verify import verify
 
@@ -32,6 +33,48 @@ def dce(program: Program) -> Program:
 
 
 def _dce(program: Program) -> Program:
+    # Pruning a shard_map's outputs can leave equations dead, and the reverse: repeat.
+    while True:
+        cleaned = _drop_dead_equations(_prune_shard_map_outputs(program))
+        if _size(cleaned) == _size(program):
+            return cleaned
+        program = cleaned
+
+
+def _size(program: Program) -> tuple:
+    return (len(program.eqns), sum(len(e.outvars) for e in program.eqns))
+
+
+def _prune_shard_map_outputs(program: Program) -> Program:
+    """Drop the outputs of shard_map equations nothing reads (with their out_specs and the
+    body's outputs), so the body's work for them can go too. Every device drops them alike."""
+    used = {id(a) for eqn in program.eqns for a in eqn.invars if isinstance(a, Var)}
+    used |= {id(a) for a in program.outvars if isinstance(a, Var)}
+    eqns = []
+    changed = False
+    for eqn in program.eqns:
+        if eqn.primitive is not prims.shard_map_p or has_side_effect(eqn):
+            eqns.append(eqn)
+            continue
+        keep = [id(v) in used for v in eqn.outvars]
+        if all(keep) or not any(keep):
+            eqns.append(eqn)
+            continue
+        body = eqn.params["jaxpr"]
+        body = Program(list(body.constvars), list(body.invars), list(body.eqns),
+                       [a for a, k in zip(body.outvars, keep) if k], list(body.consts))
+        params = dict(eqn.params, jaxpr=body,
+                      out_specs=tuple(s for s, k in zip(eqn.params["out_specs"], keep) if k))
+        eqns.append(Eqn(eqn.primitive, list(eqn.invars),
+                        [v for v, k in zip(eqn.outvars, keep) if k], params, eqn.source))
+        changed = True
+    if not changed:
+        return program
+    return Program(list(program.constvars), list(program.invars), eqns, list(program.outvars),
+                   list(program.consts))
+
+
+def _drop_dead_equations(program: Program) -> Program:
     eqns = [replace_sub_programs(eqn, _dce) for eqn in program.eqns]
     roots = [k for k, eqn in enumerate(eqns) if has_side_effect(eqn)]
     live = reachable_from_outputs(dataclasses.replace(program, eqns=eqns), roots)

@@ -1,0 +1,675 @@
+"""JVP and transpose rules for the array primitives.
+
+A JVP rule is ``rule(primals, tangents, **params) -> (outputs, output tangents)`` where a
+tangent of None is a symbolic zero. A transpose rule is ``rule(ct, *operands, **params) ->
+cotangents per operand`` where linear operands are ``Linear`` markers and the rest are values.
+Rules bind primitives in the current trace.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from compiler.autodiff import (Linear, add_tangents, instantiate, jvp_rules, transpose_rules,
+                               zeros_like_aval)
+from compiler.tracing import aval_of, bind
+from ir import dtypes
+from ir import primitives as p
+
+
+def _aval(x):
+    return x.aval if isinstance(x, Linear) else aval_of(x)
+
+
+def _bind1(prim, *args, **params):
+    return bind(prim, *args, **params)
+
+
+def _scalar(value, like):
+    return np.asarray(value, _aval(like).dtype)[()]
+
+
+def _mul(a, b):
+    return bind(p.mul_p, a, b)
+
+
+def _zero_tangents(prim, primals, tangents, **params):
+    outs = bind(prim, *primals, **params)
+    outs = outs if prim.multiple_results else [outs]
+    return outs, [None] * len(outs)
+
+
+def _one(prim, primals, **params):
+    return bind(prim, *primals, **params)
+
+
+# --- linear primitives: the tangent map is the primitive itself ------------------------------------
+
+def linear_jvp(prim, primals, tangents, **params):
+    out = bind(prim, *primals, **params)
+    filled = [instantiate(t, aval_of(x)) for t, x in zip(tangents, primals)]
+    tangent = bind(prim, *filled, **params)
+    return ([out], [tangent]) if not prim.multiple_results else (out, tangent)
+
+
+# --- elementwise, one operand ------------------------------------------------------------------------
+
+def _unary_jvp(derivative, primals, tangents, prim=None, **params):
+    (x,), (t,) = primals, tangents
+    y = bind(prim, x, **params)
+    return [y], [_mul(t, derivative(x, y))]
+
+
+def _d_sin(x, y):
+    return bind(p.cos_p, x)
+
+
+def _d_cos(x, y):
+    return bind(p.neg_p, bind(p.sin_p, x))
+
+
+def _d_tan(x, y):
+    return bind(p.add_p, _scalar(1, x), _mul(y, y))
+
+
+def _d_tanh(x, y):
+    return bind(p.sub_p, _scalar(1, x), _mul(y, y))
+
+
+def _d_exp(x, y):
+    return y
+
+
+def _d_log(x, y):
+    return bind(p.div_p, _scalar(1, x), x)
+
+
+def _d_log1p(x, y):
+    return bind(p.div_p, _scalar(1, x), bind(p.add_p, x, _scalar(1, x)))
+
+
+def _d_expm1(x, y):
+    return bind(p.add_p, y, _scalar(1, x))
+
+
+def _d_sqrt(x, y):
+    return bind(p.div_p, _scalar(0.5, x), y)
+
+
+def _d_rsqrt(x, y):
+    return _mul(bind(p.div_p, y, x), _scalar(-0.5, x))
+
+
+def _d_abs(x, y):
+    return bind(p.sign_p, x)
+
+
+def _d_logistic(x, y):
+    return _mul(y, bind(p.sub_p, _scalar(1, x), y))
+
+
+_UNARY_DERIVATIVES = {
+    p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.tanh_p: _d_tanh, p.exp_p: _d_exp,
+    p.log_p: _d_log, p.log1p_p: _d_log1p, p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt,
+    p.rsqrt_p: _d_rsqrt, p.abs_p: _d_abs, p.logistic_p: _d_logistic,
+}
+for _p, _d in _UNARY_DERIVATIVES.items():
+    jvp_rules[_p] = functools.partial(_unary_jvp, _d, prim=_p)
+
+# Piecewise-constant or integer-valued results: zero tangents.
+for _p in (p.sign_p, p.floor_p, p.ceil_p, p.round_p, p.not_p, p.is_finite_p, p.and_p, p.or_p,
+           p.xor_p, p.argmax_p, p.argmin_p, p.iota_p, p.random_bits_p, p.reduce_and_p,
+           p.reduce_or_p) + p.COMPARISON:
+    jvp_rules[_p] = functools.partial(_zero_tangents, _p)
+
+jvp_rules[p.neg_p] = functools.partial(linear_jvp, p.neg_p)
+transpose_rules[p.neg_p] = lambda ct, x: [bind(p.neg_p, ct)]
+
+
+# --- elementwise, two operands (rank-0 operands broadcast) -----------------------------------------
+
+def unbroadcast(ct, operand_aval):
+    """Sum a cotangent down to an operand that was broadcast from rank 0."""
+    if ct is None:
+        return None
+    if operand_aval.shape == () and aval_of(ct).shape != ():
+        ct = bind(p.reduce_sum_p, ct, axes=tuple(range(aval_of(ct).ndim)))
+    return ct
+
+
+def _add_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = bind(p.add_p, x, y)
+    shape = aval_of(out)
+    return [out], [_broadcast_to(add_tangents(_broadcast_to(tx, shape), _broadcast_to(ty, shape)),
+                                 shape)]
+
+
+def _broadcast_to(t, aval):
+    if t is None or aval_of(t).shape == aval.shape:
+        return t
+    return bind(p.broadcast_in_dim_p, t, shape=aval.shape, broadcast_dimensions=())
+
+
+def _sub_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = bind(p.sub_p, x, y)
+    aval = aval_of(out)
+    neg = bind(p.neg_p, ty) if ty is not None else None
+    return [out], [_broadcast_to(add_tangents(_broadcast_to(tx, aval), _broadcast_to(neg, aval)),
+                                 aval)]
+
+
+def _add_transpose(ct, x, y):
+    return [unbroadcast(ct, _aval(x)) if isinstance(x, Linear) else None,
+            unbroadcast(ct, _aval(y)) if isinstance(y, Linear) else None]
+
+
+def _sub_transpose(ct, x, y):
+    neg = bind(p.neg_p, ct) if isinstance(y, Linear) else None
+    return [unbroadcast(ct, _aval(x)) if isinstance(x, Linear) else None,
+            unbroadcast(neg, _aval(y)) if isinstance(y, Linear) else None]
+
+
+def _mul_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = bind(p.mul_p, x, y)
+    aval = aval_of(out)
+    a = _broadcast_to(_mul(tx, y), aval) if tx is not None else None
+    b = _broadcast_to(_mul(x, ty), aval) if ty is not None else None
+    return [out], [add_tangents(a, b)]
+
+
+def _mul_transpose(ct, x, y):
+    if isinstance(x, Linear) and isinstance(y, Linear):
+        raise ValueError("mul is not linear in both operands at once")
+    if isinstance(x, Linear):
+        return [unbroadcast(_mul(ct, y), x.aval), None]
+    return [None, unbroadcast(_mul(x, ct), y.aval)]
+
+
+def _div_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = bind(p.div_p, x, y)
+    aval = aval_of(out)
+    a = _broadcast_to(bind(p.div_p, tx, y), aval) if tx is not None else None
+    b = None
+    if ty is not None:
+        b = _broadcast_to(bind(p.neg_p, _mul(ty, bind(p.div_p, out, y))), aval)
+    return [out], [add_tangents(a, b)]
+
+
+def _div_transpose(ct, x, y):
+    if isinstance(y, Linear):
+        raise ValueError("div is not linear in its denominator")
+    return [unbroadcast(bind(p.div_p, ct, y), x.aval), None]
+
+
+def _rem_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = bind(p.rem_p, x, y)
+    aval = aval_of(out)
+    a = _broadcast_to(tx, aval)
+    b = None
+    if ty is not None:
+        # rem(x, y) = x - y * trunc(x / y)
+        quotient = bind(p.div_p, bind(p.sub_p, x, out), y)
+        b = _broadcast_to(bind(p.neg_p, _mul(ty, quotient)), aval)
+    return [out], [add_tangents(a, b)]
+
+
+def _pow_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = bind(p.pow_p, x, y)
+    aval = aval_of(out)
+    a = b = None
+    if tx is not None:
+        power = bind(p.pow_p, x, bind(p.sub_p, y, _scalar(1, y)))
+        a = _broadcast_to(_mul(tx, _mul(y, power)), aval)
+    if ty is not None:
+        safe_log = bind(p.log_p, bind(p.select_n_p, bind(p.eq_p, x, _scalar(0, x)), x,
+                                      _ones_like(x)))
+        b = _broadcast_to(_mul(ty, _mul(out, safe_log)), aval)
+    return [out], [add_tangents(a, b)]
+
+
+def _ones_like(x):
+    aval = aval_of(x)
+    return bind(p.broadcast_in_dim_p, np.ones((), aval.dtype), shape=aval.shape,
+                broadcast_dimensions=())
+
+
+def _minmax_jvp(prim, primals, tangents):
+    """Ties split the tangent evenly, as JAX does."""
+    x, y = primals
+    tx, ty = tangents
+    out = bind(prim, x, y)
+    aval = aval_of(out)
+    tx = _broadcast_to(instantiate(tx, aval_of(x)), aval)
+    ty = _broadcast_to(instantiate(ty, aval_of(y)), aval)
+    wins = p.gt_p if prim is p.max_p else p.lt_p
+    x_wins = bind(p.convert_element_type_p, bind(wins, x, y), new_dtype=aval.dtype)
+    tie = bind(p.convert_element_type_p, bind(p.eq_p, x, y), new_dtype=aval.dtype)
+    half_tie = _mul(tie, _scalar(0.5, out))
+    x_weight = bind(p.add_p, x_wins, half_tie)
+    y_weight = bind(p.sub_p, bind(p.sub_p, _scalar(1, out), x_wins), half_tie)
+    return [out], [bind(p.add_p, _mul(tx, x_weight), _mul(ty, y_weight))]
+
+
+def _atan2_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    out = bind(p.atan2_p, x, y)
+    aval = aval_of(out)
+    denom = bind(p.add_p, _mul(x, x), _mul(y, y))
+    a = _broadcast_to(_mul(tx, bind(p.div_p, y, denom)), aval) if tx is not None else None
+    b = None
+    if ty is not None:
+        b = _broadcast_to(_mul(ty, bind(p.neg_p, bind(p.div_p, x, denom))), aval)
+    return [out], [add_tangents(a, b)]
+
+
+jvp_rules[p.add_p] = _add_jvp
+jvp_rules[p.sub_p] = _sub_jvp
+jvp_rules[p.mul_p] = _mul_jvp
+jvp_rules[p.div_p] = _div_jvp
+jvp_rules[p.rem_p] = _rem_jvp
+jvp_rules[p.pow_p] = _pow_jvp
+jvp_rules[p.max_p] = functools.partial(_minmax_jvp, p.max_p)
+jvp_rules[p.min_p] = functools.partial(_minmax_jvp, p.min_p)
+jvp_rules[p.atan2_p] = _atan2_jvp
+transpose_rules[p.add_p] = _add_transpose
+transpose_rules[p.sub_p] = _sub_transpose
+transpose_rules[p.mul_p] = _mul_transpose
+transpose_rules[p.div_p] = _div_transpose
+
+
+def _select_n_jvp(primals, tangents):
+    pred, *cases = primals
+    out = bind(p.select_n_p, pred, *cases)
+    filled = [instantiate(t, aval_of(c)) for t, c in zip(tangents[1:], cases)]
+    return [out], [bind(p.select_n_p, pred, *filled)]
+
+
+def _select_n_transpose(ct, pred, *cases):
+    if isinstance(pred, Linear):
+        raise ValueError("select_n is not linear in its predicate")
+    zeros = zeros_like_aval(aval_of(ct))
+    result = [None]
+    for k, case in enumerate(cases):
+        if not isinstance(case, Linear):
+            result.append(None)
+            continue
+        picks = [zeros] * len(cases)
+        picks[k] = ct
+        result.append(unbroadcast(bind(p.select_n_p, pred, *picks), case.aval))
+    return result
+
+
+jvp_rules[p.select_n_p] = _select_n_jvp
+transpose_rules[p.select_n_p] = _select_n_transpose
+
+
+def _convert_jvp(primals, tangents, *, new_dtype):
+    (x,), (t,) = primals, tangents
+    out = bind(p.convert_element_type_p, x, new_dtype=new_dtype)
+    if not dtypes.is_inexact(new_dtype) or not dtypes.is_inexact(aval_of(x).dtype):
+        return [out], [None]
+    return [out], [bind(p.convert_element_type_p, t, new_dtype=new_dtype)]
+
+
+def _convert_transpose(ct, x, *, new_dtype):
+    return [bind(p.convert_element_type_p, ct, new_dtype=x.aval.dtype)]
+
+
+jvp_rules[p.convert_element_type_p] = _convert_jvp
+transpose_rules[p.convert_element_type_p] = _convert_transpose
+
+
+# --- shapes -------------------------------------------------------------------------------------------
+
+for _p in (p.broadcast_in_dim_p, p.reshape_p, p.transpose_p, p.squeeze_p, p.concatenate_p,
+           p.slice_p, p.rev_p, p.reduce_sum_p, p.cumsum_p, p.pad_p,
+           p.sharding_constraint_p):
+    jvp_rules[_p] = functools.partial(linear_jvp, _p)
+
+
+def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+    in_shape = x.aval.shape
+    new_dims = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
+    expanded = tuple(od for d, od in zip(in_shape, broadcast_dimensions)
+                     if d == 1 and shape[od] != 1)
+    summed = bind(p.reduce_sum_p, ct, axes=tuple(sorted(new_dims + expanded))) \
+        if new_dims or expanded else ct
+    if aval_of(summed).shape != in_shape:
+        summed = bind(p.reshape_p, summed, new_sizes=in_shape)
+    return [summed]
+
+
+def _reshape_transpose(ct, x, *, new_sizes):
+    return [bind(p.reshape_p, ct, new_sizes=x.aval.shape)]
+
+
+def _transpose_transpose(ct, x, *, permutation):
+    inverse = tuple(int(k) for k in np.argsort(permutation))
+    return [bind(p.transpose_p, ct, permutation=inverse)]
+
+
+def _squeeze_transpose(ct, x, *, dimensions):
+    return [bind(p.reshape_p, ct, new_sizes=x.aval.shape)]
+
+
+def _concatenate_transpose(ct, *xs, dimension):
+    result = []
+    offset = 0
+    shape = aval_of(ct).shape
+    for x in xs:
+        size = _aval(x).shape[dimension]
+        if isinstance(x, Linear):
+            start = [0] * len(shape)
+            limit = list(shape)
+            start[dimension], limit[dimension] = offset, offset + size
+            result.append(bind(p.slice_p, ct, start_indices=tuple(start),
+                               limit_indices=tuple(limit), strides=None))
+        else:
+            result.append(None)
+        offset += size
+    return result
+
+
+def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
+    shape = x.aval.shape
+    strides = strides or (1,) * len(shape)
+    config = []
+    for d, (lo, st) in enumerate(zip(start_indices, strides)):
+        n = aval_of(ct).shape[d]
+        used = lo + (n - 1) * st + 1 if n else lo
+        config.append((lo, shape[d] - used, st - 1))
+    zero = np.zeros((), x.aval.dtype)
+    return [bind(p.pad_p, ct, zero, padding_config=tuple(config))]
+
+
+def _rev_transpose(ct, x, *, dimensions):
+    return [bind(p.rev_p, ct, dimensions=dimensions)]
+
+
+def _reduce_sum_transpose(ct, x, *, axes):
+    shape = x.aval.shape
+    kept = tuple(d for d in range(len(shape)) if d not in axes)
+    return [bind(p.broadcast_in_dim_p, ct, shape=shape, broadcast_dimensions=kept)]
+
+
+def _cumsum_transpose(ct, x, *, axis, reverse):
+    return [bind(p.cumsum_p, ct, axis=axis, reverse=not reverse)]
+
+
+def _pad_transpose(ct, x, value, *, padding_config):
+    if any(lo < 0 or hi < 0 for lo, hi, _ in padding_config):
+        raise NotImplementedError("transpose of pad with negative padding")
+    start = tuple(lo for lo, _, _ in padding_config)
+    shape = aval_of(ct).shape
+    limit = tuple(s - hi for s, (_, hi, _) in zip(shape, padding_config))
+    strides = tuple(interior + 1 for _, _, interior in padding_config)
+    ct_x = bind(p.slice_p, ct, start_indices=start, limit_indices=limit,
+                strides=None if all(s == 1 for s in strides) else strides)
+    ct_value = None
+    if isinstance(value, Linear):
+        everything = bind(p.reduce_sum_p, ct, axes=tuple(range(len(shape))))
+        inner = bind(p.reduce_sum_p, ct_x, axes=tuple(range(len(shape))))
+        ct_value = bind(p.sub_p, everything, inner)
+    return [ct_x if isinstance(x, Linear) else None, ct_value]
+
+
+def _sharding_constraint_transpose(ct, x, *, sharding):
+    return [bind(p.sharding_constraint_p, ct, sharding=sharding)]
+
+
+transpose_rules[p.broadcast_in_dim_p] = _broadcast_in_dim_transpose
+transpose_rules[p.reshape_p] = _reshape_transpose
+transpose_rules[p.transpose_p] = _transpose_transpose
+transpose_rules[p.squeeze_p] = _squeeze_transpose
+transpose_rules[p.concatenate_p] = _concatenate_transpose
+transpose_rules[p.slice_p] = _slice_transpose
+transpose_rules[p.rev_p] = _rev_transpose
+transpose_rules[p.reduce_sum_p] = _reduce_sum_transpose
+transpose_rules[p.cumsum_p] = _cumsum_transpose
+transpose_rules[p.pad_p] = _pad_transpose
+transpose_rules[p.sharding_constraint_p] = _sharding_constraint_transpose
+
+
+# --- indexing ----------------------------------------------------------------------------------------
+
+def _dynamic_slice_jvp(primals, tangents, *, slice_sizes):
+    x, *starts = primals
+    out = bind(p.dynamic_slice_p, x, *starts, slice_sizes=slice_sizes)
+    if tangents[0] is None:
+        return [out], [None]
+    return [out], [bind(p.dynamic_slice_p, tangents[0], *starts, slice_sizes=slice_sizes)]
+
+
+def _dynamic_slice_transpose(ct, x, *starts, slice_sizes):
+    zeros = zeros_like_aval(x.aval)
+    return [bind(p.dynamic_update_slice_p, zeros, ct, *starts)] + [None] * len(starts)
+
+
+def _dynamic_update_slice_jvp(primals, tangents):
+    x, update, *starts = primals
+    tx, tu = tangents[0], tangents[1]
+    out = bind(p.dynamic_update_slice_p, x, update, *starts)
+    if tx is None and tu is None:
+        return [out], [None]
+    tx = instantiate(tx, aval_of(x))
+    tu = instantiate(tu, aval_of(update))
+    return [out], [bind(p.dynamic_update_slice_p, tx, tu, *starts)]
+
+
+def _dynamic_update_slice_transpose(ct, x, update, *starts):
+    update_aval = _aval(update)
+    ct_x = ct_update = None
+    if isinstance(x, Linear):
+        ct_x = bind(p.dynamic_update_slice_p, ct, zeros_like_aval(update_aval), *starts)
+    if isinstance(update, Linear):
+        ct_update = bind(p.dynamic_slice_p, ct, *starts, slice_sizes=update_aval.shape)
+    return [ct_x, ct_update] + [None] * len(starts)
+
+
+def _gather_jvp(primals, tangents, *, axis):
+    x, indices = primals
+    out = bind(p.gather_p, x, indices, axis=axis)
+    if tangents[0] is None:
+        return [out], [None]
+    return [out], [bind(p.gather_p, tangents[0], indices, axis=axis)]
+
+
+def _gather_transpose(ct, x, indices, *, axis):
+    zeros = zeros_like_aval(x.aval)
+    return [bind(p.scatter_p, zeros, indices, ct, axis=axis, mode="add"), None]
+
+
+def _scatter_jvp(primals, tangents, *, axis, mode):
+    x, indices, updates = primals
+    out = bind(p.scatter_p, x, indices, updates, axis=axis, mode=mode)
+    tx, _, tu = tangents
+    if tx is None and tu is None:
+        return [out], [None]
+    if mode not in ("add", "set"):
+        raise NotImplementedError(f"Differentiation rule for scatter with mode={mode!r} not "
+                                  "implemented")
+    tx = instantiate(tx, aval_of(x))
+    tu = instantiate(tu, aval_of(updates))
+    return [out], [bind(p.scatter_p, tx, indices, tu, axis=axis, mode=mode)]
+
+
+def _scatter_transpose(ct, x, indices, updates, *, axis, mode):
+    if mode not in ("add", "set"):
+        raise NotImplementedError(f"transpose of scatter with mode={mode!r}")
+    ct_x = ct_updates = None
+    if isinstance(x, Linear):
+        ct_x = ct
+        if mode == "set":
+            zeros = zeros_like_aval(_aval(updates))
+            ct_x = bind(p.scatter_p, ct, indices, zeros, axis=axis, mode="set")
+    if isinstance(updates, Linear):
+        ct_updates = bind(p.gather_p, ct, indices, axis=axis)
+    return [ct_x, None, ct_updates]
+
+
+jvp_rules[p.dynamic_slice_p] = _dynamic_slice_jvp
+jvp_rules[p.dynamic_update_slice_p] = _dynamic_update_slice_jvp
+jvp_rules[p.gather_p] = _gather_jvp
+jvp_rules[p.scatter_p] = _scatter_jvp
+transpose_rules[p.dynamic_slice_p] = _dynamic_slice_transpose
+transpose_rules[p.dynamic_update_slice_p] = _dynamic_update_slice_transpose
+transpose_rules[p.gather_p] = _gather_transpose
+transpose_rules[p.scatter_p] = _scatter_transpose
+
+
+# --- reductions --------------------------------------------------------------------------------------
+
+def _extremum_jvp(prim, primals, tangents, *, axes):
+    """The tangent at the extremum's locations, averaged over ties."""
+    (x,), (t,) = primals, tangents
+    out = bind(prim, x, axes=axes)
+    shape = aval_of(x).shape
+    kept = tuple(d for d in range(len(shape)) if d not in axes)
+    spread = bind(p.broadcast_in_dim_p, out, shape=shape, broadcast_dimensions=kept)
+    at = bind(p.convert_element_type_p, bind(p.eq_p, x, spread), new_dtype=aval_of(x).dtype)
+    count = bind(p.reduce_sum_p, at, axes=axes)
+    picked = bind(p.reduce_sum_p, _mul(t, at), axes=axes)
+    return [out], [bind(p.div_p, picked, count)]
+
+
+def _prod_jvp(primals, tangents, *, axes):
+    (x,), (t,) = primals, tangents
+    out = bind(p.reduce_prod_p, x, axes=axes)
+    # d prod = sum over k of t_k * prod_{j != k} x_j, computed without dividing by zero
+    shape = aval_of(x).shape
+    kept = tuple(d for d in range(len(shape)) if d not in axes)
+    total = 0
+    moved = x
+    others = _prod_of_others(moved, axes)
+    total = bind(p.reduce_sum_p, _mul(t, others), axes=axes)
+    return [out], [total]
+
+
+def _prod_of_others(x, axes):
+    """For each element, the product of the other elements along ``axes`` (no division)."""
+    aval = aval_of(x)
+    shape = aval.shape
+    kept = tuple(d for d in range(len(shape)) if d not in axes)
+    perm = kept + tuple(axes)
+    moved = bind(p.transpose_p, x, permutation=perm) if perm != tuple(range(len(shape))) else x
+    n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    lead = tuple(shape[d] for d in kept)
+    flat = bind(p.reshape_p, moved, new_sizes=lead + (n,))
+    ones = bind(p.broadcast_in_dim_p, np.ones((), aval.dtype), shape=lead + (1,),
+                broadcast_dimensions=())
+    left = _exclusive_cumprod(flat, ones, len(lead), reverse=False)
+    right = _exclusive_cumprod(flat, ones, len(lead), reverse=True)
+    others = _mul(left, right)
+    others = bind(p.reshape_p, others, new_sizes=tuple(shape[d] for d in perm))
+    inverse = tuple(int(k) for k in np.argsort(perm))
+    return bind(p.transpose_p, others, permutation=inverse) if perm != tuple(range(len(shape))) \
+        else others
+
+
+def _exclusive_cumprod(flat, ones, axis, reverse):
+    """Products of the elements before (or after) each one along the last axis."""
+    n = aval_of(flat).shape[axis]
+    pieces = []
+    running = ones
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    for k in order:
+        pieces.append(running)
+        start = [0] * (axis + 1)
+        limit = list(aval_of(flat).shape)
+        start[axis], limit[axis] = k, k + 1
+        element = bind(p.slice_p, flat, start_indices=tuple(start), limit_indices=tuple(limit),
+                       strides=None)
+        running = _mul(running, element)
+    if reverse:
+        pieces.reverse()
+    return bind(p.concatenate_p, *pieces, dimension=axis) if len(pieces) > 1 else pieces[0]
+
+
+jvp_rules[p.reduce_max_p] = functools.partial(_extremum_jvp, p.reduce_max_p)
+jvp_rules[p.reduce_min_p] = functools.partial(_extremum_jvp, p.reduce_min_p)
+jvp_rules[p.reduce_prod_p] = _prod_jvp
+
+
+# --- dot_general ---------------------------------------------------------------------------------
+
+def _dot_general_jvp(primals, tangents, *, dimension_numbers, preferred_element_type=None):
+    x, y = primals
+    tx, ty = tangents
+    params = dict(dimension_numbers=dimension_numbers,
+                  preferred_element_type=preferred_element_type)
+    out = bind(p.dot_general_p, x, y, **params)
+    a = bind(p.dot_general_p, tx, y, **params) if tx is not None else None
+    b = bind(p.dot_general_p, x, ty, **params) if ty is not None else None
+    return [out], [add_tangents(a, b)]
+
+
+def _remaining(n, *removed):
+    gone = {d for group in removed for d in group}
+    return [d for d in range(n) if d not in gone]
+
+
+def _ranges(*lengths):
+    start = 0
+    for n in lengths:
+        yield list(range(start, start + n))
+        start += n
+
+
+def _transpose_lhs(ct, x_aval, y, dimension_numbers, preferred_element_type, swap_ans=False):
+    """The cotangent of the left operand: contract ct with y over y's free dimensions, then put
+    the dimensions back in x's order."""
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    y_ndim = _aval(y).ndim
+    x_kept = _remaining(x_aval.ndim, x_contract, x_batch)
+    y_kept = _remaining(y_ndim, y_contract, y_batch)
+    if swap_ans:
+        ans_batch, ans_y, _ = _ranges(len(x_batch), len(y_kept), len(x_kept))
+    else:
+        ans_batch, _, ans_y = _ranges(len(x_batch), len(x_kept), len(y_kept))
+    dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(y_batch)))
+    x_contract_by_y = [x_contract[k] for k in np.argsort(y_contract)]
+    out_axes = tuple(int(k) for k in np.argsort(list(x_batch) + x_kept + x_contract_by_y))
+    result = bind(p.dot_general_p, ct, y, dimension_numbers=dims,
+                  preferred_element_type=x_aval.dtype)
+    if out_axes != tuple(range(len(out_axes))):
+        result = bind(p.transpose_p, result, permutation=out_axes)
+    return result
+
+
+def _dot_general_transpose(ct, x, y, *, dimension_numbers, preferred_element_type=None):
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    ct_x = ct_y = None
+    if isinstance(x, Linear):
+        ct_x = _transpose_lhs(ct, x.aval, y, dimension_numbers, preferred_element_type)
+    if isinstance(y, Linear):
+        swapped = ((y_contract, x_contract), (y_batch, x_batch))
+        ct_y = _transpose_lhs(ct, y.aval, x, swapped, preferred_element_type, swap_ans=True)
+    return [ct_x, ct_y]
+
+
+jvp_rules[p.dot_general_p] = _dot_general_jvp
+transpose_rules[p.dot_general_p] = _dot_general_transpose
+
+
+# --- no derivative -------------------------------------------------------------------------------
+
+def _debug_print_jvp(primals, tangents, **params):
+    bind(p.debug_print_p, *primals, **params)
+    return [], []
+
+
+jvp_rules[p.debug_print_p] = _debug_print_jvp

@@ -1,0 +1,316 @@
+"""Autodiff of collectives and of shard_map itself (SEMANTICS 2.9 and 4).
+
+Collectives are linear: their tangent is the collective of the tangent. Transposes follow
+SEMANTICS 2.9; with the replication check on, ``psum`` and ``pvary`` transpose to each other
+with no rescaling; with it off, ``psum`` transposes to itself and the shard_map boundary
+rescales (4.3).
+
+A shard_map is differentiated as a whole: its JVP is a shard_map of the body's JVP; partial
+evaluation splits it into a shard_map computing the known outputs and the residuals (which
+leave the body as per-device values, their leading dimension mapped over every mesh axis) and
+one computing the rest from them; its transpose is a shard_map of the body's backward pass.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+
+import numpy as np
+
+from compiler.ad_rules import linear_jvp
+from compiler.autodiff import (Linear, backward_pass, instantiate, jvp_program, jvp_rules,
+                               partial_eval, partial_eval_rules, transpose_rules)
+from compiler.shard_map import ShardContext, current_shard_context
+from compiler.tracing import aval_of, bind, current_trace, trace_to_program
+from ir import primitives as p
+from ir.core import Aval, Eqn, Program, Var
+from ir.sharding import PartitionSpec, axes_size, block_shape, spec_axes
+
+# --- whether the enclosing shard_map checks replication, while transposing its body ---------------
+
+_checking_stack: list = []
+
+
+@contextlib.contextmanager
+def _transposing(check: bool):
+    _checking_stack.append(check)
+    try:
+        yield
+    finally:
+        _checking_stack.pop()
+
+
+def _check_on() -> bool:
+    if _checking_stack:
+        return _checking_stack[-1]
+    shard = current_shard_context()
+    return shard is not None and shard.check_vma
+
+
+def _group_size(axes) -> int:
+    shard = current_shard_context()
+    return axes_size(shard.mesh.shape, axes) if shard is not None else 1
+
+
+# --- collectives: JVP -----------------------------------------------------------------------------
+
+for _p in (p.psum_p, p.pmean_p, p.pvary_p, p.all_gather_p, p.psum_scatter_p, p.ppermute_p,
+           p.all_to_all_p, p.pbroadcast_p):
+    jvp_rules[_p] = functools.partial(linear_jvp, _p)
+
+
+def _not_differentiable(name, primals, tangents, **params):
+    raise NotImplementedError(f"Differentiation rule for '{name}' not implemented; apply "
+                              "lax.stop_gradient to its operand if its derivative is not needed.")
+
+
+jvp_rules[p.pmax_p] = functools.partial(_not_differentiable, "pmax")
+jvp_rules[p.pmin_p] = functools.partial(_not_differentiable, "pmin")
+
+
+# --- collectives: transposes ----------------------------------------------------------------------
+
+def _psum_transpose(ct, x, *, mesh_axes):
+    if _check_on():
+        missing = _missing(ct, mesh_axes)
+        return [bind(p.pvary_p, ct, mesh_axes=missing) if missing else ct]
+    return [bind(p.psum_p, ct, mesh_axes=mesh_axes)]
+
+
+def _missing(value, mesh_axes) -> tuple:
+    """The axes of ``mesh_axes`` a value does not vary over yet (pvary's operand rule)."""
+    vma = aval_of(value).vma
+    return tuple(a for a in mesh_axes if a not in vma)
+
+
+def _pmean_transpose(ct, x, *, mesh_axes):
+    scaled = bind(p.div_p, ct, np.asarray(_group_size(mesh_axes), aval_of(ct).dtype)[()])
+    return _psum_transpose(scaled, x, mesh_axes=mesh_axes)
+
+
+def _pvary_transpose(ct, x, *, mesh_axes):
+    if _check_on():
+        return [bind(p.psum_p, ct, mesh_axes=mesh_axes)]
+    return [ct]
+
+
+def _all_gather_transpose(ct, x, *, mesh_axes, gather_axis, tiled, axis_size, to="varying"):
+    if to == "invarying":
+        return [_own_chunk(ct, mesh_axes, gather_axis, tiled, x.aval)]
+    return [bind(p.psum_scatter_p, ct, mesh_axes=mesh_axes, scatter_axis=gather_axis,
+                 tiled=tiled, axis_size=axis_size)]
+
+
+def _own_chunk(ct, mesh_axes, axis, tiled, aval):
+    """This device's chunk of a gathered cotangent: no communication."""
+    rank = bind(p.axis_index_p, mesh_axes=mesh_axes)
+    shape = aval_of(ct).shape
+    starts = [np.int32(0)] * len(shape)
+    sizes = list(shape)
+    if tiled:
+        starts[axis] = bind(p.mul_p, rank, np.int32(aval.shape[axis]))
+        sizes[axis] = aval.shape[axis]
+        return bind(p.dynamic_slice_p, ct, *starts, slice_sizes=tuple(sizes))
+    starts[axis] = rank
+    sizes[axis] = 1
+    chunk = bind(p.dynamic_slice_p, ct, *starts, slice_sizes=tuple(sizes))
+    return bind(p.squeeze_p, chunk, dimensions=(axis,))
+
+
+def _psum_scatter_transpose(ct, x, *, mesh_axes, scatter_axis, tiled, axis_size):
+    return [bind(p.all_gather_p, ct, mesh_axes=mesh_axes, gather_axis=scatter_axis,
+                 tiled=tiled, axis_size=axis_size)]
+
+
+def _ppermute_transpose(ct, x, *, mesh_axes, perm):
+    inverse = tuple((dest, source) for source, dest in perm)
+    return [bind(p.ppermute_p, ct, mesh_axes=mesh_axes, perm=inverse)]
+
+
+def _all_to_all_transpose(ct, x, *, mesh_axes, split_axis, concat_axis, tiled, axis_size):
+    return [bind(p.all_to_all_p, ct, mesh_axes=mesh_axes, split_axis=concat_axis,
+                 concat_axis=split_axis, tiled=tiled, axis_size=axis_size)]
+
+
+def _pbroadcast_transpose(ct, x, *, mesh_axes, source):
+    total = bind(p.psum_p, ct, mesh_axes=mesh_axes)
+    rank = bind(p.axis_index_p, mesh_axes=mesh_axes)
+    is_source = bind(p.eq_p, rank, np.int32(source))
+    zeros = bind(p.broadcast_in_dim_p, np.zeros((), aval_of(ct).dtype),
+                 shape=aval_of(ct).shape, broadcast_dimensions=())
+    return [bind(p.select_n_p, is_source, zeros, total)]
+
+
+transpose_rules[p.psum_p] = _psum_transpose
+transpose_rules[p.pmean_p] = _pmean_transpose
+transpose_rules[p.pvary_p] = _pvary_transpose
+transpose_rules[p.all_gather_p] = _all_gather_transpose
+transpose_rules[p.psum_scatter_p] = _psum_scatter_transpose
+transpose_rules[p.ppermute_p] = _ppermute_transpose
+transpose_rules[p.all_to_all_p] = _all_to_all_transpose
+transpose_rules[p.pbroadcast_p] = _pbroadcast_transpose
+
+
+# --- shard_map: JVP -------------------------------------------------------------------------------
+
+def _shard_map_jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, check_vma):
+    nonzero = [t is not None for t in tangents]
+    shard = ShardContext(mesh, check_vma is True)
+    body = jvp_program(jaxpr, nonzero, shard=shard)
+    tangent_specs = tuple(s for s, nz in zip(in_specs, nonzero) if nz)
+    outs = bind(p.shard_map_p, *primals, *[t for t in tangents if t is not None], jaxpr=body,
+                mesh=mesh, in_specs=tuple(in_specs) + tangent_specs,
+                out_specs=tuple(out_specs) * 2, check_vma=check_vma)
+    n = len(out_specs)
+    return outs[:n], outs[n:]
+
+
+jvp_rules[p.shard_map_p] = _shard_map_jvp
+
+
+# --- shard_map: partial evaluation ------------------------------------------------------------------
+
+def _all_axes_spec(mesh) -> PartitionSpec:
+    return PartitionSpec(tuple(mesh.axis_names))
+
+
+def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
+    """Split a shard_map whose inputs are partly unknown into a known shard_map (known outputs
+    and residuals) and an unknown one (the rest, from the residuals)."""
+    params = eqn.params
+    body, mesh = params["jaxpr"], params["mesh"]
+    split = partial_eval(body, ins_unknown, [False] * len(body.outvars))
+    known_out = [not u for u in split.out_unknown]
+    residuals = split.known.outvars[len(split.known.outvars) - split.num_residuals:]
+    res_spec = _all_axes_spec(mesh)
+    check = params["check_vma"] is True
+    # residuals leave the known body as (1, *block) with their leading dim over every axis
+    known_body = _with_residual_exits(split.known, split.num_residuals, mesh, check)
+    outer_res = [Var(Aval((mesh.size,) + r.aval.shape, r.aval.dtype)) for r in residuals]
+    known_eqn = Eqn(p.shard_map_p,
+                    [a for a, u in zip(eqn.invars, ins_unknown) if not u],
+                    [v for v, k in zip(eqn.outvars, known_out) if k] + outer_res,
+                    dict(params, jaxpr=known_body,
+                         in_specs=tuple(s for s, u in zip(params["in_specs"], ins_unknown)
+                                        if not u),
+                         out_specs=tuple(s for s, k in zip(params["out_specs"], known_out)
+                                         if k) + (res_spec,) * len(residuals)),
+                    eqn.source)
+    unknown_body = _with_residual_entries(split.unknown, split.num_residuals, mesh)
+    unknown_eqn = Eqn(p.shard_map_p,
+                      outer_res + [a for a, u in zip(eqn.invars, ins_unknown) if u],
+                      [v for v, k in zip(eqn.outvars, known_out) if not k],
+                      dict(params, jaxpr=unknown_body,
+                           in_specs=(res_spec,) * len(residuals)
+                           + tuple(s for s, u in zip(params["in_specs"], ins_unknown) if u),
+                           out_specs=tuple(s for s, k in zip(params["out_specs"], known_out)
+                                           if not k)),
+                      eqn.source)
+    unknown_outs = [v for v, k in zip(eqn.outvars, known_out) if not k]
+    return [known_eqn], [unknown_eqn], unknown_outs
+
+
+def _with_residual_exits(known: Program, num_res: int, mesh, check: bool) -> Program:
+    """Append a reshape (and, with the check on, a pvary over every axis) per residual."""
+    keep = known.outvars[:len(known.outvars) - num_res]
+    eqns = list(known.eqns)
+    exits = []
+    everything = frozenset(mesh.axis_names)
+    for res in known.outvars[len(known.outvars) - num_res:]:
+        value = res
+        if check and res.aval.vma != everything:
+            missing = tuple(a for a in mesh.axis_names if a not in res.aval.vma)
+            lifted = Var(res.aval.update(vma=everything))
+            eqns.append(Eqn(p.pvary_p, [value], [lifted], dict(mesh_axes=missing)))
+            value = lifted
+        shaped = Var(Aval((1,) + res.aval.shape, res.aval.dtype, everything))
+        eqns.append(Eqn(p.reshape_p, [value], [shaped], dict(new_sizes=(1,) + res.aval.shape)))
+        exits.append(shaped)
+    return Program([], list(known.invars), eqns, keep + exits)
+
+
+def _with_residual_entries(unknown: Program, num_res: int, mesh) -> Program:
+    """Residual blocks arrive as (1, *block); reshape them back to the values the body reads."""
+    everything = frozenset(mesh.axis_names)
+    entries, eqns = [], []
+    for res in unknown.invars[:num_res]:
+        block = Var(Aval((1,) + res.aval.shape, res.aval.dtype, everything))
+        entries.append(block)
+        eqns.append(Eqn(p.reshape_p, [block], [res], dict(new_sizes=res.aval.shape)))
+    return Program([], entries + list(unknown.invars[num_res:]), eqns + list(unknown.eqns),
+                   list(unknown.outvars))
+
+
+partial_eval_rules[p.shard_map_p] = _shard_map_partial_eval
+
+
+# --- shard_map: transpose -------------------------------------------------------------------------
+
+def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma):
+    """A shard_map whose body is the backward pass of this one's body (SEMANTICS 4.3)."""
+    check = check_vma is True
+    linear = [isinstance(a, Linear) for a in args]
+    known = [a for a in args if not isinstance(a, Linear)]
+    known_specs = tuple(s for s, lin in zip(in_specs, linear) if not lin)
+    nonzero = [ct is not None for ct in cts]
+    ct_specs = tuple(s for s, nz in zip(out_specs, nonzero) if nz)
+    lin_specs = tuple(s for s, lin in zip(in_specs, linear) if lin)
+    body_in = jaxpr.in_avals
+    known_avals = [a for a, lin in zip(body_in, linear) if not lin]
+    ct_avals = [a for a, nz in zip(jaxpr.out_avals, nonzero) if nz]
+
+    def body(*blocks):
+        it_known = iter(blocks[:len(known_avals)])
+        it_ct = iter(blocks[len(known_avals):])
+        block_args = [Linear(a) if lin else next(it_known) for a, lin in zip(body_in, linear)]
+        block_cts = [next(it_ct) if nz else None for nz in nonzero]
+        if not check:
+            block_cts = [_rescale(ct, spec, mesh) for ct, spec in zip(block_cts, out_specs)]
+        with _transposing(check):
+            in_cts = backward_pass(jaxpr, block_args, block_cts)
+        outs = []
+        for ct, aval, spec in zip(in_cts, [a for a, lin in zip(body_in, linear) if lin],
+                                  lin_specs):
+            ct = instantiate(ct, aval.strip_vma())
+            outs.append(_reduce_unmapped(ct, spec, mesh) if not check
+                        else _lift_to_spec(ct, spec, mesh))
+        return outs
+
+    transposed, consts, _ = trace_to_program(body, known_avals + ct_avals,
+                                             shard=ShardContext(mesh, check),
+                                             parent=current_trace())
+    transposed = Program([], transposed.constvars + transposed.invars, transposed.eqns,
+                         transposed.outvars)
+    outs = bind(p.shard_map_p, *consts, *known, *[ct for ct in cts if ct is not None],
+                jaxpr=transposed, mesh=mesh,
+                in_specs=(PartitionSpec(),) * len(consts) + known_specs + ct_specs,
+                out_specs=lin_specs, check_vma=check_vma)
+    it = iter(outs)
+    return [next(it) if lin else None for lin in linear]
+
+
+def _rescale(ct, spec, mesh):
+    """Check off: an output unmapped along some axes counts once, not once per device."""
+    if ct is None:
+        return None
+    omitted = [a for a in mesh.axis_names if a not in spec_axes(spec)]
+    if not omitted:
+        return ct
+    size = math.prod(mesh.shape[a] for a in omitted)
+    return bind(p.div_p, ct, np.asarray(size, aval_of(ct).dtype)[()])
+
+
+def _reduce_unmapped(ct, spec, mesh):
+    """Check off: an input unmapped along some axes gets the sum over them."""
+    omitted = tuple(a for a in mesh.axis_names if a not in spec_axes(spec))
+    return bind(p.psum_p, ct, mesh_axes=omitted) if omitted else ct
+
+
+def _lift_to_spec(ct, spec, mesh):
+    missing = tuple(a for a in mesh.axis_names
+                    if a in spec_axes(spec) and a not in aval_of(ct).vma)
+    return bind(p.pvary_p, ct, mesh_axes=missing) if missing else ct
+
+
+transpose_rules[p.shard_map_p] = _shard_map_transpose

@@ -1,0 +1,466 @@
+"""Automatic differentiation as program transformations.
+
+- ``jvp_program``: a program of (primals, tangents) -> (outputs, output tangents), traced by
+  running the program under a JVP trace whose rules bind into a program trace.
+- ``partial_eval``: split a program into the part computable from known inputs (which also
+  outputs the residuals the rest needs) and the part that needs the unknown inputs.
+- ``backward_pass``: transpose a program linear in some inputs: equations that do not touch
+  the linear inputs run forward first (recomputation), then the linear ones are transposed in
+  reverse, each by its primitive's transpose rule.
+
+``vjp`` is jvp, then partial evaluation with the tangents unknown, then the backward pass of
+the unknown part. Every step binds primitives in the current trace, so a gradient runs eagerly,
+becomes part of a jitted program, or runs inside a shard_map body alike.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from compiler import tree
+from compiler.tracing import Trace, Tracer, aval_of, bind, current_trace, set_current_trace
+from compiler.tracing import trace_to_program
+from ir import dtypes
+from ir import primitives as prims
+from ir.core import Aval, Eqn, Literal, Program, Var
+from ir.primitives import RuleTable
+from ir.shapes import out_avals
+
+jvp_rules = RuleTable("jvp")
+transpose_rules = RuleTable("transpose")
+partial_eval_rules: dict = {}          # higher-order primitives that split themselves
+
+
+# --- zeros and sums ------------------------------------------------------------------------------
+
+def is_differentiable(aval: Aval) -> bool:
+    return dtypes.is_inexact(aval.dtype)
+
+
+def zeros_like_aval(aval: Aval):
+    """Zeros of ``aval``'s shape and dtype, bound in the current trace."""
+    zero = np.zeros((), aval.dtype)
+    if aval.shape == ():
+        return bind(prims.broadcast_in_dim_p, zero, shape=(), broadcast_dimensions=())
+    return bind(prims.broadcast_in_dim_p, zero, shape=aval.shape, broadcast_dimensions=())
+
+
+def instantiate(value, aval: Aval):
+    return zeros_like_aval(aval) if value is None else value
+
+
+def add_tangents(a, b):
+    """Sum of two tangents or cotangents, either of which may be a symbolic zero (None)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return bind(prims.add_p, a, b)
+
+
+# --- the JVP trace -------------------------------------------------------------------------------
+
+class JVPTracer(Tracer):
+    __slots__ = ("_trace", "primal", "tangent")
+
+    def __init__(self, trace, primal, tangent):
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent          # None: a symbolic zero
+
+    @property
+    def aval(self):
+        return aval_of(self.primal)
+
+    def _axis_order(self):
+        inner = self.primal
+        return inner._axis_order() if isinstance(inner, Tracer) else ()
+
+
+class JVPTrace(Trace):
+    """Carries a tangent beside every value; rules compute both in the parent trace."""
+
+    def __init__(self, parent: Trace):
+        self.parent = parent
+
+    def lift(self, value):
+        return JVPTracer(self, value, None)
+
+    def process_primitive(self, prim, tracers, params):
+        primals = [t.primal for t in tracers]
+        tangents = [t.tangent for t in tracers]
+        with set_current_trace(self.parent):
+            if all(t is None for t in tangents):
+                outs = bind(prim, *primals, **params)
+                outs = outs if prim.multiple_results else [outs]
+                out_tangents = [None] * len(outs)
+            else:
+                outs, out_tangents = jvp_rules[prim](primals, tangents, **params)
+        return [JVPTracer(self, p, t) for p, t in zip(outs, out_tangents)]
+
+
+def jvp_program(program: Program, nonzero: list, *, shard=None) -> Program:
+    """The program (inputs, tangents of the inputs marked ``nonzero``) -> (outputs, tangents of
+    every output; zeros instantiated)."""
+    in_avals = program.in_avals
+    tangent_avals = [a for a, nz in zip(in_avals, nonzero) if nz]
+
+    def fun(*args):
+        primals = list(args[:len(in_avals)])
+        it = iter(args[len(in_avals):])
+        tangents = [next(it) if nz else None for nz in nonzero]
+        outs, out_tangents = jvp_eval(program, primals, tangents)
+        return list(outs) + [instantiate(t, aval_of(o)) for t, o in zip(out_tangents, outs)]
+
+    jvp_prog, consts, _ = trace_to_program(fun, in_avals + tangent_avals, shard=shard,
+                                           parent=current_trace())
+    if consts:
+        raise RuntimeError("jvp_program: a closed program closed over values")
+    return jvp_prog
+
+
+def jvp_eval(program: Program, primals, tangents):
+    """Evaluate ``program`` on (primal, tangent) pairs in the current trace."""
+    trace = JVPTrace(current_trace())
+    args = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+    with set_current_trace(trace):
+        outs = eval_program(program, args)
+    outs = [trace.to_tracer(o) for o in outs]
+    return [o.primal for o in outs], [o.tangent for o in outs]
+
+
+def eval_program(program: Program, args):
+    """Evaluate a program by binding each equation in the current trace."""
+    env = {}
+    for var, value in zip(program.invars, args):
+        env[id(var)] = value
+
+    def read(atom):
+        return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
+
+    for eqn in program.eqns:
+        outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
+        outs = outs if eqn.primitive.multiple_results else [outs]
+        for var, value in zip(eqn.outvars, outs):
+            env[id(var)] = value
+    return [read(a) for a in program.outvars]
+
+
+# --- partial evaluation ------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Split:
+    """A program split into its known part and its unknown part.
+
+    known:   known inputs -> known outputs + residuals
+    unknown: residuals + unknown inputs -> unknown outputs
+    """
+    known: Program
+    unknown: Program
+    out_unknown: list          # per original output: computed by the unknown part
+    num_residuals: int
+
+
+def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split:
+    """Split ``program`` given which inputs are unknown. Outputs marked ``instantiate`` are
+    produced by the unknown part even if known (passed through as residuals)."""
+    unknown: set = {id(v) for v, u in zip(program.invars, unknown_in) if u}
+    known_eqns, unknown_eqns = [], []
+    for eqn in program.eqns:
+        ins_unknown = [isinstance(a, Var) and id(a) in unknown for a in eqn.invars]
+        if not any(ins_unknown):
+            known_eqns.append(eqn)
+            continue
+        rule = partial_eval_rules.get(eqn.primitive)
+        if rule is None:
+            unknown_eqns.append(eqn)
+            unknown.update(id(v) for v in eqn.outvars)
+            continue
+        k_eqns, u_eqns, unknown_outs = rule(eqn, ins_unknown)
+        known_eqns.extend(k_eqns)
+        unknown_eqns.extend(u_eqns)
+        unknown.update(id(v) for v in unknown_outs)
+    out_unknown = [isinstance(a, Var) and id(a) in unknown for a in program.outvars]
+    residuals = _residuals(program, unknown, unknown_eqns, out_unknown, instantiate)
+    known_outs = [a for a, u, inst in zip(program.outvars, out_unknown, instantiate)
+                  if not u and not inst]
+    unknown_outs = [a for a, u, inst in zip(program.outvars, out_unknown, instantiate)
+                    if u or inst]
+    known_in = [v for v, u in zip(program.invars, unknown_in) if not u]
+    unknown_invars = [v for v, u in zip(program.invars, unknown_in) if u]
+    known = Program([], known_in, known_eqns, known_outs + residuals)
+    rest = Program([], residuals + unknown_invars, unknown_eqns, unknown_outs)
+    flags = [u or inst for u, inst in zip(out_unknown, instantiate)]
+    return Split(known, rest, flags, len(residuals))
+
+
+def _residuals(program, unknown, unknown_eqns, out_unknown, instantiate) -> list:
+    """Known variables the unknown part reads, in first-use order."""
+    seen: dict = {}
+
+    def need(atom):
+        if isinstance(atom, Var) and id(atom) not in unknown and id(atom) not in seen:
+            seen[id(atom)] = atom
+
+    for eqn in unknown_eqns:
+        for atom in eqn.invars:
+            need(atom)
+    for atom, u, inst in zip(program.outvars, out_unknown, instantiate):
+        if inst and not u:
+            need(atom)
+    return list(seen.values())
+
+
+# --- the backward pass ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Linear:
+    """An input the program is linear in (JAX's UndefinedPrimal): it has a type, no value."""
+    aval: Aval
+
+
+def backward_pass(program: Program, args, cts_out) -> list:
+    """Cotangents of the ``Linear`` inputs of ``program`` given output cotangents (None for
+    zero). Non-linear equations run forward first; linear ones are transposed in reverse."""
+    env: dict = {}
+    linear: set = set()
+    for var, arg in zip(program.invars, args):
+        if isinstance(arg, Linear):
+            linear.add(id(var))
+        else:
+            env[id(var)] = arg
+
+    def read(atom):
+        return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
+
+    def is_linear(atom):
+        return isinstance(atom, Var) and id(atom) in linear
+
+    linear_eqns = []
+    for eqn in program.eqns:
+        if any(is_linear(a) for a in eqn.invars):
+            linear_eqns.append(eqn)
+            linear.update(id(v) for v in eqn.outvars)
+            continue
+        outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
+        outs = outs if eqn.primitive.multiple_results else [outs]
+        for var, value in zip(eqn.outvars, outs):
+            env[id(var)] = value
+
+    cts: dict = {}
+
+    def accumulate(var, ct):
+        if ct is not None:
+            cts[id(var)] = add_tangents(cts.get(id(var)), ct)
+
+    for atom, ct in zip(program.outvars, cts_out):
+        if is_linear(atom):
+            accumulate(atom, ct)
+    for eqn in reversed(linear_eqns):
+        out_cts = [cts.pop(id(v), None) for v in eqn.outvars]
+        if all(ct is None for ct in out_cts):
+            continue
+        operands = [Linear(a.aval) if is_linear(a) else read(a) for a in eqn.invars]
+        try:
+            rule = transpose_rules[eqn.primitive]
+        except prims.MissingRuleError:
+            raise NotImplementedError(
+                f"Transpose rule (for reverse-mode differentiation) for '{eqn.primitive}' "
+                "not implemented") from None
+        in_cts = rule(out_cts if eqn.primitive.multiple_results else out_cts[0], *operands,
+                      **eqn.params)
+        for atom, ct in zip(eqn.invars, in_cts):
+            if is_linear(atom):
+                accumulate(atom, ct)
+    return [cts.get(id(v)) for v in program.invars if id(v) in linear]
+
+
+# --- the API ---------------------------------------------------------------------------------------
+
+def _trace_flat(fun, flat_args, in_tree):
+    """Trace ``fun`` at the avals of ``flat_args``: (program with constants as leading inputs,
+    constant values, output tree)."""
+    box: list = []
+
+    def flat_fun(*flat):
+        out = fun(*tree.tree_unflatten(in_tree, flat))
+        leaves, out_tree = tree.tree_flatten(out)
+        box.append(out_tree)
+        return leaves
+
+    program, consts, _ = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
+                                          shard=_current_shard(), parent=current_trace())
+    program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
+    return program, consts, box[0]
+
+
+def _current_shard():
+    from compiler.shard_map import current_shard_context
+    return current_shard_context()
+
+
+def _as_array(x):
+    from compiler.tracing import is_python_scalar
+    if is_python_scalar(x):
+        return np.asarray(x, dtypes.weak_scalar_dtype(x))[()]
+    return x
+
+
+def linearize_flat(fun, flat_primals, in_tree):
+    """(primal outputs, residuals, the linear program, output tree, differentiable mask)."""
+    flat_primals = [_as_array(p) for p in flat_primals]
+    program, consts, out_tree = _trace_flat(fun, flat_primals, in_tree)
+    n_consts = len(consts)
+    diff = [False] * n_consts + [is_differentiable(aval_of(p)) for p in flat_primals]
+    jvp_prog = jvp_program(program, diff, shard=_current_shard())
+    n_in = len(program.invars)
+    n_tan = sum(diff)
+    n_out = len(program.outvars)
+    unknown_in = [False] * n_in + [True] * n_tan
+    split = partial_eval(jvp_prog, unknown_in, [False] * n_out + [True] * n_out)
+    known = eval_program(split.known, list(consts) + list(flat_primals))
+    primal_outs = known[:len(known) - split.num_residuals]
+    residuals = known[len(known) - split.num_residuals:]
+    return primal_outs, residuals, split.unknown, out_tree, diff[n_consts:]
+
+
+def vjp(fun, *primals, has_aux=False):
+    """``(out, vjp_fun)`` (and ``aux`` with ``has_aux``): ``vjp_fun(ct)`` gives the cotangents
+    of ``primals``."""
+    flat_primals, in_tree = tree.tree_flatten(primals)
+    target = _split_aux(fun) if has_aux else fun
+    outs, residuals, linear_prog, out_tree, diff = linearize_flat(target, flat_primals, in_tree)
+    if has_aux:
+        out_tree, aux_tree = out_tree.children
+        n_out = out_tree.num_leaves
+        aux = tree.tree_unflatten(aux_tree, outs[n_out:])
+        outs = outs[:n_out]
+    primal_out = tree.tree_unflatten(out_tree, outs)
+    tangent_avals = [aval_of(p) for p, d in zip(flat_primals, diff) if d]
+
+    def vjp_fun(ct):
+        ct_leaves, ct_tree = tree.tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"vjp cotangent has structure {ct_tree}, but the function's output "
+                            f"has structure {out_tree}")
+        if has_aux:
+            ct_leaves = ct_leaves + [None] * (len(linear_prog.outvars) - len(ct_leaves))
+        args = list(residuals) + [Linear(a) for a in tangent_avals]
+        cts = backward_pass(linear_prog, args, ct_leaves)
+        it = iter(cts)
+        flat = [instantiate(next(it), aval_of(p)) if d else _zero_cotangent(p)
+                for p, d in zip(flat_primals, diff)]
+        return tree.tree_unflatten(in_tree, flat)
+
+    return (primal_out, vjp_fun, aux) if has_aux else (primal_out, vjp_fun)
+
+
+def _zero_cotangent(primal):
+    aval = aval_of(primal)
+    return np.zeros(aval.shape, aval.dtype)
+
+
+def _split_aux(fun):
+    def wrapped(*args):
+        out, aux = fun(*args)
+        return out, aux
+    return wrapped
+
+
+def jvp(fun, primals, tangents, has_aux=False):
+    """``(fun(*primals), the directional derivative along tangents)``."""
+    flat_primals, in_tree = tree.tree_flatten(tuple(primals))
+    flat_tangents, t_tree = tree.tree_flatten(tuple(tangents))
+    if t_tree != in_tree:
+        raise TypeError(f"jvp: primal and tangent arguments must have the same structure; "
+                        f"got {in_tree} and {t_tree}")
+    flat_primals = [_as_array(p) for p in flat_primals]
+    box: list = []
+
+    def flat_fun(*flat):
+        out = fun(*tree.tree_unflatten(in_tree, flat))
+        leaves, out_tree = tree.tree_flatten(out)
+        box.append(out_tree)
+        return leaves
+
+    trace = JVPTrace(current_trace())
+    args = [JVPTracer(trace, p, _as_array(t)) for p, t in zip(flat_primals, flat_tangents)]
+    with set_current_trace(trace):
+        outs = [trace.to_tracer(o) for o in flat_fun(*args)]
+    primal_out = [o.primal for o in outs]
+    tangent_out = [instantiate(o.tangent, aval_of(o.primal)) for o in outs]
+    out_tree = box[0]
+    if has_aux:
+        out_tree, aux_tree = out_tree.children
+        n = out_tree.num_leaves
+        return (tree.tree_unflatten(out_tree, primal_out[:n]),
+                tree.tree_unflatten(out_tree, tangent_out[:n]),
+                tree.tree_unflatten(aux_tree, primal_out[n:]))
+    return tree.tree_unflatten(out_tree, primal_out), tree.tree_unflatten(out_tree, tangent_out)
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
+    """``fun``'s value and its gradient with respect to ``argnums`` (a scalar output)."""
+    single = isinstance(argnums, int)
+    argnums_t = (argnums,) if single else tuple(argnums)
+
+    def value_and_grad_fun(*args, **kwargs):
+        for k in argnums_t:
+            if k >= len(args):
+                raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
+                                f"least {k + 1} positional arguments, got {len(args)}")
+            _check_real(args[k], allow_int)
+
+        def partial_fun(*diff_args):
+            full = list(args)
+            for k, a in zip(argnums_t, diff_args):
+                full[k] = a
+            return fun(*full, **kwargs)
+
+        chosen = tuple(args[k] for k in argnums_t)
+        if has_aux:
+            out, vjp_fun, aux = vjp(partial_fun, *chosen, has_aux=True)
+        else:
+            out, vjp_fun = vjp(partial_fun, *chosen)
+        aval = aval_of(out) if not isinstance(out, (tuple, list, dict)) else None
+        if aval is None or aval.shape != ():
+            raise TypeError("Gradient only defined for scalar-output functions. Output was "
+                            f"{_describe(out)}.")
+        if not dtypes.is_inexact(aval.dtype):
+            raise TypeError("grad requires real- or complex-valued outputs (output dtype that "
+                            f"is a sub-dtype of np.inexact), but got {aval.dtype.name}")
+        grads = vjp_fun(bind(prims.broadcast_in_dim_p, np.ones((), aval.dtype), shape=(),
+                             broadcast_dimensions=()))
+        grads = grads[0] if single else grads
+        return ((out, aux), grads) if has_aux else (out, grads)
+
+    return value_and_grad_fun
+
+
+def grad(fun, argnums=0, has_aux=False, allow_int=False):
+    """The gradient of a scalar-output ``fun`` with respect to ``argnums``."""
+    vg = value_and_grad(fun, argnums, has_aux, allow_int)
+
+    def grad_fun(*args, **kwargs):
+        (_, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
+        return (g, aux) if has_aux else g
+
+    return grad_fun
+
+
+def _describe(out) -> str:
+    try:
+        return aval_of(out).str_long()
+    except Exception:
+        return type(out).__name__
+
+
+def _check_real(arg, allow_int):
+    for leaf in tree.tree_leaves(arg):
+        dtype = aval_of(_as_array(leaf)).dtype
+        if not dtypes.is_inexact(dtype) and not allow_int:
+            raise TypeError("grad requires real- or complex-valued inputs (input dtype that is a "
+                            f"sub-dtype of np.inexact), but got {dtype.name}. If you want to "
+                            "use Boolean- or integer-valued inputs, use vjp or set allow_int "
+                            "to True.")
