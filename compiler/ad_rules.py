@@ -673,3 +673,4 @@ def _debug_print_jvp(primals, tangents, **params):
 
 
 jvp_rules[p.debug_print_p] = _debug_print_jvp
+jvp_rules[p.stop_gradient_p] = functools.partial(_zero_tangents, p.stop_gradient_p)

@@ -274,7 +274,8 @@ def reduction_rule(prim, values, dims, *, axes, **params):
     return [bind(prim, x, axes=full_axes, **params)], [out_dim]
 
 
-for _p in prims.UNARY + (prims.is_finite_p, prims.convert_element_type_p):
+for _p in prims.UNARY + (prims.is_finite_p, prims.convert_element_type_p,
+                         prims.stop_gradient_p):
     batching_rules[_p] = functools.partial(keep_dim_rule, _p)
 for _p in prims.ARITHMETIC + prims.COMPARISON + (prims.select_n_p,):
     batching_rules[_p] = functools.partial(elementwise_rule, _p)
@@ -284,6 +285,8 @@ batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
 batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
 # One key per member: generate per member (the bits differ by key, as they must).
 batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_bits_p)
+# A staged shard_map (a gradient's, say) under vmap: run it once per member.
+batching_rules[prims.shard_map_p] = functools.partial(loop_rule, prims.shard_map_p)
 # Control flow under vmap: run the loop or branch once per member.
 for _p in prims.CONTROL_FLOW:
     batching_rules[_p] = functools.partial(loop_rule, _p)

@@ -151,6 +151,9 @@ random_bits_p = primitive("random_bits")                 # (key)[shape]
 # Linear algebra.
 dot_general_p = primitive("dot_general")                 # [dimension_numbers, preferred_element_type]
 
+# Identity whose tangent is zero.
+stop_gradient_p = primitive("stop_gradient")
+
 # Sharding annotations outside shard_map.
 sharding_constraint_p = primitive("sharding_constraint")     # [sharding]
 

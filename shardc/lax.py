@@ -325,7 +325,8 @@ def select(pred, on_true, on_false):
 
 
 def stop_gradient(x):
-    return x
+    """``x``, with a zero derivative: gradients do not flow through it."""
+    return tree.tree_map(lambda leaf: bind(p.stop_gradient_p, leaf), x)
 
 
 # --- control flow ------------------------------------------------------------------------------
