@@ -99,6 +99,18 @@ class JVPTrace(Trace):
                 outs, out_tangents = jvp_rules[prim](primals, tangents, **params)
         return [JVPTracer(self, p, t) for p, t in zip(outs, out_tangents)]
 
+    def process_shard_map(self, fun, args, params):
+        """Stage the call as a one-equation program traced under this trace (so the body may
+        close over values carrying tangents), then evaluate it here: the shard_map equation's
+        JVP rule runs, as for ``grad``."""
+        tracers = [self.to_tracer(a) for a in args]
+        program, consts, _ = trace_to_program(
+            lambda *vals: current_trace().process_shard_map(fun, list(vals), params),
+            [t.aval for t in tracers], shard=_current_shard(), parent=self)
+        flat = Program([], program.constvars + program.invars, program.eqns, program.outvars)
+        with set_current_trace(self):
+            return eval_program(flat, list(consts) + tracers)
+
 
 def jvp_program(program: Program, nonzero: list, *, shard=None) -> Program:
     """The program (inputs, tangents of the inputs marked ``nonzero``) -> (outputs, tangents of
@@ -167,20 +179,29 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
     produced by the unknown part even if known (passed through as residuals)."""
     unknown: set = {id(v) for v, u in zip(program.invars, unknown_in) if u}
     known_eqns, unknown_eqns = [], []
+    # Known values a rule chose to recompute on the unknown side: later unknown equations
+    # read the recomputed variable instead of keeping the known one as a residual.
+    recomputed: dict = {}
     for eqn in program.eqns:
         ins_unknown = [isinstance(a, Var) and id(a) in unknown for a in eqn.invars]
         if not any(ins_unknown):
             known_eqns.append(eqn)
             continue
+        eqn = _renamed(eqn, recomputed)
         rule = partial_eval_rules.get(eqn.primitive)
         if rule is None:
             unknown_eqns.append(eqn)
             unknown.update(id(v) for v in eqn.outvars)
             continue
-        k_eqns, u_eqns, unknown_outs = rule(eqn, ins_unknown)
+        k_eqns, u_eqns, unknown_outs, *extra = rule(eqn, ins_unknown)
         known_eqns.extend(k_eqns)
         unknown_eqns.extend(u_eqns)
+        # whatever the unknown side computes is unknown here, recomputed values included
         unknown.update(id(v) for v in unknown_outs)
+        unknown.update(id(v) for e in u_eqns for v in e.outvars)
+        for old, new in (extra[0] if extra else {}).items():
+            recomputed[old] = new
+            unknown.add(id(new))
     out_unknown = [isinstance(a, Var) and id(a) in unknown for a in program.outvars]
     residuals = _residuals(program, unknown, unknown_eqns, out_unknown, instantiate)
     known_outs = [a for a, u, inst in zip(program.outvars, out_unknown, instantiate)
@@ -193,6 +214,13 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
     rest = Program([], residuals + unknown_invars, unknown_eqns, unknown_outs)
     flags = [u or inst for u, inst in zip(out_unknown, instantiate)]
     return Split(known, rest, flags, len(residuals))
+
+
+def _renamed(eqn: Eqn, recomputed: dict) -> Eqn:
+    if not recomputed or not any(id(a) in recomputed for a in eqn.invars):
+        return eqn
+    invars = [recomputed.get(id(a), a) for a in eqn.invars]
+    return Eqn(eqn.primitive, invars, eqn.outvars, eqn.params, eqn.source)
 
 
 def _residuals(program, unknown, unknown_eqns, out_unknown, instantiate) -> list:
@@ -424,9 +452,12 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
         else:
             out, vjp_fun = vjp(partial_fun, *chosen)
         aval = aval_of(out) if not isinstance(out, (tuple, list, dict)) else None
-        if aval is None or aval.shape != ():
+        if aval is None:
             raise TypeError("Gradient only defined for scalar-output functions. Output was "
                             f"{_describe(out)}.")
+        if aval.shape != ():     # JAX's wording
+            raise TypeError("Gradient only defined for scalar-output functions. Output had "
+                            f"shape: {aval.shape}.")
         if not dtypes.is_inexact(aval.dtype):
             raise TypeError("grad requires real- or complex-valued outputs (output dtype that "
                             f"is a sub-dtype of np.inexact), but got {aval.dtype.name}")

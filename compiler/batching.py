@@ -287,6 +287,7 @@ batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_p
 batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_bits_p)
 # A staged shard_map (a gradient's, say) under vmap: run it once per member.
 batching_rules[prims.shard_map_p] = functools.partial(loop_rule, prims.shard_map_p)
+batching_rules[prims.remat_p] = functools.partial(loop_rule, prims.remat_p)
 # Control flow under vmap: run the loop or branch once per member.
 for _p in prims.CONTROL_FLOW:
     batching_rules[_p] = functools.partial(loop_rule, _p)

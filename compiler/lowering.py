@@ -122,6 +122,16 @@ def _lower_param(ctx, value):
 
 for _p in prims.CONTROL_FLOW:
     lowering_rules[_p] = _sub_program_rule
+
+
+def _inline_rule(ctx, eqn, invars):
+    """remat only matters to autodiff: a device runs its body inline."""
+    body = eqn.params["jaxpr"]
+    env = {id(v): a for v, a in zip(body.invars, invars)}
+    return _lower_into(ctx, body, env)
+
+
+lowering_rules[prims.remat_p] = _inline_rule
 lowering_rules[prims.pvary_p] = _pvary_rule
 lowering_rules[prims.axis_index_p] = _axis_index_rule
 

@@ -390,4 +390,4 @@ def stage_shard_map(trace, fun, args, params):
                       out_specs=tuple(params["out_store"]["specs"]),
                       check_vma=params["check_vma"])
     return trace.process_primitive(prims.shard_map_p,
-                                   [trace.to_tracer(c) for c in closed] + list(args), eqn_params)
+                                   [trace.to_tracer(v) for v in list(closed) + list(args)], eqn_params)

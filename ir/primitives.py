@@ -177,6 +177,7 @@ scan_p = primitive("scan", multiple_results=True, kind="higher")       # [jaxpr,
 while_p = primitive("while", multiple_results=True, kind="higher")     # [cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts]
 cond_p = primitive("cond", multiple_results=True, kind="higher")       # (index, *operands)[branches]
 CONTROL_FLOW = (scan_p, while_p, cond_p)
+remat_p = primitive("remat", multiple_results=True, kind="higher")     # [jaxpr, saved]
 
 # Lowered per-device communication nodes (MLIR shard dialect words), carrying device groups.
 all_reduce_p = primitive("all_reduce", kind="lowered")   # [mesh_axes, reduction, device_groups]

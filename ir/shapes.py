@@ -388,6 +388,11 @@ def _cond_rule(index: Aval, *operands: Aval, branches) -> list:
     return [_aval(a.shape, a.dtype) for a in branches[0].out_avals]
 
 
+def _remat_rule(*in_avals: Aval, jaxpr, saved) -> list:
+    return [_aval(a.shape, a.dtype) for a in jaxpr.out_avals]
+
+
+shape_rules[prims.remat_p] = _remat_rule
 shape_rules[prims.scan_p] = _scan_rule
 shape_rules[prims.while_p] = _while_rule
 shape_rules[prims.cond_p] = _cond_rule

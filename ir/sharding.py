@@ -159,7 +159,7 @@ class Mesh:
         return hash((self.axis_names, self.axis_sizes, self.device_ids))
 
     def __repr__(self):
-        sizes = ", ".join(f"'{n}': {s}" for n, s in self.shape.items())
+        sizes = ", ".join(f"{n!r}: {s}" for n, s in self.shape.items())
         if self.device_ids == tuple(range(self.size)):
             return f"Mesh({sizes})"
         # Devices other than the first ones: name them, so the text says which devices.

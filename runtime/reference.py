@@ -519,11 +519,19 @@ control_rules[prims.while_p] = _while_steps
 control_rules[prims.cond_p] = _cond_steps
 
 
+def _remat_steps(values, *, jaxpr, saved):
+    outs = yield from _device_steps(jaxpr, list(values))
+    return [np.asarray(o) for o in outs]
+
+
+control_rules[prims.remat_p] = _remat_steps
+
+
 def _control_impl(prim, *values, **params):
     return _run_alone(control_rules[prim](list(values), **params))
 
 
-for _p in prims.CONTROL_FLOW:
+for _p in prims.CONTROL_FLOW + (prims.remat_p,):
     impl_rules[_p] = functools.partial(_control_impl, _p)
 
 

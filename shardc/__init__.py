@@ -30,6 +30,7 @@ from shardc.ledger import comm_ledger  # noqa: E402
 from compiler import ad_rules as _ad_rules, ad_shard_map as _ad_shard_map  # noqa: E402,F401
 from compiler import ad_control as _ad_control  # noqa: E402,F401
 from compiler.autodiff import grad, jvp, value_and_grad, vjp  # noqa: E402
+from compiler.remat import remat  # noqa: E402
 
 
 _INFER = object()   # in_specs not given: take each argument's sharding
@@ -138,24 +139,6 @@ class _TypeOf:
         return self._text
 
     __repr__ = __str__
-
-
-def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
-    """``jax.remat`` / ``jax.checkpoint``: mark ``fun`` for recomputation in the backward pass.
-
-    ``policy(prim, *args, **params)`` says what may be saved. Forward evaluation is exactly
-    ``fun``; the policy takes effect when gradients are taken.
-    """
-    if fun is None:
-        return _functools.partial(remat, policy=policy, prevent_cse=prevent_cse,
-                                  static_argnums=static_argnums)
-
-    @_functools.wraps(fun)
-    def rematerialized(*args, **kwargs):
-        return fun(*args, **kwargs)
-
-    rematerialized.remat_policy = policy
-    return rematerialized
 
 
 checkpoint = remat

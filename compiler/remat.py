@@ -1,0 +1,194 @@
+"""``remat`` (``checkpoint``): choose what the backward pass recomputes instead of saving.
+
+``remat(fun, policy=...)`` binds one ``remat`` equation carrying ``fun``'s program and the
+indices of the equations whose results the policy lets autodiff save (``saved``). Forward
+evaluation runs the body; partial evaluation saves only those results (and the body's inputs)
+as residuals, and moves the computation of every other residual into the backward part, where
+the backward pass recomputes it. With the tutorial's FSDP policy (save everything but
+``all_gather``) the backward pass gathers the parameters again instead of keeping them.
+
+``policy(prim, *avals, **params)`` is asked once per equation when the body is traced;
+``str(prim)`` is the JAX name. No policy saves nothing but the inputs, as in JAX.
+"""
+from __future__ import annotations
+
+import functools
+
+from compiler import tree
+from compiler.autodiff import (JVPTrace, JVPTracer, Linear, backward_pass, instantiate,
+                               jvp_rules, partial_eval, partial_eval_rules, transpose_rules)
+from compiler.replication import infer_vma, vma_rules
+from compiler.shard_map import current_shard_context
+from compiler.tracing import (aval_of, bind, current_trace, set_current_trace,
+                              trace_to_program)
+from ir import primitives as p
+from ir.core import Eqn, Literal, Program, Var
+
+
+def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
+    """``jax.remat`` / ``jax.checkpoint``: recompute ``fun``'s intermediates in the backward
+    pass, except those ``policy`` allows to be saved."""
+    if fun is None:
+        return functools.partial(remat, policy=policy, prevent_cse=prevent_cse,
+                                 static_argnums=static_argnums)
+
+    @functools.wraps(fun)
+    def rematerialized(*args):
+        flat, in_tree = tree.tree_flatten(args)
+        box: list = []
+
+        def flat_fun(*leaves):
+            out = fun(*tree.tree_unflatten(in_tree, leaves))
+            out_leaves, out_tree = tree.tree_flatten(out)
+            box.append(out_tree)
+            return out_leaves
+
+        body, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
+                                           shard=current_shard_context(),
+                                           parent=current_trace())
+        body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
+        saved = tuple(k for k, eqn in enumerate(body.eqns) if _saveable(policy, eqn))
+        outs = bind(p.remat_p, *consts, *flat, jaxpr=body, saved=saved)
+        return tree.tree_unflatten(box[0], outs)
+
+    return rematerialized
+
+
+def _saveable(policy, eqn) -> bool:
+    if policy is None:
+        return False
+    return bool(policy(eqn.primitive, *[a.aval for a in eqn.invars], **eqn.params))
+
+
+def _remat_types(in_vmas, *, jaxpr, saved):
+    outs, _ = infer_vma(jaxpr, list(in_vmas))
+    return list(in_vmas), outs
+
+
+vma_rules[p.remat_p] = _remat_types
+
+
+# --- JVP: a remat of the body's JVP, the policy carried to the equations each one became ------
+
+def _remat_jvp(primals, tangents, *, jaxpr, saved):
+    nonzero = [t is not None for t in tangents]
+    tags: list = []
+    saved_set = set(saved)
+
+    def fun(*args):
+        staging = current_trace()
+        trace = JVPTrace(staging)
+        it = iter(args[len(primals):])
+        env = {id(v): JVPTracer(trace, a, next(it) if nz else None)
+               for v, a, nz in zip(jaxpr.invars, args[:len(primals)], nonzero)}
+
+        def read(atom):
+            return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
+
+        with set_current_trace(trace):
+            for k, eqn in enumerate(jaxpr.eqns):
+                before = len(staging.eqns)
+                outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
+                outs = outs if eqn.primitive.multiple_results else [outs]
+                tags.extend([k in saved_set] * (len(staging.eqns) - before))
+                for var, value in zip(eqn.outvars, outs):
+                    env[id(var)] = value
+            results = [trace.to_tracer(read(a)) for a in jaxpr.outvars]
+        return ([r.primal for r in results]
+                + [instantiate(r.tangent, aval_of(r.primal)) for r in results])
+
+    avals = jaxpr.in_avals + [a for a, nz in zip(jaxpr.in_avals, nonzero) if nz]
+    body, consts, _ = trace_to_program(fun, avals, shard=current_shard_context(),
+                                       parent=current_trace())
+    new_saved = tuple(k for k, keep in enumerate(tags) if keep)
+    outs = bind(p.remat_p, *primals, *[t for t in tangents if t is not None], jaxpr=body,
+                saved=new_saved)
+    n = len(jaxpr.outvars)
+    return outs[:n], outs[n:]
+
+
+jvp_rules[p.remat_p] = _remat_jvp
+
+
+# --- partial evaluation: save what the policy allows, recompute the rest ----------------------------
+
+def _remat_partial_eval(eqn: Eqn, ins_unknown: list):
+    """Three equations: the known part (its outputs and the results the policy saves), a
+    recomputation (every other value the backward part needs, from the saved ones: it runs
+    again in the backward pass), and the linear part."""
+    body = eqn.params["jaxpr"]
+    saved_eqns = {id(body.eqns[k]) for k in eqn.params["saved"]}
+    split = partial_eval(body, ins_unknown, [False] * len(body.outvars))
+    n_keep = len(split.known.outvars) - split.num_residuals
+    residuals = split.known.outvars[n_keep:]
+    producer = {id(v): e for e in split.known.eqns for v in e.outvars}
+    inputs = {id(v) for v in split.known.invars}
+
+    def is_saved(var) -> bool:
+        return id(var) in inputs or id(producer[id(var)]) in saved_eqns
+
+    replay: dict = {}
+
+    def need(var):
+        """Recompute ``var`` from saved values: collect its producers, inputs first."""
+        if is_saved(var) or id(producer[id(var)]) in replay:
+            return
+        made_by = producer[id(var)]
+        for atom in made_by.invars:
+            if isinstance(atom, Var):
+                need(atom)
+        replay[id(made_by)] = made_by
+
+    # the body's known outputs the policy does not save are recomputed too
+    known_outs = [(k, o) for k, (o, u) in enumerate(zip(body.outvars, split.out_unknown))
+                  if not u and isinstance(o, Var) and not is_saved(o)]
+    for var in list(residuals) + [o for _, o in known_outs]:
+        need(var)
+    saved_res = _unique(v for v in residuals if is_saved(v))
+    for e in replay.values():
+        saved_res += _unique(a for a in e.invars if isinstance(a, Var) and is_saved(a)
+                             and all(a is not r for r in saved_res))
+    redone = _unique([v for v in residuals if not is_saved(v)] + [o for _, o in known_outs])
+    known_out_flags = [not u for u in split.out_unknown]
+    outer_saved = [Var(v.aval) for v in saved_res]
+    outer_redone = [Var(v.aval) for v in redone]
+    known_eqn = Eqn(p.remat_p, [a for a, u in zip(eqn.invars, ins_unknown) if not u],
+                    [v for v, k in zip(eqn.outvars, known_out_flags) if k] + outer_saved,
+                    dict(jaxpr=Program([], list(split.known.invars), split.known.eqns,
+                                       list(split.known.outvars[:n_keep]) + saved_res),
+                         saved=tuple(range(len(split.known.eqns)))), eqn.source)
+    replay_eqns = [e for e in split.known.eqns if id(e) in replay]
+    redo_eqn = Eqn(p.remat_p, outer_saved, outer_redone,
+                   dict(jaxpr=Program([], list(saved_res), replay_eqns, list(redone)),
+                        saved=()), eqn.source)
+    outer_of = {id(v): o for v, o in zip(saved_res + redone, outer_saved + outer_redone)}
+    linear_eqn = Eqn(p.remat_p,
+                     [outer_of[id(r)] for r in residuals]
+                     + [a for a, u in zip(eqn.invars, ins_unknown) if u],
+                     [v for v, k in zip(eqn.outvars, known_out_flags) if not k],
+                     dict(jaxpr=split.unknown, saved=()), eqn.source)
+    renames = {id(eqn.outvars[k]): outer_of[id(o)] for k, o in known_outs}
+    unknown_outs = [v for v, k in zip(eqn.outvars, known_out_flags) if not k]
+    return [known_eqn], [redo_eqn, linear_eqn], unknown_outs, renames
+
+
+def _unique(values) -> list:
+    seen, out = set(), []
+    for v in values:
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
+    return out
+
+
+partial_eval_rules[p.remat_p] = _remat_partial_eval
+
+
+def _remat_transpose(cts, *args, jaxpr, saved):
+    """Inline the body's backward pass: its non-linear equations (the recomputation) run first."""
+    in_cts = backward_pass(jaxpr, list(args), list(cts))
+    it = iter(in_cts)
+    return [next(it) if isinstance(a, Linear) else None for a in args]
+
+
+transpose_rules[p.remat_p] = _remat_transpose

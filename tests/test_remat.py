@@ -1,0 +1,69 @@
+"""remat: forward values unchanged; the policy decides what the backward pass recomputes."""
+from functools import partial
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import PartitionSpec as P
+
+MESH = jax.make_mesh((4,), ("i",))
+W = jnp.arange(12.).reshape(4, 3) / 10
+X = jnp.arange(32.).reshape(8, 4) / 30
+SAVE_ALL_BUT_GATHER = lambda op, *_, **__: str(op) != "all_gather"   # the tutorial's FSDP policy
+
+
+def fsdp_loss(policy):
+    @partial(jax.remat, policy=policy)
+    def gather_weights(w):
+        return lax.all_gather(w, "i", tiled=True)
+
+    def loss(w, x):
+        body = lambda w, x: lax.psum(jnp.tanh(x @ gather_weights(w)).sum(), "i")
+        return jax.shard_map(body, mesh=MESH, in_specs=(P("i"), P("i")), out_specs=P())(w, x)
+    return loss
+
+
+def single_device_loss(w, x):
+    return jnp.tanh(x @ w).sum()
+
+
+def backward_primitives(loss):
+    forward, backward = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(W, X).module.all_shard_maps()
+    return ([e.primitive.name for e in forward.device_programs[0].program.eqns],
+            [e.primitive.name for e in backward.device_programs[0].program.eqns])
+
+
+@pytest.mark.parametrize("policy", [SAVE_ALL_BUT_GATHER, None, lambda *a, **k: True],
+                         ids=["all-but-gather", "nothing", "everything"])
+def test_gradients_do_not_depend_on_the_policy(policy):
+    want = jax.grad(single_device_loss, argnums=(0, 1))(W, X)
+    for grads in (jax.grad(fsdp_loss(policy), argnums=(0, 1))(W, X),
+                  jax.jit(jax.grad(fsdp_loss(policy), argnums=(0, 1)))(W, X)):
+        for got, ref in zip(grads, want):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-5, atol=1e-6)
+    assert float(fsdp_loss(policy)(W, X)) == pytest.approx(float(single_device_loss(W, X)),
+                                                           rel=1e-5)
+
+
+def test_policy_without_all_gather_gathers_again_in_the_backward_pass():
+    forward, backward = backward_primitives(fsdp_loss(SAVE_ALL_BUT_GATHER))
+    assert forward.count("all_gather") == 1
+    assert backward.count("all_gather") == 1 and backward.count("reduce_scatter") == 1
+
+
+def test_saving_everything_keeps_the_gathered_weights():
+    forward, backward = backward_primitives(fsdp_loss(lambda *a, **k: True))
+    assert forward.count("all_gather") == 1
+    assert "all_gather" not in backward and backward.count("reduce_scatter") == 1
+
+
+def test_remat_prints_and_runs_like_its_body():
+    f = jax.remat(lambda x: jnp.sin(x) * 2)
+    text = str(jax.make_jaxpr(f)(jnp.ones(3)))
+    assert "remat[" in text and "saved=()" in text and "sin" in text
+    np.testing.assert_allclose(np.asarray(f(jnp.ones(3))), np.sin(np.ones(3)) * 2, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jax.grad(lambda x: f(x).sum())(jnp.ones(3))),
+                               2 * np.cos(np.ones(3)), rtol=1e-6)
