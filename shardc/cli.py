@@ -353,6 +353,8 @@ def main(argv=None) -> int:
         return 1
     except CheckFailed:
         return 1
+    except BrokenPipeError:     # output piped into a command that stopped reading
+        return 0
 
 
 if __name__ == "__main__":

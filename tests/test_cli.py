@@ -117,3 +117,78 @@ def test_bad_arguments_give_one_line_and_exit_2(argv, message):
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) <= 2   # argparse adds a usage line
+
+
+def test_lower_to_a_file_then_run_it(tmp_path):
+    module = tmp_path / "matmul.ir"
+    lowered = shardc("lower", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "-o", str(module))
+    assert lowered.returncode == 0, lowered.stderr
+    text = module.read_text()
+    assert text.count("device ") == 8 and "shard_map equation 0 on Mesh('x': 4, 'y': 2)" in text
+    a = np.arange(128, dtype=np.float32).reshape(8, 16)
+    b = np.arange(64, dtype=np.float32).reshape(16, 4)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    inputs = f"{tmp_path / 'a.npy'},{tmp_path / 'b.npy'}"
+    printed = shardc("run", str(module), "--inputs", inputs)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.startswith("output 0: float32[8, 4]\n[[ 4960.  5080.  5200.  5320.]")
+    saved = shardc("run", str(module), "--inputs", inputs, "-o", str(tmp_path / "out.npz"))
+    assert saved.returncode == 0, saved.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["arr_0"], a @ b)
+
+
+def test_run_executes_an_edited_module(tmp_path):
+    """The text is the program: editing it changes what runs (psum becomes pmax)."""
+    module = tmp_path / "m.ir"
+    shardc("lower", f"{PROGRAMS}:total", "--args", "f32[8]", "--mesh", "x=4,y=2",
+           "--in-specs", "P('x')", "--out-specs", "P()", "-o", str(module))
+    text = module.read_text().replace("reduction='sum'", "reduction='max'")
+    module.write_text(text)
+    np.save(tmp_path / "x.npy", np.arange(8, dtype=np.float32))
+    result = shardc("run", str(module), "--inputs", str(tmp_path / "x.npy"))
+    assert result.returncode == 0, result.stderr
+    assert "[6. 7.]" in result.stdout
+
+
+@pytest.mark.parametrize("setup, message", [
+    ("missing", "no such file"),
+    ("garbage", "line 1, column 1: unexpected"),
+    ("few inputs", "takes 2 inputs, got 1"),
+    ("wrong shape", "input 0 has type float32[16, 4] but the program takes f32[8,16]"),
+    ("missing input", "no such input file"),
+])
+def test_run_bad_arguments(tmp_path, setup, message):
+    module = tmp_path / "m.ir"
+    shardc("lower", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "-o", str(module))
+    np.save(tmp_path / "a.npy", np.zeros((8, 16), np.float32))
+    np.save(tmp_path / "b.npy", np.zeros((16, 4), np.float32))
+    a, b = str(tmp_path / "a.npy"), str(tmp_path / "b.npy")
+    argv = {"missing": [str(tmp_path / "nope.ir"), "--inputs", a],
+            "garbage": [str(tmp_path / "a.npy"), "--inputs", a],
+            "few inputs": [str(module), "--inputs", a],
+            "wrong shape": [str(module), "--inputs", f"{b},{a}"],
+            "missing input": [str(module), "--inputs", str(tmp_path / "c.npy")]}[setup]
+    if setup == "garbage":
+        (tmp_path / "g.ir").write_text("this is not IR\n")
+        argv = [str(tmp_path / "g.ir"), "--inputs", a]
+    result = shardc("run", *argv)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_comm_table_and_json():
+    table = shardc("comm", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS)
+    assert table.returncode == 0, table.stderr
+    assert "all_reduce" in table.stdout and "programs.py:15" in table.stdout
+    data = json.loads(shardc("comm", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "--format",
+                             "json", "--latency", "2e-6").stdout)
+    reduces = [e for e in data["entries"] if e["kind"] == "all_reduce"]
+    assert len(reduces) == 1 and reduces[0]["group_size"] == 2
+
+
+def test_lower_dot():
+    result = shardc("lower", f"{PROGRAMS}:ring", "--args", "f32[8]", "--mesh", "x=4",
+                    "--in-specs", "P('x')", "--out-specs", "P('x')", "--format", "dot")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("digraph") == 2 and "ppermute" in result.stdout
