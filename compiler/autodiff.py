@@ -309,14 +309,7 @@ def backward_pass(program: Program, args, cts_out) -> list:
 def _trace_flat(fun, flat_args, in_tree):
     """Trace ``fun`` at the avals of ``flat_args``: (program with constants as leading inputs,
     constant values, output tree)."""
-    box: list = []
-
-    def flat_fun(*flat):
-        out = fun(*tree.tree_unflatten(in_tree, flat))
-        leaves, out_tree = tree.tree_flatten(out)
-        box.append(out_tree)
-        return leaves
-
+    flat_fun, box = tree.flatten_fun(fun, in_tree)
     program, consts, _ = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
                                           shard=_current_shard(), parent=current_trace())
     program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
@@ -404,14 +397,7 @@ def jvp(fun, primals, tangents, has_aux=False):
         raise TypeError(f"jvp: primal and tangent arguments must have the same structure; "
                         f"got {in_tree} and {t_tree}")
     flat_primals = [_as_array(p) for p in flat_primals]
-    box: list = []
-
-    def flat_fun(*flat):
-        out = fun(*tree.tree_unflatten(in_tree, flat))
-        leaves, out_tree = tree.tree_flatten(out)
-        box.append(out_tree)
-        return leaves
-
+    flat_fun, box = tree.flatten_fun(fun, in_tree)
     trace = JVPTrace(current_trace())
     args = [JVPTracer(trace, p, _as_array(t)) for p, t in zip(flat_primals, flat_tangents)]
     with set_current_trace(trace):

@@ -20,7 +20,7 @@ from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, is_python_scalar, trace_to_program
 from ir import dtypes
 from ir import primitives as prims
-from ir.core import Program, Var
+from ir.core import Program, Var, programs_in
 
 
 # --- tracing sub-programs ----------------------------------------------------------------------
@@ -146,17 +146,9 @@ def collectives_in(program: Program) -> list:
             found.append((eqn.primitive.name, tuple(eqn.params["mesh_axes"]),
                           (operand.shape, operand.dtype)))
         for value in eqn.params.values():
-            for sub in _programs_in(value):
+            for sub in programs_in(value):
                 found.extend(collectives_in(sub))
     return found
-
-
-def _programs_in(value) -> list:
-    if isinstance(value, Program):
-        return [value]
-    if isinstance(value, tuple):
-        return [v for v in value if isinstance(v, Program)]
-    return []
 
 
 def _meeting(collectives, q) -> list:

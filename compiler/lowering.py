@@ -14,7 +14,7 @@ import numpy as np
 
 from ir import dtypes
 from ir import primitives as prims
-from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, Var
+from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, Var, holds_programs
 from ir.module import LoweredModule, LoweredShardMap
 from ir.primitives import RuleTable
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_rank, axes_size,
@@ -115,7 +115,7 @@ def _sub_program_rule(ctx, eqn, invars):
 def _lower_param(ctx, value):
     if isinstance(value, Program):
         return lower_program(ctx.mesh, ctx.position, value)
-    if isinstance(value, tuple) and value and all(isinstance(v, Program) for v in value):
+    if holds_programs(value):
         return tuple(lower_program(ctx.mesh, ctx.position, v) for v in value)
     return value
 

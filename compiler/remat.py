@@ -35,14 +35,7 @@ def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
     @functools.wraps(fun)
     def rematerialized(*args):
         flat, in_tree = tree.tree_flatten(args)
-        box: list = []
-
-        def flat_fun(*leaves):
-            out = fun(*tree.tree_unflatten(in_tree, leaves))
-            out_leaves, out_tree = tree.tree_flatten(out)
-            box.append(out_tree)
-            return out_leaves
-
+        flat_fun, box = tree.flatten_fun(fun, in_tree)
         body, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
                                            shard=current_shard_context(),
                                            parent=current_trace())

@@ -115,6 +115,19 @@ def _unflatten(td: PyTreeDef, it):
     return td.kind(*children)     # namedtuple
 
 
+def flatten_fun(fun, in_tree):
+    """``fun`` of pytrees as a function of flat leaves returning flat leaves; the output's
+    structure lands in the returned box (a list) when it runs."""
+    box: list = []
+
+    def flat_fun(*leaves):
+        out_leaves, out_tree = tree_flatten(fun(*tree_unflatten(in_tree, leaves)))
+        box.append(out_tree)
+        return out_leaves
+
+    return flat_fun, box
+
+
 def tree_leaves(tree, is_leaf=None) -> list:
     return tree_flatten(tree, is_leaf)[0]
 

@@ -171,6 +171,19 @@ class Program:
         return print_program(self)
 
 
+def holds_programs(value) -> bool:
+    """A parameter holding sub-programs: a Program, or a non-empty tuple of Programs."""
+    return isinstance(value, Program) or (
+        isinstance(value, tuple) and bool(value) and all(isinstance(v, Program) for v in value))
+
+
+def programs_in(value) -> list:
+    """The sub-programs a parameter value holds, in order."""
+    if isinstance(value, Program):
+        return [value]
+    return list(value) if holds_programs(value) else []
+
+
 @dataclasses.dataclass(frozen=True)
 class DeviceProgram:
     """One device's program after lowering: which device, where it sits in the mesh, what it runs."""

@@ -19,7 +19,8 @@ import networkx as nx
 
 from ir import primitives as prims
 from ir.comm import device_traffic
-from ir.core import DeviceProgram, Eqn, Literal, Program, Var, format_literal
+from ir.core import (DeviceProgram, Eqn, Literal, Program, Var, format_literal,
+                     holds_programs)
 from ir.printer import format_param, var_name
 
 
@@ -32,31 +33,23 @@ def sub_programs(eqn: Eqn) -> list:
     for key, value in sorted(eqn.params.items()):
         if isinstance(value, Program):
             found.append((key, None, value))
-        elif _holds_programs(value):
+        elif holds_programs(value):
             found.extend((key, k, prog) for k, prog in enumerate(value))
     return found
 
 
 def replace_sub_programs(eqn: Eqn, rewrite: Callable[[Program], Program]) -> Eqn:
     """A new equation whose sub-programs are ``rewrite(sub)``; the input is left unchanged."""
-    if not any(_holds_program_param(v) for v in eqn.params.values()):
+    if not any(holds_programs(v) for v in eqn.params.values()):
         return eqn
     params = {}
     for key, value in eqn.params.items():
         if isinstance(value, Program):
             value = rewrite(value)
-        elif _holds_programs(value):
+        elif holds_programs(value):
             value = tuple(rewrite(prog) for prog in value)
         params[key] = value
     return dataclasses.replace(eqn, params=params)
-
-
-def _holds_programs(value) -> bool:
-    return isinstance(value, tuple) and bool(value) and all(isinstance(v, Program) for v in value)
-
-
-def _holds_program_param(value) -> bool:
-    return isinstance(value, Program) or _holds_programs(value)
 
 
 # --- what an equation does beyond computing its results -----------------------------------------
@@ -297,7 +290,7 @@ class _DotWriter:
     def param_text(self, value, node: str, key: str) -> str:
         if isinstance(value, Program):
             return f"<{node}.{key}>"
-        if _holds_programs(value):
+        if holds_programs(value):
             return "(" + ", ".join(f"<{node}.{key}[{k}]>" for k in range(len(value))) + ")"
         return format_param(value)
 

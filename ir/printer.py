@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from ir.comm import device_traffic
-from ir.core import DeviceProgram, Literal, Program, Var, format_literal
+from ir.core import DeviceProgram, Literal, Program, Var, format_literal, holds_programs
 
 
 def var_name(k: int) -> str:
@@ -56,11 +56,6 @@ def format_param(value) -> str:
     return repr(value)
 
 
-def _holds_program(value) -> bool:
-    return isinstance(value, Program) or (
-        isinstance(value, tuple) and bool(value) and all(isinstance(v, Program) for v in value))
-
-
 class _Printer:
     def __init__(self, with_source: bool, device_id: int | None = None):
         self.names = _Names()
@@ -88,7 +83,7 @@ class _Printer:
         # Outputs are named before the body's variables.
         outs = " ".join(self.binder(v, axis_order) for v in eqn.outvars)
         args = " ".join(self.names.use(a) for a in eqn.invars)
-        has_program = any(_holds_program(v) for v in eqn.params.values())
+        has_program = any(holds_programs(v) for v in eqn.params.values())
         lhs = f"{pad}{outs} = " if outs else f"{pad}"
         if not eqn.params:
             text = f"{lhs}{eqn.primitive.name} {args}".rstrip()
@@ -120,7 +115,7 @@ class _Printer:
             if isinstance(value, Program):
                 text = self.program(value, indent + 2, inner_order)
                 lines.append(f"{pad}  {key}={text}")
-            elif _holds_program(value):
+            elif holds_programs(value):
                 lines.append(f"{pad}  {key}=(")
                 for prog in value:
                     lines.append(f"{pad}    " + self.program(prog, indent + 4, inner_order))
@@ -190,6 +185,6 @@ def _program_dict(prog: Program, names: _Names, axis_order) -> dict:
 def _param_json(value, names, axis_order):
     if isinstance(value, Program):
         return _program_dict(value, names, axis_order)
-    if _holds_program(value):
+    if holds_programs(value):
         return [_program_dict(v, names, axis_order) for v in value]
     return format_param(value)

@@ -3,7 +3,7 @@ every equation's outputs agree with its shape rule, and its sub-programs are wel
 from __future__ import annotations
 
 from ir import primitives as prims
-from ir.core import Literal, Program, Var
+from ir.core import Literal, Program, Var, programs_in
 from ir.printer import print_program
 from ir.shapes import out_avals
 
@@ -41,7 +41,7 @@ def verify(prog: Program) -> None:
             use(atom, where)
         _check_types(eqn, where)
         for value in eqn.params.values():
-            for sub in _sub_programs(value):
+            for sub in programs_in(value):
                 try:
                     verify(sub)
                 except VerifyError as err:
@@ -50,14 +50,6 @@ def verify(prog: Program) -> None:
             define(var, where)
     for atom in prog.outvars:
         use(atom, "outputs")
-
-
-def _sub_programs(value) -> list:
-    if isinstance(value, Program):
-        return [value]
-    if isinstance(value, tuple):
-        return [v for v in value if isinstance(v, Program)]
-    return []
 
 
 def _check_types(eqn, where):
