@@ -181,102 +181,105 @@ def _move_array_dims_first(result, index):
 
 
 def getitem(x, index):
-    """``x[index]`` for ints, slices, None, Ellipsis, traced ints and one integer array."""
-    import shardc.numpy as jnp
+    """``x[index]`` for ints, slices, None, Ellipsis, traced ints and one integer array.
+
+    In turn: a static window (``rev`` for negative steps, one ``slice``), traced integers
+    (``dynamic_slice``), one integer array (``gather``), then integer-indexed dimensions
+    squeezed and new axes inserted.
+    """
     shape = aval_of(x).shape
     index = _expand_index(index, len(shape))
     if _needs_flat_path(index):
         return _flat_getitem(x, index)
-    arrays = [k for k, i in enumerate(index) if _is_int_array(i)]
-    # Pass 1: slices and static ints (keep dims, squeeze later); traced ints; new axes.
-    starts, limits, strides, flips = [], [], [], []
-    squeeze_dims, dynamic = [], []
-    dim = 0
-    for entry in index:
-        if entry is None:
-            continue
-        size = shape[dim]
-        if isinstance(entry, slice):
-            lo, hi, st = entry.indices(size)
-            if st > 0:
-                starts.append(lo)
-                limits.append(max(lo, hi))
-                strides.append(st)
-                flips.append(False)
-            else:
-                # reverse then slice forward
-                count = len(range(lo, hi, st))
-                new_lo = size - 1 - lo
-                starts.append(new_lo)
-                limits.append(new_lo + (count - 1) * (-st) + 1 if count else new_lo)
-                strides.append(-st)
-                flips.append(True)
-        elif _is_dynamic_scalar(entry):
-            starts.append(0)
-            limits.append(size)
-            strides.append(1)
-            flips.append(False)
-            dynamic.append((dim, entry))
-            squeeze_dims.append(dim)
-        elif _is_int_array(entry):
-            starts.append(0)
-            limits.append(size)
-            strides.append(1)
-            flips.append(False)
-        else:
-            k = int(entry)
-            if not -size <= k < size:
-                raise IndexError(f"index {k} is out of bounds for axis {dim} with size {size}")
-            k %= size
-            starts.append(k)
-            limits.append(k + 1)
-            strides.append(1)
-            flips.append(False)
-            squeeze_dims.append(dim)
-        dim += 1
-    result = x
-    flip_dims = tuple(d for d, f in enumerate(flips) if f)
-    if flip_dims:
-        result = bind(p.rev_p, result, dimensions=flip_dims)
-    if (tuple(starts) != (0,) * len(shape) or tuple(limits) != tuple(shape)
-            or any(s != 1 for s in strides)):
-        result = bind(p.slice_p, result, start_indices=tuple(starts),
-                      limit_indices=tuple(limits),
-                      strides=None if all(s == 1 for s in strides) else tuple(strides))
-    if dynamic:
-        sliced = aval_of(result).shape
-        begin = [np.int32(0)] * len(sliced)
-        sizes = list(sliced)
-        for d, entry in dynamic:
-            begin[d] = _wrap_index(entry, sliced[d])
-            sizes[d] = 1
-        result = bind(p.dynamic_slice_p, result, *begin, slice_sizes=tuple(sizes))
+    real = [entry for entry in index if entry is not None]
+    windows = [_window(entry, shape[d], d) for d, entry in enumerate(real)]
+    result = _static_window(x, shape, windows)
+    result = _dynamic_window(result, [(d, e) for d, e in enumerate(real)
+                                      if _is_dynamic_scalar(e)])
+    arrays = [k for k, entry in enumerate(index) if _is_int_array(entry)]
     gather_dim = None
     if arrays:
-        k = arrays[0]
-        gather_dim = sum(1 for i in index[:k] if i is not None)
-        indices = jnp.asarray(index[k])
-        if _dt.is_bool(aval_of(indices).dtype):
-            raise NotImplementedError("boolean mask indexing has a data-dependent shape")
-        result = bind(p.gather_p, result, jnp.astype(indices, _dt.int_), axis=gather_dim)
-    # Squeeze integer-indexed dims (shifted by a gathered index array's extra rank).
-    if squeeze_dims:
-        extra = (aval_of(result).ndim - len(shape)) if arrays else 0
-        dims = tuple(d + extra if gather_dim is not None and d > gather_dim else d
-                     for d in squeeze_dims)
-        result = bind(p.squeeze_p, result, dimensions=dims)
-    # New axes.
-    if any(i is None for i in index):
-        out_shape = list(aval_of(result).shape)
-        pos = 0
-        for entry in index:
-            if entry is None:
-                out_shape.insert(pos, 1)
-                pos += 1
-            elif isinstance(entry, slice) or _is_int_array(entry):
-                pos += 1 if not _is_int_array(entry) else _index_ndim(entry)
-        result = jnp.reshape(result, tuple(out_shape))
+        gather_dim = sum(1 for entry in index[:arrays[0]] if entry is not None)
+        result = _gather(result, index[arrays[0]], gather_dim)
+    squeeze_dims = [d for d, entry in enumerate(real)
+                    if not isinstance(entry, slice) and not _is_int_array(entry)]
+    result = _squeeze(result, squeeze_dims, gather_dim, len(shape))
+    if any(entry is None for entry in index):
+        result = _insert_new_axes(result, index)
     return _move_array_dims_first(result, index) if arrays else result
+
+
+def _window(entry, size: int, dim: int) -> tuple:
+    """(start, limit, stride, reversed) of the static window one index entry selects."""
+    if isinstance(entry, slice):
+        lo, hi, st = entry.indices(size)
+        if st > 0:
+            return lo, max(lo, hi), st, False
+        # a negative step: reverse the dimension, then slice forwards
+        count = len(range(lo, hi, st))
+        new_lo = size - 1 - lo
+        return new_lo, (new_lo + (count - 1) * (-st) + 1 if count else new_lo), -st, True
+    if _is_dynamic_scalar(entry) or _is_int_array(entry):
+        return 0, size, 1, False
+    k = int(entry)
+    if not -size <= k < size:
+        raise IndexError(f"index {k} is out of bounds for axis {dim} with size {size}")
+    k %= size
+    return k, k + 1, 1, False
+
+
+def _static_window(x, shape, windows):
+    starts, limits, strides, flips = (tuple(w[k] for w in windows) for k in range(4))
+    flip_dims = tuple(d for d, flipped in enumerate(flips) if flipped)
+    if flip_dims:
+        x = bind(p.rev_p, x, dimensions=flip_dims)
+    if starts != (0,) * len(shape) or limits != tuple(shape) or any(s != 1 for s in strides):
+        x = bind(p.slice_p, x, start_indices=starts, limit_indices=limits,
+                 strides=None if all(s == 1 for s in strides) else strides)
+    return x
+
+
+def _dynamic_window(x, dynamic):
+    """Traced integer indices: a one-wide dynamic_slice in each such dimension."""
+    if not dynamic:
+        return x
+    shape = aval_of(x).shape
+    begin = [np.int32(0)] * len(shape)
+    sizes = list(shape)
+    for d, entry in dynamic:
+        begin[d] = _wrap_index(entry, shape[d])
+        sizes[d] = 1
+    return bind(p.dynamic_slice_p, x, *begin, slice_sizes=tuple(sizes))
+
+
+def _gather(x, entry, axis: int):
+    import shardc.numpy as jnp
+    indices = jnp.asarray(entry)
+    if _dt.is_bool(aval_of(indices).dtype):
+        raise NotImplementedError("boolean mask indexing has a data-dependent shape")
+    return bind(p.gather_p, x, jnp.astype(indices, _dt.int_), axis=axis)
+
+
+def _squeeze(x, dims, gather_dim, original_ndim):
+    """Drop integer-indexed dimensions (shifted past a gathered index array's extra rank)."""
+    if not dims:
+        return x
+    extra = aval_of(x).ndim - original_ndim if gather_dim is not None else 0
+    dims = tuple(d + extra if gather_dim is not None and d > gather_dim else d for d in dims)
+    return bind(p.squeeze_p, x, dimensions=dims)
+
+
+def _insert_new_axes(x, index):
+    import shardc.numpy as jnp
+    out_shape = list(aval_of(x).shape)
+    pos = 0
+    for entry in index:
+        if entry is None:
+            out_shape.insert(pos, 1)
+            pos += 1
+        elif isinstance(entry, slice) or _is_int_array(entry):
+            pos += 1 if not _is_int_array(entry) else _index_ndim(entry)
+    return jnp.reshape(x, tuple(out_shape))
 
 
 def _wrap_index(entry, size):
