@@ -231,7 +231,9 @@ def _pow_jvp(primals, tangents):
     aval = aval_of(out)
     a = b = None
     if tx is not None:
-        power = bind(p.pow_p, x, bind(p.sub_p, y, _scalar(1, y)))
+        # y * x ** (y - 1), which is 0 where y == 0 (as in JAX), not 0 * x ** -1 (nan at x == 0)
+        y_safe = bind(p.select_n_p, bind(p.eq_p, y, _scalar(0, y)), y, _ones_like(y))
+        power = bind(p.pow_p, x, bind(p.sub_p, y_safe, _scalar(1, y)))
         a = _broadcast_to(_mul(tx, _mul(y, power)), aval)
     if ty is not None:
         safe_log = bind(p.log_p, bind(p.select_n_p, bind(p.eq_p, x, _scalar(0, x)), x,
@@ -488,9 +490,42 @@ def _gather_jvp(primals, tangents, *, axis):
     return [out], [bind(p.gather_p, tangents[0], indices, axis=axis)]
 
 
+def _wrapped_indices(indices, size):
+    """Negative indices counted from the end, as gather and scatter read them."""
+    dtype = aval_of(indices).dtype
+    negative = bind(p.lt_p, indices, np.asarray(0, dtype)[()])
+    return bind(p.select_n_p, negative, indices,
+                bind(p.add_p, indices, np.asarray(size, dtype)[()]))
+
+
 def _gather_transpose(ct, x, indices, *, axis):
+    # gather clamps out-of-range indices, scatter drops them: clamp here, so the cotangent
+    # reaches the element the forward pass read
+    size = x.aval.shape[axis]
+    dtype = aval_of(indices).dtype
+    clamped = bind(p.max_p, bind(p.min_p, _wrapped_indices(indices, size),
+                                 np.asarray(size - 1, dtype)[()]), np.asarray(0, dtype)[()])
     zeros = zeros_like_aval(x.aval)
-    return [bind(p.scatter_p, zeros, indices, ct, axis=axis, mode="add"), None]
+    return [bind(p.scatter_p, zeros, clamped, ct, axis=axis, mode="add"), None]
+
+
+def _scatter_applied(indices, size, mode):
+    """Which updates a scatter writes, a bool per index: out-of-range ones are dropped, and of
+    several 'set' updates to one place only the last is kept."""
+    dtype = aval_of(indices).dtype
+    if mode == "add":
+        wrapped = _wrapped_indices(indices, size)
+        return bind(p.and_p, bind(p.ge_p, wrapped, np.asarray(0, dtype)[()]),
+                    bind(p.lt_p, wrapped, np.asarray(size, dtype)[()]))
+    shape = aval_of(indices).shape
+    n = int(np.prod(shape, dtype=np.int64))
+    ids = bind(p.add_p, bind(p.iota_p, dtype=np.dtype(np.int32), shape=(n,), dimension=0),
+               np.int32(1))
+    if shape != (n,):
+        ids = bind(p.reshape_p, ids, new_sizes=shape)
+    slots = bind(p.broadcast_in_dim_p, np.int32(0), shape=(size,), broadcast_dimensions=())
+    written = bind(p.scatter_p, slots, indices, ids, axis=0, mode="set")
+    return bind(p.eq_p, bind(p.gather_p, written, indices, axis=0), ids)
 
 
 def _scatter_jvp(primals, tangents, *, axis, mode):
@@ -518,6 +553,12 @@ def _scatter_transpose(ct, x, indices, updates, *, axis, mode):
             ct_x = bind(p.scatter_p, ct, indices, zeros, axis=axis, mode="set")
     if isinstance(updates, Linear):
         ct_updates = bind(p.gather_p, ct, indices, axis=axis)
+        applied = _scatter_applied(indices, aval_of(ct).shape[axis], mode)
+        index_ndim = aval_of(indices).ndim
+        applied = bind(p.broadcast_in_dim_p, applied, shape=aval_of(ct_updates).shape,
+                       broadcast_dimensions=tuple(range(axis, axis + index_ndim)))
+        ct_updates = bind(p.select_n_p, applied, zeros_like_aval(aval_of(ct_updates)),
+                          ct_updates)
     return [ct_x, None, ct_updates]
 
 

@@ -257,9 +257,18 @@ vma_rules[prims.scan_p] = _scan_types
 # --- fori_loop and while_loop ---------------------------------------------------------------------
 
 def _is_concrete_int(value) -> bool:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    """A loop bound known now (a Python or numpy integer, or a concrete integer array of rank
+    0): the loop length is static."""
+    from compiler.tracing import Tracer
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, Tracer):
+        return False
+    if isinstance(value, (int, np.integer)):
         return True
-    return False
+    try:
+        array = np.asarray(value)
+    except Exception:
+        return False
+    return array.shape == () and np.issubdtype(array.dtype, np.integer)
 
 
 def fori_loop(lower, upper, body_fun, init_val):
@@ -270,7 +279,7 @@ def fori_loop(lower, upper, body_fun, init_val):
             i, val = loop_carry
             return (bind(prims.add_p, i, np.int32(1)), body_fun(i, val)), None
 
-        (_, result), _ = scan(step, (np.int32(lower), init_val), None,
+        (_, result), _ = scan(step, (np.int32(int(lower)), init_val), None,
                               length=max(0, int(upper) - int(lower)), carry_name="loop_carry")
         return result
 

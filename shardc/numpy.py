@@ -783,6 +783,19 @@ def _dynamic_slice_axis(x, axis, start, size):
 
 # --- reductions ------------------------------------------------------------------------------
 
+def _no_out(fn):
+    """numpy hands ``out=`` to these when called as ``np.sum(array)``; only None makes sense."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, out=None, **kwargs):
+        if out is not None:
+            raise NotImplementedError(f"{fn.__name__}: out= is not supported (arrays are "
+                                      "immutable); use the result")
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def _reduce_axes(x, axis) -> tuple:
     ndim = len(_shape(x))
     if axis is None:
@@ -824,21 +837,25 @@ def _reduction(prim, x, axis, keepdims, dtype=None):
     return _keep(x, result, axes, keepdims)
 
 
+@_no_out
 def sum(x, axis=None, dtype=None, keepdims=False):
     """Sum over ``axis`` (None: all; an int or a tuple, negative from the end)."""
     return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype)
 
 
+@_no_out
 def prod(x, axis=None, dtype=None, keepdims=False):
     """Product over ``axis`` (None: all; an int or a tuple)."""
     return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype)
 
 
+@_no_out
 def max(x, axis=None, keepdims=False):
     """Maximum over ``axis`` (None: all; an int or a tuple)."""
     return _reduction(p.reduce_max_p, x, axis, keepdims)
 
 
+@_no_out
 def min(x, axis=None, keepdims=False):
     """Minimum over ``axis`` (None: all; an int or a tuple)."""
     return _reduction(p.reduce_min_p, x, axis, keepdims)
@@ -847,16 +864,19 @@ def min(x, axis=None, keepdims=False):
 amax, amin = max, min
 
 
+@_no_out
 def all(x, axis=None, keepdims=False):
     """True where every element over ``axis`` is true."""
     return _reduction(p.reduce_and_p, astype(x, bool_), axis, keepdims)
 
 
+@_no_out
 def any(x, axis=None, keepdims=False):
     """True where some element over ``axis`` is true."""
     return _reduction(p.reduce_or_p, astype(x, bool_), axis, keepdims)
 
 
+@_no_out
 def mean(x, axis=None, dtype=None, keepdims=False):
     """Mean over ``axis``; integers and booleans average in float32."""
     x = asarray(x) if not _is_array(x) else x
@@ -868,6 +888,7 @@ def mean(x, axis=None, dtype=None, keepdims=False):
     return divide(total, count)
 
 
+@_no_out
 def var(x, axis=None, keepdims=False, ddof=0):
     """Variance over ``axis`` with ``ddof`` delta degrees of freedom."""
     x = asarray(x) if not _is_array(x) else x
@@ -877,6 +898,7 @@ def var(x, axis=None, keepdims=False, ddof=0):
     return divide(sum(square(centered), axis, keepdims=keepdims), count - ddof)
 
 
+@_no_out
 def std(x, axis=None, keepdims=False, ddof=0):
     """Standard deviation over ``axis``."""
     return sqrt(var(x, axis, keepdims, ddof))
@@ -896,16 +918,19 @@ def _arg_reduction(prim, x, axis, keepdims):
     return _keep(x, result, (axis,), keepdims)
 
 
+@_no_out
 def argmax(x, axis=None, keepdims=False):
     """Index (int32) of the first maximum along ``axis`` (of the flattened array if None)."""
     return _arg_reduction(p.argmax_p, x, axis, keepdims)
 
 
+@_no_out
 def argmin(x, axis=None, keepdims=False):
     """Index (int32) of the first minimum along ``axis`` (of the flattened array if None)."""
     return _arg_reduction(p.argmin_p, x, axis, keepdims)
 
 
+@_no_out
 def cumsum(x, axis=None, dtype=None):
     """Cumulative sum along ``axis`` (of the flattened array if None)."""
     x = asarray(x) if not _is_array(x) else x
