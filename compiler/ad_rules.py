@@ -254,15 +254,19 @@ def _minmax_jvp(prim, primals, tangents):
     tx, ty = tangents
     out = bind(prim, x, y)
     aval = aval_of(out)
-    tx = _broadcast_to(instantiate(tx, aval_of(x)), aval)
-    ty = _broadcast_to(instantiate(ty, aval_of(y)), aval)
     wins = p.gt_p if prim is p.max_p else p.lt_p
     x_wins = bind(p.convert_element_type_p, bind(wins, x, y), new_dtype=aval.dtype)
     tie = bind(p.convert_element_type_p, bind(p.eq_p, x, y), new_dtype=aval.dtype)
     half_tie = _mul(tie, _scalar(0.5, out))
-    x_weight = bind(p.add_p, x_wins, half_tie)
-    y_weight = bind(p.sub_p, bind(p.sub_p, _scalar(1, out), x_wins), half_tie)
-    return [out], [bind(p.add_p, _mul(tx, x_weight), _mul(ty, y_weight))]
+    # only the operands with a tangent contribute (relu = max(x, 0) keeps one weight)
+    x_part = y_part = None
+    if tx is not None:
+        x_weight = bind(p.add_p, x_wins, half_tie)
+        x_part = _broadcast_to(_mul(tx, x_weight), aval)
+    if ty is not None:
+        y_weight = bind(p.sub_p, bind(p.sub_p, _scalar(1, out), x_wins), half_tie)
+        y_part = _broadcast_to(_mul(ty, y_weight), aval)
+    return [out], [add_tangents(x_part, y_part)]
 
 
 def _atan2_jvp(primals, tangents):

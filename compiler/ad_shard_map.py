@@ -13,6 +13,7 @@ one computing the rest from them; its transpose is a shard_map of the body's bac
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 
@@ -25,7 +26,7 @@ from compiler.shard_map import ShardContext, current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as p
 from ir.core import Aval, Eqn, Program, Var
-from ir.sharding import PartitionSpec, axes_size, block_shape, spec_axes
+from ir.sharding import PartitionSpec, axes_size, block_shape, canonical_spec, spec_axes
 
 # --- whether the enclosing shard_map checks replication, while transposing its body ---------------
 
@@ -46,6 +47,19 @@ def _check_on() -> bool:
         return _checking_stack[-1]
     shard = current_shard_context()
     return shard is not None and shard.check_vma
+
+
+@contextlib.contextmanager
+def _in_body(shard: ShardContext):
+    """Trace a derived body (JVP, transpose) with its mesh in scope, as shard_map's own staging
+    does, so rules that ask for the enclosing mesh (pmean's group size, the check flag, loops'
+    and conds' sub-programs) find it."""
+    from compiler.shard_map import _axis_env
+    _axis_env.append(shard)
+    try:
+        yield
+    finally:
+        _axis_env.pop()
 
 
 def _group_size(axes) -> int:
@@ -96,7 +110,9 @@ def _pvary_transpose(ct, x, *, mesh_axes):
 
 
 def _all_gather_transpose(ct, x, *, mesh_axes, gather_axis, tiled, axis_size, to="varying"):
-    if to == "invarying":
+    # With the check off the boundary divided the cotangent by the group size, as for psum,
+    # so the per-device transpose (psum_scatter) restores it; own chunk needs the check on.
+    if to == "invarying" and _check_on():
         return [_own_chunk(ct, mesh_axes, gather_axis, tiled, x.aval)]
     return [bind(p.psum_scatter_p, ct, mesh_axes=mesh_axes, scatter_axis=gather_axis,
                  tiled=tiled, axis_size=axis_size)]
@@ -157,7 +173,8 @@ transpose_rules[p.pbroadcast_p] = _pbroadcast_transpose
 def _shard_map_jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, check_vma):
     nonzero = [t is not None for t in tangents]
     shard = ShardContext(mesh, check_vma is True)
-    body = jvp_program(jaxpr, nonzero, shard=shard)
+    with _in_body(shard):
+        body = jvp_program(jaxpr, nonzero, shard=shard)
     tangent_specs = tuple(s for s, nz in zip(in_specs, nonzero) if nz)
     outs = bind(p.shard_map_p, *primals, *[t for t in tangents if t is not None], jaxpr=body,
                 mesh=mesh, in_specs=tuple(in_specs) + tangent_specs,
@@ -172,7 +189,7 @@ jvp_rules[p.shard_map_p] = _shard_map_jvp
 # --- shard_map: partial evaluation ------------------------------------------------------------------
 
 def _all_axes_spec(mesh) -> PartitionSpec:
-    return PartitionSpec(tuple(mesh.axis_names))
+    return canonical_spec(PartitionSpec(tuple(mesh.axis_names)))
 
 
 def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
@@ -181,6 +198,7 @@ def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
     params = eqn.params
     body, mesh = params["jaxpr"], params["mesh"]
     split = partial_eval(body, ins_unknown, [False] * len(body.outvars))
+    split, forwarded = _forward_inputs(split)
     known_out = [not u for u in split.out_unknown]
     residuals = split.known.outvars[len(split.known.outvars) - split.num_residuals:]
     res_spec = _all_axes_spec(mesh)
@@ -198,17 +216,62 @@ def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
                                          if k) + (res_spec,) * len(residuals)),
                     eqn.source)
     unknown_body = _with_residual_entries(split.unknown, split.num_residuals, mesh)
+    known_ins = [a for a, u in zip(eqn.invars, ins_unknown) if not u]
+    known_specs = [s for s, u in zip(params["in_specs"], ins_unknown) if not u]
     unknown_eqn = Eqn(p.shard_map_p,
-                      outer_res + [a for a, u in zip(eqn.invars, ins_unknown) if u],
+                      outer_res + [known_ins[k] for k in forwarded]
+                      + [a for a, u in zip(eqn.invars, ins_unknown) if u],
                       [v for v, k in zip(eqn.outvars, known_out) if not k],
                       dict(params, jaxpr=unknown_body,
                            in_specs=(res_spec,) * len(residuals)
+                           + tuple(known_specs[k] for k in forwarded)
                            + tuple(s for s, u in zip(params["in_specs"], ins_unknown) if u),
                            out_specs=tuple(s for s, k in zip(params["out_specs"], known_out)
                                            if not k)),
                       eqn.source)
     unknown_outs = [v for v, k in zip(eqn.outvars, known_out) if not k]
     return [known_eqn], [unknown_eqn], unknown_outs
+
+
+def _forward_inputs(split):
+    """SEMANTICS 4.5: inputs are not emitted again as residuals. A residual that is a known
+    input of the body, or a ``pvary`` of one (free to redo), leaves the known body's exits; the
+    unknown body reads that input itself, with its in_spec, and redoes the ``pvary``.
+
+    Returns the split (unknown invars: kept residuals, forwarded inputs, unknown inputs) and
+    the indices of the forwarded known inputs."""
+    known, unknown, n = split.known, split.unknown, split.num_residuals
+    residuals = known.outvars[len(known.outvars) - n:]
+    position = {id(v): k for k, v in enumerate(known.invars)}
+    defined_by = {id(v): e for e in known.eqns for v in e.outvars}
+    kept, forwarded, redo = [], [], []
+    for res in residuals:
+        source = defined_by.get(id(res))
+        if id(res) in position:
+            k = position[id(res)]
+        elif (source is not None and source.primitive is p.pvary_p
+              and isinstance(source.invars[0], Var) and id(source.invars[0]) in position):
+            k = position[id(source.invars[0])]
+            redo.append(source)
+        else:
+            kept.append(res)
+            continue
+        if k not in forwarded:
+            forwarded.append(k)
+    if not forwarded:
+        return split, []
+    outs = known.outvars[:len(known.outvars) - n] + kept
+    used = {id(a) for e in known.eqns for a in e.invars} | {id(a) for a in outs}
+    moved = {id(e) for e in redo}
+    eqns = [e for e in known.eqns
+            if not (id(e) in moved and not any(id(v) in used for v in e.outvars))]
+    new_known = Program([], list(known.invars), eqns, outs)
+    new_unknown = Program([], kept + [known.invars[k] for k in forwarded] + unknown.invars[n:],
+                          [Eqn(e.primitive, list(e.invars), list(e.outvars), dict(e.params),
+                               e.source) for e in redo] + list(unknown.eqns),
+                          list(unknown.outvars))
+    return dataclasses.replace(split, known=new_known, unknown=new_unknown,
+                               num_residuals=len(kept)), forwarded
 
 
 def _with_residual_exits(known: Program, num_res: int, mesh, check: bool) -> Program:
@@ -277,9 +340,10 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
                         else _lift_to_spec(ct, spec, mesh))
         return outs
 
-    transposed, consts, _ = trace_to_program(body, known_avals + ct_avals,
-                                             shard=ShardContext(mesh, check),
-                                             parent=current_trace())
+    shard = ShardContext(mesh, check)
+    with _in_body(shard):
+        transposed, consts, _ = trace_to_program(body, known_avals + ct_avals, shard=shard,
+                                                 parent=current_trace())
     transposed = Program([], transposed.constvars + transposed.invars, transposed.eqns,
                          transposed.outvars)
     outs = bind(p.shard_map_p, *consts, *known, *[ct for ct in cts if ct is not None],

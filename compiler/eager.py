@@ -36,7 +36,7 @@ class ShardTracer(Tracer):
         return self._aval
 
     def _axis_order(self):
-        return self._trace.mesh.axis_names
+        return self._trace.mesh.axis_names if self._trace.shard.check_vma else None
 
     def __str__(self):
         mesh = self._trace.mesh
@@ -67,7 +67,7 @@ class ShardTracer(Tracer):
             kind = ("boolean conversion" if what == "boolean conversion" else what)
             raise TracerBoolConversionError(
                 f"Attempted {kind} of traced array with shape "
-                f"{self.aval.str_short(self._axis_order())}.")
+                f"{self.aval.str_short(self._trace.mesh.axis_names)}.")   # the reason: its vma
         return self.blocks[0]
 
 

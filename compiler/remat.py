@@ -143,18 +143,25 @@ def _remat_partial_eval(eqn: Eqn, ins_unknown: list):
                              and all(a is not r for r in saved_res))
     redone = _unique([v for v in residuals if not is_saved(v)] + [o for _, o in known_outs])
     known_out_flags = [not u for u in split.out_unknown]
-    outer_saved = [Var(v.aval) for v in saved_res]
+    # saved inputs of the remat are read from outside it directly, not passed through it
+    outer_input = {id(v): a for v, a in zip(body.invars, eqn.invars)}
+    saved_values = [v for v in saved_res if id(v) not in outer_input]
+    outer_saved_values = [Var(v.aval) for v in saved_values]
+    outer_of = {id(v): o for v, o in zip(saved_values, outer_saved_values)}
+    outer_of.update({id(v): outer_input[id(v)] for v in saved_res if id(v) in outer_input})
+    outer_saved = [outer_of[id(v)] for v in saved_res]
     outer_redone = [Var(v.aval) for v in redone]
     known_eqn = Eqn(p.remat_p, [a for a, u in zip(eqn.invars, ins_unknown) if not u],
-                    [v for v, k in zip(eqn.outvars, known_out_flags) if k] + outer_saved,
+                    [v for v, k in zip(eqn.outvars, known_out_flags) if k] + outer_saved_values,
                     dict(jaxpr=Program([], list(split.known.invars), split.known.eqns,
-                                       list(split.known.outvars[:n_keep]) + saved_res),
+                                       list(split.known.outvars[:n_keep]) + saved_values),
                          saved=tuple(range(len(split.known.eqns)))), eqn.source)
-    replay_eqns = [e for e in split.known.eqns if id(e) in replay]
+    replay_eqns, redo_inputs, redo_outputs = _fresh_replay(
+        [e for e in split.known.eqns if id(e) in replay], saved_res, redone)
     redo_eqn = Eqn(p.remat_p, outer_saved, outer_redone,
-                   dict(jaxpr=Program([], list(saved_res), replay_eqns, list(redone)),
+                   dict(jaxpr=Program([], redo_inputs, replay_eqns, redo_outputs),
                         saved=()), eqn.source)
-    outer_of = {id(v): o for v, o in zip(saved_res + redone, outer_saved + outer_redone)}
+    outer_of.update({id(v): o for v, o in zip(redone, outer_redone)})
     linear_eqn = Eqn(p.remat_p,
                      [outer_of[id(r)] for r in residuals]
                      + [a for a, u in zip(eqn.invars, ins_unknown) if u],
@@ -163,6 +170,19 @@ def _remat_partial_eval(eqn: Eqn, ins_unknown: list):
     renames = {id(eqn.outvars[k]): outer_of[id(o)] for k, o in known_outs}
     unknown_outs = [v for v, k in zip(eqn.outvars, known_out_flags) if not k]
     return [known_eqn], [redo_eqn, linear_eqn], unknown_outs, renames
+
+
+def _fresh_replay(eqns, inputs, outputs):
+    """The recomputation with variables of its own, so it never binds a variable the forward
+    part binds too (both may end up inlined in one device's program)."""
+    fresh = {id(v): Var(v.aval) for v in inputs}
+    copies = []
+    for e in eqns:
+        for v in e.outvars:
+            fresh[id(v)] = Var(v.aval)
+        copies.append(Eqn(e.primitive, [fresh.get(id(a), a) for a in e.invars],
+                          [fresh[id(v)] for v in e.outvars], e.params, e.source))
+    return copies, [fresh[id(v)] for v in inputs], [fresh[id(v)] for v in outputs]
 
 
 def _unique(values) -> list:

@@ -255,8 +255,11 @@ class ProgramTracer(Tracer):
         return self._aval
 
     def _axis_order(self):
+        """Mesh order for printing vma; None (no braces) in a body with the check off."""
         shard = self._trace.shard
-        return shard.mesh.axis_names if shard is not None else ()
+        if shard is None:
+            return ()
+        return shard.mesh.axis_names if shard.check_vma else None
 
 
 class ProgramTrace(Trace):

@@ -73,10 +73,11 @@ class Aval:
         vma = "" if axis_order is None else format_vma(self.vma, axis_order)
         return f"{short_dtype(self.dtype)}[{dims}]{vma}"
 
-    def str_long(self, axis_order: Sequence[str] = ()) -> str:
-        """The form of ``typeof(x)``: ``float32[3]{i}``."""
+    def str_long(self, axis_order: Sequence[str] | None = ()) -> str:
+        """The form of ``typeof(x)``: ``float32[3]{i}``; ``axis_order=None`` hides the vma."""
         dims = ",".join(str(d) for d in self.shape)
-        return f"{self.dtype.name}[{dims}]{format_vma(self.vma, axis_order)}"
+        vma = "" if axis_order is None else format_vma(self.vma, axis_order)
+        return f"{self.dtype.name}[{dims}]{vma}"
 
     def __repr__(self):
         return f"Aval({self.str_short()})"

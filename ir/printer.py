@@ -28,9 +28,12 @@ def var_name(k: int) -> str:
 class _Names:
     def __init__(self):
         self.names: dict = {}
+        self.count = 0
 
     def define(self, var: Var) -> str:
-        name = var_name(len(self.names))
+        # A counter, not len(names): a variable bound in two sub-programs gets two names.
+        name = var_name(self.count)
+        self.count += 1
         self.names[id(var)] = name
         return name
 

@@ -132,6 +132,24 @@ CASES = {
 CASES.update(COLLECTIVE_CASES)
 
 
+def _grad_step(example, shape):
+    """examples/train_{example}.py's jitted SGD step on a small MLP, lowered: the traced
+    program and device 0's program of each shard_map (tests/test_training.py)."""
+    from test_training import train_step_text
+    return train_step_text(example, shape)
+
+
+GRAD_CASES = {
+    "grad_data_parallel_8": lambda: _grad_step("data_parallel", (8,)),
+    "grad_data_parallel_4x2": lambda: _grad_step("data_parallel", (4, 2)),
+    "grad_fsdp_8": lambda: _grad_step("fsdp", (8,)),
+    "grad_fsdp_tp_4x2": lambda: _grad_step("fsdp_tp", (4, 2)),
+}
+
+
+CASES.update(GRAD_CASES)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name):
     text = CASES[name]() + "\n"

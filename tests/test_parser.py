@@ -18,6 +18,7 @@ from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
 from compiler import tree
 from ir import primitives as prims
 from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, SourceInfo, Var
+from ir.module import LoweredModule
 from ir.parser import (DeviceRef, ParseError, parse_device_program, parse_module,
                        parse_program)
 from ir.printer import print_device_program, print_module, print_program
@@ -39,15 +40,19 @@ def _runtime_device(device_id):
 
 
 def _parse_any(text, **kwargs):
-    """The right parser for a golden file, by its first line."""
+    """The right parser for a golden file: a device program, a module, or a program."""
     if text.startswith("device "):
         return parse_device_program(text, **kwargs)
+    if "\nshard_map equation " in text:
+        return parse_module(text, **kwargs)
     return parse_program(text, **kwargs)
 
 
 def _print_any(parsed, with_source=True):
     if isinstance(parsed, DeviceProgram):
         return print_device_program(parsed, with_source=with_source)
+    if isinstance(parsed, LoweredModule):
+        return print_module(parsed, with_source=with_source).rstrip("\n")
     return print_program(parsed, with_source=with_source)
 
 
@@ -72,9 +77,11 @@ def test_golden_texts_round_trip(path):
 def test_golden_source_comments_become_source_info(path):
     text = path.read_text()
     parsed = _parse_any(text)
-    program = parsed.program if isinstance(parsed, DeviceProgram) else parsed
+    program = parsed.program if isinstance(parsed, (DeviceProgram, LoweredModule)) else parsed
     sources = [e.source for e in _all_eqns(program) if e.source is not None]
-    assert sources and all(s.file == "test_golden.py" and s.line > 0 for s in sources)
+    assert sources and all((s.file == "test_golden.py" or s.file.startswith("train_"))
+                           and s.line > 0
+                           for s in sources)
 
 
 def _all_eqns(program):
