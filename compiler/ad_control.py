@@ -135,7 +135,6 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry):
     known_consts = [c for c in consts if not isinstance(c, Linear)]
     lin_consts = [c for c in consts if isinstance(c, Linear)]
     known_xs = [x for x in xs if not isinstance(x, Linear)]
-    lin_xs = [x for x in xs if isinstance(x, Linear)]
     ct_carry = [instantiate(ct, c.aval) for ct, c in zip(cts[:nk], carry)]
     ct_ys = [instantiate(ct, Aval((length,) + a.shape, a.dtype, a.vma))
              for ct, a in zip(cts[nk:], jaxpr.out_avals[nk:])]

@@ -595,13 +595,8 @@ def _prod_jvp(primals, tangents, *, axes):
     (x,), (t,) = primals, tangents
     out = bind(p.reduce_prod_p, x, axes=axes)
     # d prod = sum over k of t_k * prod_{j != k} x_j, computed without dividing by zero
-    shape = aval_of(x).shape
-    kept = tuple(d for d in range(len(shape)) if d not in axes)
-    total = 0
-    moved = x
-    others = _prod_of_others(moved, axes)
-    total = bind(p.reduce_sum_p, _mul(t, others), axes=axes)
-    return [out], [total]
+    others = _prod_of_others(x, axes)
+    return [out], [bind(p.reduce_sum_p, _mul(t, others), axes=axes)]
 
 
 def _prod_of_others(x, axes):

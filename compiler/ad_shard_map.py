@@ -26,7 +26,7 @@ from compiler.shard_map import ShardContext, current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as p
 from ir.core import Aval, Eqn, Program, Var
-from ir.sharding import PartitionSpec, axes_size, block_shape, canonical_spec, spec_axes
+from ir.sharding import PartitionSpec, axes_size, canonical_spec, spec_axes
 
 # --- whether the enclosing shard_map checks replication, while transposing its body ---------------
 

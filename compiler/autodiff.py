@@ -25,7 +25,6 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
 from ir.primitives import RuleTable
-from ir.shapes import out_avals
 
 jvp_rules = RuleTable("jvp")
 transpose_rules = RuleTable("transpose")

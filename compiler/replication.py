@@ -8,8 +8,6 @@ invariant there; ordinary operations join.
 """
 from __future__ import annotations
 
-import functools
-
 from ir import primitives as prims
 from ir.core import Literal
 from ir.primitives import RuleTable

@@ -232,10 +232,6 @@ def _param_text(config: _Config, index: int) -> str:
     return f"{name}'s parameter {index}"
 
 
-def _arg_path(path: str) -> str:
-    return path
-
-
 def _check_ranks(config: _Config, dynamic):
     bad = []
     for leaf in dynamic:

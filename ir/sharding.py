@@ -4,7 +4,6 @@ Nothing here touches data. Devices are any objects with an integer ``id``.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Sequence
 

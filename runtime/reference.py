@@ -15,7 +15,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Literal, Program
 from ir.primitives import RuleTable
-from ir.sharding import (NamedSharding, PartitionSpec, normal_spec, replication_mismatch,
+from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
                          runtime_replication_error)
 from runtime.array import Array, SingleDeviceSharding, _canonical_array
 from runtime.devices import Device

@@ -331,7 +331,7 @@ def stop_gradient(x):
 
 # --- control flow ------------------------------------------------------------------------------
 
-from compiler.control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: E402
+from compiler.control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: E402,F401
 
 
 def dynamic_slice(operand, start_indices, slice_sizes):

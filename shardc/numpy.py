@@ -8,7 +8,6 @@ from __future__ import annotations
 import builtins
 import math
 import operator
-from typing import Sequence
 
 import numpy as np
 
