@@ -1,4 +1,4 @@
-# The two commands: `make demo` and `make test`. Both build the project's own .venv first.
+# The commands: `make demo`, `make test` and `make bench`. Each builds the project's own .venv first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -17,6 +17,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
+
+# The benchmark harness (benchmarks/): BENCH_ARGS=--quick for a smoke run under a minute.
+# JAX and matplotlib (the optional `bench` extra) add the JAX columns and the plots.
+bench: $(STAMP)
+	-$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -4,6 +4,7 @@ Nothing here touches data. Devices are any objects with an integer ``id``.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -121,6 +122,9 @@ class Mesh:
             seen.add(device.id)
         self.devices = devices
         self.axis_names = axis_names
+        # the devices never change: their ids and the hash are computed once
+        self._device_ids = tuple(int(d.id) for d in devices.flat)
+        self._hash = hash((axis_names, tuple(devices.shape), self._device_ids))
         self.axis_types = tuple(axis_types) if axis_types is not None else None
 
     @property
@@ -137,7 +141,7 @@ class Mesh:
 
     @property
     def device_ids(self) -> tuple:
-        return tuple(int(d.id) for d in self.devices.flat)
+        return self._device_ids
 
     @property
     def ndim(self) -> int:
@@ -155,7 +159,7 @@ class Mesh:
                 and self.axis_sizes == other.axis_sizes and self.device_ids == other.device_ids)
 
     def __hash__(self):
-        return hash((self.axis_names, self.axis_sizes, self.device_ids))
+        return self._hash
 
     def __repr__(self):
         sizes = ", ".join(f"{n!r}: {s}" for n, s in self.shape.items())
@@ -239,8 +243,14 @@ def device_groups(mesh: Mesh, axes: Sequence[str]) -> tuple:
 
     Devices agreeing on every other axis form one group, ordered by their rank over ``axes``;
     groups are sorted by their first member's position. On a (2,2) mesh ('i','j'): over 'i'
-    ``((0,2),(1,3))``; over ('j','i') ``((0,2,1,3),)``.
+    ``((0,2),(1,3))``; over ('j','i') ``((0,2,1,3),)``. Computed once per mesh and axes:
+    lowering asks for every device of every collective.
     """
+    return _device_groups(mesh, tuple(axes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _device_groups(mesh: Mesh, axes: tuple) -> tuple:
     sizes = mesh.shape
     names = mesh.axis_names
     ids = mesh.device_ids

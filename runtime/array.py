@@ -56,6 +56,7 @@ class Array:
         self.sharding = sharding
         self._buffers = buffers
         self._global = None
+        self._stacked = None     # the fast backend's stacked form (runtime/vectorized.py)
 
     # -- construction ------------------------------------------------------------------------
 
@@ -87,6 +88,14 @@ class Array:
         return cls(aval, NamedSharding(mesh, canonical_spec(spec)),
                    [np.asarray(b) for b in blocks])
 
+    @classmethod
+    def from_stacked(cls, aval: Aval, sharding, stacked) -> "Array":
+        """An array held in the fast backend's stacked form (an object with ``buffers()`` and
+        ``assemble()``): the per-device buffers and the global value are made on first use."""
+        result = cls(aval, sharding, None)
+        result._stacked = stacked
+        return result
+
     # -- numpy view --------------------------------------------------------------------------
 
     def __array__(self, dtype=None, copy=None):
@@ -96,6 +105,9 @@ class Array:
     def _assemble(self) -> np.ndarray:
         if self._global is not None:
             return self._global
+        if self._stacked is not None:
+            self._global = self._stacked.assemble()
+            return self._global
         sharding = self.sharding
         if isinstance(sharding, SingleDeviceSharding):
             self._global = self._buffers[0]
@@ -103,12 +115,14 @@ class Array:
         mesh, spec = sharding.mesh, sharding.spec
         out = np.empty(self.shape, self.dtype)
         for p in owner_positions(spec, mesh):
-            out[block_slices(self.shape, spec, mesh, mesh.coords(p))] = self._buffers[p]
+            out[block_slices(self.shape, spec, mesh, mesh.coords(p))] = self.buffers[p]
         self._global = out
         return out
 
     @property
     def buffers(self) -> list:
+        if self._buffers is None:
+            self._buffers = self._stacked.buffers()
         return self._buffers
 
     # -- properties --------------------------------------------------------------------------
@@ -141,7 +155,7 @@ class Array:
             return [Shard(sharding.device, index, self._buffers[0])]
         mesh, spec = sharding.mesh, sharding.spec
         return [Shard(mesh.devices.flat[p], block_slices(self.shape, spec, mesh, mesh.coords(p)),
-                      self._buffers[p]) for p in range(mesh.size)]
+                      self.buffers[p]) for p in range(mesh.size)]
 
     def devices(self) -> set:
         return set(self.sharding.device_set)

@@ -11,9 +11,17 @@ from __future__ import annotations
 import functools as _functools
 
 from compiler.backend import set_backend as _set_backend
-from runtime.reference import ReferenceBackend as _ReferenceBackend
+from runtime.vectorized import backend_named as _backend_named
+from runtime.vectorized import default_backend_name as _default_backend_name
 
-_set_backend(_ReferenceBackend())
+_set_backend(_backend_named(_default_backend_name()))
+
+
+def set_backend_name(name: str) -> None:
+    """Run programs on the ``'fast'`` backend (stacked over devices; the default), the
+    ``'reference'`` one (one program per device, the oracle), or ``'check'`` (both, results
+    compared). ``SHARDC_BACKEND`` sets the initial one."""
+    _set_backend(_backend_named(name))
 
 from compiler.jit import jit, make_jaxpr  # noqa: E402
 from compiler.shard_map import shard_map as _shard_map_impl  # noqa: E402

@@ -1,0 +1,99 @@
+"""Timing: medians over repeated calls, within a time budget per measurement.
+
+Columns, per system (shardc's reference and fast backends, JAX):
+    first    trace + lower (compile) + first run: a fresh ``jit`` of a freshly built program
+    steady   a call of a jitted program already compiled (its inputs placed beforehand)
+    eager    the shard_map called without jit
+and ``numpy``: the lower bound, the same block computations written directly in numpy.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gc
+import statistics
+import time
+
+
+@dataclasses.dataclass
+class Budget:
+    """How long one measurement may take, and how many samples it wants."""
+    seconds: float
+    min_reps: int
+    max_reps: int
+    first_reps: int
+    eager_reps: int
+
+
+FULL = Budget(seconds=2.0, min_reps=5, max_reps=200, first_reps=5, eager_reps=5)
+QUICK = Budget(seconds=0.1, min_reps=2, max_reps=20, first_reps=2, eager_reps=2)
+
+
+def samples(call, *, budget: Budget, reps: int | None = None, warmup: int = 1,
+            least: int | None = None) -> list:
+    """Seconds per call of ``call()``: as many samples as the budget allows, at least
+    ``least`` (default ``budget.min_reps``), at most ``reps`` (default ``budget.max_reps``)."""
+    for _ in range(warmup):
+        call()
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        out = []
+        deadline = time.perf_counter() + budget.seconds
+        limit = reps if reps is not None else budget.max_reps
+        least = min(limit, budget.min_reps if least is None else least)
+        while len(out) < limit and (len(out) < least or time.perf_counter() < deadline):
+            start = time.perf_counter()
+            call()
+            out.append(time.perf_counter() - start)
+        return out
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def first_call(api, scenario, budget: Budget) -> list:
+    """A fresh program, jitted and called once, per sample (compiled caches cleared)."""
+    out = []
+    deadline = time.perf_counter() + 2 * budget.seconds
+    for _ in range(budget.first_reps):
+        if out and time.perf_counter() > deadline:
+            break                # slow first calls: fewer samples, the budget holds
+        fn, args = scenario.build(api)
+        api.clear()
+        gc.collect()
+        start = time.perf_counter()
+        api.block(api.jit(fn)(*args))
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def steady_call(api, scenario, budget: Budget) -> list:
+    fn, args = scenario.build(api)
+    jitted = api.jit(fn)
+    return samples(lambda: api.block(jitted(*args)), budget=budget, warmup=2)
+
+
+def eager_call(api, scenario, budget: Budget) -> list:
+    """Eager calls; one whose first call already takes many budgets is that one sample
+    (JAX's eager shard_map of a long program takes minutes a call)."""
+    fn, args = scenario.build(api)
+    start = time.perf_counter()
+    api.block(fn(*args))
+    first = time.perf_counter() - start
+    if first > 5 * budget.seconds:
+        return [first]
+    return samples(lambda: api.block(fn(*args)), budget=budget, reps=budget.eager_reps, least=1,
+                   warmup=0)
+
+
+def lower_bound(scenario, budget: Budget) -> list:
+    run = scenario.lower_bound()
+    return samples(run, budget=budget, warmup=2)
+
+
+MEASURES = {"first": first_call, "steady": steady_call, "eager": eager_call}
+
+
+def median(values) -> float | None:
+    return statistics.median(values) if values else None

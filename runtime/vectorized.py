@@ -1,0 +1,692 @@
+"""The fast backend: a shard_map body runs once for all devices, one numpy call per equation.
+
+Where the reference backend interprets one program per device and meets them at every
+collective, this backend runs the shard_map's traced body over the blocks of every device
+stacked along leading mesh dimensions (``lead``: the axis' size where a value varies over it,
+1 where it is the same on every device along it; see ``runtime.vectorized_rules``)::
+
+    in_specs P('x','y') on a (4,2) mesh:  a f32[8,16] -> stacked f32[4,2,2,8]   (a view)
+    in_specs P('y', None):                b f32[16,4] -> stacked f32[1,2,8,4]   (a view)
+    dot_general                           -> f32[4,2,2,4]   (one broadcasting matmul)
+    psum over 'y'                         -> f32[4,1,2,4]   (rank-order sum over dim 1)
+    out_specs P('x', None)                -> an Array whose buffers are views of it
+
+A body is planned once per layout of its inputs: one step per equation, dead values released,
+elementwise results written into dead operands nothing else can see. The first call interprets
+the steps; the second compiles them to straight-line Python (``BodyPlan.source``). Arrays keep
+their stacked form, so a result fed back in costs nothing to lay out again; a ppermute result
+that is only returned stays a relabelling of its source's blocks.
+
+Loops and branches that go the same way on every device run stacked too
+(``runtime.vectorized_control``); those that may not run per device when they hold no
+collective. The rest runs on the reference backend, which stays the oracle: bodies with
+``debug.print`` (prints keep the reference's order), collectives under a predicate that may
+differ between devices, inputs whose replicas disagree.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+
+import numpy as np
+
+from ir import primitives as prims
+from ir.core import Aval, Eqn, Literal, Var
+from ir.sharding import (NamedSharding, canonical_spec, global_shape, normal_spec,
+                         replication_mismatch, runtime_replication_error, spec_names)
+from runtime import reference
+from runtime.array import Array, _canonical_array
+from runtime.vectorized_control import control_kernel
+from runtime.reference import ReferenceBackend, device_put, impl_rules
+from runtime.vectorized_rules import (PER_DEVICE, EqnTypes, Relabelled, per_device_rule,
+                                      relabelling_ppermute_rule, stacked_rules)
+
+
+# --- the stacked form of a sharded value --------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def _position_index(mesh_sizes: tuple, lead: tuple) -> tuple:
+    """For each mesh position (row-major), the index of its block in a ``lead`` array."""
+    return tuple(tuple(c if n != 1 else 0 for c, n in zip(np.unravel_index(p, mesh_sizes), lead))
+                 for p in range(math.prod(mesh_sizes)))
+
+
+class Stacked:
+    """Every device's block of one array: ``data`` of shape ``lead + block`` on ``mesh``,
+    laid out over the global array by ``spec``. ``data`` may be a ``Relabelled`` ppermute
+    result, whose blocks are views of its source's (the array is gathered only if asked)."""
+    __slots__ = ("held", "lead", "mesh", "spec", "shape")
+
+    def __init__(self, data, lead, mesh, spec, shape):
+        self.held = data
+        self.lead = lead
+        self.mesh = mesh
+        self.spec = spec
+        self.shape = shape
+
+    @property
+    def data(self) -> np.ndarray:
+        held = self.held
+        return held.data if type(held) is Relabelled else held
+
+    def buffers(self) -> list:
+        held = self.held
+        if type(held) is Relabelled:
+            return held.blocks()
+        return [held[i] for i in _position_index(self.mesh.axis_sizes, self.lead)]
+
+    def assemble(self) -> np.ndarray:
+        """The global value (as the reference assembles it: the blocks of the positions at
+        coordinate 0 on every axis the spec does not name)."""
+        data = self.data
+        out = join_blocks(data, self.mesh, self.spec, self.shape)
+        if not out.flags.writeable or np.may_share_memory(out, data):
+            out = np.array(out, copy=True)
+        return out
+
+
+def _spec_dims(mesh, spec):
+    """Per array dimension, the mesh dims (indices) that split it, in the order listed."""
+    return [tuple(mesh.axis_names.index(a) for a in names) for names in spec_names(spec)]
+
+
+def split_global(value: np.ndarray, mesh, spec) -> tuple:
+    """The stacked form of a global value laid out by ``spec``: a view when numpy can.
+
+        P('x', 'y') on (4,2), f32[8,16]:  reshape [4,2, 2,8] -> transpose -> [4,2,2,8]
+    """
+    sizes = mesh.axis_sizes
+    dims_of = _spec_dims(mesh, spec)
+    shape, labels = [], []
+    for d, g in enumerate(value.shape):
+        dims = dims_of[d] if d < len(dims_of) else ()
+        for m in dims:
+            shape.append(sizes[m])
+            labels.append(("m", m))
+        shape.append(g // math.prod(sizes[m] for m in dims))
+        labels.append(("b", d))
+    named = sorted(m for dims in dims_of for m in dims)
+    order = [labels.index(("m", m)) for m in named]
+    order += [labels.index(("b", d)) for d in range(value.ndim)]
+    lead = tuple(sizes[m] if m in named else 1 for m in range(len(sizes)))
+    x = value.reshape(shape).transpose(order)
+    return x.reshape(lead + x.shape[len(named):]), lead
+
+
+def join_blocks(data: np.ndarray, mesh, spec, shape) -> np.ndarray:
+    """The inverse of ``split_global``: a global value from stacked blocks laid out by
+    ``spec`` (coordinate 0 on the mesh dims the spec does not name)."""
+    k = mesh.ndim
+    sizes = mesh.axis_sizes
+    dims_of = _spec_dims(mesh, spec)
+    named = sorted(m for dims in dims_of for m in dims)
+    x = data[tuple(slice(None) if m in named else 0 for m in range(k))]
+    x = np.broadcast_to(x, tuple(sizes[m] for m in named) + x.shape[len(named):])
+    order = []
+    for d in range(x.ndim - len(named)):
+        dims = dims_of[d] if d < len(dims_of) else ()
+        order += [named.index(m) for m in dims] + [len(named) + d]
+    return x.transpose(order).reshape(shape)
+
+
+def _same_layout(sharding, mesh, spec) -> bool:
+    return (isinstance(sharding, NamedSharding) and sharding.mesh == mesh
+            and normal_spec(sharding.spec) == normal_spec(spec))
+
+
+def to_stacked(value, mesh, spec):
+    """``(data, lead)`` of ``value`` laid out by ``spec``, or None when the stacked form
+    cannot stand for what the devices hold (replicas that differ, as the reference keeps)."""
+    if isinstance(value, Array):
+        held = value._stacked
+        if held is not None and held.mesh is mesh and held.spec == spec:
+            return held.data, held.lead
+    if isinstance(value, Array) and _same_layout(value.sharding, mesh, spec):
+        held = value._stacked
+        if held is None:
+            held = _stacked_of_array(value, mesh)
+            if held is None:
+                return None
+            value._stacked = held
+        return held.data, held.lead
+    return split_global(_host(value), mesh, spec)
+
+
+def _stacked_of_array(value: Array, mesh):
+    """The stacked form of an Array laid out on ``mesh``: a view of its global value when its
+    buffers are slices of it; else its buffers, when the devices holding copies of a block
+    hold equal copies (None when they differ: only the reference keeps such copies apart)."""
+    spec = value.sharding.spec
+    buffers = value.buffers
+    whole = value._global
+    if whole is not None and all(np.may_share_memory(b, whole) for b in buffers):
+        data, lead = split_global(whole, mesh, spec)
+        return Stacked(data, lead, mesh, spec, value.shape)
+    sizes = mesh.axis_sizes
+    dims_of = _spec_dims(mesh, spec)
+    named = {m for dims in dims_of for m in dims}
+    lead = tuple(n if m in named else 1 for m, n in enumerate(sizes))
+    index = _position_index(sizes, lead)
+    first: dict = {}
+    for p, i in enumerate(index):
+        if not _bitwise_same(first.setdefault(i, buffers[p]), buffers[p]):
+            return None
+    block = np.asarray(buffers[0]).shape
+    data = np.stack([np.asarray(first[i]) for i in np.ndindex(*lead)])
+    return Stacked(data.reshape(lead + block), lead, mesh, spec, value.shape)
+
+
+def _bitwise_same(a, b) -> bool:
+    if a is b:
+        return True
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _host(value):
+    if isinstance(value, Array):
+        return value._assemble()
+    if isinstance(value, np.ndarray) and value.dtype == _canonical_dtype(value.dtype):
+        return value
+    return _canonical_array(value)
+
+
+def _canonical_dtype(dtype):
+    from ir import dtypes
+    return dtypes.canonicalize(dtype)
+
+
+# --- compiling a body into straight-line Python ----------------------------------------------
+
+class NotStackable(Exception):
+    """A body (or equation) the stacked interpreter does not run; the reference does."""
+
+
+def _holds_communication(program) -> bool:
+    """Whether a program, or any sub-program, has a collective or a debug print."""
+    for eqn in program.eqns:
+        prim = eqn.primitive
+        if prim is prims.pvary_p:
+            continue            # a type change only
+        if prim.kind in ("collective", "lowered") or prim is prims.debug_print_p:
+            return True
+        for sub in _sub_programs(eqn):
+            if _holds_communication(sub):
+                return True
+    return False
+
+
+def _prints(program) -> bool:
+    """Whether a program, or any sub-program, has a debug print."""
+    return any(eqn.primitive is prims.debug_print_p or any(_prints(s) for s in _sub_programs(eqn))
+               for eqn in program.eqns)
+
+
+def _sub_programs(eqn) -> list:
+    subs = []
+    for value in eqn.params.values():
+        if hasattr(value, "eqns"):
+            subs.append(value)
+        elif isinstance(value, tuple):
+            subs.extend(v for v in value if hasattr(v, "eqns"))
+    return subs
+
+
+def _kernel(eqn, types: EqnTypes):
+    prim = eqn.primitive
+    if prim in stacked_rules:
+        return stacked_rules[prim](types)
+    if prim in PER_DEVICE:
+        return per_device_rule(prim, types)
+    if prim in prims.CONTROL_FLOW:
+        try:
+            return control_kernel(eqn, types, _compile_sub_program, NotStackable)
+        except NotStackable:
+            if any(_holds_communication(s) for s in _sub_programs(eqn)):
+                raise
+        return per_device_rule(prim, types)      # each device's loop on its own blocks
+    if prim.kind == "op" and prim in impl_rules:
+        return per_device_rule(prim, types)      # a primitive newer than its stacked rule
+    raise NotStackable(f"{prim} has no stacked rule")
+
+
+def _compile_sub_program(program, in_leads):
+    mesh = _COMPILING[-1]
+    return BodyPlan(program, mesh, in_leads)
+
+
+_COMPILING: list = []       # the meshes of the bodies being compiled, innermost last
+
+
+class BodyPlan:
+    """A body compiled for one layout of its inputs: ``run(*stacked) -> stacked outputs``.
+
+    The first call interprets the steps (one kernel call each); the second compiles them to
+    straight-line Python (``source``), which later calls run: a program run once does not pay
+    for compiling it."""
+
+    def __init__(self, body, mesh, in_leads, relabel: bool = False):
+        self.mesh = mesh
+        self.in_leads = tuple(in_leads)
+        _COMPILING.append(mesh)
+        try:
+            (self.steps, self.env, self.arg_names, self.results, self.out_leads,
+             self.quiet) = _plan_steps(body, mesh, self.in_leads, relabel)
+        finally:
+            _COMPILING.pop()
+        self._compiled = None
+        self._interpreted = False
+        self._name = f"<shardc stacked body {id(body):x}>"
+
+    def run(self, *args):
+        if self._compiled is not None:
+            return self._compiled(*args)
+        if not self._interpreted:
+            self._interpreted = True
+            return self._interpret(args)
+        namespace = dict(self.env)
+        exec(compile(self.source, self._name, "exec"), namespace)
+        self._compiled = namespace["body"]
+        return self._compiled(*args)
+
+    def _interpret(self, args):
+        values = dict(self.env)
+        values.update(zip(self.arg_names, args))
+        for step in self.steps:
+            operands = [values[name] if shape is None else values[name].reshape(shape)
+                        for name, shape in step.args]
+            if step.into:
+                result = step.fn(*operands, out=values[step.into])
+            else:
+                result = step.fn(*operands)
+            if step.multiple:
+                values.update(zip(step.outs, result))
+            elif step.outs:
+                values[step.outs[0]] = result
+            for name in step.dead:
+                del values[name]
+        return [values[name] for name in self.results]
+
+    @property
+    def source(self) -> str:
+        lines = [f"def body({', '.join(self.arg_names)}):"]
+        for step in self.steps:
+            operands = [name if shape is None else f"{name}.reshape({shape!r})"
+                        for name, shape in step.args]
+            if step.into:
+                operands.append(f"out={step.into}")
+            target = (", ".join(step.outs) + ("," if len(step.outs) == 1 else "")
+                      if step.multiple else (step.outs[0] if step.outs else "_"))
+            lines.append(f"    {target} = {step.kernel}({', '.join(operands)})")
+            if step.dead:
+                lines.append(f"    del {', '.join(step.dead)}")
+        lines.append(f"    return [{', '.join(self.results)}]")
+        return "\n".join(lines) + "\n"
+
+
+@dataclasses.dataclass
+class Step:
+    """One equation of a planned body: ``outs = kernel(*args)``, then ``dead`` released."""
+    kernel: str            # the kernel's name in the plan's namespace
+    fn: object
+    args: list             # (value name, reshape or None) per operand
+    outs: list
+    into: str | None       # the operand a ufunc writes its result into
+    multiple: bool
+    dead: list
+
+
+_INLINED = tuple(p for p in (getattr(prims, "remat_p", None),) if p is not None)
+
+
+def flatten_program(program) -> tuple:
+    """``(eqns, outvars)`` of ``program`` with every ``remat`` inlined (its sub-program's
+    equations in its place, with fresh variables): remat only matters to autodiff."""
+    eqns: list = []
+    outvars = _flatten_into(program, {}, eqns, fresh=False)
+    return eqns, outvars
+
+
+def _flatten_into(program, subst: dict, eqns: list, fresh: bool) -> list:
+    def read(atom):
+        return atom if isinstance(atom, Literal) else subst.get(id(atom), atom)
+
+    for eqn in program.eqns:
+        invars = [read(a) for a in eqn.invars]
+        if eqn.primitive in _INLINED:
+            sub = eqn.params["jaxpr"]
+            inner = {id(v): a for v, a in zip(list(sub.constvars) + list(sub.invars), invars)}
+            for outer, atom in zip(eqn.outvars, _flatten_into(sub, inner, eqns, fresh=True)):
+                subst[id(outer)] = atom
+            continue
+        outvars = list(eqn.outvars)
+        if fresh:
+            outvars = [Var(v.aval) for v in eqn.outvars]
+            for old, new in zip(eqn.outvars, outvars):
+                subst[id(old)] = new
+        eqns.append(Eqn(eqn.primitive, invars, outvars, eqn.params, eqn.source))
+    return [read(a) for a in program.outvars]
+
+
+def _plan_steps(body, mesh, in_leads, relabel: bool):
+    """One step per equation (a kernel and the names it reads and writes), constants and
+    kernels in a namespace, dead values released, ufunc results written into dead operands.
+    ``relabel``: a ppermute result only returned stays a relabelling (``Relabelled``); only
+    a shard_map's own outputs may, as only Arrays know how to hold one."""
+    body_eqns, body_outvars = flatten_program(body)
+    k = mesh.ndim
+    sizes = mesh.axis_sizes
+    env: dict = {"np": np}
+    names: dict = {}
+    leads: dict = {}
+    owned: set = set()        # vars holding fresh arrays nothing else refers to
+    uses = _use_counts(body_eqns)
+    outputs = {id(v) for v in body_outvars if not isinstance(v, Literal)}
+    steps = []
+    quiet = False       # elementwise kernels run with floating-point warnings off, as the
+    #                     reference's do
+    arg_names = []
+    for i, (var, lead) in enumerate(zip(body.invars, in_leads)):
+        names[id(var)] = f"a{i}"
+        leads[id(var)] = tuple(lead)
+        arg_names.append(f"a{i}")
+
+    def constant(value, scalar: bool) -> str:
+        name = f"c{len(env)}"
+        env[name] = value if scalar else value.reshape((1,) * k + value.shape)
+        return name
+
+    for n, eqn in enumerate(body_eqns):
+        invars = eqn.invars
+        literals = [a.value if type(a) is Literal else None for a in invars]
+        in_leads_ = [(1,) * k if type(a) is Literal else leads[id(a)] for a in invars]
+        types = EqnTypes(sizes, mesh.axis_names, in_leads_, [a.aval for a in invars],
+                         [v.aval for v in eqn.outvars], eqn.params, literals)
+        if (relabel and eqn.primitive is prims.ppermute_p
+                and uses.get(id(eqn.outvars[0]), 0) == 0 and id(eqn.outvars[0]) in outputs):
+            kernel = relabelling_ppermute_rule(types)
+        else:
+            kernel = _kernel(eqn, types)
+        quiet |= kernel.scalar_literals
+        env[f"k{n}"] = kernel.fn
+        args = []
+        for j, atom in enumerate(invars):
+            if type(atom) is Literal:
+                args.append((constant(atom.value, kernel.scalar_literals), None))
+            else:
+                args.append((names[id(atom)], kernel.arg_shapes[j] if kernel.arg_shapes
+                             else None))
+        out_shapes = [tuple(l) + v.aval.shape for l, v in zip(kernel.out_leads, eqn.outvars)]
+        into = _reusable(kernel, eqn, leads, owned, uses, outputs, out_shapes)
+        for atom in invars:
+            if type(atom) is not Literal:
+                uses[id(atom)] -= 1
+        outs = []
+        for j, (var, lead) in enumerate(zip(eqn.outvars, kernel.out_leads)):
+            names[id(var)] = f"v{n}_{j}"
+            leads[id(var)] = tuple(lead)
+            outs.append(names[id(var)])
+            if kernel.ufunc:
+                owned.add(id(var))
+        dead = [names[id(a)] for a in {id(a): a for a in invars
+                                       if type(a) is not Literal}.values()
+                if uses[id(a)] == 0 and id(a) not in outputs and not names[id(a)].startswith("a")
+                and _stacked_bytes(leads[id(a)], a.aval) >= _RELEASE_BYTES]
+        steps.append(Step(f"k{n}", kernel.fn, args, outs, names[id(into)] if into else None,
+                          kernel.multiple, dead))
+    results, out_leads = [], []
+    for atom in body_outvars:
+        if isinstance(atom, Literal):
+            results.append(constant(atom.value, False))
+            out_leads.append((1,) * k)
+        else:
+            results.append(names[id(atom)])
+            out_leads.append(leads[id(atom)])
+    return steps, env, arg_names, results, out_leads, quiet
+
+
+_RELEASE_BYTES = 1 << 16      # dead values this large are released at once (``del``)
+
+
+def _stacked_bytes(lead, aval) -> int:
+    return math.prod(lead) * math.prod(aval.shape) * aval.dtype.itemsize
+
+
+def _use_counts(eqns) -> dict:
+    uses: dict = {}
+    for eqn in eqns:
+        for atom in eqn.invars:
+            if not isinstance(atom, Literal):
+                uses[id(atom)] = uses.get(id(atom), 0) + 1
+    return uses
+
+
+def _reusable(kernel, eqn, leads, owned, uses, outputs, out_shapes):
+    """An operand whose buffer the ufunc may write its result into: a fresh array of the
+    result's shape and dtype, used nowhere else and not an output."""
+    if not kernel.ufunc or len(eqn.outvars) != 1:
+        return None
+    out = eqn.outvars[0]
+    counts: dict = {}
+    for atom in eqn.invars:
+        if not isinstance(atom, Literal):
+            counts[id(atom)] = counts.get(id(atom), 0) + 1
+    for j, atom in enumerate(eqn.invars):
+        if isinstance(atom, Literal) or id(atom) not in owned or id(atom) in outputs:
+            continue
+        if kernel.arg_shapes and kernel.arg_shapes[j] is not None:
+            continue
+        if uses[id(atom)] != counts[id(atom)]:
+            continue
+        shape = tuple(leads[id(atom)]) + atom.aval.shape
+        if shape == out_shapes[0] and atom.aval.dtype == out.aval.dtype:
+            return atom
+    return None
+
+
+# --- running one shard_map equation ----------------------------------------------------------
+
+class ShardMapPlan:
+    """One lowered shard_map: its body compiled per input layout, its output types."""
+
+    def __init__(self, lowered, eqn):
+        self.lowered = lowered
+        self.eqn = eqn
+        self.mesh = lowered.mesh
+        self.body = eqn.params["jaxpr"]
+        self.in_specs = eqn.params["in_specs"]
+        self.out_specs = lowered.out_specs
+        self.plans: dict = {}
+        self.stackable = not self._reason()
+        self.out_avals = [Aval(global_shape(a.shape, spec, self.mesh.shape), a.dtype)
+                          for a, spec in zip(self.body.out_avals, self.out_specs)]
+        self.out_shardings = [keyed_sharding(self.mesh, canonical_spec(spec))
+                              for spec in self.out_specs]
+
+    def _reason(self) -> str:
+        if _prints(self.body):
+            return "debug_print"      # prints come out in the reference's order
+        return ""
+
+    def run(self, values, backend) -> list:
+        if not self.stackable:
+            return self._on_reference(values, backend)
+        datas, leads = [], []
+        mesh = self.mesh
+        for value, spec in zip(values, self.in_specs):
+            held = value._stacked if type(value) is Array else None
+            if held is not None and held.mesh is mesh and held.spec == spec:
+                datas.append(held.data)           # the common case: laid out already
+                leads.append(held.lead)
+                continue
+            stacked = to_stacked(value, mesh, spec)
+            if stacked is None:
+                return self._on_reference(values, backend)
+            datas.append(stacked[0])
+            leads.append(stacked[1])
+        in_leads = tuple(leads)
+        try:
+            plan = self.plans.get(in_leads)
+            if plan is None:
+                plan = self.plans[in_leads] = BodyPlan(self.body, self.mesh, in_leads,
+                                                       relabel=True)
+            if plan.quiet:
+                with np.errstate(all="ignore"):
+                    outs = plan.run(*datas)
+            else:
+                outs = plan.run(*datas)
+        except NotStackable:
+            self.stackable = False
+            return self._on_reference(values, backend)
+        except Exception:
+            if backend.strict:
+                raise
+            return self._on_reference(values, backend)
+        backend.counts["stacked"] += 1
+        return self._arrays(outs, plan.out_leads)
+
+    def _on_reference(self, values, backend) -> list:
+        backend.counts["reference"] += 1
+        return reference._run_shard_map(self.lowered, values)
+
+    def _arrays(self, outs, out_leads) -> list:
+        mesh = self.mesh
+        arrays = [Array.from_stacked(aval, sharding,
+                                     Stacked(data, lead, mesh, sharding.spec, aval.shape))
+                  for data, lead, aval, sharding in zip(outs, out_leads, self.out_avals,
+                                                        self.out_shardings)]
+        if self.lowered.runtime_check:
+            for k, (array, spec) in enumerate(zip(arrays, self.out_specs)):
+                mismatch = replication_mismatch(array.buffers, mesh, spec)
+                if mismatch:
+                    raise runtime_replication_error(k, spec, mesh, mismatch)
+        return arrays
+
+
+class ModulePlan:
+    """A lowered module's shard_map equations, each ready to run stacked."""
+
+    def __init__(self, module):
+        self.program = module.program
+        self.shard_maps = {index: ShardMapPlan(lowered, module.program.eqns[index])
+                           for index, lowered in module.shard_maps.items()}
+        self.only = self._only_shard_map()
+
+    def _only_shard_map(self):
+        """The shard_map plan when the program is exactly one shard_map of its inputs, in
+        order, giving its outputs (the common case: run it without an environment)."""
+        program = self.program
+        if len(program.eqns) != 1 or program.constvars or 0 not in self.shard_maps:
+            return None
+        (eqn,) = program.eqns
+        if (len(eqn.invars) == len(program.invars)
+                and all(a is b for a, b in zip(eqn.invars, program.invars))
+                and len(eqn.outvars) == len(program.outvars)
+                and all(a is b for a, b in zip(eqn.outvars, program.outvars))):
+            return self.shard_maps[0]
+        return None
+
+    def run(self, args, backend) -> list:
+        if self.only is not None:
+            return self.only.run(args, backend)
+        program = self.program
+        env: dict = {}
+        for var, value in zip(program.constvars + program.invars, args):
+            env[id(var)] = value
+
+        def read(atom):
+            return atom.value if isinstance(atom, Literal) else env[id(atom)]
+
+        for index, eqn in enumerate(program.eqns):
+            values = [read(a) for a in eqn.invars]
+            if eqn.primitive is prims.shard_map_p:
+                outs = self.shard_maps[index].run(values, backend)
+            elif eqn.primitive is prims.sharding_constraint_p:
+                outs = [device_put(values[0], eqn.params["sharding"])]
+            else:
+                outs = impl_rules[eqn.primitive](*[_host(v) for v in values], **eqn.params)
+            for var, value in zip(eqn.outvars, outs):
+                env[id(var)] = value
+        return [v if isinstance(v, Array) else Array.from_global(v)
+                for v in (read(a) for a in program.outvars)]
+
+
+# --- shardings that hash once ------------------------------------------------------------------
+
+class KeyedSharding(NamedSharding):
+    """A NamedSharding whose hash is computed once: jit hashes input shardings on every call."""
+
+    def __init__(self, mesh, spec):
+        super().__init__(mesh, spec)
+        self._hash = NamedSharding.__hash__(self)
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return self is other or NamedSharding.__eq__(self, other)
+
+
+_KEYED: dict = {}
+
+
+def keyed_sharding(mesh, spec) -> KeyedSharding:
+    """One KeyedSharding per (mesh object, spec): equal keys are then the same object."""
+    key = (id(mesh), tuple(spec))
+    entry = _KEYED.get(key)
+    if entry is None or entry.mesh is not mesh:
+        entry = _KEYED[key] = KeyedSharding(mesh, spec)
+    return entry
+
+
+# --- the backend -----------------------------------------------------------------------------------
+
+class FastBackend(ReferenceBackend):
+    """Runs shard_map bodies stacked over devices (see the module docstring); everything else
+    as the reference backend does. ``strict`` raises what a stacked run raises instead of
+    quietly running the reference (the differential tests use it)."""
+    name = "fast"
+
+    def __init__(self, strict: bool = False):
+        self.strict = strict
+        self.counts = {"stacked": 0, "reference": 0}    # shard_map runs, by path
+
+    def execute(self, module, args) -> list:
+        plan = module.__dict__.get("_stacked_plan")
+        if plan is None:
+            plan = module._stacked_plan = ModulePlan(module)
+        return plan.run(args, self)
+
+    def sharding_of(self, value):
+        if not isinstance(value, Array):
+            return None
+        sharding = value.sharding
+        if type(sharding) is NamedSharding:
+            keyed = value.__dict__.get("_keyed_sharding")
+            if keyed is None:
+                keyed = value._keyed_sharding = keyed_sharding(sharding.mesh, sharding.spec)
+            return keyed
+        return sharding
+
+
+BACKENDS = ("reference", "fast", "check")
+
+
+def backend_named(name: str):
+    """The backend ``SHARDC_BACKEND`` names: ``reference``, ``fast`` or ``check`` (both, with
+    their results compared on every execution)."""
+    if name == "reference":
+        return ReferenceBackend()
+    if name == "fast":
+        return FastBackend()
+    if name == "check":
+        from runtime.vectorized_check import CheckingBackend
+        return CheckingBackend()
+    raise ValueError(f"unknown shardc backend {name!r}; expected one of {BACKENDS} "
+                     "(SHARDC_BACKEND or shardc.set_backend_name)")
+
+
+def default_backend_name() -> str:
+    return os.environ.get("SHARDC_BACKEND", "fast") or "fast"

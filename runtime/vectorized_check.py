@@ -1,0 +1,68 @@
+"""A differential backend: every lowered module runs on the reference backend and on the fast
+one, and their results must agree (``SHARDC_BACKEND=check`` runs any program this way).
+
+Integers and booleans must be bitwise equal, floats equal within a tight tolerance (the fast
+backend adds group members in the reference's order, so most are bitwise equal too); shapes,
+dtypes, shardings and every device's buffer are compared, not only the global values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.array import Array
+from runtime.reference import ReferenceBackend
+from runtime.vectorized import FastBackend
+
+RTOL = 1e-5
+ATOL = 1e-6
+
+
+class BackendMismatch(AssertionError):
+    """The fast backend disagrees with the reference on a program's result."""
+
+
+def blocks_agree(ref, fast, rtol=RTOL, atol=ATOL) -> str:
+    """Why two blocks differ, or '' when they agree."""
+    ref, fast = np.asarray(ref), np.asarray(fast)
+    if ref.shape != fast.shape or ref.dtype != fast.dtype:
+        return f"{ref.dtype}{list(ref.shape)} against {fast.dtype}{list(fast.shape)}"
+    if ref.tobytes() == fast.tobytes():
+        return ""
+    if ref.dtype.kind in "fc" and np.allclose(ref, fast, rtol=rtol, atol=atol, equal_nan=True):
+        return ""
+    bad = np.argwhere(~np.isclose(ref, fast, rtol=rtol, atol=atol, equal_nan=True)
+                      if ref.dtype.kind in "fc" else ref != fast)
+    where = tuple(int(i) for i in bad[0]) if len(bad) else ()
+    return (f"values differ at {len(bad)} elements, first at {where}: "
+            f"{ref[where] if ref.ndim else ref} against {fast[where] if fast.ndim else fast}")
+
+
+def arrays_agree(ref: Array, fast: Array, rtol=RTOL, atol=ATOL) -> str:
+    """Why two results differ (type, sharding, any device's buffer), or ''."""
+    if ref.aval.strip_vma() != fast.aval.strip_vma():
+        return f"types {ref.aval} against {fast.aval}"
+    if ref.sharding != fast.sharding:
+        return f"shardings {ref.sharding} against {fast.sharding}"
+    for p, (a, b) in enumerate(zip(ref.buffers, fast.buffers)):
+        why = blocks_agree(a, b, rtol, atol)
+        if why:
+            return f"the buffer of mesh position {p}: {why}"
+    return blocks_agree(np.asarray(ref), np.asarray(fast), rtol, atol)
+
+
+class CheckingBackend(ReferenceBackend):
+    """Runs each module on both backends; returns the reference's results once they agree."""
+    name = "check"
+
+    def __init__(self):
+        self.fast = FastBackend(strict=True)
+
+    def execute(self, module, args) -> list:
+        expected = ReferenceBackend.execute(self, module, args)
+        got = self.fast.execute(module, args)
+        for k, (ref, fast) in enumerate(zip(expected, got)):
+            why = arrays_agree(ref, fast)
+            if why:
+                raise BackendMismatch(f"output {k} of the fast backend differs from the "
+                                      f"reference backend's: {why}\n{module}")
+        return expected

@@ -1,0 +1,738 @@
+"""Stacked implementation rules: one numpy call per equation for the blocks of every device.
+
+A body value is one array of shape ``lead + block``: ``lead`` has one dimension per mesh axis,
+the axis' size where the value may vary over it, 1 where every device along it holds the same
+block (read through broadcasting, never copied). A rule sees the equation's static types (the
+``lead`` and block aval of each operand) and returns a ``Kernel``: a function of the stacked
+operands and the ``lead`` of each result. Rules run once, when a body is compiled; kernels run
+on every call.
+
+Collectives act on the mesh dimensions (groups are the devices agreeing on every other axis,
+members ranked over the listed axes, first listed major; SEMANTICS 2.0)::
+
+    psum over 'y', lead (4,2):   x[4,2,...] -> sum over dim 1 in rank order -> [4,1,...]
+    all_gather over 'y', tiled:  x[4,2,b,...] -> [4,1,2*b,...]    (a reshape; a view if it can)
+    ppermute over 'y':           x[4,2,...] -> x indexed by source rank along dim 1
+
+Reductions over a group add members one after the other in rank order, as the reference
+does, so their float results are bitwise equal to the reference backend's; elementwise
+primitives are too. Matmuls may differ in the last bits (BLAS blocks shapes its own way).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Callable
+
+import numpy as np
+
+from ir import dtypes
+from ir import primitives as prims
+from ir.core import Aval
+from ir.primitives import RuleTable
+from runtime import reference
+from runtime.reference import impl_rules
+
+stacked_rules = RuleTable("stacked implementation")
+
+
+@dataclasses.dataclass
+class Kernel:
+    """What one equation runs: ``fn(*stacked operands)`` and each result's ``lead``.
+
+    ``arg_shapes[i]`` (when not None) reshapes operand i first (aligning ranks for numpy
+    broadcasting); ``ufunc`` marks a plain numpy ufunc that may write into a dead operand;
+    ``multiple`` says ``fn`` returns a list."""
+    fn: Callable
+    out_leads: list
+    arg_shapes: list | None = None
+    ufunc: bool = False
+    multiple: bool = False
+    scalar_literals: bool = False    # literal operands are passed as 0-d arrays (elementwise)
+
+
+@dataclasses.dataclass
+class EqnTypes:
+    """The static types of one equation inside a stacked body."""
+    mesh_sizes: tuple        # size of each mesh axis, mesh order
+    axis_names: tuple
+    in_leads: list           # the lead of each operand
+    in_avals: list           # the block aval of each operand
+    out_avals: list
+    params: dict
+    literals: list           # each operand's value when it is a literal, else None
+
+    @property
+    def k(self) -> int:
+        return len(self.mesh_sizes)
+
+    def dims_of(self, axes) -> list:
+        """The mesh dimensions of ``axes``, in the order listed."""
+        return [self.axis_names.index(a) for a in axes]
+
+
+def union_lead(leads) -> tuple:
+    """The lead of a result computed from operands of these leads (numpy broadcasting)."""
+    leads = list(leads)
+    if not leads:
+        return ()
+    return tuple(max(sizes) for sizes in zip(*leads))
+
+
+def _frozen(array):
+    """A constant a kernel returns on every call: read-only, so no caller can change it."""
+    array.flags.writeable = False
+    return array
+
+
+def _full_along(lead, dims, mesh_sizes) -> tuple:
+    return tuple(mesh_sizes[d] if d in dims else n for d, n in enumerate(lead))
+
+
+def _broadcast_lead(x, lead):
+    """``x`` viewed with ``lead`` (only size-1 dimensions grow; nothing is copied)."""
+    shape = tuple(lead) + x.shape[len(lead):]
+    return x if x.shape == shape else np.broadcast_to(x, shape)
+
+
+# --- elementwise ------------------------------------------------------------------------------
+
+def _probe_dtype(fn, types: EqnTypes):
+    """The dtype the reference's rule gives (numpy's result, fixed up to the operands' type)."""
+    key = (fn, tuple((a.dtype, lit is not None) for lit, a in zip(types.literals, types.in_avals)))
+    found = _PROBED.get(key)
+    if found is None:
+        args = [np.zeros((), a.dtype) if lit is not None else np.zeros((1,), a.dtype)
+                for lit, a in zip(types.literals, types.in_avals)]
+        with np.errstate(all="ignore"):
+            got = np.asarray(fn(*args)).dtype
+        found = _PROBED[key] = (got, got if got == np.bool_ else np.result_type(*args))
+    return found
+
+
+_PROBED: dict = {}
+
+
+def _elementwise_rule(fn, types: EqnTypes) -> Kernel:
+    got, want = _probe_dtype(fn, types)
+    rank = max(a.ndim for a in types.in_avals)
+    lead = union_lead(l for l, lit in zip(types.in_leads, types.literals) if lit is None)
+    shapes = []
+    for a, l, lit in zip(types.in_avals, types.in_leads, types.literals):
+        if lit is not None or a.ndim == rank:
+            shapes.append(None)     # a literal is 0-d: it broadcasts from the right
+        else:
+            shapes.append(tuple(l) + (1,) * (rank - a.ndim) + a.shape)
+    if not lead:
+        with np.errstate(all="ignore"):     # literals only: fold once
+            value = _frozen(np.asarray(fn(*types.literals)).astype(want).reshape((1,) * types.k))
+        return Kernel(lambda *args: value, [(1,) * types.k])
+    if got != want:
+        def fixed(*args):
+            return np.asarray(fn(*args)).astype(want)
+        return Kernel(fixed, [lead], shapes, scalar_literals=True)
+    return Kernel(fn, [lead], shapes, ufunc=isinstance(fn, np.ufunc), scalar_literals=True)
+
+
+def _unary_impls() -> dict:
+    # The reference's numpy functions act elementwise, so they act on stacked blocks as is.
+    return dict(reference._UNARY_IMPLS)
+
+
+def _binary_impls() -> dict:
+    return dict(reference._BINARY_IMPLS)
+
+
+for _p, _f in list(_unary_impls().items()) + list(_binary_impls().items()):
+    stacked_rules[_p] = functools.partial(_elementwise_rule, _f)
+
+
+def _convert_rule(types: EqnTypes) -> Kernel:
+    new_dtype = types.params["new_dtype"]
+    return Kernel(lambda x: x.astype(new_dtype), [types.in_leads[0]])
+
+
+def _select_n_rule(types: EqnTypes) -> Kernel:
+    rank = max(a.ndim for a in types.in_avals)
+    lead = union_lead(types.in_leads)
+    shapes = [None if a.ndim == rank else tuple(l) + (1,) * (rank - a.ndim) + a.shape
+              for a, l in zip(types.in_avals, types.in_leads)]
+
+    def select(pred, *cases):
+        if pred.dtype == np.bool_:
+            return np.where(pred, cases[1] if len(cases) > 1 else cases[0], cases[0])
+        return np.choose(pred, np.broadcast_arrays(*cases))
+    return Kernel(select, [lead], shapes)
+
+
+stacked_rules[prims.convert_element_type_p] = _convert_rule
+stacked_rules[prims.select_n_p] = _select_n_rule
+
+
+# --- shapes -----------------------------------------------------------------------------------
+
+def _same_lead(types: EqnTypes, fn) -> Kernel:
+    return Kernel(fn, [types.in_leads[0]])
+
+
+def _broadcast_in_dim_rule(types: EqnTypes) -> Kernel:
+    (a,), (lead,) = types.in_avals, types.in_leads
+    shape, dims = types.params["shape"], types.params["broadcast_dimensions"]
+    expanded = [1] * len(shape)
+    for d, od in zip(a.shape, dims):
+        expanded[od] = d
+    expanded = tuple(lead) + tuple(expanded)
+    target = tuple(lead) + tuple(shape)
+    return _same_lead(types, lambda x: np.broadcast_to(x.reshape(expanded), target))
+
+
+def _reshape_rule(types: EqnTypes) -> Kernel:
+    shape = tuple(types.in_leads[0]) + tuple(types.params["new_sizes"])
+    return _same_lead(types, lambda x: x.reshape(shape))
+
+
+def _shifted(types: EqnTypes, dims) -> tuple:
+    return tuple(types.k + d for d in dims)
+
+
+def _transpose_rule(types: EqnTypes) -> Kernel:
+    perm = tuple(range(types.k)) + _shifted(types, types.params["permutation"])
+    return _same_lead(types, lambda x: x.transpose(perm))
+
+
+def _squeeze_rule(types: EqnTypes) -> Kernel:
+    dims = _shifted(types, types.params["dimensions"])
+    return _same_lead(types, lambda x: np.squeeze(x, dims))
+
+
+def _rev_rule(types: EqnTypes) -> Kernel:
+    dims = _shifted(types, types.params["dimensions"])
+    return _same_lead(types, lambda x: np.flip(x, dims))
+
+
+def _slice_rule(types: EqnTypes) -> Kernel:
+    p = types.params
+    strides = p["strides"] or (1,) * len(p["start_indices"])
+    index = (slice(None),) * types.k + tuple(
+        slice(lo, hi, st) for lo, hi, st in zip(p["start_indices"], p["limit_indices"], strides))
+    return _same_lead(types, lambda x: x[index])
+
+
+def _concatenate_rule(types: EqnTypes) -> Kernel:
+    lead = union_lead(types.in_leads)
+    axis = types.k + types.params["dimension"]
+    targets = [tuple(lead) + a.shape for a in types.in_avals]
+
+    def concatenate(*xs):
+        return np.concatenate([x if x.shape == t else np.broadcast_to(x, t)
+                               for x, t in zip(xs, targets)], axis)
+    return Kernel(concatenate, [lead])
+
+
+def _iota_rule(types: EqnTypes) -> Kernel:
+    (value,) = impl_rules[prims.iota_p](**types.params)
+    value = _frozen(value.reshape((1,) * types.k + value.shape))
+    return Kernel(lambda: value, [(1,) * types.k])
+
+
+def _pad_rule(types: EqnTypes) -> Kernel:
+    if any(n != 1 for n in types.in_leads[1]):
+        return per_device_rule(prims.pad_p, types)      # a padding value per device
+    config = ((0, 0, 0),) * types.k + tuple(types.params["padding_config"])
+
+    def pad(x, value):
+        return reference._pad(x, value.reshape(()), padding_config=config)[0]
+    return Kernel(pad, [types.in_leads[0]])
+
+
+stacked_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim_rule
+stacked_rules[prims.reshape_p] = _reshape_rule
+stacked_rules[prims.transpose_p] = _transpose_rule
+stacked_rules[prims.squeeze_p] = _squeeze_rule
+stacked_rules[prims.rev_p] = _rev_rule
+stacked_rules[prims.slice_p] = _slice_rule
+stacked_rules[prims.concatenate_p] = _concatenate_rule
+stacked_rules[prims.iota_p] = _iota_rule
+stacked_rules[prims.pad_p] = _pad_rule
+stacked_rules[prims.sharding_constraint_p] = lambda types: _same_lead(types, lambda x: x)
+stacked_rules[prims.pvary_p] = lambda types: _same_lead(types, lambda x: x)
+stacked_rules[prims.stop_gradient_p] = lambda types: _same_lead(types, lambda x: x)
+
+
+def _invariant(types: EqnTypes, operands) -> bool:
+    """Whether the operands at these positions are the same on every device."""
+    return all(all(n == 1 for n in types.in_leads[i]) for i in operands)
+
+
+def _dynamic_slice_rule(types: EqnTypes) -> Kernel:
+    n = len(types.in_avals)
+    if not _invariant(types, range(1, n)):
+        return per_device_rule(prims.dynamic_slice_p, types)
+    k, sizes = types.k, types.params["slice_sizes"]
+    shape = types.in_avals[0].shape
+
+    def dynamic_slice(x, *starts):
+        index = [slice(None)] * k
+        for d, (s, size) in enumerate(zip(starts, sizes)):
+            s = int(np.clip(int(s.reshape(())), 0, shape[d] - size))
+            index.append(slice(s, s + size))
+        return x[tuple(index)]
+    return Kernel(dynamic_slice, [types.in_leads[0]])
+
+
+def _dynamic_update_slice_rule(types: EqnTypes) -> Kernel:
+    n = len(types.in_avals)
+    if not _invariant(types, range(2, n)):
+        return per_device_rule(prims.dynamic_update_slice_p, types)
+    k = types.k
+    lead = union_lead(types.in_leads[:2])
+    shape, update_shape = types.in_avals[0].shape, types.in_avals[1].shape
+
+    def dynamic_update_slice(x, update, *starts):
+        out = np.array(_broadcast_lead(x, lead), copy=True)
+        index = [slice(None)] * k
+        for d, s in enumerate(starts):
+            s = int(np.clip(int(s.reshape(())), 0, shape[d] - update_shape[d]))
+            index.append(slice(s, s + update_shape[d]))
+        out[tuple(index)] = update
+        return out
+    return Kernel(dynamic_update_slice, [lead])
+
+
+def _gather_rule(types: EqnTypes) -> Kernel:
+    if not _invariant(types, [1]):
+        return per_device_rule(prims.gather_p, types)
+    k, axis = types.k, types.params["axis"]
+
+    def gather(x, indices):
+        return reference._gather(x, indices.reshape(indices.shape[k:]), axis=k + axis)[0]
+    return Kernel(gather, [types.in_leads[0]])
+
+
+stacked_rules[prims.dynamic_slice_p] = _dynamic_slice_rule
+stacked_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice_rule
+stacked_rules[prims.gather_p] = _gather_rule
+
+
+# --- reductions and contractions --------------------------------------------------------------
+
+def _reduction_rule(fn, types: EqnTypes) -> Kernel:
+    axes = _shifted(types, types.params["axes"])
+    dtype = types.in_avals[0].dtype
+    return _same_lead(types, lambda x: np.asarray(fn(x, axis=axes)).astype(dtype, copy=False))
+
+
+for _p, _f in ((prims.reduce_sum_p, np.sum), (prims.reduce_max_p, np.max),
+               (prims.reduce_min_p, np.min), (prims.reduce_prod_p, np.prod),
+               (prims.reduce_and_p, np.all), (prims.reduce_or_p, np.any)):
+    stacked_rules[_p] = functools.partial(_reduction_rule, _f)
+
+
+def _arg_reduction_rule(fn, types: EqnTypes) -> Kernel:
+    (axis,) = types.params["axes"]
+    axis, index_dtype = types.k + axis, types.params["index_dtype"]
+    return _same_lead(types, lambda x: np.asarray(fn(x, axis=axis)).astype(index_dtype))
+
+
+stacked_rules[prims.argmax_p] = functools.partial(_arg_reduction_rule, np.argmax)
+stacked_rules[prims.argmin_p] = functools.partial(_arg_reduction_rule, np.argmin)
+
+
+def _cumsum_rule(types: EqnTypes) -> Kernel:
+    axis = types.k + types.params["axis"]
+    reverse = types.params["reverse"]
+
+    def cumsum(x):
+        if reverse:
+            return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return np.cumsum(x, axis=axis, dtype=x.dtype)
+    return _same_lead(types, cumsum)
+
+
+stacked_rules[prims.cumsum_p] = _cumsum_rule
+
+
+def _dot_general_rule(types: EqnTypes) -> Kernel:
+    """Mesh dimensions become leading batch dimensions of one broadcasting ``matmul``."""
+    (lc, rc), (lb, rb) = types.params["dimension_numbers"]
+    dtype = types.params.get("preferred_element_type") or types.in_avals[0].dtype
+    x, y = types.in_avals
+    x_lead, y_lead = types.in_leads
+    k = types.k
+    lfree = [d for d in range(x.ndim) if d not in lc and d not in lb]
+    rfree = [d for d in range(y.ndim) if d not in rc and d not in rb]
+    x_perm = tuple(range(k)) + _shifted(types, list(lb) + lfree + list(lc))
+    y_perm = tuple(range(k)) + _shifted(types, list(rb) + list(rc) + rfree)
+    batch = tuple(x.shape[d] for d in lb)
+    m = math.prod(x.shape[d] for d in lfree)
+    n = math.prod(y.shape[d] for d in rfree)
+    contracted = math.prod(x.shape[d] for d in lc)
+    x_shape = tuple(x_lead) + batch + (m, contracted)
+    y_shape = tuple(y_lead) + batch + (contracted, n)
+    lead = union_lead([x_lead, y_lead])
+    out_shape = (lead + batch + tuple(x.shape[d] for d in lfree)
+                 + tuple(y.shape[d] for d in rfree))
+
+    if not batch and all(n == 1 for n in y_lead):
+        # The same right operand on every device: one matmul with the devices' rows stacked
+        # (one BLAS call, not one per device). BLAS may block a taller matrix differently,
+        # so floats agree with the reference to rounding, not always bit for bit.
+        rows = (math.prod(x_lead) * m, contracted)
+        right_perm = tuple(rc) + tuple(rfree)
+
+        def dot_general(a, b):
+            right = b.reshape(b.shape[k:]).transpose(right_perm).reshape(contracted, n)
+            out = np.matmul(a.transpose(x_perm).reshape(rows), right)
+            return out.reshape(out_shape).astype(dtype, copy=False)
+        return Kernel(dot_general, [lead])
+
+    def dot_general(a, b):
+        out = np.matmul(a.transpose(x_perm).reshape(x_shape),
+                        b.transpose(y_perm).reshape(y_shape))
+        return out.reshape(out_shape).astype(dtype, copy=False)
+    return Kernel(dot_general, [lead])
+
+
+stacked_rules[prims.dot_general_p] = _dot_general_rule
+
+
+# --- anything else: one reference call per distinct block ---------------------------------------
+
+def per_device_rule(prim, types: EqnTypes) -> Kernel:
+    """Run the reference's rule on each distinct device block and stack the results: correct
+    for any primitive without collectives, at one call per device."""
+    lead = union_lead(types.in_leads) or (1,) * types.k
+    params = types.params
+    out_shapes = [tuple(lead) + a.shape for a in types.out_avals]
+    rule = impl_rules[prim]
+
+    def per_device(*xs):
+        results = []
+        for index in np.ndindex(*lead):
+            blocks = [x[tuple(i if x.shape[d] != 1 else 0 for d, i in enumerate(index))]
+                      for x in xs]
+            results.append(rule(*blocks, **params))
+        return [np.stack([np.asarray(r[j]) for r in results]).reshape(shape)
+                for j, shape in enumerate(out_shapes)]
+    return Kernel(per_device, [lead] * len(types.out_avals), multiple=True)
+
+
+# --- collectives ------------------------------------------------------------------------------
+
+_REDUCTION = {prims.psum_p: "sum", prims.pmax_p: "max", prims.pmin_p: "min",
+              prims.pmean_p: "mean"}
+
+
+class _Members:
+    """How to read a group's members from a stacked operand: broadcast to full size along
+    the group dims, move them to the front in the order listed (a row-major walk over them is
+    rank order). Computed once per equation."""
+
+    def __init__(self, lead, dims, mesh_sizes, block_ndim: int):
+        self.full = _full_along(lead, dims, mesh_sizes)
+        self.count = len(dims)
+        self.group = tuple(mesh_sizes[d] for d in dims)
+        self.size = math.prod(self.group)
+        k = len(lead)
+        rest = [d for d in range(k) if d not in dims]
+        self.perm = tuple(dims) + tuple(rest) + tuple(range(k, k + block_ndim))
+        self.indices = list(np.ndindex(*self.group))
+
+    def __call__(self, x):
+        if x.shape[:len(self.full)] != self.full:
+            x = np.broadcast_to(x, self.full + x.shape[len(self.full):])
+        return x.transpose(self.perm)
+
+
+_COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def rank_order_reducer(how: _Members, reduction: str, dtype):
+    """``reduce(members)``: the group members (the leading ``how.count`` dims of
+    ``members``) reduced in rank order, exactly as the reference's all_reduce does (bitwise
+    for floats). The way is chosen once, from the dtype and the group."""
+    indices = how.indices
+    if reduction == "mean" or dtype == np.bool_:
+        return lambda members: reference._all_reduce([members[i] for i in indices],
+                                                     reduction=reduction)[0]
+    if how.size == 1:
+        return lambda members: members[indices[0]]
+    fn = _COMBINE[reduction]
+    if dtypes.is_int(dtype):
+        # Integer sums, maxima and minima are exact in any order: one numpy reduction.
+        flat = (how.size,)
+
+        def reduce_exactly(members):
+            return fn.reduce(members.reshape(flat + members.shape[how.count:]), axis=0,
+                             dtype=dtype)
+        return reduce_exactly
+    first, second, rest = indices[0], indices[1], indices[2:]
+
+    def reduce_in_order(members):
+        total = fn(members[first], members[second])
+        for i in rest:
+            fn(total, members[i], out=total)
+        return total
+    return reduce_in_order
+
+
+def _all_reduce_rule(prim, types: EqnTypes) -> Kernel:
+    reduction = _REDUCTION[prim]
+    dims = types.dims_of(types.params["mesh_axes"])
+    (lead,), (aval,) = types.in_leads, types.in_avals
+    how = _Members(lead, dims, types.mesh_sizes, aval.ndim)
+    out_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
+    out_shape = out_lead + aval.shape
+    reduce = rank_order_reducer(how, reduction, aval.dtype)
+
+    def all_reduce(x):
+        return np.asarray(reduce(how(x))).reshape(out_shape)
+    return Kernel(all_reduce, [out_lead])
+
+
+for _p in prims.REDUCING_COLLECTIVES:
+    stacked_rules[_p] = functools.partial(_all_reduce_rule, _p)
+
+
+def _gather_order(types: EqnTypes, dims, before: int) -> tuple:
+    """The permutation putting the group dims (listed order) before block dim ``before``,
+    the other mesh dims first."""
+    k = types.k
+    rest = [d for d in range(k) if d not in dims]
+    block = list(range(k, k + types.in_avals[0].ndim))
+    return tuple(rest + block[:before] + list(dims) + block[before:])
+
+
+def _all_gather_rule(types: EqnTypes) -> Kernel:
+    """Members' blocks joined in rank order: the group dims move into the block.
+
+        lead (4,2), over 'y', tiled axis 0:  [4,2,b0,b1] -> [4,1,2*b0,b1]
+    """
+    p = types.params
+    dims = types.dims_of(p["mesh_axes"])
+    (lead,), (aval,) = types.in_leads, types.in_avals
+    sizes = types.mesh_sizes
+    full = _full_along(lead, dims, sizes)
+    out_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
+    axis = p["gather_axis"]
+    perm = _gather_order(types, dims, axis)
+    out_shape = out_lead + types.out_avals[0].shape
+
+    def all_gather(x):
+        x = _broadcast_lead(x, full)
+        return x.transpose(perm).reshape(out_shape)
+    return Kernel(all_gather, [out_lead])
+
+
+stacked_rules[prims.all_gather_p] = _all_gather_rule
+
+
+def _scatter_to_mesh(chunked, k: int, dims, at: int):
+    """Move the group dims sitting at block position ``at`` (after the k mesh dims) onto the
+    mesh dims ``dims`` (which have size 1): a transpose, nothing is copied."""
+    perm = list(range(chunked.ndim))
+    for j, d in enumerate(dims):
+        src = k + at + j
+        perm[d], perm[src] = perm[src], perm[d]
+    return chunked.transpose(perm)
+
+
+def _psum_scatter_rule(types: EqnTypes) -> Kernel:
+    """Sum over the group, then member r keeps chunk r: the chunks become the group dims.
+
+        lead (8,), tiled axis 0:  [8,n] -> sum -> [1,n] -> chunks [1,8,n/8] -> [8,n/8]
+    """
+    p = types.params
+    dims = types.dims_of(p["mesh_axes"])
+    (lead,), (aval,) = types.in_leads, types.in_avals
+    sizes, k = types.mesh_sizes, types.k
+    axis, tiled = p["scatter_axis"], p["tiled"]
+    group = tuple(sizes[d] for d in dims)
+    reduced_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
+    chunk = (aval.shape[axis] // math.prod(group),) if tiled else ()
+    split_shape = (reduced_lead + aval.shape[:axis] + group + chunk + aval.shape[axis + 1:])
+    out_lead = _full_along(lead, dims, sizes)
+    reduction = "sum"
+    how = _Members(lead, dims, sizes, aval.ndim)
+    reduce = rank_order_reducer(how, reduction, aval.dtype)
+    reduced_dtype = reference._reduced_dtype(aval.dtype, reduction)
+
+    def psum_scatter(x):
+        total = np.asarray(reduce(how(x))).astype(reduced_dtype, copy=False)
+        out = _scatter_to_mesh(total.reshape(split_shape), k, dims, axis)
+        return _drop_unit(out, k, axis, len(dims))
+    return Kernel(psum_scatter, [out_lead])
+
+
+def _drop_unit(x, k, at, count):
+    """After ``_scatter_to_mesh`` the group dims left size-1 dims at block position ``at``
+    (followed by the chunk when tiled; by the next block dim when not)."""
+    shape = x.shape[:k + at] + x.shape[k + at + count:]
+    return x.reshape(shape)
+
+
+stacked_rules[prims.psum_scatter_p] = _psum_scatter_rule
+
+
+def _ppermute_rule(types: EqnTypes) -> Kernel:
+    """Destination rank d takes the block of the source paired with it; others get zeros.
+    The group dims are indexed by the source ranks (one gather)."""
+    p = types.params
+    dims = types.dims_of(p["mesh_axes"])
+    (lead,), (aval,) = types.in_leads, types.in_avals
+    sizes = types.mesh_sizes
+    group = tuple(sizes[d] for d in dims)
+    size = math.prod(group)
+    source_of = dict((d, s) for s, d in p["perm"])
+    sources = [source_of.get(r, 0) for r in range(size)]
+    missing = [r for r in range(size) if r not in source_of]
+    source_index = np.unravel_index(np.array(sources, dtype=np.intp), group)
+    missing_index = np.unravel_index(np.array(missing, dtype=np.intp), group)
+    full = _full_along(lead, dims, sizes)
+    count = len(dims)
+    how = _Members(lead, dims, sizes, aval.ndim)
+
+    def ppermute(x):
+        flat = how(x)[source_index]                             # (size, ...): dest order
+        if missing:
+            flat[np.ravel_multi_index(missing_index, group)] = 0
+        out = flat.reshape(group + flat.shape[1:])
+        return np.moveaxis(out, range(count), dims)
+    return Kernel(ppermute, [full])
+
+
+stacked_rules[prims.ppermute_p] = _ppermute_rule
+
+
+class Relabelled:
+    """A ppermute result nothing but the outputs reads: each device's block is a view of its
+    source's block (or the zeros), made when asked for; the stacked array only if needed."""
+    __slots__ = ("source", "sources", "zeros", "gather", "_data")
+
+    def __init__(self, source, sources, zeros, gather):
+        self.source = source        # the operand, full size along the group dims
+        self.sources = sources      # per mesh position: the index of its source block, or None
+        self.zeros = zeros
+        self.gather = gather
+        self._data = None
+
+    def blocks(self) -> list:
+        source, zeros = self.source, self.zeros
+        return [zeros if i is None else source[i] for i in self.sources]
+
+    @property
+    def data(self):
+        if self._data is None:
+            self._data = self.gather(self.source)
+        return self._data
+
+
+def relabelling_ppermute_rule(types: EqnTypes) -> Kernel:
+    """ppermute as a relabelling of blocks (no data moves), for a result only output."""
+    eager = _ppermute_rule(types)
+    p = types.params
+    dims = types.dims_of(p["mesh_axes"])
+    (lead,), (aval,) = types.in_leads, types.in_avals
+    sizes = types.mesh_sizes
+    full = _full_along(lead, dims, sizes)
+    group = tuple(sizes[d] for d in dims)
+    source_of = dict((d, s) for s, d in p["perm"])
+    sources = []
+    for position in range(math.prod(sizes)):
+        coords = list(np.unravel_index(position, sizes))
+        rank = 0
+        for d in dims:
+            rank = rank * sizes[d] + coords[d]
+        if rank not in source_of:
+            sources.append(None)
+            continue
+        for d, digit in zip(dims, np.unravel_index(source_of[rank], group)):
+            coords[d] = int(digit)
+        sources.append(tuple(int(c) if n != 1 else 0 for c, n in zip(coords, full)))
+    zeros = _frozen(np.zeros(aval.shape, aval.dtype))
+
+    def relabel(x):
+        return Relabelled(_broadcast_lead(x, full), sources, zeros, eager.fn)
+    return Kernel(relabel, [full])
+
+
+def _all_to_all_rule(types: EqnTypes) -> Kernel:
+    """Member d gets chunk d of every member's block, joined along ``concat_axis`` in rank
+    order: the chunk dims become the group dims, and the group dims move into the block."""
+    p = types.params
+    dims = types.dims_of(p["mesh_axes"])
+    (lead,), (aval,) = types.in_leads, types.in_avals
+    sizes, k = types.mesh_sizes, types.k
+    split, concat, tiled = p["split_axis"], p["concat_axis"], p["tiled"]
+    group = tuple(sizes[d] for d in dims)
+    count = len(dims)
+    full = _full_along(lead, dims, sizes)
+    chunk = (aval.shape[split] // math.prod(group),) if tiled else ()
+    split_shape = full + aval.shape[:split] + group + chunk + aval.shape[split + 1:]
+    # Labels of the split array's dims: ('m', d) mesh dim, ('c', j) chunk dim of member j,
+    # ('b', d) block dim d (the split dim's remainder keeps label ('b', split) when tiled).
+    labels = [("m", d) for d in range(k)]
+    labels += [("b", d) for d in range(split)] + [("c", j) for j in range(count)]
+    labels += [("b", split)] * bool(tiled) + [("b", d) for d in range(split + 1, aval.ndim)]
+    out_block = [("b", d) for d in range(aval.ndim) if tiled or d != split]
+    source = [("m", d) for d in dims]
+    order = [("c", dims.index(d)) if d in dims else ("m", d) for d in range(k)]
+    order += out_block[:concat] + source + out_block[concat:]
+    perm = tuple(labels.index(label) for label in order)
+    out_shape = full + types.out_avals[0].shape
+
+    def all_to_all(x):
+        x = _broadcast_lead(x, full).reshape(split_shape)
+        return x.transpose(perm).reshape(out_shape)
+    return Kernel(all_to_all, [full])
+
+
+stacked_rules[prims.all_to_all_p] = _all_to_all_rule
+
+
+def _pbroadcast_rule(types: EqnTypes) -> Kernel:
+    """Every member gets the block of rank ``source``: an index into the group dims (a view).
+    The reference sums the source's block with zeros, which turns -0.0 into 0.0: so do we."""
+    p = types.params
+    dims = types.dims_of(p["mesh_axes"])
+    (lead,), (aval,) = types.in_leads, types.in_avals
+    sizes = types.mesh_sizes
+    group = tuple(sizes[d] for d in dims)
+    digits = np.unravel_index(p["source"], group)
+    index = [slice(None)] * len(lead)
+    for d, digit in zip(dims, digits):
+        index[d] = slice(int(digit), int(digit) + 1)
+    index = tuple(index)
+    out_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
+    add_zero = math.prod(group) > 1 and dtypes.is_inexact(aval.dtype)
+    zero = np.zeros((), aval.dtype)
+
+    def pbroadcast(x):
+        picked = _broadcast_lead(x, _full_along(lead, dims, sizes))[index]
+        return picked + zero if add_zero else picked
+    return Kernel(pbroadcast, [out_lead])
+
+
+stacked_rules[prims.pbroadcast_p] = _pbroadcast_rule
+
+
+def _axis_index_rule(types: EqnTypes) -> Kernel:
+    dims = types.dims_of(types.params["mesh_axes"])
+    sizes, k = types.mesh_sizes, types.k
+    lead = tuple(sizes[d] if d in dims else 1 for d in range(k))
+    rank = np.zeros(lead, dtypes.int_)
+    for d in dims:
+        coord = np.arange(sizes[d], dtype=dtypes.int_).reshape(
+            tuple(sizes[d] if e == d else 1 for e in range(k)))
+        rank = rank * sizes[d] + coord
+    rank = _frozen(rank)
+    return Kernel(lambda: rank, [lead])
+
+
+stacked_rules[prims.axis_index_p] = _axis_index_rule
+
+
+# Primitives with no stacked rule that run one reference call per device block: their
+# operands are per-device state (a key, scattered indices) no broadcasting shares.
+PER_DEVICE = (prims.random_bits_p, prims.scatter_p)

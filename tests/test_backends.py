@@ -1,0 +1,781 @@
+"""The fast backend against the reference backend, the oracle (DESIGN: runtime/vectorized.py).
+
+Every program runs under ``jit`` on both backends, each jitted afresh, and every output must
+agree: type, sharding and the buffer of every device, integers and booleans bit for bit,
+floats within a tight tolerance (group reductions add members in the reference's order, so
+most floats agree bit for bit too). The programs: every collective on 1-D, 2-D and 3-D meshes
+over one axis and over tuples of axes in both orders, with inputs that vary over some axes and
+are replicated over others; the tutorial's examples and the suites' bodies; random programs
+mixing ordinary primitives and collectives; the boundary (reshards, host values, results fed
+back in, arrays made by the other backend). Programs the fast backend must run stacked are
+checked to have run stacked, not on its reference fallback.
+
+Nothing here times anything.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import shardc
+import shardc.numpy as jnp
+from compiler import tree
+from compiler.backend import get_backend, set_backend
+from ir import primitives as prims
+from ir.sharding import ReplicationError
+from shardc import lax
+from shardc.sharding import NamedSharding, PartitionSpec as P
+from runtime.reference import ReferenceBackend
+from runtime.vectorized import FastBackend, backend_named
+from runtime.vectorized_check import BackendMismatch, CheckingBackend, arrays_agree
+from runtime.vectorized_rules import PER_DEVICE, stacked_rules
+
+SETTINGS = dict(derandomize=True, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+MESHES = [((8,), ("i",)), ((4,), ("i",)), ((4, 2), ("x", "y")), ((2, 4), ("x", "y")),
+          ((2, 2, 2), ("x", "y", "z"))]
+
+
+# --- running a program on both backends ---------------------------------------------------------
+
+@contextlib.contextmanager
+def installed(backend):
+    previous = get_backend()
+    set_backend(backend)
+    try:
+        yield backend
+    finally:
+        set_backend(previous)
+
+
+def assert_agree(expected, got):
+    ref_leaves, ref_tree = tree.tree_flatten(expected)
+    fast_leaves, fast_tree = tree.tree_flatten(got)
+    assert ref_tree == fast_tree
+    for k, (ref, fast) in enumerate(zip(ref_leaves, fast_leaves)):
+        why = arrays_agree(ref, fast)
+        assert not why, f"output {k}: {why}"
+
+
+def run_both(make, *args, stacked=True, calls=2):
+    """``shardc.jit(make())(*args)`` on the reference backend and on the fast one (``calls``
+    times, so the cached plan and the arrays' cached stacked forms run too); all must agree.
+    ``stacked``: the fast backend ran every shard_map stacked (False: on its fallback)."""
+    with installed(ReferenceBackend()):
+        expected = shardc.jit(make())(*args)
+    fast = FastBackend(strict=True)
+    with installed(fast):
+        f = shardc.jit(make())
+        for _ in range(calls):
+            got = f(*args)
+            assert_agree(expected, got)
+    if stacked is not None:
+        ran = fast.counts
+        if stacked:
+            assert ran["reference"] == 0 and ran["stacked"] >= calls, ran
+        else:
+            assert ran["stacked"] == 0 and ran["reference"] >= calls, ran
+    return got
+
+
+def make_blocks(rng, n, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, (n,) + tuple(shape)).astype(bool)
+    if dtype.kind == "f":
+        return rng.standard_normal((n,) + tuple(shape)).astype(dtype)
+    return rng.integers(-9, 10, (n,) + tuple(shape)).astype(dtype)
+
+
+# --- every collective, inputs varying over some axes and replicated over others -----------------
+
+@st.composite
+def collective_setups(draw):
+    """A mesh, the collective's axes (one, or a tuple in any order), and the input's spec:
+    the mesh axes it is split over on dimension 0 (any subset, any order)."""
+    shape, names = draw(st.sampled_from(MESHES))
+    order = draw(st.permutations(names))
+    k = draw(st.integers(1, len(names)))
+    axes = tuple(order[:k])
+    axis_name = axes[0] if k == 1 and draw(st.booleans()) else axes
+    split = tuple(draw(st.permutations(names))[:draw(st.integers(0, len(names)))])
+    return shardc.make_mesh(shape, names), axes, axis_name, split
+
+
+def run_collective(mesh, split, block, dtype, collective, seed):
+    """The collective applied to blocks split by ``split`` (replicated over the other axes);
+    every device's result block is an output (check_vma off, out_specs over all axes)."""
+    n = math.prod(mesh.shape[a] for a in split)
+    x = make_blocks(np.random.default_rng(seed), n, block, dtype)
+    x = x.reshape((n * block[0],) + tuple(block[1:]))
+    everywhere = P(tuple(mesh.axis_names))
+
+    def make():
+        def body(x):
+            y = collective(x)
+            return jnp.reshape(y, (1,) + tuple(y.shape))
+        return shardc.shard_map(body, mesh=mesh, in_specs=P(split or None),
+                                out_specs=everywhere, check_vma=False)
+    return run_both(make, x)
+
+
+def group_size(mesh, axes):
+    return math.prod(mesh.shape[a] for a in axes)
+
+
+@pytest.mark.parametrize("name", ["psum", "pmean", "pmax", "pmin"])
+@settings(max_examples=30, **SETTINGS)
+@given(data=st.data())
+def test_reductions(name, data):
+    mesh, axes, axis_name, split = data.draw(collective_setups())
+    dtype = data.draw(st.sampled_from(["float32", "int32"] + ["bool"] * (name == "psum")))
+    block = [data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(1, 3)))]
+    op = getattr(lax, name)
+    run_collective(mesh, split, block, dtype, lambda x: op(x, axis_name),
+                   data.draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(data=st.data())
+def test_all_gather(data):
+    mesh, axes, axis_name, split = data.draw(collective_setups())
+    dtype = data.draw(st.sampled_from(["float32", "int32", "bool"]))
+    block = [data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(1, 3)))]
+    tiled = data.draw(st.booleans())
+    rank = len(block) if tiled else len(block) + 1
+    axis = data.draw(st.integers(-rank, rank - 1))
+    run_collective(mesh, split, block, dtype,
+                   lambda x: lax.all_gather(x, axis_name, axis=axis, tiled=tiled),
+                   data.draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(data=st.data())
+def test_psum_scatter(data):
+    mesh, axes, axis_name, split = data.draw(collective_setups())
+    n = group_size(mesh, axes)
+    dtype = data.draw(st.sampled_from(["float32", "int32"]))
+    block = [data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(1, 3)))]
+    tiled = data.draw(st.booleans())
+    dim = data.draw(st.integers(0, len(block) - 1))
+    block[dim] = n * data.draw(st.integers(1, 2)) if tiled else n
+    run_collective(mesh, split, block, dtype,
+                   lambda x: lax.psum_scatter(x, axis_name, scatter_dimension=dim, tiled=tiled),
+                   data.draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(data=st.data())
+def test_ppermute(data):
+    mesh, axes, axis_name, split = data.draw(collective_setups())
+    n = group_size(mesh, axes)
+    dtype = data.draw(st.sampled_from(["float32", "int32", "bool"]))
+    block = [data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(1, 3)))]
+    targets = data.draw(st.permutations(range(n)))
+    sources = data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
+    perm = [(s, targets[s]) for s in sources]
+    run_collective(mesh, split, block, dtype, lambda x: lax.ppermute(x, axis_name, perm),
+                   data.draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(data=st.data())
+def test_all_to_all(data):
+    mesh, axes, axis_name, split = data.draw(collective_setups())
+    n = group_size(mesh, axes)
+    dtype = data.draw(st.sampled_from(["float32", "int32", "bool"]))
+    block = [data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(1, 3)))]
+    tiled = data.draw(st.booleans())
+    r = len(block)
+    split_axis = data.draw(st.integers(0, r - 1))
+    concat_axis = data.draw(st.integers(0, r - 1))
+    block[split_axis] = n * data.draw(st.integers(1, 2)) if tiled else n
+    run_collective(mesh, split, block, dtype,
+                   lambda x: lax.all_to_all(x, axis_name, split_axis, concat_axis, tiled=tiled),
+                   data.draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(data=st.data())
+def test_pbroadcast_and_axis_index(data):
+    mesh, axes, axis_name, split = data.draw(collective_setups())
+    n = group_size(mesh, axes)
+    dtype = data.draw(st.sampled_from(["float32", "int32", "bool"]))
+    block = [data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(1, 3)))]
+    source = data.draw(st.integers(0, n - 1))
+
+    def collective(x):
+        y = lax.pbroadcast(x, axis_name, source)
+        rank = lax.axis_index(axis_name)
+        return y, (y.astype(np.int32) if dtype == "bool" else y) + rank.astype(
+            np.int32 if dtype == "bool" else dtype)
+
+    mesh_axes = P(tuple(mesh.axis_names))
+    count = math.prod(mesh.shape[a] for a in split)
+    x = make_blocks(np.random.default_rng(data.draw(st.integers(0, 2**16))), count, block, dtype)
+    x = x.reshape((count * block[0],) + tuple(block[1:]))
+
+    def make():
+        def body(x):
+            return tuple(jnp.reshape(y, (1,) + tuple(y.shape)) for y in collective(x))
+        return shardc.shard_map(body, mesh=mesh, in_specs=P(split or None),
+                                out_specs=(mesh_axes, mesh_axes), check_vma=False)
+    run_both(make, x)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(data=st.data())
+def test_ppermute_results_returned_as_they_are(data):
+    # A ppermute whose result is only returned is a relabelling: each device's buffer is a
+    # view of its source's block; fed to another shard_map it is gathered then.
+    mesh, axes, axis_name, split = data.draw(collective_setups())
+    n = group_size(mesh, axes)
+    targets = data.draw(st.permutations(range(n)))
+    sources = data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n))
+    perm = [(s, targets[s]) for s in sources]
+    count = math.prod(mesh.shape[a] for a in split)
+    x = make_blocks(np.random.default_rng(data.draw(st.integers(0, 2**16))), count, (2, 3),
+                    "float32").reshape(count * 2, 3)
+    spec = P(split or None)
+    make = lambda: shardc.shard_map(lambda b: lax.ppermute(b, axis_name, perm), mesh=mesh,
+                                    in_specs=spec, out_specs=P(tuple(mesh.axis_names)),
+                                    check_vma=False)
+    out = run_both(make, x)
+    again = lambda: shardc.shard_map(lambda b: b * 2.0, mesh=mesh,
+                                     in_specs=P(tuple(mesh.axis_names)),
+                                     out_specs=P(tuple(mesh.axis_names)))
+    run_both(again, out)
+
+
+def test_pbroadcast_of_negative_zero_is_the_reference_sum():
+    # The reference sums the source's block with the others' zeros: -0.0 comes out 0.0.
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = np.array([-0.0, 1.0, -0.0, 2.0], np.float32)
+    make = lambda: shardc.shard_map(lambda b: lax.pbroadcast(b, "i", 2), mesh=mesh,
+                                    in_specs=P("i"), out_specs=P(), check_vma=False)
+    got = run_both(make, x)
+    assert np.signbit(np.asarray(got)).tolist() == [False]
+
+
+# --- the tutorial and the suites' programs ------------------------------------------------------
+
+def _matmul_basic(mesh):
+    @functools.partial(shardc.shard_map, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
+                       out_specs=P("x", None))
+    def matmul_basic(a_block, b_block):
+        return lax.psum(jnp.dot(a_block, b_block), "y")
+    return matmul_basic
+
+
+def test_matmul_basic_seed_and_placed_inputs():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    a = jnp.arange(8 * 16.).reshape(8, 16)
+    b = jnp.arange(16 * 4.).reshape(16, 4)
+    c = run_both(lambda: _matmul_basic(mesh), a, b)
+    np.testing.assert_array_equal(np.asarray(c), np.asarray(a) @ np.asarray(b))
+    a = shardc.device_put(a, NamedSharding(mesh, P("x", "y")))
+    b = shardc.device_put(b, NamedSharding(mesh, P("y", None)))
+    run_both(lambda: _matmul_basic(mesh), a, b)
+
+
+def test_matmul_with_sharding_constraint_outside_shard_map():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 4)).astype(np.float32)
+
+    def make():
+        def f(a, b):
+            c = _matmul_basic(mesh)(a * 2.0, b)
+            c = lax.with_sharding_constraint(c, NamedSharding(mesh, P("x", None)))
+            return jnp.tanh(c) + 1.0, c.sum()
+        return f
+    run_both(make, a, b)
+
+
+def test_tutorial_psum_examples_on_1d_and_2d_meshes():
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = jnp.arange(16.)
+    run_both(lambda: shardc.shard_map(lambda b: lax.psum(b, "i"), mesh=mesh,
+                                      in_specs=P("i"), out_specs=P(None)), x)
+    mesh2 = shardc.make_mesh((4, 2), ("i", "j"))
+    y = jnp.arange(32.).reshape(4, 8)
+    for axes, out in [("i", P(None, "j")), ("j", P("i", None)), (("i", "j"), P()),
+                      (("j", "i"), P())]:
+        run_both(lambda: shardc.shard_map(lambda b: lax.psum(b, axes), mesh=mesh2,
+                                          in_specs=P("i", "j"), out_specs=out), y)
+
+
+def _mlp(seed=0, sizes=(784, 32, 16, 10), batch=64):
+    rng = np.random.default_rng(seed)
+    params = [(rng.standard_normal((m, n)).astype(np.float32) / np.sqrt(m),
+               rng.standard_normal(n).astype(np.float32) * 0.1)
+              for m, n in zip(sizes[:-1], sizes[1:])]
+    inputs = rng.standard_normal((batch, sizes[0])).astype(np.float32)
+    targets = rng.standard_normal((batch, sizes[-1])).astype(np.float32)
+    return params, (inputs, targets)
+
+
+def predict(params, inputs):
+    for W, b in params:
+        outputs = jnp.dot(inputs, W) + b
+        inputs = jnp.maximum(outputs, 0)
+    return outputs
+
+
+def test_data_parallel_loss_and_gradient_step():
+    params, batch = _mlp()
+    mesh = shardc.make_mesh((8,), ("batch",))
+    batch = shardc.device_put(batch, NamedSharding(mesh, P("batch")))
+    params = shardc.device_put(params, NamedSharding(mesh, P()))
+
+    def make():
+        @functools.partial(shardc.shard_map, mesh=mesh, in_specs=(P(), P("batch")),
+                           out_specs=P())
+        def loss_dp(params, local_batch):
+            inputs, targets = local_batch
+            predictions = predict(params, inputs)
+            local_loss = jnp.mean(jnp.sum((predictions - targets) ** 2, axis=-1))
+            return lax.pmean(local_loss, "batch")
+        return loss_dp
+    run_both(make, params, batch)
+
+    def make_step():
+        def step(params, batch):
+            @functools.partial(shardc.shard_map, mesh=mesh, in_specs=(P(), P("batch")),
+                               out_specs=(P(), P()))
+            def grads(params, local_batch):
+                def local_loss(params):
+                    inputs, targets = local_batch
+                    return jnp.mean(jnp.sum((predict(params, inputs) - targets) ** 2, -1))
+                value, g = shardc.value_and_grad(local_loss)(params)
+                return lax.pmean(value, "batch"), lax.pmean(g, "batch")
+            value, g = grads(params, batch)
+            return value, [(W - 0.1 * dW, b - 0.1 * db) for (W, b), (dW, db) in zip(params, g)]
+        return step
+    run_both(make_step, params, batch)
+
+
+def test_fsdp_all_gathers_weights():
+    params, batch = _mlp(sizes=(16, 16, 8), batch=16)
+    mesh = shardc.make_mesh((8,), ("batch",))
+
+    def make():
+        @functools.partial(shardc.shard_map, mesh=mesh, in_specs=(P("batch"), P("batch")),
+                           out_specs=P("batch"))
+        def predict_fsdp(params_frag, inputs):
+            for W_frag, b_frag in params_frag:
+                W = lax.all_gather(W_frag, "batch", tiled=True)
+                b = lax.all_gather(b_frag, "batch", tiled=True)
+                inputs = jnp.maximum(jnp.dot(inputs, W) + b, 0)
+            return inputs
+        return predict_fsdp
+    run_both(make, params, batch[0])
+
+
+def test_suite_ring_bodies_run_stacked():
+    # The tutorial's rings (T17, T19): fori_loops of ppermutes, indexed by axis_index.
+    from test_control_flow import (matmul_ring_gather, matmul_ring_slices,
+                                   psum_scatter_ring_fori, psum_scatter_ring_python)
+    mesh = shardc.make_mesh((4,), ("i",))
+    x16 = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 1, 2], np.int32)
+    for ring in (psum_scatter_ring_python, psum_scatter_ring_fori):
+        run_both(lambda: shardc.shard_map(ring, mesh=mesh, in_specs=P("i"), out_specs=P("i")),
+                 x16)
+    rng = np.random.default_rng(19)
+    lhs = rng.standard_normal((8, 8)).astype(np.float32)
+    rhs = rng.standard_normal((8, 4)).astype(np.float32)
+    for body in (matmul_ring_slices, matmul_ring_gather):
+        run_both(lambda: shardc.shard_map(body, mesh=mesh, in_specs=(P("i", None), P("i", None)),
+                                          out_specs=P("i", None)), lhs, rhs)
+
+
+def test_loops_and_branches_with_collectives():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+
+    def make_while():
+        def body(b):
+            def cond(carry):
+                k, total = carry
+                return k < 3                         # the same on every device
+            def step(carry):
+                k, total = carry
+                return k + 1, lax.psum(total, "y") * 0.5 + b
+            return lax.while_loop(cond, step, (np.int32(0), b))[1]
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    run_both(make_while, x)
+
+    def make_scan():
+        def body(b):
+            def step(carry, row):
+                carry = lax.ppermute(carry, "x", [(0, 1), (1, 2), (2, 3), (3, 0)]) + row
+                return carry, lax.pmax(carry, ("y", "x"))
+            return lax.scan(step, jnp.zeros_like(b[0]), b, reverse=True)
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("x", "y"),
+                                out_specs=(P(("x", "y")), P(None, ("x", "y"))), check_vma=False)
+    run_both(make_scan, x)
+
+    def make_cond(scale):
+        def body(b):
+            return lax.cond(scale > 1.0, lambda v: lax.psum(v, "x"),
+                            lambda v: lax.all_gather(v, "y", tiled=True)[2:] * 2.0, b)
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"),
+                                check_vma=False)
+    for scale in (0.5, 2.0):
+        run_both(lambda: make_cond(scale), x)
+
+
+def test_varying_predicates_around_collectives_fall_back_to_the_reference():
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = np.arange(8, dtype=np.float32)
+
+    def make():
+        def body(b):
+            return lax.cond(lax.axis_index("i") % 2 == 0, lambda v: lax.psum(v, "i") * 2.0,
+                            lambda v: lax.psum(v, "i") + 1.0, b)
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    run_both(make, x, stacked=False)
+
+
+def test_control_flow_without_collectives_runs_per_device_inside_a_stacked_body():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+
+    def make():
+        def body(b):
+            total = lax.fori_loop(0, 3, lambda k, c: c * 1.5 + k, b)
+            picked = lax.cond(b.sum() > 20.0, lambda v: v - 1.0, lambda v: v + 1.0, total)
+            return lax.psum(picked, "y")
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x"))
+    run_both(make, x)
+
+
+def test_debug_print_falls_back_and_prints_in_the_reference_order(capsys):
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = np.arange(8, dtype=np.float32)
+
+    def make():
+        def body(b):
+            shardc.debug.print("block {}", b)
+            return lax.psum(b, "i")
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P())
+    with installed(ReferenceBackend()):
+        shardc.jit(make())(x)
+    expected = capsys.readouterr().out
+    run_both(make, x, stacked=False, calls=1)
+    assert capsys.readouterr().out == expected * 2
+
+
+def test_runtime_replication_check_raises_the_same_error():
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = np.arange(8, dtype=np.float32)
+    make = lambda: shardc.shard_map(lambda b: b * 2.0, mesh=mesh, in_specs=P("i"),
+                                    out_specs=P(), check_vma="runtime")
+    messages = []
+    for backend in (ReferenceBackend(), FastBackend(strict=True)):
+        with installed(backend), pytest.raises(ReplicationError) as err:
+            shardc.jit(make())(x.reshape(4, 2))
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
+    ok = lambda: shardc.shard_map(lambda b: lax.psum(b, "i"), mesh=mesh, in_specs=P("i"),
+                                  out_specs=P(), check_vma="runtime")
+    run_both(ok, x)
+
+
+# --- ordinary primitives, stacked: shapes, reductions, contractions, indexing -------------------
+
+def _ops_body(x, w):
+    y = jnp.sin(x) * 1.0001 + 0.1
+    z = jnp.transpose(y) @ w                       # dot_general on transposed blocks
+    z = z - jnp.mean(z, axis=0, keepdims=True)
+    s = jnp.concatenate([z, jnp.flip(z, 1)], axis=1)[:, 1:5]
+    r = jnp.reshape(s, (-1,))
+    r = jnp.where(r > 0, r, -r * 0.5) + jnp.cumsum(r)
+    q = jnp.argmax(jnp.reshape(r, (4, -1)), axis=1).astype(np.float32)
+    m = jnp.max(x) + jnp.min(y) + jnp.prod(jnp.tanh(x[:2, :2]))
+    i = jnp.arange(4, dtype=np.int32) * 3 // 2 % 5
+    e = jnp.einsum("ij,jk->ik", x, jnp.transpose(x))
+    return (lax.psum(r, "i"), q + m, i, lax.pmax(e, "i"), jnp.any(x > 1.5)[None],
+            jnp.pad(x, 1))
+
+
+def test_ordinary_primitives_over_stacked_blocks():
+    mesh = shardc.make_mesh((4,), ("i",))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((16, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+
+    def make():
+        return shardc.shard_map(_ops_body, mesh=mesh, in_specs=(P("i"), P()),
+                                out_specs=(P(), P("i"), P(), P(), P("i"), P("i")),
+                                check_vma=False)
+    run_both(make, x, w)
+
+
+def test_integer_and_boolean_programs_are_bitwise():
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    rng = np.random.default_rng(7)
+    a = rng.integers(-50, 50, (8, 8)).astype(np.int32)
+
+    def make():
+        def body(b):
+            c = (b * 3 - 7) // 2 + jnp.remainder(b, 5) + jnp.abs(b) % 3
+            m = lax.psum(jnp.maximum(c, -c), "y")
+            flags = lax.pmax((c > 0).astype(np.int32), ("y", "x"))
+            return m, flags, lax.psum(b > 0, "x")
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("x", "y"),
+                                out_specs=(P("x"), P(), P(None, "y")))
+    run_both(make, a)
+
+
+def test_dynamic_slices_invariant_and_varying_starts():
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = np.arange(64, dtype=np.float32).reshape(16, 4)
+
+    def make():
+        def body(b):
+            k = lax.axis_index("i")
+            fixed = lax.dynamic_slice_in_dim(b, 1, 2, axis=0)
+            moving = lax.dynamic_slice_in_dim(b, k, 2, axis=0)
+            put = lax.dynamic_update_slice_in_dim(b, moving * 0.0, k, axis=0)
+            same = lax.dynamic_update_slice_in_dim(b, fixed + 1.0, 2, axis=0)
+            taken = jnp.take(b, jnp.array([3, 0, 1]), axis=0)
+            return fixed, moving, put, same, taken
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    run_both(make, x)
+
+
+def test_random_bits_run_per_device():
+    mesh = shardc.make_mesh((4,), ("i",))
+    keys = np.arange(8, dtype=np.uint32).reshape(4, 2)
+
+    def make():
+        def body(key):
+            return shardc.random.normal(key[0], (3,))[None]
+        return shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    run_both(make, keys)
+
+
+def test_every_primitive_has_a_stacked_rule_or_runs_per_device():
+    # Front-end primitives a body can hold; control flow, prints and nested shard_maps are
+    # decided per program (collectives inside, or not).
+    decided = set(prims.CONTROL_FLOW) | {prims.debug_print_p, prims.shard_map_p,
+                                         prims.remat_p}
+    lowered = {p for p in prims.registry.values() if p.kind == "lowered"}
+    missing = [name for name, p in prims.registry.items()
+               if p not in stacked_rules and p not in PER_DEVICE and p not in decided
+               and p not in lowered]
+    assert missing == []
+
+
+# --- random programs mixing ordinary primitives and collectives ---------------------------------
+
+OPS = ["sin", "tanh", "scale", "add_input", "mul_input", "psum", "pmean", "pmax", "pmin",
+       "ppermute", "pbroadcast", "axis_index", "gather_back", "scatter_back", "all_to_all",
+       "transpose", "center", "matmul"]
+
+
+@st.composite
+def random_programs(draw):
+    shape, names = draw(st.sampled_from(MESHES))
+    mesh = shardc.make_mesh(shape, names)
+    specs = [P(tuple(draw(st.permutations(names))[:draw(st.integers(0, len(names)))]) or None)
+             for _ in range(2)]
+    steps = []
+    for _ in range(draw(st.integers(1, 8))):
+        op = draw(st.sampled_from(OPS))
+        order = draw(st.permutations(names))
+        axes = tuple(order[:draw(st.integers(1, len(names)))])
+        n = math.prod(mesh.shape[a] for a in axes)
+        extra = {"perm": [(s, t) for s, t in zip(range(n), draw(st.permutations(range(n))))
+                          if draw(st.booleans())],
+                 "source": draw(st.integers(0, n - 1)), "input": draw(st.integers(0, 1))}
+        steps.append((op, axes, extra))
+    out_axes = tuple(draw(st.permutations(names))[:draw(st.integers(0, len(names)))])
+    return mesh, specs, steps, out_axes
+
+
+def _apply(op, axes, extra, x, inputs):
+    if op == "sin":
+        return jnp.sin(x)
+    if op == "tanh":
+        return jnp.tanh(x) * 2.0
+    if op == "scale":
+        return x * 0.75 + 0.25
+    if op == "add_input":
+        return x + inputs[extra["input"]]
+    if op == "mul_input":
+        return x * jnp.cos(inputs[extra["input"]])
+    if op in ("psum", "pmean", "pmax", "pmin"):
+        return getattr(lax, op)(x, axes) * (0.5 if op == "psum" else 1.0)
+    if op == "ppermute":
+        return lax.ppermute(x, axes, extra["perm"])
+    if op == "pbroadcast":
+        return lax.pbroadcast(x, axes, extra["source"])
+    if op == "axis_index":
+        return x + lax.axis_index(axes).astype(np.float32)
+    if op == "gather_back":        # all_gather, then keep a chunk: the block shape stays
+        g = lax.all_gather(x, axes, axis=1, tiled=True)
+        return g[:, :x.shape[1]] + g[:, -x.shape[1]:]
+    if op == "scatter_back":
+        return lax.all_gather(lax.psum_scatter(x, axes, scatter_dimension=0, tiled=True),
+                              axes, axis=0, tiled=True)
+    if op == "all_to_all":
+        return lax.all_to_all(x, axes, 1, 1, tiled=True)
+    if op == "transpose":
+        return jnp.transpose(x)
+    if op == "center":
+        return x - jnp.mean(x, axis=1, keepdims=True)
+    return jnp.dot(x, jnp.transpose(inputs[extra["input"]])) * 0.125
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(program=random_programs(), seed=st.integers(0, 2**16))
+def test_random_programs(program, seed):
+    mesh, specs, steps, out_axes = program
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for spec in specs:     # blocks of 8x8: every group size of these meshes divides 8
+        rows = 8 * math.prod(mesh.shape[a] for a in (spec[0] or ()) if spec)
+        arrays.append(rng.standard_normal((rows, 8)).astype(np.float32))
+
+    def make():
+        def body(x, w):
+            inputs = (x, w)
+            for op, axes, extra in steps:
+                x = _apply(op, axes, extra, x, inputs)
+            return x, x[None]
+        return shardc.shard_map(body, mesh=mesh, in_specs=tuple(specs),
+                                out_specs=(P(out_axes or None), P(tuple(mesh.axis_names))),
+                                check_vma=False)
+    run_both(make, *arrays)
+
+
+# --- the boundary ---------------------------------------------------------------------------------
+
+def test_reshards_host_values_and_results_fed_back():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    placed = {spec: shardc.device_put(a, NamedSharding(mesh, spec))
+              for spec in (P(), P("x"), P("y", "x"), P(None, ("x", "y")))}
+
+    def make():
+        return shardc.shard_map(lambda b: jnp.sin(b) * 2.0, mesh=mesh, in_specs=P("x", "y"),
+                                out_specs=P("x", "y"))
+    for value in [a, a.astype(np.float64)] + list(placed.values()):
+        run_both(make, value)
+
+    # A result fed back: its stacked form is the next call's input, resharded or not.
+    with installed(FastBackend(strict=True)):
+        first = shardc.jit(make())(a)
+    for spec in (P("x", "y"), P("y"), P(("y", "x")), P(None, "x")):
+        run_both(lambda: shardc.shard_map(lambda b: lax.psum(b * 1.5, "x"), mesh=mesh,
+                                          in_specs=spec, out_specs=spec, check_vma=False),
+                 first)
+
+
+def test_outputs_claimed_replicated_but_different_feed_the_reference():
+    # check_vma off and out_specs P() over values that differ: each device keeps its own block
+    # (as the reference keeps it), and a later shard_map must see those very blocks.
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = np.arange(8, dtype=np.float32)
+    differ = lambda: shardc.shard_map(lambda b: b * 2.0, mesh=mesh, in_specs=P("i"),
+                                      out_specs=P(), check_vma=False)
+    run_both(differ, x)
+    per_device = lambda: shardc.shard_map(lambda b: b[None] + 0.0, mesh=mesh, in_specs=P(),
+                                          out_specs=P("i"), check_vma=False)
+    with installed(ReferenceBackend()):
+        ref_made = shardc.jit(differ())(x)
+    with installed(FastBackend(strict=True)):
+        fast_made = shardc.jit(differ())(x)
+    assert_agree(ref_made, fast_made)
+    run_both(per_device, ref_made, stacked=False)
+    run_both(per_device, fast_made)
+
+
+def test_arrays_from_the_other_backend_and_host_views():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    make = lambda: shardc.shard_map(lambda b: lax.psum(b, "y"), mesh=mesh,
+                                    in_specs=P("x", "y"), out_specs=P("x"))
+    with installed(ReferenceBackend()):
+        ref = shardc.jit(make())(x)
+    fast_out = run_both(make, ref)
+    shards = fast_out.addressable_shards
+    assert [s.device.id for s in shards] == list(range(8))
+    for s in shards:
+        np.testing.assert_array_equal(np.asarray(s.data), np.asarray(fast_out)[s.index])
+    before = [np.array(b) for b in fast_out.buffers]
+    host = np.asarray(fast_out)
+    host += 1          # the global value is the caller's: a copy, not the devices' buffers
+    for b, kept in zip(fast_out.buffers, before):
+        np.testing.assert_array_equal(b, kept)
+
+
+def test_a_mesh_of_64_devices_in_3d_with_tuples_of_axes():
+    from ir.sharding import Mesh
+    from runtime.devices import Device
+    devices = np.array([Device(k) for k in range(64)], dtype=object).reshape(4, 4, 4)
+    mesh = Mesh(devices, ("a", "b", "c"))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+
+    def make():
+        def body(x, w):
+            y = lax.psum(x @ w, ("c", "a"))
+            return lax.all_gather(y, ("b",), tiled=True), lax.psum_scatter(y, "c", tiled=True)
+        return shardc.shard_map(body, mesh=mesh, in_specs=(P(("a", "b")), P()),
+                                out_specs=(P(None), P(None)), check_vma=False)
+    run_both(make, x, w)
+
+
+# --- backend selection and the differential backend ----------------------------------------------
+
+def test_backend_names():
+    assert isinstance(backend_named("reference"), ReferenceBackend)
+    assert isinstance(backend_named("fast"), FastBackend)
+    assert isinstance(backend_named("check"), CheckingBackend)
+    with pytest.raises(ValueError, match="unknown shardc backend 'gpu'"):
+        backend_named("gpu")
+    previous = get_backend()
+    try:
+        shardc.set_backend_name("check")
+        assert isinstance(get_backend(), CheckingBackend)
+    finally:
+        set_backend(previous)
+
+
+def test_the_default_is_fast_and_the_environment_chooses(tmp_path):
+    import subprocess
+    import sys
+    script = "import shardc; from compiler.backend import get_backend; print(get_backend().name)"
+    names = []
+    for env in ({}, {"SHARDC_BACKEND": "reference"}, {"SHARDC_BACKEND": "check"}):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env={**__import__("os").environ, "SHARDC_BACKEND": "", **env})
+        names.append(done.stdout.strip())
+    assert names == ["fast", "reference", "check"]
+
+
+def test_checking_backend_reports_a_mismatch():
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = np.arange(8, dtype=np.float32)
+    make = lambda: shardc.shard_map(lambda b: lax.psum(b, "i"), mesh=mesh, in_specs=P("i"),
+                                    out_specs=P())
+    with installed(CheckingBackend()):
+        np.testing.assert_array_equal(np.asarray(shardc.jit(make())(x)), x.reshape(4, 2).sum(0))
+    broken = CheckingBackend()
+    broken.fast.execute = lambda module, args: [shardc.numpy.zeros((2,))]
+    with installed(broken), pytest.raises(BackendMismatch, match="output 0 of the fast"):
+        shardc.jit(make())(x)
