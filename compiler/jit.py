@@ -15,7 +15,7 @@ from compiler.backend import get_backend
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from ir.module import LoweredModule
-from compiler.tracing import (aval_of, current_trace, eval_trace, trace_to_program)
+from compiler.tracing import (Tracer, aval_of, current_trace, eval_trace, trace_to_program)
 from ir.core import Program
 from ir.printer import print_program
 
@@ -125,17 +125,44 @@ class JitFunction:
         self.static_argnums = _normalize_argnums(static_argnums)
         self.static_argnames = tuple(static_argnames or ())
         self.cache: dict = {}
+        self.array_calls: dict = {}     # (aval, sharding) per argument -> Compiled
         self.trace_count = 0
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args, **kwargs):
         if current_trace() is not eval_trace:
             return self.fun(*args, **kwargs)       # inside another trace: inline
+        key = self._array_key(args, kwargs)
+        compiled = self.array_calls.get(key) if key is not None else None
+        if compiled is not None:
+            # the common call: positional arrays only, seen before; no pytree walk
+            closed = compiled.closed
+            outs = get_backend().execute(compiled.module, list(closed.consts) + list(args))
+            return tree.tree_unflatten(closed.out_tree, outs)
+        result = self._call(args, kwargs)
+        if key is not None:
+            self.array_calls[key] = self._last
+        return result
+
+    def _array_key(self, args, kwargs):
+        """A cheap cache key when every argument is a concrete array and nothing is static."""
+        if kwargs or self.static_argnums or self.static_argnames:
+            return None
+        backend = get_backend()
+        key = []
+        for a in args:
+            aval = getattr(a, "aval", None)
+            if aval is None or isinstance(a, Tracer) or aval.vma:
+                return None
+            key.append((aval, backend.sharding_of(a)))
+        return tuple(key)
+
+    def _call(self, args, kwargs):
         args = self._bind_static_names(args, kwargs)
         static, dynamic = _split_static(args, self.static_argnums)
         kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
-        compiled = self._compiled(args, kwargs, static, leaves, in_tree)
+        compiled = self._last = self._compiled(args, kwargs, static, leaves, in_tree)
         closed = compiled.closed
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
         return tree.tree_unflatten(closed.out_tree, outs)

@@ -48,6 +48,11 @@ class Aval:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "dtype", np.dtype(self.dtype))
         object.__setattr__(self, "vma", frozenset(self.vma))
+        # avals key jit's cache on every call: hash once
+        object.__setattr__(self, "_hash", hash((self.shape, self.dtype, self.vma)))
+
+    def __hash__(self):
+        return self._hash
 
     @property
     def ndim(self) -> int:
