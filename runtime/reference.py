@@ -718,8 +718,14 @@ def _check_put_divisible(value, sharding: NamedSharding):
                 f"is equal to {shape[d]} (full shape: {tuple(shape)})")
 
 
-def execute_module(module, args) -> list:
-    """Run a lowered module: host equations on global values, shard_maps on every device."""
+def execute_module(module, args, run_shard_map=None) -> list:
+    """Run a lowered module: host equations on global values, shard_maps on every device.
+
+    ``run_shard_map(index, values)`` runs the shard_map equation at ``index``; by default its
+    per-device programs in lockstep (another backend passes its own).
+    """
+    if run_shard_map is None:
+        run_shard_map = lambda index, values: _run_shard_map(module.lowered(index), values)
     program = module.program
     env: dict = {}
     for var, value in zip(program.constvars + program.invars, args):
@@ -731,7 +737,7 @@ def execute_module(module, args) -> list:
     for index, eqn in enumerate(program.eqns):
         values = [read(a) for a in eqn.invars]
         if eqn.primitive is prims.shard_map_p:
-            outs = _run_shard_map(module.lowered(index), values)
+            outs = run_shard_map(index, values)
         elif eqn.primitive is prims.sharding_constraint_p:
             outs = [device_put(values[0], eqn.params["sharding"])]
         else:

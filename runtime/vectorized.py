@@ -39,7 +39,7 @@ from ir.sharding import (NamedSharding, canonical_spec, global_shape, normal_spe
 from runtime import reference
 from runtime.array import Array, _canonical_array
 from runtime.vectorized_control import control_kernel
-from runtime.reference import ReferenceBackend, device_put, impl_rules
+from runtime.reference import ReferenceBackend, impl_rules
 from runtime.vectorized_rules import (PER_DEVICE, EqnTypes, Relabelled, per_device_rule,
                                       relabelling_ppermute_rule, stacked_rules)
 
@@ -569,6 +569,7 @@ class ModulePlan:
     """A lowered module's shard_map equations, each ready to run stacked."""
 
     def __init__(self, module):
+        self.module = module
         self.program = module.program
         self.shard_maps = {index: ShardMapPlan(lowered, module.program.eqns[index])
                            for index, lowered in module.shard_maps.items()}
@@ -591,26 +592,9 @@ class ModulePlan:
     def run(self, args, backend) -> list:
         if self.only is not None:
             return self.only.run(args, backend)
-        program = self.program
-        env: dict = {}
-        for var, value in zip(program.constvars + program.invars, args):
-            env[id(var)] = value
-
-        def read(atom):
-            return atom.value if isinstance(atom, Literal) else env[id(atom)]
-
-        for index, eqn in enumerate(program.eqns):
-            values = [read(a) for a in eqn.invars]
-            if eqn.primitive is prims.shard_map_p:
-                outs = self.shard_maps[index].run(values, backend)
-            elif eqn.primitive is prims.sharding_constraint_p:
-                outs = [device_put(values[0], eqn.params["sharding"])]
-            else:
-                outs = impl_rules[eqn.primitive](*[_host(v) for v in values], **eqn.params)
-            for var, value in zip(eqn.outvars, outs):
-                env[id(var)] = value
-        return [v if isinstance(v, Array) else Array.from_global(v)
-                for v in (read(a) for a in program.outvars)]
+        return reference.execute_module(
+            self.module, args,
+            lambda index, values: self.shard_maps[index].run(values, backend))
 
 
 # --- shardings that hash once ------------------------------------------------------------------
