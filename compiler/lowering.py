@@ -9,6 +9,7 @@ arriving with another sharding than their in_spec are resharded by inserted node
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -161,7 +162,17 @@ def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
 
 def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
     """Per-device programs for a ``shard_map`` equation whose inputs arrive as ``in_shardings``
-    (a PartitionSpec on the same mesh per input; ``P()`` for replicated or host values)."""
+    (a PartitionSpec on the same mesh per input; ``P()`` for replicated or host values).
+
+    The programs are built when first read (``LoweredShardMap.device_programs``)."""
+    in_shardings = tuple(in_shardings)
+    return LoweredShardMap(eqn.params["mesh"], in_shardings, eqn.params["out_specs"],
+                           runtime_check=eqn.params["check_vma"] == "runtime",
+                           build=functools.partial(device_programs, eqn, in_shardings))
+
+
+def device_programs(eqn: Eqn, in_shardings) -> list:
+    """One verified DeviceProgram per mesh position of a shard_map equation."""
     mesh = eqn.params["mesh"]
     programs = []
     for position in range(mesh.size):
@@ -170,8 +181,7 @@ def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
         programs.append(DeviceProgram(int(mesh.devices.flat[position].id), position,
                                       mesh.axis_names, mesh.coords(position), program,
                                       show_vma=eqn.params["check_vma"] is True))
-    return LoweredShardMap(mesh, tuple(in_shardings), eqn.params["out_specs"], programs,
-                           runtime_check=eqn.params["check_vma"] == "runtime")
+    return programs
 
 
 def _lower_with_boundary(ctx: LoweringContext, eqn: Eqn, in_shardings) -> Program:

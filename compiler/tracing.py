@@ -19,7 +19,7 @@ from compiler.backend import get_backend
 from ir import dtypes
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.shapes import out_avals
-from ir.verify import verify
+from ir.verify import check_traced
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -227,6 +227,9 @@ def is_python_scalar(value) -> bool:
 
 def concrete_aval(value) -> Aval:
     """The aval of a concrete value (numpy, Python scalar, or a backend array)."""
+    scalar = _SCALAR_AVALS.get(type(value))
+    if scalar is not None:
+        return scalar
     if is_python_scalar(value):
         return Aval((), dtypes.weak_scalar_dtype(value))
     if isinstance(value, Tracer):
@@ -235,6 +238,9 @@ def concrete_aval(value) -> Aval:
         return value.aval
     array = np.asarray(value)
     return Aval(array.shape, dtypes.canonicalize(array.dtype))
+
+
+_SCALAR_AVALS = {t: Aval((), dtypes.weak_scalar_dtype(t(0))) for t in (bool, int, float, complex)}
 
 
 def aval_of(value) -> Aval:
@@ -344,5 +350,5 @@ def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
     with set_current_trace(trace):
         outs = fun(*args)
     program, consts = trace.build(args, outs)
-    verify(program)
+    check_traced(program)
     return program, consts, outs

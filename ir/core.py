@@ -45,11 +45,15 @@ class Aval:
     vma: frozenset = frozenset()
 
     def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", np.dtype(self.dtype))
-        object.__setattr__(self, "vma", frozenset(self.vma))
+        shape, dtype, vma = self.shape, self.dtype, self.vma
+        if type(shape) is not tuple or not all(type(d) is int for d in shape):
+            object.__setattr__(self, "shape", shape := tuple(int(d) for d in shape))
+        if not isinstance(dtype, np.dtype):
+            object.__setattr__(self, "dtype", dtype := np.dtype(dtype))
+        if type(vma) is not frozenset:
+            object.__setattr__(self, "vma", vma := frozenset(vma))
         # avals key jit's cache on every call: hash once
-        object.__setattr__(self, "_hash", hash((self.shape, self.dtype, self.vma)))
+        object.__setattr__(self, "_hash", hash((shape, dtype, vma)))
 
     def __hash__(self):
         return self._hash
@@ -66,11 +70,13 @@ class Aval:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
-    def update(self, **changes) -> "Aval":
-        return dataclasses.replace(self, **changes)
+    def update(self, shape=None, dtype=None, vma=None) -> "Aval":
+        return Aval(self.shape if shape is None else shape,
+                    self.dtype if dtype is None else dtype,
+                    self.vma if vma is None else vma)
 
     def strip_vma(self) -> "Aval":
-        return self if not self.vma else dataclasses.replace(self, vma=frozenset())
+        return self if not self.vma else Aval(self.shape, self.dtype)
 
     def str_short(self, axis_order: Sequence[str] | None = ()) -> str:
         """``f32[4,8]{x}``; ``axis_order=None`` hides the vma (a body with the check off)."""

@@ -38,7 +38,16 @@ def is_inexact(dtype) -> bool:
 
 
 def _kind_rank(dtype) -> int:
-    dtype = np.dtype(dtype)
+    rank = _KIND_RANKS.get(dtype)
+    if rank is None:
+        rank = _KIND_RANKS[np.dtype(dtype)] = _compute_kind_rank(np.dtype(dtype))
+    return rank
+
+
+_KIND_RANKS: dict = {}
+
+
+def _compute_kind_rank(dtype: np.dtype) -> int:
     if dtype == bool_:
         return 0
     if np.issubdtype(dtype, np.integer):
@@ -62,6 +71,22 @@ def weak_scalar_dtype(value) -> np.dtype:
 
 
 def result_type(dtypes, weak) -> np.dtype:
+    """See ``_result_type``; the answer is cached per (dtypes, weak flags)."""
+    key = (tuple(dtypes), tuple(weak))
+    try:
+        return _RESULT_TYPES[key]
+    except KeyError:
+        pass
+    except TypeError:                  # an unhashable dtype-like: compute it
+        return _result_type(dtypes, weak)
+    result = _RESULT_TYPES[key] = _result_type(dtypes, weak)
+    return result
+
+
+_RESULT_TYPES: dict = {}
+
+
+def _result_type(dtypes, weak) -> np.dtype:
     """Promote ``dtypes``; entries flagged ``weak`` (Python scalars) only lift the kind.
 
     A weak int with a float32 array gives float32; a weak float with an int32 array gives

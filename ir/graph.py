@@ -39,17 +39,24 @@ def sub_programs(eqn: Eqn) -> list:
 
 
 def replace_sub_programs(eqn: Eqn, rewrite: Callable[[Program], Program]) -> Eqn:
-    """A new equation whose sub-programs are ``rewrite(sub)``; the input is left unchanged."""
+    """An equation whose sub-programs are ``rewrite(sub)`` (``eqn`` itself when every rewrite
+    returns its program); the input is left unchanged."""
     if not any(holds_programs(v) for v in eqn.params.values()):
         return eqn
     params = {}
+    changed = False
     for key, value in eqn.params.items():
         if isinstance(value, Program):
-            value = rewrite(value)
+            new = rewrite(value)
         elif holds_programs(value):
-            value = tuple(rewrite(prog) for prog in value)
-        params[key] = value
-    return dataclasses.replace(eqn, params=params)
+            new = tuple(rewrite(prog) for prog in value)
+            if all(a is b for a, b in zip(new, value)):
+                new = value
+        else:
+            new = value
+        changed |= new is not value
+        params[key] = new
+    return dataclasses.replace(eqn, params=params) if changed else eqn
 
 
 # --- what an equation does beyond computing its results -----------------------------------------

@@ -1,20 +1,50 @@
 """Lowered modules: a traced program whose shard_map equations carry one program per device."""
 from __future__ import annotations
 
-import dataclasses
+from typing import Callable, Optional
 
 from ir.core import DeviceProgram, Program
 from ir.sharding import Mesh
 
 
-@dataclasses.dataclass
 class LoweredShardMap:
-    """The per-device programs of one shard_map equation, and the layouts at its boundary."""
-    mesh: Mesh
-    in_shardings: tuple      # the PartitionSpec each input arrives with (on this mesh)
-    out_specs: tuple
-    device_programs: list    # one DeviceProgram per mesh position
-    runtime_check: bool = False   # verify claimed replication on the output blocks
+    """The per-device programs of one shard_map equation, and the layouts at its boundary.
+
+    ``device_programs`` is built on first use when ``build`` is given (``build()`` returns the
+    list): a backend that runs the body stacked over devices never needs the per-device
+    programs, so a 512-device mesh does not pay for 512 of them until someone reads one
+    (the printer, the CLI, the ledger, the reference backend).
+    """
+    __slots__ = ("mesh", "in_shardings", "out_specs", "runtime_check", "_programs", "_build")
+
+    def __init__(self, mesh: Mesh, in_shardings: tuple, out_specs: tuple,
+                 device_programs: Optional[list] = None, runtime_check: bool = False,
+                 build: Optional[Callable[[], list]] = None):
+        self.mesh = mesh
+        self.in_shardings = in_shardings      # the PartitionSpec each input arrives with
+        self.out_specs = out_specs
+        self.runtime_check = runtime_check    # verify claimed replication on output blocks
+        self._programs = device_programs if build is None else None
+        self._build = build
+
+    @property
+    def device_programs(self) -> list:
+        """One DeviceProgram per mesh position, in position order."""
+        if self._programs is None:
+            self._programs = self._build() if self._build is not None else []
+            self._build = None
+        return self._programs
+
+    @property
+    def built(self) -> bool:
+        """Whether the per-device programs exist yet."""
+        return self._programs is not None
+
+    def replace(self, **changes) -> "LoweredShardMap":
+        fields = dict(mesh=self.mesh, in_shardings=self.in_shardings, out_specs=self.out_specs,
+                      device_programs=self.device_programs, runtime_check=self.runtime_check)
+        fields.update(changes)
+        return LoweredShardMap(**fields)
 
     def program_of(self, device_id: int) -> DeviceProgram:
         for dp in self.device_programs:
@@ -22,13 +52,18 @@ class LoweredShardMap:
                 return dp
         raise KeyError(f"device {device_id} is not in {self.mesh}")
 
+    def __repr__(self):
+        return (f"LoweredShardMap(mesh={self.mesh!r}, in_shardings={self.in_shardings!r}, "
+                f"out_specs={self.out_specs!r}, runtime_check={self.runtime_check!r})")
 
-@dataclasses.dataclass
+
 class LoweredModule:
     """A traced program and, for each of its shard_map equations (by index), the per-device
     programs. Equations outside shard_map run on global values."""
-    program: Program
-    shard_maps: dict              # equation index -> LoweredShardMap
+
+    def __init__(self, program: Program, shard_maps: dict):
+        self.program = program
+        self.shard_maps = shard_maps          # equation index -> LoweredShardMap
 
     def lowered(self, index: int) -> LoweredShardMap:
         return self.shard_maps[index]

@@ -2,6 +2,8 @@
 every equation's outputs agree with its shape rule, and its sub-programs are well formed."""
 from __future__ import annotations
 
+import os
+
 from ir import primitives as prims
 from ir.core import Literal, Program, Var, programs_in
 from ir.printer import print_program
@@ -10,6 +12,19 @@ from ir.shapes import out_avals
 
 class VerifyError(ValueError):
     """A malformed program; the message names the equation."""
+
+
+# Programs built by the tracer are well formed by construction (every equation's types come
+# from its shape rule as it is recorded), so verifying them again on every trace is a debug
+# check, off by default and on in the test suite: SHARDC_CHECKS=1. Passes, the parser and the
+# lowering verify what they build always.
+CHECKS = os.environ.get("SHARDC_CHECKS", "") not in ("", "0")
+
+
+def check_traced(prog: Program) -> None:
+    """Verify a freshly traced program when SHARDC_CHECKS is on."""
+    if CHECKS:
+        verify(prog)
 
 
 def verify(prog: Program) -> None:

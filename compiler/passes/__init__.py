@@ -47,5 +47,5 @@ def run_passes_on_module(module: LoweredModule, names: Sequence[str]) -> Lowered
     for index, lowered in module.shard_maps.items():
         programs = [dataclasses.replace(dp, program=run_passes(dp.program, names))
                     for dp in lowered.device_programs]
-        shard_maps[index] = dataclasses.replace(lowered, device_programs=programs)
+        shard_maps[index] = lowered.replace(device_programs=programs)
     return LoweredModule(module.program, shard_maps)

@@ -1,11 +1,9 @@
 """Dead code elimination: drop the equations whose results nothing needs."""
 from __future__ import annotations
 
-import dataclasses
-
 from ir import primitives as prims
 from ir.core import Eqn, Program, Var
-from ir.graph import has_side_effect, reachable_from_outputs, replace_sub_programs
+from ir.graph import has_side_effect, replace_sub_programs
 from ir.verify import verify
 
 
@@ -20,7 +18,8 @@ def dce(program: Program) -> Program:
     a loop keeps every carry and a ``shard_map`` body every output.
 
     Args: program: a traced or per-device program.
-    Returns: a new, verified program with the same inputs and outputs.
+    Returns: a verified program with the same inputs and outputs (``program`` itself when
+    nothing is dead).
 
     >>> print(dce(make_jaxpr(lambda x: (jnp.cos(x), jnp.sin(x))[1])(x).jaxpr))
     { lambda ; a:f32[3]. let
@@ -28,7 +27,8 @@ def dce(program: Program) -> Program:
       in (b,) }
     """
     result = _dce(program)
-    verify(result)
+    if result is not program:
+        verify(result)
     return result
 
 
@@ -75,9 +75,18 @@ def _prune_shard_map_outputs(program: Program) -> Program:
 
 
 def _drop_dead_equations(program: Program) -> Program:
+    """One backward sweep: an equation is live if it has a side effect or a live result; a
+    live equation makes its operands live. (Equations come in dependency order.)"""
     eqns = [replace_sub_programs(eqn, _dce) for eqn in program.eqns]
-    roots = [k for k, eqn in enumerate(eqns) if has_side_effect(eqn)]
-    live = reachable_from_outputs(dataclasses.replace(program, eqns=eqns), roots)
+    live = {id(a) for a in program.outvars if isinstance(a, Var)}
+    keep = [False] * len(eqns)
+    for k in range(len(eqns) - 1, -1, -1):
+        eqn = eqns[k]
+        if any(id(v) in live for v in eqn.outvars) or has_side_effect(eqn):
+            keep[k] = True
+            live.update(id(a) for a in eqn.invars if isinstance(a, Var))
+    if all(keep) and all(a is b for a, b in zip(eqns, program.eqns)):
+        return program
     return Program(list(program.constvars), list(program.invars),
-                   [eqn for k, eqn in enumerate(eqns) if k in live],
+                   [eqn for eqn, k in zip(eqns, keep) if k],
                    list(program.outvars), list(program.consts))
