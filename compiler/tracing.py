@@ -51,11 +51,21 @@ def user_source() -> SourceInfo | None:
     """The innermost frame of user code: where the user wrote the operation."""
     frame = sys._getframe(1)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith(_NOT_USER) and not name.startswith("<frozen"):
-            return SourceInfo(os.path.basename(name), frame.f_lineno, frame.f_code.co_name)
+        code = frame.f_code
+        user = _USER_CODE.get(code)
+        if user is None:
+            if len(_USER_CODE) > 4096:
+                _USER_CODE.clear()
+            name = code.co_filename
+            user = _USER_CODE[code] = (not name.startswith(_NOT_USER)
+                                       and not name.startswith("<frozen"))
+        if user:
+            return SourceInfo(os.path.basename(code.co_filename), frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
+
+
+_USER_CODE: dict = {}       # code object -> whether it is user code (asked once per function)
 
 
 # --- traces ------------------------------------------------------------------------------------

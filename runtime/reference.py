@@ -8,6 +8,7 @@ collective's reference over the blocks of each device group and resumes them.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -265,9 +266,9 @@ def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None):
     yt = np.transpose(y, list(rb) + list(rc) + rfree)
     nb = len(lb)
     batch = xt.shape[:nb]
-    k = int(np.prod([x.shape[d] for d in lc], dtype=np.int64))
-    m = int(np.prod([x.shape[d] for d in lfree], dtype=np.int64))
-    n = int(np.prod([y.shape[d] for d in rfree], dtype=np.int64))
+    k = math.prod(x.shape[d] for d in lc)
+    m = math.prod(x.shape[d] for d in lfree)
+    n = math.prod(y.shape[d] for d in rfree)
     out = np.matmul(xt.reshape(batch + (m, k)), yt.reshape(batch + (k, n)))
     shape = batch + tuple(x.shape[d] for d in lfree) + tuple(y.shape[d] for d in rfree)
     dtype = preferred_element_type or x.dtype

@@ -453,6 +453,15 @@ def rank_order_reducer(how: _Members, reduction: str, dtype):
     ``members``) reduced in rank order, exactly as the reference's all_reduce does (bitwise
     for floats). The way is chosen once, from the dtype and the group."""
     indices = how.indices
+    if reduction == "mean" and dtypes.is_float(dtype) and how.size > 1:
+        # the reference's mean: the rank-order sum, then one division by the group size
+        total_of = rank_order_reducer(how, "sum", dtype)
+        count = how.size
+
+        def mean_in_order(members):
+            total = total_of(members)
+            return np.true_divide(total, count, out=total)
+        return mean_in_order
     if reduction == "mean" or dtype == np.bool_:
         return lambda members: reference._all_reduce([members[i] for i in indices],
                                                      reduction=reduction)[0]
@@ -470,7 +479,7 @@ def rank_order_reducer(how: _Members, reduction: str, dtype):
     first, second, rest = indices[0], indices[1], indices[2:]
 
     def reduce_in_order(members):
-        total = fn(members[first], members[second])
+        total = np.asarray(fn(members[first], members[second]))     # 0-d blocks give scalars
         for i in rest:
             fn(total, members[i], out=total)
         return total

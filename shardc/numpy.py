@@ -69,7 +69,8 @@ def _convert(x, dtype):
 
 def _promote(*args):
     dtype = result_type(*args)
-    return [_convert(a, dtype) for a in args]
+    return [a if isinstance(a, Tracer) and a.aval.dtype == dtype else _convert(a, dtype)
+            for a in args]
 
 
 def _shape(x) -> tuple:
@@ -105,6 +106,8 @@ def broadcast_to(x, shape):
 def _broadcast_operands(*args):
     """Broadcast array operands to one shape; rank-0 operands stay (primitives accept them)."""
     shapes = [_shape(a) for a in args]
+    if len(shapes) == 2 and (shapes[0] == shapes[1] or shapes[0] == () or shapes[1] == ()):
+        return list(args)                       # the common case: nothing to broadcast
     target = _broadcast_shapes(*shapes)
     return [a if s == target or s == () else broadcast_to(a, target)
             for a, s in zip(args, shapes)]
