@@ -35,9 +35,10 @@ def parse(argv):
                         help="mesh size of the shape-only lowering (default 4096; quick 512)")
     parser.add_argument("--jax-timeout", type=float, default=None,
                         help="seconds allowed to each JAX child process")
-    parser.add_argument("--blas-threads", default="1",
-                        help="threads of numpy's BLAS (default 1: per-call work is measured, "
-                             "not thread pools fighting over shared cores)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="cores each side may use (default: all of them): numpy's BLAS "
+                             "threads, and with 1, XLA held to one thread as well, so that "
+                             "shardc and JAX always compute with the same cores")
     return parser.parse_args(argv)
 
 
@@ -45,7 +46,10 @@ def main(argv=None) -> int:
     args = parse(argv)
     os.environ.setdefault("SHARDC_NUM_DEVICES", "512")   # before shardc is imported
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[name] = str(args.blas_threads)        # before numpy is imported
+        os.environ[name] = str(args.threads)             # before numpy is imported
+    if args.threads == 1:                                # JAX's children inherit it
+        single = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + single).strip()
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)
