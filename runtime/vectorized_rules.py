@@ -115,6 +115,23 @@ _PROBED: dict = {}
 
 
 def _elementwise_rule(fn, types: EqnTypes) -> Kernel:
+    # A long body repeats the same few equations: their kernels are made once.
+    key = (fn, tuple(map(tuple, types.in_leads)),
+           tuple((a.shape, a.dtype) for a in types.in_avals),
+           tuple(None if lit is None else (np.asarray(lit).dtype, np.asarray(lit).tobytes())
+                 for lit in types.literals))
+    kernel = _ELEMENTWISE.get(key)
+    if kernel is None:
+        if len(_ELEMENTWISE) > 4096:
+            _ELEMENTWISE.clear()
+        kernel = _ELEMENTWISE[key] = _make_elementwise(fn, types)
+    return kernel
+
+
+_ELEMENTWISE: dict = {}
+
+
+def _make_elementwise(fn, types: EqnTypes) -> Kernel:
     got, want = _probe_dtype(fn, types)
     rank = max(a.ndim for a in types.in_avals)
     lead = union_lead(l for l, lit in zip(types.in_leads, types.literals) if lit is None)
