@@ -4,7 +4,8 @@ Columns, per system (shardc's reference and fast backends, JAX):
     first    trace + lower (compile) + first run: a fresh ``jit`` of a freshly built program
     steady   a call of a jitted program already compiled (its inputs placed beforehand)
     eager    the shard_map called without jit
-and ``numpy``: the lower bound, the same block computations written directly in numpy.
+and ``numpy``: the lower bound, the same block computations written directly in numpy,
+sampled in turns with shardc's fast steady call (``steady_and_bound``).
 """
 from __future__ import annotations
 
@@ -52,6 +53,43 @@ def samples(call, *, budget: Budget, reps: int | None = None, warmup: int = 1,
             gc.enable()
 
 
+def interleaved(calls: dict, *, budget: Budget, warmup: int = 2) -> dict:
+    """Seconds per call of each of ``calls`` (name -> function), sampled in turns (a, b, a,
+    b, ...), so that every one of them sees the same moments of a shared, noisy machine;
+    the budget is shared among them."""
+    for call in calls.values():
+        for _ in range(warmup):
+            call()
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        out = {name: [] for name in calls}
+        deadline = time.perf_counter() + budget.seconds * len(calls)
+        rounds = 0
+        while rounds < budget.max_reps and (rounds < budget.min_reps
+                                            or time.perf_counter() < deadline):
+            for name, call in calls.items():
+                start = time.perf_counter()
+                call()
+                out[name].append(time.perf_counter() - start)
+            rounds += 1
+        return out
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def steady_and_bound(api, scenario, budget: Budget) -> dict:
+    """The steady-state call and the numpy lower bound, sampled in turns."""
+    fn, args = scenario.build(api)
+    jitted = api.jit(fn)
+    bound = scenario.lower_bound()
+    found = interleaved({"steady": lambda: api.block(jitted(*args)), "numpy": bound},
+                        budget=budget)
+    return found
+
+
 def first_call(api, scenario, budget: Budget) -> list:
     """A fresh program, jitted and called once, per sample (compiled caches cleared)."""
     out = []
@@ -85,11 +123,6 @@ def eager_call(api, scenario, budget: Budget) -> list:
         return [first]
     return samples(lambda: api.block(fn(*args)), budget=budget, reps=budget.eager_reps, least=1,
                    warmup=0)
-
-
-def lower_bound(scenario, budget: Budget) -> list:
-    run = scenario.lower_bound()
-    return samples(run, budget=budget, warmup=2)
 
 
 MEASURES = {"first": first_call, "steady": steady_call, "eager": eager_call}

@@ -3,7 +3,9 @@
 shardc's public API has JAX's names, so each scenario's program is one function of an ``Api``
 (shardc's or JAX's modules); only the numpy lower bound is written separately: the same
 per-device block computations and the collective's data movement, directly in numpy, on blocks
-already in place.
+already in place. Data moves once and is shared where every receiver gets the same block: a
+psum's total or an all_gather's concatenation is made once; a ppermute copies each block once
+(shardc's result aliases its source's blocks instead, as arrays are immutable).
 
     matmul_basic    the tutorial's matmul on a (4,2) mesh: 8x16@16x4, 1024^2, 2048^2 (f32)
     collective      psum, pmax, all_gather, psum_scatter, ppermute, all_to_all on 8 devices,
@@ -94,15 +96,18 @@ def _f32(rng, *shape):
 
 # --- matmul_basic ---------------------------------------------------------------------------------
 
+def _matmul_inputs(m, k, n):
+    if m == 8:      # the tutorial's values
+        return (np.arange(m * k, dtype=np.float32).reshape(m, k),
+                np.arange(k * n, dtype=np.float32).reshape(k, n))
+    rng = _rng(1)
+    return _f32(rng, m, k), _f32(rng, k, n)
+
+
 def _matmul_build(m, k, n, api: Api):
     mesh = api.mesh((4, 2), ("x", "y"))
     P = api.P
-    rng = _rng(1)
-    if m == 8:      # the tutorial's values
-        a = np.arange(m * k, dtype=np.float32).reshape(m, k)
-        b = np.arange(k * n, dtype=np.float32).reshape(k, n)
-    else:
-        a, b = _f32(rng, m, k), _f32(rng, k, n)
+    a, b = _matmul_inputs(m, k, n)
 
     @functools.partial(api.shard_map, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
                        out_specs=P("x", None))
@@ -114,8 +119,7 @@ def _matmul_build(m, k, n, api: Api):
 
 
 def _matmul_bound(m, k, n):
-    rng = _rng(1)
-    a, b = _f32(rng, m, k), _f32(rng, k, n)
+    a, b = _matmul_inputs(m, k, n)
     a_blocks = {(i, j): a[i * m // 4:(i + 1) * m // 4, j * k // 2:(j + 1) * k // 2]
                 for i in range(4) for j in range(2)}
     b_blocks = {j: b[j * k // 2:(j + 1) * k // 2] for j in range(2)}
@@ -187,7 +191,8 @@ def _collective_bound(name, size):
         return np.split(functools.reduce(np.add, blocks), 8)
 
     def ppermute():
-        return [blocks[shift[d]] for d in range(8)]
+        # every block moves once, to the device after it (shardc's result aliases instead)
+        return [blocks[shift[d]].copy() for d in range(8)]
 
     def all_to_all():
         chunks = [np.split(b, 8) for b in blocks]
@@ -270,7 +275,9 @@ def _mlp_bound():
     def run():
         results = [device_grads(x, t) for x, t in blocks]
         value = functools.reduce(np.add, [v for v, _ in results]) / 8
-        grads = [functools.reduce(np.add, [g[j] for _, g in results]) / 8 for j in range(4)]
+        # the gradient of replicated parameters is the sum over devices (its pmean in the
+        # program averages eight equal copies of it)
+        grads = [functools.reduce(np.add, [g[j] for _, g in results]) for j in range(4)]
         new = [w1 - 0.01 * grads[0], b1 - 0.01 * grads[1], w2 - 0.01 * grads[2],
                b2 - 0.01 * grads[3]]
         return value, new

@@ -29,7 +29,6 @@ import numpy as np
 
 from ir import dtypes
 from ir import primitives as prims
-from ir.core import Aval
 from ir.primitives import RuleTable
 from runtime import reference
 from runtime.reference import impl_rules
@@ -537,7 +536,7 @@ def _all_gather_rule(types: EqnTypes) -> Kernel:
     """
     p = types.params
     dims = types.dims_of(p["mesh_axes"])
-    (lead,), (aval,) = types.in_leads, types.in_avals
+    (lead,) = types.in_leads
     sizes = types.mesh_sizes
     full = _full_along(lead, dims, sizes)
     out_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
