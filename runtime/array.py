@@ -71,10 +71,8 @@ class Array:
             result = cls(aval, sharding, [array])
             result._global = array
             return result
-        mesh, spec = sharding.mesh, sharding.spec
-        buffers = [array[block_slices(array.shape, spec, mesh, mesh.coords(p))]
-                   for p in range(mesh.size)]
-        result = cls(aval, NamedSharding(mesh, canonical_spec(spec)), buffers)
+        # the per-device buffers are views of the global value, sliced when first asked for
+        result = cls(aval, NamedSharding(sharding.mesh, canonical_spec(sharding.spec)), None)
         result._global = array
         return result
 
@@ -122,8 +120,19 @@ class Array:
     @property
     def buffers(self) -> list:
         if self._buffers is None:
-            self._buffers = self._stacked.buffers()
+            if self._stacked is not None:
+                self._buffers = self._stacked.buffers()
+            else:
+                whole, sharding = self._global, self.sharding
+                mesh, spec = sharding.mesh, sharding.spec
+                self._buffers = [whole[block_slices(whole.shape, spec, mesh, mesh.coords(p))]
+                                 for p in range(mesh.size)]
         return self._buffers
+
+    @property
+    def sliced_from_global(self) -> bool:
+        """Whether the buffers are (or will be) views of the global value."""
+        return self._global is not None and self._buffers is None and self._stacked is None
 
     # -- properties --------------------------------------------------------------------------
 

@@ -159,8 +159,11 @@ def _stacked_of_array(value: Array, mesh):
     buffers are slices of it; else its buffers, when the devices holding copies of a block
     hold equal copies (None when they differ: only the reference keeps such copies apart)."""
     spec = value.sharding.spec
-    buffers = value.buffers
     whole = value._global
+    if value.sliced_from_global:
+        data, lead = split_global(whole, mesh, spec)
+        return Stacked(data, lead, mesh, spec, value.shape)
+    buffers = value.buffers
     if whole is not None and all(np.may_share_memory(b, whole) for b in buffers):
         data, lead = split_global(whole, mesh, spec)
         return Stacked(data, lead, mesh, spec, value.shape)

@@ -493,8 +493,16 @@ def rank_order_reducer(how: _Members, reduction: str, dtype):
                              dtype=dtype)
         return reduce_exactly
     first, second, rest = indices[0], indices[1], indices[2:]
+    group_size, count = how.size, how.count
 
     def reduce_in_order(members):
+        if members.flags.c_contiguous:
+            # One numpy reduction over the leading axis of a C-contiguous (members, m) array
+            # with m >= 2 adds the rows one after the other, into each output element: rank
+            # order, bitwise (a 1-column one would be summed pairwise; the tests hold it).
+            flat = members.reshape(group_size, -1)
+            if flat.shape[1] >= 2:
+                return fn.reduce(flat, axis=0).reshape(members.shape[count:])
         total = np.asarray(fn(members[first], members[second]))     # 0-d blocks give scalars
         for i in rest:
             fn(total, members[i], out=total)
