@@ -37,7 +37,8 @@ def parse(argv):
                         help="seconds allowed to each JAX child process")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="cores each side may use (default: all of them): numpy's BLAS "
-                             "threads, and with 1, XLA held to one thread as well, so that "
+                             "and shardc's reduction threads, and with 1, XLA held to one "
+                             "thread as well, so that "
                              "shardc and JAX always compute with the same cores")
     return parser.parse_args(argv)
 
@@ -45,7 +46,8 @@ def parse(argv):
 def main(argv=None) -> int:
     args = parse(argv)
     os.environ.setdefault("SHARDC_NUM_DEVICES", "512")   # before shardc is imported
-    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "SHARDC_THREADS"):
         os.environ[name] = str(args.threads)             # before numpy is imported
     if args.threads == 1:                                # JAX's children inherit it
         single = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"

@@ -20,9 +20,11 @@ primitives are too. Matmuls may differ in the last bits (BLAS blocks shapes its 
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import math
+import os
 from typing import Callable
 
 import numpy as np
@@ -502,12 +504,46 @@ def rank_order_reducer(how: _Members, reduction: str, dtype):
             # order, bitwise (a 1-column one would be summed pairwise; the tests hold it).
             flat = members.reshape(group_size, -1)
             if flat.shape[1] >= 2:
-                return fn.reduce(flat, axis=0).reshape(members.shape[count:])
+                return reduce_rows(fn, flat).reshape(members.shape[count:])
         total = np.asarray(fn(members[first], members[second]))     # 0-d blocks give scalars
         for i in rest:
             fn(total, members[i], out=total)
         return total
     return reduce_in_order
+
+
+# --- large reductions on every core ------------------------------------------------------------
+
+PARALLEL_BYTES = 1 << 22     # a reduction reading this much is split across threads
+
+
+def threads() -> int:
+    """How many threads large reductions use: SHARDC_THREADS, else every core."""
+    return max(1, int(os.environ.get("SHARDC_THREADS") or os.cpu_count() or 1))
+
+
+@functools.lru_cache(maxsize=1)
+def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(max_workers=workers,
+                                                 thread_name_prefix="shardc-reduce")
+
+
+def reduce_rows(fn, flat: np.ndarray) -> np.ndarray:
+    """``fn.reduce(flat, axis=0)`` for a (members, m) array with m >= 2: the rows combined
+    one after the other into each column. A large one is split into column ranges reduced on
+    threads at once (numpy releases the GIL in its loops); each column still combines its
+    rows in the same order, so the result is bitwise the same."""
+    workers = threads()
+    m = flat.shape[1]
+    if workers == 1 or flat.nbytes < PARALLEL_BYTES or m < 4 * workers:
+        return fn.reduce(flat, axis=0)
+    out = np.empty(m, fn.reduce(flat[:, :2], axis=0).dtype)
+    bounds = [m * w // workers for w in range(workers + 1)]
+    jobs = [_pool(workers).submit(fn.reduce, flat[:, lo:hi], axis=0, out=out[lo:hi])
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+    for job in jobs:
+        job.result()
+    return out
 
 
 def _all_reduce_rule(prim, types: EqnTypes) -> Kernel:

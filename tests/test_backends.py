@@ -566,6 +566,38 @@ def test_float_reductions_are_bitwise_the_references(mesh_shape, names, axes, bl
             np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
 
 
+def test_large_reductions_split_across_threads_are_bitwise_the_same(monkeypatch):
+    """A reduction split by column ranges over threads combines each column's members in the
+    same order: equal bit for bit to one thread and to the reference."""
+    import runtime.vectorized_rules as rules
+    mesh = shardc.make_mesh((8,), ("i",))
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((8 * 4, 61)) * 10.0 ** rng.integers(-4, 5, (32, 61))
+         ).astype(np.float32)
+
+    def make():
+        return shardc.shard_map(lambda b: (lax.psum(b, "i"), lax.pmax(b, "i"),
+                                           lax.pmean(b, "i")),
+                                mesh=mesh, in_specs=P("i"), out_specs=P())
+    with installed(ReferenceBackend()):
+        expected = shardc.jit(make())(x)
+    monkeypatch.setattr(rules, "PARALLEL_BYTES", 0)
+    calls = []
+    real = rules.reduce_rows
+
+    def counting(fn, flat):
+        calls.append(flat.shape)
+        return real(fn, flat)
+    monkeypatch.setattr(rules, "reduce_rows", counting)
+    for count in ("1", "3"):
+        monkeypatch.setenv("SHARDC_THREADS", count)
+        with installed(FastBackend(strict=True)):
+            got = shardc.jit(make())(x)
+        for want, have in zip(expected, got):
+            np.testing.assert_array_equal(np.asarray(have), np.asarray(want))
+    assert calls, "the stacked reductions did not go through reduce_rows"
+
+
 def test_dynamic_slices_invariant_and_varying_starts():
     mesh = shardc.make_mesh((4,), ("i",))
     x = np.arange(64, dtype=np.float32).reshape(16, 4)
