@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/seed_tutorial.py
 
+# The suite runs twice: on the default (fast) backend, then with every program run on both
+# backends and their results and printed output compared (SHARDC_BACKEND=check).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests
+	SHARDC_BACKEND=check $(BIN)/python -m pytest -q -n 2 tests
 
 # The benchmark harness (benchmarks/): BENCH_ARGS=--quick for a smoke run under a minute.
 # JAX and matplotlib (the optional `bench` extra) add the JAX columns and the plots.

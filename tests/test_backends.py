@@ -840,3 +840,42 @@ def test_checking_backend_reports_a_mismatch():
     broken.fast.execute = lambda module, args: [shardc.numpy.zeros((2,))]
     with installed(broken), pytest.raises(BackendMismatch, match="output 0 of the fast"):
         shardc.jit(make())(x)
+
+
+def test_checking_backend_prints_once_and_compares_what_was_printed(capsys):
+    mesh = shardc.make_mesh((4,), ("i",))
+    x = np.arange(8, dtype=np.float32)
+
+    def body(b):
+        shardc.debug.print("block {}", b)
+        return b * 2
+
+    make = lambda: shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    with installed(ReferenceBackend()):
+        shardc.jit(make())(x)
+    alone = capsys.readouterr().out
+    assert alone.count("block") == 4
+    with installed(CheckingBackend()):
+        shardc.jit(make())(x)
+    assert capsys.readouterr().out == alone          # once, not once per backend
+    broken = CheckingBackend()
+    real = broken.fast.execute
+
+    def chatty(module, args):
+        print("an extra line")
+        return real(module, args)
+    broken.fast.execute = chatty
+    with installed(broken), pytest.raises(BackendMismatch, match="the fast backend printed"):
+        shardc.jit(make())(x)
+
+
+def test_checking_tolerance_is_relative_to_the_arrays_scale():
+    """Matmuls may differ in their last bits; a sum with cancellation lifts that above a
+    tolerance relative to each element. The check allows rtol of the array's largest
+    magnitude, and no more."""
+    from runtime.vectorized_check import blocks_agree
+    ref = np.array([40.0, 0.0377], np.float32)
+    assert blocks_agree(ref, ref + np.array([0.0, 3e-6], np.float32)) == ""
+    why = blocks_agree(ref, ref + np.array([0.0, 3e-3], np.float32))
+    assert "values differ at 1 elements, first at (1,)" in why
+    assert blocks_agree(np.array([1, 2]), np.array([1, 3])).startswith("values differ")
