@@ -33,30 +33,22 @@ def samples(call, *, budget: Budget, reps: int | None = None, warmup: int = 1,
             least: int | None = None) -> list:
     """Seconds per call of ``call()``: as many samples as the budget allows, at least
     ``least`` (default ``budget.min_reps``), at most ``reps`` (default ``budget.max_reps``)."""
-    for _ in range(warmup):
-        call()
-    gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        out = []
-        deadline = time.perf_counter() + budget.seconds
-        limit = reps if reps is not None else budget.max_reps
-        least = min(limit, budget.min_reps if least is None else least)
-        while len(out) < limit and (len(out) < least or time.perf_counter() < deadline):
-            start = time.perf_counter()
-            call()
-            out.append(time.perf_counter() - start)
-        return out
-    finally:
-        if enabled:
-            gc.enable()
+    limit = reps if reps is not None else budget.max_reps
+    least = min(limit, budget.min_reps if least is None else least)
+    return _in_turns({"call": call}, budget.seconds, limit, least, warmup)["call"]
 
 
 def interleaved(calls: dict, *, budget: Budget, warmup: int = 2) -> dict:
     """Seconds per call of each of ``calls`` (name -> function), sampled in turns (a, b, a,
     b, ...), so that every one of them sees the same moments of a shared, noisy machine;
     the budget is shared among them."""
+    return _in_turns(calls, budget.seconds * len(calls), budget.max_reps, budget.min_reps,
+                     warmup)
+
+
+def _in_turns(calls: dict, seconds: float, limit: int, least: int, warmup: int) -> dict:
+    """Rounds of one call of each, garbage collection off, until ``limit`` rounds or, after
+    ``least``, until ``seconds`` have passed."""
     for call in calls.values():
         for _ in range(warmup):
             call()
@@ -65,10 +57,9 @@ def interleaved(calls: dict, *, budget: Budget, warmup: int = 2) -> dict:
     gc.disable()
     try:
         out = {name: [] for name in calls}
-        deadline = time.perf_counter() + budget.seconds * len(calls)
+        deadline = time.perf_counter() + seconds
         rounds = 0
-        while rounds < budget.max_reps and (rounds < budget.min_reps
-                                            or time.perf_counter() < deadline):
+        while rounds < limit and (rounds < least or time.perf_counter() < deadline):
             for name, call in calls.items():
                 start = time.perf_counter()
                 call()
@@ -84,10 +75,8 @@ def steady_and_bound(api, scenario, budget: Budget) -> dict:
     """The steady-state call and the numpy lower bound, sampled in turns."""
     fn, args = scenario.build(api)
     jitted = api.jit(fn)
-    bound = scenario.lower_bound()
-    found = interleaved({"steady": lambda: api.block(jitted(*args)), "numpy": bound},
-                        budget=budget)
-    return found
+    return interleaved({"steady": lambda: api.block(jitted(*args)),
+                        "numpy": scenario.lower_bound()}, budget=budget)
 
 
 def first_call(api, scenario, budget: Budget) -> list:
