@@ -20,7 +20,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.tracing import Trace, Tracer, aval_of, bind, current_trace, set_current_trace
-from compiler.tracing import trace_to_program
+from compiler.tracing import replaying, trace_to_program
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
@@ -151,7 +151,8 @@ def eval_program(program: Program, args):
         return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
 
     for eqn in program.eqns:
-        outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
+        with replaying(eqn.source):
+            outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
         outs = outs if eqn.primitive.multiple_results else [outs]
         for var, value in zip(eqn.outvars, outs):
             env[id(var)] = value
@@ -270,7 +271,8 @@ def backward_pass(program: Program, args, cts_out) -> list:
             linear_eqns.append(eqn)
             linear.update(id(v) for v in eqn.outvars)
             continue
-        outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
+        with replaying(eqn.source):
+            outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
         outs = outs if eqn.primitive.multiple_results else [outs]
         for var, value in zip(eqn.outvars, outs):
             env[id(var)] = value
@@ -295,8 +297,9 @@ def backward_pass(program: Program, args, cts_out) -> list:
             raise NotImplementedError(
                 f"Transpose rule (for reverse-mode differentiation) for '{eqn.primitive}' "
                 "not implemented") from None
-        in_cts = rule(out_cts if eqn.primitive.multiple_results else out_cts[0], *operands,
-                      **eqn.params)
+        with replaying(eqn.source):
+            in_cts = rule(out_cts if eqn.primitive.multiple_results else out_cts[0],
+                          *operands, **eqn.params)
         for atom, ct in zip(eqn.invars, in_cts):
             if is_linear(atom):
                 accumulate(atom, ct)

@@ -19,7 +19,7 @@ from compiler.autodiff import (JVPTrace, JVPTracer, Linear, backward_pass, insta
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules)
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (aval_of, bind, current_trace, set_current_trace,
+from compiler.tracing import (aval_of, bind, current_trace, replaying, set_current_trace,
                               trace_to_program)
 from ir import primitives as p
 from ir.core import Eqn, Literal, Program, Var
@@ -81,7 +81,8 @@ def _remat_jvp(primals, tangents, *, jaxpr, saved):
         with set_current_trace(trace):
             for k, eqn in enumerate(jaxpr.eqns):
                 before = len(staging.eqns)
-                outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
+                with replaying(eqn.source):
+                    outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
                 outs = outs if eqn.primitive.multiple_results else [outs]
                 tags.extend([k in saved_set] * (len(staging.eqns) - before))
                 for var, value in zip(eqn.outvars, outs):

@@ -48,7 +48,11 @@ _NOT_USER = _INTERNAL + tuple(
 
 
 def user_source() -> SourceInfo | None:
-    """The innermost frame of user code: where the user wrote the operation."""
+    """The innermost frame of user code: where the user wrote the operation. While a program
+    is replayed (a transformation binding its equations again), the equation replayed."""
+    replayed = _REPLAYED[-1]
+    if replayed is not None:
+        return replayed
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
@@ -66,6 +70,23 @@ def user_source() -> SourceInfo | None:
 
 
 _USER_CODE: dict = {}       # code object -> whether it is user code (asked once per function)
+_REPLAYED: list = [None]    # the source of the equation being replayed, innermost last
+
+
+class replaying:
+    """``with replaying(eqn.source):`` equations made while replaying ``eqn`` (its JVP, its
+    transpose, the equation itself bound again) carry the user's line of ``eqn``, as JAX's
+    transformations keep an equation's source. A source of None keeps the enclosing one."""
+    __slots__ = ("source",)
+
+    def __init__(self, source):
+        self.source = source
+
+    def __enter__(self):
+        _REPLAYED.append(self.source if self.source is not None else _REPLAYED[-1])
+
+    def __exit__(self, *exc):
+        _REPLAYED.pop()
 
 
 # --- traces ------------------------------------------------------------------------------------
