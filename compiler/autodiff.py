@@ -300,9 +300,9 @@ def backward_pass(program: Program, args, cts_out) -> list:
         with replaying(eqn.source):
             in_cts = rule(out_cts if eqn.primitive.multiple_results else out_cts[0],
                           *operands, **eqn.params)
-        for atom, ct in zip(eqn.invars, in_cts):
-            if is_linear(atom):
-                accumulate(atom, ct)
+            for atom, ct in zip(eqn.invars, in_cts):
+                if is_linear(atom):
+                    accumulate(atom, ct)
     return [cts.get(id(v)) for v in program.invars if id(v) in linear]
 
 

@@ -1414,3 +1414,23 @@ def test_make_jaxpr_of_grad_verifies(name, fn, args):
         closed = shardc.make_jaxpr(transform)(*args)
         verify(closed.jaxpr)
         assert str(closed).startswith("{ lambda")
+
+
+def test_gradient_equations_name_the_line_of_the_forward_operation():
+    """The equations a transformation makes for one equation carry that equation's line (as
+    JAX keeps source information), not the line that asked for the gradient."""
+    import inspect
+
+    def loss(x):
+        y = jnp.sin(x)
+        return jnp.sum(y * y)
+    first = inspect.getsourcelines(loss)[1]
+    sin_line, sum_line, grad_line = first + 1, first + 2, first + 5
+    program = shardc.make_jaxpr(shardc.grad(loss))(np.ones(3, np.float32)).jaxpr
+    lines = {(e.primitive.name, e.source.line) for e in program.eqns if e.source is not None}
+    assert ("cos", sin_line) in lines                 # the JVP of sin, on sin's line
+    assert ("mul", sum_line) in lines
+    # only the seed cotangent (1.0) belongs to the line asking for the gradient
+    assert [e.primitive.name for e in program.eqns
+            if e.source is not None and e.source.line == grad_line] == ["broadcast_in_dim"]
+    assert {e.source.file for e in program.eqns if e.source is not None} == {"test_autodiff.py"}
