@@ -15,9 +15,9 @@ from compiler import tree
 from compiler.replication import check_out_specs, infer_vma
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as prims
-from ir.core import Aval, Program
-from ir.sharding import (Mesh, PartitionSpec, block_shape, canonical_spec, spec_axes,
-                         spec_names)
+from ir.core import Aval, Literal, Program
+from ir.sharding import (Mesh, PartitionSpec, ReplicationError, block_shape, canonical_spec,
+                         spec_axes, spec_names)
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -361,6 +361,21 @@ def check_replication(params, out_vmas, out_origins) -> None:
                     out_paths=store["paths"])
 
 
+def check_staged_replication(params, body: Program, in_vmas) -> None:
+    """``check_replication`` of a traced body. Its outputs' types already say what they vary
+    over; only when the check fails is the body interpreted again (``infer_vma``) for the
+    line where each axis came in."""
+    if not params["config"].check_vma:
+        return
+    out_vmas = [frozenset() if isinstance(a, Literal) else a.aval.vma for a in body.outvars]
+    try:
+        check_replication(params, out_vmas, [{}] * len(out_vmas))
+    except ReplicationError:
+        out_vmas, origins = infer_vma(body, in_vmas)
+        check_replication(params, out_vmas, origins)
+        raise
+
+
 # --- staging: one shard_map equation carrying the traced body ----------------------------------
 
 def stage_shard_map(trace, fun, args, params):
@@ -380,8 +395,7 @@ def stage_shard_map(trace, fun, args, params):
     # Closed-over values become leading inputs, replicated over the mesh.
     body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
     all_specs = (PartitionSpec(),) * len(closed) + tuple(in_specs)
-    out_vmas, origins = infer_vma(body, [frozenset(spec_axes(s)) for s in all_specs])
-    check_replication(params, out_vmas, origins)
+    check_staged_replication(params, body, [frozenset(spec_axes(s)) for s in all_specs])
     eqn_params = dict(jaxpr=body, mesh=mesh, in_specs=all_specs,
                       out_specs=tuple(params["out_store"]["specs"]),
                       check_vma=params["check_vma"])

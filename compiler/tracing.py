@@ -340,11 +340,15 @@ class ProgramTrace(Trace):
         return self.var_of[id(tracer)]
 
     def process_primitive(self, prim, tracers, params):
-        from compiler.replication import per_output, type_operands
-        tracers, out_vma = type_operands(self, prim, tracers, params)
-        avals = out_avals(prim, [t.aval for t in tracers], params)
-        outs = [self.new_tracer(a.update(vma=vma))
-                for a, vma in zip(avals, per_output(out_vma, len(avals)))]
+        if self.shard is None:          # outside shard_map bodies values carry no vma
+            outs = [self.new_tracer(a if not a.vma else a.strip_vma())
+                    for a in out_avals(prim, [t.aval for t in tracers], params)]
+        else:
+            from compiler.replication import per_output, type_operands
+            tracers, out_vma = type_operands(self, prim, tracers, params)
+            avals = out_avals(prim, [t.aval for t in tracers], params)
+            outs = [self.new_tracer(a if a.vma == vma else a.update(vma=vma))
+                    for a, vma in zip(avals, per_output(out_vma, len(avals)))]
         self.add_eqn(prim, tracers, outs, params)
         return outs
 
