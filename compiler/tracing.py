@@ -261,6 +261,9 @@ def concrete_aval(value) -> Aval:
     scalar = _SCALAR_AVALS.get(type(value))
     if scalar is not None:
         return scalar
+    if isinstance(value, np.generic):          # a numpy scalar: one aval per type
+        scalar = _SCALAR_AVALS[type(value)] = Aval((), dtypes.canonicalize(value.dtype))
+        return scalar
     if is_python_scalar(value):
         return Aval((), dtypes.weak_scalar_dtype(value))
     if isinstance(value, Tracer):
