@@ -344,7 +344,7 @@ class ProgramTrace(Trace):
 
     def process_primitive(self, prim, tracers, params):
         if self.shard is None:          # outside shard_map bodies values carry no vma
-            outs = [self.new_tracer(a if not a.vma else a.strip_vma())
+            outs = [self.new_tracer(a.strip_vma())
                     for a in out_avals(prim, [t.aval for t in tracers], params)]
         else:
             from compiler.replication import per_output, type_operands

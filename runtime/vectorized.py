@@ -160,13 +160,11 @@ def _stacked_of_array(value: Array, mesh):
     hold equal copies (None when they differ: only the reference keeps such copies apart)."""
     spec = value.sharding.spec
     whole = value._global
-    if value.sliced_from_global:
+    if value.sliced_from_global or (
+            whole is not None and all(np.may_share_memory(b, whole) for b in value.buffers)):
         data, lead = split_global(whole, mesh, spec)
         return Stacked(data, lead, mesh, spec, value.shape)
     buffers = value.buffers
-    if whole is not None and all(np.may_share_memory(b, whole) for b in buffers):
-        data, lead = split_global(whole, mesh, spec)
-        return Stacked(data, lead, mesh, spec, value.shape)
     sizes = mesh.axis_sizes
     dims_of = _spec_dims(mesh, spec)
     named = {m for dims in dims_of for m in dims}

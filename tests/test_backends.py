@@ -879,3 +879,25 @@ def test_checking_tolerance_is_relative_to_the_arrays_scale():
     why = blocks_agree(ref, ref + np.array([0.0, 3e-3], np.float32))
     assert "values differ at 1 elements, first at (1,)" in why
     assert blocks_agree(np.array([1, 2]), np.array([1, 3])).startswith("values differ")
+
+
+def test_per_device_programs_are_built_only_when_read():
+    """The fast backend runs a body stacked: jit builds no per-device program until one is
+    read, and then builds every device's, as lowering always did."""
+    from compiler.lowering import device_programs
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    a = np.arange(64, dtype=np.float32).reshape(8, 8)
+    f = shardc.jit(shardc.shard_map(lambda b: lax.psum(b, "y"), mesh=mesh,
+                                    in_specs=P("x", "y"), out_specs=P("x")))
+    with installed(FastBackend(strict=True)):
+        np.testing.assert_array_equal(np.asarray(f(a)),
+                                      a.reshape(8, 2, 4).sum(1))
+    (lowered,) = f.lower(a).module.all_shard_maps()
+    assert not lowered.built
+    programs = lowered.device_programs
+    assert lowered.built and len(programs) == 8
+    assert [dp.position for dp in programs] == list(range(8))
+    eqn = f.lower(a).module.program.eqns[0]
+    again = device_programs(eqn, lowered.in_shardings)
+    assert [str(dp) for dp in again] == [str(dp) for dp in programs]
+    assert "all_reduce" in str(programs[3])
