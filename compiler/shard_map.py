@@ -370,10 +370,12 @@ def check_staged_replication(params, body: Program, in_vmas) -> None:
     out_vmas = [frozenset() if isinstance(a, Literal) else a.aval.vma for a in body.outvars]
     try:
         check_replication(params, out_vmas, [{}] * len(out_vmas))
-    except ReplicationError:
-        out_vmas, origins = infer_vma(body, in_vmas)
-        check_replication(params, out_vmas, origins)
-        raise
+        return
+    except ReplicationError as err:
+        without_origins = err
+    out_vmas, origins = infer_vma(body, in_vmas)
+    check_replication(params, out_vmas, origins)     # raises, naming where each axis came in
+    raise without_origins
 
 
 # --- staging: one shard_map equation carrying the traced body ----------------------------------

@@ -22,6 +22,7 @@ from runtime.vectorized import FastBackend
 
 RTOL = 1e-5
 ATOL = 1e-6
+SCALE_RTOL = 1e-6     # of the array's largest magnitude: about 8 float32 ulps of it
 
 
 class BackendMismatch(AssertionError):
@@ -37,7 +38,7 @@ def blocks_agree(ref, fast, rtol=RTOL, atol=ATOL) -> str:
         return ""
     if ref.dtype.kind in "fc":
         finite = np.abs(ref[np.isfinite(ref)])
-        atol = atol + rtol * (float(finite.max()) if finite.size else 0.0)
+        atol = atol + SCALE_RTOL * (float(finite.max()) if finite.size else 0.0)
         if np.allclose(ref, fast, rtol=rtol, atol=atol, equal_nan=True):
             return ""
     bad = np.argwhere(~np.isclose(ref, fast, rtol=rtol, atol=atol, equal_nan=True)

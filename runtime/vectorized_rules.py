@@ -522,28 +522,47 @@ def threads() -> int:
     return max(1, int(os.environ.get("SHARDC_THREADS") or os.cpu_count() or 1))
 
 
-@functools.lru_cache(maxsize=1)
+_POOL: dict = {}          # (process id, workers) -> the executor of that process
+
+
 def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
-    return concurrent.futures.ThreadPoolExecutor(max_workers=workers,
-                                                 thread_name_prefix="shardc-reduce")
+    """The reduction threads of this process (a forked child makes its own: it has none of
+    its parent's threads); a pool of another size is shut down."""
+    key = (os.getpid(), workers)
+    pool = _POOL.get(key)
+    if pool is None:
+        for old_key in list(_POOL):
+            old = _POOL.pop(old_key)
+            if old_key[0] == key[0]:
+                old.shutdown(wait=False)
+        pool = _POOL[key] = concurrent.futures.ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="shardc-reduce")
+    return pool
 
 
 def reduce_rows(fn, flat: np.ndarray) -> np.ndarray:
     """``fn.reduce(flat, axis=0)`` for a (members, m) array with m >= 2: the rows combined
     one after the other into each column. A large one is split into column ranges reduced on
     threads at once (numpy releases the GIL in its loops); each column still combines its
-    rows in the same order, so the result is bitwise the same."""
+    rows in the same order, so the result is bitwise the same. The threads run under the
+    caller's floating-point error settings (``np.errstate`` does not cross threads)."""
     workers = threads()
     m = flat.shape[1]
     if workers == 1 or flat.nbytes < PARALLEL_BYTES or m < 4 * workers:
         return fn.reduce(flat, axis=0)
     out = np.empty(m, fn.reduce(flat[:, :2], axis=0).dtype)
     bounds = [m * w // workers for w in range(workers + 1)]
-    jobs = [_pool(workers).submit(fn.reduce, flat[:, lo:hi], axis=0, out=out[lo:hi])
+    errors = np.geterr()
+    jobs = [_pool(workers).submit(_reduce_columns, fn, flat[:, lo:hi], out[lo:hi], errors)
             for lo, hi in zip(bounds[:-1], bounds[1:])]
     for job in jobs:
         job.result()
     return out
+
+
+def _reduce_columns(fn, part, out, errors):
+    with np.errstate(**errors):
+        fn.reduce(part, axis=0, out=out)
 
 
 def _all_reduce_rule(prim, types: EqnTypes) -> Kernel:

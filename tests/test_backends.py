@@ -878,6 +878,11 @@ def test_checking_tolerance_is_relative_to_the_arrays_scale():
     assert blocks_agree(ref, ref + np.array([0.0, 3e-6], np.float32)) == ""
     why = blocks_agree(ref, ref + np.array([0.0, 3e-3], np.float32))
     assert "values differ at 1 elements, first at (1,)" in why
+    # small elements badly wrong beside a large one are still caught
+    assert blocks_agree(np.array([1e4, 1e-3], np.float32),
+                        np.array([1e4, 0.1], np.float32)) != ""
+    assert blocks_agree(np.array([1e6, 1.0], np.float32),
+                        np.array([1e6, 9.0], np.float32)) != ""
     assert blocks_agree(np.array([1, 2]), np.array([1, 3])).startswith("values differ")
 
 
@@ -901,3 +906,50 @@ def test_per_device_programs_are_built_only_when_read():
     again = device_programs(eqn, lowered.in_shardings)
     assert [str(dp) for dp in again] == [str(dp) for dp in programs]
     assert "all_reduce" in str(programs[3])
+
+
+def test_threaded_reductions_keep_the_callers_error_settings(monkeypatch):
+    """np.errstate does not cross threads: the reduction threads take the caller's."""
+    import runtime.vectorized_rules as rules
+    monkeypatch.setattr(rules, "PARALLEL_BYTES", 0)
+    monkeypatch.setenv("SHARDC_THREADS", "2")
+    big = np.full((4, 64), 2e38, np.float32)
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError):
+            rules.reduce_rows(np.add, big)
+    with np.errstate(over="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert np.isinf(rules.reduce_rows(np.add, big)).all()
+
+
+def test_reduction_threads_are_remade_in_a_forked_child(monkeypatch):
+    import os
+    import runtime.vectorized_rules as rules
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    monkeypatch.setattr(rules, "PARALLEL_BYTES", 0)
+    monkeypatch.setenv("SHARDC_THREADS", "2")
+    flat = np.arange(4 * 4096, dtype=np.float32).reshape(4, 4096)
+    want = flat.sum(0)
+    np.testing.assert_array_equal(rules.reduce_rows(np.add, flat), want)
+    import time
+    time.sleep(0.2)                               # the parent's threads wait idle
+    pid = os.fork()
+    if pid == 0:                                  # the child: exit 0 only if it finishes
+        try:
+            ok = np.array_equal(rules.reduce_rows(np.add, flat), want)
+        finally:
+            os._exit(0 if ok else 1)
+    import time
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's reduction did not finish")

@@ -42,6 +42,8 @@ def replication_error(fn, *args) -> str:
     with pytest.raises(ValueError) as info:
         fn(*args)
     assert type(info.value) is ReplicationError
+    # one error, raised once: not another one while handling a first
+    assert info.value.__context__ is None and info.value.__cause__ is None
     return str(info.value)
 
 

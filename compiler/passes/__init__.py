@@ -1,7 +1,7 @@
 """IR passes: named functions from program to program that leave the IR valid.
 
-Each pass returns a new program (its input is never changed; unchanged equations are shared)
-and verifies its result. They apply to traced programs and to per-device programs alike;
+Each pass returns a program and never changes its input: unchanged equations are shared,
+and a pass with nothing to do may return its input itself. A new program is verified. They apply to traced programs and to per-device programs alike;
 in a per-device program, communication nodes are never dropped, merged or reordered among
 themselves, since every device of a group must meet at them in the same order.
 
