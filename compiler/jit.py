@@ -5,8 +5,10 @@ with the same key runs the cached lowered module without tracing again.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 import inspect
 from typing import Any, Callable, Sequence
 
@@ -139,7 +141,8 @@ class JitFunction:
             closed = compiled.closed
             outs = get_backend().execute(compiled.module, list(closed.consts) + list(args))
             return tree.tree_unflatten(closed.out_tree, outs)
-        result = self._call(args, kwargs)
+        with _gc_paused():
+            result = self._call(args, kwargs)
         if key is not None:
             self.array_calls[key] = self._last
         return result
@@ -212,6 +215,23 @@ class JitFunction:
         kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
         return self._compiled(args, kwargs, static, leaves, in_tree)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Python's cycle collector off while a signature is traced, lowered and first run.
+
+    Tracing makes many objects that live until the program is built; collections triggered
+    by them rescan every live object again and again, which makes compiling a long program
+    grow faster than its length. What is garbage is collected once the collector is back."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def jit(fun: Callable = None, *, static_argnums=(), static_argnames=(), donate_argnums=()):

@@ -165,3 +165,23 @@ def test_escaped_tracer_is_an_error():
     f(jnp.ones(2))
     with pytest.raises(Exception, match="escaped"):
         shardc.jit(lambda y: y + leaked[0])(jnp.ones(2))
+
+
+def test_the_cycle_collector_is_back_after_compiling_even_when_tracing_fails():
+    import gc
+    import shardc
+
+    def broken(x):
+        raise RuntimeError("user error while tracing")
+    assert gc.isenabled()
+    shardc.jit(lambda x: x * 2)(np.ones(3, np.float32))
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="user error while tracing"):
+        shardc.jit(broken)(np.ones(3, np.float32))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        shardc.jit(lambda x: x + 1)(np.ones(3, np.float32))
+        assert not gc.isenabled()          # left as the caller had it
+    finally:
+        gc.enable()
