@@ -517,9 +517,12 @@ def rank_order_reducer(how: _Members, reduction: str, dtype):
 PARALLEL_BYTES = 1 << 22     # a reduction reading this much is split across threads
 
 
+_CORES = os.cpu_count() or 1
+
+
 def threads() -> int:
     """How many threads large reductions use: SHARDC_THREADS, else every core."""
-    return max(1, int(os.environ.get("SHARDC_THREADS") or os.cpu_count() or 1))
+    return max(1, int(os.environ.get("SHARDC_THREADS") or _CORES))
 
 
 _POOL: dict = {}          # (process id, workers) -> the executor of that process
@@ -546,9 +549,11 @@ def reduce_rows(fn, flat: np.ndarray) -> np.ndarray:
     threads at once (numpy releases the GIL in its loops); each column still combines its
     rows in the same order, so the result is bitwise the same. The threads run under the
     caller's floating-point error settings (``np.errstate`` does not cross threads)."""
+    if flat.nbytes < PARALLEL_BYTES:
+        return fn.reduce(flat, axis=0)
     workers = threads()
     m = flat.shape[1]
-    if workers == 1 or flat.nbytes < PARALLEL_BYTES or m < 4 * workers:
+    if workers == 1 or m < 4 * workers:
         return fn.reduce(flat, axis=0)
     out = np.empty(m, fn.reduce(flat[:, :2], axis=0).dtype)
     bounds = [m * w // workers for w in range(workers + 1)]
