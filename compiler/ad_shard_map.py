@@ -188,8 +188,21 @@ jvp_rules[p.shard_map_p] = _shard_map_jvp
 
 # --- shard_map: partial evaluation ------------------------------------------------------------------
 
-def _all_axes_spec(mesh) -> PartitionSpec:
-    return canonical_spec(PartitionSpec(tuple(mesh.axis_names)))
+def _residual_axes(aval: Aval, mesh, check: bool) -> tuple:
+    """The mesh axes a residual leaves the known body mapped over (SEMANTICS 4.5).
+
+    With the check on, a residual's type is sound: it is equal across the axes it does not
+    vary over, so it leaves mapped over its varying axes only and reaches the other body with
+    its own type. Lifting it to every axis instead would make the cotangents computed from it
+    look varying, and a second differentiation would then sum equal copies (a gradient
+    multiplied by the mesh size). With the check off nothing is known, so every axis."""
+    if not check:
+        return tuple(mesh.axis_names)
+    return tuple(a for a in mesh.axis_names if a in aval.vma)
+
+
+def _residual_spec(axes: tuple) -> PartitionSpec:
+    return canonical_spec(PartitionSpec(axes)) if axes else PartitionSpec()
 
 
 def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
@@ -201,11 +214,13 @@ def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
     split, forwarded = _forward_inputs(split)
     known_out = [not u for u in split.out_unknown]
     residuals = split.known.outvars[len(split.known.outvars) - split.num_residuals:]
-    res_spec = _all_axes_spec(mesh)
     check = params["check_vma"] is True
-    # residuals leave the known body as (1, *block) with their leading dim over every axis
-    known_body = _with_residual_exits(split.known, split.num_residuals, mesh, check)
-    outer_res = [Var(Aval((mesh.size,) + r.aval.shape, r.aval.dtype)) for r in residuals]
+    # residuals leave the known body as (1, *block), their leading dim over their mesh axes
+    res_axes = [_residual_axes(r.aval, mesh, check) for r in residuals]
+    res_specs = tuple(_residual_spec(axes) for axes in res_axes)
+    known_body = _with_residual_exits(split.known, res_axes, mesh, check)
+    outer_res = [Var(Aval((axes_size(mesh.shape, axes),) + r.aval.shape, r.aval.dtype))
+                 for r, axes in zip(residuals, res_axes)]
     known_eqn = Eqn(p.shard_map_p,
                     [a for a, u in zip(eqn.invars, ins_unknown) if not u],
                     [v for v, k in zip(eqn.outvars, known_out) if k] + outer_res,
@@ -213,9 +228,9 @@ def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
                          in_specs=tuple(s for s, u in zip(params["in_specs"], ins_unknown)
                                         if not u),
                          out_specs=tuple(s for s, k in zip(params["out_specs"], known_out)
-                                         if k) + (res_spec,) * len(residuals)),
+                                         if k) + res_specs),
                     eqn.source)
-    unknown_body = _with_residual_entries(split.unknown, split.num_residuals, mesh)
+    unknown_body = _with_residual_entries(split.unknown, res_axes)
     known_ins = [a for a, u in zip(eqn.invars, ins_unknown) if not u]
     known_specs = [s for s, u in zip(params["in_specs"], ins_unknown) if not u]
     unknown_eqn = Eqn(p.shard_map_p,
@@ -223,7 +238,7 @@ def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
                       + [a for a, u in zip(eqn.invars, ins_unknown) if u],
                       [v for v, k in zip(eqn.outvars, known_out) if not k],
                       dict(params, jaxpr=unknown_body,
-                           in_specs=(res_spec,) * len(residuals)
+                           in_specs=res_specs
                            + tuple(known_specs[k] for k in forwarded)
                            + tuple(s for s, u in zip(params["in_specs"], ins_unknown) if u),
                            out_specs=tuple(s for s, k in zip(params["out_specs"], known_out)
@@ -274,35 +289,37 @@ def _forward_inputs(split):
                                num_residuals=len(kept)), forwarded
 
 
-def _with_residual_exits(known: Program, num_res: int, mesh, check: bool) -> Program:
-    """Append a reshape (and, with the check on, a pvary over every axis) per residual."""
+def _with_residual_exits(known: Program, res_axes: list, mesh, check: bool) -> Program:
+    """Append a reshape per residual to (1, *block), after a ``pvary`` over the axes of its
+    exit it does not already vary over (with the check off: none; its exit spans every axis)."""
+    num_res = len(res_axes)
     keep = known.outvars[:len(known.outvars) - num_res]
     eqns = list(known.eqns)
     exits = []
-    everything = frozenset(mesh.axis_names)
-    for res in known.outvars[len(known.outvars) - num_res:]:
+    for res, axes in zip(known.outvars[len(known.outvars) - num_res:], res_axes):
         value = res
-        if check and res.aval.vma != everything:
-            missing = tuple(a for a in mesh.axis_names if a not in res.aval.vma)
-            lifted = Var(res.aval.update(vma=everything))
+        exit_vma = frozenset(axes) if check else res.aval.vma
+        missing = tuple(a for a in axes if a not in res.aval.vma)
+        if check and missing:
+            lifted = Var(res.aval.update(vma=exit_vma))
             eqns.append(Eqn(p.pvary_p, [value], [lifted], dict(mesh_axes=missing)))
             value = lifted
-        shaped = Var(Aval((1,) + res.aval.shape, res.aval.dtype, everything))
+        shaped = Var(Aval((1,) + res.aval.shape, res.aval.dtype, exit_vma))
         eqns.append(Eqn(p.reshape_p, [value], [shaped], dict(new_sizes=(1,) + res.aval.shape)))
         exits.append(shaped)
     return Program([], list(known.invars), eqns, keep + exits)
 
 
-def _with_residual_entries(unknown: Program, num_res: int, mesh) -> Program:
-    """Residual blocks arrive as (1, *block); reshape them back to the values the body reads."""
-    everything = frozenset(mesh.axis_names)
+def _with_residual_entries(unknown: Program, res_axes: list) -> Program:
+    """Residual blocks arrive as (1, *block); reshape them back to the values the body reads,
+    with the types they had in the known body."""
     entries, eqns = [], []
-    for res in unknown.invars[:num_res]:
-        block = Var(Aval((1,) + res.aval.shape, res.aval.dtype, everything))
+    for res in unknown.invars[:len(res_axes)]:
+        block = Var(Aval((1,) + res.aval.shape, res.aval.dtype, res.aval.vma))
         entries.append(block)
         eqns.append(Eqn(p.reshape_p, [block], [res], dict(new_sizes=res.aval.shape)))
-    return Program([], entries + list(unknown.invars[num_res:]), eqns + list(unknown.eqns),
-                   list(unknown.outvars))
+    return Program([], entries + list(unknown.invars[len(res_axes):]),
+                   eqns + list(unknown.eqns), list(unknown.outvars))
 
 
 partial_eval_rules[p.shard_map_p] = _shard_map_partial_eval

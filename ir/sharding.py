@@ -175,6 +175,26 @@ class Mesh:
         return False
 
 
+# The current mesh (``set_mesh``/``use_mesh``), innermost last. It lives beside Mesh because
+# what a program means depends on it: a shard_map without mesh= takes it when called, so jit
+# keys its cache on it too.
+_mesh_stack: list = []
+
+
+def current_mesh() -> Mesh | None:
+    """The mesh set by ``set_mesh``/``use_mesh``, or None."""
+    return _mesh_stack[-1] if _mesh_stack else None
+
+
+def push_mesh(mesh: Mesh) -> None:
+    _mesh_stack.append(mesh)
+
+
+def pop_mesh(mesh: Mesh) -> None:
+    if _mesh_stack and _mesh_stack[-1] is mesh:
+        _mesh_stack.pop()
+
+
 def _device_array(devices) -> np.ndarray:
     if isinstance(devices, np.ndarray):
         return devices
@@ -313,8 +333,22 @@ def owner_positions(spec, mesh: Mesh) -> list:
 # --- the shard_map equation's shape rule ---------------------------------------------------------
 
 def _shard_map_rule(*in_avals: Aval, jaxpr, mesh, in_specs, out_specs, check_vma) -> list:
+    if check_vma is True:
+        _check_body_types(jaxpr, out_specs)
     return [Aval(global_shape(a.shape, spec, mesh.shape), a.dtype)
             for a, spec in zip(jaxpr.out_avals, out_specs)]
+
+
+def _check_body_types(jaxpr, out_specs) -> None:
+    """With the check on, a body output may vary only over the axes its out_spec names: an
+    output typed otherwise would be assembled from one copy of blocks that may differ, and
+    transposed as if its copies were different values. The checker rejects such user bodies
+    first; a derived body (a JVP, a transpose, a partial evaluation) breaking it is a bug."""
+    for k, (aval, spec) in enumerate(zip(jaxpr.out_avals, out_specs)):
+        extra = aval.vma - set(spec_axes(spec))
+        if extra:
+            raise ValueError(f"shard_map output {k} has type {aval.str_short()} but its out_spec "
+                             f"{spec} does not name {sorted(extra)}")
 
 
 shape_rules[prims.shard_map_p] = _shard_map_rule

@@ -793,21 +793,27 @@ def test_residuals_cross_the_boundary_per_device(shape, check):
     n_out = 1
     residuals = known.outvars[n_out:]
     assert residuals, "a nonlinear body needs residuals"
-    everything = P(tuple(names)) if len(names) > 1 else P(names[0])   # canonical form
-    assert known.params["out_specs"][n_out:] == (everything,) * len(residuals)
     body_out = known.params["jaxpr"].outvars[n_out:]
-    for outer, inner in zip(residuals, body_out):
-        # the global residual: the per-device blocks stacked along a leading mesh-size dim
-        assert outer.aval.shape == (mesh.size,) + inner.aval.shape[1:]
+    res_specs = known.params["out_specs"][n_out:]
+    for outer, inner, spec in zip(residuals, body_out, res_specs):
         assert inner.aval.shape[0] == 1
-        if check:
-            assert inner.aval.vma == frozenset(names)
-    # the unknown shard_map reads them with the same spec, block (1, *block)
+        # with the check on a residual is mapped over the axes it varies over (its copies
+        # along the others are equal); with it off, over every axis
+        axes = tuple(a for a in names if a in inner.aval.vma) if check else tuple(names)
+        want_spec = P() if not axes else P(axes) if len(axes) > 1 else P(axes[0])
+        assert spec == want_spec
+        # the global residual: the per-device blocks stacked along a leading dim over them
+        size = int(np.prod([mesh.shape[a] for a in axes]))
+        assert outer.aval.shape == (size,) + inner.aval.shape[1:]
+    # tanh(x * w) varies over every axis, sin(w).sum() over none
+    if check:
+        assert {r.aval.vma for r in body_out} == {frozenset(), frozenset(names)}
+    # the unknown shard_map reads them with the same specs, block (1, *block)
     n_res = len(residuals)
     assert [a for a in unknown.invars[:n_res]] == residuals
-    assert unknown.params["in_specs"][:n_res] == (everything,) * n_res
-    # a scalar residual becomes (1,) per device, (mesh.size,) globally
-    assert any(r.aval.shape == (mesh.size,) for r in residuals)
+    assert unknown.params["in_specs"][:n_res] == res_specs
+    # a scalar residual becomes (1,) per device
+    assert any(r.aval.shape[1:] == () for r in residuals)
     # and the numbers
     got = jax.grad(lambda w, x: f(w, x), argnums=(0, 1))(w, x)
     want = jax.grad(lambda w, x: jnp.tanh(x * w).sum() * jnp.sin(w).sum(),
