@@ -20,7 +20,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.tracing import Trace, Tracer, aval_of, bind, current_trace, set_current_trace
-from compiler.tracing import replaying, trace_to_program
+from compiler.tracing import layouts_of, replaying, trace_to_program
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
@@ -71,6 +71,10 @@ class JVPTracer(Tracer):
     @property
     def aval(self):
         return aval_of(self.primal)
+
+    @property
+    def sharding(self):
+        return getattr(self.primal, "sharding", None)
 
     def _axis_order(self):
         inner = self.primal
@@ -313,7 +317,8 @@ def _trace_flat(fun, flat_args, in_tree):
     constant values, output tree)."""
     flat_fun, box = tree.flatten_fun(fun, in_tree)
     program, consts, _ = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
-                                          shard=_current_shard(), parent=current_trace())
+                                          shard=_current_shard(), parent=current_trace(),
+                                          in_shardings=layouts_of(flat_args))
     program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
     return program, consts, box[0]
 

@@ -1,6 +1,7 @@
 """``jit`` and ``make_jaxpr``: trace once per signature, lower, cache, run.
 
-The cache key is (argument structure, avals, input shardings, static arguments); a second call
+The cache key is (argument structure, avals, input shardings, static arguments, the current
+mesh, which a shard_map without ``mesh=`` reads when called); a second call
 with the same key runs the cached lowered module without tracing again.
 """
 from __future__ import annotations
@@ -17,7 +18,9 @@ from compiler.backend import get_backend
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from ir.module import LoweredModule
-from compiler.tracing import (Tracer, aval_of, current_trace, eval_trace, trace_to_program)
+from ir.sharding import current_mesh
+from compiler.tracing import (Tracer, aval_of, current_trace, eval_trace, layouts_of,
+                               trace_to_program)
 from ir.core import Program
 from ir.printer import print_program
 
@@ -76,7 +79,10 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=()) 
         return outs
 
     in_avals = [aval_of(x).strip_vma() for x in leaves]
-    program, consts, _ = trace_to_program(flat_fun, in_avals, parent=eval_trace)
+    # Arguments keep their layout under the trace, as in JAX: a shard_map without in_specs
+    # takes each argument's spec from it, eagerly and under jit alike.
+    program, consts, _ = trace_to_program(flat_fun, in_avals, parent=eval_trace,
+                                          in_shardings=layouts_of(leaves))
     return ClosedProgram(program, consts, out_tree_box[0])
 
 
@@ -152,7 +158,7 @@ class JitFunction:
         if kwargs or self.static_argnums or self.static_argnames:
             return None
         backend = get_backend()
-        key = []
+        key = [current_mesh()]
         for a in args:
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
@@ -191,7 +197,7 @@ class JitFunction:
         shardings = tuple(backend.sharding_of(x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
         try:
-            key = (in_tree, avals, shardings, static)
+            key = (in_tree, avals, shardings, static, current_mesh())
             hash(key)
         except TypeError:
             key = None

@@ -19,8 +19,8 @@ from compiler.autodiff import (JVPTrace, JVPTracer, Linear, backward_pass, insta
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules)
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (aval_of, bind, current_trace, replaying, set_current_trace,
-                              trace_to_program)
+from compiler.tracing import (aval_of, bind, current_trace, layouts_of, replaying,
+                              set_current_trace, trace_to_program)
 from ir import primitives as p
 from ir.core import Eqn, Literal, Program, Var
 
@@ -38,7 +38,8 @@ def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
         flat_fun, box = tree.flatten_fun(fun, in_tree)
         body, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
                                            shard=current_shard_context(),
-                                           parent=current_trace())
+                                           parent=current_trace(),
+                                           in_shardings=layouts_of(flat))
         body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
         saved = tuple(k for k, eqn in enumerate(body.eqns) if _saveable(policy, eqn))
         outs = bind(p.remat_p, *consts, *flat, jaxpr=body, saved=saved)

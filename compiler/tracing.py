@@ -194,6 +194,11 @@ class Tracer:
         return self.aval.ndim
 
     @property
+    def sharding(self):
+        """The layout the traced value is known to have, or None."""
+        return None
+
+    @property
     def size(self):
         return self.aval.size
 
@@ -281,18 +286,32 @@ def aval_of(value) -> Aval:
     return value.aval if isinstance(value, Tracer) else concrete_aval(value)
 
 
+def layouts_of(values) -> list:
+    """Each value's layout (``.sharding``, None for host values): what the tracers standing for
+    them report, so a shard_map without in_specs reads the same specs traced as eagerly."""
+    return [getattr(v, "sharding", None) for v in values]
+
+
 # --- program tracing ---------------------------------------------------------------------------
 
 class ProgramTracer(Tracer):
-    __slots__ = ("_trace", "_aval")
+    __slots__ = ("_trace", "_aval", "_sharding")
 
     def __init__(self, trace, aval: Aval):
         self._trace = trace
         self._aval = aval
+        self._sharding = None
 
     @property
     def aval(self):
         return self._aval
+
+    @property
+    def sharding(self):
+        """The layout of the argument this tracer stands for under ``jit`` (what
+        ``typeof(x).sharding`` reads, and what a shard_map without in_specs takes its specs
+        from); None for values computed in the trace."""
+        return self._sharding
 
     def _axis_order(self):
         """Mesh order for printing vma; None (no braces) in a body with the check off."""
@@ -378,13 +397,17 @@ def _is_plain_scalar(value) -> bool:
 
 
 def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
-                     parent: Trace | None = None) -> tuple[Program, list, Any]:
+                     parent: Trace | None = None,
+                     in_shardings: Sequence | None = None) -> tuple[Program, list, Any]:
     """Trace ``fun`` on abstract arguments. Returns (program, closed-over values, raw outputs).
 
-    ``fun`` takes and returns flat lists of arrays.
+    ``fun`` takes and returns flat lists of arrays. ``in_shardings``, one per argument (None
+    for a host value), are what the argument tracers report as ``.sharding``.
     """
     trace = ProgramTrace(parent or current_trace(), shard)
     args = [trace.new_arg(a) for a in in_avals]
+    for arg, sharding in zip(args, in_shardings or ()):
+        arg._sharding = sharding
     with set_current_trace(trace):
         outs = fun(*args)
     program, consts = trace.build(args, outs)

@@ -52,12 +52,14 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
     on its blocks and may communicate with collectives (``lax.psum`` ...); outputs are
     assembled by ``out_specs``. ``f=None`` returns a decorator.
 
-    - ``mesh`` defaults to the mesh of ``shardc.set_mesh``.
-    - ``in_specs`` omitted: each argument's own spec when it is laid out on the mesh, else
-      ``P()``; ``in_specs=None``: every argument is static (passed unchanged).
+    - ``mesh`` omitted: the mesh of ``shardc.set_mesh`` (or ``sharding.use_mesh``) current
+      when the function is called, as in JAX; defining it needs no mesh.
+    - ``in_specs`` omitted: each argument's own spec when it is laid out on the mesh (under
+      ``jit`` and ``grad`` too: traced values keep their layout), else ``P()``;
+      ``in_specs=None``: every argument is static (passed unchanged).
     - ``check_vma``: True checks replication statically (SEMANTICS 3); False checks nothing;
       ``'runtime'`` runs the program and verifies that devices holding copies of an output
-      hold bitwise equal blocks, naming those that differ.
+      hold equal blocks, naming those that differ.
 
     >>> @partial(shard_map, mesh=mesh, in_specs=P('x'), out_specs=P())
     ... def total(x_block):
@@ -66,25 +68,47 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
     if f is None:
         return _functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                   check_vma=check_vma, axis_names=axis_names)
-    mesh = mesh if mesh is not None else sharding.get_mesh()
-    if mesh is None:
-        raise TypeError("shard_map requires a mesh: pass mesh= or call shardc.set_mesh(mesh)")
-    if axis_names and set(axis_names) != set(mesh.axis_names):
+    if mesh is not None:
+        _check_axis_names(axis_names, mesh)
+        if in_specs is not _INFER and in_specs is not None:
+            return _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma,
+                                   flag="check_vma")
+        # what can be checked before the call is checked now, as when in_specs are given
+        _shard_map_impl(f, mesh, PartitionSpec(), out_specs, check_vma=check_vma,
+                        flag="check_vma")
+    elif not callable(f):
+        _shard_map_impl(f, None, PartitionSpec(), out_specs)     # raises its TypeError
+
+    @_functools.wraps(f)
+    def resolved_at_call(*args, **kwargs):
+        call_mesh = mesh if mesh is not None else _current_mesh()
+        _check_axis_names(axis_names, call_mesh)
+        if in_specs is None:
+            specs = tuple(None for _ in args)
+        elif in_specs is _INFER:
+            specs = tuple(tree_util.tree_map(lambda v: _own_spec(v, call_mesh), a)
+                          for a in args)
+        else:
+            specs = in_specs
+        return _shard_map_impl(f, call_mesh, specs, out_specs, check_vma=check_vma,
+                               flag="check_vma")(*args, **kwargs)
+
+    return resolved_at_call
+
+
+def _current_mesh():
+    current = sharding.get_mesh()
+    if current is None:
+        raise ValueError("shard_map requires a mesh: pass mesh=, or call it under "
+                         "shardc.set_mesh(mesh) (or `with shardc.sharding.use_mesh(mesh):`)")
+    return current
+
+
+def _check_axis_names(axis_names, mesh) -> None:
+    if axis_names and isinstance(mesh, Mesh) and set(axis_names) != set(mesh.axis_names):
         raise NotImplementedError("shard_map: axis_names that are a strict subset of the mesh "
                                   "axes (partial-manual meshes) are not supported (argument "
                                   "axis_names)")
-    if in_specs is not _INFER and in_specs is not None:
-        return _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma,
-                               flag="check_vma")
-
-    @_functools.wraps(f)
-    def inferring(*args, **kwargs):
-        specs = (tuple(None for _ in args) if in_specs is None
-                 else tuple(tree_util.tree_map(lambda v: _own_spec(v, mesh), a) for a in args))
-        return _shard_map_impl(f, mesh, specs, out_specs, check_vma=check_vma,
-                               flag="check_vma")(*args, **kwargs)
-
-    return inferring
 
 
 def _own_spec(value, mesh):
@@ -140,6 +164,8 @@ class _TypeOf:
         self.shape = aval.shape
         self.dtype = aval.dtype
         self.vma = aval.vma
+        # an Array's layout; under jit and grad, the layout of the argument traced
+        self.sharding = getattr(value, "sharding", None)
         order = value._axis_order() if hasattr(value, "_axis_order") else ()
         self._text = aval.str_long(order)
 

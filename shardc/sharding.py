@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import enum
 
-from ir.sharding import Mesh, NamedSharding, PartitionSpec, ReplicationError
+from ir.sharding import (Mesh, NamedSharding, PartitionSpec, ReplicationError, current_mesh,
+                         pop_mesh, push_mesh)
 from runtime.array import SingleDeviceSharding
 
 __all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "ReplicationError",
-           "SingleDeviceSharding", "get_mesh", "set_mesh"]
+           "SingleDeviceSharding", "get_mesh", "set_mesh", "use_mesh"]
 
 
 class AxisType(enum.Enum):
@@ -20,9 +21,6 @@ class AxisType(enum.Enum):
     Manual = "manual"
 
 
-_meshes: list = []
-
-
 class _MeshScope(contextlib.AbstractContextManager):
     """The handle ``set_mesh`` returns: the mesh is current from the call on; leaving a
     ``with`` block restores the previous one."""
@@ -31,11 +29,10 @@ class _MeshScope(contextlib.AbstractContextManager):
         if not isinstance(mesh, Mesh):
             raise TypeError(f"set_mesh requires a Mesh, got {type(mesh).__name__}")
         self.mesh = mesh
-        _meshes.append(mesh)
+        push_mesh(mesh)
 
     def __exit__(self, *exc):
-        if _meshes and _meshes[-1] is self.mesh:
-            _meshes.pop()
+        pop_mesh(self.mesh)
         return False
 
 
@@ -45,9 +42,15 @@ def set_mesh(mesh: Mesh) -> _MeshScope:
     return _MeshScope(mesh)
 
 
+def use_mesh(mesh: Mesh) -> _MeshScope:
+    """``with use_mesh(mesh):`` makes ``mesh`` current inside the block (JAX's context-manager
+    spelling of ``set_mesh``)."""
+    return _MeshScope(mesh)
+
+
 def get_mesh() -> Mesh | None:
     """The current mesh, or None."""
-    return _meshes[-1] if _meshes else None
+    return current_mesh()
 
 
 def resolve_sharding(sharding, what: str):

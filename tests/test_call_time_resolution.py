@@ -1,0 +1,114 @@
+"""What a shard_map reads when it is called, not when it is defined.
+
+- in_specs omitted: each argument's spec comes from its layout, eagerly and under jit, grad
+  and jvp alike (a traced argument keeps its layout: ``typeof(x).sharding``). Before,
+  under jit every device got the whole array: ``jit(f)(x)`` was 4x ``f(x)``.
+- mesh omitted: the mesh current at the call (``set_mesh``, ``use_mesh``); defining needs none,
+  calling with none is a ValueError, and jit does not reuse a program traced for another mesh.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import NamedSharding, PartitionSpec as P
+
+MESH4 = jax.make_mesh((4,), ("i",))
+MESH2 = jax.make_mesh((2,), ("i",))
+
+
+def _total():
+    return jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=MESH4, out_specs=P())
+
+
+def _placed(values, spec=P("i"), mesh=MESH4):
+    return jax.device_put(jnp.asarray(values), NamedSharding(mesh, spec))
+
+
+@pytest.mark.parametrize("wrap", ["eager", "jit", "jit-twice"])
+def test_omitted_in_specs_follow_the_layout_under_every_wrapper(wrap):
+    f = _total()
+    g = {"eager": f, "jit": jax.jit(f), "jit-twice": jax.jit(jax.jit(f))}[wrap]
+    x = _placed(np.arange(8.))
+    assert float(g(x)) == 28.0
+    # the same values laid out otherwise: not on the mesh, so P(): every device sums all
+    assert float(g(jnp.arange(8.))) == 4 * 28.0
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_omitted_in_specs_follow_the_layout_under_autodiff(jit):
+    f = _total()
+    x = _placed(np.arange(8.))
+    grad = jax.jit(jax.grad(f)) if jit else jax.grad(f)
+    np.testing.assert_array_equal(np.asarray(grad(x)), np.ones(8))
+    value, g = jax.value_and_grad(f)(x)
+    assert float(value) == 28.0
+    np.testing.assert_array_equal(np.asarray(g), np.ones(8))
+    out, tangent = jax.jvp(f, (x,), (jnp.ones(8),))
+    assert (float(out), float(tangent)) == (28.0, 8.0)
+
+
+def test_a_traced_argument_reports_its_layout():
+    x = _placed(np.arange(8.))
+    seen = []
+
+    @jax.jit
+    def f(v):
+        seen.append(jax.typeof(v).sharding)
+        return v * 2
+
+    f(x)
+    assert seen == [NamedSharding(MESH4, P("i"))]
+    assert jax.typeof(x).sharding == NamedSharding(MESH4, P("i"))
+
+
+def test_jit_traces_again_for_another_layout():
+    f = jax.jit(_total())
+    assert float(f(_placed(np.arange(8.)))) == 28.0
+    assert float(f(_placed(np.arange(8.), P()))) == 4 * 28.0
+
+
+def test_a_shard_map_without_a_mesh_takes_the_mesh_current_at_the_call():
+    ranks = jax.shard_map(lambda b: b * lax.axis_index("i"), in_specs=P("i"), out_specs=P("i"))
+    assert jax.sharding.get_mesh() is None          # defined with no mesh set: fine
+    with jax.sharding.use_mesh(MESH4):
+        np.testing.assert_array_equal(np.asarray(ranks(jnp.ones(8))), [0, 0, 1, 1, 2, 2, 3, 3])
+    with jax.set_mesh(MESH2):
+        np.testing.assert_array_equal(np.asarray(ranks(jnp.ones(8))), [0] * 4 + [1] * 4)
+
+
+def test_jit_does_not_reuse_a_program_traced_under_another_mesh():
+    ranks = jax.jit(jax.shard_map(lambda b: b * lax.axis_index("i"), in_specs=P("i"),
+                                  out_specs=P("i")))
+    with jax.set_mesh(MESH4):
+        np.testing.assert_array_equal(np.asarray(ranks(jnp.ones(8))), [0, 0, 1, 1, 2, 2, 3, 3])
+    with jax.set_mesh(MESH2):
+        np.testing.assert_array_equal(np.asarray(ranks(jnp.ones(8))), [0] * 4 + [1] * 4)
+
+
+def test_omitted_specs_read_the_layout_on_the_mesh_of_the_call():
+    f = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), out_specs=P())
+    with jax.set_mesh(MESH4):
+        assert float(f(_placed(np.arange(8.)))) == 28.0
+        # laid out on another mesh: not this one's layout, so P()
+        assert float(f(_placed(np.arange(8.), mesh=MESH2))) == 4 * 28.0
+
+
+def test_calling_without_any_mesh_is_a_value_error():
+    f = jax.shard_map(lambda b: b, in_specs=P(), out_specs=P())
+    with pytest.raises(ValueError, match="shard_map requires a mesh: pass mesh="):
+        f(jnp.ones(4))
+    with pytest.raises(ValueError, match="shard_map requires a mesh"):
+        jax.jit(f)(jnp.ones(4))
+
+
+def test_definition_still_checks_what_it_can():
+    with pytest.raises(TypeError, match="requires a callable"):
+        jax.shard_map(3, out_specs=P())
+    with pytest.raises(TypeError, match="out_specs argument must be a pytree of PartitionSpec"):
+        jax.shard_map(abs, mesh=MESH4, out_specs=3)
+    with pytest.raises(ValueError, match="check_vma='yes'"):
+        jax.shard_map(abs, mesh=MESH4, out_specs=P(), check_vma="yes")
