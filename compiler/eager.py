@@ -153,7 +153,8 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
     backend = get_backend()
     mesh = params["mesh"]
     in_specs = params["in_specs"]
-    shard = ShardContext(mesh, params["check_vma"] is True)
+    shard = ShardContext(mesh, params["check_vma"] is True,
+                         frozenset(params["config"].manual_axes))
     trace = ShardTrace(parent, shard)
     avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
     tracers = [ShardTracer(trace, backend.to_blocks(arg, mesh, spec), aval,

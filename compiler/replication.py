@@ -194,11 +194,14 @@ def _vma_of(vmas, atom):
     return frozenset() if isinstance(atom, Literal) else vmas[id(atom)]
 
 
-def check_out_specs(*, fn_name, flag, mesh, out_specs, out_vmas, out_origins, out_paths):
-    """Reject out_specs that leave out an axis an output may vary over (SEMANTICS 3.5)."""
+def check_out_specs(*, fn_name, flag, mesh, out_specs, out_vmas, out_origins, out_paths,
+                    manual_axes=None):
+    """Reject out_specs that leave out an axis an output may vary over (SEMANTICS 3.5).
+    Only the shard_map's own manual axes count (None: every mesh axis)."""
     failures = []
+    axes = mesh.axis_names if manual_axes is None else manual_axes
     for spec, vma, origin, path in zip(out_specs, out_vmas, out_origins, out_paths):
-        unnamed = [a for a in mesh.axis_names if a not in spec_axes(spec)]
+        unnamed = [a for a in axes if a not in spec_axes(spec)]
         bad = [a for a in unnamed if a in vma]
         if bad:
             failures.append(_failure_text(spec, unnamed, bad, origin, path))

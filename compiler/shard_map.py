@@ -36,9 +36,18 @@ class UnknownAxisError(ShardingSpecError, NameError):
 
 @dataclasses.dataclass(frozen=True)
 class ShardContext:
-    """What a body is traced under: the mesh, and whether replication is checked."""
+    """What a body is traced under: the mesh, whether replication is checked, and the mesh
+    axes that are manual in it (None: every axis). Collectives may name manual axes only."""
     mesh: Mesh
     check_vma: bool
+    manual_axes: frozenset | None = None
+
+    @property
+    def manual(self) -> tuple:
+        """The manual axes, in mesh order."""
+        names = self.mesh.axis_names
+        return names if self.manual_axes is None else tuple(
+            a for a in names if a in self.manual_axes)
 
 
 # The shard_map bodies being traced or run, innermost last: collectives find their mesh here.
@@ -63,8 +72,12 @@ def _is_spec_leaf(x) -> bool:
 # --- the public entry --------------------------------------------------------------------------
 
 def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, check_vma: bool = True,
-              flag: str = "check_vma") -> Callable:
-    """Map ``f`` over the blocks of its arguments on ``mesh`` (see ``shardc.shard_map``)."""
+              flag: str = "check_vma", manual_axes=None) -> Callable:
+    """Map ``f`` over the blocks of its arguments on ``mesh`` (see ``shardc.shard_map``).
+
+    ``manual_axes`` (None: every mesh axis) are the axes ``f`` is manual over; specs and
+    collectives may name only those. The others stay automatic: the body sees values whole
+    along them, and a shard_map called inside the body may split over them (nested)."""
     if not callable(f):
         raise TypeError("shard_map requires a callable for its first argument, but got "
                         f"{f!r} of type {type(f)}.")
@@ -75,11 +88,12 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, check_vma: bool =
         _broadcast_specs(None, (), "shard_map in_specs")    # the old form rejects it up front
     _check_spec_leaves(in_specs, "in_specs")
     _check_spec_leaves(out_specs, "out_specs")
-    _check_spec_axes(in_specs, mesh, "in_specs")
+    manual = _manual_axes(mesh, manual_axes)
+    _check_spec_axes(in_specs, mesh, "in_specs", manual)
     if check_vma not in (True, False, "runtime"):
         raise ValueError(f"shard_map: {flag}={check_vma!r}; expected True, False or 'runtime'")
     config = _Config(f, mesh, in_specs, out_specs, check_vma is True, flag,
-                     runtime_check=check_vma == "runtime")
+                     runtime_check=check_vma == "runtime", manual_axes=manual)
 
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
@@ -101,10 +115,22 @@ class _Config:
     check_vma: bool
     flag: str
     runtime_check: bool = False      # check replication on the blocks after running
+    manual_axes: tuple = ()          # in mesh order; the others are automatic
 
     @property
     def name(self) -> str:
         return function_name(self.f)
+
+
+def _manual_axes(mesh: Mesh, manual_axes) -> tuple:
+    """The manual axes in mesh order (every axis when None or empty, as in JAX)."""
+    if not manual_axes:
+        return mesh.axis_names
+    unknown = [a for a in manual_axes if a not in mesh.axis_names]
+    if unknown:
+        raise ValueError(f"shard_map requires axis_names={set(manual_axes)} to be a subset of "
+                         f"mesh.axis_names={mesh.axis_names}")
+    return tuple(a for a in mesh.axis_names if a in manual_axes)
 
 
 def _check_spec_leaves(specs, which: str):
@@ -118,7 +144,7 @@ def _check_spec_leaves(specs, which: str):
                         f"\n\nCheck the {which} values passed to shard_map.")
 
 
-def _check_spec_axes(specs, mesh: Mesh, which: str):
+def _check_spec_axes(specs, mesh: Mesh, which: str, manual: tuple):
     leaves = tree.tree_leaves(specs, is_leaf=_is_spec_leaf)
     paths = tree.leaf_paths(specs, is_leaf=_is_spec_leaf)
     unknown = []
@@ -126,7 +152,7 @@ def _check_spec_axes(specs, mesh: Mesh, which: str):
         if spec is None:
             continue
         for name in spec_axes(spec):
-            if name not in mesh.axis_names:
+            if name not in manual:
                 unknown.append(f"  {which}{path} refers to {name!r}")
     if not unknown:
         for spec, path in zip(leaves, paths):
@@ -135,7 +161,7 @@ def _check_spec_axes(specs, mesh: Mesh, which: str):
     if unknown:
         raise UnknownAxisError(
             f"shard_map {which} argument must refer to an axis marked as manual "
-            f"({mesh.axis_names}), but:\n\n" + "\n\n".join(unknown) +
+            f"({manual}), but:\n\n" + "\n\n".join(unknown) +
             f"\n\nCheck the {which} values passed to shard_map.")
 
 
@@ -163,6 +189,10 @@ class _Leaf:
 
 
 def _call(config: _Config, args: tuple):
+    outer = current_shard_context()
+    if outer is not None:
+        from compiler.nested_shard_map import call_nested
+        return call_nested(config, args, outer)
     mesh = config.mesh
     specs, spec_paths = _broadcast_specs(config.in_specs, args, "shard_map in_specs")
     leaves, treedef = tree.tree_flatten(args)
@@ -300,7 +330,7 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
     if config.out_specs is None and result is None:
         specs, spec_paths = [], []
     else:
-        _check_spec_axes(config.out_specs, config.mesh, "out_specs")
+        _check_spec_axes(config.out_specs, config.mesh, "out_specs", config.manual_axes)
         specs, spec_paths = _broadcast_specs(config.out_specs, result, "shard_map out_specs")
     for spec, path in zip(specs, spec_paths):
         if spec is None:
@@ -358,7 +388,7 @@ def check_replication(params, out_vmas, out_origins) -> None:
     store = params["out_store"]
     check_out_specs(fn_name=config.name, flag=config.flag, mesh=config.mesh,
                     out_specs=store["user_specs"], out_vmas=out_vmas, out_origins=out_origins,
-                    out_paths=store["paths"])
+                    out_paths=store["paths"], manual_axes=config.manual_axes)
 
 
 def check_staged_replication(params, body: Program, in_vmas) -> None:
@@ -382,13 +412,11 @@ def check_staged_replication(params, body: Program, in_vmas) -> None:
 
 def stage_shard_map(trace, fun, args, params):
     """Trace the body at block avals under ``trace`` and emit a ``shard_map`` equation."""
-    if trace.shard is not None:
-        raise NotImplementedError("shard_map: a shard_map nested inside another shard_map body "
-                                  "is not supported yet (argument f)")
     mesh = params["mesh"]
     in_specs = params["in_specs"]
     in_avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
-    shard = ShardContext(mesh, params["check_vma"] is True)
+    shard = ShardContext(mesh, params["check_vma"] is True,
+                         frozenset(params["config"].manual_axes))
     _axis_env.append(shard)
     try:
         body, closed, _ = trace_to_program(fun, in_avals, shard=shard, parent=trace)

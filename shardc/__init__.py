@@ -68,21 +68,20 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
     if f is None:
         return _functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                   check_vma=check_vma, axis_names=axis_names)
+    axis_names = _axis_name_set(axis_names)
     if mesh is not None:
-        _check_axis_names(axis_names, mesh)
         if in_specs is not _INFER and in_specs is not None:
             return _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma,
-                                   flag="check_vma")
+                                   flag="check_vma", manual_axes=axis_names)
         # what can be checked before the call is checked now, as when in_specs are given
         _shard_map_impl(f, mesh, PartitionSpec(), out_specs, check_vma=check_vma,
-                        flag="check_vma")
+                        flag="check_vma", manual_axes=axis_names)
     elif not callable(f):
         _shard_map_impl(f, None, PartitionSpec(), out_specs)     # raises its TypeError
 
     @_functools.wraps(f)
     def resolved_at_call(*args, **kwargs):
         call_mesh = mesh if mesh is not None else _current_mesh()
-        _check_axis_names(axis_names, call_mesh)
         if in_specs is None:
             specs = tuple(None for _ in args)
         elif in_specs is _INFER:
@@ -91,24 +90,27 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
         else:
             specs = in_specs
         return _shard_map_impl(f, call_mesh, specs, out_specs, check_vma=check_vma,
-                               flag="check_vma")(*args, **kwargs)
+                               flag="check_vma", manual_axes=axis_names)(*args, **kwargs)
 
     return resolved_at_call
 
 
 def _current_mesh():
-    current = sharding.get_mesh()
+    """The mesh of the enclosing shard_map body (a nested shard_map), else the one set."""
+    from compiler.shard_map import current_shard_context
+    body = current_shard_context()
+    current = body.mesh if body is not None else sharding.get_mesh()
     if current is None:
         raise ValueError("shard_map requires a mesh: pass mesh=, or call it under "
                          "shardc.set_mesh(mesh) (or `with shardc.sharding.use_mesh(mesh):`)")
     return current
 
 
-def _check_axis_names(axis_names, mesh) -> None:
-    if axis_names and isinstance(mesh, Mesh) and set(axis_names) != set(mesh.axis_names):
-        raise NotImplementedError("shard_map: axis_names that are a strict subset of the mesh "
-                                  "axes (partial-manual meshes) are not supported (argument "
-                                  "axis_names)")
+def _axis_name_set(axis_names) -> frozenset:
+    if not isinstance(axis_names, (set, frozenset)):
+        raise TypeError("`axis_names` argument of shard_map should be of type `frozenset` or "
+                        f"`set`. Got type: {type(axis_names)}")
+    return frozenset(axis_names)
 
 
 def _own_spec(value, mesh):

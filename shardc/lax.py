@@ -33,6 +33,11 @@ def _axes(prim_name: str, axis_name) -> tuple:
             raise UnknownAxisError(
                 f"{prim_name}: unknown mesh axis '{a}' in axis_name={axis_name!r}; the "
                 f"enclosing shard_map's mesh has axes {shard.mesh.axis_names}.")
+        if a not in shard.manual:
+            raise UnknownAxisError(
+                f"{prim_name}: mesh axis '{a}' in axis_name={axis_name!r} is not manual here; "
+                f"the enclosing shard_map is manual over {shard.manual} (its axis_names). "
+                "Nest a shard_map over it to communicate along it.")
     for a in axes:
         if axes.count(a) > 1:
             raise ValueError(f"{prim_name}: axis_name={axis_name!r} names mesh axis '{a}' "

@@ -1,0 +1,169 @@
+"""Partial-manual shard_map (``axis_names`` a strict subset of the mesh axes, the 2024
+``auto=``) and shard_map nested inside a body over the axes left automatic.
+
+The reference is numpy on the global arrays: the outer body sees blocks split only over its
+manual axes; an inner shard_map splits them over its own axes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.experimental.shard_map import shard_map as old_shard_map
+from shardc.sharding import PartitionSpec as P
+
+MESH = jax.make_mesh((4, 2), ("x", "y"))
+MESH3 = jax.make_mesh((2, 2, 2), ("a", "b", "c"))
+X = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+
+WRAPS = {"eager": lambda f: f, "jit": jax.jit}
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+@pytest.mark.parametrize("check", [True, False], ids=["check-on", "check-off"])
+def test_partial_manual_body_sees_blocks_split_over_its_manual_axes_only(wrap, check):
+    shapes = []
+
+    def body(b):
+        shapes.append(b.shape)
+        return lax.psum(b.sum(0, keepdims=True), "x")
+
+    f = jax.shard_map(body, mesh=MESH, in_specs=P("x"), out_specs=P(), axis_names={"x"},
+                      check_vma=check)
+    got = WRAPS[wrap](f)(jnp.asarray(X))
+    np.testing.assert_array_equal(np.asarray(got), X.sum(0, keepdims=True))
+    assert shapes[-1] == (2, 6)
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+@pytest.mark.parametrize("check", [True, False], ids=["check-on", "check-off"])
+def test_nested_shard_map_over_the_automatic_axis(wrap, check):
+    def inner(c):                                    # c: (2, 3), split over y
+        return c * (1 + lax.axis_index("y")) + lax.psum(c.sum(), "y")
+
+    def outer(b):                                    # b: (2, 6), split over x
+        g = jax.shard_map(inner, mesh=MESH, in_specs=P(None, "y"), out_specs=P(None, "y"),
+                          axis_names={"y"}, check_vma=check)
+        return g(b) + lax.axis_index("x")
+
+    h = jax.shard_map(outer, mesh=MESH, in_specs=P("x"), out_specs=P("x"), axis_names={"x"},
+                      check_vma=check)
+    rows = X.reshape(4, 2, 6)
+    want = (rows * np.repeat([1, 2], 3) + rows.sum((1, 2))[:, None, None]
+            + np.arange(4)[:, None, None]).reshape(8, 6)
+    np.testing.assert_array_equal(np.asarray(WRAPS[wrap](h)(jnp.asarray(X))), want)
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["check-on", "check-off"])
+def test_nested_shard_map_gradient_equals_finite_differences(check):
+    def outer(b):
+        g = jax.shard_map(lambda c: jnp.sin(c) * lax.psum(c, "y"), mesh=MESH,
+                          in_specs=P(None, "y"), out_specs=P(None, "y"), axis_names={"y"},
+                          check_vma=check)
+        return g(b)
+
+    h = jax.shard_map(outer, mesh=MESH, in_specs=P("x"), out_specs=P("x"), axis_names={"x"},
+                      check_vma=check)
+
+    def reference(x):                                # x float64 (8, 6): the same numbers
+        halves = x.reshape(8, 2, 3)
+        return (np.sin(halves) * halves.sum(1, keepdims=True)).reshape(8, 6)
+
+    x = np.random.default_rng(0).uniform(-1, 1, (8, 6)).astype(np.float32)
+    got = jax.jit(jax.grad(lambda x: (h(x) ** 2).sum()))(jnp.asarray(x))
+    eps, want = 1e-6, np.zeros_like(x, dtype=np.float64)
+    base = x.astype(np.float64)
+    for i in np.ndindex(x.shape):
+        up, down = base.copy(), base.copy()
+        up[i] += eps
+        down[i] -= eps
+        want[i] = ((reference(up) ** 2).sum() - (reference(down) ** 2).sum()) / (2 * eps)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+
+
+def test_inner_output_replicated_over_its_axis():
+    """An inner out_spec that does not name the inner axis: the value is invariant there
+    (checked), and the outer body gets it as it is."""
+    def outer(b):
+        g = jax.shard_map(lambda c: lax.psum(c.sum(1, keepdims=True), "y"), mesh=MESH,
+                          in_specs=P(None, "y"), out_specs=P(), axis_names={"y"})
+        return g(b)
+
+    h = jax.shard_map(outer, mesh=MESH, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+    np.testing.assert_array_equal(np.asarray(h(jnp.asarray(X))), X.sum(1, keepdims=True))
+
+
+def test_inner_check_off_takes_the_coordinate_0_copy():
+    def outer(b):
+        g = jax.shard_map(lambda c: c + lax.axis_index("y"), mesh=MESH, in_specs=P(),
+                          out_specs=P(), axis_names={"y"}, check_vma=False)
+        return g(b)
+
+    h = jax.shard_map(outer, mesh=MESH, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+    np.testing.assert_array_equal(np.asarray(h(jnp.asarray(X))), X)
+
+
+def test_inner_replication_is_checked_over_its_own_axes():
+    def outer(b):
+        g = jax.shard_map(lambda c: c, mesh=MESH, in_specs=P(None, "y"), out_specs=P(),
+                          axis_names={"y"})
+        return g(b)
+
+    h = jax.shard_map(outer, mesh=MESH, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+    with pytest.raises(ValueError, match="replicated across mesh axis 'y'"):
+        h(jnp.asarray(X))
+
+
+def test_three_axes_two_levels():
+    """Manual over a, then b and c inside: each inner device gets its (1, 1, 2) block."""
+    x = np.arange(2 * 2 * 8, dtype=np.float32).reshape(2, 2, 8)
+
+    def inner(c):
+        return lax.psum(c, ("b", "c")) * 0 + c * 2 + lax.axis_index(("b", "c"))
+
+    def outer(v):
+        return jax.shard_map(inner, in_specs=P(None, "b", "c"), out_specs=P(None, "b", "c"),
+                             axis_names={"b", "c"})(v)
+
+    h = jax.shard_map(outer, mesh=MESH3, in_specs=P("a"), out_specs=P("a"), axis_names={"a"})
+    rank = np.repeat(np.arange(4).reshape(2, 2), 4, axis=1)[None]     # (b, c) rank per element
+    np.testing.assert_array_equal(np.asarray(jax.jit(h)(jnp.asarray(x))), x * 2 + rank)
+
+
+def test_the_2024_auto_argument():
+    f = old_shard_map(lambda b: lax.psum(b, "x"), MESH, in_specs=P("x"), out_specs=P(),
+                      auto=frozenset({"y"}))
+    np.testing.assert_array_equal(np.asarray(f(jnp.asarray(X))), X.reshape(4, 2, 6).sum(0))
+    with pytest.raises(ValueError, match="auto=.*'z'"):
+        old_shard_map(lambda b: b, MESH, in_specs=P(), out_specs=P(), auto=frozenset({"z"}))
+
+
+def test_errors_name_what_is_wrong():
+    body_psum_y = jax.shard_map(lambda b: lax.psum(b, "y"), mesh=MESH, in_specs=P("x"),
+                                out_specs=P("x"), axis_names={"x"})
+    with pytest.raises(NameError, match="psum: mesh axis 'y' .* is not manual here"):
+        body_psum_y(jnp.asarray(X))
+    with pytest.raises(ValueError, match=r"must refer to an axis marked as manual \(\('x',\)\)"
+                                         r"(.|\n)*in_specs refers to 'y'"):
+        jax.shard_map(lambda b: b, mesh=MESH, in_specs=P("y"), out_specs=P("y"),
+                      axis_names={"x"})
+    with pytest.raises(ValueError, match="out_specs argument must refer to an axis marked as "
+                                         "manual"):
+        jax.shard_map(lambda b: b, mesh=MESH, in_specs=P("x"), out_specs=P("x", "y"),
+                      axis_names={"x"})(jnp.asarray(X))
+    with pytest.raises(ValueError, match=r"axis_names=\{'z'\} to be a subset of mesh.axis_names"):
+        jax.shard_map(lambda b: b, mesh=MESH, in_specs=P(), out_specs=P(), axis_names={"z"})
+    with pytest.raises(TypeError, match="`axis_names` argument of shard_map should be of type"):
+        jax.shard_map(lambda b: b, mesh=MESH, in_specs=P(), out_specs=P(), axis_names=("x",))
+
+    def again_over_x(b):
+        return jax.shard_map(lambda c: c, mesh=MESH, in_specs=P("x"), out_specs=P("x"))(b)
+
+    nested_x = jax.shard_map(again_over_x, mesh=MESH, in_specs=P("x"), out_specs=P("x"),
+                             axis_names={"x"})
+    with pytest.raises(ValueError, match="in_specs refers to 'x', which the enclosing "
+                                         "shard_map is already manual over"):
+        nested_x(jnp.asarray(X))
