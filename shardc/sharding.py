@@ -10,7 +10,7 @@ from ir.sharding import (Mesh, NamedSharding, PartitionSpec, ReplicationError, c
 from runtime.array import SingleDeviceSharding
 
 __all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "ReplicationError",
-           "SingleDeviceSharding", "get_mesh", "set_mesh", "use_mesh"]
+           "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "set_mesh", "use_mesh"]
 
 
 class AxisType(enum.Enum):
@@ -46,6 +46,14 @@ def use_mesh(mesh: Mesh) -> _MeshScope:
     """``with use_mesh(mesh):`` makes ``mesh`` current inside the block (JAX's context-manager
     spelling of ``set_mesh``)."""
     return _MeshScope(mesh)
+
+
+def get_abstract_mesh() -> Mesh | None:
+    """The mesh code is traced under: inside a shard_map body, that body's mesh (what a
+    nested shard_map passes as ``mesh=``); else the current mesh, or None."""
+    from compiler.shard_map import current_shard_context
+    body = current_shard_context()
+    return body.mesh if body is not None else current_mesh()
 
 
 def get_mesh() -> Mesh | None:
