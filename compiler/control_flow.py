@@ -101,12 +101,13 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
         gained = tuple(x for x in _axis_order() if x in b.vma - a.vma)
         lost = tuple(x for x in _axis_order() if x in a.vma - b.vma)
         if gained:
-            hints.append(f"This might be fixed by applying `lax.pvary(..., {gained})` to the "
-                         "initial carry value corresponding to "
-                         f"{_carry_component(carry_name, path)}.")
+            hints.append("This might be fixed by applying "
+                         f"`jax.lax.pcast(..., {gained}, to='varying')` to the initial carry "
+                         f"value corresponding to {_carry_component(carry_name, path)}.")
         elif lost:
-            hints.append(f"This might be fixed by applying `lax.pvary(..., {lost})` to the "
-                         f"output carry component {carry_name}{path} that the body returns.")
+            hints.append("This might be fixed by applying "
+                         f"`jax.lax.pcast(..., {lost}, to='varying')` to the output carry "
+                         f"component {carry_name}{path} that the body returns.")
     if problems:
         raise TypeError(_carry_message(construct, problems, hints))
 
@@ -463,7 +464,8 @@ def _branch_vma_message(construct, branches, names, ka, kb, path, a, b) -> str:
             f"{names[kb]} is {_where_defined(branches[kb])}\n\n"
             f"The output of {names[ka]}{path} has type {_type_text(a)} but the corresponding "
             f"output of {names[kb]} has type {_type_text(b)}, so the varying manual axes do not "
-            f"match.\n\nThis might be fixed by applying `lax.pvary(..., {axes})` to the output "
+            f"match.\n\nThis might be fixed by applying "
+            f"`jax.lax.pcast(..., {axes}, to='varying')` to the output "
             f"of {fewer}.\n\nRevise {names[ka]} and/or {names[kb]} so that all output types "
             "match.")
 
