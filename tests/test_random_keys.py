@@ -178,3 +178,19 @@ def test_keys_sharded_over_the_mesh():
 def test_key_from_a_traced_seed():
     make = shardc.jit(lambda seed: random.key_data(random.key(seed)))
     np.testing.assert_array_equal(np.asarray(make(jnp.int32(11))), [0, 11])
+
+
+def test_key_arrays_are_leaves_of_user_pytrees():
+    key = random.key(0)
+    state = {"key": key, "keys": random.split(key, 3), "w": jnp.ones(2)}
+    shapes = shardc.tree_util.tree_map(lambda x: x.shape, state)
+    assert shapes == {"key": (), "keys": (3,), "w": (2,)}
+    leaves, treedef = shardc.tree_util.tree_flatten(state)
+    assert [type(leaf).__name__ for leaf in leaves] == ["PRNGKeyArray", "PRNGKeyArray", "Array"]
+    rebuilt = shardc.tree_util.tree_unflatten(treedef, leaves)
+    assert rebuilt["key"] is key
+    resplit = shardc.tree_util.tree_map(lambda k: random.split(k, 2), {"a": key, "b": key})
+    assert resplit["a"].shape == (2,) and str(resplit["b"].dtype) == "key<fry>"
+    # through jit, the same tree comes back with its keys
+    out = shardc.jit(lambda s: s)(state)
+    assert out["keys"].shape == (3,) and str(out["key"].dtype) == "key<fry>"
