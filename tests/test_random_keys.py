@@ -194,3 +194,15 @@ def test_key_arrays_are_leaves_of_user_pytrees():
     # through jit, the same tree comes back with its keys
     out = shardc.jit(lambda s: s)(state)
     assert out["keys"].shape == (3,) and str(out["key"].dtype) == "key<fry>"
+
+
+def test_squeeze_transpose_and_keys_from_batched_seeds():
+    keys = random.split(random.key(0), 4).reshape(1, 4, 1)
+    data = _data(keys)
+    assert keys.squeeze().shape == (4,) and keys.squeeze(0).shape == (4, 1)
+    np.testing.assert_array_equal(_data(keys.transpose(1, 0, 2)), data.transpose(1, 0, 2, 3))
+    with pytest.raises(ValueError, match="size not equal to one"):
+        keys.squeeze(1)
+    made = shardc.vmap(random.key)(jnp.arange(4))
+    assert made.shape == (4,) and str(made.dtype) == "key<fry>"
+    np.testing.assert_array_equal(_data(made), [[0, s] for s in range(4)])
