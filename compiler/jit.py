@@ -125,6 +125,7 @@ class Compiled:
     """A cached entry: the traced program, its lowered module and the output structure."""
     closed: ClosedProgram
     module: LoweredModule
+    place_after: bool = False   # some output goes to one device once the program has run
 
 
 class _Unspecified:
@@ -206,7 +207,8 @@ class JitFunction:
                                                static_argnums, leaves, in_tree)
         closed = compiled.closed
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
-        return self._constrain_outputs(tree.tree_unflatten(closed.out_tree, outs))
+        result = tree.tree_unflatten(closed.out_tree, outs)
+        return self._constrain_outputs(result) if compiled.place_after else result
 
     def _static_positions(self, n_args: int) -> tuple:
         """The static positions of this call: negative ones count from the end; positions
@@ -247,10 +249,11 @@ class JitFunction:
         placed = iter(_place_tree(tuple(prefix), dynamic, self._resolve, "jit in_shardings"))
         return tuple(a if k in static else next(placed) for k, a in enumerate(args)), kwargs
 
-    def _constrain_outputs(self, result):
+    def _constrain_outputs(self, result, deferred=None):
         if self.out_shardings is UNSPECIFIED:
             return result
-        return _place_tree(self.out_shardings, result, self._resolve, "jit out_shardings")
+        return _place_tree(self.out_shardings, result, self._resolve, "jit out_shardings",
+                           deferred)
 
     def _compiled(self, args, kwargs, static, static_kwargs, static_argnums, leaves,
                   in_tree) -> Compiled:
@@ -265,14 +268,16 @@ class JitFunction:
         if key is not None and key in self.cache:
             return self.cache[key]
         self.trace_count += 1
-        closed = trace_function(self.fun, args, kwargs, static_argnums, static_kwargs,
-                                constrain_outputs=(None if self.out_shardings is UNSPECIFIED
-                                                   else self._constrain_outputs))
+        deferred: list = []
+        closed = trace_function(
+            self.fun, args, kwargs, static_argnums, static_kwargs,
+            constrain_outputs=(None if self.out_shardings is UNSPECIFIED
+                               else lambda result: self._constrain_outputs(result, deferred)))
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         closed = dataclasses.replace(closed, program=dce(closed.program))
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
-        compiled = Compiled(closed, module)
+        compiled = Compiled(closed, module, place_after=bool(deferred))
         if key is not None:
             self.cache[key] = compiled
         return compiled
@@ -298,9 +303,10 @@ def _is_sharding_leaf(entry) -> bool:
             or not isinstance(entry, (tuple, list, dict)))
 
 
-def _place_tree(prefix, values, resolve, what: str):
+def _place_tree(prefix, values, resolve, what: str, deferred=None):
     """Each leaf of ``values`` laid out by the entry of ``prefix`` covering it (None: as it
-    is). Concrete values move now; traced ones get a sharding constraint."""
+    is). Concrete values move now; traced ones get a sharding constraint, or, for one device,
+    are noted in ``deferred`` to be placed once the program has run."""
     from ir import primitives as prims
     from compiler.tracing import bind
     leaves, treedef = tree.tree_flatten(values)
@@ -314,6 +320,8 @@ def _place_tree(prefix, values, resolve, what: str):
                 # gets the value, placed when the program has run.
                 if isinstance(sharding, NamedSharding):
                     leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
+                elif deferred is not None:
+                    deferred.append(sharding)
             elif get_backend().sharding_of(leaf) != sharding:
                 leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
         placed.append(leaf)
