@@ -149,7 +149,18 @@ P = PartitionSpec
 
 def typeof(x):
     """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
+    if isinstance(x, random.PRNGKeyArray):
+        return _key_type(x)
     return _TypeOf(_aval_of(x), x)
+
+
+def _key_type(keys):
+    """A key array's type: its own shape and key dtype (``key<fry>[3]``), its data's vma."""
+    of_data = _TypeOf(_aval_of(keys._base), keys._base)
+    of_data.shape, of_data.ndim, of_data.dtype = keys.shape, keys.ndim, keys.dtype
+    vma_text = of_data._text[of_data._text.index("]") + 1:]
+    of_data._text = f"{keys.dtype.name}[{','.join(map(str, keys.shape))}]{vma_text}"
+    return of_data
 
 
 class _TypeOf:

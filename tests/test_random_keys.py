@@ -206,3 +206,18 @@ def test_squeeze_transpose_and_keys_from_batched_seeds():
     made = shardc.vmap(random.key)(jnp.arange(4))
     assert made.shape == (4,) and str(made.dtype) == "key<fry>"
     np.testing.assert_array_equal(_data(made), [[0, s] for s in range(4)])
+
+
+def test_typeof_a_key_array():
+    keys = random.split(random.key(0), 4)
+    t = shardc.typeof(keys)
+    assert str(t) == "key<fry>[4]" and t.shape == (4,) and str(t.dtype) == "key<fry>"
+    seen = []
+
+    def body(k):
+        seen.append(shardc.typeof(k))
+        return random.uniform(k[0], (1,))
+
+    mesh = shardc.make_mesh((4,), ("i",))
+    shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(keys)
+    assert str(seen[0]) == "key<fry>[1]{i}" and seen[0].vma == frozenset({"i"})
