@@ -331,6 +331,9 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None):
 def resolve_argnums(fun, static_argnums, static_argnames, donate_argnums, donate_argnames):
     """Static and donated positions and names, each completed from the other through
     ``fun``'s signature and checked against it, as JAX does."""
+    if all(v is None or v == () for v in (static_argnums, static_argnames, donate_argnums,
+                                           donate_argnames)):
+        return (), (), (), ()
     try:
         signature = inspect.signature(fun)
     except (TypeError, ValueError):
