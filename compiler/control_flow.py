@@ -17,7 +17,8 @@ import numpy as np
 from compiler import tree
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import aval_of, bind, current_trace, is_python_scalar, trace_to_program
+from compiler.tracing import (ConcretizationTypeError, aval_of, bind, current_trace,
+                              is_python_scalar, trace_to_program)
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program, Var, programs_in
@@ -101,12 +102,13 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
         gained = tuple(x for x in _axis_order() if x in b.vma - a.vma)
         lost = tuple(x for x in _axis_order() if x in a.vma - b.vma)
         if gained:
-            hints.append(f"This might be fixed by applying `lax.pvary(..., {gained})` to the "
-                         "initial carry value corresponding to "
-                         f"{_carry_component(carry_name, path)}.")
+            hints.append("This might be fixed by applying "
+                         f"`jax.lax.pcast(..., {gained}, to='varying')` to the initial carry "
+                         f"value corresponding to {_carry_component(carry_name, path)}.")
         elif lost:
-            hints.append(f"This might be fixed by applying `lax.pvary(..., {lost})` to the "
-                         f"output carry component {carry_name}{path} that the body returns.")
+            hints.append("This might be fixed by applying "
+                         f"`jax.lax.pcast(..., {lost}, to='varying')` to the output carry "
+                         f"component {carry_name}{path} that the body returns.")
     if problems:
         raise TypeError(_carry_message(construct, problems, hints))
 
@@ -179,12 +181,18 @@ def _where_defined(fun) -> str:
 
 # --- scan ----------------------------------------------------------------------------------------
 
-def scan(f, init, xs=None, length=None, reverse=False, *, carry_name=None, construct="scan"):
-    """``lax.scan``: loop ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``."""
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False, *,
+         carry_name=None, construct="scan"):
+    """``lax.scan``: loop ``f(carry, x) -> (carry, y)`` over the leading axis of ``xs``.
+
+    ``unroll`` (a non-negative int, or a bool) is checked as JAX checks it; it is a
+    code-generation hint that leaves every result unchanged, and shardc runs the loop as it is.
+    """
     init_flat, carry_tree = tree.tree_flatten(init)
     init_flat = [_as_array(v) for v in init_flat]
     xs_flat, xs_tree = tree.tree_flatten(xs)
     length = _scan_length(xs_flat, length)
+    _check_unroll(unroll)
     carry_avals = [aval_of(v) for v in init_flat]
     x_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in xs_flat]
     nc = len(init_flat)
@@ -215,6 +223,16 @@ def scan(f, init, xs=None, length=None, reverse=False, *, carry_name=None, const
                 reverse=bool(reverse), num_consts=len(consts), num_carry=nc)
     return (tree.tree_unflatten(carry_tree, outs[:nc]),
             tree.tree_unflatten(ys_tree_box[0], outs[nc:]))
+
+
+def _check_unroll(unroll) -> None:
+    from compiler.tracing import Tracer
+    if isinstance(unroll, Tracer) or not isinstance(unroll, (bool, int, np.integer)):
+        raise ConcretizationTypeError(
+            "The `unroll` argument to `scan` expects a concrete `int` or `bool` value, got "
+            f"{unroll!r}.")
+    if not isinstance(unroll, bool) and unroll < 0:
+        raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
 
 
 def _scan_length(xs_flat, length):
@@ -271,17 +289,23 @@ def _is_concrete_int(value) -> bool:
     return array.shape == () and np.issubdtype(array.dtype, np.integer)
 
 
-def fori_loop(lower, upper, body_fun, init_val):
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``lax.fori_loop``: ``body_fun(i, val)`` for i in [lower, upper). Static bounds lower to a
-    scan (reverse-mode differentiable); traced bounds to a while loop."""
+    scan (reverse-mode differentiable); traced bounds to a while loop. ``unroll`` is the
+    scan's (static bounds only, as in JAX)."""
     if _is_concrete_int(lower) and _is_concrete_int(upper):
         def step(loop_carry, _):
             i, val = loop_carry
             return (bind(prims.add_p, i, np.int32(1)), body_fun(i, val)), None
 
         (_, result), _ = scan(step, (np.int32(int(lower)), init_val), None,
-                              length=max(0, int(upper) - int(lower)), carry_name="loop_carry")
+                              length=max(0, int(upper) - int(lower)),
+                              unroll=False if unroll is None else unroll,
+                              carry_name="loop_carry")
         return result
+    if unroll is not None and unroll is not False and unroll != 1:
+        raise ValueError("Can only use `unroll` in `fori_loop` if the loop bounds are "
+                         "statically known.")
 
     def cond_fun(loop_carry):
         i, stop, _ = loop_carry
@@ -463,7 +487,8 @@ def _branch_vma_message(construct, branches, names, ka, kb, path, a, b) -> str:
             f"{names[kb]} is {_where_defined(branches[kb])}\n\n"
             f"The output of {names[ka]}{path} has type {_type_text(a)} but the corresponding "
             f"output of {names[kb]} has type {_type_text(b)}, so the varying manual axes do not "
-            f"match.\n\nThis might be fixed by applying `lax.pvary(..., {axes})` to the output "
+            f"match.\n\nThis might be fixed by applying "
+            f"`jax.lax.pcast(..., {axes}, to='varying')` to the output "
             f"of {fewer}.\n\nRevise {names[ka]} and/or {names[kb]} so that all output types "
             "match.")
 

@@ -18,10 +18,10 @@ from compiler.backend import get_backend
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from ir.module import LoweredModule
-from ir.sharding import current_mesh
 from compiler.tracing import (Tracer, aval_of, current_trace, eval_trace, layouts_of,
                                trace_to_program)
 from ir.core import Program
+from ir.sharding import NamedSharding, PartitionSpec, current_mesh
 from ir.printer import print_program
 
 
@@ -65,15 +65,22 @@ def _rebuild(static, dynamic, n):
     return tuple(lookup[k] if k in lookup else next(it) for k in range(n))
 
 
-def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=()) -> ClosedProgram:
-    """Trace ``fun(*args, **kwargs)`` with array leaves abstract; static arguments stay Python."""
+def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
+                   static_kwargs=None, constrain_outputs=None) -> ClosedProgram:
+    """Trace ``fun(*args, **kwargs)`` with array leaves abstract; static arguments (positions
+    ``static_argnums`` and the keyword arguments ``static_kwargs``) stay Python.
+    ``constrain_outputs(result) -> result``, when given, runs on the traced result (jit's
+    ``out_shardings``)."""
     static, dynamic = _split_static(args, static_argnums)
+    static_kwargs = static_kwargs or {}
     leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
     out_tree_box: list = []
 
     def flat_fun(*flat):
         dyn, kw = tree.tree_unflatten(in_tree, flat)
-        result = fun(*_rebuild(static, dyn, len(args)), **kw)
+        result = fun(*_rebuild(static, dyn, len(args)), **kw, **static_kwargs)
+        if constrain_outputs is not None:
+            result = constrain_outputs(result)
         outs, out_tree = tree.tree_flatten(result)
         out_tree_box.append(out_tree)
         return outs
@@ -123,15 +130,36 @@ class Compiled:
     """A cached entry: the traced program, its lowered module and the output structure."""
     closed: ClosedProgram
     module: LoweredModule
+    place_after: bool = False   # some output goes to one device once the program has run
+
+
+class _Unspecified:
+    """No sharding was asked for (None is a request: leave the value as it is)."""
+
+    def __repr__(self):
+        return "UNSPECIFIED"
+
+
+UNSPECIFIED = _Unspecified()
 
 
 class JitFunction:
-    """A function traced once per signature and run from its lowered module."""
+    """A function traced once per signature and run from its lowered module.
 
-    def __init__(self, fun: Callable, static_argnums=(), static_argnames=()):
+    ``in_shardings``/``out_shardings`` (pytree prefixes of the positional arguments and of
+    the result; None entries leave a value as it is) are resolved to shardings by ``resolve``,
+    which the public layer supplies (it knows the current mesh)."""
+
+    def __init__(self, fun: Callable, static_argnums=(), static_argnames=(),
+                 donate_argnums=(), donate_argnames=(), in_shardings=UNSPECIFIED,
+                 out_shardings=UNSPECIFIED, resolve=None):
         self.fun = fun
-        self.static_argnums = _normalize_argnums(static_argnums)
-        self.static_argnames = tuple(static_argnames or ())
+        (self.static_argnums, self.static_argnames, self.donate_argnums,
+         self.donate_argnames) = resolve_argnums(fun, static_argnums, static_argnames,
+                                                 donate_argnums, donate_argnames)
+        self.in_shardings = in_shardings
+        self.out_shardings = out_shardings
+        self._resolve = resolve or (lambda s, what: s)
         self.cache: dict = {}
         self.array_calls: dict = {}     # (aval, sharding) per argument -> Compiled
         self.trace_count = 0
@@ -139,7 +167,7 @@ class JitFunction:
 
     def __call__(self, *args, **kwargs):
         if current_trace() is not eval_trace:
-            return self.fun(*args, **kwargs)       # inside another trace: inline
+            return self._inline(args, kwargs)       # inside another trace
         key = self._array_key(args, kwargs)
         compiled = self.array_calls.get(key) if key is not None else None
         if compiled is not None:
@@ -153,9 +181,17 @@ class JitFunction:
             self.array_calls[key] = self._last
         return result
 
+    def _inline(self, args, kwargs):
+        """Under another trace the body is traced in place, its shardings as constraints."""
+        args, kwargs = self._place_inputs(args, kwargs)
+        return self._constrain_outputs(self.fun(*args, **kwargs))
+
     def _array_key(self, args, kwargs):
-        """A cheap cache key when every argument is a concrete array and nothing is static."""
-        if kwargs or self.static_argnums or self.static_argnames:
+        """A cheap cache key when every argument is a concrete array, nothing is static and
+        no sharding is asked for."""
+        if (kwargs or self.static_argnums or self.static_argnames
+                or self.in_shardings is not UNSPECIFIED
+                or self.out_shardings is not UNSPECIFIED):
             return None
         backend = get_backend()
         key = [current_mesh()]
@@ -167,60 +203,216 @@ class JitFunction:
         return tuple(key)
 
     def _call(self, args, kwargs):
-        args = self._bind_static_names(args, kwargs)
-        static, dynamic = _split_static(args, self.static_argnums)
-        kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        args, kwargs = self._place_inputs(args, kwargs)
+        static_argnums = self._static_positions(len(args))
+        static_kwargs, kwargs = self._split_static_kwargs(kwargs)
+        static, dynamic = _split_static(args, static_argnums)
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
-        compiled = self._last = self._compiled(args, kwargs, static, leaves, in_tree)
+        compiled = self._last = self._compiled(args, kwargs, static, static_kwargs,
+                                               static_argnums, leaves, in_tree)
         closed = compiled.closed
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
-        return tree.tree_unflatten(closed.out_tree, outs)
+        result = tree.tree_unflatten(closed.out_tree, outs)
+        return self._constrain_outputs(result) if compiled.place_after else result
 
-    def _bind_static_names(self, args, kwargs):
-        if not self.static_argnames:
-            return args
-        names = list(inspect.signature(self.fun).parameters)
-        args = list(args)
-        for name in self.static_argnames:
-            if name in kwargs:
-                k = names.index(name)
-                while len(args) < k:
-                    raise TypeError(f"static argument {name!r} given by keyword after "
-                                    "missing positional arguments")
-                args.insert(k, kwargs[name])
-                if k not in self.static_argnums:
-                    self.static_argnums = self.static_argnums + (k,)
-        return tuple(args)
+    def _static_positions(self, n_args: int) -> tuple:
+        """The static positions of this call: negative ones count from the end; positions
+        past the arguments given are ignored (their defaults are used), as in JAX."""
+        return tuple(sorted({k % n_args for k in self.static_argnums if -n_args <= k < n_args}))
 
-    def _compiled(self, args, kwargs, static, leaves, in_tree) -> Compiled:
+    def _split_static_kwargs(self, kwargs):
+        static = {k: v for k, v in kwargs.items() if k in self.static_argnames}
+        return static, {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+
+    def _static_key(self, static, static_kwargs) -> tuple:
+        """Static arguments as a cache key: hashable, and equal only with the same type
+        (``1`` and ``1.0`` trace apart)."""
+        entries = [(f"index {k}", v) for k, v in static] + \
+                  [(f"name {k!r}", v) for k, v in sorted(static_kwargs.items())]
+        for where, value in entries:
+            try:
+                hash(value)
+            except TypeError:
+                raise ValueError(
+                    "Non-hashable static arguments are not supported, as this can lead to "
+                    f"unexpected cache-misses. Static argument ({where}) of type "
+                    f"{type(value)} for function {_name(self.fun)} is non-hashable.") from None
+        return tuple((where, type(value), value) for where, value in entries)
+
+    def _place_inputs(self, args, kwargs):
+        """Lay the positional arguments out by ``in_shardings``."""
+        if self.in_shardings is UNSPECIFIED:
+            return args, kwargs
+        if kwargs:
+            raise ValueError("jit does not support keyword arguments when in_shardings is "
+                             f"specified (got {sorted(kwargs)} for function {_name(self.fun)})")
+        static = set(self._static_positions(len(args)))
+        dynamic = tuple(a for k, a in enumerate(args) if k not in static)
+        prefix = self.in_shardings
+        if _is_sharding_leaf(prefix):
+            prefix = (prefix,) * len(dynamic)
+        placed = iter(_place_tree(tuple(prefix), dynamic, self._resolve, "jit in_shardings"))
+        return tuple(a if k in static else next(placed) for k, a in enumerate(args)), kwargs
+
+    def _constrain_outputs(self, result, deferred=None):
+        if self.out_shardings is UNSPECIFIED:
+            return result
+        return _place_tree(self.out_shardings, result, self._resolve, "jit out_shardings",
+                           deferred)
+
+    def _compiled(self, args, kwargs, static, static_kwargs, static_argnums, leaves,
+                  in_tree) -> Compiled:
         backend = get_backend()
         shardings = tuple(backend.sharding_of(x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
+        key = (in_tree, avals, shardings, self._static_key(static, static_kwargs),
+               current_mesh())
         try:
-            key = (in_tree, avals, shardings, static, current_mesh())
             hash(key)
         except TypeError:
             key = None
         if key is not None and key in self.cache:
             return self.cache[key]
         self.trace_count += 1
-        closed = trace_function(self.fun, args, kwargs, self.static_argnums)
+        deferred: list = []
+        closed = trace_function(
+            self.fun, args, kwargs, static_argnums, static_kwargs,
+            constrain_outputs=(None if self.out_shardings is UNSPECIFIED
+                               else lambda result: self._constrain_outputs(result, deferred)))
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         closed = dataclasses.replace(closed, program=dce(closed.program))
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
-        compiled = Compiled(closed, module)
+        compiled = Compiled(closed, module, place_after=bool(deferred))
         if key is not None:
             self.cache[key] = compiled
         return compiled
 
     def lower(self, *args, **kwargs) -> Compiled:
         """Trace and lower without running: the traced program and the per-device programs."""
-        args = self._bind_static_names(args, kwargs)
-        static, dynamic = _split_static(args, self.static_argnums)
-        kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        args, kwargs = self._place_inputs(args, kwargs)
+        static_argnums = self._static_positions(len(args))
+        static_kwargs, kwargs = self._split_static_kwargs(kwargs)
+        static, dynamic = _split_static(args, static_argnums)
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
-        return self._compiled(args, kwargs, static, leaves, in_tree)
+        return self._compiled(args, kwargs, static, static_kwargs, static_argnums, leaves,
+                              in_tree)
+
+
+def _name(fun) -> str:
+    return getattr(fun, "__name__", type(fun).__name__)
+
+
+def _is_sharding_leaf(entry) -> bool:
+    """None, a sharding, a device or a PartitionSpec (a tuple, but one entry)."""
+    return (entry is None or isinstance(entry, PartitionSpec)
+            or not isinstance(entry, (tuple, list, dict)))
+
+
+def _place_tree(prefix, values, resolve, what: str, deferred=None):
+    """Each leaf of ``values`` laid out by the entry of ``prefix`` covering it (None: as it
+    is). Concrete values move now; traced ones get a sharding constraint, or, for one device,
+    are noted in ``deferred`` to be placed once the program has run."""
+    from ir import primitives as prims
+    from compiler.tracing import bind
+    leaves, treedef = tree.tree_flatten(values)
+    targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)
+    placed = []
+    for leaf, target in zip(leaves, targets):
+        if target is not None:
+            sharding = resolve(target, what)
+            if isinstance(leaf, Tracer):
+                # A mesh layout is part of the program; a single device is where the caller
+                # gets the value, placed when the program has run.
+                if isinstance(sharding, NamedSharding):
+                    leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
+                elif deferred is not None:
+                    deferred.append(sharding)
+            elif get_backend().sharding_of(leaf) != sharding:
+                leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
+        placed.append(leaf)
+    return tree.tree_unflatten(treedef, placed)
+
+
+def resolve_argnums(fun, static_argnums, static_argnames, donate_argnums, donate_argnames):
+    """Static and donated positions and names, each completed from the other through
+    ``fun``'s signature and checked against it, as JAX does."""
+    if all(v is None or v == () for v in (static_argnums, static_argnames, donate_argnums,
+                                           donate_argnames)):
+        return (), (), (), ()
+    try:
+        signature = inspect.signature(fun)
+    except (TypeError, ValueError):
+        signature = None
+    static_argnums, static_argnames = _infer_argnums_and_argnames(
+        signature, static_argnums, static_argnames)
+    donate_argnums, donate_argnames = _infer_argnums_and_argnames(
+        signature, donate_argnums, donate_argnames)
+    if signature is not None:
+        _check_argnums(signature, static_argnums, "static_argnums")
+        _check_argnames(signature, static_argnames, "static_argnames")
+        _check_argnums(signature, donate_argnums, "donate_argnums")
+        _check_argnames(signature, donate_argnames, "donate_argnames")
+    both = set(static_argnames) & set(donate_argnames)
+    if both:
+        raise ValueError("static_argnames and donate_argnames cannot intersect. Argument names "
+                         f"{both} appear in both static_argnames and donate_argnames")
+    return static_argnums, static_argnames, donate_argnums, donate_argnames
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _infer_argnums_and_argnames(signature, argnums, argnames):
+    if argnums is None and argnames is None:
+        return (), ()
+    if signature is None or (argnums is not None and argnames is not None):
+        return _normalize_argnums(argnums), _normalize_argnames(argnames)
+    params = list(signature.parameters.items())
+    keyword_ok = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    if argnums is None:
+        argnames = _normalize_argnames(argnames)
+        return (tuple(k for k, (name, prm) in enumerate(params)
+                      if prm.kind == keyword_ok and name in argnames), argnames)
+    argnums = _normalize_argnums(argnums)
+    return argnums, tuple(name for k, (name, prm) in enumerate(params)
+                          if prm.kind == keyword_ok and k in argnums)
+
+
+def _normalize_argnames(argnames) -> tuple:
+    if argnames is None:
+        return ()
+    return (argnames,) if isinstance(argnames, str) else tuple(argnames)
+
+
+def _check_argnums(signature, argnums, what: str) -> None:
+    kinds = [prm.kind for prm in signature.parameters.values()]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return
+    n = sum(kind in _POSITIONAL for kind in kinds)
+    if argnums and (-min(argnums) > n or max(argnums) >= n):
+        raise ValueError(f"Jitted function has {what}={argnums}, but only accepts {n} "
+                         "positional arguments.")
+
+
+def _check_argnames(signature, argnames, what: str) -> None:
+    params = signature.parameters.values()
+    positional_only = {prm.name for prm in params
+                       if prm.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                       inspect.Parameter.VAR_POSITIONAL)}
+    bad = positional_only & set(argnames)
+    if bad:
+        raise ValueError(f"Jitted function has invalid argnames {bad} in {what}. These are "
+                         "positional-only")
+    if any(prm.kind == inspect.Parameter.VAR_KEYWORD for prm in params):
+        return
+    keyword = {prm.name for prm in params
+               if prm.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                               inspect.Parameter.KEYWORD_ONLY)}
+    bad = set(argnames) - keyword
+    if bad:
+        raise ValueError(f"Jitted function has invalid argnames {bad} in {what}. Function "
+                         "does not take these args.")
 
 
 @contextlib.contextmanager
@@ -240,9 +432,26 @@ def _gc_paused():
         gc.enable()
 
 
-def jit(fun: Callable = None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
-    """Compile ``fun``: trace once per signature, lower to per-device programs, cache."""
+def jit(fun: Callable = None, *, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED,
+        static_argnums=None, static_argnames=None, donate_argnums=None, donate_argnames=None,
+        keep_unused=False, inline=False, resolve=None):
+    """Compile ``fun``: trace once per signature, lower to per-device programs, cache.
+
+    ``static_argnums``/``static_argnames``: arguments passed as Python values (hashable; part
+    of the cache key), each completed from the other through ``fun``'s signature.
+    ``in_shardings``/``out_shardings``: how arguments are laid out before the program runs and
+    how its results are laid out (a sharding, or a pytree prefix of the positional arguments
+    or of the result; None leaves a value as it is). ``donate_argnums``/``donate_argnames``
+    are checked and accepted; shardc keeps donated buffers (nothing is reused in place).
+    ``keep_unused`` and ``inline`` change nothing a program computes and are accepted.
+
+    >>> f = jit(lambda x, n: x ** n, static_argnums=1)
+    """
+    options = dict(in_shardings=in_shardings, out_shardings=out_shardings,
+                   static_argnums=static_argnums, static_argnames=static_argnames,
+                   donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                   keep_unused=keep_unused, inline=inline, resolve=resolve)
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames)
-    return JitFunction(fun, static_argnums, static_argnames)
+        return functools.partial(jit, **options)
+    del options["keep_unused"], options["inline"]
+    return JitFunction(fun, **options)

@@ -237,8 +237,14 @@ class NamedSharding:
     def device_set(self) -> set:
         return set(self.mesh.devices.flat)
 
+    @property
     def is_fully_replicated(self) -> bool:
+        """Whether every device holds the whole array (a property, as in JAX)."""
         return not spec_axes(self.spec)
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.size
 
 
 # --- mesh arithmetic -----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``shardc.Array``: a global array laid out over devices as per-device numpy buffers."""
 from __future__ import annotations
 
+import abc
 import dataclasses
 
 import numpy as np
@@ -31,8 +32,13 @@ class SingleDeviceSharding:
     def device_set(self) -> set:
         return {self.device}
 
+    @property
     def is_fully_replicated(self) -> bool:
         return True
+
+    @property
+    def num_devices(self) -> int:
+        return 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,13 +47,19 @@ class Shard:
     device: Device
     index: tuple
     data: np.ndarray
+    replica_id: int = 0      # which copy of this block: 0 for the first device holding it
 
 
-class Array:
+class Array(metaclass=abc.ABCMeta):
     """A global array: shape, dtype, sharding, and one numpy buffer per device.
 
     With a ``NamedSharding`` the buffers are in mesh position order; devices along axes the
     spec does not name hold copies.
+
+    An abstract base class so that the public API can register traced values as virtual
+    subclasses: ``isinstance(x, shardc.Array)`` holds for them too, as in JAX (libraries
+    dispatch on it), while ``type(x)`` stays what the value is. The runtime only ever sees
+    concrete values.
     """
     __array_priority__ = 100
 
@@ -163,15 +175,26 @@ class Array:
             index = tuple(slice(0, d) for d in self.shape)
             return [Shard(sharding.device, index, self._buffers[0])]
         mesh, spec = sharding.mesh, sharding.spec
-        return [Shard(mesh.devices.flat[p], block_slices(self.shape, spec, mesh, mesh.coords(p)),
-                      self.buffers[p]) for p in range(mesh.size)]
+        shards, copies = [], {}
+        for p in range(mesh.size):
+            index = block_slices(self.shape, spec, mesh, mesh.coords(p))
+            key = tuple((d.start, d.stop) for d in index)
+            copies[key] = copies.get(key, -1) + 1
+            shards.append(Shard(mesh.devices.flat[p], index, self.buffers[p], copies[key]))
+        return shards
+
+    def addressable_data(self, index: int) -> "Array":
+        """The block the ``index``-th device holds (in ``addressable_shards`` order), as an
+        array on that device."""
+        shard = self.addressable_shards[index]
+        return Array.from_global(shard.data, SingleDeviceSharding(shard.device))
 
     def devices(self) -> set:
         return set(self.sharding.device_set)
 
     @property
     def is_fully_replicated(self) -> bool:
-        return self.sharding.is_fully_replicated()
+        return self.sharding.is_fully_replicated
 
     def block_until_ready(self) -> "Array":
         return self

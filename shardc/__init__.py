@@ -23,12 +23,17 @@ def set_backend_name(name: str) -> None:
     compared). ``SHARDC_BACKEND`` sets the initial one."""
     _set_backend(_backend_named(name))
 
-from compiler.jit import jit, make_jaxpr  # noqa: E402
+from compiler.jit import jit as _jit, make_jaxpr  # noqa: E402
 from compiler.shard_map import shard_map as _shard_map_impl  # noqa: E402
 from compiler.tracing import (ConcretizationTypeError, TracerBoolConversionError,  # noqa: E402
                               aval_of as _aval_of)
 from ir.sharding import Mesh, NamedSharding, PartitionSpec, ReplicationError  # noqa: E402
 from runtime.array import Array  # noqa: E402
+from compiler.tracing import Tracer as _Tracer  # noqa: E402
+from shardc._types import ManualAxisType as _ManualAxisType  # noqa: E402
+
+# A traced value is an Array to isinstance, as in JAX (jnp.ndarray is the same class).
+Array.register(_Tracer)
 from runtime.devices import device_count, devices  # noqa: E402
 from runtime.reference import device_put as _device_put_one  # noqa: E402
 
@@ -151,13 +156,37 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     return Mesh(array.reshape(tuple(axis_shapes)), tuple(axis_names), axis_types=axis_types)
 
 
+def jit(fun=None, **options):
+    """Compile ``fun``: traced once per signature (shapes, dtypes, shardings, static
+    arguments), lowered to per-device programs, cached. ``in_shardings``/``out_shardings``
+    take shardings, PartitionSpecs on the current mesh, devices, or pytree prefixes of those.
+    See ``compiler.jit.jit`` for every option.
+
+    >>> @partial(jit, static_argnames='n', out_shardings=NamedSharding(mesh, P('x')))
+    ... def power(x, n):
+    ...     return x ** n
+    """
+    return _jit(fun, resolve=sharding.resolve_sharding, **options)
+
+
 set_mesh = sharding.set_mesh
 P = PartitionSpec
 
 
 def typeof(x):
     """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
+    if isinstance(x, random.PRNGKeyArray):
+        return _key_type(x)
     return _TypeOf(_aval_of(x), x)
+
+
+def _key_type(keys):
+    """A key array's type: its own shape and key dtype (``key<fry>[3]``), its data's vma."""
+    of_data = _TypeOf(_aval_of(keys._base), keys._base)
+    of_data.shape, of_data.ndim, of_data.dtype = keys.shape, keys.ndim, keys.dtype
+    vma_text = of_data._text[of_data._text.index("]") + 1:]
+    of_data._text = f"{keys.dtype.name}[{','.join(map(str, keys.shape))}]{vma_text}"
+    return of_data
 
 
 class _TypeOf:
@@ -165,7 +194,10 @@ class _TypeOf:
         self.aval = aval
         self.shape = aval.shape
         self.dtype = aval.dtype
+        self.ndim = aval.ndim
         self.vma = aval.vma
+        # JAX's spelling of the vma: typeof(x).manual_axis_type.varying (and .mat)
+        self.manual_axis_type = self.mat = _ManualAxisType(varying=aval.vma)
         # an Array's layout; under jit and grad, the layout of the argument traced
         self.sharding = getattr(value, "sharding", None)
         order = value._axis_order() if hasattr(value, "_axis_order") else ()

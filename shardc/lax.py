@@ -14,6 +14,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding, axes_size
 import shardc.numpy as jnp
+from shardc import _groups
 
 
 # --- axis names --------------------------------------------------------------------------------
@@ -47,7 +48,8 @@ def _axes(prim_name: str, axis_name) -> tuple:
 
 def _no_groups(prim_name, axis_index_groups):
     if axis_index_groups is not None:
-        raise NotImplementedError(f"{prim_name}: axis_index_groups is not supported by shardc")
+        raise NotImplementedError(f"{prim_name}: axis_index_groups is not supported by shardc "
+                                  "(psum, pmean, pmax, pmin and all_gather take it)")
 
 
 def axis_size(axis_name) -> int:
@@ -57,8 +59,9 @@ def axis_size(axis_name) -> int:
 
 
 def _reducing(prim, name, x, axis_name, axis_index_groups):
-    _no_groups(name, axis_index_groups)
     axes = _axes(name, axis_name)
+    if axis_index_groups is not None:
+        return _grouped_reducing(name, x, axes, axis_index_groups)
 
     def one(leaf):
         if is_python_scalar(leaf):
@@ -69,6 +72,26 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
                 return leaf
             return leaf
         return bind(prim, leaf, mesh_axes=axes)
+
+    return tree.tree_map(one, x)
+
+
+def _grouped_reducing(name, x, axes, axis_index_groups):
+    """A reduction within each of ``axis_index_groups`` (see ``shardc._groups``). As in JAX,
+    psum and pmean take groups only with the replication check off."""
+    shard = current_shard_context()
+    if name in ("psum", "pmean") and shard.check_vma:
+        raise NotImplementedError(
+            f"{name}: axis_index_groups is not supported with the replication check on (as in "
+            "JAX); pass check_vma=False to shard_map")
+    size = _group_size(axes)
+    groups = _groups.check_groups(name, axis_index_groups, size, equal_sizes=False)
+
+    def one(leaf):
+        if is_python_scalar(leaf) and len({len(g) for g in groups}) == 1:
+            # a constant: the group size for psum, as JAX computes it statically
+            return leaf * len(groups[0]) if name == "psum" else leaf
+        return _groups.reduce(name, leaf, axes, groups, size)
 
     return tree.tree_map(one, x)
 
@@ -148,16 +171,23 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
 
         blocks over 'i':  [0 1] [2 3] [4 5] [6 7]   tiled ->  [0 1 2 3 4 5 6 7] on every device
     """
-    _no_groups("all_gather", axis_index_groups)
     axes = _axes("all_gather", axis_name)
     if to not in ("varying", "invarying"):
         raise ValueError(f"all_gather: unexpected to={to!r}; expected 'varying' or 'invarying'")
     size = _group_size(axes)
+    groups = None
+    if axis_index_groups is not None:
+        if to != "varying":
+            raise NotImplementedError("all_gather: axis_index_groups with to='invarying' is not "
+                                      "supported (as in JAX)")
+        groups = _groups.check_groups("all_gather", axis_index_groups, size, equal_sizes=True)
 
     def one(leaf):
         leaf = jnp.asarray(leaf) if is_python_scalar(leaf) else leaf
         rank = aval_of(leaf).ndim
         dim = _dimension("all_gather", "axis", axis, rank if tiled else rank + 1, rank)
+        if groups is not None:
+            return _groups.all_gather(leaf, axes, groups, size, dim, bool(tiled))
         extra = {"to": "invarying"} if to == "invarying" else {}
         return bind(p.all_gather_p, leaf, mesh_axes=axes, gather_axis=dim, tiled=bool(tiled),
                     axis_size=size, **extra)

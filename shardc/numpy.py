@@ -6,6 +6,7 @@ defaults, Python scalars weakly typed, so ``x * 2`` keeps ``x``'s dtype).
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import operator
 
@@ -14,6 +15,7 @@ import numpy as np
 from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir.sharding import NamedSharding
 from runtime.array import Array
 
 # dtypes under their numpy names
@@ -321,6 +323,30 @@ def where(condition, x=None, y=None):
 
 # --- creation --------------------------------------------------------------------------------
 
+def _takes_device(create):
+    """Give a constructor JAX's ``device=`` keyword: a Sharding, a Device, or a PartitionSpec
+    on the current mesh. A concrete result is laid out there; a traced one gets a sharding
+    constraint (a mesh layout) or is left as it is (one device: where a jit's caller gets a
+    value is the jit's business)."""
+    @functools.wraps(create)
+    def placed(*args, device=None, **kwargs):
+        result = create(*args, **kwargs)
+        return result if device is None else _put_on(result, device)
+
+    return placed
+
+
+def _put_on(value, device):
+    from shardc.sharding import resolve_sharding
+    from runtime.reference import device_put
+    sharding = resolve_sharding(device, "device=")
+    if isinstance(value, Tracer):
+        if not isinstance(sharding, NamedSharding):
+            return value
+        return bind(p.sharding_constraint_p, value, sharding=sharding)
+    return device_put(value, sharding)
+
+@_takes_device
 def asarray(x, dtype=None):
     """``x`` as an array of ``dtype`` (traced values pass through)."""
     if isinstance(x, Tracer):
@@ -349,6 +375,7 @@ def _flat(x):
         yield x
 
 
+@_takes_device
 def array(x, dtype=None, copy=True):
     """``x`` as a new array of ``dtype`` (see ``asarray``)."""
     return asarray(x, dtype)
@@ -362,6 +389,7 @@ def _default_dtype(dtype, *values):
     return _dt.float_
 
 
+@_takes_device
 def full(shape, fill_value, dtype=None):
     """An array of ``shape`` filled with ``fill_value``."""
     shape = _shape_tuple(shape)
@@ -380,21 +408,25 @@ def _shape_tuple(shape) -> tuple:
     return tuple(int(d) for d in shape)
 
 
+@_takes_device
 def zeros(shape, dtype=None):
     """An array of ``shape`` filled with zeros (float32 unless ``dtype`` says)."""
     return full(shape, 0, _default_dtype(dtype))
 
 
+@_takes_device
 def ones(shape, dtype=None):
     """An array of ``shape`` filled with ones (float32 unless ``dtype`` says)."""
     return full(shape, 1, _default_dtype(dtype))
 
 
+@_takes_device
 def empty(shape, dtype=None):
     """Like ``zeros`` (shardc has no uninitialised memory)."""
     return zeros(shape, dtype)
 
 
+@_takes_device
 def full_like(x, fill_value, dtype=None, shape=None):
     """An array shaped like ``x`` (its dtype unless ``dtype`` says) filled with ``fill_value``.
 
@@ -415,21 +447,25 @@ def _vary_like(result, x):
     return bind(p.pvary_p, result, mesh_axes=axes) if axes else result
 
 
+@_takes_device
 def zeros_like(x, dtype=None, shape=None):
     """Zeros shaped like ``x``, of its dtype unless ``dtype`` says."""
     return full_like(x, 0, dtype, shape)
 
 
+@_takes_device
 def ones_like(x, dtype=None, shape=None):
     """Ones shaped like ``x``, of its dtype unless ``dtype`` says."""
     return full_like(x, 1, dtype, shape)
 
 
+@_takes_device
 def empty_like(x, dtype=None, shape=None):
     """Like ``zeros_like``."""
     return zeros_like(x, dtype, shape)
 
 
+@_takes_device
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values; ``arange(8 * 16.)`` is float32."""
     for v in (start, stop, step):
@@ -453,6 +489,7 @@ def arange(start, stop=None, step=None, dtype=None):
     return ramp
 
 
+@_takes_device
 def linspace(start, stop, num=50, endpoint=True, dtype=None):
     """``num`` evenly spaced values from ``start`` to ``stop`` (included when ``endpoint``).
 
@@ -477,6 +514,7 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None):
     return astype(values, dtype)
 
 
+@_takes_device
 def eye(N, M=None, k=0, dtype=None):
     """An ``N x M`` matrix with ones on diagonal ``k`` (float32 unless ``dtype`` says)."""
     M = N if M is None else M
@@ -486,6 +524,7 @@ def eye(N, M=None, k=0, dtype=None):
     return astype(equal(add(rows, k), cols), dtype)
 
 
+@_takes_device
 def identity(n, dtype=None):
     """The ``n x n`` identity matrix."""
     return eye(n, dtype=dtype)

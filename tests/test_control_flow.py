@@ -649,8 +649,8 @@ def test_t19_collective_matmul_fori_ring(wrap, matmul):
 # ================================================================================================
 
 MESH2 = ((2,), ("i",))
-HINT_RETURNED = ("This might be fixed by applying `lax.pvary(..., ('i',))` to the output carry "
-                 "component {c} that the body returns.")
+HINT_RETURNED = ("This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to "
+                 "the output carry component {c} that the body returns.")
 
 
 def swap_twice(x, y):
@@ -673,8 +673,8 @@ V9_MESSAGE = (
     "\n"
     + HINT_RETURNED.format(c="carry[0]") + "\n"
     "\n"
-    "This might be fixed by applying `lax.pvary(..., ('i',))` to the initial carry value "
-    "corresponding to the input carry component carry[1].\n"
+    "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial "
+    "carry value corresponding to the input carry component carry[1].\n"
     "\n"
     "Revise the function so that all output types match the corresponding input types.")
 
@@ -730,7 +730,7 @@ def test_lone_mismatch_is_one_unbulleted_sentence():
         "differ:\n\n"
         "The input carry component carry[1] has type float32[] but the corresponding output "
         "carry component has type float32[]{i}, so the varying manual axes do not match.\n\n"
-        "This might be fixed by applying `lax.pvary(..., ('i',))` to the initial carry value "
+        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry value "
         "corresponding to the input carry component carry[1].\n\n"
         "Revise the function so that all output types match the corresponding input types.")
 
@@ -752,7 +752,7 @@ def test_non_tuple_carry_reads_the_input_carry():
         "differ:\n\n"
         "The input carry total has type float32[3] but the corresponding output carry "
         "component has type float32[3]{i}, so the varying manual axes do not match.\n\n"
-        "This might be fixed by applying `lax.pvary(..., ('i',))` to the initial carry value "
+        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry value "
         "corresponding to the input carry total.\n\n"
         "Revise the function so that all output types match the corresponding input types.")
 
@@ -782,7 +782,7 @@ def test_fori_loop_carry_names_loop_carry(wrap):
             f"The input carry {component} has type {in_type} but the corresponding output "
             f"carry component has type {in_type}{{i}}, so the varying manual axes do not "
             "match.\n\n"
-            "This might be fixed by applying `lax.pvary(..., ('i',))` to the initial carry "
+            "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry "
             f"value corresponding to the input carry {component}.\n\n"
             "Revise the function so that all output types match the corresponding input types.")
 
@@ -841,7 +841,7 @@ def test_cond_branch_types_differ_under_an_invariant_predicate(wrap):
         f"false_fun is {first_line(reset)}\n\n"
         "The output of true_fun has type float32[3]{i} but the corresponding output of "
         "false_fun has type float32[3], so the varying manual axes do not match.\n\n"
-        "This might be fixed by applying `lax.pvary(..., ('i',))` to the output of false_fun.\n\n"
+        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output of false_fun.\n\n"
         "Revise true_fun and/or false_fun so that all output types match.")
 
 
@@ -866,7 +866,7 @@ def test_switch_branch_types_differ():
         f"branch 1 is {first_line(second)}\n\n"
         "The output of branch 0 has type float32[3] but the corresponding output of "
         "branch 1 has type float32[3]{i}, so the varying manual axes do not match.\n\n"
-        "This might be fixed by applying `lax.pvary(..., ('i',))` to the output of branch 0.\n\n"
+        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output of branch 0.\n\n"
         "Revise branch 0 and/or branch 1 so that all output types match.")
 
 

@@ -1,0 +1,287 @@
+"""The parts of JAX's API that real programs lean on: isinstance checks on traced values,
+``typeof``, array and sharding properties, ``device=`` in constructors, ``unroll=`` in loops,
+and collectives with ``axis_index_groups``; each held against numpy or the per-block
+reference."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
+
+MESH = shardc.make_mesh((4, 2), ("x", "y"))
+MESH_I = shardc.make_mesh((4,), ("i",))
+
+
+# --- isinstance(x, jax.Array) ------------------------------------------------------------------
+
+def test_arrays_and_traced_values_are_arrays_to_isinstance():
+    seen = []
+
+    def record(x):
+        seen.append((isinstance(x, shardc.Array), isinstance(x, jnp.ndarray),
+                     type(x) is shardc.Array))
+        return x * 2
+
+    x = jnp.arange(8.)
+    record(x)
+    shardc.jit(record)(x)
+    shardc.vmap(record)(x)
+    shardc.grad(lambda v: record(v).sum())(x)
+    shardc.shard_map(record, mesh=MESH_I, in_specs=P("i"), out_specs=P("i"))(x)
+    assert seen[0] == (True, True, True)                 # a concrete array is one
+    assert all(s[:2] == (True, True) for s in seen)       # every traced value too
+    assert all(not s[2] for s in seen[1:])                # ... but type() stays what it is
+    assert not isinstance(np.ones(3), shardc.Array) and not isinstance(3.0, jnp.ndarray)
+
+
+# --- typeof ----------------------------------------------------------------------------------------
+
+def test_typeof_reports_the_manual_axis_type_and_vma():
+    types = []
+
+    def body(a, b):
+        types.append((shardc.typeof(a), shardc.typeof(b), shardc.typeof(a + b)))
+        return a + b
+
+    shardc.shard_map(body, mesh=MESH, in_specs=(P("x"), P()), out_specs=P("x"))(
+        jnp.arange(8.), jnp.arange(2.))
+    a, b, total = types[0]
+    assert a.vma == frozenset({"x"}) and a.manual_axis_type.varying == frozenset({"x"})
+    assert b.vma == frozenset() and b.manual_axis_type.varying == frozenset()
+    assert total.mat.varying == frozenset({"x"})
+    assert a.manual_axis_type.unreduced == frozenset() and a.manual_axis_type.reduced == frozenset()
+    assert a.shape == (2,) and a.dtype == np.float32 and str(a) == "float32[2]{x}"
+
+
+def test_typeof_of_a_concrete_array_has_its_sharding():
+    placed = shardc.device_put(jnp.arange(8.), NamedSharding(MESH, P("x")))
+    t = shardc.typeof(placed)
+    assert t.sharding == NamedSharding(MESH, P("x")) and t.manual_axis_type.empty
+    assert shardc.typeof(jnp.arange(3)).sharding == SingleDeviceSharding(shardc.devices()[0])
+
+
+# --- Array and sharding properties -----------------------------------------------------------------
+
+def test_addressable_data_shards_and_replication():
+    host = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    placed = shardc.device_put(host, NamedSharding(MESH, P("x")))
+    assert placed.sharding.spec == P("x")
+    assert not placed.is_fully_replicated and not placed.sharding.is_fully_replicated
+    shards = placed.addressable_shards
+    assert [s.device.id for s in shards] == list(range(8))
+    assert [s.replica_id for s in shards] == [0, 1] * 4      # 'y' holds two copies of a block
+    for k, shard in enumerate(shards):
+        block = placed.addressable_data(k)
+        assert block.sharding == SingleDeviceSharding(shard.device)
+        np.testing.assert_array_equal(np.asarray(block), host[shard.index])
+    np.testing.assert_array_equal(np.asarray(placed.addressable_data(5)), host[4:6])
+    replicated = shardc.device_put(host, NamedSharding(MESH, P()))
+    assert replicated.is_fully_replicated and replicated.sharding.is_fully_replicated
+    assert [s.replica_id for s in replicated.addressable_shards] == list(range(8))
+    assert jnp.arange(3).is_fully_replicated
+    assert placed.sharding.num_devices == 8
+
+
+# --- device= ---------------------------------------------------------------------------------------
+
+CONSTRUCTORS = {
+    "arange": (lambda **kw: jnp.arange(8, **kw), np.arange(8, dtype=np.int32)),
+    "zeros": (lambda **kw: jnp.zeros((8, 2), **kw), np.zeros((8, 2), np.float32)),
+    "ones": (lambda **kw: jnp.ones(8, jnp.int32, **kw), np.ones(8, np.int32)),
+    "full": (lambda **kw: jnp.full((8,), 2.5, **kw), np.full(8, 2.5, np.float32)),
+    "array": (lambda **kw: jnp.array([[1, 2]] * 8, **kw), np.array([[1, 2]] * 8, np.int32)),
+    "asarray": (lambda **kw: jnp.asarray(np.arange(8.0), **kw), np.arange(8.0, dtype=np.float32)),
+    "zeros_like": (lambda **kw: jnp.zeros_like(np.ones(8, np.int32), **kw), np.zeros(8, np.int32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONSTRUCTORS))
+def test_constructors_place_their_result_by_device(name):
+    make, expected = CONSTRUCTORS[name]
+    sharding = NamedSharding(MESH, P("x"))
+    for target, wanted in ((sharding, sharding),
+                           (shardc.devices()[5], SingleDeviceSharding(shardc.devices()[5]))):
+        out = make(device=target)
+        assert out.sharding == wanted and out.dtype == expected.dtype
+        np.testing.assert_array_equal(np.asarray(out), expected)
+    assert make().sharding == SingleDeviceSharding(shardc.devices()[0])
+
+
+def test_device_under_jit_and_on_the_current_mesh():
+    sharding = NamedSharding(MESH, P("x"))
+    out = shardc.jit(lambda: jnp.zeros((8,), device=sharding) + 1)()
+    np.testing.assert_array_equal(np.asarray(out), np.ones(8))
+    inner = shardc.jit(lambda: jnp.zeros((8,), device=sharding))()
+    assert inner.sharding == sharding
+    with shardc.set_mesh(MESH):
+        assert jnp.ones((8, 2), device=P(None, "y")).sharding == NamedSharding(MESH, P(None, "y"))
+    with pytest.raises(ValueError, match="no mesh is set"):
+        jnp.ones(4, device=P("x"))
+
+
+# --- unroll= ---------------------------------------------------------------------------------------
+
+def _cumulative(carry, x):
+    carry = carry * 0.5 + x
+    return carry, carry * 2
+
+
+@pytest.mark.parametrize("unroll", [1, 2, 3, 7, 0, True, False])
+def test_scan_unroll_leaves_results_unchanged(unroll):
+    xs = np.linspace(-1.0, 1.0, 7, dtype=np.float32)
+    carry, ys = lax.scan(_cumulative, np.float32(0.0), xs, unroll=unroll)
+    expected_carry, expected_ys = np.float32(0.0), []
+    for x in xs:
+        expected_carry = expected_carry * np.float32(0.5) + x
+        expected_ys.append(expected_carry * 2)
+    np.testing.assert_allclose(np.asarray(carry), expected_carry, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ys), np.array(expected_ys), rtol=1e-6)
+    jitted = shardc.jit(lambda v: lax.scan(_cumulative, 0.0, v, unroll=unroll))(xs)
+    np.testing.assert_array_equal(np.asarray(jitted[1]), np.asarray(ys))
+
+
+def test_unroll_is_checked_as_in_jax():
+    with pytest.raises(ValueError, match="`unroll` must be a `bool` or a non-negative `int`."):
+        lax.scan(_cumulative, 0.0, jnp.ones(3), unroll=-1)
+    with pytest.raises(TypeError, match="expects a concrete `int` or `bool`"):
+        shardc.jit(lambda u: lax.scan(_cumulative, 0.0, jnp.ones(3), unroll=u))(jnp.int32(2))
+    with pytest.raises(ValueError, match="Can only use `unroll` in `fori_loop` if the loop "
+                                         "bounds are statically known."):
+        shardc.jit(lambda n: lax.fori_loop(0, n, lambda i, v: v + i, 0, unroll=2))(jnp.int32(3))
+
+
+@pytest.mark.parametrize("unroll", [None, 1, 4, True])
+def test_fori_loop_unroll(unroll):
+    total = lax.fori_loop(0, 5, lambda i, v: v * 2 + i, 1, unroll=unroll)
+    expected = 1
+    for i in range(5):
+        expected = expected * 2 + i
+    assert int(total) == expected
+    grad = shardc.grad(lambda x: lax.fori_loop(0, 3, lambda i, v: v * x, 1.0, unroll=unroll))
+    np.testing.assert_allclose(float(grad(2.0)), 3 * 2.0 ** 2)
+
+
+# --- pcast and pvary -------------------------------------------------------------------------------
+
+def test_pcast_to_varying_and_its_alias_pvary_agree():
+    def body(x, use_pcast):
+        cast = lax.pcast(x, "i", to="varying") if use_pcast else lax.pvary(x, "i")
+        assert shardc.typeof(cast).vma == frozenset({"i"})
+        return cast * (lax.axis_index("i") + 1)
+
+    x = jnp.arange(3.)
+    outs = [shardc.shard_map(lambda v: body(v, flag), mesh=MESH_I, in_specs=P(),
+                             out_specs=P("i"))(x) for flag in (True, False)]
+    expected = np.concatenate([np.arange(3.) * (i + 1) for i in range(4)])
+    for out in outs:
+        np.testing.assert_array_equal(np.asarray(out), expected)
+
+
+# --- axis_index_groups -----------------------------------------------------------------------------
+
+NP_REDUCE = {"psum": np.sum, "pmean": np.mean, "pmax": np.max, "pmin": np.min}
+
+
+def _grouped_reference(name, blocks, groups):
+    """Each device's result: the reduction over the blocks of its group."""
+    out = [None] * len(blocks)
+    for g in groups:
+        value = NP_REDUCE[name](np.stack([blocks[i] for i in g]), axis=0)
+        for i in g:
+            out[i] = value
+    return np.concatenate(out)
+
+
+GROUPINGS = [[[0, 1], [2, 3]], [[0, 2], [1, 3]], [[3, 0, 1], [2]], [[0], [1], [2], [3]],
+             [[2, 1, 0, 3]]]
+
+
+@pytest.mark.parametrize("name", sorted(NP_REDUCE))
+@pytest.mark.parametrize("groups", GROUPINGS, ids=str)
+@pytest.mark.parametrize("jit", [False, True])
+def test_grouped_reductions_against_each_group(name, groups, jit):
+    x = np.array([[1.0, -2.0], [3.0, np.inf], [-5.0, 0.5], [7.0, 4.0]], np.float32)
+    collective = getattr(lax, name)
+    f = shardc.shard_map(lambda b: collective(b, "i", axis_index_groups=groups), mesh=MESH_I,
+                         in_specs=P("i"), out_specs=P("i"), check_vma=False)
+    out = (shardc.jit(f) if jit else f)(x)
+    expected = _grouped_reference(name, list(x[:, None]), groups)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-6)
+
+
+def test_grouped_pmax_keeps_the_axis_varying_with_the_check_on():
+    groups = [[0, 1], [2, 3]]
+    x = np.arange(8, dtype=np.int32)
+    f = shardc.shard_map(lambda b: lax.pmax(b, "i", axis_index_groups=groups), mesh=MESH_I,
+                         in_specs=P("i"), out_specs=P("i"))
+    np.testing.assert_array_equal(np.asarray(f(x)), [2, 3, 2, 3, 6, 7, 6, 7])
+    claims_replicated = shardc.shard_map(lambda b: lax.pmax(b, "i", axis_index_groups=groups),
+                                         mesh=MESH_I, in_specs=P("i"), out_specs=P())
+    with pytest.raises(shardc.ReplicationError):
+        claims_replicated(x)
+
+
+@pytest.mark.parametrize("tiled", [False, True])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_grouped_all_gather_in_group_order(tiled, axis):
+    groups = [[2, 0], [3, 1]]
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    f = shardc.shard_map(
+        lambda b: lax.all_gather(b, "i", axis_index_groups=groups, axis=axis, tiled=tiled)[None],
+        mesh=MESH_I, in_specs=P("i"), out_specs=P("i"))
+    out = np.asarray(shardc.jit(f)(x))
+    blocks = x.reshape(4, 2, 2)
+    for device in range(4):
+        group = next(g for g in groups if device in g)
+        members = [blocks[i] for i in group]
+        expected = (np.concatenate(members, axis) if tiled else np.stack(members, axis))
+        np.testing.assert_array_equal(out[device], expected)
+
+
+def test_grouped_psum_gradient_matches_finite_differences():
+    groups = [[0, 3], [1, 2]]
+
+    def loss(x):
+        f = shardc.shard_map(lambda b: lax.psum(jnp.sin(b) * b, "i", axis_index_groups=groups),
+                             mesh=MESH_I, in_specs=P("i"), out_specs=P("i"), check_vma=False)
+        return (f(x) * jnp.arange(1.0, 9.0)).sum()
+
+    x = np.linspace(-1.0, 1.0, 8).astype(np.float32)
+    grad = np.asarray(shardc.grad(loss)(x))
+    eps = 1e-3
+    numeric = np.array([(float(loss(x + eps * e)) - float(loss(x - eps * e))) / (2 * eps)
+                        for e in np.eye(8, dtype=np.float32)])
+    np.testing.assert_allclose(grad, numeric, rtol=2e-2, atol=2e-2)
+
+
+@settings(derandomize=True, deadline=None, max_examples=8)
+@given(st.permutations(range(4)), st.sampled_from([1, 2, 4]),
+       st.sampled_from(["psum", "pmax", "pmin"]))
+def test_grouped_reductions_property(order, group_size, name):
+    groups = [list(order[k:k + group_size]) for k in range(0, 4, group_size)]
+    x = np.random.default_rng(len(groups)).integers(-9, 9, size=(4, 3)).astype(np.int32)
+    f = shardc.shard_map(lambda b: getattr(lax, name)(b, "i", axis_index_groups=groups),
+                         mesh=MESH_I, in_specs=P("i"), out_specs=P("i"), check_vma=False)
+    out = f(x)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(out),
+                                  _grouped_reference(name, list(x[:, None]), groups))
+
+
+def test_bad_groups_are_rejected():
+    def run(collective, groups):
+        shardc.shard_map(lambda b: collective(b, "i", axis_index_groups=groups), mesh=MESH_I,
+                         in_specs=P("i"), out_specs=P("i"), check_vma=False)(jnp.arange(4.))
+
+    with pytest.raises(ValueError, match="axis_index_groups must cover all indices exactly once"):
+        run(lax.pmax, [[0, 1], [1, 2]])
+    with pytest.raises(ValueError, match="axis_index_groups must cover all indices exactly once"):
+        run(lax.psum, [[0, 1]])
+    with pytest.raises(ValueError, match="axis_index_groups must all be the same size"):
+        run(lax.all_gather, [[0, 1, 2], [3]])
+    with pytest.raises(NotImplementedError, match="to='invarying'"):
+        run(lambda b, a, **kw: lax.all_gather(b, a, to="invarying", **kw), [[0, 1], [2, 3]])

@@ -1,0 +1,150 @@
+"""``jit``'s options as JAX has them: static arguments by position and by name, donation,
+``in_shardings`` and ``out_shardings``; every result held against numpy."""
+from functools import partial
+
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+from shardc.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
+
+MESH = shardc.make_mesh((4, 2), ("x", "y"))
+HOST = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+
+
+# --- static arguments ------------------------------------------------------------------------------
+
+def test_static_argnames_and_argnums_complete_each_other():
+    @partial(shardc.jit, static_argnames="n")
+    def power(x, n):
+        return x ** n
+
+    assert power.static_argnums == (1,)
+    np.testing.assert_array_equal(np.asarray(power(HOST, n=3)), HOST ** 3)
+    np.testing.assert_array_equal(np.asarray(power(HOST, 3)), HOST ** 3)   # by position too
+    np.testing.assert_array_equal(np.asarray(power(HOST, n=2)), HOST ** 2)
+    assert power.trace_count == 3            # keyword and positional calls trace apart
+
+    by_number = shardc.jit(lambda x, n: x * n, static_argnums=1)
+    assert by_number.static_argnames == ("n",)
+
+
+def test_negative_static_argnums_count_from_the_end():
+    scale = shardc.jit(lambda x, n: x * n, static_argnums=-1)
+    np.testing.assert_array_equal(np.asarray(scale(HOST, 3)), HOST * 3)
+    scale(HOST, 3)
+    assert scale.trace_count == 1
+
+
+def test_static_arguments_of_another_type_trace_again():
+    calls = []
+
+    @partial(shardc.jit, static_argnums=1)
+    def f(x, n):
+        calls.append(type(n))
+        return x * n
+
+    out_int, out_float = f(HOST, 2), f(HOST, 2.0)     # 2 == 2.0, but not the same static
+    assert calls == [int, float]
+    assert out_int.dtype == np.float32 and out_float.dtype == np.float32
+
+
+def test_unhashable_static_arguments_are_rejected_naming_them():
+    f = shardc.jit(lambda x, axes: x.sum(axes), static_argnums=1)
+    with pytest.raises(ValueError, match=r"Non-hashable static arguments are not supported.*"
+                                         r"Static argument \(index 1\) of type <class 'list'>"):
+        f(HOST, [0])
+    np.testing.assert_array_equal(np.asarray(f(HOST, (0,))), HOST.sum(0))
+    g = shardc.jit(lambda x, axes: x.sum(axes), static_argnames="axes")
+    with pytest.raises(ValueError, match=r"Static argument \(name 'axes'\)"):
+        g(HOST, axes=[0])
+
+
+def test_argnums_and_argnames_checked_against_the_signature():
+    with pytest.raises(ValueError, match=r"static_argnums=\(2,\), but only accepts 2 positional"):
+        shardc.jit(lambda x, n: x, static_argnums=2)
+    with pytest.raises(ValueError, match=r"invalid argnames \{'m'\} in static_argnames"):
+        shardc.jit(lambda x, n: x, static_argnames="m")
+    with pytest.raises(ValueError, match="static_argnames and donate_argnames cannot intersect"):
+        shardc.jit(lambda x, n: x, static_argnames="n", donate_argnames="n")
+    shardc.jit(lambda *args: args[0], static_argnums=5)      # *args takes any position
+
+
+# --- donation --------------------------------------------------------------------------------------
+
+def test_donated_arguments_are_accepted_and_keep_their_values():
+    @partial(shardc.jit, donate_argnums=0)
+    def step(params, grads):
+        return params - 0.1 * grads
+
+    params = jnp.asarray(HOST)
+    out = step(params, jnp.ones_like(params))
+    np.testing.assert_allclose(np.asarray(out), HOST - 0.1)
+    np.testing.assert_array_equal(np.asarray(params), HOST)   # donation is a no-op here
+    assert step.donate_argnames == ("params",)
+    named = shardc.jit(lambda params, grads: params + grads, donate_argnames="grads")
+    assert named.donate_argnums == (1,)
+
+
+# --- shardings -------------------------------------------------------------------------------------
+
+def test_out_shardings_lay_results_out_as_asked():
+    by_rows, by_cols = NamedSharding(MESH, P("x")), NamedSharding(MESH, P(None, "y"))
+    f = shardc.jit(lambda a, b: (a * 2, {"s": a + b}), out_shardings=(by_rows, by_cols))
+    doubled, summed = f(HOST, HOST)
+    assert doubled.sharding == by_rows and summed["s"].sharding == by_cols
+    np.testing.assert_array_equal(np.asarray(doubled), HOST * 2)
+    np.testing.assert_array_equal(np.asarray(summed["s"]), HOST + HOST)
+    # each device holds the block its sharding says
+    for shard in summed["s"].addressable_shards:
+        np.testing.assert_array_equal(shard.data, (HOST + HOST)[shard.index])
+    assert "sharding_constraint" in str(f.lower(HOST, HOST).closed)
+
+
+def test_out_shardings_on_one_device():
+    device = shardc.devices()[3]
+    out = shardc.jit(lambda a: a + 1, out_shardings=device)(HOST)
+    assert out.sharding == SingleDeviceSharding(device)
+    np.testing.assert_array_equal(np.asarray(out), HOST + 1)
+
+
+def test_in_shardings_place_arguments_and_none_leaves_them():
+    by_rows = NamedSharding(MESH, P("x"))
+    jitted = shardc.jit(lambda a, b: a * b, in_shardings=(by_rows, None))
+    out = jitted(HOST, jnp.asarray(HOST))
+    np.testing.assert_array_equal(np.asarray(out), HOST * HOST)
+    # the argument arrives laid out by rows: a shard_map with P('x') needs no reshard
+    body = shardc.shard_map(lambda v: v * 2, mesh=MESH, in_specs=P("x"), out_specs=P("x"))
+    traced = shardc.jit(body, in_shardings=by_rows).lower(HOST)
+    printed = str(traced.module.lowered(0).device_programs[0].program)
+    assert "all_slice" not in printed
+    unplaced = shardc.jit(body).lower(HOST)
+    assert "all_slice" in str(unplaced.module.lowered(0).device_programs[0].program)
+
+
+def test_partition_specs_use_the_current_mesh():
+    with shardc.set_mesh(MESH):
+        f = shardc.jit(lambda x: x * 1, in_shardings=P("x"), out_shardings=P(None, "y"))
+        out = f(HOST)
+    assert out.sharding == NamedSharding(MESH, P(None, "y"))
+    np.testing.assert_array_equal(np.asarray(out), HOST)
+
+
+def test_in_shardings_with_keyword_arguments_is_an_error():
+    f = shardc.jit(lambda x, y: x + y, in_shardings=NamedSharding(MESH, P("x")))
+    with pytest.raises(ValueError, match="does not support keyword arguments when in_shardings"):
+        f(HOST, y=HOST)
+
+
+def test_shardings_prefix_must_match_the_arguments():
+    f = shardc.jit(lambda x, y: x + y, in_shardings=(NamedSharding(MESH, P("x")),))
+    with pytest.raises(ValueError, match="jit in_shardings"):
+        f(HOST, HOST)
+
+
+def test_nested_jit_with_shardings_under_grad():
+    by_rows = NamedSharding(MESH, P("x"))
+    inner = shardc.jit(lambda a: (a * a).sum(), in_shardings=by_rows)
+    grad = shardc.jit(shardc.grad(inner))(HOST)
+    np.testing.assert_allclose(np.asarray(grad), 2 * HOST)

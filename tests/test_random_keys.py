@@ -1,0 +1,223 @@
+"""Typed PRNG keys: the structure JAX gives them (dtype, shape, key data, split, indexing,
+reshaping) and their way through jit, vmap, scan and shard_map. Bits are shardc's own, so
+values are held against the same draw made another way, never against JAX's numbers."""
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax, random
+from shardc.sharding import PartitionSpec as P
+
+
+def _data(keys):
+    return np.asarray(random.key_data(keys))
+
+
+# --- structure ---------------------------------------------------------------------------------
+
+def test_a_key_is_a_scalar_of_key_dtype_over_two_words():
+    key = random.key(42)
+    assert key.shape == () and key.ndim == 0 and key.size == 1
+    assert str(key.dtype) == "key<fry>" and key.dtype.name == "key<fry>"
+    assert isinstance(key, shardc.Array) and isinstance(key, jnp.ndarray)
+    data = random.key_data(key)
+    assert data.dtype == np.uint32 and data.shape == (2,)
+    np.testing.assert_array_equal(np.asarray(data), random.PRNGKey(42))
+    assert repr(key) == "Array((), dtype=key<fry>) overlaying:\n[ 0 42]"
+    assert str(random.key_impl(key)) == "threefry2x32"
+
+
+def test_raw_keys_stay_raw_and_seeds_fill_the_low_word_as_in_jax():
+    raw = random.PRNGKey(7)
+    assert isinstance(raw, shardc.Array) and raw.dtype == np.uint32 and raw.shape == (2,)
+    np.testing.assert_array_equal(np.asarray(raw), [0, 7])
+    np.testing.assert_array_equal(np.asarray(random.PRNGKey(-1)), [0, 2 ** 32 - 1])
+    np.testing.assert_array_equal(np.asarray(random.PRNGKey(2 ** 40 + 3)), [2 ** 8, 3])
+
+
+def test_rbg_keys_have_four_words():
+    key = random.key(3, impl="rbg")
+    assert str(key.dtype) == "key<rbg>" and _data(key).shape == (4,)
+    assert random.PRNGKey(3, impl="unsafe_rbg").shape == (4,)
+    keys = random.split(key, 5)
+    assert keys.shape == (5,) and str(keys.dtype) == "key<rbg>" and _data(keys).shape == (5, 4)
+    assert random.uniform(key, (3,)).shape == (3,)
+    with pytest.raises(ValueError, match="unrecognized PRNG implementation 'philox'"):
+        random.key(0, impl="philox")
+
+
+def test_split_gives_typed_keys_that_index_reshape_and_iterate():
+    key = random.key(0)
+    keys = random.split(key, 6)
+    assert keys.shape == (6,) and str(keys.dtype) == "key<fry>"
+    data = _data(keys)
+    assert data.shape == (6, 2)
+    assert len({tuple(row) for row in data}) == 6          # six different keys
+    np.testing.assert_array_equal(data, np.asarray(random.split(random.PRNGKey(0), 6)))
+    np.testing.assert_array_equal(_data(keys[2]), data[2])
+    np.testing.assert_array_equal(_data(keys[1:4]), data[1:4])
+    grid = keys.reshape(2, 3)
+    assert grid.shape == (2, 3)
+    np.testing.assert_array_equal(_data(grid), data.reshape(2, 3, 2))
+    np.testing.assert_array_equal(_data(grid[..., 1]), data.reshape(2, 3, 2)[:, 1])
+    np.testing.assert_array_equal(_data(grid.T), data.reshape(2, 3, 2).transpose(1, 0, 2))
+    assert keys.reshape(-1, 2).shape == (3, 2) and grid.ravel().shape == (6,)
+    first, *rest = keys
+    assert first.shape == () and len(rest) == 5
+    np.testing.assert_array_equal(np.asarray(keys == keys), [True] * 6)
+    np.testing.assert_array_equal(np.asarray(keys[0] != keys[1]), True)
+    assert random.split(key, (2, 3)).shape == (2, 3)
+    with pytest.raises(ValueError, match="cannot reshape a key array of size 6"):
+        keys.reshape(4)
+
+
+def test_wrap_key_data_inverts_key_data():
+    keys = random.split(random.key(1), 3)
+    again = random.wrap_key_data(random.key_data(keys))
+    np.testing.assert_array_equal(np.asarray(again == keys), [True] * 3)
+    with pytest.raises(TypeError, match="uint32 key data"):
+        random.wrap_key_data(np.zeros((3, 2), np.int32))
+    with pytest.raises(ValueError, match="trailing dimension of 2"):
+        random.wrap_key_data(np.zeros((3, 4), np.uint32))
+    with pytest.raises(TypeError, match="key_data"):
+        np.asarray(keys)
+
+
+def test_samplers_take_either_kind_and_reject_a_batch_of_keys():
+    key = random.key(5)
+    for sample in (lambda k: random.normal(k, (4,)), lambda k: random.uniform(k, (2, 3)),
+                   lambda k: random.randint(k, (5,), 0, 10), lambda k: random.bits(k, (3,)),
+                   lambda k: random.bernoulli(k, 0.5, (4,))):
+        typed, raw = sample(key), sample(random.key_data(key))
+        assert typed.dtype == raw.dtype and typed.shape == raw.shape
+        np.testing.assert_array_equal(np.asarray(typed), np.asarray(raw))
+    with pytest.raises(ValueError, match=r"normal accepts a single key, but was given a key "
+                                         r"array of shape \(3,\) != \(\)\. Use jax.vmap"):
+        random.normal(random.split(key, 3), (2,))
+    with pytest.raises(ValueError, match=r"uniform accepts a single key.*shape \(3,\)"):
+        random.uniform(random.split(random.PRNGKey(0), 3))
+
+
+def test_fold_in_keeps_the_kind_of_key():
+    key = random.key(0)
+    folded = random.fold_in(key, 3)
+    assert folded.shape == () and str(folded.dtype) == "key<fry>"
+    np.testing.assert_array_equal(_data(folded), np.asarray(random.fold_in(random.PRNGKey(0), 3)))
+    assert not np.array_equal(_data(folded), _data(random.fold_in(key, 4)))
+
+
+# --- through transformations -------------------------------------------------------------------
+
+def test_keys_through_jit_in_and_out():
+    key = random.key(9)
+    split = shardc.jit(lambda k: random.split(k, 3))
+    keys = split(key)
+    assert keys.shape == (3,) and str(keys.dtype) == "key<fry>"
+    np.testing.assert_array_equal(_data(keys), _data(random.split(key, 3)))
+    draw = shardc.jit(lambda k, x: x + random.normal(k, x.shape))
+    x = jnp.zeros((4,))
+    np.testing.assert_array_equal(np.asarray(draw(key, x)), np.asarray(random.normal(key, (4,))))
+    split(key)
+    assert split.trace_count == 1
+
+
+def test_keys_through_vmap_match_one_key_at_a_time():
+    keys = random.split(random.key(2), 4)
+    batched = shardc.vmap(lambda k: random.normal(k, (3,)))(keys)
+    one_by_one = np.stack([np.asarray(random.normal(k, (3,))) for k in keys])
+    np.testing.assert_array_equal(np.asarray(batched), one_by_one)
+    resplit = shardc.vmap(random.split)(keys)
+    assert resplit.shape == (4, 2) and str(resplit.dtype) == "key<fry>"
+
+
+def test_keys_as_scan_inputs_and_carries():
+    keys = random.split(random.key(4), 5)
+
+    def step(carry, k):
+        carry_key, total = carry
+        carry_key, sub = random.split(carry_key)
+        return (carry_key, total + random.uniform(k) + random.uniform(sub)), random.uniform(k)
+
+    (last, total), ys = lax.scan(step, (random.key(1), 0.0), keys)
+    assert last.shape == () and str(last.dtype) == "key<fry>"
+    expected = np.array([np.asarray(random.uniform(k)) for k in keys])
+    np.testing.assert_allclose(np.asarray(ys), expected)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_replicated_key_split_per_device_with_fold_in(jit):
+    mesh = shardc.make_mesh((4,), ("i",))
+    key = random.key(0)
+
+    def body(k):
+        mine = random.fold_in(k, lax.axis_index("i"))
+        return random.normal(mine, (1, 3))
+
+    f = shardc.shard_map(body, mesh=mesh, in_specs=P(), out_specs=P("i"))
+    out = np.asarray((shardc.jit(f) if jit else f)(key))
+    expected = np.concatenate([np.asarray(random.normal(random.fold_in(key, i), (1, 3)))
+                               for i in range(4)])
+    np.testing.assert_array_equal(out, expected)
+    assert len({tuple(row) for row in out}) == 4
+
+
+def test_keys_sharded_over_the_mesh():
+    mesh = shardc.make_mesh((4,), ("i",))
+    keys = random.split(random.key(8), 4)
+
+    def body(k):                      # each device gets a key array of shape (1,)
+        assert k.shape == (1,) and str(k.dtype) == "key<fry>"
+        return random.uniform(k[0], (1, 2))
+
+    out = shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(keys)
+    expected = np.stack([np.asarray(random.uniform(k, (2,))) for k in keys])
+    np.testing.assert_array_equal(np.asarray(out), expected)
+
+
+def test_key_from_a_traced_seed():
+    make = shardc.jit(lambda seed: random.key_data(random.key(seed)))
+    np.testing.assert_array_equal(np.asarray(make(jnp.int32(11))), [0, 11])
+
+
+def test_key_arrays_are_leaves_of_user_pytrees():
+    key = random.key(0)
+    state = {"key": key, "keys": random.split(key, 3), "w": jnp.ones(2)}
+    shapes = shardc.tree_util.tree_map(lambda x: x.shape, state)
+    assert shapes == {"key": (), "keys": (3,), "w": (2,)}
+    leaves, treedef = shardc.tree_util.tree_flatten(state)
+    assert [type(leaf).__name__ for leaf in leaves] == ["PRNGKeyArray", "PRNGKeyArray", "Array"]
+    rebuilt = shardc.tree_util.tree_unflatten(treedef, leaves)
+    assert rebuilt["key"] is key
+    resplit = shardc.tree_util.tree_map(lambda k: random.split(k, 2), {"a": key, "b": key})
+    assert resplit["a"].shape == (2,) and str(resplit["b"].dtype) == "key<fry>"
+    # through jit, the same tree comes back with its keys
+    out = shardc.jit(lambda s: s)(state)
+    assert out["keys"].shape == (3,) and str(out["key"].dtype) == "key<fry>"
+
+
+def test_squeeze_transpose_and_keys_from_batched_seeds():
+    keys = random.split(random.key(0), 4).reshape(1, 4, 1)
+    data = _data(keys)
+    assert keys.squeeze().shape == (4,) and keys.squeeze(0).shape == (4, 1)
+    np.testing.assert_array_equal(_data(keys.transpose(1, 0, 2)), data.transpose(1, 0, 2, 3))
+    with pytest.raises(ValueError, match="size not equal to one"):
+        keys.squeeze(1)
+    made = shardc.vmap(random.key)(jnp.arange(4))
+    assert made.shape == (4,) and str(made.dtype) == "key<fry>"
+    np.testing.assert_array_equal(_data(made), [[0, s] for s in range(4)])
+
+
+def test_typeof_a_key_array():
+    keys = random.split(random.key(0), 4)
+    t = shardc.typeof(keys)
+    assert str(t) == "key<fry>[4]" and t.shape == (4,) and str(t.dtype) == "key<fry>"
+    seen = []
+
+    def body(k):
+        seen.append(shardc.typeof(k))
+        return random.uniform(k[0], (1,))
+
+    mesh = shardc.make_mesh((4,), ("i",))
+    shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(keys)
+    assert str(seen[0]) == "key<fry>[1]{i}" and seen[0].vma == frozenset({"i"})
