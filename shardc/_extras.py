@@ -1,0 +1,79 @@
+"""Smaller pieces of JAX's top-level API: ``device_get``, ``eval_shape``, ``named_scope``,
+``named_call``, ``default_backend`` and ``smap``."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from compiler import tree
+
+
+def device_get(x):
+    """Every array leaf of ``x`` as a numpy array on the host; other leaves as they are."""
+    from runtime.array import Array
+    return tree.tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)
+
+
+def eval_shape(fun, *args, **kwargs):
+    """The shapes and dtypes ``fun(*args, **kwargs)`` would return, as ``ShapeDtypeStruct``s,
+    found by tracing it: nothing runs. Arguments may be arrays or ``ShapeDtypeStruct``s."""
+    from compiler.jit import trace_function
+    from shardc import ShapeDtypeStruct
+    closed = trace_function(fun, args, kwargs)
+    outs = [ShapeDtypeStruct(a.shape, a.dtype) for a in closed.out_avals]
+    return tree.tree_unflatten(closed.out_tree, outs)
+
+
+@contextlib.contextmanager
+def named_scope(name: str):
+    """A name for the operations traced inside (JAX uses it in profiles and HLO metadata);
+    shardc's programs name the user's source line instead, so this only checks the name."""
+    if not isinstance(name, str):
+        raise TypeError(f"named_scope name argument must be a string, got {name!r}")
+    yield
+
+
+def named_call(fun, *, name: str | None = None):
+    """``fun`` itself: JAX gives its equations a name scope, shardc their source lines."""
+    return fun
+
+
+def default_backend() -> str:
+    """The platform programs run on: shardc simulates CPU devices."""
+    return "cpu"
+
+
+def smap(f=None, /, *, in_axes=0, out_axes, axis_name):
+    """A shard_map over one mesh axis of the current mesh, with in_axes/out_axes naming which
+    array dimension is split over it (``None``: not split), as ``vmap`` names its axes."""
+    if f is None:
+        return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    if isinstance(axis_name, (list, tuple)):
+        raise TypeError(f"smap axis_name should be a `str` or a `Hashable`, but got {axis_name}")
+    if in_axes is not None and not isinstance(in_axes, (int, tuple)):
+        raise TypeError("smap in_axes must be an int, None, or a tuple of entries "
+                        "corresponding to the positional arguments passed to the function, "
+                        f"but got {in_axes}.")
+    for leaves, what in ((tree.tree_leaves(in_axes), "in_axes"),
+                         (tree.tree_leaves(out_axes), "out_axes")):
+        if not all(isinstance(a, int) for a in leaves):
+            raise TypeError(f"smap {what} must be an int, None, or (nested) container with "
+                            f"those types as leaves, but got {in_axes if what == 'in_axes' else out_axes}.")
+    from shardc import shard_map
+    spec_of = _axis_spec(axis_name)
+    in_specs = tree.tree_map(spec_of, in_axes, is_leaf=lambda a: a is None)
+    out_specs = tree.tree_map(spec_of, out_axes, is_leaf=lambda a: a is None)
+    if isinstance(in_specs, list):
+        in_specs = tuple(in_specs)
+    return shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})
+
+
+def _axis_spec(axis_name):
+    from ir.sharding import PartitionSpec
+
+    def spec(axis):
+        if axis is None:
+            return PartitionSpec()
+        return PartitionSpec(*([None] * axis + [axis_name]))
+    return spec

@@ -1,0 +1,150 @@
+"""``jacfwd``, ``jacrev`` and ``hessian``: Jacobians as vmaps of jvp and vjp over a basis.
+
+For inputs ``x`` (leaves of shapes ``in_j``) and outputs ``y`` (leaves of shapes ``out_i``),
+the Jacobian is a pytree shaped like ``y`` whose leaves are pytrees shaped like ``x``, with
+leaf ``[i][j]`` of shape ``out_i + in_j``, as in JAX. ``jacfwd`` pushes one tangent per input
+element (cheap for few inputs), ``jacrev`` pulls one cotangent per output element.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler import tree
+from compiler.autodiff import jvp, vjp
+from compiler.tracing import aval_of
+
+
+def _dynamic(args, argnums):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    nums = tuple(k % len(args) for k in nums)
+
+    def with_dynamic(fun, dyn):
+        def call(*values):
+            full = list(args)
+            for k, v in zip(nums, values):
+                full[k] = v
+            return fun(*full)
+        return call
+
+    dyn = tuple(args[k] for k in nums)
+    return dyn, with_dynamic, isinstance(argnums, int)
+
+
+def _basis(leaves):
+    """The standard basis over the concatenated leaves: one leaf per input, each with a leading
+    dimension of the total size."""
+    sizes = [math.prod(aval_of(x).shape) for x in leaves]
+    total = sum(sizes)
+    out, start = [], 0
+    for x, size in zip(leaves, sizes):
+        aval = aval_of(x)
+        rows = np.zeros((total, size), aval.dtype)
+        rows[np.arange(start, start + size), np.arange(size)] = 1
+        out.append(rows.reshape((total,) + aval.shape))
+        start += size
+    return out, sizes
+
+
+def _split_rows(stacked, sizes, shapes):
+    """Rows of ``stacked`` (leading dim = total size) for each block of ``sizes``, reshaped."""
+    import shardc.numpy as jnp
+    parts, start = [], 0
+    for size, shape in zip(sizes, shapes):
+        parts.append(jnp.reshape(stacked[start:start + size], tuple(shape)
+                                 + tuple(stacked.shape[1:])))
+        start += size
+    return parts
+
+
+def _check_inexact(leaves, name):
+    for x in leaves:
+        if not np.issubdtype(aval_of(x).dtype, np.inexact):
+            raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that "
+                            f"is a sub-dtype of np.inexact), but got {aval_of(x).dtype.name}. "
+                            "If you want to use Boolean- or integer-valued inputs, use vjp "
+                            "or set allow_int to True.")
+
+
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """The Jacobian of ``fun`` by reverse mode: one vjp per output element, vmapped."""
+    from shardc.batching_api import vmap
+    import shardc.numpy as jnp
+
+    def jac(*args):
+        dyn, with_dynamic, single = _dynamic(args, argnums)
+        in_leaves, in_tree = tree.tree_flatten(dyn)
+        if not allow_int:
+            _check_inexact(in_leaves, "jacrev")
+        target = with_dynamic(fun, dyn)
+        if has_aux:
+            out, pullback, aux = vjp(target, *dyn, has_aux=True)
+        else:
+            out, pullback = vjp(target, *dyn)
+        out_leaves, out_tree = tree.tree_flatten(out)
+        basis, sizes = _basis(out_leaves)
+        cts = vmap(lambda *b: pullback(tree.tree_unflatten(out_tree, list(b))))(*basis)
+        ct_leaves = tree.tree_leaves(cts)
+        in_shapes = [aval_of(x).shape for x in in_leaves]
+        per_out = []
+        for k, (size, y) in enumerate(zip(sizes, out_leaves)):
+            start = sum(sizes[:k])
+            shape = aval_of(y).shape
+            blocks = [jnp.reshape(ct[start:start + size], tuple(shape) + tuple(s))
+                      for ct, s in zip(ct_leaves, in_shapes)]
+            per_out.append(_in_structure(in_tree, blocks, single))
+        result = tree.tree_unflatten(out_tree, per_out)
+        return (result, aux) if has_aux else result
+
+    return jac
+
+
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Jacobian of ``fun`` by forward mode: one jvp per input element, vmapped."""
+    from shardc.batching_api import vmap
+    import shardc.numpy as jnp
+
+    def jac(*args):
+        dyn, with_dynamic, single = _dynamic(args, argnums)
+        in_leaves, in_tree = tree.tree_flatten(dyn)
+        _check_inexact(in_leaves, "jacfwd")
+        target = with_dynamic(fun, dyn)
+        basis, sizes = _basis(in_leaves)
+
+        def push(*tangent_leaves):
+            tangents = tree.tree_unflatten(in_tree, list(tangent_leaves))
+            result = jvp(target, dyn, tangents, has_aux=has_aux)
+            return result[1] if not has_aux else (result[1], result[2])
+
+        pushed = vmap(push, out_axes=0)(*basis)
+        tangents, aux = (pushed, None) if not has_aux else pushed
+        if has_aux:
+            aux = tree.tree_map(lambda a: a[0], aux)
+        out_leaves, out_tree = tree.tree_flatten(tangents)
+        in_shapes = [aval_of(x).shape for x in in_leaves]
+        per_out = []
+        for t in out_leaves:
+            out_shape = tuple(t.shape[1:])
+            blocks = []
+            for k, (size, shape) in enumerate(zip(sizes, in_shapes)):
+                start = sum(sizes[:k])
+                rows = jnp.reshape(t[start:start + size], tuple(shape) + out_shape)
+                n_in, n_out = len(shape), len(out_shape)
+                order = tuple(range(n_in, n_in + n_out)) + tuple(range(n_in))
+                blocks.append(jnp.transpose(rows, order))
+            per_out.append(_in_structure(in_tree, blocks, single))
+        result = tree.tree_unflatten(out_tree, per_out)
+        return (result, aux) if has_aux else result
+
+    return jac
+
+
+def _in_structure(in_tree, blocks, single):
+    value = tree.tree_unflatten(in_tree, blocks)
+    return value[0] if single else value
+
+
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
+    """``jacfwd(jacrev(fun))``: leaf ``[i][j]`` has shape ``in_i + in_j`` for scalar output."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)

@@ -1,0 +1,197 @@
+"""JAX's smaller top-level API: jax.tree, key paths, Partial and dataclasses as pytrees,
+jacfwd/jacrev/hessian, eval_shape, device_get, named_scope/named_call, smap."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc import tree_util as tu
+from shardc.sharding import PartitionSpec as P
+
+
+# --- jax.tree and key paths ---------------------------------------------------------------------
+
+TREE = {"b": [1.0, (2.0, 3.0)], "a": 4.0}
+
+
+def test_tree_module_short_names():
+    assert jax.tree.leaves(TREE) == [4.0, 1.0, 2.0, 3.0]
+    assert jax.tree.map(lambda x, y: x * y, TREE, TREE) == {"b": [1.0, (4.0, 9.0)], "a": 16.0}
+    leaves, treedef = jax.tree.flatten(TREE)
+    assert jax.tree.unflatten(treedef, leaves) == TREE
+    assert jax.tree.structure(TREE) == treedef
+    assert jax.tree.reduce(lambda x, y: x + y, TREE) == 10.0
+    assert jax.tree.reduce(lambda x, y: x + y, TREE, 100.0) == 110.0
+    assert jax.tree.all({"x": True, "y": [True]}) and not jax.tree.all([True, False])
+
+
+def test_key_paths_name_each_leaf():
+    pairs, _ = jax.tree.flatten_with_path(TREE)
+    assert [tu.keystr(path) for path, _ in pairs] == ["['a']", "['b'][0]", "['b'][1][0]",
+                                                      "['b'][1][1]"]
+    path = pairs[2][0]
+    assert path == (tu.DictKey("b"), tu.SequenceKey(1), tu.SequenceKey(0))
+    assert tu.keystr(path, simple=True, separator="/") == "b/1/0"
+    doubled = jax.tree.map_with_path(lambda p, x: x * 2 if p[0].key == "b" else x, TREE)
+    assert doubled == {"b": [2.0, (4.0, 6.0)], "a": 4.0}
+
+
+def test_dataclasses_and_classes_as_pytrees():
+    @functools.partial(tu.register_dataclass, data_fields=["w", "b"], meta_fields=["name"])
+    @dataclasses.dataclass
+    class Layer:
+        w: object
+        b: object
+        name: str
+
+    layer = Layer(jnp.ones((2, 2)), jnp.zeros(2), "dense")
+    leaves, treedef = tu.tree_flatten(layer)
+    assert len(leaves) == 2
+    back = tu.tree_unflatten(treedef, [x + 1 for x in leaves])
+    assert back.name == "dense" and np.asarray(back.b).tolist() == [1.0, 1.0]
+    paths = [tu.keystr(p) for p, _ in tu.tree_leaves_with_path(layer)]
+    assert paths == [".w", ".b"]
+    # through a transformation, as a parameter container
+    grads = jax.grad(lambda l: (l.w.sum() + l.b.sum()) * 2)(layer)
+    np.testing.assert_array_equal(np.asarray(grads.w), np.full((2, 2), 2.0))
+
+    @tu.register_pytree_node_class
+    class Pair:
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+
+        def tree_flatten(self):
+            return (self.x, self.y), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    out = jax.jit(lambda p: Pair(p.y, p.x * 3))(Pair(jnp.ones(2), jnp.zeros(2)))
+    np.testing.assert_array_equal(np.asarray(out.y), [3.0, 3.0])
+
+
+def test_partial_passes_through_jit_as_a_pytree():
+    scale = tu.Partial(lambda x, s: x * s, s=jnp.asarray(3.0))
+    assert len(tu.tree_leaves(scale)) == 1
+    apply = jax.jit(lambda fn, x: fn(x))
+    np.testing.assert_array_equal(np.asarray(apply(scale, jnp.arange(3.0))), [0.0, 3.0, 6.0])
+
+
+def test_tree_transpose():
+    outer = jax.tree.structure([0, 0])
+    inner = jax.tree.structure((0, 0))
+    assert jax.tree.transpose(outer, inner, [(1, 2), (3, 4)]) == ([1, 3], [2, 4])
+
+
+# --- Jacobians ----------------------------------------------------------------------------------
+
+def _f(x, y):
+    return {"u": jnp.sin(x) * y[0], "v": (x ** 2).sum() * y}
+
+
+def _f_numpy_jacobian(x, y):
+    """d/dx and d/dy of each output of _f, written out."""
+    du_dx = np.diag(np.cos(x) * y[0])
+    du_dy = np.zeros((x.size, y.size))
+    du_dy[:, 0] = np.sin(x)
+    dv_dx = np.outer(y, 2 * x)
+    dv_dy = np.eye(y.size) * (x ** 2).sum()
+    return {"u": (du_dx, du_dy), "v": (dv_dx, dv_dy)}
+
+
+@pytest.mark.parametrize("mode", ["jacfwd", "jacrev"])
+def test_jacobians_of_pytrees(mode):
+    x = np.array([0.1, 0.7, -0.4], np.float32)
+    y = np.array([1.5, -2.0], np.float32)
+    jac = getattr(jax, mode)(_f, argnums=(0, 1))(jnp.asarray(x), jnp.asarray(y))
+    want = _f_numpy_jacobian(x.astype(np.float64), y.astype(np.float64))
+    for key in ("u", "v"):
+        for got, ref in zip(jac[key], want[key]):
+            np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-6)
+    single = getattr(jax, mode)(lambda x: jnp.sin(x) * 2)(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(single), np.diag(2 * np.cos(x)), rtol=1e-6)
+
+
+def test_hessian_against_the_written_out_one():
+    x = np.array([0.3, -1.2, 0.8], np.float32)
+    h = jax.hessian(lambda x: (jnp.sin(x) * x[0]).sum())(jnp.asarray(x))
+    want = np.diag(-np.sin(x) * x[0])
+    want[0, :] += np.cos(x)
+    want[:, 0] += np.cos(x)
+    np.testing.assert_allclose(np.asarray(h), want, rtol=1e-5, atol=1e-6)
+
+
+def test_jacobian_of_a_shard_map_and_under_jit():
+    mesh = jax.make_mesh((4,), ("i",))
+    f = jax.shard_map(lambda b: jnp.tanh(b) * lax.psum(b.sum(), "i"), mesh=mesh,
+                      in_specs=P("i"), out_specs=P("i"))
+    x = np.linspace(-1, 1, 8).astype(np.float32)
+    t = np.tanh(x.astype(np.float64))
+    want = np.diag((1 - t ** 2) * x.sum()) + t[:, None]
+    for mode in ("jacfwd", "jacrev"):
+        got = jax.jit(getattr(jax, mode)(f))(jnp.asarray(x))
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_jacobians_reject_integer_inputs():
+    with pytest.raises(TypeError, match="jacrev requires real- or complex-valued inputs"):
+        jax.jacrev(lambda x: x * 2)(jnp.arange(3))
+
+
+def test_jacrev_with_aux():
+    jac, aux = jax.jacrev(lambda x: (x * 3, x.sum()), has_aux=True)(jnp.ones(2))
+    np.testing.assert_array_equal(np.asarray(jac), 3 * np.eye(2))
+    assert float(aux) == 2.0
+
+
+# --- eval_shape, device_get, names ---------------------------------------------------------------
+
+def test_eval_shape_runs_nothing():
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        return {"s": x @ y, "n": x.sum().astype(jnp.int32)}
+
+    out = jax.eval_shape(f, jax.ShapeDtypeStruct((4, 3), jnp.float32), jnp.ones((3, 2)))
+    assert out["s"].shape == (4, 2) and out["s"].dtype == np.float32
+    assert out["n"].shape == () and out["n"].dtype == np.int32
+    assert len(calls) == 1                # traced once, never run
+
+
+def test_device_get_and_names():
+    got = jax.device_get({"a": jnp.arange(3), "b": 5})
+    assert isinstance(got["a"], np.ndarray) and got["b"] == 5
+    with jax.named_scope("block"):
+        y = jax.named_call(lambda x: x + 1, name="inc")(jnp.ones(2))
+    np.testing.assert_array_equal(np.asarray(y), [2.0, 2.0])
+    with pytest.raises(TypeError, match="named_scope name argument must be a string"):
+        with jax.named_scope(3):
+            pass
+    assert jax.default_backend() == "cpu"
+
+
+# --- smap ------------------------------------------------------------------------------------------
+
+def test_smap_splits_the_named_dimension_over_one_axis():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    x = jnp.arange(16.0).reshape(2, 8)
+
+    @functools.partial(jax.smap, in_axes=1, out_axes=1, axis_name="x")
+    def f(b):
+        assert b.shape == (2, 2)
+        return b * lax.axis_index("x")
+
+    with jax.set_mesh(mesh):
+        got = f(x)
+    want = np.arange(16.0).reshape(2, 8) * np.repeat(np.arange(4), 2)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    with pytest.raises(TypeError, match="smap axis_name should be a `str`"):
+        jax.smap(lambda b: b, out_axes=0, axis_name=("x",))
