@@ -166,7 +166,7 @@ def _sub_programs(params) -> list:
 
 def _program_names_axis(program: Program, name) -> bool:
     for eqn in program.eqns:
-        if eqn.prim.kind == "collective" and name in eqn.params.get("mesh_axes", ()):
+        if eqn.primitive.kind == "collective" and name in eqn.params.get("mesh_axes", ()):
             return True
         if any(_program_names_axis(p, name) for p in _sub_programs(eqn.params)):
             return True
