@@ -138,6 +138,18 @@ def test_closure_used_in_control_flow_inside_the_body():
     assert_matches(jax.jit(jax.vmap(f))(jnp.asarray(scales), jnp.asarray(ys)), want)
 
 
+def test_unbatched_outputs_and_an_empty_batch():
+    sm = jax.shard_map(lambda x, y: (x + y, y * 2), mesh=MESH_I, in_specs=(P("i"), P("i")),
+                       out_specs=(P("i"), P("i")))
+    y = np.arange(4, dtype=np.float32)
+    first, second = jax.vmap(sm, in_axes=(0, None), out_axes=(0, None))(jnp.ones((3, 4)),
+                                                                         jnp.asarray(y))
+    assert_matches(first, np.ones((3, 4), np.float32) + y)
+    assert_matches(second, y * 2)
+    empty = jax.vmap(sm, in_axes=(0, None))(jnp.zeros((0, 4)), jnp.asarray(y))
+    assert empty[0].shape == (0, 4) and empty[1].shape == (0, 4)
+
+
 def test_make_jaxpr_shows_one_shard_map_with_the_batch_axis_in_its_specs():
     text = str(jax.make_jaxpr(jax.vmap(scaled_rows))(jnp.asarray(W3), jnp.asarray(Y4),
                                                       jnp.asarray(C)))
@@ -237,37 +249,66 @@ def test_collective_over_the_vmapped_axis_of_an_unbatched_value(name):
     assert_matches(jax.jit(f)(jnp.arange(n), jnp.asarray(y)), want)
 
 
-def _rank(order, b, i, sizes):
-    coords = {"b": b, "i": i}
+def _rank(order, coords, sizes):
     rank = 0
     for name in order:
         rank = rank * sizes[name] + coords[name]
     return rank
 
 
+MIXED = [({"i": 2}, ("i", "b")), ({"i": 2}, ("b", "i")),
+         ({"i": 2, "j": 2}, ("i", "b", "j")), ({"i": 2, "j": 2}, ("j", "b", "i"))]
+
+
 @pytest.mark.parametrize("name", sorted(CALLS))
-@pytest.mark.parametrize("order", [("i", "b"), ("b", "i")])
+@pytest.mark.parametrize("mesh_shape, order", MIXED, ids=["-".join(o) for _, o in MIXED])
 @pytest.mark.parametrize("placement", ["vmap_of_shard_map", "vmap_in_body"])
-def test_collective_over_mesh_and_vmapped_axes(name, order, placement):
-    sizes = {"b": 3, "i": 2}
-    n = 6
-    data = normal(3, 2 * 2 * n, 3)            # member (b, i) holds rows i*2n .. (i+1)*2n-1 of b
+def test_collective_over_mesh_and_vmapped_axes(name, mesh_shape, order, placement):
+    batch = 3
+    sizes = dict(mesh_shape, b=batch)
+    devices = int(np.prod(list(mesh_shape.values())))
+    n = batch * devices
+    mesh = jax.make_mesh(tuple(mesh_shape.values()), tuple(mesh_shape))
+    axes = tuple(mesh_shape)                  # split over every mesh axis, in mesh order
+    data = normal(batch, devices * 2 * n, 3)  # member b on device d holds its d-th 2n rows
     per_member = lambda x: jnp.reshape(CALLS[name](x, order, n), (-1,))
     if placement == "vmap_of_shard_map":
-        f = jax.vmap(jax.shard_map(per_member, mesh=MESH_I, in_specs=P("i"), out_specs=P("i")),
+        f = jax.vmap(jax.shard_map(per_member, mesh=mesh, in_specs=P(axes), out_specs=P(axes)),
                      axis_name="b")
     else:
-        f = jax.shard_map(jax.vmap(per_member, axis_name="b"), mesh=MESH_I,
-                          in_specs=P(None, "i"), out_specs=P(None, "i"))
+        f = jax.shard_map(jax.vmap(per_member, axis_name="b"), mesh=mesh,
+                          in_specs=P(None, axes), out_specs=P(None, axes))
+    coords = [dict(zip(mesh_shape, np.unravel_index(d, tuple(mesh_shape.values()))))
+              for d in range(devices)]
     members = [None] * n
-    for b in range(3):
-        for i in range(2):
-            members[_rank(order, b, i, sizes)] = data[b, i * 2 * n:(i + 1) * 2 * n]
+    for b in range(batch):
+        for d in range(devices):
+            members[_rank(order, dict(coords[d], b=b), sizes)] = data[b, d * 2 * n:(d + 1) * 2 * n]
     outs = ref_collective(name, members)
-    want = np.stack([np.concatenate([np.reshape(outs[_rank(order, b, i, sizes)], (-1,))
-                                     for i in range(2)]) for b in range(3)])
+    want = np.stack([np.concatenate([np.reshape(outs[_rank(order, dict(coords[d], b=b), sizes)],
+                                                (-1,)) for d in range(devices)])
+                     for b in range(batch)])
     assert_matches(f(jnp.asarray(data)), want)
     assert_matches(jax.jit(f)(jnp.asarray(data)), want)
+
+
+def test_results_the_same_for_every_member_may_leave_the_batch_axis_out():
+    f = jax.vmap(lambda x: (lax.psum(x, "b"), lax.axis_index("b")), axis_name="b",
+                 out_axes=(None, 0))
+    total, ranks = f(jnp.arange(4.0))
+    assert_matches(total, np.float32(6.0))
+    assert_matches(ranks, np.arange(4, dtype=np.int32))
+    # No mapped argument: axis_size gives the member count.
+    g = jax.vmap(lambda x: lax.axis_index("b") + x, in_axes=None, axis_size=3, axis_name="b")
+    assert_matches(g(jnp.float32(1.0)), np.array([1.0, 2.0, 3.0], np.float32))
+
+
+def test_every_collective_has_a_named_axis_rule():
+    from compiler.batching_axes import named_axis_rules
+    from ir import primitives as prims
+    missing = [name for name, prim in prims.registry.items()
+               if prim.kind == "collective" and prim not in named_axis_rules]
+    assert missing == []
 
 
 def test_axis_size_and_psum_of_one():
