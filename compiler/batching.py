@@ -30,6 +30,10 @@ from ir.shapes import out_avals
 from ir.sharding import NamedSharding, PartitionSpec, spec_axes
 
 batching_rules = RuleTable("batching")
+# rule(trace, values, dims, **params): collectives naming the vmap's axis (batching_axes.py)
+named_axis_rules = RuleTable("named-axis batching")
+# rule(trace, values, dims, **params): scan and cond on whole batches (batching_control.py)
+control_rules = RuleTable("control-flow batching")
 
 
 # --- the trace ---------------------------------------------------------------------------------
@@ -115,12 +119,19 @@ class BatchTrace(Trace):
         names = _named_axes(prim, params)
         if self.spmd is not None:
             self.spmd.check_collective(prim, names)
-        if self.axis is not None and prim.kind == "higher":
-            _check_no_collectives_over(self.axis.name, prim, params)
+        inner_collectives = (self.axis is not None and prim.kind == "higher"
+                             and _names_axis_inside(self.axis.name, params))
+        if inner_collectives and prim not in control_rules:
+            raise NotImplementedError(
+                f"vmap: a collective over the vmapped axis {self.axis.name!r} inside "
+                f"{prim.name} is not supported ({prim.name} under vmap runs once per member); "
+                "move the collective out of it")
         with set_current_trace(self.parent):
             if self.axis is not None and self.axis.name in names:
-                from compiler.batching_axes import named_axis_rules
                 outs, out_dims = named_axis_rules[prim](self, values, dims, **params)
+            elif prim in control_rules and (inner_collectives or any(
+                    d is not None for d in dims)):
+                outs, out_dims = control_rules[prim](self, values, dims, **params)
             elif all(d is None for d in dims):
                 outs = _bind_list(prim, values, params)
                 out_dims = [None] * len(outs)
@@ -145,15 +156,9 @@ def _named_axes(prim, params) -> tuple:
     return tuple(params.get("mesh_axes", ()))
 
 
-def _check_no_collectives_over(name, prim, params):
-    """Control flow under vmap runs once per member, so a collective across the members
-    inside it has no members to meet: refuse rather than compute something else."""
-    for program in _sub_programs(params):
-        if _program_names_axis(program, name):
-            raise NotImplementedError(
-                f"vmap: a collective over the vmapped axis {name!r} inside {prim.name} is not "
-                "supported (control flow and staged shard_maps under vmap run once per "
-                "member); move the collective out of the loop or branch")
+def _names_axis_inside(name, params) -> bool:
+    """Whether a collective in a sub-program of ``params`` names the vmap axis ``name``."""
+    return any(_program_names_axis(p, name) for p in _sub_programs(params))
 
 
 def _sub_programs(params) -> list:
@@ -481,9 +486,8 @@ batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_
 # A staged shard_map (a gradient's, say) under vmap: run it once per member.
 batching_rules[prims.shard_map_p] = functools.partial(loop_rule, prims.shard_map_p)
 batching_rules[prims.remat_p] = functools.partial(loop_rule, prims.remat_p)
-# Control flow under vmap: run the loop or branch once per member.
-for _p in prims.CONTROL_FLOW:
-    batching_rules[_p] = functools.partial(loop_rule, _p)
+# A while_loop under vmap runs once per member (scan and cond: control_rules).
+batching_rules[prims.while_p] = functools.partial(loop_rule, prims.while_p)
 
 
 # --- shapes ------------------------------------------------------------------------------------
@@ -1013,3 +1017,8 @@ def _place_batch_axis(value, dim, out_axis, size):
         raise ValueError(f"vmap out_axes={out_axis} is out of bounds for an output of rank "
                          f"{rank} (its per-member shape is {_member_aval(value, dim).shape})")
     return batch_at(value, dim, size, out_axis % rank)
+
+
+# Rules that need the BatchTrace itself (its named axis, its size) are registered by their
+# own modules, which build on the helpers above: imported last.
+from compiler import batching_axes, batching_control  # noqa: E402,F401

@@ -23,14 +23,12 @@ import math
 import numpy as np
 
 from compiler.batching import (BatchTrace, _literal, _shape, batch_at, member, moveaxis,
-                               vmap_axis)
+                               named_axis_rules, vmap_axis)
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind
 from ir import dtypes
 from ir import primitives as prims
-from ir.primitives import RuleTable
 
-named_axis_rules = RuleTable("named-axis batching")
 
 
 def named_axes_size(axes) -> int:

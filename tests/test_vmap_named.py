@@ -311,6 +311,81 @@ def test_every_collective_has_a_named_axis_rule():
     assert missing == []
 
 
+# --- loops and branches under vmap run on whole batches -------------------------------------------
+
+def _loop(f, *args):
+    """The reference: one call per member, stacked (results may be pytrees)."""
+    size = len(args[0])
+    per_member = [f(*[jnp.asarray(a[k]) for a in args]) for k in range(size)]
+    return jax.tree_util.tree_map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *per_member)
+
+
+def _scan_fn(c, xs):
+    def step(carry, x):
+        carry = carry * 0.5 + x
+        return carry, (carry.sum(), x * 2)
+    return lax.scan(step, c, xs)
+
+
+@pytest.mark.parametrize("in_axes", [(0, 0), (None, 0), (0, None), (0, 1)])
+def test_scan_under_vmap(in_axes):
+    c, xs = normal(3, 2), normal(3, 5, 2)
+    args = [c if in_axes[0] is not None else c[0],
+            xs if in_axes[1] == 0 else xs[0] if in_axes[1] is None else np.moveaxis(xs, 0, 1)]
+    members = [c if in_axes[0] is not None else np.broadcast_to(c[0], c.shape),
+               xs if in_axes[1] is not None else np.broadcast_to(xs[0], xs.shape)]
+    want = _loop(_scan_fn, *members)
+    for f in (jax.vmap(_scan_fn, in_axes=in_axes), jax.jit(jax.vmap(_scan_fn, in_axes=in_axes))):
+        got = f(*[jnp.asarray(a) for a in args])
+        jax.tree_util.tree_map(assert_matches, got, want)
+
+
+def test_cond_and_switch_under_vmap():
+    def f(p, i, x):
+        y = lax.cond(p, lambda v: v * 2, lambda v: v - 1, x)
+        return lax.switch(i, [lambda v: v, lambda v: v * 10, lambda v: -v], y)
+
+    ps = np.array([True, False, True, False])
+    idx = np.array([0, 1, 2, 7], np.int32)
+    xs = normal(4, 3)
+    want = _loop(f, ps, idx, xs)
+    for g in (jax.vmap(f), jax.jit(jax.vmap(f))):
+        assert_matches(g(jnp.asarray(ps), jnp.asarray(idx), jnp.asarray(xs)), want)
+    # An unbatched predicate picks one branch for the whole batch.
+    g = jax.vmap(f, in_axes=(None, None, 0))
+    assert_matches(g(True, 2, jnp.asarray(xs)), -(xs * 2))
+
+
+def test_collectives_over_the_vmapped_axis_inside_loops_and_branches():
+    def f(x, p):
+        x = lax.fori_loop(0, 3, lambda k, acc: acc + lax.pmean(acc, "b"), x)
+        return lax.cond(p, lambda v: lax.psum(v, "b"), lambda v: v * 0, x)
+
+    xs = normal(4, 2)
+    want = xs
+    for _ in range(3):
+        want = want + want.mean(0)
+    for p in (True, False):
+        expected = np.broadcast_to(want.sum(0), xs.shape) if p else np.zeros_like(xs)
+        for g in (jax.vmap(f, in_axes=(0, None), axis_name="b"),
+                  jax.jit(jax.vmap(f, in_axes=(0, None), axis_name="b"))):
+            assert_matches(g(jnp.asarray(xs), p), expected.astype(np.float32))
+
+    # Inside a shard_map body, with a mesh axis among the names.
+    def body(block):
+        step = lambda k, a: a + lax.psum(a, ("i", "b"))
+        return jax.vmap(lambda r: lax.fori_loop(0, 2, step, r), axis_name="b")(block)
+
+    sm = jax.shard_map(body, mesh=MESH_I, in_specs=P(None, "i"), out_specs=P(None, "i"))
+    data = normal(3, 4)
+    want = data
+    for _ in range(2):
+        halves = want.reshape(3, 2, 2)
+        want = (halves + halves.sum((0, 1))).reshape(3, 4)
+    assert_matches(sm(jnp.asarray(data)), want)
+    assert_matches(jax.jit(sm)(jnp.asarray(data)), want)
+
+
 def test_axis_size_and_psum_of_one():
     def f(x):
         return x * lax.axis_size("b") + lax.psum(1, "b")
@@ -396,12 +471,12 @@ def test_generated_reductions_and_gathers(size, rank, data):
 
 # --- errors ----------------------------------------------------------------------------------------
 
-def test_collective_over_the_vmapped_axis_inside_a_loop_is_refused():
+def test_collective_over_the_vmapped_axis_inside_a_while_loop_is_refused():
     def f(x):
-        return lax.fori_loop(0, 2, lambda k, acc: lax.psum(acc, "b"), x)
+        return lax.while_loop(lambda a: a.sum() < 100.0, lambda a: lax.psum(a, "b") + 1.0, x)
 
     with pytest.raises(NotImplementedError, match="collective over the vmapped axis 'b' "
-                                                  "inside scan"):
+                                                  "inside while is not supported"):
         jax.vmap(f, axis_name="b")(jnp.ones((3, 2)))
 
 
