@@ -32,7 +32,8 @@ from ir.sharding import NamedSharding, PartitionSpec, spec_axes
 batching_rules = RuleTable("batching")
 # rule(trace, values, dims, **params): collectives naming the vmap's axis (batching_axes.py)
 named_axis_rules = RuleTable("named-axis batching")
-# rule(trace, values, dims, **params): scan and cond on whole batches (batching_control.py)
+# rule(trace, values, dims, **params): scan, cond, while, remat and staged shard_maps on
+# whole batches (batching_control.py)
 control_rules = RuleTable("control-flow batching")
 
 
@@ -119,13 +120,10 @@ class BatchTrace(Trace):
         names = _named_axes(prim, params)
         if self.spmd is not None:
             self.spmd.check_collective(prim, names)
+        # A loop or body with a collective over this vmap's axis must run the members in
+        # lockstep, on the whole batch, even when no operand is batched.
         inner_collectives = (self.axis is not None and prim.kind == "higher"
                              and _names_axis_inside(self.axis.name, params))
-        if inner_collectives and prim not in control_rules:
-            raise NotImplementedError(
-                f"vmap: a collective over the vmapped axis {self.axis.name!r} inside "
-                f"{prim.name} is not supported ({prim.name} under vmap runs once per member); "
-                "move the collective out of it")
         with set_current_trace(self.parent):
             if self.axis is not None and self.axis.name in names:
                 outs, out_dims = named_axis_rules[prim](self, values, dims, **params)
@@ -483,11 +481,6 @@ batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
 batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
 # One key per member: generate per member (the bits differ by key, as they must).
 batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_bits_p)
-# A staged shard_map (a gradient's, say) under vmap: run it once per member.
-batching_rules[prims.shard_map_p] = functools.partial(loop_rule, prims.shard_map_p)
-batching_rules[prims.remat_p] = functools.partial(loop_rule, prims.remat_p)
-# A while_loop under vmap runs once per member (scan and cond: control_rules).
-batching_rules[prims.while_p] = functools.partial(loop_rule, prims.while_p)
 
 
 # --- shapes ------------------------------------------------------------------------------------
