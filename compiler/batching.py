@@ -9,6 +9,11 @@ makes ``vmap`` work eagerly, under ``jit``/``make_jaxpr`` and inside shard_map b
 
     vmap(f)(xs):   xs f32[4,3] --BatchTracer(xs, 0): aval f32[3]--> f --> outs, out_dims
                    --> move each out's batch dim to its out_axis
+
+A shard_map under vmap is one shard_map whose body runs under a BatchTrace of the same vmap
+(``batch_shard_map``). ``vmap(axis_name=...)`` names the batch axis: collectives over it are
+batched by ``named_axis_rules`` (batching_axes.py); loops, branches, remat and staged shard_maps
+by ``control_rules`` (batching_control.py), on the whole batch at once.
 """
 from __future__ import annotations
 

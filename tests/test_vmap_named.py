@@ -150,6 +150,23 @@ def test_unbatched_outputs_and_an_empty_batch():
     assert empty[0].shape == (0, 4) and empty[1].shape == (0, 4)
 
 
+def test_gradients_of_and_under_a_vmapped_closing_shard_map():
+    def f(w, y):
+        body = lambda block: jnp.sin(block * w.sum())
+        return jax.shard_map(body, mesh=MESH_I, in_specs=P("i"), out_specs=P("i"))(y)
+
+    w, y = normal(3, 2), normal(3, 4)
+    scale = w.sum(1, keepdims=True)
+    want_w = np.broadcast_to((np.cos(y * scale) * y).sum(1, keepdims=True), w.shape)
+    want_y = np.cos(y * scale) * scale
+    loss = lambda w, y: jax.vmap(f)(w, y).sum()
+    for grad in (jax.grad(loss, argnums=(0, 1)), jax.jit(jax.grad(loss, argnums=(0, 1))),
+                 jax.vmap(jax.grad(lambda w, y: f(w, y).sum(), argnums=(0, 1)))):
+        got_w, got_y = grad(jnp.asarray(w), jnp.asarray(y))
+        assert_matches(got_w, want_w.astype(np.float32))
+        assert_matches(got_y, want_y)
+
+
 def test_make_jaxpr_shows_one_shard_map_with_the_batch_axis_in_its_specs():
     text = str(jax.make_jaxpr(jax.vmap(scaled_rows))(jnp.asarray(W3), jnp.asarray(Y4),
                                                       jnp.asarray(C)))
