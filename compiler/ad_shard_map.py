@@ -63,8 +63,11 @@ def _in_body(shard: ShardContext):
 
 
 def _group_size(axes) -> int:
+    from compiler.batching import vmap_axis       # a vmap's axis_name counts its members
     shard = current_shard_context()
-    return axes_size(shard.mesh.shape, axes) if shard is not None else 1
+    sizes = [vmap_axis(a).size if vmap_axis(a) is not None else
+             shard.mesh.shape[a] if shard is not None else 1 for a in axes]
+    return math.prod(sizes)
 
 
 # --- collectives: JVP -----------------------------------------------------------------------------

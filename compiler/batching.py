@@ -9,25 +9,37 @@ makes ``vmap`` work eagerly, under ``jit``/``make_jaxpr`` and inside shard_map b
 
     vmap(f)(xs):   xs f32[4,3] --BatchTracer(xs, 0): aval f32[3]--> f --> outs, out_dims
                    --> move each out's batch dim to its out_axis
+
+A shard_map under vmap is one shard_map whose body runs under a BatchTrace of the same vmap
+(``batch_shard_map``). ``vmap(axis_name=...)`` names the batch axis: collectives over it are
+batched by ``named_axis_rules`` (batching_axes.py); loops, branches, remat and staged shard_maps
+by ``control_rules`` (batching_control.py), on the whole batch at once.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
-from typing import Callable
+import math
+from typing import Callable, Hashable
 
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import (Trace, Tracer, UnexpectedTracerError, aval_of, bind, current_trace,
+from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace,
                               set_current_trace)
 from ir import primitives as prims
-from ir.core import Aval
+from ir.core import Aval, Program
 from ir.primitives import RuleTable
 from ir.shapes import out_avals
-from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding import NamedSharding, PartitionSpec, spec_axes
 
 batching_rules = RuleTable("batching")
+# rule(trace, values, dims, **params): collectives naming the vmap's axis (batching_axes.py)
+named_axis_rules = RuleTable("named-axis batching")
+# rule(trace, values, dims, **params): scan, cond, while, remat and staged shard_maps on
+# whole batches (batching_control.py)
+control_rules = RuleTable("control-flow batching")
 
 
 # --- the trace ---------------------------------------------------------------------------------
@@ -55,11 +67,48 @@ class BatchTracer(Tracer):
 
 
 class BatchTrace(Trace):
-    """Runs a function on every member of a batch at once, by batching rules."""
+    """Runs a function on every member of a batch at once, by batching rules.
 
-    def __init__(self, parent, axis_size: int):
+    ``tag`` names the vmap: a shard_map under vmap traces its body under a second BatchTrace
+    with the same tag, which takes the vmap's tracers closed over by the body as its own
+    (their values, of the enclosing trace, become the body's closed-over inputs). ``axis`` is
+    the vmap's named axis (collectives over it act across the members), and ``spmd`` how a
+    shard_map body's batch is split over mesh axes (``spmd_axis_name``): then this trace holds
+    ``axis_size`` members of each device's block, a slice of the whole batch.
+    """
+
+    def __init__(self, parent, axis_size: int, *, tag=None, axis: "NamedAxis | None" = None,
+                 spmd_axis_name: tuple | None = None, spmd: "SpmdSplit | None" = None):
         self.parent = parent
         self.axis_size = axis_size
+        self.tag = tag if tag is not None else object()
+        self.axis = axis
+        self.spmd_axis_name = spmd_axis_name
+        self.spmd = spmd
+        self._adopted: dict = {}     # id(closed-over tracer) -> this trace's tracer for it
+
+    def same_level(self, other) -> bool:
+        return isinstance(other, BatchTrace) and other.tag is self.tag
+
+    def to_tracer(self, value) -> BatchTracer:
+        if (isinstance(value, BatchTracer) and value._trace is not self
+                and value._trace.tag is self.tag):
+            return self._adopt(value)
+        return super().to_tracer(value)
+
+    def _adopt(self, tracer: BatchTracer) -> BatchTracer:
+        """A tracer of this vmap met inside a shard_map body under it: the same batch. In a
+        body whose batch is split over mesh axes, each device keeps its own members."""
+        known = self._adopted.get(id(tracer))
+        if known is not None:
+            return known[1]
+        value, dim = tracer.value, tracer.batch_dim
+        if dim is not None and self.spmd is not None:
+            with set_current_trace(self.parent):
+                value = self.spmd.local_members(value, dim, self.axis_size)
+        adopted = BatchTracer(self, value, dim)
+        self._adopted[id(tracer)] = (tracer, adopted)
+        return adopted
 
     def lift(self, value) -> BatchTracer:
         """Values from outside the vmapped function are the same for every member."""
@@ -73,44 +122,196 @@ class BatchTrace(Trace):
     def process_primitive(self, prim, tracers, params):
         values = [t.value for t in tracers]
         dims = [t.batch_dim for t in tracers]
+        names = _named_axes(prim, params)
+        if self.spmd is not None:
+            self.spmd.check_collective(prim, names)
+        # A loop or body with a collective over this vmap's axis must run the members in
+        # lockstep, on the whole batch, even when no operand is batched.
+        inner_collectives = (self.axis is not None and prim.kind == "higher"
+                             and _names_axis_inside(self.axis.name, params))
         with set_current_trace(self.parent):
-            if all(d is None for d in dims):
+            if self.axis is not None and self.axis.name in names:
+                outs, out_dims = named_axis_rules[prim](self, values, dims, **params)
+            elif prim in control_rules and (inner_collectives or any(
+                    d is not None for d in dims)):
+                outs, out_dims = control_rules[prim](self, values, dims, **params)
+            elif all(d is None for d in dims):
                 outs = _bind_list(prim, values, params)
                 out_dims = [None] * len(outs)
             else:
+                if prim is prims.sharding_constraint_p:
+                    params = dict(params, spmd_axis_name=self.spmd_axis_name)
                 outs, out_dims = batching_rules[prim](values, dims, **params)
         return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
 
     def process_shard_map(self, fun, args, params):
-        """vmap of a shard_map: run it once per batch member and stack (SEMANTICS 1.7)."""
+        """vmap of a shard_map: one shard_map whose body runs batched (see ``batch_shard_map``)."""
         pairs = [self.unwrap(a) if isinstance(a, Tracer) else (a, None) for a in args]
         values = [v for v, _ in pairs]
         dims = [d for _, d in pairs]
-        with set_current_trace(self.parent):
-            if all(d is None for d in dims):
-                outs = _shard_map_in_parent(self.parent, fun, values, params)
-                return [BatchTracer(self, o, None) for o in outs]
-            if self.axis_size == 0:
-                raise NotImplementedError("vmap of a shard_map over a batch axis of size 0")
-            per_member = [_shard_map_in_parent(self.parent, fun, _member(values, dims, k),
-                                               params)
-                          for k in range(self.axis_size)]
-            outs = [stack_members(list(column)) for column in zip(*per_member)]
-        return [BatchTracer(self, o, 0) for o in outs]
+        return batch_shard_map(self, fun, values, dims, params)
 
 
-def _shard_map_in_parent(parent, fun, values, params):
-    try:
-        return parent.process_shard_map(fun, values, params)
-    except UnexpectedTracerError as err:
-        raise NotImplementedError(
-            "vmap of a shard_map whose body closes over a batched value is not supported; "
-            "pass the value to the shard_map-wrapped function as an argument instead") from err
+def _named_axes(prim, params) -> tuple:
+    """The axis names a collective acts over (none for other primitives)."""
+    if prim.kind != "collective":
+        return ()
+    return tuple(params.get("mesh_axes", ()))
+
+
+def _names_axis_inside(name, params) -> bool:
+    """Whether a collective in a sub-program of ``params`` names the vmap axis ``name``."""
+    return any(_program_names_axis(p, name) for p in _sub_programs(params))
+
+
+def _sub_programs(params) -> list:
+    found = []
+    for value in params.values():
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        found += [item for item in items if isinstance(item, Program)]
+    return found
+
+
+def _program_names_axis(program: Program, name) -> bool:
+    for eqn in program.eqns:
+        if eqn.primitive.kind == "collective" and name in eqn.params.get("mesh_axes", ()):
+            return True
+        if any(_program_names_axis(p, name) for p in _sub_programs(eqn.params)):
+            return True
+    return False
+
+
+# --- named axes --------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class NamedAxis:
+    """A vmap's ``axis_name`` and its size (the whole batch)."""
+    name: Hashable
+    size: int
+
+
+# The named axes of the vmaps being run, innermost last: collectives find their sizes here.
+_vmap_axes: list = []
+
+
+def vmap_axis(name) -> NamedAxis | None:
+    """The innermost vmap whose ``axis_name`` is ``name``, if any."""
+    for axis in reversed(_vmap_axes):
+        if axis.name == name:
+            return axis
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class SpmdSplit:
+    """A shard_map body's batch split over mesh axes: device d holds members
+    ``rank(d) * local .. rank(d) * local + local - 1``, ``rank`` over ``mesh_axes``."""
+    mesh_axes: tuple
+    size: int                    # the number of devices the batch is split over
+
+    def local_members(self, value, dim: int, local: int):
+        """This device's members of a whole batch ``value`` (batch axis ``dim``)."""
+        rank = bind(prims.axis_index_p, mesh_axes=self.mesh_axes)
+        start = bind(prims.mul_p, rank, np.int32(local))
+        starts = [np.int32(0)] * _ndim(value)
+        starts[dim] = start
+        sizes = list(_shape(value))
+        sizes[dim] = local
+        return bind(prims.dynamic_slice_p, value, *starts, slice_sizes=tuple(sizes))
+
+    def check_collective(self, prim, names):
+        clash = [a for a in names if a in self.mesh_axes]
+        if clash:
+            raise ValueError(
+                f"vmap spmd_axis_name {self.mesh_axes} splits the batch over mesh axis "
+                f"{clash[0]!r}, so the shard_map body cannot also use it in {prim.name}")
 
 
 def _bind_list(prim, values, params) -> list:
     outs = bind(prim, *values, **params)
     return list(outs) if prim.multiple_results else [outs]
+
+
+# --- vmap of a shard_map -----------------------------------------------------------------------
+
+def batch_shard_map(trace: BatchTrace, fun, values, dims, params) -> list:
+    """vmap of a shard_map is one shard_map: each batched input's spec gains the batch axis
+    (not split, or split over ``spmd_axis_name``), the body runs under a BatchTrace of the
+    same vmap, and each batched output's spec gains the batch axis where the body left it.
+
+        vmap(shard_map(f, in_specs=P('i')))(xs f32[B,8])
+          == shard_map(vmap(f), in_specs=P(None, 'i'))(xs)       blocks f32[B,8/|i|]
+
+    Values the body closes over that the vmap batched are taken by the body's BatchTrace as
+    its own: they enter the shard_map as closed-over inputs (spec P()), batch axis whole.
+    """
+    mesh = params["mesh"]
+    spmd = _spmd_split(trace, mesh, params["in_specs"], "in_specs")
+    local = trace.axis_size if spmd is None else trace.axis_size // spmd.size
+    entry = None if spmd is None else _spec_entry(spmd.mesh_axes)
+    in_specs = tuple(spec if d is None else batch_spec(spec, d, entry)
+                     for spec, d in zip(params["in_specs"], dims))
+    member_store = params["out_store"]
+    store: dict = {}
+
+    def batched_body(*blocks):
+        inner = BatchTrace(current_trace(), local, tag=trace.tag, axis=trace.axis,
+                           spmd_axis_name=trace.spmd_axis_name, spmd=spmd)
+        tracers = [b if d is None else BatchTracer(inner, b, d) for b, d in zip(blocks, dims)]
+        with set_current_trace(inner):
+            outs = [inner.unwrap(o) for o in fun(*tracers)]
+        out_dims = [d for _, d in outs]
+        if spmd is not None:
+            _check_spmd_unused(spmd, member_store["specs"], "out_specs")
+        store.update(member_store, dims=out_dims)
+        for key in ("specs", "user_specs"):
+            store[key] = [spec if d is None else batch_spec(spec, d, entry)
+                          for spec, d in zip(member_store[key], out_dims)]
+        return [v for v, _ in outs]
+
+    new_params = dict(params, in_specs=in_specs, out_store=store)
+    with set_current_trace(trace.parent):
+        outs = trace.parent.process_shard_map(batched_body, values, new_params)
+    return [BatchTracer(trace, o, d) for o, d in zip(outs, store["dims"])]
+
+
+def batch_spec(spec, dim: int, entry) -> PartitionSpec:
+    """``spec`` of a per-member value, for the batched value whose batch axis is ``dim``."""
+    entries = list(spec)
+    if entry is None and dim >= len(entries):
+        return PartitionSpec(*entries)         # dimensions past the end are not split anyway
+    entries += [None] * (dim - len(entries))
+    entries.insert(dim, entry)
+    return PartitionSpec(*entries)
+
+
+def _spec_entry(mesh_axes: tuple):
+    return mesh_axes[0] if len(mesh_axes) == 1 else tuple(mesh_axes)
+
+
+def _spmd_split(trace: BatchTrace, mesh, in_specs, which: str) -> SpmdSplit | None:
+    """How ``spmd_axis_name`` splits the batch over ``mesh``, checked; None without it."""
+    names = trace.spmd_axis_name
+    if names is None:
+        return None
+    unknown = [a for a in names if a not in mesh.axis_names]
+    if unknown:
+        raise ValueError(f"vmap spmd_axis_name={names!r} names {unknown[0]!r}, which is not "
+                         f"an axis of the shard_map's mesh {mesh.axis_names}")
+    size = math.prod(mesh.shape[a] for a in names)
+    split = SpmdSplit(tuple(names), size)
+    _check_spmd_unused(split, in_specs, which)
+    if trace.axis_size % size:
+        raise ValueError(f"vmap spmd_axis_name={names!r} splits the batch axis of size "
+                         f"{trace.axis_size} over mesh axes of total size {size}, which does "
+                         "not divide it")
+    return split
+
+
+def _check_spmd_unused(split: SpmdSplit, specs, which: str):
+    used = {a for spec in specs for a in spec_axes(spec)}
+    if used & set(split.mesh_axes):
+        raise ValueError(f"vmap spmd_axis_name cannot appear in shard_map {which}")
 
 
 # --- helpers on batched values (they bind in the current trace, the parent) --------------------
@@ -285,12 +486,6 @@ batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
 batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
 # One key per member: generate per member (the bits differ by key, as they must).
 batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_bits_p)
-# A staged shard_map (a gradient's, say) under vmap: run it once per member.
-batching_rules[prims.shard_map_p] = functools.partial(loop_rule, prims.shard_map_p)
-batching_rules[prims.remat_p] = functools.partial(loop_rule, prims.remat_p)
-# Control flow under vmap: run the loop or branch once per member.
-for _p in prims.CONTROL_FLOW:
-    batching_rules[_p] = functools.partial(loop_rule, _p)
 
 
 # --- shapes ------------------------------------------------------------------------------------
@@ -567,13 +762,27 @@ batching_rules[prims.dot_general_p] = _dot_general_rule
 
 # --- sharding and collectives ------------------------------------------------------------------
 
-def _sharding_constraint_rule(values, dims, *, sharding):
-    """The batch axis leads and is not split."""
+def _sharding_constraint_rule(values, dims, *, sharding, spmd_axis_name=None):
+    """The batch axis leads, split over ``spmd_axis_name`` (not split without it)."""
     (x,), (dim,) = values, dims
     x = moveaxis(x, dim, 0)
     if isinstance(sharding, NamedSharding):
-        sharding = NamedSharding(sharding.mesh, PartitionSpec(None, *sharding.spec))
+        sharding = NamedSharding(sharding.mesh, _constraint_spec(sharding, spmd_axis_name))
     return [bind(prims.sharding_constraint_p, x, sharding=sharding)], [0]
+
+
+def _constraint_spec(sharding: NamedSharding, spmd_axis_name) -> PartitionSpec:
+    if spmd_axis_name is None:
+        return PartitionSpec(None, *sharding.spec)
+    for name in spmd_axis_name:
+        if name not in sharding.mesh.axis_names:
+            raise ValueError(f"vmap spmd_axis_name {name!r} is not an axis of the mesh "
+                             f"{sharding.mesh.axis_names} of with_sharding_constraint's "
+                             "sharding")
+        if name in spec_axes(sharding.spec):
+            raise ValueError(f"vmap spmd_axis_name {name!r} already appears in the sharding "
+                             f"constraint's spec {sharding.spec!r}")
+    return PartitionSpec(_spec_entry(spmd_axis_name), *sharding.spec)
 
 
 def leading_batch_rule(prim, axis_params, values, dims, **params):
@@ -616,6 +825,13 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None
         mapped, the same value for every member). Keyword arguments are mapped over axis 0.
       out_axes: the same for the outputs: where the batch axis goes.
       axis_size: the batch size, needed when no argument is mapped.
+      axis_name: a name for the batch axis: collectives over it (``lax.psum(x, 'b')``,
+        ``all_gather``, ``axis_index`` ...) act across the members, alone or together with
+        mesh axes inside a shard_map body (``lax.psum(x, ('i', 'b'))``).
+      spmd_axis_name: a mesh axis name, or a tuple of them, to split the batch axis over:
+        a shard_map under this vmap gets the batch axis of its inputs and outputs split over
+        those axes (each device runs its slice of the members), and sharding constraints
+        place the batch axis on them.
 
     Returns:
       A function whose results stack ``fun``'s per-member results.
@@ -625,9 +841,9 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None
     """
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun!r}")
-    if axis_name is not None or spmd_axis_name is not None:
-        raise NotImplementedError("vmap: axis_name and spmd_axis_name (collectives over the "
-                                  "batch axis) are not supported (argument axis_name)")
+    spmd_axis_name = _check_spmd_axis_name(spmd_axis_name)
+    if axis_name is not None:
+        hash(axis_name)         # an unhashable name fails here, as in JAX
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     _check_axis_spec(in_axes, "in_axes")
@@ -639,7 +855,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None
 
     @functools.wraps(fun)
     def batched(*args, **kwargs):
-        return _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size)
+        return _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name,
+                             spmd_axis_name)
 
     return batched
 
@@ -651,7 +868,19 @@ def _check_axis_spec(spec, which: str):
                         f"types as leaves, but got {spec}.")
 
 
-def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size):
+def _check_spmd_axis_name(spmd_axis_name) -> tuple | None:
+    if spmd_axis_name is None:
+        return None
+    names = tuple(spmd_axis_name) if isinstance(spmd_axis_name, (tuple, list)) else (
+        spmd_axis_name,)
+    if not all(isinstance(a, str) for a in names) or len(set(names)) != len(names):
+        raise ValueError("vmap spmd_axis_name must be a mesh axis name or a tuple of distinct "
+                         f"names, got {spmd_axis_name!r}")
+    return names
+
+
+def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=None,
+                  spmd_axis_name=None):
     if isinstance(in_axes, tuple) and len(in_axes) != len(args):
         raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
                          "corresponding to the positional arguments passed to the function, "
@@ -660,13 +889,20 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size):
     axes = _flat_in_axes(in_axes, args, kwargs)
     axes = [_canonical_in_axis(x, a) for x, a in zip(leaves, axes)]
     size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
-    trace = BatchTrace(current_trace(), size)
+    axis = None if axis_name is None else NamedAxis(axis_name, size)
+    trace = BatchTrace(current_trace(), size, axis=axis, spmd_axis_name=spmd_axis_name)
     tracers = [x if a is None else BatchTracer(trace, x, a) for x, a in zip(leaves, axes)]
     call_args, call_kwargs = tree.tree_unflatten(in_tree, tracers)
-    with set_current_trace(trace):
-        result = fun(*call_args, **call_kwargs)
-        outs, out_tree = tree.tree_flatten(result)
-        unwrapped = [trace.unwrap(o) for o in outs]
+    if axis is not None:
+        _vmap_axes.append(axis)
+    try:
+        with set_current_trace(trace):
+            result = fun(*call_args, **call_kwargs)
+            outs, out_tree = tree.tree_flatten(result)
+            unwrapped = [trace.unwrap(o) for o in outs]
+    finally:
+        if axis is not None:
+            _vmap_axes.pop()
     out_specs = _flat_out_axes(out_axes, result)
     moved = [_place_batch_axis(v, d, a, size) for (v, d), a in zip(unwrapped, out_specs)]
     return tree.tree_unflatten(out_tree, moved)
@@ -779,3 +1015,8 @@ def _place_batch_axis(value, dim, out_axis, size):
         raise ValueError(f"vmap out_axes={out_axis} is out of bounds for an output of rank "
                          f"{rank} (its per-member shape is {_member_aval(value, dim).shape})")
     return batch_at(value, dim, size, out_axis % rank)
+
+
+# Rules that need the BatchTrace itself (its named axis, its size) are registered by their
+# own modules, which build on the helpers above: imported last.
+from compiler import batching_axes, batching_control  # noqa: E402,F401

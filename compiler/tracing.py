@@ -108,10 +108,15 @@ class Trace:
     def is_descendant_of(self, other: "Trace") -> bool:
         trace = self.parent
         while trace is not None:
-            if trace is other:
+            if trace is other or trace.same_level(other):
                 return True
             trace = trace.parent
         return False
+
+    def same_level(self, other: "Trace") -> bool:
+        """Whether ``other`` stands for this trace: a transformation that re-enters itself
+        inside a nested body (vmap of a shard_map) takes the outer trace's values as its own."""
+        return self is other
 
     def lift(self, value) -> "Tracer":
         raise NotImplementedError

@@ -8,11 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import tree
+from compiler.batching import vmap_axis
+from compiler.batching_axes import named_axes_size
 from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
-from ir.sharding import NamedSharding, axes_size
+from ir.sharding import NamedSharding
 import shardc.numpy as jnp
 from shardc import _groups
 
@@ -26,6 +28,12 @@ def _axes(prim_name: str, axis_name) -> tuple:
     axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
     shard = current_shard_context()
     for a in axes:
+        if vmap_axis(a) is not None:            # vmap(..., axis_name=a): across its members
+            if shard is not None and a in shard.mesh.axis_names:
+                raise ValueError(
+                    f"{prim_name}: axis name '{a}' is both a vmap axis_name and an axis of "
+                    "the enclosing shard_map's mesh; rename one of them.")
+            continue
         if shard is None:
             raise UnknownAxisError(
                 f"{prim_name}: found an unbound axis name '{a}'; call {prim_name} inside a "
@@ -54,8 +62,7 @@ def _no_groups(prim_name, axis_index_groups):
 
 def axis_size(axis_name) -> int:
     """The number of devices along ``axis_name`` (a product for a tuple of axes)."""
-    axes = _axes("axis_size", axis_name)
-    return axes_size(current_shard_context().mesh.shape, axes)
+    return named_axes_size(_axes("axis_size", axis_name))
 
 
 def _reducing(prim, name, x, axis_name, axis_index_groups):
@@ -65,7 +72,7 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
 
     def one(leaf):
         if is_python_scalar(leaf):
-            size = axes_size(current_shard_context().mesh.shape, axes)
+            size = named_axes_size(axes)
             if prim is p.psum_p:
                 return leaf * size
             if prim is p.pmean_p:
@@ -162,7 +169,7 @@ def _dimension(prim_name: str, param: str, value: int, rank: int,
 
 
 def _group_size(axes) -> int:
-    return axes_size(current_shard_context().mesh.shape, axes)
+    return named_axes_size(axes)
 
 
 def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_groups=None):

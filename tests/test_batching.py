@@ -367,9 +367,12 @@ def test_vmap_of_shard_map_closing_over_a_batched_value():
         sm = jax.shard_map(lambda b: b + x.sum(), mesh=mesh, in_specs=P("i"), out_specs=P("i"))
         return sm(y)
 
-    with pytest.raises(NotImplementedError, match="closes over a batched value"):
-        jax.vmap(f)(jnp.zeros((3, 2)), jnp.zeros((3, 4)))
-    # Closing over an unbatched value is fine.
+    xs = RNG.standard_normal((3, 2)).astype(np.float32)
+    ys = RNG.standard_normal((3, 4)).astype(np.float32)
+    want = ys + xs.sum(1, keepdims=True)
+    assert_matches(jax.vmap(f)(jnp.asarray(xs), jnp.asarray(ys)), want)
+    assert_matches(jax.jit(jax.vmap(f))(jnp.asarray(xs), jnp.asarray(ys)), want)
+    # Closing over an unbatched value.
     got = jax.vmap(f, in_axes=(None, 0))(jnp.ones(2), jnp.zeros((3, 4)))
     assert_matches(got, np.full((3, 4), 2.0))
 

@@ -1,0 +1,259 @@
+"""Collectives over a vmap's named axis: ``vmap(f, axis_name='b')`` with ``lax.psum(x, 'b')``.
+
+A collective that names a vmap's axis acts across the batch members, as if each member were a
+device along an axis 'b'. The vmap's BatchTrace applies one of these rules instead of its
+ordinary batching rule; the rule does the members' part with array operations and hands what
+is left (the mesh axes, or other vmaps' axes, named with 'b') to the enclosing trace.
+
+Ranks over a tuple of names follow SEMANTICS 2.0 (first name major). For a tuple
+``(major..., 'b', minor...)`` a member's rank is ``(rank(major) * B + member) * |minor| +
+rank(minor)``. In a shard_map body whose batch is split over mesh axes by ``spmd_axis_name``,
+each device holds ``B / |spmd|`` members and those axes count as the last major names:
+
+    vmap(axis_name='b') of 4 members, inside shard_map over 'i' (2 devices):
+        psum(x, ('i', 'b')):  each device sums its 4 members, then psum over 'i'
+        axis_index(('i', 'b')):  device i, member m  ->  i * 4 + m
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+from compiler.batching import (BatchTrace, _literal, _shape, batch_at, member, moveaxis,
+                               named_axis_rules, vmap_axis)
+from compiler.shard_map import current_shard_context
+from compiler.tracing import aval_of, bind
+from ir import dtypes
+from ir import primitives as prims
+
+
+
+def named_axes_size(axes) -> int:
+    """The number of members (devices, batch members) along ``axes``: vmap axes by their
+    batch size, mesh axes by the enclosing shard_map's mesh."""
+    sizes = []
+    for name in axes:
+        axis = vmap_axis(name)
+        sizes.append(axis.size if axis is not None else current_shard_context().mesh.shape[name])
+    return math.prod(sizes)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    """A collective's names split around the vmap's axis: ``major``, the members here,
+    ``minor``."""
+    major: tuple
+    local: int
+    minor: tuple
+    major_size: int
+    minor_size: int
+
+    @property
+    def size(self) -> int:
+        return self.major_size * self.local * self.minor_size
+
+
+def _group(trace: BatchTrace, mesh_axes) -> _Group:
+    position = tuple(mesh_axes).index(trace.axis.name)
+    spmd = trace.spmd.mesh_axes if trace.spmd is not None else ()
+    major = tuple(mesh_axes[:position]) + spmd
+    minor = tuple(mesh_axes[position + 1:])
+    return _Group(major, trace.axis_size, minor, named_axes_size(major),
+                  named_axes_size(minor))
+
+
+# --- reductions --------------------------------------------------------------------------------
+
+_LOCAL_REDUCTION = {prims.psum_p: prims.reduce_sum_p, prims.pmean_p: prims.reduce_sum_p,
+                    prims.pmax_p: prims.reduce_max_p, prims.pmin_p: prims.reduce_min_p}
+
+
+def _reducing_rule(prim, trace, values, dims, *, mesh_axes):
+    """Reduce over the members here, then over the other names; the result is the same for
+    every member. Unbatched: psum multiplies by the member count, the others keep ``x``."""
+    (x,), (dim,) = values, dims
+    group = _group(trace, mesh_axes)
+    x = _reduction_operand(prim, x)
+    dtype = aval_of(x).dtype
+    if dim is None:
+        if prim is prims.psum_p:
+            x = bind(prims.mul_p, x, _literal(group.local, dtype))
+    else:
+        x = bind(_LOCAL_REDUCTION[prim], x, axes=(dim,))
+        if prim is prims.pmean_p:
+            x = bind(prims.div_p, x, _literal(group.local, dtype))
+    rest = group.major + group.minor
+    if rest:
+        x = bind(prim, x, mesh_axes=rest)
+    return [x], [None]
+
+
+def _reduction_operand(prim, x):
+    """The dtypes of SEMANTICS 2: pmean of integers is float32, psum of booleans int32."""
+    dtype = aval_of(x).dtype
+    if prim is prims.pmean_p and not dtypes.is_inexact(dtype):
+        return bind(prims.convert_element_type_p, x, new_dtype=dtypes.float_)
+    if prim is prims.psum_p and dtypes.is_bool(dtype):
+        return bind(prims.convert_element_type_p, x, new_dtype=dtypes.int_)
+    return x
+
+
+for _p in prims.REDUCING_COLLECTIVES:
+    named_axis_rules[_p] = functools.partial(_reducing_rule, _p)
+
+
+# --- ranks -------------------------------------------------------------------------------------
+
+def _ranks(group: _Group):
+    """Each member's rank over the collective's names: int32 of shape (members,)."""
+    rank = bind(prims.iota_p, dtype=dtypes.int_, shape=(group.local,), dimension=0)
+    if group.major:
+        offset = bind(prims.mul_p, bind(prims.axis_index_p, mesh_axes=group.major),
+                      np.int32(group.local))
+        rank = bind(prims.add_p, rank, offset)
+    if group.minor:
+        rank = bind(prims.mul_p, rank, np.int32(group.minor_size))
+        rank = bind(prims.add_p, rank, bind(prims.axis_index_p, mesh_axes=group.minor))
+    return rank
+
+
+def _axis_index_rule(trace, values, dims, *, mesh_axes):
+    return [_ranks(_group(trace, mesh_axes))], [0]
+
+
+def _pvary_rule(trace, values, dims, *, mesh_axes):
+    """Members are always distinct values: only the other names are cast."""
+    (x,), (dim,) = values, dims
+    rest = tuple(a for a in mesh_axes if a != trace.axis.name)
+    if rest:
+        x = bind(prims.pvary_p, x, mesh_axes=rest)
+    return [x], [dim]
+
+
+named_axis_rules[prims.axis_index_p] = _axis_index_rule
+named_axis_rules[prims.pvary_p] = _pvary_rule
+
+
+# --- gathering ---------------------------------------------------------------------------------
+
+def _gather_all(x, dim, group: _Group, **params):
+    """Every member's ``x`` stacked in rank order along a new leading axis: (size, *member).
+    The same for every member (unbatched)."""
+    x = batch_at(x, dim, group.local, 0)                       # (local, *member)
+    shape = _shape(x)[1:]
+    if group.minor:
+        x = bind(prims.all_gather_p, x, mesh_axes=group.minor, gather_axis=1, tiled=False,
+                 axis_size=group.minor_size, **params)          # (local, minor, *member)
+    if group.major:
+        x = bind(prims.all_gather_p, x, mesh_axes=group.major, gather_axis=0, tiled=False,
+                 axis_size=group.major_size, **params)          # (major, local, minor, ...)
+    return bind(prims.reshape_p, x, new_sizes=(group.size,) + shape)
+
+
+def _merge_axes(x, axis: int):
+    """``x`` with axes ``axis`` and ``axis + 1`` merged into one (the first major)."""
+    shape = _shape(x)
+    merged = shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:]
+    return bind(prims.reshape_p, x, new_sizes=merged)
+
+
+def _all_gather_rule(trace, values, dims, *, mesh_axes, gather_axis, tiled, axis_size,
+                     **params):
+    (x,), (dim,) = values, dims
+    everyone = _gather_all(x, dim, _group(trace, mesh_axes), **params)
+    y = moveaxis(everyone, 0, gather_axis)
+    return [_merge_axes(y, gather_axis) if tiled else y], [None]
+
+
+def _psum_scatter_rule(trace, values, dims, *, mesh_axes, scatter_axis, tiled, axis_size):
+    """Sum over the members here, then each name's part of the scatter: the scatter axis is
+    split (major, members, minor, chunk) and the members' part becomes the batch axis."""
+    (x,), (dim,) = values, dims
+    group = _group(trace, mesh_axes)
+    x = _reduction_operand(prims.psum_p, x)
+    if dim is None:
+        total = bind(prims.mul_p, x, _literal(group.local, aval_of(x).dtype))
+    else:
+        total = bind(prims.reduce_sum_p, x, axes=(dim,))
+    shape = _shape(total)
+    chunk = shape[scatter_axis] // group.size
+    parts = (group.major_size, group.local, group.minor_size, chunk)
+    y = bind(prims.reshape_p, total,
+             new_sizes=shape[:scatter_axis] + parts + shape[scatter_axis + 1:])
+    y = _scatter_part(y, group.major, group.major_size, scatter_axis)
+    y = _scatter_part(y, group.minor, group.minor_size, scatter_axis + 1)
+    if not tiled:
+        y = bind(prims.squeeze_p, y, dimensions=(scatter_axis + 1,))
+    return [y], [scatter_axis]
+
+
+def _scatter_part(x, axes, size, axis):
+    if axes:
+        return bind(prims.psum_scatter_p, x, mesh_axes=axes, scatter_axis=axis, tiled=False,
+                    axis_size=size)
+    return bind(prims.squeeze_p, x, dimensions=(axis,))
+
+
+named_axis_rules[prims.all_gather_p] = _all_gather_rule
+named_axis_rules[prims.psum_scatter_p] = _psum_scatter_rule
+
+
+# --- sending between members -------------------------------------------------------------------
+# ppermute, pbroadcast and all_to_all with mesh axes among the names gather every member's
+# value first and pick: the answer of the collective, at the cost of an all_gather's traffic.
+
+def _ppermute_rule(trace, values, dims, *, mesh_axes, perm):
+    (x,), (dim,) = values, dims
+    group = _group(trace, mesh_axes)
+    sources = np.zeros(group.size, np.int32)
+    received = np.zeros(group.size, np.bool_)
+    for source, dest in perm:
+        sources[dest], received[dest] = source, True
+    if dim is None and not group.major and not group.minor and received.all():
+        return [x], [None]                  # every member gets some member's equal value
+    everyone = _gather_all(x, dim, group)
+    ranks = _ranks(group)
+    y = bind(prims.gather_p, everyone, bind(prims.gather_p, sources, ranks, axis=0), axis=0)
+    if not received.all():
+        keep = bind(prims.gather_p, received, ranks, axis=0)
+        keep = bind(prims.broadcast_in_dim_p, keep, shape=_shape(y), broadcast_dimensions=(0,))
+        zeros = bind(prims.broadcast_in_dim_p, _literal(0, aval_of(y).dtype), shape=_shape(y),
+                     broadcast_dimensions=())
+        y = bind(prims.select_n_p, keep, zeros, y)
+    return [y], [0]
+
+
+def _pbroadcast_rule(trace, values, dims, *, mesh_axes, source):
+    (x,), (dim,) = values, dims
+    group = _group(trace, mesh_axes)
+    if dim is None and not group.major and not group.minor:
+        return [x], [None]
+    return [member(_gather_all(x, dim, group), 0, source)], [None]
+
+
+def _all_to_all_rule(trace, values, dims, *, mesh_axes, split_axis, concat_axis, tiled,
+                     axis_size):
+    """Member r takes chunk r of every member's split axis, joined along the concat axis in
+    rank order (untiled: the split axis goes, a new concat axis of the sources comes)."""
+    (x,), (dim,) = values, dims
+    group = _group(trace, mesh_axes)
+    everyone = _gather_all(x, dim, group)                    # (sources, *member)
+    shape = _shape(everyone)
+    split = 1 + split_axis
+    chunks = shape[:split] + (group.size, shape[split] // group.size) + shape[split + 1:]
+    y = bind(prims.reshape_p, everyone, new_sizes=chunks)
+    y = bind(prims.gather_p, y, _ranks(group), axis=split)    # the chunk for each member
+    y = moveaxis(y, split, 0)                                 # (members, sources, ...)
+    if not tiled:
+        y = bind(prims.squeeze_p, y, dimensions=(split + 1,))
+        return [moveaxis(y, 1, 1 + concat_axis)], [0]
+    y = moveaxis(y, 1, 1 + concat_axis)
+    return [_merge_axes(y, 1 + concat_axis)], [0]
+
+
+named_axis_rules[prims.ppermute_p] = _ppermute_rule
+named_axis_rules[prims.pbroadcast_p] = _pbroadcast_rule
+named_axis_rules[prims.all_to_all_p] = _all_to_all_rule
