@@ -34,13 +34,14 @@ from shardc._types import ManualAxisType as _ManualAxisType  # noqa: E402
 
 # A traced value is an Array to isinstance, as in JAX (jnp.ndarray is the same class).
 Array.register(_Tracer)
-from runtime.devices import device_count, devices  # noqa: E402
+from runtime.devices import Device, device_count, devices  # noqa: E402
 from runtime.reference import device_put as _device_put_one  # noqa: E402
 
 from shardc import numpy, lax, nn, tree_util, tree, sharding, debug, random  # noqa: E402,F401
 from shardc._extras import (default_backend, device_get, eval_shape, named_call,  # noqa: E402
                             named_scope, smap)
 from shardc._jacobians import hessian, jacfwd, jacrev  # noqa: E402
+from shardc.sharding import reshard  # noqa: E402
 from shardc.batching_api import vmap  # noqa: E402
 from shardc.ledger import comm_ledger  # noqa: E402
 from compiler import ad_rules as _ad_rules, ad_shard_map as _ad_shard_map  # noqa: E402,F401

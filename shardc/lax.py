@@ -14,7 +14,7 @@ from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
-from ir.sharding import NamedSharding
+from ir.sharding import NamedSharding, PartitionSpec
 import shardc.numpy as jnp
 from shardc import _groups
 
@@ -302,11 +302,27 @@ def pbroadcast(x, axis_name, source):
         lambda leaf: bind(p.pbroadcast_p, leaf, mesh_axes=axes, source=int(source)), x)
 
 
-def with_sharding_constraint(x, sharding):
-    """Ask for ``x`` to be laid out by ``sharding`` (a NamedSharding)."""
-    if not isinstance(sharding, NamedSharding):
-        raise TypeError(f"with_sharding_constraint requires a NamedSharding, got {sharding!r}")
-    return tree.tree_map(lambda leaf: bind(p.sharding_constraint_p, leaf, sharding=sharding), x)
+def with_sharding_constraint(x, shardings):
+    """Ask for ``x`` (a pytree) to be laid out by ``shardings``: a NamedSharding, a
+    PartitionSpec on the current mesh, or a pytree prefix of those."""
+    from shardc.sharding import resolve_sharding
+    leaves, treedef = tree.tree_flatten(x)
+    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
+    targets = tree.broadcast_prefix(shardings, x, is_leaf=is_leaf,
+                                    name="with_sharding_constraint shardings")
+    out = []
+    for leaf, target in zip(leaves, targets):
+        sharding = resolve_sharding(target, "with_sharding_constraint")
+        if not isinstance(sharding, NamedSharding):
+            raise TypeError("with_sharding_constraint requires a NamedSharding or a "
+                            f"PartitionSpec on the current mesh, got {target!r}")
+        out.append(bind(p.sharding_constraint_p, leaf, sharding=sharding))
+    return tree.tree_unflatten(treedef, out)
+
+
+def reshard(x, out_shardings):
+    """``x`` laid out by ``out_shardings`` (as ``with_sharding_constraint``)."""
+    return with_sharding_constraint(x, out_shardings)
 
 
 # --- lax operations ----------------------------------------------------------------------------

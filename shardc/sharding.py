@@ -76,3 +76,10 @@ def resolve_sharding(sharding, what: str):
         return SingleDeviceSharding(sharding)
     raise TypeError(f"{what} requires a NamedSharding, a PartitionSpec with a mesh set, or a "
                     f"device, got {sharding!r} of type {type(sharding).__name__}")
+
+
+def reshard(x, out_shardings):
+    """``x`` laid out by ``out_shardings`` (a sharding, a PartitionSpec on the current mesh, or
+    a pytree prefix of those), eagerly or under a trace."""
+    from shardc.lax import with_sharding_constraint
+    return with_sharding_constraint(x, out_shardings)

@@ -195,3 +195,23 @@ def test_smap_splits_the_named_dimension_over_one_axis():
     np.testing.assert_array_equal(np.asarray(got), want)
     with pytest.raises(TypeError, match="smap axis_name should be a `str`"):
         jax.smap(lambda b: b, out_axes=0, axis_name=("x",))
+
+
+# --- sharding constraints with bare specs, reshard ---------------------------------------------
+
+def test_sharding_constraints_take_specs_on_the_current_mesh_and_prefixes():
+    from shardc.sharding import NamedSharding
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    x = jnp.arange(32.0).reshape(8, 4)
+    with jax.set_mesh(mesh):
+        y = jax.jit(lambda x: lax.with_sharding_constraint(x * 2, P("X", None)))(x)
+        assert y.sharding == NamedSharding(mesh, P("X", None))
+        np.testing.assert_array_equal(np.asarray(y), np.arange(32.0).reshape(8, 4) * 2)
+        pair = lax.with_sharding_constraint((x, x + 1), (P(None, "Y"), P("X")))
+        assert [a.sharding.spec for a in pair] == [P(None, "Y"), P("X")]
+        z = jax.reshard(x, P(None, "Y"))
+        assert z.sharding == NamedSharding(mesh, P(None, "Y"))
+        np.testing.assert_array_equal(np.asarray(z), np.asarray(x))
+    with pytest.raises(ValueError, match="no mesh is set"):
+        lax.with_sharding_constraint(x, P("X"))
+    assert isinstance(jax.devices()[0], jax.Device)
