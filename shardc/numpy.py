@@ -132,7 +132,6 @@ subtract = _make_binary(p.sub_p, "subtract", "Elementwise ``x - y``.")
 multiply = _make_binary(p.mul_p, "multiply", "Elementwise ``x * y``.")
 maximum = _make_binary(p.max_p, "maximum", "Elementwise maximum.")
 minimum = _make_binary(p.min_p, "minimum", "Elementwise minimum.")
-arctan2 = _make_binary(p.atan2_p, "arctan2", "Elementwise arctan(x / y).")
 equal = _make_binary(p.eq_p, "equal", "Elementwise ``x == y``.")
 not_equal = _make_binary(p.ne_p, "not_equal", "Elementwise ``x != y``.")
 less = _make_binary(p.lt_p, "less", "Elementwise ``x < y``.")
@@ -142,6 +141,14 @@ greater_equal = _make_binary(p.ge_p, "greater_equal", "Elementwise ``x >= y``.")
 bitwise_and = logical_and_ = _make_binary(p.and_p, "bitwise_and", "Elementwise and.")
 bitwise_or = _make_binary(p.or_p, "bitwise_or", "Elementwise or.")
 bitwise_xor = _make_binary(p.xor_p, "bitwise_xor", "Elementwise xor.")
+
+
+def arctan2(x, y):
+    """Elementwise arctan(x / y) in the quadrant of (y, x); integers compute in float32."""
+    x, y = _promote(x, y)
+    if not _dt.is_inexact(_dtype_of(x)):
+        x, y = _convert(x, _dt.float_), _convert(y, _dt.float_)
+    return _binary(p.atan2_p, x, y)
 
 
 def logical_and(x, y):
@@ -308,11 +315,14 @@ def clip(x, min=None, max=None, a_min=None, a_max=None):
     return x
 
 
-def where(condition, x=None, y=None):
-    """Choose ``x`` where ``condition`` holds, else ``y``."""
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+    """Choose ``x`` where ``condition`` holds, else ``y``; with ``condition`` alone, its
+    ``nonzero`` (``size=`` as there)."""
     if x is None and y is None:
-        raise NotImplementedError("where(condition) with one argument has a data-dependent "
-                                  "shape; pass x and y")
+        return nonzero(condition, size=size, fill_value=fill_value)  # noqa: F405
+    if x is None or y is None:
+        raise ValueError("Either both or neither of the x and y arguments should be provided "
+                         "to jax.numpy.where, got x=None or y=None")
     condition = astype(condition, bool_) if _dtype_of(condition) != np.bool_ else condition
     x, y = _promote(x, y)
     condition, x, y = _broadcast_operands(condition, x, y)
@@ -1140,6 +1150,23 @@ _METHODS = {
     "flatten": ravel, "swapaxes": swapaxes, "clip": clip, "round": round,
     "take": take, "repeat": repeat,
 }
+
+
+# The rest of jax.numpy, one module per concern (they import the helpers above).
+from shardc._numpy_ufuncs import *  # noqa: E402,F401,F403
+from shardc._numpy_reductions import *  # noqa: E402,F401,F403
+from shardc._numpy_sorting import *  # noqa: E402,F401,F403
+from shardc._numpy_arrays import *  # noqa: E402,F401,F403
+from shardc._numpy_math import *  # noqa: E402,F401,F403
+
+_METHODS.update({
+    "sort": sort, "argsort": argsort, "searchsorted": searchsorted, "cumprod": cumprod,  # noqa: F405
+    "nonzero": nonzero, "diagonal": diagonal, "ptp": ptp, "conj": conj,  # noqa: F405
+    "conjugate": conj, "real": property(real), "imag": property(imag),  # noqa: F405
+    "compress": compress, "choose": lambda self, choices, mode="raise": choose(  # noqa: F405
+        self, choices, mode=mode),
+    "trace": trace, "copy": copy,  # noqa: F405
+})
 
 
 def _install():
