@@ -168,8 +168,7 @@ def digitize(x, bins, right=False):
         return jnp.zeros(_shape(x), _dt.int_)
     side = "left" if right else "right"
     increasing = searchsorted(bins, x, side=side)
-    decreasing = jnp.subtract(n, searchsorted(jnp.flip(bins), x,
-                                              side="right" if right else "left"))
+    decreasing = jnp.subtract(n, searchsorted(jnp.flip(bins), x, side=side))
     return jnp.where(jnp.greater_equal(bins[-1], bins[0]), increasing, decreasing)
 
 
@@ -458,9 +457,26 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, method="a
     return jnp.logical_not(found) if invert else found
 
 
-def _sorted_unique(x, assume_unique):
+def _distinct(x, assume_unique):
+    """(values, valid): the sorted distinct elements of ``x`` (flattened) padded to its
+    length, and which of them are real; ``x`` itself when ``assume_unique``."""
     x = jnp.ravel(_array(x))
-    return sort(x) if assume_unique else unique(x)
+    n = _shape(x)[0]
+    if assume_unique:
+        return x, jnp.ones((n,), bool)
+    if n == 0:
+        return x, jnp.zeros((0,), bool)
+    values, _, _, counts = _unique_1d(x, n, None, True)
+    return values, jnp.greater(counts, 0)
+
+
+def _sorted_compact(values, keep, size, fill_value, name):
+    """The kept ``values`` in ascending order, as ``_compact`` lays them out."""
+    if _shape(values)[0] == 0:
+        return _compact(values, keep, size, fill_value, name)
+    dropped = jnp.logical_not(keep)
+    _, ordered, kept_first = _sort_operands([dropped, values, keep], 0, num_keys=2)
+    return _compact(ordered, kept_first, size, fill_value, name)
 
 
 def union1d(ar1, ar2, *, size=None, fill_value=None):
@@ -474,33 +490,30 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
     """The sorted distinct elements found in both arrays."""
     if return_indices:
         raise NotImplementedError("jnp.intersect1d: return_indices is not supported by shardc")
-    ar1, ar2 = _promote(_sorted_unique(ar1, assume_unique), _sorted_unique(ar2, assume_unique))
-    both = sort(jnp.concatenate([ar1, ar2]))
-    if _shape(both)[0] < 2:
-        keep = jnp.zeros(_shape(both), bool)
-    else:
-        keep = jnp.concatenate([jnp.equal(both[1:], both[:-1]), jnp.zeros((1,), bool)])
-    return _compact(both, keep, size, fill_value, "intersect1d")
+    ar1, ar2 = _promote(jnp.ravel(_array(ar1)), jnp.ravel(_array(ar2)))
+    values, valid = _distinct(ar1, assume_unique)
+    keep = jnp.logical_and(valid, isin(values, ar2))
+    return _sorted_compact(values, keep, size, fill_value, "intersect1d")
 
 
 def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
-    """The sorted distinct elements of ``ar1`` that are not in ``ar2``."""
-    ar1 = _sorted_unique(ar1, assume_unique)
-    keep = isin(ar1, ar2, invert=True)
-    return _compact(ar1, keep, size, fill_value, "setdiff1d")
+    """The distinct elements of ``ar1`` that are not in ``ar2``: sorted, or in ``ar1``'s order
+    when ``assume_unique``."""
+    ar1, ar2 = _promote(jnp.ravel(_array(ar1)), jnp.ravel(_array(ar2)))
+    values, valid = _distinct(ar1, assume_unique)
+    keep = jnp.logical_and(valid, isin(values, ar2, invert=True))
+    return _compact(values, keep, size, fill_value, "setdiff1d")
 
 
 def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     """The sorted elements found in exactly one of the arrays."""
-    ar1, ar2 = _promote(_sorted_unique(ar1, assume_unique), _sorted_unique(ar2, assume_unique))
-    both = sort(jnp.concatenate([ar1, ar2]))
-    n = _shape(both)[0]
-    if n == 0:
-        return _compact(both, jnp.zeros((0,), bool), size, fill_value, "setxor1d")
-    differs = jnp.not_equal(both[1:], both[:-1])
-    edge = jnp.ones((1,), bool)
-    keep = jnp.logical_and(jnp.concatenate([edge, differs]), jnp.concatenate([differs, edge]))
-    return _compact(both, keep, size, fill_value, "setxor1d")
+    ar1, ar2 = _promote(jnp.ravel(_array(ar1)), jnp.ravel(_array(ar2)))
+    values1, valid1 = _distinct(ar1, assume_unique)
+    values2, valid2 = _distinct(ar2, assume_unique)
+    keep = jnp.concatenate([jnp.logical_and(valid1, isin(values1, ar2, invert=True)),
+                            jnp.logical_and(valid2, isin(values2, ar1, invert=True))])
+    return _sorted_compact(jnp.concatenate([values1, values2]), keep, size, fill_value,
+                           "setxor1d")
 
 
 # --- counting --------------------------------------------------------------------------------
