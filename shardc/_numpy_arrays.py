@@ -278,12 +278,14 @@ def matrix_transpose(x, /):
 
 def matvec(x1, x2, /):
     """Matrix-vector products over the last axes: ``(..., m, n) x (..., n) -> (..., m)``."""
-    return jnp.einsum("...ij,...j->...i", x1, x2)
+    x1, x2 = _array(x1), _array(x2)
+    return jnp.matmul(x1, x2[..., None])[..., 0]
 
 
 def vecmat(x1, x2, /):
     """Vector-matrix products over the last axes: ``(..., n) x (..., n, m) -> (..., m)``."""
-    return jnp.einsum("...i,...ij->...j", x1, x2)
+    x1, x2 = _array(x1), _array(x2)
+    return jnp.matmul(x1[..., None, :], x2)[..., 0, :]
 
 
 def vecdot(x1, x2, /, *, axis=-1):
@@ -429,7 +431,7 @@ def diag_indices(n, ndim=2):
         raise ValueError(f"n argument to diag_indices must be nonnegative, got {n}")
     if ndim < 0:
         raise ValueError(f"ndim argument to diag_indices must be nonnegative, got {ndim}")
-    return (jnp.arange(n),) * ndim
+    return _index_arrays((np.arange(n),) * ndim)
 
 
 def diag_indices_from(arr):
@@ -519,6 +521,8 @@ def ix_(*args):
         a = _array(a)
         if _ndim(a) != 1:
             raise ValueError("Cross index must be 1 dimensional")
+        if _dt.is_bool(_dtype_of(a)):
+            raise NotImplementedError("Boolean arguments to jax.numpy.ix_ are not implemented")
         shape = [1] * n
         shape[k] = _shape(a)[0]
         out.append(jnp.reshape(a, tuple(shape)))

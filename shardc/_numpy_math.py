@@ -208,6 +208,9 @@ def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None
     n, m = _shape(a)[0], _shape(v)[0]
     if n == 0 or m == 0:
         raise ValueError("correlate: inputs cannot be empty")
+    if m > n:
+        # numpy's convention for a longer v: the correlation of (v, a), reversed
+        return jnp.flip(correlate(v, a, mode))
     full = _full_convolution(a, jnp.flip(v))
     return _convolution_mode(full, n, m, mode)
 

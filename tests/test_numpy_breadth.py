@@ -331,6 +331,157 @@ ROWS = [
     Row("cov", lambda m, x, y: (m.cov(x), m.cov(x, rowvar=False), m.cov(x, y, bias=True)),
         [u(S2, S2)], NUMBERS, rtol=1e-4),
     Row("corrcoef", lambda m, x: m.corrcoef(x), [u(S2)], NUMBERS, rtol=1e-4),
+    # --- array manipulation ------------------------------------------------------------------
+    Row("append", lambda m, x, y: (m.append(x, y), m.append(x, y, axis=0)), [u(S2, S2)], ALL),
+    Row("apply_along_axis", lambda m, x: (m.apply_along_axis(lambda r: r * r[0], 1, x),
+                                          m.apply_along_axis(lambda r: r.sum(), 0, x)),
+        [u(S2), u((2, 3, 4))], NUMBERS),
+    Row("apply_over_axes", lambda m, x: m.apply_over_axes(m.sum, x, [0, 1]),
+        [u(S2), u((2, 3, 4))], NUMBERS),
+    Row("array_equiv", lambda m, x, y: (m.array_equiv(x, x[:1]), m.array_equiv(x, y),
+                                        m.array_equiv(x, x), m.array_equiv(x, m.ones(5))),
+        [u(S2, S2)], ALL, expect=lambda x, y: (np.array_equiv(x, x[:1]), np.array_equiv(x, y),
+                                               True, False)),
+    Row("atleast_3d", lambda m, x: m.atleast_3d(x), ONE + [u((2, 3, 4))], ALL),
+    Row("block", lambda m, x, y: (m.block([[x, y], [y, x]]), m.block([x[0], y[1]])),
+        [u(S2, S2)], ALL),
+    Row("broadcast_arrays", lambda m, x, y: tuple(m.broadcast_arrays(x, y[:1], 2)),
+        [u(S2, S2)], NUMBERS, expect=lambda x, y: tuple(
+            np.broadcast_arrays(x, y[:1], np.int32(2)))),
+    Row("choose", lambda m, x, y: (m.choose(m.abs(x).astype(np.int32) % 3, [x, y, x * y],
+                                            mode="wrap"),
+                                   m.choose(m.abs(x).astype(np.int32), [x, y], mode="clip")),
+        [u(S2, S2), u(S1, S0)], NUMBERS),
+    Row("column_stack", lambda m, x, y: (m.column_stack([x, y]), m.column_stack([x[0], y[0]])),
+        [u(S2, S2)], ALL),
+    Row("concat", lambda m, x, y: m.concat([x, y], axis=-1), [u(S2, S2)], ALL,
+        expect=lambda x, y: np.concatenate([x, y], axis=-1)),
+    Row("copy", lambda m, x: m.copy(x), ONE, ALL),
+    Row("cross", lambda m, x, y: (m.cross(x[:, :3], y[:, :3]), m.cross(x[:, :2], y[:, :2]),
+                                  m.cross(x[:, :3], y[:, :2]), m.cross(x[:3], y[:3], axis=0)),
+        [u(S2, S2)], NUMBERS, expect=lambda x, y: (
+            np.cross(x[:, :3], y[:, :3]), x[:, 0] * y[:, 1] - x[:, 1] * y[:, 0],
+            np.cross(x[:, :3], np.pad(y[:, :2], ((0, 0), (0, 1)))),
+            np.cross(x[:3], y[:3], axis=0))),
+    Row("delete", lambda m, x: (m.delete(x, 1), m.delete(x, [0, 2], axis=1),
+                                m.delete(x, slice(0, 3, 2), axis=0)), [u(S2)], ALL),
+    Row("insert", lambda m, x, y: (m.insert(x, 2, y[0, 0]), m.insert(x, 1, y[0], axis=0),
+                                   m.insert(x, [0, 2], y[:, :2], axis=1),
+                                   m.insert(x, 1, 7, axis=1)), [u(S2, S2)], NUMBERS),
+    Row("diag", lambda m, x, y: (m.diag(x), m.diag(x, 1), m.diag(x, -2), m.diag(y[0]),
+                                 m.diag(y[0], 2), m.diag(y[0], -1)), [u(S2, S2)], ALL),
+    Row("diagflat", lambda m, x: (m.diagflat(x), m.diagflat(x, -1)), [u((2, 2)), u((3,))],
+        NUMBERS),
+    Row("diagonal", lambda m, x: (m.diagonal(x), m.diagonal(x, 1, 2, 0), m.diagonal(x, -1, -1,
+                                                                                    -2)),
+        [u((2, 3, 4)), u((4, 3, 3))], ALL),
+    Row("diag_indices_from", lambda m, x: x[m.diag_indices_from(x)], [u((4, 4))], NUMBERS),
+    Row("fill_diagonal", lambda m, x: m.fill_diagonal(x, 9, inplace=False), [u(S2), u((4, 3)),
+                                                                            u((3, 3, 3))],
+        NUMBERS, expect=lambda x: _np_fill_diagonal(x, 9)),
+    Row("dsplit", lambda m, x: m.dsplit(x, 2), [u((2, 3, 4))], ALL),
+    Row("hsplit", lambda m, x: m.hsplit(x, [1, 3]), [u(S1), u(S2)], ALL),
+    Row("vsplit", lambda m, x: m.vsplit(x, [1]), [u(S2)], ALL),
+    Row("dstack", lambda m, x, y: m.dstack([x, y]), [u(S2, S2), u(S1, S1)], ALL),
+    Row("fliplr", lambda m, x: m.fliplr(x), [u(S2), u((2, 3, 4))], ALL),
+    Row("flipud", lambda m, x: m.flipud(x), ONE_ND, ALL),
+    Row("rot90", lambda m, x: tuple(m.rot90(x, k) for k in range(-1, 5)) + (
+        m.rot90(x, 1, axes=(1, 0)),), [u(S2), u((2, 3, 4))], NUMBERS),
+    Row("rollaxis", lambda m, x: (m.rollaxis(x, 2), m.rollaxis(x, 0, 3), m.rollaxis(x, -1, 1)),
+        [u((2, 3, 4))], NUMBERS),
+    Row("permute_dims", lambda m, x: m.permute_dims(x, (2, 0, 1)), [u((2, 3, 4))], NUMBERS),
+    Row("matrix_transpose", lambda m, x: m.matrix_transpose(x), [u(S2), u((2, 3, 4))], ALL),
+    Row("matvec", lambda m, x, y: m.matvec(x, y), [u(S2, (4,)), u((2, 3, 4), (2, 4))], NUMBERS),
+    Row("vecmat", lambda m, x, y: m.vecmat(x, y), [u((3,), S2), u((2, 3), (2, 3, 4))],
+        NUMBERS),
+    Row("vecdot", lambda m, x, y: (m.vecdot(x, y), m.vecdot(x, y, axis=0)), [u(S2, S2)],
+        NUMBERS),
+    Row("kron", lambda m, x, y: (m.kron(x, y), m.kron(x[0], y)), [u((2, 3), (2, 2)),
+                                                                 u((2,), (3,))], NUMBERS),
+    Row("resize", lambda m, x: (m.resize(x, (5, 3)), m.resize(x, 4)), ONE_ND, ALL),
+    Row("unstack", lambda m, x: (m.unstack(x), m.unstack(x, axis=1)), [u(S2)], ALL,
+        expect=lambda x: (tuple(x), tuple(np.moveaxis(x, 1, 0)))),
+    Row("tril", lambda m, x: (m.tril(x), m.tril(x, 1), m.tril(x, -1)), [u(S2), u((2, 3, 4))],
+        ALL),
+    Row("triu", lambda m, x: (m.triu(x), m.triu(x, 2), m.triu(x, -1)), [u(S2), u((2, 3, 4))],
+        ALL),
+    Row("tril_indices_from", lambda m, x: x[m.tril_indices_from(x, 1)], [u(S2)], NUMBERS),
+    Row("triu_indices_from", lambda m, x: x[m.triu_indices_from(x)], [u(S2)], NUMBERS),
+    Row("ix_", lambda m, x, y: m.ix_(x[0], y[:, 1], x[1]), [u(S2, S2)], NUMBERS),
+    Row("meshgrid", lambda m, x, y: tuple(m.meshgrid(x, y)) + tuple(
+        m.meshgrid(x, y, x[:2], indexing="ij")) + tuple(m.meshgrid(x, y, sparse=True)),
+        [u((3,), (4,))], NUMBERS),
+    Row("ravel_multi_index", lambda m, x: (m.ravel_multi_index((m.abs(x[0]) % 3,
+                                                                m.abs(x[1]) % 4), (3, 4)),
+                                           m.ravel_multi_index((x[0], x[1]), (3, 4),
+                                                               mode="wrap"),
+                                           m.ravel_multi_index((x[0], x[1]), (3, 4),
+                                                               mode="clip", order="F")),
+        [u((2, 5))], (I32,)),
+    Row("unravel_index", lambda m, x: m.unravel_index(m.abs(x) % 12, (3, 4)), ONE, (I32,),
+        low=-20, high=20),
+    Row("piecewise", lambda m, x: m.piecewise(x, [x < 0, x > 2], [lambda v: -v, 7, 1]),
+        ONE, NUMBERS),
+    Row("place", lambda m, x, y: m.place(x, x > 0, y[:3], inplace=False), [u(S2, S2)], NUMBERS,
+        expect=lambda x, y: _np_place(x, x > 0, y[:3])),
+    Row("put", lambda m, x, y: (m.put(x, m.array([0, 5, -1]), y[:3], inplace=False),
+                                m.put(x, m.array([1, 40]), y[0, :2], mode="clip",
+                                      inplace=False)),
+        [u(S2, S2)], NUMBERS,
+        expect=lambda x, y: (_np_put(x, [0, 5, -1], y[:3].ravel()[:3], None),
+                             _np_put(x, [1, 40], y[0, :2], "clip"))),
+    Row("select", lambda m, x, y: (m.select([x > 1, x < -1], [x, y], 0),
+                                   m.select([x > 0], [y], default=x)), [u(S2, S2)], NUMBERS),
+    Row("vander", lambda m, x: (m.vander(x), m.vander(x, 3, increasing=True)), [u((4,))],
+        NUMBERS, low=-3, high=3, rtol=1e-5),
+    Row("packbits", lambda m, x: (m.packbits(x), m.packbits(x, axis=1),
+                                  m.packbits(x, axis=0, bitorder="little")),
+        [u((3, 10)), u((9, 2))], (I32, BOOL), low=-1, high=1),
+    Row("unpackbits", lambda m, x: (m.unpackbits(m.abs(x).astype(np.uint8)),
+                                    m.unpackbits(m.abs(x).astype(np.uint8), axis=1, count=5),
+                                    m.unpackbits(m.abs(x).astype(np.uint8), axis=0,
+                                                 bitorder="little")),
+        [u((2, 3))], (I32,), low=0, high=255),
+    Row("vectorize", lambda m, x, y: m.vectorize(lambda a, b: a * b + 1)(x, y), TWO, NUMBERS),
+    # --- calculus, signals, polynomials -----------------------------------------------------
+    Row("diff", lambda m, x: (m.diff(x), m.diff(x, n=2, axis=0), m.diff(x, prepend=0),
+                              m.diff(x, append=x[..., :1])), ONE_ND, ALL),
+    Row("ediff1d", lambda m, x: (m.ediff1d(x), m.ediff1d(x, to_begin=[5, 6], to_end=7)),
+        ONE_ND, NUMBERS),
+    Row("gradient", lambda m, x: (m.gradient(x, axis=-1), m.gradient(x, 0.5, axis=0)),
+        ONE_ND, NUMBERS),
+    Row("gradient_all_axes", lambda m, x: tuple(m.gradient(x, 2.0, 3.0)), [u(S2)], NUMBERS,
+        expect=lambda x: tuple(np.gradient(x, 2.0, 3.0))),
+    Row("trapezoid", lambda m, x, y: (m.trapezoid(x), m.trapezoid(x, dx=0.5, axis=0),
+                                      m.trapezoid(x, m.sort(y))), [u(S2, S2), u(S1, S1)],
+        NUMBERS, rtol=1e-5),
+    Row("interp", lambda m, x, xp, fp: (m.interp(x, m.sort(xp), fp),
+                                        m.interp(x, m.sort(xp), fp, left=-9, right=9)),
+        [u(S2, (6,), (6,)), u(S0, (5,), (5,))], NUMBERS, rtol=1e-5),
+    Row("unwrap", lambda m, x: (m.unwrap(x), m.unwrap(x, axis=0, period=4.0),
+                                m.unwrap(x, discont=4.0)), ONE_ND, FLOATS, low=-10, high=10,
+        rtol=1e-5, atol=1e-4),
+    Row("convolve", lambda m, x, y: (m.convolve(x, y), m.convolve(x, y, "same"),
+                                     m.convolve(x, y, "valid")),
+        [u((7,), (3,)), u((4,), (6,)), u((5,), (5,))], NUMBERS),
+    Row("correlate", lambda m, x, y: (m.correlate(x, y), m.correlate(x, y, "same"),
+                                      m.correlate(x, y, "full")),
+        [u((7,), (3,)), u((4,), (6,))], NUMBERS),
+    Row("polyval", lambda m, p, x: m.polyval(p, x), [u((4,), S2), u((1,), S0)], NUMBERS,
+        low=-3, high=3, rtol=1e-5),
+    Row("polyadd", lambda m, a, b: m.polyadd(a, b), [u((4,), (2,)), u((2,), (3,))], NUMBERS),
+    Row("polysub", lambda m, a, b: m.polysub(a, b), [u((4,), (2,)), u((2,), (3,))], NUMBERS),
+    Row("polymul", lambda m, a, b: m.polymul(a, b), [u((4,), (2,))], NUMBERS,
+        expect=lambda a, b: np.convolve(a, b)),     # JAX keeps leading zeros
+    Row("polyder", lambda m, p: (m.polyder(p), m.polyder(p, 2), m.polyder(p, 0)), [u((5,))],
+        NUMBERS),
+    Row("polyint", lambda m, p: (m.polyint(p), m.polyint(p, 2, k=[1, 2])), [u((4,))], NUMBERS,
+        rtol=1e-5),
+    Row("polydiv", lambda m, u_, v: m.polydiv(u_, m.concatenate([v[:1] * 0 + 2, v[1:]])),
+        [u((5,), (2,)), u((4,), (3,))],
+        FLOATS, rtol=1e-4, atol=1e-4, expect=lambda u_, v: _np_polydiv(u_, v)),
+    Row("poly", lambda m, r: m.poly(r), [u((3,)), u((1,))], NUMBERS, rtol=1e-5),
+    Row("i0", lambda m, x: m.i0(x), ONE + [u((9,))], NUMBERS, low=-12, high=12, rtol=1e-5),
 ]
 
 
@@ -338,6 +489,34 @@ def _np_put_along(x, indices, value, axis):
     out = x.copy()
     np.put_along_axis(out, indices, value, axis)
     return out
+
+
+def _np_fill_diagonal(x, value):
+    out = x.copy()
+    np.fill_diagonal(out, value)
+    return out
+
+
+def _np_place(x, mask, values):
+    out = x.copy()
+    np.place(out, mask, values)
+    return out
+
+
+def _np_put(x, indices, values, mode):
+    out = x.copy()
+    if mode is None:
+        np.put(out, indices, values)
+    else:
+        np.put(out, indices, values, mode=mode)
+    return out
+
+
+def _np_polydiv(u_, v):
+    v = np.concatenate([v[:1] * 0 + 2, v[1:]])
+    q, r = np.polydiv(u_.astype(np.float64), v.astype(np.float64))
+    full = np.concatenate([np.zeros(len(u_) - len(r)), r])    # JAX keeps u's length
+    return q, full
 
 
 def _padded(values, size, fill):
