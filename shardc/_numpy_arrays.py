@@ -445,9 +445,10 @@ def diag_indices_from(arr):
 
 
 def mask_indices(n, mask_func, k=0, *, size=None):
-    """Indices where ``mask_func(ones((n, n)), k)`` is non-zero."""
-    mask = _concrete(mask_func(jnp.ones((n, n), _dt.int_), k), "mask_indices", "the mask")
-    return _index_arrays(np.nonzero(mask))
+    """Indices where ``mask_func(ones((n, n)), k)`` is non-zero (``size=`` as for
+    ``nonzero``)."""
+    from shardc._numpy_sorting import nonzero
+    return nonzero(mask_func(jnp.ones((n, n), _dt.int_), k), size=size)
 
 
 def fill_diagonal(a, val, wrap=False, *, inplace=True):

@@ -56,9 +56,9 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
     """
     if order is not None:
         raise TypeError("jnp.sort: order is not supported (arrays have no fields)")
-    a, axis = _flatten_if_none(a, axis)
-    if not _shape(a):
+    if axis is not None and not _shape(_array(a)):
         raise ValueError("jnp.sort: a 0-d array cannot be sorted along an axis")
+    a, axis = _flatten_if_none(a, axis)
     if descending:
         return jnp.flip(sort(a, axis), axis)
     return _sort_operands([a], axis)[0]
@@ -68,9 +68,9 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
     """Indices (int32) that sort ``a`` along ``axis``; ties keep their order (stable)."""
     if order is not None:
         raise TypeError("jnp.argsort: order is not supported (arrays have no fields)")
-    a, axis = _flatten_if_none(a, axis)
-    if not _shape(a):
+    if axis is not None and not _shape(_array(a)):
         raise ValueError("jnp.argsort: a 0-d array cannot be sorted along an axis")
+    a, axis = _flatten_if_none(a, axis)
     if descending:
         # a stable descending order: sort the reversed array, reverse back, renumber
         n = _shape(a)[axis]

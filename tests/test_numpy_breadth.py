@@ -567,3 +567,189 @@ def test_in_a_shard_map_body(name):
         for k in range(2):
             member = shardc.tree_util.tree_map(lambda r: np.asarray(r)[k], got)
             _assert_same(member, want[k], row, dtype)
+
+
+# --- functions of static arguments -------------------------------------------------------------
+
+CREATION = [
+    ("tri", lambda m: (m.tri(3), m.tri(3, 5, 1), m.tri(4, 2, -1, dtype=np.int32)), None),
+    ("tril_indices", lambda m: m.tril_indices(4) + m.tril_indices(3, 1, 5), None),
+    ("triu_indices", lambda m: m.triu_indices(4) + m.triu_indices(3, -1, 2), None),
+    ("diag_indices", lambda m: m.diag_indices(3) + m.diag_indices(2, 3), None),
+    ("mask_indices", lambda m: m.mask_indices(4, m.triu) + m.mask_indices(3, m.tril, -1)
+     if m is np else m.mask_indices(4, m.triu, size=10) + m.mask_indices(3, m.tril, -1, size=3),
+     None),
+    ("indices", lambda m: (m.indices((2, 3)),) + m.indices((2, 3), sparse=True), None),
+    ("fromfunction", lambda m: m.fromfunction(lambda i, j: i * 10 + j, (3, 4)), None),
+    ("fromfunction_int", lambda m: m.fromfunction(lambda i, j: i - j, (2, 3), dtype=int), None),
+    ("geomspace", lambda m: (m.geomspace(1, 1000, 4), m.geomspace(-2, -64, 6),
+                             m.geomspace(3, 48, 5, endpoint=False)), None),
+    ("logspace", lambda m: (m.logspace(0, 3, 4), m.logspace(1, 2, 5, base=2.0),
+                            m.logspace(0, 1, 3, endpoint=False)), None),
+    ("bartlett", lambda m: (m.bartlett(7), m.bartlett(1), m.bartlett(0), m.bartlett(6)), None),
+    ("blackman", lambda m: (m.blackman(7), m.blackman(1), m.blackman(6)), None),
+    ("hamming", lambda m: (m.hamming(7), m.hamming(1), m.hamming(6)), None),
+    ("hanning", lambda m: (m.hanning(7), m.hanning(1), m.hanning(6)), None),
+    ("kaiser", lambda m: (m.kaiser(7, 5.0), m.kaiser(1, 2.0), m.kaiser(6, 14.0)), None),
+    ("sort_complex", lambda m: m.sort_complex(m.asarray(np.array([3.0, -1.0, 2.0], np.float32))),
+     np.dtype(np.complex64)),
+]
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in CREATION])
+def test_creation_against_numpy(name):
+    _, fn, dtype = next(c for c in CREATION if c[0] == name)
+    row = Row(name, lambda m: fn(m), [], rtol=2e-6, atol=2e-6,
+              dtype=(lambda d: dtype) if dtype is not None else None)
+    want = fn(np)
+    _assert_same(fn(jnp), want, row, None)
+    _assert_same(shardc.jit(lambda: fn(jnp))(), want, row, None)
+
+
+def test_dtype_and_shape_queries():
+    x = jnp.ones((2, 3), jnp.int32)
+    assert (jnp.ndim(x), jnp.shape(x), jnp.size(x), jnp.size(x, 1)) == (2, (2, 3), 6, 3)
+    assert (jnp.ndim(3.0), jnp.shape(3.0), jnp.size(3.0)) == (0, (), 1)
+    assert jnp.broadcast_shapes((2, 1), (3,), ()) == (2, 3)
+    with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):
+        jnp.broadcast_shapes((2,), (3,))
+    assert jnp.promote_types(jnp.int32, jnp.float32) == F32
+    assert jnp.promote_types(jnp.uint8, jnp.int8) == np.dtype(np.int16)
+    assert jnp.promote_types(jnp.int64, jnp.float64) == F32          # x64 off
+    assert jnp.can_cast(jnp.int32, jnp.float32, "same_kind") and not jnp.can_cast(F32, I32)
+    assert jnp.can_cast(x, jnp.int64)
+    assert jnp.isdtype(F32, "real floating") and not jnp.isdtype(I32, "real floating")
+    assert jnp.issubdtype(I32, np.integer) and not jnp.issubdtype(F32, np.integer)
+    assert jnp.isscalar(3) and jnp.isscalar(np.float32(1)) and jnp.isscalar(jnp.asarray(2.0))
+    assert not jnp.isscalar(x) and not jnp.isscalar([1])
+    assert shardc.jit(lambda v: jnp.asarray(jnp.isscalar(v)))(jnp.asarray(1.0))
+    assert jnp.isrealobj(x) and not jnp.iscomplexobj(x)
+    assert jnp.iterable(x) and not jnp.iterable(3)
+
+
+def test_host_io_round_trips(tmp_path):
+    x = jnp.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert jnp.array_repr(x) == np.array_repr(np.asarray(x))
+    assert jnp.array_str(x) == np.array_str(np.asarray(x))
+    assert jnp.get_printoptions() == np.get_printoptions()
+    with jnp.printoptions(precision=2):
+        assert jnp.get_printoptions()["precision"] == 2
+    jnp.save(tmp_path / "x.npy", x)
+    loaded = jnp.load(tmp_path / "x.npy")
+    assert isinstance(loaded, shardc.Array)
+    np.testing.assert_array_equal(np.asarray(loaded), np.asarray(x))
+    jnp.savez(tmp_path / "xs.npz", x, y=x * 2)
+    with np.load(tmp_path / "xs.npz") as archive:
+        np.testing.assert_array_equal(archive["y"], np.asarray(x) * 2)
+    raw = np.arange(4, dtype=np.int32)
+    assert_equal = np.testing.assert_array_equal
+    assert_equal(np.asarray(jnp.frombuffer(raw.tobytes(), dtype=np.int32)), raw)
+    assert_equal(np.asarray(jnp.fromstring("1 2 3", dtype=np.int32, sep=" ")), [1, 2, 3])
+    assert_equal(np.asarray(jnp.fromiter(iter(range(3)), np.float32)), [0.0, 1.0, 2.0])
+    raw.tofile(tmp_path / "raw.bin")
+    assert_equal(np.asarray(jnp.fromfile(tmp_path / "raw.bin", dtype=np.int32)), raw)
+    assert_equal(np.asarray(jnp.from_dlpack(raw)), raw)
+    assert jnp.fromiter(iter(range(3)), np.float64).dtype == F32      # canonical dtype
+    path, _ = jnp.einsum_path("ij,jk,kl->il", jnp.ones((2, 3)), jnp.ones((3, 4)),
+                              jnp.ones((4, 5)))
+    assert path[0] == "einsum_path" and len(path) == 3
+
+
+def test_unique_family_against_numpy():
+    data = np.array([[3, 1, 2], [3, -1, 1]], np.int32)
+    x = jnp.asarray(data)
+    values, counts = jnp.unique_counts(x)
+    want = np.unique_counts(data)
+    np.testing.assert_array_equal(np.asarray(values), want.values)
+    np.testing.assert_array_equal(np.asarray(counts), want.counts)
+    result = jnp.unique_all(x)
+    want = np.unique_all(data)
+    for field in ("values", "indices", "inverse_indices", "counts"):
+        np.testing.assert_array_equal(np.asarray(getattr(result, field)), getattr(want, field))
+    values, inverse = jnp.unique_inverse(x)
+    assert np.asarray(inverse).shape == data.shape
+    np.testing.assert_array_equal(np.asarray(values)[np.asarray(inverse)], data)
+    np.testing.assert_array_equal(np.asarray(jnp.unique_values(x)), np.unique(data))
+    sized = shardc.jit(lambda v: jnp.unique_values(v, size=6, fill_value=9))(x)
+    np.testing.assert_array_equal(np.asarray(sized), [-1, 1, 2, 3, 9, 9])
+    floats = jnp.asarray(np.array([np.nan, 1.0, np.nan, 0.0], np.float32))
+    np.testing.assert_array_equal(np.asarray(jnp.unique(floats)), [0.0, 1.0, np.nan])
+    assert np.asarray(jnp.unique(floats, equal_nan=False)).size == 4
+
+
+def test_sorting_orders_floats_totally_as_jax():
+    """-0.0 sorts before 0.0 and NaN after infinity (JAX's comparator); ties keep their
+    order."""
+    data = np.array([0.0, -0.0, np.inf, np.nan, -np.inf, 1.0, -0.0], np.float32)
+    out = np.asarray(jnp.sort(jnp.asarray(data)))
+    assert list(np.signbit(out[1:4])) == [True, True, False]
+    np.testing.assert_array_equal(out, [-np.inf, -0.0, -0.0, 0.0, 1.0, np.inf, np.nan])
+    assert list(np.asarray(jnp.argsort(jnp.asarray(data)))) == [4, 1, 6, 0, 5, 2, 3]
+    # searchsorted reads the same order
+    found = jnp.searchsorted(jnp.asarray(np.array([-0.0, 0.0, np.nan], np.float32)),
+                             jnp.asarray(np.array([0.0, -0.0, np.nan], np.float32)))
+    assert list(np.asarray(found)) == [1, 0, 2]
+
+
+def test_shifts_by_the_bit_width_or_more():
+    x = jnp.asarray(np.array([1, -8, 5], np.int32))
+    amounts = jnp.asarray(np.array([32, 40, -1], np.int32))
+    assert list(np.asarray(jnp.left_shift(x, amounts))) == [0, 0, 0]
+    assert list(np.asarray(jnp.right_shift(x, amounts))) == [0, -1, 0]
+    unsigned = jnp.asarray(np.array([0xF0000000, 7], np.uint32))
+    assert list(np.asarray(jnp.right_shift(unsigned, jnp.asarray(np.array([4, 33], np.uint32))))
+                ) == [0x0F000000, 0]
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: jnp.sort(jnp.ones(())), ValueError, "0-d array"),
+    (lambda: jnp.searchsorted(jnp.ones((2, 2)), 1.0), ValueError, "1-dimensional"),
+    (lambda: jnp.searchsorted(jnp.ones(2), 1.0, side="middle"), ValueError, "'middle'"),
+    (lambda: jnp.partition(jnp.ones(3), 3), ValueError, "kth=3 is out of bounds"),
+    (lambda: jnp.take_along_axis(jnp.ones((2, 2)), jnp.ones((2,), jnp.int32), 0), ValueError,
+     "same number of dimensions"),
+    (lambda: jnp.take_along_axis(jnp.ones(2), jnp.ones(2), 0), TypeError, "integer type"),
+    (lambda: jnp.put_along_axis(jnp.ones(2), jnp.zeros(1, jnp.int32), 1.0, 0), ValueError,
+     "inplace=False"),
+    (lambda: jnp.nonzero(jnp.ones(())), ValueError, "0d arrays"),
+    (lambda: shardc.jit(lambda x: jnp.unique(x))(jnp.ones(3)), ConcretizationTypeError,
+     "pass size="),
+    (lambda: shardc.jit(lambda x: jnp.bincount(x))(jnp.ones(3, jnp.int32)),
+     ConcretizationTypeError, "bincount"),
+    (lambda: jnp.bincount(jnp.ones(3)), TypeError, "integer type"),
+    (lambda: jnp.quantile(jnp.ones(3), 0.5, method="cubic"), ValueError, "method='cubic'"),
+    (lambda: jnp.left_shift(jnp.ones(2), 1), TypeError, "integer operands"),
+    (lambda: jnp.invert(jnp.ones(2)), TypeError, "integer or boolean"),
+    (lambda: jnp.positive(jnp.ones(2, bool)), TypeError, "bool"),
+    (lambda: jnp.bitwise_count(jnp.ones(2)), TypeError, "integer operands"),
+    (lambda: jnp.fill_diagonal(jnp.ones((2, 2)), 1), NotImplementedError, "inplace=False"),
+    (lambda: jnp.place(jnp.ones(2), jnp.ones(2, bool), 1), ValueError, "inplace=False"),
+    (lambda: jnp.put(jnp.ones(2), 0, 1), ValueError, "inplace=False"),
+    (lambda: jnp.delete(jnp.ones(3), jnp.ones(3, bool)), ValueError, "boolean obj"),
+    (lambda: shardc.jit(lambda i: jnp.delete(jnp.ones(3), i))(jnp.int32(1)),
+     ConcretizationTypeError, "obj must be concrete"),
+    (lambda: jnp.choose(jnp.asarray([0, 2]), [jnp.ones(2), jnp.ones(2)]), ValueError,
+     "invalid entry"),
+    (lambda: jnp.select([jnp.ones(2)], [jnp.ones(2)]), ValueError, "boolean"),
+    (lambda: jnp.piecewise(jnp.ones(2), [jnp.ones(2, bool)], [1, 2, 3]), ValueError,
+     "either 1 or 2 functions"),
+    (lambda: jnp.cumulative_sum(jnp.ones((2, 2))), ValueError, "axis must be given"),
+    (lambda: jnp.convolve(jnp.ones((2, 2)), jnp.ones(2)), ValueError, "1-dimensional"),
+    (lambda: jnp.diff(jnp.ones(())), ValueError, "at least one dimensional"),
+    (lambda: jnp.rot90(jnp.ones((2, 2)), axes=(1, 1)), ValueError, "axes must be different"),
+    (lambda: jnp.ix_(jnp.ones(2, bool)), NotImplementedError, "Boolean"),
+    (lambda: jnp.vsplit(jnp.ones(4), 2), ValueError, "2 or more dimensions"),
+    (lambda: jnp.matrix_transpose(jnp.ones(3)), ValueError, "at least two-dimensional"),
+    (lambda: jnp.unstack(jnp.ones(())), ValueError, "rank > 0"),
+    (lambda: jnp.where(jnp.ones(2), 1.0), ValueError, "both or neither"),
+    (lambda: jnp.unique(jnp.ones((2, 2)), axis=0), NotImplementedError, "axis"),
+])
+def test_errors_name_the_problem(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_isin_ignores_nan_and_unique_size_pads():
+    x = jnp.asarray(np.array([np.nan, 1.0, 2.0], np.float32))
+    assert list(np.asarray(jnp.isin(x, x))) == [False, True, True]
+    assert list(np.asarray(jnp.isin(x, jnp.zeros(0)))) == [False, False, False]
