@@ -380,7 +380,8 @@ def full(shape, fill_value, dtype=None):
             _dt.weak_scalar_dtype(fill_value)
     value = _convert(fill_value, dtype)
     if _shape(value) == shape:
-        return value
+        # a 0-d result is an array too (a numpy scalar would compute in numpy's types)
+        return value if isinstance(value, (Tracer, Array)) else asarray(value)
     return broadcast_to(value, shape)
 
 
@@ -1062,11 +1063,7 @@ def einsum(subscripts, *operands, optimize=None):
 
 def trace(x, offset=0, axis1=0, axis2=1):
     """Sum of diagonal ``offset`` over ``axis1`` and ``axis2``."""
-    x = asarray(x) if not _is_array(x) else x
-    shape = _shape(x)
-    mask = eye(shape[axis1], shape[axis2], k=offset, dtype=_dtype_of(x))
-    moved = moveaxis(moveaxis(x, axis1, -1), axis2 if axis2 > axis1 else axis2 + 1, -1)
-    return sum(multiply(moved, mask), axis=(-2, -1))
+    return sum(diagonal(x, offset, axis1, axis2), axis=-1)  # noqa: F405
 
 
 # --- comparisons of whole arrays -------------------------------------------------------------

@@ -482,6 +482,23 @@ ROWS = [
         FLOATS, rtol=1e-4, atol=1e-4, expect=lambda u_, v: _np_polydiv(u_, v)),
     Row("poly", lambda m, r: m.poly(r), [u((3,)), u((1,))], NUMBERS, rtol=1e-5),
     Row("i0", lambda m, x: m.i0(x), ONE + [u((9,))], NUMBERS, low=-12, high=12, rtol=1e-5),
+    # --- the core functions not exercised elsewhere --------------------------------------------
+    Row("absolute", lambda m, x: m.absolute(x), ONE, NUMBERS),
+    Row("amax_amin", lambda m, x: (m.amax(x, axis=0), m.amin(x)), ONE_ND, ALL),
+    Row("around", lambda m, x: (m.around(x), m.around(x, 1)), ONE, FLOATS, rtol=1e-5),
+    Row("atleast_2d", lambda m, x: m.atleast_2d(x), ONE, ALL),
+    Row("bitwise", lambda m, x, y: (m.bitwise_and(x, y), m.bitwise_or(x, y),
+                                    m.bitwise_xor(x, y)), TWO, (I32, BOOL)),
+    Row("logical", lambda m, x, y: (m.logical_and(x, y), m.logical_or(x, y),
+                                    m.logical_not(x)), TWO, ALL),
+    Row("empty_like", lambda m, x: m.empty_like(x) * 0, ONE, ALL,
+        expect=lambda x: np.zeros_like(x) * 0),
+    Row("identity", lambda m, x: m.identity(3) + x, [u(S0)], NUMBERS),
+    Row("isclose", lambda m, x, y: m.isclose(x, x + y * np.float32(1e-6)), TWO, FLOATS),
+    Row("mod_true_divide", lambda m, x, y: (m.mod(x, m.where(y == 0, 2, y)),
+                                            m.true_divide(x, m.where(y == 0, 2, y))), TWO,
+        NUMBERS),
+    Row("trace", lambda m, x: (m.trace(x), m.trace(x, 1)), [u(S2), u((3, 3))], NUMBERS),
 ]
 
 
@@ -632,6 +649,12 @@ def test_host_io_round_trips(tmp_path):
     assert jnp.array_repr(x) == np.array_repr(np.asarray(x))
     assert jnp.array_str(x) == np.array_str(np.asarray(x))
     assert jnp.get_printoptions() == np.get_printoptions()
+    before = np.get_printoptions()["precision"]
+    jnp.set_printoptions(precision=3)
+    try:
+        assert np.get_printoptions()["precision"] == 3
+    finally:
+        jnp.set_printoptions(precision=before)
     with jnp.printoptions(precision=2):
         assert jnp.get_printoptions()["precision"] == 2
     jnp.save(tmp_path / "x.npy", x)
@@ -753,3 +776,138 @@ def test_isin_ignores_nan_and_unique_size_pads():
     x = jnp.asarray(np.array([np.nan, 1.0, 2.0], np.float32))
     assert list(np.asarray(jnp.isin(x, x))) == [False, True, True]
     assert list(np.asarray(jnp.isin(x, jnp.zeros(0)))) == [False, False, False]
+
+
+# --- gradients against finite differences ---------------------------------------------------------
+
+def _numeric_grad(fn, x, eps=1e-5):
+    """Central differences, in float64 on numpy, of ``sum(fn(np, x) * weights)``."""
+    x = x.astype(np.float64)
+    weights = _weights(fn(np, x))
+    loss = lambda v: sum(float(np.sum(np.asarray(o, np.float64) * w))
+                         for o, w in zip(_leaves(fn(np, v)), weights))
+    grad = np.zeros_like(x)
+    for index in np.ndindex(*x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[index] += eps
+        minus[index] -= eps
+        grad[index] = (loss(plus) - loss(minus)) / (2 * eps)
+    return grad
+
+
+def _weights(out):
+    return [np.random.default_rng(5).standard_normal(np.shape(o)) for o in _leaves(out)]
+
+
+def _weighted_loss(fn, weights):
+    def loss(x):
+        total = jnp.zeros((), jnp.float32)
+        for o, w in zip(_leaves(fn(jnp, x)), weights):
+            total = total + jnp.sum(o * jnp.asarray(w.astype(np.float32)))
+        return total
+    return loss
+
+
+# (name, fn(module, x), x): away from ties, kinks and the ends of each domain
+GRADIENTS = [
+    ("arcsin", lambda m, x: m.arcsin(x), np.array([-0.7, 0.1, 0.5])),
+    ("arccos", lambda m, x: m.arccos(x), np.array([-0.7, 0.1, 0.5])),
+    ("arctan", lambda m, x: m.arctan(x), np.array([-2.0, 0.1, 3.0])),
+    ("sinh_cosh", lambda m, x: (m.sinh(x), m.cosh(x)), np.array([-1.5, 0.2, 1.0])),
+    ("arcsinh", lambda m, x: m.arcsinh(x), np.array([-2.0, 0.1, 3.0])),
+    ("arccosh", lambda m, x: m.arccosh(x), np.array([1.5, 2.0, 4.0])),
+    ("arctanh", lambda m, x: m.arctanh(x), np.array([-0.6, 0.1, 0.4])),
+    ("cbrt", lambda m, x: m.cbrt(x), np.array([-2.0, 0.5, 3.0])),
+    ("exp2_log2_log10", lambda m, x: (m.exp2(x), m.log2(x), m.log10(x)), np.array([0.5, 1.5])),
+    ("hypot", lambda m, x: m.hypot(x, x[::-1] + 1), np.array([-2.0, 0.5, 3.0])),
+    ("logaddexp", lambda m, x: (m.logaddexp(x, 1 - x), m.logaddexp2(x, 2 * x)),
+     np.array([-2.0, 0.3, 3.0])),
+    ("sinc", lambda m, x: m.sinc(x), np.array([-0.7, 0.3, 1.2])),
+    ("ldexp", lambda m, x: m.ldexp(x, np.array([1, -2, 3], np.int32)), np.array([0.5, 1, 2.0])),
+    ("sort", lambda m, x: (m.sort(x), m.sort(x, axis=0)), np.array([[3.0, -1, 2], [0.5, 4, 1]])),
+    ("partition", lambda m, x: m.partition(x, 1) if m is jnp else np.concatenate(
+        [np.sort(x)[:2], np.sort(x)[2:][::-1]]), np.array([3.0, -1, 2, 0.5, 4])),
+    ("take_along_axis", lambda m, x: m.take_along_axis(x, np.array([[1, 0, 1]]), 0),
+     np.array([[3.0, -1, 2], [0.5, 4, 1]])),
+    ("cumprod", lambda m, x: (m.cumprod(x), m.cumprod(x, axis=0)),
+     np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
+    ("cumulative_prod", lambda m, x: m.cumulative_prod(x, include_initial=True),
+     np.array([1.5, -0.5, 2, 0.7])),
+    ("nan_reductions", lambda m, x: (m.nansum(x), m.nanmean(x, axis=0), m.nanvar(x),
+                                     m.nanmax(x, axis=1), m.nancumsum(x)),
+     np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
+    ("quantile_median", lambda m, x: (m.quantile(x, 0.3), m.median(x, axis=0),
+                                      m.percentile(x, 70, axis=1)),
+     np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
+    ("average_ptp", lambda m, x: (m.average(x, axis=0, weights=np.array([1.0, 3.0])),
+                                  m.ptp(x, axis=1)), np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
+    ("cov_corrcoef", lambda m, x: (m.cov(x), m.corrcoef(x)),
+     np.array([[1.5, -0.5, 2, 0.1], [0.7, 1.2, -1.1, 2.0]])),
+    ("diag_tril_kron", lambda m, x: (m.diag(x), m.diagonal(x, 1), m.tril(x), m.triu(x, 1),
+                                     m.kron(x, x[:1])), np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
+    ("cross", lambda m, x: m.cross(x[0], x[1]), np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
+    ("diff_gradient", lambda m, x: (m.diff(x, 2), m.gradient(x), m.ediff1d(x)),
+     np.array([1.5, -0.5, 2, 0.7, 1.2])),
+    ("trapezoid_interp", lambda m, x: (m.trapezoid(x), m.interp(np.array([0.5, 2.5]),
+                                                                np.arange(5.0), x)),
+     np.array([1.5, -0.5, 2, 0.7, 1.2])),
+    ("convolve_correlate", lambda m, x: (m.convolve(x, x[:2]), m.correlate(x, x[1:4], "same")),
+     np.array([1.5, -0.5, 2, 0.7, 1.2])),
+    ("polynomials", lambda m, x: (m.polyval(x, 0.7), m.polymul(x, x[:2]), m.polyder(x),
+                                  m.polyint(x)), np.array([1.5, -0.5, 2, 0.7])),
+    ("i0", lambda m, x: m.i0(x), np.array([-3.0, 0.5, 9.0])),
+    ("unwrap", lambda m, x: m.unwrap(x), np.array([0.1, 3.5, 7.0, 0.4])),
+    ("vander", lambda m, x: m.vander(x, 4), np.array([1.5, -0.5, 2])),
+    ("selection", lambda m, x: (m.select([x > 1, x < 0], [x * x, -x], 1.0),
+                                m.piecewise(x, [x < 0], [lambda v: v * v, lambda v: 2 * v]),
+                                m.where(x > 0, x, 0.0)), np.array([1.5, -0.5, 2, 0.7])),
+    ("reshaping", lambda m, x: (m.rot90(x), m.block([[x, x]]), m.append(x, x[0]),
+                                m.insert(x, 1, x[1], axis=0), m.delete(x, 0, axis=1),
+                                m.resize(x, (4, 4))),
+     np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
+    ("products", lambda m, x: (m.matvec(x, x[0]), m.vecdot(x, x), m.vecmat(x[:, 0], x)),
+     np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1], [0.2, 0.3, 0.4]])),
+    ("fmax_copysign_fmod", lambda m, x: (m.fmax(x, 0.5), m.copysign(x, -1.0), m.fmod(x, 0.8),
+                                         m.float_power(m.abs(x), 1.5)),
+     np.array([1.5, -0.5, 2, 0.7])),
+]
+
+
+@pytest.mark.parametrize("name", [g[0] for g in GRADIENTS])
+def test_gradients_against_finite_differences(name):
+    _, fn, x = next(g for g in GRADIENTS if g[0] == name)
+    want = _numeric_grad(fn, x)
+    loss = _weighted_loss(fn, _weights(fn(np, x.astype(np.float64))))
+    x32 = jnp.asarray(x.astype(np.float32))
+    for grad in (shardc.grad(loss), shardc.jit(shardc.grad(loss))):
+        got = np.asarray(grad(x32))
+        assert got.dtype == F32 and got.shape == x.shape
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3, err_msg=name)
+
+
+def test_gradients_inside_a_shard_map_body():
+    """sort, cumprod and quantile differentiated through a shard_map: each device's block."""
+    mesh = shardc.make_mesh((2,), ("i",))
+    x = np.array([[3.0, -1, 2, 0.5], [0.7, 1.2, -1.1, 2.5]], np.float32)
+
+    def body(block):
+        row = block[0]
+        value = jnp.sum(jnp.sort(row) * jnp.arange(4.0)) + jnp.sum(jnp.cumprod(row))
+        return (value + jnp.quantile(row, 0.4))[None]
+
+    def loss(v):
+        return jnp.sum(shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(v))
+
+    def reference(v):
+        return sum(np.sum(np.sort(r) * np.arange(4.0)) + np.sum(np.cumprod(r))
+                   + np.quantile(r, 0.4) for r in v)
+    x64, eps = x.astype(np.float64), 1e-5
+    want = np.zeros_like(x64)
+    for index in np.ndindex(*x.shape):
+        plus, minus = x64.copy(), x64.copy()
+        plus[index] += eps
+        minus[index] -= eps
+        want[index] = (reference(plus) - reference(minus)) / (2 * eps)
+    for grad in (shardc.grad(loss), shardc.jit(shardc.grad(loss))):
+        np.testing.assert_allclose(np.asarray(grad(jnp.asarray(x))), want, rtol=2e-3,
+                                   atol=2e-3)
