@@ -911,3 +911,56 @@ def test_gradients_inside_a_shard_map_body():
     for grad in (shardc.grad(loss), shardc.jit(shardc.grad(loss))):
         np.testing.assert_allclose(np.asarray(grad(jnp.asarray(x))), want, rtol=2e-3,
                                    atol=2e-3)
+
+
+# --- the new primitives under vmap, and the cumulative extrema's gradients ----------------------
+
+def test_sort_primitive_under_vmap_matches_a_loop():
+    from compiler.tracing import bind
+    from ir import primitives as prims
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 3, (5, 2, 4)).astype(np.int32)
+    values = rng.standard_normal((5, 2, 4)).astype(np.float32)
+    for params in ({"dimension": 1, "num_keys": 1}, {"dimension": 0, "num_keys": 2}):
+        def fn(k, v):
+            return bind(prims.sort_p, k, v, **params)
+        want = [fn(jnp.asarray(k), jnp.asarray(v)) for k, v in zip(keys, values)]
+        for in_axes in ((0, 0), (0, None), (2, 1)):
+            k_in = np.moveaxis(keys, 0, in_axes[0])
+            v_in = values[0] if in_axes[1] is None else np.moveaxis(values, 0, in_axes[1])
+            if in_axes[1] is None:
+                want_here = [fn(jnp.asarray(k), jnp.asarray(values[0])) for k in keys]
+            else:
+                want_here = want
+            for run in (shardc.vmap(fn, in_axes=in_axes),
+                        shardc.jit(shardc.vmap(fn, in_axes=in_axes))):
+                got = run(jnp.asarray(k_in), jnp.asarray(v_in))
+                for j in range(2):
+                    np.testing.assert_array_equal(
+                        np.asarray(got[j]), np.stack([np.asarray(w[j]) for w in want_here]))
+
+
+@pytest.mark.parametrize("prim_name, accumulate", [("cummax", np.maximum.accumulate),
+                                                    ("cummin", np.minimum.accumulate),
+                                                    ("cumprod", np.multiply.accumulate)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative_primitives_values_and_gradients(prim_name, accumulate, reverse):
+    from compiler.tracing import bind
+    from ir import primitives as prims
+    prim = prims.lookup(prim_name)
+    x = np.array([[0.3, -1.2, 2.0, 0.9, -0.4], [1.1, 0.2, -0.7, 1.9, 0.6]])
+
+    def reference(v, axis):
+        if reverse:
+            return np.flip(accumulate(np.flip(v, axis), axis=axis), axis)
+        return accumulate(v, axis=axis)
+    for axis in (0, 1):
+        fn = lambda m, v: (bind(prim, v, axis=axis, reverse=reverse) if m is jnp
+                           else reference(v, axis))
+        np.testing.assert_allclose(np.asarray(fn(jnp, jnp.asarray(x.astype(np.float32)))),
+                                   reference(x, axis), rtol=1e-6)
+        want = _numeric_grad(fn, x)
+        loss = _weighted_loss(fn, _weights(reference(x, axis)))
+        for grad in (shardc.grad(loss), shardc.jit(shardc.grad(loss))):
+            np.testing.assert_allclose(np.asarray(grad(jnp.asarray(x.astype(np.float32)))),
+                                       want, rtol=2e-3, atol=2e-3)
