@@ -109,13 +109,16 @@ def partition(a, kth, axis=-1):
 
 
 def argpartition(a, kth, axis=-1):
-    """Indices that partition ``a`` around its ``kth`` element (see ``partition``)."""
+    """Indices that partition ``a`` around its ``kth`` element, as JAX picks them: the
+    ``kth + 1`` smallest ascending, then the others descending (each stable, so among equal
+    values the lower index comes first)."""
     a = _array(a)
     axis = _axis(axis, len(_shape(a)))
-    kth = _kth(kth, _shape(a)[axis])
-    order = argsort(a, axis)
-    head, tail = jnp.split(order, [kth + 1], axis)
-    return jnp.concatenate([head, jnp.flip(tail, axis)], axis)
+    n = _shape(a)[axis]
+    kth = _kth(kth, n)
+    head = jnp.split(argsort(a, axis), [kth + 1], axis)[0]
+    tail = jnp.split(argsort(a, axis, descending=True), [n - kth - 1], axis)[0]
+    return jnp.concatenate([head, tail], axis)
 
 
 def _kth(kth, n):
@@ -197,14 +200,27 @@ def _along_axis_positions(arr_shape, indices, axis):
     return flat, out_shape, full_shape
 
 
+def _invalid_value(dtype):
+    """What JAX's 'fill' mode reads out of bounds: NaN, the most negative signed integer, the
+    largest unsigned one, True."""
+    if _dt.is_inexact(dtype):
+        return np.nan
+    if _dt.is_bool(dtype):
+        return True
+    info = np.iinfo(dtype)
+    return info.min if info.min < 0 else info.max
+
+
 def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     """Elements of ``arr`` at ``indices`` along ``axis`` (other axes broadcast), as numpy's.
 
-    Negative indices count from the end; out-of-range ones are clamped (``mode='clip'``).
+    Negative indices count from the end. Out-of-range ones read ``fill_value`` (default: NaN,
+    the most negative integer, True) in JAX's default ``mode='fill'``, the nearest element with
+    ``mode='clip'``.
     """
-    if mode not in (None, "clip"):
-        raise NotImplementedError(f"take_along_axis: mode={mode!r} is not supported; "
-                                  "out-of-range indices are clamped")
+    if mode not in (None, "fill", "clip"):
+        raise NotImplementedError(f"take_along_axis: mode={mode!r} is not supported; use "
+                                  "'fill' or 'clip'")
     arr = _array(arr)
     indices = _array(indices)
     if not _dt.is_int(_dtype_of(indices)):
@@ -215,7 +231,14 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     axis = _axis(axis, len(_shape(arr)))
     flat, out_shape, full_shape = _along_axis_positions(_shape(arr), indices, axis)
     source = jnp.ravel(jnp.broadcast_to(arr, full_shape))
-    return bind(p.gather_p, source, flat, axis=0)
+    taken = bind(p.gather_p, source, flat, axis=0)
+    if mode == "clip":
+        return taken
+    n = _shape(arr)[axis]
+    wanted = jnp.broadcast_to(_convert(indices, _dt.int_), out_shape)
+    inside = jnp.logical_and(jnp.greater_equal(wanted, -n), jnp.less(wanted, n))
+    fill = _invalid_value(_dtype_of(arr)) if fill_value is None else fill_value
+    return jnp.where(inside, taken, _convert(fill, _dtype_of(arr)))
 
 
 def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):

@@ -200,9 +200,10 @@ ROWS = [
     Row("partition", lambda m, x: m.partition(x, 2), ONE_ND, NUMBERS,
         expect=lambda x: np.concatenate([np.sort(x)[..., :3], np.flip(np.sort(x)[..., 3:], -1)],
                                         -1)),
-    Row("argpartition", lambda m, x: m.take_along_axis(x, m.argpartition(x, 1), -1), ONE_ND,
-        NUMBERS, expect=lambda x: np.concatenate([np.sort(x)[..., :2],
-                                                  np.flip(np.sort(x)[..., 2:], -1)], -1)),
+    Row("argpartition", lambda m, x: m.argpartition(x, 1), ONE_ND, NUMBERS, low=-50, high=50,
+        expect=lambda x: np.concatenate([np.argsort(x, kind="stable")[..., :2],
+                                         np.argsort(-x, kind="stable")[..., :x.shape[-1] - 2]],
+                                        -1)),
     Row("searchsorted", lambda m, a, v: (m.searchsorted(m.sort(a), v),
                                          m.searchsorted(m.sort(a), v, side="right")),
         [u(S1, S2), u(S1, S0), u((5,), (9,))], NUMBERS, low=-3, high=3),
@@ -770,6 +771,26 @@ def test_shifts_by_the_bit_width_or_more():
 def test_errors_name_the_problem(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_take_along_axis_out_of_range_reads_fill_or_clips():
+    x = jnp.asarray(np.array([[1.0, 2.0, 3.0]], np.float32))
+    i = jnp.asarray(np.array([[0, 3, -1, -4]], np.int32))
+    np.testing.assert_array_equal(np.asarray(jnp.take_along_axis(x, i, 1)),
+                                  [[1.0, np.nan, 3.0, np.nan]])
+    np.testing.assert_array_equal(np.asarray(jnp.take_along_axis(x, i, 1, fill_value=-1)),
+                                  [[1.0, -1.0, 3.0, -1.0]])
+    np.testing.assert_array_equal(np.asarray(jnp.take_along_axis(x, i, 1, mode="clip")),
+                                  [[1.0, 3.0, 3.0, 1.0]])
+    ints = jnp.asarray(np.array([[1, 2]], np.int32))
+    out = jnp.take_along_axis(ints, jnp.asarray(np.array([[5]], np.int32)), 1)
+    assert np.asarray(out).tolist() == [[np.iinfo(np.int32).min]]
+
+
+def test_argpartition_ties_as_jax():
+    """Among equal values the lower index comes first in both parts (JAX's top_k order)."""
+    x = jnp.asarray(np.array([2.0, 1.0, 2.0, 0.0, 2.0], np.float32))
+    assert np.asarray(jnp.argpartition(x, 1)).tolist() == [3, 1, 0, 2, 4]
 
 
 def test_isin_ignores_nan_and_unique_size_pads():
