@@ -275,15 +275,15 @@ def _concrete_size(count, name):
 
 
 def _compact(values, keep, size, fill_value, name):
-    """The elements of 1-D ``values`` where ``keep`` holds, in order, as an array of ``size``
-    (padded with ``fill_value``, default 0; cut when more are kept)."""
+    """The elements (rows) of ``values`` where ``keep`` holds, in order, as an array of
+    ``size`` of them (padded with ``fill_value``, default 0; cut when more are kept)."""
     if size is None:
         size = _concrete_size(jnp.sum(keep), name)
     size = int(size)
     positions = jnp.subtract(jnp.cumsum(keep), 1)
     target = jnp.where(keep, positions, size)               # size is out of range: dropped
     fill = 0 if fill_value is None else fill_value
-    out = jnp.full((size,), fill, _dtype_of(values))
+    out = jnp.full((size,) + _shape(values)[1:], fill, _dtype_of(values))
     return bind(p.scatter_p, out, _convert(target, _dt.int_), values, axis=0, mode="set")
 
 
@@ -384,21 +384,35 @@ def trim_zeros(filt, trim="fb"):
 # --- unique and set operations ---------------------------------------------------------------
 
 def _distinct_from_previous(ordered, equal_nan):
-    """True at the first element of each run of equal sorted values."""
+    """True at the first element (row) of each run of equal sorted elements (rows)."""
     n = _shape(ordered)[0]
     if n == 0:
         return jnp.zeros((0,), bool)
-    same = jnp.equal(ordered[1:], ordered[:-1])
+    later, earlier = ordered[1:], ordered[:-1]
+    same = jnp.equal(later, earlier)
     if equal_nan and _dt.is_inexact(_dtype_of(ordered)):
-        same = jnp.logical_or(same, jnp.logical_and(jnp.isnan(ordered[1:]),
-                                                    jnp.isnan(ordered[:-1])))
+        same = jnp.logical_or(same, jnp.logical_and(jnp.isnan(later), jnp.isnan(earlier)))
+    if len(_shape(ordered)) > 1:
+        same = jnp.all(same, axis=tuple(range(1, len(_shape(ordered)))))
     return jnp.concatenate([jnp.ones((1,), bool), jnp.logical_not(same)])
 
 
-def _unique_1d(x, size, fill_value, equal_nan):
-    """(values, first indices, inverse, counts) of a 1-D ``x``."""
-    n = _shape(x)[0]
-    ordered, order = _sort_operands([x, _iota_along((n,), 0)], 0)
+def _sorted_rows(rows):
+    """``rows`` (1-D, or 2-D ordered lexicographically by row) sorted, and the permutation."""
+    n = _shape(rows)[0]
+    iota = _iota_along((n,), 0)
+    if len(_shape(rows)) == 1:
+        return _sort_operands([rows, iota], 0)
+    columns = [rows[:, j] for j in range(_shape(rows)[1])]
+    order = _sort_operands(columns + [iota], 0, num_keys=len(columns))[-1]
+    return jnp.take(rows, order, axis=0), order
+
+
+def _unique_rows(rows, size, fill_value, equal_nan):
+    """(values, first indices, inverse, counts) of the elements of a 1-D ``rows``, or of the
+    rows of a 2-D one."""
+    n = _shape(rows)[0]
+    ordered, order = _sorted_rows(rows)
     first = _distinct_from_previous(ordered, equal_nan)
     if size is None:
         size = _concrete_size(jnp.sum(first), "unique")
@@ -407,7 +421,8 @@ def _unique_1d(x, size, fill_value, equal_nan):
     values = _compact(ordered, first, size, None, "unique")
     count = jnp.sum(first)
     valid = jnp.less(jnp.arange(size), count)
-    values = jnp.where(valid, values, _convert(fill_value, _dtype_of(x)))
+    valid = jnp.reshape(valid, (size,) + (1,) * (len(_shape(rows)) - 1))
+    values = jnp.where(valid, values, _convert(fill_value, _dtype_of(rows)))
     indices = _compact(order, first, size, None, "unique")
     group = jnp.subtract(jnp.cumsum(first), 1)
     inverse = bind(p.scatter_p, jnp.zeros((n,), _dt.int_), order, _convert(group, _dt.int_),
@@ -419,19 +434,27 @@ def _unique_1d(x, size, fill_value, equal_nan):
 
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
            equal_nan=True, size=None, fill_value=None, sorted=True):
-    """The sorted distinct elements of ``ar`` (flattened), optionally with the index of each
-    one's first occurrence, the inverse map and the counts. ``size=`` fixes the length (padded
-    with ``fill_value``, default the smallest element) so the call traces."""
-    if axis is not None:
-        raise NotImplementedError("jnp.unique: axis is not supported by shardc; flatten or "
-                                  "use axis=None")
+    """The sorted distinct elements of ``ar`` (flattened), or its distinct slices along
+    ``axis``, optionally with the index of each one's first occurrence, the inverse map and
+    the counts. ``size=`` fixes the length (padded with ``fill_value``, default the smallest
+    element) so the call traces."""
     ar = _array(ar)
-    values, indices, inverse, counts = _unique_1d(jnp.ravel(ar), size, fill_value, equal_nan)
+    if axis is None:
+        rows = jnp.ravel(ar)
+    else:
+        axis = _axis(axis, len(_shape(ar)))
+        moved = jnp.moveaxis(ar, axis, 0)
+        rows = jnp.reshape(moved, (_shape(moved)[0], -1))
+    values, indices, inverse, counts = _unique_rows(rows, size, fill_value, equal_nan)
+    if axis is not None:
+        values = jnp.moveaxis(jnp.reshape(values, (_shape(values)[0],) + _shape(moved)[1:]),
+                              0, axis)
     extras = []
     if return_index:
         extras.append(indices)
     if return_inverse:
-        extras.append(jnp.reshape(inverse, _shape(ar)) if _shape(ar) else inverse)
+        extras.append(jnp.reshape(inverse, _shape(ar)) if axis is None and _shape(ar)
+                      else inverse)
     if return_counts:
         extras.append(counts)
     return (values, *extras) if extras else values
@@ -489,7 +512,7 @@ def _distinct(x, assume_unique):
         return x, jnp.ones((n,), bool)
     if n == 0:
         return x, jnp.zeros((0,), bool)
-    values, _, _, counts = _unique_1d(x, n, None, True)
+    values, _, _, counts = _unique_rows(x, n, None, True)
     return values, jnp.greater(counts, 0)
 
 

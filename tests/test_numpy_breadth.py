@@ -232,6 +232,14 @@ ROWS = [
     Row("unique_with_extras", lambda m, x: m.unique(x, return_index=True, return_inverse=True,
                                                     return_counts=True),
         [u((12,)), u(S2)], NUMBERS, low=-3, high=3, traced=False),
+    Row("unique_axis", lambda m, x: (m.unique(x, axis=0, return_inverse=True),
+                                     m.unique(x, axis=1, return_index=True, return_counts=True)),
+        [u((6, 2)), u((2, 5))], NUMBERS, low=-1, high=1, traced=False),
+    Row("unique_axis_sized", lambda m, x: m.unique(x, axis=0, size=8, fill_value=7),
+        [u((6, 2))], NUMBERS, low=-1, high=1,
+        expect=lambda x: np.concatenate([np.unique(x, axis=0),
+                                         np.full((8 - len(np.unique(x, axis=0)), 2), 7,
+                                                 x.dtype)])),
     Row("union1d", lambda m, x, y: m.union1d(x, y), [u(S1, (5,))], NUMBERS, low=-3, high=3,
         traced=False),
     Row("intersect1d", lambda m, x, y: m.intersect1d(x, y), [u(S1, (5,)), u(S2, S1)], NUMBERS,
@@ -766,7 +774,6 @@ def test_shifts_by_the_bit_width_or_more():
     (lambda: jnp.matrix_transpose(jnp.ones(3)), ValueError, "at least two-dimensional"),
     (lambda: jnp.unstack(jnp.ones(())), ValueError, "rank > 0"),
     (lambda: jnp.where(jnp.ones(2), 1.0), ValueError, "both or neither"),
-    (lambda: jnp.unique(jnp.ones((2, 2)), axis=0), NotImplementedError, "axis"),
 ])
 def test_errors_name_the_problem(call, error, message):
     with pytest.raises(error, match=message):
