@@ -714,37 +714,90 @@ def apply_over_axes(func, a, axes):
     return a
 
 
-def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
-    """``pyfunc`` of scalars made elementwise over broadcast array arguments (by ``vmap``).
+def _parse_signature(signature):
+    """A generalised ufunc signature ``'(m,n),(n)->(m)'`` as (input core dims, output core
+    dims): tuples of dimension names per argument."""
+    import re
+    pattern = r"\s*\(\s*\w*(?:\s*,\s*\w+)*\s*\)\s*"
+    arguments = rf"(?:{pattern}(?:,{pattern})*)?"
+    if not re.fullmatch(rf"{arguments}->{arguments}", signature):
+        raise ValueError(f"not a valid gufunc signature: {signature}")
+    inputs, outputs = signature.split("->")
 
-    ``excluded`` names positions or keywords passed through unchanged.
-    """
-    if signature is not None:
-        raise NotImplementedError("jnp.vectorize: signature= is not supported by shardc")
+    def dims(group):
+        return [tuple(d.strip() for d in g.split(",") if d.strip())
+                for g in re.findall(r"\(([^()]*)\)", group)]
+    return dims(inputs), dims(outputs)
+
+
+def _loop_operand(x, core, sizes, name):
+    """The loop shape of ``x`` (its dims before the ``core`` ones); records each core size."""
+    shape = _shape(x)
+    if len(shape) < len(core):
+        raise ValueError(f"{name}: input with shape {shape} does not have enough dimensions "
+                         f"for its core dimensions {core}")
+    for dim, size in zip(core, shape[len(shape) - len(core):]):
+        if sizes.setdefault(dim, size) != size:
+            raise ValueError(f"{name}: inconsistent size for core dimension {dim!r}: "
+                             f"{size} vs {sizes[dim]}")
+    return shape[:len(shape) - len(core)]
+
+
+def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
+    """``pyfunc`` made to loop (by ``vmap``) over the broadcast leading dimensions of its
+    arguments; each argument's last dimensions named in ``signature`` (``'(n),(n)->()'``) go
+    to ``pyfunc`` whole, the others are scalars. ``excluded`` names positions or keywords
+    passed through unchanged."""
     from compiler.batching import vmap
+    in_cores, out_cores = _parse_signature(signature) if signature else (None, None)
 
     @functools.wraps(pyfunc)
     def wrapped(*args, **kwargs):
         positions = [k for k in range(len(args)) if k not in excluded]
         names = [k for k in kwargs if k not in excluded]
+        if in_cores is not None and (names or len(in_cores) != len(positions)):
+            raise TypeError(f"wrong number of positional arguments: expected "
+                            f"{len(in_cores)}, got {len(positions)}")
         arrays = [_array(args[k]) for k in positions] + [_array(kwargs[k]) for k in names]
-        shape = _broadcast_shapes(*[_shape(x) for x in arrays]) if arrays else ()
-        flat = [jnp.ravel(jnp.broadcast_to(x, shape)) for x in arrays]
+        if not arrays:
+            return pyfunc(*args, **kwargs)
+        cores = in_cores or [()] * len(arrays)
+        sizes: dict = {}
+        loops = [_loop_operand(x, c, sizes, pyfunc.__name__) for x, c in zip(arrays, cores)]
+        loop_shape = _broadcast_shapes(*loops)
+        flat = [jnp.reshape(jnp.broadcast_to(x, loop_shape + _shape(x)[len(l):]),
+                            (-1,) + _shape(x)[len(l):]) for x, l in zip(arrays, loops)]
 
-        def scalar_call(*values):
+        def member_call(*values):
             call_args = list(args)
             for k, v in zip(positions, values):
                 call_args[k] = v
             call_kwargs = dict(kwargs)
             call_kwargs.update(zip(names, values[len(positions):]))
             return pyfunc(*call_args, **call_kwargs)
-        if not arrays:
-            return pyfunc(*args, **kwargs)
-        out = vmap(scalar_call)(*flat)
-        if isinstance(out, (tuple, list)):
-            return type(out)(jnp.reshape(o, shape + _shape(o)[1:]) for o in out)
-        return jnp.reshape(out, shape + _shape(out)[1:])
+        out = vmap(member_call)(*flat)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if out_cores is not None:
+            _check_outputs(outs, out_cores, sizes)
+        shaped = [jnp.reshape(o, loop_shape + _shape(o)[1:]) for o in outs]
+        return type(out)(shaped) if isinstance(out, (tuple, list)) else shaped[0]
     return wrapped
+
+
+def _check_outputs(outs, out_cores, sizes):
+    """ValueError unless each result has its signature's core dimensions (per member)."""
+    if len(outs) != len(out_cores):
+        raise ValueError(f"wrong number of outputs from the function: expected "
+                         f"{len(out_cores)}, got {len(outs)}")
+    for out, core in zip(outs, out_cores):
+        member_shape = _shape(out)[1:]
+        if len(member_shape) != len(core):
+            raise ValueError(f"output of shape {member_shape} does not match the core "
+                             f"dimensions {core} of the signature")
+        for dim, size in zip(core, member_shape):
+            if sizes.setdefault(dim, size) != size:
+                raise ValueError(f"inconsistent size for core dimension {dim!r}: {size} vs "
+                                 f"{sizes[dim]}")
 
 
 # --- creation --------------------------------------------------------------------------------

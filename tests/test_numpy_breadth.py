@@ -452,6 +452,12 @@ ROWS = [
                                                  bitorder="little")),
         [u((2, 3))], (I32,), low=0, high=255),
     Row("vectorize", lambda m, x, y: m.vectorize(lambda a, b: a * b + 1)(x, y), TWO, NUMBERS),
+    Row("vectorize_signature", lambda m, x, y: (
+        m.vectorize(lambda a, b: (a * b).sum(), signature="(n),(n)->()")(x, y),
+        m.vectorize(lambda a: (a[::-1], a.max()), signature="(n)->(n),()")(x),
+        m.vectorize(lambda a, s: a * s, signature="(n),()->(n)")(x, y[..., 0]),
+        m.vectorize(lambda a, k: a[:k].sum(), excluded={1}, signature="(n)->()")(x, 2)),
+        [u(S2, S2), u((2, 3, 4), (3, 4)), u(S1, S1)], NUMBERS),
     # --- calculus, signals, polynomials -----------------------------------------------------
     Row("diff", lambda m, x: (m.diff(x), m.diff(x, n=2, axis=0), m.diff(x, prepend=0),
                               m.diff(x, append=x[..., :1])), ONE_ND, ALL),
@@ -773,6 +779,13 @@ def test_shifts_by_the_bit_width_or_more():
     (lambda: jnp.vsplit(jnp.ones(4), 2), ValueError, "2 or more dimensions"),
     (lambda: jnp.matrix_transpose(jnp.ones(3)), ValueError, "at least two-dimensional"),
     (lambda: jnp.unstack(jnp.ones(())), ValueError, "rank > 0"),
+    (lambda: jnp.vectorize(lambda a, b: a, signature="(n),(n)->()")(jnp.ones(2), jnp.ones(3)),
+     ValueError, "inconsistent size for core dimension 'n'"),
+    (lambda: jnp.vectorize(lambda a: a, signature="(n)->()")(jnp.ones(2)), ValueError,
+     "does not match the core dimensions"),
+    (lambda: jnp.vectorize(lambda a: a, signature="(n->()"), ValueError, "not a valid gufunc"),
+    (lambda: jnp.vectorize(lambda a: a, signature="(n)->()")(jnp.ones(())), ValueError,
+     "not have enough dimensions"),
     (lambda: jnp.where(jnp.ones(2), 1.0), ValueError, "both or neither"),
 ])
 def test_errors_name_the_problem(call, error, message):
