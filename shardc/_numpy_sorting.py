@@ -11,7 +11,7 @@ import collections
 
 import numpy as np
 
-from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind
+from compiler.tracing import ConcretizationTypeError, Tracer, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy import _axis, _convert, _dtype_of, _is_array, _promote, _shape, asarray

@@ -1155,6 +1155,7 @@ from shardc._numpy_reductions import *  # noqa: E402,F401,F403
 from shardc._numpy_sorting import *  # noqa: E402,F401,F403
 from shardc._numpy_arrays import *  # noqa: E402,F401,F403
 from shardc._numpy_math import *  # noqa: E402,F401,F403
+from shardc._numpy_ufunc import *  # noqa: E402,F401,F403
 
 _METHODS.update({
     "sort": sort, "argsort": argsort, "searchsorted": searchsorted, "cumprod": cumprod,  # noqa: F405

@@ -793,6 +793,46 @@ def test_errors_name_the_problem(call, error, message):
         call()
 
 
+def test_frompyfunc_ufunc_methods_against_numpy():
+    np_add = np.frompyfunc(lambda a, b: a + 2 * b, 2, 1)
+    add = jnp.frompyfunc(lambda a, b: a + 2 * b, 2, 1)
+    data = np.arange(12, dtype=np.int32).reshape(3, 4) - 5
+    x = jnp.asarray(data)
+    as_int = lambda v: np.asarray(v, dtype=np.int64)
+    cases = [
+        (lambda u, v: u(v, v[::-1]), None),
+        (lambda u, v: u.outer(v[0], v[:, 1]), None),
+        (lambda u, v: u.reduce(v), None),
+        (lambda u, v: u.reduce(v, axis=1, keepdims=True), None),
+        (lambda u, v: u.reduce(v, axis=None) if u is add else u.reduce(v.ravel()), None),
+        (lambda u, v: u.reduce(v, axis=0, initial=100), None),
+        (lambda u, v: u.accumulate(v, axis=1), None),
+        (lambda u, v: u.reduceat(v, [0, 2, 1], axis=1), None),
+    ]
+    for fn, _ in cases:
+        want = as_int(fn(np_add, data))
+        for run in (lambda v: fn(add, v), shardc.jit(lambda v: fn(add, v))):
+            got = np.asarray(run(x))
+            assert got.dtype == I32
+            np.testing.assert_array_equal(got, want)
+    at = lambda v: add.at(v[0], jnp.asarray([0, 2, 0]), jnp.asarray([1, 1, 5]), inplace=False)
+    want = data[0].copy()
+    np.add.at(want, [0, 2, 0], 2 * np.array([1, 1, 5]))
+    for run in (at, shardc.jit(at)):
+        np.testing.assert_array_equal(np.asarray(run(x)), want)
+    assert isinstance(add, jnp.ufunc) and (add.nin, add.nout) == (2, 1)
+    square = jnp.frompyfunc(lambda a: a * a, 1, 1)
+    np.testing.assert_array_equal(np.asarray(square.at(x[0], jnp.asarray([1, 1]),
+                                                       inplace=False)),
+                                  [-5, 256, -3, -2])     # repeated indices compound
+    with pytest.raises(ValueError, match="no identity"):
+        add.reduce(jnp.zeros((0,), jnp.int32))
+    with pytest.raises(ValueError, match="only supported for binary ufuncs"):
+        square.reduce(x)
+    with pytest.raises(TypeError, match="takes 2 positional"):
+        add(x)
+
+
 def test_take_along_axis_out_of_range_reads_fill_or_clips():
     x = jnp.asarray(np.array([[1.0, 2.0, 3.0]], np.float32))
     i = jnp.asarray(np.array([[0, 3, -1, -4]], np.int32))
@@ -885,7 +925,8 @@ GRADIENTS = [
     ("cov_corrcoef", lambda m, x: (m.cov(x), m.corrcoef(x)),
      np.array([[1.5, -0.5, 2, 0.1], [0.7, 1.2, -1.1, 2.0]])),
     ("diag_tril_kron", lambda m, x: (m.diag(x), m.diagonal(x, 1), m.tril(x), m.triu(x, 1),
-                                     m.kron(x, x[:1])), np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
+                                     m.kron(x, x[:1])),
+     np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
     ("cross", lambda m, x: m.cross(x[0], x[1]), np.array([[1.5, -0.5, 2], [0.7, 1.2, -1.1]])),
     ("diff_gradient", lambda m, x: (m.diff(x, 2), m.gradient(x), m.ediff1d(x)),
      np.array([1.5, -0.5, 2, 0.7, 1.2])),
