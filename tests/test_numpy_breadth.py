@@ -18,6 +18,7 @@ import pytest
 import shardc
 import shardc.numpy as jnp
 from compiler.tracing import ConcretizationTypeError
+from ir.sharding import ReplicationError
 from shardc.sharding import PartitionSpec as P
 
 F32, I32, BOOL, U8 = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_),
@@ -1046,3 +1047,24 @@ def test_cumulative_primitives_values_and_gradients(prim_name, accumulate, rever
         for grad in (shardc.grad(loss), shardc.jit(shardc.grad(loss))):
             np.testing.assert_allclose(np.asarray(grad(jnp.asarray(x.astype(np.float32)))),
                                        want, rtol=2e-3, atol=2e-3)
+
+
+def test_replication_types_of_new_functions():
+    """Invariant operands give invariant results (out_specs P() is accepted), varying ones
+    varying (out_specs P() is refused, naming the axis)."""
+    mesh = shardc.make_mesh((2,), ("i",))
+    x = jnp.asarray(np.array([3.0, -1.0, 2.0, 0.5], np.float32))
+
+    def body(v):
+        return (jnp.sort(v), jnp.argsort(v), jnp.cumprod(v), jnp.searchsorted(jnp.sort(v), v),
+                jnp.unique(v, size=4), jnp.quantile(v, 0.5), jnp.arcsinh(v))
+    invariant = shardc.shard_map(body, mesh=mesh, in_specs=P(), out_specs=P())
+    for got, want in zip(invariant(x), body(x)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    varying = shardc.shard_map(lambda v: jnp.sort(v + shardc.lax.axis_index("i")), mesh=mesh,
+                               in_specs=P(), out_specs=P())
+    with pytest.raises(ReplicationError, match="may vary over mesh axis 'i'"):
+        varying(x)
+    text = str(shardc.make_jaxpr(shardc.shard_map(lambda v: jnp.sort(v), mesh=mesh,
+                                                  in_specs=P("i"), out_specs=P("i")))(x))
+    assert "sort[dimension=0 num_keys=1]" in text and "f32[2]{i}" in text
