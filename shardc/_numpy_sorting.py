@@ -590,9 +590,11 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     """The edges of the bins ``histogram`` uses: ``bins + 1`` evenly spaced from the data's
     (or ``range``'s) minimum to maximum, or ``bins`` itself when it is an array."""
     a = jnp.ravel(_array(a))
-    if not isinstance(bins, (int, np.integer)):
-        return _array(bins)
     dtype = _dtype_of(a) if _dt.is_inexact(_dtype_of(a)) else _dt.float_
+    if not isinstance(bins, (int, np.integer)):
+        bins = _array(bins)
+        return jnp.astype(bins, jnp.result_type(dtype, bins) if _dt.is_inexact(
+            _dtype_of(bins)) else dtype)
     if range is None:
         lo, hi = jnp.min(a), jnp.max(a)
     else:

@@ -284,10 +284,13 @@ def nextafter(x, y):
 
 
 def spacing(x):
-    """Distance from ``x`` to the next float away from zero (negative for negative ``x``)."""
+    """Distance from ``x`` to the next float away from zero, with ``x``'s sign (so -0.0 gives
+    the negative smallest subnormal, as in JAX; numpy gives the positive one)."""
     x = _inexact(x)
     away = where(signbit(x), jnp.full_like(x, -np.inf), jnp.full_like(x, np.inf))
-    return jnp.subtract(nextafter(x, away), x)
+    result = jnp.subtract(nextafter(x, away), x)
+    tiny = np.finfo(_dtype_of(x)).smallest_subnormal
+    return where(jnp.equal(result, 0), copysign(_convert(tiny, _dtype_of(x)), x), result)
 
 
 def _exp2_int(e, dtype):

@@ -281,6 +281,12 @@ ROWS = [
         [u((12,), (12,))], (F32,), low=0, high=5.9),
     Row("histogram", lambda m, x: m.histogram(x, bins=5), ONE_ND, NUMBERS,
         dtype=lambda d: F32, rtol=1e-5),
+    Row("histogram_options", lambda m, x, w: (
+        m.histogram(x, bins=m.array([-4, -1, 0, 2, 5]), weights=w),
+        m.histogram(x, bins=4, range=(-2, 3), density=True)),
+        [u((9,), (9,)), u(S2, S2)], NUMBERS, dtype=lambda d: F32, rtol=1e-5,
+        expect=lambda x, w: (np.histogram(x, bins=np.array([-4, -1, 0, 2, 5]), weights=w),
+                             np.histogram(x, bins=4, range=(-2, 3), density=True))),
     Row("histogram_bin_edges", lambda m, x: m.histogram_bin_edges(x, bins=6, range=(-4, 4)),
         ONE_ND, NUMBERS),
     Row("histogram2d", lambda m, x, y: m.histogram2d(x, y, bins=4), [u((11,), (11,))], NUMBERS,
@@ -728,6 +734,33 @@ def test_sorting_orders_floats_totally_as_jax():
     found = jnp.searchsorted(jnp.asarray(np.array([-0.0, 0.0, np.nan], np.float32)),
                              jnp.asarray(np.array([0.0, -0.0, np.nan], np.float32)))
     assert list(np.asarray(found)) == [1, 0, 2]
+
+
+def test_float_bits_at_the_edges_of_the_range():
+    tiny = np.finfo(np.float32).smallest_subnormal
+    values = np.array([0.0, -0.0, 1.0, 0.5, -8.0, 3e-39, tiny, -tiny, 3.4e38, np.inf, -np.inf,
+                       np.nan, 1e-30], np.float32)
+    x = jnp.asarray(values)
+    for run in (lambda v: jnp.frexp(v), shardc.jit(jnp.frexp)):
+        mantissa, exponent = run(x)
+        want_m, want_e = np.frexp(values)
+        np.testing.assert_array_equal(np.asarray(mantissa), want_m)
+        np.testing.assert_array_equal(np.asarray(exponent), want_e)
+        assert np.asarray(exponent).dtype == I32
+    finite = values[np.isfinite(values)]
+    exponents = np.array([0, 5, -149, 150, -260, 127, 3, -3, 1, 0], np.int32)
+    with np.errstate(over="ignore"):
+        want = np.ldexp(finite, exponents)
+    np.testing.assert_array_equal(np.asarray(jnp.ldexp(jnp.asarray(finite), exponents)), want)
+    with np.errstate(over="ignore"):
+        want = np.spacing(values)
+    want[1] = -tiny                 # JAX: spacing(-0.0) has the sign of -0.0 (numpy: +tiny)
+    np.testing.assert_array_equal(np.asarray(jnp.spacing(x)), want)
+    np.testing.assert_array_equal(np.asarray(jnp.nextafter(x, jnp.float32(0))),
+                                  np.nextafter(values, np.float32(0)))
+    np.testing.assert_array_equal(np.asarray(jnp.signbit(x)), np.signbit(values))
+    np.testing.assert_array_equal(np.asarray(jnp.copysign(jnp.float32(2), x)),
+                                  np.copysign(np.float32(2), values))
 
 
 def test_shifts_by_the_bit_width_or_more():
