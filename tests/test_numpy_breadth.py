@@ -1101,3 +1101,28 @@ def test_replication_types_of_new_functions():
     text = str(shardc.make_jaxpr(shardc.shard_map(lambda v: jnp.sort(v), mesh=mesh,
                                                   in_specs=P("i"), out_specs=P("i")))(x))
     assert "sort[dimension=0 num_keys=1]" in text and "f32[2]{i}" in text
+
+
+def test_programs_with_the_new_primitives_print_and_parse_back():
+    from ir.parser import parse_program
+    from ir.printer import print_program
+    from runtime.reference import eval_program
+
+    def fn(x, i):
+        return (jnp.sort(x, axis=0), jnp.lexsort((x[0], x[1])), jnp.searchsorted(
+            jnp.sort(x[0]), x[1], side="right"), jnp.cumprod(x, axis=1), jnp.arcsinh(x),
+            jnp.signbit(x), jnp.left_shift(i, 2), jnp.right_shift(i, 1),
+            jnp.bitwise_count(i), jnp.nextafter(x, 0.0), jnp.exp2(jnp.cbrt(x)))
+    args = (np.linspace(-2, 2, 12, dtype=np.float32).reshape(2, 6),
+            np.arange(6, dtype=np.int32) - 3)
+    closed = shardc.make_jaxpr(fn)(*args)
+    text = closed.pretty_print(with_source=True)
+    parsed = parse_program(text)
+    assert print_program(parsed, with_source=True) == text
+    for name in ("sort[", "searchsorted[", "cumprod[", "asinh", "signbit", "shift_left",
+                 "shift_right_arithmetic", "population_count", "nextafter", "exp2", "cbrt"):
+        assert name in text, name
+    want = eval_program(closed.jaxpr, list(args), closed.consts)
+    got = eval_program(parsed, list(args), closed.consts)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
