@@ -587,8 +587,9 @@ def choose(a, choices, out=None, mode="raise"):
     n = len(choices)
     if mode == "raise":
         if isinstance(a, Tracer):
-            raise NotImplementedError("jnp.choose: mode='raise' needs concrete indices; use "
-                                      "mode='wrap' or mode='clip' under tracing")
+            raise ConcretizationTypeError("jnp.choose: mode='raise' needs concrete indices, "
+                                          "but they are traced here; use mode='wrap' or "
+                                          "mode='clip' instead")
         values = np.asarray(a)
         if values.size and (values.min() < 0 or values.max() >= n):
             raise ValueError("invalid entry in choice array")

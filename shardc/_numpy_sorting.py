@@ -287,8 +287,20 @@ def _compact(values, keep, size, fill_value, name):
     return bind(p.scatter_p, out, _convert(target, _dt.int_), values, axis=0, mode="set")
 
 
+def _host_count(x, limit=None):
+    """The number of non-zero entries of ``x`` (flattened, the first ``limit``) when ``x`` is a
+    concrete value (host data, or an array outside a trace), else None: a condition given as
+    a numpy array decides the size even under ``jit``."""
+    if isinstance(x, Tracer):
+        return None
+    values = np.ravel(np.asarray(x))
+    return int(np.count_nonzero(values[:limit] if limit is not None else values))
+
+
 def flatnonzero(a, *, size=None, fill_value=None):
     """Indices (int32) of the non-zero elements of the flattened ``a``."""
+    if size is None:
+        size = _host_count(a)
     a = jnp.ravel(_array(a))
     keep = jnp.not_equal(a, 0)
     return _compact(_iota_along(_shape(a), 0), keep, size, fill_value, "flatnonzero")
@@ -296,6 +308,8 @@ def flatnonzero(a, *, size=None, fill_value=None):
 
 def nonzero(a, *, size=None, fill_value=None):
     """A tuple of index arrays (int32), one per dimension, of the non-zero elements."""
+    if size is None:
+        size = _host_count(a)
     a = _array(a)
     shape = _shape(a)
     if not shape:
@@ -330,6 +344,8 @@ def argwhere(a, *, size=None, fill_value=None):
 
 def extract(condition, arr, *, size=None, fill_value=0):
     """The elements of ``arr`` (flattened) where ``condition`` (flattened) is non-zero."""
+    if size is None:
+        size = _host_count(condition, limit=int(np.prod(_shape(_array(arr)), dtype=np.int64)))
     arr = jnp.ravel(_array(arr))
     condition = jnp.ravel(_array(condition))
     n = _shape(arr)[0]
@@ -342,9 +358,12 @@ def extract(condition, arr, *, size=None, fill_value=0):
 
 def compress(condition, a, axis=None, *, size=None, fill_value=0):
     """The slices of ``a`` along ``axis`` where the 1-D ``condition`` is true."""
+    host_condition = condition
     condition = jnp.ravel(_array(condition))
     a, axis = _flatten_if_none(a, axis)
     n = _shape(a)[axis]
+    if size is None:
+        size = _host_count(host_condition, limit=n)
     if _shape(condition)[0] > n:
         extra = condition[n:]
         if not isinstance(extra, Tracer) and bool(np.asarray(jnp.any(extra))):

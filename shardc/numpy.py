@@ -1158,12 +1158,13 @@ from shardc._numpy_math import *  # noqa: E402,F401,F403
 from shardc._numpy_ufunc import *  # noqa: E402,F401,F403
 
 _METHODS.update({
-    "sort": sort, "argsort": argsort, "searchsorted": searchsorted, "cumprod": cumprod,  # noqa: F405
-    "nonzero": nonzero, "diagonal": diagonal, "ptp": ptp, "conj": conj,  # noqa: F405
-    "conjugate": conj, "real": property(real), "imag": property(imag),  # noqa: F405
-    "compress": compress, "choose": lambda self, choices, mode="raise": choose(  # noqa: F405
-        self, choices, mode=mode),
-    "trace": trace, "copy": copy,  # noqa: F405
+    "sort": sort, "argsort": argsort, "searchsorted": searchsorted,  # noqa: F405
+    "cumprod": cumprod, "nonzero": nonzero, "diagonal": diagonal, "ptp": ptp,  # noqa: F405
+    "conj": conj, "conjugate": conj, "real": property(real),  # noqa: F405
+    "imag": property(imag), "trace": trace,  # noqa: F405
+    "compress": lambda self, condition, axis=None, **kw: compress(  # noqa: F405
+        condition, self, axis, **kw),
+    "choose": lambda self, choices, mode="raise": choose(self, choices, mode=mode),  # noqa: F405
 })
 
 

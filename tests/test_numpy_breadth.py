@@ -802,6 +802,8 @@ def test_shifts_by_the_bit_width_or_more():
      ConcretizationTypeError, "obj must be concrete"),
     (lambda: jnp.choose(jnp.asarray([0, 2]), [jnp.ones(2), jnp.ones(2)]), ValueError,
      "invalid entry"),
+    (lambda: shardc.jit(lambda i: jnp.choose(i, [jnp.ones(2), jnp.ones(2)]))(
+        jnp.asarray([0, 1])), ConcretizationTypeError, "mode='wrap' or mode='clip'"),
     (lambda: jnp.select([jnp.ones(2)], [jnp.ones(2)]), ValueError, "boolean"),
     (lambda: jnp.piecewise(jnp.ones(2), [jnp.ones(2, bool)], [1, 2, 3]), ValueError,
      "either 1 or 2 functions"),
@@ -1126,3 +1128,28 @@ def test_programs_with_the_new_primitives_print_and_parse_back():
     got = eval_program(parsed, list(args), closed.consts)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_array_methods_of_the_new_functions():
+    data = np.array([[3.0, -1.0, 2.0], [0.5, 4.0, -2.0]], np.float32)
+
+    def methods(x):
+        return (x.sort(), x.argsort(axis=0), x[0].searchsorted(1.0), x.cumprod(axis=1),
+                x.diagonal(), x.ptp(axis=0), x.trace(), x.real, x.imag, x.conj(),
+                x.compress(np.array([False, True]), axis=0),
+                (x > 0).astype(np.int32).choose([x, -x], mode="clip"))
+    want = (np.sort(data), np.argsort(data, axis=0), np.searchsorted(np.sort(data[0]), 1.0),
+            np.cumprod(data, axis=1), data.diagonal(), np.ptp(data, axis=0), data.trace(),
+            data, np.zeros_like(data), data, data[1:], np.where(data > 0, -data, data))
+    want = want[:2] + (np.searchsorted(data[0], 1.0),) + want[3:]
+    got_eager = methods(jnp.asarray(data))
+    got_jit = shardc.jit(methods)(jnp.asarray(data))
+    for got in (got_eager, got_jit):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(data).copy()), data)
+    # a condition given as host data decides the size, even under jit
+    picked = shardc.jit(lambda x: jnp.compress(np.array([True, False, True]), x, axis=1))
+    np.testing.assert_array_equal(np.asarray(picked(jnp.asarray(data))), data[:, [0, 2]])
+    found = shardc.jit(lambda x: x[jnp.nonzero(np.array([0, 1, 1]))[0]])
+    np.testing.assert_array_equal(np.asarray(found(jnp.asarray(data[0]))), data[0, 1:])
