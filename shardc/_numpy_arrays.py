@@ -54,7 +54,10 @@ def _concrete(value, name, what):
 # --- stacking and splitting ------------------------------------------------------------------
 
 def concat(arrays, /, *, axis=0):
-    """The array API's ``concatenate``."""
+    """The array API's ``concatenate``.
+
+    >>> jnp.concat([jnp.zeros((1, 2)), jnp.ones((1, 2))], axis=0).shape      # (2, 2)
+    """
     return jnp.concatenate(arrays, axis)
 
 

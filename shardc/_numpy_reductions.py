@@ -36,7 +36,10 @@ def _cumulative(prim, x, axis, dtype):
 
 @_no_out
 def cumprod(a, axis=None, dtype=None):
-    """Cumulative product along ``axis`` (of the flattened array if None)."""
+    """Cumulative product along ``axis`` (of the flattened array if None).
+
+    >>> jnp.cumprod(jnp.array([1, 2, 3]))        # [1, 2, 6]
+    """
     return _cumulative(p.cumprod_p, a, axis, dtype)
 
 

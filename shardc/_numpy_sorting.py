@@ -65,7 +65,11 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
 
 
 def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
-    """Indices (int32) that sort ``a`` along ``axis``; ties keep their order (stable)."""
+    """Indices (int32) that sort ``a`` along ``axis``; ties keep their order (stable).
+
+    >>> jnp.argsort(jnp.array([3, 1, 2]))                    # [1, 2, 0]
+    >>> jnp.argsort(jnp.array([3, 1, 3]), descending=True)   # [0, 2, 1]
+    """
     if order is not None:
         raise TypeError("jnp.argsort: order is not supported (arrays have no fields)")
     if axis is not None and not _shape(_array(a)):
@@ -81,7 +85,10 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
 
 
 def lexsort(keys, axis=-1):
-    """Indices that sort by several keys, the last key primary (numpy's convention)."""
+    """Indices that sort by several keys, the last key primary (numpy's convention).
+
+    >>> jnp.lexsort((jnp.array([1, 0, 2]), jnp.array([1, 1, 0])))     # [2, 1, 0]
+    """
     keys = [_array(k) for k in keys]
     if not keys:
         raise TypeError("jnp.lexsort: need at least one key")
@@ -143,6 +150,9 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
 
     ``side='left'`` gives the first such place, ``'right'`` the last. ``method`` is accepted for
     JAX's signature; every method gives the same answer here.
+
+    >>> jnp.searchsorted(jnp.array([1, 2, 2, 3]), jnp.array([2, 5]))            # [1, 4]
+    >>> jnp.searchsorted(jnp.array([1, 2, 2, 3]), 2, side="right")             # 3
     """
     if side not in ("left", "right"):
         raise ValueError(f"{side!r} is an invalid value for keyword 'side'; expected 'left' or "
@@ -217,6 +227,9 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     Negative indices count from the end. Out-of-range ones read ``fill_value`` (default: NaN,
     the most negative integer, True) in JAX's default ``mode='fill'``, the nearest element with
     ``mode='clip'``.
+
+    >>> x = jnp.array([[3, 1], [0, 2]])
+    >>> jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1)      # [[1, 3], [0, 2]]
     """
     if mode not in (None, "fill", "clip"):
         raise NotImplementedError(f"take_along_axis: mode={mode!r} is not supported; use "
@@ -456,7 +469,11 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     """The sorted distinct elements of ``ar`` (flattened), or its distinct slices along
     ``axis``, optionally with the index of each one's first occurrence, the inverse map and
     the counts. ``size=`` fixes the length (padded with ``fill_value``, default the smallest
-    element) so the call traces."""
+    element) so the call traces.
+
+    >>> jnp.unique(jnp.array([3, 1, 3]))                               # [1, 3]
+    >>> jnp.unique(jnp.array([3, 1, 3]), size=3, fill_value=0)         # [1, 3, 0]
+    """
     ar = _array(ar)
     if axis is None:
         rows = jnp.ravel(ar)
