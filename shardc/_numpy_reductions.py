@@ -223,9 +223,8 @@ def count_nonzero(a, axis=None, keepdims=False):
 
 
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None):
-    """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m``."""
-    if fweights is not None or aweights is not None:
-        raise NotImplementedError("jnp.cov: fweights and aweights are not supported by shardc")
+    """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m``, with
+    optional frequency (``fweights``) and reliability (``aweights``) weights per observation."""
     m = jnp.atleast_2d(_array(m))
     if not _dt.is_inexact(_dtype_of(m)):
         m = jnp.astype(m, _dt.float_)
@@ -236,11 +235,31 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         if not rowvar and _shape(y)[0] != 1:
             y = jnp.transpose(y)
         m = jnp.concatenate([m, y], 0)
-    n = _shape(m)[1]
     ddof = (0 if bias else 1) if ddof is None else ddof
-    centered = jnp.subtract(m, jnp.mean(m, axis=1, keepdims=True))
-    product = jnp.matmul(centered, jnp.transpose(centered))
-    return jnp.squeeze(jnp.divide(product, n - ddof))
+    weights = None
+    for given in (fweights, aweights):
+        if given is not None:
+            given = jnp.astype(_array(given), _dtype_of(m))
+            if len(_shape(given)) != 1 or _shape(given)[0] != _shape(m)[1]:
+                raise RuntimeError("incompatible numbers of samples and weights")
+            weights = given if weights is None else jnp.multiply(weights, given)
+    if weights is None:
+        centered = jnp.subtract(m, jnp.mean(m, axis=1, keepdims=True))
+        product = jnp.matmul(centered, jnp.transpose(centered))
+        return jnp.squeeze(jnp.divide(product, _shape(m)[1] - ddof))
+    total = jnp.sum(weights)
+    mean = jnp.divide(jnp.sum(jnp.multiply(m, weights), axis=1, keepdims=True), total)
+    if ddof == 0:
+        factor = total
+    elif aweights is None:
+        factor = jnp.subtract(total, ddof)
+    else:
+        reliability = jnp.astype(_array(aweights), _dtype_of(m))
+        factor = jnp.subtract(total, jnp.divide(
+            jnp.multiply(ddof, jnp.sum(jnp.multiply(weights, reliability))), total))
+    centered = jnp.subtract(m, mean)
+    product = jnp.matmul(jnp.multiply(centered, weights), jnp.transpose(centered))
+    return jnp.squeeze(jnp.divide(product, factor))
 
 
 def corrcoef(x, y=None, rowvar=True):

@@ -302,6 +302,10 @@ ROWS = [
                                                          "nearest")), ONE_ND, NUMBERS,
         dtype=lambda d: F32),                       # JAX computes quantiles in floats
     Row("percentile", lambda m, x: m.percentile(x, 75, axis=0, keepdims=True), ONE_ND, NUMBERS),
+    Row("quantile_axes", lambda m, x: (m.quantile(x, 0.25, axis=(0, 2)),
+                                       m.median(x, axis=(-1, 0), keepdims=True),
+                                       m.nanpercentile(x, [10, 90], axis=(1,))),
+        [u((2, 3, 4))], NUMBERS),
     Row("median", lambda m, x: (m.median(x), m.median(x, axis=-1)), ONE_ND, NUMBERS),
     Row("nanquantile", lambda m, x: m.nanquantile(m.where(x > 3, np.float32(np.nan), x), 0.3,
                                                   axis=-1), ONE_ND),
@@ -345,6 +349,11 @@ ROWS = [
     Row("count_nonzero", lambda m, x: (m.count_nonzero(x), m.count_nonzero(x, axis=0)),
         ONE_ND, ALL, low=-1, high=1),
     Row("cov", lambda m, x, y: (m.cov(x), m.cov(x, rowvar=False), m.cov(x, y, bias=True)),
+        [u(S2, S2)], NUMBERS, rtol=1e-4),
+    Row("cov_weights", lambda m, x, w: (
+        m.cov(x, fweights=m.abs(w[0]).astype(np.int32) + 1),
+        m.cov(x, aweights=m.abs(w[1]) + 0.5, ddof=0),
+        m.cov(x, fweights=m.abs(w[0]).astype(np.int32) + 1, aweights=m.abs(w[2]) + 0.5)),
         [u(S2, S2)], NUMBERS, rtol=1e-4),
     Row("corrcoef", lambda m, x: m.corrcoef(x), [u(S2)], NUMBERS, rtol=1e-4),
     # --- array manipulation ------------------------------------------------------------------
