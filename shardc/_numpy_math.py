@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.tracing import Tracer
 from ir import dtypes as _dt
 from shardc.numpy import _axis, _convert, _dtype_of, _is_array, _promote, _shape, asarray
 import shardc.numpy as jnp
@@ -73,9 +74,44 @@ def ediff1d(ary, to_end=None, to_begin=None):
     return jnp.concatenate(pieces) if len(pieces) > 1 else result
 
 
+def _gradient_along(f, axis, h):
+    """Central differences inside, one-sided at the edges, with spacing ``h``: a scalar, or
+    the 1-D coordinates along ``axis`` (numpy's second-order formula for uneven steps)."""
+    n = _shape(f)[axis]
+    if n < 2:
+        raise ValueError("Shape of array too small to calculate a numerical gradient, at "
+                         "least (edge_order + 1) elements are required.")
+    if not (_is_array(h) and _shape(h)):
+        first = jnp.divide(jnp.subtract(_slice(f, axis, 1, 2), _slice(f, axis, 0, 1)), h)
+        last = jnp.divide(jnp.subtract(_slice(f, axis, n - 1, n), _slice(f, axis, n - 2, n - 1)),
+                          h)
+        middle = jnp.divide(jnp.subtract(_slice(f, axis, 2, None), _slice(f, axis, None, -2)),
+                            jnp.multiply(2, h))
+        return jnp.concatenate([first, middle, last], axis)
+    x = _inexact(h)
+    if len(_shape(x)) != 1 or _shape(x)[0] != n:
+        raise ValueError("when 1d, distances must match the length of the corresponding "
+                         "dimension")
+    view = [1] * len(_shape(f))
+    view[axis] = -1
+    steps = jnp.reshape(diff(x), tuple(view))
+    dx1, dx2 = _slice(steps, axis, None, -1), _slice(steps, axis, 1, None)
+    a = jnp.divide(jnp.negative(dx2), jnp.multiply(dx1, jnp.add(dx1, dx2)))
+    b = jnp.divide(jnp.subtract(dx2, dx1), jnp.multiply(dx1, dx2))
+    c = jnp.divide(dx1, jnp.multiply(dx2, jnp.add(dx1, dx2)))
+    middle = jnp.add(jnp.add(jnp.multiply(a, _slice(f, axis, None, -2)),
+                             jnp.multiply(b, _slice(f, axis, 1, -1))),
+                     jnp.multiply(c, _slice(f, axis, 2, None)))
+    first = jnp.divide(jnp.subtract(_slice(f, axis, 1, 2), _slice(f, axis, 0, 1)),
+                       _slice(steps, axis, 0, 1))
+    last = jnp.divide(jnp.subtract(_slice(f, axis, n - 1, n), _slice(f, axis, n - 2, n - 1)),
+                      _slice(steps, axis, n - 2, n - 1))
+    return jnp.concatenate([first, middle, last], axis)
+
+
 def gradient(f, *varargs, axis=None, edge_order=None):
-    """Central differences inside, one-sided at the edges, along each axis (scalar spacings);
-    one array for one axis, else a list."""
+    """Central differences inside, one-sided at the edges, along each axis; spacings are
+    scalars or 1-D coordinates. One array for one axis, else a list."""
     if edge_order is not None and edge_order != 1:
         raise NotImplementedError("jnp.gradient: only edge_order=1 is supported")
     f = _inexact(f)
@@ -90,19 +126,8 @@ def gradient(f, *varargs, axis=None, edge_order=None):
         spacings = list(varargs)
     else:
         raise TypeError("Invalid number of spacing arguments")
-    if any(_is_array(h) and _shape(h) for h in spacings):
-        raise NotImplementedError("jnp.gradient: only scalar spacings are supported")
-    out = []
-    for a, h in zip(axes, spacings):
-        n = _shape(f)[a]
-        if n < 2:
-            raise ValueError("Shape of array too small to calculate a numerical gradient, at "
-                             "least (edge_order + 1) elements are required.")
-        first = jnp.divide(jnp.subtract(_slice(f, a, 1, 2), _slice(f, a, 0, 1)), h)
-        last = jnp.divide(jnp.subtract(_slice(f, a, n - 1, n), _slice(f, a, n - 2, n - 1)), h)
-        middle = jnp.divide(jnp.subtract(_slice(f, a, 2, None), _slice(f, a, None, -2)),
-                            jnp.multiply(2, h))
-        out.append(jnp.concatenate([first, middle, last], a))
+    spacings = [_array(h) if isinstance(h, (list, tuple, np.ndarray)) else h for h in spacings]
+    out = [_gradient_along(f, a, h) for a, h in zip(axes, spacings)]
     return out[0] if len(out) == 1 else out
 
 
@@ -125,12 +150,21 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation of the points ``(xp, fp)`` (``xp`` increasing) at ``x``;
     ``left``/``right`` (default the end values) outside."""
-    if period is not None:
-        raise NotImplementedError("jnp.interp: period= is not supported by shardc")
     x, xp, fp = _inexact(x), _inexact(xp), _inexact(fp)
     if len(_shape(xp)) != 1 or _shape(xp) != _shape(fp):
         raise ValueError("xp and fp must be one-dimensional arrays of equal size")
     x, xp, fp = _promote(x, xp, fp)
+    if period is not None:
+        # one period, sorted, with a point wrapped around at each end; left/right unused
+        if not isinstance(period, Tracer) and float(period) == 0:
+            raise ValueError("period must be a non-zero value")
+        period = jnp.abs(_convert(period, _dtype_of(x)))
+        x, xp = jnp.remainder(x, period), jnp.remainder(xp, period)
+        order = jnp.argsort(xp)
+        xp, fp = jnp.take(xp, order), jnp.take(fp, order)
+        xp = jnp.concatenate([xp[-1:] - period, xp, xp[:1] + period])
+        fp = jnp.concatenate([fp[-1:], fp, fp[:1]])
+        left = right = None
     n = _shape(xp)[0]
     if n == 1:
         value = jnp.broadcast_to(fp[0], _shape(x))
