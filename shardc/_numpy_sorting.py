@@ -540,16 +540,15 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, method="a
 
 
 def _distinct(x, assume_unique):
-    """(values, valid): the sorted distinct elements of ``x`` (flattened) padded to its
-    length, and which of them are real; ``x`` itself when ``assume_unique``."""
+    """(values, valid, first index): the sorted distinct elements of ``x`` (flattened) padded
+    to its length, which of them are real, and where each first occurs in ``x``; ``x`` itself
+    when ``assume_unique``."""
     x = jnp.ravel(_array(x))
     n = _shape(x)[0]
-    if assume_unique:
-        return x, jnp.ones((n,), bool)
-    if n == 0:
-        return x, jnp.zeros((0,), bool)
-    values, _, _, counts = _unique_rows(x, n, None, True)
-    return values, jnp.greater(counts, 0)
+    if assume_unique or n == 0:
+        return x, jnp.full((n,), n > 0, bool), _iota_along((n,), 0)
+    values, first, _, counts = _unique_rows(x, n, None, True)
+    return values, jnp.greater(counts, 0), first
 
 
 def _sorted_compact(values, keep, size, fill_value, name):
@@ -567,22 +566,51 @@ def union1d(ar1, ar2, *, size=None, fill_value=None):
     return unique(jnp.concatenate([ar1, ar2]), size=size, fill_value=fill_value)
 
 
+def _matches(ar1, ar2, assume_unique):
+    """(values, matched, index in ar1, index in ar2) over the sorted distinct elements of both
+    arrays laid end to end: ``matched`` marks an element of ``ar1`` followed by the same value
+    from ``ar2``."""
+    values1, valid1, index1 = _distinct(ar1, assume_unique)
+    values2, valid2, index2 = _distinct(ar2, assume_unique)
+    source = jnp.concatenate([jnp.zeros(_shape(values1), _dt.int_),
+                              jnp.ones(_shape(values2), _dt.int_)])
+    valid = jnp.concatenate([valid1, valid2])
+    _, values, source, index, valid = _sort_operands(
+        [jnp.logical_not(valid), jnp.concatenate([values1, values2]), source,
+         jnp.concatenate([index1, index2]), valid], 0, num_keys=3)
+    matched = jnp.logical_and(
+        jnp.logical_and(valid[:-1], valid[1:]),
+        jnp.logical_and(jnp.equal(values[:-1], values[1:]),
+                        jnp.less(source[:-1], source[1:])))
+    return values[:-1], matched, index[:-1], index[1:]
+
+
 def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=None,
                 fill_value=None):
-    """The sorted distinct elements found in both arrays."""
-    if return_indices:
-        raise NotImplementedError("jnp.intersect1d: return_indices is not supported by shardc")
+    """The sorted distinct elements found in both arrays; with ``return_indices``, also where
+    each first occurs in ``ar1`` and in ``ar2`` (index padding is 0)."""
     ar1, ar2 = _promote(jnp.ravel(_array(ar1)), jnp.ravel(_array(ar2)))
-    values, valid = _distinct(ar1, assume_unique)
-    keep = jnp.logical_and(valid, isin(values, ar2))
-    return _sorted_compact(values, keep, size, fill_value, "intersect1d")
+    if _shape(ar1)[0] + _shape(ar2)[0] < 2:
+        empty = jnp.zeros((0,), _dt.int_)
+        values = _compact(ar1[:0], jnp.zeros((0,), bool), size, fill_value, "intersect1d")
+        return (values, _compact(empty, empty > 0, size, None, "intersect1d"),
+                _compact(empty, empty > 0, size, None, "intersect1d")) if return_indices \
+            else values
+    values, matched, index1, index2 = _matches(ar1, ar2, assume_unique)
+    if size is None:
+        size = _concrete_size(jnp.sum(matched), "intersect1d")
+    result = _compact(values, matched, size, fill_value, "intersect1d")
+    if not return_indices:
+        return result
+    return (result, _compact(index1, matched, size, None, "intersect1d"),
+            _compact(index2, matched, size, None, "intersect1d"))
 
 
 def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     """The distinct elements of ``ar1`` that are not in ``ar2``: sorted, or in ``ar1``'s order
     when ``assume_unique``."""
     ar1, ar2 = _promote(jnp.ravel(_array(ar1)), jnp.ravel(_array(ar2)))
-    values, valid = _distinct(ar1, assume_unique)
+    values, valid, _ = _distinct(ar1, assume_unique)
     keep = jnp.logical_and(valid, isin(values, ar2, invert=True))
     return _compact(values, keep, size, fill_value, "setdiff1d")
 
@@ -590,8 +618,8 @@ def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
 def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     """The sorted elements found in exactly one of the arrays."""
     ar1, ar2 = _promote(jnp.ravel(_array(ar1)), jnp.ravel(_array(ar2)))
-    values1, valid1 = _distinct(ar1, assume_unique)
-    values2, valid2 = _distinct(ar2, assume_unique)
+    values1, valid1, _ = _distinct(ar1, assume_unique)
+    values2, valid2, _ = _distinct(ar2, assume_unique)
     keep = jnp.concatenate([jnp.logical_and(valid1, isin(values1, ar2, invert=True)),
                             jnp.logical_and(valid2, isin(values2, ar1, invert=True))])
     return _sorted_compact(jnp.concatenate([values1, values2]), keep, size, fill_value,

@@ -245,6 +245,15 @@ ROWS = [
         traced=False),
     Row("intersect1d", lambda m, x, y: m.intersect1d(x, y), [u(S1, (5,)), u(S2, S1)], NUMBERS,
         low=-3, high=3, traced=False),
+    Row("intersect1d_indices", lambda m, x, y: (
+        m.intersect1d(x, y, return_indices=True),
+        m.intersect1d(m.unique(x), m.unique(y), assume_unique=True, return_indices=True)),
+        [u((9,), (6,)), u(S2, S1)], NUMBERS, low=-4, high=4, traced=False),
+    Row("intersect1d_sized", lambda m, x, y: m.intersect1d(x, y, return_indices=True, size=6,
+                                                           fill_value=-9),
+        [u((9,), (6,))], NUMBERS, low=-4, high=4,
+        expect=lambda x, y: tuple(_padded(r, 6, f) for r, f in zip(
+            np.intersect1d(x, y, return_indices=True), (-9, 0, 0)))),
     Row("setdiff1d", lambda m, x, y: m.setdiff1d(x, y), [u(S1, (5,)), u(S2, S1)], NUMBERS,
         low=-3, high=3, traced=False),
     Row("setxor1d", lambda m, x, y: m.setxor1d(x, y), [u(S1, (5,)), u(S2, S1)], NUMBERS,
