@@ -12,6 +12,7 @@ import shardc.numpy as jnp
 __all__ = [
     "diff", "ediff1d", "gradient", "trapezoid", "interp", "unwrap", "convolve", "correlate",
     "polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "poly",
+    "polyfit",
     "bartlett", "blackman", "hamming", "hanning", "kaiser", "i0",
 ]
 
@@ -454,3 +455,59 @@ def i0(x):
     near = _chebyshev(x / 2.0 - 2.0, _I0_SMALL)
     far = _chebyshev(32.0 / safe_large - 2.0, _I0_LARGE) / jnp.sqrt(safe_large)
     return jnp.exp(x) * jnp.where(small, near, far)
+
+
+# --- least squares for polyfit ---------------------------------------------------------------
+
+def _householder_least_squares(a, b):
+    """The least-squares solution of ``a @ c = b`` for a tall ``a`` of full column rank, by
+    Householder QR (stable where the normal equations would square the conditioning)."""
+    m, n = _shape(a)
+    for j in range(n):
+        column = a[j:, j]
+        norm = jnp.sqrt(jnp.sum(column * column))
+        sign = jnp.where(jnp.less(column[0], 0), -1.0, 1.0).astype(_dtype_of(a))
+        v = column.at[0].add(sign * norm)
+        v_norm = jnp.sqrt(jnp.sum(v * v))
+        v = jnp.where(jnp.equal(v_norm, 0), jnp.zeros_like(v), v / jnp.where(
+            jnp.equal(v_norm, 0), 1.0, v_norm))
+        a = a.at[j:, :].add(-2 * jnp.outer(v, v @ a[j:, :]))
+        b = b.at[j:].add(-2 * jnp.outer(v, v @ b[j:]))
+    solution = [None] * n
+    for j in range(n - 1, -1, -1):
+        rest = b[j]
+        for k in range(j + 1, n):
+            rest = rest - a[j, k] * solution[k]
+        solution[j] = rest / a[j, j]
+    return jnp.stack(solution)
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """Coefficients (highest power first) of the degree-``deg`` polynomial closest to the
+    points ``(x, y)`` in least squares (``y`` may hold several columns; ``w`` weights each
+    point). The columns of the Vandermonde matrix are scaled to unit norm first, as numpy
+    does."""
+    if full or cov:
+        raise NotImplementedError("jnp.polyfit: full=True and cov=True need a singular value "
+                                  "decomposition, which shardc does not have")
+    deg = int(deg)
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    x, y = _inexact(x), _inexact(y)
+    x, y = _promote(x, y)
+    if len(_shape(x)) != 1 or _shape(x)[0] == 0:
+        raise TypeError("expected a non-empty 1-D x")
+    if len(_shape(y)) not in (1, 2) or _shape(y)[0] != _shape(x)[0]:
+        raise TypeError("expected y of one or two dimensions, as long as x")
+    if _shape(x)[0] < deg + 1:
+        raise ValueError(f"polyfit of degree {deg} needs at least {deg + 1} points")
+    from shardc._numpy_arrays import vander
+    lhs = vander(x, deg + 1)
+    rhs = y if len(_shape(y)) == 2 else y[:, None]
+    if w is not None:
+        w = _inexact(w)
+        lhs, rhs = lhs * w[:, None], rhs * w[:, None]
+    scale = jnp.sqrt(jnp.sum(lhs * lhs, axis=0))
+    scale = jnp.where(jnp.equal(scale, 0), 1.0, scale)
+    coefficients = _householder_least_squares(lhs / scale, rhs) / scale[:, None]
+    return coefficients if len(_shape(y)) == 2 else coefficients[:, 0]
