@@ -109,10 +109,59 @@ def _d_logistic(x, y):
     return _mul(y, bind(p.sub_p, _scalar(1, x), y))
 
 
+def _one_minus_square(x):
+    return bind(p.sub_p, _scalar(1, x), _mul(x, x))
+
+
+def _d_asin(x, y):
+    return bind(p.rsqrt_p, _one_minus_square(x))
+
+
+def _d_acos(x, y):
+    return bind(p.neg_p, bind(p.rsqrt_p, _one_minus_square(x)))
+
+
+def _d_atan(x, y):
+    return bind(p.div_p, _scalar(1, x), bind(p.add_p, _scalar(1, x), _mul(x, x)))
+
+
+def _d_sinh(x, y):
+    return bind(p.cosh_p, x)
+
+
+def _d_cosh(x, y):
+    return bind(p.sinh_p, x)
+
+
+def _d_asinh(x, y):
+    return bind(p.rsqrt_p, bind(p.add_p, _mul(x, x), _scalar(1, x)))
+
+
+def _d_acosh(x, y):
+    # 1 / (sqrt(x - 1) sqrt(x + 1)): no cancellation in x*x - 1 near 1
+    return _mul(bind(p.rsqrt_p, bind(p.sub_p, x, _scalar(1, x))),
+                bind(p.rsqrt_p, bind(p.add_p, x, _scalar(1, x))))
+
+
+def _d_atanh(x, y):
+    return bind(p.div_p, _scalar(1, x), _one_minus_square(x))
+
+
+def _d_cbrt(x, y):
+    return bind(p.div_p, _scalar(1 / 3, x), _mul(y, y))
+
+
+def _d_exp2(x, y):
+    return _mul(y, _scalar(np.log(2), x))
+
+
 _UNARY_DERIVATIVES = {
     p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.tanh_p: _d_tanh, p.exp_p: _d_exp,
     p.log_p: _d_log, p.log1p_p: _d_log1p, p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt,
     p.rsqrt_p: _d_rsqrt, p.abs_p: _d_abs, p.logistic_p: _d_logistic,
+    p.asin_p: _d_asin, p.acos_p: _d_acos, p.atan_p: _d_atan, p.sinh_p: _d_sinh,
+    p.cosh_p: _d_cosh, p.asinh_p: _d_asinh, p.acosh_p: _d_acosh, p.atanh_p: _d_atanh,
+    p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2,
 }
 for _p, _d in _UNARY_DERIVATIVES.items():
     jvp_rules[_p] = functools.partial(_unary_jvp, _d, prim=_p)
@@ -120,7 +169,8 @@ for _p, _d in _UNARY_DERIVATIVES.items():
 # Piecewise-constant or integer-valued results: zero tangents.
 for _p in (p.sign_p, p.floor_p, p.ceil_p, p.round_p, p.not_p, p.is_finite_p, p.and_p, p.or_p,
            p.xor_p, p.argmax_p, p.argmin_p, p.iota_p, p.random_bits_p, p.reduce_and_p,
-           p.reduce_or_p) + p.COMPARISON:
+           p.reduce_or_p, p.signbit_p, p.population_count_p, p.nextafter_p,
+           p.searchsorted_p) + p.COMPARISON + p.SHIFTS:
     jvp_rules[_p] = functools.partial(_zero_tangents, _p)
 
 jvp_rules[p.neg_p] = functools.partial(linear_jvp, p.neg_p)
@@ -714,3 +764,104 @@ def _debug_print_jvp(primals, tangents, **params):
 
 jvp_rules[p.debug_print_p] = _debug_print_jvp
 jvp_rules[p.stop_gradient_p] = functools.partial(_zero_tangents, p.stop_gradient_p)
+
+
+# --- cumulative products and extrema, and sorting ------------------------------------------------
+
+def _shifted_by(x, axis, shift):
+    """``x`` moved ``shift`` places later along ``axis``; the first ``shift`` places repeat the
+    start (they are masked out by the caller)."""
+    shape = aval_of(x).shape
+    n = shape[axis]
+
+    def part(lo, hi):
+        start = [0] * len(shape)
+        limit = list(shape)
+        start[axis], limit[axis] = lo, hi
+        return bind(p.slice_p, x, start_indices=tuple(start), limit_indices=tuple(limit),
+                    strides=None)
+    return bind(p.concatenate_p, part(0, shift), part(0, n - shift), dimension=axis)
+
+
+def _combine_prod(earlier, later):
+    (a, ta), (b, tb) = earlier, later
+    return _mul(a, b), bind(p.add_p, _mul(ta, b), _mul(a, tb))
+
+
+def _combine_extremum(prim, earlier, later):
+    """max or min of two running values; a tie splits the tangent evenly, as max's JVP does."""
+    (a, ta), (b, tb) = earlier, later
+    wins = p.gt_p if prim is p.max_p else p.lt_p
+    dtype = aval_of(a).dtype
+    a_wins = bind(p.convert_element_type_p, bind(wins, a, b), new_dtype=dtype)
+    tie = bind(p.convert_element_type_p, bind(p.eq_p, a, b), new_dtype=dtype)
+    a_weight = bind(p.add_p, a_wins, _mul(tie, _scalar(0.5, a)))
+    b_weight = bind(p.sub_p, _scalar(1, a), a_weight)
+    return bind(prim, a, b), bind(p.add_p, _mul(ta, a_weight), _mul(tb, b_weight))
+
+
+def _scan_tangent(combine, x, t, axis):
+    """The tangent of an inclusive scan of ``combine`` along ``axis``, by doubling steps
+    (Hillis and Steele): log2(n) rounds of combining each place with the one ``shift`` before."""
+    shape = aval_of(x).shape
+    n = shape[axis]
+    position = bind(p.iota_p, dtype=dtypes.int_, shape=shape, dimension=axis)
+    shift = 1
+    while shift < n:
+        value, tangent = combine((_shifted_by(x, axis, shift), _shifted_by(t, axis, shift)),
+                                 (x, t))
+        first = bind(p.lt_p, position, np.int32(shift))
+        x = bind(p.select_n_p, first, value, x)
+        t = bind(p.select_n_p, first, tangent, t)
+        shift *= 2
+    return t
+
+
+_CUMULATIVE_COMBINE = {p.cumprod_p: _combine_prod,
+                       p.cummax_p: functools.partial(_combine_extremum, p.max_p),
+                       p.cummin_p: functools.partial(_combine_extremum, p.min_p)}
+
+
+def _cumulative_jvp(prim, primals, tangents, *, axis, reverse):
+    (x,), (t,) = primals, tangents
+    out = bind(prim, x, axis=axis, reverse=reverse)
+    if t is None or aval_of(x).shape[axis] == 0:
+        return [out], [t]
+    if reverse:
+        x, t = (bind(p.rev_p, v, dimensions=(axis,)) for v in (x, t))
+    tangent = _scan_tangent(_CUMULATIVE_COMBINE[prim], x, t, axis)
+    if reverse:
+        tangent = bind(p.rev_p, tangent, dimensions=(axis,))
+    return [out], [tangent]
+
+
+for _p in _CUMULATIVE_COMBINE:
+    jvp_rules[_p] = functools.partial(_cumulative_jvp, _p)
+
+
+def take_along(x, indices, axis):
+    """``x[..., indices[..., k, ...], ...]`` along ``axis`` (indices of ``x``'s shape, in
+    range): one gather from the flattened ``x``, so it is linear in ``x``."""
+    shape = aval_of(x).shape
+    size = int(np.prod(shape, dtype=np.int64))
+    stride = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    position = bind(p.iota_p, dtype=dtypes.int_, shape=shape, dimension=axis)
+    flat_index = bind(p.reshape_p, bind(p.iota_p, dtype=dtypes.int_, shape=(size,), dimension=0),
+                      new_sizes=shape)
+    moved = _mul(bind(p.sub_p, indices, position), np.int32(stride))
+    source = bind(p.add_p, flat_index, moved)
+    flat = bind(p.reshape_p, x, new_sizes=(size,))
+    return bind(p.gather_p, flat, source, axis=0)
+
+
+def _sort_jvp(primals, tangents, *, dimension, num_keys):
+    shape = aval_of(primals[0]).shape
+    order = bind(p.iota_p, dtype=dtypes.int_, shape=shape, dimension=dimension)
+    *outs, permutation = bind(p.sort_p, *primals, order, dimension=dimension,
+                              num_keys=num_keys)
+    out_tangents = [None if t is None else take_along(t, permutation, dimension)
+                    for t in tangents]
+    return outs, out_tangents
+
+
+jvp_rules[p.sort_p] = _sort_jvp

@@ -475,8 +475,8 @@ def reduction_rule(prim, values, dims, *, axes, **params):
     return [bind(prim, x, axes=full_axes, **params)], [out_dim]
 
 
-for _p in prims.UNARY + (prims.is_finite_p, prims.convert_element_type_p,
-                         prims.stop_gradient_p):
+for _p in prims.UNARY + prims.PREDICATES + (prims.convert_element_type_p,
+                                            prims.stop_gradient_p):
     batching_rules[_p] = functools.partial(keep_dim_rule, _p)
 for _p in prims.ARITHMETIC + prims.COMPARISON + (prims.select_n_p,):
     batching_rules[_p] = functools.partial(elementwise_rule, _p)
@@ -490,10 +490,26 @@ batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_
 
 # --- shapes ------------------------------------------------------------------------------------
 
-def _cumsum_rule(values, dims, *, axis, reverse):
+def _cumulative_rule(prim, values, dims, *, axis, reverse):
     (x,), (dim,) = values, dims
     (full_axis,) = shift_axes((axis,), dim)
-    return [bind(prims.cumsum_p, x, axis=full_axis, reverse=reverse)], [dim]
+    return [bind(prim, x, axis=full_axis, reverse=reverse)], [dim]
+
+
+def _sort_rule(values, dims, *, dimension, num_keys):
+    """Every operand batched at axis 0 (unbatched ones broadcast), the sort one axis later."""
+    size = batch_size(values, dims)
+    operands = [batch_at(v, d, size) for v, d in zip(values, dims)]
+    outs = bind(prims.sort_p, *operands, dimension=dimension + 1, num_keys=num_keys)
+    return list(outs), [0] * len(outs)
+
+
+def _searchsorted_rule(values, dims, *, side):
+    (sorted_values, query), (sorted_dim, query_dim) = values, dims
+    if sorted_dim is not None:
+        # One sorted array per member: search each member's own.
+        return loop_rule(prims.searchsorted_p, values, dims, side=side)
+    return [bind(prims.searchsorted_p, sorted_values, query, side=side)], [query_dim]
 
 
 def _reshape_rule(values, dims, *, new_sizes):
@@ -560,7 +576,10 @@ def _pad_rule(values, dims, *, padding_config):
     return [bind(prims.pad_p, x, value, padding_config=config)], [dim]
 
 
-batching_rules[prims.cumsum_p] = _cumsum_rule
+for _p in prims.CUMULATIVE:
+    batching_rules[_p] = functools.partial(_cumulative_rule, _p)
+batching_rules[prims.sort_p] = _sort_rule
+batching_rules[prims.searchsorted_p] = _searchsorted_rule
 batching_rules[prims.reshape_p] = _reshape_rule
 batching_rules[prims.transpose_p] = _transpose_rule
 batching_rules[prims.squeeze_p] = _squeeze_rule

@@ -88,9 +88,25 @@ round_p = primitive("round")
 logistic_p = primitive("logistic")
 not_p = primitive("not")
 is_finite_p = primitive("is_finite")
+# jax.numpy's other transcendental and bit functions (numpy's kernels; no composition of the
+# ones above is as accurate near 0, 1 or the ends of the range)
+asin_p = primitive("asin")
+acos_p = primitive("acos")
+atan_p = primitive("atan")
+sinh_p = primitive("sinh")
+cosh_p = primitive("cosh")
+asinh_p = primitive("asinh")
+acosh_p = primitive("acosh")
+atanh_p = primitive("atanh")
+cbrt_p = primitive("cbrt")
+exp2_p = primitive("exp2")
+population_count_p = primitive("population_count")
+signbit_p = primitive("signbit")                         # bool result, reads the sign bit
 
 UNARY = (neg_p, sin_p, cos_p, tan_p, tanh_p, exp_p, log_p, log1p_p, expm1_p, sqrt_p, rsqrt_p,
-         abs_p, sign_p, floor_p, ceil_p, round_p, logistic_p, not_p)
+         abs_p, sign_p, floor_p, ceil_p, round_p, logistic_p, not_p, asin_p, acos_p, atan_p,
+         sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p, population_count_p)
+PREDICATES = (is_finite_p, signbit_p)                     # one operand, boolean result
 
 # Elementwise, two operands of one dtype (rank-0 operands broadcast).
 add_p = primitive("add")
@@ -105,7 +121,13 @@ atan2_p = primitive("atan2")
 and_p = primitive("and")
 or_p = primitive("or")
 xor_p = primitive("xor")
-ARITHMETIC = (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, and_p, or_p, xor_p)
+nextafter_p = primitive("nextafter")
+shift_left_p = primitive("shift_left")
+shift_right_arithmetic_p = primitive("shift_right_arithmetic")
+shift_right_logical_p = primitive("shift_right_logical")
+SHIFTS = (shift_left_p, shift_right_arithmetic_p, shift_right_logical_p)
+ARITHMETIC = (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, and_p, or_p, xor_p,
+              nextafter_p) + SHIFTS
 
 eq_p = primitive("eq")
 ne_p = primitive("ne")
@@ -144,6 +166,14 @@ REDUCTIONS = (reduce_sum_p, reduce_max_p, reduce_min_p, reduce_prod_p, reduce_an
 argmax_p = primitive("argmax")                           # [axes, index_dtype]
 argmin_p = primitive("argmin")
 cumsum_p = primitive("cumsum")                           # [axis, reverse]
+cumprod_p = primitive("cumprod")                         # [axis, reverse]
+cummax_p = primitive("cummax")
+cummin_p = primitive("cummin")
+CUMULATIVE = (cumsum_p, cumprod_p, cummax_p, cummin_p)
+
+# Sorting. sort orders floats totally (-nan < -inf < -0 < 0 < inf < nan), as JAX does.
+sort_p = primitive("sort", multiple_results=True)        # (*operands)[dimension, num_keys]
+searchsorted_p = primitive("searchsorted")               # (sorted, query)[side]: int32
 
 # Random numbers: bits from a uint32[2] key (counter-based, Philox).
 random_bits_p = primitive("random_bits")                 # (key)[shape]

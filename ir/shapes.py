@@ -40,10 +40,24 @@ def _common_shape(prim, avals) -> tuple:
     return shapes.pop() if shapes else ()
 
 
-def unary_rule(prim, x: Aval, **params) -> list:
+_INTEGER_ONLY = (prims.population_count_p,) + prims.SHIFTS
+_INEXACT_ONLY = (prims.asin_p, prims.acos_p, prims.atan_p, prims.sinh_p, prims.cosh_p,
+                 prims.asinh_p, prims.acosh_p, prims.atanh_p, prims.cbrt_p, prims.exp2_p,
+                 prims.nextafter_p, prims.signbit_p)
+
+
+def _check_operand_kind(prim, x: Aval):
     if prim in (prims.not_p,) and not (dtypes.is_bool(x.dtype) or dtypes.is_int(x.dtype)):
         raise ShapeError(f"{prim} requires a boolean or integer operand, got {x.str_short()}")
-    if prim is prims.is_finite_p:
+    if prim in _INTEGER_ONLY and not dtypes.is_int(x.dtype):
+        raise ShapeError(f"{prim} requires an integer operand, got {x.str_short()}")
+    if prim in _INEXACT_ONLY and not dtypes.is_inexact(x.dtype):
+        raise ShapeError(f"{prim} requires a floating-point operand, got {x.str_short()}")
+
+
+def unary_rule(prim, x: Aval, **params) -> list:
+    _check_operand_kind(prim, x)
+    if prim in prims.PREDICATES:
         return [_aval(x.shape, dtypes.bool_)]
     return [_aval(x.shape, x.dtype)]
 
@@ -53,6 +67,7 @@ def binary_rule(prim, *avals, **params) -> list:
     if len(dts) > 1:
         raise ShapeError(f"{prim} requires operands of one dtype, got "
                          + ", ".join(a.str_short() for a in avals))
+    _check_operand_kind(prim, avals[0])
     return [_aval(_common_shape(prim, avals), avals[0].dtype)]
 
 
@@ -61,7 +76,7 @@ def comparison_rule(prim, *avals, **params) -> list:
     return [_aval(_common_shape(prim, avals), dtypes.bool_)]
 
 
-for _p in prims.UNARY + (prims.is_finite_p,):
+for _p in prims.UNARY + prims.PREDICATES:
     shape_rules[_p] = functools.partial(unary_rule, _p)
 for _p in prims.ARITHMETIC:
     shape_rules[_p] = functools.partial(binary_rule, _p)
@@ -225,16 +240,45 @@ def _arg_reduction_rule(prim, x: Aval, *, axes, index_dtype) -> list:
     return [_aval(shape, index_dtype)]
 
 
-def _cumulative_rule(x: Aval, *, axis, reverse) -> list:
-    _check_axes(prims.cumsum_p, x, (axis,))
+def _cumulative_rule(prim, x: Aval, *, axis, reverse) -> list:
+    _check_axes(prim, x, (axis,))
     return [_aval(x.shape, x.dtype)]
+
+
+def _sort_rule(*operands: Aval, dimension, num_keys) -> list:
+    if not operands:
+        raise ShapeError("sort requires at least one operand")
+    first = operands[0]
+    if any(x.shape != first.shape for x in operands):
+        raise ShapeError("sort requires operands of one shape, got "
+                         + ", ".join(x.str_short() for x in operands))
+    _check_axes(prims.sort_p, first, (dimension,))
+    if not 1 <= num_keys <= len(operands):
+        raise ShapeError(f"sort: num_keys={num_keys} must be between 1 and the number of "
+                         f"operands ({len(operands)})")
+    return [_aval(x.shape, x.dtype) for x in operands]
+
+
+def _searchsorted_rule(sorted_values: Aval, query: Aval, *, side) -> list:
+    if sorted_values.ndim != 1:
+        raise ShapeError(f"searchsorted: the sorted operand must be 1-D, got "
+                         f"{sorted_values.str_short()}")
+    if sorted_values.dtype != query.dtype:
+        raise ShapeError("searchsorted requires operands of one dtype, got "
+                         f"{sorted_values.str_short()} and {query.str_short()}")
+    if side not in ("left", "right"):
+        raise ShapeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    return [_aval(query.shape, dtypes.int_)]
 
 
 for _p in prims.REDUCTIONS:
     shape_rules[_p] = functools.partial(reduction_rule, _p)
 shape_rules[prims.argmax_p] = functools.partial(_arg_reduction_rule, prims.argmax_p)
 shape_rules[prims.argmin_p] = functools.partial(_arg_reduction_rule, prims.argmin_p)
-shape_rules[prims.cumsum_p] = _cumulative_rule
+for _p in prims.CUMULATIVE:
+    shape_rules[_p] = functools.partial(_cumulative_rule, _p)
+shape_rules[prims.sort_p] = _sort_rule
+shape_rules[prims.searchsorted_p] = _searchsorted_rule
 
 
 # --- linear algebra ---------------------------------------------------------------------------

@@ -60,12 +60,28 @@ def _not(x):
     return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
 
 
+def _unsigned_view(x):
+    """``x``'s bits as the unsigned integer of its width (numpy's bit functions read values)."""
+    x = np.asarray(x)
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+
+
+def _population_count(x):
+    # two's complement bits, as lax.population_count (np.bitwise_count reads |x|)
+    return np.bitwise_count(_unsigned_view(x)).astype(x.dtype)
+
+
 _UNARY_IMPLS = {
     prims.neg_p: np.negative, prims.sin_p: np.sin, prims.cos_p: np.cos, prims.tan_p: np.tan,
     prims.tanh_p: np.tanh, prims.exp_p: np.exp, prims.log_p: np.log, prims.log1p_p: np.log1p,
     prims.expm1_p: np.expm1, prims.sqrt_p: np.sqrt, prims.rsqrt_p: _rsqrt, prims.abs_p: np.abs,
     prims.sign_p: _sign, prims.floor_p: np.floor, prims.ceil_p: np.ceil, prims.round_p: _round,
     prims.logistic_p: _logistic, prims.not_p: _not, prims.is_finite_p: np.isfinite,
+    prims.asin_p: np.arcsin, prims.acos_p: np.arccos, prims.atan_p: np.arctan,
+    prims.sinh_p: np.sinh, prims.cosh_p: np.cosh, prims.asinh_p: np.arcsinh,
+    prims.acosh_p: np.arccosh, prims.atanh_p: np.arctanh, prims.cbrt_p: np.cbrt,
+    prims.exp2_p: np.exp2, prims.population_count_p: _population_count,
+    prims.signbit_p: np.signbit,
 }
 
 
@@ -87,6 +103,31 @@ def _pow(x, y):
     return np.power(x, y)
 
 
+def _shift_in_range(x, y):
+    """Shift amounts in ``[0, bits)``, and where they are; XLA reads others as too large."""
+    bits = np.asarray(x).dtype.itemsize * 8
+    y = np.asarray(y)
+    valid = (y >= 0) & (y < bits)
+    return np.where(valid, y, 0).astype(np.asarray(x).dtype), valid
+
+
+def _shift_left(x, y):
+    amount, valid = _shift_in_range(x, y)
+    return np.where(valid, np.left_shift(x, amount), 0)
+
+
+def _shift_right_arithmetic(x, y):
+    amount, valid = _shift_in_range(x, y)
+    return np.where(valid, np.right_shift(x, amount), np.where(np.asarray(x) < 0, -1, 0))
+
+
+def _shift_right_logical(x, y):
+    amount, valid = _shift_in_range(x, y)
+    x = np.asarray(x)
+    unsigned = _unsigned_view(x) >> amount.astype(_unsigned_view(x).dtype)
+    return np.where(valid, unsigned.view(x.dtype), 0)
+
+
 _BINARY_IMPLS = {
     prims.add_p: np.add, prims.sub_p: np.subtract, prims.mul_p: np.multiply,
     prims.div_p: _div, prims.rem_p: _rem, prims.pow_p: _pow, prims.max_p: np.maximum,
@@ -94,6 +135,9 @@ _BINARY_IMPLS = {
     prims.or_p: np.bitwise_or, prims.xor_p: np.bitwise_xor,
     prims.eq_p: np.equal, prims.ne_p: np.not_equal, prims.lt_p: np.less,
     prims.le_p: np.less_equal, prims.gt_p: np.greater, prims.ge_p: np.greater_equal,
+    prims.nextafter_p: np.nextafter, prims.shift_left_p: _shift_left,
+    prims.shift_right_arithmetic_p: _shift_right_arithmetic,
+    prims.shift_right_logical_p: _shift_right_logical,
 }
 
 
@@ -249,6 +293,57 @@ def _cumsum(x, *, axis, reverse):
 
 
 impl_rules[prims.cumsum_p] = _cumsum
+
+_CUMULATIVE_UFUNCS = {prims.cumprod_p: np.multiply, prims.cummax_p: np.maximum,
+                      prims.cummin_p: np.minimum}
+
+
+def cumulative(ufunc, x, axis, reverse):
+    """``ufunc`` accumulated along ``axis`` in ``x``'s dtype (from the end when ``reverse``)."""
+    if reverse:
+        return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return ufunc.accumulate(x, axis=axis, dtype=x.dtype)
+
+
+for _p, _f in _CUMULATIVE_UFUNCS.items():
+    impl_rules[_p] = functools.partial(
+        lambda ufunc, x, *, axis, reverse: [cumulative(ufunc, np.asarray(x), axis, reverse)], _f)
+
+
+def total_order_key(x):
+    """Integers that order like ``x`` in the total order on floats (-nan < -inf < -0 < 0 <
+    inf < nan, the order JAX sorts in); integers and booleans are their own keys."""
+    x = np.asarray(x)
+    if not dtypes.is_inexact(x.dtype):
+        return x
+    signed = x.view(np.dtype(f"i{x.dtype.itemsize}"))
+    # negative floats order backwards in their bits: flip every bit but the sign
+    return np.where(signed < 0, signed ^ np.iinfo(signed.dtype).max, signed)
+
+
+def sort_along(operands, axis, num_keys):
+    """``operands`` reordered along ``axis`` by the first ``num_keys`` (lexicographic, stable)."""
+    operands = np.broadcast_arrays(*[np.asarray(x) for x in operands])
+    keys = [total_order_key(x) for x in operands[:num_keys]]
+    if num_keys == 1:
+        order = np.argsort(keys[0], axis=axis, kind="stable")
+    else:
+        order = np.lexsort(keys[::-1], axis=axis)    # lexsort's last key is the primary one
+    return [np.take_along_axis(x, order, axis=axis) for x in operands]
+
+
+def _sort(*operands, dimension, num_keys):
+    return sort_along(operands, dimension, num_keys)
+
+
+def _searchsorted(sorted_values, query, *, side):
+    keys = total_order_key(sorted_values)
+    found = np.searchsorted(keys, total_order_key(query), side=side)
+    return [np.asarray(found, dtype=dtypes.int_)]
+
+
+impl_rules[prims.sort_p] = _sort
+impl_rules[prims.searchsorted_p] = _searchsorted
 
 
 def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None):

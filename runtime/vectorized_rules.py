@@ -371,6 +371,44 @@ def _cumsum_rule(types: EqnTypes) -> Kernel:
 stacked_rules[prims.cumsum_p] = _cumsum_rule
 
 
+def _cumulative_rule(ufunc, types: EqnTypes) -> Kernel:
+    axis = types.k + types.params["axis"]
+    reverse = types.params["reverse"]
+    return _same_lead(types, lambda x: reference.cumulative(ufunc, x, axis, reverse))
+
+
+for _p, _f in reference._CUMULATIVE_UFUNCS.items():
+    stacked_rules[_p] = functools.partial(_cumulative_rule, _f)
+
+
+def _sort_rule(types: EqnTypes) -> Kernel:
+    """Every device's blocks sorted along the sort axis at once (the lead broadcast first)."""
+    lead = union_lead(types.in_leads)
+    axis = types.k + types.params["dimension"]
+    num_keys = types.params["num_keys"]
+    targets = [tuple(lead) + a.shape for a in types.in_avals]
+
+    def sort(*xs):
+        xs = [np.broadcast_to(x, t) for x, t in zip(xs, targets)]
+        return reference.sort_along(xs, axis, num_keys)
+    return Kernel(sort, [lead] * len(types.out_avals), multiple=True)
+
+
+def _searchsorted_rule(types: EqnTypes) -> Kernel:
+    if not _invariant(types, [0]):
+        return per_device_rule(prims.searchsorted_p, types)   # a sorted array per device
+    side = types.params["side"]
+
+    def searchsorted(sorted_values, query):
+        flat = sorted_values.reshape(sorted_values.shape[types.k:])
+        return reference._searchsorted(flat, query, side=side)[0]
+    return Kernel(searchsorted, [types.in_leads[1]])
+
+
+stacked_rules[prims.sort_p] = _sort_rule
+stacked_rules[prims.searchsorted_p] = _searchsorted_rule
+
+
 def _dot_general_rule(types: EqnTypes) -> Kernel:
     """Mesh dimensions become leading batch dimensions of one broadcasting ``matmul``."""
     (lc, rc), (lb, rb) = types.params["dimension_numbers"]

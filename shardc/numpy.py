@@ -134,7 +134,6 @@ subtract = _make_binary(p.sub_p, "subtract", "Elementwise ``x - y``.")
 multiply = _make_binary(p.mul_p, "multiply", "Elementwise ``x * y``.")
 maximum = _make_binary(p.max_p, "maximum", "Elementwise maximum.")
 minimum = _make_binary(p.min_p, "minimum", "Elementwise minimum.")
-arctan2 = _make_binary(p.atan2_p, "arctan2", "Elementwise arctan(x / y).")
 equal = _make_binary(p.eq_p, "equal", "Elementwise ``x == y``.")
 not_equal = _make_binary(p.ne_p, "not_equal", "Elementwise ``x != y``.")
 less = _make_binary(p.lt_p, "less", "Elementwise ``x < y``.")
@@ -144,6 +143,14 @@ greater_equal = _make_binary(p.ge_p, "greater_equal", "Elementwise ``x >= y``.")
 bitwise_and = logical_and_ = _make_binary(p.and_p, "bitwise_and", "Elementwise and.")
 bitwise_or = _make_binary(p.or_p, "bitwise_or", "Elementwise or.")
 bitwise_xor = _make_binary(p.xor_p, "bitwise_xor", "Elementwise xor.")
+
+
+def arctan2(x, y):
+    """Elementwise arctan(x / y) in the quadrant of (y, x); integers compute in float32."""
+    x, y = _promote(x, y)
+    if not _dt.is_inexact(_dtype_of(x)):
+        x, y = _convert(x, _dt.float_), _convert(y, _dt.float_)
+    return _binary(p.atan2_p, x, y)
 
 
 def logical_and(x, y):
@@ -310,11 +317,14 @@ def clip(x, min=None, max=None, a_min=None, a_max=None):
     return x
 
 
-def where(condition, x=None, y=None):
-    """Choose ``x`` where ``condition`` holds, else ``y``."""
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+    """Choose ``x`` where ``condition`` holds, else ``y``; with ``condition`` alone, its
+    ``nonzero`` (``size=`` as there)."""
     if x is None and y is None:
-        raise NotImplementedError("where(condition) with one argument has a data-dependent "
-                                  "shape; pass x and y")
+        return nonzero(condition, size=size, fill_value=fill_value)  # noqa: F405
+    if x is None or y is None:
+        raise ValueError("Either both or neither of the x and y arguments should be provided "
+                         "to jax.numpy.where, got x=None or y=None")
     condition = astype(condition, bool_) if _dtype_of(condition) != np.bool_ else condition
     x, y = _promote(x, y)
     condition, x, y = _broadcast_operands(condition, x, y)
@@ -398,7 +408,8 @@ def full(shape, fill_value, dtype=None):
             _dt.weak_scalar_dtype(fill_value)
     value = _convert(fill_value, dtype)
     if _shape(value) == shape:
-        return value
+        # a 0-d result is an array too (a numpy scalar would compute in numpy's types)
+        return value if isinstance(value, (Tracer, Array)) else asarray(value)
     return broadcast_to(value, shape)
 
 
@@ -1091,11 +1102,7 @@ def einsum(subscripts, *operands, optimize=None):
 
 def trace(x, offset=0, axis1=0, axis2=1):
     """Sum of diagonal ``offset`` over ``axis1`` and ``axis2``."""
-    x = asarray(x) if not _is_array(x) else x
-    shape = _shape(x)
-    mask = eye(shape[axis1], shape[axis2], k=offset, dtype=_dtype_of(x))
-    moved = moveaxis(moveaxis(x, axis1, -1), axis2 if axis2 > axis1 else axis2 + 1, -1)
-    return sum(multiply(moved, mask), axis=(-2, -1))
+    return sum(diagonal(x, offset, axis1, axis2), axis=-1)  # noqa: F405
 
 
 # --- comparisons of whole arrays -------------------------------------------------------------
@@ -1179,6 +1186,25 @@ _METHODS = {
     "flatten": ravel, "swapaxes": swapaxes, "clip": clip, "round": round,
     "take": take, "repeat": repeat,
 }
+
+
+# The rest of jax.numpy, one module per concern (they import the helpers above).
+from shardc._numpy_ufuncs import *  # noqa: E402,F401,F403
+from shardc._numpy_reductions import *  # noqa: E402,F401,F403
+from shardc._numpy_sorting import *  # noqa: E402,F401,F403
+from shardc._numpy_arrays import *  # noqa: E402,F401,F403
+from shardc._numpy_math import *  # noqa: E402,F401,F403
+from shardc._numpy_ufunc import *  # noqa: E402,F401,F403
+
+_METHODS.update({
+    "sort": sort, "argsort": argsort, "searchsorted": searchsorted,  # noqa: F405
+    "cumprod": cumprod, "nonzero": nonzero, "diagonal": diagonal, "ptp": ptp,  # noqa: F405
+    "conj": conj, "conjugate": conj, "real": property(real),  # noqa: F405
+    "imag": property(imag), "trace": trace,  # noqa: F405
+    "compress": lambda self, condition, axis=None, **kw: compress(  # noqa: F405
+        condition, self, axis, **kw),
+    "choose": lambda self, choices, mode="raise": choose(self, choices, mode=mode),  # noqa: F405
+})
 
 
 def _install():

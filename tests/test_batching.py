@@ -492,6 +492,16 @@ PRIMITIVE_CASES = [
      {"dimension_numbers": (((2,), (1,)), ((0,), (0,))), "preferred_element_type": None}),
     (prims.dot_general_p, [np.arange(12, dtype=F).reshape(3, 4), np.arange(4, dtype=F)],
      {"dimension_numbers": (((1,), (0,)), ((), ())), "preferred_element_type": None}),
+    # jax.numpy breadth
+    (prims.asin_p, [np.linspace(-0.9, 0.9, 6, dtype=F).reshape(2, 3)], {}),
+    (prims.signbit_p, [np.array([-0.0, 1.0, -2.0], F)], {}),
+    (prims.population_count_p, [np.array([7, -1, 12], np.int32)], {}),
+    (prims.shift_left_p, [np.array([1, 3, -2], np.int32), np.array([2, 33, 1], np.int32)], {}),
+    (prims.nextafter_p, [np.arange(3, dtype=F), np.float32(10.0)], {}),
+    (prims.cumprod_p, [RNG.standard_normal((3, 4)).astype(F)], {"axis": 1, "reverse": False}),
+    (prims.cummax_p, [RNG.standard_normal((3, 4)).astype(F)], {"axis": 0, "reverse": True}),
+    (prims.searchsorted_p, [np.array([-1.0, 0.5, 2.0], F), RNG.standard_normal((2, 3)).astype(F)],
+     {"side": "right"}),
 ]
 
 
