@@ -325,8 +325,9 @@ shape_rules[prims.shard_map_p] = _shard_map_rule
 def replication_mismatch(blocks, mesh: Mesh, spec):
     """Two positions that should hold equal blocks under ``spec`` but do not, or None.
 
-    Devices agreeing on every axis ``spec`` names hold copies of one block; copies must be
-    bitwise equal (NaNs equal to NaNs).
+    Devices agreeing on every axis ``spec`` names hold copies of one block; copies must hold
+    equal values: ``-0.0`` equals ``+0.0`` and a NaN equals a NaN in the same place, as a user
+    means "replicated" (the bits of a NaN's payload or a zero's sign are not compared).
     """
     named = set(spec_axes(spec))
     first_of: dict = {}
@@ -337,16 +338,17 @@ def replication_mismatch(blocks, mesh: Mesh, spec):
             first_of[key] = position
             continue
         other = first_of[key]
-        if not _bitwise_equal(blocks[other], blocks[position]):
+        if not _equal_values(blocks[other], blocks[position]):
             return other, position
     return None
 
 
-def _bitwise_equal(a, b) -> bool:
+def _equal_values(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return a.tobytes() == b.tobytes()
+    # equal_nan only applies to inexact dtypes; numpy rejects it for the others.
+    return bool(np.array_equal(a, b, equal_nan=np.issubdtype(a.dtype, np.inexact)))
 
 
 def runtime_replication_error(output: int, spec, mesh: Mesh, positions) -> ReplicationError:

@@ -57,7 +57,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
       ``P()``; ``in_specs=None``: every argument is static (passed unchanged).
     - ``check_vma``: True checks replication statically (SEMANTICS 3); False checks nothing;
       ``'runtime'`` runs the program and verifies that devices holding copies of an output
-      hold bitwise equal blocks, naming those that differ.
+      hold equal blocks (by value: -0.0 equals 0.0, NaN equals NaN), naming those that differ.
 
     >>> @partial(shard_map, mesh=mesh, in_specs=P('x'), out_specs=P())
     ... def total(x_block):
