@@ -16,8 +16,10 @@ from compiler import tree
 from compiler.backend import get_backend
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
+from compiler.shard_map import function_name
 from ir.module import LoweredModule
-from compiler.tracing import (Tracer, aval_of, current_trace, eval_trace, trace_to_program)
+from compiler.tracing import (Tracer, aval_of, check_jax_value, current_trace, eval_trace,
+                              trace_to_program)
 from ir.core import Program
 from ir.printer import print_program
 
@@ -72,12 +74,27 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=()) 
         dyn, kw = tree.tree_unflatten(in_tree, flat)
         result = fun(*_rebuild(static, dyn, len(args)), **kw)
         outs, out_tree = tree.tree_flatten(result)
+        for out, path in zip(outs, tree.leaf_paths(result)):
+            check_jax_value(out, f"the output {function_name(fun)}(*args){path}")
         out_tree_box.append(out_tree)
         return outs
 
+    _check_arguments(fun, leaves, in_tree)
     in_avals = [aval_of(x).strip_vma() for x in leaves]
     program, consts, _ = trace_to_program(flat_fun, in_avals, parent=eval_trace)
     return ClosedProgram(program, consts, out_tree_box[0])
+
+
+def _check_arguments(fun, leaves, in_tree):
+    """Every array argument must be a JAX value; name the first that is not by its path
+    (positions count the non-static arguments; keyword arguments by name)."""
+    for leaf, path in zip(leaves, tree.leaf_paths(tree.tree_unflatten(in_tree, leaves))):
+        where = "args" + path[3:] if path.startswith("[0]") else "kwargs" + path[3:]
+        try:
+            check_jax_value(leaf, f"argument {where} of '{function_name(fun)}'")
+        except TypeError as err:
+            raise TypeError(f"{err} (a Python value that is not an array can be marked static "
+                            "with static_argnums or static_argnames)") from None
 
 
 def make_jaxpr(fun: Callable, static_argnums=()):
@@ -187,6 +204,7 @@ class JitFunction:
         return tuple(args)
 
     def _compiled(self, args, kwargs, static, leaves, in_tree) -> Compiled:
+        _check_arguments(self.fun, leaves, in_tree)
         backend = get_backend()
         shardings = tuple(backend.sharding_of(x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)

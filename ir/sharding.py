@@ -110,12 +110,18 @@ class Mesh:
                 "Mesh requires the ndim of its first argument (`devices`) to equal the length of "
                 f"its second argument (`axis_names`), but got devices.ndim == {devices.ndim} and "
                 f"len(axis_names) == {len(axis_names)}.")
+        if devices.size == 0:
+            raise ValueError(f"Mesh needs at least one device, but its devices array has shape "
+                             f"{devices.shape} (axis sizes must be positive)")
         for name in axis_names:
             if axis_names.count(name) > 1:
                 raise ValueError(f"Mesh axis names must be unique, but axis_names={axis_names!r} "
                                  f"names '{name}' more than once.")
         seen = set()
         for device in devices.flat:
+            if not isinstance(getattr(device, "id", None), (int, np.integer)):
+                raise TypeError(f"Mesh devices must be devices (from shardc.devices()), but "
+                                f"got {device!r} of type {type(device).__name__}")
             if device.id in seen:
                 raise ValueError(f"Mesh devices must be distinct, but {device} appears more "
                                  "than once.")
