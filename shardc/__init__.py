@@ -14,7 +14,23 @@ from compiler.backend import set_backend as _set_backend
 from runtime.vectorized import backend_named as _backend_named
 from runtime.vectorized import default_backend_name as _default_backend_name
 
-_set_backend(_backend_named(_default_backend_name()))
+
+
+class _UnknownBackend:
+    """Installed when SHARDC_BACKEND names no backend: importing works (as JAX's does with a
+    bad platform name) and the first use raises the error, so nothing runs on a guess."""
+
+    def __init__(self, error: ValueError):
+        self.error = error
+
+    def __getattr__(self, name):
+        raise ValueError(str(self.error))
+
+
+try:
+    _set_backend(_backend_named(_default_backend_name()))
+except ValueError as _error:
+    _set_backend(_UnknownBackend(_error))
 
 
 def set_backend_name(name: str) -> None:
