@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import (Trace, Tracer, aval_of, bind, check_jax_value, current_trace,
+from compiler.tracing import (Trace, Tracer, aval_of, bind, check_jax_leaves, current_trace,
                               is_jax_value, set_current_trace)
 from compiler.tracing import replaying, trace_to_program
 from ir import dtypes
@@ -499,8 +499,9 @@ def _describe(out) -> str:
 def _check_values(values, where: str, fun):
     """Every leaf of ``values`` (what is differentiated) must be a JAX value."""
     from compiler.shard_map import function_name
-    for leaf, path in zip(tree.tree_leaves(values), tree.leaf_paths(values)):
-        check_jax_value(leaf, f"differentiated argument {where}{path} of '{function_name(fun)}'")
+    check_jax_leaves(tree.tree_leaves(values), values,
+                     lambda path: f"differentiated argument {where}{path} of "
+                                  f"'{function_name(fun)}'")
 
 
 def _check_real(arg, allow_int):

@@ -21,8 +21,7 @@ import numpy as np
 from compiler import tree
 from compiler.shard_map import function_name
 from compiler.tracing import (Trace, Tracer, UnexpectedTracerError, aval_of, bind, check_jax_value,
-                              current_trace,
-                              set_current_trace)
+                              current_trace, is_jax_value, set_current_trace)
 from ir import primitives as prims
 from ir.core import Aval
 from ir.primitives import RuleTable
@@ -677,6 +676,9 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size):
 
 def _check_mapped_values(fun, args_and_kwargs, leaves, axes):
     """Mapped arguments must be JAX values; unmapped ones (in_axes None) pass as they are."""
+    mapped = [leaf for leaf, axis in zip(leaves, axes) if axis is not None]
+    if all(is_jax_value(leaf) for leaf in mapped):
+        return
     for leaf, axis, path in zip(leaves, axes, tree.leaf_paths(args_and_kwargs)):
         if axis is not None:
             where = "args" + path[3:] if path.startswith("[0]") else "kwargs" + path[3:]

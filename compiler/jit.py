@@ -18,8 +18,8 @@ from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from compiler.shard_map import function_name
 from ir.module import LoweredModule
-from compiler.tracing import (Tracer, aval_of, check_jax_value, current_trace, eval_trace,
-                              trace_to_program)
+from compiler.tracing import (Tracer, aval_of, check_jax_leaves, current_trace, eval_trace,
+                              is_jax_value, trace_to_program)
 from ir.core import Program
 from ir.printer import print_program
 
@@ -74,8 +74,8 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=()) 
         dyn, kw = tree.tree_unflatten(in_tree, flat)
         result = fun(*_rebuild(static, dyn, len(args)), **kw)
         outs, out_tree = tree.tree_flatten(result)
-        for out, path in zip(outs, tree.leaf_paths(result)):
-            check_jax_value(out, f"the output {function_name(fun)}(*args){path}")
+        check_jax_leaves(outs, result, lambda path: f"the output {function_name(fun)}(*args)"
+                                                   f"{path}")
         out_tree_box.append(out_tree)
         return outs
 
@@ -88,13 +88,17 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=()) 
 def _check_arguments(fun, leaves, in_tree):
     """Every array argument must be a JAX value; name the first that is not by its path
     (positions count the non-static arguments; keyword arguments by name)."""
-    for leaf, path in zip(leaves, tree.leaf_paths(tree.tree_unflatten(in_tree, leaves))):
+    def describe(path):
         where = "args" + path[3:] if path.startswith("[0]") else "kwargs" + path[3:]
-        try:
-            check_jax_value(leaf, f"argument {where} of '{function_name(fun)}'")
-        except TypeError as err:
-            raise TypeError(f"{err} (a Python value that is not an array can be marked static "
-                            "with static_argnums or static_argnames)") from None
+        return f"argument {where} of '{function_name(fun)}'"
+
+    if all(is_jax_value(leaf) for leaf in leaves):
+        return
+    try:
+        check_jax_leaves(leaves, tree.tree_unflatten(in_tree, leaves), describe)
+    except TypeError as err:
+        raise TypeError(f"{err} (a Python value that is not an array can be marked static "
+                        "with static_argnums or static_argnames)") from None
 
 
 def make_jaxpr(fun: Callable, static_argnums=()):

@@ -289,6 +289,17 @@ def check_jax_value(value, where: str) -> None:
                         f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
 
 
+def check_jax_leaves(leaves, tree_value, describe) -> None:
+    """``check_jax_value`` on each of ``leaves`` (the flattened ``tree_value``); the leaf at
+    key path ``path`` is named ``describe(path)``. Paths are worked out only on a failure, so
+    the common call costs one cheap test per leaf."""
+    if all(is_jax_value(leaf) for leaf in leaves):
+        return
+    from compiler.tree import leaf_paths
+    for leaf, path in zip(leaves, leaf_paths(tree_value)):
+        check_jax_value(leaf, describe(path))
+
+
 def is_jax_value(value) -> bool:
     """Whether ``check_jax_value`` accepts ``value`` (never raises)."""
     if isinstance(value, Tracer):

@@ -167,10 +167,11 @@ def _one_line(message: str) -> str:
 
 # --- what a command works on ---------------------------------------------------------------------
 
-def _target_function(args, *, check=None):
-    """The function to lower: as written, or a plain body wrapped by --mesh/--in-specs/
-    --out-specs. ``check`` forces the static replication check on or off where possible."""
-    fn = load_function(args.target)
+def _target_function(args, *, check=None, fn=None):
+    """The function to lower (``fn``, else loaded from the target): as written, or a plain
+    body wrapped by --mesh/--in-specs/--out-specs. ``check`` forces the static replication
+    check on or off where possible."""
+    fn = load_function(args.target) if fn is None else fn
     config = getattr(fn, "__wrapped_shard_map__", None)
     if args.mesh or args.in_specs is not None or args.out_specs is not None:
         if config is not None:
@@ -328,14 +329,16 @@ def cmd_check(args) -> int:
     """Run the static replication check, also on a shard_map built with the check off or at
     run time: checking is what the command is for, so it says so and checks anyway."""
     import shardc
-    config = getattr(load_function(args.target), "__wrapped_shard_map__", None)
+    fn = load_function(args.target)
+    target = _target_function(args, check=True, fn=fn)
+    config = getattr(fn, "__wrapped_shard_map__", None)
     check_off = config is not None and not config.check_vma
-    if check_off:
-        setting = "'runtime'" if config.runtime_check else "False"
-        print(f"note: {config.name} is built with {config.flag}={setting}, so the static "
-              "replication check does not run when it is called; shardc check runs it anyway")
+    setting = "'runtime'" if check_off and config.runtime_check else "False"
+    note = (f"note: {config.name} is built with {config.flag}={setting}, so the static "
+            "replication check does not run when it is called; shardc check runs it anyway\n"
+            if check_off else "")
     try:
-        compiled = _lower(args, _target_function(args, check=True))
+        compiled = _lower(args, target)
     except shardc.ReplicationError as err:
         text = str(err)
         if check_off:           # the usual hint would be to turn off what is off already
@@ -344,10 +347,10 @@ def cmd_check(args) -> int:
                 "argument to shard_map.",
                 f"If so, {config.name} turns the check off already ({config.flag}={setting}), "
                 "and this report is what the check would reject.")
-        print(f"replication check failed:\n\n{text}")
+        print(f"{note}replication check failed:\n\n{text}")
         raise CheckFailed() from None
     shard_maps = compiled.module.all_shard_maps()
-    print(f"replication check passed: {len(shard_maps)} shard_map(s), out_specs verified")
+    print(f"{note}replication check passed: {len(shard_maps)} shard_map(s), out_specs verified")
     for index, eqn in enumerate(compiled.closed.program.eqns):
         if eqn.primitive.name != "shard_map":
             continue

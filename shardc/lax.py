@@ -9,7 +9,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.shard_map import UnknownAxisError, current_shard_context
-from compiler.tracing import aval_of, bind, check_jax_value, is_python_scalar
+from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding, axes_size
@@ -42,8 +42,7 @@ def _axes(prim_name: str, axis_name) -> tuple:
 
 def _check_operands(prim_name: str, x):
     """Every leaf of a collective's operand must be a JAX value (an array or a number)."""
-    for leaf, path in zip(tree.tree_leaves(x), tree.leaf_paths(x)):
-        check_jax_value(leaf, f"{prim_name}: operand x{path}")
+    check_jax_leaves(tree.tree_leaves(x), x, lambda path: f"{prim_name}: operand x{path}")
 
 
 def _check_int(prim_name: str, param: str, value) -> int:

@@ -295,3 +295,27 @@ def test_the_generated_set_is_large_and_covers_every_command_and_option():
 @pytest.mark.parametrize("argv", GENERATED, ids=[" ".join(a)[-60:] for a in GENERATED])
 def test_generated_malformed_invocation(argv, files, capsys):
     assert_usage_error(run_main(argv, files, capsys))
+
+
+def test_check_passing_a_function_built_with_the_check_off(files, capsys):
+    code, out, err = run_main(["check", f"{PROGRAMS}:unchecked_good", "--args", "f32[8]"],
+                              files, capsys)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("note: unchecked_good is built with check_vma=False")
+    assert lines[1] == "replication check passed: 1 shard_map(s), out_specs verified"
+
+
+def test_check_note_is_not_printed_for_a_usage_error(files, capsys):
+    result = run_main(["check", f"{PROGRAMS}:unchecked_bad", "--args", "f32[8],f32[8]"],
+                      files, capsys)
+    assert_usage_error(result, "unchecked_bad takes 1 argument (a), but --args gives 2")
+
+
+def test_check_on_an_old_api_function_with_check_rep_false(files, capsys):
+    code, out, _ = run_main(["check", f"{PROGRAMS}:old_unchecked", "--args", "f32[8]"],
+                            files, capsys)
+    assert code == 1
+    assert out.startswith("note: _old_unchecked is built with check_rep=False")
+    assert "passing the check_rep=False argument" not in out
+    assert "(check_rep=False), and this report is what the check would reject." in out
