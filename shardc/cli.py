@@ -366,10 +366,7 @@ def cmd_comm(args) -> int:
     from ir.ledger import build_ledger
     from shardc.ledger import render_ledger
     compiled = _lower(args, _target_function(args))
-    try:
-        ledger = build_ledger(compiled.module, latency=args.latency, bandwidth=args.bandwidth)
-    except (ValueError, TypeError) as err:    # the options are checked already; a map of costs
-        raise UsageError(_one_line(str(err))) from None
+    ledger = build_ledger(compiled.module, latency=args.latency, bandwidth=args.bandwidth)
     if args.format == "json":
         print(json.dumps(ledger.to_dict(), indent=1))
     else:

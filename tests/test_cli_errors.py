@@ -36,6 +36,8 @@ def files(tmp_path_factory):
     (tmp / "empty.ir").write_text("")
     (tmp / "garbage.ir").write_text("this is not IR\n")
     (tmp / "junk.npy").write_text("junk\n")
+    (tmp / "nul.ir").write_bytes(b"{ lambda ; . let\x00")
+    (tmp / "truncated.npy").write_bytes(b"\x93NUMPY\x01\x00v\x00{'descr'")
     np.save(tmp / "objects.npy", np.array([1, "a"], dtype=object), allow_pickle=True)
     np.savez(tmp / "arrays.npz", a=np.zeros(3))
     np.save(tmp / "a.npy", np.zeros((8, 16), np.float32))
@@ -44,7 +46,7 @@ def files(tmp_path_factory):
     assert cli.main(["lower", MATMUL, *MATMUL_ARGS, "-o", str(tmp / "m.ir")]) == 0
     for name in ("notes.txt", "binary.py", "syntax.py", "raises.py", "binary.ir", "utf16.ir",
                  "empty.ir", "garbage.ir", "junk.npy", "objects.npy", "arrays.npz", "a.npy",
-                 "b.npy", "a_int.npy", "m.ir"):
+                 "b.npy", "a_int.npy", "m.ir", "nul.ir", "truncated.npy"):
         paths[name] = tmp / name
     return {k: str(v) for k, v in paths.items()}
 
@@ -131,6 +133,16 @@ def assert_usage_error(result, *fragments):
                                  "'y': 2)); --mesh, --in-specs and --out-specs are for a plain "
                                  "body"]),
     (["check", MATMUL, *MATMUL_ARGS, "--in-specs", "P()"], ["is a shard_map already"]),
+    (["lower", f"{PROGRAMS}:scaled", "--args", "f32[8]"],
+     ["scaled takes keyword-only argument(s) scale, which --args cannot give"]),
+    (["lower", f"{PROGRAMS}:optional_bias", "--args", "f32[8],f32[8],f32[8]"],
+     ["optional_bias takes 1 to 2 arguments (a, bias), but --args gives 3"]),
+    (["lower", f"{PROGRAMS}:summed"],
+     ["summed takes at least 1 argument(s) (first, ...), but --args gives none"]),
+    (["run", "{nul.ir}"], ["nul.ir is not a module written by `shardc lower -o`: it holds NUL "
+                           "bytes"]),
+    (["run", "{m.ir}", "--inputs", "{truncated.npy},{b.npy}"],
+     ["truncated.npy is not a readable .npy file"]),
 ])
 def test_issue_cases(argv, fragments, files, capsys):
     assert_usage_error(run_main(argv, files, capsys), *fragments)

@@ -51,3 +51,15 @@ from shardc.experimental.shard_map import shard_map as old_shard_map  # noqa: E4
 
 old_unchecked = old_shard_map(_old_unchecked, mesh, in_specs=P("x"), out_specs=P(),
                               check_rep=False)
+
+
+def scaled(a, *, scale):
+    return a * scale
+
+
+def optional_bias(a, bias=0.0):
+    return a + bias
+
+
+def summed(first, *rest):
+    return sum(rest, first)
