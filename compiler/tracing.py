@@ -273,20 +273,17 @@ def check_jax_value(value, where: str) -> None:
     Traceback (most recent call last):
     TypeError: args[0] is 'abc' of type str, which is not a valid JAX type: expected an ...
     """
-    if isinstance(value, Tracer):
+    if is_jax_value(value):
         return
-    if is_python_scalar(value):
-        if type(value) is int and not _INT32.min <= value <= _INT32.max:
-            raise OverflowError(f"{where} is the Python int {value}, too large to convert to "
-                                "int32 (the default integer type; x64 is off)")
-        return
+    if is_python_scalar(value):         # only an int out of range is refused
+        raise OverflowError(f"{where} is the Python int {value}, too large to convert to "
+                            "int32 (the default integer type; x64 is off)")
     dtype = _dtype_of(value)
     if dtype is None:
         raise TypeError(f"{where} is {_short_repr(value)} of type {type(value).__name__}, "
                         f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
-    if not dtypes.is_valid(dtype):
-        raise TypeError(f"{where} is {_short_repr(value)} of dtype {np.dtype(dtype).name}, "
-                        f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
+    raise TypeError(f"{where} is {_short_repr(value)} of dtype {np.dtype(dtype).name}, "
+                    f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
 
 
 def check_jax_leaves(leaves, tree_value, describe) -> None:
@@ -343,8 +340,7 @@ def concrete_aval(value) -> Aval:
         return value.aval
     array = np.asarray(value)
     if not dtypes.is_valid(array.dtype):       # a string, an object, ...: never computed on
-        check_jax_value(value, "an operand")
-        check_jax_value(array, "an operand")
+        check_jax_value(value, "an operand")    # raises: value is no scalar, array or tracer
     return Aval(array.shape, dtypes.canonicalize(array.dtype))
 
 

@@ -14,11 +14,8 @@ float_ = np.dtype("float32")
 int_ = np.dtype("int32")
 bool_ = np.dtype("bool")
 
-
-
-
-# The dtypes a program computes on (after canonicalize): no strings, bytes, objects, dates,
-# structured records or extended precision.
+# The dtypes a program computes on (the 64-bit ones canonicalize to 32 bits): no strings, bytes,
+# objects, dates, structured records or extended precision.
 _VALID = frozenset(np.dtype(name) for name in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128"))
