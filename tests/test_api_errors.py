@@ -9,6 +9,7 @@ from functools import partial
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import shardc
 import shardc.numpy as jnp
@@ -277,3 +278,69 @@ def test_wrongly_typed_parameters(call, error, message):
     with pytest.raises(error) as err:
         call()
     assert message in str(err.value)
+
+
+# --- property: the first bad leaf of any pytree is named by its key path ------------------------
+
+PYTREES = st.recursive(
+    st.just(1.0),
+    lambda children: (st.lists(children, min_size=1, max_size=3)
+                      | st.tuples(children, children)
+                      | st.dictionaries(st.sampled_from("abc"), children, min_size=1,
+                                        max_size=2)),
+    max_leaves=6)
+
+
+def _with_bad_leaf(tree, index, bad, path=""):
+    """``tree`` with its ``index``-th leaf (flattening order: dict keys sorted) replaced by
+    ``bad``; returns (new tree, that leaf's key path, leaves left to skip)."""
+    if isinstance(tree, dict):
+        items, found = {}, None
+        for key in sorted(tree):
+            items[key], sub, index = _with_bad_leaf(tree[key], index, bad, f"{path}[{key!r}]")
+            found = found or sub
+        return items, found, index
+    if isinstance(tree, (list, tuple)):
+        items, found = [], None
+        for k, child in enumerate(tree):
+            item, sub, index = _with_bad_leaf(child, index, bad, f"{path}[{k}]")
+            items.append(item)
+            found = found or sub
+        return type(tree)(items), found, index
+    if index == 0:
+        return bad, path, -1
+    return tree, None, index - 1
+
+
+def _leaf_count(tree) -> int:
+    if isinstance(tree, dict):
+        return sum(_leaf_count(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return sum(_leaf_count(v) for v in tree)
+    return 1
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(PYTREES, st.integers(0, 5), st.sampled_from(["abc", _Opaque(), b"x"]))
+def test_property_the_bad_leaf_is_named_by_its_path(tree, pick, bad):
+    index = pick % _leaf_count(tree)
+    broken, path, _ = _with_bad_leaf(tree, index, bad)
+    calls = {
+        f"shard_map of 'ident': args[0]{path} is ": lambda: smap(ident)(broken),
+        f"argument args[0]{path} of 'ident' is ": lambda: shardc.jit(ident)(broken),
+        f"differentiated argument args[0]{path} of 'total' is ":
+            lambda: shardc.grad(total)(broken),
+        f"psum: operand x{path} is ": lambda: smap(lambda a: lax.psum(broken, "x"))(1.0),
+    }
+    for expected, call in calls.items():
+        with pytest.raises(TypeError) as err:
+            call()
+        assert expected in str(err.value) and NOT_JAX in str(err.value)
+
+
+def ident(tree):
+    return tree
+
+
+def total(tree):
+    return sum(shardc.tree_util.tree_leaves(tree))
