@@ -113,8 +113,10 @@ def _own_spec(value, mesh):
 def device_put(x, device=None):
     """Lay out ``x`` (a pytree) by ``device``: a NamedSharding, a PartitionSpec on the current
     mesh, a device, or a pytree prefix of those; default device 0."""
+    from compiler.tracing import check_jax_leaves
     from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
     leaves, treedef = tree_flatten(x)
+    check_jax_leaves(leaves, x, lambda path: f"device_put: x{path}")
     if device is None:
         return tree_unflatten(treedef, [_device_put_one(v) for v in leaves])
     is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)

@@ -213,6 +213,7 @@ ENTRIES = {
     "vmap argument": (lambda v: shardc.vmap(lambda a: a)(v),
                       "vmap of '<lambda>': argument args[0]"),
     "jnp.asarray": (lambda v: jnp.asarray(v), "asarray: x"),
+    "device_put": (lambda v: shardc.device_put({"w": v}, P("x")), "device_put: x['w']"),
     "jnp operand": (lambda v: jnp.ones(3) * v, "an operand"),
 }
 
