@@ -19,7 +19,8 @@ import dataclasses
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import Trace, Tracer, aval_of, bind, current_trace, set_current_trace
+from compiler.tracing import (Trace, Tracer, aval_of, bind, check_jax_leaves, current_trace,
+                              is_jax_value, set_current_trace)
 from compiler.tracing import layouts_of, replaying, trace_to_program
 from ir import dtypes
 from ir import primitives as prims
@@ -356,13 +357,15 @@ def linearize_flat(fun, flat_primals, in_tree):
 def vjp(fun, *primals, has_aux=False):
     """``(out, vjp_fun)`` (and ``aux`` with ``has_aux``): ``vjp_fun(ct)`` gives the cotangents
     of ``primals``."""
+    _check_values(primals, "primals", fun)
     flat_primals, in_tree = tree.tree_flatten(primals)
-    target = _split_aux(fun) if has_aux else fun
+    opaque: dict = {}
+    target = _split_aux(fun, opaque) if has_aux else fun
     outs, residuals, linear_prog, out_tree, diff = linearize_flat(target, flat_primals, in_tree)
     if has_aux:
-        out_tree, aux_tree = out_tree.children
+        out_tree, _ = out_tree.children
         n_out = out_tree.num_leaves
-        aux = tree.tree_unflatten(aux_tree, outs[n_out:])
+        aux = _rebuild_aux(opaque, outs[n_out:])
         outs = outs[:n_out]
     primal_out = tree.tree_unflatten(out_tree, outs)
     tangent_avals = [aval_of(p) for p, d in zip(flat_primals, diff) if d]
@@ -389,22 +392,39 @@ def _zero_cotangent(primal):
     return np.zeros(aval.shape, aval.dtype)
 
 
-def _split_aux(fun):
+def _split_aux(fun, opaque: dict):
+    """``fun`` returning ``(out, aux)``, with aux's leaves that are not JAX values (strings,
+    Python objects) kept in ``opaque`` by leaf index instead of traced: aux is returned as is."""
     def wrapped(*args):
         out, aux = fun(*args)
-        return out, aux
+        leaves, aux_tree = tree.tree_flatten(aux)
+        opaque.clear()
+        opaque.update({k: leaf for k, leaf in enumerate(leaves) if not is_jax_value(leaf)})
+        opaque["tree"] = aux_tree
+        return out, [leaf for k, leaf in enumerate(leaves) if k not in opaque]
     return wrapped
+
+
+def _rebuild_aux(opaque: dict, traced: list):
+    """The aux pytree from its traced leaves and the opaque ones, in leaf order."""
+    it = iter(traced)
+    aux_tree = opaque["tree"]
+    leaves = [opaque[k] if k in opaque else next(it) for k in range(aux_tree.num_leaves)]
+    return tree.tree_unflatten(aux_tree, leaves)
 
 
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), the directional derivative along tangents)``."""
+    _check_values(tuple(primals), "primals", fun)
+    _check_values(tuple(tangents), "tangents", fun)
     flat_primals, in_tree = tree.tree_flatten(tuple(primals))
     flat_tangents, t_tree = tree.tree_flatten(tuple(tangents))
     if t_tree != in_tree:
         raise TypeError(f"jvp: primal and tangent arguments must have the same structure; "
                         f"got {in_tree} and {t_tree}")
     flat_primals = [_as_array(p) for p in flat_primals]
-    flat_fun, box = tree.flatten_fun(fun, in_tree)
+    opaque: dict = {}
+    flat_fun, box = tree.flatten_fun(_split_aux(fun, opaque) if has_aux else fun, in_tree)
     trace = JVPTrace(current_trace())
     args = [JVPTracer(trace, p, _as_array(t)) for p, t in zip(flat_primals, flat_tangents)]
     with set_current_trace(trace):
@@ -413,11 +433,11 @@ def jvp(fun, primals, tangents, has_aux=False):
     tangent_out = [instantiate(o.tangent, aval_of(o.primal)) for o in outs]
     out_tree = box[0]
     if has_aux:
-        out_tree, aux_tree = out_tree.children
+        out_tree, _ = out_tree.children
         n = out_tree.num_leaves
         return (tree.tree_unflatten(out_tree, primal_out[:n]),
                 tree.tree_unflatten(out_tree, tangent_out[:n]),
-                tree.tree_unflatten(aux_tree, primal_out[n:]))
+                _rebuild_aux(opaque, primal_out[n:]))
     return tree.tree_unflatten(out_tree, primal_out), tree.tree_unflatten(out_tree, tangent_out)
 
 
@@ -431,6 +451,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
             if k >= len(args):
                 raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
                                 f"least {k + 1} positional arguments, got {len(args)}")
+            _check_values(args[k], f"args[{k}]", fun)
             _check_real(args[k], allow_int)
 
         def partial_fun(*diff_args):
@@ -478,6 +499,14 @@ def _describe(out) -> str:
         return aval_of(out).str_long()
     except Exception:
         return type(out).__name__
+
+
+def _check_values(values, where: str, fun):
+    """Every leaf of ``values`` (what is differentiated) must be a JAX value."""
+    from compiler.shard_map import function_name
+    check_jax_leaves(tree.tree_leaves(values), values,
+                     lambda path: f"differentiated argument {where}{path} of "
+                                  f"'{function_name(fun)}'")
 
 
 def _check_real(arg, allow_int):

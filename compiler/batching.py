@@ -26,8 +26,9 @@ from typing import Callable, Hashable
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace,
-                              set_current_trace)
+from compiler.shard_map import function_name
+from compiler.tracing import (Trace, Tracer, UnexpectedTracerError, aval_of, bind,
+                              check_jax_value, current_trace, is_jax_value, set_current_trace)
 from ir import primitives as prims
 from ir.core import Aval, Program
 from ir.primitives import RuleTable
@@ -906,6 +907,7 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
                          f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
     leaves, in_tree = tree.tree_flatten((args, kwargs))
     axes = _flat_in_axes(in_axes, args, kwargs)
+    _check_mapped_values(fun, (args, kwargs), leaves, axes)
     axes = [_canonical_in_axis(x, a) for x, a in zip(leaves, axes)]
     size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
     axis = None if axis_name is None else NamedAxis(axis_name, size)
@@ -925,6 +927,17 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
     out_specs = _flat_out_axes(out_axes, result)
     moved = [_place_batch_axis(v, d, a, size) for (v, d), a in zip(unwrapped, out_specs)]
     return tree.tree_unflatten(out_tree, moved)
+
+
+def _check_mapped_values(fun, args_and_kwargs, leaves, axes):
+    """Mapped arguments must be JAX values; unmapped ones (in_axes None) pass as they are."""
+    mapped = [leaf for leaf, axis in zip(leaves, axes) if axis is not None]
+    if all(is_jax_value(leaf) for leaf in mapped):
+        return
+    for leaf, axis, path in zip(leaves, axes, tree.leaf_paths(args_and_kwargs)):
+        if axis is not None:
+            where = "args" + path[3:] if path.startswith("[0]") else "kwargs" + path[3:]
+            check_jax_value(leaf, f"vmap of '{function_name(fun)}': argument {where}")
 
 
 def _flat_in_axes(in_axes, args, kwargs) -> list:

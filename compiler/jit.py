@@ -17,9 +17,10 @@ from compiler import tree
 from compiler.backend import get_backend
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
+from compiler.shard_map import function_name
 from ir.module import LoweredModule
-from compiler.tracing import (Tracer, aval_of, current_trace, eval_trace, layouts_of,
-                               trace_to_program)
+from compiler.tracing import (Tracer, aval_of, check_jax_leaves, current_trace, eval_trace,
+                              is_jax_value, layouts_of, trace_to_program)
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
 from ir.printer import print_program
@@ -82,15 +83,34 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
         if constrain_outputs is not None:
             result = constrain_outputs(result)
         outs, out_tree = tree.tree_flatten(result)
+        check_jax_leaves(outs, result, lambda path: f"the output {function_name(fun)}(*args)"
+                                                   f"{path}")
         out_tree_box.append(out_tree)
         return outs
 
+    _check_arguments(fun, leaves, in_tree)
     in_avals = [aval_of(x).strip_vma() for x in leaves]
     # Arguments keep their layout under the trace, as in JAX: a shard_map without in_specs
     # takes each argument's spec from it, eagerly and under jit alike.
     program, consts, _ = trace_to_program(flat_fun, in_avals, parent=eval_trace,
                                           in_shardings=layouts_of(leaves))
     return ClosedProgram(program, consts, out_tree_box[0])
+
+
+def _check_arguments(fun, leaves, in_tree):
+    """Every array argument must be a JAX value; name the first that is not by its path
+    (positions count the non-static arguments; keyword arguments by name)."""
+    def describe(path):
+        where = "args" + path[3:] if path.startswith("[0]") else "kwargs" + path[3:]
+        return f"argument {where} of '{function_name(fun)}'"
+
+    if all(is_jax_value(leaf) for leaf in leaves):
+        return
+    try:
+        check_jax_leaves(leaves, tree.tree_unflatten(in_tree, leaves), describe)
+    except TypeError as err:
+        raise TypeError(f"{err} (a Python value that is not an array can be marked static "
+                        "with static_argnums or static_argnames)") from None
 
 
 def make_jaxpr(fun: Callable, static_argnums=()):
@@ -262,6 +282,7 @@ class JitFunction:
 
     def _compiled(self, args, kwargs, static, static_kwargs, static_argnums, leaves,
                   in_tree) -> Compiled:
+        _check_arguments(self.fun, leaves, in_tree)
         backend = get_backend()
         shardings = tuple(backend.sharding_of(x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from compiler import tree
 from compiler.replication import check_out_specs, infer_vma
-from compiler.tracing import aval_of, bind, current_trace, trace_to_program
+from compiler.tracing import aval_of, bind, check_jax_value, current_trace, trace_to_program
 from ir import primitives as prims
 from ir.core import Aval, Literal, Program
 from ir.sharding import (Mesh, PartitionSpec, ReplicationError, block_shape, canonical_spec,
@@ -199,6 +199,8 @@ def _call(config: _Config, args: tuple):
     paths = tree.leaf_paths(args)
     dynamic = [_Leaf(v, s, p, _arg_index(p), sp)
                for v, s, p, sp in zip(leaves, specs, paths, spec_paths) if s is not None]
+    for leaf in dynamic:
+        check_jax_value(leaf.value, f"shard_map of '{config.name}': args{leaf.path}")
     _check_ranks(config, dynamic)
     _check_divisibility(config, dynamic)
     out_store: dict = {}
@@ -327,6 +329,9 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
     """Flatten the body's result, match out_specs, check ranks, lift to the named axes."""
     outs, treedef = tree.tree_flatten(result)
     paths = tree.leaf_paths(result)
+    for out, path in zip(outs, paths):
+        check_jax_value(out, f"shard_map of '{config.name}': its output {config.name}(*args)"
+                             f"{path}")
     if config.out_specs is None and result is None:
         specs, spec_paths = [], []
     else:

@@ -266,6 +266,74 @@ def is_python_scalar(value) -> bool:
     return isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
 
 
+_INT32 = np.iinfo(np.int32)
+_VALID_TYPES_TEXT = ("expected an array, or a scalar, of bool, integer, floating or complex "
+                     "dtype")
+
+
+def check_jax_value(value, where: str) -> None:
+    """Raise unless ``value`` is something a program computes on: a traced value, an array or
+    a scalar of bool, integer, floating or complex dtype (a ``shardc.Array``, a numpy array or
+    scalar, a Python scalar, a ``ShapeDtypeStruct``).
+
+    ``where`` names the value for the user (``"jit argument args[0]"``). A Python int outside
+    int32 is an OverflowError: with x64 off it has nowhere to go but wrap around.
+
+    >>> check_jax_value("abc", "args[0]")
+    Traceback (most recent call last):
+    TypeError: args[0] is 'abc' of type str, which is not a valid JAX type: expected an ...
+    """
+    if is_jax_value(value):
+        return
+    if is_python_scalar(value):         # only an int out of range is refused
+        raise OverflowError(f"{where} is the Python int {value}, too large to convert to "
+                            "int32 (the default integer type; x64 is off)")
+    dtype = _dtype_of(value)
+    if dtype is None:
+        raise TypeError(f"{where} is {_short_repr(value)} of type {type(value).__name__}, "
+                        f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
+    raise TypeError(f"{where} is {_short_repr(value)} of dtype {np.dtype(dtype).name}, "
+                    f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
+
+
+def check_jax_leaves(leaves, tree_value, describe) -> None:
+    """``check_jax_value`` on each of ``leaves`` (the flattened ``tree_value``); the leaf at
+    key path ``path`` is named ``describe(path)``. Paths are worked out only on a failure, so
+    the common call costs one cheap test per leaf."""
+    if all(is_jax_value(leaf) for leaf in leaves):
+        return
+    from compiler.tree import leaf_paths
+    for leaf, path in zip(leaves, leaf_paths(tree_value)):
+        check_jax_value(leaf, describe(path))
+
+
+def is_jax_value(value) -> bool:
+    """Whether ``check_jax_value`` accepts ``value`` (never raises)."""
+    if isinstance(value, Tracer):
+        return True
+    if is_python_scalar(value):
+        return type(value) is not int or _INT32.min <= value <= _INT32.max
+    dtype = _dtype_of(value)
+    return dtype is not None and dtypes.is_valid(dtype)
+
+
+def _dtype_of(value):
+    """The dtype of an array-like value we accept, or None for anything else."""
+    aval = getattr(value, "aval", None)
+    if isinstance(aval, Aval):
+        return aval.dtype
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype
+    return None
+
+
+def _short_repr(value) -> str:
+    text = repr(value)
+    if isinstance(value, np.ndarray):
+        text = f"an array of shape {value.shape}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def concrete_aval(value) -> Aval:
     """The aval of a concrete value (numpy, Python scalar, or a backend array)."""
     scalar = _SCALAR_AVALS.get(type(value))
@@ -281,6 +349,8 @@ def concrete_aval(value) -> Aval:
     if hasattr(value, "aval"):
         return value.aval
     array = np.asarray(value)
+    if not dtypes.is_valid(array.dtype):       # a string, an object, ...: never computed on
+        check_jax_value(value, "an operand")    # raises: value is no scalar, array or tracer
     return Aval(array.shape, dtypes.canonicalize(array.dtype))
 
 

@@ -14,11 +14,31 @@ float_ = np.dtype("float32")
 int_ = np.dtype("int32")
 bool_ = np.dtype("bool")
 
+# The dtypes a program computes on (the 64-bit ones canonicalize to 32 bits): no strings, bytes,
+# objects, dates, structured records or extended precision.
+_VALID = frozenset(np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128"))
+
+
+def is_valid(dtype) -> bool:
+    """Whether arrays of ``dtype`` are JAX values (bool, integer, floating or complex)."""
+    try:
+        return np.dtype(dtype) in _VALID
+    except TypeError:                 # not a dtype at all
+        return False
+
 
 def canonicalize(dtype) -> np.dtype:
-    """The dtype JAX would use with x64 off (float64 -> float32, int64 -> int32)."""
+    """The dtype JAX would use with x64 off (float64 -> float32, int64 -> int32).
+
+    Raises TypeError for a dtype no program computes on (strings, objects, ...)."""
     dtype = np.dtype(dtype)
-    return _CANONICAL.get(dtype, dtype)
+    dtype = _CANONICAL.get(dtype, dtype)
+    if dtype not in _VALID:
+        raise TypeError(f"dtype {dtype.name} is not a valid JAX type: arrays hold bool, "
+                        "integer, floating or complex numbers")
+    return dtype
 
 
 def is_float(dtype) -> bool:

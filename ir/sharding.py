@@ -110,12 +110,18 @@ class Mesh:
                 "Mesh requires the ndim of its first argument (`devices`) to equal the length of "
                 f"its second argument (`axis_names`), but got devices.ndim == {devices.ndim} and "
                 f"len(axis_names) == {len(axis_names)}.")
+        if devices.size == 0:
+            raise ValueError(f"Mesh needs at least one device, but its devices array has shape "
+                             f"{devices.shape} (axis sizes must be positive)")
         for name in axis_names:
             if axis_names.count(name) > 1:
                 raise ValueError(f"Mesh axis names must be unique, but axis_names={axis_names!r} "
                                  f"names '{name}' more than once.")
         seen = set()
         for device in devices.flat:
+            if not isinstance(getattr(device, "id", None), (int, np.integer)):
+                raise TypeError(f"Mesh devices must be devices (from shardc.devices()), but "
+                                f"got {device!r} of type {type(device).__name__}")
             if device.id in seen:
                 raise ValueError(f"Mesh devices must be distinct, but {device} appears more "
                                  "than once.")
@@ -365,8 +371,9 @@ shape_rules[prims.shard_map_p] = _shard_map_rule
 def replication_mismatch(blocks, mesh: Mesh, spec):
     """Two positions that should hold equal blocks under ``spec`` but do not, or None.
 
-    Devices agreeing on every axis ``spec`` names hold copies of one block; copies must be
-    bitwise equal (NaNs equal to NaNs).
+    Devices agreeing on every axis ``spec`` names hold copies of one block; copies must hold
+    equal values: ``-0.0`` equals ``+0.0`` and a NaN equals a NaN in the same place, as a user
+    means "replicated" (the bits of a NaN's payload or a zero's sign are not compared).
     """
     named = set(spec_axes(spec))
     first_of: dict = {}
@@ -377,16 +384,17 @@ def replication_mismatch(blocks, mesh: Mesh, spec):
             first_of[key] = position
             continue
         other = first_of[key]
-        if not _bitwise_equal(blocks[other], blocks[position]):
+        if not _equal_values(blocks[other], blocks[position]):
             return other, position
     return None
 
 
-def _bitwise_equal(a, b) -> bool:
+def _equal_values(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return a.tobytes() == b.tobytes()
+    # equal_nan only applies to inexact dtypes; numpy rejects it for the others.
+    return bool(np.array_equal(a, b, equal_nan=np.issubdtype(a.dtype, np.inexact)))
 
 
 def runtime_replication_error(output: int, spec, mesh: Mesh, positions) -> ReplicationError:

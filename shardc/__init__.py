@@ -14,7 +14,23 @@ from compiler.backend import set_backend as _set_backend
 from runtime.vectorized import backend_named as _backend_named
 from runtime.vectorized import default_backend_name as _default_backend_name
 
-_set_backend(_backend_named(_default_backend_name()))
+
+
+class _UnknownBackend:
+    """Installed when SHARDC_BACKEND names no backend: importing works (as JAX's does with a
+    bad platform name) and the first use raises the error, so nothing runs on a guess."""
+
+    def __init__(self, error: ValueError):
+        self.error = error
+
+    def __getattr__(self, name):
+        raise ValueError(str(self.error))
+
+
+try:
+    _set_backend(_backend_named(_default_backend_name()))
+except ValueError as _error:
+    _set_backend(_UnknownBackend(_error))
 
 
 def set_backend_name(name: str) -> None:
@@ -68,7 +84,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
       ``in_specs=None``: every argument is static (passed unchanged).
     - ``check_vma``: True checks replication statically (SEMANTICS 3); False checks nothing;
       ``'runtime'`` runs the program and verifies that devices holding copies of an output
-      hold equal blocks, naming those that differ.
+      hold equal blocks (by value: -0.0 equals 0.0, NaN equals NaN), naming those that differ.
 
     >>> @partial(shard_map, mesh=mesh, in_specs=P('x'), out_specs=P())
     ... def total(x_block):
@@ -132,8 +148,10 @@ def _own_spec(value, mesh):
 def device_put(x, device=None):
     """Lay out ``x`` (a pytree) by ``device``: a NamedSharding, a PartitionSpec on the current
     mesh, a device, or a pytree prefix of those; default device 0."""
+    from compiler.tracing import check_jax_leaves
     from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
     leaves, treedef = tree_flatten(x)
+    check_jax_leaves(leaves, x, lambda path: f"device_put: x{path}")
     if device is None:
         return tree_unflatten(treedef, [_device_put_one(v) for v in leaves])
     is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)

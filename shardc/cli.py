@@ -38,7 +38,19 @@ class _Parser(argparse.ArgumentParser):
 
 # --- argument parsing ------------------------------------------------------------------------------
 
-_TYPE = re.compile(r"^\s*([a-z]+[0-9]*)\[([0-9,\s]*)\]\s*$")
+_TYPE = re.compile(r"^\s*([a-z]+[0-9]*)\[([^\]]*)\]\s*$")
+
+
+def _split_types(text: str) -> list:
+    """``'f32[8,16],i32[4]'`` -> ``['f32[8,16]', 'i32[4]']``: commas inside brackets stay."""
+    parts, depth, start = [], 0, 0
+    for k, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:k])
+            start = k + 1
+    parts.append(text[start:])
+    return parts
 
 
 def parse_arg_types(text: str) -> list:
@@ -46,17 +58,24 @@ def parse_arg_types(text: str) -> list:
     from ir.core import dtype_from_short
     import shardc
     structs = []
-    for part in re.split(r",\s*(?=[a-z])", text.strip()):
+    for part in _split_types(text.strip()):
+        if not part.strip():
+            raise UsageError(f"bad --args {text!r}: an empty entry (expected types like "
+                             "f32[8,16],i32[4])")
         match = _TYPE.match(part)
         if not match:
-            raise UsageError(f"bad shape {part!r}: expected a type like f32[8,16]")
+            raise UsageError(f"bad shape {part.strip()!r}: expected a type like f32[8,16]")
         try:
             dtype = dtype_from_short(match.group(1))
         except KeyError:
-            raise UsageError(f"bad shape {part!r}: unknown dtype {match.group(1)!r} "
+            raise UsageError(f"bad shape {part.strip()!r}: unknown dtype {match.group(1)!r} "
                              "(f32, i32, bool, ...)") from None
-        dims = tuple(int(d) for d in match.group(2).split(",") if d.strip())
-        structs.append(shardc.ShapeDtypeStruct(dims, dtype))
+        dims = [d.strip() for d in match.group(2).split(",")] if match.group(2).strip() else []
+        for d in dims:
+            if not d.isdigit():
+                raise UsageError(f"bad shape {part.strip()!r}: dimension {d!r} is not a "
+                                 "non-negative integer")
+        structs.append(shardc.ShapeDtypeStruct(tuple(int(d) for d in dims), dtype))
     return structs
 
 
@@ -107,9 +126,12 @@ def load_function(target: str):
     if ":" not in target:
         raise UsageError(f"expected FILE.py:FUNCTION, got {target!r}")
     path, name = target.rsplit(":", 1)
-    if not os.path.isfile(path):
-        raise UsageError(f"no such file: {path}")
+    if not path or not name:
+        raise UsageError(f"expected FILE.py:FUNCTION, got {target!r}")
+    _check_input_file(path, "no such file")
     spec = importlib.util.spec_from_file_location("_shardc_user_module", path)
+    if spec is None or not path.endswith(".py"):
+        raise UsageError(f"{path} is not a Python file: expected FILE.py:FUNCTION")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
@@ -118,12 +140,25 @@ def load_function(target: str):
         raise UsageError(f"importing {path} failed: {type(err).__name__}: {err}") from None
     if not hasattr(module, name):
         raise UsageError(f"{path} has no function {name!r}")
-    return getattr(module, name)
+    fn = getattr(module, name)
+    if not callable(fn):
+        raise UsageError(f"{path}:{name} is a {type(fn).__name__}, not a function")
+    return fn
+
+
+def _check_input_file(path, missing: str):
+    """``path`` must be a file: say so when it is missing or a directory."""
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory, not a file")
+    if not os.path.isfile(path):
+        raise UsageError(f"{missing}: {path}")
 
 
 def _one_line(message: str) -> str:
     """The most specific line of a multi-line error message."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if lines and lines[0].startswith("pytree structure error"):
+        return " ".join(lines)         # the path and the lengths are on the lines after
     for line in lines:
         if line.startswith(("args", "in_specs", "out_specs", "* ")):
             return line.lstrip("* ")
@@ -132,22 +167,18 @@ def _one_line(message: str) -> str:
 
 # --- what a command works on ---------------------------------------------------------------------
 
-def _target_function(args, *, check=None):
-    """The function to lower: as written, or a plain body wrapped by --mesh/--in-specs/
-    --out-specs. ``check`` forces the static replication check on or off where possible."""
-    import shardc
-    fn = load_function(args.target)
-    if args.mesh or args.in_specs is not None or args.out_specs is not None:
-        if not (args.mesh and args.in_specs is not None and args.out_specs is not None):
-            raise UsageError("a plain body needs --mesh, --in-specs and --out-specs together")
-        mesh = parse_mesh(args.mesh)
-        in_specs = parse_specs(args.in_specs, "--in-specs")
-        out_specs = parse_specs(args.out_specs, "--out-specs")
-        out = out_specs[0] if len(out_specs) == 1 else out_specs
-        flag = True if check is None else check
-        return shardc.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out,
-                                check_vma=flag)
+def _target_function(args, *, check=None, fn=None):
+    """The function to lower (``fn``, else loaded from the target): as written, or a plain
+    body wrapped by --mesh/--in-specs/--out-specs. ``check`` forces the static replication
+    check on or off where possible."""
+    fn = load_function(args.target) if fn is None else fn
     config = getattr(fn, "__wrapped_shard_map__", None)
+    if args.mesh or args.in_specs is not None or args.out_specs is not None:
+        if config is not None:
+            raise UsageError(f"{args.target} is a shard_map already (on {config.mesh!r}); "
+                             "--mesh, --in-specs and --out-specs are for a plain body: drop "
+                             "them to use its own")
+        return _wrap_plain_body(args, fn, check)
     if config is not None and check is not None:
         from compiler.shard_map import shard_map as build
         return build(config.f, config.mesh, config.in_specs, config.out_specs,
@@ -155,9 +186,77 @@ def _target_function(args, *, check=None):
     return fn
 
 
+def _wrap_plain_body(args, fn, check):
+    import shardc
+    if not (args.mesh and args.in_specs is not None and args.out_specs is not None):
+        raise UsageError("a plain body needs --mesh, --in-specs and --out-specs together")
+    mesh = parse_mesh(args.mesh)
+    in_specs = parse_specs(args.in_specs, "--in-specs")
+    out_specs = parse_specs(args.out_specs, "--out-specs")
+    for specs, option in ((in_specs, "--in-specs"), (out_specs, "--out-specs")):
+        _check_spec_axes(specs, option, mesh)
+    structs = parse_arg_types(args.args) if args.args else []
+    _check_arity(fn, structs)
+    if len(in_specs) != len(structs):
+        raise UsageError(f"--in-specs gives {len(in_specs)} spec(s) for {len(structs)} "
+                         "argument(s): give one P(...) per argument")
+    out = out_specs[0] if len(out_specs) == 1 else out_specs
+    try:
+        return shardc.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out,
+                                check_vma=True if check is None else check)
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"{type(err).__name__}: {_one_line(str(err))}") from None
+
+
+def _check_spec_axes(specs, option, mesh):
+    from ir.sharding import spec_axes
+    for spec in specs:
+        for name in spec_axes(spec):
+            if name not in mesh.axis_names:
+                raise UsageError(f"{option} names mesh axis {name!r}, but --mesh has axes "
+                                 f"{', '.join(mesh.axis_names)}")
+
+
+def _check_arity(fn, structs):
+    """``--args`` must give what the function's positional parameters take."""
+    import inspect
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):       # no signature to read (a builtin): lowering decides
+        return
+    try:
+        signature.bind(*structs)
+    except TypeError:
+        given = f"{len(structs)}" if structs else "none"
+        raise UsageError(f"{_function_name(fn)} takes {_arity_text(signature)}, but --args "
+                         f"gives {given}") from None
+
+
+def _arity_text(signature) -> str:
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    names = ", ".join(p.name for p in positional)
+    keyword_only = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    if keyword_only:
+        return f"keyword-only argument(s) {', '.join(keyword_only)}, which --args cannot give"
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return f"at least {len(required)} argument(s) ({names}, ...)"
+    if len(required) != len(positional):
+        return f"{len(required)} to {len(positional)} arguments ({names})"
+    count = f"{len(positional)} argument" + ("" if len(positional) == 1 else "s")
+    return f"{count} ({names})" if positional else "no arguments"
+
+
+def _function_name(fn) -> str:
+    from compiler.shard_map import function_name
+    return function_name(getattr(fn, "__wrapped__", fn))
+
+
 def _lower(args, fn):
     import shardc
     structs = parse_arg_types(args.args) if args.args else []
+    _check_arity(fn, structs)
     jitted = fn if hasattr(fn, "lower") else shardc.jit(fn)
     try:
         return jitted.lower(*structs)
@@ -180,15 +279,34 @@ def _selected_devices(args, compiled) -> list:
     return programs
 
 
+def _check_output_path(path, option="-o"):
+    """Fail before any work when ``path`` cannot be written as a file."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a directory; give a file name")
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        raise UsageError(f"{option} {path}: no such directory {parent}")
+
+
+def _write_text(path, text, option="-o"):
+    try:
+        with open(path, "w") as out:
+            out.write(text)
+    except OSError as err:
+        raise UsageError(f"{option} {path}: cannot write: {err.strerror}") from None
+
+
 # --- commands ----------------------------------------------------------------------------------------
 
 def cmd_lower(args) -> int:
     from ir.printer import print_module, program_to_dict
+    _check_output_path(args.output)
     compiled = _lower(args, _target_function(args))
     devices = _selected_devices(args, compiled)
     if args.output:
-        with open(args.output, "w") as out:
-            out.write(print_module(compiled.module, with_source=args.source))
+        _write_text(args.output, print_module(compiled.module, with_source=args.source))
     if args.format == "json":
         print(json.dumps({"program": program_to_dict(compiled.closed.program),
                           "devices": [dict(device_id=dp.device_id, coords=list(dp.coords),
@@ -208,14 +326,31 @@ def cmd_lower(args) -> int:
 
 
 def cmd_check(args) -> int:
+    """Run the static replication check, also on a shard_map built with the check off or at
+    run time: checking is what the command is for, so it says so and checks anyway."""
     import shardc
+    fn = load_function(args.target)
+    target = _target_function(args, check=True, fn=fn)
+    config = getattr(fn, "__wrapped_shard_map__", None)
+    check_off = config is not None and not config.check_vma
+    setting = "'runtime'" if check_off and config.runtime_check else "False"
+    note = (f"note: {config.name} is built with {config.flag}={setting}, so the static "
+            "replication check does not run when it is called; shardc check runs it anyway\n"
+            if check_off else "")
     try:
-        compiled = _lower(args, _target_function(args, check=True))
+        compiled = _lower(args, target)
     except shardc.ReplicationError as err:
-        print(f"replication check failed:\n\n{err}")
+        text = str(err)
+        if check_off:           # the usual hint would be to turn off what is off already
+            text = text.replace(
+                f"If so, consider disabling the check by passing the {config.flag}=False "
+                "argument to shard_map.",
+                f"If so, {config.name} turns the check off already ({config.flag}={setting}), "
+                "and this report is what the check would reject.")
+        print(f"{note}replication check failed:\n\n{text}")
         raise CheckFailed() from None
     shard_maps = compiled.module.all_shard_maps()
-    print(f"replication check passed: {len(shard_maps)} shard_map(s), out_specs verified")
+    print(f"{note}replication check passed: {len(shard_maps)} shard_map(s), out_specs verified")
     for index, eqn in enumerate(compiled.closed.program.eqns):
         if eqn.primitive.name != "shard_map":
             continue
@@ -245,10 +380,9 @@ def cmd_run(args) -> int:
     from ir.parser import ParseError, parse_module
     from ir.verify import VerifyError
     from runtime.reference import execute_module
-    if not os.path.isfile(args.program):
-        raise UsageError(f"no such file: {args.program}")
-    with open(args.program) as source:
-        text = source.read()
+    _check_input_file(args.program, "no such file")
+    _check_output_path(args.output)
+    text = _read_module_text(args.program)
     devices = shardc.devices()
 
     def device(device_id):
@@ -272,7 +406,10 @@ def cmd_run(args) -> int:
                              f"program takes {var.aval.str_short()}")
     outputs = [np.asarray(o) for o in execute_module(module, inputs)]
     if args.output:
-        np.savez(args.output, *outputs)
+        try:
+            np.savez(args.output, *outputs)
+        except OSError as err:
+            raise UsageError(f"-o {args.output}: cannot write: {err.strerror}") from None
     else:
         for k, out in enumerate(outputs):
             print(f"output {k}: {out.dtype}{list(out.shape)}")
@@ -280,19 +417,55 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _read_module_text(path) -> str:
+    """The IR text of a module file: UTF-8, as ``shardc lower -o`` writes it."""
+    with open(path, "rb") as source:
+        data = source.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not a module written by `shardc lower -o`: it is not UTF-8 "
+                         f"text (byte {err.start} is {data[err.start]:#04x})") from None
+    if "\x00" in text:
+        raise UsageError(f"{path} is not a module written by `shardc lower -o`: it holds NUL "
+                         "bytes (a binary file?)")
+    return text
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
 def _load_inputs(text) -> list:
-    import numpy as np
     if not text:
         return []
-    values = []
-    for path in text.split(","):
-        if not os.path.isfile(path):
-            raise UsageError(f"no such input file: {path}")
-        try:
-            values.append(np.load(path, allow_pickle=False))
-        except Exception as err:
-            raise UsageError(f"cannot read {path}: {err}") from None
-    return values
+    return [_load_npy(path) for path in text.split(",")]
+
+
+def _load_npy(path):
+    """One input: a .npy file of a numeric array (never unpickled)."""
+    import numpy as np
+    if not path:
+        raise UsageError("--inputs has an empty entry; give comma-separated .npy files")
+    _check_input_file(path, "no such input file")
+    with open(path, "rb") as source:
+        magic = source.read(len(_NPY_MAGIC))
+    if magic.startswith(_ZIP_MAGIC):
+        raise UsageError(f"{path} is an .npz archive; --inputs takes one .npy file per input "
+                         "(np.save each array)")
+    if magic != _NPY_MAGIC:
+        raise UsageError(f"{path} is not a .npy file (it does not start with numpy's .npy "
+                         "header); write inputs with np.save")
+    try:
+        value = np.load(path, allow_pickle=False)
+    except ValueError as err:
+        if "allow_pickle" in str(err) or "pickled" in str(err):
+            raise UsageError(f"{path} holds an object array (pickled Python objects), which "
+                             "shardc does not load; save a numeric array") from None
+        raise UsageError(f"{path} is not a readable .npy file: {_one_line(str(err))}") from None
+    except (OSError, EOFError) as err:
+        raise UsageError(f"{path} is not a readable .npy file: {err}") from None
+    return value
 
 
 # --- the parser ----------------------------------------------------------------------------------------
@@ -304,6 +477,31 @@ def _add_target_arguments(sub):
     sub.add_argument("--mesh", help="a mesh for a plain body, e.g. x=4,y=2")
     sub.add_argument("--in-specs", help="in_specs for a plain body, e.g. \"P('x','y'),P()\"")
     sub.add_argument("--out-specs", help="out_specs for a plain body, e.g. \"P('x',None)\"")
+
+
+def _finite(text: str) -> float:
+    import math
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than zero, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -327,8 +525,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     comm = commands.add_parser("comm", help="the communication ledger as a table")
     _add_target_arguments(comm)
-    comm.add_argument("--latency", type=float, default=None, help="seconds per message")
-    comm.add_argument("--bandwidth", type=float, default=None, help="bytes per second")
+    comm.add_argument("--latency", type=_non_negative, default=None,
+                      help="seconds per message (zero or more)")
+    comm.add_argument("--bandwidth", type=_positive, default=None,
+                      help="bytes per second (more than zero)")
     comm.add_argument("--format", choices=("text", "json"), default="text")
     comm.set_defaults(run=cmd_comm)
 
@@ -340,10 +540,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_environment():
+    """The settings shardc reads from the environment, checked before any work."""
+    from runtime.devices import configured_device_count
+    from runtime.vectorized import BACKENDS
+    backend = os.environ.get("SHARDC_BACKEND", "")
+    if backend and backend not in BACKENDS:
+        raise UsageError(f"SHARDC_BACKEND={backend!r} is not a backend; expected one of "
+                         f"{', '.join(BACKENDS)}")
+    threads = os.environ.get("SHARDC_THREADS", "")
+    if threads and not (threads.strip().isdigit() and int(threads) > 0):
+        raise UsageError(f"SHARDC_THREADS={threads!r}: expected a positive number of threads")
+    try:
+        configured_device_count()
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
 def main(argv=None) -> int:
     from ir.sharding import ReplicationError
     args = build_parser().parse_args(argv)
     try:
+        _check_environment()
         return args.run(args)
     except UsageError as err:
         print(f"shardc: error: {err}", file=sys.stderr)

@@ -11,7 +11,7 @@ from compiler import tree
 from compiler.batching import vmap_axis
 from compiler.batching_axes import named_axes_size
 from compiler.shard_map import UnknownAxisError, current_shard_context
-from compiler.tracing import aval_of, bind, is_python_scalar
+from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding, PartitionSpec
@@ -54,6 +54,19 @@ def _axes(prim_name: str, axis_name) -> tuple:
     return axes
 
 
+def _check_operands(prim_name: str, x):
+    """Every leaf of a collective's operand must be a JAX value (an array or a number)."""
+    check_jax_leaves(tree.tree_leaves(x), x, lambda path: f"{prim_name}: operand x{path}")
+
+
+def _check_int(prim_name: str, param: str, value) -> int:
+    """A static integer parameter (a dimension, a rank): ints only, no floats or strings."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{prim_name}: {param} must be an int, got {value!r} of type "
+                        f"{type(value).__name__}")
+    return int(value)
+
+
 def _no_groups(prim_name, axis_index_groups):
     if axis_index_groups is not None:
         raise NotImplementedError(f"{prim_name}: axis_index_groups is not supported by shardc "
@@ -66,6 +79,7 @@ def axis_size(axis_name) -> int:
 
 
 def _reducing(prim, name, x, axis_name, axis_index_groups):
+    _check_operands(name, x)
     axes = _axes(name, axis_name)
     if axis_index_groups is not None:
         return _grouped_reducing(name, x, axes, axis_index_groups)
@@ -148,6 +162,7 @@ def axis_index(axis_name):
 
 def pvary(x, axis_name):
     """Mark ``x`` as varying over ``axis_name`` (identity on values)."""
+    _check_operands("pvary", x)
     axes = _axes("pvary", axis_name)
     return tree.tree_map(lambda leaf: bind(p.pvary_p, leaf, mesh_axes=axes), x)
 
@@ -162,6 +177,7 @@ def _dimension(prim_name: str, param: str, value: int, rank: int,
                operand_rank: int | None = None) -> int:
     """A dimension parameter, negative values counted from the end of ``rank``; the error
     names the operand's rank (``operand_rank``, when ``rank`` counts an inserted dimension)."""
+    value = _check_int(prim_name, param, value)
     if not -rank <= value < rank:
         raise ValueError(f"{prim_name}: {param}={value} is out of range for an operand of "
                          f"rank {rank if operand_rank is None else operand_rank}")
@@ -178,6 +194,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
 
         blocks over 'i':  [0 1] [2 3] [4 5] [6 7]   tiled ->  [0 1 2 3 4 5 6 7] on every device
     """
+    _check_operands("all_gather", x)
     axes = _axes("all_gather", axis_name)
     if to not in ("varying", "invarying"):
         raise ValueError(f"all_gather: unexpected to={to!r}; expected 'varying' or 'invarying'")
@@ -207,6 +224,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
 
         blocks over 'i': [3 1 4 1] [5 9 2 6] [5 3 5 8] [9 7 1 2]   tiled ->  [22] [20] [12] [17]
     """
+    _check_operands("psum_scatter", x)
     _no_groups("psum_scatter", axis_index_groups)
     axes = _axes("psum_scatter", axis_name)
     size = _group_size(axes)
@@ -236,7 +254,8 @@ def _check_perm(perm, axis_name, size) -> tuple:
         if not isinstance(entry, (list, tuple)) or len(entry) != 2:
             raise TypeError("ppermute: perm must be a list or a tuple of (source, destination) "
                             f"pairs. Got the entry {entry!r}")
-        pairs.append((int(entry[0]), int(entry[1])))
+        pairs.append((_check_int("ppermute", "each perm source", entry[0]),
+                      _check_int("ppermute", "each perm destination", entry[1])))
     pairs = tuple(pairs)
     sources = [s for s, _ in pairs]
     dests = [d for _, d in pairs]
@@ -255,6 +274,7 @@ def ppermute(x, axis_name, perm):
 
         perm [(0,1),(1,2),(2,3),(3,0)]:  [a] [b] [c] [d]  ->  [d] [a] [b] [c]
     """
+    _check_operands("ppermute", x)
     axes = _axes("ppermute", axis_name)
     pairs = _check_perm(perm, axis_name, _group_size(axes))
     return tree.tree_map(lambda leaf: bind(p.ppermute_p, leaf, mesh_axes=axes, perm=pairs), x)
@@ -266,6 +286,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index
 
         tiled, split 0, concat 0:  [a0 a1] [b0 b1]  ->  [a0 b0] [a1 b1]
     """
+    _check_operands("all_to_all", x)
     _no_groups("all_to_all", axis_index_groups)
     axes = _axes("all_to_all", axis_name)
     size = _group_size(axes)
@@ -293,8 +314,10 @@ def pbroadcast(x, axis_name, source):
 
         source=2:  [1] [2] [3] [4]  ->  [3] [3] [3] [3]
     """
+    _check_operands("pbroadcast", x)
     axes = _axes("pbroadcast", axis_name)
     size = _group_size(axes)
+    source = _check_int("pbroadcast", "source", source)
     if not 0 <= source < size:
         raise ValueError(f"pbroadcast: source={source} is out of range for axis_name "
                          f"{axis_name!r} of size {size}")

@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
+from compiler.tracing import Tracer, aval_of, bind, check_jax_value, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding
@@ -70,6 +70,10 @@ def _convert(x, dtype):
 
 
 def _promote(*args):
+    for a in args:      # result_type reads a string as a dtype name; an operand is a value
+                        # (lists are converted by asarray, which checks them)
+        if not (isinstance(a, (Tracer, list, tuple)) or is_python_scalar(a)):
+            check_jax_value(a, "an operand")
     dtype = result_type(*args)
     return [a if isinstance(a, Tracer) and a.aval.dtype == dtype else _convert(a, dtype)
             for a in args]
@@ -370,6 +374,9 @@ def asarray(x, dtype=None):
         dtype = _dt.result_type([_dt.weak_scalar_dtype(v) for v in _flat(x)],
                                 [False] * len(list(_flat(x))))
     array = np.asarray(x, dtype=_dt.canonicalize(dtype) if dtype is not None else None)
+    if not _dt.is_valid(array.dtype):
+        # name the value as given; a list is named by what numpy made of it
+        check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")
     return Array.from_global(array)
 
 

@@ -129,3 +129,44 @@ def test_static_acceptance_implies_runtime_acceptance(kinds, out_spec):
         return          # rejected statically: nothing to hold it to (false positives above)
     dynamic = run(body, out_spec, "runtime", X)      # must not raise: no false negatives
     np.testing.assert_array_equal(np.asarray(static), np.asarray(dynamic))
+
+
+# --- the oracle compares values: signed zeros are equal, NaNs equal NaNs in the same place ------
+
+def _signed_zeros(v):
+    return v * 0.0        # +0.0 where the block is positive, -0.0 where it is negative
+
+
+def _nan_where_negative(v):
+    return jnp.sqrt(v * 0.0 - jnp.where(v < 0, 1.0, 0.0))   # NaN on negative blocks, else 0
+
+
+SIGNED = jnp.concatenate([jnp.ones((4, 4)), -jnp.ones((4, 4))])   # rows 4..7 negative
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_oracle_equates_signed_zeros(jit):
+    out = run(_signed_zeros, P(None, "y"), "runtime", SIGNED, jit)
+    blocks = np.asarray(SIGNED).reshape(4, 2, 4) * 0.0
+    assert np.signbit(blocks[2:]).all() and not np.signbit(blocks[:2]).any()
+    np.testing.assert_array_equal(np.asarray(out), np.zeros((2, 4), np.float32))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_oracle_equates_nans_in_the_same_place(jit):
+    everywhere_nan = lambda v: jnp.sqrt(v * 0.0 - 1.0)
+    out = run(everywhere_nan, P(None, "y"), "runtime", SIGNED, jit)
+    assert np.isnan(np.asarray(out)).all()
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_oracle_tells_nan_from_a_number(jit):
+    with pytest.raises(shardc.ReplicationError, match=r"device 0 \(mesh coordinates \(0, 0\)\) "
+                       r"and device 4 \(mesh coordinates \(2, 0\)\) hold different blocks"):
+        run(_nan_where_negative, P(None, "y"), "runtime", SIGNED, jit)
+
+
+def test_oracle_equates_integer_blocks_by_value():
+    out = run(lambda v: (v * 0).astype(jnp.int32), P(None, "y"), "runtime", SIGNED)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(out), np.zeros((2, 4), np.int32))

@@ -36,3 +36,30 @@ def unchecked_bad(a):
 def ring(a):
     return lax.fori_loop(0, 3, lambda i, v: lax.ppermute(v, "x", [(k, (k + 1) % 4)
                                                                    for k in range(4)]), a)
+
+
+@partial(shardc.shard_map, mesh=mesh, in_specs=P("x"), out_specs=P(), check_vma=False)
+def unchecked_good(a):
+    return lax.psum(a, "x")
+
+
+def _old_unchecked(a):
+    return a * 2
+
+
+from shardc.experimental.shard_map import shard_map as old_shard_map  # noqa: E402
+
+old_unchecked = old_shard_map(_old_unchecked, mesh, in_specs=P("x"), out_specs=P(),
+                              check_rep=False)
+
+
+def scaled(a, *, scale):
+    return a * scale
+
+
+def optional_bias(a, bias=0.0):
+    return a + bias
+
+
+def summed(first, *rest):
+    return sum(rest, first)

@@ -1,0 +1,347 @@
+"""Bad inputs to the API get the error JAX gives (TypeError, ValueError, OverflowError) with a
+message that names the value and where it was given; nothing runs on them.
+
+A generated part feeds every kind of non-array and wrongly-typed value to every place a value
+first enters: shard_map (arguments, outputs), the collectives, jit, make_jaxpr, grad, vjp, jvp,
+vmap and jnp.asarray."""
+import re
+from functools import partial
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import Mesh, PartitionSpec as P
+
+MESH = shardc.make_mesh((4, 2), ("x", "y"))
+NOT_JAX = "which is not a valid JAX type"
+
+
+def smap(body, in_specs=P(), out_specs=P(), check=True):
+    return shardc.shard_map(body, mesh=MESH, in_specs=in_specs, out_specs=out_specs,
+                            check_vma=check)
+
+
+# --- the cases of the issue ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("value, shown", [
+    ("abc", "'abc' of type str"),
+    ("hello", "'hello' of type str"),
+    (object(), "of type object"),
+    (np.array(["a", "b"]), "an array of shape (2,) of dtype str32"),
+    (np.array([1, object()], dtype=object), "an array of shape (2,) of dtype object"),
+])
+def test_shard_map_rejects_values_that_are_not_arrays(value, shown, jit):
+    def body(a):
+        raise AssertionError("the body must not run on a bad value")
+
+    f = smap(body)
+    with pytest.raises(TypeError) as err:
+        (shardc.jit(f) if jit else f)(value)
+    text = str(err.value)
+    assert shown in text and NOT_JAX in text
+    assert ("shard_map of 'body': args[0]" in text) != jit       # jit sees it first
+    assert ("argument args[0] of 'body'" in text) == jit
+
+
+def test_shard_map_names_the_argument_path():
+    f = smap(lambda p: p["w"], in_specs=(P(),))
+    with pytest.raises(TypeError, match=re.escape(
+            "shard_map of '<lambda>': args[0]['b'] is 'bias' of type str, " + NOT_JAX)):
+        f({"w": jnp.ones(4), "b": "bias"})
+
+
+def test_static_arguments_of_a_shard_map_may_be_anything():
+    f = smap(lambda a, label: a * len(label), in_specs=(P("x"), None), out_specs=P("x"))
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(8.), "abc")), np.arange(8.) * 3)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_psum_of_a_string(jit):
+    f = smap(lambda a: lax.psum("abc", "x"))
+    with pytest.raises(TypeError, match=re.escape("psum: operand x is 'abc' of type str, "
+                                                  + NOT_JAX)):
+        (shardc.jit(f) if jit else f)(1.0)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_body_that_returns_a_string(jit):
+    def body(a):
+        return "abc"
+
+    f = smap(body)
+    with pytest.raises(TypeError, match=re.escape(
+            "shard_map of 'body': its output body(*args) is 'abc' of type str, " + NOT_JAX)):
+        (shardc.jit(f) if jit else f)(1.0)
+
+
+def test_a_string_never_reaches_the_printer():
+    """'hello' used to trace into an array of dtype str160 and fail in the printer."""
+    f = smap(lambda a: a)
+    with pytest.raises(TypeError, match=NOT_JAX):
+        shardc.make_jaxpr(f)("hello")
+    with pytest.raises(TypeError, match=re.escape("argument args[0] of '<lambda>' is 'hello'")):
+        shardc.make_jaxpr(lambda a: a)("hello")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Mesh(np.array([], dtype=object), ("x",)),
+    lambda: Mesh(np.empty((0, 2), dtype=object), ("x", "y")),
+    lambda: shardc.make_mesh((0,), ("x",)),
+    lambda: shardc.make_mesh((4, 0), ("x", "y")),
+])
+def test_a_mesh_needs_devices(make):
+    with pytest.raises(ValueError, match=r"Mesh needs at least one device, but its devices "
+                                         r"array has shape \((0,|4, 0|0, 2)\)"):
+        make()
+
+
+def test_mesh_entries_must_be_devices():
+    with pytest.raises(TypeError, match="Mesh devices must be devices .* got 'a' of type str"):
+        Mesh(np.array(["a", "b"], dtype=object), ("x",))
+
+
+def test_a_python_int_too_large_for_int32_is_an_overflow_not_a_wrap():
+    """It used to wrap around silently: jit(lambda a: a + 1)(2**40) gave 1."""
+    with pytest.raises(OverflowError, match=r"argument args\[0\] of '<lambda>' is the Python "
+                                            r"int 1099511627776, too large to convert to int32"):
+        shardc.jit(lambda a: a + 1)(2 ** 40)
+    assert int(shardc.jit(lambda a: a + 1)(2 ** 31 - 2)) == 2 ** 31 - 1
+
+
+def test_dtype_arguments_must_be_numeric():
+    for make in (lambda: jnp.zeros(3, dtype=str), lambda: jnp.ones(3).astype(object),
+                 lambda: shardc.ShapeDtypeStruct((3,), "U2")):
+        with pytest.raises(TypeError, match=r"dtype (str|object|str64) is not a valid JAX type"):
+            make()
+
+
+def test_jnp_operations_reject_strings_instead_of_reading_them_as_dtypes():
+    with pytest.raises(TypeError, match=re.escape("an operand is 'abc' of type str, " + NOT_JAX)):
+        jnp.add("abc", 1)
+    np.testing.assert_array_equal(np.asarray(jnp.add([1, 2], 1)), [2, 3])   # lists still work
+
+
+def test_aux_outputs_stay_python_values():
+    """has_aux output is returned as is (as in JAX), strings included."""
+    g, aux = shardc.grad(lambda v: (jnp.sum(v * v), {"name": "loss", "v": v}), has_aux=True)(
+        jnp.arange(3.))
+    np.testing.assert_allclose(np.asarray(g), [0., 2., 4.])
+    assert aux["name"] == "loss"
+    np.testing.assert_array_equal(np.asarray(aux["v"]), [0., 1., 2.])
+    out, tangent, aux = shardc.jvp(lambda v: (v * 3, object), (2.,), (1.,), has_aux=True)
+    assert float(out) == 6. and float(tangent) == 3. and aux is object
+
+
+def test_valid_values_still_pass():
+    f = smap(lambda a: lax.psum(a, ("x", "y")))
+    for value, dtype in [(1.5, np.float32), (2, np.int32), (True, np.int32),
+                         (np.float16(1.0), np.float16), (1 + 2j, np.complex64),
+                         (np.uint8(3), np.uint8)]:
+        out = f(value)
+        assert out.dtype == dtype
+        np.testing.assert_allclose(np.asarray(out), np.asarray(value).astype(dtype) * 8)
+
+
+# --- generated: every kind of bad value at every place a value enters --------------------------
+
+class _Opaque:
+    def __repr__(self):
+        return "<opaque>"
+
+
+BAD_VALUES = {
+    "str": "abc",
+    "bytes": b"ab",
+    "object": _Opaque(),
+    "set": {1, 2},
+    "function": len,
+    "ellipsis": ...,
+    "str array": np.array(["a", "bc"]),
+    "object array": np.array([1.0, _Opaque()], dtype=object),
+    "bytes array": np.array([b"x"]),
+    "datetime": np.datetime64("2020-01-01"),
+    "timedelta array": np.array([1, 2], dtype="timedelta64[s]"),
+    "record array": np.zeros(2, dtype=[("a", "f4"), ("b", "i4")]),
+    "str scalar": np.str_("abc"),
+}
+if np.dtype(np.longdouble).itemsize > 8:
+    BAD_VALUES["long double array"] = np.ones(2, dtype=np.longdouble)
+
+
+def _in_body(collective):
+    return lambda v: smap(lambda a: collective(v))(jnp.ones(8))
+
+
+ENTRIES = {
+    # name: (call with the bad value, text the message must name)
+    "shard_map argument": (lambda v: smap(lambda a: a)(v), "args[0]"),
+    "shard_map nested argument": (lambda v: smap(lambda a: a)((1.0, [v])), "args[0][1][0]"),
+    "shard_map under jit": (lambda v: shardc.jit(smap(lambda a: a))(v), "args[0]"),
+    "shard_map output": (lambda v: smap(lambda a: (a, v))(1.0),
+                         "its output <lambda>(*args)[1]"),
+    "psum": (_in_body(lambda v: lax.psum(v, "x")), "psum: operand x"),
+    "pmean": (_in_body(lambda v: lax.pmean(v, "y")), "pmean: operand x"),
+    "pmax": (_in_body(lambda v: lax.pmax([1.0, v], "x")), "pmax: operand x[1]"),
+    "pmin": (_in_body(lambda v: lax.pmin(v, "x")), "pmin: operand x"),
+    "all_gather": (_in_body(lambda v: lax.all_gather(v, "x")), "all_gather: operand x"),
+    "psum_scatter": (_in_body(lambda v: lax.psum_scatter(v, "x")), "psum_scatter: operand x"),
+    "ppermute": (_in_body(lambda v: lax.ppermute(v, "x", [(0, 1)])), "ppermute: operand x"),
+    "all_to_all": (_in_body(lambda v: lax.all_to_all(v, "x", 0, 0)), "all_to_all: operand x"),
+    "pvary": (_in_body(lambda v: lax.pvary(v, "x")), "pvary: operand x"),
+    "pbroadcast": (_in_body(lambda v: lax.pbroadcast(v, "x", 0)), "pbroadcast: operand x"),
+    "jit argument": (lambda v: shardc.jit(lambda a: a)(v), "argument args[0] of '<lambda>'"),
+    "jit keyword argument": (lambda v: shardc.jit(lambda a=0: a)(a=v),
+                             "argument kwargs['a'] of '<lambda>'"),
+    "jit output": (lambda v: shardc.jit(lambda a: v)(1.0), "the output <lambda>(*args)"),
+    "make_jaxpr argument": (lambda v: shardc.make_jaxpr(lambda a: a)(v), "argument args[0]"),
+    "grad argument": (lambda v: shardc.grad(lambda a: a)(v),
+                      "differentiated argument args[0] of '<lambda>'"),
+    "grad argnums": (lambda v: shardc.grad(lambda a, b: b, argnums=1)(1.0, {"k": v}),
+                     "differentiated argument args[1]['k']"),
+    "value_and_grad": (lambda v: shardc.value_and_grad(lambda a: a)(v),
+                       "differentiated argument args[0]"),
+    "vjp primal": (lambda v: shardc.vjp(lambda a: a, v), "differentiated argument primals[0]"),
+    "jvp primal": (lambda v: shardc.jvp(lambda a: a, (v,), (1.0,)),
+                   "differentiated argument primals[0]"),
+    "jvp tangent": (lambda v: shardc.jvp(lambda a: a, (1.0,), (v,)),
+                    "differentiated argument tangents[0]"),
+    "vmap argument": (lambda v: shardc.vmap(lambda a: a)(v),
+                      "vmap of '<lambda>': argument args[0]"),
+    "jnp.asarray": (lambda v: jnp.asarray(v), "asarray: x"),
+    "device_put": (lambda v: shardc.device_put({"w": v}, P("x")), "device_put: x['w']"),
+    "jnp operand": (lambda v: jnp.ones(3) * v, "an operand"),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+@pytest.mark.parametrize("kind", sorted(BAD_VALUES))
+def test_generated_bad_value_is_a_type_error_naming_it(entry, kind):
+    call, where = ENTRIES[entry]
+    with pytest.raises(TypeError) as err:
+        call(BAD_VALUES[kind])
+    text = str(err.value)
+    assert NOT_JAX in text, text
+    assert where in text, text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize("entry", ["shard_map argument", "shard_map under jit", "jit argument",
+                                   "grad argument", "vmap argument", "make_jaxpr argument"])
+def test_generated_out_of_range_int_is_an_overflow(entry):
+    call, where = ENTRIES[entry]
+    for value in (2 ** 31, -2 ** 31 - 1, 10 ** 20):
+        with pytest.raises(OverflowError) as err:
+            call(value)
+        text = str(err.value)
+        assert where in text and f"is the Python int {value}, too large to convert to int32" \
+            in text, text
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: smap(lambda a: lax.psum(a, {"x"}))(1.0), TypeError, "must be a tuple or a str"),
+    (lambda: smap(lambda a: lax.psum(a, 3))(1.0), ValueError, "unknown mesh axis '3'"),
+    (lambda: smap(lambda a: lax.psum(a, "z"))(1.0), ValueError, "unknown mesh axis 'z'"),
+    (lambda: smap(lambda a: lax.all_gather(a, "x", axis="0"))(jnp.ones(4)), TypeError,
+     "all_gather: axis must be an int, got '0' of type str"),
+    (lambda: smap(lambda a: lax.all_gather(a, "x", axis=0.0))(jnp.ones(4)), TypeError,
+     "all_gather: axis must be an int, got 0.0 of type float"),
+    (lambda: smap(lambda a: lax.psum_scatter(a, "x", scatter_dimension=None))(jnp.ones(4)),
+     TypeError, "psum_scatter: scatter_dimension must be an int, got None"),
+    (lambda: smap(lambda a: lax.all_to_all(a, "x", "0", 0))(jnp.ones(4)), TypeError,
+     "all_to_all: split_axis must be an int"),
+    (lambda: smap(lambda a: lax.ppermute(a, "x", [("a", 1)]))(1.0), TypeError,
+     "ppermute: each perm source must be an int, got 'a' of type str"),
+    (lambda: smap(lambda a: lax.ppermute(a, "x", [(0, 1.5)]))(1.0), TypeError,
+     "ppermute: each perm destination must be an int, got 1.5 of type float"),
+    (lambda: smap(lambda a: lax.ppermute(a, "x", "01"))(1.0), TypeError,
+     "perm must be a list or a tuple of (source, destination) pairs"),
+    (lambda: smap(lambda a: lax.pbroadcast(a, "x", "0"))(1.0), TypeError,
+     "pbroadcast: source must be an int, got '0' of type str"),
+    (lambda: smap(lambda a: lax.pbroadcast(a, "x", 9))(1.0), ValueError,
+     "pbroadcast: source=9 is out of range"),
+    (lambda: shardc.shard_map(lambda a: a, mesh="mesh", in_specs=P(), out_specs=P()), TypeError,
+     "shard_map requires a Mesh instance for its second argument, but got mesh of type"),
+    (lambda: shardc.shard_map("f", mesh=MESH, in_specs=P(), out_specs=P()), TypeError,
+     "shard_map requires a callable for its first argument"),
+    (lambda: shardc.shard_map(lambda a: a, mesh=MESH, in_specs="x", out_specs=P()), TypeError,
+     "in_specs argument must be a pytree of PartitionSpec instances"),
+    (lambda: shardc.vmap("f"), TypeError, "Expected a callable value"),
+    (lambda: shardc.vmap(lambda a: a, in_axes="0")(jnp.ones(3)), (TypeError, ValueError),
+     "in_axes"),
+    (lambda: shardc.grad(lambda a: a, argnums=2)(1.0), TypeError, "argnums=2 requires at least 3"),
+])
+def test_wrongly_typed_parameters(call, error, message):
+    with pytest.raises(error) as err:
+        call()
+    assert message in str(err.value)
+
+
+# --- property: the first bad leaf of any pytree is named by its key path ------------------------
+
+PYTREES = st.recursive(
+    st.just(1.0),
+    lambda children: (st.lists(children, min_size=1, max_size=3)
+                      | st.tuples(children, children)
+                      | st.dictionaries(st.sampled_from("abc"), children, min_size=1,
+                                        max_size=2)),
+    max_leaves=6)
+
+
+def _with_bad_leaf(tree, index, bad, path=""):
+    """``tree`` with its ``index``-th leaf (flattening order: dict keys sorted) replaced by
+    ``bad``; returns (new tree, that leaf's key path, leaves left to skip)."""
+    if isinstance(tree, dict):
+        items, found = {}, None
+        for key in sorted(tree):
+            items[key], sub, index = _with_bad_leaf(tree[key], index, bad, f"{path}[{key!r}]")
+            found = found or sub
+        return items, found, index
+    if isinstance(tree, (list, tuple)):
+        items, found = [], None
+        for k, child in enumerate(tree):
+            item, sub, index = _with_bad_leaf(child, index, bad, f"{path}[{k}]")
+            items.append(item)
+            found = found or sub
+        return type(tree)(items), found, index
+    if index == 0:
+        return bad, path, -1
+    return tree, None, index - 1
+
+
+def _leaf_count(tree) -> int:
+    if isinstance(tree, dict):
+        return sum(_leaf_count(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return sum(_leaf_count(v) for v in tree)
+    return 1
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(PYTREES, st.integers(0, 5), st.sampled_from(["abc", _Opaque(), b"x"]))
+def test_property_the_bad_leaf_is_named_by_its_path(tree, pick, bad):
+    index = pick % _leaf_count(tree)
+    broken, path, _ = _with_bad_leaf(tree, index, bad)
+    calls = {
+        f"shard_map of 'ident': args[0]{path} is ": lambda: smap(ident)(broken),
+        f"argument args[0]{path} of 'ident' is ": lambda: shardc.jit(ident)(broken),
+        f"differentiated argument args[0]{path} of 'total' is ":
+            lambda: shardc.grad(total)(broken),
+        f"psum: operand x{path} is ": lambda: smap(lambda a: lax.psum(broken, "x"))(1.0),
+    }
+    for expected, call in calls.items():
+        with pytest.raises(TypeError) as err:
+            call()
+        assert expected in str(err.value) and NOT_JAX in str(err.value)
+
+
+def ident(tree):
+    return tree
+
+
+def total(tree):
+    return sum(shardc.tree_util.tree_leaves(tree))
