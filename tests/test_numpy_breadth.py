@@ -1186,3 +1186,29 @@ def test_array_methods_of_the_new_functions():
     np.testing.assert_array_equal(np.asarray(picked(jnp.asarray(data))), data[:, [0, 2]])
     found = shardc.jit(lambda x: x[jnp.nonzero(np.array([0, 1, 1]))[0]])
     np.testing.assert_array_equal(np.asarray(found(jnp.asarray(data[0]))), data[0, 1:])
+
+
+VMAPPED = {
+    "unique_sized": (lambda r: jnp.unique(r, size=6, fill_value=9),
+                     lambda r: _padded(np.unique(r), 6, 9)),
+    "argsort": (jnp.argsort, lambda r: np.argsort(r, kind="stable")),
+    "searchsorted": (lambda r: jnp.searchsorted(jnp.sort(r), r),
+                     lambda r: np.searchsorted(np.sort(r), r)),
+    "quantile": (lambda r: jnp.quantile(r, 0.3), lambda r: np.quantile(r, 0.3)),
+    "isin": (lambda r: jnp.isin(r, r[:2]), lambda r: np.isin(r, r[:2])),
+    "cumprod": (jnp.cumprod, np.cumprod),
+    "nonzero_sized": (lambda r: jnp.nonzero(r, size=6)[0],
+                      lambda r: _padded(np.nonzero(r)[0], 6, 0)),
+    "take_along_axis": (lambda r: jnp.take_along_axis(r, jnp.argsort(r)[::-1], 0),
+                        lambda r: np.sort(r)[::-1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VMAPPED))
+def test_new_functions_under_vmap(name):
+    fn, reference = VMAPPED[name]
+    x = np.random.default_rng(0).integers(-3, 3, (4, 6)).astype(np.float32)
+    want = np.stack([reference(r) for r in x])
+    for run in (shardc.vmap(fn), shardc.jit(shardc.vmap(fn))):
+        got = np.asarray(run(jnp.asarray(x)))
+        np.testing.assert_allclose(got, want.astype(got.dtype), rtol=1e-6)
