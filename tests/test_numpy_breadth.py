@@ -1212,3 +1212,29 @@ def test_new_functions_under_vmap(name):
     for run in (shardc.vmap(fn), shardc.jit(shardc.vmap(fn))):
         got = np.asarray(run(jnp.asarray(x)))
         np.testing.assert_allclose(got, want.astype(got.dtype), rtol=1e-6)
+
+
+def test_index_tricks_and_abstract_types():
+    for got, want in ((jnp.mgrid[0:3, 1:5:2], np.mgrid[0:3, 1:5:2]),
+                      (jnp.mgrid[0:1:5j], np.mgrid[0:1:5j]),
+                      (jnp.mgrid[0:1:0.25], np.mgrid[0:1:0.25])):
+        assert np.asarray(got).dtype == (I32 if want.dtype.kind == "i" else F32)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    for got, want in zip(jnp.ogrid[0:2, 0:3], np.ogrid[0:2, 0:3]):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    a, b = np.arange(3, dtype=np.float32), np.ones(3, np.float32)
+    run = shardc.jit(lambda x, y: (jnp.r_[x, y, 7.0], jnp.c_[x, y], jnp.r_[0:3, x]))
+    for got in (run(jnp.asarray(a), jnp.asarray(b)),
+                (jnp.r_[a, b, 7.0], jnp.c_[a, b], jnp.r_[0:3, a])):
+        for g, w in zip(got, (np.r_[a, b, 7.0], np.c_[a, b], np.r_[0:3, a])):
+            np.testing.assert_array_equal(np.asarray(g), w)
+    x = jnp.arange(10)
+    np.testing.assert_array_equal(np.asarray(x[jnp.s_[2:8:3]]), [2, 5])
+    assert jnp.index_exp[1:2] == (slice(1, 2),)
+    assert jnp.issubdtype(jnp.float32, jnp.floating) and jnp.issubdtype(jnp.int32, jnp.integer)
+    assert not jnp.issubdtype(jnp.uint8, jnp.signedinteger)
+    assert jnp.euler_gamma == np.euler_gamma
+    with pytest.raises(TypeError, match="slices of Python numbers"):
+        jnp.mgrid[0:jnp.asarray(3)]
+    with pytest.raises(NotImplementedError, match="directive strings"):
+        jnp.r_["0,2", a, b]
