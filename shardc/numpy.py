@@ -1202,6 +1202,7 @@ from shardc._numpy_sorting import *  # noqa: E402,F401,F403
 from shardc._numpy_arrays import *  # noqa: E402,F401,F403
 from shardc._numpy_math import *  # noqa: E402,F401,F403
 from shardc._numpy_ufunc import *  # noqa: E402,F401,F403
+from shardc._numpy_index_tricks import *  # noqa: E402,F401,F403
 
 _METHODS.update({
     "sort": sort, "argsort": argsort, "searchsorted": searchsorted,  # noqa: F405

@@ -1186,3 +1186,55 @@ def test_array_methods_of_the_new_functions():
     np.testing.assert_array_equal(np.asarray(picked(jnp.asarray(data))), data[:, [0, 2]])
     found = shardc.jit(lambda x: x[jnp.nonzero(np.array([0, 1, 1]))[0]])
     np.testing.assert_array_equal(np.asarray(found(jnp.asarray(data[0]))), data[0, 1:])
+
+
+VMAPPED = {
+    "unique_sized": (lambda r: jnp.unique(r, size=6, fill_value=9),
+                     lambda r: _padded(np.unique(r), 6, 9)),
+    "argsort": (jnp.argsort, lambda r: np.argsort(r, kind="stable")),
+    "searchsorted": (lambda r: jnp.searchsorted(jnp.sort(r), r),
+                     lambda r: np.searchsorted(np.sort(r), r)),
+    "quantile": (lambda r: jnp.quantile(r, 0.3), lambda r: np.quantile(r, 0.3)),
+    "isin": (lambda r: jnp.isin(r, r[:2]), lambda r: np.isin(r, r[:2])),
+    "cumprod": (jnp.cumprod, np.cumprod),
+    "nonzero_sized": (lambda r: jnp.nonzero(r, size=6)[0],
+                      lambda r: _padded(np.nonzero(r)[0], 6, 0)),
+    "take_along_axis": (lambda r: jnp.take_along_axis(r, jnp.argsort(r)[::-1], 0),
+                        lambda r: np.sort(r)[::-1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VMAPPED))
+def test_new_functions_under_vmap(name):
+    fn, reference = VMAPPED[name]
+    x = np.random.default_rng(0).integers(-3, 3, (4, 6)).astype(np.float32)
+    want = np.stack([reference(r) for r in x])
+    for run in (shardc.vmap(fn), shardc.jit(shardc.vmap(fn))):
+        got = np.asarray(run(jnp.asarray(x)))
+        np.testing.assert_allclose(got, want.astype(got.dtype), rtol=1e-6)
+
+
+def test_index_tricks_and_abstract_types():
+    for got, want in ((jnp.mgrid[0:3, 1:5:2], np.mgrid[0:3, 1:5:2]),
+                      (jnp.mgrid[0:1:5j], np.mgrid[0:1:5j]),
+                      (jnp.mgrid[0:1:0.25], np.mgrid[0:1:0.25])):
+        assert np.asarray(got).dtype == (I32 if want.dtype.kind == "i" else F32)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    for got, want in zip(jnp.ogrid[0:2, 0:3], np.ogrid[0:2, 0:3]):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    a, b = np.arange(3, dtype=np.float32), np.ones(3, np.float32)
+    run = shardc.jit(lambda x, y: (jnp.r_[x, y, 7.0], jnp.c_[x, y], jnp.r_[0:3, x]))
+    for got in (run(jnp.asarray(a), jnp.asarray(b)),
+                (jnp.r_[a, b, 7.0], jnp.c_[a, b], jnp.r_[0:3, a])):
+        for g, w in zip(got, (np.r_[a, b, 7.0], np.c_[a, b], np.r_[0:3, a])):
+            np.testing.assert_array_equal(np.asarray(g), w)
+    x = jnp.arange(10)
+    np.testing.assert_array_equal(np.asarray(x[jnp.s_[2:8:3]]), [2, 5])
+    assert jnp.index_exp[1:2] == (slice(1, 2),)
+    assert jnp.issubdtype(jnp.float32, jnp.floating) and jnp.issubdtype(jnp.int32, jnp.integer)
+    assert not jnp.issubdtype(jnp.uint8, jnp.signedinteger)
+    assert jnp.euler_gamma == np.euler_gamma
+    with pytest.raises(TypeError, match="slices of Python numbers"):
+        jnp.mgrid[0:jnp.asarray(3)]
+    with pytest.raises(NotImplementedError, match="directive strings"):
+        jnp.r_["0,2", a, b]

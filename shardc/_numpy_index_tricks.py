@@ -1,0 +1,82 @@
+"""numpy's index helpers and abstract scalar types under ``shardc.numpy``.
+
+``mgrid`` and ``ogrid`` build grids from static slices; ``r_`` and ``c_`` join arrays (and
+slices, read as ranges) along the first and the last axis; ``s_`` and ``index_exp`` are
+numpy's own (they only build index tuples).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from shardc.numpy import _is_array, _shape, asarray
+import shardc.numpy as jnp
+
+__all__ = [
+    "mgrid", "ogrid", "r_", "c_", "s_", "index_exp", "euler_gamma", "ComplexWarning",
+    "character", "complexfloating", "flexible", "floating", "generic", "inexact", "integer",
+    "number", "object_", "signedinteger", "unsignedinteger",
+]
+
+# numpy's abstract scalar types and constants, as jax.numpy re-exports them
+character, complexfloating, flexible, floating = (np.character, np.complexfloating,
+                                                  np.flexible, np.floating)
+generic, inexact, integer, number = np.generic, np.inexact, np.integer, np.number
+object_, signedinteger, unsignedinteger = np.object_, np.signedinteger, np.unsignedinteger
+euler_gamma = np.euler_gamma
+ComplexWarning = np.exceptions.ComplexWarning
+s_, index_exp = np.s_, np.index_exp
+
+
+def _static_slices(key, name):
+    """``key`` itself (one slice or a tuple of them), once each slice is checked static."""
+    for k in (key if isinstance(key, tuple) else (key,)):
+        if not isinstance(k, slice) or any(_is_array(v) for v in (k.start, k.stop, k.step)):
+            raise TypeError(f"jnp.{name} takes slices of Python numbers, got {k!r}")
+    return key
+
+
+class _Grid:
+    """``mgrid[...]`` / ``ogrid[...]``: numpy's grids of static slices, as arrays of the
+    canonical dtypes (int32, float32)."""
+
+    def __init__(self, sparse: bool, name: str):
+        self.sparse, self.name = sparse, name
+
+    def __getitem__(self, key):
+        grid = np.ogrid if self.sparse else np.mgrid
+        values = grid[_static_slices(key, self.name)]
+        if isinstance(values, (list, tuple)):
+            return [asarray(v) for v in values]
+        return asarray(values)
+
+
+mgrid = _Grid(False, "mgrid")
+ogrid = _Grid(True, "ogrid")
+
+
+def _as_piece(item):
+    if isinstance(item, str):
+        raise NotImplementedError("jnp.r_/jnp.c_: directive strings are not supported by "
+                                  "shardc; use jnp.concatenate")
+    if isinstance(item, slice):
+        return asarray(np.r_[item])
+    return jnp.atleast_1d(asarray(item) if not _is_array(item) else item)
+
+
+class _Concatenator:
+    """``r_[...]`` joins along the first axis; ``c_[...]`` makes 1-D pieces columns and joins
+    along the last axis."""
+
+    def __init__(self, columns: bool):
+        self.columns = columns
+
+    def __getitem__(self, key):
+        pieces = [_as_piece(k) for k in (key if isinstance(key, tuple) else (key,))]
+        if not self.columns:
+            return jnp.concatenate(pieces, axis=0)
+        pieces = [jnp.reshape(p, (-1, 1)) if len(_shape(p)) == 1 else p for p in pieces]
+        return jnp.concatenate(pieces, axis=-1)
+
+
+r_ = _Concatenator(columns=False)
+c_ = _Concatenator(columns=True)
