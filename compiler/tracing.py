@@ -123,6 +123,13 @@ class Trace:
         raise NotImplementedError(f"shard_map under {type(self).__name__}")
 
 
+# Primitives an eager trace (this one, or an eager shard_map body) runs itself rather than
+# handing them to the backend: ``rule(*values, **params) -> list of results`` binds other
+# primitives in the current trace. A call (remat, custom_jvp/vjp) runs its body equation by
+# equation, so a shard_map inside it runs as any shard_map does.
+eager_rules: dict = {}
+
+
 class EvalTrace(Trace):
     """The bottom trace: primitives run at once on concrete values."""
 
@@ -135,6 +142,9 @@ class EvalTrace(Trace):
     def process_primitive(self, prim, values, params):
         # The shape rule runs first so bad operands get the same error as under jit.
         out_avals(prim, [aval_of(v) for v in values], params)
+        rule = eager_rules.get(prim)
+        if rule is not None:
+            return rule(*values, **params)
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
             return execute_equation(prim, values, params)
