@@ -185,6 +185,9 @@ class Split:
     unknown: Program
     out_unknown: list          # per original output: computed by the unknown part
     num_residuals: int
+    # id of a known-part equation a rule made -> the equation it came from (remat asks its
+    # policy about the original)
+    origin: dict = dataclasses.field(default_factory=dict)
 
 
 def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split:
@@ -195,6 +198,7 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
     # Known values a rule chose to recompute on the unknown side: later unknown equations
     # read the recomputed variable instead of keeping the known one as a residual.
     recomputed: dict = {}
+    origin: dict = {}
     for eqn in program.eqns:
         ins_unknown = [isinstance(a, Var) and id(a) in unknown for a in eqn.invars]
         if not any(ins_unknown):
@@ -207,6 +211,7 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
             unknown.update(id(v) for v in eqn.outvars)
             continue
         k_eqns, u_eqns, unknown_outs, *extra = rule(eqn, ins_unknown)
+        origin.update((id(k), eqn) for k in k_eqns)
         known_eqns.extend(k_eqns)
         unknown_eqns.extend(u_eqns)
         # whatever the unknown side computes is unknown here, recomputed values included
@@ -226,7 +231,7 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
     known = Program([], known_in, known_eqns, known_outs + residuals)
     rest = Program([], residuals + unknown_invars, unknown_eqns, unknown_outs)
     flags = [u or inst for u, inst in zip(out_unknown, instantiate)]
-    return Split(known, rest, flags, len(residuals))
+    return Split(known, rest, flags, len(residuals), origin)
 
 
 def _renamed(eqn: Eqn, recomputed: dict) -> Eqn:

@@ -119,7 +119,11 @@ def _remat_partial_eval(eqn: Eqn, ins_unknown: list):
     inputs = {id(v) for v in split.known.invars}
 
     def is_saved(var) -> bool:
-        return id(var) in inputs or id(producer[id(var)]) in saved_eqns
+        # an equation a rule split off (a shard_map's forward part) is saved as its original
+        if id(var) in inputs:
+            return True
+        made_by = producer[id(var)]
+        return id(split.origin.get(id(made_by), made_by)) in saved_eqns
 
     replay: dict = {}
 

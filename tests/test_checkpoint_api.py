@@ -87,6 +87,10 @@ def test_the_backward_pass_runs_the_forward_shard_map_again():
               if e.primitive.name == "shard_map"]
     # the forward body and its recomputation both compute sin(sin(x)); nothing is kept
     assert [count(b, "sin") for b in bodies] == [2, 2, 0]
+    # a policy saving the shard_map keeps its residuals: nothing runs again
+    saved = jax.remat(loss, policy=jax.checkpoint_policies.everything_saveable)
+    assert shard_map_count(jax.value_and_grad(saved), X8) == 2
+    close(jax.jit(jax.grad(saved))(X8), jax.grad(loss)(X8))
     saving = jax.make_jaxpr(jax.grad(loss))(X8).jaxpr
     assert sum(count(e.params["jaxpr"], "sin") for e in saving.eqns
                if e.primitive.name == "shard_map") == 2

@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 import shardc as jax
 import shardc.numpy as jnp
+from compiler.autodiff import eval_program, jvp_eval
 from compiler.tracing import UnexpectedTracerError
 from ir.parser import parse_program
 from ir.printer import print_program
@@ -432,3 +433,109 @@ def test_custom_gradients_in_a_body_match_hand_derived_values(values):
                          mesh=MESH, in_specs=P("i"), out_specs=P())
     x64 = np.asarray(x, np.float64)
     close(jax.jit(jax.grad(loss))(x), sigmoid(x64) + 3 * np.cos(x64), rtol=1e-5, atol=1e-6)
+
+
+def _pair_rule(structure):
+    """A custom_jvp function of two outputs whose rule returns ``structure(primals)``."""
+    @jax.custom_jvp
+    def f(x):
+        return x, 2 * x
+    f.defjvp(lambda p, t: structure(p[0], t[0]))
+    return f
+
+
+def _fwd_rule(fwd):
+    @jax.custom_vjp
+    def f(x):
+        return x * 2
+    f.defvjp(fwd, lambda r, g: (g,))
+    return f
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: jax.grad(_pair_rule(lambda x, t: ((x, 2 * x), [t, t])))(1.), TypeError,
+     "must produce primal and tangent outputs with equal container"),
+    (lambda: jax.grad(lambda x: _pair_rule(lambda x, t: ([x, 2 * x], [t, t]))(x)[0])(1.),
+     TypeError, "first element had container/pytree structure:\n    \\[f32\\[\\], f32\\[\\]\\]"),
+    (lambda: jax.jvp(_pair_rule(lambda x, t: ((x, 2 * x), (jnp.ones(2), t))), (1.,), (1.,)),
+     TypeError, "corresponding shapes and dtypes, but got:\n  primal f32\\[\\] with tangent "
+                "f32\\[2\\], expecting tangent f32\\[\\]"),
+    (lambda: jax.grad(_fwd_rule(lambda x: x * 2))(1.), TypeError,
+     "instead of a pair the fwd rule <lambda> produced"),
+    (lambda: jax.grad(_fwd_rule(lambda x: ((x * 2,), None)))(1.), TypeError,
+     "first element had container/pytree structure"),
+    (lambda: jax.grad(_fwd_rule(lambda x: (x * 2, "saved")))(1.), TypeError,
+     "residuals must be arrays"),
+    (lambda: jax.vmap(lambda x: jax.jvp(sin_scaled_ct, (x,), (x,)))(jnp.ones(2)), TypeError,
+     "can't apply forward-mode autodiff"),
+])
+def test_rule_output_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_argument_and_definition_errors():
+    @jax.custom_vjp
+    def f(x, *, k):
+        return x * k
+    with pytest.raises(AttributeError, match="No VJP defined for custom_vjp function f"):
+        f(1., k=2.)
+    f.defvjp(lambda x, k: (x, None), lambda r, g: (g,))
+    with pytest.raises(TypeError, match="could not be resolved to positional-only arguments"):
+        jax.grad(lambda x: f(x, k=2.))(1.)
+    with pytest.raises(TypeError, match="is not an array; pass arguments that are not arrays"):
+        jax.grad(lambda x: sin_scaled_ct((x, "text")))(1.)
+
+    @partial(jax.custom_jvp, nondiff_argnums=(0,))
+    def g(f, x):
+        return f(x)
+    with pytest.raises(TypeError, match="Can't use ``defjvps`` with ``nondiff_argnums``."):
+        g.defjvps(None)
+
+    def closing_over_x(x):
+        @jax.custom_jvp
+        def h(y):
+            return x * y
+        h.defjvp(lambda p, t: (h(p[0]), t[0]))
+        return h(1.)
+    with pytest.raises(CustomVJPException, match="differentiation of a custom_jvp function "
+                                                 "with respect to a closed-over value"):
+        jax.grad(closing_over_x)(2.)
+
+    @jax.custom_vjp
+    def z(x):
+        return x
+    z.defvjp(lambda x: (x, None), lambda r, g: (SymbolicZero(jnp.ones(3).aval),))
+    with pytest.raises(ValueError, match="produced a SymbolicZero with a shape/dtype that does "
+                                         "not match"):
+        jax.grad(z)(1.)
+    _, f_jvp = jax.linearize(jnp.sin, 1.)
+    with pytest.raises(TypeError, match="linearized function called with tangents of "
+                                        "structure"):
+        f_jvp(1., 2.)
+
+
+def test_rules_closing_over_arrays_inside_a_body_ask_for_an_argument():
+    table = jnp.asarray([1., 2.])
+
+    @jax.custom_jvp
+    def f(x):
+        return x * 2
+
+    @f.defjvp
+    def _(p, t):
+        return f(p[0]), t[0] * table
+    loss = jax.shard_map(lambda x: jax.lax.psum(f(x).sum(), "i"), mesh=MESH, in_specs=P("i"),
+                         out_specs=P())
+    with pytest.raises(NotImplementedError, match="closes over an array constant; pass the "
+                                                  "array to the custom function as an argument"):
+        jax.grad(loss)(X8)
+
+
+def test_a_program_read_from_text_runs_but_its_rules_are_names():
+    text = print_program(jax.make_jaxpr(log1pexp)(1.).jaxpr)
+    program = parse_program(text)
+    assert float(eval_program(program, [np.float32(2.)])[0]) == pytest.approx(np.log1p(np.e ** 2),
+                                                                             rel=1e-6)
+    with pytest.raises(NotImplementedError, match="rule 'log1pexp_jvp' is only a name here"):
+        jvp_eval(program, [np.float32(2.)], [np.float32(1.)])
