@@ -2,14 +2,15 @@
 
 ``remat``, ``custom_jvp_call`` and ``custom_vjp_call`` compute exactly what their body computes,
 and ``name`` (``checkpoint_name``) is the identity: their meaning beyond that is for autodiff,
-which is done once a program is being lowered. Inlining them first lets lowering find every
-shard_map (a ``remat`` of a shard_map at the top level of a jitted gradient, a shard_map inside
-a custom_vjp's fwd rule) and means no backend ever meets them.
+which is done once a program is being lowered. Inlining custom calls and names first means no
+backend ever meets them, and inlining a remat that holds a shard_map (at the top level of a
+jitted gradient) lets lowering find that shard_map, as it finds one inside a custom_vjp's
+rules. Other remats stay as they print: lowering and the backends run them inline.
 
 ``custom_lin`` (a custom_vjp function's tangent) has no value to compute: reaching lowering
 means a custom_vjp function was differentiated in forward mode, which is an error, as in JAX.
 
-    remat[jaxpr={ lambda ; a. let b = sin a in (b,) }] x     ->     b' = sin x
+    custom_jvp_call[jaxpr={ lambda ; a. let b = sin a in (b,) } ...] x     ->     b' = sin x
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, Var
 from ir.graph import replace_sub_programs, sub_programs
 
-# Calls whose body runs in their place; ``name`` is replaced by its operand.
+# Calls whose body runs in their place (a remat only around a shard_map); ``name`` is
+# replaced by its operand.
 INLINED_CALLS = (prims.remat_p,) + prims.CUSTOM_CALLS
 _REWRITTEN = INLINED_CALLS + (prims.name_p, prims.custom_lin_p)
 
@@ -30,8 +32,9 @@ def custom_vjp_jvp_error() -> TypeError:
 
 
 def inline_calls(program: Program) -> Program:
-    """``program`` with every remat, custom_jvp/custom_vjp call and ``name`` equation replaced
-    by what it computes, in sub-programs too (``program`` itself when there is none).
+    """``program`` with every custom_jvp/custom_vjp call, ``name`` equation and remat holding a
+    shard_map replaced by what it computes, in sub-programs too (``program`` itself when there
+    is none).
 
     Inlined bodies get fresh variables, so one body inlined twice never binds a variable twice.
     Raises TypeError at a ``custom_lin`` equation (a custom_vjp function under ``jvp``).
@@ -45,8 +48,21 @@ def inline_calls(program: Program) -> Program:
 
 
 def _holds_rewritten(program: Program) -> bool:
-    return any(eqn.primitive in _REWRITTEN
-               or any(_holds_rewritten(sub) for _, _, sub in sub_programs(eqn))
+    return any(_rewrites(eqn) or any(_holds_rewritten(sub) for _, _, sub in sub_programs(eqn))
+               for eqn in program.eqns)
+
+
+def _rewrites(eqn: Eqn) -> bool:
+    """Custom calls, names and custom_lin always; a remat only around a shard_map (lowering
+    must find it). Other remats stay, as printed: lowering and backends run them inline."""
+    if eqn.primitive is prims.remat_p:
+        return _holds_shard_map(eqn.params["jaxpr"])
+    return eqn.primitive in _REWRITTEN
+
+
+def _holds_shard_map(program: Program) -> bool:
+    return any(eqn.primitive is prims.shard_map_p
+               or any(_holds_shard_map(sub) for _, _, sub in sub_programs(eqn))
                for eqn in program.eqns)
 
 
@@ -64,7 +80,7 @@ def _inline_into(program: Program, subst: dict, eqns: list, fresh: bool) -> list
         if prim is prims.name_p:
             subst[id(eqn.outvars[0])] = invars[0]
             continue
-        if prim in INLINED_CALLS:
+        if prim in INLINED_CALLS and _rewrites(eqn):
             body = eqn.params["jaxpr"]
             inner = {id(v): a for v, a in zip(list(body.constvars) + list(body.invars), invars)}
             for outer, atom in zip(eqn.outvars, _inline_into(body, inner, eqns, fresh=True)):
