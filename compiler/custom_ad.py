@@ -90,7 +90,17 @@ def custom_vjp_primal_tree_values(tree_of_primals):
 def zero_from_primal(value, symbolic_zeros: bool = False):
     """A zero tangent for ``value``: a ``SymbolicZero`` or an array of zeros."""
     aval = aval_of(value)
-    return SymbolicZero(aval) if symbolic_zeros else zeros_like_aval(aval)
+    return SymbolicZero(aval) if symbolic_zeros else typed_zeros(aval)
+
+
+def typed_zeros(aval):
+    """Zeros of ``aval``, varying over its mesh axes in a checked body (so a rule passing a
+    zero tangent through keeps its primal's type)."""
+    zeros = zeros_like_aval(aval.strip_vma())
+    if aval.vma and _checks_vma():
+        axes = tuple(a for a in _axis_order() if a in aval.vma)
+        zeros = bind(p.pvary_p, zeros, mesh_axes=axes)
+    return zeros
 
 
 class CustomRule:
@@ -406,18 +416,22 @@ def _flat_jvp(rule, in_tree, out_tree, out_avals, name, jvp_name, primals, tange
                         "and tangent outputs with equal container (pytree) structures, but got "
                         f"{tree_out} and {tree_tan} respectively.")
     got = [aval_of(o) for o in outs]
-    what = ("and in particular of the same container/pytree structure" if tree_out != out_tree
-            else "and in particular with leaves of the same shape/dtype")
-    if tree_out != out_tree or not all(map(_same_type, got, out_avals)):
-        raise TypeError(
-            f"Custom JVP rule {jvp_name} for function {name} must produce a pair (list or "
-            "tuple of length two) where the first element represents the primal output "
-            f"(equal in value to the output of the custom_jvp-decorated function {name}, "
-            f"{what}), but instead the JVP rule output's first element had "
-            f"{'container/pytree structure' if 'structure' in what else 'shapes/dtypes of'}:"
-            f"\n    {_type_tree(tree_out, got)}\nwhile the custom_jvp-decorated function "
-            f"{name} had output {'container/pytree structure' if 'structure' in what else 'shapes/dtypes of'}:"
-            f"\n    {_type_tree(out_tree, out_avals)}")
+    intro = (f"Custom JVP rule {jvp_name} for function {name} must produce a pair (list or "
+             "tuple of length two) where the first element represents the primal output "
+             f"(equal in value to the output of the custom_jvp-decorated function {name}, and "
+             "in particular ")
+    if tree_out != out_tree:
+        raise TypeError(f"{intro}of the same container/pytree structure), but instead the JVP "
+                        "rule output's first element had container/pytree structure:\n    "
+                        f"{_type_tree(tree_out, got)}\nwhile the custom_jvp-decorated function "
+                        f"{name} had output container/pytree structure:\n    "
+                        f"{_type_tree(out_tree, out_avals)}.")
+    if not all(map(_same_type, got, out_avals)):
+        raise TypeError(f"{intro}with leaves of the same shape/dtype), but instead the JVP "
+                        "rule output's first element had shapes/dtypes of:\n    "
+                        f"{_type_tree(tree_out, got)}\nwhile the custom_jvp-decorated function "
+                        f"{name} had output shapes/dtypes of:\n    "
+                        f"{_type_tree(out_tree, out_avals)}")
     return outs, _checked_tangents(got, tans)
 
 
@@ -485,7 +499,7 @@ def _flat_bwd(bwd, in_tree, out_tree, in_avals, out_avals, symbolic_zeros, bwd_n
     if symbolic_zeros:
         cts = [SymbolicZero(a) if ct is None else ct for ct, a in zip(cts, out_avals)]
     else:
-        cts = [instantiate(ct, a.strip_vma()) for ct, a in zip(cts, out_avals)]
+        cts = [typed_zeros(a) if ct is None else ct for ct, a in zip(cts, out_avals)]
     result = bwd(tree.tree_unflatten(res_tree, residuals), tree.tree_unflatten(out_tree, cts))
     n_args = len(in_tree.children)
     if isinstance(result, list) and len(result) == n_args:
@@ -569,7 +583,8 @@ def _custom_jvp_call_jvp(primals, tangents, *, jaxpr, jvp, name, num_consts, sym
         tangents_in = [SymbolicZero(aval_of(a)) if t is None else t
                        for a, t in zip(args, arg_tangents)]
     else:
-        tangents_in = [instantiate(t, aval_of(a)) for a, t in zip(args, arg_tangents)]
+        tangents_in = [typed_zeros(aval_of(a)) if t is None else t
+                       for a, t in zip(args, arg_tangents)]
     return rule(list(args), tangents_in)
 
 

@@ -539,3 +539,27 @@ def test_a_program_read_from_text_runs_but_its_rules_are_names():
                                                                              rel=1e-6)
     with pytest.raises(NotImplementedError, match="rule 'log1pexp_jvp' is only a name here"):
         jvp_eval(program, [np.float32(2.)], [np.float32(1.)])
+
+
+def test_zero_tangents_and_cotangents_keep_the_varying_axes_in_a_body():
+    @jax.custom_jvp
+    def second(x, y):
+        return x * 0 + y
+
+    @second.defjvp
+    def _(primals, tangents):
+        return second(*primals), tangents[1]       # the zero tangent of y passes through
+
+    @jax.custom_vjp
+    def pair(x):
+        return x, 2 * x
+    pair.defvjp(lambda x: (pair(x), None), lambda r, cts: (cts[1],))   # a zero cotangent
+
+    def body(x):
+        y = jnp.sin(x)
+        dx = jax.grad(lambda x: second(x, y).sum())(x)
+        dpair = jax.grad(lambda x: pair(x)[0].sum())(x)
+        return dx + dpair + jax.jvp(lambda x: second(x, y), (x,), (jnp.ones_like(x),))[1]
+    sharded = jax.shard_map(body, mesh=MESH, in_specs=P("i"), out_specs=P("i"))
+    close(sharded(X8), np.zeros(8))
+    close(jax.jit(sharded)(X8), np.zeros(8))
