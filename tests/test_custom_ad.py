@@ -260,6 +260,9 @@ def test_symbolic_zeros_reach_the_rules():
     f.defjvp(f_jvp, symbolic_zeros=True)
     assert float(jax.grad(f)(2., 5.)) == 5.
     assert seen[-1] == (False, True)
+    batched = jax.grad(lambda x: jax.vmap(f, in_axes=(0, None))(x, 5.).sum())(jnp.ones(3))
+    close(batched, np.full(3, 5.))
+    assert seen[-1] == (False, True)
 
     @jax.custom_vjp
     def h(x, y):
