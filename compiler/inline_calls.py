@@ -17,7 +17,7 @@ from __future__ import annotations
 from compiler.autodiff import eval_program
 from compiler.tracing import eager_rules
 from ir import primitives as prims
-from ir.core import Eqn, Literal, Program, Var
+from ir.core import Eqn, Literal, Program, Var, holds_programs
 from ir.graph import replace_sub_programs, sub_programs
 
 # Calls whose body runs in their place (a remat only around a shard_map); ``name`` is
@@ -45,6 +45,22 @@ def inline_calls(program: Program) -> Program:
     outvars = _inline_into(program, {}, eqns, fresh=False)
     return Program(list(program.constvars), list(program.invars), eqns, outvars,
                    list(program.consts))
+
+
+def inline_params(params: dict) -> dict:
+    """The params of a higher-order equation with ``inline_calls`` applied to its sub-programs
+    (``params`` itself when nothing changes): for a loop a backend runs eagerly."""
+    changed = {key: (inline_calls(value) if isinstance(value, Program) else
+                     tuple(inline_calls(v) for v in value))
+               for key, value in params.items() if holds_programs(value)}
+    changed = {key: value for key, value in changed.items() if _differs(value, params[key])}
+    return dict(params, **changed) if changed else params
+
+
+def _differs(new, old) -> bool:
+    if isinstance(new, Program):
+        return new is not old
+    return any(a is not b for a, b in zip(new, old))
 
 
 def _holds_rewritten(program: Program) -> bool:

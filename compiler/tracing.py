@@ -148,6 +148,9 @@ class EvalTrace(Trace):
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
             return execute_equation(prim, values, params)
+        if prim.kind == "higher":     # a loop or branch: its body runs on the backend
+            from compiler.inline_calls import inline_params
+            params = inline_params(params)
         return get_backend().eval_primitive(prim, values, params)
 
     def process_shard_map(self, fun, args, params):

@@ -139,7 +139,7 @@ def test_second_order_gradient_differentiates_the_rules():
     assert float(jax.grad(jax.grad(log1pexp))(1.5)) == pytest.approx(s * (1 - s), rel=1e-5)
 
 
-# --- nondiff_argnums, pytrees, closures, defjvps ----------------------------------------------------
+# --- nondiff_argnums, pytrees, closures, defjvps -------------------------------------------------
 
 def test_nondiff_argnums_with_a_function_argument():
     @partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -243,7 +243,7 @@ def test_keyword_arguments_and_defaults_are_resolved():
     assert float(jax.grad(lambda y: f(3., y=y))(5.)) == 3.
 
 
-# --- symbolic zeros ---------------------------------------------------------------------------------
+# --- symbolic zeros ------------------------------------------------------------------------------
 
 def test_symbolic_zeros_reach_the_rules():
     seen = []
@@ -276,7 +276,7 @@ def test_symbolic_zeros_reach_the_rules():
     assert seen[-1] == (True, True, False)
 
 
-# --- errors ----------------------------------------------------------------------------------------
+# --- errors --------------------------------------------------------------------------------------
 
 def test_custom_vjp_under_forward_mode_raises_as_in_jax():
     message = "can't apply forward-mode autodiff \\(jvp\\) to a custom_vjp function."
@@ -566,3 +566,28 @@ def test_zero_tangents_and_cotangents_keep_the_varying_axes_in_a_body():
     sharded = jax.shard_map(body, mesh=MESH, in_specs=P("i"), out_specs=P("i"))
     close(sharded(X8), np.zeros(8))
     close(jax.jit(sharded)(X8), np.zeros(8))
+
+
+def test_custom_functions_in_loops_branches_and_remat():
+    def scanned(x, init=0.):
+        def step(carry, xi):
+            return carry + sin_scaled_ct(xi) * log1pexp(xi), None
+        return jax.lax.scan(step, init, x)[0]
+
+    def want(x):
+        x64 = np.asarray(x, np.float64)
+        return 3 * np.cos(x64) * np.log1p(np.exp(x64)) + np.sin(x64) * sigmoid(x64)
+    x = jnp.linspace(-1., 1., 4)
+    close(scanned(x), float(np.sum(np.sin(np.asarray(x)) * np.log1p(np.exp(np.asarray(x))))))
+    close(jax.grad(scanned)(x), want(x))
+    close(jax.jit(jax.grad(scanned))(x), want(x))
+    product = lambda x: (sin_scaled_ct(x) * log1pexp(x)).sum()
+    close(jax.grad(jax.remat(product))(x), want(x))
+    close(jax.jit(jax.grad(jax.remat(product)))(x), want(x))
+    branch = lambda x: jax.lax.cond(x.sum() > 0, sin_scaled_ct, log1pexp, x).sum()
+    close(jax.grad(branch)(x + 1), 3 * np.cos(np.asarray(x + 1, np.float64)))
+    close(jax.grad(branch)(x - 1), sigmoid(np.asarray(x - 1)))
+    body = jax.shard_map(lambda x: jax.lax.psum(scanned(x, jax.lax.pvary(0., "i")), "i"),
+                         mesh=MESH, in_specs=P("i"), out_specs=P())
+    close(jax.jit(jax.grad(body))(X8), want(X8))
+    close(jax.grad(body)(X8), want(X8))
