@@ -37,7 +37,8 @@ from compiler.inline_calls import custom_vjp_jvp_error
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (EvalTrace, Tracer, UnexpectedTracerError, aval_of, bind,
-                              current_trace, is_python_scalar, trace_to_program)
+                              current_trace, is_python_scalar, resolving_stale,
+                              trace_to_program)
 from ir import dtypes
 from ir import primitives as p
 from ir.core import Program
@@ -358,7 +359,8 @@ def _bind_custom_jvp(primal, rule, dyn, name, jvp_name, symbolic_zeros):
     flat, in_tree = _flat_arguments(dyn, "custom_jvp", name)
     body, consts, out_tree = _trace_primal(primal, flat, in_tree)
     out_avals = body.out_avals
-    flat_rule = functools.partial(_flat_jvp, rule, in_tree, out_tree, out_avals, name, jvp_name)
+    flat_rule = functools.partial(_flat_jvp, rule, consts, in_tree, out_tree, out_avals, name,
+                                  jvp_name)
     outs = bind(p.custom_jvp_call_p, *consts, *flat, jaxpr=body,
                 jvp=CustomRule(flat_rule, jvp_name), name=name, num_consts=len(consts),
                 symbolic_zeros=symbolic_zeros)
@@ -369,9 +371,10 @@ def _bind_custom_vjp(primal, fwd, bwd, dyn, name, fwd_name, bwd_name, symbolic_z
     flat, in_tree = _flat_arguments(dyn, "custom_vjp", name)
     body, consts, out_tree = _trace_primal(primal, flat, in_tree)
     in_avals = [aval_of(x) for x in flat]
-    flat_fwd = functools.partial(_flat_fwd, fwd, in_tree, out_tree, body.out_avals,
+    flat_fwd = functools.partial(_flat_fwd, fwd, consts, in_tree, out_tree, body.out_avals,
                                  symbolic_zeros, name, fwd_name)
-    flat_bwd = functools.partial(_flat_bwd, bwd, in_tree, out_tree, in_avals, body.out_avals,
+    flat_bwd = functools.partial(_flat_bwd, bwd, consts, in_tree, out_tree, in_avals,
+                                 body.out_avals,
                                  symbolic_zeros, bwd_name)
     outs = bind(p.custom_vjp_call_p, *consts, *flat, jaxpr=body,
                 fwd=CustomRule(flat_fwd, fwd_name), bwd=CustomRule(flat_bwd, bwd_name),
@@ -402,9 +405,15 @@ def _type_tree(out_tree, avals) -> str:
                ).replace("'", "")
 
 
-def _flat_jvp(rule, in_tree, out_tree, out_avals, name, jvp_name, primals, tangents):
-    """The user's JVP rule on flat lists: (primal outputs, output tangents, None for zero)."""
-    pair = rule(tree.tree_unflatten(in_tree, primals), tree.tree_unflatten(in_tree, tangents))
+def _flat_jvp(rule, closed, in_tree, out_tree, out_avals, name, jvp_name, consts, primals,
+              tangents):
+    """The user's JVP rule on flat lists: (primal outputs, output tangents, None for zero).
+
+    ``closed`` are what the primal function closed over when it was traced, ``consts`` their
+    values now: the rule, which closed over them too, reads those."""
+    with resolving_stale(closed, consts):
+        pair = rule(tree.tree_unflatten(in_tree, primals),
+                    tree.tree_unflatten(in_tree, tangents))
     if not isinstance(pair, (list, tuple)) or len(pair) != 2:
         raise TypeError(f"Custom JVP rule {jvp_name} for function {name} must produce a pair "
                         "(list or tuple of length two) representing primal and tangent "
@@ -460,12 +469,13 @@ def _checked_tangents(primal_avals, tangents) -> list:
     return checked
 
 
-def _flat_fwd(fwd, in_tree, out_tree, out_avals, symbolic_zeros, name, fwd_name, primals,
-              perturbed):
+def _flat_fwd(fwd, closed, in_tree, out_tree, out_avals, symbolic_zeros, name, fwd_name,
+              consts, primals, perturbed):
     """The user's fwd rule on flat lists: (primal outputs, residual leaves, residual tree)."""
     leaves = ([CustomVJPPrimal(x, pert) for x, pert in zip(primals, perturbed)]
               if symbolic_zeros else list(primals))
-    pair = fwd(*tree.tree_unflatten(in_tree, leaves))
+    with resolving_stale(closed, consts):
+        pair = fwd(*tree.tree_unflatten(in_tree, leaves))
     intro = (f"Custom VJP fwd rule {fwd_name} for function {name} must produce a pair (list or "
              "tuple of length two) where the first element represents the primal output "
              f"(equal to the output of the custom_vjp-decorated function {name}) and the second "
@@ -493,14 +503,16 @@ def _flat_fwd(fwd, in_tree, out_tree, out_avals, symbolic_zeros, name, fwd_name,
     return outs, [_as_array(r) for r in residuals], res_tree
 
 
-def _flat_bwd(bwd, in_tree, out_tree, in_avals, out_avals, symbolic_zeros, bwd_name,
-              residuals, res_tree, cts):
+def _flat_bwd(bwd, closed, in_tree, out_tree, in_avals, out_avals, symbolic_zeros, bwd_name,
+              consts, residuals, res_tree, cts):
     """The user's bwd rule on flat lists: one cotangent per primal input (None for zero)."""
     if symbolic_zeros:
         cts = [SymbolicZero(a) if ct is None else ct for ct, a in zip(cts, out_avals)]
     else:
         cts = [typed_zeros(a) if ct is None else ct for ct, a in zip(cts, out_avals)]
-    result = bwd(tree.tree_unflatten(res_tree, residuals), tree.tree_unflatten(out_tree, cts))
+    with resolving_stale(closed, consts):
+        result = bwd(tree.tree_unflatten(res_tree, residuals),
+                     tree.tree_unflatten(out_tree, cts))
     n_args = len(in_tree.children)
     if isinstance(result, list) and len(result) == n_args:
         result = tuple(result)
@@ -585,7 +597,7 @@ def _custom_jvp_call_jvp(primals, tangents, *, jaxpr, jvp, name, num_consts, sym
     else:
         tangents_in = [typed_zeros(aval_of(a)) if t is None else t
                        for a, t in zip(args, arg_tangents)]
-    return rule(list(args), tangents_in)
+    return rule(list(primals[:num_consts]), list(args), tangents_in)
 
 
 def _custom_vjp_call_jvp(primals, tangents, *, jaxpr, fwd, bwd, name, num_consts,
@@ -594,20 +606,23 @@ def _custom_vjp_call_jvp(primals, tangents, *, jaxpr, fwd, bwd, name, num_consts
     if any(t is not None for t in tangents[:num_consts]):
         raise CustomVJPException()
     args, arg_tangents = primals[num_consts:], tangents[num_consts:]
-    outs, residuals, res_tree = fwd(list(args), [t is not None for t in arg_tangents])
+    consts = list(primals[:num_consts])
+    outs, residuals, res_tree = fwd(consts, list(args), [t is not None for t in arg_tangents])
     out_avals = [aval_of(o) for o in outs]
-    linear_bwd = CustomRule(functools.partial(_bwd_with_tree, bwd, res_tree), bwd.name)
+    # the closed-over values travel with the residuals: bwd reads them too
+    linear_bwd = CustomRule(functools.partial(_bwd_with_tree, bwd, res_tree, num_consts),
+                            bwd.name)
     tangents_in = [instantiate(t, aval_of(a)) for a, t in zip(args, arg_tangents)]
-    out_tangents = bind(p.custom_lin_p, *residuals, *tangents_in, bwd=linear_bwd,
-                        num_res=len(residuals),
+    out_tangents = bind(p.custom_lin_p, *consts, *residuals, *tangents_in, bwd=linear_bwd,
+                        num_res=num_consts + len(residuals),
                         out_shapes=tuple(a.shape for a in out_avals),
                         out_dtypes=tuple(a.dtype for a in out_avals),
                         out_vmas=tuple(tuple(sorted(a.vma)) for a in out_avals))
     return outs, [t if is_differentiable(a) else None for t, a in zip(out_tangents, out_avals)]
 
 
-def _bwd_with_tree(bwd, res_tree, residuals, cts):
-    return bwd(residuals, res_tree, cts)
+def _bwd_with_tree(bwd, res_tree, num_consts, residuals, cts):
+    return bwd(residuals[:num_consts], residuals[num_consts:], res_tree, cts)
 
 
 def _custom_lin_jvp(primals, tangents, **params):
@@ -655,26 +670,31 @@ def _batched_program(jaxpr, values, dims):
 
 def _custom_jvp_call_batch(values, dims, *, jaxpr, jvp, name, num_consts, symbolic_zeros):
     body, consts = _batched_program(jaxpr, values, dims)
-    rule = CustomRule(functools.partial(_batched_jvp, _live(jvp, "JVP"), dims[num_consts:]),
-                      _live(jvp, "JVP").name)
-    outs = bind(p.custom_jvp_call_p, *consts, *values, jaxpr=body, jvp=rule, name=name,
-                num_consts=len(consts) + num_consts, symbolic_zeros=symbolic_zeros)
+    jvp = _live(jvp, "JVP")
+    rule = functools.partial(_batched_jvp, jvp, len(consts), dims[:num_consts],
+                             dims[num_consts:])
+    outs = bind(p.custom_jvp_call_p, *consts, *values, jaxpr=body, jvp=CustomRule(rule, jvp.name),
+                name=name, num_consts=len(consts) + num_consts, symbolic_zeros=symbolic_zeros)
     return outs, [0] * len(outs)
 
 
-def _batched_jvp(rule, arg_dims, primals, tangents):
+# The batched rules get the batched call's constants: the batched program's own (``n_new``),
+# then the original call's, which go to the original rule per member with ``const_dims``.
+
+def _batched_jvp(rule, n_new, const_dims, arg_dims, consts, primals, tangents):
     """The rule per batch member; symbolic zeros stay outside the vmap."""
     symbolic = [type(t) is SymbolicZero for t in tangents]
     member_zeros = [_member_zero(t, d) if s else None
                     for t, d, s in zip(tangents, arg_dims, symbolic)]
 
-    def member(ps, ts):
+    def member(cs, ps, ts):
         it = iter(ts)
-        return rule(list(ps), [z if s else next(it) for z, s in zip(member_zeros, symbolic)])
+        return rule(list(cs), list(ps),
+                    [z if s else next(it) for z, s in zip(member_zeros, symbolic)])
 
     tangent_dims = [d for d, s in zip(arg_dims, symbolic) if not s]
-    return vmap(member, in_axes=(list(arg_dims), tangent_dims), out_axes=0)(
-        list(primals), [t for t, s in zip(tangents, symbolic) if not s])
+    return vmap(member, in_axes=(list(const_dims), list(arg_dims), tangent_dims), out_axes=0)(
+        list(consts[n_new:]), list(primals), [t for t, s in zip(tangents, symbolic) if not s])
 
 
 def _member_zero(zero, dim):
@@ -688,31 +708,33 @@ def _custom_vjp_call_batch(values, dims, *, jaxpr, fwd, bwd, name, num_consts,
                            symbolic_zeros):
     body, consts = _batched_program(jaxpr, values, dims)
     fwd, bwd = _live(fwd, "fwd"), _live(bwd, "bwd")
-    arg_dims = dims[num_consts:]
+    layout = (len(consts), dims[:num_consts], dims[num_consts:])
     outs = bind(p.custom_vjp_call_p, *consts, *values, jaxpr=body,
-                fwd=CustomRule(functools.partial(_batched_fwd, fwd, arg_dims), fwd.name),
-                bwd=CustomRule(functools.partial(_batched_bwd, bwd, arg_dims), bwd.name),
+                fwd=CustomRule(functools.partial(_batched_fwd, fwd, *layout), fwd.name),
+                bwd=CustomRule(functools.partial(_batched_bwd, bwd, *layout), bwd.name),
                 name=name, num_consts=len(consts) + num_consts, symbolic_zeros=symbolic_zeros)
     return outs, [0] * len(outs)
 
 
-def _batched_fwd(fwd, arg_dims, primals, perturbed):
+def _batched_fwd(fwd, n_new, const_dims, arg_dims, consts, primals, perturbed):
     trees: list = []
 
-    def member(*ps):
-        outs, residuals, res_tree = fwd(list(ps), perturbed)
+    def member(cs, ps):
+        outs, residuals, res_tree = fwd(list(cs), list(ps), perturbed)
         trees.append(res_tree)
         return outs, residuals
 
-    outs, residuals = vmap(member, in_axes=tuple(arg_dims), out_axes=0)(*primals)
+    outs, residuals = vmap(member, in_axes=(list(const_dims), list(arg_dims)), out_axes=0)(
+        list(consts[n_new:]), list(primals))
     return list(outs), list(residuals), trees[0]
 
 
-def _batched_bwd(bwd, arg_dims, residuals, res_tree, cts):
+def _batched_bwd(bwd, n_new, const_dims, arg_dims, consts, residuals, res_tree, cts):
     """Every residual and cotangent is batched along axis 0; an input that is the same for
     every member gets the sum of the members' cotangents."""
-    per_member = vmap(lambda r, c: bwd(list(r), res_tree, list(c)), in_axes=(0, 0),
-                      out_axes=0)(list(residuals), list(cts))
+    per_member = vmap(lambda cs, r, c: bwd(list(cs), list(r), res_tree, list(c)),
+                      in_axes=(list(const_dims), 0, 0), out_axes=0)(
+        list(consts[n_new:]), list(residuals), list(cts))
     return [None if ct is None else
             bind(p.reduce_sum_p, ct, axes=(0,)) if dim is None else moveaxis(ct, 0, dim)
             for ct, dim in zip(per_member, arg_dims)]

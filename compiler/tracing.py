@@ -89,6 +89,40 @@ class replaying:
         _REPLAYED.pop()
 
 
+# --- values of finished traces that a transformation meets again -------------------------------
+
+# A custom derivative rule is a Python closure: what it closed over when its function was
+# traced may be a tracer of a trace that has finished when the rule runs (a gradient traces the
+# function, then differentiates the program). While the rule runs, those values read as what
+# they are now: ``id(old tracer) -> (old tracer, value now)``, innermost mapping last.
+_STALE: list = []
+
+
+class resolving_stale:
+    """``with resolving_stale(olds, nows):`` a tracer in ``olds`` met by a trace it does not
+    belong to reads as the value at the same position of ``nows``."""
+    __slots__ = ("mapping",)
+
+    def __init__(self, olds, nows):
+        self.mapping = {id(old): (old, now) for old, now in zip(olds, nows)
+                        if isinstance(old, Tracer) and old is not now}
+
+    def __enter__(self):
+        _STALE.append(self.mapping)
+
+    def __exit__(self, *exc):
+        _STALE.pop()
+
+
+def stale_value(tracer):
+    """What ``tracer`` (of a finished trace) reads as now; ``tracer`` itself if unknown."""
+    for mapping in reversed(_STALE):
+        entry = mapping.get(id(tracer))
+        if entry is not None and entry[0] is tracer:
+            return entry[1]
+    return tracer
+
+
 # --- traces ------------------------------------------------------------------------------------
 
 class Trace:
@@ -100,6 +134,9 @@ class Trace:
         if isinstance(value, Tracer) and value._trace is self:
             return value
         if isinstance(value, Tracer) and not self.is_descendant_of(value._trace):
+            now = stale_value(value)
+            if now is not value:
+                return self.to_tracer(now)
             raise UnexpectedTracerError(
                 f"a traced value {value.aval.str_short()} escaped the function it was traced in "
                 "(it was stored somewhere and used after that function returned)")
@@ -135,6 +172,9 @@ class EvalTrace(Trace):
 
     def to_tracer(self, value):
         if isinstance(value, Tracer):
+            now = stale_value(value)
+            if now is not value:
+                return self.to_tracer(now)
             raise UnexpectedTracerError(
                 f"a traced value {value.aval.str_short()} escaped the function it was traced in")
         return value

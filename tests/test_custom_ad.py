@@ -591,3 +591,51 @@ def test_custom_functions_in_loops_branches_and_remat():
                          mesh=MESH, in_specs=P("i"), out_specs=P())
     close(jax.jit(jax.grad(body))(X8), want(X8))
     close(jax.grad(body)(X8), want(X8))
+
+
+def test_rules_read_what_the_function_closed_over_in_the_trace_now_running():
+    # an array nondiff argument of a custom_jvp function (stop_gradient'ed, as in JAX)
+    @partial(jax.custom_jvp, nondiff_argnums=(1,))
+    def scale(x, k):
+        return x * k
+
+    @scale.defjvp
+    def _(k, primals, tangents):
+        return scale(primals[0], k), 10. * k * tangents[0]
+    assert float(jax.jit(jax.grad(scale))(1., 3.)) == 30.
+    assert float(jax.grad(scale, argnums=1)(1., 3.)) == 0.
+    close(jax.vmap(jax.grad(scale))(jnp.ones(3), jnp.arange(3.)), [0., 10., 20.])
+    close(jax.grad(lambda x, k: jax.vmap(scale)(x, k).sum())(jnp.ones(3), jnp.arange(3.)),
+          [0., 10., 20.])
+
+    # a custom function in a body closing over a body value that is not differentiated
+    def body(x, labels):
+        @jax.custom_vjp
+        def sq_error(y):
+            return ((y - labels) ** 2).sum()
+        sq_error.defvjp(lambda y: (sq_error(y), y - labels), lambda r, g: (10. * r * g,))
+
+        @jax.custom_jvp
+        def shifted(y):
+            return y + labels
+
+        @shifted.defjvp
+        def _(primals, tangents):
+            return shifted(primals[0]), labels * tangents[0]
+        return jax.lax.psum(sq_error(x) + shifted(x).sum(), "i")
+    loss = jax.shard_map(body, mesh=MESH, in_specs=(P("i"), P("i")), out_specs=P())
+    labels = jnp.linspace(0., 1., 8)
+    want = 10. * (np.asarray(X8) - np.asarray(labels)) + np.asarray(labels)
+    close(jax.grad(loss)(X8, labels), want)
+    close(jax.jit(jax.grad(loss))(X8, labels), want)
+
+    # a custom function closing over a batched value
+    def member(x, c):
+        @jax.custom_vjp
+        def g(y):
+            return y * c
+        g.defvjp(lambda y: (y * c, None), lambda r, ct: (10. * c * ct,))
+        return g(x)
+    c = jnp.arange(3.)
+    close(jax.grad(lambda x: jax.vmap(member)(x, c).sum())(jnp.ones(3)), 10. * np.arange(3.))
+    close(jax.vmap(jax.grad(member))(jnp.ones(3), c), 10. * np.arange(3.))
