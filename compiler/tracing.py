@@ -93,19 +93,20 @@ class replaying:
 
 # A custom derivative rule is a Python closure: what it closed over when its function was
 # traced may be a tracer of a trace that has finished when the rule runs (a gradient traces the
-# function, then differentiates the program). While the rule runs, those values read as what
-# they are now: ``id(old tracer) -> (old tracer, value now)``, innermost mapping last.
+# function, then differentiates the program), or an array that is an input of the program now
+# being traced. While the rule runs, those values read as what they are now:
+# ``id(old value) -> (old value, value now)``, innermost mapping last.
 _STALE: list = []
 
 
 class resolving_stale:
-    """``with resolving_stale(olds, nows):`` a tracer in ``olds`` met by a trace it does not
+    """``with resolving_stale(olds, nows):`` a value in ``olds`` met by a trace it does not
     belong to reads as the value at the same position of ``nows``."""
     __slots__ = ("mapping",)
 
     def __init__(self, olds, nows):
         self.mapping = {id(old): (old, now) for old, now in zip(olds, nows)
-                        if isinstance(old, Tracer) and old is not now}
+                        if old is not now and not is_python_scalar(old)}
 
     def __enter__(self):
         _STALE.append(self.mapping)
@@ -133,10 +134,11 @@ class Trace:
         """``value`` as one of this trace's tracers: own tracers pass, others are constants."""
         if isinstance(value, Tracer) and value._trace is self:
             return value
-        if isinstance(value, Tracer) and not self.is_descendant_of(value._trace):
+        if _STALE:
             now = stale_value(value)
             if now is not value:
                 return self.to_tracer(now)
+        if isinstance(value, Tracer) and not self.is_descendant_of(value._trace):
             raise UnexpectedTracerError(
                 f"a traced value {value.aval.str_short()} escaped the function it was traced in "
                 "(it was stored somewhere and used after that function returned)")

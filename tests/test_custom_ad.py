@@ -534,6 +534,19 @@ def test_rules_closing_over_arrays_inside_a_body_ask_for_an_argument():
                                                   "array to the custom function as an argument"):
         jax.grad(loss)(X8)
 
+    # a table the function uses as well is one of its call's operands: the rule reads that
+    @jax.custom_jvp
+    def g(x):
+        return x * table
+
+    @g.defjvp
+    def _(p, t):
+        return g(p[0]), 10. * t[0] * table
+    body = jax.shard_map(lambda x: jax.lax.psum(g(x).sum(), "i"), mesh=MESH, in_specs=P("i"),
+                         out_specs=P())
+    close(jax.grad(body)(X8), np.tile([10., 20.], 4))
+    close(jax.jit(jax.grad(body))(X8), np.tile([10., 20.], 4))
+
 
 def test_a_program_read_from_text_runs_but_its_rules_are_names():
     text = print_program(jax.make_jaxpr(log1pexp)(1.).jaxpr)
