@@ -374,8 +374,7 @@ def _bind_custom_vjp(primal, fwd, bwd, dyn, name, fwd_name, bwd_name, symbolic_z
     flat_fwd = functools.partial(_flat_fwd, fwd, consts, in_tree, out_tree, body.out_avals,
                                  symbolic_zeros, name, fwd_name)
     flat_bwd = functools.partial(_flat_bwd, bwd, consts, in_tree, out_tree, in_avals,
-                                 body.out_avals,
-                                 symbolic_zeros, bwd_name)
+                                 body.out_avals, symbolic_zeros, bwd_name)
     outs = bind(p.custom_vjp_call_p, *consts, *flat, jaxpr=body,
                 fwd=CustomRule(flat_fwd, fwd_name), bwd=CustomRule(flat_bwd, bwd_name),
                 name=name, num_consts=len(consts), symbolic_zeros=symbolic_zeros)
