@@ -254,3 +254,17 @@ def test_effects_barrier_returns_after_pending_work():
     x = jax.jit(lambda x: x * 2)(jnp.ones(3))
     assert jax.effects_barrier() is None
     close(x, np.full(3, 2.))
+
+
+def test_checkpoint_with_static_and_keyword_arguments():
+    def layer(x, w, use_sin, *, scale):
+        y = x @ w
+        return (jnp.sin(y) if use_sin else jnp.cos(y)) * scale
+
+    f = jax.checkpoint(layer, static_argnums=(2,))
+    w64, x64 = np.asarray(W, np.float64), np.asarray(XS, np.float64)
+    for use_sin, derivative in ((True, np.cos), (False, lambda y: -np.sin(y))):
+        g = jax.grad(lambda w: f(XS, w, use_sin, scale=2.).sum())(W)
+        close(g, x64.T @ (2 * derivative(x64 @ w64)), rtol=1e-5)
+    g = jax.grad(lambda s: f(XS, W, True, scale=s).sum())(2.)
+    assert float(g) == pytest.approx(float(np.sin(x64 @ w64).sum()), rel=1e-5)
