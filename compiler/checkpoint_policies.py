@@ -130,7 +130,26 @@ def offload_dot_with_no_batch_dims(offload_src=None, offload_dst=None) -> _DotsS
     return dots_with_no_batch_dims_saveable
 
 
+# JAX's policy classes, by the fields they are built from.
+def SaveOnlyTheseNames(saveable_names) -> _Names:      # noqa: N802 (JAX's name)
+    return _Names(frozenset(saveable_names))
+
+
+def SaveAnyNamesButThese(names) -> _Names:             # noqa: N802
+    return _Names(frozenset(names), exclude=True)
+
+
+def SaveAndOffloadOnlyTheseNames(names_which_can_be_saved, names_which_can_be_offloaded,
+                                 offload_src=None, offload_dst=None) -> _Names:   # noqa: N802
+    return save_and_offload_only_these_names(
+        names_which_can_be_saved=names_which_can_be_saved,
+        names_which_can_be_offloaded=names_which_can_be_offloaded)
+
+
 POLICIES = {
+    "SaveOnlyTheseNames": SaveOnlyTheseNames,
+    "SaveAnyNamesButThese": SaveAnyNamesButThese,
+    "SaveAndOffloadOnlyTheseNames": SaveAndOffloadOnlyTheseNames,
     "everything_saveable": everything_saveable,
     "nothing_saveable": nothing_saveable,
     "dots_saveable": dots_saveable,

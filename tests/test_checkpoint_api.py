@@ -117,7 +117,8 @@ def test_policy_names_are_jax_names():
     names = {"everything_saveable", "nothing_saveable", "dots_saveable", "checkpoint_dots",
              "dots_with_no_batch_dims_saveable", "save_anything_except_these_names",
              "save_only_these_names", "save_any_names_but_these", "save_from_both_policies",
-             "save_and_offload_only_these_names", "offload_dot_with_no_batch_dims"}
+             "save_and_offload_only_these_names", "offload_dot_with_no_batch_dims",
+             "SaveOnlyTheseNames", "SaveAnyNamesButThese", "SaveAndOffloadOnlyTheseNames"}
     assert names <= set(vars(jax.checkpoint_policies))
     assert jax.checkpoint_policies is jax.ad_checkpoint.checkpoint_policies
 
@@ -153,6 +154,8 @@ def named_loss(policy):
     (jax.checkpoint_policies.nothing_saveable, False),
     (jax.checkpoint_policies.save_only_these_names("h"), True),
     (jax.checkpoint_policies.save_only_these_names("other"), False),
+    (jax.checkpoint_policies.SaveOnlyTheseNames(frozenset({"h"})), True),
+    (jax.checkpoint_policies.SaveAnyNamesButThese(frozenset({"h"})), False),
     (jax.checkpoint_policies.save_any_names_but_these("h"), False),
     (jax.checkpoint_policies.save_any_names_but_these("other"), True),
     (jax.checkpoint_policies.save_from_both_policies(
