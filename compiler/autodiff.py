@@ -119,6 +119,19 @@ class JVPTrace(Trace):
 def jvp_program(program: Program, nonzero: list, *, shard=None) -> Program:
     """The program (inputs, tangents of the inputs marked ``nonzero``) -> (outputs, tangents of
     every output; zeros instantiated)."""
+    jvp_prog, consts = jvp_program_with_consts(program, nonzero, shard=shard)
+    if consts:
+        # a user's rule (custom_jvp/custom_vjp) closed over an array
+        raise NotImplementedError(
+            "a custom_jvp/custom_vjp rule differentiated inside a shard_map body, loop or "
+            "cond closes over an array constant; pass the array to the custom function as an "
+            "argument instead")
+    return jvp_prog
+
+
+def jvp_program_with_consts(program: Program, nonzero: list, *, shard=None):
+    """``jvp_program``, allowing arrays closed over by custom rules: (the program with those
+    constants as leading inputs, their values)."""
     in_avals = program.in_avals
     tangent_avals = [a for a, nz in zip(in_avals, nonzero) if nz]
 
@@ -131,9 +144,9 @@ def jvp_program(program: Program, nonzero: list, *, shard=None) -> Program:
 
     jvp_prog, consts, _ = trace_to_program(fun, in_avals + tangent_avals, shard=shard,
                                            parent=current_trace())
-    if consts:
-        raise RuntimeError("jvp_program: a closed program closed over values")
-    return jvp_prog
+    jvp_prog = Program([], jvp_prog.constvars + jvp_prog.invars, jvp_prog.eqns,
+                       jvp_prog.outvars)
+    return jvp_prog, consts
 
 
 def jvp_eval(program: Program, primals, tangents):
@@ -177,6 +190,9 @@ class Split:
     unknown: Program
     out_unknown: list          # per original output: computed by the unknown part
     num_residuals: int
+    # id of a known-part equation a rule made -> the equation it came from (remat asks its
+    # policy about the original)
+    origin: dict = dataclasses.field(default_factory=dict)
 
 
 def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split:
@@ -187,6 +203,7 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
     # Known values a rule chose to recompute on the unknown side: later unknown equations
     # read the recomputed variable instead of keeping the known one as a residual.
     recomputed: dict = {}
+    origin: dict = {}
     for eqn in program.eqns:
         ins_unknown = [isinstance(a, Var) and id(a) in unknown for a in eqn.invars]
         if not any(ins_unknown):
@@ -199,6 +216,7 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
             unknown.update(id(v) for v in eqn.outvars)
             continue
         k_eqns, u_eqns, unknown_outs, *extra = rule(eqn, ins_unknown)
+        origin.update((id(k), eqn) for k in k_eqns)
         known_eqns.extend(k_eqns)
         unknown_eqns.extend(u_eqns)
         # whatever the unknown side computes is unknown here, recomputed values included
@@ -218,7 +236,7 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
     known = Program([], known_in, known_eqns, known_outs + residuals)
     rest = Program([], residuals + unknown_invars, unknown_eqns, unknown_outs)
     flags = [u or inst for u, inst in zip(out_unknown, instantiate)]
-    return Split(known, rest, flags, len(residuals))
+    return Split(known, rest, flags, len(residuals), origin)
 
 
 def _renamed(eqn: Eqn, recomputed: dict) -> Eqn:
@@ -342,13 +360,14 @@ def linearize_flat(fun, flat_primals, in_tree):
     program, consts, out_tree = _trace_flat(fun, flat_primals, in_tree)
     n_consts = len(consts)
     diff = [False] * n_consts + [is_differentiable(aval_of(p)) for p in flat_primals]
-    jvp_prog = jvp_program(program, diff, shard=_current_shard())
-    n_in = len(program.invars)
+    # arrays a custom rule closed over are known inputs too
+    jvp_prog, rule_consts = jvp_program_with_consts(program, diff, shard=_current_shard())
+    n_in = len(rule_consts) + len(program.invars)
     n_tan = sum(diff)
     n_out = len(program.outvars)
     unknown_in = [False] * n_in + [True] * n_tan
     split = partial_eval(jvp_prog, unknown_in, [False] * n_out + [True] * n_out)
-    known = eval_program(split.known, list(consts) + list(flat_primals))
+    known = eval_program(split.known, list(rule_consts) + list(consts) + list(flat_primals))
     primal_outs = known[:len(known) - split.num_residuals]
     residuals = known[len(known) - split.num_residuals:]
     return primal_outs, residuals, split.unknown, out_tree, diff[n_consts:]

@@ -14,7 +14,8 @@ from compiler.lowering import lower_program
 from compiler.replication import (infer_types, input_origins, merge_origins, origin_sources,
                                   per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
-from compiler.tracing import Trace, Tracer, aval_of, set_current_trace, user_source
+from compiler.tracing import (Trace, Tracer, aval_of, eager_rules, set_current_trace,
+                              user_source)
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir.shapes import out_avals
@@ -85,6 +86,9 @@ class ShardTrace(Trace):
         return ShardTracer(self, [array] * self.mesh.size, aval)
 
     def process_primitive(self, prim, tracers, params):
+        rule = eager_rules.get(prim)
+        if rule is not None:
+            return rule(*tracers, **params)
         in_vmas = [t.aval.vma for t in tracers]
         if prim is prims.pvary_p and self.shard.check_vma:
             pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval,

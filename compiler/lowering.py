@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 
+from compiler.inline_calls import inline_calls
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, Var, holds_programs
@@ -140,6 +141,7 @@ lowering_rules[prims.axis_index_p] = _axis_index_rule
 def lower_program(mesh: Mesh, position: int, body: Program, invars=None) -> Program:
     """The program the device at ``position`` runs for ``body`` (its inputs already blocks)."""
     ctx = LoweringContext(mesh, position)
+    body = inline_calls(body)
     invars = list(body.invars) if invars is None else invars
     env = {id(b): v for b, v in zip(body.invars, invars)}
     outvars = _lower_into(ctx, body, env)
@@ -238,6 +240,7 @@ def _emit(ctx: LoweringContext, prim, value, axes, params):
 
 def lower_module(program: Program, in_shardings) -> LoweredModule:
     """Lower every shard_map equation, tracking each value's layout from the inputs on."""
+    program = inline_calls(program)
     layout: dict = {}
     for var, sharding in zip(program.invars, in_shardings):
         layout[id(var)] = sharding

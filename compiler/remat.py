@@ -32,10 +32,21 @@ def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
         return functools.partial(remat, policy=policy, prevent_cse=prevent_cse,
                                  static_argnums=static_argnums)
 
+    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else static_argnums
+
     @functools.wraps(fun)
-    def rematerialized(*args):
-        flat, in_tree = tree.tree_flatten(args)
-        flat_fun, box = tree.flatten_fun(fun, in_tree)
+    def rematerialized(*args, **kwargs):
+        # static arguments (Python values: flags, sizes) stay Python; keywords are dynamic
+        static = {k: args[k] for k in static_argnums if k < len(args)}
+        dynamic = tuple(a for k, a in enumerate(args) if k not in static)
+
+        def call(dyn, kw):
+            it = iter(dyn)
+            return fun(*[static[k] if k in static else next(it) for k in range(len(args))],
+                       **kw)
+
+        flat, in_tree = tree.tree_flatten((dynamic, kwargs))
+        flat_fun, box = tree.flatten_fun(call, in_tree)
         body, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
                                            shard=current_shard_context(),
                                            parent=current_trace(),
@@ -120,7 +131,11 @@ def _remat_partial_eval(eqn: Eqn, ins_unknown: list):
     inputs = {id(v) for v in split.known.invars}
 
     def is_saved(var) -> bool:
-        return id(var) in inputs or id(producer[id(var)]) in saved_eqns
+        # an equation a rule split off (a shard_map's forward part) is saved as its original
+        if id(var) in inputs:
+            return True
+        made_by = producer[id(var)]
+        return id(split.origin.get(id(made_by), made_by)) in saved_eqns
 
     replay: dict = {}
 

@@ -89,6 +89,41 @@ class replaying:
         _REPLAYED.pop()
 
 
+# --- values of finished traces that a transformation meets again -------------------------------
+
+# A custom derivative rule is a Python closure: what it closed over when its function was
+# traced may be a tracer of a trace that has finished when the rule runs (a gradient traces the
+# function, then differentiates the program), or an array that is an input of the program now
+# being traced. While the rule runs, those values read as what they are now:
+# ``id(old value) -> (old value, value now)``, innermost mapping last.
+_STALE: list = []
+
+
+class resolving_stale:
+    """``with resolving_stale(olds, nows):`` a value in ``olds`` met by a trace it does not
+    belong to reads as the value at the same position of ``nows``."""
+    __slots__ = ("mapping",)
+
+    def __init__(self, olds, nows):
+        self.mapping = {id(old): (old, now) for old, now in zip(olds, nows)
+                        if old is not now and not is_python_scalar(old)}
+
+    def __enter__(self):
+        _STALE.append(self.mapping)
+
+    def __exit__(self, *exc):
+        _STALE.pop()
+
+
+def stale_value(tracer):
+    """What ``tracer`` (of a finished trace) reads as now; ``tracer`` itself if unknown."""
+    for mapping in reversed(_STALE):
+        entry = mapping.get(id(tracer))
+        if entry is not None and entry[0] is tracer:
+            return entry[1]
+    return tracer
+
+
 # --- traces ------------------------------------------------------------------------------------
 
 class Trace:
@@ -99,6 +134,10 @@ class Trace:
         """``value`` as one of this trace's tracers: own tracers pass, others are constants."""
         if isinstance(value, Tracer) and value._trace is self:
             return value
+        if _STALE:
+            now = stale_value(value)
+            if now is not value:
+                return self.to_tracer(now)
         if isinstance(value, Tracer) and not self.is_descendant_of(value._trace):
             raise UnexpectedTracerError(
                 f"a traced value {value.aval.str_short()} escaped the function it was traced in "
@@ -128,11 +167,21 @@ class Trace:
         raise NotImplementedError(f"shard_map under {type(self).__name__}")
 
 
+# Primitives an eager trace (this one, or an eager shard_map body) runs itself rather than
+# handing them to the backend: ``rule(*values, **params) -> list of results`` binds other
+# primitives in the current trace. A call (remat, custom_jvp/vjp) runs its body equation by
+# equation, so a shard_map inside it runs as any shard_map does.
+eager_rules: dict = {}
+
+
 class EvalTrace(Trace):
     """The bottom trace: primitives run at once on concrete values."""
 
     def to_tracer(self, value):
         if isinstance(value, Tracer):
+            now = stale_value(value)
+            if now is not value:
+                return self.to_tracer(now)
             raise UnexpectedTracerError(
                 f"a traced value {value.aval.str_short()} escaped the function it was traced in")
         return value
@@ -140,9 +189,15 @@ class EvalTrace(Trace):
     def process_primitive(self, prim, values, params):
         # The shape rule runs first so bad operands get the same error as under jit.
         out_avals(prim, [aval_of(v) for v in values], params)
+        rule = eager_rules.get(prim)
+        if rule is not None:
+            return rule(*values, **params)
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
             return execute_equation(prim, values, params)
+        if prim.kind == "higher":     # a loop or branch: its body runs on the backend
+            from compiler.inline_calls import inline_params
+            params = inline_params(params)
         return get_backend().eval_primitive(prim, values, params)
 
     def process_shard_map(self, fun, args, params):

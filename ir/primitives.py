@@ -208,6 +208,19 @@ while_p = primitive("while", multiple_results=True, kind="higher")     # [cond_j
 cond_p = primitive("cond", multiple_results=True, kind="higher")       # (index, *operands)[branches]
 CONTROL_FLOW = (scan_p, while_p, cond_p)
 remat_p = primitive("remat", multiple_results=True, kind="higher")     # [jaxpr, saved]
+# Functions with user-defined derivatives: the primal program, run as is; the rules are used by
+# autodiff only (compiler/custom_ad.py).
+custom_jvp_call_p = primitive("custom_jvp_call", multiple_results=True, kind="higher")
+#   [jaxpr, jvp, name, num_consts, symbolic_zeros]
+custom_vjp_call_p = primitive("custom_vjp_call", multiple_results=True, kind="higher")
+#   [jaxpr, fwd, bwd, name, num_consts, symbolic_zeros]
+CUSTOM_CALLS = (custom_jvp_call_p, custom_vjp_call_p)
+# The tangent of a custom_vjp function's outputs: linear in its tangent operands, transposed by
+# calling the user's bwd rule; it has no forward-mode meaning of its own.
+custom_lin_p = primitive("custom_lin", multiple_results=True)
+#   (*residuals, *tangents)[bwd, num_res, out_shapes, out_dtypes, out_vmas]
+# ``checkpoint_name``: the identity, naming a value for remat policies.
+name_p = primitive("name")                               # [name]
 
 # Lowered per-device communication nodes (MLIR shard dialect words), carrying device groups.
 all_reduce_p = primitive("all_reduce", kind="lowered")   # [mesh_axes, reduction, device_groups]

@@ -437,6 +437,24 @@ def _remat_rule(*in_avals: Aval, jaxpr, saved) -> list:
 
 
 shape_rules[prims.remat_p] = _remat_rule
+
+
+def _custom_call_rule(*in_avals: Aval, jaxpr, **params) -> list:
+    return [_aval(a.shape, a.dtype) for a in jaxpr.out_avals]
+
+
+def _custom_lin_rule(*in_avals: Aval, out_shapes, out_dtypes, **params) -> list:
+    return [_aval(shape, dtype) for shape, dtype in zip(out_shapes, out_dtypes)]
+
+
+def _name_rule(x: Aval, *, name) -> list:
+    return [x.strip_vma()]
+
+
+for _p in prims.CUSTOM_CALLS:
+    shape_rules[_p] = _custom_call_rule
+shape_rules[prims.custom_lin_p] = _custom_lin_rule
+shape_rules[prims.name_p] = _name_rule
 shape_rules[prims.scan_p] = _scan_rule
 shape_rules[prims.while_p] = _while_rule
 shape_rules[prims.cond_p] = _cond_rule

@@ -64,6 +64,16 @@ from compiler import ad_rules as _ad_rules, ad_shard_map as _ad_shard_map  # noq
 from compiler import ad_control as _ad_control  # noqa: E402,F401
 from compiler.autodiff import grad, jvp, value_and_grad, vjp  # noqa: E402
 from compiler.remat import remat  # noqa: E402
+# custom_jvp/custom_vjp, linearize, checkpoint policies and names, effects_barrier.
+from compiler.custom_ad import custom_jvp, custom_vjp  # noqa: E402
+from compiler.linearize import linearize  # noqa: E402
+from shardc import ad_checkpoint, custom_derivatives  # noqa: E402,F401
+from shardc.ad_checkpoint import checkpoint_policies  # noqa: E402
+
+
+def effects_barrier():
+    """Wait until every pending effect has happened: programs here run synchronously, so
+    everything has already happened when this is called."""
 
 
 _INFER = object()   # in_specs not given: take each argument's sharding
@@ -258,4 +268,6 @@ __all__ = [
     "Array", "ShapeDtypeStruct", "ReplicationError", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
     "jit", "make_jaxpr", "make_mesh", "grad", "value_and_grad", "vjp", "jvp", "remat", "checkpoint", "set_mesh", "P", "random", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
+    "custom_jvp", "custom_vjp", "linearize", "checkpoint_policies", "effects_barrier",
+    "ad_checkpoint", "custom_derivatives",
 ]

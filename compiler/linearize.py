@@ -1,0 +1,51 @@
+"""``linearize``: a function's value and its JVP as a linear function of the tangents alone.
+
+The forward part runs once, now; the returned function evaluates the linear part of the JVP
+program (partial evaluation with the tangents unknown, as ``vjp`` does before transposing), so
+calling it again does not recompute the primal function.
+"""
+from __future__ import annotations
+
+from compiler import tree
+from compiler.autodiff import (_as_array, _rebuild_aux, _split_aux, eval_program,
+                               linearize_flat)
+from compiler.tracing import aval_of
+
+
+def linearize(fun, *primals, has_aux: bool = False):
+    """``(fun(*primals), f_jvp)`` with ``f_jvp(*tangents) == jvp(fun, primals, tangents)[1]``,
+    linear in the tangents (and ``aux`` third with ``has_aux``).
+
+    >>> y, f_jvp = linearize(jnp.sin, 1.0)
+    >>> f_jvp(2.0)      # 2 cos(1)
+    """
+    flat_primals, in_tree = tree.tree_flatten(primals)
+    flat_primals = [_as_array(x) for x in flat_primals]
+    opaque: dict = {}      # aux leaves that are not arrays, returned as they are
+    target = _split_aux(fun, opaque) if has_aux else fun
+    outs, residuals, linear, out_tree, diff = linearize_flat(target, flat_primals, in_tree)
+    aux = None
+    if has_aux:
+        out_tree, _ = out_tree.children
+        aux = _rebuild_aux(opaque, outs[out_tree.num_leaves:])
+        outs = outs[:out_tree.num_leaves]
+    primal_avals = [aval_of(x) for x in flat_primals]
+
+    def f_jvp(*tangents):
+        flat, t_tree = tree.tree_flatten(tangents)
+        if t_tree != in_tree:
+            raise TypeError(f"linearized function called with tangents of structure {t_tree}, "
+                            f"but the primals had structure {in_tree}")
+        flat = [_as_array(t) for t in flat]
+        for t, aval, d in zip(flat, primal_avals, diff):
+            got = aval_of(t)
+            if got.shape != aval.shape or (d and got.dtype != aval.dtype):
+                raise ValueError("linearized function called on tangent values inconsistent "
+                                 f"with the original primal values: got tangent "
+                                 f"{got.str_short()} for primal {aval.str_short()}")
+        args = list(residuals) + [t for t, d in zip(flat, diff) if d]
+        out_tangents = eval_program(linear, args)[:out_tree.num_leaves]
+        return tree.tree_unflatten(out_tree, out_tangents)
+
+    primal_out = tree.tree_unflatten(out_tree, outs)
+    return (primal_out, f_jvp, aux) if has_aux else (primal_out, f_jvp)
