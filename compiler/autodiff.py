@@ -73,9 +73,9 @@ class JVPTracer(Tracer):
     def aval(self):
         return aval_of(self.primal)
 
-    @property
-    def sharding(self):
-        return getattr(self.primal, "sharding", None)
+    def _layout(self):
+        from compiler.layouts import layout_of
+        return layout_of(self.primal)
 
     def _axis_order(self):
         inner = self.primal

@@ -62,6 +62,11 @@ class BatchTracer(Tracer):
         shape = full.shape[:self.batch_dim] + full.shape[self.batch_dim + 1:]
         return full.update(shape=shape)
 
+    def _layout(self):
+        """A batch of laid-out values: what layout each member has is not followed."""
+        from compiler.layouts import UNKNOWN, layout_of, meaningful
+        return UNKNOWN if meaningful(layout_of(self.value)) else None
+
     def _axis_order(self):
         value = self.value
         return value._axis_order() if isinstance(value, Tracer) else ()

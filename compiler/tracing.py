@@ -15,8 +15,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from compiler import layouts as layouts_mod
 from compiler.backend import get_backend
 from ir import dtypes
+from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.shapes import out_avals
 from ir.verify import check_traced
@@ -198,11 +200,32 @@ class EvalTrace(Trace):
         if prim.kind == "higher":     # a loop or branch: its body runs on the backend
             from compiler.inline_calls import inline_params
             params = inline_params(params)
-        return get_backend().eval_primitive(prim, values, params)
+        outs = get_backend().eval_primitive(prim, values, params)
+        return _follow_layouts(prim, values, outs)
 
     def process_shard_map(self, fun, args, params):
         from compiler.eager import run_shard_map_eagerly
         return run_shard_map_eagerly(self, fun, args, params)
+
+
+def _follow_layouts(prim, values, outs):
+    """Eager results of operations on laid-out arrays: laid out as their operands where the
+    layout follows (elementwise), else marked as having an unknown layout (compiler.layouts)."""
+    layouts = [layouts_mod.layout_of(v) for v in values]
+    if prim is prims.sharding_constraint_p or not any(
+            layouts_mod.meaningful(l) for l in layouts):
+        return outs
+    result = layouts_mod.result_layout(prim, layouts, [aval_of(v).shape for v in values],
+                                       [aval_of(o).shape for o in outs])
+    placed = []
+    for out, layout in zip(outs, result):
+        if layout is layouts_mod.UNKNOWN:
+            out._unknown_layout = True
+        elif layout is not None:
+            (out,) = get_backend().eval_primitive(prims.sharding_constraint_p, [out],
+                                                  {"sharding": layout})
+        placed.append(out)
+    return placed
 
 
 eval_trace = EvalTrace()
@@ -256,6 +279,11 @@ class Tracer:
     @property
     def sharding(self):
         """The layout the traced value is known to have, or None."""
+        layout = self._layout()
+        return None if layout is layouts_mod.UNKNOWN else layout
+
+    def _layout(self):
+        """The layout of the value traced (compiler.layouts): None, a sharding or UNKNOWN."""
         return None
 
     @property
@@ -417,9 +445,9 @@ def aval_of(value) -> Aval:
 
 
 def layouts_of(values) -> list:
-    """Each value's layout (``.sharding``, None for host values): what the tracers standing for
-    them report, so a shard_map without in_specs reads the same specs traced as eagerly."""
-    return [getattr(v, "sharding", None) for v in values]
+    """Each value's layout (compiler.layouts; None for host values): what the tracers standing
+    for them report, so a shard_map without in_specs reads the same specs traced as eagerly."""
+    return [layouts_mod.layout_of(v) for v in values]
 
 
 # --- program tracing ---------------------------------------------------------------------------
@@ -436,11 +464,10 @@ class ProgramTracer(Tracer):
     def aval(self):
         return self._aval
 
-    @property
-    def sharding(self):
+    def _layout(self):
         """The layout of the argument this tracer stands for under ``jit`` (what
         ``typeof(x).sharding`` reads, and what a shard_map without in_specs takes its specs
-        from); None for values computed in the trace."""
+        from), followed through elementwise operations (compiler.layouts)."""
         return self._sharding
 
     def _axis_order(self):
@@ -483,6 +510,8 @@ class ProgramTrace(Trace):
         if not isinstance(value, Tracer) and aval.shape == () and _is_plain_scalar(value):
             return self.new_tracer(aval, Literal(np.asarray(value), aval))
         tracer = self.new_tracer(aval)
+        if self.shard is None:
+            tracer._sharding = layouts_mod.layout_of(value)
         self.consts.append((self.var_of[id(tracer)], value))
         self.const_tracers[id(value)] = tracer
         self.keep.append(value)
@@ -495,6 +524,11 @@ class ProgramTrace(Trace):
         if self.shard is None:          # outside shard_map bodies values carry no vma
             outs = [self.new_tracer(a.strip_vma())
                     for a in out_avals(prim, [t.aval for t in tracers], params)]
+            if any(t._sharding is not None for t in tracers):
+                for out, layout in zip(outs, layouts_mod.result_layout(
+                        prim, [t._sharding for t in tracers], [t.aval.shape for t in tracers],
+                        [o.aval.shape for o in outs])):
+                    out._sharding = layout
         else:
             from compiler.replication import per_output, type_operands
             tracers, out_vma = type_operands(self, prim, tracers, params)

@@ -149,8 +149,17 @@ def _axis_name_set(axis_names) -> frozenset:
 
 
 def _own_spec(value, mesh):
-    spec_of = getattr(getattr(value, "sharding", None), "spec", None)
-    if spec_of is not None and getattr(value.sharding, "mesh", None) == mesh:
+    from compiler.layouts import UNKNOWN, layout_of
+    layout = layout_of(value)
+    if layout is UNKNOWN:
+        raise ValueError(
+            "shard_map was given no in_specs, so it reads each argument's layout, but an "
+            f"argument of type {_aval_of(value).str_short()} was computed from arrays laid out "
+            "on a mesh by an operation whose layout shardc does not follow (it follows "
+            "elementwise operations only). Pass in_specs, or lay the argument out with "
+            "device_put or lax.with_sharding_constraint first.")
+    spec_of = getattr(layout, "spec", None)
+    if spec_of is not None and getattr(layout, "mesh", None) == mesh:
         return spec_of
     return PartitionSpec()
 

@@ -112,3 +112,46 @@ def test_definition_still_checks_what_it_can():
         jax.shard_map(abs, mesh=MESH4, out_specs=3)
     with pytest.raises(ValueError, match="check_vma='yes'"):
         jax.shard_map(abs, mesh=MESH4, out_specs=P(), check_vma="yes")
+
+
+# --- layouts followed through operations outside shard_map (compiler.layouts) --------------------
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_elementwise_results_keep_their_operands_layout(jit):
+    f = _total()
+    x = _placed(np.arange(8.))
+    g = (lambda x: f(jnp.sin(x) * 2 + x)) if not jit else jax.jit(lambda x: f(jnp.sin(x) * 2 + x))
+    want = float((np.sin(np.arange(8.)) * 2 + np.arange(8.)).sum())
+    assert float(g(x)) == pytest.approx(want, rel=1e-6)
+    y = jnp.sin(x) * 2
+    assert y.sharding == NamedSharding(MESH4, P("i"))
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x.reshape(2, 4).reshape(8),
+    lambda x: jnp.cumsum(x),
+    lambda x: jnp.concatenate([x[:4], x[4:]]),
+], ids=["reshape", "cumsum", "concatenate"])
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_a_layout_not_followed_is_an_error_not_a_guess(make, jit):
+    """Guessing P() would give every device the whole array: 4x the answer, silently."""
+    f = _total()
+    x = _placed(np.arange(8.))
+    g = (lambda x: f(make(x))) if not jit else jax.jit(lambda x: f(make(x)))
+    with pytest.raises(ValueError, match="computed from arrays laid out on a mesh by an "
+                                         "operation whose layout shardc does not follow"):
+        g(x)
+    # with in_specs given there is nothing to infer
+    given = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=MESH4, in_specs=P("i"),
+                          out_specs=P())
+    assert float(given(make(x))) == pytest.approx(float(np.asarray(make(jnp.arange(8.))).sum()))
+
+
+def test_a_batch_of_laid_out_values_is_not_guessed_either():
+    f = _total()
+    x = _placed(np.arange(8.))
+    with pytest.raises(ValueError, match="does not follow"):
+        jax.vmap(f)(jnp.stack([x, x]))
+    # host values have no layout: P(), as JAX reads an unlaid-out argument
+    got = jax.vmap(f)(jnp.stack([jnp.arange(8.)] * 2))
+    np.testing.assert_array_equal(np.asarray(got), [4 * 28.0] * 2)
