@@ -139,6 +139,16 @@ def is_unsigned(dtype) -> bool:
     return np.issubdtype(dtype, np.unsignedinteger) or dtype in SMALL_UNSIGNED
 
 
+def computation_dtype(dtype) -> np.dtype:
+    """The dtype ``jnp.sum``, ``prod``, ``mean`` and ``var`` compute a reduction of ``dtype``
+    in: float32 for bfloat16 and float16 (the result is cast back), else ``dtype``."""
+    dtype = np.dtype(dtype)
+    return np.dtype("float32") if dtype in _UPCAST_FOR_REDUCTION else dtype
+
+
+_UPCAST_FOR_REDUCTION = (bfloat16, np.dtype("float16"))
+
+
 def finfo(dtype):
     """Machine limits of a floating dtype, ml_dtypes' floats included (``jnp.finfo``)."""
     return ml_dtypes.finfo(_info_dtype(dtype))
