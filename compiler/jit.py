@@ -1,7 +1,7 @@
 """``jit`` and ``make_jaxpr``: trace once per signature, lower, cache, run.
 
-The cache key is (argument structure, avals, input shardings, static arguments); a second call
-with the same key runs the cached lowered module without tracing again.
+The cache key is (argument structure, avals, input shardings, static arguments, the x64 mode);
+a second call with the same key runs the cached lowered module without tracing again.
 """
 from __future__ import annotations
 
@@ -18,8 +18,22 @@ from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, current_trace, eval_trace, trace_to_program)
+from ir import dtypes
 from ir.core import Program
 from ir.printer import print_program
+
+
+_jit_disabled = False
+
+
+def set_jit_disabled(disabled: bool) -> None:
+    """Run jitted functions op by op, untraced (``jax_disable_jit``)."""
+    global _jit_disabled
+    _jit_disabled = bool(disabled)
+
+
+def jit_disabled() -> bool:
+    return _jit_disabled
 
 
 @dataclasses.dataclass
@@ -132,7 +146,7 @@ class JitFunction:
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args, **kwargs):
-        if current_trace() is not eval_trace:
+        if current_trace() is not eval_trace or _jit_disabled:
             return self.fun(*args, **kwargs)       # inside another trace: inline
         key = self._array_key(args, kwargs)
         compiled = self.array_calls.get(key) if key is not None else None
@@ -152,7 +166,7 @@ class JitFunction:
         if kwargs or self.static_argnums or self.static_argnames:
             return None
         backend = get_backend()
-        key = []
+        key = [dtypes.x64_enabled()]        # x64 changes what tracing the same avals gives
         for a in args:
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
@@ -191,7 +205,7 @@ class JitFunction:
         shardings = tuple(backend.sharding_of(x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
         try:
-            key = (in_tree, avals, shardings, static)
+            key = (in_tree, avals, shardings, static, dtypes.x64_enabled())
             hash(key)
         except TypeError:
             key = None

@@ -264,8 +264,9 @@ def concrete_aval(value) -> Aval:
     if isinstance(value, np.generic):          # a numpy scalar: one aval per type
         scalar = _SCALAR_AVALS[type(value)] = Aval((), dtypes.canonicalize(value.dtype))
         return scalar
-    if is_python_scalar(value):
-        return Aval((), dtypes.weak_scalar_dtype(value))
+    if is_python_scalar(value):           # one aval per type, until x64 flips
+        scalar = _SCALAR_AVALS[type(value)] = Aval((), dtypes.weak_scalar_dtype(value))
+        return scalar
     if isinstance(value, Tracer):
         return value.aval
     if hasattr(value, "aval"):
@@ -274,7 +275,7 @@ def concrete_aval(value) -> Aval:
     return Aval(array.shape, dtypes.canonicalize(array.dtype))
 
 
-_SCALAR_AVALS = {t: Aval((), dtypes.weak_scalar_dtype(t(0))) for t in (bool, int, float, complex)}
+_SCALAR_AVALS: dict = dtypes.register_cache({})
 
 
 def aval_of(value) -> Aval:

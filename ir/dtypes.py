@@ -54,6 +54,8 @@ float_ = np.dtype("float32")         # the defaults; set_x64 rebinds them
 int_ = np.dtype("int32")
 uint_ = np.dtype("uint32")
 complex_ = np.dtype("complex64")
+# axis_index, psum of bools and cond/switch indices are int32 in either mode, as in JAX
+int32 = np.dtype("int32")
 _caches: list = []
 
 

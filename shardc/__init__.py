@@ -33,6 +33,8 @@ from runtime.devices import device_count, devices  # noqa: E402
 from runtime.reference import device_put as _device_put_one  # noqa: E402
 
 from shardc import numpy, lax, nn, tree_util, sharding, debug, random  # noqa: E402,F401
+from shardc import dtypes  # noqa: E402,F401
+from shardc.config import config, disable_jit  # noqa: E402 (jax.config: shardc/config.py)
 from shardc.batching_api import vmap  # noqa: E402
 from shardc.ledger import comm_ledger  # noqa: E402
 from compiler import ad_rules as _ad_rules, ad_shard_map as _ad_shard_map  # noqa: E402,F401
@@ -176,4 +178,5 @@ __all__ = [
     "Array", "ShapeDtypeStruct", "ReplicationError", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
     "jit", "make_jaxpr", "make_mesh", "grad", "value_and_grad", "vjp", "jvp", "remat", "checkpoint", "set_mesh", "P", "random", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
+    "config", "disable_jit", "dtypes",
 ]
