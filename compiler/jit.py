@@ -17,7 +17,8 @@ from compiler.backend import get_backend
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from ir.module import LoweredModule
-from compiler.tracing import (Tracer, aval_of, current_trace, eval_trace, trace_to_program)
+from compiler.tracing import (Tracer, aval_of, check_invalid_values, current_trace, eval_trace,
+                              invalid_value_checks_on, trace_to_program)
 from ir import dtypes
 from ir.core import Program
 from ir.printer import print_program
@@ -154,12 +155,33 @@ class JitFunction:
             # the common call: positional arrays only, seen before; no pytree walk
             closed = compiled.closed
             outs = get_backend().execute(compiled.module, list(closed.consts) + list(args))
+            if invalid_value_checks_on():
+                self._check_outputs(outs, args, kwargs)
             return tree.tree_unflatten(closed.out_tree, outs)
         with _gc_paused():
             result = self._call(args, kwargs)
         if key is not None:
             self.array_calls[key] = self._last
+        if invalid_value_checks_on():
+            self._check_outputs(tree.tree_leaves(result), args, kwargs)
         return result
+
+    def _check_outputs(self, outs, args, kwargs):
+        """jax_debug_nans/infs: on an invalid output, run the function again op by op so the
+        operation that made it raises; if none does, name the jitted function."""
+        name = getattr(self.fun, "__name__", "fun")
+        try:
+            check_invalid_values(outs, f"jit({name})")
+        except FloatingPointError as error:
+            previous = _jit_disabled
+            set_jit_disabled(True)
+            try:
+                self.fun(*args, **kwargs)
+            finally:
+                set_jit_disabled(previous)
+            raise FloatingPointError(f"{error}; run op by op, no operation of {name} produced "
+                                     "it (it is a constant output, or came from an input)") \
+                from None
 
     def _array_key(self, args, kwargs):
         """A cheap cache key when every argument is a concrete array and nothing is static."""

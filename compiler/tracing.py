@@ -137,12 +137,45 @@ class EvalTrace(Trace):
         out_avals(prim, [aval_of(v) for v in values], params)
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
-            return execute_equation(prim, values, params)
-        return get_backend().eval_primitive(prim, values, params)
+            outs = execute_equation(prim, values, params)
+        else:
+            outs = get_backend().eval_primitive(prim, values, params)
+        check_invalid_values(outs, prim.name)
+        return outs
 
     def process_shard_map(self, fun, args, params):
         from compiler.eager import run_shard_map_eagerly
-        return run_shard_map_eagerly(self, fun, args, params)
+        outs = run_shard_map_eagerly(self, fun, args, params)
+        check_invalid_values(outs, "shard_map")
+        return outs
+
+
+# --- jax_debug_nans / jax_debug_infs: invalid values from operations run at once -------------
+
+_invalid_checks: set = set()         # "nan" and/or "inf"
+
+
+def set_invalid_value_check(kind: str, enabled: bool) -> None:
+    """Raise FloatingPointError when an operation run outside any trace (eagerly, or a jitted
+    call's outputs) produces a NaN (``kind='nan'``) or an infinity (``'inf'``)."""
+    (_invalid_checks.add if enabled else _invalid_checks.discard)(kind)
+
+
+def invalid_value_checks_on() -> bool:
+    return bool(_invalid_checks)
+
+
+def check_invalid_values(values, where: str) -> None:
+    """FloatingPointError ``invalid value (nan) encountered in {where}``, as JAX raises."""
+    if not _invalid_checks:
+        return
+    for value in values:
+        if not dtypes.is_inexact(aval_of(value).dtype):
+            continue
+        array = np.asarray(value)
+        for kind, test in (("nan", np.isnan), ("inf", np.isinf)):
+            if kind in _invalid_checks and np.any(test(array)):
+                raise FloatingPointError(f"invalid value ({kind}) encountered in {where}")
 
 
 eval_trace = EvalTrace()

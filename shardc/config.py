@@ -8,6 +8,9 @@ Honoured flags change what shardc does:
 - ``jax_num_cpu_devices``: the simulated device count, before the devices are first used
   (afterwards RuntimeError, as JAX raises once its backends exist; -1: the environment's).
 - ``jax_disable_jit``: jitted functions run op by op, untraced.
+- ``jax_debug_nans`` / ``jax_debug_infs``: FloatingPointError when an operation run at once,
+  or a jitted call's output, holds a NaN / an infinity (a jitted function is then run op by op
+  to name the operation).
 - ``jax_numpy_dtype_promotion``: ``'standard'``; ``'strict'`` raises NotImplementedError.
 
 The others are accepted, validated as JAX validates them, readable, and change nothing:
@@ -26,10 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 from typing import Any, Callable
 
 from compiler import jit as _jit
+from compiler import tracing as _tracing
 from ir import dtypes as _dtypes
 from runtime import devices as _devices
 
@@ -114,8 +119,10 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_platform_name", "", _optional_str),
     Flag("jax_default_device", None, _any),
     Flag("jax_default_matmul_precision", None, _enum(*_MATMUL_PRECISIONS, optional=True)),
-    Flag("jax_debug_nans", False, _bool),
-    Flag("jax_debug_infs", False, _bool),
+    Flag("jax_debug_nans", False, _bool,
+         functools.partial(_tracing.set_invalid_value_check, "nan")),
+    Flag("jax_debug_infs", False, _bool,
+         functools.partial(_tracing.set_invalid_value_check, "inf")),
     Flag("jax_log_compiles", False, _bool),
     Flag("jax_explain_cache_misses", False, _bool),
     Flag("jax_check_tracer_leaks", False, _bool),

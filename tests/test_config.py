@@ -25,7 +25,7 @@ def restore_flags():
     before = config.values
     yield
     for name in ("jax_enable_x64", "jax_disable_jit", "jax_default_matmul_precision",
-                 "jax_platforms", "jax_debug_nans"):
+                 "jax_platforms", "jax_debug_nans", "jax_debug_infs"):
         config.update(name, before[name])
 
 
@@ -74,7 +74,7 @@ def test_strict_dtype_promotion_is_refused():
 def test_accepted_flags_change_nothing():
     x = jnp.asarray(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32))
     want = np.asarray(jnp.dot(x, x))
-    assert set(ACCEPTED) >= {"jax_platforms", "jax_default_matmul_precision", "jax_debug_nans",
+    assert set(ACCEPTED) >= {"jax_platforms", "jax_default_matmul_precision",
                              "jax_traceback_filtering", "jax_compilation_cache_dir"}
     for name in ACCEPTED:
         config.update(name, FLAGS[name].default)
@@ -214,3 +214,27 @@ def test_disable_jit_runs_op_by_op():
     assert config.jax_disable_jit is False
     with pytest.raises(shardc.ConcretizationTypeError):
         f(x)
+
+
+def test_debug_nans_and_infs_name_the_operation():
+    x = jnp.asarray([0.0, 1.0])
+    sqrt_shifted = shardc.jit(lambda v: jnp.sqrt(v - 2.0) * 2)
+    assert np.isnan(np.asarray(sqrt_shifted(x))).all()          # off: NaNs flow through
+    config.update("jax_debug_nans", True)
+    with pytest.raises(FloatingPointError, match=r"^invalid value \(nan\) encountered in div$"):
+        x / x
+    np.testing.assert_array_equal(np.asarray(jnp.log(x)), [-np.inf, 0.0])   # inf is no NaN
+    for _ in range(2):                                          # traced, then cached
+        with pytest.raises(FloatingPointError, match=r"\(nan\) encountered in sqrt$"):
+            sqrt_shifted(x)
+    with pytest.raises(FloatingPointError, match=r"\(nan\) encountered in jit\(<lambda>\); "
+                                                 "run op by op, no operation"):
+        shardc.jit(lambda v: v)(jnp.asarray([np.nan]))
+    np.testing.assert_array_equal(np.asarray(sqrt_shifted(jnp.asarray([3.0]))), [2.0])
+    mesh = shardc.make_mesh((4,), ("i",))
+    body = shardc.shard_map(lambda b: lax.psum(b, "i") / b, mesh=mesh, in_specs=P("i"),
+                            out_specs=P("i"))
+    with pytest.raises(FloatingPointError, match=r"\(inf\) encountered in"):
+        config.update("jax_debug_nans", False)
+        config.update("jax_debug_infs", True)
+        body(jnp.asarray([0.0, 1.0, 2.0, 3.0]))
