@@ -149,6 +149,23 @@ def test_reductions_of_half_floats_compute_in_float32():
     assert "convert_element_type[new_dtype=float32]" in text and "c:f32[] = reduce_sum" in text
 
 
+def test_bf16_matmul_accumulates_in_float32():
+    """A bf16 dot rounds once, like an f32-accumulated product (XLA's on CPU), not per step."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 512)).astype(BF16)
+    b = rng.standard_normal((512, 3)).astype(BF16)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(BF16).astype(np.float32)
+    stepwise = np.array([[functools.reduce(lambda s, t: (s + t).astype(BF16), a[i] * b[:, j])
+                          for j in range(3)] for i in range(4)], np.float32)
+    assert np.abs(stepwise - want).max() > 0.05            # per-step rounding is visibly off
+    einsum = functools.partial(jnp.einsum, "ij,jk->ik")
+    batched = lambda x, y: jnp.matmul(x[None], y[None])[0]
+    for run in (jnp.dot, shardc.jit(jnp.dot), einsum, shardc.jit(batched)):
+        got = run(jnp.asarray(a), jnp.asarray(b))
+        assert got.dtype == BF16
+        np.testing.assert_allclose(np.asarray(got, np.float32), want, rtol=2 ** -7)
+
+
 # --- IR text -----------------------------------------------------------------------------------
 
 def test_types_print_short_and_parse_back():
