@@ -241,6 +241,8 @@ REFS = {
     "all_to_all": (lambda a: lax.all_to_all(a, "x", 1, 0, tiled=True), "x",
                    lambda xs: [np.concatenate([np.split(x, 4, 1)[d] for x in xs], 0)
                                for d in range(4)]),
+    "pbroadcast": (lambda a: lax.pbroadcast(a, "y", source=1), "y",
+                   lambda xs: [xs[1]] * len(xs)),
 }
 
 
@@ -330,3 +332,28 @@ def test_vjp_cotangent_dtypes_follow_primals():
     _, tangent = shardc.jvp(lambda a: a * a, (x,), (jnp.ones(4, jnp.bfloat16),))
     assert tangent.dtype == BF16
     np.testing.assert_array_equal(np.asarray(tangent), np.full(4, 2, BF16))
+
+
+@pytest.mark.parametrize("name", sorted(set(REFS) - {"pmax", "pmin", "pbroadcast"}))
+def test_gradients_through_each_collective_keep_bf16(name):
+    """The cotangent of a bf16 input is bf16 and matches the same program's float32 gradient
+    to bf16 precision."""
+    collective = REFS[name][0]
+    mesh = shardc.make_mesh(MESH, NAMES)
+    spec = P(("x", "y"))
+    rng = np.random.default_rng(11)
+    x32 = rng.standard_normal((16, 4)).astype(np.float32)
+
+    def loss(x):
+        f = shardc.shard_map(lambda a: jnp.reshape(collective(a * a), (1, -1)), mesh=mesh,
+                             in_specs=spec, out_specs=spec, check_vma=False)
+        out = f(x)
+        weights = (jnp.arange(out.size).reshape(out.shape) % 7 + 1).astype(x.dtype) * 0.25
+        return jnp.sum(out * weights)
+
+    g16 = shardc.grad(loss)(jnp.asarray(x32.astype(BF16)))
+    g32 = shardc.grad(loss)(jnp.asarray(x32.astype(BF16).astype(np.float32)))
+    assert g16.dtype == BF16 and g32.dtype == F32 and g16.shape == (16, 4)
+    scale = float(np.abs(np.asarray(g32)).max())
+    np.testing.assert_allclose(np.asarray(g16, np.float32), np.asarray(g32),
+                               rtol=2 ** -6, atol=scale * 2 ** -7)
