@@ -125,19 +125,28 @@ def test_x64_shard_map_collectives_and_gradients_match_numpy():
     w = rng.standard_normal((6, 3))
 
     @functools.partial(shardc.shard_map, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
-                       out_specs=(P("x", None), P(), P()))
+                       out_specs=(P("x", None), P(), P(), P(("x", "y")), P()))
     def body(a_block, w_block):
         partial_sum = jnp.dot(a_block, w_block)
         total = lax.psum(partial_sum, "y")
         index = lax.axis_index(("x", "y"))
-        return total, lax.psum(jnp.sum(total ** 2), "x"), lax.psum(index, ("x", "y"))
+        return (total, lax.psum(jnp.sum(total ** 2), "x"), lax.psum(index, ("x", "y")),
+                index[None], lax.psum(a_block > 0, ("x", "y")))
 
     for run in (body, shardc.jit(body)):
-        total, loss, indices = run(jnp.asarray(a), jnp.asarray(w))
+        total, loss, index_sum, indices, positives = run(jnp.asarray(a), jnp.asarray(w))
         assert total.dtype == np.float64 and loss.dtype == np.float64
         np.testing.assert_allclose(np.asarray(total), a @ w, rtol=1e-13)
         np.testing.assert_allclose(float(loss), np.sum((a @ w) ** 2), rtol=1e-13)
-        assert indices.dtype == np.int32 and int(indices) == sum(range(8))   # int32, as JAX
+        # axis_index and psum of bools are int32 in 64-bit mode too, as in JAX
+        assert index_sum.dtype == np.int32 and int(index_sum) == sum(range(8))
+        assert indices.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(indices), np.arange(8, dtype=np.int32))
+        assert positives.dtype == np.int32
+        np.testing.assert_array_equal(
+            np.asarray(positives), sum(b > 0 for b in [a[r:r + 2, c:c + 3]
+                                                       for r in range(0, 8, 2)
+                                                       for c in range(0, 6, 3)]))
 
     grad_a = shardc.grad(lambda a_, w_: body(a_, w_)[1])(jnp.asarray(a), jnp.asarray(w))
     assert grad_a.dtype == np.float64
