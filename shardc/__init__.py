@@ -35,6 +35,8 @@ from runtime.reference import device_put as _device_put_one  # noqa: E402
 from shardc import numpy, lax, nn, tree_util, sharding, debug, random  # noqa: E402,F401
 from shardc import dtypes  # noqa: E402,F401
 from shardc.config import config, disable_jit  # noqa: E402 (jax.config: shardc/config.py)
+from shardc.config import STATES as _STATES  # noqa: E402
+globals().update(_STATES)     # with shardc.enable_x64(True): ..., shardc.debug_nans, ...
 from shardc.batching_api import vmap  # noqa: E402
 from shardc.ledger import comm_ledger  # noqa: E402
 from compiler import ad_rules as _ad_rules, ad_shard_map as _ad_shard_map  # noqa: E402,F401
@@ -178,5 +180,5 @@ __all__ = [
     "Array", "ShapeDtypeStruct", "ReplicationError", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
     "jit", "make_jaxpr", "make_mesh", "grad", "value_and_grad", "vjp", "jvp", "remat", "checkpoint", "set_mesh", "P", "random", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
-    "config", "disable_jit", "dtypes",
+    "config", "disable_jit", "dtypes", *_STATES,
 ]

@@ -246,3 +246,37 @@ def enable_x64(new_val: bool = True):
 def disable_x64():
     """``with disable_x64():`` 32-bit mode inside the block."""
     return _flag_set_to("jax_enable_x64", False)
+
+
+_DEFAULT_TRUE = object()
+
+
+class FlagState:
+    """A flag as JAX's top-level names have it: ``with shardc.debug_nans(True):`` (a bool
+    flag's value defaults to True) or ``with shardc.default_matmul_precision('float32'):``
+    sets it inside the block; ``.value`` reads it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def value(self):
+        return config.read(self.name)
+
+    def __call__(self, new_val=_DEFAULT_TRUE):
+        if new_val is _DEFAULT_TRUE:
+            if not isinstance(FLAGS[self.name].default, bool):
+                raise TypeError(f"{self.name}() needs the value to set inside the block")
+            new_val = True
+        return _flag_set_to(self.name, new_val)
+
+    def __repr__(self):
+        return f"FlagState({self.name!r}, value={self.value!r})"
+
+
+# the context managers JAX exports at top level, under its names
+STATES = {name: FlagState("jax_" + name) for name in (
+    "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision",
+    "numpy_dtype_promotion", "numpy_rank_promotion", "log_compiles", "enable_checks",
+    "check_tracer_leaks", "explain_cache_misses", "default_prng_impl",
+    "threefry_partitionable", "softmax_custom_jvp", "default_device")}

@@ -247,3 +247,26 @@ def test_debug_nans_and_infs_name_the_operation():
         config.update("jax_debug_nans", False)
         config.update("jax_debug_infs", True)
         body(jnp.asarray([0.0, 1.0, 2.0, 3.0]))
+
+
+def test_top_level_flag_context_managers():
+    assert shardc.enable_x64.value is False
+    with shardc.enable_x64(True):
+        assert jnp.arange(2).dtype == np.int64 and shardc.enable_x64.value is True
+        with shardc.enable_x64(False):
+            assert jnp.arange(2).dtype == np.int32
+        assert config.jax_enable_x64 is True
+    assert jnp.arange(2).dtype == np.int32
+    with shardc.debug_nans():                     # a bool flag's value defaults to True
+        with pytest.raises(FloatingPointError, match="encountered in sqrt"):
+            jnp.sqrt(jnp.asarray(-1.0))
+    assert shardc.debug_nans.value is False
+    with shardc.default_matmul_precision("float32"):
+        assert config.jax_default_matmul_precision == "float32"
+    assert config.jax_default_matmul_precision is None
+    with pytest.raises(TypeError, match=r"jax_default_matmul_precision\(\) needs the value"):
+        shardc.default_matmul_precision()
+    with pytest.raises(NotImplementedError, match="'strict' is not supported"):
+        with shardc.numpy_dtype_promotion("strict"):
+            pass
+    assert config.jax_numpy_dtype_promotion == "standard"
