@@ -836,7 +836,7 @@ def _reduction(prim, x, axis, keepdims, dtype=None):
     elif prim in (p.reduce_sum_p, p.reduce_prod_p):
         x = astype(x, _accumulator_dtype(_dtype_of(x)))
     result_dtype = _dtype_of(x)
-    if prim in (p.reduce_sum_p, p.reduce_prod_p):
+    if dtype is None and prim in (p.reduce_sum_p, p.reduce_prod_p):
         x = astype(x, _dt.computation_dtype(result_dtype))    # bf16/f16 sum in f32, as JAX
     axes = _reduce_axes(x, axis)
     if prim in (p.reduce_max_p, p.reduce_min_p) and builtins.any(_shape(x)[a] == 0

@@ -147,6 +147,8 @@ def test_reductions_of_half_floats_compute_in_float32():
     np.testing.assert_allclose(float(jnp.mean(x)), 0.1, rtol=1e-2)
     text = str(shardc.make_jaxpr(jnp.sum)(x))
     assert "convert_element_type[new_dtype=float32]" in text and "c:f32[] = reduce_sum" in text
+    stepwise = shardc.make_jaxpr(lambda v: jnp.sum(v, dtype=jnp.bfloat16))(x)   # as asked
+    assert "b:bf16[] = reduce_sum" in str(stepwise) and "float32" not in str(stepwise)
 
 
 def test_bf16_matmul_accumulates_in_float32():
