@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 
 # --- argument parsing ------------------------------------------------------------------------------
 
-_TYPE = re.compile(r"^\s*([a-z]+[0-9]*)\[([0-9,\s]*)\]\s*$")
+_TYPE = re.compile(r"^\s*([a-z]+[0-9]*(?:_[a-z0-9]+)?)\[([0-9,\s]*)\]\s*$")   # f32[8], f8_e4m3fn[4]
 
 
 def parse_arg_types(text: str) -> list:

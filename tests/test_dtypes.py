@@ -9,6 +9,7 @@ gradients.
 from __future__ import annotations
 
 import functools
+import os
 
 import ml_dtypes
 import numpy as np
@@ -359,3 +360,15 @@ def test_gradients_through_each_collective_keep_bf16(name):
     scale = float(np.abs(np.asarray(g32)).max())
     np.testing.assert_allclose(np.asarray(g16, np.float32), np.asarray(g32),
                                rtol=2 ** -6, atol=scale * 2 ** -7)
+
+
+def test_command_line_reads_ml_types(capsys):
+    from shardc.cli import main, parse_arg_types
+    structs = parse_arg_types("bf16[8,16],f8_e4m3fn[4],i4[2]")
+    assert [(s.shape, s.dtype) for s in structs] == [((8, 16), BF16), ((4,), F8), ((2,), I4)]
+    programs = os.path.join(os.path.dirname(__file__), "cli_programs", "programs.py")
+    assert main(["lower", f"{programs}:matmul_basic", "--args", "bf16[8,16],bf16[16,4]",
+                 "--device", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("{ lambda ; a:bf16[8,16] b:bf16[16,4]. let")
+    assert "bf16[2,4]{x} = all_reduce[device_groups=((0, 1), (2, 3), (4, 5), (6, 7))" in out
