@@ -33,10 +33,6 @@ def set_jit_disabled(disabled: bool) -> None:
     _jit_disabled = bool(disabled)
 
 
-def jit_disabled() -> bool:
-    return _jit_disabled
-
-
 @dataclasses.dataclass
 class ClosedProgram:
     """A traced program with the values of its constants and its output structure."""
@@ -148,7 +144,7 @@ class JitFunction:
 
     def __call__(self, *args, **kwargs):
         if current_trace() is not eval_trace or _jit_disabled:
-            return self.fun(*args, **kwargs)       # inside another trace: inline
+            return self.fun(*args, **kwargs)       # inside another trace, or disabled: inline
         key = self._array_key(args, kwargs)
         compiled = self.array_calls.get(key) if key is not None else None
         if compiled is not None:
