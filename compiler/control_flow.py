@@ -292,13 +292,16 @@ def _is_concrete_int(value) -> bool:
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``lax.fori_loop``: ``body_fun(i, val)`` for i in [lower, upper). Static bounds lower to a
     scan (reverse-mode differentiable); traced bounds to a while loop. ``unroll`` is the
-    scan's (static bounds only, as in JAX)."""
+    scan's (static bounds only, as in JAX). The counter has the bounds' dtype (see
+    ``_loop_index_dtype``)."""
+    dtype = _loop_index_dtype(lower, upper)
+    one = np.asarray(1, dtype)[()]
     if _is_concrete_int(lower) and _is_concrete_int(upper):
         def step(loop_carry, _):
             i, val = loop_carry
-            return (bind(prims.add_p, i, np.int32(1)), body_fun(i, val)), None
+            return (bind(prims.add_p, i, one), body_fun(i, val)), None
 
-        (_, result), _ = scan(step, (np.int32(int(lower)), init_val), None,
+        (_, result), _ = scan(step, (np.asarray(int(lower), dtype)[()], init_val), None,
                               length=max(0, int(upper) - int(lower)),
                               unroll=False if unroll is None else unroll,
                               carry_name="loop_carry")
@@ -313,19 +316,37 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
     def body(loop_carry):
         i, stop, val = loop_carry
-        return bind(prims.add_p, i, np.int32(1)), stop, body_fun(i, val)
+        return bind(prims.add_p, i, one), stop, body_fun(i, val)
 
-    lower = _as_int32(lower)
-    upper = _as_int32(upper)
+    lower, upper = (_as_loop_index(b, dtype) for b in (lower, upper))
     _, _, result = while_loop(cond_fun, body, (lower, upper, init_val), carry_name="loop_carry")
     return result
 
 
-def _as_int32(value):
-    if _is_concrete_int(value):
-        return np.int32(value)
-    if aval_of(value).dtype != dtypes.int_:
-        return bind(prims.convert_element_type_p, value, new_dtype=dtypes.int_)
+def _loop_index_dtype(lower, upper) -> np.dtype:
+    """JAX's rule: the bounds' dtype; a Python int bound takes the other bound's. With both
+    bounds Python ints the counter is int32 (JAX's is a weakly typed default int, which takes
+    the dtype of what it meets: int32 is that in 32-bit mode and the closest strong type in
+    64-bit mode)."""
+    weak = [is_python_scalar(b) for b in (lower, upper)]
+    found = [aval_of(b).dtype for b in (lower, upper)]
+    if all(weak):
+        return dtypes.int32
+    if weak[0] or weak[1]:
+        strong = found[1] if weak[0] else found[0]
+        if dtypes.is_int(strong) and not dtypes.is_unsigned(strong):
+            return strong
+    elif found[0] == found[1]:
+        return found[0]
+    raise TypeError("lower and upper arguments to fori_loop must have equal types, got "
+                    f"{found[0].name} and {found[1].name}")
+
+
+def _as_loop_index(value, dtype):
+    if is_python_scalar(value) or isinstance(value, np.generic):
+        return np.asarray(int(value), dtype)[()]
+    if aval_of(value).dtype != dtype:
+        return bind(prims.convert_element_type_p, value, new_dtype=dtype)
     return value
 
 
@@ -398,7 +419,7 @@ def cond(pred, true_fun, false_fun, *operands):
     pred_aval = aval_of(pred)
     if pred_aval.shape != ():
         raise TypeError(f"Pred must be a scalar, got {pred_aval.str_long()}.")
-    index = bind(prims.convert_element_type_p, pred, new_dtype=dtypes.int_) \
+    index = bind(prims.convert_element_type_p, pred, new_dtype=dtypes.int32) \
         if not is_python_scalar(pred) else np.int32(bool(pred))
     return _switch("cond", index, [false_fun, true_fun], ["false_fun", "true_fun"], operands)
 
@@ -411,8 +432,8 @@ def switch(index, branches, *operands):
     if is_python_scalar(index):
         index = np.int32(min(max(int(index), 0), len(branches) - 1))
     else:
-        index = bind(prims.convert_element_type_p, index, new_dtype=dtypes.int_) \
-            if aval_of(index).dtype != dtypes.int_ else index
+        index = bind(prims.convert_element_type_p, index, new_dtype=dtypes.int32) \
+            if aval_of(index).dtype != dtypes.int32 else index
         index = bind(prims.max_p, index, np.int32(0))
         index = bind(prims.min_p, index, np.int32(len(branches) - 1))
     names = [f"branch {k}" for k in range(len(branches))]

@@ -1,7 +1,7 @@
 """``jit`` and ``make_jaxpr``: trace once per signature, lower, cache, run.
 
 The cache key is (argument structure, avals, input shardings, static arguments, the current
-mesh, which a shard_map without ``mesh=`` reads when called); a second call
+mesh, which a shard_map without ``mesh=`` reads when called, the x64 mode); a second call
 with the same key runs the cached lowered module without tracing again.
 """
 from __future__ import annotations
@@ -19,11 +19,22 @@ from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from compiler.shard_map import function_name
 from ir.module import LoweredModule
-from compiler.tracing import (Tracer, aval_of, check_jax_leaves, current_trace, eval_trace,
-                              is_jax_value, layouts_of, trace_to_program)
+from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
+                              current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
+                              layouts_of, trace_to_program)
+from ir import dtypes
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
 from ir.printer import print_program
+
+
+_jit_disabled = False
+
+
+def set_jit_disabled(disabled: bool) -> None:
+    """Run jitted functions op by op, untraced (``jax_disable_jit``)."""
+    global _jit_disabled
+    _jit_disabled = bool(disabled)
 
 
 @dataclasses.dataclass
@@ -186,25 +197,46 @@ class JitFunction:
         functools.update_wrapper(self, fun)
 
     def __call__(self, *args, **kwargs):
-        if current_trace() is not eval_trace:
-            return self._inline(args, kwargs)       # inside another trace
+        if current_trace() is not eval_trace or _jit_disabled:
+            return self._inline(args, kwargs)       # inside another trace, or disabled
         key = self._array_key(args, kwargs)
         compiled = self.array_calls.get(key) if key is not None else None
         if compiled is not None:
             # the common call: positional arrays only, seen before; no pytree walk
             closed = compiled.closed
             outs = get_backend().execute(compiled.module, list(closed.consts) + list(args))
+            if invalid_value_checks_on():
+                self._check_outputs(outs, args, kwargs)
             return tree.tree_unflatten(closed.out_tree, outs)
         with _gc_paused():
             result = self._call(args, kwargs)
         if key is not None:
             self.array_calls[key] = self._last
+        if invalid_value_checks_on():
+            self._check_outputs(tree.tree_leaves(result), args, kwargs)
         return result
 
     def _inline(self, args, kwargs):
         """Under another trace the body is traced in place, its shardings as constraints."""
         args, kwargs = self._place_inputs(args, kwargs)
         return self._constrain_outputs(self.fun(*args, **kwargs))
+
+    def _check_outputs(self, outs, args, kwargs):
+        """jax_debug_nans/infs: on an invalid output, run the function again op by op so the
+        operation that made it raises; if none does, name the jitted function."""
+        name = getattr(self.fun, "__name__", "fun")
+        try:
+            check_invalid_values(outs, f"jit({name})")
+        except FloatingPointError as error:
+            previous = _jit_disabled
+            set_jit_disabled(True)
+            try:
+                self.fun(*args, **kwargs)
+            finally:
+                set_jit_disabled(previous)
+            raise FloatingPointError(f"{error}; run op by op, no operation of {name} produced "
+                                     "it (it is a constant output, or came from an input)") \
+                from None
 
     def _array_key(self, args, kwargs):
         """A cheap cache key when every argument is a concrete array, nothing is static and
@@ -214,7 +246,8 @@ class JitFunction:
                 or self.out_shardings is not UNSPECIFIED):
             return None
         backend = get_backend()
-        key = [current_mesh()]
+        # x64 changes what tracing the same avals gives; the mesh, what a shard_map reads
+        key = [dtypes.x64_enabled(), current_mesh()]
         for a in args:
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
@@ -287,7 +320,7 @@ class JitFunction:
         shardings = tuple(backend.sharding_of(x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
         key = (in_tree, avals, shardings, self._static_key(static, static_kwargs),
-               current_mesh())
+               current_mesh(), dtypes.x64_enabled())
         try:
             hash(key)
         except TypeError:

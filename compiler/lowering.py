@@ -75,7 +75,7 @@ def _pvary_rule(ctx, eqn, invars):
 
 
 def _axis_index_rule(ctx, eqn, invars):
-    return [Literal(np.int32(ctx.rank(eqn.params["mesh_axes"])), Aval((), dtypes.int_))]
+    return [Literal(np.int32(ctx.rank(eqn.params["mesh_axes"])), Aval((), dtypes.int32))]
 
 
 for _p in prims.REDUCING_COLLECTIVES:

@@ -196,16 +196,48 @@ class EvalTrace(Trace):
             return rule(*values, **params)
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
-            return execute_equation(prim, values, params)
-        if prim.kind == "higher":     # a loop or branch: its body runs on the backend
-            from compiler.inline_calls import inline_params
-            params = inline_params(params)
-        outs = get_backend().eval_primitive(prim, values, params)
+            outs = execute_equation(prim, values, params)
+        else:
+            if prim.kind == "higher":     # a loop or branch: its body runs on the backend
+                from compiler.inline_calls import inline_params
+                params = inline_params(params)
+            outs = get_backend().eval_primitive(prim, values, params)
+        check_invalid_values(outs, prim.name)
         return _follow_layouts(prim, values, outs)
 
     def process_shard_map(self, fun, args, params):
         from compiler.eager import run_shard_map_eagerly
-        return run_shard_map_eagerly(self, fun, args, params)
+        outs = run_shard_map_eagerly(self, fun, args, params)
+        check_invalid_values(outs, "shard_map")
+        return outs
+
+
+# --- jax_debug_nans / jax_debug_infs: invalid values from operations run at once -------------
+
+_invalid_checks: set = set()         # "nan" and/or "inf"
+
+
+def set_invalid_value_check(kind: str, enabled: bool) -> None:
+    """Raise FloatingPointError when an operation run outside any trace (eagerly, or a jitted
+    call's outputs) produces a NaN (``kind='nan'``) or an infinity (``'inf'``)."""
+    (_invalid_checks.add if enabled else _invalid_checks.discard)(kind)
+
+
+def invalid_value_checks_on() -> bool:
+    return bool(_invalid_checks)
+
+
+def check_invalid_values(values, where: str) -> None:
+    """FloatingPointError ``invalid value (nan) encountered in {where}``, as JAX raises."""
+    if not _invalid_checks:
+        return
+    for value in values:
+        if not dtypes.is_inexact(aval_of(value).dtype):
+            continue
+        array = np.asarray(value)
+        for kind, test in (("nan", np.isnan), ("inf", np.isinf)):
+            if kind in _invalid_checks and np.any(test(array)):
+                raise FloatingPointError(f"invalid value ({kind}) encountered in {where}")
 
 
 def _follow_layouts(prim, values, outs):
@@ -425,8 +457,9 @@ def concrete_aval(value) -> Aval:
     if isinstance(value, np.generic):          # a numpy scalar: one aval per type
         scalar = _SCALAR_AVALS[type(value)] = Aval((), dtypes.canonicalize(value.dtype))
         return scalar
-    if is_python_scalar(value):
-        return Aval((), dtypes.weak_scalar_dtype(value))
+    if is_python_scalar(value):           # one aval per type, until x64 flips
+        scalar = _SCALAR_AVALS[type(value)] = Aval((), dtypes.weak_scalar_dtype(value))
+        return scalar
     if isinstance(value, Tracer):
         return value.aval
     if hasattr(value, "aval"):
@@ -437,7 +470,7 @@ def concrete_aval(value) -> Aval:
     return Aval(array.shape, dtypes.canonicalize(array.dtype))
 
 
-_SCALAR_AVALS = {t: Aval((), dtypes.weak_scalar_dtype(t(0))) for t in (bool, int, float, complex)}
+_SCALAR_AVALS: dict = dtypes.register_cache({})
 
 
 def aval_of(value) -> Aval:

@@ -15,22 +15,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-# Short dtype names used in printed types: f32[4,8].
-_SHORT_DTYPE = {
-    "float16": "f16", "float32": "f32", "float64": "f64",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-    "bool": "bool", "complex64": "c64", "complex128": "c128",
-}
-_LONG_DTYPE = {short: long for long, short in _SHORT_DTYPE.items()}
+from ir import dtypes
+
+# Short dtype names used in printed types: f32[4,8], bf16[4].
+_SHORT_DTYPE = dtypes.SHORT_NAMES       # long name -> short name (``bfloat16`` -> ``bf16``)
 
 
 def short_dtype(dtype) -> str:
-    return _SHORT_DTYPE[np.dtype(dtype).name]
+    return dtypes.short_name(dtype)
 
 
 def dtype_from_short(name: str) -> np.dtype:
-    return np.dtype(_LONG_DTYPE[name])
+    return dtypes.from_short_name(name)
 
 
 @dataclasses.dataclass(frozen=True)

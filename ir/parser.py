@@ -31,9 +31,10 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
+from ir import dtypes
 from ir import primitives as prims
 from ir.core import (_SHORT_DTYPE, Aval, DeviceProgram, Eqn, Literal, Program, SourceInfo, Var,
-                     dtype_from_short, short_dtype)
+                     dtype_from_short)
 from ir.module import LoweredModule, LoweredShardMap
 from ir.sharding import Mesh, NamedSharding, PartitionSpec
 from ir.verify import verify
@@ -504,14 +505,8 @@ class _Builder:
         """A bare word: a dtype name (``float32``), or the floats ``inf`` and ``nan``."""
         if str(token) in ("inf", "nan"):
             return float(str(token))
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                dtype = np.dtype(str(token))
-            short_dtype(dtype)
-        except (TypeError, KeyError):
-            dtype = None
-        if dtype is None or dtype.name != str(token):
+        dtype = dtypes.BY_NAME.get(str(token))
+        if dtype is None:
             raise self.error(token, f"unknown name {str(token)!r}; a bare word is a dtype name "
                                     "(float32, int32, bool, ...), inf or nan")
         return dtype
@@ -579,10 +574,10 @@ def _literal_value(text: str, kind: str, dtype: np.dtype):
     """The value of a literal's word for ``dtype``, or None if the word is not such a value."""
     if dtype == np.bool_:
         return {"True": True, "False": False}.get(text)
-    if np.issubdtype(dtype, np.integer):
+    if dtypes.is_int(dtype):
         if kind != "INT":
             return None
-        info = np.iinfo(dtype)
+        info = dtypes.iinfo(dtype)
         return int(text) if info.min <= int(text) <= info.max else None
     if np.issubdtype(dtype, np.complexfloating):
         if kind not in ("COMPLEX", "INT", "FLOAT") and text.lstrip("-") not in ("inf", "nan"):

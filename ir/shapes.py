@@ -325,14 +325,14 @@ def _reducing_collective_rule(prim, x: Aval, **params) -> list:
     if prim is prims.pmean_p and not dtypes.is_inexact(x.dtype):
         return [_aval(x.shape, dtypes.float_)]
     if prim is prims.psum_p and dtypes.is_bool(x.dtype):
-        return [_aval(x.shape, dtypes.int_)]
+        return [_aval(x.shape, dtypes.int32)]
     return [_aval(x.shape, x.dtype)]
 
 
 for _p in prims.REDUCING_COLLECTIVES:
     shape_rules[_p] = functools.partial(_reducing_collective_rule, _p)
 shape_rules[prims.pvary_p] = _single_identity_rule
-shape_rules[prims.axis_index_p] = lambda **params: [_aval((), dtypes.int_)]
+shape_rules[prims.axis_index_p] = lambda **params: [_aval((), dtypes.int32)]
 
 
 def _all_reduce_rule(x: Aval, *, reduction="sum", **params) -> list:
@@ -340,7 +340,7 @@ def _all_reduce_rule(x: Aval, *, reduction="sum", **params) -> list:
     if reduction == "mean" and not dtypes.is_inexact(x.dtype):
         return [_aval(x.shape, dtypes.float_)]
     if reduction == "sum" and dtypes.is_bool(x.dtype):
-        return [_aval(x.shape, dtypes.int_)]
+        return [_aval(x.shape, dtypes.int32)]
     return [_aval(x.shape, x.dtype)]
 
 

@@ -1,5 +1,6 @@
-"""Simulated devices: 8 by default; ``SHARDC_NUM_DEVICES`` or
-``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set the count before first use."""
+"""Simulated devices: 8 by default; ``request_device_count`` (``jax_num_cpu_devices``),
+``SHARDC_NUM_DEVICES`` or ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set the count
+before first use, in that order of precedence."""
 from __future__ import annotations
 
 import os
@@ -31,7 +32,13 @@ class Device:
 
 
 def configured_device_count() -> int:
-    """The device count the environment asks for (default 8)."""
+    """The device count asked for by ``request_device_count`` or else the environment
+    (default 8)."""
+    return _requested[0] if _requested else environment_device_count()
+
+
+def environment_device_count() -> int:
+    """The device count ``SHARDC_NUM_DEVICES`` or ``XLA_FLAGS`` ask for (default 8)."""
     explicit = os.environ.get("SHARDC_NUM_DEVICES")
     if explicit:
         return _positive(explicit, "SHARDC_NUM_DEVICES")
@@ -53,6 +60,26 @@ def _positive(text: str, name: str) -> int:
 
 
 _devices: list = []
+_requested: list = []       # the count request_device_count asked for, if any
+
+
+def request_device_count(n: int, name: str = "jax_num_cpu_devices") -> None:
+    """Create ``n`` devices at first use (``n == -1``: the environment's count). After first
+    use only the count already in place is accepted: RuntimeError otherwise, as JAX raises
+    once its backends are initialised."""
+    if _devices:
+        if (n if n != -1 else environment_device_count()) == len(_devices):
+            return
+        raise RuntimeError(f"{name} config should be updated before backends are initialized "
+                           "i.e. before any JAX operation is executed. You should initialize "
+                           f"this config immediately after `import jax`. ({len(_devices)} "
+                           "simulated devices already exist.)")
+    if n == -1:
+        _requested.clear()
+        return
+    if n < 1:
+        raise ValueError(f"{name} must ask for a positive number of devices, got {n}")
+    _requested[:] = [n]
 
 
 def devices() -> list:

@@ -426,7 +426,7 @@ def _reduced_dtype(dtype, reduction):
     if reduction == "mean" and not dtypes.is_inexact(dtype):
         return dtypes.float_
     if reduction == "sum" and dtype == np.bool_:
-        return dtypes.int_
+        return dtypes.int32
     return dtype
 
 

@@ -852,9 +852,9 @@ def _axis_index_rule(types: EqnTypes) -> Kernel:
     dims = types.dims_of(types.params["mesh_axes"])
     sizes, k = types.mesh_sizes, types.k
     lead = tuple(sizes[d] if d in dims else 1 for d in range(k))
-    rank = np.zeros(lead, dtypes.int_)
+    rank = np.zeros(lead, dtypes.int32)
     for d in dims:
-        coord = np.arange(sizes[d], dtype=dtypes.int_).reshape(
+        coord = np.arange(sizes[d], dtype=dtypes.int32).reshape(
             tuple(sizes[d] if e == d else 1 for e in range(k)))
         rank = rank * sizes[d] + coord
     rank = _frozen(rank)

@@ -54,6 +54,10 @@ from runtime.devices import Device, device_count, devices  # noqa: E402
 from runtime.reference import device_put as _device_put_one  # noqa: E402
 
 from shardc import numpy, lax, nn, tree_util, tree, sharding, debug, random  # noqa: E402,F401
+from shardc import dtypes  # noqa: E402,F401
+from shardc.config import config, disable_jit  # noqa: E402 (jax.config: shardc/config.py)
+from shardc.config import STATES as _STATES  # noqa: E402
+globals().update(_STATES)     # with shardc.enable_x64(True): ..., shardc.debug_nans, ...
 from shardc._extras import (default_backend, device_get, eval_shape, named_call,  # noqa: E402
                             named_scope, smap)
 from shardc._jacobians import hessian, jacfwd, jacrev  # noqa: E402
@@ -278,5 +282,5 @@ __all__ = [
     "jit", "make_jaxpr", "make_mesh", "grad", "value_and_grad", "vjp", "jvp", "remat", "checkpoint", "set_mesh", "P", "random", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
     "custom_jvp", "custom_vjp", "linearize", "checkpoint_policies", "effects_barrier",
-    "ad_checkpoint", "custom_derivatives",
+    "ad_checkpoint", "custom_derivatives", "config", "disable_jit", "dtypes", *_STATES,
 ]

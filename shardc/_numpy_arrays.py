@@ -20,14 +20,14 @@ import shardc.numpy as jnp
 
 __all__ = [
     "append", "apply_along_axis", "apply_over_axes", "array_equiv", "array_repr", "array_str",
-    "atleast_3d", "block", "broadcast_arrays", "broadcast_shapes", "can_cast", "choose",
+    "atleast_3d", "block", "broadcast_arrays", "broadcast_shapes", "choose",
     "column_stack", "concat", "copy", "cross", "delete", "diag", "diag_indices",
     "diag_indices_from", "diagflat", "diagonal", "dsplit", "dstack", "einsum_path",
     "fill_diagonal", "fliplr", "flipud", "from_dlpack", "frombuffer", "fromfile", "fromfunction",
     "fromiter", "fromstring", "geomspace", "get_printoptions", "hsplit", "indices", "insert",
-    "isdtype", "isscalar", "issubdtype", "iterable", "ix_", "kron", "load", "logspace",
+    "isdtype", "isscalar", "iterable", "ix_", "kron", "load", "logspace",
     "mask_indices", "matrix_transpose", "matvec", "vecmat", "vecdot", "meshgrid", "ndim",
-    "shape", "size", "permute_dims", "piecewise", "place", "printoptions", "promote_types",
+    "shape", "size", "permute_dims", "piecewise", "place", "printoptions",
     "put", "ravel_multi_index", "resize", "rollaxis", "rot90", "save", "savez", "select",
     "set_printoptions", "tri", "tril", "triu", "tril_indices", "triu_indices",
     "tril_indices_from", "triu_indices_from", "unravel_index", "unstack", "vander", "vsplit",
@@ -951,26 +951,9 @@ def array_equiv(a1, a2) -> object:
     return jnp.all(jnp.equal(a1, a2))
 
 
-def promote_types(a, b) -> np.dtype:
-    """The dtype JAX promotes ``a`` and ``b`` to (x64 off)."""
-    return _dt.result_type([_dt.canonicalize(np.dtype(a)), _dt.canonicalize(np.dtype(b))],
-                           [False, False])
-
-
-def can_cast(from_, to, casting="safe") -> bool:
-    """Whether ``from_`` (a dtype or array) casts to ``to`` under ``casting``."""
-    source = _dtype_of(from_) if _is_array(from_) else np.dtype(from_)
-    return bool(np.can_cast(source, np.dtype(to), casting))
-
-
 def isdtype(dtype, kind) -> bool:
     """The array API's dtype test (``'real floating'``, ``'integral'``, a dtype, ...)."""
     return bool(np.isdtype(np.dtype(dtype), kind))
-
-
-def issubdtype(arg1, arg2) -> bool:
-    """numpy's ``issubdtype``."""
-    return bool(np.issubdtype(arg1, arg2))
 
 
 def isscalar(element) -> bool:

@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 
 # --- argument parsing ------------------------------------------------------------------------------
 
-_TYPE = re.compile(r"^\s*([a-z]+[0-9]*)\[([^\]]*)\]\s*$")
+_TYPE = re.compile(r"^\s*([a-z]+[0-9]*(?:_[a-z0-9]+)?)\[([^\]]*)\]\s*$")   # f32[8], f8_e4m3fn[4]
 
 
 def _split_types(text: str) -> list:

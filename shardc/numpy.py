@@ -18,12 +18,14 @@ from ir import primitives as p
 from ir.sharding import NamedSharding
 from runtime.array import Array
 
-# dtypes under their numpy names
-float16, float32, float64 = np.float16, np.float32, np.float64
-int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
-uint8, uint32 = np.uint8, np.uint32
-bool_ = np.bool_
-complex64 = np.complex64
+# dtypes, ml_dtypes' ML types (bfloat16, float8_*) and the dtype functions: shardc/dtypes.py
+from shardc.dtypes import (  # noqa: F401 (re-exported as jax.numpy has them)
+    bfloat16, bool_, can_cast, complex64, complex128, complexfloating, finfo, float4_e2m1fn,
+    float6_e2m3fn, float6_e3m2fn, float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn,
+    float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, float16, float32, float64,
+    floating, generic, iinfo, inexact, int2, int4, int8, int16, int32, int64, integer,
+    issubdtype, number, promote_types, signedinteger, uint2, uint4, uint8, uint16, uint32,
+    uint64, unsignedinteger)
 dtype = np.dtype
 pi, e, inf, nan = np.pi, np.e, np.inf, np.nan
 newaxis = None
@@ -46,7 +48,10 @@ def result_type(*args) -> np.dtype:
     """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
     dts, weak = [], []
     for a in args:
-        if isinstance(a, (np.dtype, type, str)) and not is_python_scalar(a):
+        if a is int or a is float or a is complex:      # Python's types are weak, as in JAX
+            dts.append(_dt.weak_scalar_dtype(a(0)))
+            weak.append(True)
+        elif isinstance(a, (np.dtype, type, str)) and not is_python_scalar(a):
             dts.append(_dt.canonicalize(np.dtype(a)))
             weak.append(False)
         else:
@@ -870,7 +875,7 @@ def _reduce_axes(x, axis) -> tuple:
 def _accumulator_dtype(dtype) -> np.dtype:
     """JAX sums and multiplies booleans and narrow integers in the default int width."""
     if _dt.is_bool(dtype) or (_dt.is_int(dtype) and np.dtype(dtype).itemsize < 4):
-        return np.dtype(np.uint32) if np.issubdtype(dtype, np.unsignedinteger) else _dt.int_
+        return _dt.uint_ if _dt.is_unsigned(dtype) else _dt.int_
     return np.dtype(dtype)
 
 
@@ -887,12 +892,15 @@ def _reduction(prim, x, axis, keepdims, dtype=None):
         x = astype(x, dtype)
     elif prim in (p.reduce_sum_p, p.reduce_prod_p):
         x = astype(x, _accumulator_dtype(_dtype_of(x)))
+    result_dtype = _dtype_of(x)
+    if dtype is None and prim in (p.reduce_sum_p, p.reduce_prod_p):
+        x = astype(x, _dt.computation_dtype(result_dtype))    # bf16/f16 sum in f32, as JAX
     axes = _reduce_axes(x, axis)
     if prim in (p.reduce_max_p, p.reduce_min_p) and builtins.any(_shape(x)[a] == 0
                                                                    for a in axes):
         raise ValueError(f"zero-size array to reduction operation {prim} which has no "
                          f"identity (shape {_shape(x)}, axis {axis})")
-    result = bind(prim, x, axes=axes)
+    result = astype(bind(prim, x, axes=axes), result_dtype)
     return _keep(x, result, axes, keepdims)
 
 
@@ -943,18 +951,23 @@ def mean(x, axis=None, dtype=None, keepdims=False):
     count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
     if not _dt.is_inexact(_dtype_of(x)):
         x = astype(x, _dt.float_)
-    total = sum(x, axis, dtype, keepdims)
-    return divide(total, count)
+    result_dtype = _dt.canonicalize(dtype) if dtype is not None else _dtype_of(x)
+    x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 average in f32, as JAX
+    total = sum(x, axis, None, keepdims)
+    return astype(divide(total, count), result_dtype)
 
 
 @_no_out
 def var(x, axis=None, keepdims=False, ddof=0):
     """Variance over ``axis`` with ``ddof`` delta degrees of freedom."""
     x = asarray(x) if not _is_array(x) else x
+    result_dtype = _dtype_of(x) if _dt.is_inexact(_dtype_of(x)) else _dt.float_
+    x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 in f32, as JAX
     centered = subtract(x, mean(x, axis, keepdims=True))
     axes = _reduce_axes(x, axis)
     count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
-    return divide(sum(square(centered), axis, keepdims=keepdims), count - ddof)
+    variance = divide(sum(square(centered), axis, keepdims=keepdims), count - ddof)
+    return astype(variance, result_dtype)
 
 
 @_no_out

@@ -1,1 +1,2 @@
 """Old API paths of JAX's ``jax.experimental``."""
+from shardc.config import disable_x64, enable_x64  # noqa: F401

@@ -1,0 +1,282 @@
+"""``shardc.config`` (``jax.config``): ``update(name, value)``, ``read(name)`` and each flag as
+an attribute (``config.jax_enable_x64``).
+
+Honoured flags change what shardc does:
+
+- ``jax_enable_x64``: keep float64/int64/uint64/complex128 and default Python scalars to
+  them (JAX's 64-bit mode); the jit cache keys on it.
+- ``jax_num_cpu_devices``: the simulated device count, before the devices are first used
+  (afterwards RuntimeError, as JAX raises once its backends exist; -1: the environment's).
+- ``jax_disable_jit``: jitted functions run op by op, untraced.
+- ``jax_debug_nans`` / ``jax_debug_infs``: FloatingPointError when an operation run at once,
+  or a jitted call's output, holds a NaN / an infinity (a jitted function is then run op by op
+  to name the operation).
+- ``jax_numpy_dtype_promotion``: ``'standard'``; ``'strict'`` raises NotImplementedError.
+
+The others are accepted, validated as JAX validates them, readable, and change nothing:
+shardc has one simulated CPU platform, computes matmuls in their operands' dtype, has no
+compilation cache, and keeps its own random bits. ``ACCEPTED`` names them.
+
+Each flag's initial value comes from its environment variable, as in JAX
+(``JAX_ENABLE_X64=1``, ``JAX_PLATFORMS=cpu``). An unknown name raises AttributeError
+(``Unrecognized config option: ...``), as ``jax.config.update`` does.
+
+    >>> from shardc import config
+    >>> config.update('jax_enable_x64', True); config.jax_enable_x64
+    True
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+from typing import Any, Callable
+
+from compiler import jit as _jit
+from compiler import tracing as _tracing
+from ir import dtypes as _dtypes
+from runtime import devices as _devices
+
+
+# --- value parsers: JAX's checks and messages ------------------------------------------------
+
+def _bool(name, value):
+    return bool(value)
+
+
+def _int(name, value):
+    if value is not None and not isinstance(value, int):
+        raise ValueError(f"new int config value must be None or of type int, got {value} of "
+                         f"type {type(value)}")
+    return value
+
+
+def _float(name, value):
+    if value is not None and not isinstance(value, (float, int)):
+        raise ValueError(f"new float config value must be None or of type float, got {value} "
+                         f"of type {type(value)}")
+    return value
+
+
+def _optional_str(name, value):
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"new string config value must be None or of type str, got {value} "
+                         f"of type {type(value)}.")
+    return value
+
+
+def _any(name, value):
+    return value
+
+
+def _enum(*choices, optional=False):
+    def parse(name, value):
+        if optional and value is None:
+            return value
+        if type(value) is not str or value not in choices:
+            none = "None or " if optional else ""
+            raise ValueError(f"new enum value must be {none}in {list(choices)}, got {value} "
+                             f"of type {type(value)}.")
+        return value
+    return parse
+
+
+_MATMUL_PRECISIONS = (
+    "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
+    "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY",
+    "ANY_F8_ANY_F8_ANY_FAST_ACCUM", "F16_F16_F16", "F16_F16_F32", "BF16_BF16_BF16",
+    "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9",
+    "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32", "F64_F64_F64")
+
+
+# --- what honoured flags do ------------------------------------------------------------------
+
+def _set_dtype_promotion(value):
+    if value != "standard":
+        raise NotImplementedError(f"jax_numpy_dtype_promotion={value!r} is not supported by "
+                                  "shardc: it promotes dtypes as JAX's 'standard' mode does")
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """A configuration option: its default, how a new value is checked, and what setting it
+    does (``apply``; None for a flag shardc accepts and ignores)."""
+    name: str
+    default: Any
+    parse: Callable
+    apply: Callable | None = None
+
+
+FLAGS = {flag.name: flag for flag in (
+    Flag("jax_enable_x64", False, _bool, _dtypes.set_x64),
+    Flag("jax_num_cpu_devices", -1, _int, _devices.request_device_count),
+    Flag("jax_disable_jit", False, _bool, _jit.set_jit_disabled),
+    Flag("jax_numpy_dtype_promotion", "standard", _enum("standard", "strict"),
+         _set_dtype_promotion),
+    # accepted, no effect
+    Flag("jax_platforms", None, _optional_str),
+    Flag("jax_platform_name", "", _optional_str),
+    Flag("jax_default_device", None, _any),
+    Flag("jax_default_matmul_precision", None, _enum(*_MATMUL_PRECISIONS, optional=True)),
+    Flag("jax_debug_nans", False, _bool,
+         functools.partial(_tracing.set_invalid_value_check, "nan")),
+    Flag("jax_debug_infs", False, _bool,
+         functools.partial(_tracing.set_invalid_value_check, "inf")),
+    Flag("jax_log_compiles", False, _bool),
+    Flag("jax_explain_cache_misses", False, _bool),
+    Flag("jax_check_tracer_leaks", False, _bool),
+    Flag("jax_enable_checks", False, _bool),
+    Flag("jax_traceback_filtering", "auto", _enum(
+        "off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto")),
+    Flag("jax_numpy_rank_promotion", "allow", _enum("allow", "warn", "raise")),
+    Flag("jax_default_prng_impl", "threefry2x32", _enum("threefry2x32", "rbg", "unsafe_rbg")),
+    Flag("jax_threefry_partitionable", True, _bool),
+    Flag("jax_enable_compilation_cache", True, _bool),
+    Flag("jax_compilation_cache_dir", None, _optional_str),
+    Flag("jax_persistent_cache_min_compile_time_secs", 1.0, _float),
+    Flag("jax_persistent_cache_min_entry_size_bytes", 0, _int),
+    Flag("jax_use_shardy_partitioner", True, _bool),
+    Flag("jax_cpu_enable_async_dispatch", True, _bool),
+    Flag("jax_softmax_custom_jvp", False, _bool),
+    Flag("jax_dynamic_shapes", False, _bool),
+)}
+ACCEPTED = tuple(name for name, flag in FLAGS.items() if flag.apply is None)
+
+
+def _env_value(flag: Flag):
+    """The flag's value from its environment variable (``JAX_ENABLE_X64``), or its default."""
+    text = os.environ.get(flag.name.upper())
+    if text is None:
+        return flag.default
+    if isinstance(flag.default, bool):
+        return _truth(text, flag.name.upper())
+    if isinstance(flag.default, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f'Invalid value "{text}" for JAX flag {flag.name}') from None
+    if isinstance(flag.default, float):
+        return float(text)
+    return text
+
+
+def _truth(text: str, variable: str) -> bool:
+    value = text.lower()
+    if value in ("y", "yes", "t", "true", "on", "1"):
+        return True
+    if value in ("n", "no", "f", "false", "off", "0"):
+        return False
+    raise ValueError(f"invalid truth value {text!r} for environment {variable!r}")
+
+
+class Config:
+    """The configuration: ``update(name, value)``, ``read(name)``, ``config.<name>``."""
+
+    def __init__(self):
+        object.__setattr__(self, "_values", {})
+        for flag in FLAGS.values():
+            value = _env_value(flag)
+            if value != flag.default:
+                self.update(flag.name, value)
+            else:
+                self._values[flag.name] = value
+
+    def update(self, name: str, value) -> None:
+        """Set flag ``name``; AttributeError for an unknown name, ValueError for a bad value."""
+        flag = self._flag(name)
+        value = flag.parse(name, value)
+        if flag.apply is not None:
+            flag.apply(value)
+        self._values[name] = value
+
+    def read(self, name: str):
+        """The value of flag ``name``."""
+        return self._values[self._flag(name).name]
+
+    @property
+    def values(self) -> dict:
+        return dict(self._values)
+
+    @property
+    def x64_enabled(self) -> bool:
+        return self._values["jax_enable_x64"]
+
+    def _flag(self, name) -> Flag:
+        try:
+            return FLAGS[name]
+        except (KeyError, TypeError):
+            raise AttributeError(f"Unrecognized config option: {name}") from None
+
+    def __getattr__(self, name):
+        if name in FLAGS:
+            return self._values[name]
+        raise AttributeError(f"'Config' object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot set config.{name}; use config.update({name!r}, value)")
+
+    def __repr__(self):
+        return f"Config({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+
+config = Config()
+
+
+@contextlib.contextmanager
+def _flag_set_to(name: str, value):
+    previous = config.read(name)
+    config.update(name, value)
+    try:
+        yield
+    finally:
+        config.update(name, previous)
+
+
+def disable_jit(disable: bool = True):
+    """``with shardc.disable_jit():`` jitted functions run op by op inside the block."""
+    return _flag_set_to("jax_disable_jit", disable)
+
+
+def enable_x64(new_val: bool = True):
+    """``with enable_x64():`` 64-bit mode inside the block (``jax.experimental.enable_x64``)."""
+    return _flag_set_to("jax_enable_x64", new_val)
+
+
+def disable_x64():
+    """``with disable_x64():`` 32-bit mode inside the block."""
+    return _flag_set_to("jax_enable_x64", False)
+
+
+_DEFAULT_TRUE = object()
+
+
+class FlagState:
+    """A flag as JAX's top-level names have it: ``with shardc.debug_nans(True):`` (a bool
+    flag's value defaults to True) or ``with shardc.default_matmul_precision('float32'):``
+    sets it inside the block; ``.value`` reads it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def value(self):
+        return config.read(self.name)
+
+    def __call__(self, new_val=_DEFAULT_TRUE):
+        if new_val is _DEFAULT_TRUE:
+            if not isinstance(FLAGS[self.name].default, bool):
+                raise TypeError(f"{self.name}() needs the value to set inside the block")
+            new_val = True
+        return _flag_set_to(self.name, new_val)
+
+    def __repr__(self):
+        return f"FlagState({self.name!r}, value={self.value!r})"
+
+
+# the context managers JAX exports at top level, under its names
+STATES = {name: FlagState("jax_" + name) for name in (
+    "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision",
+    "numpy_dtype_promotion", "numpy_rank_promotion", "log_compiles", "enable_checks",
+    "check_tracer_leaks", "explain_cache_misses", "default_prng_impl",
+    "threefry_partitionable", "softmax_custom_jvp", "default_device")}

@@ -1,0 +1,97 @@
+"""``shardc.dtypes`` (``jax.dtypes``) and the dtype names ``shardc.numpy`` exports.
+
+The ML types are ml_dtypes' numpy extension types, as in JAX: ``bfloat16``, the float8 family
+(``float8_e4m3fn``, ``float8_e5m2``, ...), the 4- and 6-bit floats and the 2- and 4-bit
+integers. Their promotion follows JAX's lattice (``promote_types``); numpy does not file them
+under ``np.floating``, so ``issubdtype`` here does, as ``jnp.issubdtype`` does.
+
+    >>> import shardc.numpy as jnp
+    >>> jnp.promote_types(jnp.bfloat16, jnp.float16)
+    dtype('float32')
+    >>> jnp.issubdtype(jnp.bfloat16, jnp.floating)
+    True
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ir import dtypes as _dt
+
+TypePromotionError = _dt.TypePromotionError
+
+# --- scalar types under their numpy names --------------------------------------------------
+bool_ = np.bool_
+int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
+uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
+float16, float32, float64 = np.float16, np.float32, np.float64
+complex64, complex128 = np.complex64, np.complex128
+bfloat16 = ml_dtypes.bfloat16
+float8_e3m4, float8_e4m3, float8_e8m0fnu = (ml_dtypes.float8_e3m4, ml_dtypes.float8_e4m3,
+                                            ml_dtypes.float8_e8m0fnu)
+float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz = (
+    ml_dtypes.float8_e4m3b11fnuz, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz)
+float8_e5m2, float8_e5m2fnuz = ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz
+float4_e2m1fn, float6_e2m3fn, float6_e3m2fn = (ml_dtypes.float4_e2m1fn,
+                                               ml_dtypes.float6_e2m3fn, ml_dtypes.float6_e3m2fn)
+int2, int4, uint2, uint4 = ml_dtypes.int2, ml_dtypes.int4, ml_dtypes.uint2, ml_dtypes.uint4
+
+# the abstract classes of numpy's hierarchy, for issubdtype
+generic, number, inexact, floating, complexfloating = (np.generic, np.number, np.inexact,
+                                                       np.floating, np.complexfloating)
+integer, signedinteger, unsignedinteger = np.integer, np.signedinteger, np.unsignedinteger
+
+_ML_PARENTS = {
+    _dt.FLOAT: (np.floating, np.inexact, np.number, np.generic),
+    "signed": (np.signedinteger, np.integer, np.number, np.generic),
+    "unsigned": (np.unsignedinteger, np.integer, np.number, np.generic),
+}
+
+
+def issubdtype(a, b) -> bool:
+    """Whether ``a`` is ``b`` or under it in numpy's hierarchy, with ml_dtypes' types filed
+    where JAX files them (``issubdtype(bfloat16, floating)`` is True; numpy says False).
+
+    >>> issubdtype(float8_e4m3fn, inexact), issubdtype(int4, signedinteger)
+    (True, True)
+    """
+    a_type = a if _is_scalar_type(a) else np.dtype(a).type
+    b_type = b if _is_scalar_type(b) else np.dtype(b).type
+    a_dtype = np.dtype(a_type)
+    if a_dtype in _dt.ML_FLOATS:
+        return b_type is a_type or b_type in _ML_PARENTS[_dt.FLOAT]
+    if a_dtype in _dt.SMALL_INTS:
+        parents = _ML_PARENTS["unsigned" if _dt.is_unsigned(a_dtype) else "signed"]
+        return b_type is a_type or b_type in parents
+    return bool(np.issubdtype(a_type, b_type))
+
+
+def _is_scalar_type(x) -> bool:
+    return isinstance(x, type) and issubclass(x, np.generic)
+
+
+def promote_types(a, b) -> np.dtype:
+    """The dtype ``a`` and ``b`` promote to on JAX's lattice; Python's ``int``, ``float`` and
+    ``complex`` count as weak types (``promote_types('uint8', int)`` is uint8).
+
+    >>> promote_types(bfloat16, float32), promote_types(bfloat16, float)
+    (dtype('float32'), dtype(bfloat16))
+    """
+    return _dt.promote_types(a, b)
+
+
+def canonicalize_dtype(dtype) -> np.dtype:
+    """``dtype`` as arrays hold it: 64-bit types become 32-bit unless x64 is enabled."""
+    return _dt.canonicalize(dtype)
+
+
+def result_type(*args) -> np.dtype:
+    """The dtype an operation on ``args`` (arrays, scalars, dtypes) gives; see
+    ``shardc.numpy.result_type``."""
+    from shardc import numpy as jnp     # numpy imports this module
+    return jnp.result_type(*args)
+
+
+finfo = ml_dtypes.finfo       # np.finfo extended to bfloat16 and the small floats
+iinfo = ml_dtypes.iinfo       # np.iinfo extended to int2/int4/uint2/uint4
+can_cast = np.can_cast

@@ -1,0 +1,272 @@
+"""``shardc.config`` (``jax.config``): the API and JAX's errors, 64-bit mode against numpy in
+float64/int64, the device count, disable_jit, and the flags accepted without effect."""
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+from shardc import config, lax
+from shardc.config import ACCEPTED, FLAGS
+from shardc.experimental import enable_x64
+from shardc.sharding import PartitionSpec as P
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def restore_flags():
+    before = config.values
+    yield
+    for name in ("jax_enable_x64", "jax_disable_jit", "jax_default_matmul_precision",
+                 "jax_platforms", "jax_debug_nans", "jax_debug_infs"):
+        config.update(name, before[name])
+
+
+# --- the API -----------------------------------------------------------------------------------
+
+def test_config_is_jax_config():
+    from shardc import config as imported
+    assert imported is shardc.config is config
+    assert config.jax_enable_x64 is False and config.read("jax_enable_x64") is False
+    assert config.x64_enabled is False
+    config.update("jax_platforms", "cpu")
+    assert config.jax_platforms == "cpu" and config.values["jax_platforms"] == "cpu"
+
+
+def test_unknown_names_raise_as_jax():
+    with pytest.raises(AttributeError, match="^Unrecognized config option: jax_enable_x46$"):
+        config.update("jax_enable_x46", True)
+    with pytest.raises(AttributeError, match="^Unrecognized config option: jax_nope$"):
+        config.read("jax_nope")
+    with pytest.raises(AttributeError, match="has no attribute 'jax_nope'"):
+        config.jax_nope
+    with pytest.raises(AttributeError, match=r"use config.update\('jax_enable_x64', value\)"):
+        config.jax_enable_x64 = True
+
+
+def test_bad_values_raise_as_jax():
+    with pytest.raises(ValueError, match="new int config value must be None or of type int, "
+                                         "got four of type <class 'str'>"):
+        config.update("jax_num_cpu_devices", "four")
+    with pytest.raises(ValueError, match=r"new enum value must be None or in \['default', "):
+        config.update("jax_default_matmul_precision", "fastest")
+    with pytest.raises(ValueError, match="new string config value must be None or of type str"):
+        config.update("jax_platforms", 3)
+    config.update("jax_debug_nans", 1)                 # bool flags take truthiness, as JAX
+    assert config.jax_debug_nans is True
+
+
+def test_strict_dtype_promotion_is_refused():
+    with pytest.raises(NotImplementedError, match="jax_numpy_dtype_promotion='strict' is not "
+                                                  "supported"):
+        config.update("jax_numpy_dtype_promotion", "strict")
+    config.update("jax_numpy_dtype_promotion", "standard")
+    assert config.jax_numpy_dtype_promotion == "standard"
+
+
+def test_accepted_flags_change_nothing():
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32))
+    want = np.asarray(jnp.dot(x, x))
+    assert set(ACCEPTED) >= {"jax_platforms", "jax_default_matmul_precision",
+                             "jax_traceback_filtering", "jax_compilation_cache_dir"}
+    for name in ACCEPTED:
+        config.update(name, FLAGS[name].default)
+        assert config.read(name) == FLAGS[name].default
+    for precision in ("highest", "bfloat16", "float32"):
+        config.update("jax_default_matmul_precision", precision)
+        np.testing.assert_array_equal(np.asarray(jnp.dot(x, x)), want)
+
+
+# --- 64-bit mode -------------------------------------------------------------------------------
+
+def test_x64_defaults_and_precision_match_numpy():
+    config.update("jax_enable_x64", True)
+    assert jnp.arange(3).dtype == np.int64 and jnp.asarray(1.5).dtype == np.float64
+    assert jnp.ones(3).dtype == np.float64 and jnp.asarray([1, 2]).dtype == np.int64
+    x = np.array([1.0, 1e-12, np.pi], np.float64)
+    got = jnp.asarray(x) * 3.0 + 1.0
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(got), x * 3.0 + 1.0)           # bitwise
+    big = jnp.asarray(np.array([2 ** 40, -(2 ** 50)], np.int64)) + 1
+    assert big.dtype == np.int64
+    np.testing.assert_array_equal(np.asarray(big), [2 ** 40 + 1, -(2 ** 50) + 1])
+    assert (jnp.ones(2, jnp.float32) + 1.0).dtype == np.float32            # weak stays weak
+    assert (jnp.ones(2, jnp.float32) + jnp.ones(2)).dtype == np.float64
+    assert jnp.promote_types(jnp.uint32, jnp.int32) == np.int64
+    config.update("jax_enable_x64", False)
+    assert jnp.asarray(x).dtype == np.float32 and jnp.arange(3).dtype == np.int32
+    assert jnp.promote_types(jnp.uint32, jnp.int32) == np.int32
+
+
+def test_jit_cache_keys_on_x64():
+    f = shardc.jit(lambda v: v + jnp.arange(3) * 0.5)
+    x = jnp.zeros(3, jnp.float32)
+    assert f(x).dtype == np.float32
+    with enable_x64():
+        assert config.jax_enable_x64 is True
+        assert f(x).dtype == np.float64                 # 0.5 * int64 arange: float64
+    assert config.jax_enable_x64 is False
+    assert f(x).dtype == np.float32
+    assert f.trace_count == 2
+
+
+def test_x64_shard_map_collectives_and_gradients_match_numpy():
+    config.update("jax_enable_x64", True)
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((8, 6))
+    w = rng.standard_normal((6, 3))
+
+    @functools.partial(shardc.shard_map, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
+                       out_specs=(P("x", None), P(), P(), P(("x", "y")), P()))
+    def body(a_block, w_block):
+        partial_sum = jnp.dot(a_block, w_block)
+        total = lax.psum(partial_sum, "y")
+        index = lax.axis_index(("x", "y"))
+        return (total, lax.psum(jnp.sum(total ** 2), "x"), lax.psum(index, ("x", "y")),
+                index[None], lax.psum(a_block > 0, ("x", "y")))
+
+    for run in (body, shardc.jit(body)):
+        total, loss, index_sum, indices, positives = run(jnp.asarray(a), jnp.asarray(w))
+        assert total.dtype == np.float64 and loss.dtype == np.float64
+        np.testing.assert_allclose(np.asarray(total), a @ w, rtol=1e-13)
+        np.testing.assert_allclose(float(loss), np.sum((a @ w) ** 2), rtol=1e-13)
+        # axis_index and psum of bools are int32 in 64-bit mode too, as in JAX
+        assert index_sum.dtype == np.int32 and int(index_sum) == sum(range(8))
+        assert indices.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(indices), np.arange(8, dtype=np.int32))
+        assert positives.dtype == np.int32
+        np.testing.assert_array_equal(
+            np.asarray(positives), sum(b > 0 for b in [a[r:r + 2, c:c + 3]
+                                                       for r in range(0, 8, 2)
+                                                       for c in range(0, 6, 3)]))
+
+    grad_a = shardc.grad(lambda a_, w_: body(a_, w_)[1])(jnp.asarray(a), jnp.asarray(w))
+    assert grad_a.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(grad_a), 2 * (a @ w) @ w.T, rtol=1e-12)
+
+
+def test_x64_loop_counters_and_indices():
+    config.update("jax_enable_x64", True)
+    counted = lax.fori_loop(np.int64(0), np.int64(4), lambda i, c: c + i, np.int64(0))
+    assert counted.dtype == np.int64 and int(counted) == 6
+    static = lax.fori_loop(0, 4, lambda i, c: c + i, jnp.zeros((), jnp.int32))
+    assert static.dtype == np.int32 and int(static) == 6     # Python bounds: the carry's type
+    traced = shardc.jit(lambda hi: lax.fori_loop(0, hi, lambda i, c: c + i, 0))(np.int64(5))
+    assert traced.dtype == np.int64 and int(traced) == 10
+    picked = lax.switch(np.int64(1), [lambda v: v, lambda v: v * 2.0], jnp.ones(2))
+    assert picked.dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(picked), [2.0, 2.0])
+    with pytest.raises(TypeError, match="lower and upper arguments to fori_loop must have "
+                                        "equal types, got int32 and int64"):
+        lax.fori_loop(np.int32(0), np.int64(3), lambda i, c: c, 0)
+
+
+# --- devices and jit ---------------------------------------------------------------------------
+
+def test_num_cpu_devices_after_first_use_is_an_error():
+    count = shardc.device_count()
+    config.update("jax_num_cpu_devices", count)                      # the same count: fine
+    with pytest.raises(RuntimeError, match="jax_num_cpu_devices config should be updated "
+                                           "before backends are initialized"):
+        config.update("jax_num_cpu_devices", count + 1)
+    assert shardc.device_count() == count
+
+
+def _run_fresh(code: str, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("SHARDC_NUM_DEVICES", "XLA_FLAGS") and not k.startswith("JAX_")}
+    clean.update(env, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_num_cpu_devices_and_environment_in_a_fresh_process():
+    code = """
+import shardc, shardc.numpy as jnp
+from shardc import config
+config.update('jax_num_cpu_devices', 4)            # before any operation, as in JAX
+assert config.jax_enable_x64 is True and jnp.arange(2).dtype == 'int64'
+assert config.jax_platforms == 'cpu'
+mesh = shardc.make_mesh((4,), ('i',))
+print(shardc.device_count(), len(mesh.devices.flat), jnp.asarray(0.5).dtype)
+"""
+    done = _run_fresh(code, JAX_ENABLE_X64="true", JAX_PLATFORMS="cpu")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["4", "4", "float64"]
+    bad = _run_fresh("import shardc", JAX_ENABLE_X64="maybe")
+    assert bad.returncode != 0
+    assert "ValueError: invalid truth value 'maybe' for environment 'JAX_ENABLE_X64'" in bad.stderr
+
+
+def test_disable_jit_runs_op_by_op():
+    seen = []
+
+    @shardc.jit
+    def f(x):
+        seen.append(type(x).__name__)
+        return x * 2 if float(x[0]) > 0 else x         # concrete values only untraced
+
+    x = jnp.ones(3)
+    with shardc.disable_jit():
+        assert config.jax_disable_jit is True
+        np.testing.assert_array_equal(np.asarray(f(x)), [2.0, 2.0, 2.0])
+        f(x)
+    assert seen == ["Array", "Array"] and f.trace_count == 0
+    assert config.jax_disable_jit is False
+    with pytest.raises(shardc.ConcretizationTypeError):
+        f(x)
+
+
+def test_debug_nans_and_infs_name_the_operation():
+    x = jnp.asarray([0.0, 1.0])
+    sqrt_shifted = shardc.jit(lambda v: jnp.sqrt(v - 2.0) * 2)
+    assert np.isnan(np.asarray(sqrt_shifted(x))).all()          # off: NaNs flow through
+    config.update("jax_debug_nans", True)
+    with pytest.raises(FloatingPointError, match=r"^invalid value \(nan\) encountered in div$"):
+        x / x
+    np.testing.assert_array_equal(np.asarray(jnp.log(x)), [-np.inf, 0.0])   # inf is no NaN
+    for _ in range(2):                                          # traced, then cached
+        with pytest.raises(FloatingPointError, match=r"\(nan\) encountered in sqrt$"):
+            sqrt_shifted(x)
+    with pytest.raises(FloatingPointError, match=r"\(nan\) encountered in jit\(<lambda>\); "
+                                                 "run op by op, no operation"):
+        shardc.jit(lambda v: v)(jnp.asarray([np.nan]))
+    np.testing.assert_array_equal(np.asarray(sqrt_shifted(jnp.asarray([3.0]))), [2.0])
+    mesh = shardc.make_mesh((4,), ("i",))
+    body = shardc.shard_map(lambda b: lax.psum(b, "i") / b, mesh=mesh, in_specs=P("i"),
+                            out_specs=P("i"))
+    with pytest.raises(FloatingPointError, match=r"\(inf\) encountered in"):
+        config.update("jax_debug_nans", False)
+        config.update("jax_debug_infs", True)
+        body(jnp.asarray([0.0, 1.0, 2.0, 3.0]))
+
+
+def test_top_level_flag_context_managers():
+    assert shardc.enable_x64.value is False
+    with shardc.enable_x64(True):
+        assert jnp.arange(2).dtype == np.int64 and shardc.enable_x64.value is True
+        with shardc.enable_x64(False):
+            assert jnp.arange(2).dtype == np.int32
+        assert config.jax_enable_x64 is True
+    assert jnp.arange(2).dtype == np.int32
+    with shardc.debug_nans():                     # a bool flag's value defaults to True
+        with pytest.raises(FloatingPointError, match="encountered in sqrt"):
+            jnp.sqrt(jnp.asarray(-1.0))
+    assert shardc.debug_nans.value is False
+    with shardc.default_matmul_precision("float32"):
+        assert config.jax_default_matmul_precision == "float32"
+    assert config.jax_default_matmul_precision is None
+    with pytest.raises(TypeError, match=r"jax_default_matmul_precision\(\) needs the value"):
+        shardc.default_matmul_precision()
+    with pytest.raises(NotImplementedError, match="'strict' is not supported"):
+        with shardc.numpy_dtype_promotion("strict"):
+            pass
+    assert config.jax_numpy_dtype_promotion == "standard"
