@@ -43,6 +43,8 @@ class ShardTracer(Tracer):
         names = "(" + ", ".join(mesh.axis_names) + ",)"
         entries = []
         for position, block in enumerate(self.blocks):
+            if getattr(block, "absent", False):
+                continue      # held by another process (MPI): that process prints it
             device = mesh.devices.flat[position]
             coords = mesh.coords(position)
             entries.append(f"On {device} at mesh coordinates {names} = {coords}:\n{block}\n")
@@ -68,7 +70,8 @@ class ShardTracer(Tracer):
             raise TracerBoolConversionError(
                 f"Attempted {kind} of traced array with shape "
                 f"{self.aval.str_short(self._trace.mesh.axis_names)}.")   # the reason: its vma
-        return self.blocks[0]
+        # invariant, so any block will do: the first this process holds (MPI holds some)
+        return next(b for b in self.blocks if not getattr(b, "absent", False))
 
 
 class ShardTrace(Trace):

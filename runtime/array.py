@@ -9,7 +9,7 @@ from ir import dtypes
 from ir.core import Aval
 from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec,
                          owner_positions)
-from runtime.devices import Device, devices
+from runtime.devices import Device, devices, is_local
 
 
 class SingleDeviceSharding:
@@ -162,9 +162,10 @@ class Array:
         if isinstance(sharding, SingleDeviceSharding):
             index = tuple(slice(0, d) for d in self.shape)
             return [Shard(sharding.device, index, self._buffers[0])]
+        # under MPI a process addresses only its own devices' blocks
         mesh, spec = sharding.mesh, sharding.spec
         return [Shard(mesh.devices.flat[p], block_slices(self.shape, spec, mesh, mesh.coords(p)),
-                      self.buffers[p]) for p in range(mesh.size)]
+                      self.buffers[p]) for p in range(mesh.size) if is_local(mesh.devices.flat[p])]
 
     def devices(self) -> set:
         return set(self.sharding.device_set)

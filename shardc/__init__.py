@@ -11,17 +11,18 @@ from __future__ import annotations
 import functools as _functools
 
 from compiler.backend import set_backend as _set_backend
-from runtime.vectorized import backend_named as _backend_named
-from runtime.vectorized import default_backend_name as _default_backend_name
+from shardc import distributed  # noqa: E402
 
-_set_backend(_backend_named(_default_backend_name()))
+# under mpiexec with several processes: the MPI backend (shardc/distributed.py)
+_set_backend(distributed.select_backend())
 
 
 def set_backend_name(name: str) -> None:
     """Run programs on the ``'fast'`` backend (stacked over devices; the default), the
-    ``'reference'`` one (one program per device, the oracle), or ``'check'`` (both, results
-    compared). ``SHARDC_BACKEND`` sets the initial one."""
-    _set_backend(_backend_named(name))
+    ``'reference'`` one (one program per device, the oracle), ``'check'`` (both, results
+    compared), or ``'mpi'`` (the processes of an MPI job). ``SHARDC_BACKEND`` sets the
+    initial one."""
+    _set_backend(distributed.backend_named(name))
 
 from compiler.jit import jit, make_jaxpr  # noqa: E402
 from compiler.shard_map import shard_map as _shard_map_impl  # noqa: E402
@@ -150,6 +151,16 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
 
 
 set_mesh = sharding.set_mesh
+
+# --- several processes (shardc/distributed.py, runtime/mpi.py) ---
+from runtime.devices import process_count, process_index, local_devices  # noqa: E402
+from shardc.distributed import (make_array_from_callback,  # noqa: E402
+                                make_array_from_process_local_data)
+
+
+def local_device_count() -> int:
+    """The number of devices this process holds."""
+    return len(local_devices())
 P = PartitionSpec
 
 
@@ -202,4 +213,6 @@ __all__ = [
     "Array", "ShapeDtypeStruct", "ReplicationError", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
     "jit", "make_jaxpr", "make_mesh", "grad", "value_and_grad", "vjp", "jvp", "remat", "checkpoint", "set_mesh", "P", "random", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
+    "distributed", "process_index", "process_count", "local_devices", "local_device_count",
+    "make_array_from_callback", "make_array_from_process_local_data",
 ]

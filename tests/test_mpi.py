@@ -1,0 +1,155 @@
+"""The MPI backend: programs run unchanged under ``mpiexec -n 2`` and ``-n 4`` give, on every
+process, bitwise the results of the one-process reference simulator (and the default fast
+backend's within its float tolerance); faults end the whole job promptly.
+
+Each launch runs many checks (tests/mpi_programs/checks.py) and saves every result; the tests
+compare the saved files. Every launch has a timeout and kills its process group on expiry.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAMS = os.path.join(ROOT, "tests", "mpi_programs")
+BIN = os.path.dirname(sys.executable)
+MPIEXEC = os.path.join(BIN, "mpiexec")
+
+pytest.importorskip("mpi4py", reason="the mpi extra is not installed (pip install -e '.[mpi]')")
+if not os.path.exists(MPIEXEC):
+    pytest.skip("no mpiexec beside the interpreter (pip install -e '.[mpi]')",
+                allow_module_level=True)
+
+
+def _env(backend=None, **extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SHARDC_BACKEND", "SHARDC_NUM_DEVICES", "XLA_FLAGS", "SHARDC_CHECKS")}
+    env["PYTHONPATH"] = ROOT
+    env["SHARDC_THREADS"] = "1"
+    if backend:
+        env["SHARDC_BACKEND"] = backend
+    env.update(extra)
+    return env
+
+
+def launch(args, n=None, timeout=150, env=None):
+    """Run ``python args`` (under ``mpiexec -n n`` when n is given) in its own process group;
+    kill the group if it outlives ``timeout``. Returns (returncode, output, seconds)."""
+    command = [sys.executable] + list(args)
+    if n is not None:
+        command = [MPIEXEC, "-n", str(n), "-hosts", "localhost"] + command
+    start = time.monotonic()
+    proc = subprocess.Popen(command, cwd=ROOT, env=env or _env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"{' '.join(command)} did not end within {timeout} s:\n{output[-3000:]}")
+    finally:
+        _no_process_left(proc.pid)
+    return proc.returncode, output, time.monotonic() - start
+
+
+def _no_process_left(group: int) -> None:
+    """Every process of the launch's group has ended (killing what is left, then failing)."""
+    for _ in range(50):
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.killpg(group, signal.SIGKILL)
+    pytest.fail("processes of the job were left behind after it ended")
+
+
+@pytest.fixture(scope="module")
+def single_process(tmp_path_factory):
+    """The checks on one process: the reference simulator and the default fast backend."""
+    out = tmp_path_factory.mktemp("mpi_single")
+    for backend in ("reference", "fast"):
+        rc, output, _ = launch([os.path.join(PROGRAMS, "checks.py"), str(out / backend)],
+                               env=_env(backend))
+        assert rc == 0, output[-3000:]
+    return {b: dict(np.load(out / b / "rank0.npz")) for b in ("reference", "fast")}
+
+
+def _assert_bitwise(expected: dict, got: dict, where: str) -> None:
+    assert sorted(got) == sorted(expected), where
+    differ = [k for k in expected
+              if got[k].shape != expected[k].shape or got[k].dtype != expected[k].dtype
+              or got[k].tobytes() != expected[k].tobytes()]
+    assert not differ, f"{where}: {len(differ)} results differ, first {differ[:5]}"
+
+
+def _assert_close(expected: dict, got: dict, where: str) -> None:
+    for k in expected:
+        assert got[k].shape == expected[k].shape and got[k].dtype == expected[k].dtype, k
+        scale = float(np.max(np.abs(expected[k]), initial=1.0))
+        np.testing.assert_allclose(got[k], expected[k], rtol=0, atol=8 * 2.0 ** -23 * scale,
+                                   err_msg=f"{where}: {k}")
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_programs_run_unchanged_and_bitwise_on_every_process(n, single_process, tmp_path):
+    rc, output, seconds = launch([os.path.join(PROGRAMS, "checks.py"), str(tmp_path)], n=n)
+    assert rc == 0, output[-3000:]
+    reference, fast = single_process["reference"], single_process["fast"]
+    assert len(reference) > 200
+    for rank in range(n):
+        got = dict(np.load(tmp_path / f"rank{rank}.npz"))
+        _assert_bitwise(reference, got, f"process {rank} of {n}")
+        _assert_close(fast, got, f"process {rank} of {n} against the fast backend")
+    for rank in range(n):
+        assert f"process {rank} of {n}: {len(reference)} results" in output
+
+
+def test_eager_print_shows_each_process_its_own_devices(tmp_path):
+    script = tmp_path / "printing.py"
+    script.write_text(
+        "import shardc as jax, shardc.numpy as jnp\n"
+        "from shardc.sharding import PartitionSpec as P\n"
+        "mesh = jax.make_mesh((4,), ('i',))\n"
+        "def body(b):\n"
+        "    print(f'P{jax.process_index()} {b}')\n"
+        "    return b\n"
+        "y = jax.shard_map(body, mesh=mesh, in_specs=P('i'), out_specs=P('i'))(jnp.arange(4.))\n"
+        "print(f'P{jax.process_index()} global {y}')\n")
+    rc, output, _ = launch([str(script)], n=2, env=_env(SHARDC_NUM_DEVICES="4"))
+    assert rc == 0, output
+    for rank, devices in ((0, (0, 1)), (1, (2, 3))):
+        text = output[output.index(f"P{rank} On"):]
+        text = text[:text.index("\n\n", text.index(f"TFRT_CPU_{devices[1]}"))]
+        assert all(f"On TFRT_CPU_{d} " in text for d in devices), text
+        assert not any(f"TFRT_CPU_{d} " in text for d in range(4) if d not in devices), text
+        assert f"P{rank} global [0. 1. 2. 3.]" in output
+
+
+def test_uneven_device_split_is_an_error_on_every_process():
+    rc, output, seconds = launch(["-c", "import shardc"], n=3)
+    assert rc != 0 and seconds < 60
+    assert output.count("8 devices cannot be split evenly over 3 processes") == 3, output
+
+
+@pytest.mark.parametrize("mode, says", [
+    ("raise_in_body", ["process 1 of 2 failed", "RuntimeError: a Python error in the body"]),
+    ("shape_error", ["process 0 of 2 failed", "process 1 of 2 failed",
+                     "TypeError: dot_general requires contracting dimensions"]),
+    ("device_error", ["failed; aborting the job", "of process",
+                      "ValueError: Unknown format code 'd'", "on device "]),
+    ("divergent", ["CoherenceError", "are about to run a different program"]),
+    ("kill", ["BAD TERMINATION", "signal 9"]),
+])
+def test_a_fault_ends_the_whole_job_promptly(mode, says):
+    rc, output, seconds = launch([os.path.join(PROGRAMS, "faults.py"), mode], n=2, timeout=60)
+    assert rc != 0, output
+    assert seconds < 60
+    for text in says:
+        assert text in output, output
+    assert "finished" not in output, output
