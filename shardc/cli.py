@@ -244,7 +244,6 @@ def cmd_run(args) -> int:
     import shardc
     from ir.parser import ParseError, parse_module
     from ir.verify import VerifyError
-    from runtime.reference import execute_module
     if not os.path.isfile(args.program):
         raise UsageError(f"no such file: {args.program}")
     with open(args.program) as source:
@@ -270,7 +269,9 @@ def cmd_run(args) -> int:
         if tuple(value.shape) != var.aval.shape or value.dtype != var.aval.dtype:
             raise UsageError(f"input {k} has type {value.dtype}{list(value.shape)} but the "
                              f"program takes {var.aval.str_short()}")
-    outputs = [np.asarray(o) for o in execute_module(module, inputs)]
+    outputs = [np.asarray(o) for o in _run_module(module, inputs)]
+    if shardc.process_index() != 0:
+        return 0            # under mpiexec: every process computed the outputs; one writes them
     if args.output:
         np.savez(args.output, *outputs)
     else:
@@ -278,6 +279,17 @@ def cmd_run(args) -> int:
             print(f"output {k}: {out.dtype}{list(out.shape)}")
             print(out)
     return 0
+
+
+def _run_module(module, inputs) -> list:
+    """The reference interpreter; under mpiexec the MPI backend (each process runs its
+    devices' programs)."""
+    from compiler.backend import get_backend
+    from runtime.reference import execute_module
+    backend = get_backend()
+    if getattr(backend, "name", None) == "mpi":
+        return backend.execute(module, inputs)
+    return execute_module(module, inputs)
 
 
 def _load_inputs(text) -> list:

@@ -153,3 +153,30 @@ def test_a_fault_ends_the_whole_job_promptly(mode, says):
     for text in says:
         assert text in output, output
     assert "finished" not in output, output
+
+
+def test_multiprocess_api_and_native_reductions():
+    rc, output, _ = launch([os.path.join(PROGRAMS, "api.py")], n=2, timeout=90)
+    assert rc == 0, output[-3000:]
+    assert "process 0: api ok" in output and "process 1: api ok" in output
+
+
+CLI = "import sys; from shardc.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_cli_run_under_mpiexec_matches_one_process(tmp_path):
+    program, a, b = tmp_path / "m.ir", tmp_path / "a.npy", tmp_path / "b.npy"
+    rng = np.random.default_rng(0)
+    np.save(a, rng.standard_normal((8, 16)).astype(np.float32))
+    np.save(b, rng.standard_normal((16, 4)).astype(np.float32))
+    rc, output, _ = launch(["-c", CLI, "lower", "examples/seed_tutorial.py:matmul_basic",
+                            "--args", "f32[8,16],f32[16,4]", "-o", str(program)])
+    assert rc == 0, output
+    run = ["-c", CLI, "run", str(program), "--inputs", f"{a},{b}", "-o"]
+    rc, output, _ = launch(run + [str(tmp_path / "one.npz")])
+    assert rc == 0, output
+    rc, output, _ = launch(run + [str(tmp_path / "two.npz")], n=2, timeout=60)
+    assert rc == 0, output
+    one, two = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+    assert one["arr_0"].tobytes() == two["arr_0"].tobytes()
+    np.testing.assert_allclose(two["arr_0"], np.load(a) @ np.load(b), rtol=1e-5, atol=1e-5)
