@@ -31,6 +31,8 @@ def _env(backend=None, **extra):
            if k not in ("SHARDC_BACKEND", "SHARDC_NUM_DEVICES", "XLA_FLAGS", "SHARDC_CHECKS")}
     env["PYTHONPATH"] = ROOT
     env["SHARDC_THREADS"] = "1"
+    # several processes share the cores: one BLAS thread each
+    env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
     if backend:
         env["SHARDC_BACKEND"] = backend
     env.update(extra)
