@@ -224,6 +224,10 @@ def _split_blocks(data: np.ndarray, count: int, shape, dtype) -> list:
     return [data[k * nbytes:(k + 1) * nbytes].view(dtype).reshape(shape) for k in range(count)]
 
 
+# what reading global arrays has cost this process: the price of a script running unchanged
+gather_record = {"gathers": 0, "bytes_sent": 0, "bytes_received": 0}
+
+
 def gather_global(array: MpiArray) -> np.ndarray:
     """The global value of ``array`` on every rank: each block is sent once, by the rank of its
     first owner (devices holding copies send nothing)."""
@@ -239,6 +243,9 @@ def gather_global(array: MpiArray) -> np.ndarray:
     data, headers = _exchange_all(w.comm, mine, header, counts)
     _check_headers(headers, list(range(w.size)), "gathered different arrays (a global array "
                    "is gathered by every process: read it on all of them, in the same order)")
+    gather_record["gathers"] += 1
+    gather_record["bytes_sent"] += counts[w.rank] * (w.size - 1)
+    gather_record["bytes_received"] += sum(counts) - counts[w.rank]
     out = np.empty(array.shape, array.dtype)
     taken = [0] * w.size
     for p, r in zip(owners, rank_of):
@@ -330,7 +337,7 @@ def _meet(state: _Round, waiting: dict, results: list, native: bool) -> dict:
         if missing:
             raise reference.DeadlockError(
                 f"device {state.mesh.device_ids[missing[0]]} finished while the devices of its "
-                f"group {group} wait at {waiting[local[0] if local[0] in waiting else groups[group][0]].eqn.primitive}")
+                f"group {group} wait at {waiting[groups[group][0]].eqn.primitive}")
         ranks = tuple(sorted({state.rank_of[m] for m in members}))
         if len(ranks) == 1:
             reference._check_same_node(members, waiting)

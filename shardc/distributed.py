@@ -71,6 +71,16 @@ def shutdown() -> None:
     _state["initialized"] = False
 
 
+def gather_costs() -> dict:
+    """What reading global arrays has cost this process so far: ``gathers`` (how many arrays
+    were gathered), ``bytes_sent`` and ``bytes_received`` (their blocks' bytes, this process's
+    to the others and the others' to it). All zero on one process, where nothing is gathered.
+
+    >>> np.asarray(y); shardc.distributed.gather_costs()["bytes_received"]
+    """
+    return dict(_mpi.gather_record)
+
+
 # --- global arrays from per-process data -------------------------------------------------------
 
 def make_array_from_callback(shape, sharding, data_callback):

@@ -97,3 +97,28 @@ def test_initialize_validates_and_runs_once():
             jax.distributed.initialize()
     finally:
         jax.distributed.shutdown()
+
+
+def test_one_process_gathers_nothing():
+    before = jax.distributed.gather_costs()
+    mesh = jax.make_mesh((8,), ("i",))
+    y = jax.jit(jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("i"),
+                              out_specs=P("i")))(jnp.arange(16.))
+    np.testing.assert_array_equal(np.asarray(y), np.arange(16.) * 2)
+    assert jax.distributed.gather_costs() == before == {"gathers": 0, "bytes_sent": 0,
+                                                        "bytes_received": 0}
+
+
+def test_mpi_is_chosen_by_the_launch_or_by_name(monkeypatch):
+    from runtime import mpi
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS",
+                 "SHARDC_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    assert mpi.launched_size() == 1 and not mpi.wanted()
+    monkeypatch.setenv("PMI_SIZE", "4")
+    assert mpi.launched_size() == 4 and mpi.wanted()
+    monkeypatch.setenv("SHARDC_BACKEND", "fast")      # a named simulator backend wins
+    assert not mpi.wanted()
+    monkeypatch.setenv("SHARDC_BACKEND", "mpi")
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert mpi.wanted()

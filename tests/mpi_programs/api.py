@@ -60,7 +60,15 @@ shards = y.addressable_shards
 assert len(shards) == 4 and {s.device.process_index for s in shards} == {me}
 for s in shards:
     np.testing.assert_array_equal(s.data, expected[s.index])
+before = jax.distributed.gather_costs()
 np.testing.assert_array_equal(np.asarray(y), expected)
+after = jax.distributed.gather_costs()
+# y is f32[8,4] split by 'x' over devices 0-7 by pairs: each process holds half of its rows
+assert after["gathers"] == before["gathers"] + 1, (before, after)
+assert after["bytes_received"] - before["bytes_received"] == 64, (before, after)
+assert after["bytes_sent"] - before["bytes_sent"] == 64, (before, after)
+np.testing.assert_array_equal(np.asarray(y), expected)
+assert jax.distributed.gather_costs() == after       # gathered once, kept
 np.testing.assert_array_equal(np.asarray(y[2:5] + 1), expected[2:5] + 1)
 
 # check_vma='runtime' compares blocks held by different processes
