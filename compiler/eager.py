@@ -70,8 +70,12 @@ class ShardTracer(Tracer):
             raise TracerBoolConversionError(
                 f"Attempted {kind} of traced array with shape "
                 f"{self.aval.str_short(self._trace.mesh.axis_names)}.")   # the reason: its vma
-        # invariant, so any block will do: the first this process holds (MPI holds some)
-        return next(b for b in self.blocks if not getattr(b, "absent", False))
+        # invariant, so any block will do: the first this process holds (under MPI, some)
+        block = next((b for b in self.blocks if not getattr(b, "absent", False)), None)
+        if block is None:
+            raise RuntimeError(f"{what} of a body value needs a block, but this process holds "
+                               "no device of the mesh")
+        return block
 
 
 class ShardTrace(Trace):

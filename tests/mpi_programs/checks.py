@@ -71,6 +71,14 @@ def collective_bodies(names):
         ("all_to_all", lambda x: lax.all_to_all(x, last, 1, 0, tiled=True), P(every), P(every)),
         ("axis_index", lambda x: x * lax.axis_index(every).astype(x.dtype), P(every), P(every)),
         ("int_psum", lambda x: lax.psum((x > 0).astype(jnp.int32), every), P(every), P()),
+        ("int_pmax", lambda x: lax.pmax((x * 10).astype(jnp.int32), last), P(every),
+         P(names[:-1] or None)),
+        ("psum_scatter_untiled",
+         lambda x: lax.psum_scatter(x[:lax.axis_size(last)], last, scatter_dimension=0),
+         P(None, every), P(every)),
+        ("all_to_all_untiled",
+         lambda x: lax.all_to_all(x[:lax.axis_size(last)], last, 0, 1), P(None, every),
+         P(None, every)),
     ]
 
 
@@ -174,6 +182,9 @@ def check_training():
         for shape in ((8,), (4, 2)):
             trained, losses = train(shape, params, batch, steps=2)
             record(f"train/{name}/{shape}", (trained, np.asarray(losses, np.float64)))
+    from train_fsdp_tp import train_fsdp_tp         # remat keeping all_gather's result
+    trained, losses = train_fsdp_tp((4, 2), params, batch, steps=2)
+    record("train/fsdp_tp/(4, 2)", (trained, np.asarray(losses, np.float64)))
 
 
 # --- the multi-process API ---------------------------------------------------------------------
