@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools as _functools
 
 from compiler.backend import set_backend as _set_backend
-from shardc import distributed  # noqa: E402
+from shardc import distributed
 
 # under mpiexec with several processes: the MPI backend (shardc/distributed.py)
 _set_backend(distributed.select_backend())
@@ -161,6 +161,8 @@ from shardc.distributed import (make_array_from_callback,  # noqa: E402
 def local_device_count() -> int:
     """The number of devices this process holds."""
     return len(local_devices())
+
+
 P = PartitionSpec
 
 

@@ -76,6 +76,17 @@ bad = jax.jit(jax.shard_map(lambda b: b * lax.axis_index("x"), mesh=mesh, in_spe
                             out_specs=P(), check_vma="runtime"))
 raises(jax.ReplicationError, "hold different blocks", bad, jnp.ones(3))
 
+# large blocks (one per process in each group) take the exchange without a copy
+wide = jax.make_mesh((2, 4), ("x", "y"))
+big = np.random.default_rng(1).standard_normal((2, 4 * 2 ** 15)).astype(np.float32)
+summed = jax.jit(jax.shard_map(lambda b: lax.psum(b, "x"), mesh=wide, in_specs=P("x", "y"),
+                               out_specs=P(None, "y")))(jnp.asarray(big))
+np.testing.assert_array_equal(np.asarray(summed), big[:1] + big[1:])
+gathered = jax.jit(jax.shard_map(lambda b: lax.all_gather(b, "x", tiled=True, to="invarying"),
+                                 mesh=wide, in_specs=P("x", "y"),
+                                 out_specs=P(None, "y")))(jnp.asarray(big))
+np.testing.assert_array_equal(np.asarray(gathered), big)
+
 # native reductions: MPI's own Allreduce, close to (not necessarily bitwise) the exact one
 exact = jax.jit(jax.shard_map(lambda b: lax.psum(b, ("x", "y")), mesh=mesh,
                               in_specs=P(("x", "y")), out_specs=P()))
