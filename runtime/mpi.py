@@ -630,6 +630,10 @@ class MpiBackend(reference.ReferenceBackend):
                        "same sequence of programs: no process-dependent Python control "
                        "flow around jit or shard_map)")
 
+    def every_block(self, blocks, mesh) -> list:
+        """Every position's block on every rank (check_vma='runtime' of an eager shard_map)."""
+        return gather_positions(blocks, mesh)
+
     def _run_shard_map(self, lowered, values) -> list:
         mesh = lowered.mesh
         blocks = [self.to_blocks(v, mesh, spec) for v, spec in zip(values, lowered.in_shardings)]

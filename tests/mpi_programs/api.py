@@ -75,6 +75,13 @@ np.testing.assert_array_equal(np.asarray(y[2:5] + 1), expected[2:5] + 1)
 bad = jax.jit(jax.shard_map(lambda b: b * lax.axis_index("x"), mesh=mesh, in_specs=P(),
                             out_specs=P(), check_vma="runtime"))
 raises(jax.ReplicationError, "hold different blocks", bad, jnp.ones(3))
+eager_bad = jax.shard_map(lambda b: b * lax.axis_index("x"), mesh=mesh, in_specs=P(),
+                          out_specs=P(), check_vma="runtime")
+raises(jax.ReplicationError, "device 0 (mesh coordinates (0, 0)) and device 2", eager_bad,
+       jnp.ones(3))
+good = jax.shard_map(lambda b: lax.psum(b, "x"), mesh=mesh, in_specs=P("x"), out_specs=P(),
+                     check_vma="runtime")
+np.testing.assert_array_equal(np.asarray(good(jnp.arange(8.))), np.arange(8.).reshape(4, 2).sum(0))
 
 # large blocks (one per process in each group) take the exchange without a copy
 wide = jax.make_mesh((2, 4), ("x", "y"))
