@@ -183,3 +183,21 @@ def test_cli_run_under_mpiexec_matches_one_process(tmp_path):
     one, two = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
     assert one["arr_0"].tobytes() == two["arr_0"].tobytes()
     np.testing.assert_allclose(two["arr_0"], np.load(a) @ np.load(b), rtol=1e-5, atol=1e-5)
+
+
+def test_mpi_backend_on_one_process_holds_every_device():
+    script = ("import numpy as np, shardc as jax\n"
+              "from shardc import lax\n"
+              "from shardc.sharding import PartitionSpec as P\n"
+              "from compiler.backend import get_backend\n"
+              "mesh = jax.make_mesh((4, 2), ('x', 'y'))\n"
+              "f = jax.jit(jax.shard_map(lambda b: lax.psum(b, 'x'), mesh=mesh,\n"
+              "                          in_specs=P('x', 'y'), out_specs=P(None, 'y')))\n"
+              "y = f(jax.numpy.arange(32.).reshape(8, 4))\n"
+              "assert get_backend().name == 'mpi' and jax.process_count() == 1\n"
+              "assert len(y.addressable_shards) == 8\n"
+              "np.testing.assert_array_equal(np.asarray(y),\n"
+              "                              np.arange(32.).reshape(4, 2, 4).sum(0))\n"
+              "print('ok')\n")
+    rc, output, _ = launch(["-c", script], env=_env("mpi"), timeout=60)
+    assert rc == 0 and output.strip().endswith("ok"), output
