@@ -327,9 +327,22 @@ def _advance(runs, p, value, waiting, results, prints, printed, mesh):
         reference._advance(runs, p, value, waiting, results, prints, printed)
     except Exception as err:
         device = mesh.devices.flat[p]
+        eqn = _failing_equation(err)
+        where = f", at {eqn.primitive}" + (f" ({eqn.source})" if eqn.source else "") if eqn else ""
         _note(err, f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
-                   f"{world().rank}")
+                   f"{world().rank}{where}")
         raise
+
+
+def _failing_equation(err):
+    """The equation a device was running when ``err`` was raised: the innermost program
+    frame's (a loop body's rather than the loop's)."""
+    found, tb = None, err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is reference._device_steps.__code__:
+            found = tb.tb_frame.f_locals.get("eqn", found)
+        tb = tb.tb_next
+    return found
 
 
 def _note(err: BaseException, text: str) -> None:

@@ -144,8 +144,8 @@ def test_uneven_device_split_is_an_error_on_every_process():
     # every process fails; the first to abort may end the other before it reports
     ("shape_error", ["of 2 failed; aborting the job",
                      "TypeError: dot_general requires contracting dimensions"]),
-    ("device_error", ["failed; aborting the job", "of process",
-                      "ValueError: Unknown format code 'd'", "on device "]),
+    ("device_error", ["failed; aborting the job", "ValueError: Unknown format code 'd'",
+                      "on device ", "of process ", ", at debug_print (faults.py:45)"]),
     ("divergent", ["CoherenceError", "are about to run a different program"]),
     ("kill", ["BAD TERMINATION", "signal 9"]),
 ])
