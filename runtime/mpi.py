@@ -31,9 +31,10 @@ indexing, any operation outside shard_map) gathers it on every rank (``gather_gl
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
-import traceback
+import time
 import zlib
 
 import numpy as np
@@ -86,6 +87,8 @@ class World:
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._comms = {tuple(range(self.size)): self.comm}
+        # the processes meet here at exit; a communicator of its own never meets another call
+        self.exit_comm = self.comm.Dup()
 
     def comm_of(self, ranks: tuple):
         """The communicator of ``ranks`` (sorted); its rank k is world rank ``ranks[k]``."""
@@ -138,6 +141,29 @@ def install_fault_handler() -> None:
 
     if getattr(sys.excepthook, "__name__", "") != "abort_on_exception":
         sys.excepthook = abort_on_exception
+        # registered after mpi4py's own exit handler (MPI_Finalize), so it runs first
+        atexit.register(_exit_together)
+
+
+def _exit_together() -> None:
+    """At exit, wait for every process to reach its end, at most ``SHARDC_MPI_EXIT_TIMEOUT``
+    seconds (default 300), then abort the job: a process that leaves early (``sys.exit`` on one
+    process) would otherwise wait in MPI_Finalize for processes waiting on it, forever."""
+    w = world()
+    if w.size == 1:
+        return
+    timeout = float(os.environ.get("SHARDC_MPI_EXIT_TIMEOUT", "300") or 300)
+    request = w.exit_comm.Ibarrier()
+    deadline = time.monotonic() + timeout
+    while not request.Test():
+        if time.monotonic() > deadline:
+            sys.stdout.flush()
+            sys.stderr.write(f"shardc: process {w.rank} of {w.size} ended, but other processes "
+                             f"did not reach their end within {timeout:g} s "
+                             "(SHARDC_MPI_EXIT_TIMEOUT); aborting the job\n")
+            sys.stderr.flush()
+            w.abort(1)
+        time.sleep(0.002)
 
 
 class CoherenceError(RuntimeError):

@@ -145,12 +145,15 @@ def test_uneven_device_split_is_an_error_on_every_process():
     ("shape_error", ["of 2 failed; aborting the job",
                      "TypeError: dot_general requires contracting dimensions"]),
     ("device_error", ["failed; aborting the job", "ValueError: Unknown format code 'd'",
-                      "on device ", "of process ", ", at debug_print (faults.py:45)"]),
+                      "on device ", "of process ", ", at debug_print (faults.py:51)"]),
     ("divergent", ["CoherenceError", "are about to run a different program"]),
     ("kill", ["BAD TERMINATION", "signal 9"]),
+    ("exit_early", ["process 1 of 2 ended, but other processes did not reach their end "
+                    "within 3 s"]),
 ])
 def test_a_fault_ends_the_whole_job_promptly(mode, says):
-    rc, output, seconds = launch([os.path.join(PROGRAMS, "faults.py"), mode], n=2, timeout=60)
+    rc, output, seconds = launch([os.path.join(PROGRAMS, "faults.py"), mode], n=2, timeout=60,
+                                 env=_env(SHARDC_MPI_EXIT_TIMEOUT="3"))
     assert rc != 0, output
     assert seconds < 60
     for text in says:

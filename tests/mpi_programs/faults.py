@@ -40,6 +40,12 @@ def kill(block):
     return total(block)
 
 
+def exit_early(block):
+    if jax.process_index() == 1:
+        sys.exit(3)          # leaves while process 0 waits for it in the psum
+    return total(block)
+
+
 def device_error(block):
     # the format fails when the program runs: on the devices of every process
     jax.debug.print("{x:d}", x=block.sum())
@@ -53,7 +59,7 @@ def divergent():
 
 
 MODES = {"raise_in_body": raise_in_body, "shape_error": shape_error, "kill": kill,
-         "device_error": device_error}
+         "device_error": device_error, "exit_early": exit_early}
 
 if __name__ == "__main__":
     mode = sys.argv[1]
