@@ -71,6 +71,7 @@ def collective_bodies(names):
         ("all_to_all", lambda x: lax.all_to_all(x, last, 1, 0, tiled=True), P(every), P(every)),
         ("axis_index", lambda x: x * lax.axis_index(every).astype(x.dtype), P(every), P(every)),
         ("int_psum", lambda x: lax.psum((x > 0).astype(jnp.int32), every), P(every), P()),
+        ("pbroadcast", lambda x: lax.pbroadcast(x, every, source=1), P(every), P(every)),
         ("int_pmax", lambda x: lax.pmax((x * 10).astype(jnp.int32), last), P(every),
          P(names[:-1] or None)),
         ("psum_scatter_untiled",
