@@ -573,7 +573,49 @@ def _ppermute_exchange(state, comm, members, ranks, local, waiting) -> dict:
     return outs
 
 
+_SCATTERED_REDUCTION_BYTES = 1 << 16
+
+
+def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
+    """all_reduce over three or more ranks with large blocks: each rank reduces one chunk of
+    the flattened blocks over every member, in group order, then the reduced chunks are
+    gathered (each rank moves about two blocks, not one per other rank). Reductions are
+    elementwise, so this is bitwise the reference's reduction of whole blocks. Smaller
+    groups and blocks gather every block (one exchange instead of two)."""
+    request = waiting[local[0]]
+    value = np.asarray(request.value)
+    if len(ranks) < 3 or value.nbytes < _SCATTERED_REDUCTION_BYTES:
+        return _gather_then_apply(state, comm, members, ranks, local, waiting)
+    _check_local_same(local, waiting)
+    params = request.eqn.params
+    pieces = {m: np.array_split(np.asarray(waiting[m].value).reshape(-1), len(ranks))
+              for m in local}
+    order = {r: k for k, r in enumerate(ranks)}
+    me = world().rank
+    sends = {r: [pieces[m][order[r]] for m in local] for r in ranks}
+    mine = pieces[local[0]][order[me]]
+    sources_on = {r: [m for m in members if state.rank_of[m] == r] for r in ranks}
+    recv_counts = {r: mine.nbytes * len(sources_on[r]) for r in ranks}
+    fingerprint = _node_fingerprint(request)
+    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, fingerprint)
+    _check_node_headers(headers, ranks, request)
+    received = {}
+    for r in ranks:
+        for m, chunk in zip(sources_on[r], _split_blocks(data[r], len(sources_on[r]),
+                                                         mine.shape, mine.dtype)):
+            received[m] = chunk
+    reduced = reference._all_reduce([received[m] for m in members], **params)[0]
+    reduced = np.ascontiguousarray(reduced)
+    sizes = [p.size for p in pieces[local[0]]]
+    counts = [n * reduced.dtype.itemsize for n in sizes]
+    parts, headers = _exchange_all(comm, [reduced], fingerprint, counts)
+    _check_node_headers(headers, ranks, request)
+    total = np.concatenate([p.view(reduced.dtype) for p in parts]).reshape(value.shape)
+    return {m: total for m in local}
+
+
 _EXCHANGES = {
+    prims.all_reduce_p: _all_reduce_exchange,
     prims.all_to_all_p: _all_to_all_exchange,
     prims.reduce_scatter_p: _reduce_scatter_exchange,
     prims.ppermute_p: _ppermute_exchange,

@@ -93,6 +93,21 @@ def check_collectives():
             record(f"collective/{mesh_name}/{name}/jit", jax.jit(f)(x))
 
 
+def check_large_reductions():
+    """Blocks of 64 KiB and more: on three or more processes all_reduce reduces one chunk per
+    process, then gathers the chunks (bitwise the whole-block reduction)."""
+    for mesh_name in ("1d", "3d"):
+        shape, names = MESHES[mesh_name]
+        mesh = jax.make_mesh(shape, names)
+        x = jnp.asarray(data((8 * 4, 4099), seed=11))        # odd sizes: uneven chunks
+        for name, body in (("psum", lambda b: lax.psum(b, names)),
+                           ("pmean", lambda b: lax.pmean(b, names)),
+                           ("pmax", lambda b: lax.pmax(b, names)),
+                           ("psum_ints", lambda b: lax.psum((b * 100).astype(jnp.int32), names))):
+            f = jax.shard_map(body, mesh=mesh, in_specs=P(names), out_specs=P())
+            record(f"large/{mesh_name}/{name}", jax.jit(f)(x))
+
+
 # --- control flow with collectives, grad ------------------------------------------------------
 
 def check_control_flow():
@@ -213,7 +228,8 @@ def check_multihost():
     multihost_utils.sync_global_devices("checks")
 
 
-GROUPS = {"collectives": check_collectives, "control": check_control_flow,
+GROUPS = {"collectives": check_collectives, "large": check_large_reductions,
+          "control": check_control_flow,
           "grad": check_grad, "tutorial": check_tutorial, "training": check_training,
           "multihost": check_multihost}
 
