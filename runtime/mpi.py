@@ -471,29 +471,44 @@ def _check_node_headers(headers, ranks, request) -> None:
                    "control flow that goes differently on different processes)")
 
 
+_PAIR_TAG = 7312
+
+
 def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, header: int) -> tuple:
-    """Alltoallv over ``comm``: ``sends[r]`` the arrays for world rank r, ``recv_counts[r]`` the
-    bytes expected from it (each message after an 8-byte header). Returns bytes by rank and
-    the headers received."""
+    """``sends[r]``: the arrays for world rank r; ``recv_counts[r]``: the bytes expected from
+    it. Returns the bytes received by rank, and every rank's header (the caller compares them;
+    when they differ nothing else moves, None).
+
+    The headers go first, in one Alltoall of 8 bytes; then one message per pair of ranks that
+    has something to exchange, point to point (a single contiguous array is sent without a
+    copy, and received into the buffer its blocks will view)."""
     MPI = world().MPI
-    head = np.frombuffer(np.int64(header).tobytes(), np.uint8)
-    send_sizes = [8 + sum(a.nbytes for a in sends.get(r, ())) for r in ranks]
-    recv_sizes = [8 + recv_counts.get(r, 0) for r in ranks]
-    send = np.empty(sum(send_sizes), np.uint8)
-    offset = 0
-    for r in ranks:
-        send[offset:offset + 8] = head
-        offset += 8
-        for a in sends.get(r, ()):
-            send[offset:offset + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            offset += a.nbytes
-    recv = np.empty(sum(recv_sizes), np.uint8)
-    sdispl = np.cumsum([0] + send_sizes[:-1]).tolist()
-    rdispl = np.cumsum([0] + recv_sizes[:-1]).tolist()
-    comm.Alltoallv([send, send_sizes, sdispl, MPI.BYTE], [recv, recv_sizes, rdispl, MPI.BYTE])
-    parts = {r: recv[d:d + s] for r, d, s in zip(ranks, rdispl, recv_sizes)}
-    return ({r: p[8:] for r, p in parts.items()},
-            [int(parts[r][:8].view(np.int64)[0]) for r in ranks])
+    me = world().rank
+    heads = np.empty(len(ranks), np.int64)
+    comm.Alltoall(np.full(len(ranks), header, np.int64), heads)
+    headers = heads.tolist()
+    if len(set(headers)) > 1:
+        return {r: None for r in ranks}, headers
+    requests, received = [], {}
+    for k, r in enumerate(ranks):
+        if r != me and recv_counts.get(r, 0):
+            received[r] = np.empty(recv_counts[r], np.uint8)
+            requests.append(comm.Irecv([received[r], MPI.BYTE], source=k, tag=_PAIR_TAG))
+    for k, r in enumerate(ranks):
+        if r != me and sends.get(r):
+            requests.append(comm.Isend([_as_bytes(sends[r]), MPI.BYTE], dest=k, tag=_PAIR_TAG))
+    received[me] = _as_bytes(sends.get(me, ()))
+    MPI.Request.Waitall(requests)
+    empty = np.empty(0, np.uint8)
+    return {r: received.get(r, empty) for r in ranks}, headers
+
+
+def _as_bytes(arrays) -> np.ndarray:
+    """The arrays' bytes, one after another (a view when there is one contiguous array)."""
+    views = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays]
+    if len(views) == 1:
+        return views[0]
+    return np.concatenate(views) if views else np.empty(0, np.uint8)
 
 
 def _chunks(block, n: int, axis: int, tiled: bool) -> list:
