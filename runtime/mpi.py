@@ -452,11 +452,25 @@ def _gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
     data, headers = _exchange_all(comm, payload, _node_fingerprint(request),
                                   [value.nbytes * count_on[r] for r in ranks])
     _check_node_headers(headers, ranks, request)
+    if _gathered_in_place(state, members, ranks, request, value):
+        # one large block per rank, in rank order, gathered along axis 0: the receive buffer
+        # is the result already
+        lead = ((len(members) * value.shape[0],) if request.eqn.params["tiled"]
+                else (len(members), value.shape[0]))
+        joined = data[0].base.view(value.dtype).reshape(lead + value.shape[1:])
+        return {m: joined for m in local}
     by_rank = {r: iter(_split_blocks(d, count_on[r], value.shape, value.dtype))
                for r, d in zip(ranks, data)}
     blocks = [next(by_rank[state.rank_of[m]]) for m in members]
     outs = reference.group_rules[request.eqn.primitive](blocks, **request.eqn.params)
     return {m: out for m, out in zip(members, outs) if m in local}
+
+
+def _gathered_in_place(state, members, ranks, request, value) -> bool:
+    return (request.eqn.primitive is prims.all_gather_p
+            and request.eqn.params["gather_axis"] == 0 and value.ndim > 0
+            and value.nbytes >= _SEPARATE_HEADER_BYTES
+            and [state.rank_of[m] for m in members] == list(ranks))
 
 
 def _check_local_same(local, waiting) -> None:
@@ -580,7 +594,8 @@ def _ppermute_exchange(state, comm, members, ranks, local, waiting) -> dict:
     recv_counts = {r: value.nbytes * len(incoming[r]) for r in ranks}
     data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _node_fingerprint(request))
     _check_node_headers(headers, ranks, request)
-    outs = {d: np.zeros_like(value) for d in local}
+    named = {d for _, d in pairs}
+    outs = {d: np.zeros_like(value) for d in local if d not in named}
     for r in ranks:
         blocks = _split_blocks(data[r], len(incoming[r]), value.shape, value.dtype)
         for (s, d), block in zip(incoming[r], blocks):

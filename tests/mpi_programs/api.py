@@ -93,6 +93,12 @@ gathered = jax.jit(jax.shard_map(lambda b: lax.all_gather(b, "x", tiled=True, to
                                  mesh=wide, in_specs=P("x", "y"),
                                  out_specs=P(None, "y")))(jnp.asarray(big))
 np.testing.assert_array_equal(np.asarray(gathered), big)
+stacked = jax.jit(jax.shard_map(lambda b: lax.all_gather(b, "x", to="invarying"), mesh=wide,
+                                in_specs=P("x", "y"), out_specs=P(None, None, "y")))(big)
+np.testing.assert_array_equal(np.asarray(stacked), big.reshape(2, 1, -1))
+shifted = jax.jit(jax.shard_map(lambda b: lax.ppermute(b, "x", [(0, 1)]), mesh=wide,
+                                in_specs=P("x", "y"), out_specs=P("x", "y")))(big)
+np.testing.assert_array_equal(np.asarray(shifted), np.stack([np.zeros_like(big[0]), big[0]]))
 
 # native reductions: MPI's own Allreduce, close to (not necessarily bitwise) the exact one
 exact = jax.jit(jax.shard_map(lambda b: lax.psum(b, ("x", "y")), mesh=mesh,
