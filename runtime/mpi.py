@@ -46,7 +46,7 @@ from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spe
                          owner_positions, replication_mismatch, runtime_replication_error)
 from runtime import reference
 from runtime.array import Array
-from runtime.devices import devices, set_processes
+from runtime.devices import set_processes
 
 # the environment the common launchers give each process: its world size
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")

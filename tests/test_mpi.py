@@ -6,7 +6,6 @@ Each launch runs many checks (tests/mpi_programs/checks.py) and saves every resu
 compare the saved files. Every launch has a timeout and kills its process group on expiry.
 """
 import os
-import shutil
 import signal
 import subprocess
 import sys

@@ -15,7 +15,7 @@ import shardc as jax  # noqa: E402
 import shardc.numpy as jnp  # noqa: E402
 from shardc import lax  # noqa: E402
 from shardc.experimental import multihost_utils  # noqa: E402
-from shardc.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+from shardc.sharding import PartitionSpec as P  # noqa: E402
 
 
 def raises(kind, text, f, *args, **kwargs):

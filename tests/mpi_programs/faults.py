@@ -6,7 +6,6 @@ with a non-zero exit and a message naming the process (and the device where ther
 import os
 import signal
 import sys
-from functools import partial
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
