@@ -35,6 +35,7 @@ import atexit
 import os
 import sys
 import time
+import traceback
 import zlib
 
 import numpy as np
@@ -127,14 +128,14 @@ def install_fault_handler() -> None:
     """An uncaught exception on any rank prints its traceback under the rank's name, then
     aborts every rank: the others may be waiting in a collective this rank will never reach,
     and MPI_Finalize at exit would wait for them forever."""
-    previous = sys.excepthook
-
     def abort_on_exception(kind, value, tb):
         w = world()
         try:
             sys.stdout.flush()
-            sys.stderr.write(f"shardc: process {w.rank} of {w.size} failed; aborting the job\n")
-            previous(kind, value, tb)
+            # one write: the first process to abort ends the others, maybe mid-report
+            report = "".join(traceback.format_exception(kind, value, tb))
+            sys.stderr.write(f"shardc: process {w.rank} of {w.size} failed; aborting the job\n"
+                             f"{report}")
             sys.stderr.flush()
         finally:
             w.abort(1)
