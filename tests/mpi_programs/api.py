@@ -71,6 +71,13 @@ np.testing.assert_array_equal(np.asarray(y), expected)
 assert jax.distributed.gather_costs() == after       # gathered once, kept
 np.testing.assert_array_equal(np.asarray(y[2:5] + 1), expected[2:5] + 1)
 
+# visualize_array_sharding draws every device's block, not only this process's
+import contextlib, io  # noqa: E401,E402
+drawn = io.StringIO()
+with contextlib.redirect_stdout(drawn):
+    jax.debug.visualize_array_sharding(y, use_color=False)
+assert all(f"CPU {a},{b}" in drawn.getvalue() for a, b in ((0, 1), (6, 7))), drawn.getvalue()
+
 # check_vma='runtime' compares blocks held by different processes
 bad = jax.jit(jax.shard_map(lambda b: b * lax.axis_index("x"), mesh=mesh, in_specs=P(),
                             out_specs=P(), check_vma="runtime"))
