@@ -171,6 +171,11 @@ class Array:
         return set(self.sharding.device_set)
 
     @property
+    def is_fully_addressable(self) -> bool:
+        """Whether this process holds every device of the array (always, on one process)."""
+        return all(is_local(d) for d in self.sharding.device_set)
+
+    @property
     def is_fully_replicated(self) -> bool:
         return self.sharding.is_fully_replicated()
 

@@ -122,3 +122,15 @@ def test_mpi_is_chosen_by_the_launch_or_by_name(monkeypatch):
     monkeypatch.setenv("SHARDC_BACKEND", "mpi")
     monkeypatch.setenv("PMI_SIZE", "1")
     assert mpi.wanted()
+
+
+def test_host_local_and_global_arrays_on_one_process():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    tree = {"a": np.arange(16, dtype=np.float32).reshape(8, 2), "b": np.ones(3, np.int32)}
+    glob = multihost_utils.host_local_array_to_global_array(tree, mesh, {"a": P("x"), "b": None})
+    assert glob["a"].sharding == NamedSharding(mesh, P("x")) and glob["a"].is_fully_addressable
+    assert glob["b"].sharding == NamedSharding(mesh, P())
+    back = multihost_utils.global_array_to_host_local_array(glob, mesh, {"a": P("x"), "b": None})
+    for k in tree:
+        np.testing.assert_array_equal(back[k], tree[k])
+        assert back[k].dtype == tree[k].dtype

@@ -73,3 +73,57 @@ def broadcast_one_to_all(in_tree, is_source=None):
         raise ValueError(f"broadcast_one_to_all: exactly one process must be the source, got "
                          f"{roots}")
     return tree_unflatten(treedef, [w.comm.bcast(np.asarray(v), root=roots[0]) for v in leaves])
+
+
+def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
+    """Global arrays from each process's part: each leaf of ``local_inputs`` covers this
+    process's devices' blocks under its ``pspecs`` entry (a pytree prefix) on ``global_mesh``.
+
+    >>> x = host_local_array_to_global_array(rows, mesh, P('x'))
+    """
+    from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
+    from ir.sharding import NamedSharding, PartitionSpec
+    from shardc.distributed import make_array_from_process_local_data
+    leaves, treedef = tree_flatten(local_inputs)
+    specs = broadcast_prefix(pspecs, local_inputs, is_leaf=_is_spec, name="pspecs")
+    return tree_unflatten(treedef, [
+        make_array_from_process_local_data(
+            NamedSharding(global_mesh, s if s is not None else PartitionSpec()), v)
+        for v, s in zip(leaves, specs)])
+
+
+def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
+    """Each process's part of global arrays: the box of the global value its devices' blocks
+    cover under ``pspecs`` on ``global_mesh`` (the inverse of
+    ``host_local_array_to_global_array``)."""
+    from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
+    from ir.sharding import NamedSharding, PartitionSpec, block_slices, normal_spec
+    from runtime.array import Array
+    leaves, treedef = tree_flatten(global_inputs)
+    specs = broadcast_prefix(pspecs, global_inputs, is_leaf=_is_spec, name="pspecs")
+    mine = [p for p, d in enumerate(global_mesh.devices.flat) if _devices.is_local(d)]
+    out = []
+    for value, spec in zip(leaves, specs):
+        spec = spec if spec is not None else PartitionSpec()
+        shape = tuple(np.shape(value))
+        blocks = {p: block_slices(shape, spec, global_mesh, global_mesh.coords(p)) for p in mine}
+        box = tuple(slice(min(b[d].start for b in blocks.values()),
+                          max(b[d].stop for b in blocks.values())) for d in range(len(shape)))
+        laid_out = (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
+                    and value.sharding.mesh == global_mesh
+                    and normal_spec(value.sharding.spec) == normal_spec(spec))
+        if not laid_out:
+            out.append(np.asarray(value)[box])      # a host value, or laid out otherwise
+            continue
+        # this process's own blocks: nothing is gathered
+        part = np.empty(tuple(s.stop - s.start for s in box), value.dtype)
+        for shard in value.addressable_shards:
+            part[tuple(slice(i.start - b.start, i.stop - b.start)
+                       for i, b in zip(shard.index, box))] = shard.data
+        out.append(part)
+    return tree_unflatten(treedef, out)
+
+
+def _is_spec(value) -> bool:
+    from ir.sharding import PartitionSpec
+    return isinstance(value, PartitionSpec) or value is None
