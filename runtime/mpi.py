@@ -48,6 +48,7 @@ from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spe
 from runtime import reference
 from runtime.array import Array
 from runtime.devices import set_processes
+from runtime.vectorized import keyed_sharding
 
 # the environment the common launchers give each process: its world size
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
@@ -691,6 +692,7 @@ class MpiBackend(reference.ReferenceBackend):
             native = mode == "native"
         self.native = native
         self._checked: dict = {}
+        self._shardings: dict = {}
 
     def eval_block(self, prim, blocks, params) -> list:
         if not any(_is_absent(b) for b in blocks):
@@ -715,9 +717,25 @@ class MpiBackend(reference.ReferenceBackend):
     def from_blocks(self, blocks, mesh, spec):
         from ir.sharding import global_shape
         first = blocks[0]
-        shape = global_shape(np.shape(first) if not _is_absent(first) else first.shape,
-                             spec, mesh.shape)
-        return MpiArray.from_local(blocks, mesh, spec, Aval(shape, first.dtype))
+        shape = global_shape(first.shape, spec, mesh.shape)
+        return MpiArray(Aval(shape, first.dtype), self._sharding(mesh, spec), list(blocks))
+
+    def _sharding(self, mesh, spec):
+        """One sharding object per (mesh, spec): jit compares input shardings on every call,
+        and the same object compares at once."""
+        key = (id(mesh), tuple(spec))
+        sharding = self._shardings.get(key)
+        if sharding is None or sharding.mesh is not mesh:
+            sharding = self._shardings[key] = keyed_sharding(mesh, canonical_spec(spec))
+        return sharding
+
+    def sharding_of(self, value):
+        if not isinstance(value, Array):
+            return None
+        sharding = value.sharding
+        if type(sharding) is NamedSharding:
+            return self._sharding(sharding.mesh, sharding.spec)
+        return sharding
 
     def execute(self, module, args) -> list:
         self._check_coherent(module, lambda: str(module.program))
