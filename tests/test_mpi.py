@@ -59,8 +59,9 @@ def launch(args, n=None, timeout=150, env=None):
 
 
 def _no_process_left(group: int) -> None:
-    """Every process of the launch's group has ended (killing what is left, then failing)."""
-    for _ in range(50):
+    """Every process of the launch's group has ended within 20 s of mpiexec (killing what is
+    left, then failing): a loaded machine may take a few seconds to reap them."""
+    for _ in range(200):
         try:
             os.killpg(group, 0)
         except ProcessLookupError:
