@@ -44,6 +44,8 @@ class ShardTracer(Tracer):
         names = "(" + ", ".join(mesh.axis_names) + ",)"
         entries = []
         for position, block in enumerate(self.blocks):
+            if getattr(block, "absent", False):
+                continue      # held by another process (MPI): that process prints it
             device = mesh.devices.flat[position]
             coords = mesh.coords(position)
             entries.append(f"On {device} at mesh coordinates {names} = {coords}:\n{block}\n")
@@ -69,7 +71,12 @@ class ShardTracer(Tracer):
             raise TracerBoolConversionError(
                 f"Attempted {kind} of traced array with shape "
                 f"{self.aval.str_short(self._trace.mesh.axis_names)}.")   # the reason: its vma
-        return self.blocks[0]
+        # invariant, so any block will do: the first this process holds (under MPI, some)
+        block = next((b for b in self.blocks if not getattr(b, "absent", False)), None)
+        if block is None:
+            raise RuntimeError(f"{what} of a body value needs a block, but this process holds "
+                               "no device of the mesh")
+        return block
 
 
 class ShardTrace(Trace):
@@ -174,8 +181,10 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
                       [origin_sources(o.origins) for o in outs])
     specs = params["out_store"]["specs"]
     if params["check_vma"] == "runtime":
+        # a backend whose processes hold some blocks each (MPI) brings every block here
+        every_block = getattr(backend, "every_block", lambda blocks, mesh: blocks)
         for k, (o, spec) in enumerate(zip(outs, specs)):
-            mismatch = replication_mismatch(o.blocks, mesh, spec)
+            mismatch = replication_mismatch(every_block(o.blocks, mesh), mesh, spec)
             if mismatch:
                 raise runtime_replication_error(k, spec, mesh, mismatch)
     return [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]

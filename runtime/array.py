@@ -10,7 +10,7 @@ from ir import dtypes
 from ir.core import Aval
 from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec,
                          owner_positions)
-from runtime.devices import Device, devices
+from runtime.devices import Device, devices, is_local
 
 
 class SingleDeviceSharding:
@@ -174,13 +174,15 @@ class Array(metaclass=abc.ABCMeta):
         if isinstance(sharding, SingleDeviceSharding):
             index = tuple(slice(0, d) for d in self.shape)
             return [Shard(sharding.device, index, self._buffers[0])]
+        # under MPI a process addresses only its own devices' blocks
         mesh, spec = sharding.mesh, sharding.spec
         shards, copies = [], {}
         for p in range(mesh.size):
             index = block_slices(self.shape, spec, mesh, mesh.coords(p))
             key = tuple((d.start, d.stop) for d in index)
             copies[key] = copies.get(key, -1) + 1
-            shards.append(Shard(mesh.devices.flat[p], index, self.buffers[p], copies[key]))
+            if is_local(mesh.devices.flat[p]):     # this process's devices only (MPI)
+                shards.append(Shard(mesh.devices.flat[p], index, self.buffers[p], copies[key]))
         return shards
 
     def addressable_data(self, index: int) -> "Array":
@@ -191,6 +193,11 @@ class Array(metaclass=abc.ABCMeta):
 
     def devices(self) -> set:
         return set(self.sharding.device_set)
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        """Whether this process holds every device of the array (always, on one process)."""
+        return all(is_local(d) for d in self.sharding.device_set)
 
     @property
     def is_fully_replicated(self) -> bool:

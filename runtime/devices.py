@@ -30,6 +30,11 @@ class Device:
     def __lt__(self, other):
         return self.id < other.id
 
+    @property
+    def process_index(self) -> int:
+        """The process that holds this device: devices are split evenly, in id order."""
+        return self.id // (device_count() // _processes["count"])
+
 
 def configured_device_count() -> int:
     """The device count asked for by ``request_device_count`` or else the environment
@@ -91,3 +96,39 @@ def devices() -> list:
 
 def device_count() -> int:
     return len(devices())
+
+
+# --- processes: one by default; under MPI each holds an equal, contiguous run of the devices ---
+
+_processes = {"index": 0, "count": 1}
+
+
+def set_processes(index: int, count: int) -> None:
+    """Declare this process ``index`` of ``count``; the devices must split evenly over them."""
+    n = device_count()
+    if n % count:
+        raise ValueError(f"{n} devices cannot be split evenly over {count} processes: set "
+                         f"SHARDC_NUM_DEVICES to a multiple of {count} (the device count is "
+                         "global: every process sees every device, and holds its share)")
+    _processes["index"], _processes["count"] = index, count
+
+
+def process_index() -> int:
+    """This process's index (0 without MPI)."""
+    return _processes["index"]
+
+
+def process_count() -> int:
+    """The number of processes (1 without MPI)."""
+    return _processes["count"]
+
+
+def local_devices() -> list:
+    """The devices this process holds."""
+    me = _processes["index"]
+    return [d for d in devices() if d.process_index == me]
+
+
+def is_local(device) -> bool:
+    """Whether this process holds ``device``'s buffers."""
+    return _processes["count"] == 1 or device.process_index == _processes["index"]

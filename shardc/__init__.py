@@ -11,8 +11,7 @@ from __future__ import annotations
 import functools as _functools
 
 from compiler.backend import set_backend as _set_backend
-from runtime.vectorized import backend_named as _backend_named
-from runtime.vectorized import default_backend_name as _default_backend_name
+from shardc import distributed
 
 
 
@@ -27,17 +26,23 @@ class _UnknownBackend:
         raise ValueError(str(self.error))
 
 
-try:
-    _set_backend(_backend_named(_default_backend_name()))
-except ValueError as _error:
-    _set_backend(_UnknownBackend(_error))
+if distributed.mpi_wanted():
+    # under mpiexec with several processes: the MPI backend (its errors, such as devices that
+    # do not split evenly over the processes, end the import on every process)
+    _set_backend(distributed.select_backend())
+else:
+    try:
+        _set_backend(distributed.select_backend())
+    except ValueError as _error:
+        _set_backend(_UnknownBackend(_error))
 
 
 def set_backend_name(name: str) -> None:
     """Run programs on the ``'fast'`` backend (stacked over devices; the default), the
-    ``'reference'`` one (one program per device, the oracle), or ``'check'`` (both, results
-    compared). ``SHARDC_BACKEND`` sets the initial one."""
-    _set_backend(_backend_named(name))
+    ``'reference'`` one (one program per device, the oracle), ``'check'`` (both, results
+    compared), or ``'mpi'`` (the processes of an MPI job). ``SHARDC_BACKEND`` sets the
+    initial one."""
+    _set_backend(distributed.backend_named(name))
 
 from compiler.jit import jit as _jit, make_jaxpr  # noqa: E402
 from compiler.shard_map import shard_map as _shard_map_impl  # noqa: E402
@@ -215,6 +220,18 @@ def jit(fun=None, **options):
 
 
 set_mesh = sharding.set_mesh
+
+# --- several processes (shardc/distributed.py, runtime/mpi.py) ---
+from runtime.devices import process_count, process_index, local_devices  # noqa: E402
+from shardc.distributed import (make_array_from_callback,  # noqa: E402
+                                make_array_from_process_local_data)
+
+
+def local_device_count() -> int:
+    """The number of devices this process holds."""
+    return len(local_devices())
+
+
 P = PartitionSpec
 
 
@@ -283,4 +300,6 @@ __all__ = [
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
     "custom_jvp", "custom_vjp", "linearize", "checkpoint_policies", "effects_barrier",
     "ad_checkpoint", "custom_derivatives", "config", "disable_jit", "dtypes", *_STATES,
+    "distributed", "process_index", "process_count", "local_devices", "local_device_count",
+    "make_array_from_callback", "make_array_from_process_local_data",
 ]

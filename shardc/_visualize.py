@@ -88,9 +88,9 @@ def distinct_blocks(x) -> list:
     """The Array's distinct blocks, grouping the devices that hold the same slices."""
     shape = tuple(x.shape)
     holders: dict = {}
-    for shard in x.addressable_shards:
-        key = tuple(_bounds(s, extent) for s, extent in zip(shard.index, shape))
-        holders.setdefault(key, []).append(shard.device.id)
+    for device, index in _every_device_index(x):
+        key = tuple(_bounds(s, extent) for s, extent in zip(index, shape))
+        holders.setdefault(key, []).append(device.id)
     # Grid position along a dimension = rank of the block's start among the distinct starts.
     starts = [sorted({key[d][0] for key in holders}) for d in range(len(shape))]
     blocks = []
@@ -103,6 +103,18 @@ def distinct_blocks(x) -> list:
         else:
             blocks.append(Block(*position, *fractions, tuple(sorted(ids))))
     return sorted(blocks, key=lambda b: (b.row, b.column))
+
+
+def _every_device_index(x) -> list:
+    """(device, index) of every device holding part of ``x``: all of them, not only this
+    process's (under MPI a process addresses its own devices' shards only)."""
+    from ir.sharding import NamedSharding, block_slices
+    sharding = x.sharding
+    if not isinstance(sharding, NamedSharding):
+        return [(shard.device, shard.index) for shard in x.addressable_shards]
+    mesh, spec = sharding.mesh, sharding.spec
+    return [(mesh.devices.flat[p], block_slices(tuple(x.shape), spec, mesh, mesh.coords(p)))
+            for p in range(mesh.size)]
 
 
 def _bounds(index, extent: int) -> tuple:

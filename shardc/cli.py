@@ -379,7 +379,6 @@ def cmd_run(args) -> int:
     import shardc
     from ir.parser import ParseError, parse_module
     from ir.verify import VerifyError
-    from runtime.reference import execute_module
     _check_input_file(args.program, "no such file")
     _check_output_path(args.output)
     text = _read_module_text(args.program)
@@ -404,7 +403,9 @@ def cmd_run(args) -> int:
         if tuple(value.shape) != var.aval.shape or value.dtype != var.aval.dtype:
             raise UsageError(f"input {k} has type {value.dtype}{list(value.shape)} but the "
                              f"program takes {var.aval.str_short()}")
-    outputs = [np.asarray(o) for o in execute_module(module, inputs)]
+    outputs = [np.asarray(o) for o in _run_module(module, inputs)]
+    if shardc.process_index() != 0:
+        return 0            # under mpiexec: every process computed the outputs; one writes them
     if args.output:
         try:
             np.savez(args.output, *outputs)
@@ -415,6 +416,17 @@ def cmd_run(args) -> int:
             print(f"output {k}: {out.dtype}{list(out.shape)}")
             print(out)
     return 0
+
+
+def _run_module(module, inputs) -> list:
+    """The reference interpreter; under mpiexec the MPI backend (each process runs its
+    devices' programs)."""
+    from compiler.backend import get_backend
+    from runtime.reference import execute_module
+    backend = get_backend()
+    if getattr(backend, "name", None) == "mpi":
+        return backend.execute(module, inputs)
+    return execute_module(module, inputs)
 
 
 def _read_module_text(path) -> str:

@@ -1,0 +1,805 @@
+"""The MPI backend: the per-device programs of a shard_map run on the MPI processes (ranks)
+that hold their devices, and collectives whose device group spans ranks exchange blocks with
+mpi4py's buffer calls.
+
+Every rank runs the same script: it traces, lowers and runs every host equation on global
+values as one process would. Only a shard_map body is divided: the global devices are split
+evenly, in id order, over the ranks (rank r holds devices ``r*k .. r*k+k-1``), and each rank
+runs the programs of its own devices, as the reference backend does, meeting at each
+communication node::
+
+    8 devices, 2 ranks, psum over 'x' of a (4, 2) mesh ('x', 'y'):
+        rank 0 holds devices 0..3, rank 1 devices 4..7
+        group (0, 2, 4, 6): rank 0 brings the blocks of 0 and 2, rank 1 those of 4 and 6
+        every rank sums the four blocks in group order: bitwise the simulator's sum
+
+A group whose members are all on one rank is completed in place with the reference's
+collective rules. A group spanning ranks uses the sub-communicator of its ranks (made once per
+set of ranks, cached) and, by default, gathers the members' blocks so that every reduction runs
+in the simulator's fixed order (bit-exact). ``SHARDC_MPI_REDUCTIONS=native`` lets all_reduce
+use MPI's own Allreduce: faster for large groups, but not bit-exact.
+
+Ranks complete the cross-rank groups of a round in one global order (sorted device groups), so
+no two ranks wait on each other in opposite orders. Every exchange carries a fingerprint of the
+node; before a module runs, the ranks compare fingerprints of its program. A mismatch raises
+on every rank of the group, and any uncaught exception on any rank aborts the whole job
+(``install_fault_handler``), so a fault never leaves ranks waiting.
+
+Blocks of devices on other ranks are ``Absent``: a shape and a dtype, no data. A global array
+made by a shard_map holds only this rank's blocks; ``np.asarray`` of it (and printing,
+indexing, any operation outside shard_map) gathers it on every rank (``gather_global``).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+import traceback
+import zlib
+
+import numpy as np
+
+from ir import primitives as prims
+from ir.core import Aval
+from ir.shapes import out_avals
+from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec, normal_spec,
+                         owner_positions, replication_mismatch, runtime_replication_error)
+from runtime import reference
+from runtime.array import Array
+from runtime.devices import set_processes
+from runtime.vectorized import keyed_sharding
+
+# the environment the common launchers give each process: its world size
+_LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
+
+
+def launched_size() -> int:
+    """The number of processes the launcher started (1 outside ``mpiexec``)."""
+    for name in _LAUNCHER_SIZE_VARS:
+        text = os.environ.get(name)
+        if text and text.isdigit():
+            return int(text)
+    return 1
+
+
+def wanted() -> bool:
+    """Whether shardc should run on MPI: ``SHARDC_BACKEND=mpi``, or (no backend named) a
+    launch of more than one process."""
+    name = os.environ.get("SHARDC_BACKEND", "")
+    if name:
+        return name == "mpi"
+    return launched_size() > 1
+
+
+# --- the world, its sub-communicators, and faults ----------------------------------------------
+
+class World:
+    """COMM_WORLD, this rank, and one sub-communicator per set of ranks (made on first use, by
+    exactly those ranks, in the one global order of the groups that need them)."""
+
+    def __init__(self):
+        try:
+            from mpi4py import MPI
+        except ImportError as err:
+            raise ImportError("the MPI backend needs mpi4py and an MPI library: "
+                              "pip install -e '.[mpi]' (mpi4py and mpich)") from err
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self._comms = {tuple(range(self.size)): self.comm}
+        # the processes meet here at exit; a communicator of its own never meets another call
+        self.exit_comm = self.comm.Dup()
+
+    def comm_of(self, ranks: tuple):
+        """The communicator of ``ranks`` (sorted); its rank k is world rank ``ranks[k]``."""
+        comm = self._comms.get(ranks)
+        if comm is None:
+            group = self.comm.Get_group().Incl(list(ranks))
+            comm = self.comm.Create_group(group, tag=_CREATE_TAG)
+            group.Free()
+            self._comms[ranks] = comm
+        return comm
+
+    def abort(self, code: int = 1) -> None:
+        self.comm.Abort(code)
+
+
+_CREATE_TAG = 7311
+_world: list = []
+
+
+def world() -> World:
+    if not _world:
+        _world.append(World())
+    return _world[0]
+
+
+def install() -> "MpiBackend":
+    """Join the MPI world: split the devices over its ranks, abort the job on any uncaught
+    exception, and return the backend."""
+    w = world()
+    set_processes(w.rank, w.size)
+    install_fault_handler()
+    return MpiBackend()
+
+
+def install_fault_handler() -> None:
+    """An uncaught exception on any rank prints its traceback under the rank's name, then
+    aborts every rank: the others may be waiting in a collective this rank will never reach,
+    and MPI_Finalize at exit would wait for them forever."""
+    def abort_on_exception(kind, value, tb):
+        w = world()
+        try:
+            sys.stdout.flush()
+            # one write: the first process to abort ends the others, maybe mid-report
+            report = "".join(traceback.format_exception(kind, value, tb))
+            sys.stderr.write(f"shardc: process {w.rank} of {w.size} failed; aborting the job\n"
+                             f"{report}")
+            sys.stderr.flush()
+        finally:
+            w.abort(1)
+
+    if getattr(sys.excepthook, "__name__", "") != "abort_on_exception":
+        sys.excepthook = abort_on_exception
+        # registered after mpi4py's own exit handler (MPI_Finalize), so it runs first
+        atexit.register(_exit_together)
+
+
+def _exit_together() -> None:
+    """At exit, wait for every process to reach its end, at most ``SHARDC_MPI_EXIT_TIMEOUT``
+    seconds (default 300), then abort the job: a process that leaves early (``sys.exit`` on one
+    process) would otherwise wait in MPI_Finalize for processes waiting on it, forever."""
+    w = world()
+    if w.size == 1:
+        return
+    timeout = float(os.environ.get("SHARDC_MPI_EXIT_TIMEOUT", "300") or 300)
+    request = w.exit_comm.Ibarrier()
+    deadline = time.monotonic() + timeout
+    while not request.Test():
+        if time.monotonic() > deadline:
+            sys.stdout.flush()
+            sys.stderr.write(f"shardc: process {w.rank} of {w.size} ended, but other processes "
+                             f"did not reach their end within {timeout:g} s "
+                             "(SHARDC_MPI_EXIT_TIMEOUT); aborting the job\n")
+            sys.stderr.flush()
+            w.abort(1)
+        time.sleep(0.002)
+
+
+class CoherenceError(RuntimeError):
+    """Ranks reached different programs or different communication nodes."""
+
+
+# --- blocks other ranks hold -------------------------------------------------------------------
+
+class Absent:
+    """The block of a device this rank does not hold: its type, no data."""
+    __slots__ = ("shape", "dtype", "device")
+    absent = True
+
+    def __init__(self, shape, dtype, device=None):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.device = device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        where = f" of {self.device}" if self.device is not None else ""
+        raise RuntimeError(f"the block{where} is held by another process; gather the global "
+                           "array (np.asarray) to read it")
+
+    def __repr__(self):
+        return f"Absent({self.dtype.name}{list(self.shape)})"
+
+
+def _is_absent(value) -> bool:
+    return type(value) is Absent
+
+
+def _local_positions(mesh, rank: int) -> list:
+    return [p for p, d in enumerate(mesh.devices.flat) if d.process_index == rank]
+
+
+def _fingerprint(text: str) -> int:
+    return zlib.crc32(text.encode())
+
+
+# --- global arrays with local blocks -----------------------------------------------------------
+
+class MpiArray(Array):
+    """A global array laid out on a mesh whose blocks live on the ranks holding their devices;
+    the global value is gathered, on every rank, when first read."""
+
+    def _assemble(self) -> np.ndarray:
+        if self._global is None:
+            self._global = gather_global(self)
+        return self._global
+
+    @classmethod
+    def from_local(cls, blocks: list, mesh, spec, aval: Aval) -> "MpiArray":
+        return cls(aval, NamedSharding(mesh, canonical_spec(spec)), list(blocks))
+
+
+_SEPARATE_HEADER_BYTES = 1 << 16
+
+
+def _exchange_all(comm, payload: list, header: int, counts: list) -> tuple:
+    """Every rank's arrays (as bytes) on every rank of ``comm``, and every rank's ``header``;
+    ``counts`` are every rank's payload bytes. The caller compares the headers; when they
+    differ the payloads are not exchanged (None).
+
+    One Allgather of equal slots (MPICH's Allgatherv is far slower than its Allgather on large
+    messages: 50 times on 4 MiB here). A large single block goes without a copy, after the
+    headers in a call of their own."""
+    if len(payload) == 1 and len(set(counts)) == 1 and counts[0] >= _SEPARATE_HEADER_BYTES:
+        return _exchange_one_block(comm, payload[0], header, len(counts))
+    slot = 8 + max(counts)
+    send = np.empty(slot, np.uint8)
+    send[:8] = np.frombuffer(np.int64(header).tobytes(), np.uint8)
+    offset = 8
+    for a in payload:
+        send[offset:offset + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        offset += a.nbytes
+    recv = np.empty(slot * len(counts), np.uint8)
+    comm.Allgather(send, recv)
+    parts = [recv[k * slot:(k + 1) * slot] for k in range(len(counts))]
+    return ([part[8:8 + c] for part, c in zip(parts, counts)],
+            [int(part[:8].view(np.int64)[0]) for part in parts])
+
+
+def _exchange_one_block(comm, block, header: int, size: int) -> tuple:
+    headers = np.empty(size, np.int64)
+    comm.Allgather(np.array([header], np.int64), headers)
+    headers = headers.tolist()
+    if len(set(headers)) > 1:
+        return [None] * size, headers
+    data = np.ascontiguousarray(block).reshape(-1).view(np.uint8)
+    recv = np.empty(data.nbytes * size, np.uint8)
+    comm.Allgather(data, recv)
+    return [recv[k * data.nbytes:(k + 1) * data.nbytes] for k in range(size)], headers
+
+
+def _split_blocks(data: np.ndarray, count: int, shape, dtype) -> list:
+    """``count`` blocks of ``shape``/``dtype`` from contiguous bytes."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return [data[k * nbytes:(k + 1) * nbytes].view(dtype).reshape(shape) for k in range(count)]
+
+
+# what reading global arrays has cost this process: the price of a script running unchanged
+gather_record = {"gathers": 0, "bytes_sent": 0, "bytes_received": 0}
+
+
+def gather_global(array: MpiArray) -> np.ndarray:
+    """The global value of ``array`` on every rank: each block is sent once, by the rank of its
+    first owner (devices holding copies send nothing)."""
+    w = world()
+    mesh, spec = array.sharding.mesh, array.sharding.spec
+    owners = owner_positions(spec, mesh)
+    rank_of = [mesh.devices.flat[p].process_index for p in owners]
+    bshape = block_shape(array.shape, spec, mesh.shape)
+    nbytes = int(np.prod(bshape, dtype=np.int64)) * array.dtype.itemsize
+    mine = [array.buffers[p] for p, r in zip(owners, rank_of) if r == w.rank]
+    counts = [nbytes * rank_of.count(r) for r in range(w.size)]
+    header = _fingerprint(f"gather {array.shape} {array.dtype} {normal_spec(spec)} {mesh}")
+    data, headers = _exchange_all(w.comm, mine, header, counts)
+    _check_headers(headers, list(range(w.size)), "gathered different arrays (a global array "
+                   "is gathered by every process: read it on all of them, in the same order)")
+    gather_record["gathers"] += 1
+    gather_record["bytes_sent"] += counts[w.rank] * (w.size - 1)
+    gather_record["bytes_received"] += sum(counts) - counts[w.rank]
+    out = np.empty(array.shape, array.dtype)
+    taken = [0] * w.size
+    for p, r in zip(owners, rank_of):
+        (block,) = _split_blocks(data[r][taken[r] * nbytes:], 1, bshape, array.dtype)
+        taken[r] += 1
+        out[block_slices(array.shape, spec, mesh, mesh.coords(p))] = block
+    return out
+
+
+def _check_headers(headers: list, ranks: list, what: str) -> None:
+    if len(set(headers)) > 1:
+        first = headers[0]
+        differ = [r for r, h in zip(ranks, headers) if h != first]
+        raise CoherenceError(f"processes {differ} and process {ranks[0]} {what}")
+
+
+# --- the scheduler: this rank's devices, meeting other ranks' at each node --------------------
+
+class _Round:
+    """The state of one run of a mesh's programs on this rank."""
+
+    def __init__(self, mesh, programs):
+        self.mesh = mesh
+        self.programs = programs
+        self.position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
+        self.rank_of = [d.process_index for d in mesh.devices.flat]
+
+
+def run_local_programs(mesh, programs, inputs, native: bool = False) -> list:
+    """Run this rank's devices' programs; other ranks run theirs. Returns each position's
+    outputs, ``Absent`` for positions other ranks hold."""
+    w = world()
+    state = _Round(mesh, programs)
+    local = _local_positions(mesh, w.rank)
+    runs = {p: reference._device_steps(programs[p], inputs[p]) for p in local}
+    results = [None] * mesh.size
+    waiting: dict = {}
+    prints: list = []
+    printed = [0] * mesh.size
+    resume = {p: None for p in local}
+    try:
+        while resume:
+            for p, value in resume.items():
+                _advance(runs, p, value, waiting, results, prints, printed, mesh)
+            if not waiting:
+                break
+            resume = _meet(state, waiting, results, native)
+    finally:
+        for _, _, text in sorted(prints):
+            print(text)
+    for p in range(mesh.size):
+        if results[p] is None:
+            device = mesh.devices.flat[p]
+            results[p] = [Absent(a.aval.shape, a.aval.dtype, device)
+                          for a in programs[p].outvars]
+    return results
+
+
+def _advance(runs, p, value, waiting, results, prints, printed, mesh):
+    try:
+        reference._advance(runs, p, value, waiting, results, prints, printed)
+    except Exception as err:
+        device = mesh.devices.flat[p]
+        eqn = _failing_equation(err)
+        where = f", at {eqn.primitive}" + (f" ({eqn.source})" if eqn.source else "") if eqn else ""
+        _note(err, f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
+                   f"{world().rank}{where}")
+        raise
+
+
+def _failing_equation(err):
+    """The equation a device was running when ``err`` was raised: the innermost program
+    frame's (a loop body's rather than the loop's)."""
+    found, tb = None, err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is reference._device_steps.__code__:
+            found = tb.tb_frame.f_locals.get("eqn", found)
+        tb = tb.tb_next
+    return found
+
+
+def _note(err: BaseException, text: str) -> None:
+    if hasattr(err, "add_note"):
+        err.add_note(text)
+    else:   # Python 3.10: the note goes into the message
+        err.args = ((f"{err.args[0]}\n  {text}" if err.args else text),) + err.args[1:]
+
+
+def _meet(state: _Round, waiting: dict, results: list, native: bool) -> dict:
+    """Every local device waits at a node or has finished: complete every group they wait at,
+    in the one global order of device groups."""
+    groups: dict = {}
+    for p, request in waiting.items():
+        group = next(g for g in request.eqn.params["device_groups"]
+                     if state.mesh.device_ids[p] in g)
+        groups.setdefault(tuple(group), []).append(p)
+    resume = {}
+    for group in sorted(groups):
+        members = [state.position_of[d] for d in group]
+        local = [m for m in members if state.rank_of[m] == world().rank]
+        missing = [m for m in local if m not in waiting]
+        if missing:
+            raise reference.DeadlockError(
+                f"device {state.mesh.device_ids[missing[0]]} finished while the devices of its "
+                f"group {group} wait at {waiting[groups[group][0]].eqn.primitive}")
+        ranks = tuple(sorted({state.rank_of[m] for m in members}))
+        if len(ranks) == 1:
+            reference._check_same_node(members, waiting)
+            request = waiting[members[0]]
+            outs = reference.group_rules[request.eqn.primitive](
+                [waiting[m].value for m in members], **request.eqn.params)
+            outs = dict(zip(members, outs))
+        else:
+            outs = _across_ranks(state, members, ranks, waiting, native)
+        for m in local:
+            resume[m] = outs[m]
+            del waiting[m]
+    return resume
+
+
+_NODE_PRINTS: dict = {}
+
+
+def _node_fingerprint(request) -> int:
+    """What the members of a group must agree on: the node's primitive, params and operand
+    type (computed once per equation)."""
+    eqn, value = request.eqn, request.value
+    entry = _NODE_PRINTS.get(id(eqn))
+    if entry is None or entry[0] is not eqn:
+        if len(_NODE_PRINTS) > 4096:
+            _NODE_PRINTS.clear()
+        params = sorted((k, v) for k, v in eqn.params.items() if k != "device_groups")
+        entry = _NODE_PRINTS[id(eqn)] = (eqn, _fingerprint(f"{eqn.primitive} {params}"))
+    return entry[1] ^ _fingerprint(f"{np.shape(value)} {np.asarray(value).dtype}")
+
+
+def _across_ranks(state: _Round, members: list, ranks: tuple, waiting: dict,
+                  native: bool) -> dict:
+    """Complete one group's node whose members live on several ranks; outputs of the local
+    members, by position."""
+    me = world().rank
+    local = [m for m in members if state.rank_of[m] == me]
+    request = waiting[local[0]]
+    prim, params = request.eqn.primitive, request.eqn.params
+    comm = world().comm_of(ranks)
+    if native and prim is prims.all_reduce_p and _natively_reducible(request):
+        return _native_all_reduce(comm, local, members, waiting, params["reduction"])
+    exchange = _EXCHANGES.get(prim, _gather_then_apply)
+    return exchange(state, comm, members, ranks, local, waiting)
+
+
+def _gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
+    """Every rank of the group gets every member's block, then applies the reference's rule:
+    the simulator's result, reduced in its order (all_reduce, all_gather)."""
+    request = waiting[local[0]]
+    value = np.asarray(request.value)
+    count_on = {r: sum(1 for m in members if state.rank_of[m] == r) for r in ranks}
+    payload = [np.asarray(waiting[m].value) for m in local]
+    _check_local_same(local, waiting)
+    data, headers = _exchange_all(comm, payload, _node_fingerprint(request),
+                                  [value.nbytes * count_on[r] for r in ranks])
+    _check_node_headers(headers, ranks, request)
+    if _gathered_in_place(state, members, ranks, request, value):
+        # one large block per rank, in rank order, gathered along axis 0: the receive buffer
+        # is the result already
+        lead = ((len(members) * value.shape[0],) if request.eqn.params["tiled"]
+                else (len(members), value.shape[0]))
+        joined = data[0].base.view(value.dtype).reshape(lead + value.shape[1:])
+        return {m: joined for m in local}
+    by_rank = {r: iter(_split_blocks(d, count_on[r], value.shape, value.dtype))
+               for r, d in zip(ranks, data)}
+    blocks = [next(by_rank[state.rank_of[m]]) for m in members]
+    outs = reference.group_rules[request.eqn.primitive](blocks, **request.eqn.params)
+    return {m: out for m, out in zip(members, outs) if m in local}
+
+
+def _gathered_in_place(state, members, ranks, request, value) -> bool:
+    return (request.eqn.primitive is prims.all_gather_p
+            and request.eqn.params["gather_axis"] == 0 and value.ndim > 0
+            and value.nbytes >= _SEPARATE_HEADER_BYTES
+            and [state.rank_of[m] for m in members] == list(ranks))
+
+
+def _check_local_same(local, waiting) -> None:
+    if len(local) > 1:
+        reference._check_same_node(local, waiting)
+
+
+def _check_node_headers(headers, ranks, request) -> None:
+    _check_headers(list(headers), list(ranks),
+                   f"reached a different communication node than {request.eqn.primitive}"
+                   f"[mesh_axes={request.eqn.params.get('mesh_axes')}] (a collective under "
+                   "control flow that goes differently on different processes)")
+
+
+_PAIR_TAG = 7312
+
+
+def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, header: int) -> tuple:
+    """``sends[r]``: the arrays for world rank r; ``recv_counts[r]``: the bytes expected from
+    it. Returns the bytes received by rank, and every rank's header (the caller compares them;
+    when they differ nothing else moves, None).
+
+    The headers go first, in one Alltoall of 8 bytes; then one message per pair of ranks that
+    has something to exchange, point to point (a single contiguous array is sent without a
+    copy, and received into the buffer its blocks will view)."""
+    MPI = world().MPI
+    me = world().rank
+    heads = np.empty(len(ranks), np.int64)
+    comm.Alltoall(np.full(len(ranks), header, np.int64), heads)
+    headers = heads.tolist()
+    if len(set(headers)) > 1:
+        return {r: None for r in ranks}, headers
+    requests, received = [], {}
+    for k, r in enumerate(ranks):
+        if r != me and recv_counts.get(r, 0):
+            received[r] = np.empty(recv_counts[r], np.uint8)
+            requests.append(comm.Irecv([received[r], MPI.BYTE], source=k, tag=_PAIR_TAG))
+    for k, r in enumerate(ranks):
+        if r != me and sends.get(r):
+            requests.append(comm.Isend([_as_bytes(sends[r]), MPI.BYTE], dest=k, tag=_PAIR_TAG))
+    received[me] = _as_bytes(sends.get(me, ()))
+    MPI.Request.Waitall(requests)
+    empty = np.empty(0, np.uint8)
+    return {r: received.get(r, empty) for r in ranks}, headers
+
+
+def _as_bytes(arrays) -> np.ndarray:
+    """The arrays' bytes, one after another (a view when there is one contiguous array)."""
+    views = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays]
+    if len(views) == 1:
+        return views[0]
+    return np.concatenate(views) if views else np.empty(0, np.uint8)
+
+
+def _chunks(block, n: int, axis: int, tiled: bool) -> list:
+    """The reference's chunks of one block along ``axis`` (one per group member)."""
+    if tiled:
+        return np.split(block, n, axis)
+    return [np.take(block, d, axis=axis) for d in range(n)]
+
+
+def _chunked_exchange(state, comm, members, ranks, local, waiting, axis_key):
+    """Member d receives chunk d of every member's block: chunks[d][s], in group order of s.
+    Each chunk crosses to its destination's rank once."""
+    request = waiting[local[0]]
+    params = request.eqn.params
+    n, me = len(members), world().rank
+    tiled = params.get("tiled", True)
+    _check_local_same(local, waiting)
+    chunks_of = {s: _chunks(np.asarray(waiting[s].value), n, params[axis_key], tiled)
+                 for s in local}
+    index = {m: k for k, m in enumerate(members)}
+    sends = {r: [chunks_of[s][index[d]] for s in local for d in members
+                 if state.rank_of[d] == r] for r in ranks}
+    like = chunks_of[local[0]][0]
+    sources_on = {r: [s for s in members if state.rank_of[s] == r] for r in ranks}
+    recv_counts = {r: like.nbytes * len(sources_on[r]) * len(local) for r in ranks}
+    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _node_fingerprint(request))
+    _check_node_headers(headers, ranks, request)
+    received = {}
+    for r in ranks:
+        parts = iter(_split_blocks(data[r], len(sources_on[r]) * len(local), like.shape,
+                                   like.dtype))
+        for s in sources_on[r]:
+            for d in local:
+                received[(s, d)] = next(parts)
+    return {d: [received[(s, d)] for s in members] for d in local}
+
+
+def _all_to_all_exchange(state, comm, members, ranks, local, waiting) -> dict:
+    """all_to_all: member d joins chunk d of every member's block along ``concat_axis``."""
+    params = waiting[local[0]].eqn.params
+    parts = _chunked_exchange(state, comm, members, ranks, local, waiting, "split_axis")
+    join = np.concatenate if params.get("tiled", True) else np.stack
+    return {d: join(chunks, params["concat_axis"]) for d, chunks in parts.items()}
+
+
+def _reduce_scatter_exchange(state, comm, members, ranks, local, waiting) -> dict:
+    """reduce_scatter: member d reduces chunk d of every member's block in group order, which
+    is bitwise chunk d of the reference's reduction of whole blocks (elementwise)."""
+    params = waiting[local[0]].eqn.params
+    parts = _chunked_exchange(state, comm, members, ranks, local, waiting, "scatter_axis")
+    outs = {}
+    for d, chunks in parts.items():
+        total = reference._all_reduce(chunks, reduction=params["reduction"])[0]
+        outs[d] = np.ascontiguousarray(total)
+    return outs
+
+
+def _ppermute_exchange(state, comm, members, ranks, local, waiting) -> dict:
+    """ppermute: each source's block goes to its destination's rank only; members no pair
+    names get zeros."""
+    request = waiting[local[0]]
+    value = np.asarray(request.value)
+    _check_local_same(local, waiting)
+    pairs = [(members[s], members[d]) for s, d in request.eqn.params["perm"]]
+    sends = {r: [np.asarray(waiting[s].value) for s, d in pairs
+                 if s in local and state.rank_of[d] == r] for r in ranks}
+    incoming = {r: [(s, d) for s, d in pairs if state.rank_of[s] == r and d in local]
+                for r in ranks}
+    recv_counts = {r: value.nbytes * len(incoming[r]) for r in ranks}
+    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _node_fingerprint(request))
+    _check_node_headers(headers, ranks, request)
+    named = {d for _, d in pairs}
+    outs = {d: np.zeros_like(value) for d in local if d not in named}
+    for r in ranks:
+        blocks = _split_blocks(data[r], len(incoming[r]), value.shape, value.dtype)
+        for (s, d), block in zip(incoming[r], blocks):
+            outs[d] = block
+    return outs
+
+
+_SCATTERED_REDUCTION_BYTES = 1 << 16
+
+
+def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
+    """all_reduce over three or more ranks with large blocks: each rank reduces one chunk of
+    the flattened blocks over every member, in group order, then the reduced chunks are
+    gathered (each rank moves about two blocks, not one per other rank). Reductions are
+    elementwise, so this is bitwise the reference's reduction of whole blocks. Smaller
+    groups and blocks gather every block (one exchange instead of two)."""
+    request = waiting[local[0]]
+    value = np.asarray(request.value)
+    if len(ranks) < 3 or value.nbytes < _SCATTERED_REDUCTION_BYTES:
+        return _gather_then_apply(state, comm, members, ranks, local, waiting)
+    _check_local_same(local, waiting)
+    params = request.eqn.params
+    pieces = {m: np.array_split(np.asarray(waiting[m].value).reshape(-1), len(ranks))
+              for m in local}
+    order = {r: k for k, r in enumerate(ranks)}
+    me = world().rank
+    sends = {r: [pieces[m][order[r]] for m in local] for r in ranks}
+    mine = pieces[local[0]][order[me]]
+    sources_on = {r: [m for m in members if state.rank_of[m] == r] for r in ranks}
+    recv_counts = {r: mine.nbytes * len(sources_on[r]) for r in ranks}
+    fingerprint = _node_fingerprint(request)
+    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, fingerprint)
+    _check_node_headers(headers, ranks, request)
+    received = {}
+    for r in ranks:
+        for m, chunk in zip(sources_on[r], _split_blocks(data[r], len(sources_on[r]),
+                                                         mine.shape, mine.dtype)):
+            received[m] = chunk
+    reduced = reference._all_reduce([received[m] for m in members], **params)[0]
+    reduced = np.ascontiguousarray(reduced)
+    sizes = [p.size for p in pieces[local[0]]]
+    counts = [n * reduced.dtype.itemsize for n in sizes]
+    parts, headers = _exchange_all(comm, [reduced], fingerprint, counts)
+    _check_node_headers(headers, ranks, request)
+    total = np.concatenate([p.view(reduced.dtype) for p in parts]).reshape(value.shape)
+    return {m: total for m in local}
+
+
+_EXCHANGES = {
+    prims.all_reduce_p: _all_reduce_exchange,
+    prims.all_to_all_p: _all_to_all_exchange,
+    prims.reduce_scatter_p: _reduce_scatter_exchange,
+    prims.ppermute_p: _ppermute_exchange,
+}
+
+
+def _natively_reducible(request) -> bool:
+    dtype = np.asarray(request.value).dtype
+    return dtype != np.bool_ and request.eqn.params["reduction"] in ("sum", "mean", "max", "min")
+
+
+def _native_all_reduce(comm, local, members, waiting, reduction) -> dict:
+    """MPI's Allreduce over the ranks' partial reductions: fast, not bit-exact (MPI picks the
+    order)."""
+    MPI = world().MPI
+    blocks = [np.asarray(waiting[m].value) for m in local]
+    partial = reference._all_reduce(blocks, reduction="sum" if reduction == "mean"
+                                    else reduction)[0]
+    partial = np.ascontiguousarray(partial)
+    total = np.empty_like(partial)
+    op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduction]
+    comm.Allreduce(partial, total, op=op)
+    if reduction == "mean":
+        total = np.asarray(total / len(members)).astype(
+            reference._reduced_dtype(partial.dtype, "mean"), copy=False)
+    return {m: total for m in local}
+
+
+# --- the backend ---------------------------------------------------------------------------------
+
+class MpiBackend(reference.ReferenceBackend):
+    """Host equations on global values on every rank; shard_map bodies on the ranks holding
+    their devices. ``SHARDC_MPI_REDUCTIONS=native`` uses MPI's reductions (not bit-exact)."""
+    name = "mpi"
+
+    def __init__(self, native: bool | None = None):
+        if native is None:
+            mode = os.environ.get("SHARDC_MPI_REDUCTIONS", "exact") or "exact"
+            if mode not in ("exact", "native"):
+                raise ValueError(f"SHARDC_MPI_REDUCTIONS must be 'exact' or 'native', "
+                                 f"got {mode!r}")
+            native = mode == "native"
+        self.native = native
+        self._checked: dict = {}
+        self._shardings: dict = {}
+
+    def eval_block(self, prim, blocks, params) -> list:
+        if not any(_is_absent(b) for b in blocks):
+            return super().eval_block(prim, blocks, params)
+        if prim is prims.debug_print_p:
+            return []
+        avals = out_avals(prim, [Aval(b.shape, b.dtype) for b in blocks], params)
+        return [Absent(a.shape, a.dtype) for a in avals]
+
+    def run_programs(self, mesh, programs, inputs) -> list:
+        self._check_coherent(programs, lambda: "\n".join(str(p) for p in programs[:1]))
+        return run_local_programs(mesh, programs, inputs, self.native)
+
+    def to_blocks(self, value, mesh, spec) -> list:
+        """This rank's blocks of ``value``; the others ``Absent`` (a global value's other
+        blocks are views, never copied)."""
+        blocks = reference.to_blocks(value, mesh, spec)
+        me = world().rank
+        return [b if d.process_index == me or _is_absent(b) else Absent(b.shape, b.dtype, d)
+                for b, d in zip(blocks, mesh.devices.flat)]
+
+    def from_blocks(self, blocks, mesh, spec):
+        from ir.sharding import global_shape
+        first = blocks[0]
+        shape = global_shape(first.shape, spec, mesh.shape)
+        return MpiArray(Aval(shape, first.dtype), self._sharding(mesh, spec), list(blocks))
+
+    def _sharding(self, mesh, spec):
+        """One sharding object per (mesh, spec): jit compares input shardings on every call,
+        and the same object compares at once."""
+        key = (id(mesh), tuple(spec))
+        sharding = self._shardings.get(key)
+        if sharding is None or sharding.mesh is not mesh:
+            sharding = self._shardings[key] = keyed_sharding(mesh, canonical_spec(spec))
+        return sharding
+
+    def sharding_of(self, value):
+        if not isinstance(value, Array):
+            return None
+        sharding = value.sharding
+        if type(sharding) is NamedSharding:
+            return self._sharding(sharding.mesh, sharding.spec)
+        return sharding
+
+    def execute(self, module, args) -> list:
+        self._check_coherent(module, lambda: str(module.program))
+        return reference.execute_module(
+            module, args, lambda index, values: self._run_shard_map(module.lowered(index),
+                                                                    values))
+
+    def _check_coherent(self, key_object, text) -> None:
+        """Before running, every rank must be about to run the same program: otherwise one
+        would wait at a collective the others never reach."""
+        key = id(key_object)
+        entry = self._checked.get(key)
+        if entry is None or entry[0] is not key_object:
+            if len(self._checked) > 4096:
+                self._checked.clear()
+            entry = self._checked[key] = (key_object, _fingerprint(text()))
+        w = world()
+        headers = np.empty(w.size, np.int64)
+        w.comm.Allgather(np.array([entry[1]], np.int64), headers)
+        _check_headers(headers.tolist(), list(range(w.size)),
+                       "are about to run a different program (every process must run the "
+                       "same sequence of programs: no process-dependent Python control "
+                       "flow around jit or shard_map)")
+
+    def every_block(self, blocks, mesh) -> list:
+        """Every position's block on every rank (check_vma='runtime' of an eager shard_map)."""
+        return gather_positions(blocks, mesh)
+
+    def _run_shard_map(self, lowered, values) -> list:
+        mesh = lowered.mesh
+        blocks = [self.to_blocks(v, mesh, spec) for v, spec in zip(values, lowered.in_shardings)]
+        inputs = [[b[p] for b in blocks] for p in range(mesh.size)]
+        programs = [dp.program for dp in lowered.device_programs]
+        results = run_local_programs(mesh, programs, inputs, self.native)
+        outs = []
+        for k, spec in enumerate(lowered.out_specs):
+            column = [results[p][k] for p in range(mesh.size)]
+            out = self.from_blocks(column, mesh, spec)
+            if lowered.runtime_check:
+                _runtime_check(column, mesh, spec, k)
+            outs.append(out)
+        return outs
+
+
+def _runtime_check(column, mesh, spec, k) -> None:
+    """check_vma='runtime': every rank compares every position's block (all gathered)."""
+    mismatch = replication_mismatch(gather_positions(column, mesh), mesh, spec)
+    if mismatch:
+        raise runtime_replication_error(k, spec, mesh, mismatch)
+
+
+def gather_positions(column: list, mesh) -> list:
+    """Every position's block on every rank (each rank sends the blocks of its devices)."""
+    w = world()
+    rank_of = [d.process_index for d in mesh.devices.flat]
+    like = column[0]
+    shape, dtype = tuple(np.shape(like)) if not _is_absent(like) else like.shape, like.dtype
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    mine = [column[p] for p in range(mesh.size) if rank_of[p] == w.rank]
+    counts = [nbytes * rank_of.count(r) for r in range(w.size)]
+    data, headers = _exchange_all(w.comm, [np.asarray(b) for b in mine],
+                                  _fingerprint(f"positions {shape} {dtype}"), counts)
+    _check_headers(headers, list(range(w.size)), "gathered different blocks")
+    by_rank = {r: iter(_split_blocks(data[r], rank_of.count(r), shape, dtype))
+               for r in range(w.size)}
+    return [next(by_rank[r]) for r in rank_of]
+

@@ -1,0 +1,184 @@
+"""Several processes, as JAX's multi-controller model: every process runs the same script;
+``shardc.devices()`` is global, ``shardc.local_devices()`` this process's share.
+
+Under ``mpiexec -n N`` (or ``SHARDC_BACKEND=mpi``) shardc joins the MPI world when imported,
+splits the ``SHARDC_NUM_DEVICES`` devices evenly over the processes, and runs each shard_map
+body on the processes holding its devices (``runtime.mpi``). One process is the simulator.
+
+>>> shardc.distributed.initialize()      # optional: validates the launch
+>>> shardc.process_index(), shardc.process_count()
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import devices as _devices
+from runtime import mpi as _mpi
+
+_state = {"initialized": False}
+
+
+def mpi_wanted() -> bool:
+    """Whether the environment asks for the MPI backend (a launch of several processes, or
+    ``SHARDC_BACKEND=mpi``)."""
+    return _mpi.wanted()
+
+
+def select_backend():
+    """The backend the environment asks for: MPI under a launch of several processes (or
+    ``SHARDC_BACKEND=mpi``), else the simulator's ``SHARDC_BACKEND`` (default ``fast``)."""
+    from runtime.vectorized import backend_named, default_backend_name
+    if _mpi.wanted():
+        return _mpi.install()
+    return backend_named(default_backend_name())
+
+
+def backend_named(name: str):
+    """A backend by name: ``'mpi'`` or one of the simulator's."""
+    if name == "mpi":
+        return _mpi.install()
+    from runtime.vectorized import backend_named as simulator_backend
+    return simulator_backend(name)
+
+
+def initialize(coordinator_address=None, num_processes=None, process_id=None,
+               local_device_ids=None, **unused):
+    """Validate the multi-process launch: shardc joined the MPI world when imported, so this
+    only checks what is given against it (``num_processes``, ``process_id``,
+    ``local_device_ids``); ``coordinator_address`` is accepted and not used (MPI has its own
+    launcher). A second call is a RuntimeError, as in JAX.
+
+    >>> shardc.distributed.initialize(num_processes=2)     # under mpiexec -n 2
+    """
+    if _state["initialized"]:
+        raise RuntimeError("distributed.initialize should only be called once.")
+    count, index = _devices.process_count(), _devices.process_index()
+    if num_processes is not None and int(num_processes) != count:
+        raise ValueError(f"distributed.initialize: num_processes={num_processes}, but the job "
+                         f"has {count} process(es) (launch with mpiexec -n {num_processes})")
+    if process_id is not None and int(process_id) != index:
+        raise ValueError(f"distributed.initialize: process_id={process_id}, but this is "
+                         f"process {index}")
+    if local_device_ids is not None:
+        mine = [d.id for d in _devices.local_devices()]
+        asked = [local_device_ids] if isinstance(local_device_ids, int) else list(local_device_ids)
+        if sorted(asked) != mine:
+            raise ValueError(f"distributed.initialize: local_device_ids={asked}, but process "
+                             f"{index} holds devices {mine}")
+    _state["initialized"] = True
+
+
+def is_initialized() -> bool:
+    return _state["initialized"]
+
+
+def shutdown() -> None:
+    """Forget ``initialize`` (the MPI world itself ends when the process exits)."""
+    _state["initialized"] = False
+
+
+def gather_costs() -> dict:
+    """What reading global arrays has cost this process so far: ``gathers`` (how many arrays
+    were gathered), ``bytes_sent`` and ``bytes_received`` (their blocks' bytes, this process's
+    to the others and the others' to it). All zero on one process, where nothing is gathered.
+
+    >>> np.asarray(y); shardc.distributed.gather_costs()["bytes_received"]
+    """
+    return dict(_mpi.gather_record)
+
+
+# --- global arrays from per-process data -------------------------------------------------------
+
+def make_array_from_callback(shape, sharding, data_callback):
+    """A global array of ``shape`` laid out by ``sharding``: ``data_callback(index)`` gives the
+    block at ``index`` (a tuple of slices), called for this process's devices only.
+
+    >>> x = shardc.make_array_from_callback((8, 4), NamedSharding(mesh, P('x')),
+    ...                                     lambda index: global_value[index])
+    """
+    from ir.sharding import block_slices
+    mesh, spec = _named(sharding, "make_array_from_callback")
+    shape = tuple(shape)
+    blocks = []
+    for p, device in enumerate(mesh.devices.flat):
+        index = block_slices(shape, spec, mesh, mesh.coords(p))
+        want = tuple(s.stop - s.start for s in index)
+        if not _devices.is_local(device):
+            blocks.append(None)
+            continue
+        block = _canonical(data_callback(index))
+        if block.shape != want:
+            raise ValueError(f"make_array_from_callback: the callback returned shape "
+                             f"{block.shape} for index {index} of device {device.id}, expected "
+                             f"{want}")
+        blocks.append(block)
+    return _from_local_blocks(blocks, mesh, spec, shape)
+
+
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+    """A global array from each process's part of it: ``local_data`` covers the blocks of this
+    process's devices (a contiguous box of the global array). ``global_shape`` defaults to
+    the local shape scaled by how many such boxes tile each dimension.
+
+    >>> x = shardc.make_array_from_process_local_data(NamedSharding(mesh, P('x')), rows)
+    """
+    from ir.sharding import block_index, spec_names, axes_size
+    mesh, spec = _named(sharding, "make_array_from_process_local_data")
+    local_data = _canonical(local_data)
+    names = spec_names(spec) + ((),) * (local_data.ndim - len(spec_names(spec)))
+    counts = [axes_size(mesh.shape, n) for n in names[:local_data.ndim]]
+    mine = [p for p, d in enumerate(mesh.devices.flat) if _devices.is_local(d)]
+    index_of = {p: tuple(block_index(spec, mesh, mesh.coords(p))) + (0,) * local_data.ndim
+                for p in range(mesh.size)}
+    lows = [min(index_of[p][d] for p in mine) for d in range(local_data.ndim)]
+    spans = [max(index_of[p][d] for p in mine) - lows[d] + 1 for d in range(local_data.ndim)]
+    if global_shape is None:
+        global_shape = tuple(n * k // s for n, k, s in zip(local_data.shape, counts, spans))
+    global_shape = tuple(global_shape)
+    block = [g // k for g, k in zip(global_shape, counts)]
+    expected = tuple(b * s for b, s in zip(block, spans))
+    if local_data.shape != expected:
+        raise ValueError(f"make_array_from_process_local_data: process "
+                         f"{_devices.process_index()} holds blocks covering shape {expected} of "
+                         f"the global shape {global_shape}, but local_data has shape "
+                         f"{local_data.shape}")
+    blocks = []
+    for p in range(mesh.size):
+        if p not in mine:
+            blocks.append(None)
+            continue
+        box = tuple(slice((index_of[p][d] - lows[d]) * block[d],
+                          (index_of[p][d] - lows[d] + 1) * block[d])
+                    for d in range(local_data.ndim))
+        blocks.append(local_data[box])
+    return _from_local_blocks(blocks, mesh, spec, global_shape)
+
+
+def _named(sharding, who):
+    from ir.sharding import NamedSharding
+    if not isinstance(sharding, NamedSharding):
+        raise TypeError(f"{who} requires a NamedSharding, got {sharding!r}")
+    return sharding.mesh, sharding.spec
+
+
+def _canonical(value) -> np.ndarray:
+    from runtime.array import _canonical_array
+    return _canonical_array(value)
+
+
+def _from_local_blocks(blocks, mesh, spec, shape):
+    """The global array of these blocks (None: a block another process holds)."""
+    from ir.sharding import block_shape
+    from compiler.backend import get_backend
+    present = next((b for b in blocks if b is not None), None)
+    dtype = present.dtype if present is not None else np.dtype(np.float32)
+    bshape = block_shape(shape, spec, mesh.shape)
+    full = [b if b is not None else _mpi.Absent(bshape, dtype, d)
+            for b, d in zip(blocks, mesh.devices.flat)]
+    if _devices.process_count() == 1:
+        from runtime.array import Array
+        return Array.from_blocks(full, mesh, spec)
+    if present is None:
+        raise ValueError(f"process {_devices.process_index()} holds no device of {mesh}: "
+                         "the mesh must include each process's devices")
+    return get_backend().from_blocks(full, mesh, spec)

@@ -1,0 +1,129 @@
+"""Utilities for several processes, under JAX's names (``jax.experimental.multihost_utils``)."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from runtime import devices as _devices
+
+
+def sync_global_devices(name: str) -> None:
+    """Wait until every process reaches the call with the same ``name``; a process that
+    reaches another name is an error on all of them."""
+    if _devices.process_count() == 1:
+        return
+    from runtime.mpi import CoherenceError, world
+    w = world()
+    names = w.comm.allgather(zlib.crc32(str(name).encode()))
+    if len(set(names)) > 1:
+        differ = [r for r, n in enumerate(names) if n != names[w.rank]]
+        raise CoherenceError(f"sync_global_devices({name!r}) on process {w.rank} met other "
+                             f"names on processes {differ}")
+
+
+def process_allgather(in_tree, tiled: bool = False):
+    """Every process's value of each leaf, on every process, as numpy arrays.
+
+    A global array (laid out on a mesh) is already the same on every process: its global value
+    is returned. A host value is this process's part: the parts are stacked along a new
+    leading axis in process order, or concatenated along axis 0 with ``tiled=True``.
+
+    >>> process_allgather(np.float32(shardc.process_index()))    # [0., 1.] under -n 2
+    """
+    from compiler.tree import tree_flatten, tree_unflatten
+    from runtime.array import Array
+    leaves, treedef = tree_flatten(in_tree)
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, Array):
+            out.append(np.asarray(leaf))
+        else:
+            out.append(_allgather_host(np.asarray(leaf), tiled))
+    return tree_unflatten(treedef, out)
+
+
+def _allgather_host(value: np.ndarray, tiled: bool) -> np.ndarray:
+    if _devices.process_count() == 1:
+        parts = [value]
+    else:
+        from runtime.mpi import world
+        parts = world().comm.allgather(value)
+        shapes = {(p.shape, p.dtype.str) for p in parts}
+        if len(shapes) > 1:
+            raise ValueError(f"process_allgather: processes hold parts of different types: "
+                             f"{sorted(shapes)}")
+    if tiled:
+        return np.concatenate([np.atleast_1d(p) for p in parts], axis=0)
+    return np.stack(parts)
+
+
+def broadcast_one_to_all(in_tree, is_source=None):
+    """Process 0's value of each leaf (or the process for which ``is_source`` is true), on
+    every process."""
+    from compiler.tree import tree_flatten, tree_unflatten
+    leaves, treedef = tree_flatten(in_tree)
+    if _devices.process_count() == 1:
+        return tree_unflatten(treedef, [np.asarray(v) for v in leaves])
+    from runtime.mpi import world
+    w = world()
+    source = w.rank == 0 if is_source is None else bool(is_source)
+    roots = [r for r, s in enumerate(w.comm.allgather(source)) if s]
+    if len(roots) != 1:
+        raise ValueError(f"broadcast_one_to_all: exactly one process must be the source, got "
+                         f"{roots}")
+    return tree_unflatten(treedef, [w.comm.bcast(np.asarray(v), root=roots[0]) for v in leaves])
+
+
+def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
+    """Global arrays from each process's part: each leaf of ``local_inputs`` covers this
+    process's devices' blocks under its ``pspecs`` entry (a pytree prefix) on ``global_mesh``.
+
+    >>> x = host_local_array_to_global_array(rows, mesh, P('x'))
+    """
+    from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
+    from ir.sharding import NamedSharding, PartitionSpec
+    from shardc.distributed import make_array_from_process_local_data
+    leaves, treedef = tree_flatten(local_inputs)
+    specs = broadcast_prefix(pspecs, local_inputs, is_leaf=_is_spec, name="pspecs")
+    return tree_unflatten(treedef, [
+        make_array_from_process_local_data(
+            NamedSharding(global_mesh, s if s is not None else PartitionSpec()), v)
+        for v, s in zip(leaves, specs)])
+
+
+def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
+    """Each process's part of global arrays: the box of the global value its devices' blocks
+    cover under ``pspecs`` on ``global_mesh`` (the inverse of
+    ``host_local_array_to_global_array``)."""
+    from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
+    from ir.sharding import NamedSharding, PartitionSpec, block_slices, normal_spec
+    from runtime.array import Array
+    leaves, treedef = tree_flatten(global_inputs)
+    specs = broadcast_prefix(pspecs, global_inputs, is_leaf=_is_spec, name="pspecs")
+    mine = [p for p, d in enumerate(global_mesh.devices.flat) if _devices.is_local(d)]
+    out = []
+    for value, spec in zip(leaves, specs):
+        spec = spec if spec is not None else PartitionSpec()
+        shape = tuple(np.shape(value))
+        blocks = {p: block_slices(shape, spec, global_mesh, global_mesh.coords(p)) for p in mine}
+        box = tuple(slice(min(b[d].start for b in blocks.values()),
+                          max(b[d].stop for b in blocks.values())) for d in range(len(shape)))
+        laid_out = (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
+                    and value.sharding.mesh == global_mesh
+                    and normal_spec(value.sharding.spec) == normal_spec(spec))
+        if not laid_out:
+            out.append(np.asarray(value)[box])      # a host value, or laid out otherwise
+            continue
+        # this process's own blocks: nothing is gathered
+        part = np.empty(tuple(s.stop - s.start for s in box), value.dtype)
+        for shard in value.addressable_shards:
+            part[tuple(slice(i.start - b.start, i.stop - b.start)
+                       for i, b in zip(shard.index, box))] = shard.data
+        out.append(part)
+    return tree_unflatten(treedef, out)
+
+
+def _is_spec(value) -> bool:
+    from ir.sharding import PartitionSpec
+    return isinstance(value, PartitionSpec) or value is None

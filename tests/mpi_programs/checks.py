@@ -1,0 +1,246 @@
+"""Programs people run on one process, run unchanged: every collective on 1-, 2- and 3-D
+meshes (eager and jit), control flow with collectives, grad, the seed tutorial, the training
+examples and the multi-process API. Each result is saved under its name to
+``OUT/rank{process_index}.npz``; tests/test_mpi.py runs this file in one process and under
+``mpiexec -n 2`` and ``-n 4`` and compares the files bit for bit.
+
+    python tests/mpi_programs/checks.py OUT [GROUP ...]
+"""
+import os
+import sys
+from functools import partial
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
+
+import shardc as jax  # noqa: E402
+import shardc.numpy as jnp  # noqa: E402
+from shardc import lax  # noqa: E402
+from shardc.experimental import multihost_utils  # noqa: E402
+from shardc.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+results: dict = {}
+
+
+def record(name, value):
+    """Keep a result (a pytree of arrays) under ``name``: gathered, as a script would read it."""
+    leaves = jax.tree_util.tree_leaves(value)
+    for k, leaf in enumerate(leaves):
+        results[f"{name}/{k}"] = np.asarray(leaf)
+
+
+def data(shape, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# --- every collective, on 1-, 2- and 3-D meshes, eager and jit ----------------------------------
+
+MESHES = {"1d": ((8,), ("a",)), "2d": ((4, 2), ("x", "y")), "3d": ((2, 2, 2), ("x", "y", "z"))}
+
+
+def collective_bodies(names):
+    """(name, body, in_spec, out_spec) for each collective over the mesh's axes."""
+    last, every = names[-1], tuple(names)
+    first = names[0]
+    n_last = None
+
+    def shift(x):
+        n = lax.axis_size(last)
+        return lax.ppermute(x, last, [(k, (k + 1) % n) for k in range(n)])
+
+    def partial_perm(x):
+        return lax.ppermute(x, last, [(0, 1)])
+
+    return [
+        ("psum_all", lambda x: lax.psum(x, every), P(every), P()),
+        ("psum_last", lambda x: lax.psum(x, last), P(every), P(names[:-1] or None)),
+        ("pmean", lambda x: lax.pmean(x, every), P(every), P()),
+        ("pmax", lambda x: lax.pmax(x, first), P(every), P(names[1:] or None)),
+        ("pmin", lambda x: lax.pmin(x, every), P(every), P()),
+        ("all_gather", lambda x: lax.all_gather(x, last, axis=1, tiled=True),
+         P(every), P(every)),
+        ("all_gather_stacked", lambda x: lax.all_gather(x, every), P(every), P(every)),
+        ("psum_scatter", lambda x: lax.psum_scatter(x, last, scatter_dimension=1, tiled=True),
+         P(names[:-1] or None), P(names[:-1] or None, last)),
+        ("ppermute", shift, P(every), P(every)),
+        ("ppermute_partial", partial_perm, P(every), P(every)),
+        ("all_to_all", lambda x: lax.all_to_all(x, last, 1, 0, tiled=True), P(every), P(every)),
+        ("axis_index", lambda x: x * lax.axis_index(every).astype(x.dtype), P(every), P(every)),
+        ("int_psum", lambda x: lax.psum((x > 0).astype(jnp.int32), every), P(every), P()),
+        ("pbroadcast", lambda x: lax.pbroadcast(x, every, source=1), P(every), P(every)),
+        ("int_pmax", lambda x: lax.pmax((x * 10).astype(jnp.int32), last), P(every),
+         P(names[:-1] or None)),
+        ("psum_scatter_untiled",
+         lambda x: lax.psum_scatter(x[:lax.axis_size(last)], last, scatter_dimension=0),
+         P(None, every), P(every)),
+        ("all_to_all_untiled",
+         lambda x: lax.all_to_all(x[:lax.axis_size(last)], last, 0, 1), P(None, every),
+         P(None, every)),
+    ]
+
+
+def check_collectives():
+    for mesh_name, (shape, names) in MESHES.items():
+        mesh = jax.make_mesh(shape, names)
+        x = jnp.asarray(data((16, 16), seed=len(shape)))
+        for name, body, in_spec, out_spec in collective_bodies(names):
+            f = jax.shard_map(body, mesh=mesh, in_specs=in_spec, out_specs=out_spec)
+            record(f"collective/{mesh_name}/{name}/eager", f(x))
+            record(f"collective/{mesh_name}/{name}/jit", jax.jit(f)(x))
+
+
+def check_large_reductions():
+    """Blocks of 64 KiB and more: on three or more processes all_reduce reduces one chunk per
+    process, then gathers the chunks (bitwise the whole-block reduction)."""
+    for mesh_name in ("1d", "3d"):
+        shape, names = MESHES[mesh_name]
+        mesh = jax.make_mesh(shape, names)
+        x = jnp.asarray(data((8 * 4, 4099), seed=11))        # odd sizes: uneven chunks
+        for name, body in (("psum", lambda b: lax.psum(b, names)),
+                           ("pmean", lambda b: lax.pmean(b, names)),
+                           ("pmax", lambda b: lax.pmax(b, names)),
+                           ("psum_ints", lambda b: lax.psum((b * 100).astype(jnp.int32), names))):
+            f = jax.shard_map(body, mesh=mesh, in_specs=P(names), out_specs=P())
+            record(f"large/{mesh_name}/{name}", jax.jit(f)(x))
+
+
+# --- control flow with collectives, grad ------------------------------------------------------
+
+def check_control_flow():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    x = jnp.asarray(data((8, 4), seed=3))
+
+    @partial(jax.shard_map, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    def ring(block):
+        def step(k, carry):
+            return lax.ppermute(carry, "x", [(i, (i + 1) % 4) for i in range(4)]) * 0.5 + k
+        return lax.fori_loop(0, 3, step, block)
+
+    @partial(jax.shard_map, mesh=mesh, in_specs=P("x", "y"), out_specs=P(None, "y"))
+    def branches(block):
+        total = lax.psum(block.sum(), ("x", "y"))
+        return lax.cond(total > 0, lambda b: lax.psum(b, "x"), lambda b: lax.pmax(b, "x") * 2.,
+                        block)
+
+    @partial(jax.shard_map, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    def scanned(block):
+        def step(carry, row):
+            mixed = lax.psum(row, "y") + carry
+            return mixed, lax.pmean(mixed, "x")
+        carry, ys = lax.scan(step, lax.pvary(jnp.zeros(block.shape[1:], block.dtype), "x"), block)
+        return ys + carry
+
+    @partial(jax.shard_map, mesh=mesh, in_specs=P("x", "y"), out_specs=P())
+    def until(block):
+        def cond(state):
+            k, _ = state
+            return k < 4
+        def body(state):
+            k, acc = state
+            return k + 1, lax.psum(acc, ("x", "y")) * 0.125
+        return lax.while_loop(cond, body, (0, lax.psum(block.sum(), ("x", "y"))))[1]
+
+    for name, f in (("ring", ring), ("branches", branches), ("scanned", scanned),
+                    ("until", until)):
+        record(f"control/{name}/eager", f(x))
+        record(f"control/{name}/jit", jax.jit(f)(x))
+        record(f"control/{name}/neg", jax.jit(f)(-x))
+
+
+def check_grad():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    w = jnp.asarray(data((4, 6), seed=5))
+    xs = jnp.asarray(data((8, 4), seed=6))
+
+    @partial(jax.shard_map, mesh=mesh, in_specs=(P(), P(("x", "y"))), out_specs=P())
+    def loss(w, xs):
+        h = jnp.tanh(xs @ w)
+        return lax.pmean((h ** 2).sum(), ("x", "y"))
+
+    record("grad/eager", jax.grad(loss)(w, xs))
+    record("grad/jit", jax.jit(jax.grad(loss, argnums=(0, 1)))(w, xs))
+    record("grad/value", jax.value_and_grad(loss)(w, xs))
+
+
+# --- the seed tutorial and the training examples -------------------------------------------------
+
+def check_tutorial():
+    import seed_tutorial as t
+    a = jnp.arange(8 * 16.).reshape(8, 16)
+    b = jnp.arange(16 * 4.).reshape(16, 4)
+    record("tutorial/matmul_basic", t.matmul_basic(a, b))
+    record("tutorial/matmul_basic_jit", jax.jit(t.matmul_basic)(a, b))
+    record("tutorial/matmul_reference", t.matmul_reference(a, b))
+    x = jnp.arange(4 * 4.).reshape(4, 4)
+    for name in ("f1", "f2", "f3", "f4", "f5"):
+        f = getattr(t, name)
+        record(f"tutorial/{name}", f(jnp.arange(8 * 2.).reshape(8, 2) if name == "f1" else x))
+    record("tutorial/psum_f1", t.psum_f1(jnp.arange(16.)))
+    y = jnp.arange(8 * 4.).reshape(8, 4)
+    record("tutorial/psum_f2", t.psum_f2(y))
+    record("tutorial/psum_f3", t.psum_f3(y))
+
+
+def check_training():
+    from train_mlp import model
+    from train_data_parallel import train_data_parallel
+    from train_fsdp import train_fsdp
+    from train_tensor_parallel import train_tensor_parallel
+    from train_collective_matmul import train_collective_matmul
+    params, batch = model()
+    for name, train in (("data_parallel", train_data_parallel), ("fsdp", train_fsdp),
+                        ("tensor_parallel", train_tensor_parallel),
+                        ("collective_matmul", train_collective_matmul)):
+        for shape in ((8,), (4, 2)):
+            trained, losses = train(shape, params, batch, steps=2)
+            record(f"train/{name}/{shape}", (trained, np.asarray(losses, np.float64)))
+    from train_fsdp_tp import train_fsdp_tp         # remat keeping all_gather's result
+    trained, losses = train_fsdp_tp((4, 2), params, batch, steps=2)
+    record("train/fsdp_tp/(4, 2)", (trained, np.asarray(losses, np.float64)))
+
+
+# --- the multi-process API ---------------------------------------------------------------------
+
+def check_multihost():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    whole = data((8, 6), seed=9)
+    sharding = NamedSharding(mesh, P("x"))
+    from_callback = jax.make_array_from_callback(whole.shape, sharding, lambda i: whole[i])
+    record("multihost/callback", from_callback)
+    record("multihost/callback_sum", jnp.sum(from_callback, axis=0))
+    # each process passes the rows of its own devices' blocks
+    rows = sorted({s.index[0].start for s in from_callback.addressable_shards})
+    local = np.concatenate([whole[r:r + 2] for r in rows])
+    made = jax.make_array_from_process_local_data(sharding, local)
+    record("multihost/process_local", made)
+    record("multihost/process_local_sum", jax.jit(lambda v: (v * 2).sum(axis=1))(made))
+    gathered = multihost_utils.process_allgather(made)
+    record("multihost/allgather_global", gathered)
+    counts = multihost_utils.process_allgather(np.int32(len(from_callback.addressable_shards)))
+    assert counts.sum() == mesh.size, counts
+    assert len(jax.local_devices()) * jax.process_count() == len(jax.devices())
+    assert all(d.process_index == jax.process_index() for d in jax.local_devices())
+    assert all(s.device in jax.local_devices() for s in made.addressable_shards)
+    multihost_utils.sync_global_devices("checks")
+
+
+GROUPS = {"collectives": check_collectives, "large": check_large_reductions,
+          "control": check_control_flow,
+          "grad": check_grad, "tutorial": check_tutorial, "training": check_training,
+          "multihost": check_multihost}
+
+
+def main(out_dir, groups):
+    for name in groups or GROUPS:
+        GROUPS[name]()
+    os.makedirs(out_dir, exist_ok=True)
+    np.savez(os.path.join(out_dir, f"rank{jax.process_index()}.npz"), **results)
+    print(f"process {jax.process_index()} of {jax.process_count()}: {len(results)} results")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])

@@ -1,0 +1,70 @@
+"""A fault on one process, or on all: tests/test_mpi.py checks that the whole job ends, promptly,
+with a non-zero exit and a message naming the process (and the device where there is one).
+
+    mpiexec -n 2 python tests/mpi_programs/faults.py MODE
+"""
+import os
+import signal
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+import shardc as jax  # noqa: E402
+import shardc.numpy as jnp  # noqa: E402
+from shardc import lax  # noqa: E402
+from shardc.sharding import PartitionSpec as P  # noqa: E402
+
+mesh = jax.make_mesh((8,), ("i",))
+x = jnp.arange(16.)
+
+
+def total(block):
+    return lax.psum(block.sum(), "i")
+
+
+def raise_in_body(block):
+    if jax.process_index() == 1:
+        raise RuntimeError("a Python error in the body, on process 1 only")
+    return total(block)
+
+
+def shape_error(block):
+    return block @ jnp.ones((3, 3))       # f32[2] @ f32[3,3]: a shape error on every process
+
+
+def kill(block):
+    if jax.process_index() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return total(block)
+
+
+def exit_early(block):
+    if jax.process_index() == 1:
+        sys.exit(3)          # leaves while process 0 waits for it in the psum
+    return total(block)
+
+
+def device_error(block):
+    # the format fails when the program runs: on the devices of every process
+    jax.debug.print("{x:d}", x=block.sum())
+    return total(block)
+
+
+def divergent():
+    """Process 1 runs another program than process 0: the check before running stops both."""
+    body = total if jax.process_index() == 0 else (lambda b: lax.pmax(b.sum(), "i"))
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P()))(x)
+
+
+MODES = {"raise_in_body": raise_in_body, "shape_error": shape_error, "kill": kill,
+         "device_error": device_error, "exit_early": exit_early}
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "divergent":
+        divergent()
+    else:
+        f = jax.shard_map(MODES[mode], mesh=mesh, in_specs=P("i"), out_specs=P())
+        (jax.jit(f) if mode == "device_error" else f)(x)
+    print(f"process {jax.process_index()} finished")

@@ -1,0 +1,136 @@
+"""The multi-process API on one process (the simulator): what a script written for several
+processes gets when it runs alone. tests/test_mpi.py runs the same API under mpiexec."""
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc.experimental import multihost_utils
+from shardc.sharding import NamedSharding, PartitionSpec as P
+from runtime import devices as device_table
+
+
+def test_one_process_holds_every_device():
+    assert jax.process_index() == 0 and jax.process_count() == 1
+    assert jax.local_devices() == jax.devices()
+    assert jax.local_device_count() == jax.device_count() == 8
+    assert {d.process_index for d in jax.devices()} == {0}
+
+
+def test_devices_that_do_not_split_evenly_are_an_error():
+    with pytest.raises(ValueError, match="8 devices cannot be split evenly over 3 processes"):
+        device_table.set_processes(0, 3)
+    assert jax.process_count() == 1
+
+
+def test_device_process_follows_an_even_split_in_id_order():
+    try:
+        device_table.set_processes(1, 4)
+        assert [d.process_index for d in jax.devices()] == [0, 0, 1, 1, 2, 2, 3, 3]
+        assert [d.id for d in jax.local_devices()] == [2, 3]
+    finally:
+        device_table.set_processes(0, 1)
+
+
+@pytest.mark.parametrize("spec", [P("x"), P("x", "y"), P(None, "y"), P()])
+def test_make_array_from_callback(spec):
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    whole = np.arange(48, dtype=np.float32).reshape(8, 6)
+    calls = []
+
+    def block(index):
+        calls.append(index)
+        return whole[index]
+
+    x = jax.make_array_from_callback(whole.shape, NamedSharding(mesh, spec), block)
+    assert x.shape == whole.shape and x.dtype == np.float32
+    assert x.sharding == NamedSharding(mesh, spec)
+    np.testing.assert_array_equal(np.asarray(x), whole)
+    assert len(calls) == 8
+    for shard in x.addressable_shards:
+        np.testing.assert_array_equal(shard.data, whole[shard.index])
+
+
+def test_make_array_from_callback_checks_block_shapes():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    with pytest.raises(ValueError, match=r"returned shape \(8, 6\) for index .* expected \(2, 6\)"):
+        jax.make_array_from_callback((8, 6), NamedSharding(mesh, P("x")),
+                                     lambda index: np.zeros((8, 6), np.float32))
+    with pytest.raises(TypeError, match="requires a NamedSharding"):
+        jax.make_array_from_callback((8, 6), P("x"), lambda index: None)
+
+
+def test_make_array_from_process_local_data_on_one_process_is_the_global_array():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    whole = np.arange(32, dtype=np.int32).reshape(8, 4)
+    x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("x", "y")), whole)
+    assert x.shape == (8, 4) and x.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(x), whole)
+    total = jax.jit(jax.shard_map(lambda b: jax.lax.psum(b.sum(), ("x", "y")), mesh=mesh,
+                                  in_specs=P("x", "y"), out_specs=P()))(x)
+    assert int(total) == whole.sum()
+    with pytest.raises(ValueError, match=r"covering shape \(16, 4\) .* local_data has shape "
+                                         r"\(8, 4\)"):
+        jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), whole, (16, 4))
+
+
+def test_process_allgather_and_broadcast_on_one_process():
+    stacked = multihost_utils.process_allgather(np.arange(3.))
+    assert stacked.shape == (1, 3)
+    tiled = multihost_utils.process_allgather(np.arange(3.), tiled=True)
+    np.testing.assert_array_equal(tiled, np.arange(3.))
+    x = jax.device_put(jnp.arange(8.), NamedSharding(jax.make_mesh((8,), ("i",)), P("i")))
+    np.testing.assert_array_equal(multihost_utils.process_allgather(x), np.arange(8.))
+    assert multihost_utils.broadcast_one_to_all({"a": np.float32(2)})["a"] == 2
+    multihost_utils.sync_global_devices("alone")
+
+
+def test_initialize_validates_and_runs_once():
+    try:
+        with pytest.raises(ValueError, match="num_processes=2, but the job has 1 process"):
+            jax.distributed.initialize(num_processes=2)
+        with pytest.raises(ValueError, match="local_device_ids=\\[0\\], but process 0 holds"):
+            jax.distributed.initialize(local_device_ids=[0])
+        jax.distributed.initialize("localhost:1234", num_processes=1, process_id=0)
+        assert jax.distributed.is_initialized()
+        with pytest.raises(RuntimeError, match="should only be called once"):
+            jax.distributed.initialize()
+    finally:
+        jax.distributed.shutdown()
+
+
+def test_one_process_gathers_nothing():
+    before = jax.distributed.gather_costs()
+    mesh = jax.make_mesh((8,), ("i",))
+    y = jax.jit(jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("i"),
+                              out_specs=P("i")))(jnp.arange(16.))
+    np.testing.assert_array_equal(np.asarray(y), np.arange(16.) * 2)
+    assert jax.distributed.gather_costs() == before == {"gathers": 0, "bytes_sent": 0,
+                                                        "bytes_received": 0}
+
+
+def test_mpi_is_chosen_by_the_launch_or_by_name(monkeypatch):
+    from runtime import mpi
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS",
+                 "SHARDC_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    assert mpi.launched_size() == 1 and not mpi.wanted()
+    monkeypatch.setenv("PMI_SIZE", "4")
+    assert mpi.launched_size() == 4 and mpi.wanted()
+    monkeypatch.setenv("SHARDC_BACKEND", "fast")      # a named simulator backend wins
+    assert not mpi.wanted()
+    monkeypatch.setenv("SHARDC_BACKEND", "mpi")
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert mpi.wanted()
+
+
+def test_host_local_and_global_arrays_on_one_process():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    tree = {"a": np.arange(16, dtype=np.float32).reshape(8, 2), "b": np.ones(3, np.int32)}
+    glob = multihost_utils.host_local_array_to_global_array(tree, mesh, {"a": P("x"), "b": None})
+    assert glob["a"].sharding == NamedSharding(mesh, P("x")) and glob["a"].is_fully_addressable
+    assert glob["b"].sharding == NamedSharding(mesh, P())
+    back = multihost_utils.global_array_to_host_local_array(glob, mesh, {"a": P("x"), "b": None})
+    for k in tree:
+        np.testing.assert_array_equal(back[k], tree[k])
+        assert back[k].dtype == tree[k].dtype

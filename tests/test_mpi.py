@@ -1,0 +1,210 @@
+"""The MPI backend: programs run unchanged under ``mpiexec -n 2`` and ``-n 4`` give, on every
+process, bitwise the results of the one-process reference simulator (and the default fast
+backend's within its float tolerance); faults end the whole job promptly.
+
+Each launch runs many checks (tests/mpi_programs/checks.py) and saves every result; the tests
+compare the saved files. Every launch has a timeout and kills its process group on expiry.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAMS = os.path.join(ROOT, "tests", "mpi_programs")
+BIN = os.path.dirname(sys.executable)
+MPIEXEC = os.path.join(BIN, "mpiexec")
+
+pytest.importorskip("mpi4py", reason="the mpi extra is not installed (pip install -e '.[mpi]')")
+if not os.path.exists(MPIEXEC):
+    pytest.skip("no mpiexec beside the interpreter (pip install -e '.[mpi]')",
+                allow_module_level=True)
+
+
+def _env(backend=None, **extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SHARDC_BACKEND", "SHARDC_NUM_DEVICES", "XLA_FLAGS", "SHARDC_CHECKS")}
+    env["PYTHONPATH"] = ROOT
+    env["SHARDC_THREADS"] = "1"
+    # several processes share the cores: one BLAS thread each
+    env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
+    if backend:
+        env["SHARDC_BACKEND"] = backend
+    env.update(extra)
+    return env
+
+
+def launch(args, n=None, timeout=150, env=None):
+    """Run ``python args`` (under ``mpiexec -n n`` when n is given) in its own process group;
+    kill the group if it outlives ``timeout``. Returns (returncode, output, seconds)."""
+    command = [sys.executable] + list(args)
+    if n is not None:
+        command = [MPIEXEC, "-n", str(n), "-hosts", "localhost"] + command
+    start = time.monotonic()
+    proc = subprocess.Popen(command, cwd=ROOT, env=env or _env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"{' '.join(command)} did not end within {timeout} s:\n{output[-3000:]}")
+    finally:
+        _no_process_left(proc.pid)
+    return proc.returncode, output, time.monotonic() - start
+
+
+def _no_process_left(group: int) -> None:
+    """Every process of the launch's group has ended within 20 s of mpiexec (killing what is
+    left, then failing): a loaded machine may take a few seconds to reap them."""
+    for _ in range(200):
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.killpg(group, signal.SIGKILL)
+    pytest.fail("processes of the job were left behind after it ended")
+
+
+@pytest.fixture(scope="module")
+def single_process(tmp_path_factory):
+    """The checks on one process: the reference simulator and the default fast backend."""
+    out = tmp_path_factory.mktemp("mpi_single")
+    for backend in ("reference", "fast"):
+        rc, output, _ = launch([os.path.join(PROGRAMS, "checks.py"), str(out / backend)],
+                               env=_env(backend))
+        assert rc == 0, output[-3000:]
+    return {b: dict(np.load(out / b / "rank0.npz")) for b in ("reference", "fast")}
+
+
+def _assert_bitwise(expected: dict, got: dict, where: str) -> None:
+    assert sorted(got) == sorted(expected), where
+    differ = [k for k in expected
+              if got[k].shape != expected[k].shape or got[k].dtype != expected[k].dtype
+              or got[k].tobytes() != expected[k].tobytes()]
+    assert not differ, f"{where}: {len(differ)} results differ, first {differ[:5]}"
+
+
+def _assert_close(expected: dict, got: dict, where: str) -> None:
+    for k in expected:
+        assert got[k].shape == expected[k].shape and got[k].dtype == expected[k].dtype, k
+        scale = float(np.max(np.abs(expected[k]), initial=1.0))
+        np.testing.assert_allclose(got[k], expected[k], rtol=0, atol=8 * 2.0 ** -23 * scale,
+                                   err_msg=f"{where}: {k}")
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_programs_run_unchanged_and_bitwise_on_every_process(n, single_process, tmp_path):
+    rc, output, seconds = launch([os.path.join(PROGRAMS, "checks.py"), str(tmp_path)], n=n)
+    assert rc == 0, output[-3000:]
+    reference, fast = single_process["reference"], single_process["fast"]
+    assert len(reference) > 200
+    for rank in range(n):
+        got = dict(np.load(tmp_path / f"rank{rank}.npz"))
+        _assert_bitwise(reference, got, f"process {rank} of {n}")
+        _assert_close(fast, got, f"process {rank} of {n} against the fast backend")
+    for rank in range(n):
+        assert f"process {rank} of {n}: {len(reference)} results" in output
+
+
+def test_eager_print_shows_each_process_its_own_devices(tmp_path):
+    # each process writes to a file of its own: the processes' stdout interleave in the pipe
+    script = tmp_path / "printing.py"
+    script.write_text(
+        "import sys\n"
+        "import shardc as jax, shardc.numpy as jnp\n"
+        "from shardc.sharding import PartitionSpec as P\n"
+        f"sys.stdout = open(f'{tmp_path}/out{{jax.process_index()}}.txt', 'w')\n"
+        "mesh = jax.make_mesh((4,), ('i',))\n"
+        "def body(b):\n"
+        "    print(f'P{jax.process_index()} {b}')\n"
+        "    return b\n"
+        "y = jax.shard_map(body, mesh=mesh, in_specs=P('i'), out_specs=P('i'))(jnp.arange(4.))\n"
+        "print(f'P{jax.process_index()} global {y}')\n"
+        "sys.stdout.close()\n")
+    rc, output, _ = launch([str(script)], n=2, env=_env(SHARDC_NUM_DEVICES="4"))
+    assert rc == 0, output
+    for rank, devices in ((0, (0, 1)), (1, (2, 3))):
+        text = (tmp_path / f"out{rank}.txt").read_text()
+        assert text.startswith(f"P{rank} On"), text
+        assert all(f"On TFRT_CPU_{d} " in text for d in devices), text
+        assert not any(f"TFRT_CPU_{d} " in text for d in range(4) if d not in devices), text
+        assert f"P{rank} global [0. 1. 2. 3.]" in text
+
+
+def test_uneven_device_split_is_an_error_on_every_process():
+    rc, output, seconds = launch(["-c", "import shardc"], n=3)
+    assert rc != 0 and seconds < 60
+    assert output.count("8 devices cannot be split evenly over 3 processes") == 3, output
+
+
+@pytest.mark.parametrize("mode, says", [
+    ("raise_in_body", ["process 1 of 2 failed", "RuntimeError: a Python error in the body"]),
+    # every process fails; the first to abort may end the other before it reports
+    ("shape_error", ["of 2 failed; aborting the job",
+                     "TypeError: dot_general requires contracting dimensions"]),
+    ("device_error", ["failed; aborting the job", "ValueError: Unknown format code 'd'",
+                      "on device ", "of process ", ", at debug_print (faults.py:"]),
+    ("divergent", ["CoherenceError", "are about to run a different program"]),
+    ("kill", ["BAD TERMINATION", "signal 9"]),
+    ("exit_early", ["process 1 of 2 ended, but other processes did not reach their end "
+                    "within 3 s"]),
+])
+def test_a_fault_ends_the_whole_job_promptly(mode, says):
+    rc, output, seconds = launch([os.path.join(PROGRAMS, "faults.py"), mode], n=2, timeout=60,
+                                 env=_env(SHARDC_MPI_EXIT_TIMEOUT="3"))
+    assert rc != 0, output
+    assert seconds < 60
+    for text in says:
+        assert text in output, output
+    assert "finished" not in output, output
+
+
+def test_multiprocess_api_and_native_reductions():
+    rc, output, _ = launch([os.path.join(PROGRAMS, "api.py")], n=2, timeout=90)
+    assert rc == 0, output[-3000:]
+    assert "process 0: api ok" in output and "process 1: api ok" in output
+
+
+CLI = "import sys; from shardc.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_cli_run_under_mpiexec_matches_one_process(tmp_path):
+    program, a, b = tmp_path / "m.ir", tmp_path / "a.npy", tmp_path / "b.npy"
+    rng = np.random.default_rng(0)
+    np.save(a, rng.standard_normal((8, 16)).astype(np.float32))
+    np.save(b, rng.standard_normal((16, 4)).astype(np.float32))
+    rc, output, _ = launch(["-c", CLI, "lower", "examples/seed_tutorial.py:matmul_basic",
+                            "--args", "f32[8,16],f32[16,4]", "-o", str(program)])
+    assert rc == 0, output
+    run = ["-c", CLI, "run", str(program), "--inputs", f"{a},{b}", "-o"]
+    rc, output, _ = launch(run + [str(tmp_path / "one.npz")])
+    assert rc == 0, output
+    rc, output, _ = launch(run + [str(tmp_path / "two.npz")], n=2, timeout=60)
+    assert rc == 0, output
+    one, two = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+    assert one["arr_0"].tobytes() == two["arr_0"].tobytes()
+    np.testing.assert_allclose(two["arr_0"], np.load(a) @ np.load(b), rtol=1e-5, atol=1e-5)
+
+
+def test_mpi_backend_on_one_process_holds_every_device():
+    script = ("import numpy as np, shardc as jax\n"
+              "from shardc import lax\n"
+              "from shardc.sharding import PartitionSpec as P\n"
+              "from compiler.backend import get_backend\n"
+              "mesh = jax.make_mesh((4, 2), ('x', 'y'))\n"
+              "f = jax.jit(jax.shard_map(lambda b: lax.psum(b, 'x'), mesh=mesh,\n"
+              "                          in_specs=P('x', 'y'), out_specs=P(None, 'y')))\n"
+              "y = f(jax.numpy.arange(32.).reshape(8, 4))\n"
+              "assert get_backend().name == 'mpi' and jax.process_count() == 1\n"
+              "assert len(y.addressable_shards) == 8\n"
+              "np.testing.assert_array_equal(np.asarray(y),\n"
+              "                              np.arange(32.).reshape(4, 2, 4).sum(0))\n"
+              "print('ok')\n")
+    rc, output, _ = launch(["-c", script], env=_env("mpi"), timeout=60)
+    assert rc == 0 and output.strip().endswith("ok"), output
