@@ -20,7 +20,7 @@ from ir.module import LoweredModule, LoweredShardMap
 from ir.primitives import RuleTable
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_rank, axes_size,
                          block_shape, device_groups, normal_spec, spec_names)
-from ir.verify import verify
+from ir.verify import check_coherence, verify_device_program
 
 # How a front-end primitive lowers on one device: ``rule(ctx, eqn, invars) -> out atoms``.
 # Rules may emit equations with ``ctx.emit``; primitives without a rule are copied unchanged.
@@ -172,15 +172,18 @@ def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
 
 
 def device_programs(eqn: Eqn, in_shardings) -> list:
-    """One verified DeviceProgram per mesh position of a shard_map equation."""
+    """One DeviceProgram per mesh position of a shard_map equation, verified as lowered
+    programs (each well formed, all coherent)."""
     mesh = eqn.params["mesh"]
     programs = []
     for position in range(mesh.size):
         program = _lower_with_boundary(LoweringContext(mesh, position), eqn, in_shardings)
-        verify(program)
-        programs.append(DeviceProgram(int(mesh.devices.flat[position].id), position,
-                                      mesh.axis_names, mesh.coords(position), program,
-                                      show_vma=eqn.params["check_vma"] is True))
+        dp = DeviceProgram(int(mesh.devices.flat[position].id), position, mesh.axis_names,
+                           mesh.coords(position), program,
+                           show_vma=eqn.params["check_vma"] is True)
+        verify_device_program(dp, mesh)
+        programs.append(dp)
+    check_coherence(mesh, programs)
     return programs
 
 

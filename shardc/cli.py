@@ -242,13 +242,13 @@ def cmd_comm(args) -> int:
 def cmd_run(args) -> int:
     import numpy as np
     import shardc
-    from ir.parser import ParseError, parse_module
+    from ir.parser import ParseError, decode_text, parse_module
     from ir.verify import VerifyError
     from runtime.reference import execute_module
     if not os.path.isfile(args.program):
         raise UsageError(f"no such file: {args.program}")
-    with open(args.program) as source:
-        text = source.read()
+    with open(args.program, "rb") as source:
+        data = source.read()
     devices = shardc.devices()
 
     def device(device_id):
@@ -258,7 +258,7 @@ def cmd_run(args) -> int:
         return devices[device_id]
 
     try:
-        module = parse_module(text, device=device)
+        module = parse_module(decode_text(data), device=device)
     except (ParseError, VerifyError) as err:
         raise UsageError(f"{args.program}: {_one_line(str(err))}") from None
     inputs = _load_inputs(args.inputs)
