@@ -69,17 +69,20 @@ signatures[prims.pbroadcast_p] = _sig(1, ["mesh_axes", "source"])
 signatures[prims.psum_scatter_p] = _sig(1, ["mesh_axes", "scatter_axis", "tiled", "axis_size"])
 
 # Communication nodes. all_gather, ppermute and all_to_all keep their front-end names when
-# lowered, with ``device_groups`` added; the lowered-only nodes always carry their groups.
+# lowered. Per-device programs add ``device_groups`` to every node (the verifier holds each
+# level to its form: ``ir.verify``).
 _GROUPS = ["device_groups"]
 signatures[prims.all_gather_p] = _sig(1, ["mesh_axes", "gather_axis", "tiled", "axis_size"],
                                       _GROUPS + ["to"])
 signatures[prims.ppermute_p] = _sig(1, ["mesh_axes", "perm"], _GROUPS)
 signatures[prims.all_to_all_p] = _sig(1, ["mesh_axes", "split_axis", "concat_axis", "tiled",
                                           "axis_size"], _GROUPS)
-signatures[prims.all_reduce_p] = _sig(1, ["mesh_axes", "reduction"] + _GROUPS)
+signatures[prims.all_reduce_p] = _sig(1, ["mesh_axes", "reduction"], _GROUPS)
 signatures[prims.reduce_scatter_p] = _sig(1, ["mesh_axes", "scatter_axis", "tiled", "axis_size",
-                                              "reduction"] + _GROUPS)
-signatures[prims.all_slice_p] = _sig(1, ["mesh_axes", "slice_axis", "axis_size"] + _GROUPS)
+                                              "reduction"], _GROUPS)
+signatures[prims.all_slice_p] = _sig(1, ["mesh_axes", "slice_axis", "axis_size"], _GROUPS)
+signatures[prims.broadcast_p] = _sig(1, ["mesh_axes", "root"], _GROUPS)
+signatures[prims.process_index_p] = _sig(0, ["mesh_axes"])
 
 
 def signature_of(prim) -> Optional[Signature]:

@@ -345,7 +345,7 @@ class _Builder:
                              near=index_token)
         check = eqn.params.get("check_vma", True)
         lowered = LoweredShardMap(eqn.params["mesh"], in_shardings, out_specs, [],
-                                  runtime_check=check == "runtime")
+                                  runtime_check=check == "runtime", show_vma=check is True)
         return index, lowered, eqn, tree
 
     def _specs(self, tree, count: int, what: str, near: Token) -> tuple:

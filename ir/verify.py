@@ -202,9 +202,16 @@ def verify_lowered(lowered) -> None:
     check_coherence(mesh, lowered.device_programs)
 
 
+def verify_mesh_program(program: Program, mesh) -> None:
+    """A mesh-level program on ``mesh``: well formed, no front-end collective left, each
+    communication node valid and without device groups (stage 2 adds them)."""
+    verify(program, mesh)
+    _check_nodes(program, mesh, per_device=False)
+
+
 def verify_device_program(dp, mesh) -> None:
     """One device's program on ``mesh``: well formed, sitting where it says, and each of its
-    communication nodes (sub-programs included) valid on the mesh."""
+    communication nodes (sub-programs included) valid on the mesh, with its device groups."""
     if tuple(dp.mesh_axes) != tuple(mesh.axis_names):
         raise VerifyError(f"the program names mesh axes {tuple(dp.mesh_axes)!r}; the mesh has "
                           f"{tuple(mesh.axis_names)!r}", device=dp.device_id)
@@ -212,24 +219,37 @@ def verify_device_program(dp, mesh) -> None:
         raise VerifyError(f"device {dp.device_id} is not at mesh position {dp.position} of "
                           f"{mesh!r}", device=dp.device_id)
     verify(dp.program, mesh)
-    _check_nodes(dp.program, mesh)
+    _check_nodes(dp.program, mesh, per_device=True)
 
 
-def _check_nodes(program: Program, mesh) -> None:
+def _check_nodes(program: Program, mesh, per_device: bool) -> None:
     for k, eqn in enumerate(program.eqns):
         where = f"equation {k} ({_eqn_text(eqn)})"
-        if eqn.primitive in FRONT_END_ONLY:
-            raise VerifyError(f"{where}: the front-end collective {eqn.primitive} is left in a "
+        prim = eqn.primitive
+        if prim in FRONT_END_ONLY:
+            raise VerifyError(f"{where}: the front-end collective {prim} is left in a "
                               "lowered program (lowering replaces it)", eqn=eqn)
-        if eqn.primitive in node_rules:
-            node_rules[eqn.primitive](eqn, mesh, where)
+        if per_device and prim is prims.process_index_p:
+            raise VerifyError(f"{where}: process_index is left in a per-device program (it is "
+                              "the device's constant there)", eqn=eqn)
+        if prim in node_rules:
+            if per_device:
+                _check_groups(eqn, mesh, where)
+            elif "device_groups" in eqn.params:
+                raise VerifyError(f"{where}: device_groups in a mesh-level program (only "
+                                  "per-device programs carry them)", eqn=eqn,
+                                  param="device_groups")
+            node_rules[prim](eqn, mesh, where)
         for value in eqn.params.values():
             for sub in programs_in(value):
-                _check_nodes(sub, mesh)
+                _check_nodes(sub, mesh, per_device)
 
 
 def _check_groups(eqn, mesh, where) -> None:
     """``device_groups`` are exactly the groups ``mesh_axes`` make on the mesh."""
+    if "device_groups" not in eqn.params:
+        raise VerifyError(f"{where}: a communication node without device_groups", eqn=eqn,
+                          param="device_groups")
     groups = eqn.params["device_groups"]
     ids = set(mesh.device_ids)
     if not isinstance(groups, tuple) or not all(
@@ -259,14 +279,10 @@ def _check_axis_size(eqn, mesh, where) -> None:
 
 
 def _check_node(eqn, mesh, where) -> None:
-    if "device_groups" not in eqn.params:
-        raise VerifyError(f"{where}: a communication node without device_groups", eqn=eqn,
-                          param="device_groups")
-    _check_groups(eqn, mesh, where)
+    """Nothing beyond the axes and groups every node is held to."""
 
 
 def _check_reducing_node(eqn, mesh, where) -> None:
-    _check_node(eqn, mesh, where)
     reduction = eqn.params["reduction"]
     if reduction not in REDUCTIONS:
         raise VerifyError(f"{where}: unknown reduction={reduction!r}; expected one of "
@@ -274,7 +290,6 @@ def _check_reducing_node(eqn, mesh, where) -> None:
 
 
 def _check_ppermute_node(eqn, mesh, where) -> None:
-    _check_node(eqn, mesh, where)
     perm = eqn.params["perm"]
     size = axes_size(mesh.shape, eqn.params["mesh_axes"])
     if not isinstance(perm, tuple) or not all(
@@ -293,8 +308,17 @@ def _check_ppermute_node(eqn, mesh, where) -> None:
                               param="perm")
 
 
+def _check_broadcast_node(eqn, mesh, where) -> None:
+    root = eqn.params["root"]
+    size = axes_size(mesh.shape, eqn.params["mesh_axes"])
+    if type(root) is not int or not 0 <= root < size:
+        raise VerifyError(f"{where}: root={root!r} is out of range for a group of {size}",
+                          eqn=eqn, param="root")
+
+
 for _p in (prims.all_gather_p, prims.all_to_all_p, prims.all_slice_p):
     node_rules[_p] = _check_node
+node_rules[prims.broadcast_p] = _check_broadcast_node
 node_rules[prims.all_reduce_p] = _check_reducing_node
 node_rules[prims.reduce_scatter_p] = _check_reducing_node
 node_rules[prims.ppermute_p] = _check_ppermute_node

@@ -388,7 +388,16 @@ def _all_to_all(blocks, *, split_axis, concat_axis, tiled, **params):
             for d in range(n)]
 
 
+def _broadcast(blocks, *, root, **params):
+    """Every member gets the block of the member at rank ``root``.
+
+        root=2:  [a] [b] [c] [d]  ->  [c] [c] [c] [c]
+    """
+    return [blocks[root]] * len(blocks)
+
+
 group_rules[prims.all_reduce_p] = _all_reduce
+group_rules[prims.broadcast_p] = _broadcast
 group_rules[prims.reduce_scatter_p] = _reduce_scatter
 group_rules[prims.ppermute_p] = _ppermute
 group_rules[prims.all_to_all_p] = _all_to_all

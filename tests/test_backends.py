@@ -889,7 +889,7 @@ def test_checking_tolerance_is_relative_to_the_arrays_scale():
 def test_per_device_programs_are_built_only_when_read():
     """The fast backend runs a body stacked: jit builds no per-device program until one is
     read, and then builds every device's, as lowering always did."""
-    from compiler.lowering import device_programs
+    from compiler.lowering import lower_shard_map
     mesh = shardc.make_mesh((4, 2), ("x", "y"))
     a = np.arange(64, dtype=np.float32).reshape(8, 8)
     f = shardc.jit(shardc.shard_map(lambda b: lax.psum(b, "y"), mesh=mesh,
@@ -903,7 +903,7 @@ def test_per_device_programs_are_built_only_when_read():
     assert lowered.built and len(programs) == 8
     assert [dp.position for dp in programs] == list(range(8))
     eqn = f.lower(a).module.program.eqns[0]
-    again = device_programs(eqn, lowered.in_shardings)
+    again = lower_shard_map(eqn, lowered.in_shardings).device_programs
     assert [str(dp) for dp in again] == [str(dp) for dp in programs]
     assert "all_reduce" in str(programs[3])
 

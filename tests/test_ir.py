@@ -94,7 +94,8 @@ def test_verifier_checks_sub_programs():
 
 
 # Every primitive has the rules its layers need; explicit exemptions only.
-_NO_IMPL = {prims.shard_map_p}
+# process_index is the mesh-level program's: per-device programs hold its constant instead.
+_NO_IMPL = {prims.shard_map_p, prims.process_index_p}
 
 
 def test_every_primitive_has_a_shape_rule():
