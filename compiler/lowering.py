@@ -31,7 +31,7 @@ from ir.module import LoweredModule, LoweredShardMap
 from ir.primitives import RuleTable
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_rank, axes_size,
                          block_shape, device_groups, normal_spec, spec_axes, spec_names)
-from ir.verify import check_coherence, verify_device_program, verify_mesh_program
+from ir.verify import CHECKS, check_coherence, verify_device_program, verify_mesh_program
 
 # Stage 1: how a front-end primitive lowers to the mesh level, ``rule(ctx, eqn, invars) ->
 # out atoms``; rules may emit equations with ``ctx.emit``. Every front-end collective has
@@ -130,6 +130,9 @@ def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
         invars = [_read(env, a) for a in eqn.invars]
         if eqn.primitive in lowering_rules:
             outs = lowering_rules[eqn.primitive](ctx, eqn, invars)
+        elif all(a is b for a, b in zip(invars, eqn.invars)):
+            ctx.eqns.append(eqn)        # unchanged by lowering: shared with the body
+            outs = eqn.outvars
         else:
             outs = ctx.emit(eqn.primitive, invars, dict(eqn.params), eqn.source, eqn.outvars)
         for var, atom in zip(eqn.outvars, outs):
@@ -204,7 +207,9 @@ def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
 
 def mesh_program(eqn: Eqn, in_shardings) -> Program:
     """Stage 1 for a shard_map equation: its body at the mesh level, with the reshards of
-    inputs that arrive laid out otherwise than their in_specs; verified."""
+    inputs that arrive laid out otherwise than their in_specs. Its communication nodes are
+    verified always; every equation's types under SHARDC_CHECKS (on in the tests), as for
+    traced programs, whose equations it shares: both are typed by construction."""
     mesh = eqn.params["mesh"]
     ctx = LoweringContext(mesh)
     body = eqn.params["jaxpr"]
@@ -220,7 +225,7 @@ def mesh_program(eqn: Eqn, in_shardings) -> Program:
         env[id(body_var)] = _reshard(ctx, var, arrived, wanted, typed)
     outvars = _lower_into(ctx, body, env)
     program = Program([], invars, ctx.eqns, outvars)
-    verify_mesh_program(program, mesh)
+    verify_mesh_program(program, mesh, full=CHECKS)
     return program
 
 

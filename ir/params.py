@@ -33,6 +33,8 @@ class Signature:
 
     def check(self, name: str, n_operands: int, params) -> str:
         """Why ``n_operands`` operands and ``params`` do not fit primitive ``name``, or ''."""
+        if n_operands == self.arity and params.keys() == self.required:
+            return ""           # the common case, decided at once
         if self.variadic and n_operands < self.arity:
             return f"takes at least {self.arity} operands, got {n_operands}"
         if not self.variadic and n_operands != self.arity:

@@ -202,10 +202,13 @@ def verify_lowered(lowered) -> None:
     check_coherence(mesh, lowered.device_programs)
 
 
-def verify_mesh_program(program: Program, mesh) -> None:
+def verify_mesh_program(program: Program, mesh, full: bool = True) -> None:
     """A mesh-level program on ``mesh``: well formed, no front-end collective left, each
-    communication node valid and without device groups (stage 2 adds them)."""
-    verify(program, mesh)
+    communication node valid and without device groups (stage 2 adds them). ``full=False``
+    checks the communication nodes only (their axes, sizes and parameters), for a program
+    the lowering built from a typed body."""
+    if full:
+        verify(program, mesh)
     _check_nodes(program, mesh, per_device=False)
 
 
@@ -233,6 +236,8 @@ def _check_nodes(program: Program, mesh, per_device: bool) -> None:
             raise VerifyError(f"{where}: process_index is left in a per-device program (it is "
                               "the device's constant there)", eqn=eqn)
         if prim in node_rules:
+            _check_axes_known(eqn, mesh.axis_names, where)
+            _check_axis_size(eqn, mesh, where)
             if per_device:
                 _check_groups(eqn, mesh, where)
             elif "device_groups" in eqn.params:

@@ -287,7 +287,6 @@ def _random_bits(key, *, shape):
 
 impl_rules[prims.random_bits_p] = _random_bits
 impl_rules[prims.sharding_constraint_p] = lambda x, *, sharding: [x]
-impl_rules[prims.pvary_p] = lambda x, *, mesh_axes: [x]
 impl_rules[prims.stop_gradient_p] = lambda x: [x]
 
 

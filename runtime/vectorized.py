@@ -1,17 +1,22 @@
-"""The fast backend: a shard_map body runs once for all devices, one numpy call per equation.
+"""The fast backend: a shard_map's mesh-level program runs once for all devices, one numpy
+call per equation.
 
 Where the reference backend interprets one program per device and meets them at every
-collective, this backend runs the shard_map's traced body over the blocks of every device
-stacked along leading mesh dimensions (``lead``: the axis' size where a value varies over it,
-1 where it is the same on every device along it; see ``runtime.vectorized_rules``)::
+communication node, this backend runs the lowering's mesh-level program (the same for every
+device; ``compiler.lowering``) over the blocks of every device stacked along leading mesh
+dimensions (``lead``: the axis' size where a value varies over it, 1 where it is the same on
+every device along it; see ``runtime.vectorized_rules``). Inputs enter as they arrive; the
+program's own ``all_slice``/``all_gather`` nodes lay them out::
 
-    in_specs P('x','y') on a (4,2) mesh:  a f32[8,16] -> stacked f32[4,2,2,8]   (a view)
-    in_specs P('y', None):                b f32[16,4] -> stacked f32[1,2,8,4]   (a view)
-    dot_general                           -> f32[4,2,2,4]   (one broadcasting matmul)
-    psum over 'y'                         -> f32[4,1,2,4]   (rank-order sum over dim 1)
-    out_specs P('x', None)                -> an Array whose buffers are views of it
+    a f32[8,16] arrives P('x') on a (4,2) mesh  -> stacked f32[4,1,2,16]   (a view)
+    all_slice over 'y', axis 1                   -> f32[4,2,2,8]            (a view)
+    b f32[16,4] arrives P()                      -> stacked f32[1,1,16,4]
+    all_slice over 'y', axis 0                   -> f32[1,2,8,4]            (a view)
+    dot_general                                  -> f32[4,2,2,4]   (one broadcasting matmul)
+    all_reduce over 'y'                          -> f32[4,1,2,4]   (rank-order sum over dim 1)
+    out_specs P('x', None)                       -> an Array whose buffers are views of it
 
-A body is planned once per layout of its inputs: one step per equation, dead values released,
+A program is planned once per layout of its inputs: one step per equation, dead values released,
 elementwise results written into dead operands nothing else can see. The first call interprets
 the steps; the second compiles them to straight-line Python (``BodyPlan.source``). Arrays keep
 their stacked form, so a result fed back in costs nothing to lay out again; a ppermute result
@@ -231,8 +236,6 @@ def _holds_communication(program) -> bool:
     """Whether a program, or any sub-program, has a collective or a debug print."""
     for eqn in program.eqns:
         prim = eqn.primitive
-        if prim is prims.pvary_p:
-            continue            # a type change only
         if prim.kind in ("collective", "lowered") or prim is prims.debug_print_p:
             return True
         for sub in _sub_programs(eqn):
@@ -518,8 +521,8 @@ class ShardMapPlan:
         self.lowered = lowered
         self.eqn = eqn
         self.mesh = lowered.mesh
-        self.body = eqn.params["jaxpr"]
-        self.in_specs = eqn.params["in_specs"]
+        self.body = lowered.mesh_program
+        self.in_specs = lowered.in_shardings        # the mesh-level program reshards them
         self.out_specs = lowered.out_specs
         self.plans: dict = {}
         self.reason = self._reason()
