@@ -306,3 +306,53 @@ def _spec_on(sharding, mesh: Mesh) -> PartitionSpec:
     if isinstance(sharding, NamedSharding) and sharding.mesh == mesh:
         return sharding.spec
     return PartitionSpec()
+
+
+# --- per-device programs read from text, against their derivation -----------------------------
+
+def check_derived(module: LoweredModule) -> None:
+    """Raise ``VerifyError`` unless every per-device program of ``module`` is the one its
+    shard_map equation lowers to, naming the device and the first equation that differs.
+
+    A module's per-device programs are derived from its body; text that carries them (a
+    module read back) must not say otherwise, or a run would compute what the body does not.
+    """
+    from ir.printer import print_program
+    from ir.verify import VerifyError
+    for index, lowered in sorted(module.shard_maps.items()):
+        eqn = module.program.eqns[index]
+        derived = lower_shard_map(eqn, lowered.in_shardings).device_programs
+        for given, want in zip(lowered.device_programs, derived):
+            got_text = _equation_chunks(print_program(given.program))
+            want_text = _equation_chunks(print_program(want.program))
+            if got_text == want_text:
+                continue
+            k = next((k for k, (a, b) in enumerate(zip(got_text, want_text)) if a != b),
+                     min(len(got_text), len(want_text)))
+            eqns, invars = given.program.eqns, given.program.invars
+            where = eqns[k - 1] if 1 <= k <= len(eqns) else None
+            first_input = invars[0] if k == 0 and invars else None
+            raise VerifyError(
+                f"shard_map equation {index}: the program of device {given.device_id} is not "
+                f"the lowering of the body: {_chunk_text(got_text, k)} where the body lowers "
+                f"to {_chunk_text(want_text, k)}", eqn=where, var=first_input,
+                device=given.device_id)
+
+
+def _equation_chunks(text: str) -> list:
+    """A printed program cut into its header, one chunk per top-level equation, and its
+    outputs (an equation holding sub-programs spans several lines)."""
+    chunks: list = []
+    for line in text.split("\n"):
+        top = line.startswith("    ") and not line.startswith("     ")
+        if not chunks or top or line.startswith("  in "):
+            chunks.append(line)
+        else:
+            chunks[-1] += "\n" + line
+    return chunks
+
+
+def _chunk_text(chunks: list, k: int) -> str:
+    if k >= len(chunks):
+        return "nothing"
+    return repr(chunks[k].strip().split("\n")[0])

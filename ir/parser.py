@@ -115,7 +115,7 @@ def parse_device_program(text: str, *, device=None, mesh: Mesh | None = None) ->
     return dp
 
 
-def parse_module(text: str, *, device=None) -> LoweredModule:
+def parse_module(text: str, *, device=None, check=None) -> LoweredModule:
     """The ``LoweredModule`` of ``print_module`` text: the host program, and for each of its
     shard_map equations the layouts at its boundary and one program per mesh position.
 
@@ -124,13 +124,17 @@ def parse_module(text: str, *, device=None) -> LoweredModule:
     through unchanged. The per-device programs are verified as lowered programs
     (``ir.verify.verify_lowered``: device groups, ids, reductions, permutations, parameters,
     types, cross-device coherence); a ``VerifyError`` carries the line and column of the
-    offending equation and the device.
+    offending equation and the device. ``check(module)``, when given, runs last and its
+    ``VerifyError`` is placed the same way (``shardc run`` passes
+    ``compiler.lowering.check_derived``: the per-device programs must be the body's lowering).
     """
     tree = _parse(text, "module_text")
     builder = _Builder(text, device)
     module = builder.guarded(builder.module, tree)
     for lowered in module.all_shard_maps():
         builder.verified(verify_lowered, lowered)
+    if check is not None:
+        builder.verified(check, module)
     return module
 
 

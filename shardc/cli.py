@@ -242,6 +242,7 @@ def cmd_comm(args) -> int:
 def cmd_run(args) -> int:
     import numpy as np
     import shardc
+    from compiler.lowering import check_derived
     from ir.parser import ParseError, decode_text, parse_module
     from ir.verify import VerifyError
     from runtime.reference import execute_module
@@ -258,7 +259,7 @@ def cmd_run(args) -> int:
         return devices[device_id]
 
     try:
-        module = parse_module(decode_text(data), device=device)
+        module = parse_module(decode_text(data), device=device, check=check_derived)
     except (ParseError, VerifyError) as err:
         raise UsageError(f"{args.program}: {_one_line(str(err))}") from None
     inputs = _load_inputs(args.inputs)

@@ -355,3 +355,29 @@ def test_every_primitive_has_a_signature():
     missing = [name for name, prim in sorted(prims.registry.items())
                if signature_of(prim) is None]
     assert not missing, f"primitives without a signature (ir/params.py): {missing}"
+
+
+# --- per-device programs against the body's lowering ---------------------------------------------
+
+def test_per_device_programs_that_are_not_the_bodys_lowering_do_not_run(text, tmp_path, capsys,
+                                                                         nothing_runs):
+    from compiler.lowering import check_derived
+    # consistent on every device, well formed and coherent, but not what the body says (pmin)
+    edited = text.replace("reduction='min'", "reduction='max'")
+    parse_module(edited)                                    # verifies
+    with pytest.raises(VerifyError) as info:
+        parse_module(edited, check=check_derived)
+    err = info.value
+    assert err.device == 0 and "is not the lowering of the body" in str(err)
+    assert "reduction='max'" in str(err) and "reduction='min'" in str(err)
+    line = _located(err, edited)
+    assert "all_reduce[" in line and "reduction='max'" in line
+    start, end = _device_part(edited, 0)
+    assert edited.index(line, start) < end                  # device 0's program
+    code, out = _run(tmp_path, edited.encode(), capsys)
+    assert code == 2 and "is not the lowering of the body" in out.err
+
+
+def test_the_printed_module_is_its_own_derivation(text):
+    from compiler.lowering import check_derived
+    check_derived(parse_module(text))
