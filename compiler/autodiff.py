@@ -485,3 +485,8 @@ def _check_real(arg, allow_int):
                             f"sub-dtype of np.inexact), but got {dtype.name}. If you want to "
                             "use Boolean- or integer-valued inputs, use vjp or set allow_int "
                             "to True.")
+
+
+# The rule tables above are filled by the compiler's own rule modules, imported here (last, as
+# they import this module's names) so that autodiff works however it is reached.
+from compiler import ad_rules, ad_control, ad_shard_map, remat  # noqa: E402,F401
