@@ -184,11 +184,6 @@ def _specialise_param(mesh, coords, value):
     return value
 
 
-def lower_program(mesh: Mesh, position: int, body: Program) -> Program:
-    """The program the device at ``position`` runs for ``body``: both stages."""
-    return specialise(mesh, position, lower_to_mesh(mesh, body))
-
-
 # --- one shard_map ------------------------------------------------------------------------------
 
 def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:

@@ -83,6 +83,34 @@ class DeviceRef:
 
 # --- public entry points --------------------------------------------------------------------
 
+def _shown(parse):
+    """An entry point whose ParseError or VerifyError shows, below its message, the offending
+    line of the text with a caret under the column."""
+    @functools.wraps(parse)
+    def entry(text, **kwargs):
+        try:
+            return parse(text, **kwargs)
+        except (ParseError, VerifyError) as err:
+            if err.line is not None and isinstance(text, str):
+                err.args = (str(err) + "\n" + excerpt(text, err.line, err.column),)
+            raise
+
+    return entry
+
+
+def excerpt(text: str, line: int, column: int) -> str:
+    """Line ``line`` of ``text`` and a caret under ``column`` (both 1-based)::
+
+        c:f32[2,4] = all_reduce[reduction='prod'] b
+                                ^
+    """
+    lines = text.split("\n")
+    shown = lines[line - 1] if 1 <= line <= len(lines) else ""
+    shown = shown.replace("\t", " ").rstrip("\r")
+    return f"  {shown}\n  {' ' * max(column - 1, 0)}^"
+
+
+@_shown
 def parse_program(text: str, *, device=None) -> Program:
     """The program of ``print_program`` text, with or without ``# file:line`` comments.
 
@@ -99,6 +127,7 @@ def parse_program(text: str, *, device=None) -> Program:
     return program
 
 
+@_shown
 def parse_device_program(text: str, *, device=None, mesh: Mesh | None = None) -> DeviceProgram:
     """The ``DeviceProgram`` of ``print_device_program`` text.
 
@@ -115,6 +144,7 @@ def parse_device_program(text: str, *, device=None, mesh: Mesh | None = None) ->
     return dp
 
 
+@_shown
 def parse_module(text: str, *, device=None, check=None) -> LoweredModule:
     """The ``LoweredModule`` of ``print_module`` text: the host program, and for each of its
     shard_map equations the layouts at its boundary and one program per mesh position.

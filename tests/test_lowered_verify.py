@@ -137,6 +137,9 @@ def _located(err, text):
     assert 1 <= err.line <= len(lines), err
     assert 1 <= err.column <= len(lines[err.line - 1]) + 1, err
     assert str(err).startswith(f"line {err.line}, column {err.column}: "), err
+    # the message ends with the line and a caret under the column
+    shown, caret = str(err).split("\n")[-2:]
+    assert shown == "  " + lines[err.line - 1] and caret == "  " + " " * (err.column - 1) + "^"
     return lines[err.line - 1]
 
 
@@ -308,7 +311,6 @@ def _installed(backend):
 
 
 def test_an_exception_of_a_stacked_run_propagates(monkeypatch):
-    from runtime import vectorized_rules
     from runtime.vectorized import stacked_rules
 
     class Broken(Exception):

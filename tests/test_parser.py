@@ -795,7 +795,9 @@ def test_syntax_errors_list_what_was_expected():
     with pytest.raises(ParseError) as err:
         parse_program(_with("(d,)", "(d,"))
     assert str(err.value) == ("line 4, column 10: unexpected '}'; expected one of: ')', "
-                              "a complex literal, a float, a literal, a name, an integer")
+                              "a complex literal, a float, a literal, a name, an integer\n"
+                              "    in (d, }\n"
+                              "           ^")
     assert err.value.expected == (
         "')'", "a complex literal", "a float", "a literal", "a name", "an integer")
     with pytest.raises(ParseError) as err:
