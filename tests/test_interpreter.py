@@ -106,3 +106,22 @@ def test_gradients_rebind_through_the_shared_loop():
                          in_specs=P("i"), out_specs=P())
     x = np.linspace(0, 1, 8, dtype=F32)
     np.testing.assert_allclose(np.asarray(shardc.grad(f)(x)), np.cos(x), rtol=1e-6)
+
+
+def test_a_shape_error_while_tracing_names_the_equation_and_the_line():
+    from compiler.tracing import bind
+    from ir.shapes import ShapeError
+    mesh = shardc.make_mesh((4,), ("x",))
+
+    def body(a, b):
+        return bind(prims.add_p, a, b)          # f32[2] + f32[3]
+    f = shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=(P("x"), P()),
+                                    out_specs=P("x")))
+    with pytest.raises(ShapeError, match="requires operands of equal shape") as info:
+        f(np.ones(8, F32), np.ones(3, F32))
+    note = info.value.shardc_equation
+    assert note.startswith("while tracing add of f32[2]{x} f32[3]{x} at test_interpreter.py:")
+    line = int(note.rsplit(":", 1)[1])
+    import inspect
+    source, first = inspect.getsourcelines(test_a_shape_error_while_tracing_names_the_equation_and_the_line)
+    assert source[line - first].strip().startswith("return bind(prims.add_p, a, b)")
