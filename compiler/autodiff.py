@@ -26,6 +26,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
 from ir.primitives import RuleTable
+from ir.interpreter import Interpreter
 
 jvp_rules = RuleTable("jvp")
 transpose_rules = RuleTable("transpose")
@@ -159,22 +160,23 @@ def jvp_eval(program: Program, primals, tangents):
     return [o.primal for o in outs], [o.tangent for o in outs]
 
 
+class _Rebind(Interpreter):
+    """Each equation bound again in the current trace, under its own source line (so its
+    errors are the tracer's, already naming the user's line)."""
+    locates_errors = False
+
+    def read_literal(self, literal):
+        return literal.value[()]
+
+    def eval_equation(self, eqn, values):
+        with replaying(eqn.source):
+            outs = bind(eqn.primitive, *values, **eqn.params)
+        return outs if eqn.primitive.multiple_results else [outs]
+
+
 def eval_program(program: Program, args):
     """Evaluate a program by binding each equation in the current trace."""
-    env = {}
-    for var, value in zip(program.invars, args):
-        env[id(var)] = value
-
-    def read(atom):
-        return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
-
-    for eqn in program.eqns:
-        with replaying(eqn.source):
-            outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
-        outs = outs if eqn.primitive.multiple_results else [outs]
-        for var, value in zip(eqn.outvars, outs):
-            env[id(var)] = value
-    return [read(a) for a in program.outvars]
+    return _Rebind().run(program, args)
 
 
 # --- partial evaluation ------------------------------------------------------------------------
@@ -536,3 +538,8 @@ def _check_real(arg, allow_int):
                             f"sub-dtype of np.inexact), but got {dtype.name}. If you want to "
                             "use Boolean- or integer-valued inputs, use vjp or set allow_int "
                             "to True.")
+
+
+# The rule tables above are filled by the compiler's own rule modules, imported here (last, as
+# they import this module's names) so that autodiff works however it is reached.
+from compiler import ad_rules, ad_control, ad_shard_map, remat  # noqa: E402,F401

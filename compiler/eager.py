@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.backend import get_backend
-from compiler.lowering import lower_program
+from compiler.lowering import lower_to_mesh, specialise
 from compiler.replication import (infer_types, input_origins, merge_origins, origin_sources,
                                   per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
@@ -145,7 +145,8 @@ def _lowered_equation(mesh, prim, in_avals, out_avals_, params) -> list:
     outvars = [Var(a) for a in out_avals_]
     body = Program([], invars, [Eqn(prim, invars, outvars, dict(params), user_source())],
                    outvars)
-    programs = [lower_program(mesh, p, body) for p in range(mesh.size)]
+    mesh_level = lower_to_mesh(mesh, body)
+    programs = [specialise(mesh, p, mesh_level) for p in range(mesh.size)]
     if key is not None:
         if len(_LOWERED) >= _LOWERED_LIMIT:
             _LOWERED.clear()

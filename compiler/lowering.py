@@ -1,10 +1,21 @@
-"""Lowering: from a traced program to one program per device.
+"""Lowering, in two stages, both IR programs that print and parse back.
 
-Each ``shard_map`` equation becomes a list of ``DeviceProgram``s, one per mesh position, each
-knowing its device id and mesh coordinates. Front-end collectives become the communication
-nodes of the shard dialect (``all_reduce``, ``all_gather``, ``all_slice`` ...) carrying their
-concrete ``device_groups``; ``axis_index`` becomes a constant; ``pvary`` disappears. Inputs
-arriving with another sharding than their in_spec are resharded by inserted nodes.
+Stage 1, the **mesh-level program** of a shard_map: one program, the same for every device.
+Each front-end collective becomes a communication node of the shard dialect naming its mesh
+axes (``psum`` -> ``all_reduce[mesh_axes, reduction='sum']``, ``psum_scatter`` ->
+``reduce_scatter``, ``pbroadcast`` -> ``broadcast[root]``, ``all_gather``, ``ppermute`` and
+``all_to_all`` keep their names), ``pvary`` disappears, ``axis_index`` becomes
+``process_index`` (the device's rank over its axes), and inputs arriving with another layout
+than their in_spec are resharded by explicit ``all_gather``/``all_slice`` nodes. Every node
+names the mesh axes it spans, so a program over a subset of the mesh's axes is expressible.
+
+Stage 2, the **per-device programs**, specialised from it: each communication node gets the
+concrete ``device_groups`` of its mesh axes, ``process_index`` becomes a constant. Nothing
+else changes: a device's program is the mesh-level program seen from one device.
+
+    body            psum[mesh_axes=('y',)] g
+    mesh-level      all_reduce[mesh_axes=('y',) reduction='sum'] f
+    device 3        all_reduce[device_groups=((0, 1), (2, 3), ...) mesh_axes=('y',) ...] f
 """
 from __future__ import annotations
 
@@ -20,30 +31,24 @@ from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, Var, holds_progr
 from ir.module import LoweredModule, LoweredShardMap
 from ir.primitives import RuleTable
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_rank, axes_size,
-                         block_shape, device_groups, normal_spec, spec_names)
-from ir.verify import verify
+                         block_shape, device_groups, normal_spec, spec_axes, spec_names)
+from ir.verify import CHECKS, check_coherence, verify_device_program, verify_mesh_program
 
-# How a front-end primitive lowers on one device: ``rule(ctx, eqn, invars) -> out atoms``.
-# Rules may emit equations with ``ctx.emit``; primitives without a rule are copied unchanged.
+# Stage 1: how a front-end primitive lowers to the mesh level, ``rule(ctx, eqn, invars) ->
+# out atoms``; rules may emit equations with ``ctx.emit``. Every front-end collective has
+# exactly one rule (a test holds this); other primitives are copied unchanged.
 lowering_rules = RuleTable("lowering")
 
-_REDUCTION = {prims.psum_p: "sum", prims.pmax_p: "max", prims.pmin_p: "min",
-              prims.pmean_p: "mean"}
+# The communication nodes of lowered programs: stage 2 gives each its device groups.
+COMMUNICATION = (prims.all_reduce_p, prims.reduce_scatter_p, prims.all_gather_p,
+                 prims.all_to_all_p, prims.ppermute_p, prims.all_slice_p, prims.broadcast_p)
 
 
 @dataclasses.dataclass
 class LoweringContext:
-    """One device being lowered: where it sits, and the equations emitted so far."""
+    """One program being lowered to the mesh level: its mesh, and the equations so far."""
     mesh: Mesh
-    position: int
     eqns: list = dataclasses.field(default_factory=list)
-
-    @property
-    def coords(self) -> tuple:
-        return self.mesh.coords(self.position)
-
-    def rank(self, axes) -> int:
-        return axes_rank(self.mesh.shape, self.mesh.axis_names, self.coords, axes)
 
     def emit(self, prim, invars, params, source=None, outvars=None) -> list:
         """Append an equation; returns its output variables."""
@@ -54,71 +59,47 @@ class LoweringContext:
         return outvars
 
 
-def _communicate(lowered_prim, extra=None):
-    """A collective that becomes one communication node with its device groups."""
+def _renamed(lowered_prim, **extra):
+    """A collective that becomes one communication node of another name (or the same)."""
     def rule(ctx, eqn, invars):
-        params = dict(eqn.params, **(extra(eqn) if extra else {}))
-        params["device_groups"] = device_groups(ctx.mesh, params["mesh_axes"])
-        return ctx.emit(lowered_prim, invars, params, eqn.source, eqn.outvars)
+        return ctx.emit(lowered_prim, invars, dict(eqn.params, **extra), eqn.source,
+                        eqn.outvars)
     return rule
-
-
-def _reducing_rule(ctx, eqn, invars):
-    axes = tuple(eqn.params["mesh_axes"])
-    params = dict(mesh_axes=axes, reduction=_REDUCTION[eqn.primitive],
-                  device_groups=device_groups(ctx.mesh, axes))
-    return ctx.emit(prims.all_reduce_p, invars, params, eqn.source, eqn.outvars)
 
 
 def _pvary_rule(ctx, eqn, invars):
     return invars           # a type change only
 
 
-def _axis_index_rule(ctx, eqn, invars):
-    return [Literal(np.int32(ctx.rank(eqn.params["mesh_axes"])), Aval((), dtypes.int32))]
-
-
-for _p in prims.REDUCING_COLLECTIVES:
-    lowering_rules[_p] = _reducing_rule
 def _pbroadcast_rule(ctx, eqn, invars):
-    """Every member gets the source's block: an all_reduce to which only the source
-    contributes its value (the others contribute zeros)."""
-    axes = tuple(eqn.params["mesh_axes"])
-    (x,) = invars
-    if ctx.rank(axes) != eqn.params["source"]:
-        zero = Literal(np.zeros((), x.aval.dtype), Aval((), x.aval.dtype))
-        (x,) = ctx.emit(prims.broadcast_in_dim_p, [zero],
-                        dict(shape=x.aval.shape, broadcast_dimensions=()), eqn.source)
-    # a sum of bools would count them (psum's int32); "max" keeps bool, as pbroadcast must
-    reduction = "max" if dtypes.is_bool(x.aval.dtype) else "sum"
-    params = dict(mesh_axes=axes, reduction=reduction,
-                  device_groups=device_groups(ctx.mesh, axes))
-    return ctx.emit(prims.all_reduce_p, [x], params, eqn.source, eqn.outvars)
+    params = dict(mesh_axes=eqn.params["mesh_axes"], root=eqn.params["source"])
+    return ctx.emit(prims.broadcast_p, invars, params, eqn.source, eqn.outvars)
 
 
-def _reduce_scatter_params(eqn):
-    return dict(reduction="sum")
-
-
-lowering_rules[prims.all_gather_p] = _communicate(prims.all_gather_p)
-lowering_rules[prims.psum_scatter_p] = _communicate(prims.reduce_scatter_p,
-                                                    _reduce_scatter_params)
-lowering_rules[prims.ppermute_p] = _communicate(prims.ppermute_p)
-lowering_rules[prims.all_to_all_p] = _communicate(prims.all_to_all_p)
+lowering_rules[prims.psum_p] = _renamed(prims.all_reduce_p, reduction="sum")
+lowering_rules[prims.pmax_p] = _renamed(prims.all_reduce_p, reduction="max")
+lowering_rules[prims.pmin_p] = _renamed(prims.all_reduce_p, reduction="min")
+lowering_rules[prims.pmean_p] = _renamed(prims.all_reduce_p, reduction="mean")
+lowering_rules[prims.psum_scatter_p] = _renamed(prims.reduce_scatter_p, reduction="sum")
+lowering_rules[prims.all_gather_p] = _renamed(prims.all_gather_p)
+lowering_rules[prims.ppermute_p] = _renamed(prims.ppermute_p)
+lowering_rules[prims.all_to_all_p] = _renamed(prims.all_to_all_p)
 lowering_rules[prims.pbroadcast_p] = _pbroadcast_rule
+lowering_rules[prims.axis_index_p] = _renamed(prims.process_index_p)
+lowering_rules[prims.pvary_p] = _pvary_rule
 
 
 def _sub_program_rule(ctx, eqn, invars):
-    """Control flow: the same primitive, its sub-programs lowered for this device."""
+    """Control flow: the same primitive, its sub-programs lowered."""
     params = {key: _lower_param(ctx, value) for key, value in eqn.params.items()}
     return ctx.emit(eqn.primitive, invars, params, eqn.source, eqn.outvars)
 
 
 def _lower_param(ctx, value):
     if isinstance(value, Program):
-        return lower_program(ctx.mesh, ctx.position, value)
+        return lower_to_mesh(ctx.mesh, value)
     if holds_programs(value):
-        return tuple(lower_program(ctx.mesh, ctx.position, v) for v in value)
+        return tuple(lower_to_mesh(ctx.mesh, v) for v in value)
     return value
 
 
@@ -134,13 +115,11 @@ def _inline_rule(ctx, eqn, invars):
 
 
 lowering_rules[prims.remat_p] = _inline_rule
-lowering_rules[prims.pvary_p] = _pvary_rule
-lowering_rules[prims.axis_index_p] = _axis_index_rule
 
 
-def lower_program(mesh: Mesh, position: int, body: Program, invars=None) -> Program:
-    """The program the device at ``position`` runs for ``body`` (its inputs already blocks)."""
-    ctx = LoweringContext(mesh, position)
+def lower_to_mesh(mesh: Mesh, body: Program, invars=None) -> Program:
+    """Stage 1: the mesh-level program of ``body`` (its inputs already blocks)."""
+    ctx = LoweringContext(mesh)
     body = inline_calls(body)
     invars = list(body.invars) if invars is None else invars
     env = {id(b): v for b, v in zip(body.invars, invars)}
@@ -153,6 +132,9 @@ def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
         invars = [_read(env, a) for a in eqn.invars]
         if eqn.primitive in lowering_rules:
             outs = lowering_rules[eqn.primitive](ctx, eqn, invars)
+        elif all(a is b for a, b in zip(invars, eqn.invars)):
+            ctx.eqns.append(eqn)        # unchanged by lowering: shared with the body
+            outs = eqn.outvars
         else:
             outs = ctx.emit(eqn.primitive, invars, dict(eqn.params), eqn.source, eqn.outvars)
         for var, atom in zip(eqn.outvars, outs):
@@ -160,56 +142,112 @@ def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
     return [_read(env, a) for a in body.outvars]
 
 
-# --- per-device programs of one shard_map ------------------------------------------------------
-
-def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
-    """Per-device programs for a ``shard_map`` equation whose inputs arrive as ``in_shardings``
-    (a PartitionSpec on the same mesh per input; ``P()`` for replicated or host values).
-
-    The programs are built when first read (``LoweredShardMap.device_programs``)."""
-    in_shardings = tuple(in_shardings)
-    return LoweredShardMap(eqn.params["mesh"], in_shardings, eqn.params["out_specs"],
-                           runtime_check=eqn.params["check_vma"] == "runtime",
-                           build=functools.partial(device_programs, eqn, in_shardings))
-
-
-def device_programs(eqn: Eqn, in_shardings) -> list:
-    """One verified DeviceProgram per mesh position of a shard_map equation."""
-    mesh = eqn.params["mesh"]
-    programs = []
-    for position in range(mesh.size):
-        program = _lower_with_boundary(LoweringContext(mesh, position), eqn, in_shardings)
-        verify(program)
-        programs.append(DeviceProgram(int(mesh.devices.flat[position].id), position,
-                                      mesh.axis_names, mesh.coords(position), program,
-                                      show_vma=eqn.params["check_vma"] is True))
-    return programs
-
-
-def _lower_with_boundary(ctx: LoweringContext, eqn: Eqn, in_shardings) -> Program:
-    body = eqn.params["jaxpr"]
-    env: dict = {}
-    invars = []
-    for body_var, outer, arrived, wanted in zip(body.invars, eqn.invars, in_shardings,
-                                                eqn.params["in_specs"]):
-        arrived_aval = Aval(block_shape(outer.aval.shape, arrived, ctx.mesh.shape),
-                            outer.aval.dtype)
-        var = Var(arrived_aval)
-        invars.append(var)
-        env[id(body_var)] = _reshard(ctx, var, arrived, wanted)
-    outvars = _lower_into(ctx, body, env)
-    return Program([], invars, ctx.eqns, outvars)
-
-
 def _read(env, atom):
     return atom if isinstance(atom, Literal) else env[id(atom)]
 
 
-def _reshard(ctx: LoweringContext, var: Var, arrived, wanted):
+# --- stage 2: one device's program -------------------------------------------------------------
+
+def specialise(mesh: Mesh, position: int, program: Program) -> Program:
+    """Stage 2: the program the device at ``position`` runs for a mesh-level program."""
+    coords = mesh.coords(position)
+    return _specialise(mesh, coords, program)
+
+
+def _specialise(mesh: Mesh, coords: tuple, program: Program) -> Program:
+    env: dict = {}
+    eqns = []
+    for eqn in program.eqns:
+        prim = eqn.primitive
+        if prim is prims.process_index_p:
+            rank = axes_rank(mesh.shape, mesh.axis_names, coords, eqn.params["mesh_axes"])
+            env[id(eqn.outvars[0])] = Literal(np.int32(rank), Aval((), dtypes.int32))
+            continue
+        invars = [env.get(id(a), a) if isinstance(a, Var) else a for a in eqn.invars]
+        params = eqn.params
+        if prim in COMMUNICATION:
+            params = dict(params, device_groups=device_groups(mesh, params["mesh_axes"]))
+        elif prim.kind == "higher":
+            params = {key: _specialise_param(mesh, coords, value)
+                      for key, value in params.items()}
+        if params is eqn.params and all(a is b for a, b in zip(invars, eqn.invars)):
+            eqns.append(eqn)        # the same on every device: shared, not copied
+        else:
+            eqns.append(Eqn(prim, invars, eqn.outvars, params, eqn.source))
+    outvars = [env.get(id(a), a) if isinstance(a, Var) else a for a in program.outvars]
+    return Program(program.constvars, program.invars, eqns, outvars, program.consts)
+
+
+def _specialise_param(mesh, coords, value):
+    if isinstance(value, Program):
+        return _specialise(mesh, coords, value)
+    if holds_programs(value):
+        return tuple(_specialise(mesh, coords, v) for v in value)
+    return value
+
+
+# --- one shard_map ------------------------------------------------------------------------------
+
+def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
+    """The lowering of a ``shard_map`` equation whose inputs arrive as ``in_shardings`` (a
+    PartitionSpec on the same mesh per input; ``P()`` for replicated or host values).
+
+    The mesh-level program and the per-device programs are built when first read
+    (``LoweredShardMap.mesh_program``, ``.device_programs``)."""
+    in_shardings = tuple(in_shardings)
+    mesh_level = functools.partial(mesh_program, eqn, in_shardings)
+    return LoweredShardMap(eqn.params["mesh"], in_shardings, eqn.params["out_specs"],
+                           runtime_check=eqn.params["check_vma"] == "runtime",
+                           build=device_programs, build_mesh_program=mesh_level,
+                           show_vma=eqn.params["check_vma"] is True)
+
+
+def mesh_program(eqn: Eqn, in_shardings) -> Program:
+    """Stage 1 for a shard_map equation: its body at the mesh level, with the reshards of
+    inputs that arrive laid out otherwise than their in_specs. Its communication nodes are
+    verified always; every equation's types under SHARDC_CHECKS (on in the tests), as for
+    traced programs, whose equations it shares: both are typed by construction."""
+    mesh = eqn.params["mesh"]
+    ctx = LoweringContext(mesh)
+    body = eqn.params["jaxpr"]
+    typed = eqn.params["check_vma"] is True
+    env: dict = {}
+    invars = []
+    for body_var, outer, arrived, wanted in zip(body.invars, eqn.invars, in_shardings,
+                                                eqn.params["in_specs"]):
+        vma = frozenset(spec_axes(arrived)) if typed else frozenset()
+        var = Var(Aval(block_shape(outer.aval.shape, arrived, mesh.shape), outer.aval.dtype,
+                       vma))
+        invars.append(var)
+        env[id(body_var)] = _reshard(ctx, var, arrived, wanted, typed)
+    outvars = _lower_into(ctx, body, env)
+    program = Program([], invars, ctx.eqns, outvars)
+    verify_mesh_program(program, mesh, full=CHECKS)
+    return program
+
+
+def device_programs(lowered: LoweredShardMap) -> list:
+    """Stage 2 for every mesh position: one DeviceProgram each, verified as lowered programs
+    (each well formed, all coherent)."""
+    mesh = lowered.mesh
+    program = lowered.mesh_program
+    programs = []
+    for position in range(mesh.size):
+        dp = DeviceProgram(mesh.device_ids[position], position, mesh.axis_names,
+                           mesh.coords(position), specialise(mesh, position, program),
+                           show_vma=lowered.show_vma)
+        verify_device_program(dp, mesh)
+        programs.append(dp)
+    check_coherence(mesh, programs)
+    return programs
+
+
+def _reshard(ctx: LoweringContext, var: Var, arrived, wanted, typed: bool):
     """Nodes turning a block laid out by ``arrived`` into one laid out by ``wanted``.
 
     Gather every dimension split differently (all_gather, tiled), then cut the wanted chunk
-    of each dimension (all_slice, no communication).
+    of each dimension (all_slice, no communication). With ``typed``, each result's type
+    varies over the axes that now split it.
     """
     if normal_spec(arrived) == normal_spec(wanted):
         return var
@@ -220,20 +258,24 @@ def _reshard(ctx: LoweringContext, var: Var, arrived, wanted):
         axes = have[d] if d < len(have) else ()
         target = want[d] if d < len(want) else ()
         if axes and axes != target:
-            value = _emit(ctx, prims.all_gather_p, value, axes,
+            vma = value.aval.vma - set(axes)
+            value = _emit(ctx, prims.all_gather_p, value, axes, vma,
                           dict(gather_axis=d, tiled=True, axis_size=axes_size(mesh.shape, axes)))
     for d in range(var.aval.ndim):
         axes = have[d] if d < len(have) else ()
         target = want[d] if d < len(want) else ()
         if target and axes != target:
-            value = _emit(ctx, prims.all_slice_p, value, target,
+            vma = value.aval.vma | set(target) if typed else value.aval.vma
+            value = _emit(ctx, prims.all_slice_p, value, target, vma,
                           dict(slice_axis=d, axis_size=axes_size(mesh.shape, target)))
     return value
 
 
-def _emit(ctx: LoweringContext, prim, value, axes, params):
-    params = dict(params, mesh_axes=tuple(axes), device_groups=device_groups(ctx.mesh, axes))
-    return ctx.emit(prim, [value], params)[0]
+def _emit(ctx: LoweringContext, prim, value, axes, vma, params):
+    from ir.shapes import out_avals
+    params = dict(params, mesh_axes=tuple(axes))
+    (aval,) = out_avals(prim, [value.aval], params)
+    return ctx.emit(prim, [value], params, outvars=[Var(aval.update(vma=vma))])[0]
 
 
 # --- whole modules -----------------------------------------------------------------------------
@@ -262,3 +304,53 @@ def _spec_on(sharding, mesh: Mesh) -> PartitionSpec:
     if isinstance(sharding, NamedSharding) and sharding.mesh == mesh:
         return sharding.spec
     return PartitionSpec()
+
+
+# --- per-device programs read from text, against their derivation -----------------------------
+
+def check_derived(module: LoweredModule) -> None:
+    """Raise ``VerifyError`` unless every per-device program of ``module`` is the one its
+    shard_map equation lowers to, naming the device and the first equation that differs.
+
+    A module's per-device programs are derived from its body; text that carries them (a
+    module read back) must not say otherwise, or a run would compute what the body does not.
+    """
+    from ir.printer import print_program
+    from ir.verify import VerifyError
+    for index, lowered in sorted(module.shard_maps.items()):
+        eqn = module.program.eqns[index]
+        derived = lower_shard_map(eqn, lowered.in_shardings).device_programs
+        for given, want in zip(lowered.device_programs, derived):
+            got_text = _equation_chunks(print_program(given.program))
+            want_text = _equation_chunks(print_program(want.program))
+            if got_text == want_text:
+                continue
+            k = next((k for k, (a, b) in enumerate(zip(got_text, want_text)) if a != b),
+                     min(len(got_text), len(want_text)))
+            eqns, invars = given.program.eqns, given.program.invars
+            where = eqns[k - 1] if 1 <= k <= len(eqns) else None
+            first_input = invars[0] if k == 0 and invars else None
+            raise VerifyError(
+                f"shard_map equation {index}: the program of device {given.device_id} is not "
+                f"the lowering of the body: {_chunk_text(got_text, k)} where the body lowers "
+                f"to {_chunk_text(want_text, k)}", eqn=where, var=first_input,
+                device=given.device_id)
+
+
+def _equation_chunks(text: str) -> list:
+    """A printed program cut into its header, one chunk per top-level equation, and its
+    outputs (an equation holding sub-programs spans several lines)."""
+    chunks: list = []
+    for line in text.split("\n"):
+        top = line.startswith("    ") and not line.startswith("     ")
+        if not chunks or top or line.startswith("  in "):
+            chunks.append(line)
+        else:
+            chunks[-1] += "\n" + line
+    return chunks
+
+
+def _chunk_text(chunks: list, k: int) -> str:
+    if k >= len(chunks):
+        return "nothing"
+    return repr(chunks[k].strip().split("\n")[0])

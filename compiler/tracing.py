@@ -285,6 +285,22 @@ def bind(prim, *args, **params):
     return outs if prim.multiple_results else outs[0]
 
 
+def _note_equation(err: Exception, prim, tracers, params) -> None:
+    """Name, on an error raised while typing an equation, the equation (its operands' types)
+    and the user's line that wrote it."""
+    if not hasattr(err, "add_note") or getattr(err, "shardc_equation", None) is not None:
+        return
+    from ir.printer import format_param
+    shown = " ".join(f"{k}={format_param(v)}" for k, v in sorted(params.items())
+                     if not hasattr(v, "eqns"))
+    operands = " ".join(t.aval.str_short() for t in tracers)
+    source = user_source()
+    where = f" at {source}" if source is not None else ""
+    err.shardc_equation = (f"while tracing {prim}{f'[{shown}]' if shown else ''} of "
+                           f"{operands or 'no operands'}{where}")
+    err.add_note(err.shardc_equation)
+
+
 # --- tracers -----------------------------------------------------------------------------------
 
 class Tracer:
@@ -554,20 +570,24 @@ class ProgramTrace(Trace):
         return self.var_of[id(tracer)]
 
     def process_primitive(self, prim, tracers, params):
-        if self.shard is None:          # outside shard_map bodies values carry no vma
-            outs = [self.new_tracer(a.strip_vma())
-                    for a in out_avals(prim, [t.aval for t in tracers], params)]
-            if any(t._sharding is not None for t in tracers):
-                for out, layout in zip(outs, layouts_mod.result_layout(
-                        prim, [t._sharding for t in tracers], [t.aval.shape for t in tracers],
-                        [o.aval.shape for o in outs])):
-                    out._sharding = layout
-        else:
-            from compiler.replication import per_output, type_operands
-            tracers, out_vma = type_operands(self, prim, tracers, params)
-            avals = out_avals(prim, [t.aval for t in tracers], params)
-            outs = [self.new_tracer(a if a.vma == vma else a.update(vma=vma))
-                    for a, vma in zip(avals, per_output(out_vma, len(avals)))]
+        try:
+            if self.shard is None:          # outside shard_map bodies values carry no vma
+                outs = [self.new_tracer(a.strip_vma())
+                        for a in out_avals(prim, [t.aval for t in tracers], params)]
+            else:
+                from compiler.replication import per_output, type_operands
+                tracers, out_vma = type_operands(self, prim, tracers, params)
+                avals = out_avals(prim, [t.aval for t in tracers], params)
+                outs = [self.new_tracer(a if a.vma == vma else a.update(vma=vma))
+                        for a, vma in zip(avals, per_output(out_vma, len(avals)))]
+        except Exception as err:
+            _note_equation(err, prim, tracers, params)
+            raise
+        if self.shard is None and any(t._sharding is not None for t in tracers):
+            for out, layout in zip(outs, layouts_mod.result_layout(
+                    prim, [t._sharding for t in tracers], [t.aval.shape for t in tracers],
+                    [o.aval.shape for o in outs])):
+                out._sharding = layout
         self.add_eqn(prim, tracers, outs, params)
         return outs
 

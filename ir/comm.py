@@ -85,6 +85,11 @@ def device_traffic(eqn, device_id: int) -> Traffic | None:
         return _ring_all_reduce(_chunk_bytes(eqn.invars[0].aval, n), group.index(device_id))
     if prim is prims.all_gather_p:
         return _symmetric(n - 1, block)
+    if prim is prims.broadcast_p:
+        # the root sends its block to every other member (a tree or a ring moves no less)
+        if group.index(device_id) == params["root"]:
+            return Traffic(n - 1, (n - 1) * block, 0, 0)
+        return Traffic(0, 0, 1, block)
     if prim in (prims.reduce_scatter_p, prims.all_to_all_p):
         return _symmetric(n - 1, block // n)
     if prim is prims.ppermute_p:

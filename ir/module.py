@@ -8,30 +8,48 @@ from ir.sharding import Mesh
 
 
 class LoweredShardMap:
-    """The per-device programs of one shard_map equation, and the layouts at its boundary.
+    """The lowering of one shard_map equation: the layouts at its boundary, its mesh-level
+    program (the same for every device) and the per-device programs specialised from it.
 
-    ``device_programs`` is built on first use when ``build`` is given (``build()`` returns the
-    list): a backend that runs the body stacked over devices never needs the per-device
-    programs, so a 512-device mesh does not pay for 512 of them until someone reads one
-    (the printer, the CLI, the ledger, the reference backend).
+    Both programs are built on first use when their builders are given
+    (``build_mesh_program()`` returns the mesh-level program, ``build(self)`` the per-device
+    list): a backend that runs the mesh-level program stacked over devices never needs the
+    per-device programs, so a 512-device mesh does not pay for 512 of them until someone reads
+    one (the printer, the CLI, the ledger, the reference backend). A module read from text
+    holds per-device programs only (``mesh_program`` is None).
     """
-    __slots__ = ("mesh", "in_shardings", "out_specs", "runtime_check", "_programs", "_build")
+    __slots__ = ("mesh", "in_shardings", "out_specs", "runtime_check", "show_vma",
+                 "_programs", "_build", "_mesh_program", "_build_mesh_program")
 
     def __init__(self, mesh: Mesh, in_shardings: tuple, out_specs: tuple,
                  device_programs: Optional[list] = None, runtime_check: bool = False,
-                 build: Optional[Callable[[], list]] = None):
+                 build: Optional[Callable[["LoweredShardMap"], list]] = None,
+                 mesh_program: Optional[Program] = None,
+                 build_mesh_program: Optional[Callable[[], Program]] = None,
+                 show_vma: bool = True):
         self.mesh = mesh
         self.in_shardings = in_shardings      # the PartitionSpec each input arrives with
         self.out_specs = out_specs
         self.runtime_check = runtime_check    # verify claimed replication on output blocks
+        self.show_vma = show_vma              # False when the replication check is off
         self._programs = device_programs if build is None else None
         self._build = build
+        self._mesh_program = mesh_program
+        self._build_mesh_program = build_mesh_program
+
+    @property
+    def mesh_program(self) -> Optional[Program]:
+        """The mesh-level program, or None when this lowering came without one."""
+        if self._mesh_program is None and self._build_mesh_program is not None:
+            self._mesh_program = self._build_mesh_program()
+            self._build_mesh_program = None
+        return self._mesh_program
 
     @property
     def device_programs(self) -> list:
         """One DeviceProgram per mesh position, in position order."""
         if self._programs is None:
-            self._programs = self._build() if self._build is not None else []
+            self._programs = self._build(self) if self._build is not None else []
             self._build = None
         return self._programs
 
@@ -41,8 +59,13 @@ class LoweredShardMap:
         return self._programs is not None
 
     def replace(self, **changes) -> "LoweredShardMap":
+        """A copy with fields changed; new per-device programs leave no mesh-level program
+        (it would no longer be theirs)."""
         fields = dict(mesh=self.mesh, in_shardings=self.in_shardings, out_specs=self.out_specs,
-                      device_programs=self.device_programs, runtime_check=self.runtime_check)
+                      device_programs=self.device_programs, runtime_check=self.runtime_check,
+                      show_vma=self.show_vma)
+        if "device_programs" not in changes:
+            fields["mesh_program"] = self.mesh_program
         fields.update(changes)
         return LoweredShardMap(**fields)
 

@@ -37,7 +37,7 @@ from ir.core import (_SHORT_DTYPE, Aval, DeviceProgram, Eqn, Literal, Program, S
                      dtype_from_short)
 from ir.module import LoweredModule, LoweredShardMap
 from ir.sharding import Mesh, NamedSharding, PartitionSpec
-from ir.verify import verify
+from ir.verify import VerifyError, verify, verify_lowered
 
 # A mesh is built device by device; texts naming more devices than this are refused.
 MAX_MESH_DEVICES = 1 << 16
@@ -84,6 +84,34 @@ class DeviceRef:
 
 # --- public entry points --------------------------------------------------------------------
 
+def _shown(parse):
+    """An entry point whose ParseError or VerifyError shows, below its message, the offending
+    line of the text with a caret under the column."""
+    @functools.wraps(parse)
+    def entry(text, **kwargs):
+        try:
+            return parse(text, **kwargs)
+        except (ParseError, VerifyError) as err:
+            if err.line is not None and isinstance(text, str):
+                err.args = (str(err) + "\n" + excerpt(text, err.line, err.column),)
+            raise
+
+    return entry
+
+
+def excerpt(text: str, line: int, column: int) -> str:
+    """Line ``line`` of ``text`` and a caret under ``column`` (both 1-based)::
+
+        c:f32[2,4] = all_reduce[reduction='prod'] b
+                                ^
+    """
+    lines = text.split("\n")
+    shown = lines[line - 1] if 1 <= line <= len(lines) else ""
+    shown = shown.replace("\t", " ").rstrip("\r")
+    return f"  {shown}\n  {' ' * max(column - 1, 0)}^"
+
+
+@_shown
 def parse_program(text: str, *, device=None) -> Program:
     """The program of ``print_program`` text, with or without ``# file:line`` comments.
 
@@ -96,10 +124,11 @@ def parse_program(text: str, *, device=None) -> Program:
     tree = _parse(text, "program_text")
     builder = _Builder(text, device)
     program = builder.guarded(builder.program, tree.children[0])
-    verify(program)
+    builder.verified(verify, program)
     return program
 
 
+@_shown
 def parse_device_program(text: str, *, device=None, mesh: Mesh | None = None) -> DeviceProgram:
     """The ``DeviceProgram`` of ``print_device_program`` text.
 
@@ -112,25 +141,53 @@ def parse_device_program(text: str, *, device=None, mesh: Mesh | None = None) ->
     tree = _parse(text, "device_text")
     builder = _Builder(text, device)
     dp = builder.guarded(builder.device_program, tree.children[0], mesh)
-    verify(dp.program)
+    builder.verified(verify, dp.program)
     return dp
 
 
-def parse_module(text: str, *, device=None) -> LoweredModule:
+@_shown
+def parse_module(text: str, *, device=None, check=None) -> LoweredModule:
     """The ``LoweredModule`` of ``print_module`` text: the host program, and for each of its
     shard_map equations the layouts at its boundary and one program per mesh position.
 
     ``runtime_check`` comes from the equation's ``check_vma='runtime'``, each device
     program's ``show_vma`` from ``check_vma=True``. Exceptions raised by ``device`` pass
-    through unchanged.
+    through unchanged. The per-device programs are verified as lowered programs
+    (``ir.verify.verify_lowered``: device groups, ids, reductions, permutations, parameters,
+    types, cross-device coherence); a ``VerifyError`` carries the line and column of the
+    offending equation and the device. ``check(module)``, when given, runs last and its
+    ``VerifyError`` is placed the same way (``shardc run`` passes
+    ``compiler.lowering.check_derived``: the per-device programs must be the body's lowering).
     """
     tree = _parse(text, "module_text")
     builder = _Builder(text, device)
     module = builder.guarded(builder.module, tree)
     for lowered in module.all_shard_maps():
-        for dp in lowered.device_programs:
-            verify(dp.program)
+        builder.verified(verify_lowered, lowered)
+    if check is not None:
+        builder.verified(check, module)
     return module
+
+
+def decode_text(data: bytes) -> str:
+    """The text of a file's bytes, which must be UTF-8 (what the printer writes); a
+    ``ParseError`` at the line and column of the first byte that is not.
+
+    >>> try:
+    ...     decode_text(b"ab\\n\\xff")
+    ... except ParseError as err:
+    ...     print(err)
+    line 2, column 1: the text is not UTF-8: byte 0xff cannot start a character
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        before = data[:err.start]
+        line = before.count(b"\n") + 1
+        column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", "replace")) + 1
+        detail = (f"byte 0x{data[err.start]:02x} cannot start a character"
+                  if err.reason == "invalid start byte" else err.reason)
+        raise ParseError(f"the text is not UTF-8: {detail}", line, column) from None
 
 
 # --- syntax -----------------------------------------------------------------------------------
@@ -239,12 +296,34 @@ class _Builder:
         self.text = text
         self.device = device if device is not None else DeviceRef
         self.shows_vma = False      # some type written so far names varying axes
+        # where equations, variables and parameters were written: (line, column) by
+        # id(eqn), id(var), (id(eqn), parameter name); verifier errors are placed with it
+        self.positions: dict = {}
+        self._param_tokens: list = []
 
     def guarded(self, build, *args):
         try:
             return build(*args)
         except RecursionError:
             raise ParseError("the text is nested too deeply", 1, 1) from None
+        except VerifyError as err:
+            raise self.located(err) from None
+
+    def verified(self, check, *args) -> None:
+        """Run a verifier; its error gets the position of what it names in the text."""
+        try:
+            check(*args)
+        except VerifyError as err:
+            raise self.located(err) from None
+
+    def located(self, err: VerifyError) -> VerifyError:
+        """``err`` at the line and column of its parameter, variable or equation."""
+        keys = [(id(err.eqn), err.param), id(err.var), id(err.eqn)]
+        for key in keys:
+            if key in self.positions:
+                line, column = self.positions[key]
+                return err.replace(line=line, column=column)
+        return err
 
     # --- errors ---
 
@@ -263,7 +342,7 @@ class _Builder:
 
     def module(self, tree: Tree) -> LoweredModule:
         program = self.program(tree.children[0])
-        verify(program)         # so that each shard_map equation has the params it needs
+        self.verified(verify, program)    # so that each shard_map equation has its params
         shard_maps: dict = {}
         current = None
         for part in tree.children[1:]:
@@ -301,7 +380,7 @@ class _Builder:
                              near=index_token)
         check = eqn.params.get("check_vma", True)
         lowered = LoweredShardMap(eqn.params["mesh"], in_shardings, out_specs, [],
-                                  runtime_check=check == "runtime")
+                                  runtime_check=check == "runtime", show_vma=check is True)
         return index, lowered, eqn, tree
 
     def _specs(self, tree, count: int, what: str, near: Token) -> tuple:
@@ -390,7 +469,9 @@ class _Builder:
 
     def binder(self, tree: Tree, scope: _Scope) -> Var:
         name, type_tree = tree.children
-        return scope.define(name, self.aval(type_tree))
+        var = scope.define(name, self.aval(type_tree))
+        self.positions[id(var)] = (name.line, name.column)
+        return var
 
     def equation(self, tree: Tree, scope: _Scope) -> Eqn:
         binders = [c for c in tree.children if isinstance(c, Tree) and c.data == "binder"]
@@ -404,8 +485,13 @@ class _Builder:
         primitive = self.primitive(name)
         invars = [self.atom(a, scope) for a in atoms]
         params = self.params(params_tree) if params_tree is not None else {}
+        keys, self._param_tokens = self._param_tokens, []
         outvars = [self.binder(b, scope) for b in binders]
-        return Eqn(primitive, invars, outvars, params, self.source(comment))
+        eqn = Eqn(primitive, invars, outvars, params, self.source(comment))
+        self.positions[id(eqn)] = (name.line, name.column)
+        for key in keys:
+            self.positions[(id(eqn), str(key))] = (key.line, key.column)
+        return eqn
 
     def primitive(self, name: Token):
         try:
@@ -475,6 +561,7 @@ class _Builder:
             if str(key) in params:
                 raise self.error(key, f"parameter {str(key)!r} is given twice")
             params[str(key)] = self.value(value_tree)
+        self._param_tokens = [param.children[0] for param in tree.children]
         return params
 
     def value(self, tree: Tree):

@@ -231,3 +231,8 @@ ppermute_p = primitive("ppermute", kind="collective")      # [mesh_axes, perm]
 all_to_all_p = primitive("all_to_all", kind="collective")  # [mesh_axes, split_axis, concat_axis, tiled, axis_size]
 reduce_scatter_p = primitive("reduce_scatter", kind="lowered")  # [mesh_axes, scatter_axis, tiled, reduction, device_groups]
 all_slice_p = primitive("all_slice", kind="lowered")     # [mesh_axes, slice_axis, device_groups]
+broadcast_p = primitive("broadcast", kind="lowered")     # [mesh_axes, root, device_groups]
+# The mesh-level program's only device-dependent value: this device's rank over mesh_axes (a
+# constant once the program is specialised to one device).
+process_index_p = primitive("process_index", kind="lowered")   # [mesh_axes]
+

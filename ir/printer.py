@@ -191,3 +191,15 @@ def _param_json(value, names, axis_order):
     if holds_programs(value):
         return [_program_dict(v, names, axis_order) for v in value]
     return format_param(value)
+
+
+def print_equation(eqn) -> str:
+    """One equation on its own, operands named in order (``c:f32[2] = add a b``); an equation
+    holding sub-programs shows its first line only. For error messages."""
+    printer = _Printer(with_source=False)
+    for atom in eqn.invars:
+        if isinstance(atom, Var) and id(atom) not in printer.names.names:
+            printer.names.define(atom)
+    text = printer.equation(eqn, 0, ())
+    first, _, rest = text.partition("\n")
+    return first + (" ...]" if rest else "")

@@ -410,6 +410,8 @@ shape_rules[prims.reduce_scatter_p] = _reduce_scatter_rule
 shape_rules[prims.all_to_all_p] = _all_to_all_rule
 shape_rules[prims.ppermute_p] = _single_identity_rule
 shape_rules[prims.pbroadcast_p] = _single_identity_rule
+shape_rules[prims.broadcast_p] = _single_identity_rule
+shape_rules[prims.process_index_p] = lambda **params: [_aval((), dtypes.int32)]   # int32 with x64 too
 
 
 # --- control flow: results come from the sub-programs ------------------------------------------

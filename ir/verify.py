@@ -1,17 +1,51 @@
 """The verifier: a program is well formed if every variable is defined once before it is used,
-every equation's outputs agree with its shape rule, and its sub-programs are well formed."""
+every equation fits its primitive's signature (operands and parameters, ``ir.params``) and
+agrees with its shape rule, and its sub-programs are well formed.
+
+Lowered programs are held to more (``verify_lowered``): the device groups of every
+communication node partition the mesh exactly as its ``mesh_axes`` say, with ids on the mesh;
+reductions come from the known set; permutations are valid; types vary over mesh axes only; no
+front-end collective is left; and the devices of each group reach the same communication
+nodes in the same order (cross-device coherence), so the programs cannot deadlock on a group.
+"""
 from __future__ import annotations
 
 import os
 
 from ir import primitives as prims
 from ir.core import Literal, Program, Var, programs_in
+from ir.params import signature_of
 from ir.printer import print_program
 from ir.shapes import out_avals
+from ir.sharding import axes_size, device_groups
 
 
 class VerifyError(ValueError):
-    """A malformed program; the message names the equation."""
+    """A malformed program. ``detail`` says what is wrong; ``eqn`` (and ``param``, ``var``)
+    what it is about; ``device`` the device whose program it is; ``line`` and ``column``
+    where it is when the program came from text (the parser fills them in)."""
+
+    def __init__(self, detail: str, *, eqn=None, param=None, var=None, device=None,
+                 line=None, column=None):
+        self.detail = detail
+        self.eqn = eqn
+        self.param = param
+        self.var = var
+        self.device = device
+        self.line = line
+        self.column = column
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f"line {self.line}, column {self.column}: " if self.line is not None else ""
+        device = f"device {self.device}: " if self.device is not None else ""
+        return where + device + self.detail
+
+    def replace(self, **changes) -> "VerifyError":
+        fields = dict(detail=self.detail, eqn=self.eqn, param=self.param, var=self.var,
+                      device=self.device, line=self.line, column=self.column)
+        fields.update(changes)
+        return VerifyError(**fields)
 
 
 # Programs built by the tracer are well formed by construction (every equation's types come
@@ -27,22 +61,27 @@ def check_traced(prog: Program) -> None:
         verify(prog)
 
 
-def verify(prog: Program) -> None:
-    """Raise ``VerifyError`` naming the first equation that breaks a rule."""
+def verify(prog: Program, mesh=None) -> None:
+    """Raise ``VerifyError`` naming the first equation that breaks a rule.
+
+    ``mesh``: the enclosing shard_map's mesh, when ``prog`` is a body or a device's program;
+    its collectives and types may name only its axes, with their sizes."""
     defined: set = set()
 
-    def define(var, where):
+    def define(var, where, eqn=None):
         if not isinstance(var, Var):
-            raise VerifyError(f"{where}: binder {var!r} is not a variable")
+            raise VerifyError(f"{where}: binder {var!r} is not a variable", eqn=eqn)
         if id(var) in defined:
-            raise VerifyError(f"{where}: variable {var!r} is assigned twice")
+            raise VerifyError(f"{where}: variable {var!r} is assigned twice", eqn=eqn, var=var)
         defined.add(id(var))
+        if mesh is not None:
+            _check_vma(var, mesh.axis_names, where, eqn)
 
-    def use(atom, where):
+    def use(atom, where, eqn=None):
         if isinstance(atom, Literal):
             return
         if not isinstance(atom, Var) or id(atom) not in defined:
-            raise VerifyError(f"{where}: {atom!r} is used before it is defined")
+            raise VerifyError(f"{where}: {atom!r} is used before it is defined", eqn=eqn)
 
     for v in prog.constvars:
         define(v, "constants")
@@ -53,34 +92,82 @@ def verify(prog: Program) -> None:
     for k, eqn in enumerate(prog.eqns):
         where = f"equation {k} ({_eqn_text(eqn)})"
         for atom in eqn.invars:
-            use(atom, where)
+            use(atom, where, eqn)
+        _check_signature(eqn, where)
+        # a front-end collective may also name the axis of an enclosing vmap (checked where it
+        # is traced); communication nodes name mesh axes only
+        if mesh is not None and "mesh_axes" in eqn.params and (
+                eqn.primitive.kind == "lowered" or "device_groups" in eqn.params):
+            _check_axes_known(eqn, mesh.axis_names, where)
+            _check_axis_size(eqn, mesh, where)
         _check_types(eqn, where)
-        for value in eqn.params.values():
-            for sub in programs_in(value):
-                try:
-                    verify(sub)
-                except VerifyError as err:
-                    raise VerifyError(f"{where}: in its sub-program: {err}") from None
+        _verify_sub_programs(eqn, where, mesh)
         for var in eqn.outvars:
-            define(var, where)
+            define(var, where, eqn)
     for atom in prog.outvars:
         use(atom, "outputs")
+
+
+def _verify_sub_programs(eqn, where, mesh) -> None:
+    if eqn.primitive is prims.shard_map_p:
+        mesh = eqn.params.get("mesh")
+    for value in eqn.params.values():
+        for sub in programs_in(value):
+            try:
+                verify(sub, mesh)
+            except VerifyError as err:
+                raise err.replace(detail=f"{where}: in its sub-program: {err.detail}") from None
+
+
+def _check_signature(eqn, where) -> None:
+    signature = signature_of(eqn.primitive)
+    if signature is None:
+        return          # the completeness test names primitives without one
+    why = signature.check(eqn.primitive.name, len(eqn.invars), eqn.params)
+    if why:
+        unknown = why.startswith("unknown parameter")
+        param = why.split("'")[1] if unknown or why.startswith("missing") else None
+        raise VerifyError(f"{where}: {why}", eqn=eqn, param=param)
+
+
+def _check_axes_known(eqn, mesh_axes, where) -> None:
+    axes = eqn.params["mesh_axes"]
+    if not isinstance(axes, tuple) or not all(isinstance(a, str) for a in axes):
+        raise VerifyError(f"{where}: mesh_axes={axes!r} is not a tuple of axis names",
+                          eqn=eqn, param="mesh_axes")
+    if len(set(axes)) != len(axes):
+        raise VerifyError(f"{where}: mesh_axes={axes!r} names an axis twice", eqn=eqn,
+                          param="mesh_axes")
+    for axis in axes:
+        if axis not in mesh_axes:
+            raise VerifyError(f"{where}: mesh_axes names {axis!r}, which is not an axis of the "
+                              f"mesh {tuple(mesh_axes)!r}", eqn=eqn, param="mesh_axes")
+
+
+def _check_vma(var, mesh_axes, where, eqn) -> None:
+    unknown = sorted(var.aval.vma - set(mesh_axes))
+    if unknown:
+        raise VerifyError(f"{where}: the type {var.aval.str_short()} varies over {unknown[0]!r}, "
+                          f"which is not an axis of the mesh {tuple(mesh_axes)!r}", eqn=eqn,
+                          var=var)
 
 
 def _check_types(eqn, where):
     try:
         expected = out_avals(eqn.primitive, [a.aval for a in eqn.invars], eqn.params)
     except prims.MissingRuleError:
-        raise VerifyError(f"{where}: primitive '{eqn.primitive}' has no shape rule") from None
-    except Exception as err:  # a shape rule rejecting its operands
-        raise VerifyError(f"{where}: {err}") from None
+        raise VerifyError(f"{where}: primitive '{eqn.primitive}' has no shape rule",
+                          eqn=eqn) from None
+    except Exception as err:  # a shape rule rejecting its operands or parameters
+        raise VerifyError(f"{where}: {err}", eqn=eqn) from None
     if len(expected) != len(eqn.outvars):
-        raise VerifyError(f"{where}: expected {len(expected)} outputs, got {len(eqn.outvars)}")
+        raise VerifyError(f"{where}: expected {len(expected)} outputs, got {len(eqn.outvars)}",
+                          eqn=eqn)
     for want, var in zip(expected, eqn.outvars):
         got = var.aval
         if (want.shape, want.dtype) != (got.shape, got.dtype):
             raise VerifyError(f"{where}: output has type {got.str_short()} but its shape rule "
-                              f"gives {want.str_short()}")
+                              f"gives {want.str_short()}", eqn=eqn, var=var)
 
 
 def _eqn_text(eqn) -> str:
@@ -91,3 +178,215 @@ def verify_text(prog: Program) -> str:
     """Verify and return the printed program (a convenience for tests)."""
     verify(prog)
     return print_program(prog)
+
+
+# --- lowered programs ---------------------------------------------------------------------------
+
+REDUCTIONS = ("sum", "max", "min", "mean")
+
+# Collectives only the front end knows; lowering replaces every one of them.
+FRONT_END_ONLY = (prims.psum_p, prims.pmean_p, prims.pmax_p, prims.pmin_p, prims.psum_scatter_p,
+                  prims.pvary_p, prims.axis_index_p, prims.pbroadcast_p)
+
+# The communication nodes of lowered programs, each checked by its rule:
+# ``rule(eqn, mesh, where)`` raises VerifyError.
+node_rules = prims.RuleTable("lowered node check")
+
+
+def verify_lowered(lowered) -> None:
+    """Verify the per-device programs of one lowered shard_map (``ir.module.LoweredShardMap``):
+    each one well formed, then all of them coherent. Errors name the device."""
+    mesh = lowered.mesh
+    for dp in lowered.device_programs:
+        try:
+            verify_device_program(dp, mesh)
+        except VerifyError as err:
+            raise (err if err.device is not None else err.replace(device=dp.device_id)) from None
+    check_coherence(mesh, lowered.device_programs)
+
+
+def verify_mesh_program(program: Program, mesh, full: bool = True) -> None:
+    """A mesh-level program on ``mesh``: well formed, no front-end collective left, each
+    communication node valid and without device groups (stage 2 adds them). ``full=False``
+    checks the communication nodes only (their axes, sizes and parameters), for a program
+    the lowering built from a typed body."""
+    if full:
+        verify(program, mesh)
+    _check_nodes(program, mesh, per_device=False)
+
+
+def verify_device_program(dp, mesh) -> None:
+    """One device's program on ``mesh``: well formed, sitting where it says, and each of its
+    communication nodes (sub-programs included) valid on the mesh, with its device groups."""
+    if tuple(dp.mesh_axes) != tuple(mesh.axis_names):
+        raise VerifyError(f"the program names mesh axes {tuple(dp.mesh_axes)!r}; the mesh has "
+                          f"{tuple(mesh.axis_names)!r}", device=dp.device_id)
+    if not 0 <= dp.position < mesh.size or mesh.device_ids[dp.position] != dp.device_id:
+        raise VerifyError(f"device {dp.device_id} is not at mesh position {dp.position} of "
+                          f"{mesh!r}", device=dp.device_id)
+    verify(dp.program, mesh)
+    _check_nodes(dp.program, mesh, per_device=True)
+
+
+def _check_nodes(program: Program, mesh, per_device: bool) -> None:
+    for k, eqn in enumerate(program.eqns):
+        where = f"equation {k} ({_eqn_text(eqn)})"
+        prim = eqn.primitive
+        if prim in FRONT_END_ONLY:
+            raise VerifyError(f"{where}: the front-end collective {prim} is left in a "
+                              "lowered program (lowering replaces it)", eqn=eqn)
+        if per_device and prim is prims.process_index_p:
+            raise VerifyError(f"{where}: process_index is left in a per-device program (it is "
+                              "the device's constant there)", eqn=eqn)
+        if prim in node_rules:
+            _check_axes_known(eqn, mesh.axis_names, where)
+            _check_axis_size(eqn, mesh, where)
+            if per_device:
+                _check_groups(eqn, mesh, where)
+            elif "device_groups" in eqn.params:
+                raise VerifyError(f"{where}: device_groups in a mesh-level program (only "
+                                  "per-device programs carry them)", eqn=eqn,
+                                  param="device_groups")
+            node_rules[prim](eqn, mesh, where)
+        for value in eqn.params.values():
+            for sub in programs_in(value):
+                _check_nodes(sub, mesh, per_device)
+
+
+def _check_groups(eqn, mesh, where) -> None:
+    """``device_groups`` are exactly the groups ``mesh_axes`` make on the mesh."""
+    if "device_groups" not in eqn.params:
+        raise VerifyError(f"{where}: a communication node without device_groups", eqn=eqn,
+                          param="device_groups")
+    groups = eqn.params["device_groups"]
+    ids = set(mesh.device_ids)
+    if not isinstance(groups, tuple) or not all(
+            isinstance(g, tuple) and all(type(d) is int for d in g) for g in groups):
+        raise VerifyError(f"{where}: device_groups={groups!r} is not a tuple of tuples of "
+                          "device ids", eqn=eqn, param="device_groups")
+    for group in groups:
+        for device in group:
+            if device not in ids:
+                raise VerifyError(f"{where}: device_groups names device {device}, which is not "
+                                  f"on the mesh {mesh!r} (ids {min(ids)} to {max(ids)})",
+                                  eqn=eqn, param="device_groups")
+    expected = device_groups(mesh, eqn.params["mesh_axes"])
+    if groups != expected:
+        raise VerifyError(f"{where}: device_groups={groups!r} do not match "
+                          f"mesh_axes={eqn.params['mesh_axes']!r} on {mesh!r}, whose groups "
+                          f"are {expected!r}", eqn=eqn, param="device_groups")
+
+
+def _check_axis_size(eqn, mesh, where) -> None:
+    size = axes_size(mesh.shape, eqn.params["mesh_axes"])
+    given = eqn.params.get("axis_size", size)
+    if given != size:
+        raise VerifyError(f"{where}: axis_size={given!r}, but mesh_axes="
+                          f"{eqn.params['mesh_axes']!r} have {size} devices", eqn=eqn,
+                          param="axis_size")
+
+
+def _check_node(eqn, mesh, where) -> None:
+    """Nothing beyond the axes and groups every node is held to."""
+
+
+def _check_reducing_node(eqn, mesh, where) -> None:
+    reduction = eqn.params["reduction"]
+    if reduction not in REDUCTIONS:
+        raise VerifyError(f"{where}: unknown reduction={reduction!r}; expected one of "
+                          + ", ".join(repr(r) for r in REDUCTIONS), eqn=eqn, param="reduction")
+
+
+def _check_ppermute_node(eqn, mesh, where) -> None:
+    perm = eqn.params["perm"]
+    size = axes_size(mesh.shape, eqn.params["mesh_axes"])
+    if not isinstance(perm, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 and all(type(r) is int for r in pair)
+            for pair in perm):
+        raise VerifyError(f"{where}: perm={perm!r} is not a tuple of (source, destination) "
+                          "pairs", eqn=eqn, param="perm")
+    for pair in perm:
+        if not all(0 <= r < size for r in pair):
+            raise VerifyError(f"{where}: perm pair {pair} is out of range for a group of "
+                              f"{size}", eqn=eqn, param="perm")
+    for side, name in ((0, "source"), (1, "destination")):
+        ranks = [pair[side] for pair in perm]
+        if len(set(ranks)) != len(ranks):
+            raise VerifyError(f"{where}: perm names a {name} twice: {perm!r}", eqn=eqn,
+                              param="perm")
+
+
+def _check_broadcast_node(eqn, mesh, where) -> None:
+    root = eqn.params["root"]
+    size = axes_size(mesh.shape, eqn.params["mesh_axes"])
+    if type(root) is not int or not 0 <= root < size:
+        raise VerifyError(f"{where}: root={root!r} is out of range for a group of {size}",
+                          eqn=eqn, param="root")
+
+
+for _p in (prims.all_gather_p, prims.all_to_all_p, prims.all_slice_p):
+    node_rules[_p] = _check_node
+node_rules[prims.broadcast_p] = _check_broadcast_node
+node_rules[prims.all_reduce_p] = _check_reducing_node
+node_rules[prims.reduce_scatter_p] = _check_reducing_node
+node_rules[prims.ppermute_p] = _check_ppermute_node
+
+
+# --- cross-device coherence ---------------------------------------------------------------------
+
+def check_coherence(mesh, device_programs) -> None:
+    """The devices of each group reach the same communication nodes, in the same order: for
+    every group, every member's sequence of nodes over that group is the same (primitive,
+    parameters, operand type). Nodes in loops and branches count in program order."""
+    sequences = {dp.device_id: _nodes_by_group(dp) for dp in device_programs}
+    for dp in device_programs:
+        for group, nodes in sequences[dp.device_id].items():
+            for member in group:
+                _compare_nodes(dp.device_id, nodes, member,
+                               sequences.get(member, {}).get(group, []), group)
+
+
+def _nodes_by_group(dp) -> dict:
+    by_group: dict = {}
+    for eqn in _communication(dp.program):
+        group = next(g for g in eqn.params["device_groups"] if dp.device_id in g)
+        by_group.setdefault(group, []).append(eqn)
+    return by_group
+
+
+def _communication(program: Program):
+    for eqn in program.eqns:
+        if eqn.primitive in node_rules:
+            yield eqn
+        for value in eqn.params.values():
+            for sub in programs_in(value):
+                yield from _communication(sub)
+
+
+def _node_key(eqn) -> tuple:
+    operand = eqn.invars[0].aval
+    return (eqn.primitive, tuple(sorted(eqn.params.items())), operand.shape, operand.dtype)
+
+
+def _compare_nodes(device, nodes, member, others, group) -> None:
+    if member == device:
+        return
+    for k, (mine, theirs) in enumerate(zip(nodes, others)):
+        if _node_key(mine) != _node_key(theirs):
+            raise VerifyError(
+                f"devices {device} and {member} of group {group} reach different communication "
+                f"nodes at their node {k} over it: {_node_text(mine)} on device {device}, "
+                f"{_node_text(theirs)} on device {member}", eqn=theirs, device=member)
+    if len(nodes) != len(others):
+        longer, shorter = (device, member) if len(nodes) > len(others) else (member, device)
+        extra = (nodes if longer == device else others)[min(len(nodes), len(others))]
+        raise VerifyError(
+            f"device {longer} reaches {_node_text(extra)} over group {group}, which device "
+            f"{shorter} never reaches", eqn=extra, device=longer)
+
+
+def _node_text(eqn) -> str:
+    operand = eqn.invars[0].aval
+    params = " ".join(f"{k}={v!r}" for k, v in sorted(eqn.params.items())
+                      if k != "device_groups")
+    return f"{eqn.primitive}[{params}] of {operand.str_short(None)}"

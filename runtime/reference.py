@@ -14,7 +14,8 @@ import numpy as np
 
 from ir import dtypes
 from ir import primitives as prims
-from ir.core import Literal, Program
+from ir.interpreter import Interpreter
+from ir.core import Program
 from ir.primitives import RuleTable
 from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
                          runtime_replication_error)
@@ -382,7 +383,6 @@ def _random_bits(key, *, shape):
 
 impl_rules[prims.random_bits_p] = _random_bits
 impl_rules[prims.sharding_constraint_p] = lambda x, *, sharding: [x]
-impl_rules[prims.pvary_p] = lambda x, *, mesh_axes: [x]
 impl_rules[prims.stop_gradient_p] = lambda x: [x]
 
 
@@ -483,7 +483,16 @@ def _all_to_all(blocks, *, split_axis, concat_axis, tiled, **params):
             for d in range(n)]
 
 
+def _broadcast(blocks, *, root, **params):
+    """Every member gets the block of the member at rank ``root``.
+
+        root=2:  [a] [b] [c] [d]  ->  [c] [c] [c] [c]
+    """
+    return [blocks[root]] * len(blocks)
+
+
 group_rules[prims.all_reduce_p] = _all_reduce
+group_rules[prims.broadcast_p] = _broadcast
 group_rules[prims.reduce_scatter_p] = _reduce_scatter
 group_rules[prims.ppermute_p] = _ppermute
 group_rules[prims.all_to_all_p] = _all_to_all
@@ -533,41 +542,32 @@ def eval_program(program: Program, args, consts=()):
     return _run_alone(_device_steps(program, args, consts))
 
 
-def _device_steps(program: Program, args, consts=()):
-    """Run one device's program; yield at each communication node, receive its result."""
-    env: dict = {}
-    for var, value in zip(program.constvars, consts):
-        env[id(var)] = value
-    for var, value in zip(program.invars, args):
-        env[id(var)] = value
+class DeviceInterpreter(Interpreter):
+    """One device's program: numpy implementations; a communication node yields a request
+    (the scheduler meets the device's group there), a print yields its text."""
 
-    def read(atom):
-        return atom.value if isinstance(atom, Literal) else env[id(atom)]
+    def __init__(self, device=None):
+        self.device = device
 
-    for eqn in program.eqns:
-        values = [read(a) for a in eqn.invars]
+    def eval_equation(self, eqn, values):
+        prim = eqn.primitive
+        if prim in group_rules or prim in control_rules or prim is prims.debug_print_p:
+            return self._meeting(eqn, values)
+        return impl_rules[prim](*values, **eqn.params)
+
+    def _meeting(self, eqn, values):
         prim = eqn.primitive
         if prim in group_rules:
-            outs = [(yield _Request(eqn, values[0]))]
-        elif prim in control_rules:
-            outs = yield from control_rules[prim](values, **eqn.params)
-        elif prim is prims.debug_print_p:
-            yield _Print(_format_print(values, **eqn.params))
-            outs = []
-        else:
-            try:
-                outs = impl_rules[prim](*values, **eqn.params)
-            except Exception as err:
-                raise _with_equation(err, eqn) from err
-        for var, value in zip(eqn.outvars, outs):
-            env[id(var)] = value
-    return [read(a) for a in program.outvars]
+            return [(yield _Request(eqn, values[0]))]
+        if prim in control_rules:
+            return (yield from control_rules[prim](values, interpreter=self, **eqn.params))
+        yield _Print(_format_print(values, **eqn.params))
+        return []
 
 
-def _with_equation(err, eqn):
-    where = f" at {eqn.source}" if eqn.source else ""
-    return type(err)(f"{err}\n  while running {eqn.primitive}{where}") if isinstance(
-        err, (ValueError, TypeError, IndexError)) else err
+def _device_steps(program: Program, args, consts=(), device=None):
+    """Run one device's program; yield at each communication node, receive its result."""
+    return DeviceInterpreter(device).steps(program, args, consts)
 
 
 # --- control flow: generators, so collectives inside loops and branches meet across devices ---
@@ -575,13 +575,13 @@ def _with_equation(err, eqn):
 control_rules = RuleTable("control flow")
 
 
-def _scan_steps(values, *, jaxpr, length, reverse, num_consts, num_carry):
+def _scan_steps(values, *, jaxpr, length, reverse, num_consts, num_carry, interpreter):
     consts = list(values[:num_consts])
     carry = list(values[num_consts:num_consts + num_carry])
     xs = values[num_consts + num_carry:]
     ys = []
     for k in (range(length - 1, -1, -1) if reverse else range(length)):
-        outs = yield from _device_steps(jaxpr, consts + carry + [x[k] for x in xs])
+        outs = yield from interpreter.steps(jaxpr, consts + carry + [x[k] for x in xs])
         carry = outs[:num_carry]
         ys.append(outs[num_carry:])
     if reverse:
@@ -593,20 +593,20 @@ def _scan_steps(values, *, jaxpr, length, reverse, num_consts, num_carry):
     return [np.asarray(c) for c in carry] + stacked
 
 
-def _while_steps(values, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+def _while_steps(values, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, interpreter):
     cond_consts = list(values[:cond_nconsts])
     body_consts = list(values[cond_nconsts:cond_nconsts + body_nconsts])
     carry = list(values[cond_nconsts + body_nconsts:])
     while True:
-        (pred,) = yield from _device_steps(cond_jaxpr, cond_consts + carry)
+        (pred,) = yield from interpreter.steps(cond_jaxpr, cond_consts + carry)
         if not bool(pred):
             return [np.asarray(c) for c in carry]
-        carry = yield from _device_steps(body_jaxpr, body_consts + carry)
+        carry = yield from interpreter.steps(body_jaxpr, body_consts + carry)
 
 
-def _cond_steps(values, *, branches):
+def _cond_steps(values, *, branches, interpreter):
     index = int(np.clip(int(values[0]), 0, len(branches) - 1))
-    outs = yield from _device_steps(branches[index], list(values[1:]))
+    outs = yield from interpreter.steps(branches[index], list(values[1:]))
     return [np.asarray(o) for o in outs]
 
 
@@ -615,8 +615,8 @@ control_rules[prims.while_p] = _while_steps
 control_rules[prims.cond_p] = _cond_steps
 
 
-def _remat_steps(values, *, jaxpr, saved):
-    outs = yield from _device_steps(jaxpr, list(values))
+def _remat_steps(values, *, jaxpr, saved, interpreter):
+    outs = yield from interpreter.steps(jaxpr, list(values))
     return [np.asarray(o) for o in outs]
 
 
@@ -624,7 +624,8 @@ control_rules[prims.remat_p] = _remat_steps
 
 
 def _control_impl(prim, *values, **params):
-    return _run_alone(control_rules[prim](list(values), **params))
+    return _run_alone(control_rules[prim](list(values), interpreter=DeviceInterpreter(),
+                                          **params))
 
 
 for _p in prims.CONTROL_FLOW + (prims.remat_p,):
@@ -646,7 +647,9 @@ def run_device_programs(mesh, programs, inputs_by_position) -> list:
     that can never meet (one finished, or waiting at a different node) raise DeadlockError.
     """
     position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
-    runs = [_device_steps(program, args) for program, args in zip(programs, inputs_by_position)]
+    ids = mesh.device_ids
+    runs = [_device_steps(program, args, device=ids[p])
+            for p, (program, args) in enumerate(zip(programs, inputs_by_position))]
     results = [None] * len(runs)
     waiting: dict = {}
     prints: list = []
@@ -822,26 +825,26 @@ def execute_module(module, args, run_shard_map=None) -> list:
     """
     if run_shard_map is None:
         run_shard_map = lambda index, values: _run_shard_map(module.lowered(index), values)
-    program = module.program
-    env: dict = {}
-    for var, value in zip(program.constvars + program.invars, args):
-        env[id(var)] = value
+    outs = _ModuleInterpreter(module.program, run_shard_map).run(
+        module.program, args[len(module.program.constvars):],
+        args[:len(module.program.constvars)])
+    return [v if isinstance(v, Array) else Array.from_global(v) for v in outs]
 
-    def read(atom):
-        return atom.value if isinstance(atom, Literal) else env[id(atom)]
 
-    for index, eqn in enumerate(program.eqns):
-        values = [read(a) for a in eqn.invars]
+class _ModuleInterpreter(Interpreter):
+    """A lowered module's host program: shard_maps on every device, the rest on global
+    values."""
+
+    def __init__(self, program, run_shard_map):
+        self.index_of = {id(eqn): k for k, eqn in enumerate(program.eqns)}
+        self.run_shard_map = run_shard_map
+
+    def eval_equation(self, eqn, values):
         if eqn.primitive is prims.shard_map_p:
-            outs = run_shard_map(index, values)
-        elif eqn.primitive is prims.sharding_constraint_p:
-            outs = [device_put(values[0], eqn.params["sharding"])]
-        else:
-            outs = impl_rules[eqn.primitive](*[_host(v) for v in values], **eqn.params)
-        for var, value in zip(eqn.outvars, outs):
-            env[id(var)] = value
-    return [v if isinstance(v, Array) else Array.from_global(v)
-            for v in (read(a) for a in program.outvars)]
+            return self.run_shard_map(self.index_of[id(eqn)], values)
+        if eqn.primitive is prims.sharding_constraint_p:
+            return [device_put(values[0], eqn.params["sharding"])]
+        return impl_rules[eqn.primitive](*[_host(v) for v in values], **eqn.params)
 
 
 def _run_shard_map(lowered, values) -> list:

@@ -1,17 +1,22 @@
-"""The fast backend: a shard_map body runs once for all devices, one numpy call per equation.
+"""The fast backend: a shard_map's mesh-level program runs once for all devices, one numpy
+call per equation.
 
 Where the reference backend interprets one program per device and meets them at every
-collective, this backend runs the shard_map's traced body over the blocks of every device
-stacked along leading mesh dimensions (``lead``: the axis' size where a value varies over it,
-1 where it is the same on every device along it; see ``runtime.vectorized_rules``)::
+communication node, this backend runs the lowering's mesh-level program (the same for every
+device; ``compiler.lowering``) over the blocks of every device stacked along leading mesh
+dimensions (``lead``: the axis' size where a value varies over it, 1 where it is the same on
+every device along it; see ``runtime.vectorized_rules``). Inputs enter as they arrive; the
+program's own ``all_slice``/``all_gather`` nodes lay them out::
 
-    in_specs P('x','y') on a (4,2) mesh:  a f32[8,16] -> stacked f32[4,2,2,8]   (a view)
-    in_specs P('y', None):                b f32[16,4] -> stacked f32[1,2,8,4]   (a view)
-    dot_general                           -> f32[4,2,2,4]   (one broadcasting matmul)
-    psum over 'y'                         -> f32[4,1,2,4]   (rank-order sum over dim 1)
-    out_specs P('x', None)                -> an Array whose buffers are views of it
+    a f32[8,16] arrives P('x') on a (4,2) mesh  -> stacked f32[4,1,2,16]   (a view)
+    all_slice over 'y', axis 1                   -> f32[4,2,2,8]            (a view)
+    b f32[16,4] arrives P()                      -> stacked f32[1,1,16,4]
+    all_slice over 'y', axis 0                   -> f32[1,2,8,4]            (a view)
+    dot_general                                  -> f32[4,2,2,4]   (one broadcasting matmul)
+    all_reduce over 'y'                          -> f32[4,1,2,4]   (rank-order sum over dim 1)
+    out_specs P('x', None)                       -> an Array whose buffers are views of it
 
-A body is planned once per layout of its inputs: one step per equation, dead values released,
+A program is planned once per layout of its inputs: one step per equation, dead values released,
 elementwise results written into dead operands nothing else can see. The first call interprets
 the steps; the second compiles them to straight-line Python (``BodyPlan.source``). Arrays keep
 their stacked form, so a result fed back in costs nothing to lay out again; a ppermute result
@@ -19,9 +24,10 @@ that is only returned stays a relabelling of its source's blocks.
 
 Loops and branches that go the same way on every device run stacked too
 (``runtime.vectorized_control``); those that may not run per device when they hold no
-collective. The rest runs on the reference backend, which stays the oracle: bodies with
+collective. The rest runs on the reference backend, which stays the oracle, for the declared
+reasons of ``FALLBACKS`` only (counted; SHARDC_EXPLAIN=1 reports each): bodies with
 ``debug.print`` (prints keep the reference's order), collectives under a predicate that may
-differ between devices, inputs whose replicas disagree.
+differ between devices, inputs whose replicas disagree. Any other exception propagates.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import dataclasses
 import functools
 import math
 import os
+import sys
 
 import numpy as np
 
@@ -201,16 +208,34 @@ def _canonical_dtype(dtype):
 
 # --- compiling a body into straight-line Python ----------------------------------------------
 
+# Why the fast backend may hand a shard_map to the reference backend: the only reasons it does.
+# Each hand-over is counted (``FastBackend.counts``, ``FastBackend.fallbacks``) and, with
+# SHARDC_EXPLAIN=1, reported on stderr. Any other exception of a stacked run is a bug and
+# propagates.
+FALLBACKS = {
+    "debug_print": "the body prints (debug.print), and prints come out in the reference's "
+                   "device order",
+    "divergent_control": "a loop or branch holding a collective may go differently on "
+                         "different devices",
+    "replicas_differ": "an input's replicas differ between devices, which only the "
+                       "reference keeps apart",
+}
+
+
 class NotStackable(Exception):
-    """A body (or equation) the stacked interpreter does not run; the reference does."""
+    """A body (or equation) the stacked interpreter does not run; the reference does.
+    ``reason`` is a key of ``FALLBACKS``."""
+
+    def __init__(self, detail: str, reason: str = "divergent_control"):
+        super().__init__(detail)
+        assert reason in FALLBACKS, reason
+        self.reason = reason
 
 
 def _holds_communication(program) -> bool:
     """Whether a program, or any sub-program, has a collective or a debug print."""
     for eqn in program.eqns:
         prim = eqn.primitive
-        if prim is prims.pvary_p:
-            continue            # a type change only
         if prim.kind in ("collective", "lowered") or prim is prims.debug_print_p:
             return True
         for sub in _sub_programs(eqn):
@@ -250,7 +275,7 @@ def _kernel(eqn, types: EqnTypes):
         return per_device_rule(prim, types)      # each device's loop on its own blocks
     if prim.kind == "op" and prim in impl_rules:
         return per_device_rule(prim, types)      # a primitive newer than its stacked rule
-    raise NotStackable(f"{prim} has no stacked rule")
+    raise prims.MissingRuleError(prim, "stacked")
 
 
 def _compile_sub_program(program, in_leads):
@@ -496,11 +521,12 @@ class ShardMapPlan:
         self.lowered = lowered
         self.eqn = eqn
         self.mesh = lowered.mesh
-        self.body = eqn.params["jaxpr"]
-        self.in_specs = eqn.params["in_specs"]
+        self.body = lowered.mesh_program
+        self.in_specs = lowered.in_shardings        # the mesh-level program reshards them
         self.out_specs = lowered.out_specs
         self.plans: dict = {}
-        self.stackable = not self._reason()
+        self.reason = self._reason()
+        self.stackable = not self.reason
         self.out_avals = [Aval(global_shape(a.shape, spec, self.mesh.shape), a.dtype)
                           for a, spec in zip(self.body.out_avals, self.out_specs)]
         self.out_shardings = [keyed_sharding(self.mesh, canonical_spec(spec))
@@ -512,8 +538,10 @@ class ShardMapPlan:
         return ""
 
     def run(self, values, backend) -> list:
+        """Run stacked; hand the shard_map to the reference backend only for a declared
+        reason (``FALLBACKS``), counted and explained. Any other exception propagates."""
         if not self.stackable:
-            return self._on_reference(values, backend)
+            return self._on_reference(values, backend, self.reason)
         datas, leads = [], []
         mesh = self.mesh
         for value, spec in zip(values, self.in_specs):
@@ -524,32 +552,29 @@ class ShardMapPlan:
                 continue
             stacked = to_stacked(value, mesh, spec)
             if stacked is None:
-                return self._on_reference(values, backend)
+                return self._on_reference(values, backend, "replicas_differ")
             datas.append(stacked[0])
             leads.append(stacked[1])
         in_leads = tuple(leads)
-        try:
-            plan = self.plans.get(in_leads)
-            if plan is None:
+        plan = self.plans.get(in_leads)
+        if plan is None:
+            try:
                 plan = self.plans[in_leads] = BodyPlan(self.body, self.mesh, in_leads,
                                                        relabel=True)
-            if plan.quiet:
-                with np.errstate(all="ignore"):
-                    outs = plan.run(*datas)
-            else:
+            except NotStackable as why:
+                self.stackable = False
+                self.reason = why.reason
+                return self._on_reference(values, backend, self.reason)
+        if plan.quiet:
+            with np.errstate(all="ignore"):
                 outs = plan.run(*datas)
-        except NotStackable:
-            self.stackable = False
-            return self._on_reference(values, backend)
-        except Exception:
-            if backend.strict:
-                raise
-            return self._on_reference(values, backend)
+        else:
+            outs = plan.run(*datas)
         backend.counts["stacked"] += 1
         return self._arrays(outs, plan.out_leads)
 
-    def _on_reference(self, values, backend) -> list:
-        backend.counts["reference"] += 1
+    def _on_reference(self, values, backend, reason: str) -> list:
+        backend.handed_over(self.eqn, reason)
         return reference._run_shard_map(self.lowered, values)
 
     def _arrays(self, outs, out_leads) -> list:
@@ -626,17 +651,30 @@ def keyed_sharding(mesh, spec) -> KeyedSharding:
     return entry
 
 
+EXPLAIN = os.environ.get("SHARDC_EXPLAIN", "") not in ("", "0")
+
+
 # --- the backend -----------------------------------------------------------------------------------
 
 class FastBackend(ReferenceBackend):
     """Runs shard_map bodies stacked over devices (see the module docstring); everything else
-    as the reference backend does. ``strict`` raises what a stacked run raises instead of
-    quietly running the reference (the differential tests use it)."""
+    as the reference backend does. A shard_map goes to the reference backend only for one of
+    the ``FALLBACKS`` reasons, counted in ``fallbacks``."""
     name = "fast"
 
-    def __init__(self, strict: bool = False):
-        self.strict = strict
+    def __init__(self):
         self.counts = {"stacked": 0, "reference": 0}    # shard_map runs, by path
+        self.fallbacks = {reason: 0 for reason in FALLBACKS}    # reference runs, by reason
+
+    def handed_over(self, eqn, reason: str) -> None:
+        """Count a shard_map run on the reference backend for ``reason`` (a key of
+        ``FALLBACKS``), and report it on stderr under SHARDC_EXPLAIN=1."""
+        self.counts["reference"] += 1
+        self.fallbacks[reason] += 1
+        if EXPLAIN:
+            where = f" at {eqn.source}" if eqn.source else ""
+            print(f"shardc: the shard_map{where} runs on the reference backend: "
+                  f"{FALLBACKS[reason]}", file=sys.stderr)
 
     def execute(self, module, args) -> list:
         plan = module.__dict__.get("_stacked_plan")

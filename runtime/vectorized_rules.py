@@ -274,7 +274,6 @@ stacked_rules[prims.concatenate_p] = _concatenate_rule
 stacked_rules[prims.iota_p] = _iota_rule
 stacked_rules[prims.pad_p] = _pad_rule
 stacked_rules[prims.sharding_constraint_p] = lambda types: _same_lead(types, lambda x: x)
-stacked_rules[prims.pvary_p] = lambda types: _same_lead(types, lambda x: x)
 stacked_rules[prims.stop_gradient_p] = lambda types: _same_lead(types, lambda x: x)
 
 
@@ -476,10 +475,6 @@ def per_device_rule(prim, types: EqnTypes) -> Kernel:
 
 # --- collectives ------------------------------------------------------------------------------
 
-_REDUCTION = {prims.psum_p: "sum", prims.pmax_p: "max", prims.pmin_p: "min",
-              prims.pmean_p: "mean"}
-
-
 class _Members:
     """How to read a group's members from a stacked operand: broadcast to full size along
     the group dims, move them to the front in the order listed (a row-major walk over them is
@@ -608,8 +603,8 @@ def _reduce_columns(fn, part, out, errors):
         fn.reduce(part, axis=0, out=out)
 
 
-def _all_reduce_rule(prim, types: EqnTypes) -> Kernel:
-    reduction = _REDUCTION[prim]
+def _all_reduce_rule(types: EqnTypes) -> Kernel:
+    reduction = types.params["reduction"]
     dims = types.dims_of(types.params["mesh_axes"])
     (lead,), (aval,) = types.in_leads, types.in_avals
     how = _Members(lead, dims, types.mesh_sizes, aval.ndim)
@@ -622,8 +617,7 @@ def _all_reduce_rule(prim, types: EqnTypes) -> Kernel:
     return Kernel(all_reduce, [out_lead])
 
 
-for _p in prims.REDUCING_COLLECTIVES:
-    stacked_rules[_p] = functools.partial(_all_reduce_rule, _p)
+stacked_rules[prims.all_reduce_p] = _all_reduce_rule
 
 
 def _gather_order(types: EqnTypes, dims, before: int) -> tuple:
@@ -669,8 +663,8 @@ def _scatter_to_mesh(chunked, k: int, dims, at: int):
     return chunked.transpose(perm)
 
 
-def _psum_scatter_rule(types: EqnTypes) -> Kernel:
-    """Sum over the group, then member r keeps chunk r: the chunks become the group dims.
+def _reduce_scatter_rule(types: EqnTypes) -> Kernel:
+    """Reduce over the group, then member r keeps chunk r: the chunks become the group dims.
 
         lead (8,), tiled axis 0:  [8,n] -> sum -> [1,n] -> chunks [1,8,n/8] -> [8,n/8]
     """
@@ -684,16 +678,54 @@ def _psum_scatter_rule(types: EqnTypes) -> Kernel:
     chunk = (aval.shape[axis] // math.prod(group),) if tiled else ()
     split_shape = (reduced_lead + aval.shape[:axis] + group + chunk + aval.shape[axis + 1:])
     out_lead = _full_along(lead, dims, sizes)
-    reduction = "sum"
+    reduction = p["reduction"]
     how = _Members(lead, dims, sizes, aval.ndim)
     reduce = rank_order_reducer(how, reduction, aval.dtype)
     reduced_dtype = reference._reduced_dtype(aval.dtype, reduction)
 
-    def psum_scatter(x):
+    def reduce_scatter(x):
         total = np.asarray(reduce(how(x))).astype(reduced_dtype, copy=False)
         out = _scatter_to_mesh(total.reshape(split_shape), k, dims, axis)
         return _drop_unit(out, k, axis, len(dims))
-    return Kernel(psum_scatter, [out_lead])
+    return Kernel(reduce_scatter, [out_lead])
+
+
+def _all_slice_rule(types: EqnTypes) -> Kernel:
+    """Member r keeps chunk r of its block along ``slice_axis``: the chunks become the group
+    dims (a view when the block is the same along them, as at an input's reshard).
+
+        lead (1,), over 'x' of 4, axis 0:  [1,8,c] -> chunks [1,4,2,c] -> [4,2,c]
+    """
+    p = types.params
+    dims = types.dims_of(p["mesh_axes"])
+    (lead,), (aval,) = types.in_leads, types.in_avals
+    sizes, k = types.mesh_sizes, types.k
+    axis = p["slice_axis"]
+    group = tuple(sizes[d] for d in dims)
+    chunk = aval.shape[axis] // math.prod(group)
+    out_lead = _full_along(lead, dims, sizes)
+    if all(lead[d] == 1 for d in dims):
+        split_shape = lead + aval.shape[:axis] + group + (chunk,) + aval.shape[axis + 1:]
+
+        def all_slice(x):
+            out = _scatter_to_mesh(x.reshape(split_shape), k, dims, axis)
+            return _drop_unit(out, k, axis, len(dims))
+        return Kernel(all_slice, [out_lead])
+    out_shape = out_lead + types.out_avals[0].shape
+
+    def all_slice_varying(x):
+        # each member's own block differs: cut each member's chunk from its own block
+        x = _broadcast_lead(x, out_lead)
+        out = np.empty(out_shape, x.dtype)
+        for rank, digits in enumerate(np.ndindex(*group)):
+            at = [slice(None)] * len(out_lead)
+            for d, digit in zip(dims, digits):
+                at[d] = slice(digit, digit + 1)
+            cut = [slice(None)] * aval.ndim
+            cut[axis] = slice(rank * chunk, (rank + 1) * chunk)
+            out[tuple(at)] = x[tuple(at) + tuple(cut)]
+        return out
+    return Kernel(all_slice_varying, [out_lead])
 
 
 def _drop_unit(x, k, at, count):
@@ -703,7 +735,8 @@ def _drop_unit(x, k, at, count):
     return x.reshape(shape)
 
 
-stacked_rules[prims.psum_scatter_p] = _psum_scatter_rule
+stacked_rules[prims.reduce_scatter_p] = _reduce_scatter_rule
+stacked_rules[prims.all_slice_p] = _all_slice_rule
 
 
 def _ppermute_rule(types: EqnTypes) -> Kernel:
@@ -822,33 +855,31 @@ def _all_to_all_rule(types: EqnTypes) -> Kernel:
 stacked_rules[prims.all_to_all_p] = _all_to_all_rule
 
 
-def _pbroadcast_rule(types: EqnTypes) -> Kernel:
-    """Every member gets the block of rank ``source``: an index into the group dims (a view).
-    The reference sums the source's block with zeros, which turns -0.0 into 0.0: so do we."""
+def _broadcast_rule(types: EqnTypes) -> Kernel:
+    """Every member gets the block of rank ``root``: an index into the group dims (a view)."""
     p = types.params
     dims = types.dims_of(p["mesh_axes"])
     (lead,), (aval,) = types.in_leads, types.in_avals
     sizes = types.mesh_sizes
     group = tuple(sizes[d] for d in dims)
-    digits = np.unravel_index(p["source"], group)
+    digits = np.unravel_index(p["root"], group)
     index = [slice(None)] * len(lead)
     for d, digit in zip(dims, digits):
         index[d] = slice(int(digit), int(digit) + 1)
     index = tuple(index)
     out_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
-    add_zero = math.prod(group) > 1 and dtypes.is_inexact(aval.dtype)
-    zero = np.zeros((), aval.dtype)
+    full = _full_along(lead, dims, sizes)
 
-    def pbroadcast(x):
-        picked = _broadcast_lead(x, _full_along(lead, dims, sizes))[index]
-        return picked + zero if add_zero else picked
-    return Kernel(pbroadcast, [out_lead])
+    def broadcast(x):
+        return _broadcast_lead(x, full)[index]
+    return Kernel(broadcast, [out_lead])
 
 
-stacked_rules[prims.pbroadcast_p] = _pbroadcast_rule
+stacked_rules[prims.broadcast_p] = _broadcast_rule
 
 
-def _axis_index_rule(types: EqnTypes) -> Kernel:
+def _process_index_rule(types: EqnTypes) -> Kernel:
+    """Each device's rank over ``mesh_axes`` (row-major in the order listed)."""
     dims = types.dims_of(types.params["mesh_axes"])
     sizes, k = types.mesh_sizes, types.k
     lead = tuple(sizes[d] if d in dims else 1 for d in range(k))
@@ -861,7 +892,7 @@ def _axis_index_rule(types: EqnTypes) -> Kernel:
     return Kernel(lambda: rank, [lead])
 
 
-stacked_rules[prims.axis_index_p] = _axis_index_rule
+stacked_rules[prims.process_index_p] = _process_index_rule
 
 
 # Primitives with no stacked rule that run one reference call per device block: their

@@ -69,8 +69,6 @@ from shardc._jacobians import hessian, jacfwd, jacrev  # noqa: E402
 from shardc.sharding import reshard  # noqa: E402
 from shardc.batching_api import vmap  # noqa: E402
 from shardc.ledger import comm_ledger  # noqa: E402
-from compiler import ad_rules as _ad_rules, ad_shard_map as _ad_shard_map  # noqa: E402,F401
-from compiler import ad_control as _ad_control  # noqa: E402,F401
 from compiler.autodiff import grad, jvp, value_and_grad, vjp  # noqa: E402
 from compiler.remat import remat  # noqa: E402
 # custom_jvp/custom_vjp, linearize, checkpoint policies and names, effects_barrier.

@@ -377,6 +377,7 @@ def cmd_comm(args) -> int:
 def cmd_run(args) -> int:
     import numpy as np
     import shardc
+    from compiler.lowering import check_derived
     from ir.parser import ParseError, parse_module
     from ir.verify import VerifyError
     _check_input_file(args.program, "no such file")
@@ -391,7 +392,7 @@ def cmd_run(args) -> int:
         return devices[device_id]
 
     try:
-        module = parse_module(text, device=device)
+        module = parse_module(text, device=device, check=check_derived)
     except (ParseError, VerifyError) as err:
         raise UsageError(f"{args.program}: {_one_line(str(err))}") from None
     inputs = _load_inputs(args.inputs)
@@ -433,11 +434,12 @@ def _read_module_text(path) -> str:
     """The IR text of a module file: UTF-8, as ``shardc lower -o`` writes it."""
     with open(path, "rb") as source:
         data = source.read()
+    from ir.parser import ParseError, decode_text
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
+        text = decode_text(data)
+    except ParseError as err:
         raise UsageError(f"{path} is not a module written by `shardc lower -o`: it is not UTF-8 "
-                         f"text (byte {err.start} is {data[err.start]:#04x})") from None
+                         f"text ({err})") from None
     if "\x00" in text:
         raise UsageError(f"{path} is not a module written by `shardc lower -o`: it holds NUL "
                          "bytes (a binary file?)")

@@ -139,13 +139,18 @@ def test_lower_to_a_file_then_run_it(tmp_path):
 
 
 def test_run_executes_an_edited_module(tmp_path):
-    """The text is the program: editing it changes what runs (psum becomes pmax)."""
+    """The text is the program: editing it changes what runs (psum becomes pmax), when the
+    body and the per-device programs say the same; per-device programs the body does not
+    lower to are rejected."""
     module = tmp_path / "m.ir"
     shardc("lower", f"{PROGRAMS}:total", "--args", "f32[8]", "--mesh", "x=4,y=2",
            "--in-specs", "P('x')", "--out-specs", "P()", "-o", str(module))
-    text = module.read_text().replace("reduction='sum'", "reduction='max'")
-    module.write_text(text)
+    devices_only = module.read_text().replace("reduction='sum'", "reduction='max'")
     np.save(tmp_path / "x.npy", np.arange(8, dtype=np.float32))
+    module.write_text(devices_only)
+    result = shardc("run", str(module), "--inputs", str(tmp_path / "x.npy"))
+    assert result.returncode == 2 and "is not the lowering of the body" in result.stderr
+    module.write_text(devices_only.replace("psum[", "pmax["))
     result = shardc("run", str(module), "--inputs", str(tmp_path / "x.npy"))
     assert result.returncode == 0, result.stderr
     assert "[6. 7.]" in result.stdout

@@ -100,9 +100,9 @@ def assert_usage_error(result, *fragments):
     (["lower", MATMUL, *MATMUL_ARGS, "-o", "{nodir}"], ["-o ", "out.ir: no such directory"]),
     (["lower", MATMUL, *MATMUL_ARGS, "-o", "{tmp}"], ["is a directory; give a file name"]),
     (["run", "{binary.ir}"], ["binary.ir is not a module written by `shardc lower -o`: it is "
-                              "not UTF-8 text (byte 128 is 0x80)"]),
+                              "not UTF-8 text (line ", "byte 0x80 cannot start a character"]),
     (["run", "{utf16.ir}"], ["utf16.ir is not a module written by `shardc lower -o`: it is not "
-                             "UTF-8 text (byte 0 is 0xff)"]),
+                             "UTF-8 text (line 1, column 1: ", "byte 0xff cannot start"]),
     (["run", "{m.ir}", "--inputs", "{arrays.npz},{b.npy}"],
      ["arrays.npz is an .npz archive; --inputs takes one .npy file per input"]),
     (["run", "{m.ir}", "--inputs", "{notes.txt},{b.npy}"],

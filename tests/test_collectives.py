@@ -862,8 +862,7 @@ LOWERINGS = {
     "pmax": (lambda x, a, n: lax.pmax(x, a), "all_reduce", {"reduction": "max"}),
     "pmin": (lambda x, a, n: lax.pmin(x, a), "all_reduce", {"reduction": "min"}),
     "pmean": (lambda x, a, n: lax.pmean(x, a), "all_reduce", {}),
-    "pbroadcast": (lambda x, a, n: lax.pbroadcast(x, a, n - 1), "all_reduce",
-                   {"reduction": "sum"}),
+    "pbroadcast": (lambda x, a, n: lax.pbroadcast(x, a, n - 1), "broadcast", {}),
     "all_gather": (lambda x, a, n: lax.all_gather(x, a, axis=-1, tiled=True), "all_gather",
                    {"gather_axis": 1, "tiled": True}),
     "psum_scatter": (lambda x, a, n: lax.psum_scatter(jnp.tile(x, (1, n)), a,
@@ -875,7 +874,7 @@ LOWERINGS = {
                    "all_to_all", {"split_axis": 1, "concat_axis": 0, "tiled": True}),
 }
 COMMUNICATION = {"all_reduce", "all_gather", "reduce_scatter", "ppermute", "all_to_all",
-                 "all_slice"}
+                 "all_slice", "broadcast"}
 
 
 def lowered_programs(mesh, body, global_shape):
@@ -907,6 +906,8 @@ def test_lowered_node_and_device_groups(name):
                 assert eqn.params[key] == value, (name, key)
             if name == "pmean":
                 assert eqn.params["reduction"] in ("mean", "sum")
+            if name == "pbroadcast":
+                assert eqn.params["root"] == n - 1
             if name == "ppermute":
                 assert tuple(map(tuple, eqn.params["perm"])) == tuple(
                     (k, (k + 1) % n) for k in range(n))

@@ -106,14 +106,14 @@ def test_boundary_reshard_nodes_show_in_the_device_program():
     (lowered,) = shardc.jit(f).lower(a).module.all_shard_maps()
     text = str(lowered.program_of(0))
     assert text.splitlines()[1:] == [
-        "{ lambda ; a:f32[4,4]. let",
-        "    b:f32[8,4] = all_gather[axis_size=2 device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
+        "{ lambda ; a:f32[4,4]{x,y}. let",
+        "    b:f32[8,4]{x} = all_gather[axis_size=2 device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
         "gather_axis=0 mesh_axes=('y',) tiled=True] a  # sends 64 B, receives 64 B",
         "    c:f32[8,16] = all_gather[axis_size=4 device_groups=((0, 2, 4, 6), (1, 3, 5, 7)) "
         "gather_axis=1 mesh_axes=('x',) tiled=True] b  # sends 384 B, receives 384 B",
-        "    d:f32[2,16] = all_slice[axis_size=4 device_groups=((0, 2, 4, 6), (1, 3, 5, 7)) "
+        "    d:f32[2,16]{x} = all_slice[axis_size=4 device_groups=((0, 2, 4, 6), (1, 3, 5, 7)) "
         "mesh_axes=('x',) slice_axis=0] c  # sends 0 B, receives 0 B",
-        "    e:f32[2,8] = all_slice[axis_size=2 device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
+        "    e:f32[2,8]{x,y} = all_slice[axis_size=2 device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
         "mesh_axes=('y',) slice_axis=1] d  # sends 0 B, receives 0 B",
         "  in (e,) }"]
     np.testing.assert_array_equal(np.asarray(shardc.jit(f)(a)), np.zeros((8, 16)))

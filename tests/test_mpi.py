@@ -149,7 +149,7 @@ def test_uneven_device_split_is_an_error_on_every_process():
     ("shape_error", ["of 2 failed; aborting the job",
                      "TypeError: dot_general requires contracting dimensions"]),
     ("device_error", ["failed; aborting the job", "ValueError: Unknown format code 'd'",
-                      "on device ", "of process ", ", at debug_print (faults.py:"]),
+                      "on device ", "of process ", "debug_print[", "(faults.py:"]),
     ("divergent", ["CoherenceError", "are about to run a different program"]),
     ("kill", ["BAD TERMINATION", "signal 9"]),
     ("exit_early", ["process 1 of 2 ended, but other processes did not reach their end "

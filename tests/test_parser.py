@@ -404,7 +404,11 @@ def test_param_values():
             "l=Mesh('i': 4, device_ids=(2, 3, 4, 5)) m=NamedSharding(Mesh('x': 2), P('x')) "
             "n=Mesh() o=-12 p=Mesh(, device_ids=(3,))] a\n"
             "  in (b,) }")
-    params = parse_program(text).eqns[0].params
+    # neg takes none of these parameters: read the text without the verifier, which would
+    # reject them (test_unknown_parameters_are_rejected)
+    from ir.parser import _Builder, _parse
+    program = _Builder(text).program(_parse(text, "program_text").children[0])
+    params = program.eqns[0].params
     assert params["d"] == np.dtype("float32") and isinstance(params["d"], np.dtype)
     assert params["e"] == -math.inf and params["f"] == math.inf and params["g"] is None
     assert params["h"] == ("it's", "a'\"", "\n")
@@ -416,7 +420,17 @@ def test_param_values():
                                         P("x"))
     assert params["n"].shape == {} and params["n"].device_ids == (0,)
     assert params["p"].shape == {} and params["p"].device_ids == (3,)
-    assert print_program(parse_program(text)) == text
+    assert print_program(program) == text
+
+
+def test_unknown_parameters_are_rejected():
+    text = ("{ lambda ; a:f32[4]. let\n"
+            "    b:f32[4] = neg[colour=1] a\n"
+            "  in (b,) }")
+    with pytest.raises(VerifyError) as info:
+        parse_program(text)
+    assert (info.value.line, info.value.column) == (2, 20)
+    assert "unknown parameter 'colour' (neg takes no parameters)" in str(info.value)
 
 
 def test_strings_are_decoded_not_evaluated():
@@ -540,18 +554,16 @@ def equations(draw, env, depth):
     """One equation over the variables in ``env``; its params are checked by the shape rule."""
     kind = draw(st.sampled_from(["unary", "binary", "compare", "convert", "reshape",
                                  "transpose", "reduce", "iota", "print", "constraint", "cond",
-                                 "scan", "extra"]))
+                                 "scan"]))
     x = draw(st.sampled_from(env)) if env else None
     if x is None or kind == "iota":
         shape = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=3)))
         params = dict(dtype=draw(st.sampled_from(DTYPES)), shape=shape,
                       dimension=draw(st.integers(0, len(shape) - 1)))
         return _eqn(prims.iota_p, [], params, draw)
-    if kind in ("unary", "extra"):
-        params = draw(st.dictionaries(IDENTIFIERS, param_values(), max_size=3)) \
-            if kind == "extra" else {}
+    if kind == "unary":
         return _eqn(draw(st.sampled_from([prims.neg_p, prims.sin_p, prims.abs_p])), [x],
-                    params, draw, keep_vma=x)
+                    {}, draw, keep_vma=x)
     if kind in ("binary", "compare"):
         same = [v for v in env if v.aval.dtype == x.aval.dtype and v.aval.shape == x.aval.shape]
         y = draw(st.one_of(st.sampled_from(same), literals(x.aval.dtype)))
@@ -654,6 +666,19 @@ def test_random_device_programs_round_trip(program, device_id, show_vma, with_so
     assert print_device_program(parsed, with_source=with_source) == text
     assert (parsed.device_id, parsed.mesh_axes, parsed.coords) == (
         dp.device_id, dp.mesh_axes, dp.coords)
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.dictionaries(IDENTIFIERS, param_values(), max_size=3))
+def test_random_param_values_round_trip(params):
+    # Values of every kind, on an equation read without the verifier (neg takes no
+    # parameters: parse_program rejects them, test_unknown_parameters_are_rejected).
+    from ir.parser import _Builder, _parse
+    x = Var(Aval((2,), np.dtype("float32")))
+    program = Program([], [x], [Eqn(prims.neg_p, [x], [Var(x.aval)], params)], [])
+    text = print_program(program)
+    parsed = _Builder(text).program(_parse(text, "program_text").children[0])
+    assert print_program(parsed) == text
 
 
 # --- malformed texts ----------------------------------------------------------------------------
@@ -770,7 +795,9 @@ def test_syntax_errors_list_what_was_expected():
     with pytest.raises(ParseError) as err:
         parse_program(_with("(d,)", "(d,"))
     assert str(err.value) == ("line 4, column 10: unexpected '}'; expected one of: ')', "
-                              "a complex literal, a float, a literal, a name, an integer")
+                              "a complex literal, a float, a literal, a name, an integer\n"
+                              "    in (d, }\n"
+                              "           ^")
     assert err.value.expected == (
         "')'", "a complex literal", "a float", "a literal", "a name", "an integer")
     with pytest.raises(ParseError) as err:
