@@ -155,13 +155,35 @@ def _d_exp2(x, y):
     return _mul(y, _scalar(np.log(2), x))
 
 
+_TWO_OVER_SQRT_PI = 2 / np.sqrt(np.pi)
+
+
+def _d_erf(x, y):
+    return _mul(_scalar(_TWO_OVER_SQRT_PI, x), bind(p.exp_p, bind(p.neg_p, _mul(x, x))))
+
+
+def _d_erfc(x, y):
+    return bind(p.neg_p, _d_erf(x, y))
+
+
+def _d_erf_inv(x, y):
+    # the inverse function's slope: 1 / erf'(y)
+    return _mul(_scalar(1 / _TWO_OVER_SQRT_PI, x), bind(p.exp_p, _mul(y, y)))
+
+
+def _d_lgamma(x, y):
+    return bind(p.digamma_p, x)
+
+
 _UNARY_DERIVATIVES = {
     p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.tanh_p: _d_tanh, p.exp_p: _d_exp,
     p.log_p: _d_log, p.log1p_p: _d_log1p, p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt,
     p.rsqrt_p: _d_rsqrt, p.abs_p: _d_abs, p.logistic_p: _d_logistic,
     p.asin_p: _d_asin, p.acos_p: _d_acos, p.atan_p: _d_atan, p.sinh_p: _d_sinh,
     p.cosh_p: _d_cosh, p.asinh_p: _d_asinh, p.acosh_p: _d_acosh, p.atanh_p: _d_atanh,
-    p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2,
+    p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2, p.erf_p: _d_erf, p.erfc_p: _d_erfc,
+    p.erf_inv_p: _d_erf_inv, p.lgamma_p: _d_lgamma,
+    # digamma has no rule: its derivative (trigamma) is not a primitive of shardc.
 }
 for _p, _d in _UNARY_DERIVATIVES.items():
     jvp_rules[_p] = functools.partial(_unary_jvp, _d, prim=_p)

@@ -18,6 +18,7 @@ from ir.core import Literal, Program
 from ir.primitives import RuleTable
 from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
                          runtime_replication_error)
+from runtime import special
 from runtime.array import Array, SingleDeviceSharding, _canonical_array
 from runtime.devices import Device
 
@@ -81,7 +82,9 @@ _UNARY_IMPLS = {
     prims.sinh_p: np.sinh, prims.cosh_p: np.cosh, prims.asinh_p: np.arcsinh,
     prims.acosh_p: np.arccosh, prims.atanh_p: np.arctanh, prims.cbrt_p: np.cbrt,
     prims.exp2_p: np.exp2, prims.population_count_p: _population_count,
-    prims.signbit_p: np.signbit,
+    prims.signbit_p: np.signbit, prims.erf_p: special.erf, prims.erfc_p: special.erfc,
+    prims.erf_inv_p: special.erf_inv, prims.lgamma_p: special.lgamma,
+    prims.digamma_p: special.digamma,
 }
 
 

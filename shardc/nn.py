@@ -1,6 +1,8 @@
 """``shardc.nn``: activation and normalisation functions built from ``shardc.numpy``."""
 from __future__ import annotations
 
+import numpy as np
+
 import shardc.numpy as jnp
 from ir import primitives as p
 from compiler.tracing import bind
@@ -17,7 +19,19 @@ def sigmoid(x):
 
 
 def gelu(x, approximate=True):
-    return 0.5 * x * (1 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    """Gaussian error linear unit: ``x * Phi(x)`` with ``Phi`` the standard normal CDF.
+
+    ``approximate=True`` (JAX's default) uses the tanh form
+    ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``; ``approximate=False`` the exact
+    ``x/2 (1 + erf(x / sqrt 2))``.
+
+    >>> nn.gelu(jnp.array([0.0, 1.0]), approximate=False)     # [0, 0.8413447]
+    """
+    x = _inexact(x)
+    if approximate:
+        inner = np.sqrt(2 / np.pi).astype(x.dtype) * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1 + jnp.tanh(inner))
+    return 0.5 * x * (1 + bind(p.erf_p, x * np.asarray(1 / np.sqrt(2), x.dtype)))
 
 
 def silu(x):

@@ -160,16 +160,150 @@ def randint(key, shape, minval, maxval, dtype=np.int32):
     return jnp.astype(jnp.add(jnp.floor(jnp.multiply(draws, span)), int(minval)), dtype)
 
 
-def bernoulli(key, p=0.5, shape=()):
+def bernoulli(key, p=0.5, shape=None):
+    """Booleans that are True with probability ``p`` (shape: ``p``'s when ``shape`` is None)."""
     _single_key("bernoulli", key)
+    p = jnp.asarray(p) if not hasattr(p, "dtype") else p
+    shape = jnp.shape(p) if shape is None else _shape(shape)
     return jnp.less(uniform(key, shape), p)
 
 
-def permutation(key, x):
-    """A random permutation of ``range(x)`` or of the rows of ``x``."""
+def _unit_open(key, shape, dtype, name: str):
+    """Uniform floats in the open interval ``(0, 1)``: logs of them and of ``1 - u`` are finite."""
+    _single_key(name, key)
+    dtype = _dt.canonicalize(dtype)
+    tiny = np.finfo(dtype).tiny
+    u = uniform(key, _shape(shape), dtype, minval=tiny, maxval=1.0)
+    return u, dtype
+
+
+def permutation(key, x, axis=0, independent=False):
+    """A random permutation of ``range(x)``, or of ``x`` along ``axis`` (every slice permuted
+    alike; ``independent=True`` permutes each 1-d slice along ``axis`` on its own).
+
+    >>> random.permutation(random.key(0), 5)        # the integers 0..4 in a random order
+    """
     _single_key("permutation", key)
-    n = int(x) if isinstance(x, (int, np.integer)) else jnp.asarray(x).shape[0]
-    order = jnp.argsort(uniform(key, (n,))) if hasattr(jnp, "argsort") else None
-    if order is None:
-        raise NotImplementedError("random.permutation needs jnp.argsort")
-    return order if isinstance(x, (int, np.integer)) else jnp.take(jnp.asarray(x), order, 0)
+    if isinstance(x, (int, np.integer)) or (hasattr(x, "shape") and jnp.shape(x) == ()
+                                            and not isinstance(x, (float, np.floating))):
+        if hasattr(x, "shape") and not isinstance(x, (int, np.integer)):
+            raise TypeError("random.permutation of a scalar array: pass a Python int "
+                            "(the number of items) or an array with at least one dimension")
+        return _random_order(key, (int(x),), 0)
+    x = jnp.asarray(x)
+    axis = axis % x.ndim
+    if independent:
+        order = _random_order(key, x.shape, axis)
+        return jnp.take_along_axis(x, order, axis)
+    return jnp.take(x, _random_order(key, (x.shape[axis],), 0), axis)
+
+
+def _random_order(key, shape, axis):
+    # argsort of 32 random bits per item: ties (which a stable sort breaks by position) are
+    # rare; JAX sorts random keys the same way.
+    return jnp.argsort(bits(key, shape), axis=axis, stable=True)
+
+
+def exponential(key, shape=(), dtype=np.float32):
+    """Exponential floats with rate 1 (mean 1): ``-log(1 - u)``."""
+    u, dtype = _unit_open(key, shape, dtype, "exponential")
+    return jnp.astype(jnp.negative(jnp.log1p(jnp.negative(u))), dtype)
+
+
+def gumbel(key, shape=(), dtype=np.float32):
+    """Standard Gumbel floats (location 0, scale 1): ``-log(-log u)``."""
+    u, dtype = _unit_open(key, shape, dtype, "gumbel")
+    return jnp.astype(jnp.negative(jnp.log(jnp.negative(jnp.log(u)))), dtype)
+
+
+def logistic(key, shape=(), dtype=np.float32):
+    """Standard logistic floats: ``log(u / (1 - u))``."""
+    u, dtype = _unit_open(key, shape, dtype, "logistic")
+    return jnp.astype(jnp.subtract(jnp.log(u), jnp.log1p(jnp.negative(u))), dtype)
+
+
+def laplace(key, shape=(), dtype=np.float32):
+    """Standard Laplace floats (location 0, scale 1): ``-sign(v) log(1 - |v|)``, ``v`` in (-1, 1)."""
+    u, dtype = _unit_open(key, shape, dtype, "laplace")
+    v = jnp.subtract(jnp.multiply(u, 2.0), 1.0)
+    return jnp.astype(jnp.multiply(jnp.negative(jnp.sign(v)), jnp.log1p(jnp.negative(jnp.abs(v)))),
+                      dtype)
+
+
+def rademacher(key, shape=(), dtype=np.int32):
+    """-1 or +1 with equal probability."""
+    _single_key("rademacher", key)
+    return jnp.astype(jnp.subtract(jnp.multiply(jnp.astype(bernoulli(key, 0.5, shape), np.int32),
+                                                2), 1), dtype)
+
+
+def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
+    """Standard normal floats conditioned on ``lower < x < upper`` (by inverting the CDF).
+
+    ``shape`` defaults to the broadcast shape of ``lower`` and ``upper``.
+    """
+    _single_key("truncated_normal", key)
+    dtype = _dt.canonicalize(dtype)
+    lower = jnp.astype(jnp.asarray(lower), dtype)
+    upper = jnp.astype(jnp.asarray(upper), dtype)
+    shape = (jnp.broadcast_shapes(jnp.shape(lower), jnp.shape(upper)) if shape is None
+             else _shape(shape))
+    sqrt2 = np.asarray(np.sqrt(2), dtype)
+    a = bind(p.erf_p, jnp.divide(lower, sqrt2))
+    b = bind(p.erf_p, jnp.divide(upper, sqrt2))
+    u = uniform(key, shape, dtype, minval=0.0, maxval=1.0)
+    # erf(x / sqrt 2) is uniform on (a, b) exactly when x is the truncated normal
+    z = jnp.add(a, jnp.multiply(u, jnp.subtract(b, a)))
+    out = jnp.multiply(sqrt2, bind(p.erf_inv_p, jnp.astype(z, dtype)))
+    inf = np.asarray(np.inf, dtype)
+    return jnp.clip(out, jnp.nextafter(lower, inf), jnp.nextafter(upper, -inf))
+
+
+def categorical(key, logits, axis=-1, shape=None):
+    """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (Gumbel max trick).
+
+    ``shape`` (default: ``logits``' shape without ``axis``) must end with that batch shape.
+    """
+    _single_key("categorical", key)
+    logits = jnp.asarray(logits)
+    axis = axis % logits.ndim
+    moved = jnp.moveaxis(logits, axis, -1)
+    batch = moved.shape[:-1]
+    shape = batch if shape is None else _shape(shape)
+    if tuple(shape[len(shape) - len(batch):]) != tuple(batch):
+        raise ValueError(f"categorical: shape {shape} must end with the batch shape {batch} "
+                         "(logits' shape without the sampled axis)")
+    noise = gumbel(key, shape + moved.shape[-1:], logits.dtype
+                   if _dt.is_inexact(logits.dtype) else np.float32)
+    return jnp.argmax(jnp.add(moved, noise), axis=-1)
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+    """Items of ``a`` (or of ``range(a)`` for an int) drawn with probabilities ``p``
+    (uniform if None), with or without replacement, as an array of ``shape``."""
+    _single_key("choice", key)
+    shape = _shape(shape)
+    n = int(a) if isinstance(a, (int, np.integer)) else jnp.shape(a)[axis]
+    count = int(np.prod(shape, dtype=np.int64))
+    if not replace and count > n:
+        raise ValueError(f"choice: cannot take a larger sample (size {count}) than the "
+                         f"population (size {n}) when replace=False")
+    if p is not None and jnp.shape(p) != (n,):
+        raise ValueError(f"choice: p must have shape ({n},), got {jnp.shape(p)}")
+    index = _choice_indices(key, n, count, replace, p)
+    index = jnp.reshape(index, shape)
+    return index if isinstance(a, (int, np.integer)) else jnp.take(jnp.asarray(a), index, axis)
+
+
+def _choice_indices(key, n, count, replace, p):
+    if replace and p is None:
+        return randint(key, (count,), 0, n)
+    if replace:
+        cdf = jnp.cumsum(jnp.asarray(p, np.float32))
+        u = jnp.multiply(uniform(key, (count,)), cdf[-1])
+        return jnp.astype(jnp.searchsorted(cdf, u, side="right"), np.int32)
+    if p is None:
+        return permutation(key, n)[:count]
+    # without replacement, by weight: the top ``count`` of log p + Gumbel noise
+    scores = jnp.add(jnp.log(jnp.asarray(p, np.float32)), gumbel(key, (n,)))
+    return jnp.argsort(jnp.negative(scores), stable=True)[:count]
