@@ -61,7 +61,7 @@ def _erf_inv64(y: np.ndarray) -> np.ndarray:
         for _ in range(5):
             ax = np.abs(x)
             slope = 2 / np.sqrt(np.pi) * np.exp(-ax * ax)
-            residual = np.where(tail, one_minus - _erfc64(ax).astype(np.float64),
+            residual = np.where(tail, _erfc64(ax).astype(np.float64) - one_minus,
                                 _erf64(ax).astype(np.float64) - np.abs(y))
             step = np.where(tail, -residual, residual) / slope
             x = np.sign(y) * (ax - np.where(np.isfinite(step), step, 0))
