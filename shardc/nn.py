@@ -120,7 +120,7 @@ def one_hot(x, num_classes, *, dtype=jnp.float32, axis=-1):
 
 def relu6(x):
     """``min(max(x, 0), 6)``."""
-    return jnp.minimum(jnp.maximum(x, 0), 6)
+    return jnp.minimum(jnp.maximum(_inexact(x), 0.0), 6.0)
 
 
 def swish(x):
