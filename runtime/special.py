@@ -13,8 +13,17 @@ import math
 
 import numpy as np
 
-_erf64 = np.frompyfunc(math.erf, 1, 1)
-_erfc64 = np.frompyfunc(math.erfc, 1, 1)
+_erf_objects = np.frompyfunc(math.erf, 1, 1)
+_erfc_objects = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _erf64(x):
+    # frompyfunc gives an object array (a Python float for a 0-d operand)
+    return np.asarray(_erf_objects(x), np.float64)
+
+
+def _erfc64(x):
+    return np.asarray(_erfc_objects(x), np.float64)
 
 
 def _lgamma_scalar(x: float) -> float:
@@ -61,8 +70,7 @@ def _erf_inv64(y: np.ndarray) -> np.ndarray:
         for _ in range(5):
             ax = np.abs(x)
             slope = 2 / np.sqrt(np.pi) * np.exp(-ax * ax)
-            residual = np.where(tail, _erfc64(ax).astype(np.float64) - one_minus,
-                                _erf64(ax).astype(np.float64) - np.abs(y))
+            residual = np.where(tail, _erfc64(ax) - one_minus, _erf64(ax) - np.abs(y))
             step = np.where(tail, -residual, residual) / slope
             x = np.sign(y) * (ax - np.where(np.isfinite(step), step, 0))
     x = np.where(np.abs(y) == 1, np.sign(y) * np.inf, x)

@@ -54,6 +54,7 @@ from runtime.devices import Device, device_count, devices  # noqa: E402
 from runtime.reference import device_put as _device_put_one  # noqa: E402
 
 from shardc import numpy, lax, nn, tree_util, tree, sharding, debug, random  # noqa: E402,F401
+from shardc import scipy  # noqa: E402,F401
 from shardc._extras import (default_backend, device_get, eval_shape, named_call,  # noqa: E402
                             named_scope, smap)
 from shardc._jacobians import hessian, jacfwd, jacrev  # noqa: E402
