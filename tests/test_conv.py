@@ -1,0 +1,184 @@
+"""lax.conv_general_dilated and lax.conv against a direct numpy convolution (a loop over
+output positions): layouts, strides, SAME/VALID/explicit padding, lhs and rhs dilation,
+feature groups; under jit, vmap and shard_map; gradients against finite differences; a small
+CNN layer trained for a few steps."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import PartitionSpec as P
+
+from breadth_checks import assert_close, check_grad, mesh2
+
+
+def _dilate(a, dilation, first_spatial=2):
+    for axis, d in enumerate(dilation, start=first_spatial):
+        if d == 1:
+            continue
+        shape = list(a.shape)
+        shape[axis] = (shape[axis] - 1) * d + 1
+        out = np.zeros(shape, a.dtype)
+        index = [slice(None)] * a.ndim
+        index[axis] = slice(None, None, d)
+        out[tuple(index)] = a
+        a = out
+    return a
+
+
+def _pad(a, pads):
+    grow = [(0, 0)] * 2 + [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    a = np.pad(a, grow)
+    index = [slice(None)] * 2 + [slice(max(-lo, 0), a.shape[2 + k] - max(-hi, 0))
+                                 for k, (lo, hi) in enumerate(pads)]
+    return a[tuple(index)]
+
+
+def reference_conv(x, w, strides, pads, lhs_dilation, rhs_dilation, groups):
+    """``x`` [N, C, *S], ``w`` [O, I, *K], float64, by the definition."""
+    x = _pad(_dilate(x.astype(np.float64), lhs_dilation), pads)
+    w = _dilate(w.astype(np.float64), rhs_dilation)
+    n, c = x.shape[:2]
+    o, i = w.shape[:2]
+    windows = w.shape[2:]
+    out_sizes = [(s - k) // st + 1 for s, k, st in zip(x.shape[2:], windows, strides)]
+    out = np.zeros((n, o) + tuple(out_sizes))
+    per_group = o // groups
+    for position in itertools.product(*[range(s) for s in out_sizes]):
+        window = tuple(slice(p * st, p * st + k) for p, st, k in zip(position, strides, windows))
+        for out_feature in range(o):
+            g = out_feature // per_group
+            patch = x[(slice(None), slice(g * i, (g + 1) * i)) + window]
+            out[(slice(None), out_feature) + position] = np.tensordot(
+                patch, w[out_feature], axes=w.ndim - 1)
+    return out
+
+
+def _same_pads(in_sizes, windows, strides, lower=False):
+    pads = []
+    for s, k, st in zip(in_sizes, windows, strides):
+        total = max((math.ceil(s / st) - 1) * st + k - s, 0)
+        lo = total // 2 if not lower else total - total // 2
+        pads.append((lo, total - lo))
+    return pads
+
+
+CASES = [
+    # (lhs shape NC..., rhs shape OI..., strides, padding, lhs_dil, rhs_dil, groups)
+    ((2, 3, 7, 6), (4, 3, 3, 2), (1, 1), "VALID", (1, 1), (1, 1), 1),
+    ((2, 3, 7, 6), (4, 3, 3, 3), (2, 1), "SAME", (1, 1), (1, 1), 1),
+    ((1, 2, 8, 5), (2, 2, 2, 3), (2, 2), "SAME_LOWER", (1, 1), (1, 1), 1),
+    ((1, 2, 6, 6), (3, 2, 3, 3), (1, 2), [(2, -1), (0, 1)], (1, 1), (2, 1), 1),
+    ((2, 4, 5, 5), (6, 2, 2, 2), (1, 1), "VALID", (2, 1), (1, 2), 2),
+    ((2, 4, 6, 6), (4, 1, 3, 3), (1, 1), "SAME", (1, 1), (1, 1), 4),     # depthwise
+    ((2, 3, 9), (2, 3, 4), (3,), [(1, 2)], (1,), (2,), 1),                 # 1-d
+    ((1, 2, 4, 3, 3), (2, 2, 2, 2, 1), (1, 1, 1), "SAME", (1, 1, 1), (1, 1, 1), 1),   # 3-d
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"case{k}" for k in range(len(CASES))])
+def test_conv_general_dilated_against_the_definition(case):
+    lhs_shape, rhs_shape, strides, padding, lhs_dil, rhs_dil, groups = case
+    rng = np.random.default_rng(len(lhs_shape) + sum(rhs_shape))
+    x = rng.normal(size=lhs_shape).astype(np.float32)
+    w = rng.normal(size=rhs_shape).astype(np.float32)
+    dilated = [(s - 1) * d + 1 for s, d in zip(lhs_shape[2:], lhs_dil)]
+    windows = [(k - 1) * d + 1 for k, d in zip(rhs_shape[2:], rhs_dil)]
+    pads = (padding if not isinstance(padding, str) else
+            [(0, 0)] * len(strides) if padding == "VALID" else
+            _same_pads(dilated, windows, strides, padding == "SAME_LOWER"))
+    want = reference_conv(x, w, strides, pads, lhs_dil, rhs_dil, groups)
+    got = lax.conv_general_dilated(x, w, strides, padding, lhs_dil, rhs_dil,
+                                   feature_group_count=groups)
+    assert_close(got, want, 1e-5, 1e-5, np.float32)
+    jitted = shardc.jit(lambda a, b: lax.conv_general_dilated(
+        a, b, strides, padding, lhs_dil, rhs_dil, feature_group_count=groups))
+    assert_close(jitted(x, w), want, 1e-5, 1e-5)
+
+
+def test_layout_strings_and_dimension_numbers():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(2, 6, 5, 3)).astype(np.float32)       # NHWC
+    w = rng.normal(size=(3, 2, 3, 4)).astype(np.float32)       # HWIO
+    want = reference_conv(np.transpose(x, (0, 3, 1, 2)), np.transpose(w, (3, 2, 0, 1)),
+                          (1, 1), _same_pads((6, 5), (3, 2), (1, 1)), (1, 1), (1, 1), 1)
+    got = lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                   dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    assert_close(got, np.transpose(want, (0, 2, 3, 1)), 1e-5, 1e-5)
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, ("NHWC", "HWIO", "NCHW"))
+    assert dn == lax.ConvDimensionNumbers((0, 3, 1, 2), (3, 2, 0, 1), (0, 1, 2, 3))
+    assert_close(lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dn), want,
+                 1e-5, 1e-5)
+    plain = lax.conv(np.transpose(x, (0, 3, 1, 2)), np.transpose(w, (3, 2, 0, 1)), (1, 1),
+                     "SAME")
+    assert_close(plain, want, 1e-5, 1e-5)
+
+
+def test_conv_errors_name_the_problem():
+    x = np.ones((1, 4, 5, 5), np.float32)
+    with pytest.raises(ValueError, match="feature_group_count=3"):
+        lax.conv_general_dilated(x, np.ones((3, 1, 2, 2), np.float32), (1, 1), "VALID",
+                                 feature_group_count=3)
+    with pytest.raises(ValueError, match="kernel's input features \\(3\\)"):
+        lax.conv(x, np.ones((2, 3, 2, 2), np.float32), (1, 1), "VALID")
+    with pytest.raises(ValueError, match="unknown padding 'FULL'"):
+        lax.conv(x, np.ones((2, 4, 2, 2), np.float32), (1, 1), "FULL")
+    with pytest.raises(ValueError, match="larger than the padded input"):
+        lax.conv(x, np.ones((2, 4, 6, 6), np.float32), (1, 1), "VALID")
+    with pytest.raises(TypeError, match="layout 'NHW'"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 2, 2), np.float32), (1, 1), "VALID",
+                                 dimension_numbers=("NHW", "OIHW", "NCHW"))
+
+
+def test_conv_gradients_against_finite_differences():
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(1, 2, 5, 4)).astype(np.float32)
+    w = rng.normal(size=(3, 1, 2, 3)).astype(np.float32)
+
+    def loss(a, b):
+        y = lax.conv_general_dilated(a, b, (2, 1), [(1, 0), (1, 1)], (1, 1), (1, 2),
+                                     feature_group_count=2 if b.shape[1] == 1 else 1)
+        return (jnp.tanh(y) * np.arange(y.size, dtype=np.float32).reshape(y.shape)).sum()
+
+    w2 = rng.normal(size=(2, 1, 2, 3)).astype(np.float32)
+    check_grad(lambda b: loss(x, b), w2)
+    check_grad(lambda a: loss(a, w2), x)
+
+
+def test_conv_under_vmap_and_in_a_shard_map_body():
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4, 3, 6, 6)).astype(np.float32)
+    w = rng.normal(size=(2, 3, 3, 3)).astype(np.float32)
+    want = reference_conv(x, w, (1, 1), _same_pads((6, 6), (3, 3), (1, 1)), (1, 1), (1, 1), 1)
+    per_image = shardc.vmap(lambda img: lax.conv(img[None], w, (1, 1), "SAME")[0])(x)
+    assert_close(per_image, want, 1e-5, 1e-5)
+    body = shardc.shard_map(lambda a, b: lax.conv(a, b, (1, 1), "SAME"), mesh=mesh2(),
+                            in_specs=(P("x"), P()), out_specs=P("x"))
+    assert_close(body(x, w), want, 1e-5, 1e-5)
+
+
+def test_a_cnn_layer_trains():
+    rng = np.random.default_rng(10)
+    images = rng.normal(size=(8, 6, 6, 1)).astype(np.float32)
+    target = np.roll(images, 1, axis=1)                         # learn a shift
+    params = {"w": (rng.normal(size=(3, 3, 1, 1)) * 0.1).astype(np.float32),
+              "b": np.zeros((1,), np.float32)}
+
+    def loss(p, x, y):
+        out = lax.conv_general_dilated(x, p["w"], (1, 1), "SAME",
+                                       dimension_numbers=("NHWC", "HWIO", "NHWC")) + p["b"]
+        return jnp.mean((out - y) ** 2)
+
+    step = shardc.jit(lambda p, x, y: shardc.tree_util.tree_map(
+        lambda v, g: v - 0.5 * g, p, shardc.grad(loss)(p, x, y)))
+    first = float(loss(params, images, target))
+    for _ in range(30):
+        params = step(params, images, target)
+    assert float(loss(params, images, target)) < 0.3 * first
+    assert np.argmax(np.asarray(params["w"])[:, 1, 0, 0]) == 0   # the tap above the centre
