@@ -887,3 +887,5 @@ def _sort_jvp(primals, tangents, *, dimension, num_keys):
 
 
 jvp_rules[p.sort_p] = _sort_jvp
+
+from compiler import ad_linalg  # noqa: E402,F401  (the matrix primitives' rules)

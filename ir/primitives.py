@@ -187,6 +187,12 @@ random_bits_p = primitive("random_bits")                 # (key)[shape]
 
 # Linear algebra.
 dot_general_p = primitive("dot_general")                 # [dimension_numbers, preferred_element_type]
+# Matrix decompositions and solves on the last two dimensions (leading ones are a batch).
+cholesky_p = primitive("cholesky")                       # (a): lower L with a = L L^T
+qr_p = primitive("qr", multiple_results=True)            # (a)[full_matrices]: q, r
+solve_p = primitive("solve")                             # (a, b): a^-1 b, b a stack of matrices
+slogdet_p = primitive("slogdet", multiple_results=True)  # (a): sign, log|det|
+LINALG = (cholesky_p, qr_p, solve_p, slogdet_p)
 
 # Identity whose tangent is zero.
 stop_gradient_p = primitive("stop_gradient")

@@ -220,6 +220,50 @@ shape_rules[prims.rev_p] = _rev_rule
 shape_rules[prims.pad_p] = _pad_rule
 
 
+# --- matrix decompositions (the last two dimensions; leading ones are a batch) ------------------
+
+def _square_matrices(prim, a: Aval):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"{prim} requires square matrices (shape [..., n, n]), got "
+                         f"{a.str_short()}")
+    if not dtypes.is_inexact(a.dtype):
+        raise ShapeError(f"{prim} requires a floating-point operand, got {a.str_short()}")
+
+
+def _cholesky_rule(a: Aval) -> list:
+    _square_matrices(prims.cholesky_p, a)
+    return [_aval(a.shape, a.dtype)]
+
+
+def _qr_rule(a: Aval, *, full_matrices) -> list:
+    if a.ndim < 2 or not dtypes.is_inexact(a.dtype):
+        raise ShapeError(f"qr requires floating-point matrices (shape [..., m, n]), got "
+                         f"{a.str_short()}")
+    *batch, m, n = a.shape
+    k = m if full_matrices else min(m, n)
+    return [_aval(tuple(batch) + (m, k), a.dtype), _aval(tuple(batch) + (k, n), a.dtype)]
+
+
+def _solve_rule(a: Aval, b: Aval) -> list:
+    _square_matrices(prims.solve_p, a)
+    if b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != a.shape[-1] \
+            or b.dtype != a.dtype:
+        raise ShapeError(f"solve requires b of shape [..., n, k] matching a {a.str_short()}, "
+                         f"got {b.str_short()}")
+    return [_aval(b.shape, b.dtype)]
+
+
+def _slogdet_rule(a: Aval) -> list:
+    _square_matrices(prims.slogdet_p, a)
+    return [_aval(a.shape[:-2], a.dtype), _aval(a.shape[:-2], a.dtype)]
+
+
+shape_rules[prims.cholesky_p] = _cholesky_rule
+shape_rules[prims.qr_p] = _qr_rule
+shape_rules[prims.solve_p] = _solve_rule
+shape_rules[prims.slogdet_p] = _slogdet_rule
+
+
 # --- reductions -------------------------------------------------------------------------------
 
 def _check_axes(prim, x: Aval, axes):

@@ -18,7 +18,7 @@ from ir.core import Literal, Program
 from ir.primitives import RuleTable
 from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
                          runtime_replication_error)
-from runtime import special
+from runtime import linalg, special
 from runtime.array import Array, SingleDeviceSharding, _canonical_array
 from runtime.devices import Device
 
@@ -346,6 +346,10 @@ def _searchsorted(sorted_values, query, *, side):
 
 
 impl_rules[prims.sort_p] = _sort
+impl_rules[prims.cholesky_p] = linalg.cholesky
+impl_rules[prims.qr_p] = linalg.qr
+impl_rules[prims.solve_p] = linalg.solve
+impl_rules[prims.slogdet_p] = linalg.slogdet
 impl_rules[prims.searchsorted_p] = _searchsorted
 
 

@@ -866,4 +866,5 @@ stacked_rules[prims.axis_index_p] = _axis_index_rule
 
 # Primitives with no stacked rule that run one reference call per device block: their
 # operands are per-device state (a key, scattered indices) no broadcasting shares.
-PER_DEVICE = (prims.random_bits_p, prims.scatter_p)
+# Matrix primitives (linalg) likewise: numpy factorises one matrix at a time anyway.
+PER_DEVICE = (prims.random_bits_p, prims.scatter_p) + prims.LINALG

@@ -1222,3 +1222,14 @@ def _install():
 
 
 _install()
+
+
+def _install_linalg():
+    # jnp.linalg, importable as shardc.numpy.linalg too
+    import sys
+    from shardc import _linalg
+    sys.modules[__name__ + ".linalg"] = _linalg
+    return _linalg
+
+
+linalg = _install_linalg()
