@@ -192,10 +192,14 @@ for _p, _d in _UNARY_DERIVATIVES.items():
 for _p in (p.sign_p, p.floor_p, p.ceil_p, p.round_p, p.not_p, p.is_finite_p, p.and_p, p.or_p,
            p.xor_p, p.argmax_p, p.argmin_p, p.iota_p, p.random_bits_p, p.reduce_and_p,
            p.reduce_or_p, p.signbit_p, p.population_count_p, p.nextafter_p,
-           p.searchsorted_p) + p.COMPARISON + p.SHIFTS:
+           p.searchsorted_p, p.bitcast_convert_type_p) + p.COMPARISON + p.SHIFTS:
     jvp_rules[_p] = functools.partial(_zero_tangents, _p)
 
 jvp_rules[p.neg_p] = functools.partial(linear_jvp, p.neg_p)
+# reduce_precision is treated as linear, as JAX does: tangents and cotangents are rounded too.
+jvp_rules[p.reduce_precision_p] = functools.partial(linear_jvp, p.reduce_precision_p)
+transpose_rules[p.reduce_precision_p] = lambda ct, x, **params: [
+    bind(p.reduce_precision_p, ct, **params)]
 transpose_rules[p.neg_p] = lambda ct, x: [bind(p.neg_p, ct)]
 
 

@@ -146,6 +146,11 @@ COMPARISON = (eq_p, ne_p, lt_p, le_p, gt_p, ge_p)
 
 select_n_p = primitive("select_n")                       # select_n(pred, *cases)
 convert_element_type_p = primitive("convert_element_type")   # [new_dtype]
+# The bits reread as another dtype: a narrower one adds a last dimension (width ratio), a
+# wider one consumes it.
+bitcast_convert_type_p = primitive("bitcast_convert_type")   # [new_dtype]
+# Round to a float format of fewer bits and back (elementwise); linear for autodiff, as JAX's.
+reduce_precision_p = primitive("reduce_precision")       # [exponent_bits, mantissa_bits]
 
 # Shapes.
 broadcast_in_dim_p = primitive("broadcast_in_dim")       # [shape, broadcast_dimensions]

@@ -102,6 +102,35 @@ def _convert_rule(x: Aval, *, new_dtype) -> list:
 shape_rules[prims.convert_element_type_p] = _convert_rule
 
 
+def _bitcast_rule(x: Aval, *, new_dtype) -> list:
+    old, new = np.dtype(x.dtype), np.dtype(new_dtype)
+    if dtypes.is_bool(old) or dtypes.is_bool(new):
+        raise ShapeError(f"bitcast_convert_type does not convert booleans, got "
+                         f"{x.str_short()} to {new.name}")
+    if old.itemsize == new.itemsize:
+        return [_aval(x.shape, new)]
+    if old.itemsize > new.itemsize:
+        return [_aval(tuple(x.shape) + (old.itemsize // new.itemsize,), new)]
+    ratio = new.itemsize // old.itemsize
+    if not x.shape or x.shape[-1] != ratio:
+        raise ShapeError(f"bitcast_convert_type from {old.name} to the wider {new.name} needs a "
+                         f"last dimension of {ratio}, got {x.str_short()}")
+    return [_aval(tuple(x.shape[:-1]), new)]
+
+
+shape_rules[prims.bitcast_convert_type_p] = _bitcast_rule
+
+
+def _reduce_precision_rule(x: Aval, *, exponent_bits, mantissa_bits) -> list:
+    if not dtypes.is_inexact(x.dtype):
+        raise ShapeError(f"reduce_precision requires a floating-point operand, got "
+                         f"{x.str_short()}")
+    return [_aval(x.shape, x.dtype)]
+
+
+shape_rules[prims.reduce_precision_p] = _reduce_precision_rule
+
+
 # --- shapes -----------------------------------------------------------------------------------
 
 def _broadcast_in_dim_rule(x: Aval, *, shape, broadcast_dimensions) -> list:

@@ -249,6 +249,25 @@ def _pad(x, value, *, padding_config):
 
 impl_rules[prims.select_n_p] = _select_n
 impl_rules[prims.convert_element_type_p] = _convert
+
+
+def _bitcast(x, *, new_dtype):
+    x = np.ascontiguousarray(x).reshape(np.shape(x))      # (ascontiguousarray makes 0-d 1-d)
+    new = np.dtype(new_dtype)
+    if x.dtype.itemsize < new.itemsize:
+        return [x.view(new).reshape(x.shape[:-1])]
+    return [x.view(new).reshape(x.shape + ((x.dtype.itemsize // new.itemsize,)
+                                           if x.dtype.itemsize > new.itemsize else ()))]
+
+
+impl_rules[prims.bitcast_convert_type_p] = _bitcast
+
+
+def _reduce_precision(x, *, exponent_bits, mantissa_bits):
+    return [special.reduce_precision_kernel(exponent_bits, mantissa_bits)(x)]
+
+
+impl_rules[prims.reduce_precision_p] = _reduce_precision
 impl_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim
 impl_rules[prims.reshape_p] = _one(lambda x, *, new_sizes: np.reshape(x, new_sizes))
 impl_rules[prims.transpose_p] = _one(lambda x, *, permutation: np.transpose(x, permutation))

@@ -9,6 +9,7 @@ series (the reflection formula covers negative arguments).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -111,3 +112,41 @@ def _digamma64(x: np.ndarray) -> np.ndarray:
 
 def digamma(x):
     return _as(x, _digamma64(_float64(x)))
+
+
+@functools.lru_cache(maxsize=None)
+def reduce_precision_kernel(exponent_bits: int, mantissa_bits: int):
+    """The elementwise kernel of ``reduce_precision`` for one format (one function object per
+    format, so kernels built from it are shared)."""
+    return functools.partial(_reduce_precision, exponent_bits=exponent_bits,
+                             mantissa_bits=mantissa_bits)
+
+
+def _reduce_precision(x, *, exponent_bits: int, mantissa_bits: int):
+    """XLA's rounding on the float's bits (read as the unsigned integer of its width): round
+    the mantissa to nearest even, then saturate the exponent to inf or flush it to zero."""
+    x = np.asarray(x)
+    info = np.finfo(x.dtype)
+    width = x.dtype.itemsize * 8
+    uint = np.dtype(f"uint{width}")
+    src_mantissa, src_exponent = int(info.nmant), int(info.nexp)
+    u = lambda value: uint.type(value)
+    bits = np.ascontiguousarray(x).view(uint)
+    if mantissa_bits < src_mantissa:
+        # half an ulp of the new format, less one, plus the kept last bit: ties go to even
+        dropped = src_mantissa - mantissa_bits
+        kept_bit = (bits >> u(dropped)) & u(1)
+        bias = kept_bit + u((1 << (dropped - 1)) - 1)
+        bits = (bits + bias) & u(~((1 << dropped) - 1) & (2 ** width - 1))
+    if exponent_bits < src_exponent:
+        exponent_mask = u(((1 << src_exponent) - 1) << src_mantissa)
+        src_bias = (1 << (src_exponent - 1)) - 1
+        new_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exponent_mask
+        signed_zero = bits & u(1 << (width - 1))
+        bits = np.where(exponent > u((src_bias + new_bias) << src_mantissa),
+                        signed_zero | exponent_mask,
+                        np.where(exponent <= u((src_bias - new_bias) << src_mantissa),
+                                 signed_zero, bits))
+    out = np.asarray(bits, uint).view(x.dtype).reshape(x.shape)
+    return np.where(np.isnan(x), x, out) if mantissa_bits < src_mantissa else out

@@ -6,7 +6,6 @@ functions bind their own primitives. ``shardc.lax`` re-exports every name in ``_
 from __future__ import annotations
 
 import enum
-import operator
 
 import numpy as np
 
@@ -24,7 +23,8 @@ __all__ = [
     "erf_inv", "lgamma", "digamma", "reduce", "pshuffle", "pswapaxes", "integer_pow",
     "reciprocal", "exp2", "log1p", "expm1", "tan", "atan2", "pow", "sign", "floor", "ceil",
     "round", "is_finite", "cbrt", "rem", "reduce_sum", "reduce_max", "reduce_min",
-    "reduce_prod", "argmax", "argmin", "squeeze", "rev", "pad",
+    "reduce_prod", "argmax", "argmin", "squeeze", "rev", "pad", "bitcast_convert_type",
+    "reduce_precision",
 ]
 
 
@@ -304,6 +304,37 @@ def round(x, rounding_method=0):
     if int(rounding_method) == 1:
         return jnp.round(x)
     return bind(p.round_p, _array(x))
+
+
+# --- bits ---------------------------------------------------------------------------------------
+
+def bitcast_convert_type(operand, new_dtype):
+    """``operand``'s bits read as ``new_dtype``: a narrower dtype adds a last dimension of the
+    width ratio, a wider one needs that last dimension and removes it.
+
+    >>> lax.bitcast_convert_type(jnp.float32(1.0), jnp.uint32)      # 0x3f800000
+    """
+    return bind(p.bitcast_convert_type_p, _array(operand), new_dtype=_dt.canonicalize(new_dtype))
+
+
+def reduce_precision(operand, exponent_bits, mantissa_bits):
+    """``operand`` rounded to a float format with ``exponent_bits`` and ``mantissa_bits`` and
+    back (round to nearest even; too large gives inf, below the format's smallest normal gives
+    a signed zero, NaN stays NaN), as XLA's ReducePrecision. As in JAX it is linear to
+    autodiff: tangents and cotangents are rounded the same way.
+
+    >>> lax.reduce_precision(x, 8, 7)       # x rounded to bfloat16's precision
+    """
+    operand = _array(operand)
+    if not _dt.is_inexact(operand.dtype):
+        raise TypeError(f"reduce_precision requires a floating-point operand, got "
+                        f"{operand.dtype}")
+    exponent_bits, mantissa_bits = int(exponent_bits), int(mantissa_bits)
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise ValueError(f"reduce_precision: exponent_bits must be >= 1 and mantissa_bits >= 0, "
+                         f"got {exponent_bits} and {mantissa_bits}")
+    return bind(p.reduce_precision_p, operand, exponent_bits=exponent_bits,
+                mantissa_bits=mantissa_bits)
 
 
 # --- shapes -------------------------------------------------------------------------------------

@@ -307,3 +307,28 @@ def _choice_indices(key, n, count, replace, p):
     # without replacement, by weight: the top ``count`` of log p + Gumbel noise
     scores = jnp.add(jnp.log(jnp.asarray(p, np.float32)), gumbel(key, (n,)))
     return jnp.argsort(jnp.negative(scores), stable=True)[:count]
+
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="cholesky"):
+    """Normal vectors with ``mean`` (``[..., n]``) and covariance ``cov`` (``[..., n, n]``):
+    ``mean + L z`` with ``L`` the Cholesky factor of ``cov`` and ``z`` standard normal.
+
+    ``shape`` (default: the broadcast batch shape of ``mean`` and ``cov``) is the batch shape
+    of the result, which has a last dimension ``n``.
+    """
+    _single_key("multivariate_normal", key)
+    if method != "cholesky":
+        raise NotImplementedError(f"multivariate_normal: method={method!r} needs an "
+                                  "eigendecomposition or SVD, which shardc does not have; "
+                                  "use method='cholesky'")
+    dtype = _dt.canonicalize(dtype)
+    mean = jnp.astype(jnp.asarray(mean), dtype)
+    cov = jnp.astype(jnp.asarray(cov), dtype)
+    if mean.ndim < 1 or cov.ndim < 2 or cov.shape[-2:] != (mean.shape[-1],) * 2:
+        raise ValueError(f"multivariate_normal: mean must be [..., n] and cov [..., n, n]; got "
+                         f"{mean.shape} and {cov.shape}")
+    batch = jnp.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
+    shape = batch if shape is None else _shape(shape)
+    factor = jnp.linalg.cholesky(cov)
+    z = normal(key, shape + mean.shape[-1:], dtype)
+    return jnp.add(mean, jnp.matmul(factor, z[..., None])[..., 0])

@@ -304,3 +304,50 @@ def test_pshuffle_and_pswapaxes_against_block_reference():
                                in_specs=P("x"), out_specs=P("x"))(y)
     blocks = y.reshape(4, 4, 2)                       # [device i, row j]
     assert_close(swapped, np.transpose(blocks, (1, 0, 2)).reshape(16, 2))
+
+
+# --- bits -------------------------------------------------------------------------------------
+
+def test_bitcast_convert_type_widths():
+    x = np.array([1.0, -2.5, np.inf], np.float32)
+    assert_close(lax.bitcast_convert_type(x, np.uint32), x.view(np.uint32), dtype=np.uint32)
+    as_bytes = lax.bitcast_convert_type(x, np.uint8)
+    assert as_bytes.shape == (3, 4)
+    assert_close(as_bytes, x.view(np.uint8).reshape(3, 4), dtype=np.uint8)
+    assert_close(lax.bitcast_convert_type(as_bytes, np.float32), x, dtype=np.float32)
+    halves = np.array([[1, 2], [3, 4]], np.int16)
+    assert_close(lax.bitcast_convert_type(halves, np.int32), halves.view(np.int32)[:, 0])
+    everywhere(lambda v: lax.bitcast_convert_type(v, np.int32), np.arange(8.0, dtype=np.float32
+                                                                          ).reshape(4, 2),
+               np.arange(8.0, dtype=np.float32).reshape(4, 2).view(np.int32), dtype=np.int32)
+    assert_close(shardc.vmap(lambda v: lax.bitcast_convert_type(v, np.uint16))(x),
+                 x.view(np.uint16).reshape(3, 2))
+    with pytest.raises(Exception, match="last dimension of 2"):
+        lax.bitcast_convert_type(np.ones(3, np.int16), np.int32)
+    assert shardc.grad(lambda v: lax.bitcast_convert_type(v, np.int32).astype(np.float32).sum()
+                       + v.sum())(np.float32(1.0)) == 1.0
+
+
+def test_reduce_precision_matches_narrower_formats():
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(size=4000) * 100, rng.normal(size=1000) * 1e-3,
+                        [0.0, -0.0, 65504.0, 65520.0, 1e5, -1e5, np.inf, -np.inf]]).astype(np.float32)
+    normal16 = (np.abs(x) >= np.finfo(np.float16).tiny) | (x == 0) | ~np.isfinite(x)
+    got = np.asarray(lax.reduce_precision(x, 5, 10))
+    with np.errstate(over="ignore"):                     # numpy's cast overflows to inf too
+        want = x[normal16].astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(got[normal16], want)
+    # below float16's smallest normal: flushed to a signed zero, as XLA does
+    flushed = got[~normal16]
+    assert (flushed == 0).all() and (np.signbit(flushed) == np.signbit(x[~normal16])).all()
+    assert np.isnan(np.asarray(lax.reduce_precision(np.float32(np.nan), 5, 10)))
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    np.testing.assert_array_equal(np.asarray(lax.reduce_precision(x, 8, 7)),
+                                  x.astype(ml_dtypes.bfloat16).astype(np.float32))
+    everywhere(lambda v: lax.reduce_precision(v, 8, 7), x[:4000].reshape(8, 500),
+               x[:4000].reshape(8, 500).astype(ml_dtypes.bfloat16).astype(np.float32))
+    # linear to autodiff, as JAX's: the cotangent is rounded the same way
+    g = shardc.grad(lambda v: (lax.reduce_precision(v, 5, 2) * 1.3).sum())(np.ones(2, np.float32))
+    assert_close(g, np.full(2, np.float32(lax.reduce_precision(np.float32(1.3), 5, 2))))
+    with pytest.raises(TypeError, match="floating-point"):
+        lax.reduce_precision(np.arange(3), 5, 10)

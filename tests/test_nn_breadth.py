@@ -216,3 +216,14 @@ def test_simple_initializers():
     assert t.std() == pytest.approx(0.5 * 0.87962566103423978, rel=0.03)
     with pytest.raises(ValueError, match="invalid mode"):
         nn.initializers.variance_scaling(1.0, "fan_sideways", "normal")
+
+
+@pytest.mark.parametrize("shape,column_axis", [((6, 4), -1), ((3, 8), -1), ((2, 3, 5), 0)])
+def test_orthogonal_initializer(shape, column_axis):
+    w = np.asarray(nn.initializers.orthogonal(scale=2.0, column_axis=column_axis)(
+        random.key(3), shape), np.float64)
+    assert w.shape == shape and w.dtype == np.float64
+    cols = np.moveaxis(w, column_axis, -1).reshape(-1, shape[column_axis])
+    small = min(cols.shape)
+    gram = cols.T @ cols if cols.shape[0] >= cols.shape[1] else cols @ cols.T
+    np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)

@@ -163,3 +163,19 @@ def test_samplers_in_a_shard_map_body_differ_per_device_key():
     assert out.shape == (2, 3)
     np.testing.assert_array_equal(out[0], np.asarray(random.gumbel(keys[0], (1, 3)))[0])
     np.testing.assert_array_equal(out[1], np.asarray(random.gumbel(keys[1], (1, 3)))[0])
+
+
+def test_multivariate_normal_mean_and_covariance():
+    mean = np.array([1.0, -2.0, 0.5], np.float32)
+    root = np.array([[1.0, 0, 0], [0.5, 1.0, 0], [-0.3, 0.2, 0.7]], np.float32)
+    cov = root @ root.T
+    x = np.asarray(random.multivariate_normal(random.key(15), mean, cov, (N,)), np.float64)
+    assert x.shape == (N, 3)
+    np.testing.assert_allclose(x.mean(0), mean, atol=5 * math.sqrt(cov.diagonal().max() / N))
+    np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05)
+    batched = random.multivariate_normal(random.key(16), np.zeros((4, 3), np.float32), cov)
+    assert batched.shape == (4, 3) and batched.dtype == np.float32
+    with pytest.raises(NotImplementedError, match="method='svd'"):
+        random.multivariate_normal(random.key(0), mean, cov, method="svd")
+    with pytest.raises(ValueError, match="cov"):
+        random.multivariate_normal(random.key(0), mean, cov[:2, :2])
