@@ -351,3 +351,15 @@ def test_reduce_precision_matches_narrower_formats():
     assert_close(g, np.full(2, np.float32(lax.reduce_precision(np.float32(1.3), 5, 2))))
     with pytest.raises(TypeError, match="floating-point"):
         lax.reduce_precision(np.arange(3), 5, 10)
+
+
+def test_bit_primitives_round_trip_through_ir_text():
+    from ir.parser import parse_program
+    from ir.printer import print_program
+    closed = shardc.make_jaxpr(lambda v: lax.bitcast_convert_type(
+        lax.reduce_precision(v, 5, 10), np.uint8))(np.ones(3, np.float32))
+    text = print_program(closed.jaxpr)
+    assert "reduce_precision[exponent_bits=5 mantissa_bits=10]" in text.replace("\n", " ") \
+        or ("exponent_bits=5" in text and "mantissa_bits=10" in text)
+    assert "bitcast_convert_type" in text and "u8[3,4]" in text
+    assert print_program(parse_program(text)) == text

@@ -124,3 +124,18 @@ def test_gradients_against_finite_differences():
 def test_qr_derivative_of_wide_matrices_says_it_is_missing():
     with pytest.raises(NotImplementedError, match="m >= n"):
         shardc.grad(lambda x: la.qr(x)[1].sum())(np.ones((2, 3), np.float32))
+
+
+def test_matrix_primitives_round_trip_through_ir_text():
+    from ir.parser import parse_program
+    from ir.printer import print_program
+
+    def program(a, b):
+        q, r = la.qr(a, mode="complete")
+        sign, logdet = la.slogdet(a)
+        return la.cholesky(a) + la.solve(a, b) + q + r, sign * logdet
+    closed = shardc.make_jaxpr(program)(SPD[0], SPD[1])
+    text = print_program(closed.jaxpr)
+    for name in ("cholesky", "qr[", "solve", "slogdet", "full_matrices=True"):
+        assert name in text
+    assert print_program(parse_program(text)) == text
