@@ -332,3 +332,61 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="ch
     factor = jnp.linalg.cholesky(cov)
     z = normal(key, shape + mean.shape[-1:], dtype)
     return jnp.add(mean, jnp.matmul(factor, z[..., None])[..., 0])
+
+
+def gamma(key, a, shape=None, dtype=np.float32):
+    """Gamma(``a``, 1) floats (``a > 0``, broadcast to ``shape``), by Marsaglia and Tsang's
+    rejection method: every entry redraws until accepted (a ``while_loop``; the expected
+    number of rounds is small). ``a < 1`` draws Gamma(a + 1) times ``u ** (1/a)``.
+    Not differentiable with respect to ``a``."""
+    _single_key("gamma", key)
+    dtype = _dt.canonicalize(dtype)
+    a = jnp.astype(jnp.asarray(a), dtype)
+    shape = jnp.shape(a) if shape is None else _shape(shape)
+    a = jnp.broadcast_to(a, shape)
+    boost_key, loop_key = split(key)
+    shifted = jnp.where(a < 1, a + 1, a)
+    d = shifted - np.asarray(1 / 3, dtype)
+    c = jnp.reciprocal(jnp.sqrt(9 * d))
+
+    def round_(state):
+        rounds, sample, accepted = state
+        round_key = fold_in(loop_key, rounds)
+        x = normal(round_key, shape, dtype)
+        u = uniform(fold_in(round_key, 1), shape, dtype, minval=np.finfo(dtype).tiny)
+        v = (1 + c * x) ** 3
+        safe_v = jnp.where(v > 0, v, jnp.ones_like(v))
+        ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * safe_v + d * jnp.log(safe_v))
+        take = ok & ~accepted
+        return rounds + 1, jnp.where(take, d * safe_v, sample), accepted | ok
+
+    from shardc.lax import while_loop
+    start = (jnp.asarray(0, np.int32), jnp.zeros(shape, dtype), jnp.zeros(shape, jnp.bool_))
+    _, sample, _ = while_loop(lambda state: ~jnp.all(state[2]), round_, start)
+    boost = uniform(boost_key, shape, dtype, minval=np.finfo(dtype).tiny)
+    return jnp.where(a < 1, sample * boost ** (1 / a), sample)
+
+
+def beta(key, a, b, shape=None, dtype=np.float32):
+    """Beta(``a``, ``b``) floats: ``X / (X + Y)`` with X ~ Gamma(a), Y ~ Gamma(b)."""
+    _single_key("beta", key)
+    dtype = _dt.canonicalize(dtype)
+    shape = (jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b)) if shape is None
+             else _shape(shape))
+    key_a, key_b = split(key)
+    x = gamma(key_a, jnp.broadcast_to(jnp.asarray(a, dtype), shape), dtype=dtype)
+    y = gamma(key_b, jnp.broadcast_to(jnp.asarray(b, dtype), shape), dtype=dtype)
+    return x / (x + y)
+
+
+def dirichlet(key, alpha, shape=None, dtype=np.float32):
+    """Dirichlet(``alpha``) vectors (``alpha``'s last dimension is the number of categories):
+    independent Gamma draws normalised to sum to 1."""
+    _single_key("dirichlet", key)
+    dtype = _dt.canonicalize(dtype)
+    alpha = jnp.asarray(alpha, dtype)
+    if alpha.ndim < 1:
+        raise ValueError("dirichlet: alpha must have at least one dimension (the categories)")
+    shape = alpha.shape[:-1] if shape is None else _shape(shape)
+    draws = gamma(key, jnp.broadcast_to(alpha, shape + alpha.shape[-1:]), dtype=dtype)
+    return draws / jnp.sum(draws, axis=-1, keepdims=True)

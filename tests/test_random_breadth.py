@@ -179,3 +179,34 @@ def test_multivariate_normal_mean_and_covariance():
         random.multivariate_normal(random.key(0), mean, cov, method="svd")
     with pytest.raises(ValueError, match="cov"):
         random.multivariate_normal(random.key(0), mean, cov[:2, :2])
+
+
+@pytest.mark.parametrize("a", [0.4, 1.0, 3.5])
+def test_gamma_moments_and_support(a):
+    x = random.gamma(random.key(17), a, (N,))
+    assert x.dtype == np.float32 and x.shape == (N,)
+    values = np.asarray(x, np.float64)
+    assert (values >= 0).all() and np.isfinite(values).all()
+    mean, var = _moments(values)
+    assert abs(mean - a) < 5 * math.sqrt(a / N)
+    assert var == pytest.approx(a, rel=0.08)
+    per_entry = random.gamma(random.key(18), np.array([1.0, 50.0], np.float32), (2000, 2))
+    assert np.asarray(per_entry).mean(0) == pytest.approx([1.0, 50.0], rel=0.1)
+    jitted = shardc.jit(lambda k: random.gamma(k, a, (5,)))(random.key(19))
+    np.testing.assert_array_equal(np.asarray(jitted), np.asarray(random.gamma(random.key(19), a,
+                                                                              (5,))))
+
+
+def test_beta_and_dirichlet_moments():
+    a, b = 2.0, 5.0
+    x = np.asarray(random.beta(random.key(20), a, b, (N,)), np.float64)
+    assert ((x > 0) & (x < 1)).all()
+    mean, var = _moments(x)
+    assert mean == pytest.approx(a / (a + b), abs=0.005)
+    assert var == pytest.approx(a * b / ((a + b) ** 2 * (a + b + 1)), rel=0.08)
+    alpha = np.array([1.0, 2.0, 3.0], np.float32)
+    d = np.asarray(random.dirichlet(random.key(21), alpha, (N,)), np.float64)
+    assert d.shape == (N, 3)
+    np.testing.assert_allclose(d.sum(1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(d.mean(0), alpha / alpha.sum(), atol=0.005)
+    assert random.dirichlet(random.key(22), np.ones((4, 3), np.float32)).shape == (4, 3)
