@@ -182,3 +182,22 @@ def test_a_cnn_layer_trains():
         params = step(params, images, target)
     assert float(loss(params, images, target)) < 0.3 * first
     assert np.argmax(np.asarray(params["w"])[:, 1, 0, 0]) == 0   # the tap above the centre
+
+
+def test_data_parallel_conv_gradients_equal_the_single_device_ones():
+    rng = np.random.default_rng(11)
+    images = rng.normal(size=(4, 5, 5, 2)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 2, 3)).astype(np.float32)
+
+    def loss(w, x, count):
+        y = lax.conv_general_dilated(x, w, (2, 2), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jnp.sum(shardc.nn.gelu(y, approximate=False) ** 2) / count
+
+    # the kernel is replicated (P()), so the body's gradient for it is summed over the
+    # devices (the transpose of its implicit pvary), as in JAX: each device's share of the
+    # global loss gives the global gradient
+    body = shardc.shard_map(lambda w, x: shardc.grad(loss)(w, x, images.size),
+                            mesh=mesh2(), in_specs=(P(), P("x")), out_specs=P())
+    assert_close(body(kernel, images), shardc.grad(loss)(kernel, images, images.size),
+                 1e-5, 1e-6)
