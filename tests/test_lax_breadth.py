@@ -363,3 +363,36 @@ def test_bit_primitives_round_trip_through_ir_text():
         or ("exponent_bits=5" in text and "mantissa_bits=10" in text)
     assert "bitcast_convert_type" in text and "u8[3,4]" in text
     assert print_program(parse_program(text)) == text
+
+
+# --- the names real programs reach for --------------------------------------------------------
+
+NAMES = {
+    "lax": "map associative_scan cummax cummin cumsum cumprod cumlogsumexp top_k sort "
+           "sort_key_val clamp broadcast expand_dims index_in_dim full full_like batch_matmul "
+           "square Precision erf erfc erf_inv lgamma digamma reduce reduce_precision "
+           "bitcast_convert_type conv_general_dilated conv conv_with_general_padding "
+           "conv_dimension_numbers pshuffle pswapaxes",
+    "nn": "swish softplus soft_sign tanh leaky_relu elu celu selu glu hard_tanh relu6 "
+          "hard_sigmoid hard_silu log_sigmoid standardize gelu dot_product_attention one_hot "
+          "logsumexp softmax log_softmax initializers",
+    "nn.initializers": "zeros ones constant normal uniform truncated_normal glorot_normal "
+                       "glorot_uniform xavier_normal xavier_uniform lecun_normal lecun_uniform "
+                       "he_normal he_uniform kaiming_normal kaiming_uniform orthogonal "
+                       "variance_scaling",
+    "random": "categorical choice permutation truncated_normal gumbel exponential laplace "
+              "logistic bernoulli rademacher multivariate_normal gamma beta dirichlet",
+    "scipy.special": "logsumexp erf erfc erfinv expit logit xlogy xlog1py gammaln digamma "
+                     "entr softmax log_softmax ndtr ndtri",
+    "scipy.stats.norm": "pdf logpdf cdf logcdf sf ppf",
+    "numpy.linalg": "norm det inv solve cholesky qr slogdet matrix_power",
+}
+
+
+@pytest.mark.parametrize("module", sorted(NAMES))
+def test_the_names_real_programs_reach_for_exist(module):
+    namespace = shardc
+    for part in module.split("."):
+        namespace = getattr(namespace, part)
+    missing = [name for name in NAMES[module].split() if not hasattr(namespace, name)]
+    assert missing == []
