@@ -168,7 +168,8 @@ def _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups):
     patches = []
     for tap in taps:
         starts = [k * d for k, d in zip(tap, rhs_dilation)]
-        limits = [s + (size - 1) * stride + 1 for s, size, stride in zip(starts, out_sizes, strides)]
+        limits = [s + (size - 1) * stride + 1
+                  for s, size, stride in zip(starts, out_sizes, strides)]
         patches.append(_slice(x, (0, 0) + tuple(starts), (n, c) + tuple(limits),
                               (1, 1) + tuple(strides)))
     positions = int(np.prod(out_sizes))

@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.control_flow import scan
-from compiler.tracing import aval_of, bind
+from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
@@ -216,7 +216,7 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
 
 
 def sort_key_val(keys, values, dimension=-1, is_stable=True):
-    """``values`` reordered as the stable sort of ``keys`` along ``dimension``: ``(keys, values)``."""
+    """``(keys, values)`` both reordered by the stable sort of ``keys`` along ``dimension``."""
     return sort((keys, values), dimension=dimension, num_keys=1)
 
 

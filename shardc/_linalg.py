@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.tracing import bind
-from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 

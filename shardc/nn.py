@@ -177,7 +177,7 @@ def selu(x):
 
 
 def glu(x, axis=-1):
-    """Gated linear unit: the two halves ``a, b`` of ``x`` along ``axis`` give ``a * sigmoid(b)``."""
+    """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``x`` along ``axis``."""
     x = _inexact(x)
     size = x.shape[axis]
     if size % 2:

@@ -223,7 +223,8 @@ def logistic(key, shape=(), dtype=np.float32):
 
 
 def laplace(key, shape=(), dtype=np.float32):
-    """Standard Laplace floats (location 0, scale 1): ``-sign(v) log(1 - |v|)``, ``v`` in (-1, 1)."""
+    """Standard Laplace floats (location 0, scale 1): ``-sign(v) log(1 - |v|)``, ``v`` uniform
+    in (-1, 1)."""
     u, dtype = _unit_open(key, shape, dtype, "laplace")
     v = jnp.subtract(jnp.multiply(u, 2.0), 1.0)
     return jnp.astype(jnp.multiply(jnp.negative(jnp.sign(v)), jnp.log1p(jnp.negative(jnp.abs(v)))),

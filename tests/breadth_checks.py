@@ -2,8 +2,6 @@
 ``jit`` and per block inside a shard_map body, and each result is held against a reference."""
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
 import shardc
@@ -42,7 +40,8 @@ def finite_difference_grad(f, x, eps=1e-3):
         up, down = x.copy(), x.copy()
         up[index] += eps
         down[index] -= eps
-        grad[index] = (float(f(up.astype(np.float32))) - float(f(down.astype(np.float32)))) / (2 * eps)
+        rise = float(f(up.astype(np.float32))) - float(f(down.astype(np.float32)))
+        grad[index] = rise / (2 * eps)
     return grad
 
 

@@ -331,7 +331,8 @@ def test_bitcast_convert_type_widths():
 def test_reduce_precision_matches_narrower_formats():
     rng = np.random.default_rng(5)
     x = np.concatenate([rng.normal(size=4000) * 100, rng.normal(size=1000) * 1e-3,
-                        [0.0, -0.0, 65504.0, 65520.0, 1e5, -1e5, np.inf, -np.inf]]).astype(np.float32)
+                        [0.0, -0.0, 65504.0, 65520.0, 1e5, -1e5, np.inf, -np.inf]])
+    x = x.astype(np.float32)
     normal16 = (np.abs(x) >= np.finfo(np.float16).tiny) | (x == 0) | ~np.isfinite(x)
     got = np.asarray(lax.reduce_precision(x, 5, 10))
     with np.errstate(over="ignore"):                     # numpy's cast overflows to inf too

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-import shardc
 import shardc.numpy as jnp
 from shardc import nn, random
 
@@ -38,7 +37,8 @@ ACTIVATIONS = [
     ("leaky_relu", nn.leaky_relu, lambda x: np.where(x >= 0, x, 0.01 * x)),
     ("leaky_relu_0.2", lambda x: nn.leaky_relu(x, 0.2), lambda x: np.where(x >= 0, x, 0.2 * x)),
     ("elu", nn.elu, lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
-    ("elu_2", lambda x: nn.elu(x, 2.0), lambda x: np.where(x > 0, x, 2 * np.expm1(np.minimum(x, 0)))),
+    ("elu_2", lambda x: nn.elu(x, 2.0),
+     lambda x: np.where(x > 0, x, 2 * np.expm1(np.minimum(x, 0)))),
     ("celu_half", lambda x: nn.celu(x, 0.5),
      lambda x: np.maximum(x, 0) + 0.5 * np.minimum(np.expm1(x / 0.5), 0)),
     ("selu", nn.selu,
