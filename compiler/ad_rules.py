@@ -175,6 +175,25 @@ def _d_lgamma(x, y):
     return bind(p.digamma_p, x)
 
 
+def _d_digamma(x, y):
+    return bind(p.polygamma_p, _scalar(1, x), x)
+
+
+def _polygamma_jvp(primals, tangents):
+    # d/dx polygamma(m, x) = polygamma(m + 1, x); m is an order, not differentiable
+    (m, x), (tm, tx) = primals, tangents
+    if tm is not None:
+        raise ValueError("polygamma is not differentiable with respect to its order m")
+    out = bind(p.polygamma_p, m, x)
+    if tx is None:
+        return [out], [None]
+    slope = bind(p.polygamma_p, bind(p.add_p, m, _scalar(1, m)), x)
+    return [out], [_mul(tx, slope)]
+
+
+jvp_rules[p.polygamma_p] = _polygamma_jvp
+
+
 _UNARY_DERIVATIVES = {
     p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.tanh_p: _d_tanh, p.exp_p: _d_exp,
     p.log_p: _d_log, p.log1p_p: _d_log1p, p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt,
@@ -182,8 +201,7 @@ _UNARY_DERIVATIVES = {
     p.asin_p: _d_asin, p.acos_p: _d_acos, p.atan_p: _d_atan, p.sinh_p: _d_sinh,
     p.cosh_p: _d_cosh, p.asinh_p: _d_asinh, p.acosh_p: _d_acosh, p.atanh_p: _d_atanh,
     p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2, p.erf_p: _d_erf, p.erfc_p: _d_erfc,
-    p.erf_inv_p: _d_erf_inv, p.lgamma_p: _d_lgamma,
-    # digamma has no rule: its derivative (trigamma) is not a primitive of shardc.
+    p.erf_inv_p: _d_erf_inv, p.lgamma_p: _d_lgamma, p.digamma_p: _d_digamma,
 }
 for _p, _d in _UNARY_DERIVATIVES.items():
     jvp_rules[_p] = functools.partial(_unary_jvp, _d, prim=_p)

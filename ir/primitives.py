@@ -129,12 +129,13 @@ and_p = primitive("and")
 or_p = primitive("or")
 xor_p = primitive("xor")
 nextafter_p = primitive("nextafter")
+polygamma_p = primitive("polygamma")                     # (m, x): the m-th derivative of digamma
 shift_left_p = primitive("shift_left")
 shift_right_arithmetic_p = primitive("shift_right_arithmetic")
 shift_right_logical_p = primitive("shift_right_logical")
 SHIFTS = (shift_left_p, shift_right_arithmetic_p, shift_right_logical_p)
 ARITHMETIC = (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, and_p, or_p, xor_p,
-              nextafter_p) + SHIFTS
+              nextafter_p, polygamma_p) + SHIFTS
 
 eq_p = primitive("eq")
 ne_p = primitive("ne")

@@ -43,7 +43,7 @@ def _common_shape(prim, avals) -> tuple:
 _INTEGER_ONLY = (prims.population_count_p,) + prims.SHIFTS
 _INEXACT_ONLY = (prims.asin_p, prims.acos_p, prims.atan_p, prims.sinh_p, prims.cosh_p,
                  prims.asinh_p, prims.acosh_p, prims.atanh_p, prims.cbrt_p, prims.exp2_p,
-                 prims.nextafter_p, prims.signbit_p) + prims.SPECIAL
+                 prims.nextafter_p, prims.signbit_p, prims.polygamma_p) + prims.SPECIAL
 
 
 def _check_operand_kind(prim, x: Aval):

@@ -138,7 +138,8 @@ _BINARY_IMPLS = {
     prims.or_p: np.bitwise_or, prims.xor_p: np.bitwise_xor,
     prims.eq_p: np.equal, prims.ne_p: np.not_equal, prims.lt_p: np.less,
     prims.le_p: np.less_equal, prims.gt_p: np.greater, prims.ge_p: np.greater_equal,
-    prims.nextafter_p: np.nextafter, prims.shift_left_p: _shift_left,
+    prims.nextafter_p: np.nextafter, prims.polygamma_p: special.polygamma,
+    prims.shift_left_p: _shift_left,
     prims.shift_right_arithmetic_p: _shift_right_arithmetic,
     prims.shift_right_logical_p: _shift_right_logical,
 }

@@ -114,6 +114,48 @@ def digamma(x):
     return _as(x, _digamma64(_float64(x)))
 
 
+# B_2j / (2j)! for the Euler-Maclaurin tail of the Hurwitz zeta function
+_ZETA_TAIL = (1 / 12, -1 / 720, 1 / 30240, -1 / 1209600, 1 / 47900160,
+              -691 / 1307674368000, 1 / 74724249600)
+
+
+def _hurwitz_zeta64(s: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``sum_k (q + k)^-s`` for integer ``s >= 2``: direct terms until ``q + k >= 10``, then the
+    Euler-Maclaurin tail."""
+    total = np.zeros(np.broadcast(s, q).shape)
+    q = q + np.zeros_like(total)
+    for _ in range(int(np.ceil(max(0.0, 10 - np.nanmin(q, initial=10.0))))):
+        small = q < 10
+        total = total + np.where(small, np.where(small, q, 1.0) ** -s, 0)
+        q = np.where(small, q + 1, q)
+    tail = q ** (1 - s) / (s - 1) + 0.5 * q ** -s
+    rising, power = s.copy() if np.ndim(s) else np.asarray(s, np.float64), q ** (-s - 1)
+    for k, coefficient in enumerate(_ZETA_TAIL):
+        tail = tail + coefficient * rising * power
+        rising = rising * (s + 2 * k + 1) * (s + 2 * k + 2)
+        power = power / (q * q)
+    return total + tail
+
+
+def _polygamma64(m: np.ndarray, x: np.ndarray) -> np.ndarray:
+    m, x = np.broadcast_arrays(m, x)
+    with np.errstate(all="ignore"):
+        order = np.where(m >= 1, m, 1.0)
+        sign = np.where(order % 2 == 1, 1.0, -1.0)
+        factorial = np.vectorize(math.gamma, otypes=[np.float64])(order + 1)
+        higher = sign * factorial * _hurwitz_zeta64(order + 1, x)
+        out = np.where(m == 0, _digamma64(x), higher)
+        pole = (x <= 0) & (x == np.floor(x))
+        bad_order = (m < 0) | (m != np.floor(m))
+        return np.where(pole | bad_order, np.nan, out)
+
+
+def polygamma(m, x):
+    """``polygamma(m, x)``: the ``m``-th derivative of ``digamma`` (``m`` a non-negative
+    integer-valued float; nan otherwise and at the poles)."""
+    return _as(x, _polygamma64(_float64(m), _float64(x)))
+
+
 @functools.lru_cache(maxsize=None)
 def reduce_precision_kernel(exponent_bits: int, mantissa_bits: int):
     """The elementwise kernel of ``reduce_precision`` for one format (one function object per

@@ -20,7 +20,7 @@ __all__ = [
     "map", "associative_scan", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
     "top_k", "sort", "sort_key_val", "clamp", "broadcast", "expand_dims", "index_in_dim",
     "slice_in_dim", "full", "full_like", "batch_matmul", "square", "Precision", "erf", "erfc",
-    "erf_inv", "lgamma", "digamma", "reduce", "pshuffle", "pswapaxes", "integer_pow",
+    "erf_inv", "lgamma", "digamma", "polygamma", "reduce", "pshuffle", "pswapaxes", "integer_pow",
     "reciprocal", "exp2", "log1p", "expm1", "tan", "atan2", "pow", "sign", "floor", "ceil",
     "round", "is_finite", "cbrt", "rem", "reduce_sum", "reduce_max", "reduce_min",
     "reduce_prod", "argmax", "argmin", "squeeze", "rev", "pad", "bitcast_convert_type",
@@ -263,6 +263,18 @@ def lgamma(x):
 def digamma(x):
     """``d/dx log Gamma(x)`` (nan at the poles)."""
     return _special(p.digamma_p, x)
+
+
+def polygamma(m, x):
+    """The ``m``-th derivative of ``digamma`` at ``x`` (``m`` a non-negative integer, as an
+    array of ``x``'s dtype or a Python int); differentiable in ``x``."""
+    x = _array(x)
+    if not _dt.is_inexact(x.dtype):
+        raise TypeError(f"lax.polygamma requires a floating-point x, got {x.dtype}")
+    m = jnp.astype(_array(m), x.dtype)
+    if jnp.shape(m) != x.shape:
+        m = jnp.broadcast_to(m, x.shape)
+    return bind(p.polygamma_p, m, x)
 
 
 def clamp(min, x, max):

@@ -89,18 +89,40 @@ def test_special_functions_everywhere_and_gradients(name, fn, ref, low, high):
     assert_close(shardc.vmap(fn)(x), want, rtol=1e-6, atol=1e-7)
 
 
-def test_digamma_has_no_derivative_rule_and_says_so():
-    with pytest.raises(NotImplementedError, match="digamma"):
-        shardc.grad(lambda v: lax.digamma(v).sum())(np.ones(3, np.float32))
+def _trigamma_reference(x):
+    # sum_k 1/(x + k)^2, the tail by its integral and Euler-Maclaurin terms
+    k = np.arange(200.0)
+    head = (1 / (x[:, None] + k) ** 2).sum(1)
+    t = x + 200
+    return head + 1 / t + 1 / (2 * t ** 2) + 1 / (6 * t ** 3)
+
+
+def test_polygamma_and_the_derivatives_of_digamma_and_lgamma():
+    x = np.array([0.3, 0.5, 1.0, 2.0, 4.5, 12.0], np.float32)
+    trigamma = _trigamma_reference(x.astype(np.float64))
+    assert_close(lax.polygamma(1, x), trigamma, 2e-6, 1e-6, np.float32)
+    assert_close(lax.polygamma(0, x), lax.digamma(x), 1e-7, 1e-7)
+    zeta3 = 1.2020569031595942
+    assert_close(lax.polygamma(2, np.float32(1.0)), -2 * zeta3, 1e-6)
+    assert_close(lax.polygamma(3, np.float32(0.5)), np.pi ** 4, 1e-6)
+    assert_close(lax.polygamma(1, np.float32(-0.5)), np.pi ** 2 / 2 + 4, 1e-6)
+    assert np.isnan(np.asarray(lax.polygamma(1.5, np.float32(1.0))))
+    assert_close(shardc.vmap(shardc.grad(lax.digamma))(x), trigamma, 2e-6, 1e-6)
+    second = shardc.vmap(shardc.grad(shardc.grad(lax.lgamma)))(x)
+    assert_close(second, trigamma, 2e-6, 1e-6)
+    check_grad(lambda v: lax.polygamma(1, v).sum(), x[2:5])
+    everywhere(lambda v: lax.polygamma(2, v), x.reshape(2, 3),
+               np.asarray(lax.polygamma(2, x)).reshape(2, 3))
 
 
 def test_special_functions_round_trip_through_ir_text():
     from ir.parser import parse_program
     from ir.printer import print_program
     closed = shardc.make_jaxpr(lambda v: lax.erf(v) + lax.erfc(v) + lax.erf_inv(v * 0.1)
-                               + lax.lgamma(v + 2) + lax.digamma(v + 2))(np.ones(3, np.float32))
+                               + lax.lgamma(v + 2) + lax.digamma(v + 2)
+                               + lax.polygamma(1, v + 2))(np.ones(3, np.float32))
     text = print_program(closed.jaxpr)
-    assert "erf_inv" in text and "digamma" in text
+    assert "erf_inv" in text and "digamma" in text and "polygamma" in text
     assert print_program(parse_program(text)) == text
 
 
@@ -383,7 +405,7 @@ NAMES = {
                        "variance_scaling",
     "random": "categorical choice permutation truncated_normal gumbel exponential laplace "
               "logistic bernoulli rademacher multivariate_normal gamma beta dirichlet",
-    "scipy.special": "logsumexp erf erfc erfinv expit logit xlogy xlog1py gammaln digamma "
+    "scipy.special": "logsumexp erf erfc erfinv expit logit xlogy xlog1py gammaln digamma polygamma "
                      "entr softmax log_softmax ndtr ndtri",
     "scipy.stats.norm": "pdf logpdf cdf logcdf sf ppf",
     "numpy.linalg": "norm det inv solve cholesky qr slogdet matrix_power",

@@ -12,7 +12,7 @@ from compiler.custom_ad import custom_jvp
 from shardc import lax, nn
 
 __all__ = ["logsumexp", "erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py",
-           "gammaln", "digamma", "entr", "softmax", "log_softmax", "ndtr", "ndtri"]
+           "gammaln", "digamma", "polygamma", "entr", "softmax", "log_softmax", "ndtr", "ndtri"]
 
 logsumexp = nn.logsumexp
 softmax = nn.softmax
@@ -49,6 +49,12 @@ def gammaln(x):
 def digamma(x):
     (x,) = _inexact(x)
     return lax.digamma(x)
+
+
+def polygamma(n, x):
+    """The ``n``-th derivative of ``digamma``."""
+    (x,) = _inexact(x)
+    return lax.polygamma(n, x)
 
 
 def expit(x):
