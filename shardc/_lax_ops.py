@@ -20,7 +20,7 @@ __all__ = [
     "map", "associative_scan", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
     "top_k", "sort", "sort_key_val", "clamp", "broadcast", "expand_dims", "index_in_dim",
     "slice_in_dim", "full", "full_like", "batch_matmul", "square", "Precision", "erf", "erfc",
-    "erf_inv", "lgamma", "digamma", "polygamma", "reduce", "pshuffle", "pswapaxes", "integer_pow",
+    "erf_inv", "lgamma", "digamma", "polygamma", "reduce", "dot", "pshuffle", "pswapaxes", "integer_pow",
     "reciprocal", "exp2", "log1p", "expm1", "tan", "atan2", "pow", "sign", "floor", "ceil",
     "round", "is_finite", "cbrt", "rem", "reduce_sum", "reduce_max", "reduce_min",
     "reduce_prod", "argmax", "argmin", "squeeze", "rev", "pad", "bitcast_convert_type",
@@ -411,6 +411,18 @@ def full(shape, fill_value, dtype=None):
 
 def full_like(x, fill_value, dtype=None, shape=None):
     return jnp.full_like(x, fill_value, dtype=dtype, shape=shape)
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    """Vector or matrix product of operands of rank 1 or 2: ``lhs``'s last dimension with
+    ``rhs``'s first."""
+    lhs, rhs = _array(lhs), _array(rhs)
+    if lhs.ndim not in (1, 2) or rhs.ndim not in (1, 2) or lhs.shape[-1] != rhs.shape[0]:
+        raise TypeError(f"lax.dot: operands of rank 1 or 2 with lhs's last dimension equal to "
+                        f"rhs's first, got {lhs.shape} and {rhs.shape}")
+    from shardc.lax import dot_general
+    return dot_general(lhs, rhs, (((lhs.ndim - 1,), (0,)), ((), ())), precision=precision,
+                       preferred_element_type=preferred_element_type)
 
 
 def batch_matmul(lhs, rhs, precision=None):

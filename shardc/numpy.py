@@ -1067,11 +1067,13 @@ def matmul(x, y):
     return out
 
 
+@_accepts_out_sharding
 def vdot(x, y):
     """Dot product of the flattened operands."""
     return dot(ravel(x), ravel(y))
 
 
+@_accepts_out_sharding
 def inner(x, y):
     """Inner product over the last axes of ``x`` and ``y``."""
     return _dot_general(x, y, ((len(_shape(x)) - 1,), (len(_shape(y)) - 1,)))
@@ -1083,6 +1085,7 @@ def outer(x, y):
     return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
 
 
+@_accepts_out_sharding
 def tensordot(x, y, axes=2):
     """Contract ``axes`` of ``x`` with ``axes`` of ``y`` (an int: the last/first ``axes``)."""
     xs, ys = _shape(x), _shape(y)

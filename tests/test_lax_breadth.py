@@ -301,6 +301,13 @@ def test_batch_matmul_and_precision():
                                      precision=precision), a[0] @ b[0], 1e-5, 1e-5)
         assert_close(jnp.einsum("ij,jk->ik", a[0], b[0], precision=precision), a[0] @ b[0],
                      1e-5, 1e-5)
+    for fn in (jnp.inner, jnp.vdot, jnp.matmul, lambda u, v, **kw: jnp.tensordot(u, v, 1, **kw)):
+        assert_close(fn(a[0, 0], a[1, 0], precision=lax.Precision.HIGHEST),
+                     np.tensordot(a[0, 0], a[1, 0], 1), 1e-5, 1e-5)
+    assert_close(lax.dot(a[0], b[0], precision="highest"), a[0] @ b[0], 1e-5, 1e-5)
+    assert_close(lax.dot(a[0], b[0, :, 0]), a[0] @ b[0, :, 0], 1e-5, 1e-5)
+    with pytest.raises(TypeError, match="lax.dot"):
+        lax.dot(a, b)
     assert lax.Precision("bfloat16") is lax.Precision.DEFAULT
     with pytest.raises(ValueError):
         lax.Precision("best")
