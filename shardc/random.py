@@ -184,12 +184,11 @@ def permutation(key, x, axis=0, independent=False):
     >>> random.permutation(random.key(0), 5)        # the integers 0..4 in a random order
     """
     _single_key("permutation", key)
-    if isinstance(x, (int, np.integer)) or (hasattr(x, "shape") and jnp.shape(x) == ()
-                                            and not isinstance(x, (float, np.floating))):
-        if hasattr(x, "shape") and not isinstance(x, (int, np.integer)):
-            raise TypeError("random.permutation of a scalar array: pass a Python int "
-                            "(the number of items) or an array with at least one dimension")
-        return _random_order(key, (int(x),), 0)
+    if jnp.ndim(x) == 0:
+        if not _dt.is_int(jnp.result_type(x)):
+            raise TypeError("random.permutation: x must be an integer (the number of items) "
+                            f"or an array with at least one dimension, got {x!r}")
+        return _random_order(key, (int(x),), 0)       # a traced count raises here, as in JAX
     x = jnp.asarray(x)
     axis = axis % x.ndim
     if independent:
@@ -302,7 +301,8 @@ def _choice_indices(key, n, count, replace, p):
     if replace:
         cdf = jnp.cumsum(jnp.asarray(p, np.float32))
         u = jnp.multiply(uniform(key, (count,)), cdf[-1])
-        return jnp.astype(jnp.searchsorted(cdf, u, side="right"), np.int32)
+        # (u * total can round up to total: keep the index in range)
+        return jnp.minimum(jnp.astype(jnp.searchsorted(cdf, u, side="right"), np.int32), n - 1)
     if p is None:
         return permutation(key, n)[:count]
     # without replacement, by weight: the top ``count`` of log p + Gumbel noise

@@ -140,6 +140,10 @@ def test_choice_with_and_without_replacement():
 
 def test_permutation_axis_and_independent():
     key = random.key(13)
+    assert sorted(np.asarray(random.permutation(key, np.int32(7)))) == list(range(7))
+    assert sorted(np.asarray(random.permutation(key, jnp.asarray(4)))) == list(range(4))
+    with pytest.raises(TypeError, match="must be an integer"):
+        random.permutation(key, 3.0)
     perm = np.asarray(random.permutation(key, 50))
     assert sorted(perm) == list(range(50)) and (perm != np.arange(50)).any()
     x = np.arange(24).reshape(4, 6)
