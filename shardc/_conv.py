@@ -100,7 +100,8 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     """A general N-d convolution (cross-correlation, as XLA's).
 
     ``window_strides``: one stride per spatial dimension. ``padding``: ``'SAME'``,
-    ``'SAME_LOWER'``, ``'VALID'`` or ``(low, high)`` per spatial dimension (negative trims).
+    ``'SAME_LOWER'``, ``'VALID'`` (without ``lhs_dilation``) or ``(low, high)`` per spatial
+    dimension (negative trims).
     ``lhs_dilation`` inserts ``d - 1`` zeros between input elements (a transposed
     convolution), ``rhs_dilation`` between kernel taps (atrous). ``feature_group_count``
     splits the input features into groups, each convolved with its share of the kernel's
@@ -122,6 +123,11 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     lhs_dilation = _ints(lhs_dilation, spatial, "lhs_dilation", 1)
     rhs_dilation = _ints(rhs_dilation, spatial, "rhs_dilation", 1)
     groups = _check_features(x.shape, w.shape, int(feature_group_count))
+    if isinstance(padding, str) and any(d != 1 for d in lhs_dilation):
+        # as JAX: which SAME padding a transposed convolution wants is ambiguous
+        raise ValueError("conv_general_dilated: string padding is not supported with "
+                         "lhs_dilation (a transposed convolution); give explicit (low, high) "
+                         "pads")
     x = _dilate(x, lhs_dilation)
     windows = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], rhs_dilation)]
     pads = (padtype_to_pads(x.shape[2:], windows, strides, padding)

@@ -75,7 +75,7 @@ CASES = [
     ((2, 3, 7, 6), (4, 3, 3, 3), (2, 1), "SAME", (1, 1), (1, 1), 1),
     ((1, 2, 8, 5), (2, 2, 2, 3), (2, 2), "SAME_LOWER", (1, 1), (1, 1), 1),
     ((1, 2, 6, 6), (3, 2, 3, 3), (1, 2), [(2, -1), (0, 1)], (1, 1), (2, 1), 1),
-    ((2, 4, 5, 5), (6, 2, 2, 2), (1, 1), "VALID", (2, 1), (1, 2), 2),
+    ((2, 4, 5, 5), (6, 2, 2, 2), (1, 1), [(0, 0), (1, 0)], (2, 1), (1, 2), 2),
     ((2, 4, 6, 6), (4, 1, 3, 3), (1, 1), "SAME", (1, 1), (1, 1), 4),     # depthwise
     ((2, 3, 9), (2, 3, 4), (3,), [(1, 2)], (1,), (2,), 1),                 # 1-d
     ((1, 2, 4, 3, 3), (2, 2, 2, 2, 1), (1, 1, 1), "SAME", (1, 1, 1), (1, 1, 1), 1),   # 3-d
@@ -131,6 +131,9 @@ def test_conv_errors_name_the_problem():
         lax.conv(x, np.ones((2, 4, 2, 2), np.float32), (1, 1), "FULL")
     with pytest.raises(ValueError, match="larger than the padded input"):
         lax.conv(x, np.ones((2, 4, 6, 6), np.float32), (1, 1), "VALID")
+    with pytest.raises(ValueError, match="string padding is not supported with lhs_dilation"):
+        lax.conv_general_dilated(x, np.ones((2, 4, 2, 2), np.float32), (1, 1), "VALID",
+                                 lhs_dilation=(2, 2))
     with pytest.raises(TypeError, match="layout 'NHW'"):
         lax.conv_general_dilated(x, np.ones((2, 4, 2, 2), np.float32), (1, 1), "VALID",
                                  dimension_numbers=("NHW", "OIHW", "NCHW"))
