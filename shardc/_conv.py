@@ -16,7 +16,7 @@ import numpy as np
 import shardc.numpy as jnp
 
 __all__ = ["ConvDimensionNumbers", "conv_dimension_numbers", "conv_general_dilated", "conv",
-           "conv_with_general_padding", "padtype_to_pads"]
+           "conv_with_general_padding", "conv_transpose", "padtype_to_pads"]
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -198,3 +198,56 @@ def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, r
                               precision=None, preferred_element_type=None):
     return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
                                 precision=precision, preferred_element_type=preferred_element_type)
+
+
+# conv_transpose's default layouts by rank, TensorFlow's convention (as JAX's)
+_TRANSPOSE_LAYOUTS = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
+                      4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}
+
+
+def _transpose_pads(window: int, stride: int, padding: str) -> tuple:
+    """``(low, high)`` pads of the stride-dilated input that make a transposed convolution
+    the gradient of a forward one with this ``padding``."""
+    if padding == "SAME":
+        total = window + stride - 2
+        low = window - 1 if stride > window - 1 else math.ceil(total / 2)
+    elif padding == "VALID":
+        total = window + stride - 2 + max(window - stride, 0)
+        low = window - 1
+    else:
+        raise ValueError(f"conv_transpose: padding must be 'SAME', 'VALID' or (low, high) "
+                         f"pairs, got {padding!r}")
+    return low, total - low
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel=False, precision=None, preferred_element_type=None):
+    """A transposed ("fractionally strided") convolution: ``lhs`` dilated by ``strides`` and
+    convolved with ``rhs``; ``'SAME'``/``'VALID'`` choose JAX's pads, which make it the gradient
+    of the forward convolution with that padding (SAME gives ``input * stride`` positions, so
+    it matches when the forward input was a multiple of the stride). ``transpose_kernel=True`` flips the kernel's
+    spatial axes and swaps its feature axes, giving exactly that gradient for the same kernel.
+    Layouts default to ``NHWC``/``HWIO``/``NHWC`` (by rank), as JAX's.
+    """
+    lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
+    rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
+    if dimension_numbers is None:
+        if lhs.ndim not in _TRANSPOSE_LAYOUTS:
+            raise ValueError(f"conv_transpose: no default layout for rank {lhs.ndim}; pass "
+                             "dimension_numbers")
+        dimension_numbers = _TRANSPOSE_LAYOUTS[lhs.ndim]
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    spatial = lhs.ndim - 2
+    rhs_dilation = _ints(rhs_dilation, spatial, "rhs_dilation", 1)
+    strides = _ints(strides, spatial, "strides", 1)
+    windows = [(rhs.shape[d] - 1) * r + 1 for d, r in zip(dn.rhs_spec[2:], rhs_dilation)]
+    if isinstance(padding, str):
+        pads = [_transpose_pads(k, s, padding.upper()) for k, s in zip(windows, strides)]
+    else:
+        pads = [tuple(int(v) for v in pair) for pair in padding]
+    if transpose_kernel:
+        rhs = jnp.flip(rhs, tuple(dn.rhs_spec[2:]))
+        rhs = jnp.swapaxes(rhs, dn.rhs_spec[0], dn.rhs_spec[1])
+    return conv_general_dilated(lhs, rhs, (1,) * spatial, pads, strides, rhs_dilation, dn,
+                                precision=precision,
+                                preferred_element_type=preferred_element_type)

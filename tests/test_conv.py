@@ -204,3 +204,35 @@ def test_data_parallel_conv_gradients_equal_the_single_device_ones():
                             mesh=mesh2(), in_specs=(P(), P("x")), out_specs=P())
     assert_close(body(kernel, images), shardc.grad(loss)(kernel, images, images.size),
                  1e-5, 1e-6)
+
+
+@pytest.mark.parametrize("size,stride,padding", [(7, 2, "VALID"), (6, 2, "SAME"),
+                                                 (5, 1, "SAME"), (9, 3, "SAME")])
+def test_conv_transpose_is_the_gradient_of_conv(size, stride, padding):
+    rng = np.random.default_rng(size + stride)
+    x = rng.normal(size=(2, size, size, 3)).astype(np.float32)       # NHWC
+    w = rng.normal(size=(3, 3, 3, 4)).astype(np.float32)             # HWIO
+
+    def forward(v):
+        return lax.conv_general_dilated(v, w, (stride, stride), padding,
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    y, pullback = shardc.vjp(forward, x)
+    cotangent = rng.normal(size=y.shape).astype(np.float32)
+    (want,) = pullback(cotangent)
+    got = lax.conv_transpose(cotangent, w, (stride, stride), padding, transpose_kernel=True)
+    assert got.shape == x.shape
+    assert_close(got, want, 1e-4, 1e-5)
+
+
+def test_conv_transpose_upsamples_with_explicit_layout_and_pads():
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 6)                # NCW
+    w = np.ones((1, 1, 2), np.float32)                                 # OIW
+    dn = ("NCH", "OIH", "NCH")
+    got = lax.conv_transpose(x, w, (2,), [(1, 1)], dimension_numbers=dn)
+    # stride-2 dilation puts zeros between the samples; a width-2 box kernel repeats each one
+    dilated = np.zeros(11, np.float32)
+    dilated[::2] = x[0, 0]
+    padded = np.pad(dilated, 1)
+    assert_close(got[0, 0], padded[:-1] + padded[1:])
+    with pytest.raises(ValueError, match="padding must be 'SAME', 'VALID'"):
+        lax.conv_transpose(x, w, (2,), "FULL", dimension_numbers=dn)

@@ -401,7 +401,7 @@ NAMES = {
     "lax": "map associative_scan cummax cummin cumsum cumprod cumlogsumexp top_k sort "
            "sort_key_val clamp broadcast expand_dims index_in_dim full full_like batch_matmul "
            "square Precision erf erfc erf_inv lgamma digamma reduce reduce_precision "
-           "bitcast_convert_type conv_general_dilated conv conv_with_general_padding "
+           "bitcast_convert_type conv_general_dilated conv conv_transpose conv_with_general_padding "
            "conv_dimension_numbers pshuffle pswapaxes",
     "nn": "swish softplus soft_sign tanh leaky_relu elu celu selu glu hard_tanh relu6 "
           "hard_sigmoid hard_silu log_sigmoid standardize gelu dot_product_attention one_hot "
