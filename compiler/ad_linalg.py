@@ -103,6 +103,32 @@ def _slogdet_jvp(primals, tangents):
     return [sign, logabsdet], [None, trace]
 
 
+def _eigh_jvp(primals, tangents):
+    # with S = V^T sym(dA) V: dw = diag(S), dV = V (F * S), F_ij = 1 / (w_j - w_i) off the
+    # diagonal and 0 on it (distinct eigenvalues assumed, as JAX's)
+    (a,), (ta,) = primals, tangents
+    vectors, values = bind(p.eigh_p, a)
+    if ta is None:
+        return [vectors, values], [None, None]
+    aval = _aval(a)
+    n, dtype = aval.shape[-1], aval.dtype
+    sym = bind(p.mul_p, bind(p.add_p, ta, _mT(ta)), np.asarray(0.5, dtype)[()])
+    rotated = _matmul(_mT(vectors), _matmul(sym, vectors))
+    eye = np.eye(n)
+    diagonal = bind(p.reduce_sum_p, _masked(rotated, eye), axes=(aval.ndim - 1,))
+    batch = tuple(range(aval.ndim - 2))
+    columns = bind(p.broadcast_in_dim_p, values, shape=aval.shape,
+                   broadcast_dimensions=batch + (aval.ndim - 1,))
+    rows = bind(p.broadcast_in_dim_p, values, shape=aval.shape,
+                broadcast_dimensions=batch + (aval.ndim - 2,))
+    gaps = bind(p.add_p, bind(p.sub_p, columns, rows),
+                bind(p.broadcast_in_dim_p, eye.astype(dtype), shape=aval.shape,
+                     broadcast_dimensions=(aval.ndim - 2, aval.ndim - 1)))
+    weights = _masked(bind(p.div_p, np.asarray(1, dtype)[()], gaps), 1 - eye)
+    return [vectors, values], [_matmul(vectors, bind(p.mul_p, weights, rotated)), diagonal]
+
+
+jvp_rules[p.eigh_p] = _eigh_jvp
 jvp_rules[p.solve_p] = _solve_jvp
 transpose_rules[p.solve_p] = _solve_transpose
 jvp_rules[p.cholesky_p] = _cholesky_jvp

@@ -198,7 +198,8 @@ cholesky_p = primitive("cholesky")                       # (a): lower L with a =
 qr_p = primitive("qr", multiple_results=True)            # (a)[full_matrices]: q, r
 solve_p = primitive("solve")                             # (a, b): a^-1 b, b a stack of matrices
 slogdet_p = primitive("slogdet", multiple_results=True)  # (a): sign, log|det|
-LINALG = (cholesky_p, qr_p, solve_p, slogdet_p)
+eigh_p = primitive("eigh", multiple_results=True)        # (a): vectors, ascending values
+LINALG = (cholesky_p, qr_p, solve_p, slogdet_p, eigh_p)
 
 # Identity whose tangent is zero.
 stop_gradient_p = primitive("stop_gradient")

@@ -293,6 +293,14 @@ shape_rules[prims.solve_p] = _solve_rule
 shape_rules[prims.slogdet_p] = _slogdet_rule
 
 
+def _eigh_rule(a: Aval) -> list:
+    _square_matrices(prims.eigh_p, a)
+    return [_aval(a.shape, a.dtype), _aval(a.shape[:-1], a.dtype)]
+
+
+shape_rules[prims.eigh_p] = _eigh_rule
+
+
 # --- reductions -------------------------------------------------------------------------------
 
 def _check_axes(prim, x: Aval, axes):

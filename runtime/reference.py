@@ -370,6 +370,7 @@ impl_rules[prims.cholesky_p] = linalg.cholesky
 impl_rules[prims.qr_p] = linalg.qr
 impl_rules[prims.solve_p] = linalg.solve
 impl_rules[prims.slogdet_p] = linalg.slogdet
+impl_rules[prims.eigh_p] = linalg.eigh
 impl_rules[prims.searchsorted_p] = _searchsorted
 
 

@@ -12,7 +12,7 @@ from ir import primitives as p
 import shardc.numpy as jnp
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "solve", "cholesky",
-           "qr", "matrix_power", "matrix_transpose", "trace", "outer", "multi_dot"]
+           "qr", "eigh", "eigvalsh", "matrix_power", "matrix_transpose", "trace", "outer", "multi_dot"]
 
 
 def _float(x):
@@ -46,6 +46,25 @@ def qr(a, mode="reduced"):
         raise ValueError(f"linalg.qr: expected matrices (shape [..., m, n]), got {a.shape}")
     q, r = bind(p.qr_p, a, full_matrices=mode == "complete")
     return r if mode == "r" else (q, r)
+
+
+def eigh(a, UPLO=None, symmetrize_input=True):
+    """``(eigenvalues, eigenvectors)`` of symmetric matrices: values ascending, vectors as
+    columns. The symmetric part ``(a + a^T)/2`` is read (``UPLO`` and ``symmetrize_input``
+    are accepted for JAX's signature; only ``symmetrize_input=True`` is supported)."""
+    if not symmetrize_input:
+        raise NotImplementedError("linalg.eigh: symmetrize_input=False is not supported")
+    if UPLO not in (None, "L", "U"):
+        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    a = _float(a)
+    _square("eigh", a)
+    vectors, values = bind(p.eigh_p, a)
+    return values, vectors
+
+
+def eigvalsh(a, UPLO="L"):
+    """The eigenvalues of symmetric matrices, ascending."""
+    return eigh(a, UPLO)[0]
 
 
 def solve(a, b):

@@ -415,7 +415,7 @@ NAMES = {
     "scipy.special": "logsumexp erf erfc erfinv expit logit xlogy xlog1py gammaln digamma polygamma "
                      "entr softmax log_softmax ndtr ndtri",
     "scipy.stats.norm": "pdf logpdf cdf logcdf sf ppf",
-    "numpy.linalg": "norm det inv solve cholesky qr slogdet matrix_power",
+    "numpy.linalg": "norm det inv solve cholesky qr slogdet matrix_power eigh eigvalsh",
 }
 
 

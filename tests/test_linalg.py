@@ -133,9 +133,28 @@ def test_matrix_primitives_round_trip_through_ir_text():
     def program(a, b):
         q, r = la.qr(a, mode="complete")
         sign, logdet = la.slogdet(a)
-        return la.cholesky(a) + la.solve(a, b) + q + r, sign * logdet
+        values, vectors = la.eigh(a)
+        return la.cholesky(a) + la.solve(a, b) + q + r + vectors, sign * logdet + values.sum()
     closed = shardc.make_jaxpr(program)(SPD[0], SPD[1])
     text = print_program(closed.jaxpr)
-    for name in ("cholesky", "qr[", "solve", "slogdet", "full_matrices=True"):
+    for name in ("cholesky", "qr[", "solve", "slogdet", "eigh", "full_matrices=True"):
         assert name in text
     assert print_program(parse_program(text)) == text
+
+
+def test_eigh_decomposes_symmetric_matrices_and_differentiates():
+    w, v = la.eigh(SPD)
+    want = np.linalg.eigvalsh(SPD.astype(np.float64))
+    assert_close(w, want, 1e-5, 1e-5, np.float32)
+    w, v = np.asarray(w, np.float64), np.asarray(v, np.float64)
+    assert_close(v @ (w[..., None] * np.swapaxes(v, -1, -2)), SPD, 1e-4, 1e-4)
+    assert_close(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(3), (4, 3, 3)), 1e-5, 1e-5)
+    _batched_and_sharded(la.eigvalsh, SPD, want, 1e-5, 1e-5)
+    # through a symmetric parametrisation; eigenvector signs are arbitrary: use their squares
+    weights = np.arange(9, dtype=np.float32).reshape(3, 3)
+    check_grad(lambda x: (la.eigh(x + x.T)[0] * np.array([1.0, 2.0, 3.0])).sum(), A[0])
+    check_grad(lambda x: (la.eigh(x + x.T)[1] ** 2 * weights).sum(), A[0])
+    # the gradient of the largest eigenvalue is v v^T
+    grad = np.asarray(shardc.grad(lambda x: la.eigh(x)[0][-1])(SPD[0]), np.float64)
+    top = v[0][:, -1]
+    assert_close(grad, np.outer(top, top), 1e-4, 1e-5)
