@@ -312,16 +312,20 @@ def _choice_indices(key, n, count, replace, p):
 
 def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="cholesky"):
     """Normal vectors with ``mean`` (``[..., n]``) and covariance ``cov`` (``[..., n, n]``):
-    ``mean + L z`` with ``L`` the Cholesky factor of ``cov`` and ``z`` standard normal.
+    ``mean + L z`` with ``z`` standard normal and ``L L^T = cov``: the Cholesky factor
+    (``method='cholesky'``) or ``V sqrt(w)`` from ``eigh`` (``method='eigh'``, which also takes
+    positive semi-definite covariances).
 
     ``shape`` (default: the broadcast batch shape of ``mean`` and ``cov``) is the batch shape
     of the result, which has a last dimension ``n``.
     """
     _single_key("multivariate_normal", key)
-    if method != "cholesky":
-        raise NotImplementedError(f"multivariate_normal: method={method!r} needs an "
-                                  "eigendecomposition or SVD, which shardc does not have; "
-                                  "use method='cholesky'")
+    if method == "svd":
+        raise NotImplementedError("multivariate_normal: method='svd' needs an SVD, which "
+                                  "shardc does not have; use 'cholesky' or 'eigh'")
+    if method not in ("cholesky", "eigh"):
+        raise ValueError(f"multivariate_normal: method must be 'svd', 'eigh' or 'cholesky', "
+                         f"got {method!r}")
     dtype = _dt.canonicalize(dtype)
     mean = jnp.astype(jnp.asarray(mean), dtype)
     cov = jnp.astype(jnp.asarray(cov), dtype)
@@ -330,7 +334,11 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="ch
                          f"{mean.shape} and {cov.shape}")
     batch = jnp.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
     shape = batch if shape is None else _shape(shape)
-    factor = jnp.linalg.cholesky(cov)
+    if method == "cholesky":
+        factor = jnp.linalg.cholesky(cov)
+    else:
+        values, vectors = jnp.linalg.eigh(cov)
+        factor = vectors * jnp.sqrt(jnp.maximum(values, 0))[..., None, :]
     z = normal(key, shape + mean.shape[-1:], dtype)
     return jnp.add(mean, jnp.matmul(factor, z[..., None])[..., 0])
 

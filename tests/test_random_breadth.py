@@ -179,6 +179,10 @@ def test_multivariate_normal_mean_and_covariance():
     np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05)
     batched = random.multivariate_normal(random.key(16), np.zeros((4, 3), np.float32), cov)
     assert batched.shape == (4, 3) and batched.dtype == np.float32
+    by_eigh = np.asarray(random.multivariate_normal(random.key(15), mean, cov, (N,),
+                                                    method="eigh"), np.float64)
+    np.testing.assert_allclose(np.cov(by_eigh.T), cov, atol=0.05)
+    np.testing.assert_allclose(by_eigh.mean(0), mean, atol=5 * math.sqrt(cov.diagonal().max() / N))
     with pytest.raises(NotImplementedError, match="method='svd'"):
         random.multivariate_normal(random.key(0), mean, cov, method="svd")
     with pytest.raises(ValueError, match="cov"):
