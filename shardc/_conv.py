@@ -223,11 +223,12 @@ def _transpose_pads(window: int, stride: int, padding: str) -> tuple:
 def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
                    transpose_kernel=False, precision=None, preferred_element_type=None):
     """A transposed ("fractionally strided") convolution: ``lhs`` dilated by ``strides`` and
-    convolved with ``rhs``; ``'SAME'``/``'VALID'`` choose JAX's pads, which make it the gradient
-    of the forward convolution with that padding (SAME gives ``input * stride`` positions, so
-    it matches when the forward input was a multiple of the stride). ``transpose_kernel=True`` flips the kernel's
-    spatial axes and swaps its feature axes, giving exactly that gradient for the same kernel.
-    Layouts default to ``NHWC``/``HWIO``/``NHWC`` (by rank), as JAX's.
+    convolved with ``rhs``. ``'SAME'``/``'VALID'`` choose JAX's pads, which make it the
+    gradient of the forward convolution with that padding (SAME gives ``input * stride``
+    positions, so it matches when the forward input was a multiple of the stride).
+    ``transpose_kernel=True`` flips the kernel's spatial axes and swaps its feature axes,
+    giving exactly that gradient for the same kernel. Layouts default to
+    ``NHWC``/``HWIO``/``NHWC`` (by rank), as JAX's.
     """
     lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
     rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs

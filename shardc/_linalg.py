@@ -12,7 +12,8 @@ from ir import primitives as p
 import shardc.numpy as jnp
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "solve", "cholesky",
-           "qr", "eigh", "eigvalsh", "matrix_power", "matrix_transpose", "trace", "outer", "multi_dot"]
+           "qr", "eigh", "eigvalsh", "matrix_power", "matrix_transpose", "trace", "outer",
+           "multi_dot"]
 
 
 def _float(x):
