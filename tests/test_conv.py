@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import shardc
 import shardc.numpy as jnp
@@ -236,3 +237,35 @@ def test_conv_transpose_upsamples_with_explicit_layout_and_pads():
     assert_close(got[0, 0], padded[:-1] + padded[1:])
     with pytest.raises(ValueError, match="padding must be 'SAME', 'VALID'"):
         lax.conv_transpose(x, w, (2,), "FULL", dimension_numbers=dn)
+
+
+@st.composite
+def _conv_configs(draw):
+    spatial = draw(st.integers(1, 2))
+    groups = draw(st.sampled_from([1, 2]))
+    in_features, out_features = groups * draw(st.integers(1, 2)), groups * draw(st.integers(1, 2))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(spatial))
+    rhs_dil = tuple(draw(st.integers(1, 2)) for _ in range(spatial))
+    lhs_dil = tuple(draw(st.integers(1, 2)) for _ in range(spatial))
+    strides = tuple(draw(st.integers(1, 3)) for _ in range(spatial))
+    pads = [(draw(st.integers(-1, 2)), draw(st.integers(-1, 2))) for _ in range(spatial)]
+    windows = [(k - 1) * d + 1 for k, d in zip(kernel, rhs_dil)]
+    sizes = []
+    for window, d, (lo, hi) in zip(windows, lhs_dil, pads):
+        low = max(1, -(-(window - lo - hi - 1) // d) + 1)      # at least one output
+        sizes.append(draw(st.integers(low, low + 4)))
+    return (2, in_features) + tuple(sizes), (out_features, in_features // groups) + kernel, \
+        strides, pads, lhs_dil, rhs_dil, groups
+
+
+@settings(max_examples=15, derandomize=True, deadline=None)
+@given(_conv_configs())
+def test_conv_property_against_the_definition(config):
+    lhs_shape, rhs_shape, strides, pads, lhs_dil, rhs_dil, groups = config
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=lhs_shape).astype(np.float32)
+    w = rng.normal(size=rhs_shape).astype(np.float32)
+    want = reference_conv(x, w, strides, pads, lhs_dil, rhs_dil, groups)
+    got = lax.conv_general_dilated(x, w, strides, pads, lhs_dil, rhs_dil,
+                                   feature_group_count=groups)
+    assert_close(got, want, 1e-5, 1e-5, np.float32)

@@ -8,6 +8,7 @@ from functools import partial
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import shardc
 import shardc.numpy as jnp
@@ -426,3 +427,16 @@ def test_the_names_real_programs_reach_for_exist(module):
         namespace = getattr(namespace, part)
     missing = [name for name in NAMES[module].split() if not hasattr(namespace, name)]
     assert missing == []
+
+
+@settings(max_examples=15, derandomize=True, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=3), st.data())
+def test_associative_scan_property(shape, data):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    reverse = data.draw(st.booleans())
+    x = np.random.default_rng(len(shape)).uniform(-1, 1, shape).astype(np.float32)
+    flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
+    assert_close(lax.associative_scan(jnp.add, x, reverse=reverse, axis=axis),
+                 flip(np.cumsum(flip(x.astype(np.float64)), axis=axis)), 1e-5, 1e-5)
+    assert_close(lax.associative_scan(jnp.maximum, x, reverse=reverse, axis=axis),
+                 flip(np.maximum.accumulate(flip(x), axis=axis)))
