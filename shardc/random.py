@@ -399,3 +399,59 @@ def dirichlet(key, alpha, shape=None, dtype=np.float32):
     shape = alpha.shape[:-1] if shape is None else _shape(shape)
     draws = gamma(key, jnp.broadcast_to(alpha, shape + alpha.shape[-1:]), dtype=dtype)
     return draws / jnp.sum(draws, axis=-1, keepdims=True)
+
+
+def poisson(key, lam, shape=None, dtype=np.int32):
+    """Poisson(``lam``) integers (``lam >= 0``, broadcast to ``shape``): counting unit-rate
+    exponential arrivals for ``lam < 10``, Hormann's transformed rejection (PTRS) above; each
+    a ``while_loop`` that redraws until every entry is done."""
+    _single_key("poisson", key)
+    lam = jnp.astype(jnp.asarray(lam), np.float32)
+    shape = jnp.shape(lam) if shape is None else _shape(shape)
+    lam = jnp.broadcast_to(lam, shape)
+    small_key, large_key = split(key)
+    small = _poisson_by_arrivals(small_key, lam, lam < 10)
+    large = _poisson_by_rejection(large_key, jnp.maximum(lam, 10.0), lam >= 10)
+    return jnp.astype(jnp.where(lam < 10, small, large), dtype)
+
+
+def _poisson_by_arrivals(key, lam, active):
+    # count arrivals while the running sum of exponential gaps stays within lam
+    from shardc.lax import while_loop
+
+    def step(state):
+        rounds, count, elapsed, done = state
+        gap = exponential(fold_in(key, rounds), lam.shape)
+        elapsed = elapsed + gap
+        arrived = ~done & (elapsed <= lam)
+        return rounds + 1, count + jnp.astype(arrived, np.float32), elapsed, done | ~arrived
+
+    start = (jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32),
+             jnp.zeros(lam.shape, np.float32), ~active)
+    return while_loop(lambda state: ~jnp.all(state[3]), step, start)[1]
+
+
+def _poisson_by_rejection(key, lam, active):
+    from shardc.lax import while_loop, lgamma
+    root, log_lam = jnp.sqrt(lam), jnp.log(lam)
+    b = 0.931 + 2.53 * root
+    a = -0.059 + 0.02483 * b
+    inverse_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2)
+
+    def step(state):
+        rounds, sample, done = state
+        round_key = fold_in(key, rounds)
+        u = uniform(round_key, lam.shape) - 0.5
+        v = uniform(fold_in(round_key, 1), lam.shape, minval=np.finfo(np.float32).tiny)
+        us = 0.5 - jnp.abs(u)
+        k = jnp.floor((2 * a / us + b) * u + lam + 0.43)
+        quick = (us >= 0.07) & (v <= v_r)
+        rejected = (k < 0) | ((us < 0.013) & (v > us))
+        log_ratio = jnp.log(v) + jnp.log(inverse_alpha) - jnp.log(a / (us * us) + b)
+        slow = log_ratio <= -lam + k * log_lam - lgamma(jnp.maximum(k, 0.0) + 1)
+        accept = ~done & (quick | (~rejected & slow))
+        return rounds + 1, jnp.where(accept, k, sample), done | accept
+
+    start = (jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32), ~active)
+    return while_loop(lambda state: ~jnp.all(state[2]), step, start)[1]

@@ -412,7 +412,7 @@ NAMES = {
                        "he_normal he_uniform kaiming_normal kaiming_uniform orthogonal "
                        "variance_scaling",
     "random": "categorical choice permutation truncated_normal gumbel exponential laplace "
-              "logistic bernoulli rademacher multivariate_normal gamma beta dirichlet",
+              "logistic bernoulli rademacher multivariate_normal gamma beta dirichlet poisson",
     "scipy.special": "logsumexp erf erfc erfinv expit logit xlogy xlog1py gammaln digamma polygamma "
                      "entr softmax log_softmax ndtr ndtri",
     "scipy.stats.norm": "pdf logpdf cdf logcdf sf ppf",

@@ -218,3 +218,23 @@ def test_beta_and_dirichlet_moments():
     np.testing.assert_allclose(d.sum(1), 1.0, atol=1e-6)
     np.testing.assert_allclose(d.mean(0), alpha / alpha.sum(), atol=0.005)
     assert random.dirichlet(random.key(22), np.ones((4, 3), np.float32)).shape == (4, 3)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.7, 4.0, 9.5, 10.0, 30.0])
+def test_poisson_frequencies_match_the_pmf(lam):
+    x = np.asarray(random.poisson(random.key(23), lam, (N,)))
+    assert x.dtype == np.int32 and x.shape == (N,) and (x >= 0).all()
+    counts = np.bincount(x)
+    ks = np.arange(len(counts))
+    pmf = np.exp(-lam + ks * math.log(lam) - np.array([math.lgamma(k + 1) for k in ks])) \
+        if lam > 0 else (ks == 0).astype(float)
+    # each frequency within 5 standard errors of its probability
+    assert (np.abs(counts / N - pmf) <= 5 * np.sqrt(pmf * (1 - pmf) / N) + 1e-4).all()
+    assert abs(x.mean() - lam) <= 5 * math.sqrt(max(lam, 1e-3) / N)
+
+
+def test_poisson_broadcasts_rates():
+    rates = np.array([1.0, 50.0], np.float32)
+    assert random.poisson(random.key(24), rates).shape == (2,)
+    many = np.asarray(random.poisson(random.key(24), rates, (5000, 2)))
+    np.testing.assert_allclose(many.mean(0), rates, rtol=0.05)
