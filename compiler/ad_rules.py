@@ -155,13 +155,53 @@ def _d_exp2(x, y):
     return _mul(y, _scalar(np.log(2), x))
 
 
+_TWO_OVER_SQRT_PI = 2 / np.sqrt(np.pi)
+
+
+def _d_erf(x, y):
+    return _mul(_scalar(_TWO_OVER_SQRT_PI, x), bind(p.exp_p, bind(p.neg_p, _mul(x, x))))
+
+
+def _d_erfc(x, y):
+    return bind(p.neg_p, _d_erf(x, y))
+
+
+def _d_erf_inv(x, y):
+    # the inverse function's slope: 1 / erf'(y)
+    return _mul(_scalar(1 / _TWO_OVER_SQRT_PI, x), bind(p.exp_p, _mul(y, y)))
+
+
+def _d_lgamma(x, y):
+    return bind(p.digamma_p, x)
+
+
+def _d_digamma(x, y):
+    return bind(p.polygamma_p, _scalar(1, x), x)
+
+
+def _polygamma_jvp(primals, tangents):
+    # d/dx polygamma(m, x) = polygamma(m + 1, x); m is an order, not differentiable
+    (m, x), (tm, tx) = primals, tangents
+    if tm is not None:
+        raise ValueError("polygamma is not differentiable with respect to its order m")
+    out = bind(p.polygamma_p, m, x)
+    if tx is None:
+        return [out], [None]
+    slope = bind(p.polygamma_p, bind(p.add_p, m, _scalar(1, m)), x)
+    return [out], [_mul(tx, slope)]
+
+
+jvp_rules[p.polygamma_p] = _polygamma_jvp
+
+
 _UNARY_DERIVATIVES = {
     p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.tanh_p: _d_tanh, p.exp_p: _d_exp,
     p.log_p: _d_log, p.log1p_p: _d_log1p, p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt,
     p.rsqrt_p: _d_rsqrt, p.abs_p: _d_abs, p.logistic_p: _d_logistic,
     p.asin_p: _d_asin, p.acos_p: _d_acos, p.atan_p: _d_atan, p.sinh_p: _d_sinh,
     p.cosh_p: _d_cosh, p.asinh_p: _d_asinh, p.acosh_p: _d_acosh, p.atanh_p: _d_atanh,
-    p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2,
+    p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2, p.erf_p: _d_erf, p.erfc_p: _d_erfc,
+    p.erf_inv_p: _d_erf_inv, p.lgamma_p: _d_lgamma, p.digamma_p: _d_digamma,
 }
 for _p, _d in _UNARY_DERIVATIVES.items():
     jvp_rules[_p] = functools.partial(_unary_jvp, _d, prim=_p)
@@ -170,10 +210,14 @@ for _p, _d in _UNARY_DERIVATIVES.items():
 for _p in (p.sign_p, p.floor_p, p.ceil_p, p.round_p, p.not_p, p.is_finite_p, p.and_p, p.or_p,
            p.xor_p, p.argmax_p, p.argmin_p, p.iota_p, p.random_bits_p, p.reduce_and_p,
            p.reduce_or_p, p.signbit_p, p.population_count_p, p.nextafter_p,
-           p.searchsorted_p) + p.COMPARISON + p.SHIFTS:
+           p.searchsorted_p, p.bitcast_convert_type_p) + p.COMPARISON + p.SHIFTS:
     jvp_rules[_p] = functools.partial(_zero_tangents, _p)
 
 jvp_rules[p.neg_p] = functools.partial(linear_jvp, p.neg_p)
+# reduce_precision is treated as linear, as JAX does: tangents and cotangents are rounded too.
+jvp_rules[p.reduce_precision_p] = functools.partial(linear_jvp, p.reduce_precision_p)
+transpose_rules[p.reduce_precision_p] = lambda ct, x, **params: [
+    bind(p.reduce_precision_p, ct, **params)]
 transpose_rules[p.neg_p] = lambda ct, x: [bind(p.neg_p, ct)]
 
 
@@ -865,3 +909,5 @@ def _sort_jvp(primals, tangents, *, dimension, num_keys):
 
 
 jvp_rules[p.sort_p] = _sort_jvp
+
+from compiler import ad_linalg  # noqa: E402,F401  (the matrix primitives' rules)

@@ -482,7 +482,7 @@ def reduction_rule(prim, values, dims, *, axes, **params):
 
 
 for _p in prims.UNARY + prims.PREDICATES + (prims.convert_element_type_p,
-                                            prims.stop_gradient_p):
+                                            prims.stop_gradient_p, prims.reduce_precision_p):
     batching_rules[_p] = functools.partial(keep_dim_rule, _p)
 for _p in prims.ARITHMETIC + prims.COMPARISON + (prims.select_n_p,):
     batching_rules[_p] = functools.partial(elementwise_rule, _p)
@@ -585,6 +585,20 @@ def _pad_rule(values, dims, *, padding_config):
 for _p in prims.CUMULATIVE:
     batching_rules[_p] = functools.partial(_cumulative_rule, _p)
 batching_rules[prims.sort_p] = _sort_rule
+
+
+def _matrix_rule(prim, values, dims, **params):
+    """Matrix primitives act on the last two dimensions: every operand batched at axis 0."""
+    size = batch_size(values, dims)
+    operands = [batch_at(v, d, size) for v, d in zip(values, dims)]
+    outs = bind(prim, *operands, **params)
+    outs = list(outs) if prim.multiple_results else [outs]
+    return outs, [0] * len(outs)
+
+
+for _p in prims.LINALG + (prims.bitcast_convert_type_p,):
+    # (bitcast changes the last dimension only: batch at 0 keeps it clear of that)
+    batching_rules[_p] = functools.partial(_matrix_rule, _p)
 batching_rules[prims.searchsorted_p] = _searchsorted_rule
 batching_rules[prims.reshape_p] = _reshape_rule
 batching_rules[prims.transpose_p] = _transpose_rule

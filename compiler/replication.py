@@ -61,7 +61,9 @@ JOIN_PRIMITIVES = (
         prims.rev_p, prims.pad_p, prims.argmax_p, prims.argmin_p, prims.cumsum_p,
         prims.dot_general_p, prims.sharding_constraint_p, prims.random_bits_p,
         prims.stop_gradient_p, prims.signbit_p, prims.cumprod_p, prims.cummax_p,
-        prims.cummin_p, prims.sort_p, prims.searchsorted_p))
+        prims.cummin_p, prims.sort_p, prims.searchsorted_p, prims.bitcast_convert_type_p,
+        prims.reduce_precision_p)
+    + prims.LINALG)
 for _p in JOIN_PRIMITIVES:
     vma_rules[_p] = join_rule
 for _p in prims.REDUCING_COLLECTIVES:

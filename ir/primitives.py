@@ -102,10 +102,17 @@ cbrt_p = primitive("cbrt")
 exp2_p = primitive("exp2")
 population_count_p = primitive("population_count")
 signbit_p = primitive("signbit")                         # bool result, reads the sign bit
+# Special functions (lax.erf ...): own kernels, accurate to the last bits of float32.
+erf_p = primitive("erf")
+erfc_p = primitive("erfc")
+erf_inv_p = primitive("erf_inv")
+lgamma_p = primitive("lgamma")
+digamma_p = primitive("digamma")
+SPECIAL = (erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p)
 
 UNARY = (neg_p, sin_p, cos_p, tan_p, tanh_p, exp_p, log_p, log1p_p, expm1_p, sqrt_p, rsqrt_p,
          abs_p, sign_p, floor_p, ceil_p, round_p, logistic_p, not_p, asin_p, acos_p, atan_p,
-         sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p, population_count_p)
+         sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p, population_count_p) + SPECIAL
 PREDICATES = (is_finite_p, signbit_p)                     # one operand, boolean result
 
 # Elementwise, two operands of one dtype (rank-0 operands broadcast).
@@ -122,12 +129,13 @@ and_p = primitive("and")
 or_p = primitive("or")
 xor_p = primitive("xor")
 nextafter_p = primitive("nextafter")
+polygamma_p = primitive("polygamma")                     # (m, x): the m-th derivative of digamma
 shift_left_p = primitive("shift_left")
 shift_right_arithmetic_p = primitive("shift_right_arithmetic")
 shift_right_logical_p = primitive("shift_right_logical")
 SHIFTS = (shift_left_p, shift_right_arithmetic_p, shift_right_logical_p)
 ARITHMETIC = (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, and_p, or_p, xor_p,
-              nextafter_p) + SHIFTS
+              nextafter_p, polygamma_p) + SHIFTS
 
 eq_p = primitive("eq")
 ne_p = primitive("ne")
@@ -139,6 +147,11 @@ COMPARISON = (eq_p, ne_p, lt_p, le_p, gt_p, ge_p)
 
 select_n_p = primitive("select_n")                       # select_n(pred, *cases)
 convert_element_type_p = primitive("convert_element_type")   # [new_dtype]
+# The bits reread as another dtype: a narrower one adds a last dimension (width ratio), a
+# wider one consumes it.
+bitcast_convert_type_p = primitive("bitcast_convert_type")   # [new_dtype]
+# Round to a float format of fewer bits and back (elementwise); linear for autodiff, as JAX's.
+reduce_precision_p = primitive("reduce_precision")       # [exponent_bits, mantissa_bits]
 
 # Shapes.
 broadcast_in_dim_p = primitive("broadcast_in_dim")       # [shape, broadcast_dimensions]
@@ -180,6 +193,13 @@ random_bits_p = primitive("random_bits")                 # (key)[shape]
 
 # Linear algebra.
 dot_general_p = primitive("dot_general")                 # [dimension_numbers, preferred_element_type]
+# Matrix decompositions and solves on the last two dimensions (leading ones are a batch).
+cholesky_p = primitive("cholesky")                       # (a): lower L with a = L L^T
+qr_p = primitive("qr", multiple_results=True)            # (a)[full_matrices]: q, r
+solve_p = primitive("solve")                             # (a, b): a^-1 b, b a stack of matrices
+slogdet_p = primitive("slogdet", multiple_results=True)  # (a): sign, log|det|
+eigh_p = primitive("eigh", multiple_results=True)        # (a): vectors, ascending values
+LINALG = (cholesky_p, qr_p, solve_p, slogdet_p, eigh_p)
 
 # Identity whose tangent is zero.
 stop_gradient_p = primitive("stop_gradient")

@@ -43,7 +43,7 @@ def _common_shape(prim, avals) -> tuple:
 _INTEGER_ONLY = (prims.population_count_p,) + prims.SHIFTS
 _INEXACT_ONLY = (prims.asin_p, prims.acos_p, prims.atan_p, prims.sinh_p, prims.cosh_p,
                  prims.asinh_p, prims.acosh_p, prims.atanh_p, prims.cbrt_p, prims.exp2_p,
-                 prims.nextafter_p, prims.signbit_p)
+                 prims.nextafter_p, prims.signbit_p, prims.polygamma_p) + prims.SPECIAL
 
 
 def _check_operand_kind(prim, x: Aval):
@@ -100,6 +100,35 @@ def _convert_rule(x: Aval, *, new_dtype) -> list:
 
 
 shape_rules[prims.convert_element_type_p] = _convert_rule
+
+
+def _bitcast_rule(x: Aval, *, new_dtype) -> list:
+    old, new = np.dtype(x.dtype), np.dtype(new_dtype)
+    if dtypes.is_bool(old) or dtypes.is_bool(new):
+        raise ShapeError(f"bitcast_convert_type does not convert booleans, got "
+                         f"{x.str_short()} to {new.name}")
+    if old.itemsize == new.itemsize:
+        return [_aval(x.shape, new)]
+    if old.itemsize > new.itemsize:
+        return [_aval(tuple(x.shape) + (old.itemsize // new.itemsize,), new)]
+    ratio = new.itemsize // old.itemsize
+    if not x.shape or x.shape[-1] != ratio:
+        raise ShapeError(f"bitcast_convert_type from {old.name} to the wider {new.name} needs a "
+                         f"last dimension of {ratio}, got {x.str_short()}")
+    return [_aval(tuple(x.shape[:-1]), new)]
+
+
+shape_rules[prims.bitcast_convert_type_p] = _bitcast_rule
+
+
+def _reduce_precision_rule(x: Aval, *, exponent_bits, mantissa_bits) -> list:
+    if not dtypes.is_inexact(x.dtype):
+        raise ShapeError(f"reduce_precision requires a floating-point operand, got "
+                         f"{x.str_short()}")
+    return [_aval(x.shape, x.dtype)]
+
+
+shape_rules[prims.reduce_precision_p] = _reduce_precision_rule
 
 
 # --- shapes -----------------------------------------------------------------------------------
@@ -218,6 +247,58 @@ shape_rules[prims.scatter_p] = _scatter_rule
 shape_rules[prims.iota_p] = _iota_rule
 shape_rules[prims.rev_p] = _rev_rule
 shape_rules[prims.pad_p] = _pad_rule
+
+
+# --- matrix decompositions (the last two dimensions; leading ones are a batch) ------------------
+
+def _square_matrices(prim, a: Aval):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"{prim} requires square matrices (shape [..., n, n]), got "
+                         f"{a.str_short()}")
+    if not dtypes.is_inexact(a.dtype):
+        raise ShapeError(f"{prim} requires a floating-point operand, got {a.str_short()}")
+
+
+def _cholesky_rule(a: Aval) -> list:
+    _square_matrices(prims.cholesky_p, a)
+    return [_aval(a.shape, a.dtype)]
+
+
+def _qr_rule(a: Aval, *, full_matrices) -> list:
+    if a.ndim < 2 or not dtypes.is_inexact(a.dtype):
+        raise ShapeError(f"qr requires floating-point matrices (shape [..., m, n]), got "
+                         f"{a.str_short()}")
+    *batch, m, n = a.shape
+    k = m if full_matrices else min(m, n)
+    return [_aval(tuple(batch) + (m, k), a.dtype), _aval(tuple(batch) + (k, n), a.dtype)]
+
+
+def _solve_rule(a: Aval, b: Aval) -> list:
+    _square_matrices(prims.solve_p, a)
+    if b.ndim != a.ndim or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != a.shape[-1] \
+            or b.dtype != a.dtype:
+        raise ShapeError(f"solve requires b of shape [..., n, k] matching a {a.str_short()}, "
+                         f"got {b.str_short()}")
+    return [_aval(b.shape, b.dtype)]
+
+
+def _slogdet_rule(a: Aval) -> list:
+    _square_matrices(prims.slogdet_p, a)
+    return [_aval(a.shape[:-2], a.dtype), _aval(a.shape[:-2], a.dtype)]
+
+
+shape_rules[prims.cholesky_p] = _cholesky_rule
+shape_rules[prims.qr_p] = _qr_rule
+shape_rules[prims.solve_p] = _solve_rule
+shape_rules[prims.slogdet_p] = _slogdet_rule
+
+
+def _eigh_rule(a: Aval) -> list:
+    _square_matrices(prims.eigh_p, a)
+    return [_aval(a.shape, a.dtype), _aval(a.shape[:-1], a.dtype)]
+
+
+shape_rules[prims.eigh_p] = _eigh_rule
 
 
 # --- reductions -------------------------------------------------------------------------------

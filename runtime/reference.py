@@ -19,6 +19,7 @@ from ir.core import Program
 from ir.primitives import RuleTable
 from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
                          runtime_replication_error)
+from runtime import linalg, special
 from runtime.array import Array, SingleDeviceSharding, _canonical_array
 from runtime.devices import Device
 
@@ -82,7 +83,9 @@ _UNARY_IMPLS = {
     prims.sinh_p: np.sinh, prims.cosh_p: np.cosh, prims.asinh_p: np.arcsinh,
     prims.acosh_p: np.arccosh, prims.atanh_p: np.arctanh, prims.cbrt_p: np.cbrt,
     prims.exp2_p: np.exp2, prims.population_count_p: _population_count,
-    prims.signbit_p: np.signbit,
+    prims.signbit_p: np.signbit, prims.erf_p: special.erf, prims.erfc_p: special.erfc,
+    prims.erf_inv_p: special.erf_inv, prims.lgamma_p: special.lgamma,
+    prims.digamma_p: special.digamma,
 }
 
 
@@ -136,7 +139,8 @@ _BINARY_IMPLS = {
     prims.or_p: np.bitwise_or, prims.xor_p: np.bitwise_xor,
     prims.eq_p: np.equal, prims.ne_p: np.not_equal, prims.lt_p: np.less,
     prims.le_p: np.less_equal, prims.gt_p: np.greater, prims.ge_p: np.greater_equal,
-    prims.nextafter_p: np.nextafter, prims.shift_left_p: _shift_left,
+    prims.nextafter_p: np.nextafter, prims.polygamma_p: special.polygamma,
+    prims.shift_left_p: _shift_left,
     prims.shift_right_arithmetic_p: _shift_right_arithmetic,
     prims.shift_right_logical_p: _shift_right_logical,
 }
@@ -247,6 +251,25 @@ def _pad(x, value, *, padding_config):
 
 impl_rules[prims.select_n_p] = _select_n
 impl_rules[prims.convert_element_type_p] = _convert
+
+
+def _bitcast(x, *, new_dtype):
+    x = np.ascontiguousarray(x).reshape(np.shape(x))      # (ascontiguousarray makes 0-d 1-d)
+    new = np.dtype(new_dtype)
+    if x.dtype.itemsize < new.itemsize:
+        return [x.view(new).reshape(x.shape[:-1])]
+    return [x.view(new).reshape(x.shape + ((x.dtype.itemsize // new.itemsize,)
+                                           if x.dtype.itemsize > new.itemsize else ()))]
+
+
+impl_rules[prims.bitcast_convert_type_p] = _bitcast
+
+
+def _reduce_precision(x, *, exponent_bits, mantissa_bits):
+    return [special.reduce_precision_kernel(exponent_bits, mantissa_bits)(x)]
+
+
+impl_rules[prims.reduce_precision_p] = _reduce_precision
 impl_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim
 impl_rules[prims.reshape_p] = _one(lambda x, *, new_sizes: np.reshape(x, new_sizes))
 impl_rules[prims.transpose_p] = _one(lambda x, *, permutation: np.transpose(x, permutation))
@@ -344,6 +367,11 @@ def _searchsorted(sorted_values, query, *, side):
 
 
 impl_rules[prims.sort_p] = _sort
+impl_rules[prims.cholesky_p] = linalg.cholesky
+impl_rules[prims.qr_p] = linalg.qr
+impl_rules[prims.solve_p] = linalg.solve
+impl_rules[prims.slogdet_p] = linalg.slogdet
+impl_rules[prims.eigh_p] = linalg.eigh
 impl_rules[prims.searchsorted_p] = _searchsorted
 
 

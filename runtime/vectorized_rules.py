@@ -185,6 +185,8 @@ def _select_n_rule(types: EqnTypes) -> Kernel:
 
 
 stacked_rules[prims.convert_element_type_p] = _convert_rule
+stacked_rules[prims.reduce_precision_p] = lambda types: _elementwise_rule(
+    reference.special.reduce_precision_kernel(**types.params), types)
 stacked_rules[prims.select_n_p] = _select_n_rule
 
 
@@ -897,4 +899,5 @@ stacked_rules[prims.process_index_p] = _process_index_rule
 
 # Primitives with no stacked rule that run one reference call per device block: their
 # operands are per-device state (a key, scattered indices) no broadcasting shares.
-PER_DEVICE = (prims.random_bits_p, prims.scatter_p)
+# Matrix primitives (linalg) likewise: numpy factorises one matrix at a time anyway.
+PER_DEVICE = (prims.random_bits_p, prims.scatter_p, prims.bitcast_convert_type_p) + prims.LINALG

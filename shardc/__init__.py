@@ -63,6 +63,7 @@ from shardc import dtypes  # noqa: E402,F401
 from shardc.config import config, disable_jit  # noqa: E402 (jax.config: shardc/config.py)
 from shardc.config import STATES as _STATES  # noqa: E402
 globals().update(_STATES)     # with shardc.enable_x64(True): ..., shardc.debug_nans, ...
+from shardc import scipy  # noqa: E402,F401
 from shardc._extras import (default_backend, device_get, eval_shape, named_call,  # noqa: E402
                             named_scope, smap)
 from shardc._jacobians import hessian, jacfwd, jacrev  # noqa: E402

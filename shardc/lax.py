@@ -457,3 +457,5 @@ def dynamic_update_index_in_dim(operand, update, index, axis):
     if aval_of(update).ndim == aval_of(operand).ndim - 1:
         update = jnp.expand_dims(update, axis)
     return dynamic_update_slice_in_dim(operand, update, index, axis)
+from shardc._lax_ops import *  # noqa: E402,F401,F403  (the rest of jax.lax; see __all__ there)
+from shardc._conv import *  # noqa: E402,F401,F403  (convolutions)

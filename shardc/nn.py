@@ -1,6 +1,8 @@
 """``shardc.nn``: activation and normalisation functions built from ``shardc.numpy``."""
 from __future__ import annotations
 
+import numpy as np
+
 import shardc.numpy as jnp
 from ir import primitives as p
 from compiler.tracing import bind
@@ -17,7 +19,19 @@ def sigmoid(x):
 
 
 def gelu(x, approximate=True):
-    return 0.5 * x * (1 + jnp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    """Gaussian error linear unit: ``x * Phi(x)`` with ``Phi`` the standard normal CDF.
+
+    ``approximate=True`` (JAX's default) uses the tanh form
+    ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``; ``approximate=False`` the exact
+    ``x/2 (1 + erf(x / sqrt 2))``.
+
+    >>> nn.gelu(jnp.array([0.0, 1.0]), approximate=False)     # [0, 0.8413447]
+    """
+    x = _inexact(x)
+    if approximate:
+        inner = np.sqrt(2 / np.pi).astype(x.dtype) * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1 + jnp.tanh(inner))
+    return 0.5 * x * (1 + bind(p.erf_p, x * np.asarray(1 / np.sqrt(2), x.dtype)))
 
 
 def silu(x):
@@ -30,38 +44,251 @@ def _inexact(x):
     return jnp.astype(x, jnp.result_type(x, 0.0))
 
 
-def logsumexp(x, axis=None, keepdims=False):
-    """``log(sum(exp(x), axis))``, computed stably by shifting by the maximum.
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+    """``log(sum(b * exp(a), axis))``, computed stably by shifting by the maximum.
 
-    ``axis`` is None (every axis), an int or a tuple of ints, negative ones counted from the
-    end; ``keepdims`` keeps the reduced axes with size 1. A slice that is all ``-inf`` gives
-    ``-inf``.
+    ``axis`` is None (every axis), an int or a tuple of ints; ``b`` scales each term (it
+    broadcasts against ``a``); ``where`` (booleans) leaves entries out of the sum;
+    ``return_sign=True`` returns ``(log|sum|, sign(sum))``, otherwise a negative sum gives nan.
+    A slice with nothing to sum gives ``-inf``.
 
     >>> nn.logsumexp(jnp.zeros((2, 3)), axis=1)      # [log 3, log 3]
     """
-    x = _inexact(x)
-    axes = jnp._reduce_axes(x, axis)
-    top = jnp.max(x, axis=axes, keepdims=True)
+    a = _inexact(a)
+    if b is not None:
+        b = jnp.asarray(b) if not hasattr(b, "dtype") else b
+        dtype = jnp.result_type(a, b)
+        a, b = jnp.astype(a, dtype), jnp.astype(b, dtype)
+        a, b = jnp.broadcast_arrays(a, b)
+    if where is not None:
+        a = jnp.where(where, a, -jnp.inf)
+    axes = jnp._reduce_axes(a, axis)
+    top = jnp.max(a, axis=axes, keepdims=True)
     # An infinite maximum (an all -inf slice, or +inf) would give inf - inf = nan: shift by 0.
     top = jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
-    out = jnp.log(jnp.sum(jnp.exp(x - top), axis=axes, keepdims=True)) + top
-    return out if keepdims else jnp.squeeze(out, axes)
+    terms = jnp.exp(a - top)
+    if b is not None:
+        terms = terms * b
+    total = jnp.sum(terms, axis=axes, keepdims=True)
+    sign = jnp.sign(total)
+    if return_sign:
+        total = jnp.abs(total)
+    out = jnp.log(total) + top
+    if not keepdims:
+        out, sign = jnp.squeeze(out, axes), jnp.squeeze(sign, axes)
+    return (out, sign) if return_sign else out
 
 
-def log_softmax(x, axis=-1):
-    """``x - logsumexp(x)`` along ``axis`` (an int, a tuple, or None for every axis)."""
+def log_softmax(x, axis=-1, where=None):
+    """``x - logsumexp(x)`` along ``axis`` (an int, a tuple, or None for every axis); entries
+    where ``where`` is False are left out of the sum and give ``-inf``."""
     x = _inexact(x)
-    shifted = x - jnp.max(x, axis=axis, keepdims=True)
+    if where is not None:
+        x = jnp.where(where, x, -jnp.inf)
+    top = jnp.max(x, axis=axis, keepdims=True)
+    shifted = x - jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
     return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))
 
 
-def softmax(x, axis=-1):
-    """``exp(x) / sum(exp(x))`` along ``axis`` (an int, a tuple, or None), computed stably."""
+def softmax(x, axis=-1, where=None):
+    """``exp(x) / sum(exp(x))`` along ``axis`` (an int, a tuple, or None), computed stably;
+    entries where ``where`` is False are left out and give 0."""
     x = _inexact(x)
-    unnormalized = jnp.exp(x - jnp.max(x, axis=axis, keepdims=True))
+    if where is not None:
+        x = jnp.where(where, x, -jnp.inf)
+    top = jnp.max(x, axis=axis, keepdims=True)
+    unnormalized = jnp.exp(x - jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top)))
     return unnormalized / jnp.sum(unnormalized, axis=axis, keepdims=True)
 
 
-def one_hot(x, num_classes, dtype=jnp.float32):
-    classes = jnp.arange(num_classes)
-    return jnp.astype(jnp.equal(jnp.expand_dims(x, -1), classes), dtype)
+def one_hot(x, num_classes, *, dtype=jnp.float32, axis=-1):
+    """``x``'s integers as one-hot vectors of length ``num_classes`` along ``axis`` (a new
+    dimension); indices outside ``[0, num_classes)`` give all-zero vectors.
+
+    >>> nn.one_hot(jnp.array([0, 2]), 3)       # [[1, 0, 0], [0, 0, 1]]
+    """
+    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
+    num_classes = int(num_classes)
+    out_ndim = x.ndim + 1
+    if not -out_ndim <= axis < out_ndim:
+        raise ValueError(f"one_hot: axis {axis} is out of bounds for a result of rank {out_ndim}")
+    hot = jnp.equal(jnp.expand_dims(x, -1), jnp.arange(num_classes))
+    return jnp.moveaxis(jnp.astype(hot, dtype), -1, axis)
+
+
+# --- activations ------------------------------------------------------------------------------
+
+def relu6(x):
+    """``min(max(x, 0), 6)``."""
+    return jnp.minimum(jnp.maximum(_inexact(x), 0.0), 6.0)
+
+
+def swish(x):
+    """``x * sigmoid(x)`` (the same as ``silu``)."""
+    return silu(x)
+
+
+def softplus(x):
+    """``log(1 + exp(x))``, computed without overflow."""
+    return jnp.logaddexp(_inexact(x), 0)
+
+
+def soft_sign(x):
+    """``x / (|x| + 1)``."""
+    x = _inexact(x)
+    return x / (jnp.abs(x) + 1)
+
+
+def log_sigmoid(x):
+    """``log(sigmoid(x)) = -softplus(-x)``."""
+    return -softplus(-_inexact(x))
+
+
+def tanh(x):
+    return jnp.tanh(x)
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """``x`` where ``x >= 0``, else ``negative_slope * x``."""
+    x = _inexact(x)
+    return jnp.where(x >= 0, x, negative_slope * x)
+
+
+def elu(x, alpha=1.0):
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    x = _inexact(x)
+    negative = jnp.where(x > 0, jnp.zeros_like(x), x)     # no overflow in the unused branch
+    return jnp.where(x > 0, x, alpha * jnp.expm1(negative))
+
+
+def celu(x, alpha=1.0):
+    """``max(x, 0) + alpha * min(exp(x / alpha) - 1, 0)``."""
+    x = _inexact(x)
+    return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x):
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    return _SELU_SCALE * elu(x, _SELU_ALPHA)
+
+
+def glu(x, axis=-1):
+    """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``x`` along ``axis``."""
+    x = _inexact(x)
+    size = x.shape[axis]
+    if size % 2:
+        raise ValueError(f"glu: axis {axis} of {x.shape} must have an even size, got {size}")
+    a, b = jnp.split(x, 2, axis=axis)
+    return a * sigmoid(b)
+
+
+def hard_tanh(x):
+    """``x`` clipped to ``[-1, 1]``."""
+    return jnp.clip(_inexact(x), -1.0, 1.0)
+
+
+def hard_sigmoid(x):
+    """``relu6(x + 3) / 6``."""
+    return relu6(_inexact(x) + 3.0) / 6.0
+
+
+def hard_silu(x):
+    """``x * hard_sigmoid(x)``."""
+    x = _inexact(x)
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
+    """``(x - mean) / sqrt(variance + epsilon)``, the moments taken along ``axis`` unless given
+    (over the entries where ``where`` is True)."""
+    x = _inexact(x)
+    if mean is None:
+        mean = _masked_mean(x, axis, where)
+    if variance is None:
+        centred = x - mean
+        variance = _masked_mean(centred * centred, axis, where)
+    return (x - mean) * jnp.reciprocal(jnp.sqrt(variance + epsilon))
+
+
+def _masked_mean(x, axis, where):
+    if where is None:
+        return jnp.mean(x, axis=axis, keepdims=True)
+    weights = jnp.astype(jnp.broadcast_to(where, x.shape), x.dtype)
+    return (jnp.sum(x * weights, axis=axis, keepdims=True)
+            / jnp.sum(weights, axis=axis, keepdims=True))
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
+                          is_causal=False, query_seq_lengths=None, key_value_seq_lengths=None,
+                          local_window_size=None, implementation=None):
+    """Scaled dot-product attention: ``softmax(scale * Q K^T + bias, masked) V``.
+
+    ``query`` is ``[B, T, N, H]`` (or ``[T, N, H]``), ``key`` and ``value`` ``[B, S, K, H]`` with
+    ``K`` dividing ``N`` (grouped heads share a key head); ``bias`` and ``mask`` broadcast to
+    ``[B, N, T, S]``; ``mask`` is True where attention is allowed; ``is_causal`` allows
+    ``s <= t`` only; ``scale`` defaults to ``1/sqrt(H)``. Returns ``[B, T, N, H]``.
+
+    >>> out = nn.dot_product_attention(q, k, v, is_causal=True)
+    """
+    if implementation not in (None, "xla"):
+        raise ValueError(f"dot_product_attention: implementation={implementation!r} is not "
+                         "available; shardc computes attention as XLA's implementation does")
+    if query_seq_lengths is not None or key_value_seq_lengths is not None or \
+            local_window_size is not None:
+        raise NotImplementedError("dot_product_attention: query_seq_lengths, "
+                                  "key_value_seq_lengths and local_window_size are not "
+                                  "supported yet; pass an explicit mask")
+    unbatched = jnp.ndim(query) == 3
+    if unbatched:
+        query, key, value = (jnp.expand_dims(t, 0) for t in (query, key, value))
+    _check_attention_shapes(query, key, value)
+    heads, kv_heads = query.shape[2], key.shape[2]
+    if kv_heads != heads:
+        key = jnp.repeat(key, heads // kv_heads, axis=2)
+        value = jnp.repeat(value, heads // kv_heads, axis=2)
+    scale = 1 / np.sqrt(query.shape[-1]) if scale is None else scale
+    logits = jnp.einsum("btnh,bsnh->bnts", query, key)
+    logits = jnp.astype(logits, jnp.float32) * scale
+    if bias is not None:
+        logits = logits + jnp.astype(bias, jnp.float32)
+    allowed = _attention_mask(mask, is_causal, logits.shape)
+    if allowed is not None:
+        # a large finite negative, so a fully masked row averages the values uniformly
+        logits = jnp.where(allowed, logits, np.float32(np.finfo(np.float32).min * 0.7))
+    weights = jnp.astype(softmax(logits, axis=-1), value.dtype)
+    out = jnp.einsum("bnts,bsnh->btnh", weights, value)
+    return out[0] if unbatched else out
+
+
+def _check_attention_shapes(query, key, value):
+    if query.ndim != 4 or key.ndim != 4 or value.ndim != 4:
+        raise ValueError("dot_product_attention: query, key and value must all be rank 3 "
+                         f"or all rank 4, got {query.shape}, {key.shape}, {value.shape}")
+    if key.shape != value.shape:
+        raise ValueError(f"dot_product_attention: key {key.shape} and value {value.shape} "
+                         "must have one shape")
+    if query.shape[0] != key.shape[0] or query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"dot_product_attention: query {query.shape} and key {key.shape} "
+                         "must agree on the batch and head dimensions")
+    if query.shape[2] % key.shape[2]:
+        raise ValueError(f"dot_product_attention: the number of query heads ({query.shape[2]}) "
+                         f"must be a multiple of the key/value heads ({key.shape[2]})")
+
+
+def _attention_mask(mask, is_causal, shape):
+    allowed = None if mask is None else jnp.astype(mask, jnp.bool_)
+    if is_causal:
+        t, s = shape[-2], shape[-1]
+        causal = jnp.tril(jnp.ones((t, s), jnp.bool_))
+        allowed = causal if allowed is None else jnp.logical_and(allowed, causal)
+    return allowed
+
+
+from shardc import _initializers as initializers  # noqa: E402  (jax.nn.initializers)

@@ -1080,11 +1080,13 @@ def matmul(x, y):
     return out
 
 
+@_accepts_out_sharding
 def vdot(x, y):
     """Dot product of the flattened operands."""
     return dot(ravel(x), ravel(y))
 
 
+@_accepts_out_sharding
 def inner(x, y):
     """Inner product over the last axes of ``x`` and ``y``."""
     return _dot_general(x, y, ((len(_shape(x)) - 1,), (len(_shape(y)) - 1,)))
@@ -1096,6 +1098,7 @@ def outer(x, y):
     return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
 
 
+@_accepts_out_sharding
 def tensordot(x, y, axes=2):
     """Contract ``axes`` of ``x`` with ``axes`` of ``y`` (an int: the last/first ``axes``)."""
     xs, ys = _shape(x), _shape(y)
@@ -1235,3 +1238,14 @@ def _install():
 
 
 _install()
+
+
+def _install_linalg():
+    # jnp.linalg, importable as shardc.numpy.linalg too
+    import sys
+    from shardc import _linalg
+    sys.modules[__name__ + ".linalg"] = _linalg
+    return _linalg
+
+
+linalg = _install_linalg()

@@ -160,16 +160,298 @@ def randint(key, shape, minval, maxval, dtype=np.int32):
     return jnp.astype(jnp.add(jnp.floor(jnp.multiply(draws, span)), int(minval)), dtype)
 
 
-def bernoulli(key, p=0.5, shape=()):
+def bernoulli(key, p=0.5, shape=None):
+    """Booleans that are True with probability ``p`` (shape: ``p``'s when ``shape`` is None)."""
     _single_key("bernoulli", key)
+    p = jnp.asarray(p) if not hasattr(p, "dtype") else p
+    shape = jnp.shape(p) if shape is None else _shape(shape)
     return jnp.less(uniform(key, shape), p)
 
 
-def permutation(key, x):
-    """A random permutation of ``range(x)`` or of the rows of ``x``."""
+def _unit_open(key, shape, dtype, name: str):
+    """Uniform floats in the open interval ``(0, 1)``: logs of them and of ``1 - u`` are finite."""
+    _single_key(name, key)
+    dtype = _dt.canonicalize(dtype)
+    tiny = np.finfo(dtype).tiny
+    u = uniform(key, _shape(shape), dtype, minval=tiny, maxval=1.0)
+    return u, dtype
+
+
+def permutation(key, x, axis=0, independent=False):
+    """A random permutation of ``range(x)``, or of ``x`` along ``axis`` (every slice permuted
+    alike; ``independent=True`` permutes each 1-d slice along ``axis`` on its own).
+
+    >>> random.permutation(random.key(0), 5)        # the integers 0..4 in a random order
+    """
     _single_key("permutation", key)
-    n = int(x) if isinstance(x, (int, np.integer)) else jnp.asarray(x).shape[0]
-    order = jnp.argsort(uniform(key, (n,))) if hasattr(jnp, "argsort") else None
-    if order is None:
-        raise NotImplementedError("random.permutation needs jnp.argsort")
-    return order if isinstance(x, (int, np.integer)) else jnp.take(jnp.asarray(x), order, 0)
+    if jnp.ndim(x) == 0:
+        if not _dt.is_int(jnp.result_type(x)):
+            raise TypeError("random.permutation: x must be an integer (the number of items) "
+                            f"or an array with at least one dimension, got {x!r}")
+        return _random_order(key, (int(x),), 0)       # a traced count raises here, as in JAX
+    x = jnp.asarray(x)
+    axis = axis % x.ndim
+    if independent:
+        order = _random_order(key, x.shape, axis)
+        return jnp.take_along_axis(x, order, axis)
+    return jnp.take(x, _random_order(key, (x.shape[axis],), 0), axis)
+
+
+def _random_order(key, shape, axis):
+    # argsort of 32 random bits per item: ties (which a stable sort breaks by position) are
+    # rare; JAX sorts random keys the same way.
+    return jnp.argsort(bits(key, shape), axis=axis, stable=True)
+
+
+def exponential(key, shape=(), dtype=np.float32):
+    """Exponential floats with rate 1 (mean 1): ``-log(1 - u)``."""
+    u, dtype = _unit_open(key, shape, dtype, "exponential")
+    return jnp.astype(jnp.negative(jnp.log1p(jnp.negative(u))), dtype)
+
+
+def gumbel(key, shape=(), dtype=np.float32):
+    """Standard Gumbel floats (location 0, scale 1): ``-log(-log u)``."""
+    u, dtype = _unit_open(key, shape, dtype, "gumbel")
+    return jnp.astype(jnp.negative(jnp.log(jnp.negative(jnp.log(u)))), dtype)
+
+
+def logistic(key, shape=(), dtype=np.float32):
+    """Standard logistic floats: ``log(u / (1 - u))``."""
+    u, dtype = _unit_open(key, shape, dtype, "logistic")
+    return jnp.astype(jnp.subtract(jnp.log(u), jnp.log1p(jnp.negative(u))), dtype)
+
+
+def laplace(key, shape=(), dtype=np.float32):
+    """Standard Laplace floats (location 0, scale 1): ``-sign(v) log(1 - |v|)``, ``v`` uniform
+    in (-1, 1)."""
+    u, dtype = _unit_open(key, shape, dtype, "laplace")
+    v = jnp.subtract(jnp.multiply(u, 2.0), 1.0)
+    return jnp.astype(jnp.multiply(jnp.negative(jnp.sign(v)), jnp.log1p(jnp.negative(jnp.abs(v)))),
+                      dtype)
+
+
+def rademacher(key, shape=(), dtype=np.int32):
+    """-1 or +1 with equal probability."""
+    _single_key("rademacher", key)
+    return jnp.astype(jnp.subtract(jnp.multiply(jnp.astype(bernoulli(key, 0.5, shape), np.int32),
+                                                2), 1), dtype)
+
+
+def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
+    """Standard normal floats conditioned on ``lower < x < upper`` (by inverting the CDF).
+
+    ``shape`` defaults to the broadcast shape of ``lower`` and ``upper``.
+    """
+    _single_key("truncated_normal", key)
+    dtype = _dt.canonicalize(dtype)
+    lower = jnp.astype(jnp.asarray(lower), dtype)
+    upper = jnp.astype(jnp.asarray(upper), dtype)
+    shape = (jnp.broadcast_shapes(jnp.shape(lower), jnp.shape(upper)) if shape is None
+             else _shape(shape))
+    sqrt2 = np.asarray(np.sqrt(2), dtype)
+    a = bind(p.erf_p, jnp.divide(lower, sqrt2))
+    b = bind(p.erf_p, jnp.divide(upper, sqrt2))
+    u = uniform(key, shape, dtype, minval=0.0, maxval=1.0)
+    # erf(x / sqrt 2) is uniform on (a, b) exactly when x is the truncated normal
+    z = jnp.add(a, jnp.multiply(u, jnp.subtract(b, a)))
+    out = jnp.multiply(sqrt2, bind(p.erf_inv_p, jnp.astype(z, dtype)))
+    inf = np.asarray(np.inf, dtype)
+    return jnp.clip(out, jnp.nextafter(lower, inf), jnp.nextafter(upper, -inf))
+
+
+def categorical(key, logits, axis=-1, shape=None):
+    """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (Gumbel max trick).
+
+    ``shape`` (default: ``logits``' shape without ``axis``) must end with that batch shape.
+    """
+    _single_key("categorical", key)
+    logits = jnp.asarray(logits)
+    axis = axis % logits.ndim
+    moved = jnp.moveaxis(logits, axis, -1)
+    batch = moved.shape[:-1]
+    shape = batch if shape is None else _shape(shape)
+    if tuple(shape[len(shape) - len(batch):]) != tuple(batch):
+        raise ValueError(f"categorical: shape {shape} must end with the batch shape {batch} "
+                         "(logits' shape without the sampled axis)")
+    noise = gumbel(key, shape + moved.shape[-1:], logits.dtype
+                   if _dt.is_inexact(logits.dtype) else np.float32)
+    return jnp.argmax(jnp.add(moved, noise), axis=-1)
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+    """Items of ``a`` (or of ``range(a)`` for an int) drawn with probabilities ``p``
+    (uniform if None), with or without replacement, as an array of ``shape``."""
+    _single_key("choice", key)
+    shape = _shape(shape)
+    n = int(a) if isinstance(a, (int, np.integer)) else jnp.shape(a)[axis]
+    count = int(np.prod(shape, dtype=np.int64))
+    if not replace and count > n:
+        raise ValueError(f"choice: cannot take a larger sample (size {count}) than the "
+                         f"population (size {n}) when replace=False")
+    if p is not None and jnp.shape(p) != (n,):
+        raise ValueError(f"choice: p must have shape ({n},), got {jnp.shape(p)}")
+    index = _choice_indices(key, n, count, replace, p)
+    index = jnp.reshape(index, shape)
+    return index if isinstance(a, (int, np.integer)) else jnp.take(jnp.asarray(a), index, axis)
+
+
+def _choice_indices(key, n, count, replace, p):
+    if replace and p is None:
+        return randint(key, (count,), 0, n)
+    if replace:
+        cdf = jnp.cumsum(jnp.asarray(p, np.float32))
+        u = jnp.multiply(uniform(key, (count,)), cdf[-1])
+        # (u * total can round up to total: keep the index in range)
+        return jnp.minimum(jnp.astype(jnp.searchsorted(cdf, u, side="right"), np.int32), n - 1)
+    if p is None:
+        return permutation(key, n)[:count]
+    # without replacement, by weight: the top ``count`` of log p + Gumbel noise
+    scores = jnp.add(jnp.log(jnp.asarray(p, np.float32)), gumbel(key, (n,)))
+    return jnp.argsort(jnp.negative(scores), stable=True)[:count]
+
+
+def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="cholesky"):
+    """Normal vectors with ``mean`` (``[..., n]``) and covariance ``cov`` (``[..., n, n]``):
+    ``mean + L z`` with ``z`` standard normal and ``L L^T = cov``: the Cholesky factor
+    (``method='cholesky'``) or ``V sqrt(w)`` from ``eigh`` (``method='eigh'``, which also takes
+    positive semi-definite covariances).
+
+    ``shape`` (default: the broadcast batch shape of ``mean`` and ``cov``) is the batch shape
+    of the result, which has a last dimension ``n``.
+    """
+    _single_key("multivariate_normal", key)
+    if method == "svd":
+        raise NotImplementedError("multivariate_normal: method='svd' needs an SVD, which "
+                                  "shardc does not have; use 'cholesky' or 'eigh'")
+    if method not in ("cholesky", "eigh"):
+        raise ValueError(f"multivariate_normal: method must be 'svd', 'eigh' or 'cholesky', "
+                         f"got {method!r}")
+    dtype = _dt.canonicalize(dtype)
+    mean = jnp.astype(jnp.asarray(mean), dtype)
+    cov = jnp.astype(jnp.asarray(cov), dtype)
+    if mean.ndim < 1 or cov.ndim < 2 or cov.shape[-2:] != (mean.shape[-1],) * 2:
+        raise ValueError(f"multivariate_normal: mean must be [..., n] and cov [..., n, n]; got "
+                         f"{mean.shape} and {cov.shape}")
+    batch = jnp.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
+    shape = batch if shape is None else _shape(shape)
+    if method == "cholesky":
+        factor = jnp.linalg.cholesky(cov)
+    else:
+        values, vectors = jnp.linalg.eigh(cov)
+        factor = vectors * jnp.sqrt(jnp.maximum(values, 0))[..., None, :]
+    z = normal(key, shape + mean.shape[-1:], dtype)
+    return jnp.add(mean, jnp.matmul(factor, z[..., None])[..., 0])
+
+
+def gamma(key, a, shape=None, dtype=np.float32):
+    """Gamma(``a``, 1) floats (``a > 0``, broadcast to ``shape``), by Marsaglia and Tsang's
+    rejection method: every entry redraws until accepted (a ``while_loop``; the expected
+    number of rounds is small). ``a < 1`` draws Gamma(a + 1) times ``u ** (1/a)``.
+    Not differentiable with respect to ``a``."""
+    _single_key("gamma", key)
+    dtype = _dt.canonicalize(dtype)
+    a = jnp.astype(jnp.asarray(a), dtype)
+    shape = jnp.shape(a) if shape is None else _shape(shape)
+    a = jnp.broadcast_to(a, shape)
+    boost_key, loop_key = split(key)
+    shifted = jnp.where(a < 1, a + 1, a)
+    d = shifted - np.asarray(1 / 3, dtype)
+    c = jnp.reciprocal(jnp.sqrt(9 * d))
+
+    def round_(state):
+        rounds, sample, accepted = state
+        round_key = fold_in(loop_key, rounds)
+        x = normal(round_key, shape, dtype)
+        u = uniform(fold_in(round_key, 1), shape, dtype, minval=np.finfo(dtype).tiny)
+        v = (1 + c * x) ** 3
+        safe_v = jnp.where(v > 0, v, jnp.ones_like(v))
+        ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * safe_v + d * jnp.log(safe_v))
+        take = ok & ~accepted
+        return rounds + 1, jnp.where(take, d * safe_v, sample), accepted | ok
+
+    from shardc.lax import while_loop
+    start = (jnp.asarray(0, np.int32), jnp.zeros(shape, dtype), jnp.zeros(shape, jnp.bool_))
+    _, sample, _ = while_loop(lambda state: ~jnp.all(state[2]), round_, start)
+    boost = uniform(boost_key, shape, dtype, minval=np.finfo(dtype).tiny)
+    return jnp.where(a < 1, sample * boost ** (1 / a), sample)
+
+
+def beta(key, a, b, shape=None, dtype=np.float32):
+    """Beta(``a``, ``b``) floats: ``X / (X + Y)`` with X ~ Gamma(a), Y ~ Gamma(b)."""
+    _single_key("beta", key)
+    dtype = _dt.canonicalize(dtype)
+    shape = (jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b)) if shape is None
+             else _shape(shape))
+    key_a, key_b = split(key)
+    x = gamma(key_a, jnp.broadcast_to(jnp.asarray(a, dtype), shape), dtype=dtype)
+    y = gamma(key_b, jnp.broadcast_to(jnp.asarray(b, dtype), shape), dtype=dtype)
+    return x / (x + y)
+
+
+def dirichlet(key, alpha, shape=None, dtype=np.float32):
+    """Dirichlet(``alpha``) vectors (``alpha``'s last dimension is the number of categories):
+    independent Gamma draws normalised to sum to 1."""
+    _single_key("dirichlet", key)
+    dtype = _dt.canonicalize(dtype)
+    alpha = jnp.asarray(alpha, dtype)
+    if alpha.ndim < 1:
+        raise ValueError("dirichlet: alpha must have at least one dimension (the categories)")
+    shape = alpha.shape[:-1] if shape is None else _shape(shape)
+    draws = gamma(key, jnp.broadcast_to(alpha, shape + alpha.shape[-1:]), dtype=dtype)
+    return draws / jnp.sum(draws, axis=-1, keepdims=True)
+
+
+def poisson(key, lam, shape=None, dtype=np.int32):
+    """Poisson(``lam``) integers (``lam >= 0``, broadcast to ``shape``): counting unit-rate
+    exponential arrivals for ``lam < 10``, Hormann's transformed rejection (PTRS) above; each
+    a ``while_loop`` that redraws until every entry is done."""
+    _single_key("poisson", key)
+    lam = jnp.astype(jnp.asarray(lam), np.float32)
+    shape = jnp.shape(lam) if shape is None else _shape(shape)
+    lam = jnp.broadcast_to(lam, shape)
+    small_key, large_key = split(key)
+    small = _poisson_by_arrivals(small_key, lam, lam < 10)
+    large = _poisson_by_rejection(large_key, jnp.maximum(lam, 10.0), lam >= 10)
+    return jnp.astype(jnp.where(lam < 10, small, large), dtype)
+
+
+def _poisson_by_arrivals(key, lam, active):
+    # count arrivals while the running sum of exponential gaps stays within lam
+    from shardc.lax import while_loop
+
+    def step(state):
+        rounds, count, elapsed, done = state
+        gap = exponential(fold_in(key, rounds), lam.shape)
+        elapsed = elapsed + gap
+        arrived = ~done & (elapsed <= lam)
+        return rounds + 1, count + jnp.astype(arrived, np.float32), elapsed, done | ~arrived
+
+    start = (jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32),
+             jnp.zeros(lam.shape, np.float32), ~active)
+    return while_loop(lambda state: ~jnp.all(state[3]), step, start)[1]
+
+
+def _poisson_by_rejection(key, lam, active):
+    from shardc.lax import while_loop, lgamma
+    root, log_lam = jnp.sqrt(lam), jnp.log(lam)
+    b = 0.931 + 2.53 * root
+    a = -0.059 + 0.02483 * b
+    inverse_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2)
+
+    def step(state):
+        rounds, sample, done = state
+        round_key = fold_in(key, rounds)
+        u = uniform(round_key, lam.shape) - 0.5
+        v = uniform(fold_in(round_key, 1), lam.shape, minval=np.finfo(np.float32).tiny)
+        us = 0.5 - jnp.abs(u)
+        k = jnp.floor((2 * a / us + b) * u + lam + 0.43)
+        quick = (us >= 0.07) & (v <= v_r)
+        rejected = (k < 0) | ((us < 0.013) & (v > us))
+        log_ratio = jnp.log(v) + jnp.log(inverse_alpha) - jnp.log(a / (us * us) + b)
+        slow = log_ratio <= -lam + k * log_lam - lgamma(jnp.maximum(k, 0.0) + 1)
+        accept = ~done & (quick | (~rejected & slow))
+        return rounds + 1, jnp.where(accept, k, sample), done | accept
+
+    start = (jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32), ~active)
+    return while_loop(lambda state: ~jnp.all(state[2]), step, start)[1]

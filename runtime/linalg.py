@@ -1,0 +1,67 @@
+"""Kernels of the matrix primitives (``cholesky``, ``qr``, ``solve``, ``slogdet``) on numpy
+arrays whose last two dimensions are matrices (leading dimensions are a batch).
+
+As JAX's, a failed factorisation is not an exception: a matrix that is not positive definite
+gets a Cholesky factor of NaNs, and a singular system a solution of NaNs/infs, so a jitted
+program's result says which matrices failed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _per_matrix(fn, a: np.ndarray, out_shape) -> np.ndarray:
+    out = np.empty(out_shape, a.dtype)
+    for index in np.ndindex(*a.shape[:-2]):
+        out[index] = fn(a[index])
+    return out
+
+
+def _cholesky_one(a: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        return np.full(a.shape, np.nan, a.dtype)
+
+
+def cholesky(a):
+    # numpy reads the lower triangle; JAX symmetrises first: (a + a^T) / 2
+    a = np.asarray(a)
+    symmetric = (a + np.swapaxes(a, -1, -2)) / 2
+    return [_per_matrix(_cholesky_one, symmetric, a.shape).astype(a.dtype)]
+
+
+def qr(a, *, full_matrices):
+    a = np.asarray(a)
+    q, r = np.linalg.qr(a, mode="complete" if full_matrices else "reduced")
+    return [q.astype(a.dtype), r.astype(a.dtype)]
+
+
+def _solve_one(pair):
+    a, b = pair
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        with np.errstate(all="ignore"):
+            return np.full(b.shape, np.nan, b.dtype)
+
+
+def solve(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    out = np.empty(b.shape, b.dtype)
+    for index in np.ndindex(*a.shape[:-2]):
+        out[index] = _solve_one((a[index], b[index]))
+    return [out]
+
+
+def eigh(a):
+    # the symmetric part, as JAX's symmetrize_input=True
+    a = np.asarray(a)
+    values, vectors = np.linalg.eigh((a + np.swapaxes(a, -1, -2)) / 2)
+    return [vectors.astype(a.dtype), values.astype(a.dtype)]
+
+
+def slogdet(a):
+    a = np.asarray(a)
+    sign, logabsdet = np.linalg.slogdet(a)
+    return [np.asarray(sign, a.dtype), np.asarray(logabsdet, a.dtype)]

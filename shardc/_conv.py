@@ -1,0 +1,254 @@
+"""``lax.conv_general_dilated`` and ``lax.conv``: N-d convolutions with strides, padding,
+lhs/rhs dilation and feature groups, built from ``pad``, strided ``slice`` and one
+``dot_general`` (im2col), so they differentiate, batch and shard like those primitives.
+
+Layouts follow XLA's dimension numbers: ``lhs_spec`` = (batch, feature, *spatial),
+``rhs_spec`` = (out feature, in feature, *spatial), ``out_spec`` = (batch, feature, *spatial),
+given as tuples of dimension indices or as strings such as ``('NHWC', 'HWIO', 'NHWC')``.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+import shardc.numpy as jnp
+
+__all__ = ["ConvDimensionNumbers", "conv_dimension_numbers", "conv_general_dilated", "conv",
+           "conv_with_general_padding", "conv_transpose", "padtype_to_pads"]
+
+
+class ConvDimensionNumbers(NamedTuple):
+    """Dimension indices: ``lhs_spec`` (batch, feature, *spatial), ``rhs_spec`` (out feature,
+    in feature, *spatial), ``out_spec`` (batch, feature, *spatial)."""
+    lhs_spec: tuple
+    rhs_spec: tuple
+    out_spec: tuple
+
+
+def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers) -> ConvDimensionNumbers:
+    """``dimension_numbers`` (None, a ConvDimensionNumbers, or three layout strings) as
+    dimension indices for operands of these shapes."""
+    ndim = len(lhs_shape)
+    if len(rhs_shape) != ndim:
+        raise TypeError(f"conv: lhs and rhs must have one rank, got {len(lhs_shape)} and "
+                        f"{len(rhs_shape)}")
+    if ndim < 2:
+        raise TypeError(f"conv: operands need rank 2 or more, got {ndim}")
+    if dimension_numbers is None:
+        default = tuple(range(ndim))
+        return ConvDimensionNumbers(default, default, default)
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return dimension_numbers
+    if len(dimension_numbers) != 3:
+        raise TypeError("conv: dimension_numbers must be None, a ConvDimensionNumbers or "
+                        f"three layout strings, got {dimension_numbers!r}")
+    if all(isinstance(s, str) for s in dimension_numbers):
+        return _from_strings(*dimension_numbers, ndim)
+    return ConvDimensionNumbers(*(tuple(int(d) for d in spec) for spec in dimension_numbers))
+
+
+def _from_strings(lhs: str, rhs: str, out: str, ndim: int) -> ConvDimensionNumbers:
+    for name, spec, required in (("lhs", lhs, "NC"), ("rhs", rhs, "OI"), ("out", out, "NC")):
+        if len(spec) != ndim or len(set(spec)) != ndim or not set(required) <= set(spec):
+            raise TypeError(f"conv: {name} layout {spec!r} must name {ndim} distinct "
+                            f"dimensions including {', '.join(required)}")
+    # spatial dimensions pair up in the order the kernel layout lists them
+    spatial = [c for c in rhs if c not in "OI"]
+    if sorted(spatial) != sorted(c for c in lhs if c not in "NC") or \
+            sorted(spatial) != sorted(c for c in out if c not in "NC"):
+        raise TypeError(f"conv: layouts {lhs!r}, {rhs!r}, {out!r} must name the same spatial "
+                        "dimensions")
+    return ConvDimensionNumbers(
+        (lhs.index("N"), lhs.index("C")) + tuple(lhs.index(c) for c in spatial),
+        (rhs.index("O"), rhs.index("I")) + tuple(rhs.index(c) for c in spatial),
+        (out.index("N"), out.index("C")) + tuple(out.index(c) for c in spatial))
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list:
+    """``(low, high)`` pads per spatial dimension for ``'SAME'``, ``'SAME_LOWER'`` or
+    ``'VALID'``: SAME gives ``ceil(in / stride)`` outputs, the odd pad at the high end (the low
+    end for SAME_LOWER)."""
+    kind = padding.upper()
+    if kind == "VALID":
+        return [(0, 0)] * len(in_shape)
+    if kind not in ("SAME", "SAME_LOWER"):
+        raise ValueError(f"conv: unknown padding {padding!r}; use 'SAME', 'SAME_LOWER', "
+                         "'VALID' or a sequence of (low, high) pairs")
+    pads = []
+    for size, window, stride in zip(in_shape, window_shape, window_strides):
+        out = math.ceil(size / stride)
+        total = max((out - 1) * stride + window - size, 0)
+        small, large = total // 2, total - total // 2
+        pads.append((small, large) if kind == "SAME" else (large, small))
+    return pads
+
+
+def _ints(values, count, name, default):
+    if values is None:
+        return (default,) * count
+    values = tuple(int(v) for v in values)
+    if len(values) != count or any(v < 1 for v in values):
+        raise ValueError(f"conv: {name} must be {count} positive ints, got {values}")
+    return values
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
+                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
+                         batch_group_count=1, precision=None, preferred_element_type=None):
+    """A general N-d convolution (cross-correlation, as XLA's).
+
+    ``window_strides``: one stride per spatial dimension. ``padding``: ``'SAME'``,
+    ``'SAME_LOWER'``, ``'VALID'`` (without ``lhs_dilation``) or ``(low, high)`` per spatial
+    dimension (negative trims).
+    ``lhs_dilation`` inserts ``d - 1`` zeros between input elements (a transposed
+    convolution), ``rhs_dilation`` between kernel taps (atrous). ``feature_group_count``
+    splits the input features into groups, each convolved with its share of the kernel's
+    output features (depthwise when it equals the input features).
+
+    >>> y = lax.conv_general_dilated(x, w, (1, 1), 'SAME',
+    ...                              dimension_numbers=('NHWC', 'HWIO', 'NHWC'))
+    """
+    lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
+    rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    if int(batch_group_count) != 1:
+        raise NotImplementedError("conv_general_dilated: batch_group_count > 1 is not "
+                                  "supported by shardc")
+    x = jnp.transpose(lhs, dn.lhs_spec)                  # [N, C, *S]
+    w = jnp.transpose(rhs, dn.rhs_spec)                  # [O, I, *K]
+    spatial = x.ndim - 2
+    strides = _ints(window_strides, spatial, "window_strides", 1)
+    lhs_dilation = _ints(lhs_dilation, spatial, "lhs_dilation", 1)
+    rhs_dilation = _ints(rhs_dilation, spatial, "rhs_dilation", 1)
+    groups = _check_features(x.shape, w.shape, int(feature_group_count))
+    if isinstance(padding, str) and any(d != 1 for d in lhs_dilation):
+        # as JAX: which SAME padding a transposed convolution wants is ambiguous
+        raise ValueError("conv_general_dilated: string padding is not supported with "
+                         "lhs_dilation (a transposed convolution); give explicit (low, high) "
+                         "pads")
+    x = _dilate(x, lhs_dilation)
+    windows = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], rhs_dilation)]
+    pads = (padtype_to_pads(x.shape[2:], windows, strides, padding)
+            if isinstance(padding, str) else [tuple(int(v) for v in p) for p in padding])
+    if len(pads) != spatial:
+        raise ValueError(f"conv: padding needs {spatial} (low, high) pairs, got {padding!r}")
+    from shardc._lax_ops import pad as _pad
+    x = _pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(lo, hi, 0) for lo, hi in pads])
+    out_sizes = [(size - window) // stride + 1 if size >= window else 0
+                 for size, window, stride in zip(x.shape[2:], windows, strides)]
+    if min(out_sizes, default=1) <= 0:
+        raise ValueError(f"conv: the window ({windows}) is larger than the padded input "
+                         f"({list(x.shape[2:])})")
+    out = _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups)
+    if preferred_element_type is not None:
+        out = jnp.astype(out, preferred_element_type)
+    return jnp.transpose(out, tuple(np.argsort(dn.out_spec)))
+
+
+def _check_features(x_shape, w_shape, groups: int) -> int:
+    channels, out_features, in_features = x_shape[1], w_shape[0], w_shape[1]
+    if groups < 1 or channels % groups or out_features % groups:
+        raise ValueError(f"conv: feature_group_count={groups} must divide the input features "
+                         f"({channels}) and the kernel's output features ({out_features})")
+    if channels // groups != in_features:
+        raise ValueError(f"conv: the kernel's input features ({in_features}) must equal the "
+                         f"input features over feature_group_count ({channels} / {groups})")
+    return groups
+
+
+def _dilate(x, dilation):
+    if all(d == 1 for d in dilation):
+        return x
+    from shardc._lax_ops import pad as _pad
+    return _pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(0, 0, d - 1) for d in dilation])
+
+
+def _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups):
+    """Every kernel tap's strided window of ``x`` stacked, then one contraction with ``w``."""
+    from shardc.lax import dot_general, slice as _slice
+    n, c = x.shape[:2]
+    o, i = w.shape[:2]
+    taps = list(np.ndindex(*w.shape[2:]))
+    patches = []
+    for tap in taps:
+        starts = [k * d for k, d in zip(tap, rhs_dilation)]
+        limits = [s + (size - 1) * stride + 1
+                  for s, size, stride in zip(starts, out_sizes, strides)]
+        patches.append(_slice(x, (0, 0) + tuple(starts), (n, c) + tuple(limits),
+                              (1, 1) + tuple(strides)))
+    positions = int(np.prod(out_sizes))
+    cols = jnp.reshape(jnp.stack(patches, axis=2), (n, groups, i, len(taps), positions))
+    kernel = jnp.reshape(w, (groups, o // groups, i, len(taps)))
+    # [G, N, P, O/G]: batch over groups, contract input features and taps
+    product = dot_general(cols, kernel, (((2, 3), (2, 3)), ((1,), (0,))))
+    product = jnp.transpose(product, (1, 0, 3, 2))
+    return jnp.reshape(product, (n, o) + tuple(out_sizes))
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """``conv_general_dilated`` with the default layouts (``NC...``, ``OI...``) and no
+    dilation."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                              precision=None, preferred_element_type=None):
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                precision=precision, preferred_element_type=preferred_element_type)
+
+
+# conv_transpose's default layouts by rank, TensorFlow's convention (as JAX's)
+_TRANSPOSE_LAYOUTS = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
+                      4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}
+
+
+def _transpose_pads(window: int, stride: int, padding: str) -> tuple:
+    """``(low, high)`` pads of the stride-dilated input that make a transposed convolution
+    the gradient of a forward one with this ``padding``."""
+    if padding == "SAME":
+        total = window + stride - 2
+        low = window - 1 if stride > window - 1 else math.ceil(total / 2)
+    elif padding == "VALID":
+        total = window + stride - 2 + max(window - stride, 0)
+        low = window - 1
+    else:
+        raise ValueError(f"conv_transpose: padding must be 'SAME', 'VALID' or (low, high) "
+                         f"pairs, got {padding!r}")
+    return low, total - low
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel=False, precision=None, preferred_element_type=None):
+    """A transposed ("fractionally strided") convolution: ``lhs`` dilated by ``strides`` and
+    convolved with ``rhs``. ``'SAME'``/``'VALID'`` choose JAX's pads, which make it the
+    gradient of the forward convolution with that padding (SAME gives ``input * stride``
+    positions, so it matches when the forward input was a multiple of the stride).
+    ``transpose_kernel=True`` flips the kernel's spatial axes and swaps its feature axes,
+    giving exactly that gradient for the same kernel. Layouts default to
+    ``NHWC``/``HWIO``/``NHWC`` (by rank), as JAX's.
+    """
+    lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
+    rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
+    if dimension_numbers is None:
+        if lhs.ndim not in _TRANSPOSE_LAYOUTS:
+            raise ValueError(f"conv_transpose: no default layout for rank {lhs.ndim}; pass "
+                             "dimension_numbers")
+        dimension_numbers = _TRANSPOSE_LAYOUTS[lhs.ndim]
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    spatial = lhs.ndim - 2
+    rhs_dilation = _ints(rhs_dilation, spatial, "rhs_dilation", 1)
+    strides = _ints(strides, spatial, "strides", 1)
+    windows = [(rhs.shape[d] - 1) * r + 1 for d, r in zip(dn.rhs_spec[2:], rhs_dilation)]
+    if isinstance(padding, str):
+        pads = [_transpose_pads(k, s, padding.upper()) for k, s in zip(windows, strides)]
+    else:
+        pads = [tuple(int(v) for v in pair) for pair in padding]
+    if transpose_kernel:
+        rhs = jnp.flip(rhs, tuple(dn.rhs_spec[2:]))
+        rhs = jnp.swapaxes(rhs, dn.rhs_spec[0], dn.rhs_spec[1])
+    return conv_general_dilated(lhs, rhs, (1,) * spatial, pads, strides, rhs_dilation, dn,
+                                precision=precision,
+                                preferred_element_type=preferred_element_type)

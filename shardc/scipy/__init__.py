@@ -1,0 +1,3 @@
+"""``shardc.scipy``: the parts of ``jax.scipy`` user code reaches for (``special``,
+``stats.norm``)."""
+from shardc.scipy import special, stats  # noqa: F401

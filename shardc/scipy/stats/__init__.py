@@ -1,0 +1,2 @@
+"""``shardc.scipy.stats``: distributions (``norm``)."""
+from shardc.scipy.stats import norm  # noqa: F401

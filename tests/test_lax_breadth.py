@@ -1,0 +1,442 @@
+"""jax.lax beyond the core: special functions, cumulative ops, associative_scan, map, sorting,
+reduce, shape helpers, Precision and the collectives built from others (pshuffle, pswapaxes),
+against numpy/math references, eagerly, under jit, in shard_map bodies, with gradients."""
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import PartitionSpec as P
+
+from breadth_checks import assert_close, check_grad, everywhere, mesh2
+
+_erf = np.vectorize(math.erf)
+_erfc = np.vectorize(math.erfc)
+_lgamma = np.vectorize(math.lgamma)
+
+
+def _ulp_close(got, want, dtype, ulps=4):
+    """``got`` (of ``dtype``) within ``ulps`` units in the last place of float64 ``want``."""
+    got = np.asarray(got)
+    assert got.dtype == dtype
+    spacing = np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+    err = np.abs(got.astype(np.float64) - want)
+    assert np.all(err <= ulps * spacing), (err / spacing).max()
+
+
+# --- special functions ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erf_family_within_a_few_ulp_of_float64(dtype):
+    x = np.concatenate([np.linspace(-6, 6, 301), [0.0, 1e-8, -1e-30]]).astype(dtype)
+    if dtype == np.float32:
+        _ulp_close(lax.erf(x), _erf(x.astype(np.float64)), np.dtype(dtype))
+        _ulp_close(lax.erfc(x), _erfc(x.astype(np.float64)), np.dtype(dtype))
+        # lgamma away from its zeros at 1 and 2 (relative error is unbounded at a zero)
+        g = np.linspace(0.05, 30, 200).astype(dtype)
+        g = g[(np.abs(g - 1) > 0.05) & (np.abs(g - 2) > 0.05)]
+        _ulp_close(lax.lgamma(g), _lgamma(g.astype(np.float64)), np.dtype(dtype))
+    else:
+        with pytest.raises(TypeError, match="floating-point"):
+            lax.erf(np.arange(3))
+
+
+def test_erf_inv_inverts_erf():
+    y = np.concatenate([np.linspace(-0.999999, 0.999999, 401), [0.0, 1e-6, 0.5]])
+    y = y.astype(np.float32)
+    got = lax.erf_inv(y)
+    assert got.dtype == np.float32
+    x = np.asarray(got, np.float64)
+    # erf(x) of the float32 result is within float32 rounding of y (the tails by erfc)
+    assert_close(_erf(x), y.astype(np.float64), rtol=0, atol=2e-7)
+    tail = y > 0.9
+    assert_close(_erfc(x[tail]), 1 - y[tail].astype(np.float64), rtol=1e-5, atol=0)
+    edges = np.asarray(lax.erf_inv(np.array([-1.0, 1.0, 1.5, np.nan], np.float32)))
+    assert edges[0] == -np.inf and edges[1] == np.inf and np.isnan(edges[2:]).all()
+
+
+def test_digamma_known_values_and_lgamma_slope():
+    gamma = 0.57721566490153286
+    x = np.array([1.0, 0.5, 2.0, 10.0, -0.5, -2.5, 0.01], np.float32)
+    harmonic_9 = sum(1 / k for k in range(1, 10))
+    want = np.array([-gamma, -gamma - 2 * math.log(2), 1 - gamma, harmonic_9 - gamma,
+                     0.03648997397857652, 1.1031566406452432, -100.56088545786867])
+    assert_close(lax.digamma(x), want, rtol=2e-6, atol=1e-6, dtype=np.float32)
+    # digamma is lgamma's derivative: against float64 central differences of math.lgamma
+    g = np.linspace(0.3, 20, 50)
+    slope = (_lgamma(g + 1e-6) - _lgamma(g - 1e-6)) / 2e-6
+    assert_close(lax.digamma(g.astype(np.float32)), slope, rtol=1e-5, atol=1e-5)
+    assert np.isnan(np.asarray(lax.digamma(np.float32(-3.0))))
+    assert np.asarray(lax.lgamma(np.float32(0.0))) == np.inf
+
+
+@pytest.mark.parametrize("name,fn,ref,low,high", [
+    ("erf", lax.erf, _erf, -3, 3), ("erfc", lax.erfc, _erfc, -3, 3),
+    ("erf_inv", lax.erf_inv, None, -0.9, 0.9), ("lgamma", lax.lgamma, _lgamma, 0.5, 6),
+])
+def test_special_functions_everywhere_and_gradients(name, fn, ref, low, high):
+    x = np.random.default_rng(0).uniform(low, high, (4, 3)).astype(np.float32)
+    want = ref(x.astype(np.float64)) if ref is not None else np.asarray(fn(x))
+    everywhere(fn, x, want, rtol=1e-6, atol=1e-7, dtype=np.float32)
+    check_grad(lambda v: fn(v).sum(), x[0])
+    # the vmap of each is the function itself
+    assert_close(shardc.vmap(fn)(x), want, rtol=1e-6, atol=1e-7)
+
+
+def _trigamma_reference(x):
+    # sum_k 1/(x + k)^2, the tail by its integral and Euler-Maclaurin terms
+    k = np.arange(200.0)
+    head = (1 / (x[:, None] + k) ** 2).sum(1)
+    t = x + 200
+    return head + 1 / t + 1 / (2 * t ** 2) + 1 / (6 * t ** 3)
+
+
+def test_polygamma_and_the_derivatives_of_digamma_and_lgamma():
+    x = np.array([0.3, 0.5, 1.0, 2.0, 4.5, 12.0], np.float32)
+    trigamma = _trigamma_reference(x.astype(np.float64))
+    assert_close(lax.polygamma(1, x), trigamma, 2e-6, 1e-6, np.float32)
+    assert_close(lax.polygamma(0, x), lax.digamma(x), 1e-7, 1e-7)
+    zeta3 = 1.2020569031595942
+    assert_close(lax.polygamma(2, np.float32(1.0)), -2 * zeta3, 1e-6)
+    assert_close(lax.polygamma(3, np.float32(0.5)), np.pi ** 4, 1e-6)
+    assert_close(lax.polygamma(1, np.float32(-0.5)), np.pi ** 2 / 2 + 4, 1e-6)
+    assert np.isnan(np.asarray(lax.polygamma(1.5, np.float32(1.0))))
+    assert_close(shardc.vmap(shardc.grad(lax.digamma))(x), trigamma, 2e-6, 1e-6)
+    second = shardc.vmap(shardc.grad(shardc.grad(lax.lgamma)))(x)
+    assert_close(second, trigamma, 2e-6, 1e-6)
+    check_grad(lambda v: lax.polygamma(1, v).sum(), x[2:5])
+    everywhere(lambda v: lax.polygamma(2, v), x.reshape(2, 3),
+               np.asarray(lax.polygamma(2, x)).reshape(2, 3))
+
+
+def test_special_functions_round_trip_through_ir_text():
+    from ir.parser import parse_program
+    from ir.printer import print_program
+    closed = shardc.make_jaxpr(lambda v: lax.erf(v) + lax.erfc(v) + lax.erf_inv(v * 0.1)
+                               + lax.lgamma(v + 2) + lax.digamma(v + 2)
+                               + lax.polygamma(1, v + 2))(np.ones(3, np.float32))
+    text = print_program(closed.jaxpr)
+    assert "erf_inv" in text and "digamma" in text and "polygamma" in text
+    assert print_program(parse_program(text)) == text
+
+
+# --- cumulative, associative_scan, map --------------------------------------------------------
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumulative_ops(reverse, axis):
+    x = np.random.default_rng(1).uniform(-2, 2, (4, 5)).astype(np.float32)
+    flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
+    refs = {lax.cumsum: np.cumsum, lax.cumprod: np.cumprod, lax.cummax: np.maximum.accumulate,
+            lax.cummin: np.minimum.accumulate,
+            lax.cumlogsumexp: np.logaddexp.accumulate}
+    for fn, ref in refs.items():
+        want = flip(ref(flip(x.astype(np.float64)), axis=axis))
+        got = fn(x, axis=axis, reverse=reverse)
+        assert_close(got, want, rtol=1e-5, atol=1e-5, dtype=np.float32)
+    ints = np.arange(12, dtype=np.int32).reshape(3, 4)
+    assert_close(lax.cumsum(ints, axis=1), np.cumsum(ints, 1), dtype=np.int32)
+    body = shardc.shard_map(partial(lax.cumsum, axis=1, reverse=reverse), mesh=mesh2(),
+                            in_specs=P("x"), out_specs=P("x"))
+    flip1 = (lambda a: np.flip(a, 1)) if reverse else (lambda a: a)
+    assert_close(body(x), flip1(np.cumsum(flip1(x.astype(np.float64)), axis=1)), 1e-5, 1e-5)
+
+
+def test_cumlogsumexp_keeps_small_prefixes():
+    x = np.array([-1000.0, -1000.0, 0.0], np.float32)
+    assert_close(lax.cumlogsumexp(x), [-1000.0, -1000.0 + math.log(2), 0.0], 1e-6, 1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 13])
+def test_associative_scan_matches_sequential_scan(n):
+    rng = np.random.default_rng(n)
+    x = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+    assert_close(lax.associative_scan(jnp.add, x), np.cumsum(x, 0), 1e-5, 1e-5)
+    assert_close(lax.associative_scan(jnp.maximum, x, reverse=True, axis=0),
+                 np.flip(np.maximum.accumulate(np.flip(x, 0), 0), 0))
+    # a non-commutative operator on a pytree: composing affine maps x -> a x + b
+    a, b = rng.uniform(0.5, 1.5, n).astype(np.float32), rng.uniform(-1, 1, n).astype(np.float32)
+
+    def compose(first, second):
+        (a1, b1), (a2, b2) = first, second
+        return a2 * a1, a2 * b1 + b2
+    got_a, got_b = lax.associative_scan(compose, (a, b))
+    want_a, want_b, acc_a, acc_b = [], [], 1.0, 0.0
+    for ai, bi in zip(a.astype(np.float64), b.astype(np.float64)):
+        acc_a, acc_b = ai * acc_a, ai * acc_b + bi
+        want_a.append(acc_a)
+        want_b.append(acc_b)
+    assert_close(got_a, want_a, 1e-5, 1e-5)
+    assert_close(got_b, want_b, 1e-5, 1e-5)
+
+
+def test_associative_scan_under_jit_shard_map_and_grad():
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 6)).astype(np.float32)
+    everywhere(lambda v: lax.associative_scan(jnp.add, v, axis=1), x, np.cumsum(x, 1),
+               1e-5, 1e-5)
+    check_grad(lambda v: (lax.associative_scan(jnp.multiply, v) ** 2).sum(), x[0] + 2)
+
+
+def test_lax_map_with_and_without_batches():
+    x = np.arange(14.0, dtype=np.float32).reshape(7, 2)
+    want = (x ** 2).sum(1)
+    for batch_size in (None, 1, 3, 7, 10):
+        got = lax.map(lambda row: (row ** 2).sum(), x, batch_size=batch_size)
+        assert_close(got, want, dtype=np.float32)
+    pair = lax.map(lambda t: {"s": t[0] + t[1], "d": t[0] - t[1]}, (x[:, 0], x[:, 1]))
+    assert_close(pair["s"], x.sum(1))
+    assert_close(pair["d"], x[:, 0] - x[:, 1])
+    everywhere(lambda v: lax.map(jnp.sum, v), x[:6], x[:6].sum(1), dtype=np.float32)
+
+
+# --- sorting -----------------------------------------------------------------------------------
+
+def test_sort_with_num_keys_and_sort_key_val():
+    keys = np.array([3, 1, 3, 2, 1], np.int32)
+    second = np.array([5, 9, 4, 0, 2], np.int32)
+    vals = np.arange(5, dtype=np.float32)
+    order = np.lexsort((second, keys))
+    got = lax.sort((keys, second, vals), num_keys=2)
+    for g, w in zip(got, (keys[order], second[order], vals[order])):
+        assert_close(g, w)
+    stable = np.argsort(keys, kind="stable")
+    k, v = lax.sort_key_val(keys, vals)
+    assert_close(k, keys[stable], dtype=np.int32)
+    assert_close(v, vals[stable], dtype=np.float32)
+    x = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
+    everywhere(lambda a: lax.sort(a, dimension=1), x, np.sort(x, 1))
+    assert_close(lax.sort(x, dimension=0), np.sort(x, 0))
+    with pytest.raises(ValueError, match="num_keys"):
+        lax.sort((keys, vals), num_keys=3)
+
+
+def test_top_k_values_indices_and_ties():
+    x = np.array([[1, 5, 3, 5, 0], [2, 2, 2, 2, 2]], np.float32)
+    values, indices = lax.top_k(x, 3)
+    assert_close(values, [[5, 5, 3], [2, 2, 2]], dtype=np.float32)
+    assert_close(indices, [[1, 3, 2], [0, 1, 2]], dtype=np.int32)
+    y = np.random.default_rng(1).normal(size=(4, 9)).astype(np.float32)
+    want = -np.sort(-y, axis=1)[:, :4]
+    everywhere(lambda a: lax.top_k(a, 4)[0], y, want)
+    with pytest.raises(ValueError, match="k=10"):
+        lax.top_k(y, 10)
+
+
+# --- reduce -----------------------------------------------------------------------------------
+
+def test_reduce_recognises_monoids_on_their_identities():
+    x = np.random.default_rng(2).uniform(-3, 3, (3, 4)).astype(np.float32)
+    assert_close(lax.reduce(x, 0.0, lax.add, (0,)), x.sum(0), 1e-6, 1e-6, np.float32)
+    assert_close(lax.reduce(x, 1.0, lambda a, b: a * b, (1,)), x.prod(1), 1e-5, 1e-6)
+    assert_close(lax.reduce(x, -np.inf, lax.max, (0, 1)), x.max())
+    assert_close(lax.reduce(x, np.inf, jnp.minimum, (1,)), x.min(1))
+    i = np.arange(12, dtype=np.int32).reshape(3, 4)
+    assert_close(lax.reduce(i, np.iinfo(np.int32).min, lax.max, (0,)), i.max(0), dtype=np.int32)
+    (out,) = lax.reduce((x,), (0.0,), lax.add, (1,))
+    assert_close(out, x.sum(1), 1e-6, 1e-6)
+    everywhere(lambda v: lax.reduce(v, 0.0, lax.add, (1,)), x.T, x.T.sum(1), 1e-6, 1e-6)
+
+
+def test_reduce_rejects_what_it_cannot_reduce_exactly():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(NotImplementedError, match="identity"):
+        lax.reduce(x, 1.0, lax.add, (0,))
+    with pytest.raises(NotImplementedError, match="not one of add, mul, max, min"):
+        lax.reduce(x, 0.0, lambda a, b: a + 2 * b, (0,))
+    with pytest.raises(NotImplementedError, match="one operand"):
+        lax.reduce((x, x), (0.0, 0.0), lambda a, b: (a[0] + b[0], a[1] + b[1]), (0,))
+
+
+# --- elementwise and shapes -------------------------------------------------------------------
+
+def test_clamp_square_and_rounding():
+    x = np.linspace(-3, 3, 13).astype(np.float32)
+    assert_close(lax.clamp(-1.0, x, 2.0), np.clip(x, -1, 2), dtype=np.float32)
+    assert_close(lax.clamp(np.full(13, -0.5, np.float32), x, 1.0), np.clip(x, -0.5, 1))
+    with pytest.raises(TypeError, match="clamp: min"):
+        lax.clamp(np.zeros(2, np.float32), x, 1.0)
+    assert_close(lax.square(x), x * x)
+    halves = np.array([-2.5, -0.5, 0.5, 1.5, 2.5], np.float32)
+    assert_close(lax.round(halves), [-3, -1, 1, 2, 3])
+    assert_close(lax.round(halves, 1), [-2, -0, 0, 2, 2])
+    check_grad(lambda v: lax.clamp(-1.0, v, 2.0).sum() + lax.square(v).sum(), x[1:-1:2])
+
+
+def test_shape_helpers():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert_close(lax.broadcast(x, (4,)), np.broadcast_to(x, (4, 2, 3)))
+    assert lax.expand_dims(x, (0, 3)).shape == (1, 2, 3, 1)
+    assert_close(lax.index_in_dim(x, -1, axis=1), x[:, 2:3])
+    assert_close(lax.index_in_dim(x, 0, keepdims=False), x[0])
+    with pytest.raises(IndexError, match="index 3"):
+        lax.index_in_dim(x, 3, axis=1)
+    assert_close(lax.full((2, 2), 7, np.int32), np.full((2, 2), 7), dtype=np.int32)
+    assert_close(lax.full_like(x, 1.5), np.full_like(x, 1.5), dtype=np.float32)
+    assert_close(lax.pad(x, 0.0, [(1, -1, 0), (0, 1, 1)]), _pad_reference(x))
+    assert_close(lax.slice_in_dim(x, 0, 3, 2, axis=1), x[:, 0:3:2])
+
+
+def _pad_reference(x):
+    # rows: one in front, drop the last; columns: a zero between each, one at the end
+    cols = np.zeros((2, 6), np.float32)
+    cols[:, 0:5:2] = x
+    return np.concatenate([np.zeros((1, 6), np.float32), cols])[:2]
+
+
+def test_batch_matmul_and_precision():
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=(3, 2, 4)).astype(np.float32)
+    b = rng.normal(size=(3, 4, 5)).astype(np.float32)
+    assert_close(lax.batch_matmul(a, b), a @ b, 1e-5, 1e-5, np.float32)
+    for precision in (None, lax.Precision.HIGHEST, "highest", lax.Precision("default"),
+                      (lax.Precision.HIGH, lax.Precision.HIGH)):
+        assert_close(jnp.dot(a[0], b[0], precision=precision), a[0] @ b[0], 1e-5, 1e-5)
+        assert_close(lax.dot_general(a[0], b[0], (((1,), (0,)), ((), ())),
+                                     precision=precision), a[0] @ b[0], 1e-5, 1e-5)
+        assert_close(jnp.einsum("ij,jk->ik", a[0], b[0], precision=precision), a[0] @ b[0],
+                     1e-5, 1e-5)
+    for fn in (jnp.inner, jnp.vdot, jnp.matmul, lambda u, v, **kw: jnp.tensordot(u, v, 1, **kw)):
+        assert_close(fn(a[0, 0], a[1, 0], precision=lax.Precision.HIGHEST),
+                     np.tensordot(a[0, 0], a[1, 0], 1), 1e-5, 1e-5)
+    assert_close(lax.dot(a[0], b[0], precision="highest"), a[0] @ b[0], 1e-5, 1e-5)
+    assert_close(lax.dot(a[0], b[0, :, 0]), a[0] @ b[0, :, 0], 1e-5, 1e-5)
+    with pytest.raises(TypeError, match="lax.dot"):
+        lax.dot(a, b)
+    assert lax.Precision("bfloat16") is lax.Precision.DEFAULT
+    with pytest.raises(ValueError):
+        lax.Precision("best")
+    with pytest.raises(ValueError, match="batch dimensions"):
+        lax.batch_matmul(a, b[:2])
+
+
+# --- collectives from others -----------------------------------------------------------------
+
+def test_pshuffle_and_pswapaxes_against_block_reference():
+    mesh = shardc.make_mesh((4,), ("x",))
+    x = np.arange(4 * 3, dtype=np.float32).reshape(4, 3)
+    perm = (2, 0, 3, 1)
+    shuffled = shardc.shard_map(lambda b: lax.pshuffle(b, "x", perm), mesh=mesh,
+                                in_specs=P("x"), out_specs=P("x"))(x)
+    assert_close(shuffled, x[list(perm)])
+    with pytest.raises(ValueError, match="permutation of range\\(4\\)"):
+        shardc.shard_map(lambda b: lax.pshuffle(b, "x", (0, 0, 1, 2)), mesh=mesh,
+                         in_specs=P("x"), out_specs=P("x"))(x)
+    # each device holds a [4, 2] block; after the swap device j holds row j of every block
+    y = np.arange(4 * 4 * 2, dtype=np.float32).reshape(16, 2)
+    swapped = shardc.shard_map(lambda b: lax.pswapaxes(b, "x", 0), mesh=mesh,
+                               in_specs=P("x"), out_specs=P("x"))(y)
+    blocks = y.reshape(4, 4, 2)                       # [device i, row j]
+    assert_close(swapped, np.transpose(blocks, (1, 0, 2)).reshape(16, 2))
+
+
+# --- bits -------------------------------------------------------------------------------------
+
+def test_bitcast_convert_type_widths():
+    x = np.array([1.0, -2.5, np.inf], np.float32)
+    assert_close(lax.bitcast_convert_type(x, np.uint32), x.view(np.uint32), dtype=np.uint32)
+    as_bytes = lax.bitcast_convert_type(x, np.uint8)
+    assert as_bytes.shape == (3, 4)
+    assert_close(as_bytes, x.view(np.uint8).reshape(3, 4), dtype=np.uint8)
+    assert_close(lax.bitcast_convert_type(as_bytes, np.float32), x, dtype=np.float32)
+    halves = np.array([[1, 2], [3, 4]], np.int16)
+    assert_close(lax.bitcast_convert_type(halves, np.int32), halves.view(np.int32)[:, 0])
+    everywhere(lambda v: lax.bitcast_convert_type(v, np.int32), np.arange(8.0, dtype=np.float32
+                                                                          ).reshape(4, 2),
+               np.arange(8.0, dtype=np.float32).reshape(4, 2).view(np.int32), dtype=np.int32)
+    assert_close(shardc.vmap(lambda v: lax.bitcast_convert_type(v, np.uint16))(x),
+                 x.view(np.uint16).reshape(3, 2))
+    with pytest.raises(Exception, match="last dimension of 2"):
+        lax.bitcast_convert_type(np.ones(3, np.int16), np.int32)
+    assert shardc.grad(lambda v: lax.bitcast_convert_type(v, np.int32).astype(np.float32).sum()
+                       + v.sum())(np.float32(1.0)) == 1.0
+
+
+def test_reduce_precision_matches_narrower_formats():
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(size=4000) * 100, rng.normal(size=1000) * 1e-3,
+                        [0.0, -0.0, 65504.0, 65520.0, 1e5, -1e5, np.inf, -np.inf]])
+    x = x.astype(np.float32)
+    normal16 = (np.abs(x) >= np.finfo(np.float16).tiny) | (x == 0) | ~np.isfinite(x)
+    got = np.asarray(lax.reduce_precision(x, 5, 10))
+    with np.errstate(over="ignore"):                     # numpy's cast overflows to inf too
+        want = x[normal16].astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(got[normal16], want)
+    # below float16's smallest normal: flushed to a signed zero, as XLA does
+    flushed = got[~normal16]
+    assert (flushed == 0).all() and (np.signbit(flushed) == np.signbit(x[~normal16])).all()
+    assert np.isnan(np.asarray(lax.reduce_precision(np.float32(np.nan), 5, 10)))
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    np.testing.assert_array_equal(np.asarray(lax.reduce_precision(x, 8, 7)),
+                                  x.astype(ml_dtypes.bfloat16).astype(np.float32))
+    everywhere(lambda v: lax.reduce_precision(v, 8, 7), x[:4000].reshape(8, 500),
+               x[:4000].reshape(8, 500).astype(ml_dtypes.bfloat16).astype(np.float32))
+    # linear to autodiff, as JAX's: the cotangent is rounded the same way
+    g = shardc.grad(lambda v: (lax.reduce_precision(v, 5, 2) * 1.3).sum())(np.ones(2, np.float32))
+    assert_close(g, np.full(2, np.float32(lax.reduce_precision(np.float32(1.3), 5, 2))))
+    with pytest.raises(TypeError, match="floating-point"):
+        lax.reduce_precision(np.arange(3), 5, 10)
+
+
+def test_bit_primitives_round_trip_through_ir_text():
+    from ir.parser import parse_program
+    from ir.printer import print_program
+    closed = shardc.make_jaxpr(lambda v: lax.bitcast_convert_type(
+        lax.reduce_precision(v, 5, 10), np.uint8))(np.ones(3, np.float32))
+    text = print_program(closed.jaxpr)
+    assert "reduce_precision[exponent_bits=5 mantissa_bits=10]" in text.replace("\n", " ") \
+        or ("exponent_bits=5" in text and "mantissa_bits=10" in text)
+    assert "bitcast_convert_type" in text and "u8[3,4]" in text
+    assert print_program(parse_program(text)) == text
+
+
+# --- the names real programs reach for --------------------------------------------------------
+
+NAMES = {
+    "lax": "map associative_scan cummax cummin cumsum cumprod cumlogsumexp top_k sort "
+           "sort_key_val clamp broadcast expand_dims index_in_dim full full_like batch_matmul "
+           "square Precision erf erfc erf_inv lgamma digamma reduce reduce_precision "
+           "bitcast_convert_type conv_general_dilated conv conv_transpose conv_with_general_padding "
+           "conv_dimension_numbers pshuffle pswapaxes",
+    "nn": "swish softplus soft_sign tanh leaky_relu elu celu selu glu hard_tanh relu6 "
+          "hard_sigmoid hard_silu log_sigmoid standardize gelu dot_product_attention one_hot "
+          "logsumexp softmax log_softmax initializers",
+    "nn.initializers": "zeros ones constant normal uniform truncated_normal glorot_normal "
+                       "glorot_uniform xavier_normal xavier_uniform lecun_normal lecun_uniform "
+                       "he_normal he_uniform kaiming_normal kaiming_uniform orthogonal "
+                       "variance_scaling",
+    "random": "categorical choice permutation truncated_normal gumbel exponential laplace "
+              "logistic bernoulli rademacher multivariate_normal gamma beta dirichlet poisson",
+    "scipy.special": "logsumexp erf erfc erfinv expit logit xlogy xlog1py gammaln digamma polygamma "
+                     "entr softmax log_softmax ndtr ndtri",
+    "scipy.stats.norm": "pdf logpdf cdf logcdf sf ppf",
+    "numpy.linalg": "norm det inv solve cholesky qr slogdet matrix_power eigh eigvalsh",
+}
+
+
+@pytest.mark.parametrize("module", sorted(NAMES))
+def test_the_names_real_programs_reach_for_exist(module):
+    namespace = shardc
+    for part in module.split("."):
+        namespace = getattr(namespace, part)
+    missing = [name for name in NAMES[module].split() if not hasattr(namespace, name)]
+    assert missing == []
+
+
+@settings(max_examples=15, derandomize=True, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=3), st.data())
+def test_associative_scan_property(shape, data):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    reverse = data.draw(st.booleans())
+    x = np.random.default_rng(len(shape)).uniform(-1, 1, shape).astype(np.float32)
+    flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
+    assert_close(lax.associative_scan(jnp.add, x, reverse=reverse, axis=axis),
+                 flip(np.cumsum(flip(x.astype(np.float64)), axis=axis)), 1e-5, 1e-5)
+    assert_close(lax.associative_scan(jnp.maximum, x, reverse=reverse, axis=axis),
+                 flip(np.maximum.accumulate(flip(x), axis=axis)))

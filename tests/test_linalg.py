@@ -1,0 +1,160 @@
+"""jax.numpy.linalg: norm, det, slogdet, inv, solve, cholesky, qr, matrix_power against
+numpy.linalg, batched, under jit, vmap and shard_map, with gradients against finite
+differences."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+import shardc.numpy.linalg as la
+from shardc.sharding import PartitionSpec as P
+
+from breadth_checks import assert_close, check_grad, mesh2
+
+RNG = np.random.default_rng(0)
+A = RNG.normal(size=(4, 3, 3)).astype(np.float32) + 2 * np.eye(3, dtype=np.float32)
+SPD = (A @ np.swapaxes(A, -1, -2) + np.eye(3)).astype(np.float32)
+B = RNG.normal(size=(4, 3, 2)).astype(np.float32)
+TALL = RNG.normal(size=(4, 5, 3)).astype(np.float32)
+
+
+def _batched_and_sharded(fn, x, want, rtol=1e-5, atol=1e-5):
+    assert_close(fn(x), want, rtol, atol)
+    assert_close(shardc.jit(fn)(x), want, rtol, atol)
+    assert_close(shardc.vmap(fn)(x), want, rtol, atol)
+    body = shardc.shard_map(fn, mesh=mesh2(), in_specs=P("x"), out_specs=P("x"))
+    assert_close(body(x), want, rtol, atol)
+
+
+def test_det_slogdet_inv_everywhere():
+    _batched_and_sharded(la.det, A, np.linalg.det(A.astype(np.float64)), 1e-5, 1e-5)
+    sign, logdet = np.linalg.slogdet(A.astype(np.float64))
+    _batched_and_sharded(lambda m: la.slogdet(m)[1], A, logdet)
+    assert_close(la.slogdet(A)[0], sign, dtype=np.float32)
+    _batched_and_sharded(la.inv, A, np.linalg.inv(A.astype(np.float64)), 1e-4, 1e-5)
+    assert la.det(np.eye(2, dtype=np.int32)).dtype == np.float32
+
+
+def test_solve_vector_and_matrix_right_hand_sides():
+    want = np.linalg.solve(A.astype(np.float64), B.astype(np.float64))
+    assert_close(la.solve(A, B), want, 1e-4, 1e-5, np.float32)
+    vector = B[..., 0]
+    assert_close(la.solve(A, vector), np.linalg.solve(A, vector[..., None])[..., 0], 1e-4, 1e-5)
+    assert_close(la.solve(A[0], B[0, :, 0]), np.linalg.solve(A[0], B[0, :, 0]), 1e-4, 1e-5)
+    body = shardc.shard_map(la.solve, mesh=mesh2(), in_specs=(P("x"), P("x")), out_specs=P("x"))
+    assert_close(body(A, B), want, 1e-4, 1e-5)
+    with pytest.raises(ValueError, match="square"):
+        la.solve(B, B)
+
+
+def test_cholesky_and_qr_reconstruct():
+    lower = np.asarray(la.cholesky(SPD))
+    assert_close(lower, np.linalg.cholesky(SPD.astype(np.float64)), 1e-4, 1e-5)
+    assert_close(la.cholesky(SPD, upper=True), np.swapaxes(lower, -1, -2))
+    bad = np.asarray(la.cholesky(-np.eye(2, dtype=np.float32)))
+    assert np.isnan(bad).all()
+    q, r = la.qr(TALL)
+    assert q.shape == (4, 5, 3) and r.shape == (4, 3, 3)
+    assert_close(np.asarray(q) @ np.asarray(r), TALL, 1e-5, 1e-5)
+    assert_close(np.swapaxes(np.asarray(q), -1, -2) @ np.asarray(q),
+                 np.broadcast_to(np.eye(3), (4, 3, 3)), 1e-5, 1e-5)
+    assert_close(np.tril(np.asarray(r), -1), np.zeros((4, 3, 3)))
+    qc, rc = la.qr(TALL, mode="complete")
+    assert qc.shape == (4, 5, 5) and rc.shape == (4, 5, 3)
+    assert_close(np.asarray(qc) @ np.asarray(rc), TALL, 1e-5, 1e-5)
+    assert la.qr(TALL, mode="r").shape == (4, 3, 3)
+    _batched_and_sharded(lambda m: la.qr(m)[1], TALL, np.asarray(r))
+
+
+@pytest.mark.parametrize("ord,axis", [(None, None), (2, 1), (1, 1), (np.inf, 1), (-np.inf, 1),
+                                      (0, 1), (3, 1), ("fro", (1, 2)), (1, (1, 2)),
+                                      (np.inf, (2, 1)), (-1, (1, 2)), (None, (1, 2))])
+def test_norm_matches_numpy(ord, axis):
+    x = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    x[0, 0, 0] = 0.0
+    want = np.linalg.norm(x.astype(np.float64), ord=ord, axis=axis)
+    assert_close(la.norm(x, ord=ord, axis=axis), want, 1e-5, 1e-6, np.float32)
+    kept = la.norm(x, ord=ord, axis=axis, keepdims=True)
+    assert kept.shape == np.linalg.norm(x, ord=ord, axis=axis, keepdims=True).shape
+
+
+def test_norm_rank_rules_and_unsupported_orders():
+    v = np.array([3.0, 4.0], np.float32)
+    assert_close(la.norm(v), 5.0)
+    assert_close(la.norm(v, 1), 7.0)
+    m = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert_close(la.norm(m, np.inf), np.linalg.norm(m, np.inf))
+    with pytest.raises(NotImplementedError, match="singular values"):
+        la.norm(m, 2)
+    with pytest.raises(ValueError, match="rank 1 or 2"):
+        la.norm(np.ones((2, 2, 2), np.float32), 1)
+
+
+def test_matrix_power_and_helpers():
+    m = A[0]
+    for n in (0, 1, 2, 5, -1, -3):
+        assert_close(la.matrix_power(m, n), np.linalg.matrix_power(m.astype(np.float64), n),
+                     1e-4, 1e-4)
+    assert_close(la.multi_dot([A[0], A[1], B[0]]), A[0] @ A[1] @ B[0], 1e-5, 1e-5)
+    assert_close(la.trace(A), np.trace(A, axis1=-2, axis2=-1), 1e-6, 1e-6)
+    assert_close(la.matrix_transpose(B), np.swapaxes(B, -1, -2))
+
+
+def test_gradients_against_finite_differences():
+    m = A[0]
+    check_grad(lambda x: la.det(x), m)
+    check_grad(lambda x: la.slogdet(x)[1], m)
+    check_grad(lambda x: (la.inv(x) * np.arange(9).reshape(3, 3)).sum(), m)
+    check_grad(lambda x: (la.solve(x, B[0]) ** 2).sum(), m)
+    check_grad(lambda b: (la.solve(m, b) ** 2).sum(), B[0])
+    check_grad(lambda x: la.norm(x), m)
+    check_grad(lambda x: la.norm(x, 3, axis=1).sum(), m)
+    # cholesky reads the symmetric part: differentiate through a symmetric parametrisation
+    check_grad(lambda x: (la.cholesky(x @ x.T + 3 * jnp.eye(3)) * np.arange(9).reshape(3, 3)).sum(),
+               m)
+    check_grad(lambda x: (la.qr(x)[0] * np.arange(15).reshape(5, 3)).sum()
+               + (la.qr(x)[1] ** 2).sum(), TALL[0])
+    # batched gradients equal the per-matrix ones
+    batched = shardc.grad(lambda x: la.slogdet(x)[1].sum())(A)
+    assert_close(batched, np.swapaxes(np.linalg.inv(A.astype(np.float64)), -1, -2), 1e-4, 1e-5)
+
+
+def test_qr_derivative_of_wide_matrices_says_it_is_missing():
+    with pytest.raises(NotImplementedError, match="m >= n"):
+        shardc.grad(lambda x: la.qr(x)[1].sum())(np.ones((2, 3), np.float32))
+
+
+def test_matrix_primitives_round_trip_through_ir_text():
+    from ir.parser import parse_program
+    from ir.printer import print_program
+
+    def program(a, b):
+        q, r = la.qr(a, mode="complete")
+        sign, logdet = la.slogdet(a)
+        values, vectors = la.eigh(a)
+        return la.cholesky(a) + la.solve(a, b) + q + r + vectors, sign * logdet + values.sum()
+    closed = shardc.make_jaxpr(program)(SPD[0], SPD[1])
+    text = print_program(closed.jaxpr)
+    for name in ("cholesky", "qr[", "solve", "slogdet", "eigh", "full_matrices=True"):
+        assert name in text
+    assert print_program(parse_program(text)) == text
+
+
+def test_eigh_decomposes_symmetric_matrices_and_differentiates():
+    w, v = la.eigh(SPD)
+    want = np.linalg.eigvalsh(SPD.astype(np.float64))
+    assert_close(w, want, 1e-5, 1e-5, np.float32)
+    w, v = np.asarray(w, np.float64), np.asarray(v, np.float64)
+    assert_close(v @ (w[..., None] * np.swapaxes(v, -1, -2)), SPD, 1e-4, 1e-4)
+    assert_close(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(np.eye(3), (4, 3, 3)), 1e-5, 1e-5)
+    _batched_and_sharded(la.eigvalsh, SPD, want, 1e-5, 1e-5)
+    # through a symmetric parametrisation; eigenvector signs are arbitrary: use their squares
+    weights = np.arange(9, dtype=np.float32).reshape(3, 3)
+    check_grad(lambda x: (la.eigh(x + x.T)[0] * np.array([1.0, 2.0, 3.0])).sum(), A[0])
+    check_grad(lambda x: (la.eigh(x + x.T)[1] ** 2 * weights).sum(), A[0])
+    # the gradient of the largest eigenvalue is v v^T
+    grad = np.asarray(shardc.grad(lambda x: la.eigh(x)[0][-1])(SPD[0]), np.float64)
+    top = v[0][:, -1]
+    assert_close(grad, np.outer(top, top), 1e-4, 1e-5)

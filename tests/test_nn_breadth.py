@@ -1,0 +1,229 @@
+"""jax.nn beyond the core: activations, gelu's two forms, standardize, one_hot, softmax and
+logsumexp options, dot_product_attention and the initializers, against numpy references,
+eagerly, under jit, in shard_map bodies, with gradients against finite differences."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import shardc.numpy as jnp
+from shardc import nn, random
+
+from breadth_checks import assert_close, check_grad, everywhere
+
+_erf = np.vectorize(math.erf)
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
+def _softplus(x):
+    return np.logaddexp(x, 0)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+ACTIVATIONS = [
+    ("gelu_exact", lambda x: nn.gelu(x, approximate=False),
+     lambda x: x / 2 * (1 + _erf(x / np.sqrt(2)))),
+    ("gelu_tanh", nn.gelu,
+     lambda x: x / 2 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
+    ("swish", nn.swish, lambda x: x * _sigmoid(x)),
+    ("softplus", nn.softplus, _softplus),
+    ("soft_sign", nn.soft_sign, lambda x: x / (np.abs(x) + 1)),
+    ("tanh", nn.tanh, np.tanh),
+    ("leaky_relu", nn.leaky_relu, lambda x: np.where(x >= 0, x, 0.01 * x)),
+    ("leaky_relu_0.2", lambda x: nn.leaky_relu(x, 0.2), lambda x: np.where(x >= 0, x, 0.2 * x)),
+    ("elu", nn.elu, lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
+    ("elu_2", lambda x: nn.elu(x, 2.0),
+     lambda x: np.where(x > 0, x, 2 * np.expm1(np.minimum(x, 0)))),
+    ("celu_half", lambda x: nn.celu(x, 0.5),
+     lambda x: np.maximum(x, 0) + 0.5 * np.minimum(np.expm1(x / 0.5), 0)),
+    ("selu", nn.selu,
+     lambda x: _SELU_SCALE * np.where(x > 0, x, _SELU_ALPHA * np.expm1(np.minimum(x, 0)))),
+    ("hard_tanh", nn.hard_tanh, lambda x: np.clip(x, -1, 1)),
+    ("relu6", nn.relu6, lambda x: np.clip(x, 0, 6)),
+    ("hard_sigmoid", nn.hard_sigmoid, lambda x: np.clip(x + 3, 0, 6) / 6),
+    ("hard_silu", nn.hard_silu, lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    ("log_sigmoid", nn.log_sigmoid, lambda x: -_softplus(-x)),
+]
+
+
+@pytest.mark.parametrize("name,fn,ref", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
+def test_activation_values_everywhere_and_gradient(name, fn, ref):
+    rng = np.random.default_rng(0)
+    # keep clear of kinks (0, +-1, -3, 3, 6) so finite differences are meaningful
+    x = rng.uniform(-7, 7, (4, 5)).astype(np.float32)
+    x = np.where(np.min(np.abs(x[..., None] - np.array([0, 1, -1, 3, -3, 6])), -1) < 0.05,
+                 0.5, x).astype(np.float32)
+    everywhere(fn, x, ref(x.astype(np.float64)), rtol=1e-5, atol=1e-6, dtype=np.float32)
+    check_grad(lambda v: fn(v).sum(), x[0])
+    # integer operands become float32
+    assert np.asarray(fn(np.arange(-2, 3))).dtype == np.float32
+
+
+def test_gelu_exact_differs_from_the_tanh_form():
+    x = np.float32(-2.5)
+    exact = float(nn.gelu(x, approximate=False))
+    assert exact == pytest.approx(-2.5 / 2 * (1 + math.erf(-2.5 / math.sqrt(2))), rel=1e-6)
+    assert abs(exact - float(nn.gelu(x))) > 1e-4
+
+
+def test_glu_and_standardize():
+    x = np.random.default_rng(1).normal(size=(4, 6)).astype(np.float32)
+    a, b = x[:, :3], x[:, 3:]
+    everywhere(nn.glu, x, a * _sigmoid(b), 1e-6, 1e-6, np.float32)
+    assert_close(nn.glu(x, axis=0), x[:2] * _sigmoid(x[2:]), 1e-6, 1e-6)
+    with pytest.raises(ValueError, match="even size"):
+        nn.glu(np.ones((2, 3), np.float32))
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    everywhere(nn.standardize, x, want, 1e-5, 1e-5, np.float32)
+    assert_close(nn.standardize(x, axis=0, epsilon=0.0),
+                 (x - x.mean(0)) / x.std(0), 1e-5, 1e-5)
+    mask = np.arange(6) < 4
+    sub = x[:, :4]
+    masked = (x - sub.mean(-1, keepdims=True)) / np.sqrt(sub.var(-1, keepdims=True) + 1e-5)
+    assert_close(nn.standardize(x, where=mask), masked, 1e-5, 1e-5)
+    check_grad(lambda v: (nn.standardize(v) * np.arange(6)).sum(), x[:1], rtol=3e-2, atol=3e-3)
+
+
+def test_one_hot_axis_dtype_and_out_of_range():
+    labels = np.array([[0, 2], [3, -1]], np.int32)
+    eye = np.eye(3, dtype=np.float32)
+    want = np.stack([np.stack([eye[0], eye[2]]), np.zeros((2, 3), np.float32)])
+    got = nn.one_hot(labels, 3)
+    assert_close(got, want, dtype=np.float32)
+    assert_close(nn.one_hot(labels, 3, axis=0), np.moveaxis(want, -1, 0))
+    assert_close(nn.one_hot(labels, 3, axis=1), np.moveaxis(want, -1, 1))
+    assert nn.one_hot(labels, 3, dtype=jnp.int32).dtype == np.int32
+    with pytest.raises(ValueError, match="axis 3"):
+        nn.one_hot(labels, 3, axis=3)
+    everywhere(lambda v: nn.one_hot(v, 3), labels, want)
+
+
+def test_softmax_logsumexp_with_where_b_and_return_sign():
+    x = np.random.default_rng(2).normal(size=(4, 5)).astype(np.float32)
+    mask = np.array([True, False, True, True, False])
+    e = np.where(mask, np.exp(x - x.max(-1, keepdims=True)), 0)
+    assert_close(nn.softmax(x, where=mask), e / e.sum(-1, keepdims=True), 1e-6, 1e-7)
+    assert_close(nn.log_softmax(x, where=mask)[:, mask],
+                 np.log((e / e.sum(-1, keepdims=True))[:, mask]), 1e-5, 1e-6)
+    assert np.all(np.asarray(nn.log_softmax(x, where=mask))[:, ~mask] == -np.inf)
+    x64 = x.astype(np.float64)
+    b = np.array([1.0, -2.0, 0.5, 0.0, 3.0], np.float32)
+    total = (b * np.exp(x64)).sum(-1)
+    out, sign = nn.logsumexp(x, axis=-1, b=b, return_sign=True)
+    assert_close(out, np.log(np.abs(total)), 1e-5, 1e-6, np.float32)
+    assert_close(sign, np.sign(total))
+    plain = np.asarray(nn.logsumexp(x, axis=-1, b=b))
+    assert np.all(np.isnan(plain[total < 0]))
+    assert_close(nn.logsumexp(x, axis=1, where=mask, keepdims=True),
+                 np.log(np.exp(x64[:, mask]).sum(1, keepdims=True)), 1e-5, 1e-6)
+    assert_close(nn.logsumexp(np.full(3, -np.inf, np.float32)), -np.inf)
+    check_grad(lambda v: nn.logsumexp(v, b=np.abs(b) + 0.5), x[0])
+
+
+def _attention_reference(q, k, v, bias=None, mask=None, scale=None, causal=False):
+    q, k, v = (t.astype(np.float64) for t in (q, k, v))
+    groups = q.shape[2] // k.shape[2]
+    k, v = np.repeat(k, groups, axis=2), np.repeat(v, groups, axis=2)
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    logits = np.einsum("btnh,bsnh->bnts", q, k) * scale
+    if bias is not None:
+        logits = logits + bias
+    allowed = np.ones(logits.shape, bool)
+    if mask is not None:
+        allowed &= np.broadcast_to(mask, logits.shape)
+    if causal:
+        allowed &= np.tril(np.ones(logits.shape[-2:], bool))
+    logits = np.where(allowed, logits, -np.inf)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    w = w / w.sum(-1, keepdims=True)
+    return np.einsum("bnts,bsnh->btnh", w, v)
+
+
+def test_dot_product_attention_against_reference():
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(2, 4, 4, 8)).astype(np.float32)
+    k = rng.normal(size=(2, 6, 2, 8)).astype(np.float32)      # grouped: 2 key heads
+    v = rng.normal(size=(2, 6, 2, 8)).astype(np.float32)
+    bias = rng.normal(size=(1, 4, 4, 6)).astype(np.float32)
+    mask = rng.random((2, 1, 4, 6)) < 0.7
+    mask[..., 0] = True                                        # no row fully masked
+    assert_close(nn.dot_product_attention(q, k, v), _attention_reference(q, k, v), 1e-5, 1e-5)
+    assert_close(nn.dot_product_attention(q, k, v, bias, mask, scale=0.3),
+                 _attention_reference(q, k, v, bias, mask, 0.3), 1e-5, 1e-5)
+    kq = rng.normal(size=(2, 4, 2, 8)).astype(np.float32)
+    assert_close(nn.dot_product_attention(q, kq, kq, is_causal=True),
+                 _attention_reference(q, kq, kq, causal=True), 1e-5, 1e-5)
+    assert_close(nn.dot_product_attention(q[0], k[0], v[0]),
+                 _attention_reference(q, k, v)[0], 1e-5, 1e-5)
+    everywhere(lambda t: nn.dot_product_attention(t, t, t, is_causal=True), q,
+               _attention_reference(q, q, q, causal=True), 1e-5, 1e-5)
+    with pytest.raises(ValueError, match="multiple of the key/value heads"):
+        nn.dot_product_attention(q[:, :, :3], k, v)
+
+
+def test_dot_product_attention_gradient():
+    rng = np.random.default_rng(5)
+    k = rng.normal(size=(1, 3, 1, 4)).astype(np.float32)
+    v = rng.normal(size=(1, 3, 1, 4)).astype(np.float32)
+    q = rng.normal(size=(1, 2, 1, 4)).astype(np.float32)
+    check_grad(lambda t: (nn.dot_product_attention(t, k, v) ** 2).sum(), q)
+
+
+INITIALIZERS = [
+    ("glorot_uniform", nn.initializers.glorot_uniform(), "uniform", 1.0, "fan_avg"),
+    ("xavier_normal", nn.initializers.xavier_normal(), "truncated", 1.0, "fan_avg"),
+    ("lecun_uniform", nn.initializers.lecun_uniform(), "uniform", 1.0, "fan_in"),
+    ("lecun_normal", nn.initializers.lecun_normal(), "truncated", 1.0, "fan_in"),
+    ("he_uniform", nn.initializers.he_uniform(), "uniform", 2.0, "fan_in"),
+    ("kaiming_normal", nn.initializers.kaiming_normal(), "truncated", 2.0, "fan_in"),
+    ("fan_out_normal", nn.initializers.variance_scaling(3.0, "fan_out", "normal"), "normal",
+     3.0, "fan_out"),
+]
+
+
+@pytest.mark.parametrize("name,init,kind,scale,mode", INITIALIZERS,
+                         ids=[i[0] for i in INITIALIZERS])
+def test_variance_scaling_initializers(name, init, kind, scale, mode):
+    shape = (3, 3, 40, 60)                     # a conv kernel: receptive field 9
+    fan_in, fan_out = 40 * 9, 60 * 9
+    n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
+    w = np.asarray(init(random.key(0), shape))
+    assert w.shape == shape and w.dtype == np.float32
+    assert abs(w.mean()) < 0.05 * np.sqrt(scale / n)
+    assert w.var() == pytest.approx(scale / n, rel=0.05)
+    if kind == "uniform":
+        assert np.abs(w).max() <= np.sqrt(3 * scale / n)
+    if kind == "truncated":
+        assert np.abs(w).max() <= 2 * np.sqrt(scale / n) / 0.87962566103423978 * (1 + 1e-6)
+
+
+def test_simple_initializers():
+    key = random.key(1)
+    assert_close(nn.initializers.zeros(key, (2, 3)), np.zeros((2, 3)), dtype=np.float32)
+    assert_close(nn.initializers.ones(key, (2,), jnp.int32), np.ones(2), dtype=np.int32)
+    assert_close(nn.initializers.constant(-0.5)(key, (3,)), np.full(3, -0.5))
+    n = np.asarray(nn.initializers.normal(0.1)(key, (20000,)))
+    assert n.std() == pytest.approx(0.1, rel=0.03) and abs(n.mean()) < 3e-3
+    u = np.asarray(nn.initializers.uniform(2.0)(key, (20000,)))
+    assert u.min() >= 0 and u.max() < 2 and u.mean() == pytest.approx(1.0, rel=0.03)
+    t = np.asarray(nn.initializers.truncated_normal(0.5)(key, (20000,)))
+    assert np.abs(t).max() <= 1.0
+    assert t.std() == pytest.approx(0.5 * 0.87962566103423978, rel=0.03)
+    with pytest.raises(ValueError, match="invalid mode"):
+        nn.initializers.variance_scaling(1.0, "fan_sideways", "normal")
+
+
+@pytest.mark.parametrize("shape,column_axis", [((6, 4), -1), ((3, 8), -1), ((2, 3, 5), 0)])
+def test_orthogonal_initializer(shape, column_axis):
+    w = np.asarray(nn.initializers.orthogonal(scale=2.0, column_axis=column_axis)(
+        random.key(3), shape), np.float64)
+    assert w.shape == shape and w.dtype == np.float64
+    cols = np.moveaxis(w, column_axis, -1).reshape(-1, shape[column_axis])
+    small = min(cols.shape)
+    gram = cols.T @ cols if cols.shape[0] >= cols.shape[1] else cols @ cols.T
+    np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)

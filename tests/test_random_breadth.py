@@ -1,0 +1,240 @@
+"""jax.random's samplers beyond uniform/normal: shapes, dtypes, supports and moments (fixed
+seeds, tolerances of several standard errors), under jit and in shard_map bodies. The bits
+differ from JAX's (Philox, not threefry); the distributions are the same."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+from shardc import random
+from shardc.sharding import PartitionSpec as P
+
+from breadth_checks import mesh2
+
+N = 40000
+EULER = 0.5772156649015329
+
+
+def _moments(x):
+    x = np.asarray(x, np.float64)
+    return x.mean(), x.var()
+
+
+@pytest.mark.parametrize("name,mean,var,low,high", [
+    ("exponential", 1.0, 1.0, 0.0, np.inf),
+    ("gumbel", EULER, np.pi ** 2 / 6, -np.inf, np.inf),
+    ("logistic", 0.0, np.pi ** 2 / 3, -np.inf, np.inf),
+    ("laplace", 0.0, 2.0, -np.inf, np.inf),
+])
+def test_continuous_samplers_moments_support_shape_dtype(name, mean, var, low, high):
+    sampler = getattr(random, name)
+    x = sampler(random.key(0), (N,))
+    assert x.shape == (N,) and x.dtype == np.float32
+    values = np.asarray(x)
+    assert np.isfinite(values).all() and (values >= low).all() and (values <= high).all()
+    got_mean, got_var = _moments(values)
+    assert abs(got_mean - mean) < 5 * math.sqrt(var / N)
+    assert got_var == pytest.approx(var, rel=0.06)
+    assert sampler(random.PRNGKey(1), (2, 3)).shape == (2, 3)
+    jitted = shardc.jit(lambda k: sampler(k, (4,)))(random.key(2))
+    assert_equal = np.testing.assert_array_equal
+    assert_equal(np.asarray(jitted), np.asarray(sampler(random.key(2), (4,))))
+
+
+def test_exponential_quantiles():
+    x = np.sort(np.asarray(random.exponential(random.key(3), (N,)), np.float64))
+    for q in (0.1, 0.5, 0.9):
+        assert x[int(q * N)] == pytest.approx(-math.log(1 - q), rel=0.05)
+
+
+def _truncated_moments(a, b):
+    pdf = lambda t: math.exp(-t * t / 2) / math.sqrt(2 * math.pi)
+    cdf = lambda t: 0.5 * (1 + math.erf(t / math.sqrt(2)))
+    z = cdf(b) - cdf(a)
+    mean = (pdf(a) - pdf(b)) / z
+    term = lambda t: 0.0 if math.isinf(t) else t * pdf(t)
+    var = 1 + (term(a) - term(b)) / z - mean ** 2
+    return mean, var
+
+
+@pytest.mark.parametrize("lower,upper", [(-1.0, 2.0), (-2.0, 2.0), (0.5, 3.0), (-np.inf, 0.0)])
+def test_truncated_normal_moments_and_bounds(lower, upper):
+    x = random.truncated_normal(random.key(4), lower, upper, (N,))
+    assert x.dtype == np.float32 and x.shape == (N,)
+    values = np.asarray(x)
+    assert (values > lower).all() and (values < upper).all()
+    mean, var = _truncated_moments(lower, upper)
+    got_mean, got_var = _moments(values)
+    assert abs(got_mean - mean) < 5 * math.sqrt(var / N)
+    assert got_var == pytest.approx(var, rel=0.06)
+
+
+def test_truncated_normal_broadcasts_bounds():
+    lower = np.array([-1.0, 0.0, 1.0], np.float32)
+    x = random.truncated_normal(random.key(5), lower, 2.0)
+    assert x.shape == (3,)
+    many = np.asarray(random.truncated_normal(random.key(5), lower, 2.0, (1000, 3)))
+    assert (many > lower).all() and (many < 2).all()
+
+
+def test_bernoulli_and_rademacher():
+    b = random.bernoulli(random.key(6), 0.3, (N,))
+    assert b.dtype == np.bool_ and b.shape == (N,)
+    assert np.asarray(b).mean() == pytest.approx(0.3, abs=5 * math.sqrt(0.21 / N))
+    p = np.array([0.0, 0.5, 1.0], np.float32)
+    per = random.bernoulli(random.key(7), p)
+    assert per.shape == (3,)
+    grid = np.asarray(random.bernoulli(random.key(7), p, (2000, 3)))
+    assert not grid[:, 0].any() and grid[:, 2].all()
+    r = np.asarray(random.rademacher(random.key(8), (N,)))
+    assert r.dtype == np.int32 and set(np.unique(r)) == {-1, 1}
+    assert abs(r.mean()) < 5 / math.sqrt(N)
+    assert random.rademacher(random.key(8), (3,), jnp.float32).dtype == np.float32
+
+
+def test_categorical_frequencies_axis_and_shape():
+    probs = np.array([0.1, 0.2, 0.0, 0.7])
+    logits = np.log(np.where(probs > 0, probs, 1e-30)).astype(np.float32)
+    draws = np.asarray(random.categorical(random.key(9), logits, shape=(N,)))
+    assert draws.dtype == np.int32
+    freq = np.bincount(draws, minlength=4) / N
+    assert freq[2] == 0
+    np.testing.assert_allclose(freq, probs, atol=5 * math.sqrt(0.25 / N))
+    batch = np.stack([logits, logits[::-1]], axis=1)             # [4 classes, 2 rows]
+    per_row = random.categorical(random.key(10), batch, axis=0)
+    assert per_row.shape == (2,)
+    many = np.asarray(random.categorical(random.key(11), batch, axis=0, shape=(5000, 2)))
+    assert (many[:, 0] != 2).all() and (many[:, 1] != 1).all()
+    with pytest.raises(ValueError, match="batch shape"):
+        random.categorical(random.key(0), batch, axis=0, shape=(3,))
+
+
+def test_choice_with_and_without_replacement():
+    key = random.key(12)
+    draws = np.asarray(random.choice(key, 5, (N,)))
+    np.testing.assert_allclose(np.bincount(draws, minlength=5) / N, np.full(5, 0.2), atol=0.01)
+    p = np.array([0.5, 0.0, 0.25, 0.25], np.float32)
+    weighted = np.asarray(random.choice(key, 4, (N,), p=p))
+    np.testing.assert_allclose(np.bincount(weighted, minlength=4) / N, p, atol=0.01)
+    unique = np.asarray(random.choice(key, 10, (2, 5), replace=False))
+    assert unique.shape == (2, 5) and sorted(unique.ravel()) == list(range(10))
+    items = np.arange(30.0, dtype=np.float32).reshape(10, 3)
+    rows = np.asarray(random.choice(key, items, (4,), replace=False))
+    assert rows.shape == (4, 3) and len({tuple(r) for r in rows}) == 4
+    assert all(tuple(r) in {tuple(i) for i in items} for r in rows)
+    cols = random.choice(key, items, (2,), axis=1)
+    assert cols.shape == (10, 2)
+    # without replacement and weighted: zero-weight items never come first
+    firsts = [int(np.asarray(random.choice(random.key(s), 4, (2,), replace=False, p=p))[0])
+              for s in range(200)]
+    assert 1 not in firsts
+    with pytest.raises(ValueError, match="larger sample"):
+        random.choice(key, 3, (4,), replace=False)
+    with pytest.raises(ValueError, match="p must have shape"):
+        random.choice(key, 3, (2,), p=np.ones(4, np.float32) / 4)
+
+
+def test_permutation_axis_and_independent():
+    key = random.key(13)
+    assert sorted(np.asarray(random.permutation(key, np.int32(7)))) == list(range(7))
+    assert sorted(np.asarray(random.permutation(key, jnp.asarray(4)))) == list(range(4))
+    with pytest.raises(TypeError, match="must be an integer"):
+        random.permutation(key, 3.0)
+    perm = np.asarray(random.permutation(key, 50))
+    assert sorted(perm) == list(range(50)) and (perm != np.arange(50)).any()
+    x = np.arange(24).reshape(4, 6)
+    rows = np.asarray(random.permutation(key, x))
+    assert sorted(map(tuple, rows)) == sorted(map(tuple, x))
+    cols = np.asarray(random.permutation(key, x, axis=1))
+    assert sorted(map(tuple, cols.T)) == sorted(map(tuple, x.T))
+    each = np.asarray(random.permutation(key, x, axis=1, independent=True))
+    assert all(sorted(r) == sorted(o) for r, o in zip(each, x))
+    # every position is equally likely to hold item 0
+    positions = [int(np.argmax(np.asarray(random.permutation(random.key(s), 4)) == 0))
+                 for s in range(800)]
+    np.testing.assert_allclose(np.bincount(positions, minlength=4) / 800, 0.25, atol=0.06)
+
+
+def test_samplers_in_a_shard_map_body_differ_per_device_key():
+    keys = random.split(random.key(14), 2)
+    body = shardc.shard_map(lambda k: random.gumbel(k[0], (1, 3)), mesh=mesh2(),
+                            in_specs=P("x"), out_specs=P("x"))
+    out = np.asarray(body(keys))
+    assert out.shape == (2, 3)
+    np.testing.assert_array_equal(out[0], np.asarray(random.gumbel(keys[0], (1, 3)))[0])
+    np.testing.assert_array_equal(out[1], np.asarray(random.gumbel(keys[1], (1, 3)))[0])
+
+
+def test_multivariate_normal_mean_and_covariance():
+    mean = np.array([1.0, -2.0, 0.5], np.float32)
+    root = np.array([[1.0, 0, 0], [0.5, 1.0, 0], [-0.3, 0.2, 0.7]], np.float32)
+    cov = root @ root.T
+    x = np.asarray(random.multivariate_normal(random.key(15), mean, cov, (N,)), np.float64)
+    assert x.shape == (N, 3)
+    np.testing.assert_allclose(x.mean(0), mean, atol=5 * math.sqrt(cov.diagonal().max() / N))
+    np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05)
+    batched = random.multivariate_normal(random.key(16), np.zeros((4, 3), np.float32), cov)
+    assert batched.shape == (4, 3) and batched.dtype == np.float32
+    by_eigh = np.asarray(random.multivariate_normal(random.key(15), mean, cov, (N,),
+                                                    method="eigh"), np.float64)
+    np.testing.assert_allclose(np.cov(by_eigh.T), cov, atol=0.05)
+    np.testing.assert_allclose(by_eigh.mean(0), mean, atol=5 * math.sqrt(cov.diagonal().max() / N))
+    with pytest.raises(NotImplementedError, match="method='svd'"):
+        random.multivariate_normal(random.key(0), mean, cov, method="svd")
+    with pytest.raises(ValueError, match="cov"):
+        random.multivariate_normal(random.key(0), mean, cov[:2, :2])
+
+
+@pytest.mark.parametrize("a", [0.4, 1.0, 3.5])
+def test_gamma_moments_and_support(a):
+    x = random.gamma(random.key(17), a, (N,))
+    assert x.dtype == np.float32 and x.shape == (N,)
+    values = np.asarray(x, np.float64)
+    assert (values >= 0).all() and np.isfinite(values).all()
+    mean, var = _moments(values)
+    assert abs(mean - a) < 5 * math.sqrt(a / N)
+    assert var == pytest.approx(a, rel=0.08)
+    per_entry = random.gamma(random.key(18), np.array([1.0, 50.0], np.float32), (2000, 2))
+    assert np.asarray(per_entry).mean(0) == pytest.approx([1.0, 50.0], rel=0.1)
+    jitted = shardc.jit(lambda k: random.gamma(k, a, (5,)))(random.key(19))
+    np.testing.assert_array_equal(np.asarray(jitted), np.asarray(random.gamma(random.key(19), a,
+                                                                              (5,))))
+
+
+def test_beta_and_dirichlet_moments():
+    a, b = 2.0, 5.0
+    x = np.asarray(random.beta(random.key(20), a, b, (N,)), np.float64)
+    assert ((x > 0) & (x < 1)).all()
+    mean, var = _moments(x)
+    assert mean == pytest.approx(a / (a + b), abs=0.005)
+    assert var == pytest.approx(a * b / ((a + b) ** 2 * (a + b + 1)), rel=0.08)
+    alpha = np.array([1.0, 2.0, 3.0], np.float32)
+    d = np.asarray(random.dirichlet(random.key(21), alpha, (N,)), np.float64)
+    assert d.shape == (N, 3)
+    np.testing.assert_allclose(d.sum(1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(d.mean(0), alpha / alpha.sum(), atol=0.005)
+    assert random.dirichlet(random.key(22), np.ones((4, 3), np.float32)).shape == (4, 3)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.7, 4.0, 9.5, 10.0, 30.0])
+def test_poisson_frequencies_match_the_pmf(lam):
+    x = np.asarray(random.poisson(random.key(23), lam, (N,)))
+    assert x.dtype == np.int32 and x.shape == (N,) and (x >= 0).all()
+    counts = np.bincount(x)
+    ks = np.arange(len(counts))
+    pmf = np.exp(-lam + ks * math.log(lam) - np.array([math.lgamma(k + 1) for k in ks])) \
+        if lam > 0 else (ks == 0).astype(float)
+    # each frequency within 5 standard errors of its probability
+    assert (np.abs(counts / N - pmf) <= 5 * np.sqrt(pmf * (1 - pmf) / N) + 1e-4).all()
+    assert abs(x.mean() - lam) <= 5 * math.sqrt(max(lam, 1e-3) / N)
+
+
+def test_poisson_broadcasts_rates():
+    rates = np.array([1.0, 50.0], np.float32)
+    assert random.poisson(random.key(24), rates).shape == (2,)
+    many = np.asarray(random.poisson(random.key(24), rates, (5000, 2)))
+    np.testing.assert_allclose(many.mean(0), rates, rtol=0.05)

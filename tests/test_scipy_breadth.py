@@ -1,0 +1,98 @@
+"""jax.scipy.special and jax.scipy.stats.norm against math/numpy references, with gradients."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import shardc
+from shardc.scipy import special
+from shardc.scipy.stats import norm
+
+from breadth_checks import assert_close, check_grad, everywhere
+
+_erf = np.vectorize(math.erf)
+_erfc = np.vectorize(math.erfc)
+_lgamma = np.vectorize(math.lgamma)
+
+
+def _ndtr(x):
+    return 0.5 * _erfc(-x / math.sqrt(2))
+
+
+ROWS = [
+    ("erf", special.erf, _erf, -3, 3),
+    ("erfc", special.erfc, _erfc, -3, 3),
+    ("gammaln", special.gammaln, _lgamma, 0.2, 8),
+    ("expit", special.expit, lambda x: 1 / (1 + np.exp(-x)), -6, 6),
+    ("logit", special.logit, lambda x: np.log(x / (1 - x)), 0.05, 0.95),
+    ("entr", special.entr, lambda x: -x * np.log(x), 0.05, 3),
+    ("ndtr", special.ndtr, _ndtr, -4, 4),
+    ("softmax", special.softmax, lambda x: np.exp(x) / np.exp(x).sum(-1, keepdims=True), -3, 3),
+    ("log_softmax", special.log_softmax,
+     lambda x: x - np.log(np.exp(x).sum(-1, keepdims=True)), -3, 3),
+    ("logsumexp", lambda x: special.logsumexp(x, axis=-1),
+     lambda x: np.log(np.exp(x).sum(-1)), -3, 3),
+]
+
+
+@pytest.mark.parametrize("name,fn,ref,low,high", ROWS, ids=[r[0] for r in ROWS])
+def test_special_functions(name, fn, ref, low, high):
+    x = np.random.default_rng(0).uniform(low, high, (4, 5)).astype(np.float32)
+    everywhere(fn, x, ref(x.astype(np.float64)), rtol=2e-6, atol=1e-6, dtype=np.float32)
+    check_grad(lambda v: (fn(v) * np.arange(1, 6)).sum(), x[0])
+
+
+def test_inverses_and_integer_operands():
+    p = np.linspace(0.01, 0.99, 21).astype(np.float32)
+    assert_close(special.ndtr(special.ndtri(p)), p, 1e-5, 1e-6)
+    assert_close(special.erf(special.erfinv(p)), p, 1e-5, 1e-6)
+    assert_close(special.expit(special.logit(p)), p, 1e-5, 1e-6)
+    assert special.erf(np.arange(3)).dtype == np.float32
+    assert_close(special.gammaln(np.arange(1, 6)), [math.lgamma(k) for k in range(1, 6)],
+                 1e-6, 1e-6, np.float32)
+    assert_close(special.digamma(np.float32(1.0)), -0.5772156649015329, 1e-6)
+
+
+def test_xlogy_xlog1py_entr_at_zero_with_finite_gradients():
+    x = np.array([0.0, 0.0, 2.0, 0.5], np.float32)
+    y = np.array([0.0, 3.0, 0.5, 4.0], np.float32)
+    want = np.where(x == 0, 0, x * np.log(np.where(x == 0, 1, y)))
+    assert_close(special.xlogy(x, y), want, 1e-6, 1e-7, np.float32)
+    assert_close(special.xlog1py(x, y - 0.5),
+                 np.where(x == 0, 0, x * np.log1p(np.where(x == 0, 0, y - 0.5))), 1e-6, 1e-7)
+    gx, gy = shardc.grad(lambda a, b: special.xlogy(a, b).sum(), argnums=(0, 1))(x, y)
+    assert np.isfinite(np.asarray(gy)).all() and np.asarray(gy)[0] == 0
+    assert_close(gy[2:], x[2:] / y[2:], 1e-6, 1e-7)
+    assert_close(gx[1:], np.log(y[1:]), 1e-6, 1e-7)
+    e = np.asarray(special.entr(np.array([-1.0, 0.0, 1.0], np.float32)))
+    assert e[0] == -np.inf and e[1] == 0 and e[2] == 0
+
+
+def test_logsumexp_b_and_return_sign():
+    x = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], np.float32)
+    b = np.array([1.0, -3.0, 1.0], np.float32)
+    out, sign = special.logsumexp(x, axis=1, b=b, return_sign=True)
+    total = (b * np.exp(x.astype(np.float64))).sum(1)
+    assert_close(out, np.log(np.abs(total)), 1e-6, 1e-6)
+    assert_close(sign, np.sign(total))
+
+
+def test_norm_pdf_logpdf_cdf_sf_ppf():
+    x = np.linspace(-4, 4, 17).astype(np.float32)
+    loc, scale = 0.5, 2.0
+    z = (x.astype(np.float64) - loc) / scale
+    logpdf = -0.5 * z * z - 0.5 * math.log(2 * math.pi) - math.log(scale)
+    assert_close(norm.logpdf(x, loc, scale), logpdf, 1e-6, 1e-6, np.float32)
+    assert_close(norm.pdf(x, loc, scale), np.exp(logpdf), 1e-6, 1e-7)
+    assert_close(norm.cdf(x, loc, scale), _ndtr(z), 1e-6, 1e-7)
+    assert_close(norm.sf(x, loc, scale), _ndtr(-z), 1e-6, 1e-7)
+    assert_close(norm.logcdf(x), np.log(_ndtr(x.astype(np.float64))), 1e-5, 1e-6)
+    assert_close(norm.ppf(np.float32(0.975)), 1.959963984540054, 1e-6)
+    assert_close(norm.ppf(np.array([0.1, 0.5]), 1.0, 3.0), [1 - 3 * 1.2815515655446004, 1.0],
+                 1e-5, 1e-6)
+    # the density is the CDF's derivative
+    assert_close(shardc.vmap(shardc.grad(lambda v: norm.cdf(v, loc, scale)))(x),
+                 np.exp(logpdf), 1e-5, 1e-6)
+    check_grad(lambda v: norm.logpdf(v, loc, scale).sum(), x[:5])
