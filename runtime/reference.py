@@ -163,8 +163,36 @@ def _select_n(pred, *cases):
     return [np.asarray(np.choose(pred, np.broadcast_arrays(*cases)))]
 
 
+def convert_element(x, new_dtype) -> np.ndarray:
+    """``x`` as ``new_dtype`` the way JAX converts: float to int saturates, complex drops the
+    imaginary part.
+
+    numpy's float-to-int cast is undefined out of range (it wraps or gives the minimum); JAX
+    truncates toward zero, clips to the integer range and sends NaN to 0:
+    ``[nan, -3.7, 300.5, inf] -> uint8 [0, 0, 255, 255]``.
+    """
+    x, new_dtype = np.asarray(x), np.dtype(new_dtype)
+    if x.dtype.kind == "c" and new_dtype.kind != "c" and new_dtype != np.bool_:
+        x = x.real
+    if x.dtype.kind == "f" and new_dtype.kind in "iu":
+        return _float_to_int(x, new_dtype)
+    return x.astype(new_dtype)
+
+
+def _float_to_int(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:
+    info = np.iinfo(new_dtype)
+    wide = x.astype(np.float64)
+    # Bounds that float64 holds exactly: the range's minimum and one past its maximum.
+    too_big = wide >= 2.0 ** (info.bits - (info.min < 0))
+    too_small = wide < info.min
+    out = np.where(too_big | too_small | np.isnan(wide), 0, wide).astype(new_dtype)
+    out[too_big] = info.max
+    out[too_small] = info.min
+    return out
+
+
 def _convert(x, *, new_dtype):
-    return [np.asarray(x).astype(new_dtype)]
+    return [convert_element(x, new_dtype)]
 
 
 def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
