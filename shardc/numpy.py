@@ -17,6 +17,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding
 from runtime.array import Array
+from runtime.reference import convert_element
 
 # dtypes under their numpy names
 float16, float32, float64 = np.float16, np.float32, np.float64
@@ -56,13 +57,19 @@ def result_type(*args) -> np.dtype:
 
 
 def _convert(x, dtype):
-    """``x`` as ``dtype``: Python scalars become typed numpy scalars (inline literals)."""
+    """``x`` as ``dtype``: Python scalars become typed numpy scalars (inline literals).
+
+    Values convert as JAX's ``convert_element_type`` does (float to int saturates); a Python
+    int must fit int32 and wraps into a narrower integer type (``int8_array + 300`` adds 44).
+    """
     dtype = _dt.canonicalize(dtype)
     if is_python_scalar(x):
-        return np.asarray(x, dtype=dtype)[()]
+        return _python_scalar_as(x, dtype)
     if isinstance(x, np.generic):
-        return np.asarray(x, dtype=dtype)[()]
-    if isinstance(x, (np.ndarray, list, tuple)):
+        return convert_element(np.asarray(x), dtype)[()]
+    if isinstance(x, np.ndarray):
+        return asarray(convert_element(x, dtype))
+    if isinstance(x, (list, tuple)):
         return asarray(x, dtype)
     if _dtype_of(x) == dtype:
         return x
@@ -546,6 +553,21 @@ def eye(N, M=None, k=0, dtype=None):
 def identity(n, dtype=None):
     """The ``n x n`` identity matrix."""
     return eye(n, dtype=dtype)
+
+
+def _python_scalar_as(x, dtype: np.dtype):
+    """A Python scalar as a numpy scalar of ``dtype``, converted as JAX converts weakly typed
+    values: an int is an int32 first (OverflowError outside its range, as JAX with x64 off)."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        if not _INT32_MIN <= x <= _INT32_MAX:
+            raise OverflowError(f"Python int {x} is too large to convert to int32 (the default "
+                                "integer type; x64 is off)")
+        x = np.int64(x)
+    with np.errstate(over="ignore"):      # a float too large for float16 is inf, as in JAX
+        return convert_element(np.asarray(x), dtype)[()]
+
+
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
 
 def astype(x, dtype):

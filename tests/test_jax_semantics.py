@@ -61,3 +61,49 @@ def test_complex_to_real_drops_imaginary_part():
     np.testing.assert_array_equal(np.asarray(z.astype(jnp.float32)),
                                   np.array([1.0, 300.7, np.nan], np.float32))
     np.testing.assert_array_equal(np.asarray(z.astype(jnp.uint8)), [1, 255, 0])
+
+
+def test_astype_of_numpy_values_saturates():
+    # jnp.astype converts a numpy array as a JAX array: saturating, unlike numpy's own cast.
+    np.testing.assert_array_equal(np.asarray(jnp.astype(np.array([300.5, -1.0]), jnp.uint8)),
+                                  [255, 0])
+    assert int(jnp.astype(np.float32(300.5), jnp.uint8)) == 255
+
+
+# --- Python scalars in expressions: int32 first, then the array's dtype ------------------------
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16"])
+@pytest.mark.parametrize("scalar", [300, -1, 70000, -129])
+def test_python_int_wraps_into_narrow_int(dtype, scalar):
+    x = np.array([1, 2, 100], dtype)
+    wrapped = np.int64(scalar).astype(dtype)           # two's complement wrap, well defined
+    for got, want in [(jnp.asarray(x) + scalar, x + wrapped),
+                      (scalar * jnp.asarray(x), x * wrapped),
+                      (jnp.asarray(x) < scalar, x < wrapped),
+                      (jnp.maximum(jnp.asarray(x), scalar), np.maximum(x, wrapped)),
+                      (jnp.asarray(x).at[0].set(scalar), np.array([wrapped, 2, 100], dtype))]:
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_python_int_wraps_jax_values():
+    # JAX 0.10.2: int8 [1, 2] + 300 -> [45, 46]; uint8 [1, 2] * -1 -> [255, 254].
+    assert np.asarray(jnp.array([1, 2], jnp.int8) + 300).tolist() == [45, 46]
+    assert np.asarray(jnp.array([1, 2], jnp.uint8) * -1).tolist() == [255, 254]
+    assert np.asarray(jnp.full(2, 300, jnp.int8)).tolist() == [44, 44]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint32", "float32", "bool"])
+def test_python_int_outside_int32_is_an_overflow(dtype):
+    with pytest.raises(OverflowError, match="Python int 2147483648 is too large to convert to "
+                                            "int32"):
+        jnp.ones(2, dtype) + 2 ** 31
+
+
+def test_python_float_saturates_into_int_arrays():
+    x = jnp.array([1, 2], jnp.int32)
+    assert np.asarray(x.at[0].set(1e10)).tolist() == [2 ** 31 - 1, 2]
+    assert np.asarray(x.at[0].set(float("nan"))).tolist() == [0, 2]
+    assert np.asarray(jnp.array([1, 2], jnp.int8).at[0].set(-1e10)).tolist() == [-128, 2]
+    half = jnp.array([1.0], jnp.float16) * 70000
+    assert half.dtype == np.float16 and np.isinf(np.asarray(half)).all()
