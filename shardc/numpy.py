@@ -1165,15 +1165,20 @@ def array_equal(a, b, equal_nan=False):
 
 # --- indexing --------------------------------------------------------------------------------
 
-def take(x, indices, axis=None):
-    """Elements of ``x`` at ``indices`` along ``axis`` (of the flattened array if None)."""
-    if axis is None:
-        x, axis = ravel(x), 0
-    axis = _axis(axis, len(_shape(x)))
-    indices = asarray(indices) if not _is_array(indices) else indices
-    return bind(p.gather_p, x, _convert(indices, _dt.int_), axis=axis)
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
+    """Elements of ``a`` at ``indices`` along ``axis`` (of the flattened array if None);
+    out-of-bounds indices read ``fill_value`` by default (NaN, the most negative integer,
+    True), as JAX's ``mode='fill'``; ``mode='clip'`` or ``'wrap'`` as numpy.
+
+    >>> take(arange(4.), array([1, -1, 9]))                          # [1., 3., nan]
+    """
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
+    return _indexing.take(asarray(a), indices, axis, mode, fill_value)
 
 
+from shardc import _indexing  # noqa: E402
 from shardc._indexing import getitem as _getitem, AtIndexer  # noqa: E402
 
 

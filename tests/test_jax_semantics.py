@@ -107,3 +107,162 @@ def test_python_float_saturates_into_int_arrays():
     assert np.asarray(jnp.array([1, 2], jnp.int8).at[0].set(-1e10)).tolist() == [-128, 2]
     half = jnp.array([1.0], jnp.float16) * 70000
     assert half.dtype == np.float16 and np.isinf(np.asarray(half)).all()
+
+
+# --- out-of-bounds indices: take fills, x[i] and .at[].get clamp, updates drop -----------------
+
+def _numpy_take_fill(a, idx, fill):
+    """numpy's take with JAX's default mode: in-range indices (negative from the end) read,
+    the rest read ``fill``."""
+    n = a.shape[0]
+    inside = (idx >= -n) & (idx < n)
+    return np.where(inside, np.take(a, np.where(inside, idx, 0)), np.asarray(fill, a.dtype))
+
+
+TAKE_INDICES = np.array([0, 3, 12, -1, -11, -10], np.int32)
+
+
+@pytest.mark.parametrize("dtype, fill", [("float32", np.nan), ("float16", np.nan),
+                                         ("int32", -2 ** 31), ("int8", -128), ("uint8", 255),
+                                         ("uint32", 2 ** 32 - 1), ("bool", True)])
+def test_take_default_mode_fills(dtype, fill):
+    a = (np.arange(10) % 3 == 0) if dtype == "bool" else np.arange(10).astype(dtype)
+    want = _numpy_take_fill(a, TAKE_INDICES, fill)
+    for run in (jnp.take, jax.jit(jnp.take)):
+        got = run(a, TAKE_INDICES)
+        assert got.dtype == a.dtype
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_take_modes_follow_numpy():
+    a = np.arange(10.0, dtype=np.float32)
+    for mode in ("clip", "wrap"):
+        np.testing.assert_array_equal(np.asarray(jnp.take(a, TAKE_INDICES, mode=mode)),
+                                      np.take(a, TAKE_INDICES, mode=mode))
+    np.testing.assert_array_equal(np.asarray(jnp.take(a, TAKE_INDICES, mode="fill",
+                                                      fill_value=-7)),
+                                  _numpy_take_fill(a, TAKE_INDICES, -7))
+    b = a.reshape(2, 5)
+    np.testing.assert_array_equal(np.asarray(jnp.take(b, np.array([1, 7]), axis=1)),
+                                  [[1.0, np.nan], [6.0, np.nan]])
+    np.testing.assert_array_equal(np.asarray(jnp.take(b, np.array([1, 17]))), [1.0, np.nan])
+    assert np.isnan(float(jnp.take(a, 20)))
+    # small and unsigned index dtypes: 127 and 200 are out of range, not wrapped
+    np.testing.assert_array_equal(np.asarray(jnp.take(a, np.array([5, 127], np.int8))),
+                                  [5.0, np.nan])
+    np.testing.assert_array_equal(
+        np.asarray(jnp.take(a, np.array([5, 2 ** 32 - 1], np.uint32))), [5.0, np.nan])
+
+
+def test_take_bad_modes():
+    a = jnp.arange(4.0)
+    with pytest.raises(NotImplementedError, match="The 'raise' mode to jnp.take is not "
+                                                  "supported"):
+        jnp.take(a, np.array([1]), mode="raise")
+    with pytest.raises(ValueError, match="Invalid mode 'bogus' for np.take"):
+        jnp.take(a, np.array([1]), mode="bogus")
+    with pytest.raises(TypeError, match="indices must be of integer type"):
+        jnp.take(a, np.array([1.0]))
+
+
+def test_take_fill_under_vmap_and_grad():
+    # grad: fill reads send no cotangent back (JAX 0.10.2 gives [0, 0, 3] here)
+    y = np.array([1.0, 2.0, 3.0], np.float32)
+    i = np.array([5, -9, -1], np.int32)
+    g = jax.grad(lambda a: jnp.sum(jnp.take(a, i) * np.arange(1.0, 4.0)))(y)
+    np.testing.assert_array_equal(np.asarray(g), [0.0, 0.0, 3.0])
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    idx = np.array([[0, 3], [-1, -4]])
+    got = jax.vmap(jnp.take)(x, idx)
+    want = np.stack([_numpy_take_fill(x[k], idx[k], np.nan) for k in range(2)])
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_getitem_and_at_get_clamp_array_indices():
+    a = np.arange(10.0, dtype=np.float32)
+    clamped = np.clip(np.where(TAKE_INDICES < 0, TAKE_INDICES + 10, TAKE_INDICES), 0, 9)
+    for got in (jnp.asarray(a)[TAKE_INDICES], jnp.asarray(a).at[TAKE_INDICES].get(),
+                jnp.asarray(a).at[TAKE_INDICES].get(mode="clip"),
+                jax.jit(lambda v, i: v[i])(a, TAKE_INDICES)):
+        np.testing.assert_array_equal(np.asarray(got), a[clamped])
+    assert float(jnp.asarray(a).at[12].get(mode="clip")) == 9.0
+
+
+def test_at_get_fill_mixed_indices():
+    # Values from JAX 0.10.2 (jnp.arange(12.).reshape(3, 4).at[...].get(mode='fill', ...)).
+    b = jnp.arange(12.0).reshape(3, 4)
+    nan = np.nan
+    cases = [
+        ((np.array([0, 5, -1]), slice(1, None)), -1.0,
+         [[1.0, 2.0, 3.0], [-1.0, -1.0, -1.0], [9.0, 10.0, 11.0]]),
+        ((slice(None), np.array([0, 4, -5])), None,
+         [[0.0, nan, nan], [4.0, nan, nan], [8.0, nan, nan]]),
+        ((np.array([0, 3]), np.array([1, 2])), None, [1.0, nan]),
+        ((np.array([[0, 3]]), slice(None, None, 2)), None, [[[0.0, 2.0], [nan, nan]]]),
+        ((1, np.array([3, 4])), None, [7.0, nan]),
+        ((None, np.array([3, 2]), Ellipsis, None), None,
+         [[[[nan], [nan], [nan], [nan]], [[8.0], [9.0], [10.0], [11.0]]]]),
+        ((np.array([0, 3]), None, np.array([1, 2])), None, [[1.0], [nan]]),
+        ((np.array([True, False, True]),), None,
+         [[0.0, 1.0, 2.0, 3.0], [8.0, 9.0, 10.0, 11.0]]),
+        ((12,), None, nan),
+        ((-11,), None, nan),
+    ]
+    for index, fill, want in cases:
+        got = b.at[index].get(mode="fill", fill_value=fill)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want, np.float32),
+                                      err_msg=repr(index))
+        assert got.dtype == np.float32
+    assert np.isnan(float(jax.jit(lambda i: b.at[i, 1].get(mode="fill"))(5)))
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(lambda i: b.at[i].get(mode="fill", fill_value=7))(-4)), [7.0] * 4)
+    np.testing.assert_array_equal(
+        np.asarray(jnp.arange(4).at[np.array([5])].get(mode="fill", fill_value=2.7)), [2])
+    with pytest.raises(ValueError, match='Unknown gather mode "bogus"'):
+        b.at[1].get(mode="bogus")
+
+
+def test_at_get_fill_in_shard_map():
+    mesh = Mesh(np.array(jax.devices()[:4]), axis_names=("x",))
+    idx = np.array([0, 2, 5, -1, -3, 7, 1, -4], np.int32)
+
+    @partial(shard_map, mesh=mesh, in_specs=(P(), P("x")), out_specs=P("x"))
+    def body(table, i):
+        return table.at[i].get(mode="fill", fill_value=-1.0)
+
+    table = np.arange(3.0, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(body(table, idx)),
+                                  _numpy_take_fill(table, idx, -1.0))
+
+
+def test_updates_drop_or_clip_out_of_bounds():
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    idx = np.array([5, -7])
+    dropped = jnp.asarray(a).at[idx, 1].set(100.0)
+    np.testing.assert_array_equal(np.asarray(dropped), a)
+    clipped = np.array(a)
+    clipped[[2, 0], 1] = 100.0          # 5 -> 2; -7 -> -4 -> 0
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(a).at[idx, 1].set(100.0, mode="clip")),
+                                  clipped)
+    corner = np.array(a)
+    corner[2, 3] += 100.0
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(a).at[7, 9].add(100.0, mode="clip")),
+                                  corner)
+    traced = jax.jit(lambda v, i: v.at[i].add(1.0, mode="clip"))(a[0], np.array([9, -9]))
+    np.testing.assert_array_equal(np.asarray(traced), a[0] + [1.0, 0, 0, 1.0])
+    with pytest.raises(ValueError, match='Unknown gather mode "raise"'):
+        jnp.asarray(a).at[1].set(1.0, mode="raise")
+
+
+def test_at_divide_and_power():
+    a = np.arange(10.0, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(a).at[np.array([1, 1, 2])].divide(2.0)),
+                                  a / np.array([1, 4, 2, 1, 1, 1, 1, 1, 1, 1]))
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(a).at[np.array([2, 2, 3])].power(2.0)),
+                                  a ** np.array([1, 1, 4, 2, 1, 1, 1, 1, 1, 1]))
+    # JAX 0.10.2: divide of an int array is float32; power keeps int32
+    halves = jnp.arange(5).at[1].divide(2)
+    assert halves.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(halves), [0.0, 0.5, 2.0, 3.0, 4.0])
+    squared = jnp.arange(5).at[3].power(2)
+    assert squared.dtype == np.int32 and np.asarray(squared).tolist() == [0, 1, 2, 9, 4]
