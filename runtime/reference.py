@@ -176,7 +176,8 @@ def convert_element(x, new_dtype) -> np.ndarray:
         x = x.real
     if x.dtype.kind == "f" and new_dtype.kind in "iu":
         return _float_to_int(x, new_dtype)
-    return x.astype(new_dtype)
+    with np.errstate(over="ignore"):     # a float too large for the narrower type is inf
+        return x.astype(new_dtype)
 
 
 def _float_to_int(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:

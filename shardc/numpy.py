@@ -896,6 +896,12 @@ def _accumulator_dtype(dtype) -> np.dtype:
     return np.dtype(dtype)
 
 
+def _cumulative_dtype(dtype) -> np.dtype:
+    """JAX's cumulative sums and products count booleans in int32 and keep every other dtype
+    (an int8 cumsum wraps in int8)."""
+    return _dt.int_ if _dt.is_bool(dtype) else np.dtype(dtype)
+
+
 def _keep(x, result, axes, keepdims):
     if not keepdims:
         return result
@@ -905,16 +911,22 @@ def _keep(x, result, axes, keepdims):
 
 def _reduction(prim, x, axis, keepdims, dtype=None):
     x = asarray(x) if not _is_array(x) else x
+    upcast_from = None
     if dtype is not None:
         x = astype(x, dtype)
     elif prim in (p.reduce_sum_p, p.reduce_prod_p):
         x = astype(x, _accumulator_dtype(_dtype_of(x)))
+        if _dtype_of(x) == np.float16:
+            # JAX accumulates float16 sums and products in float32, then rounds once.
+            upcast_from, x = _dtype_of(x), astype(x, _dt.float_)
     axes = _reduce_axes(x, axis)
     if prim in (p.reduce_max_p, p.reduce_min_p) and builtins.any(_shape(x)[a] == 0
                                                                    for a in axes):
         raise ValueError(f"zero-size array to reduction operation {prim} which has no "
                          f"identity (shape {_shape(x)}, axis {axis})")
     result = bind(prim, x, axes=axes)
+    if upcast_from is not None:
+        result = astype(result, upcast_from)
     return _keep(x, result, axes, keepdims)
 
 
@@ -965,6 +977,9 @@ def mean(x, axis=None, dtype=None, keepdims=False):
     count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
     if not _dt.is_inexact(_dtype_of(x)):
         x = astype(x, _dt.float_)
+    if dtype is None and _dtype_of(x) == np.float16:
+        # JAX computes a float16 mean in float32 (no dtype given) and rounds once.
+        return astype(mean(astype(x, _dt.float_), axis, None, keepdims), np.float16)
     total = sum(x, axis, dtype, keepdims)
     return divide(total, count)
 
@@ -973,6 +988,9 @@ def mean(x, axis=None, dtype=None, keepdims=False):
 def var(x, axis=None, keepdims=False, ddof=0):
     """Variance over ``axis`` with ``ddof`` delta degrees of freedom."""
     x = asarray(x) if not _is_array(x) else x
+    if _dtype_of(x) == np.float16:
+        # JAX computes a float16 variance in float32 and rounds once.
+        return astype(var(astype(x, _dt.float_), axis, keepdims, ddof), np.float16)
     centered = subtract(x, mean(x, axis, keepdims=True))
     axes = _reduce_axes(x, axis)
     count = int(np.prod([_shape(x)[a] for a in axes], dtype=np.int64))
@@ -1017,7 +1035,7 @@ def cumsum(x, axis=None, dtype=None):
     x = asarray(x) if not _is_array(x) else x
     if axis is None:
         x, axis = ravel(x), 0
-    x = astype(x, dtype if dtype is not None else _accumulator_dtype(_dtype_of(x)))
+    x = astype(x, dtype if dtype is not None else _cumulative_dtype(_dtype_of(x)))
     return bind(p.cumsum_p, x, axis=_axis(axis, len(_shape(x))), reverse=False)
 
 

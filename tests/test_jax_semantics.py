@@ -266,3 +266,60 @@ def test_at_divide_and_power():
     np.testing.assert_array_equal(np.asarray(halves), [0.0, 0.5, 2.0, 3.0, 4.0])
     squared = jnp.arange(5).at[3].power(2)
     assert squared.dtype == np.int32 and np.asarray(squared).tolist() == [0, 1, 2, 9, 4]
+
+
+# --- dtypes of reductions and cumulative operations -------------------------------------------
+
+NARROW = {"int8": np.array([100, 100, -3, 7], np.int8),
+          "uint8": np.array([200, 100, 3, 7], np.uint8),
+          "int16": np.array([30000, 30000, 1, 2], np.int16),
+          "uint16": np.array([60000, 10000, 1, 2], np.uint16)}
+
+
+@pytest.mark.parametrize("name", NARROW)
+def test_cumulative_ops_keep_narrow_int_dtypes(name):
+    # JAX: cumsum/cumprod (and nancumsum/nancumprod/cumulative_prod) keep the dtype and wrap;
+    # sum, prod and cumulative_sum accumulate in 32 bits.
+    x = NARROW[name]
+    for fn, ref in [(jnp.cumsum, np.cumsum), (jnp.cumprod, np.cumprod),
+                    (jnp.nancumsum, np.cumsum), (jnp.nancumprod, np.cumprod),
+                    (jnp.cumulative_prod, np.cumprod)]:
+        got = fn(x)
+        assert got.dtype == x.dtype, fn.__name__
+        np.testing.assert_array_equal(np.asarray(got), ref(x, dtype=x.dtype), fn.__name__)
+    wide = np.dtype("uint32" if name.startswith("u") else "int32")
+    for fn, ref in [(jnp.sum, np.sum), (jnp.prod, np.prod), (jnp.cumulative_sum, np.cumsum)]:
+        got = fn(x)
+        assert got.dtype == wide, fn.__name__
+        np.testing.assert_array_equal(np.asarray(got), ref(x.astype(wide), dtype=wide))
+
+
+def test_cumulative_ops_jax_values():
+    # JAX 0.10.2: jnp.cumsum(int8 [100, 100, -3, 7]) and cumprod; bool counts in int32.
+    x = jnp.array([100, 100, -3, 7], jnp.int8)
+    assert np.asarray(jnp.cumsum(x)).tolist() == [100, -56, -59, -52]
+    assert np.asarray(jnp.cumprod(x)).tolist() == [100, 16, -48, -80]
+    b = jnp.array([True, False, True, True])
+    for fn, want in [(jnp.cumsum, [1, 1, 2, 3]), (jnp.cumprod, [1, 0, 0, 0])]:
+        got = fn(b)
+        assert got.dtype == np.int32 and np.asarray(got).tolist() == want
+    assert jax.jit(jnp.cumsum)(x).dtype == np.int8
+
+
+def test_float16_sum_and_mean_accumulate_in_float32():
+    # JAX sums, multiplies, averages and takes variances of float16 in float32, then rounds
+    # once: 60000 + 10000 - 20000 does not overflow float16 on the way.
+    x = np.array([60000, 10000, -20000, 0.1], np.float16)
+    wide = x.astype(np.float32)
+    for fn, ref in [(jnp.sum, np.sum), (jnp.mean, np.mean), (jnp.nansum, np.sum),
+                    (jnp.average, np.mean), (jnp.var, np.var)]:
+        got = fn(x)
+        assert got.dtype == np.float16, fn.__name__
+        with np.errstate(over="ignore"):
+            want = ref(wide).astype(np.float16)
+        np.testing.assert_array_equal(np.asarray(got), want, fn.__name__)
+    assert jnp.prod(x).dtype == np.float16
+    # std is the square root of the float16 variance, which overflows (JAX 0.10.2: inf too)
+    assert np.isinf(np.asarray(jnp.std(x)))
+    np.testing.assert_array_equal(np.asarray(jnp.sum(x.reshape(2, 2), axis=0)),
+                                  wide.reshape(2, 2).sum(0).astype(np.float16))
