@@ -19,12 +19,43 @@ from ir.sharding import NamedSharding
 from runtime.array import Array
 from runtime.reference import convert_element
 
+
+
+class _ScalarMeta(type):
+    """The type of ``jnp.float32`` and friends: usable wherever a dtype is (``np.dtype``
+    reads their ``dtype`` attribute), and called, a constructor of arrays.
+
+    As in JAX, ``jnp.float32(3)`` is a 0-d float32 Array (not a numpy scalar, whose arithmetic
+    would run in numpy: ``jnp.float32(3) / jnp.int32(2)`` is float32 here, float64 there).
+    """
+
+    def __call__(cls, x):
+        return asarray(x, cls.dtype)
+
+    def __eq__(cls, other):
+        return cls is other or cls.dtype.type == other
+
+    def __ne__(cls, other):
+        return not cls == other
+
+    def __hash__(cls):
+        return hash(cls.dtype.type)
+
+    def __instancecheck__(cls, instance):
+        return isinstance(instance, cls.dtype.type)
+
+
+def _scalar_type(np_type) -> _ScalarMeta:
+    name = np.dtype(np_type).name
+    return _ScalarMeta(name, (object,), {"dtype": np.dtype(np_type), "__module__": __name__})
+
+
 # dtypes under their numpy names
-float16, float32, float64 = np.float16, np.float32, np.float64
-int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
-uint8, uint32 = np.uint8, np.uint32
-bool_ = np.bool_
-complex64 = np.complex64
+float16, float32, float64 = map(_scalar_type, (np.float16, np.float32, np.float64))
+int8, int16, int32, int64 = map(_scalar_type, (np.int8, np.int16, np.int32, np.int64))
+uint8, uint32 = map(_scalar_type, (np.uint8, np.uint32))
+bool_ = _scalar_type(np.bool_)
+complex64 = _scalar_type(np.complex64)
 dtype = np.dtype
 pi, e, inf, nan = np.pi, np.e, np.inf, np.nan
 newaxis = None

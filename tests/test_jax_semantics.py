@@ -323,3 +323,29 @@ def test_float16_sum_and_mean_accumulate_in_float32():
     assert np.isinf(np.asarray(jnp.std(x)))
     np.testing.assert_array_equal(np.asarray(jnp.sum(x.reshape(2, 2), axis=0)),
                                   wide.reshape(2, 2).sum(0).astype(np.float16))
+
+
+# --- jnp scalar types: dtypes and constructors of 0-d Arrays ------------------------------------
+
+def test_scalar_constructors_make_strongly_typed_arrays():
+    # JAX 0.10.2: jnp.float32(3) / jnp.int32(2) is a float32 Array 1.5 (numpy scalars would
+    # divide in float64).
+    q = jnp.float32(3) / jnp.int32(2)
+    assert isinstance(q, jax.Array) and q.dtype == np.float32 and float(q) == 1.5
+    assert (3 / jnp.int32(2)).dtype == np.float32
+    assert (jnp.int8(3) * 100).dtype == np.int8 and int(jnp.int8(3) * 100) == 44
+    assert jnp.float64(1).dtype == np.float32          # x64 off
+    assert jnp.bool_(2).dtype == np.bool_ and bool(jnp.bool_(2))
+    np.testing.assert_array_equal(np.asarray(jnp.float32([1, 2])), np.array([1, 2], np.float32))
+    traced = jax.jit(lambda v: jnp.int32(v))(np.array([1.5, -2.5], np.float32))
+    assert traced.dtype == np.int32 and np.asarray(traced).tolist() == [1, -2]
+
+
+def test_scalar_types_are_dtypes():
+    assert np.dtype(jnp.float32) == np.float32 and jnp.float32 == np.float32
+    assert jnp.zeros(2).dtype == jnp.float32 and jnp.zeros(2, jnp.int8).dtype == np.int8
+    assert np.zeros(2, jnp.uint8).dtype == np.uint8
+    assert {np.float32: "f"}[jnp.float32] == "f"
+    assert np.issubdtype(jnp.float16, np.floating) and not np.issubdtype(jnp.int8, np.floating)
+    assert isinstance(np.float32(1), jnp.float32) and not isinstance(jnp.float32(1), jnp.float32)
+    assert jnp.asarray([1, 2]).astype(jnp.float16).dtype == np.float16
