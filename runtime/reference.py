@@ -48,8 +48,8 @@ def _logistic(x):
 
 
 def _round(x):
-    # lax.round rounds half away from zero.
-    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype)
+    # lax.round rounds half away from zero; the sign stays (round(-0.3) is -0.0).
+    return np.copysign(np.floor(np.abs(x) + 0.5), x).astype(x.dtype)
 
 
 def _sign(x):
@@ -86,16 +86,21 @@ _UNARY_IMPLS = {
 
 
 def _div(x, y):
-    if dtypes.is_int(np.result_type(x, y)):
-        # lax.div on integers rounds towards zero.
-        q = np.abs(x) // np.where(y == 0, 1, np.abs(y))
-        return (np.sign(x) * np.sign(y) * q).astype(np.result_type(x, y))
+    dtype = np.result_type(x, y)
+    if dtypes.is_int(dtype):
+        # lax.div on integers rounds towards zero, as XLA: x / 0 is -1 (all bits set),
+        # INT_MIN / -1 wraps to INT_MIN. int64 holds every quotient of 32-bit operands.
+        wide_x, wide_y = np.asarray(x, np.int64), np.where(y == 0, 1, y).astype(np.int64)
+        q = wide_x // wide_y
+        q = q + ((q * wide_y != wide_x) & ((wide_x < 0) != (wide_y < 0)))
+        return np.where(y == 0, np.int64(-1), q).astype(dtype)
     return np.divide(x, y)
 
 
 def _rem(x, y):
     if dtypes.is_int(np.result_type(x, y)):
-        return np.fmod(x, np.where(y == 0, 1, y))
+        # XLA: x % 0 is x
+        return np.where(y == 0, x, np.fmod(x, np.where(y == 0, 1, y)))
     return np.fmod(x, y)
 
 

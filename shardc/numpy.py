@@ -211,10 +211,11 @@ def logical_not(x):
 
 
 def true_divide(x, y):
-    """``x / y``; integers divide to float32."""
-    x, y = _promote(x, y)
-    if not _dt.is_inexact(_dtype_of(x)):
+    """``x / y``; integers divide to float32 (a Python int converts straight to float, as in
+    JAX: ``uint8_array / -3`` divides by -3.0, not by a wrapped 253)."""
+    if not _dt.is_inexact(result_type(x, y)):
         x, y = _convert(x, _dt.float_), _convert(y, _dt.float_)
+    x, y = _promote(x, y)
     x, y = _broadcast_operands(x, y)
     return bind(p.div_p, x, y)
 
@@ -222,15 +223,26 @@ def true_divide(x, y):
 divide = true_divide
 
 
+def _numeric_pair(x, y):
+    """Promoted, broadcast operands of an arithmetic function; booleans as int32 (JAX's
+    numeric promotion: ``True // True`` is int32 1)."""
+    x, y = _promote(x, y)
+    if _dt.is_bool(_dtype_of(x)):
+        x, y = _convert(x, _dt.int_), _convert(y, _dt.int_)
+    return _broadcast_operands(x, y)
+
+
 def floor_divide(x, y):
     """``x // y`` rounding towards negative infinity."""
-    x, y = _promote(x, y)
-    x, y = _broadcast_operands(x, y)
+    x, y = _numeric_pair(x, y)
     if _dt.is_inexact(_dtype_of(x)):
         return _float_floor_divide(x, y)
     quotient = bind(p.div_p, x, y)
+    if np.issubdtype(_dtype_of(x), np.unsignedinteger):
+        return quotient
+    # JAX's rule, which also fixes x // 0 (quotient -1, as XLA divides): -2 for x != 0
     remainder = bind(p.rem_p, x, y)
-    adjust = logical_and(not_equal(remainder, 0), not_equal(less(remainder, 0), less(y, 0)))
+    adjust = logical_and(not_equal(remainder, 0), not_equal(sign(x), sign(y)))
     return where(adjust, subtract(quotient, 1), quotient)
 
 
@@ -246,27 +258,73 @@ def _float_floor_divide(x, y):
 
 def remainder(x, y):
     """``x % y`` with the sign of ``y``, as in numpy."""
-    x, y = _promote(x, y)
-    x, y = _broadcast_operands(x, y)
+    x, y = _numeric_pair(x, y)
+    y = _nonzero_int_divisor(y)
     rem = bind(p.rem_p, x, y)
     fix = logical_and(not_equal(rem, 0), not_equal(less(rem, 0), less(y, 0)))
     return where(fix, add(rem, y), rem)
+
+
+def _nonzero_int_divisor(y):
+    """An integer divisor with 0 replaced by 1: jnp's ``x % 0`` is 0 for integers, as numpy's,
+    where ``lax.rem`` (XLA) gives ``x``."""
+    if not _dt.is_int(_dtype_of(y)):
+        return y
+    return where(equal(y, 0), ones_like(y), y)
 
 
 mod = remainder
 
 
 def power(x, y):
-    """``x ** y``; a small static integer exponent multiplies (exact, as JAX's integer_pow)."""
-    if (is_python_scalar(y) and isinstance(y, int) and y < 0
-            and not _dt.is_inexact(result_type(x, y))):
-        raise ValueError("Integers to negative integer powers are not allowed.")
-    if is_python_scalar(y) and isinstance(y, int) and 0 <= y <= 4:
-        result = ones_like(x) if y == 0 else x
-        for _ in range(builtins.max(0, y - 1)):
+    """``x ** y`` with JAX's rules.
+
+    A concrete integer exponent (a Python or numpy int, a concrete 0-d integer array) keeps
+    ``x``'s dtype, as JAX's ``integer_pow`` (``uint8 ** np.int64(3)`` is uint8); small ones
+    multiply (exact). Integer arrays raised to integer arrays wrap and, as JAX, use only the
+    exponent's low 6 bits (so negative exponents give a value, not an error); booleans count
+    as int32.
+
+    >>> power(jnp.arange(4, dtype=jnp.uint8), 3)             # uint8 [0, 1, 8, 27]
+    """
+    exponent = _concrete_int_exponent(y)
+    if exponent is not None:
+        return _integer_pow(x, exponent)
+    x, y = _promote(x, y)
+    if _dt.is_bool(_dtype_of(x)):
+        x, y = astype(x, _dt.int_), astype(y, _dt.int_)
+    if _dt.is_int(_dtype_of(x)):
+        # JAX's binary exponentiation sees the exponent's low 6 bits; 0 ** y is 0 for y != 0
+        low_bits = bitwise_and(y, _convert(63, _dtype_of(y)))
+        zero_base = logical_and(equal(x, 0), not_equal(y, 0))
+        return where(zero_base, zeros_like(x), _binary(p.pow_p, x, low_bits))
+    return _binary(p.pow_p, x, y)
+
+
+def _concrete_int_exponent(y):
+    """``y`` as a Python int when it is a concrete integer scalar, else None."""
+    if isinstance(y, Tracer) or (not is_python_scalar(y) and _is_array(y) and (
+            _shape(y) != () or not (_dt.is_int(_dtype_of(y)) or _dt.is_bool(_dtype_of(y))))):
+        return None
+    if not isinstance(y, (int, np.integer, np.bool_, np.ndarray, Array)):
+        return None
+    return operator.index(np.asarray(y)[()]) if not isinstance(y, int) else int(y)
+
+
+def _integer_pow(x, n: int):
+    """``x ** n`` in ``x``'s dtype (booleans as int32)."""
+    x = asarray(x) if not _is_array(x) else x
+    if _dt.is_bool(_dtype_of(x)):
+        x = astype(x, _dt.int_)
+    if n < 0 and not _dt.is_inexact(_dtype_of(x)):
+        raise TypeError(f"Integers cannot be raised to negative powers, got "
+                        f"integer_pow({_dtype_of(x).name}{list(_shape(x))}, {n})")
+    if 0 <= n <= 4:
+        result = ones_like(x) if n == 0 else x
+        for _ in range(builtins.max(0, n - 1)):
             result = multiply(result, x)
         return result
-    return _binary(p.pow_p, x, y)
+    return _binary(p.pow_p, x, n)
 
 
 def _make_unary(prim, name, floating=True):
@@ -1257,6 +1315,8 @@ _METHODS = {
     "__gt__": greater, "__ge__": greater_equal,
     "__neg__": negative, "__pos__": lambda self: self, "__abs__": abs,
     "__invert__": lambda self: bind(p.not_p, self),
+    "__round__": lambda self, ndigits=None: (
+        round(self, ndigits) if ndigits is not None else astype(round(self), _dt.int_)),
     "__getitem__": lambda self, index: _getitem(self, index),
     "at": property(lambda self: AtIndexer(self)),
     "T": property(lambda self: transpose(self)),
@@ -1288,6 +1348,9 @@ _METHODS.update({
     "compress": lambda self, condition, axis=None, **kw: compress(  # noqa: F405
         condition, self, axis, **kw),
     "choose": lambda self, choices, mode="raise": choose(self, choices, mode=mode),  # noqa: F405
+    "__divmod__": divmod, "__rdivmod__": _reflected(divmod),  # noqa: F405
+    "__lshift__": left_shift, "__rlshift__": _reflected(left_shift),  # noqa: F405
+    "__rshift__": right_shift, "__rrshift__": _reflected(right_shift),  # noqa: F405
 })
 
 

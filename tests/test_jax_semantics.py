@@ -349,3 +349,121 @@ def test_scalar_types_are_dtypes():
     assert np.issubdtype(jnp.float16, np.floating) and not np.issubdtype(jnp.int8, np.floating)
     assert isinstance(np.float32(1), jnp.float32) and not isinstance(jnp.float32(1), jnp.float32)
     assert jnp.asarray([1, 2]).astype(jnp.float16).dtype == np.float16
+
+
+# --- operators: every dunder, JAX's integer division, powers and boolean promotion -------------
+
+import operator  # noqa: E402
+
+BINARY_DUNDERS = [
+    (operator.add, jnp.add), (operator.sub, jnp.subtract), (operator.mul, jnp.multiply),
+    (operator.truediv, jnp.true_divide), (operator.floordiv, jnp.floor_divide),
+    (operator.mod, jnp.remainder), (operator.pow, jnp.power), (operator.lshift, jnp.left_shift),
+    (operator.rshift, jnp.right_shift), (operator.and_, jnp.bitwise_and),
+    (operator.or_, jnp.bitwise_or), (operator.xor, jnp.bitwise_xor),
+    (lambda a, b: divmod(a, b)[0], jnp.floor_divide), (lambda a, b: divmod(a, b)[1], jnp.remainder),
+]
+
+
+@pytest.mark.parametrize("op, fn", BINARY_DUNDERS)
+def test_binary_dunders_in_both_orders(op, fn):
+    x = jnp.array([-7, -3, 1, 3, 7], jnp.int32)
+    for a, b in [(x, 2), (2, x), (x, np.int64(3)), (np.int64(3), x), (x, x), (x, np.uint8(2))]:
+        got, want = op(a, b), fn(a, b)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    traced = jax.jit(lambda v: op(v, 2))(x)
+    np.testing.assert_array_equal(np.asarray(traced), np.asarray(fn(x, 2)))
+
+
+def test_shifts_match_numpy_in_range():
+    x = np.array([-128, -3, 0, 3, 127], np.int8)
+    u = np.array([0, 3, 7, 200, 255], np.uint8)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(x) >> 1), x >> 1)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(u) >> 1), u >> 1)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(u) << 1), u << 1)
+    np.testing.assert_array_equal(np.asarray(1 << jnp.asarray(np.array([0, 3, 5], np.int32))),
+                                  [1, 8, 32])
+
+
+def test_integer_division_by_zero_follows_jax():
+    # JAX 0.10.2 (XLA divides x / 0 to -1, all bits set; jnp's floor rule then subtracts one
+    # where x != 0; x % 0 is 0): int32 [-7, -3, 0, 3, 7] // 0 and % 0, uint8 [0, 3, 255] // 0.
+    x = jnp.array([-7, -3, 0, 3, 7], jnp.int32)
+    assert np.asarray(x // 0).tolist() == [-2, -2, -1, -2, -2]
+    assert np.asarray(x % 0).tolist() == [0, 0, 0, 0, 0]
+    assert np.asarray(jnp.fmod(x, 0)).tolist() == [0, 0, 0, 0, 0]
+    assert np.asarray(jnp.array([0, 3, 255], jnp.uint8) // 0).tolist() == [255, 255, 255]
+    assert np.asarray(jax.jit(lambda a, b: a // b)(x, jnp.zeros(5, jnp.int32))).tolist() \
+        == [-2, -2, -1, -2, -2]
+    # away from zero divisors floor division and remainder are numpy's
+    y = np.array([2, -2, 3, -5, 1], np.int32)
+    np.testing.assert_array_equal(np.asarray(x // y), np.asarray(x) // y)
+    np.testing.assert_array_equal(np.asarray(x % y), np.asarray(x) % y)
+    big = np.array([-2 ** 31, -2 ** 31, 2 ** 31 - 1], np.int32)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(big) // np.array([2, 3, -2], np.int32)),
+                                  big.astype(np.int64) // np.array([2, 3, -2]))
+
+
+def test_float_floor_division_keeps_the_sign_of_zero():
+    got = np.asarray(jnp.array([-2.0, 2.0, -0.3]) // jnp.array([-3.0, 3.0, 1.0]))
+    np.testing.assert_array_equal(got, [0.0, 0.0, -1.0])
+    assert np.signbit(got[0]) and not np.signbit(got[1])       # -2 // -3 is -0.0, as numpy
+
+
+def _jax_int_power(x, y):
+    """JAX's integer ** integer: binary exponentiation over the exponent's low 6 bits, wrapping
+    in the operands' type; 0 ** y is 0 for y != 0."""
+    return np.where((x == 0) & (y != 0), 0, np.power(x, y & 63)).astype(x.dtype)
+
+
+def test_integer_power_arrays_follow_jax():
+    x = np.array([-7, -3, -1, 0, 1, 2, 3, 7], np.int32)
+    y = np.array([-7, -3, 0, 3, 7, 64, 65, -1], np.int32)
+    got = jnp.asarray(x) ** jnp.asarray(y)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(got), _jax_int_power(x, y))
+    # JAX 0.10.2: jnp.array([-7, -3, -1, 0, 1, 2, 3, 7]) ** itself
+    assert np.asarray(jnp.asarray(x) ** jnp.asarray(x)).tolist() == \
+        [-1626598087, 1197088493, -1, 1, 1, 4, 27, 823543]
+    assert np.asarray(jnp.array([0]) ** jnp.array([-1])).tolist() == [0]
+
+
+def test_power_with_concrete_integer_exponent_keeps_the_base_dtype():
+    u = np.array([0, 1, 2, 3, 7, 200, 255], np.uint8)
+    want = np.power(u, 3, dtype=np.uint8)           # wraps in uint8: 7 ** 3 = 87
+    for exponent in (3, np.int64(3), np.array(3), jnp.int32(3)):
+        got = jnp.asarray(u) ** exponent
+        assert got.dtype == np.uint8, type(exponent)
+        np.testing.assert_array_equal(np.asarray(got), want)
+    assert (jnp.array([True, False]) ** 2).dtype == np.int32
+    with pytest.raises(TypeError, match="Integers cannot be raised to negative powers"):
+        jnp.asarray(u) ** -1
+    np.testing.assert_array_equal(np.asarray(jnp.array([2.0, -4.0]) ** -2), [0.25, 0.0625])
+
+
+def test_booleans_promote_to_int32_in_arithmetic():
+    b = jnp.array([True, False, True])
+    for got, want in [(b // True, [1, 0, 1]), (True // b, [1, -2, 1]), (b % True, [0, 0, 0]),
+                      (b << True, [2, 0, 2]), (True >> b, [0, 1, 0]), (b ** b, [1, 1, 1])]:
+        # values from JAX 0.10.2 (True // False divides by zero: -2 as above)
+        assert got.dtype == np.int32
+        assert np.asarray(got).tolist() == want
+
+
+def test_true_divide_converts_python_ints_straight_to_float():
+    # JAX 0.10.2: uint8 [3, 200] / -3 -> [-1.0, -66.666...] (no wrap of -3 into uint8)
+    got = jnp.array([3, 200], jnp.uint8) / -3
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(got), np.array([3, 200]) / -3, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(-3 / jnp.array([3, 200], jnp.uint8)),
+                               -3 / np.array([3, 200]), rtol=1e-6)
+
+
+def test_round_and_index_of_arrays():
+    assert round(jnp.float32(2.5)).dtype == np.int32 and int(round(jnp.float32(2.5))) == 2
+    assert float(round(jnp.float32(2.46), 1)) == pytest.approx(2.5)
+    assert [10, 20, 30][jnp.int32(1)] == 20
+    for bad in (jnp.float32(1.0), jnp.bool_(True), jnp.array([1])):
+        with pytest.raises(TypeError, match="Only integer scalar arrays can be converted"):
+            operator.index(bad)
