@@ -380,14 +380,18 @@ def round(x, decimals=0):
     diff = subtract(x, floor_x)
     even = equal(remainder(floor_x, 2), 0)
     up = logical_or(greater(diff, 0.5), logical_and(equal(diff, 0.5), logical_not(even)))
-    return where(up, add(floor_x, 1), floor_x)
+    # a zero result keeps x's sign (round(-0.4) is -0.0), as JAX and numpy
+    return copysign(where(up, add(floor_x, 1), floor_x), x)  # noqa: F405
 
 
 around = round
 
 
 def square(x):
-    """Elementwise ``x * x``."""
+    """Elementwise ``x * x`` (booleans as int32, as JAX)."""
+    x = asarray(x) if not _is_array(x) else x
+    if _dt.is_bool(_dtype_of(x)):
+        x = astype(x, _dt.int_)
     return multiply(x, x)
 
 

@@ -467,3 +467,42 @@ def test_round_and_index_of_arrays():
     for bad in (jnp.float32(1.0), jnp.bool_(True), jnp.array([1])):
         with pytest.raises(TypeError, match="Only integer scalar arrays can be converted"):
             operator.index(bad)
+
+
+# --- lax: integer division, negative dynamic_slice starts --------------------------------------
+
+def test_lax_div_and_rem_of_integers_truncate():
+    x = np.array([-7, 7, 3, -3], np.int32)
+    y = np.array([2, -2, 0, 5], np.int32)
+    q = jax.lax.div(x, y)
+    assert q.dtype == np.int32
+    # toward zero (numpy: trunc of the true quotient); XLA: x / 0 is -1
+    assert np.asarray(q).tolist() == [-3, -3, -1, 0]
+    assert np.asarray(jax.lax.rem(x, y)).tolist() == [-1, 1, 3, -3]     # x % 0 is x (XLA)
+    np.testing.assert_array_equal(np.asarray(jax.lax.div(np.float32(7), np.float32(2))), 3.5)
+
+
+def test_dynamic_slice_negative_starts_count_from_the_end():
+    # JAX 0.10.2: lax.dynamic_slice(arange(10.), (-3,), (2,)) is [7, 8]; starts then clamp.
+    v = np.arange(10.0, dtype=np.float32)
+    a = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    for run in (lambda f, *args: f(*args), lambda f, *args: jax.jit(f)(*args)):
+        np.testing.assert_array_equal(
+            np.asarray(run(lambda s: jax.lax.dynamic_slice(v, (s,), (2,)), -3)), v[7:9])
+        np.testing.assert_array_equal(
+            np.asarray(run(lambda s: jax.lax.dynamic_slice(a, (1, 2, s), (1, 2, 2)), -1)),
+            a[1:2, 1:3, 2:4])
+        np.testing.assert_array_equal(
+            np.asarray(run(lambda s: jax.lax.dynamic_update_slice(v, np.ones(3, np.float32),
+                                                                  (s,)), -2)),
+            np.concatenate([v[:7], np.ones(3)]))
+    np.testing.assert_array_equal(
+        np.asarray(jax.lax.dynamic_slice_in_dim(v, -4, 2)), v[6:8])
+
+
+def test_round_keeps_the_sign_of_zero_and_square_of_bool():
+    got = np.asarray(jnp.round(jnp.array([0.5, 1.5, 2.5, -0.5, -0.4, -1.5])))
+    np.testing.assert_array_equal(got, np.round(np.array([0.5, 1.5, 2.5, -0.5, -0.4, -1.5])))
+    assert list(np.signbit(got)) == list(np.signbit(np.round([0.5, 1.5, 2.5, -0.5, -0.4, -1.5])))
+    sq = jnp.square(jnp.array([True, False]))
+    assert sq.dtype == np.int32 and np.asarray(sq).tolist() == [1, 0]
