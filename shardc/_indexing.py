@@ -511,7 +511,7 @@ def _update(x, index, value, mode):
         return _flat_update(x, full, value, mode)
     if arrays:
         return _scatter_update(x, full, arrays, value, mode)
-    starts, window = [], []
+    starts, window, inside = [], [], []
     for dim, entry in enumerate(full):
         size = shape[dim]
         if isinstance(entry, slice):
@@ -521,6 +521,9 @@ def _update(x, index, value, mode):
         elif _is_dynamic_scalar(entry):
             starts.append(_wrap_index(entry, size))
             window.append(1)
+            # dynamic_update_slice would clamp; JAX drops an out-of-bounds update
+            inside.append(jnp.logical_and(jnp.greater_equal(starts[-1], 0),
+                                          jnp.less(starts[-1], size)))
         else:
             k = int(entry)
             if not -size <= k < size:
@@ -533,7 +536,13 @@ def _update(x, index, value, mode):
     if mode != "set":
         current = bind(p.dynamic_slice_p, x, *starts, slice_sizes=tuple(window))
         value = getattr(jnp, _COMBINE[mode])(current, value)
-    return bind(p.dynamic_update_slice_p, x, value, *starts)
+    updated = bind(p.dynamic_update_slice_p, x, value, *starts)
+    if not inside:
+        return updated
+    keep = inside[0]
+    for flag in inside[1:]:
+        keep = jnp.logical_and(keep, flag)
+    return jnp.where(keep, updated, x)
 
 
 def _fits_window_or_scatter(full, arrays) -> bool:

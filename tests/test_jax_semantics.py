@@ -506,3 +506,28 @@ def test_round_keeps_the_sign_of_zero_and_square_of_bool():
     assert list(np.signbit(got)) == list(np.signbit(np.round([0.5, 1.5, 2.5, -0.5, -0.4, -1.5])))
     sq = jnp.square(jnp.array([True, False]))
     assert sq.dtype == np.int32 and np.asarray(sq).tolist() == [1, 0]
+
+
+# --- derivatives at special points; traced out-of-bounds updates -------------------------------
+
+def test_abs_and_relu_derivatives_at_zero():
+    # JAX 0.10.2: grad(abs)(0.) is 1, grad(relu)(0.) is 0
+    assert float(jax.grad(jnp.abs)(0.0)) == 1.0
+    assert float(jax.grad(jnp.abs)(-2.0)) == -1.0
+    assert float(jax.grad(jax.nn.relu)(0.0)) == 0.0
+    assert float(jax.grad(jax.nn.relu)(2.0)) == 1.0
+    np.testing.assert_array_equal(np.asarray(jax.nn.relu(jnp.array([-1.0, 0.0, np.nan, 2.0]))),
+                                  [0.0, 0.0, np.nan, 2.0])
+    assert jax.nn.relu(jnp.array([-2, 3])).dtype == np.int32
+
+
+def test_traced_out_of_bounds_scalar_updates_are_dropped():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    got = jax.vmap(lambda row, i: row.at[i].add(10.0))(x, np.array([2, 7]))
+    np.testing.assert_array_equal(np.asarray(got), [[0.0, 1.0, 12.0], [3.0, 4.0, 5.0]])
+    set_at = jax.jit(lambda v, i: v.at[i].set(10.0))
+    np.testing.assert_array_equal(np.asarray(set_at(x[0], 7)), x[0])
+    np.testing.assert_array_equal(np.asarray(set_at(x[0], -4)), x[0])
+    np.testing.assert_array_equal(np.asarray(set_at(x[0], -3)), [10.0, 1.0, 2.0])
+    clipped = jax.jit(lambda v, i: v.at[i].set(10.0, mode="clip"))(x[0], 7)
+    np.testing.assert_array_equal(np.asarray(clipped), [0.0, 1.0, 10.0])
