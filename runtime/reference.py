@@ -438,6 +438,9 @@ def _all_reduce(blocks, *, reduction, **params):
 
         before: [a] [b] [c] [d]      after (sum): [a+b+c+d] x4
     """
+    if reduction in ("sum", "mean") and blocks[0].dtype == np.bool_:
+        # booleans count (psum of bool is int32, pmean its mean), never a logical or
+        blocks = [np.asarray(b).astype(dtypes.int_) for b in blocks]
     total = blocks[0]
     for block in blocks[1:]:
         if reduction in ("sum", "mean"):
@@ -450,8 +453,6 @@ def _all_reduce(blocks, *, reduction, **params):
         total = total / len(blocks)
         if not dtypes.is_inexact(blocks[0].dtype):
             total = total.astype(dtypes.float_)
-    elif reduction == "sum" and blocks[0].dtype == np.bool_:
-        total = sum(b.astype(np.int32) for b in blocks)
     total = np.asarray(total).astype(_reduced_dtype(blocks[0].dtype, reduction), copy=False)
     return [total] * len(blocks)
 

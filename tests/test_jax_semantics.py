@@ -531,3 +531,16 @@ def test_traced_out_of_bounds_scalar_updates_are_dropped():
     np.testing.assert_array_equal(np.asarray(set_at(x[0], -3)), [10.0, 1.0, 2.0])
     clipped = jax.jit(lambda v, i: v.at[i].set(10.0, mode="clip"))(x[0], 7)
     np.testing.assert_array_equal(np.asarray(clipped), [0.0, 1.0, 10.0])
+
+
+def test_pmean_and_psum_of_booleans_count():
+    mesh = Mesh(np.array(jax.devices()[:4]), axis_names=("i",))
+    x = np.array([False, False, False, True, True, True, True, False])
+    blocks = x.reshape(4, 2)
+    mean = shard_map(lambda b: jax.lax.pmean(b, "i"), mesh=mesh, in_specs=P("i"),
+                     out_specs=P())(x)
+    total = shard_map(lambda b: jax.lax.psum(b, "i"), mesh=mesh, in_specs=P("i"),
+                      out_specs=P())(x)
+    assert mean.dtype == np.float32 and total.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(total), blocks.sum(0))
+    np.testing.assert_array_equal(np.asarray(mean), blocks.mean(0))       # [0.5, 0.5]
