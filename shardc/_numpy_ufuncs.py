@@ -430,16 +430,14 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 def fmax(x, y):
-    """Elementwise maximum that ignores a NaN (NaN only where both are)."""
+    """Elementwise maximum that ignores a NaN (NaN only where both are). At a tie the result
+    is ``y`` (so is its derivative), as JAX's."""
     x, y = _promote(x, y)
-    if not _dt.is_inexact(_dtype_of(x)):
-        return jnp.maximum(x, y)
-    return where(jnp.isnan(y), x, where(jnp.isnan(x), y, jnp.maximum(x, y)))
+    return where(jnp.logical_or(jnp.greater(x, y), jnp.isnan(y)), x, y)
 
 
 def fmin(x, y):
-    """Elementwise minimum that ignores a NaN (NaN only where both are)."""
+    """Elementwise minimum that ignores a NaN (NaN only where both are). At a tie the result
+    is ``y`` (so is its derivative), as JAX's."""
     x, y = _promote(x, y)
-    if not _dt.is_inexact(_dtype_of(x)):
-        return jnp.minimum(x, y)
-    return where(jnp.isnan(y), x, where(jnp.isnan(x), y, jnp.minimum(x, y)))
+    return where(jnp.logical_or(jnp.less(x, y), jnp.isnan(y)), x, y)

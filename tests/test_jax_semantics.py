@@ -544,3 +544,15 @@ def test_pmean_and_psum_of_booleans_count():
     assert mean.dtype == np.float32 and total.dtype == np.int32
     np.testing.assert_array_equal(np.asarray(total), blocks.sum(0))
     np.testing.assert_array_equal(np.asarray(mean), blocks.mean(0))       # [0.5, 0.5]
+
+
+def test_fmax_fmin_ignore_nan_and_pick_y_at_ties():
+    a = np.array([1.0, np.nan, 3.0, np.nan, 0.0], np.float32)
+    b = np.array([2.0, 1.0, np.nan, np.nan, 0.0], np.float32)
+    np.testing.assert_array_equal(np.asarray(jnp.fmax(a, b)), np.fmax(a, b))
+    np.testing.assert_array_equal(np.asarray(jnp.fmin(a, b)), np.fmin(a, b))
+    assert jnp.fmax(jnp.arange(3), 1).dtype == np.int32
+    # JAX 0.10.2: at a tie the derivative goes to the second operand
+    assert float(jax.grad(lambda x: jnp.fmax(x, 1.0))(1.0)) == 0.0
+    assert float(jax.grad(lambda y: jnp.fmax(1.0, y))(1.0)) == 1.0
+    assert float(jax.grad(lambda x: jnp.fmin(x, 1.0))(1.0)) == 0.0
