@@ -102,7 +102,10 @@ def _d_rsqrt(x, y):
 
 
 def _d_abs(x, y):
-    return bind(p.sign_p, x)
+    # 1 where x >= 0 (at 0 too, as JAX), else -1
+    nonneg = bind(p.convert_element_type_p, bind(p.ge_p, x, _scalar(0, x)),
+                  new_dtype=aval_of(x).dtype)
+    return bind(p.sub_p, _mul(nonneg, _scalar(2, x)), _scalar(1, x))
 
 
 def _d_logistic(x, y):

@@ -235,6 +235,9 @@ class Array(metaclass=abc.ABCMeta):
         return float(self._assemble())
 
     def __index__(self):
+        # as JAX: only integer arrays index (numpy's bool scalars would pass as 0 and 1)
+        if self.ndim or self.dtype.kind not in "iu":
+            raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
         return int(self._assemble())
 
     def __complex__(self):

@@ -50,8 +50,8 @@ def _logistic(x):
 
 
 def _round(x):
-    # lax.round rounds half away from zero.
-    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(x.dtype)
+    # lax.round rounds half away from zero; the sign stays (round(-0.3) is -0.0).
+    return np.copysign(np.floor(np.abs(x) + 0.5), x).astype(x.dtype)
 
 
 def _sign(x):
@@ -90,16 +90,21 @@ _UNARY_IMPLS = {
 
 
 def _div(x, y):
-    if dtypes.is_int(np.result_type(x, y)):
-        # lax.div on integers rounds towards zero.
-        q = np.abs(x) // np.where(y == 0, 1, np.abs(y))
-        return (np.sign(x) * np.sign(y) * q).astype(np.result_type(x, y))
+    dtype = np.result_type(x, y)
+    if dtypes.is_int(dtype):
+        # lax.div on integers rounds towards zero, as XLA: x / 0 is -1 (all bits set),
+        # INT_MIN / -1 wraps to INT_MIN. int64 holds every quotient of 32-bit operands.
+        wide_x, wide_y = np.asarray(x, np.int64), np.where(y == 0, 1, y).astype(np.int64)
+        q = wide_x // wide_y
+        q = q + ((q * wide_y != wide_x) & ((wide_x < 0) != (wide_y < 0)))
+        return np.where(y == 0, np.int64(-1), q).astype(dtype)
     return np.divide(x, y)
 
 
 def _rem(x, y):
     if dtypes.is_int(np.result_type(x, y)):
-        return np.fmod(x, np.where(y == 0, 1, y))
+        # XLA: x % 0 is x
+        return np.where(y == 0, x, np.fmod(x, np.where(y == 0, 1, y)))
     return np.fmod(x, y)
 
 
@@ -168,8 +173,37 @@ def _select_n(pred, *cases):
     return [np.asarray(np.choose(pred, np.broadcast_arrays(*cases)))]
 
 
+def convert_element(x, new_dtype) -> np.ndarray:
+    """``x`` as ``new_dtype`` the way JAX converts: float to int saturates, complex drops the
+    imaginary part.
+
+    numpy's float-to-int cast is undefined out of range (it wraps or gives the minimum); JAX
+    truncates toward zero, clips to the integer range and sends NaN to 0:
+    ``[nan, -3.7, 300.5, inf] -> uint8 [0, 0, 255, 255]``.
+    """
+    x, new_dtype = np.asarray(x), np.dtype(new_dtype)
+    if x.dtype.kind == "c" and new_dtype.kind != "c" and new_dtype != np.bool_:
+        x = x.real
+    if x.dtype.kind == "f" and new_dtype.kind in "iu":
+        return _float_to_int(x, new_dtype)
+    with np.errstate(over="ignore"):     # a float too large for the narrower type is inf
+        return x.astype(new_dtype)
+
+
+def _float_to_int(x: np.ndarray, new_dtype: np.dtype) -> np.ndarray:
+    info = np.iinfo(new_dtype)
+    wide = x.astype(np.float64)
+    # Bounds that float64 holds exactly: the range's minimum and one past its maximum.
+    too_big = wide >= 2.0 ** (info.bits - (info.min < 0))
+    too_small = wide < info.min
+    out = np.where(too_big | too_small | np.isnan(wide), 0, wide).astype(new_dtype)
+    out[too_big] = info.max
+    out[too_small] = info.min
+    return out
+
+
 def _convert(x, *, new_dtype):
-    return [np.asarray(x).astype(new_dtype)]
+    return [convert_element(x, new_dtype)]
 
 
 def _broadcast_in_dim(x, *, shape, broadcast_dimensions):
@@ -432,6 +466,10 @@ def _all_reduce(blocks, *, reduction, **params):
 
         before: [a] [b] [c] [d]      after (sum): [a+b+c+d] x4
     """
+    result_dtype = _reduced_dtype(blocks[0].dtype, reduction)
+    if reduction in ("sum", "mean") and blocks[0].dtype == np.bool_:
+        # booleans count (psum of bool is int32, pmean its mean), never a logical or
+        blocks = [np.asarray(b).astype(dtypes.int32) for b in blocks]
     total = blocks[0]
     for block in blocks[1:]:
         if reduction in ("sum", "mean"):
@@ -444,9 +482,7 @@ def _all_reduce(blocks, *, reduction, **params):
         total = total / len(blocks)
         if not dtypes.is_inexact(blocks[0].dtype):
             total = total.astype(dtypes.float_)
-    elif reduction == "sum" and blocks[0].dtype == np.bool_:
-        total = sum(b.astype(np.int32) for b in blocks)
-    total = np.asarray(total).astype(_reduced_dtype(blocks[0].dtype, reduction), copy=False)
+    total = np.asarray(total).astype(result_dtype, copy=False)
     return [total] * len(blocks)
 
 

@@ -168,7 +168,7 @@ for _p, _f in list(_unary_impls().items()) + list(_binary_impls().items()):
 
 def _convert_rule(types: EqnTypes) -> Kernel:
     new_dtype = types.params["new_dtype"]
-    return Kernel(lambda x: x.astype(new_dtype), [types.in_leads[0]])
+    return Kernel(lambda x: reference.convert_element(x, new_dtype), [types.in_leads[0]])
 
 
 def _select_n_rule(types: EqnTypes) -> Kernel:

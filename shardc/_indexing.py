@@ -257,7 +257,7 @@ def _gather(x, entry, axis: int):
     indices = jnp.asarray(entry)
     if _dt.is_bool(aval_of(indices).dtype):
         raise NotImplementedError("boolean mask indexing has a data-dependent shape")
-    return bind(p.gather_p, x, jnp.astype(indices, _dt.int_), axis=axis)
+    return bind(p.gather_p, x, _as_int32(indices, aval_of(x).shape[axis]), axis=axis)
 
 
 def _squeeze(x, dims, gather_dim, original_ndim):
@@ -285,8 +285,154 @@ def _insert_new_axes(x, index):
 def _wrap_index(entry, size):
     """A traced index, negative values counted from the end, as int32."""
     import shardc.numpy as jnp
-    entry = jnp.astype(entry, _dt.int_)
+    entry = _as_int32(entry, size)
     return jnp.where(jnp.less(entry, 0), jnp.add(entry, size), entry)
+
+
+def _as_int32(entry, size):
+    """An integer index as int32; uint32 values past ``size`` become ``size`` (still out of
+    bounds) rather than wrapping to negative positions."""
+    import shardc.numpy as jnp
+    dtype = aval_of(entry).dtype
+    if dtype.kind == "u" and dtype.itemsize >= 4:
+        entry = jnp.minimum(entry, np.asarray(size, dtype))
+    return jnp.astype(entry, _dt.int_)
+
+
+# --- out-of-bounds modes (x.at[i].get(mode=...), jnp.take, x.at[i].set(mode=...)) -----------
+
+_GATHER_MODES = (None, "clip", "fill", "drop", "promise_in_bounds")
+
+
+def _check_mode(mode):
+    if mode not in _GATHER_MODES:
+        raise ValueError(f'Unknown gather mode "{mode}"')
+
+
+def _integer_entries(index, shape):
+    """(entry position, array dimension) of each integer entry (static, traced or array) of an
+    expanded index: the entries that can point out of bounds."""
+    dim, found = 0, []
+    for k, entry in enumerate(index):
+        if entry is None:
+            continue
+        if isinstance(entry, slice) or isinstance(entry, (bool, np.bool_)) \
+                or _is_bool_array(entry):
+            dim += _consumed(entry)
+            continue
+        found.append((k, dim))
+        dim += 1
+    return found
+
+
+def _remap_integers(index, shape, remap):
+    """``index`` with each integer entry ``i`` of dimension size ``n`` replaced by
+    ``remap(i, n)``; concrete entries stay concrete (numpy), traced ones are computed."""
+    entries = list(index)
+    for k, dim in _integer_entries(index, shape):
+        entries[k] = remap(entries[k], shape[dim])
+    return tuple(entries)
+
+
+def _as_index_values(entry):
+    """An integer entry as numpy int64 values, or None when it is traced."""
+    if isinstance(entry, Tracer):
+        return None
+    return np.asarray(entry, dtype=np.int64)
+
+
+def _clipped(entry, size):
+    """Negative indices counted from the end, then clamped into [0, size)."""
+    import shardc.numpy as jnp
+    values = _as_index_values(entry)
+    if values is None:
+        return jnp.clip(_wrap_index(entry, size), 0, size - 1)
+    values = np.clip(np.where(values < 0, values + size, values), 0, size - 1)
+    return int(values) if values.ndim == 0 else values.astype(_dt.int_)
+
+
+def _to_padding(entry, size):
+    """Negative indices counted from the end; those still out of [0, size) point at ``size``,
+    the padding slot that holds the fill value."""
+    import shardc.numpy as jnp
+    values = _as_index_values(entry)
+    if values is None:
+        wrapped = _wrap_index(entry, size)
+        inside = jnp.logical_and(jnp.greater_equal(wrapped, 0), jnp.less(wrapped, size))
+        return jnp.where(inside, wrapped, size)
+    values = np.where(values < 0, values + size, values)
+    values = np.where((values >= 0) & (values < size), values, size)
+    return int(values) if values.ndim == 0 else values.astype(_dt.int_)
+
+
+def _fill_value(dtype, fill_value):
+    """JAX's default fill for reads out of bounds: NaN, the most negative integer (the
+    largest unsigned one), True; a given fill converts to ``dtype``."""
+    import shardc.numpy as jnp
+    if fill_value is not None:
+        return jnp.astype(jnp.asarray(fill_value), dtype)
+    if _dt.is_inexact(dtype):
+        return np.asarray(np.nan, dtype)
+    if _dt.is_bool(dtype):
+        return np.asarray(True)
+    info = np.iinfo(dtype)
+    return np.asarray(info.min if info.min < 0 else info.max, dtype)
+
+
+def getitem_with_mode(x, index, mode=None, fill_value=None):
+    """``x[index]`` where out-of-bounds integer indices clamp (``mode`` None, 'clip',
+    'promise_in_bounds') or read ``fill_value`` ('fill', 'drop').
+
+    >>> jnp.arange(4.).at[jnp.array([1, 9])].get(mode='fill')    # [1., nan]
+    """
+    _check_mode(mode)
+    if mode not in ("fill", "drop"):
+        if fill_value is not None:
+            raise ValueError(f"fill_value={fill_value!r} needs mode='fill', got mode={mode!r}")
+        if mode is None:
+            return getitem(x, index)
+        shape = aval_of(x).shape
+        return getitem(x, _remap_integers(_expand_index(index, len(shape)), shape, _clipped))
+    aval = aval_of(x)
+    full = _expand_index(index, len(aval.shape))
+    filled = {dim for _, dim in _integer_entries(full, aval.shape)}
+    if not filled:
+        return getitem(x, full)
+    # One padding slot past the end of each integer-indexed dimension holds the fill value;
+    # out-of-bounds indices are sent there.
+    config = tuple((0, int(d in filled), 0) for d in range(len(aval.shape)))
+    padded = bind(p.pad_p, x, _fill_value(aval.dtype, fill_value), padding_config=config)
+    return getitem(padded, _remap_integers(full, aval.shape, _to_padding))
+
+
+def take(x, indices, axis=None, mode=None, fill_value=None):
+    """``jnp.take``: elements of ``x`` at ``indices`` along ``axis`` (the flattened array if
+    None). ``mode`` None or 'fill' reads ``fill_value`` (NaN, the most negative integer, True)
+    out of bounds, 'clip' clamps into [0, n) (negative indices to 0, as numpy), 'wrap' takes
+    indices modulo n.
+
+    >>> jnp.take(jnp.arange(4.), jnp.array([1, -1, 9]))              # [1., 3., nan]
+    """
+    import shardc.numpy as jnp
+    if mode == "raise":
+        raise NotImplementedError("The 'raise' mode to jnp.take is not supported.")
+    if mode not in (None, "fill", "clip", "wrap"):
+        raise ValueError(f"Invalid mode '{mode}' for np.take")
+    if axis is None:
+        x, axis = jnp.ravel(x), 0
+    axis = jnp._axis(axis, len(aval_of(x).shape))
+    indices = jnp.asarray(indices)
+    if not _dt.is_int(aval_of(indices).dtype):
+        raise TypeError(f"take: indices must be of integer type, got {aval_of(indices).dtype}")
+    size = aval_of(x).shape[axis]
+    if mode == "clip":
+        indices = jnp.clip(_as_int32(indices, size), 0, size - 1)
+    elif mode == "wrap":
+        indices = jnp.remainder(jnp.astype(indices, _dt.int_), size)
+    index = (slice(None),) * axis + (indices,)
+    if mode in ("clip", "wrap"):
+        return getitem(x, index)
+    return getitem_with_mode(x, index, "fill", fill_value)
 
 
 class AtIndexer:
@@ -304,25 +450,49 @@ class _IndexedRef:
         self.x = x
         self.index = index
 
-    def get(self):
-        return getitem(self.x, self.index)
+    # indices_are_sorted and unique_indices are hints for XLA; they change no value here.
 
-    def set(self, value):
-        return _update(self.x, self.index, value, "set")
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            fill_value=None, out_sharding=None):
+        return getitem_with_mode(self.x, self.index, mode, fill_value)
 
-    def add(self, value):
-        return _update(self.x, self.index, value, "add")
+    def set(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _update(self.x, self._index(mode), value, "set")
 
-    def multiply(self, value):
-        return _update(self.x, self.index, value, "mul")
+    def add(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _update(self.x, self._index(mode), value, "add")
+
+    def multiply(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _update(self.x, self._index(mode), value, "mul")
 
     mul = multiply
 
-    def min(self, value):
-        return _update(self.x, self.index, value, "min")
+    def divide(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """``x / d`` where ``d`` is 1 but at the index, the product of the values there."""
+        import shardc.numpy as jnp
+        ones = jnp.ones_like(self.x)
+        return jnp.divide(self.x, _update(ones, self._index(mode), value, "mul"))
 
-    def max(self, value):
-        return _update(self.x, self.index, value, "max")
+    def power(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """``x ** e`` where ``e`` is 1 but at the index, the product of the values there."""
+        import shardc.numpy as jnp
+        ones = jnp.ones_like(self.x)
+        return jnp.power(self.x, _update(ones, self._index(mode), value, "mul"))
+
+    def min(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _update(self.x, self._index(mode), value, "min")
+
+    def max(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _update(self.x, self._index(mode), value, "max")
+
+    def _index(self, mode):
+        """The index of an update: out-of-bounds entries are dropped (``mode`` None, 'drop',
+        'fill', 'promise_in_bounds') or, with 'clip', clamped into range."""
+        _check_mode(mode)
+        if mode != "clip":
+            return self.index
+        shape = aval_of(self.x).shape
+        return _remap_integers(_expand_index(self.index, len(shape)), shape, _clipped)
 
 
 _COMBINE = {"add": "add", "mul": "multiply", "min": "minimum", "max": "maximum"}
@@ -341,7 +511,7 @@ def _update(x, index, value, mode):
         return _flat_update(x, full, value, mode)
     if arrays:
         return _scatter_update(x, full, arrays, value, mode)
-    starts, window = [], []
+    starts, window, inside = [], [], []
     for dim, entry in enumerate(full):
         size = shape[dim]
         if isinstance(entry, slice):
@@ -351,6 +521,9 @@ def _update(x, index, value, mode):
         elif _is_dynamic_scalar(entry):
             starts.append(_wrap_index(entry, size))
             window.append(1)
+            # dynamic_update_slice would clamp; JAX drops an out-of-bounds update
+            inside.append(jnp.logical_and(jnp.greater_equal(starts[-1], 0),
+                                          jnp.less(starts[-1], size)))
         else:
             k = int(entry)
             if not -size <= k < size:
@@ -363,7 +536,13 @@ def _update(x, index, value, mode):
     if mode != "set":
         current = bind(p.dynamic_slice_p, x, *starts, slice_sizes=tuple(window))
         value = getattr(jnp, _COMBINE[mode])(current, value)
-    return bind(p.dynamic_update_slice_p, x, value, *starts)
+    updated = bind(p.dynamic_update_slice_p, x, value, *starts)
+    if not inside:
+        return updated
+    keep = inside[0]
+    for flag in inside[1:]:
+        keep = jnp.logical_and(keep, flag)
+    return jnp.where(keep, updated, x)
 
 
 def _fits_window_or_scatter(full, arrays) -> bool:

@@ -22,7 +22,7 @@ __all__ = [
     "slice_in_dim", "full", "full_like", "batch_matmul", "square", "Precision", "erf", "erfc",
     "erf_inv", "lgamma", "digamma", "polygamma", "reduce", "dot", "pshuffle", "pswapaxes", "integer_pow",
     "reciprocal", "exp2", "log1p", "expm1", "tan", "atan2", "pow", "sign", "floor", "ceil",
-    "round", "is_finite", "cbrt", "rem", "reduce_sum", "reduce_max", "reduce_min",
+    "round", "is_finite", "cbrt", "reduce_sum", "reduce_max", "reduce_min",
     "reduce_prod", "argmax", "argmin", "squeeze", "rev", "pad", "bitcast_convert_type",
     "reduce_precision",
 ]
@@ -303,7 +303,7 @@ def reciprocal(x):
 
 exp2, log1p, expm1, tan, atan2, sign = (jnp.exp2, jnp.log1p, jnp.expm1, jnp.tan, jnp.arctan2,
                                         jnp.sign)
-floor, ceil, is_finite, cbrt, rem = jnp.floor, jnp.ceil, jnp.isfinite, jnp.cbrt, jnp.fmod
+floor, ceil, is_finite, cbrt = jnp.floor, jnp.ceil, jnp.isfinite, jnp.cbrt   # rem: shardc.lax
 
 
 def pow(x, y):

@@ -11,8 +11,8 @@ import numpy as np
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy import (_accumulator_dtype, _axis, _convert, _dtype_of, _is_array,
-                          _no_out, _reduce_axes, _shape, asarray)
+from shardc.numpy import (_accumulator_dtype, _axis, _convert, _cumulative_dtype, _dtype_of,
+                          _is_array, _no_out, _reduce_axes, _shape, asarray)
 import shardc.numpy as jnp
 
 __all__ = [
@@ -30,7 +30,7 @@ def _cumulative(prim, x, axis, dtype):
     x = _array(x)
     if axis is None:
         x, axis = jnp.ravel(x), 0
-    x = jnp.astype(x, dtype if dtype is not None else _accumulator_dtype(_dtype_of(x)))
+    x = jnp.astype(x, dtype if dtype is not None else _cumulative_dtype(_dtype_of(x)))
     return bind(prim, x, axis=_axis(axis, len(_shape(x))), reverse=False)
 
 
@@ -63,7 +63,9 @@ def _array_api_cumulative(fn, name, x, axis, dtype, include_initial, initial):
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """The array API's cumulative sum: ``axis`` required beyond 1-D; ``include_initial``
-    prepends the 0."""
+    prepends the 0. Narrow integers accumulate in 32 bits, as ``sum`` (unlike ``cumsum``)."""
+    if dtype is None:
+        dtype = _accumulator_dtype(_dtype_of(_array(x)))
     return _array_api_cumulative(jnp.cumsum, "cumulative_sum", x, axis, dtype, include_initial,
                                  0)
 

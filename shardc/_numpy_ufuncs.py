@@ -106,9 +106,8 @@ def float_power(x, y):
 
 def fmod(x, y):
     """Remainder of ``x / y`` with the sign of ``x`` (C's fmod); integer ``y == 0`` gives 0."""
-    x, y = _promote(x, y)
-    x, y = _broadcast_operands(x, y)
-    return bind(p.rem_p, x, y)
+    x, y = jnp._numeric_pair(x, y)
+    return bind(p.rem_p, x, jnp._nonzero_int_divisor(y))
 
 
 def divmod(x, y):
@@ -238,6 +237,8 @@ bitwise_not = bitwise_invert = invert
 
 def _integer_pair(name, x, y):
     x, y = _promote(x, y)
+    if _dt.is_bool(_dtype_of(x)):      # as JAX: booleans shift as int32
+        x, y = _convert(x, _dt.int_), _convert(y, _dt.int_)
     if not (_dt.is_int(_dtype_of(x))):
         raise TypeError(f"{name} requires integer operands, got {_dtype_of(x)}")
     return _broadcast_operands(x, y)
@@ -429,16 +430,14 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 def fmax(x, y):
-    """Elementwise maximum that ignores a NaN (NaN only where both are)."""
+    """Elementwise maximum that ignores a NaN (NaN only where both are). At a tie the result
+    is ``y`` (so is its derivative), as JAX's."""
     x, y = _promote(x, y)
-    if not _dt.is_inexact(_dtype_of(x)):
-        return jnp.maximum(x, y)
-    return where(jnp.isnan(y), x, where(jnp.isnan(x), y, jnp.maximum(x, y)))
+    return where(jnp.logical_or(jnp.greater(x, y), jnp.isnan(y)), x, y)
 
 
 def fmin(x, y):
-    """Elementwise minimum that ignores a NaN (NaN only where both are)."""
+    """Elementwise minimum that ignores a NaN (NaN only where both are). At a tie the result
+    is ``y`` (so is its derivative), as JAX's."""
     x, y = _promote(x, y)
-    if not _dt.is_inexact(_dtype_of(x)):
-        return jnp.minimum(x, y)
-    return where(jnp.isnan(y), x, where(jnp.isnan(x), y, jnp.minimum(x, y)))
+    return where(jnp.logical_or(jnp.less(x, y), jnp.isnan(y)), x, y)

@@ -385,7 +385,21 @@ def iota(dtype, size):
     return bind(p.iota_p, dtype=_dt.canonicalize(dtype), shape=(int(size),), dimension=0)
 
 
-add, sub, mul, div = jnp.add, jnp.subtract, jnp.multiply, jnp.divide
+add, sub, mul = jnp.add, jnp.subtract, jnp.multiply
+
+
+def div(x, y):
+    """``x / y``; integers divide rounding toward zero (``lax.div(-7, 2)`` is -3), and an
+    integer division by zero gives -1, as XLA does."""
+    return jnp._binary(p.div_p, x, y)
+
+
+def rem(x, y):
+    """The remainder of ``lax.div``: the sign of ``x`` (C's ``fmod``); ``rem(x, 0)`` is ``x``
+    for integers, as XLA does."""
+    return jnp._binary(p.rem_p, x, y)
+
+
 max, min = jnp.maximum, jnp.minimum
 neg, exp, log, sin, cos, tanh, sqrt, abs = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
                                             jnp.tanh, jnp.sqrt, jnp.abs)
@@ -415,11 +429,24 @@ def stop_gradient(x):
 from compiler.control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: E402,F401
 
 
+def _start_indices(operand, start_indices):
+    """int32 start indices, negative ones counted from the end of their dimension (as JAX);
+    the primitives then clamp them so the window fits."""
+    shape = aval_of(operand).shape
+    starts = []
+    for s, size in zip(start_indices, shape):
+        if is_python_scalar(s) or isinstance(s, np.integer):
+            starts.append(np.int32(int(s) + size if int(s) < 0 else int(s)))
+            continue
+        s = jnp.astype(s, _dt.int_)
+        starts.append(jnp.where(jnp.less(s, 0), jnp.add(s, np.int32(size)), s))
+    return starts
+
+
 def dynamic_slice(operand, start_indices, slice_sizes):
-    """The window of ``slice_sizes`` at ``start_indices`` (traced starts allowed, clamped so the
-    window stays inside the operand)."""
-    starts = [jnp.astype(s, _dt.int_) if not is_python_scalar(s) else np.int32(s)
-              for s in start_indices]
+    """The window of ``slice_sizes`` at ``start_indices`` (traced starts allowed; negative ones
+    count from the end; clamped so the window stays inside the operand)."""
+    starts = _start_indices(operand, start_indices)
     return bind(p.dynamic_slice_p, operand, *starts, slice_sizes=tuple(int(s) for s in slice_sizes))
 
 
@@ -439,9 +466,9 @@ def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
 
 
 def dynamic_update_slice(operand, update, start_indices):
-    """``operand`` with ``update`` written at ``start_indices`` (clamped to fit)."""
-    starts = [jnp.astype(s, _dt.int_) if not is_python_scalar(s) else np.int32(s)
-              for s in start_indices]
+    """``operand`` with ``update`` written at ``start_indices`` (negative ones count from the
+    end; clamped to fit)."""
+    starts = _start_indices(operand, start_indices)
     return bind(p.dynamic_update_slice_p, operand, update, *starts)
 
 

@@ -9,8 +9,9 @@ from compiler.tracing import bind
 
 
 def relu(x):
-    """``max(x, 0)``."""
-    return jnp.maximum(x, 0)
+    """``max(x, 0)``; its derivative at 0 is 0, as JAX's (NaN stays NaN)."""
+    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
+    return jnp.where(jnp.logical_or(jnp.greater(x, 0), jnp.isnan(x)), x, 0)
 
 
 def sigmoid(x):

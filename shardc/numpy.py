@@ -17,6 +17,38 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding
 from runtime.array import Array
+from runtime.reference import convert_element
+
+
+
+class _ScalarMeta(type):
+    """The type of ``jnp.float32`` and friends: usable wherever a dtype is (``np.dtype``
+    reads their ``dtype`` attribute), and called, a constructor of arrays.
+
+    As in JAX, ``jnp.float32(3)`` is a 0-d float32 Array (not a numpy scalar, whose arithmetic
+    would run in numpy: ``jnp.float32(3) / jnp.int32(2)`` is float32 here, float64 there).
+    """
+
+    def __call__(cls, x):
+        return asarray(x, cls.dtype)
+
+    def __eq__(cls, other):
+        return cls is other or cls.dtype.type == other
+
+    def __ne__(cls, other):
+        return not cls == other
+
+    def __hash__(cls):
+        return hash(cls.dtype.type)
+
+    def __instancecheck__(cls, instance):
+        return isinstance(instance, cls.dtype.type)
+
+
+def _scalar_type(np_type) -> _ScalarMeta:
+    name = np.dtype(np_type).name
+    return _ScalarMeta(name, (object,), {"dtype": np.dtype(np_type), "__module__": __name__})
+
 
 # dtypes, ml_dtypes' ML types (bfloat16, float8_*) and the dtype functions: shardc/dtypes.py
 from shardc.dtypes import (  # noqa: F401 (re-exported as jax.numpy has them)
@@ -26,6 +58,15 @@ from shardc.dtypes import (  # noqa: F401 (re-exported as jax.numpy has them)
     floating, generic, iinfo, inexact, int2, int4, int8, int16, int32, int64, integer,
     issubdtype, number, promote_types, signedinteger, uint2, uint4, uint8, uint16, uint32,
     uint64, unsignedinteger)
+# the concrete types called as constructors give 0-d Arrays (_ScalarMeta): jnp.float32(3)
+(bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64,
+ complex64, complex128, bfloat16, float8_e3m4, float8_e4m3, float8_e8m0fnu, float8_e4m3b11fnuz,
+ float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float4_e2m1fn, float6_e2m3fn,
+ float6_e3m2fn, int2, int4, uint2, uint4) = map(_scalar_type, (
+    bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64,
+    complex64, complex128, bfloat16, float8_e3m4, float8_e4m3, float8_e8m0fnu,
+    float8_e4m3b11fnuz, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,
+    float4_e2m1fn, float6_e2m3fn, float6_e3m2fn, int2, int4, uint2, uint4))
 dtype = np.dtype
 pi, e, inf, nan = np.pi, np.e, np.inf, np.nan
 newaxis = None
@@ -61,13 +102,19 @@ def result_type(*args) -> np.dtype:
 
 
 def _convert(x, dtype):
-    """``x`` as ``dtype``: Python scalars become typed numpy scalars (inline literals)."""
+    """``x`` as ``dtype``: Python scalars become typed numpy scalars (inline literals).
+
+    Values convert as JAX's ``convert_element_type`` does (float to int saturates); a Python
+    int must fit int32 and wraps into a narrower integer type (``int8_array + 300`` adds 44).
+    """
     dtype = _dt.canonicalize(dtype)
     if is_python_scalar(x):
-        return np.asarray(x, dtype=dtype)[()]
+        return _python_scalar_as(x, dtype)
     if isinstance(x, np.generic):
-        return np.asarray(x, dtype=dtype)[()]
-    if isinstance(x, (np.ndarray, list, tuple)):
+        return convert_element(np.asarray(x), dtype)[()]
+    if isinstance(x, np.ndarray):
+        return asarray(convert_element(x, dtype))
+    if isinstance(x, (list, tuple)):
         return asarray(x, dtype)
     if _dtype_of(x) == dtype:
         return x
@@ -178,10 +225,11 @@ def logical_not(x):
 
 
 def true_divide(x, y):
-    """``x / y``; integers divide to float32."""
-    x, y = _promote(x, y)
-    if not _dt.is_inexact(_dtype_of(x)):
+    """``x / y``; integers divide to float32 (a Python int converts straight to float, as in
+    JAX: ``uint8_array / -3`` divides by -3.0, not by a wrapped 253)."""
+    if not _dt.is_inexact(result_type(x, y)):
         x, y = _convert(x, _dt.float_), _convert(y, _dt.float_)
+    x, y = _promote(x, y)
     x, y = _broadcast_operands(x, y)
     return bind(p.div_p, x, y)
 
@@ -189,15 +237,26 @@ def true_divide(x, y):
 divide = true_divide
 
 
+def _numeric_pair(x, y):
+    """Promoted, broadcast operands of an arithmetic function; booleans as int32 (JAX's
+    numeric promotion: ``True // True`` is int32 1)."""
+    x, y = _promote(x, y)
+    if _dt.is_bool(_dtype_of(x)):
+        x, y = _convert(x, _dt.int_), _convert(y, _dt.int_)
+    return _broadcast_operands(x, y)
+
+
 def floor_divide(x, y):
     """``x // y`` rounding towards negative infinity."""
-    x, y = _promote(x, y)
-    x, y = _broadcast_operands(x, y)
+    x, y = _numeric_pair(x, y)
     if _dt.is_inexact(_dtype_of(x)):
         return _float_floor_divide(x, y)
     quotient = bind(p.div_p, x, y)
+    if np.issubdtype(_dtype_of(x), np.unsignedinteger):
+        return quotient
+    # JAX's rule, which also fixes x // 0 (quotient -1, as XLA divides): -2 for x != 0
     remainder = bind(p.rem_p, x, y)
-    adjust = logical_and(not_equal(remainder, 0), not_equal(less(remainder, 0), less(y, 0)))
+    adjust = logical_and(not_equal(remainder, 0), not_equal(sign(x), sign(y)))
     return where(adjust, subtract(quotient, 1), quotient)
 
 
@@ -213,27 +272,73 @@ def _float_floor_divide(x, y):
 
 def remainder(x, y):
     """``x % y`` with the sign of ``y``, as in numpy."""
-    x, y = _promote(x, y)
-    x, y = _broadcast_operands(x, y)
+    x, y = _numeric_pair(x, y)
+    y = _nonzero_int_divisor(y)
     rem = bind(p.rem_p, x, y)
     fix = logical_and(not_equal(rem, 0), not_equal(less(rem, 0), less(y, 0)))
     return where(fix, add(rem, y), rem)
+
+
+def _nonzero_int_divisor(y):
+    """An integer divisor with 0 replaced by 1: jnp's ``x % 0`` is 0 for integers, as numpy's,
+    where ``lax.rem`` (XLA) gives ``x``."""
+    if not _dt.is_int(_dtype_of(y)):
+        return y
+    return where(equal(y, 0), ones_like(y), y)
 
 
 mod = remainder
 
 
 def power(x, y):
-    """``x ** y``; a small static integer exponent multiplies (exact, as JAX's integer_pow)."""
-    if (is_python_scalar(y) and isinstance(y, int) and y < 0
-            and not _dt.is_inexact(result_type(x, y))):
-        raise ValueError("Integers to negative integer powers are not allowed.")
-    if is_python_scalar(y) and isinstance(y, int) and 0 <= y <= 4:
-        result = ones_like(x) if y == 0 else x
-        for _ in range(builtins.max(0, y - 1)):
+    """``x ** y`` with JAX's rules.
+
+    A concrete integer exponent (a Python or numpy int, a concrete 0-d integer array) keeps
+    ``x``'s dtype, as JAX's ``integer_pow`` (``uint8 ** np.int64(3)`` is uint8); small ones
+    multiply (exact). Integer arrays raised to integer arrays wrap and, as JAX, use only the
+    exponent's low 6 bits (so negative exponents give a value, not an error); booleans count
+    as int32.
+
+    >>> power(jnp.arange(4, dtype=jnp.uint8), 3)             # uint8 [0, 1, 8, 27]
+    """
+    exponent = _concrete_int_exponent(y)
+    if exponent is not None:
+        return _integer_pow(x, exponent)
+    x, y = _promote(x, y)
+    if _dt.is_bool(_dtype_of(x)):
+        x, y = astype(x, _dt.int_), astype(y, _dt.int_)
+    if _dt.is_int(_dtype_of(x)):
+        # JAX's binary exponentiation sees the exponent's low 6 bits; 0 ** y is 0 for y != 0
+        low_bits = bitwise_and(y, _convert(63, _dtype_of(y)))
+        zero_base = logical_and(equal(x, 0), not_equal(y, 0))
+        return where(zero_base, zeros_like(x), _binary(p.pow_p, x, low_bits))
+    return _binary(p.pow_p, x, y)
+
+
+def _concrete_int_exponent(y):
+    """``y`` as a Python int when it is a concrete integer scalar, else None."""
+    if isinstance(y, Tracer) or (not is_python_scalar(y) and _is_array(y) and (
+            _shape(y) != () or not (_dt.is_int(_dtype_of(y)) or _dt.is_bool(_dtype_of(y))))):
+        return None
+    if not isinstance(y, (int, np.integer, np.bool_, np.ndarray, Array)):
+        return None
+    return operator.index(np.asarray(y)[()]) if not isinstance(y, int) else int(y)
+
+
+def _integer_pow(x, n: int):
+    """``x ** n`` in ``x``'s dtype (booleans as int32)."""
+    x = asarray(x) if not _is_array(x) else x
+    if _dt.is_bool(_dtype_of(x)):
+        x = astype(x, _dt.int_)
+    if n < 0 and not _dt.is_inexact(_dtype_of(x)):
+        raise TypeError(f"Integers cannot be raised to negative powers, got "
+                        f"integer_pow({_dtype_of(x).name}{list(_shape(x))}, {n})")
+    if 0 <= n <= 4:
+        result = ones_like(x) if n == 0 else x
+        for _ in range(builtins.max(0, n - 1)):
             result = multiply(result, x)
         return result
-    return _binary(p.pow_p, x, y)
+    return _binary(p.pow_p, x, n)
 
 
 def _make_unary(prim, name, floating=True):
@@ -289,14 +394,18 @@ def round(x, decimals=0):
     diff = subtract(x, floor_x)
     even = equal(remainder(floor_x, 2), 0)
     up = logical_or(greater(diff, 0.5), logical_and(equal(diff, 0.5), logical_not(even)))
-    return where(up, add(floor_x, 1), floor_x)
+    # a zero result keeps x's sign (round(-0.4) is -0.0), as JAX and numpy
+    return copysign(where(up, add(floor_x, 1), floor_x), x)  # noqa: F405
 
 
 around = round
 
 
 def square(x):
-    """Elementwise ``x * x``."""
+    """Elementwise ``x * x`` (booleans as int32, as JAX)."""
+    x = asarray(x) if not _is_array(x) else x
+    if _dt.is_bool(_dtype_of(x)):
+        x = astype(x, _dt.int_)
     return multiply(x, x)
 
 
@@ -551,6 +660,21 @@ def eye(N, M=None, k=0, dtype=None):
 def identity(n, dtype=None):
     """The ``n x n`` identity matrix."""
     return eye(n, dtype=dtype)
+
+
+def _python_scalar_as(x, dtype: np.dtype):
+    """A Python scalar as a numpy scalar of ``dtype``, converted as JAX converts weakly typed
+    values: an int is an int32 first (OverflowError outside its range, as JAX with x64 off)."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        if not _INT32_MIN <= x <= _INT32_MAX:
+            raise OverflowError(f"Python int {x} is too large to convert to int32 (the default "
+                                "integer type; x64 is off)")
+        x = np.int64(x)
+    with np.errstate(over="ignore"):      # a float too large for float16 is inf, as in JAX
+        return convert_element(np.asarray(x), dtype)[()]
+
+
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
 
 def astype(x, dtype):
@@ -879,6 +1003,12 @@ def _accumulator_dtype(dtype) -> np.dtype:
     return np.dtype(dtype)
 
 
+def _cumulative_dtype(dtype) -> np.dtype:
+    """JAX's cumulative sums and products count booleans in int32 and keep every other dtype
+    (an int8 cumsum wraps in int8)."""
+    return _dt.int_ if _dt.is_bool(dtype) else np.dtype(dtype)
+
+
 def _keep(x, result, axes, keepdims):
     if not keepdims:
         return result
@@ -1008,7 +1138,7 @@ def cumsum(x, axis=None, dtype=None):
     x = asarray(x) if not _is_array(x) else x
     if axis is None:
         x, axis = ravel(x), 0
-    x = astype(x, dtype if dtype is not None else _accumulator_dtype(_dtype_of(x)))
+    x = astype(x, dtype if dtype is not None else _cumulative_dtype(_dtype_of(x)))
     return bind(p.cumsum_p, x, axis=_axis(axis, len(_shape(x))), reverse=False)
 
 
@@ -1159,15 +1289,20 @@ def array_equal(a, b, equal_nan=False):
 
 # --- indexing --------------------------------------------------------------------------------
 
-def take(x, indices, axis=None):
-    """Elements of ``x`` at ``indices`` along ``axis`` (of the flattened array if None)."""
-    if axis is None:
-        x, axis = ravel(x), 0
-    axis = _axis(axis, len(_shape(x)))
-    indices = asarray(indices) if not _is_array(indices) else indices
-    return bind(p.gather_p, x, _convert(indices, _dt.int_), axis=axis)
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
+    """Elements of ``a`` at ``indices`` along ``axis`` (of the flattened array if None);
+    out-of-bounds indices read ``fill_value`` by default (NaN, the most negative integer,
+    True), as JAX's ``mode='fill'``; ``mode='clip'`` or ``'wrap'`` as numpy.
+
+    >>> take(arange(4.), array([1, -1, 9]))                          # [1., 3., nan]
+    """
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
+    return _indexing.take(asarray(a), indices, axis, mode, fill_value)
 
 
+from shardc import _indexing  # noqa: E402
 from shardc._indexing import getitem as _getitem, AtIndexer  # noqa: E402
 
 
@@ -1197,6 +1332,8 @@ _METHODS = {
     "__gt__": greater, "__ge__": greater_equal,
     "__neg__": negative, "__pos__": lambda self: self, "__abs__": abs,
     "__invert__": lambda self: bind(p.not_p, self),
+    "__round__": lambda self, ndigits=None: (
+        round(self, ndigits) if ndigits is not None else astype(round(self), _dt.int_)),
     "__getitem__": lambda self, index: _getitem(self, index),
     "at": property(lambda self: AtIndexer(self)),
     "T": property(lambda self: transpose(self)),
@@ -1228,6 +1365,9 @@ _METHODS.update({
     "compress": lambda self, condition, axis=None, **kw: compress(  # noqa: F405
         condition, self, axis, **kw),
     "choose": lambda self, choices, mode="raise": choose(self, choices, mode=mode),  # noqa: F405
+    "__divmod__": divmod, "__rdivmod__": _reflected(divmod),  # noqa: F405
+    "__lshift__": left_shift, "__rlshift__": _reflected(left_shift),  # noqa: F405
+    "__rshift__": right_shift, "__rrshift__": _reflected(right_shift),  # noqa: F405
 })
 
 

@@ -98,9 +98,12 @@ def test_dtype_names_are_ml_dtypes_types():
     for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
                  "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3",
                  "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4"):
-        assert getattr(jnp, name) is getattr(ml_dtypes, name)
+        # jnp's names are JAX's scalar types: usable as dtypes, and called, 0-d arrays
+        assert np.dtype(getattr(jnp, name)) == np.dtype(getattr(ml_dtypes, name))
+        assert getattr(jnp, name) == getattr(ml_dtypes, name)
     assert shardc.dtypes.bfloat16 is ml_dtypes.bfloat16
-    assert jnp.dtype(jnp.bfloat16) == BF16 and jnp.float16 is np.float16
+    assert jnp.dtype(jnp.bfloat16) == BF16 and jnp.float16 == np.float16
+    assert jnp.bfloat16(1.5).dtype == BF16 and jnp.bfloat16(1.5).shape == ()
 
 
 def test_finfo_and_iinfo():

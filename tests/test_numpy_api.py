@@ -216,7 +216,10 @@ def test_power(fn, ref, dtype):
 
 
 def test_integer_negative_power_raises():
-    with pytest.raises(ValueError, match="negative integer powers"):
+    # JAX 0.10.2: TypeError: Integers cannot be raised to negative powers, got
+    # integer_pow(int32[3], -1)
+    with pytest.raises(TypeError, match=r"Integers cannot be raised to negative powers, got "
+                                        r"integer_pow\(int32\[3\], -1\)"):
         jnp.arange(3) ** -1
 
 

@@ -23,7 +23,9 @@ NOT_LINEAR = set(prims.UNARY + prims.COMPARISON) - {prims.neg_p} | {
     prims.reduce_prod_p, prims.reduce_and_p, prims.reduce_or_p, prims.argmax_p, prims.argmin_p,
     prims.random_bits_p, prims.stop_gradient_p, prims.debug_print_p, prims.pmax_p,
     prims.pmin_p, prims.axis_index_p, prims.signbit_p, prims.nextafter_p, *prims.SHIFTS,
-    prims.cumprod_p, prims.cummax_p, prims.cummin_p, prims.sort_p, prims.searchsorted_p}
+    prims.cumprod_p, prims.cummax_p, prims.cummin_p, prims.sort_p, prims.searchsorted_p,
+    prims.polygamma_p, prims.bitcast_convert_type_p, prims.cholesky_p, prims.qr_p,
+    prims.slogdet_p, prims.eigh_p}
 
 # Custom-derivative calls are replaced by their rules when differentiated (a JVP binds the
 # rule's result, a custom_vjp's tangent is one custom_lin): partial evaluation never meets them.
