@@ -125,6 +125,11 @@ def install() -> "MpiBackend":
     return MpiBackend()
 
 
+# An abort ends every process at once, the launcher's output forwarding included: a report
+# written just before it may never reach the user. A short pause lets it through.
+_REPORT_SECONDS = 0.5
+
+
 def install_fault_handler() -> None:
     """An uncaught exception on any rank prints its traceback under the rank's name, then
     aborts every rank: the others may be waiting in a collective this rank will never reach,
@@ -138,6 +143,7 @@ def install_fault_handler() -> None:
             sys.stderr.write(f"shardc: process {w.rank} of {w.size} failed; aborting the job\n"
                              f"{report}")
             sys.stderr.flush()
+            time.sleep(_REPORT_SECONDS)
         finally:
             w.abort(1)
 
@@ -164,6 +170,7 @@ def _exit_together() -> None:
                              f"did not reach their end within {timeout:g} s "
                              "(SHARDC_MPI_EXIT_TIMEOUT); aborting the job\n")
             sys.stderr.flush()
+            time.sleep(_REPORT_SECONDS)
             w.abort(1)
         time.sleep(0.002)
 
