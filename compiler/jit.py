@@ -484,6 +484,10 @@ def _gc_paused():
         yield
     finally:
         gc.enable()
+        # Tracing's garbage is cyclic (tracers and their trace): collected now, while young,
+        # it is not promoted to the oldest generation, whose growth triggers full collections
+        # that rescan every live object.
+        gc.collect(1)
 
 
 def jit(fun: Callable = None, *, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED,
