@@ -518,7 +518,7 @@ def grad(fun, argnums=0, has_aux=False, allow_int=False):
 def _describe(out) -> str:
     try:
         return aval_of(out).str_long()
-    except Exception:
+    except (TypeError, ValueError):        # not an array: name its type
         return type(out).__name__
 
 

@@ -284,7 +284,7 @@ def _is_concrete_int(value) -> bool:
         return True
     try:
         array = np.asarray(value)
-    except Exception:
+    except (TypeError, ValueError):        # not array-like: not a static bound
         return False
     return array.shape == () and np.issubdtype(array.dtype, np.integer)
 
