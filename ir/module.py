@@ -16,7 +16,8 @@ class LoweredShardMap:
     list): a backend that runs the mesh-level program stacked over devices never needs the
     per-device programs, so a 512-device mesh does not pay for 512 of them until someone reads
     one (the printer, the CLI, the ledger, the reference backend). A module read from text
-    holds per-device programs only (``mesh_program`` is None).
+    holds its mesh-level program and derives the per-device programs from it the same way
+    (older texts carry per-device programs only: ``mesh_program`` is None).
     """
     __slots__ = ("mesh", "in_shardings", "out_specs", "runtime_check", "show_vma",
                  "_programs", "_build", "_mesh_program", "_build_mesh_program")
