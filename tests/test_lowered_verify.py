@@ -474,13 +474,19 @@ def test_per_device_programs_that_match_are_accepted_and_run_the_same(text, devi
         assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
 
 
-def test_an_older_text_without_a_mesh_level_program_is_checked(device_text, tmp_path, capsys):
+def test_an_older_text_without_a_mesh_level_program_is_checked(text, device_text, tmp_path,
+                                                               capsys):
     from compiler.lowering import check_derived
     start, end = _mesh_part(device_text)
     older = device_text[:start] + device_text[end:]
+    from runtime.reference import execute_module
     module = parse_module(older, check=check_derived)
     assert module.all_shard_maps()[0].mesh_program is None
     assert print_module(module, with_source=True) == older
+    # what the older text runs, the mesh-level text runs, bit for bit
+    for got, want in zip(execute_module(parse_module(text), [A, B]),
+                         execute_module(module, [A, B])):
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
     start, _ = _device_part(older, 4)
     edited = older[:start] + older[start:].replace("reduction='min'", "reduction='max'", 1)
     with pytest.raises(VerifyError) as info:
