@@ -261,8 +261,8 @@ def check_derived(module: LoweredModule) -> None:
             axis_order = lowered.mesh.axis_names
             _check_same(lowered.mesh_program, derived.mesh_program, axis_order,
                         f"shard_map equation {index}: the mesh-level program", None)
-        if not lowered.built:
-            continue        # derived from the mesh-level program just checked
+        if lowered.derived:
+            continue        # specialised from the mesh-level program just checked
         for given, want in zip(lowered.device_programs, derived.device_programs):
             _check_same(given.program, want.program, (),
                         f"shard_map equation {index}: the program of device {given.device_id}",

@@ -20,7 +20,7 @@ class LoweredShardMap:
     (older texts carry per-device programs only: ``mesh_program`` is None).
     """
     __slots__ = ("mesh", "in_shardings", "out_specs", "runtime_check", "show_vma",
-                 "_programs", "_build", "_mesh_program", "_build_mesh_program")
+                 "_programs", "_build", "_mesh_program", "_build_mesh_program", "derived")
 
     def __init__(self, mesh: Mesh, in_shardings: tuple, out_specs: tuple,
                  device_programs: Optional[list] = None, runtime_check: bool = False,
@@ -35,6 +35,8 @@ class LoweredShardMap:
         self.show_vma = show_vma              # False when the replication check is off
         self._programs = device_programs if build is None else None
         self._build = build
+        # whether the per-device programs are (to be) built here rather than given
+        self.derived = build is not None
         self._mesh_program = mesh_program
         self._build_mesh_program = build_mesh_program
 

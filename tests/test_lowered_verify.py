@@ -291,6 +291,17 @@ def test_truncated_text_is_rejected_with_a_position(text, data):
     _located(info.value, text[:cut])
 
 
+@settings(max_examples=30, **SETTINGS)
+@given(st.data())
+def test_truncated_text_with_device_programs_is_rejected_with_a_position(device_text, data):
+    # cut inside the per-device programs: a device program or the count of them is short
+    start = device_text.index("\ndevice 0 at") + 2        # the text says "device"
+    cut = data.draw(st.integers(start, len(device_text.rstrip()) - 1))
+    with pytest.raises((ParseError, VerifyError)) as info:
+        parse_module(device_text[:cut])
+    _located(info.value, device_text[:cut])
+
+
 # --- the verifier on programs built in memory ----------------------------------------------------
 
 def _device_program(device, eqns_of):
@@ -416,6 +427,7 @@ def test_the_written_module_holds_no_per_device_programs(text, device_text):
     assert "device_groups" not in text and "process_index" not in device_text.split("device 0")[1]
     derived = parse_module(text).all_shard_maps()[0]
     assert derived.mesh_program is not None and len(derived.device_programs) == 8
+    assert derived.derived and not parse_module(device_text).all_shard_maps()[0].derived
     assert print_module(parse_module(text), with_source=True, devices=True) == device_text
 
 
