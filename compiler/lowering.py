@@ -22,27 +22,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import numpy as np
-
 from compiler.inline_calls import inline_calls
-from ir import dtypes
 from ir import primitives as prims
-from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, Var, holds_programs
+from ir.core import Aval, Eqn, Literal, Program, Var, holds_programs
 from ir.module import LoweredModule, LoweredShardMap
 from ir.primitives import RuleTable
-from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_rank, axes_size,
-                         block_shape, device_groups, normal_spec, spec_axes, spec_names)
-from ir.verify import CHECKS, check_coherence, verify_device_program, verify_mesh_program
+from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_size, block_shape,
+                         normal_spec, spec_axes, spec_names)
+# Stage 2 is ir/specialise.py: a module read from text derives it without the compiler.
+from ir.specialise import COMMUNICATION, device_programs, specialise  # noqa: F401
+from ir.verify import CHECKS, verify_mesh_program
 
 # Stage 1: how a front-end primitive lowers to the mesh level, ``rule(ctx, eqn, invars) ->
 # out atoms``; rules may emit equations with ``ctx.emit``. Every front-end collective has
 # exactly one rule (a test holds this); other primitives are copied unchanged.
 lowering_rules = RuleTable("lowering")
-
-# The communication nodes of lowered programs: stage 2 gives each its device groups.
-COMMUNICATION = (prims.all_reduce_p, prims.reduce_scatter_p, prims.all_gather_p,
-                 prims.all_to_all_p, prims.ppermute_p, prims.all_slice_p, prims.broadcast_p)
-
 
 @dataclasses.dataclass
 class LoweringContext:
@@ -146,46 +140,6 @@ def _read(env, atom):
     return atom if isinstance(atom, Literal) else env[id(atom)]
 
 
-# --- stage 2: one device's program -------------------------------------------------------------
-
-def specialise(mesh: Mesh, position: int, program: Program) -> Program:
-    """Stage 2: the program the device at ``position`` runs for a mesh-level program."""
-    coords = mesh.coords(position)
-    return _specialise(mesh, coords, program)
-
-
-def _specialise(mesh: Mesh, coords: tuple, program: Program) -> Program:
-    env: dict = {}
-    eqns = []
-    for eqn in program.eqns:
-        prim = eqn.primitive
-        if prim is prims.process_index_p:
-            rank = axes_rank(mesh.shape, mesh.axis_names, coords, eqn.params["mesh_axes"])
-            env[id(eqn.outvars[0])] = Literal(np.int32(rank), Aval((), dtypes.int32))
-            continue
-        invars = [env.get(id(a), a) if isinstance(a, Var) else a for a in eqn.invars]
-        params = eqn.params
-        if prim in COMMUNICATION:
-            params = dict(params, device_groups=device_groups(mesh, params["mesh_axes"]))
-        elif prim.kind == "higher":
-            params = {key: _specialise_param(mesh, coords, value)
-                      for key, value in params.items()}
-        if params is eqn.params and all(a is b for a, b in zip(invars, eqn.invars)):
-            eqns.append(eqn)        # the same on every device: shared, not copied
-        else:
-            eqns.append(Eqn(prim, invars, eqn.outvars, params, eqn.source))
-    outvars = [env.get(id(a), a) if isinstance(a, Var) else a for a in program.outvars]
-    return Program(program.constvars, program.invars, eqns, outvars, program.consts)
-
-
-def _specialise_param(mesh, coords, value):
-    if isinstance(value, Program):
-        return _specialise(mesh, coords, value)
-    if holds_programs(value):
-        return tuple(_specialise(mesh, coords, v) for v in value)
-    return value
-
-
 # --- one shard_map ------------------------------------------------------------------------------
 
 def lower_shard_map(eqn: Eqn, in_shardings) -> LoweredShardMap:
@@ -224,22 +178,6 @@ def mesh_program(eqn: Eqn, in_shardings) -> Program:
     program = Program([], invars, ctx.eqns, outvars)
     verify_mesh_program(program, mesh, full=CHECKS)
     return program
-
-
-def device_programs(lowered: LoweredShardMap) -> list:
-    """Stage 2 for every mesh position: one DeviceProgram each, verified as lowered programs
-    (each well formed, all coherent)."""
-    mesh = lowered.mesh
-    program = lowered.mesh_program
-    programs = []
-    for position in range(mesh.size):
-        dp = DeviceProgram(mesh.device_ids[position], position, mesh.axis_names,
-                           mesh.coords(position), specialise(mesh, position, program),
-                           show_vma=lowered.show_vma)
-        verify_device_program(dp, mesh)
-        programs.append(dp)
-    check_coherence(mesh, programs)
-    return programs
 
 
 def _reshard(ctx: LoweringContext, var: Var, arrived, wanted, typed: bool):
@@ -309,32 +247,45 @@ def _spec_on(sharding, mesh: Mesh) -> PartitionSpec:
 # --- per-device programs read from text, against their derivation -----------------------------
 
 def check_derived(module: LoweredModule) -> None:
-    """Raise ``VerifyError`` unless every per-device program of ``module`` is the one its
-    shard_map equation lowers to, naming the device and the first equation that differs.
+    """Raise ``VerifyError`` unless the mesh-level program and any per-device programs of
+    ``module`` are the ones its shard_map equations lower to, naming the first equation that
+    differs (and the device).
 
-    A module's per-device programs are derived from its body; text that carries them (a
-    module read back) must not say otherwise, or a run would compute what the body does not.
+    A module's lowered programs are derived from its body; text that carries them (a module
+    read back) must not say otherwise, or a run would compute what the body does not.
     """
-    from ir.printer import print_program
-    from ir.verify import VerifyError
     for index, lowered in sorted(module.shard_maps.items()):
         eqn = module.program.eqns[index]
-        derived = lower_shard_map(eqn, lowered.in_shardings).device_programs
-        for given, want in zip(lowered.device_programs, derived):
-            got_text = _equation_chunks(print_program(given.program))
-            want_text = _equation_chunks(print_program(want.program))
-            if got_text == want_text:
-                continue
-            k = next((k for k, (a, b) in enumerate(zip(got_text, want_text)) if a != b),
-                     min(len(got_text), len(want_text)))
-            eqns, invars = given.program.eqns, given.program.invars
-            where = eqns[k - 1] if 1 <= k <= len(eqns) else None
-            first_input = invars[0] if k == 0 and invars else None
-            raise VerifyError(
-                f"shard_map equation {index}: the program of device {given.device_id} is not "
-                f"the lowering of the body: {_chunk_text(got_text, k)} where the body lowers "
-                f"to {_chunk_text(want_text, k)}", eqn=where, var=first_input,
-                device=given.device_id)
+        derived = lower_shard_map(eqn, lowered.in_shardings)
+        if lowered.mesh_program is not None:
+            axis_order = lowered.mesh.axis_names
+            _check_same(lowered.mesh_program, derived.mesh_program, axis_order,
+                        f"shard_map equation {index}: the mesh-level program", None)
+        if lowered.derived:
+            continue        # specialised from the mesh-level program just checked
+        for given, want in zip(lowered.device_programs, derived.device_programs):
+            _check_same(given.program, want.program, (),
+                        f"shard_map equation {index}: the program of device {given.device_id}",
+                        given.device_id)
+
+
+def _check_same(given: Program, want: Program, axis_order, what: str, device) -> None:
+    """Raise ``VerifyError`` at the first top-level equation where ``given`` prints otherwise
+    than ``want``."""
+    from ir.printer import print_program
+    from ir.verify import VerifyError
+    got_text = _equation_chunks(print_program(given, axis_order=axis_order))
+    want_text = _equation_chunks(print_program(want, axis_order=axis_order))
+    if got_text == want_text:
+        return
+    k = next((k for k, (a, b) in enumerate(zip(got_text, want_text)) if a != b),
+             min(len(got_text), len(want_text)))
+    eqns, invars = given.eqns, given.invars
+    where = eqns[k - 1] if 1 <= k <= len(eqns) else None
+    first_input = invars[0] if k == 0 and invars else None
+    raise VerifyError(f"{what} is not the lowering of the body: {_chunk_text(got_text, k)} "
+                      f"where the body lowers to {_chunk_text(want_text, k)}", eqn=where,
+                      var=first_input, device=device)
 
 
 def _equation_chunks(text: str) -> list:

@@ -16,10 +16,11 @@ class LoweredShardMap:
     list): a backend that runs the mesh-level program stacked over devices never needs the
     per-device programs, so a 512-device mesh does not pay for 512 of them until someone reads
     one (the printer, the CLI, the ledger, the reference backend). A module read from text
-    holds per-device programs only (``mesh_program`` is None).
+    holds its mesh-level program and derives the per-device programs from it the same way
+    (older texts carry per-device programs only: ``mesh_program`` is None).
     """
     __slots__ = ("mesh", "in_shardings", "out_specs", "runtime_check", "show_vma",
-                 "_programs", "_build", "_mesh_program", "_build_mesh_program")
+                 "_programs", "_build", "_mesh_program", "_build_mesh_program", "derived")
 
     def __init__(self, mesh: Mesh, in_shardings: tuple, out_specs: tuple,
                  device_programs: Optional[list] = None, runtime_check: bool = False,
@@ -34,6 +35,8 @@ class LoweredShardMap:
         self.show_vma = show_vma              # False when the replication check is off
         self._programs = device_programs if build is None else None
         self._build = build
+        # whether the per-device programs are (to be) built here rather than given
+        self.derived = build is not None
         self._mesh_program = mesh_program
         self._build_mesh_program = build_mesh_program
 

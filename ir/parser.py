@@ -37,7 +37,8 @@ from ir.core import (_SHORT_DTYPE, Aval, DeviceProgram, Eqn, Literal, Program, S
                      dtype_from_short)
 from ir.module import LoweredModule, LoweredShardMap
 from ir.sharding import Mesh, NamedSharding, PartitionSpec
-from ir.verify import VerifyError, verify, verify_lowered
+from ir.specialise import device_programs
+from ir.verify import VerifyError, verify, verify_lowered, verify_mesh_program
 
 # A mesh is built device by device; texts naming more devices than this are refused.
 MAX_MESH_DEVICES = 1 << 16
@@ -150,6 +151,12 @@ def parse_module(text: str, *, device=None, check=None) -> LoweredModule:
     """The ``LoweredModule`` of ``print_module`` text: the host program, and for each of its
     shard_map equations the layouts at its boundary and one program per mesh position.
 
+    The text holds each equation's mesh-level program, verified as one
+    (``ir.verify.verify_mesh_program``); the per-device programs are derived from it
+    (``ir.specialise``). A text may also carry them (an older text, one printed with
+    ``devices=True`` or edited by hand): they are then read, not derived, and ``check``
+    compares them with the derivation.
+
     ``runtime_check`` comes from the equation's ``check_vma='runtime'``, each device
     program's ``show_vma`` from ``check_vma=True``. Exceptions raised by ``device`` pass
     through unchanged. The per-device programs are verified as lowered programs
@@ -157,13 +164,15 @@ def parse_module(text: str, *, device=None, check=None) -> LoweredModule:
     types, cross-device coherence); a ``VerifyError`` carries the line and column of the
     offending equation and the device. ``check(module)``, when given, runs last and its
     ``VerifyError`` is placed the same way (``shardc run`` passes
-    ``compiler.lowering.check_derived``: the per-device programs must be the body's lowering).
+    ``compiler.lowering.check_derived``: the lowered programs must be the body's lowering).
     """
     tree = _parse(text, "module_text")
     builder = _Builder(text, device)
     module = builder.guarded(builder.module, tree)
     for lowered in module.all_shard_maps():
-        builder.verified(verify_lowered, lowered)
+        if lowered.mesh_program is not None:
+            builder.verified(verify_mesh_program, lowered.mesh_program, lowered.mesh)
+        builder.verified(verify_lowered, lowered)     # derives them from the mesh level
     if check is not None:
         builder.verified(check, module)
     return module
@@ -300,6 +309,7 @@ class _Builder:
         # id(eqn), id(var), (id(eqn), parameter name); verifier errors are placed with it
         self.positions: dict = {}
         self._param_tokens: list = []
+        self.mesh_programs: dict = {}   # shard_map equation index -> its mesh-level program
 
     def guarded(self, build, *args):
         try:
@@ -319,6 +329,9 @@ class _Builder:
     def located(self, err: VerifyError) -> VerifyError:
         """``err`` at the line and column of its parameter, variable or equation."""
         keys = [(id(err.eqn), err.param), id(err.var), id(err.eqn)]
+        if err.eqn is not None and err.eqn.outvars:
+            # a derived equation (a node given its device groups) binds the text's variables
+            keys.append(id(err.eqn.outvars[0]))
         for key in keys:
             if key in self.positions:
                 line, column = self.positions[key]
@@ -347,17 +360,32 @@ class _Builder:
         current = None
         for part in tree.children[1:]:
             if part.data == "shard_map_header":
-                self._check_complete(current)
+                self._complete(current, shard_maps)
                 current = self.shard_map_header(part, program, shard_maps)
                 shard_maps[current[0]] = current[1]
             elif current is None:
-                raise self.error(part, "a device program comes before any 'shard_map equation' "
-                                       "line")
+                raise self.error(part, f"a {_PART_WORDS[part.data]} comes before any "
+                                       "'shard_map equation' line")
+            elif part.data == "mesh_program":
+                self._add_mesh_program(part, current)
             else:
                 self._add_device_program(part, current)
-        self._check_complete(current)
+        self._complete(current, shard_maps)
         self._check_all_lowered(program, shard_maps)
         return LoweredModule(program, shard_maps)
+
+    def _add_mesh_program(self, tree: Tree, current) -> None:
+        index, lowered, eqn, header = current
+        if index in self.mesh_programs or lowered.device_programs:
+            raise self.error(tree, f"shard_map equation {index} has one mesh-level program, "
+                                   "right after its 'shard_map equation' line")
+        prog = self.program(tree.children[0])
+        if len(prog.invars) != len(eqn.invars) or len(prog.outvars) != len(eqn.outvars):
+            raise self.error(tree, f"the mesh-level program takes {len(prog.invars)} inputs "
+                                   f"and gives {len(prog.outvars)} outputs, but shard_map "
+                                   f"equation {index} has {len(eqn.invars)} and "
+                                   f"{len(eqn.outvars)}")
+        self.mesh_programs[index] = prog
 
     def shard_map_header(self, tree: Tree, program: Program, shard_maps: dict):
         index_token, mesh_tree, arrive, leave = tree.children
@@ -409,20 +437,29 @@ class _Builder:
                                    f"{len(eqn.invars)} and {len(eqn.outvars)}")
         lowered.device_programs.append(dp)
 
-    def _check_complete(self, current) -> None:
+    def _complete(self, current, shard_maps: dict) -> None:
+        """Check the programs read for one shard_map equation; a mesh-level program alone
+        stands for every device's, derived from it when first read."""
         if current is None:
             return
         index, lowered, _, header = current
-        if len(lowered.device_programs) != lowered.mesh.size:
-            raise self.error(header, f"shard_map equation {index} has "
-                                     f"{len(lowered.device_programs)} device programs, but its "
-                                     f"mesh has {lowered.mesh.size} devices")
+        given = len(lowered.device_programs)
+        mesh_program = self.mesh_programs.get(index)
+        if mesh_program is not None and given == 0:
+            shard_maps[index] = lowered.replace(device_programs=None, build=device_programs,
+                                                mesh_program=mesh_program)
+            return
+        if mesh_program is not None:
+            shard_maps[index] = lowered.replace(mesh_program=mesh_program)
+        if given != lowered.mesh.size:
+            raise self.error(header, f"shard_map equation {index} has {given} device programs, "
+                                     f"but its mesh has {lowered.mesh.size} devices")
 
     def _check_all_lowered(self, program: Program, shard_maps: dict) -> None:
         for index, eqn in enumerate(program.eqns):
             if eqn.primitive is prims.shard_map_p and index not in shard_maps:
                 lines = self.text.rstrip().split("\n")
-                raise ParseError(f"missing the device programs of shard_map equation {index}",
+                raise ParseError(f"missing the mesh-level program of shard_map equation {index}",
                                  len(lines), len(lines[-1]) + 1)
 
     def device_program(self, tree: Tree, mesh: Mesh | None = None,
@@ -645,6 +682,8 @@ class _Builder:
                                    "device ids")
         return ids
 
+
+_PART_WORDS = {"mesh_program": "mesh-level program", "device_program": "device program"}
 
 _TRAFFIC_NOTE = re.compile(r"^sends [0-9]+ B, receives [0-9]+ B(; |$)")
 

@@ -144,9 +144,20 @@ def print_device_program(dp: DeviceProgram, *, with_source=False) -> str:
     return f"{head}\n{body}"
 
 
-def print_module(module, *, with_source: bool = False) -> str:
-    """A lowered module: the traced program, then for each shard_map equation the program of
-    every device. ``shardc run`` executes this text."""
+def print_mesh_program(lowered, *, with_source=False) -> str:
+    """The mesh-level program of a lowered shard_map, headed ``mesh-level program:``; types
+    show varying axes where the replication check is on."""
+    axis_order = lowered.mesh.axis_names if lowered.show_vma else None
+    body = _Printer(with_source).program(lowered.mesh_program, 0, axis_order)
+    return f"mesh-level program:\n{body}"
+
+
+def print_module(module, *, with_source: bool = False, devices: bool = False) -> str:
+    """A lowered module: the traced program, then for each shard_map equation its mesh-level
+    program. ``shardc run`` executes this text and derives every device's program from it.
+
+    With ``devices`` (or for a lowering without a mesh-level program) the program of every
+    device follows; reading such text back checks them against the derivation."""
     parts = [print_program(module.program, with_source=with_source)]
     for index in sorted(module.shard_maps):
         lowered = module.shard_maps[index]
@@ -154,8 +165,11 @@ def print_module(module, *, with_source: bool = False) -> str:
         leave = format_param(tuple(lowered.out_specs))
         parts.append(f"shard_map equation {index} on {lowered.mesh!r}: inputs arrive as "
                      f"{arrive}, outputs leave as {leave}")
-        for dp in lowered.device_programs:
-            parts.append(print_device_program(dp, with_source=with_source))
+        if lowered.mesh_program is not None:
+            parts.append(print_mesh_program(lowered, with_source=with_source))
+        if devices or lowered.mesh_program is None:
+            for dp in lowered.device_programs:
+                parts.append(print_device_program(dp, with_source=with_source))
     return "\n\n".join(parts) + "\n"
 
 

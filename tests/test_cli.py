@@ -124,7 +124,10 @@ def test_lower_to_a_file_then_run_it(tmp_path):
     lowered = shardc("lower", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "-o", str(module))
     assert lowered.returncode == 0, lowered.stderr
     text = module.read_text()
-    assert text.count("device ") == 8 and "shard_map equation 0 on Mesh('x': 4, 'y': 2)" in text
+    # the body and its mesh-level program; every device's program is derived when read
+    assert "shard_map equation 0 on Mesh('x': 4, 'y': 2)" in text
+    assert text.count("mesh-level program:") == 1 and "\ndevice " not in text
+    assert "device_groups" not in text
     a = np.arange(128, dtype=np.float32).reshape(8, 16)
     b = np.arange(64, dtype=np.float32).reshape(16, 4)
     np.save(tmp_path / "a.npy", a)
@@ -140,17 +143,18 @@ def test_lower_to_a_file_then_run_it(tmp_path):
 
 def test_run_executes_an_edited_module(tmp_path):
     """The text is the program: editing it changes what runs (psum becomes pmax), when the
-    body and the per-device programs say the same; per-device programs the body does not
-    lower to are rejected."""
+    body and the mesh-level program say the same; a mesh-level program the body does not
+    lower to is rejected."""
     module = tmp_path / "m.ir"
     shardc("lower", f"{PROGRAMS}:total", "--args", "f32[8]", "--mesh", "x=4,y=2",
            "--in-specs", "P('x')", "--out-specs", "P()", "-o", str(module))
-    devices_only = module.read_text().replace("reduction='sum'", "reduction='max'")
+    lowered_only = module.read_text().replace("reduction='sum'", "reduction='max'")
     np.save(tmp_path / "x.npy", np.arange(8, dtype=np.float32))
-    module.write_text(devices_only)
+    module.write_text(lowered_only)
     result = shardc("run", str(module), "--inputs", str(tmp_path / "x.npy"))
-    assert result.returncode == 2 and "is not the lowering of the body" in result.stderr
-    module.write_text(devices_only.replace("psum[", "pmax["))
+    assert result.returncode == 2 and "the mesh-level program is not the lowering of the " \
+                                      "body" in result.stderr
+    module.write_text(lowered_only.replace("psum[", "pmax["))
     result = shardc("run", str(module), "--inputs", str(tmp_path / "x.npy"))
     assert result.returncode == 0, result.stderr
     assert "[6. 7.]" in result.stdout

@@ -47,11 +47,21 @@ A = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
 B = np.arange(16 * 4, dtype=np.float32).reshape(16, 4) / 7
 
 
+def _compiled():
+    placed_a = shardc.device_put(A, shardc.NamedSharding(MESH, P("x")))
+    return shardc.jit(collectives).lower(placed_a, B)
+
+
 @pytest.fixture(scope="module")
 def text():
-    placed_a = shardc.device_put(A, shardc.NamedSharding(MESH, P("x")))
-    compiled = shardc.jit(collectives).lower(placed_a, B)
-    return print_module(compiled.module, with_source=True)
+    """The module as ``shardc lower -o`` writes it: the body and its mesh-level program."""
+    return print_module(_compiled().module, with_source=True)
+
+
+@pytest.fixture(scope="module")
+def device_text():
+    """The module with every device's program after its mesh-level program."""
+    return print_module(_compiled().module, with_source=True, devices=True)
 
 
 def _device_part(text, device):
@@ -81,52 +91,77 @@ def _device_groups_of(text, axes):
     return match.group(1)
 
 
-# name -> (edit, error type, words of the message)
+# name -> (the text edited, edit, error type, words of the message); "mesh" is the text
+# ``lower -o`` writes, "devices" the one with every device's program too.
 EDITS = {
-    "unknown reduction": (_everywhere("reduction='sum'", "reduction='prod'"), VerifyError,
-                          "unknown reduction='prod'"),
-    "unknown parameter": (_everywhere("reduction='min'", "reduction='min' colour=3"),
+    "unknown reduction": ("mesh", _everywhere("reduction='sum'", "reduction='prod'"),
+                          VerifyError, "unknown reduction='prod'"),
+    "unknown reduction on devices": (
+        "devices", _everywhere("reduction='sum'", "reduction='prod'"), VerifyError,
+        "unknown reduction='prod'"),
+    "unknown parameter": ("mesh", _everywhere("reduction='min'", "reduction='min' colour=3"),
                           VerifyError, "unknown parameter 'colour'"),
     "groups not matching axes": (
+        "devices",
         _everywhere("all_reduce[device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
                     "mesh_axes=('y',)",
                     "all_reduce[device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
                     "mesh_axes=('x',)"),
         VerifyError, "do not match mesh_axes=('x',)"),
-    "groups not a partition": (_everywhere("((0, 1), (2, 3), (4, 5), (6, 7))",
-                                           "((0, 1), (2, 3), (4, 5), (6, 6))"),
+    "groups not a partition": ("devices", _everywhere("((0, 1), (2, 3), (4, 5), (6, 7))",
+                                                      "((0, 1), (2, 3), (4, 5), (6, 6))"),
                                VerifyError, "do not match"),
-    "device id out of range": (_everywhere("((0, 1), (2, 3), (4, 5), (6, 7))",
-                                           "((0, 1), (2, 3), (4, 5), (6, 70))"),
+    "device id out of range": ("devices", _everywhere("((0, 1), (2, 3), (4, 5), (6, 7))",
+                                                      "((0, 1), (2, 3), (4, 5), (6, 70))"),
                                VerifyError, "names device 70, which is not on the mesh"),
-    "unknown mesh axis": (_everywhere("mesh_axes=('y',)", "mesh_axes=('z',)"), VerifyError,
-                          "names 'z', which is not an axis of the mesh"),
-    "unknown axis in a type": (_everywhere("{x,y}", "{x,q}"), VerifyError,
+    "groups in the mesh-level program": (
+        "mesh", _everywhere("all_reduce[mesh_axes=('y',)",
+                            "all_reduce[device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) "
+                            "mesh_axes=('y',)"),
+        VerifyError, "device_groups"),
+    "unknown mesh axis": ("mesh", _everywhere("mesh_axes=('y',)", "mesh_axes=('z',)"),
+                          VerifyError, "names 'z', which is not an axis of the mesh"),
+    "unknown axis in a type": ("mesh", _everywhere("{x,y}", "{x,q}"), VerifyError,
                                "varies over 'q', which is not an axis of the mesh"),
-    "axis size": (_everywhere("axis_size=2", "axis_size=4"), VerifyError, "axis_size=4"),
-    "permutation out of range": (_everywhere("perm=((0, 1),", "perm=((0, 9),"), VerifyError,
-                                 "out of range for a group of 4"),
-    "permutation repeats a destination": (_everywhere("perm=((0, 1),", "perm=((0, 2),"),
-                                          VerifyError, "names a destination twice"),
+    "axis size": ("mesh", _everywhere("axis_size=2", "axis_size=4"), VerifyError,
+                  "axis_size=4"),
+    "permutation out of range": ("mesh", _everywhere("perm=((0, 1),", "perm=((0, 9),"),
+                                 VerifyError, "out of range for a group of 4"),
+    "permutation repeats a destination": (
+        "mesh", _everywhere("perm=((0, 1),", "perm=((0, 2),"), VerifyError,
+        "names a destination twice"),
     "front-end collective left": (
+        "mesh", _everywhere("all_reduce[mesh_axes=('y',) reduction='sum']",
+                            "psum[mesh_axes=('y',)]"),
+        VerifyError, "front-end collective psum"),
+    "front-end collective left on a device": (
+        "devices",
         lambda text: _on_device(text, 5, "all_reduce[device_groups=((0, 1), (2, 3), (4, 5), "
                                          "(6, 7)) mesh_axes=('y',) reduction='sum']",
                                 "psum[mesh_axes=('y',)]"),
         VerifyError, "front-end collective psum"),
     "one device reduces otherwise": (
-        lambda text: _on_device(text, 3, "reduction='sum'", "reduction='max'"),
+        "devices", lambda text: _on_device(text, 3, "reduction='sum'", "reduction='max'"),
         VerifyError, "reach different communication nodes"),
     "one device permutes otherwise": (
-        lambda text: _on_device(text, 6, "perm=((0, 1), (1, 2), (2, 3), (3, 0))",
-                                "perm=((0, 3), (1, 2), (2, 1), (3, 0))"),
+        "devices", lambda text: _on_device(text, 6, "perm=((0, 1), (1, 2), (2, 3), (3, 0))",
+                                           "perm=((0, 3), (1, 2), (2, 1), (3, 0))"),
         VerifyError, "reach different communication nodes"),
     "one device names another axis": (
-        lambda text: _on_device(text, 2, "mesh_axes=('x',) perm", "mesh_axes=('y',) perm"),
+        "devices", lambda text: _on_device(text, 2, "mesh_axes=('x',) perm",
+                                           "mesh_axes=('y',) perm"),
         VerifyError, "do not match"),
-    "device header out of range": (_everywhere("device 7 at", "device 70 at"), ParseError,
-                                   "the device at mesh coordinates (3, 1) is 7"),
-    "unknown primitive": (_everywhere("all_slice[", "all_slices["), ParseError,
+    "device header out of range": ("devices", _everywhere("device 7 at", "device 70 at"),
+                                   ParseError, "the device at mesh coordinates (3, 1) is 7"),
+    "unknown primitive": ("mesh", _everywhere("all_slice[", "all_slices["), ParseError,
                           "unknown primitive 'all_slices'"),
+    "a second mesh-level program": (
+        "mesh", lambda text: text + "\n" + text[text.index("mesh-level program:"):],
+        ParseError, "has one mesh-level program"),
+    "mesh-level program after device programs": (
+        "devices", lambda text: text + "\n" + text[text.index("mesh-level program:"):
+                                                   text.index("\ndevice 0 at")] + "\n",
+        ParseError, "has one mesh-level program"),
 }
 
 
@@ -152,10 +187,17 @@ def test_the_module_text_runs_as_written(text):
         np.testing.assert_array_equal(np.asarray(out), np.asarray(want))
 
 
+def _edited(request, name) -> tuple:
+    """The text an edit applies to, and the edited text."""
+    which, edit, _, _ = EDITS[name]
+    text = request.getfixturevalue("text" if which == "mesh" else "device_text")
+    return text, edit(text)
+
+
 @pytest.mark.parametrize("name", sorted(EDITS))
-def test_edited_text_is_rejected_at_its_position(text, name):
-    edit, error, words = EDITS[name]
-    edited = edit(text)
+def test_edited_text_is_rejected_at_its_position(request, name):
+    _, _, error, words = EDITS[name]
+    text, edited = _edited(request, name)
     assert edited != text
     with pytest.raises(error) as info:
         parse_module(edited)
@@ -165,11 +207,11 @@ def test_edited_text_is_rejected_at_its_position(text, name):
         assert f"device {info.value.device}: " in str(info.value)
     # the position is that of an edited line, or of the equation a disagreeing device reaches
     assert line not in text.split("\n") or name.startswith("one device") or \
-        name == "device header out of range", line
+        name == "device header out of range" or "mesh-level program" in name, line
 
 
-def test_a_disagreeing_device_is_named(text):
-    edited = _on_device(text, 3, "reduction='sum'", "reduction='max'")
+def test_a_disagreeing_device_is_named(device_text):
+    edited = _on_device(device_text, 3, "reduction='sum'", "reduction='max'")
     with pytest.raises(VerifyError) as info:
         parse_module(edited)
     err = info.value
@@ -200,10 +242,11 @@ def nothing_runs(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["unknown reduction", "device id out of range",
-                                  "one device reduces otherwise", "unknown parameter"])
-def test_shardc_run_rejects_edited_text(text, tmp_path, capsys, nothing_runs, name):
-    edit, _, words = EDITS[name]
-    code, out = _run(tmp_path, edit(text).encode(), capsys)
+                                  "one device reduces otherwise", "unknown parameter",
+                                  "groups in the mesh-level program"])
+def test_shardc_run_rejects_edited_text(request, tmp_path, capsys, nothing_runs, name):
+    words = EDITS[name][3]
+    code, out = _run(tmp_path, _edited(request, name)[1].encode(), capsys)
     assert code == 2, out
     assert "Traceback" not in out.err and words in out.err
     assert re.search(r"line [0-9]+, column [0-9]+: ", out.err), out.err
@@ -246,6 +289,17 @@ def test_truncated_text_is_rejected_with_a_position(text, data):
     with pytest.raises((ParseError, VerifyError)) as info:
         parse_module(text[:cut])
     _located(info.value, text[:cut])
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(st.data())
+def test_truncated_text_with_device_programs_is_rejected_with_a_position(device_text, data):
+    # cut inside the per-device programs: a device program or the count of them is short
+    start = device_text.index("\ndevice 0 at") + 2        # the text says "device"
+    cut = data.draw(st.integers(start, len(device_text.rstrip()) - 1))
+    with pytest.raises((ParseError, VerifyError)) as info:
+        parse_module(device_text[:cut])
+    _located(info.value, device_text[:cut])
 
 
 # --- the verifier on programs built in memory ----------------------------------------------------
@@ -359,18 +413,60 @@ def test_every_primitive_has_a_signature():
     assert not missing, f"primitives without a signature (ir/params.py): {missing}"
 
 
-# --- per-device programs against the body's lowering ---------------------------------------------
+# --- lowered programs against the body's lowering ------------------------------------------------
 
-def test_per_device_programs_that_are_not_the_bodys_lowering_do_not_run(text, tmp_path, capsys,
-                                                                         nothing_runs):
+def _mesh_part(text):
+    """The (start, end) of the mesh-level program in module text."""
+    start = text.index("\nmesh-level program:")
+    end = text.find("\ndevice ", start + 1)
+    return start, len(text) if end < 0 else end
+
+
+def test_the_written_module_holds_no_per_device_programs(text, device_text):
+    assert "mesh-level program:" in text and "\ndevice " not in text
+    assert "device_groups" not in text and "process_index" not in device_text.split("device 0")[1]
+    derived = parse_module(text).all_shard_maps()[0]
+    assert derived.mesh_program is not None and len(derived.device_programs) == 8
+    assert derived.derived and not parse_module(device_text).all_shard_maps()[0].derived
+    assert print_module(parse_module(text), with_source=True, devices=True) == device_text
+
+
+def test_a_mesh_level_program_that_is_not_the_bodys_lowering_does_not_run(text, tmp_path,
+                                                                          capsys, nothing_runs):
     from compiler.lowering import check_derived
-    # consistent on every device, well formed and coherent, but not what the body says (pmin)
+    # well formed, but not what the body says (pmin)
     edited = text.replace("reduction='min'", "reduction='max'")
     parse_module(edited)                                    # verifies
     with pytest.raises(VerifyError) as info:
         parse_module(edited, check=check_derived)
     err = info.value
-    assert err.device == 0 and "is not the lowering of the body" in str(err)
+    assert err.device is None
+    assert str(err).split("\n")[0].endswith(
+        "shard_map equation 0: the mesh-level program is not the lowering of the body: "
+        "\"h:f32[2,8]{y} = all_reduce[mesh_axes=('x',) reduction='max'] g\" where the body "
+        "lowers to \"h:f32[2,8]{y} = all_reduce[mesh_axes=('x',) reduction='min'] g\""), str(err)
+    line = _located(err, edited)
+    assert "all_reduce[" in line and "reduction='max'" in line
+    start, end = _mesh_part(edited)
+    assert start < edited.index(line) < end
+    code, out = _run(tmp_path, edited.encode(), capsys)
+    assert code == 2 and "the mesh-level program is not the lowering of the body" in out.err
+
+
+def test_per_device_programs_that_are_not_the_bodys_lowering_do_not_run(device_text, tmp_path,
+                                                                         capsys, nothing_runs):
+    from compiler.lowering import check_derived
+    # consistent on every device, well formed and coherent, but not what the body says (pmin),
+    # and not what the mesh-level program says either
+    start, _ = _device_part(device_text, 0)
+    edited = device_text[:start] + device_text[start:].replace("reduction='min'",
+                                                               "reduction='max'")
+    parse_module(edited)                                    # verifies
+    with pytest.raises(VerifyError) as info:
+        parse_module(edited, check=check_derived)
+    err = info.value
+    assert err.device == 0 and "the program of device 0 is not the lowering of the body" \
+        in str(err)
     assert "reduction='max'" in str(err) and "reduction='min'" in str(err)
     line = _located(err, edited)
     assert "all_reduce[" in line and "reduction='max'" in line
@@ -380,6 +476,39 @@ def test_per_device_programs_that_are_not_the_bodys_lowering_do_not_run(text, tm
     assert code == 2 and "is not the lowering of the body" in out.err
 
 
-def test_the_printed_module_is_its_own_derivation(text):
+def test_per_device_programs_that_match_are_accepted_and_run_the_same(text, device_text):
+    from compiler.lowering import check_derived
+    from runtime.reference import execute_module
+    with_devices = parse_module(device_text, check=check_derived)
+    assert print_module(with_devices, with_source=True, devices=True) == device_text
+    derived = parse_module(text, check=check_derived)
+    for got, want in zip(execute_module(with_devices, [A, B]), execute_module(derived, [A, B])):
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+
+
+def test_an_older_text_without_a_mesh_level_program_is_checked(text, device_text, tmp_path,
+                                                               capsys):
+    from compiler.lowering import check_derived
+    start, end = _mesh_part(device_text)
+    older = device_text[:start] + device_text[end:]
+    from runtime.reference import execute_module
+    module = parse_module(older, check=check_derived)
+    assert module.all_shard_maps()[0].mesh_program is None
+    assert print_module(module, with_source=True) == older
+    # what the older text runs, the mesh-level text runs, bit for bit
+    for got, want in zip(execute_module(parse_module(text), [A, B]),
+                         execute_module(module, [A, B])):
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+    start, _ = _device_part(older, 4)
+    edited = older[:start] + older[start:].replace("reduction='min'", "reduction='max'", 1)
+    with pytest.raises(VerifyError) as info:
+        parse_module(edited, check=check_derived)
+    assert info.value.device in (4, 5)                      # the coherence check pairs them
+    code, out = _run(tmp_path, older.encode(), capsys)
+    assert code == 0 and "output 0: float32[8, 4]" in out.out
+
+
+def test_the_printed_module_is_its_own_derivation(text, device_text):
     from compiler.lowering import check_derived
     check_derived(parse_module(text))
+    check_derived(parse_module(device_text))

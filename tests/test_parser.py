@@ -837,9 +837,9 @@ def test_malformed_device_headers(text, line, column, token, message):
 
 
 @functools.lru_cache(maxsize=None)
-def _module_text():
+def _module_text(devices=False):
     _, _, compiled = _lowered("matmul_host_inputs")
-    return print_module(compiled.module)
+    return print_module(compiled.module, devices=devices)
 
 
 def _module_error(text):
@@ -859,6 +859,18 @@ def test_malformed_modules():
     assert (err.line, err.column) == (header + 1, 25) and "the mesh differs" in str(err)
     err = _module_error(text.replace("inputs arrive as (P(), P())", "inputs arrive as (P(),)"))
     assert "lists 1 specs for 2 values" in str(err) and err.token == "(P(),)"
+    # The mesh-level program is checked against the equation it lowers.
+    err = _module_error(text.replace("mesh-level program:\n{ lambda ; a:f32[8,16] b:f32[16,4].",
+                                     "mesh-level program:\n{ lambda ; a:f32[8,16] b:f32[16,4] "
+                                     "z:f32[2]."))
+    assert "the mesh-level program takes 3 inputs and gives 1 outputs, but shard_map " \
+           "equation 0 has 2 and 1" in str(err)
+    assert err.line == text[:text.index("mesh-level program:")].count("\n") + 1
+    err = _module_error(text + "\n" + text[text.index("mesh-level program:"):])
+    assert "shard_map equation 0 has one mesh-level program, right after its 'shard_map " \
+           "equation' line" in str(err)
+    # Per-device programs, where the text carries them, are counted and placed.
+    text = _module_text(devices=True)
     # The program of device 3 is dropped: the next one comes where position 3 belongs.
     start = text.index("device 3 at")
     dropped = text[:start] + text[text.index("device 4 at"):]
@@ -869,10 +881,12 @@ def test_malformed_modules():
     assert (err.line, err.column) == (header + 1, 1)
     assert "has 7 device programs, but its mesh has 8 devices" in str(err)
     err = _module_error(text[:text.index("shard_map equation")])
-    assert "missing the device programs of shard_map equation 0" in str(err)
+    assert "missing the mesh-level program of shard_map equation 0" in str(err)
     program = text[:text.index("\n\nshard_map equation")]
     err = _module_error(program + "\n\n" + text[text.index("device 0 at"):])
     assert "a device program comes before any 'shard_map equation' line" in str(err)
+    err = _module_error(program + "\n\n" + text[text.index("mesh-level program:"):])
+    assert "a mesh-level program comes before any 'shard_map equation' line" in str(err)
 
 
 # --- fuzzing: mutated golden texts fail with ParseError or VerifyError, nothing else ---------
