@@ -58,13 +58,14 @@ def _specialise_param(mesh, coords, value):
     return value
 
 
-def device_programs(lowered) -> list:
-    """Stage 2 for every mesh position of a lowered shard_map (``ir.module.LoweredShardMap``):
-    one DeviceProgram each, verified as lowered programs (each well formed, all coherent)."""
+def device_programs(lowered, positions=None) -> list:
+    """Stage 2 for every mesh position of a lowered shard_map (``ir.module.LoweredShardMap``),
+    or for ``positions`` only (a process of several runs its own devices' programs): one
+    DeviceProgram each, verified as lowered programs (each well formed, all coherent)."""
     mesh = lowered.mesh
     program = lowered.mesh_program
     programs = []
-    for position in range(mesh.size):
+    for position in (range(mesh.size) if positions is None else positions):
         dp = DeviceProgram(mesh.device_ids[position], position, mesh.axis_names,
                            mesh.coords(position), specialise(mesh, position, program),
                            show_vma=lowered.show_vma)

@@ -342,8 +342,9 @@ def check_coherence(mesh, device_programs) -> None:
     for dp in device_programs:
         for group, nodes in sequences[dp.device_id].items():
             for member in group:
-                _compare_nodes(dp.device_id, nodes, member,
-                               sequences.get(member, {}).get(group, []), group)
+                if member in sequences:     # given a subset (one process's devices): its own
+                    _compare_nodes(dp.device_id, nodes, member,
+                                   sequences[member].get(group, []), group)
 
 
 def _nodes_by_group(dp) -> dict:

@@ -91,6 +91,10 @@ class World:
         self._comms = {tuple(range(self.size)): self.comm}
         # the processes meet here at exit; a communicator of its own never meets another call
         self.exit_comm = self.comm.Dup()
+        # every operation across processes opens with an agreement here (``Agreement``)
+        self.check_comm = self.comm.Dup()
+        self._mine = np.zeros(1, np.int64)
+        self._theirs = np.zeros(self.size, np.int64)
 
     def comm_of(self, ranks: tuple):
         """The communicator of ``ranks`` (sorted); its rank k is world rank ``ranks[k]``."""
@@ -179,6 +183,75 @@ class CoherenceError(RuntimeError):
     """Ranks reached different programs or different communication nodes."""
 
 
+class Agreement:
+    """Every operation that crosses processes (a module's run, gathering a global array, the
+    multi-process utilities) opens with one: each process contributes the fingerprint of what
+    it is about to do, in one 8-byte Iallgather on a communicator used for nothing else. Every
+    process's k-th agreement meets every other's k-th, so a process about to do something else
+    is found there, before any of the operation's data is used.
+
+    ``start`` posts it; ``settle`` waits for it and raises CoherenceError on a mismatch. An
+    operation may post its first exchange in between (nonblocking) so that the agreement costs
+    no round trip of its own (``_wait``): the exchange's data is read only once the agreement
+    has settled, and a mismatch ends the job (an uncaught error aborts every process)."""
+    __slots__ = ("request", "what")
+
+    def __init__(self, header: int, what):
+        w = world()
+        w._mine[0] = header
+        self.request = w.check_comm.Iallgather(w._mine, w._theirs)
+        self.what = what
+
+    def settle(self) -> None:
+        self.request.Wait()
+        w = world()
+        theirs = w._theirs
+        if (theirs != theirs[0]).any():
+            what = self.what() if callable(self.what) else self.what
+            _check_headers(theirs.tolist(), list(range(w.size)), what)
+
+
+def fingerprints(header: int) -> list:
+    """Every process's ``header``, by rank (an agreement whose caller compares them)."""
+    agreement = Agreement(header, None)
+    agreement.request.Wait()
+    return world()._theirs.tolist()
+
+
+def agree(header: int, what) -> None:
+    """Wait until every process has reached an operation with the same fingerprint; a process
+    reaching another is a CoherenceError on all of them. ``what``: the error's text (or a
+    function giving it)."""
+    Agreement(header, what).settle()
+
+
+class _Opening:
+    """An operation's agreement, settled before its first exchange's data is waited for."""
+    __slots__ = ("opening", "headers")
+
+    def __init__(self, opening=None):
+        self.opening = opening
+        self.headers = False
+
+    def close(self) -> None:
+        """Settle the agreement if no exchange did (nothing crossed processes, or an error)."""
+        if self.opening is not None:
+            opening, self.opening = self.opening, None
+            opening.settle()
+
+
+def _wait(state, requests: list) -> None:
+    """Wait for an exchange's requests, after settling the operation's agreement if it is still
+    open (``state.opening``)."""
+    if state is not None and state.opening is not None:
+        opening, state.opening = state.opening, None
+        opening.settle()
+    if len(requests) == 1:
+        requests[0].Wait()
+    else:
+        world().MPI.Request.Waitall(requests)
+
+
 # --- blocks other ranks hold -------------------------------------------------------------------
 
 class Absent:
@@ -235,14 +308,27 @@ class MpiArray(Array):
 _SEPARATE_HEADER_BYTES = 1 << 16
 
 
-def _exchange_all(comm, payload: list, header: int, counts: list) -> tuple:
+def _exchange_all(comm, payload: list, header, counts: list, state=None) -> tuple:
     """Every rank's arrays (as bytes) on every rank of ``comm``, and every rank's ``header``;
     ``counts`` are every rank's payload bytes. The caller compares the headers; when they
-    differ the payloads are not exchanged (None).
+    differ the payloads are not exchanged (None). ``header=None``: no headers (the ranks are
+    known to be at the same node), headers returned as None; the exchange is nonblocking, so
+    that ``state``'s open agreement settles while it moves (``_wait``).
 
     One Allgather of equal slots (MPICH's Allgatherv is far slower than its Allgather on large
     messages: 50 times on 4 MiB here). A large single block goes without a copy, after the
     headers in a call of their own."""
+    if header is None:
+        if len(set(counts)) == 1:
+            send = _as_bytes(payload)
+        else:
+            send = np.zeros(max(counts), np.uint8)
+            mine = _as_bytes(payload)
+            send[:mine.nbytes] = mine
+        slot = send.nbytes
+        recv = np.empty(slot * len(counts), np.uint8)
+        _wait(state, [comm.Iallgather(send, recv)])
+        return [recv[k * slot:k * slot + c] for k, c in enumerate(counts)], None
     if len(payload) == 1 and len(set(counts)) == 1 and counts[0] >= _SEPARATE_HEADER_BYTES:
         return _exchange_one_block(comm, payload[0], header, len(counts))
     slot = 8 + max(counts)
@@ -293,9 +379,10 @@ def gather_global(array: MpiArray) -> np.ndarray:
     mine = [array.buffers[p] for p, r in zip(owners, rank_of) if r == w.rank]
     counts = [nbytes * rank_of.count(r) for r in range(w.size)]
     header = _fingerprint(f"gather {array.shape} {array.dtype} {normal_spec(spec)} {mesh}")
-    data, headers = _exchange_all(w.comm, mine, header, counts)
-    _check_headers(headers, list(range(w.size)), "gathered different arrays (a global array "
-                   "is gathered by every process: read it on all of them, in the same order)")
+    opening = _Opening(Agreement(header, "gathered different arrays (a global array is "
+                                 "gathered by every process: read it on all of them, in the "
+                                 "same order)"))
+    data, _ = _exchange_all(w.comm, mine, None, counts, opening)
     gather_record["gathers"] += 1
     gather_record["bytes_sent"] += counts[w.rank] * (w.size - 1)
     gather_record["bytes_received"] += sum(counts) - counts[w.rank]
@@ -320,20 +407,32 @@ def _check_headers(headers: list, ranks: list, what: str) -> None:
 class _Round:
     """The state of one run of a mesh's programs on this rank."""
 
-    def __init__(self, mesh, programs):
+    def __init__(self, mesh, programs, headers: bool = True):
         self.mesh = mesh
         self.programs = programs
         self.position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
         self.rank_of = [d.process_index for d in mesh.devices.flat]
+        # whether exchanges carry the node's fingerprint (False: coherent by construction)
+        self.headers = headers
+        self.opening = None       # the run's agreement, while it is still open (``_wait``)
 
 
 def run_local_programs(mesh, programs, inputs, native: bool = False) -> list:
     """Run this rank's devices' programs; other ranks run theirs. Returns each position's
     outputs, ``Absent`` for positions other ranks hold."""
-    w = world()
     state = _Round(mesh, programs)
-    local = _local_positions(mesh, w.rank)
-    runs = {p: reference._device_steps(programs[p], inputs[p]) for p in local}
+    local = _local_positions(mesh, world().rank)
+    return _drive(state, local, {p: programs[p] for p in local}, inputs,
+                  lambda waiting: _meet(state, waiting, native),
+                  [v.aval for v in programs[0].outvars])
+
+
+def _drive(state, local, programs, inputs, meet, out_avals) -> list:
+    """Run the programs of the ``local`` positions, completing each node their devices wait at
+    with ``meet(waiting) -> {position: result}``."""
+    mesh = state.mesh
+    ids = mesh.device_ids
+    runs = {p: reference._device_steps(programs[p], inputs[p], device=ids[p]) for p in local}
     results = [None] * mesh.size
     waiting: dict = {}
     prints: list = []
@@ -345,16 +444,122 @@ def run_local_programs(mesh, programs, inputs, native: bool = False) -> list:
                 _advance(runs, p, value, waiting, results, prints, printed, mesh)
             if not waiting:
                 break
-            resume = _meet(state, waiting, results, native)
+            resume = meet(waiting)
     finally:
         for _, _, text in sorted(prints):
             print(text)
     for p in range(mesh.size):
         if results[p] is None:
             device = mesh.devices.flat[p]
-            results[p] = [Absent(a.aval.shape, a.aval.dtype, device)
-                          for a in programs[p].outvars]
+            results[p] = [Absent(a.shape, a.dtype, device) for a in out_avals]
     return results
+
+
+class LocalPlan:
+    """A lowered shard_map as this process runs it, made on its first run: the programs of its
+    own devices only (specialised from the mesh-level program and verified here; each process
+    builds its own), and for each communication node the device groups this process takes
+    part in, in the one global order.
+
+    When no communication node lies inside a loop or a branch, every device reaches the same
+    nodes in the same order with operands of the same types: the ranks checked that they run
+    the same module before running it (``MpiBackend.execute``), so exchanges carry no
+    fingerprint (``headers`` false). Otherwise each exchange still checks one."""
+
+    def __init__(self, lowered, rank: int, native: bool):
+        mesh = lowered.mesh
+        self.lowered = lowered
+        self.mesh = mesh
+        self.rank = rank
+        self.native = native
+        self.local = _local_positions(mesh, rank)
+        self.programs = _local_programs(lowered, self.local)
+        sample = lowered.mesh_program
+        if sample is None:
+            sample = lowered.device_programs[0].program
+        self.out_avals = [v.aval for v in sample.outvars]
+        self.straight = not _communicates_under_control(sample)
+        self.state = _Round(mesh, None, headers=not self.straight)
+        self.nodes: dict = {}
+
+    def run(self, inputs, opening=None) -> list:
+        """Run this process's devices; ``opening``: the run's agreement, still open (straight
+        programs only: it settles before the first exchange's data is read)."""
+        if not self.straight:
+            assert opening is None, "only straight-line communication overlaps its agreement"
+            return _drive(self.state, self.local, self.programs, inputs,
+                          lambda waiting: _meet(self.state, waiting, self.native),
+                          self.out_avals)
+        state = self.state
+        state.opening = opening
+        try:
+            return _drive(state, self.local, self.programs, inputs, self._meet_straight,
+                          self.out_avals)
+        finally:
+            if state.opening is not None:
+                opening, state.opening = state.opening, None
+                opening.settle()
+
+    def _groups(self, eqn) -> list:
+        """(members, local members, ranks) of each group of ``eqn`` with a local member, in
+        the one global order (sorted device groups)."""
+        entry = self.nodes.get(id(eqn))
+        if entry is None or entry[0] is not eqn:
+            state = self.state
+            groups = []
+            for group in sorted(tuple(g) for g in eqn.params["device_groups"]):
+                members = [state.position_of[d] for d in group]
+                local = [m for m in members if state.rank_of[m] == self.rank]
+                if local:
+                    groups.append((members, local,
+                                   tuple(sorted({state.rank_of[m] for m in members}))))
+            entry = self.nodes[id(eqn)] = (eqn, groups)
+        return entry[1]
+
+    def _meet_straight(self, waiting: dict) -> dict:
+        """Every local device waits at the same node (straight-line communication)."""
+        if len(waiting) != len(self.local):
+            raise reference.DeadlockError(
+                f"devices {sorted(self.mesh.device_ids[p] for p in self.local if p not in waiting)}"
+                " finished while others wait at a communication node")
+        resume = {}
+        for members, local, ranks in self._groups(waiting[self.local[0]].eqn):
+            if len(ranks) == 1:
+                request = waiting[members[0]]
+                outs = dict(zip(members, reference.group_rules[request.eqn.primitive](
+                    [waiting[m].value for m in members], **request.eqn.params)))
+            else:
+                outs = _across_ranks(self.state, members, ranks, waiting, self.native)
+            for m in local:
+                resume[m] = outs[m]
+        waiting.clear()
+        return resume
+
+
+def _local_programs(lowered, local: list) -> dict:
+    """Each local position's program: specialised for those positions only, unless the
+    per-device programs exist already (built, or read from text)."""
+    if lowered.built or lowered.mesh_program is None:
+        programs = lowered.device_programs
+        return {p: programs[p].program for p in local}
+    from ir.specialise import device_programs
+    return {dp.position: dp.program for dp in device_programs(lowered, local)}
+
+
+def _communicates_under_control(program) -> bool:
+    """Whether a communication node lies inside a loop, a branch or any other sub-program."""
+    from ir.core import programs_in
+    return any(_communicates(sub) for eqn in program.eqns for value in eqn.params.values()
+               for sub in programs_in(value))
+
+
+def _communicates(program) -> bool:
+    from ir.core import programs_in
+    from ir.specialise import COMMUNICATION
+    return any(eqn.primitive in COMMUNICATION
+               or any(_communicates(sub) for value in eqn.params.values()
+                      for sub in programs_in(value))
+               for eqn in program.eqns)
 
 
 def _advance(runs, p, value, waiting, results, prints, printed, mesh):
@@ -387,7 +592,7 @@ def _note(err: BaseException, text: str) -> None:
         err.args = ((f"{err.args[0]}\n  {text}" if err.args else text),) + err.args[1:]
 
 
-def _meet(state: _Round, waiting: dict, results: list, native: bool) -> dict:
+def _meet(state: _Round, waiting: dict, native: bool) -> dict:
     """Every local device waits at a node or has finished: complete every group they wait at,
     in the one global order of device groups."""
     groups: dict = {}
@@ -445,7 +650,7 @@ def _across_ranks(state: _Round, members: list, ranks: tuple, waiting: dict,
     prim, params = request.eqn.primitive, request.eqn.params
     comm = world().comm_of(ranks)
     if native and prim is prims.all_reduce_p and _natively_reducible(request):
-        return _native_all_reduce(comm, local, members, waiting, params["reduction"])
+        return _native_all_reduce(state, comm, local, members, waiting, params["reduction"])
     exchange = _EXCHANGES.get(prim, _gather_then_apply)
     return exchange(state, comm, members, ranks, local, waiting)
 
@@ -458,8 +663,8 @@ def _gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
     count_on = {r: sum(1 for m in members if state.rank_of[m] == r) for r in ranks}
     payload = [np.asarray(waiting[m].value) for m in local]
     _check_local_same(local, waiting)
-    data, headers = _exchange_all(comm, payload, _node_fingerprint(request),
-                                  [value.nbytes * count_on[r] for r in ranks])
+    data, headers = _exchange_all(comm, payload, _header(state, request),
+                                  [value.nbytes * count_on[r] for r in ranks], state)
     _check_node_headers(headers, ranks, request)
     if _gathered_in_place(state, members, ranks, request, value):
         # one large block per rank, in rank order, gathered along axis 0: the receive buffer
@@ -478,8 +683,14 @@ def _gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
 def _gathered_in_place(state, members, ranks, request, value) -> bool:
     return (request.eqn.primitive is prims.all_gather_p
             and request.eqn.params["gather_axis"] == 0 and value.ndim > 0
-            and value.nbytes >= _SEPARATE_HEADER_BYTES
+            and (value.nbytes >= _SEPARATE_HEADER_BYTES or not state.headers)
             and [state.rank_of[m] for m in members] == list(ranks))
+
+
+def _one_per_rank(state, members, ranks) -> bool:
+    """Whether the group has one member on each of its ranks, in rank order (the member's
+    group index is then its rank in the group's communicator)."""
+    return len(members) == len(ranks) and [state.rank_of[m] for m in members] == list(ranks)
 
 
 def _check_local_same(local, waiting) -> None:
@@ -487,7 +698,15 @@ def _check_local_same(local, waiting) -> None:
         reference._check_same_node(local, waiting)
 
 
+def _header(state, request):
+    """The fingerprint a node's exchange carries, or None where the ranks are known to be at
+    the same node (``state.headers`` false: see ``LocalPlan``)."""
+    return _node_fingerprint(request) if state.headers else None
+
+
 def _check_node_headers(headers, ranks, request) -> None:
+    if headers is None:
+        return
     _check_headers(list(headers), list(ranks),
                    f"reached a different communication node than {request.eqn.primitive}"
                    f"[mesh_axes={request.eqn.params.get('mesh_axes')}] (a collective under "
@@ -497,21 +716,23 @@ def _check_node_headers(headers, ranks, request) -> None:
 _PAIR_TAG = 7312
 
 
-def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, header: int) -> tuple:
+def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, header, state=None) -> tuple:
     """``sends[r]``: the arrays for world rank r; ``recv_counts[r]``: the bytes expected from
     it. Returns the bytes received by rank, and every rank's header (the caller compares them;
-    when they differ nothing else moves, None).
+    when they differ nothing else moves, None); ``header=None`` sends none.
 
     The headers go first, in one Alltoall of 8 bytes; then one message per pair of ranks that
     has something to exchange, point to point (a single contiguous array is sent without a
     copy, and received into the buffer its blocks will view)."""
     MPI = world().MPI
     me = world().rank
-    heads = np.empty(len(ranks), np.int64)
-    comm.Alltoall(np.full(len(ranks), header, np.int64), heads)
-    headers = heads.tolist()
-    if len(set(headers)) > 1:
-        return {r: None for r in ranks}, headers
+    headers = None
+    if header is not None:
+        heads = np.empty(len(ranks), np.int64)
+        comm.Alltoall(np.full(len(ranks), header, np.int64), heads)
+        headers = heads.tolist()
+        if len(set(headers)) > 1:
+            return {r: None for r in ranks}, headers
     requests, received = [], {}
     for k, r in enumerate(ranks):
         if r != me and recv_counts.get(r, 0):
@@ -521,7 +742,8 @@ def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, header: int) ->
         if r != me and sends.get(r):
             requests.append(comm.Isend([_as_bytes(sends[r]), MPI.BYTE], dest=k, tag=_PAIR_TAG))
     received[me] = _as_bytes(sends.get(me, ()))
-    MPI.Request.Waitall(requests)
+    if requests:
+        _wait(state, requests)
     empty = np.empty(0, np.uint8)
     return {r: received.get(r, empty) for r in ranks}, headers
 
@@ -557,7 +779,8 @@ def _chunked_exchange(state, comm, members, ranks, local, waiting, axis_key):
     like = chunks_of[local[0]][0]
     sources_on = {r: [s for s in members if state.rank_of[s] == r] for r in ranks}
     recv_counts = {r: like.nbytes * len(sources_on[r]) * len(local) for r in ranks}
-    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _node_fingerprint(request))
+    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _header(state, request),
+                                    state)
     _check_node_headers(headers, ranks, request)
     received = {}
     for r in ranks:
@@ -572,6 +795,14 @@ def _chunked_exchange(state, comm, members, ranks, local, waiting, axis_key):
 def _all_to_all_exchange(state, comm, members, ranks, local, waiting) -> dict:
     """all_to_all: member d joins chunk d of every member's block along ``concat_axis``."""
     params = waiting[local[0]].eqn.params
+    if (not state.headers and params["split_axis"] == 0 and params["concat_axis"] == 0
+            and _one_per_rank(state, members, ranks)):
+        # chunk d of the block is the d-th slice along axis 0, and the result joins the chunks
+        # along axis 0 in group order, which is rank order: MPI's Alltoall, into the result
+        block = np.ascontiguousarray(waiting[local[0]].value)
+        out = np.empty_like(block)
+        _wait(state, [comm.Ialltoall(block, out)])
+        return {local[0]: out}
     parts = _chunked_exchange(state, comm, members, ranks, local, waiting, "split_axis")
     join = np.concatenate if params.get("tiled", True) else np.stack
     return {d: join(chunks, params["concat_axis"]) for d, chunks in parts.items()}
@@ -601,7 +832,8 @@ def _ppermute_exchange(state, comm, members, ranks, local, waiting) -> dict:
     incoming = {r: [(s, d) for s, d in pairs if state.rank_of[s] == r and d in local]
                 for r in ranks}
     recv_counts = {r: value.nbytes * len(incoming[r]) for r in ranks}
-    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _node_fingerprint(request))
+    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _header(state, request),
+                                    state)
     _check_node_headers(headers, ranks, request)
     named = {d for _, d in pairs}
     outs = {d: np.zeros_like(value) for d in local if d not in named}
@@ -635,8 +867,8 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
     mine = pieces[local[0]][order[me]]
     sources_on = {r: [m for m in members if state.rank_of[m] == r] for r in ranks}
     recv_counts = {r: mine.nbytes * len(sources_on[r]) for r in ranks}
-    fingerprint = _node_fingerprint(request)
-    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, fingerprint)
+    fingerprint = _header(state, request)
+    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, fingerprint, state)
     _check_node_headers(headers, ranks, request)
     received = {}
     for r in ranks:
@@ -647,7 +879,7 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
     reduced = np.ascontiguousarray(reduced)
     sizes = [p.size for p in pieces[local[0]]]
     counts = [n * reduced.dtype.itemsize for n in sizes]
-    parts, headers = _exchange_all(comm, [reduced], fingerprint, counts)
+    parts, headers = _exchange_all(comm, [reduced], fingerprint, counts, state)
     _check_node_headers(headers, ranks, request)
     total = np.concatenate([p.view(reduced.dtype) for p in parts]).reshape(value.shape)
     return {m: total for m in local}
@@ -666,7 +898,7 @@ def _natively_reducible(request) -> bool:
     return dtype != np.bool_ and request.eqn.params["reduction"] in ("sum", "mean", "max", "min")
 
 
-def _native_all_reduce(comm, local, members, waiting, reduction) -> dict:
+def _native_all_reduce(state, comm, local, members, waiting, reduction) -> dict:
     """MPI's Allreduce over the ranks' partial reductions: fast, not bit-exact (MPI picks the
     order)."""
     MPI = world().MPI
@@ -676,7 +908,7 @@ def _native_all_reduce(comm, local, members, waiting, reduction) -> dict:
     partial = np.ascontiguousarray(partial)
     total = np.empty_like(partial)
     op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduction]
-    comm.Allreduce(partial, total, op=op)
+    _wait(state, [comm.Iallreduce(partial, total, op=op)])
     if reduction == "mean":
         total = np.asarray(total / len(members)).astype(
             reference._reduced_dtype(partial.dtype, "mean"), copy=False)
@@ -700,6 +932,7 @@ class MpiBackend(reference.ReferenceBackend):
         self.native = native
         self._checked: dict = {}
         self._shardings: dict = {}
+        self._plans: dict = {}
 
     def eval_block(self, prim, blocks, params) -> list:
         if not any(_is_absent(b) for b in blocks):
@@ -710,7 +943,8 @@ class MpiBackend(reference.ReferenceBackend):
         return [Absent(a.shape, a.dtype) for a in avals]
 
     def run_programs(self, mesh, programs, inputs) -> list:
-        self._check_coherent(programs, lambda: "\n".join(str(p) for p in programs[:1]))
+        agree(self._fingerprint_of(programs, lambda: "\n".join(str(p) for p in programs[:1])),
+              _DIFFERENT_PROGRAM)
         return run_local_programs(mesh, programs, inputs, self.native)
 
     def to_blocks(self, value, mesh, spec) -> list:
@@ -745,38 +979,41 @@ class MpiBackend(reference.ReferenceBackend):
         return sharding
 
     def execute(self, module, args) -> list:
-        self._check_coherent(module, lambda: str(module.program))
+        """Run a module once every process has agreed to run it (``Agreement``): otherwise one
+        would wait at a collective the others never reach. A module that is one shard_map with
+        straight-line communication overlaps the agreement with its first exchange."""
+        fingerprint = self._fingerprint_of(module, lambda: str(module.program))
+        only = module.__dict__.get("_mpi_only", False)
+        if only is False:
+            only = module._mpi_only = _only_shard_map(module)
+        if only is not None and self._plan(only).straight:
+            return self._run_shard_map(only, args, Agreement(fingerprint, _DIFFERENT_PROGRAM))
+        agree(fingerprint, _DIFFERENT_PROGRAM)
+        if only is not None:
+            return self._run_shard_map(only, args)
         return reference.execute_module(
             module, args, lambda index, values: self._run_shard_map(module.lowered(index),
                                                                     values))
 
-    def _check_coherent(self, key_object, text) -> None:
-        """Before running, every rank must be about to run the same program: otherwise one
-        would wait at a collective the others never reach."""
+    def _fingerprint_of(self, key_object, text) -> int:
+        """The fingerprint of a module's (or programs') text, computed once per object."""
         key = id(key_object)
         entry = self._checked.get(key)
         if entry is None or entry[0] is not key_object:
             if len(self._checked) > 4096:
                 self._checked.clear()
             entry = self._checked[key] = (key_object, _fingerprint(text()))
-        w = world()
-        headers = np.empty(w.size, np.int64)
-        w.comm.Allgather(np.array([entry[1]], np.int64), headers)
-        _check_headers(headers.tolist(), list(range(w.size)),
-                       "are about to run a different program (every process must run the "
-                       "same sequence of programs: no process-dependent Python control "
-                       "flow around jit or shard_map)")
+        return entry[1]
 
     def every_block(self, blocks, mesh) -> list:
         """Every position's block on every rank (check_vma='runtime' of an eager shard_map)."""
         return gather_positions(blocks, mesh)
 
-    def _run_shard_map(self, lowered, values) -> list:
+    def _run_shard_map(self, lowered, values, opening=None) -> list:
+        plan = self._plan(lowered)
         mesh = lowered.mesh
         blocks = [self.to_blocks(v, mesh, spec) for v, spec in zip(values, lowered.in_shardings)]
-        inputs = [[b[p] for b in blocks] for p in range(mesh.size)]
-        programs = [dp.program for dp in lowered.device_programs]
-        results = run_local_programs(mesh, programs, inputs, self.native)
+        results = plan.run({p: [b[p] for b in blocks] for p in plan.local}, opening)
         outs = []
         for k, spec in enumerate(lowered.out_specs):
             column = [results[p][k] for p in range(mesh.size)]
@@ -785,6 +1022,34 @@ class MpiBackend(reference.ReferenceBackend):
                 _runtime_check(column, mesh, spec, k)
             outs.append(out)
         return outs
+
+    def _plan(self, lowered) -> LocalPlan:
+        entry = self._plans.get(id(lowered))
+        if entry is None or entry.lowered is not lowered:
+            if len(self._plans) > 4096:
+                self._plans.clear()
+            entry = self._plans[id(lowered)] = LocalPlan(lowered, world().rank, self.native)
+        return entry
+
+
+_DIFFERENT_PROGRAM = ("are about to run a different program (every process must run the same "
+                      "sequence of programs: no process-dependent Python control flow around "
+                      "jit or shard_map)")
+
+
+def _only_shard_map(module):
+    """The lowered shard_map when the module is exactly one shard_map of its inputs, in order,
+    giving its outputs (run without the host program's interpreter), else None."""
+    program = module.program
+    if len(program.eqns) != 1 or program.constvars or 0 not in module.shard_maps:
+        return None
+    (eqn,) = program.eqns
+    if (len(eqn.invars) == len(program.invars) == len(set(map(id, eqn.invars)))
+            and all(a is b for a, b in zip(eqn.invars, program.invars))
+            and len(eqn.outvars) == len(program.outvars)
+            and all(a is b for a, b in zip(eqn.outvars, program.outvars))):
+        return module.lowered(0)
+    return None
 
 
 def _runtime_check(column, mesh, spec, k) -> None:
@@ -803,9 +1068,9 @@ def gather_positions(column: list, mesh) -> list:
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     mine = [column[p] for p in range(mesh.size) if rank_of[p] == w.rank]
     counts = [nbytes * rank_of.count(r) for r in range(w.size)]
-    data, headers = _exchange_all(w.comm, [np.asarray(b) for b in mine],
-                                  _fingerprint(f"positions {shape} {dtype}"), counts)
-    _check_headers(headers, list(range(w.size)), "gathered different blocks")
+    opening = _Opening(Agreement(_fingerprint(f"positions {shape} {dtype}"),
+                                 "gathered different blocks"))
+    data, _ = _exchange_all(w.comm, [np.asarray(b) for b in mine], None, counts, opening)
     by_rank = {r: iter(_split_blocks(data[r], rank_of.count(r), shape, dtype))
                for r in range(w.size)}
     return [next(by_rank[r]) for r in rank_of]

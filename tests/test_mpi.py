@@ -151,6 +151,9 @@ def test_uneven_device_split_is_an_error_on_every_process():
     ("device_error", ["failed; aborting the job", "ValueError: Unknown format code 'd'",
                       "on device ", "of process ", "debug_print[", "(faults.py:"]),
     ("divergent", ["CoherenceError", "are about to run a different program"]),
+    ("divergent_sizes", ["CoherenceError", "are about to run a different program"]),
+    ("divergent_loop", ["CoherenceError", "are about to run a different program"]),
+    ("divergent_gather", ["CoherenceError"]),
     ("kill", ["BAD TERMINATION", "signal 9"]),
     ("exit_early", ["process 1 of 2 ended, but other processes did not reach their end "
                     "within 3 s"]),

@@ -13,9 +13,9 @@ def sync_global_devices(name: str) -> None:
     reaches another name is an error on all of them."""
     if _devices.process_count() == 1:
         return
-    from runtime.mpi import CoherenceError, world
+    from runtime.mpi import CoherenceError, fingerprints, world
     w = world()
-    names = w.comm.allgather(zlib.crc32(str(name).encode()))
+    names = fingerprints(zlib.crc32(str(name).encode()))
     if len(set(names)) > 1:
         differ = [r for r, n in enumerate(names) if n != names[w.rank]]
         raise CoherenceError(f"sync_global_devices({name!r}) on process {w.rank} met other "
@@ -47,7 +47,9 @@ def _allgather_host(value: np.ndarray, tiled: bool) -> np.ndarray:
     if _devices.process_count() == 1:
         parts = [value]
     else:
-        from runtime.mpi import world
+        from runtime.mpi import agree, world
+        agree(zlib.crc32(b"process_allgather"), "called another operation than "
+              "process_allgather")
         parts = world().comm.allgather(value)
         shapes = {(p.shape, p.dtype.str) for p in parts}
         if len(shapes) > 1:
@@ -65,8 +67,10 @@ def broadcast_one_to_all(in_tree, is_source=None):
     leaves, treedef = tree_flatten(in_tree)
     if _devices.process_count() == 1:
         return tree_unflatten(treedef, [np.asarray(v) for v in leaves])
-    from runtime.mpi import world
+    from runtime.mpi import agree, world
     w = world()
+    agree(zlib.crc32(f"broadcast_one_to_all {len(leaves)}".encode()),
+          "called another operation than broadcast_one_to_all")
     source = w.rank == 0 if is_source is None else bool(is_source)
     roots = [r for r, s in enumerate(w.comm.allgather(source)) if s]
     if len(roots) != 1:

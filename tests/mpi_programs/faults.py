@@ -57,13 +57,45 @@ def divergent():
     return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P()))(x)
 
 
+def divergent_sizes():
+    """Process 1's program exchanges blocks of another size, in another kind of exchange: the
+    agreement is found broken before any block is read."""
+    if jax.process_index() == 0:
+        body = lambda b: lax.psum(b, "i")
+    else:
+        body = lambda b: lax.all_to_all(jnp.tile(b, 64), "i", 0, 0, tiled=True)
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(x)
+
+
+def divergent_loop():
+    """Process 0 runs a collective in a loop (exchanges with their own headers), process 1 a
+    straight-line program (its agreement overlapping its first exchange)."""
+    if jax.process_index() == 0:
+        def body(b):
+            return lax.fori_loop(0, 2, lambda k, c: lax.psum(c, "i") / 8 + 0 * c, b)
+    else:
+        body = lambda b: lax.psum(b, "i") / 8 + 0 * b
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(x)
+
+
+def divergent_gather():
+    """Process 0 reads a global array (a gather) while process 1 runs a program."""
+    y = jax.jit(jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(x)
+    if jax.process_index() == 0:
+        return print(y)
+    return jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))(y)
+
+
+DIVERGENT = {"divergent": divergent, "divergent_sizes": divergent_sizes,
+             "divergent_loop": divergent_loop, "divergent_gather": divergent_gather}
+
 MODES = {"raise_in_body": raise_in_body, "shape_error": shape_error, "kill": kill,
          "device_error": device_error, "exit_early": exit_early}
 
 if __name__ == "__main__":
     mode = sys.argv[1]
-    if mode == "divergent":
-        divergent()
+    if mode in DIVERGENT:
+        DIVERGENT[mode]()
     else:
         f = jax.shard_map(MODES[mode], mesh=mesh, in_specs=P("i"), out_specs=P())
         (jax.jit(f) if mode == "device_error" else f)(x)
