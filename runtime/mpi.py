@@ -43,8 +43,9 @@ import numpy as np
 from ir import primitives as prims
 from ir.core import Aval
 from ir.shapes import out_avals
-from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec, normal_spec,
-                         owner_positions, replication_mismatch, runtime_replication_error)
+from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec, global_shape,
+                         normal_spec, owner_positions, replication_mismatch,
+                         runtime_replication_error)
 from runtime import reference
 from runtime.array import Array
 from runtime.devices import set_processes
@@ -651,6 +652,13 @@ def _across_ranks(state: _Round, members: list, ranks: tuple, waiting: dict,
     comm = world().comm_of(ranks)
     if native and prim is prims.all_reduce_p and _natively_reducible(request):
         return _native_all_reduce(state, comm, local, members, waiting, params["reduction"])
+    if not state.headers and _one_per_rank(state, members, ranks):
+        direct = _DIRECT.get(prim)
+        if direct is not None:
+            out = direct(comm, np.ascontiguousarray(request.value), ranks.index(me), state,
+                         **params)
+            if out is not None:
+                return {local[0]: out}
     exchange = _EXCHANGES.get(prim, _gather_then_apply)
     return exchange(state, comm, members, ranks, local, waiting)
 
@@ -795,14 +803,6 @@ def _chunked_exchange(state, comm, members, ranks, local, waiting, axis_key):
 def _all_to_all_exchange(state, comm, members, ranks, local, waiting) -> dict:
     """all_to_all: member d joins chunk d of every member's block along ``concat_axis``."""
     params = waiting[local[0]].eqn.params
-    if (not state.headers and params["split_axis"] == 0 and params["concat_axis"] == 0
-            and _one_per_rank(state, members, ranks)):
-        # chunk d of the block is the d-th slice along axis 0, and the result joins the chunks
-        # along axis 0 in group order, which is rank order: MPI's Alltoall, into the result
-        block = np.ascontiguousarray(waiting[local[0]].value)
-        out = np.empty_like(block)
-        _wait(state, [comm.Ialltoall(block, out)])
-        return {local[0]: out}
     parts = _chunked_exchange(state, comm, members, ranks, local, waiting, "split_axis")
     join = np.concatenate if params.get("tiled", True) else np.stack
     return {d: join(chunks, params["concat_axis"]) for d, chunks in parts.items()}
@@ -885,6 +885,86 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
     return {m: total for m in local}
 
 
+# --- one device on each process of the group: MPI's own call, into the result ----------------
+# Member k of the group is then rank k of its communicator. Each rule returns the local
+# member's result, or None where it does not apply (the general exchange runs instead).
+# Buffers go as bytes: MPI has no type for bfloat16 and the other narrow floats.
+
+def _raw(array: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array, as a view."""
+    return array.reshape(-1).view(np.uint8)
+
+
+def _direct_all_reduce(comm, block, k, state, *, reduction, **params):
+    """Gather every member's block (one Allgather), then reduce in group order: bitwise the
+    reference's reduction."""
+    gathered = np.empty((comm.size,) + block.shape, block.dtype)
+    _wait(state, [comm.Iallgather(_raw(block), _raw(gathered))])
+    return reference._all_reduce(list(gathered), reduction=reduction)[0]
+
+
+def _direct_all_gather(comm, block, k, state, *, gather_axis, tiled, **params):
+    if gather_axis != 0 or block.ndim == 0 and tiled:
+        return None
+    n = comm.size
+    out = np.empty(((n * block.shape[0],) if tiled else (n,)) + block.shape[tiled:],
+                   block.dtype)
+    _wait(state, [comm.Iallgather(_raw(block), _raw(out))])
+    return out
+
+
+def _direct_all_to_all(comm, block, k, state, *, split_axis, concat_axis, **params):
+    """Chunk d of the block is its d-th slice along axis 0, and the result joins the chunks
+    along axis 0 in group order: MPI's Alltoall (tiled or not, the shapes agree)."""
+    if split_axis != 0 or concat_axis != 0:
+        return None
+    out = np.empty_like(block)
+    _wait(state, [comm.Ialltoall(_raw(block), _raw(out))])
+    return out
+
+
+def _direct_reduce_scatter(comm, block, k, state, *, scatter_axis, tiled, reduction,
+                           **params):
+    """Each member's chunk k reaches member k (one Alltoall), which reduces the chunks in group
+    order: bitwise chunk k of the reference's reduction (it is elementwise)."""
+    if scatter_axis != 0:
+        return None
+    received = np.empty_like(block)
+    _wait(state, [comm.Ialltoall(_raw(block), _raw(received))])
+    n = comm.size
+    chunks = received.reshape((n, block.shape[0] // n) + block.shape[1:]) if tiled else received
+    return np.ascontiguousarray(reference._all_reduce(list(chunks), reduction=reduction)[0])
+
+
+_PERMUTE_TAG = 7313
+
+
+def _direct_ppermute(comm, block, k, state, *, perm, **params):
+    """Send to this member's destination, receive from its source: point to point."""
+    dest = [d for s, d in perm if s == k]
+    source = [s for s, d in perm if d == k]
+    if dest == [k] or source == [k]:
+        return None           # keeps its own block: the general exchange copies it
+    out = np.empty_like(block) if source else np.zeros_like(block)
+    requests = []
+    if source:
+        requests.append(comm.Irecv(_raw(out), source=source[0], tag=_PERMUTE_TAG))
+    if dest:
+        requests.append(comm.Isend(_raw(block), dest=dest[0], tag=_PERMUTE_TAG))
+    if requests:
+        _wait(state, requests)
+    return out
+
+
+_DIRECT = {
+    prims.all_reduce_p: _direct_all_reduce,
+    prims.all_gather_p: _direct_all_gather,
+    prims.all_to_all_p: _direct_all_to_all,
+    prims.reduce_scatter_p: _direct_reduce_scatter,
+    prims.ppermute_p: _direct_ppermute,
+}
+
+
 _EXCHANGES = {
     prims.all_reduce_p: _all_reduce_exchange,
     prims.all_to_all_p: _all_to_all_exchange,
@@ -956,7 +1036,6 @@ class MpiBackend(reference.ReferenceBackend):
                 for b, d in zip(blocks, mesh.devices.flat)]
 
     def from_blocks(self, blocks, mesh, spec):
-        from ir.sharding import global_shape
         first = blocks[0]
         shape = global_shape(first.shape, spec, mesh.shape)
         return MpiArray(Aval(shape, first.dtype), self._sharding(mesh, spec), list(blocks))
@@ -1012,15 +1091,21 @@ class MpiBackend(reference.ReferenceBackend):
     def _run_shard_map(self, lowered, values, opening=None) -> list:
         plan = self._plan(lowered)
         mesh = lowered.mesh
-        blocks = [self.to_blocks(v, mesh, spec) for v, spec in zip(values, lowered.in_shardings)]
-        results = plan.run({p: [b[p] for b in blocks] for p in plan.local}, opening)
+        inputs = {p: [] for p in plan.local}
+        for value, spec, sharding in zip(values, lowered.in_shardings, plan.in_shardings):
+            if type(value) is MpiArray and value.sharding is sharding and value._buffers:
+                blocks = value._buffers       # laid out as the program wants it already
+            else:
+                blocks = self.to_blocks(value, mesh, spec)
+            for p in plan.local:
+                inputs[p].append(blocks[p])
+        results = plan.run(inputs, opening)
         outs = []
-        for k, spec in enumerate(lowered.out_specs):
+        for k, (aval, sharding) in enumerate(zip(plan.out_global_avals, plan.out_shardings)):
             column = [results[p][k] for p in range(mesh.size)]
-            out = self.from_blocks(column, mesh, spec)
             if lowered.runtime_check:
-                _runtime_check(column, mesh, spec, k)
-            outs.append(out)
+                _runtime_check(column, mesh, sharding.spec, k)
+            outs.append(MpiArray(aval, sharding, column))
         return outs
 
     def _plan(self, lowered) -> LocalPlan:
@@ -1029,6 +1114,11 @@ class MpiBackend(reference.ReferenceBackend):
             if len(self._plans) > 4096:
                 self._plans.clear()
             entry = self._plans[id(lowered)] = LocalPlan(lowered, world().rank, self.native)
+            mesh = lowered.mesh
+            entry.in_shardings = [self._sharding(mesh, spec) for spec in lowered.in_shardings]
+            entry.out_shardings = [self._sharding(mesh, spec) for spec in lowered.out_specs]
+            entry.out_global_avals = [Aval(global_shape(a.shape, spec, mesh.shape), a.dtype)
+                                      for a, spec in zip(entry.out_avals, lowered.out_specs)]
         return entry
 
 

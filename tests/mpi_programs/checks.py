@@ -29,7 +29,10 @@ def record(name, value):
     """Keep a result (a pytree of arrays) under ``name``: gathered, as a script would read it."""
     leaves = jax.tree_util.tree_leaves(value)
     for k, leaf in enumerate(leaves):
-        results[f"{name}/{k}"] = np.asarray(leaf)
+        leaf = np.asarray(leaf)
+        if leaf.dtype.name == "bfloat16":       # npz has no bfloat16; float32 holds it exactly
+            leaf = leaf.astype(np.float32)
+        results[f"{name}/{k}"] = leaf
 
 
 def data(shape, seed=0, dtype=np.float32):
@@ -106,6 +109,49 @@ def check_large_reductions():
                            ("psum_ints", lambda b: lax.psum((b * 100).astype(jnp.int32), names))):
             f = jax.shard_map(body, mesh=mesh, in_specs=P(names), out_specs=P())
             record(f"large/{mesh_name}/{name}", jax.jit(f)(x))
+
+
+def check_one_device_per_process():
+    """Collectives over an axis whose groups hold one device on each of their processes (the
+    mesh's first axis: under -n 2 on (2, 4), under -n 4 on (4, 2)), along axis 0, in every
+    dtype: MPI's own calls, straight into the result."""
+    import ml_dtypes
+    for shape in ((2, 4), (4, 2)):
+        mesh = jax.make_mesh(shape, ("x", "y"))
+        n = shape[0]
+        shift = [(k, (k + 1) % n) for k in range(n)]
+        bodies = [
+            ("psum", lambda b: lax.psum(b, "x"), P(None, "x", "y"), P(None, None, "y")),
+            ("pmean", lambda b: lax.pmean(b, "x"), P(None, "x", "y"), P(None, None, "y")),
+            ("pmax", lambda b: lax.pmax(b, "x"), P(None, "x", "y"), P(None, None, "y")),
+            ("pmin", lambda b: lax.pmin(b, "x"), P(None, "x", "y"), P(None, None, "y")),
+            ("all_gather", lambda b: lax.all_gather(b, "x", tiled=True, to="invarying"),
+             P("x", "y"), P(None, "y")),
+            ("all_gather_stacked", lambda b: lax.all_gather(b, "x", to="invarying"),
+             P("x", "y"), P(None, None, "y")),
+            ("all_to_all", lambda b: lax.all_to_all(b, "x", 0, 0, tiled=True),
+             P("x", "y"), P("x", "y")),
+            ("all_to_all_untiled", lambda b: lax.all_to_all(b[:n], "x", 0, 0),
+             P("x", "y"), P("x", "y")),
+            ("psum_scatter", lambda b: lax.psum_scatter(b, "x", tiled=True),
+             P(None, "y"), P("x", "y")),
+            ("psum_scatter_untiled", lambda b: lax.psum_scatter(b[:n], "x"),
+             P(None, "y"), P("x", "y")),
+            ("ppermute", lambda b: lax.ppermute(b, "x", shift), P("x", "y"), P("x", "y")),
+            ("ppermute_partial", lambda b: lax.ppermute(b, "x", [(0, 1)]),
+             P("x", "y"), P("x", "y")),
+            ("ppermute_self", lambda b: lax.ppermute(b, "x", [(0, 0), (1, 1)] + [
+                (k, k) for k in range(2, n)]), P("x", "y"), P("x", "y")),
+        ]
+        for dtype in (np.float32, ml_dtypes.bfloat16, np.float16, np.int32, np.bool_):
+            x = jnp.asarray((data((8 * n, 8, 4), seed=13) * 4).astype(dtype))
+            for name, body, in_spec, out_spec in bodies:
+                if dtype == np.bool_ and name in ("pmean", "psum_scatter",
+                                                  "psum_scatter_untiled"):
+                    continue
+                f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec,
+                                          out_specs=out_spec))
+                record(f"direct/{shape}/{np.dtype(dtype).name}/{name}", f(x))
 
 
 # --- control flow with collectives, grad ------------------------------------------------------
@@ -229,6 +275,7 @@ def check_multihost():
 
 
 GROUPS = {"collectives": check_collectives, "large": check_large_reductions,
+          "direct": check_one_device_per_process,
           "control": check_control_flow,
           "grad": check_grad, "tutorial": check_tutorial, "training": check_training,
           "multihost": check_multihost}
