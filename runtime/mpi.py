@@ -198,18 +198,17 @@ class Agreement:
     __slots__ = ("request", "what")
 
     def __init__(self, header: int, what):
-        w = world()
+        w = _world[0] if _world else world()
         w._mine[0] = header
         self.request = w.check_comm.Iallgather(w._mine, w._theirs)
         self.what = what
 
     def settle(self) -> None:
         self.request.Wait()
-        w = world()
-        theirs = w._theirs
-        if (theirs != theirs[0]).any():
+        theirs = _world[0]._theirs.tolist()
+        if theirs.count(theirs[0]) != len(theirs):
             what = self.what() if callable(self.what) else self.what
-            _check_headers(theirs.tolist(), list(range(w.size)), what)
+            _check_headers(theirs, list(range(len(theirs))), what)
 
 
 def fingerprints(header: int) -> list:
@@ -416,6 +415,7 @@ class _Round:
         # whether exchanges carry the node's fingerprint (False: coherent by construction)
         self.headers = headers
         self.opening = None       # the run's agreement, while it is still open (``_wait``)
+        self.absent = None        # the outputs of other ranks' positions (``_absent_results``)
 
 
 def run_local_programs(mesh, programs, inputs, native: bool = False) -> list:
@@ -434,7 +434,7 @@ def _drive(state, local, programs, inputs, meet, out_avals) -> list:
     mesh = state.mesh
     ids = mesh.device_ids
     runs = {p: reference._device_steps(programs[p], inputs[p], device=ids[p]) for p in local}
-    results = [None] * mesh.size
+    results = list(_absent_results(state, out_avals))
     waiting: dict = {}
     prints: list = []
     printed = [0] * mesh.size
@@ -449,11 +449,19 @@ def _drive(state, local, programs, inputs, meet, out_avals) -> list:
     finally:
         for _, _, text in sorted(prints):
             print(text)
-    for p in range(mesh.size):
-        if results[p] is None:
-            device = mesh.devices.flat[p]
-            results[p] = [Absent(a.shape, a.dtype, device) for a in out_avals]
     return results
+
+
+def _absent_results(state, out_avals) -> list:
+    """Each position's outputs as ``Absent`` for positions other ranks hold, None for this
+    rank's (made once per state: Absent blocks are never changed)."""
+    template = state.absent
+    if template is None:
+        me = world().rank
+        template = state.absent = [
+            None if d.process_index == me else [Absent(a.shape, a.dtype, d) for a in out_avals]
+            for d in state.mesh.devices.flat]
+    return template
 
 
 class LocalPlan:
@@ -848,14 +856,15 @@ _SCATTERED_REDUCTION_BYTES = 1 << 16
 
 
 def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
-    """all_reduce over three or more ranks with large blocks: each rank reduces one chunk of
-    the flattened blocks over every member, in group order, then the reduced chunks are
-    gathered (each rank moves about two blocks, not one per other rank). Reductions are
-    elementwise, so this is bitwise the reference's reduction of whole blocks. Smaller
-    groups and blocks gather every block (one exchange instead of two)."""
+    """all_reduce with large blocks over three or more ranks, or over ranks holding several
+    members each: each rank reduces one chunk of the flattened blocks over every member, in
+    group order, then the reduced chunks are gathered (each rank moves about two blocks, not
+    one per member on other ranks). Reductions are elementwise, so this is bitwise the
+    reference's reduction of whole blocks. Smaller blocks, and two ranks of one member each,
+    gather every block (one exchange instead of two, moving as much)."""
     request = waiting[local[0]]
     value = np.asarray(request.value)
-    if len(ranks) < 3 or value.nbytes < _SCATTERED_REDUCTION_BYTES:
+    if (len(ranks) < 3 and len(local) == 1) or value.nbytes < _SCATTERED_REDUCTION_BYTES:
         return _gather_then_apply(state, comm, members, ranks, local, waiting)
     _check_local_same(local, waiting)
     params = request.eqn.params
