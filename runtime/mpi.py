@@ -243,9 +243,7 @@ class _Opening:
 def _wait(state, requests: list) -> None:
     """Wait for an exchange's requests, after settling the operation's agreement if it is still
     open (``state.opening``)."""
-    if state is not None and state.opening is not None:
-        opening, state.opening = state.opening, None
-        opening.settle()
+    _settle(state)
     if len(requests) == 1:
         requests[0].Wait()
     else:
@@ -490,6 +488,10 @@ class LocalPlan:
         self.straight = not _communicates_under_control(sample)
         self.state = _Round(mesh, None, headers=not self.straight)
         self.nodes: dict = {}
+        # straight programs that print nothing run as flat step lists (``_steps``), without
+        # a generator per device: prints need the generators' ordering
+        self.steps = _steps(self.programs, self.local) if (
+            self.straight and self.local and not _prints(sample)) else None
 
     def run(self, inputs, opening=None) -> list:
         """Run this process's devices; ``opening``: the run's agreement, still open (straight
@@ -502,12 +504,46 @@ class LocalPlan:
         state = self.state
         state.opening = opening
         try:
+            if self.steps is not None:
+                return self._run_steps(inputs)
             return _drive(state, self.local, self.programs, inputs, self._meet_straight,
                           self.out_avals)
         finally:
             if state.opening is not None:
                 opening, state.opening = state.opening, None
                 opening.settle()
+
+    def _run_steps(self, inputs) -> list:
+        """Run the flat steps: each device's equations up to the next communication node, then
+        the node for all local devices together (``_meet_straight``)."""
+        in_keys, literals, segments, out_keys = self.steps
+        envs = {}
+        for p in self.local:
+            env = envs[p] = dict(literals[p])
+            env.update(zip(in_keys, inputs[p]))
+        for computes, node in segments:
+            for p in self.local:
+                env = envs[p]
+                for fn, reads, outs, params, dead, eqn in computes[p]:
+                    try:
+                        values = fn(*[env[k] for k in reads], **params)
+                    except Exception as err:
+                        _locate(err, eqn, self.mesh, p)
+                        raise
+                    for key, value in zip(outs, values):
+                        env[key] = value
+                    for key in dead:
+                        del env[key]
+            if node is not None:
+                read, out, eqns = node
+                waiting = {p: reference._Request(eqns[p], envs[p][read]) for p in self.local}
+                for p, value in self._meet_straight(waiting).items():
+                    envs[p][out] = value
+        results = list(_absent_results(self.state, self.out_avals))
+        for p in self.local:
+            env = envs[p]
+            results[p] = [env[k] for k in out_keys[p]]
+        return results
 
     def _groups(self, eqn) -> list:
         """(members, local members, ranks) of each group of ``eqn`` with a local member, in
@@ -520,10 +556,22 @@ class LocalPlan:
                 members = [state.position_of[d] for d in group]
                 local = [m for m in members if state.rank_of[m] == self.rank]
                 if local:
-                    groups.append((members, local,
-                                   tuple(sorted({state.rank_of[m] for m in members}))))
+                    ranks = tuple(sorted({state.rank_of[m] for m in members}))
+                    groups.append((members, local, ranks,
+                                   self._direct(eqn, members, ranks)))
             entry = self.nodes[id(eqn)] = (eqn, groups)
         return entry[1]
+
+    def _direct(self, eqn, members, ranks):
+        """``(rule, communicator, member index)`` when the group's node completes with MPI's
+        own call (``_DIRECT``: one member on each rank), else None."""
+        rule = _DIRECT.get(eqn.primitive)
+        if (rule is None or len(ranks) == 1 or not _one_per_rank(self.state, members, ranks)
+                or (self.native and eqn.primitive is prims.all_reduce_p
+                    and _natively_reducible_type(eqn.invars[0].aval.dtype,
+                                                 eqn.params["reduction"]))):
+            return None
+        return rule, _comm(self.state, ranks), ranks.index(self.rank)
 
     def _meet_straight(self, waiting: dict) -> dict:
         """Every local device waits at the same node (straight-line communication)."""
@@ -532,7 +580,15 @@ class LocalPlan:
                 f"devices {sorted(self.mesh.device_ids[p] for p in self.local if p not in waiting)}"
                 " finished while others wait at a communication node")
         resume = {}
-        for members, local, ranks in self._groups(waiting[self.local[0]].eqn):
+        for members, local, ranks, direct in self._groups(waiting[self.local[0]].eqn):
+            if direct is not None:
+                rule, comm, k = direct
+                request = waiting[local[0]]
+                out = rule(comm, np.ascontiguousarray(request.value), k, self.state,
+                           **request.eqn.params)
+                if out is not None:
+                    resume[local[0]] = out
+                    continue
             if len(ranks) == 1:
                 request = waiting[members[0]]
                 outs = dict(zip(members, reference.group_rules[request.eqn.primitive](
@@ -543,6 +599,72 @@ class LocalPlan:
                 resume[m] = outs[m]
         waiting.clear()
         return resume
+
+
+def _steps(programs: dict, local: list) -> tuple:
+    """Straight-line programs of the local devices as flat steps: ``(input keys, literals by
+    position, segments, output keys by position)``. A segment is each device's equations up to
+    a communication node (``(impl, keys read, keys written, params, keys freed, equation)``),
+    then the node (``(key read, key written, equation by position)``, or None at the end).
+    Values are keyed by variable id; literals get keys of their own."""
+    from ir.core import Literal
+    from ir.interpreter import last_uses
+    from ir.specialise import COMMUNICATION
+    first = programs[local[0]]
+    in_keys = [id(v) for v in first.invars]
+    literals = {p: {} for p in local}
+    outs = {}
+    for p in local:
+        keys = []
+        for atom in programs[p].outvars:
+            if type(atom) is Literal:
+                keys.append(("literal", len(literals[p])))
+                literals[p][keys[-1]] = atom.value
+            else:
+                keys.append(id(atom))
+        outs[p] = keys
+    segments = []
+    computes = {p: [] for p in local}
+    dead = {p: last_uses(programs[p]) for p in local}
+    for k, eqn in enumerate(first.eqns):
+        if eqn.primitive in COMMUNICATION:
+            segments.append((computes, (id(eqn.invars[0]), id(eqn.outvars[0]),
+                                        {p: programs[p].eqns[k] for p in local})))
+            computes = {p: [] for p in local}
+            continue
+        for p in local:
+            mine = programs[p].eqns[k]
+            reads = []
+            for atom in mine.invars:
+                if type(atom) is Literal:
+                    key = ("literal", len(literals[p]))
+                    literals[p][key] = atom.value
+                    reads.append(key)
+                else:
+                    reads.append(id(atom))
+            computes[p].append((reference.impl_rules[mine.primitive], reads,
+                                [id(v) for v in mine.outvars], mine.params,
+                                [key for key in dead[p][k] if key not in in_keys], mine))
+    segments.append((computes, None))
+    return in_keys, literals, segments, outs
+
+
+def _prints(program) -> bool:
+    from ir.core import programs_in
+    return any(eqn.primitive is prims.debug_print_p
+               or any(_prints(sub) for value in eqn.params.values()
+                      for sub in programs_in(value))
+               for eqn in program.eqns)
+
+
+def _locate(err: BaseException, eqn, mesh, p: int) -> None:
+    """Attach the failing equation, its device and this process to ``err``, as the
+    interpreter and the scheduler do for programs they walk."""
+    device = mesh.devices.flat[p]
+    reference.DeviceInterpreter(device.id)._locate(err, eqn)
+    where = f", at {eqn.primitive}" + (f" ({eqn.source})" if eqn.source else "")
+    _note(err, f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
+               f"{world().rank}{where}")
 
 
 def _local_programs(lowered, local: list) -> dict:
@@ -657,7 +779,11 @@ def _across_ranks(state: _Round, members: list, ranks: tuple, waiting: dict,
     local = [m for m in members if state.rank_of[m] == me]
     request = waiting[local[0]]
     prim, params = request.eqn.primitive, request.eqn.params
-    comm = world().comm_of(ranks)
+    if prim is prims.all_slice_p:
+        # each member keeps a chunk of its own block: nothing crosses processes
+        return {m: np.split(np.asarray(waiting[m].value), params["axis_size"],
+                            params["slice_axis"])[members.index(m)] for m in local}
+    comm = _comm(state, ranks)
     if native and prim is prims.all_reduce_p and _natively_reducible(request):
         return _native_all_reduce(state, comm, local, members, waiting, params["reduction"])
     if not state.headers and _one_per_rank(state, members, ranks):
@@ -669,6 +795,23 @@ def _across_ranks(state: _Round, members: list, ranks: tuple, waiting: dict,
                 return {local[0]: out}
     exchange = _EXCHANGES.get(prim, _gather_then_apply)
     return exchange(state, comm, members, ranks, local, waiting)
+
+
+def _comm(state, ranks: tuple):
+    """The communicator of ``ranks``. Making one is collective over them: an open agreement
+    settles first, so that no process waits there for one that runs something else."""
+    w = world()
+    comm = w._comms.get(ranks)
+    if comm is None:
+        _settle(state)
+        comm = w.comm_of(ranks)
+    return comm
+
+
+def _settle(state) -> None:
+    if state is not None and state.opening is not None:
+        opening, state.opening = state.opening, None
+        opening.settle()
 
 
 def _gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
@@ -983,8 +1126,12 @@ _EXCHANGES = {
 
 
 def _natively_reducible(request) -> bool:
-    dtype = np.asarray(request.value).dtype
-    return dtype != np.bool_ and request.eqn.params["reduction"] in ("sum", "mean", "max", "min")
+    return _natively_reducible_type(np.asarray(request.value).dtype,
+                                    request.eqn.params["reduction"])
+
+
+def _natively_reducible_type(dtype, reduction) -> bool:
+    return dtype != np.bool_ and reduction in ("sum", "mean", "max", "min")
 
 
 def _native_all_reduce(state, comm, local, members, waiting, reduction) -> dict:

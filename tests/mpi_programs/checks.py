@@ -152,6 +152,11 @@ def check_one_device_per_process():
                 f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec,
                                           out_specs=out_spec))
                 record(f"direct/{shape}/{np.dtype(dtype).name}/{name}", f(x))
+        # an input laid out otherwise than in_specs: the program gathers, then slices
+        placed = jax.device_put(data((16, 8), seed=14), NamedSharding(mesh, P("y", "x")))
+        f = jax.jit(jax.shard_map(lambda b: lax.psum(b * 2 + 1, "x"), mesh=mesh,
+                                  in_specs=P("x", "y"), out_specs=P(None, "y")))
+        record(f"direct/{shape}/resharded", f(placed))
 
 
 # --- control flow with collectives, grad ------------------------------------------------------
