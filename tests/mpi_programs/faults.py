@@ -86,7 +86,20 @@ def divergent_gather():
     return jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))(y)
 
 
-DIVERGENT = {"divergent": divergent, "divergent_sizes": divergent_sizes,
+def impl_error():
+    """An equation's implementation fails on process 1's devices while the program runs (a
+    straight-line program: its flat steps, not the interpreter, run it)."""
+    from ir import primitives as prims
+    from runtime import reference
+    if jax.process_index() == 1:
+        def failing(*args, **params):
+            raise ValueError("an implementation failing on process 1")
+        reference.impl_rules[prims.sin_p] = failing
+    f = jax.shard_map(lambda b: total(jnp.sin(b)), mesh=mesh, in_specs=P("i"), out_specs=P())
+    return jax.jit(f)(x)
+
+
+DIVERGENT = {"impl_error": impl_error, "divergent": divergent, "divergent_sizes": divergent_sizes,
              "divergent_loop": divergent_loop, "divergent_gather": divergent_gather}
 
 MODES = {"raise_in_body": raise_in_body, "shape_error": shape_error, "kill": kill,
