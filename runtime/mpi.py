@@ -1217,11 +1217,14 @@ class MpiBackend(reference.ReferenceBackend):
         """Run a module once every process has agreed to run it (``Agreement``): otherwise one
         would wait at a collective the others never reach. A module that is one shard_map with
         straight-line communication overlaps the agreement with its first exchange."""
-        fingerprint = self._fingerprint_of(module, lambda: str(module.program))
-        only = module.__dict__.get("_mpi_only", False)
-        if only is False:
-            only = module._mpi_only = _only_shard_map(module)
-        if only is not None and self._plan(only).straight:
+        entry = module.__dict__.get("_mpi_entry")
+        if entry is None or entry[0] is not self:
+            only = _only_shard_map(module)
+            entry = module._mpi_entry = (
+                self, _fingerprint(str(module.program)), only,
+                only is not None and self._plan(only).straight)
+        _, fingerprint, only, overlapped = entry
+        if overlapped:
             return self._run_shard_map(only, args, Agreement(fingerprint, _DIFFERENT_PROGRAM))
         agree(fingerprint, _DIFFERENT_PROGRAM)
         if only is not None:
