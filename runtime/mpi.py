@@ -20,10 +20,14 @@ in the simulator's fixed order (bit-exact). ``SHARDC_MPI_REDUCTIONS=native`` let
 use MPI's own Allreduce: faster for large groups, but not bit-exact.
 
 Ranks complete the cross-rank groups of a round in one global order (sorted device groups), so
-no two ranks wait on each other in opposite orders. Every exchange carries a fingerprint of the
-node; before a module runs, the ranks compare fingerprints of its program. A mismatch raises
-on every rank of the group, and any uncaught exception on any rank aborts the whole job
-(``install_fault_handler``), so a fault never leaves ranks waiting.
+no two ranks wait on each other in opposite orders. Every operation across ranks opens with an
+agreement on what it is (``Agreement``: a fingerprint, on a communicator of its own); a module
+whose communication nodes all lie outside loops and branches overlaps it with its first
+exchange, and its exchanges need nothing more. Under loops and branches every exchange also
+carries the fingerprint of its node. A mismatch raises on every rank concerned, and any
+uncaught exception on any rank aborts the whole job (``install_fault_handler``), so a fault
+never leaves ranks waiting. A group with one device on each of its ranks completes with MPI's
+own call, straight into the result (``_DIRECT``).
 
 Blocks of devices on other ranks are ``Absent``: a shape and a dtype, no data. A global array
 made by a shard_map holds only this rank's blocks; ``np.asarray`` of it (and printing,
