@@ -100,6 +100,10 @@ class World:
         self.check_comm = self.comm.Dup()
         self._mine = np.zeros(1, np.int64)
         self._theirs = np.zeros(self.size, np.int64)
+        self.open_agreement = None
+        # set when a mismatch left exchanges in flight: nothing more may cross processes
+        self.broken = ""
+        self._orphans: list = []
 
     def comm_of(self, ranks: tuple):
         """The communicator of ``ranks`` (sorted); its rank k is world rank ``ranks[k]``."""
@@ -203,13 +207,20 @@ class Agreement:
 
     def __init__(self, header: int, what):
         w = _world[0] if _world else world()
+        if w.broken:
+            raise CoherenceError(w.broken)
+        # one agreement is open at a time: its buffers are the world's
+        assert w.open_agreement is None, "an agreement was posted while another is open"
         w._mine[0] = header
         self.request = w.check_comm.Iallgather(w._mine, w._theirs)
         self.what = what
+        w.open_agreement = self
 
     def settle(self) -> None:
         self.request.Wait()
-        theirs = _world[0]._theirs.tolist()
+        w = _world[0]
+        w.open_agreement = None
+        theirs = w._theirs.tolist()
         if theirs.count(theirs[0]) != len(theirs):
             what = self.what() if callable(self.what) else self.what
             _check_headers(theirs, list(range(len(theirs))), what)
@@ -231,23 +242,25 @@ def agree(header: int, what) -> None:
 
 class _Opening:
     """An operation's agreement, settled before its first exchange's data is waited for."""
-    __slots__ = ("opening", "headers")
+    __slots__ = ("opening",)
 
     def __init__(self, opening=None):
         self.opening = opening
-        self.headers = False
-
-    def close(self) -> None:
-        """Settle the agreement if no exchange did (nothing crossed processes, or an error)."""
-        if self.opening is not None:
-            opening, self.opening = self.opening, None
-            opening.settle()
 
 
 def _wait(state, requests: list) -> None:
     """Wait for an exchange's requests, after settling the operation's agreement if it is still
-    open (``state.opening``)."""
-    _settle(state)
+    open (``state.opening``). A mismatch found then leaves the exchange in flight, where it
+    may never complete: its requests (and so its buffers) are kept, and nothing more may cross
+    processes (an uncaught CoherenceError ends the job anyway)."""
+    try:
+        _settle(state)
+    except CoherenceError as err:
+        w = world()
+        w._orphans.extend(requests)
+        w.broken = (f"an earlier CoherenceError left exchanges in flight; no more operations "
+                    f"can cross processes ({err})")
+        raise
     if len(requests) == 1:
         requests[0].Wait()
     else:
@@ -409,9 +422,8 @@ def _check_headers(headers: list, ranks: list, what: str) -> None:
 class _Round:
     """The state of one run of a mesh's programs on this rank."""
 
-    def __init__(self, mesh, programs, headers: bool = True):
+    def __init__(self, mesh, headers: bool = True):
         self.mesh = mesh
-        self.programs = programs
         self.position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
         self.rank_of = [d.process_index for d in mesh.devices.flat]
         # whether exchanges carry the node's fingerprint (False: coherent by construction)
@@ -423,7 +435,7 @@ class _Round:
 def run_local_programs(mesh, programs, inputs, native: bool = False) -> list:
     """Run this rank's devices' programs; other ranks run theirs. Returns each position's
     outputs, ``Absent`` for positions other ranks hold."""
-    state = _Round(mesh, programs)
+    state = _Round(mesh)
     local = _local_positions(mesh, world().rank)
     return _drive(state, local, {p: programs[p] for p in local}, inputs,
                   lambda waiting: _meet(state, waiting, native),
@@ -490,7 +502,7 @@ class LocalPlan:
             sample = lowered.device_programs[0].program
         self.out_avals = [v.aval for v in sample.outvars]
         self.straight = not _communicates_under_control(sample)
-        self.state = _Round(mesh, None, headers=not self.straight)
+        self.state = _Round(mesh, headers=not self.straight)
         self.nodes: dict = {}
         # straight programs that print nothing run as flat step lists (``_steps``), without
         # a generator per device: prints need the generators' ordering
@@ -513,9 +525,7 @@ class LocalPlan:
             return _drive(state, self.local, self.programs, inputs, self._meet_straight,
                           self.out_avals)
         finally:
-            if state.opening is not None:
-                opening, state.opening = state.opening, None
-                opening.settle()
+            _settle(state)
 
     def _run_steps(self, inputs) -> list:
         """Run the flat steps: each device's equations up to the next communication node, then
@@ -524,7 +534,7 @@ class LocalPlan:
         envs = {}
         for p in self.local:
             env = envs[p] = dict(literals[p])
-            env.update(zip(in_keys, inputs[p]))
+            env.update(zip(in_keys[p], inputs[p]))
         for computes, node in segments:
             for p in self.local:
                 env = envs[p]
@@ -539,10 +549,14 @@ class LocalPlan:
                     for key in dead:
                         del env[key]
             if node is not None:
-                read, out, eqns = node
-                waiting = {p: reference._Request(eqns[p], envs[p][read]) for p in self.local}
+                waiting = {p: reference._Request(node[p][3], envs[p][node[p][0]])
+                           for p in self.local}
                 for p, value in self._meet_straight(waiting).items():
-                    envs[p][out] = value
+                    read, out, dead, _ = node[p]
+                    env = envs[p]
+                    env[out] = value
+                    for key in dead:
+                        del env[key]
         results = list(_absent_results(self.state, self.out_avals))
         for p in self.local:
             env = envs[p]
@@ -588,7 +602,7 @@ class LocalPlan:
             if direct is not None:
                 rule, comm, k = direct
                 request = waiting[local[0]]
-                out = rule(comm, np.ascontiguousarray(request.value), k, self.state,
+                out = rule(comm, _contiguous(request.value), k, self.state,
                            **request.eqn.params)
                 if out is not None:
                     resume[local[0]] = out
@@ -606,51 +620,48 @@ class LocalPlan:
 
 
 def _steps(programs: dict, local: list) -> tuple:
-    """Straight-line programs of the local devices as flat steps: ``(input keys, literals by
-    position, segments, output keys by position)``. A segment is each device's equations up to
-    a communication node (``(impl, keys read, keys written, params, keys freed, equation)``),
-    then the node (``(key read, key written, equation by position)``, or None at the end).
-    Values are keyed by variable id; literals get keys of their own."""
+    """Straight-line programs of the local devices as flat steps: ``(input keys, literals,
+    segments, output keys)``, each by position. A segment is each device's equations up to a
+    communication node (``(impl, keys read, keys written, params, keys freed, equation)``),
+    then the node (by position: ``(key read, key written, keys freed, equation)``; None at
+    the end). Values are keyed by each device's own variables (programs read from text have
+    variables of their own; specialisation makes some operands per-device literals), and
+    literals get keys of their own."""
     from ir.core import Literal
     from ir.interpreter import last_uses
     from ir.specialise import COMMUNICATION
-    first = programs[local[0]]
-    in_keys = [id(v) for v in first.invars]
-    literals = {p: {} for p in local}
-    outs = {}
+    in_keys, literals, out_keys, dead = {}, {}, {}, {}
+
+    def key_of(p, atom):
+        if type(atom) is not Literal:
+            return id(atom)
+        key = ("literal", len(literals[p]))
+        literals[p][key] = atom.value
+        return key
+
     for p in local:
-        keys = []
-        for atom in programs[p].outvars:
-            if type(atom) is Literal:
-                keys.append(("literal", len(literals[p])))
-                literals[p][keys[-1]] = atom.value
-            else:
-                keys.append(id(atom))
-        outs[p] = keys
+        literals[p] = {}
+        in_keys[p] = [id(v) for v in programs[p].invars]
+        out_keys[p] = [key_of(p, atom) for atom in programs[p].outvars]
+        dead[p] = last_uses(programs[p])
     segments = []
     computes = {p: [] for p in local}
-    dead = {p: last_uses(programs[p]) for p in local}
-    for k, eqn in enumerate(first.eqns):
+    for k, eqn in enumerate(programs[local[0]].eqns):
         if eqn.primitive in COMMUNICATION:
-            segments.append((computes, (id(eqn.invars[0]), id(eqn.outvars[0]),
-                                        {p: programs[p].eqns[k] for p in local})))
+            node = {}
+            for p in local:
+                mine = programs[p].eqns[k]
+                node[p] = (key_of(p, mine.invars[0]), id(mine.outvars[0]), dead[p][k], mine)
+            segments.append((computes, node))
             computes = {p: [] for p in local}
             continue
         for p in local:
             mine = programs[p].eqns[k]
-            reads = []
-            for atom in mine.invars:
-                if type(atom) is Literal:
-                    key = ("literal", len(literals[p]))
-                    literals[p][key] = atom.value
-                    reads.append(key)
-                else:
-                    reads.append(id(atom))
-            computes[p].append((reference.impl_rules[mine.primitive], reads,
-                                [id(v) for v in mine.outvars], mine.params,
-                                [key for key in dead[p][k] if key not in in_keys], mine))
+            computes[p].append((reference.impl_rules[mine.primitive],
+                                [key_of(p, atom) for atom in mine.invars],
+                                [id(v) for v in mine.outvars], mine.params, dead[p][k], mine))
     segments.append((computes, None))
-    return in_keys, literals, segments, outs
+    return in_keys, literals, segments, out_keys
 
 
 def _prints(program) -> bool:
@@ -789,14 +800,8 @@ def _across_ranks(state: _Round, members: list, ranks: tuple, waiting: dict,
                             params["slice_axis"])[members.index(m)] for m in local}
     comm = _comm(state, ranks)
     if native and prim is prims.all_reduce_p and _natively_reducible(request):
-        return _native_all_reduce(state, comm, local, members, waiting, params["reduction"])
-    if not state.headers and _one_per_rank(state, members, ranks):
-        direct = _DIRECT.get(prim)
-        if direct is not None:
-            out = direct(comm, np.ascontiguousarray(request.value), ranks.index(me), state,
-                         **params)
-            if out is not None:
-                return {local[0]: out}
+        return _native_all_reduce(state, comm, ranks, local, members, waiting,
+                                  params["reduction"])
     exchange = _EXCHANGES.get(prim, _gather_then_apply)
     return exchange(state, comm, members, ranks, local, waiting)
 
@@ -846,7 +851,7 @@ def _gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
 def _gathered_in_place(state, members, ranks, request, value) -> bool:
     return (request.eqn.primitive is prims.all_gather_p
             and request.eqn.params["gather_axis"] == 0 and value.ndim > 0
-            and (value.nbytes >= _SEPARATE_HEADER_BYTES or not state.headers)
+            and value.nbytes >= _SEPARATE_HEADER_BYTES
             and [state.rank_of[m] for m in members] == list(ranks))
 
 
@@ -971,7 +976,7 @@ def _reduce_scatter_exchange(state, comm, members, ranks, local, waiting) -> dic
     outs = {}
     for d, chunks in parts.items():
         total = reference._all_reduce(chunks, reduction=params["reduction"])[0]
-        outs[d] = np.ascontiguousarray(total)
+        outs[d] = _contiguous(total)
     return outs
 
 
@@ -1011,7 +1016,8 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
     gather every block (one exchange instead of two, moving as much)."""
     request = waiting[local[0]]
     value = np.asarray(request.value)
-    if (len(ranks) < 3 and len(local) == 1) or value.nbytes < _SCATTERED_REDUCTION_BYTES:
+    if ((len(ranks) < 3 and len(members) == len(ranks))
+            or value.nbytes < _SCATTERED_REDUCTION_BYTES):     # the same on every rank
         return _gather_then_apply(state, comm, members, ranks, local, waiting)
     _check_local_same(local, waiting)
     params = request.eqn.params
@@ -1045,6 +1051,13 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
 # Member k of the group is then rank k of its communicator. Each rule returns the local
 # member's result, or None where it does not apply (the general exchange runs instead).
 # Buffers go as bytes: MPI has no type for bfloat16 and the other narrow floats.
+
+def _contiguous(value) -> np.ndarray:
+    """``value`` as a C-contiguous array of its own shape (numpy's ascontiguousarray makes a
+    0-d array 1-d)."""
+    array = np.asarray(value)
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
 
 def _raw(array: np.ndarray) -> np.ndarray:
     """The bytes of a C-contiguous array, as a view."""
@@ -1089,7 +1102,7 @@ def _direct_reduce_scatter(comm, block, k, state, *, scatter_axis, tiled, reduct
     _wait(state, [comm.Ialltoall(_raw(block), _raw(received))])
     n = comm.size
     chunks = received.reshape((n, block.shape[0] // n) + block.shape[1:]) if tiled else received
-    return np.ascontiguousarray(reference._all_reduce(list(chunks), reduction=reduction)[0])
+    return _contiguous(reference._all_reduce(list(chunks), reduction=reduction)[0])
 
 
 _PERMUTE_TAG = 7313
@@ -1134,18 +1147,29 @@ def _natively_reducible(request) -> bool:
                                     request.eqn.params["reduction"])
 
 
+# the dtypes MPI reduces natively (it has no bfloat16 or float16, and bool sums count)
+_NATIVE_DTYPES = frozenset(np.dtype(t) for t in (
+    np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+    np.uint8, np.uint16, np.uint32, np.uint64))
+
+
 def _natively_reducible_type(dtype, reduction) -> bool:
-    return dtype != np.bool_ and reduction in ("sum", "mean", "max", "min")
+    return np.dtype(dtype) in _NATIVE_DTYPES and reduction in ("sum", "mean", "max", "min")
 
 
-def _native_all_reduce(state, comm, local, members, waiting, reduction) -> dict:
+def _native_all_reduce(state, comm, ranks, local, members, waiting, reduction) -> dict:
     """MPI's Allreduce over the ranks' partial reductions: fast, not bit-exact (MPI picks the
-    order)."""
+    order). Under control flow the ranks first compare the node's fingerprint, as every other
+    exchange there does."""
     MPI = world().MPI
+    request = waiting[local[0]]
+    if state.headers:
+        _, headers = _exchange_all(comm, [], _node_fingerprint(request), [0] * len(ranks))
+        _check_node_headers(headers, ranks, request)
     blocks = [np.asarray(waiting[m].value) for m in local]
     partial = reference._all_reduce(blocks, reduction="sum" if reduction == "mean"
                                     else reduction)[0]
-    partial = np.ascontiguousarray(partial)
+    partial = _contiguous(partial)
     total = np.empty_like(partial)
     op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduction]
     _wait(state, [comm.Iallreduce(partial, total, op=op)])
@@ -1229,7 +1253,7 @@ class MpiBackend(reference.ReferenceBackend):
                 only is not None and self._plan(only).straight)
         _, fingerprint, only, overlapped = entry
         if overlapped:
-            return self._run_shard_map(only, args, Agreement(fingerprint, _DIFFERENT_PROGRAM))
+            return self._run_shard_map(only, args, fingerprint)
         agree(fingerprint, _DIFFERENT_PROGRAM)
         if only is not None:
             return self._run_shard_map(only, args)
@@ -1251,7 +1275,9 @@ class MpiBackend(reference.ReferenceBackend):
         """Every position's block on every rank (check_vma='runtime' of an eager shard_map)."""
         return gather_positions(blocks, mesh)
 
-    def _run_shard_map(self, lowered, values, opening=None) -> list:
+    def _run_shard_map(self, lowered, values, fingerprint=None) -> list:
+        """Run one shard_map on this process's devices; with the module's ``fingerprint``, its
+        agreement is posted here and overlaps the first exchange (straight programs)."""
         plan = self._plan(lowered)
         mesh = lowered.mesh
         inputs = {p: [] for p in plan.local}
@@ -1262,7 +1288,8 @@ class MpiBackend(reference.ReferenceBackend):
                 blocks = self.to_blocks(value, mesh, spec)
             for p in plan.local:
                 inputs[p].append(blocks[p])
-        results = plan.run(inputs, opening)
+        results = plan.run(inputs, None if fingerprint is None
+                           else Agreement(fingerprint, _DIFFERENT_PROGRAM))
         outs = []
         for k, (aval, sharding) in enumerate(zip(plan.out_global_avals, plan.out_shardings)):
             column = [results[p][k] for p in range(mesh.size)]

@@ -154,6 +154,8 @@ def test_uneven_device_split_is_an_error_on_every_process():
                     "while running on device 4: b:f32[2]{i} = sin a (faults.py:",
                     "on device 4 (mesh coordinates (4,)) of process 1, at sin (faults.py:"]),
     ("divergent", ["CoherenceError", "are about to run a different program"]),
+    ("divergent_caught", ["caught the CoherenceError",
+                          "an earlier CoherenceError left exchanges in flight"]),
     ("divergent_sizes", ["CoherenceError", "are about to run a different program"]),
     ("divergent_loop", ["CoherenceError", "are about to run a different program"]),
     ("divergent_gather", ["CoherenceError"]),
@@ -196,6 +198,18 @@ def test_cli_run_under_mpiexec_matches_one_process(tmp_path):
     one, two = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
     assert one["arr_0"].tobytes() == two["arr_0"].tobytes()
     np.testing.assert_allclose(two["arr_0"], np.load(a) @ np.load(b), rtol=1e-5, atol=1e-5)
+    # a text that carries every device's program (parsed, each has variables of its own)
+    devices = tmp_path / "devices.ir"
+    rc, output, _ = launch(["-c", "import sys; from ir.parser import parse_module; "
+                            "from ir.printer import print_module; "
+                            "open(sys.argv[2], 'w').write(print_module(parse_module("
+                            "open(sys.argv[1]).read()), devices=True))",
+                            str(program), str(devices)])
+    assert rc == 0 and "device 7" in devices.read_text(), output
+    rc, output, _ = launch(["-c", CLI, "run", str(devices), "--inputs", f"{a},{b}", "-o",
+                            str(tmp_path / "four.npz")], n=4, timeout=60)
+    assert rc == 0, output
+    assert np.load(tmp_path / "four.npz")["arr_0"].tobytes() == one["arr_0"].tobytes()
 
 
 def test_mpi_backend_on_one_process_holds_every_device():

@@ -152,11 +152,37 @@ def check_one_device_per_process():
                 f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec,
                                           out_specs=out_spec))
                 record(f"direct/{shape}/{np.dtype(dtype).name}/{name}", f(x))
+        # per-device literals (axis_index) and 0-d blocks as operands of the direct calls
+        f = jax.jit(jax.shard_map(
+            lambda b: jnp.stack([lax.psum(b.sum(), "x"), lax.psum(lax.axis_index("x"), "x"),
+                                 lax.psum_scatter(b[:n, 0, 0], "x"), b.sum()])[None],
+            mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+        record(f"direct/{shape}/zero_d", f(jnp.asarray(data((8 * n, 8, 4), seed=15))))
         # an input laid out otherwise than in_specs: the program gathers, then slices
         placed = jax.device_put(data((16, 8), seed=14), NamedSharding(mesh, P("y", "x")))
         f = jax.jit(jax.shard_map(lambda b: lax.psum(b * 2 + 1, "x"), mesh=mesh,
                                   in_specs=P("x", "y"), out_specs=P(None, "y")))
         record(f"direct/{shape}/resharded", f(placed))
+
+
+def check_uneven_groups():
+    """A mesh in another device order: a group's members are spread unevenly over the
+    processes (three on one, one on another), large blocks and small, straight and in a
+    loop."""
+    from shardc.sharding import Mesh
+    order = [0, 1, 2, 4, 3, 5, 6, 7]
+    mesh = Mesh(np.array(jax.devices())[order].reshape(4, 2), ("x", "y"))
+    for name, cols in (("large", 4099), ("small", 3)):
+        x = jnp.asarray(data((4 * 8, 2 * cols), seed=16))
+        straight = jax.jit(jax.shard_map(lambda b: lax.psum(b, "x"), mesh=mesh,
+                                         in_specs=P("x", "y"), out_specs=P(None, "y")))
+        looped = jax.jit(jax.shard_map(
+            lambda b: lax.fori_loop(0, 2, lambda k, c: lax.psum(c, "x") * 0.5 + 0 * b, b),
+            mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y")))
+        gathered = jax.jit(jax.shard_map(lambda b: lax.all_gather(b, "x", tiled=True),
+                                         mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y")))
+        for kind, f in (("psum", straight), ("loop", looped), ("all_gather", gathered)):
+            record(f"uneven/{name}/{kind}", f(x))
 
 
 # --- control flow with collectives, grad ------------------------------------------------------
@@ -280,7 +306,7 @@ def check_multihost():
 
 
 GROUPS = {"collectives": check_collectives, "large": check_large_reductions,
-          "direct": check_one_device_per_process,
+          "direct": check_one_device_per_process, "uneven": check_uneven_groups,
           "control": check_control_flow,
           "grad": check_grad, "tutorial": check_tutorial, "training": check_training,
           "multihost": check_multihost}

@@ -99,7 +99,18 @@ def impl_error():
     return jax.jit(f)(x)
 
 
-DIVERGENT = {"impl_error": impl_error, "divergent": divergent, "divergent_sizes": divergent_sizes,
+def divergent_caught():
+    """The mismatch is caught: the exchange posted with the agreement may be in flight still,
+    so nothing more may cross processes (the next operation raises at once)."""
+    from runtime.mpi import CoherenceError
+    try:
+        divergent()
+    except CoherenceError:
+        print(f"process {jax.process_index()} caught the CoherenceError", flush=True)
+    return jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))(x)
+
+
+DIVERGENT = {"impl_error": impl_error, "divergent_caught": divergent_caught, "divergent": divergent, "divergent_sizes": divergent_sizes,
              "divergent_loop": divergent_loop, "divergent_gather": divergent_gather}
 
 MODES = {"raise_in_body": raise_in_body, "shape_error": shape_error, "kill": kill,
