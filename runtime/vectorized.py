@@ -370,6 +370,8 @@ _INLINED = tuple(p for p in (getattr(prims, "remat_p", None),) if p is not None)
 def flatten_program(program) -> tuple:
     """``(eqns, outvars)`` of ``program`` with every ``remat`` inlined (its sub-program's
     equations in its place, with fresh variables): remat only matters to autodiff."""
+    if not any(eqn.primitive in _INLINED for eqn in program.eqns):
+        return program.eqns, program.outvars      # nothing to inline: read it as it is
     eqns: list = []
     outvars = _flatten_into(program, {}, eqns, fresh=False)
     return eqns, outvars
@@ -424,11 +426,19 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
         env[name] = value if scalar else value.reshape((1,) * k + value.shape)
         return name
 
+    axis_names = mesh.axis_names
+    literal_lead = (1,) * k
     for n, eqn in enumerate(body_eqns):
         invars = eqn.invars
-        literals = [a.value if type(a) is Literal else None for a in invars]
-        in_leads_ = [(1,) * k if type(a) is Literal else leads[id(a)] for a in invars]
-        types = EqnTypes(sizes, mesh.axis_names, in_leads_, [a.aval for a in invars],
+        literals, in_leads_ = [], []
+        for a in invars:
+            if type(a) is Literal:
+                literals.append(a.value)
+                in_leads_.append(literal_lead)
+            else:
+                literals.append(None)
+                in_leads_.append(leads[id(a)])
+        types = EqnTypes(sizes, axis_names, in_leads_, [a.aval for a in invars],
                          [v.aval for v in eqn.outvars], eqn.params, literals)
         if (relabel and eqn.primitive is prims.ppermute_p
                 and uses.get(id(eqn.outvars[0]), 0) == 0 and id(eqn.outvars[0]) in outputs):
@@ -444,24 +454,19 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
             else:
                 args.append((names[id(atom)], kernel.arg_shapes[j] if kernel.arg_shapes
                              else None))
-        out_shapes = [tuple(l) + v.aval.shape for l, v in zip(kernel.out_leads, eqn.outvars)]
-        into = _reusable(kernel, eqn, leads, owned, uses, outputs, out_shapes)
+        into = _reusable(kernel, eqn, leads, owned, uses, outputs)
         for atom in invars:
             if type(atom) is not Literal:
                 uses[id(atom)] -= 1
         outs = []
         for j, (var, lead) in enumerate(zip(eqn.outvars, kernel.out_leads)):
-            names[id(var)] = f"v{n}_{j}"
+            name = names[id(var)] = f"v{n}_{j}"
             leads[id(var)] = tuple(lead)
-            outs.append(names[id(var)])
+            outs.append(name)
             if kernel.ufunc:
                 owned.add(id(var))
-        dead = [names[id(a)] for a in {id(a): a for a in invars
-                                       if type(a) is not Literal}.values()
-                if uses[id(a)] == 0 and id(a) not in outputs and not names[id(a)].startswith("a")
-                and _stacked_bytes(leads[id(a)], a.aval) >= _RELEASE_BYTES]
         steps.append(Step(f"k{n}", kernel.fn, args, outs, names[id(into)] if into else None,
-                          kernel.multiple, dead))
+                          kernel.multiple, _released(invars, names, leads, uses, outputs)))
     results, out_leads = [], []
     for atom in body_outvars:
         if isinstance(atom, Literal):
@@ -489,27 +494,51 @@ def _use_counts(eqns) -> dict:
     return uses
 
 
-def _reusable(kernel, eqn, leads, owned, uses, outputs, out_shapes):
+def _reusable(kernel, eqn, leads, owned, uses, outputs):
     """An operand whose buffer the ufunc may write its result into: a fresh array of the
     result's shape and dtype, used nowhere else and not an output."""
     if not kernel.ufunc or len(eqn.outvars) != 1:
         return None
     out = eqn.outvars[0]
-    counts: dict = {}
-    for atom in eqn.invars:
-        if not isinstance(atom, Literal):
-            counts[id(atom)] = counts.get(id(atom), 0) + 1
-    for j, atom in enumerate(eqn.invars):
-        if isinstance(atom, Literal) or id(atom) not in owned or id(atom) in outputs:
+    out_shape = tuple(kernel.out_leads[0]) + out.aval.shape
+    invars = eqn.invars
+    for j, atom in enumerate(invars):
+        key = id(atom)
+        if type(atom) is Literal or key not in owned or key in outputs:
             continue
         if kernel.arg_shapes and kernel.arg_shapes[j] is not None:
             continue
-        if uses[id(atom)] != counts[id(atom)]:
-            continue
-        shape = tuple(leads[id(atom)]) + atom.aval.shape
-        if shape == out_shapes[0] and atom.aval.dtype == out.aval.dtype:
+        if uses[key] != _count(invars, atom):
+            continue            # read again later
+        aval = atom.aval
+        if leads[key] + aval.shape == out_shape and aval.dtype == out.aval.dtype:
             return atom
     return None
+
+
+def _count(atoms, atom) -> int:
+    count = 0
+    for a in atoms:
+        if a is atom:
+            count += 1
+    return count
+
+
+def _released(invars, names, leads, uses, outputs) -> list:
+    """The names of the large operands read for the last time by this step (each once):
+    released at once rather than when the body returns."""
+    dead: list = []
+    for atom in invars:
+        if type(atom) is Literal:
+            continue
+        key = id(atom)
+        if uses[key] or key in outputs:
+            continue
+        name = names[key]
+        if (name not in dead and not name.startswith("a")
+                and _stacked_bytes(leads[key], atom.aval) >= _RELEASE_BYTES):
+            dead.append(name)
+    return dead
 
 
 # --- running one shard_map equation ----------------------------------------------------------
