@@ -66,12 +66,20 @@ def user_source() -> SourceInfo | None:
             user = _USER_CODE[code] = (not name.startswith(_NOT_USER)
                                        and not name.startswith("<frozen"))
         if user:
-            return SourceInfo(os.path.basename(code.co_filename), frame.f_lineno, code.co_name)
+            key = (code, frame.f_lineno)
+            source = _SOURCES.get(key)
+            if source is None:
+                if len(_SOURCES) > 4096:
+                    _SOURCES.clear()
+                source = _SOURCES[key] = SourceInfo(os.path.basename(code.co_filename),
+                                                    frame.f_lineno, code.co_name)
+            return source
         frame = frame.f_back
     return None
 
 
 _USER_CODE: dict = {}       # code object -> whether it is user code (asked once per function)
+_SOURCES: dict = {}         # (code object, line) -> its SourceInfo (immutable, so shared)
 _REPLAYED: list = [None]    # the source of the equation being replayed, innermost last
 
 
@@ -557,7 +565,7 @@ class ProgramTrace(Trace):
         # enclosing body (a loop body inside a shard_map) keep theirs.
         aval = aval_of(value)
         if not isinstance(value, Tracer) and aval.shape == () and _is_plain_scalar(value):
-            return self.new_tracer(aval, Literal(np.asarray(value), aval))
+            return self.new_tracer(aval, Literal(value, aval))
         tracer = self.new_tracer(aval)
         if self.shard is None:
             tracer._sharding = layouts_mod.layout_of(value)
@@ -578,7 +586,7 @@ class ProgramTrace(Trace):
                 from compiler.replication import per_output, type_operands
                 tracers, out_vma = type_operands(self, prim, tracers, params)
                 avals = out_avals(prim, [t.aval for t in tracers], params)
-                outs = [self.new_tracer(a if a.vma == vma else a.update(vma=vma))
+                outs = [self.new_tracer(a.with_vma(vma))
                         for a, vma in zip(avals, per_output(out_vma, len(avals)))]
         except Exception as err:
             _note_equation(err, prim, tracers, params)
