@@ -41,7 +41,7 @@ def sub_programs(eqn: Eqn) -> list:
 def replace_sub_programs(eqn: Eqn, rewrite: Callable[[Program], Program]) -> Eqn:
     """An equation whose sub-programs are ``rewrite(sub)`` (``eqn`` itself when every rewrite
     returns its program); the input is left unchanged."""
-    if not any(holds_programs(v) for v in eqn.params.values()):
+    if not eqn.params or not any(holds_programs(v) for v in eqn.params.values()):
         return eqn
     params = {}
     changed = False
@@ -84,6 +84,8 @@ def has_side_effect(eqn: Eqn) -> bool:
     per-device communication node, or a higher-order equation with one of those inside."""
     if eqn.primitive is prims.debug_print_p or is_communication_node(eqn):
         return True
+    if not eqn.params:
+        return False                # no sub-programs
     return any(has_side_effect(inner) for _, _, sub in sub_programs(eqn) for inner in sub.eqns)
 
 
