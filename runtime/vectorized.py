@@ -251,6 +251,8 @@ def _prints(program) -> bool:
 
 
 def _sub_programs(eqn) -> list:
+    if not eqn.params:
+        return []
     subs = []
     for value in eqn.params.values():
         if hasattr(value, "eqns"):
@@ -407,18 +409,19 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
     k = mesh.ndim
     sizes = mesh.axis_sizes
     env: dict = {"np": np}
+    # keyed by the variable itself (variables hash by identity)
     names: dict = {}
     leads: dict = {}
     owned: set = set()        # vars holding fresh arrays nothing else refers to
     uses = _use_counts(body_eqns)
-    outputs = {id(v) for v in body_outvars if not isinstance(v, Literal)}
+    outputs = {v for v in body_outvars if type(v) is not Literal}
     steps = []
     quiet = False       # elementwise kernels run with floating-point warnings off, as the
     #                     reference's do
     arg_names = []
     for i, (var, lead) in enumerate(zip(body.invars, in_leads)):
-        names[id(var)] = f"a{i}"
-        leads[id(var)] = tuple(lead)
+        names[var] = f"a{i}"
+        leads[var] = tuple(lead)
         arg_names.append(f"a{i}")
 
     def constant(value, scalar: bool) -> str:
@@ -437,35 +440,35 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
                 in_leads_.append(literal_lead)
             else:
                 literals.append(None)
-                in_leads_.append(leads[id(a)])
+                in_leads_.append(leads[a])
         types = EqnTypes(sizes, axis_names, in_leads_, [a.aval for a in invars],
                          [v.aval for v in eqn.outvars], eqn.params, literals)
         if (relabel and eqn.primitive is prims.ppermute_p
-                and uses.get(id(eqn.outvars[0]), 0) == 0 and id(eqn.outvars[0]) in outputs):
+                and uses.get(eqn.outvars[0], 0) == 0 and eqn.outvars[0] in outputs):
             kernel = relabelling_ppermute_rule(types)
         else:
             kernel = _kernel(eqn, types)
         quiet |= kernel.scalar_literals
         env[f"k{n}"] = kernel.fn
         args = []
+        arg_shapes = kernel.arg_shapes
         for j, atom in enumerate(invars):
             if type(atom) is Literal:
                 args.append((constant(atom.value, kernel.scalar_literals), None))
             else:
-                args.append((names[id(atom)], kernel.arg_shapes[j] if kernel.arg_shapes
-                             else None))
+                args.append((names[atom], arg_shapes[j] if arg_shapes else None))
         into = _reusable(kernel, eqn, leads, owned, uses, outputs)
         for atom in invars:
             if type(atom) is not Literal:
-                uses[id(atom)] -= 1
+                uses[atom] -= 1
         outs = []
         for j, (var, lead) in enumerate(zip(eqn.outvars, kernel.out_leads)):
-            name = names[id(var)] = f"v{n}_{j}"
-            leads[id(var)] = tuple(lead)
+            name = names[var] = f"v{n}_{j}"
+            leads[var] = tuple(lead)
             outs.append(name)
             if kernel.ufunc:
-                owned.add(id(var))
-        steps.append(Step(f"k{n}", kernel.fn, args, outs, names[id(into)] if into else None,
+                owned.add(var)
+        steps.append(Step(f"k{n}", kernel.fn, args, outs, names[into] if into else None,
                           kernel.multiple, _released(invars, names, leads, uses, outputs)))
     results, out_leads = [], []
     for atom in body_outvars:
@@ -473,8 +476,8 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
             results.append(constant(atom.value, False))
             out_leads.append((1,) * k)
         else:
-            results.append(names[id(atom)])
-            out_leads.append(leads[id(atom)])
+            results.append(names[atom])
+            out_leads.append(leads[atom])
     return steps, env, arg_names, results, out_leads, quiet
 
 
@@ -486,11 +489,13 @@ def _stacked_bytes(lead, aval) -> int:
 
 
 def _use_counts(eqns) -> dict:
+    """How many times each variable is read (keyed by the variable)."""
     uses: dict = {}
+    get = uses.get
     for eqn in eqns:
         for atom in eqn.invars:
-            if not isinstance(atom, Literal):
-                uses[id(atom)] = uses.get(id(atom), 0) + 1
+            if type(atom) is not Literal:
+                uses[atom] = get(atom, 0) + 1
     return uses
 
 
@@ -503,15 +508,14 @@ def _reusable(kernel, eqn, leads, owned, uses, outputs):
     out_shape = tuple(kernel.out_leads[0]) + out.aval.shape
     invars = eqn.invars
     for j, atom in enumerate(invars):
-        key = id(atom)
-        if type(atom) is Literal or key not in owned or key in outputs:
+        if type(atom) is Literal or atom not in owned or atom in outputs:
             continue
         if kernel.arg_shapes and kernel.arg_shapes[j] is not None:
             continue
-        if uses[key] != _count(invars, atom):
+        if uses[atom] != _count(invars, atom):
             continue            # read again later
         aval = atom.aval
-        if leads[key] + aval.shape == out_shape and aval.dtype == out.aval.dtype:
+        if leads[atom] + aval.shape == out_shape and aval.dtype == out.aval.dtype:
             return atom
     return None
 
@@ -529,14 +533,11 @@ def _released(invars, names, leads, uses, outputs) -> list:
     released at once rather than when the body returns."""
     dead: list = []
     for atom in invars:
-        if type(atom) is Literal:
+        if type(atom) is Literal or uses[atom] or atom in outputs:
             continue
-        key = id(atom)
-        if uses[key] or key in outputs:
-            continue
-        name = names[key]
+        name = names[atom]
         if (name not in dead and not name.startswith("a")
-                and _stacked_bytes(leads[key], atom.aval) >= _RELEASE_BYTES):
+                and _stacked_bytes(leads[atom], atom.aval) >= _RELEASE_BYTES):
             dead.append(name)
     return dead
 
