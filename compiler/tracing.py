@@ -17,6 +17,7 @@ import numpy as np
 
 from compiler import layouts as layouts_mod
 from compiler.backend import get_backend
+from compiler.replication import per_output, type_operands
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
@@ -583,7 +584,6 @@ class ProgramTrace(Trace):
                 outs = [self.new_tracer(a.strip_vma())
                         for a in out_avals(prim, [t.aval for t in tracers], params)]
             else:
-                from compiler.replication import per_output, type_operands
                 tracers, out_vma = type_operands(self, prim, tracers, params)
                 avals = out_avals(prim, [t.aval for t in tracers], params)
                 outs = [self.new_tracer(a.with_vma(vma))
@@ -600,8 +600,9 @@ class ProgramTrace(Trace):
         return outs
 
     def add_eqn(self, prim, in_tracers, out_tracers, params):
-        self.eqns.append(Eqn(prim, [self.atom(t) for t in in_tracers],
-                             [self.atom(t) for t in out_tracers], dict(params), user_source()))
+        var_of = self.var_of
+        self.eqns.append(Eqn(prim, [var_of[id(t)] for t in in_tracers],
+                             [var_of[id(t)] for t in out_tracers], dict(params), user_source()))
 
     def process_shard_map(self, fun, args, params):
         from compiler.shard_map import stage_shard_map
