@@ -264,8 +264,9 @@ def _sub_programs(eqn) -> list:
 
 def _kernel(eqn, types: EqnTypes):
     prim = eqn.primitive
-    if prim in stacked_rules:
-        return stacked_rules[prim](types)
+    rule = stacked_rules.get(prim)
+    if rule is not None:
+        return rule(types)
     if prim in PER_DEVICE:
         return per_device_rule(prim, types)
     if prim in prims.CONTROL_FLOW:
@@ -354,7 +355,7 @@ class BodyPlan:
         return "\n".join(lines) + "\n"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Step:
     """One equation of a planned body: ``outs = kernel(*args)``, then ``dead`` released."""
     kernel: str            # the kernel's name in the plan's namespace

@@ -53,7 +53,7 @@ class Kernel:
     scalar_literals: bool = False    # literal operands are passed as 0-d arrays (elementwise)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class EqnTypes:
     """The static types of one equation inside a stacked body."""
     mesh_sizes: tuple        # size of each mesh axis, mesh order
