@@ -16,9 +16,10 @@ program's own ``all_slice``/``all_gather`` nodes lay them out::
     all_reduce over 'y'                          -> f32[4,1,2,4]   (rank-order sum over dim 1)
     out_specs P('x', None)                       -> an Array whose buffers are views of it
 
-A program is planned once per layout of its inputs: one step per equation, dead values released,
-elementwise results written into dead operands nothing else can see. The first call interprets
-the steps; the second compiles them to straight-line Python (``BodyPlan.source``). Arrays keep
+A program is planned once per layout of its inputs: one step per equation (its kernel), large
+dead values released. The first call interprets the steps; the second compiles them to
+straight-line Python (``BodyPlan.source``), whose elementwise results are written into dead
+operands nothing else can see. Arrays keep
 their stacked form, so a result fed back in costs nothing to lay out again; a ppermute result
 that is only returned stays a relabelling of its source's blocks.
 
@@ -292,19 +293,22 @@ _COMPILING: list = []       # the meshes of the bodies being compiled, innermost
 class BodyPlan:
     """A body compiled for one layout of its inputs: ``run(*stacked) -> stacked outputs``.
 
-    The first call interprets the steps (one kernel call each); the second compiles them to
-    straight-line Python (``source``), which later calls run: a program run once does not pay
-    for compiling it."""
+    Planning chooses each equation's kernel (from the leads of its operands) and which large
+    values die where. The first call interprets the steps (one kernel call each); the second
+    compiles them to straight-line Python (``source``), which later calls run, working out
+    names and which dead operands ufuncs write into only then: a program run once does not
+    pay for compiling it."""
 
     def __init__(self, body, mesh, in_leads, relabel: bool = False):
         self.mesh = mesh
         self.in_leads = tuple(in_leads)
         _COMPILING.append(mesh)
         try:
-            (self.steps, self.env, self.arg_names, self.results, self.out_leads,
+            (self.invars, self.steps, self.outvars, self.leads, self.out_leads,
              self.quiet) = _plan_steps(body, mesh, self.in_leads, relabel)
         finally:
             _COMPILING.pop()
+        self._literal_lead = (1,) * mesh.ndim
         self._compiled = None
         self._interpreted = False
         self._name = f"<shardc stacked body {id(body):x}>"
@@ -315,55 +319,99 @@ class BodyPlan:
         if not self._interpreted:
             self._interpreted = True
             return self._interpret(args)
-        namespace = dict(self.env)
-        exec(compile(self.source, self._name, "exec"), namespace)
+        source, namespace = self._source()
+        exec(compile(source, self._name, "exec"), namespace)
         self._compiled = namespace["body"]
         return self._compiled(*args)
 
+    def _constant(self, value, scalar: bool):
+        """A literal as a kernel takes it: as is (0-d), or with a lead of ones."""
+        return value if scalar else value.reshape(self._literal_lead + value.shape)
+
     def _interpret(self, args):
-        values = dict(self.env)
-        values.update(zip(self.arg_names, args))
+        values = dict(zip(self.invars, args))
         for step in self.steps:
-            operands = [values[name] if shape is None else values[name].reshape(shape)
-                        for name, shape in step.args]
-            if step.into:
-                result = step.fn(*operands, out=values[step.into])
-            else:
-                result = step.fn(*operands)
-            if step.multiple:
-                values.update(zip(step.outs, result))
-            elif step.outs:
-                values[step.outs[0]] = result
-            for name in step.dead:
-                del values[name]
-        return [values[name] for name in self.results]
+            kernel = step.kernel
+            shapes = kernel.arg_shapes
+            operands = []
+            for j, atom in enumerate(step.eqn.invars):
+                if type(atom) is Literal:
+                    operands.append(self._constant(atom.value, kernel.scalar_literals))
+                elif shapes and shapes[j] is not None:
+                    operands.append(values[atom].reshape(shapes[j]))
+                else:
+                    operands.append(values[atom])
+            result = kernel.fn(*operands)
+            outvars = step.eqn.outvars
+            if kernel.multiple:
+                values.update(zip(outvars, result))
+            elif outvars:
+                values[outvars[0]] = result
+            for var in step.dead:
+                del values[var]
+        return [self._constant(atom.value, False) if type(atom) is Literal else values[atom]
+                for atom in self.outvars]
 
     @property
     def source(self) -> str:
-        lines = [f"def body({', '.join(self.arg_names)}):"]
-        for step in self.steps:
-            operands = [name if shape is None else f"{name}.reshape({shape!r})"
-                        for name, shape in step.args]
-            if step.into:
-                operands.append(f"out={step.into}")
-            target = (", ".join(step.outs) + ("," if len(step.outs) == 1 else "")
-                      if step.multiple else (step.outs[0] if step.outs else "_"))
-            lines.append(f"    {target} = {step.kernel}({', '.join(operands)})")
+        return self._source()[0]
+
+    def _source(self) -> tuple:
+        """The body as straight-line Python, and the namespace it runs in (its kernels and
+        constants). Elementwise results are written into dead operands nothing else can see."""
+        namespace: dict = {"np": np}
+        names = {var: f"a{i}" for i, var in enumerate(self.invars)}
+        leads = self.leads
+        uses = _use_counts([step.eqn for step in self.steps])
+        outputs = {v for v in self.outvars if type(v) is not Literal}
+        owned: set = set()        # vars holding fresh arrays nothing else refers to
+
+        def constant(value, scalar: bool) -> str:
+            name = f"c{len(namespace)}"
+            namespace[name] = self._constant(value, scalar)
+            return name
+
+        lines = [f"def body({', '.join(names[v] for v in self.invars)}):"]
+        for n, step in enumerate(self.steps):
+            kernel, eqn = step.kernel, step.eqn
+            namespace[f"k{n}"] = kernel.fn
+            operands = []
+            for j, atom in enumerate(eqn.invars):
+                if type(atom) is Literal:
+                    operands.append(constant(atom.value, kernel.scalar_literals))
+                elif kernel.arg_shapes and kernel.arg_shapes[j] is not None:
+                    operands.append(f"{names[atom]}.reshape({kernel.arg_shapes[j]!r})")
+                else:
+                    operands.append(names[atom])
+            into = _reusable(kernel, eqn, leads, owned, uses, outputs)
+            if into is not None:
+                operands.append(f"out={names[into]}")
+            for atom in eqn.invars:
+                if type(atom) is not Literal:
+                    uses[atom] -= 1
+            outs = []
+            for j, var in enumerate(eqn.outvars[:len(kernel.out_leads)]):
+                names[var] = f"v{n}_{j}"
+                outs.append(names[var])
+                if kernel.ufunc:
+                    owned.add(var)
+            target = (", ".join(outs) + ("," if len(outs) == 1 else "")
+                      if kernel.multiple else (outs[0] if outs else "_"))
+            lines.append(f"    {target} = k{n}({', '.join(operands)})")
             if step.dead:
-                lines.append(f"    del {', '.join(step.dead)}")
-        lines.append(f"    return [{', '.join(self.results)}]")
-        return "\n".join(lines) + "\n"
+                lines.append(f"    del {', '.join(names[v] for v in step.dead)}")
+        results = [constant(atom.value, False) if type(atom) is Literal else names[atom]
+                   for atom in self.outvars]
+        lines.append(f"    return [{', '.join(results)}]")
+        return "\n".join(lines) + "\n", namespace
 
 
 @dataclasses.dataclass(slots=True)
 class Step:
-    """One equation of a planned body: ``outs = kernel(*args)``, then ``dead`` released."""
-    kernel: str            # the kernel's name in the plan's namespace
-    fn: object
-    args: list             # (value name, reshape or None) per operand
-    outs: list
-    into: str | None       # the operand a ufunc writes its result into
-    multiple: bool
+    """One equation of a planned body: its results are ``kernel(*operands)``; then the
+    variables in ``dead`` are released."""
+    eqn: object
+    kernel: object
     dead: list
 
 
@@ -402,37 +450,28 @@ def _flatten_into(program, subst: dict, eqns: list, fresh: bool) -> list:
 
 
 def _plan_steps(body, mesh, in_leads, relabel: bool):
-    """One step per equation (a kernel and the names it reads and writes), constants and
-    kernels in a namespace, dead values released, ufunc results written into dead operands.
-    ``relabel``: a ppermute result only returned stays a relabelling (``Relabelled``); only
-    a shard_map's own outputs may, as only Arrays know how to hold one."""
+    """One step per equation: its kernel (chosen from the leads of its operands) and the
+    large operands it reads for the last time. ``relabel``: a ppermute result only returned
+    stays a relabelling (``Relabelled``); only a shard_map's own outputs may, as only Arrays
+    know how to hold one.
+
+    Returns (inputs, steps, outputs, the lead of each variable, the lead of each output,
+    whether the kernels run with floating-point warnings off)."""
     body_eqns, body_outvars = flatten_program(body)
     k = mesh.ndim
     sizes = mesh.axis_sizes
-    env: dict = {"np": np}
-    # keyed by the variable itself (variables hash by identity)
-    names: dict = {}
-    leads: dict = {}
-    owned: set = set()        # vars holding fresh arrays nothing else refers to
+    leads: dict = {}          # keyed by the variable itself (variables hash by identity)
     uses = _use_counts(body_eqns)
     outputs = {v for v in body_outvars if type(v) is not Literal}
+    kept = outputs | set(body.invars)
     steps = []
     quiet = False       # elementwise kernels run with floating-point warnings off, as the
     #                     reference's do
-    arg_names = []
-    for i, (var, lead) in enumerate(zip(body.invars, in_leads)):
-        names[var] = f"a{i}"
+    for var, lead in zip(body.invars, in_leads):
         leads[var] = tuple(lead)
-        arg_names.append(f"a{i}")
-
-    def constant(value, scalar: bool) -> str:
-        name = f"c{len(env)}"
-        env[name] = value if scalar else value.reshape((1,) * k + value.shape)
-        return name
-
     axis_names = mesh.axis_names
     literal_lead = (1,) * k
-    for n, eqn in enumerate(body_eqns):
+    for eqn in body_eqns:
         invars = eqn.invars
         literals, in_leads_ = [], []
         for a in invars:
@@ -450,36 +489,15 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
         else:
             kernel = _kernel(eqn, types)
         quiet |= kernel.scalar_literals
-        env[f"k{n}"] = kernel.fn
-        args = []
-        arg_shapes = kernel.arg_shapes
-        for j, atom in enumerate(invars):
-            if type(atom) is Literal:
-                args.append((constant(atom.value, kernel.scalar_literals), None))
-            else:
-                args.append((names[atom], arg_shapes[j] if arg_shapes else None))
-        into = _reusable(kernel, eqn, leads, owned, uses, outputs)
         for atom in invars:
             if type(atom) is not Literal:
                 uses[atom] -= 1
-        outs = []
-        for j, (var, lead) in enumerate(zip(eqn.outvars, kernel.out_leads)):
-            name = names[var] = f"v{n}_{j}"
+        for var, lead in zip(eqn.outvars, kernel.out_leads):
             leads[var] = tuple(lead)
-            outs.append(name)
-            if kernel.ufunc:
-                owned.add(var)
-        steps.append(Step(f"k{n}", kernel.fn, args, outs, names[into] if into else None,
-                          kernel.multiple, _released(invars, names, leads, uses, outputs)))
-    results, out_leads = [], []
-    for atom in body_outvars:
-        if isinstance(atom, Literal):
-            results.append(constant(atom.value, False))
-            out_leads.append((1,) * k)
-        else:
-            results.append(names[atom])
-            out_leads.append(leads[atom])
-    return steps, env, arg_names, results, out_leads, quiet
+        steps.append(Step(eqn, kernel, _released(invars, leads, uses, kept)))
+    out_leads = [literal_lead if type(atom) is Literal else leads[atom]
+                 for atom in body_outvars]
+    return list(body.invars), steps, list(body_outvars), leads, out_leads, quiet
 
 
 _RELEASE_BYTES = 1 << 16      # dead values this large are released at once (``del``)
@@ -529,17 +547,16 @@ def _count(atoms, atom) -> int:
     return count
 
 
-def _released(invars, names, leads, uses, outputs) -> list:
-    """The names of the large operands read for the last time by this step (each once):
-    released at once rather than when the body returns."""
+def _released(invars, leads, uses, kept) -> list:
+    """The large operands read for the last time by this step (each once; never one of
+    ``kept``, the body's inputs and outputs): released at once rather than when the body
+    returns."""
     dead: list = []
     for atom in invars:
-        if type(atom) is Literal or uses[atom] or atom in outputs:
+        if type(atom) is Literal or uses[atom] or atom in kept or atom in dead:
             continue
-        name = names[atom]
-        if (name not in dead and not name.startswith("a")
-                and _stacked_bytes(leads[atom], atom.aval) >= _RELEASE_BYTES):
-            dead.append(name)
+        if _stacked_bytes(leads[atom], atom.aval) >= _RELEASE_BYTES:
+            dead.append(atom)
     return dead
 
 
