@@ -85,6 +85,9 @@ def _weak(x) -> bool:
     return is_python_scalar(x)
 
 
+_PYTHON_SCALAR_TYPES = (bool, int, float, complex)
+
+
 def result_type(*args) -> np.dtype:
     """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
     dts, weak = [], []
@@ -92,6 +95,9 @@ def result_type(*args) -> np.dtype:
         if isinstance(a, Tracer):                       # the common operand: never weak
             dts.append(a.aval.dtype)
             weak.append(False)
+        elif type(a) in _PYTHON_SCALAR_TYPES:           # a Python scalar: weak
+            dts.append(_dt.weak_scalar_dtype(a))
+            weak.append(True)
         elif a is int or a is float or a is complex:    # Python's types are weak, as in JAX
             dts.append(_dt.weak_scalar_dtype(a(0)))
             weak.append(True)
