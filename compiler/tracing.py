@@ -59,28 +59,33 @@ def user_source() -> SourceInfo | None:
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        user = _USER_CODE.get(code)
-        if user is None:
+        entry = _USER_CODE.get(id(code))
+        if entry is None or entry[0] is not code:
             if len(_USER_CODE) > 4096:
                 _USER_CODE.clear()
             name = code.co_filename
-            user = _USER_CODE[code] = (not name.startswith(_NOT_USER)
-                                       and not name.startswith("<frozen"))
-        if user:
-            key = (code, frame.f_lineno)
-            source = _SOURCES.get(key)
-            if source is None:
-                if len(_SOURCES) > 4096:
-                    _SOURCES.clear()
-                source = _SOURCES[key] = SourceInfo(os.path.basename(code.co_filename),
-                                                    frame.f_lineno, code.co_name)
-            return source
+            entry = _USER_CODE[id(code)] = (code, not name.startswith(_NOT_USER)
+                                            and not name.startswith("<frozen"))
+        if entry[1]:
+            return _source_info(code, frame.f_lineno)
         frame = frame.f_back
     return None
 
 
-_USER_CODE: dict = {}       # code object -> whether it is user code (asked once per function)
-_SOURCES: dict = {}         # (code object, line) -> its SourceInfo (immutable, so shared)
+def _source_info(code, line: int) -> SourceInfo:
+    entry = _SOURCES.get((id(code), line))
+    if entry is None or entry[0] is not code:
+        if len(_SOURCES) > 4096:
+            _SOURCES.clear()
+        entry = _SOURCES[id(code), line] = (
+            code, SourceInfo(os.path.basename(code.co_filename), line, code.co_name))
+    return entry[1]
+
+
+# Both keyed by the code object's id, not the object (hashing a code object hashes its whole
+# body); each entry holds its code object, so the id is not reused while the entry lives.
+_USER_CODE: dict = {}       # id(code) -> (code, whether it is user code), once per function
+_SOURCES: dict = {}         # (id(code), line) -> (code, its SourceInfo: immutable, so shared)
 _REPLAYED: list = [None]    # the source of the equation being replayed, innermost last
 
 
