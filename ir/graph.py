@@ -29,6 +29,8 @@ from ir.printer import format_param, var_name
 def sub_programs(eqn: Eqn) -> list:
     """``(param name, index or None, program)`` for each sub-program an equation carries, in
     the order the printer shows them (params sorted by name, tuples in order)."""
+    if not eqn.params:
+        return []
     found = []
     for key, value in sorted(eqn.params.items()):
         if isinstance(value, Program):
