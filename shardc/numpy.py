@@ -690,7 +690,7 @@ def _python_scalar_as(x, dtype: np.dtype):
     return found
 
 
-_SCALARS: dict = {}
+_SCALARS: dict = _dt.register_cache({})
 
 
 def _python_scalar_converted(x, dtype: np.dtype):
