@@ -265,6 +265,8 @@ def _check_groups(eqn, mesh, where) -> None:
         raise VerifyError(f"{where}: a communication node without device_groups", eqn=eqn,
                           param="device_groups")
     groups = eqn.params["device_groups"]
+    if groups is device_groups(mesh, eqn.params["mesh_axes"]):
+        return      # the very groups the mesh makes (specialisation attaches them): valid
     ids = set(mesh.device_ids)
     if not isinstance(groups, tuple) or not all(
             isinstance(g, tuple) and all(type(d) is int for d in g) for g in groups):
@@ -343,13 +345,23 @@ node_rules[prims.ppermute_p] = _check_ppermute_node
 def check_coherence(mesh, device_programs) -> None:
     """The devices of each group reach the same communication nodes, in the same order: for
     every group, every member's sequence of nodes over that group is the same (primitive,
-    parameters, operand type). Nodes in loops and branches count in program order."""
+    parameters, operand type). Nodes in loops and branches count in program order.
+
+    Sameness is transitive, so each group's members are held against the first device that
+    reaches the group, once: linear in the devices, not quadratic (a group of every device
+    of a 4096-device mesh). The first mismatch found is the one a comparison of every pair,
+    in device order, would find first."""
     sequences = {dp.device_id: _nodes_by_group(dp) for dp in device_programs}
+    checked: set = set()
     for dp in device_programs:
         for group, nodes in sequences[dp.device_id].items():
+            if group in checked:
+                continue
+            checked.add(group)
+            keys = [_node_key(eqn) for eqn in nodes]
             for member in group:
                 _compare_nodes(dp.device_id, nodes, member,
-                               sequences.get(member, {}).get(group, []), group)
+                               sequences.get(member, {}).get(group, []), group, keys)
 
 
 def _nodes_by_group(dp) -> dict:
@@ -374,11 +386,12 @@ def _node_key(eqn) -> tuple:
     return (eqn.primitive, tuple(sorted(eqn.params.items())), operand.shape, operand.dtype)
 
 
-def _compare_nodes(device, nodes, member, others, group) -> None:
+def _compare_nodes(device, nodes, member, others, group, keys) -> None:
+    """``keys``: the ``_node_key`` of each of ``nodes`` (device's), worked out once."""
     if member == device:
         return
     for k, (mine, theirs) in enumerate(zip(nodes, others)):
-        if _node_key(mine) != _node_key(theirs):
+        if keys[k] != _node_key(theirs):
             raise VerifyError(
                 f"devices {device} and {member} of group {group} reach different communication "
                 f"nodes at their node {k} over it: {_node_text(mine)} on device {device}, "
