@@ -23,7 +23,9 @@ def _union(vmas) -> frozenset:
     for vma in vmas:
         if not vma <= first:
             return frozenset().union(*vmas)
-    return first            # the common case: every operand varies over the same axes or fewer
+    # the common case: every operand varies over the same axes or fewer (a frozenset is
+    # returned as it is)
+    return frozenset(first)
 
 
 def join_rule(in_vmas, **params):

@@ -78,6 +78,8 @@ class Aval:
     def with_vma(self, vma: frozenset) -> "Aval":
         """This aval varying over ``vma``; made once per (aval, vma), as tracing a long
         program asks for the same few again and again."""
+        if type(vma) is not frozenset:
+            vma = frozenset(vma)
         if vma == self.vma:
             return self
         key = (self, vma)
