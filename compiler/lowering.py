@@ -123,10 +123,11 @@ def lower_to_mesh(mesh: Mesh, body: Program, invars=None) -> Program:
 
 def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
     for eqn in body.eqns:
-        invars = [_read(env, a) for a in eqn.invars]
-        if eqn.primitive in lowering_rules:
-            outs = lowering_rules[eqn.primitive](ctx, eqn, invars)
-        elif all(a is b for a, b in zip(invars, eqn.invars)):
+        invars = [a if type(a) is Literal else env[id(a)] for a in eqn.invars]
+        rule = lowering_rules.get(eqn.primitive)
+        if rule is not None:
+            outs = rule(ctx, eqn, invars)
+        elif _same_atoms(invars, eqn.invars):
             ctx.eqns.append(eqn)        # unchanged by lowering: shared with the body
             outs = eqn.outvars
         else:
@@ -134,6 +135,15 @@ def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
         for var, atom in zip(eqn.outvars, outs):
             env[id(var)] = atom
     return [_read(env, a) for a in body.outvars]
+
+
+def _same_atoms(atoms, others) -> bool:
+    if len(atoms) != len(others):
+        return False
+    for a, b in zip(atoms, others):
+        if a is not b:
+            return False
+    return True
 
 
 def _read(env, atom):

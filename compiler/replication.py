@@ -17,7 +17,15 @@ vma_rules = RuleTable("replication")
 
 
 def _union(vmas) -> frozenset:
-    return frozenset().union(*vmas) if vmas else frozenset()
+    if not vmas:
+        return frozenset()
+    first = vmas[0]
+    for vma in vmas:
+        if not vma <= first:
+            return frozenset().union(*vmas)
+    # the common case: every operand varies over the same axes or fewer (a frozenset is
+    # returned as it is)
+    return frozenset(first)
 
 
 def join_rule(in_vmas, **params):
@@ -123,9 +131,10 @@ def type_operands(trace, prim, tracers, params):
 
 
 def _lift(trace, tracer, want):
-    missing = want - tracer.aval.vma
-    if not missing or isinstance(trace.atom(tracer), Literal):
+    vma = tracer.aval.vma
+    if want <= vma or isinstance(trace.atom(tracer), Literal):
         return tracer
+    missing = want - vma
     axes = tuple(a for a in trace.shard.mesh.axis_names if a in missing)
     return trace.process_primitive(prims.pvary_p, [tracer], {"mesh_axes": axes})[0]
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from compiler import layouts as layouts_mod
 from compiler.backend import get_backend
+from compiler.replication import per_output, type_operands
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
@@ -58,20 +59,33 @@ def user_source() -> SourceInfo | None:
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        user = _USER_CODE.get(code)
-        if user is None:
+        entry = _USER_CODE.get(id(code))
+        if entry is None or entry[0] is not code:
             if len(_USER_CODE) > 4096:
                 _USER_CODE.clear()
             name = code.co_filename
-            user = _USER_CODE[code] = (not name.startswith(_NOT_USER)
-                                       and not name.startswith("<frozen"))
-        if user:
-            return SourceInfo(os.path.basename(code.co_filename), frame.f_lineno, code.co_name)
+            entry = _USER_CODE[id(code)] = (code, not name.startswith(_NOT_USER)
+                                            and not name.startswith("<frozen"))
+        if entry[1]:
+            return _source_info(code, frame.f_lineno)
         frame = frame.f_back
     return None
 
 
-_USER_CODE: dict = {}       # code object -> whether it is user code (asked once per function)
+def _source_info(code, line: int) -> SourceInfo:
+    entry = _SOURCES.get((id(code), line))
+    if entry is None or entry[0] is not code:
+        if len(_SOURCES) > 4096:
+            _SOURCES.clear()
+        entry = _SOURCES[id(code), line] = (
+            code, SourceInfo(os.path.basename(code.co_filename), line, code.co_name))
+    return entry[1]
+
+
+# Both keyed by the code object's id, not the object (hashing a code object hashes its whole
+# body); each entry holds its code object, so the id is not reused while the entry lives.
+_USER_CODE: dict = {}       # id(code) -> (code, whether it is user code), once per function
+_SOURCES: dict = {}         # (id(code), line) -> (code, its SourceInfo: immutable, so shared)
 _REPLAYED: list = [None]    # the source of the equation being replayed, innermost last
 
 
@@ -557,7 +571,7 @@ class ProgramTrace(Trace):
         # enclosing body (a loop body inside a shard_map) keep theirs.
         aval = aval_of(value)
         if not isinstance(value, Tracer) and aval.shape == () and _is_plain_scalar(value):
-            return self.new_tracer(aval, Literal(np.asarray(value), aval))
+            return self.new_tracer(aval, Literal(value, aval))
         tracer = self.new_tracer(aval)
         if self.shard is None:
             tracer._sharding = layouts_mod.layout_of(value)
@@ -575,10 +589,9 @@ class ProgramTrace(Trace):
                 outs = [self.new_tracer(a.strip_vma())
                         for a in out_avals(prim, [t.aval for t in tracers], params)]
             else:
-                from compiler.replication import per_output, type_operands
                 tracers, out_vma = type_operands(self, prim, tracers, params)
                 avals = out_avals(prim, [t.aval for t in tracers], params)
-                outs = [self.new_tracer(a if a.vma == vma else a.update(vma=vma))
+                outs = [self.new_tracer(a.with_vma(vma))
                         for a, vma in zip(avals, per_output(out_vma, len(avals)))]
         except Exception as err:
             _note_equation(err, prim, tracers, params)
@@ -592,8 +605,9 @@ class ProgramTrace(Trace):
         return outs
 
     def add_eqn(self, prim, in_tracers, out_tracers, params):
-        self.eqns.append(Eqn(prim, [self.atom(t) for t in in_tracers],
-                             [self.atom(t) for t in out_tracers], dict(params), user_source()))
+        var_of = self.var_of
+        self.eqns.append(Eqn(prim, [var_of[id(t)] for t in in_tracers],
+                             [var_of[id(t)] for t in out_tracers], dict(params), user_source()))
 
     def process_shard_map(self, fun, args, params):
         from compiler.shard_map import stage_shard_map

@@ -11,6 +11,7 @@ Names are not stored: the printer assigns them in definition order.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -60,7 +61,7 @@ class Aval:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -73,6 +74,21 @@ class Aval:
 
     def strip_vma(self) -> "Aval":
         return self if not self.vma else Aval(self.shape, self.dtype)
+
+    def with_vma(self, vma: frozenset) -> "Aval":
+        """This aval varying over ``vma``; made once per (aval, vma), as tracing a long
+        program asks for the same few again and again."""
+        if type(vma) is not frozenset:
+            vma = frozenset(vma)
+        if vma == self.vma:
+            return self
+        key = (self, vma)
+        found = _WITH_VMA.get(key)
+        if found is None:
+            if len(_WITH_VMA) > 4096:
+                _WITH_VMA.clear()
+            found = _WITH_VMA[key] = Aval(self.shape, self.dtype, vma)
+        return found
 
     def str_short(self, axis_order: Sequence[str] | None = ()) -> str:
         """``f32[4,8]{x}``; ``axis_order=None`` hides the vma (a body with the check off)."""
@@ -88,6 +104,9 @@ class Aval:
 
     def __repr__(self):
         return f"Aval({self.str_short()})"
+
+
+_WITH_VMA: dict = {}
 
 
 def format_vma(vma, axis_order: Sequence[str] = ()) -> str:

@@ -29,6 +29,8 @@ from ir.printer import format_param, var_name
 def sub_programs(eqn: Eqn) -> list:
     """``(param name, index or None, program)`` for each sub-program an equation carries, in
     the order the printer shows them (params sorted by name, tuples in order)."""
+    if not eqn.params:
+        return []
     found = []
     for key, value in sorted(eqn.params.items()):
         if isinstance(value, Program):
@@ -41,7 +43,7 @@ def sub_programs(eqn: Eqn) -> list:
 def replace_sub_programs(eqn: Eqn, rewrite: Callable[[Program], Program]) -> Eqn:
     """An equation whose sub-programs are ``rewrite(sub)`` (``eqn`` itself when every rewrite
     returns its program); the input is left unchanged."""
-    if not any(holds_programs(v) for v in eqn.params.values()):
+    if not eqn.params or not any(holds_programs(v) for v in eqn.params.values()):
         return eqn
     params = {}
     changed = False
@@ -84,6 +86,8 @@ def has_side_effect(eqn: Eqn) -> bool:
     per-device communication node, or a higher-order equation with one of those inside."""
     if eqn.primitive is prims.debug_print_p or is_communication_node(eqn):
         return True
+    if not eqn.params:
+        return False                # no sub-programs
     return any(has_side_effect(inner) for _, _, sub in sub_programs(eqn) for inner in sub.eqns)
 
 

@@ -26,8 +26,23 @@ def _aval(shape, dtype) -> Aval:
 
 
 def out_avals(prim, in_avals, params) -> list:
-    """The result avals of ``prim`` applied to ``in_avals``."""
-    return shape_rules[prim](*in_avals, **params)
+    """The result avals of ``prim`` applied to ``in_avals``.
+
+    A primitive without parameters (most elementwise ones) is typed once per operand types:
+    its rule sees nothing else, and a long program repeats the same few."""
+    if params:
+        return shape_rules[prim](*in_avals, **params)
+    key = (prim, *in_avals)
+    found = _PARAMETERLESS.get(key)
+    if found is None:
+        found = shape_rules[prim](*in_avals)
+        if len(_PARAMETERLESS) > 4096:
+            _PARAMETERLESS.clear()
+        _PARAMETERLESS[key] = found
+    return list(found)
+
+
+_PARAMETERLESS: dict = dtypes.register_cache({})
 
 
 # --- elementwise ------------------------------------------------------------------------------

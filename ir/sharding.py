@@ -69,7 +69,26 @@ def entry_names(entry) -> tuple:
 
 def spec_names(spec) -> tuple:
     """The mesh axes named by ``spec`` per dimension, as tuples: the normal form's meaning."""
-    return tuple(entry_names(e) for e in spec)
+    return _per_spec(_SPEC_NAMES, spec, lambda: tuple(entry_names(e) for e in spec))
+
+
+def _per_spec(cache: dict, spec, derive):
+    """``derive()``, computed once per spec (specs are few and asked about often); a spec
+    that does not hash (a list among its entries) is derived every time."""
+    try:
+        found = cache.get(spec)
+    except TypeError:
+        return derive()
+    if found is None:
+        if len(cache) > 1024:
+            cache.clear()
+        found = cache[spec] = derive()
+    return found
+
+
+_SPEC_NAMES: dict = {}
+_CANONICAL: dict = {}
+_NORMAL: dict = {}
 
 
 def spec_axes(spec) -> tuple:
@@ -79,6 +98,10 @@ def spec_axes(spec) -> tuple:
 
 def canonical_spec(spec) -> PartitionSpec:
     """The spec as ``.sharding`` reports it: 1-tuples unwrapped, ``()`` read as None."""
+    return _per_spec(_CANONICAL, spec, lambda: _canonical_spec(spec))
+
+
+def _canonical_spec(spec) -> PartitionSpec:
     entries = []
     for names in spec_names(spec):
         entries.append(None if not names else names[0] if len(names) == 1 else tuple(names))
@@ -87,6 +110,10 @@ def canonical_spec(spec) -> PartitionSpec:
 
 def normal_spec(spec) -> PartitionSpec:
     """The normal form: canonical, with trailing Nones dropped (for comparing meanings)."""
+    return _per_spec(_NORMAL, spec, lambda: _normal_spec(spec))
+
+
+def _normal_spec(spec) -> PartitionSpec:
     entries = list(canonical_spec(spec))
     while entries and entries[-1] is None:
         entries.pop()

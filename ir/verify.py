@@ -228,11 +228,17 @@ def verify_device_program(dp, mesh) -> None:
     _check_nodes(dp.program, mesh, per_device=True)
 
 
+_FRONT_END_ONLY = frozenset(FRONT_END_ONLY)
+
+
 def _check_nodes(program: Program, mesh, per_device: bool) -> None:
     for k, eqn in enumerate(program.eqns):
-        where = f"equation {k} ({_eqn_text(eqn)})"
         prim = eqn.primitive
-        if prim in FRONT_END_ONLY:
+        if (prim not in _FRONT_END_ONLY and prim not in node_rules
+                and prim is not prims.process_index_p and not eqn.params):
+            continue        # an ordinary operation: nothing here to check
+        where = f"equation {k} ({_eqn_text(eqn)})"
+        if prim in _FRONT_END_ONLY:
             raise VerifyError(f"{where}: the front-end collective {prim} is left in a "
                               "lowered program (lowering replaces it)", eqn=eqn)
         if per_device and prim is prims.process_index_p:
@@ -259,6 +265,8 @@ def _check_groups(eqn, mesh, where) -> None:
         raise VerifyError(f"{where}: a communication node without device_groups", eqn=eqn,
                           param="device_groups")
     groups = eqn.params["device_groups"]
+    if groups is device_groups(mesh, eqn.params["mesh_axes"]):
+        return      # the very groups the mesh makes (specialisation attaches them): valid
     ids = set(mesh.device_ids)
     if not isinstance(groups, tuple) or not all(
             isinstance(g, tuple) and all(type(d) is int for d in g) for g in groups):
@@ -337,14 +345,24 @@ node_rules[prims.ppermute_p] = _check_ppermute_node
 def check_coherence(mesh, device_programs) -> None:
     """The devices of each group reach the same communication nodes, in the same order: for
     every group, every member's sequence of nodes over that group is the same (primitive,
-    parameters, operand type). Nodes in loops and branches count in program order."""
+    parameters, operand type). Nodes in loops and branches count in program order.
+
+    Sameness is transitive, so each group's members are held against the first device that
+    reaches the group, once: linear in the devices, not quadratic (a group of every device
+    of a 4096-device mesh). The first mismatch found is the one a comparison of every pair,
+    in device order, would find first."""
     sequences = {dp.device_id: _nodes_by_group(dp) for dp in device_programs}
+    checked: set = set()
     for dp in device_programs:
         for group, nodes in sequences[dp.device_id].items():
+            if group in checked:
+                continue
+            checked.add(group)
+            keys = [_node_key(eqn) for eqn in nodes]
             for member in group:
                 if member in sequences:     # given a subset (one process's devices): its own
                     _compare_nodes(dp.device_id, nodes, member,
-                                   sequences[member].get(group, []), group)
+                                   sequences[member].get(group, []), group, keys)
 
 
 def _nodes_by_group(dp) -> dict:
@@ -369,11 +387,12 @@ def _node_key(eqn) -> tuple:
     return (eqn.primitive, tuple(sorted(eqn.params.items())), operand.shape, operand.dtype)
 
 
-def _compare_nodes(device, nodes, member, others, group) -> None:
+def _compare_nodes(device, nodes, member, others, group, keys) -> None:
+    """``keys``: the ``_node_key`` of each of ``nodes`` (device's), worked out once."""
     if member == device:
         return
     for k, (mine, theirs) in enumerate(zip(nodes, others)):
-        if _node_key(mine) != _node_key(theirs):
+        if keys[k] != _node_key(theirs):
             raise VerifyError(
                 f"devices {device} and {member} of group {group} reach different communication "
                 f"nodes at their node {k} over it: {_node_text(mine)} on device {device}, "

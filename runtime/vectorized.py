@@ -16,9 +16,10 @@ program's own ``all_slice``/``all_gather`` nodes lay them out::
     all_reduce over 'y'                          -> f32[4,1,2,4]   (rank-order sum over dim 1)
     out_specs P('x', None)                       -> an Array whose buffers are views of it
 
-A program is planned once per layout of its inputs: one step per equation, dead values released,
-elementwise results written into dead operands nothing else can see. The first call interprets
-the steps; the second compiles them to straight-line Python (``BodyPlan.source``). Arrays keep
+A program is planned once per layout of its inputs: one step per equation (its kernel), large
+dead values released. The first call interprets the steps; the second compiles them to
+straight-line Python (``BodyPlan.source``), whose elementwise results are written into dead
+operands nothing else can see. Arrays keep
 their stacked form, so a result fed back in costs nothing to lay out again; a ppermute result
 that is only returned stays a relabelling of its source's blocks.
 
@@ -251,6 +252,8 @@ def _prints(program) -> bool:
 
 
 def _sub_programs(eqn) -> list:
+    if not eqn.params:
+        return []
     subs = []
     for value in eqn.params.values():
         if hasattr(value, "eqns"):
@@ -262,8 +265,9 @@ def _sub_programs(eqn) -> list:
 
 def _kernel(eqn, types: EqnTypes):
     prim = eqn.primitive
-    if prim in stacked_rules:
-        return stacked_rules[prim](types)
+    rule = stacked_rules.get(prim)
+    if rule is not None:
+        return rule(types)
     if prim in PER_DEVICE:
         return per_device_rule(prim, types)
     if prim in prims.CONTROL_FLOW:
@@ -289,19 +293,22 @@ _COMPILING: list = []       # the meshes of the bodies being compiled, innermost
 class BodyPlan:
     """A body compiled for one layout of its inputs: ``run(*stacked) -> stacked outputs``.
 
-    The first call interprets the steps (one kernel call each); the second compiles them to
-    straight-line Python (``source``), which later calls run: a program run once does not pay
-    for compiling it."""
+    Planning chooses each equation's kernel (from the leads of its operands) and which large
+    values die where. The first call interprets the steps (one kernel call each); the second
+    compiles them to straight-line Python (``source``), which later calls run, working out
+    names and which dead operands ufuncs write into only then: a program run once does not
+    pay for compiling it."""
 
     def __init__(self, body, mesh, in_leads, relabel: bool = False):
         self.mesh = mesh
         self.in_leads = tuple(in_leads)
         _COMPILING.append(mesh)
         try:
-            (self.steps, self.env, self.arg_names, self.results, self.out_leads,
+            (self.invars, self.steps, self.outvars, self.leads, self.out_leads,
              self.quiet) = _plan_steps(body, mesh, self.in_leads, relabel)
         finally:
             _COMPILING.pop()
+        self._literal_lead = (1,) * mesh.ndim
         self._compiled = None
         self._interpreted = False
         self._name = f"<shardc stacked body {id(body):x}>"
@@ -312,55 +319,99 @@ class BodyPlan:
         if not self._interpreted:
             self._interpreted = True
             return self._interpret(args)
-        namespace = dict(self.env)
-        exec(compile(self.source, self._name, "exec"), namespace)
+        source, namespace = self._source()
+        exec(compile(source, self._name, "exec"), namespace)
         self._compiled = namespace["body"]
         return self._compiled(*args)
 
+    def _constant(self, value, scalar: bool):
+        """A literal as a kernel takes it: as is (0-d), or with a lead of ones."""
+        return value if scalar else value.reshape(self._literal_lead + value.shape)
+
     def _interpret(self, args):
-        values = dict(self.env)
-        values.update(zip(self.arg_names, args))
+        values = dict(zip(self.invars, args))
         for step in self.steps:
-            operands = [values[name] if shape is None else values[name].reshape(shape)
-                        for name, shape in step.args]
-            if step.into:
-                result = step.fn(*operands, out=values[step.into])
-            else:
-                result = step.fn(*operands)
-            if step.multiple:
-                values.update(zip(step.outs, result))
-            elif step.outs:
-                values[step.outs[0]] = result
-            for name in step.dead:
-                del values[name]
-        return [values[name] for name in self.results]
+            kernel = step.kernel
+            shapes = kernel.arg_shapes
+            operands = []
+            for j, atom in enumerate(step.eqn.invars):
+                if type(atom) is Literal:
+                    operands.append(self._constant(atom.value, kernel.scalar_literals))
+                elif shapes and shapes[j] is not None:
+                    operands.append(values[atom].reshape(shapes[j]))
+                else:
+                    operands.append(values[atom])
+            result = kernel.fn(*operands)
+            outvars = step.eqn.outvars
+            if kernel.multiple:
+                values.update(zip(outvars, result))
+            elif outvars:
+                values[outvars[0]] = result
+            for var in step.dead:
+                del values[var]
+        return [self._constant(atom.value, False) if type(atom) is Literal else values[atom]
+                for atom in self.outvars]
 
     @property
     def source(self) -> str:
-        lines = [f"def body({', '.join(self.arg_names)}):"]
-        for step in self.steps:
-            operands = [name if shape is None else f"{name}.reshape({shape!r})"
-                        for name, shape in step.args]
-            if step.into:
-                operands.append(f"out={step.into}")
-            target = (", ".join(step.outs) + ("," if len(step.outs) == 1 else "")
-                      if step.multiple else (step.outs[0] if step.outs else "_"))
-            lines.append(f"    {target} = {step.kernel}({', '.join(operands)})")
+        return self._source()[0]
+
+    def _source(self) -> tuple:
+        """The body as straight-line Python, and the namespace it runs in (its kernels and
+        constants). Elementwise results are written into dead operands nothing else can see."""
+        namespace: dict = {"np": np}
+        names = {var: f"a{i}" for i, var in enumerate(self.invars)}
+        leads = self.leads
+        uses = _use_counts([step.eqn for step in self.steps])
+        outputs = {v for v in self.outvars if type(v) is not Literal}
+        owned: set = set()        # vars holding fresh arrays nothing else refers to
+
+        def constant(value, scalar: bool) -> str:
+            name = f"c{len(namespace)}"
+            namespace[name] = self._constant(value, scalar)
+            return name
+
+        lines = [f"def body({', '.join(names[v] for v in self.invars)}):"]
+        for n, step in enumerate(self.steps):
+            kernel, eqn = step.kernel, step.eqn
+            namespace[f"k{n}"] = kernel.fn
+            operands = []
+            for j, atom in enumerate(eqn.invars):
+                if type(atom) is Literal:
+                    operands.append(constant(atom.value, kernel.scalar_literals))
+                elif kernel.arg_shapes and kernel.arg_shapes[j] is not None:
+                    operands.append(f"{names[atom]}.reshape({kernel.arg_shapes[j]!r})")
+                else:
+                    operands.append(names[atom])
+            into = _reusable(kernel, eqn, leads, owned, uses, outputs)
+            if into is not None:
+                operands.append(f"out={names[into]}")
+            for atom in eqn.invars:
+                if type(atom) is not Literal:
+                    uses[atom] -= 1
+            outs = []
+            for j, var in enumerate(eqn.outvars[:len(kernel.out_leads)]):
+                names[var] = f"v{n}_{j}"
+                outs.append(names[var])
+                if kernel.ufunc:
+                    owned.add(var)
+            target = (", ".join(outs) + ("," if len(outs) == 1 else "")
+                      if kernel.multiple else (outs[0] if outs else "_"))
+            lines.append(f"    {target} = k{n}({', '.join(operands)})")
             if step.dead:
-                lines.append(f"    del {', '.join(step.dead)}")
-        lines.append(f"    return [{', '.join(self.results)}]")
-        return "\n".join(lines) + "\n"
+                lines.append(f"    del {', '.join(names[v] for v in step.dead)}")
+        results = [constant(atom.value, False) if type(atom) is Literal else names[atom]
+                   for atom in self.outvars]
+        lines.append(f"    return [{', '.join(results)}]")
+        return "\n".join(lines) + "\n", namespace
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Step:
-    """One equation of a planned body: ``outs = kernel(*args)``, then ``dead`` released."""
-    kernel: str            # the kernel's name in the plan's namespace
-    fn: object
-    args: list             # (value name, reshape or None) per operand
-    outs: list
-    into: str | None       # the operand a ufunc writes its result into
-    multiple: bool
+    """One equation of a planned body: its results are ``kernel(*operands)``; then the
+    variables in ``dead`` are released."""
+    eqn: object
+    kernel: object
     dead: list
 
 
@@ -370,6 +421,8 @@ _INLINED = tuple(p for p in (getattr(prims, "remat_p", None),) if p is not None)
 def flatten_program(program) -> tuple:
     """``(eqns, outvars)`` of ``program`` with every ``remat`` inlined (its sub-program's
     equations in its place, with fresh variables): remat only matters to autodiff."""
+    if not any(eqn.primitive in _INLINED for eqn in program.eqns):
+        return program.eqns, program.outvars      # nothing to inline: read it as it is
     eqns: list = []
     outvars = _flatten_into(program, {}, eqns, fresh=False)
     return eqns, outvars
@@ -397,80 +450,54 @@ def _flatten_into(program, subst: dict, eqns: list, fresh: bool) -> list:
 
 
 def _plan_steps(body, mesh, in_leads, relabel: bool):
-    """One step per equation (a kernel and the names it reads and writes), constants and
-    kernels in a namespace, dead values released, ufunc results written into dead operands.
-    ``relabel``: a ppermute result only returned stays a relabelling (``Relabelled``); only
-    a shard_map's own outputs may, as only Arrays know how to hold one."""
+    """One step per equation: its kernel (chosen from the leads of its operands) and the
+    large operands it reads for the last time. ``relabel``: a ppermute result only returned
+    stays a relabelling (``Relabelled``); only a shard_map's own outputs may, as only Arrays
+    know how to hold one.
+
+    Returns (inputs, steps, outputs, the lead of each variable, the lead of each output,
+    whether the kernels run with floating-point warnings off)."""
     body_eqns, body_outvars = flatten_program(body)
     k = mesh.ndim
     sizes = mesh.axis_sizes
-    env: dict = {"np": np}
-    names: dict = {}
-    leads: dict = {}
-    owned: set = set()        # vars holding fresh arrays nothing else refers to
+    leads: dict = {}          # keyed by the variable itself (variables hash by identity)
     uses = _use_counts(body_eqns)
-    outputs = {id(v) for v in body_outvars if not isinstance(v, Literal)}
+    outputs = {v for v in body_outvars if type(v) is not Literal}
+    kept = outputs | set(body.invars)
     steps = []
     quiet = False       # elementwise kernels run with floating-point warnings off, as the
     #                     reference's do
-    arg_names = []
-    for i, (var, lead) in enumerate(zip(body.invars, in_leads)):
-        names[id(var)] = f"a{i}"
-        leads[id(var)] = tuple(lead)
-        arg_names.append(f"a{i}")
-
-    def constant(value, scalar: bool) -> str:
-        name = f"c{len(env)}"
-        env[name] = value if scalar else value.reshape((1,) * k + value.shape)
-        return name
-
-    for n, eqn in enumerate(body_eqns):
+    for var, lead in zip(body.invars, in_leads):
+        leads[var] = tuple(lead)
+    axis_names = mesh.axis_names
+    literal_lead = (1,) * k
+    for eqn in body_eqns:
         invars = eqn.invars
-        literals = [a.value if type(a) is Literal else None for a in invars]
-        in_leads_ = [(1,) * k if type(a) is Literal else leads[id(a)] for a in invars]
-        types = EqnTypes(sizes, mesh.axis_names, in_leads_, [a.aval for a in invars],
+        literals, in_leads_ = [], []
+        for a in invars:
+            if type(a) is Literal:
+                literals.append(a.value)
+                in_leads_.append(literal_lead)
+            else:
+                literals.append(None)
+                in_leads_.append(leads[a])
+        types = EqnTypes(sizes, axis_names, in_leads_, [a.aval for a in invars],
                          [v.aval for v in eqn.outvars], eqn.params, literals)
         if (relabel and eqn.primitive is prims.ppermute_p
-                and uses.get(id(eqn.outvars[0]), 0) == 0 and id(eqn.outvars[0]) in outputs):
+                and uses.get(eqn.outvars[0], 0) == 0 and eqn.outvars[0] in outputs):
             kernel = relabelling_ppermute_rule(types)
         else:
             kernel = _kernel(eqn, types)
         quiet |= kernel.scalar_literals
-        env[f"k{n}"] = kernel.fn
-        args = []
-        for j, atom in enumerate(invars):
-            if type(atom) is Literal:
-                args.append((constant(atom.value, kernel.scalar_literals), None))
-            else:
-                args.append((names[id(atom)], kernel.arg_shapes[j] if kernel.arg_shapes
-                             else None))
-        out_shapes = [tuple(l) + v.aval.shape for l, v in zip(kernel.out_leads, eqn.outvars)]
-        into = _reusable(kernel, eqn, leads, owned, uses, outputs, out_shapes)
         for atom in invars:
             if type(atom) is not Literal:
-                uses[id(atom)] -= 1
-        outs = []
-        for j, (var, lead) in enumerate(zip(eqn.outvars, kernel.out_leads)):
-            names[id(var)] = f"v{n}_{j}"
-            leads[id(var)] = tuple(lead)
-            outs.append(names[id(var)])
-            if kernel.ufunc:
-                owned.add(id(var))
-        dead = [names[id(a)] for a in {id(a): a for a in invars
-                                       if type(a) is not Literal}.values()
-                if uses[id(a)] == 0 and id(a) not in outputs and not names[id(a)].startswith("a")
-                and _stacked_bytes(leads[id(a)], a.aval) >= _RELEASE_BYTES]
-        steps.append(Step(f"k{n}", kernel.fn, args, outs, names[id(into)] if into else None,
-                          kernel.multiple, dead))
-    results, out_leads = [], []
-    for atom in body_outvars:
-        if isinstance(atom, Literal):
-            results.append(constant(atom.value, False))
-            out_leads.append((1,) * k)
-        else:
-            results.append(names[id(atom)])
-            out_leads.append(leads[id(atom)])
-    return steps, env, arg_names, results, out_leads, quiet
+                uses[atom] -= 1
+        for var, lead in zip(eqn.outvars, kernel.out_leads):
+            leads[var] = tuple(lead)
+        steps.append(Step(eqn, kernel, _released(invars, leads, uses, kept)))
+    out_leads = [literal_lead if type(atom) is Literal else leads[atom]
+                 for atom in body_outvars]
+    return list(body.invars), steps, list(body_outvars), leads, out_leads, quiet
 
 
 _RELEASE_BYTES = 1 << 16      # dead values this large are released at once (``del``)
@@ -481,35 +508,56 @@ def _stacked_bytes(lead, aval) -> int:
 
 
 def _use_counts(eqns) -> dict:
+    """How many times each variable is read (keyed by the variable)."""
     uses: dict = {}
+    get = uses.get
     for eqn in eqns:
         for atom in eqn.invars:
-            if not isinstance(atom, Literal):
-                uses[id(atom)] = uses.get(id(atom), 0) + 1
+            if type(atom) is not Literal:
+                uses[atom] = get(atom, 0) + 1
     return uses
 
 
-def _reusable(kernel, eqn, leads, owned, uses, outputs, out_shapes):
+def _reusable(kernel, eqn, leads, owned, uses, outputs):
     """An operand whose buffer the ufunc may write its result into: a fresh array of the
     result's shape and dtype, used nowhere else and not an output."""
     if not kernel.ufunc or len(eqn.outvars) != 1:
         return None
     out = eqn.outvars[0]
-    counts: dict = {}
-    for atom in eqn.invars:
-        if not isinstance(atom, Literal):
-            counts[id(atom)] = counts.get(id(atom), 0) + 1
-    for j, atom in enumerate(eqn.invars):
-        if isinstance(atom, Literal) or id(atom) not in owned or id(atom) in outputs:
+    out_shape = tuple(kernel.out_leads[0]) + out.aval.shape
+    invars = eqn.invars
+    for j, atom in enumerate(invars):
+        if type(atom) is Literal or atom not in owned or atom in outputs:
             continue
         if kernel.arg_shapes and kernel.arg_shapes[j] is not None:
             continue
-        if uses[id(atom)] != counts[id(atom)]:
-            continue
-        shape = tuple(leads[id(atom)]) + atom.aval.shape
-        if shape == out_shapes[0] and atom.aval.dtype == out.aval.dtype:
+        if uses[atom] != _count(invars, atom):
+            continue            # read again later
+        aval = atom.aval
+        if leads[atom] + aval.shape == out_shape and aval.dtype == out.aval.dtype:
             return atom
     return None
+
+
+def _count(atoms, atom) -> int:
+    count = 0
+    for a in atoms:
+        if a is atom:
+            count += 1
+    return count
+
+
+def _released(invars, leads, uses, kept) -> list:
+    """The large operands read for the last time by this step (each once; never one of
+    ``kept``, the body's inputs and outputs): released at once rather than when the body
+    returns."""
+    dead: list = []
+    for atom in invars:
+        if type(atom) is Literal or uses[atom] or atom in kept or atom in dead:
+            continue
+        if _stacked_bytes(leads[atom], atom.aval) >= _RELEASE_BYTES:
+            dead.append(atom)
+    return dead
 
 
 # --- running one shard_map equation ----------------------------------------------------------

@@ -53,7 +53,7 @@ class Kernel:
     scalar_literals: bool = False    # literal operands are passed as 0-d arrays (elementwise)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class EqnTypes:
     """The static types of one equation inside a stacked body."""
     mesh_sizes: tuple        # size of each mesh axis, mesh order
@@ -117,10 +117,8 @@ _PROBED: dict = {}
 
 def _elementwise_rule(fn, types: EqnTypes) -> Kernel:
     # A long body repeats the same few equations: their kernels are made once.
-    key = (fn, tuple(map(tuple, types.in_leads)),
-           tuple((a.shape, a.dtype) for a in types.in_avals),
-           tuple(None if lit is None else (np.asarray(lit).dtype, np.asarray(lit).tobytes())
-                 for lit in types.literals))
+    key = (fn, tuple(map(tuple, types.in_leads)), tuple(types.in_avals),
+           tuple([None if lit is None else _literal_key(lit) for lit in types.literals]))
     kernel = _ELEMENTWISE.get(key)
     if kernel is None:
         if len(_ELEMENTWISE) > 4096:
@@ -130,6 +128,11 @@ def _elementwise_rule(fn, types: EqnTypes) -> Kernel:
 
 
 _ELEMENTWISE: dict = {}
+
+
+def _literal_key(value) -> tuple:
+    value = np.asarray(value)
+    return value.dtype, value.tobytes()
 
 
 def _make_elementwise(fn, types: EqnTypes) -> Kernel:

@@ -85,11 +85,20 @@ def _weak(x) -> bool:
     return is_python_scalar(x)
 
 
+_PYTHON_SCALAR_TYPES = (bool, int, float, complex)
+
+
 def result_type(*args) -> np.dtype:
     """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
     dts, weak = [], []
     for a in args:
-        if a is int or a is float or a is complex:      # Python's types are weak, as in JAX
+        if isinstance(a, Tracer):                       # the common operand: never weak
+            dts.append(a.aval.dtype)
+            weak.append(False)
+        elif type(a) in _PYTHON_SCALAR_TYPES:           # a Python scalar: weak
+            dts.append(_dt.weak_scalar_dtype(a))
+            weak.append(True)
+        elif a is int or a is float or a is complex:    # Python's types are weak, as in JAX
             dts.append(_dt.weak_scalar_dtype(a(0)))
             weak.append(True)
         elif isinstance(a, (np.dtype, type, str)) and not is_python_scalar(a):
@@ -664,7 +673,27 @@ def identity(n, dtype=None):
 
 def _python_scalar_as(x, dtype: np.dtype):
     """A Python scalar as a numpy scalar of ``dtype``, converted as JAX converts weakly typed
-    values: an int is an int32 first (OverflowError outside its range, as JAX with x64 off)."""
+    values: an int is an int32 first (OverflowError outside its range, as JAX with x64 off).
+    A program repeats its constants: each (type, value, sign, dtype) is converted once."""
+    kind = type(x)
+    if kind is complex:
+        return _python_scalar_converted(x, dtype)
+    # 0.0 and -0.0 are equal keys: the sign keeps them apart (a NaN never matches, so is
+    # converted each time)
+    key = (kind, x, math.copysign(1.0, x) if kind is float else 1.0, dtype)
+    found = _SCALARS.get(key)
+    if found is None:
+        found = _python_scalar_converted(x, dtype)
+        if len(_SCALARS) > 4096:
+            _SCALARS.clear()
+        _SCALARS[key] = found
+    return found
+
+
+_SCALARS: dict = _dt.register_cache({})
+
+
+def _python_scalar_converted(x, dtype: np.dtype):
     if isinstance(x, int) and not isinstance(x, bool):
         if not _INT32_MIN <= x <= _INT32_MAX:
             raise OverflowError(f"Python int {x} is too large to convert to int32 (the default "

@@ -48,6 +48,8 @@ def _size(program: Program) -> tuple:
 def _prune_shard_map_outputs(program: Program) -> Program:
     """Drop the outputs of shard_map equations nothing reads (with their out_specs and the
     body's outputs), so the body's work for them can go too. Every device drops them alike."""
+    if not any(eqn.primitive is prims.shard_map_p for eqn in program.eqns):
+        return program
     used = {id(a) for eqn in program.eqns for a in eqn.invars if isinstance(a, Var)}
     used |= {id(a) for a in program.outvars if isinstance(a, Var)}
     eqns = []
@@ -74,17 +76,26 @@ def _prune_shard_map_outputs(program: Program) -> Program:
                    list(program.consts))
 
 
+def _any_live(outvars, live: set) -> bool:
+    for v in outvars:
+        if id(v) in live:
+            return True
+    return False
+
+
 def _drop_dead_equations(program: Program) -> Program:
     """One backward sweep: an equation is live if it has a side effect or a live result; a
     live equation makes its operands live. (Equations come in dependency order.)"""
-    eqns = [replace_sub_programs(eqn, _dce) for eqn in program.eqns]
+    eqns = [replace_sub_programs(eqn, _dce) if eqn.params else eqn for eqn in program.eqns]
     live = {id(a) for a in program.outvars if isinstance(a, Var)}
     keep = [False] * len(eqns)
     for k in range(len(eqns) - 1, -1, -1):
         eqn = eqns[k]
-        if any(id(v) in live for v in eqn.outvars) or has_side_effect(eqn):
+        if _any_live(eqn.outvars, live) or has_side_effect(eqn):
             keep[k] = True
-            live.update(id(a) for a in eqn.invars if isinstance(a, Var))
+            for a in eqn.invars:
+                if type(a) is Var:
+                    live.add(id(a))
     if all(keep) and all(a is b for a, b in zip(eqns, program.eqns)):
         return program
     return Program(list(program.constvars), list(program.invars),
