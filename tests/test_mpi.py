@@ -212,42 +212,37 @@ def test_cli_run_under_mpiexec_matches_one_process(tmp_path):
     assert np.load(tmp_path / "four.npz")["arr_0"].tobytes() == one["arr_0"].tobytes()
 
 
+# a jitted psum over 'x' of a (4, 2) mesh, its result y checked against numpy
+PSUM_SCRIPT = ("import numpy as np, shardc as jax\n"
+               "from shardc import lax\n"
+               "from shardc.sharding import PartitionSpec as P\n"
+               "from compiler.backend import get_backend\n"
+               "mesh = jax.make_mesh((4, 2), ('x', 'y'))\n"
+               "f = jax.jit(jax.shard_map(lambda b: lax.psum(b, 'x'), mesh=mesh,\n"
+               "                          in_specs=P('x', 'y'), out_specs=P(None, 'y')))\n"
+               "y = f(jax.numpy.arange(32.).reshape(8, 4))\n"
+               "np.testing.assert_array_equal(np.asarray(y),\n"
+               "                              np.arange(32.).reshape(4, 2, 4).sum(0))\n")
+
+
 def test_mpi_backend_on_one_process_holds_every_device():
-    script = ("import numpy as np, shardc as jax\n"
-              "from shardc import lax\n"
-              "from shardc.sharding import PartitionSpec as P\n"
-              "from compiler.backend import get_backend\n"
-              "mesh = jax.make_mesh((4, 2), ('x', 'y'))\n"
-              "f = jax.jit(jax.shard_map(lambda b: lax.psum(b, 'x'), mesh=mesh,\n"
-              "                          in_specs=P('x', 'y'), out_specs=P(None, 'y')))\n"
-              "y = f(jax.numpy.arange(32.).reshape(8, 4))\n"
-              "assert get_backend().name == 'mpi' and jax.process_count() == 1\n"
-              "assert len(y.addressable_shards) == 8\n"
-              "np.testing.assert_array_equal(np.asarray(y),\n"
-              "                              np.arange(32.).reshape(4, 2, 4).sum(0))\n"
-              "print('ok')\n")
+    script = PSUM_SCRIPT + (
+        "assert get_backend().name == 'mpi' and jax.process_count() == 1\n"
+        "assert len(y.addressable_shards) == 8\n"
+        "print('ok')\n")
     rc, output, _ = launch(["-c", script], env=_env("mpi"), timeout=60)
     assert rc == 0 and output.strip().endswith("ok"), output
 
 
 def test_each_process_builds_only_its_own_devices_programs():
-    script = ("import numpy as np, shardc as jax\n"
-              "from shardc import lax\n"
-              "from shardc.sharding import PartitionSpec as P\n"
-              "from compiler.backend import get_backend\n"
-              "mesh = jax.make_mesh((4, 2), ('x', 'y'))\n"
-              "f = jax.jit(jax.shard_map(lambda b: lax.psum(b, 'x'), mesh=mesh,\n"
-              "                          in_specs=P('x', 'y'), out_specs=P(None, 'y')))\n"
-              "y = f(jax.numpy.arange(32.).reshape(8, 4))\n"
-              "(compiled,) = f.array_calls.values()\n"
-              "(lowered,) = compiled.module.all_shard_maps()\n"
-              "(plan,) = get_backend()._plans.values()\n"
-              "me = jax.process_index()\n"
-              "assert not lowered.built, 'every device program was built'\n"
-              "assert sorted(plan.programs) == [4 * me + k for k in range(4)], plan.programs\n"
-              "np.testing.assert_array_equal(np.asarray(y),\n"
-              "                              np.arange(32.).reshape(4, 2, 4).sum(0))\n"
-              "print(f'process {me} ok')\n")
+    script = PSUM_SCRIPT + (
+        "(compiled,) = f.array_calls.values()\n"
+        "(lowered,) = compiled.module.all_shard_maps()\n"
+        "(plan,) = get_backend()._plans.values()\n"
+        "me = jax.process_index()\n"
+        "assert not lowered.built, 'every device program was built'\n"
+        "assert sorted(plan.programs) == [4 * me + k for k in range(4)], plan.programs\n"
+        "print(f'process {me} ok')\n")
     rc, output, _ = launch(["-c", script], n=2, timeout=60)
     assert rc == 0, output
     assert "process 0 ok" in output and "process 1 ok" in output, output
