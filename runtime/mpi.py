@@ -794,8 +794,9 @@ def _across_ranks(state: _Round, members: list, ranks: tuple, waiting: dict,
     local = [m for m in members if state.rank_of[m] == me]
     request = waiting[local[0]]
     prim, params = request.eqn.primitive, request.eqn.params
-    if prim is prims.all_slice_p:
-        # each member keeps a chunk of its own block: nothing crosses processes
+    if prim is prims.all_slice_p and not state.headers:
+        # each member keeps a chunk of its own block: nothing crosses processes (under
+        # control flow the general exchange still checks that the group is at one node)
         return {m: np.split(np.asarray(waiting[m].value), params["axis_size"],
                             params["slice_axis"])[members.index(m)] for m in local}
     comm = _comm(state, ranks)
