@@ -14,8 +14,8 @@ from compiler.lowering import lower_to_mesh, specialise
 from compiler.replication import (infer_types, input_origins, merge_origins, origin_sources,
                                   per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
-from compiler.tracing import (Trace, Tracer, aval_of, eager_rules, set_current_trace,
-                              user_source)
+from compiler.tracing import (Trace, Tracer, aval_of, eager_rules, is_python_scalar,
+                              set_current_trace, user_source)
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir.shapes import out_avals
@@ -24,13 +24,14 @@ from ir.sharding import replication_mismatch, runtime_replication_error
 
 class ShardTracer(Tracer):
     """A body value in eager mode: one numpy block per mesh position."""
-    __slots__ = ("_trace", "_aval", "blocks", "origins")
+    __slots__ = ("_trace", "_aval", "blocks", "origins", "weak")
 
     def __init__(self, trace, blocks: list, aval, origins=None):
         self._trace = trace
         self.blocks = blocks
         self._aval = aval
         self.origins = origins or {}
+        self.weak = False       # weakly typed, as ProgramTracer's
 
     @property
     def aval(self):
@@ -172,6 +173,9 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
     tracers = [ShardTracer(trace, backend.to_blocks(arg, mesh, spec), aval,
                            input_origins(aval.vma))
                for arg, spec, aval in zip(args, in_specs, avals)]
+    for tracer, arg in zip(tracers, args):
+        # a Python scalar argument stays weakly typed in the body, as under jit
+        tracer.weak = is_python_scalar(arg) or getattr(arg, "weak", False)
     _axis_env.append(shard)
     try:
         with set_current_trace(trace):

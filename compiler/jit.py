@@ -21,7 +21,7 @@ from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
-                              layouts_of, trace_to_program)
+                              is_python_scalar, layouts_of, trace_to_program)
 from ir import dtypes
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
@@ -103,8 +103,10 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     in_avals = [aval_of(x).strip_vma() for x in leaves]
     # Arguments keep their layout under the trace, as in JAX: a shard_map without in_specs
     # takes each argument's spec from it, eagerly and under jit alike.
+    # Python scalars stay weakly typed, as in JAX: jit(f)(bf16_array, 0.5) computes in bfloat16
     program, consts, _ = trace_to_program(flat_fun, in_avals, parent=eval_trace,
-                                          in_shardings=layouts_of(leaves))
+                                          in_shardings=layouts_of(leaves),
+                                          weak=[is_python_scalar(x) for x in leaves])
     return ClosedProgram(program, consts, out_tree_box[0])
 
 
@@ -319,7 +321,9 @@ class JitFunction:
         backend = get_backend()
         shardings = tuple(backend.sharding_of(x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
-        key = (in_tree, avals, shardings, self._static_key(static, static_kwargs),
+        # a Python scalar argument is weakly typed, an array of its dtype is not
+        weak = tuple(is_python_scalar(x) for x in leaves)
+        key = (in_tree, avals, weak, shardings, self._static_key(static, static_kwargs),
                current_mesh(), dtypes.x64_enabled())
         try:
             hash(key)

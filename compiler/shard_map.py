@@ -424,7 +424,9 @@ def stage_shard_map(trace, fun, args, params):
                          frozenset(params["config"].manual_axes))
     _axis_env.append(shard)
     try:
-        body, closed, _ = trace_to_program(fun, in_avals, shard=shard, parent=trace)
+        # a weakly typed argument (a Python scalar given to jit) stays weak in the body
+        body, closed, _ = trace_to_program(fun, in_avals, shard=shard, parent=trace,
+                                           weak=[getattr(a, "weak", False) for a in args])
     finally:
         _axis_env.pop()
     # Closed-over values become leading inputs, replicated over the mesh.

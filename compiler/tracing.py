@@ -516,12 +516,15 @@ def layouts_of(values) -> list:
 # --- program tracing ---------------------------------------------------------------------------
 
 class ProgramTracer(Tracer):
-    __slots__ = ("_trace", "_aval", "_sharding")
+    __slots__ = ("_trace", "_aval", "_sharding", "weak")
 
     def __init__(self, trace, aval: Aval):
         self._trace = trace
         self._aval = aval
         self._sharding = None
+        # weakly typed (JAX's weak_type): a jit argument given as a Python scalar, or what
+        # only such values computed; promotion treats it as it treats a Python scalar
+        self.weak = False
 
     @property
     def aval(self):
@@ -629,16 +632,20 @@ def _is_plain_scalar(value) -> bool:
 
 def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
                      parent: Trace | None = None,
-                     in_shardings: Sequence | None = None) -> tuple[Program, list, Any]:
+                     in_shardings: Sequence | None = None,
+                     weak: Sequence[bool] | None = None) -> tuple[Program, list, Any]:
     """Trace ``fun`` on abstract arguments. Returns (program, closed-over values, raw outputs).
 
     ``fun`` takes and returns flat lists of arrays. ``in_shardings``, one per argument (None
-    for a host value), are what the argument tracers report as ``.sharding``.
+    for a host value), are what the argument tracers report as ``.sharding``; ``weak``, one
+    per argument, marks those weakly typed (Python scalars given to jit).
     """
     trace = ProgramTrace(parent or current_trace(), shard)
     args = [trace.new_arg(a) for a in in_avals]
     for arg, sharding in zip(args, in_shardings or ()):
         arg._sharding = sharding
+    for arg, is_weak in zip(args, weak or ()):
+        arg.weak = is_weak
     with set_current_trace(trace):
         outs = fun(*args)
     program, consts = trace.build(args, outs)

@@ -12,7 +12,8 @@ import operator
 
 import numpy as np
 
-from compiler.tracing import Tracer, aval_of, bind, check_jax_value, is_python_scalar
+from compiler.tracing import (ProgramTracer, Tracer, aval_of, bind, check_jax_value,
+                              is_python_scalar)
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding
@@ -82,7 +83,27 @@ def _dtype_of(x) -> np.dtype:
 
 
 def _weak(x) -> bool:
-    return is_python_scalar(x)
+    """Whether ``x`` is weakly typed: a Python scalar, or a traced value standing for one (a
+    Python scalar given to jit, and what only such values compute)."""
+    return is_python_scalar(x) or getattr(x, "weak", False)
+
+
+def _weak_tracer_types() -> tuple:
+    from compiler.eager import ShardTracer
+    return (ProgramTracer, ShardTracer)
+
+
+_WEAK_TRACERS = _weak_tracer_types()     # the tracers that carry ``weak``
+
+
+def _weakly(result, *operands):
+    """``result``, marked weakly typed when every operand is (JAX's weak_type propagation)."""
+    if type(result) in _WEAK_TRACERS:
+        for a in operands:
+            if not _weak(a):
+                return result
+        result.weak = True
+    return result
 
 
 _PYTHON_SCALAR_TYPES = (bool, int, float, complex)
@@ -92,9 +113,9 @@ def result_type(*args) -> np.dtype:
     """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
     dts, weak = [], []
     for a in args:
-        if isinstance(a, Tracer):                       # the common operand: never weak
-            dts.append(a.aval.dtype)
-            weak.append(False)
+        if isinstance(a, Tracer):                       # the common operand: weak only when it
+            dts.append(a.aval.dtype)                    # stands for a Python scalar
+            weak.append(getattr(a, "weak", False))
         elif type(a) in _PYTHON_SCALAR_TYPES:           # a Python scalar: weak
             dts.append(_dt.weak_scalar_dtype(a))
             weak.append(True)
@@ -181,9 +202,10 @@ def _broadcast_operands(*args):
 
 
 def _binary(prim, x, y):
+    operands = (x, y)
     x, y = _promote(x, y)
     x, y = _broadcast_operands(x, y)
-    return bind(prim, x, y)
+    return _weakly(bind(prim, x, y), *operands)
 
 
 def _make_binary(prim, name, doc):
@@ -352,10 +374,11 @@ def _integer_pow(x, n: int):
 
 def _make_unary(prim, name, floating=True):
     def fn(x):
+        operand = x
         x = asarray(x) if not _is_array(x) else x
         if floating and not _dt.is_inexact(_dtype_of(x)):
             x = _convert(x, _dt.float_)
-        return bind(prim, x)
+        return _weakly(bind(prim, x), operand)
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name}."
     return fn

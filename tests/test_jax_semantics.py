@@ -556,3 +556,62 @@ def test_fmax_fmin_ignore_nan_and_pick_y_at_ties():
     assert float(jax.grad(lambda x: jnp.fmax(x, 1.0))(1.0)) == 0.0
     assert float(jax.grad(lambda y: jnp.fmax(1.0, y))(1.0)) == 1.0
     assert float(jax.grad(lambda x: jnp.fmin(x, 1.0))(1.0)) == 0.0
+
+
+# --- Python scalars given to jit stay weakly typed ---------------------------------------------
+
+BF16 = jnp.bfloat16
+
+
+@pytest.mark.parametrize("fun, args, dtype", [
+    # JAX 0.10.2: a Python scalar argument only lifts the kind, as inside the function
+    (lambda p, lr: p - lr * p, (jnp.ones(4, BF16), 0.1), BF16),
+    (lambda p, lr: p - lr * 2 * p, (jnp.ones(4, BF16), 0.1), BF16),      # weak * weak: weak
+    (lambda p, lr: p * jnp.sqrt(lr), (jnp.ones(4, BF16), 0.25), BF16),   # unary of weak: weak
+    (lambda p, k: p + k, (jnp.ones(3, jnp.int8), 7), jnp.int8),
+    (lambda x: x + jnp.int8(1), (3,), jnp.int8),
+    (lambda x, y: x * y, (2.0, jnp.float16(3)), jnp.float16),
+    (lambda p, n: p / n, (jnp.ones(3, jnp.int16), 2), jnp.float32),
+    (lambda a, b: a * b, (2, 3.5), jnp.float32),
+    (lambda p, lr: p - lr * jnp.float32(1), (jnp.ones(4, BF16), 0.1), jnp.float32),  # strong
+    (lambda p, lr: p - lr, (jnp.ones(4, BF16), np.float32(0.1)), jnp.float32),   # numpy: strong
+])
+def test_python_scalar_arguments_to_jit_are_weakly_typed(fun, args, dtype):
+    jitted = jax.jit(fun)(*args)
+    assert jitted.dtype == np.dtype(dtype)
+    wide = fun(*[np.asarray(a, np.float64) if not isinstance(a, (int, float)) else a
+                 for a in args])
+    np.testing.assert_allclose(np.asarray(jitted, np.float64), np.asarray(wide, np.float64),
+                               rtol=1e-2)
+
+
+def test_jit_traces_a_python_scalar_and_an_array_of_its_dtype_apart():
+    f = jax.jit(lambda p, k: p + k)
+    p = jnp.ones(3, jnp.int8)
+    assert f(p, 7).dtype == np.int8 and f(p, 8).dtype == np.int8
+    assert f(p, jnp.int32(7)).dtype == np.int32
+    assert f(p, 9).dtype == np.int8
+    assert f.trace_count == 2          # one trace for Python ints (any value), one for int32
+
+
+def test_python_scalar_arguments_stay_weak_in_shard_map_and_control_flow():
+    # JAX 0.10.2 gives bfloat16 for each (a Python scalar only lifts the kind)
+    mesh = jax.make_mesh((4,), ("i",))
+    x = jnp.ones((8,), BF16)
+    scale = shard_map(lambda b, s: b * s, mesh=mesh, in_specs=(P("i"), P()), out_specs=P("i"))
+    closed = jax.jit(lambda b, s: shard_map(lambda c: c * s, mesh=mesh, in_specs=P("i"),
+                                            out_specs=P("i"))(b))
+    results = {
+        "shard_map, eager": scale(x, 2.0),
+        "shard_map, jit": jax.jit(scale)(x, 2.0),
+        "closed over in a shard_map": closed(x, 2.0),
+        "fori_loop": jax.jit(lambda p, n: jax.lax.fori_loop(0, 3, lambda k, c: c * n, p))(
+            x, 2.0),
+        "cond": jax.jit(lambda p, lr: jax.lax.cond(lr > 0, lambda: p * lr, lambda: p))(x, 0.5),
+        "grad": jax.jit(jax.grad(lambda w, lr: (w * lr).sum()))(x, 0.5),
+        "vmap": jax.jit(jax.vmap(lambda a, s: a * s, in_axes=(0, None)))(x.reshape(2, 4), 0.5),
+    }
+    for where, value in results.items():
+        assert value.dtype == np.dtype(BF16), where
+    np.testing.assert_array_equal(np.asarray(results["shard_map, jit"], np.float32),
+                                  np.full(8, 2.0, np.float32))
