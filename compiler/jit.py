@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import gc
 import inspect
+import weakref
 from typing import Any, Callable, Sequence
 
 from compiler import tree
@@ -63,6 +64,18 @@ class ClosedProgram:
 
     def pretty_print(self, with_source=False) -> str:
         return print_program(self.program, with_source=with_source)
+
+
+_JITTED: "weakref.WeakSet" = weakref.WeakSet()     # every live jitted function
+
+
+def clear_caches() -> None:
+    """Forget what every jitted function compiled, and the eager mode's lowered collectives
+    (``jax.clear_caches``)."""
+    from compiler import eager
+    for jitted in list(_JITTED):
+        jitted.clear_cache()
+    eager._LOWERED.clear()
 
 
 def _split_static(args: tuple, static_argnums: Sequence[int]):
@@ -197,6 +210,12 @@ class JitFunction:
         self.array_calls: dict = {}     # (aval, sharding) per argument -> Compiled
         self.trace_count = 0
         functools.update_wrapper(self, fun)
+        _JITTED.add(self)
+
+    def clear_cache(self) -> None:
+        """Forget every compiled signature: the next call traces again."""
+        self.cache.clear()
+        self.array_calls.clear()
 
     def __call__(self, *args, **kwargs):
         if current_trace() is not eval_trace or _jit_disabled:

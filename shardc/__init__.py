@@ -44,7 +44,7 @@ def set_backend_name(name: str) -> None:
     initial one."""
     _set_backend(distributed.backend_named(name))
 
-from compiler.jit import jit as _jit, make_jaxpr  # noqa: E402
+from compiler.jit import clear_caches, jit as _jit, make_jaxpr  # noqa: E402
 from compiler.shard_map import shard_map as _shard_map_impl  # noqa: E402
 from compiler.tracing import (ConcretizationTypeError, TracerBoolConversionError,  # noqa: E402
                               aval_of as _aval_of)
@@ -297,7 +297,7 @@ __all__ = [
     "Array", "ShapeDtypeStruct", "ReplicationError", "Mesh", "NamedSharding", "PartitionSpec", "device_count", "device_put", "devices",
     "jit", "make_jaxpr", "make_mesh", "grad", "value_and_grad", "vjp", "jvp", "remat", "checkpoint", "set_mesh", "P", "random", "shard_map", "typeof", "vmap", "numpy", "lax", "nn",
     "tree_util", "sharding", "debug", "ConcretizationTypeError", "TracerBoolConversionError",
-    "custom_jvp", "custom_vjp", "linearize", "checkpoint_policies", "effects_barrier",
+    "custom_jvp", "custom_vjp", "linearize", "checkpoint_policies", "effects_barrier", "clear_caches",
     "ad_checkpoint", "custom_derivatives", "config", "disable_jit", "dtypes", *_STATES,
     "distributed", "process_index", "process_count", "local_devices", "local_device_count",
     "make_array_from_callback", "make_array_from_process_local_data",

@@ -185,3 +185,15 @@ def test_the_cycle_collector_is_back_after_compiling_even_when_tracing_fails():
         assert not gc.isenabled()          # left as the caller had it
     finally:
         gc.enable()
+
+
+def test_clear_caches_makes_every_jitted_function_trace_again():
+    f = shardc.jit(lambda x: x * 2)
+    g = shardc.jit(lambda x: x + 1)
+    x = jnp.arange(4.)
+    f(x), g(x), f(x)
+    assert (f.trace_count, g.trace_count) == (1, 1)
+    shardc.clear_caches()
+    np.testing.assert_array_equal(np.asarray(f(x)), np.arange(4.) * 2)
+    g(x)
+    assert (f.trace_count, g.trace_count) == (2, 2)
