@@ -98,3 +98,17 @@ def dataclass_with_env(run):
     run.environment = {"cpus": 2, "date": "today", "python": "3", "numpy": "2", "jax": None,
                        "blas_threads": "1"}
     return run
+
+
+def test_mpi_python_cost_runs_every_collective_over_its_loopback_world():
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "SHARDC_BACKEND"}
+    env["PYTHONPATH"] = root
+    done = subprocess.run([sys.executable, "-m", "benchmarks.mpi_python_cost", "--calls", "5"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    names = [line.split()[0] for line in done.stdout.splitlines()]
+    assert names == ["psum", "all_gather", "psum_scatter", "ppermute", "all_to_all"]
