@@ -53,7 +53,7 @@ from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spe
 from runtime import reference
 from runtime.array import Array
 from runtime.devices import set_processes
-from runtime.vectorized import keyed_sharding
+from runtime.vectorized import _prints, keyed_sharding
 
 # the environment the common launchers give each process: its world size
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
@@ -662,14 +662,6 @@ def _steps(programs: dict, local: list) -> tuple:
                                 [id(v) for v in mine.outvars], mine.params, dead[p][k], mine))
     segments.append((computes, None))
     return in_keys, literals, segments, out_keys
-
-
-def _prints(program) -> bool:
-    from ir.core import programs_in
-    return any(eqn.primitive is prims.debug_print_p
-               or any(_prints(sub) for value in eqn.params.values()
-                      for sub in programs_in(value))
-               for eqn in program.eqns)
 
 
 def _locate(err: BaseException, eqn, mesh, p: int) -> None:
