@@ -220,7 +220,7 @@ def jit(fun=None, **options):
 
 set_mesh = sharding.set_mesh
 
-# --- several processes (shardc/distributed.py, runtime/mpi.py) ---
+# --- several processes (shardc/distributed.py, runtime/mpi/) ---
 from runtime.devices import process_count, process_index, local_devices  # noqa: E402
 from shardc.distributed import (make_array_from_callback,  # noqa: E402
                                 make_array_from_process_local_data)

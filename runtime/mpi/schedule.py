@@ -1,0 +1,352 @@
+"""The scheduler: this process's devices run their programs and meet other processes' devices
+at each communication node, completing the groups in one global order."""
+from __future__ import annotations
+
+from ir import primitives as prims
+from runtime import reference
+from runtime.mpi.agreement import settle
+from runtime.mpi.arrays import Absent, local_positions
+from runtime.mpi.direct import DIRECT
+from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, natively_reducible_type,
+                                   one_per_rank)
+from runtime.mpi.faults import add_note
+from runtime.mpi.world import world
+from runtime.vectorized import _prints
+
+
+class _Round:
+    """The state of one run of a mesh's programs on this rank."""
+
+    def __init__(self, mesh, headers: bool = True):
+        self.mesh = mesh
+        self.position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
+        self.rank_of = [d.process_index for d in mesh.devices.flat]
+        # whether exchanges carry the node's fingerprint (False: coherent by construction)
+        self.headers = headers
+        self.opening = None       # the run's agreement, while it is still open (``settle_then_wait``)
+        self.absent = None        # the outputs of other ranks' positions (``_absent_results``)
+
+
+def run_local_programs(mesh, programs, inputs, native: bool = False) -> list:
+    """Run this rank's devices' programs; other ranks run theirs. Returns each position's
+    outputs, ``Absent`` for positions other ranks hold."""
+    state = _Round(mesh)
+    local = local_positions(mesh, world().rank)
+    return _drive(state, local, {p: programs[p] for p in local}, inputs,
+                  lambda waiting: _meet(state, waiting, native),
+                  [v.aval for v in programs[0].outvars])
+
+
+def _drive(state, local, programs, inputs, meet, out_avals) -> list:
+    """Run the programs of the ``local`` positions, completing each node their devices wait at
+    with ``meet(waiting) -> {position: result}``."""
+    mesh = state.mesh
+    ids = mesh.device_ids
+    runs = {p: reference._device_steps(programs[p], inputs[p], device=ids[p]) for p in local}
+    results = list(_absent_results(state, out_avals))
+    waiting: dict = {}
+    prints: list = []
+    printed = [0] * mesh.size
+    resume = {p: None for p in local}
+    try:
+        while resume:
+            for p, value in resume.items():
+                _advance(runs, p, value, waiting, results, prints, printed, mesh)
+            if not waiting:
+                break
+            resume = meet(waiting)
+    finally:
+        for _, _, text in sorted(prints):
+            print(text)
+    return results
+
+
+def _absent_results(state, out_avals) -> list:
+    """Each position's outputs as ``Absent`` for positions other ranks hold, None for this
+    rank's (made once per state: Absent blocks are never changed)."""
+    template = state.absent
+    if template is None:
+        me = world().rank
+        template = state.absent = [
+            None if d.process_index == me else [Absent(a.shape, a.dtype, d) for a in out_avals]
+            for d in state.mesh.devices.flat]
+    return template
+
+
+class LocalPlan:
+    """A lowered shard_map as this process runs it, made on its first run: the programs of its
+    own devices only (specialised from the mesh-level program and verified here; each process
+    builds its own), and for each communication node the device groups this process takes
+    part in, in the one global order.
+
+    When no communication node lies inside a loop or a branch, every device reaches the same
+    nodes in the same order with operands of the same types: the ranks checked that they run
+    the same module before running it (``MpiBackend.execute``), so exchanges carry no
+    fingerprint (``headers`` false). Otherwise each exchange still checks one."""
+
+    def __init__(self, lowered, rank: int, native: bool):
+        mesh = lowered.mesh
+        self.lowered = lowered
+        self.mesh = mesh
+        self.rank = rank
+        self.native = native
+        self.local = local_positions(mesh, rank)
+        self.programs = _local_programs(lowered, self.local)
+        sample = lowered.mesh_program
+        if sample is None:
+            sample = lowered.device_programs[0].program
+        self.out_avals = [v.aval for v in sample.outvars]
+        self.straight = not _communicates_under_control(sample)
+        self.state = _Round(mesh, headers=not self.straight)
+        self.nodes: dict = {}
+        # straight programs that print nothing run as flat step lists (``_steps``), without
+        # a generator per device: prints need the generators' ordering
+        self.steps = _steps(self.programs, self.local) if (
+            self.straight and self.local and not _prints(sample)) else None
+
+    def run(self, inputs, opening=None) -> list:
+        """Run this process's devices; ``opening``: the run's agreement, still open (straight
+        programs only: it settles before the first exchange's data is read)."""
+        if not self.straight:
+            assert opening is None, "only straight-line communication overlaps its agreement"
+            return _drive(self.state, self.local, self.programs, inputs,
+                          lambda waiting: _meet(self.state, waiting, self.native),
+                          self.out_avals)
+        state = self.state
+        state.opening = opening
+        try:
+            if self.steps is not None:
+                return self._run_steps(inputs)
+            return _drive(state, self.local, self.programs, inputs, self._meet_straight,
+                          self.out_avals)
+        finally:
+            settle(state)
+
+    def _run_steps(self, inputs) -> list:
+        """Run the flat steps: each device's equations up to the next communication node, then
+        the node for all local devices together (``_meet_straight``)."""
+        in_keys, literals, segments, out_keys = self.steps
+        envs = {}
+        for p in self.local:
+            env = envs[p] = dict(literals[p])
+            env.update(zip(in_keys[p], inputs[p]))
+        for computes, node in segments:
+            for p in self.local:
+                env = envs[p]
+                for fn, reads, outs, params, dead, eqn in computes[p]:
+                    try:
+                        values = fn(*[env[k] for k in reads], **params)
+                    except Exception as err:
+                        _locate(err, eqn, self.mesh, p)
+                        raise
+                    for key, value in zip(outs, values):
+                        env[key] = value
+                    for key in dead:
+                        del env[key]
+            if node is not None:
+                waiting = {p: reference._Request(node[p][3], envs[p][node[p][0]])
+                           for p in self.local}
+                for p, value in self._meet_straight(waiting).items():
+                    read, out, dead, _ = node[p]
+                    env = envs[p]
+                    env[out] = value
+                    for key in dead:
+                        del env[key]
+        results = list(_absent_results(self.state, self.out_avals))
+        for p in self.local:
+            env = envs[p]
+            results[p] = [env[k] for k in out_keys[p]]
+        return results
+
+    def _groups(self, eqn) -> list:
+        """(members, local members, ranks) of each group of ``eqn`` with a local member, in
+        the one global order (sorted device groups)."""
+        entry = self.nodes.get(id(eqn))
+        if entry is None or entry[0] is not eqn:
+            state = self.state
+            groups = []
+            for group in sorted(tuple(g) for g in eqn.params["device_groups"]):
+                members = [state.position_of[d] for d in group]
+                local = [m for m in members if state.rank_of[m] == self.rank]
+                if local:
+                    ranks = tuple(sorted({state.rank_of[m] for m in members}))
+                    groups.append((members, local, ranks,
+                                   self._direct(eqn, members, ranks)))
+            entry = self.nodes[id(eqn)] = (eqn, groups)
+        return entry[1]
+
+    def _direct(self, eqn, members, ranks):
+        """``(rule, communicator, member index)`` when the group's node completes with MPI's
+        own call (``DIRECT``: one member on each rank), else None."""
+        rule = DIRECT.get(eqn.primitive)
+        if (rule is None or len(ranks) == 1 or not one_per_rank(self.state, members, ranks)
+                or (self.native and eqn.primitive is prims.all_reduce_p
+                    and natively_reducible_type(eqn.invars[0].aval.dtype,
+                                                 eqn.params["reduction"]))):
+            return None
+        return rule, communicator(self.state, ranks), ranks.index(self.rank)
+
+    def _meet_straight(self, waiting: dict) -> dict:
+        """Every local device waits at the same node (straight-line communication)."""
+        if len(waiting) != len(self.local):
+            raise reference.DeadlockError(
+                f"devices {sorted(self.mesh.device_ids[p] for p in self.local if p not in waiting)}"
+                " finished while others wait at a communication node")
+        resume = {}
+        for members, local, ranks, direct in self._groups(waiting[self.local[0]].eqn):
+            if direct is not None:
+                rule, comm, k = direct
+                request = waiting[local[0]]
+                out = rule(comm, contiguous(request.value), k, self.state,
+                           **request.eqn.params)
+                if out is not None:
+                    resume[local[0]] = out
+                    continue
+            if len(ranks) == 1:
+                request = waiting[members[0]]
+                outs = dict(zip(members, reference.group_rules[request.eqn.primitive](
+                    [waiting[m].value for m in members], **request.eqn.params)))
+            else:
+                outs = across_ranks(self.state, members, ranks, waiting, self.native)
+            for m in local:
+                resume[m] = outs[m]
+        waiting.clear()
+        return resume
+
+
+def _steps(programs: dict, local: list) -> tuple:
+    """Straight-line programs of the local devices as flat steps: ``(input keys, literals,
+    segments, output keys)``, each by position. A segment is each device's equations up to a
+    communication node (``(impl, keys read, keys written, params, keys freed, equation)``),
+    then the node (by position: ``(key read, key written, keys freed, equation)``; None at
+    the end). Values are keyed by each device's own variables (programs read from text have
+    variables of their own; specialisation makes some operands per-device literals), and
+    literals get keys of their own."""
+    from ir.core import Literal
+    from ir.interpreter import last_uses
+    from ir.specialise import COMMUNICATION
+    in_keys, literals, out_keys, dead = {}, {}, {}, {}
+
+    def key_of(p, atom):
+        if type(atom) is not Literal:
+            return id(atom)
+        key = ("literal", len(literals[p]))
+        literals[p][key] = atom.value
+        return key
+
+    for p in local:
+        literals[p] = {}
+        in_keys[p] = [id(v) for v in programs[p].invars]
+        out_keys[p] = [key_of(p, atom) for atom in programs[p].outvars]
+        dead[p] = last_uses(programs[p])
+    segments = []
+    computes = {p: [] for p in local}
+    for k, eqn in enumerate(programs[local[0]].eqns):
+        if eqn.primitive in COMMUNICATION:
+            node = {}
+            for p in local:
+                mine = programs[p].eqns[k]
+                node[p] = (key_of(p, mine.invars[0]), id(mine.outvars[0]), dead[p][k], mine)
+            segments.append((computes, node))
+            computes = {p: [] for p in local}
+            continue
+        for p in local:
+            mine = programs[p].eqns[k]
+            computes[p].append((reference.impl_rules[mine.primitive],
+                                [key_of(p, atom) for atom in mine.invars],
+                                [id(v) for v in mine.outvars], mine.params, dead[p][k], mine))
+    segments.append((computes, None))
+    return in_keys, literals, segments, out_keys
+
+
+def _locate(err: BaseException, eqn, mesh, p: int) -> None:
+    """Attach the failing equation, its device and this process to ``err``, as the
+    interpreter and the scheduler do for programs they walk."""
+    device = mesh.devices.flat[p]
+    reference.DeviceInterpreter(device.id)._locate(err, eqn)
+    where = f", at {eqn.primitive}" + (f" ({eqn.source})" if eqn.source else "")
+    add_note(err, f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
+               f"{world().rank}{where}")
+
+
+def _local_programs(lowered, local: list) -> dict:
+    """Each local position's program: specialised for those positions only, unless the
+    per-device programs exist already (built, or read from text)."""
+    if lowered.built or lowered.mesh_program is None:
+        programs = lowered.device_programs
+        return {p: programs[p].program for p in local}
+    from ir.specialise import device_programs
+    return {dp.position: dp.program for dp in device_programs(lowered, local)}
+
+
+def _communicates_under_control(program) -> bool:
+    """Whether a communication node lies inside a loop, a branch or any other sub-program."""
+    from ir.core import programs_in
+    return any(_communicates(sub) for eqn in program.eqns for value in eqn.params.values()
+               for sub in programs_in(value))
+
+
+def _communicates(program) -> bool:
+    from ir.core import programs_in
+    from ir.specialise import COMMUNICATION
+    return any(eqn.primitive in COMMUNICATION
+               or any(_communicates(sub) for value in eqn.params.values()
+                      for sub in programs_in(value))
+               for eqn in program.eqns)
+
+
+def _advance(runs, p, value, waiting, results, prints, printed, mesh):
+    try:
+        reference._advance(runs, p, value, waiting, results, prints, printed)
+    except Exception as err:
+        device = mesh.devices.flat[p]
+        eqn = _failing_equation(err)
+        where = f", at {eqn.primitive}" + (f" ({eqn.source})" if eqn.source else "") if eqn else ""
+        add_note(err, f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
+                   f"{world().rank}{where}")
+        raise
+
+
+def _failing_equation(err):
+    """The equation a device was running when ``err`` was raised: the innermost program
+    frame's (a loop body's rather than the loop's)."""
+    found, tb = None, err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is reference._device_steps.__code__:
+            found = tb.tb_frame.f_locals.get("eqn", found)
+        tb = tb.tb_next
+    return found
+
+
+def _meet(state: _Round, waiting: dict, native: bool) -> dict:
+    """Every local device waits at a node or has finished: complete every group they wait at,
+    in the one global order of device groups."""
+    groups: dict = {}
+    for p, request in waiting.items():
+        group = next(g for g in request.eqn.params["device_groups"]
+                     if state.mesh.device_ids[p] in g)
+        groups.setdefault(tuple(group), []).append(p)
+    resume = {}
+    for group in sorted(groups):
+        members = [state.position_of[d] for d in group]
+        local = [m for m in members if state.rank_of[m] == world().rank]
+        missing = [m for m in local if m not in waiting]
+        if missing:
+            raise reference.DeadlockError(
+                f"device {state.mesh.device_ids[missing[0]]} finished while the devices of its "
+                f"group {group} wait at {waiting[groups[group][0]].eqn.primitive}")
+        ranks = tuple(sorted({state.rank_of[m] for m in members}))
+        if len(ranks) == 1:
+            reference._check_same_node(members, waiting)
+            request = waiting[members[0]]
+            outs = reference.group_rules[request.eqn.primitive](
+                [waiting[m].value for m in members], **request.eqn.params)
+            outs = dict(zip(members, outs))
+        else:
+            outs = across_ranks(state, members, ranks, waiting, native)
+        for m in local:
+            resume[m] = outs[m]
+            del waiting[m]
+    return resume
+
+

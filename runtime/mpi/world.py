@@ -1,0 +1,83 @@
+"""The MPI world: whether shardc runs on MPI, COMM_WORLD, this process's rank, and one
+sub-communicator per set of ranks."""
+from __future__ import annotations
+
+import os
+
+
+# the environment the common launchers give each process: its world size
+_LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
+
+
+def launched_size() -> int:
+    """The number of processes the launcher started (1 outside ``mpiexec``)."""
+    for name in _LAUNCHER_SIZE_VARS:
+        text = os.environ.get(name)
+        if text and text.isdigit():
+            return int(text)
+    return 1
+
+
+def wanted() -> bool:
+    """Whether shardc should run on MPI: ``SHARDC_BACKEND=mpi``, or (no backend named) a
+    launch of more than one process."""
+    name = os.environ.get("SHARDC_BACKEND", "")
+    if name:
+        return name == "mpi"
+    return launched_size() > 1
+
+
+class World:
+    """COMM_WORLD, this rank, and one sub-communicator per set of ranks (made on first use, by
+    exactly those ranks, in the one global order of the groups that need them)."""
+
+    def __init__(self):
+        try:
+            from mpi4py import MPI
+        except ImportError as err:
+            raise ImportError("the MPI backend needs mpi4py and an MPI library: "
+                              "pip install -e '.[mpi]' (mpi4py and mpich)") from err
+        self.MPI = MPI
+        self.comm = MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self._comms = {tuple(range(self.size)): self.comm}
+        # the processes meet here at exit; a communicator of its own never meets another call
+        self.exit_comm = self.comm.Dup()
+        # every operation across processes opens with an agreement here (``Agreement``)
+        self.check_comm = self.comm.Dup()
+
+    def existing_comm(self, ranks: tuple):
+        """The communicator of ``ranks`` if it was made already, else None."""
+        return self._comms.get(ranks)
+
+    def comm_of(self, ranks: tuple):
+        """The communicator of ``ranks`` (sorted); its rank k is world rank ``ranks[k]``."""
+        comm = self._comms.get(ranks)
+        if comm is None:
+            group = self.comm.Get_group().Incl(list(ranks))
+            comm = self.comm.Create_group(group, tag=_CREATE_TAG)
+            group.Free()
+            self._comms[ranks] = comm
+        return comm
+
+    def abort(self, code: int = 1) -> None:
+        self.comm.Abort(code)
+
+
+_CREATE_TAG = 7311
+
+
+_world: list = []
+
+
+def world() -> World:
+    """The MPI world, joined on first use."""
+    if not _world:
+        _world.append(World())
+    return _world[0]
+
+
+def set_world(stand_in) -> None:
+    """Use ``stand_in`` as the world (a benchmark's loopback stand-in for several processes)."""
+    _world[:] = [stand_in]
