@@ -23,6 +23,14 @@ class Backend(Protocol):
     def to_blocks(self, value, mesh, spec) -> list:
         """The numpy block of each mesh position for ``value`` split by ``spec``."""
 
+    def place_inputs(self, values: Sequence, mesh, specs: Sequence) -> list:
+        """The inputs of an eager shard_map: ``to_blocks`` of each (where processes share the
+        mesh, after agreeing on them)."""
+
+    def put(self, values: Sequence, shardings: Sequence, labels=None) -> list:
+        """``device_put`` of each value by its sharding (where processes share the mesh, after
+        agreeing on the values); ``labels`` (or a function giving them) name them in errors."""
+
     def from_blocks(self, blocks: Sequence, mesh, spec):
         """A global value from the blocks of every position laid out by ``spec``."""
 

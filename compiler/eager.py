@@ -170,9 +170,8 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
                          frozenset(params["config"].manual_axes))
     trace = ShardTrace(parent, shard)
     avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
-    tracers = [ShardTracer(trace, backend.to_blocks(arg, mesh, spec), aval,
-                           input_origins(aval.vma))
-               for arg, spec, aval in zip(args, in_specs, avals)]
+    tracers = [ShardTracer(trace, blocks, aval, input_origins(aval.vma))
+               for blocks, aval in zip(backend.place_inputs(args, mesh, in_specs), avals)]
     for tracer, arg in zip(tracers, args):
         # a Python scalar argument stays weakly typed in the body, as under jit
         tracer.weak = is_python_scalar(arg) or getattr(arg, "weak", False)

@@ -8,9 +8,7 @@ Values of an enclosing trace met inside a nested one are closed-over constants.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import sysconfig
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -22,6 +20,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.shapes import out_avals
+from ir.source import frame_source
 from ir.verify import check_traced
 
 
@@ -41,51 +40,15 @@ class UnexpectedTracerError(RuntimeError):
 
 # --- source info -------------------------------------------------------------------------------
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_INTERNAL = tuple(os.path.join(_ROOT, pkg) + os.sep
-                  for pkg in ("shardc", "compiler", "ir", "runtime"))
-# Python's own library and installed entry-point scripts are not user code either.
-_NOT_USER = _INTERNAL + tuple(
-    os.path.join(path, "") for path in {sysconfig.get_paths()["stdlib"],
-                                        sysconfig.get_paths()["scripts"]})
-
-
 def user_source() -> SourceInfo | None:
     """The innermost frame of user code: where the user wrote the operation. While a program
     is replayed (a transformation binding its equations again), the equation replayed."""
     replayed = _REPLAYED[-1]
     if replayed is not None:
         return replayed
-    frame = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        entry = _USER_CODE.get(id(code))
-        if entry is None or entry[0] is not code:
-            if len(_USER_CODE) > 4096:
-                _USER_CODE.clear()
-            name = code.co_filename
-            entry = _USER_CODE[id(code)] = (code, not name.startswith(_NOT_USER)
-                                            and not name.startswith("<frozen"))
-        if entry[1]:
-            return _source_info(code, frame.f_lineno)
-        frame = frame.f_back
-    return None
+    return frame_source(sys._getframe(1))
 
 
-def _source_info(code, line: int) -> SourceInfo:
-    entry = _SOURCES.get((id(code), line))
-    if entry is None or entry[0] is not code:
-        if len(_SOURCES) > 4096:
-            _SOURCES.clear()
-        entry = _SOURCES[id(code), line] = (
-            code, SourceInfo(os.path.basename(code.co_filename), line, code.co_name))
-    return entry[1]
-
-
-# Both keyed by the code object's id, not the object (hashing a code object hashes its whole
-# body); each entry holds its code object, so the id is not reused while the entry lives.
-_USER_CODE: dict = {}       # id(code) -> (code, whether it is user code), once per function
-_SOURCES: dict = {}         # (id(code), line) -> (code, its SourceInfo: immutable, so shared)
 _REPLAYED: list = [None]    # the source of the equation being replayed, innermost last
 
 

@@ -69,6 +69,7 @@ class Array(metaclass=abc.ABCMeta):
         self._buffers = buffers
         self._global = None
         self._stacked = None     # the fast backend's stacked form (runtime/vectorized.py)
+        self.fingerprint = None  # a hash of the value, once computed (runtime/mpi: host values)
 
     # -- construction ------------------------------------------------------------------------
 

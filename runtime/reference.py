@@ -819,7 +819,7 @@ class ReferenceBackend:
 
     def eval_primitive(self, prim, args, params) -> list:
         if prim is prims.sharding_constraint_p:
-            return [device_put(args[0], params["sharding"])]
+            return self.put([args[0]], [params["sharding"]])
         outs = impl_rules[prim](*[_host(a) for a in args], **params)
         return [Array.from_global(o) for o in outs]
 
@@ -831,6 +831,15 @@ class ReferenceBackend:
 
     def to_blocks(self, value, mesh, spec) -> list:
         return to_blocks(value, mesh, spec)
+
+    def place_inputs(self, values, mesh, specs) -> list:
+        """Each position's block of each input of an eager shard_map."""
+        return [self.to_blocks(v, mesh, s) for v, s in zip(values, specs)]
+
+    def put(self, values, shardings, labels=None) -> list:
+        """``device_put`` of each value by its sharding (``labels``, or a function giving them,
+        name them in errors)."""
+        return [device_put(v, s) for v, s in zip(values, shardings)]
 
     def from_blocks(self, blocks, mesh, spec):
         return Array.from_blocks(blocks, mesh, spec)

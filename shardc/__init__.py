@@ -183,9 +183,11 @@ def device_put(x, device=None):
         return tree_unflatten(treedef, [_device_put_one(v) for v in leaves])
     is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
     targets = broadcast_prefix(device, x, is_leaf=is_leaf, name="device_put sharding")
-    return tree_unflatten(treedef, [
-        _device_put_one(v, sharding.resolve_sharding(t, "device_put"))
-        for v, t in zip(leaves, targets)])
+    shardings = [sharding.resolve_sharding(t, "device_put") for t in targets]
+    from compiler.backend import get_backend
+    from compiler.tree import leaf_paths
+    labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]   # for errors only
+    return tree_unflatten(treedef, get_backend().put(leaves, shardings, labels))
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):

@@ -134,3 +134,55 @@ def test_host_local_and_global_arrays_on_one_process():
     for k in tree:
         np.testing.assert_array_equal(back[k], tree[k])
         assert back[k].dtype == tree[k].dtype
+
+
+# --- what processes agree on (runtime/mpi/agreement.py), on one process ------------------------
+
+def test_a_value_fingerprint_sees_every_word_and_the_type():
+    from runtime.mpi.agreement import value_fingerprint
+    rng = np.random.default_rng(0)
+    value = rng.standard_normal(3 * 4096 + 5).astype(np.float64)   # whole rows and a tail
+    base = value_fingerprint(value)
+    assert value_fingerprint(value.copy()) == base
+    for k in (0, 4095, 4096, 2 * 4096 + 7, value.size - 1):
+        changed = value.copy()
+        changed[k] = np.nextafter(changed[k], np.inf)           # one bit of one word
+        assert value_fingerprint(changed) != base, k
+    swapped = value.copy()
+    swapped[:4096], swapped[4096:8192] = value[4096:8192], value[:4096]
+    assert value_fingerprint(swapped) != base                    # rows are not interchangeable
+    assert value_fingerprint(value.reshape(-1, 1)) != base        # the shape counts
+    assert value_fingerprint(value.view(np.int64)) != base        # so does the dtype
+    assert value_fingerprint(np.float32(2.0)) == value_fingerprint(np.array(2.0, np.float32))
+    assert value_fingerprint(value[::2]) == value_fingerprint(np.ascontiguousarray(value[::2]))
+
+
+def test_a_coherence_error_names_what_differs_and_each_process_side():
+    from runtime.mpi.agreement import coherence_error
+    program = "{ lambda ; a:f32[16]. let\n    b:f32[] = psum a\n  in (b,) }"
+    details = [[("program", program), ("argument 0", "f32[16], values 01")],
+               [("program", program), ("argument 0", "f32[32], values 02")],
+               [("program", program.replace("psum", "pmax")), ("argument 0", "f32[16], values 01")]]
+    err = coherence_error([5, 6, 7], lambda labels: f"differ in {labels}", details)
+    lines = str(err).splitlines()
+    assert lines[0] == "processes [1, 2] and process 0 differ in ['program', 'argument 0']"
+    assert lines[1] == ("  program: line 2: process 0: b:f32[] = psum a; process 1: b:f32[] = "
+                        "psum a; process 2: b:f32[] = pmax a")
+    assert lines[2] == ("  argument 0: process 0: f32[16], values 01; process 1: f32[32], values "
+                        "02; process 2: f32[16], values 01")
+    # a plain text, and sides that only one process has
+    err = coherence_error([1, 2], "read different arrays", ["f32[4] at a.py:3", None])
+    assert str(err).splitlines() == ["processes [1] and process 0 read different arrays",
+                                     "  process 0: f32[4] at a.py:3; process 1: (none)"]
+
+
+def test_host_values_check_is_on_unless_trusted(monkeypatch):
+    from runtime.mpi.backend import MpiBackend
+    monkeypatch.delenv("SHARDC_MPI_HOST_VALUES", raising=False)
+    assert MpiBackend().check_host_values
+    monkeypatch.setenv("SHARDC_MPI_HOST_VALUES", "trust")
+    assert not MpiBackend().check_host_values
+    monkeypatch.setenv("SHARDC_MPI_HOST_VALUES", "maybe")
+    with pytest.raises(ValueError, match="SHARDC_MPI_HOST_VALUES must be 'check' or 'trust', "
+                                         "got 'maybe'"):
+        MpiBackend()

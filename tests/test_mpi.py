@@ -143,34 +143,89 @@ def test_uneven_device_split_is_an_error_on_every_process():
     assert output.count("8 devices cannot be split evenly over 3 processes") == 3, output
 
 
-@pytest.mark.parametrize("mode, says", [
-    ("raise_in_body", ["process 1 of 2 failed", "RuntimeError: a Python error in the body"]),
-    # every process fails; the first to abort may end the other before it reports
-    ("shape_error", ["of 2 failed; aborting the job",
-                     "TypeError: dot_general requires contracting dimensions"]),
-    ("device_error", ["failed; aborting the job", "ValueError: Unknown format code 'd'",
-                      "on device ", "of process ", "debug_print[", "(faults.py:"]),
-    ("impl_error", ["process 1 of 2 failed", "ValueError: an implementation failing",
-                    "while running on device 4: b:f32[2]{i} = sin a (faults.py:",
-                    "on device 4 (mesh coordinates (4,)) of process 1, at sin (faults.py:"]),
-    ("divergent", ["CoherenceError", "are about to run a different program"]),
-    ("divergent_caught", ["caught the CoherenceError",
-                          "an earlier CoherenceError left exchanges in flight"]),
-    ("divergent_sizes", ["CoherenceError", "are about to run a different program"]),
-    ("divergent_loop", ["CoherenceError", "are about to run a different program"]),
-    ("divergent_gather", ["CoherenceError"]),
-    ("kill", ["BAD TERMINATION", "signal 9"]),
-    ("exit_early", ["process 1 of 2 ended, but other processes did not reach their end "
-                    "within 3 s"]),
-])
-def test_a_fault_ends_the_whole_job_promptly(mode, says):
-    rc, output, seconds = launch([os.path.join(PROGRAMS, "faults.py"), mode], n=2, timeout=60,
-                                 env=_env(SHARDC_MPI_EXIT_TIMEOUT="3"))
-    assert rc != 0, output
-    assert seconds < 60
+def _line(text: str) -> int:
+    """The line of tests/mpi_programs/faults.py holding ``text`` (error messages name it)."""
+    with open(os.path.join(PROGRAMS, "faults.py")) as source:
+        lines = [k for k, line in enumerate(source, 1) if text in line]
+    assert len(lines) == 1, (text, lines)
+    return lines[0]
+
+
+PSUM = f"in all_reduce[mesh_axes=('i',)] at faults.py:{_line('return lax.psum(block.sum()')}"
+DIFFERENT_VALUES = "pass different values to"
+
+# mode: (exit code, what the output says); {n}: the process count, {d}: process 1's first
+# device. Every mode ends the job within 10 s with a non-zero code: none prints a value.
+FAULTS = {
+    "raise_in_body": (1, ["process 1 of {n} failed; aborting the job",
+                          "RuntimeError: a Python error in the body",
+                          "process 0 of {n} stops: process 1 failed (RuntimeError: a Python error "
+                          f"in the body, on process 1 only at faults.py:"
+                          f"{_line('raise RuntimeError(')}) while process 0 waits {PSUM}"]),
+    "shape_error": (1, ["of {n} failed; aborting the job",
+                        "TypeError: dot_general requires contracting dimensions"]),
+    "device_error": (1, ["failed; aborting the job", "ValueError: Unknown format code 'd'",
+                         "on device ", "of process ", "debug_print[", "(faults.py:"]),
+    "impl_error": (1, ["process 1 of {n} failed", "ValueError: an implementation failing",
+                       "while running on device {d}: b:f32[2]{{i}} = sin a (faults.py:",
+                       "on device {d} (mesh coordinates ({d},)) of process 1, at sin (faults.py:"]),
+    "divergent": (1, ["CoherenceError", "are about to run a different program",
+                      "  program: line ", ": process 0: e:f32[] = psum[mesh_axes=('i',)] d",
+                      "process 1: e:f32[] = pmax[mesh_axes=('i',)] d"]),
+    "divergent_caught": (1, ["caught the CoherenceError",
+                             "an earlier CoherenceError left exchanges in flight"]),
+    "divergent_sizes": (1, ["CoherenceError", "are about to run a different program"]),
+    "divergent_loop": (1, ["CoherenceError", "are about to run a different program"]),
+    "divergent_gather": (1, ["CoherenceError"]),
+    "eager_shapes": (1, ["CoherenceError: processes [1", f"{DIFFERENT_VALUES} a shard_map",
+                         "argument 0: process 0: f32[16], values ",
+                         "process 1: f32[32], values "]),
+    "eager_values": (1, ["CoherenceError: processes [1", f"{DIFFERENT_VALUES} device_put",
+                         "device_put x: process 0: f32[16], values "]),
+    "jit_values": (1, ["CoherenceError: processes [1", f"{DIFFERENT_VALUES} the program",
+                       "argument 0: process 0: f32[16], values "]),
+    "exit_early": (3, [f"process 0 of {{n}} stops: process 1 left the job (sys.exit(3) at "
+                       f"faults.py:{_line('sys.exit(3)          #')}) while process 0 waits {PSUM}"]),
+    "exit_between": (3, [f"process 0 of {{n}} stops: process 1 left the job (sys.exit(3) at "
+                         f"faults.py:{_line('sys.exit(3)  # between')}) while process 0 waits to "
+                         f"run the program called at faults.py:{_line('return f(x)  # sys.exit')}"]),
+    "os_exit_between": (3, [f"process 0 of {{n}} stops: process 1 left the job (os._exit(3) at "
+                            f"faults.py:{_line('os._exit(3)  # between')}) while process 0 waits "
+                            f"to run the program called at faults.py:"
+                            f"{_line('return f(x)  # os._exit')}"]),
+    "read_at_end": (1, ["process 0 of {n} stops: process 1 reached the end of its script "
+                        "faults.py while process 0 waits to read a global array f32[16] laid out "
+                        f"PartitionSpec('i') at faults.py:{_line('print(np.asarray(y))')}"]),
+    "raise_between": (1, ["process 1 of {n} failed; aborting the job",
+                          "process 0 of {n} stops: process 1 failed (KeyError: 'a host error on "
+                          f"process 1' at faults.py:{_line('raise KeyError(')}) while process 0 "
+                          f"waits to run the program called at faults.py:"
+                          f"{_line('return f(x)  # raise')}"]),
+    # MPICH's launcher kills the job the moment a process dies of a signal (others included,
+    # before they can say a word): its report names the PID and the signal
+    "kill": (9, ["BAD TERMINATION", "signal 9"]),
+    "kill_between": (9, ["BAD TERMINATION", "signal 9"]),
+}
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("mode", sorted(FAULTS))
+def test_a_fault_ends_the_whole_job_promptly(mode, n):
+    code, says = FAULTS[mode]
+    rc, output, seconds = launch([os.path.join(PROGRAMS, "faults.py"), mode], n=n, timeout=60,
+                                 env=_env(SHARDC_MPI_EXIT_TIMEOUT="30"))
+    assert rc == code, output
+    assert seconds < 10, output
     for text in says:
-        assert text in output, output
-    assert "finished" not in output, output
+        assert text.format(n=n, d=8 // n) in output, output
+    assert "process 0 finished" not in output, output
+
+
+def test_host_values_are_trusted_when_asked():
+    # the check off: each process keeps its own devices' blocks of its own copy
+    rc, output, _ = launch([os.path.join(PROGRAMS, "faults.py"), "jit_values"], n=2,
+                           timeout=60, env=_env(SHARDC_MPI_HOST_VALUES="trust"))
+    assert rc == 0 and "process 0 finished" in output, output
 
 
 def test_multiprocess_api_and_native_reductions():

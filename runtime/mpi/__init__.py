@@ -36,11 +36,13 @@ The modules, by concern: ``world`` (the launch and the communicators), ``faults`
 ``agreement``, ``arrays``, ``exchanges``, ``direct`` (MPI's own calls), ``schedule`` (this
 process's devices meeting the others') and ``backend``.
 """
-from runtime.mpi.agreement import CoherenceError, agree, fingerprints
+from runtime.mpi.agreement import (CoherenceError, agree, allgather_objects, broadcast_object,
+                                   fingerprints)
 from runtime.mpi.arrays import Absent, MpiArray, gather_global, gather_record
 from runtime.mpi.backend import MpiBackend, install
+from runtime.mpi.faults import ProcessLeftError
 from runtime.mpi.world import World, launched_size, set_world, wanted, world
 
-__all__ = ["Absent", "CoherenceError", "MpiArray", "MpiBackend", "World", "agree",
-           "fingerprints", "gather_global", "gather_record", "install", "launched_size",
-           "set_world", "wanted", "world"]
+__all__ = ["Absent", "CoherenceError", "MpiArray", "MpiBackend", "ProcessLeftError", "World",
+           "agree", "allgather_objects", "broadcast_object", "fingerprints", "gather_global",
+           "gather_record", "install", "launched_size", "set_world", "wanted", "world"]

@@ -8,7 +8,7 @@ from ir.core import Aval
 from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec,
                          normal_spec, owner_positions)
 from runtime.array import Array
-from runtime.mpi.agreement import Agreement, Opening, fingerprint
+from runtime.mpi.agreement import Agreement, Opening, fingerprint, where_called
 from runtime.mpi.exchanges import exchange_all, split_blocks
 from runtime.mpi.world import world
 
@@ -74,9 +74,13 @@ def gather_global(array: MpiArray) -> np.ndarray:
     mine = [array.buffers[p] for p, r in zip(owners, rank_of) if r == w.rank]
     counts = [nbytes * rank_of.count(r) for r in range(w.size)]
     header = fingerprint(f"gather {array.shape} {array.dtype} {normal_spec(spec)} {mesh}")
-    opening = Opening(Agreement(header, "gathered different arrays (a global array is "
-                                 "gathered by every process: read it on all of them, in the "
-                                 "same order)"))
+    what = f"{array.aval.str_short()} laid out {normal_spec(spec)!r}"
+    opening = Opening(Agreement(
+        header, "gathered different arrays (a global array is gathered by every process: "
+                "read it on all of them, in the same order)",
+        detail=lambda: [("reading", f"{what}{where_called()}")],
+        doing=lambda: f"to read a global array {what}{where_called()} (a global array is "
+                      "gathered by every process: read it on all of them)"))
     data, _ = exchange_all(w.comm, mine, None, counts, opening)
     gather_record["gathers"] += 1
     gather_record["bytes_sent"] += counts[w.rank] * (w.size - 1)
@@ -99,8 +103,9 @@ def gather_positions(column: list, mesh) -> list:
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     mine = [column[p] for p in range(mesh.size) if rank_of[p] == w.rank]
     counts = [nbytes * rank_of.count(r) for r in range(w.size)]
-    opening = Opening(Agreement(fingerprint(f"positions {shape} {dtype}"),
-                                 "gathered different blocks"))
+    opening = Opening(Agreement(
+        fingerprint(f"positions {shape} {dtype}"), "gathered different blocks",
+        doing=lambda: f"to compare the blocks of a result (check_vma='runtime'){where_called()}"))
     data, _ = exchange_all(w.comm, [np.asarray(b) for b in mine], None, counts, opening)
     by_rank = {r: iter(split_blocks(data[r], rank_of.count(r), shape, dtype))
                for r in range(w.size)}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from ir import primitives as prims
 from ir.core import Aval
 from ir.shapes import out_avals
@@ -12,7 +14,8 @@ from ir.sharding import (NamedSharding, canonical_spec, global_shape, replicatio
 from runtime import reference
 from runtime.array import Array
 from runtime.devices import set_processes
-from runtime.mpi.agreement import Agreement, agree, fingerprint
+from runtime.mpi.agreement import (Agreement, agree, combine, fingerprint, value_fingerprint,
+                                   value_text, where_called)
 from runtime.mpi.arrays import Absent, MpiArray, gather_positions, is_absent
 from runtime.mpi.faults import install_fault_handler
 from runtime.mpi.schedule import LocalPlan, run_local_programs
@@ -33,6 +36,8 @@ class MpiBackend(reference.ReferenceBackend):
                                  f"got {mode!r}")
             native = mode == "native"
         self.native = native
+        # host values entering the mesh are held against the other processes' (a hash)
+        self.check_host_values = _host_values_mode() == "check"
         self._checked: dict = {}
         self._shardings: dict = {}
         self._plans: dict = {}
@@ -46,9 +51,55 @@ class MpiBackend(reference.ReferenceBackend):
         return [Absent(a.shape, a.dtype) for a in avals]
 
     def run_programs(self, mesh, programs, inputs) -> list:
-        agree(self._fingerprint_of(programs, lambda: "\n".join(str(p) for p in programs[:1])),
-              _DIFFERENT_PROGRAM)
+        """An eager collective: agreed on (the operation and its operand types) first."""
+        text = lambda: str(programs[0])
+        agree(self._fingerprint_of(programs, text), _DIFFERENT_OPERATION,
+              detail=lambda: [("operation", f"{text()}\ncalled{where_called()}")],
+              doing=lambda: f"in {_operation_name(programs[0])}{where_called()}")
         return run_local_programs(mesh, programs, inputs, self.native)
+
+    def place_inputs(self, values, mesh, specs) -> list:
+        """An eager shard_map's inputs: agreed on (their types, layouts, and the fingerprints
+        of host values) first, then this process's blocks of each."""
+        header, detail = self._entering(
+            [fingerprint(f"shard_map {mesh} {[tuple(s) for s in specs]}")], values,
+            [f"argument {k}" for k in range(len(values))], specs)
+        agree(header, _different_values("a shard_map"), detail=detail,
+              doing=lambda: f"to enter the shard_map called{where_called()}")
+        return [self.to_blocks(v, mesh, s) for v, s in zip(values, specs)]
+
+    def put(self, values, shardings, labels=None) -> list:
+        """``device_put``: host values laid out on a mesh are agreed on first."""
+        entering = [k for k, s in enumerate(shardings) if isinstance(s, NamedSharding)
+                    and not isinstance(values[k], MpiArray)]
+        if entering:
+            labels = labels() if callable(labels) else labels
+            labels = labels or [f"leaf {k}" for k in range(len(values))]
+            header, detail = self._entering(
+                [fingerprint("device_put")], [values[k] for k in entering],
+                [labels[k] for k in entering], [shardings[k].spec for k in entering])
+            agree(header, _different_values("device_put"), detail=detail,
+                  doing=lambda: f"in device_put{where_called()}")
+        return super().put(values, shardings, labels)
+
+    def _entering(self, heads: list, values, labels, specs) -> tuple:
+        """The fingerprint of an operation (``heads``) whose ``values`` enter the mesh: their
+        types and layouts, and each host value's bytes (unless SHARDC_MPI_HOST_VALUES=trust);
+        and the function giving its details."""
+        prints = list(heads)
+        texts = []
+        for value, spec in zip(values, specs):
+            layout = f"placed {spec!r}" if spec is not None else ""
+            if isinstance(value, MpiArray):
+                prints.append(fingerprint(f"{value.aval} {spec}"))
+                texts.append(f"{value.aval.str_short()} global {layout}")
+            elif self.check_host_values:
+                prints.append(_host_fingerprint(value) ^ fingerprint(str(spec)))
+                texts.append(f"{value_text(value, prints[-1])} {layout}")
+            else:
+                prints.append(fingerprint(f"{np.shape(value)} {_dtype_of(value)} {spec}"))
+                texts.append(f"{_dtype_of(value)}{list(np.shape(value))} {layout}")
+        return combine(prints), lambda: list(zip(labels, (t.strip() for t in texts)))
 
     def to_blocks(self, value, mesh, spec) -> list:
         """This rank's blocks of ``value``; the others ``Absent`` (a global value's other
@@ -89,16 +140,32 @@ class MpiBackend(reference.ReferenceBackend):
             only = _only_shard_map(module)
             entry = module._mpi_entry = (
                 self, fingerprint(str(module.program)), only,
-                only is not None and self._plan(only).straight)
-        _, header, only, overlapped = entry
+                only is not None and self._plan(only).straight,
+                lambda: [("program", str(module.program))])
+        _, header, only, overlapped, detail = entry
+        if self.check_host_values:
+            for arg in args:
+                if type(arg) is not MpiArray:
+                    header, detail = self._with_host_values(module, header, detail, args)
+                    break
         if overlapped:
-            return self._run_shard_map(only, args, header)
-        agree(header, _DIFFERENT_PROGRAM)
+            return self._run_shard_map(only, args, (header, detail))
+        agree(header, _module_mismatch, detail=detail, doing=_running)
         if only is not None:
             return self._run_shard_map(only, args)
         return reference.execute_module(
             module, args, lambda index, values: self._run_shard_map(module.lowered(index),
                                                                     values))
+
+    def _with_host_values(self, module, header: int, detail, args) -> tuple:
+        """A module's agreement with the fingerprints of the host values among its arguments
+        (constants first) folded in."""
+        host = [k for k, a in enumerate(args) if type(a) is not MpiArray]
+        consts = len(module.program.constvars)
+        labels = [f"constant {k}" if k < consts else f"argument {k - consts}" for k in host]
+        combined, values_detail = self._entering([header], [args[k] for k in host], labels,
+                                                 [None] * len(host))
+        return combined, lambda: detail() + values_detail()
 
     def _fingerprint_of(self, key_object, text) -> int:
         """The fingerprint of a module's (or programs') text, computed once per object."""
@@ -114,9 +181,10 @@ class MpiBackend(reference.ReferenceBackend):
         """Every position's block on every rank (check_vma='runtime' of an eager shard_map)."""
         return gather_positions(blocks, mesh)
 
-    def _run_shard_map(self, lowered, values, fingerprint=None) -> list:
-        """Run one shard_map on this process's devices; with the module's ``fingerprint``, its
-        agreement is posted here and overlaps the first exchange (straight programs)."""
+    def _run_shard_map(self, lowered, values, opening=None) -> list:
+        """Run one shard_map on this process's devices; with the module's ``opening`` (its
+        fingerprint and details), its agreement is posted here and overlaps the first exchange
+        (straight programs)."""
         plan = self._plan(lowered)
         mesh = lowered.mesh
         inputs = {p: [] for p in plan.local}
@@ -127,8 +195,8 @@ class MpiBackend(reference.ReferenceBackend):
                 blocks = self.to_blocks(value, mesh, spec)
             for p in plan.local:
                 inputs[p].append(blocks[p])
-        results = plan.run(inputs, None if fingerprint is None
-                           else Agreement(fingerprint, _DIFFERENT_PROGRAM))
+        results = plan.run(inputs, None if opening is None
+                           else Agreement(opening[0], _module_mismatch, opening[1], _running))
         outs = []
         for k, (aval, sharding) in enumerate(zip(plan.out_global_avals, plan.out_shardings)):
             column = [results[p][k] for p in range(mesh.size)]
@@ -154,6 +222,59 @@ class MpiBackend(reference.ReferenceBackend):
 _DIFFERENT_PROGRAM = ("are about to run a different program (every process must run the same "
                       "sequence of programs: no process-dependent Python control flow around "
                       "jit or shard_map)")
+_DIFFERENT_OPERATION = ("are about to run a different collective (every process must run the "
+                        "same sequence of operations: no process-dependent Python control flow "
+                        "around a collective in an eager shard_map body)")
+
+
+def _different_values(operation: str):
+    """The ``what`` of an agreement on values entering the mesh."""
+    def what(labels) -> str:
+        return (f"pass different values to {operation} (every process must pass the same: "
+                "each keeps its own devices' blocks of its own copy of a host value, so values "
+                "that differ would mix; build per-process data with "
+                "make_array_from_process_local_data, or set SHARDC_MPI_HOST_VALUES=trust to "
+                "skip this check)")
+    return what
+
+
+def _module_mismatch(labels) -> str:
+    if "program" in labels or not labels:
+        return _DIFFERENT_PROGRAM
+    return _different_values("the program")(labels)
+
+
+def _running() -> str:
+    return f"to run the program called{where_called()}"
+
+
+def _operation_name(program) -> str:
+    """The communication node of an eager collective's program, by name and axes."""
+    from ir.specialise import COMMUNICATION
+    for eqn in program.eqns:
+        if eqn.primitive in COMMUNICATION:
+            return f"{eqn.primitive}[mesh_axes={eqn.params.get('mesh_axes')}]"
+    return "a collective"
+
+
+def _host_values_mode() -> str:
+    mode = os.environ.get("SHARDC_MPI_HOST_VALUES", "check") or "check"
+    if mode not in ("check", "trust"):
+        raise ValueError(f"SHARDC_MPI_HOST_VALUES must be 'check' or 'trust', got {mode!r}")
+    return mode
+
+
+def _dtype_of(value):
+    return getattr(value, "dtype", None) or np.asarray(value).dtype
+
+
+def _host_fingerprint(value) -> int:
+    """A host value's fingerprint; an Array's (immutable) is computed once."""
+    if isinstance(value, Array):
+        if value.fingerprint is None:
+            value.fingerprint = value_fingerprint(np.asarray(value))
+        return value.fingerprint
+    return value_fingerprint(value)
 
 
 def _only_shard_map(module):

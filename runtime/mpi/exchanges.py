@@ -7,6 +7,7 @@ import numpy as np
 from ir import primitives as prims
 from runtime import reference
 from runtime.mpi.agreement import check_headers, fingerprint, settle, settle_then_wait
+from runtime.mpi.faults import wait_all
 from runtime.mpi.world import world
 
 
@@ -35,7 +36,7 @@ def exchange_all(comm, payload: list, header, counts: list, state=None) -> tuple
         settle_then_wait(state, [comm.Iallgather(send, recv)])
         return [recv[k * slot:k * slot + c] for k, c in enumerate(counts)], None
     if len(payload) == 1 and len(set(counts)) == 1 and counts[0] >= SEPARATE_HEADER_BYTES:
-        return _exchange_one_block(comm, payload[0], header, len(counts))
+        return _exchange_one_block(comm, payload[0], header, len(counts), state)
     slot = 8 + max(counts)
     send = np.empty(slot, np.uint8)
     send[:8] = np.frombuffer(np.int64(header).tobytes(), np.uint8)
@@ -44,21 +45,21 @@ def exchange_all(comm, payload: list, header, counts: list, state=None) -> tuple
         send[offset:offset + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
         offset += a.nbytes
     recv = np.empty(slot * len(counts), np.uint8)
-    comm.Allgather(send, recv)
+    settle_then_wait(state, [comm.Iallgather(send, recv)])
     parts = [recv[k * slot:(k + 1) * slot] for k in range(len(counts))]
     return ([part[8:8 + c] for part, c in zip(parts, counts)],
             [int(part[:8].view(np.int64)[0]) for part in parts])
 
 
-def _exchange_one_block(comm, block, header: int, size: int) -> tuple:
+def _exchange_one_block(comm, block, header: int, size: int, state) -> tuple:
     headers = np.empty(size, np.int64)
-    comm.Allgather(np.array([header], np.int64), headers)
+    settle_then_wait(state, [comm.Iallgather(np.array([header], np.int64), headers)])
     headers = headers.tolist()
     if len(set(headers)) > 1:
         return [None] * size, headers
     data = np.ascontiguousarray(block).reshape(-1).view(np.uint8)
     recv = np.empty(data.nbytes * size, np.uint8)
-    comm.Allgather(data, recv)
+    wait_all([comm.Iallgather(data, recv)], state.doing)
     return [recv[k * data.nbytes:(k + 1) * data.nbytes] for k in range(size)], headers
 
 
@@ -169,7 +170,7 @@ def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, header, state=N
     headers = None
     if header is not None:
         heads = np.empty(len(ranks), np.int64)
-        comm.Alltoall(np.full(len(ranks), header, np.int64), heads)
+        settle_then_wait(state, [comm.Ialltoall(np.full(len(ranks), header, np.int64), heads)])
         headers = heads.tolist()
         if len(set(headers)) > 1:
             return {r: None for r in ranks}, headers
@@ -349,7 +350,7 @@ def native_all_reduce(state, comm, ranks, local, members, waiting, reduction) ->
     MPI = world().MPI
     request = waiting[local[0]]
     if state.headers:
-        _, headers = exchange_all(comm, [], _node_fingerprint(request), [0] * len(ranks))
+        _, headers = exchange_all(comm, [], _node_fingerprint(request), [0] * len(ranks), state)
         _check_node_headers(headers, ranks, request)
     blocks = [np.asarray(waiting[m].value) for m in local]
     partial = reference._all_reduce(blocks, reduction="sum" if reduction == "mean"

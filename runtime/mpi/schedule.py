@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ir import primitives as prims
 from runtime import reference
-from runtime.mpi.agreement import settle
+from runtime.mpi.agreement import settle, where_called
 from runtime.mpi.arrays import Absent, local_positions
 from runtime.mpi.direct import DIRECT
 from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, natively_reducible_type,
@@ -25,6 +25,16 @@ class _Round:
         self.headers = headers
         self.opening = None       # the run's agreement, while it is still open (``settle_then_wait``)
         self.absent = None        # the outputs of other ranks' positions (``_absent_results``)
+        self.node = None          # the communication node being completed
+
+    def doing(self) -> str:
+        """What this process waits for, for an error's message: the node it completes."""
+        eqn = self.node
+        if eqn is None:
+            return f"for the other processes{where_called()}"
+        axes = eqn.params.get("mesh_axes")
+        source = f" ({eqn.source})" if eqn.source else ""
+        return f"in {eqn.primitive}[mesh_axes={axes}]{source}, in the program called{where_called()}"
 
 
 def run_local_programs(mesh, programs, inputs, native: bool = False) -> list:
@@ -193,7 +203,8 @@ class LocalPlan:
                 f"devices {sorted(self.mesh.device_ids[p] for p in self.local if p not in waiting)}"
                 " finished while others wait at a communication node")
         resume = {}
-        for members, local, ranks, direct in self._groups(waiting[self.local[0]].eqn):
+        eqn = self.state.node = waiting[self.local[0]].eqn
+        for members, local, ranks, direct in self._groups(eqn):
             if direct is not None:
                 rule, comm, k = direct
                 request = waiting[local[0]]
@@ -343,6 +354,7 @@ def _meet(state: _Round, waiting: dict, native: bool) -> dict:
                 [waiting[m].value for m in members], **request.eqn.params)
             outs = dict(zip(members, outs))
         else:
+            state.node = waiting[local[0]].eqn
             outs = across_ranks(state, members, ranks, waiting, native)
         for m in local:
             resume[m] = outs[m]

@@ -46,6 +46,8 @@ class World:
         self.exit_comm = self.comm.Dup()
         # every operation across processes opens with an agreement here (``Agreement``)
         self.check_comm = self.comm.Dup()
+        # a process leaving the job tells the others here (``faults``)
+        self.notice_comm = self.comm.Dup()
 
     def existing_comm(self, ranks: tuple):
         """The communicator of ``ranks`` if it was made already, else None."""

@@ -47,10 +47,10 @@ def _allgather_host(value: np.ndarray, tiled: bool) -> np.ndarray:
     if _devices.process_count() == 1:
         parts = [value]
     else:
-        from runtime.mpi import agree, world
+        from runtime.mpi import agree, allgather_objects, world
         agree(zlib.crc32(b"process_allgather"), "called another operation than "
-              "process_allgather")
-        parts = world().comm.allgather(value)
+              "process_allgather", doing="in process_allgather")
+        parts = allgather_objects(world().comm, value, "in process_allgather")
         shapes = {(p.shape, p.dtype.str) for p in parts}
         if len(shapes) > 1:
             raise ValueError(f"process_allgather: processes hold parts of different types: "
@@ -67,16 +67,18 @@ def broadcast_one_to_all(in_tree, is_source=None):
     leaves, treedef = tree_flatten(in_tree)
     if _devices.process_count() == 1:
         return tree_unflatten(treedef, [np.asarray(v) for v in leaves])
-    from runtime.mpi import agree, world
+    from runtime.mpi import agree, allgather_objects, broadcast_object, world
     w = world()
+    doing = "in broadcast_one_to_all"
     agree(zlib.crc32(f"broadcast_one_to_all {len(leaves)}".encode()),
-          "called another operation than broadcast_one_to_all")
+          "called another operation than broadcast_one_to_all", doing=doing)
     source = w.rank == 0 if is_source is None else bool(is_source)
-    roots = [r for r, s in enumerate(w.comm.allgather(source)) if s]
+    roots = [r for r, s in enumerate(allgather_objects(w.comm, source, doing)) if s]
     if len(roots) != 1:
         raise ValueError(f"broadcast_one_to_all: exactly one process must be the source, got "
                          f"{roots}")
-    return tree_unflatten(treedef, [w.comm.bcast(np.asarray(v), root=roots[0]) for v in leaves])
+    values = broadcast_object(w.comm, [np.asarray(v) for v in leaves], roots[0], doing)
+    return tree_unflatten(treedef, values)
 
 
 def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):

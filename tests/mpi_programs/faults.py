@@ -10,10 +10,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+import numpy as np  # noqa: E402
+
 import shardc as jax  # noqa: E402
 import shardc.numpy as jnp  # noqa: E402
 from shardc import lax  # noqa: E402
-from shardc.sharding import PartitionSpec as P  # noqa: E402
+from shardc.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 
 mesh = jax.make_mesh((8,), ("i",))
 x = jnp.arange(16.)
@@ -110,8 +112,81 @@ def divergent_caught():
     return jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))(x)
 
 
-DIVERGENT = {"impl_error": impl_error, "divergent_caught": divergent_caught, "divergent": divergent, "divergent_sizes": divergent_sizes,
-             "divergent_loop": divergent_loop, "divergent_gather": divergent_gather}
+# --- values that differ between processes ---------------------------------------------------
+
+def eager_shapes():
+    """A host input whose shape depends on the process, into an eager shard_map: the inputs'
+    types differ (mixing the blocks would print a number neither process computes alone)."""
+    data = jnp.arange(16.) if jax.process_index() == 0 else jnp.arange(32.)
+    return print(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P())(data))
+
+
+def eager_values():
+    """Equal shapes, different contents: a value each process computed itself, device_put."""
+    data = np.arange(16, dtype=np.float32) + jax.process_index()
+    placed = jax.device_put(data, NamedSharding(mesh, P("i")))
+    return print(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P())(placed))
+
+
+def jit_values():
+    """A host argument of a jitted shard_map whose contents differ between processes."""
+    data = np.arange(16, dtype=np.float32) * (1 + jax.process_index())
+    f = jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))
+    return print(f(data))
+
+
+# --- a process that leaves while the others wait for it --------------------------------------
+
+def exit_between():
+    """Process 1 leaves between two shard_maps: the others wait in the second."""
+    f = jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))
+    f(x)
+    if jax.process_index() == 1:
+        sys.exit(3)  # between two shard_maps
+    return f(x)  # sys.exit
+
+
+def os_exit_between():
+    """As ``exit_between``, leaving with os._exit: no exit handlers, no word to the launcher."""
+    f = jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))
+    f(x)
+    if jax.process_index() == 1:
+        os._exit(3)  # between two shard_maps
+    return f(x)  # os._exit
+
+
+def read_at_end():
+    """Process 0 reads a global array at the end of its script; the others never do."""
+    y = jax.jit(jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("i"), out_specs=P("i")))(x)
+    if jax.process_index() == 0:
+        return print(np.asarray(y))
+
+
+def raise_between():
+    """Process 1 fails in host code while the others go on to the next shard_map."""
+    f = jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))
+    f(x)
+    if jax.process_index() == 1:
+        raise KeyError("a host error on process 1")
+    return f(x)  # raise
+
+
+def kill_between():
+    """Process 1 is killed (SIGKILL) between two shard_maps."""
+    f = jax.jit(jax.shard_map(total, mesh=mesh, in_specs=P("i"), out_specs=P()))
+    f(x)
+    if jax.process_index() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f(x)
+
+
+DIVERGENT = {"impl_error": impl_error, "divergent_caught": divergent_caught,
+             "divergent": divergent, "divergent_sizes": divergent_sizes,
+             "divergent_loop": divergent_loop, "divergent_gather": divergent_gather,
+             "eager_shapes": eager_shapes, "eager_values": eager_values,
+             "jit_values": jit_values, "exit_between": exit_between,
+             "os_exit_between": os_exit_between, "read_at_end": read_at_end,
+             "raise_between": raise_between, "kill_between": kill_between}
 
 MODES = {"raise_in_body": raise_in_body, "shape_error": shape_error, "kill": kill,
          "device_error": device_error, "exit_early": exit_early}
