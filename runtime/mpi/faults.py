@@ -116,6 +116,9 @@ def _wait_watching(requests: list, doing) -> None:
         check_departures(doing)
     look = time.monotonic() + _LOOK_SECONDS
     while not test():
+        # processes may share cores (more processes than cores is common on one machine):
+        # the one this waits for must get to run
+        os.sched_yield()
         now = time.monotonic()
         if now >= look:
             receive_notices()
