@@ -16,9 +16,10 @@ class Backend(Protocol):
     def eval_block(self, prim, blocks: Sequence, params: dict) -> list:
         """Apply ``prim`` to one device's numpy blocks."""
 
-    def run_programs(self, mesh, programs: Sequence, inputs: Sequence) -> list:
-        """Run one program per mesh position together (they meet at communication nodes);
-        ``inputs[p]`` are position p's arguments. Returns each position's outputs."""
+    def run_mesh_program(self, mesh, program, inputs: Sequence) -> list:
+        """Run a mesh-level program on every device of ``mesh`` (an eager collective, or
+        control flow holding one); ``inputs[k]`` is input k's block at each mesh position.
+        Returns each output's block at each position."""
 
     def to_blocks(self, value, mesh, spec) -> list:
         """The numpy block of each mesh position for ``value`` split by ``spec``."""

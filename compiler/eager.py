@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.backend import get_backend
-from compiler.lowering import lower_to_mesh, specialise
+from compiler.lowering import lower_to_mesh
 from compiler.replication import (infer_types, input_origins, merge_origins, origin_sources,
                                   per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
@@ -119,22 +119,20 @@ class ShardTrace(Trace):
         return [list(col) for col in zip(*per_position)] if avals else []
 
     def _run_on_every_device(self, prim, tracers, params, avals) -> list:
-        """Lower a one-equation program per device and run the devices together: the
-        collective behaves exactly as in a jitted program."""
-        n = self.mesh.size
-        programs = _lowered_equation(self.mesh, prim, [t.aval for t in tracers], avals, params)
-        inputs = [[t.blocks[p] for t in tracers] for p in range(n)]
-        results = get_backend().run_programs(self.mesh, programs, inputs)
-        return [[results[p][k] for p in range(n)] for k in range(len(avals))]
+        """Lower a one-equation program to the mesh level and run it on every device, on the
+        selected backend: the collective behaves exactly as in a jitted program."""
+        program = _lowered_equation(self.mesh, prim, [t.aval for t in tracers], avals, params)
+        return get_backend().run_mesh_program(self.mesh, program, [t.blocks for t in tracers])
 
 
 _LOWERED: dict = {}
 _LOWERED_LIMIT = 4096
 
 
-def _lowered_equation(mesh, prim, in_avals, out_avals_, params) -> list:
-    """Per-device programs of one equation, cached when its params are hashable (collectives;
-    not control flow, whose params hold programs), so eager bodies do not lower again."""
+def _lowered_equation(mesh, prim, in_avals, out_avals_, params):
+    """The mesh-level program of one equation, cached when its params are hashable
+    (collectives; not control flow, whose params hold programs), so eager bodies do not lower
+    again (and backends find their plans for it again)."""
     try:
         key = (mesh, prim, tuple(in_avals), tuple(sorted(params.items())))
         hash(key)
@@ -147,12 +145,11 @@ def _lowered_equation(mesh, prim, in_avals, out_avals_, params) -> list:
     body = Program([], invars, [Eqn(prim, invars, outvars, dict(params), user_source())],
                    outvars)
     mesh_level = lower_to_mesh(mesh, body)
-    programs = [specialise(mesh, p, mesh_level) for p in range(mesh.size)]
     if key is not None:
         if len(_LOWERED) >= _LOWERED_LIMIT:
             _LOWERED.clear()
-        _LOWERED[key] = programs
-    return programs
+        _LOWERED[key] = mesh_level
+    return mesh_level
 
 
 def _merge_origins(tracers, out_vma, in_vmas, order: int) -> dict:

@@ -17,6 +17,7 @@ from ir import primitives as prims
 from ir.interpreter import Interpreter
 from ir.core import Program
 from ir.primitives import RuleTable
+from ir.specialise import specialise
 from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
                          runtime_replication_error)
 from runtime import linalg, special
@@ -817,6 +818,9 @@ class ReferenceBackend:
     """Interprets per-device programs with numpy, one equation and one device at a time."""
     name = "reference"
 
+    def __init__(self):
+        self._device_programs: dict = {}    # id(mesh-level program) -> its specialisations
+
     def eval_primitive(self, prim, args, params) -> list:
         if prim is prims.sharding_constraint_p:
             return self.put([args[0]], [params["sharding"]])
@@ -826,8 +830,24 @@ class ReferenceBackend:
     def eval_block(self, prim, blocks, params) -> list:
         return impl_rules[prim](*[np.asarray(b) for b in blocks], **params)
 
-    def run_programs(self, mesh, programs, inputs) -> list:
-        return run_device_programs(mesh, programs, inputs)
+    def run_mesh_program(self, mesh, program, inputs) -> list:
+        """Every device's program, specialised from ``program`` (once per program), run
+        together."""
+        programs = self._specialised(mesh, program)
+        by_position = [[blocks[p] for blocks in inputs] for p in range(mesh.size)]
+        results = run_device_programs(mesh, programs, by_position)
+        return [[results[p][k] for p in range(mesh.size)]
+                for k in range(len(program.outvars))]
+
+    def _specialised(self, mesh, program) -> list:
+        cache = self._device_programs
+        entry = cache.get(id(program))
+        if entry is None or entry[0] is not program or entry[1] is not mesh:
+            if len(cache) > 4096:
+                cache.clear()
+            entry = cache[id(program)] = (program, mesh, [
+                specialise(mesh, p, program) for p in range(mesh.size)])
+        return entry[2]
 
     def to_blocks(self, value, mesh, spec) -> list:
         return to_blocks(value, mesh, spec)

@@ -187,6 +187,27 @@ def _stacked_of_array(value: Array, mesh):
     return Stacked(data.reshape(lead + block), lead, mesh, spec, value.shape)
 
 
+def _eager_lead(mesh, vma, blocks) -> tuple:
+    """The lead of an eager body value: the mesh axes its type varies over; every axis when
+    untyped (the check off) unless all its blocks are one object."""
+    if not vma and all(b is blocks[0] for b in blocks):
+        return (1,) * mesh.ndim
+    axes = vma or mesh.axis_names
+    return tuple(n if a in axes else 1 for a, n in zip(mesh.axis_names, mesh.axis_sizes))
+
+
+def _stack_blocks(blocks: list, mesh, lead: tuple) -> np.ndarray:
+    """The stacked form of per-position blocks: the block at coordinate 0 of every mesh axis
+    where ``lead`` is 1 stands for the others (they are equal)."""
+    index = _position_index(mesh.axis_sizes, lead)
+    first: dict = {}
+    for p, i in enumerate(index):
+        first.setdefault(i, blocks[p])
+    block = np.asarray(blocks[0])
+    data = np.stack([np.asarray(first[i]) for i in np.ndindex(*lead)])
+    return data.reshape(lead + block.shape)
+
+
 def _bitwise_same(a, b) -> bool:
     if a is b:
         return True
@@ -711,6 +732,8 @@ class FastBackend(ReferenceBackend):
     name = "fast"
 
     def __init__(self):
+        super().__init__()
+        self._eager_plans: dict = {}
         self.counts = {"stacked": 0, "reference": 0}    # shard_map runs, by path
         self.fallbacks = {reason: 0 for reason in FALLBACKS}    # reference runs, by reason
 
@@ -723,6 +746,35 @@ class FastBackend(ReferenceBackend):
             where = f" at {eqn.source}" if eqn.source else ""
             print(f"shardc: the shard_map{where} runs on the reference backend: "
                   f"{FALLBACKS[reason]}", file=sys.stderr)
+
+    def run_mesh_program(self, mesh, program, inputs) -> list:
+        """An eager collective (or control flow holding one) stacked over every device: each
+        input stacked along the mesh axes its type varies over (every axis when the program
+        is untyped), one plan per program and layout."""
+        leads = [_eager_lead(mesh, var.aval.vma, blocks)
+                 for var, blocks in zip(program.invars, inputs)]
+        key = (id(program), tuple(leads))
+        entry = self._eager_plans.get(key)
+        if entry is None or entry[0] is not program:
+            if len(self._eager_plans) > 4096:
+                self._eager_plans.clear()
+            try:
+                # prints come out in the reference's order (as a shard_map's body's do)
+                plan = "debug_print" if _prints(program) else BodyPlan(program, mesh, leads)
+            except NotStackable as why:
+                plan = why.reason
+            entry = self._eager_plans[key] = (program, plan)
+        plan = entry[1]
+        if isinstance(plan, str):
+            self.counts["reference"] += 1
+            self.fallbacks[plan] += 1
+            return super().run_mesh_program(mesh, program, inputs)
+        stacked = [_stack_blocks(blocks, mesh, lead) for blocks, lead in zip(inputs, leads)]
+        outs = plan.run(*stacked)
+        self.counts["stacked"] += 1
+        sizes = mesh.axis_sizes
+        return [[data[i] for i in _position_index(sizes, lead)]
+                for data, lead in zip(outs, plan.out_leads)]
 
     def execute(self, module, args) -> list:
         plan = module.__dict__.get("_stacked_plan")

@@ -66,22 +66,26 @@ class CheckingBackend(ReferenceBackend):
     name = "check"
 
     def __init__(self):
+        super().__init__()
         self.fast = FastBackend()
 
+    def run_mesh_program(self, mesh, program, inputs) -> list:
+        """An eager collective on both backends, every device's blocks compared."""
+        expected, got = _on_both(lambda: super(CheckingBackend, self).run_mesh_program(
+            mesh, program, inputs), lambda: self.fast.run_mesh_program(mesh, program, inputs),
+            program)
+        for k, (ref, fast) in enumerate(zip(expected, got)):
+            for p, (a, b) in enumerate(zip(ref, fast)):
+                why = blocks_agree(a, b)
+                if why:
+                    raise BackendMismatch(f"output {k} of the fast backend differs from the "
+                                          f"reference backend's at mesh position {p}: {why}\n"
+                                          f"{program}")
+        return expected
+
     def execute(self, module, args) -> list:
-        printed_ref = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(printed_ref):
-                expected = ReferenceBackend.execute(self, module, args)
-        finally:
-            sys.stdout.write(printed_ref.getvalue())       # once, even when it raised
-        printed_fast = io.StringIO()
-        with contextlib.redirect_stdout(printed_fast):
-            got = self.fast.execute(module, args)
-        if printed_fast.getvalue() != printed_ref.getvalue():
-            raise BackendMismatch("the fast backend printed\n" + printed_fast.getvalue()
-                                  + "where the reference backend printed\n"
-                                  + printed_ref.getvalue() + str(module))
+        expected, got = _on_both(lambda: ReferenceBackend.execute(self, module, args),
+                                 lambda: self.fast.execute(module, args), module)
         for k, (ref, fast) in enumerate(zip(expected, got)):
             why = arrays_agree(ref, fast)
             if why:
@@ -89,3 +93,20 @@ class CheckingBackend(ReferenceBackend):
                                       f"reference backend's: {why}\n{module}")
         return expected
 
+
+def _on_both(reference, fast, what) -> tuple:
+    """Both results; what the two print must be the same text, printed once."""
+    printed_ref = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed_ref):
+            expected = reference()
+    finally:
+        sys.stdout.write(printed_ref.getvalue())       # once, even when it raised
+    printed_fast = io.StringIO()
+    with contextlib.redirect_stdout(printed_fast):
+        got = fast()
+    if printed_fast.getvalue() != printed_ref.getvalue():
+        raise BackendMismatch("the fast backend printed\n" + printed_fast.getvalue()
+                              + "where the reference backend printed\n"
+                              + printed_ref.getvalue() + str(what))
+    return expected, got

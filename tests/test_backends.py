@@ -968,3 +968,58 @@ def test_reduction_threads_are_remade_in_a_forked_child(monkeypatch):
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child's reduction did not finish")
+
+
+# --- eager collectives run on the selected backend -----------------------------------------------
+
+def _eager_psum_and_index(mesh):
+    return shardc.shard_map(lambda b: lax.psum(b, "x") * lax.axis_index("y"), mesh=mesh,
+                            in_specs=P("x", "y"), out_specs=P(None, "y"))
+
+
+def test_eager_collectives_run_stacked_on_the_fast_backend():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    blocks = x.reshape(4, 2, 2, 2).sum(0)         # [row, y, column]: the psum over 'x'
+    want = (blocks * np.array([0, 1])[None, :, None]).reshape(2, 4)
+    fast = FastBackend()
+    with installed(fast):
+        got = _eager_psum_and_index(mesh)(x)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    # the psum and the axis_index: each one stacked program over the eight devices
+    assert fast.counts == {"stacked": 2, "reference": 0}
+    with installed(ReferenceBackend()):
+        np.testing.assert_array_equal(np.asarray(_eager_psum_and_index(mesh)(x)), want)
+
+
+def test_an_eager_collective_with_a_print_runs_on_the_reference_as_declared(capsys):
+    mesh = shardc.make_mesh((4,), ("i",))
+
+    def body(b):
+        def step(c, _):
+            shardc.debug.print("c {}", c)
+            return c + lax.psum(c, "i"), None
+        return lax.scan(step, b, None, length=1)[0]
+
+    fast = FastBackend()
+    with installed(fast):
+        shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(np.ones(4, np.int32))
+    assert fast.counts["reference"] == 1 and fast.fallbacks["debug_print"] == 1
+    assert capsys.readouterr().out.count("c [1]") == 4
+
+
+def test_checking_backend_compares_eager_collectives():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    broken = CheckingBackend()
+    real = broken.fast.run_mesh_program
+
+    def off_by_one(mesh, program, inputs):
+        outs = real(mesh, program, inputs)
+        return [[block + 1 for block in blocks] for blocks in outs]
+
+    broken.fast.run_mesh_program = off_by_one
+    with installed(broken), pytest.raises(BackendMismatch,
+                                          match="output 0 of the fast backend differs from the "
+                                                "reference backend's at mesh position 0"):
+        _eager_psum_and_index(mesh)(x)

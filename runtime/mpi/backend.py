@@ -9,6 +9,7 @@ import numpy as np
 from ir import primitives as prims
 from ir.core import Aval
 from ir.shapes import out_avals
+from ir.specialise import specialise
 from ir.sharding import (NamedSharding, canonical_spec, global_shape, replication_mismatch,
                          runtime_replication_error)
 from runtime import reference
@@ -16,7 +17,7 @@ from runtime.array import Array
 from runtime.devices import set_processes
 from runtime.mpi.agreement import (Agreement, agree, combine, fingerprint, value_fingerprint,
                                    value_text, where_called)
-from runtime.mpi.arrays import Absent, MpiArray, gather_positions, is_absent
+from runtime.mpi.arrays import Absent, MpiArray, gather_positions, is_absent, local_positions
 from runtime.mpi.faults import install_fault_handler
 from runtime.mpi.schedule import LocalPlan, run_local_programs
 from runtime.mpi.world import world
@@ -35,6 +36,7 @@ class MpiBackend(reference.ReferenceBackend):
                 raise ValueError(f"SHARDC_MPI_REDUCTIONS must be 'exact' or 'native', "
                                  f"got {mode!r}")
             native = mode == "native"
+        super().__init__()
         self.native = native
         # host values entering the mesh are held against the other processes' (a hash)
         self.check_host_values = _host_values_mode() == "check"
@@ -50,13 +52,30 @@ class MpiBackend(reference.ReferenceBackend):
         avals = out_avals(prim, [Aval(b.shape, b.dtype) for b in blocks], params)
         return [Absent(a.shape, a.dtype) for a in avals]
 
-    def run_programs(self, mesh, programs, inputs) -> list:
-        """An eager collective: agreed on (the operation and its operand types) first."""
-        text = lambda: str(programs[0])
-        agree(self._fingerprint_of(programs, text), _DIFFERENT_OPERATION,
+    def run_mesh_program(self, mesh, program, inputs) -> list:
+        """An eager collective: agreed on (the operation and its operand types) first, then
+        run on this process's devices (their programs specialised once per program)."""
+        text = lambda: str(program)
+        agree(self._fingerprint_of(program, text), _DIFFERENT_OPERATION,
               detail=lambda: [("operation", f"{text()}\ncalled{where_called()}")],
-              doing=lambda: f"in {_operation_name(programs[0])}{where_called()}")
-        return run_local_programs(mesh, programs, inputs, self.native)
+              doing=lambda: f"in {_operation_name(program)}{where_called()}")
+        local = local_positions(mesh, world().rank)
+        programs = self._local_programs(mesh, program, local)
+        results = run_local_programs(mesh, programs,
+                                     {p: [blocks[p] for blocks in inputs] for p in local},
+                                     [v.aval for v in program.outvars], self.native)
+        return [[results[p][k] for p in range(mesh.size)]
+                for k in range(len(program.outvars))]
+
+    def _local_programs(self, mesh, program, local) -> dict:
+        cache = self._device_programs
+        entry = cache.get(id(program))
+        if entry is None or entry[0] is not program or entry[1] is not mesh:
+            if len(cache) > 4096:
+                cache.clear()
+            entry = cache[id(program)] = (program, mesh, {
+                p: specialise(mesh, p, program) for p in local})
+        return entry[2]
 
     def place_inputs(self, values, mesh, specs) -> list:
         """An eager shard_map's inputs: agreed on (their types, layouts, and the fingerprints

@@ -37,14 +37,14 @@ class _Round:
         return f"in {eqn.primitive}[mesh_axes={axes}]{source}, in the program called{where_called()}"
 
 
-def run_local_programs(mesh, programs, inputs, native: bool = False) -> list:
-    """Run this rank's devices' programs; other ranks run theirs. Returns each position's
-    outputs, ``Absent`` for positions other ranks hold."""
+def run_local_programs(mesh, programs: dict, inputs: dict, out_avals, native: bool = False) -> list:
+    """Run this rank's devices' programs (``programs[p]``, ``inputs[p]`` by local position);
+    other ranks run theirs. Returns each position's outputs, ``Absent`` for positions other
+    ranks hold."""
     state = _Round(mesh)
     local = local_positions(mesh, world().rank)
-    return _drive(state, local, {p: programs[p] for p in local}, inputs,
-                  lambda waiting: _meet(state, waiting, native),
-                  [v.aval for v in programs[0].outvars])
+    return _drive(state, local, programs, inputs, lambda waiting: _meet(state, waiting, native),
+                  out_avals)
 
 
 def _drive(state, local, programs, inputs, meet, out_avals) -> list:
