@@ -159,7 +159,7 @@ def _check_types(eqn, where):
         raise VerifyError(f"{where}: primitive '{eqn.primitive}' has no shape rule",
                           eqn=eqn) from None
     except Exception as err:  # a shape rule rejecting its operands or parameters
-        raise VerifyError(f"{where}: {err}", eqn=eqn) from None
+        raise VerifyError(f"{where}: {err}", eqn=eqn) from err
     if len(expected) != len(eqn.outvars):
         raise VerifyError(f"{where}: expected {len(expected)} outputs, got {len(eqn.outvars)}",
                           eqn=eqn)

@@ -47,7 +47,7 @@ from ir.sharding import (NamedSharding, canonical_spec, global_shape, normal_spe
 from runtime import reference
 from runtime.array import Array, _canonical_array
 from runtime.vectorized_control import control_kernel
-from runtime.reference import ReferenceBackend, impl_rules
+from runtime.reference import ReferenceBackend
 from runtime.vectorized_rules import (PER_DEVICE, EqnTypes, Relabelled, per_device_rule,
                                       relabelling_ppermute_rule, stacked_rules)
 
@@ -297,9 +297,8 @@ def _kernel(eqn, types: EqnTypes):
         except NotStackable:
             if any(_holds_communication(s) for s in _sub_programs(eqn)):
                 raise
-        return per_device_rule(prim, types)      # each device's loop on its own blocks
-    if prim.kind == "op" and prim in impl_rules:
-        return per_device_rule(prim, types)      # a primitive newer than its stacked rule
+        # each device's loop on its own blocks
+        return per_device_rule(prim, types, "divergent_control")
     raise prims.MissingRuleError(prim, "stacked")
 
 

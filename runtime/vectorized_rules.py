@@ -459,15 +459,30 @@ stacked_rules[prims.dot_general_p] = _dot_general_rule
 
 # --- anything else: one reference call per distinct block ---------------------------------------
 
-def per_device_rule(prim, types: EqnTypes) -> Kernel:
+# Why the stacked interpreter may run an equation once per device block (the reference's rule
+# on each block): the only reasons it does. Each run is counted in ``per_device_runs``.
+PER_DEVICE_REASONS = {
+    "per_device_operands": "its operands hold per-device state that no broadcasting shares (a "
+                           "key, scattered indices, a matrix to factorise, a padding value or "
+                           "start index that differs between devices)",
+    "divergent_control": "a loop or branch without collectives that may go differently on "
+                         "different devices",
+}
+per_device_runs = {reason: 0 for reason in PER_DEVICE_REASONS}
+
+
+def per_device_rule(prim, types: EqnTypes, reason: str = "per_device_operands") -> Kernel:
     """Run the reference's rule on each distinct device block and stack the results: correct
-    for any primitive without collectives, at one call per device."""
+    for any primitive without collectives, at one call per device; only for one of the
+    ``PER_DEVICE_REASONS``, each run counted."""
+    assert reason in PER_DEVICE_REASONS, reason
     lead = union_lead(types.in_leads) or (1,) * types.k
     params = types.params
     out_shapes = [tuple(lead) + a.shape for a in types.out_avals]
     rule = impl_rules[prim]
 
     def per_device(*xs):
+        per_device_runs[reason] += 1
         results = []
         for index in np.ndindex(*lead):
             blocks = [x[tuple(i if x.shape[d] != 1 else 0 for d, i in enumerate(index))]

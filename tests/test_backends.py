@@ -1023,3 +1023,28 @@ def test_checking_backend_compares_eager_collectives():
                                           match="output 0 of the fast backend differs from the "
                                                 "reference backend's at mesh position 0"):
         _eager_psum_and_index(mesh)(x)
+
+
+def test_per_device_runs_are_counted_by_their_declared_reason():
+    from runtime.vectorized_rules import per_device_runs
+    mesh = shardc.make_mesh((4,), ("i",))
+    before = dict(per_device_runs)
+
+    def body(b):
+        key = shardc.random.fold_in(shardc.random.key(0), lax.axis_index("i"))
+        return b + shardc.random.uniform(key, b.shape)         # random bits: per device
+
+    with installed(FastBackend()):
+        shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=P("i"),
+                                    out_specs=P("i")))(np.zeros(8, np.float32))
+    assert per_device_runs["per_device_operands"] > before["per_device_operands"]
+
+    def loop(b):    # a trip count that differs between devices, no collective inside
+        n = lax.axis_index("i")
+        return lax.fori_loop(0, n, lambda k, c: c + 1.0, b)
+
+    with installed(FastBackend()):
+        got = shardc.jit(shardc.shard_map(loop, mesh=mesh, in_specs=P("i"),
+                                          out_specs=P("i")))(np.zeros(8, np.float32))
+    np.testing.assert_array_equal(np.asarray(got), np.repeat(np.arange(4.0), 2))
+    assert per_device_runs["divergent_control"] > before["divergent_control"]

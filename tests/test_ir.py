@@ -75,8 +75,12 @@ def test_verifier_rejects_operands_the_shape_rule_refuses():
     a = Var(Aval((3,), f32))
     b = Var(Aval((4,), f32))
     prog = Program([], [a, b], [Eqn(prims.add_p, [a, b], [Var(Aval((3,), f32))], {})], [a])
-    with pytest.raises(VerifyError, match=r"equation 0 \(add\): add requires operands of equal"):
+    with pytest.raises(VerifyError, match=r"equation 0 \(add\): add requires operands of equal") \
+            as caught:
         verify(prog)
+    # the shape rule's own error is kept as the cause
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert "add requires operands of equal" in str(caught.value.__cause__)
 
 
 def test_verifier_checks_sub_programs():

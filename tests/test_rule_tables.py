@@ -72,3 +72,14 @@ def test_grad_works_without_importing_shardc():
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "cos a" in done.stdout and "mul" in done.stdout
+
+
+def test_every_array_primitive_runs_stacked_or_per_device_for_a_declared_reason():
+    from runtime.reference import impl_rules
+    from runtime.vectorized_rules import PER_DEVICE, stacked_rules
+    # bodies that print run on the reference backend (a declared fallback): never stacked
+    never_stacked = {prims.debug_print_p}
+    missing = [p.name for p in prims.registry.values()
+               if p.kind == "op" and p in impl_rules and p not in stacked_rules
+               and p not in PER_DEVICE and p not in never_stacked]
+    assert not missing, f"no stacked rule and no declared per-device reason: {missing}"
