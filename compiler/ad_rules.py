@@ -22,10 +22,6 @@ def _aval(x):
     return x.aval if isinstance(x, Linear) else aval_of(x)
 
 
-def _bind1(prim, *args, **params):
-    return bind(prim, *args, **params)
-
-
 def _scalar(value, like):
     return np.asarray(value, _aval(like).dtype)[()]
 

@@ -535,7 +535,7 @@ def _share_consts(traced) -> tuple[list, list]:
     offset = 0
     for program, consts, _ in traced:
         n = len(consts)
-        before = [Var(aval_of(c).strip_vma() if False else aval_of(c)) for c in all_consts[:offset]]
+        before = [Var(aval_of(c)) for c in all_consts[:offset]]
         after = [Var(aval_of(c)) for c in all_consts[offset + n:]]
         own = program.invars[:n]
         operands = program.invars[n:]

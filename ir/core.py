@@ -141,7 +141,6 @@ class Literal:
         return f"Literal({format_literal(self)})"
 
 
-Atom = Var | Literal
 
 
 def format_literal(lit: Literal) -> str:

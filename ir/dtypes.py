@@ -220,11 +220,6 @@ def from_short_name(name: str) -> np.dtype:
     return _BY_SHORT_NAME[name]
 
 
-def from_name(name: str) -> np.dtype:
-    """The dtype whose long name is ``name`` (``bfloat16``; KeyError if none)."""
-    return BY_NAME[name]
-
-
 # --- promotion: JAX's lattice -----------------------------------------------------------------
 
 # Python's int, float and complex stand for weakly typed values of their kind.

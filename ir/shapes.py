@@ -404,9 +404,6 @@ shape_rules[prims.dot_general_p] = _dot_general_rule
 
 # --- identity-shaped ops: sharding annotations, collectives that keep the shape ----------------
 
-def identity_rule(*xs: Aval, **params) -> list:
-    return [_aval(x.shape, x.dtype) for x in xs]
-
 
 def _single_identity_rule(x: Aval, **params) -> list:
     return [_aval(x.shape, x.dtype)]

@@ -174,12 +174,6 @@ def _eqn_text(eqn) -> str:
     return f"{eqn.primitive.name}"
 
 
-def verify_text(prog: Program) -> str:
-    """Verify and return the printed program (a convenience for tests)."""
-    verify(prog)
-    return print_program(prog)
-
-
 # --- lowered programs ---------------------------------------------------------------------------
 
 REDUCTIONS = ("sum", "max", "min", "mean")

@@ -271,7 +271,3 @@ def _canonical_array(value) -> np.ndarray:
     return array
 
 
-def block_aval(aval: Aval, sharding) -> Aval:
-    if isinstance(sharding, NamedSharding):
-        return Aval(block_shape(aval.shape, sharding.spec, sharding.mesh.shape), aval.dtype)
-    return aval

@@ -35,13 +35,6 @@ def _one(f):
     return rule
 
 
-def _keep_dtype(fn):
-    def apply(*args, **params):
-        result = fn(*args)
-        return np.asarray(result).astype(np.result_type(*args), copy=False)
-    return apply
-
-
 def _rsqrt(x):
     return (1 / np.sqrt(x)).astype(x.dtype)
 

@@ -879,7 +879,7 @@ def _broadcast_rule(types: EqnTypes) -> Kernel:
     """Every member gets the block of rank ``root``: an index into the group dims (a view)."""
     p = types.params
     dims = types.dims_of(p["mesh_axes"])
-    (lead,), (aval,) = types.in_leads, types.in_avals
+    (lead,) = types.in_leads
     sizes = types.mesh_sizes
     group = tuple(sizes[d] for d in dims)
     digits = np.unravel_index(p["root"], group)

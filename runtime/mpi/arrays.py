@@ -53,10 +53,6 @@ class MpiArray(Array):
             self._global = gather_global(self)
         return self._global
 
-    @classmethod
-    def from_local(cls, blocks: list, mesh, spec, aval: Aval) -> "MpiArray":
-        return cls(aval, NamedSharding(mesh, canonical_spec(spec)), list(blocks))
-
 
 # what reading global arrays has cost this process: the price of a script running unchanged
 gather_record = {"gathers": 0, "bytes_sent": 0, "bytes_received": 0}
