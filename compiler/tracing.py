@@ -265,7 +265,7 @@ def bind(prim, *args, **params):
 def _note_equation(err: Exception, prim, tracers, params) -> None:
     """Name, on an error raised while typing an equation, the equation (its operands' types)
     and the user's line that wrote it."""
-    if not hasattr(err, "add_note") or getattr(err, "shardc_equation", None) is not None:
+    if getattr(err, "shardc_equation", None) is not None:
         return
     from ir.printer import format_param
     shown = " ".join(f"{k}={format_param(v)}" for k, v in sorted(params.items())

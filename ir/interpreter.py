@@ -96,8 +96,7 @@ class Interpreter:
             err.shardc_equation = text
         except AttributeError:      # an exception type that takes no attributes
             return
-        if hasattr(err, "add_note"):
-            err.add_note(text)
+        err.add_note(text)
 
 
 def last_uses(program: Program) -> list:

@@ -83,3 +83,11 @@ def test_the_sample_output_is_what_lower_prints(capsys):
 @pytest.mark.parametrize("placeholder", ["YOUR_FILE.py"])
 def test_placeholders_are_marked(placeholder):
     assert f"`{placeholder}:body` stands for a file and function of your own" in README
+
+
+def test_the_python_the_readme_asks_for_is_the_one_the_package_requires():
+    # errors carry notes (PEP 678, Python 3.11) naming the equation, the device and the process
+    required = re.search(r'requires-python = ">=(\d+\.\d+)"',
+                         (ROOT / "pyproject.toml").read_text()).group(1)
+    assert required == "3.11"
+    assert f"`python3` ({required} or newer)" in README

@@ -313,10 +313,3 @@ def abort(code: int) -> None:
         world().abort(code)
     finally:
         _os_exit(code)
-
-
-def add_note(err: BaseException, text: str) -> None:
-    if hasattr(err, "add_note"):
-        err.add_note(text)
-    else:   # Python 3.10: the note goes into the message
-        err.args = ((f"{err.args[0]}\n  {text}" if err.args else text),) + err.args[1:]

@@ -9,7 +9,6 @@ from runtime.mpi.arrays import Absent, local_positions
 from runtime.mpi.direct import DIRECT
 from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, natively_reducible_type,
                                    one_per_rank)
-from runtime.mpi.faults import add_note
 from runtime.mpi.world import world
 from runtime.vectorized import _prints
 
@@ -276,7 +275,7 @@ def _locate(err: BaseException, eqn, mesh, p: int) -> None:
     device = mesh.devices.flat[p]
     reference.DeviceInterpreter(device.id)._locate(err, eqn)
     where = f", at {eqn.primitive}" + (f" ({eqn.source})" if eqn.source else "")
-    add_note(err, f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
+    err.add_note(f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
                f"{world().rank}{where}")
 
 
@@ -313,7 +312,7 @@ def _advance(runs, p, value, waiting, results, prints, printed, mesh):
         device = mesh.devices.flat[p]
         eqn = _failing_equation(err)
         where = f", at {eqn.primitive}" + (f" ({eqn.source})" if eqn.source else "") if eqn else ""
-        add_note(err, f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
+        err.add_note(f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
                    f"{world().rank}{where}")
         raise
 
