@@ -1082,6 +1082,35 @@ def test_hand_built_mismatched_nodes_are_a_deadlock():
         run_device_programs(mesh, programs, [[np.ones(2, np.float32)]] * 2)
 
 
+@pytest.mark.parametrize("backend", ["reference", "fast"])
+def test_a_group_waits_while_a_member_finishes_another_groups_collective(backend):
+    # devices with odd y first psum over 'x' in their branch, the others go straight to the
+    # psum over 'y': device (0,0) waits there for (0,1), which is still in its 'x' group's
+    # psum. Groups do not wait for each other, so this completes (it used to be reported as
+    # a deadlock, depending on which device the scheduler looked at first)
+    mesh = mesh_of((2, 4), ("x", "y"))
+    x = np.arange(8, dtype=np.float32)
+
+    def body(v):
+        r = lax.cond(lax.axis_index("y") % 2 == 1,
+                     lambda u: lax.pcast(lax.psum(u, "x"), "x", to="varying"),
+                     lambda u: u * 2, v)
+        return lax.psum(r, "y")
+
+    from compiler.backend import get_backend, set_backend
+    f = shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=P(("x", "y")), out_specs=P("x")))
+    saved = get_backend()
+    try:
+        shardc.set_backend_name(backend)
+        got = np.asarray(f(x))
+    finally:
+        set_backend(saved)
+    grid = x.reshape(2, 4)                         # device (i, j) holds x[4i + j]
+    rows = [sum(grid[:, j].sum() if j % 2 else 2 * grid[i, j] for j in range(4))
+            for i in range(2)]
+    np.testing.assert_array_equal(got, rows)
+
+
 @pytest.mark.parametrize("wrap", WRAPS)
 def test_debug_print_once_per_device_in_position_order(wrap, capsys):
     mesh = mesh_of(*MESH4)
