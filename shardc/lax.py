@@ -10,6 +10,7 @@ import numpy as np
 from compiler import tree
 from compiler.batching import vmap_axis
 from compiler.batching_axes import named_axes_size
+from compiler.replication import pvary_error_check
 from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar
 from ir import dtypes as _dt
@@ -168,9 +169,20 @@ def pvary(x, axis_name):
 
 
 def pcast(x, axis_name, *, to="varying"):
+    """``pcast(x, axis_name, to='varying')``: the cast ``pvary`` makes; its errors name pcast."""
     if to != "varying":
         raise ValueError(f"pcast: unexpected to={to!r}; shardc supports to='varying'")
-    return pvary(x, axis_name)
+    _check_operands("pcast", x)
+    axes = _axes("pcast", axis_name)
+    shard = current_shard_context()
+
+    def one(leaf):
+        if shard is not None and shard.check_vma:
+            aval = aval_of(leaf)
+            pvary_error_check(aval.vma, axes, aval, shard.mesh.axis_names, name="pcast")
+        return bind(p.pvary_p, leaf, mesh_axes=axes)
+
+    return tree.tree_map(one, x)
 
 
 def _dimension(prim_name: str, param: str, value: int, rank: int,

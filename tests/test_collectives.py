@@ -825,8 +825,9 @@ def test_pvary_adds_axes_and_rejects_an_axis_already_varying():
                    "pvary only casts invariant values to varying.", in_specs=P("x"),
                    x=jnp.zeros((16, 8)))
     raises_in_body(MESH_XY, lambda x: lax.pcast(x, ("x", "y"), to="varying"), ValueError,
-                   "pvary: the operand has type f32[2,8]{x,y} and already varies over "
-                   "('x', 'y'); pvary only casts invariant values to varying.",
+                   "pcast: the operand has type f32[2,8]{x,y} and already varies over "
+                   "('x', 'y'); pcast(..., to='varying') only casts invariant values to "
+                   "varying.",
                    in_specs=P(("x", "y")), x=jnp.zeros((16, 8)))
 
 
