@@ -263,9 +263,15 @@ def _check_perm(perm, axis_name, size) -> tuple:
                         f"pairs. Got perm of type {type(perm)}")
     pairs = []
     for entry in perm:
-        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+        if isinstance(entry, np.ndarray) and entry.ndim == 1:
+            entry = tuple(entry.tolist())
+        if not isinstance(entry, (list, tuple)):
             raise TypeError("ppermute: perm must be a list or a tuple of (source, destination) "
                             f"pairs. Got the entry {entry!r}")
+        if len(entry) != 2:
+            # a ValueError, as JAX's (it unpacks each entry into two)
+            raise ValueError("ppermute: perm must be a list or a tuple of (source, destination) "
+                             f"pairs. Got the entry {entry!r} of length {len(entry)}")
         pairs.append((_check_int("ppermute", "each perm source", entry[0]),
                       _check_int("ppermute", "each perm destination", entry[1])))
     pairs = tuple(pairs)

@@ -739,7 +739,7 @@ def test_while_loop_in_a_body_reverse_mode_is_an_error():
     np.testing.assert_array_equal(np.asarray(t), np.full(8, 8.))
 
 
-# --- a cond whose predicate varies: devices along it may take different branches -------------------
+# --- a cond whose predicate varies: devices along it may take different branches ---------------
 #
 # The branches are typed with their operands' own types (as in JAX), so inside them a value
 # typed invariant over the predicate's axis is only equal among the devices that took the same

@@ -593,6 +593,28 @@ def test_perm_must_be_a_list_or_a_tuple():
                        f"pairs. Got perm of type {type(perm)}")
 
 
+@pytest.mark.parametrize("entry", [(0, 1, 2), (0,), [], [1, 2, 3]])
+def test_perm_entries_that_are_not_pairs_are_value_errors(entry):
+    # JAX 0.10.2 raises ValueError here (too many / not enough values to unpack)
+    raises_in_body(MESH_I, lambda x: lax.ppermute(x, "i", [entry, (3, 0)]), ValueError,
+                   "ppermute: perm must be a list or a tuple of (source, destination) pairs. "
+                   f"Got the entry {entry!r} of length {len(entry)}")
+
+
+def test_perm_entries_that_are_not_sequences_are_type_errors():
+    # JAX: TypeError ('int' object is not iterable)
+    raises_in_body(MESH_I, lambda x: lax.ppermute(x, "i", [0, 1]), TypeError,
+                   "ppermute: perm must be a list or a tuple of (source, destination) pairs. "
+                   "Got the entry 0")
+
+
+def test_perm_entries_may_be_numpy_pairs():
+    ring = [np.array([k, (k + 1) % 4]) for k in range(4)]
+    f = shardc.shard_map(lambda x: lax.ppermute(x, "i", ring), mesh=MESH_I, in_specs=P("i"),
+                         out_specs=P("i"))
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(4.))), [3., 0., 1., 2.])
+
+
 @pytest.mark.parametrize("perm", [[(0, 1), (0, 2)], [(0, 2), (1, 2)], ((3, 3), (3, 3))])
 def test_perm_sources_and_destinations_must_be_unique(perm):
     pairs = tuple(tuple(p) for p in perm)
