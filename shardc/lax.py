@@ -242,6 +242,10 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
     size = _group_size(axes)
 
     def one(leaf):
+        if _dt.is_bool(aval_of(leaf).dtype):
+            raise TypeError("psum_scatter: add does not accept dtype bool at position 0. "
+                            "Accepted dtypes at position 0 are subtypes of integer, floating, "
+                            "complexfloating.")
         shape = aval_of(leaf).shape
         dim = _dimension("psum_scatter", "scatter_dimension", scatter_dimension, len(shape))
         n = shape[dim]

@@ -284,6 +284,17 @@ def test_psum_scatter_matches_reference(data):
     check_against(out, expected, dtype)
 
 
+@pytest.mark.parametrize("tiled", [True, False])
+def test_psum_scatter_of_booleans_is_a_type_error(tiled):
+    # JAX 0.10.2: TypeError "add does not accept dtype bool ..." (psum counts booleans;
+    # psum_scatter does not); shardc used to return int32 counts
+    x = jnp.asarray(np.array([True, False, True, True] * 4))
+    raises_in_body(MESH_I, lambda v: lax.psum_scatter(v, "i", tiled=tiled), TypeError,
+                   "psum_scatter: add does not accept dtype bool at position 0. Accepted dtypes "
+                   "at position 0 are subtypes of integer, floating, complexfloating.",
+                   in_specs=P(None) if not tiled else P("i"), x=x)
+
+
 @settings(max_examples=100, **SETTINGS)
 @given(data=st.data())
 def test_ppermute_matches_reference(data):
