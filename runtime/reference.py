@@ -478,12 +478,23 @@ def _all_reduce(blocks, *, reduction, **params):
             total = np.maximum(total, block)
         else:
             total = np.minimum(total, block)
+    if reduction in ("sum", "mean"):
+        total = positive_zero_sum(total)
     if reduction == "mean":
         total = total / len(blocks)
         if not dtypes.is_inexact(blocks[0].dtype):
             total = total.astype(dtypes.float_)
     total = np.asarray(total).astype(result_dtype, copy=False)
     return [total] * len(blocks)
+
+
+def positive_zero_sum(total):
+    """A sum of members as JAX's all-reduce gives it: accumulated from +0.0, so -0.0 blocks
+    sum to +0.0 (adding +0.0 changes no other value)."""
+    total = np.asarray(total)
+    if not dtypes.is_inexact(total.dtype):
+        return total
+    return np.asarray(np.add(total, np.zeros((), total.dtype)))
 
 
 def _reduced_dtype(dtype, reduction):

@@ -295,6 +295,44 @@ def test_psum_scatter_of_booleans_is_a_type_error(tiled):
                    in_specs=P(None) if not tiled else P("i"), x=x)
 
 
+ZERO_SUMS = {
+    "psum": lambda v: lax.psum(v, "i"),
+    "pmean": lambda v: lax.pmean(v, "i"),
+    "psum_scatter": lambda v: lax.psum_scatter(v, "i", tiled=True),
+    "psum_scatter_untiled": lambda v: lax.psum_scatter(v.reshape(4, 1), "i"),
+}
+
+
+@pytest.mark.parametrize("backend", ["reference", "fast"])
+@pytest.mark.parametrize("name", list(ZERO_SUMS))
+def test_sums_of_negative_zeros_are_positive_zeros(name, backend):
+    # JAX 0.10.2 on CPU accumulates an all-reduce from +0.0: -0.0 blocks sum to +0.0 (the
+    # backends used to disagree, eagerly and under jit); other values are unchanged
+    from compiler.backend import get_backend, set_backend
+    f = shardc.shard_map(ZERO_SUMS[name], mesh=MESH_I, in_specs=P("i"), out_specs=P("i"))
+    saved = get_backend()
+    try:
+        shardc.set_backend_name(backend)
+        for run in (f, shardc.jit(f)):
+            got = np.asarray(run(-jnp.zeros(16)))
+            assert (got == 0).all() and not np.signbit(got).any(), got
+            mixed = np.asarray(run(jnp.asarray(np.tile([-0.0, 1.5, np.nan, -np.inf], 4))))
+            assert not np.signbit(mixed[mixed == 0]).any()
+    finally:
+        set_backend(saved)
+
+
+@pytest.mark.parametrize("name, want", [("pmax", [np.nan, 7.0]), ("pmin", [np.nan, 1.0])])
+def test_pmax_pmin_propagate_nan(name, want):
+    # shardc decision: as lax.max / jnp.max do (JAX's CPU all-reduce drops NaN instead:
+    # pmax over [nan, 2, 4, 6] gives 6, and over all-NaN blocks -inf)
+    f = shardc.shard_map(lambda v: getattr(lax, name)(v, "i"), mesh=MESH_I, in_specs=P("i"),
+                         out_specs=P())
+    x = jnp.asarray(np.array([np.nan, 1, 2, 3, 4, 5, 6, 7], np.float32))
+    for run in (f, shardc.jit(f)):
+        np.testing.assert_array_equal(np.asarray(run(x)), want)
+
+
 @settings(max_examples=100, **SETTINGS)
 @given(data=st.data())
 def test_ppermute_matches_reference(data):
