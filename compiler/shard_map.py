@@ -23,7 +23,13 @@ from ir.sharding import (DuplicateSpecError, Mesh, PartitionSpec, ReplicationErr
 # --- errors ------------------------------------------------------------------------------------
 
 class UnknownAxisError(ShardingSpecError, NameError):
-    """A collective or spec naming an axis the mesh lacks."""
+    """A collective or spec naming an axis the mesh lacks: ``axis_name``, where known; ``bound``
+    is false for a collective outside any shard_map body."""
+
+    def __init__(self, message, *, axis_name=None, bound=True):
+        super().__init__(message)
+        self.axis_name = axis_name
+        self.bound = bound
 
 
 @dataclasses.dataclass(frozen=True)
