@@ -1063,6 +1063,18 @@ def test_an_operand_every_branch_returns_is_forwarded_with_its_type(wrap):
 
 
 @pytest.mark.parametrize("wrap", WRAPS)
+def test_a_switch_with_one_branch_calls_it(wrap):
+    # as in JAX: no cond, so the index's axes do not reach the result, which may be returned
+    # replicated over them
+    mesh = mesh_of(*MESH24)
+    f = shardc.shard_map(lambda a: lax.switch(lax.axis_index("y"), [lambda v: v * 3], a),
+                         mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    a = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(wrap(f)(a)), a * 3)
+    assert "cond[" not in str(shardc.make_jaxpr(f)(a))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
 def test_a_result_chosen_by_a_varying_predicate_is_not_replicated(wrap):
     # shardc decision: JAX types this result f32[2]{x} and returns device y=0's value for every
     # y; devices along 'y' took different branches, so shardc types it {x,y} and rejects
