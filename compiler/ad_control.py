@@ -8,6 +8,7 @@ import numpy as np
 from compiler.autodiff import (Linear, add_tangents, backward_pass, instantiate, jvp_program,
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules,
                                zeros_like_aval)
+from compiler.ad_shard_map import _check_on, per_device_axes, per_device_cotangents
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as p
@@ -234,7 +235,11 @@ def _cond_jvp(primals, tangents, *, branches):
 
 
 def _cond_transpose(cts, index, *ops, branches):
-    """Each branch transposed (recomputing its non-linear part); the taken one runs."""
+    """Each branch transposed (recomputing its non-linear part); the taken one runs.
+
+    Under a predicate that varies over axes ``q`` the branches transpose with per-device
+    cotangents along ``q`` (see ``per_device_cotangents``), and an operand that does not vary
+    over an axis of ``q`` gets the sum of every device's contribution along it."""
     if isinstance(index, Linear):
         raise ValueError("cond is not linear in its index")
     linear = [isinstance(o, Linear) for o in ops]
@@ -242,6 +247,7 @@ def _cond_transpose(cts, index, *ops, branches):
     out_avals = branches[0].out_avals
     filled = [instantiate(ct, a) for ct, a in zip(cts, out_avals)]
     lin_avals = [o.aval for o in ops if isinstance(o, Linear)]
+    q = aval_of(index).vma if _check_on() else frozenset()
     new_branches = []
     all_consts = []
     for branch in branches:
@@ -252,8 +258,9 @@ def _cond_transpose(cts, index, *ops, branches):
             in_cts = backward_pass(branch, args, list(vals[len(known):]))
             return [instantiate(ct, a) for ct, a in zip(in_cts, lin_avals)]
 
-        program, consts = _trace(branch_t, [aval_of(k) for k in known] +
-                                 [aval_of(c) for c in filled])
+        with per_device_cotangents(q):
+            program, consts = _trace(branch_t, [aval_of(k) for k in known] +
+                                     [aval_of(c) for c in filled])
         new_branches.append((program, consts))
         all_consts.extend(consts)
     programs = []
@@ -267,7 +274,20 @@ def _cond_transpose(cts, index, *ops, branches):
         offset += len(consts)
     outs = bind(p.cond_p, index, *all_consts, *known, *filled, branches=tuple(programs))
     it = iter(outs)
-    return [None] + [next(it) if lin else None for lin in linear]
+    return [None] + [_sum_contributions(next(it), o.aval, q) if lin else None
+                     for o, lin in zip(ops, linear)]
+
+
+def _sum_contributions(ct, aval: Aval, q):
+    """An operand's cotangent from branches transposed per device along ``q``: summed over the
+    axes of ``q`` the operand does not vary over (an enclosing cond's per-device axes stay
+    per-device; its own transpose sums them)."""
+    shard = current_shard_context()
+    summed = q - aval.vma - per_device_axes()
+    if not summed or shard is None:
+        return ct
+    axes = tuple(a for a in shard.mesh.axis_names if a in summed)
+    return bind(p.psum_p, ct, mesh_axes=axes)
 
 
 jvp_rules[p.cond_p] = _cond_jvp
@@ -313,8 +333,10 @@ def _cond_partial_eval(eqn: Eqn, ins_unknown: list):
                    for owner, owner_res in enumerate(res_lists) for r in owner_res]
         unknown_branches.append(Program([], entries + list(split.unknown.invars[len(res):]),
                                         split.unknown.eqns, split.unknown.outvars))
-    outer_res = [Var(r.aval) for r in slots]
     index, ops = eqn.invars[0], eqn.invars[1:]
+    # a device's residuals are those of the branch it took: they vary over the predicate's axes
+    q = index.aval.vma if isinstance(index, Var) else frozenset()
+    outer_res = [Var(r.aval.update(vma=r.aval.vma | q) if q else r.aval) for r in slots]
     known_eqn = Eqn(p.cond_p, [index] + [a for a, u in zip(ops, ops_uk) if not u],
                     [v for v, u in zip(eqn.outvars, out_uk) if not u] + outer_res,
                     dict(branches=tuple(known_branches)), eqn.source)

@@ -29,13 +29,18 @@ from ir.core import Aval, Eqn, Program, Var
 from ir.sharding import PartitionSpec, axes_size, canonical_spec, spec_axes
 
 # --- whether the enclosing shard_map checks replication, while transposing its body ---------------
+#
+# Each entry is (check on, per-device axes). The per-device axes are those of the predicates of
+# the conds whose branches are being transposed: devices along them may have run different
+# branches, so along them a cotangent is each device's own contribution, never a total that
+# every device holds (SEMANTICS 4; see ``per_device_cotangents``).
 
 _checking_stack: list = []
 
 
 @contextlib.contextmanager
-def _transposing(check: bool):
-    _checking_stack.append(check)
+def _transposing(check: bool, per_device: frozenset = frozenset()):
+    _checking_stack.append((check, frozenset(per_device)))
     try:
         yield
     finally:
@@ -44,9 +49,26 @@ def _transposing(check: bool):
 
 def _check_on() -> bool:
     if _checking_stack:
-        return _checking_stack[-1]
+        return _checking_stack[-1][0]
     shard = current_shard_context()
     return shard is not None and shard.check_vma
+
+
+def per_device_axes() -> frozenset:
+    """The mesh axes along which cotangents are per-device contributions (see above)."""
+    return _checking_stack[-1][1] if _checking_stack else frozenset()
+
+
+def per_device_cotangents(axes):
+    """Transpose a cond's branches chosen by a predicate that varies over ``axes``.
+
+    The branches are typed with their operands' own types, as in JAX, so a value the branches
+    type invariant over an axis of the predicate is only equal among the devices that ran the
+    same branch. Along those axes the collectives then transpose as the linear maps they are
+    (``psum`` to ``psum``, ``pvary`` to nothing), and the cond's transpose sums each operand's
+    cotangent over the axes the operand itself does not vary over.
+    """
+    return _transposing(_check_on(), per_device_axes() | frozenset(axes))
 
 
 @contextlib.contextmanager
@@ -89,10 +111,21 @@ jvp_rules[p.pmin_p] = functools.partial(_not_differentiable, "pmin")
 # --- collectives: transposes ----------------------------------------------------------------------
 
 def _psum_transpose(ct, x, *, mesh_axes):
-    if _check_on():
-        missing = _missing(ct, mesh_axes)
-        return [bind(p.pvary_p, ct, mesh_axes=missing) if missing else ct]
-    return [bind(p.psum_p, ct, mesh_axes=mesh_axes)]
+    if not _check_on():
+        return [bind(p.psum_p, ct, mesh_axes=mesh_axes)]
+    # along per-device axes the cotangent is summed, as the all-reduce's own transpose; along
+    # the others it is the total already, and the operand's copies each get it (a pvary)
+    summed = _per_device(mesh_axes)
+    if summed:
+        ct = bind(p.psum_p, ct, mesh_axes=summed)
+    missing = _missing(ct, mesh_axes)
+    return [bind(p.pvary_p, ct, mesh_axes=missing) if missing else ct]
+
+
+def _per_device(mesh_axes) -> tuple:
+    """The axes of ``mesh_axes`` along which cotangents are per-device contributions."""
+    per_device = per_device_axes()
+    return tuple(a for a in mesh_axes if a in per_device)
 
 
 def _missing(value, mesh_axes) -> tuple:
@@ -107,15 +140,20 @@ def _pmean_transpose(ct, x, *, mesh_axes):
 
 
 def _pvary_transpose(ct, x, *, mesh_axes):
-    if _check_on():
-        return [bind(p.psum_p, ct, mesh_axes=mesh_axes)]
-    return [ct]
+    if not _check_on():
+        return [ct]
+    # per-device axes keep the contributions apart: the enclosing cond's transpose sums them
+    summed = tuple(a for a in mesh_axes if a not in per_device_axes())
+    return [bind(p.psum_p, ct, mesh_axes=summed) if summed else ct]
 
 
 def _all_gather_transpose(ct, x, *, mesh_axes, gather_axis, tiled, axis_size, to="varying"):
     # With the check off the boundary divided the cotangent by the group size, as for psum,
     # so the per-device transpose (psum_scatter) restores it; own chunk needs the check on.
     if to == "invarying" and _check_on():
+        summed = _per_device(mesh_axes)
+        if summed:
+            ct = bind(p.psum_p, ct, mesh_axes=summed)
         return [_own_chunk(ct, mesh_axes, gather_axis, tiled, x.aval)]
     return [bind(p.psum_scatter_p, ct, mesh_axes=mesh_axes, scatter_axis=gather_axis,
                  tiled=tiled, axis_size=axis_size)]

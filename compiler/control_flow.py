@@ -3,9 +3,11 @@
 Each traces its Python functions into sub-programs and binds one primitive carrying them, so
 the same equation runs eagerly, under ``jit``, and inside shard_map bodies, where collectives
 may appear in the sub-programs. Replication types follow SEMANTICS 3.4: loop carries must keep
-their types; a predicate that varies makes the results vary; branches under a varying
-predicate may not issue different collectives over the axes it varies over, since devices of
-one group could then disagree and never complete them.
+their types; branches see their operands' own types and must return equal types, as in JAX;
+a predicate that varies makes the results vary (JAX types them as the branches return them,
+which is unsound); branches under a varying predicate may not issue different collectives
+over the axes it varies over, since devices of one group could then disagree and never
+complete them.
 """
 from __future__ import annotations
 
@@ -157,10 +159,12 @@ def _meeting(collectives, q) -> list:
     return [c for c in collectives if set(c[1]) & q]
 
 
-def _predicate_error(construct, source, q, where, name, axes) -> ValueError:
+def _predicate_error(construct, source, q, where, name, axes) -> TypeError:
+    """A TypeError, as JAX raises for a cond whose branches a collective leaves typed unlike
+    each other (where their types agree JAX accepts the program, and it hangs)."""
     order = _axis_order()
     q_text = "{" + ",".join(a for a in order if a in q) + "}"
-    return ValueError(
+    return TypeError(
         f"{construct} at {source}: the predicate may vary over mesh axes {q_text} and {where} "
         f"issues {name} over {axes}, so devices of one group could disagree and never complete "
         f"it; make the predicate invariant over {axes} or move the collective out.")
@@ -429,6 +433,8 @@ def switch(index, branches, *operands):
     branches = list(branches)
     if not branches:
         raise ValueError("Empty branch sequence")
+    if len(branches) == 1:
+        return branches[0](*operands)          # as JAX: no cond, so no predicate to type
     if is_python_scalar(index):
         index = np.int32(min(max(int(index), 0), len(branches) - 1))
     else:
@@ -441,36 +447,58 @@ def switch(index, branches, *operands):
 
 
 def _switch(construct, index, branches, names, operands):
+    """Trace every branch with the operands' own types, check them as JAX does, and bind one
+    ``cond``. Outputs every branch returns as the same operand are that operand, not outputs
+    of the cond (JAX forwards them too), so they keep its type."""
     ops_flat, ops_tree = tree.tree_flatten(operands)
     ops_flat = [_as_array(v) for v in ops_flat]
     q = aval_of(index).vma
-    if q and _checking():
-        ops_flat = _lift(ops_flat, q)
     avals = [aval_of(v) for v in ops_flat]
-    traced = [_trace_branch(b, ops_tree, avals, q) for b in branches]
+    traced = [_trace_branch(b, ops_tree, avals) for b in branches]
     out_trees = [t[2] for t in traced]
     # JAX names true_fun first for cond (branch 1 of the index), then false_fun
     order = [1, 0] if construct == "cond" else list(range(len(branches)))
     shown = [names[k] for k in order]
     _check_branch_trees(construct, shown, [out_trees[k] for k in order])
+    if q:
+        # first: an unpaired collective usually also leaves the branches typed differently,
+        # and this names the real problem (JAX reports the types, or hangs if they agree)
+        _check_branch_collectives(construct, shown, [traced[k][0] for k in order], q)
     _check_branch_types(construct, [branches[k] for k in order], shown,
                         [traced[k][0] for k in order], out_trees[0])
-    if q:
-        _check_branch_collectives(construct, shown, [traced[k][0] for k in order], q)
     programs, consts = _share_consts(traced)
-    outs = bind(prims.cond_p, index, *consts, *ops_flat, branches=tuple(programs))
-    return tree.tree_unflatten(out_trees[0], outs)
+    forwarded = _forwarded_operands(programs, len(consts))
+    kept = [Program([], p.invars, p.eqns, [v for v, f in zip(p.outvars, forwarded) if f is None])
+            for p in programs]
+    outs = iter(bind(prims.cond_p, index, *consts, *ops_flat, branches=tuple(kept)))
+    results = [next(outs) if f is None else ops_flat[f] for f in forwarded]
+    return tree.tree_unflatten(out_trees[0], results)
 
 
-def _trace_branch(branch, ops_tree, avals, q):
+def _forwarded_operands(programs, num_consts) -> list:
+    """For each output, the operand every branch returns unchanged (its index), else None."""
+    forwarded = []
+    for k in range(len(programs[0].outvars)):
+        found = {_operand_position(p, p.outvars[k], num_consts) for p in programs}
+        forwarded.append(found.pop() if len(found) == 1 and None not in found else None)
+    return forwarded
+
+
+def _operand_position(program, atom, num_consts):
+    for position, var in enumerate(program.invars[num_consts:]):
+        if var is atom:
+            return position
+    return None
+
+
+def _trace_branch(branch, ops_tree, avals):
     box: list = []
 
     def flat(*args):
         out = branch(*tree.tree_unflatten(ops_tree, args))
         out_flat, out_tree = tree.tree_flatten(out)
         box.append(out_tree)
-        out_flat = [_as_array(v) for v in out_flat]
-        return _lift(out_flat, q) if q and _checking() else out_flat
+        return [_as_array(v) for v in out_flat]
 
     program, consts = _trace_sub(flat, avals)
     return program, consts, box[0]
@@ -546,6 +574,8 @@ def _share_consts(traced) -> tuple[list, list]:
 
 
 def _cond_types(in_vmas, *, branches):
+    """Each result varies over what the branches return (their join, with the check off) and
+    over the predicate's axes: devices that differ along those may take different branches."""
     q = in_vmas[0]
     outs = None
     for program in branches:

@@ -92,13 +92,15 @@ vma_rules[prims.axis_index_p] = _axis_index_rule
 vma_rules[prims.debug_print_p] = _untyped_rule
 
 
-def pvary_error_check(vma, mesh_axes, aval, axis_order):
-    """pvary only casts invariant values: an axis already varied over is an error."""
+def pvary_error_check(vma, mesh_axes, aval, axis_order, name="pvary"):
+    """pvary only casts invariant values: an axis already varied over is an error. ``name``
+    is what the user called (``pcast`` reads ``pcast(..., to='varying')``)."""
     already = [a for a in mesh_axes if a in vma]
     if already:
+        call = "pcast(..., to='varying')" if name == "pcast" else name
         raise ValueError(
-            f"pvary: the operand has type {aval.str_short(axis_order)} and already varies over "
-            f"{tuple(already)}; pvary only casts invariant values to varying.")
+            f"{name}: the operand has type {aval.str_short(axis_order)} and already varies over "
+            f"{tuple(already)}; {call} only casts invariant values to varying.")
 
 
 def infer_types(prim, in_vmas, params):

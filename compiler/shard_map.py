@@ -16,22 +16,20 @@ from compiler.replication import check_out_specs, infer_vma
 from compiler.tracing import aval_of, bind, check_jax_value, current_trace, trace_to_program
 from ir import primitives as prims
 from ir.core import Aval, Literal, Program
-from ir.sharding import (Mesh, PartitionSpec, ReplicationError, block_shape, canonical_spec,
-                         spec_axes, spec_names)
+from ir.sharding import (DuplicateSpecError, Mesh, PartitionSpec, ReplicationError,
+                         ShardingSpecError, block_shape, canonical_spec, spec_axes, spec_names)
 
 
 # --- errors ------------------------------------------------------------------------------------
 
-class ShardingSpecError(ValueError):
-    """A spec that does not fit the mesh or the arguments."""
-
-
-class DuplicateSpecError(ShardingSpecError):
-    """A mesh axis named more than once in one spec."""
-
-
 class UnknownAxisError(ShardingSpecError, NameError):
-    """A collective or spec naming an axis the mesh lacks."""
+    """A collective or spec naming an axis the mesh lacks: ``axis_name``, where known; ``bound``
+    is false for a collective outside any shard_map body."""
+
+    def __init__(self, message, *, axis_name=None, bound=True):
+        super().__init__(message)
+        self.axis_name = axis_name
+        self.bound = bound
 
 
 @dataclasses.dataclass(frozen=True)

@@ -464,7 +464,11 @@ shape_rules[prims.all_gather_p] = _all_gather_rule
 shape_rules[prims.all_slice_p] = _all_slice_rule
 
 
-def _reduce_scatter_rule(x: Aval, *, scatter_axis, tiled, axis_size, **params) -> list:
+def _reduce_scatter_rule(prim, x: Aval, *, scatter_axis, tiled, axis_size, **params) -> list:
+    if dtypes.is_bool(x.dtype):
+        # JAX's sum (add) rejects booleans here; only psum counts them
+        raise ShapeError(f"{prim}: add does not accept dtype bool at position 0. Accepted "
+                         "dtypes at position 0 are subtypes of integer, floating, complexfloating.")
     n = x.shape[scatter_axis]
     if tiled and n % axis_size:
         raise ShapeError(f"tiled reduce_scatter operand scatter dimension size {n} must be "
@@ -498,8 +502,8 @@ def _all_to_all_rule(x: Aval, *, split_axis, concat_axis, tiled, axis_size, **pa
     return [_aval(shape, x.dtype)]
 
 
-shape_rules[prims.psum_scatter_p] = _reduce_scatter_rule
-shape_rules[prims.reduce_scatter_p] = _reduce_scatter_rule
+for _p in (prims.psum_scatter_p, prims.reduce_scatter_p):
+    shape_rules[_p] = functools.partial(_reduce_scatter_rule, _p)
 shape_rules[prims.all_to_all_p] = _all_to_all_rule
 shape_rules[prims.ppermute_p] = _single_identity_rule
 shape_rules[prims.pbroadcast_p] = _single_identity_rule

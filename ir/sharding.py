@@ -19,6 +19,15 @@ class ReplicationError(ValueError):
     """out_specs claim replication that the checker cannot prove, or that the run disproved."""
 
 
+class ShardingSpecError(ValueError):
+    """A spec that does not fit the mesh or the arguments."""
+
+
+class DuplicateSpecError(ShardingSpecError):
+    """A mesh axis named more than once in one spec, or by a mesh (JAX accepts such a mesh and
+    raises its DuplicateSpecError once a shard_map's spec names the axis)."""
+
+
 class PartitionSpec(tuple):
     """How each array dimension is split over mesh axes: ``P('x', None, ('y', 'z'))``.
 
@@ -142,8 +151,9 @@ class Mesh:
                              f"{devices.shape} (axis sizes must be positive)")
         for name in axis_names:
             if axis_names.count(name) > 1:
-                raise ValueError(f"Mesh axis names must be unique, but axis_names={axis_names!r} "
-                                 f"names '{name}' more than once.")
+                raise DuplicateSpecError(
+                    f"Mesh axis names must be unique, but axis_names={axis_names!r} names "
+                    f"'{name}' more than once.")
         seen = set()
         for device in devices.flat:
             if not isinstance(getattr(device, "id", None), (int, np.integer)):

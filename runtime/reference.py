@@ -472,12 +472,23 @@ def _all_reduce(blocks, *, reduction, **params):
             total = np.maximum(total, block)
         else:
             total = np.minimum(total, block)
+    if reduction in ("sum", "mean"):
+        total = positive_zero_sum(total)
     if reduction == "mean":
         total = total / len(blocks)
         if not dtypes.is_inexact(blocks[0].dtype):
             total = total.astype(dtypes.float_)
     total = np.asarray(total).astype(result_dtype, copy=False)
     return [total] * len(blocks)
+
+
+def positive_zero_sum(total):
+    """A sum of members as JAX's all-reduce gives it: accumulated from +0.0, so -0.0 blocks
+    sum to +0.0 (adding +0.0 changes no other value)."""
+    total = np.asarray(total)
+    if not dtypes.is_inexact(total.dtype):
+        return total
+    return np.asarray(np.add(total, np.zeros((), total.dtype)))
 
 
 def _reduced_dtype(dtype, reduction):
@@ -702,7 +713,8 @@ def run_device_programs(mesh, programs, inputs_by_position) -> list:
 
     A group proceeds as soon as all its members wait at a node, so groups never wait for
     each other. Prints are gathered and written in (print number, position) order. Members
-    that can never meet (one finished, or waiting at a different node) raise DeadlockError.
+    that can never meet (one finished, or waiting at a different node while no group can
+    proceed) raise DeadlockError.
     """
     position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
     ids = mesh.device_ids
@@ -740,8 +752,13 @@ def _advance(runs, p, value, waiting, results, prints, printed):
 
 
 def _meet(waiting, position_of, results) -> dict:
-    """Complete every communication node all of whose group members wait at it."""
+    """Complete every communication node all of whose group members wait at it.
+
+    A member waiting at another node may be held by another group's collective (a branch
+    that communicates over other axes first): its group waits while any group completes, and
+    is a deadlock only once none can."""
     resume = {}
+    mismatched = None
     for p in sorted(waiting):
         if p not in waiting or p in resume:
             continue
@@ -751,11 +768,15 @@ def _meet(waiting, position_of, results) -> dict:
         members = [position_of[d] for d in group]
         if not all(m in waiting for m in members):
             continue
-        _check_same_node(members, waiting)
+        if not _same_node(members, waiting):
+            mismatched = mismatched or members
+            continue
         outs = group_rules[request.eqn.primitive]([waiting[m].value for m in members], **params)
         for m, out in zip(members, outs):
             resume[m] = out
             del waiting[m]
+    if not resume and mismatched is not None:
+        _check_same_node(mismatched, waiting)
     return resume
 
 
@@ -763,16 +784,23 @@ def _member(group, position, position_of) -> bool:
     return any(position_of[d] == position for d in group)
 
 
+def _at_same_node(first, other) -> bool:
+    return (other.eqn.primitive is first.eqn.primitive
+            and other.eqn.params == first.eqn.params
+            and np.shape(other.value) == np.shape(first.value)
+            and np.asarray(other.value).dtype == np.asarray(first.value).dtype)
+
+
+def _same_node(members, waiting) -> bool:
+    return all(_at_same_node(waiting[members[0]], waiting[m]) for m in members[1:])
+
+
 def _check_same_node(members, waiting):
     """Members pair up only at the same kind of node with operands of one type."""
     first = waiting[members[0]]
     for m in members[1:]:
         other = waiting[m]
-        same = (other.eqn.primitive is first.eqn.primitive
-                and other.eqn.params == first.eqn.params
-                and np.shape(other.value) == np.shape(first.value)
-                and np.asarray(other.value).dtype == np.asarray(first.value).dtype)
-        if not same:
+        if not _at_same_node(first, other):
             raise DeadlockError(
                 f"devices of one group reached different communication nodes: "
                 f"{_node_text(first)} on device position {members[0]} and "

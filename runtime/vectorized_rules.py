@@ -522,7 +522,15 @@ _COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 def rank_order_reducer(how: _Members, reduction: str, dtype):
     """``reduce(members)``: the group members (the leading ``how.count`` dims of
     ``members``) reduced in rank order, exactly as the reference's all_reduce does (bitwise
-    for floats). The way is chosen once, from the dtype and the group."""
+    for floats, a float sum accumulated from +0.0). The way is chosen once, from the dtype
+    and the group."""
+    reduce = _rank_order_reducer(how, reduction, dtype)
+    if reduction != "sum" or not dtypes.is_inexact(dtype):
+        return reduce
+    return lambda members: reference.positive_zero_sum(reduce(members))
+
+
+def _rank_order_reducer(how: _Members, reduction: str, dtype):
     indices = how.indices
     if reduction == "mean" and dtypes.is_float(dtype) and how.size > 1:
         # the reference's mean: the rank-order sum, then one division by the group size

@@ -39,6 +39,7 @@ class _Parser(argparse.ArgumentParser):
 # --- argument parsing ------------------------------------------------------------------------------
 
 _TYPE = re.compile(r"^\s*([a-z]+[0-9]*(?:_[a-z0-9]+)?)\[([^\]]*)\]\s*$")   # f32[8], f8_e4m3fn[4]
+_ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def _split_types(text: str) -> list:
@@ -72,9 +73,9 @@ def parse_arg_types(text: str) -> list:
                              "(f32, i32, bool, ...)") from None
         dims = [d.strip() for d in match.group(2).split(",")] if match.group(2).strip() else []
         for d in dims:
-            if not d.isdigit():
+            if not _ASCII_DIGITS.fullmatch(d):       # str.isdigit would take '８' or '²'
                 raise UsageError(f"bad shape {part.strip()!r}: dimension {d!r} is not a "
-                                 "non-negative integer")
+                                 "non-negative integer (digits 0-9)")
         structs.append(shardc.ShapeDtypeStruct(tuple(int(d) for d in dims), dtype))
     return structs
 
@@ -82,11 +83,15 @@ def parse_arg_types(text: str) -> list:
 def parse_mesh(text: str):
     """``'x=4,y=2'`` -> a mesh of the first 8 devices."""
     import shardc
+    if not text.strip():
+        raise UsageError(f"bad mesh {text!r}: the mesh text is empty; expected axis=size pairs "
+                         "like x=4,y=2")
     names, sizes = [], []
     for part in text.split(","):
-        match = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=\s*(\d+)\s*", part)
+        match = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=\s*([0-9]+)\s*", part)
         if not match:
-            raise UsageError(f"bad mesh {text!r}: expected axis=size pairs like x=4,y=2")
+            raise UsageError(f"bad mesh {text!r}: expected axis=size pairs like x=4,y=2 "
+                             "(sizes in digits 0-9)")
         names.append(match.group(1))
         sizes.append(int(match.group(2)))
     try:
@@ -173,7 +178,7 @@ def _target_function(args, *, check=None, fn=None):
     check on or off where possible."""
     fn = load_function(args.target) if fn is None else fn
     config = getattr(fn, "__wrapped_shard_map__", None)
-    if args.mesh or args.in_specs is not None or args.out_specs is not None:
+    if args.mesh is not None or args.in_specs is not None or args.out_specs is not None:
         if config is not None:
             raise UsageError(f"{args.target} is a shard_map already (on {config.mesh!r}); "
                              "--mesh, --in-specs and --out-specs are for a plain body: drop "
@@ -188,9 +193,9 @@ def _target_function(args, *, check=None, fn=None):
 
 def _wrap_plain_body(args, fn, check):
     import shardc
-    if not (args.mesh and args.in_specs is not None and args.out_specs is not None):
+    mesh = parse_mesh(args.mesh) if args.mesh is not None else None
+    if mesh is None or args.in_specs is None or args.out_specs is None:
         raise UsageError("a plain body needs --mesh, --in-specs and --out-specs together")
-    mesh = parse_mesh(args.mesh)
     in_specs = parse_specs(args.in_specs, "--in-specs")
     out_specs = parse_specs(args.out_specs, "--out-specs")
     for specs, option in ((in_specs, "--in-specs"), (out_specs, "--out-specs")):
@@ -255,6 +260,7 @@ def _function_name(fn) -> str:
 
 def _lower(args, fn):
     import shardc
+    from compiler.shard_map import UnknownAxisError
     structs = parse_arg_types(args.args) if args.args else []
     _check_arity(fn, structs)
     jitted = fn if hasattr(fn, "lower") else shardc.jit(fn)
@@ -262,6 +268,14 @@ def _lower(args, fn):
         return jitted.lower(*structs)
     except shardc.ReplicationError:
         raise
+    except UnknownAxisError as err:
+        if err.bound or args.mesh is not None:
+            raise UsageError(f"{type(err).__name__}: {_one_line(str(err))}") from None
+        # a collective outside any shard_map: most likely a plain body given without its mesh
+        raise UsageError(
+            f"{_function_name(fn)} uses mesh axis {err.axis_name!r} outside any shard_map; to "
+            f"lower it as a shard_map body, pass --mesh (e.g. --mesh {err.axis_name}=4) with "
+            "--in-specs and --out-specs") from None
     except (ValueError, TypeError, NotImplementedError) as err:
         raise UsageError(f"{type(err).__name__}: {_one_line(str(err))}") from None
 
@@ -496,6 +510,8 @@ def _add_target_arguments(sub):
 def _finite(text: str) -> float:
     import math
     try:
+        if not text.isascii():      # float() would read '１' as 1
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
@@ -518,6 +534,12 @@ def _positive(text: str) -> float:
     return value
 
 
+def _device_id(text: str) -> int:
+    if not re.fullmatch(r"\s*[0-9]+\s*", text):      # int() would read '４' as 4
+        raise argparse.ArgumentTypeError(f"expected a device number (digits 0-9), got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="shardc", description=__doc__.split("\n")[0],
                      epilog="exit codes: 0 success, 1 a check failed, 2 usage error")
@@ -525,7 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     lower = commands.add_parser("lower", help="print the traced and per-device programs")
     _add_target_arguments(lower)
-    lower.add_argument("--device", type=int, default=0, help="the device whose program to show")
+    lower.add_argument("--device", type=_device_id, default=0,
+                       help="the device whose program to show")
     lower.add_argument("--all-devices", action="store_true", help="show every device's program")
     lower.add_argument("--format", choices=("text", "json", "dot"), default="text")
     lower.add_argument("--no-source", dest="source", action="store_false",

@@ -10,6 +10,7 @@ import numpy as np
 from compiler import tree
 from compiler.batching import vmap_axis
 from compiler.batching_axes import named_axes_size
+from compiler.replication import pvary_error_check
 from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar
 from ir import dtypes as _dt
@@ -37,7 +38,7 @@ def _axes(prim_name: str, axis_name) -> tuple:
         if shard is None:
             raise UnknownAxisError(
                 f"{prim_name}: found an unbound axis name '{a}'; call {prim_name} inside a "
-                "shard_map body whose mesh has that axis.")
+                "shard_map body whose mesh has that axis.", axis_name=a, bound=False)
         if a not in shard.mesh.axis_names:
             raise UnknownAxisError(
                 f"{prim_name}: unknown mesh axis '{a}' in axis_name={axis_name!r}; the "
@@ -168,9 +169,20 @@ def pvary(x, axis_name):
 
 
 def pcast(x, axis_name, *, to="varying"):
+    """``pcast(x, axis_name, to='varying')``: the cast ``pvary`` makes; its errors name pcast."""
     if to != "varying":
         raise ValueError(f"pcast: unexpected to={to!r}; shardc supports to='varying'")
-    return pvary(x, axis_name)
+    _check_operands("pcast", x)
+    axes = _axes("pcast", axis_name)
+    shard = current_shard_context()
+
+    def one(leaf):
+        if shard is not None and shard.check_vma:
+            aval = aval_of(leaf)
+            pvary_error_check(aval.vma, axes, aval, shard.mesh.axis_names, name="pcast")
+        return bind(p.pvary_p, leaf, mesh_axes=axes)
+
+    return tree.tree_map(one, x)
 
 
 def _dimension(prim_name: str, param: str, value: int, rank: int,
@@ -230,6 +242,10 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
     size = _group_size(axes)
 
     def one(leaf):
+        if _dt.is_bool(aval_of(leaf).dtype):
+            raise TypeError("psum_scatter: add does not accept dtype bool at position 0. "
+                            "Accepted dtypes at position 0 are subtypes of integer, floating, "
+                            "complexfloating.")
         shape = aval_of(leaf).shape
         dim = _dimension("psum_scatter", "scatter_dimension", scatter_dimension, len(shape))
         n = shape[dim]
@@ -251,9 +267,15 @@ def _check_perm(perm, axis_name, size) -> tuple:
                         f"pairs. Got perm of type {type(perm)}")
     pairs = []
     for entry in perm:
-        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+        if isinstance(entry, np.ndarray) and entry.ndim == 1:
+            entry = tuple(entry.tolist())
+        if not isinstance(entry, (list, tuple)):
             raise TypeError("ppermute: perm must be a list or a tuple of (source, destination) "
                             f"pairs. Got the entry {entry!r}")
+        if len(entry) != 2:
+            # a ValueError, as JAX's (it unpacks each entry into two)
+            raise ValueError("ppermute: perm must be a list or a tuple of (source, destination) "
+                             f"pairs. Got the entry {entry!r} of length {len(entry)}")
         pairs.append((_check_int("ppermute", "each perm source", entry[0]),
                       _check_int("ppermute", "each perm destination", entry[1])))
     pairs = tuple(pairs)

@@ -739,6 +739,116 @@ def test_while_loop_in_a_body_reverse_mode_is_an_error():
     np.testing.assert_array_equal(np.asarray(t), np.full(8, 8.))
 
 
+# --- a cond whose predicate varies: devices along it may take different branches ---------------
+#
+# The branches are typed with their operands' own types (as in JAX), so inside them a value
+# typed invariant over the predicate's axis is only equal among the devices that took the same
+# branch. Its gradient must still be the global function's: JAX 0.10.2 gets this case wrong
+# (it sums the output cotangent over the predicate's axis before the branches transpose).
+
+RING_Y = tuple((k, (k + 1) % 4) for k in range(4))
+PAIRED = {
+    "none": None,
+    "psum-x": ("psum", "x", {}),
+    "psum-y": ("psum", "y", {}),
+    "pmean-y": ("pmean", "y", {}),
+    "pcast-y": ("pvary", "y", {}),
+    "all_gather-y": ("all_gather", "y", dict(tiled=True, to="invarying")),
+    "ppermute-y": ("ppermute", "y", dict(perm=RING_Y)),
+}
+
+
+def _paired(ops, collective, v):
+    if collective is None:
+        return v
+    name, axes, params = collective
+    out = ops.collective(name, v, axes, **params)
+    return out[2:4] if name == "all_gather" else out
+
+
+def cond_on_y(ops, pre, post, collective, x, w):
+    """``lax.cond(axis_index('y') % 2 == 0, yes, no, x, w)``, branch k computing
+    ``post[k](paired(pre[k](x, w)), x, w)``: the one collective of every device pairs up with
+    its group's, whichever branch each device took (the emulator picks each device's operand
+    of the collective, then its result, by its own predicate)."""
+    if isinstance(ops, EmuOps):
+        even = [ops.mesh.coord(p)["y"] % 2 == 0 for p in ops.mesh.positions()]
+
+        def pick(yes, no):
+            return Dev(a if e else b for e, a, b in zip(even, yes.blocks, no.blocks))
+
+        shared = _paired(ops, collective, pick(pre[0](x, w), pre[1](x, w)))
+        return pick(post[0](shared, x, w), post[1](shared, x, w))
+    yes, no = [lambda v, u, k=k: post[k](_paired(ops, collective, pre[k](v, u)), v, u)
+               for k in range(2)]
+    return lax.cond(lax.axis_index("y") % 2 == 0, yes, no, x, w)
+
+
+def varying_cond_body(ops, x, w, *, collective):
+    pre = (lambda v, u: ops.sin(v) * u, lambda v, u: v * v * u)
+    post = (lambda s, v, u: ops.sin(s) * v, lambda s, v, u: s * u + v)
+    return cond_on_y(ops, pre, post, collective, x, w)
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["check-on", "check-off"])
+@pytest.mark.parametrize("paired", list(PAIRED))
+def test_cond_on_a_varying_predicate_gradient(paired, check):
+    collective = PAIRED[paired]
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 3)).astype(np.float32)            # P('x'): blocks (2, 3)
+    w = rng.standard_normal(3).astype(np.float32)                 # P(): invariant
+    specs = (P("x"), P())
+    f = shard_map(lambda x, w: varying_cond_body(SHARD_OPS, x, w, collective=collective),
+                  mesh=make_mesh((2, 4)), in_specs=specs, out_specs=P(("x", "y")),
+                  check_rep=check)
+    emu = emulate(lambda ops, x, w: varying_cond_body(ops, x, w, collective=collective),
+                  (2, 4), specs, P(("x", "y")))
+    np.testing.assert_allclose(np.asarray(f(x, w)), np.asarray(emu(x, w)), rtol=1e-5,
+                               atol=1e-6)
+    loss = scalar_loss(f, (16, 3))
+    want = jax.grad(scalar_loss(emu, (16, 3)), argnums=(0, 1))(x, w)
+    for g in (jax.grad(loss, argnums=(0, 1)), jax.jit(jax.grad(loss, argnums=(0, 1)))):
+        for a, b in zip(g(x, w), want):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    # forward mode and vjp agree: <t, vjp(ct)> == <jvp(t), ct>
+    tangents = [rng.standard_normal(x.shape).astype(np.float32),
+                rng.standard_normal(w.shape).astype(np.float32)]
+    ct = rng.standard_normal((16, 3)).astype(np.float32)
+    _, jvp_out = jax.jvp(f, (x, w), tuple(tangents))
+    _, f_vjp = jax.vjp(f, x, w)
+    lhs = sum(float(np.vdot(t, np.asarray(c))) for t, c in zip(tangents, f_vjp(ct)))
+    assert lhs == pytest.approx(float(np.vdot(np.asarray(jvp_out), ct)), rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("paired", ["none", "psum-y"])
+def test_cond_on_a_varying_predicate_under_vmap(paired):
+    collective = PAIRED[paired]
+    rng = np.random.default_rng(12)
+    xs = rng.standard_normal((3, 4, 3)).astype(np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+    f = shard_map(lambda x, w: varying_cond_body(SHARD_OPS, x, w, collective=collective),
+                  mesh=make_mesh((2, 4)), in_specs=(P("x"), P()), out_specs=P(("x", "y")))
+    want = np.stack([np.asarray(f(x, w)) for x in xs])
+    for g in (jax.vmap(f, in_axes=(0, None)), jax.jit(jax.vmap(f, in_axes=(0, None)))):
+        np.testing.assert_allclose(np.asarray(g(xs, w)), want, rtol=1e-6)
+
+
+def test_grad_inside_a_body_through_a_cond_on_a_varying_predicate():
+    # per device: d/dv sum(branch(v)); v is invariant over 'y', so its gradient is summed over
+    # the devices along 'y', each through the branch it took (as if v had been pcast first)
+    def body(v):
+        def loss(u):
+            return lax.cond(lax.axis_index("y") % 2 == 0, lambda a: jnp.sin(a),
+                            lambda a: a * a, u).sum()
+        return jax.grad(loss)(v)
+
+    x = np.arange(8, dtype=np.float32).reshape(4, 2) / 4
+    f = shard_map(body, mesh=make_mesh((2, 4)), in_specs=P("x"), out_specs=P("x"))
+    want = [2 * (np.cos(b) + 2 * b) for b in np.split(x, 2)]     # two devices of each branch
+    for g in (f, jax.jit(f)):
+        np.testing.assert_allclose(np.asarray(g(x)), np.concatenate(want), rtol=1e-6)
+
+
 # --- SEMANTICS 4.6: pmax / pmin ---------------------------------------------------------------------
 
 PMAX_ERROR = ("Differentiation rule for '{}' not implemented; apply lax.stop_gradient to its "

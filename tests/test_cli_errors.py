@@ -152,6 +152,53 @@ def test_issue_cases(argv, fragments, files, capsys):
     assert_usage_error(run_main(argv, files, capsys), *fragments)
 
 
+DOUBLE_SPECS = ["--in-specs", "P('x')", "--out-specs", "P('x')"]
+
+
+@pytest.mark.parametrize("command", ["lower", "check", "comm"])
+@pytest.mark.parametrize("argv, fragments", [
+    # a digit must be 0-9: str.isdigit and int() would read these as 8 and 4
+    ([f"{PROGRAMS}:double", "--args", "f32[\uff18]", "--mesh", "x=4", *DOUBLE_SPECS],
+     ["bad shape 'f32[\uff18]': dimension '\uff18' is not a non-negative integer (digits 0-9)"]),
+    ([f"{PROGRAMS}:double", "--args", "f32[8,\u00b2]", "--mesh", "x=4", *DOUBLE_SPECS],
+     ["dimension '\u00b2' is not a non-negative integer"]),
+    ([f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "x=\uff14", *DOUBLE_SPECS],
+     ["bad mesh 'x=\uff14': expected axis=size pairs like x=4,y=2 (sizes in digits 0-9)"]),
+    # an empty --mesh is a bad mesh, not a missing one
+    ([f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "", *DOUBLE_SPECS],
+     ["bad mesh '': the mesh text is empty; expected axis=size pairs like x=4,y=2"]),
+    ([f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "  "],
+     ["bad mesh '  ': the mesh text is empty"]),
+    # a plain body given without its mesh: say to pass --mesh, not that an axis is unbound
+    ([f"{PROGRAMS}:total", "--args", "f32[8]"],
+     ["total uses mesh axis 'x' outside any shard_map; to lower it as a shard_map body, pass "
+      "--mesh (e.g. --mesh x=4) with --in-specs and --out-specs"]),
+    ([f"{PROGRAMS}:ring", "--args", "f32[8]"], ["ring uses mesh axis 'x' outside any shard_map",
+                                                "pass --mesh"]),
+])
+def test_digits_empty_meshes_and_missing_meshes(command, argv, fragments, files, capsys):
+    assert_usage_error(run_main([command, *argv], files, capsys), *fragments)
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["lower", MATMUL, *MATMUL_ARGS, "--device", "\uff13"],
+     "argument --device: expected a device number (digits 0-9), got '\uff13'"),
+    (["comm", MATMUL, *MATMUL_ARGS, "--latency", "\uff11"],
+     "argument --latency: expected a number, got '\uff11'"),
+    (["comm", MATMUL, *MATMUL_ARGS, "--bandwidth", "\uff11e9"],
+     "argument --bandwidth: expected a number, got '\uff11e9'"),
+])
+def test_numeric_options_take_ascii_digits(argv, fragment, files, capsys):
+    assert_usage_error(run_main(argv, files, capsys), fragment)
+
+
+def test_an_unknown_axis_under_a_given_mesh_keeps_its_own_message(files, capsys):
+    # with --mesh given the body is inside a shard_map: the axis is missing from that mesh
+    result = run_main(["lower", f"{PROGRAMS}:total", "--args", "f32[8]", "--mesh", "y=4",
+                       "--in-specs", "P('y')", "--out-specs", "P()"], files, capsys)
+    assert_usage_error(result, "UnknownAxisError: psum: unknown mesh axis 'x'")
+
+
 def test_inputs_parsed_before_a_count_mismatch(files, capsys):
     """The argument count is checked against the function, not only against in_specs."""
     result = run_main(["lower", f"{PROGRAMS}:double", *PLAIN[:2], "--mesh", "x=4",

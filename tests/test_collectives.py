@@ -284,6 +284,55 @@ def test_psum_scatter_matches_reference(data):
     check_against(out, expected, dtype)
 
 
+@pytest.mark.parametrize("tiled", [True, False])
+def test_psum_scatter_of_booleans_is_a_type_error(tiled):
+    # JAX 0.10.2: TypeError "add does not accept dtype bool ..." (psum counts booleans;
+    # psum_scatter does not); shardc used to return int32 counts
+    x = jnp.asarray(np.array([True, False, True, True] * 4))
+    raises_in_body(MESH_I, lambda v: lax.psum_scatter(v, "i", tiled=tiled), TypeError,
+                   "psum_scatter: add does not accept dtype bool at position 0. Accepted dtypes "
+                   "at position 0 are subtypes of integer, floating, complexfloating.",
+                   in_specs=P(None) if not tiled else P("i"), x=x)
+
+
+ZERO_SUMS = {
+    "psum": lambda v: lax.psum(v, "i"),
+    "pmean": lambda v: lax.pmean(v, "i"),
+    "psum_scatter": lambda v: lax.psum_scatter(v, "i", tiled=True),
+    "psum_scatter_untiled": lambda v: lax.psum_scatter(v.reshape(4, 1), "i"),
+}
+
+
+@pytest.mark.parametrize("backend", ["reference", "fast"])
+@pytest.mark.parametrize("name", list(ZERO_SUMS))
+def test_sums_of_negative_zeros_are_positive_zeros(name, backend):
+    # JAX 0.10.2 on CPU accumulates an all-reduce from +0.0: -0.0 blocks sum to +0.0 (the
+    # backends used to disagree, eagerly and under jit); other values are unchanged
+    from compiler.backend import get_backend, set_backend
+    f = shardc.shard_map(ZERO_SUMS[name], mesh=MESH_I, in_specs=P("i"), out_specs=P("i"))
+    saved = get_backend()
+    try:
+        shardc.set_backend_name(backend)
+        for run in (f, shardc.jit(f)):
+            got = np.asarray(run(-jnp.zeros(16)))
+            assert (got == 0).all() and not np.signbit(got).any(), got
+            mixed = np.asarray(run(jnp.asarray(np.tile([-0.0, 1.5, np.nan, -np.inf], 4))))
+            assert not np.signbit(mixed[mixed == 0]).any()
+    finally:
+        set_backend(saved)
+
+
+@pytest.mark.parametrize("name, want", [("pmax", [np.nan, 7.0]), ("pmin", [np.nan, 1.0])])
+def test_pmax_pmin_propagate_nan(name, want):
+    # shardc decision: as lax.max / jnp.max do (JAX's CPU all-reduce drops NaN instead:
+    # pmax over [nan, 2, 4, 6] gives 6, and over all-NaN blocks -inf)
+    f = shardc.shard_map(lambda v: getattr(lax, name)(v, "i"), mesh=MESH_I, in_specs=P("i"),
+                         out_specs=P())
+    x = jnp.asarray(np.array([np.nan, 1, 2, 3, 4, 5, 6, 7], np.float32))
+    for run in (f, shardc.jit(f)):
+        np.testing.assert_array_equal(np.asarray(run(x)), want)
+
+
 @settings(max_examples=100, **SETTINGS)
 @given(data=st.data())
 def test_ppermute_matches_reference(data):
@@ -593,6 +642,28 @@ def test_perm_must_be_a_list_or_a_tuple():
                        f"pairs. Got perm of type {type(perm)}")
 
 
+@pytest.mark.parametrize("entry", [(0, 1, 2), (0,), [], [1, 2, 3]])
+def test_perm_entries_that_are_not_pairs_are_value_errors(entry):
+    # JAX 0.10.2 raises ValueError here (too many / not enough values to unpack)
+    raises_in_body(MESH_I, lambda x: lax.ppermute(x, "i", [entry, (3, 0)]), ValueError,
+                   "ppermute: perm must be a list or a tuple of (source, destination) pairs. "
+                   f"Got the entry {entry!r} of length {len(entry)}")
+
+
+def test_perm_entries_that_are_not_sequences_are_type_errors():
+    # JAX: TypeError ('int' object is not iterable)
+    raises_in_body(MESH_I, lambda x: lax.ppermute(x, "i", [0, 1]), TypeError,
+                   "ppermute: perm must be a list or a tuple of (source, destination) pairs. "
+                   "Got the entry 0")
+
+
+def test_perm_entries_may_be_numpy_pairs():
+    ring = [np.array([k, (k + 1) % 4]) for k in range(4)]
+    f = shardc.shard_map(lambda x: lax.ppermute(x, "i", ring), mesh=MESH_I, in_specs=P("i"),
+                         out_specs=P("i"))
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(4.))), [3., 0., 1., 2.])
+
+
 @pytest.mark.parametrize("perm", [[(0, 1), (0, 2)], [(0, 2), (1, 2)], ((3, 3), (3, 3))])
 def test_perm_sources_and_destinations_must_be_unique(perm):
     pairs = tuple(tuple(p) for p in perm)
@@ -825,8 +896,9 @@ def test_pvary_adds_axes_and_rejects_an_axis_already_varying():
                    "pvary only casts invariant values to varying.", in_specs=P("x"),
                    x=jnp.zeros((16, 8)))
     raises_in_body(MESH_XY, lambda x: lax.pcast(x, ("x", "y"), to="varying"), ValueError,
-                   "pvary: the operand has type f32[2,8]{x,y} and already varies over "
-                   "('x', 'y'); pvary only casts invariant values to varying.",
+                   "pcast: the operand has type f32[2,8]{x,y} and already varies over "
+                   "('x', 'y'); pcast(..., to='varying') only casts invariant values to "
+                   "varying.",
                    in_specs=P(("x", "y")), x=jnp.zeros((16, 8)))
 
 

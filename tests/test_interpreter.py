@@ -108,6 +108,17 @@ def test_gradients_rebind_through_the_shared_loop():
     np.testing.assert_allclose(np.asarray(shardc.grad(f)(x)), np.cos(x), rtol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["psum_scatter", "reduce_scatter"])
+def test_scattering_sums_reject_booleans(name):
+    # the IR's own rule, for programs read from text (the front end raises first)
+    from ir.core import Aval
+    from ir.shapes import ShapeError, out_avals
+    prim = getattr(prims, name + "_p")
+    with pytest.raises(ShapeError, match=f"^{name}: add does not accept dtype bool"):
+        out_avals(prim, [Aval((4,), np.dtype(bool))],
+                  dict(mesh_axes=("i",), scatter_axis=0, tiled=True, axis_size=4))
+
+
 def test_a_shape_error_while_tracing_names_the_equation_and_the_line():
     from compiler.tracing import bind
     from ir.shapes import ShapeError
