@@ -23,8 +23,9 @@ Ranks complete the cross-rank groups of a round in one global order (sorted devi
 no two ranks wait on each other in opposite orders. Every operation across ranks opens with an
 agreement on what it is (``agreement``); a module whose communication nodes all lie outside
 loops and branches overlaps it with its first exchange, and its exchanges need nothing more.
-Under loops and branches every exchange also carries the fingerprint of its node. A mismatch
-raises on every rank concerned, and any uncaught exception on any rank aborts the whole job
+Under loops and branches the processes meet in rounds, saying where each device waits, and
+complete the groups whose members all wait at one node (``schedule``). A mismatch raises on
+every rank concerned, and any uncaught exception on any rank aborts the whole job
 (``faults``), so a fault never leaves ranks waiting. A group with one device on each of its
 ranks completes with MPI's own call, straight into the result (``direct``).
 

@@ -143,13 +143,6 @@ def settle(state) -> None:
         opening.settle()
 
 
-def check_headers(headers: list, ranks: list, what: str) -> None:
-    if len(set(headers)) > 1:
-        first = headers[0]
-        differ = [r for r, h in zip(ranks, headers) if h != first]
-        raise CoherenceError(f"processes {differ} and process {ranks[0]} {what}")
-
-
 def coherence_error(headers: list, what, details: list) -> CoherenceError:
     """The error for fingerprints ``headers`` (by rank) that differ, with the lines of the
     details (by rank) that differ. ``what``: a text, or a function of the labels that differ."""

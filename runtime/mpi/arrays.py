@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.core import Aval
-from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec,
-                         normal_spec, owner_positions)
+from ir.sharding import block_shape, block_slices, normal_spec, owner_positions
 from runtime.array import Array
 from runtime.mpi.agreement import Agreement, Opening, fingerprint, where_called
 from runtime.mpi.exchanges import exchange_all, split_blocks
@@ -77,7 +75,7 @@ def gather_global(array: MpiArray) -> np.ndarray:
         detail=lambda: [("reading", f"{what}{where_called()}")],
         doing=lambda: f"to read a global array {what}{where_called()} (a global array is "
                       "gathered by every process: read it on all of them)"))
-    data, _ = exchange_all(w.comm, mine, None, counts, opening)
+    data = exchange_all(w.comm, mine, counts, opening)
     gather_record["gathers"] += 1
     gather_record["bytes_sent"] += counts[w.rank] * (w.size - 1)
     gather_record["bytes_received"] += sum(counts) - counts[w.rank]
@@ -102,7 +100,7 @@ def gather_positions(column: list, mesh) -> list:
     opening = Opening(Agreement(
         fingerprint(f"positions {shape} {dtype}"), "gathered different blocks",
         doing=lambda: f"to compare the blocks of a result (check_vma='runtime'){where_called()}"))
-    data, _ = exchange_all(w.comm, [np.asarray(b) for b in mine], None, counts, opening)
+    data = exchange_all(w.comm, [np.asarray(b) for b in mine], counts, opening)
     by_rank = {r: iter(split_blocks(data[r], rank_of.count(r), shape, dtype))
                for r in range(w.size)}
     return [next(by_rank[r]) for r in rank_of]

@@ -6,61 +6,32 @@ import numpy as np
 
 from ir import primitives as prims
 from runtime import reference
-from runtime.mpi.agreement import check_headers, fingerprint, settle, settle_then_wait
-from runtime.mpi.faults import wait_all
+from runtime.mpi.agreement import fingerprint, settle, settle_then_wait
 from runtime.mpi.world import world
 
 
-SEPARATE_HEADER_BYTES = 1 << 16
+# a large all_gather along axis 0 whose receive buffer is its result (no reassembly)
+IN_PLACE_BYTES = 1 << 16
+_PAIR_TAG = 7312
 
 
-def exchange_all(comm, payload: list, header, counts: list, state=None) -> tuple:
-    """Every rank's arrays (as bytes) on every rank of ``comm``, and every rank's ``header``;
-    ``counts`` are every rank's payload bytes. The caller compares the headers; when they
-    differ the payloads are not exchanged (None). ``header=None``: no headers (the ranks are
-    known to be at the same node), headers returned as None; the exchange is nonblocking, so
-    that ``state``'s open agreement settles while it moves (``settle_then_wait``).
+def exchange_all(comm, payload: list, counts: list, state=None) -> list:
+    """Every rank's arrays (as bytes) on every rank of ``comm``; ``counts`` are every rank's
+    payload bytes. Nonblocking, so that ``state``'s open agreement settles while it moves
+    (``settle_then_wait``).
 
     One Allgather of equal slots (MPICH's Allgatherv is far slower than its Allgather on large
-    messages: 50 times on 4 MiB here). A large single block goes without a copy, after the
-    headers in a call of their own."""
-    if header is None:
-        if len(set(counts)) == 1:
-            send = _as_bytes(payload)
-        else:
-            send = np.zeros(max(counts), np.uint8)
-            mine = _as_bytes(payload)
-            send[:mine.nbytes] = mine
-        slot = send.nbytes
-        recv = np.empty(slot * len(counts), np.uint8)
-        settle_then_wait(state, [comm.Iallgather(send, recv)])
-        return [recv[k * slot:k * slot + c] for k, c in enumerate(counts)], None
-    if len(payload) == 1 and len(set(counts)) == 1 and counts[0] >= SEPARATE_HEADER_BYTES:
-        return _exchange_one_block(comm, payload[0], header, len(counts), state)
-    slot = 8 + max(counts)
-    send = np.empty(slot, np.uint8)
-    send[:8] = np.frombuffer(np.int64(header).tobytes(), np.uint8)
-    offset = 8
-    for a in payload:
-        send[offset:offset + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-        offset += a.nbytes
+    messages: 50 times on 4 MiB here)."""
+    if len(set(counts)) == 1:
+        send = as_bytes(payload)
+    else:
+        send = np.zeros(max(counts), np.uint8)
+        mine = as_bytes(payload)
+        send[:mine.nbytes] = mine
+    slot = send.nbytes
     recv = np.empty(slot * len(counts), np.uint8)
     settle_then_wait(state, [comm.Iallgather(send, recv)])
-    parts = [recv[k * slot:(k + 1) * slot] for k in range(len(counts))]
-    return ([part[8:8 + c] for part, c in zip(parts, counts)],
-            [int(part[:8].view(np.int64)[0]) for part in parts])
-
-
-def _exchange_one_block(comm, block, header: int, size: int, state) -> tuple:
-    headers = np.empty(size, np.int64)
-    settle_then_wait(state, [comm.Iallgather(np.array([header], np.int64), headers)])
-    headers = headers.tolist()
-    if len(set(headers)) > 1:
-        return [None] * size, headers
-    data = np.ascontiguousarray(block).reshape(-1).view(np.uint8)
-    recv = np.empty(data.nbytes * size, np.uint8)
-    wait_all([comm.Iallgather(data, recv)], state.doing)
-    return [recv[k * data.nbytes:(k + 1) * data.nbytes] for k in range(size)], headers
+    return [recv[k * slot:k * slot + c] for k, c in enumerate(counts)]
 
 
 def split_blocks(data: np.ndarray, count: int, shape, dtype) -> list:
@@ -72,7 +43,7 @@ def split_blocks(data: np.ndarray, count: int, shape, dtype) -> list:
 _NODE_PRINTS: dict = {}
 
 
-def _node_fingerprint(request) -> int:
+def node_fingerprint(request) -> int:
     """What the members of a group must agree on: the node's primitive, params and operand
     type (computed once per equation)."""
     eqn, value = request.eqn, request.value
@@ -103,10 +74,7 @@ def gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
     value = np.asarray(request.value)
     count_on = {r: sum(1 for m in members if state.rank_of[m] == r) for r in ranks}
     payload = [np.asarray(waiting[m].value) for m in local]
-    _check_local_same(local, waiting)
-    data, headers = exchange_all(comm, payload, _header(state, request),
-                                  [value.nbytes * count_on[r] for r in ranks], state)
-    _check_node_headers(headers, ranks, request)
+    data = exchange_all(comm, payload, [value.nbytes * count_on[r] for r in ranks], state)
     if _gathered_in_place(state, members, ranks, request, value):
         # one large block per rank, in rank order, gathered along axis 0: the receive buffer
         # is the result already
@@ -124,7 +92,7 @@ def gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
 def _gathered_in_place(state, members, ranks, request, value) -> bool:
     return (request.eqn.primitive is prims.all_gather_p
             and request.eqn.params["gather_axis"] == 0 and value.ndim > 0
-            and value.nbytes >= SEPARATE_HEADER_BYTES
+            and value.nbytes >= IN_PLACE_BYTES
             and [state.rank_of[m] for m in members] == list(ranks))
 
 
@@ -134,46 +102,13 @@ def one_per_rank(state, members, ranks) -> bool:
     return len(members) == len(ranks) and [state.rank_of[m] for m in members] == list(ranks)
 
 
-def _check_local_same(local, waiting) -> None:
-    if len(local) > 1:
-        reference._check_same_node(local, waiting)
-
-
-def _header(state, request):
-    """The fingerprint a node's exchange carries, or None where the ranks are known to be at
-    the same node (``state.headers`` false: see ``LocalPlan``)."""
-    return _node_fingerprint(request) if state.headers else None
-
-
-def _check_node_headers(headers, ranks, request) -> None:
-    if headers is None:
-        return
-    check_headers(list(headers), list(ranks),
-                   f"reached a different communication node than {request.eqn.primitive}"
-                   f"[mesh_axes={request.eqn.params.get('mesh_axes')}] (a collective under "
-                   "control flow that goes differently on different processes)")
-
-
-_PAIR_TAG = 7312
-
-
-def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, header, state=None) -> tuple:
+def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, state=None) -> dict:
     """``sends[r]``: the arrays for world rank r; ``recv_counts[r]``: the bytes expected from
-    it. Returns the bytes received by rank, and every rank's header (the caller compares them;
-    when they differ nothing else moves, None); ``header=None`` sends none.
-
-    The headers go first, in one Alltoall of 8 bytes; then one message per pair of ranks that
-    has something to exchange, point to point (a single contiguous array is sent without a
-    copy, and received into the buffer its blocks will view)."""
+    it. Returns the bytes received by rank: one message per pair of ranks that has something
+    to exchange, point to point (a single contiguous array is sent without a copy, and
+    received into the buffer its blocks will view)."""
     MPI = world().MPI
     me = world().rank
-    headers = None
-    if header is not None:
-        heads = np.empty(len(ranks), np.int64)
-        settle_then_wait(state, [comm.Ialltoall(np.full(len(ranks), header, np.int64), heads)])
-        headers = heads.tolist()
-        if len(set(headers)) > 1:
-            return {r: None for r in ranks}, headers
     requests, received = [], {}
     for k, r in enumerate(ranks):
         if r != me and recv_counts.get(r, 0):
@@ -181,15 +116,15 @@ def _exchange_pairs(comm, ranks, sends: dict, recv_counts: dict, header, state=N
             requests.append(comm.Irecv([received[r], MPI.BYTE], source=k, tag=_PAIR_TAG))
     for k, r in enumerate(ranks):
         if r != me and sends.get(r):
-            requests.append(comm.Isend([_as_bytes(sends[r]), MPI.BYTE], dest=k, tag=_PAIR_TAG))
-    received[me] = _as_bytes(sends.get(me, ()))
+            requests.append(comm.Isend([as_bytes(sends[r]), MPI.BYTE], dest=k, tag=_PAIR_TAG))
+    received[me] = as_bytes(sends.get(me, ()))
     if requests:
         settle_then_wait(state, requests)
     empty = np.empty(0, np.uint8)
-    return {r: received.get(r, empty) for r in ranks}, headers
+    return {r: received.get(r, empty) for r in ranks}
 
 
-def _as_bytes(arrays) -> np.ndarray:
+def as_bytes(arrays) -> np.ndarray:
     """The arrays' bytes, one after another (a view when there is one contiguous array)."""
     views = [np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays]
     if len(views) == 1:
@@ -211,7 +146,6 @@ def _chunked_exchange(state, comm, members, ranks, local, waiting, axis_key):
     params = request.eqn.params
     n = len(members)
     tiled = params.get("tiled", True)
-    _check_local_same(local, waiting)
     chunks_of = {s: _chunks(np.asarray(waiting[s].value), n, params[axis_key], tiled)
                  for s in local}
     index = {m: k for k, m in enumerate(members)}
@@ -220,9 +154,7 @@ def _chunked_exchange(state, comm, members, ranks, local, waiting, axis_key):
     like = chunks_of[local[0]][0]
     sources_on = {r: [s for s in members if state.rank_of[s] == r] for r in ranks}
     recv_counts = {r: like.nbytes * len(sources_on[r]) * len(local) for r in ranks}
-    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _header(state, request),
-                                    state)
-    _check_node_headers(headers, ranks, request)
+    data = _exchange_pairs(comm, ranks, sends, recv_counts, state)
     received = {}
     for r in ranks:
         parts = iter(split_blocks(data[r], len(sources_on[r]) * len(local), like.shape,
@@ -258,16 +190,13 @@ def _ppermute_exchange(state, comm, members, ranks, local, waiting) -> dict:
     names get zeros."""
     request = waiting[local[0]]
     value = np.asarray(request.value)
-    _check_local_same(local, waiting)
     pairs = [(members[s], members[d]) for s, d in request.eqn.params["perm"]]
     sends = {r: [np.asarray(waiting[s].value) for s, d in pairs
                  if s in local and state.rank_of[d] == r] for r in ranks}
     incoming = {r: [(s, d) for s, d in pairs if state.rank_of[s] == r and d in local]
                 for r in ranks}
     recv_counts = {r: value.nbytes * len(incoming[r]) for r in ranks}
-    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, _header(state, request),
-                                    state)
-    _check_node_headers(headers, ranks, request)
+    data = _exchange_pairs(comm, ranks, sends, recv_counts, state)
     named = {d for _, d in pairs}
     outs = {d: np.zeros_like(value) for d in local if d not in named}
     for r in ranks:
@@ -292,7 +221,6 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
     if ((len(ranks) < 3 and len(members) == len(ranks))
             or value.nbytes < _SCATTERED_REDUCTION_BYTES):     # the same on every rank
         return gather_then_apply(state, comm, members, ranks, local, waiting)
-    _check_local_same(local, waiting)
     params = request.eqn.params
     pieces = {m: np.array_split(np.asarray(waiting[m].value).reshape(-1), len(ranks))
               for m in local}
@@ -302,9 +230,7 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
     mine = pieces[local[0]][order[me]]
     sources_on = {r: [m for m in members if state.rank_of[m] == r] for r in ranks}
     recv_counts = {r: mine.nbytes * len(sources_on[r]) for r in ranks}
-    header = _header(state, request)
-    data, headers = _exchange_pairs(comm, ranks, sends, recv_counts, header, state)
-    _check_node_headers(headers, ranks, request)
+    data = _exchange_pairs(comm, ranks, sends, recv_counts, state)
     received = {}
     for r in ranks:
         for m, chunk in zip(sources_on[r], split_blocks(data[r], len(sources_on[r]),
@@ -314,8 +240,7 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
     reduced = np.ascontiguousarray(reduced)
     sizes = [p.size for p in pieces[local[0]]]
     counts = [n * reduced.dtype.itemsize for n in sizes]
-    parts, headers = exchange_all(comm, [reduced], header, counts, state)
-    _check_node_headers(headers, ranks, request)
+    parts = exchange_all(comm, [reduced], counts, state)
     total = np.concatenate([p.view(reduced.dtype) for p in parts]).reshape(value.shape)
     return {m: total for m in local}
 
@@ -345,13 +270,8 @@ def natively_reducible_type(dtype, reduction) -> bool:
 
 def native_all_reduce(state, comm, ranks, local, members, waiting, reduction) -> dict:
     """MPI's Allreduce over the ranks' partial reductions: fast, not bit-exact (MPI picks the
-    order). Under control flow the ranks first compare the node's fingerprint, as every other
-    exchange there does."""
+    order)."""
     MPI = world().MPI
-    request = waiting[local[0]]
-    if state.headers:
-        _, headers = exchange_all(comm, [], _node_fingerprint(request), [0] * len(ranks), state)
-        _check_node_headers(headers, ranks, request)
     blocks = [np.asarray(waiting[m].value) for m in local]
     partial = reference._all_reduce(blocks, reduction="sum" if reduction == "mean"
                                     else reduction)[0]
@@ -385,9 +305,8 @@ def across_ranks(state, members: list, ranks: tuple, waiting: dict,
     local = [m for m in members if state.rank_of[m] == me]
     request = waiting[local[0]]
     prim, params = request.eqn.primitive, request.eqn.params
-    if prim is prims.all_slice_p and not state.headers:
-        # each member keeps a chunk of its own block: nothing crosses processes (under
-        # control flow the general exchange still checks that the group is at one node)
+    if prim is prims.all_slice_p:
+        # each member keeps a chunk of its own block: nothing crosses processes
         return {m: np.split(np.asarray(waiting[m].value), params["axis_size"],
                             params["slice_axis"])[members.index(m)] for m in local}
     comm = communicator(state, ranks)

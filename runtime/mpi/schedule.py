@@ -2,13 +2,16 @@
 at each communication node, completing the groups in one global order."""
 from __future__ import annotations
 
+import numpy as np
+
 from ir import primitives as prims
 from runtime import reference
 from runtime.mpi.agreement import settle, where_called
 from runtime.mpi.arrays import Absent, local_positions
 from runtime.mpi.direct import DIRECT
 from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, natively_reducible_type,
-                                   one_per_rank)
+                                   node_fingerprint, one_per_rank)
+from runtime.mpi.faults import wait_all
 from runtime.mpi.world import world
 from runtime.vectorized import _prints
 
@@ -16,12 +19,14 @@ from runtime.vectorized import _prints
 class _Round:
     """The state of one run of a mesh's programs on this rank."""
 
-    def __init__(self, mesh, headers: bool = True):
+    def __init__(self, mesh):
         self.mesh = mesh
         self.position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
         self.rank_of = [d.process_index for d in mesh.devices.flat]
-        # whether exchanges carry the node's fingerprint (False: coherent by construction)
-        self.headers = headers
+        # the processes holding devices of the mesh, and each one's positions
+        self.ranks = tuple(sorted(set(self.rank_of)))
+        self.positions_of = {r: [p for p, q in enumerate(self.rank_of) if q == r]
+                             for r in self.ranks}
         self.opening = None       # the run's agreement, while it is still open (``settle_then_wait``)
         self.absent = None        # the outputs of other ranks' positions (``_absent_results``)
         self.node = None          # the communication node being completed
@@ -43,12 +48,14 @@ def run_local_programs(mesh, programs: dict, inputs: dict, out_avals, native: bo
     state = _Round(mesh)
     local = local_positions(mesh, world().rank)
     return _drive(state, local, programs, inputs, lambda waiting: _meet(state, waiting, native),
-                  out_avals)
+                  out_avals, rounds=True)
 
 
-def _drive(state, local, programs, inputs, meet, out_avals) -> list:
+def _drive(state, local, programs, inputs, meet, out_avals, rounds: bool = False) -> list:
     """Run the programs of the ``local`` positions, completing each node their devices wait at
-    with ``meet(waiting) -> {position: result}``."""
+    with ``meet(waiting) -> {position: result}``. With ``rounds`` this process meets the
+    others after every advance, even when its own devices have finished, until ``meet`` says
+    every device of the mesh has (None)."""
     mesh = state.mesh
     ids = mesh.device_ids
     runs = {p: reference._device_steps(programs[p], inputs[p], device=ids[p]) for p in local}
@@ -61,9 +68,11 @@ def _drive(state, local, programs, inputs, meet, out_avals) -> list:
         while resume:
             for p, value in resume.items():
                 _advance(runs, p, value, waiting, results, prints, printed, mesh)
-            if not waiting:
+            if not waiting and not rounds:
                 break
             resume = meet(waiting)
+            if resume is None:
+                break
     finally:
         for _, _, text in sorted(prints):
             print(text)
@@ -90,8 +99,8 @@ class LocalPlan:
 
     When no communication node lies inside a loop or a branch, every device reaches the same
     nodes in the same order with operands of the same types: the ranks checked that they run
-    the same module before running it (``MpiBackend.execute``), so exchanges carry no
-    fingerprint (``headers`` false). Otherwise each exchange still checks one."""
+    the same module before running it (``MpiBackend.execute``), so the devices meet node after
+    node with nothing more to check. Otherwise the processes meet in rounds (``_meet``)."""
 
     def __init__(self, lowered, rank: int, native: bool):
         mesh = lowered.mesh
@@ -106,7 +115,7 @@ class LocalPlan:
             sample = lowered.device_programs[0].program
         self.out_avals = [v.aval for v in sample.outvars]
         self.straight = not _communicates_under_control(sample)
-        self.state = _Round(mesh, headers=not self.straight)
+        self.state = _Round(mesh)
         self.nodes: dict = {}
         # straight programs that print nothing run as flat step lists (``_steps``), without
         # a generator per device: prints need the generators' ordering
@@ -120,7 +129,7 @@ class LocalPlan:
             assert opening is None, "only straight-line communication overlaps its agreement"
             return _drive(self.state, self.local, self.programs, inputs,
                           lambda waiting: _meet(self.state, waiting, self.native),
-                          self.out_avals)
+                          self.out_avals, rounds=True)
         state = self.state
         state.opening = opening
         try:
@@ -328,32 +337,35 @@ def _failing_equation(err):
     return found
 
 
-def _meet(state: _Round, waiting: dict, native: bool) -> dict:
-    """Every local device waits at a node or has finished: complete every group they wait at,
-    in the one global order of device groups."""
-    groups: dict = {}
-    for p, request in waiting.items():
-        group = next(g for g in request.eqn.params["device_groups"]
-                     if state.mesh.device_ids[p] in g)
-        groups.setdefault(tuple(group), []).append(p)
+def _meet(state: _Round, waiting: dict, native: bool):
+    """One round of devices that may take different paths (collectives under loops and
+    branches): every process says where each of its devices waits (the node's fingerprint, its
+    group's first device and size) or that it has finished, in one allgather; then each
+    process completes, in the one global order of device groups, the groups whose members all
+    wait at one node. A group whose members wait at different nodes waits for a later round
+    (a member may first complete another group's collective); when no group anywhere can
+    complete, every process raises DeadlockError. Returns the local devices' results, or None
+    once every device of the mesh has finished."""
+    where = _where_devices_wait(state, waiting)
+    if not any(where.values()):
+        return None
+    ready = _complete_groups(where)
+    if not ready:
+        raise _deadlock(state, waiting, where)
     resume = {}
+    me = world().rank
+    groups = {_group_of(state, p, request) for p, request in waiting.items()
+              if where[p] in ready}
     for group in sorted(groups):
         members = [state.position_of[d] for d in group]
-        local = [m for m in members if state.rank_of[m] == world().rank]
-        missing = [m for m in local if m not in waiting]
-        if missing:
-            raise reference.DeadlockError(
-                f"device {state.mesh.device_ids[missing[0]]} finished while the devices of its "
-                f"group {group} wait at {waiting[groups[group][0]].eqn.primitive}")
+        local = [m for m in members if state.rank_of[m] == me]
         ranks = tuple(sorted({state.rank_of[m] for m in members}))
+        request = waiting[local[0]]
         if len(ranks) == 1:
-            reference._check_same_node(members, waiting)
-            request = waiting[members[0]]
-            outs = reference.group_rules[request.eqn.primitive](
-                [waiting[m].value for m in members], **request.eqn.params)
-            outs = dict(zip(members, outs))
+            outs = dict(zip(members, reference.group_rules[request.eqn.primitive](
+                [waiting[m].value for m in members], **request.eqn.params)))
         else:
-            state.node = waiting[local[0]].eqn
+            state.node = request.eqn
             outs = across_ranks(state, members, ranks, waiting, native)
         for m in local:
             resume[m] = outs[m]
@@ -361,3 +373,52 @@ def _meet(state: _Round, waiting: dict, native: bool) -> dict:
     return resume
 
 
+def _group_of(state: _Round, p: int, request) -> tuple:
+    device = state.mesh.device_ids[p]
+    return tuple(next(g for g in request.eqn.params["device_groups"] if device in g))
+
+
+def _where_devices_wait(state: _Round, waiting: dict) -> dict:
+    """Every position of the mesh: None when its device has finished, else ``(fingerprint of
+    its node, first device of its group, group size)``, from every process holding devices of
+    the mesh (one allgather of three integers per device)."""
+    me = world().rank
+    mine = np.zeros((len(state.positions_of[me]), 3), np.int64)
+    for k, p in enumerate(state.positions_of[me]):
+        request = waiting.get(p)
+        if request is not None:
+            group = _group_of(state, p, request)
+            mine[k] = (node_fingerprint(request) | 1, group[0], len(group))
+    comm = communicator(state, state.ranks)
+    rows = np.empty((len(state.ranks),) + mine.shape, np.int64)
+    wait_all([comm.Iallgather(mine, rows)], state.doing)
+    where = {}
+    for r, block in zip(state.ranks, rows):
+        for p, (node, leader, size) in zip(state.positions_of[r], block.tolist()):
+            where[p] = (node, leader, size) if node else None
+    return where
+
+
+def _complete_groups(where: dict) -> set:
+    """The ``where`` entries of the groups all of whose members wait at one node."""
+    counts: dict = {}
+    for entry in where.values():
+        if entry is not None:
+            counts[entry] = counts.get(entry, 0) + 1
+    return {entry for entry, count in counts.items() if count == entry[2]}
+
+
+def _deadlock(state: _Round, waiting: dict, where: dict):
+    ids = state.mesh.device_ids
+    finished = sorted(ids[p] for p, entry in where.items() if entry is None)
+    stuck = "; ".join(
+        f"device {ids[p]} at {request.eqn.primitive}[mesh_axes="
+        f"{request.eqn.params.get('mesh_axes')}]"
+        + (f" ({request.eqn.source})" if request.eqn.source else "")
+        for p, request in sorted(waiting.items()))
+    return reference.DeadlockError(
+        f"devices wait at communication nodes their groups never complete: "
+        f"{stuck or 'none of this process'}"
+        + (f"; devices {finished} had already finished" if finished else "")
+        + " (devices of one group reach different nodes: control flow that goes differently "
+          "on different devices)")

@@ -221,8 +221,16 @@ def check_control_flow():
             return k + 1, lax.psum(acc, ("x", "y")) * 0.125
         return lax.while_loop(cond, body, (0, lax.psum(block.sum(), ("x", "y"))))[1]
 
+    @partial(jax.shard_map, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", None))
+    def paired_later(block):
+        # the predicate varies over 'y': devices with y=0 first complete a psum over 'x' that
+        # the others never join, then all meet in the psum over 'y'
+        taken = lax.cond(lax.axis_index("y") == 0, lambda b: lax.pvary(lax.psum(b, "x"), "x"),
+                         lambda b: b * 2., block)
+        return lax.psum(taken, "y")
+
     for name, f in (("ring", ring), ("branches", branches), ("scanned", scanned),
-                    ("until", until)):
+                    ("until", until), ("paired_later", paired_later)):
         record(f"control/{name}/eager", f(x))
         record(f"control/{name}/jit", jax.jit(f)(x))
         record(f"control/{name}/neg", jax.jit(f)(-x))
