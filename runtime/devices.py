@@ -47,7 +47,7 @@ def environment_device_count() -> int:
     explicit = os.environ.get("SHARDC_NUM_DEVICES")
     if explicit:
         return _positive(explicit, "SHARDC_NUM_DEVICES")
-    match = re.search(r"--xla_force_host_platform_device_count=(\d+)",
+    match = re.search(r"--xla_force_host_platform_device_count=([0-9]+)",
                       os.environ.get("XLA_FLAGS", ""))
     if match:
         return _positive(match.group(1), "XLA_FLAGS")
@@ -55,10 +55,8 @@ def environment_device_count() -> int:
 
 
 def _positive(text: str, name: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
+    digits = text.strip()
+    n = int(digits) if digits.isascii() and digits.isdigit() else 0    # 0-9 only, as the CLI
     if n < 1:
         raise ValueError(f"{name} must ask for a positive number of devices, got {text!r}")
     return n

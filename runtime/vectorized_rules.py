@@ -583,7 +583,12 @@ _CORES = os.cpu_count() or 1
 
 def threads() -> int:
     """How many threads large reductions use: SHARDC_THREADS, else every core."""
-    return max(1, int(os.environ.get("SHARDC_THREADS") or _CORES))
+    text = (os.environ.get("SHARDC_THREADS") or "").strip()
+    if not text:
+        return _CORES
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise ValueError(f"SHARDC_THREADS={text!r}: expected a positive number of threads")
+    return int(text)
 
 
 _POOL: dict = {}          # (process id, workers) -> the executor of that process

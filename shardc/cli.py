@@ -586,7 +586,8 @@ def _check_environment():
         raise UsageError(f"SHARDC_BACKEND={backend!r} is not a backend; expected one of "
                          f"{', '.join(BACKENDS)}")
     threads = os.environ.get("SHARDC_THREADS", "")
-    if threads and not (threads.strip().isdigit() and int(threads) > 0):
+    if threads and not (threads.strip().isascii() and threads.strip().isdigit()
+                        and int(threads) > 0):
         raise UsageError(f"SHARDC_THREADS={threads!r}: expected a positive number of threads")
     try:
         configured_device_count()

@@ -245,6 +245,10 @@ def test_valid_commands_still_work(files, capsys):
                                 "reference, fast, check"),
     ("SHARDC_NUM_DEVICES", "0", "SHARDC_NUM_DEVICES must ask for a positive number of devices"),
     ("SHARDC_THREADS", "many", "SHARDC_THREADS='many': expected a positive number of threads"),
+    # digits are 0-9 only, as everywhere on the command line
+    ("SHARDC_NUM_DEVICES", "\uff18", "SHARDC_NUM_DEVICES must ask for a positive number of "
+                                      "devices, got '\uff18'"),
+    ("SHARDC_THREADS", "\uff12", "SHARDC_THREADS='\uff12': expected a positive number of threads"),
 ])
 def test_bad_environment(name, value, fragment, files, capsys, monkeypatch):
     monkeypatch.setenv(name, value)

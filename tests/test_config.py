@@ -270,3 +270,22 @@ def test_top_level_flag_context_managers():
         with shardc.numpy_dtype_promotion("strict"):
             pass
     assert config.jax_numpy_dtype_promotion == "standard"
+
+
+def test_device_and_thread_counts_take_ascii_digits_only(monkeypatch):
+    from runtime.devices import environment_device_count
+    from runtime.vectorized_rules import threads
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv("SHARDC_NUM_DEVICES", "\uff18")           # a full-width 8
+    with pytest.raises(ValueError, match="SHARDC_NUM_DEVICES must ask for a positive number"):
+        environment_device_count()
+    monkeypatch.setenv("SHARDC_NUM_DEVICES", " 4 ")
+    assert environment_device_count() == 4
+    monkeypatch.delenv("SHARDC_NUM_DEVICES")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=\uff18")
+    assert environment_device_count() == 8                       # not read: the default
+    monkeypatch.setenv("SHARDC_THREADS", "\uff12")
+    with pytest.raises(ValueError, match="SHARDC_THREADS='\uff12': expected a positive number"):
+        threads()
+    monkeypatch.setenv("SHARDC_THREADS", "3")
+    assert threads() == 3
