@@ -12,6 +12,7 @@ from compiler.ad_shard_map import _check_on, per_device_axes, per_device_cotange
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as p
+from ir import collectives as coll
 from ir.core import Aval, Eqn, Program, Var
 
 
@@ -287,7 +288,7 @@ def _sum_contributions(ct, aval: Aval, q):
     if not summed or shard is None:
         return ct
     axes = tuple(a for a in shard.mesh.axis_names if a in summed)
-    return bind(p.psum_p, ct, mesh_axes=axes)
+    return bind(coll.psum_p, ct, mesh_axes=axes)
 
 
 jvp_rules[p.cond_p] = _cond_jvp

@@ -25,6 +25,7 @@ from compiler.autodiff import (Linear, backward_pass, instantiate, jvp_program, 
 from compiler.shard_map import ShardContext, current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as p
+from ir import collectives as coll
 from ir.core import Aval, Eqn, Program, Var
 from ir.sharding import PartitionSpec, axes_size, canonical_spec, spec_axes
 
@@ -94,8 +95,8 @@ def _group_size(axes) -> int:
 
 # --- collectives: JVP -----------------------------------------------------------------------------
 
-for _p in (p.psum_p, p.pmean_p, p.pvary_p, p.all_gather_p, p.psum_scatter_p, p.ppermute_p,
-           p.all_to_all_p, p.pbroadcast_p):
+for _p in (coll.psum_p, coll.pmean_p, coll.pvary_p, coll.all_gather_p, coll.psum_scatter_p, coll.ppermute_p,
+           coll.all_to_all_p, coll.pbroadcast_p):
     jvp_rules[_p] = functools.partial(linear_jvp, _p)
 
 
@@ -104,22 +105,22 @@ def _not_differentiable(name, primals, tangents, **params):
                               "lax.stop_gradient to its operand if its derivative is not needed.")
 
 
-jvp_rules[p.pmax_p] = functools.partial(_not_differentiable, "pmax")
-jvp_rules[p.pmin_p] = functools.partial(_not_differentiable, "pmin")
+jvp_rules[coll.pmax_p] = functools.partial(_not_differentiable, "pmax")
+jvp_rules[coll.pmin_p] = functools.partial(_not_differentiable, "pmin")
 
 
 # --- collectives: transposes ----------------------------------------------------------------------
 
 def _psum_transpose(ct, x, *, mesh_axes):
     if not _check_on():
-        return [bind(p.psum_p, ct, mesh_axes=mesh_axes)]
+        return [bind(coll.psum_p, ct, mesh_axes=mesh_axes)]
     # along per-device axes the cotangent is summed, as the all-reduce's own transpose; along
     # the others it is the total already, and the operand's copies each get it (a pvary)
     summed = _per_device(mesh_axes)
     if summed:
-        ct = bind(p.psum_p, ct, mesh_axes=summed)
+        ct = bind(coll.psum_p, ct, mesh_axes=summed)
     missing = _missing(ct, mesh_axes)
-    return [bind(p.pvary_p, ct, mesh_axes=missing) if missing else ct]
+    return [bind(coll.pvary_p, ct, mesh_axes=missing) if missing else ct]
 
 
 def _per_device(mesh_axes) -> tuple:
@@ -144,7 +145,7 @@ def _pvary_transpose(ct, x, *, mesh_axes):
         return [ct]
     # per-device axes keep the contributions apart: the enclosing cond's transpose sums them
     summed = tuple(a for a in mesh_axes if a not in per_device_axes())
-    return [bind(p.psum_p, ct, mesh_axes=summed) if summed else ct]
+    return [bind(coll.psum_p, ct, mesh_axes=summed) if summed else ct]
 
 
 def _all_gather_transpose(ct, x, *, mesh_axes, gather_axis, tiled, axis_size, to="varying"):
@@ -153,15 +154,15 @@ def _all_gather_transpose(ct, x, *, mesh_axes, gather_axis, tiled, axis_size, to
     if to == "invarying" and _check_on():
         summed = _per_device(mesh_axes)
         if summed:
-            ct = bind(p.psum_p, ct, mesh_axes=summed)
+            ct = bind(coll.psum_p, ct, mesh_axes=summed)
         return [_own_chunk(ct, mesh_axes, gather_axis, tiled, x.aval)]
-    return [bind(p.psum_scatter_p, ct, mesh_axes=mesh_axes, scatter_axis=gather_axis,
+    return [bind(coll.psum_scatter_p, ct, mesh_axes=mesh_axes, scatter_axis=gather_axis,
                  tiled=tiled, axis_size=axis_size)]
 
 
 def _own_chunk(ct, mesh_axes, axis, tiled, aval):
     """This device's chunk of a gathered cotangent: no communication."""
-    rank = bind(p.axis_index_p, mesh_axes=mesh_axes)
+    rank = bind(coll.axis_index_p, mesh_axes=mesh_axes)
     shape = aval_of(ct).shape
     starts = [np.int32(0)] * len(shape)
     sizes = list(shape)
@@ -176,37 +177,37 @@ def _own_chunk(ct, mesh_axes, axis, tiled, aval):
 
 
 def _psum_scatter_transpose(ct, x, *, mesh_axes, scatter_axis, tiled, axis_size):
-    return [bind(p.all_gather_p, ct, mesh_axes=mesh_axes, gather_axis=scatter_axis,
+    return [bind(coll.all_gather_p, ct, mesh_axes=mesh_axes, gather_axis=scatter_axis,
                  tiled=tiled, axis_size=axis_size)]
 
 
 def _ppermute_transpose(ct, x, *, mesh_axes, perm):
     inverse = tuple((dest, source) for source, dest in perm)
-    return [bind(p.ppermute_p, ct, mesh_axes=mesh_axes, perm=inverse)]
+    return [bind(coll.ppermute_p, ct, mesh_axes=mesh_axes, perm=inverse)]
 
 
 def _all_to_all_transpose(ct, x, *, mesh_axes, split_axis, concat_axis, tiled, axis_size):
-    return [bind(p.all_to_all_p, ct, mesh_axes=mesh_axes, split_axis=concat_axis,
+    return [bind(coll.all_to_all_p, ct, mesh_axes=mesh_axes, split_axis=concat_axis,
                  concat_axis=split_axis, tiled=tiled, axis_size=axis_size)]
 
 
 def _pbroadcast_transpose(ct, x, *, mesh_axes, source):
-    total = bind(p.psum_p, ct, mesh_axes=mesh_axes)
-    rank = bind(p.axis_index_p, mesh_axes=mesh_axes)
+    total = bind(coll.psum_p, ct, mesh_axes=mesh_axes)
+    rank = bind(coll.axis_index_p, mesh_axes=mesh_axes)
     is_source = bind(p.eq_p, rank, np.int32(source))
     zeros = bind(p.broadcast_in_dim_p, np.zeros((), aval_of(ct).dtype),
                  shape=aval_of(ct).shape, broadcast_dimensions=())
     return [bind(p.select_n_p, is_source, zeros, total)]
 
 
-transpose_rules[p.psum_p] = _psum_transpose
-transpose_rules[p.pmean_p] = _pmean_transpose
-transpose_rules[p.pvary_p] = _pvary_transpose
-transpose_rules[p.all_gather_p] = _all_gather_transpose
-transpose_rules[p.psum_scatter_p] = _psum_scatter_transpose
-transpose_rules[p.ppermute_p] = _ppermute_transpose
-transpose_rules[p.all_to_all_p] = _all_to_all_transpose
-transpose_rules[p.pbroadcast_p] = _pbroadcast_transpose
+transpose_rules[coll.psum_p] = _psum_transpose
+transpose_rules[coll.pmean_p] = _pmean_transpose
+transpose_rules[coll.pvary_p] = _pvary_transpose
+transpose_rules[coll.all_gather_p] = _all_gather_transpose
+transpose_rules[coll.psum_scatter_p] = _psum_scatter_transpose
+transpose_rules[coll.ppermute_p] = _ppermute_transpose
+transpose_rules[coll.all_to_all_p] = _all_to_all_transpose
+transpose_rules[coll.pbroadcast_p] = _pbroadcast_transpose
 
 
 # --- shard_map: JVP -------------------------------------------------------------------------------
@@ -305,7 +306,7 @@ def _forward_inputs(split):
         source = defined_by.get(id(res))
         if id(res) in position:
             k = position[id(res)]
-        elif (source is not None and source.primitive is p.pvary_p
+        elif (source is not None and source.primitive is coll.pvary_p
               and isinstance(source.invars[0], Var) and id(source.invars[0]) in position):
             k = position[id(source.invars[0])]
             redo.append(source)
@@ -343,7 +344,7 @@ def _with_residual_exits(known: Program, res_axes: list, mesh, check: bool) -> P
         missing = tuple(a for a in axes if a not in res.aval.vma)
         if check and missing:
             lifted = Var(res.aval.update(vma=exit_vma))
-            eqns.append(Eqn(p.pvary_p, [value], [lifted], dict(mesh_axes=missing)))
+            eqns.append(Eqn(coll.pvary_p, [value], [lifted], dict(mesh_axes=missing)))
             value = lifted
         shaped = Var(Aval((1,) + res.aval.shape, res.aval.dtype, exit_vma))
         eqns.append(Eqn(p.reshape_p, [value], [shaped], dict(new_sizes=(1,) + res.aval.shape)))
@@ -426,13 +427,13 @@ def _rescale(ct, spec, mesh):
 def _reduce_unmapped(ct, spec, mesh):
     """Check off: an input unmapped along some axes gets the sum over them."""
     omitted = tuple(a for a in mesh.axis_names if a not in spec_axes(spec))
-    return bind(p.psum_p, ct, mesh_axes=omitted) if omitted else ct
+    return bind(coll.psum_p, ct, mesh_axes=omitted) if omitted else ct
 
 
 def _lift_to_spec(ct, spec, mesh):
     missing = tuple(a for a in mesh.axis_names
                     if a in spec_axes(spec) and a not in aval_of(ct).vma)
-    return bind(p.pvary_p, ct, mesh_axes=missing) if missing else ct
+    return bind(coll.pvary_p, ct, mesh_axes=missing) if missing else ct
 
 
 transpose_rules[p.shard_map_p] = _shard_map_transpose

@@ -30,6 +30,7 @@ from compiler.shard_map import function_name
 from compiler.tracing import (Trace, Tracer, UnexpectedTracerError, aval_of, bind,
                               check_jax_value, current_trace, is_jax_value, set_current_trace)
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Aval, Program
 from ir.primitives import RuleTable
 from ir.shapes import out_avals
@@ -217,7 +218,7 @@ class SpmdSplit:
 
     def local_members(self, value, dim: int, local: int):
         """This device's members of a whole batch ``value`` (batch axis ``dim``)."""
-        rank = bind(prims.axis_index_p, mesh_axes=self.mesh_axes)
+        rank = bind(coll.axis_index_p, mesh_axes=self.mesh_axes)
         start = bind(prims.mul_p, rank, np.int32(local))
         starts = [np.int32(0)] * _ndim(value)
         starts[dim] = start
@@ -836,15 +837,15 @@ def leading_batch_rule(prim, axis_params, values, dims, **params):
 
 batching_rules[prims.sharding_constraint_p] = _sharding_constraint_rule
 # Collectives act on each device's whole block, so the batch axis rides along.
-for _p in prims.REDUCING_COLLECTIVES + (prims.pvary_p, prims.ppermute_p, prims.pbroadcast_p):
+for _p in coll.REDUCING + (coll.pvary_p, coll.ppermute_p, coll.pbroadcast_p):
     batching_rules[_p] = functools.partial(keep_dim_rule, _p)
-batching_rules[prims.all_gather_p] = functools.partial(
-    leading_batch_rule, prims.all_gather_p, ("gather_axis",))
-batching_rules[prims.psum_scatter_p] = functools.partial(
-    leading_batch_rule, prims.psum_scatter_p, ("scatter_axis",))
-batching_rules[prims.all_to_all_p] = functools.partial(
-    leading_batch_rule, prims.all_to_all_p, ("split_axis", "concat_axis"))
-batching_rules[prims.axis_index_p] = functools.partial(unbatched_rule, prims.axis_index_p)
+batching_rules[coll.all_gather_p] = functools.partial(
+    leading_batch_rule, coll.all_gather_p, ("gather_axis",))
+batching_rules[coll.psum_scatter_p] = functools.partial(
+    leading_batch_rule, coll.psum_scatter_p, ("scatter_axis",))
+batching_rules[coll.all_to_all_p] = functools.partial(
+    leading_batch_rule, coll.all_to_all_p, ("split_axis", "concat_axis"))
+batching_rules[coll.axis_index_p] = functools.partial(unbatched_rule, coll.axis_index_p)
 
 
 # --- vmap --------------------------------------------------------------------------------------

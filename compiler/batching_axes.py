@@ -28,6 +28,7 @@ from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind
 from ir import dtypes
 from ir import primitives as prims
+from ir import collectives as coll
 
 
 
@@ -67,8 +68,8 @@ def _group(trace: BatchTrace, mesh_axes) -> _Group:
 
 # --- reductions --------------------------------------------------------------------------------
 
-_LOCAL_REDUCTION = {prims.psum_p: prims.reduce_sum_p, prims.pmean_p: prims.reduce_sum_p,
-                    prims.pmax_p: prims.reduce_max_p, prims.pmin_p: prims.reduce_min_p}
+_LOCAL_REDUCTION = {coll.psum_p: prims.reduce_sum_p, coll.pmean_p: prims.reduce_sum_p,
+                    coll.pmax_p: prims.reduce_max_p, coll.pmin_p: prims.reduce_min_p}
 
 
 def _reducing_rule(prim, trace, values, dims, *, mesh_axes):
@@ -79,11 +80,11 @@ def _reducing_rule(prim, trace, values, dims, *, mesh_axes):
     x = _reduction_operand(prim, x)
     dtype = aval_of(x).dtype
     if dim is None:
-        if prim is prims.psum_p:
+        if prim is coll.psum_p:
             x = bind(prims.mul_p, x, _literal(group.local, dtype))
     else:
         x = bind(_LOCAL_REDUCTION[prim], x, axes=(dim,))
-        if prim is prims.pmean_p:
+        if prim is coll.pmean_p:
             x = bind(prims.div_p, x, _literal(group.local, dtype))
     rest = group.major + group.minor
     if rest:
@@ -94,14 +95,14 @@ def _reducing_rule(prim, trace, values, dims, *, mesh_axes):
 def _reduction_operand(prim, x):
     """The dtypes of SEMANTICS 2: pmean of integers is float32, psum of booleans int32."""
     dtype = aval_of(x).dtype
-    if prim is prims.pmean_p and not dtypes.is_inexact(dtype):
+    if prim is coll.pmean_p and not dtypes.is_inexact(dtype):
         return bind(prims.convert_element_type_p, x, new_dtype=dtypes.float_)
-    if prim is prims.psum_p and dtypes.is_bool(dtype):
+    if prim is coll.psum_p and dtypes.is_bool(dtype):
         return bind(prims.convert_element_type_p, x, new_dtype=dtypes.int_)
     return x
 
 
-for _p in prims.REDUCING_COLLECTIVES:
+for _p in coll.REDUCING:
     named_axis_rules[_p] = functools.partial(_reducing_rule, _p)
 
 
@@ -111,12 +112,12 @@ def _ranks(group: _Group):
     """Each member's rank over the collective's names: int32 of shape (members,)."""
     rank = bind(prims.iota_p, dtype=dtypes.int_, shape=(group.local,), dimension=0)
     if group.major:
-        offset = bind(prims.mul_p, bind(prims.axis_index_p, mesh_axes=group.major),
+        offset = bind(prims.mul_p, bind(coll.axis_index_p, mesh_axes=group.major),
                       np.int32(group.local))
         rank = bind(prims.add_p, rank, offset)
     if group.minor:
         rank = bind(prims.mul_p, rank, np.int32(group.minor_size))
-        rank = bind(prims.add_p, rank, bind(prims.axis_index_p, mesh_axes=group.minor))
+        rank = bind(prims.add_p, rank, bind(coll.axis_index_p, mesh_axes=group.minor))
     return rank
 
 
@@ -129,12 +130,12 @@ def _pvary_rule(trace, values, dims, *, mesh_axes):
     (x,), (dim,) = values, dims
     rest = tuple(a for a in mesh_axes if a != trace.axis.name)
     if rest:
-        x = bind(prims.pvary_p, x, mesh_axes=rest)
+        x = bind(coll.pvary_p, x, mesh_axes=rest)
     return [x], [dim]
 
 
-named_axis_rules[prims.axis_index_p] = _axis_index_rule
-named_axis_rules[prims.pvary_p] = _pvary_rule
+named_axis_rules[coll.axis_index_p] = _axis_index_rule
+named_axis_rules[coll.pvary_p] = _pvary_rule
 
 
 # --- gathering ---------------------------------------------------------------------------------
@@ -145,10 +146,10 @@ def _gather_all(x, dim, group: _Group, **params):
     x = batch_at(x, dim, group.local, 0)                       # (local, *member)
     shape = _shape(x)[1:]
     if group.minor:
-        x = bind(prims.all_gather_p, x, mesh_axes=group.minor, gather_axis=1, tiled=False,
+        x = bind(coll.all_gather_p, x, mesh_axes=group.minor, gather_axis=1, tiled=False,
                  axis_size=group.minor_size, **params)          # (local, minor, *member)
     if group.major:
-        x = bind(prims.all_gather_p, x, mesh_axes=group.major, gather_axis=0, tiled=False,
+        x = bind(coll.all_gather_p, x, mesh_axes=group.major, gather_axis=0, tiled=False,
                  axis_size=group.major_size, **params)          # (major, local, minor, ...)
     return bind(prims.reshape_p, x, new_sizes=(group.size,) + shape)
 
@@ -173,7 +174,7 @@ def _psum_scatter_rule(trace, values, dims, *, mesh_axes, scatter_axis, tiled, a
     split (major, members, minor, chunk) and the members' part becomes the batch axis."""
     (x,), (dim,) = values, dims
     group = _group(trace, mesh_axes)
-    x = _reduction_operand(prims.psum_p, x)
+    x = _reduction_operand(coll.psum_p, x)
     if dim is None:
         total = bind(prims.mul_p, x, _literal(group.local, aval_of(x).dtype))
     else:
@@ -192,13 +193,13 @@ def _psum_scatter_rule(trace, values, dims, *, mesh_axes, scatter_axis, tiled, a
 
 def _scatter_part(x, axes, size, axis):
     if axes:
-        return bind(prims.psum_scatter_p, x, mesh_axes=axes, scatter_axis=axis, tiled=False,
+        return bind(coll.psum_scatter_p, x, mesh_axes=axes, scatter_axis=axis, tiled=False,
                     axis_size=size)
     return bind(prims.squeeze_p, x, dimensions=(axis,))
 
 
-named_axis_rules[prims.all_gather_p] = _all_gather_rule
-named_axis_rules[prims.psum_scatter_p] = _psum_scatter_rule
+named_axis_rules[coll.all_gather_p] = _all_gather_rule
+named_axis_rules[coll.psum_scatter_p] = _psum_scatter_rule
 
 
 # --- sending between members -------------------------------------------------------------------
@@ -254,6 +255,6 @@ def _all_to_all_rule(trace, values, dims, *, mesh_axes, split_axis, concat_axis,
     return [_merge_axes(y, 1 + concat_axis)], [0]
 
 
-named_axis_rules[prims.ppermute_p] = _ppermute_rule
-named_axis_rules[prims.pbroadcast_p] = _pbroadcast_rule
-named_axis_rules[prims.all_to_all_p] = _all_to_all_rule
+named_axis_rules[coll.ppermute_p] = _ppermute_rule
+named_axis_rules[coll.pbroadcast_p] = _pbroadcast_rule
+named_axis_rules[coll.all_to_all_p] = _all_to_all_rule

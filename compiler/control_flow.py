@@ -23,6 +23,7 @@ from compiler.tracing import (ConcretizationTypeError, aval_of, bind, current_tr
                               is_python_scalar, trace_to_program)
 from ir import dtypes
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Program, Var, programs_in
 
 
@@ -72,7 +73,7 @@ def _lift(values, axes_wanted) -> list:
     out = []
     for v in values:
         missing = tuple(a for a in order if a in axes_wanted and a not in aval_of(v).vma)
-        out.append(bind(prims.pvary_p, v, mesh_axes=missing) if missing else v)
+        out.append(bind(coll.pvary_p, v, mesh_axes=missing) if missing else v)
     return out
 
 
@@ -136,7 +137,7 @@ def _carry_message(construct: str, problems: list, hints: list) -> str:
 
 # --- collectives under a varying predicate --------------------------------------------------------
 
-_SILENT = (prims.pvary_p, prims.axis_index_p)
+_SILENT = (coll.pvary_p, coll.axis_index_p)
 
 
 def collectives_in(program: Program) -> list:

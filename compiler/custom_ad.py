@@ -41,6 +41,7 @@ from compiler.tracing import (EvalTrace, Tracer, UnexpectedTracerError, aval_of,
                               trace_to_program)
 from ir import dtypes
 from ir import primitives as p
+from ir import collectives as coll
 from ir.core import Program
 
 
@@ -100,7 +101,7 @@ def typed_zeros(aval):
     zeros = zeros_like_aval(aval.strip_vma())
     if aval.vma and _checks_vma():
         axes = tuple(a for a in _axis_order() if a in aval.vma)
-        zeros = bind(p.pvary_p, zeros, mesh_axes=axes)
+        zeros = bind(coll.pvary_p, zeros, mesh_axes=axes)
     return zeros
 
 

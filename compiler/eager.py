@@ -18,6 +18,7 @@ from compiler.tracing import (Trace, Tracer, aval_of, eager_rules, is_python_sca
                               set_current_trace, user_source)
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.shapes import out_avals
 from ir.sharding import replication_mismatch, runtime_replication_error
 
@@ -98,7 +99,7 @@ class ShardTrace(Trace):
         if rule is not None:
             return rule(*tracers, **params)
         in_vmas = [t.aval.vma for t in tracers]
-        if prim is prims.pvary_p and self.shard.check_vma:
+        if prim is coll.pvary_p and self.shard.check_vma:
             pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval,
                               self.mesh.axis_names)
         _, out_vma = infer_types(prim, in_vmas, params)

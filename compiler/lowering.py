@@ -23,6 +23,7 @@ import dataclasses
 import functools
 
 from compiler.inline_calls import inline_calls
+from ir import collectives as coll
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var, holds_programs
 from ir.module import LoweredModule, LoweredShardMap
@@ -30,7 +31,7 @@ from ir.primitives import RuleTable
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_size, block_shape,
                          normal_spec, spec_axes, spec_names)
 # Stage 2 is ir/specialise.py: a module read from text derives it without the compiler.
-from ir.specialise import COMMUNICATION, device_programs, specialise  # noqa: F401
+from ir.specialise import device_programs, specialise  # noqa: F401
 from ir.verify import CHECKS, verify_mesh_program
 
 # Stage 1: how a front-end primitive lowers to the mesh level, ``rule(ctx, eqn, invars) ->
@@ -53,34 +54,19 @@ class LoweringContext:
         return outvars
 
 
-def _renamed(lowered_prim, **extra):
-    """A collective that becomes one communication node of another name (or the same)."""
+def _collective_rule(record):
+    """A front-end collective: the communication node its record lowers it to, keeping its
+    outputs; nothing for a collective that only changes a type (``pvary``)."""
+    if record.lowering is None:
+        return lambda ctx, eqn, invars: invars
     def rule(ctx, eqn, invars):
-        return ctx.emit(lowered_prim, invars, dict(eqn.params, **extra), eqn.source,
-                        eqn.outvars)
+        node, params = record.lowering(eqn.params)
+        return ctx.emit(node, invars, params, eqn.source, eqn.outvars)
     return rule
 
 
-def _pvary_rule(ctx, eqn, invars):
-    return invars           # a type change only
-
-
-def _pbroadcast_rule(ctx, eqn, invars):
-    params = dict(mesh_axes=eqn.params["mesh_axes"], root=eqn.params["source"])
-    return ctx.emit(prims.broadcast_p, invars, params, eqn.source, eqn.outvars)
-
-
-lowering_rules[prims.psum_p] = _renamed(prims.all_reduce_p, reduction="sum")
-lowering_rules[prims.pmax_p] = _renamed(prims.all_reduce_p, reduction="max")
-lowering_rules[prims.pmin_p] = _renamed(prims.all_reduce_p, reduction="min")
-lowering_rules[prims.pmean_p] = _renamed(prims.all_reduce_p, reduction="mean")
-lowering_rules[prims.psum_scatter_p] = _renamed(prims.reduce_scatter_p, reduction="sum")
-lowering_rules[prims.all_gather_p] = _renamed(prims.all_gather_p)
-lowering_rules[prims.ppermute_p] = _renamed(prims.ppermute_p)
-lowering_rules[prims.all_to_all_p] = _renamed(prims.all_to_all_p)
-lowering_rules[prims.pbroadcast_p] = _pbroadcast_rule
-lowering_rules[prims.axis_index_p] = _renamed(prims.process_index_p)
-lowering_rules[prims.pvary_p] = _pvary_rule
+for _c in coll.FRONT_END:
+    lowering_rules[_c.prim] = _collective_rule(_c)
 
 
 def _sub_program_rule(ctx, eqn, invars):
@@ -207,14 +193,14 @@ def _reshard(ctx: LoweringContext, var: Var, arrived, wanted, typed: bool):
         target = want[d] if d < len(want) else ()
         if axes and axes != target:
             vma = value.aval.vma - set(axes)
-            value = _emit(ctx, prims.all_gather_p, value, axes, vma,
+            value = _emit(ctx, coll.all_gather_node, value, axes, vma,
                           dict(gather_axis=d, tiled=True, axis_size=axes_size(mesh.shape, axes)))
     for d in range(var.aval.ndim):
         axes = have[d] if d < len(have) else ()
         target = want[d] if d < len(want) else ()
         if target and axes != target:
             vma = value.aval.vma | set(target) if typed else value.aval.vma
-            value = _emit(ctx, prims.all_slice_p, value, target, vma,
+            value = _emit(ctx, coll.all_slice_node, value, target, vma,
                           dict(slice_axis=d, axis_size=axes_size(mesh.shape, target)))
     return value
 

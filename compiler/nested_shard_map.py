@@ -21,6 +21,7 @@ import numpy as np
 from compiler import tree
 from compiler.tracing import aval_of, bind
 from ir import primitives as p
+from ir import collectives as coll
 from ir.sharding import axes_size, spec_axes, spec_names
 
 
@@ -86,7 +87,7 @@ def _own_block(value, spec, mesh):
         if not names:
             continue
         size = sizes[d] // axes_size(mesh.shape, names)
-        rank = bind(p.axis_index_p, mesh_axes=tuple(names))
+        rank = bind(coll.axis_index_p, mesh_axes=tuple(names))
         starts[d] = bind(p.mul_p, rank, np.int32(size))
         sizes[d] = size
         split = True
@@ -100,11 +101,11 @@ def _assemble(value, spec, mesh, new_axes, checked: bool):
     not name, keep one copy (equal copies when checked; the coordinate-0 one otherwise)."""
     for d, names in enumerate(spec_names(spec)):
         if names:
-            value = bind(p.all_gather_p, value, mesh_axes=tuple(names), gather_axis=d,
+            value = bind(coll.all_gather_p, value, mesh_axes=tuple(names), gather_axis=d,
                          tiled=True, axis_size=axes_size(mesh.shape, names), to="invarying")
     unnamed = tuple(a for a in new_axes if a not in spec_axes(spec))
     if unnamed and not checked:
-        copies = bind(p.all_gather_p, value, mesh_axes=unnamed, gather_axis=0, tiled=False,
+        copies = bind(coll.all_gather_p, value, mesh_axes=unnamed, gather_axis=0, tiled=False,
                       axis_size=axes_size(mesh.shape, unnamed), to="invarying")
         shape = aval_of(copies).shape
         first = bind(p.dynamic_slice_p, copies, *([np.int32(0)] * len(shape)),

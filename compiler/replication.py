@@ -4,11 +4,13 @@ The checker is an abstract interpreter over sets of mesh axes. Each primitive ha
 ``rule(in_vmas, **params) -> (required_in_vmas, out_vma)``: what each operand must be lifted to
 first (the tracer inserts a visible ``pvary`` equation for that), and what its results vary
 over (one set for every result, or a list with one set per result). Inputs vary over the axes their in_spec names; ``psum`` over an axis makes a value
-invariant there; ordinary operations join.
+invariant there (each collective's rule is declared with it, ``ir.collectives``); ordinary
+operations join.
 """
 from __future__ import annotations
 
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Literal
 from ir.primitives import RuleTable
 from ir.sharding import ReplicationError, spec_axes  # noqa: F401  (raised here, defined in ir)
@@ -34,27 +36,6 @@ def join_rule(in_vmas, **params):
     return [out] * len(in_vmas), out
 
 
-def _reducing_collective_rule(in_vmas, *, mesh_axes, **params):
-    (vma,) = in_vmas
-    lifted = vma | frozenset(mesh_axes)
-    return [lifted], lifted - frozenset(mesh_axes)
-
-
-def _keeping_collective_rule(in_vmas, *, mesh_axes, **params):
-    (vma,) = in_vmas
-    lifted = vma | frozenset(mesh_axes)
-    return [lifted], lifted
-
-
-def _pvary_rule(in_vmas, *, mesh_axes):
-    (vma,) = in_vmas
-    return [vma], vma | frozenset(mesh_axes)
-
-
-def _axis_index_rule(in_vmas, *, mesh_axes):
-    return [], frozenset(mesh_axes)
-
-
 def _untyped_rule(in_vmas, **params):
     return list(in_vmas), _union(in_vmas)
 
@@ -74,21 +55,9 @@ JOIN_PRIMITIVES = (
     + prims.LINALG)
 for _p in JOIN_PRIMITIVES:
     vma_rules[_p] = join_rule
-for _p in prims.REDUCING_COLLECTIVES:
-    vma_rules[_p] = _reducing_collective_rule
-def _all_gather_types(in_vmas, *, mesh_axes, **params):
-    """all_gather is typed varying (it transposes to psum_scatter) unless to='invarying'."""
-    required, out = _keeping_collective_rule(in_vmas, mesh_axes=mesh_axes)
-    if params.get("to", "varying") == "invarying":
-        out = out - frozenset(mesh_axes)
-    return required, out
-
-
-vma_rules[prims.all_gather_p] = _all_gather_types
-for _p in (prims.psum_scatter_p, prims.ppermute_p, prims.all_to_all_p, prims.pbroadcast_p):
-    vma_rules[_p] = _keeping_collective_rule
-vma_rules[prims.pvary_p] = _pvary_rule
-vma_rules[prims.axis_index_p] = _axis_index_rule
+# Collectives: their declared rules (ir.collectives).
+for _c in coll.FRONT_END:
+    vma_rules[_c.prim] = _c.vma
 vma_rules[prims.debug_print_p] = _untyped_rule
 
 
@@ -124,7 +93,7 @@ def type_operands(trace, prim, tracers, params):
     if shard is None:
         return tracers, frozenset()
     in_vmas = [t.aval.vma for t in tracers]
-    if prim is prims.pvary_p and shard.check_vma:
+    if prim is coll.pvary_p and shard.check_vma:
         pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval, shard.mesh.axis_names)
     required, out_vma = infer_types(prim, in_vmas, params)
     if shard.check_vma:
@@ -138,7 +107,7 @@ def _lift(trace, tracer, want):
         return tracer
     missing = want - vma
     axes = tuple(a for a in trace.shard.mesh.axis_names if a in missing)
-    return trace.process_primitive(prims.pvary_p, [tracer], {"mesh_axes": axes})[0]
+    return trace.process_primitive(coll.pvary_p, [tracer], {"mesh_axes": axes})[0]
 
 
 # --- the static checker over programs -----------------------------------------------------------

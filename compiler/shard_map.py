@@ -15,6 +15,7 @@ from compiler import tree
 from compiler.replication import check_out_specs, infer_vma
 from compiler.tracing import aval_of, bind, check_jax_value, current_trace, trace_to_program
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Aval, Literal, Program
 from ir.sharding import (DuplicateSpecError, Mesh, PartitionSpec, ReplicationError,
                          ShardingSpecError, block_shape, canonical_spec, spec_axes, spec_names)
@@ -348,7 +349,7 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
     for out, spec in zip(outs, specs):
         missing = [a for a in config.mesh.axis_names
                    if a in spec_axes(spec) and a not in aval_of(out).vma]
-        lifted.append(bind(prims.pvary_p, out, mesh_axes=tuple(missing)) if missing else out)
+        lifted.append(bind(coll.pvary_p, out, mesh_axes=tuple(missing)) if missing else out)
     return lifted
 
 

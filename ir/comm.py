@@ -5,7 +5,7 @@ devices, with b the bytes of the operand block:
 
     all_reduce       reduce-scatter then all-gather: 2(N-1) messages of b/N each way
                      (the block is dealt into N chunks of whole elements, the first chunks one
-                     element larger when N does not divide it; see ``_ring_all_reduce``)
+                     element larger when N does not divide it; see ``ring_all_reduce``)
     all_gather       N-1 messages of b each way
     reduce_scatter   N-1 messages of b/N each way
     all_to_all       N-1 messages of b/N each way (direct exchange)
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from ir import primitives as prims
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,20 +39,20 @@ def _group_of(groups, device_id):
     raise ValueError(f"device {device_id} is in none of the groups {groups}")
 
 
-def _symmetric(messages: int, nbytes: int) -> Traffic:
+def symmetric(messages: int, nbytes: int) -> Traffic:
     if nbytes == 0:
         return Traffic()
     return Traffic(messages, messages * nbytes, messages, messages * nbytes)
 
 
-def _chunk_bytes(aval, n: int) -> list:
+def chunk_bytes(aval, n: int) -> list:
     """The bytes of the n chunks a ring deals a block into: whole elements, as even as
     possible, the first ``size % n`` chunks one element larger."""
     base, extra = divmod(aval.size, n)
     return [(base + (k < extra)) * aval.dtype.itemsize for k in range(n)]
 
 
-def _ring_all_reduce(chunks: list, rank: int) -> Traffic:
+def ring_all_reduce(chunks: list, rank: int) -> Traffic:
     """Ring all_reduce for the member at ``rank``: at step s of the reduce-scatter it sends
     chunk r-1-s and receives chunk r-2-s (ending with chunk r reduced); at step s of the
     all-gather it sends chunk r-s and receives chunk r-1-s (indices mod N). Over N-1 steps
@@ -71,31 +70,12 @@ def _all_but(chunks: list, skipped: int) -> list:
 
 
 def device_traffic(eqn, device_id: int) -> Traffic | None:
-    """The traffic of a lowered communication node for ``device_id``; None for other nodes."""
+    """The traffic of a lowered communication node for ``device_id`` (its record's model,
+    ``ir.collectives``); None for other equations."""
     params = eqn.params
     if "device_groups" not in params:
         return None
     group = _group_of(params["device_groups"], device_id)
-    n = len(group)
-    block = eqn.invars[0].aval.nbytes
-    prim = eqn.primitive
-    if n == 1 or prim is prims.all_slice_p:
+    if len(group) == 1:
         return Traffic()
-    if prim is prims.all_reduce_p:
-        return _ring_all_reduce(_chunk_bytes(eqn.invars[0].aval, n), group.index(device_id))
-    if prim is prims.all_gather_p:
-        return _symmetric(n - 1, block)
-    if prim is prims.broadcast_p:
-        # the root sends its block to every other member (a tree or a ring moves no less)
-        if group.index(device_id) == params["root"]:
-            return Traffic(n - 1, (n - 1) * block, 0, 0)
-        return Traffic(0, 0, 1, block)
-    if prim in (prims.reduce_scatter_p, prims.all_to_all_p):
-        return _symmetric(n - 1, block // n)
-    if prim is prims.ppermute_p:
-        rank = group.index(device_id)
-        moves = [(s, d) for s, d in params["perm"] if s != d and block > 0]
-        sends = any(s == rank for s, _ in moves)
-        receives = any(d == rank for _, d in moves)
-        return Traffic(int(sends), block * sends, int(receives), block * receives)
-    raise ValueError(f"no traffic model for {prim}")
+    return eqn.primitive.collective.traffic(eqn, group, group.index(device_id))

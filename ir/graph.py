@@ -64,9 +64,9 @@ def replace_sub_programs(eqn: Eqn, rewrite: Callable[[Program], Program]) -> Eqn
 # --- what an equation does beyond computing its results -----------------------------------------
 
 def is_communication_node(eqn: Eqn) -> bool:
-    """A per-device communication node: a lowered primitive, or one carrying device groups.
-    Every device of a group must meet at it, so no pass may drop, merge or reorder it."""
-    return eqn.primitive.kind == "lowered" or "device_groups" in eqn.params
+    """A communication node of a lowered program (``ir.collectives``). Every device of a
+    group must meet at it, so no pass may drop, merge or reorder it."""
+    return eqn.primitive.kind == "lowered"
 
 
 def is_collective(eqn: Eqn) -> bool:

@@ -4,13 +4,13 @@ The verifier holds every equation to its primitive's signature, so a program rea
 text cannot carry an unknown parameter (which a rule taking ``**params`` would otherwise
 ignore) or one operand too many::
 
-    >>> signature_of(prims.all_reduce_p).check("all_reduce", 1, {"mesh_axes": ("x",),
+    >>> signature_of(all_reduce_node).check("all_reduce", 1, {"mesh_axes": ("x",),
     ...     "reduction": "sum", "device_groups": ((0, 1),), "colour": 1})
     "unknown parameter 'colour' (all_reduce takes device_groups, mesh_axes, reduction)"
 
 Primitives whose shape rule names its parameters as keyword-only arguments (and takes no
-``**params``) get their signature from that rule; the others are declared here. A test holds
-every registered primitive to have one.
+``**params``) get their signature from that rule; the others are declared here, collectives
+with their records (``ir.collectives``). A test holds every registered primitive to have one.
 """
 from __future__ import annotations
 
@@ -64,27 +64,6 @@ for _p in prims.ARITHMETIC + prims.COMPARISON:
 signatures[prims.select_n_p] = _sig(2, variadic=True)
 signatures[prims.sharding_constraint_p] = _sig(1, ["sharding"])
 signatures[prims.debug_print_p] = _sig(0, ["fmt"], ["arg_names"], variadic=True)
-for _p in prims.REDUCING_COLLECTIVES + (prims.pvary_p,):
-    signatures[_p] = _sig(1, ["mesh_axes"])
-signatures[prims.axis_index_p] = _sig(0, ["mesh_axes"])
-signatures[prims.pbroadcast_p] = _sig(1, ["mesh_axes", "source"])
-signatures[prims.psum_scatter_p] = _sig(1, ["mesh_axes", "scatter_axis", "tiled", "axis_size"])
-
-# Communication nodes. all_gather, ppermute and all_to_all keep their front-end names when
-# lowered. Per-device programs add ``device_groups`` to every node (the verifier holds each
-# level to its form: ``ir.verify``).
-_GROUPS = ["device_groups"]
-signatures[prims.all_gather_p] = _sig(1, ["mesh_axes", "gather_axis", "tiled", "axis_size"],
-                                      _GROUPS + ["to"])
-signatures[prims.ppermute_p] = _sig(1, ["mesh_axes", "perm"], _GROUPS)
-signatures[prims.all_to_all_p] = _sig(1, ["mesh_axes", "split_axis", "concat_axis", "tiled",
-                                          "axis_size"], _GROUPS)
-signatures[prims.all_reduce_p] = _sig(1, ["mesh_axes", "reduction"], _GROUPS)
-signatures[prims.reduce_scatter_p] = _sig(1, ["mesh_axes", "scatter_axis", "tiled", "axis_size",
-                                              "reduction"], _GROUPS)
-signatures[prims.all_slice_p] = _sig(1, ["mesh_axes", "slice_axis", "axis_size"], _GROUPS)
-signatures[prims.broadcast_p] = _sig(1, ["mesh_axes", "root"], _GROUPS)
-signatures[prims.process_index_p] = _sig(0, ["mesh_axes"])
 for _p in prims.PREDICATES:
     signatures[_p] = _sig(1)
 # Custom-derivative calls hold the primal program and the user's rules (inlined before

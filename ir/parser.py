@@ -32,6 +32,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.lexer import PatternStr
 
 from ir import dtypes
+from ir import collectives  # noqa: F401  (registers the collectives' names)
 from ir import primitives as prims
 from ir.core import (_SHORT_DTYPE, Aval, DeviceProgram, Eqn, Literal, Program, SourceInfo, Var,
                      dtype_from_short)
@@ -113,17 +114,21 @@ def excerpt(text: str, line: int, column: int) -> str:
 
 
 @_shown
-def parse_program(text: str, *, device=None) -> Program:
+def parse_program(text: str, *, device=None, lowered: bool = False) -> Program:
     """The program of ``print_program`` text, with or without ``# file:line`` comments.
 
     Args:
       text: the program text.
       device: ``id -> device`` for the devices of meshes in params (default ``DeviceRef``).
+      lowered: the text is a lowered (mesh-level) program: a word both levels use
+        (``all_gather``, ``all_to_all``, ``ppermute``) names the communication node, not the
+        front-end collective (``ir.collectives``).
     Returns the verified ``Program`` (``consts`` empty). Raises ``ParseError`` at the line and
     column of the problem, or ``VerifyError`` naming an equation whose types do not check.
     """
     tree = _parse(text, "program_text")
     builder = _Builder(text, device)
+    builder.lowered = lowered
     program = builder.guarded(builder.program, tree.children[0])
     builder.verified(verify, program)
     return program
@@ -310,6 +315,8 @@ class _Builder:
         self.positions: dict = {}
         self._param_tokens: list = []
         self.mesh_programs: dict = {}   # shard_map equation index -> its mesh-level program
+        # whether the program being read is lowered: names then mean communication nodes
+        self.lowered = False
 
     def guarded(self, build, *args):
         try:
@@ -379,7 +386,7 @@ class _Builder:
         if index in self.mesh_programs or lowered.device_programs:
             raise self.error(tree, f"shard_map equation {index} has one mesh-level program, "
                                    "right after its 'shard_map equation' line")
-        prog = self.program(tree.children[0])
+        prog = self.lowered_program(tree.children[0])
         if len(prog.invars) != len(eqn.invars) or len(prog.outvars) != len(eqn.outvars):
             raise self.error(tree, f"the mesh-level program takes {len(prog.invars)} inputs "
                                    f"and gives {len(prog.outvars)} outputs, but shard_map "
@@ -476,7 +483,7 @@ class _Builder:
         position = device_id if mesh is None else self._position(tree, mesh, axes, coords,
                                                                  device_id)
         self.shows_vma = False
-        program = self.program(program_tree)
+        program = self.lowered_program(program_tree)
         show = self.shows_vma if show_vma is None else show_vma
         return DeviceProgram(device_id, position, axes, coords, program, show_vma=show)
 
@@ -494,6 +501,14 @@ class _Builder:
         return position
 
     # --- programs and equations ---
+
+    def lowered_program(self, tree: Tree) -> Program:
+        """A mesh-level or per-device program (its sub-programs too)."""
+        outer, self.lowered = self.lowered, True
+        try:
+            return self.program(tree)
+        finally:
+            self.lowered = outer
 
     def program(self, tree: Tree) -> Program:
         consts_tree, ins_tree, *eqn_trees, _in, outputs_tree = tree.children
@@ -532,7 +547,7 @@ class _Builder:
 
     def primitive(self, name: Token):
         try:
-            return prims.lookup(str(name))
+            return prims.lookup(str(name), lowered=self.lowered)
         except KeyError:
             raise self.error(name, f"unknown primitive {str(name)!r}") from None
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 class Primitive:
     """A named operation. ``multiple_results`` primitives return a list of values."""
-    __slots__ = ("name", "multiple_results", "kind")
+    __slots__ = ("name", "multiple_results", "kind", "collective")
 
     def __init__(self, name: str, *, multiple_results: bool = False, kind: str = "op"):
         self.name = name
         self.multiple_results = multiple_results
         # kind: "op" (ordinary array op), "collective" (front-end collective naming mesh axes),
-        # "lowered" (per-device communication node), "higher" (carries sub-programs).
+        # "lowered" (communication node of lowered programs), "higher" (carries sub-programs).
         self.kind = kind
+        # a collective's declaration (``ir.collectives.Collective``), None for other kinds
+        self.collective = None
 
     def __repr__(self):
         return self.name
@@ -26,23 +28,38 @@ class Primitive:
         return self.name
 
 
+# Names are registered once per level: ``registry`` holds the primitives of traced programs
+# (ordinary, higher-order and front-end collectives), ``node_registry`` the communication nodes
+# of lowered programs. A few words name a front-end collective and the node it lowers to
+# (``all_gather``); the level of the program being read tells which (``lookup``).
 registry: dict[str, Primitive] = {}
+node_registry: dict[str, Primitive] = {}
 
 
 def primitive(name: str, **kwargs) -> Primitive:
-    """Create and register a primitive; a name is registered once."""
-    if name in registry:
-        raise ValueError(f"primitive {name!r} is already registered")
+    """Create and register a primitive; a name is registered once per level."""
     prim = Primitive(name, **kwargs)
-    registry[name] = prim
+    table = node_registry if prim.kind == "lowered" else registry
+    if name in table:
+        raise ValueError(f"primitive {name!r} is already registered")
+    table[name] = prim
     return prim
 
 
-def lookup(name: str) -> Primitive:
-    try:
-        return registry[name]
-    except KeyError:
-        raise KeyError(f"unknown primitive {name!r}") from None
+def lookup(name: str, lowered: bool = False) -> Primitive:
+    """The primitive named ``name`` in a traced program, or in a lowered one (``lowered``):
+    there a communication node's name means the node, everywhere else what the front end
+    binds; a name of one level only is found from either."""
+    first, second = (node_registry, registry) if lowered else (registry, node_registry)
+    found = first.get(name) or second.get(name)
+    if found is None:
+        raise KeyError(f"unknown primitive {name!r}")
+    return found
+
+
+def all_primitives() -> list:
+    """Every registered primitive, of both levels."""
+    return list(registry.values()) + list(node_registry.values())
 
 
 class MissingRuleError(NotImplementedError):
@@ -210,17 +227,6 @@ sharding_constraint_p = primitive("sharding_constraint")     # [sharding]
 # Debugging.
 debug_print_p = primitive("debug_print", multiple_results=True)   # [fmt]
 
-# Collectives of the front end (they name mesh axes).
-psum_p = primitive("psum", kind="collective")            # [mesh_axes]
-pmax_p = primitive("pmax", kind="collective")
-pmin_p = primitive("pmin", kind="collective")
-pmean_p = primitive("pmean", kind="collective")
-axis_index_p = primitive("axis_index", kind="collective")    # [mesh_axes]
-pvary_p = primitive("pvary", kind="collective")          # [mesh_axes]
-REDUCING_COLLECTIVES = (psum_p, pmax_p, pmin_p, pmean_p)
-psum_scatter_p = primitive("psum_scatter", kind="collective")   # [mesh_axes, scatter_axis, tiled, axis_size]
-pbroadcast_p = primitive("pbroadcast", kind="collective")       # [mesh_axes, source]
-
 # Higher-order primitives.
 shard_map_p = primitive("shard_map", multiple_results=True, kind="higher")
 scan_p = primitive("scan", multiple_results=True, kind="higher")       # [jaxpr, length, reverse, num_consts, num_carry]
@@ -241,18 +247,3 @@ custom_lin_p = primitive("custom_lin", multiple_results=True)
 #   (*residuals, *tangents)[bwd, num_res, out_shapes, out_dtypes, out_vmas]
 # ``checkpoint_name``: the identity, naming a value for remat policies.
 name_p = primitive("name")                               # [name]
-
-# Lowered per-device communication nodes (MLIR shard dialect words), carrying device groups.
-all_reduce_p = primitive("all_reduce", kind="lowered")   # [mesh_axes, reduction, device_groups]
-# all_gather, all_to_all and ppermute keep their names when lowered: the front-end primitive is
-# reused with a ``device_groups`` param added.
-all_gather_p = primitive("all_gather", kind="collective")  # [mesh_axes, gather_axis, tiled, axis_size]
-ppermute_p = primitive("ppermute", kind="collective")      # [mesh_axes, perm]
-all_to_all_p = primitive("all_to_all", kind="collective")  # [mesh_axes, split_axis, concat_axis, tiled, axis_size]
-reduce_scatter_p = primitive("reduce_scatter", kind="lowered")  # [mesh_axes, scatter_axis, tiled, reduction, device_groups]
-all_slice_p = primitive("all_slice", kind="lowered")     # [mesh_axes, slice_axis, device_groups]
-broadcast_p = primitive("broadcast", kind="lowered")     # [mesh_axes, root, device_groups]
-# The mesh-level program's only device-dependent value: this device's rank over mesh_axes (a
-# constant once the program is specialised to one device).
-process_index_p = primitive("process_index", kind="lowered")   # [mesh_axes]
-

@@ -402,7 +402,7 @@ def _dot_general_rule(x: Aval, y: Aval, *, dimension_numbers, preferred_element_
 shape_rules[prims.dot_general_p] = _dot_general_rule
 
 
-# --- identity-shaped ops: sharding annotations, collectives that keep the shape ----------------
+# --- identity-shaped ops: sharding annotations, stop_gradient ---------------------------------
 
 
 def _single_identity_rule(x: Aval, **params) -> list:
@@ -412,103 +412,6 @@ def _single_identity_rule(x: Aval, **params) -> list:
 shape_rules[prims.sharding_constraint_p] = _single_identity_rule
 shape_rules[prims.stop_gradient_p] = _single_identity_rule
 shape_rules[prims.debug_print_p] = lambda *xs, **params: []  # printing has no results
-
-
-def _reducing_collective_rule(prim, x: Aval, **params) -> list:
-    if prim is prims.pmean_p and not dtypes.is_inexact(x.dtype):
-        return [_aval(x.shape, dtypes.float_)]
-    if prim is prims.psum_p and dtypes.is_bool(x.dtype):
-        return [_aval(x.shape, dtypes.int32)]
-    return [_aval(x.shape, x.dtype)]
-
-
-for _p in prims.REDUCING_COLLECTIVES:
-    shape_rules[_p] = functools.partial(_reducing_collective_rule, _p)
-shape_rules[prims.pvary_p] = _single_identity_rule
-shape_rules[prims.axis_index_p] = lambda **params: [_aval((), dtypes.int32)]
-
-
-def _all_reduce_rule(x: Aval, *, reduction="sum", **params) -> list:
-    # the dtypes of the front-end reductions: pmean of integers is float32, psum of bool int32
-    if reduction == "mean" and not dtypes.is_inexact(x.dtype):
-        return [_aval(x.shape, dtypes.float_)]
-    if reduction == "sum" and dtypes.is_bool(x.dtype):
-        return [_aval(x.shape, dtypes.int32)]
-    return [_aval(x.shape, x.dtype)]
-
-
-def group_size(device_groups) -> int:
-    return len(device_groups[0])
-
-
-def _all_gather_rule(x: Aval, *, mesh_axes, gather_axis, tiled, axis_size, **params) -> list:
-    shape = list(x.shape)
-    if tiled:
-        shape[gather_axis] *= axis_size
-    else:
-        shape.insert(gather_axis, axis_size)
-    return [_aval(shape, x.dtype)]
-
-
-def _all_slice_rule(x: Aval, *, mesh_axes, slice_axis, axis_size, **params) -> list:
-    if x.shape[slice_axis] % axis_size:
-        raise ShapeError(f"all_slice: dimension {slice_axis} of {x.str_short()} is not "
-                         f"divisible by {axis_size}")
-    shape = list(x.shape)
-    shape[slice_axis] //= axis_size
-    return [_aval(shape, x.dtype)]
-
-
-shape_rules[prims.all_reduce_p] = _all_reduce_rule
-shape_rules[prims.all_gather_p] = _all_gather_rule
-shape_rules[prims.all_slice_p] = _all_slice_rule
-
-
-def _reduce_scatter_rule(prim, x: Aval, *, scatter_axis, tiled, axis_size, **params) -> list:
-    if dtypes.is_bool(x.dtype):
-        # JAX's sum (add) rejects booleans here; only psum counts them
-        raise ShapeError(f"{prim}: add does not accept dtype bool at position 0. Accepted "
-                         "dtypes at position 0 are subtypes of integer, floating, complexfloating.")
-    n = x.shape[scatter_axis]
-    if tiled and n % axis_size:
-        raise ShapeError(f"tiled reduce_scatter operand scatter dimension size {n} must be "
-                         f"divisible by shard_count {axis_size}")
-    if not tiled and n != axis_size:
-        raise ShapeError(f"reduce_scatter operand scatter dimension size {n} must match shard "
-                         f"count {axis_size}")
-    shape = list(x.shape)
-    if tiled:
-        shape[scatter_axis] //= axis_size
-    else:
-        del shape[scatter_axis]
-    return [_aval(shape, x.dtype)]
-
-
-def _all_to_all_rule(x: Aval, *, split_axis, concat_axis, tiled, axis_size, **params) -> list:
-    n = x.shape[split_axis]
-    shape = list(x.shape)
-    if tiled:
-        if n % axis_size:
-            raise ShapeError(f"all_to_all: split_axis {split_axis} of size {n} is not divisible "
-                             f"by {axis_size}")
-        shape[split_axis] //= axis_size
-        shape[concat_axis] *= axis_size
-    else:
-        if n != axis_size:
-            raise ShapeError(f"all_to_all: split_axis {split_axis} of size {n} must equal "
-                             f"{axis_size}")
-        del shape[split_axis]
-        shape.insert(concat_axis, axis_size)
-    return [_aval(shape, x.dtype)]
-
-
-for _p in (prims.psum_scatter_p, prims.reduce_scatter_p):
-    shape_rules[_p] = functools.partial(_reduce_scatter_rule, _p)
-shape_rules[prims.all_to_all_p] = _all_to_all_rule
-shape_rules[prims.ppermute_p] = _single_identity_rule
-shape_rules[prims.pbroadcast_p] = _single_identity_rule
-shape_rules[prims.broadcast_p] = _single_identity_rule
-shape_rules[prims.process_index_p] = lambda **params: [_aval((), dtypes.int32)]   # int32 with x64 too
 
 
 # --- control flow: results come from the sub-programs ------------------------------------------

@@ -10,15 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ir import dtypes
-from ir import primitives as prims
+from ir.collectives import process_index_node
 from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, Var, holds_programs
 from ir.sharding import Mesh, axes_rank, device_groups
 from ir.verify import check_coherence, verify_device_program
-
-# The communication nodes of lowered programs: stage 2 gives each its device groups.
-COMMUNICATION = (prims.all_reduce_p, prims.reduce_scatter_p, prims.all_gather_p,
-                 prims.all_to_all_p, prims.ppermute_p, prims.all_slice_p, prims.broadcast_p)
-
 
 def specialise(mesh: Mesh, position: int, program: Program) -> Program:
     """The program the device at ``position`` runs for a mesh-level program."""
@@ -31,13 +26,14 @@ def _specialise(mesh: Mesh, coords: tuple, program: Program) -> Program:
     eqns = []
     for eqn in program.eqns:
         prim = eqn.primitive
-        if prim is prims.process_index_p:
+        if prim is process_index_node:
             rank = axes_rank(mesh.shape, mesh.axis_names, coords, eqn.params["mesh_axes"])
             env[id(eqn.outvars[0])] = Literal(np.int32(rank), Aval((), dtypes.int32))
             continue
         invars = [env.get(id(a), a) if isinstance(a, Var) else a for a in eqn.invars]
         params = eqn.params
-        if prim in COMMUNICATION:
+        record = prim.collective
+        if record is not None and record.grouped:      # a communication node: its groups here
             params = dict(params, device_groups=device_groups(mesh, params["mesh_axes"]))
         elif prim.kind == "higher":
             params = {key: _specialise_param(mesh, coords, value)

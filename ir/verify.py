@@ -15,7 +15,6 @@ import os
 from ir import primitives as prims
 from ir.core import Literal, Program, Var, programs_in
 from ir.params import signature_of
-from ir.printer import print_program
 from ir.shapes import out_avals
 from ir.sharding import axes_size, device_groups
 
@@ -96,8 +95,7 @@ def verify(prog: Program, mesh=None) -> None:
         _check_signature(eqn, where)
         # a front-end collective may also name the axis of an enclosing vmap (checked where it
         # is traced); communication nodes name mesh axes only
-        if mesh is not None and "mesh_axes" in eqn.params and (
-                eqn.primitive.kind == "lowered" or "device_groups" in eqn.params):
+        if mesh is not None and eqn.primitive.kind == "lowered":
             _check_axes_known(eqn, mesh.axis_names, where)
             _check_axis_size(eqn, mesh, where)
         _check_types(eqn, where)
@@ -176,17 +174,6 @@ def _eqn_text(eqn) -> str:
 
 # --- lowered programs ---------------------------------------------------------------------------
 
-REDUCTIONS = ("sum", "max", "min", "mean")
-
-# Collectives only the front end knows; lowering replaces every one of them.
-FRONT_END_ONLY = (prims.psum_p, prims.pmean_p, prims.pmax_p, prims.pmin_p, prims.psum_scatter_p,
-                  prims.pvary_p, prims.axis_index_p, prims.pbroadcast_p)
-
-# The communication nodes of lowered programs, each checked by its rule:
-# ``rule(eqn, mesh, where)`` raises VerifyError.
-node_rules = prims.RuleTable("lowered node check")
-
-
 def verify_lowered(lowered) -> None:
     """Verify the per-device programs of one lowered shard_map (``ir.module.LoweredShardMap``):
     each one well formed, then all of them coherent. Errors name the device."""
@@ -222,35 +209,41 @@ def verify_device_program(dp, mesh) -> None:
     _check_nodes(dp.program, mesh, per_device=True)
 
 
-_FRONT_END_ONLY = frozenset(FRONT_END_ONLY)
-
-
 def _check_nodes(program: Program, mesh, per_device: bool) -> None:
     for k, eqn in enumerate(program.eqns):
         prim = eqn.primitive
-        if (prim not in _FRONT_END_ONLY and prim not in node_rules
-                and prim is not prims.process_index_p and not eqn.params):
+        if prim.kind not in ("collective", "lowered") and not eqn.params:
             continue        # an ordinary operation: nothing here to check
         where = f"equation {k} ({_eqn_text(eqn)})"
-        if prim in _FRONT_END_ONLY:
+        if prim.kind == "collective":
             raise VerifyError(f"{where}: the front-end collective {prim} is left in a "
                               "lowered program (lowering replaces it)", eqn=eqn)
-        if per_device and prim is prims.process_index_p:
-            raise VerifyError(f"{where}: process_index is left in a per-device program (it is "
+        record = prim.collective
+        if per_device and record is not None and not record.grouped:
+            raise VerifyError(f"{where}: {prim} is left in a per-device program (it is "
                               "the device's constant there)", eqn=eqn)
-        if prim in node_rules:
-            _check_axes_known(eqn, mesh.axis_names, where)
-            _check_axis_size(eqn, mesh, where)
-            if per_device:
-                _check_groups(eqn, mesh, where)
-            elif "device_groups" in eqn.params:
-                raise VerifyError(f"{where}: device_groups in a mesh-level program (only "
-                                  "per-device programs carry them)", eqn=eqn,
-                                  param="device_groups")
-            node_rules[prim](eqn, mesh, where)
+        if record is not None and record.grouped:
+            _check_node(eqn, record, mesh, where, per_device)
         for value in eqn.params.values():
             for sub in programs_in(value):
                 _check_nodes(sub, mesh, per_device)
+
+
+def _check_node(eqn, record, mesh, where, per_device: bool) -> None:
+    """A communication node: its axes and size on the mesh, its device groups (per-device
+    programs only) and its record's own check of its parameters."""
+    _check_axes_known(eqn, mesh.axis_names, where)
+    _check_axis_size(eqn, mesh, where)
+    if per_device:
+        _check_groups(eqn, mesh, where)
+    elif "device_groups" in eqn.params:
+        raise VerifyError(f"{where}: device_groups in a mesh-level program (only "
+                          "per-device programs carry them)", eqn=eqn, param="device_groups")
+    if record.check is not None:
+        why = record.check(eqn, axes_size(mesh.shape, eqn.params["mesh_axes"]))
+        if why:
+            param = next((p for p in ("reduction", "perm", "root") if p in eqn.params), None)
+            raise VerifyError(f"{where}: {why}", eqn=eqn, param=param)
 
 
 def _check_groups(eqn, mesh, where) -> None:
@@ -288,52 +281,6 @@ def _check_axis_size(eqn, mesh, where) -> None:
                           param="axis_size")
 
 
-def _check_node(eqn, mesh, where) -> None:
-    """Nothing beyond the axes and groups every node is held to."""
-
-
-def _check_reducing_node(eqn, mesh, where) -> None:
-    reduction = eqn.params["reduction"]
-    if reduction not in REDUCTIONS:
-        raise VerifyError(f"{where}: unknown reduction={reduction!r}; expected one of "
-                          + ", ".join(repr(r) for r in REDUCTIONS), eqn=eqn, param="reduction")
-
-
-def _check_ppermute_node(eqn, mesh, where) -> None:
-    perm = eqn.params["perm"]
-    size = axes_size(mesh.shape, eqn.params["mesh_axes"])
-    if not isinstance(perm, tuple) or not all(
-            isinstance(pair, tuple) and len(pair) == 2 and all(type(r) is int for r in pair)
-            for pair in perm):
-        raise VerifyError(f"{where}: perm={perm!r} is not a tuple of (source, destination) "
-                          "pairs", eqn=eqn, param="perm")
-    for pair in perm:
-        if not all(0 <= r < size for r in pair):
-            raise VerifyError(f"{where}: perm pair {pair} is out of range for a group of "
-                              f"{size}", eqn=eqn, param="perm")
-    for side, name in ((0, "source"), (1, "destination")):
-        ranks = [pair[side] for pair in perm]
-        if len(set(ranks)) != len(ranks):
-            raise VerifyError(f"{where}: perm names a {name} twice: {perm!r}", eqn=eqn,
-                              param="perm")
-
-
-def _check_broadcast_node(eqn, mesh, where) -> None:
-    root = eqn.params["root"]
-    size = axes_size(mesh.shape, eqn.params["mesh_axes"])
-    if type(root) is not int or not 0 <= root < size:
-        raise VerifyError(f"{where}: root={root!r} is out of range for a group of {size}",
-                          eqn=eqn, param="root")
-
-
-for _p in (prims.all_gather_p, prims.all_to_all_p, prims.all_slice_p):
-    node_rules[_p] = _check_node
-node_rules[prims.broadcast_p] = _check_broadcast_node
-node_rules[prims.all_reduce_p] = _check_reducing_node
-node_rules[prims.reduce_scatter_p] = _check_reducing_node
-node_rules[prims.ppermute_p] = _check_ppermute_node
-
-
 # --- cross-device coherence ---------------------------------------------------------------------
 
 def check_coherence(mesh, device_programs) -> None:
@@ -369,7 +316,8 @@ def _nodes_by_group(dp) -> dict:
 
 def _communication(program: Program):
     for eqn in program.eqns:
-        if eqn.primitive in node_rules:
+        record = eqn.primitive.collective
+        if record is not None and record.level == "node" and record.grouped:
             yield eqn
         for value in eqn.params.values():
             for sub in programs_in(value):

@@ -14,6 +14,7 @@ import numpy as np
 
 from ir import dtypes
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.interpreter import Interpreter
 from ir.core import Program
 from ir.primitives import RuleTable
@@ -560,13 +561,13 @@ def _broadcast(blocks, *, root, **params):
     return [blocks[root]] * len(blocks)
 
 
-group_rules[prims.all_reduce_p] = _all_reduce
-group_rules[prims.broadcast_p] = _broadcast
-group_rules[prims.reduce_scatter_p] = _reduce_scatter
-group_rules[prims.ppermute_p] = _ppermute
-group_rules[prims.all_to_all_p] = _all_to_all
-group_rules[prims.all_gather_p] = _all_gather
-group_rules[prims.all_slice_p] = _all_slice
+group_rules[coll.all_reduce_node] = _all_reduce
+group_rules[coll.broadcast_node] = _broadcast
+group_rules[coll.reduce_scatter_node] = _reduce_scatter
+group_rules[coll.ppermute_node] = _ppermute
+group_rules[coll.all_to_all_node] = _all_to_all
+group_rules[coll.all_gather_node] = _all_gather
+group_rules[coll.all_slice_node] = _all_slice
 
 
 # --- running programs -------------------------------------------------------------------------

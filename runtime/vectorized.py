@@ -41,6 +41,7 @@ import sys
 import numpy as np
 
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Aval, Eqn, Literal, Var
 from ir.sharding import (NamedSharding, canonical_spec, global_shape, normal_spec,
                          replication_mismatch, runtime_replication_error, spec_names)
@@ -503,7 +504,7 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
                 in_leads_.append(leads[a])
         types = EqnTypes(sizes, axis_names, in_leads_, [a.aval for a in invars],
                          [v.aval for v in eqn.outvars], eqn.params, literals)
-        if (relabel and eqn.primitive is prims.ppermute_p
+        if (relabel and eqn.primitive is coll.ppermute_node
                 and uses.get(eqn.outvars[0], 0) == 0 and eqn.outvars[0] in outputs):
             kernel = relabelling_ppermute_rule(types)
         else:

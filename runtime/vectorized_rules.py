@@ -31,6 +31,7 @@ import numpy as np
 
 from ir import dtypes
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.primitives import RuleTable
 from runtime import reference
 from runtime.reference import impl_rules
@@ -650,7 +651,7 @@ def _all_reduce_rule(types: EqnTypes) -> Kernel:
     return Kernel(all_reduce, [out_lead])
 
 
-stacked_rules[prims.all_reduce_p] = _all_reduce_rule
+stacked_rules[coll.all_reduce_node] = _all_reduce_rule
 
 
 def _gather_order(types: EqnTypes, dims, before: int) -> tuple:
@@ -683,7 +684,7 @@ def _all_gather_rule(types: EqnTypes) -> Kernel:
     return Kernel(all_gather, [out_lead])
 
 
-stacked_rules[prims.all_gather_p] = _all_gather_rule
+stacked_rules[coll.all_gather_node] = _all_gather_rule
 
 
 def _scatter_to_mesh(chunked, k: int, dims, at: int):
@@ -768,8 +769,8 @@ def _drop_unit(x, k, at, count):
     return x.reshape(shape)
 
 
-stacked_rules[prims.reduce_scatter_p] = _reduce_scatter_rule
-stacked_rules[prims.all_slice_p] = _all_slice_rule
+stacked_rules[coll.reduce_scatter_node] = _reduce_scatter_rule
+stacked_rules[coll.all_slice_node] = _all_slice_rule
 
 
 def _ppermute_rule(types: EqnTypes) -> Kernel:
@@ -799,7 +800,7 @@ def _ppermute_rule(types: EqnTypes) -> Kernel:
     return Kernel(ppermute, [full])
 
 
-stacked_rules[prims.ppermute_p] = _ppermute_rule
+stacked_rules[coll.ppermute_node] = _ppermute_rule
 
 
 class Relabelled:
@@ -885,7 +886,7 @@ def _all_to_all_rule(types: EqnTypes) -> Kernel:
     return Kernel(all_to_all, [full])
 
 
-stacked_rules[prims.all_to_all_p] = _all_to_all_rule
+stacked_rules[coll.all_to_all_node] = _all_to_all_rule
 
 
 def _broadcast_rule(types: EqnTypes) -> Kernel:
@@ -908,7 +909,7 @@ def _broadcast_rule(types: EqnTypes) -> Kernel:
     return Kernel(broadcast, [out_lead])
 
 
-stacked_rules[prims.broadcast_p] = _broadcast_rule
+stacked_rules[coll.broadcast_node] = _broadcast_rule
 
 
 def _process_index_rule(types: EqnTypes) -> Kernel:
@@ -925,7 +926,7 @@ def _process_index_rule(types: EqnTypes) -> Kernel:
     return Kernel(lambda: rank, [lead])
 
 
-stacked_rules[prims.process_index_p] = _process_index_rule
+stacked_rules[coll.process_index_node] = _process_index_rule
 
 
 # Primitives with no stacked rule that run one reference call per device block: their

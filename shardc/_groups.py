@@ -16,6 +16,7 @@ import numpy as np
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir import collectives as coll
 import shardc.numpy as jnp
 
 
@@ -35,12 +36,12 @@ def check_groups(name: str, groups, size: int, *, equal_sizes: bool) -> tuple:
 
 def _own_row(table: np.ndarray, axes):
     """Row ``axis_index(axes)`` of a constant table: this device's entry."""
-    me = bind(p.axis_index_p, mesh_axes=axes)
+    me = bind(coll.axis_index_p, mesh_axes=axes)
     return jnp.take(jnp.asarray(table), me, axis=0)
 
 
 def _gather_all(leaf, axes, size):
-    return bind(p.all_gather_p, leaf, mesh_axes=axes, gather_axis=0, tiled=False,
+    return bind(coll.all_gather_p, leaf, mesh_axes=axes, gather_axis=0, tiled=False,
                 axis_size=size)
 
 

@@ -15,6 +15,7 @@ from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir import collectives as coll
 from ir.sharding import NamedSharding, PartitionSpec
 import shardc.numpy as jnp
 from shardc import _groups
@@ -88,9 +89,9 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
     def one(leaf):
         if is_python_scalar(leaf):
             size = named_axes_size(axes)
-            if prim is p.psum_p:
+            if prim is coll.psum_p:
                 return leaf * size
-            if prim is p.pmean_p:
+            if prim is coll.pmean_p:
                 return leaf
             return leaf
         return bind(prim, leaf, mesh_axes=axes)
@@ -125,7 +126,7 @@ def psum(x, axis_name, *, axis_index_groups=None):
 
     ``psum(1, 'i')`` of a Python number is the axis size, computed statically.
     """
-    return _reducing(p.psum_p, "psum", x, axis_name, axis_index_groups)
+    return _reducing(coll.psum_p, "psum", x, axis_name, axis_index_groups)
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
@@ -133,7 +134,7 @@ def pmean(x, axis_name, *, axis_index_groups=None):
 
         blocks over 'i':  [1] [2] [3] [4]   ->   [2.5] [2.5] [2.5] [2.5]
     """
-    return _reducing(p.pmean_p, "pmean", x, axis_name, axis_index_groups)
+    return _reducing(coll.pmean_p, "pmean", x, axis_name, axis_index_groups)
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
@@ -141,7 +142,7 @@ def pmax(x, axis_name, *, axis_index_groups=None):
 
         blocks over 'i':  [1] [2] [3] [4]   ->   [4] [4] [4] [4]
     """
-    return _reducing(p.pmax_p, "pmax", x, axis_name, axis_index_groups)
+    return _reducing(coll.pmax_p, "pmax", x, axis_name, axis_index_groups)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
@@ -149,7 +150,7 @@ def pmin(x, axis_name, *, axis_index_groups=None):
 
         blocks over 'i':  [1] [2] [3] [4]   ->   [1] [1] [1] [1]
     """
-    return _reducing(p.pmin_p, "pmin", x, axis_name, axis_index_groups)
+    return _reducing(coll.pmin_p, "pmin", x, axis_name, axis_index_groups)
 
 
 def axis_index(axis_name):
@@ -158,14 +159,14 @@ def axis_index(axis_name):
         mesh (2,2) ('i','j'):  axis_index('i') -> 0 0 1 1;  axis_index(('j','i')) -> 0 2 1 3
     """
     axes = _axes("axis_index", axis_name)
-    return bind(p.axis_index_p, mesh_axes=axes)
+    return bind(coll.axis_index_p, mesh_axes=axes)
 
 
 def pvary(x, axis_name):
     """Mark ``x`` as varying over ``axis_name`` (identity on values)."""
     _check_operands("pvary", x)
     axes = _axes("pvary", axis_name)
-    return tree.tree_map(lambda leaf: bind(p.pvary_p, leaf, mesh_axes=axes), x)
+    return tree.tree_map(lambda leaf: bind(coll.pvary_p, leaf, mesh_axes=axes), x)
 
 
 def pcast(x, axis_name, *, to="varying"):
@@ -180,7 +181,7 @@ def pcast(x, axis_name, *, to="varying"):
         if shard is not None and shard.check_vma:
             aval = aval_of(leaf)
             pvary_error_check(aval.vma, axes, aval, shard.mesh.axis_names, name="pcast")
-        return bind(p.pvary_p, leaf, mesh_axes=axes)
+        return bind(coll.pvary_p, leaf, mesh_axes=axes)
 
     return tree.tree_map(one, x)
 
@@ -225,7 +226,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
         if groups is not None:
             return _groups.all_gather(leaf, axes, groups, size, dim, bool(tiled))
         extra = {"to": "invarying"} if to == "invarying" else {}
-        return bind(p.all_gather_p, leaf, mesh_axes=axes, gather_axis=dim, tiled=bool(tiled),
+        return bind(coll.all_gather_p, leaf, mesh_axes=axes, gather_axis=dim, tiled=bool(tiled),
                     axis_size=size, **extra)
 
     return tree.tree_map(one, x)
@@ -255,7 +256,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
         if not tiled and n != size:
             raise ValueError(f"reduce_scatter operand scatter dimension size {n} must match "
                              f"shard count {size}")
-        return bind(p.psum_scatter_p, leaf, mesh_axes=axes, scatter_axis=dim,
+        return bind(coll.psum_scatter_p, leaf, mesh_axes=axes, scatter_axis=dim,
                     tiled=bool(tiled), axis_size=size)
 
     return tree.tree_map(one, x)
@@ -299,7 +300,7 @@ def ppermute(x, axis_name, perm):
     _check_operands("ppermute", x)
     axes = _axes("ppermute", axis_name)
     pairs = _check_perm(perm, axis_name, _group_size(axes))
-    return tree.tree_map(lambda leaf: bind(p.ppermute_p, leaf, mesh_axes=axes, perm=pairs), x)
+    return tree.tree_map(lambda leaf: bind(coll.ppermute_p, leaf, mesh_axes=axes, perm=pairs), x)
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index_groups=None):
@@ -325,7 +326,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index
             raise ValueError("all_to_all requires the size of the mapped axis axis_name to "
                              f"equal x.shape[split_axis], but they are {size} and {n} "
                              "respectively.")
-        return bind(p.all_to_all_p, leaf, mesh_axes=axes, split_axis=split,
+        return bind(coll.all_to_all_p, leaf, mesh_axes=axes, split_axis=split,
                     concat_axis=concat, tiled=bool(tiled), axis_size=size)
 
     return tree.tree_map(one, x)
@@ -344,7 +345,7 @@ def pbroadcast(x, axis_name, source):
         raise ValueError(f"pbroadcast: source={source} is out of range for axis_name "
                          f"{axis_name!r} of size {size}")
     return tree.tree_map(
-        lambda leaf: bind(p.pbroadcast_p, leaf, mesh_axes=axes, source=int(source)), x)
+        lambda leaf: bind(coll.pbroadcast_p, leaf, mesh_axes=axes, source=int(source)), x)
 
 
 def with_sharding_constraint(x, shardings):

@@ -16,6 +16,7 @@ from compiler.tracing import (ProgramTracer, Tracer, aval_of, bind, check_jax_va
                               is_python_scalar)
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir import collectives as coll
 from ir.sharding import NamedSharding
 from runtime.array import Array
 from runtime.reference import convert_element
@@ -608,7 +609,7 @@ def _vary_like(result, x):
     if not vma or shard is None or not shard.check_vma:
         return result
     axes = tuple(a for a in shard.mesh.axis_names if a in vma and a not in aval_of(result).vma)
-    return bind(p.pvary_p, result, mesh_axes=axes) if axes else result
+    return bind(coll.pvary_p, result, mesh_axes=axes) if axes else result
 
 
 @_takes_device

@@ -31,7 +31,7 @@ from compiler import tree
 from compiler.backend import get_backend, set_backend
 from ir import primitives as prims
 from ir.sharding import ReplicationError
-from ir.verify import FRONT_END_ONLY
+from ir import collectives as coll
 from shardc import lax
 from shardc.sharding import NamedSharding, PartitionSpec as P
 from runtime.reference import ReferenceBackend
@@ -637,16 +637,17 @@ def test_every_primitive_has_a_stacked_rule_or_runs_per_device():
     # inlined before a backend meets them (compiler/inline_calls.py); custom_lin raises first
     decided |= {*prims.CUSTOM_CALLS, prims.custom_lin_p, prims.name_p}
     # the fast backend runs the mesh-level program: no front-end-only collective reaches it
-    missing = [name for name, p in prims.registry.items()
+    front_end = {c.prim for c in coll.FRONT_END}
+    missing = [p.name for p in prims.all_primitives()
                if p not in stacked_rules and p not in PER_DEVICE and p not in decided
-               and p not in FRONT_END_ONLY]
+               and p not in front_end]
     assert missing == []
-    assert not [p.name for p in FRONT_END_ONLY if p in stacked_rules]
+    assert not [p.name for p in front_end if p in stacked_rules]
 
 
 def test_runtime_names_no_front_end_collective():
     root = Path(__file__).resolve().parent.parent / "runtime"
-    names = sorted(f"{p.name}_p" for p in FRONT_END_ONLY)
+    names = sorted(f"{c.name}_p" for c in coll.FRONT_END)
     for path in sorted(root.glob("*.py")):
         source = path.read_text()
         named = [n for n in names if re.search(rf"\b{n}\b", source)]

@@ -28,6 +28,7 @@ from shardc.sharding import NamedSharding, PartitionSpec as P
 from compiler import batching
 from compiler.tracing import bind
 from ir import primitives as prims
+from ir import collectives as coll
 
 RNG = np.random.default_rng(0)
 XS = RNG.standard_normal((5, 3, 4)).astype(np.float32)      # 5 members of shape (3, 4)
@@ -564,7 +565,7 @@ def test_sharding_constraint_and_all_gather():
     assert got.sharding == NamedSharding(mesh, P(None, "i"))
 
     def body(block):                              # (3, 2): gather each row's halves
-        return jax.vmap(lambda r: bind(prims.all_gather_p, r, mesh_axes=("i",), gather_axis=0,
+        return jax.vmap(lambda r: bind(coll.all_gather_p, r, mesh_axes=("i",), gather_axis=0,
                                        tiled=True, axis_size=2))(block)
 
     sm = jax.shard_map(body, mesh=mesh, in_specs=P(None, "i"), out_specs=P(None, "i"),
@@ -619,7 +620,7 @@ def test_every_primitive_has_a_batching_rule():
 def test_missing_rule_error_names_the_table():
     with pytest.raises(prims.MissingRuleError, match="no batching rule for primitive "
                                                      "'all_reduce'"):
-        batching.batching_rules[prims.all_reduce_p]
+        batching.batching_rules[coll.all_reduce_node]
 
 
 # --- generated shapes and batch axes ---------------------------------------------------------

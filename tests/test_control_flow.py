@@ -1166,13 +1166,14 @@ def test_lowered_program_has_collectives_inside_sub_programs():
 
 def test_hand_built_deadlock_names_the_devices():
     from ir import primitives as prims
+    from ir import collectives as coll
     from ir.core import Aval, Eqn, Program, Var
     from runtime.reference import DeadlockError, run_device_programs
 
     mesh = mesh_of((2,), ("i",))
     aval = Aval((2,), np.float32)
     a, b = Var(aval), Var(aval)
-    reducing = Program([], [a], [Eqn(prims.all_reduce_p, [a], [b],
+    reducing = Program([], [a], [Eqn(coll.all_reduce_node, [a], [b],
                                      dict(mesh_axes=("i",), reduction="sum",
                                           device_groups=((0, 1),)))], [b])
     c = Var(aval)
@@ -1190,6 +1191,7 @@ def test_hand_built_deadlock_names_the_devices():
 
 def test_hand_built_mismatched_nodes_are_a_deadlock():
     from ir import primitives as prims
+    from ir import collectives as coll
     from ir.core import Aval, Eqn, Program, Var
     from runtime.reference import DeadlockError, run_device_programs
 
@@ -1198,7 +1200,7 @@ def test_hand_built_mismatched_nodes_are_a_deadlock():
     programs = []
     for reduction in ("sum", "max"):
         a, b = Var(aval), Var(aval)
-        programs.append(Program([], [a], [Eqn(prims.all_reduce_p, [a], [b],
+        programs.append(Program([], [a], [Eqn(coll.all_reduce_node, [a], [b],
                                               dict(mesh_axes=("i",), reduction=reduction,
                                                    device_groups=((0, 1),)))], [b]))
     with pytest.raises(DeadlockError, match="different communication nodes"):

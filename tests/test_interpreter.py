@@ -8,6 +8,7 @@ import pytest
 import shardc
 import shardc.numpy as jnp
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.interpreter import Interpreter, last_uses
 from runtime.reference import DeviceInterpreter, eval_program, run_device_programs
@@ -74,7 +75,7 @@ def test_an_error_names_the_equation_the_device_and_the_line():
 def test_a_program_that_communicates_needs_a_mesh():
     x = Var(Aval((2,), F32))
     out = Var(x.aval)
-    node = Eqn(prims.all_reduce_p, [x], [out], dict(mesh_axes=("i",), reduction="sum",
+    node = Eqn(coll.all_reduce_node, [x], [out], dict(mesh_axes=("i",), reduction="sum",
                                                      device_groups=((0, 1),)))
     with pytest.raises(RuntimeError, match="needs a device mesh"):
         eval_program(Program([], [x], [node], [out]), [np.zeros(2, F32)])
@@ -113,7 +114,7 @@ def test_scattering_sums_reject_booleans(name):
     # the IR's own rule, for programs read from text (the front end raises first)
     from ir.core import Aval
     from ir.shapes import ShapeError, out_avals
-    prim = getattr(prims, name + "_p")
+    prim = coll.psum_scatter_p if name == "psum_scatter" else coll.reduce_scatter_node
     with pytest.raises(ShapeError, match=f"^{name}: add does not accept dtype bool"):
         out_avals(prim, [Aval((4,), np.dtype(bool))],
                   dict(mesh_axes=("i",), scatter_axis=0, tiled=True, axis_size=4))

@@ -6,6 +6,7 @@ import shardc
 import shardc.numpy as jnp
 from compiler.replication import vma_rules
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Aval, Eqn, Literal, Program, Var
 from ir.printer import print_program, var_name
 from ir.shapes import shape_rules
@@ -102,16 +103,16 @@ def test_verifier_checks_sub_programs():
 # (compiler/inline_calls.py), and custom_lin never runs (it raises first). process_index is
 # the mesh-level program's: per-device programs hold its constant instead.
 _NO_IMPL = {prims.shard_map_p, *prims.CUSTOM_CALLS, prims.custom_lin_p, prims.name_p,
-            prims.process_index_p}
+            coll.process_index_node}
 
 
 def test_every_primitive_has_a_shape_rule():
-    missing = [p.name for p in prims.registry.values() if p not in shape_rules]
+    missing = [p.name for p in prims.all_primitives() if p not in shape_rules]
     assert missing == []
 
 
 def test_every_primitive_has_an_implementation():
-    missing = [p.name for p in prims.registry.values()
+    missing = [p.name for p in prims.all_primitives()
                if p not in _NO_IMPL and p not in impl_rules and p not in group_rules
                and p.kind != "collective"]
     assert missing == []
@@ -127,7 +128,7 @@ def test_every_body_primitive_has_a_replication_rule():
 def test_missing_rule_names_primitive_and_table():
     with pytest.raises(prims.MissingRuleError, match="no replication rule for primitive "
                                                      "'all_slice'"):
-        vma_rules[prims.all_slice_p]
+        vma_rules[coll.all_slice_node]
 
 
 def test_primitive_names_are_registered_once():

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import shardc
 import shardc.numpy as jnp
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Aval, DeviceProgram, Eqn, Program, Var
 from ir.parser import ParseError, decode_text, parse_module
 from ir.printer import print_module
@@ -307,7 +308,7 @@ def test_truncated_text_with_device_programs_is_rejected_with_a_position(device_
 def _device_program(device, eqns_of):
     x = Var(Aval((4,), np.dtype("float32"), frozenset({"x"})))
     out = Var(x.aval)
-    program = Program([], [x], [Eqn(prims.all_reduce_p, [x], [out], eqns_of(device))], [out])
+    program = Program([], [x], [Eqn(coll.all_reduce_node, [x], [out], eqns_of(device))], [out])
     return DeviceProgram(device, device, MESH.axis_names, MESH.coords(device), program)
 
 
@@ -408,8 +409,7 @@ def test_no_runtime_module_swallows_exceptions():
 
 def test_every_primitive_has_a_signature():
     from ir.params import signature_of
-    missing = [name for name, prim in sorted(prims.registry.items())
-               if signature_of(prim) is None]
+    missing = sorted(prim.name for prim in prims.all_primitives() if signature_of(prim) is None)
     assert not missing, f"primitives without a signature (ir/params.py): {missing}"
 
 

@@ -9,12 +9,13 @@ import pytest
 
 import shardc
 import shardc.numpy as jnp
-from compiler.lowering import COMMUNICATION, lowering_rules, specialise
+from compiler.lowering import lowering_rules, specialise
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Literal, programs_in
 from ir.parser import parse_program
 from ir.printer import print_device_program, print_program
-from ir.verify import FRONT_END_ONLY, VerifyError, verify_device_program, verify_mesh_program
+from ir.verify import VerifyError, verify_device_program, verify_mesh_program
 from shardc import lax
 from shardc.sharding import NamedSharding, PartitionSpec as P
 
@@ -58,7 +59,8 @@ def test_the_mesh_level_program_has_only_communication_nodes(lowered):
     program = lowered.mesh_program
     verify_mesh_program(program, MESH)
     names = [eqn.primitive.name for eqn in _all_eqns(program)]
-    assert not [n for n in names if prims.registry[n] in FRONT_END_ONLY]
+    # front-end collectives and the nodes they lower to are distinct primitives
+    assert not [e for e in _all_eqns(program) if e.primitive.kind == "collective"]
     for name in ("all_reduce", "ppermute", "all_gather", "reduce_scatter", "broadcast",
                  "process_index", "all_to_all", "all_slice"):
         assert name in names, name
@@ -68,7 +70,7 @@ def test_the_mesh_level_program_has_only_communication_nodes(lowered):
 
 def test_the_mesh_level_program_prints_and_parses_back(lowered):
     text = print_program(lowered.mesh_program, axis_order=MESH.axis_names, with_source=True)
-    parsed = parse_program(text)
+    parsed = parse_program(text, lowered=True)     # its all_gather and ppermute are nodes
     verify_mesh_program(parsed, MESH)
     assert print_program(parsed, axis_order=MESH.axis_names, with_source=True) == text
     assert "broadcast[mesh_axes=('x',) root=2]" in text
@@ -81,9 +83,9 @@ def test_device_programs_are_the_mesh_level_program_specialised(lowered):
         again = specialise(MESH, dp.position, program)
         assert print_program(again) == print_program(dp.program)
         eqns = list(_all_eqns(dp.program))
-        assert not [e for e in eqns if e.primitive is prims.process_index_p]
+        assert not [e for e in eqns if e.primitive is coll.process_index_node]
         for eqn in eqns:
-            if eqn.primitive in COMMUNICATION:
+            if coll.grouped(eqn.primitive):
                 groups = eqn.params["device_groups"]
                 assert sum(dp.device_id in g for g in groups) == 1
         # axis_index is this device's rank: x + 10 * y, as constants
@@ -97,7 +99,7 @@ def test_per_device_types_carry_their_varying_axes(lowered):
     dp = lowered.device_programs[5]
     a, b = dp.program.invars
     assert a.aval.vma == {"x"} and b.aval.vma == frozenset()       # as they arrive
-    first, second = [e for e in _all_eqns(dp.program) if e.primitive is prims.all_slice_p]
+    first, second = [e for e in _all_eqns(dp.program) if e.primitive is coll.all_slice_node]
     assert first.invars[0] is a and first.outvars[0].aval.vma == {"x", "y"}
     assert second.invars[0] is b and second.outvars[0].aval.vma == {"y"}
     text = print_device_program(dp)
@@ -121,8 +123,8 @@ def test_a_per_device_program_with_process_index_is_rejected(lowered):
 
 
 def test_every_front_end_collective_has_one_lowering_rule():
-    collectives = [p for p in prims.registry.values() if p.kind == "collective"]
-    assert set(FRONT_END_ONLY) <= set(collectives)
+    collectives = [p for p in prims.all_primitives() if p.kind == "collective"]
+    assert {c.prim for c in coll.FRONT_END} == set(collectives)
     missing = [p.name for p in collectives if p not in lowering_rules]
     assert not missing, missing
     # the lowering rules produce lowered nodes only (or nothing, for pvary)
@@ -155,3 +157,22 @@ def test_the_per_device_programs_compute_what_the_body_does():
     for r, f in zip(ref, fast):
         assert r.shape == f.shape and r.dtype == f.dtype
         np.testing.assert_allclose(r, f, rtol=1e-5, atol=1e-5)
+
+
+def test_front_end_collectives_and_their_nodes_are_distinct_primitives(lowered):
+    # the same word at both levels: the traced body binds the collective, the mesh-level
+    # program holds the node it lowers to; text is read at its level
+    assert coll.all_gather_p is not coll.all_gather_node
+    assert coll.all_gather_p.kind == "collective" and coll.all_gather_node.kind == "lowered"
+    assert prims.lookup("all_gather") is coll.all_gather_p
+    assert prims.lookup("all_gather", lowered=True) is coll.all_gather_node
+    assert prims.lookup("all_reduce") is coll.all_reduce_node       # one level only
+    assert prims.lookup("psum", lowered=True) is coll.psum_p
+    text = print_program(lowered.mesh_program, axis_order=MESH.axis_names)
+    assert "all_gather[" in text
+    with pytest.raises(VerifyError, match="the front-end collective (ppermute|all_gather|all_to_all) is left"):
+        verify_mesh_program(parse_program(text), MESH)       # read as a traced program
+    # every record's primitive points back at it, and its level says which kind it is
+    for record in coll.FRONT_END + coll.NODES:
+        assert record.prim.collective is record
+        assert record.prim.kind == ("collective" if record.level == coll.FRONT else "lowered")

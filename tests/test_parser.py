@@ -17,6 +17,7 @@ from shardc import lax
 from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
 from compiler import tree
 from ir import primitives as prims
+from ir import collectives as coll
 from ir.core import Aval, DeviceProgram, Eqn, Literal, Program, SourceInfo, Var
 from ir.module import LoweredModule
 from ir.parser import (DeviceRef, ParseError, parse_device_program, parse_module,
@@ -657,7 +658,7 @@ def test_random_device_programs_round_trip(program, device_id, show_vma, with_so
     out = Var(x.aval)
     groups = ((device_id, 8 + device_id),)
     program.invars.append(x)
-    program.eqns.append(Eqn(prims.all_reduce_p, [x], [out], dict(
+    program.eqns.append(Eqn(coll.all_reduce_node, [x], [out], dict(
         mesh_axes=("x",), reduction="sum", device_groups=groups), SourceInfo("f.py", 3)))
     dp = DeviceProgram(device_id, device_id, ("x", "y"), (device_id // 2, device_id % 2),
                        program, show_vma=show_vma)

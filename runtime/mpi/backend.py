@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from ir import collectives as coll
 from ir import primitives as prims
 from ir.core import Aval
 from ir.shapes import out_avals
@@ -269,9 +270,8 @@ def _running() -> str:
 
 def _operation_name(program) -> str:
     """The communication node of an eager collective's program, by name and axes."""
-    from ir.specialise import COMMUNICATION
     for eqn in program.eqns:
-        if eqn.primitive in COMMUNICATION:
+        if coll.grouped(eqn.primitive):
             return f"{eqn.primitive}[mesh_axes={eqn.params.get('mesh_axes')}]"
     return "a collective"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ir import primitives as prims
+from ir import collectives as coll
 from runtime import reference
 from runtime.mpi.agreement import settle_then_wait
 from runtime.mpi.exchanges import contiguous, raw_bytes
@@ -74,9 +75,9 @@ def _direct_ppermute(comm, block, k, state, *, perm, **params):
 
 
 DIRECT = {
-    prims.all_reduce_p: _direct_all_reduce,
-    prims.all_gather_p: _direct_all_gather,
-    prims.all_to_all_p: _direct_all_to_all,
-    prims.reduce_scatter_p: _direct_reduce_scatter,
-    prims.ppermute_p: _direct_ppermute,
+    coll.all_reduce_node: _direct_all_reduce,
+    coll.all_gather_node: _direct_all_gather,
+    coll.all_to_all_node: _direct_all_to_all,
+    coll.reduce_scatter_node: _direct_reduce_scatter,
+    coll.ppermute_node: _direct_ppermute,
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ir import primitives as prims
+from ir import collectives as coll
 from runtime import reference
 from runtime.mpi.agreement import fingerprint, settle, settle_then_wait
 from runtime.mpi.world import world
@@ -90,7 +91,7 @@ def gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
 
 
 def _gathered_in_place(state, members, ranks, request, value) -> bool:
-    return (request.eqn.primitive is prims.all_gather_p
+    return (request.eqn.primitive is coll.all_gather_node
             and request.eqn.params["gather_axis"] == 0 and value.ndim > 0
             and value.nbytes >= IN_PLACE_BYTES
             and [state.rank_of[m] for m in members] == list(ranks))
@@ -246,10 +247,10 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
 
 
 EXCHANGES = {
-    prims.all_reduce_p: _all_reduce_exchange,
-    prims.all_to_all_p: _all_to_all_exchange,
-    prims.reduce_scatter_p: _reduce_scatter_exchange,
-    prims.ppermute_p: _ppermute_exchange,
+    coll.all_reduce_node: _all_reduce_exchange,
+    coll.all_to_all_node: _all_to_all_exchange,
+    coll.reduce_scatter_node: _reduce_scatter_exchange,
+    coll.ppermute_node: _ppermute_exchange,
 }
 
 
@@ -305,12 +306,12 @@ def across_ranks(state, members: list, ranks: tuple, waiting: dict,
     local = [m for m in members if state.rank_of[m] == me]
     request = waiting[local[0]]
     prim, params = request.eqn.primitive, request.eqn.params
-    if prim is prims.all_slice_p:
+    if prim is coll.all_slice_node:
         # each member keeps a chunk of its own block: nothing crosses processes
         return {m: np.split(np.asarray(waiting[m].value), params["axis_size"],
                             params["slice_axis"])[members.index(m)] for m in local}
     comm = communicator(state, ranks)
-    if native and prim is prims.all_reduce_p and natively_reducible(request):
+    if native and prim is coll.all_reduce_node and natively_reducible(request):
         return native_all_reduce(state, comm, ranks, local, members, waiting,
                                   params["reduction"])
     exchange = EXCHANGES.get(prim, gather_then_apply)

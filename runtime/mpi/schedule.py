@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ir import primitives as prims
+from ir import collectives as coll
 from runtime import reference
 from runtime.mpi.agreement import settle, where_called
 from runtime.mpi.arrays import Absent, local_positions
@@ -198,7 +199,7 @@ class LocalPlan:
         own call (``DIRECT``: one member on each rank), else None."""
         rule = DIRECT.get(eqn.primitive)
         if (rule is None or len(ranks) == 1 or not one_per_rank(self.state, members, ranks)
-                or (self.native and eqn.primitive is prims.all_reduce_p
+                or (self.native and eqn.primitive is coll.all_reduce_node
                     and natively_reducible_type(eqn.invars[0].aval.dtype,
                                                  eqn.params["reduction"]))):
             return None
@@ -243,7 +244,6 @@ def _steps(programs: dict, local: list) -> tuple:
     literals get keys of their own."""
     from ir.core import Literal
     from ir.interpreter import last_uses
-    from ir.specialise import COMMUNICATION
     in_keys, literals, out_keys, dead = {}, {}, {}, {}
 
     def key_of(p, atom):
@@ -261,7 +261,7 @@ def _steps(programs: dict, local: list) -> tuple:
     segments = []
     computes = {p: [] for p in local}
     for k, eqn in enumerate(programs[local[0]].eqns):
-        if eqn.primitive in COMMUNICATION:
+        if coll.grouped(eqn.primitive):
             node = {}
             for p in local:
                 mine = programs[p].eqns[k]
@@ -307,8 +307,7 @@ def _communicates_under_control(program) -> bool:
 
 def _communicates(program) -> bool:
     from ir.core import programs_in
-    from ir.specialise import COMMUNICATION
-    return any(eqn.primitive in COMMUNICATION
+    return any(coll.grouped(eqn.primitive)
                or any(_communicates(sub) for value in eqn.params.values()
                       for sub in programs_in(value))
                for eqn in program.eqns)
