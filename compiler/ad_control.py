@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.autodiff import (Linear, add_tangents, backward_pass, instantiate, jvp_program,
+from compiler.ad_core import (Linear, add_tangents, backward_pass, instantiate, jvp_program,
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules,
                                zeros_like_aval)
-from compiler.ad_shard_map import _check_on, per_device_axes, per_device_cotangents
+from compiler.ad_shard_map import check_on, per_device_axes, per_device_cotangents
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as p
@@ -248,7 +248,7 @@ def _cond_transpose(cts, index, *ops, branches):
     out_avals = branches[0].out_avals
     filled = [instantiate(ct, a) for ct, a in zip(cts, out_avals)]
     lin_avals = [o.aval for o in ops if isinstance(o, Linear)]
-    q = aval_of(index).vma if _check_on() else frozenset()
+    q = aval_of(index).vma if check_on() else frozenset()
     new_branches = []
     all_consts = []
     for branch in branches:

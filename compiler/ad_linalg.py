@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.autodiff import Linear, jvp_rules, transpose_rules
+from compiler.ad_core import Linear, jvp_rules, transpose_rules
 from compiler.tracing import aval_of, bind
 from ir import primitives as p
 

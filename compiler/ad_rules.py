@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from compiler.autodiff import (Linear, add_tangents, instantiate, jvp_rules, transpose_rules,
+from compiler.ad_core import (Linear, add_tangents, instantiate, jvp_rules, transpose_rules,
                                zeros_like_aval)
 from compiler.tracing import aval_of, bind
 from ir import dtypes
@@ -908,5 +908,3 @@ def _sort_jvp(primals, tangents, *, dimension, num_keys):
 
 
 jvp_rules[p.sort_p] = _sort_jvp
-
-from compiler import ad_linalg  # noqa: E402,F401  (the matrix primitives' rules)

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import math
 
 import numpy as np
 
-from compiler.ad_rules import linear_jvp
-from compiler.autodiff import (Linear, backward_pass, instantiate, jvp_program, jvp_rules,
+from compiler.ad_core import (Linear, backward_pass, instantiate, jvp_program, jvp_rules,
                                partial_eval, partial_eval_rules, transpose_rules)
 from compiler.shard_map import ShardContext, current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
@@ -48,7 +46,7 @@ def _transposing(check: bool, per_device: frozenset = frozenset()):
         _checking_stack.pop()
 
 
-def _check_on() -> bool:
+def check_on() -> bool:
     if _checking_stack:
         return _checking_stack[-1][0]
     shard = current_shard_context()
@@ -69,7 +67,7 @@ def per_device_cotangents(axes):
     (``psum`` to ``psum``, ``pvary`` to nothing), and the cond's transpose sums each operand's
     cotangent over the axes the operand itself does not vary over.
     """
-    return _transposing(_check_on(), per_device_axes() | frozenset(axes))
+    return _transposing(check_on(), per_device_axes() | frozenset(axes))
 
 
 @contextlib.contextmanager
@@ -83,131 +81,6 @@ def _in_body(shard: ShardContext):
         yield
     finally:
         _axis_env.pop()
-
-
-def _group_size(axes) -> int:
-    from compiler.batching import vmap_axis       # a vmap's axis_name counts its members
-    shard = current_shard_context()
-    sizes = [vmap_axis(a).size if vmap_axis(a) is not None else
-             shard.mesh.shape[a] if shard is not None else 1 for a in axes]
-    return math.prod(sizes)
-
-
-# --- collectives: JVP -----------------------------------------------------------------------------
-
-for _p in (coll.psum_p, coll.pmean_p, coll.pvary_p, coll.all_gather_p, coll.psum_scatter_p, coll.ppermute_p,
-           coll.all_to_all_p, coll.pbroadcast_p):
-    jvp_rules[_p] = functools.partial(linear_jvp, _p)
-
-
-def _not_differentiable(name, primals, tangents, **params):
-    raise NotImplementedError(f"Differentiation rule for '{name}' not implemented; apply "
-                              "lax.stop_gradient to its operand if its derivative is not needed.")
-
-
-jvp_rules[coll.pmax_p] = functools.partial(_not_differentiable, "pmax")
-jvp_rules[coll.pmin_p] = functools.partial(_not_differentiable, "pmin")
-
-
-# --- collectives: transposes ----------------------------------------------------------------------
-
-def _psum_transpose(ct, x, *, mesh_axes):
-    if not _check_on():
-        return [bind(coll.psum_p, ct, mesh_axes=mesh_axes)]
-    # along per-device axes the cotangent is summed, as the all-reduce's own transpose; along
-    # the others it is the total already, and the operand's copies each get it (a pvary)
-    summed = _per_device(mesh_axes)
-    if summed:
-        ct = bind(coll.psum_p, ct, mesh_axes=summed)
-    missing = _missing(ct, mesh_axes)
-    return [bind(coll.pvary_p, ct, mesh_axes=missing) if missing else ct]
-
-
-def _per_device(mesh_axes) -> tuple:
-    """The axes of ``mesh_axes`` along which cotangents are per-device contributions."""
-    per_device = per_device_axes()
-    return tuple(a for a in mesh_axes if a in per_device)
-
-
-def _missing(value, mesh_axes) -> tuple:
-    """The axes of ``mesh_axes`` a value does not vary over yet (pvary's operand rule)."""
-    vma = aval_of(value).vma
-    return tuple(a for a in mesh_axes if a not in vma)
-
-
-def _pmean_transpose(ct, x, *, mesh_axes):
-    scaled = bind(p.div_p, ct, np.asarray(_group_size(mesh_axes), aval_of(ct).dtype)[()])
-    return _psum_transpose(scaled, x, mesh_axes=mesh_axes)
-
-
-def _pvary_transpose(ct, x, *, mesh_axes):
-    if not _check_on():
-        return [ct]
-    # per-device axes keep the contributions apart: the enclosing cond's transpose sums them
-    summed = tuple(a for a in mesh_axes if a not in per_device_axes())
-    return [bind(coll.psum_p, ct, mesh_axes=summed) if summed else ct]
-
-
-def _all_gather_transpose(ct, x, *, mesh_axes, gather_axis, tiled, axis_size, to="varying"):
-    # With the check off the boundary divided the cotangent by the group size, as for psum,
-    # so the per-device transpose (psum_scatter) restores it; own chunk needs the check on.
-    if to == "invarying" and _check_on():
-        summed = _per_device(mesh_axes)
-        if summed:
-            ct = bind(coll.psum_p, ct, mesh_axes=summed)
-        return [_own_chunk(ct, mesh_axes, gather_axis, tiled, x.aval)]
-    return [bind(coll.psum_scatter_p, ct, mesh_axes=mesh_axes, scatter_axis=gather_axis,
-                 tiled=tiled, axis_size=axis_size)]
-
-
-def _own_chunk(ct, mesh_axes, axis, tiled, aval):
-    """This device's chunk of a gathered cotangent: no communication."""
-    rank = bind(coll.axis_index_p, mesh_axes=mesh_axes)
-    shape = aval_of(ct).shape
-    starts = [np.int32(0)] * len(shape)
-    sizes = list(shape)
-    if tiled:
-        starts[axis] = bind(p.mul_p, rank, np.int32(aval.shape[axis]))
-        sizes[axis] = aval.shape[axis]
-        return bind(p.dynamic_slice_p, ct, *starts, slice_sizes=tuple(sizes))
-    starts[axis] = rank
-    sizes[axis] = 1
-    chunk = bind(p.dynamic_slice_p, ct, *starts, slice_sizes=tuple(sizes))
-    return bind(p.squeeze_p, chunk, dimensions=(axis,))
-
-
-def _psum_scatter_transpose(ct, x, *, mesh_axes, scatter_axis, tiled, axis_size):
-    return [bind(coll.all_gather_p, ct, mesh_axes=mesh_axes, gather_axis=scatter_axis,
-                 tiled=tiled, axis_size=axis_size)]
-
-
-def _ppermute_transpose(ct, x, *, mesh_axes, perm):
-    inverse = tuple((dest, source) for source, dest in perm)
-    return [bind(coll.ppermute_p, ct, mesh_axes=mesh_axes, perm=inverse)]
-
-
-def _all_to_all_transpose(ct, x, *, mesh_axes, split_axis, concat_axis, tiled, axis_size):
-    return [bind(coll.all_to_all_p, ct, mesh_axes=mesh_axes, split_axis=concat_axis,
-                 concat_axis=split_axis, tiled=tiled, axis_size=axis_size)]
-
-
-def _pbroadcast_transpose(ct, x, *, mesh_axes, source):
-    total = bind(coll.psum_p, ct, mesh_axes=mesh_axes)
-    rank = bind(coll.axis_index_p, mesh_axes=mesh_axes)
-    is_source = bind(p.eq_p, rank, np.int32(source))
-    zeros = bind(p.broadcast_in_dim_p, np.zeros((), aval_of(ct).dtype),
-                 shape=aval_of(ct).shape, broadcast_dimensions=())
-    return [bind(p.select_n_p, is_source, zeros, total)]
-
-
-transpose_rules[coll.psum_p] = _psum_transpose
-transpose_rules[coll.pmean_p] = _pmean_transpose
-transpose_rules[coll.pvary_p] = _pvary_transpose
-transpose_rules[coll.all_gather_p] = _all_gather_transpose
-transpose_rules[coll.psum_scatter_p] = _psum_scatter_transpose
-transpose_rules[coll.ppermute_p] = _ppermute_transpose
-transpose_rules[coll.all_to_all_p] = _all_to_all_transpose
-transpose_rules[coll.pbroadcast_p] = _pbroadcast_transpose
 
 
 # --- shard_map: JVP -------------------------------------------------------------------------------

@@ -1,356 +1,41 @@
-"""Automatic differentiation as program transformations.
-
-- ``jvp_program``: a program of (primals, tangents) -> (outputs, output tangents), traced by
-  running the program under a JVP trace whose rules bind into a program trace.
-- ``partial_eval``: split a program into the part computable from known inputs (which also
-  outputs the residuals the rest needs) and the part that needs the unknown inputs.
-- ``backward_pass``: transpose a program linear in some inputs: equations that do not touch
-  the linear inputs run forward first (recomputation), then the linear ones are transposed in
-  reverse, each by its primitive's transpose rule.
+"""The user-facing transformations of automatic differentiation: ``grad``, ``value_and_grad``,
+``vjp``, ``jvp`` (and ``linearize_flat`` for ``compiler.linearize``).
 
 ``vjp`` is jvp, then partial evaluation with the tangents unknown, then the backward pass of
-the unknown part. Every step binds primitives in the current trace, so a gradient runs eagerly,
-becomes part of a jitted program, or runs inside a shard_map body alike.
+the unknown part (``compiler.ad_core``). This module imports every rule module, so that
+autodiff works however it is reached.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
+# the rule modules fill the tables of ad_core when imported
+from compiler import (ad_control, ad_linalg, ad_rules, ad_shard_map,  # noqa: F401
+                      collective_rules, remat)
 from compiler import tree
-from compiler.tracing import (Trace, Tracer, aval_of, bind, check_jax_leaves, current_trace,
-                              is_jax_value, set_current_trace)
-from compiler.tracing import layouts_of, replaying, trace_to_program
+from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_program,
+                              instantiate, is_differentiable, jvp_program_with_consts,
+                              partial_eval)
+from compiler.shard_map import current_shard_context, function_name
+from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is_jax_value,
+                              is_python_scalar, layouts_of, set_current_trace, trace_to_program)
 from ir import dtypes
 from ir import primitives as prims
-from ir.core import Aval, Eqn, Literal, Program, Var
-from ir.primitives import RuleTable
-from ir.interpreter import Interpreter
+from ir.core import Program
 
-jvp_rules = RuleTable("jvp")
-transpose_rules = RuleTable("transpose")
-partial_eval_rules: dict = {}          # higher-order primitives that split themselves
-
-
-# --- zeros and sums ------------------------------------------------------------------------------
-
-def is_differentiable(aval: Aval) -> bool:
-    return dtypes.is_inexact(aval.dtype)
-
-
-def zeros_like_aval(aval: Aval):
-    """Zeros of ``aval``'s shape and dtype, bound in the current trace."""
-    zero = np.zeros((), aval.dtype)
-    if aval.shape == ():
-        return bind(prims.broadcast_in_dim_p, zero, shape=(), broadcast_dimensions=())
-    return bind(prims.broadcast_in_dim_p, zero, shape=aval.shape, broadcast_dimensions=())
-
-
-def instantiate(value, aval: Aval):
-    return zeros_like_aval(aval) if value is None else value
-
-
-def add_tangents(a, b):
-    """Sum of two tangents or cotangents, either of which may be a symbolic zero (None)."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return bind(prims.add_p, a, b)
-
-
-# --- the JVP trace -------------------------------------------------------------------------------
-
-class JVPTracer(Tracer):
-    __slots__ = ("_trace", "primal", "tangent")
-
-    def __init__(self, trace, primal, tangent):
-        self._trace = trace
-        self.primal = primal
-        self.tangent = tangent          # None: a symbolic zero
-
-    @property
-    def aval(self):
-        return aval_of(self.primal)
-
-    def _layout(self):
-        from compiler.layouts import layout_of
-        return layout_of(self.primal)
-
-    def _axis_order(self):
-        inner = self.primal
-        return inner._axis_order() if isinstance(inner, Tracer) else ()
-
-
-class JVPTrace(Trace):
-    """Carries a tangent beside every value; rules compute both in the parent trace."""
-
-    def __init__(self, parent: Trace):
-        self.parent = parent
-
-    def lift(self, value):
-        return JVPTracer(self, value, None)
-
-    def process_primitive(self, prim, tracers, params):
-        primals = [t.primal for t in tracers]
-        tangents = [t.tangent for t in tracers]
-        with set_current_trace(self.parent):
-            if all(t is None for t in tangents):
-                outs = bind(prim, *primals, **params)
-                outs = outs if prim.multiple_results else [outs]
-                out_tangents = [None] * len(outs)
-            else:
-                outs, out_tangents = jvp_rules[prim](primals, tangents, **params)
-        return [JVPTracer(self, p, t) for p, t in zip(outs, out_tangents)]
-
-    def process_shard_map(self, fun, args, params):
-        """Stage the call as a one-equation program traced under this trace (so the body may
-        close over values carrying tangents), then evaluate it here: the shard_map equation's
-        JVP rule runs, as for ``grad``."""
-        tracers = [self.to_tracer(a) for a in args]
-        program, consts, _ = trace_to_program(
-            lambda *vals: current_trace().process_shard_map(fun, list(vals), params),
-            [t.aval for t in tracers], shard=_current_shard(), parent=self)
-        flat = Program([], program.constvars + program.invars, program.eqns, program.outvars)
-        with set_current_trace(self):
-            return eval_program(flat, list(consts) + tracers)
-
-
-def jvp_program(program: Program, nonzero: list, *, shard=None) -> Program:
-    """The program (inputs, tangents of the inputs marked ``nonzero``) -> (outputs, tangents of
-    every output; zeros instantiated)."""
-    jvp_prog, consts = jvp_program_with_consts(program, nonzero, shard=shard)
-    if consts:
-        # a user's rule (custom_jvp/custom_vjp) closed over an array
-        raise NotImplementedError(
-            "a custom_jvp/custom_vjp rule differentiated inside a shard_map body, loop or "
-            "cond closes over an array constant; pass the array to the custom function as an "
-            "argument instead")
-    return jvp_prog
-
-
-def jvp_program_with_consts(program: Program, nonzero: list, *, shard=None):
-    """``jvp_program``, allowing arrays closed over by custom rules: (the program with those
-    constants as leading inputs, their values)."""
-    in_avals = program.in_avals
-    tangent_avals = [a for a, nz in zip(in_avals, nonzero) if nz]
-
-    def fun(*args):
-        primals = list(args[:len(in_avals)])
-        it = iter(args[len(in_avals):])
-        tangents = [next(it) if nz else None for nz in nonzero]
-        outs, out_tangents = jvp_eval(program, primals, tangents)
-        return list(outs) + [instantiate(t, aval_of(o)) for t, o in zip(out_tangents, outs)]
-
-    jvp_prog, consts, _ = trace_to_program(fun, in_avals + tangent_avals, shard=shard,
-                                           parent=current_trace())
-    jvp_prog = Program([], jvp_prog.constvars + jvp_prog.invars, jvp_prog.eqns,
-                       jvp_prog.outvars)
-    return jvp_prog, consts
-
-
-def jvp_eval(program: Program, primals, tangents):
-    """Evaluate ``program`` on (primal, tangent) pairs in the current trace."""
-    trace = JVPTrace(current_trace())
-    args = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
-    with set_current_trace(trace):
-        outs = eval_program(program, args)
-    outs = [trace.to_tracer(o) for o in outs]
-    return [o.primal for o in outs], [o.tangent for o in outs]
-
-
-class _Rebind(Interpreter):
-    """Each equation bound again in the current trace, under its own source line (so its
-    errors are the tracer's, already naming the user's line)."""
-    locates_errors = False
-
-    def read_literal(self, literal):
-        return literal.value[()]
-
-    def eval_equation(self, eqn, values):
-        with replaying(eqn.source):
-            outs = bind(eqn.primitive, *values, **eqn.params)
-        return outs if eqn.primitive.multiple_results else [outs]
-
-
-def eval_program(program: Program, args):
-    """Evaluate a program by binding each equation in the current trace."""
-    return _Rebind().run(program, args)
-
-
-# --- partial evaluation ------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class Split:
-    """A program split into its known part and its unknown part.
-
-    known:   known inputs -> known outputs + residuals
-    unknown: residuals + unknown inputs -> unknown outputs
-    """
-    known: Program
-    unknown: Program
-    out_unknown: list          # per original output: computed by the unknown part
-    num_residuals: int
-    # id of a known-part equation a rule made -> the equation it came from (remat asks its
-    # policy about the original)
-    origin: dict = dataclasses.field(default_factory=dict)
-
-
-def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split:
-    """Split ``program`` given which inputs are unknown. Outputs marked ``instantiate`` are
-    produced by the unknown part even if known (passed through as residuals)."""
-    unknown: set = {id(v) for v, u in zip(program.invars, unknown_in) if u}
-    known_eqns, unknown_eqns = [], []
-    # Known values a rule chose to recompute on the unknown side: later unknown equations
-    # read the recomputed variable instead of keeping the known one as a residual.
-    recomputed: dict = {}
-    origin: dict = {}
-    for eqn in program.eqns:
-        ins_unknown = [isinstance(a, Var) and id(a) in unknown for a in eqn.invars]
-        if not any(ins_unknown):
-            known_eqns.append(eqn)
-            continue
-        eqn = _renamed(eqn, recomputed)
-        rule = partial_eval_rules.get(eqn.primitive)
-        if rule is None:
-            unknown_eqns.append(eqn)
-            unknown.update(id(v) for v in eqn.outvars)
-            continue
-        k_eqns, u_eqns, unknown_outs, *extra = rule(eqn, ins_unknown)
-        origin.update((id(k), eqn) for k in k_eqns)
-        known_eqns.extend(k_eqns)
-        unknown_eqns.extend(u_eqns)
-        # whatever the unknown side computes is unknown here, recomputed values included
-        unknown.update(id(v) for v in unknown_outs)
-        unknown.update(id(v) for e in u_eqns for v in e.outvars)
-        for old, new in (extra[0] if extra else {}).items():
-            recomputed[old] = new
-            unknown.add(id(new))
-    out_unknown = [isinstance(a, Var) and id(a) in unknown for a in program.outvars]
-    residuals = _residuals(program, unknown, unknown_eqns, out_unknown, instantiate)
-    known_outs = [a for a, u, inst in zip(program.outvars, out_unknown, instantiate)
-                  if not u and not inst]
-    unknown_outs = [a for a, u, inst in zip(program.outvars, out_unknown, instantiate)
-                    if u or inst]
-    known_in = [v for v, u in zip(program.invars, unknown_in) if not u]
-    unknown_invars = [v for v, u in zip(program.invars, unknown_in) if u]
-    known = Program([], known_in, known_eqns, known_outs + residuals)
-    rest = Program([], residuals + unknown_invars, unknown_eqns, unknown_outs)
-    flags = [u or inst for u, inst in zip(out_unknown, instantiate)]
-    return Split(known, rest, flags, len(residuals), origin)
-
-
-def _renamed(eqn: Eqn, recomputed: dict) -> Eqn:
-    if not recomputed or not any(id(a) in recomputed for a in eqn.invars):
-        return eqn
-    invars = [recomputed.get(id(a), a) for a in eqn.invars]
-    return Eqn(eqn.primitive, invars, eqn.outvars, eqn.params, eqn.source)
-
-
-def _residuals(program, unknown, unknown_eqns, out_unknown, instantiate) -> list:
-    """Known variables the unknown part reads, in first-use order."""
-    seen: dict = {}
-
-    def need(atom):
-        if isinstance(atom, Var) and id(atom) not in unknown and id(atom) not in seen:
-            seen[id(atom)] = atom
-
-    for eqn in unknown_eqns:
-        for atom in eqn.invars:
-            need(atom)
-    for atom, u, inst in zip(program.outvars, out_unknown, instantiate):
-        if inst and not u:
-            need(atom)
-    return list(seen.values())
-
-
-# --- the backward pass ---------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Linear:
-    """An input the program is linear in (JAX's UndefinedPrimal): it has a type, no value."""
-    aval: Aval
-
-
-def backward_pass(program: Program, args, cts_out) -> list:
-    """Cotangents of the ``Linear`` inputs of ``program`` given output cotangents (None for
-    zero). Non-linear equations run forward first; linear ones are transposed in reverse."""
-    env: dict = {}
-    linear: set = set()
-    for var, arg in zip(program.invars, args):
-        if isinstance(arg, Linear):
-            linear.add(id(var))
-        else:
-            env[id(var)] = arg
-
-    def read(atom):
-        return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
-
-    def is_linear(atom):
-        return isinstance(atom, Var) and id(atom) in linear
-
-    linear_eqns = []
-    for eqn in program.eqns:
-        if any(is_linear(a) for a in eqn.invars):
-            linear_eqns.append(eqn)
-            linear.update(id(v) for v in eqn.outvars)
-            continue
-        with replaying(eqn.source):
-            outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
-        outs = outs if eqn.primitive.multiple_results else [outs]
-        for var, value in zip(eqn.outvars, outs):
-            env[id(var)] = value
-
-    cts: dict = {}
-
-    def accumulate(var, ct):
-        if ct is not None:
-            cts[id(var)] = add_tangents(cts.get(id(var)), ct)
-
-    for atom, ct in zip(program.outvars, cts_out):
-        if is_linear(atom):
-            accumulate(atom, ct)
-    for eqn in reversed(linear_eqns):
-        out_cts = [cts.pop(id(v), None) for v in eqn.outvars]
-        if all(ct is None for ct in out_cts):
-            continue
-        operands = [Linear(a.aval) if is_linear(a) else read(a) for a in eqn.invars]
-        try:
-            rule = transpose_rules[eqn.primitive]
-        except prims.MissingRuleError:
-            raise NotImplementedError(
-                f"Transpose rule (for reverse-mode differentiation) for '{eqn.primitive}' "
-                "not implemented") from None
-        with replaying(eqn.source):
-            in_cts = rule(out_cts if eqn.primitive.multiple_results else out_cts[0],
-                          *operands, **eqn.params)
-            for atom, ct in zip(eqn.invars, in_cts):
-                if is_linear(atom):
-                    accumulate(atom, ct)
-    return [cts.get(id(v)) for v in program.invars if id(v) in linear]
-
-
-# --- the API ---------------------------------------------------------------------------------------
 
 def _trace_flat(fun, flat_args, in_tree):
     """Trace ``fun`` at the avals of ``flat_args``: (program with constants as leading inputs,
     constant values, output tree)."""
     flat_fun, box = tree.flatten_fun(fun, in_tree)
     program, consts, _ = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
-                                          shard=_current_shard(), parent=current_trace(),
+                                          shard=current_shard_context(), parent=current_trace(),
                                           in_shardings=layouts_of(flat_args))
     program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
     return program, consts, box[0]
 
 
-def _current_shard():
-    from compiler.shard_map import current_shard_context
-    return current_shard_context()
-
-
-def _as_array(x):
-    from compiler.tracing import is_python_scalar
+def as_array(x):
     if is_python_scalar(x):
         return np.asarray(x, dtypes.weak_scalar_dtype(x))[()]
     return x
@@ -358,12 +43,12 @@ def _as_array(x):
 
 def linearize_flat(fun, flat_primals, in_tree):
     """(primal outputs, residuals, the linear program, output tree, differentiable mask)."""
-    flat_primals = [_as_array(p) for p in flat_primals]
+    flat_primals = [as_array(p) for p in flat_primals]
     program, consts, out_tree = _trace_flat(fun, flat_primals, in_tree)
     n_consts = len(consts)
     diff = [False] * n_consts + [is_differentiable(aval_of(p)) for p in flat_primals]
     # arrays a custom rule closed over are known inputs too
-    jvp_prog, rule_consts = jvp_program_with_consts(program, diff, shard=_current_shard())
+    jvp_prog, rule_consts = jvp_program_with_consts(program, diff, shard=current_shard_context())
     n_in = len(rule_consts) + len(program.invars)
     n_tan = sum(diff)
     n_out = len(program.outvars)
@@ -381,12 +66,12 @@ def vjp(fun, *primals, has_aux=False):
     _check_values(primals, "primals", fun)
     flat_primals, in_tree = tree.tree_flatten(primals)
     opaque: dict = {}
-    target = _split_aux(fun, opaque) if has_aux else fun
+    target = split_aux(fun, opaque) if has_aux else fun
     outs, residuals, linear_prog, out_tree, diff = linearize_flat(target, flat_primals, in_tree)
     if has_aux:
         out_tree, _ = out_tree.children
         n_out = out_tree.num_leaves
-        aux = _rebuild_aux(opaque, outs[n_out:])
+        aux = rebuild_aux(opaque, outs[n_out:])
         outs = outs[:n_out]
     primal_out = tree.tree_unflatten(out_tree, outs)
     tangent_avals = [aval_of(p) for p, d in zip(flat_primals, diff) if d]
@@ -413,7 +98,7 @@ def _zero_cotangent(primal):
     return np.zeros(aval.shape, aval.dtype)
 
 
-def _split_aux(fun, opaque: dict):
+def split_aux(fun, opaque: dict):
     """``fun`` returning ``(out, aux)``, with aux's leaves that are not JAX values (strings,
     Python objects) kept in ``opaque`` by leaf index instead of traced: aux is returned as is."""
     def wrapped(*args):
@@ -426,7 +111,7 @@ def _split_aux(fun, opaque: dict):
     return wrapped
 
 
-def _rebuild_aux(opaque: dict, traced: list):
+def rebuild_aux(opaque: dict, traced: list):
     """The aux pytree from its traced leaves and the opaque ones, in leaf order."""
     it = iter(traced)
     aux_tree = opaque["tree"]
@@ -443,11 +128,11 @@ def jvp(fun, primals, tangents, has_aux=False):
     if t_tree != in_tree:
         raise TypeError(f"jvp: primal and tangent arguments must have the same structure; "
                         f"got {in_tree} and {t_tree}")
-    flat_primals = [_as_array(p) for p in flat_primals]
+    flat_primals = [as_array(p) for p in flat_primals]
     opaque: dict = {}
-    flat_fun, box = tree.flatten_fun(_split_aux(fun, opaque) if has_aux else fun, in_tree)
+    flat_fun, box = tree.flatten_fun(split_aux(fun, opaque) if has_aux else fun, in_tree)
     trace = JVPTrace(current_trace())
-    args = [JVPTracer(trace, p, _as_array(t)) for p, t in zip(flat_primals, flat_tangents)]
+    args = [JVPTracer(trace, p, as_array(t)) for p, t in zip(flat_primals, flat_tangents)]
     with set_current_trace(trace):
         outs = [trace.to_tracer(o) for o in flat_fun(*args)]
     primal_out = [o.primal for o in outs]
@@ -458,7 +143,7 @@ def jvp(fun, primals, tangents, has_aux=False):
         n = out_tree.num_leaves
         return (tree.tree_unflatten(out_tree, primal_out[:n]),
                 tree.tree_unflatten(out_tree, tangent_out[:n]),
-                _rebuild_aux(opaque, primal_out[n:]))
+                rebuild_aux(opaque, primal_out[n:]))
     return tree.tree_unflatten(out_tree, primal_out), tree.tree_unflatten(out_tree, tangent_out)
 
 
@@ -524,7 +209,6 @@ def _describe(out) -> str:
 
 def _check_values(values, where: str, fun):
     """Every leaf of ``values`` (what is differentiated) must be a JAX value."""
-    from compiler.shard_map import function_name
     check_jax_leaves(tree.tree_leaves(values), values,
                      lambda path: f"differentiated argument {where}{path} of "
                                   f"'{function_name(fun)}'")
@@ -532,7 +216,7 @@ def _check_values(values, where: str, fun):
 
 def _check_real(arg, allow_int):
     for leaf in tree.tree_leaves(arg):
-        dtype = aval_of(_as_array(leaf)).dtype
+        dtype = aval_of(as_array(leaf)).dtype
         if not dtypes.is_inexact(dtype) and not allow_int:
             raise TypeError("grad requires real- or complex-valued inputs (input dtype that is a "
                             f"sub-dtype of np.inexact), but got {dtype.name}. If you want to "
@@ -540,6 +224,3 @@ def _check_real(arg, allow_int):
                             "to True.")
 
 
-# The rule tables above are filled by the compiler's own rule modules, imported here (last, as
-# they import this module's names) so that autodiff works however it is reached.
-from compiler import ad_rules, ad_control, ad_shard_map, remat  # noqa: E402,F401

@@ -12,8 +12,8 @@ every branch runs and each member selects its own result.
 """
 from __future__ import annotations
 
-from compiler.batching import (BatchTrace, BatchTracer, _check_spmd_unused, _shape,
-                               _spec_entry, _spmd_split, batch_at, batch_spec, broadcast_batch,
+from compiler.batching import (BatchTrace, BatchTracer, check_spmd_unused, shape_of,
+                               spec_entry, spmd_split, batch_at, batch_spec, broadcast_batch,
                                control_rules, moveaxis)
 from compiler.control_flow import _share_consts
 from compiler.shard_map import ShardContext, _axis_env, current_shard_context
@@ -151,7 +151,7 @@ def _cond_rule(trace, values, dims, *, branches):
 def _select(index, cases, batched: bool, size: int):
     """Each member's case by its own ``index`` (int32 of shape (members,))."""
     cases = [c if batched else broadcast_batch(c, size, 0) for c in cases]
-    shape = _shape(cases[0])
+    shape = shape_of(cases[0])
     which = bind(prims.broadcast_in_dim_p, index, shape=shape, broadcast_dimensions=(0,))
     return bind(prims.select_n_p, which, *cases)
 
@@ -228,7 +228,7 @@ def _masked_body(cond: Program, body: Program, cond_ops, body_ops) -> Program:
         stepped = _replay(body, list(body_args) + carry)
         outs = []
         for old, new in zip(carry, stepped):
-            which = bind(prims.broadcast_in_dim_p, pred, shape=_shape(new),
+            which = bind(prims.broadcast_in_dim_p, pred, shape=shape_of(new),
                          broadcast_dimensions=(0,))
             outs.append(bind(prims.select_n_p, which, old, new))
         return outs
@@ -261,9 +261,9 @@ control_rules[prims.remat_p] = _remat_rule
 def _shard_map_rule(trace, values, dims, *, jaxpr, mesh, in_specs, out_specs, check_vma):
     """A shard_map equation (a gradient's, say): its body batched, the batch axis in front of
     each batched input's and output's spec, as for a shard_map traced under vmap."""
-    split = _spmd_split(trace, mesh, in_specs, "in_specs")
+    split = spmd_split(trace, mesh, in_specs, "in_specs")
     local = trace.axis_size if split is None else trace.axis_size // split.size
-    entry = None if split is None else _spec_entry(split.mesh_axes)
+    entry = None if split is None else spec_entry(split.mesh_axes)
     spmd_vma = frozenset() if split is None else frozenset(split.mesh_axes)
     batched = [d is not None for d in dims]
     block_trace = BatchTrace(trace.parent, local, tag=trace.tag, axis=trace.axis,
@@ -278,7 +278,7 @@ def _shard_map_rule(trace, values, dims, *, jaxpr, mesh, in_specs, out_specs, ch
         _axis_env.pop()
     new_out_specs = tuple(batch_spec(s, 0, entry) if b else s for s, b in zip(out_specs, out_b))
     if split is not None:
-        _check_spmd_unused(split, out_specs, "out_specs")
+        check_spmd_unused(split, out_specs, "out_specs")
     new_in_specs = (PartitionSpec(),) * len(consts) + tuple(
         batch_spec(s, 0, entry) if b else s for s, b in zip(in_specs, batched))
     outs = bind(prims.shard_map_p, *consts, *_leading(values, dims), jaxpr=body, mesh=mesh,

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 
 from compiler import tree
-from compiler.autodiff import jvp_rules, transpose_rules
+from compiler.ad_core import jvp_rules, transpose_rules
 from compiler.batching import batching_rules, keep_dim_rule
 from compiler.replication import join_rule, vma_rules
 from compiler.tracing import bind

@@ -29,9 +29,10 @@ import inspect
 import numpy as np
 
 from compiler import tree
-from compiler.autodiff import (Linear, backward_pass, eval_program, instantiate,
+from compiler.ad_core import (Linear, backward_pass, eval_program, instantiate,
                                is_differentiable, jvp_rules, transpose_rules, zeros_like_aval)
-from compiler.batching import batching_rules, moveaxis, vmap
+from compiler.batching import batching_rules, moveaxis
+from compiler.vmap import vmap
 from compiler.eager import ShardTrace
 from compiler.inline_calls import custom_vjp_jvp_error
 from compiler.replication import infer_vma, vma_rules

@@ -7,7 +7,7 @@ calling it again does not recompute the primal function.
 from __future__ import annotations
 
 from compiler import tree
-from compiler.autodiff import (_as_array, _rebuild_aux, _split_aux, eval_program,
+from compiler.autodiff import (as_array, rebuild_aux, split_aux, eval_program,
                                linearize_flat)
 from compiler.tracing import aval_of
 
@@ -20,14 +20,14 @@ def linearize(fun, *primals, has_aux: bool = False):
     >>> f_jvp(2.0)      # 2 cos(1)
     """
     flat_primals, in_tree = tree.tree_flatten(primals)
-    flat_primals = [_as_array(x) for x in flat_primals]
+    flat_primals = [as_array(x) for x in flat_primals]
     opaque: dict = {}      # aux leaves that are not arrays, returned as they are
-    target = _split_aux(fun, opaque) if has_aux else fun
+    target = split_aux(fun, opaque) if has_aux else fun
     outs, residuals, linear, out_tree, diff = linearize_flat(target, flat_primals, in_tree)
     aux = None
     if has_aux:
         out_tree, _ = out_tree.children
-        aux = _rebuild_aux(opaque, outs[out_tree.num_leaves:])
+        aux = rebuild_aux(opaque, outs[out_tree.num_leaves:])
         outs = outs[:out_tree.num_leaves]
     primal_avals = [aval_of(x) for x in flat_primals]
 
@@ -36,7 +36,7 @@ def linearize(fun, *primals, has_aux: bool = False):
         if t_tree != in_tree:
             raise TypeError(f"linearized function called with tangents of structure {t_tree}, "
                             f"but the primals had structure {in_tree}")
-        flat = [_as_array(t) for t in flat]
+        flat = [as_array(t) for t in flat]
         for t, aval, d in zip(flat, primal_avals, diff):
             got = aval_of(t)
             if got.shape != aval.shape or (d and got.dtype != aval.dtype):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 
 from compiler import tree
-from compiler.autodiff import (JVPTrace, JVPTracer, Linear, backward_pass, instantiate,
+from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, instantiate,
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules)
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context

@@ -692,7 +692,7 @@ def put(a, ind, v, mode=None, *, inplace=True):
 
 def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     """``func1d`` applied to every 1-D slice of ``arr`` along ``axis`` (by ``vmap``)."""
-    from compiler.batching import vmap
+    from compiler.vmap import vmap
     arr = _array(arr)
     n = _ndim(arr)
     axis = _axis(axis, n)
@@ -752,7 +752,7 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     arguments; each argument's last dimensions named in ``signature`` (``'(n),(n)->()'``) go
     to ``pyfunc`` whole, the others are scalars. ``excluded`` names positions or keywords
     passed through unchanged."""
-    from compiler.batching import vmap
+    from compiler.vmap import vmap
     in_cores, out_cores = _parse_signature(signature) if signature else (None, None)
 
     @functools.wraps(pyfunc)

@@ -1,4 +1,4 @@
 """``shardc.vmap``: vectorizing maps, by the batching trace of ``compiler.batching``."""
-from compiler.batching import vmap
+from compiler.vmap import vmap
 
 __all__ = ["vmap"]

@@ -9,7 +9,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.batching import vmap_axis
-from compiler.batching_axes import named_axes_size
+from compiler.collective_rules import named_axes_size
 from compiler.replication import pvary_error_check
 from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar

@@ -17,7 +17,8 @@ from hypothesis import given, settings, strategies as st
 
 import shardc as jax
 import shardc.numpy as jnp
-from compiler.autodiff import eval_program, jvp_eval
+from compiler import autodiff  # noqa: F401  (loads every rule module)
+from compiler.ad_core import eval_program, jvp_eval
 from compiler.tracing import UnexpectedTracerError
 from ir.parser import parse_program
 from ir.printer import print_program

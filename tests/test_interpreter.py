@@ -101,7 +101,7 @@ def test_a_literal_reads_as_its_value():
 
 
 def test_gradients_rebind_through_the_shared_loop():
-    # compiler.autodiff.eval_program is an Interpreter too: a gradient through shard_map
+    # compiler.ad_core.eval_program is an Interpreter too: a gradient through shard_map
     mesh = shardc.make_mesh((4,), ("i",))
     f = shardc.shard_map(lambda x: lax.psum(jnp.sin(x).sum(), "i"), mesh=mesh,
                          in_specs=P("i"), out_specs=P())

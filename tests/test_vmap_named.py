@@ -321,7 +321,7 @@ def test_results_the_same_for_every_member_may_leave_the_batch_axis_out():
 
 
 def test_every_collective_has_a_named_axis_rule():
-    from compiler.batching_axes import named_axis_rules
+    from compiler.batching import named_axis_rules
     from ir import primitives as prims
     missing = [name for name, prim in prims.registry.items()
                if prim.kind == "collective" and prim not in named_axis_rules]

@@ -1,9 +1,22 @@
-"""Collectives over a vmap's named axis: ``vmap(f, axis_name='b')`` with ``lax.psum(x, 'b')``.
+"""The compiler's rules for collectives, in one place: their derivatives (JVP and transpose,
+SEMANTICS 2.9 and 4) and their batching (vmap over an unnamed axis, and over a vmap's named
+axis). What the IR knows of each collective (its parameters, shape and replication rules,
+lowering) is declared with it in ``ir.collectives``.
 
-A collective that names a vmap's axis acts across the batch members, as if each member were a
-device along an axis 'b'. The vmap's BatchTrace applies one of these rules instead of its
-ordinary batching rule; the rule does the members' part with array operations and hands what
-is left (the mesh axes, or other vmaps' axes, named with 'b') to the enclosing trace.
+**Autodiff.** Collectives are linear: their tangent is the collective of the tangent. With
+the replication check on, ``psum`` and ``pvary`` transpose to each other with no rescaling;
+with it off, ``psum`` transposes to itself and the shard_map boundary rescales (4.3). Under a
+cond whose predicate varies, cotangents along the predicate's axes are per-device
+contributions (``compiler.ad_shard_map.per_device_cotangents``).
+
+**vmap over an unnamed axis.** A collective acts on each device's whole block, so the batch
+axis rides along (leading, where the collective names array axes).
+
+**vmap over a named axis:** ``vmap(f, axis_name='b')`` with ``lax.psum(x, 'b')``. A collective
+that names a vmap's axis acts across the batch members, as if each member were a device along
+an axis 'b'. The vmap's BatchTrace applies one of these rules instead of its ordinary batching
+rule; the rule does the members' part with array operations and hands what is left (the mesh
+axes, or other vmaps' axes, named with 'b') to the enclosing trace.
 
 Ranks over a tuple of names follow SEMANTICS 2.0 (first name major). For a tuple
 ``(major..., 'b', minor...)`` a member's rank is ``(rank(major) * B + member) * |minor| +
@@ -22,14 +35,169 @@ import math
 
 import numpy as np
 
-from compiler.batching import (BatchTrace, _literal, _shape, batch_at, member, moveaxis,
-                               named_axis_rules, vmap_axis)
+from compiler.ad_core import jvp_rules, transpose_rules
+from compiler.ad_rules import linear_jvp
+from compiler.ad_shard_map import check_on, per_device_axes
+from compiler.batching import (BatchTrace, batch_at, batching_rules, keep_dim_rule, literal,
+                               member, moveaxis, named_axis_rules, shape_of, unbatched_rule,
+                               vmap_axis)
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind
+from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
-from ir import collectives as coll
 
+
+def _group_size(axes) -> int:
+    shard = current_shard_context()
+    sizes = [vmap_axis(a).size if vmap_axis(a) is not None else
+             shard.mesh.shape[a] if shard is not None else 1 for a in axes]
+    return math.prod(sizes)
+
+
+# --- collectives: JVP -----------------------------------------------------------------------------
+
+for _p in (coll.psum_p, coll.pmean_p, coll.pvary_p, coll.all_gather_p, coll.psum_scatter_p, coll.ppermute_p,
+           coll.all_to_all_p, coll.pbroadcast_p):
+    jvp_rules[_p] = functools.partial(linear_jvp, _p)
+
+
+def _not_differentiable(name, primals, tangents, **params):
+    raise NotImplementedError(f"Differentiation rule for '{name}' not implemented; apply "
+                              "lax.stop_gradient to its operand if its derivative is not needed.")
+
+
+jvp_rules[coll.pmax_p] = functools.partial(_not_differentiable, "pmax")
+jvp_rules[coll.pmin_p] = functools.partial(_not_differentiable, "pmin")
+
+
+# --- collectives: transposes ----------------------------------------------------------------------
+
+def _psum_transpose(ct, x, *, mesh_axes):
+    if not check_on():
+        return [bind(coll.psum_p, ct, mesh_axes=mesh_axes)]
+    # along per-device axes the cotangent is summed, as the all-reduce's own transpose; along
+    # the others it is the total already, and the operand's copies each get it (a pvary)
+    summed = _per_device(mesh_axes)
+    if summed:
+        ct = bind(coll.psum_p, ct, mesh_axes=summed)
+    missing = _missing(ct, mesh_axes)
+    return [bind(coll.pvary_p, ct, mesh_axes=missing) if missing else ct]
+
+
+def _per_device(mesh_axes) -> tuple:
+    """The axes of ``mesh_axes`` along which cotangents are per-device contributions."""
+    per_device = per_device_axes()
+    return tuple(a for a in mesh_axes if a in per_device)
+
+
+def _missing(value, mesh_axes) -> tuple:
+    """The axes of ``mesh_axes`` a value does not vary over yet (pvary's operand rule)."""
+    vma = aval_of(value).vma
+    return tuple(a for a in mesh_axes if a not in vma)
+
+
+def _pmean_transpose(ct, x, *, mesh_axes):
+    scaled = bind(prims.div_p, ct, np.asarray(_group_size(mesh_axes), aval_of(ct).dtype)[()])
+    return _psum_transpose(scaled, x, mesh_axes=mesh_axes)
+
+
+def _pvary_transpose(ct, x, *, mesh_axes):
+    if not check_on():
+        return [ct]
+    # per-device axes keep the contributions apart: the enclosing cond's transpose sums them
+    summed = tuple(a for a in mesh_axes if a not in per_device_axes())
+    return [bind(coll.psum_p, ct, mesh_axes=summed) if summed else ct]
+
+
+def _all_gather_transpose(ct, x, *, mesh_axes, gather_axis, tiled, axis_size, to="varying"):
+    # With the check off the boundary divided the cotangent by the group size, as for psum,
+    # so the per-device transpose (psum_scatter) restores it; own chunk needs the check on.
+    if to == "invarying" and check_on():
+        summed = _per_device(mesh_axes)
+        if summed:
+            ct = bind(coll.psum_p, ct, mesh_axes=summed)
+        return [_own_chunk(ct, mesh_axes, gather_axis, tiled, x.aval)]
+    return [bind(coll.psum_scatter_p, ct, mesh_axes=mesh_axes, scatter_axis=gather_axis,
+                 tiled=tiled, axis_size=axis_size)]
+
+
+def _own_chunk(ct, mesh_axes, axis, tiled, aval):
+    """This device's chunk of a gathered cotangent: no communication."""
+    rank = bind(coll.axis_index_p, mesh_axes=mesh_axes)
+    shape = aval_of(ct).shape
+    starts = [np.int32(0)] * len(shape)
+    sizes = list(shape)
+    if tiled:
+        starts[axis] = bind(prims.mul_p, rank, np.int32(aval.shape[axis]))
+        sizes[axis] = aval.shape[axis]
+        return bind(prims.dynamic_slice_p, ct, *starts, slice_sizes=tuple(sizes))
+    starts[axis] = rank
+    sizes[axis] = 1
+    chunk = bind(prims.dynamic_slice_p, ct, *starts, slice_sizes=tuple(sizes))
+    return bind(prims.squeeze_p, chunk, dimensions=(axis,))
+
+
+def _psum_scatter_transpose(ct, x, *, mesh_axes, scatter_axis, tiled, axis_size):
+    return [bind(coll.all_gather_p, ct, mesh_axes=mesh_axes, gather_axis=scatter_axis,
+                 tiled=tiled, axis_size=axis_size)]
+
+
+def _ppermute_transpose(ct, x, *, mesh_axes, perm):
+    inverse = tuple((dest, source) for source, dest in perm)
+    return [bind(coll.ppermute_p, ct, mesh_axes=mesh_axes, perm=inverse)]
+
+
+def _all_to_all_transpose(ct, x, *, mesh_axes, split_axis, concat_axis, tiled, axis_size):
+    return [bind(coll.all_to_all_p, ct, mesh_axes=mesh_axes, split_axis=concat_axis,
+                 concat_axis=split_axis, tiled=tiled, axis_size=axis_size)]
+
+
+def _pbroadcast_transpose(ct, x, *, mesh_axes, source):
+    total = bind(coll.psum_p, ct, mesh_axes=mesh_axes)
+    rank = bind(coll.axis_index_p, mesh_axes=mesh_axes)
+    is_source = bind(prims.eq_p, rank, np.int32(source))
+    zeros = bind(prims.broadcast_in_dim_p, np.zeros((), aval_of(ct).dtype),
+                 shape=aval_of(ct).shape, broadcast_dimensions=())
+    return [bind(prims.select_n_p, is_source, zeros, total)]
+
+
+transpose_rules[coll.psum_p] = _psum_transpose
+transpose_rules[coll.pmean_p] = _pmean_transpose
+transpose_rules[coll.pvary_p] = _pvary_transpose
+transpose_rules[coll.all_gather_p] = _all_gather_transpose
+transpose_rules[coll.psum_scatter_p] = _psum_scatter_transpose
+transpose_rules[coll.ppermute_p] = _ppermute_transpose
+transpose_rules[coll.all_to_all_p] = _all_to_all_transpose
+transpose_rules[coll.pbroadcast_p] = _pbroadcast_transpose
+
+
+# --- vmap over an unnamed axis -------------------------------------------------------------------
+
+def leading_batch_rule(prim, axis_params, values, dims, **params):
+    """Collectives that name array axes (``gather_axis`` ...): the batch axis leads, and the
+    named axes move up by one. Results keep the batch axis in front."""
+    (x,), (dim,) = values, dims
+    x = moveaxis(x, dim, 0)
+    params = {name: value + 1 if name in axis_params else value
+              for name, value in params.items()}
+    return [bind(prim, x, **params)], [0]
+
+
+
+# Collectives act on each device's whole block, so the batch axis rides along.
+for _p in coll.REDUCING + (coll.pvary_p, coll.ppermute_p, coll.pbroadcast_p):
+    batching_rules[_p] = functools.partial(keep_dim_rule, _p)
+batching_rules[coll.all_gather_p] = functools.partial(
+    leading_batch_rule, coll.all_gather_p, ("gather_axis",))
+batching_rules[coll.psum_scatter_p] = functools.partial(
+    leading_batch_rule, coll.psum_scatter_p, ("scatter_axis",))
+batching_rules[coll.all_to_all_p] = functools.partial(
+    leading_batch_rule, coll.all_to_all_p, ("split_axis", "concat_axis"))
+batching_rules[coll.axis_index_p] = functools.partial(unbatched_rule, coll.axis_index_p)
+
+
+# --- vmap over a named axis ----------------------------------------------------------------------
 
 
 def named_axes_size(axes) -> int:
@@ -81,11 +249,11 @@ def _reducing_rule(prim, trace, values, dims, *, mesh_axes):
     dtype = aval_of(x).dtype
     if dim is None:
         if prim is coll.psum_p:
-            x = bind(prims.mul_p, x, _literal(group.local, dtype))
+            x = bind(prims.mul_p, x, literal(group.local, dtype))
     else:
         x = bind(_LOCAL_REDUCTION[prim], x, axes=(dim,))
         if prim is coll.pmean_p:
-            x = bind(prims.div_p, x, _literal(group.local, dtype))
+            x = bind(prims.div_p, x, literal(group.local, dtype))
     rest = group.major + group.minor
     if rest:
         x = bind(prim, x, mesh_axes=rest)
@@ -144,7 +312,7 @@ def _gather_all(x, dim, group: _Group, **params):
     """Every member's ``x`` stacked in rank order along a new leading axis: (size, *member).
     The same for every member (unbatched)."""
     x = batch_at(x, dim, group.local, 0)                       # (local, *member)
-    shape = _shape(x)[1:]
+    shape = shape_of(x)[1:]
     if group.minor:
         x = bind(coll.all_gather_p, x, mesh_axes=group.minor, gather_axis=1, tiled=False,
                  axis_size=group.minor_size, **params)          # (local, minor, *member)
@@ -156,7 +324,7 @@ def _gather_all(x, dim, group: _Group, **params):
 
 def _merge_axes(x, axis: int):
     """``x`` with axes ``axis`` and ``axis + 1`` merged into one (the first major)."""
-    shape = _shape(x)
+    shape = shape_of(x)
     merged = shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:]
     return bind(prims.reshape_p, x, new_sizes=merged)
 
@@ -176,10 +344,10 @@ def _psum_scatter_rule(trace, values, dims, *, mesh_axes, scatter_axis, tiled, a
     group = _group(trace, mesh_axes)
     x = _reduction_operand(coll.psum_p, x)
     if dim is None:
-        total = bind(prims.mul_p, x, _literal(group.local, aval_of(x).dtype))
+        total = bind(prims.mul_p, x, literal(group.local, aval_of(x).dtype))
     else:
         total = bind(prims.reduce_sum_p, x, axes=(dim,))
-    shape = _shape(total)
+    shape = shape_of(total)
     chunk = shape[scatter_axis] // group.size
     parts = (group.major_size, group.local, group.minor_size, chunk)
     y = bind(prims.reshape_p, total,
@@ -220,8 +388,8 @@ def _ppermute_rule(trace, values, dims, *, mesh_axes, perm):
     y = bind(prims.gather_p, everyone, bind(prims.gather_p, sources, ranks, axis=0), axis=0)
     if not received.all():
         keep = bind(prims.gather_p, received, ranks, axis=0)
-        keep = bind(prims.broadcast_in_dim_p, keep, shape=_shape(y), broadcast_dimensions=(0,))
-        zeros = bind(prims.broadcast_in_dim_p, _literal(0, aval_of(y).dtype), shape=_shape(y),
+        keep = bind(prims.broadcast_in_dim_p, keep, shape=shape_of(y), broadcast_dimensions=(0,))
+        zeros = bind(prims.broadcast_in_dim_p, literal(0, aval_of(y).dtype), shape=shape_of(y),
                      broadcast_dimensions=())
         y = bind(prims.select_n_p, keep, zeros, y)
     return [y], [0]
@@ -242,7 +410,7 @@ def _all_to_all_rule(trace, values, dims, *, mesh_axes, split_axis, concat_axis,
     (x,), (dim,) = values, dims
     group = _group(trace, mesh_axes)
     everyone = _gather_all(x, dim, group)                    # (sources, *member)
-    shape = _shape(everyone)
+    shape = shape_of(everyone)
     split = 1 + split_axis
     chunks = shape[:split] + (group.size, shape[split] // group.size) + shape[split + 1:]
     y = bind(prims.reshape_p, everyone, new_sizes=chunks)

@@ -1,0 +1,362 @@
+"""Batching rules of the array primitives (``compiler.batching``'s tables): elementwise
+operations and reductions by the generic rules, and one rule each for shapes, indexing, linear
+algebra and sharding constraints.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from compiler.batching import (batch_at, batch_size, batching_rules, elementwise_rule,
+                               keep_dim_rule, literal, loop_rule, member_aval, moveaxis, ndim_of,
+                               reduction_rule, shape_of, shift_axes, spec_entry, unbatched_rule,
+                               vectorize)
+from compiler.tracing import aval_of, bind
+from ir import primitives as prims
+from ir.sharding import NamedSharding, PartitionSpec, spec_axes
+
+
+for _p in prims.UNARY + prims.PREDICATES + (prims.convert_element_type_p,
+                                            prims.stop_gradient_p, prims.reduce_precision_p):
+    batching_rules[_p] = functools.partial(keep_dim_rule, _p)
+for _p in prims.ARITHMETIC + prims.COMPARISON + (prims.select_n_p,):
+    batching_rules[_p] = functools.partial(elementwise_rule, _p)
+for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
+    batching_rules[_p] = functools.partial(reduction_rule, _p)
+batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
+batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
+# One key per member: generate per member (the bits differ by key, as they must).
+batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_bits_p)
+
+
+# --- shapes ------------------------------------------------------------------------------------
+
+def _cumulative_rule(prim, values, dims, *, axis, reverse):
+    (x,), (dim,) = values, dims
+    (full_axis,) = shift_axes((axis,), dim)
+    return [bind(prim, x, axis=full_axis, reverse=reverse)], [dim]
+
+
+def _sort_rule(values, dims, *, dimension, num_keys):
+    """Every operand batched at axis 0 (unbatched ones broadcast), the sort one axis later."""
+    size = batch_size(values, dims)
+    operands = [batch_at(v, d, size) for v, d in zip(values, dims)]
+    outs = bind(prims.sort_p, *operands, dimension=dimension + 1, num_keys=num_keys)
+    return list(outs), [0] * len(outs)
+
+
+def _searchsorted_rule(values, dims, *, side):
+    (sorted_values, query), (sorted_dim, query_dim) = values, dims
+    if sorted_dim is not None:
+        # One sorted array per member: search each member's own.
+        return loop_rule(prims.searchsorted_p, values, dims, side=side)
+    return [bind(prims.searchsorted_p, sorted_values, query, side=side)], [query_dim]
+
+
+def _reshape_rule(values, dims, *, new_sizes):
+    (x,), (dim,) = values, dims
+    size = shape_of(x)[dim]
+    x = moveaxis(x, dim, 0)
+    return [bind(prims.reshape_p, x, new_sizes=(size,) + tuple(new_sizes))], [0]
+
+
+def _transpose_rule(values, dims, *, permutation):
+    (x,), (dim,) = values, dims
+    perm = (dim,) + shift_axes(permutation, dim)
+    return [bind(prims.transpose_p, x, permutation=perm)], [0]
+
+
+def _squeeze_rule(values, dims, *, dimensions):
+    (x,), (dim,) = values, dims
+    full = shift_axes(dimensions, dim)
+    out_dim = dim - sum(1 for a in full if a < dim)
+    return [bind(prims.squeeze_p, x, dimensions=full)], [out_dim]
+
+
+def _broadcast_in_dim_rule(values, dims, *, shape, broadcast_dimensions):
+    (x,), (dim,) = values, dims
+    size = shape_of(x)[dim]
+    x = moveaxis(x, dim, 0)
+    return [bind(prims.broadcast_in_dim_p, x, shape=(size,) + tuple(shape),
+                 broadcast_dimensions=(0,) + tuple(d + 1 for d in broadcast_dimensions))], [0]
+
+
+def _concatenate_rule(values, dims, *, dimension):
+    size = batch_size(values, dims)
+    operands = [batch_at(v, d, size) for v, d in zip(values, dims)]
+    return [bind(prims.concatenate_p, *operands, dimension=dimension + 1)], [0]
+
+
+def _slice_rule(values, dims, *, start_indices, limit_indices, strides):
+    (x,), (dim,) = values, dims
+    size = shape_of(x)[dim]
+    starts = _insert(start_indices, dim, 0)
+    limits = _insert(limit_indices, dim, size)
+    strides = None if strides is None else _insert(strides, dim, 1)
+    return [bind(prims.slice_p, x, start_indices=starts, limit_indices=limits,
+                 strides=strides)], [dim]
+
+
+def _insert(entries, position, entry) -> tuple:
+    entries = list(entries)
+    entries.insert(position, entry)
+    return tuple(entries)
+
+
+def _rev_rule(values, dims, *, dimensions):
+    (x,), (dim,) = values, dims
+    return [bind(prims.rev_p, x, dimensions=shift_axes(dimensions, dim))], [dim]
+
+
+def _pad_rule(values, dims, *, padding_config):
+    (x, value), (dim, value_dim) = values, dims
+    if value_dim is not None or dim is None:
+        # A padding value that differs per member: pad each member on its own.
+        return loop_rule(prims.pad_p, values, dims, padding_config=padding_config)
+    config = _insert(padding_config, dim, (0, 0, 0))
+    return [bind(prims.pad_p, x, value, padding_config=config)], [dim]
+
+
+for _p in prims.CUMULATIVE:
+    batching_rules[_p] = functools.partial(_cumulative_rule, _p)
+batching_rules[prims.sort_p] = _sort_rule
+
+
+def _matrix_rule(prim, values, dims, **params):
+    """Matrix primitives act on the last two dimensions: every operand batched at axis 0."""
+    size = batch_size(values, dims)
+    operands = [batch_at(v, d, size) for v, d in zip(values, dims)]
+    outs = bind(prim, *operands, **params)
+    outs = list(outs) if prim.multiple_results else [outs]
+    return outs, [0] * len(outs)
+
+
+for _p in prims.LINALG + (prims.bitcast_convert_type_p,):
+    # (bitcast changes the last dimension only: batch at 0 keeps it clear of that)
+    batching_rules[_p] = functools.partial(_matrix_rule, _p)
+batching_rules[prims.searchsorted_p] = _searchsorted_rule
+batching_rules[prims.reshape_p] = _reshape_rule
+batching_rules[prims.transpose_p] = _transpose_rule
+batching_rules[prims.squeeze_p] = _squeeze_rule
+batching_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim_rule
+batching_rules[prims.concatenate_p] = _concatenate_rule
+batching_rules[prims.slice_p] = _slice_rule
+batching_rules[prims.rev_p] = _rev_rule
+batching_rules[prims.pad_p] = _pad_rule
+
+
+# --- indexing ----------------------------------------------------------------------------------
+
+def _normalized_index(indices, size: int, *, drop: bool):
+    """Indices with negatives counted from the end; out-of-range ones clamped into range, or
+    (``drop``) marked invalid. Returns (indices, valid mask or None)."""
+    dtype = aval_of(indices).dtype
+    negative = bind(prims.lt_p, indices, literal(0, dtype))
+    wrapped = bind(prims.add_p, indices, literal(size, dtype))
+    indices = bind(prims.select_n_p, negative, indices, wrapped)
+    if not drop:
+        indices = bind(prims.max_p, indices, literal(0, dtype))
+        return bind(prims.min_p, indices, literal(max(size - 1, 0), dtype)), None
+    low = bind(prims.ge_p, indices, literal(0, dtype))
+    high = bind(prims.lt_p, indices, literal(size, dtype))
+    return indices, bind(prims.and_p, low, high)
+
+
+def _member_offsets(indices, size: int):
+    """Per-member offsets ``k * size`` with the shape of leading-batch ``indices``."""
+    aval = aval_of(indices)
+    ramp = bind(prims.iota_p, dtype=aval.dtype, shape=aval.shape, dimension=0)
+    return bind(prims.mul_p, ramp, literal(size, aval.dtype))
+
+
+def _merge_batch_into(x, dim, size, axis):
+    """Batched ``x`` with the batch merged into per-member ``axis``: pre + (B*N,) + post."""
+    x = batch_at(x, dim, size, axis)
+    shape = shape_of(x)
+    merged = shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:]
+    return bind(prims.reshape_p, x, new_sizes=merged)
+
+
+def _gather_rule(values, dims, *, axis):
+    (x, indices), (x_dim, index_dim) = values, dims
+    if index_dim is None:
+        x = moveaxis(x, x_dim, 0)
+        return [bind(prims.gather_p, x, indices, axis=axis + 1)], [0]
+    if x_dim is None:
+        return [bind(prims.gather_p, x, indices, axis=axis)], [axis + index_dim]
+    # Both batched: gather from the members laid end to end along ``axis``.
+    size = batch_size(values, dims)
+    length = shape_of(x)[axis + (x_dim <= axis)]
+    flat = _merge_batch_into(x, x_dim, size, axis)
+    indices = moveaxis(indices, index_dim, 0)
+    indices, _ = _normalized_index(indices, length, drop=False)
+    indices = bind(prims.add_p, indices, _member_offsets(indices, length))
+    return [bind(prims.gather_p, flat, indices, axis=axis)], [axis]
+
+
+def _scatter_rule(values, dims, *, axis, mode):
+    (x, indices, updates), (x_dim, index_dim, update_dim) = values, dims
+    size = batch_size(values, dims)
+    if index_dim is None:
+        x = batch_at(x, x_dim, size)
+        updates = batch_at(updates, update_dim, size)
+        return [bind(prims.scatter_p, x, indices, updates, axis=axis + 1, mode=mode)], [0]
+    # Batched indices: scatter into the members laid end to end along ``axis``.
+    length = member_aval(x, x_dim).shape[axis]
+    flat = _merge_batch_into(x, x_dim, size, axis)
+    updates = batch_at(updates, update_dim, size, axis)
+    indices = moveaxis(indices, index_dim, 0)
+    indices, valid = _normalized_index(indices, length, drop=True)
+    shifted = bind(prims.add_p, indices, _member_offsets(indices, length))
+    # An out-of-range index must not land in a neighbouring member: point it past the end.
+    past_end = literal(size * length, aval_of(indices).dtype)
+    indices = bind(prims.select_n_p, valid, bind(prims.broadcast_in_dim_p, past_end,
+                                                 shape=shape_of(shifted),
+                                                 broadcast_dimensions=()), shifted)
+    indices, updates = _flatten_scatter_indices(indices, updates, axis)
+    out = bind(prims.scatter_p, flat, indices, updates, axis=axis, mode=mode)
+    shape = shape_of(out)
+    unmerged = shape[:axis] + (size, length) + shape[axis + 1:]
+    return [bind(prims.reshape_p, out, new_sizes=unmerged)], [axis]
+
+
+def _flatten_scatter_indices(indices, updates, axis):
+    """One index axis: the (batch, index...) axes of indices and updates merged into one."""
+    count = aval_of(indices).size
+    shape = shape_of(updates)
+    rank = ndim_of(indices)
+    indices = bind(prims.reshape_p, indices, new_sizes=(count,))
+    merged = shape[:axis] + (count,) + shape[axis + rank:]
+    return indices, bind(prims.reshape_p, updates, new_sizes=merged)
+
+
+def _dynamic_slice_rule(values, dims, *, slice_sizes):
+    x, starts = values[0], values[1:]
+    x_dim, start_dims = dims[0], dims[1:]
+    if all(d is None for d in start_dims):
+        size = shape_of(x)[x_dim]
+        starts = _insert(starts, x_dim, literal(0, aval_of(starts[0]).dtype) if starts
+                         else np.int32(0))
+        sizes = _insert(slice_sizes, x_dim, size)
+        return [bind(prims.dynamic_slice_p, x, *starts, slice_sizes=sizes)], [x_dim]
+    batched = tuple(d is not None for d in start_dims)
+    return vectorize(functools.partial(_dynamic_slice_by_gather, slice_sizes, batched),
+                     values, dims)
+
+
+def _dynamic_slice_by_gather(slice_sizes, batched, x, *starts):
+    """One member's dynamic_slice: unbatched starts slice at once, batched ones by gather."""
+    fixed = [literal(0, aval_of(s).dtype) if b else s for s, b in zip(starts, batched)]
+    sizes = [n if b else s for s, n, b in zip(slice_sizes, shape_of(x), batched)]
+    x = bind(prims.dynamic_slice_p, x, *fixed, slice_sizes=tuple(sizes))
+    for axis, (start, size, is_batched) in enumerate(zip(starts, slice_sizes, batched)):
+        if is_batched:
+            x = bind(prims.gather_p, x, _window(start, shape_of(x)[axis], size), axis=axis)
+    return x
+
+
+def _window(start, length: int, size: int):
+    """The indices ``start .. start+size-1``, start clamped so the window fits in ``length``."""
+    dtype = aval_of(start).dtype
+    start = bind(prims.max_p, start, literal(0, dtype))
+    start = bind(prims.min_p, start, literal(max(length - size, 0), dtype))
+    ramp = bind(prims.iota_p, dtype=dtype, shape=(size,), dimension=0)
+    return bind(prims.add_p, ramp, start)
+
+
+def _dynamic_update_slice_rule(values, dims):
+    x, update, starts = values[0], values[1], values[2:]
+    x_dim, update_dim, start_dims = dims[0], dims[1], dims[2:]
+    if all(d is None for d in start_dims):
+        size = batch_size(values, dims)
+        x = batch_at(x, x_dim, size)
+        update = batch_at(update, update_dim, size)
+        zero = literal(0, aval_of(starts[0]).dtype) if starts else np.int32(0)
+        return [bind(prims.dynamic_update_slice_p, x, update, zero, *starts)], [0]
+    return vectorize(_dynamic_update_slice_by_mask, values, dims)
+
+
+def _dynamic_update_slice_by_mask(x, update, *starts):
+    """One member's dynamic_update_slice as a select between ``x`` and the spread update."""
+    shape = shape_of(x)
+    if any(n == 0 for n in shape_of(update)):
+        return x
+    inside = None
+    for axis, (start, length, size) in enumerate(zip(starts, shape, shape_of(update))):
+        dtype = aval_of(start).dtype
+        start = bind(prims.max_p, start, literal(0, dtype))
+        start = bind(prims.min_p, start, literal(length - size, dtype))
+        offsets = bind(prims.sub_p, bind(prims.iota_p, dtype=dtype, shape=(length,),
+                                         dimension=0), start)
+        hit = bind(prims.and_p, bind(prims.ge_p, offsets, literal(0, dtype)),
+                   bind(prims.lt_p, offsets, literal(size, dtype)))
+        hit = bind(prims.broadcast_in_dim_p, hit, shape=shape, broadcast_dimensions=(axis,))
+        inside = hit if inside is None else bind(prims.and_p, inside, hit)
+        offsets = bind(prims.min_p, bind(prims.max_p, offsets, literal(0, dtype)),
+                       literal(size - 1, dtype))
+        update = bind(prims.gather_p, update, offsets, axis=axis)
+    if inside is None:
+        return update
+    return bind(prims.select_n_p, inside, x, update)
+
+
+batching_rules[prims.gather_p] = _gather_rule
+batching_rules[prims.scatter_p] = _scatter_rule
+batching_rules[prims.dynamic_slice_p] = _dynamic_slice_rule
+batching_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice_rule
+
+
+# --- linear algebra ----------------------------------------------------------------------------
+
+def _dot_general_rule(values, dims, *, dimension_numbers, preferred_element_type=None):
+    """Both batched: a new dot batch dimension. One batched: its batch axis is a free axis."""
+    (x, y), (x_dim, y_dim) = values, dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    params = dict(preferred_element_type=preferred_element_type)
+    if x_dim is not None and y_dim is not None:
+        x, y = moveaxis(x, x_dim, 0), moveaxis(y, y_dim, 0)
+        numbers = ((shift_axes(lc, 0), shift_axes(rc, 0)),
+                   ((0,) + shift_axes(lb, 0), (0,) + shift_axes(rb, 0)))
+        return [bind(prims.dot_general_p, x, y, dimension_numbers=numbers, **params)], [0]
+    if x_dim is not None:
+        lc, lb = shift_axes(lc, x_dim), shift_axes(lb, x_dim)
+        free = [a for a in range(ndim_of(x)) if a not in lc and a not in lb]
+        out_dim = len(lb) + free.index(x_dim)
+    else:
+        rc, rb = shift_axes(rc, y_dim), shift_axes(rb, y_dim)
+        x_free = ndim_of(x) - len(lc) - len(lb)
+        free = [a for a in range(ndim_of(y)) if a not in rc and a not in rb]
+        out_dim = len(rb) + x_free + free.index(y_dim)
+    numbers = ((lc, rc), (lb, rb))
+    return [bind(prims.dot_general_p, x, y, dimension_numbers=numbers, **params)], [out_dim]
+
+
+batching_rules[prims.dot_general_p] = _dot_general_rule
+
+
+# --- sharding constraints ---------------------------------------------------------------------
+
+def _sharding_constraint_rule(values, dims, *, sharding, spmd_axis_name=None):
+    """The batch axis leads, split over ``spmd_axis_name`` (not split without it)."""
+    (x,), (dim,) = values, dims
+    x = moveaxis(x, dim, 0)
+    if isinstance(sharding, NamedSharding):
+        sharding = NamedSharding(sharding.mesh, _constraint_spec(sharding, spmd_axis_name))
+    return [bind(prims.sharding_constraint_p, x, sharding=sharding)], [0]
+
+
+def _constraint_spec(sharding: NamedSharding, spmd_axis_name) -> PartitionSpec:
+    if spmd_axis_name is None:
+        return PartitionSpec(None, *sharding.spec)
+    for name in spmd_axis_name:
+        if name not in sharding.mesh.axis_names:
+            raise ValueError(f"vmap spmd_axis_name {name!r} is not an axis of the mesh "
+                             f"{sharding.mesh.axis_names} of with_sharding_constraint's "
+                             "sharding")
+        if name in spec_axes(sharding.spec):
+            raise ValueError(f"vmap spmd_axis_name {name!r} already appears in the sharding "
+                             f"constraint's spec {sharding.spec!r}")
+    return PartitionSpec(spec_entry(spmd_axis_name), *sharding.spec)
+
+
+batching_rules[prims.sharding_constraint_p] = _sharding_constraint_rule

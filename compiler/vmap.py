@@ -1,0 +1,233 @@
+"""``vmap``: vectorizing a function over an axis of its arguments, by the batching trace
+(``compiler.batching``). This module imports every batching rule module, so that vmap works
+however it is reached.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+# the rule modules fill the tables of compiler.batching when imported
+from compiler import batching_control, batching_ops, collective_rules  # noqa: F401
+import functools
+import inspect
+
+from compiler import tree
+from compiler.batching import (BatchTrace, BatchTracer, NamedAxis, batch_at, member_aval,
+                               named_axis, ndim_of)
+from compiler.shard_map import function_name
+from compiler.tracing import (aval_of, check_jax_value, current_trace, is_jax_value,
+                              set_current_trace)
+
+
+
+def _is_axis_leaf(x) -> bool:
+    return x is None or type(x) is int
+
+
+def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None,
+         spmd_axis_name=None) -> Callable:
+    """Vectorize ``fun`` over an axis of its arguments.
+
+    Args:
+      fun: the per-member function.
+      in_axes: an int, None, or a tuple (one entry per positional argument) of pytree
+        prefixes with int/None leaves: which axis of each argument is mapped (None: not
+        mapped, the same value for every member). Keyword arguments are mapped over axis 0.
+      out_axes: the same for the outputs: where the batch axis goes.
+      axis_size: the batch size, needed when no argument is mapped.
+      axis_name: a name for the batch axis: collectives over it (``lax.psum(x, 'b')``,
+        ``all_gather``, ``axis_index`` ...) act across the members, alone or together with
+        mesh axes inside a shard_map body (``lax.psum(x, ('i', 'b'))``).
+      spmd_axis_name: a mesh axis name, or a tuple of them, to split the batch axis over:
+        a shard_map under this vmap gets the batch axis of its inputs and outputs split over
+        those axes (each device runs its slice of the members), and sharding constraints
+        place the batch axis on them.
+
+    Returns:
+      A function whose results stack ``fun``'s per-member results.
+
+    >>> vmap(lambda x: x @ x)(jnp.arange(12.).reshape(4, 3)).shape
+    (4,)
+    """
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
+    spmd_axis_name = _check_spmd_axis_name(spmd_axis_name)
+    if axis_name is not None:
+        hash(axis_name)         # an unhashable name fails here, as in JAX
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    _check_axis_spec(in_axes, "in_axes")
+    _check_axis_spec(out_axes, "out_axes")
+    if not (in_axes is None or type(in_axes) in (int, tuple)):
+        raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
+                         "corresponding to the positional arguments passed to the function, "
+                         f"but got {in_axes}.")
+
+    @functools.wraps(fun)
+    def batched(*args, **kwargs):
+        return _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name,
+                             spmd_axis_name)
+
+    return batched
+
+
+def _check_axis_spec(spec, which: str):
+    leaves = tree.tree_leaves(spec, is_leaf=_is_axis_leaf)
+    if not all(_is_axis_leaf(leaf) for leaf in leaves):
+        raise TypeError(f"vmap {which} must be an int, None, or (nested) container with those "
+                        f"types as leaves, but got {spec}.")
+
+
+def _check_spmd_axis_name(spmd_axis_name) -> tuple | None:
+    if spmd_axis_name is None:
+        return None
+    names = tuple(spmd_axis_name) if isinstance(spmd_axis_name, (tuple, list)) else (
+        spmd_axis_name,)
+    if not all(isinstance(a, str) for a in names) or len(set(names)) != len(names):
+        raise ValueError("vmap spmd_axis_name must be a mesh axis name or a tuple of distinct "
+                         f"names, got {spmd_axis_name!r}")
+    return names
+
+
+def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=None,
+                  spmd_axis_name=None):
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+        raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
+                         "corresponding to the positional arguments passed to the function, "
+                         f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+    leaves, in_tree = tree.tree_flatten((args, kwargs))
+    axes = _flat_in_axes(in_axes, args, kwargs)
+    _check_mapped_values(fun, (args, kwargs), leaves, axes)
+    axes = [_canonical_in_axis(x, a) for x, a in zip(leaves, axes)]
+    size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
+    axis = None if axis_name is None else NamedAxis(axis_name, size)
+    trace = BatchTrace(current_trace(), size, axis=axis, spmd_axis_name=spmd_axis_name)
+    tracers = [x if a is None else BatchTracer(trace, x, a) for x, a in zip(leaves, axes)]
+    call_args, call_kwargs = tree.tree_unflatten(in_tree, tracers)
+    with named_axis(axis), set_current_trace(trace):
+        result = fun(*call_args, **call_kwargs)
+        outs, out_tree = tree.tree_flatten(result)
+        unwrapped = [trace.unwrap(o) for o in outs]
+    out_specs = _flat_out_axes(out_axes, result)
+    moved = [_place_batch_axis(v, d, a, size) for (v, d), a in zip(unwrapped, out_specs)]
+    return tree.tree_unflatten(out_tree, moved)
+
+
+def _check_mapped_values(fun, args_and_kwargs, leaves, axes):
+    """Mapped arguments must be JAX values; unmapped ones (in_axes None) pass as they are."""
+    mapped = [leaf for leaf, axis in zip(leaves, axes) if axis is not None]
+    if all(is_jax_value(leaf) for leaf in mapped):
+        return
+    for leaf, axis, path in zip(leaves, axes, tree.leaf_paths(args_and_kwargs)):
+        if axis is not None:
+            where = "args" + path[3:] if path.startswith("[0]") else "kwargs" + path[3:]
+            check_jax_value(leaf, f"vmap of '{function_name(fun)}': argument {where}")
+
+
+def _flat_in_axes(in_axes, args, kwargs) -> list:
+    try:
+        flat = tree.broadcast_prefix(in_axes, args, is_leaf=_is_axis_leaf, name="in_axes")
+    except tree.PrefixError:
+        raise ValueError("vmap in_axes specification must be a tree prefix of the corresponding "
+                         f"value, got specification {in_axes} for value tree "
+                         f"{tree.tree_structure(args)}.") from None
+    return flat + [0] * len(tree.tree_leaves(kwargs))
+
+
+def _flat_out_axes(out_axes, result) -> list:
+    try:
+        return tree.broadcast_prefix(out_axes, result, is_leaf=_is_axis_leaf, name="out_axes")
+    except tree.PrefixError:
+        raise ValueError("vmap out_axes specification must be a tree prefix of the "
+                         f"corresponding value, got specification {out_axes} for value tree "
+                         f"{tree.tree_structure(result)}.") from None
+
+
+def _canonical_in_axis(x, axis):
+    if axis is None:
+        return None
+    shape = aval_of(x).shape
+    if not -len(shape) <= axis < len(shape):
+        min_rank = axis + 1 if axis >= 0 else -axis
+        raise ValueError(f"vmap was requested to map its argument along axis {axis}, which "
+                         f"implies that its rank should be at least {min_rank}, but is only "
+                         f"{len(shape)} (its shape is {shape})")
+    return axis % len(shape)
+
+
+def _mapped_size(fun, args, kwargs, leaves, axes, axis_size) -> int:
+    sizes = [None if a is None else aval_of(x).shape[a] for x, a in zip(leaves, axes)]
+    mapped = {s for s in sizes if s is not None}
+    if axis_size is not None:
+        mapped.add(int(axis_size))
+    if len(mapped) == 1:
+        return mapped.pop()
+    if not mapped:
+        if not leaves:
+            raise ValueError("vmap wrapped function must be passed at least one argument "
+                             f"containing an array, got empty *args={args} and "
+                             f"**kwargs={kwargs}")
+        raise ValueError("vmap must have at least one non-None value in in_axes")
+    raise ValueError(_inconsistent_sizes_text(fun, args, kwargs, leaves, axes, sizes,
+                                              axis_size))
+
+
+def _inconsistent_sizes_text(fun, args, kwargs, leaves, axes, sizes, axis_size) -> str:
+    """JAX's message: the most common size first, one example axis per size."""
+    descriptions = _leaf_descriptions(fun, args, kwargs, leaves)
+    counts: dict = {}
+    for s in sizes:
+        if s is not None:
+            counts[s] = counts.get(s, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: -item[1])   # stable: first seen first
+    lines = ["vmap got inconsistent sizes for array axes to be mapped:"]
+    if axis_size is not None:
+        lines.append(f"  * axis_size was given as {axis_size};")
+    for rank, (size, count) in enumerate(ranked):
+        k = sizes.index(size)
+        example = f"axis {axes[k]} of {descriptions[k]}"
+        if count == 1:
+            lines.append(f"  * one axis had size {size}: {example};")
+        elif rank == 0 and axis_size is None:
+            lines.append(f"  * most axes ({count} of them) had size {size}, e.g. {example};")
+        else:
+            lines.append(f"  * some axes ({count} of them) had size {size}, e.g. {example};")
+    return "\n".join(lines)[:-1]
+
+
+def _leaf_descriptions(fun, args, kwargs, leaves) -> list:
+    """``argument x['w'] of type float32[3]`` for each leaf of (args, kwargs)."""
+    try:
+        names = list(inspect.signature(fun).bind(*args, **kwargs).signature.parameters)
+    except (TypeError, ValueError):
+        names = None
+    texts = []
+    for path in tree.leaf_paths(args):
+        index = int(path[1:path.index("]")])
+        rest = path[path.index("]") + 1:]
+        if names is not None and index < len(names):
+            texts.append(f"argument {names[index]}{rest}")
+        else:
+            texts.append(f"args{path}")
+    texts += [f"kwargs{path}" for path in tree.leaf_paths(kwargs)]
+    return [f"{text} of type {_type_text(x)}" for text, x in zip(texts, leaves)]
+
+
+def _type_text(x) -> str:
+    try:
+        return aval_of(x).str_long()
+    except (TypeError, ValueError):
+        return "unknown"
+
+
+def _place_batch_axis(value, dim, out_axis, size):
+    """Move (or broadcast) the batch axis of an output to ``out_axis``."""
+    if out_axis is None:
+        if dim is not None:
+            raise ValueError("vmap has mapped output but out_axes is None")
+        return value
+    rank = ndim_of(value) + (dim is None)
+    if not -rank <= out_axis < rank:
+        raise ValueError(f"vmap out_axes={out_axis} is out of bounds for an output of rank "
+                         f"{rank} (its per-member shape is {member_aval(value, dim).shape})")
+    return batch_at(value, dim, size, out_axis % rank)
