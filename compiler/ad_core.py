@@ -23,13 +23,12 @@ import numpy as np
 
 from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, replaying,
-                              set_current_trace, trace_to_program)
+from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, eval_program,
+                              replaying, set_current_trace, trace_to_program)
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
 from ir.primitives import RuleTable
-from ir.interpreter import Interpreter
 
 jvp_rules = RuleTable("jvp")
 transpose_rules = RuleTable("transpose")
@@ -162,25 +161,6 @@ def jvp_eval(program: Program, primals, tangents):
     return [o.primal for o in outs], [o.tangent for o in outs]
 
 
-class _Rebind(Interpreter):
-    """Each equation bound again in the current trace, under its own source line (so its
-    errors are the tracer's, already naming the user's line)."""
-    locates_errors = False
-
-    def read_literal(self, literal):
-        return literal.value[()]
-
-    def eval_equation(self, eqn, values):
-        with replaying(eqn.source):
-            outs = bind(eqn.primitive, *values, **eqn.params)
-        return outs if eqn.primitive.multiple_results else [outs]
-
-
-def eval_program(program: Program, args):
-    """Evaluate a program by binding each equation in the current trace."""
-    return _Rebind().run(program, args)
-
-
 # --- partial evaluation ------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -201,7 +181,11 @@ class Split:
 
 def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split:
     """Split ``program`` given which inputs are unknown. Outputs marked ``instantiate`` are
-    produced by the unknown part even if known (passed through as residuals)."""
+    produced by the unknown part even if known (passed through as residuals).
+
+    Not on the shared loop (``ir.interpreter``): it builds two programs from one, and which
+    known values become residuals depends on every later use, not on one equation at a
+    time."""
     unknown: set = {id(v) for v, u in zip(program.invars, unknown_in) if u}
     known_eqns, unknown_eqns = [], []
     # Known values a rule chose to recompute on the unknown side: later unknown equations
@@ -277,7 +261,10 @@ class Linear:
 
 def backward_pass(program: Program, args, cts_out) -> list:
     """Cotangents of the ``Linear`` inputs of ``program`` given output cotangents (None for
-    zero). Non-linear equations run forward first; linear ones are transposed in reverse."""
+    zero). Non-linear equations run forward first; linear ones are transposed in reverse.
+
+    Not on the shared loop (``ir.interpreter``): the transpose walks the equations backwards,
+    and reads forward values after the point where a forward walk frees them."""
     env: dict = {}
     linear: set = set()
     for var, arg in zip(program.invars, args):

@@ -20,7 +20,7 @@ import numpy as np
 
 from compiler.ad_core import (Linear, backward_pass, instantiate, jvp_program, jvp_rules,
                                partial_eval, partial_eval_rules, transpose_rules)
-from compiler.shard_map import ShardContext, current_shard_context
+from compiler.shard_map import ShardContext, current_shard_context, in_body
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as p
 from ir import collectives as coll
@@ -70,25 +70,13 @@ def per_device_cotangents(axes):
     return _transposing(check_on(), per_device_axes() | frozenset(axes))
 
 
-@contextlib.contextmanager
-def _in_body(shard: ShardContext):
-    """Trace a derived body (JVP, transpose) with its mesh in scope, as shard_map's own staging
-    does, so rules that ask for the enclosing mesh (pmean's group size, the check flag, loops'
-    and conds' sub-programs) find it."""
-    from compiler.shard_map import _axis_env
-    _axis_env.append(shard)
-    try:
-        yield
-    finally:
-        _axis_env.pop()
-
 
 # --- shard_map: JVP -------------------------------------------------------------------------------
 
 def _shard_map_jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, check_vma):
     nonzero = [t is not None for t in tangents]
     shard = ShardContext(mesh, check_vma is True)
-    with _in_body(shard):
+    with in_body(shard):
         body = jvp_program(jaxpr, nonzero, shard=shard)
     tangent_specs = tuple(s for s, nz in zip(in_specs, nonzero) if nz)
     outs = bind(p.shard_map_p, *primals, *[t for t in tangents if t is not None], jaxpr=body,
@@ -273,7 +261,7 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
         return outs
 
     shard = ShardContext(mesh, check)
-    with _in_body(shard):
+    with in_body(shard):
         transposed, consts, _ = trace_to_program(body, known_avals + ct_avals, shard=shard,
                                                  parent=current_trace())
     transposed = Program([], transposed.constvars + transposed.invars, transposed.eqns,

@@ -15,12 +15,12 @@ from __future__ import annotations
 from compiler.batching import (BatchTrace, BatchTracer, check_spmd_unused, shape_of,
                                spec_entry, spmd_split, batch_at, batch_spec, broadcast_batch,
                                control_rules, moveaxis)
-from compiler.control_flow import _share_consts
-from compiler.shard_map import ShardContext, _axis_env, current_shard_context
-from compiler.tracing import (bind, current_trace, replaying, set_current_trace,
+from compiler.control_flow import share_consts
+from compiler.shard_map import ShardContext, current_shard_context, in_body
+from compiler.tracing import (Replay, bind, current_trace, set_current_trace,
                               trace_to_program)
 from ir import primitives as prims
-from ir.core import Literal, Program
+from ir.core import Program
 from ir.sharding import PartitionSpec
 
 
@@ -30,19 +30,7 @@ from ir.sharding import PartitionSpec
 def _replay(program: Program, args, after_eqn=None) -> list:
     """Bind each equation of ``program`` in the current trace; ``after_eqn(k)`` is called
     after equation k."""
-    env = {id(v): a for v, a in zip(program.invars, args)}
-
-    def read(atom):
-        return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
-
-    for k, eqn in enumerate(program.eqns):
-        with replaying(eqn.source):
-            outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
-        outs = outs if eqn.primitive.multiple_results else [outs]
-        env.update((id(v), o) for v, o in zip(eqn.outvars, outs))
-        if after_eqn is not None:
-            after_eqn(k)
-    return [read(a) for a in program.outvars]
+    return Replay(after_eqn).run(program, args)
 
 
 def batch_program(trace: BatchTrace, program: Program, batched: list, batch_out: list,
@@ -138,7 +126,7 @@ def _cond_rule(trace, values, dims, *, branches):
     if any(t[2] != batch_out for t in traced):
         traced = [batch_program(trace, b, batched, batch_out) for b in branches]
     if index_dim is None:
-        programs, consts = _share_consts(traced)
+        programs, consts = share_consts(traced)
         outs = bind(prims.cond_p, index, *consts, *operands, branches=tuple(programs))
         return outs, [0 if b else None for b in batch_out]
     # A batched index: every branch runs; each member keeps its branch's results.
@@ -271,11 +259,8 @@ def _shard_map_rule(trace, values, dims, *, jaxpr, mesh, in_specs, out_specs, ch
     in_avals = [a.update(shape=(local,) + a.shape, vma=a.vma | spmd_vma) if b else a
                 for a, b in zip(jaxpr.in_avals, batched)]
     shard = ShardContext(mesh, check_vma is True)
-    _axis_env.append(shard)
-    try:
+    with in_body(shard):
         body, consts, out_b = _batch_in_body(block_trace, jaxpr, batched, in_avals, shard)
-    finally:
-        _axis_env.pop()
     new_out_specs = tuple(batch_spec(s, 0, entry) if b else s for s, b in zip(out_specs, out_b))
     if split is not None:
         check_spmd_unused(split, out_specs, "out_specs")

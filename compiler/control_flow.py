@@ -467,7 +467,7 @@ def _switch(construct, index, branches, names, operands):
         _check_branch_collectives(construct, shown, [traced[k][0] for k in order], q)
     _check_branch_types(construct, [branches[k] for k in order], shown,
                         [traced[k][0] for k in order], out_trees[0])
-    programs, consts = _share_consts(traced)
+    programs, consts = share_consts(traced)
     forwarded = _forwarded_operands(programs, len(consts))
     kept = [Program([], p.invars, p.eqns, [v for v, f in zip(p.outvars, forwarded) if f is None])
             for p in programs]
@@ -557,7 +557,7 @@ def _check_branch_collectives(construct, names, programs, q):
                 raise _predicate_error(construct, _user_site(), q, where, name, axes)
 
 
-def _share_consts(traced) -> tuple[list, list]:
+def share_consts(traced) -> tuple[list, list]:
     """Every branch takes the closed-over values of all branches (ignoring the others')."""
     all_consts = [c for _, consts, _ in traced for c in consts]
     programs = []

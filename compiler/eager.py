@@ -13,7 +13,7 @@ from compiler.backend import get_backend
 from compiler.lowering import lower_to_mesh
 from compiler.replication import (infer_types, input_origins, merge_origins, origin_sources,
                                   per_output, pvary_error_check)
-from compiler.shard_map import ShardContext, _axis_env, block_avals, check_replication
+from compiler.shard_map import ShardContext, block_avals, check_replication, in_body
 from compiler.tracing import (Trace, Tracer, aval_of, eager_rules, is_python_scalar,
                               set_current_trace, user_source)
 from ir.core import Eqn, Program, Var
@@ -173,12 +173,8 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
     for tracer, arg in zip(tracers, args):
         # a Python scalar argument stays weakly typed in the body, as under jit
         tracer.weak = is_python_scalar(arg) or getattr(arg, "weak", False)
-    _axis_env.append(shard)
-    try:
-        with set_current_trace(trace):
-            outs = [trace.to_tracer(o) for o in fun(*tracers)]
-    finally:
-        _axis_env.pop()
+    with in_body(shard), set_current_trace(trace):
+        outs = [trace.to_tracer(o) for o in fun(*tracers)]
     check_replication(params, [o.aval.vma for o in outs],
                       [origin_sources(o.origins) for o in outs])
     specs = params["out_store"]["specs"]

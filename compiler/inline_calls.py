@@ -14,7 +14,7 @@ means a custom_vjp function was differentiated in forward mode, which is an erro
 """
 from __future__ import annotations
 
-from compiler.ad_core import eval_program
+from compiler.tracing import eval_program
 from compiler.tracing import eager_rules
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, Var, holds_programs

@@ -25,7 +25,8 @@ import functools
 from compiler.inline_calls import inline_calls
 from ir import collectives as coll
 from ir import primitives as prims
-from ir.core import Aval, Eqn, Literal, Program, Var, holds_programs
+from ir.core import Aval, Eqn, Program, Var, holds_programs
+from ir.interpreter import Interpreter
 from ir.module import LoweredModule, LoweredShardMap
 from ir.primitives import RuleTable
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_size, block_shape,
@@ -89,9 +90,7 @@ for _p in prims.CONTROL_FLOW:
 
 def _inline_rule(ctx, eqn, invars):
     """remat only matters to autodiff: a device runs its body inline."""
-    body = eqn.params["jaxpr"]
-    env = {id(v): a for v, a in zip(body.invars, invars)}
-    return _lower_into(ctx, body, env)
+    return _lower_into(ctx, eqn.params["jaxpr"], invars)
 
 
 lowering_rules[prims.remat_p] = _inline_rule
@@ -102,25 +101,37 @@ def lower_to_mesh(mesh: Mesh, body: Program, invars=None) -> Program:
     ctx = LoweringContext(mesh)
     body = inline_calls(body)
     invars = list(body.invars) if invars is None else invars
-    env = {id(b): v for b, v in zip(body.invars, invars)}
-    outvars = _lower_into(ctx, body, env)
+    outvars = _lower_into(ctx, body, invars)
     return Program([], invars, ctx.eqns, outvars)
 
 
-def _lower_into(ctx: LoweringContext, body: Program, env: dict) -> list:
-    for eqn in body.eqns:
-        invars = [a if type(a) is Literal else env[id(a)] for a in eqn.invars]
+class _Lowering(Interpreter):
+    """Stage 1 as a program walker: each value is the atom of the mesh-level program that
+    stands for it; each equation is lowered by its rule, or copied (shared when its operands
+    are the body's own)."""
+    locates_errors = False
+
+    def __init__(self, ctx: LoweringContext):
+        self.ctx = ctx
+
+    def read_literal(self, literal):
+        return literal
+
+    def eval_equation(self, eqn, invars):
+        ctx = self.ctx
         rule = lowering_rules.get(eqn.primitive)
         if rule is not None:
-            outs = rule(ctx, eqn, invars)
-        elif _same_atoms(invars, eqn.invars):
+            return rule(ctx, eqn, invars)
+        if _same_atoms(invars, eqn.invars):
             ctx.eqns.append(eqn)        # unchanged by lowering: shared with the body
-            outs = eqn.outvars
-        else:
-            outs = ctx.emit(eqn.primitive, invars, dict(eqn.params), eqn.source, eqn.outvars)
-        for var, atom in zip(eqn.outvars, outs):
-            env[id(var)] = atom
-    return [_read(env, a) for a in body.outvars]
+            return eqn.outvars
+        return ctx.emit(eqn.primitive, invars, dict(eqn.params), eqn.source, eqn.outvars)
+
+
+def _lower_into(ctx: LoweringContext, body: Program, args: list) -> list:
+    """Lower ``body``'s equations into ``ctx``, its inputs standing for ``args``; the atoms of
+    its outputs."""
+    return _Lowering(ctx).run(body, args)
 
 
 def _same_atoms(atoms, others) -> bool:
@@ -130,10 +141,6 @@ def _same_atoms(atoms, others) -> bool:
         if a is not b:
             return False
     return True
-
-
-def _read(env, atom):
-    return atom if isinstance(atom, Literal) else env[id(atom)]
 
 
 # --- one shard_map ------------------------------------------------------------------------------
@@ -161,16 +168,14 @@ def mesh_program(eqn: Eqn, in_shardings) -> Program:
     ctx = LoweringContext(mesh)
     body = eqn.params["jaxpr"]
     typed = eqn.params["check_vma"] is True
-    env: dict = {}
-    invars = []
-    for body_var, outer, arrived, wanted in zip(body.invars, eqn.invars, in_shardings,
-                                                eqn.params["in_specs"]):
+    invars, arriving = [], []
+    for outer, arrived, wanted in zip(eqn.invars, in_shardings, eqn.params["in_specs"]):
         vma = frozenset(spec_axes(arrived)) if typed else frozenset()
         var = Var(Aval(block_shape(outer.aval.shape, arrived, mesh.shape), outer.aval.dtype,
                        vma))
         invars.append(var)
-        env[id(body_var)] = _reshard(ctx, var, arrived, wanted, typed)
-    outvars = _lower_into(ctx, body, env)
+        arriving.append(_reshard(ctx, var, arrived, wanted, typed))
+    outvars = _lower_into(ctx, body, arriving)
     program = Program([], invars, ctx.eqns, outvars)
     verify_mesh_program(program, mesh, full=CHECKS)
     return program

@@ -19,10 +19,10 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, instan
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules)
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (aval_of, bind, current_trace, layouts_of, replaying,
+from compiler.tracing import (Replay, aval_of, bind, current_trace, layouts_of,
                               set_current_trace, trace_to_program)
 from ir import primitives as p
-from ir.core import Eqn, Literal, Program, Var
+from ir.core import Eqn, Program, Var
 
 
 def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
@@ -84,22 +84,16 @@ def _remat_jvp(primals, tangents, *, jaxpr, saved):
         staging = current_trace()
         trace = JVPTrace(staging)
         it = iter(args[len(primals):])
-        env = {id(v): JVPTracer(trace, a, next(it) if nz else None)
-               for v, a, nz in zip(jaxpr.invars, args[:len(primals)], nonzero)}
+        operands = [JVPTracer(trace, a, next(it) if nz else None)
+                    for a, nz in zip(args[:len(primals)], nonzero)]
+        staged = [len(staging.eqns)]
 
-        def read(atom):
-            return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
+        def tag(k):     # the equations staged for equation k keep its policy
+            tags.extend([k in saved_set] * (len(staging.eqns) - staged[0]))
+            staged[0] = len(staging.eqns)
 
         with set_current_trace(trace):
-            for k, eqn in enumerate(jaxpr.eqns):
-                before = len(staging.eqns)
-                with replaying(eqn.source):
-                    outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
-                outs = outs if eqn.primitive.multiple_results else [outs]
-                tags.extend([k in saved_set] * (len(staging.eqns) - before))
-                for var, value in zip(eqn.outvars, outs):
-                    env[id(var)] = value
-            results = [trace.to_tracer(read(a)) for a in jaxpr.outvars]
+            results = [trace.to_tracer(out) for out in Replay(tag).run(jaxpr, operands)]
         return ([r.primal for r in results]
                 + [instantiate(r.tangent, aval_of(r.primal)) for r in results])
 

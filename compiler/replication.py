@@ -12,6 +12,7 @@ from __future__ import annotations
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Literal
+from ir.interpreter import Interpreter
 from ir.primitives import RuleTable
 from ir.sharding import ReplicationError, spec_axes  # noqa: F401  (raised here, defined in ir)
 
@@ -112,30 +113,37 @@ def _lift(trace, tracer, want):
 
 # --- the static checker over programs -----------------------------------------------------------
 
+class _VmaChecker(Interpreter):
+    """The replication checker as a program walker: each value is ``(vma, origins)``."""
+    locates_errors = False
+
+    def __init__(self):
+        self.order = 0
+
+    def read_literal(self, literal):
+        return _INVARIANT
+
+    def eval_equation(self, eqn, values):
+        operand_vmas = [vma for vma, _ in values]
+        _, out_vma = infer_types(eqn.primitive, operand_vmas, eqn.params)
+        operand_origins = [origins for _, origins in values]
+        order, self.order = self.order, self.order + 1
+        return [(vma, merge_origins(operand_origins, operand_vmas, vma, order, eqn.source))
+                for vma in per_output(out_vma, len(eqn.outvars))]
+
+
+_INVARIANT = (frozenset(), {})
+
+
 def infer_vma(program, in_vmas):
     """Abstract interpretation of a body program: (vma of each output, origin of each axis).
 
     The origin of an axis in an output is the source of the equation where the value it derives
     from first came to vary over it (absent when that is an input); see ``merge_origins``.
     """
-    vmas = {}
-    origins = {}
-    for var, vma in zip(program.invars, in_vmas):
-        vmas[id(var)] = frozenset(vma)
-        origins[id(var)] = input_origins(vma)
-    for var in program.constvars:
-        vmas[id(var)] = frozenset()
-        origins[id(var)] = {}
-    for order, eqn in enumerate(program.eqns):
-        operand_vmas = [_vma_of(vmas, a) for a in eqn.invars]
-        _, out_vma = infer_types(eqn.primitive, operand_vmas, eqn.params)
-        operand_origins = [origins.get(id(a), {}) for a in eqn.invars]
-        for var, vma in zip(eqn.outvars, per_output(out_vma, len(eqn.outvars))):
-            vmas[id(var)] = vma
-            origins[id(var)] = merge_origins(operand_origins, operand_vmas, vma, order,
-                                             eqn.source)
-    return ([_vma_of(vmas, a) for a in program.outvars],
-            [origin_sources(origins.get(id(a), {})) for a in program.outvars])
+    args = [(frozenset(vma), input_origins(vma)) for vma in in_vmas]
+    outs = _VmaChecker().run(program, args, [_INVARIANT] * len(program.constvars))
+    return [vma for vma, _ in outs], [origin_sources(origins) for _, origins in outs]
 
 
 def input_origins(vma) -> dict:
@@ -171,10 +179,6 @@ def per_output(out_vma, n: int) -> list:
     if isinstance(out_vma, (list, tuple)):
         return list(out_vma)
     return [out_vma] * n
-
-
-def _vma_of(vmas, atom):
-    return frozenset() if isinstance(atom, Literal) else vmas[id(atom)]
 
 
 def check_out_specs(*, fn_name, flag, mesh, out_specs, out_vmas, out_origins, out_paths,

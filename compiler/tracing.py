@@ -19,6 +19,7 @@ from compiler.replication import per_output, type_operands
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
+from ir.interpreter import Interpreter
 from ir.shapes import out_avals
 from ir.source import frame_source
 from ir.verify import check_traced
@@ -66,6 +67,34 @@ class replaying:
 
     def __exit__(self, *exc):
         _REPLAYED.pop()
+
+
+class Replay(Interpreter):
+    """A program's equations bound again in the current trace, each under its own source line
+    (so its errors are the tracer's, already naming the user's line): how a transformation
+    runs a program it was given (a JVP, a batch, a remat's body). ``after(k)``, when given, is
+    called after equation k."""
+    locates_errors = False
+
+    def __init__(self, after=None):
+        self.after = after
+        self.count = 0
+
+    def read_literal(self, literal):
+        return literal.value[()]
+
+    def eval_equation(self, eqn, values):
+        with replaying(eqn.source):
+            outs = bind(eqn.primitive, *values, **eqn.params)
+        if self.after is not None:
+            self.after(self.count)
+        self.count += 1
+        return outs if eqn.primitive.multiple_results else [outs]
+
+
+def eval_program(program: Program, args, consts=()) -> list:
+    """Evaluate a program by binding each equation in the current trace."""
+    return Replay().run(program, args, consts)
 
 
 # --- values of finished traces that a transformation meets again -------------------------------

@@ -17,6 +17,7 @@ whose driver answers each request; ``run`` drives a program that makes none.
 """
 from __future__ import annotations
 
+import operator
 import types
 
 from ir.core import Literal, Program, Var
@@ -101,11 +102,14 @@ class Interpreter:
 
 def last_uses(program: Program) -> list:
     """For each equation, the ids of the variables read for the last time there (inputs and
-    values the outputs do not name); computed once per program."""
+    values the outputs do not name). Kept with the program for the equations it was worked
+    out for: a program whose equation list was edited in place (one replaced, added or
+    removed) gets it worked out again. Equations themselves are never edited."""
     eqns = program.eqns
     cached = program.__dict__.get("_last_uses")
-    if cached is not None and cached[0] is eqns and cached[1] == len(eqns):
-        return cached[2]
+    if cached is not None and len(cached[0]) == len(eqns) and all(map(operator.is_, cached[0],
+                                                                      eqns)):
+        return cached[1]
     last: dict = {}
     for k, eqn in enumerate(program.eqns):
         for atom in eqn.invars:
@@ -116,5 +120,5 @@ def last_uses(program: Program) -> list:
     for key, k in last.items():
         if key not in kept:
             dead[k].append(key)
-    program.__dict__["_last_uses"] = (eqns, len(eqns), dead)
+    program.__dict__["_last_uses"] = (tuple(eqns), dead)
     return dead

@@ -34,7 +34,7 @@ from lark.lexer import PatternStr
 from ir import dtypes
 from ir import collectives  # noqa: F401  (registers the collectives' names)
 from ir import primitives as prims
-from ir.core import (_SHORT_DTYPE, Aval, DeviceProgram, Eqn, Literal, Program, SourceInfo, Var,
+from ir.core import (Aval, DeviceProgram, Eqn, Literal, Program, SourceInfo, Var,
                      dtype_from_short)
 from ir.module import LoweredModule, LoweredShardMap
 from ir.sharding import Mesh, NamedSharding, PartitionSpec
@@ -589,7 +589,7 @@ class _Builder:
         try:
             return dtype_from_short(str(token))
         except KeyError:
-            names = tuple(sorted(_SHORT_DTYPE.values()))
+            names = tuple(sorted(dtypes.SHORT_NAMES.values()))
             raise self.error(token, f"unknown dtype {str(token)!r}; expected one of: "
                                     + ", ".join(names), names) from None
 

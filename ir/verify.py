@@ -64,7 +64,11 @@ def verify(prog: Program, mesh=None) -> None:
     """Raise ``VerifyError`` naming the first equation that breaks a rule.
 
     ``mesh``: the enclosing shard_map's mesh, when ``prog`` is a body or a device's program;
-    its collectives and types may name only its axes, with their sizes."""
+    its collectives and types may name only its axes, with their sizes.
+
+    Not on the shared loop (``ir.interpreter``): the loop assumes what this checks (every
+    variable defined once, before it is used), and must report its breach as an error of
+    the program."""
     defined: set = set()
 
     def define(var, where, eqn=None):

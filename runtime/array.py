@@ -8,7 +8,7 @@ import numpy as np
 
 from ir import dtypes
 from ir.core import Aval
-from ir.sharding import (NamedSharding, block_shape, block_slices, canonical_spec,
+from ir.sharding import (NamedSharding, block_slices, canonical_spec,
                          owner_positions)
 from runtime.devices import Device, devices, is_local
 
@@ -76,7 +76,7 @@ class Array(metaclass=abc.ABCMeta):
     @classmethod
     def from_global(cls, value, sharding=None) -> "Array":
         """Lay out a host value: on device 0, or split by a NamedSharding."""
-        array = _canonical_array(value)
+        array = canonical_array(value)
         aval = Aval(array.shape, array.dtype)
         if sharding is None:
             sharding = SingleDeviceSharding(devices()[0])
@@ -261,7 +261,7 @@ class Array(metaclass=abc.ABCMeta):
         return (Array.from_global, (self._assemble(),))
 
 
-def _canonical_array(value) -> np.ndarray:
+def canonical_array(value) -> np.ndarray:
     if isinstance(value, Array):
         return value._assemble()
     array = np.asarray(value)

@@ -46,11 +46,12 @@ from ir.core import Aval, Eqn, Literal, Var
 from ir.sharding import (NamedSharding, canonical_spec, global_shape, normal_spec,
                          replication_mismatch, runtime_replication_error, spec_names)
 from runtime import reference
-from runtime.array import Array, _canonical_array
+from runtime.array import Array, canonical_array
 from runtime.vectorized_control import control_kernel
 from runtime.reference import ReferenceBackend
-from runtime.vectorized_rules import (PER_DEVICE, EqnTypes, Relabelled, per_device_rule,
-                                      relabelling_ppermute_rule, stacked_rules)
+from runtime.collectives import group_rules
+from runtime.vectorized_rules import (PER_DEVICE, EqnTypes, Relabelled, group_rule_kernel,
+                                      per_device_rule, relabelling_ppermute_rule, stacked_rules)
 
 
 # --- the stacked form of a sharded value --------------------------------------------------------
@@ -221,7 +222,7 @@ def _host(value):
         return value._assemble()
     if isinstance(value, np.ndarray) and value.dtype == _canonical_dtype(value.dtype):
         return value
-    return _canonical_array(value)
+    return canonical_array(value)
 
 
 def _canonical_dtype(dtype):
@@ -267,9 +268,9 @@ def _holds_communication(program) -> bool:
     return False
 
 
-def _prints(program) -> bool:
+def prints(program) -> bool:
     """Whether a program, or any sub-program, has a debug print."""
-    return any(eqn.primitive is prims.debug_print_p or any(_prints(s) for s in _sub_programs(eqn))
+    return any(eqn.primitive is prims.debug_print_p or any(prints(s) for s in _sub_programs(eqn))
                for eqn in program.eqns)
 
 
@@ -300,6 +301,8 @@ def _kernel(eqn, types: EqnTypes):
                 raise
         # each device's loop on its own blocks
         return per_device_rule(prim, types, "divergent_control")
+    if prim.kind == "lowered" and prim in group_rules:
+        return group_rule_kernel(prim, types)
     raise prims.MissingRuleError(prim, "stacked")
 
 
@@ -476,6 +479,9 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
     stays a relabelling (``Relabelled``); only a shard_map's own outputs may, as only Arrays
     know how to hold one.
 
+    Not on the shared loop (``ir.interpreter``): a plan is made of each value's lead, not of
+    values, and where a large value dies is decided from all of its uses ahead.
+
     Returns (inputs, steps, outputs, the lead of each variable, the lead of each output,
     whether the kernels run with floating-point warnings off)."""
     body_eqns, body_outvars = flatten_program(body)
@@ -602,7 +608,7 @@ class ShardMapPlan:
                               for spec in self.out_specs]
 
     def _reason(self) -> str:
-        if _prints(self.body):
+        if prints(self.body):
             return "debug_print"      # prints come out in the reference's order
         return ""
 
@@ -760,7 +766,7 @@ class FastBackend(ReferenceBackend):
                 self._eager_plans.clear()
             try:
                 # prints come out in the reference's order (as a shard_map's body's do)
-                plan = "debug_print" if _prints(program) else BodyPlan(program, mesh, leads)
+                plan = "debug_print" if prints(program) else BodyPlan(program, mesh, leads)
             except NotStackable as why:
                 plan = why.reason
             entry = self._eager_plans[key] = (program, plan)

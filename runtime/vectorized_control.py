@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ir import primitives as prims
-from runtime.vectorized_rules import Kernel, _broadcast_lead, union_lead
+from runtime.vectorized_rules import Kernel, broadcast_lead, union_lead
 
 
 def control_kernel(eqn, types, compile_body, not_stackable) -> Kernel:
@@ -70,14 +70,14 @@ def _scan(params, types, compile_body, not_stackable) -> Kernel:
 
     def scan(*values):
         fixed = list(values[:nconst])
-        carry = [_broadcast_lead(c, l) for c, l in zip(values[nconst:nconst + ncarry],
+        carry = [broadcast_lead(c, l) for c, l in zip(values[nconst:nconst + ncarry],
                                                         carry_leads)]
         xs_values = values[nconst + ncarry:]
         ys = []
         for i in steps:
             index = (slice(None),) * k + (i,)
             outs = plan.run(*fixed, *carry, *[x[index] for x in xs_values])
-            carry = [_broadcast_lead(c, l) for c, l in zip(outs[:ncarry], carry_leads)]
+            carry = [broadcast_lead(c, l) for c, l in zip(outs[:ncarry], carry_leads)]
             ys.append(outs[ncarry:])
         if reverse:
             ys.reverse()
@@ -103,13 +103,13 @@ def _while(params, types, compile_body, not_stackable) -> Kernel:
     def while_loop(*values):
         cond_values = list(values[:cn])
         body_values = list(values[cn:cn + bn])
-        carry = [_broadcast_lead(c, l) for c, l in zip(values[cn + bn:], carry_leads)]
+        carry = [broadcast_lead(c, l) for c, l in zip(values[cn + bn:], carry_leads)]
         while True:
             (pred,) = test.run(*cond_values, *carry)
             if not bool(pred.reshape(())):
                 return [np.asarray(c) for c in carry]
             outs = plan.run(*body_values, *carry)
-            carry = [_broadcast_lead(c, l) for c, l in zip(outs, carry_leads)]
+            carry = [broadcast_lead(c, l) for c, l in zip(outs, carry_leads)]
     return Kernel(_quietly(while_loop, plan.quiet or test.quiet), list(carry_leads),
                   multiple=True)
 
@@ -126,5 +126,5 @@ def _cond(params, types, compile_body, not_stackable) -> Kernel:
     def cond(index, *operands):
         chosen = plans[int(np.clip(int(index.reshape(())), 0, last))]
         outs = chosen.run(*operands)
-        return [np.asarray(_broadcast_lead(o, l)) for o, l in zip(outs, out_leads)]
+        return [np.asarray(broadcast_lead(o, l)) for o, l in zip(outs, out_leads)]
     return Kernel(_quietly(cond, any(p.quiet for p in plans)), out_leads, multiple=True)

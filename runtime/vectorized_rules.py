@@ -33,7 +33,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.primitives import RuleTable
-from runtime import reference
+from runtime import collectives, reference
 from runtime.reference import impl_rules
 
 stacked_rules = RuleTable("stacked implementation")
@@ -92,7 +92,7 @@ def _full_along(lead, dims, mesh_sizes) -> tuple:
     return tuple(mesh_sizes[d] if d in dims else n for d, n in enumerate(lead))
 
 
-def _broadcast_lead(x, lead):
+def broadcast_lead(x, lead):
     """``x`` viewed with ``lead`` (only size-1 dimensions grow; nothing is copied)."""
     shape = tuple(lead) + x.shape[len(lead):]
     return x if x.shape == shape else np.broadcast_to(x, shape)
@@ -313,7 +313,7 @@ def _dynamic_update_slice_rule(types: EqnTypes) -> Kernel:
     shape, update_shape = types.in_avals[0].shape, types.in_avals[1].shape
 
     def dynamic_update_slice(x, update, *starts):
-        out = np.array(_broadcast_lead(x, lead), copy=True)
+        out = np.array(broadcast_lead(x, lead), copy=True)
         index = [slice(None)] * k
         for d, s in enumerate(starts):
             s = int(np.clip(int(s.reshape(())), 0, shape[d] - update_shape[d]))
@@ -468,6 +468,8 @@ PER_DEVICE_REASONS = {
                            "start index that differs between devices)",
     "divergent_control": "a loop or branch without collectives that may go differently on "
                          "different devices",
+    "node_without_stacked_rule": "a communication node with no stacked rule of its own runs "
+                                 "its reference rule (runtime.collectives) group by group",
 }
 per_device_runs = {reason: 0 for reason in PER_DEVICE_REASONS}
 
@@ -495,6 +497,42 @@ def per_device_rule(prim, types: EqnTypes, reason: str = "per_device_operands") 
 
 
 # --- collectives ------------------------------------------------------------------------------
+
+def group_rule_kernel(prim, types: EqnTypes) -> Kernel:
+    """A communication node with no stacked rule: its reference rule on the member blocks of
+    each group, in rank order, the results stacked over the whole mesh. Correct for any node,
+    at one call per group (counted as ``node_without_stacked_rule``)."""
+    params = types.params
+    dims = types.dims_of(params["mesh_axes"])
+    sizes = types.mesh_sizes
+    others = [d for d in range(types.k) if d not in dims]
+    full = tuple(sizes)
+    out_avals = types.out_avals
+    rule = collectives.group_rules[prim]
+    # per group, the mesh index of each member in rank order (the first listed axis major)
+    groups = []
+    for rest in np.ndindex(*[sizes[d] for d in others]):
+        members = []
+        for ranks in np.ndindex(*[sizes[d] for d in dims]):
+            index = [0] * types.k
+            for d, i in zip(others, rest):
+                index[d] = i
+            for d, i in zip(dims, ranks):
+                index[d] = i
+            members.append(tuple(index))
+        groups.append(members)
+
+    def by_group(*xs):
+        per_device_runs["node_without_stacked_rule"] += 1
+        xs = [broadcast_lead(x, full) for x in xs]
+        outs = [np.empty(full + a.shape, a.dtype) for a in out_avals]
+        for members in groups:
+            results = rule([xs[0][m] for m in members], **params)
+            for m, result in zip(members, results):
+                outs[0][m] = result
+        return outs
+    return Kernel(by_group, [full] * len(out_avals), multiple=True)
+
 
 class _Members:
     """How to read a group's members from a stacked operand: broadcast to full size along
@@ -528,7 +566,7 @@ def rank_order_reducer(how: _Members, reduction: str, dtype):
     reduce = _rank_order_reducer(how, reduction, dtype)
     if reduction != "sum" or not dtypes.is_inexact(dtype):
         return reduce
-    return lambda members: reference.positive_zero_sum(reduce(members))
+    return lambda members: collectives.positive_zero_sum(reduce(members))
 
 
 def _rank_order_reducer(how: _Members, reduction: str, dtype):
@@ -543,7 +581,7 @@ def _rank_order_reducer(how: _Members, reduction: str, dtype):
             return np.true_divide(total, count, out=total)
         return mean_in_order
     if reduction == "mean" or dtype == np.bool_:
-        return lambda members: reference._all_reduce([members[i] for i in indices],
+        return lambda members: collectives.all_reduce([members[i] for i in indices],
                                                      reduction=reduction)[0]
     if how.size == 1:
         return lambda members: members[indices[0]]
@@ -679,7 +717,7 @@ def _all_gather_rule(types: EqnTypes) -> Kernel:
     out_shape = out_lead + types.out_avals[0].shape
 
     def all_gather(x):
-        x = _broadcast_lead(x, full)
+        x = broadcast_lead(x, full)
         return x.transpose(perm).reshape(out_shape)
     return Kernel(all_gather, [out_lead])
 
@@ -715,7 +753,7 @@ def _reduce_scatter_rule(types: EqnTypes) -> Kernel:
     reduction = p["reduction"]
     how = _Members(lead, dims, sizes, aval.ndim)
     reduce = rank_order_reducer(how, reduction, aval.dtype)
-    reduced_dtype = reference._reduced_dtype(aval.dtype, reduction)
+    reduced_dtype = collectives.reduced_dtype(aval.dtype, reduction)
 
     def reduce_scatter(x):
         total = np.asarray(reduce(how(x))).astype(reduced_dtype, copy=False)
@@ -749,7 +787,7 @@ def _all_slice_rule(types: EqnTypes) -> Kernel:
 
     def all_slice_varying(x):
         # each member's own block differs: cut each member's chunk from its own block
-        x = _broadcast_lead(x, out_lead)
+        x = broadcast_lead(x, out_lead)
         out = np.empty(out_shape, x.dtype)
         for rank, digits in enumerate(np.ndindex(*group)):
             at = [slice(None)] * len(out_lead)
@@ -851,7 +889,7 @@ def relabelling_ppermute_rule(types: EqnTypes) -> Kernel:
     zeros = _frozen(np.zeros(aval.shape, aval.dtype))
 
     def relabel(x):
-        return Relabelled(_broadcast_lead(x, full), sources, zeros, eager.fn)
+        return Relabelled(broadcast_lead(x, full), sources, zeros, eager.fn)
     return Kernel(relabel, [full])
 
 
@@ -881,7 +919,7 @@ def _all_to_all_rule(types: EqnTypes) -> Kernel:
     out_shape = full + types.out_avals[0].shape
 
     def all_to_all(x):
-        x = _broadcast_lead(x, full).reshape(split_shape)
+        x = broadcast_lead(x, full).reshape(split_shape)
         return x.transpose(perm).reshape(out_shape)
     return Kernel(all_to_all, [full])
 
@@ -905,7 +943,7 @@ def _broadcast_rule(types: EqnTypes) -> Kernel:
     full = _full_along(lead, dims, sizes)
 
     def broadcast(x):
-        return _broadcast_lead(x, full)[index]
+        return broadcast_lead(x, full)[index]
     return Kernel(broadcast, [out_lead])
 
 

@@ -162,8 +162,8 @@ def _named(sharding, who):
 
 
 def _canonical(value) -> np.ndarray:
-    from runtime.array import _canonical_array
-    return _canonical_array(value)
+    from runtime.array import canonical_array
+    return canonical_array(value)
 
 
 def _from_local_blocks(blocks, mesh, spec, shape):

@@ -1049,3 +1049,31 @@ def test_per_device_runs_are_counted_by_their_declared_reason():
                                           out_specs=P("i")))(np.zeros(8, np.float32))
     np.testing.assert_array_equal(np.asarray(got), np.repeat(np.arange(4.0), 2))
     assert per_device_runs["divergent_control"] > before["divergent_control"]
+
+
+@pytest.mark.parametrize("node", ["broadcast", "all_to_all", "reduce_scatter"])
+def test_a_node_without_a_stacked_rule_runs_its_group_rule(node, monkeypatch):
+    # a new communication node needs only its group rule (runtime/collectives.py): the fast
+    # backend then runs it group by group, counted, with the reference's results
+    from ir import collectives as coll
+    from runtime import vectorized_rules
+    prim = {"broadcast": coll.broadcast_node, "all_to_all": coll.all_to_all_node,
+            "reduce_scatter": coll.reduce_scatter_node}[node]
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    body = {"broadcast": lambda b: lax.pbroadcast(b, "x", source=2),
+            "all_to_all": lambda b: lax.all_to_all(b, "x", 1, 0, tiled=True),
+            "reduce_scatter": lambda b: lax.psum_scatter(b, "x", scatter_dimension=1,
+                                                         tiled=True)}[node]
+    out = {"broadcast": P("x", "y"), "all_to_all": P("x", "y"),
+           "reduce_scatter": P(None, ("y", "x"))}[node]
+    make = lambda: shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=P("x", "y"),
+                                               out_specs=out))
+    with installed(ReferenceBackend()):
+        want = np.asarray(make()(x))
+    monkeypatch.delitem(vectorized_rules.stacked_rules, prim)
+    before = vectorized_rules.per_device_runs["node_without_stacked_rule"]
+    with installed(FastBackend()):
+        got = np.asarray(make()(x))
+    np.testing.assert_array_equal(got, want)
+    assert vectorized_rules.per_device_runs["node_without_stacked_rule"] > before

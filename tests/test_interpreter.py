@@ -45,6 +45,12 @@ def test_values_are_freed_after_their_last_use():
     dead = last_uses(program)
     assert dead[0] == [] and set(dead[1]) == {id(a), id(b)} and dead[2] == [id(c)]
     assert last_uses(program) is dead                   # computed once
+    # an equation replaced in place: worked out again, never stale
+    program.eqns[2] = Eqn(prims.mul_p, [b, b], [d], {})
+    again = last_uses(program)
+    assert again[1] == [id(a)] and again[2] == [id(b)]
+    program.eqns[2] = Eqn(prims.mul_p, [c, c], [d], {})
+    assert last_uses(program) == dead
     x = np.array([1.0, 2.0], F32)
     evaluate = Evaluate()
     (out,) = evaluate.run(program, [x])

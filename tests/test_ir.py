@@ -11,7 +11,8 @@ from ir.core import Aval, Eqn, Literal, Program, Var
 from ir.printer import print_program, var_name
 from ir.shapes import shape_rules
 from ir.verify import VerifyError, verify
-from runtime.reference import group_rules, impl_rules
+from runtime.collectives import group_rules
+from runtime.reference import impl_rules
 
 f32 = np.dtype("float32")
 

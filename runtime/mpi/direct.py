@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir import primitives as prims
 from ir import collectives as coll
-from runtime import reference
+from runtime import collectives
 from runtime.mpi.agreement import settle_then_wait
 from runtime.mpi.exchanges import contiguous, raw_bytes
 
@@ -18,7 +17,7 @@ def _direct_all_reduce(comm, block, k, state, *, reduction, **params):
     reference's reduction."""
     gathered = np.empty((comm.size,) + block.shape, block.dtype)
     settle_then_wait(state, [comm.Iallgather(raw_bytes(block), raw_bytes(gathered))])
-    return reference._all_reduce(list(gathered), reduction=reduction)[0]
+    return collectives.all_reduce(list(gathered), reduction=reduction)[0]
 
 
 def _direct_all_gather(comm, block, k, state, *, gather_axis, tiled, **params):
@@ -51,7 +50,7 @@ def _direct_reduce_scatter(comm, block, k, state, *, scatter_axis, tiled, reduct
     settle_then_wait(state, [comm.Ialltoall(raw_bytes(block), raw_bytes(received))])
     n = comm.size
     chunks = received.reshape((n, block.shape[0] // n) + block.shape[1:]) if tiled else received
-    return contiguous(reference._all_reduce(list(chunks), reduction=reduction)[0])
+    return contiguous(collectives.all_reduce(list(chunks), reduction=reduction)[0])
 
 
 _PERMUTE_TAG = 7313

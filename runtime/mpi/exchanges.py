@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir import primitives as prims
 from ir import collectives as coll
-from runtime import reference
+from runtime import collectives
 from runtime.mpi.agreement import fingerprint, settle, settle_then_wait
 from runtime.mpi.world import world
 
@@ -86,7 +85,7 @@ def gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
     by_rank = {r: iter(split_blocks(d, count_on[r], value.shape, value.dtype))
                for r, d in zip(ranks, data)}
     blocks = [next(by_rank[state.rank_of[m]]) for m in members]
-    outs = reference.group_rules[request.eqn.primitive](blocks, **request.eqn.params)
+    outs = collectives.group_rules[request.eqn.primitive](blocks, **request.eqn.params)
     return {m: out for m, out in zip(members, outs) if m in local}
 
 
@@ -181,7 +180,7 @@ def _reduce_scatter_exchange(state, comm, members, ranks, local, waiting) -> dic
     parts = _chunked_exchange(state, comm, members, ranks, local, waiting, "scatter_axis")
     outs = {}
     for d, chunks in parts.items():
-        total = reference._all_reduce(chunks, reduction=params["reduction"])[0]
+        total = collectives.all_reduce(chunks, reduction=params["reduction"])[0]
         outs[d] = contiguous(total)
     return outs
 
@@ -237,7 +236,7 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
         for m, chunk in zip(sources_on[r], split_blocks(data[r], len(sources_on[r]),
                                                          mine.shape, mine.dtype)):
             received[m] = chunk
-    reduced = reference._all_reduce([received[m] for m in members], **params)[0]
+    reduced = collectives.all_reduce([received[m] for m in members], **params)[0]
     reduced = np.ascontiguousarray(reduced)
     sizes = [p.size for p in pieces[local[0]]]
     counts = [n * reduced.dtype.itemsize for n in sizes]
@@ -274,7 +273,7 @@ def native_all_reduce(state, comm, ranks, local, members, waiting, reduction) ->
     order)."""
     MPI = world().MPI
     blocks = [np.asarray(waiting[m].value) for m in local]
-    partial = reference._all_reduce(blocks, reduction="sum" if reduction == "mean"
+    partial = collectives.all_reduce(blocks, reduction="sum" if reduction == "mean"
                                     else reduction)[0]
     partial = contiguous(partial)
     total = np.empty_like(partial)
@@ -282,7 +281,7 @@ def native_all_reduce(state, comm, ranks, local, members, waiting, reduction) ->
     settle_then_wait(state, [comm.Iallreduce(partial, total, op=op)])
     if reduction == "mean":
         total = np.asarray(total / len(members)).astype(
-            reference._reduced_dtype(partial.dtype, "mean"), copy=False)
+            collectives.reduced_dtype(partial.dtype, "mean"), copy=False)
     return {m: total for m in local}
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir import primitives as prims
 from ir import collectives as coll
-from runtime import reference
+from ir.core import Literal
+from ir.interpreter import last_uses
+from runtime import collectives, reference
 from runtime.mpi.agreement import settle, where_called
 from runtime.mpi.arrays import Absent, local_positions
 from runtime.mpi.direct import DIRECT
@@ -14,7 +15,7 @@ from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, nativ
                                    node_fingerprint, one_per_rank)
 from runtime.mpi.faults import wait_all
 from runtime.mpi.world import world
-from runtime.vectorized import _prints
+from runtime.vectorized import prints
 
 
 class _Round:
@@ -121,7 +122,7 @@ class LocalPlan:
         # straight programs that print nothing run as flat step lists (``_steps``), without
         # a generator per device: prints need the generators' ordering
         self.steps = _steps(self.programs, self.local) if (
-            self.straight and self.local and not _prints(sample)) else None
+            self.straight and self.local and not prints(sample)) else None
 
     def run(self, inputs, opening=None) -> list:
         """Run this process's devices; ``opening``: the run's agreement, still open (straight
@@ -224,7 +225,7 @@ class LocalPlan:
                     continue
             if len(ranks) == 1:
                 request = waiting[members[0]]
-                outs = dict(zip(members, reference.group_rules[request.eqn.primitive](
+                outs = dict(zip(members, collectives.group_rules[request.eqn.primitive](
                     [waiting[m].value for m in members], **request.eqn.params)))
             else:
                 outs = across_ranks(self.state, members, ranks, waiting, self.native)
@@ -241,9 +242,11 @@ def _steps(programs: dict, local: list) -> tuple:
     then the node (by position: ``(key read, key written, keys freed, equation)``; None at
     the end). Values are keyed by each device's own variables (programs read from text have
     variables of their own; specialisation makes some operands per-device literals), and
-    literals get keys of their own."""
-    from ir.core import Literal
-    from ir.interpreter import last_uses
+    literals get keys of their own.
+
+    Not on the shared loop (``ir.interpreter``): it walks every local device's program in
+    lockstep (their k-th equations together) and compiles steps rather than computing; the
+    steps then free values as the loop would (``last_uses``)."""
     in_keys, literals, out_keys, dead = {}, {}, {}, {}
 
     def key_of(p, atom):
@@ -361,7 +364,7 @@ def _meet(state: _Round, waiting: dict, native: bool):
         ranks = tuple(sorted({state.rank_of[m] for m in members}))
         request = waiting[local[0]]
         if len(ranks) == 1:
-            outs = dict(zip(members, reference.group_rules[request.eqn.primitive](
+            outs = dict(zip(members, collectives.group_rules[request.eqn.primitive](
                 [waiting[m].value for m in members], **request.eqn.params)))
         else:
             state.node = request.eqn

@@ -1,0 +1,131 @@
+"""The communication nodes' implementations: what each does to the blocks of one device group,
+given in rank order. The reference backend runs them as its devices meet at a node, the MPI
+backend once a group's blocks are gathered, and the fast backend for a node without a stacked
+rule of its own (``runtime.vectorized_rules``), so they define every backend's results.
+
+Adding a communication node: its ``group_rules`` entry here (``rule(blocks, **params)``, one
+result per member), declared in ``ir.collectives``; a stacked rule is an optional speed-up.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ir import collectives as coll
+from ir import dtypes
+from ir.primitives import RuleTable
+
+group_rules = RuleTable("collective implementation")
+
+
+def all_reduce(blocks, *, reduction, **params):
+    """Every member gets the reduction of all members' blocks, reduced once in rank order.
+
+        before: [a] [b] [c] [d]      after (sum): [a+b+c+d] x4
+    """
+    result_dtype = reduced_dtype(blocks[0].dtype, reduction)
+    if reduction in ("sum", "mean") and blocks[0].dtype == np.bool_:
+        # booleans count (psum of bool is int32, pmean its mean), never a logical or
+        blocks = [np.asarray(b).astype(dtypes.int32) for b in blocks]
+    total = blocks[0]
+    for block in blocks[1:]:
+        if reduction in ("sum", "mean"):
+            total = total + block
+        elif reduction == "max":
+            total = np.maximum(total, block)
+        else:
+            total = np.minimum(total, block)
+    if reduction in ("sum", "mean"):
+        total = positive_zero_sum(total)
+    if reduction == "mean":
+        total = total / len(blocks)
+        if not dtypes.is_inexact(blocks[0].dtype):
+            total = total.astype(dtypes.float_)
+    total = np.asarray(total).astype(result_dtype, copy=False)
+    return [total] * len(blocks)
+
+
+def positive_zero_sum(total):
+    """A sum of members as JAX's all-reduce gives it: accumulated from +0.0, so -0.0 blocks
+    sum to +0.0 (adding +0.0 changes no other value)."""
+    total = np.asarray(total)
+    if not dtypes.is_inexact(total.dtype):
+        return total
+    return np.asarray(np.add(total, np.zeros((), total.dtype)))
+
+
+def reduced_dtype(dtype, reduction):
+    if reduction == "mean" and not dtypes.is_inexact(dtype):
+        return dtypes.float_
+    if reduction == "sum" and dtype == np.bool_:
+        return dtypes.int32
+    return dtype
+
+
+def _all_gather(blocks, *, gather_axis, tiled, **params):
+    """Every member gets all blocks, concatenated (tiled) or stacked along ``gather_axis``.
+
+        before: [a] [b] [c] [d]      after (tiled): [a b c d] x4
+    """
+    joined = np.concatenate(blocks, gather_axis) if tiled else np.stack(blocks, gather_axis)
+    return [joined] * len(blocks)
+
+
+def _all_slice(blocks, *, slice_axis, axis_size, **params):
+    """Member r keeps chunk r of its own block along ``slice_axis``; no communication.
+
+        before: [a b c d] x4         after: [a] [b] [c] [d]
+    """
+    return [np.split(block, axis_size, slice_axis)[rank] for rank, block in enumerate(blocks)]
+
+
+def _reduce_scatter(blocks, *, scatter_axis, tiled, reduction, **params):
+    """Sum every member's block, then member r keeps chunk r along ``scatter_axis``.
+
+        before: [a0 a1 a2 a3] [b0 b1 b2 b3] ...    after (tiled): [a0+b0+..] [a1+b1+..] ...
+    """
+    total = all_reduce(blocks, reduction=reduction)[0]
+    n = len(blocks)
+    if tiled:
+        return [np.ascontiguousarray(c) for c in np.split(total, n, scatter_axis)]
+    return [np.take(total, r, axis=scatter_axis) for r in range(n)]
+
+
+def _ppermute(blocks, *, perm, **params):
+    """Member d gets the block of the source s paired with it; members no pair names get zeros.
+
+        perm ((0,1),(1,2),(2,3),(3,0)):  [a] [b] [c] [d]  ->  [d] [a] [b] [c]
+    """
+    out = [np.zeros_like(blocks[0]) for _ in blocks]
+    for source, dest in perm:
+        out[dest] = blocks[source]
+    return out
+
+
+def _all_to_all(blocks, *, split_axis, concat_axis, tiled, **params):
+    """Member d gets chunk d of every member's block, joined along ``concat_axis``.
+
+        before: [a0 a1] [b0 b1]    after: [a0 b0] [a1 b1]
+    """
+    n = len(blocks)
+    if tiled:
+        chunks = [np.split(b, n, split_axis) for b in blocks]
+        return [np.concatenate([chunks[s][d] for s in range(n)], concat_axis) for d in range(n)]
+    return [np.stack([np.take(b, d, axis=split_axis) for b in blocks], concat_axis)
+            for d in range(n)]
+
+
+def _broadcast(blocks, *, root, **params):
+    """Every member gets the block of the member at rank ``root``.
+
+        root=2:  [a] [b] [c] [d]  ->  [c] [c] [c] [c]
+    """
+    return [blocks[root]] * len(blocks)
+
+
+group_rules[coll.all_reduce_node] = all_reduce
+group_rules[coll.broadcast_node] = _broadcast
+group_rules[coll.reduce_scatter_node] = _reduce_scatter
+group_rules[coll.ppermute_node] = _ppermute
+group_rules[coll.all_to_all_node] = _all_to_all
+group_rules[coll.all_gather_node] = _all_gather
+group_rules[coll.all_slice_node] = _all_slice
