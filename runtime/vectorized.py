@@ -200,14 +200,52 @@ def _eager_lead(mesh, vma, blocks) -> tuple:
 
 def _stack_blocks(blocks: list, mesh, lead: tuple) -> np.ndarray:
     """The stacked form of per-position blocks: the block at coordinate 0 of every mesh axis
-    where ``lead`` is 1 stands for the others (they are equal)."""
+    where ``lead`` is 1 stands for the others (they are equal). Blocks that are the views a
+    stacked array gives (an Array's buffers, an eager collective's results) are that array
+    again, not a copy."""
     index = _position_index(mesh.axis_sizes, lead)
+    block = np.asarray(blocks[0])
+    if not any(n > 1 for n in lead):
+        return block.reshape(lead + block.shape)
+    stacked = _viewed_stack(blocks, index, lead, block)
+    if stacked is not None:
+        return stacked
     first: dict = {}
     for p, i in enumerate(index):
         first.setdefault(i, blocks[p])
-    block = np.asarray(blocks[0])
     data = np.stack([np.asarray(first[i]) for i in np.ndindex(*lead)])
     return data.reshape(lead + block.shape)
+
+
+def _viewed_stack(blocks: list, index: tuple, lead: tuple, block):
+    """A view of shape ``lead + block`` over the blocks, when they are views of one array
+    laid out on a regular grid (an Array's buffers slice its global value or its stacked
+    form that way; an eager collective's results its stacked result): no copy."""
+    base = block.base
+    if base is None or block.size == 0:
+        return None
+    origin = block.__array_interface__["data"][0]
+    steps = []          # the bytes from one block to the next along each mesh dimension
+    for d, n in enumerate(lead):
+        unit = tuple(int(d == e) for e in range(len(lead)))
+        if n == 1:
+            steps.append(0)
+            continue
+        neighbour = blocks[index.index(unit) if unit in index else -1]
+        steps.append(np.asarray(neighbour).__array_interface__["data"][0] - origin)
+    first: dict = {}
+    for p, i in enumerate(index):
+        if i in first:
+            continue
+        view = blocks[p]
+        first[i] = True
+        if (type(view) is not np.ndarray or view.base is not base or view.dtype != block.dtype
+                or view.shape != block.shape or view.strides != block.strides
+                or view.__array_interface__["data"][0]
+                != origin + sum(c * s for c, s in zip(i, steps))):
+            return None
+    return np.lib.stride_tricks.as_strided(block, lead + block.shape,
+                                           tuple(steps) + block.strides, writeable=False)
 
 
 def _bitwise_same(a, b) -> bool:
