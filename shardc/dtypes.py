@@ -16,6 +16,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from compiler.tracing import Tracer, aval_of, is_python_scalar
 from ir import dtypes as _dt
 
 TypePromotionError = _dt.TypePromotionError
@@ -85,11 +86,35 @@ def canonicalize_dtype(dtype) -> np.dtype:
     return _dt.canonicalize(dtype)
 
 
+def is_weakly_typed(x) -> bool:
+    """Whether ``x`` is weakly typed: a Python scalar, or a traced value standing for one (a
+    Python scalar given to jit, and what only such values compute)."""
+    return is_python_scalar(x) or getattr(x, "weak", False)
+
+
+_PYTHON_SCALAR_TYPES = (bool, int, float, complex)
+
+
 def result_type(*args) -> np.dtype:
-    """The dtype an operation on ``args`` (arrays, scalars, dtypes) gives; see
-    ``shardc.numpy.result_type``."""
-    from shardc import numpy as jnp     # numpy imports this module
-    return jnp.result_type(*args)
+    """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
+    dts, weak = [], []
+    for a in args:
+        if isinstance(a, Tracer):                       # the common operand: weak only when it
+            dts.append(a.aval.dtype)                    # stands for a Python scalar
+            weak.append(getattr(a, "weak", False))
+        elif type(a) in _PYTHON_SCALAR_TYPES:           # a Python scalar: weak
+            dts.append(_dt.weak_scalar_dtype(a))
+            weak.append(True)
+        elif a is int or a is float or a is complex:    # Python's types are weak, as in JAX
+            dts.append(_dt.weak_scalar_dtype(a(0)))
+            weak.append(True)
+        elif isinstance(a, (np.dtype, type, str)) and not is_python_scalar(a):
+            dts.append(_dt.canonicalize(np.dtype(a)))
+            weak.append(False)
+        else:
+            dts.append(aval_of(a).dtype)
+            weak.append(is_weakly_typed(a))
+    return _dt.result_type(dts, weak)
 
 
 finfo = ml_dtypes.finfo       # np.finfo extended to bfloat16 and the small floats

@@ -53,7 +53,7 @@ def _scalar_type(np_type) -> _ScalarMeta:
 
 # dtypes, ml_dtypes' ML types (bfloat16, float8_*) and the dtype functions: shardc/dtypes.py
 from shardc.dtypes import (  # noqa: F401 (re-exported as jax.numpy has them)
-    bfloat16, bool_, can_cast, complex64, complex128, complexfloating, finfo, float4_e2m1fn,
+    is_weakly_typed, result_type, bfloat16, bool_, can_cast, complex64, complex128, complexfloating, finfo, float4_e2m1fn,
     float6_e2m3fn, float6_e3m2fn, float8_e3m4, float8_e4m3, float8_e4m3b11fnuz, float8_e4m3fn,
     float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz, float8_e8m0fnu, float16, float32, float64,
     floating, generic, iinfo, inexact, int2, int4, int8, int16, int32, int64, integer,
@@ -82,12 +82,6 @@ def _dtype_of(x) -> np.dtype:
     return aval_of(x).dtype
 
 
-def _weak(x) -> bool:
-    """Whether ``x`` is weakly typed: a Python scalar, or a traced value standing for one (a
-    Python scalar given to jit, and what only such values compute)."""
-    return is_python_scalar(x) or getattr(x, "weak", False)
-
-
 def _weak_tracer_types() -> tuple:
     from compiler.eager import ShardTracer
     return (ProgramTracer, ShardTracer)
@@ -100,35 +94,10 @@ def _weakly(result, *operands):
     """``result``, marked weakly typed when every operand is (JAX's weak_type propagation)."""
     if type(result) in _WEAK_TRACERS:
         for a in operands:
-            if not _weak(a):
+            if not is_weakly_typed(a):
                 return result
         result.weak = True
     return result
-
-
-_PYTHON_SCALAR_TYPES = (bool, int, float, complex)
-
-
-def result_type(*args) -> np.dtype:
-    """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
-    dts, weak = [], []
-    for a in args:
-        if isinstance(a, Tracer):                       # the common operand: weak only when it
-            dts.append(a.aval.dtype)                    # stands for a Python scalar
-            weak.append(getattr(a, "weak", False))
-        elif type(a) in _PYTHON_SCALAR_TYPES:           # a Python scalar: weak
-            dts.append(_dt.weak_scalar_dtype(a))
-            weak.append(True)
-        elif a is int or a is float or a is complex:    # Python's types are weak, as in JAX
-            dts.append(_dt.weak_scalar_dtype(a(0)))
-            weak.append(True)
-        elif isinstance(a, (np.dtype, type, str)) and not is_python_scalar(a):
-            dts.append(_dt.canonicalize(np.dtype(a)))
-            weak.append(False)
-        else:
-            dts.append(_dtype_of(a))
-            weak.append(_weak(a))
-    return _dt.result_type(dts, weak)
 
 
 def _convert(x, dtype):
