@@ -48,7 +48,7 @@ class _ScalarMeta(type):
 
 def _scalar_type(np_type) -> _ScalarMeta:
     name = np.dtype(np_type).name
-    return _ScalarMeta(name, (object,), {"dtype": np.dtype(np_type), "__module__": __name__})
+    return _ScalarMeta(name, (object,), {"dtype": np.dtype(np_type), "__module__": "shardc.numpy"})
 
 
 # dtypes, ml_dtypes' ML types (bfloat16, float8_*) and the dtype functions: shardc/dtypes.py
@@ -1270,7 +1270,7 @@ def einsum(subscripts, *operands, optimize=None):
 
     >>> jnp.einsum("ij,jk->ik", a, b)      # a @ b
     """
-    from shardc._einsum import einsum as _einsum
+    from shardc.numpy._einsum import einsum as _einsum
     return _einsum(subscripts, *operands)
 
 
@@ -1323,8 +1323,8 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     return _indexing.take(asarray(a), indices, axis, mode, fill_value)
 
 
-from shardc import _indexing  # noqa: E402
-from shardc._indexing import getitem as _getitem, AtIndexer  # noqa: E402
+from shardc.numpy import _indexing  # noqa: E402
+from shardc.numpy._indexing import getitem as _getitem, AtIndexer  # noqa: E402
 
 
 # --- methods of traced values and Arrays -----------------------------------------------------
@@ -1370,13 +1370,13 @@ _METHODS = {
 
 
 # The rest of jax.numpy, one module per concern (they import the helpers above).
-from shardc._numpy_ufuncs import *  # noqa: E402,F401,F403
-from shardc._numpy_reductions import *  # noqa: E402,F401,F403
-from shardc._numpy_sorting import *  # noqa: E402,F401,F403
-from shardc._numpy_arrays import *  # noqa: E402,F401,F403
-from shardc._numpy_math import *  # noqa: E402,F401,F403
-from shardc._numpy_ufunc import *  # noqa: E402,F401,F403
-from shardc._numpy_index_tricks import *  # noqa: E402,F401,F403
+from shardc.numpy._ufuncs import *  # noqa: E402,F401,F403
+from shardc.numpy._reductions import *  # noqa: E402,F401,F403
+from shardc.numpy._sorting import *  # noqa: E402,F401,F403
+from shardc.numpy._manipulation import *  # noqa: E402,F401,F403
+from shardc.numpy._calculus import *  # noqa: E402,F401,F403
+from shardc.numpy._functional import *  # noqa: E402,F401,F403
+from shardc.numpy._index_tricks import *  # noqa: E402,F401,F403
 
 _METHODS.update({
     "sort": sort, "argsort": argsort, "searchsorted": searchsorted,  # noqa: F405
@@ -1401,12 +1401,4 @@ def _install():
 _install()
 
 
-def _install_linalg():
-    # jnp.linalg, importable as shardc.numpy.linalg too
-    import sys
-    from shardc import _linalg
-    sys.modules[__name__ + ".linalg"] = _linalg
-    return _linalg
-
-
-linalg = _install_linalg()
+from shardc.numpy import linalg  # noqa: E402,F401  (jnp.linalg)

@@ -14,7 +14,7 @@ import numpy as np
 from compiler.tracing import ConcretizationTypeError, Tracer, bind
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy import _axis, _convert, _dtype_of, _is_array, _promote, _shape, asarray
+from shardc.numpy._core import _axis, _convert, _dtype_of, _is_array, _promote, _shape, asarray
 import shardc.numpy as jnp
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.control_flow import fori_loop, scan
-from shardc.numpy import _axis, _is_array, _shape, asarray
+from shardc.numpy._core import _axis, _is_array, _shape, asarray
 import shardc.numpy as jnp
 
 __all__ = ["ufunc", "frompyfunc"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shardc.numpy import _is_array, _shape, asarray
+from shardc.numpy._core import _is_array, _shape, asarray
 import shardc.numpy as jnp
 
 __all__ = [

@@ -11,8 +11,8 @@ import numpy as np
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy import (_binary, _broadcast_operands, _convert, _dtype_of, _is_array,
-                          _make_unary, _promote, asarray, where)
+from shardc.numpy._core import (_binary, _broadcast_operands, _convert, _dtype_of, _is_array,
+                                _make_unary, _promote, arctan2, asarray, power, where)
 import shardc.numpy as jnp
 
 __all__ = [
@@ -37,8 +37,8 @@ arccosh = acosh = _make_unary(p.acosh_p, "arccosh")
 arctanh = atanh = _make_unary(p.atanh_p, "arctanh")
 cbrt = _make_unary(p.cbrt_p, "cbrt")
 exp2 = _make_unary(p.exp2_p, "exp2")
-atan2 = jnp.arctan2
-pow = jnp.power
+atan2 = arctan2
+pow = power
 
 
 def _array(x):

@@ -16,7 +16,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding, PartitionSpec
 import shardc.numpy as jnp
-from shardc import _groups
+from shardc.lax import _groups
 
 
 # --- axis names --------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
 
 
 def _grouped_reducing(name, x, axes, axis_index_groups):
-    """A reduction within each of ``axis_index_groups`` (see ``shardc._groups``). As in JAX,
+    """A reduction within each of ``axis_index_groups`` (see ``shardc.lax._groups``). As in JAX,
     psum and pmean take groups only with the replication check off."""
     shard = current_shard_context()
     if name in ("psum", "pmean") and shard.check_vma:
@@ -484,5 +484,5 @@ def dynamic_update_index_in_dim(operand, update, index, axis):
     if aval_of(update).ndim == aval_of(operand).ndim - 1:
         update = jnp.expand_dims(update, axis)
     return dynamic_update_slice_in_dim(operand, update, index, axis)
-from shardc._lax_ops import *  # noqa: E402,F401,F403  (the rest of jax.lax; see __all__ there)
-from shardc._conv import *  # noqa: E402,F401,F403  (convolutions)
+from shardc.lax._ops import *  # noqa: E402,F401,F403  (the rest of jax.lax; see __all__ there)
+from shardc.lax._convolution import *  # noqa: E402,F401,F403  (convolutions)

@@ -11,8 +11,8 @@ import numpy as np
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy import (_accumulator_dtype, _axis, _convert, _cumulative_dtype, _dtype_of,
-                          _is_array, _no_out, _reduce_axes, _shape, asarray)
+from shardc.numpy._core import (_accumulator_dtype, _axis, _convert, _cumulative_dtype, _dtype_of,
+                                _is_array, _no_out, _reduce_axes, _shape, asarray)
 import shardc.numpy as jnp
 
 __all__ = [

@@ -291,5 +291,3 @@ def _attention_mask(mask, is_causal, shape):
         allowed = causal if allowed is None else jnp.logical_and(allowed, causal)
     return allowed
 
-
-from shardc import _initializers as initializers  # noqa: E402  (jax.nn.initializers)

@@ -134,7 +134,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
             if isinstance(padding, str) else [tuple(int(v) for v in p) for p in padding])
     if len(pads) != spatial:
         raise ValueError(f"conv: padding needs {spatial} (low, high) pairs, got {padding!r}")
-    from shardc._lax_ops import pad as _pad
+    from shardc.lax._ops import pad as _pad
     x = _pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(lo, hi, 0) for lo, hi in pads])
     out_sizes = [(size - window) // stride + 1 if size >= window else 0
                  for size, window, stride in zip(x.shape[2:], windows, strides)]
@@ -161,7 +161,7 @@ def _check_features(x_shape, w_shape, groups: int) -> int:
 def _dilate(x, dilation):
     if all(d == 1 for d in dilation):
         return x
-    from shardc._lax_ops import pad as _pad
+    from shardc.lax._ops import pad as _pad
     return _pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(0, 0, d - 1) for d in dilation])
 
 

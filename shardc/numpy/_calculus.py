@@ -6,7 +6,7 @@ import numpy as np
 
 from compiler.tracing import Tracer
 from ir import dtypes as _dt
-from shardc.numpy import _axis, _convert, _dtype_of, _is_array, _promote, _shape, asarray
+from shardc.numpy._core import _axis, _convert, _dtype_of, _is_array, _promote, _shape, asarray
 import shardc.numpy as jnp
 
 __all__ = [
@@ -501,7 +501,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         raise TypeError("expected y of one or two dimensions, as long as x")
     if _shape(x)[0] < deg + 1:
         raise ValueError(f"polyfit of degree {deg} needs at least {deg + 1} points")
-    from shardc._numpy_arrays import vander
+    from shardc.numpy._manipulation import vander
     lhs = vander(x, deg + 1)
     rhs = y if len(_shape(y)) == 2 else y[:, None]
     if w is not None:

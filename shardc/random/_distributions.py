@@ -13,7 +13,7 @@ from compiler.tracing import Tracer, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc._keys import IMPLS, KeyDtype, PRNGImpl, PRNGKeyArray, resolve_impl  # noqa: F401
+from shardc.random._keys import IMPLS, KeyDtype, PRNGImpl, PRNGKeyArray, resolve_impl  # noqa: F401
 from runtime.array import Array as _Array
 
 # A key array is a jax.Array to isinstance, as in JAX.

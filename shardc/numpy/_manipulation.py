@@ -14,8 +14,8 @@ import numpy as np
 from compiler.tracing import ConcretizationTypeError, Tracer, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy import (_axis, _broadcast_shapes, _convert, _dtype_of, _is_array, _promote,
-                          _shape, _shape_tuple, asarray)
+from shardc.numpy._core import (_axis, _broadcast_shapes, _convert, _dtype_of, _is_array, _promote,
+                                _shape, _shape_tuple, asarray)
 import shardc.numpy as jnp
 
 __all__ = [
@@ -450,7 +450,7 @@ def diag_indices_from(arr):
 def mask_indices(n, mask_func, k=0, *, size=None):
     """Indices where ``mask_func(ones((n, n)), k)`` is non-zero (``size=`` as for
     ``nonzero``)."""
-    from shardc._numpy_sorting import nonzero
+    from shardc.numpy._sorting import nonzero
     return nonzero(mask_func(jnp.ones((n, n), _dt.int_), k), size=size)
 
 
@@ -575,7 +575,7 @@ def unravel_index(indices, shape):
     indices = jnp.astype(indices, _dt.int_)
     indices = jnp.where(jnp.less(indices, 0), jnp.add(indices, total), indices)
     indices = jnp.clip(indices, 0, builtins.max(total - 1, 0))
-    from shardc._numpy_sorting import unravel_positions
+    from shardc.numpy._sorting import unravel_positions
     return unravel_positions(indices, shape)
 
 
@@ -854,7 +854,7 @@ def vander(x, N=None, increasing=False):
         return jnp.zeros((n, 0), _dtype_of(x))
     columns = jnp.concatenate([jnp.ones((n, 1), _dtype_of(x)),
                                jnp.broadcast_to(x[:, None], (n, N - 1))], axis=1)
-    from shardc._numpy_reductions import cumprod
+    from shardc.numpy._reductions import cumprod
     powers = cumprod(columns, axis=1, dtype=_dtype_of(x))
     return powers if increasing else jnp.flip(powers, 1)
 
@@ -896,7 +896,7 @@ def unpackbits(a, axis=None, count=None, bitorder="big"):
         a, axis = jnp.ravel(a), 0
     axis = _axis(axis, _ndim(a))
     shifts = np.arange(7, -1, -1) if bitorder == "big" else np.arange(8)
-    from shardc._numpy_ufuncs import right_shift
+    from shardc.numpy._ufuncs import right_shift
     bits = jnp.bitwise_and(right_shift(a[..., None], jnp.asarray(shifts.astype(np.uint8))),
                            np.uint8(1))
     bits = jnp.moveaxis(bits, _ndim(a), axis + 1)
