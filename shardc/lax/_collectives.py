@@ -16,6 +16,8 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding, PartitionSpec
 import shardc.numpy as jnp
+from shardc.numpy._arithmetic import binary_op
+from shardc.numpy._core import dtype_of, promote
 from shardc.lax import _groups
 
 
@@ -354,9 +356,9 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     """Contract ``lhs`` and ``rhs`` over ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))."""
     (lc, rc), (lb, rb) = dimension_numbers
     dims = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
-    lhs, rhs = jnp._promote(lhs, rhs)
+    lhs, rhs = promote(lhs, rhs)
     return bind(p.dot_general_p, lhs, rhs, dimension_numbers=dims,
-                preferred_element_type=(jnp._dtype_of(lhs) if preferred_element_type is None
+                preferred_element_type=(dtype_of(lhs) if preferred_element_type is None
                                         else _dt.canonicalize(preferred_element_type)))
 
 
@@ -391,13 +393,13 @@ add, sub, mul = jnp.add, jnp.subtract, jnp.multiply
 def div(x, y):
     """``x / y``; integers divide rounding toward zero (``lax.div(-7, 2)`` is -3), and an
     integer division by zero gives -1, as XLA does."""
-    return jnp._binary(p.div_p, x, y)
+    return binary_op(p.div_p, x, y)
 
 
 def rem(x, y):
     """The remainder of ``lax.div``: the sign of ``x`` (C's ``fmod``); ``rem(x, 0)`` is ``x``
     for integers, as XLA does."""
-    return jnp._binary(p.rem_p, x, y)
+    return binary_op(p.rem_p, x, y)
 
 
 max, min = jnp.maximum, jnp.minimum

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import shardc.numpy as jnp
+from shardc.numpy._reductions import reduce_axes
 from ir import primitives as p
 from compiler.tracing import bind
 
@@ -63,7 +64,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         a, b = jnp.broadcast_arrays(a, b)
     if where is not None:
         a = jnp.where(where, a, -jnp.inf)
-    axes = jnp._reduce_axes(a, axis)
+    axes = reduce_axes(a, axis)
     top = jnp.max(a, axis=axes, keepdims=True)
     # An infinite maximum (an all -inf slice, or +inf) would give inf - inf = nan: shift by 0.
     top = jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))

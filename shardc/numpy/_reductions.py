@@ -1,40 +1,215 @@
-"""``shardc.numpy``'s reductions beyond sum/prod/max/min/mean/var/std: NaN-ignoring ones,
-cumulative products, weighted averages, counts, covariance.
+"""Reductions: sums, products, extrema, logical and arg reductions, means and variances,
+cumulative sums and products, their NaN-ignoring forms, and the comparisons of whole arrays.
 
 Cumulative products bind the ``cumprod`` primitive; NaN-ignoring reductions replace NaNs by
 the reduction's identity first (so gradients flow to the other elements only).
 """
 from __future__ import annotations
 
+import builtins
+import functools
+
 import numpy as np
 
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._core import (_accumulator_dtype, _axis, _convert, _cumulative_dtype, _dtype_of,
-                                _is_array, _no_out, _reduce_axes, _shape, asarray)
-import shardc.numpy as jnp
+from shardc.numpy._arithmetic import (abs, add, divide, equal, isnan, less_equal, logical_and,
+                                      logical_not, logical_or, maximum, multiply, not_equal, sqrt,
+                                      square, subtract, where)
+from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, canonical_axis,
+                                concatenate, convert, dtype_of, full, is_array, promote, ravel,
+                                reshape, shape_of)
+from shardc.numpy._scalars import bool_
 
 __all__ = [
-    "cumprod", "cumulative_sum", "cumulative_prod", "nancumsum", "nancumprod", "nansum",
-    "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax", "nanargmin",
-    "average", "ptp", "count_nonzero", "cov", "corrcoef",
+    "sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "var", "std", "argmax",
+    "argmin", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "nancumsum", "nancumprod",
+    "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax",
+    "nanargmin", "count_nonzero", "allclose", "isclose", "array_equal", "array_equiv",
 ]
 
 
-def _array(x):
-    return asarray(x) if not _is_array(x) else x
+def no_out(fn):
+    """numpy hands ``out=`` to these when called as ``np.sum(array)``; only None makes sense."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, out=None, **kwargs):
+        if out is not None:
+            raise NotImplementedError(f"{fn.__name__}: out= is not supported (arrays are "
+                                      "immutable); use the result")
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def reduce_axes(x, axis) -> tuple:
+    """``axis`` (None: all, an int or a tuple) as sorted non-negative axes of ``x``."""
+    ndim = len(shape_of(x))
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        return (canonical_axis(int(axis), ndim),)
+    axes = tuple(sorted(canonical_axis(a, ndim) for a in axis))
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"duplicate value in 'axis': {tuple(axis)}")
+    return axes
+
+
+def accumulator_dtype(dtype) -> np.dtype:
+    """JAX sums and multiplies booleans and narrow integers in the default int width."""
+    if _dt.is_bool(dtype) or (_dt.is_int(dtype) and np.dtype(dtype).itemsize < 4):
+        return _dt.uint_ if _dt.is_unsigned(dtype) else _dt.int_
+    return np.dtype(dtype)
+
+
+def cumulative_dtype(dtype) -> np.dtype:
+    """JAX's cumulative sums and products count booleans in int32 and keep every other dtype
+    (an int8 cumsum wraps in int8)."""
+    return _dt.int_ if _dt.is_bool(dtype) else np.dtype(dtype)
+
+
+def _keep(x, result, axes, keepdims):
+    if not keepdims:
+        return result
+    shape = tuple(1 if k in axes else d for k, d in enumerate(shape_of(x)))
+    return reshape(result, shape)
+
+
+def _reduction(prim, x, axis, keepdims, dtype=None):
+    x = asarray(x) if not is_array(x) else x
+    if dtype is not None:
+        x = astype(x, dtype)
+    elif prim in (p.reduce_sum_p, p.reduce_prod_p):
+        x = astype(x, accumulator_dtype(dtype_of(x)))
+    result_dtype = dtype_of(x)
+    if dtype is None and prim in (p.reduce_sum_p, p.reduce_prod_p):
+        x = astype(x, _dt.computation_dtype(result_dtype))    # bf16/f16 sum in f32, as JAX
+    axes = reduce_axes(x, axis)
+    if prim in (p.reduce_max_p, p.reduce_min_p) and builtins.any(shape_of(x)[a] == 0
+                                                                   for a in axes):
+        raise ValueError(f"zero-size array to reduction operation {prim} which has no "
+                         f"identity (shape {shape_of(x)}, axis {axis})")
+    result = astype(bind(prim, x, axes=axes), result_dtype)
+    return _keep(x, result, axes, keepdims)
+
+
+@no_out
+def sum(x, axis=None, dtype=None, keepdims=False):
+    """Sum over ``axis`` (None: all; an int or a tuple, negative from the end)."""
+    return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype)
+
+
+@no_out
+def prod(x, axis=None, dtype=None, keepdims=False):
+    """Product over ``axis`` (None: all; an int or a tuple)."""
+    return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype)
+
+
+@no_out
+def max(x, axis=None, keepdims=False):
+    """Maximum over ``axis`` (None: all; an int or a tuple)."""
+    return _reduction(p.reduce_max_p, x, axis, keepdims)
+
+
+@no_out
+def min(x, axis=None, keepdims=False):
+    """Minimum over ``axis`` (None: all; an int or a tuple)."""
+    return _reduction(p.reduce_min_p, x, axis, keepdims)
+
+
+amax, amin = max, min
+
+
+@no_out
+def all(x, axis=None, keepdims=False):
+    """True where every element over ``axis`` is true."""
+    return _reduction(p.reduce_and_p, astype(x, bool_), axis, keepdims)
+
+
+@no_out
+def any(x, axis=None, keepdims=False):
+    """True where some element over ``axis`` is true."""
+    return _reduction(p.reduce_or_p, astype(x, bool_), axis, keepdims)
+
+
+@no_out
+def mean(x, axis=None, dtype=None, keepdims=False):
+    """Mean over ``axis``; integers and booleans average in float32."""
+    x = asarray(x) if not is_array(x) else x
+    axes = reduce_axes(x, axis)
+    count = int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
+    if not _dt.is_inexact(dtype_of(x)):
+        x = astype(x, _dt.float_)
+    result_dtype = _dt.canonicalize(dtype) if dtype is not None else dtype_of(x)
+    x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 average in f32, as JAX
+    total = sum(x, axis, None, keepdims)
+    return astype(divide(total, count), result_dtype)
+
+
+@no_out
+def var(x, axis=None, keepdims=False, ddof=0):
+    """Variance over ``axis`` with ``ddof`` delta degrees of freedom."""
+    x = asarray(x) if not is_array(x) else x
+    result_dtype = dtype_of(x) if _dt.is_inexact(dtype_of(x)) else _dt.float_
+    x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 in f32, as JAX
+    centered = subtract(x, mean(x, axis, keepdims=True))
+    axes = reduce_axes(x, axis)
+    count = int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
+    variance = divide(sum(square(centered), axis, keepdims=keepdims), count - ddof)
+    return astype(variance, result_dtype)
+
+
+@no_out
+def std(x, axis=None, keepdims=False, ddof=0):
+    """Standard deviation over ``axis``."""
+    return sqrt(var(x, axis, keepdims, ddof))
+
+
+def _arg_reduction(prim, x, axis, keepdims):
+    x = asarray(x) if not is_array(x) else x
+    original = x
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = canonical_axis(axis, len(shape_of(x)))
+    if shape_of(x)[axis] == 0:
+        raise ValueError(f"attempt to get {prim} of an empty sequence (shape {shape_of(x)})")
+    result = bind(prim, x, axes=(axis,), index_dtype=_dt.int_)
+    if original is not x:       # axis=None: keepdims keeps every dimension of the input
+        return reshape(result, (1,) * len(shape_of(original))) if keepdims else result
+    return _keep(x, result, (axis,), keepdims)
+
+
+@no_out
+def argmax(x, axis=None, keepdims=False):
+    """Index (int32) of the first maximum along ``axis`` (of the flattened array if None)."""
+    return _arg_reduction(p.argmax_p, x, axis, keepdims)
+
+
+@no_out
+def argmin(x, axis=None, keepdims=False):
+    """Index (int32) of the first minimum along ``axis`` (of the flattened array if None)."""
+    return _arg_reduction(p.argmin_p, x, axis, keepdims)
+
+
+@no_out
+def cumsum(x, axis=None, dtype=None):
+    """Cumulative sum along ``axis`` (of the flattened array if None)."""
+    x = asarray(x) if not is_array(x) else x
+    if axis is None:
+        x, axis = ravel(x), 0
+    x = astype(x, dtype if dtype is not None else cumulative_dtype(dtype_of(x)))
+    return bind(p.cumsum_p, x, axis=canonical_axis(axis, len(shape_of(x))), reverse=False)
 
 
 def _cumulative(prim, x, axis, dtype):
-    x = _array(x)
+    x = as_array(x)
     if axis is None:
-        x, axis = jnp.ravel(x), 0
-    x = jnp.astype(x, dtype if dtype is not None else _cumulative_dtype(_dtype_of(x)))
-    return bind(prim, x, axis=_axis(axis, len(_shape(x))), reverse=False)
+        x, axis = ravel(x), 0
+    x = astype(x, dtype if dtype is not None else cumulative_dtype(dtype_of(x)))
+    return bind(prim, x, axis=canonical_axis(axis, len(shape_of(x))), reverse=False)
 
 
-@_no_out
+@no_out
 def cumprod(a, axis=None, dtype=None):
     """Cumulative product along ``axis`` (of the flattened array if None).
 
@@ -44,29 +219,29 @@ def cumprod(a, axis=None, dtype=None):
 
 
 def _array_api_cumulative(fn, name, x, axis, dtype, include_initial, initial):
-    x = _array(x)
-    if not _shape(x):
+    x = as_array(x)
+    if not shape_of(x):
         raise ValueError(f"{name}: the input must be at least 1-dimensional")
     if axis is None:
-        if len(_shape(x)) > 1:
+        if len(shape_of(x)) > 1:
             raise ValueError(f"{name}: axis must be given for an array of more than one "
-                             f"dimension (got shape {_shape(x)})")
+                             f"dimension (got shape {shape_of(x)})")
         axis = 0
-    axis = _axis(axis, len(_shape(x)))
+    axis = canonical_axis(axis, len(shape_of(x)))
     out = fn(x, axis=axis, dtype=dtype)
     if not include_initial:
         return out
-    edge = list(_shape(out))
+    edge = list(shape_of(out))
     edge[axis] = 1
-    return jnp.concatenate([jnp.full(tuple(edge), initial, _dtype_of(out)), out], axis)
+    return concatenate([full(tuple(edge), initial, dtype_of(out)), out], axis)
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     """The array API's cumulative sum: ``axis`` required beyond 1-D; ``include_initial``
     prepends the 0. Narrow integers accumulate in 32 bits, as ``sum`` (unlike ``cumsum``)."""
     if dtype is None:
-        dtype = _accumulator_dtype(_dtype_of(_array(x)))
-    return _array_api_cumulative(jnp.cumsum, "cumulative_sum", x, axis, dtype, include_initial,
+        dtype = accumulator_dtype(dtype_of(as_array(x)))
+    return _array_api_cumulative(cumsum, "cumulative_sum", x, axis, dtype, include_initial,
                                  0)
 
 
@@ -76,199 +251,154 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
 
 
 def _nan_to(x, value):
-    x = _array(x)
-    if not _dt.is_inexact(_dtype_of(x)):
+    x = as_array(x)
+    if not _dt.is_inexact(dtype_of(x)):
         return x
-    return jnp.where(jnp.isnan(x), _convert(value, _dtype_of(x)), x)
+    return where(isnan(x), convert(value, dtype_of(x)), x)
 
 
-@_no_out
+@no_out
 def nancumsum(a, axis=None, dtype=None):
     """Cumulative sum with NaNs taken as 0."""
-    return jnp.cumsum(_nan_to(a, 0), axis, dtype)
+    return cumsum(_nan_to(a, 0), axis, dtype)
 
 
-@_no_out
+@no_out
 def nancumprod(a, axis=None, dtype=None):
     """Cumulative product with NaNs taken as 1."""
     return cumprod(_nan_to(a, 1), axis, dtype)
 
 
-@_no_out
+@no_out
 def nansum(a, axis=None, dtype=None, keepdims=False):
     """Sum with NaNs taken as 0."""
-    return jnp.sum(_nan_to(a, 0), axis, dtype, keepdims)
+    return sum(_nan_to(a, 0), axis, dtype, keepdims)
 
 
-@_no_out
+@no_out
 def nanprod(a, axis=None, dtype=None, keepdims=False):
     """Product with NaNs taken as 1."""
-    return jnp.prod(_nan_to(a, 1), axis, dtype, keepdims)
+    return prod(_nan_to(a, 1), axis, dtype, keepdims)
 
 
 def _nan_extremum(reduce, fill, a, axis, keepdims):
-    a = _array(a)
-    if not _dt.is_inexact(_dtype_of(a)):
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
         return reduce(a, axis, keepdims=keepdims)
-    nan = jnp.isnan(a)
-    result = reduce(jnp.where(nan, fill, a), axis, keepdims=keepdims)
-    all_nan = jnp.all(nan, axis, keepdims=keepdims)
-    return jnp.where(all_nan, np.nan, result)
+    nan = isnan(a)
+    result = reduce(where(nan, fill, a), axis, keepdims=keepdims)
+    all_nan = all(nan, axis, keepdims=keepdims)
+    return where(all_nan, np.nan, result)
 
 
-@_no_out
+@no_out
 def nanmax(a, axis=None, keepdims=False):
     """Maximum ignoring NaNs (NaN for an all-NaN slice)."""
-    return _nan_extremum(jnp.max, -np.inf, a, axis, keepdims)
+    return _nan_extremum(max, -np.inf, a, axis, keepdims)
 
 
-@_no_out
+@no_out
 def nanmin(a, axis=None, keepdims=False):
     """Minimum ignoring NaNs (NaN for an all-NaN slice)."""
-    return _nan_extremum(jnp.min, np.inf, a, axis, keepdims)
+    return _nan_extremum(min, np.inf, a, axis, keepdims)
 
 
 def _count(a, axis, keepdims):
-    return jnp.sum(jnp.logical_not(jnp.isnan(a)), axis, keepdims=keepdims)
+    return sum(logical_not(isnan(a)), axis, keepdims=keepdims)
 
 
-@_no_out
+@no_out
 def nanmean(a, axis=None, dtype=None, keepdims=False):
     """Mean of the non-NaN elements (NaN for an all-NaN slice)."""
-    a = _array(a)
-    if not _dt.is_inexact(_dtype_of(a)):
-        return jnp.mean(a, axis, dtype, keepdims)
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
+        return mean(a, axis, dtype, keepdims)
     total = nansum(a, axis, dtype, keepdims)
-    return jnp.divide(total, jnp.astype(_count(a, axis, keepdims), _dtype_of(total)))
+    return divide(total, astype(_count(a, axis, keepdims), dtype_of(total)))
 
 
-@_no_out
+@no_out
 def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
     """Variance of the non-NaN elements, with ``ddof`` delta degrees of freedom."""
-    a = _array(a)
-    if not _dt.is_inexact(_dtype_of(a)):
-        a = jnp.astype(a, _dt.float_)
-    centered = jnp.subtract(a, nanmean(a, axis, keepdims=True))
-    squares = nansum(jnp.multiply(centered, centered), axis, keepdims=keepdims)
-    count = jnp.astype(_count(a, axis, keepdims), _dtype_of(squares))
-    return jnp.divide(squares, jnp.maximum(jnp.subtract(count, ddof), 0))
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
+        a = astype(a, _dt.float_)
+    centered = subtract(a, nanmean(a, axis, keepdims=True))
+    squares = nansum(multiply(centered, centered), axis, keepdims=keepdims)
+    count = astype(_count(a, axis, keepdims), dtype_of(squares))
+    return divide(squares, maximum(subtract(count, ddof), 0))
 
 
-@_no_out
+@no_out
 def nanstd(a, axis=None, dtype=None, ddof=0, keepdims=False):
     """Standard deviation of the non-NaN elements."""
-    return jnp.sqrt(nanvar(a, axis, dtype, ddof, keepdims))
+    return sqrt(nanvar(a, axis, dtype, ddof, keepdims))
 
 
 def _nan_arg_extremum(arg, fill, a, axis, keepdims):
-    a = _array(a)
-    if not _dt.is_inexact(_dtype_of(a)):
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
         return arg(a, axis, keepdims=keepdims)
-    nan = jnp.isnan(a)
-    index = arg(jnp.where(nan, fill, a), axis, keepdims=keepdims)
-    all_nan = jnp.all(nan, axis, keepdims=keepdims) if axis is not None else jnp.all(nan)
+    nan = isnan(a)
+    index = arg(where(nan, fill, a), axis, keepdims=keepdims)
+    all_nan = all(nan, axis, keepdims=keepdims) if axis is not None else all(nan)
     if axis is None and keepdims:
-        all_nan = jnp.reshape(all_nan, (1,) * len(_shape(a)))
-    return jnp.where(all_nan, -1, index)
+        all_nan = reshape(all_nan, (1,) * len(shape_of(a)))
+    return where(all_nan, -1, index)
 
 
-@_no_out
+@no_out
 def nanargmax(a, axis=None, keepdims=False):
     """Index of the maximum ignoring NaNs; -1 for an all-NaN slice (as in JAX)."""
-    return _nan_arg_extremum(jnp.argmax, -np.inf, a, axis, keepdims)
+    return _nan_arg_extremum(argmax, -np.inf, a, axis, keepdims)
 
 
-@_no_out
+@no_out
 def nanargmin(a, axis=None, keepdims=False):
     """Index of the minimum ignoring NaNs; -1 for an all-NaN slice (as in JAX)."""
-    return _nan_arg_extremum(jnp.argmin, np.inf, a, axis, keepdims)
-
-
-def average(a, axis=None, weights=None, returned=False, keepdims=False):
-    """Mean of ``a`` along ``axis`` weighted by ``weights`` (1-D along ``axis``, or ``a``'s
-    shape); ``returned`` also gives the sum of the weights."""
-    a = _array(a)
-    if weights is None:
-        result = jnp.mean(a, axis, keepdims=keepdims)
-        if not returned:
-            return result
-        count = np.prod([_shape(a)[d] for d in _reduce_axes(a, axis)], dtype=np.int64)
-        return result, jnp.full(_shape(result), count, _dtype_of(result))
-    weights = _array(weights)
-    if not _dt.is_inexact(jnp.result_type(a, weights)):
-        a = jnp.astype(a, _dt.float_)
-    if _shape(weights) != _shape(a):
-        if axis is None or len(_shape(weights)) != 1:
-            raise TypeError("Axis must be specified when shapes of a and weights differ.")
-        axis = _axis(axis, len(_shape(a)))
-        if _shape(weights)[0] != _shape(a)[axis]:
-            raise ValueError("Length of weights not compatible with specified axis.")
-        shape = [1] * len(_shape(a))
-        shape[axis] = _shape(weights)[0]
-        weights = jnp.broadcast_to(jnp.reshape(weights, shape), _shape(a))
-    total = jnp.sum(jnp.multiply(a, weights), axis, keepdims=keepdims)
-    scale = jnp.sum(jnp.astype(weights, _dtype_of(total)), axis, keepdims=keepdims)
-    result = jnp.divide(total, scale)
-    return (result, jnp.broadcast_to(scale, _shape(result))) if returned else result
-
-
-@_no_out
-def ptp(a, axis=None, keepdims=False):
-    """Peak to peak: maximum minus minimum along ``axis``."""
-    return jnp.subtract(jnp.max(a, axis, keepdims=keepdims), jnp.min(a, axis, keepdims=keepdims))
+    return _nan_arg_extremum(argmin, np.inf, a, axis, keepdims)
 
 
 def count_nonzero(a, axis=None, keepdims=False):
     """Number of non-zero elements along ``axis`` (int32)."""
-    a = _array(a)
-    return jnp.sum(jnp.not_equal(a, 0), axis, dtype=_dt.int_, keepdims=keepdims)
+    a = as_array(a)
+    return sum(not_equal(a, 0), axis, dtype=_dt.int_, keepdims=keepdims)
 
 
-def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None):
-    """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m``, with
-    optional frequency (``fweights``) and reliability (``aweights``) weights per observation."""
-    m = jnp.atleast_2d(_array(m))
-    if not _dt.is_inexact(_dtype_of(m)):
-        m = jnp.astype(m, _dt.float_)
-    if not rowvar and _shape(m)[0] != 1:
-        m = jnp.transpose(m)
-    if y is not None:
-        y = jnp.atleast_2d(jnp.astype(_array(y), _dtype_of(m)))
-        if not rowvar and _shape(y)[0] != 1:
-            y = jnp.transpose(y)
-        m = jnp.concatenate([m, y], 0)
-    ddof = (0 if bias else 1) if ddof is None else ddof
-    weights = None
-    for given in (fweights, aweights):
-        if given is not None:
-            given = jnp.astype(_array(given), _dtype_of(m))
-            if len(_shape(given)) != 1 or _shape(given)[0] != _shape(m)[1]:
-                raise RuntimeError("incompatible numbers of samples and weights")
-            weights = given if weights is None else jnp.multiply(weights, given)
-    if weights is None:
-        centered = jnp.subtract(m, jnp.mean(m, axis=1, keepdims=True))
-        product = jnp.matmul(centered, jnp.transpose(centered))
-        return jnp.squeeze(jnp.divide(product, _shape(m)[1] - ddof))
-    total = jnp.sum(weights)
-    mean = jnp.divide(jnp.sum(jnp.multiply(m, weights), axis=1, keepdims=True), total)
-    if ddof == 0:
-        factor = total
-    elif aweights is None:
-        factor = jnp.subtract(total, ddof)
-    else:
-        reliability = jnp.astype(_array(aweights), _dtype_of(m))
-        factor = jnp.subtract(total, jnp.divide(
-            jnp.multiply(ddof, jnp.sum(jnp.multiply(weights, reliability))), total))
-    centered = jnp.subtract(m, mean)
-    product = jnp.matmul(jnp.multiply(centered, weights), jnp.transpose(centered))
-    return jnp.squeeze(jnp.divide(product, factor))
+# --- comparisons of whole arrays -------------------------------------------------------------
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every element of ``a`` is close to ``b`` (a scalar boolean array)."""
+    return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
-def corrcoef(x, y=None, rowvar=True):
-    """Pearson correlation coefficients (clipped to [-1, 1])."""
-    c = cov(x, y, rowvar)
-    if not _shape(c):
-        return jnp.divide(c, c)
-    d = jnp.sqrt(jnp.diagonal(c))
-    c = jnp.divide(jnp.divide(c, d[:, None]), d[None, :])
-    return jnp.clip(c, -1, 1)
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (equal infinities are close)."""
+    a, b = promote(a, b)
+    if not _dt.is_inexact(dtype_of(a)):
+        a, b = astype(a, _dt.float_), astype(b, _dt.float_)
+    close = logical_or(equal(a, b),
+                       less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b)))))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def array_equal(a, b, equal_nan=False):
+    """True when ``a`` and ``b`` have one shape and equal elements (a scalar boolean array)."""
+    if shape_of(a) != shape_of(b):
+        return asarray(False)
+    same = equal(a, b)
+    if equal_nan:
+        same = logical_or(same, logical_and(isnan(a), isnan(b)))
+    return all(same)
+
+
+def array_equiv(a1, a2) -> object:
+    """True when ``a1`` and ``a2`` broadcast to one shape and are equal everywhere."""
+    a1, a2 = as_array(a1), as_array(a2)
+    try:
+        broadcast_shapes_of(shape_of(a1), shape_of(a2))
+    except ValueError:
+        return asarray(False)
+    return all(equal(a1, a2))
