@@ -109,7 +109,8 @@ def bitcast_convert_type(operand, new_dtype):
 
     >>> lax.bitcast_convert_type(jnp.float32(1.0), jnp.uint32)      # 0x3f800000
     """
-    return bind(p.bitcast_convert_type_p, array_operand(operand), new_dtype=_dt.canonicalize(new_dtype))
+    return bind(p.bitcast_convert_type_p, array_operand(operand),
+                new_dtype=_dt.canonicalize(new_dtype))
 
 
 def reduce_precision(operand, exponent_bits, mantissa_bits):

@@ -1,12 +1,20 @@
-"""``shardc.nn``: activation and normalisation functions built from ``shardc.numpy``."""
+"""``shardc.nn``'s functions: activations, ``softmax`` and ``logsumexp``, ``one_hot``,
+``standardize`` and ``dot_product_attention``, built from ``shardc.numpy``."""
 from __future__ import annotations
 
 import numpy as np
 
+from compiler.tracing import bind
+from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.numpy._reductions import reduce_axes
-from ir import primitives as p
-from compiler.tracing import bind
+
+__all__ = [
+    "relu", "sigmoid", "gelu", "silu", "logsumexp", "log_softmax", "softmax", "one_hot", "relu6",
+    "swish", "softplus", "soft_sign", "log_sigmoid", "tanh", "leaky_relu", "elu", "celu", "selu",
+    "glu", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish", "standardize",
+    "dot_product_attention",
+]
 
 
 def relu(x):
