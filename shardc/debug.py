@@ -4,6 +4,8 @@ from __future__ import annotations
 from compiler.tracing import bind
 from ir import primitives as prims
 
+__all__ = ["print", "visualize_array_sharding"]
+
 
 def visualize_array_sharding(x, *, use_color=True, scale=1.0, min_width=9, max_width=80):
     """Draw the layout of a 1-D or 2-D Array over its devices (SEMANTICS 5.3)."""

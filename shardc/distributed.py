@@ -18,6 +18,12 @@ from runtime import devices as _devices
 from runtime import mpi as _mpi
 from runtime.array import Array, _canonical_array
 
+__all__ = [
+    "initialize", "is_initialized", "shutdown", "make_array_from_callback",
+    "make_array_from_process_local_data", "gather_costs", "mpi_wanted", "select_backend",
+    "backend_named", "install_backend", "set_backend_name",
+]
+
 _state = {"initialized": False}
 
 

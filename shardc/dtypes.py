@@ -19,6 +19,16 @@ import numpy as np
 from compiler.tracing import Tracer, aval_of, is_python_scalar
 from ir import dtypes as _dt
 
+__all__ = [
+    "TypePromotionError", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+    "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16", "float8_e3m4",
+    "float8_e4m3", "float8_e8m0fnu", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int2",
+    "int4", "uint2", "uint4", "generic", "number", "inexact", "floating", "complexfloating",
+    "integer", "signedinteger", "unsignedinteger", "issubdtype", "promote_types",
+    "canonicalize_dtype", "is_weakly_typed", "result_type", "finfo", "iinfo", "can_cast",
+]
+
 TypePromotionError = _dt.TypePromotionError
 
 # --- scalar types under their numpy names --------------------------------------------------

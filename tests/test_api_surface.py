@@ -295,9 +295,14 @@ def test_every_flag_context_manager_is_a_top_level_name():
         assert getattr(shardc, name) is state and name in shardc.__all__
 
 
-@pytest.mark.parametrize("name", ["shardc", "shardc.numpy", "shardc.numpy.linalg", "shardc.lax",
-                                  "shardc.nn", "shardc.nn.initializers", "shardc.random",
-                                  "shardc.sharding", "shardc.tree_util", "shardc.scipy.special"])
+@pytest.mark.parametrize("name", [
+    "shardc", "shardc.numpy", "shardc.numpy.linalg", "shardc.lax", "shardc.nn",
+    "shardc.nn.initializers", "shardc.random", "shardc.sharding", "shardc.tree_util", "shardc.tree",
+    "shardc.dtypes", "shardc.config", "shardc.debug", "shardc.distributed", "shardc.ledger",
+    "shardc.ad_checkpoint", "shardc.custom_derivatives", "shardc.scipy", "shardc.scipy.special",
+    "shardc.scipy.stats", "shardc.scipy.stats.norm", "shardc.experimental",
+    "shardc.experimental.shard_map", "shardc.experimental.mesh_utils",
+    "shardc.experimental.multihost_utils"])
 def test_public_modules_list_their_exports(name):
     import importlib
     module = importlib.import_module(name)

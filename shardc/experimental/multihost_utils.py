@@ -13,6 +13,11 @@ from runtime.mpi import (CoherenceError, agree, allgather_objects, broadcast_obj
                          world)
 from shardc.distributed import make_array_from_process_local_data
 
+__all__ = [
+    "sync_global_devices", "process_allgather", "broadcast_one_to_all",
+    "host_local_array_to_global_array", "global_array_to_host_local_array",
+]
+
 
 def sync_global_devices(name: str) -> None:
     """Wait until every process reaches the call with the same ``name``; a process that

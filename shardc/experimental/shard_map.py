@@ -4,6 +4,8 @@ from __future__ import annotations
 from compiler.shard_map import shard_map as _shard_map
 from shardc.lax import pvary
 
+__all__ = ["shard_map", "pbroadcast"]
+
 
 def shard_map(f, mesh, in_specs, out_specs, check_rep: bool = True, auto=frozenset()):
     """Map ``f`` over blocks of its arguments (the old call form; see ``shardc.shard_map``).
