@@ -15,7 +15,8 @@ from ir.sharding import (Mesh, NamedSharding, PartitionSpec, ReplicationError, c
 from runtime.array import SingleDeviceSharding
 
 __all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "ReplicationError",
-           "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "reshard", "set_mesh", "use_mesh"]
+           "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "reshard", "set_mesh",
+           "use_mesh"]
 
 
 class AxisType(enum.Enum):

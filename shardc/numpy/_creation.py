@@ -1,6 +1,6 @@
-"""Arrays made from ranges and functions: ``arange``, ``linspace``, ``logspace``,
-``geomspace``, ``eye``, ``identity``, ``fromfunction`` and ``vander`` (arrays filled with a
-value are ``_core``'s)."""
+"""Arrays made from ranges: ``arange``, ``linspace``, ``logspace``, ``geomspace``, ``eye``
+and ``identity`` (arrays filled with a value are ``_core``'s, ``fromfunction``
+``_index_routines``' and ``vander`` ``_polynomials``')."""
 from __future__ import annotations
 
 import builtins
