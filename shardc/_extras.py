@@ -1,5 +1,5 @@
 """Smaller pieces of JAX's top-level API: ``device_get``, ``eval_shape``, ``named_scope``,
-``named_call``, ``default_backend`` and ``smap``."""
+``named_call``, ``default_backend``, ``smap``, ``effects_barrier`` and ``block_until_ready``."""
 from __future__ import annotations
 
 import contextlib
@@ -7,19 +7,24 @@ import contextlib
 import numpy as np
 
 from compiler import tree
+from compiler.jit import trace_function
+from ir.sharding import PartitionSpec
+from runtime.array import Array
+from shardc._transforms import shard_map
+from shardc._types import ShapeDtypeStruct
+
+__all__ = ["block_until_ready", "default_backend", "device_get", "effects_barrier", "eval_shape",
+           "named_call", "named_scope", "smap"]
 
 
 def device_get(x):
     """Every array leaf of ``x`` as a numpy array on the host; other leaves as they are."""
-    from runtime.array import Array
     return tree.tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)
 
 
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun(*args, **kwargs)`` would return, as ``ShapeDtypeStruct``s,
     found by tracing it: nothing runs. Arguments may be arrays or ``ShapeDtypeStruct``s."""
-    from compiler.jit import trace_function
-    from shardc import ShapeDtypeStruct
     closed = trace_function(fun, args, kwargs)
     outs = [ShapeDtypeStruct(a.shape, a.dtype) for a in closed.out_avals]
     return tree.tree_unflatten(closed.out_tree, outs)
@@ -60,7 +65,6 @@ def smap(f=None, /, *, in_axes=0, out_axes, axis_name):
         if not all(isinstance(a, int) for a in leaves):
             raise TypeError(f"smap {what} must be an int, None, or (nested) container with "
                             f"those types as leaves, but got {in_axes if what == 'in_axes' else out_axes}.")
-    from shardc import shard_map
     spec_of = _axis_spec(axis_name)
     in_specs = tree.tree_map(spec_of, in_axes, is_leaf=lambda a: a is None)
     out_specs = tree.tree_map(spec_of, out_axes, is_leaf=lambda a: a is None)
@@ -70,10 +74,18 @@ def smap(f=None, /, *, in_axes=0, out_axes, axis_name):
 
 
 def _axis_spec(axis_name):
-    from ir.sharding import PartitionSpec
 
     def spec(axis):
         if axis is None:
             return PartitionSpec()
         return PartitionSpec(*([None] * axis + [axis_name]))
     return spec
+
+
+def effects_barrier():
+    """Wait until every pending effect has happened: programs here run synchronously, so
+    everything has already happened when this is called."""
+
+
+def block_until_ready(x):
+    return x

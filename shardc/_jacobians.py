@@ -14,6 +14,8 @@ import numpy as np
 from compiler import tree
 from compiler.autodiff import jvp, vjp
 from compiler.tracing import aval_of
+import shardc.numpy as jnp
+from shardc.batching_api import vmap
 
 
 def _dynamic(args, argnums):
@@ -49,7 +51,6 @@ def _basis(leaves):
 
 def _split_rows(stacked, sizes, shapes):
     """Rows of ``stacked`` (leading dim = total size) for each block of ``sizes``, reshaped."""
-    import shardc.numpy as jnp
     parts, start = [], 0
     for size, shape in zip(sizes, shapes):
         parts.append(jnp.reshape(stacked[start:start + size], tuple(shape)
@@ -69,8 +70,6 @@ def _check_inexact(leaves, name):
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of ``fun`` by reverse mode: one vjp per output element, vmapped."""
-    from shardc.batching_api import vmap
-    import shardc.numpy as jnp
 
     def jac(*args):
         dyn, with_dynamic, single = _dynamic(args, argnums)
@@ -102,8 +101,6 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian of ``fun`` by forward mode: one jvp per input element, vmapped."""
-    from shardc.batching_api import vmap
-    import shardc.numpy as jnp
 
     def jac(*args):
         dyn, with_dynamic, single = _dynamic(args, argnums)

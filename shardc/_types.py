@@ -1,7 +1,20 @@
-"""What ``shardc.typeof`` reports beyond shape and dtype: the manual axis type of a value."""
+"""The types of values: ``typeof`` (shape, dtype and the manual axis type, JAX's name for the
+mesh axes a value varies over), ``ShapeDtypeStruct``, and traced values as ``shardc.Array`` to
+``isinstance``."""
 from __future__ import annotations
 
 import dataclasses
+
+from compiler.tracing import Tracer, aval_of
+from ir import dtypes
+from ir.core import Aval
+from runtime.array import Array
+from shardc.random import PRNGKeyArray
+
+__all__ = ["ManualAxisType", "ShapeDtypeStruct", "typeof"]
+
+# A traced value is an Array to isinstance, as in JAX (jnp.ndarray is the same class).
+Array.register(Tracer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,3 +39,53 @@ class ManualAxisType:
     def __repr__(self):
         return (f"ManualAxisType(varying={set(self.varying) or '{}'}, "
                 f"unreduced={set(self.unreduced) or '{}'}, reduced={set(self.reduced) or '{}'})")
+
+
+def typeof(x):
+    """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
+    if isinstance(x, PRNGKeyArray):
+        return _key_type(x)
+    return _TypeOf(aval_of(x), x)
+
+
+def _key_type(keys):
+    """A key array's type: its own shape and key dtype (``key<fry>[3]``), its data's vma."""
+    of_data = _TypeOf(aval_of(keys._base), keys._base)
+    of_data.shape, of_data.ndim, of_data.dtype = keys.shape, keys.ndim, keys.dtype
+    vma_text = of_data._text[of_data._text.index("]") + 1:]
+    of_data._text = f"{keys.dtype.name}[{','.join(map(str, keys.shape))}]{vma_text}"
+    return of_data
+
+
+class _TypeOf:
+    def __init__(self, aval, value):
+        self.aval = aval
+        self.shape = aval.shape
+        self.dtype = aval.dtype
+        self.ndim = aval.ndim
+        self.vma = aval.vma
+        # JAX's spelling of the vma: typeof(x).manual_axis_type.varying (and .mat)
+        self.manual_axis_type = self.mat = ManualAxisType(varying=aval.vma)
+        # an Array's layout; under jit and grad, the layout of the argument traced
+        self.sharding = getattr(value, "sharding", None)
+        order = value._axis_order() if hasattr(value, "_axis_order") else ()
+        self._text = aval.str_long(order)
+
+    def __str__(self):
+        return self._text
+
+    __repr__ = __str__
+
+
+class ShapeDtypeStruct:
+    """A stand-in argument with only a shape, a dtype and optionally a sharding: enough to
+    trace and lower (``jit(f).lower(ShapeDtypeStruct((8, 16), jnp.float32))``)."""
+
+    def __init__(self, shape, dtype, sharding=None):
+        self.shape = tuple(shape)
+        self.dtype = dtypes.canonicalize(dtype)
+        self.sharding = sharding
+        self.aval = Aval(self.shape, self.dtype)
+
+    def __repr__(self):
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"

@@ -25,6 +25,8 @@ import rich.style
 import rich.table
 import rich.text
 
+from ir.sharding import NamedSharding, block_slices
+
 # A terminal character is about 2.5 times as tall as it is wide; widths are scaled by this so
 # a square block draws roughly square.
 HEIGHT_TO_WIDTH = 2.5
@@ -108,7 +110,6 @@ def distinct_blocks(x) -> list:
 def _every_device_index(x) -> list:
     """(device, index) of every device holding part of ``x``: all of them, not only this
     process's (under MPI a process addresses its own devices' shards only)."""
-    from ir.sharding import NamedSharding, block_slices
     sharding = x.sharding
     if not isinstance(sharding, NamedSharding):
         return [(shard.device, shard.index) for shard in x.addressable_shards]

@@ -38,6 +38,11 @@ from compiler import tracing as _tracing
 from ir import dtypes as _dtypes
 from runtime import devices as _devices
 
+__all__ = [
+    "config", "Config", "Flag", "FLAGS", "ACCEPTED", "FlagState", "STATES", "disable_jit",
+    "enable_x64", "disable_x64",
+]
+
 
 # --- value parsers: JAX's checks and messages ------------------------------------------------
 

@@ -12,8 +12,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.backend import get_backend, set_backend
+from ir.sharding import NamedSharding, axes_size, block_index, block_shape, block_slices, spec_names
 from runtime import devices as _devices
 from runtime import mpi as _mpi
+from runtime.array import Array, canonical_array
+
+__all__ = [
+    "initialize", "is_initialized", "shutdown", "make_array_from_callback",
+    "make_array_from_process_local_data", "gather_costs", "mpi_wanted", "select_backend",
+    "backend_named", "install_backend", "set_backend_name",
+]
 
 _state = {"initialized": False}
 
@@ -27,6 +36,7 @@ def mpi_wanted() -> bool:
 def select_backend():
     """The backend the environment asks for: MPI under a launch of several processes (or
     ``SHARDC_BACKEND=mpi``), else the simulator's ``SHARDC_BACKEND`` (default ``fast``)."""
+    # the simulator's backends load only when one is asked for (not in an MPI process)
     from runtime.vectorized import backend_named, default_backend_name
     if _mpi.wanted():
         return _mpi.install()
@@ -37,8 +47,40 @@ def backend_named(name: str):
     """A backend by name: ``'mpi'`` or one of the simulator's."""
     if name == "mpi":
         return _mpi.install()
-    from runtime.vectorized import backend_named as simulator_backend
+    from runtime.vectorized import backend_named as simulator_backend   # (as select_backend)
     return simulator_backend(name)
+
+
+class _UnknownBackend:
+    """Installed when SHARDC_BACKEND names no backend: importing works (as JAX's does with a
+    bad platform name) and the first use raises the error, so nothing runs on a guess."""
+
+    def __init__(self, error: ValueError):
+        self.error = error
+
+    def __getattr__(self, name):
+        raise ValueError(str(self.error))
+
+
+def install_backend() -> None:
+    """Install the backend the environment asks for (``import shardc`` does)."""
+    if mpi_wanted():
+        # under mpiexec with several processes: the MPI backend (its errors, such as devices
+        # that do not split evenly over the processes, end the import on every process)
+        set_backend(select_backend())
+    else:
+        try:
+            set_backend(select_backend())
+        except ValueError as error:
+            set_backend(_UnknownBackend(error))
+
+
+def set_backend_name(name: str) -> None:
+    """Run programs on the ``'fast'`` backend (stacked over devices; the default), the
+    ``'reference'`` one (one program per device, the oracle), ``'check'`` (both, results
+    compared), or ``'mpi'`` (the processes of an MPI job). ``SHARDC_BACKEND`` sets the
+    initial one."""
+    set_backend(backend_named(name))
 
 
 def initialize(coordinator_address=None, num_processes=None, process_id=None,
@@ -96,7 +138,6 @@ def make_array_from_callback(shape, sharding, data_callback):
     >>> x = shardc.make_array_from_callback((8, 4), NamedSharding(mesh, P('x')),
     ...                                     lambda index: global_value[index])
     """
-    from ir.sharding import block_slices
     mesh, spec = _named(sharding, "make_array_from_callback")
     shape = tuple(shape)
     blocks = []
@@ -122,7 +163,6 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
 
     >>> x = shardc.make_array_from_process_local_data(NamedSharding(mesh, P('x')), rows)
     """
-    from ir.sharding import block_index, spec_names, axes_size
     mesh, spec = _named(sharding, "make_array_from_process_local_data")
     local_data = _canonical(local_data)
     names = spec_names(spec) + ((),) * (local_data.ndim - len(spec_names(spec)))
@@ -155,28 +195,23 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
 
 
 def _named(sharding, who):
-    from ir.sharding import NamedSharding
     if not isinstance(sharding, NamedSharding):
         raise TypeError(f"{who} requires a NamedSharding, got {sharding!r}")
     return sharding.mesh, sharding.spec
 
 
 def _canonical(value) -> np.ndarray:
-    from runtime.array import canonical_array
     return canonical_array(value)
 
 
 def _from_local_blocks(blocks, mesh, spec, shape):
     """The global array of these blocks (None: a block another process holds)."""
-    from ir.sharding import block_shape
-    from compiler.backend import get_backend
     present = next((b for b in blocks if b is not None), None)
     dtype = present.dtype if present is not None else np.dtype(np.float32)
     bshape = block_shape(shape, spec, mesh.shape)
     full = [b if b is not None else _mpi.Absent(bshape, dtype, d)
             for b, d in zip(blocks, mesh.devices.flat)]
     if _devices.process_count() == 1:
-        from runtime.array import Array
         return Array.from_blocks(full, mesh, spec)
     if present is None:
         raise ValueError(f"process {_devices.process_index()} holds no device of {mesh}: "

@@ -16,7 +16,18 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from compiler.tracing import Tracer, aval_of, is_python_scalar
 from ir import dtypes as _dt
+
+__all__ = [
+    "TypePromotionError", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+    "uint64", "float16", "float32", "float64", "complex64", "complex128", "bfloat16", "float8_e3m4",
+    "float8_e4m3", "float8_e8m0fnu", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int2",
+    "int4", "uint2", "uint4", "generic", "number", "inexact", "floating", "complexfloating",
+    "integer", "signedinteger", "unsignedinteger", "issubdtype", "promote_types",
+    "canonicalize_dtype", "is_weakly_typed", "result_type", "finfo", "iinfo", "can_cast",
+]
 
 TypePromotionError = _dt.TypePromotionError
 
@@ -85,11 +96,35 @@ def canonicalize_dtype(dtype) -> np.dtype:
     return _dt.canonicalize(dtype)
 
 
+def is_weakly_typed(x) -> bool:
+    """Whether ``x`` is weakly typed: a Python scalar, or a traced value standing for one (a
+    Python scalar given to jit, and what only such values compute)."""
+    return is_python_scalar(x) or getattr(x, "weak", False)
+
+
+_PYTHON_SCALAR_TYPES = (bool, int, float, complex)
+
+
 def result_type(*args) -> np.dtype:
-    """The dtype an operation on ``args`` (arrays, scalars, dtypes) gives; see
-    ``shardc.numpy.result_type``."""
-    from shardc import numpy as jnp     # numpy imports this module
-    return jnp.result_type(*args)
+    """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
+    dts, weak = [], []
+    for a in args:
+        if isinstance(a, Tracer):                       # the common operand: weak only when it
+            dts.append(a.aval.dtype)                    # stands for a Python scalar
+            weak.append(getattr(a, "weak", False))
+        elif type(a) in _PYTHON_SCALAR_TYPES:           # a Python scalar: weak
+            dts.append(_dt.weak_scalar_dtype(a))
+            weak.append(True)
+        elif a is int or a is float or a is complex:    # Python's types are weak, as in JAX
+            dts.append(_dt.weak_scalar_dtype(a(0)))
+            weak.append(True)
+        elif isinstance(a, (np.dtype, type, str)) and not is_python_scalar(a):
+            dts.append(_dt.canonicalize(np.dtype(a)))
+            weak.append(False)
+        else:
+            dts.append(aval_of(a).dtype)
+            weak.append(is_weakly_typed(a))
+    return _dt.result_type(dts, weak)
 
 
 finfo = ml_dtypes.finfo       # np.finfo extended to bfloat16 and the small floats

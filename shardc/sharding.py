@@ -1,16 +1,22 @@
-"""``shardc.sharding``: meshes, partition specs and shardings (JAX's names), and the current
-mesh that ``set_mesh`` installs."""
+"""``shardc.sharding``: meshes, partition specs and shardings (JAX's names), the current
+mesh that ``set_mesh`` installs, and the layout constraints (``reshard``,
+``with_sharding_constraint``, which ``shardc.lax`` exports too)."""
 from __future__ import annotations
 
 import contextlib
 import enum
 
+from compiler import tree
+from compiler.shard_map import current_shard_context
+from compiler.tracing import bind
+from ir import primitives as p
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, ReplicationError, current_mesh,
                          pop_mesh, push_mesh)
 from runtime.array import SingleDeviceSharding
 
 __all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "ReplicationError",
-           "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "set_mesh", "use_mesh"]
+           "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "reshard", "set_mesh",
+           "use_mesh"]
 
 
 class AxisType(enum.Enum):
@@ -51,7 +57,6 @@ def use_mesh(mesh: Mesh) -> _MeshScope:
 def get_abstract_mesh() -> Mesh | None:
     """The mesh code is traced under: inside a shard_map body, that body's mesh (what a
     nested shard_map passes as ``mesh=``); else the current mesh, or None."""
-    from compiler.shard_map import current_shard_context
     body = current_shard_context()
     return body.mesh if body is not None else current_mesh()
 
@@ -78,8 +83,24 @@ def resolve_sharding(sharding, what: str):
                     f"device, got {sharding!r} of type {type(sharding).__name__}")
 
 
+def with_sharding_constraint(x, shardings):
+    """Ask for ``x`` (a pytree) to be laid out by ``shardings``: a NamedSharding, a
+    PartitionSpec on the current mesh, or a pytree prefix of those."""
+    leaves, treedef = tree.tree_flatten(x)
+    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
+    targets = tree.broadcast_prefix(shardings, x, is_leaf=is_leaf,
+                                    name="with_sharding_constraint shardings")
+    out = []
+    for leaf, target in zip(leaves, targets):
+        sharding = resolve_sharding(target, "with_sharding_constraint")
+        if not isinstance(sharding, NamedSharding):
+            raise TypeError("with_sharding_constraint requires a NamedSharding or a "
+                            f"PartitionSpec on the current mesh, got {target!r}")
+        out.append(bind(p.sharding_constraint_p, leaf, sharding=sharding))
+    return tree.tree_unflatten(treedef, out)
+
+
 def reshard(x, out_shardings):
     """``x`` laid out by ``out_shardings`` (a sharding, a PartitionSpec on the current mesh, or
     a pytree prefix of those), eagerly or under a trace."""
-    from shardc.lax import with_sharding_constraint
     return with_sharding_constraint(x, out_shardings)

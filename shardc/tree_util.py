@@ -1,7 +1,7 @@
 """``shardc.tree_util``: pytree utilities under JAX's names.
 
 A typed PRNG key array is a leaf here, as in JAX; transformations see through it to its key
-data (see ``shardc._keys``). Key paths are tuples of key objects, as in JAX:
+data (see ``shardc.random._keys``). Key paths are tuples of key objects, as in JAX:
 ``SequenceKey(0)`` prints ``[0]``, ``DictKey('w')`` prints ``['w']``, ``GetAttrKey('f')`` prints
 ``.f``; ``keystr(path)`` joins them.
 """
@@ -14,7 +14,7 @@ from typing import Any, Callable
 from compiler import tree as _tree
 from compiler.tree import (PyTreeDef, node_children, register_pytree_node, tree_all,
                            tree_unflatten)
-from shardc._keys import PRNGKeyArray as _PRNGKeyArray
+from shardc.random._keys import PRNGKeyArray as _PRNGKeyArray
 
 __all__ = ["DictKey", "FlattenedIndexKey", "GetAttrKey", "Partial", "PyTreeDef", "SequenceKey",
            "keystr", "register_dataclass", "register_pytree_node",

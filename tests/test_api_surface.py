@@ -285,3 +285,27 @@ def test_bad_groups_are_rejected():
         run(lax.all_gather, [[0, 1, 2], [3]])
     with pytest.raises(NotImplementedError, match="to='invarying'"):
         run(lambda b, a, **kw: lax.all_gather(b, a, to="invarying", **kw), [[0, 1], [2, 3]])
+
+
+# --- what the public modules export ----------------------------------------------------------------
+
+def test_every_flag_context_manager_is_a_top_level_name():
+    from shardc.config import STATES
+    for name, state in STATES.items():
+        assert getattr(shardc, name) is state and name in shardc.__all__
+
+
+@pytest.mark.parametrize("name", [
+    "shardc", "shardc.numpy", "shardc.numpy.linalg", "shardc.lax", "shardc.nn",
+    "shardc.nn.initializers", "shardc.random", "shardc.sharding", "shardc.tree_util", "shardc.tree",
+    "shardc.dtypes", "shardc.config", "shardc.debug", "shardc.distributed", "shardc.ledger",
+    "shardc.ad_checkpoint", "shardc.custom_derivatives", "shardc.scipy", "shardc.scipy.special",
+    "shardc.scipy.stats", "shardc.scipy.stats.norm", "shardc.experimental",
+    "shardc.experimental.shard_map", "shardc.experimental.mesh_utils",
+    "shardc.experimental.multihost_utils"])
+def test_public_modules_list_their_exports(name):
+    import importlib
+    module = importlib.import_module(name)
+    assert len(module.__all__) == len(set(module.__all__))
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert not missing, f"{name}.__all__ names what it does not have: {missing}"

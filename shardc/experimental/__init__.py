@@ -1,2 +1,4 @@
 """Old API paths of JAX's ``jax.experimental``."""
-from shardc.config import disable_x64, enable_x64  # noqa: F401
+from shardc.config import disable_x64, enable_x64
+
+__all__ = ["disable_x64", "enable_x64"]

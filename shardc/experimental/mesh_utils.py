@@ -7,6 +7,8 @@ import numpy as np
 
 from runtime.devices import devices as _devices
 
+__all__ = ["create_device_mesh"]
+
 
 def create_device_mesh(mesh_shape, devices=None):
     """An ndarray of devices of shape ``mesh_shape`` (it must use every device)."""

@@ -5,7 +5,18 @@ import zlib
 
 import numpy as np
 
+from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
+from ir.sharding import NamedSharding, PartitionSpec, block_slices, normal_spec
 from runtime import devices as _devices
+from runtime.array import Array
+from runtime.mpi import (CoherenceError, agree, allgather_objects, broadcast_object, fingerprints,
+                         world)
+from shardc.distributed import make_array_from_process_local_data
+
+__all__ = [
+    "sync_global_devices", "process_allgather", "broadcast_one_to_all",
+    "host_local_array_to_global_array", "global_array_to_host_local_array",
+]
 
 
 def sync_global_devices(name: str) -> None:
@@ -13,7 +24,6 @@ def sync_global_devices(name: str) -> None:
     reaches another name is an error on all of them."""
     if _devices.process_count() == 1:
         return
-    from runtime.mpi import CoherenceError, fingerprints, world
     w = world()
     names = fingerprints(zlib.crc32(str(name).encode()))
     if len(set(names)) > 1:
@@ -31,8 +41,6 @@ def process_allgather(in_tree, tiled: bool = False):
 
     >>> process_allgather(np.float32(shardc.process_index()))    # [0., 1.] under -n 2
     """
-    from compiler.tree import tree_flatten, tree_unflatten
-    from runtime.array import Array
     leaves, treedef = tree_flatten(in_tree)
     out = []
     for leaf in leaves:
@@ -47,7 +55,6 @@ def _allgather_host(value: np.ndarray, tiled: bool) -> np.ndarray:
     if _devices.process_count() == 1:
         parts = [value]
     else:
-        from runtime.mpi import agree, allgather_objects, world
         agree(zlib.crc32(b"process_allgather"), "called another operation than "
               "process_allgather", doing="in process_allgather")
         parts = allgather_objects(world().comm, value, "in process_allgather")
@@ -63,11 +70,9 @@ def _allgather_host(value: np.ndarray, tiled: bool) -> np.ndarray:
 def broadcast_one_to_all(in_tree, is_source=None):
     """Process 0's value of each leaf (or the process for which ``is_source`` is true), on
     every process."""
-    from compiler.tree import tree_flatten, tree_unflatten
     leaves, treedef = tree_flatten(in_tree)
     if _devices.process_count() == 1:
         return tree_unflatten(treedef, [np.asarray(v) for v in leaves])
-    from runtime.mpi import agree, allgather_objects, broadcast_object, world
     w = world()
     doing = "in broadcast_one_to_all"
     agree(zlib.crc32(f"broadcast_one_to_all {len(leaves)}".encode()),
@@ -87,9 +92,6 @@ def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
 
     >>> x = host_local_array_to_global_array(rows, mesh, P('x'))
     """
-    from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
-    from ir.sharding import NamedSharding, PartitionSpec
-    from shardc.distributed import make_array_from_process_local_data
     leaves, treedef = tree_flatten(local_inputs)
     specs = broadcast_prefix(pspecs, local_inputs, is_leaf=_is_spec, name="pspecs")
     return tree_unflatten(treedef, [
@@ -102,9 +104,6 @@ def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
     """Each process's part of global arrays: the box of the global value its devices' blocks
     cover under ``pspecs`` on ``global_mesh`` (the inverse of
     ``host_local_array_to_global_array``)."""
-    from compiler.tree import broadcast_prefix, tree_flatten, tree_unflatten
-    from ir.sharding import NamedSharding, PartitionSpec, block_slices, normal_spec
-    from runtime.array import Array
     leaves, treedef = tree_flatten(global_inputs)
     specs = broadcast_prefix(pspecs, global_inputs, is_leaf=_is_spec, name="pspecs")
     mine = [p for p, d in enumerate(global_mesh.devices.flat) if _devices.is_local(d)]
@@ -131,5 +130,4 @@ def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
 
 
 def _is_spec(value) -> bool:
-    from ir.sharding import PartitionSpec
     return isinstance(value, PartitionSpec) or value is None

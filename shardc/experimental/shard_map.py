@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from compiler.shard_map import shard_map as _shard_map
+from shardc.lax import pvary
+
+__all__ = ["shard_map", "pbroadcast"]
 
 
 def shard_map(f, mesh, in_specs, out_specs, check_rep: bool = True, auto=frozenset()):
@@ -23,5 +26,4 @@ def shard_map(f, mesh, in_specs, out_specs, check_rep: bool = True, auto=frozens
 
 def pbroadcast(x, axis_name):
     """The 2024 name of ``pvary``: mark ``x`` as varying over ``axis_name``."""
-    from shardc.lax import pvary
     return pvary(x, axis_name)

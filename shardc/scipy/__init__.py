@@ -1,3 +1,5 @@
 """``shardc.scipy``: the parts of ``jax.scipy`` user code reaches for (``special``,
 ``stats.norm``)."""
-from shardc.scipy import special, stats  # noqa: F401
+from shardc.scipy import special, stats
+
+__all__ = ["special", "stats"]

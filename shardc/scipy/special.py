@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import shardc.numpy as jnp
 from compiler.custom_ad import custom_jvp
-from shardc import lax, nn
+import shardc.lax as lax
+import shardc.nn as nn
+import shardc.numpy as jnp
 
 __all__ = ["logsumexp", "erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py",
            "gammaln", "digamma", "polygamma", "entr", "softmax", "log_softmax", "ndtr", "ndtri"]
@@ -19,53 +20,54 @@ softmax = nn.softmax
 log_softmax = nn.log_softmax
 
 
-def _inexact(*xs):
+def inexact_operands(*xs):
+    """``xs`` as arrays of the floating dtype they promote to (``stats.norm`` shares it)."""
     xs = [jnp.asarray(x) if not hasattr(x, "dtype") else x for x in xs]
     dtype = jnp.result_type(*xs, 0.0)
     return [jnp.astype(x, dtype) for x in xs]
 
 
 def erf(x):
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return lax.erf(x)
 
 
 def erfc(x):
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return lax.erfc(x)
 
 
 def erfinv(x):
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return lax.erf_inv(x)
 
 
 def gammaln(x):
     """``log|Gamma(x)|``."""
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return lax.lgamma(x)
 
 
 def digamma(x):
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return lax.digamma(x)
 
 
 def polygamma(n, x):
     """The ``n``-th derivative of ``digamma``."""
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return lax.polygamma(n, x)
 
 
 def expit(x):
     """The logistic sigmoid ``1 / (1 + exp(-x))``."""
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return lax.logistic(x)
 
 
 def logit(x):
     """``log(x / (1 - x))``, the inverse of ``expit``."""
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return jnp.log(x) - jnp.log1p(-x)
 
 
@@ -102,21 +104,21 @@ def _xlog1py_jvp(primals, tangents):
 def xlogy(x, y):
     """``x * log(y)``, 0 where ``x == 0`` (whatever ``y``); its derivatives are ``log y`` and
     ``x / y`` (0 where ``x == 0``), as JAX's."""
-    x, y = _inexact(x, y)
+    x, y = inexact_operands(x, y)
     x, y = jnp.broadcast_arrays(x, y)
     return _xlogy(x, y)
 
 
 def xlog1py(x, y):
     """``x * log1p(y)``, 0 where ``x == 0``."""
-    x, y = _inexact(x, y)
+    x, y = inexact_operands(x, y)
     x, y = jnp.broadcast_arrays(x, y)
     return _xlog1py(x, y)
 
 
 def entr(x):
     """``-x log x`` for ``x > 0``, 0 at 0, ``-inf`` for ``x < 0``."""
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     positive = x > 0
     safe = jnp.where(positive, x, jnp.ones_like(x))
     inner = jnp.where(positive, -(safe * jnp.log(safe)), jnp.zeros_like(x))
@@ -125,11 +127,11 @@ def entr(x):
 
 def ndtr(x):
     """The standard normal CDF, ``erfc(-x / sqrt 2) / 2`` (accurate in the lower tail)."""
-    (x,) = _inexact(x)
+    (x,) = inexact_operands(x)
     return 0.5 * lax.erfc(-x * np.asarray(1 / np.sqrt(2), x.dtype))
 
 
 def ndtri(p):
     """The standard normal quantile function, the inverse of ``ndtr``."""
-    (p,) = _inexact(p)
+    (p,) = inexact_operands(p)
     return np.asarray(np.sqrt(2), p.dtype) * lax.erf_inv(2 * p - 1)

@@ -1,2 +1,4 @@
 """``shardc.scipy.stats``: distributions (``norm``)."""
-from shardc.scipy.stats import norm  # noqa: F401
+from shardc.scipy.stats import norm
+
+__all__ = ["norm"]

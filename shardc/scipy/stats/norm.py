@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import shardc.numpy as jnp
-from shardc.scipy import special
+import shardc.scipy.special as special
 
 __all__ = ["pdf", "logpdf", "cdf", "logcdf", "sf", "ppf"]
 
@@ -12,7 +12,7 @@ _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
 
 def _standardized(x, loc, scale):
-    x, loc, scale = special._inexact(x, loc, scale)
+    x, loc, scale = special.inexact_operands(x, loc, scale)
     return (x - loc) / scale, scale
 
 
@@ -44,5 +44,5 @@ def sf(x, loc=0, scale=1):
 
 def ppf(q, loc=0, scale=1):
     """The quantile function: ``x`` with ``cdf(x) = q``."""
-    q, loc, scale = special._inexact(q, loc, scale)
+    q, loc, scale = special.inexact_operands(q, loc, scale)
     return loc + scale * special.ndtri(q)

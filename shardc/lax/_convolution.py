@@ -14,9 +14,13 @@ from typing import NamedTuple
 import numpy as np
 
 import shardc.numpy as jnp
+from shardc.lax._ops import dot_general, slice as _slice
+from shardc.lax._shapes import pad
 
-__all__ = ["ConvDimensionNumbers", "conv_dimension_numbers", "conv_general_dilated", "conv",
-           "conv_with_general_padding", "conv_transpose", "padtype_to_pads"]
+__all__ = [
+    "ConvDimensionNumbers", "conv_dimension_numbers", "padtype_to_pads", "conv_general_dilated",
+    "conv", "conv_with_general_padding", "conv_transpose",
+]
 
 
 class ConvDimensionNumbers(NamedTuple):
@@ -134,8 +138,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
             if isinstance(padding, str) else [tuple(int(v) for v in p) for p in padding])
     if len(pads) != spatial:
         raise ValueError(f"conv: padding needs {spatial} (low, high) pairs, got {padding!r}")
-    from shardc._lax_ops import pad as _pad
-    x = _pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(lo, hi, 0) for lo, hi in pads])
+    x = pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(lo, hi, 0) for lo, hi in pads])
     out_sizes = [(size - window) // stride + 1 if size >= window else 0
                  for size, window, stride in zip(x.shape[2:], windows, strides)]
     if min(out_sizes, default=1) <= 0:
@@ -161,13 +164,11 @@ def _check_features(x_shape, w_shape, groups: int) -> int:
 def _dilate(x, dilation):
     if all(d == 1 for d in dilation):
         return x
-    from shardc._lax_ops import pad as _pad
-    return _pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(0, 0, d - 1) for d in dilation])
+    return pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(0, 0, d - 1) for d in dilation])
 
 
 def _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups):
     """Every kernel tap's strided window of ``x`` stacked, then one contraction with ``w``."""
-    from shardc.lax import dot_general, slice as _slice
     n, c = x.shape[:2]
     o, i = w.shape[:2]
     taps = list(np.ndindex(*w.shape[2:]))

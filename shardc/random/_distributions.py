@@ -1,140 +1,30 @@
-"""``shardc.random``: keys and random numbers, functional as in JAX.
-
-``key(seed)`` gives a typed key array (dtype ``key<fry>``, shape ``()``); ``PRNGKey(seed)`` the
-raw ``uint32[2]`` key data of older JAX code. Every sampler, ``split`` and ``fold_in`` take
-either; ``split`` and ``fold_in`` return keys of the kind they were given. The bits come from
-Philox keyed by the key, so they are reproducible but differ from JAX's threefry bits.
+"""Samplers: ``uniform``, ``normal``, ``randint``, ``bernoulli``, ``permutation``,
+``choice``, ``categorical``, ``truncated_normal``, ``multivariate_normal``, ``gamma``,
+``beta``, ``dirichlet``, ``poisson``, ... Each takes a single key (typed or raw data) and
+draws its bits with ``random_bits``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from compiler.tracing import Tracer, bind
+from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc._keys import IMPLS, KeyDtype, PRNGImpl, PRNGKeyArray, resolve_impl  # noqa: F401
-from runtime.array import Array as _Array
+from shardc.lax import lgamma, while_loop
+from shardc.random._keys import bits, fold_in, random_bits, sample_shape, single_key, split
 
-# A key array is a jax.Array to isinstance, as in JAX.
-_Array.register(PRNGKeyArray)
-
-
-def PRNGKey(seed, *, impl=None) -> "jnp.ndarray":
-    """The raw key data for an integer seed: ``uint32[2]`` (``uint32[4]`` for rbg keys)."""
-    return _seed_data(seed, resolve_impl(impl))
-
-
-def key(seed, *, impl=None) -> PRNGKeyArray:
-    """A typed key (shape ``()``, dtype ``key<fry>``) from an integer seed.
-
-    >>> k1, k2 = random.split(random.key(0))
-    """
-    impl = resolve_impl(impl)
-    return PRNGKeyArray(impl, _seed_data(seed, impl))
-
-
-def _seed_data(seed, impl: PRNGImpl):
-    """As JAX with x64 off: a seed in int32's range fills the low word (the high word is 0);
-    a wider Python integer fills both. rbg keys repeat the two words."""
-    if isinstance(seed, PRNGKeyArray):
-        raise TypeError("PRNGKey accepts a scalar seed, but was given a PRNG key.")
-    if isinstance(seed, Tracer) or (hasattr(seed, "dtype") and not isinstance(seed, int)):
-        seed = jnp.asarray(seed)
-        if seed.shape != () or not _dt.is_int(seed.dtype):
-            raise TypeError(f"PRNG key seed must be a scalar integer, got {seed.dtype.name}"
-                            f"{list(seed.shape)}")
-        low = jnp.astype(seed, np.uint32)
-        words = jnp.stack([jnp.zeros((), np.uint32), low])
-    else:
-        seed = int(seed)
-        high = 0 if -2 ** 31 <= seed < 2 ** 31 else (seed >> 32) & 0xFFFFFFFF
-        words = jnp.asarray(np.array([high, seed & 0xFFFFFFFF], np.uint32))
-    return words if impl.words == 2 else jnp.concatenate([words, words])
-
-
-def key_data(keys):
-    """The ``uint32[..., W]`` data of a key array (raw key data is returned as it is)."""
-    return keys._base if isinstance(keys, PRNGKeyArray) else jnp.asarray(keys)
-
-
-def wrap_key_data(key_bits, *, impl=None) -> PRNGKeyArray:
-    """A key array around ``uint32[..., W]`` key data (``key_data``'s inverse)."""
-    impl = resolve_impl(impl)
-    data = jnp.asarray(key_bits)
-    if data.dtype != np.uint32:
-        raise TypeError(f"wrap_key_data requires uint32 key data, got {data.dtype.name}")
-    if not data.shape or data.shape[-1] != impl.words:
-        raise ValueError(f"wrap_key_data: {impl.name} key data has a trailing dimension of "
-                         f"{impl.words}, got shape {tuple(data.shape)}")
-    return PRNGKeyArray(impl, data)
-
-
-def key_impl(keys) -> PRNGImpl:
-    """The implementation of a typed key array (``str()`` gives its name)."""
-    if not isinstance(keys, PRNGKeyArray):
-        raise TypeError(f"key_impl accepts a typed key array, got {type(keys).__name__}")
-    return keys._impl
-
-
-def clone(keys):
-    """The same keys (shardc never consumes a key in place)."""
-    return keys
-
-
-def _single_key(name: str, keys):
-    """The ``uint32[2]`` words a sampler draws from; a key array must hold one key."""
-    if isinstance(keys, PRNGKeyArray):
-        if keys.shape != ():
-            raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
-                             f"{keys.shape} != (). Use jax.vmap for batching.")
-        data = keys._base
-        # A 4-word key folds to the 2 words the bit generator takes; the second half crosses
-        # over, so a key made from a seed ([0, s, 0, s], as JAX makes it) folds to [s, s].
-        return data if keys._impl.words == 2 else jnp.bitwise_xor(data[:2], data[3:1:-1])
-    data = jnp.asarray(keys)
-    if data.ndim > 1 and data.shape[-1] == 2:
-        raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
-                         f"{tuple(data.shape[:-1])} != (). Use jax.vmap for batching.")
-    return data
-
-
-def _bits(key, shape, name: str = "random_bits") -> "jnp.ndarray":
-    return bind(p.random_bits_p, _single_key(name, key), shape=tuple(int(d) for d in shape))
-
-
-def split(key, num=2):
-    """``num`` new keys (an int or a shape): typed keys of shape ``(num,)`` for a typed key,
-    ``uint32[num, 2]`` for raw key data."""
-    shape = _shape(num)
-    if isinstance(key, PRNGKeyArray):
-        words = key._impl.words
-        return PRNGKeyArray(key._impl, _bits(key, shape + (words,), "split"))
-    return _bits(key, shape + (2,), "split")
-
-
-def fold_in(key, data):
-    """A new key from ``key`` and an integer."""
-    words = key._impl.words if isinstance(key, PRNGKeyArray) else 2
-    mixed = jnp.astype(jnp.asarray(data), np.uint32)
-    salt = jnp.asarray(np.uint32(0x9E3779B9))
-    bits = _bits(key, (words,), "fold_in")
-    folded = jnp.bitwise_xor(bits, jnp.stack([mixed, salt] * (words // 2)))
-    return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else folded
-
-
-def bits(key, shape=(), dtype=np.uint32):
-    return jnp.astype(_bits(key, _shape(shape), "bits"), dtype)
-
-
-def _shape(shape) -> tuple:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+__all__ = [
+    "uniform", "normal", "randint", "bernoulli", "permutation", "exponential", "gumbel", "logistic",
+    "laplace", "rademacher", "truncated_normal", "categorical", "choice", "multivariate_normal",
+    "gamma", "beta", "dirichlet", "poisson",
+]
 
 
 def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
     """Uniform floats in ``[minval, maxval)``."""
     dtype = _dt.canonicalize(dtype)
-    raw = _bits(key, _shape(shape), "uniform")
+    raw = random_bits(key, sample_shape(shape), "uniform")
     # the top 24 bits give a float32 in [0, 1) with every value exactly representable
     unit = jnp.multiply(jnp.astype(jnp.floor_divide(raw, np.uint32(256)), dtype), 2.0 ** -24)
     return jnp.astype(jnp.add(jnp.multiply(unit, maxval - minval), minval), dtype)
@@ -142,9 +32,9 @@ def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
 
 def normal(key, shape=(), dtype=np.float32):
     """Standard normal floats (Box-Muller over two uniform draws)."""
-    _single_key("normal", key)
+    single_key("normal", key)
     dtype = _dt.canonicalize(dtype)
-    shape = _shape(shape)
+    shape = sample_shape(shape)
     both = uniform(key, (2,) + shape, dtype)
     u1 = jnp.subtract(1.0, both[0])          # in (0, 1]: log is finite
     u2 = both[1]
@@ -154,7 +44,7 @@ def normal(key, shape=(), dtype=np.float32):
 
 def randint(key, shape, minval, maxval, dtype=np.int32):
     """Integers in ``[minval, maxval)``."""
-    _single_key("randint", key)
+    single_key("randint", key)
     span = int(maxval) - int(minval)
     draws = uniform(key, shape)
     return jnp.astype(jnp.add(jnp.floor(jnp.multiply(draws, span)), int(minval)), dtype)
@@ -162,18 +52,18 @@ def randint(key, shape, minval, maxval, dtype=np.int32):
 
 def bernoulli(key, p=0.5, shape=None):
     """Booleans that are True with probability ``p`` (shape: ``p``'s when ``shape`` is None)."""
-    _single_key("bernoulli", key)
+    single_key("bernoulli", key)
     p = jnp.asarray(p) if not hasattr(p, "dtype") else p
-    shape = jnp.shape(p) if shape is None else _shape(shape)
+    shape = jnp.shape(p) if shape is None else sample_shape(shape)
     return jnp.less(uniform(key, shape), p)
 
 
 def _unit_open(key, shape, dtype, name: str):
     """Uniform floats in the open interval ``(0, 1)``: logs of them and of ``1 - u`` are finite."""
-    _single_key(name, key)
+    single_key(name, key)
     dtype = _dt.canonicalize(dtype)
     tiny = np.finfo(dtype).tiny
-    u = uniform(key, _shape(shape), dtype, minval=tiny, maxval=1.0)
+    u = uniform(key, sample_shape(shape), dtype, minval=tiny, maxval=1.0)
     return u, dtype
 
 
@@ -183,7 +73,7 @@ def permutation(key, x, axis=0, independent=False):
 
     >>> random.permutation(random.key(0), 5)        # the integers 0..4 in a random order
     """
-    _single_key("permutation", key)
+    single_key("permutation", key)
     if jnp.ndim(x) == 0:
         if not _dt.is_int(jnp.result_type(x)):
             raise TypeError("random.permutation: x must be an integer (the number of items) "
@@ -232,7 +122,7 @@ def laplace(key, shape=(), dtype=np.float32):
 
 def rademacher(key, shape=(), dtype=np.int32):
     """-1 or +1 with equal probability."""
-    _single_key("rademacher", key)
+    single_key("rademacher", key)
     return jnp.astype(jnp.subtract(jnp.multiply(jnp.astype(bernoulli(key, 0.5, shape), np.int32),
                                                 2), 1), dtype)
 
@@ -242,12 +132,12 @@ def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
 
     ``shape`` defaults to the broadcast shape of ``lower`` and ``upper``.
     """
-    _single_key("truncated_normal", key)
+    single_key("truncated_normal", key)
     dtype = _dt.canonicalize(dtype)
     lower = jnp.astype(jnp.asarray(lower), dtype)
     upper = jnp.astype(jnp.asarray(upper), dtype)
     shape = (jnp.broadcast_shapes(jnp.shape(lower), jnp.shape(upper)) if shape is None
-             else _shape(shape))
+             else sample_shape(shape))
     sqrt2 = np.asarray(np.sqrt(2), dtype)
     a = bind(p.erf_p, jnp.divide(lower, sqrt2))
     b = bind(p.erf_p, jnp.divide(upper, sqrt2))
@@ -264,12 +154,12 @@ def categorical(key, logits, axis=-1, shape=None):
 
     ``shape`` (default: ``logits``' shape without ``axis``) must end with that batch shape.
     """
-    _single_key("categorical", key)
+    single_key("categorical", key)
     logits = jnp.asarray(logits)
     axis = axis % logits.ndim
     moved = jnp.moveaxis(logits, axis, -1)
     batch = moved.shape[:-1]
-    shape = batch if shape is None else _shape(shape)
+    shape = batch if shape is None else sample_shape(shape)
     if tuple(shape[len(shape) - len(batch):]) != tuple(batch):
         raise ValueError(f"categorical: shape {shape} must end with the batch shape {batch} "
                          "(logits' shape without the sampled axis)")
@@ -281,8 +171,8 @@ def categorical(key, logits, axis=-1, shape=None):
 def choice(key, a, shape=(), replace=True, p=None, axis=0):
     """Items of ``a`` (or of ``range(a)`` for an int) drawn with probabilities ``p``
     (uniform if None), with or without replacement, as an array of ``shape``."""
-    _single_key("choice", key)
-    shape = _shape(shape)
+    single_key("choice", key)
+    shape = sample_shape(shape)
     n = int(a) if isinstance(a, (int, np.integer)) else jnp.shape(a)[axis]
     count = int(np.prod(shape, dtype=np.int64))
     if not replace and count > n:
@@ -319,7 +209,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="ch
     ``shape`` (default: the broadcast batch shape of ``mean`` and ``cov``) is the batch shape
     of the result, which has a last dimension ``n``.
     """
-    _single_key("multivariate_normal", key)
+    single_key("multivariate_normal", key)
     if method == "svd":
         raise NotImplementedError("multivariate_normal: method='svd' needs an SVD, which "
                                   "shardc does not have; use 'cholesky' or 'eigh'")
@@ -333,7 +223,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="ch
         raise ValueError(f"multivariate_normal: mean must be [..., n] and cov [..., n, n]; got "
                          f"{mean.shape} and {cov.shape}")
     batch = jnp.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
-    shape = batch if shape is None else _shape(shape)
+    shape = batch if shape is None else sample_shape(shape)
     if method == "cholesky":
         factor = jnp.linalg.cholesky(cov)
     else:
@@ -348,10 +238,10 @@ def gamma(key, a, shape=None, dtype=np.float32):
     rejection method: every entry redraws until accepted (a ``while_loop``; the expected
     number of rounds is small). ``a < 1`` draws Gamma(a + 1) times ``u ** (1/a)``.
     Not differentiable with respect to ``a``."""
-    _single_key("gamma", key)
+    single_key("gamma", key)
     dtype = _dt.canonicalize(dtype)
     a = jnp.astype(jnp.asarray(a), dtype)
-    shape = jnp.shape(a) if shape is None else _shape(shape)
+    shape = jnp.shape(a) if shape is None else sample_shape(shape)
     a = jnp.broadcast_to(a, shape)
     boost_key, loop_key = split(key)
     shifted = jnp.where(a < 1, a + 1, a)
@@ -369,7 +259,6 @@ def gamma(key, a, shape=None, dtype=np.float32):
         take = ok & ~accepted
         return rounds + 1, jnp.where(take, d * safe_v, sample), accepted | ok
 
-    from shardc.lax import while_loop
     start = (jnp.asarray(0, np.int32), jnp.zeros(shape, dtype), jnp.zeros(shape, jnp.bool_))
     _, sample, _ = while_loop(lambda state: ~jnp.all(state[2]), round_, start)
     boost = uniform(boost_key, shape, dtype, minval=np.finfo(dtype).tiny)
@@ -378,10 +267,10 @@ def gamma(key, a, shape=None, dtype=np.float32):
 
 def beta(key, a, b, shape=None, dtype=np.float32):
     """Beta(``a``, ``b``) floats: ``X / (X + Y)`` with X ~ Gamma(a), Y ~ Gamma(b)."""
-    _single_key("beta", key)
+    single_key("beta", key)
     dtype = _dt.canonicalize(dtype)
     shape = (jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b)) if shape is None
-             else _shape(shape))
+             else sample_shape(shape))
     key_a, key_b = split(key)
     x = gamma(key_a, jnp.broadcast_to(jnp.asarray(a, dtype), shape), dtype=dtype)
     y = gamma(key_b, jnp.broadcast_to(jnp.asarray(b, dtype), shape), dtype=dtype)
@@ -391,12 +280,12 @@ def beta(key, a, b, shape=None, dtype=np.float32):
 def dirichlet(key, alpha, shape=None, dtype=np.float32):
     """Dirichlet(``alpha``) vectors (``alpha``'s last dimension is the number of categories):
     independent Gamma draws normalised to sum to 1."""
-    _single_key("dirichlet", key)
+    single_key("dirichlet", key)
     dtype = _dt.canonicalize(dtype)
     alpha = jnp.asarray(alpha, dtype)
     if alpha.ndim < 1:
         raise ValueError("dirichlet: alpha must have at least one dimension (the categories)")
-    shape = alpha.shape[:-1] if shape is None else _shape(shape)
+    shape = alpha.shape[:-1] if shape is None else sample_shape(shape)
     draws = gamma(key, jnp.broadcast_to(alpha, shape + alpha.shape[-1:]), dtype=dtype)
     return draws / jnp.sum(draws, axis=-1, keepdims=True)
 
@@ -405,9 +294,9 @@ def poisson(key, lam, shape=None, dtype=np.int32):
     """Poisson(``lam``) integers (``lam >= 0``, broadcast to ``shape``): counting unit-rate
     exponential arrivals for ``lam < 10``, Hormann's transformed rejection (PTRS) above; each
     a ``while_loop`` that redraws until every entry is done."""
-    _single_key("poisson", key)
+    single_key("poisson", key)
     lam = jnp.astype(jnp.asarray(lam), np.float32)
-    shape = jnp.shape(lam) if shape is None else _shape(shape)
+    shape = jnp.shape(lam) if shape is None else sample_shape(shape)
     lam = jnp.broadcast_to(lam, shape)
     small_key, large_key = split(key)
     small = _poisson_by_arrivals(small_key, lam, lam < 10)
@@ -417,7 +306,6 @@ def poisson(key, lam, shape=None, dtype=np.int32):
 
 def _poisson_by_arrivals(key, lam, active):
     # count arrivals while the running sum of exponential gaps stays within lam
-    from shardc.lax import while_loop
 
     def step(state):
         rounds, count, elapsed, done = state
@@ -432,7 +320,6 @@ def _poisson_by_arrivals(key, lam, active):
 
 
 def _poisson_by_rejection(key, lam, active):
-    from shardc.lax import while_loop, lgamma
     root, log_lam = jnp.sqrt(lam), jnp.log(lam)
     b = 0.931 + 2.53 * root
     a = -0.059 + 0.02483 * b

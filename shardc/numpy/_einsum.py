@@ -1,7 +1,26 @@
 """``einsum`` as a chain of pairwise ``dot_general``s, reductions and transposes."""
 from __future__ import annotations
 
+import numpy as np
+
 from compiler.tracing import aval_of
+from shardc.numpy._arithmetic import multiply
+from shardc.numpy._core import as_array, asarray, reshape, shape_of
+from shardc.numpy._creation import eye
+from shardc.numpy._manipulation import transpose
+from shardc.numpy._products import accepts_out_sharding, promoted_dot_general
+from shardc.numpy._reductions import sum
+
+__all__ = ["einsum", "einsum_path"]
+
+
+@accepts_out_sharding
+def einsum(subscripts, *operands, optimize=None):
+    """Einstein summation over two operands at a time (``dot_general`` plus transposes).
+
+    >>> jnp.einsum("ij,jk->ik", a, b)      # a @ b
+    """
+    return _einsum(subscripts, *operands)
 
 
 def _parse(subscripts: str, n: int):
@@ -30,7 +49,6 @@ def _parse(subscripts: str, n: int):
 
 def _take_diagonals(spec, x):
     """Reduce an operand whose subscripts repeat an index (``ii``) to its diagonal."""
-    import shardc.numpy as jnp
     while len(set(spec)) != len(spec):
         c = next(c for c in spec if spec.count(c) > 1)
         i = spec.index(c)
@@ -41,17 +59,16 @@ def _take_diagonals(spec, x):
                              f"one operand of shape {shape}")
         mask_shape = [1] * len(shape)
         mask_shape[i] = mask_shape[j] = shape[i]
-        mask = jnp.reshape(jnp.eye(shape[i], dtype=aval_of(x).dtype), tuple(mask_shape))
-        x = jnp.sum(jnp.multiply(x, mask), axis=j)
+        mask = reshape(eye(shape[i], dtype=aval_of(x).dtype), tuple(mask_shape))
+        x = sum(multiply(x, mask), axis=j)
         spec = spec[:j] + spec[j + 1:]
     return spec, x
 
 
-def einsum(subscripts: str, *operands):
+def _einsum(subscripts: str, *operands):
     """Einstein summation; see ``shardc.numpy.einsum``."""
-    import shardc.numpy as jnp
     inputs, out = _parse(subscripts, len(operands))
-    operands = [jnp.asarray(x) if not hasattr(x, "shape") else x for x in operands]
+    operands = [asarray(x) if not hasattr(x, "shape") else x for x in operands]
     for spec, x in zip(inputs, operands):
         if len(spec) != aval_of(x).ndim:
             raise ValueError(f"einsum: subscripts {spec!r} do not match an operand of rank "
@@ -69,18 +86,16 @@ def einsum(subscripts: str, *operands):
     spec, value = specs[0], values[0]
     value = _sum_out(spec, value, set(out))
     spec = "".join(c for c in spec if c in out)
-    return jnp.transpose(value, [spec.index(c) for c in out]) if spec != out else value
+    return transpose(value, [spec.index(c) for c in out]) if spec != out else value
 
 
 def _sum_out(spec, value, keep):
-    import shardc.numpy as jnp
     axes = tuple(k for k, c in enumerate(spec) if c not in keep)
-    return jnp.sum(value, axis=axes) if axes else value
+    return sum(value, axis=axes) if axes else value
 
 
 def _pair(sa, a, sb, b, keep):
     """Contract two operands; the result's subscripts are batch, a's free, b's free."""
-    import shardc.numpy as jnp
     a = _sum_out(sa, a, keep | set(sb))
     sa = "".join(c for c in sa if c in keep or c in sb)
     b = _sum_out(sb, b, keep | set(sa))
@@ -89,7 +104,13 @@ def _pair(sa, a, sb, b, keep):
     contract = [c for c in sa if c in sb and c not in keep]
     dims = ((tuple(sa.index(c) for c in contract), tuple(sb.index(c) for c in contract)),
             (tuple(sa.index(c) for c in batch), tuple(sb.index(c) for c in batch)))
-    result = jnp._dot_general(a, b, dims[0], dims[1])
+    result = promoted_dot_general(a, b, dims[0], dims[1])
     free_a = [c for c in sa if c not in batch and c not in contract]
     free_b = [c for c in sb if c not in batch and c not in contract]
     return "".join(batch + free_a + free_b), result
+
+
+def einsum_path(subscripts, *operands, optimize="greedy"):
+    """numpy's contraction order for ``einsum`` with operands of these shapes."""
+    shapes = [np.zeros(shape_of(as_array(o)), np.float32) for o in operands]
+    return np.einsum_path(subscripts, *shapes, optimize=optimize)

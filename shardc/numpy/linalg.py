@@ -9,16 +9,23 @@ import numpy as np
 
 from compiler.tracing import bind
 from ir import primitives as p
-import shardc.numpy as jnp
+from shardc.dtypes import result_type
+from shardc.numpy._arithmetic import abs, exp, power, sqrt
+from shardc.numpy._core import asarray, astype, broadcast_to, ravel, reshape
+from shardc.numpy._creation import eye
+from shardc.numpy._manipulation import broadcast_shapes, squeeze, swapaxes
+from shardc.numpy._products import matmul, outer as numpy_outer, trace as numpy_trace
+from shardc.numpy._reductions import max, min, sum
 
-__all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "solve", "cholesky",
-           "qr", "eigh", "eigvalsh", "matrix_power", "matrix_transpose", "trace", "outer",
-           "multi_dot"]
+__all__ = [
+    "norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "solve", "cholesky", "qr",
+    "eigh", "eigvalsh", "matrix_power", "matrix_transpose", "trace", "outer", "multi_dot",
+]
 
 
 def _float(x):
-    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
-    return jnp.astype(x, jnp.result_type(x, 0.0))
+    x = asarray(x) if not hasattr(x, "dtype") else x
+    return astype(x, result_type(x, 0.0))
 
 
 def _square(name, a):
@@ -33,7 +40,7 @@ def cholesky(a, *, upper=False):
     a = _float(a)
     _square("cholesky", a)
     lower = bind(p.cholesky_p, a)
-    return jnp.swapaxes(lower, -1, -2) if upper else lower
+    return swapaxes(lower, -1, -2) if upper else lower
 
 
 def qr(a, mode="reduced"):
@@ -72,15 +79,15 @@ def solve(a, b):
     """``x`` with ``a @ x == b``: ``b`` is ``[..., n]`` (one vector per matrix) or
     ``[..., n, k]``, batch dimensions broadcast."""
     a, b = _float(a), _float(b)
-    dtype = jnp.result_type(a, b)
-    a, b = jnp.astype(a, dtype), jnp.astype(b, dtype)
+    dtype = result_type(a, b)
+    a, b = astype(a, dtype), astype(b, dtype)
     _square("solve", a)
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
     if vector:
         b = b[..., None]
-    batch = jnp.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = jnp.broadcast_to(a, batch + a.shape[-2:])
-    b = jnp.broadcast_to(b, batch + b.shape[-2:])
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = broadcast_to(a, batch + a.shape[-2:])
+    b = broadcast_to(b, batch + b.shape[-2:])
     if b.shape[-2] != a.shape[-1]:
         raise ValueError(f"linalg.solve: b's rows ({b.shape[-2]}) must match a's size "
                          f"({a.shape[-1]})")
@@ -92,8 +99,8 @@ def inv(a):
     """The inverse of each square matrix (NaNs or infs for a singular one)."""
     a = _float(a)
     _square("inv", a)
-    eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
-    return bind(p.solve_p, a, eye)
+    identities = broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape)
+    return bind(p.solve_p, a, identities)
 
 
 def slogdet(a):
@@ -107,7 +114,7 @@ def slogdet(a):
 def det(a):
     """The determinant ``sign * exp(log|det|)``."""
     sign, logabsdet = slogdet(a)
-    return sign * jnp.exp(logabsdet)
+    return sign * exp(logabsdet)
 
 
 def matrix_power(a, n):
@@ -117,28 +124,28 @@ def matrix_power(a, n):
     n = int(n)
     if n < 0:
         a, n = inv(a), -n
-    result = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    result = broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape)
     square = a
     while n:                                  # binary powering
         if n & 1:
-            result = jnp.matmul(result, square)
+            result = matmul(result, square)
         n >>= 1
         if n:
-            square = jnp.matmul(square, square)
+            square = matmul(square, square)
     return result
 
 
 def matrix_transpose(x):
-    return jnp.swapaxes(x, -1, -2)
+    return swapaxes(x, -1, -2)
 
 
 def trace(x, offset=0, dtype=None):
-    out = jnp.trace(x, offset=offset, axis1=-2, axis2=-1)
-    return out if dtype is None else jnp.astype(out, dtype)
+    out = numpy_trace(x, offset=offset, axis1=-2, axis2=-1)
+    return out if dtype is None else astype(out, dtype)
 
 
 def outer(x1, x2):
-    return jnp.outer(x1, x2)
+    return numpy_outer(x1, x2)
 
 
 def multi_dot(arrays):
@@ -148,7 +155,7 @@ def multi_dot(arrays):
         raise ValueError("linalg.multi_dot: expected at least two arrays")
     out = arrays[0]
     for array in arrays[1:]:
-        out = jnp.matmul(out, array)
+        out = matmul(out, array)
     return out
 
 
@@ -157,21 +164,21 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
     number, ``inf`` or ``-inf`` (0 counts non-zeros)."""
     x = _float(x)
     if axis is None:
-        out = vector_norm(jnp.ravel(x), 0, False, ord)
-        return jnp.reshape(out, (1,) * x.ndim) if keepdims else out
-    magnitude = jnp.abs(x)
+        out = vector_norm(ravel(x), 0, False, ord)
+        return reshape(out, (1,) * x.ndim) if keepdims else out
+    magnitude = abs(x)
     if ord == np.inf:
-        return jnp.max(magnitude, axis=axis, keepdims=keepdims)
+        return max(magnitude, axis=axis, keepdims=keepdims)
     if ord == -np.inf:
-        return jnp.min(magnitude, axis=axis, keepdims=keepdims)
+        return min(magnitude, axis=axis, keepdims=keepdims)
     if ord == 0:
-        return jnp.sum(jnp.astype(x != 0, x.dtype), axis=axis, keepdims=keepdims)
+        return sum(astype(x != 0, x.dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
-        return jnp.sum(magnitude, axis=axis, keepdims=keepdims)
+        return sum(magnitude, axis=axis, keepdims=keepdims)
     if ord == 2:
-        return jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims))
+        return sqrt(sum(x * x, axis=axis, keepdims=keepdims))
     ord = float(ord)
-    return jnp.power(jnp.sum(jnp.power(magnitude, ord), axis=axis, keepdims=keepdims), 1 / ord)
+    return power(sum(power(magnitude, ord), axis=axis, keepdims=keepdims), 1 / ord)
 
 
 def matrix_norm(x, ord="fro", keepdims=False, axis=(-2, -1)):
@@ -182,18 +189,18 @@ def matrix_norm(x, ord="fro", keepdims=False, axis=(-2, -1)):
     if rows == cols:
         raise ValueError(f"linalg.norm: a matrix norm needs two distinct axes, got {axis}")
     if ord in ("fro", None):
-        out = jnp.sqrt(jnp.sum(x * x, axis=(rows, cols), keepdims=True))
+        out = sqrt(sum(x * x, axis=(rows, cols), keepdims=True))
     elif ord in (1, -1, np.inf, -np.inf):
         summed_axis, extreme_axis = (rows, cols) if ord in (1, -1) else (cols, rows)
-        sums = jnp.sum(jnp.abs(x), axis=summed_axis, keepdims=True)
-        pick = jnp.max if ord in (1, np.inf) else jnp.min
+        sums = sum(abs(x), axis=summed_axis, keepdims=True)
+        pick = max if ord in (1, np.inf) else min
         out = pick(sums, axis=extreme_axis, keepdims=True)
     elif ord in (2, -2, "nuc"):
         raise NotImplementedError(f"linalg.norm: ord={ord!r} needs singular values; shardc has "
                                   "no SVD yet")
     else:
         raise ValueError(f"linalg.norm: invalid matrix norm ord={ord!r}")
-    return out if keepdims else jnp.squeeze(out, (rows, cols))
+    return out if keepdims else squeeze(out, (rows, cols))
 
 
 def norm(x, ord=None, axis=None, keepdims=False):

@@ -14,13 +14,19 @@ import numpy as np
 from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
+from shardc.dtypes import result_type
+from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
+                                      minimum, multiply, power, remainder, where)
+from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
+                                nested_values, ones_like, ravel, reshape)
+
+__all__ = ["take"]
 
 
 def _list_dtype(entry) -> np.dtype:
     """The dtype of a (nested) list index entry, which may hold traced scalars."""
-    import shardc.numpy as jnp
-    leaves = list(jnp._flat(entry))
-    return jnp.result_type(*leaves) if leaves else _dt.int_
+    leaves = list(nested_values(entry))
+    return result_type(*leaves) if leaves else _dt.int_
 
 
 def _is_int_array(x) -> bool:
@@ -150,13 +156,12 @@ def _flat_positions(shape, index, drop=False) -> np.ndarray:
 
 
 def _flat_getitem(x, index):
-    import shardc.numpy as jnp
     if not _is_concrete(index):
         raise NotImplementedError("indexing with several integer arrays or a boolean mask "
                                   "needs concrete (not traced) indices; a traced boolean mask "
                                   "has a data-dependent shape (use jnp.where)")
     positions = _flat_positions(aval_of(x).shape, index)
-    return bind(p.gather_p, jnp.ravel(x), positions, axis=0)
+    return bind(p.gather_p, ravel(x), positions, axis=0)
 
 
 def _index_ndim(entry) -> int:
@@ -253,8 +258,7 @@ def _dynamic_window(x, dynamic):
 
 
 def _gather(x, entry, axis: int):
-    import shardc.numpy as jnp
-    indices = jnp.asarray(entry)
+    indices = asarray(entry)
     if _dt.is_bool(aval_of(indices).dtype):
         raise NotImplementedError("boolean mask indexing has a data-dependent shape")
     return bind(p.gather_p, x, _as_int32(indices, aval_of(x).shape[axis]), axis=axis)
@@ -270,7 +274,6 @@ def _squeeze(x, dims, gather_dim, original_ndim):
 
 
 def _insert_new_axes(x, index):
-    import shardc.numpy as jnp
     out_shape = list(aval_of(x).shape)
     pos = 0
     for entry in index:
@@ -279,27 +282,25 @@ def _insert_new_axes(x, index):
             pos += 1
         elif isinstance(entry, slice) or _is_int_array(entry):
             pos += 1 if not _is_int_array(entry) else _index_ndim(entry)
-    return jnp.reshape(x, tuple(out_shape))
+    return reshape(x, tuple(out_shape))
 
 
 def _wrap_index(entry, size):
     """A traced index, negative values counted from the end, as int32."""
-    import shardc.numpy as jnp
     entry = _as_int32(entry, size)
-    return jnp.where(jnp.less(entry, 0), jnp.add(entry, size), entry)
+    return where(less(entry, 0), add(entry, size), entry)
 
 
 def _as_int32(entry, size):
     """An integer index as int32; uint32 values past ``size`` become ``size`` (still out of
     bounds) rather than wrapping to negative positions."""
-    import shardc.numpy as jnp
     dtype = aval_of(entry).dtype
     if dtype.kind == "u" and dtype.itemsize >= 4:
-        entry = jnp.minimum(entry, np.asarray(size, dtype))
-    return jnp.astype(entry, _dt.int_)
+        entry = minimum(entry, np.asarray(size, dtype))
+    return astype(entry, _dt.int_)
 
 
-# --- out-of-bounds modes (x.at[i].get(mode=...), jnp.take, x.at[i].set(mode=...)) -----------
+# --- out-of-bounds modes (x.at[i].get(mode=...), jnp.take, x.at[i].set(mode=...)) ------------
 
 _GATHER_MODES = (None, "clip", "fill", "drop", "promise_in_bounds")
 
@@ -343,10 +344,9 @@ def _as_index_values(entry):
 
 def _clipped(entry, size):
     """Negative indices counted from the end, then clamped into [0, size)."""
-    import shardc.numpy as jnp
     values = _as_index_values(entry)
     if values is None:
-        return jnp.clip(_wrap_index(entry, size), 0, size - 1)
+        return clip(_wrap_index(entry, size), 0, size - 1)
     values = np.clip(np.where(values < 0, values + size, values), 0, size - 1)
     return int(values) if values.ndim == 0 else values.astype(_dt.int_)
 
@@ -354,12 +354,11 @@ def _clipped(entry, size):
 def _to_padding(entry, size):
     """Negative indices counted from the end; those still out of [0, size) point at ``size``,
     the padding slot that holds the fill value."""
-    import shardc.numpy as jnp
     values = _as_index_values(entry)
     if values is None:
         wrapped = _wrap_index(entry, size)
-        inside = jnp.logical_and(jnp.greater_equal(wrapped, 0), jnp.less(wrapped, size))
-        return jnp.where(inside, wrapped, size)
+        inside = logical_and(greater_equal(wrapped, 0), less(wrapped, size))
+        return where(inside, wrapped, size)
     values = np.where(values < 0, values + size, values)
     values = np.where((values >= 0) & (values < size), values, size)
     return int(values) if values.ndim == 0 else values.astype(_dt.int_)
@@ -368,9 +367,8 @@ def _to_padding(entry, size):
 def _fill_value(dtype, fill_value):
     """JAX's default fill for reads out of bounds: NaN, the most negative integer (the
     largest unsigned one), True; a given fill converts to ``dtype``."""
-    import shardc.numpy as jnp
     if fill_value is not None:
-        return jnp.astype(jnp.asarray(fill_value), dtype)
+        return astype(asarray(fill_value), dtype)
     if _dt.is_inexact(dtype):
         return np.asarray(np.nan, dtype)
     if _dt.is_bool(dtype):
@@ -405,7 +403,7 @@ def getitem_with_mode(x, index, mode=None, fill_value=None):
     return getitem(padded, _remap_integers(full, aval.shape, _to_padding))
 
 
-def take(x, indices, axis=None, mode=None, fill_value=None):
+def _take(x, indices, axis=None, mode=None, fill_value=None):
     """``jnp.take``: elements of ``x`` at ``indices`` along ``axis`` (the flattened array if
     None). ``mode`` None or 'fill' reads ``fill_value`` (NaN, the most negative integer, True)
     out of bounds, 'clip' clamps into [0, n) (negative indices to 0, as numpy), 'wrap' takes
@@ -413,26 +411,38 @@ def take(x, indices, axis=None, mode=None, fill_value=None):
 
     >>> jnp.take(jnp.arange(4.), jnp.array([1, -1, 9]))              # [1., 3., nan]
     """
-    import shardc.numpy as jnp
     if mode == "raise":
         raise NotImplementedError("The 'raise' mode to jnp.take is not supported.")
     if mode not in (None, "fill", "clip", "wrap"):
         raise ValueError(f"Invalid mode '{mode}' for np.take")
     if axis is None:
-        x, axis = jnp.ravel(x), 0
-    axis = jnp._axis(axis, len(aval_of(x).shape))
-    indices = jnp.asarray(indices)
+        x, axis = ravel(x), 0
+    axis = canonical_axis(axis, len(aval_of(x).shape))
+    indices = asarray(indices)
     if not _dt.is_int(aval_of(indices).dtype):
         raise TypeError(f"take: indices must be of integer type, got {aval_of(indices).dtype}")
     size = aval_of(x).shape[axis]
     if mode == "clip":
-        indices = jnp.clip(_as_int32(indices, size), 0, size - 1)
+        indices = clip(_as_int32(indices, size), 0, size - 1)
     elif mode == "wrap":
-        indices = jnp.remainder(jnp.astype(indices, _dt.int_), size)
+        indices = remainder(astype(indices, _dt.int_), size)
     index = (slice(None),) * axis + (indices,)
     if mode in ("clip", "wrap"):
         return getitem(x, index)
     return getitem_with_mode(x, index, "fill", fill_value)
+
+
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
+    """Elements of ``a`` at ``indices`` along ``axis`` (of the flattened array if None);
+    out-of-bounds indices read ``fill_value`` by default (NaN, the most negative integer,
+    True), as JAX's ``mode='fill'``; ``mode='clip'`` or ``'wrap'`` as numpy.
+
+    >>> take(arange(4.), array([1, -1, 9]))                          # [1., 3., nan]
+    """
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
+    return _take(asarray(a), indices, axis, mode, fill_value)
 
 
 class AtIndexer:
@@ -469,15 +479,13 @@ class _IndexedRef:
 
     def divide(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """``x / d`` where ``d`` is 1 but at the index, the product of the values there."""
-        import shardc.numpy as jnp
-        ones = jnp.ones_like(self.x)
-        return jnp.divide(self.x, _update(ones, self._index(mode), value, "mul"))
+        ones = ones_like(self.x)
+        return divide(self.x, _update(ones, self._index(mode), value, "mul"))
 
     def power(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """``x ** e`` where ``e`` is 1 but at the index, the product of the values there."""
-        import shardc.numpy as jnp
-        ones = jnp.ones_like(self.x)
-        return jnp.power(self.x, _update(ones, self._index(mode), value, "mul"))
+        ones = ones_like(self.x)
+        return power(self.x, _update(ones, self._index(mode), value, "mul"))
 
     def min(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
         return _update(self.x, self._index(mode), value, "min")
@@ -495,17 +503,16 @@ class _IndexedRef:
         return _remap_integers(_expand_index(self.index, len(shape)), shape, _clipped)
 
 
-_COMBINE = {"add": "add", "mul": "multiply", "min": "minimum", "max": "maximum"}
+_COMBINE = {"add": add, "mul": multiply, "min": minimum, "max": maximum}
 
 
 def _update(x, index, value, mode):
     """Update ``x[index]`` with ``value``: a window update (dynamic_update_slice) for ints and
     unit-stride slices, a scatter for one integer-array index."""
-    import shardc.numpy as jnp
     shape, dtype = aval_of(x).shape, aval_of(x).dtype
     full = _expand_index(index, len(shape))
     # A Python number stays an inline literal; anything else is cast to x's dtype.
-    value = jnp._convert(value, dtype) if is_python_scalar(value) else jnp.astype(value, dtype)
+    value = convert(value, dtype) if is_python_scalar(value) else astype(value, dtype)
     arrays = [k for k, i in enumerate(full) if _is_int_array(i)]
     if _needs_flat_path(full) or not _fits_window_or_scatter(full, arrays):
         return _flat_update(x, full, value, mode)
@@ -522,8 +529,8 @@ def _update(x, index, value, mode):
             starts.append(_wrap_index(entry, size))
             window.append(1)
             # dynamic_update_slice would clamp; JAX drops an out-of-bounds update
-            inside.append(jnp.logical_and(jnp.greater_equal(starts[-1], 0),
-                                          jnp.less(starts[-1], size)))
+            inside.append(logical_and(greater_equal(starts[-1], 0),
+                                          less(starts[-1], size)))
         else:
             k = int(entry)
             if not -size <= k < size:
@@ -532,17 +539,17 @@ def _update(x, index, value, mode):
             starts.append(np.int32(k % size))
             window.append(1)
     kept = tuple(w for entry, w in zip(full, window) if isinstance(entry, slice))
-    value = jnp.reshape(jnp.broadcast_to(value, kept), tuple(window))
+    value = reshape(broadcast_to(value, kept), tuple(window))
     if mode != "set":
         current = bind(p.dynamic_slice_p, x, *starts, slice_sizes=tuple(window))
-        value = getattr(jnp, _COMBINE[mode])(current, value)
+        value = _COMBINE[mode](current, value)
     updated = bind(p.dynamic_update_slice_p, x, value, *starts)
     if not inside:
         return updated
     keep = inside[0]
     for flag in inside[1:]:
-        keep = jnp.logical_and(keep, flag)
-    return jnp.where(keep, updated, x)
+        keep = logical_and(keep, flag)
+    return where(keep, updated, x)
 
 
 def _fits_window_or_scatter(full, arrays) -> bool:
@@ -557,7 +564,6 @@ def _fits_window_or_scatter(full, arrays) -> bool:
 
 def _flat_update(x, full, value, mode):
     """A scatter into the flat positions numpy's indexing selects (concrete indices only)."""
-    import shardc.numpy as jnp
     if not _is_concrete(full):
         raise NotImplementedError(
             "x.at[...] with a traced index supports integers, unit-stride slices, and one "
@@ -567,21 +573,20 @@ def _flat_update(x, full, value, mode):
         positions = _flat_positions(shape, full, drop=True)
     except IndexError:
         return x                # JAX drops updates at out-of-bounds static indices
-    updates = jnp.broadcast_to(value, positions.shape)
-    flat = bind(p.scatter_p, jnp.ravel(x), positions, updates, axis=0, mode=mode)
-    return jnp.reshape(flat, shape)
+    updates = broadcast_to(value, positions.shape)
+    flat = bind(p.scatter_p, ravel(x), positions, updates, axis=0, mode=mode)
+    return reshape(flat, shape)
 
 
 def _scatter_update(x, full, arrays, value, mode):
-    import shardc.numpy as jnp
     if len(arrays) > 1 or any(not (isinstance(i, slice) and i == slice(None))
                               for k, i in enumerate(full) if k not in arrays):
         raise NotImplementedError("x.at[...] with an integer array combined with other "
                                   "non-trivial indices")
     axis = arrays[0]
-    indices = jnp.astype(jnp.asarray(full[axis]), _dt.int_)
+    indices = astype(asarray(full[axis]), _dt.int_)
     shape = aval_of(x).shape
     ishape = aval_of(indices).shape
     target = shape[:axis] + ishape + shape[axis + 1:]
-    value = jnp.broadcast_to(value, target)
+    value = broadcast_to(value, target)
     return bind(p.scatter_p, x, indices, value, axis=axis, mode=mode)

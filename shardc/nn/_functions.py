@@ -1,11 +1,20 @@
-"""``shardc.nn``: activation and normalisation functions built from ``shardc.numpy``."""
+"""``shardc.nn``'s functions: activations, ``softmax`` and ``logsumexp``, ``one_hot``,
+``standardize`` and ``dot_product_attention``, built from ``shardc.numpy``."""
 from __future__ import annotations
 
 import numpy as np
 
-import shardc.numpy as jnp
-from ir import primitives as p
 from compiler.tracing import bind
+from ir import primitives as p
+import shardc.numpy as jnp
+from shardc.numpy._reductions import reduce_axes
+
+__all__ = [
+    "relu", "sigmoid", "gelu", "silu", "logsumexp", "log_softmax", "softmax", "one_hot", "relu6",
+    "swish", "softplus", "soft_sign", "log_sigmoid", "tanh", "leaky_relu", "elu", "celu", "selu",
+    "glu", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish", "standardize",
+    "dot_product_attention",
+]
 
 
 def relu(x):
@@ -63,7 +72,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         a, b = jnp.broadcast_arrays(a, b)
     if where is not None:
         a = jnp.where(where, a, -jnp.inf)
-    axes = jnp._reduce_axes(a, axis)
+    axes = reduce_axes(a, axis)
     top = jnp.max(a, axis=axes, keepdims=True)
     # An infinite maximum (an all -inf slice, or +inf) would give inf - inf = nan: shift by 0.
     top = jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
@@ -291,5 +300,3 @@ def _attention_mask(mask, is_causal, shape):
         allowed = causal if allowed is None else jnp.logical_and(allowed, causal)
     return allowed
 
-
-from shardc import _initializers as initializers  # noqa: E402  (jax.nn.initializers)

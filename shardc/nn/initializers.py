@@ -9,7 +9,8 @@ import numpy as np
 
 from ir import dtypes as _dt
 import shardc.numpy as jnp
-from shardc import random
+import shardc.random as random
+from shardc.random._keys import sample_shape
 
 __all__ = [
     "zeros", "ones", "constant", "normal", "uniform", "truncated_normal", "variance_scaling",
@@ -25,18 +26,18 @@ _TRUNCATED_STDDEV = 0.87962566103423978
 
 def zeros(key, shape, dtype=jnp.float32):
     """An array of zeros (``key`` is unused)."""
-    return jnp.zeros(random._shape(shape), dtype)
+    return jnp.zeros(sample_shape(shape), dtype)
 
 
 def ones(key, shape, dtype=jnp.float32):
     """An array of ones (``key`` is unused)."""
-    return jnp.ones(random._shape(shape), dtype)
+    return jnp.ones(sample_shape(shape), dtype)
 
 
 def constant(value, dtype=jnp.float32):
     """An initializer filling every entry with ``value``."""
     def init(key, shape, dtype=dtype):
-        return jnp.full(random._shape(shape), value, dtype)
+        return jnp.full(sample_shape(shape), value, dtype)
     return init
 
 
@@ -89,7 +90,7 @@ def variance_scaling(scale, mode, distribution, in_axis=-2, out_axis=-1, batch_a
                          "'truncated_normal', 'normal' or 'uniform'")
 
     def init(key, shape, dtype=dtype):
-        shape = random._shape(shape)
+        shape = sample_shape(shape)
         fan_in, fan_out = _fans(shape, in_axis, out_axis, batch_axis)
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
         variance = scale / max(1.0, n)
@@ -139,7 +140,7 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=jnp.float32):
     """A matrix (or a stack of them, along ``column_axis``) with orthonormal rows or columns,
     times ``scale``: the Q of a normal draw's QR decomposition, signs fixed by R's diagonal."""
     def init(key, shape, dtype=dtype):
-        shape = random._shape(shape)
+        shape = sample_shape(shape)
         if len(shape) < 2:
             raise ValueError(f"orthogonal initializer needs a shape of rank 2 or more, "
                              f"got {shape}")

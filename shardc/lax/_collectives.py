@@ -1,4 +1,6 @@
-"""``shardc.lax``: collectives over mesh axes and the lax operations user code reaches for.
+"""``shardc.lax``'s collectives over mesh axes: ``psum``, ``pmean``, ``pmax``, ``pmin``,
+``all_gather``, ``psum_scatter``, ``ppermute``, ``all_to_all``, ``pbroadcast``, ``pshuffle``,
+``pswapaxes``, ``axis_index``, ``axis_size``, ``pvary``/``pcast``, and ``reshard``.
 
 Collectives take ``axis_name`` as one mesh axis or a tuple of axes; inside a shard_map body
 they act over the device groups of SEMANTICS 2.0.
@@ -13,15 +15,20 @@ from compiler.collective_rules import named_axes_size
 from compiler.replication import pvary_error_check
 from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar
+from ir import collectives as coll
 from ir import dtypes as _dt
 from ir import primitives as p
-from ir import collectives as coll
-from ir.sharding import NamedSharding, PartitionSpec
+import shardc.lax._groups as _groups
 import shardc.numpy as jnp
-from shardc import _groups
+from shardc.sharding import with_sharding_constraint
+
+__all__ = [
+    "axis_size", "psum", "pmean", "pmax", "pmin", "axis_index", "pvary", "pcast", "all_gather",
+    "psum_scatter", "ppermute", "all_to_all", "pbroadcast", "pshuffle", "pswapaxes", "reshard",
+]
 
 
-# --- axis names --------------------------------------------------------------------------------
+# --- axis names ------------------------------------------------------------------------------
 
 def _axes(prim_name: str, axis_name) -> tuple:
     """Validate ``axis_name`` against the enclosing shard_map's mesh; return it as a tuple."""
@@ -100,7 +107,7 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
 
 
 def _grouped_reducing(name, x, axes, axis_index_groups):
-    """A reduction within each of ``axis_index_groups`` (see ``shardc._groups``). As in JAX,
+    """A reduction within each of ``axis_index_groups`` (see ``shardc.lax._groups``). As in JAX,
     psum and pmean take groups only with the replication check off."""
     shard = current_shard_context()
     if name in ("psum", "pmean") and shard.check_vma:
@@ -348,164 +355,33 @@ def pbroadcast(x, axis_name, source):
         lambda leaf: bind(coll.pbroadcast_p, leaf, mesh_axes=axes, source=int(source)), x)
 
 
-def with_sharding_constraint(x, shardings):
-    """Ask for ``x`` (a pytree) to be laid out by ``shardings``: a NamedSharding, a
-    PartitionSpec on the current mesh, or a pytree prefix of those."""
-    from shardc.sharding import resolve_sharding
-    leaves, treedef = tree.tree_flatten(x)
-    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
-    targets = tree.broadcast_prefix(shardings, x, is_leaf=is_leaf,
-                                    name="with_sharding_constraint shardings")
-    out = []
-    for leaf, target in zip(leaves, targets):
-        sharding = resolve_sharding(target, "with_sharding_constraint")
-        if not isinstance(sharding, NamedSharding):
-            raise TypeError("with_sharding_constraint requires a NamedSharding or a "
-                            f"PartitionSpec on the current mesh, got {target!r}")
-        out.append(bind(p.sharding_constraint_p, leaf, sharding=sharding))
-    return tree.tree_unflatten(treedef, out)
+# --- collectives built from others -----------------------------------------------------------
 
+def pshuffle(x, axis_name, perm):
+    """Device ``i`` along ``axis_name`` gets the block of device ``perm[i]`` (``perm`` a
+    permutation of ``range(axis_size)``); a ``ppermute`` with pairs ``(perm[i], i)``.
+
+        before: [a0 | a1 | a2]   perm=(2, 0, 1)   after: [a2 | a0 | a1]
+    """
+    perm = [int(i) for i in perm]
+    size = axis_size(axis_name)
+    if sorted(perm) != list(range(size)):
+        raise ValueError(f"pshuffle: perm {perm} must be a permutation of range({size}) "
+                         f"(the size of axis {axis_name!r})")
+    return ppermute(x, axis_name, [(src, dst) for dst, src in enumerate(perm)])
+
+
+def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
+    """Swap the mesh axis ``axis_name`` with array dimension ``axis`` (whose size must equal
+    the mesh axis's): an ``all_to_all`` splitting and concatenating along ``axis``.
+
+        before: device i holds x_i[j]       after: device j holds x_i[j] at position i
+    """
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
+
+
+# --- layouts ---------------------------------------------------------------------------------
 
 def reshard(x, out_shardings):
     """``x`` laid out by ``out_shardings`` (as ``with_sharding_constraint``)."""
     return with_sharding_constraint(x, out_shardings)
-
-
-# --- lax operations ----------------------------------------------------------------------------
-
-def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
-    """Contract ``lhs`` and ``rhs`` over ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))."""
-    (lc, rc), (lb, rb) = dimension_numbers
-    dims = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
-    lhs, rhs = jnp._promote(lhs, rhs)
-    return bind(p.dot_general_p, lhs, rhs, dimension_numbers=dims,
-                preferred_element_type=(jnp._dtype_of(lhs) if preferred_element_type is None
-                                        else _dt.canonicalize(preferred_element_type)))
-
-
-def convert_element_type(x, new_dtype):
-    return jnp.astype(x, new_dtype)
-
-
-def broadcast_in_dim(x, shape, broadcast_dimensions):
-    return bind(p.broadcast_in_dim_p, x, shape=tuple(shape),
-                broadcast_dimensions=tuple(broadcast_dimensions))
-
-
-def reshape(x, new_sizes, dimensions=None):
-    if dimensions is not None:
-        x = jnp.transpose(x, dimensions)
-    return jnp.reshape(x, tuple(new_sizes))
-
-
-def slice(x, start_indices, limit_indices, strides=None):
-    return bind(p.slice_p, x, start_indices=tuple(start_indices),
-                limit_indices=tuple(limit_indices),
-                strides=None if strides is None else tuple(strides))
-
-
-def iota(dtype, size):
-    return bind(p.iota_p, dtype=_dt.canonicalize(dtype), shape=(int(size),), dimension=0)
-
-
-add, sub, mul = jnp.add, jnp.subtract, jnp.multiply
-
-
-def div(x, y):
-    """``x / y``; integers divide rounding toward zero (``lax.div(-7, 2)`` is -3), and an
-    integer division by zero gives -1, as XLA does."""
-    return jnp._binary(p.div_p, x, y)
-
-
-def rem(x, y):
-    """The remainder of ``lax.div``: the sign of ``x`` (C's ``fmod``); ``rem(x, 0)`` is ``x``
-    for integers, as XLA does."""
-    return jnp._binary(p.rem_p, x, y)
-
-
-max, min = jnp.maximum, jnp.minimum
-neg, exp, log, sin, cos, tanh, sqrt, abs = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
-                                            jnp.tanh, jnp.sqrt, jnp.abs)
-concatenate = jnp.concatenate
-transpose = jnp.transpose
-
-
-def rsqrt(x):
-    return bind(p.rsqrt_p, x)
-
-
-def logistic(x):
-    return bind(p.logistic_p, x)
-
-
-def select(pred, on_true, on_false):
-    return bind(p.select_n_p, pred, on_false, on_true)
-
-
-def stop_gradient(x):
-    """``x``, with a zero derivative: gradients do not flow through it."""
-    return tree.tree_map(lambda leaf: bind(p.stop_gradient_p, leaf), x)
-
-
-# --- control flow ------------------------------------------------------------------------------
-
-from compiler.control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: E402,F401
-
-
-def _start_indices(operand, start_indices):
-    """int32 start indices, negative ones counted from the end of their dimension (as JAX);
-    the primitives then clamp them so the window fits."""
-    shape = aval_of(operand).shape
-    starts = []
-    for s, size in zip(start_indices, shape):
-        if is_python_scalar(s) or isinstance(s, np.integer):
-            starts.append(np.int32(int(s) + size if int(s) < 0 else int(s)))
-            continue
-        s = jnp.astype(s, _dt.int_)
-        starts.append(jnp.where(jnp.less(s, 0), jnp.add(s, np.int32(size)), s))
-    return starts
-
-
-def dynamic_slice(operand, start_indices, slice_sizes):
-    """The window of ``slice_sizes`` at ``start_indices`` (traced starts allowed; negative ones
-    count from the end; clamped so the window stays inside the operand)."""
-    starts = _start_indices(operand, start_indices)
-    return bind(p.dynamic_slice_p, operand, *starts, slice_sizes=tuple(int(s) for s in slice_sizes))
-
-
-def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
-    shape = aval_of(operand).shape
-    axis = axis % len(shape)
-    starts = [0] * len(shape)
-    starts[axis] = start_index
-    sizes = list(shape)
-    sizes[axis] = slice_size
-    return dynamic_slice(operand, starts, sizes)
-
-
-def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
-    out = dynamic_slice_in_dim(operand, index, 1, axis)
-    return out if keepdims else jnp.squeeze(out, axis)
-
-
-def dynamic_update_slice(operand, update, start_indices):
-    """``operand`` with ``update`` written at ``start_indices`` (negative ones count from the
-    end; clamped to fit)."""
-    starts = _start_indices(operand, start_indices)
-    return bind(p.dynamic_update_slice_p, operand, update, *starts)
-
-
-def dynamic_update_slice_in_dim(operand, update, start_index, axis):
-    ndim = aval_of(operand).ndim
-    axis = axis % ndim
-    starts = [0] * ndim
-    starts[axis] = start_index
-    return dynamic_update_slice(operand, update, starts)
-
-
-def dynamic_update_index_in_dim(operand, update, index, axis):
-    if aval_of(update).ndim == aval_of(operand).ndim - 1:
-        update = jnp.expand_dims(update, axis)
-    return dynamic_update_slice_in_dim(operand, update, index, axis)
-from shardc._lax_ops import *  # noqa: E402,F401,F403  (the rest of jax.lax; see __all__ there)
-from shardc._conv import *  # noqa: E402,F401,F403  (convolutions)

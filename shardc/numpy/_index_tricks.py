@@ -1,4 +1,4 @@
-"""numpy's index helpers and abstract scalar types under ``shardc.numpy``.
+"""numpy's index objects under ``shardc.numpy``.
 
 ``mgrid`` and ``ogrid`` build grids from static slices; ``r_`` and ``c_`` join arrays (and
 slices, read as ranges) along the first and the last axis; ``s_`` and ``index_exp`` are
@@ -8,29 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from shardc.numpy import _is_array, _shape, asarray
-import shardc.numpy as jnp
+from shardc.numpy._core import asarray, concatenate, is_array, reshape, shape_of
+from shardc.numpy._manipulation import atleast_1d
 
-__all__ = [
-    "mgrid", "ogrid", "r_", "c_", "s_", "index_exp", "euler_gamma", "ComplexWarning",
-    "character", "complexfloating", "flexible", "floating", "generic", "inexact", "integer",
-    "number", "object_", "signedinteger", "unsignedinteger",
-]
+__all__ = ["index_exp", "s_", "mgrid", "ogrid", "r_", "c_"]
 
-# numpy's abstract scalar types and constants, as jax.numpy re-exports them
-character, complexfloating, flexible, floating = (np.character, np.complexfloating,
-                                                  np.flexible, np.floating)
-generic, inexact, integer, number = np.generic, np.inexact, np.integer, np.number
-object_, signedinteger, unsignedinteger = np.object_, np.signedinteger, np.unsignedinteger
-euler_gamma = np.euler_gamma
-ComplexWarning = np.exceptions.ComplexWarning
+
 s_, index_exp = np.s_, np.index_exp
 
 
 def _static_slices(key, name):
     """``key`` itself (one slice or a tuple of them), once each slice is checked static."""
     for k in (key if isinstance(key, tuple) else (key,)):
-        if not isinstance(k, slice) or any(_is_array(v) for v in (k.start, k.stop, k.step)):
+        if not isinstance(k, slice) or any(is_array(v) for v in (k.start, k.stop, k.step)):
             raise TypeError(f"jnp.{name} takes slices of Python numbers, got {k!r}")
     return key
 
@@ -60,7 +50,7 @@ def _as_piece(item):
                                   "shardc; use jnp.concatenate")
     if isinstance(item, slice):
         return asarray(np.r_[item])
-    return jnp.atleast_1d(asarray(item) if not _is_array(item) else item)
+    return atleast_1d(asarray(item) if not is_array(item) else item)
 
 
 class _Concatenator:
@@ -73,9 +63,9 @@ class _Concatenator:
     def __getitem__(self, key):
         pieces = [_as_piece(k) for k in (key if isinstance(key, tuple) else (key,))]
         if not self.columns:
-            return jnp.concatenate(pieces, axis=0)
-        pieces = [jnp.reshape(p, (-1, 1)) if len(_shape(p)) == 1 else p for p in pieces]
-        return jnp.concatenate(pieces, axis=-1)
+            return concatenate(pieces, axis=0)
+        pieces = [reshape(p, (-1, 1)) if len(shape_of(p)) == 1 else p for p in pieces]
+        return concatenate(pieces, axis=-1)
 
 
 r_ = _Concatenator(columns=False)

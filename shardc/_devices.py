@@ -1,0 +1,51 @@
+"""Devices, meshes and placement: ``make_mesh``, ``device_put`` (a value laid out by a
+sharding, a PartitionSpec on the current mesh, or a device) and ``local_device_count``."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.backend import get_backend
+from compiler.tracing import check_jax_leaves
+from compiler.tree import broadcast_prefix, leaf_paths, tree_flatten, tree_unflatten
+from ir.sharding import Mesh, PartitionSpec
+from runtime.devices import devices as all_devices
+from runtime.devices import local_devices
+from runtime.reference import device_put as _device_put_one
+from shardc.sharding import resolve_sharding
+
+__all__ = ["device_put", "local_device_count", "make_mesh"]
+
+
+def device_put(x, device=None):
+    """Lay out ``x`` (a pytree) by ``device``: a NamedSharding, a PartitionSpec on the current
+    mesh, a device, or a pytree prefix of those; default device 0."""
+    leaves, treedef = tree_flatten(x)
+    check_jax_leaves(leaves, x, lambda path: f"device_put: x{path}")
+    if device is None:
+        return tree_unflatten(treedef, [_device_put_one(v) for v in leaves])
+    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
+    targets = broadcast_prefix(device, x, is_leaf=is_leaf, name="device_put sharding")
+    shardings = [resolve_sharding(t, "device_put") for t in targets]
+    labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]   # for errors only
+    return tree_unflatten(treedef, get_backend().put(leaves, shardings, labels))
+
+
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
+    """A mesh of the first ``prod(axis_shapes)`` devices, in order. ``axis_types`` are
+    recorded (``mesh.axis_types``) but every shard_map axis is manual here."""
+    pool = list(all_devices() if devices is None else devices)
+    n = math.prod(axis_shapes)
+    if n > len(pool):
+        raise ValueError(f"make_mesh: the mesh shape {tuple(axis_shapes)} needs {n} devices, "
+                         f"but only {len(pool)} are available")
+    array = np.empty(n, dtype=object)
+    for k in range(n):
+        array[k] = pool[k]
+    return Mesh(array.reshape(tuple(axis_shapes)), tuple(axis_names), axis_types=axis_types)
+
+
+def local_device_count() -> int:
+    """The number of devices this process holds."""
+    return len(local_devices())

@@ -1,0 +1,116 @@
+"""``jit`` and ``shard_map`` as JAX's top level has them: shardings, PartitionSpecs and meshes
+are resolved against the current mesh (``set_mesh``); a ``shard_map`` without ``mesh=`` or
+``in_specs`` resolves them when it is called."""
+from __future__ import annotations
+
+import functools
+
+from compiler.jit import jit as _jit
+from compiler.layouts import UNKNOWN, layout_of
+from compiler.shard_map import current_shard_context
+from compiler.shard_map import shard_map as _shard_map_impl
+from compiler.tracing import aval_of
+from ir.sharding import PartitionSpec
+from shardc.sharding import get_mesh, resolve_sharding
+from shardc.tree_util import tree_map
+
+__all__ = ["jit", "shard_map"]
+
+
+def jit(fun=None, **options):
+    """Compile ``fun``: traced once per signature (shapes, dtypes, shardings, static
+    arguments), lowered to per-device programs, cached. ``in_shardings``/``out_shardings``
+    take shardings, PartitionSpecs on the current mesh, devices, or pytree prefixes of those.
+    See ``compiler.jit.jit`` for every option.
+
+    >>> @partial(jit, static_argnames='n', out_shardings=NamedSharding(mesh, P('x')))
+    ... def power(x, n):
+    ...     return x ** n
+    """
+    return _jit(fun, resolve=resolve_sharding, **options)
+
+
+_INFER = object()   # in_specs not given: take each argument's sharding
+
+
+def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=True,
+              axis_names=frozenset()):
+    """Map ``f`` over blocks of its arguments on ``mesh`` (the 2025 call form).
+
+    Each argument is split into blocks by its ``in_specs`` entry; ``f`` runs once per device
+    on its blocks and may communicate with collectives (``lax.psum`` ...); outputs are
+    assembled by ``out_specs``. ``f=None`` returns a decorator.
+
+    - ``mesh`` omitted: the mesh of ``shardc.set_mesh`` (or ``sharding.use_mesh``) current
+      when the function is called, as in JAX; defining it needs no mesh.
+    - ``in_specs`` omitted: each argument's own spec when it is laid out on the mesh (under
+      ``jit`` and ``grad`` too: traced values keep their layout), else ``P()``;
+      ``in_specs=None``: every argument is static (passed unchanged).
+    - ``check_vma``: True checks replication statically (SEMANTICS 3); False checks nothing;
+      ``'runtime'`` runs the program and verifies that devices holding copies of an output
+      hold equal blocks (by value: -0.0 equals 0.0, NaN equals NaN), naming those that differ.
+
+    >>> @partial(shard_map, mesh=mesh, in_specs=P('x'), out_specs=P())
+    ... def total(x_block):
+    ...     return lax.psum(x_block.sum(), 'x')
+    """
+    if f is None:
+        return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                                  check_vma=check_vma, axis_names=axis_names)
+    axis_names = _axis_name_set(axis_names)
+    if mesh is not None:
+        if in_specs is not _INFER and in_specs is not None:
+            return _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma,
+                                   flag="check_vma", manual_axes=axis_names)
+        # what can be checked before the call is checked now, as when in_specs are given
+        _shard_map_impl(f, mesh, PartitionSpec(), out_specs, check_vma=check_vma,
+                        flag="check_vma", manual_axes=axis_names)
+    elif not callable(f):
+        _shard_map_impl(f, None, PartitionSpec(), out_specs)     # raises its TypeError
+
+    @functools.wraps(f)
+    def resolved_at_call(*args, **kwargs):
+        call_mesh = mesh if mesh is not None else _current_mesh()
+        if in_specs is None:
+            specs = tuple(None for _ in args)
+        elif in_specs is _INFER:
+            specs = tuple(tree_map(lambda v: _own_spec(v, call_mesh), a)
+                          for a in args)
+        else:
+            specs = in_specs
+        return _shard_map_impl(f, call_mesh, specs, out_specs, check_vma=check_vma,
+                               flag="check_vma", manual_axes=axis_names)(*args, **kwargs)
+
+    return resolved_at_call
+
+
+def _current_mesh():
+    """The mesh of the enclosing shard_map body (a nested shard_map), else the one set."""
+    body = current_shard_context()
+    current = body.mesh if body is not None else get_mesh()
+    if current is None:
+        raise ValueError("shard_map requires a mesh: pass mesh=, or call it under "
+                         "shardc.set_mesh(mesh) (or `with shardc.sharding.use_mesh(mesh):`)")
+    return current
+
+
+def _axis_name_set(axis_names) -> frozenset:
+    if not isinstance(axis_names, (set, frozenset)):
+        raise TypeError("`axis_names` argument of shard_map should be of type `frozenset` or "
+                        f"`set`. Got type: {type(axis_names)}")
+    return frozenset(axis_names)
+
+
+def _own_spec(value, mesh):
+    layout = layout_of(value)
+    if layout is UNKNOWN:
+        raise ValueError(
+            "shard_map was given no in_specs, so it reads each argument's layout, but an "
+            f"argument of type {aval_of(value).str_short()} was computed from arrays laid out "
+            "on a mesh by an operation whose layout shardc does not follow (it follows "
+            "elementwise operations only). Pass in_specs, or lay the argument out with "
+            "device_put or lax.with_sharding_constraint first.")
+    spec_of = getattr(layout, "spec", None)
+    if spec_of is not None and getattr(layout, "mesh", None) == mesh:
+        return spec_of
+    return PartitionSpec()

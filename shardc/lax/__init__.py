@@ -1,0 +1,59 @@
+"""``shardc.lax``: collectives over mesh axes and the lax operations user code reaches for.
+
+Collectives take ``axis_name`` as one mesh axis or a tuple of axes; inside a shard_map body
+they act over the device groups of SEMANTICS 2.0.
+
+One module per family; each lists in ``__all__`` what it adds here:
+
+    _collectives      psum, all_gather, psum_scatter, ppermute, all_to_all, axis_index, ...
+    _groups           the collectives' axis_index_groups, built from whole-axis collectives
+    _ops              dot_general, conversions, elementwise arithmetic, reshape, slices
+    _elementwise      special functions (erf, lgamma, ...), clamp, powers, rounding, bits
+    _shapes           broadcast, expand_dims, squeeze, rev, pad, full
+    _reductions       reduce_*, argmax, reduce, cumulative reductions, sort, top_k
+    _control_flow     cond, switch, while_loop, fori_loop, scan, map, associative_scan
+    _convolution      conv_general_dilated, conv, conv_transpose
+"""
+from shardc.lax._collectives import (all_gather, all_to_all, axis_index, axis_size, pbroadcast,
+                                     pcast, pmax, pmean, pmin, ppermute, pshuffle, psum,
+                                     psum_scatter, pswapaxes, pvary, reshard)
+from shardc.lax._control_flow import (associative_scan, cond, fori_loop, map, scan, switch,
+                                      while_loop)
+from shardc.lax._convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,
+                                     conv_general_dilated, conv_transpose,
+                                     conv_with_general_padding, padtype_to_pads)
+from shardc.lax._elementwise import (atan2, bitcast_convert_type, cbrt, ceil, clamp, digamma, erf,
+                                     erf_inv, erfc, exp2, expm1, floor, integer_pow, is_finite,
+                                     lgamma, log1p, polygamma, pow, reciprocal, reduce_precision,
+                                     round, sign, square, tan)
+from shardc.lax._ops import (Precision, abs, add, batch_matmul, broadcast_in_dim, concatenate,
+                             convert_element_type, cos, div, dot, dot_general, dynamic_index_in_dim,
+                             dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim,
+                             dynamic_update_slice, dynamic_update_slice_in_dim, exp, iota, log,
+                             logistic, max, min, mul, neg, rem, reshape, rsqrt, select, sin, slice,
+                             sqrt, stop_gradient, sub, tanh, transpose)
+from shardc.lax._reductions import (argmax, argmin, cumlogsumexp, cummax, cummin, cumprod, cumsum,
+                                    reduce, reduce_max, reduce_min, reduce_prod, reduce_sum, sort,
+                                    sort_key_val, top_k)
+from shardc.lax._shapes import (broadcast, expand_dims, full, full_like, index_in_dim, pad, rev,
+                                slice_in_dim, squeeze)
+from shardc.sharding import with_sharding_constraint
+
+__all__ = [
+    "ConvDimensionNumbers", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
+    "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
+    "bitcast_convert_type", "broadcast", "broadcast_in_dim", "cbrt", "ceil", "clamp", "concatenate",
+    "cond", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
+    "conv_with_general_padding", "convert_element_type", "cos", "cumlogsumexp", "cummax", "cummin",
+    "cumprod", "cumsum", "digamma", "div", "dot", "dot_general", "dynamic_index_in_dim",
+    "dynamic_slice", "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice",
+    "dynamic_update_slice_in_dim", "erf", "erf_inv", "erfc", "exp", "exp2", "expand_dims", "expm1",
+    "floor", "fori_loop", "full", "full_like", "index_in_dim", "integer_pow", "iota", "is_finite",
+    "lgamma", "log", "log1p", "logistic", "map", "max", "min", "mul", "neg", "pad",
+    "padtype_to_pads", "pbroadcast", "pcast", "pmax", "pmean", "pmin", "polygamma", "pow",
+    "ppermute", "pshuffle", "psum", "psum_scatter", "pswapaxes", "pvary", "reciprocal", "reduce",
+    "reduce_max", "reduce_min", "reduce_precision", "reduce_prod", "reduce_sum", "rem", "reshape",
+    "reshard", "rev", "round", "rsqrt", "scan", "select", "sign", "sin", "slice", "slice_in_dim",
+    "sort", "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "switch", "tan",
+    "tanh", "top_k", "transpose", "while_loop", "with_sharding_constraint",
+]

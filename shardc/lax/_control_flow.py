@@ -1,0 +1,106 @@
+"""``shardc.lax``'s control flow: ``cond``, ``switch``, ``while_loop``, ``fori_loop`` and
+``scan`` (the compiler's), and ``map`` and ``associative_scan`` built on them."""
+from __future__ import annotations
+
+from compiler import tree
+from compiler.control_flow import cond, fori_loop, scan, switch, while_loop
+import shardc.numpy as jnp
+from shardc.batching_api import vmap
+from shardc.lax._shapes import array_operand, checked_axis, slice_along
+
+__all__ = ["cond", "fori_loop", "scan", "switch", "while_loop", "associative_scan", "map"]
+
+
+# --- associative_scan ------------------------------------------------------------------------
+
+def _interleave(evens, odds, axis):
+    """``[e0, o0, e1, o1, ...]`` along ``axis``; ``evens`` has as many items or one more."""
+    n_even, n_odd = evens.shape[axis], odds.shape[axis]
+    if n_even > n_odd:
+        pad = [(0, 0, 0)] * odds.ndim
+        pad[axis] = (0, 1, 0)
+        odds = jnp.pad(odds, [(lo, hi) for lo, hi, _ in pad])
+    pairs = jnp.stack([evens, odds], axis=axis + 1)
+    shape = list(evens.shape)
+    shape[axis] = 2 * n_even
+    merged = jnp.reshape(pairs, tuple(shape))
+    return slice_along(merged, 0, n_even + n_odd, 1, axis)
+
+
+def associative_scan(fn, elems, reverse=False, axis=0):
+    """Inclusive scan of ``elems`` (an array or a pytree of arrays of one length along ``axis``)
+    with an associative ``fn``, in ``O(log n)`` steps of ``fn`` on whole slices.
+
+    ``fn(a, b)`` takes and returns pytrees like ``elems`` and must act elementwise along
+    ``axis`` (as JAX requires).
+
+    >>> lax.associative_scan(jnp.add, jnp.arange(5))      # [0, 1, 3, 6, 10]
+    """
+    leaves, treedef = tree.tree_flatten(elems)
+    leaves = [array_operand(x) for x in leaves]
+    if not leaves:
+        return elems
+    axis = checked_axis(axis, leaves[0].ndim)
+    lengths = {x.shape[axis] for x in leaves}
+    if len(lengths) != 1:
+        raise ValueError(f"associative_scan: every leaf must have one length along axis {axis}, "
+                         f"got {sorted(lengths)}")
+    if reverse:
+        leaves = [jnp.flip(x, axis) for x in leaves]
+
+    def combine(a, b):
+        out = fn(tree.tree_unflatten(treedef, a), tree.tree_unflatten(treedef, b))
+        return [array_operand(x) for x in tree.tree_leaves(out)]
+
+    def scan_leaves(xs):
+        n = xs[0].shape[axis]
+        if n < 2:
+            return xs
+        # combine neighbours, scan the half-length result, then fill in the even positions
+        pairs = combine([slice_along(x, 0, n - 1, 2, axis) for x in xs],
+                        [slice_along(x, 1, n, 2, axis) for x in xs])
+        odds = scan_leaves(pairs)
+        if n % 2 == 0:
+            evens = combine([slice_along(x, 0, -1, 1, axis) for x in odds],
+                            [slice_along(x, 2, n, 2, axis) for x in xs])
+        else:
+            evens = combine(odds, [slice_along(x, 2, n, 2, axis) for x in xs])
+        evens = [jnp.concatenate([slice_along(x, 0, 1, 1, axis), e], axis=axis)
+                 for x, e in zip(xs, evens)]
+        return [_interleave(e, o, axis) for e, o in zip(evens, odds)]
+
+    out = scan_leaves(leaves)
+    if reverse:
+        out = [jnp.flip(x, axis) for x in out]
+    return tree.tree_unflatten(treedef, out)
+
+
+# --- map -------------------------------------------------------------------------------------
+
+def map(f, xs, *, batch_size=None):
+    """``f`` applied to each slice of ``xs`` (a pytree) along its leading axis, one after the
+    other (a ``scan``); with ``batch_size``, ``vmap`` over batches of that many slices, and
+    the remainder after.
+
+    >>> lax.map(lambda row: row.sum(), jnp.ones((3, 4)))      # [4, 4, 4]
+    """
+    if batch_size is None:
+        return scan(lambda carry, x: (carry, f(x)), None, xs)[1]
+    leaves, treedef = tree.tree_flatten(xs)
+    n = leaves[0].shape[0]
+    batch_size = int(batch_size)
+    if batch_size < 1:
+        raise ValueError(f"lax.map: batch_size must be a positive int, got {batch_size}")
+    full_batches, rest = divmod(n, batch_size)
+    outs = []
+    if full_batches:
+        batched = [jnp.reshape(x[:full_batches * batch_size],
+                               (full_batches, batch_size) + x.shape[1:]) for x in leaves]
+        out = map(vmap(f), tree.tree_unflatten(treedef, batched))
+        outs.append(tree.tree_map(lambda y: jnp.reshape(y, (-1,) + y.shape[2:]), out))
+    if rest:
+        outs.append(vmap(f)(tree.tree_unflatten(treedef,
+                                                [x[full_batches * batch_size:] for x in leaves])))
+    if len(outs) == 1:
+        return outs[0]
+    return tree.tree_map(lambda a, b: jnp.concatenate([a, b]), outs[0], outs[1])

@@ -1,0 +1,133 @@
+"""``shardc.lax``'s elementwise functions beyond the arithmetic: the special functions
+(``erf``, ``lgamma``, ``digamma``, ``polygamma``, ... bind their own primitives), ``clamp``,
+powers, rounding, and the bit-level ``bitcast_convert_type`` and ``reduce_precision``."""
+from __future__ import annotations
+
+from compiler.tracing import bind
+from ir import dtypes as _dt
+from ir import primitives as p
+import shardc.numpy as jnp
+from shardc.lax._shapes import array_operand
+
+__all__ = [
+    "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "clamp", "square", "integer_pow",
+    "reciprocal", "atan2", "exp2", "expm1", "log1p", "sign", "tan", "cbrt", "ceil", "floor",
+    "is_finite", "pow", "round", "bitcast_convert_type", "reduce_precision",
+]
+
+
+def _special(prim, x):
+    x = array_operand(x)
+    if not _dt.is_inexact(x.dtype):
+        raise TypeError(f"lax.{prim.name} requires a floating-point operand, got {x.dtype}")
+    return bind(prim, x)
+
+
+def erf(x):
+    """The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``."""
+    return _special(p.erf_p, x)
+
+
+def erfc(x):
+    """``1 - erf(x)``, accurate where ``erf(x)`` is near 1."""
+    return _special(p.erfc_p, x)
+
+
+def erf_inv(x):
+    """The inverse of ``erf`` on ``(-1, 1)`` (``+-inf`` at ``+-1``, nan outside)."""
+    return _special(p.erf_inv_p, x)
+
+
+def lgamma(x):
+    """``log|Gamma(x)|`` (``inf`` at the poles ``0, -1, -2, ...``)."""
+    return _special(p.lgamma_p, x)
+
+
+def digamma(x):
+    """``d/dx log Gamma(x)`` (nan at the poles)."""
+    return _special(p.digamma_p, x)
+
+
+def polygamma(m, x):
+    """The ``m``-th derivative of ``digamma`` at ``x`` (``m`` a non-negative integer, as an
+    array of ``x``'s dtype or a Python int); differentiable in ``x``."""
+    x = array_operand(x)
+    if not _dt.is_inexact(x.dtype):
+        raise TypeError(f"lax.polygamma requires a floating-point x, got {x.dtype}")
+    m = jnp.astype(array_operand(m), x.dtype)
+    if jnp.shape(m) != x.shape:
+        m = jnp.broadcast_to(m, x.shape)
+    return bind(p.polygamma_p, m, x)
+
+
+def clamp(min, x, max):
+    """``x`` limited to ``[min, max]`` (``min`` and ``max`` are scalars or ``x``'s shape)."""
+    x = array_operand(x)
+    for name, bound in (("min", min), ("max", max)):
+        shape = jnp.shape(bound)
+        if shape not in ((), x.shape):
+            raise TypeError(f"clamp: {name} must be a scalar or have x's shape {x.shape}, "
+                            f"got {shape}")
+    return jnp.minimum(jnp.maximum(x, jnp.astype(min, x.dtype)), jnp.astype(max, x.dtype))
+
+
+def square(x):
+    return jnp.multiply(x, x)
+
+
+def integer_pow(x, y):
+    """``x ** y`` for a Python int ``y`` (by repeated multiplication, as JAX)."""
+    return jnp.power(x, int(y))
+
+
+def reciprocal(x):
+    return jnp.reciprocal(x)
+
+
+exp2, log1p, expm1, tan, atan2, sign = (jnp.exp2, jnp.log1p, jnp.expm1, jnp.tan, jnp.arctan2,
+                                        jnp.sign)
+floor, ceil, is_finite, cbrt = jnp.floor, jnp.ceil, jnp.isfinite, jnp.cbrt   # rem: shardc.lax
+
+
+def pow(x, y):
+    return jnp.power(x, y)
+
+
+def round(x, rounding_method=0):
+    """Round to the nearest integer: halves away from zero (``rounding_method=0``, the
+    default) or to even (``1``)."""
+    if int(rounding_method) == 1:
+        return jnp.round(x)
+    return bind(p.round_p, array_operand(x))
+
+
+# --- bits ------------------------------------------------------------------------------------
+
+def bitcast_convert_type(operand, new_dtype):
+    """``operand``'s bits read as ``new_dtype``: a narrower dtype adds a last dimension of the
+    width ratio, a wider one needs that last dimension and removes it.
+
+    >>> lax.bitcast_convert_type(jnp.float32(1.0), jnp.uint32)      # 0x3f800000
+    """
+    return bind(p.bitcast_convert_type_p, array_operand(operand),
+                new_dtype=_dt.canonicalize(new_dtype))
+
+
+def reduce_precision(operand, exponent_bits, mantissa_bits):
+    """``operand`` rounded to a float format with ``exponent_bits`` and ``mantissa_bits`` and
+    back (round to nearest even; too large gives inf, below the format's smallest normal gives
+    a signed zero, NaN stays NaN), as XLA's ReducePrecision. As in JAX it is linear to
+    autodiff: tangents and cotangents are rounded the same way.
+
+    >>> lax.reduce_precision(x, 8, 7)       # x rounded to bfloat16's precision
+    """
+    operand = array_operand(operand)
+    if not _dt.is_inexact(operand.dtype):
+        raise TypeError(f"reduce_precision requires a floating-point operand, got "
+                        f"{operand.dtype}")
+    exponent_bits, mantissa_bits = int(exponent_bits), int(mantissa_bits)
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise ValueError(f"reduce_precision: exponent_bits must be >= 1 and mantissa_bits >= 0, "
+                         f"got {exponent_bits} and {mantissa_bits}")
+    return bind(p.reduce_precision_p, operand, exponent_bits=exponent_bits,
+                mantissa_bits=mantissa_bits)

@@ -1,0 +1,203 @@
+"""``shardc.lax``'s core operations: ``dot_general`` and the matrix products, conversions,
+the elementwise arithmetic ``jax.lax`` shares with ``jax.numpy``, shapes, static and dynamic
+slices, ``select`` and ``stop_gradient``."""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from compiler import tree
+from compiler.tracing import aval_of, bind, is_python_scalar
+from ir import dtypes as _dt
+from ir import primitives as p
+import shardc.numpy as jnp
+from shardc.lax._shapes import array_operand
+from shardc.numpy._arithmetic import binary_op
+from shardc.numpy._core import dtype_of, promote
+
+__all__ = [
+    "Precision", "dot_general", "convert_element_type", "broadcast_in_dim", "reshape", "slice",
+    "iota", "add", "mul", "sub", "div", "rem", "max", "min", "abs", "cos", "exp", "log", "neg",
+    "sin", "sqrt", "tanh", "concatenate", "transpose", "rsqrt", "logistic", "select",
+    "stop_gradient", "dot", "batch_matmul", "dynamic_slice", "dynamic_slice_in_dim",
+    "dynamic_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
+    "dynamic_update_index_in_dim",
+]
+
+
+# --- precision -------------------------------------------------------------------------------
+
+class Precision(enum.Enum):
+    """Matmul precision (``DEFAULT``, ``HIGH``, ``HIGHEST``); accepted by ``dot``,
+    ``dot_general`` and ``einsum``. shardc computes every matmul in its operands' dtype with
+    numpy, which is what ``HIGHEST`` asks for, so the three give one result."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        names = {"default": cls.DEFAULT, "bfloat16": cls.DEFAULT, "fastest": cls.DEFAULT,
+                 "high": cls.HIGH, "bfloat16_3x": cls.HIGH, "tensorfloat32": cls.HIGH,
+                 "highest": cls.HIGHEST, "float32": cls.HIGHEST}
+        if isinstance(value, str) and value.lower() in names:
+            return names[value.lower()]
+        return None
+
+
+# --- lax operations --------------------------------------------------------------------------
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """Contract ``lhs`` and ``rhs`` over ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    dims = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    lhs, rhs = promote(lhs, rhs)
+    return bind(p.dot_general_p, lhs, rhs, dimension_numbers=dims,
+                preferred_element_type=(dtype_of(lhs) if preferred_element_type is None
+                                        else _dt.canonicalize(preferred_element_type)))
+
+
+def convert_element_type(x, new_dtype):
+    return jnp.astype(x, new_dtype)
+
+
+def broadcast_in_dim(x, shape, broadcast_dimensions):
+    return bind(p.broadcast_in_dim_p, x, shape=tuple(shape),
+                broadcast_dimensions=tuple(broadcast_dimensions))
+
+
+def reshape(x, new_sizes, dimensions=None):
+    if dimensions is not None:
+        x = jnp.transpose(x, dimensions)
+    return jnp.reshape(x, tuple(new_sizes))
+
+
+def slice(x, start_indices, limit_indices, strides=None):
+    return bind(p.slice_p, x, start_indices=tuple(start_indices),
+                limit_indices=tuple(limit_indices),
+                strides=None if strides is None else tuple(strides))
+
+
+def iota(dtype, size):
+    return bind(p.iota_p, dtype=_dt.canonicalize(dtype), shape=(int(size),), dimension=0)
+
+
+add, sub, mul = jnp.add, jnp.subtract, jnp.multiply
+
+
+def div(x, y):
+    """``x / y``; integers divide rounding toward zero (``lax.div(-7, 2)`` is -3), and an
+    integer division by zero gives -1, as XLA does."""
+    return binary_op(p.div_p, x, y)
+
+
+def rem(x, y):
+    """The remainder of ``lax.div``: the sign of ``x`` (C's ``fmod``); ``rem(x, 0)`` is ``x``
+    for integers, as XLA does."""
+    return binary_op(p.rem_p, x, y)
+
+
+max, min = jnp.maximum, jnp.minimum
+neg, exp, log, sin, cos, tanh, sqrt, abs = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
+                                            jnp.tanh, jnp.sqrt, jnp.abs)
+concatenate = jnp.concatenate
+transpose = jnp.transpose
+
+
+def rsqrt(x):
+    return bind(p.rsqrt_p, x)
+
+
+def logistic(x):
+    return bind(p.logistic_p, x)
+
+
+def select(pred, on_true, on_false):
+    return bind(p.select_n_p, pred, on_false, on_true)
+
+
+def stop_gradient(x):
+    """``x``, with a zero derivative: gradients do not flow through it."""
+    return tree.tree_map(lambda leaf: bind(p.stop_gradient_p, leaf), x)
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    """Vector or matrix product of operands of rank 1 or 2: ``lhs``'s last dimension with
+    ``rhs``'s first."""
+    lhs, rhs = array_operand(lhs), array_operand(rhs)
+    if lhs.ndim not in (1, 2) or rhs.ndim not in (1, 2) or lhs.shape[-1] != rhs.shape[0]:
+        raise TypeError(f"lax.dot: operands of rank 1 or 2 with lhs's last dimension equal to "
+                        f"rhs's first, got {lhs.shape} and {rhs.shape}")
+    return dot_general(lhs, rhs, (((lhs.ndim - 1,), (0,)), ((), ())), precision=precision,
+                       preferred_element_type=preferred_element_type)
+
+
+def batch_matmul(lhs, rhs, precision=None):
+    """Batched matrix product ``[..., m, k] @ [..., k, n]`` over equal leading dimensions."""
+    lhs, rhs = array_operand(lhs), array_operand(rhs)
+    if lhs.ndim < 2 or lhs.ndim != rhs.ndim or lhs.shape[:-2] != rhs.shape[:-2]:
+        raise ValueError(f"batch_matmul: operands must have one rank (2 or more) and equal batch "
+                         f"dimensions, got {lhs.shape} and {rhs.shape}")
+    batch = tuple(range(lhs.ndim - 2))
+    return dot_general(lhs, rhs, (((lhs.ndim - 1,), (rhs.ndim - 2,)), (batch, batch)),
+                       precision=precision)
+
+
+# --- dynamic slices --------------------------------------------------------------------------
+
+def _start_indices(operand, start_indices):
+    """int32 start indices, negative ones counted from the end of their dimension (as JAX);
+    the primitives then clamp them so the window fits."""
+    shape = aval_of(operand).shape
+    starts = []
+    for s, size in zip(start_indices, shape):
+        if is_python_scalar(s) or isinstance(s, np.integer):
+            starts.append(np.int32(int(s) + size if int(s) < 0 else int(s)))
+            continue
+        s = jnp.astype(s, _dt.int_)
+        starts.append(jnp.where(jnp.less(s, 0), jnp.add(s, np.int32(size)), s))
+    return starts
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    """The window of ``slice_sizes`` at ``start_indices`` (traced starts allowed; negative ones
+    count from the end; clamped so the window stays inside the operand)."""
+    starts = _start_indices(operand, start_indices)
+    return bind(p.dynamic_slice_p, operand, *starts, slice_sizes=tuple(int(s) for s in slice_sizes))
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
+    shape = aval_of(operand).shape
+    axis = axis % len(shape)
+    starts = [0] * len(shape)
+    starts[axis] = start_index
+    sizes = list(shape)
+    sizes[axis] = slice_size
+    return dynamic_slice(operand, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    return out if keepdims else jnp.squeeze(out, axis)
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    """``operand`` with ``update`` written at ``start_indices`` (negative ones count from the
+    end; clamped to fit)."""
+    starts = _start_indices(operand, start_indices)
+    return bind(p.dynamic_update_slice_p, operand, update, *starts)
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis):
+    ndim = aval_of(operand).ndim
+    axis = axis % ndim
+    starts = [0] * ndim
+    starts[axis] = start_index
+    return dynamic_update_slice(operand, update, starts)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis):
+    if aval_of(update).ndim == aval_of(operand).ndim - 1:
+        update = jnp.expand_dims(update, axis)
+    return dynamic_update_slice_in_dim(operand, update, index, axis)

@@ -1,0 +1,97 @@
+"""``shardc.lax``'s shape operations beyond ``reshape`` and ``slice``: ``broadcast``,
+``expand_dims``, ``squeeze``, ``rev``, ``pad`` (with interior and negative padding),
+``slice_in_dim``, ``index_in_dim``, ``full`` and ``full_like``; and the operand helpers the
+other modules share."""
+from __future__ import annotations
+
+from compiler.tracing import bind
+from ir import primitives as p
+import shardc.numpy as jnp
+
+__all__ = [
+    "broadcast", "expand_dims", "squeeze", "rev", "pad", "slice_in_dim", "index_in_dim", "full",
+    "full_like",
+]
+
+
+def array_operand(x):
+    """``x`` as an array: anything with a dtype as it is, anything else by ``jnp.asarray``."""
+    return jnp.asarray(x) if not hasattr(x, "dtype") else x
+
+
+def checked_axis(axis, ndim):
+    """``axis`` in ``[0, ndim)``; a ValueError naming it when out of bounds."""
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"axis {axis} is out of bounds for an array of rank {ndim}")
+    return axis % max(ndim, 1)
+
+
+def slice_along(x, start, stop, step, axis):
+    """``x[start:stop:step]`` along ``axis``."""
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(start, stop, step)
+    return x[tuple(index)]
+
+
+# --- shapes ----------------------------------------------------------------------------------
+
+def broadcast(operand, sizes):
+    """``operand`` with new leading dimensions ``sizes``."""
+    operand = array_operand(operand)
+    sizes = tuple(int(s) for s in sizes)
+    return bind(p.broadcast_in_dim_p, operand, shape=sizes + operand.shape,
+                broadcast_dimensions=tuple(range(len(sizes), len(sizes) + operand.ndim)))
+
+
+def expand_dims(array, dimensions):
+    return jnp.expand_dims(array, tuple(dimensions))
+
+
+def squeeze(array, dimensions):
+    return jnp.squeeze(array, tuple(dimensions))
+
+
+def rev(operand, dimensions):
+    return jnp.flip(operand, tuple(dimensions))
+
+
+def pad(operand, padding_value, padding_config):
+    """``operand`` with ``(low, high, interior)`` padding per dimension (negative low or high
+    trims)."""
+    operand = array_operand(operand)
+    config = tuple((int(lo), int(hi), int(interior)) for lo, hi, interior in padding_config)
+    if any(interior < 0 for _, _, interior in config):
+        raise ValueError(f"pad: interior padding must be non-negative, got {config}")
+    trims = [(max(0, -lo), max(0, -hi)) for lo, hi, _ in config]
+    grown = tuple((max(0, lo), max(0, hi), interior) for lo, hi, interior in config)
+    out = bind(p.pad_p, operand, jnp.astype(padding_value, operand.dtype), padding_config=grown)
+    if any(lo or hi for lo, hi in trims):
+        out = out[tuple(slice(lo, d - hi) for (lo, hi), d in zip(trims, out.shape))]
+    return out
+
+
+def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
+    operand = array_operand(operand)
+    axis = checked_axis(axis, operand.ndim)
+    return slice_along(operand, start_index, limit_index, stride, axis)
+
+
+def index_in_dim(operand, index, axis=0, keepdims=True):
+    """The slice at the static ``index`` along ``axis`` (negative from the end)."""
+    operand = array_operand(operand)
+    axis = checked_axis(axis, operand.ndim)
+    size = operand.shape[axis]
+    if not -size <= index < size:
+        raise IndexError(f"index_in_dim: index {index} is out of bounds for axis {axis} "
+                         f"of size {size}")
+    index = index % size
+    out = slice_along(operand, index, index + 1, 1, axis)
+    return out if keepdims else jnp.squeeze(out, axis)
+
+
+def full(shape, fill_value, dtype=None):
+    return jnp.full(tuple(shape) if not isinstance(shape, int) else (shape,), fill_value, dtype)
+
+
+def full_like(x, fill_value, dtype=None, shape=None):
+    return jnp.full_like(x, fill_value, dtype=dtype, shape=shape)

@@ -1,0 +1,286 @@
+"""Elementwise arithmetic, comparisons and logic: the binary operators with JAX's type
+promotion, division and powers as numpy defines them, the first transcendental functions,
+``clip`` and the elementwise ``where``."""
+from __future__ import annotations
+
+import builtins
+import operator
+
+import numpy as np
+
+from compiler.tracing import Tracer, bind, is_python_scalar
+from ir import dtypes as _dt
+from ir import primitives as p
+from runtime.array import Array
+from shardc.dtypes import result_type
+from shardc.numpy._core import (asarray, astype, broadcast_operands, convert, dtype_of, is_array,
+                                ones_like, promote, shape_of, weakly_typed_like, zeros_like)
+from shardc.numpy._scalars import bool_
+
+__all__ = [
+    "add", "subtract", "multiply", "maximum", "minimum", "equal", "not_equal", "less", "less_equal",
+    "greater", "greater_equal", "bitwise_and", "logical_and_", "bitwise_or", "bitwise_xor",
+    "arctan2", "logical_and", "logical_or", "logical_not", "true_divide", "divide", "floor_divide",
+    "remainder", "mod", "power", "sin", "cos", "tan", "tanh", "exp", "log", "log1p", "expm1",
+    "sqrt", "floor", "ceil", "abs", "absolute", "sign", "negative", "isfinite", "square",
+    "reciprocal", "isnan", "isinf", "clip",
+]
+
+
+def binary_op(prim, x, y):
+    """``prim`` bound to ``x`` and ``y`` promoted and broadcast; weakly typed if both are."""
+    operands = (x, y)
+    x, y = promote(x, y)
+    x, y = broadcast_operands(x, y)
+    return weakly_typed_like(bind(prim, x, y), *operands)
+
+
+def _make_binary(prim, name, doc):
+    def fn(x, y):
+        return binary_op(prim, x, y)
+    fn.__name__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+add = _make_binary(p.add_p, "add", "Elementwise ``x + y``.")
+subtract = _make_binary(p.sub_p, "subtract", "Elementwise ``x - y``.")
+multiply = _make_binary(p.mul_p, "multiply", "Elementwise ``x * y``.")
+maximum = _make_binary(p.max_p, "maximum", "Elementwise maximum.")
+minimum = _make_binary(p.min_p, "minimum", "Elementwise minimum.")
+equal = _make_binary(p.eq_p, "equal", "Elementwise ``x == y``.")
+not_equal = _make_binary(p.ne_p, "not_equal", "Elementwise ``x != y``.")
+less = _make_binary(p.lt_p, "less", "Elementwise ``x < y``.")
+less_equal = _make_binary(p.le_p, "less_equal", "Elementwise ``x <= y``.")
+greater = _make_binary(p.gt_p, "greater", "Elementwise ``x > y``.")
+greater_equal = _make_binary(p.ge_p, "greater_equal", "Elementwise ``x >= y``.")
+bitwise_and = logical_and_ = _make_binary(p.and_p, "bitwise_and", "Elementwise and.")
+bitwise_or = _make_binary(p.or_p, "bitwise_or", "Elementwise or.")
+bitwise_xor = _make_binary(p.xor_p, "bitwise_xor", "Elementwise xor.")
+
+
+def arctan2(x, y):
+    """Elementwise arctan(x / y) in the quadrant of (y, x); integers compute in float32."""
+    x, y = promote(x, y)
+    if not _dt.is_inexact(dtype_of(x)):
+        x, y = convert(x, _dt.float_), convert(y, _dt.float_)
+    return binary_op(p.atan2_p, x, y)
+
+
+def logical_and(x, y):
+    """Elementwise logical and (operands taken as booleans)."""
+    return binary_op(p.and_p, astype(x, bool_), astype(y, bool_))
+
+
+def logical_or(x, y):
+    """Elementwise logical or (operands taken as booleans)."""
+    return binary_op(p.or_p, astype(x, bool_), astype(y, bool_))
+
+
+def logical_not(x):
+    """Elementwise logical not (operand taken as boolean)."""
+    return bind(p.not_p, astype(x, bool_))
+
+
+def true_divide(x, y):
+    """``x / y``; integers divide to float32 (a Python int converts straight to float, as in
+    JAX: ``uint8_array / -3`` divides by -3.0, not by a wrapped 253)."""
+    if not _dt.is_inexact(result_type(x, y)):
+        x, y = convert(x, _dt.float_), convert(y, _dt.float_)
+    x, y = promote(x, y)
+    x, y = broadcast_operands(x, y)
+    return bind(p.div_p, x, y)
+
+
+divide = true_divide
+
+
+def numeric_pair(x, y):
+    """Promoted, broadcast operands of an arithmetic function; booleans as int32 (JAX's
+    numeric promotion: ``True // True`` is int32 1)."""
+    x, y = promote(x, y)
+    if _dt.is_bool(dtype_of(x)):
+        x, y = convert(x, _dt.int_), convert(y, _dt.int_)
+    return broadcast_operands(x, y)
+
+
+def floor_divide(x, y):
+    """``x // y`` rounding towards negative infinity."""
+    x, y = numeric_pair(x, y)
+    if _dt.is_inexact(dtype_of(x)):
+        return _float_floor_divide(x, y)
+    quotient = bind(p.div_p, x, y)
+    if np.issubdtype(dtype_of(x), np.unsignedinteger):
+        return quotient
+    # JAX's rule, which also fixes x // 0 (quotient -1, as XLA divides): -2 for x != 0
+    remainder = bind(p.rem_p, x, y)
+    adjust = logical_and(not_equal(remainder, 0), not_equal(sign(x), sign(y)))
+    return where(adjust, subtract(quotient, 1), quotient)
+
+
+def _float_floor_divide(x, y):
+    # numpy's divmod: (x - fmod(x, y)) / y is exact where floor(x / y) can round up wrongly
+    # (np.float32(1) // np.float32(0.1) is 9, not floor(10.0)).
+    mod = bind(p.rem_p, x, y)
+    div = bind(p.div_p, subtract(x, mod), y)
+    fix = logical_and(not_equal(mod, 0), not_equal(less(mod, 0), less(y, 0)))
+    div = bind(p.round_p, where(fix, subtract(div, 1), div))
+    return where(equal(y, 0), bind(p.div_p, x, y), div)
+
+
+def remainder(x, y):
+    """``x % y`` with the sign of ``y``, as in numpy."""
+    x, y = numeric_pair(x, y)
+    y = nonzero_int_divisor(y)
+    rem = bind(p.rem_p, x, y)
+    fix = logical_and(not_equal(rem, 0), not_equal(less(rem, 0), less(y, 0)))
+    return where(fix, add(rem, y), rem)
+
+
+def nonzero_int_divisor(y):
+    """An integer divisor with 0 replaced by 1: jnp's ``x % 0`` is 0 for integers, as numpy's,
+    where ``lax.rem`` (XLA) gives ``x``."""
+    if not _dt.is_int(dtype_of(y)):
+        return y
+    return where(equal(y, 0), ones_like(y), y)
+
+
+mod = remainder
+
+
+def power(x, y):
+    """``x ** y`` with JAX's rules.
+
+    A concrete integer exponent (a Python or numpy int, a concrete 0-d integer array) keeps
+    ``x``'s dtype, as JAX's ``integer_pow`` (``uint8 ** np.int64(3)`` is uint8); small ones
+    multiply (exact). Integer arrays raised to integer arrays wrap and, as JAX, use only the
+    exponent's low 6 bits (so negative exponents give a value, not an error); booleans count
+    as int32.
+
+    >>> power(jnp.arange(4, dtype=jnp.uint8), 3)             # uint8 [0, 1, 8, 27]
+    """
+    exponent = _concrete_int_exponent(y)
+    if exponent is not None:
+        return _integer_pow(x, exponent)
+    x, y = promote(x, y)
+    if _dt.is_bool(dtype_of(x)):
+        x, y = astype(x, _dt.int_), astype(y, _dt.int_)
+    if _dt.is_int(dtype_of(x)):
+        # JAX's binary exponentiation sees the exponent's low 6 bits; 0 ** y is 0 for y != 0
+        low_bits = bitwise_and(y, convert(63, dtype_of(y)))
+        zero_base = logical_and(equal(x, 0), not_equal(y, 0))
+        return where(zero_base, zeros_like(x), binary_op(p.pow_p, x, low_bits))
+    return binary_op(p.pow_p, x, y)
+
+
+def _concrete_int_exponent(y):
+    """``y`` as a Python int when it is a concrete integer scalar, else None."""
+    if isinstance(y, Tracer) or (not is_python_scalar(y) and is_array(y) and (
+            shape_of(y) != () or not (_dt.is_int(dtype_of(y)) or _dt.is_bool(dtype_of(y))))):
+        return None
+    if not isinstance(y, (int, np.integer, np.bool_, np.ndarray, Array)):
+        return None
+    return operator.index(np.asarray(y)[()]) if not isinstance(y, int) else int(y)
+
+
+def _integer_pow(x, n: int):
+    """``x ** n`` in ``x``'s dtype (booleans as int32)."""
+    x = asarray(x) if not is_array(x) else x
+    if _dt.is_bool(dtype_of(x)):
+        x = astype(x, _dt.int_)
+    if n < 0 and not _dt.is_inexact(dtype_of(x)):
+        raise TypeError(f"Integers cannot be raised to negative powers, got "
+                        f"integer_pow({dtype_of(x).name}{list(shape_of(x))}, {n})")
+    if 0 <= n <= 4:
+        result = ones_like(x) if n == 0 else x
+        for _ in range(builtins.max(0, n - 1)):
+            result = multiply(result, x)
+        return result
+    return binary_op(p.pow_p, x, n)
+
+
+def make_unary(prim, name, floating=True):
+    """The elementwise function ``name`` binding ``prim`` (integers compute in float32 when
+    ``floating``)."""
+    def fn(x):
+        operand = x
+        x = asarray(x) if not is_array(x) else x
+        if floating and not _dt.is_inexact(dtype_of(x)):
+            x = convert(x, _dt.float_)
+        return weakly_typed_like(bind(prim, x), operand)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name}."
+    return fn
+
+
+sin = make_unary(p.sin_p, "sin")
+cos = make_unary(p.cos_p, "cos")
+tan = make_unary(p.tan_p, "tan")
+tanh = make_unary(p.tanh_p, "tanh")
+exp = make_unary(p.exp_p, "exp")
+log = make_unary(p.log_p, "log")
+log1p = make_unary(p.log1p_p, "log1p")
+expm1 = make_unary(p.expm1_p, "expm1")
+sqrt = make_unary(p.sqrt_p, "sqrt")
+_float_floor = make_unary(p.floor_p, "floor")
+_float_ceil = make_unary(p.ceil_p, "ceil")
+
+
+def floor(x):
+    """Elementwise floor; integers pass through unchanged (as in JAX)."""
+    x = asarray(x) if not is_array(x) else x
+    return x if not _dt.is_inexact(dtype_of(x)) else _float_floor(x)
+
+
+def ceil(x):
+    """Elementwise ceiling; integers pass through unchanged (as in JAX)."""
+    x = asarray(x) if not is_array(x) else x
+    return x if not _dt.is_inexact(dtype_of(x)) else _float_ceil(x)
+abs = absolute = make_unary(p.abs_p, "abs", floating=False)
+sign = make_unary(p.sign_p, "sign", floating=False)
+negative = make_unary(p.neg_p, "negative", floating=False)
+isfinite = make_unary(p.is_finite_p, "isfinite")
+
+
+def square(x):
+    """Elementwise ``x * x`` (booleans as int32, as JAX)."""
+    x = asarray(x) if not is_array(x) else x
+    if _dt.is_bool(dtype_of(x)):
+        x = astype(x, _dt.int_)
+    return multiply(x, x)
+
+
+def reciprocal(x):
+    """Elementwise ``1 / x`` (integers divide to float32)."""
+    return divide(1, x)
+
+
+def isnan(x):
+    """Elementwise test for NaN."""
+    return not_equal(x, x)
+
+
+def isinf(x):
+    """Elementwise test for positive or negative infinity."""
+    return logical_and(logical_not(isfinite(x)), equal(x, x))
+
+
+def clip(x, min=None, max=None, a_min=None, a_max=None):
+    """Limit values to ``[min, max]``."""
+    lo = min if min is not None else a_min
+    hi = max if max is not None else a_max
+    if lo is not None:
+        x = maximum(x, lo)
+    if hi is not None:
+        x = minimum(x, hi)
+    return x
+
+
+def where(condition, x, y):
+    """Choose ``x`` where ``condition`` holds, else ``y`` (promoted and broadcast): the
+    elementwise ``jnp.where``, which the public one (``_sorting.where``) extends with the
+    one-argument form."""
+    condition = astype(condition, bool_) if dtype_of(condition) != np.bool_ else condition
+    x, y = promote(x, y)
+    condition, x, y = broadcast_operands(condition, x, y)
+    return bind(p.select_n_p, condition, y, x)

@@ -1,0 +1,445 @@
+"""What every ``shardc.numpy`` module builds on: type and shape helpers, the conversion of
+values to arrays (``asarray``, ``astype``, Python scalars as JAX converts them), dtype
+promotion and broadcasting of operands, arrays filled with a value, and the shape operations
+``asarray`` itself needs (``reshape``, ``concatenate``, ``stack``).
+
+Broadcasting follows numpy; type promotion follows JAX with x64 off (float32 and int32
+defaults, Python scalars weakly typed, so ``x * 2`` keeps ``x``'s dtype).
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import operator
+
+import numpy as np
+
+from compiler.eager import ShardTracer
+from compiler.shard_map import current_shard_context
+from compiler.tracing import (ConcretizationTypeError, ProgramTracer, Tracer, aval_of, bind,
+                              check_jax_value, is_python_scalar)
+from ir import dtypes as _dt
+from ir import collectives as coll
+from ir import primitives as p
+from ir.sharding import NamedSharding
+from runtime.array import Array
+from runtime.reference import convert_element, device_put
+from shardc.dtypes import is_weakly_typed, result_type
+from shardc.sharding import resolve_sharding
+
+__all__ = [
+    "broadcast_to", "broadcast_arrays", "asarray", "array", "full", "zeros", "ones", "empty",
+    "full_like", "zeros_like", "ones_like", "empty_like", "astype", "reshape", "ravel",
+    "expand_dims", "concatenate", "stack",
+]
+
+
+def is_array(x) -> bool:
+    """Whether ``x`` is an array: a traced value, an Array, or a numpy array or scalar."""
+    return isinstance(x, (Tracer, Array, np.ndarray, np.generic))
+
+
+def dtype_of(x) -> np.dtype:
+    """The dtype of an array, a traced value or a scalar."""
+    return aval_of(x).dtype
+
+
+_WEAK_TRACERS = (ProgramTracer, ShardTracer)     # the tracers that carry ``weak``
+
+
+def weakly_typed_like(result, *operands):
+    """``result``, marked weakly typed when every operand is (JAX's weak_type propagation)."""
+    if type(result) in _WEAK_TRACERS:
+        for a in operands:
+            if not is_weakly_typed(a):
+                return result
+        result.weak = True
+    return result
+
+
+def convert(x, dtype):
+    """``x`` as ``dtype``: Python scalars become typed numpy scalars (inline literals).
+
+    Values convert as JAX's ``convert_element_type`` does (float to int saturates); a Python
+    int must fit int32 and wraps into a narrower integer type (``int8_array + 300`` adds 44).
+    """
+    dtype = _dt.canonicalize(dtype)
+    if is_python_scalar(x):
+        return _python_scalar_as(x, dtype)
+    if isinstance(x, np.generic):
+        return convert_element(np.asarray(x), dtype)[()]
+    if isinstance(x, np.ndarray):
+        return asarray(convert_element(x, dtype))
+    if isinstance(x, (list, tuple)):
+        return asarray(x, dtype)
+    if dtype_of(x) == dtype:
+        return x
+    return bind(p.convert_element_type_p, x, new_dtype=dtype)
+
+
+def promote(*args):
+    """``args`` converted to the dtype JAX promotes them to (``result_type``)."""
+    for a in args:      # result_type reads a string as a dtype name; an operand is a value
+                        # (lists are converted by asarray, which checks them)
+        if not (isinstance(a, (Tracer, list, tuple)) or is_python_scalar(a)):
+            check_jax_value(a, "an operand")
+    dtype = result_type(*args)
+    return [a if isinstance(a, Tracer) and a.aval.dtype == dtype else convert(a, dtype)
+            for a in args]
+
+
+def shape_of(x) -> tuple:
+    """The shape of an array, a traced value or a scalar."""
+    return aval_of(x).shape
+
+
+def as_array(x):
+    """``x`` as an array: arrays and traced values as they are, anything else by ``asarray``."""
+    return asarray(x) if not is_array(x) else x
+
+
+def ndim_of(x) -> int:
+    """The number of dimensions of an array or traced value."""
+    return len(shape_of(x))
+
+
+def as_inexact(x):
+    """``x`` as an array of a floating dtype (integers and booleans become float32)."""
+    x = as_array(x)
+    return x if _dt.is_inexact(dtype_of(x)) else astype(x, _dt.float_)
+
+
+def broadcast_shapes_of(*shapes) -> tuple:
+    """The shape ``shapes`` broadcast to; a ValueError naming them if they do not."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError("Incompatible shapes for broadcasting: "
+                         + ", ".join(str(tuple(s)) for s in shapes)) from None
+
+
+def broadcast_to(x, shape):
+    """Broadcast ``x`` to ``shape`` by numpy's rules."""
+    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    x = asarray(x) if not is_array(x) else x
+    old = shape_of(x)
+    if old == shape:
+        return x
+    if len(old) > len(shape) or broadcast_shapes_of(old, shape) != shape:
+        raise ValueError(f"Incompatible shapes for broadcasting: {old} and requested shape "
+                         f"{shape}")
+    lead = len(shape) - len(old)
+    keep = [k for k, d in enumerate(old) if d == shape[lead + k]]
+    if len(keep) != len(old):
+        x = reshape(x, tuple(old[k] for k in keep))
+    return bind(p.broadcast_in_dim_p, x, shape=shape,
+                broadcast_dimensions=tuple(lead + k for k in keep))
+
+
+def broadcast_operands(*args):
+    """Broadcast array operands to one shape; rank-0 operands stay (primitives accept them)."""
+    shapes = [shape_of(a) for a in args]
+    if len(shapes) == 2 and (shapes[0] == shapes[1] or shapes[0] == () or shapes[1] == ()):
+        return list(args)                       # the common case: nothing to broadcast
+    target = broadcast_shapes_of(*shapes)
+    return [a if s == target or s == () else broadcast_to(a, target)
+            for a, s in zip(args, shapes)]
+
+
+def broadcast_arrays(*args):
+    """The arrays broadcast to one shape (a list)."""
+    arrays = [as_array(a) for a in args]
+    target = broadcast_shapes_of(*[shape_of(a) for a in arrays]) if arrays else ()
+    return [broadcast_to(a, target) for a in arrays]
+
+
+# --- creation --------------------------------------------------------------------------------
+
+def takes_device(create):
+    """Give a constructor JAX's ``device=`` keyword: a Sharding, a Device, or a PartitionSpec
+    on the current mesh. A concrete result is laid out there; a traced one gets a sharding
+    constraint (a mesh layout) or is left as it is (one device: where a jit's caller gets a
+    value is the jit's business)."""
+    @functools.wraps(create)
+    def placed(*args, device=None, **kwargs):
+        result = create(*args, **kwargs)
+        return result if device is None else _put_on(result, device)
+
+    return placed
+
+
+def _put_on(value, device):
+    sharding = resolve_sharding(device, "device=")
+    if isinstance(value, Tracer):
+        if not isinstance(sharding, NamedSharding):
+            return value
+        return bind(p.sharding_constraint_p, value, sharding=sharding)
+    return device_put(value, sharding)
+
+@takes_device
+def asarray(x, dtype=None):
+    """``x`` as an array of ``dtype`` (traced values pass through)."""
+    if isinstance(x, Tracer):
+        return x if dtype is None else astype(x, dtype)
+    if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer)
+                                                     for v in nested_values(x)):
+        return stack([asarray(v, dtype) for v in x])
+    if isinstance(x, Array):
+        return x if dtype is None or np.dtype(dtype) == x.dtype else astype(x, dtype)
+    if dtype is None and (is_python_scalar(x) or (isinstance(x, (list, tuple)) and x
+                                                 and _all_python_scalars(x))):
+        dtype = _dt.result_type([_dt.weak_scalar_dtype(v) for v in nested_values(x)],
+                                [False] * len(list(nested_values(x))))
+    array = np.asarray(x, dtype=_dt.canonicalize(dtype) if dtype is not None else None)
+    if not _dt.is_valid(array.dtype):
+        # name the value as given; a list is named by what numpy made of it
+        check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")
+    return Array.from_global(array)
+
+
+def _all_python_scalars(x) -> bool:
+    return builtins.all(is_python_scalar(v) for v in nested_values(x))
+
+
+def nested_values(x):
+    """The leaves of a nested list or tuple, depth first."""
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            yield from nested_values(v)
+    else:
+        yield x
+
+
+@takes_device
+def array(x, dtype=None, copy=True):
+    """``x`` as a new array of ``dtype`` (see ``asarray``)."""
+    return asarray(x, dtype)
+
+
+def _default_dtype(dtype, *values):
+    if dtype is not None:
+        return _dt.canonicalize(dtype)
+    if builtins.any(isinstance(v, float) for v in values):
+        return _dt.float_
+    return _dt.float_
+
+
+@takes_device
+def full(shape, fill_value, dtype=None):
+    """An array of ``shape`` filled with ``fill_value``."""
+    shape = shape_tuple(shape)
+    if dtype is None:
+        dtype = dtype_of(fill_value) if not is_python_scalar(fill_value) else \
+            _dt.weak_scalar_dtype(fill_value)
+    value = convert(fill_value, dtype)
+    if shape_of(value) == shape:
+        # a 0-d result is an array too (a numpy scalar would compute in numpy's types)
+        return value if isinstance(value, (Tracer, Array)) else asarray(value)
+    return broadcast_to(value, shape)
+
+
+def shape_tuple(shape) -> tuple:
+    """A shape given as an int or a sequence, as a tuple of ints."""
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(d) for d in shape)
+
+
+@takes_device
+def zeros(shape, dtype=None):
+    """An array of ``shape`` filled with zeros (float32 unless ``dtype`` says)."""
+    return full(shape, 0, _default_dtype(dtype))
+
+
+@takes_device
+def ones(shape, dtype=None):
+    """An array of ``shape`` filled with ones (float32 unless ``dtype`` says)."""
+    return full(shape, 1, _default_dtype(dtype))
+
+
+@takes_device
+def empty(shape, dtype=None):
+    """Like ``zeros`` (shardc has no uninitialised memory)."""
+    return zeros(shape, dtype)
+
+
+@takes_device
+def full_like(x, fill_value, dtype=None, shape=None):
+    """An array shaped like ``x`` (its dtype unless ``dtype`` says) filled with ``fill_value``.
+
+    In a shard_map body the result varies over the mesh axes ``x`` varies over (JAX 0.10.2).
+    """
+    result = full(shape_of(x) if shape is None else shape, fill_value,
+                  dtype if dtype is not None else dtype_of(x))
+    return _vary_like(result, x)
+
+
+def _vary_like(result, x):
+    shard = current_shard_context()
+    vma = aval_of(x).vma
+    if not vma or shard is None or not shard.check_vma:
+        return result
+    axes = tuple(a for a in shard.mesh.axis_names if a in vma and a not in aval_of(result).vma)
+    return bind(coll.pvary_p, result, mesh_axes=axes) if axes else result
+
+
+@takes_device
+def zeros_like(x, dtype=None, shape=None):
+    """Zeros shaped like ``x``, of its dtype unless ``dtype`` says."""
+    return full_like(x, 0, dtype, shape)
+
+
+@takes_device
+def ones_like(x, dtype=None, shape=None):
+    """Ones shaped like ``x``, of its dtype unless ``dtype`` says."""
+    return full_like(x, 1, dtype, shape)
+
+
+@takes_device
+def empty_like(x, dtype=None, shape=None):
+    """Like ``zeros_like``."""
+    return zeros_like(x, dtype, shape)
+
+
+def _python_scalar_as(x, dtype: np.dtype):
+    """A Python scalar as a numpy scalar of ``dtype``, converted as JAX converts weakly typed
+    values: an int is an int32 first (OverflowError outside its range, as JAX with x64 off).
+    A program repeats its constants: each (type, value, sign, dtype) is converted once."""
+    kind = type(x)
+    if kind is complex:
+        return _python_scalar_converted(x, dtype)
+    # 0.0 and -0.0 are equal keys: the sign keeps them apart (a NaN never matches, so is
+    # converted each time)
+    key = (kind, x, math.copysign(1.0, x) if kind is float else 1.0, dtype)
+    found = _SCALARS.get(key)
+    if found is None:
+        found = _python_scalar_converted(x, dtype)
+        if len(_SCALARS) > 4096:
+            _SCALARS.clear()
+        _SCALARS[key] = found
+    return found
+
+
+_SCALARS: dict = _dt.register_cache({})
+
+
+def _python_scalar_converted(x, dtype: np.dtype):
+    if isinstance(x, int) and not isinstance(x, bool):
+        if not _INT32_MIN <= x <= _INT32_MAX:
+            raise OverflowError(f"Python int {x} is too large to convert to int32 (the default "
+                                "integer type; x64 is off)")
+        x = np.int64(x)
+    with np.errstate(over="ignore"):      # a float too large for float16 is inf, as in JAX
+        return convert_element(np.asarray(x), dtype)[()]
+
+
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+
+
+def astype(x, dtype):
+    """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32)."""
+    x = asarray(x) if not is_array(x) else x
+    return convert(x, dtype)
+
+
+# --- shapes ----------------------------------------------------------------------------------
+
+def _resolve_shape(old: tuple, shape) -> tuple:
+    """``shape`` with its one ``-1`` filled in; TypeError naming both shapes if sizes differ."""
+    requested = shape_tuple(shape)
+    size = math.prod(old)
+    shape = list(requested)
+    if shape.count(-1) > 1:
+        raise ValueError(f"can only specify one unknown dimension, got shape {requested}")
+    if -1 in shape:
+        known = math.prod(d for d in shape if d != -1)
+        shape[shape.index(-1)] = size // known if known and size % known == 0 else -1
+    if builtins.any(d < 0 for d in shape) or math.prod(shape) != size:
+        raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape "
+                        f"{requested}")
+    return tuple(shape)
+
+
+def reshape(x, *shape, order="C"):
+    """Reshape ``x`` (row-major) to ``shape``; one entry may be -1.
+
+    >>> jnp.arange(6).reshape(2, -1).shape
+    (2, 3)
+    """
+    if order != "C":
+        raise NotImplementedError("reshape: only order='C' is supported")
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = shape[0]
+    x = asarray(x) if not is_array(x) else x
+    new = _resolve_shape(shape_of(x), shape)
+    if shape_of(x) == new:
+        return x
+    return bind(p.reshape_p, x, new_sizes=new)
+
+
+def ravel(x):
+    """``x`` flattened to one dimension (row-major)."""
+    return reshape(x, (-1,))
+
+
+def canonical_axis(axis, ndim) -> int:
+    """``axis`` in ``[0, ndim)``; numpy's AxisError (a ValueError and an IndexError) if out of
+    bounds."""
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % ndim
+
+
+def expand_dims(x, axis):
+    """``x`` with size-1 dimensions inserted at ``axis`` (an int or a tuple)."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    shape = list(shape_of(x))
+    ndim = len(shape) + len(axes)
+    for a in sorted(canonical_axis(a, ndim) for a in axes):
+        shape.insert(a, 1)
+    return reshape(x, tuple(shape))
+
+
+def concatenate(arrays, axis=0):
+    """Join ``arrays`` along an existing ``axis`` (flattened first when ``axis`` is None)."""
+    if not len(arrays):
+        raise ValueError("Need at least one array to concatenate.")
+    arrays = [asarray(a) if not is_array(a) else a for a in promote(*arrays)]
+    if axis is None:
+        return concatenate([ravel(a) for a in arrays], 0)
+    shapes = [shape_of(a) for a in arrays]
+    if shapes[0] == ():
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    axis = canonical_axis(axis, len(shapes[0]))
+    for s in shapes[1:]:
+        if len(s) != len(shapes[0]) or s[:axis] + s[axis + 1:] != \
+                shapes[0][:axis] + shapes[0][axis + 1:]:
+            raise TypeError("Cannot concatenate arrays with shapes that differ in dimensions "
+                            f"other than the one being concatenated (axis {axis}): got "
+                            + ", ".join(str(t) for t in shapes))
+    if len(arrays) == 1:
+        return arrays[0]
+    return bind(p.concatenate_p, *arrays, dimension=axis)
+
+
+def stack(arrays, axis=0):
+    """Join ``arrays`` of one shape along a new ``axis``."""
+    if not len(arrays):
+        raise ValueError("Need at least one array to stack.")
+    arrays = [asarray(a) if not is_array(a) else a for a in arrays]
+    if len({shape_of(a) for a in arrays}) > 1:
+        raise ValueError("All input arrays must have the same shape, got "
+                         + ", ".join(str(shape_of(a)) for a in arrays))
+    ndim = len(shape_of(arrays[0])) + 1
+    axis = canonical_axis(axis, ndim)
+    return concatenate([expand_dims(a, axis) for a in arrays], axis)
+
+
+def concrete_value(value, name, what):
+    """``value`` as a numpy array; an error naming ``what`` when it is traced."""
+    if isinstance(value, Tracer):
+        raise ConcretizationTypeError(f"jnp.{name}: {what} must be concrete (it decides the "
+                                      "shape of the result), but it is traced here")
+    return np.asarray(value)

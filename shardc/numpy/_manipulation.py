@@ -1,0 +1,477 @@
+"""Array manipulation: transposes and axes, dimensions added and removed, joining and
+splitting, tiling, padding and repeating, flips and rolls, elements added and removed, and the
+shapes of arrays and their broadcasting.
+
+Index arguments that decide a result's shape (``delete``'s and ``insert``'s positions) must be
+concrete, as in JAX.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from compiler.tracing import Tracer, bind, is_python_scalar
+from ir import dtypes as _dt
+from ir import primitives as p
+from shardc.numpy._arithmetic import remainder, subtract
+from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcast_to,
+                                canonical_axis, concatenate, concrete_value, convert, dtype_of,
+                                expand_dims, full, is_array, ndim_of, ravel, reshape, shape_of,
+                                shape_tuple, zeros)
+from shardc.numpy._indexing import take
+from shardc.numpy._ufuncs import divmod     # array_split's is jnp's: 0-d arrays, not ints
+
+__all__ = [
+    "transpose", "swapaxes", "moveaxis", "squeeze", "vstack", "hstack", "atleast_1d", "atleast_2d",
+    "split", "array_split", "tile", "pad", "repeat", "flip", "roll", "concat", "atleast_3d",
+    "column_stack", "dstack", "hsplit", "vsplit", "dsplit", "unstack", "block", "append", "copy",
+    "resize", "delete", "insert", "fliplr", "flipud", "rot90", "rollaxis", "permute_dims",
+    "matrix_transpose", "ndim", "shape", "size", "broadcast_shapes",
+]
+
+
+def transpose(x, axes=None):
+    """Permute the dimensions of ``x`` (reverse them when ``axes`` is None)."""
+    x = asarray(x) if not is_array(x) else x
+    ndim = len(shape_of(x))
+    perm = tuple(reversed(range(ndim))) if axes is None else tuple(
+        canonical_axis(a, ndim) for a in axes)
+    if sorted(perm) != list(range(ndim)):
+        raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation of the "
+                         f"{ndim} dimensions of an array of shape {shape_of(x)}")
+    if perm == tuple(range(ndim)):
+        return x
+    return bind(p.transpose_p, x, permutation=perm)
+
+
+def swapaxes(x, axis1, axis2):
+    """``x`` with dimensions ``axis1`` and ``axis2`` exchanged."""
+    ndim = len(shape_of(x))
+    perm = list(range(ndim))
+    a, b = canonical_axis(axis1, ndim), canonical_axis(axis2, ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+def moveaxis(x, source, destination):
+    """``x`` with dimension ``source`` moved to position ``destination``."""
+    ndim = len(shape_of(x))
+    perm = [d for d in range(ndim) if d != canonical_axis(source, ndim)]
+    perm.insert(canonical_axis(destination, ndim), canonical_axis(source, ndim))
+    return transpose(x, perm)
+
+
+def squeeze(x, axis=None):
+    """``x`` without its size-1 dimensions (all of them, or those in ``axis``)."""
+    shape = shape_of(x)
+    if axis is None:
+        dims = tuple(k for k, d in enumerate(shape) if d == 1)
+    else:
+        dims = tuple(canonical_axis(a, len(shape))
+                     for a in ((axis,) if isinstance(axis, int) else axis))
+        if builtins.any(shape[d] != 1 for d in dims):
+            raise ValueError("cannot select an axis to squeeze out which has size not equal to "
+                             f"one, got shape={shape} and dimensions={dims}")
+    if not dims:
+        return x
+    return bind(p.squeeze_p, x, dimensions=dims)
+
+
+def vstack(arrays):
+    """Stack arrays as rows (at least 2-D), along axis 0."""
+    return concatenate([atleast_2d(a) for a in arrays], 0)
+
+
+def hstack(arrays):
+    """Stack arrays along their second axis (the first for 1-D arrays)."""
+    arrays = [atleast_1d(a) for a in arrays]
+    return concatenate(arrays, 0 if len(shape_of(arrays[0])) == 1 else 1)
+
+
+def atleast_1d(x):
+    """``x`` with at least one dimension."""
+    return reshape(x, (1,)) if shape_of(x) == () else x
+
+
+def atleast_2d(x):
+    """``x`` with at least two dimensions."""
+    x = atleast_1d(x)
+    return reshape(x, (1,) + shape_of(x)) if len(shape_of(x)) == 1 else x
+
+
+def split(x, indices_or_sections, axis=0):
+    """Split into equal sections, or at the given indices."""
+    shape = shape_of(x)
+    axis = canonical_axis(axis, len(shape))
+    n = shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        sections = int(indices_or_sections)
+        if n % sections:
+            raise ValueError("array split does not result in an equal division")
+        bounds = [k * (n // sections) for k in range(sections + 1)]
+    else:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    cuts = [slice(lo, hi).indices(n)[:2] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return [slice_axis(x, axis, lo, builtins.max(lo, hi)) for lo, hi in cuts]
+
+
+def array_split(x, sections, axis=0):
+    """Split into ``sections`` nearly equal parts along ``axis``."""
+    shape = shape_of(x)
+    axis = canonical_axis(axis, len(shape))
+    n = shape[axis]
+    base, extra = divmod(n, sections)
+    sizes = [base + (1 if k < extra else 0) for k in range(sections)]
+    bounds = np.cumsum([0] + sizes).tolist()
+    return [slice_axis(x, axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def slice_axis(x, axis, lo, hi):
+    """``x`` sliced to ``[lo, hi)`` along ``axis``."""
+    shape = shape_of(x)
+    start = [0] * len(shape)
+    limit = list(shape)
+    start[axis], limit[axis] = lo, hi
+    return bind(p.slice_p, x, start_indices=tuple(start), limit_indices=tuple(limit),
+                strides=None)
+
+
+def tile(x, reps):
+    """``x`` repeated ``reps`` times along each dimension, as numpy's tile."""
+    x = asarray(x) if not is_array(x) else x
+    reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    shape = shape_of(x)
+    ndim = builtins.max(len(shape), len(reps))
+    shape = (1,) * (ndim - len(shape)) + shape
+    reps = (1,) * (ndim - len(reps)) + reps
+    x = reshape(x, shape)
+    # (r0, s0, r1, s1, ...) then merge pairs
+    expanded = []
+    for r, s in zip(reps, shape):
+        expanded += [r, s]
+    x = bind(p.broadcast_in_dim_p, x, shape=tuple(expanded),
+             broadcast_dimensions=tuple(2 * k + 1 for k in range(ndim)))
+    return reshape(x, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def pad(array, pad_width, mode="constant", constant_values=0):
+    """``array`` with ``(before, after)`` elements of ``constant_values`` added along each axis.
+
+    ``pad_width`` is numpy's: an int, one ``(before, after)`` pair, or one pair per axis. Only
+    ``mode='constant'``. ``jnp.pad(jnp.ones(2), (1, 0))`` is ``[0., 1., 1.]``.
+    """
+    if mode != "constant":
+        raise NotImplementedError(f"jnp.pad: mode={mode!r} is not supported by shardc; "
+                                  "only mode='constant'")
+    x = asarray(array) if not is_array(array) else array
+    shape, dtype = shape_of(x), dtype_of(x)
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
+    if (widths < 0).any():
+        raise ValueError(f"jnp.pad: pad_width must be non-negative, got {pad_width}")
+    for axis, (before, after) in enumerate(widths.tolist()):
+        parts = []
+        for width in (before, after):
+            edge = shape_of(x)[:axis] + (width,) + shape_of(x)[axis + 1:]
+            parts.append(full(edge, constant_values, dtype) if width else None)
+        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+        x = concatenate(pieces, axis) if len(pieces) > 1 else x
+    return x
+
+
+def repeat(x, repeats, axis=None):
+    """Each element of ``x`` repeated ``repeats`` times along ``axis``."""
+    if axis is None:
+        x, axis = ravel(x), 0
+    shape = shape_of(x)
+    axis = canonical_axis(axis, len(shape))
+    x = expand_dims(x, axis + 1)
+    target = shape[:axis + 1] + (repeats,) + shape[axis + 1:]
+    x = broadcast_to(x, target)
+    return reshape(x, shape[:axis] + (shape[axis] * repeats,) + shape[axis + 1:])
+
+
+def flip(x, axis=None):
+    """``x`` reversed along ``axis`` (all axes when None)."""
+    ndim = len(shape_of(x))
+    dims = tuple(range(ndim)) if axis is None else tuple(
+        canonical_axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis))
+    return bind(p.rev_p, x, dimensions=dims)
+
+
+def roll(x, shift, axis=None):
+    """``x`` rotated by ``shift`` positions along ``axis``."""
+    if axis is None:
+        return reshape(roll(ravel(x), shift, 0), shape_of(x))
+    shape = shape_of(x)
+    axis = canonical_axis(axis, len(shape))
+    n = shape[axis]
+    if isinstance(shift, Tracer):
+        doubled = concatenate([x, x], axis)
+        start = remainder(subtract(n, shift), n)
+        return _dynamic_slice_axis(doubled, axis, start, n)
+    shift = int(shift) % n if n else 0
+    if shift == 0:
+        return x
+    return concatenate([slice_axis(x, axis, n - shift, n), slice_axis(x, axis, 0, n - shift)],
+                       axis)
+
+
+def _dynamic_slice_axis(x, axis, start, size):
+    shape = shape_of(x)
+    starts = [np.int32(0)] * len(shape)
+    starts[axis] = convert(start, _dt.int_)
+    sizes = list(shape)
+    sizes[axis] = size
+    return bind(p.dynamic_slice_p, x, *starts, slice_sizes=tuple(sizes))
+
+
+# --- stacking and splitting ------------------------------------------------------------------
+
+def concat(arrays, /, *, axis=0):
+    """The array API's ``concatenate``.
+
+    >>> jnp.concat([jnp.zeros((1, 2)), jnp.ones((1, 2))], axis=0).shape      # (2, 2)
+    """
+    return concatenate(arrays, axis)
+
+
+def atleast_3d(*arys):
+    """Each array with at least three dimensions (1-D ``(n,)`` becomes ``(1, n, 1)``)."""
+    out = []
+    for x in arys:
+        x = as_array(x)
+        if ndim_of(x) == 0:
+            x = reshape(x, (1, 1, 1))
+        elif ndim_of(x) == 1:
+            x = reshape(x, (1, shape_of(x)[0], 1))
+        elif ndim_of(x) == 2:
+            x = reshape(x, shape_of(x) + (1,))
+        out.append(x)
+    return out[0] if len(out) == 1 else out
+
+
+def column_stack(tup):
+    """1-D arrays as columns of a 2-D array (2-D arrays stack as they are)."""
+    arrays = [as_array(x) for x in tup]
+    arrays = [reshape(x, (-1, 1)) if ndim_of(x) < 2 else x for x in arrays]
+    return concatenate(arrays, 1)
+
+
+def dstack(tup):
+    """Stack along the third axis (arrays made at least 3-D first)."""
+    arrays = [atleast_3d(x) for x in tup]
+    return concatenate(arrays, 2)
+
+
+def hsplit(ary, indices_or_sections):
+    """Split along the second axis (the first for 1-D arrays)."""
+    ary = as_array(ary)
+    return split(ary, indices_or_sections, 1 if ndim_of(ary) > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    """Split along the first axis of an array of at least two dimensions."""
+    ary = as_array(ary)
+    if ndim_of(ary) < 2:
+        raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+    return split(ary, indices_or_sections, 0)
+
+
+def dsplit(ary, indices_or_sections):
+    """Split along the third axis of an array of at least three dimensions."""
+    ary = as_array(ary)
+    if ndim_of(ary) < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(ary, indices_or_sections, 2)
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of ``x`` along ``axis``, as a tuple."""
+    x = as_array(x)
+    if ndim_of(x) == 0:
+        raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was "
+                         "passed.")
+    axis = canonical_axis(axis, ndim_of(x))
+    moved = moveaxis(x, axis, 0)
+    return tuple(moved[k] for k in range(shape_of(x)[axis]))
+
+
+def block(arrays):
+    """An array assembled from nested lists of blocks (innermost lists join along the last
+    axis, the next level along the second to last, ...)."""
+    def depth(x):
+        return 1 + depth(x[0]) if isinstance(x, list) and x else (1 if isinstance(x, list)
+                                                                   else 0)
+    levels = depth(arrays)
+    if levels == 0:
+        return as_array(arrays)
+
+    def max_ndim(x):
+        return builtins.max(max_ndim(v) for v in x) if isinstance(x, list) else ndim_of(as_array(x))
+    ndim = builtins.max(levels, max_ndim(arrays))
+
+    def assemble(x, level):
+        if not isinstance(x, list):
+            x = as_array(x)
+            return reshape(x, (1,) * (ndim - ndim_of(x)) + shape_of(x))
+        if not x:
+            raise ValueError("Lists cannot be empty")
+        parts = [assemble(v, level + 1) for v in x]
+        return concatenate(parts, axis=-(levels - level))
+    return assemble(arrays, 0)
+
+
+def append(arr, values, axis=None):
+    """``values`` appended to ``arr`` along ``axis`` (both flattened when None)."""
+    arr, values = as_array(arr), as_array(values)
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)])
+    return concatenate([arr, values], axis)
+
+
+def copy(a, order=None):
+    """A copy of ``a`` (arrays are immutable, so ``a``'s value itself)."""
+    return asarray(as_array(a))
+
+
+def resize(a, new_shape):
+    """``a`` flattened and repeated (or cut) to fill ``new_shape``."""
+    a = ravel(as_array(a))
+    new_shape = shape_tuple(new_shape)
+    total = int(np.prod(new_shape, dtype=np.int64))
+    n = shape_of(a)[0]
+    if n == 0 or total == 0:
+        return zeros(new_shape, dtype_of(a))
+    repeats = -(-total // n)
+    return reshape(tile(a, repeats)[:total], new_shape)
+
+
+def delete(arr, obj, axis=None, *, assume_unique_indices=False):
+    """``arr`` without the entries ``obj`` (an int, slice or indices) along ``axis``."""
+    arr = as_array(arr)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    axis = canonical_axis(axis, ndim_of(arr))
+    n = shape_of(arr)[axis]
+    if not isinstance(obj, slice):
+        obj = concrete_value(obj, "delete", "obj")
+        if obj.dtype == np.bool_:
+            raise ValueError("jnp.delete(arr, obj): boolean obj is not supported; use "
+                             "jnp.compress or arr[~obj]")
+    keep = np.delete(np.arange(n), obj)
+    return take(arr, asarray(keep.astype(np.int32)), axis=axis)
+
+
+def insert(arr, obj, values, axis=None):
+    """``arr`` with ``values`` inserted before the positions ``obj`` along ``axis``."""
+    arr = as_array(arr)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    axis = canonical_axis(axis, ndim_of(arr))
+    n = shape_of(arr)[axis]
+    if not isinstance(obj, slice):
+        obj = concrete_value(obj, "insert", "obj")
+    values = convert(as_array(values), dtype_of(arr))
+    if isinstance(obj, slice) or np.ndim(obj):
+        count = len(np.arange(n + 1)[obj]) if isinstance(obj, slice) else np.size(obj)
+    else:
+        # one position: values' leading axis is the number of entries inserted
+        values = reshape(values, (1,) * (ndim_of(arr) - ndim_of(values)) + shape_of(values)) \
+            if ndim_of(values) < ndim_of(arr) else values
+        values = moveaxis(values, 0, axis) if ndim_of(values) else values
+        count = shape_of(values)[axis] if ndim_of(values) else 1
+    block_shape = shape_of(arr)[:axis] + (count,) + shape_of(arr)[axis + 1:]
+    values = broadcast_to(values, block_shape)
+    order = np.insert(np.arange(n), obj, np.arange(n, n + count))
+    joined = concatenate([arr, values], axis)
+    return take(joined, asarray(order.astype(np.int32)), axis=axis)
+
+
+# --- flips, rotations, axes ------------------------------------------------------------------
+
+def fliplr(m):
+    """``m`` reversed along its second axis."""
+    m = as_array(m)
+    if ndim_of(m) < 2:
+        raise ValueError("fliplr requires an array of at least 2 dimensions")
+    return flip(m, 1)
+
+
+def flipud(m):
+    """``m`` reversed along its first axis."""
+    m = as_array(m)
+    if ndim_of(m) < 1:
+        raise ValueError("flipud requires an array of at least 1 dimension")
+    return flip(m, 0)
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes``."""
+    m = as_array(m)
+    a, b = (canonical_axis(x, ndim_of(m)) for x in axes)
+    if a == b:
+        raise ValueError(f"rot90: axes must be different, got {axes}")
+    k = int(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, a), b)
+    if k == 1:
+        return swapaxes(flip(m, b), a, b)
+    return flip(swapaxes(m, a, b), b)
+
+
+def rollaxis(a, axis, start=0):
+    """``a`` with ``axis`` moved to come before ``start`` (numpy's older ``moveaxis``)."""
+    a = as_array(a)
+    n = ndim_of(a)
+    axis = canonical_axis(axis, n)
+    if not -n <= start <= n:
+        raise np.exceptions.AxisError(f"start={start} is out of bounds for an array of "
+                                      f"dimension {n}")
+    start = start % (n + 1) if start < 0 else start
+    if axis < start:
+        start -= 1
+    if axis == start:
+        return a
+    return moveaxis(a, axis, start)
+
+
+def permute_dims(a, /, axes):
+    """The array API's ``transpose``."""
+    return transpose(a, axes)
+
+
+def matrix_transpose(x, /):
+    """``x`` with its last two axes swapped."""
+    x = as_array(x)
+    if ndim_of(x) < 2:
+        raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got "
+                         f"ndim={ndim_of(x)}")
+    return swapaxes(x, -1, -2)
+
+
+# --- shapes ----------------------------------------------------------------------------------
+
+def ndim(a) -> int:
+    """Number of dimensions of ``a``."""
+    return ndim_of(as_array(a)) if not is_python_scalar(a) else 0
+
+
+def shape(a) -> tuple:
+    """The shape of ``a``."""
+    return shape_of(as_array(a)) if not is_python_scalar(a) else ()
+
+
+def size(a, axis=None) -> int:
+    """Number of elements of ``a`` (along ``axis`` when given)."""
+    s = shape(a)
+    if axis is None:
+        return int(np.prod(s, dtype=np.int64))
+    return s[canonical_axis(axis, len(s))]
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape that arrays of ``shapes`` broadcast to."""
+    return broadcast_shapes_of(*[shape_tuple(s) for s in shapes])

@@ -1,0 +1,75 @@
+"""The methods and operators of traced values and Arrays (``x.sum()``, ``x + y``, ``x.T``,
+``x.at[i].set(v)``): numpy's, bound to ``shardc.numpy``'s functions."""
+from __future__ import annotations
+
+from compiler.tracing import Tracer, bind, install_array_methods
+from ir import dtypes as _dt
+from ir import primitives as p
+from runtime.array import Array
+from shardc.numpy._arithmetic import (abs, add, bitwise_and, bitwise_or, bitwise_xor, clip, equal,
+                                      floor_divide, greater, greater_equal, less, less_equal,
+                                      multiply, negative, not_equal, power, remainder, subtract,
+                                      true_divide)
+from shardc.numpy._core import astype, ravel, reshape
+from shardc.numpy._diagonals import diagonal
+from shardc.numpy._index_routines import choose
+from shardc.numpy._indexing import AtIndexer, getitem, take
+from shardc.numpy._manipulation import repeat, squeeze, swapaxes, transpose
+from shardc.numpy._products import dot, matmul, trace
+from shardc.numpy._reductions import (all, any, argmax, argmin, cumprod, cumsum, max, mean, min,
+                                      prod, std, sum, var)
+from shardc.numpy._sorting import argsort, compress, nonzero, searchsorted, sort
+from shardc.numpy._statistics import ptp
+from shardc.numpy._ufuncs import conj, divmod, imag, left_shift, real, right_shift, round
+
+
+def _reflected(fn):
+    return lambda self, other: fn(other, self)
+
+
+_METHODS = {
+    "__add__": add, "__radd__": _reflected(add),
+    "__sub__": subtract, "__rsub__": _reflected(subtract),
+    "__mul__": multiply, "__rmul__": _reflected(multiply),
+    "__truediv__": true_divide, "__rtruediv__": _reflected(true_divide),
+    "__floordiv__": floor_divide, "__rfloordiv__": _reflected(floor_divide),
+    "__mod__": remainder, "__rmod__": _reflected(remainder),
+    "__pow__": power, "__rpow__": _reflected(power),
+    "__matmul__": matmul, "__rmatmul__": _reflected(matmul),
+    "__and__": bitwise_and, "__rand__": _reflected(bitwise_and),
+    "__or__": bitwise_or, "__ror__": _reflected(bitwise_or),
+    "__xor__": bitwise_xor, "__rxor__": _reflected(bitwise_xor),
+    "__eq__": equal, "__ne__": not_equal, "__lt__": less, "__le__": less_equal,
+    "__gt__": greater, "__ge__": greater_equal,
+    "__neg__": negative, "__pos__": lambda self: self, "__abs__": abs,
+    "__invert__": lambda self: bind(p.not_p, self),
+    "__round__": lambda self, ndigits=None: (
+        round(self, ndigits) if ndigits is not None else astype(round(self), _dt.int_)),
+    "__getitem__": lambda self, index: getitem(self, index),
+    "at": property(lambda self: AtIndexer(self)),
+    "T": property(lambda self: transpose(self)),
+    "mT": property(lambda self: swapaxes(self, -1, -2)),
+    "reshape": reshape, "transpose": lambda self, *axes: transpose(
+        self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)),
+    "astype": astype, "sum": sum, "mean": mean, "max": max, "min": min, "prod": prod,
+    "argmax": argmax, "argmin": argmin, "all": all, "any": any, "var": var, "std": std,
+    "cumsum": cumsum, "dot": dot, "squeeze": squeeze, "ravel": ravel,
+    "flatten": ravel, "swapaxes": swapaxes, "clip": clip, "round": round,
+    "take": take, "repeat": repeat,
+    "sort": sort, "argsort": argsort, "searchsorted": searchsorted,
+    "cumprod": cumprod, "nonzero": nonzero, "diagonal": diagonal, "ptp": ptp,
+    "conj": conj, "conjugate": conj, "real": property(real),
+    "imag": property(imag), "trace": trace,
+    "compress": lambda self, condition, axis=None, **kw: compress(condition, self, axis, **kw),
+    "choose": lambda self, choices, mode="raise": choose(self, choices, mode=mode),
+    "__divmod__": divmod, "__rdivmod__": _reflected(divmod),
+    "__lshift__": left_shift, "__rlshift__": _reflected(left_shift),
+    "__rshift__": right_shift, "__rrshift__": _reflected(right_shift),
+}
+
+
+def install_methods():
+    """Give traced values and Arrays numpy's methods and operators (``x.sum()``, ``x + y``,
+    ``x.at[i].set(v)``)."""
+    install_array_methods(Tracer, _METHODS)
+    install_array_methods(Array, _METHODS)

@@ -1,0 +1,193 @@
+"""Polynomials as arrays of coefficients, highest power first (``polyval``, ``polyadd``,
+``polymul``, ``polydiv``, ``polyder``, ``polyint``, ``poly``, ``polyfit``), composed from the
+other functions."""
+from __future__ import annotations
+
+import numpy as np
+
+from shardc.numpy._arithmetic import (add, divide, equal, less, multiply, negative, sqrt, subtract,
+                                      where)
+from shardc.numpy._calculus import convolve
+from shardc.numpy._core import (as_array, as_inexact, asarray, broadcast_to, concatenate, convert,
+                                dtype_of, ndim_of, ones, promote, reshape, shape_of, stack, zeros,
+                                zeros_like)
+from shardc.numpy._manipulation import flip, pad
+from shardc.numpy._products import outer
+from shardc.numpy._reductions import cumprod, sum
+
+__all__ = [
+    "vander", "polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "poly",
+    "polyfit",
+]
+
+
+def vander(x, N=None, increasing=False):
+    """The Vandermonde matrix of the 1-D ``x``: columns ``x ** (N - 1)`` down to ``x ** 0``."""
+    x = as_array(x)
+    if ndim_of(x) != 1:
+        raise ValueError("x must be a one-dimensional array")
+    n = shape_of(x)[0]
+    N = n if N is None else int(N)
+    if N < 0:
+        raise ValueError("N must be nonnegative")
+    if N == 0:
+        return zeros((n, 0), dtype_of(x))
+    columns = concatenate([ones((n, 1), dtype_of(x)),
+                               broadcast_to(x[:, None], (n, N - 1))], axis=1)
+    powers = cumprod(columns, axis=1, dtype=dtype_of(x))
+    return powers if increasing else flip(powers, 1)
+
+
+def _coefficients(p, name):
+    p = as_array(p)
+    if len(shape_of(p)) != 1:
+        raise ValueError(f"{name}: input must be a 1-D array of coefficients")
+    return p
+
+
+def polyval(p, x, *, unroll=16):
+    """The polynomial with coefficients ``p`` evaluated at ``x`` (Horner's scheme)."""
+    p = _coefficients(p, "polyval")
+    p, x = promote(p, as_array(x))
+    result = zeros_like(x)
+    for k in range(shape_of(p)[0]):
+        result = add(multiply(result, x), p[k])
+    return result
+
+
+def _aligned(a1, a2):
+    a1, a2 = promote(as_array(a1), as_array(a2))
+    n = max(shape_of(a1)[0], shape_of(a2)[0])
+    padded = lambda a: pad(a, (n - shape_of(a)[0], 0))
+    return padded(a1), padded(a2)
+
+
+def polyadd(a1, a2):
+    """The sum of two polynomials."""
+    a1, a2 = _aligned(_coefficients(a1, "polyadd"), _coefficients(a2, "polyadd"))
+    return add(a1, a2)
+
+
+def polysub(a1, a2):
+    """The difference of two polynomials."""
+    a1, a2 = _aligned(_coefficients(a1, "polysub"), _coefficients(a2, "polysub"))
+    return subtract(a1, a2)
+
+
+def polymul(a1, a2, *, trim_leading_zeros=False):
+    """The product of two polynomials."""
+    a1, a2 = _coefficients(a1, "polymul"), _coefficients(a2, "polymul")
+    return convolve(a1, a2)
+
+
+def polyder(p, m=1):
+    """The ``m``-th derivative of a polynomial."""
+    p = _coefficients(p, "polyder")
+    if m < 0:
+        raise ValueError("Order of derivative must be positive")
+    for _ in range(m):
+        n = shape_of(p)[0]
+        if n <= 1:
+            return p[:0]
+        powers = asarray(np.arange(n - 1, 0, -1).astype(dtype_of(p)))
+        p = multiply(p[:-1], powers)
+    return p
+
+
+def polyint(p, m=1, k=None):
+    """The ``m``-th antiderivative, with integration constants ``k`` (default 0)."""
+    p = as_inexact(_coefficients(p, "polyint"))
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    constants = np.zeros(m) if k is None else np.broadcast_to(np.asarray(k, np.float64), (m,))
+    for step in range(m):
+        n = shape_of(p)[0]
+        powers = asarray(np.arange(n, 0, -1).astype(dtype_of(p)))
+        p = concatenate([divide(p, powers),
+                             reshape(convert(constants[step], dtype_of(p)), (1,))])
+    return p
+
+
+def polydiv(u, v, *, trim_leading_zeros=False):
+    """Quotient and remainder of polynomial division (the remainder keeps ``u``'s length)."""
+    u, v = promote(as_inexact(_coefficients(u, "polydiv")), as_inexact(_coefficients(v, "polydiv")))
+    m, n = shape_of(u)[0], shape_of(v)[0]
+    scale = divide(1, v[0])
+    quotient = []
+    remainder = u
+    for k in range(max(m - n + 1, 0)):
+        d = multiply(scale, remainder[k])
+        quotient.append(d)
+        update = pad(multiply(d, v), (k, m - k - n))
+        remainder = subtract(remainder, update)
+    q = stack(quotient) if quotient else zeros((1,), dtype_of(u))
+    return q, remainder
+
+
+def poly(seq_of_zeros):
+    """Coefficients of the monic polynomial with the given roots (1-D)."""
+    roots = as_array(seq_of_zeros)
+    if len(shape_of(roots)) != 1:
+        raise NotImplementedError("jnp.poly: only a 1-D sequence of roots is supported by "
+                                  "shardc (a matrix needs its eigenvalues)")
+    roots = as_inexact(roots)
+    coefficients = ones((1,), dtype_of(roots))
+    for k in range(shape_of(roots)[0]):
+        factor = stack([ones((), dtype_of(roots)), negative(roots[k])])
+        coefficients = convolve(coefficients, factor)
+    return coefficients
+
+
+# --- least squares for polyfit ---------------------------------------------------------------
+
+def _householder_least_squares(a, b):
+    """The least-squares solution of ``a @ c = b`` for a tall ``a`` of full column rank, by
+    Householder QR (stable where the normal equations would square the conditioning)."""
+    m, n = shape_of(a)
+    for j in range(n):
+        column = a[j:, j]
+        norm = sqrt(sum(column * column))
+        sign = where(less(column[0], 0), -1.0, 1.0).astype(dtype_of(a))
+        v = column.at[0].add(sign * norm)
+        v_norm = sqrt(sum(v * v))
+        v = where(equal(v_norm, 0), zeros_like(v), v / where(
+            equal(v_norm, 0), 1.0, v_norm))
+        a = a.at[j:, :].add(-2 * outer(v, v @ a[j:, :]))
+        b = b.at[j:].add(-2 * outer(v, v @ b[j:]))
+    solution = [None] * n
+    for j in range(n - 1, -1, -1):
+        rest = b[j]
+        for k in range(j + 1, n):
+            rest = rest - a[j, k] * solution[k]
+        solution[j] = rest / a[j, j]
+    return stack(solution)
+
+
+def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """Coefficients (highest power first) of the degree-``deg`` polynomial closest to the
+    points ``(x, y)`` in least squares (``y`` may hold several columns; ``w`` weights each
+    point). The columns of the Vandermonde matrix are scaled to unit norm first, as numpy
+    does."""
+    if full or cov:
+        raise NotImplementedError("jnp.polyfit: full=True and cov=True need a singular value "
+                                  "decomposition, which shardc does not have")
+    deg = int(deg)
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    x, y = as_inexact(x), as_inexact(y)
+    x, y = promote(x, y)
+    if len(shape_of(x)) != 1 or shape_of(x)[0] == 0:
+        raise TypeError("expected a non-empty 1-D x")
+    if len(shape_of(y)) not in (1, 2) or shape_of(y)[0] != shape_of(x)[0]:
+        raise TypeError("expected y of one or two dimensions, as long as x")
+    if shape_of(x)[0] < deg + 1:
+        raise ValueError(f"polyfit of degree {deg} needs at least {deg + 1} points")
+    lhs = vander(x, deg + 1)
+    rhs = y if len(shape_of(y)) == 2 else y[:, None]
+    if w is not None:
+        w = as_inexact(w)
+        lhs, rhs = lhs * w[:, None], rhs * w[:, None]
+    scale = sqrt(sum(lhs * lhs, axis=0))
+    scale = where(equal(scale, 0), 1.0, scale)
+    coefficients = _householder_least_squares(lhs / scale, rhs) / scale[:, None]
+    return coefficients if len(shape_of(y)) == 2 else coefficients[:, 0]

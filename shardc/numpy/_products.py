@@ -1,0 +1,184 @@
+"""Products of arrays: ``dot``, ``matmul``, ``vdot``, ``inner``, ``outer``, ``tensordot``,
+``trace``, the array API's ``matvec``/``vecmat``/``vecdot``, ``kron`` and ``cross``.
+
+The matrix products take JAX's ``out_sharding`` (and ``precision``) keywords.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+
+from compiler.tracing import bind
+from ir import primitives as p
+from shardc.numpy._arithmetic import multiply, subtract
+from shardc.numpy._core import (as_array, broadcast_arrays, broadcast_shapes_of, broadcast_to,
+                                canonical_axis, dtype_of, ndim_of, promote, ravel, reshape,
+                                shape_of, stack, zeros_like)
+from shardc.numpy._diagonals import diagonal
+from shardc.numpy._manipulation import moveaxis, squeeze
+from shardc.numpy._reductions import sum
+from shardc.sharding import resolve_sharding
+
+__all__ = [
+    "dot", "matmul", "vdot", "inner", "outer", "tensordot", "trace", "matvec", "vecmat", "vecdot",
+    "kron", "cross",
+]
+
+
+def _check_dot_dims(xs, ys, contract, batch):
+    """TypeError naming the shapes when contracting or batch dimensions disagree in size."""
+    for kind, (left, right) in (("contracting", contract), ("batch", batch)):
+        lsizes = tuple(xs[d] for d in left)
+        rsizes = tuple(ys[d] for d in right)
+        if lsizes != rsizes:
+            raise TypeError(f"dot_general requires {kind} dimensions to have the same shape, "
+                            f"got {lsizes} and {rsizes} (operand shapes {xs} and {ys})")
+
+
+def promoted_dot_general(x, y, contract, batch=((), ())):
+    """``dot_general`` of ``x`` and ``y`` promoted to one dtype (contracting and batch
+    dimensions checked)."""
+    x, y = promote(x, y)
+    _check_dot_dims(shape_of(x), shape_of(y), contract, batch)
+    return bind(p.dot_general_p, x, y, dimension_numbers=(contract, batch),
+                preferred_element_type=dtype_of(x))
+
+
+def accepts_out_sharding(fn):
+    """Let ``fn`` take ``out_sharding`` (a NamedSharding, or a PartitionSpec on the mesh of
+    ``set_mesh``) and ``precision``, as JAX's do: the result is constrained to that layout."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, out_sharding=None, precision=None, **kwargs):
+        result = fn(*args, **kwargs)
+        if out_sharding is None:
+            return result
+        sharding = resolve_sharding(out_sharding, f"{fn.__name__}(out_sharding=...)")
+        return bind(p.sharding_constraint_p, result, sharding=sharding)
+    return wrapper
+
+
+@accepts_out_sharding
+def dot(x, y):
+    """numpy's dot: matrix product on the last axis of ``x`` and second-to-last of ``y``."""
+    xs, ys = shape_of(x), shape_of(y)
+    if xs == () or ys == ():
+        return multiply(x, y)
+    y_axis = 0 if len(ys) == 1 else len(ys) - 2
+    return promoted_dot_general(x, y, ((len(xs) - 1,), (y_axis,)))
+
+
+@accepts_out_sharding
+def matmul(x, y):
+    """``x @ y`` with numpy's batching rules."""
+    xs, ys = shape_of(x), shape_of(y)
+    if xs == () or ys == ():
+        raise ValueError(f"matmul: operands must be at least 1-dimensional, got shapes {xs} "
+                         f"and {ys}")
+    if len(xs) <= 2 and len(ys) <= 2:
+        return dot(x, y)
+    x2 = x if len(xs) > 1 else reshape(x, (1,) + xs)
+    y2 = y if len(ys) > 1 else reshape(y, ys + (1,))
+    batch = broadcast_shapes_of(shape_of(x2)[:-2], shape_of(y2)[:-2])
+    x2 = broadcast_to(x2, batch + shape_of(x2)[-2:])
+    y2 = broadcast_to(y2, batch + shape_of(y2)[-2:])
+    nb = len(batch)
+    out = promoted_dot_general(x2, y2, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+    if len(xs) == 1:
+        out = squeeze(out, nb)
+    if len(ys) == 1:
+        out = squeeze(out, -1)
+    return out
+
+
+@accepts_out_sharding
+def vdot(x, y):
+    """Dot product of the flattened operands."""
+    return dot(ravel(x), ravel(y))
+
+
+@accepts_out_sharding
+def inner(x, y):
+    """Inner product over the last axes of ``x`` and ``y``."""
+    return promoted_dot_general(x, y, ((len(shape_of(x)) - 1,), (len(shape_of(y)) - 1,)))
+
+
+def outer(x, y):
+    """Outer product of the flattened operands: ``out[i, j] = x[i] * y[j]``."""
+    x, y = ravel(x), ravel(y)
+    return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
+
+
+@accepts_out_sharding
+def tensordot(x, y, axes=2):
+    """Contract ``axes`` of ``x`` with ``axes`` of ``y`` (an int: the last/first ``axes``)."""
+    xs, ys = shape_of(x), shape_of(y)
+    if isinstance(axes, int):
+        left = tuple(range(len(xs) - axes, len(xs)))
+        right = tuple(range(axes))
+    else:
+        left, right = axes
+        left = (left,) if isinstance(left, int) else tuple(left)
+        right = (right,) if isinstance(right, int) else tuple(right)
+    return promoted_dot_general(x, y, (tuple(canonical_axis(a, len(xs)) for a in left),
+                               tuple(canonical_axis(a, len(ys)) for a in right)))
+
+
+def trace(x, offset=0, axis1=0, axis2=1):
+    """Sum of diagonal ``offset`` over ``axis1`` and ``axis2``."""
+    return sum(diagonal(x, offset, axis1, axis2), axis=-1)
+
+
+def matvec(x1, x2, /):
+    """Matrix-vector products over the last axes: ``(..., m, n) x (..., n) -> (..., m)``."""
+    x1, x2 = as_array(x1), as_array(x2)
+    return matmul(x1, x2[..., None])[..., 0]
+
+
+def vecmat(x1, x2, /):
+    """Vector-matrix products over the last axes: ``(..., n) x (..., n, m) -> (..., m)``."""
+    x1, x2 = as_array(x1), as_array(x2)
+    return matmul(x1[..., None, :], x2)[..., 0, :]
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    """Dot products of vectors along ``axis`` (other axes broadcast)."""
+    x1, x2 = promote(as_array(x1), as_array(x2))
+    if shape_of(x1)[axis] != shape_of(x2)[axis]:
+        raise ValueError(f"vecdot: axes of size {shape_of(x1)[axis]} and {shape_of(x2)[axis]} "
+                         "differ")
+    return sum(multiply(x1, x2), axis=axis)
+
+
+def kron(a, b):
+    """The Kronecker product: ``b`` scaled by each element of ``a``, tiled."""
+    a, b = promote(as_array(a), as_array(b))
+    ndim = builtins.max(ndim_of(a), ndim_of(b))
+    a = reshape(a, (1,) * (ndim - ndim_of(a)) + shape_of(a))
+    b = reshape(b, (1,) * (ndim - ndim_of(b)) + shape_of(b))
+    a_wide = reshape(a, tuple(d for s in shape_of(a) for d in (s, 1)))
+    b_wide = reshape(b, tuple(d for s in shape_of(b) for d in (1, s)))
+    out = multiply(a_wide, b_wide)
+    return reshape(out, tuple(x * y for x, y in zip(shape_of(a), shape_of(b))))
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """Cross products of 3-vectors (or 2-vectors, whose result is the z component)."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = promote(as_array(a), as_array(b))
+    a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
+    if shape_of(a)[-1] not in (2, 3) or shape_of(b)[-1] not in (2, 3):
+        raise ValueError("Dimension must be either 2 or 3 for cross product")
+    if shape_of(a)[-1] == 2 and shape_of(b)[-1] == 2:
+        return subtract(multiply(a[..., 0], b[..., 1]),
+                            multiply(a[..., 1], b[..., 0]))
+    a0, a1 = a[..., 0], a[..., 1]
+    a2 = a[..., 2] if shape_of(a)[-1] == 3 else zeros_like(a0)
+    b0, b1 = b[..., 0], b[..., 1]
+    b2 = b[..., 2] if shape_of(b)[-1] == 3 else zeros_like(b0)
+    c = stack(broadcast_arrays(
+        subtract(multiply(a1, b2), multiply(a2, b1)),
+        subtract(multiply(a2, b0), multiply(a0, b2)),
+        subtract(multiply(a0, b1), multiply(a1, b0))), -1)
+    return moveaxis(c, -1, axisc)

@@ -1,0 +1,404 @@
+"""Reductions: sums, products, extrema, logical and arg reductions, means and variances,
+cumulative sums and products, their NaN-ignoring forms, and the comparisons of whole arrays.
+
+Cumulative products bind the ``cumprod`` primitive; NaN-ignoring reductions replace NaNs by
+the reduction's identity first (so gradients flow to the other elements only).
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+
+import numpy as np
+
+from compiler.tracing import bind
+from ir import dtypes as _dt
+from ir import primitives as p
+from shardc.numpy._arithmetic import (abs, add, divide, equal, isnan, less_equal, logical_and,
+                                      logical_not, logical_or, maximum, multiply, not_equal, sqrt,
+                                      square, subtract, where)
+from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, canonical_axis,
+                                concatenate, convert, dtype_of, full, is_array, promote, ravel,
+                                reshape, shape_of)
+from shardc.numpy._scalars import bool_
+
+__all__ = [
+    "sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "var", "std", "argmax",
+    "argmin", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "nancumsum", "nancumprod",
+    "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax",
+    "nanargmin", "count_nonzero", "allclose", "isclose", "array_equal", "array_equiv",
+]
+
+
+def no_out(fn):
+    """numpy hands ``out=`` to these when called as ``np.sum(array)``; only None makes sense."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, out=None, **kwargs):
+        if out is not None:
+            raise NotImplementedError(f"{fn.__name__}: out= is not supported (arrays are "
+                                      "immutable); use the result")
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def reduce_axes(x, axis) -> tuple:
+    """``axis`` (None: all, an int or a tuple) as sorted non-negative axes of ``x``."""
+    ndim = len(shape_of(x))
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        return (canonical_axis(int(axis), ndim),)
+    axes = tuple(sorted(canonical_axis(a, ndim) for a in axis))
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"duplicate value in 'axis': {tuple(axis)}")
+    return axes
+
+
+def accumulator_dtype(dtype) -> np.dtype:
+    """JAX sums and multiplies booleans and narrow integers in the default int width."""
+    if _dt.is_bool(dtype) or (_dt.is_int(dtype) and np.dtype(dtype).itemsize < 4):
+        return _dt.uint_ if _dt.is_unsigned(dtype) else _dt.int_
+    return np.dtype(dtype)
+
+
+def cumulative_dtype(dtype) -> np.dtype:
+    """JAX's cumulative sums and products count booleans in int32 and keep every other dtype
+    (an int8 cumsum wraps in int8)."""
+    return _dt.int_ if _dt.is_bool(dtype) else np.dtype(dtype)
+
+
+def _keep(x, result, axes, keepdims):
+    if not keepdims:
+        return result
+    shape = tuple(1 if k in axes else d for k, d in enumerate(shape_of(x)))
+    return reshape(result, shape)
+
+
+def _reduction(prim, x, axis, keepdims, dtype=None):
+    x = asarray(x) if not is_array(x) else x
+    if dtype is not None:
+        x = astype(x, dtype)
+    elif prim in (p.reduce_sum_p, p.reduce_prod_p):
+        x = astype(x, accumulator_dtype(dtype_of(x)))
+    result_dtype = dtype_of(x)
+    if dtype is None and prim in (p.reduce_sum_p, p.reduce_prod_p):
+        x = astype(x, _dt.computation_dtype(result_dtype))    # bf16/f16 sum in f32, as JAX
+    axes = reduce_axes(x, axis)
+    if prim in (p.reduce_max_p, p.reduce_min_p) and builtins.any(shape_of(x)[a] == 0
+                                                                   for a in axes):
+        raise ValueError(f"zero-size array to reduction operation {prim} which has no "
+                         f"identity (shape {shape_of(x)}, axis {axis})")
+    result = astype(bind(prim, x, axes=axes), result_dtype)
+    return _keep(x, result, axes, keepdims)
+
+
+@no_out
+def sum(x, axis=None, dtype=None, keepdims=False):
+    """Sum over ``axis`` (None: all; an int or a tuple, negative from the end)."""
+    return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype)
+
+
+@no_out
+def prod(x, axis=None, dtype=None, keepdims=False):
+    """Product over ``axis`` (None: all; an int or a tuple)."""
+    return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype)
+
+
+@no_out
+def max(x, axis=None, keepdims=False):
+    """Maximum over ``axis`` (None: all; an int or a tuple)."""
+    return _reduction(p.reduce_max_p, x, axis, keepdims)
+
+
+@no_out
+def min(x, axis=None, keepdims=False):
+    """Minimum over ``axis`` (None: all; an int or a tuple)."""
+    return _reduction(p.reduce_min_p, x, axis, keepdims)
+
+
+amax, amin = max, min
+
+
+@no_out
+def all(x, axis=None, keepdims=False):
+    """True where every element over ``axis`` is true."""
+    return _reduction(p.reduce_and_p, astype(x, bool_), axis, keepdims)
+
+
+@no_out
+def any(x, axis=None, keepdims=False):
+    """True where some element over ``axis`` is true."""
+    return _reduction(p.reduce_or_p, astype(x, bool_), axis, keepdims)
+
+
+@no_out
+def mean(x, axis=None, dtype=None, keepdims=False):
+    """Mean over ``axis``; integers and booleans average in float32."""
+    x = asarray(x) if not is_array(x) else x
+    axes = reduce_axes(x, axis)
+    count = int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
+    if not _dt.is_inexact(dtype_of(x)):
+        x = astype(x, _dt.float_)
+    result_dtype = _dt.canonicalize(dtype) if dtype is not None else dtype_of(x)
+    x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 average in f32, as JAX
+    total = sum(x, axis, None, keepdims)
+    return astype(divide(total, count), result_dtype)
+
+
+@no_out
+def var(x, axis=None, keepdims=False, ddof=0):
+    """Variance over ``axis`` with ``ddof`` delta degrees of freedom."""
+    x = asarray(x) if not is_array(x) else x
+    result_dtype = dtype_of(x) if _dt.is_inexact(dtype_of(x)) else _dt.float_
+    x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 in f32, as JAX
+    centered = subtract(x, mean(x, axis, keepdims=True))
+    axes = reduce_axes(x, axis)
+    count = int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
+    variance = divide(sum(square(centered), axis, keepdims=keepdims), count - ddof)
+    return astype(variance, result_dtype)
+
+
+@no_out
+def std(x, axis=None, keepdims=False, ddof=0):
+    """Standard deviation over ``axis``."""
+    return sqrt(var(x, axis, keepdims, ddof))
+
+
+def _arg_reduction(prim, x, axis, keepdims):
+    x = asarray(x) if not is_array(x) else x
+    original = x
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = canonical_axis(axis, len(shape_of(x)))
+    if shape_of(x)[axis] == 0:
+        raise ValueError(f"attempt to get {prim} of an empty sequence (shape {shape_of(x)})")
+    result = bind(prim, x, axes=(axis,), index_dtype=_dt.int_)
+    if original is not x:       # axis=None: keepdims keeps every dimension of the input
+        return reshape(result, (1,) * len(shape_of(original))) if keepdims else result
+    return _keep(x, result, (axis,), keepdims)
+
+
+@no_out
+def argmax(x, axis=None, keepdims=False):
+    """Index (int32) of the first maximum along ``axis`` (of the flattened array if None)."""
+    return _arg_reduction(p.argmax_p, x, axis, keepdims)
+
+
+@no_out
+def argmin(x, axis=None, keepdims=False):
+    """Index (int32) of the first minimum along ``axis`` (of the flattened array if None)."""
+    return _arg_reduction(p.argmin_p, x, axis, keepdims)
+
+
+@no_out
+def cumsum(x, axis=None, dtype=None):
+    """Cumulative sum along ``axis`` (of the flattened array if None)."""
+    x = asarray(x) if not is_array(x) else x
+    if axis is None:
+        x, axis = ravel(x), 0
+    x = astype(x, dtype if dtype is not None else cumulative_dtype(dtype_of(x)))
+    return bind(p.cumsum_p, x, axis=canonical_axis(axis, len(shape_of(x))), reverse=False)
+
+
+def _cumulative(prim, x, axis, dtype):
+    x = as_array(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    x = astype(x, dtype if dtype is not None else cumulative_dtype(dtype_of(x)))
+    return bind(prim, x, axis=canonical_axis(axis, len(shape_of(x))), reverse=False)
+
+
+@no_out
+def cumprod(a, axis=None, dtype=None):
+    """Cumulative product along ``axis`` (of the flattened array if None).
+
+    >>> jnp.cumprod(jnp.array([1, 2, 3]))        # [1, 2, 6]
+    """
+    return _cumulative(p.cumprod_p, a, axis, dtype)
+
+
+def _array_api_cumulative(fn, name, x, axis, dtype, include_initial, initial):
+    x = as_array(x)
+    if not shape_of(x):
+        raise ValueError(f"{name}: the input must be at least 1-dimensional")
+    if axis is None:
+        if len(shape_of(x)) > 1:
+            raise ValueError(f"{name}: axis must be given for an array of more than one "
+                             f"dimension (got shape {shape_of(x)})")
+        axis = 0
+    axis = canonical_axis(axis, len(shape_of(x)))
+    out = fn(x, axis=axis, dtype=dtype)
+    if not include_initial:
+        return out
+    edge = list(shape_of(out))
+    edge[axis] = 1
+    return concatenate([full(tuple(edge), initial, dtype_of(out)), out], axis)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """The array API's cumulative sum: ``axis`` required beyond 1-D; ``include_initial``
+    prepends the 0. Narrow integers accumulate in 32 bits, as ``sum`` (unlike ``cumsum``)."""
+    if dtype is None:
+        dtype = accumulator_dtype(dtype_of(as_array(x)))
+    return _array_api_cumulative(cumsum, "cumulative_sum", x, axis, dtype, include_initial,
+                                 0)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """The array API's cumulative product (``include_initial`` prepends the 1)."""
+    return _array_api_cumulative(cumprod, "cumulative_prod", x, axis, dtype, include_initial, 1)
+
+
+def _nan_to(x, value):
+    x = as_array(x)
+    if not _dt.is_inexact(dtype_of(x)):
+        return x
+    return where(isnan(x), convert(value, dtype_of(x)), x)
+
+
+@no_out
+def nancumsum(a, axis=None, dtype=None):
+    """Cumulative sum with NaNs taken as 0."""
+    return cumsum(_nan_to(a, 0), axis, dtype)
+
+
+@no_out
+def nancumprod(a, axis=None, dtype=None):
+    """Cumulative product with NaNs taken as 1."""
+    return cumprod(_nan_to(a, 1), axis, dtype)
+
+
+@no_out
+def nansum(a, axis=None, dtype=None, keepdims=False):
+    """Sum with NaNs taken as 0."""
+    return sum(_nan_to(a, 0), axis, dtype, keepdims)
+
+
+@no_out
+def nanprod(a, axis=None, dtype=None, keepdims=False):
+    """Product with NaNs taken as 1."""
+    return prod(_nan_to(a, 1), axis, dtype, keepdims)
+
+
+def _nan_extremum(reduce, fill, a, axis, keepdims):
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
+        return reduce(a, axis, keepdims=keepdims)
+    nan = isnan(a)
+    result = reduce(where(nan, fill, a), axis, keepdims=keepdims)
+    all_nan = all(nan, axis, keepdims=keepdims)
+    return where(all_nan, np.nan, result)
+
+
+@no_out
+def nanmax(a, axis=None, keepdims=False):
+    """Maximum ignoring NaNs (NaN for an all-NaN slice)."""
+    return _nan_extremum(max, -np.inf, a, axis, keepdims)
+
+
+@no_out
+def nanmin(a, axis=None, keepdims=False):
+    """Minimum ignoring NaNs (NaN for an all-NaN slice)."""
+    return _nan_extremum(min, np.inf, a, axis, keepdims)
+
+
+def _count(a, axis, keepdims):
+    return sum(logical_not(isnan(a)), axis, keepdims=keepdims)
+
+
+@no_out
+def nanmean(a, axis=None, dtype=None, keepdims=False):
+    """Mean of the non-NaN elements (NaN for an all-NaN slice)."""
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
+        return mean(a, axis, dtype, keepdims)
+    total = nansum(a, axis, dtype, keepdims)
+    return divide(total, astype(_count(a, axis, keepdims), dtype_of(total)))
+
+
+@no_out
+def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
+    """Variance of the non-NaN elements, with ``ddof`` delta degrees of freedom."""
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
+        a = astype(a, _dt.float_)
+    centered = subtract(a, nanmean(a, axis, keepdims=True))
+    squares = nansum(multiply(centered, centered), axis, keepdims=keepdims)
+    count = astype(_count(a, axis, keepdims), dtype_of(squares))
+    return divide(squares, maximum(subtract(count, ddof), 0))
+
+
+@no_out
+def nanstd(a, axis=None, dtype=None, ddof=0, keepdims=False):
+    """Standard deviation of the non-NaN elements."""
+    return sqrt(nanvar(a, axis, dtype, ddof, keepdims))
+
+
+def _nan_arg_extremum(arg, fill, a, axis, keepdims):
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
+        return arg(a, axis, keepdims=keepdims)
+    nan = isnan(a)
+    index = arg(where(nan, fill, a), axis, keepdims=keepdims)
+    all_nan = all(nan, axis, keepdims=keepdims) if axis is not None else all(nan)
+    if axis is None and keepdims:
+        all_nan = reshape(all_nan, (1,) * len(shape_of(a)))
+    return where(all_nan, -1, index)
+
+
+@no_out
+def nanargmax(a, axis=None, keepdims=False):
+    """Index of the maximum ignoring NaNs; -1 for an all-NaN slice (as in JAX)."""
+    return _nan_arg_extremum(argmax, -np.inf, a, axis, keepdims)
+
+
+@no_out
+def nanargmin(a, axis=None, keepdims=False):
+    """Index of the minimum ignoring NaNs; -1 for an all-NaN slice (as in JAX)."""
+    return _nan_arg_extremum(argmin, np.inf, a, axis, keepdims)
+
+
+def count_nonzero(a, axis=None, keepdims=False):
+    """Number of non-zero elements along ``axis`` (int32)."""
+    a = as_array(a)
+    return sum(not_equal(a, 0), axis, dtype=_dt.int_, keepdims=keepdims)
+
+
+# --- comparisons of whole arrays -------------------------------------------------------------
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every element of ``a`` is close to ``b`` (a scalar boolean array)."""
+    return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (equal infinities are close)."""
+    a, b = promote(a, b)
+    if not _dt.is_inexact(dtype_of(a)):
+        a, b = astype(a, _dt.float_), astype(b, _dt.float_)
+    close = logical_or(equal(a, b),
+                       less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b)))))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def array_equal(a, b, equal_nan=False):
+    """True when ``a`` and ``b`` have one shape and equal elements (a scalar boolean array)."""
+    if shape_of(a) != shape_of(b):
+        return asarray(False)
+    same = equal(a, b)
+    if equal_nan:
+        same = logical_or(same, logical_and(isnan(a), isnan(b)))
+    return all(same)
+
+
+def array_equiv(a1, a2) -> object:
+    """True when ``a1`` and ``a2`` broadcast to one shape and are equal everywhere."""
+    a1, a2 = as_array(a1), as_array(a2)
+    try:
+        broadcast_shapes_of(shape_of(a1), shape_of(a2))
+    except ValueError:
+        return asarray(False)
+    return all(equal(a1, a2))

@@ -1,0 +1,339 @@
+"""Statistics: weighted averages, peak-to-peak, covariance and correlation, quantiles,
+percentiles and medians (over sorted values), histograms and bin counts."""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.tracing import bind
+from ir import dtypes as _dt
+from ir import primitives as p
+from shardc.dtypes import result_type
+from shardc.numpy._arithmetic import (add, ceil, clip, divide, equal, floor, greater_equal, isnan,
+                                      less_equal, logical_and, logical_not, multiply, sqrt,
+                                      subtract, where)
+from shardc.numpy._calculus import diff
+from shardc.numpy._core import (as_array, astype, broadcast_to, canonical_axis, concatenate,
+                                convert, dtype_of, expand_dims, full, full_like, is_array, ones,
+                                ravel, reshape, shape_of, stack, zeros)
+from shardc.numpy._creation import linspace
+from shardc.numpy._diagonals import diagonal
+from shardc.numpy._index_routines import take_along_axis
+from shardc.numpy._manipulation import atleast_2d, moveaxis, squeeze, transpose
+from shardc.numpy._products import matmul
+from shardc.numpy._reductions import amax, any, mean, min, no_out, reduce_axes, sum
+from shardc.numpy._sorting import concrete_size, searchsorted, sort
+from shardc.numpy._ufuncs import round
+
+__all__ = [
+    "average", "ptp", "cov", "corrcoef", "bincount", "histogram_bin_edges", "histogramdd",
+    "histogram", "histogram2d", "quantile", "nanquantile", "percentile", "nanpercentile", "median",
+    "nanmedian",
+]
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    """Mean of ``a`` along ``axis`` weighted by ``weights`` (1-D along ``axis``, or ``a``'s
+    shape); ``returned`` also gives the sum of the weights."""
+    a = as_array(a)
+    if weights is None:
+        result = mean(a, axis, keepdims=keepdims)
+        if not returned:
+            return result
+        count = np.prod([shape_of(a)[d] for d in reduce_axes(a, axis)], dtype=np.int64)
+        return result, full(shape_of(result), count, dtype_of(result))
+    weights = as_array(weights)
+    if not _dt.is_inexact(result_type(a, weights)):
+        a = astype(a, _dt.float_)
+    if shape_of(weights) != shape_of(a):
+        if axis is None or len(shape_of(weights)) != 1:
+            raise TypeError("Axis must be specified when shapes of a and weights differ.")
+        axis = canonical_axis(axis, len(shape_of(a)))
+        if shape_of(weights)[0] != shape_of(a)[axis]:
+            raise ValueError("Length of weights not compatible with specified axis.")
+        shape = [1] * len(shape_of(a))
+        shape[axis] = shape_of(weights)[0]
+        weights = broadcast_to(reshape(weights, shape), shape_of(a))
+    total = sum(multiply(a, weights), axis, keepdims=keepdims)
+    scale = sum(astype(weights, dtype_of(total)), axis, keepdims=keepdims)
+    result = divide(total, scale)
+    return (result, broadcast_to(scale, shape_of(result))) if returned else result
+
+
+@no_out
+def ptp(a, axis=None, keepdims=False):
+    """Peak to peak: maximum minus minimum along ``axis``."""
+    return subtract(amax(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None):
+    """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m``, with
+    optional frequency (``fweights``) and reliability (``aweights``) weights per observation."""
+    m = atleast_2d(as_array(m))
+    if not _dt.is_inexact(dtype_of(m)):
+        m = astype(m, _dt.float_)
+    if not rowvar and shape_of(m)[0] != 1:
+        m = transpose(m)
+    if y is not None:
+        y = atleast_2d(astype(as_array(y), dtype_of(m)))
+        if not rowvar and shape_of(y)[0] != 1:
+            y = transpose(y)
+        m = concatenate([m, y], 0)
+    ddof = (0 if bias else 1) if ddof is None else ddof
+    weights = None
+    for given in (fweights, aweights):
+        if given is not None:
+            given = astype(as_array(given), dtype_of(m))
+            if len(shape_of(given)) != 1 or shape_of(given)[0] != shape_of(m)[1]:
+                raise RuntimeError("incompatible numbers of samples and weights")
+            weights = given if weights is None else multiply(weights, given)
+    if weights is None:
+        centered = subtract(m, mean(m, axis=1, keepdims=True))
+        product = matmul(centered, transpose(centered))
+        return squeeze(divide(product, shape_of(m)[1] - ddof))
+    total = sum(weights)
+    weighted_mean = divide(sum(multiply(m, weights), axis=1, keepdims=True),
+                               total)
+    if ddof == 0:
+        factor = total
+    elif aweights is None:
+        factor = subtract(total, ddof)
+    else:
+        reliability = astype(as_array(aweights), dtype_of(m))
+        factor = subtract(total, divide(
+            multiply(ddof, sum(multiply(weights, reliability))), total))
+    centered = subtract(m, weighted_mean)
+    product = matmul(multiply(centered, weights), transpose(centered))
+    return squeeze(divide(product, factor))
+
+
+def corrcoef(x, y=None, rowvar=True):
+    """Pearson correlation coefficients (clipped to [-1, 1])."""
+    c = cov(x, y, rowvar)
+    if not shape_of(c):
+        return divide(c, c)
+    d = sqrt(diagonal(c))
+    c = divide(divide(c, d[:, None]), d[None, :])
+    return clip(c, -1, 1)
+
+
+# --- counting --------------------------------------------------------------------------------
+
+def bincount(x, weights=None, minlength=0, *, length=None):
+    """Occurrences (or summed ``weights``) of each non-negative integer in ``x``.
+
+    ``length=`` fixes the result's length (values beyond it are dropped) so the call traces;
+    without it ``x`` must be concrete. Negative values count as 0, as in JAX.
+    """
+    x = as_array(x)
+    if not _dt.is_int(dtype_of(x)):
+        raise TypeError(f"bincount: x must have an integer type, got {dtype_of(x)}")
+    if len(shape_of(x)) != 1:
+        raise ValueError(f"bincount only accepts 1-dimensional input, got shape {shape_of(x)}")
+    if length is None:
+        top = concrete_size(amax(x) if shape_of(x)[0] else 0, "bincount")
+        length = max(top + 1, int(minlength))
+    x = clip(x, 0, None)
+    if weights is None:
+        weights = ones(shape_of(x), _dt.int_)
+    weights = broadcast_to(as_array(weights), shape_of(x))
+    out = zeros((int(length),), dtype_of(weights))
+    return bind(p.scatter_p, out, convert(x, _dt.int_), weights, axis=0, mode="add")
+
+
+def histogram_bin_edges(a, bins=10, range=None, weights=None):
+    """The edges of the bins ``histogram`` uses: ``bins + 1`` evenly spaced from the data's
+    (or ``range``'s) minimum to maximum, or ``bins`` itself when it is an array."""
+    a = ravel(as_array(a))
+    dtype = dtype_of(a) if _dt.is_inexact(dtype_of(a)) else _dt.float_
+    if not isinstance(bins, (int, np.integer)):
+        bins = as_array(bins)
+        return astype(bins, result_type(dtype, bins) if _dt.is_inexact(
+            dtype_of(bins)) else dtype)
+    if range is None:
+        lo, hi = min(a), amax(a)
+    else:
+        lo, hi = range
+    lo, hi = convert(lo, dtype), convert(hi, dtype)
+    hi = where(equal(lo, hi), add(hi, 1), hi)   # one value: a unit-wide range
+    lo = where(equal(lo, hi), subtract(lo, 0.5), lo)
+    return astype(linspace(lo, hi, int(bins) + 1), dtype)
+
+
+def _bin_index(a, edges):
+    """Each value's bin (0 .. len(edges) - 2; the last bin includes its right edge), or -1
+    outside."""
+    nbins = shape_of(edges)[0] - 1
+    index = subtract(searchsorted(edges, a, side="right"), 1)
+    index = where(equal(a, edges[-1]), nbins - 1, index)
+    inside = logical_and(greater_equal(a, edges[0]), less_equal(a, edges[-1]))
+    return where(inside, index, -1)
+
+
+def histogramdd(sample, bins=10, range=None, weights=None, density=None):
+    """The histogram of ``sample`` (``(N, D)``): counts per bin (float32, as in JAX) and the
+    edges per dimension."""
+    sample = as_array(sample)
+    if len(shape_of(sample)) != 2:
+        raise ValueError(f"histogramdd: sample must be 2-D (N, D), got shape {shape_of(sample)}")
+    n, dims = shape_of(sample)
+    bins = bins if isinstance(bins, (list, tuple)) else [bins] * dims
+    ranges = range if range is not None else [None] * dims
+    edges = [histogram_bin_edges(sample[:, d], bins[d], ranges[d]) for d in builtins_range(dims)]
+    flat = zeros((n,), _dt.int_)
+    inside = ones((n,), bool)
+    shape = tuple(shape_of(e)[0] - 1 for e in edges)
+    for d, e in enumerate(edges):
+        index = _bin_index(convert(sample[:, d], dtype_of(e)), e)
+        inside = logical_and(inside, greater_equal(index, 0))
+        flat = add(multiply(flat, shape[d]), clip(index, 0, None))
+    size = int(np.prod(shape, dtype=np.int64))
+    weights = ones((n,), _dt.float_) if weights is None else astype(weights, _dt.float_)
+    weights = where(inside, weights, 0)
+    counts = bind(p.scatter_p, zeros((size,), dtype_of(weights)), flat, weights, axis=0,
+                  mode="add")
+    counts = reshape(counts, shape)
+    if density:
+        widths = [diff(e) for e in edges]
+        volume = widths[0]
+        for w in widths[1:]:
+            volume = multiply(expand_dims(volume, -1), w)
+        counts = divide(counts, multiply(sum(counts), volume))
+    return counts, edges
+
+
+builtins_range = range
+
+
+def histogram(a, bins=10, range=None, weights=None, density=None):
+    """Counts per bin (float32, as in JAX) of the flattened ``a``, and the bin edges."""
+    a = ravel(as_array(a))
+    edges = histogram_bin_edges(a, bins, range)
+    if weights is not None:
+        weights = ravel(as_array(weights))
+    counts, _ = histogramdd(reshape(a, (-1, 1)), [edges], None, weights, density)
+    return counts, edges
+
+
+def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
+    """The 2-D histogram of points ``(x, y)``: counts and the edges along x and along y."""
+    sample = stack([as_array(x), as_array(y)], axis=1)
+    if isinstance(bins, (int, np.integer)) or (is_array(bins) and len(shape_of(bins)) == 1):
+        bins = [bins, bins]
+    counts, (edges_x, edges_y) = histogramdd(sample, bins, range, weights, density)
+    return counts, edges_x, edges_y
+
+
+# --- quantiles -------------------------------------------------------------------------------
+
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(a, q, axis, method, keepdims, ignore_nan, name):
+    if method not in _QUANTILE_METHODS:
+        raise ValueError(f"{name}: method={method!r} is not supported; use one of "
+                         f"{_QUANTILE_METHODS}")
+    a = as_array(a)
+    if not _dt.is_inexact(dtype_of(a)):
+        a = astype(a, _dt.float_)
+    dtype = dtype_of(a)
+    q = convert(q, dtype) if not is_array(q) else astype(q, dtype)
+    original_shape = shape_of(a)
+    if axis is None:
+        a, axes = ravel(a), (0,)
+    else:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        axes = tuple(sorted(canonical_axis(x, len(original_shape)) for x in axes))
+        kept = [d for d in builtins_range(len(original_shape)) if d not in axes]
+        a = transpose(a, kept + list(axes))
+        a = reshape(a, tuple(original_shape[d] for d in kept) + (-1,))
+        axes = (len(kept),)
+    a = moveaxis(a, axes[0], -1)
+    nan = isnan(a)
+    a = where(nan, full_like(a, np.nan), a)       # one NaN, sorted last
+    ordered = sort(a, -1)
+    n = shape_of(a)[-1]
+    count = sum(logical_not(nan), axis=-1, keepdims=True) if ignore_nan \
+        else full(shape_of(a)[:-1] + (1,), n, _dt.int_)
+    result = _interpolate(ordered, q, count, method, dtype)
+    if ignore_nan:
+        empty = equal(count, 0)[..., 0]
+        result = where(empty, np.nan, result)
+    else:
+        result = where(any(nan, axis=-1), np.nan, result)
+    result = astype(result, dtype)
+    if keepdims:
+        shape = tuple(1 if (axis is None or d in _normalized(axis, len(original_shape))) else s
+                      for d, s in enumerate(original_shape))
+        result = reshape(result, shape_of(q) + shape)
+    return result
+
+
+def _normalized(axis, ndim):
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return {canonical_axis(x, ndim) for x in axes}
+
+
+def _interpolate(ordered, q, count, method, dtype):
+    """Values at quantile(s) ``q`` of rows sorted along the last axis with ``count`` values
+    each; the result has ``q``'s dimensions first."""
+    q_shape = shape_of(q)
+    qs = reshape(q, q_shape + (1,) * len(shape_of(ordered)))
+    last = astype(subtract(count, 1), dtype)
+    position = multiply(qs, last)
+    low = floor(position)
+    high = ceil(position)
+    if method == "lower":
+        position = low
+    elif method == "higher":
+        position = high
+    elif method == "nearest":
+        position = round(position)
+    index_shape = q_shape + shape_of(ordered)[:-1] + (1,)
+    rows = broadcast_to(ordered, q_shape + shape_of(ordered))
+
+    def at(index):
+        index = broadcast_to(astype(clip(index, 0, None), _dt.int_), index_shape)
+        return take_along_axis(rows, index, -1)[..., 0]
+    if method == "midpoint":
+        return multiply(add(at(low), at(high)), 0.5)
+    if method != "linear":
+        return at(position)
+    weight = subtract(position, low)[..., 0]
+    below, above = at(low), at(high)
+    return add(below, multiply(subtract(above, below), weight))
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, interpolation=None):
+    """The ``q``-th quantile(s) of ``a`` along ``axis`` (NaN where a slice holds a NaN)."""
+    return _quantile(a, q, axis, interpolation or method, keepdims, False, "quantile")
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, interpolation=None):
+    """``quantile`` ignoring NaNs (NaN only for an all-NaN slice)."""
+    return _quantile(a, q, axis, interpolation or method, keepdims, True, "nanquantile")
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, interpolation=None):
+    """The ``q``-th percentile(s) (0 to 100) of ``a`` along ``axis``."""
+    return quantile(a, divide(q, 100), axis, method=interpolation or method,
+                    keepdims=keepdims)
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False, *, interpolation=None):
+    """``percentile`` ignoring NaNs."""
+    return nanquantile(a, divide(q, 100), axis, method=interpolation or method,
+                       keepdims=keepdims)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The median of ``a`` along ``axis`` (the mean of the middle two for an even count)."""
+    return quantile(a, 0.5, axis, keepdims=keepdims)
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """The median ignoring NaNs."""
+    return nanquantile(a, 0.5, axis, keepdims=keepdims)

@@ -1,0 +1,25 @@
+"""``shardc.random``: keys and random numbers, functional as in JAX.
+
+``key(seed)`` gives a typed key array (dtype ``key<fry>``, shape ``()``); ``PRNGKey(seed)`` the
+raw ``uint32[2]`` key data of older JAX code. Every sampler, ``split`` and ``fold_in`` take
+either; ``split`` and ``fold_in`` return keys of the kind they were given. The bits come from
+Philox keyed by the key, so they are reproducible but differ from JAX's threefry bits.
+
+    _keys             key arrays, key, PRNGKey, split, fold_in, key_data, bits
+    _distributions    uniform, normal, randint, choice, gamma, poisson, ...
+"""
+from shardc.random._distributions import (bernoulli, beta, categorical, choice, dirichlet,
+                                          exponential, gamma, gumbel, laplace, logistic,
+                                          multivariate_normal, normal, permutation, poisson,
+                                          rademacher, randint, truncated_normal, uniform)
+from shardc.random._keys import (IMPLS, KeyDtype, PRNGImpl, PRNGKey, PRNGKeyArray, bits, clone,
+                                 fold_in, key, key_data, key_impl, resolve_impl, split,
+                                 wrap_key_data)
+
+__all__ = [
+    "IMPLS", "KeyDtype", "PRNGImpl", "PRNGKey", "PRNGKeyArray", "bernoulli", "beta", "bits",
+    "categorical", "choice", "clone", "dirichlet", "exponential", "fold_in", "gamma", "gumbel",
+    "key", "key_data", "key_impl", "laplace", "logistic", "multivariate_normal", "normal",
+    "permutation", "poisson", "rademacher", "randint", "resolve_impl", "split", "truncated_normal",
+    "uniform", "wrap_key_data",
+]
