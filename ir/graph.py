@@ -13,9 +13,10 @@ see only their own inputs, so the outer graph carries every dependency.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from ir import primitives as prims
 from ir.comm import device_traffic
@@ -116,6 +117,7 @@ def dependency_graph(program: Program, *, with_io: bool = False) -> nx.DiGraph:
     >>> list(g.edges(data="vars"))
     [(0, 1, (Var(f32[3]),))]
     """
+    import networkx as nx   # on first use: it takes longer to load than the rest of shardc
     graph = nx.DiGraph()
     producer = _add_io_sources(graph, program) if with_io else {}
     for index, eqn in enumerate(program.eqns):

@@ -925,3 +925,17 @@ def test_other_shape_errors():
         jnp.max(jnp.ones((0, 3)), axis=0)
     with pytest.raises(ValueError, match="einsum"):
         jnp.einsum("ij,jk->ik", jnp.ones((2, 3)))
+
+
+@pytest.mark.parametrize("sections", [1, 3, 4])
+def test_array_split_under_jit_matches_numpy(sections):
+    # section sizes are Python ints worked out at trace time (a traced divmod would make
+    # them arrays, which no shape can take)
+    x = np.arange(20.0).reshape(10, 2)
+    split = lambda v: jnp.array_split(v, sections)
+    for f in (split, shardc.jit(split)):
+        got = f(x)
+        want = np.array_split(x, sections)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), w)

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import networkx as nx
-
 from ir.core import Program
 from ir.graph import communicates, dependency_graph, replace_sub_programs
 from ir.verify import verify
@@ -43,6 +41,7 @@ def _schedule(program: Program) -> Program:
     early = [k for k, eqn in enumerate(eqns) if communicates(eqn)]
     graph.add_edges_from(zip(early, early[1:]))      # communication keeps its order
     first = set(early)
+    import networkx as nx   # on first use: it takes longer to load than the rest of shardc
     order = nx.lexicographical_topological_sort(graph, key=lambda k: (k not in first, k))
     return Program(list(program.constvars), list(program.invars), [eqns[k] for k in order],
                    list(program.outvars), list(program.consts))

@@ -17,10 +17,9 @@ from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar
 from ir import collectives as coll
 from ir import dtypes as _dt
-from ir import primitives as p
 import shardc.lax._groups as _groups
 import shardc.numpy as jnp
-from shardc.sharding import with_sharding_constraint
+from shardc.sharding import reshard  # noqa: F401  (jax.lax.reshard is jax.sharding.reshard)
 
 __all__ = [
     "axis_size", "psum", "pmean", "pmax", "pmin", "axis_index", "pvary", "pcast", "all_gather",
@@ -381,7 +380,3 @@ def pswapaxes(x, axis_name, axis, *, axis_index_groups=None):
 
 
 # --- layouts ---------------------------------------------------------------------------------
-
-def reshard(x, out_shardings):
-    """``x`` laid out by ``out_shardings`` (as ``with_sharding_constraint``)."""
-    return with_sharding_constraint(x, out_shardings)

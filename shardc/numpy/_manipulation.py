@@ -20,7 +20,6 @@ from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcas
                                 expand_dims, full, is_array, ndim_of, ravel, reshape, shape_of,
                                 shape_tuple, zeros)
 from shardc.numpy._indexing import take
-from shardc.numpy._ufuncs import divmod     # array_split's is jnp's: 0-d arrays, not ints
 
 __all__ = [
     "transpose", "swapaxes", "moveaxis", "squeeze", "vstack", "hstack", "atleast_1d", "atleast_2d",
@@ -121,7 +120,7 @@ def array_split(x, sections, axis=0):
     shape = shape_of(x)
     axis = canonical_axis(axis, len(shape))
     n = shape[axis]
-    base, extra = divmod(n, sections)
+    base, extra = builtins.divmod(n, int(sections))
     sizes = [base + (1 if k < extra else 0) for k in range(sections)]
     bounds = np.cumsum([0] + sizes).tolist()
     return [slice_axis(x, axis, lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
