@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from compiler.ad_core import jvp_rules, transpose_rules
+from compiler.ad_core import Linear, instantiate, jvp_rules, transpose_rules, zeros_like_aval
 from compiler.ad_rules import linear_jvp
 from compiler.ad_shard_map import check_on, per_device_axes
 from compiler.batching import (BatchTrace, batch_at, batching_rules, keep_dim_rule, literal,
@@ -172,6 +172,57 @@ transpose_rules[coll.all_to_all_p] = _all_to_all_transpose
 transpose_rules[coll.pbroadcast_p] = _pbroadcast_transpose
 
 
+# --- ragged_all_to_all: linear in the operand and the output; the offsets and sizes are data ----
+
+def _ragged_all_to_all_jvp(primals, tangents, **params):
+    out = bind(coll.ragged_all_to_all_p, *primals, **params)
+    if tangents[0] is None and tangents[1] is None:
+        return [out], [None]
+    filled = [instantiate(t, aval_of(x)) for t, x in zip(tangents[:2], primals[:2])]
+    return [out], [bind(coll.ragged_all_to_all_p, *filled, *primals[2:], **params)]
+
+
+def _ragged_all_to_all_transpose(ct, operand, output, input_offsets, send_sizes,
+                                 output_offsets, recv_sizes, *, mesh_axes, axis_size):
+    """As JAX: the operand's cotangent is the ragged all_to_all back (each member learns where
+    its received rows sit and where they came from by an all_to_all of the offsets); the
+    output's is the cotangent with the received rows zeroed."""
+    def exchanged(offsets):
+        return bind(coll.all_to_all_p, offsets, mesh_axes=mesh_axes, split_axis=0,
+                    concat_axis=0, tiled=True, axis_size=axis_size)
+
+    received_at = exchanged(output_offsets)
+    ct_operand = ct_output = None
+    if isinstance(operand, Linear):
+        ct_operand = bind(coll.ragged_all_to_all_p, ct, zeros_like_aval(operand.aval),
+                          received_at, recv_sizes, exchanged(input_offsets), send_sizes,
+                          mesh_axes=mesh_axes, axis_size=axis_size)
+    if isinstance(output, Linear):
+        written = _rows_written(received_at, recv_sizes, aval_of(ct))
+        ct_output = bind(prims.select_n_p, written, ct, zeros_like_aval(aval_of(ct)))
+    return [ct_operand, ct_output, None, None, None, None]
+
+
+def _rows_written(starts, sizes, aval):
+    """A mask of ``aval``'s shape: the leading-axis rows any slice ``starts[i]`` onwards,
+    ``sizes[i]`` long, covers."""
+    k, rows = aval_of(starts).shape[0], aval.shape[0]
+    dtype = aval_of(starts).dtype
+    row = bind(prims.iota_p, dtype=dtype, shape=(k, rows), dimension=1)
+    low = bind(prims.broadcast_in_dim_p, starts, shape=(k, rows), broadcast_dimensions=(0,))
+    count = bind(prims.broadcast_in_dim_p, bind(prims.convert_element_type_p, sizes,
+                                                 new_dtype=dtype),
+                 shape=(k, rows), broadcast_dimensions=(0,))
+    inside = bind(prims.and_p, bind(prims.ge_p, row, low),
+                  bind(prims.lt_p, row, bind(prims.add_p, low, count)))
+    written = bind(prims.reduce_or_p, inside, axes=(0,))
+    return bind(prims.broadcast_in_dim_p, written, shape=aval.shape, broadcast_dimensions=(0,))
+
+
+jvp_rules[coll.ragged_all_to_all_p] = _ragged_all_to_all_jvp
+transpose_rules[coll.ragged_all_to_all_p] = _ragged_all_to_all_transpose
+
+
 # --- vmap over an unnamed axis -------------------------------------------------------------------
 
 def leading_batch_rule(prim, axis_params, values, dims, **params):
@@ -195,6 +246,32 @@ batching_rules[coll.psum_scatter_p] = functools.partial(
 batching_rules[coll.all_to_all_p] = functools.partial(
     leading_batch_rule, coll.all_to_all_p, ("split_axis", "concat_axis"))
 batching_rules[coll.axis_index_p] = functools.partial(unbatched_rule, coll.axis_index_p)
+
+
+def _ragged_all_to_all_batch_rule(values, dims, **params):
+    """As JAX: the members' operands and outputs stacked into one of each (the batch axis
+    merged into the leading one), every member's offsets moved into its own rows, one
+    ragged all_to_all, the result split again."""
+    size = next(shape_of(v)[d] for v, d in zip(values, dims) if d is not None)
+    operand, output = (batch_at(v, d, size, 0) for v, d in zip(values[:2], dims[:2]))
+    rows = (shape_of(operand)[1], shape_of(output)[1])
+    offsets = [batch_at(v, d, size, 1) for v, d in zip(values[2:], dims[2:])]   # (K, batch)
+
+    def shifted(x, step):
+        dtype = aval_of(x).dtype
+        member = bind(prims.iota_p, dtype=dtype, shape=shape_of(x), dimension=1)
+        return bind(prims.add_p, x, bind(prims.mul_p, member, literal(step, dtype)))
+
+    offsets[0] = shifted(offsets[0], rows[0])
+    offsets[2] = shifted(offsets[2], rows[1])
+    merged = [bind(prims.reshape_p, operand, new_sizes=(size * rows[0],) + shape_of(operand)[2:]),
+              bind(prims.reshape_p, output, new_sizes=(size * rows[1],) + shape_of(output)[2:])]
+    merged += [bind(prims.reshape_p, x, new_sizes=(shape_of(x)[0] * size,)) for x in offsets]
+    out = bind(coll.ragged_all_to_all_p, *merged, **params)
+    return [bind(prims.reshape_p, out, new_sizes=(size,) + shape_of(output)[1:])], [0]
+
+
+batching_rules[coll.ragged_all_to_all_p] = _ragged_all_to_all_batch_rule
 
 
 # --- vmap over a named axis ----------------------------------------------------------------------
@@ -426,3 +503,11 @@ def _all_to_all_rule(trace, values, dims, *, mesh_axes, split_axis, concat_axis,
 named_axis_rules[coll.ppermute_p] = _ppermute_rule
 named_axis_rules[coll.pbroadcast_p] = _pbroadcast_rule
 named_axis_rules[coll.all_to_all_p] = _all_to_all_rule
+
+
+def _ragged_all_to_all_named_rule(trace, values, dims, **params):
+    raise NotImplementedError("ragged_all_to_all over a vmap's axis_name is not supported "
+                              "(nor by JAX): name mesh axes only")
+
+
+named_axis_rules[coll.ragged_all_to_all_p] = _ragged_all_to_all_named_rule

@@ -170,6 +170,28 @@ def _all_to_all_shape(x: Aval, *, split_axis, concat_axis, tiled, axis_size, **p
     return _aval(shape, x.dtype)
 
 
+def _ragged_all_to_all_shape(operand: Aval, output: Aval, *offsets_and_sizes: Aval, axis_size,
+                             **params) -> list:
+    """``output``'s type; the slices move along the leading axis (SEMANTICS 2.5)."""
+    names = ("input_offsets", "send_sizes", "output_offsets", "recv_sizes")
+    for name, aval in zip(names, offsets_and_sizes):
+        if not dtypes.is_int(aval.dtype):
+            raise ShapeError(f"ragged_all_to_all {name} must be integer type.")
+        if aval.ndim != 1 or aval.shape[0] < 1:
+            raise ShapeError(f"ragged_all_to_all {name} must be rank 1 with positive dimension "
+                             f"size, but got shape {aval.shape}")
+    lengths = {aval.shape[0] for aval in offsets_and_sizes}
+    if len(lengths) != 1 or lengths.pop() % axis_size:
+        raise ShapeError(f"ragged_all_to_all: the offsets and sizes must have one length, a "
+                         f"multiple of the axis size {axis_size}; got "
+                         f"{[a.shape[0] for a in offsets_and_sizes]}")
+    if (operand.dtype != output.dtype or operand.ndim != output.ndim or operand.ndim == 0
+            or operand.shape[1:] != output.shape[1:]):
+        raise ShapeError(f"ragged_all_to_all: the operand {operand.str_short()} and the output "
+                         f"{output.str_short()} must differ in their leading dimension only")
+    return _aval(output.shape, output.dtype)
+
+
 # --- replication rules (front end): what operands are lifted to, what the result varies over --
 
 def _reducing_vma(in_vmas, *, mesh_axes, **params):
@@ -190,6 +212,13 @@ def _all_gather_vma(in_vmas, *, mesh_axes, **params):
     if params.get("to", "varying") == "invarying":
         out = out - frozenset(mesh_axes)
     return required, out
+
+
+def _every_operand_vma(in_vmas, *, mesh_axes, **params):
+    """Every operand lifted to vary over the axes, the result too (a member's slices come
+    from every member)."""
+    lifted = frozenset().union(*in_vmas) | frozenset(mesh_axes)
+    return [lifted] * len(in_vmas), lifted
 
 
 def _pvary_vma(in_vmas, *, mesh_axes):
@@ -230,6 +259,14 @@ def _ppermute_traffic(eqn, group, rank) -> Traffic:
     sends = any(s == rank for s, _ in moves)
     receives = any(d == rank for _, d in moves)
     return Traffic(int(sends), block * sends, int(receives), block * receives)
+
+
+def _ragged_traffic(eqn, group, rank) -> Traffic:
+    """At most the whole operand leaves, and at most the whole output arrives (the sizes are
+    values, known only when the node runs)."""
+    sent, received = eqn.invars[0].aval.nbytes, eqn.invars[1].aval.nbytes
+    n = len(group)
+    return Traffic(n - 1, sent, n - 1, received)
 
 
 def _no_traffic(eqn, group, rank) -> Traffic:
@@ -296,6 +333,10 @@ all_slice_node = _declare(
 broadcast_node = _declare(
     "broadcast", NODE, 1, ["mesh_axes", "root"], _GROUPS, shape=_same_shape,
     traffic=_broadcast_traffic, check=_check_root)
+# slices of each member's leading axis to every member, of sizes known only at run time
+ragged_all_to_all_node = _declare(
+    "ragged_all_to_all", NODE, 6, ["mesh_axes", "axis_size"], _GROUPS,
+    shape=_ragged_all_to_all_shape, traffic=_ragged_traffic)
 # the mesh-level program's only device-dependent value: this device's rank over mesh_axes (a
 # constant once the program is specialised to one device)
 process_index_node = _declare(
@@ -340,6 +381,10 @@ pbroadcast_p = _declare(
 axis_index_p = _declare(
     "axis_index", FRONT, 0, ["mesh_axes"], shape=_rank, vma=_axis_index_vma,
     lowering=_to(process_index_node))
+ragged_all_to_all_p = _declare(
+    "ragged_all_to_all", FRONT, 6, ["mesh_axes", "axis_size"],
+    shape=_ragged_all_to_all_shape, vma=_every_operand_vma,
+    lowering=_to(ragged_all_to_all_node))
 # a type change only: nothing to lower
 pvary_p = _declare("pvary", FRONT, 1, ["mesh_axes"], shape=_same_shape, vma=_pvary_vma)
 

@@ -17,6 +17,18 @@ from ir.primitives import RuleTable
 group_rules = RuleTable("collective implementation")
 
 
+def node_operands(values: list):
+    """What a device brings to a communication node: its operand, or the tuple of its
+    operands for a node that takes several (``ragged_all_to_all``)."""
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def operand_types(value) -> tuple:
+    """The (shape, dtype) of each operand a device brings to a node."""
+    parts = value if type(value) is tuple else (value,)
+    return tuple((np.shape(v), np.asarray(v).dtype) for v in parts)
+
+
 def all_reduce(blocks, *, reduction, **params):
     """Every member gets the reduction of all members' blocks, reduced once in rank order.
 
@@ -129,3 +141,39 @@ group_rules[coll.ppermute_node] = _ppermute
 group_rules[coll.all_to_all_node] = _all_to_all
 group_rules[coll.all_gather_node] = _all_gather
 group_rules[coll.all_slice_node] = _all_slice
+
+
+def _ragged_all_to_all(blocks, **params):
+    """Each member's blocks are ``(operand, output, input_offsets, send_sizes, output_offsets,
+    recv_sizes)``. Slice i of member s, ``operand[input_offsets[i]:][:send_sizes[i]]``, goes to
+    member ``i // (K / N)`` (K offsets, N members), written into its copy of ``output`` at
+    ``output_offsets[i]`` (the sender's offset); rows nobody writes keep ``output``.
+
+        N=2: s=0 sends [1] to 0 at 0, [2 2] to 1 at 0; s=1 sends [3] to 0 at 1, [4] to 1 at 2
+             ->  member 0: [1 3 0 0], member 1: [2 2 4 0]
+    """
+    n = len(blocks)
+    results = [np.array(member[1], copy=True) for member in blocks]
+    for s, (operand, _, input_offsets, send_sizes, output_offsets, _) in enumerate(blocks):
+        per = len(input_offsets) // n
+        for i, (start, size, at) in enumerate(zip(np.asarray(input_offsets).tolist(),
+                                                  np.asarray(send_sizes).tolist(),
+                                                  np.asarray(output_offsets).tolist())):
+            _check_slice(s, i, start, size, len(operand), "operand", "input_offsets")
+            _check_slice(s, i, at, size, len(results[i // per]), "output", "output_offsets")
+            if size > 0:
+                results[i // per][at:at + size] = operand[start:start + size]
+    return results
+
+
+def _check_slice(member, i, start, size, rows, what, offsets):
+    """Offsets and sizes are values: a slice outside the array is an error, not a silently
+    shorter slice (XLA leaves it undefined)."""
+    if size < 0 or start < 0 or start + size > rows:
+        raise ValueError(
+            f"ragged_all_to_all: slice {i} of member {member} covers rows {start} to "
+            f"{start + size} ({offsets}[{i}]={start}, send_sizes[{i}]={size}), outside "
+            f"the {what}'s {rows} rows")
+
+
+group_rules[coll.ragged_all_to_all_node] = _ragged_all_to_all

@@ -21,7 +21,7 @@ from ir.specialise import specialise
 from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
                          runtime_replication_error)
 from runtime import linalg, special
-from runtime.collectives import group_rules
+from runtime.collectives import group_rules, node_operands, operand_types
 from runtime.array import Array, SingleDeviceSharding, canonical_array
 from runtime.devices import Device
 
@@ -509,7 +509,7 @@ class DeviceInterpreter(Interpreter):
     def _meeting(self, eqn, values):
         prim = eqn.primitive
         if prim in group_rules:
-            return [(yield _Request(eqn, values[0]))]
+            return [(yield _Request(eqn, node_operands(values)))]
         if prim in control_rules:
             return (yield from control_rules[prim](values, interpreter=self, **eqn.params))
         yield _Print(_format_print(values, **eqn.params))
@@ -669,8 +669,7 @@ def _member(group, position, position_of) -> bool:
 def _at_same_node(first, other) -> bool:
     return (other.eqn.primitive is first.eqn.primitive
             and other.eqn.params == first.eqn.params
-            and np.shape(other.value) == np.shape(first.value)
-            and np.asarray(other.value).dtype == np.asarray(first.value).dtype)
+            and operand_types(other.value) == operand_types(first.value))
 
 
 def _same_node(members, waiting) -> bool:
@@ -690,8 +689,8 @@ def _check_same_node(members, waiting):
 
 
 def _node_text(request) -> str:
-    value = np.asarray(request.value)
-    return f"{request.eqn.primitive}[{_axes_of(request.eqn)}] of {value.dtype}{list(value.shape)}"
+    types = ", ".join(f"{dtype}{list(shape)}" for shape, dtype in operand_types(request.value))
+    return f"{request.eqn.primitive}[{_axes_of(request.eqn)}] of {types}"
 
 
 def _axes_of(eqn) -> str:

@@ -527,7 +527,8 @@ def group_rule_kernel(prim, types: EqnTypes) -> Kernel:
         xs = [broadcast_lead(x, full) for x in xs]
         outs = [np.empty(full + a.shape, a.dtype) for a in out_avals]
         for members in groups:
-            results = rule([xs[0][m] for m in members], **params)
+            results = rule([collectives.node_operands([x[m] for x in xs]) for m in members],
+                           **params)
             for m, result in zip(members, results):
                 outs[0][m] = result
         return outs

@@ -34,6 +34,7 @@ from ir.sharding import ReplicationError
 from ir import collectives as coll
 from shardc import lax
 from shardc.sharding import NamedSharding, PartitionSpec as P
+from runtime.collectives import group_rules
 from runtime.reference import ReferenceBackend
 from runtime.vectorized import FastBackend, backend_named
 from runtime.vectorized_check import BackendMismatch, CheckingBackend, arrays_agree
@@ -638,9 +639,13 @@ def test_every_primitive_has_a_stacked_rule_or_runs_per_device():
     decided |= {*prims.CUSTOM_CALLS, prims.custom_lin_p, prims.name_p}
     # the fast backend runs the mesh-level program: no front-end-only collective reaches it
     front_end = {c.prim for c in coll.FRONT_END}
+    # a node whose slices are data (ragged_all_to_all) runs its reference rule group by group
+    by_group = {c.prim.name for c in coll.NODES
+                if c.prim not in stacked_rules and c.prim in group_rules}
+    assert by_group == {"ragged_all_to_all"}
     missing = [p.name for p in prims.all_primitives()
                if p not in stacked_rules and p not in PER_DEVICE and p not in decided
-               and p not in front_end]
+               and p not in front_end and p.name not in by_group]
     assert missing == []
     assert not [p.name for p in front_end if p in stacked_rules]
 

@@ -53,7 +53,7 @@ def node_fingerprint(request) -> int:
             _NODE_PRINTS.clear()
         params = sorted((k, v) for k, v in eqn.params.items() if k != "device_groups")
         entry = _NODE_PRINTS[id(eqn)] = (eqn, fingerprint(f"{eqn.primitive} {params}"))
-    return entry[1] ^ fingerprint(f"{np.shape(value)} {np.asarray(value).dtype}")
+    return entry[1] ^ fingerprint(f"{collectives.operand_types(value)}")
 
 
 def communicator(state, ranks: tuple):
@@ -71,6 +71,8 @@ def gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
     """Every rank of the group gets every member's block, then applies the reference's rule:
     the simulator's result, reduced in its order (all_reduce, all_gather)."""
     request = waiting[local[0]]
+    if type(request.value) is tuple:
+        return _gather_operands_then_apply(state, comm, members, ranks, local, waiting)
     value = np.asarray(request.value)
     count_on = {r: sum(1 for m in members if state.rank_of[m] == r) for r in ranks}
     payload = [np.asarray(waiting[m].value) for m in local]
@@ -85,6 +87,27 @@ def gather_then_apply(state, comm, members, ranks, local, waiting) -> dict:
     by_rank = {r: iter(split_blocks(d, count_on[r], value.shape, value.dtype))
                for r, d in zip(ranks, data)}
     blocks = [next(by_rank[state.rank_of[m]]) for m in members]
+    outs = collectives.group_rules[request.eqn.primitive](blocks, **request.eqn.params)
+    return {m: out for m, out in zip(members, outs) if m in local}
+
+
+def _gather_operands_then_apply(state, comm, members, ranks, local, waiting) -> dict:
+    """``gather_then_apply`` for a node whose members bring several operands
+    (``ragged_all_to_all``): each member's operands travel as one run of bytes."""
+    types = collectives.operand_types(waiting[local[0]].value)
+    sizes = [int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in types]
+    count_on = {r: sum(1 for m in members if state.rank_of[m] == r) for r in ranks}
+    payload = [np.ascontiguousarray(v) for m in local for v in waiting[m].value]
+    data = exchange_all(comm, payload, [sum(sizes) * count_on[r] for r in ranks], state)
+    by_rank = {r: iter(split_blocks(d, count_on[r], (sum(sizes),), np.uint8))
+               for r, d in zip(ranks, data)}
+    ends = np.cumsum([0] + sizes)
+    blocks = []
+    for m in members:
+        run = next(by_rank[state.rank_of[m]])
+        blocks.append(tuple(run[a:b].view(dtype).reshape(shape)
+                            for a, b, (shape, dtype) in zip(ends, ends[1:], types)))
+    request = waiting[local[0]]
     outs = collectives.group_rules[request.eqn.primitive](blocks, **request.eqn.params)
     return {m: out for m, out in zip(members, outs) if m in local}
 

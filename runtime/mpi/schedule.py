@@ -164,7 +164,9 @@ class LocalPlan:
                     for key in dead:
                         del env[key]
             if node is not None:
-                waiting = {p: reference._Request(node[p][3], envs[p][node[p][0]])
+                waiting = {p: reference._Request(
+                               node[p][3], collectives.node_operands(
+                                   [envs[p][k] for k in node[p][0]]))
                            for p in self.local}
                 for p, value in self._meet_straight(waiting).items():
                     read, out, dead, _ = node[p]
@@ -239,7 +241,7 @@ def _steps(programs: dict, local: list) -> tuple:
     """Straight-line programs of the local devices as flat steps: ``(input keys, literals,
     segments, output keys)``, each by position. A segment is each device's equations up to a
     communication node (``(impl, keys read, keys written, params, keys freed, equation)``),
-    then the node (by position: ``(key read, key written, keys freed, equation)``; None at
+    then the node (by position: ``(keys read, key written, keys freed, equation)``; None at
     the end). Values are keyed by each device's own variables (programs read from text have
     variables of their own; specialisation makes some operands per-device literals), and
     literals get keys of their own.
@@ -268,7 +270,8 @@ def _steps(programs: dict, local: list) -> tuple:
             node = {}
             for p in local:
                 mine = programs[p].eqns[k]
-                node[p] = (key_of(p, mine.invars[0]), id(mine.outvars[0]), dead[p][k], mine)
+                node[p] = ([key_of(p, atom) for atom in mine.invars], id(mine.outvars[0]),
+                           dead[p][k], mine)
             segments.append((computes, node))
             computes = {p: [] for p in local}
             continue

@@ -16,7 +16,7 @@ One module per family; each lists in ``__all__`` what it adds here:
 """
 from shardc.lax._collectives import (all_gather, all_to_all, axis_index, axis_size, pbroadcast,
                                      pcast, pmax, pmean, pmin, ppermute, pshuffle, psum,
-                                     psum_scatter, pswapaxes, pvary, reshard)
+                                     psum_scatter, pswapaxes, pvary, ragged_all_to_all, reshard)
 from shardc.lax._control_flow import (associative_scan, cond, fori_loop, map, scan, switch,
                                       while_loop)
 from shardc.lax._convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,
@@ -51,7 +51,7 @@ __all__ = [
     "floor", "fori_loop", "full", "full_like", "index_in_dim", "integer_pow", "iota", "is_finite",
     "lgamma", "log", "log1p", "logistic", "map", "max", "min", "mul", "neg", "pad",
     "padtype_to_pads", "pbroadcast", "pcast", "pmax", "pmean", "pmin", "polygamma", "pow",
-    "ppermute", "pshuffle", "psum", "psum_scatter", "pswapaxes", "pvary", "reciprocal", "reduce",
+    "ppermute", "pshuffle", "psum", "psum_scatter", "pswapaxes", "pvary", "ragged_all_to_all", "reciprocal", "reduce",
     "reduce_max", "reduce_min", "reduce_precision", "reduce_prod", "reduce_sum", "rem", "reshape",
     "reshard", "rev", "round", "rsqrt", "scan", "select", "sign", "sin", "slice", "slice_in_dim",
     "sort", "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "switch", "tan",

@@ -24,6 +24,7 @@ from shardc.sharding import reshard  # noqa: F401  (jax.lax.reshard is jax.shard
 __all__ = [
     "axis_size", "psum", "pmean", "pmax", "pmin", "axis_index", "pvary", "pcast", "all_gather",
     "psum_scatter", "ppermute", "all_to_all", "pbroadcast", "pshuffle", "pswapaxes", "reshard",
+    "ragged_all_to_all",
 ]
 
 
@@ -336,6 +337,35 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index
                     concat_axis=concat, tiled=bool(tiled), axis_size=size)
 
     return tree.tree_map(one, x)
+
+
+def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,
+                      *, axis_name, axis_index_groups=None):
+    """The ragged all_to_all: slice i of each member's ``operand`` (its leading-axis rows
+    ``input_offsets[i]`` onwards, ``send_sizes[i]`` of them) goes to member ``i // (K / N)``
+    (K offsets, N members), which writes it into its ``output`` at ``output_offsets[i]`` (the
+    sender's offset); ``recv_sizes`` are the sizes each member receives. The result is
+    ``output`` with the received rows written in.
+
+        N=2, operand [1 2 2] / [3 4 0], send_sizes [1 2] / [1 1], input_offsets [0 1] / [0 1],
+        output_offsets [0 0] / [1 2], output zeros(4)  ->  [1 3 0 0] / [2 2 4 0]
+    """
+    operands = (operand, output, input_offsets, send_sizes, output_offsets, recv_sizes)
+    for name, value in zip(("operand", "output", "input_offsets", "send_sizes",
+                            "output_offsets", "recv_sizes"), operands):
+        _check_operands(f"ragged_all_to_all: {name}", value)
+    _no_groups("ragged_all_to_all", axis_index_groups)
+    axes = _axes("ragged_all_to_all", axis_name)
+    for name, value in zip(("input_offsets", "send_sizes", "output_offsets", "recv_sizes"),
+                           operands[2:]):
+        aval = aval_of(value)
+        if not _dt.is_int(aval.dtype):
+            raise ValueError(f"ragged_all_to_all {name} must be integer type.")
+        if len(aval.shape) != 1 or aval.shape[0] < 1:
+            raise ValueError(f"ragged_all_to_all {name} must be rank 1 with positive dimension "
+                             f"size, but got shape {aval.shape}")
+    return bind(coll.ragged_all_to_all_p, *operands, mesh_axes=axes,
+                axis_size=_group_size(axes))
 
 
 def pbroadcast(x, axis_name, source):

@@ -58,6 +58,16 @@ def collective_bodies(names):
     def partial_perm(x):
         return lax.ppermute(x, last, [(0, 1)])
 
+    def ragged(x):
+        # member m sends (m + k) % 3 rows (at most 2) to member k, into slot m of k's output
+        n, m = lax.axis_size(last), lax.axis_index(last)
+        k = jnp.arange(n, dtype=jnp.int32)
+        sizes = jnp.minimum((m + k) % 3, 2).astype(jnp.int32)
+        recv = jnp.minimum((k + m) % 3, 2).astype(jnp.int32)
+        operand = jnp.concatenate([x[:2]] * n)
+        return lax.ragged_all_to_all(operand, jnp.zeros_like(operand), 2 * k, sizes,
+                                     jnp.full((n,), 2 * m, jnp.int32), recv, axis_name=last)
+
     return [
         ("psum_all", lambda x: lax.psum(x, every), P(every), P()),
         ("psum_last", lambda x: lax.psum(x, last), P(every), P(names[:-1] or None)),
@@ -71,6 +81,7 @@ def collective_bodies(names):
          P(names[:-1] or None), P(names[:-1] or None, last)),
         ("ppermute", shift, P(every), P(every)),
         ("ppermute_partial", partial_perm, P(every), P(every)),
+        ("ragged_all_to_all", ragged, P(every), P(every)),
         ("all_to_all", lambda x: lax.all_to_all(x, last, 1, 0, tiled=True), P(every), P(every)),
         ("axis_index", lambda x: x * lax.axis_index(every).astype(x.dtype), P(every), P(every)),
         ("int_psum", lambda x: lax.psum((x > 0).astype(jnp.int32), every), P(every), P()),
