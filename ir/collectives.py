@@ -170,16 +170,26 @@ def _all_to_all_shape(x: Aval, *, split_axis, concat_axis, tiled, axis_size, **p
     return _aval(shape, x.dtype)
 
 
-def _ragged_all_to_all_shape(operand: Aval, output: Aval, *offsets_and_sizes: Aval, axis_size,
-                             **params) -> list:
-    """``output``'s type; the slices move along the leading axis (SEMANTICS 2.5)."""
+def ragged_offsets_problem(offsets_and_sizes) -> str | None:
+    """JAX's message for offsets or sizes (avals, in argument order) that are not integer
+    vectors of positive length; None when they are."""
     names = ("input_offsets", "send_sizes", "output_offsets", "recv_sizes")
     for name, aval in zip(names, offsets_and_sizes):
         if not dtypes.is_int(aval.dtype):
-            raise ShapeError(f"ragged_all_to_all {name} must be integer type.")
-        if aval.ndim != 1 or aval.shape[0] < 1:
-            raise ShapeError(f"ragged_all_to_all {name} must be rank 1 with positive dimension "
-                             f"size, but got shape {aval.shape}")
+            return f"ragged_all_to_all {name} must be integer type."
+    for name, aval in zip(names, offsets_and_sizes):
+        if len(aval.shape) != 1 or aval.shape[0] < 1:
+            return (f"ragged_all_to_all {name} must be rank 1 with positive dimension size, "
+                    f"but got shape {aval.shape}")
+    return None
+
+
+def _ragged_all_to_all_shape(operand: Aval, output: Aval, *offsets_and_sizes: Aval, axis_size,
+                             **params) -> list:
+    """``output``'s type; the slices move along the leading axis (SEMANTICS 2.5)."""
+    problem = ragged_offsets_problem(offsets_and_sizes)
+    if problem:
+        raise ShapeError(problem)
     lengths = {aval.shape[0] for aval in offsets_and_sizes}
     if len(lengths) != 1 or lengths.pop() % axis_size:
         raise ShapeError(f"ragged_all_to_all: the offsets and sizes must have one length, a "

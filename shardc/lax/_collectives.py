@@ -356,14 +356,9 @@ def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets
         _check_operands(f"ragged_all_to_all: {name}", value)
     _no_groups("ragged_all_to_all", axis_index_groups)
     axes = _axes("ragged_all_to_all", axis_name)
-    for name, value in zip(("input_offsets", "send_sizes", "output_offsets", "recv_sizes"),
-                           operands[2:]):
-        aval = aval_of(value)
-        if not _dt.is_int(aval.dtype):
-            raise ValueError(f"ragged_all_to_all {name} must be integer type.")
-        if len(aval.shape) != 1 or aval.shape[0] < 1:
-            raise ValueError(f"ragged_all_to_all {name} must be rank 1 with positive dimension "
-                             f"size, but got shape {aval.shape}")
+    problem = coll.ragged_offsets_problem([aval_of(v) for v in operands[2:]])
+    if problem:
+        raise ValueError(problem)
     return bind(coll.ragged_all_to_all_p, *operands, mesh_axes=axes,
                 axis_size=_group_size(axes))
 
