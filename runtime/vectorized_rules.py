@@ -564,14 +564,9 @@ def rank_order_reducer(how: _Members, reduction: str, dtype):
     ``members``) reduced in rank order, exactly as the reference's all_reduce does (bitwise
     for floats, a float sum accumulated from +0.0). The way is chosen once, from the dtype
     and the group."""
-    reduce = _rank_order_reducer(how, reduction, dtype)
-    if reduction != "sum" or not dtypes.is_inexact(dtype):
-        return reduce
-    return lambda members: collectives.positive_zero_sum(reduce(members))
-
-
-def _rank_order_reducer(how: _Members, reduction: str, dtype):
     indices = how.indices
+    # a float sum starts from +0.0 (the reduction's initial value, or one in-place add)
+    from_zero = reduction == "sum" and dtypes.is_inexact(dtype)
     if reduction == "mean" and dtypes.is_float(dtype) and how.size > 1:
         # the reference's mean: the rank-order sum, then one division by the group size
         total_of = rank_order_reducer(how, "sum", dtype)
@@ -585,6 +580,8 @@ def _rank_order_reducer(how: _Members, reduction: str, dtype):
         return lambda members: collectives.all_reduce([members[i] for i in indices],
                                                      reduction=reduction)[0]
     if how.size == 1:
+        if from_zero:
+            return lambda members: collectives.positive_zero_sum(members[indices[0]])
         return lambda members: members[indices[0]]
     fn = _COMBINE[reduction]
     if dtypes.is_int(dtype):
@@ -597,6 +594,7 @@ def _rank_order_reducer(how: _Members, reduction: str, dtype):
         return reduce_exactly
     first, second, rest = indices[0], indices[1], indices[2:]
     group_size, count = how.size, how.count
+    initial = np.zeros((), dtype) if from_zero else None
 
     def reduce_in_order(members):
         if members.flags.c_contiguous:
@@ -605,10 +603,12 @@ def _rank_order_reducer(how: _Members, reduction: str, dtype):
             # order, bitwise (a 1-column one would be summed pairwise; the tests hold it).
             flat = members.reshape(group_size, -1)
             if flat.shape[1] >= 2:
-                return reduce_rows(fn, flat).reshape(members.shape[count:])
+                return reduce_rows(fn, flat, initial).reshape(members.shape[count:])
         total = np.asarray(fn(members[first], members[second]))     # 0-d blocks give scalars
         for i in rest:
             fn(total, members[i], out=total)
+        if from_zero:
+            fn(total, initial, out=total)
         return total
     return reduce_in_order
 
@@ -649,31 +649,34 @@ def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
     return pool
 
 
-def reduce_rows(fn, flat: np.ndarray) -> np.ndarray:
+def reduce_rows(fn, flat: np.ndarray, initial=None) -> np.ndarray:
     """``fn.reduce(flat, axis=0)`` for a (members, m) array with m >= 2: the rows combined
-    one after the other into each column. A large one is split into column ranges reduced on
-    threads at once (numpy releases the GIL in its loops); each column still combines its
-    rows in the same order, so the result is bitwise the same. The threads run under the
-    caller's floating-point error settings (``np.errstate`` does not cross threads)."""
+    one after the other into each column (after ``initial``, when given). A large one is
+    split into column ranges reduced on threads at once (numpy releases the GIL in its loops);
+    each column still combines its rows in the same order, so the result is bitwise the same.
+    The threads run under the caller's floating-point error settings (``np.errstate`` does
+    not cross threads)."""
+    start = {} if initial is None else {"initial": initial}
     if flat.nbytes < PARALLEL_BYTES:
-        return fn.reduce(flat, axis=0)
+        return fn.reduce(flat, axis=0, **start)
     workers = threads()
     m = flat.shape[1]
     if workers == 1 or m < 4 * workers:
-        return fn.reduce(flat, axis=0)
+        return fn.reduce(flat, axis=0, **start)
     out = np.empty(m, fn.reduce(flat[:, :2], axis=0).dtype)
     bounds = [m * w // workers for w in range(workers + 1)]
     errors = np.geterr()
-    jobs = [_pool(workers).submit(_reduce_columns, fn, flat[:, lo:hi], out[lo:hi], errors)
+    jobs = [_pool(workers).submit(_reduce_columns, fn, flat[:, lo:hi], out[lo:hi], errors,
+                                  start)
             for lo, hi in zip(bounds[:-1], bounds[1:])]
     for job in jobs:
         job.result()
     return out
 
 
-def _reduce_columns(fn, part, out, errors):
+def _reduce_columns(fn, part, out, errors, start):
     with np.errstate(**errors):
-        fn.reduce(part, axis=0, out=out)
+        fn.reduce(part, axis=0, out=out, **start)
 
 
 def _all_reduce_rule(types: EqnTypes) -> Kernel:

@@ -589,9 +589,9 @@ def test_large_reductions_split_across_threads_are_bitwise_the_same(monkeypatch)
     calls = []
     real = rules.reduce_rows
 
-    def counting(fn, flat):
+    def counting(fn, flat, initial=None):
         calls.append(flat.shape)
-        return real(fn, flat)
+        return real(fn, flat, initial)
     monkeypatch.setattr(rules, "reduce_rows", counting)
     for count in ("1", "3"):
         monkeypatch.setenv("SHARDC_THREADS", count)
