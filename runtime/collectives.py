@@ -47,7 +47,7 @@ def all_reduce(blocks, *, reduction, **params):
         else:
             total = np.minimum(total, block)
     if reduction in ("sum", "mean"):
-        total = positive_zero_sum(total)
+        total = positive_zero_sum(total, in_place=len(blocks) > 1)
     if reduction == "mean":
         total = total / len(blocks)
         if not dtypes.is_inexact(blocks[0].dtype):
@@ -56,12 +56,15 @@ def all_reduce(blocks, *, reduction, **params):
     return [total] * len(blocks)
 
 
-def positive_zero_sum(total):
+def positive_zero_sum(total, in_place: bool = False):
     """A sum of members as JAX's all-reduce gives it: accumulated from +0.0, so -0.0 blocks
-    sum to +0.0 (adding +0.0 changes no other value)."""
+    sum to +0.0 (adding +0.0 changes no other value). ``in_place``: ``total`` is the caller's
+    own new array, to be changed rather than copied."""
     total = np.asarray(total)
     if not dtypes.is_inexact(total.dtype):
         return total
+    if in_place and total.ndim and total.flags.writeable:
+        return np.add(total, np.zeros((), total.dtype), out=total)
     return np.asarray(np.add(total, np.zeros((), total.dtype)))
 
 
