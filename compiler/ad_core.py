@@ -29,6 +29,8 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
 from ir.primitives import RuleTable
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import named_sharding, partitions, spec_of
 
 jvp_rules = RuleTable("jvp")
 transpose_rules = RuleTable("transpose")
@@ -42,11 +44,39 @@ def is_differentiable(aval: Aval) -> bool:
 
 
 def zeros_like_aval(aval: Aval):
-    """Zeros of ``aval``'s shape and dtype, bound in the current trace."""
+    """Zeros of ``aval``'s type (shape, dtype and sharding), bound in the current trace."""
     zero = np.zeros((), aval.dtype)
     if aval.shape == ():
         return bind(prims.broadcast_in_dim_p, zero, shape=(), broadcast_dimensions=())
-    return bind(prims.broadcast_in_dim_p, zero, shape=aval.shape, broadcast_dimensions=())
+    zeros = bind(prims.broadcast_in_dim_p, zero, shape=aval.shape, broadcast_dimensions=())
+    if aval.sharding is not None:
+        zeros = bind(prims.sharding_constraint_p, zeros, sharding=named_sharding(aval))
+    return zeros
+
+
+def typed_as(aval: Aval, *operands, order=None) -> dict:
+    """``{"out_sharding": ...}`` making a result split as ``aval`` is (its dimensions taken in
+    ``order``), when ``aval`` or an operand names a split; else nothing. Transpose rules give
+    cotangents their primal's type this way, as JAX's do."""
+    shardings = [aval.sharding] + [aval_of(x).sharding for x in operands]
+    mesh = next((s.mesh for s in shardings if s is not None), None)
+    if mesh is None:
+        return {}
+    spec = spec_of(aval)
+    if order is not None:
+        spec = tuple(spec[d] for d in order)
+    return {"out_sharding": NamedSharding(mesh, PartitionSpec(*partitions(spec)))}
+
+
+def as_typed(value, aval: Aval):
+    """``value`` resharded to ``aval``'s sharding where its own differs (a cotangent of a
+    split primal, or of an unsplit one computed from split values)."""
+    have = aval_of(value).sharding
+    if have == aval.sharding:
+        return value
+    mesh = (aval.sharding or have).mesh
+    target = named_sharding(aval) or NamedSharding(mesh, PartitionSpec())
+    return bind(prims.sharding_constraint_p, value, sharding=target)
 
 
 def instantiate(value, aval: Aval):
@@ -295,7 +325,7 @@ def backward_pass(program: Program, args, cts_out) -> list:
 
     def accumulate(var, ct):
         if ct is not None:
-            cts[id(var)] = add_tangents(cts.get(id(var)), ct)
+            cts[id(var)] = add_tangents(cts.get(id(var)), as_typed(ct, var.aval))
 
     for atom, ct in zip(program.outvars, cts_out):
         if is_linear(atom):

@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from compiler.ad_core import (Linear, add_tangents, instantiate, jvp_rules, transpose_rules,
-                               zeros_like_aval)
+                               typed_as, zeros_like_aval)
 from compiler.tracing import aval_of, bind
 from ir import dtypes
 from ir import primitives as p
@@ -452,8 +452,9 @@ def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
     return [summed]
 
 
-def _reshape_transpose(ct, x, *, new_sizes):
-    return [bind(p.reshape_p, ct, new_sizes=x.aval.shape)]
+def _reshape_transpose(ct, x, *, new_sizes, out_sharding=None):
+    return [bind(p.reshape_p, ct, new_sizes=x.aval.shape,
+                 **typed_as(x.aval, ct))]
 
 
 def _transpose_transpose(ct, x, *, permutation):
@@ -739,11 +740,14 @@ jvp_rules[p.reduce_prod_p] = _prod_jvp
 
 # --- dot_general ---------------------------------------------------------------------------------
 
-def _dot_general_jvp(primals, tangents, *, dimension_numbers, preferred_element_type=None):
+def _dot_general_jvp(primals, tangents, *, dimension_numbers, preferred_element_type=None,
+                     out_sharding=None):
     x, y = primals
     tx, ty = tangents
     params = dict(dimension_numbers=dimension_numbers,
                   preferred_element_type=preferred_element_type)
+    if out_sharding is not None:
+        params["out_sharding"] = out_sharding
     out = bind(p.dot_general_p, x, y, **params)
     a = bind(p.dot_general_p, tx, y, **params) if tx is not None else None
     b = bind(p.dot_general_p, x, ty, **params) if ty is not None else None
@@ -775,15 +779,20 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, preferred_element_type, swa
         ans_batch, _, ans_y = _ranges(len(x_batch), len(x_kept), len(y_kept))
     dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(y_batch)))
     x_contract_by_y = [x_contract[k] for k in np.argsort(y_contract)]
-    out_axes = tuple(int(k) for k in np.argsort(list(x_batch) + x_kept + x_contract_by_y))
+    order = list(x_batch) + x_kept + x_contract_by_y
+    out_axes = tuple(int(k) for k in np.argsort(order))
+    # the cotangent is split as x is (JAX's out_sharding in its transpose): with both
+    # operands split over a contracted axis the dot alone could not say how
     result = bind(p.dot_general_p, ct, y, dimension_numbers=dims,
-                  preferred_element_type=x_aval.dtype)
+                  preferred_element_type=x_aval.dtype,
+                  **typed_as(x_aval, ct, y, order=order))
     if out_axes != tuple(range(len(out_axes))):
         result = bind(p.transpose_p, result, permutation=out_axes)
     return result
 
 
-def _dot_general_transpose(ct, x, y, *, dimension_numbers, preferred_element_type=None):
+def _dot_general_transpose(ct, x, y, *, dimension_numbers, preferred_element_type=None,
+                           out_sharding=None):
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
     ct_x = ct_y = None
     if isinstance(x, Linear):

@@ -27,10 +27,10 @@ import numpy as np
 from compiler.tracing import Trace, Tracer, aval_of, bind, current_trace, set_current_trace
 from ir import primitives as prims
 from ir import collectives as coll
-from ir.core import Aval, Program
+from ir.core import Aval, Program, TypeSharding
 from ir.primitives import RuleTable
 from ir.shapes import out_avals
-from ir.sharding import PartitionSpec, spec_axes
+from ir.sharding import NamedSharding, PartitionSpec, spec_axes
 
 batching_rules = RuleTable("batching")
 # rule(trace, values, dims, **params): collectives naming the vmap's axis (collective_rules.py)
@@ -56,8 +56,14 @@ class BatchTracer(Tracer):
         full = aval_of(self.value)
         if self.batch_dim is None:
             return full
-        shape = full.shape[:self.batch_dim] + full.shape[self.batch_dim + 1:]
-        return full.update(shape=shape)
+        d = self.batch_dim
+        shape = full.shape[:d] + full.shape[d + 1:]
+        # the batch dimension leaves the type with its split (JAX: it becomes the batch
+        # axis's explicit mesh axis)
+        sharding = full.sharding
+        if sharding is not None:
+            sharding = TypeSharding.of(sharding.mesh, sharding.spec[:d] + sharding.spec[d + 1:])
+        return full.update(shape=shape, sharding=sharding)
 
     def _layout(self):
         """A batch of laid-out values: what layout each member has is not followed."""
@@ -345,6 +351,14 @@ def batch_size(values, dims) -> int:
         if dim is not None:
             return shape_of(value)[dim]
     raise ValueError("batch_size: no operand is batched")
+
+
+def with_batch_dim(sharding, dim: int):
+    """``sharding`` (a NamedSharding naming a result's split) with an unsplit batch dimension
+    inserted at ``dim``."""
+    entries = list(sharding.spec)
+    entries[dim:dim] = [None] if dim <= len(entries) else [None] * (dim - len(entries) + 1)
+    return NamedSharding(sharding.mesh, PartitionSpec(*entries))
 
 
 def shift_axes(axes, dim) -> tuple:

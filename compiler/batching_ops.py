@@ -8,9 +8,9 @@ import functools
 
 import numpy as np
 from compiler.batching import (batch_at, batch_size, batching_rules, elementwise_rule,
-                               keep_dim_rule, literal, loop_rule, member_aval, moveaxis, ndim_of,
-                               reduction_rule, shape_of, shift_axes, spec_entry, unbatched_rule,
-                               vectorize)
+                              keep_dim_rule, literal, loop_rule, member_aval, moveaxis, ndim_of,
+                              reduction_rule, shape_of, shift_axes, spec_entry, unbatched_rule,
+                              vectorize, with_batch_dim)
 from compiler.tracing import aval_of, bind
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec, spec_axes
@@ -53,11 +53,12 @@ def _searchsorted_rule(values, dims, *, side):
     return [bind(prims.searchsorted_p, sorted_values, query, side=side)], [query_dim]
 
 
-def _reshape_rule(values, dims, *, new_sizes):
+def _reshape_rule(values, dims, *, new_sizes, out_sharding=None):
     (x,), (dim,) = values, dims
     size = shape_of(x)[dim]
     x = moveaxis(x, dim, 0)
-    return [bind(prims.reshape_p, x, new_sizes=(size,) + tuple(new_sizes))], [0]
+    params = {} if out_sharding is None else {"out_sharding": with_batch_dim(out_sharding, 0)}
+    return [bind(prims.reshape_p, x, new_sizes=(size,) + tuple(new_sizes), **params)], [0]
 
 
 def _transpose_rule(values, dims, *, permutation):
@@ -308,26 +309,31 @@ batching_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice_rule
 
 # --- linear algebra ----------------------------------------------------------------------------
 
-def _dot_general_rule(values, dims, *, dimension_numbers, preferred_element_type=None):
-    """Both batched: a new dot batch dimension. One batched: its batch axis is a free axis."""
+def _dot_general_rule(values, dims, *, dimension_numbers, preferred_element_type=None,
+                      out_sharding=None):
+    """Both batched: a new dot batch dimension. One batched: its batch axis is a free axis.
+    An ``out_sharding`` gains the batch dimension, unsplit."""
     (x, y), (x_dim, y_dim) = values, dims
     (lc, rc), (lb, rb) = dimension_numbers
-    params = dict(preferred_element_type=preferred_element_type)
     if x_dim is not None and y_dim is not None:
         x, y = moveaxis(x, x_dim, 0), moveaxis(y, y_dim, 0)
         numbers = ((shift_axes(lc, 0), shift_axes(rc, 0)),
                    ((0,) + shift_axes(lb, 0), (0,) + shift_axes(rb, 0)))
-        return [bind(prims.dot_general_p, x, y, dimension_numbers=numbers, **params)], [0]
-    if x_dim is not None:
-        lc, lb = shift_axes(lc, x_dim), shift_axes(lb, x_dim)
-        free = [a for a in range(ndim_of(x)) if a not in lc and a not in lb]
-        out_dim = len(lb) + free.index(x_dim)
+        out_dim = 0
     else:
-        rc, rb = shift_axes(rc, y_dim), shift_axes(rb, y_dim)
-        x_free = ndim_of(x) - len(lc) - len(lb)
-        free = [a for a in range(ndim_of(y)) if a not in rc and a not in rb]
-        out_dim = len(rb) + x_free + free.index(y_dim)
-    numbers = ((lc, rc), (lb, rb))
+        if x_dim is not None:
+            lc, lb = shift_axes(lc, x_dim), shift_axes(lb, x_dim)
+            free = [a for a in range(ndim_of(x)) if a not in lc and a not in lb]
+            out_dim = len(lb) + free.index(x_dim)
+        else:
+            rc, rb = shift_axes(rc, y_dim), shift_axes(rb, y_dim)
+            x_free = ndim_of(x) - len(lc) - len(lb)
+            free = [a for a in range(ndim_of(y)) if a not in rc and a not in rb]
+            out_dim = len(rb) + x_free + free.index(y_dim)
+        numbers = ((lc, rc), (lb, rb))
+    params = dict(preferred_element_type=preferred_element_type)
+    if out_sharding is not None:
+        params["out_sharding"] = with_batch_dim(out_sharding, out_dim)
     return [bind(prims.dot_general_p, x, y, dimension_numbers=numbers, **params)], [out_dim]
 
 

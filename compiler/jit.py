@@ -26,6 +26,7 @@ from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_l
 from ir import dtypes
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
+from ir.sharding_rules import typed_avals
 from ir.printer import print_program
 
 
@@ -154,10 +155,9 @@ def execute_equation(prim, values, params) -> list:
     """Run one equation (a shard_map with its body program) on concrete values: lower it as a
     one-equation module and execute it, as jit would."""
     from ir.core import Eqn, Var
-    from ir.shapes import out_avals
     backend = get_backend()
     invars = [Var(aval_of(v).strip_vma()) for v in values]
-    outvars = [Var(a) for a in out_avals(prim, [v.aval for v in invars], params)]
+    outvars = [Var(a) for a in typed_avals(prim, [v.aval for v in invars], params)]
     program = Program([], invars, [Eqn(prim, invars, outvars, dict(params))], outvars)
     module = lower_module(program, tuple(backend.sharding_of(v) for v in values))
     return backend.execute(module, list(values))

@@ -21,6 +21,8 @@ from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.interpreter import Interpreter
 from ir.shapes import out_avals
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import named_sharding, typed_avals
 from ir.source import frame_source
 from ir.verify import check_traced
 
@@ -195,8 +197,9 @@ class EvalTrace(Trace):
         return value
 
     def process_primitive(self, prim, values, params):
-        # The shape rule runs first so bad operands get the same error as under jit.
-        out_avals(prim, [aval_of(v) for v in values], params)
+        # The shape and sharding rules run first so bad operands get the same errors as
+        # under jit.
+        typed = typed_avals(prim, [aval_of(v) for v in values], params)
         rule = eager_rules.get(prim)
         if rule is not None:
             return rule(*values, **params)
@@ -209,6 +212,9 @@ class EvalTrace(Trace):
                 params = inline_params(params)
             outs = get_backend().eval_primitive(prim, values, params)
         check_invalid_values(outs, prim.name)
+        mesh = _typed_mesh(typed, values, params)
+        if mesh is not None:
+            return _placed_as_typed(outs, typed, mesh)
         return _follow_layouts(prim, values, outs)
 
     def process_shard_map(self, fun, args, params):
@@ -244,6 +250,33 @@ def check_invalid_values(values, where: str) -> None:
         for kind, test in (("nan", np.isnan), ("inf", np.isinf)):
             if kind in _invalid_checks and np.any(test(array)):
                 raise FloatingPointError(f"invalid value ({kind}) encountered in {where}")
+
+
+def _typed_mesh(typed, values, params):
+    """The mesh whose Explicit axes type an eager operation's results: a result's, an
+    operand's, or its ``out_sharding``'s; None when types name no split."""
+    for aval in typed:
+        if aval.sharding is not None:
+            return aval.sharding.mesh
+    for value in values:
+        sharding = getattr(aval_of(value), "sharding", None)
+        if sharding is not None:
+            return sharding.mesh
+    given = params.get("out_sharding") if params else None
+    return getattr(given, "mesh", None)
+
+
+def _placed_as_typed(outs, typed, mesh):
+    """Eager results laid out as their types say (replicated where the type names no split):
+    an operation on sharded arrays keeps its results on the mesh, as under jit."""
+    placed = []
+    for out, aval in zip(outs, typed):
+        sharding = named_sharding(aval) or NamedSharding(mesh, PartitionSpec())
+        if getattr(out, "sharding", None) != sharding:
+            (out,) = get_backend().eval_primitive(prims.sharding_constraint_p, [out],
+                                                  {"sharding": sharding})
+        placed.append(out)
+    return placed
 
 
 def _follow_layouts(prim, values, outs):
@@ -582,7 +615,7 @@ class ProgramTrace(Trace):
         try:
             if self.shard is None:          # outside shard_map bodies values carry no vma
                 outs = [self.new_tracer(a.strip_vma())
-                        for a in out_avals(prim, [t.aval for t in tracers], params)]
+                        for a in typed_avals(prim, [t.aval for t in tracers], params)]
             else:
                 tracers, out_vma = type_operands(self, prim, tracers, params)
                 avals = out_avals(prim, [t.aval for t in tracers], params)

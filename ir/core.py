@@ -30,9 +30,72 @@ def dtype_from_short(name: str) -> np.dtype:
     return dtypes.from_short_name(name)
 
 
+class TypeSharding:
+    """How a value's type says it is split (JAX's sharding in types): per dimension the mesh
+    axes that split it, major to minor, on ``mesh``. Only a mesh's Explicit axes appear.
+
+    Made once per (mesh, spec) by ``of``; compared by identity of those.
+
+    >>> str(Aval((8, 4), np.dtype('float32'), sharding=TypeSharding.of(mesh, (('x',), ()))))
+    'f32[8@x,4]'
+    """
+    __slots__ = ("mesh", "spec", "_hash", "axes")
+    _MADE: dict = {}
+
+    def __init__(self, mesh, spec: tuple):
+        self.mesh = mesh
+        self.spec = spec
+        self._hash = hash((mesh, spec))
+        self.axes = tuple(a for names in spec for a in names)
+
+    @classmethod
+    def of(cls, mesh, spec) -> "TypeSharding | None":
+        """The sharding of ``spec`` (per dimension a tuple of axis names) on ``mesh``; None
+        when it splits nothing."""
+        spec = tuple(tuple(names) for names in spec)
+        if not any(spec):
+            return None
+        key = (mesh, spec)
+        found = cls._MADE.get(key)
+        if found is None:
+            if len(cls._MADE) > 4096:
+                cls._MADE.clear()
+            found = cls._MADE[key] = cls(mesh, spec)
+        return found
+
+    def __eq__(self, other):
+        return (self is other or isinstance(other, TypeSharding) and self.spec == other.spec
+                and self.mesh == other.mesh)
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return f"TypeSharding({self.mesh!r}, {self.spec!r})"
+
+    def dim_text(self, d: int, size: int) -> str:
+        """``8``, ``8@x`` or ``32@(x,y)``."""
+        names = self.spec[d]
+        if not names:
+            return str(size)
+        return f"{size}@{names[0]}" if len(names) == 1 else f"{size}@({','.join(names)})"
+
+    def shards(self, d: int) -> int:
+        """How many blocks dimension ``d`` is split into."""
+        sizes = self.mesh.shape
+        return math.prod(sizes[a] for a in self.spec[d])
+
+
+def _dims_text(shape, sharding) -> str:
+    if sharding is None:
+        return ",".join(str(d) for d in shape)
+    return ",".join(sharding.dim_text(k, d) for k, d in enumerate(shape))
+
+
 @dataclasses.dataclass(frozen=True)
 class Aval:
-    """The abstract value of an array: shape, dtype and the mesh axes it may vary over (vma).
+    """The abstract value of an array: shape, dtype, the mesh axes it may vary over (vma) and
+    how its type says it is split over Explicit mesh axes (``sharding``, None: not split).
 
     >>> Aval((2, 8), np.dtype('float32'), frozenset({'x'})).str_short()
     'f32[2,8]{x}'
@@ -40,6 +103,7 @@ class Aval:
     shape: tuple
     dtype: np.dtype
     vma: frozenset = frozenset()
+    sharding: TypeSharding | None = None
 
     def __post_init__(self):
         shape, dtype, vma = self.shape, self.dtype, self.vma
@@ -50,7 +114,7 @@ class Aval:
         if type(vma) is not frozenset:
             object.__setattr__(self, "vma", vma := frozenset(vma))
         # avals key jit's cache on every call: hash once
-        object.__setattr__(self, "_hash", hash((shape, dtype, vma)))
+        object.__setattr__(self, "_hash", hash((shape, dtype, vma, self.sharding)))
 
     def __hash__(self):
         return self._hash
@@ -67,13 +131,23 @@ class Aval:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
-    def update(self, shape=None, dtype=None, vma=None) -> "Aval":
+    def update(self, shape=None, dtype=None, vma=None, sharding=...) -> "Aval":
+        """A copy with fields changed; a new shape drops the sharding unless one is given."""
+        if sharding is ...:
+            sharding = self.sharding if shape is None or tuple(shape) == self.shape else None
         return Aval(self.shape if shape is None else shape,
                     self.dtype if dtype is None else dtype,
-                    self.vma if vma is None else vma)
+                    self.vma if vma is None else vma, sharding)
 
     def strip_vma(self) -> "Aval":
-        return self if not self.vma else Aval(self.shape, self.dtype)
+        return self if not self.vma else Aval(self.shape, self.dtype, sharding=self.sharding)
+
+    def strip_sharding(self) -> "Aval":
+        return self if self.sharding is None else Aval(self.shape, self.dtype, self.vma)
+
+    def with_sharding(self, sharding) -> "Aval":
+        return self if sharding == self.sharding else Aval(self.shape, self.dtype, self.vma,
+                                                           sharding)
 
     def with_vma(self, vma: frozenset) -> "Aval":
         """This aval varying over ``vma``; made once per (aval, vma), as tracing a long
@@ -87,18 +161,18 @@ class Aval:
         if found is None:
             if len(_WITH_VMA) > 4096:
                 _WITH_VMA.clear()
-            found = _WITH_VMA[key] = Aval(self.shape, self.dtype, vma)
+            found = _WITH_VMA[key] = Aval(self.shape, self.dtype, vma, self.sharding)
         return found
 
     def str_short(self, axis_order: Sequence[str] | None = ()) -> str:
         """``f32[4,8]{x}``; ``axis_order=None`` hides the vma (a body with the check off)."""
-        dims = ",".join(str(d) for d in self.shape)
+        dims = _dims_text(self.shape, self.sharding)
         vma = "" if axis_order is None else format_vma(self.vma, axis_order)
         return f"{short_dtype(self.dtype)}[{dims}]{vma}"
 
     def str_long(self, axis_order: Sequence[str] | None = ()) -> str:
         """The form of ``typeof(x)``: ``float32[3]{i}``; ``axis_order=None`` hides the vma."""
-        dims = ",".join(str(d) for d in self.shape)
+        dims = _dims_text(self.shape, self.sharding)
         vma = "" if axis_order is None else format_vma(self.vma, axis_order)
         return f"{self.dtype.name}[{dims}]{vma}"
 

@@ -34,10 +34,10 @@ from lark.lexer import PatternStr
 from ir import dtypes
 from ir import collectives  # noqa: F401  (registers the collectives' names)
 from ir import primitives as prims
-from ir.core import (Aval, DeviceProgram, Eqn, Literal, Program, SourceInfo, Var,
-                     dtype_from_short)
+from ir.core import (Aval, DeviceProgram, Eqn, Literal, Program, SourceInfo, TypeSharding,
+                     Var, dtype_from_short)
 from ir.module import LoweredModule, LoweredShardMap
-from ir.sharding import Mesh, NamedSharding, PartitionSpec
+from ir.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from ir.specialise import device_programs
 from ir.verify import VerifyError, verify, verify_lowered, verify_mesh_program
 
@@ -129,7 +129,8 @@ def parse_program(text: str, *, device=None, lowered: bool = False) -> Program:
     tree = _parse(text, "program_text")
     builder = _Builder(text, device)
     builder.lowered = lowered
-    program = builder.guarded(builder.program, tree.children[0])
+    program_tree = builder.guarded(builder.read_types_mesh, tree)
+    program = builder.guarded(builder.program, program_tree)
     builder.verified(verify, program)
     return program
 
@@ -317,6 +318,8 @@ class _Builder:
         self.mesh_programs: dict = {}   # shard_map equation index -> its mesh-level program
         # whether the program being read is lowered: names then mean communication nodes
         self.lowered = False
+        self.types_mesh = None          # the mesh of a `types on Mesh(...):` line
+        self._parts: list = []
 
     def guarded(self, build, *args):
         try:
@@ -360,12 +363,21 @@ class _Builder:
 
     # --- modules and device programs ---
 
+    def read_types_mesh(self, tree: Tree) -> Tree:
+        """Read an optional ``types on Mesh(...):`` line; the program's tree."""
+        children = [c for c in tree.children if c is not None]
+        if children and isinstance(children[0], Tree) and children[0].data == "types_mesh":
+            self.types_mesh = self.mesh(children[0].children[0])
+            children = children[1:]
+        self._parts = children[1:]
+        return children[0]
+
     def module(self, tree: Tree) -> LoweredModule:
-        program = self.program(tree.children[0])
+        program = self.program(self.read_types_mesh(tree))
         self.verified(verify, program)    # so that each shard_map equation has its params
         shard_maps: dict = {}
         current = None
-        for part in tree.children[1:]:
+        for part in self._parts:
             if part.data == "shard_map_header":
                 self._complete(current, shard_maps)
                 current = self.shard_map_header(part, program, shard_maps)
@@ -574,16 +586,44 @@ class _Builder:
 
     def aval(self, tree: Tree) -> Aval:
         dtype_token, *rest = tree.children
-        dims = [t for t in rest if isinstance(t, Token)]
-        vma = [str(t) for c in rest if isinstance(c, Tree) for t in c.children]
+        dim_trees = [c for c in rest if isinstance(c, Tree) and c.data == "dim"]
+        vma = [str(t) for c in rest if isinstance(c, Tree) and c.data == "vma"
+               for t in c.children]
         dtype = self.dtype(dtype_token)
-        for dim in dims:
-            if int(dim) < 0:
-                raise self.error(dim, "a dimension is a non-negative integer")
+        dims, spec = [], []
+        for dim in dim_trees:
+            size, *axes = [t for t in dim.children if t is not None]
+            if int(size) < 0:
+                raise self.error(size, "a dimension is a non-negative integer")
+            dims.append(int(size))
+            spec.append(tuple(str(a) for a in axes))
         if len(set(vma)) != len(vma):
             raise self.error(rest[-1], "a type names a mesh axis twice")
         self.shows_vma = self.shows_vma or bool(vma)
-        return Aval(tuple(int(d) for d in dims), dtype, frozenset(vma))
+        return Aval(tuple(dims), dtype, frozenset(vma), self.type_sharding(tree, dims, spec))
+
+    def type_sharding(self, tree: Tree, dims, spec):
+        """The sharding a type names (``8@x``), on the mesh of the text's ``types on`` line."""
+        if not any(spec):
+            return None
+        mesh = self.types_mesh
+        if mesh is None:
+            raise self.error(tree, "a type names mesh axes, but the text names no mesh: it "
+                                   "starts with `types on Mesh(...):` when its types do")
+        named = [a for axes in spec for a in axes]
+        for axis in named:
+            if axis not in mesh.explicit_axes:
+                raise self.error(tree, f"a type names {axis!r}, which is not an Explicit axis "
+                                       f"of {mesh!r}")
+        if len(set(named)) != len(named):
+            raise self.error(tree, "a type splits two dimensions over one mesh axis")
+        sizes = mesh.shape
+        for d, (n, axes) in enumerate(zip(dims, spec)):
+            k = math.prod(sizes[a] for a in axes)
+            if n % k:
+                raise self.error(tree, f"dimension {d} of size {n} does not split into {k} "
+                                       f"blocks over {axes}")
+        return TypeSharding.of(mesh, tuple(spec))
 
     def dtype(self, token: Token) -> np.dtype:
         try:
@@ -666,7 +706,12 @@ class _Builder:
         return NamedSharding(self.mesh(mesh_tree), self.spec(spec_tree))
 
     def mesh(self, tree: Tree) -> Mesh:
-        axes = [c for c in tree.children if c.data == "mesh_axis"]
+        fields = [c for c in tree.children if isinstance(c, Tree)]
+        order = {"mesh_axis": 0, "mesh_types": 1, "mesh_ids": 2}
+        ranks = [order[f.data] for f in fields]
+        if ranks != sorted(ranks) or ranks.count(1) > 1 or ranks.count(2) > 1:
+            raise self.error(tree, "a mesh lists its axes, then axis_types, then device_ids")
+        axes = [c for c in fields if c.data == "mesh_axis"]
         names = tuple(self.string(a.children[0]) for a in axes)
         sizes = tuple(int(a.children[1]) for a in axes)
         for axis, size in zip(axes, sizes):
@@ -676,17 +721,34 @@ class _Builder:
         if size > MAX_MESH_DEVICES:
             raise self.error(tree, f"a mesh of {size} devices is too large "
                                    f"(at most {MAX_MESH_DEVICES})")
-        ids = self._device_ids(tree, axes, size)
+        ids = self._device_ids(tree, fields, size)
         devices = np.empty(size, dtype=object)
         for k, device_id in enumerate(ids):
             devices[k] = self.device(device_id)
+        types = self._axis_types(fields, len(names))
         try:
-            return Mesh(devices.reshape(sizes), names)
+            return Mesh(devices.reshape(sizes), names, axis_types=types)
         except ValueError as err:
             raise self.error(tree, f"bad mesh: {err}") from None
 
-    def _device_ids(self, tree: Tree, axes, size: int) -> tuple:
-        given = [c for c in tree.children if c.data != "mesh_axis"]
+    def _axis_types(self, fields, n: int):
+        """The ``axis_types=(Explicit, ...)`` of a mesh, or None (Auto) when not written."""
+        given = [f for f in fields if f.data == "mesh_types"]
+        if not given:
+            return None
+        words = [t for t in given[0].children if t is not None]
+        types = []
+        for word in words:
+            if str(word) not in AxisType.__members__:
+                raise self.error(word, "an axis type is Auto, Explicit or Manual")
+            types.append(AxisType[str(word)])
+        if len(types) != n:
+            raise self.error(given[0], f"the mesh has {n} axes but names {len(types)} axis "
+                                       "types")
+        return tuple(types)
+
+    def _device_ids(self, tree: Tree, fields, size: int) -> tuple:
+        given = [f.children[0] for f in fields if f.data == "mesh_ids"]
         if not given:
             return tuple(range(size))
         ids = self.value(given[0])

@@ -11,7 +11,8 @@ from typing import Sequence
 import numpy as np
 
 from ir.comm import device_traffic
-from ir.core import DeviceProgram, Literal, Program, Var, format_literal, holds_programs
+from ir.core import (DeviceProgram, Literal, Program, Var, format_literal, holds_programs,
+                     programs_in)
 
 
 def var_name(k: int) -> str:
@@ -130,8 +131,29 @@ class _Printer:
 
 
 def print_program(prog: Program, *, axis_order: Sequence[str] = (), with_source=False) -> str:
-    """The text of a program, as ``make_jaxpr`` shows it."""
-    return _Printer(with_source).program(prog, 0, axis_order)
+    """The text of a program, as ``make_jaxpr`` shows it; headed ``types on Mesh(...):`` when
+    its types name mesh axes (``f32[8@x,4]``)."""
+    mesh = types_mesh(prog)
+    head = f"types on {mesh!r}:\n" if mesh is not None else ""
+    return head + _Printer(with_source).program(prog, 0, axis_order)
+
+
+def types_mesh(prog: Program):
+    """The mesh of the first type in ``prog`` (its sub-programs included) that names mesh
+    axes, or None."""
+    for var in list(prog.invars) + list(prog.constvars):
+        if var.aval.sharding is not None:
+            return var.aval.sharding.mesh
+    for eqn in prog.eqns:
+        for var in eqn.outvars:
+            if var.aval.sharding is not None:
+                return var.aval.sharding.mesh
+        for value in eqn.params.values():
+            for sub in programs_in(value):
+                mesh = types_mesh(sub)
+                if mesh is not None:
+                    return mesh
+    return None
 
 
 def print_device_program(dp: DeviceProgram, *, with_source=False) -> str:

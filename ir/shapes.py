@@ -159,7 +159,7 @@ def _broadcast_in_dim_rule(x: Aval, *, shape, broadcast_dimensions) -> list:
     return [_aval(shape, x.dtype)]
 
 
-def _reshape_rule(x: Aval, *, new_sizes) -> list:
+def _reshape_rule(x: Aval, *, new_sizes, out_sharding=None) -> list:
     if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
         raise ShapeError(f"reshape: cannot reshape {x.str_short()} to {tuple(new_sizes)}")
     return [_aval(new_sizes, x.dtype)]
@@ -379,7 +379,8 @@ shape_rules[prims.searchsorted_p] = _searchsorted_rule
 
 # --- linear algebra ---------------------------------------------------------------------------
 
-def _dot_general_rule(x: Aval, y: Aval, *, dimension_numbers, preferred_element_type=None) -> list:
+def _dot_general_rule(x: Aval, y: Aval, *, dimension_numbers, preferred_element_type=None,
+                      out_sharding=None) -> list:
     (lc, rc), (lb, rb) = dimension_numbers
     if len(lc) != len(rc) or len(lb) != len(rb):
         raise ShapeError(f"dot_general: dimension_numbers={dimension_numbers} are unbalanced")

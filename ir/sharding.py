@@ -4,6 +4,7 @@ Nothing here touches data. Devices are any objects with an integer ``id``.
 """
 from __future__ import annotations
 
+import enum
 import functools
 import math
 from typing import Sequence
@@ -26,6 +27,100 @@ class ShardingSpecError(ValueError):
 class DuplicateSpecError(ShardingSpecError):
     """A mesh axis named more than once in one spec, or by a mesh (JAX accepts such a mesh and
     raises its DuplicateSpecError once a shard_map's spec names the axis)."""
+
+
+class ShardingTypeError(TypeError):
+    """Operands whose shardings (in their types, on Explicit mesh axes) leave the result's
+    ambiguous or illegal: JAX's ShardingTypeError. A TypeError here, so that ``except
+    TypeError`` and ``except Exception`` both catch it."""
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is partitioned (JAX's names and values): ``Explicit`` axes appear in
+    types and each operation's rule decides its result's split; ``Auto`` axes are left to the
+    compiler; ``Manual`` axes are a shard_map body's."""
+    Auto = 1
+    Explicit = 2
+    Manual = 3
+
+    def __repr__(self):
+        return self.name
+
+    def __str__(self):
+        return f"AxisType.{self.name}"
+
+
+def _axis_types(axis_types, n: int, default) -> tuple:
+    if axis_types is None:
+        return (default,) * n
+    if isinstance(axis_types, AxisType):
+        axis_types = (axis_types,) * n
+    axis_types = tuple(axis_types)
+    if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
+        raise ValueError(f"axis_types must be {n} AxisType values (one per mesh axis), got "
+                         f"{axis_types!r}")
+    return axis_types
+
+
+class AbstractMesh:
+    """A mesh's axis sizes, names and types, without devices (JAX's ``AbstractMesh``): what
+    types refer to."""
+
+    def __init__(self, axis_sizes, axis_names, axis_types=None, *, _device_kind=None):
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        self.axis_sizes = tuple(int(n) for n in axis_sizes)
+        self.axis_names = tuple(axis_names)
+        if len(self.axis_sizes) != len(self.axis_names):
+            raise ValueError(f"AbstractMesh needs one size per axis name, got sizes "
+                             f"{self.axis_sizes} and names {self.axis_names}")
+        self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
+        self._device_kind = _device_kind
+
+    @property
+    def shape(self) -> dict:
+        return dict(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.axis_sizes))
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.axis_sizes)
+
+    @property
+    def empty(self) -> bool:
+        return not self.axis_names
+
+    @property
+    def abstract_mesh(self) -> "AbstractMesh":
+        return self
+
+    def _key(self):
+        return (self.axis_sizes, self.axis_names, self.axis_types, self._device_kind)
+
+    def __eq__(self, other):
+        return isinstance(other, AbstractMesh) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        if self.empty:
+            return "AbstractMesh((), axis_types=())"
+        sizes = ", ".join(f"{n!r}: {s}" for n, s in zip(self.axis_names, self.axis_sizes))
+        kind = (f", device_kind={self._device_kind}, num_cores=None, "
+                f"platform={self._device_kind}" if self._device_kind else "")
+        return f"AbstractMesh({sizes}, axis_types={_types_text(self.axis_types)}{kind})"
+
+
+def _types_text(axis_types) -> str:
+    return "(" + ", ".join(t.name for t in axis_types) + ("," if len(axis_types) == 1 else "") \
+        + ")"
+
+
+EMPTY_MESH = AbstractMesh((), ())
 
 
 class PartitionSpec(tuple):
@@ -167,8 +262,13 @@ class Mesh:
         self.axis_names = axis_names
         # the devices never change: their ids and the hash are computed once
         self._device_ids = tuple(int(d.id) for d in devices.flat)
-        self._hash = hash((axis_names, tuple(devices.shape), self._device_ids))
-        self.axis_types = tuple(axis_types) if axis_types is not None else None
+        # Mesh(...) gives Auto axes, as JAX's; make_mesh gives Explicit ones
+        self.axis_types = _axis_types(axis_types, len(axis_names), AxisType.Auto)
+        self._hash = hash((axis_names, tuple(devices.shape), self._device_ids,
+                           self.axis_types))
+        self.explicit_axes = tuple(n for n, t in zip(axis_names, self.axis_types)
+                                   if t is AxisType.Explicit)
+        self._abstract = None
 
     @property
     def shape(self) -> dict:
@@ -197,19 +297,34 @@ class Mesh:
     def position(self, coords) -> int:
         return int(np.ravel_multi_index(tuple(coords), self.axis_sizes))
 
+    @property
+    def abstract_mesh(self) -> AbstractMesh:
+        """The mesh without its devices, as types name it."""
+        if self._abstract is None:
+            self._abstract = AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
+                                          _device_kind="cpu")
+        return self._abstract
+
+    @property
+    def empty(self) -> bool:
+        return False
+
     def __eq__(self, other):
-        return (isinstance(other, Mesh) and self.axis_names == other.axis_names
-                and self.axis_sizes == other.axis_sizes and self.device_ids == other.device_ids)
+        return self is other or (
+            isinstance(other, Mesh) and self._hash == other._hash
+            and self.axis_names == other.axis_names and self.axis_sizes == other.axis_sizes
+            and self.device_ids == other.device_ids and self.axis_types == other.axis_types)
 
     def __hash__(self):
         return self._hash
 
     def __repr__(self):
-        sizes = ", ".join(f"{n!r}: {s}" for n, s in self.shape.items())
-        if self.device_ids == tuple(range(self.size)):
-            return f"Mesh({sizes})"
-        # Devices other than the first ones: name them, so the text says which devices.
-        return f"Mesh({sizes}, device_ids={self.device_ids})"
+        parts = [f"{n!r}: {s}" for n, s in self.shape.items()]
+        parts.append(f"axis_types={_types_text(self.axis_types)}")
+        if self.device_ids != tuple(range(self.size)):
+            # devices other than the first ones: name them, so the text says which devices
+            parts.append(f"device_ids={self.device_ids}")
+        return f"Mesh({', '.join(parts)})"
 
     def __enter__(self):
         return self

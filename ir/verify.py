@@ -15,7 +15,7 @@ import os
 from ir import primitives as prims
 from ir.core import Literal, Program, Var, programs_in
 from ir.params import signature_of
-from ir.shapes import out_avals
+from ir.sharding_rules import typed_avals
 from ir.sharding import axes_size, device_groups
 
 
@@ -156,7 +156,7 @@ def _check_vma(var, mesh_axes, where, eqn) -> None:
 
 def _check_types(eqn, where):
     try:
-        expected = out_avals(eqn.primitive, [a.aval for a in eqn.invars], eqn.params)
+        expected = typed_avals(eqn.primitive, [a.aval for a in eqn.invars], eqn.params)
     except prims.MissingRuleError:
         raise VerifyError(f"{where}: primitive '{eqn.primitive}' has no shape rule",
                           eqn=eqn) from None

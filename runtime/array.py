@@ -10,6 +10,7 @@ from ir import dtypes
 from ir.core import Aval
 from ir.sharding import (NamedSharding, block_slices, canonical_spec,
                          owner_positions)
+from ir.sharding_rules import type_sharding
 from runtime.devices import Device, devices, is_local
 
 
@@ -64,7 +65,8 @@ class Array(metaclass=abc.ABCMeta):
     __array_priority__ = 100
 
     def __init__(self, aval: Aval, sharding, buffers: list):
-        self.aval = aval
+        # the type says how the array is split over its mesh's Explicit axes
+        self.aval = aval.with_sharding(type_sharding(sharding, aval.ndim))
         self.sharding = sharding
         self._buffers = buffers
         self._global = None

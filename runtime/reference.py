@@ -300,7 +300,8 @@ def _reduce_precision(x, *, exponent_bits, mantissa_bits):
 
 impl_rules[prims.reduce_precision_p] = _reduce_precision
 impl_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim
-impl_rules[prims.reshape_p] = _one(lambda x, *, new_sizes: np.reshape(x, new_sizes))
+impl_rules[prims.reshape_p] = _one(lambda x, *, new_sizes, out_sharding=None:
+                                   np.reshape(x, new_sizes))
 impl_rules[prims.transpose_p] = _one(lambda x, *, permutation: np.transpose(x, permutation))
 impl_rules[prims.squeeze_p] = _one(lambda x, *, dimensions: np.squeeze(x, tuple(dimensions)))
 impl_rules[prims.concatenate_p] = _one(lambda *xs, dimension: np.concatenate(xs, dimension))
@@ -404,7 +405,7 @@ impl_rules[prims.eigh_p] = linalg.eigh
 impl_rules[prims.searchsorted_p] = _searchsorted
 
 
-def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None):
+def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None, out_sharding=None):
     (lc, rc), (lb, rb) = dimension_numbers
     for kind, left, right in (("contracting", lc, rc), ("batch", lb, rb)):
         # (2, 3) against (3, 2) would reshape fine and give a wrong answer: check each size.

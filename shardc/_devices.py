@@ -9,7 +9,7 @@ import numpy as np
 from compiler.backend import get_backend
 from compiler.tracing import check_jax_leaves
 from compiler.tree import broadcast_prefix, leaf_paths, tree_flatten, tree_unflatten
-from ir.sharding import Mesh, PartitionSpec
+from ir.sharding import AxisType, Mesh, PartitionSpec
 from runtime.devices import devices as all_devices
 from runtime.devices import local_devices
 from runtime.reference import device_put as _device_put_one
@@ -33,8 +33,8 @@ def device_put(x, device=None):
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
-    """A mesh of the first ``prod(axis_shapes)`` devices, in order. ``axis_types`` are
-    recorded (``mesh.axis_types``) but every shard_map axis is manual here."""
+    """A mesh of the first ``prod(axis_shapes)`` devices, in order. Its axes are Explicit
+    unless ``axis_types`` says otherwise, as in JAX 0.10."""
     pool = list(all_devices() if devices is None else devices)
     n = math.prod(axis_shapes)
     if n > len(pool):
@@ -43,6 +43,8 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     array = np.empty(n, dtype=object)
     for k in range(n):
         array[k] = pool[k]
+    if axis_types is None:
+        axis_types = (AxisType.Explicit,) * len(tuple(axis_names))
     return Mesh(array.reshape(tuple(axis_shapes)), tuple(axis_names), axis_types=axis_types)
 
 

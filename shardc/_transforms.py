@@ -11,6 +11,7 @@ from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
 from ir.sharding import PartitionSpec
+from ir.sharding_rules import named_sharding
 from shardc.sharding import get_mesh, resolve_sharding
 from shardc.tree_util import tree_map
 
@@ -102,6 +103,10 @@ def _axis_name_set(axis_names) -> frozenset:
 
 
 def _own_spec(value, mesh):
+    typed = aval_of(value).sharding
+    if typed is not None and typed.mesh == mesh:
+        # on Explicit axes the type says how the argument is split (JAX's inference)
+        return named_sharding(aval_of(value)).spec
     layout = layout_of(value)
     if layout is UNKNOWN:
         raise ValueError(

@@ -4,27 +4,18 @@ mesh that ``set_mesh`` installs, and the layout constraints (``reshard``,
 from __future__ import annotations
 
 import contextlib
-import enum
 
 from compiler import tree
 from compiler.shard_map import current_shard_context
 from compiler.tracing import bind
 from ir import primitives as p
-from ir.sharding import (Mesh, NamedSharding, PartitionSpec, ReplicationError, current_mesh,
-                         pop_mesh, push_mesh)
+from ir.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
+                         ReplicationError, ShardingTypeError, current_mesh, pop_mesh, push_mesh)
 from runtime.array import SingleDeviceSharding
 
-__all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "ReplicationError",
+__all__ = ["AbstractMesh", "AxisType", "Mesh", "ShardingTypeError", "NamedSharding", "PartitionSpec", "ReplicationError",
            "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "reshard", "set_mesh",
            "use_mesh"]
-
-
-class AxisType(enum.Enum):
-    """How a mesh axis is partitioned (JAX's names). shardc treats every axis of a shard_map
-    body as manual; the type is recorded, not acted upon."""
-    Auto = "auto"
-    Explicit = "explicit"
-    Manual = "manual"
 
 
 class _MeshScope(contextlib.AbstractContextManager):

@@ -18,6 +18,7 @@ from shardc.sharding import NamedSharding, PartitionSpec as P
 
 MESH4 = jax.make_mesh((4,), ("i",))
 MESH2 = jax.make_mesh((2,), ("i",))
+AUTO4 = jax.sharding.Mesh(jax.devices()[:4], ("i",))
 
 
 def _total():
@@ -127,31 +128,54 @@ def test_elementwise_results_keep_their_operands_layout(jit):
     assert y.sharding == NamedSharding(MESH4, P("i"))
 
 
-@pytest.mark.parametrize("make", [
-    lambda x: x.reshape(2, 4).reshape(8),
-    lambda x: jnp.cumsum(x),
-    lambda x: jnp.concatenate([x[:4], x[4:]]),
-], ids=["reshape", "cumsum", "concatenate"])
+MAKES = [lambda x: x.reshape(2, 4).reshape(8), lambda x: jnp.cumsum(x),
+         lambda x: jnp.concatenate([x[:4], x[4:]])]
+
+
+@pytest.mark.parametrize("make", MAKES, ids=["reshape", "cumsum", "concatenate"])
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 def test_a_layout_not_followed_is_an_error_not_a_guess(make, jit):
-    """Guessing P() would give every device the whole array: 4x the answer, silently."""
-    f = _total()
-    x = _placed(np.arange(8.))
+    """On Auto axes: guessing P() would give every device the whole array: 4x the answer,
+    silently."""
+    f = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=AUTO4, out_specs=P())
+    x = _placed(np.arange(8.), mesh=AUTO4)
     g = (lambda x: f(make(x))) if not jit else jax.jit(lambda x: f(make(x)))
     with pytest.raises(ValueError, match="computed from arrays laid out on a mesh by an "
                                          "operation whose layout shardc does not follow"):
         g(x)
     # with in_specs given there is nothing to infer
-    given = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=MESH4, in_specs=P("i"),
+    given = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=AUTO4, in_specs=P("i"),
                           out_specs=P())
     assert float(given(make(x))) == pytest.approx(float(np.asarray(make(jnp.arange(8.))).sum()))
 
 
-def test_a_batch_of_laid_out_values_is_not_guessed_either():
+@pytest.mark.parametrize("make, error", list(zip(MAKES, [
+    "This reshape is not supported", "Input should be unsharded over the axis being reduced",
+    None])), ids=["reshape", "cumsum", "concatenate"])
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_on_explicit_axes_the_types_decide(make, error, jit):
+    """On Explicit axes each operation types its result as JAX does: a reshape or cumsum of
+    the split dimension is JAX's ShardingTypeError, and the halves concatenate back into the
+    split array, which the shard_map reads."""
     f = _total()
     x = _placed(np.arange(8.))
+    g = (lambda x: f(make(x))) if not jit else jax.jit(lambda x: f(make(x)))
+    if error is None:
+        assert float(g(x)) == 28.0
+    else:
+        with pytest.raises(jax.sharding.ShardingTypeError, match=error):
+            g(x)
+
+
+def test_a_batch_of_laid_out_values_is_not_guessed_either():
+    f = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=AUTO4, out_specs=P())
+    x = _placed(np.arange(8.), mesh=AUTO4)
     with pytest.raises(ValueError, match="does not follow"):
         jax.vmap(f)(jnp.stack([x, x]))
+    # on Explicit axes each member's type is known: the batch splits as its members
+    typed = _placed(np.arange(8.))
+    got = jax.vmap(_total())(jnp.stack([typed, typed]))
+    np.testing.assert_array_equal(np.asarray(got), [28.0, 28.0])
     # host values have no layout: P(), as JAX reads an unlaid-out argument
     got = jax.vmap(f)(jnp.stack([jnp.arange(8.)] * 2))
     np.testing.assert_array_equal(np.asarray(got), [4 * 28.0] * 2)

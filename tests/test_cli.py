@@ -30,7 +30,8 @@ def test_lower_prints_the_traced_and_one_device_program():
     result = shardc("lower", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "--device", "3")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert out.startswith("{ lambda ; a:f32[8,16] b:f32[16,4]. let\n    c:f32[8,4] = shard_map[")
+    assert out.startswith("types on Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)):\n"
+                          "{ lambda ; a:f32[8,16] b:f32[16,4]. let\n    c:f32[8@x,4] = shard_map[")
     assert "device 3 at mesh coordinates (x, y) = (1, 1):" in out
     assert ("all_reduce[device_groups=((0, 1), (2, 3), (4, 5), (6, 7)) mesh_axes=('y',) "
             "reduction='sum'] f  # sends 32 B, receives 32 B; programs.py:15") in out
@@ -125,7 +126,7 @@ def test_lower_to_a_file_then_run_it(tmp_path):
     assert lowered.returncode == 0, lowered.stderr
     text = module.read_text()
     # the body and its mesh-level program; every device's program is derived when read
-    assert "shard_map equation 0 on Mesh('x': 4, 'y': 2)" in text
+    assert "shard_map equation 0 on Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit))" in text
     assert text.count("mesh-level program:") == 1 and "\ndevice " not in text
     assert "device_groups" not in text
     a = np.arange(128, dtype=np.float32).reshape(8, 16)

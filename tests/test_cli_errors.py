@@ -134,7 +134,7 @@ def assert_usage_error(result, *fragments):
      ["bad shape 'f32[8,x]': dimension 'x' is not a non-negative integer"]),
     (["lower", MATMUL, *MATMUL_ARGS, "--mesh", "x=4", "--in-specs", "P('x'),P()",
       "--out-specs", "P('x')"], ["matmul_basic is a shard_map already (on Mesh('x': 4, "
-                                 "'y': 2)); --mesh, --in-specs and --out-specs are for a plain "
+                                 "'y': 2, axis_types=(Explicit, Explicit))); --mesh, --in-specs and --out-specs are for a plain "
                                  "body"]),
     (["check", MATMUL, *MATMUL_ARGS, "--in-specs", "P()"], ["is a shard_map already"]),
     (["lower", f"{PROGRAMS}:scaled", "--args", "f32[8]"],

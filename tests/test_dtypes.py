@@ -373,5 +373,6 @@ def test_command_line_reads_ml_types(capsys):
     assert main(["lower", f"{programs}:matmul_basic", "--args", "bf16[8,16],bf16[16,4]",
                  "--device", "3"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("{ lambda ; a:bf16[8,16] b:bf16[16,4]. let")
+    assert out.startswith("types on Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)):\n"
+                          "{ lambda ; a:bf16[8,16] b:bf16[16,4]. let")
     assert "bf16[2,4]{x} = all_reduce[device_groups=((0, 1), (2, 3), (4, 5), (6, 7))" in out

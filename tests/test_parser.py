@@ -402,8 +402,9 @@ def test_param_values():
     text = ("{ lambda ; a:f32[4]. let\n"
             "    b:f32[4] = neg[d=float32 e=-inf f=inf g=None h=(\"it's\", 'a\\'\"', '\\n') "
             "i=((0, 1), (2,), ()) j=P('x', None, ('y', 'z'), ('w',), ()) k=1.5e+20 "
-            "l=Mesh('i': 4, device_ids=(2, 3, 4, 5)) m=NamedSharding(Mesh('x': 2), P('x')) "
-            "n=Mesh() o=-12 p=Mesh(, device_ids=(3,))] a\n"
+            "l=Mesh('i': 4, axis_types=(Auto,), device_ids=(2, 3, 4, 5)) "
+            "m=NamedSharding(Mesh('x': 2, axis_types=(Auto,)), P('x')) "
+            "n=Mesh(axis_types=()) o=-12 p=Mesh(axis_types=(), device_ids=(3,))] a\n"
             "  in (b,) }")
     # neg takes none of these parameters: read the text without the verifier, which would
     # reject them (test_unknown_parameters_are_rejected)
@@ -708,7 +709,7 @@ MALFORMED = {
     "missing lambda": (_with("{ lambda ;", "{ ;"), 1, 3, ";", "expected one of: 'lambda'"),
     "bad type": (_with("a:f32[2,8]", "a:f33[2,8]"), 1, 14, "f33", "unknown dtype 'f33'"),
     "unclosed type bracket": (_with("f32[8,4].", "f32[8,4."), 1, 32, ".",
-                              "expected one of: ',', ']'"),
+                              "expected one of: ',', '@', ']'"),
     # `a` reads as the next parameter's name, so the error is at `b`.
     "unclosed param bracket": (_with("=float32]", "=float32"), 2, 106, "b",
                                "unexpected 'b'; expected one of: '='"),
@@ -758,7 +759,7 @@ MALFORMED = {
     "bad spec": (_sharded("NamedSharding(Mesh('x': 4), P(x))"), 2, 75, "x",
                  "expected one of: '(', ')', 'None', a string"),
     "mesh axis name unquoted": (_sharded("NamedSharding(Mesh(x: 4), P())"), 2, 64, "x",
-                                "expected one of: ')', ',', a string"),
+                                "expected one of: ')', ',', 'axis_types', 'device_ids', a string"),
     "closure over the enclosing program": (
         "{ lambda ; a:i32[] b:f32[2]. let\n"
         "    c:f32[2] = cond[\n"
@@ -856,7 +857,8 @@ def test_malformed_modules():
     err = _module_error(text.replace("shard_map equation 0", "shard_map equation 3"))
     assert (err.line, err.column, err.token) == (header + 1, 20, "3")
     assert "equation 3 of the program is not a shard_map" in str(err)
-    err = _module_error(text.replace("Mesh('x': 4, 'y': 2):", "Mesh('x': 2, 'y': 4):"))
+    err = _module_error(text.replace("Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)):",
+                                     "Mesh('x': 2, 'y': 4, axis_types=(Explicit, Explicit)):"))
     assert (err.line, err.column) == (header + 1, 25) and "the mesh differs" in str(err)
     err = _module_error(text.replace("inputs arrive as (P(), P())", "inputs arrive as (P(),)"))
     assert "lists 1 specs for 2 values" in str(err) and err.token == "(P(),)"

@@ -557,7 +557,7 @@ def test_dot_of_matmul_basic_traced():
     nodes, edges, clusters = _parse_dot(text)
     _dot_graph_matches(program, nodes, edges)
     assert nodes["in0"]["label"] == "a:f32[8,16]" and nodes["out0"]["label"] == "out 0: c"
-    assert nodes["e0"]["label"].startswith("c:f32[8,4] = shard_map[check_vma=True ")
+    assert nodes["e0"]["label"].startswith("c:f32[8@x,4] = shard_map[check_vma=True ")
     assert "jaxpr=<e0.jaxpr>" in nodes["e0"]["label"]
     assert clusters == {"cluster_e0_jaxpr": [
         "e0_jaxpr_in0", "e0_jaxpr_in1", "e0_jaxpr_e0", "e0_jaxpr_e1", "e0_jaxpr_e2",

@@ -73,7 +73,7 @@ def test_mesh_repeated_device():
 def test_mesh_nested_list_and_repr():
     d = jax.devices()
     mesh = Mesh([[d[0], d[1]], [d[2], d[3]]], ('i', 'j'))
-    assert repr(mesh) == "Mesh('i': 2, 'j': 2)"
+    assert repr(mesh) == "Mesh('i': 2, 'j': 2, axis_types=(Auto, Auto))"
     assert dict(mesh.shape) == {'i': 2, 'j': 2} and mesh.size == 4
 
 
@@ -450,7 +450,7 @@ def test_device_put_divisibility(mesh):
         f"One of device_put args was given the sharding of {sharding!r}, which implies that the "
         "global size of its dimension 1 should be divisible by 8, but it is equal to 12 (full "
         "shape: (2, 12))")
-    assert "NamedSharding" in text and "Mesh('x': 4, 'y': 2)" in text
+    assert "NamedSharding" in text and "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit))" in text
 
 
 # --- 1.7 order of checks: two problems, the earlier check wins -----------------------------------
