@@ -22,11 +22,13 @@ from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
-                              is_python_scalar, layouts_of, trace_to_program)
+                              is_python_scalar, layouts_of, trace_to_program,
+                              user_source)
 from ir import dtypes
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import typed_avals
+from compiler.partition import partition
 from ir.printer import print_program
 
 
@@ -160,6 +162,38 @@ def execute_equation(prim, values, params) -> list:
     outvars = [Var(a) for a in typed_avals(prim, [v.aval for v in invars], params)]
     program = Program([], invars, [Eqn(prim, invars, outvars, dict(params))], outvars)
     module = lower_module(program, tuple(backend.sharding_of(v) for v in values))
+    return backend.execute(module, list(values))
+
+
+_EAGER: dict = {}
+_EAGER_LIMIT = 4096
+
+
+def execute_partitioned(prim, values, params, typed) -> list:
+    """One operation on arrays whose types split them, run as jit runs a program: partitioned
+    (``compiler.partition``), so each device computes its own block and the layout changes it
+    needs are collectives (a process under MPI computes only its devices' blocks). The lowered
+    module is kept per operand types, shardings and parameters."""
+    backend = get_backend()
+    in_avals = tuple(aval_of(v).strip_vma() for v in values)
+    shardings = tuple(backend.sharding_of(v) for v in values)
+    try:
+        key = (prim, in_avals, shardings, tuple(sorted(params.items())))
+        hash(key)
+    except TypeError:
+        key = None
+    module = _EAGER.get(key) if key is not None else None
+    if module is None:
+        from ir.core import Eqn, Var
+        invars = [Var(a) for a in in_avals]
+        outvars = [Var(a) for a in typed]
+        eqn = Eqn(prim, invars, outvars, dict(params), user_source())
+        program = partition(Program([], invars, [eqn], outvars))
+        module = lower_module(program, shardings)
+        if key is not None:
+            if len(_EAGER) >= _EAGER_LIMIT:
+                _EAGER.clear()
+            _EAGER[key] = module
     return backend.execute(module, list(values))
 
 
@@ -357,7 +391,8 @@ class JitFunction:
             constrain_outputs=(None if self.out_shardings is UNSPECIFIED
                                else lambda result: self._constrain_outputs(result, deferred)))
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
-        closed = dataclasses.replace(closed, program=dce(closed.program))
+        # Values whose types split them are computed block by block (compiler/partition.py).
+        closed = dataclasses.replace(closed, program=partition(dce(closed.program)))
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         compiled = Compiled(closed, module, place_after=bool(deferred))

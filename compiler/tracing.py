@@ -206,6 +206,11 @@ class EvalTrace(Trace):
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
             outs = execute_equation(prim, values, params)
+        elif prim.kind == "op" and not prim.multiple_results and _typed_mesh(typed, values,
+                                                                              params):
+            # on split arrays: block by block, as under jit
+            from compiler.jit import execute_partitioned
+            outs = execute_partitioned(prim, values, params, typed)
         else:
             if prim.kind == "higher":     # a loop or branch: its body runs on the backend
                 from compiler.inline_calls import inline_params

@@ -201,7 +201,8 @@ def test_smap_splits_the_named_dimension_over_one_axis():
 
 def test_sharding_constraints_take_specs_on_the_current_mesh_and_prefixes():
     from shardc.sharding import NamedSharding
-    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    # Auto axes: a constraint lays values out (on Explicit ones it asserts their types)
+    mesh = jax.make_mesh((4, 2), ("X", "Y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     x = jnp.arange(32.0).reshape(8, 4)
     with jax.set_mesh(mesh):
         y = jax.jit(lambda x: lax.with_sharding_constraint(x * 2, P("X", None)))(x)

@@ -41,8 +41,9 @@ def test_lower_prints_the_traced_and_one_device_program():
 def test_lower_all_devices_and_a_jitted_function():
     result = shardc("lower", f"{PROGRAMS}:jitted", *MATMUL_ARGS, "--all-devices")
     assert result.returncode == 0, result.stderr
+    # two shard_maps: matmul_basic's, and the doubling of its split result (the partitioner's)
     assert [line for line in result.stdout.splitlines() if line.startswith("device ")] == [
-        f"device {k} at mesh coordinates (x, y) = ({k // 2}, {k % 2}):" for k in range(8)]
+        f"device {k} at mesh coordinates (x, y) = ({k // 2}, {k % 2}):" for k in range(8)] * 2
     assert "mul" in result.stdout
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import shardc as jax
+from ir import collectives as coll
 from shardc.sharding import NamedSharding, PartitionSpec as P
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -259,7 +260,9 @@ def test_data_parallel_gradient_program_has_one_all_reduce_per_parameter(shape):
 def test_fsdp_gradient_program_gathers_forward_and_reduce_scatters_backward(shape):
     module = lowered_train_step("fsdp", shape, train_mlp.LAYER_SIZES, 32)
     num_params = 2 * (len(train_mlp.LAYER_SIZES) - 1)
-    forward, backward = module.all_shard_maps()
+    forward, backward, update = module.all_shard_maps()
+    # the SGD update outside the shard_maps runs on each device's blocks: no communication
+    assert not any(coll.grouped(e.primitive) for e in update.mesh_program.eqns)
     for d in range(len(forward.device_programs)):
         fwd = _communication(forward.program_of(d).program)
         bwd = _communication(backward.program_of(d).program)

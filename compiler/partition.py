@@ -1,0 +1,478 @@
+"""Whole-program partitioning: a traced program whose types split values over a mesh's
+Explicit axes computes each device's block.
+
+A jitted program outside shard_map is global: its values are whole arrays, and their types
+say how they are split (``f32[8@x,4@y]``, ``ir.sharding_rules``). This pass rewrites each run
+of consecutive equations on split values into a shard_map over the mesh whose body computes
+blocks: every global equation becomes its block operation, and every change of layout an
+explicit collective (``all_gather`` to join blocks, a ``dynamic_slice`` at the device's
+``axis_index`` to take one, ``psum``/``pmax``/``pmin`` for a reduction over a split
+dimension), made under the source line of the equation that needed it. The shard_map's
+in_specs and out_specs are the values' types, so values cross its boundary as they lie: no
+communication there.
+
+From then on the program is an ordinary one with shard_map islands: lowering gives one
+program per device, the ledger counts the collectives' bytes with their lines, the
+replication checker proves every result replicated where its type says so (the shard_maps
+are checked), every backend runs it, and on MPI a process computes only its devices' blocks.
+
+The block rule of each primitive is in ``block_rules``; a primitive without one, or a case a
+rule does not cover, takes the general one: gather the operands whole, compute, and keep
+this device's block of each result (correct for any primitive, at the cost of the gathers).
+Equations that hold sub-programs (loops, branches, shard_maps, custom derivatives) and prints
+stay outside the runs, on whole values, as before.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.shard_map import shard_map
+from compiler.tracing import aval_of, bind, replaying, trace_to_program
+from ir import collectives as coll
+from ir import primitives as prims
+from ir.core import Literal, Program, Var
+from ir.sharding import PartitionSpec
+from ir.sharding_rules import partitions, spec_of
+
+block_rules: dict = {}
+
+# Equations that stay on whole values: they hold programs, or print.
+_WHOLE = frozenset(prims.CONTROL_FLOW + prims.CUSTOM_CALLS
+                   + (prims.shard_map_p, prims.remat_p, prims.debug_print_p,
+                      prims.custom_lin_p))
+
+
+def partition(program: Program) -> Program:
+    """``program`` with each run of equations on values split over Explicit axes computed
+    block by block in a shard_map (the program itself when its types split nothing)."""
+    mesh = _mesh_of(program)
+    if mesh is None:
+        return program
+    items = _runs(program, mesh)
+    if not any(kind == "run" for kind, _ in items):
+        return program
+    live_after = _live_after(program, items)
+    n_const = len(program.constvars)
+
+    def replay(*args):
+        env = {id(v): a for v, a in zip(program.constvars + program.invars, args)}
+
+        def read(atom):
+            return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
+
+        for k, (kind, eqns) in enumerate(items):
+            if kind == "eqn":
+                (eqn,) = eqns
+                with replaying(eqn.source):
+                    outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
+                outs = outs if eqn.primitive.multiple_results else [outs]
+                env.update((id(v), o) for v, o in zip(eqn.outvars, outs))
+                continue
+            ins, outs = _boundary(eqns, live_after[k])
+            results = _run_region(mesh, eqns, ins, outs, [read(v) for v in ins])
+            env.update((id(v), r) for v, r in zip(outs, results))
+        return [read(a) for a in program.outvars]
+
+    avals = [v.aval for v in program.constvars + program.invars]
+    new, consts, _ = trace_to_program(replay, avals)
+    assert not consts, "partitioning closed over a value"
+    return Program(new.invars[:n_const], new.invars[n_const:], new.eqns, new.outvars,
+                   list(program.consts))
+
+
+def has_split_types(program: Program) -> bool:
+    """Whether some value of ``program`` (top level) has a type that splits it."""
+    return _mesh_of(program) is not None
+
+
+def _typed_vars(program: Program):
+    yield from program.constvars
+    yield from program.invars
+    for eqn in program.eqns:
+        yield from eqn.invars
+        yield from eqn.outvars
+
+
+def _mesh_of(program: Program):
+    """The one mesh whose Explicit axes split values of ``program``; None when none does, or
+    when types name several meshes (such a program stays on whole values)."""
+    meshes = {a.aval.sharding.mesh for a in _typed_vars(program)
+              if not isinstance(a, Literal) and a.aval.sharding is not None}
+    return meshes.pop() if len(meshes) == 1 else None
+
+
+def _runs(program: Program, mesh) -> list:
+    """The equations in order, grouped: ``("run", eqns)`` for each maximal run of equations
+    that may be partitioned and touch a split value, ``("eqn", [eqn])`` for the others."""
+    items, current = [], []
+
+    def close():
+        if current:
+            if any(_touches_split(e) for e in current):
+                items.append(("run", list(current)))
+            else:
+                items.extend(("eqn", [e]) for e in current)
+            current.clear()
+
+    for eqn in program.eqns:
+        if eqn.primitive in _WHOLE or eqn.primitive.kind != "op" or not _on(eqn, mesh):
+            close()
+            items.append(("eqn", [eqn]))
+        else:
+            current.append(eqn)
+    close()
+    return items
+
+
+def _touches_split(eqn) -> bool:
+    return any(not isinstance(a, Literal) and a.aval.sharding is not None
+               for a in list(eqn.invars) + list(eqn.outvars))
+
+
+def _on(eqn, mesh) -> bool:
+    """Whether every split value of ``eqn`` is on ``mesh``."""
+    return all(a.aval.sharding is None or a.aval.sharding.mesh == mesh
+               for a in list(eqn.invars) + list(eqn.outvars) if not isinstance(a, Literal))
+
+
+def _live_after(program: Program, items) -> list:
+    """For each item, the ids of the variables read after it (or returned)."""
+    live = {id(v) for v in program.outvars if isinstance(v, Var)}
+    result = [None] * len(items)
+    for k in range(len(items) - 1, -1, -1):
+        result[k] = set(live)
+        for eqn in items[k][1]:
+            live.update(id(a) for a in eqn.invars if isinstance(a, Var))
+    return result
+
+
+def _boundary(eqns, live_after: set):
+    """A run's inputs (variables it reads that it does not define, in order of first use) and
+    outputs (variables it defines that are read after it)."""
+    defined, ins, seen = set(), [], set()
+    for eqn in eqns:
+        for a in eqn.invars:
+            if isinstance(a, Var) and id(a) not in defined and id(a) not in seen:
+                seen.add(id(a))
+                ins.append(a)
+        defined.update(id(v) for v in eqn.outvars)
+    outs = [v for eqn in eqns for v in eqn.outvars if id(v) in live_after]
+    return ins, outs
+
+
+def _spec_p(aval) -> PartitionSpec:
+    return PartitionSpec(*partitions(spec_of(aval)))
+
+
+def _run_region(mesh, eqns, ins, outs, values) -> list:
+    """The run as one shard_map over ``mesh``: blocks in, each equation's block rule, blocks
+    out, every value laid out as its type says."""
+    in_specs = tuple(_spec_p(v.aval) for v in ins)
+    out_specs = tuple(_spec_p(v.aval) for v in outs)
+
+    def blocks(*args):
+        env = {id(v): a for v, a in zip(ins, args)}
+
+        def read(atom):
+            return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
+
+        for eqn in eqns:
+            rule = block_rules.get(eqn.primitive, whole_rule)
+            with replaying(eqn.source):
+                results = rule(mesh, eqn, [read(a) for a in eqn.invars])
+            env.update((id(v), r) for v, r in zip(eqn.outvars, results))
+        return tuple(read(v) for v in outs)
+
+    body = shard_map(blocks, mesh, in_specs, out_specs, check_vma=True)
+    with replaying(eqns[0].source):      # the region is written where its first operation is
+        return list(body(*values))
+
+
+# --- moving blocks ------------------------------------------------------------------------------
+
+def _shards(mesh, names) -> int:
+    sizes = mesh.shape
+    return math.prod(sizes[a] for a in names)
+
+
+def relayout(mesh, x, shape, src, dst):
+    """The block ``x`` of a global array of ``shape`` laid out by ``src`` (per dimension the
+    axes splitting it), laid out by ``dst`` instead: each dimension whose split changes is
+    gathered whole (``all_gather``), then cut to this device's block (a ``dynamic_slice`` at
+    its ``axis_index``, no communication)."""
+    src, dst = tuple(src), tuple(dst)
+    if src == dst:
+        return x
+    for d, (s, t) in enumerate(zip(src, dst)):
+        if s and s != t:
+            x = bind(coll.all_gather_p, x, mesh_axes=tuple(s), gather_axis=d, tiled=True,
+                     axis_size=_shards(mesh, s), to="invarying")
+    for d, (s, t) in enumerate(zip(src, dst)):
+        if t and s != t:
+            x = take_block(mesh, x, d, shape[d], t)
+    return x
+
+
+def take_block(mesh, x, d: int, size: int, names):
+    """This device's block along dimension ``d`` (whole, of ``size``) split over ``names``."""
+    block = size // _shards(mesh, names)
+    start = bind(prims.mul_p, bind(coll.axis_index_p, mesh_axes=tuple(names)),
+                 np.int32(block))
+    starts = [np.int32(0)] * aval_of(x).ndim
+    starts[d] = start
+    sizes = list(aval_of(x).shape)
+    sizes[d] = block
+    return bind(prims.dynamic_slice_p, x, *starts, slice_sizes=tuple(sizes))
+
+
+def to_layout(mesh, value, atom, dst):
+    """An operand's block (``atom`` its global variable or literal) laid out by ``dst``."""
+    if isinstance(atom, Literal) or not aval_of(value).shape:
+        return value
+    return relayout(mesh, value, atom.aval.shape, spec_of(atom.aval), dst)
+
+
+def _unsplit(aval) -> tuple:
+    return ((),) * aval.ndim
+
+
+def whole_rule(mesh, eqn, values) -> list:
+    """Any primitive: its operands gathered whole, the primitive on them, and this device's
+    block of each result kept."""
+    whole = [to_layout(mesh, v, a, _unsplit(a.aval)) for v, a in zip(values, eqn.invars)]
+    outs = bind(eqn.primitive, *whole, **block_params(eqn))
+    outs = outs if eqn.primitive.multiple_results else [outs]
+    return [relayout(mesh, o, v.aval.shape, _unsplit(v.aval), spec_of(v.aval))
+            for o, v in zip(outs, eqn.outvars)]
+
+
+def block_params(eqn) -> dict:
+    """An equation's parameters for its block operation: ``out_sharding`` is the type's
+    business, not the block's."""
+    return {k: v for k, v in eqn.params.items() if k != "out_sharding"}
+
+
+def _block_shape(mesh, aval) -> tuple:
+    return tuple(n // _shards(mesh, names) for n, names in zip(aval.shape, spec_of(aval)))
+
+
+# --- elementwise: operands laid out as the result ------------------------------------------------
+
+def elementwise_rule(mesh, eqn, values) -> list:
+    """Each operand laid out as the result (a dimension of size 1 broadcasts whole), then the
+    primitive on the blocks."""
+    (out,) = eqn.outvars
+    target = spec_of(out.aval)
+    laid = []
+    for v, a in zip(values, eqn.invars):
+        if isinstance(a, Literal) or not a.aval.shape:
+            laid.append(v)
+            continue
+        want = tuple(t if n != 1 else () for t, n in zip(target, a.aval.shape))
+        laid.append(to_layout(mesh, v, a, want))
+    return [bind(eqn.primitive, *laid, **eqn.params)]
+
+
+for _p in (prims.UNARY + prims.ARITHMETIC + prims.COMPARISON + prims.PREDICATES
+           + (prims.select_n_p, prims.convert_element_type_p, prims.reduce_precision_p,
+              prims.stop_gradient_p, prims.name_p)):
+    block_rules[_p] = elementwise_rule
+
+
+def _sharding_constraint_rule(mesh, eqn, values) -> list:
+    (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
+    return [to_layout(mesh, x, a, spec_of(out.aval))]
+
+
+block_rules[prims.sharding_constraint_p] = _sharding_constraint_rule
+
+
+# --- shapes --------------------------------------------------------------------------------------
+
+def _transpose_rule(mesh, eqn, values) -> list:
+    (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
+    perm = eqn.params["permutation"]
+    target = spec_of(out.aval)
+    want = [()] * len(perm)
+    for i, p in enumerate(perm):
+        want[p] = target[i]
+    return [bind(prims.transpose_p, to_layout(mesh, x, a, tuple(want)), permutation=perm)]
+
+
+def _squeeze_rule(mesh, eqn, values) -> list:
+    (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
+    dims = eqn.params["dimensions"]
+    kept = iter(spec_of(out.aval))
+    want = tuple(() if d in dims else next(kept) for d in range(a.aval.ndim))
+    return [bind(prims.squeeze_p, to_layout(mesh, x, a, want), dimensions=dims)]
+
+
+def _broadcast_in_dim_rule(mesh, eqn, values) -> list:
+    """The operand's dimensions laid out as the result's they map to (one that broadcasts from
+    size 1 whole), broadcast to the result's block."""
+    (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
+    target = spec_of(out.aval)
+    dims = eqn.params["broadcast_dimensions"]
+    want = tuple(target[od] if a.aval.shape[d] == out.aval.shape[od] else ()
+                 for d, od in enumerate(dims))
+    x = to_layout(mesh, x, a, want)
+    return [bind(prims.broadcast_in_dim_p, x, shape=_block_shape(mesh, out.aval),
+                 broadcast_dimensions=dims)]
+
+
+def _iota_rule(mesh, eqn, values) -> list:
+    """The result's block of the iota: along the counted dimension, offset by where the block
+    starts."""
+    (out,) = eqn.outvars
+    params = block_params(eqn)
+    block = _block_shape(mesh, out.aval)
+    result = bind(prims.iota_p, **dict(params, shape=block))
+    d = params["dimension"]
+    names = spec_of(out.aval)[d]
+    if names:
+        dtype = out.aval.dtype
+        offset = bind(prims.mul_p, bind(coll.axis_index_p, mesh_axes=tuple(names)),
+                      np.int32(block[d]))
+        offset = bind(prims.convert_element_type_p, offset, new_dtype=dtype)
+        result = bind(prims.add_p, result, offset)
+    return [result]
+
+
+def _local_reshape(mesh, a, out) -> bool:
+    """Whether reshaping blocks gives the result's blocks: the split dimensions keep their
+    order and each block stays one contiguous run of the flattened array (only unit
+    dimensions added or removed, a split whose axes land on its leading pieces, or a merge
+    whose split dimensions before the last are split to single rows)."""
+    src, dst = spec_of(a.aval), spec_of(out.aval)
+    if [n for names in src for n in names] != [n for names in dst for n in names]:
+        return False
+    in_block = _block_shape(mesh, a.aval)
+    out_block = _block_shape(mesh, out.aval)
+    # map each flat element of the block grid: a block is contiguous in flat order when every
+    # split dimension except the innermost split one has blocks of one row, and the dimensions
+    # inside the innermost split one are whole
+    for shape, block, spec in ((a.aval.shape, in_block, src), (out.aval.shape, out_block, dst)):
+        split = [d for d, names in enumerate(spec) if names]
+        if not split:
+            continue
+        last = split[-1]
+        if any(block[d] != 1 for d in split[:-1]):
+            return False
+        if any(block[d] != shape[d] for d in range(last + 1, len(shape))):
+            return False
+    return True
+
+
+def _reshape_rule(mesh, eqn, values) -> list:
+    (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
+    if _local_reshape(mesh, a, out):
+        return [bind(prims.reshape_p, x, new_sizes=_block_shape(mesh, out.aval))]
+    return whole_rule(mesh, eqn, values)
+
+
+block_rules[prims.transpose_p] = _transpose_rule
+block_rules[prims.squeeze_p] = _squeeze_rule
+block_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim_rule
+block_rules[prims.iota_p] = _iota_rule
+block_rules[prims.reshape_p] = _reshape_rule
+
+
+# --- operations along unsplit dimensions: local where the type keeps the split ---------------
+
+def _kept_rule(mesh, eqn, values) -> list:
+    """Cumulative ops, sort, linear algebra: the rule keeps the operands' split and the
+    dimensions the operation runs along whole, so each block is computed on its own."""
+    laid = []
+    outs = eqn.outvars
+    for v, a in zip(values, eqn.invars):
+        if isinstance(a, Literal) or not a.aval.shape:
+            laid.append(v)
+        elif a.aval.shape == outs[0].aval.shape:
+            laid.append(to_layout(mesh, v, a, spec_of(outs[0].aval)))
+        else:
+            return whole_rule(mesh, eqn, values)
+    results = bind(eqn.primitive, *laid, **eqn.params)
+    results = results if eqn.primitive.multiple_results else [results]
+    if any(aval_of(r).shape != _block_shape(mesh, o.aval) for r, o in zip(results, outs)):
+        return whole_rule(mesh, eqn, values)
+    return results
+
+
+for _p in prims.CUMULATIVE + (prims.sort_p,):
+    block_rules[_p] = _kept_rule
+
+
+# --- reductions: local, then across the devices a split reduced dimension spreads over -----
+
+_ACROSS = {prims.reduce_sum_p: coll.psum_p, prims.reduce_max_p: coll.pmax_p,
+           prims.reduce_min_p: coll.pmin_p}
+
+
+def _reduce_rule(mesh, eqn, values) -> list:
+    """Kept dimensions laid out as the result; the block reduced; a reduced dimension split
+    over axes completed by psum/pmax/pmin over them (JAX's all-reduce). Reductions without
+    one (products, logical ones, arg-reductions) take reduced dimensions whole first."""
+    (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
+    axes = eqn.params["axes"]
+    across = _ACROSS.get(eqn.primitive)
+    src = spec_of(a.aval)
+    partial = across is not None and a.aval.dtype != np.bool_
+    split = tuple(n for d in axes for n in src[d]) if partial else ()
+    kept = iter(spec_of(out.aval))
+    want = tuple((src[d] if partial else ()) if d in axes
+                 else tuple(n for n in next(kept) if n not in split)
+                 for d in range(a.aval.ndim))
+    x = to_layout(mesh, x, a, want)
+    result = bind(eqn.primitive, x, **block_params(eqn))
+    if split:
+        result = bind(across, result, mesh_axes=split)
+    have = tuple(w for d, w in enumerate(want) if d not in axes)
+    return [relayout(mesh, result, out.aval.shape, have, spec_of(out.aval))]
+
+
+for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
+    block_rules[_p] = _reduce_rule
+
+
+# --- dot_general: local products, summed across a contraction split on both sides -------------
+
+def _dot_general_rule(mesh, eqn, values) -> list:
+    """Operands laid out so that the product of blocks is the result's block: batch and free
+    dimensions as the result, each contracted pair split alike on both sides (kept when both
+    already are, over axes the result does not use) or whole; the partial products of a split
+    contraction are summed with psum over its axes."""
+    (x, y), (a, b), (out,) = values, eqn.invars, eqn.outvars
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    target = spec_of(out.aval)
+    xs, ys = spec_of(a.aval), spec_of(b.aval)
+    used = {n for names in target for n in names}
+    contract = []
+    for l, r in zip(lc, rc):
+        same = xs[l] if xs[l] and xs[l] == ys[r] and not used & set(xs[l]) else ()
+        contract.append(same)
+        used |= set(same)
+    n_batch = len(lb)
+    x_free = [d for d in range(a.aval.ndim) if d not in lc and d not in lb]
+    y_free = [d for d in range(b.aval.ndim) if d not in rc and d not in rb]
+    want_x, want_y = [()] * a.aval.ndim, [()] * b.aval.ndim
+    for k, (l, r) in enumerate(zip(lb, rb)):
+        want_x[l] = want_y[r] = target[k]
+    for k, d in enumerate(x_free):
+        want_x[d] = target[n_batch + k]
+    for k, d in enumerate(y_free):
+        want_y[d] = target[n_batch + len(x_free) + k]
+    for (l, r), names in zip(zip(lc, rc), contract):
+        want_x[l] = want_y[r] = names
+    x = to_layout(mesh, x, a, tuple(want_x))
+    y = to_layout(mesh, y, b, tuple(want_y))
+    result = bind(prims.dot_general_p, x, y, **block_params(eqn))
+    summed = tuple(n for names in contract for n in names)
+    if summed:
+        result = bind(coll.psum_p, result, mesh_axes=summed)
+    return [result]
+
+
+block_rules[prims.dot_general_p] = _dot_general_rule
+
