@@ -17,6 +17,7 @@ from ir import primitives as prims
 from ir.interpreter import Interpreter
 from ir.core import Program
 from ir.primitives import RuleTable
+from ir.sharding_rules import check_divisible, mesh_explicit, spec_from_user
 from ir.specialise import specialise
 from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
                          runtime_replication_error)
@@ -801,6 +802,10 @@ def device_put(value, sharding=None) -> Array:
 def _check_put_divisible(value, sharding: NamedSharding):
     shape = np.shape(value) if not isinstance(value, Array) else value.shape
     from ir.sharding import axes_size, spec_names
+    if mesh_explicit(sharding.mesh):
+        # the result's type names the split: JAX's check of types, and its message
+        check_divisible(shape, spec_from_user(sharding.spec, len(shape), sharding.mesh),
+                        sharding.mesh)
     for d, names in enumerate(spec_names(sharding.spec)):
         k = axes_size(sharding.mesh.shape, names)
         if d >= len(shape):

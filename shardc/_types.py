@@ -8,6 +8,8 @@ import dataclasses
 from compiler.tracing import Tracer, aval_of
 from ir import dtypes
 from ir.core import Aval
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import partitions
 from runtime.array import Array
 from shardc.random import PRNGKeyArray
 
@@ -66,8 +68,13 @@ class _TypeOf:
         self.vma = aval.vma
         # JAX's spelling of the vma: typeof(x).manual_axis_type.varying (and .mat)
         self.manual_axis_type = self.mat = ManualAxisType(varying=aval.vma)
-        # an Array's layout; under jit and grad, the layout of the argument traced
-        self.sharding = getattr(value, "sharding", None)
+        # on Explicit axes the type's split, a NamedSharding on the abstract mesh (JAX's);
+        # else an Array's layout (under jit and grad, the layout of the argument traced)
+        if aval.sharding is not None:
+            self.sharding = NamedSharding(aval.sharding.mesh.abstract_mesh,
+                                          PartitionSpec(*partitions(aval.sharding.spec)))
+        else:
+            self.sharding = getattr(value, "sharding", None)
         order = value._axis_order() if hasattr(value, "_axis_order") else ()
         self._text = aval.str_long(order)
 

@@ -7,10 +7,12 @@ import contextlib
 
 from compiler import tree
 from compiler.shard_map import current_shard_context
-from compiler.tracing import bind
+from compiler.tracing import aval_of, bind
 from ir import primitives as p
-from ir.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
-                         ReplicationError, ShardingTypeError, current_mesh, pop_mesh, push_mesh)
+from ir.sharding import (AbstractMesh, AxisType, DuplicateSpecError, Mesh, NamedSharding,
+                         PartitionSpec, ReplicationError, ShardingTypeError, current_mesh,
+                         pop_mesh, push_mesh, spec_axes, spec_names)
+from ir.sharding_rules import p_text, spec_from_user
 from runtime.array import SingleDeviceSharding
 
 __all__ = ["AbstractMesh", "AxisType", "Mesh", "ShardingTypeError", "NamedSharding", "PartitionSpec", "ReplicationError",
@@ -65,6 +67,11 @@ def resolve_sharding(sharding, what: str):
     if isinstance(sharding, PartitionSpec):
         mesh = get_mesh()
         if mesh is None:
+            if what == "reshard":
+                raise ValueError(
+                    "Using PartitionSpec when you are not under a mesh context is not "
+                    "allowed. Please pass a NamedSharding instance or enter into a mesh "
+                    f"context via `jax.set_mesh`. Got {p_text(spec_names(sharding))}")
             raise ValueError(f"{what} got the PartitionSpec {sharding!r} but no mesh is set; "
                              "pass NamedSharding(mesh, spec) or call shardc.set_mesh(mesh)")
         return NamedSharding(mesh, sharding)
@@ -76,22 +83,71 @@ def resolve_sharding(sharding, what: str):
 
 def with_sharding_constraint(x, shardings):
     """Ask for ``x`` (a pytree) to be laid out by ``shardings``: a NamedSharding, a
-    PartitionSpec on the current mesh, or a pytree prefix of those."""
-    leaves, treedef = tree.tree_flatten(x)
-    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
-    targets = tree.broadcast_prefix(shardings, x, is_leaf=is_leaf,
-                                    name="with_sharding_constraint shardings")
-    out = []
-    for leaf, target in zip(leaves, targets):
-        sharding = resolve_sharding(target, "with_sharding_constraint")
-        if not isinstance(sharding, NamedSharding):
-            raise TypeError("with_sharding_constraint requires a NamedSharding or a "
-                            f"PartitionSpec on the current mesh, got {target!r}")
-        out.append(bind(p.sharding_constraint_p, leaf, sharding=sharding))
-    return tree.tree_unflatten(treedef, out)
+    PartitionSpec on the current mesh, or a pytree prefix of those.
+
+    On a mesh whose axes are all Explicit the layout is in the types already: as in JAX, the
+    constraint asserts that the type says so (AssertionError otherwise) and does nothing;
+    ``reshard`` changes a type. On a mesh with Explicit and Auto axes it may name Auto axes
+    only."""
+    return _constrained(x, shardings, "with_sharding_constraint")
 
 
 def reshard(x, out_shardings):
     """``x`` laid out by ``out_shardings`` (a sharding, a PartitionSpec on the current mesh, or
-    a pytree prefix of those), eagerly or under a trace."""
-    return with_sharding_constraint(x, out_shardings)
+    a pytree prefix of those), eagerly or under a trace; on Explicit axes its type changes
+    to say so."""
+    return _constrained(x, out_shardings, "reshard")
+
+
+def _constrained(x, shardings, what: str):
+    leaves, treedef = tree.tree_flatten(x)
+    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
+    targets = tree.broadcast_prefix(shardings, x, is_leaf=is_leaf, name=f"{what} shardings")
+    out = []
+    for leaf, target in zip(leaves, targets):
+        sharding = resolve_sharding(target, what)
+        if not isinstance(sharding, NamedSharding):
+            raise TypeError(f"{what} requires a NamedSharding or a PartitionSpec on the "
+                            f"current mesh, got {target!r}")
+        mesh = sharding.mesh
+        _check_spec(sharding.spec, mesh)
+        if what == "with_sharding_constraint" and mesh.explicit_axes:
+            if len(mesh.explicit_axes) == mesh.ndim:
+                _assert_type(leaf, sharding)
+                out.append(leaf)
+                continue
+            named = [a for a in spec_axes(sharding.spec) if a in mesh.explicit_axes]
+            if named:
+                raise ValueError(
+                    "The spec of NamedSharding passed to with_sharding_constraint can only "
+                    f"refer to Auto axes of the mesh. Got spec={p_text(spec_names(sharding.spec))}"
+                    f" and mesh={mesh.abstract_mesh!r}. You probably meant to use `reshard` API?")
+        out.append(bind(p.sharding_constraint_p, leaf, sharding=sharding))
+    return tree.tree_unflatten(treedef, out)
+
+
+def _check_spec(spec, mesh) -> None:
+    """JAX's errors for a spec naming an axis twice or one the mesh lacks."""
+    axes = spec_axes(spec)
+    repeated = sorted({a for a in axes if axes.count(a) > 1})
+    if repeated:
+        raise DuplicateSpecError(
+            "A single NamedSharding spec specification can map every mesh axis to at most one "
+            f"positional dimension, but {p_text(spec_names(spec))} has duplicate entries for "
+            + ", ".join(f"`{a}`" for a in repeated))
+    for a in axes:
+        if a not in mesh.axis_names:
+            raise ValueError(f"Resource axis: {a} of {p_text(spec_names(spec))} is not found "
+                             f"in mesh: {tuple(mesh.axis_names)}.")
+
+
+def _assert_type(leaf, sharding) -> None:
+    aval = aval_of(leaf)
+    have = aval.sharding.spec if aval.sharding is not None else ((),) * aval.ndim
+    given = spec_from_user(sharding.spec, aval.ndim, sharding.mesh)
+    if have != given:
+        raise AssertionError(
+            "`with_sharding_constraint` acts as an assert when all axes of mesh are of type "
+            f"`Explicit`. The array sharding: {p_text(have)} did not match the sharding "
+            f"provided: {p_text(given)}. Please use `jax.sharding.reshard` to shard your "
+            "input to the sharding you want.")

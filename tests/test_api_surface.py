@@ -59,7 +59,9 @@ def test_typeof_reports_the_manual_axis_type_and_vma():
 def test_typeof_of_a_concrete_array_has_its_sharding():
     placed = shardc.device_put(jnp.arange(8.), NamedSharding(MESH, P("x")))
     t = shardc.typeof(placed)
-    assert t.sharding == NamedSharding(MESH, P("x")) and t.manual_axis_type.empty
+    # on Explicit axes: the type's sharding, on the abstract mesh (JAX's)
+    assert t.sharding == NamedSharding(MESH.abstract_mesh, P("x")) and t.manual_axis_type.empty
+    assert str(t) == "float32[8@x]" and placed.sharding == NamedSharding(MESH, P("x"))
     assert shardc.typeof(jnp.arange(3)).sharding == SingleDeviceSharding(shardc.devices()[0])
 
 

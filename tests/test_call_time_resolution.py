@@ -62,8 +62,15 @@ def test_a_traced_argument_reports_its_layout():
         return v * 2
 
     f(x)
-    assert seen == [NamedSharding(MESH4, P("i"))]
-    assert jax.typeof(x).sharding == NamedSharding(MESH4, P("i"))
+    # on Explicit axes the type's sharding, on the abstract mesh (JAX's)
+    assert seen == [NamedSharding(MESH4.abstract_mesh, P("i"))]
+    assert jax.typeof(x).sharding == NamedSharding(MESH4.abstract_mesh, P("i"))
+    assert x.sharding == NamedSharding(MESH4, P("i"))
+    # on Auto axes the layout of the argument traced
+    y = _placed(np.arange(8.), mesh=AUTO4)
+    seen.clear()
+    f(y)
+    assert seen == [NamedSharding(AUTO4, P("i"))]
 
 
 def test_jit_traces_again_for_another_layout():

@@ -120,7 +120,9 @@ def test_boundary_reshard_nodes_show_in_the_device_program():
 
 
 def test_with_sharding_constraint_lays_out_the_result():
-    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    # Auto axes: the constraint lays out; on Explicit ones it asserts the type (reshard lays
+    # out there)
+    mesh = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
 
     @shardc.jit
     def f(a):

@@ -438,6 +438,15 @@ def test_not_divisible_several_failures_are_bullets(mesh):
 
 
 def test_device_put_divisibility(mesh):
+    # on Explicit axes the type names the split: JAX's check of types and its message
+    text = raises(ValueError, jax.device_put, jnp.arange(6.), NamedSharding(mesh, P('x')))
+    assert text == (
+        "Sharding spec ('x',) implies that array axis 0 is partitioned 4 times, but does not "
+        "evenly divide the dimension size 6. Got shape: (6,) and sharding NamedSharding("
+        "mesh=AbstractMesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit), device_kind=cpu, "
+        "num_cores=None, platform=cpu), spec=P('x',))")
+    # on Auto axes, the layout's
+    mesh = jax.make_mesh((4, 2), ('x', 'y'), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     sharding = NamedSharding(mesh, P('x'))
     text = raises(ValueError, jax.device_put, jnp.arange(6.), sharding)
     assert text == (
@@ -450,7 +459,7 @@ def test_device_put_divisibility(mesh):
         f"One of device_put args was given the sharding of {sharding!r}, which implies that the "
         "global size of its dimension 1 should be divisible by 8, but it is equal to 12 (full "
         "shape: (2, 12))")
-    assert "NamedSharding" in text and "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit))" in text
+    assert "NamedSharding" in text and "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))" in text
 
 
 # --- 1.7 order of checks: two problems, the earlier check wins -----------------------------------

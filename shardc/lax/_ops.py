@@ -14,11 +14,15 @@ from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.lax._shapes import array_operand
 from shardc.numpy._arithmetic import binary_op
-from shardc.numpy._core import dtype_of, promote
+from ir.sharding import NamedSharding
+from ir.sharding_rules import mesh_explicit
+from shardc.numpy._core import check_out_sharding, constrain, dtype_of, promote
+from shardc.sharding import resolve_sharding
 
 __all__ = [
     "Precision", "dot_general", "convert_element_type", "broadcast_in_dim", "reshape", "slice",
-    "iota", "add", "mul", "sub", "div", "rem", "max", "min", "abs", "cos", "exp", "log", "neg",
+    "iota", "broadcasted_iota", "add", "mul", "sub", "div", "rem", "max", "min", "abs", "cos",
+    "exp", "log", "neg",
     "sin", "sqrt", "tanh", "concatenate", "transpose", "rsqrt", "logistic", "select",
     "stop_gradient", "dot", "batch_matmul", "dynamic_slice", "dynamic_slice_in_dim",
     "dynamic_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim",
@@ -48,29 +52,46 @@ class Precision(enum.Enum):
 
 # --- lax operations --------------------------------------------------------------------------
 
-def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
-    """Contract ``lhs`` and ``rhs`` over ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch))."""
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
+                out_sharding=None):
+    """Contract ``lhs`` and ``rhs`` over ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)).
+    ``out_sharding``: the result's split (on Explicit axes it settles a contraction split on
+    both sides; elsewhere the result is laid out so)."""
     (lc, rc), (lb, rb) = dimension_numbers
     dims = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
     lhs, rhs = promote(lhs, rhs)
-    return bind(p.dot_general_p, lhs, rhs, dimension_numbers=dims,
-                preferred_element_type=(dtype_of(lhs) if preferred_element_type is None
-                                        else _dt.canonicalize(preferred_element_type)))
+    params = dict(dimension_numbers=dims,
+                  preferred_element_type=(dtype_of(lhs) if preferred_element_type is None
+                                          else _dt.canonicalize(preferred_element_type)))
+    if out_sharding is None:
+        return bind(p.dot_general_p, lhs, rhs, **params)
+    check_out_sharding(out_sharding, "dot_general")
+    sharding = resolve_sharding(out_sharding, "dot_general(out_sharding=...)")
+    if isinstance(sharding, NamedSharding) and mesh_explicit(sharding.mesh):
+        return bind(p.dot_general_p, lhs, rhs, out_sharding=sharding, **params)
+    return constrain(bind(p.dot_general_p, lhs, rhs, **params), sharding)
 
 
 def convert_element_type(x, new_dtype):
     return jnp.astype(x, new_dtype)
 
 
-def broadcast_in_dim(x, shape, broadcast_dimensions):
-    return bind(p.broadcast_in_dim_p, x, shape=tuple(shape),
-                broadcast_dimensions=tuple(broadcast_dimensions))
+def broadcast_in_dim(x, shape, broadcast_dimensions, out_sharding=None):
+    """``x`` broadcast to ``shape``, its dimensions at ``broadcast_dimensions``;
+    ``out_sharding``: the result's split (lax accepts any)."""
+    result = bind(p.broadcast_in_dim_p, x, shape=tuple(shape),
+                  broadcast_dimensions=tuple(broadcast_dimensions))
+    if out_sharding is None:
+        return result
+    check_out_sharding(out_sharding, "broadcast_in_dim")
+    return constrain(result, resolve_sharding(out_sharding,
+                                                  "broadcast_in_dim(out_sharding=...)"))
 
 
-def reshape(x, new_sizes, dimensions=None):
-    if dimensions is not None:
+def reshape(x, new_sizes, dimensions=None, *, out_sharding=None):
+    if dimensions is not None and tuple(dimensions) != tuple(range(len(dimensions))):
         x = jnp.transpose(x, dimensions)
-    return jnp.reshape(x, tuple(new_sizes))
+    return jnp.reshape(x, tuple(new_sizes), out_sharding=out_sharding)
 
 
 def slice(x, start_indices, limit_indices, strides=None):
@@ -79,8 +100,24 @@ def slice(x, start_indices, limit_indices, strides=None):
                 strides=None if strides is None else tuple(strides))
 
 
-def iota(dtype, size):
-    return bind(p.iota_p, dtype=_dt.canonicalize(dtype), shape=(int(size),), dimension=0)
+def iota(dtype, size, *, out_sharding=None):
+    """``[0, 1, ..., size - 1]`` of ``dtype``."""
+    return broadcasted_iota(dtype, (int(size),), 0, out_sharding=out_sharding)
+
+
+def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
+    """An array of ``shape`` counting along ``dimension``; ``out_sharding``: its split (each
+    device makes its own block)."""
+    shape = tuple(int(d) for d in shape)
+    if not 0 <= dimension < len(shape):
+        raise ValueError(f"broadcasted_iota dimension must be in [0, {len(shape)}), got "
+                         f"{dimension}")
+    result = bind(p.iota_p, dtype=_dt.canonicalize(dtype), shape=shape,
+                  dimension=int(dimension))
+    if out_sharding is None:
+        return result
+    check_out_sharding(out_sharding, "iota")
+    return constrain(result, resolve_sharding(out_sharding, "iota(out_sharding=...)"))
 
 
 add, sub, mul = jnp.add, jnp.subtract, jnp.multiply
@@ -122,7 +159,7 @@ def stop_gradient(x):
     return tree.tree_map(lambda leaf: bind(p.stop_gradient_p, leaf), x)
 
 
-def dot(lhs, rhs, precision=None, preferred_element_type=None):
+def dot(lhs, rhs, precision=None, preferred_element_type=None, *, out_sharding=None):
     """Vector or matrix product of operands of rank 1 or 2: ``lhs``'s last dimension with
     ``rhs``'s first."""
     lhs, rhs = array_operand(lhs), array_operand(rhs)
@@ -130,7 +167,8 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None):
         raise TypeError(f"lax.dot: operands of rank 1 or 2 with lhs's last dimension equal to "
                         f"rhs's first, got {lhs.shape} and {rhs.shape}")
     return dot_general(lhs, rhs, (((lhs.ndim - 1,), (0,)), ((), ())), precision=precision,
-                       preferred_element_type=preferred_element_type)
+                       preferred_element_type=preferred_element_type,
+                       out_sharding=out_sharding)
 
 
 def batch_matmul(lhs, rhs, precision=None):

@@ -22,7 +22,8 @@ from compiler.tracing import (ConcretizationTypeError, ProgramTracer, Tracer, av
 from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
-from ir.sharding import NamedSharding
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import mesh_explicit, named_sharding, type_sharding
 from runtime.array import Array
 from runtime.reference import convert_element, device_put
 from shardc.dtypes import is_weakly_typed, result_type
@@ -119,8 +120,11 @@ def broadcast_shapes_of(*shapes) -> tuple:
                          + ", ".join(str(tuple(s)) for s in shapes)) from None
 
 
-def broadcast_to(x, shape):
-    """Broadcast ``x`` to ``shape`` by numpy's rules."""
+def broadcast_to(x, shape, *, out_sharding=None):
+    """Broadcast ``x`` to ``shape`` by numpy's rules; ``out_sharding``: the result's split
+    (each dimension ``x`` has must be unsplit or split as asked, as JAX's)."""
+    if out_sharding is not None:
+        return _broadcast_typed(x, shape, out_sharding)
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     x = asarray(x) if not is_array(x) else x
     old = shape_of(x)
@@ -157,16 +161,67 @@ def broadcast_arrays(*args):
 # --- creation --------------------------------------------------------------------------------
 
 def takes_device(create):
-    """Give a constructor JAX's ``device=`` keyword: a Sharding, a Device, or a PartitionSpec
-    on the current mesh. A concrete result is laid out there; a traced one gets a sharding
-    constraint (a mesh layout) or is left as it is (one device: where a jit's caller gets a
-    value is the jit's business)."""
+    """Give a constructor JAX's ``device=`` and ``out_sharding=`` keywords: a Sharding, a
+    Device, or a PartitionSpec on the current mesh. A concrete result is laid out there; a
+    traced one gets a sharding constraint (a mesh layout; on Explicit axes, its type) or is
+    left as it is (one device: where a jit's caller gets a value is the jit's business)."""
     @functools.wraps(create)
-    def placed(*args, device=None, **kwargs):
+    def placed(*args, device=None, out_sharding=None, **kwargs):
         result = create(*args, **kwargs)
+        if out_sharding is not None:
+            check_out_sharding(out_sharding, create.__name__)
+            return _put_on(result, out_sharding)
         return result if device is None else _put_on(result, device)
 
     return placed
+
+
+def _broadcast_typed(x, shape, out_sharding):
+    result = broadcast_to(x, shape)
+    check_out_sharding(out_sharding, "broadcast_to")
+    sharding = resolve_sharding(out_sharding, "broadcast_to(out_sharding=...)")
+    have = aval_of(x).sharding
+    target = type_sharding(sharding, len(shape_of(result)))
+    if have is not None and target is not None:
+        lead = len(shape_of(result)) - len(have.spec)
+        if any(s and s != target.spec[lead + k] for k, s in enumerate(have.spec)):
+            raise ValueError(
+                "Incompatible types for broadcasting: input type="
+                f"{aval_of(x).str_long()} and requested type="
+                f"{aval_of(result).with_sharding(target).str_long()}")
+    return constrain(result, sharding)
+
+
+def takes_out_sharding(fn):
+    """Give ``fn`` JAX's ``out_sharding=`` keyword (a NamedSharding, or a PartitionSpec on the
+    current mesh): its result laid out so (typed so, on Explicit axes)."""
+    @functools.wraps(fn)
+    def laid_out(*args, out_sharding=None, **kwargs):
+        result = fn(*args, **kwargs)
+        if out_sharding is None:
+            return result
+        check_out_sharding(out_sharding, fn.__name__)
+        return _put_on(result, out_sharding)
+
+    return laid_out
+
+
+def constrain(value, sharding):
+    """``value`` laid out by ``sharding`` (a NamedSharding): nothing to do when its type says
+    so already, else a sharding constraint (its type, on Explicit axes)."""
+    typed = type_sharding(sharding, ndim_of(value))
+    if typed is not None and aval_of(value).sharding == typed:
+        return value
+    return bind(p.sharding_constraint_p, value, sharding=sharding)
+
+
+def check_out_sharding(out_sharding, name: str) -> None:
+    """JAX's TypeError for an ``out_sharding`` that is neither a NamedSharding nor a
+    PartitionSpec."""
+    if not isinstance(out_sharding, (NamedSharding, PartitionSpec)):
+        raise TypeError(f"`out_sharding` argument of {name} only supports instances of "
+                        f"`NamedSharding` or `PartitionSpec`. Got {out_sharding!r} of type: "
+                        f"{type(out_sharding)}")
 
 
 def _put_on(value, device):
@@ -272,6 +327,10 @@ def full_like(x, fill_value, dtype=None, shape=None):
     """
     result = full(shape_of(x) if shape is None else shape, fill_value,
                   dtype if dtype is not None else dtype_of(x))
+    typed = getattr(aval_of(x), "sharding", None)
+    if typed is not None and shape is None:
+        # split as x is (JAX's *_like copy the operand's sharding)
+        return _put_on(result, named_sharding(aval_of(x)))
     return _vary_like(result, x)
 
 
@@ -361,8 +420,9 @@ def _resolve_shape(old: tuple, shape) -> tuple:
     return tuple(shape)
 
 
-def reshape(x, *shape, order="C"):
-    """Reshape ``x`` (row-major) to ``shape``; one entry may be -1.
+def reshape(x, *shape, order="C", out_sharding=None):
+    """Reshape ``x`` (row-major) to ``shape``; one entry may be -1. ``out_sharding``: the
+    result's split (on Explicit axes any reshape may name one; JAX's rule types the others).
 
     >>> jnp.arange(6).reshape(2, -1).shape
     (2, 3)
@@ -373,14 +433,27 @@ def reshape(x, *shape, order="C"):
         shape = shape[0]
     x = asarray(x) if not is_array(x) else x
     new = _resolve_shape(shape_of(x), shape)
+    if out_sharding is not None:
+        return typed_reshape(x, new, out_sharding, "reshape")
     if shape_of(x) == new:
         return x
     return bind(p.reshape_p, x, new_sizes=new)
 
 
-def ravel(x):
+def typed_reshape(x, new, out_sharding, name: str):
+    """A reshape given ``out_sharding``: on Explicit axes the reshape takes it (any reshape
+    is then typed), elsewhere its result is constrained to that layout."""
+    check_out_sharding(out_sharding, name)
+    sharding = resolve_sharding(out_sharding, f"{name}(out_sharding=...)")
+    if isinstance(sharding, NamedSharding) and mesh_explicit(sharding.mesh):
+        return bind(p.reshape_p, x, new_sizes=tuple(new), out_sharding=sharding)
+    result = x if shape_of(x) == tuple(new) else bind(p.reshape_p, x, new_sizes=tuple(new))
+    return constrain(result, sharding)
+
+
+def ravel(x, order="C", *, out_sharding=None):
     """``x`` flattened to one dimension (row-major)."""
-    return reshape(x, (-1,))
+    return reshape(x, (-1,), order=order, out_sharding=out_sharding)
 
 
 def canonical_axis(axis, ndim) -> int:

@@ -12,11 +12,13 @@ from compiler.tracing import bind
 from ir import primitives as p
 from shardc.numpy._arithmetic import multiply, subtract
 from shardc.numpy._core import (as_array, broadcast_arrays, broadcast_shapes_of, broadcast_to,
-                                canonical_axis, dtype_of, ndim_of, promote, ravel, reshape,
-                                shape_of, stack, zeros_like)
+                                canonical_axis, check_out_sharding, constrain, dtype_of, ndim_of,
+                                promote, ravel, reshape, shape_of, stack, zeros_like)
 from shardc.numpy._diagonals import diagonal
 from shardc.numpy._manipulation import moveaxis, squeeze
 from shardc.numpy._reductions import sum
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import mesh_explicit
 from shardc.sharding import resolve_sharding
 
 __all__ = [
@@ -35,26 +37,52 @@ def _check_dot_dims(xs, ys, contract, batch):
                             f"got {lsizes} and {rsizes} (operand shapes {xs} and {ys})")
 
 
-def promoted_dot_general(x, y, contract, batch=((), ())):
+_OUT_SHARDING: list = []     # the out_sharding of the product being computed (innermost last)
+
+
+def promoted_dot_general(x, y, contract, batch=((), ()), squeezed=()):
     """``dot_general`` of ``x`` and ``y`` promoted to one dtype (contracting and batch
-    dimensions checked)."""
+    dimensions checked). Under a product given ``out_sharding`` on Explicit axes, the dot
+    takes it (its dimensions ``squeezed`` afterwards unsplit), as JAX's does."""
     x, y = promote(x, y)
     _check_dot_dims(shape_of(x), shape_of(y), contract, batch)
+    extra = {}
+    if _OUT_SHARDING and _OUT_SHARDING[-1] is not None:
+        target = _OUT_SHARDING[-1]
+        entries = list(target.spec) + [None] * (_dot_rank(x, y, contract, batch)
+                                               - len(squeezed) - len(target.spec))
+        for d in sorted(squeezed):
+            entries.insert(d, None)
+        extra["out_sharding"] = NamedSharding(target.mesh, PartitionSpec(*entries))
+        _OUT_SHARDING[-1] = None          # taken: one product per call
     return bind(p.dot_general_p, x, y, dimension_numbers=(contract, batch),
-                preferred_element_type=dtype_of(x))
+                preferred_element_type=dtype_of(x), **extra)
+
+
+def _dot_rank(x, y, contract, batch) -> int:
+    return ndim_of(x) + ndim_of(y) - 2 * len(contract[0]) - len(batch[0])
 
 
 def accepts_out_sharding(fn):
     """Let ``fn`` take ``out_sharding`` (a NamedSharding, or a PartitionSpec on the mesh of
-    ``set_mesh``) and ``precision``, as JAX's do: the result is constrained to that layout."""
+    ``set_mesh``) and ``precision``, as JAX's do. On Explicit axes the product's type is the
+    one asked for (the dot takes it, so a contraction split on both sides is not ambiguous);
+    on other meshes the result is constrained to that layout."""
 
     @functools.wraps(fn)
     def wrapper(*args, out_sharding=None, precision=None, **kwargs):
-        result = fn(*args, **kwargs)
         if out_sharding is None:
-            return result
+            return fn(*args, **kwargs)
+        check_out_sharding(out_sharding, fn.__name__)
         sharding = resolve_sharding(out_sharding, f"{fn.__name__}(out_sharding=...)")
-        return bind(p.sharding_constraint_p, result, sharding=sharding)
+        if not mesh_explicit(sharding.mesh):
+            return constrain(fn(*args, **kwargs), sharding)
+        _OUT_SHARDING.append(sharding)
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            _OUT_SHARDING.pop()
+        return constrain(result, sharding)
     return wrapper
 
 
@@ -83,7 +111,9 @@ def matmul(x, y):
     x2 = broadcast_to(x2, batch + shape_of(x2)[-2:])
     y2 = broadcast_to(y2, batch + shape_of(y2)[-2:])
     nb = len(batch)
-    out = promoted_dot_general(x2, y2, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+    squeezed = ([nb] if len(xs) == 1 else []) + ([nb + 1] if len(ys) == 1 else [])
+    out = promoted_dot_general(x2, y2, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))),
+                               squeezed=squeezed)
     if len(xs) == 1:
         out = squeeze(out, nb)
     if len(ys) == 1:

@@ -12,6 +12,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.lax import lgamma, while_loop
+from shardc.numpy._core import takes_out_sharding
 from shardc.random._keys import bits, fold_in, random_bits, sample_shape, single_key, split
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
 ]
 
 
+@takes_out_sharding
 def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
     """Uniform floats in ``[minval, maxval)``."""
     dtype = _dt.canonicalize(dtype)
@@ -30,6 +32,7 @@ def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
     return jnp.astype(jnp.add(jnp.multiply(unit, maxval - minval), minval), dtype)
 
 
+@takes_out_sharding
 def normal(key, shape=(), dtype=np.float32):
     """Standard normal floats (Box-Muller over two uniform draws)."""
     single_key("normal", key)
@@ -42,6 +45,7 @@ def normal(key, shape=(), dtype=np.float32):
                                    jnp.cos(jnp.multiply(2 * np.pi, u2))), dtype)
 
 
+@takes_out_sharding
 def randint(key, shape, minval, maxval, dtype=np.int32):
     """Integers in ``[minval, maxval)``."""
     single_key("randint", key)
@@ -50,6 +54,7 @@ def randint(key, shape, minval, maxval, dtype=np.int32):
     return jnp.astype(jnp.add(jnp.floor(jnp.multiply(draws, span)), int(minval)), dtype)
 
 
+@takes_out_sharding
 def bernoulli(key, p=0.5, shape=None):
     """Booleans that are True with probability ``p`` (shape: ``p``'s when ``shape`` is None)."""
     single_key("bernoulli", key)
@@ -67,6 +72,7 @@ def _unit_open(key, shape, dtype, name: str):
     return u, dtype
 
 
+@takes_out_sharding
 def permutation(key, x, axis=0, independent=False):
     """A random permutation of ``range(x)``, or of ``x`` along ``axis`` (every slice permuted
     alike; ``independent=True`` permutes each 1-d slice along ``axis`` on its own).
@@ -93,24 +99,28 @@ def _random_order(key, shape, axis):
     return jnp.argsort(bits(key, shape), axis=axis, stable=True)
 
 
+@takes_out_sharding
 def exponential(key, shape=(), dtype=np.float32):
     """Exponential floats with rate 1 (mean 1): ``-log(1 - u)``."""
     u, dtype = _unit_open(key, shape, dtype, "exponential")
     return jnp.astype(jnp.negative(jnp.log1p(jnp.negative(u))), dtype)
 
 
+@takes_out_sharding
 def gumbel(key, shape=(), dtype=np.float32):
     """Standard Gumbel floats (location 0, scale 1): ``-log(-log u)``."""
     u, dtype = _unit_open(key, shape, dtype, "gumbel")
     return jnp.astype(jnp.negative(jnp.log(jnp.negative(jnp.log(u)))), dtype)
 
 
+@takes_out_sharding
 def logistic(key, shape=(), dtype=np.float32):
     """Standard logistic floats: ``log(u / (1 - u))``."""
     u, dtype = _unit_open(key, shape, dtype, "logistic")
     return jnp.astype(jnp.subtract(jnp.log(u), jnp.log1p(jnp.negative(u))), dtype)
 
 
+@takes_out_sharding
 def laplace(key, shape=(), dtype=np.float32):
     """Standard Laplace floats (location 0, scale 1): ``-sign(v) log(1 - |v|)``, ``v`` uniform
     in (-1, 1)."""
@@ -120,6 +130,7 @@ def laplace(key, shape=(), dtype=np.float32):
                       dtype)
 
 
+@takes_out_sharding
 def rademacher(key, shape=(), dtype=np.int32):
     """-1 or +1 with equal probability."""
     single_key("rademacher", key)
@@ -127,6 +138,7 @@ def rademacher(key, shape=(), dtype=np.int32):
                                                 2), 1), dtype)
 
 
+@takes_out_sharding
 def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
     """Standard normal floats conditioned on ``lower < x < upper`` (by inverting the CDF).
 
@@ -149,6 +161,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
     return jnp.clip(out, jnp.nextafter(lower, inf), jnp.nextafter(upper, -inf))
 
 
+@takes_out_sharding
 def categorical(key, logits, axis=-1, shape=None):
     """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (Gumbel max trick).
 
@@ -168,6 +181,7 @@ def categorical(key, logits, axis=-1, shape=None):
     return jnp.argmax(jnp.add(moved, noise), axis=-1)
 
 
+@takes_out_sharding
 def choice(key, a, shape=(), replace=True, p=None, axis=0):
     """Items of ``a`` (or of ``range(a)`` for an int) drawn with probabilities ``p``
     (uniform if None), with or without replacement, as an array of ``shape``."""
@@ -200,6 +214,7 @@ def _choice_indices(key, n, count, replace, p):
     return jnp.argsort(jnp.negative(scores), stable=True)[:count]
 
 
+@takes_out_sharding
 def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="cholesky"):
     """Normal vectors with ``mean`` (``[..., n]``) and covariance ``cov`` (``[..., n, n]``):
     ``mean + L z`` with ``z`` standard normal and ``L L^T = cov``: the Cholesky factor
@@ -233,6 +248,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="ch
     return jnp.add(mean, jnp.matmul(factor, z[..., None])[..., 0])
 
 
+@takes_out_sharding
 def gamma(key, a, shape=None, dtype=np.float32):
     """Gamma(``a``, 1) floats (``a > 0``, broadcast to ``shape``), by Marsaglia and Tsang's
     rejection method: every entry redraws until accepted (a ``while_loop``; the expected
@@ -265,6 +281,7 @@ def gamma(key, a, shape=None, dtype=np.float32):
     return jnp.where(a < 1, sample * boost ** (1 / a), sample)
 
 
+@takes_out_sharding
 def beta(key, a, b, shape=None, dtype=np.float32):
     """Beta(``a``, ``b``) floats: ``X / (X + Y)`` with X ~ Gamma(a), Y ~ Gamma(b)."""
     single_key("beta", key)
@@ -277,6 +294,7 @@ def beta(key, a, b, shape=None, dtype=np.float32):
     return x / (x + y)
 
 
+@takes_out_sharding
 def dirichlet(key, alpha, shape=None, dtype=np.float32):
     """Dirichlet(``alpha``) vectors (``alpha``'s last dimension is the number of categories):
     independent Gamma draws normalised to sum to 1."""
@@ -290,6 +308,7 @@ def dirichlet(key, alpha, shape=None, dtype=np.float32):
     return draws / jnp.sum(draws, axis=-1, keepdims=True)
 
 
+@takes_out_sharding
 def poisson(key, lam, shape=None, dtype=np.int32):
     """Poisson(``lam``) integers (``lam >= 0``, broadcast to ``shape``): counting unit-rate
     exponential arrivals for ``lam < 10``, Hormann's transformed rejection (PTRS) above; each

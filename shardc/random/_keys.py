@@ -23,6 +23,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
+from shardc.numpy._core import takes_out_sharding
 
 __all__ = [
     "PRNGImpl", "IMPLS", "resolve_impl", "KeyDtype", "PRNGKeyArray", "PRNGKey", "key", "key_data",
@@ -321,6 +322,7 @@ def fold_in(key, data):
     return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else folded
 
 
+@takes_out_sharding
 def bits(key, shape=(), dtype=np.uint32):
     return jnp.astype(random_bits(key, sample_shape(shape), "bits"), dtype)
 
