@@ -23,6 +23,7 @@ from ir.core import Aval, Literal, Program
 from ir.sharding import (DuplicateSpecError, Mesh, PartitionSpec, ReplicationError,
                          ShardingSpecError, axes_size, block_shape, canonical_spec, spec_axes,
                          spec_names)
+from ir.sharding_rules import p_text, spec_from_user
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -216,6 +217,7 @@ def _call(config: _Config, args: tuple):
         check_jax_value(leaf.value, f"shard_map of '{config.name}': args{leaf.path}")
     _check_ranks(config, dynamic)
     _check_divisibility(config, dynamic)
+    _check_typed_arguments(config, dynamic)
     out_store: dict = {}
 
     def flat_body(*blocks):
@@ -229,6 +231,30 @@ def _call(config: _Config, args: tuple):
                   config=config, out_store=out_store)
     outs = current_trace().process_shard_map(flat_body, [l.value for l in dynamic], params)
     return tree.tree_unflatten(out_store["treedef"], outs)
+
+
+def _check_typed_arguments(config: _Config, dynamic) -> None:
+    """JAX's ValueError for an argument whose type splits it otherwise than its in_spec, when
+    the shard_map is manual over every axis of an all-Explicit mesh. (An argument whose type
+    splits nothing, a host value, is split as the in_spec says, as on Auto axes: JAX 0.10
+    rejects that too, shardc keeps accepting it.)"""
+    mesh = config.mesh
+    if set(config.manual_axes) != set(mesh.axis_names) or \
+            len(mesh.explicit_axes) != len(mesh.axis_names):
+        return
+    for leaf in dynamic:
+        aval = aval_of(leaf.value)
+        if aval.sharding is None or aval.sharding.mesh != mesh:
+            continue
+        given = spec_from_user(leaf.spec, aval.ndim, mesh)
+        if given != aval.sharding.spec:
+            raise ValueError(
+                f"in_specs passed to shard_map: {p_text(given)} does not match the specs of "
+                f"the input: {p_text(aval.sharding.spec)} for arg: {aval.str_long()}. "
+                "`in_specs` is an optional argument so you can omit specifying it and "
+                "shard_map will infer the in_specs from the arguments. If you want to reshard "
+                "your inputs, you can use `jax.reshard` on the arguments and then pass those "
+                "args to shard_map.")
 
 
 def _broadcast_specs(prefix, full, name):

@@ -4,6 +4,7 @@ mesh that ``set_mesh`` installs, and the layout constraints (``reshard``,
 from __future__ import annotations
 
 import contextlib
+import functools
 
 from compiler import tree
 from compiler.shard_map import current_shard_context
@@ -12,10 +13,11 @@ from ir import primitives as p
 from ir.sharding import (AbstractMesh, AxisType, DuplicateSpecError, Mesh, NamedSharding,
                          PartitionSpec, ReplicationError, ShardingTypeError, current_mesh,
                          pop_mesh, push_mesh, spec_axes, spec_names)
-from ir.sharding_rules import p_text, spec_from_user
+from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 
-__all__ = ["AbstractMesh", "AxisType", "Mesh", "ShardingTypeError", "NamedSharding", "PartitionSpec", "ReplicationError",
+__all__ = ["AbstractMesh", "AxisType", "Mesh", "ShardingTypeError", "auto_axes",
+           "explicit_axes", "NamedSharding", "PartitionSpec", "ReplicationError",
            "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "reshard", "set_mesh",
            "use_mesh"]
 
@@ -151,3 +153,88 @@ def _assert_type(leaf, sharding) -> None:
             f"`Explicit`. The array sharding: {p_text(have)} did not match the sharding "
             f"provided: {p_text(given)}. Please use `jax.sharding.reshard` to shard your "
             "input to the sharding you want.")
+
+
+def auto_axes(fun=None, *, axes=None, out_sharding=None):
+    """Run ``fun`` with ``axes`` (default: every axis of the mesh) out of its arguments'
+    types, then lay its results out by ``out_sharding`` (JAX's ``auto_axes``; it may also be
+    given at the call). Inside, no sharding rule can object to a split over those axes, since
+    nothing is split over them: the arguments are gathered along them, and the partitioner
+    computes the results whole there before cutting them to ``out_sharding``.
+
+        f = auto_axes(lambda a, b: a @ b, out_sharding=P('x', None))
+    """
+    if fun is None:
+        return lambda f: auto_axes(f, axes=axes, out_sharding=out_sharding)
+
+    @functools.wraps(fun)
+    def wrapped(*args, out_sharding=out_sharding, **kwargs):
+        if out_sharding is None:
+            raise TypeError("Missing required keyword argument: 'out_sharding'")
+        mesh = get_mesh() or _mesh_of_sharding(out_sharding)
+        if mesh is None or not mesh.explicit_axes:
+            return reshard(fun(*args, **kwargs), out_sharding) if mesh else fun(*args, **kwargs)
+        dropped = set(mesh.axis_names if axes is None else
+                      ((axes,) if isinstance(axes, str) else axes))
+        args, kwargs = tree.tree_map(lambda leaf: _without_axes(leaf, mesh, dropped),
+                                     (args, kwargs))
+        return reshard(fun(*args, **kwargs), out_sharding)
+
+    return wrapped
+
+
+def explicit_axes(fun=None, *, axes=None, in_sharding=None):
+    """Run ``fun`` with ``axes`` (default: every axis of the current mesh) Explicit, its
+    arguments split by ``in_sharding`` (JAX's ``explicit_axes``): inside, types name those
+    axes and every operation's rule applies; the results leave laid out as they are."""
+    if fun is None:
+        return lambda f: explicit_axes(f, axes=axes, in_sharding=in_sharding)
+
+    @functools.wraps(fun)
+    def wrapped(*args, in_sharding=in_sharding, **kwargs):
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError("Context mesh cannot be empty. Please use `jax.set_mesh` API to "
+                             "enter into a mesh context when using `explicit_axes` API.")
+        chosen = set(mesh.axis_names if axes is None else
+                     ((axes,) if isinstance(axes, str) else axes))
+        types = tuple(AxisType.Explicit if n in chosen else t
+                      for n, t in zip(mesh.axis_names, mesh.axis_types))
+        inner = Mesh(mesh.devices, mesh.axis_names, axis_types=types)
+        if in_sharding is not None:
+            specs = tree.broadcast_prefix(in_sharding, args,
+                                          is_leaf=lambda s: isinstance(s, PartitionSpec),
+                                          name="explicit_axes in_sharding")
+            leaves, treedef = tree.tree_flatten(args)
+            args = tree.tree_unflatten(treedef, [
+                reshard(leaf, NamedSharding(inner, spec)) for leaf, spec in zip(leaves, specs)])
+        with set_mesh(inner):
+            result = fun(*args, **kwargs)
+
+        def back(leaf):
+            sharding = named_sharding(aval_of(leaf))
+            if sharding is None or sharding.mesh != inner:
+                return leaf
+            return reshard(leaf, NamedSharding(mesh, sharding.spec))
+        return tree.tree_map(back, result)
+
+    return wrapped
+
+
+def _mesh_of_sharding(sharding):
+    leaves = tree.tree_leaves(sharding, is_leaf=lambda s: isinstance(s, PartitionSpec))
+    for leaf in leaves:
+        if isinstance(leaf, NamedSharding):
+            return leaf.mesh
+    return None
+
+
+def _without_axes(leaf, mesh, dropped):
+    """``leaf`` resharded so that its type splits it over none of ``dropped`` (other leaves,
+    an index's slices, pass)."""
+    aval = getattr(leaf, "aval", None)
+    if aval is None or aval.sharding is None or not dropped & set(aval.sharding.axes):
+        return leaf
+    kept = [tuple(a for a in names if a not in dropped) for names in aval.sharding.spec]
+    return reshard(leaf, NamedSharding(aval.sharding.mesh,
+                                       PartitionSpec(*partitions(kept))))

@@ -745,7 +745,8 @@ def test_random_programs(program, seed):
 # --- the boundary ---------------------------------------------------------------------------------
 
 def test_reshards_host_values_and_results_fed_back():
-    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    # Auto axes: values laid out otherwise are resharded at the boundary
+    mesh = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
     rng = np.random.default_rng(11)
     a = rng.standard_normal((8, 16)).astype(np.float32)
     placed = {spec: shardc.device_put(a, NamedSharding(mesh, spec))
@@ -786,7 +787,7 @@ def test_outputs_claimed_replicated_but_different_feed_the_reference():
 
 
 def test_arrays_from_the_other_backend_and_host_views():
-    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    mesh = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
     x = np.arange(64, dtype=np.float32).reshape(8, 8)
     make = lambda: shardc.shard_map(lambda b: lax.psum(b, "y"), mesh=mesh,
                                     in_specs=P("x", "y"), out_specs=P("x"))

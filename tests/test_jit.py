@@ -79,7 +79,7 @@ def test_python_control_flow_on_a_traced_value_names_the_line():
 
 
 def test_jit_of_shard_map_equals_eager_and_reshards_at_the_boundary():
-    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    mesh = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
 
     @partial(shardc.shard_map, mesh=mesh, in_specs=(P("x", "y"), P("y", None)),
              out_specs=P("x", None))
@@ -100,7 +100,9 @@ def test_jit_of_shard_map_equals_eager_and_reshards_at_the_boundary():
 
 
 def test_boundary_reshard_nodes_show_in_the_device_program():
-    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    # Auto axes: an argument laid out otherwise is resharded at the boundary (on Explicit
+    # ones its type must match the in_specs, as in JAX)
+    mesh = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
     f = shardc.shard_map(lambda v: v, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))
     a = shardc.device_put(jnp.zeros((8, 16)), NamedSharding(mesh, P("y", "x")))
     (lowered,) = shardc.jit(f).lower(a).module.all_shard_maps()

@@ -30,7 +30,8 @@ from shardc.sharding import PartitionSpec as P
 
 SETTINGS = dict(derandomize=True, deadline=None)
 
-MESH = shardc.make_mesh((4, 2), ("x", "y"))
+# Auto axes: the modules reshard at shard_map boundaries (on Explicit axes types must match)
+MESH = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
 
 
 @partial(shardc.shard_map, mesh=MESH, in_specs=(P("x", "y"), P("y", None)),

@@ -19,7 +19,8 @@ from ir.verify import VerifyError, verify_device_program, verify_mesh_program
 from shardc import lax
 from shardc.sharding import NamedSharding, PartitionSpec as P
 
-MESH = shardc.make_mesh((4, 2), ("x", "y"))
+# Auto axes: A placed P("x") is resharded at the boundary (Explicit axes would want P("x", "y"))
+MESH = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
 
 
 @partial(shardc.shard_map, mesh=MESH, in_specs=(P("x", "y"), P("y", None)),

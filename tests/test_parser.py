@@ -31,7 +31,8 @@ GOLDEN_FILES = sorted(GOLDEN.glob("*.txt"))
 SETTINGS = dict(derandomize=True, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
-MESH = shardc.make_mesh((4, 2), ("x", "y"))
+# Auto axes: the modules reshard at shard_map boundaries (on Explicit axes types must match)
+MESH = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
 SUB_1D = Mesh(np.array(shardc.devices()[2:6]), ("i",))
 SUB_2D = Mesh(np.array(shardc.devices()[4:8]).reshape(2, 2), ("i", "j"))
 
@@ -857,8 +858,8 @@ def test_malformed_modules():
     err = _module_error(text.replace("shard_map equation 0", "shard_map equation 3"))
     assert (err.line, err.column, err.token) == (header + 1, 20, "3")
     assert "equation 3 of the program is not a shard_map" in str(err)
-    err = _module_error(text.replace("Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)):",
-                                     "Mesh('x': 2, 'y': 4, axis_types=(Explicit, Explicit)):"))
+    err = _module_error(text.replace("Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)):",
+                                     "Mesh('x': 2, 'y': 4, axis_types=(Auto, Auto)):"))
     assert (err.line, err.column) == (header + 1, 25) and "the mesh differs" in str(err)
     err = _module_error(text.replace("inputs arrive as (P(), P())", "inputs arrive as (P(),)"))
     assert "lists 1 specs for 2 values" in str(err) and err.token == "(P(),)"

@@ -15,6 +15,7 @@ from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.dtypes import result_type
+from shardc.sharding import auto_axes
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
@@ -464,16 +465,30 @@ class _IndexedRef:
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
             fill_value=None, out_sharding=None):
+        """``x[index]``; ``out_sharding``: the result's split (as JAX's: the gather runs with
+        the operands unsplit, its result then laid out as asked)."""
+        if out_sharding is not None:
+            return auto_axes(lambda x, index: getitem_with_mode(x, index, mode, fill_value),
+                             out_sharding=out_sharding)(self.x, self.index)
         return getitem_with_mode(self.x, self.index, mode, fill_value)
 
-    def set(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _update(self.x, self._index(mode), value, "set")
+    def _apply(self, value, mode, how, out_sharding):
+        if out_sharding is not None:
+            return auto_axes(lambda x, index, value: _update(x, index, value, how),
+                             out_sharding=out_sharding)(self.x, self._index(mode), value)
+        return _update(self.x, self._index(mode), value, how)
 
-    def add(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _update(self.x, self._index(mode), value, "add")
+    def set(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None):
+        return self._apply(value, mode, "set", out_sharding)
 
-    def multiply(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _update(self.x, self._index(mode), value, "mul")
+    def add(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None):
+        return self._apply(value, mode, "add", out_sharding)
+
+    def multiply(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 out_sharding=None):
+        return self._apply(value, mode, "mul", out_sharding)
 
     mul = multiply
 
@@ -487,11 +502,13 @@ class _IndexedRef:
         ones = ones_like(self.x)
         return power(self.x, _update(ones, self._index(mode), value, "mul"))
 
-    def min(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _update(self.x, self._index(mode), value, "min")
+    def min(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None):
+        return self._apply(value, mode, "min", out_sharding)
 
-    def max(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _update(self.x, self._index(mode), value, "max")
+    def max(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None):
+        return self._apply(value, mode, "max", out_sharding)
 
     def _index(self, mode):
         """The index of an update: out-of-bounds entries are dropped (``mode`` None, 'drop',

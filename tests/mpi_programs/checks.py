@@ -169,10 +169,12 @@ def check_one_device_per_process():
                                  lax.psum_scatter(b[:n, 0, 0], "x"), b.sum()])[None],
             mesh=mesh, in_specs=P("x"), out_specs=P("x")))
         record(f"direct/{shape}/zero_d", f(jnp.asarray(data((8 * n, 8, 4), seed=15))))
-        # an input laid out otherwise than in_specs: the program gathers, then slices
+        # an input laid out otherwise than in_specs, resharded (the partitioner gathers, then
+        # slices) before the shard_map reads it
         placed = jax.device_put(data((16, 8), seed=14), NamedSharding(mesh, P("y", "x")))
-        f = jax.jit(jax.shard_map(lambda b: lax.psum(b * 2 + 1, "x"), mesh=mesh,
-                                  in_specs=P("x", "y"), out_specs=P(None, "y")))
+        g = jax.shard_map(lambda b: lax.psum(b * 2 + 1, "x"), mesh=mesh, in_specs=P("x", "y"),
+                          out_specs=P(None, "y"))
+        f = jax.jit(lambda a: g(jax.sharding.reshard(a, NamedSharding(mesh, P("x", "y")))))
         record(f"direct/{shape}/resharded", f(placed))
 
 
