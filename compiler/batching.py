@@ -94,6 +94,9 @@ class BatchTrace(Trace):
         self.axis = axis
         self.spmd_axis_name = spmd_axis_name
         self.spmd = spmd
+        # the Explicit mesh axes splitting the mapped dimension (JAX's explicit_mesh_axis):
+        # batched results and layouts chosen inside are split so along it
+        self.batch_spec: tuple = ()
         self._adopted: dict = {}     # id(closed-over tracer) -> this trace's tracer for it
 
     def same_level(self, other) -> bool:
@@ -149,7 +152,8 @@ class BatchTrace(Trace):
                 out_dims = [None] * len(outs)
             else:
                 if prim is prims.sharding_constraint_p:
-                    params = dict(params, spmd_axis_name=self.spmd_axis_name)
+                    params = dict(params, spmd_axis_name=self.spmd_axis_name
+                                  or self.batch_spec or None)
                 outs, out_dims = batching_rules[prim](values, dims, **params)
         return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
 

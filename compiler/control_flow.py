@@ -24,7 +24,8 @@ from compiler.tracing import (ConcretizationTypeError, aval_of, bind, current_tr
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
-from ir.core import Program, Var, programs_in
+from ir.core import Program, TypeSharding, Var, programs_in
+from ir.sharding_rules import p_text, spec_of
 
 
 # --- tracing sub-programs ----------------------------------------------------------------------
@@ -92,6 +93,13 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
                 f"corresponding output carry component has type {_type_text(b)}, so {what}")
     if shape_problems:
         raise TypeError(_carry_message(construct, shape_problems, []))
+    # a carry keeps its sharding too: JAX promotes none (a reshard says which one is meant)
+    split_problems = [
+        f"{_carry_component(carry_name, path)} has type {_type_text(a)} but the corresponding "
+        f"output carry component has type {_type_text(b)}"
+        for path, a, b in zip(paths, in_avals, out_avals) if a.sharding != b.sharding]
+    if split_problems:
+        raise TypeError(_carry_message(construct, split_problems, []))
     if not _checking():
         return
     problems, hints = [], []
@@ -199,7 +207,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     length = _scan_length(xs_flat, length)
     _check_unroll(unroll)
     carry_avals = [aval_of(v) for v in init_flat]
-    x_avals = [aval_of(x).update(shape=aval_of(x).shape[1:]) for x in xs_flat]
+    x_avals = _sliced_avals([aval_of(x) for x in xs_flat])
     nc = len(init_flat)
     ys_tree_box: list = []
     carry_name = carry_name or _param_name(f, 0, "carry")
@@ -228,6 +236,17 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
                 reverse=bool(reverse), num_consts=len(consts), num_carry=nc)
     return (tree.tree_unflatten(carry_tree, outs[:nc]),
             tree.tree_unflatten(ys_tree_box[0], outs[nc:]))
+
+
+def _sliced_avals(avals) -> list:
+    """The types of one slice of each ``xs``: the leading dimension gone, its split with it
+    (JAX asks that the leading dimension be unsplit)."""
+    if any(a.ndim and spec_of(a)[0] for a in avals):
+        raise ValueError("0th dimension of all xs should be replicated. Got "
+                         + ", ".join(p_text(spec_of(a)) for a in avals))
+    return [a.update(shape=a.shape[1:], sharding=TypeSharding.of(
+        a.sharding.mesh, a.sharding.spec[1:]) if a.sharding and any(a.sharding.spec[1:])
+        else None) for a in avals]
 
 
 def _check_unroll(unroll) -> None:
@@ -523,6 +542,15 @@ def _check_branch_types(construct, branches, names, programs, out_tree):
                     f"{construct} branches must have equal output types but they differ: the "
                     f"output of {names[0]}{'' if single else path} has type {_type_text(a)} but "
                     f"the corresponding output of {names[k]} has type {_type_text(b)}.")
+            if a.sharding != b.sharding:
+                raise TypeError(
+                    f"{construct} branches must have equal output types but they differ.\n\n"
+                    f"{names[0]} is {_where_defined(branches[0])}\n"
+                    f"{names[k]} is {_where_defined(branches[k])}\n\n"
+                    f"The output of {names[0]}{'' if single else path} has type "
+                    f"{_type_text(a)} but the corresponding output of {names[k]} has type "
+                    f"{_type_text(b)}.\n\nRevise {names[0]} and/or {names[k]} so that all "
+                    "output types match.")
             if _checking() and a.vma != b.vma:
                 raise TypeError(_branch_vma_message(construct, branches, names, 0, k,
                                                     '' if single else path, a, b))

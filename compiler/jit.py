@@ -441,9 +441,23 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None):
                 elif deferred is not None:
                     deferred.append(sharding)
             elif get_backend().sharding_of(leaf) != sharding:
+                if what == "jit in_shardings":
+                    _check_committed(leaf, sharding)
                 leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
         placed.append(leaf)
     return tree.tree_unflatten(treedef, placed)
+
+
+def _check_committed(leaf, sharding) -> None:
+    """JAX's ValueError for an argument laid out on an Explicit mesh that ``in_shardings``
+    would move: its layout is part of its type, which the call may not change."""
+    from ir.sharding_rules import mesh_explicit
+    have = getattr(leaf, "sharding", None)
+    if isinstance(have, NamedSharding) and mesh_explicit(have.mesh):
+        raise ValueError(
+            "Sharding passed to jit does not match the sharding on the respective arg. Got "
+            f"jit sharding: {sharding!r},\narg sharding: {have!r} for arg type: "
+            f"{aval_of(leaf).str_long()}")
 
 
 def resolve_argnums(fun, static_argnums, static_argnames, donate_argnums, donate_argnames):

@@ -32,7 +32,7 @@ from compiler.shard_map import shard_map
 from compiler.tracing import aval_of, bind, replaying, trace_to_program
 from ir import collectives as coll
 from ir import primitives as prims
-from ir.core import Literal, Program, Var
+from ir.core import Eqn, Literal, Program, Var
 from ir.sharding import PartitionSpec
 from ir.sharding_rules import partitions, spec_of
 
@@ -178,7 +178,7 @@ def _run_region(mesh, eqns, ins, outs, values) -> list:
         def read(atom):
             return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
 
-        for eqn in eqns:
+        for eqn in _fuse_relayouts_into_reductions(eqns, outs):
             rule = block_rules.get(eqn.primitive, whole_rule)
             with replaying(eqn.source):
                 results = rule(mesh, eqn, [read(a) for a in eqn.invars])
@@ -188,6 +188,41 @@ def _run_region(mesh, eqns, ins, outs, values) -> list:
     body = shard_map(blocks, mesh, in_specs, out_specs, check_vma=True)
     with replaying(eqns[0].source):      # the region is written where its first operation is
         return list(body(*values))
+
+
+def _fuse_relayouts_into_reductions(eqns, outs) -> list:
+    """The run's equations, where a layout change that only joins the dimensions a sum (max,
+    min) then reduces, and feeds nothing else, is left out: the reduction reads the operand
+    as it lies and completes across the devices (a block-sized psum instead of gathering
+    every block). Gradients hold this often: a broadcast operand's cotangent takes the
+    operand's type, then is summed over the broadcast dimensions."""
+    uses: dict = {}
+    for eqn in eqns:
+        for a in eqn.invars:
+            if isinstance(a, Var):
+                uses[id(a)] = uses.get(id(a), 0) + 1
+    kept_out = {id(v) for v in outs}
+    producer = {id(eqn.outvars[0]): eqn for eqn in eqns
+                if eqn.primitive is prims.sharding_constraint_p}
+    skipped, result = set(), []
+    for eqn in eqns:
+        source = producer.get(id(eqn.invars[0])) if eqn.invars else None
+        if (eqn.primitive in _ACROSS and source is not None
+                and uses[id(eqn.invars[0])] == 1 and id(eqn.invars[0]) not in kept_out
+                and eqn.invars[0].aval.dtype != np.bool_
+                and _only_joins(source.invars[0], eqn.invars[0], eqn.params["axes"])):
+            skipped.add(id(source))
+            eqn = Eqn(eqn.primitive, [source.invars[0]], eqn.outvars, eqn.params, eqn.source)
+        result.append(eqn)
+    return [e for e in result if id(e) not in skipped]
+
+
+def _only_joins(before, after, axes) -> bool:
+    """Whether the layout change from ``before`` to ``after`` moves nothing outside ``axes``."""
+    if not isinstance(before, Var):
+        return False
+    src, dst = spec_of(before.aval), spec_of(after.aval)
+    return all(src[d] == dst[d] for d in range(len(src)) if d not in axes)
 
 
 # --- moving blocks ------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.interpreter import Interpreter
 from ir.shapes import out_avals
-from ir.sharding import NamedSharding, PartitionSpec
-from ir.sharding_rules import named_sharding, typed_avals
+from ir.sharding import NamedSharding, PartitionSpec, current_mesh
+from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from ir.source import frame_source
 from ir.verify import check_traced
 
@@ -268,7 +268,15 @@ def _typed_mesh(typed, values, params):
         if sharding is not None:
             return sharding.mesh
     given = params.get("out_sharding") if params else None
-    return getattr(given, "mesh", None)
+    if getattr(given, "mesh", None) is not None:
+        return given.mesh
+    # on an Explicit mesh an unsplit result stays there, replicated (JAX's P(None, ...))
+    for value in values:
+        sharding = getattr(value, "sharding", None)
+        if isinstance(sharding, NamedSharding) and mesh_explicit(sharding.mesh):
+            return sharding.mesh
+    mesh = current_mesh()
+    return mesh if mesh_explicit(mesh) else None
 
 
 def _placed_as_typed(outs, typed, mesh):
@@ -276,10 +284,15 @@ def _placed_as_typed(outs, typed, mesh):
     an operation on sharded arrays keeps its results on the mesh, as under jit."""
     placed = []
     for out, aval in zip(outs, typed):
-        sharding = named_sharding(aval) or NamedSharding(mesh, PartitionSpec())
-        if getattr(out, "sharding", None) != sharding:
+        sharding = named_sharding(aval) or NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim))
+        if aval.sharding is None and not isinstance(out.sharding, NamedSharding):
+            # a value every process holds whole, now said to be on the mesh's devices
+            out = type(out).from_global(np.asarray(out), sharding)
+        elif out.sharding != sharding:
             (out,) = get_backend().eval_primitive(prims.sharding_constraint_p, [out],
                                                   {"sharding": sharding})
+        if tuple(out.sharding.spec) != tuple(sharding.spec):
+            out = out.respelled(sharding)   # computed results report one spec entry per dim
         placed.append(out)
     return placed
 

@@ -15,7 +15,10 @@ from compiler import tree
 from compiler.batching import (BatchTrace, BatchTracer, NamedAxis, batch_at, member_aval,
                                named_axis, ndim_of)
 from compiler.shard_map import function_name
-from compiler.tracing import (aval_of, check_jax_value, current_trace, is_jax_value,
+from ir import primitives as prims
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import partitions
+from compiler.tracing import (aval_of, bind, check_jax_value, current_trace, is_jax_value,
                               set_current_trace)
 
 
@@ -102,6 +105,7 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
     size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
     axis = None if axis_name is None else NamedAxis(axis_name, size)
     trace = BatchTrace(current_trace(), size, axis=axis, spmd_axis_name=spmd_axis_name)
+    trace.batch_spec, batch_mesh = _batch_spec(leaves, axes)
     tracers = [x if a is None else BatchTracer(trace, x, a) for x, a in zip(leaves, axes)]
     call_args, call_kwargs = tree.tree_unflatten(in_tree, tracers)
     with named_axis(axis), set_current_trace(trace):
@@ -110,7 +114,43 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
         unwrapped = [trace.unwrap(o) for o in outs]
     out_specs = _flat_out_axes(out_axes, result)
     moved = [_place_batch_axis(v, d, a, size) for (v, d), a in zip(unwrapped, out_specs)]
+    if trace.batch_spec:
+        moved = [_split_like_batch(v, d, a, trace.batch_spec, batch_mesh, o)
+                 for v, (_, d), a, o in zip(moved, unwrapped, out_specs, outs)]
     return tree.tree_unflatten(out_tree, moved)
+
+
+def _batch_spec(leaves, axes) -> tuple:
+    """The Explicit mesh axes splitting the mapped dimension of every mapped argument: JAX
+    asks that they agree."""
+    specs, mesh = [], None
+    for x, a in zip(leaves, axes):
+        if a is not None:
+            aval = aval_of(x)
+            spec = aval.sharding.spec[a] if aval.sharding is not None else ()
+            mesh = mesh or (aval.sharding.mesh if spec else None)
+            if spec not in specs:
+                specs.append(spec)
+    if len(specs) > 1:
+        shown = [None if not s else s[0] if len(s) == 1 else s for s in specs[:2]]
+        raise ValueError("Mapped away dimension of inputs passed to vmap should be sharded the "
+                         f"same. Got inconsistent axis specs: {shown[0]} vs {shown[1]}")
+    return (specs[0] if specs else ()), mesh
+
+
+def _split_like_batch(value, dim, out_axis, batch_spec, mesh, returned):
+    """An output the mapped arguments did not feed (broadcast along the batch axis) split
+    along it as they are (JAX; a Python constant returned stays unsplit)."""
+    if dim is not None or out_axis is None or isinstance(returned, (bool, int, float, complex)):
+        return value
+    aval = aval_of(value)
+    spec = list(aval.sharding.spec) if aval.sharding is not None else [()] * aval.ndim
+    position = out_axis % aval.ndim
+    if spec[position] or any(set(batch_spec) & set(s) for s in spec):
+        return value
+    spec[position] = batch_spec
+    return bind(prims.sharding_constraint_p, value, sharding=NamedSharding(
+        mesh, PartitionSpec(*partitions(tuple(spec)))))
 
 
 def _check_mapped_values(fun, args_and_kwargs, leaves, axes):

@@ -131,10 +131,11 @@ class PartitionSpec(tuple):
     """
 
     def __new__(cls, *entries):
-        return super().__new__(cls, entries)
+        return super().__new__(cls, (_canonical_entry(e) for e in entries))
 
     def __repr__(self):
-        return "PartitionSpec(" + ", ".join(_entry_repr(e) for e in self) + ")"
+        # JAX's form: the entries as a tuple prints them, so one entry keeps its comma
+        return "P(" + repr(tuple(self))[1:-1] + ")"
 
     def short_repr(self) -> str:
         """``P('x', None)``, the form printed in programs."""
@@ -154,6 +155,14 @@ class PartitionSpec(tuple):
 
 
 P = PartitionSpec
+
+
+def _canonical_entry(entry):
+    """One spec entry in JAX's normal form: ``('x',)`` is ``'x'``, ``()`` is ``None``."""
+    if isinstance(entry, (tuple, list)):
+        entry = tuple(entry)
+        return None if not entry else entry[0] if len(entry) == 1 else entry
+    return entry
 
 
 def _entry_repr(entry) -> str:
@@ -210,6 +219,12 @@ def _canonical_spec(spec) -> PartitionSpec:
     for names in spec_names(spec):
         entries.append(None if not names else names[0] if len(names) == 1 else tuple(names))
     return PartitionSpec(*entries)
+
+
+def spec_per_dim(spec, ndim: int) -> tuple:
+    """``spec``'s entries padded with None to one per dimension (entries past ``ndim`` kept,
+    for the caller's rank check to name)."""
+    return tuple(spec) + (None,) * (ndim - len(spec))
 
 
 def normal_spec(spec) -> PartitionSpec:
@@ -385,7 +400,11 @@ class NamedSharding:
         return hash((self.mesh, normal_spec(self.spec)))
 
     def __repr__(self):
-        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
+        memory = ", memory_kind=device" if isinstance(self.mesh, Mesh) else ""
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}{memory})"
+
+    def with_spec(self, spec) -> "NamedSharding":
+        return NamedSharding(self.mesh, PartitionSpec(*spec))
 
     def short_repr(self) -> str:
         """``NamedSharding(Mesh('x': 4), P('x'))``, the form printed in programs."""

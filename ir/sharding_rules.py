@@ -517,8 +517,16 @@ def _gather(in_avals, outs, *, axis, out_sharding=None):
             "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
             "indexing as out sharding could not be resolved unambiguously (or would require "
             f"collectives on inputs). Got operand=ShapedArray({x.str_long()}), "
-            f"indices=ShapedArray({indices.str_long()})")
+            f"indices=ShapedArray({_with_index_vector(indices).str_long()})")
     return [spec[:axis] + ((),) * indices.ndim + spec[axis + 1:]]
+
+
+def _with_index_vector(indices: Aval) -> Aval:
+    """The indices as JAX's gather and scatter hold them (and name them in errors): with a
+    trailing index-vector dimension of one."""
+    spec = spec_of(indices) + ((),)
+    return Aval(indices.shape + (1,), indices.dtype, sharding=TypeSharding.of(
+        indices.sharding.mesh, spec) if indices.sharding is not None else None)
 
 
 def _scatter(in_avals, outs, *, axis, mode, out_sharding=None):
@@ -537,7 +545,7 @@ def _scatter(in_avals, outs, *, axis, mode, out_sharding=None):
             "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for "
             "the scatter update as out sharding could not be resolved unambiguously (or would "
             f"require collectives on inputs). Got operand=ShapedArray({x.str_long()}), "
-            f"indices=ShapedArray({indices.str_long()}), "
+            f"indices=ShapedArray({_with_index_vector(indices).str_long()}), "
             f"updates=ShapedArray({updates.str_long()})")
     return [spec]
 

@@ -215,6 +215,15 @@ class Array(metaclass=abc.ABCMeta):
     def tolist(self):
         return self._assemble().tolist()
 
+    def respelled(self, sharding) -> "Array":
+        """This array with ``sharding`` as its reported layout: the same layout spelt another
+        way (``P('x')`` as ``P('x', None)``), the buffers shared."""
+        assert sharding == self.sharding, (sharding, self.sharding)
+        result = type(self)(self.aval, sharding, self._buffers)   # a global one stays so
+        result._global, result._stacked = self._global, self._stacked
+        result.fingerprint = self.fingerprint
+        return result
+
     def copy(self) -> "Array":
         return Array.from_global(self._assemble().copy())
 

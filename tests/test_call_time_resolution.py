@@ -157,7 +157,8 @@ def test_a_layout_not_followed_is_an_error_not_a_guess(make, jit):
 
 
 @pytest.mark.parametrize("make, error", list(zip(MAKES, [
-    "This reshape is not supported", "Input should be unsharded over the axis being reduced",
+    "This reshape is not supported",
+    "The input should be fully replicated when axis is not specified to cumsum",
     None])), ids=["reshape", "cumsum", "concatenate"])
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 def test_on_explicit_axes_the_types_decide(make, error, jit):
@@ -167,6 +168,10 @@ def test_on_explicit_axes_the_types_decide(make, error, jit):
     f = _total()
     x = _placed(np.arange(8.))
     g = (lambda x: f(make(x))) if not jit else jax.jit(lambda x: f(make(x)))
+    if error is None and not jit:
+        # eagerly, JAX slices an array laid out on several devices by a gather, which a
+        # split dimension refuses; under jit the slices keep the split
+        error = r"Use `\.at\[\.\.\.\]\.get\(out_sharding=\)`"
     if error is None:
         assert float(g(x)) == 28.0
     else:

@@ -1083,7 +1083,7 @@ def test_a_result_chosen_by_a_varying_predicate_is_not_replicated(wrap):
                          mesh=mesh, in_specs=P("x"), out_specs=P("x"))
     with pytest.raises(shardc.sharding.ReplicationError) as err:
         wrap(f)(np.arange(4, dtype=np.float32))
-    assert ("out_specs is PartitionSpec('x') which implies that the corresponding output value "
+    assert ("out_specs is P('x',) which implies that the corresponding output value "
             "is replicated across mesh axis 'y', but it may vary over mesh axis 'y'"
             in str(err.value))
 

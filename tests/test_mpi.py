@@ -195,7 +195,7 @@ FAULTS = {
                             f"{_line('return f(x)  # os._exit')}"]),
     "read_at_end": (1, ["process 0 of {n} stops: process 1 reached the end of its script "
                         "faults.py while process 0 waits to read a global array f32[16@i] laid out "
-                        f"PartitionSpec('i') at faults.py:{_line('print(np.asarray(y))')}"]),
+                        f"P('i',) at faults.py:{_line('print(np.asarray(y))')}"]),
     "raise_between": (1, ["process 1 of {n} failed; aborting the job",
                           "process 0 of {n} stops: process 1 failed (KeyError: 'a host error on "
                           f"process 1' at faults.py:{_line('raise KeyError(')}) while process 0 "

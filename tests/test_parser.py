@@ -402,7 +402,7 @@ def test_nan_literal():
 def test_param_values():
     text = ("{ lambda ; a:f32[4]. let\n"
             "    b:f32[4] = neg[d=float32 e=-inf f=inf g=None h=(\"it's\", 'a\\'\"', '\\n') "
-            "i=((0, 1), (2,), ()) j=P('x', None, ('y', 'z'), ('w',), ()) k=1.5e+20 "
+            "i=((0, 1), (2,), ()) j=P('x', None, ('y', 'z'), 'w', None) k=1.5e+20 "
             "l=Mesh('i': 4, axis_types=(Auto,), device_ids=(2, 3, 4, 5)) "
             "m=NamedSharding(Mesh('x': 2, axis_types=(Auto,)), P('x')) "
             "n=Mesh(axis_types=()) o=-12 p=Mesh(axis_types=(), device_ids=(3,))] a\n"

@@ -30,7 +30,7 @@ def test_oracle_names_the_devices_that_differ(jit):
     with pytest.raises(shardc.ReplicationError) as err:
         run(lambda v: v * 2, P(None, "y"), "runtime", X, jit)
     assert str(err.value) == (
-        "shard_map output 0 has out_specs entry PartitionSpec(None, 'y'), which claims it is "
+        "shard_map output 0 has out_specs entry P(None, 'y'), which claims it is "
         "replicated across mesh axis 'x', but at run time device 0 (mesh coordinates (0, 0)) "
         "and device 2 (mesh coordinates (1, 0)) hold different blocks; they differ along 'x'. "
         "Reduce the output over those axes (for example with psum) or mention them in "

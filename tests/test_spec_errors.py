@@ -186,13 +186,13 @@ DUP = ("A single NamedSharding spec specification can map every mesh axis to at 
 
 def test_repeated_axis_inside_one_dimension(mesh):
     text = raises(DuplicateSpecError, shard_map, lambda x: x, mesh, P(('x', 'x')), P())
-    assert text == DUP.format(spec="PartitionSpec(('x', 'x'))", a="x", where="in_specs")
+    assert text == DUP.format(spec="P(('x', 'x'),)", a="x", where="in_specs")
 
 
 def test_repeated_axis_across_dimensions(mesh):
     f = lambda a, b: a  # noqa: E731
     text = raises(DuplicateSpecError, shard_map, f, mesh, (P('x'), P('y', ('x', 'y'))), P())
-    assert text == DUP.format(spec="PartitionSpec('y', ('x', 'y'))", a="y", where="in_specs[1]")
+    assert text == DUP.format(spec="P('y', ('x', 'y'))", a="y", where="in_specs[1]")
     assert issubclass(DuplicateSpecError, ShardingSpecError)
     assert issubclass(DuplicateSpecError, ValueError)
 
@@ -202,7 +202,7 @@ def test_repeated_axis_in_out_specs(mesh, wrap):
     x = jnp.arange(8.)
     with pytest.raises(DuplicateSpecError) as info:
         wrap(shard_map(lambda x: x, mesh, P('x'), {'o': P('x', 'x')}))({'o': x}['o'])
-    assert "PartitionSpec('x', 'x') has duplicate entries for `x`" in str(info.value)
+    assert "P('x', 'x') has duplicate entries for `x`" in str(info.value)
 
 
 # --- 1.8 pytree prefix ---------------------------------------------------------------------------
@@ -291,7 +291,7 @@ def test_in_spec_too_long(mesh, wrap):
         wrap(f)(jnp.ones((8, 4)), jnp.arange(8.))
     assert str(info.value) == (
         RANK_HEAD.format(fn="matmul") +
-        "in_specs[1] is PartitionSpec('y', 'x') which has length 2, but args[1], where args[1] "
+        "in_specs[1] is P('y', 'x') which has length 2, but args[1], where args[1] "
         "is bound to matmul's parameter 'b_block', has shape f32[8], which has rank 1 (and 1 < 2)"
         + RANK_TAIL.format(fn="matmul"))
 
@@ -301,7 +301,7 @@ def test_in_spec_too_long_for_a_scalar_adds_the_hint(mesh):
     text = raises(ShardingSpecError, f, jnp.float32(3.))
     assert text == (
         RANK_HEAD.format(fn="<lambda>") +
-        "in_specs is PartitionSpec('x') which has length 1, but args[0], where args[0] is bound "
+        "in_specs is P('x',) which has length 1, but args[0], where args[0] is bound "
         "to <lambda>'s parameter 'x', has shape f32[], which has rank 0 (and 0 < 1)"
         + RANK_TAIL.format(fn="<lambda>") +
         "\n\nFor scalar values (rank 0), consider using an in_specs entry of P().")
@@ -320,10 +320,10 @@ def test_in_spec_too_long_paths_and_varargs(mesh):
     text = raises(ShardingSpecError, f, x, {'w': x}, jnp.ones((8, 2)))
     assert text == (
         RANK_HEAD.format(fn="body") +
-        "* in_specs[1]['w'] is PartitionSpec('x', 'y') which has length 2, but "
+        "* in_specs[1]['w'] is P('x', 'y') which has length 2, but "
         "args[1]['w'], where args[1] is bound to the index 0 component of body's varargs "
         "parameter 'rest', has shape f32[8], which has rank 1 (and 1 < 2)\n\n"
-        "* in_specs[2] is PartitionSpec('x', None, 'y') which has length 3, but args[2], "
+        "* in_specs[2] is P('x', None, 'y') which has length 3, but args[2], "
         "where args[2] is bound to the index 1 component of body's varargs parameter 'rest', "
         "has shape f32[8,2], which has rank 2 (and 2 < 3)" + RANK_TAIL.format(fn="body"))
 
@@ -331,7 +331,7 @@ def test_in_spec_too_long_paths_and_varargs(mesh):
 def test_one_spec_leaf_covering_a_subtree_names_the_spec_path(mesh):
     f = shard_map(lambda a: a['k'], mesh, in_specs=(P('x', 'y'),), out_specs=P())
     text = raises(ShardingSpecError, f, {'k': jnp.arange(8.)})
-    assert ("in_specs[0] is PartitionSpec('x', 'y') which has length 2, but args[0]['k'], "
+    assert ("in_specs[0] is P('x', 'y') which has length 2, but args[0]['k'], "
             "where args[0] is bound to <lambda>'s parameter 'a', has shape f32[8]") in text
 
 
@@ -361,9 +361,9 @@ def test_out_spec_too_long(mesh, wrap):
     assert str(info.value) == (
         "shard_map applied to the function 'body' was given an out_specs entry which is too "
         "long to be compatible with the corresponding output value from the function:\n\n"
-        "* out_specs['s'] is PartitionSpec('x') which has length 1, but body(*args)['s'] has "
+        "* out_specs['s'] is P('x',) which has length 1, but body(*args)['s'] has "
         "shape f32[], which has rank 0 (and 0 < 1)\n\n"
-        "* out_specs['v'] is PartitionSpec('x', None) which has length 2, but body(*args)['v'] "
+        "* out_specs['v'] is P('x', None) which has length 2, but body(*args)['v'] "
         "has shape f32[2], which has rank 1 (and 1 < 2)\n\n"
         "Entries in out_specs must be of length no greater than the number of axes in the "
         "corresponding output value.\n\nEither revise the spec to be shorter, or modify 'body' "
@@ -376,7 +376,7 @@ def test_out_spec_too_long(mesh, wrap):
 def test_out_spec_too_long_without_scalars_has_no_hint(mesh):
     f = shard_map(lambda x: x, mesh, in_specs=P('x'), out_specs=P('x', 'y'))
     text = raises(ShardingSpecError, f, jnp.arange(8.))
-    assert "out_specs is PartitionSpec('x', 'y') which has length 2, but <lambda>(*args) has " \
+    assert "out_specs is P('x', 'y') which has length 2, but <lambda>(*args) has " \
            "shape f32[2], which has rank 1 (and 1 < 2)" in text
     assert text.endswith("so that its outputs have sufficient rank.")
 
@@ -402,7 +402,7 @@ def test_not_divisible(mesh, wrap):
     assert str(info.value) == (
         DIV_HEAD.format(fn="f") +
         "args[0] of shape f32[6], where args[0] is bound to f's parameter 'x_block', corresponds "
-        "to in_specs of value PartitionSpec('x'), which maps array axis 0 (of size 6) to mesh "
+        "to in_specs of value P('x',), which maps array axis 0 (of size 6) to mesh "
         "axis 'x' (of size 4), but 4 does not evenly divide 6" + DIV_TAIL.format(fn="f"))
 
 
@@ -414,7 +414,7 @@ def test_not_divisible_by_a_tuple_of_axes(mesh):
     assert text == (
         DIV_HEAD.format(fn="f") +
         "args[0] of shape f32[3,12], where args[0] is bound to f's parameter 'x_block', "
-        "corresponds to in_specs[0] of value PartitionSpec(None, ('x', 'y')), which maps array "
+        "corresponds to in_specs[0] of value P(None, ('x', 'y')), which maps array "
         "axis 1 (of size 12) to mesh axes ('x', 'y') (of total size 8), but 8 does not evenly "
         "divide 12" + DIV_TAIL.format(fn="f"))
 
@@ -427,13 +427,13 @@ def test_not_divisible_several_failures_are_bullets(mesh):
     assert text == (
         DIV_HEAD.format(fn="f") +
         "* args[0] of shape f32[6], where args[0] is bound to f's parameter 'a', corresponds to "
-        "in_specs[0] of value PartitionSpec('x'), which maps array axis 0 (of size 6) to mesh "
+        "in_specs[0] of value P('x',), which maps array axis 0 (of size 6) to mesh "
         "axis 'x' (of size 4), but 4 does not evenly divide 6\n\n"
         "* args[1] of shape i32[3,6], where args[1] is bound to f's parameter 'b', corresponds "
-        "to in_specs[1] of value PartitionSpec('y', 'x'), which maps array axis 0 (of size 3) "
+        "to in_specs[1] of value P('y', 'x'), which maps array axis 0 (of size 3) "
         "to mesh axis 'y' (of size 2), but 2 does not evenly divide 3\n\n"
         "* args[1] of shape i32[3,6], where args[1] is bound to f's parameter 'b', corresponds "
-        "to in_specs[1] of value PartitionSpec('y', 'x'), which maps array axis 1 (of size 6) "
+        "to in_specs[1] of value P('y', 'x'), which maps array axis 1 (of size 6) "
         "to mesh axis 'x' (of size 4), but 4 does not evenly divide 6" + DIV_TAIL.format(fn="f"))
 
 

@@ -136,7 +136,7 @@ def test_t14_all_gather_returned_replicated_is_rejected(wrap, tiled):
                            "require replication which can't be statically inferred given the "
                            "mesh:")
     assert "The mesh given has shape (4,) with corresponding axis names ('i',)." in text
-    assert ("out_specs is PartitionSpec() which implies that the corresponding output value is "
+    assert ("out_specs is P() which implies that the corresponding output value is "
             "replicated across mesh axis 'i', but it may vary over mesh axis 'i'") in text
     assert "check_rep=False" in text
 

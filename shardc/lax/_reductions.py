@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.jit import make_jaxpr
-from compiler.tracing import bind
+from compiler.tracing import aval_of, bind
+from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
@@ -86,8 +87,17 @@ def top_k(operand, k):
     k = int(k)
     if not 0 <= k <= operand.shape[-1]:
         raise ValueError(f"top_k: k={k} must be in [0, {operand.shape[-1]}] (the last axis)")
+    split = aval_of(operand).sharding
+    if split is not None and split.spec[-1]:
+        raise ShardingTypeError(
+            "The input should be unsharded over the axis along which to compute the top_k "
+            f"values. Got input type={aval_of(operand).str_long()} and "
+            f"axis={operand.ndim - 1}")
     order = jnp.argsort(operand, axis=-1, stable=True, descending=True)[..., :k]
-    return jnp.take_along_axis(operand, order, axis=-1), jnp.astype(order, np.int32)
+    # the values sorted the same way (ties are equal values): no gather, which a split
+    # leading dimension would refuse
+    values = jnp.flip(jnp.sort(operand, axis=-1), -1)[..., :k]
+    return values, jnp.astype(order, np.int32)
 
 
 # --- reductions ------------------------------------------------------------------------------

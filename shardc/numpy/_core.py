@@ -22,7 +22,7 @@ from compiler.tracing import (ConcretizationTypeError, ProgramTracer, Tracer, av
 from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
-from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding import NamedSharding, PartitionSpec, spec_per_dim
 from ir.sharding_rules import mesh_explicit, named_sharding, type_sharding
 from runtime.array import Array
 from runtime.reference import convert_element, device_put
@@ -230,7 +230,13 @@ def _put_on(value, device):
         if not isinstance(sharding, NamedSharding):
             return value
         return bind(p.sharding_constraint_p, value, sharding=sharding)
-    return device_put(value, sharding)
+    result = device_put(value, sharding)
+    if isinstance(sharding, NamedSharding):
+        # a computed result reports one spec entry per dimension, as JAX's do
+        full = sharding.with_spec(spec_per_dim(sharding.spec, ndim_of(result)))
+        if tuple(full.spec) != tuple(result.sharding.spec):
+            result = result.respelled(full)
+    return result
 
 @takes_device
 def asarray(x, dtype=None):

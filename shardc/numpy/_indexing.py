@@ -13,6 +13,8 @@ import numpy as np
 
 from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
+from ir.core import Aval, TypeSharding
+from ir.sharding import ShardingTypeError
 from ir import primitives as p
 from shardc.dtypes import result_type
 from shardc.sharding import auto_axes
@@ -186,6 +188,128 @@ def _move_array_dims_first(result, index):
     return bind(p.transpose_p, result, permutation=tuple(perm))
 
 
+def _full_slice(entry, size: int) -> bool:
+    """Whether a slice reads a whole dimension, in order or reversed."""
+    lo, hi, step = entry.indices(size)
+    return abs(step) == 1 and len(range(lo, hi, step)) == size
+
+
+def _entry_aval(entry) -> Aval:
+    """An integer-array index entry's type (a list's, from its nesting: it may hold traced
+    scalars, which are not read)."""
+    if isinstance(entry, (list, tuple)):
+        shape, inner = [], entry
+        while isinstance(inner, (list, tuple)):
+            shape.append(len(inner))
+            inner = inner[0] if inner else None
+        return Aval(tuple(shape), np.dtype(np.int32))
+    return aval_of(entry)
+
+
+def _reads(aval, index, whole_only: bool):
+    """How JAX's gather or scatter reads ``index`` of an array of type ``aval``: the dims it
+    reads partially, and the shape of its index array (batch dims, then one column per dim
+    read). ``whole_only``: every integer and partial slice is read by the gather (eagerly, and
+    by every scatter); else only integer arrays are."""
+    partial, batch, dim = [], [], 0
+    for entry in index:
+        if entry is None:
+            continue
+        if _is_int_array(entry):
+            partial.append(dim)
+            batch.append(_entry_aval(entry).shape)
+        elif whole_only and isinstance(entry, slice):
+            if not _full_slice(entry, aval.shape[dim]):
+                partial.append(dim)
+                if abs(entry.indices(aval.shape[dim])[2]) != 1:
+                    batch.append((len(range(*entry.indices(aval.shape[dim]))),))
+        elif whole_only and not _is_dynamic_scalar(entry):
+            partial.append(dim)
+        dim += _consumed(entry)
+    shape = tuple(np.broadcast_shapes(*batch)) if batch else ()
+    return partial, shape + (len(partial),)
+
+
+def _index_aval(index, shape) -> Aval:
+    """The index array's type, split as the integer-array index is."""
+    indices = Aval(shape, np.dtype(np.int32))
+    typed = [_entry_aval(e) for e in index if _is_int_array(e)
+             and _entry_aval(e).sharding is not None]
+    if typed and typed[0].ndim == len(shape) - 1:
+        spec = typed[0].sharding.spec + ((),)
+        indices = indices.with_sharding(TypeSharding.of(typed[0].sharding.mesh, spec))
+    return indices
+
+
+def _split_read(aval, index, partial) -> bool:
+    split = aval.sharding.spec if aval.sharding is not None else ((),) * aval.ndim
+    return any(split[d] for d in partial) or any(
+        _entry_aval(e).sharding is not None for e in index if _is_int_array(e))
+
+
+def _check_gather_layout(x, index) -> None:
+    """JAX's ShardingTypeError where its indexing is a gather the operand's split forbids.
+
+    A gather reads dimensions whole or not split: integer arrays index through one, and so
+    does, on an array already laid out over several devices (an eager operand), every integer
+    or partial slice (JAX's indexing takes its slice paths only for traced operands, so
+    ``x[0]`` of a split dimension names the gather eagerly and the slice under jit).
+    """
+    aval = aval_of(x)
+    if aval.sharding is None and not any(_is_int_array(e) for e in index):
+        return
+    partial, shape = _reads(aval, index, whole_only=not isinstance(x, Tracer))
+    if not _split_read(aval, index, partial):
+        return
+    raise ShardingTypeError(
+        "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
+        "indexing as out sharding could not be resolved unambiguously (or would require "
+        f"collectives on inputs). Got operand=ShapedArray({aval.str_long()}), "
+        f"indices=ShapedArray({_index_aval(index, shape).str_long()})")
+
+
+def _check_scatter_layout(x, index, value) -> None:
+    """JAX's ShardingTypeError where ``x.at[index]`` updates dimensions ``x``'s type splits
+    (JAX's updates are one scatter, whose rule needs them whole or unsplit)."""
+    aval = aval_of(x)
+    if aval.sharding is None:
+        return
+    partial, shape = _reads(aval, index, whole_only=True)
+    if not _split_read(aval, index, partial):
+        return
+    raise ShardingTypeError(
+        "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the "
+        "scatter update as out sharding could not be resolved unambiguously (or would require "
+        f"collectives on inputs). Got operand=ShapedArray({aval.str_long()}), "
+        f"indices=ShapedArray({_index_aval(index, shape).str_long()}), "
+        f"updates=ShapedArray({_updates_aval(aval, index).str_long()})")
+
+
+def _updates_aval(aval, index) -> Aval:
+    """The type JAX broadcasts an update to: that of ``x[index]``, split where a dimension is
+    kept whole."""
+    dims, spec, dim, batch_at = [], [], 0, None
+    for entry in index:
+        if entry is None:
+            dims.append(1), spec.append(())
+            continue
+        if _is_int_array(entry):
+            if batch_at is None:
+                batch_at = len(dims)
+        elif isinstance(entry, slice):
+            dims.append(len(range(*entry.indices(aval.shape[dim]))))
+            whole = _full_slice(entry, aval.shape[dim]) and aval.sharding is not None
+            spec.append(aval.sharding.spec[dim] if whole else ())
+        dim += _consumed(entry)
+    if batch_at is not None:
+        batch = np.broadcast_shapes(*[_entry_aval(e).shape for e in index
+                                      if _is_int_array(e)])
+        dims[batch_at:batch_at] = batch
+        spec[batch_at:batch_at] = [()] * len(batch)
+    typed = TypeSharding.of(aval.sharding.mesh, tuple(spec)) if any(spec) else None
+    return Aval(tuple(dims), aval.dtype, sharding=typed)
+
+
 def getitem(x, index):
     """``x[index]`` for ints, slices, None, Ellipsis, traced ints and one integer array.
 
@@ -195,6 +319,7 @@ def getitem(x, index):
     """
     shape = aval_of(x).shape
     index = _expand_index(index, len(shape))
+    _check_gather_layout(x, index)
     if _needs_flat_path(index):
         return _flat_getitem(x, index)
     real = [entry for entry in index if entry is not None]
@@ -385,6 +510,7 @@ def getitem_with_mode(x, index, mode=None, fill_value=None):
     >>> jnp.arange(4.).at[jnp.array([1, 9])].get(mode='fill')    # [1., nan]
     """
     _check_mode(mode)
+    _check_gather_layout(x, _expand_index(index, aval_of(x).ndim))
     if mode not in ("fill", "drop"):
         if fill_value is not None:
             raise ValueError(f"fill_value={fill_value!r} needs mode='fill', got mode={mode!r}")
@@ -530,6 +656,7 @@ def _update(x, index, value, mode):
     full = _expand_index(index, len(shape))
     # A Python number stays an inline literal; anything else is cast to x's dtype.
     value = convert(value, dtype) if is_python_scalar(value) else astype(value, dtype)
+    _check_scatter_layout(x, full, value)
     arrays = [k for k, i in enumerate(full) if _is_int_array(i)]
     if _needs_flat_path(full) or not _fits_window_or_scatter(full, arrays):
         return _flat_update(x, full, value, mode)

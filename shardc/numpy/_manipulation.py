@@ -11,9 +11,11 @@ import builtins
 
 import numpy as np
 
-from compiler.tracing import Tracer, bind, is_python_scalar
+from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir.sharding import ShardingTypeError
+from ir.sharding_rules import kept_if_divisible
 from shardc.numpy._arithmetic import remainder, subtract
 from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
@@ -112,6 +114,10 @@ def split(x, indices_or_sections, axis=0):
     else:
         bounds = [0] + [int(i) for i in indices_or_sections] + [n]
     cuts = [slice(lo, hi).indices(n)[:2] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    if aval_of(x).sharding is not None:
+        for lo, hi in cuts:       # JAX's split keeps the split where each piece divides
+            kept_if_divisible("split", aval_of(x),
+                              shape[:axis] + (builtins.max(0, hi - lo),) + shape[axis + 1:])
     return [slice_axis(x, axis, lo, builtins.max(lo, hi)) for lo, hi in cuts]
 
 
@@ -145,6 +151,12 @@ def tile(x, reps):
     shape = (1,) * (ndim - len(shape)) + shape
     reps = (1,) * (ndim - len(reps)) + reps
     x = reshape(x, shape)
+    split = aval_of(x).sharding
+    if split is not None and any(r != 1 and split.spec[d] for d, r in enumerate(reps)):
+        d = next(d for d, r in enumerate(reps) if r != 1 and split.spec[d])
+        raise ShardingTypeError(
+            f"Operand cannot be sharded on dimension {d} when the tiling is non-trivial. "
+            f"Got input type: {aval_of(x).str_long()} with reps: {reps}")
     # (r0, s0, r1, s1, ...) then merge pairs
     expanded = []
     for r, s in zip(reps, shape):
@@ -168,6 +180,11 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
     if (widths < 0).any():
         raise ValueError(f"jnp.pad: pad_width must be non-negative, got {pad_width}")
+    if np.ndim(constant_values) == 0:
+        # one value everywhere: one lax.pad, which keeps a split operand split (JAX's rule)
+        value = convert(asarray(constant_values), dtype)
+        return bind(p.pad_p, x, value,
+                    padding_config=tuple((int(lo), int(hi), 0) for lo, hi in widths.tolist()))
     for axis, (before, after) in enumerate(widths.tolist()):
         parts = []
         for width in (before, after):
@@ -178,8 +195,18 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     return x
 
 
-def repeat(x, repeats, axis=None):
-    """Each element of ``x`` repeated ``repeats`` times along ``axis``."""
+def repeat(x, repeats, axis=None, *, out_sharding=None):
+    """Each element of ``x`` repeated ``repeats`` times along ``axis``. Where ``x``'s type
+    splits that axis (or ``axis`` is None and any), JAX asks for ``out_sharding=``; with it
+    the repeat runs whole along the mesh's axes and is then laid out so."""
+    if out_sharding is not None:
+        from shardc.sharding import auto_axes
+        return auto_axes(lambda v: repeat(v, repeats, axis), out_sharding=out_sharding)(x)
+    split = getattr(aval_of(x), "sharding", None)
+    if split is not None and (axis is None and any(split.spec)
+                              or axis is not None and split.spec[canonical_axis(
+                                  axis, ndim_of(x))]):
+        raise ValueError("Please pass sharding to `jnp.repeat` via `out_sharding` parameter.")
     if axis is None:
         x, axis = ravel(x), 0
     shape = shape_of(x)
@@ -292,6 +319,11 @@ def unstack(x, /, *, axis=0):
         raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was "
                          "passed.")
     axis = canonical_axis(axis, ndim_of(x))
+    split = aval_of(x).sharding
+    if split is not None and split.spec[axis]:
+        raise ShardingTypeError(
+            f"unstack operand cannot be sharded on the unstacking axis {axis}. Got operand "
+            f"type={aval_of(x).str_short()}")
     moved = moveaxis(x, axis, 0)
     return tuple(moved[k] for k in range(shape_of(x)[axis]))
 

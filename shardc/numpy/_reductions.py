@@ -11,7 +11,8 @@ import functools
 
 import numpy as np
 
-from compiler.tracing import bind
+from compiler.tracing import aval_of, bind
+from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (abs, add, divide, equal, isnan, less_equal, logical_and,
@@ -196,14 +197,24 @@ def cumsum(x, axis=None, dtype=None):
     """Cumulative sum along ``axis`` (of the flattened array if None)."""
     x = asarray(x) if not is_array(x) else x
     if axis is None:
+        _check_whole(x, "cumsum")
         x, axis = ravel(x), 0
     x = astype(x, dtype if dtype is not None else cumulative_dtype(dtype_of(x)))
     return bind(p.cumsum_p, x, axis=canonical_axis(axis, len(shape_of(x))), reverse=False)
 
 
+def _check_whole(x, name: str) -> None:
+    """JAX's ShardingTypeError for a cumulative op over a split array's flattened form."""
+    if aval_of(x).sharding is not None:
+        raise ShardingTypeError(
+            "The input should be fully replicated when axis is not specified to "
+            f"{name}. Got input type={aval_of(x).str_long()}")
+
+
 def _cumulative(prim, x, axis, dtype):
     x = as_array(x)
     if axis is None:
+        _check_whole(x, prim.name)
         x, axis = ravel(x), 0
     x = astype(x, dtype if dtype is not None else cumulative_dtype(dtype_of(x)))
     return bind(prim, x, axis=canonical_axis(axis, len(shape_of(x))), reverse=False)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.tracing import ConcretizationTypeError, Tracer, bind
+from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind
+from ir.sharding_rules import named_sharding
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (floor_divide, greater_equal, less, not_equal, remainder,
                                       subtract, where as elementwise_where)
-from shardc.numpy._core import (as_array, astype, canonical_axis, concatenate, convert, dtype_of,
+from shardc.numpy._core import (as_array, constrain, astype, canonical_axis, concatenate, convert, dtype_of,
                                 full, promote, ravel, reshape, shape_of, stack, zeros)
 from shardc.numpy._creation import arange
 from shardc.numpy._indexing import take
@@ -35,9 +36,13 @@ def sort_operands(operands, axis, num_keys=1):
     return list(outs)
 
 
-def iota_along(shape, axis):
-    """int32 positions along ``axis``, broadcast to ``shape``."""
-    return bind(p.iota_p, dtype=_dt.int_, shape=tuple(shape), dimension=axis)
+def iota_along(shape, axis, like=None):
+    """int32 positions along ``axis``, broadcast to ``shape``; split as ``like``'s type says
+    (positions sorted along with ``like`` have its type, as JAX's argsort makes them)."""
+    iota = bind(p.iota_p, dtype=_dt.int_, shape=tuple(shape), dimension=axis)
+    if like is not None and aval_of(like).sharding is not None:
+        iota = constrain(iota, named_sharding(aval_of(like)))
+    return iota
 
 
 def flatten_if_none(a, axis):
@@ -81,7 +86,7 @@ def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False)
         n = shape_of(a)[axis]
         backwards = argsort(flip(a, axis), axis)
         return subtract(n - 1, flip(backwards, axis))
-    iota = iota_along(shape_of(a), axis)
+    iota = iota_along(shape_of(a), axis, like=a)
     return sort_operands([a, iota], axis)[1]
 
 

@@ -301,6 +301,24 @@ def check_training():
     record("train/fsdp_tp/(4, 2)", (trained, np.asarray(losses, np.float64)))
 
 
+def check_explicit():
+    """The explicit-mode MLP (examples/train_explicit.py): the jitted step is one program of
+    per-device blocks, so the training loop gathers nothing on any process."""
+    from train_mlp import model
+    from train_explicit import loss, place, train_step
+    params, batch = model()
+    for shape in ((2, 4), (4, 2)):
+        with jax.set_mesh(jax.make_mesh(shape, ("x", "y"))):
+            placed, data_ = place(params, batch)
+            before = jax.distributed.gather_costs()
+            for _ in range(3):
+                placed = train_step(placed, data_)
+            assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
+            types = [str(jax.typeof(v)) for v in jax.tree_util.tree_leaves(placed)]
+            assert types[:2] == ["float32[784,128@y]", "float32[128@y]"], types
+            record(f"explicit/{shape}", (placed, jax.jit(loss)(placed, data_)))
+
+
 # --- the multi-process API ---------------------------------------------------------------------
 
 def check_multihost():
@@ -330,7 +348,7 @@ GROUPS = {"collectives": check_collectives, "large": check_large_reductions,
           "direct": check_one_device_per_process, "uneven": check_uneven_groups,
           "control": check_control_flow,
           "grad": check_grad, "tutorial": check_tutorial, "training": check_training,
-          "multihost": check_multihost}
+          "explicit": check_explicit, "multihost": check_multihost}
 
 
 def main(out_dir, groups):
