@@ -22,9 +22,11 @@ from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
-                              is_python_scalar, layouts_of, trace_to_program,
-                              user_source)
+                              is_python_scalar, layouts_of, placed_as_typed, trace_to_program,
+                              typed_mesh, user_source)
+from compiler.layouts import meaningful
 from ir import dtypes
+from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import typed_avals
@@ -47,6 +49,9 @@ class ClosedProgram:
     program: Program
     consts: list
     out_tree: Any
+    # each output's layout as the trace followed it (compiler.layouts): on Auto axes an
+    # elementwise program's results are laid out as its arguments
+    out_layouts: list = dataclasses.field(default_factory=list)
 
     @property
     def jaxpr(self) -> Program:
@@ -120,10 +125,22 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     # Arguments keep their layout under the trace, as in JAX: a shard_map without in_specs
     # takes each argument's spec from it, eagerly and under jit alike.
     # Python scalars stay weakly typed, as in JAX: jit(f)(bf16_array, 0.5) computes in bfloat16
-    program, consts, _ = trace_to_program(flat_fun, in_avals, parent=eval_trace,
-                                          in_shardings=layouts_of(leaves),
-                                          weak=[is_python_scalar(x) for x in leaves])
-    return ClosedProgram(program, consts, out_tree_box[0])
+    program, consts, outs = trace_to_program(flat_fun, in_avals, parent=eval_trace,
+                                             in_shardings=layouts_of(leaves),
+                                             weak=[is_python_scalar(x) for x in leaves])
+    return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs))
+
+
+def _laid_out(outs, layouts) -> list:
+    """Results laid out as the trace followed their layouts (on Auto axes: elementwise
+    programs keep their arguments' layout, as JAX's propagation does)."""
+    placed = []
+    for out, layout in zip(outs, layouts):
+        if isinstance(layout, NamedSharding) and meaningful(layout) and out.sharding != layout:
+            (out,) = get_backend().eval_primitive(prims.sharding_constraint_p, [out],
+                                                  {"sharding": layout})
+        placed.append(out)
+    return placed
 
 
 def _check_arguments(fun, leaves, in_tree):
@@ -320,6 +337,11 @@ class JitFunction:
                                                static_argnums, leaves, in_tree)
         closed = compiled.closed
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
+        mesh = typed_mesh([], leaves, None) or typed_mesh([], outs, None)
+        if mesh is not None:     # results stay on an Explicit mesh, each as its type says
+            outs = placed_as_typed(outs, [aval_of(o) for o in outs], mesh)
+        elif closed.out_layouts:
+            outs = _laid_out(outs, closed.out_layouts)
         result = tree.tree_unflatten(closed.out_tree, outs)
         return self._constrain_outputs(result) if compiled.place_after else result
 
@@ -425,7 +447,6 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None):
     """Each leaf of ``values`` laid out by the entry of ``prefix`` covering it (None: as it
     is). Concrete values move now; traced ones get a sharding constraint, or, for one device,
     are noted in ``deferred`` to be placed once the program has run."""
-    from ir import primitives as prims
     from compiler.tracing import bind
     leaves, treedef = tree.tree_flatten(values)
     targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)

@@ -220,10 +220,11 @@ def _emit(ctx: LoweringContext, prim, value, axes, vma, params):
 # --- whole modules -----------------------------------------------------------------------------
 
 def lower_module(program: Program, in_shardings) -> LoweredModule:
-    """Lower every shard_map equation, tracking each value's layout from the inputs on."""
+    """Lower every shard_map equation, tracking each value's layout from the inputs on
+    (``in_shardings``: the constants' layouts, then the inputs', as the module is run)."""
     program = inline_calls(program)
     layout: dict = {}
-    for var, sharding in zip(program.invars, in_shardings):
+    for var, sharding in zip(program.constvars + program.invars, in_shardings):
         layout[id(var)] = sharding
     lowered: dict = {}
     for index, eqn in enumerate(program.eqns):

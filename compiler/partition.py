@@ -375,27 +375,54 @@ def _iota_rule(mesh, eqn, values) -> list:
     return [result]
 
 
+def reshape_groups(old, new) -> list:
+    """The reshape ``old -> new`` as independent groups: (old dims, new dims) runs whose sizes
+    have equal products, in order (unit dimensions join a neighbouring group)."""
+    groups, i, j = [], 0, 0
+    if 0 in old or 0 in new:
+        return [(list(range(len(old))), list(range(len(new))))]
+    while i < len(old) and j < len(new):
+        group_old, group_new, p_old, p_new = [i], [j], old[i], new[j]
+        i, j = i + 1, j + 1
+        while p_old != p_new:
+            if p_old < p_new:
+                group_old.append(i)
+                p_old, i = p_old * old[i], i + 1
+            else:
+                group_new.append(j)
+                p_new, j = p_new * new[j], j + 1
+        groups.append((group_old, group_new))
+    if groups:       # what is left is unit dimensions
+        groups[-1][0].extend(range(i, len(old)))
+        groups[-1][1].extend(range(j, len(new)))
+    else:
+        groups.append((list(range(len(old))), list(range(len(new)))))
+    return groups
+
+
+def _contiguous(dims, shape, block, spec) -> bool:
+    """Whether each device's block of these dimensions is one run of their flat order: the
+    split dimensions before the innermost split one have blocks of one row, and those after
+    it are whole."""
+    split = [d for d in dims if spec[d]]
+    if not split:
+        return True
+    return all(block[d] == 1 for d in split[:-1]) and \
+        all(block[d] == shape[d] for d in dims if d > split[-1])
+
+
 def _local_reshape(mesh, a, out) -> bool:
-    """Whether reshaping blocks gives the result's blocks: the split dimensions keep their
-    order and each block stays one contiguous run of the flattened array (only unit
-    dimensions added or removed, a split whose axes land on its leading pieces, or a merge
-    whose split dimensions before the last are split to single rows)."""
+    """Whether reshaping blocks gives the result's blocks: in each group of dimensions the
+    reshape joins or splits, the same axes split it, in the same order, and each device holds
+    one contiguous run of it before and after."""
     src, dst = spec_of(a.aval), spec_of(out.aval)
-    if [n for names in src for n in names] != [n for names in dst for n in names]:
-        return False
     in_block = _block_shape(mesh, a.aval)
     out_block = _block_shape(mesh, out.aval)
-    # map each flat element of the block grid: a block is contiguous in flat order when every
-    # split dimension except the innermost split one has blocks of one row, and the dimensions
-    # inside the innermost split one are whole
-    for shape, block, spec in ((a.aval.shape, in_block, src), (out.aval.shape, out_block, dst)):
-        split = [d for d, names in enumerate(spec) if names]
-        if not split:
-            continue
-        last = split[-1]
-        if any(block[d] != 1 for d in split[:-1]):
+    for old_dims, new_dims in reshape_groups(a.aval.shape, out.aval.shape):
+        if [n for d in old_dims for n in src[d]] != [n for d in new_dims for n in dst[d]]:
             return False
-        if any(block[d] != shape[d] for d in range(last + 1, len(shape))):
+        if not (_contiguous(old_dims, a.aval.shape, in_block, src)
+                and _contiguous(new_dims, out.aval.shape, out_block, dst)):
             return False
     return True
 

@@ -206,8 +206,8 @@ class EvalTrace(Trace):
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
             outs = execute_equation(prim, values, params)
-        elif prim.kind == "op" and not prim.multiple_results and _typed_mesh(typed, values,
-                                                                              params):
+        elif prim.kind == "op" and not prim.multiple_results and typed_mesh(
+                typed, values, params, placing=False):
             # on split arrays: block by block, as under jit
             from compiler.jit import execute_partitioned
             outs = execute_partitioned(prim, values, params, typed)
@@ -217,9 +217,9 @@ class EvalTrace(Trace):
                 params = inline_params(params)
             outs = get_backend().eval_primitive(prim, values, params)
         check_invalid_values(outs, prim.name)
-        mesh = _typed_mesh(typed, values, params)
-        if mesh is not None:
-            return _placed_as_typed(outs, typed, mesh)
+        mesh = typed_mesh(typed, values, params)
+        if mesh is not None and prim is not prims.shard_map_p:   # (its out_specs place it)
+            return placed_as_typed(outs, typed, mesh)
         return _follow_layouts(prim, values, outs)
 
     def process_shard_map(self, fun, args, params):
@@ -257,9 +257,10 @@ def check_invalid_values(values, where: str) -> None:
                 raise FloatingPointError(f"invalid value ({kind}) encountered in {where}")
 
 
-def _typed_mesh(typed, values, params):
+def typed_mesh(typed, values, params, placing: bool = True):
     """The mesh whose Explicit axes type an eager operation's results: a result's, an
-    operand's, or its ``out_sharding``'s; None when types name no split."""
+    operand's, or its ``out_sharding``'s; None when types name no split. ``placing``: also
+    the Explicit mesh an operand is on, or the current one, where unsplit results stay."""
     for aval in typed:
         if aval.sharding is not None:
             return aval.sharding.mesh
@@ -270,6 +271,8 @@ def _typed_mesh(typed, values, params):
     given = params.get("out_sharding") if params else None
     if getattr(given, "mesh", None) is not None:
         return given.mesh
+    if not placing:
+        return None
     # on an Explicit mesh an unsplit result stays there, replicated (JAX's P(None, ...))
     for value in values:
         sharding = getattr(value, "sharding", None)
@@ -279,7 +282,7 @@ def _typed_mesh(typed, values, params):
     return mesh if mesh_explicit(mesh) else None
 
 
-def _placed_as_typed(outs, typed, mesh):
+def placed_as_typed(outs, typed, mesh):
     """Eager results laid out as their types say (replicated where the type names no split):
     an operation on sharded arrays keeps its results on the mesh, as under jit."""
     placed = []

@@ -7,7 +7,7 @@ import pytest
 import shardc
 import shardc.numpy as jnp
 from shardc import lax
-from shardc.sharding import NamedSharding, PartitionSpec as P
+from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 
 def test_second_call_does_not_retrace():
@@ -201,3 +201,15 @@ def test_clear_caches_makes_every_jitted_function_trace_again():
     np.testing.assert_array_equal(np.asarray(f(x)), np.arange(4.) * 2)
     g(x)
     assert (f.trace_count, g.trace_count) == (2, 2)
+
+
+def test_a_closed_over_constant_does_not_take_an_arguments_layout():
+    """The lowered module reads its constants' layouts before its arguments': a shard_map
+    closing over a host array, given an argument split over the mesh, runs under jit as
+    eagerly (the constant once took the argument's layout and could not be split)."""
+    mesh = Mesh(np.array(shardc.devices()).reshape(4, 2), ("x", "y"))
+    offset = np.array([-1.0], np.float32)
+    f = shardc.shard_map(lambda a: a + offset, mesh=mesh, in_specs=P(("x", "y")),
+                         out_specs=P(("x", "y")))
+    a = shardc.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P(("x", "y"))))
+    np.testing.assert_array_equal(np.asarray(shardc.jit(f)(a)), np.arange(8) - 1.0)

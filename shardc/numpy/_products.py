@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import functools
 
-from compiler.tracing import bind
+from compiler.tracing import aval_of, bind
 from ir import primitives as p
 from shardc.numpy._arithmetic import multiply, subtract
 from shardc.numpy._core import (as_array, broadcast_arrays, broadcast_shapes_of, broadcast_to,
@@ -96,6 +96,19 @@ def dot(x, y):
     return promoted_dot_general(x, y, ((len(xs) - 1,), (y_axis,)))
 
 
+def _check_batch_splits(x, y) -> None:
+    """JAX's matmul asks that the batch dimensions of two batched operands be split alike."""
+    a, b = aval_of(x), aval_of(y)
+    if a.ndim < 3 or b.ndim < 3 or (a.sharding is None and b.sharding is None):
+        return
+    n = min(a.ndim, b.ndim) - 2
+    spec_a = a.sharding.spec if a.sharding is not None else ((),) * a.ndim
+    spec_b = b.sharding.spec if b.sharding is not None else ((),) * b.ndim
+    if spec_a[a.ndim - 2 - n:-2] != spec_b[b.ndim - 2 - n:-2]:
+        raise ValueError(f"Incompatible types for matmul arguments: {a.str_long()} and "
+                         f"{b.str_long()}")
+
+
 @accepts_out_sharding
 def matmul(x, y):
     """``x @ y`` with numpy's batching rules."""
@@ -105,6 +118,7 @@ def matmul(x, y):
                          f"and {ys}")
     if len(xs) <= 2 and len(ys) <= 2:
         return dot(x, y)
+    _check_batch_splits(x, y)
     x2 = x if len(xs) > 1 else reshape(x, (1,) + xs)
     y2 = y if len(ys) > 1 else reshape(y, ys + (1,))
     batch = broadcast_shapes_of(shape_of(x2)[:-2], shape_of(y2)[:-2])

@@ -1,0 +1,600 @@
+"""Explicit sharding (JAX 0.10's sharding in types), held against JAX's own expectations.
+
+The tables are JAX 0.10.2's (its ``ShardingInTypesTest`` cases and its documented rules, each
+row as JAX gives it): the result's type, its values against numpy, its runtime layout against
+its type, and, under jit, the collectives the lowered program holds. Errors are checked by
+type and message. The explicit-mode training example is checked against single-device
+training and by the communication its lowered step holds.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import NamedSharding, PartitionSpec as P
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+
+ShardingTypeError = jax.sharding.ShardingTypeError
+AMBIGUOUS = "Contracting dimensions are sharded and it is ambiguous"
+CONTRACT = "dot_general requires contracting dimensions to have consistent sharding"
+ILLEGAL = "produces an illegally sharded result"
+RESHAPE = "This reshape is not supported"
+
+
+def mesh_of(shape, names=None):
+    names = names or ("x", "y", "z")[:len(shape)]
+    return jax.make_mesh(shape, names)
+
+
+def placed(shape, spec, dtype=np.float32, seed=0):
+    """A host array of ``shape`` (small integers, exact in float32) placed by ``spec``."""
+    rng = np.random.default_rng(seed)
+    host = rng.integers(-4, 5, size=shape).astype(dtype)
+    return host, jax.device_put(host, P(*spec))
+
+
+def communication(fn, *args) -> list:
+    """(collective, mesh axes) of every communication node of ``jit(fn)``'s lowered program
+    (a device reading its own position moves nothing)."""
+    from ir.graph import is_communication_node, sub_programs
+
+    def walk(program):
+        found = []
+        for eqn in program.eqns:
+            if is_communication_node(eqn) and eqn.primitive.name != "process_index":
+                found.append((eqn.primitive.name, tuple(eqn.params.get("mesh_axes", ()))))
+            for _, _, sub in sub_programs(eqn):
+                found.extend(walk(sub))
+        return found
+
+    module = jax.jit(fn).lower(*args).module
+    return sorted(c for s in module.all_shard_maps() for c in walk(s.mesh_program))
+
+
+def check_result(result, want_type, want_value):
+    """``result`` has type ``want_type`` (JAX's printed form), its runtime layout is its type,
+    and its value is ``want_value``."""
+    assert str(jax.typeof(result)) == want_type
+    typed = jax.typeof(result).sharding
+    assert isinstance(result.sharding, NamedSharding)
+    assert result.sharding.spec == typed.spec or \
+        tuple(result.sharding.spec) + (None,) * (result.ndim - len(result.sharding.spec)) \
+        == tuple(typed.spec)
+    np.testing.assert_array_equal(np.asarray(result), want_value)
+    assert np.asarray(result).dtype == np.asarray(want_value).dtype
+
+
+# --- the issue's table: each row as JAX 0.10.2 gives it ----------------------------------------
+
+@pytest.fixture
+def mesh24():
+    mesh = mesh_of((2, 4), ("x", "y"))
+    with jax.set_mesh(mesh):
+        yield mesh
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_issue_table_rows(mesh24, jit):
+    run = (lambda f, *a: jax.jit(f)(*a)) if jit else (lambda f, *a: f(*a))
+    host, x = placed((8, 4), ("x", "y"))
+    assert str(jax.typeof(x)) == "float32[8@x,4@y]"
+    assert jax.typeof(x).sharding == NamedSharding(mesh24.abstract_mesh, P("x", "y"))
+    check_result(run(lambda a: jnp.sum(a, axis=0), x), "float32[4@y]", host.sum(0))
+    check_result(run(lambda a: a.T, x), "float32[4@y,8@x]", host.T)
+    check_result(run(lambda a: a.reshape(32), x), "float32[32@(x,y)]", host.reshape(32))
+    _, other = placed((8, 4), ("y", "x"))
+    with pytest.raises(ShardingTypeError) as err:
+        run(lambda a, b: a + b, x, other)
+    assert isinstance(err.value, TypeError)
+    assert str(err.value) == ("add got incompatible shardings for broadcasting: ('x', 'y'), "
+                              "('y', 'x').")
+    _, w = placed((4, 16), ("y", None))
+    with pytest.raises(ShardingTypeError, match=AMBIGUOUS + ".*`out_sharding`"):
+        run(lambda a, b: jnp.dot(a, b), x, w)
+    zeros = run(lambda: jnp.zeros((8, 4), out_sharding=P("x")))
+    check_result(zeros, "float32[8@x,4]", np.zeros((8, 4), np.float32))
+    assert zeros.sharding.spec == P("x", None)
+
+
+def test_issue_table_indexing_eager_is_a_gather_and_jit_a_slice(mesh24):
+    host, x = placed((8, 4), ("x", "y"))
+    with pytest.raises(ShardingTypeError, match=re.escape(
+            "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
+            "indexing as out sharding could not be resolved unambiguously (or would require "
+            "collectives on inputs). Got operand=ShapedArray(float32[8@x,4@y]), "
+            "indices=ShapedArray(int32[1])")):
+        x[0]
+    with pytest.raises(ShardingTypeError, match=re.escape(
+            "slicing on sharded dims where out dim (1) is not divisible by mesh axes (2) with "
+            "spec (x) is not implemented. Got input type=f32[8@x,4@y] and output shape=(1, 4)")):
+        jax.jit(lambda a: a[0])(x)
+    check_result(x.at[0].get(out_sharding=P("y")), "float32[4@y]", host[0])
+    check_result(jax.jit(lambda a: a[0:4])(x), "float32[4@x,4@y]", host[0:4])
+
+
+@pytest.mark.parametrize("axis_types", ["explicit", "auto"])
+def test_issue_table_jit_update_keeps_the_layout(axis_types):
+    """jit(lambda w: w * 2) of w placed P('x', None): P('x', None), on Auto axes too."""
+    if axis_types == "explicit":
+        mesh = mesh_of((2, 4), ("x", "y"))
+    else:
+        mesh = jax.sharding.Mesh(np.array(jax.devices()).reshape(2, 4), ("x", "y"))
+    host = np.arange(32, dtype=np.float32).reshape(8, 4)
+    w = jax.device_put(host, NamedSharding(mesh, P("x", None)))
+    out = jax.jit(lambda w: w * 2)(w)
+    assert out.sharding == NamedSharding(mesh, P("x", None))
+    np.testing.assert_array_equal(np.asarray(out), host * 2)
+    assert str(jax.typeof(out)) == ("float32[8@x,4]" if axis_types == "explicit"
+                                    else "float32[8,4]")
+    assert communication(lambda w: w * 2, w) == []
+
+
+# --- dot_general: JAX's full 2-D grid on the (2, 4) mesh ---------------------------------------
+
+SPECS = [(None, None), (None, "x"), (None, "y"), ("x", None), ("x", "y"), ("y", None), ("y", "x")]
+A, C, D = "E-AMBIG", "E-CONTRACT", "E-DUP"
+GRID = [  # rows: lhs spec; columns: rhs spec, in SPECS order (JAX 0.10.2)
+    ["[16,16]", "[16,16@x]", "[16,16@y]", "[16,16]", "[16,16@y]", "[16,16]", "[16,16@x]"],
+    ["[16,16]", "[16,16@x]", "[16,16@y]", A, A, C, C],
+    ["[16,16]", "[16,16@x]", "[16,16@y]", C, C, A, A],
+    ["[16@x,16]", D, "[16@x,16@y]", "[16@x,16]", "[16@x,16@y]", "[16@x,16]", D],
+    ["[16@x,16]", D, "[16@x,16@y]", C, C, A, A],
+    ["[16@y,16]", "[16@y,16@x]", D, "[16@y,16]", D, "[16@y,16]", "[16@y,16@x]"],
+    ["[16@y,16]", "[16@y,16@x]", D, A, A, C, C],
+]
+CASES = [(i, j) for i in range(len(SPECS)) for j in range(len(SPECS))]
+
+
+@pytest.mark.parametrize("i, j", CASES, ids=[f"{SPECS[i]}@{SPECS[j]}" for i, j in CASES])
+def test_matmul_grid(mesh24, i, j):
+    ha, a = placed((16, 16), SPECS[i], seed=1)
+    hb, b = placed((16, 16), SPECS[j], seed=2)
+    want = GRID[i][j]
+    for run in (lambda: a @ b, lambda: jax.jit(jnp.matmul)(a, b)):
+        if want.startswith("E-"):
+            match = {A: AMBIGUOUS, C: CONTRACT, D: ILLEGAL}[want]
+            with pytest.raises(ShardingTypeError, match=match):
+                run()
+        else:
+            check_result(run(), "float32" + want, ha @ hb)
+    if want == A:
+        # out_sharding settles it: local products, summed over the contracted axis
+        out = jax.jit(lambda a, b: jnp.dot(a, b, out_sharding=P(*SPECS[i][:1], None)))(a, b)
+        np.testing.assert_array_equal(np.asarray(out), ha @ hb)
+        axis = SPECS[i][1]
+        assert ("all_reduce", (axis,)) in communication(
+            lambda a, b: jnp.dot(a, b, out_sharding=P(*SPECS[i][:1], None)), a, b)
+    elif not want.startswith("E-") and SPECS[i][1] is None and SPECS[j][0] is None:
+        # no contracted split: each device multiplies its own blocks, nothing moves
+        assert communication(jnp.matmul, a, b) == []
+
+
+def test_dot_error_messages_verbatim(mesh24):
+    _, a = placed((16, 16), ("x", "y"))
+    _, b = placed((16, 16), ("y", None))
+    _, c = placed((16, 16), ("x", None))
+    _, d = placed((16, 16), (None, "x"))
+    with pytest.raises(ShardingTypeError) as err:
+        a @ b
+    assert str(err.value) == (
+        "Contracting dimensions are sharded and it is ambiguous how the output should be "
+        "sharded. Please specify the output sharding via the `out_sharding` parameter. Got "
+        "lhs_contracting_spec=('y',) and rhs_contracting_spec=('y',)")
+    with pytest.raises(ShardingTypeError) as err:
+        a @ c
+    assert str(err.value) == ("dot_general requires contracting dimensions to have consistent "
+                              "sharding, got ('y',) and ('x',).")
+    with pytest.raises(ShardingTypeError) as err:
+        c @ d
+    assert str(err.value) == ("dot_general operation with inputs: f32[16@x,16], f32[16,16@x] "
+                              "produces an illegally sharded result: f32[16@x,16@x]")
+
+
+BATCH = [  # lhs, rhs, lax.dot_general, jnp.matmul (JAX 0.10.2)
+    ((None, None, None), (None, None, None), "[8,16,16]", "[8,16,16]"),
+    ((None, None, "y"), (None, None, None), "[8,16,16]", "[8,16,16]"),
+    ((None, None, None), ("x", None, None), "[8,16,16]", "E"),
+    (("x", None, None), (None, None, None), "[8@x,16,16]", "E"),
+    (("x", None, None), (None, "y", None), "[8@x,16,16]", "E"),
+    (("x", None, "y"), ("x", None, None), "[8@x,16,16]", "[8@x,16,16]"),
+    (("x", None, None), ("x", "y", None), "[8@x,16,16]", "[8@x,16,16]"),
+    (("x", None, None), ("y", None, None), "E", "E"),
+    (("y", None, None), ("y", None, None), "[8@y,16,16]", "[8@y,16,16]"),
+]
+
+
+@pytest.mark.parametrize("lhs, rhs, by_lax, by_matmul", BATCH)
+def test_batch_matmul(mesh24, lhs, rhs, by_lax, by_matmul):
+    ha, a = placed((8, 16, 16), lhs, seed=3)
+    hb, b = placed((8, 16, 16), rhs, seed=4)
+    want = np.einsum("bij,bjk->bik", ha, hb)
+    numbers = (((2,), (1,)), ((0,), (0,)))
+    if by_lax == "E":
+        with pytest.raises(ShardingTypeError, match="lhs batch dimensions and rhs batch "
+                                                    "dimensions to have the consistent sharding"):
+            lax.dot_general(a, b, numbers)
+    else:
+        check_result(jax.jit(lambda a, b: lax.dot_general(a, b, numbers))(a, b),
+                     "float32" + by_lax, want)
+    if by_matmul == "E":
+        with pytest.raises(ValueError, match=re.escape(
+                "Incompatible types for matmul arguments: "
+                f"{jax.typeof(a)} and {jax.typeof(b)}")):
+            jnp.matmul(a, b)
+    else:
+        check_result(jnp.matmul(a, b), "float32" + by_matmul, want)
+
+
+# --- reshape: JAX's test_reshape tables ---------------------------------------------------------
+
+RESHAPES = [  # mesh shape, input shape, input spec, new shape, result type ("E": an error)
+    # Table A: ShardingInTypesTest.test_reshape, mesh (2,)
+    ((2,), (16, 1), ("x", None), (1, 16, 1), "float32[1,16@x,1]"),
+    ((2,), (8, 2, 1), ("x", None, None), (1, 16, 1), "E"),
+    ((2,), (1, 4, 1, 6, 1), (None, "x", None, None, None), (1, 4, 6), "float32[1,4@x,6]"),
+    ((2,), (4, 6), (None, "x"), (4, 6), "float32[4,6@x]"),
+    ((2,), (64, 16), ("x", None), (64, 8, 2, 1, 1, 1, 1), "float32[64@x,8,2,1,1,1,1]"),
+    ((2,), (64, 16, 4), ("x", None, None), (64, 8, 2, 1, 1, 4), "float32[64@x,8,2,1,1,4]"),
+    ((2,), (64, 16), ("x", None), (64, 1, 1, 16), "float32[64@x,1,1,16]"),
+    ((2,), (64, 16), (None, "x"), (64, 1, 1, 16), "float32[64,1,1,16@x]"),
+    ((2,), (64, 8, 2, 1, 1, 1), ("x",) + (None,) * 5, (64, 16), "float32[64@x,16]"),
+    ((2,), (64, 8, 2, 1, 1, 1), (None, "x") + (None,) * 4, (64, 16), "float32[64,16@x]"),
+    ((2,), (4, 1, 8, 1, 32), ("x",) + (None,) * 4, (4, 1, 2, 4, 1, 32),
+     "float32[4@x,1,2,4,1,32]"),
+    ((2,), (4, 1, 2, 4, 1, 32), ("x",) + (None,) * 5, (4, 1, 8, 1, 32),
+     "float32[4@x,1,8,1,32]"),
+    # Table B: test_reshape_split_merge_one_axis, mesh (2, 2)
+    ((2, 2), (4, 6, 8), ("x", None, "y"), (4, 2, 3, 8), "float32[4@x,2,3,8@y]"),
+    ((2, 2), (4, 6, 8), ("x", None, None), (4, 6, 2, 2, 2), "float32[4@x,6,2,2,2]"),
+    ((2, 2), (4, 6, 8), ("x", None, None), (4, 2, 3, 4, 2), "E"),
+    ((2, 2), (4, 6, 8), ("x", "y", None), (4, 2, 3, 8), "float32[4@x,2@y,3,8]"),
+    ((2, 2), (4, 12, 8), (None, ("x", "y"), None), (4, 4, 3, 8), "float32[4,4@(x,y),3,8]"),
+    ((2, 2), (4, 6, 8), ("x", "y", None), (4, 3, 2, 8), "E"),
+    ((2, 2), (4, 6, 8), ("x", None, None), (4, 4, 2, 6), "E"),
+    ((2, 2), (4, 8, 9), ("x", None, None), (4, 2, 2, 3, 3, 2), "E"),
+    ((2, 2), (10, 1), ("x", None), (2, 5, 1), "float32[2@x,5,1]"),
+    ((2, 2), (10, 1), ("x", None), (2, 5, 1, 1), "float32[2@x,5,1,1]"),
+    ((2, 2), (1, 10), (None, "x"), (1, 2, 5), "float32[1,2@x,5]"),
+    ((2, 2), (4, 2, 3, 8), ("x", None, None, "y"), (4, 6, 8), "float32[4@x,6,8@y]"),
+    ((2, 2), (2, 2, 6, 8), (None, None, "y", "x"), (4, 6, 8), "float32[4,6@y,8@x]"),
+    ((2, 2), (4, 4, 3, 8), (None, ("x", "y"), None, None), (4, 12, 8),
+     "float32[4,12@(x,y),8]"),
+    ((2, 2), (4, 2, 3, 2, 4), ("x", None, None, None, None), (4, 6, 8), "E"),
+    ((2, 2), (4, 2, 6, 8), (None, None, "y", "x"), (4, 12, 8), "E"),
+    ((2, 2), (4, 2, 3, 8), (None, "y", None, "x"), (4, 8, 6), "E"),
+    ((2, 2), (2, 5, 1), ("x", None, None), (10, 1), "float32[10@x,1]"),
+    # Table C: one dimension split over several axes
+    ((2, 2), (4,), (("x", "y"),), (2, 2), "float32[2@x,2@y]"),
+    ((2, 2), (8,), (("x", "y"),), (2, 4), "float32[2@x,4@y]"),
+    ((2, 2), (8,), (("x", "y"),), (4, 2), "float32[4@(x,y),2]"),
+    ((2, 2), (2, 2), ("x", "y"), (4,), "float32[4@(x,y)]"),
+    ((2, 2), (4, 2), (("x", "y"), None), (8,), "float32[8@(x,y)]"),
+    ((2, 2), (2, 2, 2), ("x", None, "y"), (8,), "E"),
+    ((2, 2), (12,), (("x", "y"),), (3, 4), "E"),
+    ((2, 2), (8, 4, 4), (None, None, "x"), (32, 4), "float32[32,4@x]"),
+    ((2, 2, 2), (8,), (("x", "y", "z"),), (2, 2, 2), "float32[2@x,2@y,2@z]"),
+    ((2, 2, 2), (8,), (("x", "y", "z"),), (2, 4), "float32[2@x,4@(y,z)]"),
+    ((2, 2, 2), (8,), (("x", "y", "z"),), (4, 2), "float32[4@(x,y),2@z]"),
+    ((2, 2, 2), (16,), (("x", "y", "z"),), (2, 2, 2, 2), "float32[2@x,2@y,2@z,2]"),
+    ((2, 2, 2), (2, 4), ("x", ("y", "z")), (8,), "float32[8@(x,y,z)]"),
+    ((2, 2, 2), (2, 2, 2), ("x", "y", "z"), (4, 2), "float32[4@(x,y),2@z]"),
+    # Table D: the (2, 4) mesh
+    ((2, 4), (8, 4), ("x", "y"), (32,), "float32[32@(x,y)]"),
+    ((2, 4), (8, 4), ("x", None), (32,), "float32[32@x]"),
+    ((2, 4), (8, 4), (None, "y"), (32,), "E"),
+    ((2, 4), (8, 4), ("x", "y"), (2, 4, 4), "float32[2@x,4,4@y]"),
+    ((2, 4), (8, 4), ("x", "y"), (8, 2, 2), "E"),
+    ((2, 4), (8, 4), ("x", "y"), (4, 8), "E"),
+    ((2, 4), (32,), (("x", "y"),), (2, 16), "float32[2@x,16@y]"),
+    ((2, 4), (32,), (("x", "y"),), (4, 8), "E"),
+    ((2, 4), (32,), (("x", "y"),), (2, 4, 4), "float32[2@x,4@y,4]"),
+    ((2, 4), (32,), ("y",), (2, 16), "E"),
+    ((2, 4), (16,), (("y", "x"),), (4, 4), "float32[4@y,4@x]"),
+    ((2, 4), (8, 8), ("y", "x"), (64,), "float32[64@(y,x)]"),
+    ((2, 4), (2, 4, 4), ("x", None, "y"), (8, 4), "float32[8@x,4@y]"),
+    ((2, 4), (2, 4, 4), (None, None, "y"), (2, 16), "E"),
+    ((2, 4), (6,), ("x",), (2, 3), "float32[2@x,3]"),
+    ((2, 4), (6,), ("x",), (3, 2), "E"),
+    # the (4, 2) mesh
+    ((4, 2), (32,), (("x", "y"),), (4, 8), "float32[4@x,8@y]"),
+    ((4, 2), (8, 16), ("x", "y"), (2, 4, 16), "E"),
+    ((4, 2), (8, 16), ("x", "y"), (128,), "float32[128@(x,y)]"),
+]
+
+
+def _reshape_id(case):
+    mesh, shape, spec, new, _ = case
+    return f"{mesh}-{shape}{spec}->{new}"
+
+
+@pytest.mark.parametrize("case", RESHAPES, ids=[_reshape_id(c) for c in RESHAPES])
+def test_reshape_table(case):
+    mesh_shape, shape, spec, new, want = case
+    with jax.set_mesh(mesh_of(mesh_shape)):
+        host, x = placed(shape, spec)
+        if want == "E":
+            for run in (lambda: x.reshape(new), lambda: jax.jit(lambda a: a.reshape(new))(x)):
+                with pytest.raises(ShardingTypeError) as err:
+                    run()
+                assert str(err.value) == (
+                    "This reshape is not supported. Please specify the sharding of the output "
+                    "via the `out_sharding` argument of jax.lax.reshape. Got operand type: "
+                    f"{jax.typeof(x)}, new sizes: {tuple(new)}")
+            # out_sharding settles any reshape (the partitioner moves the data)
+            out = jax.jit(lambda a: jnp.reshape(a, new, out_sharding=P()))(x)
+            check_result(out, f"float32[{','.join(map(str, new))}]", host.reshape(new))
+            return
+        check_result(x.reshape(new), want, host.reshape(new))
+        check_result(jax.jit(lambda a: a.reshape(new))(x), want, host.reshape(new))
+
+
+@pytest.mark.parametrize("case", [c for c in RESHAPES if c[4] != "E"][:20],
+                         ids=[_reshape_id(c) for c in RESHAPES if c[4] != "E"][:20])
+def test_a_typed_reshape_moves_no_data(case):
+    """Where JAX's rule keeps the splits, each device reshapes its own block."""
+    mesh_shape, shape, spec, new, _ = case
+    with jax.set_mesh(mesh_of(mesh_shape)):
+        _, x = placed(shape, spec)
+        assert communication(lambda a: a.reshape(new), x) == []
+
+
+# --- reductions, elementwise, layout changes: values, types, collectives -----------------------
+
+@pytest.mark.parametrize("name, fn, want, comm", [
+    ("sum", lambda a: a.sum(), "float32[]", [("all_reduce", ("x", "y"))]),
+    ("sum0", lambda a: a.sum(0), "float32[16@y]", [("all_reduce", ("x",))]),
+    ("max1", lambda a: a.max(1), "float32[8@x]", [("all_reduce", ("y",))]),
+    ("mean0", lambda a: jnp.mean(a, 0), "float32[16@y]", [("all_reduce", ("x",))]),
+    ("sum0_keep", lambda a: a.sum(0, keepdims=True), "float32[1,16@y]",
+     [("all_reduce", ("x",))]),
+    ("argmax0", lambda a: jnp.argmax(a, 0), "int32[16@y]", None),
+    ("exp", lambda a: jnp.exp(a / 8), "float32[8@x,16@y]", []),
+    ("transpose", lambda a: a.T * 2, "float32[16@y,8@x]", []),
+    ("expand", lambda a: a[:, None], "float32[8@x,1,16@y]", []),
+    ("reshard", lambda a: jax.sharding.reshard(a, P("y", "x")), "float32[8@y,16@x]", None),
+    ("replicate", lambda a: jax.sharding.reshard(a, P()), "float32[8,16]",
+     [("all_gather", ("x",)), ("all_gather", ("y",))]),
+    ("concat0", lambda a: jnp.concatenate([a, a], 0), "float32[16@x,16@y]", None),
+    ("pad", lambda a: jnp.pad(a, ((0, 0), (4, 4))), "float32[8@x,24@y]", None),
+    ("cumsum_c", lambda a: jnp.cumsum(jax.sharding.reshard(a, P("x", None)), 1),
+     "float32[8@x,16]", None),
+    ("softmax", lambda a: jax.nn.softmax(a / 8, axis=1), "float32[8@x,16@y]", None),
+])
+def test_operation_table(mesh24, name, fn, want, comm):
+    host, x = placed((8, 16), ("x", "y"))
+    import shardc.numpy as ref_jnp  # the same function on an unsplit copy is the reference
+    expected = np.asarray(jax.jit(fn)(ref_jnp.asarray(host)))
+    for result in (fn(x), jax.jit(fn)(x)):
+        assert str(jax.typeof(result)) == want
+        np.testing.assert_allclose(np.asarray(result), expected, rtol=1e-6, atol=1e-6)
+        assert result.sharding.spec == jax.typeof(result).sharding.spec or result.ndim == 0
+    if comm is not None:
+        assert communication(fn, x) == comm
+
+
+@pytest.mark.parametrize("fn, error, message", [
+    (lambda a: jnp.cumsum(a, 0), ShardingTypeError,
+     "Input should be unsharded over the axis being reduced. Got input type=float32[8@x,16@y] "
+     "and axis=0"),
+    (lambda a: jnp.cumsum(a), ShardingTypeError,
+     "The input should be fully replicated when axis is not specified to cumsum. Got input "
+     "type=float32[8@x,16@y]"),
+    (lambda a: jnp.sort(a, -1), ShardingTypeError,
+     "Arguments to sort must be unsharded over the sorting dimension. Got arg sharding="
+     "NamedSharding(mesh=AbstractMesh('x': 2, 'y': 4, axis_types=(Explicit, Explicit), "
+     "device_kind=cpu, num_cores=None, platform=cpu), spec=P('x', 'y')) and sorting "
+     "dimension=1"),
+    (lambda a: lax.top_k(a, 3), ShardingTypeError,
+     "The input should be unsharded over the axis along which to compute the top_k values. "
+     "Got input type=float32[8@x,16@y] and axis=1"),
+    (lambda a: jnp.unstack(a, axis=0), ShardingTypeError,
+     "unstack operand cannot be sharded on the unstacking axis 0. Got operand "
+     "type=f32[8@x,16@y]"),
+    (lambda a: jnp.tile(a, (2, 1)), ShardingTypeError,
+     "Operand cannot be sharded on dimension 0 when the tiling is non-trivial. Got input "
+     "type: float32[8@x,16@y] with reps: (2, 1)"),
+    (lambda a: jnp.repeat(a, 2, axis=1), ValueError,
+     "Please pass sharding to `jnp.repeat` via `out_sharding` parameter."),
+    (lambda a: jnp.pad(a, ((0, 0), (1, 1))), ShardingTypeError,
+     "padding on sharded dims where out dim (18) is not divisible by mesh axes (4) with spec "
+     "(y) is not implemented"),
+    (lambda a: jnp.split(a, [6], 1), ShardingTypeError,
+     "split on sharded dims where out dim (6) is not divisible by mesh axes (4) with spec (y) "
+     "is not implemented"),
+    (lambda a: a.at[0].set(1.), ShardingTypeError,
+     "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the "
+     "scatter update as out sharding could not be resolved unambiguously (or would require "
+     "collectives on inputs). Got operand=ShapedArray(float32[8@x,16@y]), "
+     "indices=ShapedArray(int32[1]), updates=ShapedArray(float32[16@y])"),
+    (lambda a: jnp.concatenate([a, jax.sharding.reshard(a, P("x", None))]),
+     ShardingTypeError, "All operands should have the same sharding."),
+    (lambda a: lax.scan(lambda c, r: (c, r), 0., a), ValueError,
+     "0th dimension of all xs should be replicated. Got P('x', 'y')"),
+])
+def test_errors_as_jax(mesh24, fn, error, message):
+    _, x = placed((8, 16), ("x", "y"))
+    for run in (fn, jax.jit(fn)):
+        with pytest.raises(error) as err:
+            run(x)
+        assert message in str(err.value)
+
+
+def test_sharding_type_error_is_a_type_error():
+    assert issubclass(ShardingTypeError, TypeError) and issubclass(ShardingTypeError, Exception)
+
+
+def test_explicit_divisibility_is_a_value_error_naming_dim_axis_and_sizes(mesh24):
+    with pytest.raises(ValueError) as err:
+        jnp.zeros((6, 16), out_sharding=P("y"))
+    assert str(err.value).startswith(
+        "Sharding spec ('y',) implies that array axis 0 is partitioned 4 times, but does not "
+        "evenly divide the dimension size 6. Got shape: (6, 16)")
+
+
+def test_creation_with_out_sharding(mesh24):
+    check_result(jnp.ones((8, 16), out_sharding=P(None, "y")), "float32[8,16@y]",
+                 np.ones((8, 16), np.float32))
+    check_result(jnp.full((8, 16), 3., out_sharding=P("x", "y")), "float32[8@x,16@y]",
+                 np.full((8, 16), 3., np.float32))
+    check_result(jnp.arange(16, out_sharding=P("y")), "int32[16@y]", np.arange(16, dtype=np.int32))
+    check_result(lax.broadcasted_iota(jnp.int32, (8, 16), 1, out_sharding=P("x", "y")),
+                 "int32[8@x,16@y]", np.broadcast_to(np.arange(16, dtype=np.int32), (8, 16)))
+    host, x = placed((8, 16), ("x", "y"))
+    check_result(jnp.zeros_like(x), "float32[8@x,16@y]", np.zeros_like(host))
+    key = jax.random.key(0)
+    sample = jax.random.normal(key, (8, 16), out_sharding=P("x", "y"))
+    assert str(jax.typeof(sample)) == "float32[8@x,16@y]"
+    np.testing.assert_array_equal(np.asarray(sample), np.asarray(jax.random.normal(key, (8, 16))))
+
+
+# --- control flow, transformations --------------------------------------------------------------
+
+def test_carries_and_branches_keep_their_types(mesh24):
+    host, x = placed((8, 16), ("x", "y"))
+    check_result(lax.fori_loop(0, 3, lambda i, a: a * 2, x), "float32[8@x,16@y]", host * 8)
+    check_result(lax.cond(True, lambda a: a * 2, lambda a: a, x), "float32[8@x,16@y]",
+                 host * 2)
+    with pytest.raises(TypeError, match=re.escape(
+            "has type float32[8@x,16@y] but the corresponding output carry component has type "
+            "float32[8@y,16@x]")):
+        lax.fori_loop(0, 3, lambda i, a: jax.sharding.reshard(a, P("y", "x")), x)
+    with pytest.raises(TypeError, match=re.escape(
+            "The output of true_fun has type float32[8@x,16@y] but the corresponding output of "
+            "false_fun has type float32[8,16].")):
+        lax.cond(True, lambda a: a * 2, lambda a: jax.sharding.reshard(a, P()), x)
+    _, u = placed((4, 16), (None, "y"))
+    carry, ys = lax.scan(lambda c, r: (c + r, r * 2), jnp.zeros((16,), out_sharding=P("y")), u)
+    assert (str(jax.typeof(carry)), str(jax.typeof(ys))) == ("float32[16@y]",
+                                                              "float32[4,16@y]")
+
+
+def test_gradients_have_their_primals_types(mesh24):
+    hx, x = placed((8, 16), ("x", "y"))
+    hw, w = placed((16, 4), (None, "y"))
+
+    def loss(x, w):
+        h = jnp.dot(jax.sharding.reshard(x, P("x", None)), w)
+        return jnp.sum(jnp.tanh(h / 16) ** 2)
+
+    for gx, gw in (jax.grad(loss, argnums=(0, 1))(x, w),
+                   jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)):
+        assert (str(jax.typeof(gx)), str(jax.typeof(gw))) == ("float32[8@x,16@y]",
+                                                              "float32[16,4@y]")
+        assert gx.sharding.spec == P("x", "y") and gw.sharding.spec == P(None, "y")
+        # finite differences in float64 on a few coordinates
+        for (k, i, j) in ((0, 1, 2), (0, 7, 15), (1, 3, 1), (1, 15, 3)):
+            args = [hx.astype(np.float64), hw.astype(np.float64)]
+
+            def f(args):
+                h = args[0] @ args[1]
+                return np.sum(np.tanh(h / 16) ** 2)
+
+            eps = 1e-4
+            plus = [a.copy() for a in args]
+            minus = [a.copy() for a in args]
+            plus[k][i, j] += eps
+            minus[k][i, j] -= eps
+            numeric = (f(plus) - f(minus)) / (2 * eps)
+            got = np.asarray((gx, gw)[k])[i, j]
+            assert got == pytest.approx(numeric, rel=1e-3, abs=1e-4)
+
+
+def test_vmap_maps_away_a_split_dimension_and_puts_it_back(mesh24):
+    host, x = placed((8, 4, 16), ("x", None, None))
+    inside = []
+    out = jax.vmap(lambda r: (inside.append(str(jax.typeof(r))), r * 2)[1])(x)
+    assert inside == ["float32[4,16]"]
+    check_result(out, "float32[8@x,4,16]", host * 2)
+    check_result(jax.vmap(lambda r: jax.sharding.reshard(r, P(None, "y")))(x),
+                 "float32[8@x,4,16@y]", host)
+    _, v = placed((8,), ("x",))
+    check_result(jax.vmap(lambda u: jnp.zeros((4,)))(v), "float32[8@x,4]",
+                 np.zeros((8, 4), np.float32))
+    _, r = placed((8,), ())
+    with pytest.raises(ValueError, match="Mapped away dimension of inputs passed to vmap should "
+                                         "be sharded the same. Got inconsistent axis specs: "
+                                         "x vs None"):
+        jax.vmap(lambda a, b: a + b)(v, r)
+
+
+def test_jit_shardings(mesh24):
+    host, x = placed((8, 16), ("x", "y"))
+    out = jax.jit(lambda a: a * 2, out_shardings=NamedSharding(mesh24, P("y")))(x)
+    check_result(out, "float32[8@y,16]", host * 2)
+    with pytest.raises(ValueError, match="Sharding passed to jit does not match the sharding "
+                                         "on the respective arg"):
+        jax.jit(lambda a: a * 2, in_shardings=NamedSharding(mesh24, P("y", "x")))(x)
+    check_result(jax.jit(lambda a: a * 2, in_shardings=NamedSharding(mesh24, P("x", "y")))(x),
+                 "float32[8@x,16@y]", host * 2)
+
+
+def test_with_sharding_constraint_asserts_and_auto_axes_escapes(mesh24):
+    host, x = placed((8, 16), ("x", "y"))
+    check_result(jax.jit(lambda a: lax.with_sharding_constraint(a, P("x", "y")))(x),
+                 "float32[8@x,16@y]", host)
+    with pytest.raises(AssertionError):
+        jax.jit(lambda a: lax.with_sharding_constraint(a, P("y", "x")))(x)
+    picked = jax.sharding.auto_axes(lambda a: a[0], out_sharding=P("y"))(x)
+    check_result(picked, "float32[16@y]", host[0])
+
+
+def test_the_lowered_program_prints_and_parses_the_types(mesh24):
+    from ir.parser import parse_program
+    _, x = placed((8, 16), ("x", "y"))
+    text = str(jax.make_jaxpr(lambda a: jnp.sum(a * 2, axis=0))(x))
+    assert "f32[8@x,16@y]" in text and "f32[16@y]" in text
+    assert str(parse_program(text)) == text
+
+
+# --- the explicit-mode training example ---------------------------------------------------------
+
+def test_explicit_training_matches_single_device_training():
+    import train_mlp
+    import train_explicit
+    params, batch = train_mlp.model()
+    reference, reference_losses = train_mlp.train_single_device(params, batch, steps=2)
+    for shape in train_explicit.MESHES:
+        trained, losses = train_explicit.train_explicit(shape, params, batch, steps=2)
+        assert train_mlp.compare(trained, reference)
+        np.testing.assert_allclose(losses, reference_losses, rtol=1e-5)
+        types = [str(jax.typeof(v)) for v in jax.tree_util.tree_leaves(trained)]
+        assert types[:2] == ["float32[784,128@y]", "float32[128@y]"]
+        assert types[-2:] == ["float32[128,8@y]", "float32[8@y]"]
+
+
+def test_explicit_training_step_communicates_only_what_the_layouts_need():
+    """One program of blocks: per layer one gather of the activations along y (the reshard)
+    and, backwards, block all-reduces (the weight and bias gradients over the split batch,
+    the activations' gradient over y); the SGD update moves nothing."""
+    import train_mlp
+    import train_explicit
+    sizes = [16, 32, 32, 8]
+    params, batch = train_mlp.model(sizes, 8)
+    with jax.set_mesh(mesh_of((2, 4), ("x", "y"))):
+        placed_params, placed_batch = train_explicit.place(params, batch)
+        module = train_explicit.train_step.lower(placed_params, placed_batch).module
+        found = communication(train_explicit.train_step, placed_params, placed_batch)
+    (region,) = module.all_shard_maps()
+    layers = len(sizes) - 1
+    names = [n for n, _ in found]
+    # the first layer's reshard is of the batch, already P('x', None): nothing to gather
+    assert names.count("all_gather") == layers - 1
+    assert set(names) == {"all_gather", "all_reduce"}
+    # weight and bias gradients of every layer reduce over x (the batch) as blocks
+    assert found.count(("all_reduce", ("x",))) == 2 * layers
+    assert all(axes in (("x",), ("y",)) for _, axes in found)
+    # each collective names the line of the example that needed it
+    from ir.printer import print_module
+    text = print_module(module, with_source=True)
+    lines = [l for l in text.splitlines() if "= all_reduce[" in l or "= all_gather[" in l]
+    assert lines and all("train_explicit.py:" in l for l in lines)
+    assert region is not None
