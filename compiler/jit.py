@@ -131,6 +131,15 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs))
 
 
+def _arrival(backend, x):
+    """How an argument arrives: an array's layout, or the one a stand-in (``ShapeDtypeStruct``)
+    names on a mesh, which its program is then lowered for."""
+    sharding = backend.sharding_of(x)
+    if sharding is None and isinstance(getattr(x, "sharding", None), NamedSharding):
+        return x.sharding
+    return sharding
+
+
 def _laid_out(outs, layouts) -> list:
     """Results laid out as the trace followed their layouts (on Auto axes: elementwise
     programs keep their arguments' layout, as JAX's propagation does)."""
@@ -339,7 +348,8 @@ class JitFunction:
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
         mesh = typed_mesh([], leaves, None) or typed_mesh([], outs, None)
         if mesh is not None:     # results stay on an Explicit mesh, each as its type says
-            outs = placed_as_typed(outs, [aval_of(o) for o in outs], mesh)
+            outs = placed_as_typed(outs, [v.aval for v in compiled.module.program.outvars],
+                                   mesh)
         elif closed.out_layouts:
             outs = _laid_out(outs, closed.out_layouts)
         result = tree.tree_unflatten(closed.out_tree, outs)
@@ -394,7 +404,7 @@ class JitFunction:
                   in_tree) -> Compiled:
         _check_arguments(self.fun, leaves, in_tree)
         backend = get_backend()
-        shardings = tuple(backend.sharding_of(x) for x in leaves)
+        shardings = tuple(_arrival(backend, x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
         # a Python scalar argument is weakly typed, an array of its dtype is not
         weak = tuple(is_python_scalar(x) for x in leaves)

@@ -92,7 +92,10 @@ class ShapeDtypeStruct:
         self.shape = tuple(shape)
         self.dtype = dtypes.canonicalize(dtype)
         self.sharding = sharding
-        self.aval = Aval(self.shape, self.dtype)
+        # on an Explicit mesh the sharding is part of the type (JAX's sharding in types)
+        from ir.sharding_rules import type_sharding
+        self.aval = Aval(self.shape, self.dtype).with_sharding(
+            type_sharding(sharding, len(self.shape)))
 
     def __repr__(self):
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"

@@ -43,10 +43,11 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def _split_types(text: str) -> list:
-    """``'f32[8,16],i32[4]'`` -> ``['f32[8,16]', 'i32[4]']``: commas inside brackets stay."""
+    """``'f32[8,16],i32[4]'`` -> ``['f32[8,16]', 'i32[4]']``: commas inside brackets (and
+    parentheses: ``32@(x,y)``) stay."""
     parts, depth, start = [], 0, 0
     for k, char in enumerate(text):
-        depth += {"[": 1, "]": -1}.get(char, 0)
+        depth += {"[": 1, "]": -1, "(": 1, ")": -1}.get(char, 0)
         if char == "," and depth == 0:
             parts.append(text[start:k])
             start = k + 1
@@ -54,8 +55,12 @@ def _split_types(text: str) -> list:
     return parts
 
 
-def parse_arg_types(text: str) -> list:
-    """``'f32[8,16],i32[4]'`` -> ShapeDtypeStructs."""
+_TYPED_DIM = re.compile(r"([0-9]+)@(?:([A-Za-z_]\w*)|\(([A-Za-z_\w,\s]+)\))")
+
+
+def parse_arg_types(text: str, mesh=None) -> list:
+    """``'f32[8,16],i32[4]'`` -> ShapeDtypeStructs; ``f32[8@x,4@y]``, ``f32[32@(x,y)]``: split
+    over ``mesh``'s axes, as the type says (explicit sharding)."""
     from ir.core import dtype_from_short
     import shardc
     structs = []
@@ -71,13 +76,40 @@ def parse_arg_types(text: str) -> list:
         except KeyError:
             raise UsageError(f"bad shape {part.strip()!r}: unknown dtype {match.group(1)!r} "
                              "(f32, i32, bool, ...)") from None
-        dims = [d.strip() for d in match.group(2).split(",")] if match.group(2).strip() else []
-        for d in dims:
+        dims = _split_types(match.group(2)) if match.group(2).strip() else []
+        sizes, spec = [], []
+        for d in (d.strip() for d in dims):
+            typed = _TYPED_DIM.fullmatch(d)
+            if typed:
+                sizes.append(int(typed.group(1)))
+                names = typed.group(2) or tuple(n.strip() for n in typed.group(3).split(","))
+                spec.append(names)
+                continue
             if not _ASCII_DIGITS.fullmatch(d):       # str.isdigit would take '８' or '²'
                 raise UsageError(f"bad shape {part.strip()!r}: dimension {d!r} is not a "
-                                 "non-negative integer (digits 0-9)")
-        structs.append(shardc.ShapeDtypeStruct(tuple(int(d) for d in dims), dtype))
+                                 "non-negative integer (digits 0-9), or one split over "
+                                 "mesh axes (8@x, 32@(x,y))")
+            sizes.append(int(d))
+            spec.append(None)
+        structs.append(shardc.ShapeDtypeStruct(tuple(sizes), dtype,
+                                               sharding=_typed_sharding(part, spec, mesh)))
     return structs
+
+
+def _typed_sharding(part: str, spec: list, mesh):
+    """The NamedSharding a typed ``--args`` entry names (None when it splits nothing)."""
+    from ir.sharding import NamedSharding, PartitionSpec
+    if not any(entry is not None for entry in spec):
+        return None
+    if mesh is None:
+        raise UsageError(f"bad shape {part.strip()!r}: a type split over mesh axes needs a "
+                         "mesh: pass --mesh (e.g. --mesh x=2,y=4), or define one in the file")
+    for entry in spec:
+        for name in (entry,) if isinstance(entry, str) else entry or ():
+            if name not in mesh.axis_names:
+                raise UsageError(f"bad shape {part.strip()!r}: mesh axis {name!r} is not an "
+                                 f"axis of the mesh ({', '.join(mesh.axis_names)})")
+    return NamedSharding(mesh, PartitionSpec(*spec))
 
 
 def parse_mesh(text: str):
@@ -178,6 +210,10 @@ def _target_function(args, *, check=None, fn=None):
     check on or off where possible."""
     fn = load_function(args.target) if fn is None else fn
     config = getattr(fn, "__wrapped_shard_map__", None)
+    typed_args = args.mesh is not None and args.in_specs is None and args.out_specs is None \
+        and config is None and "@" in (args.args or "")
+    if typed_args:                      # --mesh is the mesh the typed --args are split over
+        return fn
     if args.mesh is not None or args.in_specs is not None or args.out_specs is not None:
         if config is not None:
             raise UsageError(f"{args.target} is a shard_map already (on {config.mesh!r}); "
@@ -261,7 +297,7 @@ def _function_name(fn) -> str:
 def _lower(args, fn):
     import shardc
     from compiler.shard_map import UnknownAxisError
-    structs = parse_arg_types(args.args) if args.args else []
+    structs = parse_arg_types(args.args, _mesh_for_types(args, fn)) if args.args else []
     _check_arity(fn, structs)
     jitted = fn if hasattr(fn, "lower") else shardc.jit(fn)
     try:
@@ -278,6 +314,20 @@ def _lower(args, fn):
             "--in-specs and --out-specs") from None
     except (ValueError, TypeError, NotImplementedError) as err:
         raise UsageError(f"{type(err).__name__}: {_one_line(str(err))}") from None
+
+
+def _mesh_for_types(args, fn):
+    """The mesh typed ``--args`` are split over: ``--mesh``, else the one mesh with Explicit
+    axes the function's module defines (None when there is none, or several)."""
+    if args.mesh is not None:
+        return parse_mesh(args.mesh)
+    from ir.sharding import Mesh
+    inner = fn
+    while hasattr(inner, "__wrapped__"):
+        inner = inner.__wrapped__
+    found = {id(v): v for v in getattr(inner, "__globals__", {}).values()
+             if isinstance(v, Mesh) and v.explicit_axes}
+    return next(iter(found.values())) if len(found) == 1 else None
 
 
 def _selected_devices(args, compiled) -> list:

@@ -203,3 +203,32 @@ def test_lower_dot():
                     "--in-specs", "P('x')", "--out-specs", "P('x')", "--format", "dot")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("digraph") == 2 and "ppermute" in result.stdout
+
+
+def test_lower_takes_argument_types_split_over_the_mesh(tmp_path):
+    """Explicit sharding: ``--args 'f32[8@x,4@y]'`` is an argument split over the file's mesh
+    (or --mesh): the whole jitted program lowers to per-device blocks, and the reduction over
+    the split dimension is an all_reduce under the line that asked for it."""
+    result = shardc("lower", f"{PROGRAMS}:centered", "--args", "f32[8@x,4@y]")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("types on Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)):\n"
+                          "{ lambda ; a:f32[8@x,4@y]. let\n")
+    device = out[out.index("device 0 at mesh coordinates"):]
+    assert "{ lambda ; a:f32[2,2]{x,y}. let" in device        # arrives as its block
+    assert "mesh_axes=('x',) reduction='sum'] b  # sends 8 B, receives 12 B; programs.py:71" in \
+        device
+    assert "all_gather" not in device and "all_slice" not in device
+    other = shardc("lower", f"{PROGRAMS}:centered", "--mesh", "x=2,y=4", "--args",
+                   "f32[8@(x,y)]")
+    assert other.returncode == 0, other.stderr
+    assert "{ lambda ; a:f32[8@(x,y)]. let" in other.stdout
+    bad = shardc("lower", f"{PROGRAMS}:centered", "--args", "f32[8@x,4@z]")
+    assert bad.returncode == 2
+    assert "bad shape 'f32[8@x,4@z]': mesh axis 'z' is not an axis of the mesh (x, y)" in \
+        bad.stderr
+    meshless = tmp_path / "meshless.py"
+    meshless.write_text("import shardc\n\ndef double(a):\n    return a * 2\n")
+    bad = shardc("lower", f"{meshless}:double", "--args", "f32[8@x]")
+    assert bad.returncode == 2 and "a type split over mesh axes needs a mesh: pass --mesh" \
+        in bad.stderr

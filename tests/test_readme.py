@@ -91,3 +91,11 @@ def test_the_python_the_readme_asks_for_is_the_one_the_package_requires():
                          (ROOT / "pyproject.toml").read_text()).group(1)
     assert required == "3.11"
     assert f"`python3` ({required} or newer)" in README
+
+
+def test_the_explicit_sharding_example_prints_what_the_readme_says(capsys):
+    section = README[README.index("## Explicit sharding"):]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = section.split("prints\n\n```\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out == shown
