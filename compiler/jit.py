@@ -29,7 +29,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
-from ir.sharding_rules import typed_avals
+from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import partition
 from ir.printer import print_program
 
@@ -482,7 +482,6 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None):
 def _check_committed(leaf, sharding) -> None:
     """JAX's ValueError for an argument laid out on an Explicit mesh that ``in_shardings``
     would move: its layout is part of its type, which the call may not change."""
-    from ir.sharding_rules import mesh_explicit
     have = getattr(leaf, "sharding", None)
     if isinstance(have, NamedSharding) and mesh_explicit(have.mesh):
         raise ValueError(

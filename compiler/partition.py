@@ -32,7 +32,7 @@ from compiler.shard_map import shard_map
 from compiler.tracing import aval_of, bind, replaying, trace_to_program
 from ir import collectives as coll
 from ir import primitives as prims
-from ir.core import Eqn, Literal, Program, Var
+from ir.core import Eqn, Literal, Program, Var, programs_in
 from ir.sharding import PartitionSpec
 from ir.sharding_rules import partitions, spec_of
 
@@ -117,7 +117,7 @@ def _runs(program: Program, mesh) -> list:
             current.clear()
 
     for eqn in program.eqns:
-        if eqn.primitive in _WHOLE or eqn.primitive.kind != "op" or not _on(eqn, mesh):
+        if not _partitionable(eqn, mesh):
             close()
             items.append(("eqn", [eqn]))
         else:
@@ -126,9 +126,29 @@ def _runs(program: Program, mesh) -> list:
     return items
 
 
+# Loops and branches whose programs hold only what a run may hold run inside the run, each
+# iteration (or branch) on blocks: their carries keep their types, so their blocks stay put.
+_BLOCK_CONTROL = (prims.scan_p, prims.while_p, prims.cond_p)
+
+
+def _partitionable(eqn, mesh) -> bool:
+    """Whether a run may hold ``eqn``: an operation whose split values are on ``mesh``, or a
+    loop or branch whose programs hold only such equations."""
+    if not _on(eqn, mesh):
+        return False
+    if eqn.primitive in _BLOCK_CONTROL:
+        return all(_partitionable(e, mesh) for sub in _programs(eqn) for e in sub.eqns)
+    return eqn.primitive.kind == "op" and eqn.primitive not in _WHOLE
+
+
+def _programs(eqn) -> list:
+    return [sub for value in eqn.params.values() for sub in programs_in(value)]
+
+
 def _touches_split(eqn) -> bool:
     return any(not isinstance(a, Literal) and a.aval.sharding is not None
-               for a in list(eqn.invars) + list(eqn.outvars))
+               for a in list(eqn.invars) + list(eqn.outvars)) or any(
+        _touches_split(e) for sub in _programs(eqn) for e in sub.eqns)
 
 
 def _on(eqn, mesh) -> bool:
@@ -173,21 +193,32 @@ def _run_region(mesh, eqns, ins, outs, values) -> list:
     out_specs = tuple(_spec_p(v.aval) for v in outs)
 
     def blocks(*args):
-        env = {id(v): a for v, a in zip(ins, args)}
-
-        def read(atom):
-            return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
-
-        for eqn in _fuse_relayouts_into_reductions(eqns, outs):
-            rule = block_rules.get(eqn.primitive, whole_rule)
-            with replaying(eqn.source):
-                results = rule(mesh, eqn, [read(a) for a in eqn.invars])
-            env.update((id(v), r) for v, r in zip(eqn.outvars, results))
-        return tuple(read(v) for v in outs)
+        return tuple(_eval_blocks(mesh, eqns, dict(zip(map(id, ins), args)), outs))
 
     body = shard_map(blocks, mesh, in_specs, out_specs, check_vma=True)
     with replaying(eqns[0].source):      # the region is written where its first operation is
         return list(body(*values))
+
+
+def _eval_blocks(mesh, eqns, env: dict, outs) -> list:
+    """The blocks of ``outs``: each equation's block rule on its operands' blocks (``env``:
+    variable id -> block, filled as the equations run)."""
+    def read(atom):
+        return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
+
+    for eqn in _fuse_relayouts_into_reductions(eqns, outs):
+        rule = block_rules.get(eqn.primitive, whole_rule)
+        with replaying(eqn.source):
+            results = rule(mesh, eqn, [read(a) for a in eqn.invars])
+        env.update((id(v), r) for v, r in zip(eqn.outvars, results))
+    return [read(v) for v in outs]
+
+
+def _program_blocks(mesh, program: Program, args) -> list:
+    """A sub-program (a loop body, a branch) run on blocks."""
+    env = {id(v): c for v, c in zip(program.constvars, program.consts)}
+    env.update(zip(map(id, program.invars), args))
+    return _eval_blocks(mesh, program.eqns, env, program.outvars)
 
 
 def _fuse_relayouts_into_reductions(eqns, outs) -> list:
@@ -538,3 +569,63 @@ def _dot_general_rule(mesh, eqn, values) -> list:
 
 block_rules[prims.dot_general_p] = _dot_general_rule
 
+
+
+# --- loops and branches: each iteration, each branch, on blocks ----------------------------------
+
+def _as_carried(outs, carry) -> list:
+    """Loop results typed as the carry they replace: where a result varies over fewer mesh
+    axes than the carry (a value every device computed alike), it is cast up."""
+    cast = []
+    for out, before in zip(outs, carry):
+        missing = tuple(sorted(aval_of(before).vma - aval_of(out).vma))
+        cast.append(bind(coll.pvary_p, out, mesh_axes=missing) if missing else out)
+    return cast
+
+
+def _scan_rule(mesh, eqn, values) -> list:
+    """A scan over blocks: the leading dimension of ``xs`` is unsplit (the type rule says so),
+    so each iteration reads its slice of this device's block."""
+    from compiler import control_flow
+    params = eqn.params
+    n_consts, n_carry = params["num_consts"], params["num_carry"]
+    consts = values[:n_consts]
+
+    def step(carry, x):
+        outs = _program_blocks(mesh, params["jaxpr"], list(consts) + list(carry) + list(x))
+        return _as_carried(outs[:n_carry], carry), outs[n_carry:]
+
+    carry, ys = control_flow.scan(step, list(values[n_consts:n_consts + n_carry]),
+                                  list(values[n_consts + n_carry:]), length=params["length"],
+                                  reverse=params["reverse"])
+    return list(carry) + list(ys)
+
+
+def _while_rule(mesh, eqn, values) -> list:
+    from compiler import control_flow
+    params = eqn.params
+    n_cond, n_body = params["cond_nconsts"], params["body_nconsts"]
+    cond_consts, body_consts = values[:n_cond], values[n_cond:n_cond + n_body]
+
+    def cond(carry):
+        (pred,) = _program_blocks(mesh, params["cond_jaxpr"], list(cond_consts) + list(carry))
+        return pred
+
+    def body(carry):
+        outs = _program_blocks(mesh, params["body_jaxpr"], list(body_consts) + list(carry))
+        return _as_carried(outs, carry)
+
+    return list(control_flow.while_loop(cond, body, list(values[n_cond + n_body:])))
+
+
+def _cond_rule(mesh, eqn, values) -> list:
+    from compiler import control_flow
+    index, operands = values[0], values[1:]
+    branches = [(lambda *ops, program=program: tuple(_program_blocks(mesh, program, ops)))
+                for program in eqn.params["branches"]]
+    return list(control_flow.switch(index, branches, *operands))
+
+
+block_rules[prims.scan_p] = _scan_rule
+block_rules[prims.while_p] = _while_rule
+block_rules[prims.cond_p] = _cond_rule

@@ -9,7 +9,7 @@ from compiler.tracing import Tracer, aval_of
 from ir import dtypes
 from ir.core import Aval
 from ir.sharding import NamedSharding, PartitionSpec
-from ir.sharding_rules import partitions
+from ir.sharding_rules import partitions, type_sharding
 from runtime.array import Array
 from shardc.random import PRNGKeyArray
 
@@ -93,7 +93,6 @@ class ShapeDtypeStruct:
         self.dtype = dtypes.canonicalize(dtype)
         self.sharding = sharding
         # on an Explicit mesh the sharding is part of the type (JAX's sharding in types)
-        from ir.sharding_rules import type_sharding
         self.aval = Aval(self.shape, self.dtype).with_sharding(
             type_sharding(sharding, len(self.shape)))
 

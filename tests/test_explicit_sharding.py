@@ -598,3 +598,47 @@ def test_explicit_training_step_communicates_only_what_the_layouts_need():
     lines = [l for l in text.splitlines() if "= all_reduce[" in l or "= all_gather[" in l]
     assert lines and all("train_explicit.py:" in l for l in lines)
     assert region is not None
+
+
+# --- loops and branches under jit run on blocks ---------------------------------------------------
+
+def test_loops_and_branches_run_on_blocks(mesh24):
+    """A loop or branch over split values sits in the partitioned program: each iteration
+    computes this device's blocks, so the only communication is what its body's layouts need
+    (here the sum over the split rows), not gathering the carry."""
+    host, x = placed((8, 16), ("x", "y"))
+    looped = lambda a: lax.fori_loop(0, 3, lambda i, c: c * 2 + a.sum(0), a)  # noqa: E731
+    want = host.copy()
+    for _ in range(3):
+        want = want * 2 + host.sum(0)
+    check_result(jax.jit(looped)(x), "float32[8@x,16@y]", want)
+    assert communication(looped, x) == [("all_reduce", ("x",))]
+
+    def whiled(a):
+        return lax.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] * 2 - s[1].sum()),
+                              (0, a))[1]
+
+    want = host.copy()
+    for _ in range(3):
+        want = want * 2 - want.sum()
+    check_result(jax.jit(whiled)(x), "float32[8@x,16@y]", want)
+    assert communication(whiled, x) == [("all_reduce", ("x", "y"))]
+
+    branched = lambda a, p: lax.cond(p, lambda b: b * 2, lambda b: b - b.max(1, keepdims=True),  # noqa: E731
+                                     a)
+    check_result(jax.jit(branched)(x, False), "float32[8@x,16@y]",
+                 host - host.max(1, keepdims=True))
+    check_result(jax.jit(branched)(x, True), "float32[8@x,16@y]", host * 2)
+    assert communication(branched, x, True) == [("all_reduce", ("y",))]
+
+    _, u = placed((8, 16), (None, "y"))
+    scanned = lambda a: lax.scan(lambda c, r: (c + r, r * c),  # noqa: E731
+                                 jnp.zeros((16,), out_sharding=P("y")), a)
+    carry, ys = jax.jit(scanned)(u)
+    running, rows = np.zeros(16, np.float32), []
+    for r in np.asarray(u):
+        rows.append(r * running)
+        running = running + r
+    check_result(carry, "float32[16@y]", running)
+    check_result(ys, "float32[8,16@y]", np.array(rows))
+    assert communication(scanned, u) == []

@@ -22,6 +22,7 @@ from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcas
                                 expand_dims, full, is_array, ndim_of, ravel, reshape, shape_of,
                                 shape_tuple, zeros)
 from shardc.numpy._indexing import take
+from shardc.sharding import auto_axes
 
 __all__ = [
     "transpose", "swapaxes", "moveaxis", "squeeze", "vstack", "hstack", "atleast_1d", "atleast_2d",
@@ -200,7 +201,6 @@ def repeat(x, repeats, axis=None, *, out_sharding=None):
     splits that axis (or ``axis`` is None and any), JAX asks for ``out_sharding=``; with it
     the repeat runs whole along the mesh's axes and is then laid out so."""
     if out_sharding is not None:
-        from shardc.sharding import auto_axes
         return auto_axes(lambda v: repeat(v, repeats, axis), out_sharding=out_sharding)(x)
     split = getattr(aval_of(x), "sharding", None)
     if split is not None and (axis is None and any(split.spec)

@@ -317,6 +317,13 @@ def check_explicit():
             types = [str(jax.typeof(v)) for v in jax.tree_util.tree_leaves(placed)]
             assert types[:2] == ["float32[784,128@y]", "float32[128@y]"], types
             record(f"explicit/{shape}", (placed, jax.jit(loss)(placed, data_)))
+            # the same steps in one program: a loop on blocks, still nothing gathered
+            looped = jax.jit(lambda p, b: lax.fori_loop(0, 3, lambda i, q: train_step(q, b), p))
+            start, _ = place(params, batch)
+            before = jax.distributed.gather_costs()
+            trained = looped(start, data_)
+            assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
+            record(f"explicit/{shape}/loop", trained)
 
 
 # --- the multi-process API ---------------------------------------------------------------------
