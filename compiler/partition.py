@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from compiler.inline_calls import inline_calls
 from compiler.shard_map import shard_map
 from compiler.tracing import aval_of, bind, replaying, trace_to_program
 from ir import collectives as coll
@@ -50,6 +51,9 @@ def partition(program: Program) -> Program:
     mesh = _mesh_of(program)
     if mesh is None:
         return program
+    # custom derivatives have done their work once a program runs: their bodies are
+    # partitioned as the rest (lowering would inline them anyway)
+    program = inline_calls(program)
     items = _runs(program, mesh)
     if not any(kind == "run" for kind, _ in items):
         return program
@@ -128,7 +132,8 @@ def _runs(program: Program, mesh) -> list:
 
 # Loops and branches whose programs hold only what a run may hold run inside the run, each
 # iteration (or branch) on blocks: their carries keep their types, so their blocks stay put.
-_BLOCK_CONTROL = (prims.scan_p, prims.while_p, prims.cond_p)
+# A remat, past autodiff, is its body.
+_BLOCK_CONTROL = (prims.scan_p, prims.while_p, prims.cond_p, prims.remat_p)
 
 
 def _partitionable(eqn, mesh) -> bool:
@@ -626,6 +631,11 @@ def _cond_rule(mesh, eqn, values) -> list:
     return list(control_flow.switch(index, branches, *operands))
 
 
+def _remat_rule(mesh, eqn, values) -> list:
+    return _program_blocks(mesh, eqn.params["jaxpr"], values)
+
+
+block_rules[prims.remat_p] = _remat_rule
 block_rules[prims.scan_p] = _scan_rule
 block_rules[prims.while_p] = _while_rule
 block_rules[prims.cond_p] = _cond_rule

@@ -70,11 +70,16 @@ class _TypeOf:
         self.manual_axis_type = self.mat = ManualAxisType(varying=aval.vma)
         # on Explicit axes the type's split, a NamedSharding on the abstract mesh (JAX's);
         # else an Array's layout (under jit and grad, the layout of the argument traced)
+        layout = getattr(value, "sharding", None)
         if aval.sharding is not None:
             self.sharding = NamedSharding(aval.sharding.mesh.abstract_mesh,
                                           PartitionSpec(*partitions(aval.sharding.spec)))
+        elif isinstance(layout, NamedSharding) and layout.mesh.explicit_axes:
+            # unsplit on an Explicit mesh: the type says so (one None per dimension)
+            self.sharding = NamedSharding(layout.mesh.abstract_mesh,
+                                          PartitionSpec(*[None] * aval.ndim))
         else:
-            self.sharding = getattr(value, "sharding", None)
+            self.sharding = layout
         order = value._axis_order() if hasattr(value, "_axis_order") else ()
         self._text = aval.str_long(order)
 
