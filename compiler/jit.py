@@ -131,6 +131,20 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs))
 
 
+def _placing(compiled, leaves, outs):
+    """How a program's results are laid out once it has run (False: as they come): on an
+    Explicit mesh each as its type says; else as the trace followed their layouts (on Auto
+    axes an elementwise program keeps its arguments' layout, as JAX's propagation does)."""
+    mesh = typed_mesh([], leaves, None) or typed_mesh([], outs, None)
+    if mesh is not None:
+        typed = [v.aval for v in compiled.module.program.outvars]
+        return lambda results: placed_as_typed(results, typed, mesh)
+    layouts = compiled.closed.out_layouts
+    if any(isinstance(l, NamedSharding) and meaningful(l) for l in layouts):
+        return lambda results: _laid_out(results, layouts)
+    return False
+
+
 def _arrival(backend, x):
     """How an argument arrives: an array's layout, or the one a stand-in (``ShapeDtypeStruct``)
     names on a mesh, which its program is then lowered for."""
@@ -237,6 +251,9 @@ class Compiled:
     closed: ClosedProgram
     module: LoweredModule
     place_after: bool = False   # some output goes to one device once the program has run
+    # how its results are laid out once it has run (``_placing``): worked out at the first
+    # call, since a signature's arguments and results always have the same layouts
+    placing: Any = None
 
 
 class _Unspecified:
@@ -286,6 +303,8 @@ class JitFunction:
             # the common call: positional arrays only, seen before; no pytree walk
             closed = compiled.closed
             outs = get_backend().execute(compiled.module, list(closed.consts) + list(args))
+            if compiled.placing:
+                outs = compiled.placing(outs)
             if invalid_value_checks_on():
                 self._check_outputs(outs, args, kwargs)
             return tree.tree_unflatten(closed.out_tree, outs)
@@ -346,12 +365,10 @@ class JitFunction:
                                                static_argnums, leaves, in_tree)
         closed = compiled.closed
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
-        mesh = typed_mesh([], leaves, None) or typed_mesh([], outs, None)
-        if mesh is not None:     # results stay on an Explicit mesh, each as its type says
-            outs = placed_as_typed(outs, [v.aval for v in compiled.module.program.outvars],
-                                   mesh)
-        elif closed.out_layouts:
-            outs = _laid_out(outs, closed.out_layouts)
+        if compiled.placing is None:
+            compiled.placing = _placing(compiled, leaves, outs)
+        if compiled.placing:
+            outs = compiled.placing(outs)
         result = tree.tree_unflatten(closed.out_tree, outs)
         return self._constrain_outputs(result) if compiled.place_after else result
 

@@ -324,6 +324,18 @@ def check_explicit():
             trained = looped(start, data_)
             assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
             record(f"explicit/{shape}/loop", trained)
+            # the row: an update under jit, in a loop, after a shard_map
+            mesh = jax.sharding.get_mesh()
+            w = jax.device_put(data((8, 4), seed=21), P("x", None))
+            centre = jax.shard_map(lambda b: b - lax.pmean(b, "x"), mesh=mesh,
+                                   in_specs=P("x", None), out_specs=P("x", None))
+            update = jax.jit(lambda w: w * 2)
+            before = jax.distributed.gather_costs()
+            for _ in range(3):
+                w = update(centre(w) * 0.25)
+            assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
+            assert w.sharding.spec == P("x", None) and str(jax.typeof(w)) == "float32[8@x,4]"
+            record(f"explicit/{shape}/update", w)
 
 
 # --- the multi-process API ---------------------------------------------------------------------
