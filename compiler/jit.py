@@ -366,8 +366,13 @@ class JitFunction:
         closed = compiled.closed
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
         if compiled.placing is None:
-            compiled.placing = _placing(compiled, leaves, outs)
-        if compiled.placing:
+            placing = _placing(compiled, leaves, outs)
+            placed = placing(outs) if placing else outs
+            # where the program's results come out laid out already, later calls skip it
+            compiled.placing = placing if any(a is not b for a, b in zip(placed, outs)) \
+                else False
+            outs = placed
+        elif compiled.placing:
             outs = compiled.placing(outs)
         result = tree.tree_unflatten(closed.out_tree, outs)
         return self._constrain_outputs(result) if compiled.place_after else result

@@ -735,11 +735,23 @@ def mesh_explicit(mesh) -> bool:
 
 def type_sharding(sharding, ndim: int):
     """The type sharding an Array laid out by ``sharding`` has: its spec over the mesh's
-    Explicit axes (None for other shardings, and for splits over no Explicit axis)."""
-    if not isinstance(sharding, NamedSharding) or not mesh_explicit(sharding.mesh):
+    Explicit axes (None for other shardings, and for splits over no Explicit axis). Asked for
+    every array made, so the answer is kept per (mesh, spec, rank)."""
+    if not isinstance(sharding, NamedSharding) or not getattr(sharding.mesh, "explicit_axes",
+                                                              ()):
         return None
-    spec = spec_from_user(sharding.spec, ndim, sharding.mesh)
-    return TypeSharding.of(sharding.mesh, spec)
+    key = (sharding.mesh, sharding.spec, ndim)
+    found = _TYPE_SHARDINGS.get(key, _MISSING)
+    if found is _MISSING:
+        if len(_TYPE_SHARDINGS) > 4096:
+            _TYPE_SHARDINGS.clear()
+        found = _TYPE_SHARDINGS[key] = TypeSharding.of(
+            sharding.mesh, spec_from_user(sharding.spec, ndim, sharding.mesh))
+    return found
+
+
+_TYPE_SHARDINGS: dict = {}
+_MISSING = object()
 
 
 def named_sharding(aval: Aval):
