@@ -255,6 +255,16 @@ class Compiled:
     # call, since a signature's arguments and results always have the same layouts
     placing: Any = None
 
+    def compile(self) -> "Compiled":
+        """JAX's ``lower(...).compile()``: lowering already gave the programs that run."""
+        return self
+
+    def as_text(self) -> str:
+        """The lowered module as text: the traced program, then each shard_map's program at
+        the mesh level (what ``shardc lower -o`` writes, and the IR parser reads)."""
+        from ir.printer import print_module
+        return print_module(self.module)
+
 
 class _Unspecified:
     """No sharding was asked for (None is a request: leave the value as it is)."""

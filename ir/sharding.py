@@ -76,6 +76,8 @@ class AbstractMesh:
                              f"{self.axis_sizes} and names {self.axis_names}")
         self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
         self._device_kind = _device_kind
+        self.explicit_axes = tuple(n for n, t in zip(self.axis_names, self.axis_types)
+                                   if t is AxisType.Explicit)
 
     @property
     def shape(self) -> dict:
@@ -130,7 +132,12 @@ class PartitionSpec(tuple):
     first name major). Dimensions past the end are not split; ``P()`` replicates.
     """
 
-    def __new__(cls, *entries):
+    def __new__(cls, *entries, unreduced=frozenset(), reduced=frozenset()):
+        if unreduced or reduced:
+            raise NotImplementedError(
+                "PartitionSpec(..., unreduced=, reduced=): shardc has no unreduced or reduced "
+                "types; reduce explicitly (an out_sharding that splits the result, or psum in a "
+                "shard_map)")
         return super().__new__(cls, (_canonical_entry(e) for e in entries))
 
     def __repr__(self):

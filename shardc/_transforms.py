@@ -10,7 +10,7 @@ from compiler.layouts import UNKNOWN, layout_of
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
-from ir.sharding import PartitionSpec
+from ir.sharding import AbstractMesh, PartitionSpec
 from ir.sharding_rules import named_sharding
 from shardc.sharding import get_mesh, resolve_sharding
 from shardc.tree_util import tree_map
@@ -59,6 +59,10 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                   check_vma=check_vma, axis_names=axis_names)
     axis_names = _axis_name_set(axis_names)
+    abstract = None
+    if isinstance(mesh, AbstractMesh):
+        # the devices are the current mesh's (an enclosing shard_map body's), found at the call
+        abstract, mesh = mesh, None
     if mesh is not None:
         if in_specs is not _INFER and in_specs is not None:
             return _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma,
@@ -71,7 +75,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
 
     @functools.wraps(f)
     def resolved_at_call(*args, **kwargs):
-        call_mesh = mesh if mesh is not None else _current_mesh()
+        call_mesh = mesh if mesh is not None else _current_mesh(abstract)
         if in_specs is None:
             specs = tuple(None for _ in args)
         elif in_specs is _INFER:
@@ -85,13 +89,18 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
     return resolved_at_call
 
 
-def _current_mesh():
-    """The mesh of the enclosing shard_map body (a nested shard_map), else the one set."""
+def _current_mesh(abstract=None):
+    """The mesh of the enclosing shard_map body (a nested shard_map), else the one set; when
+    ``abstract`` (an AbstractMesh given as ``mesh=``) is given, it must be that mesh's."""
     body = current_shard_context()
     current = body.mesh if body is not None else get_mesh()
     if current is None:
         raise ValueError("shard_map requires a mesh: pass mesh=, or call it under "
                          "shardc.set_mesh(mesh) (or `with shardc.sharding.use_mesh(mesh):`)")
+    if abstract is not None and (abstract.axis_names, abstract.axis_sizes) != (
+            current.axis_names, tuple(current.devices.shape)):
+        raise ValueError(f"shard_map was given the abstract mesh {abstract!r}, but the current "
+                         f"mesh is {current!r}: an AbstractMesh names the current mesh's axes")
     return current
 
 

@@ -6,20 +6,23 @@ from __future__ import annotations
 import contextlib
 import functools
 
+import numpy as np
+
 from compiler import tree
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind
 from ir import primitives as p
-from ir.sharding import (AbstractMesh, AxisType, DuplicateSpecError, Mesh, NamedSharding,
-                         PartitionSpec, ReplicationError, ShardingTypeError, current_mesh,
-                         pop_mesh, push_mesh, spec_axes, spec_names)
+from ir.sharding import (EMPTY_MESH, AbstractMesh, AxisType, DuplicateSpecError, Mesh,
+                         NamedSharding, PartitionSpec, ReplicationError, ShardingTypeError,
+                         current_mesh, pop_mesh, push_mesh, spec_axes, spec_names)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
+from runtime.devices import devices as all_devices
 
 __all__ = ["AbstractMesh", "AxisType", "Mesh", "ShardingTypeError", "auto_axes",
            "explicit_axes", "NamedSharding", "PartitionSpec", "ReplicationError",
            "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "reshard", "set_mesh",
-           "use_mesh"]
+           "use_abstract_mesh", "use_mesh"]
 
 
 class _MeshScope(contextlib.AbstractContextManager):
@@ -49,11 +52,43 @@ def use_mesh(mesh: Mesh) -> _MeshScope:
     return _MeshScope(mesh)
 
 
-def get_abstract_mesh() -> Mesh | None:
-    """The mesh code is traced under: inside a shard_map body, that body's mesh (what a
-    nested shard_map passes as ``mesh=``); else the current mesh, or None."""
+def get_abstract_mesh() -> AbstractMesh:
+    """The mesh code is traced under, as an ``AbstractMesh`` (sizes, names, axis types): inside
+    a shard_map body, that body's mesh (what a nested shard_map may pass as ``mesh=``); else
+    the current mesh; else the empty one (``.empty``). Inside ``auto_axes`` its axes are Auto,
+    as JAX reports them there."""
     body = current_shard_context()
-    return body.mesh if body is not None else current_mesh()
+    mesh = body.mesh if body is not None else current_mesh()
+    if mesh is None:
+        return EMPTY_MESH
+    abstract = mesh.abstract_mesh
+    if _AUTO_AXES and set(_AUTO_AXES[-1]) & set(abstract.axis_names):
+        types = tuple(AxisType.Auto if n in _AUTO_AXES[-1] else t
+                      for n, t in zip(abstract.axis_names, abstract.axis_types))
+        abstract = AbstractMesh(abstract.axis_sizes, abstract.axis_names, types,
+                                _device_kind=abstract._device_kind)
+    return abstract
+
+
+# the axes each enclosing auto_axes call takes out of the types (innermost last)
+_AUTO_AXES: list = []
+
+
+@contextlib.contextmanager
+def use_abstract_mesh(mesh: AbstractMesh):
+    """Code inside sees ``mesh`` (an ``AbstractMesh``) as the current mesh: the current mesh's
+    devices, in order, arranged as ``mesh`` says (its size must be theirs). PartitionSpecs and
+    ``reshard`` inside refer to it (JAX's ``use_abstract_mesh``)."""
+    current = current_mesh()
+    devices = current.devices.flat if current is not None else all_devices()[:mesh.size]
+    devices = list(devices)
+    if len(devices) != mesh.size:
+        raise ValueError(f"use_abstract_mesh: the mesh {mesh!r} has {mesh.size} devices, but the "
+                         f"current mesh has {len(devices)}")
+    concrete = Mesh(np.array(devices, dtype=object).reshape(mesh.axis_sizes), mesh.axis_names,
+                    axis_types=mesh.axis_types)
+    with set_mesh(concrete):
+        yield concrete
 
 
 def get_mesh() -> Mesh | None:
@@ -178,7 +213,12 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
                       ((axes,) if isinstance(axes, str) else axes))
         args, kwargs = tree.tree_map(lambda leaf: _without_axes(leaf, mesh, dropped),
                                      (args, kwargs))
-        return reshard(fun(*args, **kwargs), out_sharding)
+        _AUTO_AXES.append(tuple(dropped))
+        try:
+            result = fun(*args, **kwargs)
+        finally:
+            _AUTO_AXES.pop()
+        return reshard(result, out_sharding)
 
     return wrapped
 

@@ -642,3 +642,36 @@ def test_loops_and_branches_run_on_blocks(mesh24):
     check_result(carry, "float32[16@y]", running)
     check_result(ys, "float32[8,16@y]", np.array(rows))
     assert communication(scanned, u) == []
+
+
+def test_abstract_meshes(mesh24):
+    abstract = jax.sharding.get_abstract_mesh()
+    assert isinstance(abstract, jax.sharding.AbstractMesh) and abstract == mesh24.abstract_mesh
+    assert repr(abstract) == ("AbstractMesh('x': 2, 'y': 4, axis_types=(Explicit, Explicit), "
+                              "device_kind=cpu, num_cores=None, platform=cpu)")
+    host, x = placed((8, 4), ("x", "y"))
+    seen = []
+    jax.sharding.auto_axes(lambda a: seen.append(jax.sharding.get_abstract_mesh()) or a,
+                           out_sharding=P("x", "y"))(x)
+    assert seen[0].axis_types == (jax.sharding.AxisType.Auto,) * 2
+    # a shard_map may be given the abstract mesh: the devices are the current mesh's
+    f = jax.shard_map(lambda b: b * 2, mesh=abstract, in_specs=P("x", "y"),
+                      out_specs=P("x", "y"))
+    np.testing.assert_array_equal(np.asarray(f(x)), host * 2)
+    # code under use_abstract_mesh sees the same devices arranged as it says
+    flat = jax.sharding.AbstractMesh((8,), ("A",), (jax.sharding.AxisType.Explicit,))
+    with jax.sharding.use_abstract_mesh(flat):
+        check_result(jax.jit(lambda a: jax.sharding.reshard(a, P("A", None)) * 2)(x),
+                     "float32[8@A,4]", host * 2)
+    text = jax.jit(lambda a: a.sum(0)).lower(x).compile().as_text()
+    assert "all_reduce[" in text and "f32[8@x,4@y]" in text
+
+
+def test_no_mesh_is_the_empty_abstract_mesh():
+    empty = jax.sharding.get_abstract_mesh()
+    assert empty.empty and repr(empty) == "AbstractMesh((), axis_types=())"
+
+
+def test_unreduced_specs_are_refused_by_name():
+    with pytest.raises(NotImplementedError, match="no unreduced or reduced types"):
+        P("x", unreduced={"y"})
