@@ -22,7 +22,7 @@ import math
 
 from ir import primitives as prims
 from ir import collectives as coll
-from ir.core import Aval, TypeSharding
+from ir.core import Aval, TypeSharding, programs_in
 from ir.primitives import RuleTable
 from ir.sharding import (AxisType, NamedSharding, PartitionSpec, ShardingTypeError,
                          spec_names)
@@ -65,11 +65,21 @@ def _types_target(prim, params) -> bool:
 def _from_programs(prim, outs, params) -> list:
     """A higher-order primitive's results take the types of its programs' results (a branch,
     a loop body) even when no operand is split: the program may split them itself."""
+    mesh = params.get("mesh")
+    if mesh is not None and not getattr(mesh, "explicit_axes", ()):
+        return outs                    # a shard_map on a mesh without Explicit axes
+    if mesh is None and not any(a.sharding is not None for sub in _programs_of(params)
+                                for a in sub.out_avals):
+        return outs
     specs = sharding_rules[prim]([], outs, **params)
     if not any(specs):
         return outs
     mesh = params.get("mesh") or _program_mesh(prim, params)
     return [_result(prim, [], out, spec, mesh) for out, spec in zip(outs, specs)]
+
+
+def _programs_of(params) -> list:
+    return [sub for value in params.values() for sub in programs_in(value)]
 
 
 # --- specs -------------------------------------------------------------------------------------
@@ -730,7 +740,7 @@ for _c in coll.FRONT_END:
 
 def mesh_explicit(mesh) -> bool:
     """Whether ``mesh`` has an Explicit axis."""
-    return mesh is not None and any(t is AxisType.Explicit for t in mesh.axis_types)
+    return mesh is not None and bool(mesh.explicit_axes)
 
 
 def type_sharding(sharding, ndim: int):
