@@ -30,7 +30,7 @@ from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import mesh_explicit, typed_avals
-from compiler.partition import partition
+from compiler.partition import check_inserted, partition
 from ir.printer import print_program
 
 
@@ -228,12 +228,15 @@ def execute_partitioned(prim, values, params, typed) -> list:
         invars = [Var(a) for a in in_avals]
         outvars = [Var(a) for a in typed]
         eqn = Eqn(prim, invars, outvars, dict(params), user_source())
-        program = partition(Program([], invars, [eqn], outvars))
+        inserted: list = []
+        program = partition(Program([], invars, [eqn], outvars), inserted)
         module = lower_module(program, shardings)
+        module.inserted = tuple(inserted)
         if key is not None:
             if len(_EAGER) >= _EAGER_LIMIT:
                 _EAGER.clear()
             _EAGER[key] = module
+    check_inserted(module.inserted)       # at every run: the mode may have changed since
     return backend.execute(module, list(values))
 
 
@@ -312,6 +315,7 @@ class JitFunction:
         if compiled is not None:
             # the common call: positional arrays only, seen before; no pytree walk
             closed = compiled.closed
+            check_inserted(compiled.module.inserted)
             outs = get_backend().execute(compiled.module, list(closed.consts) + list(args))
             if compiled.placing:
                 outs = compiled.placing(outs)
@@ -374,6 +378,7 @@ class JitFunction:
         compiled = self._last = self._compiled(args, kwargs, static, static_kwargs,
                                                static_argnums, leaves, in_tree)
         closed = compiled.closed
+        check_inserted(compiled.module.inserted)
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
         if compiled.placing is None:
             placing = _placing(compiled, leaves, outs)
@@ -456,9 +461,11 @@ class JitFunction:
                                else lambda result: self._constrain_outputs(result, deferred)))
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         # Values whose types split them are computed block by block (compiler/partition.py).
-        closed = dataclasses.replace(closed, program=partition(dce(closed.program)))
+        inserted: list = []
+        closed = dataclasses.replace(closed, program=partition(dce(closed.program), inserted))
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
+        module.inserted = tuple(inserted)
         compiled = Compiled(closed, module, place_after=bool(deferred))
         if key is not None:
             self.cache[key] = compiled

@@ -24,7 +24,9 @@ stay outside the runs, on whole values, as before.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
@@ -39,15 +41,127 @@ from ir.sharding_rules import partitions, spec_of
 
 block_rules: dict = {}
 
+
+# --- communication the partitioner inserts, and the strict mode ------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class InsertedCommunication:
+    """One collective the partitioner put in a program: the operation that needed it (and
+    where the user wrote that), the value's type before and after, what moves, why, and the
+    annotation that would avoid it. ``requested``: a reshard or sharding constraint the
+    program wrote (communication it asked for, not one inserted for it)."""
+    operation: str
+    source: Any
+    collective: str
+    mesh_axes: tuple
+    from_type: str
+    to_type: str
+    bytes_per_device: int
+    reason: str
+    avoid: str
+    requested: bool = False
+
+    @property
+    def site(self) -> str:
+        return str(self.source) if self.source is not None else "<unknown>"
+
+    def __str__(self):
+        return (f"{self.site}: {self.operation} {self.from_type} -> {self.to_type}: "
+                f"{self.collective} over {', '.join(self.mesh_axes)}, "
+                f"{self.bytes_per_device} B per device; {self.reason}; {self.avoid}")
+
+
+class ImplicitCommunicationError(ValueError):
+    """The partitioner had to insert communication and ``shardc_implicit_communication`` is
+    ``'error'``."""
+
+
+_MODES = ("allow", "warn", "error")
+_strict = {"mode": "allow", "warned": set()}
+_recording: list = []          # the lists the current partition appends to (innermost last)
+_at: list = []                 # the equation whose block rule is running (innermost last)
+
+
+def set_implicit_communication(mode: str) -> None:
+    """``'allow'`` (default), ``'warn'`` (a warning once per site) or ``'error'`` (raise at the
+    first): what inserting communication the program did not write does."""
+    if mode not in _MODES:
+        raise ValueError(f"shardc_implicit_communication must be one of {list(_MODES)}, got "
+                         f"{mode!r}")
+    _strict["mode"] = mode
+    _strict["warned"].clear()
+
+
+def check_inserted(records) -> None:
+    """Apply the strict mode to what a partition inserted (requested reshards are the
+    program's own)."""
+    mode = _strict["mode"]
+    if mode == "allow" or not records:
+        return
+    inserted = [r for r in records if not r.requested]
+    if not inserted:
+        return
+    if mode == "error":
+        raise ImplicitCommunicationError(
+            f"the partitioner would insert communication the program does not write "
+            f"(shardc_implicit_communication='error'): {inserted[0]}")
+    import warnings
+    for record in inserted:
+        key = (record.site, record.collective, record.mesh_axes, record.operation)
+        if key not in _strict["warned"]:
+            _strict["warned"].add(key)
+            warnings.warn(f"implicit communication: {record}", stacklevel=4)
+
+
+def _note(mesh, collective, names, before, after, block_bytes: int, reason: str = "",
+          avoid: str = "") -> None:
+    """Record a collective the running block rule inserts (``before``/``after``: the global
+    avals' specs as the value is laid out before and after)."""
+    if not _recording or not _at:
+        return
+    eqn = _at[-1]
+    requested = eqn.primitive is prims.sharding_constraint_p
+    k = _shards(mesh, names)
+    moved = block_bytes * (k - 1) if collective == "all_gather" else \
+        2 * block_bytes * (k - 1) // k
+    if not reason:
+        reason = ("the program asks for this layout" if requested else
+                  f"{eqn.primitive.name} reads its operand laid out as {after}")
+    if not avoid:
+        avoid = ("" if requested else
+                 f"avoid it by laying the operand out as {after} where it is made "
+                 "(jax.sharding.reshard, or out_sharding=)")
+    _recording[-1].append(InsertedCommunication(
+        eqn.primitive.name, eqn.source, collective, tuple(names), before, after, int(moved),
+        reason, avoid, requested))
+
+
+def _type_text(aval, spec) -> str:
+    from ir.core import TypeSharding
+    if not any(spec):
+        return aval.with_sharding(None).str_short()
+    return aval.with_sharding(TypeSharding(aval.sharding.mesh if aval.sharding else None,
+                                           tuple(spec))).str_short()
+
 # Equations that stay on whole values: they hold programs, or print.
 _WHOLE = frozenset(prims.CONTROL_FLOW + prims.CUSTOM_CALLS
                    + (prims.shard_map_p, prims.remat_p, prims.debug_print_p,
                       prims.custom_lin_p))
 
 
-def partition(program: Program) -> Program:
+def partition(program: Program, records: list | None = None) -> Program:
     """``program`` with each run of equations on values split over Explicit axes computed
-    block by block in a shard_map (the program itself when its types split nothing)."""
+    block by block in a shard_map (the program itself when its types split nothing).
+    ``records``: a list that gets each collective the partitioning inserts
+    (``InsertedCommunication``)."""
+    _recording.append(records if records is not None else [])
+    try:
+        return _partition(program)
+    finally:
+        _recording.pop()
+
+
+def _partition(program: Program) -> Program:
     mesh = _mesh_of(program)
     if mesh is None:
         return program
@@ -213,8 +327,12 @@ def _eval_blocks(mesh, eqns, env: dict, outs) -> list:
 
     for eqn in _fuse_relayouts_into_reductions(eqns, outs):
         rule = block_rules.get(eqn.primitive, whole_rule)
-        with replaying(eqn.source):
-            results = rule(mesh, eqn, [read(a) for a in eqn.invars])
+        _at.append(eqn)
+        try:
+            with replaying(eqn.source):
+                results = rule(mesh, eqn, [read(a) for a in eqn.invars])
+        finally:
+            _at.pop()
         env.update((id(v), r) for v, r in zip(eqn.outvars, results))
     return [read(v) for v in outs]
 
@@ -268,7 +386,7 @@ def _shards(mesh, names) -> int:
     return math.prod(sizes[a] for a in names)
 
 
-def relayout(mesh, x, shape, src, dst):
+def relayout(mesh, x, shape, src, dst, aval=None):
     """The block ``x`` of a global array of ``shape`` laid out by ``src`` (per dimension the
     axes splitting it), laid out by ``dst`` instead: each dimension whose split changes is
     gathered whole (``all_gather``), then cut to this device's block (a ``dynamic_slice`` at
@@ -278,6 +396,10 @@ def relayout(mesh, x, shape, src, dst):
         return x
     for d, (s, t) in enumerate(zip(src, dst)):
         if s and s != t:
+            if aval is not None:
+                block = aval_of(x)
+                _note(mesh, "all_gather", s, _type_text(aval, src), _type_text(aval, dst),
+                      int(np.prod(block.shape)) * block.dtype.itemsize)
             x = bind(coll.all_gather_p, x, mesh_axes=tuple(s), gather_axis=d, tiled=True,
                      axis_size=_shards(mesh, s), to="invarying")
     for d, (s, t) in enumerate(zip(src, dst)):
@@ -302,7 +424,7 @@ def to_layout(mesh, value, atom, dst):
     """An operand's block (``atom`` its global variable or literal) laid out by ``dst``."""
     if isinstance(atom, Literal) or not aval_of(value).shape:
         return value
-    return relayout(mesh, value, atom.aval.shape, spec_of(atom.aval), dst)
+    return relayout(mesh, value, atom.aval.shape, spec_of(atom.aval), dst, atom.aval)
 
 
 def _unsplit(aval) -> tuple:
@@ -525,9 +647,15 @@ def _reduce_rule(mesh, eqn, values) -> list:
     x = to_layout(mesh, x, a, want)
     result = bind(eqn.primitive, x, **block_params(eqn))
     if split:
+        block = aval_of(result)
+        _note(mesh, "all_reduce", split, _type_text(a.aval, want), out.aval.str_short(),
+              int(np.prod(block.shape)) * block.dtype.itemsize,
+              f"{eqn.primitive.name} over a dimension split over {', '.join(split)} completes "
+              "across the devices", "needed by the reduction itself (reduce before splitting "
+              "to avoid it)")
         result = bind(across, result, mesh_axes=split)
     have = tuple(w for d, w in enumerate(want) if d not in axes)
-    return [relayout(mesh, result, out.aval.shape, have, spec_of(out.aval))]
+    return [relayout(mesh, result, out.aval.shape, have, spec_of(out.aval), out.aval)]
 
 
 for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
@@ -568,6 +696,11 @@ def _dot_general_rule(mesh, eqn, values) -> list:
     result = bind(prims.dot_general_p, x, y, **block_params(eqn))
     summed = tuple(n for names in contract for n in names)
     if summed:
+        block = aval_of(result)
+        _note(mesh, "all_reduce", summed, "partial sums", out.aval.str_short(),
+              int(np.prod(block.shape)) * block.dtype.itemsize,
+              f"the contraction is split over {', '.join(summed)} on both sides",
+              "needed by the contraction (split a free dimension instead to avoid it)")
         result = bind(coll.psum_p, result, mesh_axes=summed)
     return [result]
 

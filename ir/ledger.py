@@ -180,6 +180,9 @@ class Ledger:
     latency: dict               # axis -> seconds per message
     bandwidth: dict             # axis -> bytes per second
     notes: list = dataclasses.field(default_factory=list)
+    # what the partitioner inserted for operations on split values (its entries are among
+    # ``entries``): operation, site, types before and after, bytes, reason, the fix
+    inserted: tuple = ()
 
     def by_axis(self) -> dict:
         """Sums keyed by mesh axes: ``'x'``, ``'y'``; a node over several axes sums under its
@@ -347,7 +350,8 @@ def build_ledger(module, *, latency=None, bandwidth=None) -> "Ledger":
     for index in sorted(module.shard_maps):
         entries.extend(_shard_map_entries(index, module.shard_maps[index], len(entries),
                                           latency, bandwidth))
-    return Ledger(entries, axis_names, latency, bandwidth, _unlowered_notes(module.program))
+    return Ledger(entries, axis_names, latency, bandwidth, _unlowered_notes(module.program),
+                  tuple(getattr(module, "inserted", ())))
 
 
 def _module_axes(module) -> tuple:

@@ -90,6 +90,8 @@ class LoweredModule:
     def __init__(self, program: Program, shard_maps: dict):
         self.program = program
         self.shard_maps = shard_maps          # equation index -> LoweredShardMap
+        # the communication the partitioner inserted (compiler.partition.InsertedCommunication)
+        self.inserted: tuple = ()
 
     def lowered(self, index: int) -> LoweredShardMap:
         return self.shard_maps[index]

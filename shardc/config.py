@@ -34,6 +34,7 @@ import os
 from typing import Any, Callable
 
 from compiler import jit as _jit
+from compiler import partition as _partition
 from compiler import tracing as _tracing
 from ir import dtypes as _dtypes
 from runtime import devices as _devices
@@ -117,6 +118,8 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_enable_x64", False, _bool, _dtypes.set_x64),
     Flag("jax_num_cpu_devices", -1, _int, _devices.request_device_count),
     Flag("jax_disable_jit", False, _bool, _jit.set_jit_disabled),
+    Flag("shardc_implicit_communication", "allow", _enum("allow", "warn", "error"),
+         _partition.set_implicit_communication),
     Flag("jax_numpy_dtype_promotion", "standard", _enum("standard", "strict"),
          _set_dtype_promotion),
     # accepted, no effect

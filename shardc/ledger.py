@@ -77,10 +77,26 @@ def render_ledger(ledger: Ledger, *, width: int = 200, color: bool = False) -> s
         console.print(_entries_table(ledger.entries))
         console.print(_sums_table("by mesh axes", "mesh axes", ledger.by_axis()))
         console.print(_sums_table("by source line", "source", ledger.by_source()))
+    if ledger.inserted:
+        console.print(_inserted_table(ledger.inserted))
     for line in _footer(ledger):
         console.print(line)
     lines = [line.rstrip() for line in console.file.getvalue().splitlines()]
     return "\n".join(lines).strip("\n") + "\n"
+
+
+def _inserted_table(inserted) -> rich.table.Table:
+    """What the partitioner inserted for operations on split values, with why and the fix."""
+    table = rich.table.Table(title="inserted by the partitioner", title_justify="left",
+                             box=rich.box.SIMPLE_HEAD, pad_edge=False)
+    for header in ("source", "operation", "from -> to", "collective", "B/dev", "reason"):
+        table.add_column(header, no_wrap=header != "reason",
+                         justify="right" if header == "B/dev" else "left")
+    for r in inserted:
+        table.add_row(r.site, r.operation, f"{r.from_type} -> {r.to_type}",
+                      f"{r.collective} {','.join(r.mesh_axes)}", str(r.bytes_per_device),
+                      r.reason + ("" if r.requested else f"; {r.avoid}"))
+    return table
 
 
 def _table(title: str, first_headers: tuple) -> rich.table.Table:

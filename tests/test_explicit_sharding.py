@@ -675,3 +675,80 @@ def test_no_mesh_is_the_empty_abstract_mesh():
 def test_unreduced_specs_are_refused_by_name():
     with pytest.raises(NotImplementedError, match="no unreduced or reduced types"):
         P("x", unreduced={"y"})
+
+
+# --- what the partitioner inserts, and the strict mode -----------------------------------------
+
+@pytest.fixture
+def strict_mode():
+    yield lambda mode: jax.config.update("shardc_implicit_communication", mode)
+    jax.config.update("shardc_implicit_communication", "allow")
+
+
+def test_the_ledger_lists_what_the_partitioner_inserted(mesh24):
+    _, x = placed((8, 16), ("x", "y"))
+    _, w = placed((16, 4), (None, "y"))
+
+    def f(a, b):
+        return jnp.dot(jax.sharding.reshard(a, P("x", None)), b) + a.sum()
+
+    ledger = jax.comm_ledger(jax.jit(f), x, w)
+    asked, summed = ledger.inserted
+    assert (asked.operation, asked.collective, asked.mesh_axes, asked.requested) == (
+        "sharding_constraint", "all_gather", ("y",), True)
+    assert (asked.from_type, asked.to_type, asked.bytes_per_device) == (
+        "f32[8@x,16@y]", "f32[8@x,16]", 4 * 4 * 3 * 4)     # 3 blocks of 4x4 float32
+    assert (summed.operation, summed.collective, summed.mesh_axes, summed.requested) == (
+        "reduce_sum", "all_reduce", ("x", "y"), False)
+    line = f.__code__.co_firstlineno + 1
+    assert {r.site for r in ledger.inserted} == {f"test_explicit_sharding.py:{line}"}
+    from shardc.ledger import render_ledger
+    text = render_ledger(ledger)
+    assert "inserted by the partitioner" in text
+    assert re.search(r"reduce_sum +f32\[8@x,16@y\] -> f32\[\] +all_reduce x,y", text)
+
+
+def test_strict_mode_error_stops_at_the_first_inserted_collective(mesh24, strict_mode):
+    _, x = placed((8, 16), ("x", "y"))
+    strict_mode("error")
+    # what the program asks for itself is not implicit
+    jax.jit(lambda a: jax.sharding.reshard(a, P("y", "x")))(x)
+    jax.jit(lambda a: jnp.sin(a) * 2)(x)           # every layout as annotated: nothing moves
+    with pytest.raises(ValueError, match=re.escape(
+            "the partitioner would insert communication the program does not write "
+            "(shardc_implicit_communication='error'): test_explicit_sharding.py:")) as err:
+        jax.jit(lambda a: a.sum(0))(x)
+    assert "reduce_sum f32[8@x,16@y] -> f32[16@y]: all_reduce over x" in str(err.value)
+    with pytest.raises(ValueError, match="reduce_sum"):
+        x.sum(0)                                     # eager operations too
+    with pytest.raises(ValueError, match=re.escape(
+            "new enum value must be in ['allow', 'warn', 'error'], got sometimes")):
+        jax.config.update("shardc_implicit_communication", "sometimes")
+
+
+def test_strict_mode_warns_once_per_site(mesh24, strict_mode):
+    import warnings
+    _, x = placed((8, 16), ("x", "y"))
+    strict_mode("warn")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            jax.jit(lambda a: a.max(1))(x)
+    texts = [str(w.message) for w in caught]
+    assert len(texts) == 1 and texts[0].startswith("implicit communication: ")
+    assert "reduce_max f32[8@x,16@y] -> f32[8@x]: all_reduce over y" in texts[0]
+
+
+def test_strict_mode_names_the_training_steps_lines(strict_mode):
+    import train_mlp
+    import train_explicit
+    params, batch = train_mlp.model([16, 32, 8], 8)
+    with jax.set_mesh(mesh_of((2, 4), ("x", "y"))):
+        placed_params, placed_batch = train_explicit.place(params, batch)
+        ledger = jax.comm_ledger(train_explicit.train_step, placed_params, placed_batch)
+        assert ledger.inserted and all("train_explicit.py:" in r.site for r in ledger.inserted)
+        asked = [r for r in ledger.inserted if r.requested]
+        assert asked and all(r.operation == "sharding_constraint" for r in asked)
+        strict_mode("error")
+        with pytest.raises(ValueError, match="train_explicit.py:"):
+            jax.jit(lambda p, b: train_explicit.train_step(p, b))(placed_params, placed_batch)
