@@ -28,7 +28,7 @@ from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
-from ir.sharding import NamedSharding, PartitionSpec, current_mesh
+from ir.sharding import NamedSharding, PartitionSpec, check_divides, current_mesh
 from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import check_inserted, partition
 from ir.printer import print_program
@@ -507,6 +507,7 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None):
                 # A mesh layout is part of the program; a single device is where the caller
                 # gets the value, placed when the program has run.
                 if isinstance(sharding, NamedSharding):
+                    check_divides(sharding, aval_of(leaf).shape)   # JAX's IndivisibleError
                     leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
                 elif deferred is not None:
                     deferred.append(sharding)

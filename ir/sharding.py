@@ -390,6 +390,25 @@ def _nested_get(nested, index):
     return nested
 
 
+class IndivisibleError(ValueError):
+    """A sharding splits a dimension into blocks that do not divide it (JAX's class, raised by
+    ``device_put`` and ``jit``'s ``in_shardings``/``out_shardings`` on Auto axes)."""
+
+
+def check_divides(sharding, shape) -> None:
+    """JAX 0.10's IndivisibleError where ``sharding`` (a NamedSharding) splits a dimension of
+    ``shape`` into unequal blocks."""
+    sizes = sharding.mesh.shape
+    factors = [math.prod(sizes[a] for a in names) for names in spec_names(sharding.spec)]
+    factors += [1] * (len(shape) - len(factors))
+    for d, (n, k) in enumerate(zip(shape, factors)):
+        if n % k:
+            raise IndivisibleError(
+                f"Sharding {sharding!r} implies that array axis {d} is partitioned {k} times, "
+                f"but the dimension size is {n} (full shape: {tuple(shape)}, per-dimension "
+                f"tiling factors: {factors} should evenly divide the shape)")
+
+
 class NamedSharding:
     """A mesh and a partition spec: how a global array is laid out over devices."""
 

@@ -19,7 +19,7 @@ from ir.core import Program
 from ir.primitives import RuleTable
 from ir.sharding_rules import check_divisible, mesh_explicit, spec_from_user
 from ir.specialise import specialise
-from ir.sharding import (NamedSharding, normal_spec, replication_mismatch,
+from ir.sharding import (NamedSharding, check_divides, normal_spec, replication_mismatch,
                          runtime_replication_error)
 from runtime import linalg, special
 from runtime.collectives import group_rules, node_operands, operand_types
@@ -801,21 +801,15 @@ def device_put(value, sharding=None) -> Array:
 
 def _check_put_divisible(value, sharding: NamedSharding):
     shape = np.shape(value) if not isinstance(value, Array) else value.shape
-    from ir.sharding import axes_size, spec_names
+    from ir.sharding import spec_names
     if mesh_explicit(sharding.mesh):
         # the result's type names the split: JAX's check of types, and its message
         check_divisible(shape, spec_from_user(sharding.spec, len(shape), sharding.mesh),
                         sharding.mesh)
-    for d, names in enumerate(spec_names(sharding.spec)):
-        k = axes_size(sharding.mesh.shape, names)
-        if d >= len(shape):
-            raise ValueError(f"device_put: {sharding.spec!r} has more entries than the rank "
-                             f"of the value, of shape {tuple(shape)}")
-        if shape[d] % k:
-            raise ValueError(
-                f"One of device_put args was given the sharding of {sharding!r}, which implies "
-                f"that the global size of its dimension {d} should be divisible by {k}, but it "
-                f"is equal to {shape[d]} (full shape: {tuple(shape)})")
+    if len(spec_names(sharding.spec)) > len(shape):
+        raise ValueError(f"device_put: {sharding.spec!r} has more entries than the rank "
+                         f"of the value, of shape {tuple(shape)}")
+    check_divides(sharding, shape)
 
 
 def execute_module(module, args, run_shard_map=None) -> list:
@@ -844,8 +838,20 @@ class _ModuleInterpreter(Interpreter):
         if eqn.primitive is prims.shard_map_p:
             return self.run_shard_map(self.index_of[id(eqn)], values)
         if eqn.primitive is prims.sharding_constraint_p:
-            return [device_put(values[0], eqn.params["sharding"])]
+            return [_constrained(values[0], eqn.params["sharding"])]
         return impl_rules[eqn.primitive](*[_host(v) for v in values], **eqn.params)
+
+
+def _constrained(value, sharding):
+    """A sharding constraint inside a program: laid out so; on Auto axes a layout that does
+    not divide the value (JAX accepts it on intermediates) leaves the value as it is."""
+    if isinstance(sharding, NamedSharding) and not mesh_explicit(sharding.mesh):
+        try:
+            check_divides(sharding, np.shape(value) if not isinstance(value, Array)
+                          else value.shape)
+        except ValueError:
+            return value
+    return device_put(value, sharding)
 
 
 def _run_shard_map(lowered, values) -> list:

@@ -14,6 +14,7 @@ from shardc import lax
 from shardc.experimental import mesh_utils
 from shardc.experimental.shard_map import shard_map
 from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
+from ir.sharding import IndivisibleError
 from compiler.shard_map import DuplicateSpecError, ShardingSpecError, UnknownAxisError
 
 
@@ -445,21 +446,32 @@ def test_device_put_divisibility(mesh):
         "evenly divide the dimension size 6. Got shape: (6,) and sharding NamedSharding("
         "mesh=AbstractMesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit), device_kind=cpu, "
         "num_cores=None, platform=cpu), spec=P('x',))")
-    # on Auto axes, the layout's
+    # on Auto axes, the layout's: JAX 0.10's IndivisibleError (a ValueError)
     mesh = jax.make_mesh((4, 2), ('x', 'y'), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     sharding = NamedSharding(mesh, P('x'))
-    text = raises(ValueError, jax.device_put, jnp.arange(6.), sharding)
+    text = raises(IndivisibleError, jax.device_put, jnp.arange(6.), sharding)
     assert text == (
-        f"One of device_put args was given the sharding of {sharding!r}, which implies that the "
-        "global size of its dimension 0 should be divisible by 4, but it is equal to 6 (full "
-        "shape: (6,))")
+        f"Sharding {sharding!r} implies that array axis 0 is partitioned 4 times, but the "
+        "dimension size is 6 (full shape: (6,), per-dimension tiling factors: [4] should evenly "
+        "divide the shape)")
     sharding = NamedSharding(mesh, P(None, ('x', 'y')))
-    text = raises(ValueError, jax.device_put, np.ones((2, 12), np.float32), sharding)
-    assert text == (
-        f"One of device_put args was given the sharding of {sharding!r}, which implies that the "
-        "global size of its dimension 1 should be divisible by 8, but it is equal to 12 (full "
-        "shape: (2, 12))")
+    text = raises(IndivisibleError, jax.device_put, np.ones((2, 12), np.float32), sharding)
+    assert issubclass(IndivisibleError, ValueError) and text == (
+        f"Sharding {sharding!r} implies that array axis 1 is partitioned 8 times, but the "
+        "dimension size is 12 (full shape: (2, 12), per-dimension tiling factors: [1, 8] should "
+        "evenly divide the shape)")
     assert "NamedSharding" in text and "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))" in text
+    # jit's in_shardings and out_shardings check as device_put does; a constraint on an
+    # intermediate inside jit may leave blocks uneven (JAX accepts it there)
+    x = np.arange(6, dtype=np.float32)
+    raises(IndivisibleError, jax.jit(lambda a: a * 2, in_shardings=sharding_1d(mesh)), x)
+    raises(IndivisibleError, jax.jit(lambda a: a * 2, out_shardings=sharding_1d(mesh)), x)
+    inside = jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 2, sharding_1d(mesh)).sum())
+    assert float(inside(x)) == 30.0
+
+
+def sharding_1d(mesh):
+    return NamedSharding(mesh, P('x'))
 
 
 # --- 1.7 order of checks: two problems, the earlier check wins -----------------------------------
