@@ -30,7 +30,8 @@ from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, check_divides, current_mesh
 from ir.sharding_rules import mesh_explicit, typed_avals
-from compiler.partition import check_inserted, partition
+from compiler.partition import check_inserted, has_split_types, partition
+from compiler.propagation import auto_mesh, propagate
 from ir.printer import print_program
 
 
@@ -462,7 +463,14 @@ class JitFunction:
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         # Values whose types split them are computed block by block (compiler/partition.py).
         inserted: list = []
-        closed = dataclasses.replace(closed, program=partition(dce(closed.program), inserted))
+        program = dce(closed.program)
+        if not has_split_types(program):
+            # Auto axes: types from the arguments' layouts, so the program runs on blocks
+            layouts = [getattr(x, "sharding", None) for x in list(closed.consts) + leaves]
+            mesh = auto_mesh(layouts)
+            if mesh is not None:
+                program = propagate(program, layouts, mesh)
+        closed = dataclasses.replace(closed, program=partition(program, inserted))
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted = tuple(inserted)

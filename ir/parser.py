@@ -612,9 +612,10 @@ class _Builder:
                                    "starts with `types on Mesh(...):` when its types do")
         named = [a for axes in spec for a in axes]
         for axis in named:
-            if axis not in mesh.explicit_axes:
-                raise self.error(tree, f"a type names {axis!r}, which is not an Explicit axis "
-                                       f"of {mesh!r}")
+            # an Auto axis splits a type where the partitioner propagated a layout
+            if axis not in mesh.axis_names:
+                raise self.error(tree, f"a type names {axis!r}, which is not an axis of "
+                                       f"{mesh!r}")
         if len(set(named)) != len(named):
             raise self.error(tree, "a type splits two dimensions over one mesh axis")
         sizes = mesh.shape

@@ -336,6 +336,20 @@ def check_explicit():
             assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
             assert w.sharding.spec == P("x", None) and str(jax.typeof(w)) == "float32[8@x,4]"
             record(f"explicit/{shape}/update", w)
+    # the same row on Auto axes (Mesh(...), the tutorial's way): the jitted update runs on the
+    # blocks its argument's layout gives (propagation), nothing gathered
+    from shardc.sharding import Mesh
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("x", "y"))
+    w = jax.device_put(data((8, 4), seed=22), NamedSharding(mesh, P("x", None)))
+    centre = jax.shard_map(lambda b: b - lax.pmean(b, "x"), mesh=mesh, in_specs=P("x", None),
+                           out_specs=P("x", None))
+    update = jax.jit(lambda w: w * 2 * 0.25 + w.sum(0))
+    before = jax.distributed.gather_costs()
+    for _ in range(3):
+        w = update(centre(w))
+    assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
+    assert w.sharding == NamedSharding(mesh, P("x", None)), w.sharding
+    record("auto/update", w)
 
 
 # --- the multi-process API ---------------------------------------------------------------------

@@ -1,0 +1,111 @@
+"""Auto axes (``Mesh(...)``, the tutorial's meshes): a jitted program whose arguments are laid
+out on the mesh is typed by propagation from their layouts and computed block by block, as an
+explicit-mode program is. Values equal the unsplit computation; results an annotation or an
+elementwise/reduction chain fixes are laid out as JAX lays them out; what cannot be followed
+is gathered, never guessed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+MESH = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+RNG = np.random.default_rng(0)
+H = RNG.standard_normal((8, 16)).astype(np.float32)
+HW = RNG.standard_normal((16, 4)).astype(np.float32)
+
+
+def placed(value, *spec):
+    return jax.device_put(value, NamedSharding(MESH, P(*spec)))
+
+
+def communication(fn, *args) -> list:
+    from ir.graph import is_communication_node, sub_programs
+
+    def walk(program):
+        found = []
+        for eqn in program.eqns:
+            if is_communication_node(eqn) and eqn.primitive.name != "process_index":
+                found.append((eqn.primitive.name, tuple(eqn.params.get("mesh_axes", ()))))
+            for _, _, sub in sub_programs(eqn):
+                found.extend(walk(sub))
+        return found
+
+    module = jax.jit(fn).lower(*args).module
+    return sorted(c for s in module.all_shard_maps() for c in walk(s.mesh_program))
+
+
+# (function, arguments' specs, the result's spec as JAX 0.10.2 lays it out, collectives)
+CASES = {
+    "elementwise": (lambda a: jnp.sin(a) * 2 + 1, [("x", "y")], P("x", "y"), []),
+    "sum over rows": (lambda a: a.sum(0), [("x", "y")], P("y"), [("all_reduce", ("x",))]),
+    "sum of all": (lambda a: a.sum(), [("x", "y")], P(), [("all_reduce", ("x", "y"))]),
+    "centre rows": (lambda a: a - a.mean(1, keepdims=True), [("x", "y")], P("x", "y"),
+                    [("all_reduce", ("y",))]),
+    "transpose": (lambda a: a.T * 2, [("x", "y")], P("y", "x"), []),
+    "split alike": (lambda a, b: a * b, [("x", "y"), ("x", "y")], P("x", "y"), []),
+    "argmax": (lambda a: jnp.argmax(a, 1), [("x", "y")], P("x"), None),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_jit_on_auto_axes_runs_on_blocks(name):
+    fn, specs, want, comm = CASES[name]
+    args = [placed(H, *s) for s in specs]
+    out = jax.jit(fn)(*args)
+    reference = fn(*[jnp.asarray(H) for _ in specs])       # unsplit, one device
+    np.testing.assert_allclose(np.asarray(out), np.asarray(reference), rtol=1e-6, atol=1e-6)
+    assert out.sharding == NamedSharding(MESH, want)
+    assert str(jax.typeof(out)) == f"{out.dtype.name}[{','.join(map(str, out.shape))}]"
+    if comm is not None:
+        assert communication(fn, *args) == comm
+
+
+def test_the_issue_row_w_times_2_keeps_its_layout_on_auto_axes():
+    w = placed(H, "x", None)
+    out = jax.jit(lambda w: w * 2)(w)
+    assert out.sharding == NamedSharding(MESH, P("x", None))
+    assert jax.jit(lambda w: w * 2)(w).sharding == out.sharding      # the cached call too
+    np.testing.assert_array_equal(np.asarray(out), H * 2)
+    assert communication(lambda w: w * 2, w) == []
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: a @ b, lambda a, b: a + jnp.concatenate([b, b], 1).T,
+    lambda a, b: jnp.cumsum(a, 0) @ b, lambda a, b: jnp.sort(a, 1)[:, :4] * b[:8],
+    lambda a, b: lax.fori_loop(0, 3, lambda i, c: c * 2 + a.sum(0)[:4], b[:8]),
+    lambda a, b: jax.grad(lambda p, q: jnp.sum(jnp.tanh(p @ q)), argnums=(0, 1))(a, b),
+    lambda a, b: a.reshape(128)[::3] * 2,
+], ids=["dot", "concat-slice", "cumsum-dot", "sort", "loop", "grad", "reshape-stride"])
+@pytest.mark.parametrize("layout", [("x", "y"), ("x", None), (None, "y"), (("x", "y"), None)])
+def test_values_never_depend_on_the_layout(fn, layout):
+    """Whatever the propagation could or could not follow, the values are the program's."""
+    a, b = placed(H, *layout), placed(HW, "y", None)
+    got = jax.jit(fn)(a, b)
+    want = fn(jnp.asarray(H), jnp.asarray(HW))
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def test_annotations_fix_the_result_layout():
+    u = placed(H, "x", None)
+    constrained = jax.jit(lambda a: lax.with_sharding_constraint(a * 2, NamedSharding(
+        MESH, P(None, "y"))))(u)
+    assert constrained.sharding == NamedSharding(MESH, P(None, "y"))
+    out = jax.jit(lambda a: a * 2, out_shardings=NamedSharding(MESH, P("y", None)))(u)
+    assert out.sharding == NamedSharding(MESH, P("y", None))
+    np.testing.assert_array_equal(np.asarray(out), H * 2)
+
+
+def test_the_lowered_module_shows_the_propagated_types_and_parses_back():
+    from ir.parser import parse_module
+    from ir.printer import print_module
+    module = jax.jit(lambda a: a - a.mean(0)).lower(placed(H, "x", "y")).module
+    text = print_module(module)
+    assert text.startswith("types on Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)):\n"
+                           "{ lambda ; a:f32[8@x,16@y]. let")
+    assert print_module(parse_module(text)) == text
