@@ -13,6 +13,8 @@ import shardc.numpy as jnp
 from shardc import lax
 from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from lowered_comm import communication
+
 MESH = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
 RNG = np.random.default_rng(0)
 H = RNG.standard_normal((8, 16)).astype(np.float32)
@@ -21,22 +23,6 @@ HW = RNG.standard_normal((16, 4)).astype(np.float32)
 
 def placed(value, *spec):
     return jax.device_put(value, NamedSharding(MESH, P(*spec)))
-
-
-def communication(fn, *args) -> list:
-    from ir.graph import is_communication_node, sub_programs
-
-    def walk(program):
-        found = []
-        for eqn in program.eqns:
-            if is_communication_node(eqn) and eqn.primitive.name != "process_index":
-                found.append((eqn.primitive.name, tuple(eqn.params.get("mesh_axes", ()))))
-            for _, _, sub in sub_programs(eqn):
-                found.extend(walk(sub))
-        return found
-
-    module = jax.jit(fn).lower(*args).module
-    return sorted(c for s in module.all_shard_maps() for c in walk(s.mesh_program))
 
 
 # (function, arguments' specs, the result's spec as JAX 0.10.2 lays it out, collectives)

@@ -20,6 +20,8 @@ import shardc.numpy as jnp
 from shardc import lax
 from shardc.sharding import NamedSharding, PartitionSpec as P
 
+from lowered_comm import communication
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 
@@ -40,24 +42,6 @@ def placed(shape, spec, dtype=np.float32, seed=0):
     rng = np.random.default_rng(seed)
     host = rng.integers(-4, 5, size=shape).astype(dtype)
     return host, jax.device_put(host, P(*spec))
-
-
-def communication(fn, *args) -> list:
-    """(collective, mesh axes) of every communication node of ``jit(fn)``'s lowered program
-    (a device reading its own position moves nothing)."""
-    from ir.graph import is_communication_node, sub_programs
-
-    def walk(program):
-        found = []
-        for eqn in program.eqns:
-            if is_communication_node(eqn) and eqn.primitive.name != "process_index":
-                found.append((eqn.primitive.name, tuple(eqn.params.get("mesh_axes", ()))))
-            for _, _, sub in sub_programs(eqn):
-                found.extend(walk(sub))
-        return found
-
-    module = jax.jit(fn).lower(*args).module
-    return sorted(c for s in module.all_shard_maps() for c in walk(s.mesh_program))
 
 
 def check_result(result, want_type, want_value):
