@@ -55,6 +55,10 @@ def propagate(program: Program, layouts, mesh) -> Program:
             avals = [v.aval for v in eqn.outvars]
         elif prim is prims.sharding_constraint_p:
             avals = [_constrained(ins[0].aval, eqn.params["sharding"], mesh)]
+        elif prim is prims.shard_map_p and eqn.params["mesh"] == mesh:
+            # its results leave laid out as its out_specs say
+            avals = [_constrained(v.aval, NamedSharding(mesh, spec), mesh)
+                     for v, spec in zip(eqn.outvars, eqn.params["out_specs"])]
         else:
             avals = _typed_or_whole(eqn, ins)
         outs = [Var(a) for a in avals]

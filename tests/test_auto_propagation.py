@@ -95,3 +95,17 @@ def test_the_lowered_module_shows_the_propagated_types_and_parses_back():
     assert text.startswith("types on Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto)):\n"
                            "{ lambda ; a:f32[8@x,16@y]. let")
     assert print_module(parse_module(text)) == text
+
+
+def test_a_shard_maps_results_propagate_as_its_out_specs_say():
+    w = placed(H, "x", None)
+    centre = jax.shard_map(lambda b: b - lax.pmean(b, "x"), mesh=MESH, in_specs=P("x", None),
+                           out_specs=P("x", None))
+    step = lambda w: centre(w) * 2 + 1       # noqa: E731
+    out = jax.jit(step)(w)
+    assert out.sharding == NamedSharding(MESH, P("x", None))
+    blocks = H.reshape(4, 2, 16)
+    np.testing.assert_allclose(np.asarray(out), ((blocks - blocks.mean(0)) * 2 + 1).reshape(8, 16),
+                               rtol=1e-6, atol=1e-6)
+    # the only communication is the pmean the shard_map writes: the update runs on blocks
+    assert communication(step, w) == [("all_reduce", ("x",))]
