@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.sharding import block_shape, block_slices, normal_spec, owner_positions
+from ir.sharding import block_shape, block_slices, normal_spec, owner_positions, spec_axes
 from runtime.array import Array
 from runtime.mpi.agreement import Agreement, Opening, fingerprint, where_called
 from runtime.mpi.exchanges import exchange_all, split_blocks
@@ -58,9 +58,17 @@ gather_record = {"gathers": 0, "bytes_sent": 0, "bytes_received": 0}
 
 def gather_global(array: MpiArray) -> np.ndarray:
     """The global value of ``array`` on every rank: each block is sent once, by the rank of its
-    first owner (devices holding copies send nothing)."""
+    first owner (devices holding copies send nothing). Where every rank holds a copy of every
+    block (a replicated array, or one split only over axes within each process), each rank
+    assembles it from its own devices: nothing is sent, nothing counted."""
     w = world()
     mesh, spec = array.sharding.mesh, array.sharding.spec
+    local = _local_copies(mesh, spec, w.rank, w.size)
+    if local is not None:
+        out = np.empty(array.shape, array.dtype)
+        for owner, p in local:
+            out[block_slices(array.shape, spec, mesh, mesh.coords(owner))] = array.buffers[p]
+        return out
     owners = owner_positions(spec, mesh)
     rank_of = [mesh.devices.flat[p].process_index for p in owners]
     bshape = block_shape(array.shape, spec, mesh.shape)
@@ -86,6 +94,26 @@ def gather_global(array: MpiArray) -> np.ndarray:
         taken[r] += 1
         out[block_slices(array.shape, spec, mesh, mesh.coords(p))] = block
     return out
+
+
+def _local_copies(mesh, spec, rank: int, size: int):
+    """(owner position, a position of this rank holding the same block) for every block, when
+    every rank holds a copy of every block; else None. The same answer on every rank: it
+    depends on the layout and the devices' processes only."""
+    named = set(spec_axes(spec))
+    split = [k for k, name in enumerate(mesh.axis_names) if name in named]
+    holders: dict = {}
+    mine: dict = {}
+    for p in range(mesh.size):
+        key = tuple(mesh.coords(p)[k] for k in split)
+        r = mesh.devices.flat[p].process_index
+        holders.setdefault(key, set()).add(r)
+        if r == rank:
+            mine.setdefault(key, p)
+    if any(len(ranks) != size for ranks in holders.values()):
+        return None
+    return [(owner, mine[tuple(mesh.coords(owner)[k] for k in split)])
+            for owner in owner_positions(spec, mesh)]
 
 
 def gather_positions(column: list, mesh) -> list:

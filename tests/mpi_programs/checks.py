@@ -350,6 +350,18 @@ def check_explicit():
     assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
     assert w.sharding == NamedSharding(mesh, P("x", None)), w.sharding
     record("auto/update", w)
+    # data parallelism: the replicated parameters' update reads replicated gradients, which
+    # every process holds whole: nothing is sent across the steps
+    import train_data_parallel
+    names, axes = train_data_parallel.MESHES[(4, 2)]
+    mesh = jax.make_mesh((4, 2), names)
+    _, step = train_data_parallel.make_train_step(mesh, axes)
+    placed, data_ = train_data_parallel.place(mesh, axes, params, batch)
+    before = jax.distributed.gather_costs()
+    for _ in range(2):
+        placed = step(placed, data_)
+    assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
+    record("auto/data_parallel", placed)
 
 
 # --- the multi-process API ---------------------------------------------------------------------
