@@ -230,7 +230,12 @@ def execute_partitioned(prim, values, params, typed) -> list:
         outvars = [Var(a) for a in typed]
         eqn = Eqn(prim, invars, outvars, dict(params), user_source())
         inserted: list = []
-        program = partition(Program([], invars, [eqn], outvars), inserted)
+        program = Program([], invars, [eqn], outvars)
+        layouts = [getattr(v, "sharding", None) for v in values]
+        mesh = auto_mesh(layouts) if not has_split_types(program) else None
+        if mesh is not None:
+            program = propagate(program, layouts, mesh)
+        program = partition(program, inserted)
         module = lower_module(program, shardings)
         module.inserted = tuple(inserted)
         if key is not None:

@@ -23,6 +23,7 @@ from ir.interpreter import Interpreter
 from ir.shapes import out_avals
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
+from compiler.propagation import auto_mesh
 from ir.source import frame_source
 from ir.verify import check_traced
 
@@ -206,9 +207,12 @@ class EvalTrace(Trace):
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
             outs = execute_equation(prim, values, params)
-        elif prim.kind == "op" and not prim.multiple_results and typed_mesh(
-                typed, values, params, placing=False):
-            # on split arrays: block by block, as under jit
+        elif prim.kind == "op" and not prim.multiple_results and (
+                typed_mesh(typed, values, params, placing=False)
+                or prim is not prims.sharding_constraint_p
+                and auto_mesh(layouts_of(values)) is not None):
+            # on split arrays (by their types, or on Auto axes by their layouts): block by
+            # block, as under jit
             from compiler.jit import execute_partitioned
             outs = execute_partitioned(prim, values, params, typed)
         else:

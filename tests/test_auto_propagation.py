@@ -109,3 +109,15 @@ def test_a_shard_maps_results_propagate_as_its_out_specs_say():
                                rtol=1e-6, atol=1e-6)
     # the only communication is the pmean the shard_map writes: the update runs on blocks
     assert communication(step, w) == [("all_reduce", ("x",))]
+
+
+def test_eager_operations_on_auto_layouts_run_on_blocks():
+    w = placed(H, "x", None)
+    doubled = w * 2
+    centred = w - w.mean(0)
+    assert doubled.sharding == NamedSharding(MESH, P("x", None))
+    assert centred.sharding == NamedSharding(MESH, P("x", None))
+    np.testing.assert_array_equal(np.asarray(doubled), H * 2)
+    np.testing.assert_allclose(np.asarray(centred), H - H.mean(0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(jnp.cumsum(w, 0)), np.cumsum(H, 0), rtol=1e-5,
+                               atol=1e-5)
