@@ -736,3 +736,58 @@ def test_strict_mode_names_the_training_steps_lines(strict_mode):
         strict_mode("error")
         with pytest.raises(ValueError, match="train_explicit.py:"):
             jax.jit(lambda p, b: train_explicit.train_step(p, b))(placed_params, placed_batch)
+
+
+# Every placement of a rank-2 value, resharded to every other: the collectives the partitioner
+# puts in, with the bytes a device receives (tests/data/resharding_*.txt; after an intended
+# change, run with SHARDC_UPDATE_GOLDEN=1 and review the diff), and the values.
+RESHARD_PLACEMENTS = {
+    "1d": ((8,), ("i",), [P(), P("i"), P(None, "i")]),
+    "2x4": ((2, 4), ("x", "y"), [
+        P(), P("x"), P("y"), P(None, "x"), P(None, "y"), P("x", "y"), P("y", "x"),
+        P(("x", "y")), P(("y", "x")), P(None, ("x", "y")), P(None, ("y", "x"))]),
+}
+RESHARD_VALUE = np.arange(16 * 16, dtype=np.float32).reshape(16, 16)
+
+
+def resharding_matrix(name: str) -> str:
+    shape, names, placements = RESHARD_PLACEMENTS[name]
+    mesh = jax.make_mesh(shape, names)
+    lines = [f"f32[16,16] on {mesh!r}: from -> to: what moves (bytes received per device)"]
+    with jax.set_mesh(mesh):
+        for src in placements:
+            x = jax.device_put(RESHARD_VALUE, src)
+            for dst in placements:
+                ledger = jax.comm_ledger(jax.jit(lambda a: jax.sharding.reshard(a, dst)), x)
+                moves = "; ".join(f"{r.collective} {','.join(r.mesh_axes)} "
+                                  f"{r.bytes_per_device} B" for r in ledger.inserted)
+                lines.append(f"{src!r} -> {dst!r}: {moves or 'nothing'}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("name", list(RESHARD_PLACEMENTS))
+def test_resharding_matrix(name):
+    import os
+    text = resharding_matrix(name)
+    path = ROOT / "tests" / "data" / f"resharding_{name}.txt"
+    if os.environ.get("SHARDC_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize("name", list(RESHARD_PLACEMENTS))
+def test_resharding_matrix_values(name):
+    """Every placement to every other, under jit and eagerly: the value unchanged, laid out
+    as asked, every shard its block."""
+    shape, names, placements = RESHARD_PLACEMENTS[name]
+    mesh = jax.make_mesh(shape, names)
+    with jax.set_mesh(mesh):
+        for src in placements:
+            x = jax.device_put(RESHARD_VALUE, src)
+            for dst in placements:
+                for out in (jax.jit(lambda a: jax.sharding.reshard(a, dst))(x),
+                            jax.sharding.reshard(x, dst)):
+                    assert out.sharding == NamedSharding(mesh, dst), (src, dst)
+                    np.testing.assert_array_equal(np.asarray(out), RESHARD_VALUE)
+                    for shard in out.addressable_shards:
+                        np.testing.assert_array_equal(shard.data, RESHARD_VALUE[shard.index])

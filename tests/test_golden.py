@@ -150,6 +150,7 @@ GRAD_CASES = {
 CASES.update(GRAD_CASES)
 
 
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name):
     text = CASES[name]() + "\n"
