@@ -22,8 +22,8 @@ from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
-                              is_python_scalar, layouts_of, placed_as_typed, trace_to_program,
-                              typed_mesh, user_source)
+                              is_python_scalar, layouts_of, placed_as_typed, placement_mesh,
+                              split_mesh, trace_to_program, user_source)
 from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
@@ -136,7 +136,8 @@ def _placing(compiled, leaves, outs):
     """How a program's results are laid out once it has run (False: as they come): on an
     Explicit mesh each as its type says; else as the trace followed their layouts (on Auto
     axes an elementwise program keeps its arguments' layout, as JAX's propagation does)."""
-    mesh = typed_mesh([], leaves, None) or typed_mesh([], outs, None)
+    mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
+            or split_mesh([], outs, None) or placement_mesh(outs))
     if mesh is not None:
         typed = [v.aval for v in compiled.module.program.outvars]
         return lambda results: placed_as_typed(results, typed, mesh)
@@ -144,6 +145,19 @@ def _placing(compiled, leaves, outs):
     if any(isinstance(l, NamedSharding) and meaningful(l) for l in layouts):
         return lambda results: _laid_out(results, layouts)
     return False
+
+
+def _partitioned(program: Program, values) -> tuple:
+    """``program`` (run on ``values``: its constants, then its inputs) with the values its
+    types split computed block by block (``compiler.partition``), and the communication that
+    inserted. On Auto axes the types come first from the values' layouts (propagation)."""
+    if not has_split_types(program):
+        layouts = [getattr(v, "sharding", None) for v in values]
+        mesh = auto_mesh(layouts)
+        if mesh is not None:
+            program = propagate(program, layouts, mesh)
+    inserted: list = []
+    return partition(program, inserted), tuple(inserted)
 
 
 def _arrival(backend, x):
@@ -229,15 +243,9 @@ def execute_partitioned(prim, values, params, typed) -> list:
         invars = [Var(a) for a in in_avals]
         outvars = [Var(a) for a in typed]
         eqn = Eqn(prim, invars, outvars, dict(params), user_source())
-        inserted: list = []
-        program = Program([], invars, [eqn], outvars)
-        layouts = [getattr(v, "sharding", None) for v in values]
-        mesh = auto_mesh(layouts) if not has_split_types(program) else None
-        if mesh is not None:
-            program = propagate(program, layouts, mesh)
-        program = partition(program, inserted)
+        program, inserted = _partitioned(Program([], invars, [eqn], outvars), values)
         module = lower_module(program, shardings)
-        module.inserted = tuple(inserted)
+        module.inserted = inserted
         if key is not None:
             if len(_EAGER) >= _EAGER_LIMIT:
                 _EAGER.clear()
@@ -321,7 +329,8 @@ class JitFunction:
         if compiled is not None:
             # the common call: positional arrays only, seen before; no pytree walk
             closed = compiled.closed
-            check_inserted(compiled.module.inserted)
+            if compiled.module.inserted:
+                check_inserted(compiled.module.inserted)
             outs = get_backend().execute(compiled.module, list(closed.consts) + list(args))
             if compiled.placing:
                 outs = compiled.placing(outs)
@@ -384,7 +393,8 @@ class JitFunction:
         compiled = self._last = self._compiled(args, kwargs, static, static_kwargs,
                                                static_argnums, leaves, in_tree)
         closed = compiled.closed
-        check_inserted(compiled.module.inserted)
+        if compiled.module.inserted:
+            check_inserted(compiled.module.inserted)
         outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
         if compiled.placing is None:
             placing = _placing(compiled, leaves, outs)
@@ -466,19 +476,11 @@ class JitFunction:
             constrain_outputs=(None if self.out_shardings is UNSPECIFIED
                                else lambda result: self._constrain_outputs(result, deferred)))
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
-        # Values whose types split them are computed block by block (compiler/partition.py).
-        inserted: list = []
-        program = dce(closed.program)
-        if not has_split_types(program):
-            # Auto axes: types from the arguments' layouts, so the program runs on blocks
-            layouts = [getattr(x, "sharding", None) for x in list(closed.consts) + leaves]
-            mesh = auto_mesh(layouts)
-            if mesh is not None:
-                program = propagate(program, layouts, mesh)
-        closed = dataclasses.replace(closed, program=partition(program, inserted))
+        program, inserted = _partitioned(dce(closed.program), list(closed.consts) + leaves)
+        closed = dataclasses.replace(closed, program=program)
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
-        module.inserted = tuple(inserted)
+        module.inserted = inserted
         compiled = Compiled(closed, module, place_after=bool(deferred))
         if key is not None:
             self.cache[key] = compiled

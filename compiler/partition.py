@@ -35,14 +35,15 @@ from compiler.shard_map import shard_map
 from compiler.tracing import aval_of, bind, replaying, trace_to_program
 from ir import collectives as coll
 from ir import primitives as prims
-from ir.core import Eqn, Literal, Program, Var, programs_in
+from ir.core import Eqn, Literal, Program, TypeSharding, Var
+from ir.graph import sub_programs
 from ir.sharding import PartitionSpec
 from ir.sharding_rules import partitions, spec_of
 
 block_rules: dict = {}
 
 
-# --- communication the partitioner inserts, and the strict mode ------------------------------------
+# --- communication the partitioner inserts, and the strict mode ----------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class InsertedCommunication:
@@ -113,15 +114,17 @@ def check_inserted(records) -> None:
             warnings.warn(f"implicit communication: {record}", stacklevel=4)
 
 
-def _note(mesh, collective, names, before, after, block_bytes: int, reason: str = "",
+def _note(mesh, collective, names, before, after, block, reason: str = "",
           avoid: str = "") -> None:
-    """Record a collective the running block rule inserts (``before``/``after``: the global
-    avals' specs as the value is laid out before and after)."""
+    """Record a collective the running block rule inserts (``before``/``after``: the value's
+    type as laid out before and after; ``block``: this device's block, which the bytes moved
+    are counted from)."""
     if not _recording or not _at:
         return
     eqn = _at[-1]
     requested = eqn.primitive is prims.sharding_constraint_p
     k = _shards(mesh, names)
+    block_bytes = int(np.prod(aval_of(block).shape)) * aval_of(block).dtype.itemsize
     moved = block_bytes * (k - 1) if collective == "all_gather" else \
         2 * block_bytes * (k - 1) // k
     if not reason:
@@ -136,12 +139,10 @@ def _note(mesh, collective, names, before, after, block_bytes: int, reason: str 
         reason, avoid, requested))
 
 
-def _type_text(aval, spec) -> str:
-    from ir.core import TypeSharding
-    if not any(spec):
-        return aval.with_sharding(None).str_short()
-    return aval.with_sharding(TypeSharding(aval.sharding.mesh if aval.sharding else None,
-                                           tuple(spec))).str_short()
+def _type_text(mesh, aval, spec) -> str:
+    """``aval`` as it prints laid out by ``spec`` on ``mesh`` (``f32[8@x,16]``)."""
+    return aval.with_sharding(TypeSharding.of(mesh, tuple(spec)) if any(spec) else None
+                              ).str_short()
 
 # Equations that stay on whole values: they hold programs, or print.
 _WHOLE = frozenset(prims.CONTROL_FLOW + prims.CUSTOM_CALLS
@@ -256,18 +257,14 @@ def _partitionable(eqn, mesh) -> bool:
     if not _on(eqn, mesh):
         return False
     if eqn.primitive in _BLOCK_CONTROL:
-        return all(_partitionable(e, mesh) for sub in _programs(eqn) for e in sub.eqns)
+        return all(_partitionable(e, mesh) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
     return eqn.primitive.kind == "op" and eqn.primitive not in _WHOLE
-
-
-def _programs(eqn) -> list:
-    return [sub for value in eqn.params.values() for sub in programs_in(value)]
 
 
 def _touches_split(eqn) -> bool:
     return any(not isinstance(a, Literal) and a.aval.sharding is not None
                for a in list(eqn.invars) + list(eqn.outvars)) or any(
-        _touches_split(e) for sub in _programs(eqn) for e in sub.eqns)
+        _touches_split(e) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
 
 
 def _on(eqn, mesh) -> bool:
@@ -397,9 +394,8 @@ def relayout(mesh, x, shape, src, dst, aval=None):
     for d, (s, t) in enumerate(zip(src, dst)):
         if s and s != t:
             if aval is not None:
-                block = aval_of(x)
-                _note(mesh, "all_gather", s, _type_text(aval, src), _type_text(aval, dst),
-                      int(np.prod(block.shape)) * block.dtype.itemsize)
+                _note(mesh, "all_gather", s, _type_text(mesh, aval, src),
+                      _type_text(mesh, aval, dst), x)
             x = bind(coll.all_gather_p, x, mesh_axes=tuple(s), gather_axis=d, tiled=True,
                      axis_size=_shards(mesh, s), to="invarying")
     for d, (s, t) in enumerate(zip(src, dst)):
@@ -647,9 +643,8 @@ def _reduce_rule(mesh, eqn, values) -> list:
     x = to_layout(mesh, x, a, want)
     result = bind(eqn.primitive, x, **block_params(eqn))
     if split:
-        block = aval_of(result)
-        _note(mesh, "all_reduce", split, _type_text(a.aval, want), out.aval.str_short(),
-              int(np.prod(block.shape)) * block.dtype.itemsize,
+        _note(mesh, "all_reduce", split, _type_text(mesh, a.aval, want), out.aval.str_short(),
+              result,
               f"{eqn.primitive.name} over a dimension split over {', '.join(split)} completes "
               "across the devices", "needed by the reduction itself (reduce before splitting "
               "to avoid it)")
@@ -696,9 +691,7 @@ def _dot_general_rule(mesh, eqn, values) -> list:
     result = bind(prims.dot_general_p, x, y, **block_params(eqn))
     summed = tuple(n for names in contract for n in names)
     if summed:
-        block = aval_of(result)
-        _note(mesh, "all_reduce", summed, "partial sums", out.aval.str_short(),
-              int(np.prod(block.shape)) * block.dtype.itemsize,
+        _note(mesh, "all_reduce", summed, "partial sums", out.aval.str_short(), result,
               f"the contraction is split over {', '.join(summed)} on both sides",
               "needed by the contraction (split a free dimension instead to avoid it)")
         result = bind(coll.psum_p, result, mesh_axes=summed)

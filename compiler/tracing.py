@@ -204,13 +204,14 @@ class EvalTrace(Trace):
         rule = eager_rules.get(prim)
         if rule is not None:
             return rule(*values, **params)
+        split = split_mesh(typed, values, params)
+        layouts = layouts_of(values)
         if prim.kind == "higher" and prim.name == "shard_map":
             from compiler.jit import execute_equation
             outs = execute_equation(prim, values, params)
         elif prim.kind == "op" and not prim.multiple_results and (
-                typed_mesh(typed, values, params, placing=False)
-                or prim is not prims.sharding_constraint_p
-                and auto_mesh(layouts_of(values)) is not None):
+                split is not None or prim is not prims.sharding_constraint_p
+                and auto_mesh(layouts) is not None):
             # on split arrays (by their types, or on Auto axes by their layouts): block by
             # block, as under jit
             from compiler.jit import execute_partitioned
@@ -221,10 +222,10 @@ class EvalTrace(Trace):
                 params = inline_params(params)
             outs = get_backend().eval_primitive(prim, values, params)
         check_invalid_values(outs, prim.name)
-        mesh = typed_mesh(typed, values, params)
+        mesh = split or placement_mesh(values)
         if mesh is not None and prim is not prims.shard_map_p:   # (its out_specs place it)
             return placed_as_typed(outs, typed, mesh)
-        return _follow_layouts(prim, values, outs)
+        return _follow_layouts(prim, values, layouts, outs)
 
     def process_shard_map(self, fun, args, params):
         from compiler.eager import run_shard_map_eagerly
@@ -261,10 +262,9 @@ def check_invalid_values(values, where: str) -> None:
                 raise FloatingPointError(f"invalid value ({kind}) encountered in {where}")
 
 
-def typed_mesh(typed, values, params, placing: bool = True):
-    """The mesh whose Explicit axes type an eager operation's results: a result's, an
-    operand's, or its ``out_sharding``'s; None when types name no split. ``placing``: also
-    the Explicit mesh an operand is on, or the current one, where unsplit results stay."""
+def split_mesh(typed, values, params):
+    """The mesh whose Explicit axes split an operation's results (``typed``) or operands, or
+    that its ``out_sharding`` names; None when types name no split."""
     for aval in typed:
         if aval.sharding is not None:
             return aval.sharding.mesh
@@ -273,11 +273,12 @@ def typed_mesh(typed, values, params, placing: bool = True):
         if sharding is not None:
             return sharding.mesh
     given = params.get("out_sharding") if params else None
-    if getattr(given, "mesh", None) is not None:
-        return given.mesh
-    if not placing:
-        return None
-    # on an Explicit mesh an unsplit result stays there, replicated (JAX's P(None, ...))
+    return getattr(given, "mesh", None)
+
+
+def placement_mesh(values):
+    """The Explicit mesh unsplit results stay on, replicated (JAX's ``P(None, ...)``): that
+    of an operand laid out on one, else the current mesh when it is one; None otherwise."""
     for value in values:
         sharding = getattr(value, "sharding", None)
         if isinstance(sharding, NamedSharding) and mesh_explicit(sharding.mesh):
@@ -304,10 +305,10 @@ def placed_as_typed(outs, typed, mesh):
     return placed
 
 
-def _follow_layouts(prim, values, outs):
-    """Eager results of operations on laid-out arrays: laid out as their operands where the
-    layout follows (elementwise), else marked as having an unknown layout (compiler.layouts)."""
-    layouts = [layouts_mod.layout_of(v) for v in values]
+def _follow_layouts(prim, values, layouts, outs):
+    """Eager results of operations on laid-out arrays (``layouts``: the operands'): laid out
+    as their operands where the layout follows (elementwise), else marked as having an
+    unknown layout (compiler.layouts)."""
     if prim is prims.sharding_constraint_p or not any(
             layouts_mod.meaningful(l) for l in layouts):
         return outs

@@ -348,8 +348,7 @@ def _dynamic_update_slice(in_avals, outs):
     if spec_of(x) != spec_of(update):
         def shown(a):
             mesh = (a.sharding or x.sharding or update.sharding).mesh
-            explicit = ", ".join(repr(n) for n in mesh.explicit_axes)
-            return f"{a.str_long()}({{Explicit: ({explicit}{',' if len(mesh.explicit_axes) == 1 else ''})}})"
+            return f"{a.str_long()}({{Explicit: {tuple(mesh.explicit_axes)!r}}})"
         raise ShardingTypeError(
             "dynamic_update_slice operand sharding must be equal to update sharding, got "
             f"operand sharding {shown(x)} and update sharding {shown(update)}.")
@@ -523,12 +522,27 @@ def _gather(in_avals, outs, *, axis, out_sharding=None):
     x, indices = in_avals
     spec = spec_of(x)
     if spec[axis] or any(spec_of(indices)):
-        raise ShardingTypeError(
-            "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
-            "indexing as out sharding could not be resolved unambiguously (or would require "
-            f"collectives on inputs). Got operand=ShapedArray({x.str_long()}), "
-            f"indices=ShapedArray({_with_index_vector(indices).str_long()})")
+        raise gather_error(x, _with_index_vector(indices))
     return [spec[:axis] + ((),) * indices.ndim + spec[axis + 1:]]
+
+
+def gather_error(operand: Aval, indices: Aval) -> ShardingTypeError:
+    """JAX's error for a gather its operand's or indices' split forbids (``indices`` as JAX
+    holds them, with the index-vector dimension)."""
+    return ShardingTypeError(
+        "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
+        "indexing as out sharding could not be resolved unambiguously (or would require "
+        f"collectives on inputs). Got operand=ShapedArray({operand.str_long()}), "
+        f"indices=ShapedArray({indices.str_long()})")
+
+
+def scatter_error(operand: Aval, indices: Aval, updates: Aval) -> ShardingTypeError:
+    """JAX's error for a scatter (an ``.at[]`` update) the splits forbid."""
+    return ShardingTypeError(
+        "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the "
+        "scatter update as out sharding could not be resolved unambiguously (or would require "
+        f"collectives on inputs). Got operand=ShapedArray({operand.str_long()}), "
+        f"indices=ShapedArray({indices.str_long()}), updates=ShapedArray({updates.str_long()})")
 
 
 def _with_index_vector(indices: Aval) -> Aval:
@@ -551,12 +565,7 @@ def _scatter(in_avals, outs, *, axis, mode, out_sharding=None):
     upd = spec_of(updates)
     fits = all(not u or u == e for u, e in zip(upd, expected))
     if spec[axis] or any(spec_of(indices)) or not fits:
-        raise ShardingTypeError(
-            "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for "
-            "the scatter update as out sharding could not be resolved unambiguously (or would "
-            f"require collectives on inputs). Got operand=ShapedArray({x.str_long()}), "
-            f"indices=ShapedArray({_with_index_vector(indices).str_long()}), "
-            f"updates=ShapedArray({updates.str_long()})")
+        raise scatter_error(x, _with_index_vector(indices), updates)
     return [spec]
 
 

@@ -608,8 +608,8 @@ def test_loops_and_branches_run_on_blocks(mesh24):
     check_result(jax.jit(whiled)(x), "float32[8@x,16@y]", want)
     assert communication(whiled, x) == [("all_reduce", ("x", "y"))]
 
-    branched = lambda a, p: lax.cond(p, lambda b: b * 2, lambda b: b - b.max(1, keepdims=True),  # noqa: E731
-                                     a)
+    def branched(a, p):
+        return lax.cond(p, lambda b: b * 2, lambda b: b - b.max(1, keepdims=True), a)
     check_result(jax.jit(branched)(x, False), "float32[8@x,16@y]",
                  host - host.max(1, keepdims=True))
     check_result(jax.jit(branched)(x, True), "float32[8@x,16@y]", host * 2)

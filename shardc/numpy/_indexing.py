@@ -14,7 +14,7 @@ import numpy as np
 from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir.core import Aval, TypeSharding
-from ir.sharding import ShardingTypeError
+from ir.sharding_rules import gather_error, scatter_error
 from ir import primitives as p
 from shardc.dtypes import result_type
 from shardc.sharding import auto_axes
@@ -259,13 +259,8 @@ def _check_gather_layout(x, index) -> None:
     if aval.sharding is None and not any(_is_int_array(e) for e in index):
         return
     partial, shape = _reads(aval, index, whole_only=not isinstance(x, Tracer))
-    if not _split_read(aval, index, partial):
-        return
-    raise ShardingTypeError(
-        "Use `.at[...].get(out_sharding=)` to provide output PartitionSpec for the gather "
-        "indexing as out sharding could not be resolved unambiguously (or would require "
-        f"collectives on inputs). Got operand=ShapedArray({aval.str_long()}), "
-        f"indices=ShapedArray({_index_aval(index, shape).str_long()})")
+    if _split_read(aval, index, partial):
+        raise gather_error(aval, _index_aval(index, shape))
 
 
 def _check_scatter_layout(x, index, value) -> None:
@@ -275,14 +270,8 @@ def _check_scatter_layout(x, index, value) -> None:
     if aval.sharding is None:
         return
     partial, shape = _reads(aval, index, whole_only=True)
-    if not _split_read(aval, index, partial):
-        return
-    raise ShardingTypeError(
-        "Use `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the "
-        "scatter update as out sharding could not be resolved unambiguously (or would require "
-        f"collectives on inputs). Got operand=ShapedArray({aval.str_long()}), "
-        f"indices=ShapedArray({_index_aval(index, shape).str_long()}), "
-        f"updates=ShapedArray({_updates_aval(aval, index).str_long()})")
+    if _split_read(aval, index, partial):
+        raise scatter_error(aval, _index_aval(index, shape), _updates_aval(aval, index))
 
 
 def _updates_aval(aval, index) -> Aval:
