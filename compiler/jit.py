@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from compiler import tree
 from compiler.backend import get_backend
+from compiler.inline_calls import inline_calls
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from compiler.shard_map import function_name
@@ -31,7 +32,7 @@ from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, check_divides, current_mesh
 from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import check_inserted, has_split_types, partition
-from compiler.propagation import auto_mesh, propagate
+from compiler.propagation import program_mesh, propagate, result_shardings
 from ir.printer import print_program
 
 
@@ -134,8 +135,11 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
 
 def _placing(compiled, leaves, outs):
     """How a program's results are laid out once it has run (False: as they come): on an
-    Explicit mesh each as its type says; else as the trace followed their layouts (on Auto
-    axes an elementwise program keeps its arguments' layout, as JAX's propagation does)."""
+    Explicit mesh each as its type says; on Auto axes as propagation typed it, spelt as JAX
+    does; else as the trace followed their layouts."""
+    if compiled.module.propagated is not None:
+        return lambda results: _placed_propagated(results, compiled.module.propagated, leaves,
+                                                  compiled.given)
     mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
             or split_mesh([], outs, None) or placement_mesh(outs))
     if mesh is not None:
@@ -147,17 +151,32 @@ def _placing(compiled, leaves, outs):
     return False
 
 
+def _placed_propagated(results, propagated, arguments, given=None) -> list:
+    """Results of a program typed by propagation on an Auto mesh, laid out as typed and spelt
+    as JAX spells them (an ``out_shardings`` entry, in ``given``, as written)."""
+    mesh, typed = propagated
+    ranked = [(aval_of(x).ndim, getattr(x, "sharding", None)) for x in arguments]
+    shardings = result_shardings(typed, mesh, ranked)
+    if given:
+        shardings = [g if isinstance(g, NamedSharding) and g == s else s
+                     for s, g in zip(shardings, given)]
+    return placed_as_typed(results, typed, mesh, shardings)
+
+
 def _partitioned(program: Program, values) -> tuple:
     """``program`` (run on ``values``: its constants, then its inputs) with the values its
-    types split computed block by block (``compiler.partition``), and the communication that
-    inserted. On Auto axes the types come first from the values' layouts (propagation)."""
+    types split computed block by block (``compiler.partition``), the communication that
+    inserted, and on Auto axes, where its types come from its annotations (propagation), the
+    mesh and its results' types (else None: its types are its own)."""
+    propagated = None
     if not has_split_types(program):
         layouts = [getattr(v, "sharding", None) for v in values]
-        mesh = auto_mesh(layouts)
+        mesh = program_mesh(program, layouts)
         if mesh is not None:
-            program = propagate(program, layouts, mesh)
+            program = propagate(inline_calls(program), layouts, mesh)
+            propagated = (mesh, [a.aval for a in program.outvars])
     inserted: list = []
-    return partition(program, inserted), tuple(inserted)
+    return partition(program, inserted), tuple(inserted), propagated
 
 
 def _arrival(backend, x):
@@ -243,15 +262,19 @@ def execute_partitioned(prim, values, params, typed) -> list:
         invars = [Var(a) for a in in_avals]
         outvars = [Var(a) for a in typed]
         eqn = Eqn(prim, invars, outvars, dict(params), user_source())
-        program, inserted = _partitioned(Program([], invars, [eqn], outvars), values)
+        program, inserted, propagated = _partitioned(Program([], invars, [eqn], outvars),
+                                                     values)
         module = lower_module(program, shardings)
-        module.inserted = inserted
+        module.inserted, module.propagated = inserted, propagated
         if key is not None:
             if len(_EAGER) >= _EAGER_LIMIT:
                 _EAGER.clear()
             _EAGER[key] = module
     check_inserted(module.inserted)       # at every run: the mode may have changed since
-    return backend.execute(module, list(values))
+    outs = backend.execute(module, list(values))
+    if module.propagated is None:
+        return outs
+    return _placed_propagated(outs, module.propagated, values)
 
 
 def _normalize_argnums(argnums) -> tuple:
@@ -271,6 +294,7 @@ class Compiled:
     # how its results are laid out once it has run (``_placing``): worked out at the first
     # call, since a signature's arguments and results always have the same layouts
     placing: Any = None
+    given: Any = None           # out_shardings resolved per result (None: none given)
 
     def compile(self) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run."""
@@ -447,11 +471,11 @@ class JitFunction:
         placed = iter(_place_tree(tuple(prefix), dynamic, self._resolve, "jit in_shardings"))
         return tuple(a if k in static else next(placed) for k, a in enumerate(args)), kwargs
 
-    def _constrain_outputs(self, result, deferred=None):
+    def _constrain_outputs(self, result, deferred=None, given=None):
         if self.out_shardings is UNSPECIFIED:
             return result
         return _place_tree(self.out_shardings, result, self._resolve, "jit out_shardings",
-                           deferred)
+                           deferred, given)
 
     def _compiled(self, args, kwargs, static, static_kwargs, static_argnums, leaves,
                   in_tree) -> Compiled:
@@ -471,17 +495,19 @@ class JitFunction:
             return self.cache[key]
         self.trace_count += 1
         deferred: list = []
+        given: list = []            # each result's resolved out_shardings entry
         closed = trace_function(
             self.fun, args, kwargs, static_argnums, static_kwargs,
             constrain_outputs=(None if self.out_shardings is UNSPECIFIED
-                               else lambda result: self._constrain_outputs(result, deferred)))
+                               else lambda result: self._constrain_outputs(result, deferred, given)))
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
-        program, inserted = _partitioned(dce(closed.program), list(closed.consts) + leaves)
+        program, inserted, propagated = _partitioned(dce(closed.program),
+                                                     list(closed.consts) + leaves)
         closed = dataclasses.replace(closed, program=program)
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
-        module.inserted = inserted
-        compiled = Compiled(closed, module, place_after=bool(deferred))
+        module.inserted, module.propagated = inserted, propagated
+        compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None)
         if key is not None:
             self.cache[key] = compiled
         return compiled
@@ -507,17 +533,20 @@ def _is_sharding_leaf(entry) -> bool:
             or not isinstance(entry, (tuple, list, dict)))
 
 
-def _place_tree(prefix, values, resolve, what: str, deferred=None):
+def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None):
     """Each leaf of ``values`` laid out by the entry of ``prefix`` covering it (None: as it
     is). Concrete values move now; traced ones get a sharding constraint, or, for one device,
-    are noted in ``deferred`` to be placed once the program has run."""
+    are noted in ``deferred`` to be placed once the program has run. ``given`` gets each
+    leaf's resolved sharding (None where the prefix leaves it as it is)."""
     from compiler.tracing import bind
     leaves, treedef = tree.tree_flatten(values)
     targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)
     placed = []
     for leaf, target in zip(leaves, targets):
+        sharding = resolve(target, what) if target is not None else None
+        if given is not None:
+            given.append(sharding)
         if target is not None:
-            sharding = resolve(target, what)
             if isinstance(leaf, Tracer):
                 # A mesh layout is part of the program; a single device is where the caller
                 # gets the value, placed when the program has run.

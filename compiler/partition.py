@@ -464,9 +464,7 @@ def elementwise_rule(mesh, eqn, values) -> list:
     return [bind(eqn.primitive, *laid, **eqn.params)]
 
 
-for _p in (prims.UNARY + prims.ARITHMETIC + prims.COMPARISON + prims.PREDICATES
-           + (prims.select_n_p, prims.convert_element_type_p, prims.reduce_precision_p,
-              prims.stop_gradient_p, prims.name_p)):
+for _p in prims.ELEMENTWISE:
     block_rules[_p] = elementwise_rule
 
 
@@ -598,22 +596,22 @@ block_rules[prims.reshape_p] = _reshape_rule
 # --- operations along unsplit dimensions: local where the type keeps the split ---------------
 
 def _kept_rule(mesh, eqn, values) -> list:
-    """Cumulative ops, sort, linear algebra: the rule keeps the operands' split and the
-    dimensions the operation runs along whole, so each block is computed on its own."""
-    laid = []
+    """Cumulative ops and sort: each runs along one dimension, so blocks are computed on their
+    own once that dimension is whole. The operands are laid out as the result with it whole,
+    the operation runs on the blocks, and a result whose type splits that dimension (on Auto
+    axes propagation may keep its operand's split) is cut to its block."""
     outs = eqn.outvars
+    along = eqn.params["dimension" if eqn.primitive is prims.sort_p else "axis"]
+    want = tuple(() if d == along else names for d, names in enumerate(spec_of(outs[0].aval)))
+    laid = []
     for v, a in zip(values, eqn.invars):
-        if isinstance(a, Literal) or not a.aval.shape:
-            laid.append(v)
-        elif a.aval.shape == outs[0].aval.shape:
-            laid.append(to_layout(mesh, v, a, spec_of(outs[0].aval)))
-        else:
+        if a.aval.shape != outs[0].aval.shape:
             return whole_rule(mesh, eqn, values)
+        laid.append(to_layout(mesh, v, a, want))
     results = bind(eqn.primitive, *laid, **eqn.params)
     results = results if eqn.primitive.multiple_results else [results]
-    if any(aval_of(r).shape != _block_shape(mesh, o.aval) for r, o in zip(results, outs)):
-        return whole_rule(mesh, eqn, values)
-    return results
+    return [relayout(mesh, r, o.aval.shape, want, spec_of(o.aval), o.aval)
+            for r, o in zip(results, outs)]
 
 
 for _p in prims.CUMULATIVE + (prims.sort_p,):

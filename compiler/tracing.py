@@ -216,6 +216,9 @@ class EvalTrace(Trace):
             # block, as under jit
             from compiler.jit import execute_partitioned
             outs = execute_partitioned(prim, values, params, typed)
+            if split is None:     # on Auto axes: laid out as propagation typed them
+                check_invalid_values(outs, prim.name)
+                return outs
         else:
             if prim.kind == "higher":     # a loop or branch: its body runs on the backend
                 from compiler.inline_calls import inline_params
@@ -287,12 +290,14 @@ def placement_mesh(values):
     return mesh if mesh_explicit(mesh) else None
 
 
-def placed_as_typed(outs, typed, mesh):
+def placed_as_typed(outs, typed, mesh, shardings=None):
     """Eager results laid out as their types say (replicated where the type names no split):
-    an operation on sharded arrays keeps its results on the mesh, as under jit."""
+    an operation on sharded arrays keeps its results on the mesh, as under jit.
+    ``shardings``: how each result reports its layout, where not as its type spells it."""
     placed = []
-    for out, aval in zip(outs, typed):
-        sharding = named_sharding(aval) or NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim))
+    for k, (out, aval) in enumerate(zip(outs, typed)):
+        sharding = (shardings[k] if shardings is not None else named_sharding(aval)
+                    or NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim)))
         if aval.sharding is None and not isinstance(out.sharding, NamedSharding):
             # a value every process holds whole, now said to be on the mesh's devices
             out = type(out).from_global(np.asarray(out), sharding)

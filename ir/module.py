@@ -92,6 +92,9 @@ class LoweredModule:
         self.shard_maps = shard_maps          # equation index -> LoweredShardMap
         # the communication the partitioner inserted (compiler.partition.InsertedCommunication)
         self.inserted: tuple = ()
+        # on Auto axes, the mesh and results' types sharding propagation gave (None: the
+        # program's types are its own)
+        self.propagated = None
 
     def lowered(self, index: int) -> LoweredShardMap:
         return self.shard_maps[index]

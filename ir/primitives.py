@@ -247,3 +247,9 @@ custom_lin_p = primitive("custom_lin", multiple_results=True)
 #   (*residuals, *tangents)[bwd, num_res, out_shapes, out_dtypes, out_vmas]
 # ``checkpoint_name``: the identity, naming a value for remat policies.
 name_p = primitive("name")                               # [name]
+
+# Elementwise: operands and result of one shape, each element on its own (a rank-0 or size-1
+# operand dimension broadcasts).
+ELEMENTWISE = (UNARY + ARITHMETIC + COMPARISON + PREDICATES
+               + (select_n_p, convert_element_type_p, reduce_precision_p, stop_gradient_p,
+                  name_p))

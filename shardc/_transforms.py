@@ -6,11 +6,10 @@ from __future__ import annotations
 import functools
 
 from compiler.jit import jit as _jit
-from compiler.layouts import UNKNOWN, layout_of
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
-from ir.sharding import AbstractMesh, PartitionSpec
+from ir.sharding import AbstractMesh, AxisType, PartitionSpec
 from ir.sharding_rules import named_sharding
 from shardc.sharding import get_mesh, resolve_sharding
 from shardc.tree_util import tree_map
@@ -79,6 +78,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
         if in_specs is None:
             specs = tuple(None for _ in args)
         elif in_specs is _INFER:
+            _check_inferable(call_mesh, axis_names)
             specs = tuple(tree_map(lambda v: _own_spec(v, call_mesh), a)
                           for a in args)
         else:
@@ -111,20 +111,23 @@ def _axis_name_set(axis_names) -> frozenset:
     return frozenset(axis_names)
 
 
+def _check_inferable(mesh, axis_names) -> None:
+    """JAX's TypeError: in_specs are read from the argument types only where every manual
+    axis is Explicit (on Auto axes a type says nothing of the layout)."""
+    manual = axis_names or frozenset(mesh.axis_names)
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    if all(types[a] == AxisType.Explicit for a in manual):
+        return
+    raise TypeError(
+        "shard_map in_specs argument must be a pytree of `jax.sharding.PartitionSpec` "
+        f"instances, but it was `None` when axis_names={frozenset(manual)!r} are of type "
+        + ", ".join(str(types[a]) for a in sorted(manual)))
+
+
 def _own_spec(value, mesh):
+    """An argument's spec read from its type (every manual axis is Explicit here): P() when
+    its type splits nothing on ``mesh``."""
     typed = aval_of(value).sharding
     if typed is not None and typed.mesh == mesh:
-        # on Explicit axes the type says how the argument is split (JAX's inference)
         return named_sharding(aval_of(value)).spec
-    layout = layout_of(value)
-    if layout is UNKNOWN:
-        raise ValueError(
-            "shard_map was given no in_specs, so it reads each argument's layout, but an "
-            f"argument of type {aval_of(value).str_short()} was computed from arrays laid out "
-            "on a mesh by an operation whose layout shardc does not follow (it follows "
-            "elementwise operations only). Pass in_specs, or lay the argument out with "
-            "device_put or lax.with_sharding_constraint first.")
-    spec_of = getattr(layout, "spec", None)
-    if spec_of is not None and getattr(layout, "mesh", None) == mesh:
-        return spec_of
     return PartitionSpec()

@@ -194,3 +194,121 @@ def test_random_programs_on_auto_meshes_equal_the_unsplit_computation(data):
     assert jax.jit(constrained)(a, b).sharding == NamedSharding(mesh, annotated)
     # eagerly, one operation at a time, the same values
     np.testing.assert_allclose(np.asarray(program(a, b)), want, rtol=1e-4, atol=1e-4)
+
+
+# --- JAX 0.10.2's layouts, row by row (the programs run under both and the printed specs were
+# compared); each keeps the values of the unsplit computation ----------------------------------
+
+R = placed(H)                       # replicated on the mesh
+W_ = lambda a, *s: lax.with_sharding_constraint(a, NamedSharding(MESH, P(*s)))
+
+
+def _back_chain(a):
+    b = a * 2
+    return b, W_(b + 1, "x")
+
+
+def _back_reduce(a):
+    b = jnp.sin(a)
+    return b, W_(b.sum(1), "x")
+
+
+def _back_transpose(a):
+    b = a.T
+    return b, W_(b * 2, "y", "x")
+
+
+def _back_through_constraint(a):
+    b = a * 2
+    return b, W_(b, "x", "y") + 1
+
+
+def _two_constraints_meet(a):
+    b = a * 2
+    return b, W_(b, "x"), W_(b, None, "y")
+
+
+def _back_dot(a):
+    b = jnp.exp(a)
+    return b, b.sum(0), W_(b @ b.T, "x")
+
+
+# (function, arguments, each result's spec as JAX lays it out)
+JAX_ROWS = {
+    "a constraint lays out the chain before it": (_back_chain, lambda: [R], [P("x"), P("x")]),
+    "host arguments too": (_back_chain, lambda: [H], [P("x"), P("x")]),
+    "back through a reduction": (_back_reduce, lambda: [R], [P("x"), P("x")]),
+    "back through a transpose": (_back_transpose, lambda: [R], [P("y", "x"), P("y", "x")]),
+    "a constraint's operand": (_back_through_constraint, lambda: [R],
+                               [P("x", "y"), P("x", "y")]),
+    "two constraints meet": (_two_constraints_meet, lambda: [R],
+                             [P("x", "y"), P("x"), P(None, "y")]),
+    "an argument is never moved": (lambda a, c: (a + c, W_(c, None, "y")), lambda: [R, R],
+                                   [P(), P(None, "y")]),
+    "dot then sum": (_back_dot, lambda: [R], [P("x"), P(), P("x")]),
+    "forward into a reduction": (lambda a: W_(jnp.exp(a), "x", "y").sum(1), lambda: [R],
+                                 [P("x")]),
+    "split meets replicated": (lambda a, b: a + b, lambda: [placed(H, "x", "y"), R],
+                               [P("x", "y")]),
+    "replicated meets split": (lambda a, b: a + b, lambda: [R, placed(H, "x", "y")],
+                               [P("x", "y")]),
+    "splits disagree on a dimension": (lambda a, b: a + b, lambda: [
+        placed(H, "x", "y"), placed(H, None, "x")], [P("x")]),
+    "splits disagree the other way": (lambda a, b: a * b, lambda: [
+        placed(H, "x", "y"), placed(H, "y", None)], [P(None, "y")]),
+    "splits merge": (lambda a, b: a * b, lambda: [placed(H, "x", None), placed(H, None, "y")],
+                     [P("x", "y")]),
+    "a contraction split on both sides": (lambda a, b: a @ b, lambda: [
+        placed(H, "x", "y"), placed(HW, "y", None)], [P("x")]),
+    "an argument's spelling": (lambda a, b: a @ b, lambda: [
+        placed(H, "x", None), placed(HW, "y", None)], [P("x", None)]),
+    "cumsum keeps the split": (lambda a: jnp.cumsum(a, 0), lambda: [placed(H, "x", "y")],
+                               [P("x", "y")]),
+    "sort keeps the split": (lambda a: jnp.sort(a, 1), lambda: [placed(H, "x", "y")],
+                             [P("x", "y")]),
+    "slice keeps the split": (lambda a: a[1:5, ::2], lambda: [placed(H, "x", "y")],
+                              [P("x", "y")]),
+    "concatenate keeps the split": (lambda a, b: jnp.concatenate([a, b], 1), lambda: [
+        placed(H, "x", "y"), placed(H, "x", None)], [P("x", "y")]),
+    "grad through a split contraction": (
+        jax.grad(lambda a, b: jnp.sum(jnp.tanh(a @ b))),
+        lambda: [placed(H, "x", "y"), placed(HW, "y", None)], [P("x", "y")]),
+    "out_shardings, and what they leave": (
+        jax.jit(lambda a: (a * 2, a * 2 + 1),
+                out_shardings=(None, NamedSharding(MESH, P("x")))), lambda: [R], [P(), P("x")]),
+    "out_shardings as spelt": (
+        jax.jit(lambda a: a * 2, out_shardings=NamedSharding(MESH, P("y", None))),
+        lambda: [placed(H, "x", "y")], [P("y", None)]),
+}
+
+
+@pytest.mark.parametrize("name", list(JAX_ROWS))
+def test_results_are_laid_out_as_jax_lays_them_out(name):
+    fn, make, want = JAX_ROWS[name]
+    args = make()
+    got = jax.jit(fn)(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    reference = fn(*[jnp.asarray(np.asarray(a)) for a in args])
+    reference = reference if isinstance(reference, tuple) else (reference,)
+    assert [g.sharding for g in got] == [NamedSharding(MESH, w) for w in want]
+    assert [g.sharding.spec for g in got] == want          # spelt as JAX spells them
+    for g, r in zip(got, reference):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-5, atol=1e-5)
+        for shard in g.addressable_shards:
+            np.testing.assert_array_equal(np.asarray(shard.data), np.asarray(g)[shard.index])
+
+
+def test_backward_propagation_computes_the_chain_on_blocks():
+    """The chain before a constraint runs on blocks: no gather, the elementwise work split."""
+    assert communication(_back_chain, R) == []
+    assert communication(_back_transpose, R) == []
+
+
+def test_a_split_contraction_is_one_all_reduce_of_the_result_block():
+    a, b = placed(H, "x", "y"), placed(HW, "y", None)
+    assert communication(lambda a, b: a @ b, a, b) == [("all_reduce", ("y",))]
+
+
+def test_cumsum_along_a_split_dimension_gathers_it_then_keeps_its_block():
+    a = placed(H, "x", "y")
+    assert communication(lambda a: jnp.cumsum(a, 0), a) == [("all_gather", ("x",))]

@@ -139,21 +139,40 @@ MAKES = [lambda x: x.reshape(2, 4).reshape(8), lambda x: jnp.cumsum(x),
          lambda x: jnp.concatenate([x[:4], x[4:]])]
 
 
+AUTO_NOT_INFERRED = ("shard_map in_specs argument must be a pytree of "
+                     "`jax.sharding.PartitionSpec` instances, but it was `None` when "
+                     "axis_names=frozenset({'i'}) are of type AxisType.Auto")
+
+
 @pytest.mark.parametrize("make", MAKES, ids=["reshape", "cumsum", "concatenate"])
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
-def test_a_layout_not_followed_is_an_error_not_a_guess(make, jit):
-    """On Auto axes: guessing P() would give every device the whole array: 4x the answer,
-    silently."""
+def test_on_auto_axes_in_specs_are_not_inferred(make, jit):
+    """JAX's TypeError: on Auto axes a value's type says nothing of its layout, so a
+    shard_map reads in_specs from the argument types only where its manual axes are all
+    Explicit (a guess would give every device the whole array: 4x the answer, silently)."""
     f = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=AUTO4, out_specs=P())
     x = _placed(np.arange(8.), mesh=AUTO4)
     g = (lambda x: f(make(x))) if not jit else jax.jit(lambda x: f(make(x)))
-    with pytest.raises(ValueError, match="computed from arrays laid out on a mesh by an "
-                                         "operation whose layout shardc does not follow"):
+    with pytest.raises(TypeError) as err:
         g(x)
+    assert str(err.value) == AUTO_NOT_INFERRED
     # with in_specs given there is nothing to infer
     given = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=AUTO4, in_specs=P("i"),
                           out_specs=P())
     assert float(given(make(x))) == pytest.approx(float(np.asarray(make(jnp.arange(8.))).sum()))
+
+
+def test_in_specs_are_inferred_where_the_manual_axes_are_explicit():
+    mixed = jax.make_mesh((4, 2), ("i", "j"), axis_types=(jax.sharding.AxisType.Explicit,
+                                                         jax.sharding.AxisType.Auto))
+    x = _placed(np.arange(8.), mesh=mixed)
+    over_i = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=mixed, out_specs=P(),
+                           axis_names={"i"})
+    assert float(over_i(x)) == 28.0
+    both = jax.shard_map(lambda b: b, mesh=mixed, out_specs=P())
+    with pytest.raises(TypeError, match=r"axis_names=frozenset\(\{'[ij]', '[ij]'\}\) are "
+                                        r"of type AxisType.(Auto|Explicit), AxisType"):
+        both(x)
 
 
 @pytest.mark.parametrize("make, error", list(zip(MAKES, [
@@ -182,12 +201,13 @@ def test_on_explicit_axes_the_types_decide(make, error, jit):
 def test_a_batch_of_laid_out_values_is_not_guessed_either():
     f = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), mesh=AUTO4, out_specs=P())
     x = _placed(np.arange(8.), mesh=AUTO4)
-    with pytest.raises(ValueError, match="does not follow"):
+    with pytest.raises(TypeError) as err:
         jax.vmap(f)(jnp.stack([x, x]))
+    assert str(err.value) == AUTO_NOT_INFERRED
     # on Explicit axes each member's type is known: the batch splits as its members
     typed = _placed(np.arange(8.))
     got = jax.vmap(_total())(jnp.stack([typed, typed]))
     np.testing.assert_array_equal(np.asarray(got), [28.0, 28.0])
     # host values have no layout: P(), as JAX reads an unlaid-out argument
-    got = jax.vmap(f)(jnp.stack([jnp.arange(8.)] * 2))
+    got = jax.vmap(_total())(jnp.stack([jnp.arange(8.)] * 2))
     np.testing.assert_array_equal(np.asarray(got), [4 * 28.0] * 2)

@@ -274,10 +274,12 @@ def place_inputs(draw, mesh: MeshPair, arrays, in_specs):
 
 
 def assert_matches(result, expected: np.ndarray, expected_blocks, mesh: MeshPair, spec,
-                   *, consistent: bool, padded: bool = False):
+                   *, consistent: bool, padded: bool = False, arguments=None):
     """Value, shape, dtype, canonical spec (``padded``: one entry per dimension, as a jitted
-    program's results on an Explicit mesh report it); with ``consistent`` every shard's buffer
-    is the reference block of its position and the global array's slice at its index."""
+    program's results on an Explicit mesh report it; ``arguments``: a jitted program's on an
+    Auto mesh, spelt as JAX spells what its compiler worked out: as an argument of the same
+    rank and layout, else without trailing None); with ``consistent`` every shard's buffer is
+    the reference block of its position and the global array's slice at its index."""
     assert isinstance(result, shardc.Array), type(result)
     got = np.asarray(result)
     assert result.shape == expected.shape and got.shape == expected.shape
@@ -290,6 +292,13 @@ def assert_matches(result, expected: np.ndarray, expected_blocks, mesh: MeshPair
     entries = ref.canonical_entries(spec)
     if padded:
         entries = tuple(entries) + (None,) * (result.ndim - len(entries))
+    if arguments is not None:
+        entries = list(entries)
+        while entries and entries[-1] is None:
+            entries.pop()
+        same = [a.sharding.spec for a in arguments if np.ndim(a) == result.ndim
+                and getattr(a, "sharding", None) == NamedSharding(mesh.mesh, P(*entries))]
+        entries = tuple(same[0]) if same else entries
     assert result.sharding.spec == P(*entries), result.sharding.spec
     assert result.sharding.mesh == mesh.mesh
     if not consistent:
@@ -394,8 +403,10 @@ def test_shard_map_matches_reference(case, data):
         assert isinstance(results, tuple) and len(results) == len(out_specs)
         for result, want, blocks, spec in zip(results, expected.outputs, expected.blocks,
                                               out_specs):
+            explicit = bool(mesh.mesh.explicit_axes)
             assert_matches(result, want, blocks, mesh, spec, consistent=checked,
-                           padded=jit and bool(mesh.mesh.explicit_axes))
+                           padded=jit and explicit,
+                           arguments=args if jit and not explicit else None)
 
 
 # --- 3.7: replication soundness --------------------------------------------------------------------
