@@ -31,12 +31,14 @@ from typing import Any
 import numpy as np
 
 from compiler.inline_calls import inline_calls
+from compiler.propagation import WHOLE
 from compiler.shard_map import shard_map
 from compiler.tracing import aval_of, bind, replaying, trace_to_program
 from ir import collectives as coll
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, TypeSharding, Var
 from ir.graph import sub_programs
+from ir.shapes import reshape_groups
 from ir.sharding import PartitionSpec
 from ir.sharding_rules import partitions, spec_of
 
@@ -144,10 +146,6 @@ def _type_text(mesh, aval, spec) -> str:
     return aval.with_sharding(TypeSharding.of(mesh, tuple(spec)) if any(spec) else None
                               ).str_short()
 
-# Equations that stay on whole values: they hold programs, or print.
-_WHOLE = frozenset(prims.CONTROL_FLOW + prims.CUSTOM_CALLS
-                   + (prims.shard_map_p, prims.remat_p, prims.debug_print_p,
-                      prims.custom_lin_p))
 
 
 def partition(program: Program, records: list | None = None) -> Program:
@@ -258,7 +256,7 @@ def _partitionable(eqn, mesh) -> bool:
         return False
     if eqn.primitive in _BLOCK_CONTROL:
         return all(_partitionable(e, mesh) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
-    return eqn.primitive.kind == "op" and eqn.primitive not in _WHOLE
+    return eqn.primitive.kind == "op" and eqn.primitive not in WHOLE
 
 
 def _touches_split(eqn) -> bool:
@@ -527,39 +525,14 @@ def _iota_rule(mesh, eqn, values) -> list:
     return [result]
 
 
-def reshape_groups(old, new) -> list:
-    """The reshape ``old -> new`` as independent groups: (old dims, new dims) runs whose sizes
-    have equal products, in order (unit dimensions join a neighbouring group)."""
-    groups, i, j = [], 0, 0
-    if 0 in old or 0 in new:
-        return [(list(range(len(old))), list(range(len(new))))]
-    while i < len(old) and j < len(new):
-        group_old, group_new, p_old, p_new = [i], [j], old[i], new[j]
-        i, j = i + 1, j + 1
-        while p_old != p_new:
-            if p_old < p_new:
-                group_old.append(i)
-                p_old, i = p_old * old[i], i + 1
-            else:
-                group_new.append(j)
-                p_new, j = p_new * new[j], j + 1
-        groups.append((group_old, group_new))
-    if groups:       # what is left is unit dimensions
-        groups[-1][0].extend(range(i, len(old)))
-        groups[-1][1].extend(range(j, len(new)))
-    else:
-        groups.append((list(range(len(old))), list(range(len(new)))))
-    return groups
-
-
 def _contiguous(dims, shape, block, spec) -> bool:
     """Whether each device's block of these dimensions is one run of their flat order: the
-    split dimensions before the innermost split one have blocks of one row, and those after
-    it are whole."""
+    dimensions before the innermost split one have blocks of one row, and those after it are
+    whole."""
     split = [d for d in dims if spec[d]]
     if not split:
         return True
-    return all(block[d] == 1 for d in split[:-1]) and \
+    return all(block[d] == 1 for d in dims if d < split[-1]) and \
         all(block[d] == shape[d] for d in dims if d > split[-1])
 
 
@@ -712,6 +685,19 @@ def _as_carried(outs, carry) -> list:
     return cast
 
 
+def _varying_as_split(values, atoms) -> list:
+    """Blocks cast to vary over every axis their types split them over: a block made alike on
+    every device (from a constant, say) is not yet marked so, and a loop's carry must keep
+    one type across iterations."""
+    cast = []
+    for value, atom in zip(values, atoms):
+        names = set() if isinstance(atom, Literal) else {
+            n for names in spec_of(atom.aval) for n in names}
+        missing = tuple(sorted(names - aval_of(value).vma))
+        cast.append(bind(coll.pvary_p, value, mesh_axes=missing) if missing else value)
+    return cast
+
+
 def _scan_rule(mesh, eqn, values) -> list:
     """A scan over blocks: the leading dimension of ``xs`` is unsplit (the type rule says so),
     so each iteration reads its slice of this device's block."""
@@ -724,7 +710,9 @@ def _scan_rule(mesh, eqn, values) -> list:
         outs = _program_blocks(mesh, params["jaxpr"], list(consts) + list(carry) + list(x))
         return _as_carried(outs[:n_carry], carry), outs[n_carry:]
 
-    carry, ys = control_flow.scan(step, list(values[n_consts:n_consts + n_carry]),
+    init = _varying_as_split(values[n_consts:n_consts + n_carry],
+                             eqn.invars[n_consts:n_consts + n_carry])
+    carry, ys = control_flow.scan(step, init,
                                   list(values[n_consts + n_carry:]), length=params["length"],
                                   reverse=params["reverse"])
     return list(carry) + list(ys)
@@ -744,7 +732,8 @@ def _while_rule(mesh, eqn, values) -> list:
         outs = _program_blocks(mesh, params["body_jaxpr"], list(body_consts) + list(carry))
         return _as_carried(outs, carry)
 
-    return list(control_flow.while_loop(cond, body, list(values[n_cond + n_body:])))
+    init = _varying_as_split(values[n_cond + n_body:], eqn.invars[n_cond + n_body:])
+    return list(control_flow.while_loop(cond, body, init))
 
 
 def _cond_rule(mesh, eqn, values) -> list:

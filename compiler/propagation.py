@@ -34,7 +34,9 @@ import math
 from compiler.layouts import meaningful
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, TypeSharding, Var
+from ir.graph import sub_programs
 from ir.sharding import NamedSharding, PartitionSpec, check_divides, spec_names
+from ir.shapes import reshape_groups
 from ir.sharding_rules import typed_avals
 
 # Primitives whose operands and results share every dimension by position (sizes may differ:
@@ -78,7 +80,9 @@ def auto_mesh(layouts):
 def propagate(program: Program, layouts, mesh) -> Program:
     """``program`` (constants then inputs laid out by ``layouts``) with every value on
     ``mesh`` typed by propagation from its annotations."""
-    solver = _Solver(program, layouts, mesh)
+    specs = [_layout_spec(v.aval, layout, mesh)
+             for v, layout in zip(program.constvars + program.invars, layouts)]
+    solver = _Solver(program, specs, mesh)
     solver.solve()
     return solver.typed_program()
 
@@ -88,13 +92,14 @@ class _Solver:
     it (open) or it is given (arguments, constraints' and shard_maps' results, results typed
     by a rule)."""
 
-    def __init__(self, program: Program, layouts, mesh):
+    def __init__(self, program: Program, in_specs, mesh):
         self.program, self.mesh = program, mesh
         self.spec: dict = {}
         self.shape: dict = {}
         self.open: set = set()
-        for var, layout in zip(program.constvars + program.invars, layouts):
-            self._given(var, _layout_spec(var.aval, layout, mesh))
+        self.carried: dict = {}       # loop equation id -> its carries' and results' specs
+        for var, spec in zip(program.constvars + program.invars, in_specs):
+            self._given(var, spec)
         for eqn in program.eqns:
             prim = eqn.primitive
             if prim is prims.sharding_constraint_p:
@@ -137,6 +142,8 @@ class _Solver:
                      for d, names in enumerate(_layout_spec(
                          a.aval, NamedSharding(self.mesh, spec), self.mesh))]
             return any(asked)
+        if prim in _LOOPS and _blockwise(eqn):
+            return self._loop(eqn)
         if prim.kind == "op":
             avals = self._typed(eqn)
             changed = False
@@ -147,6 +154,56 @@ class _Solver:
                     changed = True
             return changed
         return False
+
+    # --- loops: carries keep one layout across iterations ---
+
+    def _loop(self, eqn) -> bool:
+        """A scan's or while loop's carries laid out alike before and after each iteration: as
+        their initial values, extended where the body splits an unsplit dimension of them;
+        the body typed from them (and the loop's constants and, for a scan, the slices of
+        its ``xs``, whose scanned dimension is whole), its results typed from the body."""
+        layout = _loop_layout(eqn)
+        operands = [self.spec_of(a) for a in eqn.invars]
+        carry = [operands[k] for k in layout.carry]
+        for _ in range(1 + sum(len(c) for c in carry)):
+            body = self._body(eqn, layout, operands, carry)
+            outs = [body.spec_of(a) for a in layout.body(eqn).outvars]
+            joined = [_extended(c, o) for c, o in zip(carry, outs)]
+            if joined == carry:
+                break
+            carry = joined
+        else:
+            body = self._body(eqn, layout, operands, carry)
+            outs = [body.spec_of(a) for a in layout.body(eqn).outvars]
+        results = carry + [((),) + tuple(y) for y in outs[len(carry):]]
+        changed = False
+        for k, spec in zip(layout.carry, carry):       # an open initial value is made so
+            atom = eqn.invars[k]
+            if isinstance(atom, Var) and id(atom) in self.open:
+                for d, names in enumerate(spec):
+                    if names and not self.spec[id(atom)][d] and self._fits(id(atom), d, names):
+                        self.spec[id(atom)][d] = names
+                        changed = True
+        for var, spec in zip(eqn.outvars, results):
+            if self.spec[id(var)] != list(spec):
+                self.spec[id(var)] = list(spec)
+                changed = True
+        self.carried[id(eqn)] = (carry, body)
+        return changed
+
+    def _body(self, eqn, layout, operands, carry) -> "_Solver":
+        program = layout.body(eqn)
+        specs = [_unsplit(v.aval) for v in program.constvars]
+        specs += [operands[k] for k in layout.consts] + list(carry)
+        specs += [tuple(operands[k][1:]) for k in layout.xs]
+        body = _Solver(program, specs, self.mesh)
+        body.solve()
+        return body
+
+    def spec_of(self, atom) -> tuple:
+        if isinstance(atom, Literal) or id(atom) not in self.spec:
+            return _unsplit(atom.aval)
+        return tuple(self.spec[id(atom)])
 
     def _typed(self, eqn) -> list:
         """The results' types by the primitive's rule, from the operands' current types;
@@ -210,18 +267,68 @@ class _Solver:
                     if isinstance(a, Var)]
         if prim is prims.dot_general_p:
             return _dot_factors(eqn)
+        if prim is prims.reshape_p:
+            # in each group of dimensions the reshape joins or splits, the major ones: a split
+            # of them takes one contiguous run of the group, before and after
+            (x,), (out,) = ins, outs
+            factors = []
+            for old, new in reshape_groups(x.aval.shape, out.aval.shape):
+                old = [d for d in old if x.aval.shape[d] != 1]
+                new = [d for d in new if out.aval.shape[d] != 1]
+                if old and new and isinstance(x, Var):
+                    factors.append([(id(x), old[0]), (id(out), new[0])])
+            return factors
+        if prim is prims.gather_p:
+            # take along an axis: the operand's other dimensions, and the indices', pass through
+            (x, indices), (out,) = ins, outs
+            axis, n = eqn.params["axis"], indices.aval.ndim
+            factors = [[(id(x), d), (id(out), d if d < axis else d + n - 1)]
+                       for d in range(x.aval.ndim) if d != axis and isinstance(x, Var)]
+            return factors + [[(id(indices), j), (id(out), axis + j)] for j in range(n)
+                              if isinstance(indices, Var)]
+        if prim is prims.scatter_p:
+            x, out = ins[0], outs[0]
+            return [[(id(x), d), (id(out), d)] if isinstance(x, Var) else [(id(out), d)]
+                    for d in range(out.aval.ndim)]
         if prim is prims.iota_p:
             return [[(id(outs[0]), d)] for d in range(outs[0].aval.ndim)]
         raise AssertionError(prim)
 
     # --- the typed program ---
 
+    def _typed_loop(self, eqn, ins, eqns):
+        """A loop's operands laid out as its body reads them (the carries as they are
+        carried, a scan's ``xs`` with the scanned dimension whole), and its programs typed:
+        the body's carried results laid out as the carries."""
+        layout = _loop_layout(eqn)
+        carry, body = self.carried[id(eqn)]
+        want = [self.spec_of(a) for a in eqn.invars]
+        for k, spec in zip(layout.carry, carry):
+            want[k] = spec
+        for k in layout.xs:
+            want[k] = ((),) + tuple(want[k][1:])
+        ins = [_laid_out(a, w, self.mesh, eqns, eqn.source) for a, w in zip(ins, want)]
+        params = dict(eqn.params)
+        params[layout.body_name] = body.typed_program(
+            [tuple(c) for c in carry] + [None] * (len(body.program.outvars) - len(carry)))
+        if layout.cond_name is not None:
+            operands = [self.spec_of(a) for a in eqn.invars]
+            cond = eqn.params[layout.cond_name]
+            specs = [_unsplit(v.aval) for v in cond.constvars]
+            specs += [operands[k] for k in range(eqn.params["cond_nconsts"])] + list(carry)
+            solver = _Solver(cond, specs, self.mesh)
+            solver.solve()
+            params[layout.cond_name] = solver.typed_program()
+        return ins, params
+
     def aval(self, atom):
         if isinstance(atom, Literal) or id(atom) not in self.spec:
             return atom.aval
         return _with_spec(atom.aval, self.spec[id(atom)], self.mesh)
 
-    def typed_program(self) -> Program:
+    def typed_program(self, out_specs=None) -> Program:
+        """The program with every value typed; ``out_specs`` (None entries: as they are) lay
+        its results out by a constraint at its end."""
         subst: dict = {}
 
         def typed(var):
@@ -238,13 +345,20 @@ class _Solver:
         for eqn in self.program.eqns:
             ins = [read(a) for a in eqn.invars]
             prim = eqn.primitive
-            if prim.kind != "op" and not (prim is prims.shard_map_p
-                                          and eqn.params["mesh"] == self.mesh):
-                ins = [_gathered(a, self.mesh, eqns, eqn.source) for a in ins]
+            params = eqn.params
+            if id(eqn) in self.carried:
+                ins, params = self._typed_loop(eqn, ins, eqns)
+            elif prim.kind != "op" and not (prim is prims.shard_map_p
+                                            and eqn.params["mesh"] == self.mesh):
+                ins = [_laid_out(a, _unsplit(a.aval), self.mesh, eqns, eqn.source)
+                       for a in ins]
             outs = [typed(v) for v in eqn.outvars]
-            eqns.append(Eqn(prim, ins, outs, eqn.params, eqn.source))
-        return Program(constvars, invars, eqns, [read(a) for a in self.program.outvars],
-                       list(self.program.consts))
+            eqns.append(Eqn(prim, ins, outs, params, eqn.source))
+        outvars = [read(a) for a in self.program.outvars]
+        if out_specs is not None:
+            outvars = [a if w is None else _laid_out(a, w, self.mesh, eqns, None)
+                       for a, w in zip(outvars, out_specs)]
+        return Program(constvars, invars, eqns, outvars, list(self.program.consts))
 
 
 def result_shardings(typed, mesh, arguments) -> list:
@@ -264,11 +378,56 @@ def result_shardings(typed, mesh, arguments) -> list:
     return shardings
 
 
+# Equations the partitioner computes on whole values: they hold programs (other than the loops
+# and branches it runs on blocks), or print.
+WHOLE = frozenset(prims.CONTROL_FLOW + prims.CUSTOM_CALLS
+                  + (prims.shard_map_p, prims.remat_p, prims.debug_print_p, prims.custom_lin_p))
+_LOOPS = (prims.scan_p, prims.while_p)
+
+
+def _blockwise(eqn) -> bool:
+    """Whether a loop's programs hold only equations the partitioner runs on blocks."""
+    return all((e.primitive.kind == "op" and e.primitive not in WHOLE)
+               or (e.primitive in _LOOPS and _blockwise(e))
+               for _, _, sub in sub_programs(eqn) for e in sub.eqns)
+
+
+def _extended(carry, out) -> tuple:
+    """A carry's spec, with the splits the body gives unsplit dimensions of it (where their
+    axes are free in it)."""
+    spec = list(carry)
+    for d, names in enumerate(out):
+        if names and not spec[d] and not any(n in used for used in spec for n in names):
+            spec[d] = names
+    return tuple(spec)
+
+
+class _LoopLayout:
+    """Where a loop's constants, carries and scanned operands are among its operands, and
+    which parameters hold its body (and condition)."""
+
+    def __init__(self, consts, carry, xs, body_name, cond_name=None):
+        self.consts, self.carry, self.xs = consts, carry, xs
+        self.body_name, self.cond_name = body_name, cond_name
+
+    def body(self, eqn) -> Program:
+        return eqn.params[self.body_name]
+
+
+def _loop_layout(eqn) -> _LoopLayout:
+    p, n = eqn.params, len(eqn.invars)
+    if eqn.primitive is prims.scan_p:
+        c, k = p["num_consts"], p["num_carry"]
+        return _LoopLayout(range(c), range(c, c + k), range(c + k, n), "jaxpr")
+    c, b = p["cond_nconsts"], p["body_nconsts"]
+    return _LoopLayout(range(c, c + b), range(c + b, n), range(0), "body_jaxpr", "cond_jaxpr")
+
+
 def _factored(eqn) -> bool:
     prim = eqn.primitive
     return (prim in _POSITIONAL or prim in _REDUCTIONS or prim in (
         prims.transpose_p, prims.broadcast_in_dim_p, prims.squeeze_p, prims.dot_general_p,
-        prims.iota_p))
+        prims.iota_p, prims.gather_p, prims.scatter_p, prims.reshape_p))
 
 
 def _dot_factors(eqn) -> list:
@@ -321,11 +480,13 @@ def _layout_spec(aval, layout, mesh) -> tuple:
     return tuple(tuple(n) for n in names) + ((),) * (aval.ndim - len(names))
 
 
-def _gathered(atom, mesh, eqns, source):
-    """``atom`` laid out whole (a constraint to replicated, when its type splits it)."""
-    if isinstance(atom, Literal) or atom.aval.sharding is None:
+def _laid_out(atom, spec, mesh, eqns, source):
+    """``atom`` laid out by ``spec`` (a sharding constraint, when its type says otherwise)."""
+    spec = tuple(tuple(names) for names in spec)
+    if isinstance(atom, Literal) or _spec(atom.aval) == spec:
         return atom
-    whole = Var(atom.aval.with_sharding(None))
-    eqns.append(Eqn(prims.sharding_constraint_p, [atom], [whole],
-                    {"sharding": NamedSharding(mesh, PartitionSpec())}, source))
-    return whole
+    new = Var(_with_spec(atom.aval, spec, mesh))
+    entries = [names if names else None for names in spec]
+    eqns.append(Eqn(prims.sharding_constraint_p, [atom], [new],
+                    {"sharding": NamedSharding(mesh, PartitionSpec(*entries))}, source))
+    return new

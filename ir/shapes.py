@@ -470,3 +470,28 @@ def _random_bits_rule(key: Aval, *, shape) -> list:
 
 
 shape_rules[prims.random_bits_p] = _random_bits_rule
+
+
+def reshape_groups(old, new) -> list:
+    """The reshape ``old -> new`` as independent groups: (old dims, new dims) runs whose sizes
+    have equal products, in order (unit dimensions join a neighbouring group)."""
+    groups, i, j = [], 0, 0
+    if 0 in old or 0 in new:
+        return [(list(range(len(old))), list(range(len(new))))]
+    while i < len(old) and j < len(new):
+        group_old, group_new, p_old, p_new = [i], [j], old[i], new[j]
+        i, j = i + 1, j + 1
+        while p_old != p_new:
+            if p_old < p_new:
+                group_old.append(i)
+                p_old, i = p_old * old[i], i + 1
+            else:
+                group_new.append(j)
+                p_new, j = p_new * new[j], j + 1
+        groups.append((group_old, group_new))
+    if groups:       # what is left is unit dimensions
+        groups[-1][0].extend(range(i, len(old)))
+        groups[-1][1].extend(range(j, len(new)))
+    else:
+        groups.append((list(range(len(old))), list(range(len(new)))))
+    return groups

@@ -273,6 +273,16 @@ JAX_ROWS = {
     "grad through a split contraction": (
         jax.grad(lambda a, b: jnp.sum(jnp.tanh(a @ b))),
         lambda: [placed(H, "x", "y"), placed(HW, "y", None)], [P("x", "y")]),
+    "a loop's carry keeps its split": (
+        lambda a: lax.fori_loop(0, 3, lambda i, c: c * 2 + a.sum(0), a),
+        lambda: [placed(H, "x", "y")], [P("x", "y")]),
+    "a scan's carry takes the split its body gives it": (
+        lambda a: lax.scan(lambda c, r: (c + r, r * c), jnp.zeros(16), a),
+        lambda: [placed(H, "x", "y")], [P("y"), P(None, "y")]),
+    "take keeps the other dimensions' split": (
+        lambda a: a[jnp.array([0, 3])], lambda: [placed(H, "x", "y")], [P(None, "y")]),
+    "a reshape keeps the major split": (lambda a: a.reshape(128) * 2,
+                                        lambda: [placed(H, "x", "y")], [P("x")]),
     "out_shardings, and what they leave": (
         jax.jit(lambda a: (a * 2, a * 2 + 1),
                 out_shardings=(None, NamedSharding(MESH, P("x")))), lambda: [R], [P(), P("x")]),
@@ -312,3 +322,23 @@ def test_a_split_contraction_is_one_all_reduce_of_the_result_block():
 def test_cumsum_along_a_split_dimension_gathers_it_then_keeps_its_block():
     a = placed(H, "x", "y")
     assert communication(lambda a: jnp.cumsum(a, 0), a) == [("all_gather", ("x",))]
+
+
+def test_a_loop_on_auto_axes_runs_on_blocks_and_moves_nothing_inside():
+    """The carry keeps its layout across iterations, so each iteration is block work: the
+    only collective is the sum's all-reduce, once per iteration, inside the loop."""
+    a = placed(H, "x", "y")
+    fn = lambda a: lax.fori_loop(0, 3, lambda i, c: c * 2 + a.sum(0), a)
+    assert communication(fn, a) == [("all_reduce", ("x",))]
+    text = jax.jit(fn).lower(a).as_text()
+    assert "all_gather" not in text
+
+
+def test_a_reshape_whose_blocks_are_not_runs_still_computes_the_program():
+    """Propagation may type a reshape of column blocks as split rows: the blocks are then
+    gathered, never reshaped in place."""
+    mesh = Mesh(np.array(jax.devices()), ("a",))
+    x = jax.device_put(H, NamedSharding(mesh, P(None, "a")))
+    fn = lambda a: lax.with_sharding_constraint(a.reshape(-1).reshape(a.shape) * 3,
+                                                NamedSharding(mesh, P("a", None)))
+    np.testing.assert_array_equal(np.asarray(jax.jit(fn)(x)), H * 3)

@@ -331,6 +331,25 @@ def test_a_typed_reshape_moves_no_data(case):
         assert communication(lambda a: a.reshape(new), x) == []
 
 
+@pytest.mark.parametrize("spec, out", [(P(None, "a"), P("a")), (P("a", None), P("a")),
+                                       (P(None, "a"), P(None)), (P("a", None), P(None))])
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_a_reshape_given_its_result_layout_is_right_whatever_the_blocks(spec, out, jit):
+    """A block of columns is not a run of the flattened array: its reshape is not the block
+    of the result (this gave wrong values once; rows are, and move nothing)."""
+    mesh = jax.make_mesh((8,), ("a",))
+    host = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    x = jax.device_put(host, NamedSharding(mesh, spec))
+    fn = lambda a: jnp.reshape(a, (128,), out_sharding=NamedSharding(mesh, out))
+    got = (jax.jit(fn) if jit else fn)(x)
+    np.testing.assert_array_equal(np.asarray(got), host.reshape(128))
+    assert got.sharding == NamedSharding(mesh, out)
+    for shard in got.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), host.reshape(128)[shard.index])
+    if spec == P("a", None) and out == P("a"):
+        assert communication(fn, x) == []
+
+
 # --- reductions, elementwise, layout changes: values, types, collectives -----------------------
 
 @pytest.mark.parametrize("name, fn, want, comm", [
