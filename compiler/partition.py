@@ -127,8 +127,11 @@ def _note(mesh, collective, names, before, after, block, reason: str = "",
     requested = eqn.primitive is prims.sharding_constraint_p
     k = _shards(mesh, names)
     block_bytes = int(np.prod(aval_of(block).shape)) * aval_of(block).dtype.itemsize
-    moved = block_bytes * (k - 1) if collective == "all_gather" else \
-        2 * block_bytes * (k - 1) // k
+    # a ring: a gather receives the k-1 other blocks, a reduce-scatter k-1 k-ths of the
+    # block it reduces, an all-reduce both
+    moved = {"all_gather": block_bytes * (k - 1),
+             "reduce_scatter": block_bytes * (k - 1) // k}.get(
+        collective, 2 * block_bytes * (k - 1) // k)
     if not reason:
         reason = ("the program asks for this layout" if requested else
                   f"{eqn.primitive.name} reads its operand laid out as {after}")
@@ -632,41 +635,51 @@ for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
 
 def _dot_general_rule(mesh, eqn, values) -> list:
     """Operands laid out so that the product of blocks is the result's block: batch and free
-    dimensions as the result, each contracted pair split alike on both sides (kept when both
-    already are, over axes the result does not use) or whole; the partial products of a split
-    contraction are summed with psum over its axes."""
+    dimensions as the result, each contracted pair kept as it is where both sides split it
+    alike, else whole. A kept split leaves each device a partial sum (a pending sum), summed
+    over its axes: a result dimension the result splits over some of them alone is computed
+    whole and reduce-scattered along (each device sums, and keeps, its block); a result
+    dimension split over some of them and others is computed whole and cut after the sum;
+    the axes left are summed with psum."""
     (x, y), (a, b), (out,) = values, eqn.invars, eqn.outvars
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     target = spec_of(out.aval)
     xs, ys = spec_of(a.aval), spec_of(b.aval)
-    used = {n for names in target for n in names}
-    contract = []
-    for l, r in zip(lc, rc):
-        same = xs[l] if xs[l] and xs[l] == ys[r] and not used & set(xs[l]) else ()
-        contract.append(same)
-        used |= set(same)
+    contract = [xs[l] if xs[l] and xs[l] == ys[r] else () for l, r in zip(lc, rc)]
+    pending = {n for names in contract for n in names}
+    product = [() if pending & set(names) else names for names in target]
+    scatter = [(d, names) for d, names in enumerate(target)
+               if names and set(names) <= pending]
     n_batch = len(lb)
     x_free = [d for d in range(a.aval.ndim) if d not in lc and d not in lb]
     y_free = [d for d in range(b.aval.ndim) if d not in rc and d not in rb]
     want_x, want_y = [()] * a.aval.ndim, [()] * b.aval.ndim
     for k, (l, r) in enumerate(zip(lb, rb)):
-        want_x[l] = want_y[r] = target[k]
+        want_x[l] = want_y[r] = product[k]
     for k, d in enumerate(x_free):
-        want_x[d] = target[n_batch + k]
+        want_x[d] = product[n_batch + k]
     for k, d in enumerate(y_free):
-        want_y[d] = target[n_batch + len(x_free) + k]
+        want_y[d] = product[n_batch + len(x_free) + k]
     for (l, r), names in zip(zip(lc, rc), contract):
         want_x[l] = want_y[r] = names
     x = to_layout(mesh, x, a, tuple(want_x))
     y = to_layout(mesh, y, b, tuple(want_y))
     result = bind(prims.dot_general_p, x, y, **block_params(eqn))
-    summed = tuple(n for names in contract for n in names)
+    why = "needed by the contraction (split a free dimension instead to avoid it)"
+    for d, names in scatter:
+        _note(mesh, "reduce_scatter", names, "partial sums", out.aval.str_short(), result,
+              f"the contraction is split over {', '.join(names)} on both sides, and the "
+              f"result's dimension {d} over the same axes", why)
+        result = bind(coll.psum_scatter_p, result, mesh_axes=tuple(names), scatter_axis=d,
+                      tiled=True, axis_size=_shards(mesh, names))
+        product[d] = names
+    scattered = {n for _, names in scatter for n in names}
+    summed = tuple(n for names in contract for n in names if n not in scattered)
     if summed:
         _note(mesh, "all_reduce", summed, "partial sums", out.aval.str_short(), result,
-              f"the contraction is split over {', '.join(summed)} on both sides",
-              "needed by the contraction (split a free dimension instead to avoid it)")
+              f"the contraction is split over {', '.join(summed)} on both sides", why)
         result = bind(coll.psum_p, result, mesh_axes=summed)
-    return [result]
+    return [relayout(mesh, result, out.aval.shape, tuple(product), target, out.aval)]
 
 
 block_rules[prims.dot_general_p] = _dot_general_rule

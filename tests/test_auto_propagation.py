@@ -342,3 +342,24 @@ def test_a_reshape_whose_blocks_are_not_runs_still_computes_the_program():
     fn = lambda a: lax.with_sharding_constraint(a.reshape(-1).reshape(a.shape) * 3,
                                                 NamedSharding(mesh, P("a", None)))
     np.testing.assert_array_equal(np.asarray(jax.jit(fn)(x)), H * 3)
+
+
+@pytest.mark.parametrize("spec, comm", [
+    ((None, "y"), [("reduce_scatter", ("y",))]),
+    (("x", "y"), [("reduce_scatter", ("y",))]),
+    (("y", None), [("reduce_scatter", ("y",))]),
+    ((), [("all_reduce", ("y",))]),
+])
+def test_a_pending_sum_laid_out_over_its_axes_is_a_reduce_scatter(spec, comm):
+    """A contraction split over y on both sides leaves each device a partial sum; a result
+    split over y takes its block of the sum (reduce-scatter), not the sum, then a slice."""
+    a, b = placed(H, None, "y"), placed(HW, "y", None)
+    fn = lambda a, b: lax.with_sharding_constraint(a @ b, NamedSharding(MESH, P(*spec)))
+    out = jax.jit(fn)(a, b)
+    np.testing.assert_allclose(np.asarray(out), H @ HW, rtol=1e-5, atol=1e-5)
+    assert out.sharding == NamedSharding(MESH, P(*spec))
+    for shard in out.addressable_shards:
+        np.testing.assert_allclose(np.asarray(shard.data), (H @ HW)[shard.index], rtol=1e-5,
+                                   atol=1e-5)
+    assert [c for c in communication(fn, a, b) if c[0] != "all_gather"] == comm
+    assert not [c for c in communication(fn, a, b) if c[0] == "all_gather"]

@@ -767,6 +767,17 @@ RESHARD_PLACEMENTS = {
         P(("x", "y")), P(("y", "x")), P(None, ("x", "y")), P(None, ("y", "x"))]),
 }
 RESHARD_VALUE = np.arange(16 * 16, dtype=np.float32).reshape(16, 16)
+# Pending sums: the value as a product whose contraction is split over these axes on both
+# sides (each device holds a partial sum of the whole value until it is reduced).
+PENDING = {"1d": [("i",)], "2x4": [("y",), ("x", "y")]}
+
+
+def pending(axes):
+    """The value and the identity laid out so that their product is a sum pending over
+    ``axes``; the product taken as ``dst`` lays it out."""
+    a = jax.device_put(RESHARD_VALUE, P(None, axes))
+    eye = jax.device_put(np.eye(16, dtype=np.float32), P(axes, None))
+    return a, eye, lambda a, b, dst: jnp.dot(a, b, out_sharding=dst)
 
 
 def resharding_matrix(name: str) -> str:
@@ -781,6 +792,14 @@ def resharding_matrix(name: str) -> str:
                 moves = "; ".join(f"{r.collective} {','.join(r.mesh_axes)} "
                                   f"{r.bytes_per_device} B" for r in ledger.inserted)
                 lines.append(f"{src!r} -> {dst!r}: {moves or 'nothing'}")
+        for axes in PENDING[name]:
+            a, eye, product = pending(axes)
+            for dst in placements:
+                ledger = jax.comm_ledger(jax.jit(lambda a, b: product(a, b, dst)), a, eye)
+                moves = "; ".join(f"{r.collective} {','.join(r.mesh_axes)} "
+                                  f"{r.bytes_per_device} B" for r in ledger.inserted)
+                lines.append(f"sum pending over {','.join(axes)} -> {dst!r}: "
+                             f"{moves or 'nothing'}")
     return "\n".join(lines) + "\n"
 
 
@@ -807,6 +826,15 @@ def test_resharding_matrix_values(name):
                 for out in (jax.jit(lambda a: jax.sharding.reshard(a, dst))(x),
                             jax.sharding.reshard(x, dst)):
                     assert out.sharding == NamedSharding(mesh, dst), (src, dst)
+                    np.testing.assert_array_equal(np.asarray(out), RESHARD_VALUE)
+                    for shard in out.addressable_shards:
+                        np.testing.assert_array_equal(shard.data, RESHARD_VALUE[shard.index])
+        for axes in PENDING[name]:
+            a, eye, product = pending(axes)
+            for dst in placements:
+                for out in (jax.jit(lambda a, b: product(a, b, dst))(a, eye),
+                            product(a, eye, dst)):
+                    assert out.sharding == NamedSharding(mesh, dst), (axes, dst)
                     np.testing.assert_array_equal(np.asarray(out), RESHARD_VALUE)
                     for shard in out.addressable_shards:
                         np.testing.assert_array_equal(shard.data, RESHARD_VALUE[shard.index])
