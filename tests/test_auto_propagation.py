@@ -5,6 +5,10 @@ elementwise/reduction chain fixes are laid out as JAX lays them out; what cannot
 is gathered, never guessed."""
 from __future__ import annotations
 
+import re
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,6 +18,8 @@ from shardc import lax
 from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from lowered_comm import communication
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 MESH = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
 RNG = np.random.default_rng(0)
@@ -363,3 +369,41 @@ def test_a_pending_sum_laid_out_over_its_axes_is_a_reduce_scatter(spec, comm):
                                    atol=1e-5)
     assert [c for c in communication(fn, a, b) if c[0] != "all_gather"] == comm
     assert not [c for c in communication(fn, a, b) if c[0] == "all_gather"]
+
+
+@pytest.fixture
+def strict_mode():
+    yield lambda mode: jax.config.update("shardc_implicit_communication", mode)
+    jax.config.update("shardc_implicit_communication", "allow")
+
+
+def test_strict_mode_lists_a_data_parallel_steps_reductions_with_their_lines(strict_mode):
+    """The plain-jnp training step on an Auto mesh, the batch split: propagation computes it
+    on the batch's blocks, and what it inserts is each gradient's sum over the batch, at the
+    line that computes it; the shard_map form writes every collective itself."""
+    import train_mlp
+    import train_data_parallel
+    params, batch = train_mlp.model([16, 32, 8], 8)
+    p = jax.device_put(params, NamedSharding(MESH, P()))
+    b = jax.device_put(batch, NamedSharding(MESH, P(("x", "y"))))
+    step = train_mlp.single_device_step
+    trained = step(p, b)
+    assert train_mlp.max_difference(trained, step(params, batch)) < 1e-6
+    assert all(leaf.sharding == NamedSharding(MESH, P())
+               for leaf in jax.tree_util.tree_leaves(trained))
+    ledger = jax.comm_ledger(step, p, b)
+    line = train_mlp.predict.__code__.co_firstlineno + 2          # jnp.dot(inputs, W) + b
+    assert sorted((r.operation, r.collective, r.mesh_axes) for r in ledger.inserted) == [
+        ("dot_general", "all_reduce", ("x", "y"))] * 2 + [
+        ("reduce_sum", "all_reduce", ("x", "y"))] * 2
+    assert {r.site for r in ledger.inserted} == {f"train_mlp.py:{line}"}
+    assert not any(r.requested for r in ledger.inserted)
+    strict_mode("error")
+    with pytest.raises(ValueError, match=re.escape(
+            "(shardc_implicit_communication='error'): train_mlp.py:")):
+        jax.jit(lambda p, b: step(p, b))(p, b)
+    # written with shard_map, every collective is the program's own: nothing is inserted
+    _, written = train_data_parallel.make_train_step(MESH, ("x", "y"))
+    np.testing.assert_allclose(np.asarray(written(p, b)[0][0]), np.asarray(trained[0][0]),
+                               rtol=1e-5, atol=1e-6)
+    assert jax.comm_ledger(written, p, b).inserted == ()

@@ -362,6 +362,20 @@ def check_explicit():
         placed = step(placed, data_)
     assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
     record("auto/data_parallel", placed)
+    # the same training on Auto axes (Mesh(...), the tutorial's way): the shard_map step, and
+    # the plain-jnp step that propagation partitions (the batch split, each gradient summed
+    # over it); neither gathers anything across the steps
+    import train_mlp
+    auto = Mesh(np.array(jax.devices()).reshape(4, 2), names)
+    _, step = train_data_parallel.make_train_step(auto, axes)
+    for name, step in (("auto/data_parallel_mesh", step),
+                       ("auto/data_parallel_jnp", train_mlp.single_device_step)):
+        placed, data_ = train_data_parallel.place(auto, axes, params, batch)
+        before = jax.distributed.gather_costs()
+        for _ in range(2):
+            placed = step(placed, data_)
+        assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
+        record(name, placed)
 
 
 # --- the multi-process API ---------------------------------------------------------------------
