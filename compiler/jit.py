@@ -32,7 +32,8 @@ from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, check_divides, current_mesh
 from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import check_inserted, has_split_types, partition
-from compiler.propagation import program_mesh, propagate, result_shardings
+from compiler.propagation import (program_mesh, propagate, result_shardings,
+                                  spelling_reference)
 from ir.printer import print_program
 
 
@@ -138,7 +139,7 @@ def _placing(compiled, leaves, outs):
     Explicit mesh each as its type says; on Auto axes as propagation typed it, spelt as JAX
     does; else as the trace followed their layouts."""
     if compiled.module.propagated is not None:
-        return lambda results: _placed_propagated(results, compiled.module.propagated, leaves,
+        return lambda results: _placed_propagated(results, compiled.module.propagated,
                                                   compiled.given)
     mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
             or split_mesh([], outs, None) or placement_mesh(outs))
@@ -151,12 +152,11 @@ def _placing(compiled, leaves, outs):
     return False
 
 
-def _placed_propagated(results, propagated, arguments, given=None) -> list:
+def _placed_propagated(results, propagated, given=None) -> list:
     """Results of a program typed by propagation on an Auto mesh, laid out as typed and spelt
     as JAX spells them (an ``out_shardings`` entry, in ``given``, as written)."""
-    mesh, typed = propagated
-    ranked = [(aval_of(x).ndim, getattr(x, "sharding", None)) for x in arguments]
-    shardings = result_shardings(typed, mesh, ranked)
+    mesh, typed, reference = propagated
+    shardings = result_shardings(typed, mesh, reference)
     if given:
         shardings = [g if isinstance(g, NamedSharding) and g == s else s
                      for s, g in zip(shardings, given)]
@@ -173,8 +173,9 @@ def _partitioned(program: Program, values) -> tuple:
         layouts = [getattr(v, "sharding", None) for v in values]
         mesh = program_mesh(program, layouts)
         if mesh is not None:
+            reference = spelling_reference(program, values[len(program.constvars):])
             program = propagate(inline_calls(program), layouts, mesh)
-            propagated = (mesh, [a.aval for a in program.outvars])
+            propagated = (mesh, [a.aval for a in program.outvars], reference)
     inserted: list = []
     return partition(program, inserted), tuple(inserted), propagated
 
@@ -274,7 +275,7 @@ def execute_partitioned(prim, values, params, typed) -> list:
     outs = backend.execute(module, list(values))
     if module.propagated is None:
         return outs
-    return _placed_propagated(outs, module.propagated, values)
+    return _placed_propagated(outs, module.propagated)
 
 
 def _normalize_argnums(argnums) -> tuple:

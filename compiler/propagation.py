@@ -361,11 +361,27 @@ class _Solver:
         return Program(constvars, invars, eqns, outvars, list(self.program.consts))
 
 
-def result_shardings(typed, mesh, arguments) -> list:
-    """How results of types ``typed`` on ``mesh`` report their layout, as JAX spells a
-    propagated one: as an argument of the same rank and layout spells it (``arguments``:
-    (rank, sharding) pairs), else one entry per dimension up to the last split one
-    (``P('x',)``, ``P()`` when replicated)."""
+def spelling_reference(program: Program, arguments):
+    """The layout JAX spells a compiled program's results after where they equal it, as
+    (rank, sharding): the first argument's (None when it is not laid out on a mesh: a host
+    array), else, for a program of no arguments, its first sharding constraint's."""
+    if arguments:
+        sharding = getattr(arguments[0], "sharding", None)
+        if isinstance(sharding, NamedSharding):
+            return len(getattr(arguments[0], "shape", ())), sharding
+        return None
+    for eqn in program.eqns:
+        if eqn.primitive is prims.sharding_constraint_p and isinstance(
+                eqn.params["sharding"], NamedSharding):
+            return eqn.invars[0].aval.ndim, eqn.params["sharding"]
+    return None
+
+
+def result_shardings(typed, mesh, reference) -> list:
+    """How results of types ``typed`` on ``mesh`` report their layout, as JAX spells a layout
+    its compiler worked out: as ``reference`` (``spelling_reference``) where a result has its
+    rank and layout, else one entry per dimension up to the last split one (``P('x',)``,
+    ``P()`` when replicated)."""
     shardings = []
     for aval in typed:
         spec = _spec(aval)
@@ -373,8 +389,9 @@ def result_shardings(typed, mesh, arguments) -> list:
         while entries and entries[-1] is None:
             entries.pop()
         sharding = NamedSharding(mesh, PartitionSpec(*entries))
-        same = [s for rank, s in arguments if rank == aval.ndim and s == sharding]
-        shardings.append(same[0] if same else sharding)
+        if reference is not None and reference[0] == aval.ndim and reference[1] == sharding:
+            sharding = reference[1]
+        shardings.append(sharding)
     return shardings
 
 

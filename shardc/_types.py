@@ -86,7 +86,8 @@ class _TypeOf:
     def __str__(self):
         return self._text
 
-    __repr__ = __str__
+    def __repr__(self):
+        return f"ShapedArray({self._text})"      # JAX's repr (f"{typeof(x)=}")
 
 
 class ShapeDtypeStruct:

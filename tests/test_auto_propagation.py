@@ -268,6 +268,11 @@ JAX_ROWS = {
         placed(H, "x", "y"), placed(HW, "y", None)], [P("x")]),
     "an argument's spelling": (lambda a, b: a @ b, lambda: [
         placed(H, "x", None), placed(HW, "y", None)], [P("x", None)]),
+    "only the first argument's spelling counts": (
+        lambda a, b: a + b, lambda: [R, placed(H, "x", None)], [P("x")]),
+    "the first argument's spelling": (
+        lambda b, a: a + b, lambda: [placed(H, "x", None), R], [P("x", None)]),
+    "a host array first": (lambda a, b: a + b, lambda: [H, placed(H, "x", None)], [P("x")]),
     "cumsum keeps the split": (lambda a: jnp.cumsum(a, 0), lambda: [placed(H, "x", "y")],
                                [P("x", "y")]),
     "sort keeps the split": (lambda a: jnp.sort(a, 1), lambda: [placed(H, "x", "y")],
