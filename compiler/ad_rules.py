@@ -196,7 +196,7 @@ jvp_rules[p.polygamma_p] = _polygamma_jvp
 _UNARY_DERIVATIVES = {
     p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.tanh_p: _d_tanh, p.exp_p: _d_exp,
     p.log_p: _d_log, p.log1p_p: _d_log1p, p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt,
-    p.rsqrt_p: _d_rsqrt, p.abs_p: _d_abs, p.logistic_p: _d_logistic,
+    p.rsqrt_p: _d_rsqrt, p.logistic_p: _d_logistic,
     p.asin_p: _d_asin, p.acos_p: _d_acos, p.atan_p: _d_atan, p.sinh_p: _d_sinh,
     p.cosh_p: _d_cosh, p.asinh_p: _d_asinh, p.acosh_p: _d_acosh, p.atanh_p: _d_atanh,
     p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2, p.erf_p: _d_erf, p.erfc_p: _d_erfc,
@@ -218,6 +218,55 @@ jvp_rules[p.reduce_precision_p] = functools.partial(linear_jvp, p.reduce_precisi
 transpose_rules[p.reduce_precision_p] = lambda ct, x, **params: [
     bind(p.reduce_precision_p, ct, **params)]
 transpose_rules[p.neg_p] = lambda ct, x: [bind(p.neg_p, ct)]
+
+
+# --- complex numbers: JAX's conventions --------------------------------------------------------
+# The parts are linear maps over the reals; their transposes are JAX's (imag's and complex's
+# negate the imaginary part), so that grad of a real function of complex values is the
+# conjugate of its gradient ``df/dx + i df/dy``, as in JAX (grad(|z|^2)(z) = 2 conj(z)).
+
+def _is_complex(x) -> bool:
+    return bool(np.issubdtype(aval_of(x).dtype, np.complexfloating))
+
+
+def _complex_of(re, im):
+    return bind(p.complex_p, re, im)
+
+
+for _p in p.COMPLEX_PARTS + (p.complex_p,):
+    jvp_rules[_p] = functools.partial(linear_jvp, _p)
+transpose_rules[p.real_p] = lambda ct, x: [_complex_of(ct, zeros_like_aval(aval_of(ct)))]
+transpose_rules[p.imag_p] = lambda ct, x: [
+    _complex_of(zeros_like_aval(aval_of(ct)), bind(p.neg_p, ct))]
+transpose_rules[p.conj_p] = lambda ct, x: [
+    bind(p.conj_p, ct) if np.issubdtype(_aval(x).dtype, np.complexfloating)
+    else bind(p.real_p, ct)]
+
+
+def _complex_transpose(ct, re, im):
+    return [unbroadcast(bind(p.real_p, ct), _aval(re)) if isinstance(re, Linear) else None,
+            unbroadcast(bind(p.neg_p, bind(p.imag_p, ct)), _aval(im))
+            if isinstance(im, Linear) else None]
+
+
+transpose_rules[p.complex_p] = lambda ct, re, im: _complex_transpose(ct, re, im)
+
+
+def _abs_jvp(primals, tangents):
+    """|x|' t: sign(x) t for a real x; for a complex one real(conj(x) t) / |x| (0 at 0)."""
+    (x,), (t,) = primals, tangents
+    y = bind(p.abs_p, x)
+    if not _is_complex(x):
+        return [y], [_mul(t, _d_abs(x, y))]
+    zero = bind(p.eq_p, y, _scalar(0, y))
+    safe = bind(p.select_n_p, zero, y, bind(p.broadcast_in_dim_p, _scalar(1, y),
+                                               shape=aval_of(y).shape, broadcast_dimensions=()))
+    slope = bind(p.real_p, _mul(t, bind(p.conj_p, x)))
+    tangent = bind(p.select_n_p, zero, bind(p.div_p, slope, safe), zeros_like_aval(aval_of(y)))
+    return [y], [tangent]
+
+
+jvp_rules[p.abs_p] = _abs_jvp
 
 
 # --- elementwise, two operands (rank-0 operands broadcast) -----------------------------------------

@@ -147,8 +147,9 @@ def jvp(fun, primals, tangents, has_aux=False):
     return tree.tree_unflatten(out_tree, primal_out), tree.tree_unflatten(out_tree, tangent_out)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
-    """``fun``'s value and its gradient with respect to ``argnums`` (a scalar output)."""
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """``fun``'s value and its gradient with respect to ``argnums`` (a scalar output; complex
+    only with ``holomorphic=True``, whose inputs must be complex too)."""
     single = isinstance(argnums, int)
     argnums_t = (argnums,) if single else tuple(argnums)
 
@@ -158,7 +159,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
                 raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
                                 f"least {k + 1} positional arguments, got {len(args)}")
             _check_values(args[k], f"args[{k}]", fun)
-            _check_real(args[k], allow_int)
+            _check_real(args[k], allow_int, holomorphic)
 
         def partial_fun(*diff_args):
             full = list(args)
@@ -178,9 +179,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
         if aval.shape != ():     # JAX's wording
             raise TypeError("Gradient only defined for scalar-output functions. Output had "
                             f"shape: {aval.shape}.")
-        if not dtypes.is_inexact(aval.dtype):
-            raise TypeError("grad requires real- or complex-valued outputs (output dtype that "
-                            f"is a sub-dtype of np.inexact), but got {aval.dtype.name}")
+        _check_output(aval.dtype, holomorphic)
         grads = vjp_fun(bind(prims.broadcast_in_dim_p, np.ones((), aval.dtype), shape=(),
                              broadcast_dimensions=()))
         grads = grads[0] if single else grads
@@ -189,9 +188,10 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
     return value_and_grad_fun
 
 
-def grad(fun, argnums=0, has_aux=False, allow_int=False):
-    """The gradient of a scalar-output ``fun`` with respect to ``argnums``."""
-    vg = value_and_grad(fun, argnums, has_aux, allow_int)
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """The gradient of a scalar-output ``fun`` with respect to ``argnums``. Of a real function
+    of complex values it is the conjugate of ``df/dx + i df/dy``, as in JAX."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     def grad_fun(*args, **kwargs):
         (_, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
@@ -214,9 +214,32 @@ def _check_values(values, where: str, fun):
                                   f"'{function_name(fun)}'")
 
 
-def _check_real(arg, allow_int):
+def _check_output(dtype, holomorphic) -> None:
+    """JAX's TypeErrors for what grad cannot differentiate: a complex output without
+    ``holomorphic=True``, a real one with it, an integer one."""
+    is_complex = np.issubdtype(dtype, np.complexfloating)
+    if holomorphic:
+        if not is_complex:
+            raise TypeError("grad with holomorphic=True requires outputs with complex dtype, "
+                            f"but got {dtype.name}.")
+    elif is_complex:
+        raise TypeError("grad requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dtype.name}. For holomorphic "
+                        "differentiation, pass holomorphic=True. For differentiation of "
+                        "non-holomorphic functions involving complex outputs, use jax.vjp "
+                        "directly.")
+    elif not dtypes.is_inexact(dtype):
+        raise TypeError("grad requires real-valued outputs (output dtype that is a sub-dtype "
+                        f"of np.floating), but got {dtype.name}. For differentiation of "
+                        "functions with integer outputs, use jax.vjp directly.")
+
+
+def _check_real(arg, allow_int, holomorphic=False):
     for leaf in tree.tree_leaves(arg):
         dtype = aval_of(as_array(leaf)).dtype
+        if holomorphic and not np.issubdtype(dtype, np.complexfloating):
+            raise TypeError("grad with holomorphic=True requires inputs with complex dtype, "
+                            f"but got {dtype.name}.")
         if not dtypes.is_inexact(dtype) and not allow_int:
             raise TypeError("grad requires real- or complex-valued inputs (input dtype that is a "
                             f"sub-dtype of np.inexact), but got {dtype.name}. If you want to "

@@ -40,6 +40,22 @@ class TypePromotionError(ValueError):
     """Raised when dtypes have no implicit promotion (JAX's ``TypePromotionError``)."""
 
 
+def real_dtype(dtype) -> np.dtype:
+    """The real dtype of a complex one's parts (complex64 -> float32); others as they are."""
+    dtype = np.dtype(dtype)
+    return {np.dtype("complex64"): np.dtype("float32"),
+            np.dtype("complex128"): np.dtype("float64")}.get(dtype, dtype)
+
+
+def complex_dtype(dtype) -> np.dtype:
+    """The complex dtype whose parts are ``dtype`` (float64 -> complex128, smaller floats ->
+    complex64); a complex one as it is."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.complexfloating):
+        return dtype
+    return np.dtype("complex128") if dtype == np.dtype("float64") else np.dtype("complex64")
+
+
 # --- the x64 switch -------------------------------------------------------------------------
 
 _CANONICAL_X32 = {

@@ -127,9 +127,17 @@ lgamma_p = primitive("lgamma")
 digamma_p = primitive("digamma")
 SPECIAL = (erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p)
 
+# Complex numbers' parts: real and imag of a complex operand are real; conj of a real operand
+# is complex (lax's); complex(re, im) is in ARITHMETIC.
+real_p = primitive("real")
+imag_p = primitive("imag")
+conj_p = primitive("conj")
+COMPLEX_PARTS = (real_p, imag_p, conj_p)
+
 UNARY = (neg_p, sin_p, cos_p, tan_p, tanh_p, exp_p, log_p, log1p_p, expm1_p, sqrt_p, rsqrt_p,
          abs_p, sign_p, floor_p, ceil_p, round_p, logistic_p, not_p, asin_p, acos_p, atan_p,
-         sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p, population_count_p) + SPECIAL
+         sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p, population_count_p
+         ) + SPECIAL + COMPLEX_PARTS
 PREDICATES = (is_finite_p, signbit_p)                     # one operand, boolean result
 
 # Elementwise, two operands of one dtype (rank-0 operands broadcast).
@@ -151,8 +159,9 @@ shift_left_p = primitive("shift_left")
 shift_right_arithmetic_p = primitive("shift_right_arithmetic")
 shift_right_logical_p = primitive("shift_right_logical")
 SHIFTS = (shift_left_p, shift_right_arithmetic_p, shift_right_logical_p)
+complex_p = primitive("complex")                         # (re, im): re + i im
 ARITHMETIC = (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, and_p, or_p, xor_p,
-              nextafter_p, polygamma_p) + SHIFTS
+              nextafter_p, polygamma_p, complex_p) + SHIFTS
 
 eq_p = primitive("eq")
 ne_p = primitive("ne")

@@ -61,7 +61,25 @@ _INEXACT_ONLY = (prims.asin_p, prims.acos_p, prims.atan_p, prims.sinh_p, prims.c
                  prims.nextafter_p, prims.signbit_p, prims.polygamma_p) + prims.SPECIAL
 
 
+_COMPLEX_ONLY = (prims.real_p, prims.imag_p)
+# lax's real-only functions (JAX's dtype rules refuse a complex operand)
+_REAL_ONLY = (prims.floor_p, prims.ceil_p, prims.round_p, prims.atan2_p, prims.nextafter_p,
+              prims.complex_p, prims.erf_p, prims.erfc_p, prims.erf_inv_p, prims.lgamma_p,
+              prims.digamma_p, prims.cbrt_p, prims.is_finite_p, prims.signbit_p,
+              prims.polygamma_p)
+
+
 def _check_operand_kind(prim, x: Aval):
+    # JAX's dtype-rule wording
+    if prim in _COMPLEX_ONLY and not np.issubdtype(x.dtype, np.complexfloating):
+        raise ShapeError(f"{prim} does not accept dtype {x.dtype.name}. Accepted dtypes are "
+                         "subtypes of complexfloating.")
+    if prim is prims.conj_p and not dtypes.is_inexact(x.dtype):
+        raise ShapeError(f"{prim} does not accept dtype {x.dtype.name}. Accepted dtypes are "
+                         "subtypes of floating, complexfloating.")
+    if prim in _REAL_ONLY and np.issubdtype(x.dtype, np.complexfloating):
+        raise ShapeError(f"{prim} does not accept dtype {x.dtype.name}. Accepted dtypes are "
+                         "subtypes of floating.")
     if prim in (prims.not_p,) and not (dtypes.is_bool(x.dtype) or dtypes.is_int(x.dtype)):
         raise ShapeError(f"{prim} requires a boolean or integer operand, got {x.str_short()}")
     if prim in _INTEGER_ONLY and not dtypes.is_int(x.dtype):
@@ -74,6 +92,10 @@ def unary_rule(prim, x: Aval, **params) -> list:
     _check_operand_kind(prim, x)
     if prim in prims.PREDICATES:
         return [_aval(x.shape, dtypes.bool_)]
+    if prim in (prims.real_p, prims.imag_p, prims.abs_p):
+        return [_aval(x.shape, dtypes.real_dtype(x.dtype))]
+    if prim is prims.conj_p:
+        return [_aval(x.shape, dtypes.complex_dtype(x.dtype))]
     return [_aval(x.shape, x.dtype)]
 
 
@@ -83,6 +105,11 @@ def binary_rule(prim, *avals, **params) -> list:
         raise ShapeError(f"{prim} requires operands of one dtype, got "
                          + ", ".join(a.str_short() for a in avals))
     _check_operand_kind(prim, avals[0])
+    if prim is prims.complex_p:
+        if not dtypes.is_inexact(avals[0].dtype):
+            raise ShapeError(f"{prim} requires floating-point operands, got "
+                             + ", ".join(a.str_short() for a in avals))
+        return [_aval(_common_shape(prim, avals), dtypes.complex_dtype(avals[0].dtype))]
     return [_aval(_common_shape(prim, avals), avals[0].dtype)]
 
 

@@ -69,7 +69,16 @@ def _population_count(x):
     return np.bitwise_count(_unsigned_view(x)).astype(x.dtype)
 
 
+def _conj(x):
+    return np.conj(x).astype(dtypes.complex_dtype(np.asarray(x).dtype))
+
+
+def _complex(re, im):
+    return re + np.asarray(1j, dtypes.complex_dtype(np.asarray(re).dtype)) * im
+
+
 _UNARY_IMPLS = {
+    prims.real_p: np.real, prims.imag_p: np.imag, prims.conj_p: _conj,
     prims.neg_p: np.negative, prims.sin_p: np.sin, prims.cos_p: np.cos, prims.tan_p: np.tan,
     prims.tanh_p: np.tanh, prims.exp_p: np.exp, prims.log_p: np.log, prims.log1p_p: np.log1p,
     prims.expm1_p: np.expm1, prims.sqrt_p: np.sqrt, prims.rsqrt_p: _rsqrt, prims.abs_p: np.abs,
@@ -134,6 +143,7 @@ def _shift_right_logical(x, y):
 
 
 _BINARY_IMPLS = {
+    prims.complex_p: _complex,
     prims.add_p: np.add, prims.sub_p: np.subtract, prims.mul_p: np.multiply,
     prims.div_p: _div, prims.rem_p: _rem, prims.pow_p: _pow, prims.max_p: np.maximum,
     prims.min_p: np.minimum, prims.atan2_p: np.arctan2, prims.and_p: np.bitwise_and,
@@ -147,13 +157,27 @@ _BINARY_IMPLS = {
 }
 
 
+def elementwise_dtype(got, args) -> np.dtype:
+    """The dtype of an elementwise result numpy computed as ``got`` from ``args``: the
+    operands' own (numpy may widen), real where the result is the real part of complex
+    operands (abs, real, imag), complex where real operands make a complex one."""
+    got = np.dtype(got)
+    if got == np.bool_:
+        return got
+    want = np.result_type(*args)
+    if np.issubdtype(want, np.complexfloating) and not np.issubdtype(got, np.complexfloating):
+        return dtypes.real_dtype(want)
+    if np.issubdtype(got, np.complexfloating) and not np.issubdtype(want, np.complexfloating):
+        return dtypes.complex_dtype(want)
+    return want
+
+
 def _elementwise(fn, *args):
     with np.errstate(all="ignore"):
         result = np.asarray(fn(*args))
-    if result.dtype != np.bool_:
-        want = np.result_type(*[np.asarray(a) for a in args])
-        if result.dtype != want:
-            result = result.astype(want)
+    want = elementwise_dtype(result.dtype, [np.asarray(a) for a in args])
+    if result.dtype != want:
+        result = result.astype(want)
     return [result]
 
 

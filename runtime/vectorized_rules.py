@@ -109,7 +109,7 @@ def _probe_dtype(fn, types: EqnTypes):
                 for lit, a in zip(types.literals, types.in_avals)]
         with np.errstate(all="ignore"):
             got = np.asarray(fn(*args)).dtype
-        found = _PROBED[key] = (got, got if got == np.bool_ else np.result_type(*args))
+        found = _PROBED[key] = (got, reference.elementwise_dtype(got, args))
     return found
 
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compiler import ad_core, autodiff  # noqa: F401  (autodiff loads every rule module)
+import shardc  # noqa: F401  (the package loads every rule module, as a user's import does)
+from compiler import ad_core
 from ir import primitives as prims
 from ir import collectives as coll
 
@@ -18,7 +19,7 @@ BODY_KINDS = ("op", "collective", "higher")
 NO_JVP = {coll.axis_index_p: "integer-valued"}
 
 # Not linear in any operand: no linear (tangent) program holds them, so nothing transposes them.
-NOT_LINEAR = set(prims.UNARY + prims.COMPARISON) - {prims.neg_p} | {
+NOT_LINEAR = set(prims.UNARY + prims.COMPARISON) - {prims.neg_p, *prims.COMPLEX_PARTS} | {
     prims.is_finite_p, prims.rem_p, prims.pow_p, prims.max_p, prims.min_p, prims.atan2_p,
     prims.and_p, prims.or_p, prims.xor_p, prims.iota_p, prims.reduce_max_p, prims.reduce_min_p,
     prims.reduce_prod_p, prims.reduce_and_p, prims.reduce_or_p, prims.argmax_p, prims.argmin_p,

@@ -12,8 +12,32 @@ from shardc.lax._shapes import array_operand
 __all__ = [
     "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "clamp", "square", "integer_pow",
     "reciprocal", "atan2", "exp2", "expm1", "log1p", "sign", "tan", "cbrt", "ceil", "floor",
-    "is_finite", "pow", "round", "bitcast_convert_type", "reduce_precision",
+    "is_finite", "pow", "round", "bitcast_convert_type", "reduce_precision", "real", "imag",
+    "conj", "complex",
 ]
+
+
+def real(x):
+    """The real part of a complex ``x`` (a real ``x`` is JAX's TypeError)."""
+    return bind(p.real_p, array_operand(x))
+
+
+def imag(x):
+    """The imaginary part of a complex ``x``."""
+    return bind(p.imag_p, array_operand(x))
+
+
+def conj(x):
+    """The complex conjugate; of a real ``x``, ``x`` as a complex array (as lax's)."""
+    return bind(p.conj_p, array_operand(x))
+
+
+def complex(x, y):
+    """``x + i y`` from real arrays of one dtype (a Python number takes the other's)."""
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    if jnp.shape(x) != jnp.shape(y):
+        x, y = jnp.broadcast_arrays(x, y)
+    return bind(p.complex_p, x, y)
 
 
 def _special(prim, x):

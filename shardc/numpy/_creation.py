@@ -53,8 +53,11 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None):
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
-    dtype = _dt.canonicalize(dtype or _dt.float_)
-    start, stop = convert(start, _dt.float_), convert(stop, _dt.float_)
+    # complex endpoints make a complex line (JAX: the result type of start, stop and float)
+    work = _dt.complex_ if any(np.iscomplexobj(v) or np.issubdtype(
+        getattr(v, "dtype", np.float32), np.complexfloating) for v in (start, stop)) else _dt.float_
+    dtype = _dt.canonicalize(dtype or work)
+    start, stop = convert(start, work), convert(stop, work)
     if num <= 1:
         values = broadcast_to(start, (num,))
     else:

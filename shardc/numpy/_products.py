@@ -137,8 +137,9 @@ def matmul(x, y):
 
 @accepts_out_sharding
 def vdot(x, y):
-    """Dot product of the flattened operands."""
-    return dot(ravel(x), ravel(y))
+    """Dot product of the flattened operands, the first conjugated."""
+    from shardc.numpy._ufuncs import conj
+    return dot(ravel(conj(x)), ravel(y))
 
 
 @accepts_out_sharding

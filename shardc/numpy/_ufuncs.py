@@ -383,46 +383,53 @@ def lcm(x, y):
     return abs(multiply(floor_divide(x, safe), y))
 
 
-def _real_only(name, x):
-    x = as_array(x)
-    if np.issubdtype(dtype_of(x), np.complexfloating):
-        raise NotImplementedError(f"jnp.{name}: complex arrays are not supported by shardc")
-    return x
+def _is_complex(x) -> bool:
+    return bool(np.issubdtype(dtype_of(x), np.complexfloating))
 
 
 def real(x):
-    """The real part: a real array itself."""
-    return _real_only("real", x)
+    """The real part (a real array itself)."""
+    x = as_array(x)
+    return bind(p.real_p, x) if _is_complex(x) else x
 
 
 def imag(x):
-    """The imaginary part: zeros for a real array."""
-    return zeros_like(_real_only("imag", x))
+    """The imaginary part (zeros for a real array)."""
+    x = as_array(x)
+    return bind(p.imag_p, x) if _is_complex(x) else zeros_like(x)
 
 
 def conj(x):
-    """The complex conjugate: a real array itself."""
-    return _real_only("conj", x)
+    """The complex conjugate (a real array itself)."""
+    x = as_array(x)
+    return bind(p.conj_p, x) if _is_complex(x) else x
 
 
 conjugate = conj
 
 
 def angle(z, deg=False):
-    """The argument of ``z``: 0 for non-negative reals, pi for negative ones (and -0.0)."""
-    z = as_inexact(_real_only("angle", z))
-    result = arctan2(zeros_like(z), z)
+    """The argument of ``z``: ``atan2(imag, real)``; 0 for non-negative reals, pi for negative
+    ones (and -0.0)."""
+    z = as_array(z)
+    if _is_complex(z):
+        result = arctan2(imag(z), real(z))
+    else:
+        z = as_inexact(z)
+        result = arctan2(zeros_like(z), z)
     return rad2deg(result) if deg else result
 
 
 def iscomplex(x):
-    """False everywhere for a real array (shardc has no complex arrays)."""
-    return zeros_like(_real_only("iscomplex", x), bool)
+    """Where the imaginary part is not zero (False everywhere for a real array)."""
+    x = as_array(x)
+    return not_equal(imag(x), 0) if _is_complex(x) else zeros_like(x, bool)
 
 
 def isreal(x):
-    """True everywhere for a real array."""
-    return ones_like(_real_only("isreal", x), bool)
+    """Where the imaginary part is zero (True everywhere for a real array)."""
+    x = as_array(x)
+    return equal(imag(x), 0) if _is_complex(x) else ones_like(x, bool)
 
 
 def iscomplexobj(x) -> bool:
