@@ -8,6 +8,7 @@ Rules bind primitives in the current trace.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -267,6 +268,39 @@ def _abs_jvp(primals, tangents):
 
 
 jvp_rules[p.abs_p] = _abs_jvp
+
+
+# --- the Fourier transform: linear; transposes as JAX's ---------------------------------------
+
+def _fft(x, fft_type, fft_lengths):
+    return bind(p.fft_p, x, fft_type=fft_type, fft_lengths=tuple(fft_lengths))
+
+
+def _fft_transpose(ct, x, *, fft_type, fft_lengths):
+    if fft_type in ("FFT", "IFFT"):         # the transform's matrix is symmetric
+        return [_fft(ct, fft_type, fft_lengths)]
+    n = fft_lengths[-1]
+    if fft_type == "RFFT":
+        # RFFT is FFT of the real input made complex, its last dimension cut to n//2+1:
+        # transposed, the cut is padded back with zeros and the real part taken
+        config = [(0, 0, 0)] * (aval_of(ct).ndim - 1) + [(0, n - aval_of(ct).shape[-1], 0)]
+        zero = np.zeros((), aval_of(ct).dtype)
+        padded = bind(p.pad_p, ct, zero, padding_config=tuple(config))
+        return [bind(p.real_p, _fft(padded, "FFT", fft_lengths))]
+    # IRFFT: JAX's rule (the RFFT of the cotangent, the doubled frequencies weighted, scaled,
+    # conjugated by JAX's convention for complex gradients)
+    y = _fft(ct, "RFFT", fft_lengths)
+    m = aval_of(y).shape[-1]
+    odd = n % 2
+    weights = np.concatenate([np.ones(1), np.full(m - 2 + odd, 2.0), np.ones(1 - odd)])
+    scale = (weights / math.prod(fft_lengths)).astype(aval_of(y).dtype)
+    scale = bind(p.broadcast_in_dim_p, scale, shape=aval_of(y).shape,
+                 broadcast_dimensions=(aval_of(y).ndim - 1,))
+    return [bind(p.conj_p, _mul(y, scale))]
+
+
+jvp_rules[p.fft_p] = functools.partial(linear_jvp, p.fft_p)
+transpose_rules[p.fft_p] = _fft_transpose
 
 
 # --- elementwise, two operands (rank-0 operands broadcast) -----------------------------------------

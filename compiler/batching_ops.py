@@ -120,6 +120,16 @@ def _pad_rule(values, dims, *, padding_config):
 
 for _p in prims.CUMULATIVE:
     batching_rules[_p] = functools.partial(_cumulative_rule, _p)
+
+
+def _fft_rule(values, dims, *, fft_type, fft_lengths):
+    """The transform acts on the last dimensions: the batch at axis 0 stays clear of them."""
+    (x,), (dim,) = values, dims
+    x = batch_at(x, dim, batch_size(values, dims))
+    return [bind(prims.fft_p, x, fft_type=fft_type, fft_lengths=fft_lengths)], [0]
+
+
+batching_rules[prims.fft_p] = _fft_rule
 batching_rules[prims.sort_p] = _sort_rule
 
 

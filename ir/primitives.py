@@ -257,6 +257,12 @@ custom_lin_p = primitive("custom_lin", multiple_results=True)
 # ``checkpoint_name``: the identity, naming a value for remat policies.
 name_p = primitive("name")                               # [name]
 
+# The discrete Fourier transform over the last len(fft_lengths) dimensions: fft_type 'FFT',
+# 'IFFT' (complex to complex, the inverse scaled by 1/n), 'RFFT' (real to the n//2+1
+# non-negative frequencies of the last dimension), 'IRFFT' (their inverse, to real).
+fft_p = primitive("fft")                                 # [fft_type, fft_lengths]
+FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
+
 # Elementwise: operands and result of one shape, each element on its own (a rank-0 or size-1
 # operand dimension broadcasts).
 ELEMENTWISE = (UNARY + ARITHMETIC + COMPARISON + PREDICATES

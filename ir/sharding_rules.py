@@ -591,6 +591,20 @@ def _cumulative(in_avals, outs, *, axis, reverse):
     return [spec_of(x)]
 
 
+def _fft(in_avals, outs, *, fft_type, fft_lengths):
+    """The transformed dimensions unsplit; the others keep their split."""
+    (x,) = in_avals
+    spec = spec_of(x)
+    n = len(fft_lengths)
+    if any(spec[-n:]):
+        raise ShardingTypeError(f"fft needs its last {n} dimension{'s' * (n > 1)} unsharded. "
+                                f"Got input type={x.str_long()}; reshard them to None first")
+    return [spec]
+
+
+sharding_rules[prims.fft_p] = _fft
+
+
 def _sort(in_avals, outs, *, dimension, num_keys):
     first = in_avals[0]
     mesh = next(a.sharding.mesh for a in in_avals if a.sharding is not None)

@@ -373,6 +373,33 @@ def _cumsum(x, *, axis, reverse):
 
 impl_rules[prims.cumsum_p] = _cumsum
 
+
+def fft_kernel(fft_type, fft_lengths):
+    """numpy's transform of the last len(fft_lengths) dimensions, in the result's dtype
+    (numpy computes in double precision)."""
+    axes = tuple(range(-len(fft_lengths), 0))
+    lengths = tuple(fft_lengths)
+
+    def kernel(x):
+        if fft_type == "FFT":
+            out = np.fft.fftn(x, axes=axes)
+            dtype = x.dtype
+        elif fft_type == "IFFT":
+            out = np.fft.ifftn(x, axes=axes)
+            dtype = x.dtype
+        elif fft_type == "RFFT":
+            out = np.fft.rfftn(x, axes=axes)
+            dtype = dtypes.complex_dtype(x.dtype)
+        else:
+            out = np.fft.irfftn(x, s=lengths, axes=axes)
+            dtype = dtypes.real_dtype(x.dtype)
+        return np.asarray(out, dtype)
+    return kernel
+
+
+impl_rules[prims.fft_p] = lambda x, *, fft_type, fft_lengths: [
+    fft_kernel(fft_type, fft_lengths)(x)]
+
 _CUMULATIVE_UFUNCS = {prims.cumprod_p: np.multiply, prims.cummax_p: np.maximum,
                       prims.cummin_p: np.minimum}
 

@@ -374,6 +374,9 @@ def _cumsum_rule(types: EqnTypes) -> Kernel:
 
 
 stacked_rules[prims.cumsum_p] = _cumsum_rule
+# the transform acts on the last dimensions: stacked devices lead, and are batch to it
+stacked_rules[prims.fft_p] = lambda types: _same_lead(
+    types, reference.fft_kernel(**types.params))
 
 
 def _cumulative_rule(ufunc, types: EqnTypes) -> Kernel:

@@ -22,8 +22,9 @@ from shardc.lax._control_flow import (associative_scan, cond, fori_loop, map, sc
 from shardc.lax._convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,
                                      conv_general_dilated, conv_transpose,
                                      conv_with_general_padding, padtype_to_pads)
-from shardc.lax._elementwise import (atan2, bitcast_convert_type, cbrt, ceil, clamp, complex,
-                                     conj, digamma, erf, erf_inv, erfc, exp2, expm1, floor, imag,
+from shardc.lax._elementwise import (FftType, atan2, bitcast_convert_type, cbrt, ceil, clamp,
+                                     complex, conj, digamma, erf, erf_inv, erfc, exp2, expm1, fft,
+                                     floor, imag,
                                      integer_pow, is_finite, lgamma, log1p, polygamma, pow, real,
                                      reciprocal, reduce_precision, round, sign, square, tan)
 from shardc.lax._ops import (Precision, abs, add, batch_matmul, broadcast_in_dim,
@@ -43,7 +44,7 @@ from shardc.sharding import with_sharding_constraint
 __all__ = [
     "ConvDimensionNumbers", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
     "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
-    "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "concatenate",
+    "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "fft", "FftType", "concatenate",
     "cond", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
     "conv_with_general_padding", "convert_element_type", "cos", "cumlogsumexp", "cummax", "cummin",
     "cumprod", "cumsum", "digamma", "div", "dot", "dot_general", "dynamic_index_in_dim",

@@ -3,6 +3,8 @@
 powers, rounding, and the bit-level ``bitcast_convert_type`` and ``reduce_precision``."""
 from __future__ import annotations
 
+import enum
+
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -13,8 +15,29 @@ __all__ = [
     "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "clamp", "square", "integer_pow",
     "reciprocal", "atan2", "exp2", "expm1", "log1p", "sign", "tan", "cbrt", "ceil", "floor",
     "is_finite", "pow", "round", "bitcast_convert_type", "reduce_precision", "real", "imag",
-    "conj", "complex",
+    "conj", "complex", "fft", "FftType",
 ]
+
+
+class FftType(enum.IntEnum):
+    """lax.fft's transforms."""
+    FFT = 0
+    IFFT = 1
+    RFFT = 2
+    IRFFT = 3
+
+
+def fft(x, fft_type, fft_lengths):
+    """The discrete Fourier transform of the last ``len(fft_lengths)`` dimensions:
+    ``fft_type`` an ``FftType`` or its name in any case ('fft', 'ifft', 'rfft', 'irfft')."""
+    from shardc.numpy.fft import transform
+    if isinstance(fft_type, FftType):
+        name = fft_type.name
+    elif isinstance(fft_type, str) and fft_type.upper() in FftType.__members__:
+        name = fft_type.upper()
+    else:
+        raise TypeError(f"Unknown FFT type value '{fft_type}'")
+    return transform(x, name, tuple(fft_lengths))
 
 
 def real(x):

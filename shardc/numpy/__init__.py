@@ -28,6 +28,7 @@ One module per family of functions; each lists in ``__all__`` what it adds here:
     _functional       vectorize, apply_along_axis, ufunc, frompyfunc
     _io               save, load, array_repr, frombuffer, ...
     _methods          the methods and operators of arrays and traced values
+    fft               ``jnp.fft``
     linalg            ``jnp.linalg``
 """
 from shardc.numpy._arithmetic import (abs, absolute, add, arctan2, bitwise_and, bitwise_or,
@@ -102,7 +103,7 @@ from shardc.numpy._ufuncs import (acos, acosh, angle, arccos, arccosh, arcsin, a
                                   right_shift, rint, round, signbit, sinc, sinh, spacing, trunc)
 from shardc.numpy._windows import bartlett, blackman, hamming, hanning, i0, kaiser
 from shardc.numpy._methods import install_methods as _install_methods
-from shardc.numpy import linalg
+from shardc.numpy import fft, linalg
 
 _install_methods()
 
@@ -122,7 +123,7 @@ __all__ = [
     "cumulative_prod", "cumulative_sum", "deg2rad", "degrees", "delete", "diag", "diag_indices",
     "diag_indices_from", "diagflat", "diagonal", "diff", "digitize", "divide", "divmod", "dot",
     "dsplit", "dstack", "dtype", "e", "ediff1d", "einsum", "einsum_path", "empty", "empty_like",
-    "equal", "euler_gamma", "exp", "exp2", "expand_dims", "expm1", "extract", "eye", "fabs",
+    "equal", "euler_gamma", "exp", "exp2", "expand_dims", "expm1", "extract", "eye", "fabs", "fft",
     "fill_diagonal", "finfo", "flatnonzero", "flexible", "flip", "fliplr", "flipud", "float16",
     "float32", "float4_e2m1fn", "float64", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4",
     "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",

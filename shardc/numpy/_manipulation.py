@@ -57,10 +57,19 @@ def swapaxes(x, axis1, axis2):
 
 
 def moveaxis(x, source, destination):
-    """``x`` with dimension ``source`` moved to position ``destination``."""
+    """``x`` with dimensions ``source`` (an axis or a sequence) moved to the positions
+    ``destination``, the others kept in order."""
     ndim = len(shape_of(x))
-    perm = [d for d in range(ndim) if d != canonical_axis(source, ndim)]
-    perm.insert(canonical_axis(destination, ndim), canonical_axis(source, ndim))
+    source = [canonical_axis(a, ndim) for a in
+              ((source,) if isinstance(source, int) else source)]
+    destination = [canonical_axis(a, ndim) for a in
+                   ((destination,) if isinstance(destination, int) else destination)]
+    if len(source) != len(destination):
+        raise ValueError("Inconsistent number of elements: "
+                         f"{len(source)} vs {len(destination)}")
+    perm = [d for d in range(ndim) if d not in source]
+    for dest, src in sorted(zip(destination, source)):
+        perm.insert(dest, src)
     return transpose(x, perm)
 
 
@@ -226,9 +235,17 @@ def flip(x, axis=None):
 
 
 def roll(x, shift, axis=None):
-    """``x`` rotated by ``shift`` positions along ``axis``."""
+    """``x`` rotated by ``shift`` positions along ``axis`` (sequences: each along its own)."""
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), shape_of(x))
+    if not isinstance(axis, int) or (not isinstance(shift, Tracer)
+                                     and np.ndim(shift) > 0):
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        shifts = np.broadcast_to(np.asarray(shift), (len(axes),)) if np.ndim(shift) <= 1 \
+            else np.asarray(shift)
+        for a, k in zip(axes, shifts):
+            x = roll(x, int(k), a)
+        return x
     shape = shape_of(x)
     axis = canonical_axis(axis, len(shape))
     n = shape[axis]
