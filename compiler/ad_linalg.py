@@ -129,8 +129,93 @@ def _eigh_jvp(primals, tangents):
 
 
 jvp_rules[p.eigh_p] = _eigh_jvp
+
+
+def _broadcast_last(x, aval, dim):
+    """``x`` (the batch and one matrix dimension of ``aval``) broadcast along the other."""
+    batch = tuple(range(aval.ndim - 2))
+    return bind(p.broadcast_in_dim_p, x, shape=aval.shape, broadcast_dimensions=batch + (dim,))
+
+
+def _svd_jvp(primals, tangents, *, full_matrices):
+    """JAX's rule (real matrices; the full-matrices form has none, as in JAX): with
+    dS = U^T dA V, ds = diag(dS); dU and dV from dS weighted by 1/(s_j^2 - s_i^2), and the
+    parts of dA outside the span of U (m > n) or V (n > m)."""
+    (a,), (ta,) = primals, tangents
+    s, u, vt = bind(p.svd_p, a, full_matrices=False)
+    if ta is None:
+        return [s, u, vt], [None, None, None]
+    aval = _aval(a)
+    m, n = aval.shape[-2:]
+    if full_matrices and min(m, n) != max(m, n):
+        raise NotImplementedError(
+            "Singular value decomposition JVP not implemented for full matrices")
+    k = min(m, n)
+    dtype = aval.dtype
+    v = _mT(vt)
+    ds_full = _matmul(_mT(u), _matmul(ta, v))                      # [..., k, k]
+    square = _aval(ds_full)
+    eye = np.eye(k)
+    ds = bind(p.reduce_sum_p, _masked(ds_full, eye), axes=(square.ndim - 1,))
+    cols = _broadcast_last(s, square, square.ndim - 1)             # s_j
+    rows = _broadcast_last(s, square, square.ndim - 2)             # s_i
+    diffs = bind(p.mul_p, bind(p.add_p, cols, rows), bind(p.sub_p, cols, rows))
+    ones = bind(p.broadcast_in_dim_p, eye.astype(dtype), shape=square.shape,
+                broadcast_dimensions=(square.ndim - 2, square.ndim - 1))
+    f = _masked(bind(p.div_p, np.asarray(1, dtype)[()], bind(p.add_p, diffs, ones)), 1 - eye)
+    dss = bind(p.mul_p, cols, ds_full)                             # dS diag(s)
+    sds = bind(p.mul_p, rows, ds_full)                             # diag(s) dS
+    zero = bind(p.eq_p, s, np.asarray(0, dtype)[()])
+    safe = bind(p.select_n_p, zero, s, bind(p.broadcast_in_dim_p, np.asarray(1, dtype)[()],
+                                             shape=_aval(s).shape, broadcast_dimensions=()))
+    s_inv = bind(p.select_n_p, zero, bind(p.div_p, np.asarray(1, dtype)[()], safe),
+                 bind(p.broadcast_in_dim_p, np.asarray(0, dtype)[()], shape=_aval(s).shape,
+                      broadcast_dimensions=()))
+    s_inv_diag = _masked(_broadcast_last(s_inv, square, square.ndim - 1), eye)
+    half = np.asarray(0.5, dtype)[()]
+    du_dv_diag = bind(p.mul_p, bind(p.mul_p, bind(p.sub_p, ds_full, _mT(ds_full)), half),
+                      s_inv_diag)
+    du = _matmul(u, bind(p.add_p, bind(p.mul_p, f, bind(p.add_p, dss, _mT(dss))), du_dv_diag))
+    dv = _matmul(v, bind(p.mul_p, f, bind(p.add_p, sds, _mT(sds))))
+    if m > n:
+        dav = _matmul(ta, v)
+        rest = bind(p.sub_p, dav, _matmul(u, _matmul(_mT(u), dav)))
+        du = bind(p.add_p, du, bind(p.div_p, rest, _broadcast_last(s, _aval(rest),
+                                                                    _aval(rest).ndim - 1)))
+    if n > m:
+        dau = _matmul(_mT(ta), u)
+        rest = bind(p.sub_p, dau, _matmul(v, _matmul(vt, dau)))
+        dv = bind(p.add_p, dv, bind(p.div_p, rest, _broadcast_last(s, _aval(rest),
+                                                                    _aval(rest).ndim - 1)))
+    return [s, u, vt], [ds, du, _mT(dv)]
+
+
+jvp_rules[p.svd_p] = _svd_jvp
 jvp_rules[p.solve_p] = _solve_jvp
 transpose_rules[p.solve_p] = _solve_transpose
 jvp_rules[p.cholesky_p] = _cholesky_jvp
 jvp_rules[p.qr_p] = _qr_jvp
 jvp_rules[p.slogdet_p] = _slogdet_jvp
+
+
+def _eig_jvp(primals, tangents, *, compute_vectors):
+    """The eigenvalues' tangent, diag(V^-1 dA V) (JAX's; eigenvectors have none here)."""
+    if compute_vectors:
+        raise NotImplementedError(
+            "Derivatives of non-symmetric eigenvectors are only valid under assumptions on "
+            "the input that JAX cannot check (see the enable_eigvec_derivs argument to "
+            "jax.lax.linalg.eig). Pass enable_eigvec_derivs=True to jax.lax.linalg.eig to opt "
+            "in. See https://github.com/jax-ml/jax/issues/2748 for discussion.")
+    (a,), (ta,) = primals, tangents
+    values, vectors = bind(p.eig_p, a, compute_vectors=True)
+    if ta is None:
+        return [values], [None]
+    dtype = _aval(vectors).dtype
+    rotated = _matmul(bind(p.solve_p, vectors, bind(p.convert_element_type_p, ta,
+                                                    new_dtype=dtype)), vectors)
+    n = _aval(a).shape[-1]
+    diagonal = bind(p.reduce_sum_p, _masked(rotated, np.eye(n)), axes=(_aval(a).ndim - 1,))
+    return [values], [diagonal]
+
+
+jvp_rules[p.eig_p] = _eig_jvp

@@ -225,7 +225,9 @@ qr_p = primitive("qr", multiple_results=True)            # (a)[full_matrices]: q
 solve_p = primitive("solve")                             # (a, b): a^-1 b, b a stack of matrices
 slogdet_p = primitive("slogdet", multiple_results=True)  # (a): sign, log|det|
 eigh_p = primitive("eigh", multiple_results=True)        # (a): vectors, ascending values
-LINALG = (cholesky_p, qr_p, solve_p, slogdet_p, eigh_p)
+svd_p = primitive("svd", multiple_results=True)          # (a)[full_matrices]: s, u, vt
+eig_p = primitive("eig", multiple_results=True)          # (a)[compute_vectors]: w(, v)
+LINALG = (cholesky_p, qr_p, solve_p, slogdet_p, eigh_p, svd_p, eig_p)
 
 # Identity whose tangent is zero.
 stop_gradient_p = primitive("stop_gradient")

@@ -343,6 +343,34 @@ def _eigh_rule(a: Aval) -> list:
 shape_rules[prims.eigh_p] = _eigh_rule
 
 
+def _svd_rule(a: Aval, *, full_matrices) -> list:
+    """Singular values (descending, real), then u and vt: [..., m, k] and [..., k, n] with
+    k = min(m, n) (full_matrices: m and n)."""
+    if a.ndim < 2 or not dtypes.is_inexact(a.dtype):
+        raise ShapeError(f"svd requires a floating-point matrix (shape [..., m, n]), got "
+                         f"{a.str_short()}")
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    return [_aval(batch + (k,), dtypes.real_dtype(a.dtype)),
+            _aval(batch + (m, m if full_matrices else k), a.dtype),
+            _aval(batch + (n if full_matrices else k, n), a.dtype)]
+
+
+shape_rules[prims.svd_p] = _svd_rule
+
+
+def _eig_rule(a: Aval, *, compute_vectors) -> list:
+    """The eigenvalues of a general square matrix, complex (and its right eigenvectors)."""
+    _square_matrices(prims.eig_p, a)
+    dtype = dtypes.complex_dtype(a.dtype)
+    values = _aval(a.shape[:-1], dtype)
+    return [values, _aval(a.shape, dtype)] if compute_vectors else [values]
+
+
+shape_rules[prims.eig_p] = _eig_rule
+
+
 # --- reductions -------------------------------------------------------------------------------
 
 def _check_axes(prim, x: Aval, axes):

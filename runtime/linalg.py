@@ -65,3 +65,19 @@ def slogdet(a):
     a = np.asarray(a)
     sign, logabsdet = np.linalg.slogdet(a)
     return [np.asarray(sign, a.dtype), np.asarray(logabsdet, a.dtype)]
+
+
+def svd(a, *, full_matrices):
+    a = np.asarray(a)
+    u, s, vt = np.linalg.svd(a, full_matrices=full_matrices)
+    from ir.dtypes import real_dtype
+    return [s.astype(real_dtype(a.dtype)), u.astype(a.dtype), vt.astype(a.dtype)]
+
+
+def eig(a, *, compute_vectors):
+    a = np.asarray(a)
+    from ir.dtypes import complex_dtype
+    dtype = complex_dtype(a.dtype)
+    values, vectors = np.linalg.eig(a)
+    values = values.astype(dtype)
+    return [values, vectors.astype(dtype)] if compute_vectors else [values]

@@ -454,6 +454,8 @@ impl_rules[prims.qr_p] = linalg.qr
 impl_rules[prims.solve_p] = linalg.solve
 impl_rules[prims.slogdet_p] = linalg.slogdet
 impl_rules[prims.eigh_p] = linalg.eigh
+impl_rules[prims.svd_p] = linalg.svd
+impl_rules[prims.eig_p] = linalg.eig
 impl_rules[prims.searchsorted_p] = _searchsorted
 
 

@@ -86,8 +86,8 @@ def test_norm_rank_rules_and_unsupported_orders():
     assert_close(la.norm(v, 1), 7.0)
     m = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert_close(la.norm(m, np.inf), np.linalg.norm(m, np.inf))
-    with pytest.raises(NotImplementedError, match="singular values"):
-        la.norm(m, 2)
+    for order in (2, -2, "nuc"):
+        assert_close(la.norm(m, order), np.linalg.norm(m, order), 1e-5, 1e-5)
     with pytest.raises(ValueError, match="rank 1 or 2"):
         la.norm(np.ones((2, 2, 2), np.float32), 1)
 
@@ -158,3 +158,79 @@ def test_eigh_decomposes_symmetric_matrices_and_differentiates():
     grad = np.asarray(shardc.grad(lambda x: la.eigh(x)[0][-1])(SPD[0]), np.float64)
     top = v[0][:, -1]
     assert_close(grad, np.outer(top, top), 1e-4, 1e-5)
+
+
+# --- the singular value decomposition, eigenvalues of general matrices, and what is built on
+# them (values against numpy; gradients against finite differences and JAX's) ----------------
+
+def test_svd_reconstructs_and_matches_numpy():
+    for x in (A, TALL, np.swapaxes(TALL, -1, -2)):
+        u, s, vh = la.svd(x, full_matrices=False)
+        assert_close(s, np.linalg.svd(x.astype(np.float64), compute_uv=False), 1e-5, 1e-5)
+        assert_close(np.asarray(u) * np.asarray(s)[..., None, :] @ np.asarray(vh), x, 1e-4, 1e-4)
+    full = la.svd(TALL)
+    assert [a.shape for a in full] == [(4, 5, 5), (4, 3), (4, 3, 3)]
+    assert isinstance(full, la.SVDResult) and full.S is full[1]
+    _batched_and_sharded(la.svdvals, A, np.linalg.svd(A.astype(np.float64), compute_uv=False))
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("singular values", lambda m: la.svdvals(m).sum()),
+    ("u", lambda m: (la.svd(m, full_matrices=False)[0] ** 3).sum()),
+    ("vh, wide", lambda m: (la.svd(m.T, full_matrices=False)[2] ** 3).sum()),
+    ("pinv", lambda m: (la.pinv(m) * jnp.arange(15.).reshape(3, 5)).sum()),
+    ("spectral norm", lambda m: la.norm(m, 2)),
+    ("nuclear norm", lambda m: la.norm(m, "nuc")),
+])
+def test_svd_gradients_equal_finite_differences(name, fn):
+    check_grad(fn, TALL[0])
+
+
+def test_pinv_lstsq_rank_and_cond():
+    assert_close(la.pinv(TALL), np.linalg.pinv(TALL.astype(np.float64)), 1e-4, 1e-4)
+    b = RNG.normal(size=5).astype(np.float32)
+    x, resid, rank, s = la.lstsq(TALL[0], b)
+    want = np.linalg.lstsq(TALL[0].astype(np.float64), b.astype(np.float64), rcond=None)
+    assert_close(x, want[0], 1e-4, 1e-4)
+    assert_close(resid, want[1], 1e-3, 1e-4)
+    assert int(rank) == 3
+    assert int(la.matrix_rank(np.ones((3, 3), np.float32))) == 1
+    assert int(shardc.jit(la.matrix_rank)(TALL[0])) == 3
+    assert_close(la.cond(A), np.linalg.cond(A.astype(np.float64)), 1e-4, 1e-4)
+    assert_close(la.cond(A, 1), np.linalg.cond(A.astype(np.float64), 1), 1e-4, 1e-4)
+
+
+def test_eig_and_eigvals_of_general_matrices():
+    m = RNG.normal(size=(4, 4)).astype(np.float32)
+    w, v = la.eig(m)
+    assert w.dtype == np.complex64 and v.dtype == np.complex64
+    close = lambda got, want: np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4,
+                                                         atol=1e-4)
+    close(m.astype(np.complex64) @ np.asarray(v), np.asarray(v) * np.asarray(w))
+    close(jnp.sort_complex(la.eigvals(m)), np.sort_complex(np.linalg.eigvals(m)))
+    # the eigenvalues' gradient (JAX's rule), against finite differences
+    check_grad(lambda a: jnp.real(la.eigvals(a) ** 2).sum() + jnp.imag(la.eigvals(a)).sum(),
+               A[0])
+    with pytest.raises(NotImplementedError, match="Derivatives of non-symmetric eigenvectors"):
+        shardc.grad(lambda a: jnp.abs(la.eig(a)[1]).sum())(A[0])
+    close(jnp.sort_complex(jnp.roots(np.array([1., -6., 11., -6.], np.float32))), [1, 2, 3])
+    close(jnp.roots(np.array([0., 0., 1., -2.], np.float32)), [2])
+    close(jnp.poly(np.diag(np.array([1., 2.], np.float32))), [1, -3, 2])
+    close(jnp.sort_complex(jnp.roots(np.array([1., 2., 2.], np.float32))), [-1 - 1j, -1 + 1j])
+
+
+def test_helpers_and_tensor_solves():
+    v3 = RNG.normal(size=(4, 3)).astype(np.float32)
+    assert_close(la.cross(v3, v3[::-1]), np.cross(v3, v3[::-1]), 1e-5, 1e-5)
+    with pytest.raises(ValueError, match="3-dimensional vectors"):
+        la.cross(np.ones(2), np.ones(2))
+    assert_close(la.diagonal(A), np.diagonal(A, axis1=-2, axis2=-1))
+    assert_close(la.vecdot(v3, v3), (v3 * v3).sum(-1), 1e-5, 1e-5)
+    assert_close(la.tensordot(A[0], A[1], axes=1), A[0] @ A[1], 1e-5, 1e-5)
+    t = RNG.normal(size=(4, 2, 2)).astype(np.float32) + np.eye(4).reshape(4, 2, 2) * 3
+    assert_close(la.tensorinv(t, ind=1), np.linalg.tensorinv(t.astype(np.float64), ind=1),
+                 1e-4, 1e-4)
+    q = RNG.normal(size=(2, 3, 6)).astype(np.float32) + np.eye(6).reshape(2, 3, 6) * 3
+    rhs = RNG.normal(size=(2, 3)).astype(np.float32)
+    assert_close(la.tensorsolve(q, rhs), np.linalg.tensorsolve(q.astype(np.float64), rhs),
+                 1e-4, 1e-4)

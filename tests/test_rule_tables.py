@@ -27,7 +27,7 @@ NOT_LINEAR = set(prims.UNARY + prims.COMPARISON) - {prims.neg_p, *prims.COMPLEX_
     coll.pmin_p, coll.axis_index_p, prims.signbit_p, prims.nextafter_p, *prims.SHIFTS,
     prims.cumprod_p, prims.cummax_p, prims.cummin_p, prims.sort_p, prims.searchsorted_p,
     prims.polygamma_p, prims.bitcast_convert_type_p, prims.cholesky_p, prims.qr_p,
-    prims.slogdet_p, prims.eigh_p}
+    prims.slogdet_p, prims.eigh_p, prims.svd_p, prims.eig_p}
 
 # Custom-derivative calls are replaced by their rules when differentiated (a JVP binds the
 # rule's result, a custom_vjp's tangent is one custom_lin): partial evaluation never meets them.

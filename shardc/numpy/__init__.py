@@ -65,7 +65,7 @@ from shardc.numpy._manipulation import (append, array_split, atleast_1d, atleast
                                         repeat, resize, roll, rollaxis, rot90, shape, size, split,
                                         squeeze, swapaxes, tile, transpose, unstack, vsplit, vstack)
 from shardc.numpy._polynomials import (poly, polyadd, polyder, polydiv, polyfit, polyint, polymul,
-                                       polysub, polyval, vander)
+                                       polysub, polyval, roots, vander)
 from shardc.numpy._products import (cross, dot, inner, kron, matmul, matvec, outer, tensordot,
                                     trace, vdot, vecdot, vecmat)
 from shardc.numpy._reductions import (all, allclose, amax, amin, any, argmax, argmin, array_equal,
@@ -149,7 +149,7 @@ __all__ = [
     "polymul", "polysub", "polyval", "positive", "pow", "power", "printoptions", "prod",
     "promote_types", "ptp", "put", "put_along_axis", "quantile", "r_", "rad2deg", "radians",
     "ravel", "ravel_multi_index", "real", "reciprocal", "remainder", "repeat", "reshape", "resize",
-    "result_type", "right_shift", "rint", "roll", "rollaxis", "rot90", "round", "s_", "save",
+    "result_type", "right_shift", "rint", "roll", "rollaxis", "roots", "rot90", "round", "s_", "save",
     "savez", "searchsorted", "select", "set_printoptions", "setdiff1d", "setxor1d", "shape", "sign",
     "signbit", "signedinteger", "sin", "sinc", "sinh", "size", "sort", "sort_complex", "spacing",
     "split", "sqrt", "square", "squeeze", "stack", "std", "subtract", "sum", "swapaxes", "take",

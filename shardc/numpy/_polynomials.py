@@ -17,7 +17,7 @@ from shardc.numpy._reductions import cumprod, sum
 
 __all__ = [
     "vander", "polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "poly",
-    "polyfit",
+    "polyfit", "roots",
 ]
 
 
@@ -125,17 +125,54 @@ def polydiv(u, v, *, trim_leading_zeros=False):
 
 
 def poly(seq_of_zeros):
-    """Coefficients of the monic polynomial with the given roots (1-D)."""
+    """Coefficients of the monic polynomial with the given roots (1-D), or whose roots are a
+    square matrix's eigenvalues (its characteristic polynomial, complex as JAX's)."""
     roots = as_array(seq_of_zeros)
-    if len(shape_of(roots)) != 1:
-        raise NotImplementedError("jnp.poly: only a 1-D sequence of roots is supported by "
-                                  "shardc (a matrix needs its eigenvalues)")
+    shape = shape_of(roots)
+    if len(shape) == 2 and shape[0] == shape[1] and shape[0] != 0:
+        from shardc.numpy.linalg import eigvals
+        roots = eigvals(as_inexact(roots))
+    elif len(shape) != 1:
+        raise ValueError("input must be 1d or non-empty square 2d array.")
     roots = as_inexact(roots)
     coefficients = ones((1,), dtype_of(roots))
     for k in range(shape_of(roots)[0]):
         factor = stack([ones((), dtype_of(roots)), negative(roots[k])])
         coefficients = convolve(coefficients, factor)
     return coefficients
+
+
+def roots(p, *, strip_zeros=True):
+    """The roots of the polynomial with coefficients ``p`` (highest power first): the
+    eigenvalues of its companion matrix, complex. Leading zeros are stripped, which needs
+    concrete coefficients (``strip_zeros=False`` under a trace: they make roots at infinity
+    NaN instead, as JAX's)."""
+    from compiler.tracing import Tracer
+    from shardc.numpy._creation import eye
+    from shardc.numpy.linalg import eigvals
+    from ir import dtypes as _dt
+    coefficients = as_inexact(as_array(p))
+    if coefficients.ndim == 0:
+        coefficients = reshape(coefficients, (1,))
+    if coefficients.ndim != 1:
+        raise ValueError("Input must be a rank-1 array.")
+    complex_dtype = _dt.complex_dtype(dtype_of(coefficients))
+    n = shape_of(coefficients)[0]
+    if strip_zeros:
+        if isinstance(coefficients, Tracer):
+            raise ValueError("roots: strip_zeros=True needs concrete coefficients (the number "
+                             "of leading zeros decides the result's shape); pass "
+                             "strip_zeros=False under a trace")
+        host = np.asarray(coefficients)
+        leading = int(np.argmin(host == 0)) if not np.all(host == 0) else n
+        coefficients = coefficients[leading:]
+        n = n - leading
+    if n < 2:
+        return zeros((0,), complex_dtype)
+    companion = eye(n - 1, k=-1, dtype=dtype_of(coefficients))
+    first = negative(divide(coefficients[1:], coefficients[0]))
+    companion = companion.at[0, :].set(first)
+    return eigvals(companion)
 
 
 # --- least squares for polyfit ---------------------------------------------------------------

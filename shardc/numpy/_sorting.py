@@ -144,9 +144,16 @@ def _kth(kth, n):
 def sort_complex(a):
     """``a`` sorted (flattened along the last axis) as a complex array."""
     a = as_array(a)
-    if np.issubdtype(dtype_of(a), np.complexfloating):
-        raise NotImplementedError("jnp.sort_complex: complex arrays are not supported by shardc")
-    return astype(sort(a, -1), np.complex64)
+    dtype = dtype_of(a)
+    if not np.issubdtype(dtype, np.complexfloating):
+        return astype(sort(a, -1), _dt.complex_dtype(dtype) if _dt.is_inexact(dtype)
+                      else _dt.complex_)
+    if not a.ndim:
+        return a
+    # lexicographic: by the real parts, then the imaginary ones
+    *_, out = bind(p.sort_p, bind(p.real_p, a), bind(p.imag_p, a), a, dimension=a.ndim - 1,
+                   num_keys=2)
+    return out
 
 
 # --- searching -------------------------------------------------------------------------------

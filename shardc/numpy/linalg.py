@@ -5,6 +5,9 @@ decompositions, differentiable, on the last two dimensions (leading ones are a b
 """
 from __future__ import annotations
 
+import builtins
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from compiler.tracing import bind
@@ -13,14 +16,26 @@ from shardc.dtypes import result_type
 from shardc.numpy._arithmetic import abs, exp, power, sqrt
 from shardc.numpy._core import asarray, astype, broadcast_to, ravel, reshape
 from shardc.numpy._creation import eye
-from shardc.numpy._manipulation import broadcast_shapes, squeeze, swapaxes
+from shardc.numpy._manipulation import broadcast_shapes, expand_dims, moveaxis, squeeze, swapaxes
+from shardc.numpy._arithmetic import where
+from shardc.numpy._reductions import any as any_
 from shardc.numpy._products import matmul, outer as numpy_outer, trace as numpy_trace
 from shardc.numpy._reductions import max, min, sum
+
+builtins_max = builtins.max
 
 __all__ = [
     "norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "solve", "cholesky", "qr",
     "eigh", "eigvalsh", "matrix_power", "matrix_transpose", "trace", "outer", "multi_dot",
+    "svd", "svdvals", "pinv", "lstsq", "matrix_rank", "cond", "eig", "eigvals", "cross",
+    "diagonal", "tensordot", "vecdot", "tensorinv", "tensorsolve", "SVDResult", "EigResult",
 ]
+
+
+def _abs2(x):
+    """``|x|^2``, real also for complex ``x``."""
+    from shardc.numpy._ufuncs import conj, real
+    return real(x * conj(x)) if np.issubdtype(x.dtype, np.complexfloating) else x * x
 
 
 def _float(x):
@@ -176,28 +191,32 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
     if ord == 1:
         return sum(magnitude, axis=axis, keepdims=keepdims)
     if ord == 2:
-        return sqrt(sum(x * x, axis=axis, keepdims=keepdims))
+        return sqrt(sum(_abs2(x), axis=axis, keepdims=keepdims))
     ord = float(ord)
     return power(sum(power(magnitude, ord), axis=axis, keepdims=keepdims), 1 / ord)
 
 
 def matrix_norm(x, ord="fro", keepdims=False, axis=(-2, -1)):
-    """``'fro'``, ``1``, ``-1``, ``inf`` or ``-inf`` norms of the matrices on ``axis`` (the
-    SVD-based ``2``, ``-2`` and ``'nuc'`` are not available)."""
+    """``'fro'``, ``1``, ``-1``, ``inf``, ``-inf``, and the singular values' ``2`` (largest),
+    ``-2`` (smallest) and ``'nuc'`` (sum) norms of the matrices on ``axis``."""
     x = _float(x)
     rows, cols = (a % x.ndim for a in axis)
     if rows == cols:
         raise ValueError(f"linalg.norm: a matrix norm needs two distinct axes, got {axis}")
     if ord in ("fro", None):
-        out = sqrt(sum(x * x, axis=(rows, cols), keepdims=True))
+        out = sqrt(sum(_abs2(x), axis=(rows, cols), keepdims=True))
     elif ord in (1, -1, np.inf, -np.inf):
         summed_axis, extreme_axis = (rows, cols) if ord in (1, -1) else (cols, rows)
         sums = sum(abs(x), axis=summed_axis, keepdims=True)
         pick = max if ord in (1, np.inf) else min
         out = pick(sums, axis=extreme_axis, keepdims=True)
     elif ord in (2, -2, "nuc"):
-        raise NotImplementedError(f"linalg.norm: ord={ord!r} needs singular values; shardc has "
-                                  "no SVD yet")
+        moved = moveaxis(x, (rows, cols), (-2, -1))
+        values = svdvals(moved)
+        out = (max(values, axis=-1) if ord == 2 else min(values, axis=-1) if ord == -2
+               else sum(values, axis=-1))
+        for a in sorted((rows, cols)):
+            out = expand_dims(out, a)
     else:
         raise ValueError(f"linalg.norm: invalid matrix norm ord={ord!r}")
     return out if keepdims else squeeze(out, (rows, cols))
@@ -227,3 +246,195 @@ def norm(x, ord=None, axis=None, keepdims=False):
             return matrix_norm(x, "fro" if ord is None else ord, keepdims, tuple(axis))
         raise ValueError(f"linalg.norm: axis must be an int or a pair, got {axis}")
     return vector_norm(x, int(axis), keepdims, 2 if ord is None else ord)
+
+
+# --- the singular value decomposition and what is built on it --------------------------------
+
+class SVDResult(NamedTuple):
+    U: Any
+    S: Any
+    Vh: Any
+
+
+class EigResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index=None):
+    """``U, S, Vh`` with ``a = U diag(S) Vh``, singular values descending; ``compute_uv=False``:
+    ``S`` only. Differentiable (not with ``full_matrices`` on non-square matrices, as JAX)."""
+    if subset_by_index is not None:
+        raise NotImplementedError("linalg.svd: subset_by_index is not supported by shardc")
+    a = _float(a)
+    if a.ndim < 2:
+        raise ValueError(f"linalg.svd: expected matrices (shape [..., m, n]), got {a.shape}")
+    s, u, vt = bind(p.svd_p, a, full_matrices=bool(full_matrices) and bool(compute_uv))
+    return SVDResult(u, s, vt) if compute_uv else s
+
+
+def svdvals(x):
+    """The singular values, descending."""
+    return svd(x, compute_uv=False)
+
+
+def pinv(a, rtol=None, hermitian=False):
+    """The Moore-Penrose pseudo-inverse: singular values up to ``rtol`` times the largest
+    (default ``10 max(m, n) eps``) are dropped."""
+    from shardc.numpy._ufuncs import conj
+    arr = conj(_float(a))
+    m, n = arr.shape[-2:]
+    if rtol is None:
+        rtol = 10.0 * builtins_max(m, n) * float(np.finfo(_real_dtype(arr.dtype)).eps)
+    u, s, vh = svd(arr, full_matrices=False)
+    cutoff = asarray(rtol, s.dtype)[..., None] * s[..., 0:1]
+    s = where(s > cutoff, s, np.inf).astype(u.dtype)
+    return matmul(swapaxes(vh, -1, -2), swapaxes(u, -1, -2) / s[..., None])
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid=False):
+    """The least-squares solution ``x`` of ``a x = b``, the residuals, the rank of ``a`` and
+    its singular values (as JAX: residuals always computed unless ``numpy_resid``)."""
+    from shardc.numpy._ufuncs import conj
+    a, b = _float(a), _float(b)
+    if a.ndim != 2:
+        raise TypeError(f"{a.ndim}-dimensional array given. Array must be two-dimensional")
+    if b.ndim not in (1, 2):
+        raise TypeError(f"{b.ndim}-dimensional array given. Array must be one or "
+                        "two-dimensional")
+    m, n = a.shape
+    if b.shape[0] != m:
+        raise TypeError("Leading dimensions of input arrays must match")
+    b_orig_ndim = b.ndim
+    if b_orig_ndim == 1:
+        b = b[:, None]
+    eps = float(np.finfo(_real_dtype(a.dtype)).eps)
+    rcond = eps * builtins_max(n, m) if rcond is None else (eps if rcond < 0 else rcond)
+    u, s, vt = svd(a, full_matrices=False)
+    mask = s >= asarray(rcond, s.dtype) * s[0]
+    rank = sum(astype(mask, np.int32))
+    safe_s = where(mask, s, 1).astype(a.dtype)
+    s_inv = where(mask, 1 / safe_s, 0)[:, None]
+    utb = matmul(swapaxes(conj(u), 0, 1), b)
+    x = matmul(swapaxes(conj(vt), 0, 1), s_inv * utb)
+    if numpy_resid and (int(rank) < n or m <= n):
+        resid = asarray(np.array([], _real_dtype(a.dtype)))
+    else:
+        resid = norm(b - matmul(a, x), axis=0) ** 2
+    if b_orig_ndim == 1:
+        x = ravel(x)
+    return x, resid, rank, s
+
+
+def matrix_rank(M, rtol=None):
+    """The number of singular values above ``rtol`` times the largest (default
+    ``max(m, n) eps``)."""
+    M = _float(M)
+    if M.ndim < 2:
+        return astype(any_(M != 0), np.int32)
+    S = svdvals(M)
+    if rtol is None:
+        rtol = max(S, axis=-1) * float(builtins_max(M.shape[-2:])) * float(
+            np.finfo(S.dtype).eps)
+    rtol = expand_dims(asarray(rtol), np.ndim(rtol))
+    return sum(astype(S > rtol, np.int32), axis=-1)
+
+
+def cond(x, p=None):
+    """The condition number in norm ``p`` (default: the ratio of extreme singular values);
+    infinite where it overflows to NaN from a finite matrix."""
+    from shardc.numpy._arithmetic import isnan
+    x = _float(x)
+    if x.ndim < 2:
+        raise ValueError(f"jnp.linalg.cond: input array must be at least 2D; got {x.shape=}")
+    if p is None or p == 2:
+        s = svdvals(x)
+        r = s[..., 0] / s[..., -1]
+    elif p == -2:
+        s = svdvals(x)
+        r = s[..., -1] / s[..., 0]
+    else:
+        if x.shape[-2] != x.shape[-1]:
+            raise ValueError(f"jnp.linalg.cond: for {p=}, array must be square; got "
+                             f"{x.shape=}")
+        r = norm(x, ord=p, axis=(-2, -1)) * norm(inv(x), ord=p, axis=(-2, -1))
+    return where(isnan(r) & ~any_(isnan(x), axis=(-2, -1)), np.inf, r)
+
+
+def eig(a):
+    """Eigenvalues and right eigenvectors of a general square matrix (complex); not
+    differentiable (JAX differentiates the eigenvalues only: see ``eigvals``)."""
+    a = _float(a)
+    _square("eig", a)
+    values, vectors = bind(p.eig_p, a, compute_vectors=True)
+    return EigResult(values, vectors)
+
+
+def eigvals(a):
+    """The eigenvalues of a general square matrix (complex), differentiable."""
+    a = _float(a)
+    _square("eigvals", a)
+    (values,) = bind(p.eig_p, a, compute_vectors=False)
+    return values
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """The cross product of 3-vectors along ``axis``."""
+    x1, x2 = asarray(x1), asarray(x2)
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but "
+                         f"they have {x1.shape[axis]=} and {x2.shape[axis]=}")
+    from shardc.numpy._products import cross as numpy_cross
+    return numpy_cross(x1, x2, axis=axis)
+
+
+def diagonal(x, /, *, offset=0):
+    """The diagonals of the matrices on the last two dimensions."""
+    from shardc.numpy._diagonals import diagonal as numpy_diagonal
+    return numpy_diagonal(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None):
+    from shardc.numpy._products import tensordot as numpy_tensordot
+    return numpy_tensordot(x1, x2, axes=axes)
+
+
+def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
+    from shardc.numpy._products import vecdot as numpy_vecdot
+    return numpy_vecdot(x1, x2, axis=axis)
+
+
+def tensorinv(a, ind=2):
+    """The inverse of ``a`` as a linear map from its last dimensions to its first ``ind``."""
+    import operator
+    arr = asarray(a)
+    ind = operator.index(ind)
+    if ind <= 0:
+        raise ValueError(f"ind must be a positive integer; got {ind=}")
+    contracting, batch = arr.shape[:ind], arr.shape[ind:]
+    flat = (int(np.prod(contracting)), int(np.prod(batch)))
+    if flat[0] != flat[1]:
+        raise ValueError("tensorinv is only possible when the product of the first `ind` "
+                         "dimensions equals that of the remaining dimensions. got "
+                         f"{arr.shape=} with {ind=}.")
+    return reshape(inv(reshape(arr, flat)), batch + contracting)
+
+
+def tensorsolve(a, b, axes=None):
+    """``x`` with ``tensordot(a, x, x.ndim) == b``."""
+    a, b = asarray(a), asarray(b)
+    if axes is not None:
+        a = moveaxis(a, axes, len(axes) * (a.ndim - 1,))
+    out_shape = a.shape[b.ndim:]
+    if a.shape[:b.ndim] != b.shape:
+        raise ValueError(f"b.shape must match a.shape[:b.ndim]; got {b.shape=}, {a.shape=}")
+    if int(np.prod(out_shape)) != int(np.prod(b.shape)):
+        raise ValueError("tensorsolve requires a.shape[b.ndim:] to have the same number of "
+                         f"elements as b; got {a.shape=}, {b.shape=}")
+    result = solve(reshape(a, (int(np.prod(b.shape)), int(np.prod(out_shape)))), ravel(b))
+    return reshape(result, out_shape)
+
+
+def _real_dtype(dtype):
+    from ir.dtypes import real_dtype
+    return real_dtype(dtype)
