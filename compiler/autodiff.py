@@ -147,6 +147,30 @@ def jvp(fun, primals, tangents, has_aux=False):
     return tree.tree_unflatten(out_tree, primal_out), tree.tree_unflatten(out_tree, tangent_out)
 
 
+def linear_transpose(fun, *primals, reduce_axes=()):
+    """The transpose of the linear function ``fun`` at arguments shaped as ``primals``
+    (arrays or ``ShapeDtypeStruct``s): a function from cotangents of its output to a tuple of
+    cotangents of its arguments."""
+    def zeros(x):
+        aval = aval_of(x) if not hasattr(x, "shape") or hasattr(x, "aval") or isinstance(
+            x, np.ndarray) else None
+        shape, dtype = (aval.shape, aval.dtype) if aval is not None else (x.shape, x.dtype)
+        return np.zeros(shape, dtype)
+
+    points = tree.tree_map(zeros, primals)
+    for leaf in tree.tree_leaves(points):
+        if not dtypes.is_inexact(leaf.dtype):
+            raise TypeError("linear_transpose only supports [float or complex] -> [float or "
+                            f"complex], and integer -> integer functions, but got {leaf.dtype}")
+    _, transposed = vjp(fun, *points)
+
+    def transposed_fun(*cotangents):
+        cotangent = cotangents[0] if len(cotangents) == 1 else cotangents
+        return tuple(transposed(cotangent))
+
+    return transposed_fun
+
+
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """``fun``'s value and its gradient with respect to ``argnums`` (a scalar output; complex
     only with ``holomorphic=True``, whose inputs must be complex too)."""

@@ -13,7 +13,7 @@ from shardc import distributed
 from shardc.distributed import install_backend as _install_backend
 from shardc.distributed import (make_array_from_callback, make_array_from_process_local_data,
                                 set_backend_name)
-from compiler.autodiff import grad, jvp, value_and_grad, vjp
+from compiler.autodiff import grad, jvp, linear_transpose, value_and_grad, vjp
 from compiler.custom_ad import custom_jvp, custom_vjp
 from compiler.jit import clear_caches, make_jaxpr
 from compiler.linearize import linearize
@@ -67,7 +67,8 @@ __all__ = [
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
     "default_prng_impl", "device_count", "device_get", "device_put", "devices", "disable_jit",
     "distributed", "dtypes", "effects_barrier", "enable_checks", "enable_x64", "eval_shape",
-    "explain_cache_misses", "grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax", "linearize",
+    "explain_cache_misses", "grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax",
+    "linear_transpose", "linearize",
     "local_device_count", "local_devices", "log_compiles", "make_array_from_callback",
     "make_array_from_process_local_data", "make_jaxpr", "make_mesh", "named_call", "named_scope",
     "nn", "numpy", "numpy_dtype_promotion", "numpy_rank_promotion", "process_count",

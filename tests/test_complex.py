@@ -176,3 +176,41 @@ def test_lax_refuses_what_jax_refuses():
     with pytest.raises(TypeError, match="floor does not accept dtype complex64. Accepted dtypes "
                                         "are subtypes of floating."):
         lax.floor(jnp.asarray(Z))
+
+
+# --- products in a preferred dtype, and other API corners -------------------------------------
+
+def test_products_accumulate_in_the_preferred_dtype():
+    bf = jnp.ones((2, 3), jnp.bfloat16)
+    for fn in (lambda a: jnp.matmul(a, a.T, preferred_element_type=jnp.float32),
+               lambda a: jnp.dot(a, a.T, preferred_element_type=jnp.float32),
+               lambda a: jnp.einsum("ij,kj->ik", a, a, preferred_element_type=jnp.float32)):
+        for f in (fn, jax.jit(fn)):
+            out = f(bf)
+            assert out.dtype == np.float32
+            np.testing.assert_array_equal(np.asarray(out), np.full((2, 2), 3.0))
+    out = lax.dot_general(jnp.ones((2, 3)), jnp.ones((3, 2)), (((1,), (0,)), ((), ())),
+                          precision=lax.Precision.HIGHEST)
+    np.testing.assert_array_equal(np.asarray(out), np.full((2, 2), 3.0))
+
+
+def test_approx_top_k_repeat_lengths_and_linear_transpose():
+    values, indices = lax.approx_max_k(jnp.array([3., 1., 4., 1., 5.]), 2)
+    np.testing.assert_array_equal(np.asarray(values), [5, 4])
+    np.testing.assert_array_equal(np.asarray(indices), [4, 2])
+    values, indices = lax.approx_min_k(jnp.array([[3., 1., 4.], [1., 5., 9.]]), 2)
+    np.testing.assert_array_equal(np.asarray(values), [[1, 3], [1, 5]])
+    assert indices.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(
+        jnp.repeat(jnp.arange(3), jnp.array([1, 2, 1]), total_repeat_length=5)), [0, 1, 1, 2, 2])
+    traced = jax.jit(lambda r: jnp.repeat(jnp.arange(3), r, total_repeat_length=4))
+    np.testing.assert_array_equal(np.asarray(traced(jnp.array([1, 2, 1]))), [0, 1, 1, 2])
+    grid = np.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(jnp.repeat(grid, [2, 0, 1], axis=1)),
+                                  np.repeat(grid, [2, 0, 1], axis=1))
+    transposed = jax.linear_transpose(lambda x: (2 * x, x.sum()), jnp.ones(3))
+    (ct,) = transposed((jnp.arange(3.), 1.))
+    np.testing.assert_array_equal(np.asarray(ct), [1, 3, 5])
+    (ct,) = jax.linear_transpose(lambda z: z * (1 + 2j),
+                                 jax.ShapeDtypeStruct((), np.complex64))(1. + 0j)
+    assert complex(ct) == 1 + 2j

@@ -34,9 +34,9 @@ from shardc.lax._ops import (Precision, abs, add, batch_matmul, broadcast_in_dim
                              dynamic_update_slice, dynamic_update_slice_in_dim, exp, iota, log,
                              logistic, max, min, mul, neg, rem, reshape, rsqrt, select, sin, slice,
                              sqrt, stop_gradient, sub, tanh, transpose)
-from shardc.lax._reductions import (argmax, argmin, cumlogsumexp, cummax, cummin, cumprod, cumsum,
-                                    reduce, reduce_max, reduce_min, reduce_prod, reduce_sum, sort,
-                                    sort_key_val, top_k)
+from shardc.lax._reductions import (approx_max_k, approx_min_k, argmax, argmin, cumlogsumexp,
+                                    cummax, cummin, cumprod, cumsum, reduce, reduce_max,
+                                    reduce_min, reduce_prod, reduce_sum, sort, sort_key_val, top_k)
 from shardc.lax._shapes import (broadcast, expand_dims, full, full_like, index_in_dim, pad, rev,
                                 slice_in_dim, squeeze)
 from shardc.sharding import with_sharding_constraint
@@ -57,5 +57,5 @@ __all__ = [
     "reduce_max", "reduce_min", "reduce_precision", "reduce_prod", "reduce_sum", "rem", "reshape",
     "reshard", "rev", "round", "rsqrt", "scan", "select", "sign", "sin", "slice", "slice_in_dim",
     "sort", "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "switch", "tan",
-    "tanh", "top_k", "transpose", "while_loop", "with_sharding_constraint",
+    "tanh", "top_k", "approx_max_k", "approx_min_k", "transpose", "while_loop", "with_sharding_constraint",
 ]

@@ -100,6 +100,30 @@ def top_k(operand, k):
     return values, jnp.astype(order, np.int32)
 
 
+def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
+                 reduction_input_size_override=-1, aggregate_to_topk=True):
+    """The ``k`` largest entries along ``reduction_dimension`` and their indices; exact here
+    (JAX's CPU result is exact too; ``recall_target`` only allows less)."""
+    return _approx_k(operand, k, reduction_dimension, largest=True)
+
+
+def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95,
+                 reduction_input_size_override=-1, aggregate_to_topk=True):
+    """The ``k`` smallest entries along ``reduction_dimension``, smallest first, and their
+    indices (exact)."""
+    return _approx_k(operand, k, reduction_dimension, largest=False)
+
+
+def _approx_k(operand, k, dimension, largest):
+    operand = array_operand(operand)
+    dimension = dimension % operand.ndim if operand.ndim else 0
+    moved = jnp.moveaxis(operand, dimension, -1)
+    order = jnp.argsort(moved, axis=-1, stable=True, descending=largest)[..., :int(k)]
+    values = jnp.take_along_axis(moved, order, axis=-1)
+    return (jnp.moveaxis(values, -1, dimension),
+            jnp.moveaxis(jnp.astype(order, np.int32), -1, dimension))
+
+
 # --- reductions ------------------------------------------------------------------------------
 
 def reduce_sum(operand, axes):

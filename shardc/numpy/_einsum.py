@@ -4,23 +4,37 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.tracing import aval_of
+from ir import dtypes
 from shardc.numpy._arithmetic import multiply
-from shardc.numpy._core import as_array, asarray, reshape, shape_of
+from shardc.numpy._core import as_array, asarray, astype, constrain, reshape, shape_of
 from shardc.numpy._creation import eye
 from shardc.numpy._manipulation import transpose
-from shardc.numpy._products import accepts_out_sharding, promoted_dot_general
+from shardc.numpy._products import accepts_out_sharding, preferring, promoted_dot_general
+from shardc.sharding import resolve_sharding
 from shardc.numpy._reductions import sum
 
 __all__ = ["einsum", "einsum_path"]
 
 
 @accepts_out_sharding
-def einsum(subscripts, *operands, optimize=None):
-    """Einstein summation over two operands at a time (``dot_general`` plus transposes).
+def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
+           preferred_element_type=None, out_sharding=None):
+    """Einstein summation over two operands at a time (``dot_general`` plus transposes);
+    ``preferred_element_type``: the products accumulate in, and return, that dtype.
 
     >>> jnp.einsum("ij,jk->ik", a, b)      # a @ b
     """
-    return _einsum(subscripts, *operands)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
+    if preferred_element_type is None:
+        result = _einsum(subscripts, *operands)
+    else:
+        with preferring(preferred_element_type):
+            result = _einsum(subscripts, *operands)
+        result = astype(result, dtypes.canonicalize(preferred_element_type))
+    if out_sharding is not None:
+        result = constrain(result, resolve_sharding(out_sharding, "einsum(out_sharding=...)"))
+    return result
 
 
 def _parse(subscripts: str, n: int):

@@ -11,7 +11,7 @@ import builtins
 
 import numpy as np
 
-from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
+from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import ShardingTypeError
@@ -205,12 +205,19 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     return x
 
 
-def repeat(x, repeats, axis=None, *, out_sharding=None):
-    """Each element of ``x`` repeated ``repeats`` times along ``axis``. Where ``x``'s type
-    splits that axis (or ``axis`` is None and any), JAX asks for ``out_sharding=``; with it
-    the repeat runs whole along the mesh's axes and is then laid out so."""
+def repeat(x, repeats, axis=None, *, total_repeat_length=None, out_sharding=None):
+    """Each element of ``x`` repeated ``repeats`` times along ``axis`` (an int, or one count
+    per element). ``total_repeat_length``: the result's length along ``axis``, which lets
+    the counts be traced (the result is cut there, or filled with the last element, as
+    JAX's). Where ``x``'s type splits that axis (or ``axis`` is None and any), JAX asks for
+    ``out_sharding=``; with it the repeat runs whole along the mesh's axes and is then laid
+    out so."""
     if out_sharding is not None:
-        return auto_axes(lambda v: repeat(v, repeats, axis), out_sharding=out_sharding)(x)
+        return auto_axes(lambda v: repeat(v, repeats, axis,
+                                          total_repeat_length=total_repeat_length),
+                         out_sharding=out_sharding)(x)
+    if total_repeat_length is not None or isinstance(repeats, Tracer) or np.ndim(repeats) > 0:
+        return _repeat_counts(x, repeats, axis, total_repeat_length)
     split = getattr(aval_of(x), "sharding", None)
     if split is not None and (axis is None and any(split.spec)
                               or axis is not None and split.spec[canonical_axis(
@@ -224,6 +231,42 @@ def repeat(x, repeats, axis=None, *, out_sharding=None):
     target = shape[:axis + 1] + (repeats,) + shape[axis + 1:]
     x = broadcast_to(x, target)
     return reshape(x, shape[:axis] + (shape[axis] * repeats,) + shape[axis + 1:])
+
+
+def _repeat_counts(x, repeats, axis, total):
+    """JAX's general repeat: each element's block starts at the exclusive running sum of
+    the counts; marking the starts and summing them again gives each output position's
+    source (a count of zero skips its element)."""
+    from shardc.numpy._core import zeros
+    from shardc.numpy._indexing import take
+    from shardc.numpy._reductions import cumsum
+    x = asarray(x)
+    if axis is None:
+        x, axis = ravel(x), 0
+    axis = canonical_axis(axis, ndim_of(x)) if ndim_of(x) else 0
+    if total is None:
+        if isinstance(repeats, Tracer):
+            raise ConcretizationTypeError(
+                "jnp.repeat with traced repeats needs total_repeat_length (the result's "
+                "length must be known)")
+        counts = np.ravel(np.asarray(repeats))
+        if ndim_of(x):
+            counts = np.broadcast_to(counts, (shape_of(x)[axis],))
+        total = int(counts.sum())
+        repeats = counts
+    counts = ravel(asarray(repeats)).astype(np.int32)
+    if not ndim_of(x):
+        if shape_of(counts) != (1,):
+            raise ValueError("jnp.repeat with a scalar parameter must have a single repeat, "
+                             f"got {repeats}")
+        return broadcast_to(x, (total,))
+    counts = broadcast_to(counts, (shape_of(x)[axis],))
+    if total == 0 or shape_of(x)[axis] == 0:
+        return take(x, zeros((total,), np.int32), axis=axis) if total else \
+            reshape(x, shape_of(x)[:axis] + (0,) + shape_of(x)[axis + 1:])
+    starts = cumsum(counts) - counts
+    marks = zeros((total,), np.int32).at[starts].add(1, mode="drop")
+    return take(x, cumsum(marks) - 1, axis=axis)
 
 
 def flip(x, axis=None):

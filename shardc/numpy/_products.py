@@ -6,14 +6,17 @@ The matrix products take JAX's ``out_sharding`` (and ``precision``) keywords.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 
 from compiler.tracing import aval_of, bind
+from ir import dtypes
 from ir import primitives as p
 from shardc.numpy._arithmetic import multiply, subtract
-from shardc.numpy._core import (as_array, broadcast_arrays, broadcast_shapes_of, broadcast_to,
-                                canonical_axis, check_out_sharding, constrain, dtype_of, ndim_of,
-                                promote, ravel, reshape, shape_of, stack, zeros_like)
+from shardc.numpy._core import (as_array, astype, broadcast_arrays, broadcast_shapes_of,
+                                broadcast_to, canonical_axis, check_out_sharding, constrain,
+                                dtype_of, ndim_of, promote, ravel, reshape, shape_of, stack,
+                                zeros_like)
 from shardc.numpy._diagonals import diagonal
 from shardc.numpy._manipulation import moveaxis, squeeze
 from shardc.numpy._reductions import sum
@@ -38,6 +41,7 @@ def _check_dot_dims(xs, ys, contract, batch):
 
 
 _OUT_SHARDING: list = []     # the out_sharding of the product being computed (innermost last)
+_PREFERRED: list = []        # the preferred_element_type of the products being computed
 
 
 def promoted_dot_general(x, y, contract, batch=((), ()), squeezed=()):
@@ -55,8 +59,19 @@ def promoted_dot_general(x, y, contract, batch=((), ()), squeezed=()):
             entries.insert(d, None)
         extra["out_sharding"] = NamedSharding(target.mesh, PartitionSpec(*entries))
         _OUT_SHARDING[-1] = None          # taken: one product per call
+    preferred = _PREFERRED[-1] if _PREFERRED and _PREFERRED[-1] is not None else dtype_of(x)
     return bind(p.dot_general_p, x, y, dimension_numbers=(contract, batch),
-                preferred_element_type=dtype_of(x), **extra)
+                preferred_element_type=preferred, **extra)
+
+
+@contextlib.contextmanager
+def preferring(dtype):
+    """Products computed inside accumulate in (and return) ``dtype`` (None: the operands')."""
+    _PREFERRED.append(None if dtype is None else dtypes.canonicalize(dtype))
+    try:
+        yield
+    finally:
+        _PREFERRED.pop()
 
 
 def _dot_rank(x, y, contract, batch) -> int:
@@ -65,12 +80,18 @@ def _dot_rank(x, y, contract, batch) -> int:
 
 def accepts_out_sharding(fn):
     """Let ``fn`` take ``out_sharding`` (a NamedSharding, or a PartitionSpec on the mesh of
-    ``set_mesh``) and ``precision``, as JAX's do. On Explicit axes the product's type is the
+    ``set_mesh``), ``precision`` and ``preferred_element_type`` (the products accumulate in,
+    and return, that dtype: bfloat16 operands, float32 sums), as JAX's do. On Explicit axes the product's type is the
     one asked for (the dot takes it, so a contraction split on both sides is not ambiguous);
     on other meshes the result is constrained to that layout."""
 
     @functools.wraps(fn)
-    def wrapper(*args, out_sharding=None, precision=None, **kwargs):
+    def wrapper(*args, out_sharding=None, precision=None, preferred_element_type=None,
+                **kwargs):
+        if preferred_element_type is not None:
+            with preferring(preferred_element_type):
+                result = wrapper(*args, out_sharding=out_sharding, **kwargs)
+            return astype(result, dtypes.canonicalize(preferred_element_type))
         if out_sharding is None:
             return fn(*args, **kwargs)
         check_out_sharding(out_sharding, fn.__name__)
