@@ -300,6 +300,22 @@ def _fft_transpose(ct, x, *, fft_type, fft_lengths):
 
 
 jvp_rules[p.fft_p] = functools.partial(linear_jvp, p.fft_p)
+
+
+def _callback_jvp(primals, tangents, **params):
+    """A debug callback runs on the primal values and has no tangent; the others are JAX's
+    errors (a custom_jvp gives them derivatives)."""
+    effect = params["effect"]
+    if effect == "pure":
+        raise ValueError("Pure callbacks do not support JVP. Please use `jax.custom_jvp` to "
+                         "use callbacks while taking gradients.")
+    if effect == "io":
+        raise ValueError("IO callbacks do not support JVP.")
+    outs = bind(p.callback_p, *primals, **params)
+    return list(outs), [None] * len(outs)
+
+
+jvp_rules[p.callback_p] = _callback_jvp
 transpose_rules[p.fft_p] = _fft_transpose
 
 

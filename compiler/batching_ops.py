@@ -130,6 +130,41 @@ def _fft_rule(values, dims, *, fft_type, fft_lengths):
 
 
 batching_rules[prims.fft_p] = _fft_rule
+
+
+def _callback_rule(values, dims, *, callback, result_avals, effect, vmap_method):
+    """JAX's rule for callbacks: 'sequential' calls once per member (a loop), 'expand_dims'
+    and 'broadcast_all' once with the batch leading (unbatched operands given a size-1 or a
+    full batch axis); other methods are JAX's NotImplementedError."""
+    size = batch_size(values, dims)
+    params = dict(callback=callback, result_avals=result_avals, effect=effect,
+                  vmap_method=vmap_method)
+    if effect == "debug":
+        return loop_rule(prims.callback_p, values, dims, **params)
+    if vmap_method in ("sequential", "sequential_unrolled"):
+        return loop_rule(prims.callback_p, values, dims, **params)
+    if vmap_method in ("expand_dims", "broadcast_all"):
+        lead = size if vmap_method == "broadcast_all" else 1
+        operands = []
+        for v, d in zip(values, dims):
+            if d is None:
+                shape = aval_of(v).shape
+                v = bind(prims.broadcast_in_dim_p, v, shape=(lead,) + shape,
+                         broadcast_dimensions=tuple(range(1, len(shape) + 1)))
+            else:
+                v = batch_at(v, d, size)
+            operands.append(v)
+        batched = tuple(((size,) + tuple(shape), dtype) for shape, dtype in result_avals)
+        outs = bind(prims.callback_p, *operands, **dict(params, result_avals=batched))
+        return list(outs), [0] * len(outs)
+    name = {"pure": "pure_callback", "io": "io_callback"}[effect]
+    raise NotImplementedError(
+        f"vmap is only supported for the {name} primitive when vmap_method is one of "
+        "'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
+        f"'legacy_vectorized'. Got vmap_method={vmap_method!r}.")
+
+
+batching_rules[prims.callback_p] = _callback_rule
 batching_rules[prims.sort_p] = _sort_rule
 
 

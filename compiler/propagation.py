@@ -398,7 +398,8 @@ def result_shardings(typed, mesh, reference) -> list:
 # Equations the partitioner computes on whole values: they hold programs (other than the loops
 # and branches it runs on blocks), or print.
 WHOLE = frozenset(prims.CONTROL_FLOW + prims.CUSTOM_CALLS
-                  + (prims.shard_map_p, prims.remat_p, prims.debug_print_p, prims.custom_lin_p))
+                  + (prims.shard_map_p, prims.remat_p, prims.debug_print_p, prims.custom_lin_p,
+                     prims.callback_p))
 _LOOPS = (prims.scan_p, prims.while_p)
 
 

@@ -52,7 +52,7 @@ JOIN_PRIMITIVES = (
         prims.dot_general_p, prims.sharding_constraint_p, prims.random_bits_p,
         prims.stop_gradient_p, prims.signbit_p, prims.cumprod_p, prims.cummax_p,
         prims.cummin_p, prims.sort_p, prims.searchsorted_p, prims.bitcast_convert_type_p,
-        prims.reduce_precision_p, prims.fft_p)
+        prims.reduce_precision_p, prims.fft_p, prims.callback_p)
     + prims.LINALG)
 for _p in JOIN_PRIMITIVES:
     vma_rules[_p] = join_rule

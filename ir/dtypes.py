@@ -122,6 +122,21 @@ def canonicalize(dtype) -> np.dtype:
     return dtype
 
 
+def requested(dtype, function: str) -> np.dtype:
+    """``canonicalize(dtype)`` for a dtype a user asked ``function`` for, with JAX's warning
+    when x64 is off and it asks for a 64-bit one."""
+    want = np.dtype(dtype)
+    got = canonicalize(want)
+    if got != want:
+        import warnings
+        warnings.warn(f"Explicitly requested dtype {want} requested in {function} is not "
+                      f"available, and will be truncated to dtype {got}. To enable more "
+                      "dtypes, set the jax_enable_x64 configuration option or the "
+                      "JAX_ENABLE_X64 shell environment variable. See "
+                      "https://github.com/jax-ml/jax#current-gotchas for more.", stacklevel=4)
+    return got
+
+
 # --- kinds ------------------------------------------------------------------------------------
 
 BOOL, INT, FLOAT, COMPLEX, OTHER = range(5)

@@ -83,10 +83,13 @@ def communicates(eqn: Eqn) -> bool:
 
 
 def has_side_effect(eqn: Eqn) -> bool:
-    """Whether the equation must run even when its results are unused: ``debug_print``, a
-    per-device communication node, or a higher-order equation with one of those inside."""
+    """Whether the equation must run even when its results are unused: ``debug_print``, an
+    io or debug callback, a per-device communication node, or a higher-order equation with
+    one of those inside."""
     if eqn.primitive is prims.debug_print_p or is_communication_node(eqn):
         return True
+    if eqn.primitive is prims.callback_p:
+        return eqn.params["effect"] != "pure"
     if not eqn.params:
         return False                # no sub-programs
     return any(has_side_effect(inner) for _, _, sub in sub_programs(eqn) for inner in sub.eqns)

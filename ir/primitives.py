@@ -265,6 +265,11 @@ name_p = primitive("name")                               # [name]
 fft_p = primitive("fft")                                 # [fft_type, fft_lengths]
 FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
 
+# A Python function called on host values when the program runs (pure_callback, io_callback,
+# debug.callback): inside a shard_map body once per device, on its blocks.
+callback_p = primitive("callback", multiple_results=True)
+#   (*args)[callback, result_avals, effect ('pure', 'io', 'debug'), vmap_method]
+
 # Elementwise: operands and result of one shape, each element on its own (a rank-0 or size-1
 # operand dimension broadcasts).
 ELEMENTWISE = (UNARY + ARITHMETIC + COMPARISON + PREDICATES

@@ -469,6 +469,14 @@ def _fft_rule(x: Aval, *, fft_type, fft_lengths) -> list:
 shape_rules[prims.fft_p] = _fft_rule
 
 
+def _callback_rule(*avals, callback, result_avals, effect, vmap_method) -> list:
+    """A host callback's results are what it declared."""
+    return [_aval(tuple(shape), np.dtype(dtype)) for shape, dtype in result_avals]
+
+
+shape_rules[prims.callback_p] = _callback_rule
+
+
 # --- linear algebra ---------------------------------------------------------------------------
 
 def _dot_general_rule(x: Aval, y: Aval, *, dimension_numbers, preferred_element_type=None,

@@ -603,6 +603,9 @@ def _fft(in_avals, outs, *, fft_type, fft_lengths):
 
 
 sharding_rules[prims.fft_p] = _fft
+# a host callback reads its operands whole and gives whole results
+sharding_rules[prims.callback_p] = lambda in_avals, outs, **params: [
+    ((),) * out.ndim for out in outs]
 
 
 def _sort(in_avals, outs, *, dimension, num_keys):

@@ -506,6 +506,26 @@ def _debug_print(*args, fmt, arg_names=()):
 impl_rules[prims.debug_print_p] = _debug_print
 
 
+def _callback(*args, callback, result_avals, effect, vmap_method):
+    """Call the host function on numpy values; its results checked against what it declared
+    (shapes exactly; values converted to the declared dtypes)."""
+    results = callback(*[np.asarray(a) for a in args])
+    if len(results) != len(result_avals):
+        raise ValueError(f"{callback} returned {len(results)} values, but declared "
+                         f"{len(result_avals)}")
+    out = []
+    for k, (value, (shape, dtype)) in enumerate(zip(results, result_avals)):
+        value = np.asarray(value)
+        if value.shape != tuple(shape):
+            raise ValueError(f"{callback}: result {k} has shape {value.shape}, but its "
+                             f"result_shape_dtypes entry says {tuple(shape)}")
+        out.append(value.astype(dtype, copy=False))
+    return out
+
+
+impl_rules[prims.callback_p] = _callback
+
+
 # --- running programs -------------------------------------------------------------------------
 
 class _Request:

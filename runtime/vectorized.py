@@ -307,9 +307,10 @@ def _holds_communication(program) -> bool:
 
 
 def prints(program) -> bool:
-    """Whether a program, or any sub-program, has a debug print."""
-    return any(eqn.primitive is prims.debug_print_p or any(prints(s) for s in _sub_programs(eqn))
-               for eqn in program.eqns)
+    """Whether a program, or any sub-program, has a debug print or a host callback (they run
+    once per device, in the reference's order)."""
+    return any(eqn.primitive in (prims.debug_print_p, prims.callback_p)
+               or any(prints(s) for s in _sub_programs(eqn)) for eqn in program.eqns)
 
 
 def _sub_programs(eqn) -> list:

@@ -9,9 +9,10 @@ JAX's names, so JAX code ports by changing its imports::
 Importing shardc installs the backend the environment asks for (``SHARDC_BACKEND``, an MPI
 launch; ``shardc.distributed``).
 """
-from shardc import distributed
+from shardc import core, distributed
 from shardc.distributed import install_backend as _install_backend
 from shardc.distributed import (make_array_from_callback, make_array_from_process_local_data,
+                                make_array_from_single_device_arrays,
                                 set_backend_name)
 from compiler.autodiff import grad, jvp, linear_transpose, value_and_grad, vjp
 from compiler.custom_ad import custom_jvp, custom_vjp
@@ -34,7 +35,8 @@ from shardc._types import ShapeDtypeStruct, typeof
 from shardc.ad_checkpoint import checkpoint_policies
 from shardc.batching_api import vmap
 from shardc.config import STATES as _STATES
-from shardc.config import config, disable_jit
+from shardc.config import config, disable_jit, ensure_compile_time_eval
+from shardc._callbacks import pure_callback
 from shardc.ledger import comm_ledger
 from shardc.sharding import reshard, set_mesh
 
@@ -61,15 +63,17 @@ _install_backend()
 
 __all__ = [
     "Array", "ConcretizationTypeError", "Device", "Mesh", "NamedSharding", "P", "PartitionSpec",
-    "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint",
+    "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
     "block_until_ready", "check_tracer_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
     "comm_ledger", "config", "custom_derivatives", "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
     "default_prng_impl", "device_count", "device_get", "device_put", "devices", "disable_jit",
-    "distributed", "dtypes", "effects_barrier", "enable_checks", "enable_x64", "eval_shape",
+    "distributed", "dtypes", "effects_barrier", "enable_checks", "enable_x64",
+    "ensure_compile_time_eval", "eval_shape", "pure_callback",
     "explain_cache_misses", "grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax",
     "linear_transpose", "linearize",
     "local_device_count", "local_devices", "log_compiles", "make_array_from_callback",
+    "make_array_from_single_device_arrays",
     "make_array_from_process_local_data", "make_jaxpr", "make_mesh", "named_call", "named_scope",
     "nn", "numpy", "numpy_dtype_promotion", "numpy_rank_promotion", "process_count",
     "process_index", "random", "remat", "reshard", "scipy", "set_backend_name", "set_mesh",

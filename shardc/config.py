@@ -246,6 +246,15 @@ def disable_jit(disable: bool = True):
     return _flag_set_to("jax_disable_jit", disable)
 
 
+@contextlib.contextmanager
+def ensure_compile_time_eval():
+    """``with shardc.ensure_compile_time_eval():`` operations on concrete values run at once,
+    also while a function is traced (under jit their results are constants of the program);
+    a value that depends on the function's arguments cannot be used inside."""
+    with _tracing.set_current_trace(_tracing.eval_trace):
+        yield
+
+
 def enable_x64(new_val: bool = True):
     """``with enable_x64():`` 64-bit mode inside the block (``jax.experimental.enable_x64``)."""
     return _flag_set_to("jax_enable_x64", new_val)

@@ -4,7 +4,9 @@ from __future__ import annotations
 from compiler.tracing import bind
 from ir import primitives as prims
 
-__all__ = ["print", "visualize_array_sharding"]
+from shardc._callbacks import debug_callback as callback
+
+__all__ = ["print", "callback", "visualize_array_sharding"]
 
 
 def visualize_array_sharding(x, *, use_color=True, scale=1.0, min_width=9, max_width=80):

@@ -20,6 +20,7 @@ from runtime.array import Array, canonical_array
 
 __all__ = [
     "initialize", "is_initialized", "shutdown", "make_array_from_callback",
+    "make_array_from_single_device_arrays",
     "make_array_from_process_local_data", "gather_costs", "mpi_wanted", "select_backend",
     "backend_named", "install_backend", "set_backend_name",
 ]
@@ -153,6 +154,35 @@ def make_array_from_callback(shape, sharding, data_callback):
                              f"{block.shape} for index {index} of device {device.id}, expected "
                              f"{want}")
         blocks.append(block)
+    return _from_local_blocks(blocks, mesh, spec, shape)
+
+
+def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
+    """A global array of ``shape`` laid out by ``sharding`` from one array per addressable
+    device (each that device's block): matched by device where an array names its own, else
+    in the order of the mesh's devices."""
+    mesh, spec = _named(sharding, "make_array_from_single_device_arrays")
+    shape = tuple(shape)
+    local = [(p, d) for p, d in enumerate(mesh.devices.flat) if _devices.is_local(d)]
+    arrays = list(arrays)
+    if len(arrays) != len(local):
+        raise ValueError(f"make_array_from_single_device_arrays: got {len(arrays)} arrays for "
+                         f"{len(local)} addressable devices of {sharding!r}")
+    by_device = {}
+    for k, array in enumerate(arrays):
+        named = getattr(array, "devices", None)
+        device = next(iter(named())) if callable(named) and len(named()) == 1 else local[k][1]
+        by_device[device] = array
+    blocks = [None] * mesh.size
+    for p, device in local:
+        if device not in by_device:
+            raise ValueError(f"make_array_from_single_device_arrays: no array for {device}")
+        block = _canonical(np.asarray(by_device[device], dtype=dtype))
+        want = tuple(s.stop - s.start for s in block_slices(shape, spec, mesh, mesh.coords(p)))
+        if block.shape != want:
+            raise ValueError(f"make_array_from_single_device_arrays: the array for {device} has "
+                             f"shape {block.shape}, but its block of {shape} is {want}")
+        blocks[p] = block
     return _from_local_blocks(blocks, mesh, spec, shape)
 
 

@@ -633,8 +633,8 @@ def test_random_bits_run_per_device():
 def test_every_primitive_has_a_stacked_rule_or_runs_per_device():
     # Front-end primitives a body can hold; control flow, prints and nested shard_maps are
     # decided per program (collectives inside, or not).
-    decided = set(prims.CONTROL_FLOW) | {prims.debug_print_p, prims.shard_map_p,
-                                         prims.remat_p}
+    decided = set(prims.CONTROL_FLOW) | {prims.debug_print_p, prims.callback_p,
+                                         prims.shard_map_p, prims.remat_p}
     # inlined before a backend meets them (compiler/inline_calls.py); custom_lin raises first
     decided |= {*prims.CUSTOM_CALLS, prims.custom_lin_p, prims.name_p}
     # the fast backend runs the mesh-level program: no front-end-only collective reaches it

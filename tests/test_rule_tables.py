@@ -27,7 +27,7 @@ NOT_LINEAR = set(prims.UNARY + prims.COMPARISON) - {prims.neg_p, *prims.COMPLEX_
     coll.pmin_p, coll.axis_index_p, prims.signbit_p, prims.nextafter_p, *prims.SHIFTS,
     prims.cumprod_p, prims.cummax_p, prims.cummin_p, prims.sort_p, prims.searchsorted_p,
     prims.polygamma_p, prims.bitcast_convert_type_p, prims.cholesky_p, prims.qr_p,
-    prims.slogdet_p, prims.eigh_p, prims.svd_p, prims.eig_p}
+    prims.slogdet_p, prims.eigh_p, prims.svd_p, prims.eig_p, prims.callback_p}
 
 # Custom-derivative calls are replaced by their rules when differentiated (a JVP binds the
 # rule's result, a custom_vjp's tangent is one custom_lin): partial evaluation never meets them.
@@ -79,8 +79,9 @@ def test_grad_works_without_importing_shardc():
 def test_every_array_primitive_runs_stacked_or_per_device_for_a_declared_reason():
     from runtime.reference import impl_rules
     from runtime.vectorized_rules import PER_DEVICE, stacked_rules
-    # bodies that print run on the reference backend (a declared fallback): never stacked
-    never_stacked = {prims.debug_print_p}
+    # bodies that print or call back run on the reference backend (a declared fallback):
+    # never stacked
+    never_stacked = {prims.debug_print_p, prims.callback_p}
     missing = [p.name for p in prims.registry.values()
                if p.kind == "op" and p in impl_rules and p not in stacked_rules
                and p not in PER_DEVICE and p not in never_stacked]

@@ -252,7 +252,7 @@ def asarray(x, dtype=None):
                                                  and _all_python_scalars(x))):
         dtype = _dt.result_type([_dt.weak_scalar_dtype(v) for v in nested_values(x)],
                                 [False] * len(list(nested_values(x))))
-    array = np.asarray(x, dtype=_dt.canonicalize(dtype) if dtype is not None else None)
+    array = np.asarray(x, dtype=_dt.requested(dtype, "asarray") if dtype is not None else None)
     if not _dt.is_valid(array.dtype):
         # name the value as given; a list is named by what numpy made of it
         check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")
@@ -278,9 +278,9 @@ def array(x, dtype=None, copy=True):
     return asarray(x, dtype)
 
 
-def _default_dtype(dtype, *values):
+def _default_dtype(dtype, *values, function="zeros"):
     if dtype is not None:
-        return _dt.canonicalize(dtype)
+        return _dt.requested(dtype, function)
     if builtins.any(isinstance(v, float) for v in values):
         return _dt.float_
     return _dt.float_
@@ -293,6 +293,9 @@ def full(shape, fill_value, dtype=None):
     if dtype is None:
         dtype = dtype_of(fill_value) if not is_python_scalar(fill_value) else \
             _dt.weak_scalar_dtype(fill_value)
+    else:
+        dtype = _dt.requested(dtype, "full") if np.dtype(dtype) != _dt.canonicalize(
+            dtype) else dtype
     value = convert(fill_value, dtype)
     if shape_of(value) == shape:
         # a 0-d result is an array too (a numpy scalar would compute in numpy's types)
@@ -316,7 +319,7 @@ def zeros(shape, dtype=None):
 @takes_device
 def ones(shape, dtype=None):
     """An array of ``shape`` filled with ones (float32 unless ``dtype`` says)."""
-    return full(shape, 1, _default_dtype(dtype))
+    return full(shape, 1, _default_dtype(dtype, function="ones"))
 
 
 @takes_device

@@ -1,0 +1,80 @@
+"""Host callbacks: Python functions a program calls on concrete values when it runs
+(``pure_callback``, ``io_callback``, ``debug.callback``), as JAX's. Outside shard_map a
+callback is called once, on whole values; inside a body once per device, on its blocks."""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import tree
+from compiler.tracing import bind
+from ir import dtypes
+from ir import primitives as prims
+
+__all__ = ["pure_callback", "io_callback", "debug_callback"]
+
+_VMAP_METHODS = ["sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
+                 "legacy_vectorized", None]
+
+
+class HostCallback:
+    """The user's function over flat numpy values: the arguments rebuilt into their pytree,
+    the results flattened (None for a function whose results are not used)."""
+
+    def __init__(self, fn, in_tree, returns: bool):
+        self.fn, self.in_tree, self.returns = fn, in_tree, returns
+
+    def __call__(self, *flat):
+        args, kwargs = tree.tree_unflatten(self.in_tree, list(flat))
+        result = self.fn(*args, **kwargs)
+        return tree.tree_leaves(result) if self.returns else []
+
+    def short_repr(self) -> str:
+        return getattr(self.fn, "__qualname__", type(self.fn).__name__)
+
+    def __repr__(self):
+        return f"callback {self.short_repr()}"
+
+
+def _result_avals(result_shape_dtypes):
+    leaves, out_tree = tree.tree_flatten(result_shape_dtypes)
+    avals = []
+    for leaf in leaves:
+        dtype = np.dtype(leaf.dtype)
+        if dtypes.canonicalize(dtype) != dtype:
+            raise ValueError("result_shape_dtypes cannot specify 64-bit types when "
+                             "`jax_enable_x64` is disabled")
+        avals.append((tuple(leaf.shape), dtype))
+    return tuple(avals), out_tree
+
+
+def _call(effect, callback, result_shape_dtypes, args, kwargs, vmap_method=None):
+    flat, in_tree = tree.tree_flatten((args, kwargs))
+    avals, out_tree = _result_avals(result_shape_dtypes)
+    outs = bind(prims.callback_p, *flat, callback=HostCallback(callback, in_tree, True),
+                result_avals=avals, effect=effect, vmap_method=vmap_method)
+    return tree.tree_unflatten(out_tree, list(outs))
+
+
+def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_method=None,
+                  **kwargs):
+    """``callback(*args, **kwargs)`` on host values, as a pure function of them (unused
+    results let it be skipped); ``result_shape_dtypes``: the pytree of ``ShapeDtypeStruct``s
+    it returns. Under vmap as ``vmap_method`` says; not differentiable (a custom_jvp is)."""
+    if vmap_method not in _VMAP_METHODS:
+        raise ValueError(f"vmap_method must be on of the allowed methods {_VMAP_METHODS}, but "
+                         f"got: {vmap_method}")
+    return _call("pure", callback, result_shape_dtypes, args, kwargs, vmap_method)
+
+
+def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=False, **kwargs):
+    """``callback(*args, **kwargs)`` on host values for its effects: it always runs, in
+    program order."""
+    return _call("io", callback, result_shape_dtypes, args, kwargs, "sequential")
+
+
+def debug_callback(callback, *args, ordered=False, partitioned=False, **kwargs):
+    """``callback(*args, **kwargs)`` on host values, for its effects; returns nothing. Under
+    grad it sees the primal values; under vmap it is called once per member."""
+    flat, in_tree = tree.tree_flatten((args, kwargs))
+    bind(prims.callback_p, *flat, callback=HostCallback(callback, in_tree, False),
+         result_avals=(), effect="debug", vmap_method=None)

@@ -1,0 +1,146 @@
+"""Host callbacks (pure_callback, io_callback, debug.callback) outside and inside shard_map,
+under jit, vmap and grad; ensure_compile_time_eval; arrays from per-device arrays; JAX's
+warning for a 64-bit dtype with x64 off."""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.experimental import io_callback
+from shardc.sharding import NamedSharding, PartitionSpec as P
+
+MESH = jax.make_mesh((4,), ("i",))
+X = np.arange(8, dtype=np.float32)
+# the check backend runs a program on two backends: a callback may run on both
+RUNS = (1, 2) if os.environ.get("SHARDC_BACKEND") == "check" else (1,)
+
+
+def assert_ran(got, once):
+    """``got`` is the calls of ``once``, made once (per backend the program ran on)."""
+    assert any(got == once * k for k in RUNS), (got, once)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_pure_callback_calls_the_host_once_on_whole_values(jit):
+    calls = []
+
+    def host(v, scale=1):
+        calls.append(np.asarray(v).shape)
+        return np.sin(v) * scale
+
+    f = lambda v: jax.pure_callback(host, jax.ShapeDtypeStruct(v.shape, v.dtype), v,
+                                    scale=2) + 1
+    out = (jax.jit(f) if jit else f)(jnp.asarray(X))
+    np.testing.assert_allclose(np.asarray(out), np.sin(X) * 2 + 1, rtol=1e-6)
+    assert_ran(calls, [(8,)])
+    pair = jax.pure_callback(lambda v: (v, v.sum()),
+                             (jax.ShapeDtypeStruct((8,), np.float32),
+                              jax.ShapeDtypeStruct((), np.float32)), X)
+    assert float(pair[1]) == 28.0
+
+
+def test_callbacks_run_once_per_device_inside_shard_map():
+    seen = []
+
+    def body(b):
+        jax.debug.callback(lambda v: seen.append(np.asarray(v).tolist()), b)
+        y = jax.pure_callback(lambda v: np.asarray(v) * 10,
+                              jax.ShapeDtypeStruct(b.shape, b.dtype), b)
+        return lax.psum(y, "i")
+
+    f = jax.shard_map(body, mesh=MESH, in_specs=P("i"), out_specs=P())
+    x = jax.device_put(X, NamedSharding(MESH, P("i")))
+    for g in (f, jax.jit(f)):
+        seen.clear()
+        np.testing.assert_array_equal(np.asarray(g(x)), X.reshape(4, 2).sum(0) * 10)
+        assert_ran(seen, [[0, 1], [2, 3], [4, 5], [6, 7]])       # in device order
+
+
+def test_vmap_methods_and_grad():
+    host = lambda v: np.asarray(v) * 2
+    batch = jnp.arange(6.).reshape(2, 3)
+    counts = []
+
+    def counted(v):
+        counts.append(np.shape(v))
+        return host(v)
+
+    for method, calls in (("sequential", [(3,), (3,)]), ("expand_dims", [(2, 3)])):
+        counts.clear()
+        out = jax.vmap(lambda v: jax.pure_callback(
+            counted, jax.ShapeDtypeStruct(v.shape, v.dtype), v, vmap_method=method))(batch)
+        np.testing.assert_array_equal(np.asarray(out), np.asarray(batch) * 2)
+        assert_ran(counts, calls)
+    with pytest.raises(NotImplementedError, match="vmap is only supported for the "
+                                                  "pure_callback primitive when vmap_method"):
+        jax.vmap(lambda v: jax.pure_callback(host, jax.ShapeDtypeStruct(v.shape, v.dtype),
+                                             v))(batch)
+    with pytest.raises(ValueError, match="vmap_method must be on of the allowed methods"):
+        jax.pure_callback(host, jax.ShapeDtypeStruct((3,), np.float32), batch[0],
+                          vmap_method="parallel")
+    with pytest.raises(ValueError, match="Pure callbacks do not support JVP. Please use "
+                                         "`jax.custom_jvp`"):
+        jax.grad(lambda v: jax.pure_callback(host, jax.ShapeDtypeStruct((), np.float32),
+                                             v))(2.)
+    seen = []
+    g = jax.grad(lambda v: (jax.debug.callback(lambda a: seen.append(float(a)), v), v * 3)[1])
+    assert float(g(2.)) == 3.0
+    assert_ran(seen, [2.0])                    # debug callbacks see the primal
+
+
+def test_io_callback_runs_even_unused_and_checks_its_declaration():
+    log = []
+
+    @jax.jit
+    def f(v):
+        io_callback(lambda a: log.append(float(a.sum())) or np.float32(0),
+                    jax.ShapeDtypeStruct((), np.float32), v)
+        return v + 1
+
+    f(jnp.asarray(X))
+    assert_ran(log, [28.0])
+    with pytest.raises(ValueError, match="result 0 has shape \\(2,\\), but its "
+                                         "result_shape_dtypes entry says \\(3,\\)"):
+        jax.pure_callback(lambda v: np.zeros(2, np.float32),
+                          jax.ShapeDtypeStruct((3,), np.float32), X)
+
+
+def test_ensure_compile_time_eval_computes_constants_while_tracing():
+    kinds = []
+
+    @jax.jit
+    def f(x):
+        with jax.ensure_compile_time_eval():
+            y = jnp.arange(4.).sum()
+            kinds.append(isinstance(y, jax.core.Tracer))
+        return x + y
+
+    assert float(f(1.)) == 7.0 and kinds == [False]
+
+
+def test_arrays_from_single_device_arrays():
+    sharding = NamedSharding(MESH, P("i"))
+    blocks = [X[2 * k:2 * k + 2] for k in range(4)]
+    out = jax.make_array_from_single_device_arrays((8,), sharding, blocks)
+    np.testing.assert_array_equal(np.asarray(out), X)
+    assert out.sharding == sharding
+    with pytest.raises(ValueError, match="has shape \\(3,\\), but its block of \\(8,\\) is "
+                                         "\\(2,\\)"):
+        jax.make_array_from_single_device_arrays((8,), sharding, [X[:3]] * 4)
+
+
+def test_a_64_bit_dtype_with_x64_off_warns_as_jax():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert jnp.zeros(2, dtype=jnp.float64).dtype == np.float32
+        assert jnp.asarray([1], dtype=np.int64).dtype == np.int32
+    texts = [str(w.message) for w in caught]
+    assert texts[0].startswith("Explicitly requested dtype float64 requested in zeros is not "
+                               "available, and will be truncated to dtype float32.")
+    assert "requested in asarray" in texts[1]
