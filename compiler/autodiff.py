@@ -76,26 +76,37 @@ def vjp(fun, *primals, has_aux=False):
     primal_out = tree.tree_unflatten(out_tree, outs)
     tangent_avals = [aval_of(p) for p, d in zip(flat_primals, diff) if d]
 
-    def vjp_fun(ct):
-        ct_leaves, ct_tree = tree.tree_flatten(ct)
-        if ct_tree != out_tree:
-            raise TypeError(f"vjp cotangent has structure {ct_tree}, but the function's output "
-                            f"has structure {out_tree}")
-        if has_aux:
-            ct_leaves = ct_leaves + [None] * (len(linear_prog.outvars) - len(ct_leaves))
-        args = list(residuals) + [Linear(a) for a in tangent_avals]
-        cts = backward_pass(linear_prog, args, ct_leaves)
-        it = iter(cts)
-        flat = [instantiate(next(it), aval_of(p)) if d else _zero_cotangent(p)
-                for p, d in zip(flat_primals, diff)]
-        return tree.tree_unflatten(in_tree, flat)
-
+    pullback = _Pullback(linear_prog, tangent_avals, out_tree, in_tree,
+                         [aval_of(p) for p in flat_primals], diff, has_aux)
+    # a pytree whose leaves are the residuals (as JAX's): it can be a custom_vjp residual, or
+    # pass through jit
+    vjp_fun = tree.Partial(pullback, list(residuals))
     return (primal_out, vjp_fun, aux) if has_aux else (primal_out, vjp_fun)
 
 
-def _zero_cotangent(primal):
-    aval = aval_of(primal)
-    return np.zeros(aval.shape, aval.dtype)
+class _Pullback:
+    """What a vjp function does with its residuals: the linear program transposed, from the
+    output cotangent to the primals' (zeros where a primal does not differentiate)."""
+
+    def __init__(self, linear_prog, tangent_avals, out_tree, in_tree, primal_avals, diff,
+                 has_aux):
+        self.linear_prog, self.tangent_avals = linear_prog, tangent_avals
+        self.out_tree, self.in_tree = out_tree, in_tree
+        self.primal_avals, self.diff, self.has_aux = primal_avals, diff, has_aux
+
+    def __call__(self, residuals, ct):
+        ct_leaves, ct_tree = tree.tree_flatten(ct)
+        if ct_tree != self.out_tree:
+            raise TypeError(f"vjp cotangent has structure {ct_tree}, but the function's "
+                            f"output has structure {self.out_tree}")
+        if self.has_aux:
+            ct_leaves = ct_leaves + [None] * (len(self.linear_prog.outvars) - len(ct_leaves))
+        args = list(residuals) + [Linear(a) for a in self.tangent_avals]
+        cts = backward_pass(self.linear_prog, args, ct_leaves)
+        it = iter(cts)
+        flat = [instantiate(next(it), aval) if d else np.zeros(aval.shape, aval.dtype)
+                for aval, d in zip(self.primal_avals, self.diff)]
+        return tree.tree_unflatten(self.in_tree, flat)
 
 
 def split_aux(fun, opaque: dict):

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable
 
 _registry: dict = {}
@@ -259,3 +260,20 @@ def _metadata_mismatch(name, path, kind, prefix_aux, full_aux) -> str:
             f"but at the same key path the full pytree has a subtree of the same type but with "
             f"metadata\n"
             f"    {full_aux!r}.")
+
+
+class Partial(functools.partial):
+    """A ``functools.partial`` that is a pytree: its arguments are children, the function is
+    static, so it can be passed through ``jit`` and ``shard_map`` as an argument."""
+
+    def __new__(cls, func, *args, **kw):
+        if isinstance(func, functools.partial):
+            original, func = func, func.func
+            args = original.args + args
+            kw = {**original.keywords, **kw}
+        return super().__new__(cls, func, *args, **kw)
+
+
+register_pytree_node(
+    Partial, lambda p: ((p.args, p.keywords), p.func),
+    lambda func, children: Partial(func, *children[0], **children[1]))

@@ -12,7 +12,7 @@ import functools
 from typing import Any, Callable
 
 from compiler import tree as _tree
-from compiler.tree import (PyTreeDef, node_children, register_pytree_node, tree_all,
+from compiler.tree import (Partial, PyTreeDef, node_children, register_pytree_node, tree_all,
                            tree_unflatten)
 from shardc.random._keys import PRNGKeyArray as _PRNGKeyArray
 
@@ -210,18 +210,4 @@ def register_dataclass(cls=None, data_fields=None, meta_fields=None, drop_fields
     return cls
 
 
-class Partial(functools.partial):
-    """A ``functools.partial`` that is a pytree: its arguments are children, the function is
-    static, so it can be passed through ``jit`` and ``shard_map`` as an argument."""
 
-    def __new__(cls, func, *args, **kw):
-        if isinstance(func, functools.partial):
-            original, func = func, func.func
-            args = original.args + args
-            kw = {**original.keywords, **kw}
-        return super().__new__(cls, func, *args, **kw)
-
-
-register_pytree_node(
-    Partial, lambda p: ((p.args, p.keywords), p.func),
-    lambda func, children: Partial(func, *children[0], **children[1]))

@@ -806,19 +806,46 @@ def test_pbroadcast_source_out_of_range(axis_name, source, n):
                    f"of size {n}")
 
 
-GROUPED_UNSUPPORTED = {
-    "psum_scatter": lambda x: lax.psum_scatter(x, "i", tiled=True,
-                                               axis_index_groups=[[0, 1], [2, 3]]),
-    "all_to_all": lambda x: lax.all_to_all(x, "i", 0, 0, tiled=True,
-                                           axis_index_groups=[[0, 1], [2, 3]]),
-}
+def _grouped_reference(kind, blocks, groups, tiled):
+    """Each device's result of a grouped psum_scatter or all_to_all (dimension 0 split,
+    concatenated or stacked along 0), from the members' blocks."""
+    out = [None] * len(blocks)
+    for group in groups:
+        g = len(group)
+        for r, d in enumerate(group):
+            if kind == "psum_scatter":
+                total = sum(blocks[m] for m in group)
+                out[d] = np.split(total, g)[r] if tiled else total[r]
+            else:
+                pieces = [np.split(blocks[m], g)[r] for m in group]
+                out[d] = np.concatenate(pieces) if tiled else np.stack(
+                    [p[0] for p in pieces])
+    return np.concatenate(out)
 
 
-@pytest.mark.parametrize("prim", sorted(GROUPED_UNSUPPORTED))
-def test_axis_index_groups_are_not_supported(prim):
-    raises_in_body(MESH_I, GROUPED_UNSUPPORTED[prim], NotImplementedError,
-                   f"{prim}: axis_index_groups is not supported by shardc (psum, pmean, pmax, "
-                   "pmin and all_gather take it)")
+@pytest.mark.parametrize("kind", ["psum_scatter", "all_to_all"])
+@pytest.mark.parametrize("groups", [[[0, 1], [2, 3]], [[0, 2], [1, 3]], [[3, 2, 1, 0]]])
+@pytest.mark.parametrize("tiled", [True, False])
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_grouped_psum_scatter_and_all_to_all_equal_the_reference(kind, groups, tiled, jit):
+    g = len(groups[0])
+    n = 2 * g if tiled else g
+    x = np.arange(4 * n * 3, dtype=np.float32).reshape(4 * n, 3) ** 1.5
+    if kind == "psum_scatter":
+        body = lambda b: lax.psum_scatter(b, "i", tiled=tiled, axis_index_groups=groups)
+    else:
+        body = lambda b: lax.all_to_all(b, "i", 0, 0, tiled=tiled, axis_index_groups=groups)
+    f = shardc.shard_map(body, mesh=MESH_I, in_specs=P("i"), out_specs=P("i"))
+    got = (shardc.jit(f) if jit else f)(x)
+    want = _grouped_reference(kind, np.split(x, 4), groups, tiled)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+
+def test_grouped_collectives_need_equal_groups():
+    raises_in_body(MESH_I, lambda x: lax.psum_scatter(x, "i", tiled=True,
+                                                      axis_index_groups=[[0], [1, 2, 3]]),
+                   ValueError, "psum_scatter: axis_index_groups must all be the same size, got "
+                   "[[0], [1, 2, 3]]")
 
 
 @pytest.mark.parametrize("to", ["invarying", "unreduced", None])

@@ -79,7 +79,8 @@ def _check_int(prim_name: str, param: str, value) -> int:
 def _no_groups(prim_name, axis_index_groups):
     if axis_index_groups is not None:
         raise NotImplementedError(f"{prim_name}: axis_index_groups is not supported by shardc "
-                                  "(psum, pmean, pmax, pmin and all_gather take it)")
+                                  "(psum, pmean, pmax, pmin, all_gather, psum_scatter and "
+                                  "all_to_all take it)")
 
 
 def axis_size(axis_name) -> int:
@@ -245,9 +246,10 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
         blocks over 'i': [3 1 4 1] [5 9 2 6] [5 3 5 8] [9 7 1 2]   tiled ->  [22] [20] [12] [17]
     """
     _check_operands("psum_scatter", x)
-    _no_groups("psum_scatter", axis_index_groups)
     axes = _axes("psum_scatter", axis_name)
     size = _group_size(axes)
+    groups = None if axis_index_groups is None else _groups.check_groups(
+        "psum_scatter", axis_index_groups, size, equal_sizes=True)
 
     def one(leaf):
         if _dt.is_bool(aval_of(leaf).dtype):
@@ -257,12 +259,15 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
         shape = aval_of(leaf).shape
         dim = _dimension("psum_scatter", "scatter_dimension", scatter_dimension, len(shape))
         n = shape[dim]
-        if tiled and n % size:
+        shards = size if groups is None else len(groups[0])
+        if tiled and n % shards:
             raise ValueError(f"tiled reduce_scatter operand scatter dimension size {n} must be "
-                             f"divisible by shard_count {size}")
-        if not tiled and n != size:
+                             f"divisible by shard_count {shards}")
+        if not tiled and n != shards:
             raise ValueError(f"reduce_scatter operand scatter dimension size {n} must match "
-                             f"shard count {size}")
+                             f"shard count {shards}")
+        if groups is not None:
+            return _groups.psum_scatter(leaf, axes, groups, size, dim, bool(tiled))
         return bind(coll.psum_scatter_p, leaf, mesh_axes=axes, scatter_axis=dim,
                     tiled=bool(tiled), axis_size=size)
 
@@ -317,22 +322,26 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index
         tiled, split 0, concat 0:  [a0 a1] [b0 b1]  ->  [a0 b0] [a1 b1]
     """
     _check_operands("all_to_all", x)
-    _no_groups("all_to_all", axis_index_groups)
     axes = _axes("all_to_all", axis_name)
     size = _group_size(axes)
+    groups = None if axis_index_groups is None else _groups.check_groups(
+        "all_to_all", axis_index_groups, size, equal_sizes=True)
+    shards = size if groups is None else len(groups[0])
 
     def one(leaf):
         shape = aval_of(leaf).shape
         split = _dimension("all_to_all", "split_axis", split_axis, len(shape))
         concat = _dimension("all_to_all", "concat_axis", concat_axis, len(shape))
         n = shape[split]
-        if tiled and n % size:
+        if tiled and n % shards:
             raise ValueError(f"The size of all_to_all split_axis ({n}) has to be divisible by "
-                             f"the size of the named axis {axis_name} ({size})")
-        if not tiled and n != size:
+                             f"the size of the named axis {axis_name} ({shards})")
+        if not tiled and n != shards:
             raise ValueError("all_to_all requires the size of the mapped axis axis_name to "
-                             f"equal x.shape[split_axis], but they are {size} and {n} "
+                             f"equal x.shape[split_axis], but they are {shards} and {n} "
                              "respectively.")
+        if groups is not None:
+            return _groups.all_to_all(leaf, axes, groups, size, split, concat, bool(tiled))
         return bind(coll.all_to_all_p, leaf, mesh_axes=axes, split_axis=split,
                     concat_axis=concat, tiled=bool(tiled), axis_size=size)
 

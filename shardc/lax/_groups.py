@@ -91,3 +91,48 @@ def all_gather(leaf, axes: tuple, groups: tuple, size: int, dim: int, tiled: boo
         return stacked
     shape = stacked.shape
     return jnp.reshape(stacked, shape[:dim] + (shape[dim] * shape[dim + 1],) + shape[dim + 2:])
+
+
+def _rank_in_group(groups: tuple, size: int) -> np.ndarray:
+    rank = np.zeros(size, np.int32)
+    for g in groups:
+        for r, i in enumerate(g):
+            rank[i] = r
+    return rank
+
+
+def _own_chunk(x, axes, groups, size, dim: int, chunk: int):
+    """This device's chunk of ``x`` along ``dim``: the one at its rank within its group."""
+    rank = _own_row(_rank_in_group(groups, size), axes)
+    return jnp.take(x, rank * chunk + jnp.arange(chunk, dtype=np.int32), axis=dim)
+
+
+def psum_scatter(leaf, axes: tuple, groups: tuple, size: int, dim: int, tiled: bool):
+    """The group's sum, of which member r keeps chunk r along ``dim`` (the chunk's dimension
+    dropped when not ``tiled``)."""
+    total = reduce("psum", leaf, axes, groups, size)
+    n = jnp.shape(total)[dim]
+    piece = _own_chunk(total, axes, groups, size, dim, n // len(groups[0]) if tiled else 1)
+    return piece if tiled else jnp.squeeze(piece, dim)
+
+
+def all_to_all(leaf, axes: tuple, groups: tuple, size: int, split: int, concat: int,
+               tiled: bool):
+    """Member r of each group gets chunk r (along ``split``) of every member's block, joined
+    along ``concat`` in the group's order (untiled: ``split`` dropped, the members on a new
+    ``concat`` dimension)."""
+    position = np.zeros((size, len(groups[0])), np.int32)
+    for g in groups:
+        for i in g:
+            position[i] = g
+    leaf = jnp.asarray(leaf)
+    members = jnp.take(_gather_all(leaf, axes, size), _own_row(position, axes), axis=0)
+    n = jnp.shape(leaf)[split]
+    pieces = _own_chunk(members, axes, groups, size, split + 1,
+                        n // len(groups[0]) if tiled else 1)
+    if not tiled:
+        return jnp.moveaxis(jnp.squeeze(pieces, split + 1), 0, concat)
+    moved = jnp.moveaxis(pieces, 0, concat)
+    shape = jnp.shape(moved)
+    return jnp.reshape(moved, shape[:concat] + (shape[concat] * shape[concat + 1],)
+                       + shape[concat + 2:])
