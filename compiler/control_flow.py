@@ -108,8 +108,8 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
             continue
         problems.append(
             f"{_carry_component(carry_name, path)} has type {_type_text(a)} but the "
-            f"corresponding output carry component has type {_type_text(b)}, so the varying "
-            "manual axes do not match")
+            f"corresponding output carry component has type {_type_text(b)}, so the manual "
+            "axis types do not match")
         gained = tuple(x for x in _axis_order() if x in b.vma - a.vma)
         lost = tuple(x for x in _axis_order() if x in a.vma - b.vma)
         if gained:
@@ -462,7 +462,7 @@ def switch(index, branches, *operands):
             if aval_of(index).dtype != dtypes.int32 else index
         index = bind(prims.max_p, index, np.int32(0))
         index = bind(prims.min_p, index, np.int32(len(branches) - 1))
-    names = [f"branch {k}" for k in range(len(branches))]
+    names = ["branch 0"] + [f"branch{k}" for k in range(1, len(branches))]   # (JAX's)
     return _switch("switch", index, branches, names, operands)
 
 
@@ -564,7 +564,7 @@ def _branch_vma_message(construct, branches, names, ka, kb, path, a, b) -> str:
             f"{names[ka]} is {_where_defined(branches[ka])}\n"
             f"{names[kb]} is {_where_defined(branches[kb])}\n\n"
             f"The output of {names[ka]}{path} has type {_type_text(a)} but the corresponding "
-            f"output of {names[kb]} has type {_type_text(b)}, so the varying manual axes do not "
+            f"output of {names[kb]} has type {_type_text(b)}, so the manual axis types do not "
             f"match.\n\nThis might be fixed by applying "
             f"`jax.lax.pcast(..., {axes}, to='varying')` to the output "
             f"of {fewer}.\n\nRevise {names[ka]} and/or {names[kb]} so that all output types "

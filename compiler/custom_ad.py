@@ -556,7 +556,7 @@ def _checked_cotangent(ct, want, path: str, bwd_name: str):
     elif got.dtype != want.dtype and not dtypes.is_inexact(want.dtype):
         reasons.append("the dtypes do not match")
     if _checks_vma() and got.vma != want.vma:
-        reasons.append("the varying manual axes do not match")
+        reasons.append("the manual axis types do not match")
     if reasons:
         so = reasons[0] if len(reasons) == 1 else ", ".join(reasons[:-1]) + ", and " + reasons[-1]
         raise ValueError(

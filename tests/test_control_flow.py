@@ -670,10 +670,10 @@ V9_MESSAGE = (
     "scan body function carry input and carry output must have equal types, but they differ:\n"
     "\n"
     "  * the input carry component carry[0] has type float32[3]{i} but the corresponding output "
-    "carry component has type float32[3], so the varying manual axes do not match;\n"
+    "carry component has type float32[3], so the manual axis types do not match;\n"
     "\n"
     "  * the input carry component carry[1] has type float32[3] but the corresponding output "
-    "carry component has type float32[3]{i}, so the varying manual axes do not match.\n"
+    "carry component has type float32[3]{i}, so the manual axis types do not match.\n"
     "\n"
     + HINT_RETURNED.format(c="carry[0]") + "\n"
     "\n"
@@ -733,7 +733,7 @@ def test_lone_mismatch_is_one_unbulleted_sentence():
         "scan body function carry input and carry output must have equal types, but they "
         "differ:\n\n"
         "The input carry component carry[1] has type float32[] but the corresponding output "
-        "carry component has type float32[]{i}, so the varying manual axes do not match.\n\n"
+        "carry component has type float32[]{i}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry value "
         "corresponding to the input carry component carry[1].\n\n"
         "Revise the function so that all output types match the corresponding input types.")
@@ -755,7 +755,7 @@ def test_non_tuple_carry_reads_the_input_carry():
         "scan body function carry input and carry output must have equal types, but they "
         "differ:\n\n"
         "The input carry total has type float32[3] but the corresponding output carry "
-        "component has type float32[3]{i}, so the varying manual axes do not match.\n\n"
+        "component has type float32[3]{i}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry value "
         "corresponding to the input carry total.\n\n"
         "Revise the function so that all output types match the corresponding input types.")
@@ -784,7 +784,7 @@ def test_fori_loop_carry_names_loop_carry(wrap):
             f"{construct} body function carry input and carry output must have equal types, "
             "but they differ:\n\n"
             f"The input carry {component} has type {in_type} but the corresponding output "
-            f"carry component has type {in_type}{{i}}, so the varying manual axes do not "
+            f"carry component has type {in_type}{{i}}, so the manual axis types do not "
             "match.\n\n"
             "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry "
             f"value corresponding to the input carry {component}.\n\n"
@@ -805,7 +805,7 @@ def test_while_loop_carry_that_loses_its_axes():
         "while_loop body function carry input and carry output must have equal types, but "
         "they differ:\n\n"
         "The input carry component c[0] has type float32[3]{i} but the corresponding output "
-        "carry component has type float32[3], so the varying manual axes do not match.\n\n"
+        "carry component has type float32[3], so the manual axis types do not match.\n\n"
         + HINT_RETURNED.format(c="c[0]") + "\n\n"
         "Revise the function so that all output types match the corresponding input types.")
 
@@ -844,7 +844,7 @@ def test_cond_branch_types_differ_under_an_invariant_predicate(wrap):
         f"true_fun is {first_line(keep)}\n"
         f"false_fun is {first_line(reset)}\n\n"
         "The output of true_fun has type float32[3]{i} but the corresponding output of "
-        "false_fun has type float32[3], so the varying manual axes do not match.\n\n"
+        "false_fun has type float32[3], so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output of false_fun.\n\n"
         "Revise true_fun and/or false_fun so that all output types match.")
 
@@ -867,11 +867,11 @@ def test_switch_branch_types_differ():
     assert str(err.value) == (
         "switch branches must have equal output types but they differ.\n\n"
         f"branch 0 is {first_line(first)}\n"
-        f"branch 1 is {first_line(second)}\n\n"
+        f"branch1 is {first_line(second)}\n\n"
         "The output of branch 0 has type float32[3] but the corresponding output of "
-        "branch 1 has type float32[3]{i}, so the varying manual axes do not match.\n\n"
+        "branch1 has type float32[3]{i}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output of branch 0.\n\n"
-        "Revise branch 0 and/or branch 1 so that all output types match.")
+        "Revise branch 0 and/or branch1 so that all output types match.")
 
 
 def predicate_error(construct, marker, where, prim):
@@ -906,7 +906,7 @@ def switch_with_unpaired_all_gather(x):
     (cond_with_unpaired_psum, ("cond", "<cond-unpaired>", "true_fun", "psum")),
     (while_with_psum_in_body, ("while_loop", "<while-body>", "body_fun", "psum")),
     (while_with_psum_in_cond, ("while_loop", "<while-cond>", "cond_fun", "psum")),
-    (switch_with_unpaired_all_gather, ("switch", "<switch-unpaired>", "branch 1", "all_gather")),
+    (switch_with_unpaired_all_gather, ("switch", "<switch-unpaired>", "branch1", "all_gather")),
 ], ids=["cond", "while-body", "while-cond", "switch"])
 def test_collectives_under_a_varying_predicate(wrap, check_vma, body, expected):
     mesh = mesh_of(*MESH2)
@@ -1029,7 +1029,7 @@ def test_branch_types_differing_by_the_predicates_axes_are_an_error(wrap):
         f"true_fun is {first_line(varied)}\n"
         f"false_fun is {first_line(kept)}\n\n"
         "The output of true_fun has type float32[2]{x,y} but the corresponding output of "
-        "false_fun has type float32[2]{x}, so the varying manual axes do not match.\n\n"
+        "false_fun has type float32[2]{x}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('y',), to='varying')` to the "
         "output of false_fun.\n\n"
         "Revise true_fun and/or false_fun so that all output types match.")

@@ -354,8 +354,8 @@ def test_bwd_cotangents_must_keep_the_varying_axes_of_the_inputs():
                          out_specs=P())
     message = ("Custom VJP bwd rule must produce an output with the same type as the args tuple "
                "of the primal function, but at output[0] the bwd rule produced an output of "
-               "type f32[2] corresponding to an input of type f32[2]{i}, so the varying manual "
-               "axes do not match")
+               "type f32[2] corresponding to an input of type f32[2]{i}, so the manual axis "
+               "types do not match")
     for grad in (jax.grad(loss), jax.jit(jax.grad(loss))):
         with pytest.raises(ValueError) as err:
             grad(X8)
