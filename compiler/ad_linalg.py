@@ -59,8 +59,17 @@ def _solve_transpose(ct, a, b):
     return [None, bind(p.solve_p, _mT(a), ct)]
 
 
+def _real_only(name, a) -> None:
+    """These rules are written for real matrices (transposes, not conjugate transposes):
+    complex ones are refused rather than differentiated wrongly."""
+    if np.issubdtype(_aval(a).dtype, np.complexfloating):
+        raise NotImplementedError(f"shardc differentiates {name} of real matrices only, got "
+                                  f"{_aval(a).str_short()}")
+
+
 def _cholesky_jvp(primals, tangents):
     # dL = L phi(L^-1 sym(dA) L^-T), phi keeping the strict lower triangle and half the diagonal
+    _real_only("cholesky", primals[0])
     (a,), (ta,) = primals, tangents
     lower = bind(p.cholesky_p, a)
     if ta is None:
@@ -74,6 +83,7 @@ def _cholesky_jvp(primals, tangents):
 
 
 def _qr_jvp(primals, tangents, *, full_matrices):
+    _real_only("qr", primals[0])
     (a,), (ta,) = primals, tangents
     q, r = bind(p.qr_p, a, full_matrices=full_matrices)
     if ta is None:
@@ -93,6 +103,7 @@ def _qr_jvp(primals, tangents, *, full_matrices):
 
 def _slogdet_jvp(primals, tangents):
     # d log|det a| = trace(a^-1 da); the sign is piecewise constant
+    _real_only("slogdet", primals[0])
     (a,), (ta,) = primals, tangents
     sign, logabsdet = bind(p.slogdet_p, a)
     if ta is None:
@@ -106,6 +117,7 @@ def _slogdet_jvp(primals, tangents):
 def _eigh_jvp(primals, tangents):
     # with S = V^T sym(dA) V: dw = diag(S), dV = V (F * S), F_ij = 1 / (w_j - w_i) off the
     # diagonal and 0 on it (distinct eigenvalues assumed, as JAX's)
+    _real_only("eigh", primals[0])
     (a,), (ta,) = primals, tangents
     vectors, values = bind(p.eigh_p, a)
     if ta is None:
@@ -141,6 +153,7 @@ def _svd_jvp(primals, tangents, *, full_matrices):
     """JAX's rule (real matrices; the full-matrices form has none, as in JAX): with
     dS = U^T dA V, ds = diag(dS); dU and dV from dS weighted by 1/(s_j^2 - s_i^2), and the
     parts of dA outside the span of U (m > n) or V (n > m)."""
+    _real_only("svd", primals[0])
     (a,), (ta,) = primals, tangents
     s, u, vt = bind(p.svd_p, a, full_matrices=False)
     if ta is None:

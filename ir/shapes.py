@@ -337,7 +337,7 @@ shape_rules[prims.slogdet_p] = _slogdet_rule
 
 def _eigh_rule(a: Aval) -> list:
     _square_matrices(prims.eigh_p, a)
-    return [_aval(a.shape, a.dtype), _aval(a.shape[:-1], a.dtype)]
+    return [_aval(a.shape, a.dtype), _aval(a.shape[:-1], dtypes.real_dtype(a.dtype))]
 
 
 shape_rules[prims.eigh_p] = _eigh_rule

@@ -24,10 +24,15 @@ def _cholesky_one(a: np.ndarray) -> np.ndarray:
         return np.full(a.shape, np.nan, a.dtype)
 
 
+def _hermitian_part(a):
+    """``(a + a^H) / 2``: what JAX's symmetrize_input reads (the conjugate for complex)."""
+    return (a + np.conj(np.swapaxes(a, -1, -2))) / 2
+
+
 def cholesky(a):
-    # numpy reads the lower triangle; JAX symmetrises first: (a + a^T) / 2
+    # numpy reads the lower triangle; JAX symmetrises first: (a + a^H) / 2
     a = np.asarray(a)
-    symmetric = (a + np.swapaxes(a, -1, -2)) / 2
+    symmetric = _hermitian_part(a)
     return [_per_matrix(_cholesky_one, symmetric, a.shape).astype(a.dtype)]
 
 
@@ -57,8 +62,9 @@ def solve(a, b):
 def eigh(a):
     # the symmetric part, as JAX's symmetrize_input=True
     a = np.asarray(a)
-    values, vectors = np.linalg.eigh((a + np.swapaxes(a, -1, -2)) / 2)
-    return [vectors.astype(a.dtype), values.astype(a.dtype)]
+    values, vectors = np.linalg.eigh(_hermitian_part(a))
+    from ir.dtypes import real_dtype
+    return [vectors.astype(a.dtype), values.astype(real_dtype(a.dtype))]
 
 
 def slogdet(a):

@@ -430,8 +430,12 @@ def total_order_key(x):
 def sort_along(operands, axis, num_keys):
     """``operands`` reordered along ``axis`` by the first ``num_keys`` (lexicographic, stable)."""
     operands = np.broadcast_arrays(*[np.asarray(x) for x in operands])
-    keys = [total_order_key(x) for x in operands[:num_keys]]
-    if num_keys == 1:
+    keys = []
+    for x in operands[:num_keys]:
+        # complex values order by their real parts, then their imaginary ones (JAX's)
+        parts = (x.real, x.imag) if np.iscomplexobj(x) else (x,)
+        keys.extend(total_order_key(part) for part in parts)
+    if len(keys) == 1:
         order = np.argsort(keys[0], axis=axis, kind="stable")
     else:
         order = np.lexsort(keys[::-1], axis=axis)    # lexsort's last key is the primary one

@@ -214,3 +214,42 @@ def test_approx_top_k_repeat_lengths_and_linear_transpose():
     (ct,) = jax.linear_transpose(lambda z: z * (1 + 2j),
                                  jax.ShapeDtypeStruct((), np.complex64))(1. + 0j)
     assert complex(ct) == 1 + 2j
+
+
+ZM = np.array([[1 + 2j, 3 - 1j], [-2 + 0.5j, 0.5 - 3j]], np.complex64)
+
+
+@pytest.mark.parametrize("name, fn, ref, dtype", [
+    ("var", lambda z: jnp.var(z), lambda z: np.var(z), "float32"),
+    ("std", lambda z: jnp.std(z, axis=0), lambda z: np.std(z, axis=0), "float32"),
+    ("sort", lambda z: jnp.sort(z.ravel()), lambda z: np.sort(z.ravel()), "complex64"),
+    ("argsort", lambda z: jnp.argsort(z.ravel()), lambda z: np.argsort(z.ravel()), "int32"),
+    ("unique", lambda z: jnp.unique(z), lambda z: np.unique(z), "complex64"),
+    ("eigvalsh", lambda z: jnp.linalg.eigvalsh(z @ jnp.conj(z.T)),
+     lambda z: np.linalg.eigvalsh(z @ np.conj(z.T)), "float32"),
+    ("cholesky", lambda z: jnp.linalg.cholesky(z @ jnp.conj(z.T) + 3 * jnp.eye(2)),
+     lambda z: np.linalg.cholesky(z @ np.conj(z.T) + 3 * np.eye(2)), "complex64"),
+    ("det", jnp.linalg.det, np.linalg.det, "complex64"),
+    ("inv", jnp.linalg.inv, np.linalg.inv, "complex64"),
+    ("round", lambda z: jnp.round(z * 1.37, 1), lambda z: np.round(z * 1.37, 1), "complex64"),
+    ("isfinite", lambda z: jnp.isfinite(z.at[0, 0].set(complex(1, np.inf))),
+     lambda z: np.isfinite(np.where(np.eye(2, dtype=bool) & [[1, 0], [0, 0]],
+                                    complex(1, np.inf), z)), "bool"),
+    ("nan_to_num", lambda z: jnp.nan_to_num(z.at[1, 1].set(complex(np.nan, np.inf))),
+     lambda z: np.nan_to_num(np.where([[0, 0], [0, 1]], complex(np.nan, np.inf), z)),
+     "complex64"),
+])
+def test_statistics_sorting_and_decompositions_of_complex_values(name, fn, ref, dtype):
+    got = fn(jnp.asarray(ZM))
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(np.asarray(got), ref(ZM), rtol=1e-4, atol=1e-4)
+
+
+def test_matrix_gradients_of_complex_matrices_are_refused_not_guessed():
+    h = jnp.asarray(ZM @ np.conj(ZM.T) + 3 * np.eye(2, dtype=np.complex64))
+    for name, fn in (("eigh", lambda a: jnp.linalg.eigvalsh(a).sum()),
+                     ("cholesky", lambda a: jnp.abs(jnp.linalg.cholesky(a)).sum()),
+                     ("svd", lambda a: jnp.linalg.svd(a, compute_uv=False).sum())):
+        with pytest.raises(NotImplementedError, match=f"shardc differentiates {name} of real "
+                                                      "matrices only"):
+            jax.grad(fn)(h)

@@ -239,7 +239,15 @@ def ceil(x):
 abs = absolute = make_unary(p.abs_p, "abs", floating=False)
 sign = make_unary(p.sign_p, "sign", floating=False)
 negative = make_unary(p.neg_p, "negative", floating=False)
-isfinite = make_unary(p.is_finite_p, "isfinite")
+_isfinite_real = make_unary(p.is_finite_p, "isfinite")
+
+
+def isfinite(x):
+    """Elementwise test for a finite value (of both parts of a complex one)."""
+    x = asarray(x) if not is_array(x) else x
+    if np.issubdtype(dtype_of(x), np.complexfloating):
+        return logical_and(_isfinite_real(bind(p.real_p, x)), _isfinite_real(bind(p.imag_p, x)))
+    return _isfinite_real(x)
 
 
 def square(x):
@@ -261,7 +269,11 @@ def isnan(x):
 
 
 def isinf(x):
-    """Elementwise test for positive or negative infinity."""
+    """Elementwise test for positive or negative infinity (in either part of a complex
+    value)."""
+    x = asarray(x) if not is_array(x) else x
+    if np.issubdtype(dtype_of(x), np.complexfloating):
+        return logical_or(isinf(bind(p.real_p, x)), isinf(bind(p.imag_p, x)))
     return logical_and(logical_not(isfinite(x)), equal(x, x))
 
 

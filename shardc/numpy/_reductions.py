@@ -156,7 +156,13 @@ def var(x, axis=None, keepdims=False, ddof=0):
     centered = subtract(x, mean(x, axis, keepdims=True))
     axes = reduce_axes(x, axis)
     count = int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
-    variance = divide(sum(square(centered), axis, keepdims=keepdims), count - ddof)
+    if np.issubdtype(result_dtype, np.complexfloating):
+        # |x - mean|^2: the variance of complex values is real
+        centered = bind(p.real_p, multiply(centered, bind(p.conj_p, centered)))
+        result_dtype = _dt.real_dtype(result_dtype)
+    else:
+        centered = square(centered)
+    variance = divide(sum(centered, axis, keepdims=keepdims), count - ddof)
     return astype(variance, result_dtype)
 
 

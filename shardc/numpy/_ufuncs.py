@@ -146,6 +146,8 @@ def round(x, decimals=0):
     x = asarray(x) if not is_array(x) else x
     if not _dt.is_inexact(dtype_of(x)):
         return x
+    if _is_complex(x):          # each part on its own
+        return bind(p.complex_p, round(bind(p.real_p, x)), round(bind(p.imag_p, x)))
     # numpy rounds half to even
     floor_x = floor(x)
     diff = subtract(x, floor_x)
@@ -448,6 +450,10 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     dtype = dtype_of(x)
     if not _dt.is_inexact(dtype):
         return x
+    if _is_complex(x):          # each part on its own
+        parts = [nan_to_num(bind(prim, x), copy, nan, posinf, neginf)
+                 for prim in (p.real_p, p.imag_p)]
+        return bind(p.complex_p, *parts)
     info = np.finfo(dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
