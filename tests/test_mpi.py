@@ -301,3 +301,22 @@ def test_each_process_builds_only_its_own_devices_programs():
     rc, output, _ = launch(["-c", script], n=2, timeout=60)
     assert rc == 0, output
     assert "process 0 ok" in output and "process 1 ok" in output, output
+
+
+def test_processes_on_one_machine_share_its_cores_out_of_the_box():
+    """As a user launches it (no thread variable set): each process's BLAS pool and shardc's
+    reduction threads get the cores divided by the processes on the machine; a variable the
+    user set wins. Each process checks its own; the exit status says."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    script = ("import os, sys, numpy, shardc; from threadpoolctl import threadpool_info; "
+              "blas = {i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'}; "
+              "want = int(sys.argv[1]); "
+              "sys.exit(0 if os.environ['SHARDC_THREADS'] == str(want) and blas <= {want} "
+              "else f'threads {os.environ[\"SHARDC_THREADS\"]}, blas {blas}, want {want}')")
+    plain = {k: v for k, v in _env().items() if k not in (
+        "SHARDC_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    code, output, _ = launch(["-c", script, str(max(1, cores // 2))], n=2, env=plain)
+    assert code == 0, output
+    code, output, _ = launch(["-c", script, "1"], n=2,
+                             env=dict(plain, OMP_NUM_THREADS="1", SHARDC_THREADS="1"))
+    assert code == 0, output
