@@ -66,6 +66,16 @@ def program_mesh(program: Program, layouts):
     return None if getattr(mesh, "explicit_axes", ()) else mesh
 
 
+def layout_mesh(layouts):
+    """The one mesh without Explicit axes these layouts are on, replicated ones too (None
+    when there is none, or several, or an Explicit one)."""
+    meshes = {layout.mesh for layout in layouts if isinstance(layout, NamedSharding)}
+    if len(meshes) != 1:
+        return None
+    (mesh,) = meshes
+    return None if getattr(mesh, "explicit_axes", ()) else mesh
+
+
 def auto_mesh(layouts):
     """The one mesh without Explicit axes the meaningful (split) layouts are on (None when
     there is none, or several, or an Explicit one)."""

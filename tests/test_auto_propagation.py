@@ -412,3 +412,16 @@ def test_strict_mode_lists_a_data_parallel_steps_reductions_with_their_lines(str
     np.testing.assert_allclose(np.asarray(written(p, b)[0][0]), np.asarray(trained[0][0]),
                                rtol=1e-5, atol=1e-6)
     assert jax.comm_ledger(written, p, b).inserted == ()
+
+
+def test_eager_results_of_replicated_operands_stay_on_the_mesh():
+    """Operands laid out replicated on an Auto mesh give results replicated on it (P()), not
+    on one device; a *_like copy keeps its operand's layout (JAX's)."""
+    for out in (jnp.sin(R), R + 1, R.sum(0), jnp.where(R > 3, R, 0.)):
+        assert out.sharding == NamedSharding(MESH, P()) and out.sharding.spec == P()
+    np.testing.assert_allclose(np.asarray(jnp.sin(R)), np.sin(H), rtol=1e-6)
+    x = placed(H, "x", "y")
+    zeros = jnp.zeros_like(x)
+    assert zeros.sharding == NamedSharding(MESH, P("x", "y"))
+    assert float(np.asarray(zeros).sum()) == 0.0
+    assert jnp.ones_like(R).sharding == NamedSharding(MESH, P())

@@ -340,6 +340,10 @@ def full_like(x, fill_value, dtype=None, shape=None):
     if typed is not None and shape is None:
         # split as x is (JAX's *_like copy the operand's sharding)
         return _put_on(result, named_sharding(aval_of(x)))
+    laid = getattr(x, "sharding", None)
+    if shape is None and isinstance(x, Array) and isinstance(laid, NamedSharding):
+        # an array laid out on a mesh (Auto axes): the same layout, as JAX's
+        return device_put(result, laid)
     return _vary_like(result, x)
 
 
