@@ -295,26 +295,53 @@ def check_coherence(mesh, device_programs) -> None:
     Sameness is transitive, so each group's members are held against the first device that
     reaches the group, once: linear in the devices, not quadratic (a group of every device
     of a 4096-device mesh). The first mismatch found is the one a comparison of every pair,
-    in device order, would find first."""
-    sequences = {dp.device_id: _nodes_by_group(dp) for dp in device_programs}
+    in device order, would find first. Groups are keyed by a small number, found once per
+    ``device_groups`` tuple the programs share (hashing a group of every device, or finding
+    a device in it, per device would be quadratic)."""
+    groups = _GroupIndex()
+    sequences = {dp.device_id: _nodes_by_group(dp, groups) for dp in device_programs}
     checked: set = set()
     for dp in device_programs:
-        for group, nodes in sequences[dp.device_id].items():
-            if group in checked:
+        for key, nodes in sequences[dp.device_id].items():
+            if key in checked:
                 continue
-            checked.add(group)
+            checked.add(key)
+            group = groups.members[key]
             keys = [_node_key(eqn) for eqn in nodes]
             for member in group:
                 if member in sequences:     # given a subset (one process's devices): its own
                     _compare_nodes(dp.device_id, nodes, member,
-                                   sequences[member].get(group, []), group, keys)
+                                   sequences[member].get(key, []), group, keys)
 
 
-def _nodes_by_group(dp) -> dict:
+class _GroupIndex:
+    """Each distinct group (by its members) as a small number, and each device's group in a
+    ``device_groups`` tuple, each worked out once per tuple object."""
+
+    def __init__(self):
+        self.numbers: dict = {}        # group members -> number
+        self.members: list = []        # number -> group members
+        self._of: dict = {}            # id(device_groups) -> (device_groups, {device: number})
+
+    def group_of(self, device_groups, device) -> int:
+        entry = self._of.get(id(device_groups))
+        if entry is None or entry[0] is not device_groups:
+            table = {}
+            for group in device_groups:
+                number = self.numbers.get(group)
+                if number is None:
+                    number = self.numbers[group] = len(self.members)
+                    self.members.append(group)
+                table.update(dict.fromkeys(group, number))
+            entry = self._of[id(device_groups)] = (device_groups, table)
+        return entry[1][device]
+
+
+def _nodes_by_group(dp, groups: _GroupIndex) -> dict:
     by_group: dict = {}
     for eqn in _communication(dp.program):
-        group = next(g for g in eqn.params["device_groups"] if dp.device_id in g)
-        by_group.setdefault(group, []).append(eqn)
+        key = groups.group_of(eqn.params["device_groups"], dp.device_id)
+        by_group.setdefault(key, []).append(eqn)
     return by_group
 
 
