@@ -32,7 +32,8 @@ def parse(argv):
                         help="run the scenarios whose name contains this text (repeatable)")
     parser.add_argument("--no-jax", action="store_true", help="leave the JAX columns out")
     parser.add_argument("--shape-only-devices", type=int, default=None,
-                        help="mesh size of the shape-only lowering (default 4096; quick 512)")
+                        help="one mesh size for the shape-only lowering (default 4096, 16384 "
+                             "and 65536; quick 64)")
     parser.add_argument("--jax-timeout", type=float, default=None,
                         help="seconds allowed to each JAX child process")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
@@ -63,7 +64,10 @@ def main(argv=None) -> int:
                  if (s.quick or not args.quick)
                  and (not args.only or any(text in s.name for text in args.only))]
     with_jax = not args.no_jax and importlib.util.find_spec("jax") is not None
-    shape_devices = args.shape_only_devices or (64 if args.quick else 4096)
+    from benchmarks.shape_only import SHAPE_ONLY_TARGETS
+    # the shape-only rows: every device's program built, on meshes this large
+    shape_devices = ([args.shape_only_devices] if args.shape_only_devices else
+                     [64] if args.quick else list(SHAPE_ONLY_TARGETS))
     console = Console(stderr=True, width=max(Console(stderr=True).width, 150))
     results = {s.name: {} for s in scenarios}
     notes: dict = {}
@@ -74,7 +78,8 @@ def main(argv=None) -> int:
         task = progress.add_task("benchmarks", total=steps)
         for scenario in scenarios:
             _measure_shardc(scenario, budget, results[scenario.name], progress, task)
-        extras = {"shape_only_lowering": _shape_only(shape_devices, args.quick, progress, task)}
+        extras = {"shape_only_lowering": [_shape_only(n, args.quick, progress, task)
+                                          for n in shape_devices]}
         if with_jax:
             _measure_jax(scenarios, args, results, notes, progress, task)
     run = report.Run(scenarios=scenarios, results=results, notes=notes, extras=extras,
