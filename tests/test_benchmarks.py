@@ -112,3 +112,20 @@ def test_mpi_python_cost_runs_every_collective_over_its_loopback_world():
     assert done.returncode == 0, done.stderr
     names = [line.split()[0] for line in done.stdout.splitlines()]
     assert names == ["psum", "all_gather", "psum_scatter", "ppermute", "all_to_all"]
+
+
+def test_shape_only_rows_hold_each_mesh_to_its_target():
+    run = _run({}, [])
+    run.extras = {"shape_only_lowering": [{"devices": 4096, "seconds": 0.2},
+                                          {"devices": 16384, "seconds": 2.5},
+                                          {"devices": 65536, "seconds": None,
+                                           "error": "over 600 s"}]}
+    rows = {target: (value, met) for target, value, met in report.targets(run)}
+    assert rows["shape-only lowering of a 4,096-device mesh under 1 s"] == ("200 ms", True)
+    assert rows["shape-only lowering of a 16,384-device mesh under 2 s"][1] is False
+    assert rows["shape-only lowering of a 65,536-device mesh under 10 s"] == ("over 600 s",
+                                                                              False)
+    run.extras = {"shape_only_lowering": [{"devices": 64, "seconds": 0.004}]}   # a quick run
+    rows = {target: (value, met) for target, value, met in report.targets(run)}
+    assert rows["shape-only lowering of 4,096, 16,384 and 65,536-device meshes under 1, 2 and "
+                "10 s"] == ("4 ms (64 devices)", None)
