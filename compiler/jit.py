@@ -139,8 +139,11 @@ def _placing(compiled, leaves, outs):
     Explicit mesh each as its type says; on Auto axes as propagation typed it, spelt as JAX
     does; else as the trace followed their layouts."""
     if compiled.module.propagated is not None:
-        return lambda results: _placed_propagated(results, compiled.module.propagated,
-                                                  compiled.given)
+        mesh, typed, shardings = compiled.module.propagated
+        if compiled.given:            # an out_shardings entry is spelt as written
+            shardings = [g if isinstance(g, NamedSharding) and g == s else s
+                         for s, g in zip(shardings, compiled.given)]
+        return lambda results: placed_as_typed(results, typed, mesh, shardings)
     mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
             or split_mesh([], outs, None) or placement_mesh(outs))
     if mesh is not None:
@@ -152,22 +155,12 @@ def _placing(compiled, leaves, outs):
     return False
 
 
-def _placed_propagated(results, propagated, given=None) -> list:
-    """Results of a program typed by propagation on an Auto mesh, laid out as typed and spelt
-    as JAX spells them (an ``out_shardings`` entry, in ``given``, as written)."""
-    mesh, typed, reference = propagated
-    shardings = result_shardings(typed, mesh, reference)
-    if given:
-        shardings = [g if isinstance(g, NamedSharding) and g == s else s
-                     for s, g in zip(shardings, given)]
-    return placed_as_typed(results, typed, mesh, shardings)
-
-
 def _partitioned(program: Program, values) -> tuple:
     """``program`` (run on ``values``: its constants, then its inputs) with the values its
     types split computed block by block (``compiler.partition``), the communication that
     inserted, and on Auto axes, where its types come from its annotations (propagation), the
-    mesh and its results' types (else None: its types are its own)."""
+    mesh, its results' types and how they report their layout, spelt as JAX spells them (else
+    None: its types are its own)."""
     propagated = None
     if not has_split_types(program):
         layouts = [getattr(v, "sharding", None) for v in values]
@@ -175,7 +168,8 @@ def _partitioned(program: Program, values) -> tuple:
         if mesh is not None:
             reference = spelling_reference(program, values[len(program.constvars):])
             program = propagate(inline_calls(program), layouts, mesh)
-            propagated = (mesh, [a.aval for a in program.outvars], reference)
+            typed = [a.aval for a in program.outvars]
+            propagated = (mesh, typed, result_shardings(typed, mesh, reference))
     inserted: list = []
     return partition(program, inserted), tuple(inserted), propagated
 
@@ -275,7 +269,8 @@ def execute_partitioned(prim, values, params, typed) -> list:
     outs = backend.execute(module, list(values))
     if module.propagated is None:
         return outs
-    return _placed_propagated(outs, module.propagated)
+    mesh, typed, shardings = module.propagated
+    return placed_as_typed(outs, typed, mesh, shardings)
 
 
 def _normalize_argnums(argnums) -> tuple:

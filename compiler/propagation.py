@@ -60,27 +60,18 @@ def program_mesh(program: Program, layouts):
                 meshes.add(sharding.mesh)
         elif eqn.primitive is prims.shard_map_p:
             meshes.add(eqn.params["mesh"])
-    if len(meshes) != 1:
-        return None
-    (mesh,) = meshes
-    return None if getattr(mesh, "explicit_axes", ()) else mesh
+    return _only_auto(meshes)
 
 
-def layout_mesh(layouts):
-    """The one mesh without Explicit axes these layouts are on, replicated ones too (None
-    when there is none, or several, or an Explicit one)."""
-    meshes = {layout.mesh for layout in layouts if isinstance(layout, NamedSharding)}
-    if len(meshes) != 1:
-        return None
-    (mesh,) = meshes
-    return None if getattr(mesh, "explicit_axes", ()) else mesh
+def auto_mesh(layouts, replicated: bool = False):
+    """The one mesh without Explicit axes the layouts split values over (``replicated``: or
+    lay them out on at all); None when there is none, or several, or an Explicit one."""
+    return _only_auto({layout.mesh for layout in layouts
+                       if isinstance(layout, NamedSharding)
+                       and (replicated or meaningful(layout))})
 
 
-def auto_mesh(layouts):
-    """The one mesh without Explicit axes the meaningful (split) layouts are on (None when
-    there is none, or several, or an Explicit one)."""
-    meshes = {layout.mesh for layout in layouts
-              if isinstance(layout, NamedSharding) and meaningful(layout)}
+def _only_auto(meshes: set):
     if len(meshes) != 1:
         return None
     (mesh,) = meshes
@@ -136,8 +127,10 @@ class _Solver:
             changed = False
             for eqn in eqns:
                 changed |= self._visit(eqn)
-            for eqn in reversed(eqns):
-                changed |= self._visit(eqn)
+            for eqn in reversed(eqns):      # backward: only where a layout is asked of operands
+                if _factored(eqn) or eqn.primitive in (prims.sharding_constraint_p,
+                                                       prims.shard_map_p):
+                    changed |= self._visit(eqn)
             if not changed:
                 return
 

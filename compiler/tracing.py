@@ -23,7 +23,7 @@ from ir.interpreter import Interpreter
 from ir.shapes import out_avals
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
-from compiler.propagation import auto_mesh, layout_mesh
+from compiler.propagation import auto_mesh
 from ir.source import frame_source
 from ir.verify import check_traced
 
@@ -228,7 +228,7 @@ class EvalTrace(Trace):
         mesh = split or placement_mesh(values)
         if mesh is not None and prim is not prims.shard_map_p:   # (its out_specs place it)
             return placed_as_typed(outs, typed, mesh)
-        replicated = layout_mesh(layouts) if prim.kind == "op" else None
+        replicated = auto_mesh(layouts, replicated=True) if prim.kind == "op" else None
         if replicated is not None and prim is not prims.sharding_constraint_p:
             # operands replicated on an Auto mesh: so are the results (JAX's P())
             return placed_as_typed(outs, typed, replicated,

@@ -92,8 +92,8 @@ class LoweredModule:
         self.shard_maps = shard_maps          # equation index -> LoweredShardMap
         # the communication the partitioner inserted (compiler.partition.InsertedCommunication)
         self.inserted: tuple = ()
-        # on Auto axes, the mesh and results' types sharding propagation gave (None: the
-        # program's types are its own)
+        # on Auto axes, the mesh, results' types and their shardings sharding propagation
+        # gave (None: the program's types are its own)
         self.propagated = None
 
     def lowered(self, index: int) -> LoweredShardMap:

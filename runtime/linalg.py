@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ir.dtypes import complex_dtype, real_dtype
+
 
 def _per_matrix(fn, a: np.ndarray, out_shape) -> np.ndarray:
     out = np.empty(out_shape, a.dtype)
@@ -63,7 +65,6 @@ def eigh(a):
     # the symmetric part, as JAX's symmetrize_input=True
     a = np.asarray(a)
     values, vectors = np.linalg.eigh(_hermitian_part(a))
-    from ir.dtypes import real_dtype
     return [vectors.astype(a.dtype), values.astype(real_dtype(a.dtype))]
 
 
@@ -76,13 +77,11 @@ def slogdet(a):
 def svd(a, *, full_matrices):
     a = np.asarray(a)
     u, s, vt = np.linalg.svd(a, full_matrices=full_matrices)
-    from ir.dtypes import real_dtype
     return [s.astype(real_dtype(a.dtype)), u.astype(a.dtype), vt.astype(a.dtype)]
 
 
 def eig(a, *, compute_vectors):
     a = np.asarray(a)
-    from ir.dtypes import complex_dtype
     dtype = complex_dtype(a.dtype)
     values, vectors = np.linalg.eig(a)
     values = values.astype(dtype)

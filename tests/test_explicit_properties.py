@@ -356,6 +356,18 @@ def refused(refusal: Refusal, thunk):
         assert re.fullmatch(refusal.loose, str(info.value)), (str(info.value), refusal.loose)
 
 
+def eager_and_jitted(mesh, f, operands, error):
+    """``f`` on ``operands`` ((value, spec) pairs) laid out on ``mesh``, eagerly and under jit:
+    both raise ``error`` when it is given (None is returned), else both results."""
+    with jax.set_mesh(mesh):
+        args = [jax.device_put(value, to_p(spec)) for value, spec in operands]
+        if error is not None:
+            refused(error, lambda: f(*args))
+            refused(error, lambda: jax.jit(f)(*args))
+            return None
+        return f(*args), jax.jit(f)(*args)
+
+
 # --- strategies ------------------------------------------------------------------------------------
 
 @st.composite
@@ -823,13 +835,10 @@ def test_binary_operations_broadcast_splits_or_refuse_disagreeing_ones(case):
     except Refusal as refusal:
         error = refusal
     event("refused" if error else "typed")
-    with jax.set_mesh(mesh):
-        a, b = jax.device_put(x, to_p(xspec)), jax.device_put(y, to_p(yspec))
-        if error is not None:
-            refused(error, lambda: f(a, b))
-            refused(error, lambda: jax.jit(f)(a, b))
-            return
-        eager, jitted = f(a, b), jax.jit(f)(a, b)
+    ran = eager_and_jitted(mesh, f, [(x, xspec), (y, yspec)], error)
+    if ran is None:
+        return
+    eager, jitted = ran
     node = Node(ref_op(x.astype(np.float64), y), spec)
     assert node.shape == shape
     assert_is(eager, node, mesh)
@@ -860,13 +869,10 @@ def test_dot_keeps_free_splits_or_asks_for_out_sharding(case):
     event("refused" if error else "out_sharding" if out_spec else "typed")
     kw = {} if out_spec is None else {"out_sharding": to_p(out_spec)}
     f = lambda u, v: jnp.dot(u, v, **kw)  # noqa: E731
-    with jax.set_mesh(mesh):
-        x, y = jax.device_put(a, to_p(aspec)), jax.device_put(b, to_p(bspec))
-        if error is not None:
-            refused(error, lambda: f(x, y))
-            refused(error, lambda: jax.jit(f)(x, y))
-            return
-        eager, jitted = f(x, y), jax.jit(f)(x, y)
+    ran = eager_and_jitted(mesh, f, [(a, aspec), (b, bspec)], error)
+    if ran is None:
+        return
+    eager, jitted = ran
     node = Node(a.astype(np.float64) @ b, spec, a.shape[1])
     assert_is(eager, node, mesh)
     assert_is(jitted, node, mesh)

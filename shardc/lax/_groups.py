@@ -80,17 +80,25 @@ def _highest(dtype):
 def all_gather(leaf, axes: tuple, groups: tuple, size: int, dim: int, tiled: bool):
     """The blocks of this device's group, in the group's order, stacked along ``dim``
     (concatenated when ``tiled``)."""
+    stacked = jnp.moveaxis(_group_blocks(leaf, axes, groups, size), 0, dim)
+    return _merged(stacked, dim) if tiled else stacked
+
+
+def _group_blocks(leaf, axes, groups, size):
+    """The blocks of this device's group's members, in the group's order, stacked on a new
+    leading dimension (gathered over the whole axis, then picked)."""
     position = np.zeros((size, len(groups[0])), np.int32)
     for g in groups:
         for i in g:
             position[i] = g
-    leaf = jnp.asarray(leaf)
-    members = jnp.take(_gather_all(leaf, axes, size), _own_row(position, axes), axis=0)
-    stacked = jnp.moveaxis(members, 0, dim)
-    if not tiled:
-        return stacked
-    shape = stacked.shape
-    return jnp.reshape(stacked, shape[:dim] + (shape[dim] * shape[dim + 1],) + shape[dim + 2:])
+    gathered = _gather_all(jnp.asarray(leaf), axes, size)
+    return jnp.take(gathered, _own_row(position, axes), axis=0)
+
+
+def _merged(x, dim: int):
+    """``x`` with dimensions ``dim`` and ``dim + 1`` joined into one."""
+    shape = jnp.shape(x)
+    return jnp.reshape(x, shape[:dim] + (shape[dim] * shape[dim + 1],) + shape[dim + 2:])
 
 
 def _rank_in_group(groups: tuple, size: int) -> np.ndarray:
@@ -121,18 +129,9 @@ def all_to_all(leaf, axes: tuple, groups: tuple, size: int, split: int, concat: 
     """Member r of each group gets chunk r (along ``split``) of every member's block, joined
     along ``concat`` in the group's order (untiled: ``split`` dropped, the members on a new
     ``concat`` dimension)."""
-    position = np.zeros((size, len(groups[0])), np.int32)
-    for g in groups:
-        for i in g:
-            position[i] = g
-    leaf = jnp.asarray(leaf)
-    members = jnp.take(_gather_all(leaf, axes, size), _own_row(position, axes), axis=0)
     n = jnp.shape(leaf)[split]
-    pieces = _own_chunk(members, axes, groups, size, split + 1,
-                        n // len(groups[0]) if tiled else 1)
+    pieces = _own_chunk(_group_blocks(leaf, axes, groups, size), axes, groups, size,
+                        split + 1, n // len(groups[0]) if tiled else 1)
     if not tiled:
         return jnp.moveaxis(jnp.squeeze(pieces, split + 1), 0, concat)
-    moved = jnp.moveaxis(pieces, 0, concat)
-    shape = jnp.shape(moved)
-    return jnp.reshape(moved, shape[:concat] + (shape[concat] * shape[concat + 1],)
-                       + shape[concat + 2:])
+    return _merged(jnp.moveaxis(pieces, 0, concat), concat)

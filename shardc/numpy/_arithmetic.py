@@ -250,6 +250,14 @@ def isfinite(x):
     return _isfinite_real(x)
 
 
+def abs2(x):
+    """``|x|^2`` elementwise: ``x * x``, or the real ``real(x * conj(x))`` of complex ``x``."""
+    x = asarray(x) if not is_array(x) else x
+    if np.issubdtype(dtype_of(x), np.complexfloating):
+        return bind(p.real_p, multiply(x, bind(p.conj_p, x)))
+    return multiply(x, x)
+
+
 def square(x):
     """Elementwise ``x * x`` (booleans as int32, as JAX)."""
     x = asarray(x) if not is_array(x) else x

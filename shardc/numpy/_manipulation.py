@@ -237,8 +237,6 @@ def _repeat_counts(x, repeats, axis, total):
     """JAX's general repeat: each element's block starts at the exclusive running sum of
     the counts; marking the starts and summing them again gives each output position's
     source (a count of zero skips its element)."""
-    from shardc.numpy._core import zeros
-    from shardc.numpy._indexing import take
     from shardc.numpy._reductions import cumsum
     x = asarray(x)
     if axis is None:

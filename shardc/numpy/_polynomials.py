@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.tracing import Tracer
+from ir import dtypes as _dt
 from shardc.numpy._arithmetic import (add, divide, equal, less, multiply, negative, sqrt, subtract,
                                       where)
 from shardc.numpy._calculus import convolve
+from shardc.numpy._creation import eye
 from shardc.numpy._core import (as_array, as_inexact, asarray, broadcast_to, concatenate, convert,
                                 dtype_of, ndim_of, ones, promote, reshape, shape_of, stack, zeros,
                                 zeros_like)
 from shardc.numpy._manipulation import flip, pad
 from shardc.numpy._products import outer
 from shardc.numpy._reductions import cumprod, sum
+from shardc.numpy.linalg import eigvals
 
 __all__ = [
     "vander", "polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "poly",
@@ -130,8 +134,7 @@ def poly(seq_of_zeros):
     roots = as_array(seq_of_zeros)
     shape = shape_of(roots)
     if len(shape) == 2 and shape[0] == shape[1] and shape[0] != 0:
-        from shardc.numpy.linalg import eigvals
-        roots = eigvals(as_inexact(roots))
+            roots = eigvals(as_inexact(roots))
     elif len(shape) != 1:
         raise ValueError("input must be 1d or non-empty square 2d array.")
     roots = as_inexact(roots)
@@ -147,10 +150,6 @@ def roots(p, *, strip_zeros=True):
     eigenvalues of its companion matrix, complex. Leading zeros are stripped, which needs
     concrete coefficients (``strip_zeros=False`` under a trace: they make roots at infinity
     NaN instead, as JAX's)."""
-    from compiler.tracing import Tracer
-    from shardc.numpy._creation import eye
-    from shardc.numpy.linalg import eigvals
-    from ir import dtypes as _dt
     coefficients = as_inexact(as_array(p))
     if coefficients.ndim == 0:
         coefficients = reshape(coefficients, (1,))

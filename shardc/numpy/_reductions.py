@@ -15,9 +15,9 @@ from compiler.tracing import aval_of, bind
 from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._arithmetic import (abs, add, divide, equal, isnan, less_equal, logical_and,
-                                      logical_not, logical_or, maximum, multiply, not_equal, sqrt,
-                                      square, subtract, where)
+from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, isnan, less_equal,
+                                      logical_and, logical_not, logical_or, maximum, multiply,
+                                      not_equal, sqrt, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, canonical_axis,
                                 concatenate, convert, dtype_of, full, is_array, promote, ravel,
                                 reshape, shape_of)
@@ -156,14 +156,9 @@ def var(x, axis=None, keepdims=False, ddof=0):
     centered = subtract(x, mean(x, axis, keepdims=True))
     axes = reduce_axes(x, axis)
     count = int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
-    if np.issubdtype(result_dtype, np.complexfloating):
-        # |x - mean|^2: the variance of complex values is real
-        centered = bind(p.real_p, multiply(centered, bind(p.conj_p, centered)))
-        result_dtype = _dt.real_dtype(result_dtype)
-    else:
-        centered = square(centered)
-    variance = divide(sum(centered, axis, keepdims=keepdims), count - ddof)
-    return astype(variance, result_dtype)
+    # |x - mean|^2: the variance of complex values is real
+    variance = divide(sum(abs2(centered), axis, keepdims=keepdims), count - ddof)
+    return astype(variance, _dt.real_dtype(result_dtype))
 
 
 @no_out

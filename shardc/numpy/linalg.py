@@ -12,15 +12,19 @@ import numpy as np
 
 from compiler.tracing import bind
 from ir import primitives as p
+from ir.dtypes import real_dtype as _real_dtype
 from shardc.dtypes import result_type
-from shardc.numpy._arithmetic import abs, exp, power, sqrt
+from shardc.numpy._arithmetic import abs, abs2, exp, isnan, power, sqrt, where
 from shardc.numpy._core import asarray, astype, broadcast_to, ravel, reshape
 from shardc.numpy._creation import eye
-from shardc.numpy._manipulation import broadcast_shapes, expand_dims, moveaxis, squeeze, swapaxes
-from shardc.numpy._arithmetic import where
-from shardc.numpy._reductions import any as any_
-from shardc.numpy._products import matmul, outer as numpy_outer, trace as numpy_trace
-from shardc.numpy._reductions import max, min, sum
+from shardc.numpy._diagonals import diagonal as numpy_diagonal
+from shardc.numpy._manipulation import (broadcast_shapes, expand_dims, moveaxis, squeeze,
+                                        swapaxes)
+from shardc.numpy._products import (cross as numpy_cross, matmul, outer as numpy_outer,
+                                    tensordot as numpy_tensordot, trace as numpy_trace,
+                                    vecdot as numpy_vecdot)
+from shardc.numpy._reductions import any as any_, max, min, sum
+from shardc.numpy._ufuncs import conj
 
 builtins_max = builtins.max
 
@@ -30,12 +34,6 @@ __all__ = [
     "svd", "svdvals", "pinv", "lstsq", "matrix_rank", "cond", "eig", "eigvals", "cross",
     "diagonal", "tensordot", "vecdot", "tensorinv", "tensorsolve", "SVDResult", "EigResult",
 ]
-
-
-def _abs2(x):
-    """``|x|^2``, real also for complex ``x``."""
-    from shardc.numpy._ufuncs import conj, real
-    return real(x * conj(x)) if np.issubdtype(x.dtype, np.complexfloating) else x * x
 
 
 def _float(x):
@@ -191,7 +189,7 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
     if ord == 1:
         return sum(magnitude, axis=axis, keepdims=keepdims)
     if ord == 2:
-        return sqrt(sum(_abs2(x), axis=axis, keepdims=keepdims))
+        return sqrt(sum(abs2(x), axis=axis, keepdims=keepdims))
     ord = float(ord)
     return power(sum(power(magnitude, ord), axis=axis, keepdims=keepdims), 1 / ord)
 
@@ -204,7 +202,7 @@ def matrix_norm(x, ord="fro", keepdims=False, axis=(-2, -1)):
     if rows == cols:
         raise ValueError(f"linalg.norm: a matrix norm needs two distinct axes, got {axis}")
     if ord in ("fro", None):
-        out = sqrt(sum(_abs2(x), axis=(rows, cols), keepdims=True))
+        out = sqrt(sum(abs2(x), axis=(rows, cols), keepdims=True))
     elif ord in (1, -1, np.inf, -np.inf):
         summed_axis, extreme_axis = (rows, cols) if ord in (1, -1) else (cols, rows)
         sums = sum(abs(x), axis=summed_axis, keepdims=True)
@@ -281,7 +279,6 @@ def svdvals(x):
 def pinv(a, rtol=None, hermitian=False):
     """The Moore-Penrose pseudo-inverse: singular values up to ``rtol`` times the largest
     (default ``10 max(m, n) eps``) are dropped."""
-    from shardc.numpy._ufuncs import conj
     arr = conj(_float(a))
     m, n = arr.shape[-2:]
     if rtol is None:
@@ -295,7 +292,6 @@ def pinv(a, rtol=None, hermitian=False):
 def lstsq(a, b, rcond=None, *, numpy_resid=False):
     """The least-squares solution ``x`` of ``a x = b``, the residuals, the rank of ``a`` and
     its singular values (as JAX: residuals always computed unless ``numpy_resid``)."""
-    from shardc.numpy._ufuncs import conj
     a, b = _float(a), _float(b)
     if a.ndim != 2:
         raise TypeError(f"{a.ndim}-dimensional array given. Array must be two-dimensional")
@@ -343,7 +339,6 @@ def matrix_rank(M, rtol=None):
 def cond(x, p=None):
     """The condition number in norm ``p`` (default: the ratio of extreme singular values);
     infinite where it overflows to NaN from a finite matrix."""
-    from shardc.numpy._arithmetic import isnan
     x = _float(x)
     if x.ndim < 2:
         raise ValueError(f"jnp.linalg.cond: input array must be at least 2D; got {x.shape=}")
@@ -384,23 +379,19 @@ def cross(x1, x2, /, *, axis=-1):
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but "
                          f"they have {x1.shape[axis]=} and {x2.shape[axis]=}")
-    from shardc.numpy._products import cross as numpy_cross
     return numpy_cross(x1, x2, axis=axis)
 
 
 def diagonal(x, /, *, offset=0):
     """The diagonals of the matrices on the last two dimensions."""
-    from shardc.numpy._diagonals import diagonal as numpy_diagonal
     return numpy_diagonal(x, offset=offset, axis1=-2, axis2=-1)
 
 
 def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None):
-    from shardc.numpy._products import tensordot as numpy_tensordot
     return numpy_tensordot(x1, x2, axes=axes)
 
 
 def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
-    from shardc.numpy._products import vecdot as numpy_vecdot
     return numpy_vecdot(x1, x2, axis=axis)
 
 
@@ -433,8 +424,3 @@ def tensorsolve(a, b, axes=None):
                          f"elements as b; got {a.shape=}, {b.shape=}")
     result = solve(reshape(a, (int(np.prod(b.shape)), int(np.prod(out_shape)))), ravel(b))
     return reshape(result, out_shape)
-
-
-def _real_dtype(dtype):
-    from ir.dtypes import real_dtype
-    return real_dtype(dtype)
