@@ -39,8 +39,9 @@ def _is_user(code) -> bool:
         if len(_USER_CODE) > 4096:
             _USER_CODE.clear()
         name = code.co_filename
+        # "<shardc ...>": code shardc generates (a stacked body compiled to Python)
         entry = _USER_CODE[id(code)] = (code, not name.startswith(_NOT_USER)
-                                        and not name.startswith("<frozen"))
+                                        and not name.startswith(("<frozen", "<shardc")))
     return entry[1]
 
 

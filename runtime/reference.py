@@ -344,8 +344,18 @@ impl_rules[prims.pad_p] = _pad
 
 
 def _reduction(fn, x, *, axes):
-    result = np.asarray(fn(x, axis=tuple(axes)))
+    result = np.asarray(fn(in_reduction_order(fn, x), axis=tuple(axes)))
     return [result.astype(x.dtype, copy=False)]
+
+
+def in_reduction_order(fn, x):
+    """The operand of a float sum or product, C-contiguous: numpy's order of adding depends
+    on the operand's memory layout, and a block's layout on how it was made (a view of its
+    global value here, a slice of a stack of blocks on the fast backend); contiguous, every
+    backend adds in the same order."""
+    if fn in (np.sum, np.prod) and x.dtype.kind in "fc" and not x.flags.c_contiguous:
+        return np.ascontiguousarray(x)
+    return x
 
 
 impl_rules[prims.reduce_sum_p] = functools.partial(_reduction, np.sum)
@@ -481,13 +491,27 @@ def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None, out_sh
     k = math.prod(x.shape[d] for d in lc)
     m = math.prod(x.shape[d] for d in lfree)
     n = math.prod(y.shape[d] for d in rfree)
-    out = np.matmul(xt.reshape(batch + (m, k)), yt.reshape(batch + (k, n)))
+    out = np.matmul(matmul_operand(xt.reshape(batch + (m, k))),
+                    matmul_operand(yt.reshape(batch + (k, n))))
     shape = batch + tuple(x.shape[d] for d in lfree) + tuple(y.shape[d] for d in rfree)
     dtype = preferred_element_type or x.dtype
     return [out.reshape(shape).astype(dtype, copy=False)]
 
 
 impl_rules[prims.dot_general_p] = _dot_general
+
+
+def matmul_operand(x):
+    """A matmul operand whose matrices (the last two dimensions) are row-major with packed
+    rows. BLAS's result, and whether numpy calls BLAS at all, depends on the operand's layout
+    (a transposed matrix rounds differently), and a block's layout on how it was made; in one
+    layout every backend rounds alike, however many devices are stacked."""
+    if x.ndim < 2:
+        return x
+    item = x.itemsize
+    if x.strides[-1] == item and x.strides[-2] == x.shape[-1] * item:
+        return x
+    return np.array(x, order="C")
 
 
 def _random_bits(key, *, shape):

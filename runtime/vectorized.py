@@ -327,6 +327,12 @@ def _sub_programs(eqn) -> list:
 
 def _kernel(eqn, types: EqnTypes):
     prim = eqn.primitive
+    own = getattr(_COMPILING[-1], "own_kernel", None)
+    if own is not None:
+        # a body planned over part of the mesh (``runtime.mpi.stacked.Window``)
+        kernel = own(eqn, types)
+        if kernel is not None:
+            return kernel
     rule = stacked_rules.get(prim)
     if rule is not None:
         return rule(types)
@@ -404,7 +410,11 @@ class BodyPlan:
                     operands.append(values[atom].reshape(shapes[j]))
                 else:
                     operands.append(values[atom])
-            result = kernel.fn(*operands)
+            try:
+                result = kernel.fn(*operands)
+            except Exception as err:
+                err.shardc_step = step
+                raise
             outvars = step.eqn.outvars
             if kernel.multiple:
                 values.update(zip(outvars, result))
@@ -414,6 +424,19 @@ class BodyPlan:
                 del values[var]
         return [self._constant(atom.value, False) if type(atom) is Literal else values[atom]
                 for atom in self.outvars]
+
+    def failing_step(self, err: BaseException):
+        """The step whose kernel raised ``err`` (interpreted, or compiled: by the line of the
+        compiled source it raised at), or None."""
+        step = getattr(err, "shardc_step", None)
+        if step is not None:
+            return step
+        tb, line = err.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == self._name:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        return getattr(self, "_line_steps", {}).get(line)
 
     @property
     def source(self) -> str:
@@ -435,6 +458,7 @@ class BodyPlan:
             return name
 
         lines = [f"def body({', '.join(names[v] for v in self.invars)}):"]
+        self._line_steps = {}     # a line of the source -> the step it runs (``failing_step``)
         for n, step in enumerate(self.steps):
             kernel, eqn = step.kernel, step.eqn
             namespace[f"k{n}"] = kernel.fn
@@ -461,6 +485,7 @@ class BodyPlan:
             target = (", ".join(outs) + ("," if len(outs) == 1 else "")
                       if kernel.multiple else (outs[0] if outs else "_"))
             lines.append(f"    {target} = k{n}({', '.join(operands)})")
+            self._line_steps[len(lines)] = step
             if step.dead:
                 lines.append(f"    del {', '.join(names[v] for v in step.dead)}")
         results = [constant(atom.value, False) if type(atom) is Literal else names[atom]

@@ -34,7 +34,7 @@ from ir import primitives as prims
 from ir import collectives as coll
 from ir.primitives import RuleTable
 from runtime import collectives, reference
-from runtime.reference import impl_rules
+from runtime.reference import impl_rules, matmul_operand
 
 stacked_rules = RuleTable("stacked implementation")
 
@@ -343,7 +343,8 @@ stacked_rules[prims.gather_p] = _gather_rule
 def _reduction_rule(fn, types: EqnTypes) -> Kernel:
     axes = _shifted(types, types.params["axes"])
     dtype = types.in_avals[0].dtype
-    return _same_lead(types, lambda x: np.asarray(fn(x, axis=axes)).astype(dtype, copy=False))
+    return _same_lead(types, lambda x: np.asarray(
+        fn(reference.in_reduction_order(fn, x), axis=axes)).astype(dtype, copy=False))
 
 
 for _p, _f in ((prims.reduce_sum_p, np.sum), (prims.reduce_max_p, np.max),
@@ -417,8 +418,11 @@ stacked_rules[prims.sort_p] = _sort_rule
 stacked_rules[prims.searchsorted_p] = _searchsorted_rule
 
 
-def _dot_general_rule(types: EqnTypes) -> Kernel:
-    """Mesh dimensions become leading batch dimensions of one broadcasting ``matmul``."""
+def dot_general_kernel(types: EqnTypes, merge_rows: bool = True) -> Kernel:
+    """Mesh dimensions become leading batch dimensions of one broadcasting ``matmul``.
+    ``merge_rows``: where the right operand is the same on every device, the devices' rows
+    are stacked into one taller matmul (one BLAS call); without it each device's result has
+    the reference's bits however many devices are stacked."""
     (lc, rc), (lb, rb) = types.params["dimension_numbers"]
     dtype = types.params.get("preferred_element_type") or types.in_avals[0].dtype
     x, y = types.in_avals
@@ -438,7 +442,7 @@ def _dot_general_rule(types: EqnTypes) -> Kernel:
     out_shape = (lead + batch + tuple(x.shape[d] for d in lfree)
                  + tuple(y.shape[d] for d in rfree))
 
-    if not batch and all(n == 1 for n in y_lead):
+    if merge_rows and not batch and all(n == 1 for n in y_lead):
         # The same right operand on every device: one matmul with the devices' rows stacked
         # (one BLAS call, not one per device). BLAS may block a taller matrix differently,
         # so floats agree with the reference to rounding, not always bit for bit.
@@ -447,18 +451,19 @@ def _dot_general_rule(types: EqnTypes) -> Kernel:
 
         def dot_general(a, b):
             right = b.reshape(b.shape[k:]).transpose(right_perm).reshape(contracted, n)
-            out = np.matmul(a.transpose(x_perm).reshape(rows), right)
+            out = np.matmul(matmul_operand(a.transpose(x_perm).reshape(rows)),
+                            matmul_operand(right))
             return out.reshape(out_shape).astype(dtype, copy=False)
         return Kernel(dot_general, [lead])
 
     def dot_general(a, b):
-        out = np.matmul(a.transpose(x_perm).reshape(x_shape),
-                        b.transpose(y_perm).reshape(y_shape))
+        out = np.matmul(matmul_operand(a.transpose(x_perm).reshape(x_shape)),
+                        matmul_operand(b.transpose(y_perm).reshape(y_shape)))
         return out.reshape(out_shape).astype(dtype, copy=False)
     return Kernel(dot_general, [lead])
 
 
-stacked_rules[prims.dot_general_p] = _dot_general_rule
+stacked_rules[prims.dot_general_p] = dot_general_kernel
 
 
 # --- anything else: one reference call per distinct block ---------------------------------------

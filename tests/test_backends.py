@@ -1083,3 +1083,49 @@ def test_a_node_without_a_stacked_rule_runs_its_group_rule(node, monkeypatch):
         got = np.asarray(make()(x))
     np.testing.assert_array_equal(got, want)
     assert vectorized_rules.per_device_runs["node_without_stacked_rule"] > before
+
+
+# --- rounding that does not depend on layout ----------------------------------------------------
+
+def test_contractions_and_sums_round_alike_whatever_the_operands_layout():
+    """BLAS rounds a transposed matrix differently, and numpy adds in memory order: a block's
+    layout depends on how it was made (a view of its global value, a slice of a stack, an
+    in-place result), so both backends present contractions and float sums in one layout."""
+    from runtime.reference import impl_rules
+    rng = np.random.default_rng(0)
+    dims = (((1,), (0,)), ((), ()))
+    for m, k, n in ((1, 50, 7), (4, 784, 32), (3, 5, 1)):
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        (want,) = impl_rules[prims.dot_general_p](a, b, dimension_numbers=dims)
+        for x, y in ((np.asfortranarray(a), b), (a, np.asfortranarray(b)),
+                     (np.repeat(a, 2, axis=1)[:, ::2], np.repeat(b, 2, axis=1)[:, ::2])):
+            (got,) = impl_rules[prims.dot_general_p](x, y, dimension_numbers=dims)
+            assert got.tobytes() == want.tobytes(), (m, k, n)
+    x = rng.standard_normal((33, 17)).astype(np.float32)
+    (want,) = impl_rules[prims.reduce_sum_p](x, axes=(0, 1))
+    (got,) = impl_rules[prims.reduce_sum_p](np.asfortranarray(x), axes=(0, 1))
+    assert got.tobytes() == want.tobytes()
+
+
+def test_fast_backend_gives_the_same_bits_on_every_run():
+    """A jitted training step from the same start: the first run interprets its steps, later
+    ones run compiled, whose in-place results may lie in another layout; the next step's
+    inputs are those results. Every run gives the same bits (once, the step's matmuls
+    rounded by their operands' layout)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    from train_mlp import model
+    from train_explicit import place, train_step
+    params, batch = model()
+    with installed(FastBackend()), shardc.set_mesh(shardc.make_mesh((2, 4), ("x", "y"))):
+        runs = []
+        for _ in range(2):
+            placed, data = place(params, batch)
+            steps = []
+            for _ in range(3):
+                placed = train_step(placed, data)
+                steps.append([np.asarray(leaf).tobytes()
+                              for leaf in shardc.tree_util.tree_leaves(placed)])
+            runs.append(steps)
+    assert runs[0] == runs[1]

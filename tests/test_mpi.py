@@ -5,7 +5,9 @@ backend's within its float tolerance); faults end the whole job promptly.
 Each launch runs many checks (tests/mpi_programs/checks.py) and saves every result; the tests
 compare the saved files. Every launch has a timeout and kills its process group on expiry.
 """
+import ast
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -110,6 +112,9 @@ def test_programs_run_unchanged_and_bitwise_on_every_process(n, single_process, 
         _assert_close(fast, got, f"process {rank} of {n} against the fast backend")
     for rank in range(n):
         assert f"process {rank} of {n}: {len(reference)} results" in output
+        # most shard_maps ran stacked on every process (the rest: under control flow, prints)
+        paths = ast.literal_eval(re.search(rf"process {rank} ran shard_maps (\{{.*\}})", output).group(1))
+        assert paths["stacked"] > 2 * sum(v for k, v in paths.items() if k != "stacked"), paths
 
 
 def test_eager_print_shows_each_process_its_own_devices(tmp_path):
@@ -171,8 +176,10 @@ FAULTS = {
     "device_error": (1, ["failed; aborting the job", "ValueError: Unknown format code 'd'",
                          "on device ", "of process ", "debug_print[", "(faults.py:"]),
     "impl_error": (1, ["process 1 of {n} failed", "ValueError: an implementation failing",
-                       "while running on device {d}: b:f32[2]{{i}} = sin a (faults.py:",
-                       "on device {d} (mesh coordinates ({d},)) of process 1, at sin (faults.py:"]),
+                       "while running on devices [{d}, ",
+                       "stacked): b:f32[2]{{i}} = sin a (faults.py:",
+                       "(mesh coordinates ({d},) to (",
+                       "stacked) of process 1, at sin (faults.py:"]),
     "divergent": (1, ["CoherenceError", "are about to run a different program",
                       "  program: line ", ": process 0: e:f32[] = psum[mesh_axes=('i',)] d",
                       "process 1: e:f32[] = pmax[mesh_axes=('i',)] d"]),
@@ -329,3 +336,29 @@ def test_processes_on_one_machine_share_its_cores_out_of_the_box():
     code, output, _ = launch(["-c", script, "1"], n=2,
                              env=dict(plain, OMP_NUM_THREADS="1", SHARDC_THREADS="1"))
     assert code == 0, output
+
+
+def test_each_process_runs_its_devices_stacked():
+    """A process's devices make a box of the mesh (a window): it runs the mesh-level program
+    once over their blocks stacked, exchanging only across processes. A mesh whose devices
+    are not in id order may give a process no box: its devices then run one at a time,
+    counted, with the same values."""
+    script = PSUM_SCRIPT + (
+        "from runtime.mpi import stacked\n"
+        "assert stacked.paths['stacked'] == 1 and sum(stacked.paths.values()) == 1, "
+        "stacked.paths\n"
+        "x = jax.numpy.arange(32.).reshape(8, 4)\n"
+        "for order, path in (([0, 4, 1, 5, 2, 6, 3, 7], 'stacked'),\n"
+        "                    ([0, 4, 5, 1, 2, 6, 7, 3], 'not_a_box')):\n"
+        "    devices = np.array(jax.devices())[order].reshape(4, 2)\n"
+        "    m = jax.sharding.Mesh(devices, ('x', 'y'))\n"
+        "    before = dict(stacked.paths)\n"
+        "    g = jax.jit(jax.shard_map(lambda b: lax.psum(b, 'x') * lax.axis_index('y'),\n"
+        "                              mesh=m, in_specs=P('x', 'y'), out_specs=P(None, 'y')))\n"
+        "    want = np.arange(32.).reshape(4, 2, 4).sum(0) * np.repeat([0., 1.], 2)\n"
+        "    np.testing.assert_array_equal(np.asarray(g(x)), want)\n"
+        "    assert stacked.paths[path] == before[path] + 1, (path, stacked.paths)\n"
+        "print(f'process {jax.process_index()} ok')\n")
+    rc, output, _ = launch(["-c", script], n=2, timeout=60)
+    assert rc == 0, output
+    assert "process 0 ok" in output and "process 1 ok" in output, output

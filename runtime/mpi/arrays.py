@@ -66,8 +66,8 @@ def gather_global(array: MpiArray) -> np.ndarray:
     local = _local_copies(mesh, spec, w.rank, w.size)
     if local is not None:
         out = np.empty(array.shape, array.dtype)
-        for owner, p in local:
-            out[block_slices(array.shape, spec, mesh, mesh.coords(owner))] = array.buffers[p]
+        for coords, p in local:
+            out[block_slices(array.shape, spec, mesh, coords)] = array.buffers[p]
         return out
     owners = owner_positions(spec, mesh)
     rank_of = [mesh.devices.flat[p].process_index for p in owners]
@@ -97,9 +97,23 @@ def gather_global(array: MpiArray) -> np.ndarray:
 
 
 def _local_copies(mesh, spec, rank: int, size: int):
-    """(owner position, a position of this rank holding the same block) for every block, when
-    every rank holds a copy of every block; else None. The same answer on every rank: it
-    depends on the layout and the devices' processes only."""
+    """(owner position, its coordinates, a position of this rank holding the same block) for
+    every block, when every rank holds a copy of every block; else None. The same answer on
+    every rank: it depends on the layout and the devices' processes only (worked out once
+    per mesh and layout: outputs are read at every step)."""
+    key = (id(mesh), tuple(spec), rank, size)
+    entry = _LOCAL_COPIES.get(key)
+    if entry is None or entry[0] is not mesh:
+        if len(_LOCAL_COPIES) > 4096:
+            _LOCAL_COPIES.clear()
+        entry = _LOCAL_COPIES[key] = (mesh, _find_local_copies(mesh, spec, rank, size))
+    return entry[1]
+
+
+_LOCAL_COPIES: dict = {}
+
+
+def _find_local_copies(mesh, spec, rank: int, size: int):
     named = set(spec_axes(spec))
     split = [k for k, name in enumerate(mesh.axis_names) if name in named]
     holders: dict = {}
@@ -112,7 +126,7 @@ def _local_copies(mesh, spec, rank: int, size: int):
             mine.setdefault(key, p)
     if any(len(ranks) != size for ranks in holders.values()):
         return None
-    return [(owner, mine[tuple(mesh.coords(owner)[k] for k in split)])
+    return [(mesh.coords(owner), mine[tuple(mesh.coords(owner)[k] for k in split)])
             for owner in owner_positions(spec, mesh)]
 
 

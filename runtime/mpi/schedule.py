@@ -14,6 +14,7 @@ from runtime.mpi.direct import DIRECT
 from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, natively_reducible_type,
                                    node_fingerprint, one_per_rank)
 from runtime.mpi.faults import wait_all
+from runtime.mpi.stacked import StackedBody, per_device, stacked_body
 from runtime.mpi.world import world
 from runtime.vectorized import prints
 
@@ -123,18 +124,31 @@ class LocalPlan:
         # a generator per device: prints need the generators' ordering
         self.steps = _steps(self.programs, self.local) if (
             self.straight and self.local and not prints(sample)) else None
+        # this process's devices stacked (``stacked``), or why they run one at a time
+        self.stacked = stacked_body(lowered, self.local, self._meet_straight, self.straight,
+                                    prints(sample)) if self.local else None
 
     def run(self, inputs, opening=None) -> list:
         """Run this process's devices; ``opening``: the run's agreement, still open (straight
         programs only: it settles before the first exchange's data is read)."""
         if not self.straight:
             assert opening is None, "only straight-line communication overlaps its agreement"
+            if self.stacked is not None:
+                per_device(self.stacked)
             return _drive(self.state, self.local, self.programs, inputs,
                           lambda waiting: _meet(self.state, waiting, self.native),
                           self.out_avals, rounds=True)
         state = self.state
         state.opening = opening
         try:
+            stacked = self.stacked
+            if type(stacked) is StackedBody:
+                results = stacked.run(inputs, list(_absent_results(state, self.out_avals)))
+                if results is not None:
+                    return results
+                per_device("replicas_differ")
+            elif stacked is not None:
+                per_device(stacked)
             if self.steps is not None:
                 return self._run_steps(inputs)
             return _drive(state, self.local, self.programs, inputs, self._meet_straight,

@@ -416,6 +416,9 @@ def main(out_dir, groups):
     os.makedirs(out_dir, exist_ok=True)
     np.savez(os.path.join(out_dir, f"rank{jax.process_index()}.npz"), **results)
     print(f"process {jax.process_index()} of {jax.process_count()}: {len(results)} results")
+    if jax.process_count() > 1:
+        from runtime.mpi import stacked
+        print(f"process {jax.process_index()} ran shard_maps {stacked.paths}")
 
 
 if __name__ == "__main__":

@@ -90,13 +90,14 @@ def divergent_gather():
 
 def impl_error():
     """An equation's implementation fails on process 1's devices while the program runs (a
-    straight-line program: its flat steps, not the interpreter, run it)."""
+    straight-line program: its devices stacked, not the interpreter, run it)."""
     from ir import primitives as prims
-    from runtime import reference
+    from runtime import vectorized_rules
     if jax.process_index() == 1:
         def failing(*args, **params):
             raise ValueError("an implementation failing on process 1")
-        reference.impl_rules[prims.sin_p] = failing
+        vectorized_rules.stacked_rules[prims.sin_p] = lambda types: vectorized_rules.Kernel(
+            failing, [types.in_leads[0]])
     f = jax.shard_map(lambda b: total(jnp.sin(b)), mesh=mesh, in_specs=P("i"), out_specs=P())
     return jax.jit(f)(x)
 

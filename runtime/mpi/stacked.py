@@ -1,0 +1,267 @@
+"""A process's devices run stacked: the mesh-level program over the blocks of this process's
+devices, as the fast backend runs it over every device's (``runtime.vectorized``).
+
+The devices a process holds form a box of the mesh (its *window*: devices are split over the
+processes in id order, so a mesh made in id order gives each process a run of rows)::
+
+    8 devices, 2 processes, a (4, 2) mesh ('x', 'y'):
+        process 0: x in 0..1, y in 0..1   window (2, 2) at (0, 0)
+        process 1: x in 2..3, y in 0..1   window (2, 2) at (2, 0)
+
+Inside its window a process computes each equation once for all its devices (one numpy call
+per equation). A communication node over axes the window holds whole (``y`` above) is a group
+within the process: the fast backend's stacked rule completes it. One over axes the window
+cuts (``x``) spans processes: its blocks go to the scheduler's exchanges, as the per-device
+path's do (``schedule.LocalPlan``), and come back stacked. Where a device's coordinate enters
+(``axis_index``), it is the window's origin plus its place in the window.
+
+Every kernel gives each device the bits the reference backend gives it, however many devices
+are stacked, so a program gives the same bits on 1, 2 or 4 processes: a contraction is one
+matmul per device (never the devices' rows merged into one taller matmul, which BLAS may block
+differently), and exchanges reduce in the reference's order.
+
+Programs this path does not run stacked, for the reasons of ``PER_DEVICE_PATHS`` only, run
+one device at a time (``schedule``), counted in ``paths``; SHARDC_EXPLAIN=1 reports each.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from ir import collectives as coll
+from ir import dtypes
+from ir import primitives as prims
+from ir.core import Eqn
+from ir.sharding import device_groups, spec_names
+from runtime import collectives
+from runtime.mpi.world import world
+from runtime.reference import _Request
+from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, _position_index,
+                                _stack_blocks)
+from runtime.vectorized_rules import Kernel, broadcast_lead, dot_general_kernel
+
+
+# Why a process runs a shard_map's devices one at a time rather than stacked: the only
+# reasons. Each run is counted in ``paths``.
+PER_DEVICE_PATHS = {
+    "not_a_box": "this process's devices are not a box of the mesh (a mesh whose devices are "
+                 "not in id order)",
+    "communicates_under_control": "a collective lies inside a loop or a branch, where devices "
+                                  "may meet in rounds",
+    "prints": "the body prints or calls back to the host, once per device in device order",
+    "divergent_control": "a loop or branch may go differently on different devices",
+    "replicas_differ": "an input's replicas differ between devices",
+}
+paths = {"stacked": 0, **{reason: 0 for reason in PER_DEVICE_PATHS}}
+
+
+class Window:
+    """The box of the mesh this process holds: ``origin`` and size per mesh axis. Stands for
+    the mesh where a stacked body is planned (``BodyPlan``): its ``axis_sizes`` are the
+    window's, and ``own_kernel`` gives the kernels that differ from the fast backend's."""
+
+    def __init__(self, mesh, origin: tuple, sizes: tuple, exchange):
+        self.mesh = mesh
+        self.origin = origin
+        self.axis_sizes = sizes
+        self.axis_names = mesh.axis_names
+        self.ndim = mesh.ndim
+        self.exchange = exchange        # completes a node's groups for every local device
+        self._groups: dict = {}
+
+    def whole(self, axes) -> bool:
+        """Whether the window holds every device along ``axes``."""
+        full = self.mesh.axis_sizes
+        return all(self.axis_sizes[i] == full[i]
+                   for i in (self.axis_names.index(a) for a in axes))
+
+    def own_kernel(self, eqn, types):
+        prim = eqn.primitive
+        if prim is prims.dot_general_p:
+            return dot_general_kernel(types, merge_rows=False)
+        if prim is coll.process_index_node:
+            return self._process_index(types)
+        record = prim.collective
+        if record is not None and record.grouped and not self.whole(eqn.params["mesh_axes"]):
+            return self._exchanged(eqn, types)
+        return None
+
+    def _process_index(self, types) -> Kernel:
+        """Each device's rank over ``mesh_axes`` (row-major in the order listed), from its
+        coordinates on the whole mesh."""
+        dims = types.dims_of(types.params["mesh_axes"])
+        full, k = self.mesh.axis_sizes, self.ndim
+        lead = tuple(self.axis_sizes[d] if d in dims else 1 for d in range(k))
+        rank = np.zeros(lead, dtypes.int32)
+        for d in dims:
+            start = self.origin[d]
+            coord = np.arange(start, start + self.axis_sizes[d], dtype=dtypes.int32)
+            rank = rank * full[d] + coord.reshape(tuple(lead[d] if e == d else 1
+                                                        for e in range(k)))
+        rank.flags.writeable = False
+        return Kernel(lambda: rank, [lead])
+
+    def _exchanged(self, eqn, types) -> Kernel:
+        """A node whose groups span processes: each local device's block goes to the
+        scheduler's exchange (as the per-device path's does); the results come back stacked."""
+        mesh = self.mesh
+        node = Eqn(eqn.primitive, eqn.invars, eqn.outvars,
+                   dict(eqn.params, device_groups=device_groups(mesh, eqn.params["mesh_axes"])),
+                   eqn.source)
+        window = self.axis_sizes
+        positions = self.positions()
+        out_avals = types.out_avals
+        exchange = self.exchange
+
+        def exchanged(*xs):
+            # one copy of the stack where a member's block is not contiguous (a transposed
+            # result): the exchanges read each block as flat bytes
+            xs = [np.ascontiguousarray(broadcast_lead(x, window)) for x in xs]
+            waiting = {}
+            for p, at in positions:
+                waiting[p] = _Request(node, collectives.node_operands([x[at] for x in xs]))
+            results = exchange(waiting)
+            outs = [np.empty(window + a.shape, a.dtype) for a in out_avals]
+            for p, at in positions:
+                outs[0][at] = results[p]
+            return outs
+        return Kernel(exchanged, [window] * len(out_avals), multiple=True)
+
+    def positions(self) -> list:
+        """``(mesh position, index in the window)`` of each local device, in mesh order."""
+        mesh, origin = self.mesh, self.origin
+        return [(mesh.position(tuple(o + i for o, i in zip(origin, at))), at)
+                for at in np.ndindex(*self.axis_sizes)]
+
+
+def window_of(mesh, local: list):
+    """``(origin, sizes)`` of the box the ``local`` positions make, or None when they make
+    none."""
+    if not local:
+        return None
+    coords = np.array([mesh.coords(p) for p in local])
+    origin = tuple(int(c) for c in coords.min(axis=0))
+    sizes = tuple(int(c) + 1 - o for c, o in zip(coords.max(axis=0), origin))
+    if math.prod(sizes) != len(local):
+        return None
+    return origin, sizes
+
+
+class StackedBody:
+    """A straight shard_map body planned over this process's window; ``run(inputs)`` takes
+    and gives blocks by mesh position, as the per-device path does."""
+
+    def __init__(self, lowered, window: Window):
+        self.lowered = lowered
+        self.window = window
+        self.body = lowered.mesh_program
+        self.positions = window.positions()
+        names = window.axis_names
+        self.in_leads = []
+        for spec in lowered.in_shardings:
+            named = {a for axes in spec_names(spec) for a in axes}
+            self.in_leads.append(tuple(n if a in named else 1
+                                       for a, n in zip(names, window.axis_sizes)))
+        self.in_leads = tuple(self.in_leads)
+        self.plan = BodyPlan(self.body, window, self.in_leads)     # NotStackable: the caller's
+
+    def run(self, inputs: dict, results: list) -> list:
+        """``inputs[p]``: position p's blocks; fills ``results[p]`` for the local positions.
+        None (nothing run) when an input's replicas differ between local devices: only the
+        per-device path keeps them apart."""
+        window = self.window
+        order = [p for p, _ in self.positions]
+        stacked = []
+        for j, lead in enumerate(self.in_leads):
+            blocks = [inputs[p][j] for p in order]
+            if not _replicas_agree(blocks, window, lead):
+                return None
+            stacked.append(_stack_blocks(blocks, window, lead))
+        plan = self.plan
+        try:
+            if plan.quiet:
+                with np.errstate(all="ignore"):
+                    outs = plan.run(*stacked)
+            else:
+                outs = plan.run(*stacked)
+        except Exception as err:
+            self._locate(err)
+            raise
+        sizes = window.axis_sizes
+        columns = [[data[i] for i in _position_index(sizes, lead)]
+                   for data, lead in zip(outs, plan.out_leads)]
+        for k, p in enumerate(order):
+            results[p] = [column[k] for column in columns]
+        paths["stacked"] += 1
+        return results
+
+
+    def _locate(self, err: BaseException) -> None:
+        """Name the failing equation, this process's devices and the process on ``err``."""
+        step = self.plan.failing_step(err)
+        mesh = self.window.mesh
+        ids = [mesh.device_ids[p] for p, _ in self.positions]
+        first, last = self.positions[0][0], self.positions[-1][0]
+        devices = (f"devices {ids} (mesh coordinates {mesh.coords(first)} to "
+                   f"{mesh.coords(last)}, stacked)")
+        if step is not None and getattr(err, "shardc_equation", None) is None:
+            from ir.printer import print_equation
+            eqn = step.eqn
+            where = f" ({eqn.source})" if eqn.source is not None else ""
+            text = f"while running on {devices}: {print_equation(eqn)}{where}"
+            try:
+                err.shardc_equation = text
+            except AttributeError:
+                return
+            err.add_note(text)
+        at = "" if step is None else f", at {step.eqn.primitive}" + (
+            f" ({step.eqn.source})" if step.eqn.source else "")
+        err.add_note(f"on {devices} of process {world().rank}{at}")
+
+
+def _replicas_agree(blocks: list, window: Window, lead: tuple) -> bool:
+    """Whether the blocks a stacked input keeps one of (along the axes ``lead`` is 1) are
+    equal: the same buffer, as blocks of one value are, or the same bytes."""
+    first: dict = {}
+    for block, i in zip(blocks, _position_index(window.axis_sizes, lead)):
+        seen = first.setdefault(i, block)
+        if seen is block:
+            continue
+        a, b = np.asarray(seen), np.asarray(block)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+                and a.strides == b.strides):
+            continue
+        if a.tobytes() != b.tobytes():
+            return False
+    return True
+
+
+def stacked_body(lowered, local: list, exchange, straight: bool, prints: bool):
+    """The stacked body of a lowered shard_map for this process, or the reason it runs one
+    device at a time (a key of ``PER_DEVICE_PATHS``)."""
+    if prints:
+        return "prints"
+    if not straight:
+        return "communicates_under_control"
+    if lowered.mesh_program is None:
+        return "not_a_box"          # read from text as per-device programs only
+    mesh = lowered.mesh
+    box = window_of(mesh, local)
+    if box is None:
+        return "not_a_box"
+    try:
+        return StackedBody(lowered, Window(mesh, box[0], box[1], exchange))
+    except NotStackable as why:
+        return why.reason if why.reason in PER_DEVICE_PATHS else "divergent_control"
+
+
+def per_device(reason: str) -> None:
+    """Count (and under SHARDC_EXPLAIN=1 report) a run of one device at a time."""
+    paths[reason] += 1
+    if EXPLAIN:
+        print(f"shardc: a shard_map runs one device at a time on this process: "
+              f"{PER_DEVICE_PATHS[reason]}", file=sys.stderr)
