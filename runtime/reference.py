@@ -556,7 +556,7 @@ impl_rules[prims.callback_p] = _callback
 
 # --- running programs -------------------------------------------------------------------------
 
-class _Request:
+class Request:
     """A device waiting at a communication node."""
     __slots__ = ("eqn", "value")
 
@@ -612,7 +612,7 @@ class DeviceInterpreter(Interpreter):
     def _meeting(self, eqn, values):
         prim = eqn.primitive
         if prim in group_rules:
-            return [(yield _Request(eqn, node_operands(values)))]
+            return [(yield Request(eqn, node_operands(values)))]
         if prim in control_rules:
             return (yield from control_rules[prim](values, interpreter=self, **eqn.params))
         yield _Print(_format_print(values, **eqn.params))

@@ -57,7 +57,7 @@ from runtime.vectorized_rules import (PER_DEVICE, EqnTypes, Relabelled, group_ru
 # --- the stacked form of a sharded value --------------------------------------------------------
 
 @functools.lru_cache(maxsize=256)
-def _position_index(mesh_sizes: tuple, lead: tuple) -> tuple:
+def position_index(mesh_sizes: tuple, lead: tuple) -> tuple:
     """For each mesh position (row-major), the index of its block in a ``lead`` array."""
     return tuple(tuple(c if n != 1 else 0 for c, n in zip(np.unravel_index(p, mesh_sizes), lead))
                  for p in range(math.prod(mesh_sizes)))
@@ -85,7 +85,7 @@ class Stacked:
         held = self.held
         if type(held) is Relabelled:
             return held.blocks()
-        return [held[i] for i in _position_index(self.mesh.axis_sizes, self.lead)]
+        return [held[i] for i in position_index(self.mesh.axis_sizes, self.lead)]
 
     def assemble(self) -> np.ndarray:
         """The global value (as the reference assembles it: the blocks of the positions at
@@ -179,7 +179,7 @@ def _stacked_of_array(value: Array, mesh):
     dims_of = _spec_dims(mesh, spec)
     named = {m for dims in dims_of for m in dims}
     lead = tuple(n if m in named else 1 for m, n in enumerate(sizes))
-    index = _position_index(sizes, lead)
+    index = position_index(sizes, lead)
     first: dict = {}
     for p, i in enumerate(index):
         if not _bitwise_same(first.setdefault(i, buffers[p]), buffers[p]):
@@ -198,12 +198,12 @@ def _eager_lead(mesh, vma, blocks) -> tuple:
     return tuple(n if a in axes else 1 for a, n in zip(mesh.axis_names, mesh.axis_sizes))
 
 
-def _stack_blocks(blocks: list, mesh, lead: tuple) -> np.ndarray:
+def stack_blocks(blocks: list, mesh, lead: tuple) -> np.ndarray:
     """The stacked form of per-position blocks: the block at coordinate 0 of every mesh axis
     where ``lead`` is 1 stands for the others (they are equal). Blocks that are the views a
     stacked array gives (an Array's buffers, an eager collective's results) are that array
     again, not a copy."""
-    index = _position_index(mesh.axis_sizes, lead)
+    index = position_index(mesh.axis_sizes, lead)
     block = np.asarray(blocks[0])
     if not any(n > 1 for n in lead):
         return block.reshape(lead + block.shape)
@@ -839,11 +839,11 @@ class FastBackend(ReferenceBackend):
             self.counts["reference"] += 1
             self.fallbacks[plan] += 1
             return super().run_mesh_program(mesh, program, inputs)
-        stacked = [_stack_blocks(blocks, mesh, lead) for blocks, lead in zip(inputs, leads)]
+        stacked = [stack_blocks(blocks, mesh, lead) for blocks, lead in zip(inputs, leads)]
         outs = plan.run(*stacked)
         self.counts["stacked"] += 1
         sizes = mesh.axis_sizes
-        return [[data[i] for i in _position_index(sizes, lead)]
+        return [[data[i] for i in position_index(sizes, lead)]
                 for data, lead in zip(outs, plan.out_leads)]
 
     def execute(self, module, args) -> list:

@@ -178,7 +178,7 @@ class LocalPlan:
                     for key in dead:
                         del env[key]
             if node is not None:
-                waiting = {p: reference._Request(
+                waiting = {p: reference.Request(
                                node[p][3], collectives.node_operands(
                                    [envs[p][k] for k in node[p][0]]))
                            for p in self.local}

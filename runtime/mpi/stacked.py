@@ -37,9 +37,9 @@ from ir.core import Eqn
 from ir.sharding import device_groups, spec_names
 from runtime import collectives
 from runtime.mpi.world import world
-from runtime.reference import _Request
-from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, _position_index,
-                                _stack_blocks)
+from runtime.reference import Request
+from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, position_index,
+                                stack_blocks)
 from runtime.vectorized_rules import Kernel, broadcast_lead, dot_general_kernel
 
 
@@ -121,7 +121,7 @@ class Window:
             xs = [np.ascontiguousarray(broadcast_lead(x, window)) for x in xs]
             waiting = {}
             for p, at in positions:
-                waiting[p] = _Request(node, collectives.node_operands([x[at] for x in xs]))
+                waiting[p] = Request(node, collectives.node_operands([x[at] for x in xs]))
             results = exchange(waiting)
             outs = [np.empty(window + a.shape, a.dtype) for a in out_avals]
             for p, at in positions:
@@ -178,7 +178,7 @@ class StackedBody:
             blocks = [inputs[p][j] for p in order]
             if not _replicas_agree(blocks, window, lead):
                 return None
-            stacked.append(_stack_blocks(blocks, window, lead))
+            stacked.append(stack_blocks(blocks, window, lead))
         plan = self.plan
         try:
             if plan.quiet:
@@ -190,7 +190,7 @@ class StackedBody:
             self._locate(err)
             raise
         sizes = window.axis_sizes
-        columns = [[data[i] for i in _position_index(sizes, lead)]
+        columns = [[data[i] for i in position_index(sizes, lead)]
                    for data, lead in zip(outs, plan.out_leads)]
         for k, p in enumerate(order):
             results[p] = [column[k] for column in columns]
@@ -225,7 +225,7 @@ def _replicas_agree(blocks: list, window: Window, lead: tuple) -> bool:
     """Whether the blocks a stacked input keeps one of (along the axes ``lead`` is 1) are
     equal: the same buffer, as blocks of one value are, or the same bytes."""
     first: dict = {}
-    for block, i in zip(blocks, _position_index(window.axis_sizes, lead)):
+    for block, i in zip(blocks, position_index(window.axis_sizes, lead)):
         seen = first.setdefault(i, block)
         if seen is block:
             continue
