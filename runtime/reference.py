@@ -502,14 +502,16 @@ impl_rules[prims.dot_general_p] = _dot_general
 
 
 def matmul_operand(x):
-    """A matmul operand whose matrices (the last two dimensions) are row-major with packed
-    rows. BLAS's result, and whether numpy calls BLAS at all, depends on the operand's layout
-    (a transposed matrix rounds differently), and a block's layout on how it was made; in one
-    layout every backend rounds alike, however many devices are stacked."""
+    """A matmul operand whose matrices (the last two dimensions) are row-major: BLAS's result,
+    and whether numpy calls BLAS at all, depends on the operand's layout (a transposed matrix
+    rounds differently), and a block's layout on how it was made; row-major, every backend
+    rounds alike, however many devices are stacked. Rows may lie apart (a column block of a
+    larger matrix): BLAS packs them alike."""
     if x.ndim < 2:
         return x
     item = x.itemsize
-    if x.strides[-1] == item and x.strides[-2] == x.shape[-1] * item:
+    if x.strides[-1] == item and x.strides[-2] >= x.shape[-1] * item and (
+            x.strides[-2] % item == 0):
         return x
     return np.array(x, order="C")
 
