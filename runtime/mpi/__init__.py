@@ -5,8 +5,8 @@ mpi4py's buffer calls.
 Every rank runs the same script: it traces, lowers and runs every host equation on global
 values as one process would. Only a shard_map body is divided: the global devices are split
 evenly, in id order, over the ranks (rank r holds devices ``r*k .. r*k+k-1``), and each rank
-runs the programs of its own devices, as the reference backend does, meeting at each
-communication node::
+runs its own devices' part of the program (stacked over them, ``stacked``; else one device at
+a time, as the reference backend does), meeting the other ranks at each communication node::
 
     8 devices, 2 ranks, psum over 'x' of a (4, 2) mesh ('x', 'y'):
         rank 0 holds devices 0..3, rank 1 devices 4..7
@@ -35,7 +35,7 @@ indexing, any operation outside shard_map) gathers it on every rank (``arrays``)
 
 The modules, by concern: ``world`` (the launch and the communicators), ``faults``,
 ``agreement``, ``arrays``, ``exchanges``, ``direct`` (MPI's own calls), ``schedule`` (this
-process's devices meeting the others') and ``backend``.
+process's devices meeting the others'), ``stacked`` (them run stacked) and ``backend``.
 """
 from runtime.mpi.agreement import (CoherenceError, agree, allgather_objects, broadcast_object,
                                    fingerprints)
