@@ -87,17 +87,22 @@ class Interpreter:
     def _locate(self, err: Exception, eqn) -> None:
         """Attach the failing equation, device and source line to ``err`` (once: the
         innermost equation is the one that failed)."""
-        if getattr(err, "shardc_equation", None) is not None:
-            return
-        from ir.printer import print_equation
-        device = f" on device {self.device}" if self.device is not None else ""
-        where = f" ({eqn.source})" if eqn.source is not None else ""
-        text = f"while running{device}: {print_equation(eqn)}{where}"
-        try:
-            err.shardc_equation = text
-        except AttributeError:      # an exception type that takes no attributes
-            return
-        err.add_note(text)
+        locate(err, eqn, f" on device {self.device}" if self.device is not None else "")
+
+
+def locate(err: BaseException, eqn, on: str = "") -> None:
+    """Note on ``err`` the equation that raised it, where it ran (``on``: " on device 3")
+    and its source line, once: the innermost equation is the one that failed."""
+    if getattr(err, "shardc_equation", None) is not None:
+        return
+    from ir.printer import print_equation
+    where = f" ({eqn.source})" if eqn.source is not None else ""
+    text = f"while running{on}: {print_equation(eqn)}{where}"
+    try:
+        err.shardc_equation = text
+    except AttributeError:      # an exception type that takes no attributes
+        return
+    err.add_note(text)
 
 
 def last_uses(program: Program) -> list:

@@ -344,18 +344,18 @@ impl_rules[prims.pad_p] = _pad
 
 
 def _reduction(fn, x, *, axes):
-    result = np.asarray(fn(in_reduction_order(fn, x), axis=tuple(axes)))
+    if not x.flags.c_contiguous and adds_in_memory_order(fn, x.dtype):
+        x = np.ascontiguousarray(x)
+    result = np.asarray(fn(x, axis=tuple(axes)))
     return [result.astype(x.dtype, copy=False)]
 
 
-def in_reduction_order(fn, x):
-    """The operand of a float sum or product, C-contiguous: numpy's order of adding depends
-    on the operand's memory layout, and a block's layout on how it was made (a view of its
-    global value here, a slice of a stack of blocks on the fast backend); contiguous, every
-    backend adds in the same order."""
-    if fn in (np.sum, np.prod) and x.dtype.kind in "fc" and not x.flags.c_contiguous:
-        return np.ascontiguousarray(x)
-    return x
+def adds_in_memory_order(fn, dtype) -> bool:
+    """Whether numpy's reduction ``fn`` rounds by the operand's memory layout: a float sum or
+    product adds in memory order, and a block's layout depends on how it was made (a view of
+    its global value here, a slice of a stack of blocks on the fast backend). Every backend
+    reduces such an operand C-contiguous, so all add in one order."""
+    return fn in (np.sum, np.prod) and np.dtype(dtype).kind in "fc"
 
 
 impl_rules[prims.reduce_sum_p] = functools.partial(_reduction, np.sum)

@@ -182,7 +182,7 @@ def _stacked_of_array(value: Array, mesh):
     index = position_index(sizes, lead)
     first: dict = {}
     for p, i in enumerate(index):
-        if not _bitwise_same(first.setdefault(i, buffers[p]), buffers[p]):
+        if not bitwise_same(first.setdefault(i, buffers[p]), buffers[p]):
             return None
     block = np.asarray(buffers[0]).shape
     data = np.stack([np.asarray(first[i]) for i in np.ndindex(*lead)])
@@ -248,11 +248,16 @@ def _viewed_stack(blocks: list, index: tuple, lead: tuple, block):
                                            tuple(steps) + block.strides, writeable=False)
 
 
-def _bitwise_same(a, b) -> bool:
+def bitwise_same(a, b) -> bool:
+    """Whether two blocks hold the same bits: the same object or view of one buffer, or
+    equal bytes."""
     if a is b:
         return True
     a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return ((a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+             and a.strides == b.strides) or a.tobytes() == b.tobytes())
 
 
 def _host(value):

@@ -343,8 +343,10 @@ stacked_rules[prims.gather_p] = _gather_rule
 def _reduction_rule(fn, types: EqnTypes) -> Kernel:
     axes = _shifted(types, types.params["axes"])
     dtype = types.in_avals[0].dtype
-    return _same_lead(types, lambda x: np.asarray(
-        fn(reference.in_reduction_order(fn, x), axis=axes)).astype(dtype, copy=False))
+    if reference.adds_in_memory_order(fn, dtype):
+        return _same_lead(types, lambda x: np.asarray(
+            fn(np.ascontiguousarray(x), axis=axes)).astype(dtype, copy=False))
+    return _same_lead(types, lambda x: np.asarray(fn(x, axis=axes)).astype(dtype, copy=False))
 
 
 for _p, _f in ((prims.reduce_sum_p, np.sum), (prims.reduce_max_p, np.max),
@@ -962,21 +964,24 @@ def _broadcast_rule(types: EqnTypes) -> Kernel:
 stacked_rules[coll.broadcast_node] = _broadcast_rule
 
 
-def _process_index_rule(types: EqnTypes) -> Kernel:
-    """Each device's rank over ``mesh_axes`` (row-major in the order listed)."""
+def process_index_kernel(types: EqnTypes, origin=None, mesh_sizes=None) -> Kernel:
+    """Each device's rank over ``mesh_axes`` (row-major in the order listed). The stacked
+    devices may be a box of a larger mesh: at ``origin`` of a mesh of ``mesh_sizes``."""
     dims = types.dims_of(types.params["mesh_axes"])
     sizes, k = types.mesh_sizes, types.k
+    origin = origin or (0,) * k
+    mesh_sizes = mesh_sizes or sizes
     lead = tuple(sizes[d] if d in dims else 1 for d in range(k))
     rank = np.zeros(lead, dtypes.int32)
     for d in dims:
-        coord = np.arange(sizes[d], dtype=dtypes.int32).reshape(
+        coord = np.arange(origin[d], origin[d] + sizes[d], dtype=dtypes.int32).reshape(
             tuple(sizes[d] if e == d else 1 for e in range(k)))
-        rank = rank * sizes[d] + coord
+        rank = rank * mesh_sizes[d] + coord
     rank = _frozen(rank)
     return Kernel(lambda: rank, [lead])
 
 
-stacked_rules[coll.process_index_node] = _process_index_rule
+stacked_rules[coll.process_index_node] = process_index_kernel
 
 
 # Primitives with no stacked rule that run one reference call per device block: their

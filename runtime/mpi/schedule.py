@@ -6,7 +6,7 @@ import numpy as np
 
 from ir import collectives as coll
 from ir.core import Literal
-from ir.interpreter import last_uses
+from ir.interpreter import last_uses, locate
 from runtime import collectives, reference
 from runtime.mpi.agreement import settle, where_called
 from runtime.mpi.arrays import Absent, local_positions
@@ -302,7 +302,7 @@ def _locate(err: BaseException, eqn, mesh, p: int) -> None:
     """Attach the failing equation, its device and this process to ``err``, as the
     interpreter and the scheduler do for programs they walk."""
     device = mesh.devices.flat[p]
-    reference.DeviceInterpreter(device.id)._locate(err, eqn)
+    locate(err, eqn, f" on device {device.id}")
     where = f", at {eqn.primitive}" + (f" ({eqn.source})" if eqn.source else "")
     err.add_note(f"on device {device.id} (mesh coordinates {mesh.coords(p)}) of process "
                f"{world().rank}{where}")

@@ -31,16 +31,17 @@ import sys
 import numpy as np
 
 from ir import collectives as coll
-from ir import dtypes
 from ir import primitives as prims
 from ir.core import Eqn
-from ir.sharding import device_groups, spec_names
+from ir.interpreter import locate
+from ir.sharding import device_groups, spec_axes
 from runtime import collectives
 from runtime.mpi.world import world
 from runtime.reference import Request
-from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, position_index,
+from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, bitwise_same, position_index,
                                 stack_blocks)
-from runtime.vectorized_rules import Kernel, broadcast_lead, dot_general_kernel
+from runtime.vectorized_rules import (Kernel, broadcast_lead, dot_general_kernel,
+                                      process_index_kernel)
 
 
 # Why a process runs a shard_map's devices one at a time rather than stacked: the only
@@ -48,6 +49,8 @@ from runtime.vectorized_rules import Kernel, broadcast_lead, dot_general_kernel
 PER_DEVICE_PATHS = {
     "not_a_box": "this process's devices are not a box of the mesh (a mesh whose devices are "
                  "not in id order)",
+    "device_programs_only": "the program was read as per-device programs, with no "
+                            "mesh-level program to stack",
     "communicates_under_control": "a collective lies inside a loop or a branch, where devices "
                                   "may meet in rounds",
     "prints": "the body prints or calls back to the host, once per device in device order",
@@ -69,7 +72,6 @@ class Window:
         self.axis_names = mesh.axis_names
         self.ndim = mesh.ndim
         self.exchange = exchange        # completes a node's groups for every local device
-        self._groups: dict = {}
 
     def whole(self, axes) -> bool:
         """Whether the window holds every device along ``axes``."""
@@ -82,26 +84,11 @@ class Window:
         if prim is prims.dot_general_p:
             return dot_general_kernel(types, merge_rows=False)
         if prim is coll.process_index_node:
-            return self._process_index(types)
+            return process_index_kernel(types, self.origin, self.mesh.axis_sizes)
         record = prim.collective
         if record is not None and record.grouped and not self.whole(eqn.params["mesh_axes"]):
             return self._exchanged(eqn, types)
         return None
-
-    def _process_index(self, types) -> Kernel:
-        """Each device's rank over ``mesh_axes`` (row-major in the order listed), from its
-        coordinates on the whole mesh."""
-        dims = types.dims_of(types.params["mesh_axes"])
-        full, k = self.mesh.axis_sizes, self.ndim
-        lead = tuple(self.axis_sizes[d] if d in dims else 1 for d in range(k))
-        rank = np.zeros(lead, dtypes.int32)
-        for d in dims:
-            start = self.origin[d]
-            coord = np.arange(start, start + self.axis_sizes[d], dtype=dtypes.int32)
-            rank = rank * full[d] + coord.reshape(tuple(lead[d] if e == d else 1
-                                                        for e in range(k)))
-        rank.flags.writeable = False
-        return Kernel(lambda: rank, [lead])
 
     def _exchanged(self, eqn, types) -> Kernel:
         """A node whose groups span processes: each local device's block goes to the
@@ -158,13 +145,10 @@ class StackedBody:
         self.window = window
         self.body = lowered.mesh_program
         self.positions = window.positions()
-        names = window.axis_names
-        self.in_leads = []
-        for spec in lowered.in_shardings:
-            named = {a for axes in spec_names(spec) for a in axes}
-            self.in_leads.append(tuple(n if a in named else 1
-                                       for a, n in zip(names, window.axis_sizes)))
-        self.in_leads = tuple(self.in_leads)
+        # an input varies over the axes its spec names, and is one block along the others
+        self.in_leads = tuple(
+            tuple(n if a in named else 1 for a, n in zip(window.axis_names, window.axis_sizes))
+            for named in map(spec_axes, lowered.in_shardings))
         self.plan = BodyPlan(self.body, window, self.in_leads)     # NotStackable: the caller's
 
     def run(self, inputs: dict, results: list) -> list:
@@ -197,7 +181,6 @@ class StackedBody:
         paths["stacked"] += 1
         return results
 
-
     def _locate(self, err: BaseException) -> None:
         """Name the failing equation, this process's devices and the process on ``err``."""
         step = self.plan.failing_step(err)
@@ -206,16 +189,8 @@ class StackedBody:
         first, last = self.positions[0][0], self.positions[-1][0]
         devices = (f"devices {ids} (mesh coordinates {mesh.coords(first)} to "
                    f"{mesh.coords(last)}, stacked)")
-        if step is not None and getattr(err, "shardc_equation", None) is None:
-            from ir.printer import print_equation
-            eqn = step.eqn
-            where = f" ({eqn.source})" if eqn.source is not None else ""
-            text = f"while running on {devices}: {print_equation(eqn)}{where}"
-            try:
-                err.shardc_equation = text
-            except AttributeError:
-                return
-            err.add_note(text)
+        if step is not None:
+            locate(err, step.eqn, f" on {devices}")
         at = "" if step is None else f", at {step.eqn.primitive}" + (
             f" ({step.eqn.source})" if step.eqn.source else "")
         err.add_note(f"on {devices} of process {world().rank}{at}")
@@ -225,19 +200,8 @@ def _replicas_agree(blocks: list, window: Window, lead: tuple) -> bool:
     """Whether the blocks a stacked input keeps one of (along the axes ``lead`` is 1) are
     equal: the same buffer, as blocks of one value are, or the same bytes."""
     first: dict = {}
-    for block, i in zip(blocks, position_index(window.axis_sizes, lead)):
-        seen = first.setdefault(i, block)
-        if seen is block:
-            continue
-        a, b = np.asarray(seen), np.asarray(block)
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        if (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-                and a.strides == b.strides):
-            continue
-        if a.tobytes() != b.tobytes():
-            return False
-    return True
+    return all(bitwise_same(first.setdefault(i, block), block)
+               for block, i in zip(blocks, position_index(window.axis_sizes, lead)))
 
 
 def stacked_body(lowered, local: list, exchange, straight: bool, prints: bool):
@@ -248,7 +212,7 @@ def stacked_body(lowered, local: list, exchange, straight: bool, prints: bool):
     if not straight:
         return "communicates_under_control"
     if lowered.mesh_program is None:
-        return "not_a_box"          # read from text as per-device programs only
+        return "device_programs_only"
     mesh = lowered.mesh
     box = window_of(mesh, local)
     if box is None:
