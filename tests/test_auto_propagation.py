@@ -425,3 +425,42 @@ def test_eager_results_of_replicated_operands_stay_on_the_mesh():
     assert zeros.sharding == NamedSharding(MESH, P("x", "y"))
     assert float(np.asarray(zeros).sum()) == 0.0
     assert jnp.ones_like(R).sharding == NamedSharding(MESH, P())
+
+
+# eager indexing of an array laid out over the mesh, as JAX 0.10.2 lays out each result:
+# JAX indexes a concrete laid-out array by a gather whenever an entry reads a dimension
+# partially, and the gather leaves such dimensions unsplit; under jit the slice keeps them
+EAGER_INDEXING = {
+    "columns": (lambda a: a[:, 2:6], P("x")),
+    "rows": (lambda a: a[2:6], P(None, "y")),
+    "both": (lambda a: a[1:5, 4:12], P()),
+    "strided": (lambda a: a[:, ::2], P("x")),
+    "an integer": (lambda a: a[3], P("y")),
+    "whole": (lambda a: a[:, :], P("x", "y")),
+    "reversed whole": (lambda a: a[::-1], P("x", "y")),
+    "a new axis": (lambda a: a[None, :, 3], P(None, "x")),
+    "negative": (lambda a: a[-1:], P(None, "y")),
+    "an integer array": (lambda a: a[np.array([0, 2])], P(None, "y")),
+    "a mask": (lambda a: a[np.arange(8) > 3], P(None, "y")),
+    "at get": (lambda a: a.at[:, 2:6].get(), P("x")),
+}
+
+
+@pytest.mark.parametrize("name", list(EAGER_INDEXING))
+def test_eager_indexing_lays_out_results_as_jax_does(name):
+    fn, want = EAGER_INDEXING[name]
+    x = placed(H, "x", "y")
+    got = fn(x)
+    reference = np.asarray(fn(jnp.asarray(H)))          # unsplit, one device
+    np.testing.assert_array_equal(np.asarray(got), reference)
+    assert got.sharding.spec == want and got.sharding == NamedSharding(MESH, want)
+    for shard in got.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), np.asarray(got)[shard.index])
+    jitted = jax.jit(fn)(x)                  # traced, JAX's slice paths keep every split
+    np.testing.assert_array_equal(np.asarray(jitted), reference)
+
+
+def test_a_mask_of_the_wrong_length_is_jaxs_index_error():
+    with pytest.raises(IndexError, match=r"boolean index did not match shape of indexed array "
+                                         r"in index 0: got \(2,\), expected \[8\]"):
+        placed(H, "x", "y")[np.array([True, False])]

@@ -17,7 +17,8 @@ from ir.core import Aval, TypeSharding
 from ir.sharding_rules import gather_error, scatter_error
 from ir import primitives as p
 from shardc.dtypes import result_type
-from shardc.sharding import auto_axes
+from ir.sharding import NamedSharding, PartitionSpec
+from shardc.sharding import auto_axes, reshard
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
@@ -156,6 +157,24 @@ def _flat_positions(shape, index, drop=False) -> np.ndarray:
         grid = np.pad(grid, [(0, int(d in padded)) for d in range(len(shape))],
                       constant_values=-(size_all + 1))
     return grid[tuple(concrete)].astype(_dt.int_)
+
+
+def _mask_as_integers(index, shape):
+    """A lone one-dimensional concrete mask as the integer array of its true positions (JAX's
+    ``expand_bool_indices``), so that it takes the one-array gather path, which keeps the
+    other dimensions' splits, rather than the flat path."""
+    masks = [k for k, e in enumerate(index) if _is_bool_array(e)]
+    if (len(masks) != 1 or any(_is_int_array(e) for e in index)
+            or isinstance(index[masks[0]], Tracer) or np.ndim(index[masks[0]]) != 1):
+        return index
+    k = masks[0]
+    mask = np.asarray(index[k])
+    dim = sum(_consumed(e) for e in index[:k] if e is not None)
+    if mask.shape[0] != shape[dim]:
+        raise IndexError(f"boolean index did not match shape of indexed array in index {dim}: "
+                         f"got {mask.shape}, expected {[shape[dim]]}")
+    positions = np.nonzero(mask)[0].astype(_dt.int_)
+    return index[:k] + (positions,) + index[k + 1:]
 
 
 def _flat_getitem(x, index):
@@ -307,7 +326,7 @@ def getitem(x, index):
     squeezed and new axes inserted.
     """
     shape = aval_of(x).shape
-    index = _expand_index(index, len(shape))
+    index = _mask_as_integers(_expand_index(index, len(shape)), shape)
     _check_gather_layout(x, index)
     if _needs_flat_path(index):
         return _flat_getitem(x, index)
@@ -326,7 +345,37 @@ def getitem(x, index):
     result = _squeeze(result, squeeze_dims, gather_dim, len(shape))
     if any(entry is None for entry in index):
         result = _insert_new_axes(result, index)
-    return _move_array_dims_first(result, index) if arrays else result
+    result = _move_array_dims_first(result, index) if arrays else result
+    return _eager_gather_layout(x, index, result)
+
+
+def _eager_gather_layout(x, index, result):
+    """JAX indexes an array laid out over several devices eagerly by a gather whenever an
+    entry reads a dimension partially (an integer, a partial or strided slice): the gather
+    keeps the split of the dimensions read whole and leaves the rest unsplit. (Traced
+    operands take JAX's slice paths, which keep every split.) On Explicit axes the type has
+    already refused a split read (``_check_gather_layout``)."""
+    sharding = getattr(x, "sharding", None)
+    if (isinstance(x, Tracer) or not isinstance(sharding, NamedSharding)
+            or sharding.mesh.size == 1 or any(_is_int_array(e) for e in index)):
+        return result
+    shape, spec, dim = aval_of(x).shape, [], 0
+    names = tuple(sharding.spec) + (None,) * (len(shape) - len(sharding.spec))
+    if all(isinstance(e, slice) and _full_slice(e, shape[d]) for d, e in
+           enumerate(e for e in index if e is not None)):
+        return result
+    for entry in index:
+        if entry is None:
+            spec.append(None)
+            continue
+        if isinstance(entry, slice):
+            spec.append(names[dim] if _full_slice(entry, shape[dim]) else None)
+        dim += _consumed(entry)
+    while spec and spec[-1] is None:
+        spec.pop()
+    if tuple(spec) == tuple(result.sharding.spec):
+        return result
+    return reshard(result, NamedSharding(sharding.mesh, PartitionSpec(*spec)))
 
 
 def _window(entry, size: int, dim: int) -> tuple:
