@@ -39,6 +39,7 @@ class _Requests:
 
 class _LoopbackMPI:
     Request = _Requests
+    BYTE = None
 
 
 class _LoopbackComm:

@@ -34,26 +34,49 @@ def all_reduce(blocks, *, reduction, **params):
 
         before: [a] [b] [c] [d]      after (sum): [a+b+c+d] x4
     """
-    result_dtype = reduced_dtype(blocks[0].dtype, reduction)
-    if reduction in ("sum", "mean") and blocks[0].dtype == np.bool_:
-        # booleans count (psum of bool is int32, pmean its mean), never a logical or
-        blocks = [np.asarray(b).astype(dtypes.int32) for b in blocks]
-    total = blocks[0]
-    for block in blocks[1:]:
-        if reduction in ("sum", "mean"):
-            total = total + block
-        elif reduction == "max":
-            total = np.maximum(total, block)
-        else:
-            total = np.minimum(total, block)
-    if reduction in ("sum", "mean"):
-        total = positive_zero_sum(total, in_place=len(blocks) > 1)
-    if reduction == "mean":
-        total = total / len(blocks)
-        if not dtypes.is_inexact(blocks[0].dtype):
-            total = total.astype(dtypes.float_)
-    total = np.asarray(total).astype(result_dtype, copy=False)
+    blocks = counted(blocks, reduction)
+    total = combine_in_order(blocks[1:], reduction, blocks[0])
+    total = finish_reduction(total, reduction, len(blocks), fresh=len(blocks) > 1)
     return [total] * len(blocks)
+
+
+def counted(blocks, reduction) -> list:
+    """The blocks a reduction combines: booleans count (psum of bool is int32, pmean its
+    mean), never a logical or."""
+    if reduction in ("sum", "mean") and blocks[0].dtype == np.bool_:
+        return [np.asarray(b).astype(dtypes.int32) for b in blocks]
+    return list(blocks)
+
+
+_COMBINE = {"sum": np.add, "mean": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def combine_in_order(blocks, reduction, total):
+    """``total`` combined with each of ``blocks``, one after the other (the rank order of an
+    all-reduce, whichever process holds which blocks). ``total`` itself is never changed."""
+    fn = _COMBINE[reduction]
+    fresh = False
+    for block in blocks:
+        if fresh and total.ndim:
+            fn(total, block, out=total)
+        else:
+            total, fresh = np.asarray(fn(total, block)), True
+    return total
+
+
+def finish_reduction(total, reduction, count: int, fresh: bool):
+    """The combined blocks of a group of ``count`` as the all-reduce gives them: a float sum
+    as from +0.0, a mean divided once, in the reduction's dtype. ``fresh``: ``total`` is a
+    new array the caller owns."""
+    result_dtype = reduced_dtype(total.dtype, reduction)
+    if reduction in ("sum", "mean"):
+        total = positive_zero_sum(total, in_place=fresh)
+    if reduction == "mean":
+        inexact = dtypes.is_inexact(total.dtype)
+        total = total / count
+        if not inexact:
+            total = total.astype(dtypes.float_)
+    return np.asarray(total).astype(result_dtype, copy=False)
 
 
 def positive_zero_sum(total, in_place: bool = False):

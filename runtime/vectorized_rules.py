@@ -545,7 +545,7 @@ def group_rule_kernel(prim, types: EqnTypes) -> Kernel:
     return Kernel(by_group, [full] * len(out_avals), multiple=True)
 
 
-class _Members:
+class Members:
     """How to read a group's members from a stacked operand: broadcast to full size along
     the group dims, move them to the front in the order listed (a row-major walk over them is
     rank order). Computed once per equation."""
@@ -569,7 +569,7 @@ class _Members:
 _COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 
 
-def rank_order_reducer(how: _Members, reduction: str, dtype):
+def rank_order_reducer(how: Members, reduction: str, dtype):
     """``reduce(members)``: the group members (the leading ``how.count`` dims of
     ``members``) reduced in rank order, exactly as the reference's all_reduce does (bitwise
     for floats, a float sum accumulated from +0.0). The way is chosen once, from the dtype
@@ -693,7 +693,7 @@ def _all_reduce_rule(types: EqnTypes) -> Kernel:
     reduction = types.params["reduction"]
     dims = types.dims_of(types.params["mesh_axes"])
     (lead,), (aval,) = types.in_leads, types.in_avals
-    how = _Members(lead, dims, types.mesh_sizes, aval.ndim)
+    how = Members(lead, dims, types.mesh_sizes, aval.ndim)
     out_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
     out_shape = out_lead + aval.shape
     reduce = rank_order_reducer(how, reduction, aval.dtype)
@@ -765,7 +765,7 @@ def _reduce_scatter_rule(types: EqnTypes) -> Kernel:
     split_shape = (reduced_lead + aval.shape[:axis] + group + chunk + aval.shape[axis + 1:])
     out_lead = _full_along(lead, dims, sizes)
     reduction = p["reduction"]
-    how = _Members(lead, dims, sizes, aval.ndim)
+    how = Members(lead, dims, sizes, aval.ndim)
     reduce = rank_order_reducer(how, reduction, aval.dtype)
     reduced_dtype = collectives.reduced_dtype(aval.dtype, reduction)
 
@@ -841,7 +841,7 @@ def _ppermute_rule(types: EqnTypes) -> Kernel:
     missing_index = np.unravel_index(np.array(missing, dtype=np.intp), group)
     full = _full_along(lead, dims, sizes)
     count = len(dims)
-    how = _Members(lead, dims, sizes, aval.ndim)
+    how = Members(lead, dims, sizes, aval.ndim)
 
     def ppermute(x):
         flat = how(x)[source_index]                             # (size, ...): dest order

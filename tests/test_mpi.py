@@ -115,6 +115,9 @@ def test_programs_run_unchanged_and_bitwise_on_every_process(n, single_process, 
         # most shard_maps ran stacked on every process (the rest: under control flow, prints)
         paths = ast.literal_eval(re.search(rf"process {rank} ran shard_maps (\{{.*\}})", output).group(1))
         assert paths["stacked"] > 2 * sum(v for k, v in paths.items() if k != "stacked"), paths
+        # and their all-reduces over processes mostly walked through them (``chain``)
+        chained = int(re.search(rf"process {rank} chained (\d+) all-reduces", output).group(1))
+        assert chained > 100, chained
 
 
 def test_eager_print_shows_each_process_its_own_devices(tmp_path):

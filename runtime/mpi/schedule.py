@@ -125,8 +125,8 @@ class LocalPlan:
         self.steps = _steps(self.programs, self.local) if (
             self.straight and self.local and not prints(sample)) else None
         # this process's devices stacked (``stacked``), or why they run one at a time
-        self.stacked = stacked_body(lowered, self.local, self._meet_straight, self.straight,
-                                    prints(sample)) if self.local else None
+        self.stacked = stacked_body(lowered, self.local, self._meet_straight, self.state,
+                                    native, self.straight, prints(sample)) if self.local else None
 
     def run(self, inputs, opening=None) -> list:
         """Run this process's devices; ``opening``: the run's agreement, still open (straight

@@ -36,11 +36,13 @@ from ir.core import Eqn
 from ir.interpreter import locate
 from ir.sharding import device_groups, spec_axes
 from runtime import collectives
+from runtime.mpi.chain import chain_of, chained_all_reduce, group_size
+from runtime.mpi.exchanges import natively_reducible_type
 from runtime.mpi.world import world
 from runtime.reference import Request
 from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, bitwise_same, position_index,
                                 stack_blocks)
-from runtime.vectorized_rules import (Kernel, broadcast_lead, dot_general_kernel,
+from runtime.vectorized_rules import (Kernel, Members, broadcast_lead, dot_general_kernel,
                                       process_index_kernel)
 
 
@@ -65,13 +67,15 @@ class Window:
     the mesh where a stacked body is planned (``BodyPlan``): its ``axis_sizes`` are the
     window's, and ``own_kernel`` gives the kernels that differ from the fast backend's."""
 
-    def __init__(self, mesh, origin: tuple, sizes: tuple, exchange):
+    def __init__(self, mesh, origin: tuple, sizes: tuple, exchange, state, native: bool):
         self.mesh = mesh
         self.origin = origin
         self.axis_sizes = sizes
         self.axis_names = mesh.axis_names
         self.ndim = mesh.ndim
         self.exchange = exchange        # completes a node's groups for every local device
+        self.state = state              # the scheduler's run state (agreement, errors)
+        self.native = native            # reductions by MPI's own (not bit-exact) Allreduce
 
     def whole(self, axes) -> bool:
         """Whether the window holds every device along ``axes``."""
@@ -87,16 +91,48 @@ class Window:
             return process_index_kernel(types, self.origin, self.mesh.axis_sizes)
         record = prim.collective
         if record is not None and record.grouped and not self.whole(eqn.params["mesh_axes"]):
+            if prim is coll.all_reduce_node:
+                kernel = self._chained(eqn, types)
+                if kernel is not None:
+                    return kernel
             return self._exchanged(eqn, types)
         return None
+
+    def _node(self, eqn) -> Eqn:
+        """The equation as a communication node of the mesh (its device groups named)."""
+        return Eqn(eqn.primitive, eqn.invars, eqn.outvars,
+                   dict(eqn.params, device_groups=device_groups(self.mesh,
+                                                                eqn.params["mesh_axes"])),
+                   eqn.source)
+
+    def _chained(self, eqn, types):
+        """An all-reduce whose rank order walks through the processes (``chain``): each adds
+        its members onto the partial it receives; the result is one block per group. None
+        where the order is no such walk, or MPI reduces natively."""
+        reduction = eqn.params["reduction"]
+        (lead,), (aval,) = types.in_leads, types.in_avals
+        if self.native and natively_reducible_type(aval.dtype, reduction):
+            return None
+        dims = types.dims_of(eqn.params["mesh_axes"])
+        state, mesh = self.state, self.mesh
+        boxes = {r: window_of(mesh, state.positions_of[r]) for r in state.ranks}
+        found = chain_of(boxes, mesh.axis_sizes, dims, world().rank)
+        if found is None:
+            return None
+        how = Members(lead, dims, self.axis_sizes, aval.ndim)
+        out_shape = tuple(1 if d in dims else n for d, n in enumerate(lead)) + aval.shape
+        size, node = group_size(mesh.axis_sizes, dims), self._node(eqn)
+
+        def all_reduce_chained(x):
+            members = how(x)
+            return chained_all_reduce(state, found, [members[i] for i in how.indices],
+                                      reduction, size, node).reshape(out_shape)
+        return Kernel(all_reduce_chained, [out_shape[:len(lead)]])
 
     def _exchanged(self, eqn, types) -> Kernel:
         """A node whose groups span processes: each local device's block goes to the
         scheduler's exchange (as the per-device path's does); the results come back stacked."""
-        mesh = self.mesh
-        node = Eqn(eqn.primitive, eqn.invars, eqn.outvars,
-                   dict(eqn.params, device_groups=device_groups(mesh, eqn.params["mesh_axes"])),
-                   eqn.source)
+        node = self._node(eqn)
         window = self.axis_sizes
         positions = self.positions()
         out_avals = types.out_avals
@@ -204,7 +240,8 @@ def _replicas_agree(blocks: list, window: Window, lead: tuple) -> bool:
                for block, i in zip(blocks, position_index(window.axis_sizes, lead)))
 
 
-def stacked_body(lowered, local: list, exchange, straight: bool, prints: bool):
+def stacked_body(lowered, local: list, exchange, state, native: bool, straight: bool,
+                 prints: bool):
     """The stacked body of a lowered shard_map for this process, or the reason it runs one
     device at a time (a key of ``PER_DEVICE_PATHS``)."""
     if prints:
@@ -218,7 +255,7 @@ def stacked_body(lowered, local: list, exchange, straight: bool, prints: bool):
     if box is None:
         return "not_a_box"
     try:
-        return StackedBody(lowered, Window(mesh, box[0], box[1], exchange))
+        return StackedBody(lowered, Window(mesh, box[0], box[1], exchange, state, native))
     except NotStackable as why:
         return why.reason if why.reason in PER_DEVICE_PATHS else "divergent_control"
 

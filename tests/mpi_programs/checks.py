@@ -88,6 +88,11 @@ def collective_bodies(names):
         ("pbroadcast", lambda x: lax.pbroadcast(x, every, source=1), P(every), P(every)),
         ("int_pmax", lambda x: lax.pmax((x * 10).astype(jnp.int32), last), P(every),
          P(names[:-1] or None)),
+        ("bool_psum", lambda x: lax.psum(x > 0, first), P(every), P(names[1:] or None)),
+        ("bool_pmean", lambda x: lax.pmean(x > 0, every), P(every), P()),
+        ("bf16_psum", lambda x: lax.psum(x.astype(jnp.bfloat16), every), P(every), P()),
+        ("scalar_psum", lambda x: lax.psum(x.sum(), every), P(every), P()),
+        ("psum_reversed", lambda x: lax.psum(x, every[::-1]), P(every), P()),
         ("psum_scatter_untiled",
          lambda x: lax.psum_scatter(x[:lax.axis_size(last)], last, scatter_dimension=0),
          P(None, every), P(every)),
@@ -417,8 +422,9 @@ def main(out_dir, groups):
     np.savez(os.path.join(out_dir, f"rank{jax.process_index()}.npz"), **results)
     print(f"process {jax.process_index()} of {jax.process_count()}: {len(results)} results")
     if jax.process_count() > 1:
-        from runtime.mpi import stacked
+        from runtime.mpi import chain, stacked
         print(f"process {jax.process_index()} ran shard_maps {stacked.paths}")
+        print(f"process {jax.process_index()} chained {chain.runs['all_reduce']} all-reduces")
 
 
 if __name__ == "__main__":
