@@ -59,6 +59,10 @@ def combine_in_order(blocks, reduction, total):
     for block in blocks:
         if fresh and total.ndim:
             fn(total, block, out=total)
+        elif total.ndim:
+            # a new C-contiguous total, whatever the blocks' layout (it is sent as bytes)
+            out = np.empty(total.shape, np.result_type(total, block))
+            total, fresh = fn(total, block, out=out), True
         else:
             total, fresh = np.asarray(fn(total, block)), True
     return total
