@@ -404,6 +404,7 @@ class BodyPlan:
 
     def _interpret(self, args):
         values = dict(zip(self.invars, args))
+        owned: set = set()        # vars holding fresh arrays a ufunc made here
         for step in self.steps:
             kernel = step.kernel
             shapes = kernel.arg_shapes
@@ -415,16 +416,21 @@ class BodyPlan:
                     operands.append(values[atom].reshape(shapes[j]))
                 else:
                     operands.append(values[atom])
+            outvars = step.eqn.outvars
+            into = (_dying_operand(step, owned, values) if kernel.ufunc and step.dead
+                    else None)
             try:
-                result = kernel.fn(*operands)
+                result = (kernel.fn(*operands) if into is None
+                          else kernel.fn(*operands, out=into))
             except Exception as err:
                 err.shardc_step = step
                 raise
-            outvars = step.eqn.outvars
             if kernel.multiple:
                 values.update(zip(outvars, result))
             elif outvars:
                 values[outvars[0]] = result
+                if kernel.ufunc:
+                    owned.add(outvars[0])
             for var in step.dead:
                 del values[var]
         return [self._constant(atom.value, False) if type(atom) is Literal else values[atom]
@@ -612,6 +618,25 @@ def _use_counts(eqns) -> dict:
             if type(atom) is not Literal:
                 uses[atom] = get(atom, 0) + 1
     return uses
+
+
+def _dying_operand(step, owned, values):
+    """The buffer of a large operand a ufunc step reads for the last time (``step.dead``),
+    which a ufunc of this body made, of the result's shape and dtype: the first run writes
+    the result there, as the compiled body does (``_reusable``), so that it holds no more
+    memory than later runs."""
+    kernel, eqn = step.kernel, step.eqn
+    if len(eqn.outvars) != 1:
+        return None
+    out = eqn.outvars[0].aval
+    out_shape = tuple(kernel.out_leads[0]) + out.shape
+    for j, atom in enumerate(eqn.invars):
+        if (atom in step.dead and atom in owned
+                and not (kernel.arg_shapes and kernel.arg_shapes[j] is not None)):
+            value = values[atom]
+            if value.shape == out_shape and value.dtype == out.dtype:
+                return value
+    return None
 
 
 def _reusable(kernel, eqn, leads, owned, uses, outputs):

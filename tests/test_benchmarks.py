@@ -129,3 +129,40 @@ def test_shape_only_rows_hold_each_mesh_to_its_target():
     rows = {target: (value, met) for target, value, met in report.targets(run)}
     assert rows["shape-only lowering of 4,096, 16,384 and 65,536-device meshes under 1, 2 and "
                 "10 s"] == ("4 ms (64 devices)", None)
+
+
+def test_memory_rows_hold_steady_calls_to_outputs_plus_a_block_per_device_and_to_jax():
+    from benchmarks import memory
+    mib, block = 1 << 20, memory.MIB // 4
+    rows = [{"case": "psum", "side": "shardc", "first": 2 * mib, "steady": mib},
+            {"case": "psum", "side": "jax", "first": 30 * mib, "steady": 8 * mib},
+            {"case": "20-step chain in shard_map", "side": "shardc", "first": 8 * mib,
+             "steady": 17 * mib},
+            {"case": "20-step chain in shard_map", "side": "jax", "first": 9 * mib,
+             "steady": 8 * mib},
+            {"case": "data-parallel training step", "side": "shardc", "error": "boom"}]
+    lines = {line.split(" | ")[0].strip("| "): line.split(" | ")
+             for line in memory.report(rows, block).splitlines() if line.startswith("| ")}
+    # psum: outputs one block (1 MiB) + 8 blocks of temporaries = 9 MiB
+    assert lines["psum"][1:] == ["2.0 MiB", "1.0 MiB", "30 MiB", "8.0 MiB", "9.0 MiB", "yes",
+                                 "yes |"]
+    # the chain returns 8 MiB: its target is 16 MiB, and it was above JAX's
+    assert lines["20-step chain in shard_map"][5:] == ["16 MiB", "no", "no |"]
+    assert "- data-parallel training step (shardc): boom" in memory.report(rows, block)
+
+
+def test_memory_benchmark_measures_a_case_in_a_process_of_its_own(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "SHARDC_BACKEND"}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.memory", "--quick", "--no-jax",
+                           "--only", "psum", "--out", str(tmp_path)],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads((tmp_path / "memory.json").read_text())["rows"]
+    assert row["case"] == "psum" and row["side"] == "shardc", row
+    assert row["first"] >= 0 and row["steady"] >= 0
+    assert "| psum |" in (tmp_path / "memory.md").read_text()
