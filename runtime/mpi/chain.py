@@ -13,7 +13,8 @@ is a walk through the processes, one run each::
 
 which is bitwise the reference's reduction with one block crossing each boundary each way,
 instead of every member's block reaching every process (``exchanges.gather_then_apply``) or
-two exchanges of chunks (``exchanges._all_reduce_exchange``). A stacked process adds all its
+two exchanges of chunks (``exchanges._all_reduce_exchange``). Large blocks of one member per
+process on three or more processes keep the chunks, which reduce on every process at once. A stacked process adds all its
 groups at once (one numpy call per member), and its result is one block per group (the value
 no longer varies over the reduced axes), so nothing is copied back into a stack.
 """

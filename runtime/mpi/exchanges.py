@@ -229,7 +229,7 @@ def _ppermute_exchange(state, comm, members, ranks, local, waiting) -> dict:
     return outs
 
 
-_SCATTERED_REDUCTION_BYTES = 1 << 16
+SCATTERED_REDUCTION_BYTES = 1 << 16
 
 
 def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
@@ -242,7 +242,7 @@ def _all_reduce_exchange(state, comm, members, ranks, local, waiting) -> dict:
     request = waiting[local[0]]
     value = np.asarray(request.value)
     if ((len(ranks) < 3 and len(members) == len(ranks))
-            or value.nbytes < _SCATTERED_REDUCTION_BYTES):     # the same on every rank
+            or value.nbytes < SCATTERED_REDUCTION_BYTES):     # the same on every rank
         return gather_then_apply(state, comm, members, ranks, local, waiting)
     params = request.eqn.params
     pieces = {m: np.array_split(np.asarray(waiting[m].value).reshape(-1), len(ranks))

@@ -37,7 +37,7 @@ from ir.interpreter import locate
 from ir.sharding import device_groups, spec_axes
 from runtime import collectives
 from runtime.mpi.chain import chain_of, chained_all_reduce, group_size
-from runtime.mpi.exchanges import natively_reducible_type
+from runtime.mpi.exchanges import SCATTERED_REDUCTION_BYTES, natively_reducible_type
 from runtime.mpi.world import world
 from runtime.reference import Request
 from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, bitwise_same, position_index,
@@ -117,7 +117,11 @@ class Window:
         state, mesh = self.state, self.mesh
         boxes = {r: window_of(mesh, state.positions_of[r]) for r in state.ranks}
         found = chain_of(boxes, mesh.axis_sizes, dims, world().rank)
-        if found is None:
+        if found is None or (all(self.axis_sizes[d] == 1 for d in dims)
+                             and len(found.order) > 2 and aval.size * aval.dtype.itemsize
+                             >= SCATTERED_REDUCTION_BYTES):
+            # one large member per process on three or more: each reduces a chunk of every
+            # block at once (``exchanges``), where a walk would take one hop per process
             return None
         how = Members(lead, dims, self.axis_sizes, aval.ndim)
         out_shape = tuple(1 if d in dims else n for d, n in enumerate(lead)) + aval.shape
