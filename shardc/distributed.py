@@ -198,6 +198,8 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
     names = spec_names(spec) + ((),) * (local_data.ndim - len(spec_names(spec)))
     counts = [axes_size(mesh.shape, n) for n in names[:local_data.ndim]]
     mine = [p for p, d in enumerate(mesh.devices.flat) if _devices.is_local(d)]
+    if not mine:
+        raise _holds_none(mesh)
     index_of = {p: tuple(block_index(spec, mesh, mesh.coords(p))) + (0,) * local_data.ndim
                 for p in range(mesh.size)}
     lows = [min(index_of[p][d] for p in mine) for d in range(local_data.ndim)]
@@ -244,6 +246,10 @@ def _from_local_blocks(blocks, mesh, spec, shape):
     if _devices.process_count() == 1:
         return Array.from_blocks(full, mesh, spec)
     if present is None:
-        raise ValueError(f"process {_devices.process_index()} holds no device of {mesh}: "
-                         "the mesh must include each process's devices")
+        raise _holds_none(mesh)
     return get_backend().from_blocks(full, mesh, spec)
+
+
+def _holds_none(mesh) -> ValueError:
+    return ValueError(f"process {_devices.process_index()} holds no device of {mesh}: "
+                      "the mesh must include each process's devices")

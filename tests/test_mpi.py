@@ -341,6 +341,21 @@ def test_processes_on_one_machine_share_its_cores_out_of_the_box():
     assert code == 0, output
 
 
+def test_a_process_holding_no_device_of_the_mesh_is_told_so():
+    script = (
+        "import numpy as np, shardc as jax\n"
+        "from shardc.sharding import NamedSharding, PartitionSpec as P\n"
+        "mesh = jax.make_mesh((2,), ('i',))      # devices 0 and 1: both on process 0\n"
+        "try:\n"
+        "    jax.make_array_from_process_local_data(NamedSharding(mesh, P('i')), np.ones(4))\n"
+        "    print(f'process {jax.process_index()} made it')\n"
+        "except ValueError as err:\n"
+        "    print(f'process {jax.process_index()}: {err}')\n")
+    rc, output, _ = launch(["-c", script], n=2, timeout=60)
+    assert "process 1: process 1 holds no device of Mesh(" in output, output
+    assert "the mesh must include each process's devices" in output
+
+
 def test_each_process_runs_its_devices_stacked():
     """A process's devices make a box of the mesh (a window): it runs the mesh-level program
     once over their blocks stacked, exchanging only across processes. A mesh whose devices
