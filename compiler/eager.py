@@ -68,11 +68,11 @@ class ShardTracer(Tracer):
     def _concrete(self, what):
         """Python needs one value: allowed when the checker proves it is the same everywhere."""
         if self.aval.vma or self.aval.shape != ():
-            from compiler.tracing import TracerBoolConversionError
-            kind = ("boolean conversion" if what == "boolean conversion" else what)
-            raise TracerBoolConversionError(
-                f"Attempted {kind} of traced array with shape "
-                f"{self.aval.str_short(self._trace.mesh.axis_names)}.")   # the reason: its vma
+            from compiler.tracing import TracerBoolConversionError, errors_link
+            raise TracerBoolConversionError(      # the reason: its vma
+                f"Attempted {what} of traced array with shape "
+                f"{self.aval.str_long(self._trace.mesh.axis_names, short=True)}."
+                f"{errors_link(TracerBoolConversionError)}")
         # invariant, so any block will do: the first this process holds (under MPI, some)
         block = next((b for b in self.blocks if not getattr(b, "absent", False)), None)
         if block is None:

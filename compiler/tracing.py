@@ -34,6 +34,11 @@ class ConcretizationTypeError(TypeError):
     """A traced value was used where a concrete Python value is needed."""
 
 
+def errors_link(cls) -> str:
+    """The line JAX ends its tracer errors with: where its documentation explains them."""
+    return f"\nSee https://docs.jax.dev/en/latest/errors.html#jax.errors.{cls.__name__}"
+
+
 class TracerBoolConversionError(ConcretizationTypeError):
     """``if``, ``bool()`` or ``while`` on a traced value."""
 
@@ -443,10 +448,11 @@ class Tracer:
         src = user_source()
         where = f" at {src}" if src else ""
         return cls(
-            f"Attempted {what} of traced array with shape {self.aval.str_short()}{where}. "
+            f"Attempted {what} of traced array with shape "
+            f"{self.aval.str_long(self._axis_order(), short=True)}{where}. "
             "The value is only known when the program runs, so Python control flow cannot "
             "depend on it; use shardc.numpy.where or lax control flow instead, or mark the "
-            "argument static.")
+            f"argument static.{errors_link(cls)}")
 
     def __repr__(self):
         return f"Traced<{self.aval.str_short(self._axis_order())}>"

@@ -170,11 +170,15 @@ class Aval:
         vma = "" if axis_order is None else format_vma(self.vma, axis_order)
         return f"{short_dtype(self.dtype)}[{dims}]{vma}"
 
-    def str_long(self, axis_order: Sequence[str] | None = ()) -> str:
-        """The form of ``typeof(x)``: ``float32[3]{i}``; ``axis_order=None`` hides the vma."""
+    def str_long(self, axis_order: Sequence[str] | None = (), short: bool = False) -> str:
+        """The form of ``typeof(x)``, as JAX 0.10 prints it: ``float32[3]{V:i}``,
+        ``float32[3]{V:(i,j)}`` (``f32[3]{V:i}`` with ``short``, as its errors do);
+        ``axis_order=None`` hides the vma."""
         dims = _dims_text(self.shape, self.sharding)
-        vma = "" if axis_order is None else format_vma(self.vma, axis_order)
-        return f"{self.dtype.name}[{dims}]{vma}"
+        vma = "" if axis_order is None or not self.vma else \
+            "{V:" + _grouped(_ordered(self.vma, axis_order)) + "}"
+        dtype = short_dtype(self.dtype) if short else self.dtype.name
+        return f"{dtype}[{dims}]{vma}"
 
     def __repr__(self):
         return f"Aval({self.str_short()})"
@@ -187,9 +191,16 @@ def format_vma(vma, axis_order: Sequence[str] = ()) -> str:
     """``{x,y}`` in mesh order (unknown axes after, sorted); empty string for no axes."""
     if not vma:
         return ""
+    return "{" + ",".join(_ordered(vma, axis_order)) + "}"
+
+
+def _ordered(vma, axis_order: Sequence[str]) -> list:
     order = {name: k for k, name in enumerate(axis_order)}
-    names = sorted(vma, key=lambda a: (order.get(a, len(order)), a))
-    return "{" + ",".join(names) + "}"
+    return sorted(vma, key=lambda a: (order.get(a, len(order)), a))
+
+
+def _grouped(names: list) -> str:
+    return names[0] if len(names) == 1 else "(" + ",".join(names) + ")"
 
 
 class Var:

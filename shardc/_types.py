@@ -7,7 +7,7 @@ import dataclasses
 
 from compiler.tracing import Tracer, aval_of
 from ir import dtypes
-from ir.core import Aval
+from ir.core import Aval, short_dtype
 from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import partitions, type_sharding
 from runtime.array import Array
@@ -38,10 +38,6 @@ class ManualAxisType:
     def empty(self) -> bool:
         return not (self.varying or self.unreduced or self.reduced)
 
-    def __repr__(self):
-        return (f"ManualAxisType(varying={set(self.varying) or '{}'}, "
-                f"unreduced={set(self.unreduced) or '{}'}, reduced={set(self.reduced) or '{}'})")
-
 
 def typeof(x):
     """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
@@ -65,9 +61,13 @@ class _TypeOf:
         self.shape = aval.shape
         self.dtype = aval.dtype
         self.ndim = aval.ndim
-        self.vma = aval.vma
-        # JAX's spelling of the vma: typeof(x).manual_axis_type.varying (and .mat)
-        self.manual_axis_type = self.mat = ManualAxisType(varying=aval.vma)
+        order = value._axis_order() if hasattr(value, "_axis_order") else ()
+        # in a body whose replication check is off (no axis order) nothing is typed varying
+        # (JAX's); the axes shardc infers there stay internal
+        self.vma = aval.vma if order is not None else frozenset()
+        # JAX 0.10's spelling: typeof(x).manual_axis_type.varying (and .mat); ``.vma`` is
+        # the older one, kept for programs written against it
+        self.manual_axis_type = self.mat = ManualAxisType(varying=self.vma)
         # on Explicit axes the type's split, a NamedSharding on the abstract mesh (JAX's);
         # else an Array's layout (under jit and grad, the layout of the argument traced)
         layout = getattr(value, "sharding", None)
@@ -80,11 +80,16 @@ class _TypeOf:
                                           PartitionSpec(*[None] * aval.ndim))
         else:
             self.sharding = layout
-        order = value._axis_order() if hasattr(value, "_axis_order") else ()
         self._text = aval.str_long(order)
 
     def __str__(self):
         return self._text
+
+    def str_short(self, short_dtypes: bool = False, mesh_axis_types: bool = False) -> str:
+        """JAX's ``str_short``: the type as printed, with ``f32``-style dtypes if asked."""
+        if not short_dtypes:
+            return self._text
+        return short_dtype(self.dtype) + self._text[len(self.dtype.name):]
 
     def __repr__(self):
         return f"ShapedArray({self._text})"      # JAX's repr (f"{typeof(x)=}")

@@ -53,7 +53,7 @@ def test_typeof_reports_the_manual_axis_type_and_vma():
     assert b.vma == frozenset() and b.manual_axis_type.varying == frozenset()
     assert total.mat.varying == frozenset({"x"})
     assert a.manual_axis_type.unreduced == frozenset() and a.manual_axis_type.reduced == frozenset()
-    assert a.shape == (2,) and a.dtype == np.float32 and str(a) == "float32[2]{x}"
+    assert a.shape == (2,) and a.dtype == np.float32 and str(a) == "float32[2]{V:x}"
 
 
 def test_typeof_of_a_concrete_array_has_its_sharding():

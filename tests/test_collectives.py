@@ -600,7 +600,7 @@ def test_example_2_7_pvary_changes_the_type_only():
     out = f(jnp.arange(6.))
     np.testing.assert_array_equal(np.asarray(out), np.tile(np.arange(6.), 4))
     np.testing.assert_array_equal(np.asarray(shardc.jit(f)(jnp.arange(6.))), np.asarray(out))
-    assert seen and all(s == ("float32[6]", "float32[6]{i}") for s in seen)
+    assert seen and all(s == ("float32[6]", "float32[6]{V:i}") for s in seen)
     printed = str(shardc.make_jaxpr(f)(jnp.arange(6.)))
     assert "f32[6]{i} = pvary[mesh_axes=('i',)]" in printed
 

@@ -669,11 +669,11 @@ def swap_twice(x, y):
 V9_MESSAGE = (
     "scan body function carry input and carry output must have equal types, but they differ:\n"
     "\n"
-    "  * the input carry component carry[0] has type float32[3]{i} but the corresponding output "
+    "  * the input carry component carry[0] has type float32[3]{V:i} but the corresponding output "
     "carry component has type float32[3], so the manual axis types do not match;\n"
     "\n"
     "  * the input carry component carry[1] has type float32[3] but the corresponding output "
-    "carry component has type float32[3]{i}, so the manual axis types do not match.\n"
+    "carry component has type float32[3]{V:i}, so the manual axis types do not match.\n"
     "\n"
     + HINT_RETURNED.format(c="carry[0]") + "\n"
     "\n"
@@ -733,7 +733,7 @@ def test_lone_mismatch_is_one_unbulleted_sentence():
         "scan body function carry input and carry output must have equal types, but they "
         "differ:\n\n"
         "The input carry component carry[1] has type float32[] but the corresponding output "
-        "carry component has type float32[]{i}, so the manual axis types do not match.\n\n"
+        "carry component has type float32[]{V:i}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry value "
         "corresponding to the input carry component carry[1].\n\n"
         "Revise the function so that all output types match the corresponding input types.")
@@ -755,7 +755,7 @@ def test_non_tuple_carry_reads_the_input_carry():
         "scan body function carry input and carry output must have equal types, but they "
         "differ:\n\n"
         "The input carry total has type float32[3] but the corresponding output carry "
-        "component has type float32[3]{i}, so the manual axis types do not match.\n\n"
+        "component has type float32[3]{V:i}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry value "
         "corresponding to the input carry total.\n\n"
         "Revise the function so that all output types match the corresponding input types.")
@@ -784,7 +784,7 @@ def test_fori_loop_carry_names_loop_carry(wrap):
             f"{construct} body function carry input and carry output must have equal types, "
             "but they differ:\n\n"
             f"The input carry {component} has type {in_type} but the corresponding output "
-            f"carry component has type {in_type}{{i}}, so the manual axis types do not "
+            f"carry component has type {in_type}{{V:i}}, so the manual axis types do not "
             "match.\n\n"
             "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry "
             f"value corresponding to the input carry {component}.\n\n"
@@ -804,7 +804,7 @@ def test_while_loop_carry_that_loses_its_axes():
     assert str(err.value) == (
         "while_loop body function carry input and carry output must have equal types, but "
         "they differ:\n\n"
-        "The input carry component c[0] has type float32[3]{i} but the corresponding output "
+        "The input carry component c[0] has type float32[3]{V:i} but the corresponding output "
         "carry component has type float32[3], so the manual axis types do not match.\n\n"
         + HINT_RETURNED.format(c="c[0]") + "\n\n"
         "Revise the function so that all output types match the corresponding input types.")
@@ -843,7 +843,7 @@ def test_cond_branch_types_differ_under_an_invariant_predicate(wrap):
         "cond branches must have equal output types but they differ.\n\n"
         f"true_fun is {first_line(keep)}\n"
         f"false_fun is {first_line(reset)}\n\n"
-        "The output of true_fun has type float32[3]{i} but the corresponding output of "
+        "The output of true_fun has type float32[3]{V:i} but the corresponding output of "
         "false_fun has type float32[3], so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output of false_fun.\n\n"
         "Revise true_fun and/or false_fun so that all output types match.")
@@ -869,7 +869,7 @@ def test_switch_branch_types_differ():
         f"branch 0 is {first_line(first)}\n"
         f"branch1 is {first_line(second)}\n\n"
         "The output of branch 0 has type float32[3] but the corresponding output of "
-        "branch1 has type float32[3]{i}, so the manual axis types do not match.\n\n"
+        "branch1 has type float32[3]{V:i}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output of branch 0.\n\n"
         "Revise branch 0 and/or branch1 so that all output types match.")
 
@@ -952,14 +952,14 @@ def test_typeof_control_flow_results(wrap):
     fori, stops = wrap(shardc.shard_map(f, mesh=mesh, in_specs=P("i"),
                                         out_specs=(P("i"), P("i"))))(np.arange(8.0, dtype=np.float32))
     assert {k: str(shardc.typeof(v)) for k, v in seen.items()} == {
-        "fori": "float32[2]{i}",
-        "scan carry": "float32[]", "scan ys": "float32[2]{i}",
+        "fori": "float32[2]{V:i}",
+        "scan carry": "float32[]", "scan ys": "float32[2]{V:i}",
         "cond invariant": "float32[2]",
-        "cond varying": "float32[2]{i}",          # the predicate's axes reach the result
+        "cond varying": "float32[2]{V:i}",          # the predicate's axes reach the result
                                                   # (JAX: float32[2], one device's value)
-        "while varying": "float32[]{i}",          # iteration counts may differ
+        "while varying": "float32[]{V:i}",          # iteration counts may differ
         "while invariant": "float32[]",
-        "switch varying": "float32[2]{i}",
+        "switch varying": "float32[2]{V:i}",
     }
     np.testing.assert_array_equal(np.asarray(fori), [72, 97, 74, 99, 76, 101, 78, 103])
     # each device counts up to its own x[0]: 0, 2, 4, 6
@@ -1000,7 +1000,7 @@ def test_branches_see_their_operands_types_under_a_varying_predicate(wrap, const
     got = wrap(f)(a)
     want = np.concatenate([blocks_of(a, 2)[i] * 2 for i in range(2) for _ in range(4)])
     np.testing.assert_array_equal(np.asarray(got), want)
-    assert seen == {"operand": "float32[2]{x}", "result": "float32[2]{x,y}"}
+    assert seen == {"operand": "float32[2]{V:x}", "result": "float32[2]{V:(x,y)}"}
     # the operand enters the cond untouched; each branch holds the pvary its pcast made
     text = str(shardc.make_jaxpr(f)(a))
     branch = re.compile(r"\{ lambda ; (\w+):f32\[2\]\{x\}\. let\n\s+\w+:f32\[2\]\{x,y\} = "
@@ -1028,8 +1028,8 @@ def test_branch_types_differing_by_the_predicates_axes_are_an_error(wrap):
         "cond branches must have equal output types but they differ.\n\n"
         f"true_fun is {first_line(varied)}\n"
         f"false_fun is {first_line(kept)}\n\n"
-        "The output of true_fun has type float32[2]{x,y} but the corresponding output of "
-        "false_fun has type float32[2]{x}, so the manual axis types do not match.\n\n"
+        "The output of true_fun has type float32[2]{V:(x,y)} but the corresponding output of "
+        "false_fun has type float32[2]{V:x}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('y',), to='varying')` to the "
         "output of false_fun.\n\n"
         "Revise true_fun and/or false_fun so that all output types match.")
@@ -1052,7 +1052,7 @@ def test_an_operand_every_branch_returns_is_forwarded_with_its_type(wrap):
                          out_specs=(P(("x", "y")), P()))
     a, w = np.arange(4, dtype=np.float32), np.float32([5, 6, 7])
     scaled, same = wrap(f)(a, w)
-    assert seen == {"scaled": "float32[2]{x,y}", "same": "float32[3]"}
+    assert seen == {"scaled": "float32[2]{V:(x,y)}", "same": "float32[3]"}
     blocks = blocks_of(a, 2)
     want = [blocks[i] * 2 if j == 0 else blocks[i] + 1 for i in range(2) for j in range(4)]
     np.testing.assert_array_equal(np.asarray(scaled), np.concatenate(want))

@@ -27,7 +27,7 @@ def test_types_print_vma_in_mesh_order():
     assert aval.str_short(("x", "y")) == "f32[4,8]{x,y}"
     assert aval.str_short(("y", "x")) == "f32[4,8]{y,x}"
     assert Aval((3,), f32).str_short() == "f32[3]"
-    assert Aval((3,), np.dtype("int32"), frozenset({"i"})).str_long(("i",)) == "int32[3]{i}"
+    assert Aval((3,), np.dtype("int32"), frozenset({"i"})).str_long(("i",)) == "int32[3]{V:i}"
 
 
 def _program():

@@ -220,4 +220,4 @@ def test_typeof_a_key_array():
 
     mesh = shardc.make_mesh((4,), ("i",))
     shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(keys)
-    assert str(seen[0]) == "key<fry>[1]{i}" and seen[0].vma == frozenset({"i"})
+    assert str(seen[0]) == "key<fry>[1]{V:i}" and seen[0].vma == frozenset({"i"})

@@ -250,7 +250,9 @@ def test_if_on_a_varying_eager_value_raises(mesh, check):
     with pytest.raises(TypeError) as info:
         f(jnp.ones((8, 4)))
     assert type(info.value) is jax.TracerBoolConversionError
-    assert str(info.value) == "Attempted boolean conversion of traced array with shape bool[]{x,y}."
+    assert str(info.value) == ("Attempted boolean conversion of traced array with shape "
+                               "bool[]{V:(x,y)}.\nSee https://docs.jax.dev/en/latest/errors.html"
+                               "#jax.errors.TracerBoolConversionError")
 
 
 def test_bool_of_a_partly_varying_eager_value(mesh):
@@ -258,7 +260,9 @@ def test_bool_of_a_partly_varying_eager_value(mesh):
         return x if bool(lax.psum(x.sum(), 'x') > 0) else -x
     with pytest.raises(TypeError) as info:
         shard_map(body, mesh, P('x', 'y'), P('x', 'y'))(jnp.ones((8, 4)))
-    assert str(info.value) == "Attempted boolean conversion of traced array with shape bool[]{y}."
+    assert str(info.value) == ("Attempted boolean conversion of traced array with shape "
+                               "bool[]{V:y}.\nSee https://docs.jax.dev/en/latest/errors.html"
+                               "#jax.errors.TracerBoolConversionError")
 
 
 def test_int_and_float_of_a_varying_eager_value_raise(mesh):
@@ -266,7 +270,7 @@ def test_int_and_float_of_a_varying_eager_value_raise(mesh):
         f = shard_map(lambda x: x * convert(x.sum()), mesh, P('x'), P('x'))
         with pytest.raises(TypeError) as info:
             f(jnp.ones((8,)))
-        assert "of traced array with shape f32[]{x}" in str(info.value)
+        assert "of traced array with shape f32[]{V:x}" in str(info.value)
 
 
 def test_if_under_jit_names_the_users_line(mesh):
@@ -282,7 +286,7 @@ def test_if_under_jit_names_the_users_line(mesh):
         f(jnp.ones((8, 4)))
     assert isinstance(info.value, jax.TracerBoolConversionError)
     assert str(info.value).startswith(
-        "Attempted boolean conversion of traced array with shape bool[]{x,y} at "
+        "Attempted boolean conversion of traced array with shape bool[]{V:(x,y)} at "
         f"test_replication_errors.py:{lines[-1]}.")
 
 

@@ -141,7 +141,7 @@ def test_typeof_shows_varying_axes():
 
     f = shardc.shard_map(body, mesh=MESH, in_specs=P("x", "y"), out_specs=P("x"))
     f(jnp.arange(32.).reshape(8, 4))
-    assert seen == ["float32[2,2]{x,y}", "float32[2,2]{x}"]
+    assert seen == ["float32[2,2]{V:(x,y)}", "float32[2,2]{V:x}"]
 
 
 def test_eager_body_values_print_per_device(capsys):

@@ -538,7 +538,7 @@ def test_v4_typeof_around_psum(wrap, capsys):
 
     x = jnp.arange(6.)
     y = wrap(f)(x)
-    assert capsys.readouterr().out == "x type: float32[3]{i}\ny type: float32[3]\n"
+    assert capsys.readouterr().out == "x type: float32[3]{V:i}\ny type: float32[3]\n"
     np.testing.assert_array_equal(np.asarray(y), [3., 5., 7.])
 
 
@@ -557,7 +557,7 @@ def test_v5_typeof_on_a_2d_mesh(wrap, capsys):
 
     x = jnp.arange(8 * 4.).reshape(8, 4)
     y = wrap(f)(x)
-    assert capsys.readouterr().out == ("x type: float32[2,2]{i,j}\ny type: float32[2,2]{i}\n"
+    assert capsys.readouterr().out == ("x type: float32[2,2]{V:(i,j)}\ny type: float32[2,2]{V:i}\n"
                                        "frozenset({'i'})\n")
     assert y.shape == (8, 2)
     expected = np.arange(32.).reshape(8, 4)

@@ -667,7 +667,7 @@ def test_v7_pvary_an_invariant_input(wrap, cast, capsys):
 
     x = jnp.arange(6.)
     assert wrap(f)(x) is None
-    assert capsys.readouterr().out == "float32[6]\nfloat32[6]{i}\n"
+    assert capsys.readouterr().out == "float32[6]\nfloat32[6]{V:i}\n"
 
 
 def test_v7_pvary_is_a_no_op_on_values():
