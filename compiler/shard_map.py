@@ -176,7 +176,7 @@ def _check_spec_axes(specs, mesh: Mesh, which: str, manual: tuple):
     if unknown:
         raise UnknownAxisError(
             f"shard_map {which} argument must refer to an axis marked as manual "
-            f"({manual}), but:\n\n" + "\n\n".join(unknown) +
+            f"(frozenset({{{', '.join(map(repr, manual))}}})), but:\n\n" + "\n\n".join(unknown) +
             f"\n\nCheck the {which} values passed to shard_map.")
 
 

@@ -11,7 +11,7 @@ from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
 from ir.sharding import AbstractMesh, AxisType, PartitionSpec
 from ir.sharding_rules import named_sharding
-from shardc.sharding import get_mesh, resolve_sharding
+from shardc.sharding import body_abstract_mesh, get_mesh, resolve_sharding
 from shardc.tree_util import tree_map
 
 __all__ = ["jit", "shard_map"]
@@ -64,16 +64,26 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
         abstract, mesh = mesh, None
     if mesh is not None:
         if in_specs is not _INFER and in_specs is not None:
-            return _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma,
-                                   flag="check_vma", manual_axes=axis_names)
+            mapped = _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma,
+                                     flag="check_vma", manual_axes=axis_names)
+
+            @functools.wraps(f)
+            def checked_at_call(*args, **kwargs):
+                _check_context_mesh(mesh)
+                return mapped(*args, **kwargs)
+            checked_at_call.__wrapped_shard_map__ = mapped.__wrapped_shard_map__
+            return checked_at_call
         # what can be checked before the call is checked now, as when in_specs are given
         _shard_map_impl(f, mesh, PartitionSpec(), out_specs, check_vma=check_vma,
                         flag="check_vma", manual_axes=axis_names)
     elif not callable(f):
         _shard_map_impl(f, None, PartitionSpec(), out_specs)     # raises its TypeError
 
+    given = abstract if abstract is not None else mesh
+
     @functools.wraps(f)
     def resolved_at_call(*args, **kwargs):
+        _check_context_mesh(given)
         call_mesh = mesh if mesh is not None else _current_mesh(abstract)
         if in_specs is None:
             specs = tuple(None for _ in args)
@@ -87,6 +97,20 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
                                flag="check_vma", manual_axes=axis_names)(*args, **kwargs)
 
     return resolved_at_call
+
+
+def _check_context_mesh(given) -> None:
+    """JAX's ValueError for a shard_map given a mesh inside a shard_map body whose mesh (its
+    manual axes typed Manual) is another: a nested shard_map takes the context's mesh
+    (``mesh=`` omitted, or ``get_abstract_mesh()``)."""
+    body = current_shard_context()
+    if body is None or given is None:
+        return
+    context = body_abstract_mesh(body)
+    theirs = given if isinstance(given, AbstractMesh) else given.abstract_mesh
+    if theirs != context:
+        raise ValueError(f"The context mesh {context!r} should match the mesh passed to "
+                         f"shard_map {given!r}")
 
 
 def _current_mesh(abstract=None):

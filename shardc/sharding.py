@@ -54,7 +54,8 @@ def use_mesh(mesh: Mesh) -> _MeshScope:
 
 def get_abstract_mesh() -> AbstractMesh:
     """The mesh code is traced under, as an ``AbstractMesh`` (sizes, names, axis types): inside
-    a shard_map body, that body's mesh (what a nested shard_map may pass as ``mesh=``); else
+    a shard_map body, that body's mesh with the axes it is manual over typed Manual (what a
+    nested shard_map may pass as ``mesh=``); else
     the current mesh; else the empty one (``.empty``). Inside ``auto_axes`` its axes are Auto,
     as JAX reports them there."""
     body = current_shard_context()
@@ -62,12 +63,25 @@ def get_abstract_mesh() -> AbstractMesh:
     if mesh is None:
         return EMPTY_MESH
     abstract = mesh.abstract_mesh
+    if body is not None:
+        abstract = body_abstract_mesh(body)
     if _AUTO_AXES and set(_AUTO_AXES[-1]) & set(abstract.axis_names):
         types = tuple(AxisType.Auto if n in _AUTO_AXES[-1] else t
                       for n, t in zip(abstract.axis_names, abstract.axis_types))
         abstract = AbstractMesh(abstract.axis_sizes, abstract.axis_names, types,
                                 _device_kind=abstract._device_kind)
     return abstract
+
+
+def body_abstract_mesh(body) -> AbstractMesh:
+    """A shard_map body's mesh as its code sees it: the axes it is manual over typed Manual
+    (JAX's context mesh there)."""
+    abstract = body.mesh.abstract_mesh
+    manual = set(body.manual)
+    types = tuple(AxisType.Manual if n in manual else t
+                  for n, t in zip(abstract.axis_names, abstract.axis_types))
+    return AbstractMesh(abstract.axis_sizes, abstract.axis_names, types,
+                        _device_kind=abstract._device_kind)
 
 
 # the axes each enclosing auto_axes call takes out of the types (innermost last)

@@ -13,7 +13,7 @@ import shardc as jax
 import shardc.numpy as jnp
 from shardc import lax
 from shardc.experimental.shard_map import shard_map as old_shard_map
-from shardc.sharding import PartitionSpec as P
+from shardc.sharding import AxisType, PartitionSpec as P
 
 MESH = jax.make_mesh((4, 2), ("x", "y"))
 MESH3 = jax.make_mesh((2, 2, 2), ("a", "b", "c"))
@@ -45,7 +45,7 @@ def test_nested_shard_map_over_the_automatic_axis(wrap, check):
         return c * (1 + lax.axis_index("y")) + lax.psum(c.sum(), "y")
 
     def outer(b):                                    # b: (2, 6), split over x
-        g = jax.shard_map(inner, mesh=MESH, in_specs=P(None, "y"), out_specs=P(None, "y"),
+        g = jax.shard_map(inner, in_specs=P(None, "y"), out_specs=P(None, "y"),
                           axis_names={"y"}, check_vma=check)
         return g(b) + lax.axis_index("x")
 
@@ -60,7 +60,7 @@ def test_nested_shard_map_over_the_automatic_axis(wrap, check):
 @pytest.mark.parametrize("check", [True, False], ids=["check-on", "check-off"])
 def test_nested_shard_map_gradient_equals_finite_differences(check):
     def outer(b):
-        g = jax.shard_map(lambda c: jnp.sin(c) * lax.psum(c, "y"), mesh=MESH,
+        g = jax.shard_map(lambda c: jnp.sin(c) * lax.psum(c, "y"),
                           in_specs=P(None, "y"), out_specs=P(None, "y"), axis_names={"y"},
                           check_vma=check)
         return g(b)
@@ -86,8 +86,9 @@ def test_nested_shard_map_gradient_equals_finite_differences(check):
 
 def test_a_nested_shard_map_may_pass_the_abstract_mesh():
     def outer(b):
-        mesh = jax.sharding.get_abstract_mesh()
-        assert mesh == MESH.abstract_mesh
+        mesh = jax.sharding.get_abstract_mesh()      # the axes the body is manual over, Manual
+        assert (mesh.axis_names, mesh.axis_sizes) == (MESH.axis_names, MESH.axis_sizes)
+        assert mesh.axis_types == (AxisType.Manual, MESH.axis_types[1])
         return jax.shard_map(lambda c: c * 2, mesh=mesh, in_specs=P(None, "y"),
                              out_specs=P(None, "y"), axis_names={"y"})(b)
 
@@ -100,7 +101,7 @@ def test_inner_output_replicated_over_its_axis():
     """An inner out_spec that does not name the inner axis: the value is invariant there
     (checked), and the outer body gets it as it is."""
     def outer(b):
-        g = jax.shard_map(lambda c: lax.psum(c.sum(1, keepdims=True), "y"), mesh=MESH,
+        g = jax.shard_map(lambda c: lax.psum(c.sum(1, keepdims=True), "y"),
                           in_specs=P(None, "y"), out_specs=P(), axis_names={"y"})
         return g(b)
 
@@ -110,7 +111,7 @@ def test_inner_output_replicated_over_its_axis():
 
 def test_inner_check_off_takes_the_coordinate_0_copy():
     def outer(b):
-        g = jax.shard_map(lambda c: c + lax.axis_index("y"), mesh=MESH, in_specs=P(),
+        g = jax.shard_map(lambda c: c + lax.axis_index("y"), in_specs=P(),
                           out_specs=P(), axis_names={"y"}, check_vma=False)
         return g(b)
 
@@ -120,7 +121,7 @@ def test_inner_check_off_takes_the_coordinate_0_copy():
 
 def test_inner_replication_is_checked_over_its_own_axes():
     def outer(b):
-        g = jax.shard_map(lambda c: c, mesh=MESH, in_specs=P(None, "y"), out_specs=P(),
+        g = jax.shard_map(lambda c: c, in_specs=P(None, "y"), out_specs=P(),
                           axis_names={"y"})
         return g(b)
 
@@ -158,7 +159,7 @@ def test_errors_name_what_is_wrong():
                                 out_specs=P("x"), axis_names={"x"})
     with pytest.raises(NameError, match="psum: mesh axis 'y' .* is not manual here"):
         body_psum_y(jnp.asarray(X))
-    with pytest.raises(ValueError, match=r"must refer to an axis marked as manual \(\('x',\)\)"
+    with pytest.raises(ValueError, match=r"must refer to an axis marked as manual \(frozenset\(\{'x'\}\)\)"
                                          r"(.|\n)*in_specs refers to 'y'"):
         jax.shard_map(lambda b: b, mesh=MESH, in_specs=P("y"), out_specs=P("y"),
                       axis_names={"x"})
@@ -172,10 +173,29 @@ def test_errors_name_what_is_wrong():
         jax.shard_map(lambda b: b, mesh=MESH, in_specs=P(), out_specs=P(), axis_names=("x",))
 
     def again_over_x(b):
-        return jax.shard_map(lambda c: c, mesh=MESH, in_specs=P("x"), out_specs=P("x"))(b)
+        return jax.shard_map(lambda c: c, in_specs=P("x"), out_specs=P("x"))(b)
 
     nested_x = jax.shard_map(again_over_x, mesh=MESH, in_specs=P("x"), out_specs=P("x"),
                              axis_names={"x"})
     with pytest.raises(ValueError, match="in_specs refers to 'x', which the enclosing "
                                          "shard_map is already manual over"):
         nested_x(jnp.asarray(X))
+
+
+@pytest.mark.parametrize("given", ["mesh", "abstract"])
+def test_a_nested_shard_map_given_another_mesh_is_jaxs_context_mesh_error(given):
+    """Inside a body the context mesh types its manual axes Manual: a nested shard_map given
+    the outer mesh (or its abstract mesh, typed otherwise) is JAX 0.10's ValueError."""
+    def outer(b):
+        mesh = MESH if given == "mesh" else MESH.abstract_mesh
+        return jax.shard_map(lambda c: c, mesh=mesh, in_specs=P(None, "y"),
+                             out_specs=P(None, "y"), axis_names={"y"})(b)
+
+    h = jax.shard_map(outer, mesh=MESH, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+    passed = repr(MESH if given == "mesh" else MESH.abstract_mesh)
+    with pytest.raises(ValueError) as err:
+        h(jnp.asarray(X))
+    assert str(err.value) == (
+        "The context mesh AbstractMesh('x': 4, 'y': 2, axis_types=(Manual, Explicit), "
+        "device_kind=cpu, num_cores=None, platform=cpu) should match the mesh passed to "
+        f"shard_map {passed}")

@@ -157,7 +157,7 @@ def test_unknown_axis(mesh, wrap):
     assert type(info.value) is UnknownAxisError
     assert isinstance(info.value, ShardingSpecError) and isinstance(info.value, NameError)
     assert str(info.value) == (
-        "shard_map in_specs argument must refer to an axis marked as manual (('x', 'y')), "
+        "shard_map in_specs argument must refer to an axis marked as manual (frozenset({'x', 'y'})), "
         "but:\n\n  in_specs refers to 'z'\n\nCheck the in_specs values passed to shard_map.")
 
 
@@ -165,7 +165,7 @@ def test_unknown_axes_are_all_listed(mesh):
     text = raises(UnknownAxisError, shard_map, lambda a, b: a, mesh,
                   (P('z'), P(None, ('x', 'w'))), P())
     assert text == (
-        "shard_map in_specs argument must refer to an axis marked as manual (('x', 'y')), "
+        "shard_map in_specs argument must refer to an axis marked as manual (frozenset({'x', 'y'})), "
         "but:\n\n  in_specs[0] refers to 'z'\n\n  in_specs[1] refers to 'w'\n\n"
         "Check the in_specs values passed to shard_map.")
 
@@ -176,7 +176,7 @@ def test_unknown_axis_in_out_specs(mesh, wrap):
     with pytest.raises(UnknownAxisError) as info:
         wrap(shard_map(lambda x: x, mesh, P('x'), (P('q'),)))(x)
     assert str(info.value) == (
-        "shard_map out_specs argument must refer to an axis marked as manual (('x', 'y')), "
+        "shard_map out_specs argument must refer to an axis marked as manual (frozenset({'x', 'y'})), "
         "but:\n\n  out_specs[0] refers to 'q'\n\nCheck the out_specs values passed to "
         "shard_map.")
 
