@@ -348,6 +348,11 @@ def current_trace() -> Trace:
     return _current[-1]
 
 
+def innermost_trace(kinds: tuple):
+    """The innermost trace (the latest set) of one of ``kinds``, or None."""
+    return next((t for t in reversed(_current) if isinstance(t, kinds)), None)
+
+
 @contextlib.contextmanager
 def set_current_trace(trace: Trace):
     _current.append(trace)

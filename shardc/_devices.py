@@ -7,12 +7,15 @@ import math
 import numpy as np
 
 from compiler.backend import get_backend
-from compiler.tracing import check_jax_leaves
+from compiler.eager import ShardTrace
+from compiler.shard_map import current_shard_context
+from compiler.tracing import ProgramTrace, aval_of, check_jax_leaves, innermost_trace
 from compiler.tree import broadcast_prefix, leaf_paths, tree_flatten, tree_unflatten
-from ir.sharding import AxisType, Mesh, PartitionSpec
+from ir.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from runtime.devices import devices as all_devices
 from runtime.devices import local_devices
 from runtime.reference import device_put as _device_put_one
+from shardc._types import ManualAxisType
 from shardc.sharding import resolve_sharding
 
 __all__ = ["device_put", "local_device_count", "make_mesh"]
@@ -23,6 +26,8 @@ def device_put(x, device=None):
     mesh, a device, or a pytree prefix of those; default device 0."""
     leaves, treedef = tree_flatten(x)
     check_jax_leaves(leaves, x, lambda path: f"device_put: x{path}")
+    if current_shard_context() is not None:
+        return _device_put_in_body(x, leaves, device)
     if device is None:
         return tree_unflatten(treedef, [_device_put_one(v) for v in leaves])
     is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
@@ -30,6 +35,33 @@ def device_put(x, device=None):
     shardings = [resolve_sharding(t, "device_put") for t in targets]
     labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]   # for errors only
     return tree_unflatten(treedef, get_backend().put(leaves, shardings, labels))
+
+
+def _device_put_in_body(x, leaves, device):
+    """``device_put`` inside a shard_map body, as JAX 0.10 takes it: without a target, or
+    under jit with a device or a sharding of a value that varies over no manual axis, it
+    changes nothing; an eager body refuses any target, and under jit a sharding cannot
+    hold a value that varies over the body's axes."""
+    if device is None:
+        return x
+    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
+    targets = broadcast_prefix(device, x, is_leaf=is_leaf, name="device_put sharding")
+    for leaf, target in zip(leaves, targets):
+        if isinstance(target, PartitionSpec):
+            target = resolve_sharding(target, "device_put")
+        vma = aval_of(leaf).vma
+        if isinstance(target, NamedSharding) and vma:
+            mat = ManualAxisType(varying=frozenset(vma))
+            kinds = dict(zip(target.mesh.axis_names, target.mesh.axis_types))
+            axis = next(a for a in target.mesh.axis_names if a in vma)
+            raise ValueError(
+                "Axes mentioned in `manual_axis_type` field of ShapedArray should be of type "
+                f"`Manual`. Got manual_axis_type={mat!r} with axis: {axis} of type "
+                f"{kinds[axis]}")
+    if isinstance(innermost_trace((ShardTrace, ProgramTrace)), ShardTrace):
+        raise ValueError("device_put with explicit device not allowed within "
+                         f"shard_map-decorated functions, but got device {device}")
+    return x
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):

@@ -123,6 +123,9 @@ def resolve_sharding(sharding, what: str):
                     "Using PartitionSpec when you are not under a mesh context is not "
                     "allowed. Please pass a NamedSharding instance or enter into a mesh "
                     f"context via `jax.set_mesh`. Got {p_text(spec_names(sharding))}")
+            if what == "device_put":       # JAX's words
+                raise ValueError("Please set a mesh via `jax.set_mesh` if a PartitionSpec is "
+                                 "passed to device_put")
             raise ValueError(f"{what} got the PartitionSpec {sharding!r} but no mesh is set; "
                              "pass NamedSharding(mesh, spec) or call shardc.set_mesh(mesh)")
         return NamedSharding(mesh, sharding)

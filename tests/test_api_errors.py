@@ -345,3 +345,45 @@ def ident(tree):
 
 def total(tree):
     return sum(shardc.tree_util.tree_leaves(tree))
+
+
+# device_put inside a shard_map body, as JAX 0.10.2 takes it (probed side by side)
+AUTO4 = shardc.make_mesh((4,), ("i",), axis_types=(shardc.sharding.AxisType.Auto,),
+                         devices=shardc.devices()[:4])
+EXPLICIT_DEVICE = ("device_put with explicit device not allowed within shard_map-decorated "
+                   "functions, but got device ")
+
+
+@pytest.mark.parametrize("target, eager, jitted", [
+    (lambda: shardc.devices()[6], EXPLICIT_DEVICE + "TFRT_CPU_6", None),   # outside the mesh
+    (lambda: shardc.devices()[1], EXPLICIT_DEVICE + "TFRT_CPU_1", None),
+    (lambda: None, None, None),
+    (lambda: shardc.NamedSharding(AUTO4, P()),
+     "Axes mentioned in `manual_axis_type` field of ShapedArray should be of type `Manual`. "
+     "Got manual_axis_type=ManualAxisType(varying=frozenset({'i'}), unreduced=frozenset(), "
+     "reduced=frozenset()) with axis: i of type AxisType.Auto", "same"),
+    (lambda: P(), "Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to "
+                  "device_put", "same"),
+])
+def test_device_put_inside_a_body(target, eager, jitted):
+    """An eager body refuses any target; under jit a device is a no-op, and a sharding cannot
+    hold a value varying over the body's axes."""
+    f = shardc.shard_map(lambda b: shardc.device_put(b, target()) * 2, mesh=AUTO4,
+                         in_specs=P("i"), out_specs=P("i"))
+    x = np.arange(8.0, dtype=np.float32)
+    for call, want in ((f, eager), (shardc.jit(f), eager if jitted == "same" else jitted)):
+        if want is None:
+            np.testing.assert_array_equal(np.asarray(call(x)), x * 2)
+        else:
+            with pytest.raises(ValueError) as err:
+                call(x)
+            assert str(err.value) == want
+
+
+def test_device_put_inside_a_jitted_body_of_an_invariant_value_to_a_sharding_changes_nothing():
+    f = shardc.shard_map(lambda b: b + shardc.device_put(jnp.ones(2), shardc.NamedSharding(
+        AUTO4, P())), mesh=AUTO4, in_specs=P("i"), out_specs=P("i"))
+    x = np.arange(8.0, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(shardc.jit(f)(x)), x + 1)
+    with pytest.raises(ValueError, match="device_put with explicit device not allowed"):
+        f(x)
