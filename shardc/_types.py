@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from compiler.tracing import Tracer, aval_of
 from ir import dtypes
 from ir.core import Aval, short_dtype
@@ -101,10 +103,13 @@ class ShapeDtypeStruct:
 
     def __init__(self, shape, dtype, sharding=None):
         self.shape = tuple(shape)
-        self.dtype = dtypes.canonicalize(dtype)
+        canonical = dtypes.canonicalize(dtype)      # refuses what no array holds
+        # the dtype as asked (JAX keeps float64 with x64 off: pure_callback refuses it);
+        # what it stands for when traced is the canonical one
+        self.dtype = np.dtype(dtype)
         self.sharding = sharding
         # on an Explicit mesh the sharding is part of the type (JAX's sharding in types)
-        self.aval = Aval(self.shape, self.dtype).with_sharding(
+        self.aval = Aval(self.shape, canonical).with_sharding(
             type_sharding(sharding, len(self.shape)))
 
     def __repr__(self):

@@ -144,3 +144,17 @@ def test_a_64_bit_dtype_with_x64_off_warns_as_jax():
     assert texts[0].startswith("Explicitly requested dtype float64 requested in zeros is not "
                                "available, and will be truncated to dtype float32.")
     assert "requested in asarray" in texts[1]
+
+
+def test_a_64_bit_result_type_with_x64_off_is_jaxs_error():
+    """ShapeDtypeStruct keeps the dtype asked for (float64 here, as JAX's does), so
+    pure_callback sees it and refuses it; traced, the stand-in is float32."""
+    spec = jax.ShapeDtypeStruct((3,), np.float64)
+    assert spec.dtype == np.float64 and spec.aval.dtype == np.float32
+    for call in (lambda x: jax.pure_callback(lambda v: np.asarray(v) * 2, spec, x),
+                 jax.jit(lambda x: jax.pure_callback(lambda v: np.asarray(v) * 2, spec, x))):
+        with pytest.raises(ValueError, match="result_shape_dtypes cannot specify 64-bit types "
+                                             "when `jax_enable_x64` is disabled"):
+            call(jnp.ones(3))
+    lowered = jax.jit(lambda x: x * 2).lower(spec)
+    assert "f32[3]" in lowered.as_text()
