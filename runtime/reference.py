@@ -7,8 +7,11 @@ collective's reference over the blocks of each device group and resumes them.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import math
+import sys
 
 import numpy as np
 
@@ -536,10 +539,66 @@ def _debug_print(*args, fmt, arg_names=()):
 impl_rules[prims.debug_print_p] = _debug_print
 
 
+class CallbackLog:
+    """The host callbacks one run of a program called, in order, with their arguments and
+    results; replayed, a second run of the same program (the check backend's fast one) gets
+    the recorded results instead of calling the user's function again, after ``compare``
+    (``(recorded, given) -> why they differ or ''``) holds its arguments to the recorded
+    ones. A callback's effects happen once."""
+
+    def __init__(self, compare):
+        self.calls: list = []
+        self.compare = compare
+        self.replaying: int | None = None      # the next call to replay, when replaying
+
+    def call(self, callback, args: list) -> list:
+        if self.replaying is None:
+            printed = io.StringIO()         # what it prints is replayed too
+            try:
+                with contextlib.redirect_stdout(printed):
+                    results = callback(*args)
+            finally:
+                sys.stdout.write(printed.getvalue())
+            self.calls.append((callback, [np.array(a) for a in args], results,
+                               printed.getvalue()))
+            return results
+        if self.replaying >= len(self.calls):
+            raise AssertionError(f"the second run called {callback} where the first run had "
+                                 "called no more callbacks")
+        recorded_callback, recorded, results, printed = self.calls[self.replaying]
+        self.replaying += 1
+        if recorded_callback is not callback or len(recorded) != len(args):
+            raise AssertionError(f"the second run called {callback} where the first run "
+                                 f"called {recorded_callback}")
+        for k, (a, b) in enumerate(zip(recorded, args)):
+            why = self.compare(a, b)
+            if why:
+                raise AssertionError(f"the second run called {callback} with argument {k} "
+                                     f"unlike the first run's: {why}")
+        sys.stdout.write(printed)
+        return results
+
+
+_CALLBACK_LOGS: list = []     # the logs of the runs in progress, innermost last
+
+
+@contextlib.contextmanager
+def callback_log(log: CallbackLog, replay: bool):
+    """Record (or, with ``replay``, replay) the host callbacks of what runs inside."""
+    log.replaying = 0 if replay else None
+    _CALLBACK_LOGS.append(log)
+    try:
+        yield log
+    finally:
+        _CALLBACK_LOGS.pop()
+
+
 def _callback(*args, callback, result_avals, effect, vmap_method):
     """Call the host function on numpy values; its results checked against what it declared
     (shapes exactly; values converted to the declared dtypes)."""
-    results = callback(*[np.asarray(a) for a in args])
+    values = [np.asarray(a) for a in args]
+    results = (_CALLBACK_LOGS[-1].call(callback, values) if _CALLBACK_LOGS
+               else callback(*values))
     if len(results) != len(result_avals):
         raise ValueError(f"{callback} returned {len(results)} values, but declared "
                          f"{len(result_avals)}")

@@ -6,7 +6,8 @@ backend adds group members in the reference's order, so most are bitwise equal t
 may differ in the last bits, which a sum with cancellation can lift above a tolerance relative
 to each element, so the tolerance is relative to the array's largest magnitude as well);
 shapes, dtypes, shardings and every device's buffer are compared, not only the global values.
-What the program prints (``debug.print``) must be the same text, and is printed once.
+What the program prints (``debug.print``) must be the same text, and is printed once; host
+callbacks are called once (the fast run replays the reference run's results).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import sys
 import numpy as np
 
 from runtime.array import Array
-from runtime.reference import ReferenceBackend
+from runtime.reference import CallbackLog, ReferenceBackend, callback_log
 from runtime.vectorized import FastBackend
 
 RTOL = 1e-5
@@ -95,16 +96,28 @@ class CheckingBackend(ReferenceBackend):
 
 
 def _on_both(reference, fast, what) -> tuple:
-    """Both results; what the two print must be the same text, printed once."""
+    """Both results; what the two print must be the same text, printed once. Host callbacks
+    run once, in the reference's run: the fast one gets their recorded results, its calls'
+    arguments held to the reference's."""
     printed_ref = io.StringIO()
+    log = CallbackLog(blocks_agree)
     try:
-        with contextlib.redirect_stdout(printed_ref):
+        with contextlib.redirect_stdout(printed_ref), callback_log(log, replay=False):
             expected = reference()
     finally:
         sys.stdout.write(printed_ref.getvalue())       # once, even when it raised
     printed_fast = io.StringIO()
-    with contextlib.redirect_stdout(printed_fast):
-        got = fast()
+    try:
+        with contextlib.redirect_stdout(printed_fast), callback_log(log, replay=True):
+            got = fast()
+    except AssertionError as err:
+        if "the second run called" in str(err):
+            raise BackendMismatch(f"the fast backend's host callbacks differ from the "
+                                  f"reference backend's: {err}\n{what}") from None
+        raise
+    if log.replaying != len(log.calls):
+        raise BackendMismatch(f"the fast backend called {log.replaying} host callbacks where "
+                              f"the reference backend called {len(log.calls)}\n{what}")
     if printed_fast.getvalue() != printed_ref.getvalue():
         raise BackendMismatch("the fast backend printed\n" + printed_fast.getvalue()
                               + "where the reference backend printed\n"

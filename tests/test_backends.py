@@ -1129,3 +1129,39 @@ def test_fast_backend_gives_the_same_bits_on_every_run():
                               for leaf in shardc.tree_util.tree_leaves(placed)])
             runs.append(steps)
     assert runs[0] == runs[1]
+
+
+def test_the_check_backend_calls_host_callbacks_once_and_replays_them(capsys):
+    """A callback's effects happen once (the reference run's); the fast run gets its recorded
+    results and prints, its arguments held to the reference's."""
+    from shardc.experimental import io_callback
+    seen, counter = [], [0]
+
+    def stateful(v):
+        counter[0] += 1
+        print(f"call {counter[0]}")
+        seen.append(np.asarray(v).copy())
+        return np.asarray(v) + counter[0]
+
+    mesh = shardc.make_mesh((4,), ("i",), devices=shardc.devices()[:4])
+    f = shardc.jit(shardc.shard_map(
+        lambda b: io_callback(stateful, shardc.ShapeDtypeStruct((2,), np.float32), b),
+        mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+    with installed(CheckingBackend()):
+        out = f(np.arange(8.0, dtype=np.float32))
+    assert counter == [4] and len(seen) == 4          # once per device, not twice
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) + np.repeat([1, 2, 3, 4], 2))
+    assert capsys.readouterr().out == "call 1\ncall 2\ncall 3\ncall 4\n"
+
+
+def test_the_check_backend_flags_a_callback_called_with_other_arguments():
+    from runtime.reference import CallbackLog
+    from runtime.vectorized_check import blocks_agree
+    log = CallbackLog(blocks_agree)
+    fn = lambda v: [v * 2]
+    from runtime.reference import callback_log
+    with callback_log(log, replay=False):
+        log.call(fn, [np.ones(3, np.float32)])
+    with callback_log(log, replay=True):
+        with pytest.raises(AssertionError, match="with argument 0 unlike the first run's"):
+            log.call(fn, [np.zeros(3, np.float32)])
