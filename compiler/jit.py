@@ -14,6 +14,8 @@ import inspect
 import weakref
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from compiler import tree
 from compiler.backend import get_backend
 from compiler.inline_calls import inline_calls
@@ -388,8 +390,8 @@ class JitFunction:
                 from None
 
     def _array_key(self, args, kwargs):
-        """A cheap cache key when every argument is a concrete array, nothing is static and
-        no sharding is asked for."""
+        """A cheap cache key when every argument is a concrete array (or a numpy array),
+        nothing is static and no sharding is asked for."""
         if (kwargs or self.static_argnums or self.static_argnames
                 or self.in_shardings is not UNSPECIFIED
                 or self.out_shardings is not UNSPECIFIED):
@@ -398,6 +400,10 @@ class JitFunction:
         # x64 changes what tracing the same avals gives; the mesh, what a shard_map reads
         key = [dtypes.x64_enabled(), current_mesh()]
         for a in args:
+            if type(a) is np.ndarray:
+                # a host array (a batch read at each step): its shape and dtype say it all
+                key.append((a.shape, a.dtype))
+                continue
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
                 return None

@@ -40,6 +40,7 @@ import sys
 
 import numpy as np
 
+from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Eqn, Literal, Var
@@ -107,10 +108,16 @@ def split_global(value: np.ndarray, mesh, spec) -> tuple:
 
         P('x', 'y') on (4,2), f32[8,16]:  reshape [4,2, 2,8] -> transpose -> [4,2,2,8]
     """
+    plan = _layout_plan(_SPLITS, _split_plan, value.shape, mesh, spec)
+    shape, order, stacked, lead = plan
+    return value.reshape(shape).transpose(order).reshape(stacked), lead
+
+
+def _split_plan(global_shape, mesh, spec) -> tuple:
     sizes = mesh.axis_sizes
     dims_of = _spec_dims(mesh, spec)
     shape, labels = [], []
-    for d, g in enumerate(value.shape):
+    for d, g in enumerate(global_shape):
         dims = dims_of[d] if d < len(dims_of) else ()
         for m in dims:
             shape.append(sizes[m])
@@ -119,26 +126,49 @@ def split_global(value: np.ndarray, mesh, spec) -> tuple:
         labels.append(("b", d))
     named = sorted(m for dims in dims_of for m in dims)
     order = [labels.index(("m", m)) for m in named]
-    order += [labels.index(("b", d)) for d in range(value.ndim)]
+    order += [labels.index(("b", d)) for d in range(len(global_shape))]
     lead = tuple(sizes[m] if m in named else 1 for m in range(len(sizes)))
-    x = value.reshape(shape).transpose(order)
-    return x.reshape(lead + x.shape[len(named):]), lead
+    stacked = lead + tuple(shape[i] for i in order[len(named):])
+    return tuple(shape), tuple(order), stacked, lead
 
 
 def join_blocks(data: np.ndarray, mesh, spec, shape) -> np.ndarray:
     """The inverse of ``split_global``: a global value from stacked blocks laid out by
     ``spec`` (coordinate 0 on the mesh dims the spec does not name)."""
+    index, spread, order = _layout_plan(_JOINS, _join_plan, data.shape, mesh, spec)
+    x = np.broadcast_to(data[index], spread)
+    return x.transpose(order).reshape(shape)
+
+
+def _join_plan(stacked_shape, mesh, spec) -> tuple:
     k = mesh.ndim
     sizes = mesh.axis_sizes
     dims_of = _spec_dims(mesh, spec)
     named = sorted(m for dims in dims_of for m in dims)
-    x = data[tuple(slice(None) if m in named else 0 for m in range(k))]
-    x = np.broadcast_to(x, tuple(sizes[m] for m in named) + x.shape[len(named):])
+    index = tuple(slice(None) if m in named else 0 for m in range(k))
+    block = stacked_shape[k:]
+    spread = tuple(sizes[m] for m in named) + tuple(block)
     order = []
-    for d in range(x.ndim - len(named)):
+    for d in range(len(block)):
         dims = dims_of[d] if d < len(dims_of) else ()
         order += [named.index(m) for m in dims] + [len(named) + d]
-    return x.transpose(order).reshape(shape)
+    return index, spread, tuple(order)
+
+
+# how values of one shape are split into (or joined from) one mesh's stacks by one spec:
+# worked out once (a host batch placed at every call takes the same way each time)
+_SPLITS: dict = {}
+_JOINS: dict = {}
+
+
+def _layout_plan(plans: dict, make, shape, mesh, spec) -> tuple:
+    key = (shape, id(mesh), id(spec))
+    entry = plans.get(key)
+    if entry is None or entry[0] is not mesh or entry[1] is not spec:
+        if len(plans) > 4096:
+            plans.clear()
+        entry = plans[key] = (mesh, spec, make(shape, mesh, spec))
+    return entry[2]
 
 
 def _same_layout(sharding, mesh, spec) -> bool:
@@ -269,7 +299,6 @@ def _host(value):
 
 
 def _canonical_dtype(dtype):
-    from ir import dtypes
     return dtypes.canonicalize(dtype)
 
 

@@ -213,3 +213,24 @@ def test_a_closed_over_constant_does_not_take_an_arguments_layout():
                          out_specs=P(("x", "y")))
     a = shardc.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P(("x", "y"))))
     np.testing.assert_array_equal(np.asarray(shardc.jit(f)(a)), np.arange(8) - 1.0)
+
+
+def test_numpy_arguments_take_the_cached_call_and_retrace_on_a_new_shape_or_dtype():
+    """Host arrays passed at every call (a loop over batches) hit the compiled program by
+    their shape and dtype; another shape, dtype or x64 setting traces again."""
+    f = shardc.jit(lambda x: x * 2)
+    for _ in range(3):
+        out = f(np.ones(3, np.float32))
+    assert f.trace_count == 1 and out.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(f(np.arange(3, dtype=np.float32))), [0, 2, 4])
+    assert f.trace_count == 1
+    assert f(np.ones(4, np.float32)).shape == (4,) and f.trace_count == 2
+    assert f(np.ones(3, np.int32)).dtype == np.int32 and f.trace_count == 3
+    # float64 with x64 off is float32: the program traced for float32 runs it
+    assert f(np.ones(3, np.float64)).dtype == np.float32 and f.trace_count == 3
+    shardc.config.update("jax_enable_x64", True)
+    try:
+        assert f(np.ones(3, np.float64)).dtype == np.float64 and f.trace_count == 4
+    finally:
+        shardc.config.update("jax_enable_x64", False)
+    assert f(np.ones(3, np.float64)).dtype == np.float32
