@@ -520,6 +520,22 @@ def block_index(spec, mesh: Mesh, coords: Sequence[int]) -> tuple:
                  for names in spec_names(spec))
 
 
+def position_slices(shape: Sequence[int], spec, mesh: Mesh) -> list:
+    """``block_slices`` of every mesh position, in position order: worked out once per shape,
+    mesh and spec (a value of one layout is sliced the same way at every call)."""
+    key = (tuple(shape), id(mesh), id(spec))
+    entry = _POSITION_SLICES.get(key)
+    if entry is None or entry[0] is not mesh or entry[1] is not spec:
+        if len(_POSITION_SLICES) > 4096:
+            _POSITION_SLICES.clear()
+        entry = _POSITION_SLICES[key] = (mesh, spec, [
+            block_slices(shape, spec, mesh, mesh.coords(p)) for p in range(mesh.size)])
+    return entry[2]
+
+
+_POSITION_SLICES: dict = {}
+
+
 def block_slices(shape: Sequence[int], spec, mesh: Mesh, coords: Sequence[int]) -> tuple:
     """The index of the device's block in the global array: a tuple of slices."""
     block = block_shape(shape, spec, mesh.shape)

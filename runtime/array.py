@@ -8,8 +8,7 @@ import numpy as np
 
 from ir import dtypes
 from ir.core import Aval
-from ir.sharding import (NamedSharding, block_slices, canonical_spec,
-                         owner_positions)
+from ir.sharding import NamedSharding, canonical_spec, owner_positions, position_slices
 from ir.sharding_rules import type_sharding
 from runtime.devices import Device, devices, is_local
 
@@ -127,8 +126,9 @@ class Array(metaclass=abc.ABCMeta):
             return self._global
         mesh, spec = sharding.mesh, sharding.spec
         out = np.empty(self.shape, self.dtype)
+        slices = position_slices(self.shape, spec, mesh)
         for p in owner_positions(spec, mesh):
-            out[block_slices(self.shape, spec, mesh, mesh.coords(p))] = self.buffers[p]
+            out[slices[p]] = self.buffers[p]
         self._global = out
         return out
 
@@ -139,9 +139,8 @@ class Array(metaclass=abc.ABCMeta):
                 self._buffers = self._stacked.buffers()
             else:
                 whole, sharding = self._global, self.sharding
-                mesh, spec = sharding.mesh, sharding.spec
-                self._buffers = [whole[block_slices(whole.shape, spec, mesh, mesh.coords(p))]
-                                 for p in range(mesh.size)]
+                self._buffers = [whole[index] for index in position_slices(
+                    whole.shape, sharding.spec, sharding.mesh)]
         return self._buffers
 
     @property
@@ -180,8 +179,9 @@ class Array(metaclass=abc.ABCMeta):
         # under MPI a process addresses only its own devices' blocks
         mesh, spec = sharding.mesh, sharding.spec
         shards, copies = [], {}
+        slices = position_slices(self.shape, spec, mesh)
         for p in range(mesh.size):
-            index = block_slices(self.shape, spec, mesh, mesh.coords(p))
+            index = slices[p]
             key = tuple((d.start, d.stop) for d in index)
             copies[key] = copies.get(key, -1) + 1
             if is_local(mesh.devices.flat[p]):     # this process's devices only (MPI)
