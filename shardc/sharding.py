@@ -126,6 +126,12 @@ def resolve_sharding(sharding, what: str):
             if what == "device_put":       # JAX's words
                 raise ValueError("Please set a mesh via `jax.set_mesh` if a PartitionSpec is "
                                  "passed to device_put")
+            if what == "with_sharding_constraint":
+                raise RuntimeError(
+                    "with_sharding_constraint requires a non-empty mesh in context if you are "
+                    "passing `PartitionSpec`s to shardings. You can define a context mesh via "
+                    "`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to shardings and "
+                    "then the mesh context manager is not required.")
             raise ValueError(f"{what} got the PartitionSpec {sharding!r} but no mesh is set; "
                              "pass NamedSharding(mesh, spec) or call shardc.set_mesh(mesh)")
         return NamedSharding(mesh, sharding)
