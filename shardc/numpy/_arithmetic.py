@@ -31,7 +31,7 @@ def binary_op(prim, x, y):
     """``prim`` bound to ``x`` and ``y`` promoted and broadcast; weakly typed if both are."""
     operands = (x, y)
     x, y = promote(x, y)
-    x, y = broadcast_operands(x, y)
+    x, y = broadcast_operands(x, y, name=prim.name)
     return weakly_typed_like(bind(prim, x, y), *operands)
 
 
@@ -88,20 +88,21 @@ def true_divide(x, y):
     if not _dt.is_inexact(result_type(x, y)):
         x, y = convert(x, _dt.float_), convert(y, _dt.float_)
     x, y = promote(x, y)
-    x, y = broadcast_operands(x, y)
+    x, y = broadcast_operands(x, y, name="div")
     return bind(p.div_p, x, y)
 
 
 divide = true_divide
 
 
-def numeric_pair(x, y):
+def numeric_pair(x, y, name="rem"):
     """Promoted, broadcast operands of an arithmetic function; booleans as int32 (JAX's
-    numeric promotion: ``True // True`` is int32 1)."""
+    numeric promotion: ``True // True`` is int32 1). ``name``: the lax operation JAX's
+    broadcasting error names (``rem`` for ``%`` and ``//``)."""
     x, y = promote(x, y)
     if _dt.is_bool(dtype_of(x)):
         x, y = convert(x, _dt.int_), convert(y, _dt.int_)
-    return broadcast_operands(x, y)
+    return broadcast_operands(x, y, name=name)
 
 
 def floor_divide(x, y):

@@ -22,6 +22,7 @@ from compiler.tracing import (ConcretizationTypeError, ProgramTracer, Tracer, av
 from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
+from ir.core import Aval
 from ir.sharding import NamedSharding, PartitionSpec, spec_per_dim
 from ir.sharding_rules import mesh_explicit, named_sharding, type_sharding
 from runtime.array import Array
@@ -112,12 +113,12 @@ def as_inexact(x):
 
 
 def broadcast_shapes_of(*shapes) -> tuple:
-    """The shape ``shapes`` broadcast to; a ValueError naming them if they do not."""
+    """The shape ``shapes`` broadcast to; JAX's ValueError naming them if they do not."""
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ValueError("Incompatible shapes for broadcasting: "
-                         + ", ".join(str(tuple(s)) for s in shapes)) from None
+        raise ValueError("Incompatible shapes for broadcasting: shapes="
+                         f"[{', '.join(str(tuple(s)) for s in shapes)}]") from None
 
 
 def broadcast_to(x, shape, *, out_sharding=None):
@@ -130,9 +131,10 @@ def broadcast_to(x, shape, *, out_sharding=None):
     old = shape_of(x)
     if old == shape:
         return x
-    if len(old) > len(shape) or broadcast_shapes_of(old, shape) != shape:
-        raise ValueError(f"Incompatible shapes for broadcasting: {old} and requested shape "
-                         f"{shape}")
+    if len(old) > len(shape) or any(o not in (1, n) for o, n in zip(old[::-1], shape[::-1])):
+        aval = aval_of(x)
+        raise ValueError(f"Incompatible types for broadcasting: input type={aval.str_long()} "
+                         f"and requested type={Aval(shape, aval.dtype).str_long()}")
     lead = len(shape) - len(old)
     keep = [k for k, d in enumerate(old) if d == shape[lead + k]]
     if len(keep) != len(old):
@@ -141,11 +143,19 @@ def broadcast_to(x, shape, *, out_sharding=None):
                 broadcast_dimensions=tuple(lead + k for k in keep))
 
 
-def broadcast_operands(*args):
-    """Broadcast array operands to one shape; rank-0 operands stay (primitives accept them)."""
+def broadcast_operands(*args, name=None):
+    """Broadcast array operands to one shape; rank-0 operands stay (primitives accept them).
+    ``name``: the operation two operands are for, named in JAX's TypeError when their shapes
+    do not broadcast (``mul got incompatible shapes for broadcasting: (3,), (2,).``)."""
     shapes = [shape_of(a) for a in args]
     if len(shapes) == 2 and (shapes[0] == shapes[1] or shapes[0] == () or shapes[1] == ()):
         return list(args)                       # the common case: nothing to broadcast
+    if name is not None:
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise TypeError(f"{name} got incompatible shapes for broadcasting: "
+                            f"{', '.join(str(tuple(s)) for s in shapes)}.") from None
     target = broadcast_shapes_of(*shapes)
     return [a if s == target or s == () else broadcast_to(a, target)
             for a, s in zip(args, shapes)]
