@@ -956,3 +956,10 @@ def test_array_split_under_jit_matches_numpy(sections):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_einsum_labels_of_different_sizes_are_jaxs_value_error():
+    with pytest.raises(ValueError) as err:
+        jnp.einsum("ij,jk->ik", jnp.ones((2, 3)), jnp.ones((4, 2)))
+    assert str(err.value) == ("Size of label 'j' for operand 1 (3) does not match previous "
+                              "terms (4).")

@@ -83,10 +83,20 @@ def _einsum(subscripts: str, *operands):
     """Einstein summation; see ``shardc.numpy.einsum``."""
     inputs, out = _parse(subscripts, len(operands))
     operands = [asarray(x) if not hasattr(x, "shape") else x for x in operands]
-    for spec, x in zip(inputs, operands):
-        if len(spec) != aval_of(x).ndim:
+    sizes: dict = {}
+    for k, (spec, x) in enumerate(zip(inputs, operands)):
+        shape = aval_of(x).shape
+        if len(spec) != len(shape):
             raise ValueError(f"einsum: subscripts {spec!r} do not match an operand of rank "
-                             f"{aval_of(x).ndim}")
+                             f"{len(shape)}")
+        for label, size in zip(spec, shape):
+            seen = sizes.setdefault(label, size)
+            if seen == 1:
+                sizes[label] = size
+            elif size not in (1, seen):
+                # JAX's (opt_einsum's) words, which give the earlier size first
+                raise ValueError(f"Size of label '{label}' for operand {k} ({seen}) does not "
+                                 f"match previous terms ({size}).")
     specs, values = [], []
     for spec, x in zip(inputs, operands):
         spec, x = _take_diagonals(spec, x)
