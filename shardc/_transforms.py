@@ -57,27 +57,32 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                   check_vma=check_vma, axis_names=axis_names)
-    axis_names = _axis_name_set(axis_names)
+    try:
+        axis_names = _axis_name_set(axis_names)
+    except TypeError as err:
+        return _refused_at_call(f, None, err)
     abstract = None
     if isinstance(mesh, AbstractMesh):
         # the devices are the current mesh's (an enclosing shard_map body's), found at the call
         abstract, mesh = mesh, None
+    if not callable(f):
+        _shard_map_impl(f, None, PartitionSpec(), out_specs)     # raises its TypeError
     if mesh is not None:
-        if in_specs is not _INFER and in_specs is not None:
-            mapped = _shard_map_impl(f, mesh, in_specs, out_specs, check_vma=check_vma,
+        # JAX 0.10 checks a shard_map's mesh and specs when it is called: one defined with a
+        # bad spec raises at its call, as there (its check runs now, its error then)
+        try:
+            mapped = _shard_map_impl(f, mesh, PartitionSpec() if in_specs in (_INFER, None)
+                                     else in_specs, out_specs, check_vma=check_vma,
                                      flag="check_vma", manual_axes=axis_names)
-
+        except (TypeError, ValueError) as err:
+            return _refused_at_call(f, mesh, err)
+        if in_specs is not _INFER and in_specs is not None:
             @functools.wraps(f)
             def checked_at_call(*args, **kwargs):
                 _check_context_mesh(mesh)
                 return mapped(*args, **kwargs)
             checked_at_call.__wrapped_shard_map__ = mapped.__wrapped_shard_map__
             return checked_at_call
-        # what can be checked before the call is checked now, as when in_specs are given
-        _shard_map_impl(f, mesh, PartitionSpec(), out_specs, check_vma=check_vma,
-                        flag="check_vma", manual_axes=axis_names)
-    elif not callable(f):
-        _shard_map_impl(f, None, PartitionSpec(), out_specs)     # raises its TypeError
 
     given = abstract if abstract is not None else mesh
 
@@ -97,6 +102,16 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
                                flag="check_vma", manual_axes=axis_names)(*args, **kwargs)
 
     return resolved_at_call
+
+
+def _refused_at_call(f, mesh, error: Exception):
+    """A shard_map whose definition ``error`` refused: calling it raises the error (JAX checks
+    a shard_map when it is called)."""
+    @functools.wraps(f)
+    def refused(*args, **kwargs):
+        _check_context_mesh(mesh)
+        raise error.with_traceback(None)
+    return refused
 
 
 def _check_context_mesh(given) -> None:

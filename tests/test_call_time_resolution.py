@@ -113,13 +113,16 @@ def test_calling_without_any_mesh_is_a_value_error():
         jax.jit(f)(jnp.ones(4))
 
 
-def test_definition_still_checks_what_it_can():
+def test_definition_checks_the_function_and_the_call_the_rest():
+    """As JAX 0.10: a non-callable is refused at once; specs and flags when called."""
     with pytest.raises(TypeError, match="requires a callable"):
         jax.shard_map(3, out_specs=P())
+    bad_out = jax.shard_map(abs, mesh=MESH4, out_specs=3)            # defined
     with pytest.raises(TypeError, match="out_specs argument must be a pytree of PartitionSpec"):
-        jax.shard_map(abs, mesh=MESH4, out_specs=3)
+        bad_out(np.ones(4))
+    bad_flag = jax.shard_map(abs, mesh=MESH4, out_specs=P(), check_vma="yes")
     with pytest.raises(ValueError, match="check_vma='yes'"):
-        jax.shard_map(abs, mesh=MESH4, out_specs=P(), check_vma="yes")
+        bad_flag(np.ones(4))
 
 
 # --- layouts followed through operations outside shard_map (compiler.layouts) --------------------

@@ -162,15 +162,17 @@ def test_errors_name_what_is_wrong():
     with pytest.raises(ValueError, match=r"must refer to an axis marked as manual \(frozenset\(\{'x'\}\)\)"
                                          r"(.|\n)*in_specs refers to 'y'"):
         jax.shard_map(lambda b: b, mesh=MESH, in_specs=P("y"), out_specs=P("y"),
-                      axis_names={"x"})
+                      axis_names={"x"})(jnp.asarray(X))
     with pytest.raises(ValueError, match="out_specs argument must refer to an axis marked as "
                                          "manual"):
         jax.shard_map(lambda b: b, mesh=MESH, in_specs=P("x"), out_specs=P("x", "y"),
                       axis_names={"x"})(jnp.asarray(X))
     with pytest.raises(ValueError, match=r"axis_names=\{'z'\} to be a subset of mesh.axis_names"):
-        jax.shard_map(lambda b: b, mesh=MESH, in_specs=P(), out_specs=P(), axis_names={"z"})
+        jax.shard_map(lambda b: b, mesh=MESH, in_specs=P(), out_specs=P(), axis_names={"z"})(
+            jnp.asarray(X))
     with pytest.raises(TypeError, match="`axis_names` argument of shard_map should be of type"):
-        jax.shard_map(lambda b: b, mesh=MESH, in_specs=P(), out_specs=P(), axis_names=("x",))
+        jax.shard_map(lambda b: b, mesh=MESH, in_specs=P(), out_specs=P(), axis_names=("x",))(
+            jnp.asarray(X))
 
     def again_over_x(b):
         return jax.shard_map(lambda c: c, in_specs=P("x"), out_specs=P("x"))(b)

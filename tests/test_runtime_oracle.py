@@ -54,7 +54,7 @@ def test_bad_check_flag():
     with pytest.raises(ValueError, match="check_vma='sometimes'; expected True, False or "
                                          "'runtime'"):
         shardc.shard_map(lambda v: v, mesh=MESH, in_specs=P(), out_specs=P(),
-                         check_vma="sometimes")
+                         check_vma="sometimes")(X)
 
 
 def test_runtime_mode_prints_in_the_program():

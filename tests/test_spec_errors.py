@@ -14,7 +14,7 @@ from shardc import lax
 from shardc.experimental import mesh_utils
 from shardc.experimental.shard_map import shard_map
 from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
-from ir.sharding import IndivisibleError
+from ir.sharding import DuplicateSpecError, IndivisibleError
 from compiler.shard_map import DuplicateSpecError, ShardingSpecError, UnknownAxisError
 
 
@@ -633,3 +633,16 @@ def test_axis_index_groups_need_the_check_off(mesh, wrap, name):
     assert str(info.value) == (f"{name}: axis_index_groups is not supported with the "
                                "replication check on (as in JAX); pass check_vma=False to "
                                "shard_map")
+
+
+def test_a_shard_map_with_a_bad_spec_is_refused_when_called_not_when_defined():
+    """JAX 0.10 checks specs, mesh and flags at the call: a program may define a shard_map it
+    never calls."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    for in_specs, out_specs, error in ((P(None, ("x", "y", "x")), P(), DuplicateSpecError),
+                                       (P("z"), P(), ValueError),
+                                       (P(), P("x", "x"), ValueError),
+                                       (3, P(), TypeError)):
+        f = jax.shard_map(lambda b: b, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+        with pytest.raises(error):
+            f(jnp.ones((8, 8)))
