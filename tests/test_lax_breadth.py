@@ -440,3 +440,94 @@ def test_associative_scan_property(shape, data):
                  flip(np.cumsum(flip(x.astype(np.float64)), axis=axis)), 1e-5, 1e-5)
     assert_close(lax.associative_scan(jnp.maximum, x, reverse=reverse, axis=axis),
                  flip(np.maximum.accumulate(flip(x), axis=axis)))
+
+
+# --- reduce_window (pooling), against a numpy loop over the windows ------------------------------
+
+def _windows_reference(x, init, fn, window, strides, pads, dilation):
+    x = np.pad(x, pads, constant_values=init)
+    extent = [(w - 1) * d + 1 for w, d in zip(window, dilation)]
+    out_shape = [(n - e) // s + 1 for n, e, s in zip(x.shape, extent, strides)]
+    out = np.full(out_shape, init, dtype=x.dtype)
+    for index in np.ndindex(*out_shape):
+        box = tuple(slice(i * s, i * s + e, d)
+                    for i, s, e, d in zip(index, strides, extent, dilation))
+        out[index] = fn.reduce(np.concatenate([[init], x[box].ravel()]))
+    return out
+
+
+@pytest.mark.parametrize("fn, lax_fn, init", [(np.maximum, lax.max, -np.inf),
+                                              (np.add, lax.add, 0.0),
+                                              (np.minimum, lax.min, np.inf)])
+@pytest.mark.parametrize("window, strides, padding, dilation", [
+    ((1, 2, 2, 1), (1, 2, 2, 1), "VALID", None),
+    ((1, 3, 3, 1), (1, 1, 1, 1), "SAME", None),
+    ((1, 2, 3, 1), (1, 1, 2, 1), ((0, 0), (1, 0), (1, 1), (0, 0)), None),
+    ((1, 2, 2, 1), (1, 1, 1, 1), "VALID", (1, 2, 2, 1)),
+])
+def test_reduce_window_equals_a_loop_over_its_windows(fn, lax_fn, init, window, strides,
+                                                      padding, dilation):
+    x = (np.arange(2 * 6 * 8 * 3, dtype=np.float32).reshape(2, 6, 8, 3) % 11) / 7
+    dil = dilation or (1,) * 4
+    extent = [(w - 1) * d + 1 for w, d in zip(window, dil)]
+    pads = (lax.padtype_to_pads(x.shape, extent, strides, padding) if isinstance(padding, str)
+            else padding)
+    want = _windows_reference(x, np.float32(init), fn, window, strides, pads, dil)
+    pool = lambda a: lax.reduce_window(a, init, lax_fn, window, strides, padding,
+                                       window_dilation=dilation)
+    everywhere(pool, x, want)
+
+
+def test_reduce_window_gradients_are_finite_differences():
+    x = np.random.default_rng(0).standard_normal((1, 4, 6, 1))
+    check_grad(lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1),
+                                           "VALID").sum(), x)
+    check_grad(lambda a: (lax.reduce_window(a, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 1, 1),
+                                            "SAME") ** 2).sum(), x)
+
+
+def test_lax_names_of_bit_and_comparison_operations():
+    a, b = np.array([-8, 8, 3], np.int32), np.array([1, 2, 1], np.int32)
+    np.testing.assert_array_equal(lax.shift_left(a, b), a << b)
+    np.testing.assert_array_equal(lax.shift_right_arithmetic(a, b), a >> b)
+    np.testing.assert_array_equal(lax.shift_right_logical(a, b),
+                                  (a.view(np.uint32) >> b.view(np.uint32)).view(np.int32))
+    np.testing.assert_array_equal(lax.population_count(np.array([7, 8, 255], np.uint8)),
+                                  [3, 1, 8])
+    np.testing.assert_array_equal(lax.select_n(np.array([0, 2, 1], np.int32), np.zeros(3),
+                                               np.ones(3), np.full(3, 2.0)), [0, 2, 1])
+    np.testing.assert_array_equal(lax.reduce_and(np.array([[True, False], [True, True]]), (1,)),
+                                  [False, True])
+    np.testing.assert_array_equal(lax.eq(np.arange(3), np.array([0, 5, 2])), [True, False, True])
+    with pytest.raises(TypeError, match="lax.shift_left requires arguments to have the same "
+                                        "dtypes, got int32, int8"):
+        lax.shift_left(a, b.astype(np.int8))
+    with pytest.raises(TypeError, match="acos does not accept dtype int32"):
+        lax.acos(np.array([0, 1], np.int32))
+
+
+@pytest.mark.parametrize("name, ref", [("acos", np.arccos), ("asin", np.arcsin),
+                                       ("atan", np.arctan), ("asinh", np.arcsinh),
+                                       ("atanh", np.arctanh), ("sinh", np.sinh),
+                                       ("cosh", np.cosh)])
+def test_inverse_and_hyperbolic_functions(name, ref):
+    x = np.linspace(-0.9, 0.9, 16).reshape(4, 4).astype(np.float32)
+    everywhere(getattr(lax, name), x, ref(x.astype(np.float64)), rtol=1e-5, atol=1e-6)
+    check_grad(lambda a: getattr(lax, name)(a).sum(), x)
+
+
+def test_acosh_above_one():
+    x = np.linspace(1.1, 3.0, 16).reshape(4, 4).astype(np.float32)
+    everywhere(lax.acosh, x, np.arccosh(x.astype(np.float64)), rtol=1e-5)
+    check_grad(lambda a: lax.acosh(a).sum(), x)
+
+
+def test_split_tile_collapse_and_rank():
+    pieces = lax.split(jnp.arange(10.0), (3, 7))
+    assert [p.shape for p in pieces] == [(3,), (7,)]
+    np.testing.assert_array_equal(pieces[1], np.arange(3.0, 10.0))
+    assert lax.collapse(jnp.ones((2, 3, 4)), 1).shape == (2, 12)
+    assert lax.broadcast_to_rank(jnp.ones(3), 3).shape == (1, 1, 3)
+    np.testing.assert_array_equal(lax.tile(jnp.arange(3.0), (2,)), np.tile(np.arange(3.0), 2))
+    with pytest.raises(ValueError, match="Sum of sizes 9 must be equal to dimension 0"):
+        lax.split(jnp.arange(10.0), (3, 6))

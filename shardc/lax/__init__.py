@@ -13,6 +13,8 @@ One module per family; each lists in ``__all__`` what it adds here:
     _reductions       reduce_*, argmax, reduce, cumulative reductions, sort, top_k
     _control_flow     cond, switch, while_loop, fori_loop, scan, map, associative_scan
     _convolution      conv_general_dilated, conv, conv_transpose
+    _more             inverse and hyperbolic functions, comparisons and bits by lax name,
+                      select_n, reduce_and/or, reduce_window, split, tile, collapse
 """
 from shardc.lax._collectives import (all_gather, all_to_all, axis_index, axis_size, pbroadcast,
                                      pcast, pmax, pmean, pmin, ppermute, pshuffle, psum,
@@ -34,6 +36,11 @@ from shardc.lax._ops import (Precision, abs, add, batch_matmul, broadcast_in_dim
                              dynamic_update_slice, dynamic_update_slice_in_dim, exp, iota, log,
                              logistic, max, min, mul, neg, rem, reshape, rsqrt, select, sin, slice,
                              sqrt, stop_gradient, sub, tanh, transpose)
+from shardc.lax._more import (acos, acosh, asin, asinh, atan, atanh, bitwise_and, bitwise_not,
+                              bitwise_or, bitwise_xor, broadcast_to_rank, collapse, cosh, eq, ge,
+                              gt, le, lt, ne, nextafter, optimization_barrier, population_count,
+                              reduce_and, reduce_or, reduce_window, select_n, shift_left,
+                              shift_right_arithmetic, shift_right_logical, sinh, split, tile)
 from shardc.lax._reductions import (approx_max_k, approx_min_k, argmax, argmin, cumlogsumexp,
                                     cummax, cummin, cumprod, cumsum, reduce, reduce_max,
                                     reduce_min, reduce_prod, reduce_sum, sort, sort_key_val, top_k)
@@ -58,4 +65,9 @@ __all__ = [
     "reshard", "rev", "round", "rsqrt", "scan", "select", "sign", "sin", "slice", "slice_in_dim",
     "sort", "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "switch", "tan",
     "tanh", "top_k", "approx_max_k", "approx_min_k", "transpose", "while_loop", "with_sharding_constraint",
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_and", "bitwise_not", "bitwise_or",
+    "bitwise_xor", "broadcast_to_rank", "collapse", "cosh", "eq", "ge", "gt", "le", "lt", "ne",
+    "nextafter", "optimization_barrier", "population_count", "reduce_and", "reduce_or",
+    "reduce_window", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical",
+    "sinh", "split", "tile",
 ]

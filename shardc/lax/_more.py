@@ -1,0 +1,209 @@
+"""More of ``jax.lax``: the inverse and hyperbolic functions, comparisons and bit operations by
+their lax names, ``select_n``, ``reduce_and``/``reduce_or``, ``reduce_window`` (pooling), and
+the shape helpers ``split``, ``tile``, ``collapse``, ``broadcast_to_rank`` and
+``optimization_barrier``. Each is built on primitives the rest of shardc has, so it
+differentiates, batches and shards as they do."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from compiler import tree
+from compiler.tracing import bind
+from ir import dtypes as _dt
+from ir import primitives as p
+import shardc.numpy as jnp
+from shardc.lax._convolution import padtype_to_pads
+from shardc.lax._shapes import array_operand, pad
+
+__all__ = [
+    "acos", "asin", "atan", "acosh", "asinh", "atanh", "sinh", "cosh", "nextafter",
+    "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_not", "shift_left", "shift_right_arithmetic", "shift_right_logical",
+    "population_count", "select_n", "reduce_and", "reduce_or", "reduce_window", "split",
+    "tile", "collapse", "broadcast_to_rank", "optimization_barrier",
+]
+
+
+def _inexact(name: str, prim):
+    def fn(x):
+        x = array_operand(x)
+        if not _dt.is_inexact(x.dtype):
+            raise TypeError(f"{name} does not accept dtype {x.dtype.name}. Accepted dtypes "
+                            "are subtypes of floating, complexfloating.")
+        return bind(prim, x)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name} of a floating or complex operand (JAX's lax.{name})."
+    return fn
+
+
+acos = _inexact("acos", p.acos_p)
+asin = _inexact("asin", p.asin_p)
+atan = _inexact("atan", p.atan_p)
+acosh = _inexact("acosh", p.acosh_p)
+asinh = _inexact("asinh", p.asinh_p)
+atanh = _inexact("atanh", p.atanh_p)
+sinh = _inexact("sinh", p.sinh_p)
+cosh = _inexact("cosh", p.cosh_p)
+nextafter = jnp.nextafter
+
+eq, ne, lt, le, gt, ge = (jnp.equal, jnp.not_equal, jnp.less, jnp.less_equal, jnp.greater,
+                          jnp.greater_equal)
+bitwise_and, bitwise_or, bitwise_xor = jnp.bitwise_and, jnp.bitwise_or, jnp.bitwise_xor
+bitwise_not = jnp.bitwise_not
+
+
+def _integer_pair(name: str, x, y):
+    x, y = array_operand(x), array_operand(y)
+    if not (_dt.is_int(x.dtype) and _dt.is_int(y.dtype)):
+        raise TypeError(f"{name} does not accept dtypes {x.dtype.name}, {y.dtype.name}. "
+                        "Accepted dtypes are subtypes of integer.")
+    if x.dtype != y.dtype:
+        raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                        f"{x.dtype.name}, {y.dtype.name}.")
+    return jnp.broadcast_arrays(x, y) if x.shape != y.shape else (x, y)
+
+
+def shift_left(x, y):
+    """``x << y`` elementwise (integers of one dtype)."""
+    return bind(p.shift_left_p, *_integer_pair("shift_left", x, y))
+
+
+def shift_right_arithmetic(x, y):
+    """``x >> y`` keeping the sign (integers of one dtype)."""
+    return bind(p.shift_right_arithmetic_p, *_integer_pair("shift_right_arithmetic", x, y))
+
+
+def shift_right_logical(x, y):
+    """``x >> y`` filling with zeros (integers of one dtype)."""
+    return bind(p.shift_right_logical_p, *_integer_pair("shift_right_logical", x, y))
+
+
+def population_count(x):
+    """The number of set bits of each element (an integer operand)."""
+    x = array_operand(x)
+    if not _dt.is_int(x.dtype):
+        raise TypeError(f"population_count does not accept dtype {x.dtype.name}. Accepted "
+                        "dtypes are subtypes of integer.")
+    return bind(p.population_count_p, x)
+
+
+def select_n(which, *cases):
+    """``cases[which]`` elementwise: ``which`` boolean (two cases) or int32 (any number)."""
+    if not cases:
+        raise ValueError("select_n() must have at least one case")
+    which = array_operand(which)
+    cases = [array_operand(c) for c in cases]
+    if len(cases) == 1:
+        return cases[0]
+    if any(c.shape != cases[0].shape or c.dtype != cases[0].dtype for c in cases[1:]):
+        raise TypeError("select_n cases must have the same shapes and dtypes, got "
+                        f"{[(c.dtype.name, c.shape) for c in cases]}.")
+    if which.shape not in ((), cases[0].shape):
+        raise TypeError("select_n which must be scalar or have the same shape as cases, got "
+                        f"which shape {which.shape} but case shape {cases[0].shape}.")
+    if len(cases) > 2 and _dt.is_bool(which.dtype):
+        raise TypeError("select_n with more than two cases needs an integer which, got bool")
+    if which.shape != cases[0].shape:
+        which = jnp.broadcast_to(which, cases[0].shape)
+    return bind(p.select_n_p, which, *cases)
+
+
+def reduce_and(operand, axes):
+    """Logical (or bitwise, for integers) and over ``axes``."""
+    return bind(p.reduce_and_p, array_operand(operand), axes=tuple(axes))
+
+
+def reduce_or(operand, axes):
+    """Logical (or bitwise, for integers) or over ``axes``."""
+    return bind(p.reduce_or_p, array_operand(operand), axes=tuple(axes))
+
+
+def reduce_window(operand, init_value, computation, window_dimensions, window_strides,
+                  padding, base_dilation=None, window_dilation=None):
+    """``computation`` folded over each window of ``operand`` (JAX's ``lax.reduce_window``:
+    pooling). Windows of ``window_dimensions`` step by ``window_strides``, spaced by
+    ``window_dilation``, over ``operand`` padded with ``init_value`` by ``padding`` ('VALID',
+    'SAME' or ``(low, high)`` pairs); each output is ``init_value`` combined with its window's
+    elements. Pytrees of operands are not supported, nor ``base_dilation`` other than 1.
+
+    >>> lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), 'VALID')
+    """
+    if isinstance(operand, (tuple, list)):
+        raise NotImplementedError("lax.reduce_window: shardc reduces one operand, not a pytree")
+    operand = array_operand(operand)
+    ndim = operand.ndim
+    window = tuple(int(w) for w in window_dimensions)
+    strides = tuple(int(s) for s in window_strides)
+    dilation = tuple(int(d) for d in (window_dilation or (1,) * ndim))
+    if base_dilation is not None and any(int(d) != 1 for d in base_dilation):
+        raise NotImplementedError("lax.reduce_window: base_dilation other than 1")
+    if not (len(window) == len(strides) == len(dilation) == ndim):
+        raise TypeError(f"reduce_window: window_dimensions {window}, window_strides {strides} "
+                        f"and window_dilation {dilation} must each have one entry per "
+                        f"dimension of the operand (rank {ndim})")
+    extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
+    pads = (padtype_to_pads(operand.shape, extent, strides, padding)
+            if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
+    if len(pads) != ndim:
+        raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "
+                        f"(rank {ndim}), got {len(pads)}")
+    init = jnp.asarray(init_value, dtype=operand.dtype)
+    if any(lo or hi for lo, hi in pads):
+        operand = pad(operand, init, [(lo, hi, 0) for lo, hi in pads])
+    out_shape = tuple((n - e) // s + 1 if n >= e else 0
+                      for n, e, s in zip(operand.shape, extent, strides))
+    result = jnp.broadcast_to(init, out_shape)
+    for offset in itertools.product(*[range(w) for w in window]):
+        start = tuple(o * d for o, d in zip(offset, dilation))
+        limit = tuple(b + (n - 1) * s + 1 for b, n, s in zip(start, out_shape, strides))
+        part = bind(p.slice_p, operand, start_indices=start, limit_indices=limit,
+                    strides=None if all(s == 1 for s in strides) else strides)
+        result = computation(result, part)
+    return result
+
+
+def split(operand, sizes, axis=0):
+    """``operand`` cut along ``axis`` into pieces of ``sizes`` (a list)."""
+    operand = array_operand(operand)
+    sizes = [int(s) for s in sizes]
+    axis = axis % max(operand.ndim, 1)
+    if sum(sizes) != operand.shape[axis]:
+        raise ValueError(f"Sum of sizes {sum(sizes)} must be equal to dimension {axis} of "
+                         f"the operand shape {operand.shape}")
+    bounds = np.cumsum([0] + sizes)
+    return [bind(p.slice_p, operand,
+                 start_indices=tuple(int(lo) if d == axis else 0 for d in range(operand.ndim)),
+                 limit_indices=tuple(int(hi) if d == axis else n
+                                     for d, n in enumerate(operand.shape)), strides=None)
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def tile(operand, reps):
+    """``operand`` repeated ``reps[d]`` times along each dimension."""
+    return jnp.tile(operand, tuple(int(r) for r in reps))
+
+
+def collapse(operand, start_dimension, stop_dimension=None):
+    """Dimensions ``start_dimension`` up to ``stop_dimension`` merged into one."""
+    operand = array_operand(operand)
+    stop = operand.ndim if stop_dimension is None else stop_dimension
+    shape = operand.shape
+    merged = math.prod(shape[start_dimension:stop])
+    return jnp.reshape(operand, shape[:start_dimension] + (merged,) + shape[stop:])
+
+
+def broadcast_to_rank(x, rank):
+    """``x`` with leading dimensions of size 1 up to ``rank``."""
+    x = array_operand(x)
+    if x.ndim >= rank:
+        return x
+    return jnp.reshape(x, (1,) * (rank - x.ndim) + x.shape)
+
+
+def optimization_barrier(operand):
+    """``operand`` unchanged (XLA's barrier against moving work across it; shardc moves
+    nothing)."""
+    return tree.tree_map(lambda leaf: leaf, operand)
