@@ -61,6 +61,21 @@ default_device = _STATES["default_device"]
 
 _install_backend()
 
+# JAX's other names: jacobian is jacrev; a process was once called a host
+jacobian = jacrev
+float0 = dtypes.float0
+host_count, host_id = process_count, process_index
+
+
+def host_ids() -> list:
+    """The process indices (JAX's old name for ``process_indices``)."""
+    return list(range(process_count()))
+
+
+def process_indices() -> list:
+    """The index of every process of the job."""
+    return list(range(process_count()))
+
 __all__ = [
     "Array", "ConcretizationTypeError", "Device", "Mesh", "NamedSharding", "P", "PartitionSpec",
     "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
@@ -70,13 +85,14 @@ __all__ = [
     "default_prng_impl", "device_count", "device_get", "device_put", "devices", "disable_jit",
     "distributed", "dtypes", "effects_barrier", "enable_checks", "enable_x64",
     "ensure_compile_time_eval", "eval_shape", "pure_callback",
-    "explain_cache_misses", "grad", "hessian", "jacfwd", "jacrev", "jit", "jvp", "lax",
+    "explain_cache_misses", "float0", "grad", "hessian", "host_count", "host_id", "host_ids",
+    "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax",
     "linear_transpose", "linearize",
     "local_device_count", "local_devices", "log_compiles", "make_array_from_callback",
     "make_array_from_single_device_arrays",
     "make_array_from_process_local_data", "make_jaxpr", "make_mesh", "named_call", "named_scope",
     "nn", "numpy", "numpy_dtype_promotion", "numpy_rank_promotion", "process_count",
-    "process_index", "random", "remat", "reshard", "scipy", "set_backend_name", "set_mesh",
+    "process_index", "process_indices", "random", "remat", "reshard", "scipy", "set_backend_name", "set_mesh",
     "shard_map", "sharding", "smap", "softmax_custom_jvp", "threefry_partitionable", "tree",
     "tree_util", "typeof", "value_and_grad", "vjp", "vmap",
 ]

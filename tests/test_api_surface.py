@@ -311,3 +311,16 @@ def test_public_modules_list_their_exports(name):
     assert len(module.__all__) == len(set(module.__all__))
     missing = [n for n in module.__all__ if not hasattr(module, n)]
     assert not missing, f"{name}.__all__ names what it does not have: {missing}"
+
+
+def test_jaxs_other_names_of_types_and_functions():
+    import shardc.numpy as jnp_
+    assert jnp_.zeros(2, jnp_.bool).dtype == np.bool_
+    assert np.dtype(jnp_.single) == np.float32 and np.dtype(jnp_.csingle) == np.complex64
+    for name, dtype in (("double", np.float64), ("float_", np.float64), ("int_", np.int64),
+                        ("uint", np.uint64), ("cdouble", np.complex128),
+                        ("complex_", np.complex128)):
+        assert np.dtype(getattr(jnp_, name)) == dtype, name
+    assert shardc.jacobian is shardc.jacrev
+    assert shardc.float0 == shardc.dtypes.float0
+    assert (shardc.host_count(), shardc.host_id(), shardc.process_indices()) == (1, 0, [0])

@@ -227,3 +227,35 @@ def test_orthogonal_initializer(shape, column_axis):
     small = min(cols.shape)
     gram = cols.T @ cols if cols.shape[0] >= cols.shape[1] else cols @ cols.T
     np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)
+
+
+# --- the smaller activations of jax.nn, against their formulas in float64 ------------------------
+
+_X = np.linspace(-2.5, 3.0, 23)
+
+
+@pytest.mark.parametrize("name, ref", [
+    ("identity", lambda x: x),
+    ("mish", lambda x: x * np.tanh(np.logaddexp(x, 0))),
+    ("squareplus", lambda x: (x + np.sqrt(x * x + 4)) / 2),
+    ("sparse_plus", lambda x: np.where(x <= -1, 0, np.where(x >= 1, x, (x + 1) ** 2 / 4))),
+    ("sparse_sigmoid", lambda x: np.clip(x + 1, 0, 2) / 2),
+])
+def test_more_activations(name, ref):
+    fn = getattr(nn, name)
+    np.testing.assert_allclose(np.asarray(fn(_X.astype(np.float32))), ref(_X), rtol=1e-5,
+                               atol=1e-6)
+    away = _X[np.abs(np.abs(_X) - 1) > 0.05]          # off sparse_*'s kinks
+    check_grad(lambda a: fn(a).sum(), away)
+
+
+def test_log1mexp_and_logmeanexp():
+    y = np.array([0.001, 0.5, 1.0, 5.0, 30.0])
+    np.testing.assert_allclose(np.asarray(nn.log1mexp(y.astype(np.float32))),
+                               np.log1p(-np.exp(-y)), rtol=1e-5)
+    m = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(np.asarray(nn.logmeanexp(m)), np.log(np.exp(m).mean()),
+                               rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(nn.logmeanexp(m, axis=1, where=m > 1)),
+                               [2.0, np.log(np.exp(m[1]).mean())], rtol=1e-6)
+    assert nn.logmeanexp(m, axis=1, keepdims=True).shape == (2, 1)

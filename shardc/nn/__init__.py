@@ -3,12 +3,15 @@
 from shardc.nn._functions import (celu, dot_product_attention, elu, gelu, glu, hard_sigmoid,
                                   hard_silu, hard_swish, hard_tanh, leaky_relu, log_sigmoid,
                                   log_softmax, logsumexp, one_hot, relu, relu6, selu, sigmoid, silu,
-                                  soft_sign, softmax, softplus, standardize, swish, tanh)
+                                  soft_sign, softmax, softplus, standardize, swish, tanh,
+                                  identity, mish, squareplus, sparse_plus, sparse_sigmoid,
+                                  log1mexp, logmeanexp)
 from shardc.nn import initializers
 
 __all__ = [
     "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu",
     "hard_swish", "hard_tanh", "initializers", "leaky_relu", "log_sigmoid", "log_softmax",
     "logsumexp", "one_hot", "relu", "relu6", "selu", "sigmoid", "silu", "soft_sign", "softmax",
-    "softplus", "standardize", "swish", "tanh",
+    "softplus", "standardize", "swish", "tanh", "identity", "mish", "squareplus", "sparse_plus",
+    "sparse_sigmoid", "log1mexp", "logmeanexp",
 ]

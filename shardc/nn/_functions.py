@@ -13,7 +13,8 @@ __all__ = [
     "relu", "sigmoid", "gelu", "silu", "logsumexp", "log_softmax", "softmax", "one_hot", "relu6",
     "swish", "softplus", "soft_sign", "log_sigmoid", "tanh", "leaky_relu", "elu", "celu", "selu",
     "glu", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish", "standardize",
-    "dot_product_attention",
+    "dot_product_attention", "identity", "mish", "squareplus", "sparse_plus", "sparse_sigmoid",
+    "log1mexp", "logmeanexp",
 ]
 
 
@@ -300,3 +301,48 @@ def _attention_mask(mask, is_causal, shape):
         allowed = causal if allowed is None else jnp.logical_and(allowed, causal)
     return allowed
 
+
+
+def identity(x):
+    """``x`` unchanged (the identity activation)."""
+    return jnp.asarray(x) if not hasattr(x, "dtype") else x
+
+
+def mish(x):
+    """``x * tanh(softplus(x))``."""
+    x = _inexact(x)
+    return x * jnp.tanh(softplus(x))
+
+
+def squareplus(x, b=4):
+    """``(x + sqrt(x**2 + b)) / 2``: a smooth relu."""
+    x = _inexact(x)
+    return (x + jnp.sqrt(jnp.square(x) + b)) / 2
+
+
+def sparse_plus(x):
+    """0 below -1, ``x`` above 1, ``(x + 1)**2 / 4`` between."""
+    x = _inexact(x)
+    return jnp.where(x <= -1.0, jnp.zeros_like(x),
+                     jnp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
+
+
+def sparse_sigmoid(x):
+    """0 below -1, 1 above 1, ``(x + 1) / 2`` between: sparse_plus's derivative."""
+    x = _inexact(x)
+    return 0.5 * jnp.clip(x + 1.0, 0.0, 2.0)
+
+
+def log1mexp(x):
+    """``log(1 - exp(-x))`` for ``x > 0``, accurate near 0 and for large ``x``."""
+    x = _inexact(x)
+    return jnp.where(x > np.log(2.0), jnp.log1p(-jnp.exp(-x)), jnp.log(-jnp.expm1(-x)))
+
+
+def logmeanexp(x, axis=None, where=None, keepdims=False):
+    """``log(mean(exp(x)))`` over ``axis`` (the elements ``where`` allows), stably."""
+    x = _inexact(x)
+    total = logsumexp(x, axis=axis, keepdims=keepdims, where=where)
+    count = (jnp.sum(jnp.ones_like(x), axis=axis, keepdims=keepdims) if where is None
+             else jnp.sum(jnp.broadcast_to(where, x.shape), axis=axis, keepdims=keepdims))
+    return total - jnp.log(count)

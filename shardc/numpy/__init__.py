@@ -161,3 +161,10 @@ __all__ = [
     "vander", "var", "vdot", "vecdot", "vecmat", "vectorize", "vsplit", "vstack", "where", "zeros",
     "zeros_like",
 ]
+
+# numpy's other names of these types, as jax.numpy has them (after __all__: ``bool`` here is
+# the dtype, so nothing below may use the builtin)
+single, double, csingle, cdouble, complex_ = float32, float64, complex64, complex128, complex128
+float_, int_, uint = float64, int64, uint64
+bool = bool_  # noqa: A001
+__all__ += ["bool", "cdouble", "complex_", "csingle", "double", "float_", "int_", "single", "uint"]
