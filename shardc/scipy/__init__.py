@@ -1,5 +1,5 @@
 """``shardc.scipy``: the parts of ``jax.scipy`` user code reaches for (``special``,
-``stats.norm``)."""
-from shardc.scipy import special, stats
+``stats.norm``, ``linalg``)."""
+from shardc.scipy import linalg, special, stats
 
-__all__ = ["special", "stats"]
+__all__ = ["linalg", "special", "stats"]

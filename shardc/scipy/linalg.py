@@ -1,0 +1,183 @@
+"""``jax.scipy.linalg``: scipy's conventions (``cholesky`` upper by default, ``qr`` full by
+default and returning tuples, ``eigh(lower=)``) over ``shardc.numpy.linalg``'s decompositions,
+with the triangular and Cholesky solves, ``block_diag``, ``toeplitz`` and ``expm``. Built on
+the same primitives, so they differentiate, batch and shard as those do."""
+from __future__ import annotations
+
+
+import numpy as np
+
+import shardc.numpy as jnp
+from shardc.numpy import linalg as _np_linalg
+
+__all__ = [
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "qr",
+    "solve", "solve_triangular", "svd", "toeplitz",
+]
+
+
+def _matrix(a):
+    a = jnp.asarray(a)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"expected a square matrix (or a batch of them), got shape {a.shape}")
+    return a
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """The Cholesky factor of a Hermitian positive definite ``a``: upper (``U^H U = a``)
+    unless ``lower``. Only that triangle of ``a`` is read, as JAX's (its gradient is the
+    symmetric one, as ``jnp.linalg.cholesky``'s)."""
+    a = _matrix(a)
+    tri = jnp.tril(a) if lower else jnp.triu(a)
+    a = tri + jnp.conj(jnp.swapaxes(tri, -1, -2)) - jnp.tril(jnp.triu(a))
+    return _np_linalg.cholesky(a, upper=not lower)
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """``(c, lower)`` for ``cho_solve``: ``c`` the Cholesky factor (zeros off its triangle)."""
+    return cholesky(a, lower=lower), lower
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """``x`` with ``a x = b``, from ``a``'s ``cho_factor``."""
+    c, lower = c_and_lower
+    c = _matrix(c)
+    first = solve_triangular(c, b, trans=0 if lower else 2, lower=lower)
+    return solve_triangular(c, first, trans=2 if lower else 0, lower=lower)
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     debug=None, check_finite=True):
+    """``x`` with ``op(a) x = b`` for the triangle of ``a`` that ``lower`` names (the other is
+    ignored): ``trans`` 0/'N' (``a``), 1/'T' (``a^T``), 2/'C' (``a^H``); ``unit_diagonal``
+    takes ``a``'s diagonal as ones."""
+    a = _matrix(a)
+    n = a.shape[-1]
+    tri = jnp.tril(a) if lower else jnp.triu(a)
+    if unit_diagonal:
+        eye = jnp.eye(n, dtype=a.dtype)
+        tri = tri * (1 - eye) + eye
+    kind = {0: 0, "N": 0, 1: 1, "T": 1, 2: 2, "C": 2}.get(trans)
+    if kind is None:
+        raise ValueError(f"Invalid 'trans' value {trans!r}: expected 0, 1, 2, 'N', 'T' or 'C'")
+    if kind:
+        tri = jnp.swapaxes(tri, -1, -2)
+        if kind == 2:
+            tri = jnp.conj(tri)
+    return _np_linalg.solve(tri, b)
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False,
+          check_finite=True, assume_a="gen"):
+    """``x`` with ``a x = b``; ``assume_a`` 'gen', 'sym', 'her' or 'pos'. As in JAX, only
+    'pos' reads one triangle (the one ``lower`` names: a Cholesky solve); the others solve
+    with the whole of ``a``."""
+    if assume_a not in ("gen", "sym", "her", "pos"):
+        raise ValueError(f"Expected assume_a to be one of 'gen', 'sym', 'her', 'pos'; got "
+                         f"{assume_a!r}")
+    a = _matrix(a)
+    if assume_a == "pos":
+        return cho_solve(cho_factor(a, lower=lower), b)
+    return _np_linalg.solve(a, b)
+
+
+def inv(a, overwrite_a=False, check_finite=True):
+    return _np_linalg.inv(_matrix(a))
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    return _np_linalg.det(_matrix(a))
+
+
+def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False,
+         turbo=True, eigvals=None, type=1, check_finite=True):
+    """Eigenvalues (ascending) and eigenvectors of a Hermitian ``a`` from the triangle
+    ``lower`` names; only the eigenvalues with ``eigvals_only``. The generalised problem
+    (``b``) is not supported, as in JAX."""
+    if b is not None:
+        raise NotImplementedError("Only the b=None case of eigh is implemented")
+    if eigvals is not None:
+        raise NotImplementedError("Only the eigvals=None case of eigh is implemented.")
+    w, v = _np_linalg.eigh(_matrix(a), UPLO="L" if lower else "U")
+    return w if eigvals_only else (w, v)
+
+
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
+        lapack_driver="gesdd"):
+    return _np_linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """scipy's QR: ``mode`` 'full' (default), 'economic', 'r' (``(r,)``) or 'raw' (not
+    supported); pivoting is not supported."""
+    if pivoting:
+        raise NotImplementedError("qr with pivoting=True")
+    if mode not in ("full", "economic", "r"):
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+    q, r = _np_linalg.qr(a, mode="reduced" if mode == "economic" else "complete")
+    return (r,) if mode == "r" else (q, r)
+
+
+def block_diag(*arrs):
+    """The matrices (scalars and vectors count as one row) along the diagonal, zeros around."""
+    if not arrs:
+        return jnp.zeros((1, 0))
+    mats = [jnp.atleast_2d(jnp.asarray(x)) for x in arrs]
+    if any(m.ndim != 2 for m in mats):
+        raise ValueError("Arguments to jax.scipy.linalg.block_diag must have at most 2 "
+                         "dimensions")
+    dtype = jnp.result_type(*mats)
+    cols = sum(m.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        right = cols - left - m.shape[1]
+        rows.append(jnp.pad(m.astype(dtype), ((0, 0), (left, right))))
+        left += m.shape[1]
+    return jnp.concatenate(rows, axis=0)
+
+
+def toeplitz(c, r=None):
+    """The Toeplitz matrix with first column ``c`` and first row ``r`` (``conj(c)`` when
+    omitted; ``r[0]`` is ignored)."""
+    c = jnp.ravel(jnp.asarray(c))
+    r = jnp.conj(c) if r is None else jnp.ravel(jnp.asarray(r))
+    values = jnp.concatenate([jnp.flip(c), r[1:]])
+    n, m = c.shape[0], r.shape[0]
+    index = (n - 1) - np.arange(n)[:, None] + np.arange(m)[None, :]
+    return values[index]
+
+
+# Higham's scaling-and-squaring with the degree-13 Pade approximant (its coefficients and the
+# 1-norm below which it is accurate in double precision)
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+           40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+
+
+def expm(A, *, upper_triangular=False, max_squarings=16):
+    """``exp(A)`` of a square matrix (or a batch): scaled by a power of two until its 1-norm
+    is small, the degree-13 Pade approximant, then squared back (at most ``max_squarings``
+    times; a larger norm gives NaN, as JAX's)."""
+    A = _matrix(A)
+    if not jnp.issubdtype(A.dtype, jnp.inexact):
+        A = A.astype(jnp.float32)
+    n = A.shape[-1]
+    norm = jnp.max(jnp.sum(jnp.abs(A), axis=-2), axis=-1)
+    squarings = jnp.maximum(0.0, jnp.ceil(jnp.log2(norm / _THETA13)))
+    scale = jnp.exp2(-squarings)[..., None, None].astype(A.dtype)
+    a = A * scale
+    eye = jnp.broadcast_to(jnp.eye(n, dtype=A.dtype), a.shape)
+    b = _PADE13
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2
+             + b[1] * eye)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 \
+        + b[0] * eye
+    result = _np_linalg.solve(v - u, v + u)
+    for k in range(max_squarings):
+        result = jnp.where((k < squarings)[..., None, None], result @ result, result)
+    too_large = (squarings > max_squarings) | ~jnp.isfinite(norm)
+    return jnp.where(too_large[..., None, None], jnp.nan, result)

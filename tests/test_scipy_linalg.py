@@ -1,0 +1,112 @@
+"""jax.scipy.linalg: scipy's conventions over the decompositions, against numpy (and scipy's
+definitions written out), eagerly and under jit, with gradients by finite differences."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+import shardc.scipy.linalg as sl
+
+from breadth_checks import assert_close, check_grad
+
+RNG = np.random.default_rng(0)
+M = RNG.standard_normal((4, 4)).astype(np.float32)
+S = (M @ M.T + 4 * np.eye(4)).astype(np.float32)
+B = RNG.standard_normal((4, 2)).astype(np.float32)
+
+
+def test_cholesky_is_upper_by_default_and_reads_one_triangle():
+    upper = np.linalg.cholesky(S.astype(np.float64)).T
+    assert_close(sl.cholesky(S), upper, rtol=1e-5, atol=1e-5)
+    assert_close(sl.cholesky(S, lower=True), upper.T, rtol=1e-5, atol=1e-5)
+    junk = np.triu(S) + 7 * np.tril(np.ones((4, 4), np.float32), -1)   # the lower part unread
+    assert_close(sl.cholesky(junk), upper, rtol=1e-5, atol=1e-5)
+    assert_close(sl.cholesky(junk.T, lower=True), upper.T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_cho_solve_and_solve_assuming_positive_definite(lower):
+    want = np.linalg.solve(S.astype(np.float64), B)
+    assert_close(sl.cho_solve(sl.cho_factor(S, lower=lower), B), want, rtol=1e-4, atol=1e-5)
+    assert_close(shardc.jit(lambda a, b: sl.solve(a, b, assume_a="pos", lower=lower))(S, B),
+                 want, rtol=1e-4, atol=1e-5)
+    check_grad(lambda b: sl.cho_solve(sl.cho_factor(S, lower=lower), b).sum(), B)
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2, "N", "T", "C"])
+@pytest.mark.parametrize("lower", [False, True])
+def test_solve_triangular_reads_its_triangle(trans, lower):
+    a = (M + 4 * np.eye(4)).astype(np.float32)
+    tri = np.tril(a) if lower else np.triu(a)
+    op = tri if trans in (0, "N") else tri.T
+    assert_close(sl.solve_triangular(a, B, trans=trans, lower=lower), np.linalg.solve(op, B),
+                 rtol=1e-4, atol=1e-5)
+    unit = np.tril(a, -1) + np.eye(4) if lower else np.triu(a, 1) + np.eye(4)
+    op = unit if trans in (0, "N") else unit.T
+    assert_close(sl.solve_triangular(a, B, trans=trans, lower=lower, unit_diagonal=True),
+                 np.linalg.solve(op, B), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="Invalid 'trans' value 'X'"):
+        sl.solve_triangular(a, B, trans="X")
+
+
+def test_general_functions_follow_numpy():
+    assert_close(sl.solve(M, B), np.linalg.solve(M, B), rtol=1e-4, atol=1e-5)
+    assert_close(sl.solve(M, B, assume_a="sym"), np.linalg.solve(M, B), rtol=1e-4, atol=1e-5)
+    assert_close(sl.inv(M), np.linalg.inv(M), rtol=1e-4, atol=1e-5)
+    assert_close(sl.det(M), np.linalg.det(M), rtol=1e-5)
+    w, v = sl.eigh(S)
+    assert_close(w, np.linalg.eigvalsh(S), rtol=1e-5)
+    assert_close(sl.eigh(S, eigvals_only=True), np.linalg.eigvalsh(S), rtol=1e-5)
+    assert_close(sl.svd(M, compute_uv=False), np.linalg.svd(M, compute_uv=False), rtol=1e-5)
+    tall = RNG.standard_normal((5, 3)).astype(np.float32)
+    q, r = sl.qr(tall)
+    assert q.shape == (5, 5) and r.shape == (5, 3)
+    assert_close(q @ r, tall, rtol=1e-5, atol=1e-5)
+    (r_only,) = sl.qr(tall, mode="r")
+    q, r = sl.qr(tall, mode="economic")
+    assert q.shape == (5, 3) and r.shape == (3, 3) and r_only.shape == (5, 3)
+    with pytest.raises(NotImplementedError, match="b=None"):
+        sl.eigh(S, S)
+
+
+def test_block_diag_and_toeplitz():
+    got = sl.block_diag(np.ones((2, 2)), 3.0, np.arange(3.0))
+    want = np.zeros((4, 6))
+    want[:2, :2], want[2, 2], want[3, 3:] = 1, 3, np.arange(3.0)
+    assert_close(got, want)
+    c, r = np.arange(1.0, 4.0), np.arange(1.0, 6.0) * 2
+    assert_close(sl.toeplitz(c, r), [[c[i - j] if i >= j else r[j - i] for j in range(5)]
+                                     for i in range(3)])
+    assert_close(sl.toeplitz(c), [[c[abs(i - j)] for j in range(3)] for i in range(3)])
+
+
+def _expm_reference(a):
+    """exp(a) by its Taylor series in float64, scaled and squared."""
+    a = np.asarray(a, np.float64)
+    s = max(0, int(np.ceil(np.log2(max(np.abs(a).sum(0).max(), 1e-300)))) + 1)
+    x = a / 2 ** s
+    term, total = np.eye(len(a)), np.eye(len(a))
+    for k in range(1, 30):
+        term = term @ x / k
+        total = total + term
+    for _ in range(s):
+        total = total @ total
+    return total
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.05, 0.5, 3.0])
+def test_expm_equals_its_series(scale):
+    a = (M * scale).astype(np.float32)
+    want = _expm_reference(a)
+    assert_close(sl.expm(a), want, rtol=2e-4, atol=1e-5 * np.abs(want).max())
+    assert_close(shardc.jit(sl.expm)(a), want, rtol=2e-4, atol=1e-5 * np.abs(want).max())
+
+
+def test_expm_of_a_batch_its_gradient_and_a_norm_beyond_its_squarings():
+    a = np.stack([M, -M]).astype(np.float32) * 0.3
+    for k in range(2):
+        assert_close(sl.expm(a)[k], _expm_reference(a[k]), rtol=2e-4, atol=1e-5)
+    check_grad(lambda x: sl.expm(x).sum(), M * 0.3)
+    assert np.isnan(np.asarray(sl.expm(M * 1e6, max_squarings=2))).all()
