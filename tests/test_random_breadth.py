@@ -238,3 +238,57 @@ def test_poisson_broadcasts_rates():
     assert random.poisson(random.key(24), rates).shape == (2,)
     many = np.asarray(random.poisson(random.key(24), rates, (5000, 2)))
     np.testing.assert_allclose(many.mean(0), rates, rtol=0.05)
+
+
+# --- the transformed samplers: their moments against the distributions' (200k draws) -----------
+
+_K = random.key(7)
+_N = 200_000
+_MOMENTS = {
+    # name: (draw, mean, variance) of the distribution
+    "lognormal": (lambda: random.lognormal(_K, 0.5, (_N,)), np.exp(0.125),
+                  (np.exp(0.25) - 1) * np.exp(0.25)),
+    "chisquare": (lambda: random.chisquare(_K, 3.0, (_N,)), 3.0, 6.0),
+    "t": (lambda: random.t(_K, 5.0, (_N,)), 0.0, 5.0 / 3.0),
+    "f": (lambda: random.f(_K, 4.0, 10.0, (_N,)), 10.0 / 8.0, None),
+    "pareto": (lambda: random.pareto(_K, 3.0, (_N,)), 1.5, 0.75),
+    "weibull_min": (lambda: random.weibull_min(_K, 2.0, 1.5, (_N,)),
+                    2.0 * math.gamma(1 + 1 / 1.5), None),
+    "rayleigh": (lambda: random.rayleigh(_K, 2.0, (_N,)), 2.0 * np.sqrt(np.pi / 2),
+                 (4 - np.pi) / 2 * 4.0),
+    "maxwell": (lambda: random.maxwell(_K, (_N,)), 2 * np.sqrt(2 / np.pi), 3 - 8 / np.pi),
+    "double_sided_maxwell": (lambda: random.double_sided_maxwell(_K, 1.0, 2.0, (_N,)), 1.0,
+                             12.0),
+    "geometric": (lambda: random.geometric(_K, 0.3, (_N,)), 1 / 0.3, 0.7 / 0.09),
+    "triangular": (lambda: random.triangular(_K, 0.0, 1.0, 3.0, (_N,)), 4.0 / 3.0,
+                   (9 + 1 - 3) / 18),
+    "wald": (lambda: random.wald(_K, 2.0, (_N,)), 2.0, 8.0),
+    "generalized_normal": (lambda: random.generalized_normal(_K, 2.0, (_N,)), 0.0, 0.5),
+}
+
+
+@pytest.mark.parametrize("name", list(_MOMENTS))
+def test_transformed_samplers_have_their_distributions_moments(name):
+    draw, mean, var = _MOMENTS[name]
+    x = np.asarray(draw(), np.float64)
+    assert x.shape == (_N,)
+    assert abs(x.mean() - mean) < 0.02 * max(1.0, abs(mean)), (x.mean(), mean)
+    if var is not None:
+        assert abs(x.var() - var) < 0.05 * max(1.0, var), (x.var(), var)
+
+
+def test_cauchy_loggamma_ball_and_orthogonal():
+    assert abs(np.median(np.asarray(random.cauchy(_K, (_N,))))) < 0.02
+    # log Gamma(0.5) draws: E[log X] = digamma(0.5)
+    assert abs(np.asarray(random.loggamma(_K, 0.5, (_N,))).mean() - (-1.9635)) < 0.03
+    points = np.asarray(random.ball(_K, 3, 2, (_N,)))
+    radius = np.linalg.norm(points, axis=-1)
+    assert points.shape == (_N, 3) and radius.max() <= 1.0
+    assert abs(np.mean(radius) - 0.75) < 0.01          # E|x| = d / (d + 1) in the unit ball
+    q = np.asarray(random.orthogonal(_K, 4, (3,)))
+    np.testing.assert_allclose(q @ np.swapaxes(q, -1, -2), np.broadcast_to(np.eye(4), (3, 4, 4)),
+                               atol=1e-5)
+    wide, tall = random.orthogonal(_K, 3, m=5), random.orthogonal(_K, 5, m=3)
+    assert wide.shape == (3, 5) and tall.shape == (5, 3)
+    np.testing.assert_allclose(np.asarray(tall).T @ np.asarray(tall), np.eye(3), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(wide) @ np.asarray(wide).T, np.eye(3), atol=1e-5)

@@ -7,11 +7,15 @@ Philox keyed by the key, so they are reproducible but differ from JAX's threefry
 
     _keys             key arrays, key, PRNGKey, split, fold_in, key_data, bits
     _distributions    uniform, normal, randint, choice, gamma, poisson, ...
+    _more             lognormal, cauchy, chisquare, t, f, pareto, orthogonal, ball, ...
 """
 from shardc.random._distributions import (bernoulli, beta, categorical, choice, dirichlet,
                                           exponential, gamma, gumbel, laplace, logistic,
                                           multivariate_normal, normal, permutation, poisson,
                                           rademacher, randint, truncated_normal, uniform)
+from shardc.random._more import (ball, cauchy, chisquare, double_sided_maxwell, f,
+                                 generalized_normal, geometric, loggamma, lognormal, maxwell,
+                                 orthogonal, pareto, rayleigh, t, triangular, wald, weibull_min)
 from shardc.random._keys import (IMPLS, KeyDtype, PRNGImpl, PRNGKey, PRNGKeyArray, bits, clone,
                                  fold_in, key, key_data, key_impl, resolve_impl, split,
                                  wrap_key_data)
@@ -21,5 +25,7 @@ __all__ = [
     "categorical", "choice", "clone", "dirichlet", "exponential", "fold_in", "gamma", "gumbel",
     "key", "key_data", "key_impl", "laplace", "logistic", "multivariate_normal", "normal",
     "permutation", "poisson", "rademacher", "randint", "resolve_impl", "split", "truncated_normal",
-    "uniform", "wrap_key_data",
+    "uniform", "wrap_key_data", "ball", "cauchy", "chisquare", "double_sided_maxwell", "f",
+    "generalized_normal", "geometric", "loggamma", "lognormal", "maxwell", "orthogonal", "pareto",
+    "rayleigh", "t", "triangular", "wald", "weibull_min",
 ]
