@@ -96,3 +96,51 @@ def test_norm_pdf_logpdf_cdf_sf_ppf():
     assert_close(shardc.vmap(shardc.grad(lambda v: norm.cdf(v, loc, scale)))(x),
                  np.exp(logpdf), 1e-5, 1e-6)
     check_grad(lambda v: norm.logpdf(v, loc, scale).sum(), x[:5])
+
+
+# --- the gamma family, entropies and transforms, against math and numpy in float64 --------------
+
+def test_gamma_family_against_math():
+    x = np.array([-2.5, -1.5, -0.5, 0.3, 1.0, 2.5, 6.0, 10.5])
+    want = np.array([math.gamma(v) for v in x])
+    assert_close(special.gamma(x.astype(np.float32)), want, rtol=2e-5)
+    assert_close(special.gammasgn(x), np.sign(want))
+    got = np.asarray(special.gamma(np.array([-2.0, -1.0, 0.0], np.float32)))
+    assert np.isnan(got[:2]).all() and np.isinf(got[2])
+    a, b = np.array([0.5, 2.0, 3.0]), np.array([1.5, 2.0, 0.7])
+    beta = np.array([math.gamma(p) * math.gamma(q) / math.gamma(p + q) for p, q in zip(a, b)])
+    assert_close(special.beta(a, b), beta, rtol=1e-5)
+    assert_close(special.betaln(a, b), np.log(beta), rtol=1e-5, atol=1e-6)
+    assert_close(special.factorial(np.array([0.0, 1.0, 5.0, -1.0])), [1, 1, 120, 0], rtol=1e-5)
+    assert_close(special.comb(np.array([5.0, 10.0, 3.0]), np.array([2.0, 3.0, 5.0])),
+                 [10, 120, 0], rtol=1e-5)
+    assert_close(special.comb(4.0, 2.0, repetition=True), 10.0, rtol=1e-5)
+    assert_close(special.poch(np.array([1.0, 2.5, 3.0]), np.array([2.0, 1.5, 0.0])),
+                 [2.0, math.gamma(4.0) / math.gamma(2.5), 1.0], rtol=1e-5)
+    d = 3
+    want = d * (d - 1) / 4 * math.log(math.pi) + sum(math.lgamma(2.5 + (1 - j) / 2)
+                                                     for j in range(1, d + 1))
+    assert_close(special.multigammaln(np.float32(2.5), d), want, rtol=1e-5)
+    check_grad(lambda v: special.gamma(v).sum(), np.array([0.5, 2.5]))
+
+
+def test_log_ndtr_through_both_tails():
+    x = np.array([-40.0, -15.0, -10.5, -1.0, 0.0, 3.0, 5.5, 10.0])
+    with np.errstate(divide="ignore"):         # erfc(40 / sqrt 2) underflows to 0
+        want = np.log(0.5 * np.array([math.erfc(-v / math.sqrt(2)) for v in x]))
+    want[-2:] = np.log1p(-0.5 * np.array([math.erfc(v / math.sqrt(2)) for v in x[-2:]]))
+    z2 = 1 / x[0] ** 2                     # erfc underflows: Mills' ratio series, float64
+    want[0] = (-x[0] ** 2 / 2 - math.log(-x[0]) - 0.5 * math.log(2 * math.pi)
+               + math.log(1 - z2 + 3 * z2 ** 2 - 15 * z2 ** 3))
+    assert_close(special.log_ndtr(x.astype(np.float32)), want, rtol=2e-5, atol=1e-7)
+    check_grad(lambda v: special.log_ndtr(v).sum(), np.array([-12.0, -1.0, 2.0]))
+
+
+def test_entropies_and_box_cox():
+    p, q = np.array([0.0, 1.0, 2.0, -1.0]), np.array([1.0, 2.0, 0.0, 1.0])
+    assert_close(special.rel_entr(p, q), [0.0, math.log(0.5), np.inf, np.inf], rtol=1e-6)
+    assert_close(special.kl_div(p, q), [1.0, math.log(0.5) + 1, np.inf, np.inf], rtol=1e-6)
+    x = np.array([1.0, 2.0, 3.0])
+    assert_close(special.boxcox(x, 0.5), (np.sqrt(x) - 1) / 0.5, rtol=1e-6)
+    assert_close(special.boxcox(x, 0.0), np.log(x), rtol=1e-6)
+    assert_close(special.boxcox1p(x - 1, 0.5), (np.sqrt(x) - 1) / 0.5, rtol=1e-6)
