@@ -16,6 +16,11 @@ def register_pytree_node(cls, flatten: Callable, unflatten: Callable) -> None:
     _registry[cls] = (flatten, unflatten)
 
 
+def is_registered(cls) -> bool:
+    """Whether ``cls`` was registered as a pytree node."""
+    return cls in _registry
+
+
 def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 

@@ -409,7 +409,13 @@ def check_divides(sharding, shape) -> None:
                 f"tiling factors: {factors} should evenly divide the shape)")
 
 
-class NamedSharding:
+class Sharding:
+    """What every sharding is (JAX's ``jax.sharding.Sharding``): how an array's blocks lie
+    on devices. ``isinstance(x.sharding, Sharding)`` holds for each kind."""
+    __slots__ = ()
+
+
+class NamedSharding(Sharding):
     """A mesh and a partition spec: how a global array is laid out over devices."""
 
     def __init__(self, mesh: Mesh, spec: PartitionSpec):

@@ -8,12 +8,13 @@ import numpy as np
 
 from ir import dtypes
 from ir.core import Aval
-from ir.sharding import NamedSharding, canonical_spec, owner_positions, position_slices
+from ir.sharding import (NamedSharding, Sharding, canonical_spec, owner_positions,
+                         position_slices)
 from ir.sharding_rules import type_sharding
 from runtime.devices import Device, devices, is_local
 
 
-class SingleDeviceSharding:
+class SingleDeviceSharding(Sharding):
     """The whole array on one device."""
 
     def __init__(self, device: Device):

@@ -13,16 +13,17 @@ from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind
 from ir import primitives as p
 from ir.sharding import (EMPTY_MESH, AbstractMesh, AxisType, DuplicateSpecError, Mesh,
-                         NamedSharding, PartitionSpec, ReplicationError, ShardingTypeError,
-                         current_mesh, pop_mesh, push_mesh, spec_axes, spec_names)
+                         NamedSharding, PartitionSpec, ReplicationError, Sharding,
+                         ShardingTypeError, current_mesh, pop_mesh, push_mesh, spec_axes,
+                         spec_names)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices
 
 __all__ = ["AbstractMesh", "AxisType", "Mesh", "ShardingTypeError", "auto_axes",
            "explicit_axes", "NamedSharding", "PartitionSpec", "ReplicationError",
-           "SingleDeviceSharding", "get_abstract_mesh", "get_mesh", "reshard", "set_mesh",
-           "use_abstract_mesh", "use_mesh"]
+           "Sharding", "SingleDeviceSharding", "get_abstract_mesh", "get_mesh",
+           "make_single_device_sharding", "reshard", "set_mesh", "use_abstract_mesh", "use_mesh"]
 
 
 class _MeshScope(contextlib.AbstractContextManager):
@@ -301,3 +302,8 @@ def _without_axes(leaf, mesh, dropped):
     kept = [tuple(a for a in names if a not in dropped) for names in aval.sharding.spec]
     return reshard(leaf, NamedSharding(aval.sharding.mesh,
                                        PartitionSpec(*partitions(kept))))
+
+
+def make_single_device_sharding(device, *, memory_kind=None):
+    """The whole array on ``device`` (JAX's ``make_single_device_sharding``)."""
+    return SingleDeviceSharding(device)

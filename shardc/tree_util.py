@@ -106,6 +106,8 @@ def _child_keys(x, is_leaf):
         return list(zip([DictKey(k) for k in aux], children))
     if kind in (tuple, list):
         return [(SequenceKey(k), c) for k, c in enumerate(children)]
+    if kind in _keyed:
+        return list(_keyed[kind](x)[0])
     if kind in _field_names:
         return [(GetAttrKey(n), c) for n, c in zip(_field_names[kind], children)]
     if hasattr(kind, "_fields"):
@@ -169,7 +171,10 @@ def treedef_is_leaf(treedef: PyTreeDef) -> bool:
 
 def register_pytree_with_keys(cls, flatten_with_keys: Callable, unflatten: Callable,
                               flatten_func: Callable | None = None):
-    """Register ``cls`` with ``flatten_with_keys(x) -> (((key, child), ...), aux)``."""
+    """Register ``cls`` with ``flatten_with_keys(x) -> (((key, child), ...), aux)``: key paths
+    through it use those keys."""
+    _keyed[cls] = flatten_with_keys
+
     def flatten(x):
         if flatten_func is not None:
             return flatten_func(x)
@@ -178,6 +183,9 @@ def register_pytree_with_keys(cls, flatten_with_keys: Callable, unflatten: Calla
 
     register_pytree_node(cls, flatten, unflatten)
     return cls
+
+
+_keyed: dict = {}       # class -> its flatten_with_keys (register_pytree_with_keys)
 
 
 def register_pytree_node_class(cls):
@@ -211,3 +219,81 @@ def register_dataclass(cls=None, data_fields=None, meta_fields=None, drop_fields
 
 
 
+
+
+# --- the rest of jax.tree_util's helpers --------------------------------------------------------
+
+def all_leaves(iterable, is_leaf=None) -> bool:
+    """Whether every element of ``iterable`` is a leaf (None is a node, not a leaf)."""
+    return all(treedef_is_leaf(tree_structure(x, is_leaf)) for x in iterable)
+
+
+def register_static(cls):
+    """Register ``cls`` as a node with no children: its instances are part of the structure
+    (hashed and compared as metadata), never traced."""
+    register_pytree_node(cls, lambda x: ((), x), lambda aux, _: aux)
+    return cls
+
+
+def register_pytree_with_keys_class(cls):
+    """Class decorator: ``cls.tree_flatten_with_keys(self)`` and ``cls.tree_unflatten``
+    (``cls.tree_flatten`` too, when it has one)."""
+    return register_pytree_with_keys(cls, lambda x: x.tree_flatten_with_keys(),
+                                     cls.tree_unflatten,
+                                     (lambda x: x.tree_flatten())
+                                     if hasattr(cls, "tree_flatten") else None)
+
+
+def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
+    """``prefix_tree`` with each of its leaves repeated over the subtree of ``full_tree`` it
+    stands for: the result has ``full_tree``'s structure."""
+    leaves = _tree.broadcast_prefix(prefix_tree, full_tree, is_leaf=is_leaf or (lambda x: False),
+                                    name="tree_broadcast")
+    return tree_unflatten(tree_structure(full_tree, is_leaf), leaves)
+
+
+def treedef_children(treedef: PyTreeDef) -> list:
+    """The structures of a node's children (none for a leaf)."""
+    return list(treedef.children)
+
+
+def treedef_tuple(treedefs) -> PyTreeDef:
+    """The structure of a tuple whose children have ``treedefs``."""
+    return PyTreeDef(tuple, None, tuple(treedefs))
+
+
+def flatten_one_level(tree):
+    """``(children, metadata)`` of one node (its children left as they are)."""
+    node = node_children(tree)
+    if node is None:
+        raise ValueError(f"flatten_one_level was called on a leaf: {tree!r}")
+    kind, aux, children, _ = node
+    return children, aux
+
+
+def is_tree_node(typ) -> bool:
+    """Whether instances of ``typ`` are pytree nodes (containers) rather than leaves."""
+    return (typ in (tuple, list, dict, type(None)) or _tree.is_registered(typ)
+            or (isinstance(typ, type) and issubclass(typ, tuple) and hasattr(typ, "_fields")))
+
+
+_NO_IDENTITY = object()
+
+
+def tree_reduce_associative(operation, tree, *, identity=_NO_IDENTITY, is_leaf=None):
+    """The leaves combined by the associative ``operation`` (as a balanced tree of calls);
+    ``identity`` for a tree without leaves."""
+    leaves = tree_leaves(tree, is_leaf)
+    if not leaves:
+        if identity is _NO_IDENTITY:
+            raise ValueError("Must specify identity for parallel reduction of empty sequence.")
+        return identity
+    while len(leaves) > 1:
+        paired = [operation(a, b) for a, b in zip(leaves[::2], leaves[1::2])]
+        leaves = paired + ([leaves[-1]] if len(leaves) % 2 else [])
+    return leaves[0]
+
+
+__all__ += ["all_leaves", "flatten_one_level", "is_tree_node", "register_pytree_with_keys_class",
+            "register_static", "tree_broadcast", "tree_reduce_associative", "treedef_children",
+            "treedef_tuple"]

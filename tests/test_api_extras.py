@@ -217,3 +217,70 @@ def test_sharding_constraints_take_specs_on_the_current_mesh_and_prefixes():
                                            "in context if you are passing `PartitionSpec`s"):
         lax.with_sharding_constraint(x, P("X"))
     assert isinstance(jax.devices()[0], jax.Device)
+
+
+# --- the rest of tree_util, and the Sharding base class (each as JAX 0.10.2 gives it) -----------
+
+def test_tree_util_helpers():
+    from typing import NamedTuple
+    tu = jax.tree_util
+    assert tu.all_leaves([1, 2.0]) and not tu.all_leaves([[1], 2]) and not tu.all_leaves([None])
+    assert [str(t) for t in tu.treedef_children(tu.tree_structure({"a": (1, 2), "b": 3}))] == [
+        "PyTreeDef((*, *))", "PyTreeDef(*)"]
+    assert str(tu.treedef_tuple([tu.tree_structure((1, 2)), tu.tree_structure(3)])) == \
+        "PyTreeDef(((*, *), *))"
+    assert tu.flatten_one_level({"a": (1, 2), "b": 3}) == (((1, 2), 3), ("a", "b"))
+    assert tu.tree_broadcast((1, 2), ((3, 4), (5,))) == ((1, 1), (2,))
+    assert tu.tree_broadcast({"a": 1, "b": [2]}, {"a": [0, 0], "b": [[9, 9]]}) == {
+        "a": [1, 1], "b": [[2, 2]]}
+
+    class Pair(NamedTuple):
+        a: int
+        b: int
+    assert tu.is_tree_node(tuple) and tu.is_tree_node(Pair) and not tu.is_tree_node(int)
+    assert tu.tree_reduce_associative(lambda a, b: a + b, [1, 2, 3, 4, 5]) == 15
+    with pytest.raises(ValueError, match="Must specify identity"):
+        tu.tree_reduce_associative(lambda a, b: a + b, [])
+
+
+def test_register_static_and_keyed_classes():
+    tu = jax.tree_util
+
+    @tu.register_static
+    class Config:
+        def __init__(self, n):
+            self.n = n
+
+        def __eq__(self, other):
+            return isinstance(other, Config) and other.n == self.n
+
+        def __hash__(self):
+            return hash(self.n)
+
+    assert tu.tree_leaves((1, Config(3))) == [1]
+    assert float(jax.jit(lambda t: t[0] * t[1].n)((2.0, Config(3)))) == 6.0
+
+    @tu.register_pytree_with_keys_class
+    class Box:
+        def __init__(self, x):
+            self.x = x
+
+        def tree_flatten_with_keys(self):
+            return ((tu.GetAttrKey("x"), self.x),), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    (path, leaf), = tu.tree_flatten_with_path(Box(3.0))[0]
+    assert path == (tu.GetAttrKey("x"),) and leaf == 3.0
+    assert tu.tree_map(lambda v: v + 1, Box(1.0)).x == 2.0
+
+
+def test_every_sharding_is_a_sharding():
+    from shardc.sharding import Sharding, make_single_device_sharding
+    mesh = jax.make_mesh((8,), ("i",))
+    x = jax.device_put(np.arange(8.0), jax.NamedSharding(mesh, jax.P("i")))
+    assert isinstance(x.sharding, Sharding) and isinstance(jnp.ones(2).sharding, Sharding)
+    one = make_single_device_sharding(jax.devices()[1])
+    assert jax.device_put(jnp.ones(2), one).devices() == {jax.devices()[1]}
