@@ -30,8 +30,28 @@ from ir.verify import check_traced
 
 # --- errors ------------------------------------------------------------------------------------
 
-class ConcretizationTypeError(TypeError):
+class JAXTypeError(TypeError):
+    """The base of the tracer errors that are TypeErrors (JAX's ``jax.errors.JAXTypeError``)."""
+
+
+class JAXIndexError(IndexError):
+    """The base of the indexing errors (JAX's ``jax.errors.JAXIndexError``)."""
+
+
+class ConcretizationTypeError(JAXTypeError):
     """A traced value was used where a concrete Python value is needed."""
+
+
+class TracerIntegerConversionError(ConcretizationTypeError):
+    """``int()`` or ``operator.index`` of a traced integer value."""
+
+
+class TracerArrayConversionError(ConcretizationTypeError):
+    """``np.asarray`` (``__array__``) of a traced value."""
+
+
+class NonConcreteBooleanIndexError(JAXIndexError):
+    """Indexing with a traced boolean mask, whose result's shape depends on its values."""
 
 
 def errors_link(cls) -> str:
@@ -443,11 +463,17 @@ class Tracer:
         raise self._concretization_error("float conversion", ConcretizationTypeError)
 
     def __index__(self):
-        raise self._concretization_error("integer conversion", ConcretizationTypeError)
+        raise self._concretization_error("integer conversion", self._integer_error())
+
+    def _integer_error(self):
+        """JAX's class for ``__index__``: TracerIntegerConversionError of an integer value."""
+        return (TracerIntegerConversionError if np.issubdtype(self.aval.dtype, np.integer)
+                else ConcretizationTypeError)
 
     def __array__(self, dtype=None, copy=None):
-        raise self._concretization_error("conversion to a numpy array",
-                                         ConcretizationTypeError)
+        raise self._concretization_error("conversion to a numpy array (the numpy.ndarray "
+                                         "conversion method __array__() was called)",
+                                         TracerArrayConversionError)
 
     def _concretization_error(self, what: str, cls):
         src = user_source()

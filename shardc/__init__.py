@@ -24,8 +24,8 @@ from ir.sharding import Mesh, NamedSharding, PartitionSpec, ReplicationError
 from runtime.array import Array
 from runtime.devices import (Device, device_count, devices, local_devices, process_count,
                              process_index)
-from shardc import (ad_checkpoint, custom_derivatives, debug, dtypes, lax, nn, numpy, random,
-                    scipy, sharding, tree, tree_util)
+from shardc import (ad_checkpoint, custom_derivatives, debug, dtypes, errors, lax, nn, numpy,
+                    random, scipy, sharding, tree, tree_util, typing)
 from shardc._devices import device_put, local_device_count, make_mesh
 from shardc._extras import (block_until_ready, default_backend, device_get, effects_barrier,
                             eval_shape, named_call, named_scope, smap)
@@ -83,7 +83,7 @@ __all__ = [
     "comm_ledger", "config", "custom_derivatives", "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
     "default_prng_impl", "device_count", "device_get", "device_put", "devices", "disable_jit",
-    "distributed", "dtypes", "effects_barrier", "enable_checks", "enable_x64",
+    "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks", "enable_x64",
     "ensure_compile_time_eval", "eval_shape", "pure_callback",
     "explain_cache_misses", "float0", "grad", "hessian", "host_count", "host_id", "host_ids",
     "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax",

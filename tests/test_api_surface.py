@@ -324,3 +324,16 @@ def test_jaxs_other_names_of_types_and_functions():
     assert shardc.jacobian is shardc.jacrev
     assert shardc.float0 == shardc.dtypes.float0
     assert (shardc.host_count(), shardc.host_id(), shardc.process_indices()) == (1, 0, [0])
+
+
+def test_jax_errors_and_typing_names():
+    """The classes programs catch by name, raised where JAX raises them."""
+    from shardc.errors import (ConcretizationTypeError, TracerArrayConversionError,
+                               TracerIntegerConversionError)
+    from shardc.typing import ArrayLike, DTypeLike   # noqa: F401 (importable, as annotations)
+    with pytest.raises(TracerIntegerConversionError):
+        shardc.jit(lambda i: [1, 2, 3][i])(np.int32(1))
+    with pytest.raises(ConcretizationTypeError):
+        shardc.jit(lambda v: int(v))(np.float32(1))
+    with pytest.raises(TracerArrayConversionError, match="__array__"):
+        shardc.jit(lambda v: np.asarray(v))(np.float32(1))

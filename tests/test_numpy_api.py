@@ -921,8 +921,11 @@ def test_bad_indices():
         x[1.5]
     with pytest.raises(TypeError, match="integer or boolean type"):
         x[jnp.array([0.0, 1.0])]
-    with pytest.raises(NotImplementedError, match="boolean mask"):
+    with pytest.raises(shardc.errors.NonConcreteBooleanIndexError,
+                       match=r"Array boolean indices must be concrete; got bool\["):
         shardc.jit(lambda a, m: a[m])(x, x > 0)
+    with pytest.raises(IndexError):                   # JAX's class is an IndexError
+        shardc.jit(lambda a: a[a > 0])(x)
 
 
 def test_other_shape_errors():

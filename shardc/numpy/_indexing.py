@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-from compiler.tracing import Tracer, aval_of, bind, is_python_scalar
+from compiler.tracing import (NonConcreteBooleanIndexError, Tracer, aval_of, bind,
+                              is_python_scalar)
 from ir import dtypes as _dt
 from ir.core import Aval, TypeSharding
 from ir.sharding_rules import gather_error, scatter_error
@@ -178,6 +179,12 @@ def _mask_as_integers(index, shape):
 
 
 def _flat_getitem(x, index):
+    traced_masks = [e for e in index if isinstance(e, Tracer) and _is_bool_array(e)]
+    if traced_masks:
+        raise NonConcreteBooleanIndexError(
+            f"Array boolean indices must be concrete; got {aval_of(traced_masks[0]).str_long()}"
+            "\n\nSee https://docs.jax.dev/en/latest/errors.html"
+            "#jax.errors.NonConcreteBooleanIndexError")
     if not _is_concrete(index):
         raise NotImplementedError("indexing with several integer arrays or a boolean mask "
                                   "needs concrete (not traced) indices; a traced boolean mask "
