@@ -7,6 +7,7 @@ Python scalars weakly typed), shapes are numpy's.
 from __future__ import annotations
 
 import operator
+import warnings
 
 import numpy as np
 import pytest
@@ -966,3 +967,95 @@ def test_einsum_labels_of_different_sizes_are_jaxs_value_error():
         jnp.einsum("ij,jk->ik", jnp.ones((2, 3)), jnp.ones((4, 2)))
     assert str(err.value) == ("Size of label 'j' for operand 1 (3) does not match previous "
                               "terms (4).")
+
+
+# --- where= and initial= of the reductions, the pad modes, einsum's ellipsis (against numpy) ---
+
+_R = (np.arange(24, dtype=np.float32).reshape(2, 3, 4) % 7) - 3
+_MASK = _R > 0
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("sum", dict(axis=1, where=_MASK)), ("sum", dict(axis=1, where=_MASK, initial=10.0)),
+    ("prod", dict(axis=2, where=_MASK)), ("max", dict(axis=0, initial=1.5)),
+    ("max", dict(axis=1, where=_MASK, initial=-9.0)), ("min", dict(axis=2, where=_MASK,
+                                                                  initial=10.0)),
+    ("mean", dict(axis=(0, 2), where=_MASK)), ("var", dict(axis=1, where=_MASK, ddof=1)),
+    ("std", dict(where=_MASK)), ("all", dict(axis=0, where=_MASK)),
+    ("any", dict(axis=2, where=_MASK)), ("nansum", dict(axis=1, where=_MASK)),
+])
+def test_reductions_take_where_and_initial(name, kwargs):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # numpy's empty slices, as NaN
+        want = getattr(np, name)(_R, **kwargs)
+    np.testing.assert_allclose(np.asarray(getattr(jnp, name)(_R, **kwargs)), want, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(shardc.jit(lambda a: getattr(jnp, name)(a, **kwargs))(
+        _R)), want, rtol=1e-5)
+
+
+def test_reduction_where_without_initial_and_empty_reductions():
+    with pytest.raises(ValueError, match="reduction operation max does not have an identity, "
+                                         "so to use a where mask one has to specify 'initial'"):
+        jnp.max(_R, where=_MASK)
+    assert float(jnp.max(jnp.zeros((0,)), initial=3.0)) == 3.0
+    np.testing.assert_array_equal(jnp.min(jnp.zeros((0, 3)), axis=0, initial=-1.0), [-1.0] * 3)
+    np.testing.assert_allclose(jnp.var(_R, correction=1), np.var(_R, ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(jnp.var(_R, axis=0, mean=np.ones((1, 3, 4))),
+                               ((_R - 1) ** 2).mean(0), rtol=1e-5)
+    # positional arguments in numpy's (and JAX's) order: out comes before keepdims
+    assert jnp.sum(_R, 1, None, None, True).shape == (2, 1, 4)
+
+
+@pytest.mark.parametrize("mode, kwargs", [
+    ("reflect", {}), ("symmetric", {}), ("edge", {}), ("wrap", {}), ("maximum", {}),
+    ("minimum", {}), ("mean", {}), ("linear_ramp", {"end_values": ((1, 2), (3, 4))}),
+    ("constant", {"constant_values": ((1, 2), (3, 4))}),
+])
+@pytest.mark.parametrize("widths", [((1, 2), (0, 3)), 2, ((5, 6), (7, 1))])
+def test_pad_modes_equal_numpys(mode, kwargs, widths):
+    x = _R[0]
+    np.testing.assert_allclose(np.asarray(jnp.pad(x, widths, mode=mode, **kwargs)),
+                               np.pad(x, widths, mode=mode, **kwargs), rtol=1e-5, atol=1e-6)
+    got = shardc.jit(lambda a: jnp.pad(a, widths, mode=mode, **kwargs))(x)
+    np.testing.assert_allclose(np.asarray(got), np.pad(x, widths, mode=mode, **kwargs),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_pad_modes_differentiate_and_refuse_what_they_lack():
+    grad = shardc.grad(lambda a: (jnp.pad(a, ((1, 2), (2, 1)), mode="reflect") ** 2).sum())(
+        _R[0])
+    eps, want = 1e-3, np.zeros_like(_R[0], np.float64)
+    base = _R[0].astype(np.float64)
+    for index in np.ndindex(*base.shape):
+        up, down = base.copy(), base.copy()
+        up[index] += eps
+        down[index] -= eps
+        want[index] = ((np.pad(up, ((1, 2), (2, 1)), mode="reflect") ** 2).sum()
+                       - (np.pad(down, ((1, 2), (2, 1)), mode="reflect") ** 2).sum()) / (2 * eps)
+    np.testing.assert_allclose(np.asarray(grad), want, rtol=1e-3)
+    with pytest.raises(NotImplementedError, match="mode='median' is not supported"):
+        jnp.pad(_R[0], 1, mode="median")
+    with pytest.raises(ValueError, match="unsupported keyword arguments for mode 'edge'"):
+        jnp.pad(_R[0], 1, mode="edge", end_values=3)
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]), ("...ij,...jk", [(2, 3, 4), (2, 4, 5)]),
+    ("i...->...", [(2, 3, 4)]),
+    ("...ii->...i", [(2, 3, 3)]), ("ij...,jk...->ik...", [(3, 4, 2), (4, 5, 2)]),
+    ("...j,j->...", [(2, 3, 4), (4,)]), ("a...,a...", [(2, 3), (2, 3)]),
+])
+def test_einsum_with_ellipsis(subscripts, shapes):
+    rng = np.random.default_rng(0)
+    ops = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    np.testing.assert_allclose(np.asarray(jnp.einsum(subscripts, *ops)),
+                               np.einsum(subscripts, *ops), rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_sums_ellipsis_dimensions_its_output_omits():
+    """As JAX (numpy refuses it): the dimensions under '...' are summed when the output
+    leaves them out."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))
+    np.testing.assert_allclose(np.asarray(jnp.einsum("bij,...jk->bik", a, b)),
+                               np.einsum("bij,ljk->bik", a, b), rtol=1e-5, atol=1e-5)

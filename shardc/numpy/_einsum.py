@@ -37,10 +37,39 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
     return result
 
 
+def _expand_ellipsis(subscripts: str, ranks: list) -> str:
+    """``...`` replaced by letters no subscript uses: the broadcast dimensions, right-aligned
+    across operands as numpy aligns them; an implicit output puts them first."""
+    lhs, arrow, out = subscripts.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(ranks):
+        raise ValueError(f"einsum: {len(inputs)} operand subscripts for {len(ranks)} operands")
+    counts = [rank - (len(spec) - 3) if "..." in spec else 0
+              for spec, rank in zip(inputs, ranks)]
+    if any(k < 0 for k in counts):
+        raise ValueError(f"einsum: subscripts {subscripts!r} name more dimensions than an "
+                         "operand has")
+    width = max(counts, default=0)
+    used = set(subscripts)
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+             if c not in used][:width]
+    if len(spare) < width:
+        raise ValueError("einsum: too many dimensions under '...'")
+    expanded = [spec.replace("...", "".join(spare[width - k:])) for spec, k in
+                zip(inputs, counts)]
+    if arrow:
+        out = out.replace("...", "".join(spare))
+    else:
+        letters = "".join(expanded)
+        out = "".join(spare) + "".join(sorted(c for c in set(letters) - set(spare)
+                                              if letters.count(c) == 1))
+    return ",".join(expanded) + "->" + out
+
+
 def _parse(subscripts: str, n: int):
     subscripts = subscripts.replace(" ", "")
     if "..." in subscripts:
-        raise NotImplementedError("einsum with ellipsis")
+        raise ValueError("einsum: '...' must be expanded first")
     if "->" in subscripts:
         lhs, out = subscripts.split("->")
     else:
@@ -81,8 +110,11 @@ def _take_diagonals(spec, x):
 
 def _einsum(subscripts: str, *operands):
     """Einstein summation; see ``shardc.numpy.einsum``."""
-    inputs, out = _parse(subscripts, len(operands))
     operands = [asarray(x) if not hasattr(x, "shape") else x for x in operands]
+    subscripts = subscripts.replace(" ", "")
+    if "..." in subscripts:
+        subscripts = _expand_ellipsis(subscripts, [aval_of(x).ndim for x in operands])
+    inputs, out = _parse(subscripts, len(operands))
     sizes: dict = {}
     for k, (spec, x) in enumerate(zip(inputs, operands)):
         shape = aval_of(x).shape

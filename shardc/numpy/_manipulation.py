@@ -21,6 +21,7 @@ from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcas
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
                                 expand_dims, full, is_array, ndim_of, ravel, reshape, shape_of,
                                 shape_tuple, zeros)
+from shardc.numpy import _reductions
 from shardc.numpy._indexing import take
 from shardc.sharding import auto_axes
 
@@ -176,33 +177,136 @@ def tile(x, reps):
     return reshape(x, tuple(r * s for r, s in zip(reps, shape)))
 
 
-def pad(array, pad_width, mode="constant", constant_values=0):
-    """``array`` with ``(before, after)`` elements of ``constant_values`` added along each axis.
+def pad(array, pad_width, mode="constant", **kwargs):
+    """``array`` with ``(before, after)`` elements added along each axis; ``pad_width`` is
+    numpy's (an int, one pair, or one pair per axis) and so are the modes:
 
-    ``pad_width`` is numpy's: an int, one ``(before, after)`` pair, or one pair per axis. Only
-    ``mode='constant'``. ``jnp.pad(jnp.ones(2), (1, 0))`` is ``[0., 1., 1.]``.
+    - ``'constant'`` (``constant_values``: one value, or one per side of each axis);
+    - ``'edge'``, ``'reflect'``, ``'symmetric'``, ``'wrap'``: copies of the array's own
+      elements (one gather per axis, axes in turn, so corners are numpy's);
+    - ``'linear_ramp'`` (``end_values``), ``'maximum'``, ``'minimum'`` and ``'mean'`` (over
+      the whole axis), ``'empty'`` (zeros). Not ``'median'``, ``stat_length`` or callables.
+
+    ``jnp.pad(jnp.ones(2), (1, 0))`` is ``[0., 1., 1.]``.
     """
-    if mode != "constant":
-        raise NotImplementedError(f"jnp.pad: mode={mode!r} is not supported by shardc; "
-                                  "only mode='constant'")
     x = asarray(array) if not is_array(array) else array
-    shape, dtype = shape_of(x), dtype_of(x)
+    shape = shape_of(x)
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
     if (widths < 0).any():
         raise ValueError(f"jnp.pad: pad_width must be non-negative, got {pad_width}")
-    if np.ndim(constant_values) == 0:
+    allowed = {"constant": {"constant_values"}, "linear_ramp": {"end_values"},
+               "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}
+    if not isinstance(mode, str) or mode not in _PAD_MODES:
+        raise NotImplementedError(f"jnp.pad: mode={mode!r} is not supported by shardc; the "
+                                  f"modes are {sorted(_PAD_MODES)}")
+    unknown = set(kwargs) - allowed.get(mode, {"stat_length"} if mode in _STATS else set())
+    if unknown:
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unknown}")
+    if kwargs.get("stat_length") is not None or kwargs.get("reflect_type", "even") != "even":
+        raise NotImplementedError("jnp.pad: stat_length and reflect_type='odd' are not "
+                                  "supported by shardc")
+    if mode in ("constant", "empty"):
+        return _pad_constant(x, widths, kwargs.get("constant_values", 0))
+    for axis, (before, after) in enumerate(widths.tolist()):
+        if before or after:
+            x = _PAD_MODES[mode](x, axis, before, after, kwargs)
+    return x
+
+
+def _pad_constant(x, widths, constant_values):
+    dtype = dtype_of(x)
+    if np.ndim(constant_values) == 0 and not isinstance(constant_values, Tracer):
         # one value everywhere: one lax.pad, which keeps a split operand split (JAX's rule)
         value = convert(asarray(constant_values), dtype)
         return bind(p.pad_p, x, value,
                     padding_config=tuple((int(lo), int(hi), 0) for lo, hi in widths.tolist()))
+    values = broadcast_to(convert(asarray(constant_values), dtype), (len(widths), 2))
     for axis, (before, after) in enumerate(widths.tolist()):
-        parts = []
-        for width in (before, after):
-            edge = shape_of(x)[:axis] + (width,) + shape_of(x)[axis + 1:]
-            parts.append(full(edge, constant_values, dtype) if width else None)
-        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
-        x = concatenate(pieces, axis) if len(pieces) > 1 else x
+        x = _with_sides(x, axis, before, after,
+                        lambda width, side: broadcast_to(values[axis, side], _side(x, axis,
+                                                                                   width)))
     return x
+
+
+def _side(x, axis, width) -> tuple:
+    shape = shape_of(x)
+    return shape[:axis] + (width,) + shape[axis + 1:]
+
+
+def _with_sides(x, axis, before, after, make):
+    """``x`` with ``make(width, 0)`` before and ``make(width, 1)`` after it along ``axis``."""
+    pieces = ([make(before, 0)] if before else []) + [x] + ([make(after, 1)] if after else [])
+    return concatenate(pieces, axis) if len(pieces) > 1 else x
+
+
+def _pad_by_index(index_of):
+    """A mode that copies elements: ``index_of(j, n)`` is the element padded position ``j``
+    (counted from the array's first element, negative before it) takes."""
+    def pad_axis(x, axis, before, after, _):
+        n = shape_of(x)[axis]
+        if n == 0:
+            raise ValueError("can't extend empty axis using modes other than 'constant' or "
+                             "'empty'")
+        positions = np.arange(-before, n + after)
+        return take(x, asarray(index_of(positions, n).astype(np.int32)), axis=axis)
+    return pad_axis
+
+
+def _reflect_index(j, n):
+    if n == 1:
+        return np.zeros_like(j)
+    m = np.mod(j, 2 * (n - 1))
+    return np.where(m < n, m, 2 * (n - 1) - m)
+
+
+def _symmetric_index(j, n):
+    m = np.mod(j, 2 * n)
+    return np.where(m < n, m, 2 * n - 1 - m)
+
+
+def _linear_ramp(x, axis, before, after, kwargs):
+    ends = np.broadcast_to(np.asarray(kwargs.get("end_values", 0)), (len(shape_of(x)), 2))
+    n = shape_of(x)[axis]
+    dtype = dtype_of(x)
+
+    def ramp(width, side):
+        edge = take(x, asarray(np.array([0 if side == 0 else n - 1], np.int32)), axis=axis)
+        end = float(ends[axis][side])
+        # numpy's linspace from the end value towards the edge (excluded), then reversed after
+        steps = np.arange(width, dtype=np.float64) / width
+        if side == 1:
+            steps = steps[::-1]
+        shape = [1] * len(shape_of(x))
+        shape[axis] = width
+        weights = asarray(steps.reshape(shape).astype(np.float32))
+        edge = convert(edge, np.float32) if not _dt.is_inexact(dtype) else edge
+        values = end + (edge - end) * convert(weights, dtype_of(edge))
+        if not _dt.is_inexact(dtype):
+            values = bind(p.floor_p, values)     # integer ramps round down, as JAX's
+        return convert(values, dtype)
+    return _with_sides(x, axis, before, after, ramp)
+
+
+def _statistic(reduce):
+    def pad_axis(x, axis, before, after, _):
+        stat = convert(reduce(x, axis=axis, keepdims=True), dtype_of(x))   # truncating
+        return _with_sides(x, axis, before, after,
+                           lambda width, side: broadcast_to(stat, _side(x, axis, width)))
+    return pad_axis
+
+
+_STATS = ("maximum", "minimum", "mean")
+_PAD_MODES = {
+    "constant": None, "empty": None,
+    "edge": _pad_by_index(lambda j, n: np.clip(j, 0, n - 1)),
+    "wrap": _pad_by_index(lambda j, n: np.mod(j, n)),
+    "reflect": _pad_by_index(_reflect_index),
+    "symmetric": _pad_by_index(_symmetric_index),
+    "linear_ramp": _linear_ramp,
+    "maximum": _statistic(_reductions.max),
+    "minimum": _statistic(_reductions.min),
+    "mean": _statistic(_reductions.mean),
+}
 
 
 def repeat(x, repeats, axis=None, *, total_repeat_length=None, out_sharding=None):

@@ -16,12 +16,15 @@ from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, isnan, less_equal,
-                                      logical_and, logical_not, logical_or, maximum, multiply,
-                                      not_equal, sqrt, subtract, where)
-from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, canonical_axis,
+                                      logical_and, logical_not, logical_or, maximum, minimum,
+                                      multiply, not_equal, sqrt, subtract, where)
+from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
+                                canonical_axis,
                                 concatenate, convert, dtype_of, full, is_array, promote, ravel,
                                 reshape, shape_of)
 from shardc.numpy._scalars import bool_
+
+where_ = where        # the reductions take a ``where=`` mask of their own
 
 __all__ = [
     "sum", "prod", "max", "min", "amax", "amin", "all", "any", "mean", "var", "std", "argmax",
@@ -76,7 +79,7 @@ def _keep(x, result, axes, keepdims):
     return reshape(result, shape)
 
 
-def _reduction(prim, x, axis, keepdims, dtype=None):
+def _reduction(prim, x, axis, keepdims, dtype=None, initial=None, where=None):
     x = asarray(x) if not is_array(x) else x
     if dtype is not None:
         x = astype(x, dtype)
@@ -86,85 +89,160 @@ def _reduction(prim, x, axis, keepdims, dtype=None):
     if dtype is None and prim in (p.reduce_sum_p, p.reduce_prod_p):
         x = astype(x, _dt.computation_dtype(result_dtype))    # bf16/f16 sum in f32, as JAX
     axes = reduce_axes(x, axis)
+    if where is not None:
+        if prim in (p.reduce_max_p, p.reduce_min_p) and initial is None:
+            raise ValueError(f"reduction operation {_NAMES[prim]} does not have an identity, so "
+                             "to use a where mask one has to specify 'initial'")
+        x = _masked(x, where, _identity(prim, dtype_of(x)))
     if prim in (p.reduce_max_p, p.reduce_min_p) and builtins.any(shape_of(x)[a] == 0
                                                                    for a in axes):
-        raise ValueError(f"zero-size array to reduction operation {prim} which has no "
-                         f"identity (shape {shape_of(x)}, axis {axis})")
-    result = astype(bind(prim, x, axes=axes), result_dtype)
-    return _keep(x, result, axes, keepdims)
+        if initial is None:
+            raise ValueError(f"zero-size array to reduction operation {prim} which has no "
+                             f"identity (shape {shape_of(x)}, axis {axis})")
+        # nothing to compare: one identity element per reduction, so each gives ``initial``
+        shape = shape_of(x)
+        pad_shape = shape[:axes[0]] + (1,) + shape[axes[0] + 1:]
+        x = concatenate([x, full(pad_shape, _identity(prim, dtype_of(x)), dtype_of(x))],
+                        axis=axes[0])
+    result = bind(prim, x, axes=axes)
+    if initial is not None:
+        result = _COMBINE[prim](result, astype(asarray(initial), dtype_of(result)))
+    return _keep(x, astype(result, result_dtype), axes, keepdims)
 
 
-@no_out
-def sum(x, axis=None, dtype=None, keepdims=False):
-    """Sum over ``axis`` (None: all; an int or a tuple, negative from the end)."""
-    return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype)
+_NAMES = {p.reduce_sum_p: "sum", p.reduce_prod_p: "prod", p.reduce_max_p: "max",
+          p.reduce_min_p: "min", p.reduce_and_p: "all", p.reduce_or_p: "any"}
 
 
-@no_out
-def prod(x, axis=None, dtype=None, keepdims=False):
+def _identity(prim, dtype):
+    """The value that changes nothing in ``prim``'s reduction of ``dtype``."""
+    if prim is p.reduce_sum_p:
+        return 0
+    if prim is p.reduce_prod_p:
+        return 1
+    if prim is p.reduce_and_p:
+        return True
+    if prim is p.reduce_or_p:
+        return False
+    low = prim is p.reduce_max_p
+    if _dt.is_inexact(dtype):
+        return -np.inf if low else np.inf
+    if _dt.is_bool(dtype):
+        return not low
+    info = np.iinfo(dtype)
+    return info.min if low else info.max
+
+
+def _masked(x, where, fill):
+    """``x`` with its elements outside ``where`` (broadcast to its shape) replaced by ``fill``."""
+    mask = broadcast_to(astype(asarray(where), bool_), shape_of(x))
+    return where_(mask, x, astype(asarray(fill), dtype_of(x)))
+
+
+def _how_many(x, axis, keepdims, where):
+    """How many elements each reduction over ``axis`` reads (a mask's true ones)."""
+    if where is None:
+        axes = reduce_axes(x, axis)
+        return int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
+    mask = broadcast_to(astype(asarray(where), bool_), shape_of(x))
+    return sum(astype(mask, _dt.int_), axis, keepdims=keepdims)
+
+
+def _no_out(name, out):
+    if out is not None:
+        raise NotImplementedError(f"{name}: out= is not supported (arrays are immutable); use "
+                                  "the result")
+
+
+def sum(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+        promote_integers=True):
+    """Sum over ``axis`` (None: all; an int or a tuple, negative from the end); ``where``:
+    the elements to add; ``initial``: added once."""
+    _no_out("sum", out)
+    return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype, initial, where)
+
+
+def prod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+         promote_integers=True):
     """Product over ``axis`` (None: all; an int or a tuple)."""
-    return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype)
+    _no_out("prod", out)
+    return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype, initial, where)
 
 
-@no_out
-def max(x, axis=None, keepdims=False):
-    """Maximum over ``axis`` (None: all; an int or a tuple)."""
-    return _reduction(p.reduce_max_p, x, axis, keepdims)
+def max(x, axis=None, out=None, keepdims=False, initial=None, where=None):
+    """Maximum over ``axis`` (None: all; an int or a tuple); with ``where``, ``initial`` is
+    required (max has no identity), as in JAX."""
+    _no_out("max", out)
+    return _reduction(p.reduce_max_p, x, axis, keepdims, None, initial, where)
 
 
-@no_out
-def min(x, axis=None, keepdims=False):
+def min(x, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Minimum over ``axis`` (None: all; an int or a tuple)."""
-    return _reduction(p.reduce_min_p, x, axis, keepdims)
+    _no_out("min", out)
+    return _reduction(p.reduce_min_p, x, axis, keepdims, None, initial, where)
 
 
 amax, amin = max, min
 
 
-@no_out
-def all(x, axis=None, keepdims=False):
-    """True where every element over ``axis`` is true."""
-    return _reduction(p.reduce_and_p, astype(x, bool_), axis, keepdims)
+def all(x, axis=None, out=None, keepdims=False, *, where=None):
+    """True where every element over ``axis`` (that ``where`` allows) is true."""
+    _no_out("all", out)
+    return _reduction(p.reduce_and_p, astype(x, bool_), axis, keepdims, where=where)
 
 
-@no_out
-def any(x, axis=None, keepdims=False):
-    """True where some element over ``axis`` is true."""
-    return _reduction(p.reduce_or_p, astype(x, bool_), axis, keepdims)
+def any(x, axis=None, out=None, keepdims=False, *, where=None):
+    """True where some element over ``axis`` (that ``where`` allows) is true."""
+    _no_out("any", out)
+    return _reduction(p.reduce_or_p, astype(x, bool_), axis, keepdims, where=where)
 
 
-@no_out
-def mean(x, axis=None, dtype=None, keepdims=False):
-    """Mean over ``axis``; integers and booleans average in float32."""
+def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """Mean over ``axis`` (of the elements ``where`` allows: NaN where none); integers and
+    booleans average in float32."""
+    _no_out("mean", out)
     x = asarray(x) if not is_array(x) else x
-    axes = reduce_axes(x, axis)
-    count = int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
+    count = _how_many(x, axis, keepdims, where)
     if not _dt.is_inexact(dtype_of(x)):
         x = astype(x, _dt.float_)
     result_dtype = _dt.canonicalize(dtype) if dtype is not None else dtype_of(x)
     x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 average in f32, as JAX
-    total = sum(x, axis, None, keepdims)
+    total = sum(x, axis, None, keepdims=keepdims, where=where)
     return astype(divide(total, count), result_dtype)
 
 
-@no_out
-def var(x, axis=None, keepdims=False, ddof=0):
-    """Variance over ``axis`` with ``ddof`` delta degrees of freedom."""
+def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+        correction=None):
+    """Variance over ``axis`` with ``ddof`` (or ``correction``) delta degrees of freedom, of
+    the elements ``where`` allows; ``mean``: the mean, when already known."""
+    _no_out("var", out)
+    if correction is not None:
+        ddof = correction
     x = asarray(x) if not is_array(x) else x
-    result_dtype = dtype_of(x) if _dt.is_inexact(dtype_of(x)) else _dt.float_
+    result_dtype = (_dt.canonicalize(dtype) if dtype is not None
+                    else dtype_of(x) if _dt.is_inexact(dtype_of(x)) else _dt.float_)
     x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 in f32, as JAX
-    centered = subtract(x, mean(x, axis, keepdims=True))
-    axes = reduce_axes(x, axis)
-    count = int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
+    centre = (_mean(x, axis, keepdims=True, where=where) if mean is None
+              else astype(asarray(mean), dtype_of(x)))
+    centered = subtract(x, centre)
+    count = _how_many(x, axis, keepdims, where)
     # |x - mean|^2: the variance of complex values is real
-    variance = divide(sum(abs2(centered), axis, keepdims=keepdims), count - ddof)
+    variance = divide(sum(abs2(centered), axis, keepdims=keepdims, where=where),
+                      subtract(count, ddof))
     return astype(variance, _dt.real_dtype(result_dtype))
 
 
-@no_out
-def std(x, axis=None, keepdims=False, ddof=0):
+def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+        correction=None):
     """Standard deviation over ``axis``."""
-    return sqrt(var(x, axis, keepdims, ddof))
+    _no_out("std", out)
+    return sqrt(var(x, axis, dtype, None, ddof, keepdims, where=where, mean=mean,
+                    correction=correction))
+
+
+_mean = mean
+_COMBINE = {p.reduce_sum_p: add, p.reduce_prod_p: multiply, p.reduce_max_p: maximum,
+            p.reduce_min_p: minimum}
 
 
 def _arg_reduction(prim, x, axis, keepdims):
@@ -281,70 +359,76 @@ def nancumprod(a, axis=None, dtype=None):
     return cumprod(_nan_to(a, 1), axis, dtype)
 
 
-@no_out
-def nansum(a, axis=None, dtype=None, keepdims=False):
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """Sum with NaNs taken as 0."""
-    return sum(_nan_to(a, 0), axis, dtype, keepdims)
+    _no_out("nansum", out)
+    return sum(_nan_to(a, 0), axis, dtype, keepdims=keepdims, initial=initial, where=where)
 
 
-@no_out
-def nanprod(a, axis=None, dtype=None, keepdims=False):
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """Product with NaNs taken as 1."""
-    return prod(_nan_to(a, 1), axis, dtype, keepdims)
+    _no_out("nanprod", out)
+    return prod(_nan_to(a, 1), axis, dtype, keepdims=keepdims, initial=initial, where=where)
 
 
-def _nan_extremum(reduce, fill, a, axis, keepdims):
+def _nan_extremum(reduce, fill, a, axis, keepdims, initial, where):
     a = as_array(a)
     if not _dt.is_inexact(dtype_of(a)):
-        return reduce(a, axis, keepdims=keepdims)
+        return reduce(a, axis, keepdims=keepdims, initial=initial, where=where)
     nan = isnan(a)
-    result = reduce(where(nan, fill, a), axis, keepdims=keepdims)
-    all_nan = all(nan, axis, keepdims=keepdims)
-    return where(all_nan, np.nan, result)
+    result = reduce(where_(nan, fill, a), axis, keepdims=keepdims, initial=initial, where=where)
+    if initial is not None:
+        return result
+    considered = nan if where is None else logical_or(nan, logical_not(where))
+    return where_(all(considered, axis, keepdims=keepdims), np.nan, result)
 
 
-@no_out
-def nanmax(a, axis=None, keepdims=False):
+def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Maximum ignoring NaNs (NaN for an all-NaN slice)."""
-    return _nan_extremum(max, -np.inf, a, axis, keepdims)
+    _no_out("nanmax", out)
+    return _nan_extremum(max, -np.inf, a, axis, keepdims, initial, where)
 
 
-@no_out
-def nanmin(a, axis=None, keepdims=False):
+def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Minimum ignoring NaNs (NaN for an all-NaN slice)."""
-    return _nan_extremum(min, np.inf, a, axis, keepdims)
+    _no_out("nanmin", out)
+    return _nan_extremum(min, np.inf, a, axis, keepdims, initial, where)
 
 
-def _count(a, axis, keepdims):
-    return sum(logical_not(isnan(a)), axis, keepdims=keepdims)
+def _count(a, axis, keepdims, where=None):
+    present = logical_not(isnan(a))
+    if where is not None:
+        present = logical_and(present, where)
+    return sum(present, axis, keepdims=keepdims)
 
 
-@no_out
-def nanmean(a, axis=None, dtype=None, keepdims=False):
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     """Mean of the non-NaN elements (NaN for an all-NaN slice)."""
+    _no_out("nanmean", out)
     a = as_array(a)
     if not _dt.is_inexact(dtype_of(a)):
-        return mean(a, axis, dtype, keepdims)
-    total = nansum(a, axis, dtype, keepdims)
-    return divide(total, astype(_count(a, axis, keepdims), dtype_of(total)))
+        return mean(a, axis, dtype, keepdims=keepdims, where=where)
+    total = nansum(a, axis, dtype, keepdims=keepdims, where=where)
+    return divide(total, astype(_count(a, axis, keepdims, where), dtype_of(total)))
 
 
-@no_out
-def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
     """Variance of the non-NaN elements, with ``ddof`` delta degrees of freedom."""
+    _no_out("nanvar", out)
     a = as_array(a)
     if not _dt.is_inexact(dtype_of(a)):
         a = astype(a, _dt.float_)
-    centered = subtract(a, nanmean(a, axis, keepdims=True))
-    squares = nansum(multiply(centered, centered), axis, keepdims=keepdims)
-    count = astype(_count(a, axis, keepdims), dtype_of(squares))
+    centre = nanmean(a, axis, keepdims=True, where=where) if mean is None else mean
+    centered = subtract(a, centre)
+    squares = nansum(multiply(centered, centered), axis, keepdims=keepdims, where=where)
+    count = astype(_count(a, axis, keepdims, where), dtype_of(squares))
     return divide(squares, maximum(subtract(count, ddof), 0))
 
 
-@no_out
-def nanstd(a, axis=None, dtype=None, ddof=0, keepdims=False):
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
     """Standard deviation of the non-NaN elements."""
-    return sqrt(nanvar(a, axis, dtype, ddof, keepdims))
+    _no_out("nanstd", out)
+    return sqrt(nanvar(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean))
 
 
 def _nan_arg_extremum(arg, fill, a, axis, keepdims):
