@@ -356,6 +356,30 @@ def test_a_process_holding_no_device_of_the_mesh_is_told_so():
     assert "the mesh must include each process's devices" in output
 
 
+def test_processes_holding_unequal_runs_of_a_group_agree_on_how_to_reduce():
+    """A 5-device mesh over 3 processes of 2 devices: the last holds one member. Every
+    process must take the same exchange (it hung when the one holding a single member chose
+    the chunked reduction and the others the chain), and the sum is the reference's."""
+    script = (
+        "import numpy as np, shardc as jax\n"
+        "from shardc import lax\n"
+        "from shardc.sharding import PartitionSpec as P\n"
+        "mesh = jax.make_mesh((5,), ('i',), devices=jax.devices()[:5])\n"
+        "x = np.arange(5 * 20000, dtype=np.float32).reshape(5, 20000) / 7\n"
+        "for size in (20000, 4):      # blocks above and below the chunked reduction's size\n"
+        "    f = jax.jit(jax.shard_map(lambda b: lax.psum(b, 'i'), mesh=mesh,\n"
+        "                              in_specs=P('i'), out_specs=P()))\n"
+        "    got = np.asarray(f(x[:, :size]))[0]\n"
+        "    want = x[0, :size].copy()\n"
+        "    for k in range(1, 5):\n"
+        "        want = want + x[k, :size]\n"
+        "    assert got.tobytes() == want.tobytes(), size\n"
+        "print(f'process {jax.process_index()} ok')\n")
+    rc, output, _ = launch(["-c", script], n=3, timeout=60, env=_env(SHARDC_NUM_DEVICES="6"))
+    assert rc == 0, output
+    assert all(f"process {k} ok" in output for k in range(3)), output
+
+
 def test_each_process_runs_its_devices_stacked():
     """A process's devices make a box of the mesh (a window): it runs the mesh-level program
     once over their blocks stacked, exchanging only across processes. A mesh whose devices

@@ -117,11 +117,14 @@ class Window:
         state, mesh = self.state, self.mesh
         boxes = {r: window_of(mesh, state.positions_of[r]) for r in state.ranks}
         found = chain_of(boxes, mesh.axis_sizes, dims, world().rank)
-        if found is None or (all(self.axis_sizes[d] == 1 for d in dims)
-                             and len(found.order) > 2 and aval.size * aval.dtype.itemsize
-                             >= SCATTERED_REDUCTION_BYTES):
+        if found is None:
+            return None
+        single = all(boxes[r][1][d] == 1 for r in found.order for d in dims)
+        if (single and len(found.order) > 2
+                and aval.size * aval.dtype.itemsize >= SCATTERED_REDUCTION_BYTES):
             # one large member per process on three or more: each reduces a chunk of every
-            # block at once (``exchanges``), where a walk would take one hop per process
+            # block at once (``exchanges``), where a walk would take one hop per process.
+            # Decided from every process's box, so that all the chain's processes decide alike
             return None
         how = Members(lead, dims, self.axis_sizes, aval.ndim)
         out_shape = tuple(1 if d in dims else n for d, n in enumerate(lead)) + aval.shape
