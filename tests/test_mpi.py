@@ -380,6 +380,30 @@ def test_processes_holding_unequal_runs_of_a_group_agree_on_how_to_reduce():
     assert all(f"process {k} ok" in output for k in range(3)), output
 
 
+def test_replicas_that_differ_under_a_chained_all_reduce_stop_the_job_with_a_reason():
+    """A process whose replicated input differs between its devices runs them one at a time,
+    which cannot join the all-reduce the other processes complete in turn: it stops the job
+    with the reason (and the others say where they waited) rather than leave them waiting."""
+    script = (
+        "import numpy as np, shardc as jax\n"
+        "from shardc import lax\n"
+        "from shardc.sharding import NamedSharding, PartitionSpec as P\n"
+        "mesh = jax.make_mesh((8,), ('i',))\n"
+        "local = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]\n"
+        "blocks = [np.full(4, float(d.id if jax.process_index() == 0 else 1), np.float32)\n"
+        "          for d in local]\n"
+        "r = jax.make_array_from_single_device_arrays((4,), NamedSharding(mesh, P()), blocks)\n"
+        "x = jax.device_put(np.arange(32., dtype=np.float32), NamedSharding(mesh, P('i')))\n"
+        "f = jax.jit(jax.shard_map(lambda a, b: lax.psum(b, 'i') + a, mesh=mesh,\n"
+        "                          in_specs=(P(), P('i')), out_specs=P('i'), check_vma=False))\n"
+        "np.asarray(f(r, x))\n")
+    rc, output, _ = launch(["-c", script], n=2, timeout=60)
+    assert rc != 0
+    assert ("RuntimeError: process 0: a replicated input of this shard_map holds different "
+            "values on this process's devices") in output, output
+    assert "process 1 of 2 stops: process 0 failed" in output, output
+
+
 def test_each_process_runs_its_devices_stacked():
     """A process's devices make a box of the mesh (a window): it runs the mesh-level program
     once over their blocks stacked, exchanging only across processes. A mesh whose devices

@@ -146,6 +146,16 @@ class LocalPlan:
                 results = stacked.run(inputs, list(_absent_results(state, self.out_avals)))
                 if results is not None:
                     return results
+                if stacked.window.chained:
+                    # the other processes walk this body's all-reduces through the processes,
+                    # which a run of one device at a time does not take part in: an error
+                    # here, where waiting for them would never end
+                    raise RuntimeError(
+                        f"process {self.rank}: a replicated input of this shard_map holds "
+                        "different values on this process's devices, so they would run one "
+                        "at a time, which cannot take part in the all-reduce the processes "
+                        "complete in turn; make the input's copies equal (a value that "
+                        "varies is not replicated) or set SHARDC_MPI_REDUCTIONS=native")
                 per_device("replicas_differ")
             elif stacked is not None:
                 per_device(stacked)

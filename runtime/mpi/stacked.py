@@ -76,6 +76,7 @@ class Window:
         self.exchange = exchange        # completes a node's groups for every local device
         self.state = state              # the scheduler's run state (agreement, errors)
         self.native = native            # reductions by MPI's own (not bit-exact) Allreduce
+        self.chained = False            # whether some all-reduce walks the processes
 
     def whole(self, axes) -> bool:
         """Whether the window holds every device along ``axes``."""
@@ -126,6 +127,7 @@ class Window:
             # block at once (``exchanges``), where a walk would take one hop per process.
             # Decided from every process's box, so that all the chain's processes decide alike
             return None
+        self.chained = True
         how = Members(lead, dims, self.axis_sizes, aval.ndim)
         out_shape = tuple(1 if d in dims else n for d, n in enumerate(lead)) + aval.shape
         size, node = group_size(mesh.axis_sizes, dims), self._node(eqn)
