@@ -21,8 +21,8 @@ from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcas
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
                                 expand_dims, full, is_array, ndim_of, ravel, reshape, shape_of,
                                 shape_tuple, zeros)
-from shardc.numpy import _reductions
 from shardc.numpy._indexing import take
+from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
 from shardc.sharding import auto_axes
 
 __all__ = [
@@ -303,9 +303,9 @@ _PAD_MODES = {
     "reflect": _pad_by_index(_reflect_index),
     "symmetric": _pad_by_index(_symmetric_index),
     "linear_ramp": _linear_ramp,
-    "maximum": _statistic(_reductions.max),
-    "minimum": _statistic(_reductions.min),
-    "mean": _statistic(_reductions.mean),
+    "maximum": _statistic(reduce_max),
+    "minimum": _statistic(reduce_min),
+    "mean": _statistic(reduce_mean),
 }
 
 
