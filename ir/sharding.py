@@ -411,8 +411,34 @@ def check_divides(sharding, shape) -> None:
 
 class Sharding:
     """What every sharding is (JAX's ``jax.sharding.Sharding``): how an array's blocks lie
-    on devices. ``isinstance(x.sharding, Sharding)`` holds for each kind."""
+    on devices. ``isinstance(x.sharding, Sharding)`` holds for each kind. A subclass says
+    where each device's block lies (``devices_indices_map``); the rest follows."""
     __slots__ = ()
+    memory_kind = "device"
+
+    def devices_indices_map(self, global_shape) -> dict:
+        raise NotImplementedError
+
+    def addressable_devices_indices_map(self, global_shape) -> dict:
+        """The indices of this process's devices' blocks."""
+        return {d: index for d, index in self.devices_indices_map(global_shape).items()
+                if d.is_local}
+
+    @property
+    def addressable_devices(self) -> set:
+        return {d for d in self.device_set if d.is_local}
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return all(d.is_local for d in self.device_set)
+
+    def is_equivalent_to(self, other, ndim: int) -> bool:
+        """Whether ``other`` puts the same blocks on the same devices, for arrays of ``ndim``
+        dimensions."""
+        if not isinstance(other, Sharding) or self.device_set != other.device_set:
+            return False
+        shape = (len(self.device_set),) * ndim      # every split of these devices divides it
+        return self.devices_indices_map(shape) == other.devices_indices_map(shape)
 
 
 class NamedSharding(Sharding):
@@ -454,6 +480,25 @@ class NamedSharding(Sharding):
     @property
     def num_devices(self) -> int:
         return self.mesh.size
+
+    def shard_shape(self, global_shape) -> tuple:
+        """The shape of each device's block of an array of ``global_shape``."""
+        return block_shape(tuple(global_shape), self.spec, self.mesh.shape)
+
+    def devices_indices_map(self, global_shape) -> dict:
+        """Where each device's block lies in an array of ``global_shape``: JAX's indices
+        (``slice(None)`` along dimensions the spec does not split)."""
+        slices = position_slices(tuple(global_shape), self.spec, self.mesh)
+        return {d: jax_index(index, self.spec)
+                for d, index in zip(self.mesh.devices.flat, slices)}
+
+
+def jax_index(slices: tuple, spec) -> tuple:
+    """A block's index as JAX writes it: ``slice(None)`` along the dimensions ``spec`` does
+    not split (the block spans them whole)."""
+    names = spec_names(spec)
+    return tuple(s if d < len(names) and names[d] else slice(None)
+                 for d, s in enumerate(slices))
 
 
 # --- mesh arithmetic -----------------------------------------------------------------------------

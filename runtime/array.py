@@ -8,7 +8,7 @@ import numpy as np
 
 from ir import dtypes
 from ir.core import Aval
-from ir.sharding import (NamedSharding, Sharding, canonical_spec, owner_positions,
+from ir.sharding import (NamedSharding, Sharding, canonical_spec, jax_index, owner_positions,
                          position_slices)
 from ir.sharding_rules import type_sharding
 from runtime.devices import Device, devices, is_local
@@ -40,6 +40,12 @@ class SingleDeviceSharding(Sharding):
     @property
     def num_devices(self) -> int:
         return 1
+
+    def shard_shape(self, global_shape) -> tuple:
+        return tuple(global_shape)
+
+    def devices_indices_map(self, global_shape) -> dict:
+        return {self.device: (slice(None),) * len(tuple(global_shape))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,18 +181,18 @@ class Array(metaclass=abc.ABCMeta):
     def addressable_shards(self) -> list:
         sharding = self.sharding
         if isinstance(sharding, SingleDeviceSharding):
-            index = tuple(slice(0, d) for d in self.shape)
+            index = (slice(None),) * len(self.shape)
             return [Shard(sharding.device, index, self._buffers[0])]
         # under MPI a process addresses only its own devices' blocks
         mesh, spec = sharding.mesh, sharding.spec
         shards, copies = [], {}
         slices = position_slices(self.shape, spec, mesh)
         for p in range(mesh.size):
-            index = slices[p]
-            key = tuple((d.start, d.stop) for d in index)
+            key = tuple((d.start, d.stop) for d in slices[p])
             copies[key] = copies.get(key, -1) + 1
             if is_local(mesh.devices.flat[p]):     # this process's devices only (MPI)
-                shards.append(Shard(mesh.devices.flat[p], index, self.buffers[p], copies[key]))
+                shards.append(Shard(mesh.devices.flat[p], jax_index(slices[p], spec),
+                                    self.buffers[p], copies[key]))
         return shards
 
     def addressable_data(self, index: int) -> "Array":

@@ -35,6 +35,11 @@ class Device:
         """The process that holds this device: devices are split evenly, in id order."""
         return self.id // (device_count() // _processes["count"])
 
+    @property
+    def is_local(self) -> bool:
+        """Whether this process holds the device (addresses its buffers)."""
+        return self.process_index == _processes["index"]
+
 
 def configured_device_count() -> int:
     """The device count asked for by ``request_device_count`` or else the environment

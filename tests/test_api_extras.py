@@ -284,3 +284,26 @@ def test_every_sharding_is_a_sharding():
     assert isinstance(x.sharding, Sharding) and isinstance(jnp.ones(2).sharding, Sharding)
     one = make_single_device_sharding(jax.devices()[1])
     assert jax.device_put(jnp.ones(2), one).devices() == {jax.devices()[1]}
+
+
+def test_sharding_methods_and_shard_indices_are_jaxs():
+    """JAX writes a block's index with slice(None) along the dimensions it spans whole."""
+    from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P, SingleDeviceSharding
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+    x = jax.device_put(np.zeros((8, 4)), NamedSharding(mesh, P("x")))
+    assert x.addressable_shards[2].index == (slice(2, 4), slice(None))   # device 2: row 1
+    sharding = x.sharding
+    assert sharding.shard_shape((8, 4)) == (2, 4)
+    assert sharding.devices_indices_map((8, 4))[jax.devices()[3]] == (slice(2, 4), slice(None))
+    assert sharding.addressable_devices_indices_map((8, 4)) == sharding.devices_indices_map(
+        (8, 4))
+    assert sharding.is_fully_addressable and sharding.addressable_devices == set(jax.devices())
+    assert sharding.memory_kind == "device"
+    assert sharding.is_equivalent_to(NamedSharding(mesh, P("x", None)), 2)
+    assert not sharding.is_equivalent_to(NamedSharding(mesh, P("y")), 2)
+    with pytest.raises(ValueError, match="not divisible"):
+        sharding.shard_shape((7, 4))
+    one = SingleDeviceSharding(jax.devices()[0])
+    assert one.shard_shape((3, 2)) == (3, 2)
+    assert one.devices_indices_map((3, 2)) == {jax.devices()[0]: (slice(None), slice(None))}
+    assert jnp.ones((3, 2)).addressable_shards[0].index == (slice(None), slice(None))

@@ -123,8 +123,9 @@ def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
         # this process's own blocks: nothing is gathered
         part = np.empty(tuple(s.stop - s.start for s in box), value.dtype)
         for shard in value.addressable_shards:
-            part[tuple(slice(i.start - b.start, i.stop - b.start)
-                       for i, b in zip(shard.index, box))] = shard.data
+            spans = [i.indices(n)[:2] for i, n in zip(shard.index, shape)]
+            part[tuple(slice(lo - b.start, hi - b.start)
+                       for (lo, hi), b in zip(spans, box))] = shard.data
         out.append(part)
     return tree_unflatten(treedef, out)
 
