@@ -292,3 +292,15 @@ def test_cauchy_loggamma_ball_and_orthogonal():
     assert wide.shape == (3, 5) and tall.shape == (5, 3)
     np.testing.assert_allclose(np.asarray(tall).T @ np.asarray(tall), np.eye(3), atol=1e-5)
     np.testing.assert_allclose(np.asarray(wide) @ np.asarray(wide).T, np.eye(3), atol=1e-5)
+
+
+def test_binomial_and_multinomial_moments_and_edges():
+    x = np.asarray(random.binomial(_K, 10.0, 0.3, (_N,)))
+    assert x.dtype == np.float32 and abs(x.mean() - 3.0) < 0.03 and abs(x.var() - 2.1) < 0.05
+    assert x.min() >= 0 and x.max() <= 10 and np.array_equal(x, np.round(x))
+    np.testing.assert_array_equal(random.binomial(_K, 7.0, np.array([0.0, 1.0])), [0.0, 7.0])
+    counts = np.asarray(random.multinomial(_K, 10.0, np.array([0.2, 0.3, 0.5]), shape=(_N, 3)))
+    assert (counts.sum(1) == 10).all()
+    np.testing.assert_allclose(counts.mean(0), [2.0, 3.0, 5.0], atol=0.03)
+    np.testing.assert_allclose(counts.var(0), [1.6, 2.1, 2.5], atol=0.05)
+    assert random.multinomial(_K, 4.0, np.array([0.5, 0.5])).shape == (2,)

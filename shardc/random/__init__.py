@@ -13,9 +13,10 @@ from shardc.random._distributions import (bernoulli, beta, categorical, choice, 
                                           exponential, gamma, gumbel, laplace, logistic,
                                           multivariate_normal, normal, permutation, poisson,
                                           rademacher, randint, truncated_normal, uniform)
-from shardc.random._more import (ball, cauchy, chisquare, double_sided_maxwell, f,
+from shardc.random._more import (ball, binomial, cauchy, chisquare, double_sided_maxwell, f,
                                  generalized_normal, geometric, loggamma, lognormal, maxwell,
-                                 orthogonal, pareto, rayleigh, t, triangular, wald, weibull_min)
+                                 multinomial, orthogonal, pareto, rayleigh, t, triangular, wald,
+                                 weibull_min)
 from shardc.random._keys import (IMPLS, KeyDtype, PRNGImpl, PRNGKey, PRNGKeyArray, bits, clone,
                                  fold_in, key, key_data, key_impl, resolve_impl, split,
                                  wrap_key_data)
@@ -27,5 +28,5 @@ __all__ = [
     "permutation", "poisson", "rademacher", "randint", "resolve_impl", "split", "truncated_normal",
     "uniform", "wrap_key_data", "ball", "cauchy", "chisquare", "double_sided_maxwell", "f",
     "generalized_normal", "geometric", "loggamma", "lognormal", "maxwell", "orthogonal", "pareto",
-    "rayleigh", "t", "triangular", "wald", "weibull_min",
+    "rayleigh", "t", "triangular", "wald", "weibull_min", "binomial", "multinomial",
 ]

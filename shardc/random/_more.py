@@ -2,17 +2,19 @@
 exponential, gamma) with JAX's signature and parameter conventions: ``lognormal``, ``cauchy``,
 ``chisquare``, ``t``, ``f``, ``pareto``, ``weibull_min``, ``rayleigh``, ``maxwell``,
 ``double_sided_maxwell``, ``geometric``, ``triangular``, ``wald``, ``loggamma``,
-``generalized_normal``, ``ball`` and ``orthogonal``. As every shardc sampler, their bits
-differ from JAX's (Philox, not threefry); their distributions are JAX's."""
+``generalized_normal``, ``ball``, ``orthogonal``, ``binomial`` and ``multinomial``. As every
+shardc sampler, their bits differ from JAX's (Philox, not threefry); their distributions are
+JAX's."""
 from __future__ import annotations
 
 import numpy as np
 
 from ir import dtypes as _dt
 import shardc.numpy as jnp
+from shardc.lax import while_loop
 from shardc.numpy._core import takes_out_sharding
 from shardc.random._distributions import (exponential, gamma, normal, rademacher, uniform)
-from shardc.random._keys import sample_shape, single_key, split
+from shardc.random._keys import fold_in, sample_shape, single_key, split
 
 __all__ = [
     "lognormal", "cauchy", "chisquare", "t", "f", "pareto", "weibull_min", "rayleigh",
@@ -226,3 +228,52 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
     q, r = jnp.linalg.qr(z)
     q = q * jnp.expand_dims(jnp.sign(jnp.diagonal(r, 0, -2, -1)), -2)
     return (q if tall else jnp.swapaxes(q, -1, -2)).astype(dtype)
+
+
+def binomial(key, n, p, shape=None, dtype=None):
+    """The number of successes in ``n`` Bernoulli(``p``) trials, as floats (JAX's dtype):
+    geometric waiting times summed until they pass ``n`` (a ``while_loop`` of about
+    ``n * p`` rounds)."""
+    single_key("binomial", key)
+    dtype = _float_dtype(dtype)
+    shape = _shape_of(shape, n, p)
+    n = jnp.broadcast_to(jnp.asarray(n, np.float32), shape)
+    p = jnp.broadcast_to(jnp.asarray(p, np.float32), shape)
+    log_q = jnp.log1p(-p)
+
+    def round_(state):
+        k, count, elapsed = state
+        u = _open_unit(fold_in(key, k), shape, np.float32)
+        elapsed = elapsed + jnp.floor(jnp.log1p(-u) / log_q) + 1     # the next success's trial
+        return k + 1, jnp.where(elapsed <= n, count + 1, count), elapsed
+
+    start = (jnp.asarray(0, np.int32), jnp.zeros(shape, np.float32),
+             jnp.zeros(shape, np.float32))
+    _, count, _ = while_loop(lambda state: jnp.any(state[2] <= n), round_, start)
+    return count.astype(dtype)
+
+
+def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
+    """Counts of ``n`` draws over the categories of ``p``'s last dimension: one conditional
+    binomial per category. ``shape`` ends with the number of categories."""
+    single_key("multinomial", key)
+    dtype = _float_dtype(dtype)
+    p = jnp.asarray(p, np.float32)
+    shape = tuple(p.shape) if shape is None else sample_shape(shape)
+    k = p.shape[-1]
+    n = jnp.broadcast_to(jnp.asarray(n, np.float32), shape[:-1])
+    p = jnp.broadcast_to(p, shape)
+    left, rest = n, jnp.ones(shape[:-1], np.float32)
+    counts = []
+    for i, category in enumerate(split(key, k)):
+        if i == k - 1:
+            counts.append(left)
+            break
+        share = jnp.clip(p[..., i] / jnp.maximum(rest, np.finfo(np.float32).tiny), 0.0, 1.0)
+        drawn = binomial(category, left, share, shape[:-1])
+        counts.append(drawn)
+        left, rest = left - drawn, rest - p[..., i]
+    return jnp.stack(counts, axis=-1).astype(dtype)
+
+
+__all__ += ["binomial", "multinomial"]
