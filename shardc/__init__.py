@@ -30,7 +30,7 @@ from shardc._devices import device_put, local_device_count, make_mesh
 from shardc._extras import (block_until_ready, default_backend, device_get, effects_barrier,
                             eval_shape, named_call, named_scope, smap)
 from shardc._jacobians import hessian, jacfwd, jacrev
-from shardc._transforms import jit, shard_map
+from shardc._transforms import jit, pmap, shard_map
 from shardc._types import ShapeDtypeStruct, typeof
 from shardc.ad_checkpoint import checkpoint_policies
 from shardc.batching_api import vmap
@@ -92,7 +92,7 @@ __all__ = [
     "make_array_from_single_device_arrays",
     "make_array_from_process_local_data", "make_jaxpr", "make_mesh", "named_call", "named_scope",
     "nn", "numpy", "numpy_dtype_promotion", "numpy_rank_promotion", "process_count",
-    "process_index", "process_indices", "random", "remat", "reshard", "scipy", "set_backend_name", "set_mesh",
+    "pmap", "process_index", "process_indices", "random", "remat", "reshard", "scipy", "set_backend_name", "set_mesh",
     "shard_map", "sharding", "smap", "softmax_custom_jvp", "threefry_partitionable", "tree",
     "tree_util", "typeof", "value_and_grad", "vjp", "vmap",
 ]

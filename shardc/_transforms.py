@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
+from compiler import tree
 from compiler.jit import jit as _jit
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
-from ir.sharding import AbstractMesh, AxisType, PartitionSpec
+from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec
+from runtime.devices import devices as all_devices
+import shardc.numpy as jnp
 from ir.sharding_rules import named_sharding
 from shardc.sharding import body_abstract_mesh, get_mesh, resolve_sharding
 from shardc.tree_util import tree_map
 
-__all__ = ["jit", "shard_map"]
+__all__ = ["jit", "pmap", "shard_map"]
 
 
 def jit(fun=None, **options):
@@ -170,3 +175,61 @@ def _own_spec(value, mesh):
     if typed is not None and typed.mesh == mesh:
         return named_sharding(aval_of(value)).spec
     return PartitionSpec()
+
+
+_PMAP_AXIS = "_internal_pmap_axis_name"
+
+
+def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
+         devices=None, backend=None, axis_size=None, donate_argnums=()):
+    """Map ``fun`` over a leading (``in_axes``) dimension, one slice per device, with
+    collectives over ``axis_name``: JAX 0.10's pmap, which is a shard_map over a 1-D mesh of
+    as many devices as the mapped dimension is long (the first ones, or ``devices``).
+
+    >>> pmap(lambda a: lax.psum(a, 'i'), axis_name='i')(x)     # x: [n, ...], n <= devices
+    """
+    static = ((static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int)
+              else tuple(static_broadcasted_argnums))
+    name = _PMAP_AXIS if axis_name is None else axis_name
+
+    @functools.wraps(fun)
+    def mapped(*args):
+        positions = [k for k in range(len(args)) if k not in static]
+        dynamic = tuple(args[k] for k in positions)
+        axes = in_axes if isinstance(in_axes, (list, tuple)) else (in_axes,) * len(dynamic)
+        if isinstance(in_axes, list):
+            axes = tuple(axes)
+        leaves, treedef = tree.tree_flatten(dynamic)
+        leaf_axes = tree.broadcast_prefix(tuple(axes), dynamic, is_leaf=lambda a: a is None,
+                                          name="pmap in_axes")
+        sizes = {int(np.shape(leaf)[a]) for leaf, a in zip(leaves, leaf_axes) if a is not None}
+        if axis_size is not None:
+            sizes.add(int(axis_size))
+        if len(sizes) != 1:
+            raise ValueError("pmap got inconsistent sizes for array axes to be mapped: "
+                             f"{sorted(sizes)}" if sizes else
+                             "pmap requires at least one argument with a mapped axis")
+        (n,) = sizes
+        pool = list(devices) if devices is not None else list(all_devices())
+        mesh = Mesh(np.array(pool[:n] if n <= len(pool) else pool, dtype=object), (name,))
+        moved = [leaf if a is None else jnp.moveaxis(leaf, a, 0)
+                 for leaf, a in zip(leaves, leaf_axes)]
+        specs = tuple(PartitionSpec() if a is None else PartitionSpec(name) for a in leaf_axes)
+
+        def body(*blocks):
+            unmapped = [b if a is None else b[0] for b, a in zip(blocks, leaf_axes)]
+            rebuilt = list(args)
+            for k, value in zip(positions, tree.tree_unflatten(treedef, unmapped)):
+                rebuilt[k] = value
+            return tree_map(lambda out: jnp.expand_dims(out, 0), fun(*rebuilt))
+
+        outs = _shard_map_impl(body, mesh, specs, PartitionSpec(name), check_vma=False,
+                               flag="check_vma")(*moved)
+        out_leaves, out_tree = tree.tree_flatten(outs)
+        out_dims = tree.broadcast_prefix(out_axes, tree.tree_unflatten(out_tree, out_leaves),
+                                         is_leaf=lambda a: a is None, name="pmap out_axes")
+        placed = [out[0] if d is None else jnp.moveaxis(out, 0, d)
+                  for out, d in zip(out_leaves, out_dims)]
+        return tree.tree_unflatten(out_tree, placed)
+
+    return mapped

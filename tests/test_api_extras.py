@@ -307,3 +307,28 @@ def test_sharding_methods_and_shard_indices_are_jaxs():
     assert one.shard_shape((3, 2)) == (3, 2)
     assert one.devices_indices_map((3, 2)) == {jax.devices()[0]: (slice(None), slice(None))}
     assert jnp.ones((3, 2)).addressable_shards[0].index == (slice(None), slice(None))
+
+
+def test_pmap_is_a_shard_map_over_the_mapped_dimension():
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    out = jax.pmap(lambda a: a * 2)(x)
+    assert out.sharding.spec == jax.P("_internal_pmap_axis_name")
+    np.testing.assert_array_equal(np.asarray(out), x * 2)
+    np.testing.assert_array_equal(np.asarray(jax.pmap(lambda a: jax.lax.psum(a, "i"),
+                                                      axis_name="i")(x)),
+                                  np.broadcast_to(x.sum(0), (4, 2)))
+    np.testing.assert_array_equal(np.asarray(jax.pmap(lambda a, b: a + b,
+                                                      in_axes=(0, None))(x, np.ones(2))), x + 1)
+    rows, totals = jax.pmap(lambda a: (a, a.sum()), out_axes=(1, 0))(x)
+    assert rows.shape == (2, 4) and totals.shape == (4,)
+    np.testing.assert_array_equal(np.asarray(jax.pmap(lambda a, n: a * n,
+                                                      static_broadcasted_argnums=1)(x, 3)), x * 3)
+    np.testing.assert_array_equal(np.asarray(jax.pmap(lambda a: jax.lax.axis_index("i"),
+                                                      axis_name="i")(x)), [0, 1, 2, 3])
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.pmap(lambda a: a * 2))(x)), x * 2)
+    grad = jax.grad(lambda z: jax.pmap(lambda a: (a ** 2).sum())(z).sum())(x)
+    np.testing.assert_array_equal(np.asarray(grad), 2 * x)
+    # mapped over x.T's columns (the rows of x): each device holds one row, pmean averages them
+    np.testing.assert_allclose(np.asarray(jax.pmap(lambda a: jax.lax.pmean(a, "b"), axis_name="b",
+                                                   in_axes=1)(x.T)),
+                               np.broadcast_to(x.mean(0), (4, 2)))
