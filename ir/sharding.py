@@ -571,17 +571,26 @@ def block_index(spec, mesh: Mesh, coords: Sequence[int]) -> tuple:
                  for names in spec_names(spec))
 
 
-def position_slices(shape: Sequence[int], spec, mesh: Mesh) -> list:
-    """``block_slices`` of every mesh position, in position order: worked out once per shape,
-    mesh and spec (a value of one layout is sliced the same way at every call)."""
+def by_layout(cache: dict, make, shape, mesh: Mesh, spec):
+    """``make(shape, mesh, spec)``, worked out once per shape, mesh and spec (a value of one
+    layout is split, joined or sliced the same way at every call). Keyed by the mesh's and
+    spec's identity, checked on every hit: hashing them would cost more than the work."""
     key = (tuple(shape), id(mesh), id(spec))
-    entry = _POSITION_SLICES.get(key)
+    entry = cache.get(key)
     if entry is None or entry[0] is not mesh or entry[1] is not spec:
-        if len(_POSITION_SLICES) > 4096:
-            _POSITION_SLICES.clear()
-        entry = _POSITION_SLICES[key] = (mesh, spec, [
-            block_slices(shape, spec, mesh, mesh.coords(p)) for p in range(mesh.size)])
+        if len(cache) > 4096:
+            cache.clear()
+        entry = cache[key] = (mesh, spec, make(tuple(shape), mesh, spec))
     return entry[2]
+
+
+def position_slices(shape: Sequence[int], spec, mesh: Mesh) -> list:
+    """``block_slices`` of every mesh position, in position order (``by_layout``)."""
+    return by_layout(_POSITION_SLICES, _position_slices, shape, mesh, spec)
+
+
+def _position_slices(shape: tuple, mesh: Mesh, spec) -> list:
+    return [block_slices(shape, spec, mesh, mesh.coords(p)) for p in range(mesh.size)]
 
 
 _POSITION_SLICES: dict = {}

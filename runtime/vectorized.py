@@ -44,7 +44,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Eqn, Literal, Var
-from ir.sharding import (NamedSharding, canonical_spec, global_shape, normal_spec,
+from ir.sharding import (NamedSharding, by_layout, canonical_spec, global_shape, normal_spec,
                          replication_mismatch, runtime_replication_error, spec_names)
 from runtime import reference
 from runtime.array import Array, canonical_array
@@ -108,7 +108,7 @@ def split_global(value: np.ndarray, mesh, spec) -> tuple:
 
         P('x', 'y') on (4,2), f32[8,16]:  reshape [4,2, 2,8] -> transpose -> [4,2,2,8]
     """
-    plan = _layout_plan(_SPLITS, _split_plan, value.shape, mesh, spec)
+    plan = by_layout(_SPLITS, _split_plan, value.shape, mesh, spec)
     shape, order, stacked, lead = plan
     return value.reshape(shape).transpose(order).reshape(stacked), lead
 
@@ -135,7 +135,7 @@ def _split_plan(global_shape, mesh, spec) -> tuple:
 def join_blocks(data: np.ndarray, mesh, spec, shape) -> np.ndarray:
     """The inverse of ``split_global``: a global value from stacked blocks laid out by
     ``spec`` (coordinate 0 on the mesh dims the spec does not name)."""
-    index, spread, order = _layout_plan(_JOINS, _join_plan, data.shape, mesh, spec)
+    index, spread, order = by_layout(_JOINS, _join_plan, data.shape, mesh, spec)
     x = np.broadcast_to(data[index], spread)
     return x.transpose(order).reshape(shape)
 
@@ -155,21 +155,10 @@ def _join_plan(stacked_shape, mesh, spec) -> tuple:
     return index, spread, tuple(order)
 
 
-# how values of one shape are split into (or joined from) one mesh's stacks by one spec:
-# worked out once (a host batch placed at every call takes the same way each time)
+# how values of one shape are split into (or joined from) one mesh's stacks by one spec
+# (``by_layout``: a host batch placed at every call takes the same way each time)
 _SPLITS: dict = {}
 _JOINS: dict = {}
-
-
-def _layout_plan(plans: dict, make, shape, mesh, spec) -> tuple:
-    key = (shape, id(mesh), id(spec))
-    entry = plans.get(key)
-    if entry is None or entry[0] is not mesh or entry[1] is not spec:
-        if len(plans) > 4096:
-            plans.clear()
-        entry = plans[key] = (mesh, spec, make(shape, mesh, spec))
-    return entry[2]
-
 
 def _same_layout(sharding, mesh, spec) -> bool:
     return (isinstance(sharding, NamedSharding) and sharding.mesh == mesh

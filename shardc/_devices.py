@@ -30,11 +30,15 @@ def device_put(x, device=None):
         return _device_put_in_body(x, leaves, device)
     if device is None:
         return tree_unflatten(treedef, [_device_put_one(v) for v in leaves])
-    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
-    targets = broadcast_prefix(device, x, is_leaf=is_leaf, name="device_put sharding")
+    targets = broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding")
     shardings = [resolve_sharding(t, "device_put") for t in targets]
     labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]   # for errors only
     return tree_unflatten(treedef, get_backend().put(leaves, shardings, labels))
+
+
+def _is_target(s) -> bool:
+    """A leaf of ``device_put``'s targets: a sharding, a PartitionSpec or a device."""
+    return not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
 
 
 def _device_put_in_body(x, leaves, device):
@@ -44,8 +48,7 @@ def _device_put_in_body(x, leaves, device):
     hold a value that varies over the body's axes."""
     if device is None:
         return x
-    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
-    targets = broadcast_prefix(device, x, is_leaf=is_leaf, name="device_put sharding")
+    targets = broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding")
     for leaf, target in zip(leaves, targets):
         if isinstance(target, PartitionSpec):
             target = resolve_sharding(target, "device_put")

@@ -196,19 +196,19 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     def mapped(*args):
         positions = [k for k in range(len(args)) if k not in static]
         dynamic = tuple(args[k] for k in positions)
-        axes = in_axes if isinstance(in_axes, (list, tuple)) else (in_axes,) * len(dynamic)
-        if isinstance(in_axes, list):
-            axes = tuple(axes)
+        axes = (tuple(in_axes) if isinstance(in_axes, (list, tuple))
+                else (in_axes,) * len(dynamic))
         leaves, treedef = tree.tree_flatten(dynamic)
         leaf_axes = tree.broadcast_prefix(tuple(axes), dynamic, is_leaf=lambda a: a is None,
                                           name="pmap in_axes")
         sizes = {int(np.shape(leaf)[a]) for leaf, a in zip(leaves, leaf_axes) if a is not None}
         if axis_size is not None:
             sizes.add(int(axis_size))
-        if len(sizes) != 1:
+        if not sizes:
+            raise ValueError("pmap requires at least one argument with a mapped axis")
+        if len(sizes) > 1:
             raise ValueError("pmap got inconsistent sizes for array axes to be mapped: "
-                             f"{sorted(sizes)}" if sizes else
-                             "pmap requires at least one argument with a mapped axis")
+                             f"{sorted(sizes)}")
         (n,) = sizes
         pool = list(devices) if devices is not None else list(all_devices())
         mesh = Mesh(np.array(pool[:n] if n <= len(pool) else pool, dtype=object), (name,))

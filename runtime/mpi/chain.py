@@ -14,9 +14,10 @@ is a walk through the processes, one run each::
 which is bitwise the reference's reduction with one block crossing each boundary each way,
 instead of every member's block reaching every process (``exchanges.gather_then_apply``) or
 two exchanges of chunks (``exchanges._all_reduce_exchange``). Large blocks of one member per
-process on three or more processes keep the chunks, which reduce on every process at once. A stacked process adds all its
-groups at once (one numpy call per member), and its result is one block per group (the value
-no longer varies over the reduced axes), so nothing is copied back into a stack.
+process on three or more processes keep the chunks, which reduce on every process at once. A
+stacked process adds all its groups at once (one numpy call per member), and its result is
+one block per group (the value no longer varies over the reduced axes), so nothing is copied
+back into a stack.
 """
 from __future__ import annotations
 
@@ -122,8 +123,9 @@ def chained_all_reduce(state, chain: Chain, members: list, reduction: str, group
                        tag=_CHAIN_TAG),
             comm.Irecv([raw_bytes(out), MPI.BYTE], source=chain.last, tag=_CHAIN_TAG)])
         return out
-    total = contiguous(collectives.finish_reduction(
-        total, reduction, group_size, fresh=total is not blocks[0] or len(blocks) > 1))
+    # a new array unless this process holds the whole walk's first and only block
+    fresh = chain.previous is not None or len(blocks) > 1
+    total = contiguous(collectives.finish_reduction(total, reduction, group_size, fresh))
     settle_then_wait(state, [comm.Isend([raw_bytes(total), MPI.BYTE], dest=k, tag=_CHAIN_TAG)
                              for k in chain.others])
     return total

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from compiler.tracing import (NonConcreteBooleanIndexError, Tracer, aval_of, bind,
-                              is_python_scalar)
+                              errors_link, is_python_scalar)
 from ir import dtypes as _dt
 from ir.core import Aval, TypeSharding
 from ir.sharding_rules import gather_error, scatter_error
@@ -183,8 +183,7 @@ def _flat_getitem(x, index):
     if traced_masks:
         raise NonConcreteBooleanIndexError(
             f"Array boolean indices must be concrete; got {aval_of(traced_masks[0]).str_long()}"
-            "\n\nSee https://docs.jax.dev/en/latest/errors.html"
-            "#jax.errors.NonConcreteBooleanIndexError")
+            f"\n{errors_link(NonConcreteBooleanIndexError)}")
     if not _is_concrete(index):
         raise NotImplementedError("indexing with several integer arrays or a boolean mask "
                                   "needs concrete (not traced) indices; a traced boolean mask "

@@ -133,10 +133,14 @@ def _identity(prim, dtype):
     return info.min if low else info.max
 
 
+def _mask(x, where):
+    """A ``where=`` mask as booleans of ``x``'s shape."""
+    return broadcast_to(astype(asarray(where), bool_), shape_of(x))
+
+
 def _masked(x, where, fill):
-    """``x`` with its elements outside ``where`` (broadcast to its shape) replaced by ``fill``."""
-    mask = broadcast_to(astype(asarray(where), bool_), shape_of(x))
-    return where_(mask, x, astype(asarray(fill), dtype_of(x)))
+    """``x`` with its elements outside ``where`` replaced by ``fill``."""
+    return where_(_mask(x, where), x, astype(asarray(fill), dtype_of(x)))
 
 
 def _how_many(x, axis, keepdims, where):
@@ -144,8 +148,7 @@ def _how_many(x, axis, keepdims, where):
     if where is None:
         axes = reduce_axes(x, axis)
         return int(np.prod([shape_of(x)[a] for a in axes], dtype=np.int64))
-    mask = broadcast_to(astype(asarray(where), bool_), shape_of(x))
-    return sum(astype(mask, _dt.int_), axis, keepdims=keepdims)
+    return sum(astype(_mask(x, where), _dt.int_), axis, keepdims=keepdims)
 
 
 def _no_out(name, out):
@@ -396,10 +399,10 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
 
 
 def _count(a, axis, keepdims, where=None):
+    """How many non-NaN elements (that ``where`` allows) each reduction reads."""
     present = logical_not(isnan(a))
-    if where is not None:
-        present = logical_and(present, where)
-    return sum(present, axis, keepdims=keepdims)
+    return _how_many(a, axis, keepdims,
+                     present if where is None else logical_and(present, where))
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
