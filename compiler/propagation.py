@@ -35,7 +35,7 @@ from compiler.layouts import meaningful
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, TypeSharding, Var
 from ir.graph import sub_programs
-from ir.sharding import NamedSharding, PartitionSpec, check_divides, spec_names
+from ir.sharding import NamedSharding, PartitionSpec, spec_names
 from ir.shapes import reshape_groups
 from ir.sharding_rules import typed_avals
 
@@ -488,17 +488,22 @@ def _with_spec(aval, spec, mesh):
 
 def _layout_spec(aval, layout, mesh) -> tuple:
     """Per dimension the axes ``layout`` splits ``aval`` over (unsplit where it is not a
-    layout on ``mesh``, or does not divide the value)."""
+    layout on ``mesh``; along a dimension it does not divide, the major axes that do: as JAX
+    lays out a value constrained to uneven blocks where it reaches a result)."""
     if not isinstance(layout, NamedSharding) or layout.mesh != mesh:
         return _unsplit(aval)
     names = spec_names(layout.spec)
     if len(names) > aval.ndim:
         return _unsplit(aval)
-    try:
-        check_divides(layout, aval.shape)
-    except ValueError:
-        return _unsplit(aval)
-    return tuple(tuple(n) for n in names) + ((),) * (aval.ndim - len(names))
+    spec = [tuple(n) for n in names] + [()] * (aval.ndim - len(names))
+    return tuple(_dividing(n, size, mesh) for n, size in zip(spec, aval.shape))
+
+
+def _dividing(names, size, mesh) -> tuple:
+    """The longest major run of ``names`` whose axes divide ``size``."""
+    while size % math.prod(mesh.shape[a] for a in names):
+        names = names[:-1]
+    return names
 
 
 def _laid_out(atom, spec, mesh, eqns, source):

@@ -390,3 +390,14 @@ def test_device_put_inside_a_jitted_body_of_an_invariant_value_to_a_sharding_cha
     np.testing.assert_array_equal(np.asarray(shardc.jit(f)(x)), x + 1)
     with pytest.raises(ValueError, match="device_put with explicit device not allowed"):
         f(x)
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((-1, 2), "cannot reshape array of shape (3, 3) (size 9) into shape (-1, 2) because the "
+              "product of specified axis sizes (2) does not evenly divide 9"),
+    ((2, 5), "cannot reshape array of shape (3, 3) (size 9) into shape (2, 5) (size 10)"),
+    ((-1, -1), "can only specify one unknown axis size with a `-1` value, got (-1, -1)"),
+])
+def test_a_bad_reshape_is_jaxs_type_error(shape, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        jnp.ones((3, 3)).reshape(shape)

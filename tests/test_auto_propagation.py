@@ -319,6 +319,31 @@ def test_results_are_laid_out_as_jax_lays_them_out(name):
             np.testing.assert_array_equal(np.asarray(shard.data), np.asarray(g)[shard.index])
 
 
+# A constraint to uneven blocks (H is 8 x 16: 12 rows over 8 devices, 10 over 4): along that
+# dimension the result keeps the major axes that divide it, as JAX 0.10.2 lays it out. Eagerly
+# such a constraint is JAX's IndivisibleError, so the values are held to numpy's.
+UNEVEN_ROWS = {
+    "the dividing major axes are kept": (
+        lambda a: W_(jnp.concatenate([a, a[:4]]) * 2, ("x", "y")),
+        lambda a: np.concatenate([a, a[:4]]) * 2, P("x")),
+    "an uneven dimension is unsplit, the other kept": (
+        lambda a: jnp.exp(W_(a.T[:10, :6] @ a[:6, :6], "x", "y")) - 1,
+        lambda a: np.exp(a.T[:10, :6] @ a[:6, :6]) - 1, P(None, "y")),
+    "through a reduction": (
+        lambda a: W_(a.T[:10], "x", "y").max(0), lambda a: a.T[:10].max(0), P("y")),
+}
+
+
+@pytest.mark.parametrize("name", list(UNEVEN_ROWS))
+def test_uneven_constraints_lay_out_results_as_jax_does(name):
+    fn, reference, want = UNEVEN_ROWS[name]
+    got = jax.jit(fn)(R)
+    assert got.sharding.spec == want
+    np.testing.assert_allclose(np.asarray(got), reference(H.astype(np.float64)), rtol=1e-5)
+    with pytest.raises(ValueError, match="should evenly divide the shape"):
+        fn(jnp.asarray(H))
+
+
 def test_backward_propagation_computes_the_chain_on_blocks():
     """The chain before a constraint runs on blocks: no gather, the elementwise work split."""
     assert communication(_back_chain, R) == []

@@ -433,13 +433,18 @@ def _resolve_shape(old: tuple, shape) -> tuple:
     size = math.prod(old)
     shape = list(requested)
     if shape.count(-1) > 1:
-        raise ValueError(f"can only specify one unknown dimension, got shape {requested}")
+        raise TypeError("can only specify one unknown axis size with a `-1` value, got "
+                        f"{requested}")
     if -1 in shape:
         known = math.prod(d for d in shape if d != -1)
-        shape[shape.index(-1)] = size // known if known and size % known == 0 else -1
+        if known == 0 or size % known:
+            raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape "
+                            f"{requested} because the product of specified axis sizes "
+                            f"({known}) does not evenly divide {size}")
+        shape[shape.index(-1)] = size // known
     if builtins.any(d < 0 for d in shape) or math.prod(shape) != size:
         raise TypeError(f"cannot reshape array of shape {old} (size {size}) into shape "
-                        f"{requested}")
+                        f"{requested} (size {math.prod(shape)})")
     return tuple(shape)
 
 
