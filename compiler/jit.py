@@ -33,7 +33,7 @@ from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, check_divides, current_mesh
 from ir.sharding_rules import mesh_explicit, typed_avals
-from compiler.partition import check_inserted, has_split_types, partition
+from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
                                   spelling_reference)
 from ir.printer import print_program
@@ -164,14 +164,14 @@ def _partitioned(program: Program, values) -> tuple:
     mesh, its results' types and how they report their layout, spelt as JAX spells them (else
     None: its types are its own)."""
     propagated = None
-    if not has_split_types(program):
-        layouts = [getattr(v, "sharding", None) for v in values]
-        mesh = program_mesh(program, layouts)
-        if mesh is not None:
-            reference = spelling_reference(program, values[len(program.constvars):])
-            program = propagate(inline_calls(program), layouts, mesh)
-            typed = [a.aval for a in program.outvars]
-            propagated = (mesh, typed, result_shardings(typed, mesh, reference))
+    layouts = [getattr(v, "sharding", None) for v in values]
+    mesh = program_mesh(program, layouts)
+    # a mesh with Auto axes (its Explicit ones, if any, split values as their types say)
+    if mesh is not None and type_meshes(program) <= {mesh}:
+        reference = spelling_reference(program, values[len(program.constvars):])
+        program = propagate(inline_calls(program), layouts, mesh)
+        typed = [a.aval for a in program.outvars]
+        propagated = (mesh, typed, result_shardings(typed, mesh, reference))
     inserted: list = []
     return partition(program, inserted), tuple(inserted), propagated
 
@@ -244,7 +244,8 @@ def execute_partitioned(prim, values, params, typed) -> list:
     """One operation on arrays whose types split them, run as jit runs a program: partitioned
     (``compiler.partition``), so each device computes its own block and the layout changes it
     needs are collectives (a process under MPI computes only its devices' blocks). The lowered
-    module is kept per operand types, shardings and parameters."""
+    module is kept per operand types, shardings and parameters. Returns the results, and
+    whether they are laid out (on Auto axes, as propagation typed them)."""
     backend = get_backend()
     in_avals = tuple(aval_of(v).strip_vma() for v in values)
     shardings = tuple(backend.sharding_of(v) for v in values)
@@ -270,9 +271,9 @@ def execute_partitioned(prim, values, params, typed) -> list:
     check_inserted(module.inserted)       # at every run: the mode may have changed since
     outs = backend.execute(module, list(values))
     if module.propagated is None:
-        return outs
+        return outs, False
     mesh, typed, shardings = module.propagated
-    return placed_as_typed(outs, typed, mesh, shardings)
+    return placed_as_typed(outs, typed, mesh, shardings), True
 
 
 def _normalize_argnums(argnums) -> tuple:

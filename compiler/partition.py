@@ -202,11 +202,6 @@ def _partition(program: Program) -> Program:
                    list(program.consts))
 
 
-def has_split_types(program: Program) -> bool:
-    """Whether some value of ``program`` (top level) has a type that splits it."""
-    return _mesh_of(program) is not None
-
-
 def _typed_vars(program: Program):
     yield from program.constvars
     yield from program.invars
@@ -215,11 +210,16 @@ def _typed_vars(program: Program):
         yield from eqn.outvars
 
 
+def type_meshes(program: Program) -> set:
+    """The meshes whose axes split values of ``program`` by their types."""
+    return {a.aval.sharding.mesh for a in _typed_vars(program)
+            if not isinstance(a, Literal) and a.aval.sharding is not None}
+
+
 def _mesh_of(program: Program):
     """The one mesh whose Explicit axes split values of ``program``; None when none does, or
     when types name several meshes (such a program stays on whole values)."""
-    meshes = {a.aval.sharding.mesh for a in _typed_vars(program)
-              if not isinstance(a, Literal) and a.aval.sharding is not None}
+    meshes = type_meshes(program)
     return meshes.pop() if len(meshes) == 1 else None
 
 

@@ -35,7 +35,7 @@ from compiler.layouts import meaningful
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, TypeSharding, Var
 from ir.graph import sub_programs
-from ir.sharding import NamedSharding, PartitionSpec, spec_names
+from ir.sharding import NamedSharding, PartitionSpec, dividing, spec_names
 from ir.shapes import reshape_groups
 from ir.sharding_rules import typed_avals
 
@@ -49,9 +49,9 @@ _MAX_SWEEPS = 16
 
 
 def program_mesh(program: Program, layouts):
-    """The one mesh without Explicit axes a program is laid out on: that of its arguments'
-    layouts (replicated ones count), its sharding constraints and its shard_maps. None when
-    there is none, or several, or an Explicit one."""
+    """The one mesh with Auto axes a program is laid out on: that of its arguments' layouts
+    (replicated ones count), its sharding constraints and its shard_maps. None when there is
+    none, or several, or one with Explicit axes only."""
     meshes = {layout.mesh for layout in layouts if isinstance(layout, NamedSharding)}
     for eqn in program.eqns:
         if eqn.primitive is prims.sharding_constraint_p:
@@ -64,8 +64,8 @@ def program_mesh(program: Program, layouts):
 
 
 def auto_mesh(layouts, replicated: bool = False):
-    """The one mesh without Explicit axes the layouts split values over (``replicated``: or
-    lay them out on at all); None when there is none, or several, or an Explicit one."""
+    """The one mesh with Auto axes the layouts split values over (``replicated``: or lay them
+    out on at all); None when there is none, or several, or one with Explicit axes only."""
     return _only_auto({layout.mesh for layout in layouts
                        if isinstance(layout, NamedSharding)
                        and (replicated or meaningful(layout))})
@@ -75,7 +75,8 @@ def _only_auto(meshes: set):
     if len(meshes) != 1:
         return None
     (mesh,) = meshes
-    return None if getattr(mesh, "explicit_axes", ()) else mesh
+    explicit = getattr(mesh, "explicit_axes", ())
+    return mesh if len(explicit) < len(mesh.axis_names) else None
 
 
 def propagate(program: Program, layouts, mesh) -> Program:
@@ -85,17 +86,21 @@ def propagate(program: Program, layouts, mesh) -> Program:
              for v, layout in zip(program.constvars + program.invars, layouts)]
     solver = _Solver(program, specs, mesh)
     solver.solve()
-    return solver.typed_program()
+    # JAX 0.10.2 leaves a one-dimensional result its type gives Explicit axes on those alone
+    return solver.typed_program([((),) if isinstance(v, Var) and v.aval.ndim == 1
+                                 and _spec(v.aval)[0] else None for v in program.outvars])
 
 
 class _Solver:
-    """Per value (by id) its split per dimension, and whether propagation may still extend
-    it (open) or it is given (arguments, constraints' and shard_maps' results, results typed
-    by a rule)."""
+    """Per value (by id) its split per dimension over Auto axes, and whether propagation may
+    still extend it (open) or it is given (arguments, constraints' and shard_maps' results,
+    results typed by a rule). On a mesh with Explicit axes too, a value's type fixes its
+    split over those (``fixed``, major to the Auto axes in each dimension)."""
 
     def __init__(self, program: Program, in_specs, mesh):
         self.program, self.mesh = program, mesh
         self.spec: dict = {}
+        self.fixed: dict = {}
         self.shape: dict = {}
         self.open: set = set()
         self.carried: dict = {}       # loop equation id -> its carries' and results' specs
@@ -105,10 +110,10 @@ class _Solver:
             prim = eqn.primitive
             if prim is prims.sharding_constraint_p:
                 self._given(eqn.outvars[0],
-                            _layout_spec(eqn.outvars[0].aval, eqn.params["sharding"], mesh))
+                            self._layout_spec(eqn.outvars[0], eqn.params["sharding"]))
             elif prim is prims.shard_map_p and eqn.params["mesh"] == mesh:
                 for var, spec in zip(eqn.outvars, eqn.params["out_specs"]):
-                    self._given(var, _layout_spec(var.aval, NamedSharding(mesh, spec), mesh))
+                    self._given(var, self._layout_spec(var, NamedSharding(mesh, spec)))
             else:
                 for var in eqn.outvars:
                     self._given(var, _unsplit(var.aval))
@@ -116,8 +121,14 @@ class _Solver:
                         self.open.add(id(var))
 
     def _given(self, var, spec) -> None:
-        self.spec[id(var)] = list(spec)
+        """``var``'s split over Auto axes is ``spec``'s (a layout's whole spec, or a part)."""
+        fixed = _spec(var.aval)
+        self.fixed[id(var)] = fixed
+        self.spec[id(var)] = [_auto_part(names, f, self.mesh) for names, f in zip(spec, fixed)]
         self.shape[id(var)] = var.aval.shape
+
+    def _layout_spec(self, var, layout) -> tuple:
+        return _layout_spec(var.aval, layout, self.mesh)
 
     # --- the sweeps ---
 
@@ -139,11 +150,12 @@ class _Solver:
         if _factored(eqn) or prim is prims.sharding_constraint_p:
             return any([self._resolve(f) for f in self._factors(eqn)])
         if prim is prims.shard_map_p and eqn.params["mesh"] == self.mesh:
-            asked = [self._resolve([(id(a), d), (None, names)])
+            asked = [self._resolve([(id(a), d), (None, _auto_part(names, fixed, self.mesh))])
                      for a, spec in zip(eqn.invars, eqn.params["in_specs"])
                      if isinstance(a, Var) and id(a) in self.spec
-                     for d, names in enumerate(_layout_spec(
-                         a.aval, NamedSharding(self.mesh, spec), self.mesh))]
+                     for d, (names, fixed) in enumerate(zip(_layout_spec(
+                         a.aval, NamedSharding(self.mesh, spec), self.mesh),
+                         self.fixed[id(a)]))]
             return any(asked)
         if prim in _LOOPS and _blockwise(eqn):
             return self._loop(eqn)
@@ -151,7 +163,8 @@ class _Solver:
             avals = self._typed(eqn)
             changed = False
             for var, aval in zip(eqn.outvars, avals):
-                spec = list(_spec(aval))
+                spec = [_auto_part(n, f, self.mesh)
+                        for n, f in zip(_spec(aval), self.fixed[id(var)])]
                 if spec != self.spec[id(var)]:
                     self.spec[id(var)] = spec
                     changed = True
@@ -185,6 +198,7 @@ class _Solver:
             if isinstance(atom, Var) and id(atom) in self.open:
                 for d, names in enumerate(spec):
                     if names and not self.spec[id(atom)][d] and self._fits(id(atom), d, names):
+                        # (``names``: Auto axes only, as the body's solver reports them)
                         self.spec[id(atom)][d] = names
                         changed = True
         for var, spec in zip(eqn.outvars, results):
@@ -199,23 +213,30 @@ class _Solver:
         specs = [_unsplit(v.aval) for v in program.constvars]
         specs += [operands[k] for k in layout.consts] + list(carry)
         specs += [tuple(operands[k][1:]) for k in layout.xs]
-        body = _Solver(program, specs, self.mesh)
+        body = _Solver(program, _wholes(program, specs), self.mesh)
         body.solve()
         return body
 
     def spec_of(self, atom) -> tuple:
+        """``atom``'s split over Auto axes."""
         if isinstance(atom, Literal) or id(atom) not in self.spec:
             return _unsplit(atom.aval)
         return tuple(self.spec[id(atom)])
 
+    def whole_spec(self, atom) -> tuple:
+        """``atom``'s split over every axis: its type's, then the Auto axes."""
+        if isinstance(atom, Literal) or id(atom) not in self.spec:
+            return _spec(atom.aval)
+        return tuple(f + a for f, a in zip(self.fixed[id(atom)], self.spec[id(atom)]))
+
     def _typed(self, eqn) -> list:
-        """The results' types by the primitive's rule, from the operands' current types;
-        unsplit where the rule refuses."""
+        """The results' types by the primitive's rule, from the operands' current types; as
+        traced (unsplit over Auto axes) where the rule refuses."""
         avals = [self.aval(a) for a in eqn.invars]
         try:
             return typed_avals(eqn.primitive, avals, eqn.params)
         except (TypeError, ValueError):      # ShardingTypeError is a TypeError
-            return [v.aval.with_sharding(None) for v in eqn.outvars]
+            return [v.aval for v in eqn.outvars]
 
     def _resolve(self, factor) -> bool:
         """Give a factor's split to its open, unsplit dimensions: members are (value id,
@@ -234,10 +255,10 @@ class _Solver:
         return changed
 
     def _fits(self, k, d, names) -> bool:
-        spec = self.spec[k]
-        if any(n in used for used in spec for n in names):
-            return False
-        return self.shape[k][d] % math.prod(self.mesh.shape[n] for n in names) == 0
+        """Whether dimension ``d`` of value ``k`` may take the split ``names``: its axes free in
+        the value. (Uneven blocks are no bar: the split passes on to values it divides.)"""
+        spec, fixed = self.spec[k], self.fixed[k]
+        return not any(n in used for used in spec + list(fixed) for n in names)
 
     def _factors(self, eqn) -> list:
         """The factors of a factored equation (or a sharding constraint: the identity from
@@ -310,7 +331,8 @@ class _Solver:
             want[k] = spec
         for k in layout.xs:
             want[k] = ((),) + tuple(want[k][1:])
-        ins = [_laid_out(a, w, self.mesh, eqns, eqn.source) for a, w in zip(ins, want)]
+        ins = [_laid_out(a, _typed_spec(orig.aval, w, self.mesh), self.mesh, eqns, eqn.source)
+               for a, orig, w in zip(ins, eqn.invars, want)]
         params = dict(eqn.params)
         params[layout.body_name] = body.typed_program(
             [tuple(c) for c in carry] + [None] * (len(body.program.outvars) - len(carry)))
@@ -319,7 +341,7 @@ class _Solver:
             cond = eqn.params[layout.cond_name]
             specs = [_unsplit(v.aval) for v in cond.constvars]
             specs += [operands[k] for k in range(eqn.params["cond_nconsts"])] + list(carry)
-            solver = _Solver(cond, specs, self.mesh)
+            solver = _Solver(cond, _wholes(cond, specs), self.mesh)
             solver.solve()
             params[layout.cond_name] = solver.typed_program()
         return ins, params
@@ -327,11 +349,12 @@ class _Solver:
     def aval(self, atom):
         if isinstance(atom, Literal) or id(atom) not in self.spec:
             return atom.aval
-        return _with_spec(atom.aval, self.spec[id(atom)], self.mesh)
+        return _with_spec(atom.aval, _divided(atom.aval, self.whole_spec(atom), self.mesh),
+                          self.mesh)
 
     def typed_program(self, out_specs=None) -> Program:
-        """The program with every value typed; ``out_specs`` (None entries: as they are) lay
-        its results out by a constraint at its end."""
+        """The program with every value typed; ``out_specs`` (splits over Auto axes; None
+        entries: as they are) lay its results out by a constraint at its end."""
         subst: dict = {}
 
         def typed(var):
@@ -353,14 +376,16 @@ class _Solver:
                 ins, params = self._typed_loop(eqn, ins, eqns)
             elif prim.kind != "op" and not (prim is prims.shard_map_p
                                             and eqn.params["mesh"] == self.mesh):
-                ins = [_laid_out(a, _unsplit(a.aval), self.mesh, eqns, eqn.source)
-                       for a in ins]
+                ins = [_laid_out(a, _spec(orig.aval), self.mesh, eqns, eqn.source)
+                       for a, orig in zip(ins, eqn.invars)]      # as traced
             outs = [typed(v) for v in eqn.outvars]
             eqns.append(Eqn(prim, ins, outs, params, eqn.source))
         outvars = [read(a) for a in self.program.outvars]
         if out_specs is not None:
-            outvars = [a if w is None else _laid_out(a, w, self.mesh, eqns, None)
-                       for a, w in zip(outvars, out_specs)]
+            outvars = [a if w is None
+                       else _laid_out(a, _typed_spec(orig.aval, w, self.mesh), self.mesh, eqns,
+                                      None)
+                       for a, orig, w in zip(outvars, self.program.outvars, out_specs)]
         return Program(constvars, invars, eqns, outvars, list(self.program.consts))
 
 
@@ -384,15 +409,20 @@ def result_shardings(typed, mesh, reference) -> list:
     """How results of types ``typed`` on ``mesh`` report their layout, as JAX spells a layout
     its compiler worked out: as ``reference`` (``spelling_reference``) where a result has its
     rank and layout, else one entry per dimension up to the last split one (``P('x',)``,
-    ``P()`` when replicated)."""
+    ``P()`` when replicated). On a mesh with Explicit axes too, a result split over none of
+    its Auto axes is spelt as its type is, one entry per dimension, and the others as worked
+    out (whatever ``reference`` says)."""
+    explicit = set(mesh.explicit_axes)
     shardings = []
     for aval in typed:
         spec = _spec(aval)
         entries = [names[0] if len(names) == 1 else (tuple(names) or None) for names in spec]
-        while entries and entries[-1] is None:
+        as_typed = explicit and all(a in explicit for names in spec for a in names)
+        while entries and entries[-1] is None and not as_typed:
             entries.pop()
         sharding = NamedSharding(mesh, PartitionSpec(*entries))
-        if reference is not None and reference[0] == aval.ndim and reference[1] == sharding:
+        if reference is not None and reference[0] == aval.ndim and reference[1] == sharding \
+                and not explicit:
             sharding = reference[1]
         shardings.append(sharding)
     return shardings
@@ -470,6 +500,41 @@ def _dot_factors(eqn) -> list:
     return factors
 
 
+def _auto_part(names, fixed, mesh) -> tuple:
+    """What a dimension's split ``names`` adds over Auto axes to the split ``fixed`` its type
+    gives it over Explicit ones (nothing where it does not extend it)."""
+    names = tuple(names)
+    if names[:len(fixed)] != tuple(fixed):
+        return ()
+    added = names[len(fixed):]
+    explicit = getattr(mesh, "explicit_axes", ())
+    return () if any(a in explicit for a in added) else added
+
+
+def _whole(aval, auto) -> tuple:
+    """The split of a value of type ``aval`` that adds ``auto`` (per dimension) to it."""
+    return tuple(f + tuple(a) for f, a in zip(_spec(aval), auto))
+
+
+def _typed_spec(aval, auto, mesh) -> tuple:
+    """How a value of type ``aval`` that adds ``auto`` to it is typed: along a dimension the
+    split does not divide, the major axes that do."""
+    return _divided(aval, _whole(aval, auto), mesh)
+
+
+def _divided(aval, spec, mesh) -> tuple:
+    """``spec``, along each dimension of ``aval`` it does not divide, cut to the major axes
+    that do: how a value the propagation splits unevenly is typed and laid out (JAX pads its
+    blocks; here it is computed whole along that dimension, and where it reaches a result,
+    JAX lays it out so too)."""
+    return tuple(dividing(names, size, mesh) for names, size in zip(spec, aval.shape))
+
+
+def _wholes(program, autos) -> list:
+    """A program's constants' and inputs' splits, from what each adds over Auto axes."""
+    return [_whole(v.aval, a) for v, a in zip(program.constvars + program.invars, autos)]
+
+
 def _unsplit(aval) -> tuple:
     return ((),) * aval.ndim
 
@@ -488,22 +553,13 @@ def _with_spec(aval, spec, mesh):
 
 def _layout_spec(aval, layout, mesh) -> tuple:
     """Per dimension the axes ``layout`` splits ``aval`` over (unsplit where it is not a
-    layout on ``mesh``; along a dimension it does not divide, the major axes that do: as JAX
-    lays out a value constrained to uneven blocks where it reaches a result)."""
+    layout on ``mesh``), evenly or not."""
     if not isinstance(layout, NamedSharding) or layout.mesh != mesh:
         return _unsplit(aval)
     names = spec_names(layout.spec)
     if len(names) > aval.ndim:
         return _unsplit(aval)
-    spec = [tuple(n) for n in names] + [()] * (aval.ndim - len(names))
-    return tuple(_dividing(n, size, mesh) for n, size in zip(spec, aval.shape))
-
-
-def _dividing(names, size, mesh) -> tuple:
-    """The longest major run of ``names`` whose axes divide ``size``."""
-    while size % math.prod(mesh.shape[a] for a in names):
-        names = names[:-1]
-    return names
+    return tuple(tuple(n) for n in names) + ((),) * (aval.ndim - len(names))
 
 
 def _laid_out(atom, spec, mesh, eqns, source):

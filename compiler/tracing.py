@@ -240,8 +240,8 @@ class EvalTrace(Trace):
             # on split arrays (by their types, or on Auto axes by their layouts): block by
             # block, as under jit
             from compiler.jit import execute_partitioned
-            outs = execute_partitioned(prim, values, params, typed)
-            if split is None:     # on Auto axes: laid out as propagation typed them
+            outs, placed = execute_partitioned(prim, values, params, typed)
+            if placed:            # on Auto axes: laid out as propagation typed them
                 check_invalid_values(outs, prim.name)
                 return outs
         else:
@@ -251,6 +251,8 @@ class EvalTrace(Trace):
             outs = get_backend().eval_primitive(prim, values, params)
         check_invalid_values(outs, prim.name)
         mesh = split or placement_mesh(values)
+        if prim is prims.sharding_constraint_p and _over_auto_axes(params["sharding"]):
+            return outs       # a constraint over Auto axes too: laid out as it asks
         if mesh is not None and prim is not prims.shard_map_p:   # (its out_specs place it)
             return placed_as_typed(outs, typed, mesh)
         replicated = auto_mesh(layouts, replicated=True) if prim.kind == "op" else None
@@ -307,6 +309,12 @@ def split_mesh(typed, values, params):
             return sharding.mesh
     given = params.get("out_sharding") if params else None
     return getattr(given, "mesh", None)
+
+
+def _over_auto_axes(sharding) -> bool:
+    """Whether ``sharding`` is a layout on a mesh with Auto axes and Explicit ones."""
+    explicit = getattr(getattr(sharding, "mesh", None), "explicit_axes", ())
+    return 0 < len(explicit) < len(sharding.mesh.axis_names)
 
 
 def placement_mesh(values):

@@ -409,6 +409,24 @@ def check_divides(sharding, shape) -> None:
                 f"tiling factors: {factors} should evenly divide the shape)")
 
 
+def dividing(names, size: int, mesh) -> tuple:
+    """The longest major run of the axes ``names`` whose product divides ``size``: how much
+    of an uneven split of a dimension (JAX accepts one on intermediates on Auto axes) lays it
+    out in equal blocks."""
+    names = tuple(names)
+    while size % math.prod(mesh.shape[a] for a in names):
+        names = names[:-1]
+    return names
+
+
+def dividing_sharding(sharding, shape):
+    """``sharding`` with each dimension of ``shape`` split by its ``dividing`` axes only."""
+    names = spec_names(sharding.spec)
+    cut = [dividing(n, size, sharding.mesh) for n, size in zip(names, shape)]
+    return NamedSharding(sharding.mesh, PartitionSpec(
+        *[None if not n else n[0] if len(n) == 1 else n for n in cut]))
+
+
 class Sharding:
     """What every sharding is (JAX's ``jax.sharding.Sharding``): how an array's blocks lie
     on devices. ``isinstance(x.sharding, Sharding)`` holds for each kind. A subclass says

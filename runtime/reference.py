@@ -22,8 +22,8 @@ from ir.core import Program
 from ir.primitives import RuleTable
 from ir.sharding_rules import check_divisible, mesh_explicit, spec_from_user
 from ir.specialise import specialise
-from ir.sharding import (NamedSharding, check_divides, normal_spec, replication_mismatch,
-                         runtime_replication_error)
+from ir.sharding import (NamedSharding, check_divides, dividing_sharding, normal_spec,
+                         replication_mismatch, runtime_replication_error)
 from runtime import linalg, special
 from runtime.collectives import group_rules, node_operands, operand_types
 from runtime.array import Array, SingleDeviceSharding, canonical_array
@@ -1005,14 +1005,13 @@ class _ModuleInterpreter(Interpreter):
 
 
 def _constrained(value, sharding):
-    """A sharding constraint inside a program: laid out so; on Auto axes a layout that does
-    not divide the value (JAX accepts it on intermediates) leaves the value as it is."""
-    if isinstance(sharding, NamedSharding) and not mesh_explicit(sharding.mesh):
-        try:
-            check_divides(sharding, np.shape(value) if not isinstance(value, Array)
-                          else value.shape)
-        except ValueError:
-            return value
+    """A sharding constraint inside a program: laid out so; on a mesh with Auto axes, where
+    the layout does not divide the value (JAX accepts it on intermediates), by the axes that
+    divide it."""
+    if isinstance(sharding, NamedSharding) and \
+            len(sharding.mesh.explicit_axes) < len(sharding.mesh.axis_names):
+        sharding = dividing_sharding(sharding, np.shape(value) if not isinstance(value, Array)
+                                     else value.shape)
     return device_put(value, sharding)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.shard_map import current_shard_context
-from compiler.tracing import aval_of, bind
+from compiler.tracing import Tracer, aval_of, bind, current_trace, eval_trace
 from ir import primitives as p
 from ir.sharding import (EMPTY_MESH, AbstractMesh, AxisType, DuplicateSpecError, Mesh,
                          NamedSharding, PartitionSpec, ReplicationError, Sharding,
@@ -183,8 +183,24 @@ def _constrained(x, shardings, what: str):
                     "The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={p_text(spec_names(sharding.spec))}"
                     f" and mesh={mesh.abstract_mesh!r}. You probably meant to use `reshard` API?")
+            if isinstance(leaf, Tracer) or current_trace() is not eval_trace:
+                sharding = _over_type(leaf, sharding)   # (eagerly JAX 0.10.2 lays it out
+                                                        # as named, the type's split dropped)
         out.append(bind(p.sharding_constraint_p, leaf, sharding=sharding))
     return tree.tree_unflatten(treedef, out)
+
+
+def _over_type(value, sharding):
+    """A constraint over the Auto axes of a mesh with Explicit ones too, as the layout it asks
+    of ``value``: each dimension split over its type's Explicit axes (a constraint keeps the
+    type), then over the Auto axes the constraint names."""
+    typed = aval_of(value).sharding
+    names = list(spec_names(sharding.spec))
+    if typed is None or len(names) > len(typed.spec):
+        return sharding
+    names += [()] * (len(typed.spec) - len(names))
+    merged = [tuple(t) + tuple(n) for t, n in zip(typed.spec, names)]
+    return NamedSharding(sharding.mesh, PartitionSpec(*partitions(merged)))
 
 
 def _check_spec(spec, mesh) -> None:

@@ -489,3 +489,65 @@ def test_a_mask_of_the_wrong_length_is_jaxs_index_error():
     with pytest.raises(IndexError, match=r"boolean index did not match shape of indexed array "
                                          r"in index 0: got \(2,\), expected \[8\]"):
         placed(H, "x", "y")[np.array([True, False])]
+
+
+# --- a mesh with an Explicit axis and an Auto one: types hold the Explicit split, propagation
+# adds the Auto one. Each row ran under JAX 0.10.2 (its spec and type printed alike) --------
+
+MIXED = jax.make_mesh((4, 2), ("x", "y"),
+                                     axis_types=(jax.sharding.AxisType.Explicit,
+                                                 jax.sharding.AxisType.Auto))
+HM = np.arange(128, dtype=np.float32).reshape(16, 8) / 16
+WM = lambda a, *s: lax.with_sharding_constraint(a, NamedSharding(MIXED, P(*s)))
+VM = lambda a: WM(a, None, "y")          # dimension 1 split over x (its type), then y
+
+
+MIXED_ROWS = {
+    # (the argument's spec, the function, both modes?, the result's spec, its type)
+    "elementwise keeps both splits": (P("x", "y"), lambda a: jnp.sin(a) * 2, True,
+                                      P("x", "y"), "float32[16@x,8]"),
+    "a sum keeps the Auto split": (P("x", "y"), lambda a: a.sum(0), True,
+                                   P("y"), "float32[8]"),
+    "a transpose moves both": (P("x", "y"), lambda a: a.T + 1, True,
+                               P("y", "x"), "float32[8,16@x]"),
+    "the type's split alone, spelt per dimension": (P("x", None), lambda a: a * 2, True,
+                                                    P("x", None), "float32[16@x,8]"),
+    "a constraint adds an Auto axis minor to the type's": (
+        P(None, "x"), lambda a: VM(a) * 2, False, P(None, ("x", "y")), "float32[16,8@x]"),
+    "through a transpose": (P(None, "x"), lambda a: VM(a).T, False, P(("x", "y")),
+                            "float32[8@x,16]"),
+    "through a keepdims sum": (P(None, "x"), lambda a: VM(a).sum(0, keepdims=True), False,
+                               P(None, ("x", "y")), "float32[1,8@x]"),
+    "through a slice": (P(None, "x"), lambda a: VM(a)[2:], False, P(None, ("x", "y")),
+                        "float32[14,8@x]"),
+    "a one-dimensional result keeps its type's split only": (
+        P(None, "x"), lambda a: VM(a).sum(0), False, P("x"), "float32[8@x]"),
+    "uneven on the way": (P(None, "y"), lambda a: jnp.maximum(a, 0.).T[1:][1:], False,
+                          P("y"), "float32[6,16]"),
+}
+
+
+@pytest.mark.parametrize("name", list(MIXED_ROWS))
+def test_a_mesh_with_explicit_and_auto_axes_lays_out_results_as_jax_does(name):
+    spec, fn, eager_too, want, text = MIXED_ROWS[name]
+    x = jax.device_put(HM, NamedSharding(MIXED, spec))
+    for run in [jax.jit(fn)] + ([fn] if eager_too else []):
+        got = run(x)
+        assert got.sharding == NamedSharding(MIXED, want) and got.sharding.spec == want
+        assert str(jax.typeof(got)) == text
+        np.testing.assert_allclose(np.asarray(got), np.asarray(fn(jnp.asarray(HM))),
+                                   rtol=1e-6)
+        for shard in got.addressable_shards:
+            np.testing.assert_array_equal(np.asarray(shard.data), np.asarray(got)[shard.index])
+
+
+def test_an_eager_constraint_on_a_mixed_mesh_lays_out_as_named():
+    # JAX 0.10.2 eagerly lays the value out as the constraint names it, its type's split
+    # dropped; under jit the constraint keeps the type
+    x = jax.device_put(HM, NamedSharding(MIXED, P("y", "x")))
+    eager, traced = VM(x), jax.jit(VM)(x)
+    assert (eager.sharding.spec, str(jax.typeof(eager))) == (P(None, "y"), "float32[16,8]")
+    assert (traced.sharding.spec, str(jax.typeof(traced))) == (P(None, ("x", "y")),
+                                                              "float32[16,8@x]")
+    np.testing.assert_array_equal(np.asarray(eager), HM)
+    np.testing.assert_array_equal(np.asarray(traced), HM)
