@@ -46,6 +46,10 @@ _POSITIONAL = frozenset(prims.ELEMENTWISE + prims.CUMULATIVE + (
     prims.dynamic_slice_p, prims.dynamic_update_slice_p))
 _REDUCTIONS = frozenset(prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p))
 _MAX_SWEEPS = 16
+_PRIORITIES = 5
+# What Shardy spreads splits through first (its elementwise operations include constraints)
+_PASS_THROUGH = frozenset(prims.ELEMENTWISE + (prims.sharding_constraint_p, prims.reshape_p,
+                                               prims.transpose_p))
 
 
 def program_mesh(program: Program, layouts):
@@ -104,9 +108,21 @@ class _Solver:
         self.shape: dict = {}
         self.open: set = set()
         self.carried: dict = {}       # loop equation id -> its carries' and results' specs
+        self.users: dict = {}         # value id -> the equations that read it
+        self.producer: dict = {}      # value id -> the equation that computes it
+        self.uses: dict = {}          # value id -> how many times it is read (results too)
         for var, spec in zip(program.constvars + program.invars, in_specs):
             self._given(var, spec)
+        for a in program.outvars:
+            if isinstance(a, Var):
+                self.uses[id(a)] = self.uses.get(id(a), 0) + 1
         for eqn in program.eqns:
+            for a in eqn.invars:
+                if isinstance(a, Var):
+                    self.users.setdefault(id(a), []).append(eqn)
+                    self.uses[id(a)] = self.uses.get(id(a), 0) + 1
+            for var in eqn.outvars:
+                self.producer[id(var)] = eqn
             prim = eqn.primitive
             if prim is prims.sharding_constraint_p:
                 self._given(eqn.outvars[0],
@@ -119,6 +135,29 @@ class _Solver:
                     self._given(var, _unsplit(var.aval))
                     if _factored(eqn):
                         self.open.add(id(var))
+        self._apply_annotations_to_operands()
+
+    def _apply_annotations_to_operands(self) -> None:
+        """Shardy's first step (its ``apply-sharding-constraints``): a constraint's (or a
+        shard_map's) layout is given to its operand too, where the operand is an open value
+        that no other annotation asks another layout of. Such an operand then takes no split
+        from elsewhere (``b`` feeding ``W(b, P('x'))`` and ``W(sin(b), P(None, 'y'))`` is
+        split over x alone). Not on a mesh with Explicit axes: there JAX annotates every
+        value its type splits, so an operand always has a layout already."""
+        if self.mesh.explicit_axes:
+            return
+        asked: dict = {}          # operand id -> the layouts annotations ask of it
+        for eqn in self.program.eqns:
+            for a, layout in _annotation_operands(eqn, self.mesh):
+                asked.setdefault(id(a), []).append(layout)
+        done: set = set()
+        for eqn in self.program.eqns:
+            for a, layout in _annotation_operands(eqn, self.mesh):
+                if (id(a) in self.open and id(a) not in done
+                        and all(other == layout for other in asked[id(a)])):
+                    self.open.discard(id(a))
+                    done.add(id(a))
+                    self._given(a, _layout_spec(a.aval, layout, self.mesh))
 
     def _given(self, var, spec) -> None:
         """``var``'s split over Auto axes is ``spec``'s (a layout's whole spec, or a part)."""
@@ -133,23 +172,74 @@ class _Solver:
     # --- the sweeps ---
 
     def solve(self) -> None:
-        eqns = self.program.eqns
-        for _ in range(_MAX_SWEEPS):
-            changed = False
-            for eqn in eqns:
-                changed |= self._visit(eqn)
-            for eqn in reversed(eqns):      # backward: only where a layout is asked of operands
-                if _factored(eqn) or eqn.primitive in (prims.sharding_constraint_p,
-                                                       prims.shard_map_p):
-                    changed |= self._visit(eqn)
-            if not changed:
-                return
+        """Shardy's op-priority schedule: to a fixed point at each priority in turn, where
+        priority ``p`` lets an equation spread splits in the directions ``_direction`` says.
+        At each, equations are visited in program order, and those next to a value a visit
+        changes at once (last in, first out, as MLIR's greedy driver does): where two splits
+        meet at a value, the first to arrive stays."""
+        for priority in range(_PRIORITIES):
+            self._spread(priority)
 
-    def _visit(self, eqn) -> bool:
+    def _spread(self, priority: int) -> None:
+        stack = list(reversed(self.program.eqns))
+        stacked = {id(e) for e in stack}
+        budget = _MAX_SWEEPS * max(len(stack), 1)
+        while stack and budget:
+            budget -= 1
+            eqn = stack.pop()
+            stacked.discard(id(eqn))
+            values = [a for a in eqn.invars if isinstance(a, Var) and id(a) in self.spec]
+            values += list(eqn.outvars)
+            before = [list(self.spec[id(v)]) for v in values]
+            if not self._visit(eqn, priority):
+                continue
+            for v, old in zip(values, before):
+                if self.spec[id(v)] != old:
+                    for other in self._neighbours(v):
+                        if other is not eqn and id(other) not in stacked:
+                            stacked.add(id(other))
+                            stack.append(other)
+
+    def _neighbours(self, var) -> list:
+        """The equations that compute or read ``var``."""
+        producer = self.producer.get(id(var))
+        return ([producer] if producer is not None else []) + self.users.get(id(var), [])
+
+    def _direction(self, eqn, priority: int):
+        """Which way ``eqn`` spreads splits at ``priority`` (Shardy's schedule): (operands to
+        results, results to operands), and whether factors that are not in every result
+        (contracted dimensions) spread. Priority 0: elementwise operations, constraints,
+        reshapes and transposes none of whose operands has another use; 1: those whatever
+        their uses; 2: every operation, along the dimensions it passes through, a broadcast
+        backward only; 3: every factor, a broadcast still backward only; 4: everything."""
+        prim = eqn.primitive
+        broadcast = prim is prims.broadcast_in_dim_p
+        if prim in _PASS_THROUGH:
+            if priority == 0 and any(
+                    self.uses.get(id(a), 0) > 1 for a in eqn.invars
+                    if isinstance(a, Var) and a.aval.ndim):
+                return None
+            return True, True, True
+        if priority < 2:
+            return None
+        return not broadcast or priority == 4, True, priority >= 3
+
+    def _visit(self, eqn, priority: int) -> bool:
         prim = eqn.primitive
         if _factored(eqn) or prim is prims.sharding_constraint_p:
-            return any([self._resolve(f) for f in self._factors(eqn)])
+            direction = self._direction(eqn, priority)
+            if direction is None:
+                return False
+            forward, backward, every = direction
+            results = {id(v) for v in eqn.outvars}
+            changed = False
+            for factor in self._factors(eqn):
+                if every or any(k in results for k, _ in factor):
+                    changed |= self._resolve(factor, results, forward, backward)
+            return changed
         if prim is prims.shard_map_p and eqn.params["mesh"] == self.mesh:
+            if priority < 1:
+                return False
             asked = [self._resolve([(id(a), d), (None, _auto_part(names, fixed, self.mesh))])
                      for a, spec in zip(eqn.invars, eqn.params["in_specs"])
                      if isinstance(a, Var) and id(a) in self.spec
@@ -197,7 +287,8 @@ class _Solver:
             atom = eqn.invars[k]
             if isinstance(atom, Var) and id(atom) in self.open:
                 for d, names in enumerate(spec):
-                    if names and not self.spec[id(atom)][d] and self._fits(id(atom), d, names):
+                    if names and not self.spec[id(atom)][d] \
+                            and self._fitting(id(atom), d, names) == tuple(names):
                         # (``names``: Auto axes only, as the body's solver reports them)
                         self.spec[id(atom)][d] = names
                         changed = True
@@ -238,27 +329,50 @@ class _Solver:
         except (TypeError, ValueError):      # ShardingTypeError is a TypeError
             return [v.aval for v in eqn.outvars]
 
-    def _resolve(self, factor) -> bool:
-        """Give a factor's split to its open, unsplit dimensions: members are (value id,
-        dimension), or (None, axes) for a layout asked from outside. Nothing when no member is
-        split or splits disagree."""
-        splits = {self.spec[k][d] if k is not None else d for k, d in factor}
+    def _resolve(self, factor, results=frozenset(), forward=True, backward=True) -> bool:
+        """Give a factor's split to its open dimensions: members are (value id, dimension), or
+        (None, axes) for a layout asked from outside. The splits must agree, each a major run
+        of the longest (Shardy's compatible major axes); the longest extends the others, as
+        far as each value has the axes free. Nothing when no member is split or splits
+        disagree. ``forward``/``backward``: whether results (ids in ``results``), operands,
+        take splits from the others."""
+        splits = {tuple(self.spec[k][d]) if k is not None else tuple(d) for k, d in factor}
         splits.discard(())
-        if len(splits) != 1:
+        if not splits:
             return False
-        (names,) = splits
+        names = max(splits, key=len)
+        if any(other != names[:len(other)] for other in splits):
+            return False
+        if not (forward and backward):     # the source must be on the side that spreads
+            source = {k for k, d in factor
+                      if (k in results) == backward and k is not None
+                      and tuple(self.spec[k][d]) == names}
+            if not source:
+                return False
         changed = False
         for k, d in factor:
-            if k in self.open and not self.spec[k][d] and self._fits(k, d, names):
-                self.spec[k][d] = names
-                changed = True
+            if (k in results and not forward) or (k not in results and not backward):
+                continue
+            if k in self.open and len(self.spec[k][d]) < len(names):
+                fitting = self._fitting(k, d, names)
+                if len(fitting) > len(self.spec[k][d]):
+                    self.spec[k][d] = fitting
+                    changed = True
         return changed
 
-    def _fits(self, k, d, names) -> bool:
-        """Whether dimension ``d`` of value ``k`` may take the split ``names``: its axes free in
-        the value. (Uneven blocks are no bar: the split passes on to values it divides.)"""
+    def _fitting(self, k, d, names) -> tuple:
+        """The longest major run of ``names`` that dimension ``d`` of value ``k`` may take:
+        its axes free in the value's other dimensions. (Uneven blocks are no bar: the split
+        passes on to values it divides.)"""
         spec, fixed = self.spec[k], self.fixed[k]
-        return not any(n in used for used in spec + list(fixed) for n in names)
+        used = {n for e, axes in enumerate(spec) if e != d for n in axes}
+        used.update(n for axes in fixed for n in axes)
+        fitting = ()
+        for n in names:
+            if n in used:
+                break
+            fitting += (n,)
+        return fitting
 
     def _factors(self, eqn) -> list:
         """The factors of a factored equation (or a sharding constraint: the identity from
@@ -498,6 +612,20 @@ def _dot_factors(eqn) -> list:
     factors += [members((kb, d)) + [(id(out), next(o))] for d in free_b]
     factors += [members((ka, l), (kb, r)) for l, r in zip(lc, rc)]
     return factors
+
+
+def _annotation_operands(eqn, mesh):
+    """The operands an equation asks a layout of, with that layout (a NamedSharding): a
+    sharding constraint's, and a shard_map's over ``mesh``."""
+    if eqn.primitive is prims.sharding_constraint_p:
+        layout = eqn.params["sharding"]
+        if isinstance(eqn.invars[0], Var) and isinstance(layout, NamedSharding) \
+                and layout.mesh == mesh:
+            yield eqn.invars[0], layout
+    elif eqn.primitive is prims.shard_map_p and eqn.params["mesh"] == mesh:
+        for a, spec in zip(eqn.invars, eqn.params["in_specs"]):
+            if isinstance(a, Var):
+                yield a, NamedSharding(mesh, spec)
 
 
 def _auto_part(names, fixed, mesh) -> tuple:

@@ -344,6 +344,55 @@ def test_uneven_constraints_lay_out_results_as_jax_does(name):
         fn(jnp.asarray(H))
 
 
+# Where annotations meet at a value (b = a * 2 here), Shardy's rules decide, each row held to
+# JAX 0.10.2: a constraint's layout is given to its operand when nothing else constrains it;
+# elementwise operations and constraints spread splits before other operations; among equals
+# the first in program order wins; a split that extends another (x, then x and y) refines it.
+def _meet(*uses):
+    return lambda a: (lambda b: (b,) + tuple(u(b) for u in uses))(a * 2)
+
+
+CONFLICT_ROWS = {
+    "a constraint on b keeps b to its own layout": (
+        _meet(lambda b: W_(b, "x"), lambda b: W_(jnp.sin(b), None, "y")), [P("x"), P("x"),
+                                                                           P(None, "y")]),
+    "also when it comes second": (
+        _meet(lambda b: W_(jnp.sin(b), None, "y"), lambda b: W_(b, "x")), [P("x"),
+                                                                           P(None, "y"),
+                                                                           P("x")]),
+    "two through operations merge": (
+        _meet(lambda b: W_(jnp.cos(b), "x"), lambda b: W_(jnp.sin(b), None, "y")),
+        [P("x", "y"), P("x"), P(None, "y")]),
+    "the first in program order wins": (
+        _meet(lambda b: W_(jnp.cos(b), "x"), lambda b: W_(jnp.sin(b), "y")),
+        [P("x"), P("x"), P("y")]),
+    "however far it is": (
+        _meet(lambda b: W_(jnp.cos(jnp.sin(jnp.exp(b))), "x"), lambda b: W_(jnp.sin(b), "y")),
+        [P("x"), P("x"), P("y")]),
+    "and the other way round": (
+        _meet(lambda b: W_(jnp.sin(b), "y"), lambda b: W_(jnp.cos(jnp.sin(jnp.exp(b))), "x")),
+        [P("y"), P("y"), P("x")]),
+    "elementwise before a broadcast": (
+        _meet(lambda b: W_(b[None] * 2, None, "x"), lambda b: W_(b + 1, "y")),
+        [P("x"), P(None, "x"), P("y")]),
+    "a longer split refines a shorter": (
+        _meet(lambda b: W_(b, "x"), lambda b: W_(b, ("x", "y"))),
+        [P(("x", "y")), P("x"), P(("x", "y"))]),
+    "elementwise constraints before a slice": (
+        _meet(lambda b: W_(b[4:], "x"), lambda b: W_(b, None, "x"),
+              lambda b: W_(b, None, "y")), [P(None, "x"), P("x"), P(None, "x"), P(None, "y")]),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFLICT_ROWS))
+def test_annotations_that_meet_lay_out_values_as_jax_does(name):
+    fn, want = CONFLICT_ROWS[name]
+    got = jax.jit(fn)(R)
+    assert [g.sharding.spec for g in got] == want
+    for g, r in zip(got, fn(jnp.asarray(H))):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-6)
+
+
 def test_backward_propagation_computes_the_chain_on_blocks():
     """The chain before a constraint runs on blocks: no gather, the elementwise work split."""
     assert communication(_back_chain, R) == []
