@@ -5,6 +5,7 @@ elementwise/reduction chain fixes are laid out as JAX lays them out; what cannot
 is gathered, never guessed."""
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -200,6 +201,62 @@ def test_random_programs_on_auto_meshes_equal_the_unsplit_computation(data):
     assert jax.jit(constrained)(a, b).sharding == NamedSharding(mesh, annotated)
     # eagerly, one operation at a time, the same values
     np.testing.assert_allclose(np.asarray(program(a, b)), want, rtol=1e-4, atol=1e-4)
+
+
+UNEVEN_STEPS = {                     # on one operand, shapes that stop dividing the mesh
+    "drop a row": lambda a: a[1:],
+    "drop columns": lambda a: a[:, 3:],
+    "sin": lambda a: jnp.sin(a) * 2,
+    "row sums": lambda a: a - a.sum(0, keepdims=True),
+    "column max": lambda a: a * a.max(1, keepdims=True),
+    "transpose": lambda a: a.T + 1,
+    "square": lambda a: a @ a.T / 16,
+    "cumsum": lambda a: jnp.cumsum(a, 0),
+}
+
+
+def _dividing_spec(mesh, spec, shape):
+    """``spec`` along each dimension cut to the major axes that divide it."""
+    out = []
+    for names, d in zip(list(spec) + [None] * (len(shape) - len(spec)), shape):
+        names = () if names is None else (names,) if isinstance(names, str) else tuple(names)
+        while names and d % math.prod(mesh.shape[a] for a in names):
+            names = names[:-1]
+        out.append(None if not names else names[0] if len(names) == 1 else names)
+    return out
+
+
+@settings(max_examples=120, derandomize=True, deadline=None)
+@given(st.data())
+def test_random_programs_through_uneven_intermediates_equal_numpy(data):
+    mesh = data.draw(st.sampled_from(MESHES))
+    steps = data.draw(st.lists(st.sampled_from(sorted(UNEVEN_STEPS)), min_size=1, max_size=5))
+    seed = data.draw(st.integers(0, 1000))
+    ha = np.random.default_rng(seed).standard_normal((16, 16)).astype(np.float32)
+    a = jax.device_put(ha, NamedSharding(mesh, data.draw(placements(mesh, (16, 16)))))
+    names = [None] + list(mesh.axis_names) + [tuple(mesh.axis_names)]
+    where = data.draw(st.lists(st.booleans(), min_size=len(steps), max_size=len(steps)))
+    specs = [P(*[data.draw(st.sampled_from(names)) for _ in range(2)]) for _ in steps]
+    specs = [s if len(set(a for e in s if e for a in ((e,) if isinstance(e, str) else e)))
+             == sum(len((e,) if isinstance(e, str) else e) for e in s if e) else P()
+             for s in specs]
+
+    def program(x, constrain):
+        for step, c, spec in zip(steps, where, specs):
+            x = UNEVEN_STEPS[step](x)
+            if c and constrain:       # a constraint that may split unevenly (JAX accepts it)
+                x = lax.with_sharding_constraint(x, NamedSharding(mesh, spec))
+        return x
+
+    want = np.asarray(program(jnp.asarray(ha), False))
+    got = jax.jit(lambda x: program(x, True))(a)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+    for shard in got.addressable_shards:
+        np.testing.assert_allclose(shard.data, want[shard.index], rtol=1e-4, atol=1e-4)
+    last = [s for s, c in zip(specs, where) if c]
+    if where[-1]:           # a result constrained last keeps the dividing part of its layout
+        assert list(got.sharding.spec) + [None] * (got.ndim - len(got.sharding.spec)) \
+            == _dividing_spec(mesh, last[-1], got.shape)
 
 
 # --- JAX 0.10.2's layouts, row by row (the programs run under both and the printed specs were
