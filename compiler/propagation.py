@@ -107,6 +107,7 @@ class _Solver:
         self.fixed: dict = {}
         self.shape: dict = {}
         self.open: set = set()
+        self.open_dims: dict = {}     # constraint result id -> the dimensions it leaves open
         self.carried: dict = {}       # loop equation id -> its carries' and results' specs
         self.users: dict = {}         # value id -> the equations that read it
         self.producer: dict = {}      # value id -> the equation that computes it
@@ -125,8 +126,11 @@ class _Solver:
                 self.producer[id(var)] = eqn
             prim = eqn.primitive
             if prim is prims.sharding_constraint_p:
-                self._given(eqn.outvars[0],
-                            self._layout_spec(eqn.outvars[0], eqn.params["sharding"]))
+                out, layout = eqn.outvars[0], eqn.params["sharding"]
+                self._given(out, self._layout_spec(out, layout))
+                left = _unconstrained(layout)
+                if left:
+                    self.open_dims[id(out)] = left
             elif prim is prims.shard_map_p and eqn.params["mesh"] == mesh:
                 for var, spec in zip(eqn.outvars, eqn.params["out_specs"]):
                     self._given(var, self._layout_spec(var, NamedSharding(mesh, spec)))
@@ -153,7 +157,7 @@ class _Solver:
         done: set = set()
         for eqn in self.program.eqns:
             for a, layout in _annotation_operands(eqn, self.mesh):
-                if (id(a) in self.open and id(a) not in done
+                if (id(a) in self.open and id(a) not in done and not _unconstrained(layout)
                         and all(other == layout for other in asked[id(a)])):
                     self.open.discard(id(a))
                     done.add(id(a))
@@ -353,7 +357,8 @@ class _Solver:
         for k, d in factor:
             if (k in results and not forward) or (k not in results and not backward):
                 continue
-            if k in self.open and len(self.spec[k][d]) < len(names):
+            if (k in self.open or d in self.open_dims.get(k, ())) \
+                    and len(self.spec[k][d]) < len(names):
                 fitting = self._fitting(k, d, names)
                 if len(fitting) > len(self.spec[k][d]):
                     self.spec[k][d] = fitting
@@ -612,6 +617,12 @@ def _dot_factors(eqn) -> list:
     factors += [members((kb, d)) + [(id(out), next(o))] for d in free_b]
     factors += [members((ka, l), (kb, r)) for l, r in zip(lc, rc)]
     return factors
+
+
+def _unconstrained(layout) -> frozenset:
+    """The dimensions a constraint's layout leaves to propagation (``P.UNCONSTRAINED``)."""
+    spec = getattr(layout, "spec", ())
+    return frozenset(d for d, entry in enumerate(spec) if entry is PartitionSpec.UNCONSTRAINED)
 
 
 def _annotation_operands(eqn, mesh):

@@ -696,6 +696,8 @@ class _Builder:
         for entry in tree.children:
             if entry.data == "none":
                 entries.append(None)
+            elif entry.data == "unconstrained":
+                entries.append(PartitionSpec.UNCONSTRAINED)
             elif entry.data == "string":
                 entries.append(self.string(entry.children[0]))
             else:

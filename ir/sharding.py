@@ -125,12 +125,29 @@ def _types_text(axis_types) -> str:
 EMPTY_MESH = AbstractMesh((), ())
 
 
+class _Unconstrained:
+    """``P.UNCONSTRAINED``: a dimension a sharding constraint leaves to propagation."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "UNCONSTRAINED"
+
+    def __reduce__(self):
+        return "UNCONSTRAINED"
+
+
+UNCONSTRAINED = _Unconstrained()
+
+
 class PartitionSpec(tuple):
     """How each array dimension is split over mesh axes: ``P('x', None, ('y', 'z'))``.
 
     Entries are ``None``, an axis name, or a tuple of names (split over their product, the
-    first name major). Dimensions past the end are not split; ``P()`` replicates.
+    first name major). Dimensions past the end are not split; ``P()`` replicates. In a
+    sharding constraint, ``P.UNCONSTRAINED`` leaves a dimension to propagation (elsewhere it
+    splits nothing).
     """
+    UNCONSTRAINED = UNCONSTRAINED
 
     def __new__(cls, *entries, unreduced=frozenset(), reduced=frozenset()):
         if unreduced or reduced:
@@ -179,8 +196,9 @@ def _entry_repr(entry) -> str:
 
 
 def entry_names(entry) -> tuple:
-    """The mesh axes of one spec entry: ``()`` for None, ``(a,)`` for a name, else the tuple."""
-    if entry is None:
+    """The mesh axes of one spec entry: ``()`` for None (and UNCONSTRAINED), ``(a,)`` for a
+    name, else the tuple."""
+    if entry is None or entry is UNCONSTRAINED:
         return ()
     if isinstance(entry, (tuple, list)):
         return tuple(entry)

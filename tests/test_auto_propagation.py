@@ -657,3 +657,19 @@ def test_an_eager_constraint_on_a_mixed_mesh_lays_out_as_named():
                                                               "float32[16,8@x]")
     np.testing.assert_array_equal(np.asarray(eager), HM)
     np.testing.assert_array_equal(np.asarray(traced), HM)
+
+
+def test_an_unconstrained_dimension_is_left_to_propagation():
+    # JAX 0.10.2: the constrained dimension is fixed, P.UNCONSTRAINED takes what propagation
+    # gives, and such a constraint is not given to its operand (Shardy applies closed ones)
+    x = jax.device_put(H[:8, :8], NamedSharding(MESH, P(None, "y")))
+    assert repr(P("x", P.UNCONSTRAINED)) == "P('x', UNCONSTRAINED)"
+    open_last = jax.jit(lambda a: W_(a * 2, "x", P.UNCONSTRAINED))(x)
+    closed_last = jax.jit(lambda a: W_(a * 2, P.UNCONSTRAINED, None))(x)
+    both = jax.jit(lambda a: (lambda b: (b, W_(b, "x", P.UNCONSTRAINED),
+                                         W_(jnp.sin(b), None, "y")))(a * 2))(x)
+    assert open_last.sharding.spec == P("x", "y")
+    assert closed_last.sharding.spec == P()
+    assert [o.sharding.spec for o in both] == [P("x", "y"), P("x", "y"), P(None, "y")]
+    np.testing.assert_array_equal(np.asarray(open_last), H[:8, :8] * 2)
+    np.testing.assert_array_equal(np.asarray(both[2]), np.sin(H[:8, :8] * 2))

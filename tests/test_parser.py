@@ -167,6 +167,9 @@ def _constraint_then_shard_map(x):
     return jnp.exp(-z)
 
 
+AUTO = Mesh(np.array(shardc.devices()).reshape(4, 2), ("x", "y"))
+
+
 def _placed(value, spec):
     return shardc.device_put(value, NamedSharding(MESH, spec))
 
@@ -183,6 +186,10 @@ MODULE_CASES = {
     "control_flow_runtime_check": (_control_flow, lambda: (jnp.arange(8.0),)),
     "constraint_constant_two_shard_maps": (_constraint_then_shard_map, lambda: (
         jnp.arange(64.0).reshape(8, 8),)),
+    "unconstrained_dimension_on_auto_axes": (
+        lambda x: lax.with_sharding_constraint(x * 2, NamedSharding(AUTO, P("x", P.UNCONSTRAINED))),
+        lambda: (shardc.device_put(jnp.arange(64.0).reshape(8, 8),
+                                   NamedSharding(AUTO, P(None, "y"))),)),
 }
 
 
@@ -531,7 +538,8 @@ def meshes(draw):
 
 @st.composite
 def specs(draw):
-    entry = st.one_of(st.none(), IDENTIFIERS, st.lists(IDENTIFIERS, max_size=3).map(tuple))
+    entry = st.one_of(st.none(), IDENTIFIERS, st.lists(IDENTIFIERS, max_size=3).map(tuple),
+                      st.just(P.UNCONSTRAINED))
     return P(*draw(st.lists(entry, max_size=3)))
 
 
@@ -760,7 +768,7 @@ MALFORMED = {
     "huge mesh": (_sharded("NamedSharding(Mesh('x': 1000, 'y': 1000), P())"), 2, 59,
                   "Mesh('x': 1000, 'y': 1000)", "a mesh of 1000000 devices is too large"),
     "bad spec": (_sharded("NamedSharding(Mesh('x': 4), P(x))"), 2, 75, "x",
-                 "expected one of: '(', ')', 'None', a string"),
+                 "expected one of: '(', ')', 'None', 'UNCONSTRAINED', a string"),
     "mesh axis name unquoted": (_sharded("NamedSharding(Mesh(x: 4), P())"), 2, 64, "x",
                                 "expected one of: ')', ',', 'axis_types', 'device_ids', a string"),
     "closure over the enclosing program": (
