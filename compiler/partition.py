@@ -387,8 +387,8 @@ def _shards(mesh, names) -> int:
 def relayout(mesh, x, shape, src, dst, aval=None):
     """The block ``x`` of a global array of ``shape`` laid out by ``src`` (per dimension the
     axes splitting it), laid out by ``dst`` instead: each dimension whose split changes is
-    gathered whole (``all_gather``), then cut to this device's block (a ``dynamic_slice`` at
-    its ``axis_index``, no communication)."""
+    gathered whole (``all_gather``; an uneven split's padding cut off), then cut to this
+    device's block (a ``dynamic_slice`` at its ``axis_index``, no communication)."""
     src, dst = tuple(src), tuple(dst)
     if src == dst:
         return x
@@ -399,15 +399,34 @@ def relayout(mesh, x, shape, src, dst, aval=None):
                       _type_text(mesh, aval, dst), x)
             x = bind(coll.all_gather_p, x, mesh_axes=tuple(s), gather_axis=d, tiled=True,
                      axis_size=_shards(mesh, s), to="invarying")
+            if aval_of(x).shape[d] != shape[d]:
+                x = _cut(x, d, shape[d])
     for d, (s, t) in enumerate(zip(src, dst)):
         if t and s != t:
             x = take_block(mesh, x, d, shape[d], t)
     return x
 
 
+# What an uneven split's padding holds where a block is cut from a whole value: a value no
+# result may depend on (the tests fill it with NaN to prove that none does).
+padding_fill = {"value": 0}
+
+
+def _ceil_block(size: int, k: int) -> int:
+    return -(-size // k)
+
+
 def take_block(mesh, x, d: int, size: int, names):
-    """This device's block along dimension ``d`` (whole, of ``size``) split over ``names``."""
-    block = size // _shards(mesh, names)
+    """This device's block along dimension ``d`` (whole, of ``size``) split over ``names``:
+    ``ceil(size / k)`` long, the last blocks padded at the end where ``k`` does not divide
+    ``size`` (GSPMD's and Shardy's uneven layout)."""
+    k = _shards(mesh, names)
+    block = _ceil_block(size, k)
+    if block * k != size:
+        config = [(0, 0, 0)] * aval_of(x).ndim
+        config[d] = (0, block * k - size, 0)
+        fill = np.asarray(padding_fill["value"]).astype(aval_of(x).dtype)
+        x = bind(prims.pad_p, x, fill, padding_config=tuple(config))
     start = bind(prims.mul_p, bind(coll.axis_index_p, mesh_axes=tuple(names)),
                  np.int32(block))
     starts = [np.int32(0)] * aval_of(x).ndim
@@ -415,6 +434,42 @@ def take_block(mesh, x, d: int, size: int, names):
     sizes = list(aval_of(x).shape)
     sizes[d] = block
     return bind(prims.dynamic_slice_p, x, *starts, slice_sizes=tuple(sizes))
+
+
+def _cut(x, d: int, size: int):
+    """``x`` along dimension ``d`` cut to its first ``size`` entries (a gathered uneven split,
+    its padding dropped)."""
+    shape = aval_of(x).shape
+    limit = tuple(size if e == d else n for e, n in enumerate(shape))
+    return bind(prims.slice_p, x, start_indices=(0,) * len(shape), limit_indices=limit,
+                strides=None)
+
+
+def uneven_dims(mesh, aval) -> list:
+    """The dimensions of ``aval`` its type splits into uneven blocks, with their axes."""
+    return [(d, names) for d, (n, names) in enumerate(zip(aval.shape, spec_of(aval)))
+            if names and n % _shards(mesh, names)]
+
+
+def _masked(mesh, x, aval, dims, fill):
+    """The block ``x`` of a value of type ``aval``, its padding along ``dims`` (uneven split
+    dimensions) set to ``fill``: what a reduction or contraction over them must not see."""
+    block = aval_of(x).shape
+    keep = None
+    for d, names in uneven_dims(mesh, aval):
+        if d not in dims:
+            continue
+        start = bind(prims.mul_p, bind(coll.axis_index_p, mesh_axes=tuple(names)),
+                     np.int32(block[d]))
+        index = bind(prims.add_p, bind(prims.iota_p, dtype=np.dtype(np.int32), shape=block,
+                                       dimension=d), start)
+        inside = bind(prims.lt_p, index, np.int32(aval.shape[d]))
+        keep = inside if keep is None else bind(prims.and_p, keep, inside)
+    if keep is None:
+        return x
+    filler = bind(prims.broadcast_in_dim_p, np.asarray(fill).astype(aval_of(x).dtype),
+                  shape=block, broadcast_dimensions=())
+    return bind(prims.select_n_p, keep, filler, x)
 
 
 def to_layout(mesh, value, atom, dst):
@@ -445,7 +500,8 @@ def block_params(eqn) -> dict:
 
 
 def _block_shape(mesh, aval) -> tuple:
-    return tuple(n // _shards(mesh, names) for n, names in zip(aval.shape, spec_of(aval)))
+    return tuple(_ceil_block(n, _shards(mesh, names))
+                 for n, names in zip(aval.shape, spec_of(aval)))
 
 
 # --- elementwise: operands laid out as the result ------------------------------------------------
@@ -543,6 +599,8 @@ def _local_reshape(mesh, a, out) -> bool:
     """Whether reshaping blocks gives the result's blocks: in each group of dimensions the
     reshape joins or splits, the same axes split it, in the same order, and each device holds
     one contiguous run of it before and after."""
+    if uneven_dims(mesh, a.aval) or uneven_dims(mesh, out.aval):
+        return False
     src, dst = spec_of(a.aval), spec_of(out.aval)
     in_block = _block_shape(mesh, a.aval)
     out_block = _block_shape(mesh, out.aval)
@@ -615,6 +673,9 @@ def _reduce_rule(mesh, eqn, values) -> list:
                  else tuple(n for n in next(kept) if n not in split)
                  for d in range(a.aval.ndim))
     x = to_layout(mesh, x, a, want)
+    if split:       # an uneven split's padding is the reduction's identity
+        x = _masked(mesh, x, a.aval.with_sharding(_type_sharding(mesh, want)), axes,
+                    _identity(eqn.primitive, a.aval.dtype))
     result = bind(eqn.primitive, x, **block_params(eqn))
     if split:
         _note(mesh, "all_reduce", split, _type_text(mesh, a.aval, want), out.aval.str_short(),
@@ -629,6 +690,20 @@ def _reduce_rule(mesh, eqn, values) -> list:
 
 for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
     block_rules[_p] = _reduce_rule
+
+
+def _identity(prim, dtype):
+    """The value a sum, max or min over ``dtype`` ignores."""
+    if prim is prims.reduce_sum_p:
+        return 0
+    if np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating):
+        return -np.inf if prim is prims.reduce_max_p else np.inf
+    info = np.iinfo(dtype)
+    return info.min if prim is prims.reduce_max_p else info.max
+
+
+def _type_sharding(mesh, spec):
+    return TypeSharding.of(mesh, tuple(spec)) if any(spec) else None
 
 
 # --- dot_general: local products, summed across a contraction split on both sides -------------
@@ -649,7 +724,8 @@ def _dot_general_rule(mesh, eqn, values) -> list:
     pending = {n for names in contract for n in names}
     product = [() if pending & set(names) else names for names in target]
     scatter = [(d, names) for d, names in enumerate(target)
-               if names and set(names) <= pending]
+               if names and set(names) <= pending
+               and out.aval.shape[d] % _shards(mesh, names) == 0]
     n_batch = len(lb)
     x_free = [d for d in range(a.aval.ndim) if d not in lc and d not in lb]
     y_free = [d for d in range(b.aval.ndim) if d not in rc and d not in rb]
@@ -664,6 +740,9 @@ def _dot_general_rule(mesh, eqn, values) -> list:
         want_x[l] = want_y[r] = names
     x = to_layout(mesh, x, a, tuple(want_x))
     y = to_layout(mesh, y, b, tuple(want_y))
+    if pending:      # an uneven contracted split's padding adds nothing (zero on both sides)
+        x = _masked(mesh, x, a.aval.with_sharding(_type_sharding(mesh, want_x)), lc, 0)
+        y = _masked(mesh, y, b.aval.with_sharding(_type_sharding(mesh, want_y)), rc, 0)
     result = bind(prims.dot_general_p, x, y, **block_params(eqn))
     why = "needed by the contraction (split a free dimension instead to avoid it)"
     for d, names in scatter:

@@ -90,6 +90,7 @@ def propagate(program: Program, layouts, mesh) -> Program:
              for v, layout in zip(program.constvars + program.invars, layouts)]
     solver = _Solver(program, specs, mesh)
     solver.solve()
+    solver.uneven = _may_be_uneven(program)
     # JAX 0.10.2 leaves a one-dimensional result its type gives Explicit axes on those alone
     return solver.typed_program([((),) if isinstance(v, Var) and v.aval.ndim == 1
                                  and _spec(v.aval)[0] else None for v in program.outvars])
@@ -108,6 +109,7 @@ class _Solver:
         self.shape: dict = {}
         self.open: set = set()
         self.open_dims: dict = {}     # constraint result id -> the dimensions it leaves open
+        self.uneven: set = set()      # values that may be typed with uneven blocks
         self.carried: dict = {}       # loop equation id -> its carries' and results' specs
         self.users: dict = {}         # value id -> the equations that read it
         self.producer: dict = {}      # value id -> the equation that computes it
@@ -468,8 +470,10 @@ class _Solver:
     def aval(self, atom):
         if isinstance(atom, Literal) or id(atom) not in self.spec:
             return atom.aval
-        return _with_spec(atom.aval, _divided(atom.aval, self.whole_spec(atom), self.mesh),
-                          self.mesh)
+        spec = self.whole_spec(atom)
+        if id(atom) not in self.uneven:
+            spec = _divided(atom.aval, spec, self.mesh)
+        return _with_spec(atom.aval, spec, self.mesh)
 
     def typed_program(self, out_specs=None) -> Program:
         """The program with every value typed; ``out_specs`` (splits over Auto axes; None
@@ -653,6 +657,36 @@ def _auto_part(names, fixed, mesh) -> tuple:
 def _whole(aval, auto) -> tuple:
     """The split of a value of type ``aval`` that adds ``auto`` (per dimension) to it."""
     return tuple(f + tuple(a) for f, a in zip(_spec(aval), auto))
+
+
+def _may_be_uneven(program: Program) -> set:
+    """The values a split may cut into uneven blocks (``compiler.partition`` pads them):
+    those an operation computes and only operations read, none of them a program's result,
+    with nothing between that the partitioner computes on whole values. (Where they meet
+    anything else, the value is typed by the axes that divide it.)"""
+    eqns = program.eqns
+    plain = [e.primitive.kind == "op" and e.primitive not in WHOLE
+             and not any(True for _ in sub_programs(e)) for e in eqns]
+    last_user: dict = {}
+    read_by_other: set = {id(a) for a in program.outvars if isinstance(a, Var)}
+    for k, eqn in enumerate(eqns):
+        for a in eqn.invars:
+            if isinstance(a, Var):
+                last_user[id(a)] = k
+                if not plain[k]:
+                    read_by_other.add(id(a))
+    barriers = [k for k, ok in enumerate(plain) if not ok]
+    allowed = set()
+    for k, eqn in enumerate(eqns):
+        if not plain[k]:
+            continue
+        for v in eqn.outvars:
+            end = last_user.get(id(v))
+            if end is None or id(v) in read_by_other:
+                continue
+            if not any(k < b < end for b in barriers):
+                allowed.add(id(v))
+    return allowed
 
 
 def _typed_spec(aval, auto, mesh) -> tuple:

@@ -5,6 +5,7 @@ elementwise/reduction chain fixes are laid out as JAX lays them out; what cannot
 is gathered, never guessed."""
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sys
@@ -249,7 +250,8 @@ def test_random_programs_through_uneven_intermediates_equal_numpy(data):
         return x
 
     want = np.asarray(program(jnp.asarray(ha), False))
-    got = jax.jit(lambda x: program(x, True))(a)
+    with padded_with_nan():
+        got = jax.jit(lambda x: program(x, True))(a)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
     for shard in got.addressable_shards:
         np.testing.assert_allclose(shard.data, want[shard.index], rtol=1e-4, atol=1e-4)
@@ -391,8 +393,27 @@ UNEVEN_ROWS = {
 }
 
 
+@contextlib.contextmanager
+def padded_with_nan():
+    """Uneven blocks padded with NaN meanwhile: no result may depend on padding."""
+    from compiler import partition
+    jax.clear_caches()
+    partition.padding_fill["value"] = np.nan
+    try:
+        yield
+    finally:
+        partition.padding_fill["value"] = 0
+        jax.clear_caches()
+
+
+@pytest.fixture
+def nan_padding():
+    with padded_with_nan():
+        yield
+
+
 @pytest.mark.parametrize("name", list(UNEVEN_ROWS))
-def test_uneven_constraints_lay_out_results_as_jax_does(name):
+def test_uneven_constraints_lay_out_results_as_jax_does(name, nan_padding):
     fn, reference, want = UNEVEN_ROWS[name]
     got = jax.jit(fn)(R)
     assert got.sharding.spec == want
@@ -673,3 +694,21 @@ def test_an_unconstrained_dimension_is_left_to_propagation():
     assert [o.sharding.spec for o in both] == [P("x", "y"), P("x", "y"), P(None, "y")]
     np.testing.assert_array_equal(np.asarray(open_last), H[:8, :8] * 2)
     np.testing.assert_array_equal(np.asarray(both[2]), np.sin(H[:8, :8] * 2))
+
+
+def _uneven_program(a):
+    b = W_(jnp.concatenate([a, a[:2]]) * 2, "x", "y")       # 10 rows over 4, 16 columns
+    return (b.sum(0), b.max(1), b.min(), jnp.exp(b) @ b.T, b.T @ jnp.sin(b),
+            jnp.argmax(b, 0), jnp.cumsum(b, 0)[-1], b.reshape(-1)[:7])
+
+
+def test_uneven_intermediates_are_split_with_padding_no_result_sees(nan_padding):
+    got = jax.jit(_uneven_program)(R)
+    h = np.concatenate([H, H[:2]]).astype(np.float64) * 2
+    want = (h.sum(0), h.max(1), h.min(), np.exp(h) @ h.T, h.T @ np.sin(h), np.argmax(h, 0),
+            np.cumsum(h, 0)[-1], h.reshape(-1)[:7])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4, atol=1e-4)
+    # the intermediate really is split: blocks of ceil(10 / 4) = 3 rows, padded, masked
+    text = jax.jit(_uneven_program).lower(R).as_text()
+    assert "f32[3,8]" in text and " pad[" in text and "select_n" in text

@@ -381,6 +381,17 @@ def check_explicit():
             placed = step(placed, data_)
         assert jax.distributed.gather_costs() == before, jax.distributed.gather_costs()
         record(name, placed)
+    # an intermediate constrained to uneven blocks (10 rows over 4 devices): padded blocks,
+    # masked where reduced or contracted, cut where gathered
+    x = jax.device_put(data((8, 6), seed=23), NamedSharding(auto, P()))
+
+    def uneven(a):
+        b = lax.with_sharding_constraint(jnp.concatenate([a, a[:2]]) * 2,
+                                         NamedSharding(auto, P("x", "y")))
+        return b.sum(0), b.max(1), jnp.exp(b) @ b.T, b.T @ jnp.sin(b)
+
+    for k, result in enumerate(jax.jit(uneven)(x)):
+        record(f"auto/uneven/{k}", result)
 
 
 # --- the multi-process API ---------------------------------------------------------------------
