@@ -1,31 +1,34 @@
-"""Sharding propagation on Auto axes: a jitted program laid out on a mesh without Explicit axes
-gets types from its annotations, so that ``compiler.partition`` computes it block by block as
-it does an explicit-mode program.
+"""Sharding propagation on Auto axes: a jitted program laid out on a mesh with Auto axes gets
+types from its annotations, so that ``compiler.partition`` computes it block by block as it
+does an explicit-mode program. (On a mesh with Explicit axes too, the traced types fix each
+value's split over those; propagation adds the Auto axes.)
 
 JAX leaves the partitioning of such programs to its compiler (Shardy), which propagates the
 annotations through the program. Here the annotations are the arguments' layouts (fixed: an
 argument is never moved), the program's sharding constraints (fixed results, and a layout
 asked of their operands) and shard_map boundaries (out_specs fix the results, in_specs are
-asked of the operands). Every other value is open, and takes its layout from its neighbours:
+asked of the operands). As Shardy's import does, a fully specified constraint's layout is
+given to its operand too where nothing else asks that operand for another. Every other value
+is open, and takes its layout from its neighbours:
 
 - Most primitives are seen as Shardy sees them, as factors: dimensions that correspond across
   operands and results (each dimension of an elementwise operation, a transpose's permuted
   ones, the kept dimensions of a reduction, a contraction's batch, free and contracted ones,
-  the positional dimensions of slices, pads and concatenations). A factor that some of its
-  dimensions already split, all alike, gives that split to its open dimensions, forward and
-  backward; splits that disagree leave it alone (the partitioner then lays the operands out
-  as the result). A split is only given where it divides the dimension and where the value
-  does not already use its axes.
+  the positional dimensions of slices, pads and concatenations). A factor whose splits agree
+  (each a major run of the longest) gives the longest to its open dimensions, as far as each
+  value has those axes free; splits that disagree leave it alone (the partitioner then lays
+  the operands out as the result). Uneven splits pass too: they reach the values they divide.
 - Other primitives are typed forward by their explicit-mode sharding rule
-  (``ir.sharding_rules``); where that rule would refuse, the result is unsplit.
-- Loops, branches and other equations holding programs read their operands whole (a
-  constraint to unsplit is put before them): their bodies were traced without types.
+  (``ir.sharding_rules``); where that rule would refuse, the result is as traced.
+- Loops, branches and other equations holding programs read their operands as traced (a
+  constraint is put before them): their bodies were traced without Auto types.
 
-The sweeps go forward then backward over the equations until nothing changes, so a
-constraint at the end of a chain lays out the chain, and where two annotations meet at an
-operation the first to arrive wins (deterministic: program order). The block rules of
-``compiler.partition`` lay operands out as their results' types ask, so any typing computes
-the program's values; the types decide only where communication happens.
+Equations spread splits in Shardy's op-priority schedule (``_Solver._direction``), each
+priority to a fixed point, visited in program order and last in, first out: where two
+annotations meet, the first to arrive stays. The block rules of ``compiler.partition`` lay
+operands out as their results' types ask, so any typing computes the program's values; the
+types decide only where communication happens. A value split unevenly is typed so (padded
+blocks) only where ``_may_be_uneven`` allows; elsewhere by the axes that divide it.
 """
 from __future__ import annotations
 
