@@ -186,13 +186,28 @@ class _Solver:
         At each, equations are visited in program order, and those next to a value a visit
         changes at once (last in, first out, as MLIR's greedy driver does): where two splits
         meet at a value, the first to arrive stays."""
+        eqns = self.program.eqns
+        before = [None] * len(eqns)
         for priority in range(_PRIORITIES):
-            self._spread(priority)
+            now = [self._schedule(e, priority) for e in eqns]
+            # each equation is at a fixed point for its direction at the previous priority:
+            # only those whose direction changes can spread anything new
+            self._spread([e for e, a, b in zip(eqns, now, before) if a != b], priority)
+            before = now
 
-    def _spread(self, priority: int) -> None:
-        stack = list(reversed(self.program.eqns))
+    def _schedule(self, eqn, priority: int):
+        """What an equation may do at ``priority``: its direction (factored equations and
+        constraints), whether a shard_map asks its in_specs, else always the same."""
+        if _factored(eqn) or eqn.primitive is prims.sharding_constraint_p:
+            return self._direction(eqn, priority)
+        if eqn.primitive is prims.shard_map_p:
+            return priority >= 1
+        return "typed"
+
+    def _spread(self, work, priority: int) -> None:
+        stack = list(reversed(work))
         stacked = {id(e) for e in stack}
-        budget = _MAX_SWEEPS * max(len(stack), 1)
+        budget = _MAX_SWEEPS * max(len(self.program.eqns), 1)
         while stack and budget:
             budget -= 1
             eqn = stack.pop()
