@@ -487,8 +487,11 @@ class NamedSharding(Sharding):
         self.spec = spec
 
     def __eq__(self, other):
+        if self is other:
+            return True
         return (isinstance(other, NamedSharding) and self.mesh == other.mesh
-                and normal_spec(self.spec) == normal_spec(other.spec))
+                and (self.spec == other.spec
+                     or normal_spec(self.spec) == normal_spec(other.spec)))
 
     def __hash__(self):
         return hash((self.mesh, normal_spec(self.spec)))
