@@ -16,6 +16,7 @@ from shardc.distributed import (make_array_from_callback, make_array_from_proces
                                 set_backend_name)
 from compiler.autodiff import grad, jvp, linear_transpose, value_and_grad, vjp
 from compiler.custom_ad import custom_jvp, custom_vjp
+from compiler.custom_gradient import closure_convert, custom_gradient
 from compiler.jit import clear_caches, make_jaxpr
 from compiler.linearize import linearize
 from compiler.remat import remat
@@ -80,7 +81,8 @@ __all__ = [
     "Array", "ConcretizationTypeError", "Device", "Mesh", "NamedSharding", "P", "PartitionSpec",
     "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
     "block_until_ready", "check_tracer_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
-    "comm_ledger", "config", "custom_derivatives", "custom_jvp", "custom_vjp", "debug",
+    "closure_convert", "comm_ledger", "config", "custom_derivatives", "custom_gradient",
+    "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
     "default_prng_impl", "device_count", "device_get", "device_put", "devices", "disable_jit",
     "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks", "enable_x64",

@@ -1,0 +1,99 @@
+"""``custom_gradient`` and ``closure_convert`` (JAX's), on top of ``custom_vjp`` and tracing.
+
+``custom_gradient(f)``: ``f(*args)`` returns ``(output, vjp)`` where ``vjp(cotangent)`` is a
+closure over the forward pass. As in JAX, the closure is traced once, at the forward pass,
+into a program on the output's cotangent; the values it closed over are that program's
+constants, and they travel to the backward pass as ``custom_vjp`` residuals (arrays), the
+program itself in the residuals' tree structure.
+
+``closure_convert(f, *example_args)``: ``f`` traced on the examples' types into a function of
+``(*args, *consts)`` whose floating-point closed-over values (those a derivative may flow
+through) are passed in ``consts`` instead of being captured.
+"""
+from __future__ import annotations
+
+from compiler import tree
+from compiler.custom_ad import custom_vjp
+from compiler.tracing import aval_of, eval_program, trace_to_program
+from ir import dtypes
+
+
+class _Rule:
+    """A traced vjp closure: its program, the values it closed over, and its trees (the
+    cotangent it reads, the input cotangents it gives). A pytree whose leaves are the values
+    and whose structure holds the rest, so it crosses to the backward pass as residuals."""
+
+    def __init__(self, program, consts, out_tree, in_tree):
+        self.program, self.consts = program, list(consts)
+        self.out_tree, self.in_tree = out_tree, in_tree
+
+
+tree.register_pytree_node(
+    _Rule, lambda r: (r.consts, (r.program, r.out_tree, r.in_tree)),
+    lambda aux, consts: _Rule(aux[0], consts, aux[1], aux[2]))
+
+
+def custom_gradient(fun):
+    """``fun(*args) -> (output, vjp)``, differentiated by ``vjp(output_cotangent) -> one
+    cotangent per argument`` (JAX's ``jax.custom_gradient``)."""
+
+    @custom_vjp
+    def wrapped(*args, **kwargs):
+        output, _ = fun(*args, **kwargs)
+        return output
+
+    def fwd(*args, **kwargs):
+        output, rule = fun(*args, **kwargs)
+        leaves, out_tree = tree.tree_flatten((output,))
+        in_tree_box = []
+
+        def flat_rule(*cts):
+            (ct,) = tree.tree_unflatten(out_tree, list(cts))
+            result, in_tree = tree.tree_flatten(rule(ct))
+            in_tree_box.append(in_tree)
+            return result
+
+        program, consts, _ = trace_to_program(flat_rule, [aval_of(x) for x in leaves])
+        return output, _Rule(program, consts, out_tree, in_tree_box[0])
+
+    def bwd(rule, ct):
+        cts, out_tree = tree.tree_flatten((ct,))
+        if out_tree != rule.out_tree:
+            raise TypeError(f"custom_gradient: the cotangent's structure {out_tree} is not "
+                            f"the output's {rule.out_tree}")
+        result = tree.tree_unflatten(rule.in_tree, eval_program(rule.program, cts,
+                                                                rule.consts))
+        return result if isinstance(result, tuple) else (result,)
+
+    wrapped.defvjp(fwd, bwd)
+    return wrapped
+
+
+def closure_convert(fun, *example_args):
+    """``(converted, consts)``: ``converted(*args, *consts)`` computes ``fun(*args)``, its
+    closed-over floating-point values taken from ``consts`` (JAX's
+    ``jax.closure_convert``)."""
+    flat, in_tree = tree.tree_flatten(example_args)
+    out_tree_box = []
+
+    def flat_fun(*leaves):
+        out, out_tree = tree.tree_flatten(fun(*tree.tree_unflatten(in_tree, list(leaves))))
+        out_tree_box.append(out_tree)
+        return out
+
+    program, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat])
+    hoisted = [dtypes.is_inexact(aval_of(c).dtype) for c in consts]
+    lifted = [c for c, h in zip(consts, hoisted) if h]
+    kept = [c for c, h in zip(consts, hoisted) if not h]
+
+    def converted(*args):
+        args, given = args[:len(args) - len(lifted)], args[len(args) - len(lifted):]
+        leaves, tree_now = tree.tree_flatten(args)
+        if tree_now != in_tree:
+            raise TypeError(f"closure_convert: the function was converted for arguments of "
+                            f"structure {in_tree}, called with {tree_now}")
+        given_it, kept_it = iter(given), iter(kept)
+        values = [next(given_it) if h else next(kept_it) for h in hoisted]
+        return tree.tree_unflatten(out_tree_box[0], eval_program(program, leaves, values))
+
+    return converted, lifted
