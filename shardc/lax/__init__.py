@@ -24,6 +24,10 @@ from shardc.lax._control_flow import (associative_scan, cond, fori_loop, map, sc
 from shardc.lax._convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,
                                      conv_general_dilated, conv_transpose,
                                      conv_with_general_padding, padtype_to_pads)
+from shardc.lax._gather import (GatherDimensionNumbers, GatherScatterMode,
+                                ScatterDimensionNumbers, gather, scatter, scatter_add,
+                                scatter_apply, scatter_max, scatter_min, scatter_mul,
+                                scatter_sub)
 from shardc.lax._elementwise import (FftType, atan2, bitcast_convert_type, cbrt, ceil, clamp,
                                      complex, conj, digamma, erf, erf_inv, erfc, exp2, expm1, fft,
                                      floor, imag,
@@ -70,4 +74,7 @@ __all__ = [
     "nextafter", "optimization_barrier", "population_count", "reduce_and", "reduce_or",
     "reduce_window", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical",
     "sinh", "split", "tile",
+    "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather",
+    "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul",
+    "scatter_sub",
 ]

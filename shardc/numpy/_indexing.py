@@ -680,6 +680,12 @@ class _IndexedRef:
             out_sharding=None):
         return self._apply(value, mode, "max", out_sharding)
 
+    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """``x`` with ``func`` applied to the entries at the index (JAX's ``.at[].apply``:
+        ``func`` is elementwise, as a ufunc)."""
+        return self.set(func(self.get(mode="clip" if mode == "clip" else "fill",
+                                      fill_value=0)), mode=mode)
+
     def _index(self, mode):
         """The index of an update: out-of-bounds entries are dropped (``mode`` None, 'drop',
         'fill', 'promise_in_bounds') or, with 'clip', clamped into range."""
