@@ -531,3 +531,78 @@ def test_split_tile_collapse_and_rank():
     np.testing.assert_array_equal(lax.tile(jnp.arange(3.0), (2,)), np.tile(np.arange(3.0), 2))
     with pytest.raises(ValueError, match="Sum of sizes 9 must be equal to dimension 0"):
         lax.split(jnp.arange(10.0), (3, 6))
+
+
+# --- shapes, bits, grouped products, composites (held to numpy; each ran under JAX too) -------
+
+def test_broadcast_shapes_stack_and_unstack():
+    from shardc import lax as L
+    assert L.broadcast_shapes((1, 3), (4, 1)) == (4, 3)
+    assert L.broadcast_shapes((2,), (3, 1)) == (3, 2)
+    with pytest.raises(ValueError, match=r"Incompatible shapes for broadcasting: shapes=\[\(2,\), \(3,\)\]"):
+        L.broadcast_shapes((2,), (3,))
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(L.stack([x, 2 * x], axis=1)),
+                                  np.stack([x, 2 * x], axis=1))
+    parts = L.unstack(x, axis=1)
+    assert isinstance(parts, tuple) and len(parts) == 3
+    np.testing.assert_array_equal(np.asarray(parts[2]), x[:, 2])
+
+
+def test_clz_and_reduce_xor_count_bits():
+    from shardc import lax as L
+    v = np.array([0, 1, 2, 255, -1, 2 ** 30], np.int32)
+    want = [32 - int(n).bit_length() if n >= 0 else 0 for n in v]
+    np.testing.assert_array_equal(np.asarray(L.clz(jnp.asarray(v))), want)
+    np.testing.assert_array_equal(np.asarray(L.clz(jnp.array([1, 128], jnp.uint8))), [7, 0])
+    m = np.random.default_rng(0).integers(-1000, 1000, (5, 7)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(L.reduce_xor(jnp.asarray(m), (0,))),
+                                  np.bitwise_xor.reduce(m, axis=0))
+    np.testing.assert_array_equal(np.asarray(L.reduce_xor(jnp.asarray(m), (0, 1))),
+                                  np.bitwise_xor.reduce(m.reshape(-1)))
+    assert not bool(L.reduce_xor(jnp.array([True, True, False]), (0,)))
+
+
+def test_index_take_wraps_indices_and_keeps_other_axes():
+    from shardc import lax as L
+    src = np.arange(24.0, dtype=np.float32).reshape(3, 4, 2)
+    i, j = np.array([0, 2, 5]), np.array([1, 3, -1])
+    got = L.index_take(jnp.asarray(src), (jnp.asarray(i), jnp.asarray(j)), (0, 1))
+    np.testing.assert_array_equal(np.asarray(got), src[i % 3, j % 4])
+
+
+def test_ragged_dot_multiplies_each_run_of_rows_by_its_group():
+    from shardc import lax as L
+    rng = np.random.default_rng(0)
+    lhs = rng.standard_normal((7, 4)).astype(np.float32)
+    rhs = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    sizes = np.array([2, 0, 3], np.int32)          # rows 5 and 6 are in no group: zeros
+    want = np.zeros((7, 5), np.float32)
+    want[:2], want[2:5] = lhs[:2] @ rhs[0], lhs[2:5] @ rhs[2]
+    got = L.ragged_dot(jnp.asarray(lhs), jnp.asarray(rhs), jnp.asarray(sizes))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    grad = shardc.grad(lambda r: L.ragged_dot(jnp.asarray(lhs), r, jnp.asarray(sizes)).sum())(
+        jnp.asarray(rhs))
+    np.testing.assert_allclose(np.asarray(grad)[0], np.outer(lhs[:2].sum(0), np.ones(5)),
+                               rtol=1e-5)
+    np.testing.assert_array_equal(np.asarray(grad)[1], 0)
+
+
+def test_composite_runs_its_decomposition_and_platform_dependent_takes_cpu():
+    from functools import partial
+    from shardc import lax as L
+    tangent = L.composite(lambda x: L.sin(x) / L.cos(x), name="my.tangent")
+    np.testing.assert_allclose(np.asarray(tangent(jnp.array([0.0, 0.5]))), np.tan([0, 0.5]),
+                               rtol=1e-6)
+
+    @partial(L.composite, name="my.scale")
+    def scale(x, /, *, by):
+        return x * by
+
+    assert float(scale(jnp.float32(2.0), by=3.0)) == 6.0
+    assert float(L.platform_dependent(jnp.float32(2.0), cpu=lambda v: v * 3,
+                                      default=lambda v: v)) == 6.0
+    assert float(L.platform_dependent(jnp.float32(2.0), default=lambda v: v + 1)) == 3.0
+    np.testing.assert_array_equal(
+        np.asarray(L.round(jnp.array([0.5, 1.5, 2.5]), L.RoundingMethod.TO_NEAREST_EVEN)),
+        [0.0, 2.0, 2.0])

@@ -1,0 +1,202 @@
+"""More of ``jax.lax``: shapes and stacking (``broadcast_shapes``, ``stack``, ``unstack``,
+``index_take``, ``empty``, ``shape_as_value``), bits (``clz``, ``reduce_xor``), grouped
+matrix products (``ragged_dot``), ``composite`` and ``platform_dependent``, and the enums and
+names JAX's signatures use."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Sequence
+
+import numpy as np
+
+import shardc.numpy as jnp
+from ir import dtypes as _dt
+from shardc.lax._convolution import ConvDimensionNumbers
+from shardc.lax._gather import GatherDimensionNumbers, gather
+from shardc.lax._more import bitwise_or, population_count, shift_right_logical
+from shardc.lax._shapes import array_operand
+
+__all__ = [
+    "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "RaggedDotDimensionNumbers",
+    "RoundingMethod", "broadcast_shapes", "clz", "composite", "empty", "index_take",
+    "platform_dependent", "ragged_dot", "ragged_dot_general", "reduce_xor", "shape_as_value",
+    "stack", "unstack",
+]
+
+ConvGeneralDilatedDimensionNumbers = ConvDimensionNumbers
+DotDimensionNumbers = tuple        # ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))
+
+
+class RoundingMethod(enum.IntEnum):
+    """How ``lax.round`` rounds halves: away from zero, or to the nearest even integer."""
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def broadcast_shapes(*shapes):
+    """The shape numpy broadcasting gives ``shapes``; ValueError where they do not
+    broadcast."""
+    shapes = [tuple(int(d) for d in s) for s in shapes]
+    rank = max((len(s) for s in shapes), default=0)
+    result = []
+    for dims in zip(*[(1,) * (rank - len(s)) + s for s in shapes]):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ValueError(f"Incompatible shapes for broadcasting: shapes={shapes}")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+def stack(operands: Sequence, axis: int = 0):
+    """``operands`` (of one shape) joined along a new ``axis``."""
+    return jnp.stack([array_operand(o) for o in operands], axis=axis)
+
+
+def unstack(x, axis: int = 0) -> tuple:
+    """The slices of ``x`` along ``axis``, as a tuple."""
+    x = array_operand(x)
+    axis = axis + x.ndim if axis < 0 else axis
+    return tuple(jnp.take(x, k, axis=axis) for k in range(x.shape[axis]))
+
+
+def index_take(src, idxs, axes):
+    """``src`` indexed by one integer array per axis of ``axes`` (taken modulo the axis'
+    size), the other axes kept: JAX's ``lax.index_take``."""
+    src = array_operand(src)
+    indices = jnp.stack([jnp.asarray(i) % src.shape[a] for i, a in zip(idxs, axes)], axis=1)
+    sizes = list(src.shape)
+    for a in axes:
+        sizes[a] = 1
+    offset_dims = tuple(range(1, src.ndim - indices.shape[1] + 1))
+    return gather(src, indices, GatherDimensionNumbers(offset_dims, tuple(axes), tuple(axes)),
+                  tuple(sizes))
+
+
+def empty(shape, dtype, *, out_sharding=None):
+    """An array of ``shape`` and ``dtype`` whose values do not matter (zeros here)."""
+    return jnp.zeros(shape, dtype, out_sharding=out_sharding) if out_sharding is not None \
+        else jnp.zeros(shape, dtype)
+
+
+def shape_as_value(shape):
+    """A shape as an int32 array."""
+    return jnp.asarray(np.array([int(d) for d in shape], np.int32))
+
+
+def clz(x):
+    """The number of leading zero bits of each element (an integer operand)."""
+    x = array_operand(x)
+    if not _dt.is_int(x.dtype):
+        raise TypeError(f"clz does not accept dtype {x.dtype.name}. Accepted dtypes are "
+                        "subtypes of integer.")
+    bits = x.dtype.itemsize * 8
+    smeared, shift = x, 1
+    while shift < bits:        # every bit below the highest set one set too
+        smeared = bitwise_or(smeared, shift_right_logical(smeared, np.asarray(shift, x.dtype)))
+        shift *= 2
+    return (bits - population_count(smeared)).astype(x.dtype)
+
+
+def reduce_xor(operand, axes):
+    """The exclusive or of ``operand`` (integers or booleans) over ``axes``."""
+    x = array_operand(operand)
+    axes = tuple(a + x.ndim if a < 0 else a for a in axes)
+    if x.dtype == np.bool_:
+        return jnp.sum(x, axis=axes) % 2 == 1
+    kept = [d for d in range(x.ndim) if d not in axes]
+    x = jnp.transpose(x, kept + list(axes))
+    rest = x.shape[:len(kept)]
+    x = jnp.reshape(x, rest + (-1,))
+    while x.shape[-1] > 1:         # halves combined, a zero making an odd count even
+        if x.shape[-1] % 2:
+            x = jnp.concatenate([x, jnp.zeros(rest + (1,), x.dtype)], axis=-1)
+        half = x.shape[-1] // 2
+        x = x[..., :half] ^ x[..., half:]
+    return jnp.reshape(x, rest) if x.shape[-1] == 1 else jnp.zeros(rest, x.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class RaggedDotDimensionNumbers:
+    """The dimensions of a ragged dot: a dot_general's, the ragged ones of ``lhs`` and the
+    group ones of ``rhs``."""
+    dot_dimension_numbers: tuple
+    lhs_ragged_dimensions: Sequence[int]
+    rhs_group_dimensions: Sequence[int]
+
+    def __post_init__(self):
+        object.__setattr__(self, "dot_dimension_numbers",
+                           tuple(tuple(map(tuple, t)) for t in self.dot_dimension_numbers))
+        object.__setattr__(self, "lhs_ragged_dimensions", tuple(self.lhs_ragged_dimensions))
+        object.__setattr__(self, "rhs_group_dimensions", tuple(self.rhs_group_dimensions))
+
+
+_BASIC = RaggedDotDimensionNumbers((((1,), (1,)), ((), ())), (0,), (0,))
+
+
+def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None,
+               group_offset=None, out_sharding=None):
+    """``lhs`` (m, k) times one of the ``rhs`` matrices (g, k, n) per run of rows: the first
+    ``group_sizes[0]`` rows by ``rhs[0]``, the next ``group_sizes[1]`` by ``rhs[1]``, ...;
+    rows past the groups give zeros (JAX's ``lax.ragged_dot``, as a mixture of experts
+    uses it)."""
+    return ragged_dot_general(lhs, rhs, group_sizes, _BASIC, precision=precision,
+                              preferred_element_type=preferred_element_type,
+                              group_offset=group_offset, out_sharding=out_sharding)
+
+
+def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,
+                       preferred_element_type=None, group_offset=None, out_sharding=None):
+    """``ragged_dot`` with its dimension numbers: here the basic form (rows of ``lhs``
+    grouped, ``rhs`` one matrix per group)."""
+    if ragged_dot_dimension_numbers != _BASIC:
+        raise NotImplementedError(
+            "ragged_dot_general: only the dimension numbers of ragged_dot (lhs (m, k) grouped "
+            f"along m, rhs (g, k, n)), got {ragged_dot_dimension_numbers}")
+    if group_offset is not None:
+        raise NotImplementedError("ragged_dot: group_offset")
+    lhs, rhs = array_operand(lhs), array_operand(rhs)
+    sizes = jnp.asarray(group_sizes)
+    if lhs.ndim != 2 or rhs.ndim != 3 or sizes.shape != (rhs.shape[0],) \
+            or lhs.shape[1] != rhs.shape[1]:
+        raise TypeError(f"ragged_dot: lhs must be (m, k), rhs (g, k, n) and group_sizes (g,); "
+                        f"got {lhs.shape}, {rhs.shape}, {sizes.shape}")
+    ends = jnp.cumsum(sizes)
+    group = jnp.searchsorted(ends, jnp.arange(lhs.shape[0]), side="right")
+    member = (group[None, :] == jnp.arange(rhs.shape[0])[:, None]).astype(lhs.dtype)
+    out = jnp.einsum("gm,mk,gkn->mn", member, lhs, rhs, precision=precision,
+                     preferred_element_type=preferred_element_type)
+    if out_sharding is not None:
+        from shardc.sharding import reshard
+        out = reshard(out, out_sharding)
+    return out
+
+
+def composite(decomposition, name: str, version: int = 0):
+    """``decomposition`` as a named operation (JAX's ``lax.composite``): here it runs as its
+    decomposition; keyword arguments are its attributes, and may not be traced values."""
+    import functools
+    from compiler.tracing import Tracer, UnexpectedTracerError
+
+    @functools.wraps(decomposition)
+    def composed(*args, **kwargs):
+        if any(isinstance(v, Tracer) for v in kwargs.values()):
+            raise UnexpectedTracerError(
+                "Found a JAX Tracer as an attribute in the decomposition for the composite op "
+                f"'{name}'. This means that the decomposition function closes over a value "
+                "that is involved in a JAX transformation. Any values that aren't explicitly "
+                "known at compile time must be explicitly passed as arguments to the "
+                "composite.")
+        return decomposition(*args, **{k: v for k, v in kwargs.items() if v is not None})
+
+    return composed
+
+
+def platform_dependent(*args, default=None, **per_platform):
+    """The branch for this platform (``cpu``; shardc runs on numpy), else ``default``."""
+    branch = per_platform.get("cpu", default)
+    if branch is None:
+        raise NotImplementedError(
+            f"platform_dependent: no branch for cpu among {sorted(per_platform)} and no "
+            "default")
+    return branch(*args)
