@@ -194,6 +194,62 @@ def _polygamma_jvp(primals, tangents):
 jvp_rules[p.polygamma_p] = _polygamma_jvp
 
 
+def _d_bessel_i0e(x, y):
+    # (exp(-|x|) I0)' = exp(-|x|) I1 - sign(x) exp(-|x|) I0
+    return bind(p.sub_p, bind(p.bessel_i1e_p, x), _mul(bind(p.sign_p, x), y))
+
+
+def _d_bessel_i1e(x, y):
+    # (exp(-|x|) I1)' = exp(-|x|) I0 - (sign(x) + 1/x) exp(-|x|) I1, which is 1/2 at 0
+    zero = bind(p.eq_p, x, _scalar(0, x))
+    safe = bind(p.select_n_p, zero, x, _ones_like(x))
+    slope = bind(p.sub_p, bind(p.bessel_i0e_p, x),
+                 _mul(y, bind(p.add_p, bind(p.sign_p, x), bind(p.div_p, _scalar(1, x), safe))))
+    return bind(p.select_n_p, zero, slope, bind(p.mul_p, _ones_like(x), _scalar(0.5, x)))
+
+
+def _two_operand_jvp(prim, slopes, primals, tangents):
+    """A two-operand special function: its value, and the tangent from each operand's slope
+    (``slopes[k](a, x, out)``; None where it is not differentiable in that operand)."""
+    out = bind(prim, *primals)
+    total = None
+    for k, (t, slope) in enumerate(zip(tangents, slopes)):
+        if t is None:
+            continue
+        if slope is None:
+            raise ValueError(f"{prim.name} is not differentiable with respect to its operand "
+                             f"{k}")
+        term = _mul(t, slope(*primals, out))
+        total = term if total is None else bind(p.add_p, total, term)
+    return [out], [total]
+
+
+def _d_igamma_x(a, x, out):
+    # x^(a-1) e^-x / Gamma(a)
+    return bind(p.exp_p, bind(p.sub_p, bind(p.sub_p, _mul(bind(p.sub_p, a, _scalar(1, a)),
+                                                           bind(p.log_p, x)), x),
+                              bind(p.lgamma_p, a)))
+
+
+jvp_rules[p.igamma_p] = functools.partial(
+    _two_operand_jvp, p.igamma_p,
+    (lambda a, x, out: bind(p.igamma_grad_a_p, a, x), _d_igamma_x))
+jvp_rules[p.igammac_p] = functools.partial(
+    _two_operand_jvp, p.igammac_p,
+    (lambda a, x, out: bind(p.neg_p, bind(p.igamma_grad_a_p, a, x)),
+     lambda a, x, out: bind(p.neg_p, _d_igamma_x(a, x, out))))
+jvp_rules[p.igamma_grad_a_p] = functools.partial(_two_operand_jvp, p.igamma_grad_a_p,
+                                                 (None, None))
+jvp_rules[p.zeta_p] = functools.partial(
+    _two_operand_jvp, p.zeta_p,
+    # d/dq zeta(s, q) = -s zeta(s + 1, q)
+    (lambda s, q, out: bind(p.zeta_grad_s_p, s, q),
+     lambda s, q, out: bind(p.neg_p, _mul(s, bind(p.zeta_p, bind(p.add_p, s, _scalar(1, s)),
+                                                  q)))))
+jvp_rules[p.zeta_grad_s_p] = functools.partial(_two_operand_jvp, p.zeta_grad_s_p,
+                                               (None, None))
+
+
 _UNARY_DERIVATIVES = {
     p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.tanh_p: _d_tanh, p.exp_p: _d_exp,
     p.log_p: _d_log, p.log1p_p: _d_log1p, p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt,
@@ -202,6 +258,7 @@ _UNARY_DERIVATIVES = {
     p.cosh_p: _d_cosh, p.asinh_p: _d_asinh, p.acosh_p: _d_acosh, p.atanh_p: _d_atanh,
     p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2, p.erf_p: _d_erf, p.erfc_p: _d_erfc,
     p.erf_inv_p: _d_erf_inv, p.lgamma_p: _d_lgamma, p.digamma_p: _d_digamma,
+    p.bessel_i0e_p: _d_bessel_i0e, p.bessel_i1e_p: _d_bessel_i1e,
 }
 for _p, _d in _UNARY_DERIVATIVES.items():
     jvp_rules[_p] = functools.partial(_unary_jvp, _d, prim=_p)

@@ -125,7 +125,9 @@ erfc_p = primitive("erfc")
 erf_inv_p = primitive("erf_inv")
 lgamma_p = primitive("lgamma")
 digamma_p = primitive("digamma")
-SPECIAL = (erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p)
+bessel_i0e_p = primitive("bessel_i0e")                   # exp(-|x|) I0(x)
+bessel_i1e_p = primitive("bessel_i1e")                   # exp(-|x|) I1(x)
+SPECIAL = (erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p, bessel_i0e_p, bessel_i1e_p)
 
 # Complex numbers' parts: real and imag of a complex operand are real; conj of a real operand
 # is complex (lax's); complex(re, im) is in ARITHMETIC.
@@ -155,13 +157,19 @@ or_p = primitive("or")
 xor_p = primitive("xor")
 nextafter_p = primitive("nextafter")
 polygamma_p = primitive("polygamma")                     # (m, x): the m-th derivative of digamma
+igamma_p = primitive("igamma")                           # (a, x): regularized lower incomplete gamma
+igammac_p = primitive("igammac")                         # (a, x): the upper one, 1 - igamma
+igamma_grad_a_p = primitive("igamma_grad_a")             # (a, x): d igamma / da
+zeta_p = primitive("zeta")                               # (s, q): Hurwitz zeta
+zeta_grad_s_p = primitive("zeta_grad_s")                 # (s, q): d zeta / ds
+INCOMPLETE = (igamma_p, igammac_p, igamma_grad_a_p, zeta_p, zeta_grad_s_p)
 shift_left_p = primitive("shift_left")
 shift_right_arithmetic_p = primitive("shift_right_arithmetic")
 shift_right_logical_p = primitive("shift_right_logical")
 SHIFTS = (shift_left_p, shift_right_arithmetic_p, shift_right_logical_p)
 complex_p = primitive("complex")                         # (re, im): re + i im
 ARITHMETIC = (add_p, sub_p, mul_p, div_p, rem_p, pow_p, max_p, min_p, atan2_p, and_p, or_p, xor_p,
-              nextafter_p, polygamma_p, complex_p) + SHIFTS
+              nextafter_p, polygamma_p, complex_p) + SHIFTS + INCOMPLETE
 
 eq_p = primitive("eq")
 ne_p = primitive("ne")

@@ -58,7 +58,8 @@ def _common_shape(prim, avals) -> tuple:
 _INTEGER_ONLY = (prims.population_count_p,) + prims.SHIFTS
 _INEXACT_ONLY = (prims.asin_p, prims.acos_p, prims.atan_p, prims.sinh_p, prims.cosh_p,
                  prims.asinh_p, prims.acosh_p, prims.atanh_p, prims.cbrt_p, prims.exp2_p,
-                 prims.nextafter_p, prims.signbit_p, prims.polygamma_p) + prims.SPECIAL
+                 prims.nextafter_p, prims.signbit_p, prims.polygamma_p) + prims.SPECIAL \
+    + prims.INCOMPLETE
 
 
 _COMPLEX_ONLY = (prims.real_p, prims.imag_p)
@@ -66,7 +67,7 @@ _COMPLEX_ONLY = (prims.real_p, prims.imag_p)
 _REAL_ONLY = (prims.floor_p, prims.ceil_p, prims.round_p, prims.atan2_p, prims.nextafter_p,
               prims.complex_p, prims.erf_p, prims.erfc_p, prims.erf_inv_p, prims.lgamma_p,
               prims.digamma_p, prims.cbrt_p, prims.is_finite_p, prims.signbit_p,
-              prims.polygamma_p)
+              prims.polygamma_p, prims.bessel_i0e_p, prims.bessel_i1e_p) + prims.INCOMPLETE
 
 
 def _check_operand_kind(prim, x: Aval):

@@ -93,7 +93,8 @@ _UNARY_IMPLS = {
     prims.exp2_p: np.exp2, prims.population_count_p: _population_count,
     prims.signbit_p: np.signbit, prims.erf_p: special.erf, prims.erfc_p: special.erfc,
     prims.erf_inv_p: special.erf_inv, prims.lgamma_p: special.lgamma,
-    prims.digamma_p: special.digamma,
+    prims.digamma_p: special.digamma, prims.bessel_i0e_p: special.bessel_i0e,
+    prims.bessel_i1e_p: special.bessel_i1e,
 }
 
 
@@ -154,6 +155,9 @@ _BINARY_IMPLS = {
     prims.eq_p: np.equal, prims.ne_p: np.not_equal, prims.lt_p: np.less,
     prims.le_p: np.less_equal, prims.gt_p: np.greater, prims.ge_p: np.greater_equal,
     prims.nextafter_p: np.nextafter, prims.polygamma_p: special.polygamma,
+    prims.igamma_p: special.igamma, prims.igammac_p: special.igammac,
+    prims.igamma_grad_a_p: special.igamma_grad_a, prims.zeta_p: special.zeta,
+    prims.zeta_grad_s_p: special.zeta_grad_s,
     prims.shift_left_p: _shift_left,
     prims.shift_right_arithmetic_p: _shift_right_arithmetic,
     prims.shift_right_logical_p: _shift_right_logical,

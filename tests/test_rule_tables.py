@@ -26,7 +26,8 @@ NOT_LINEAR = set(prims.UNARY + prims.COMPARISON) - {prims.neg_p, *prims.COMPLEX_
     prims.random_bits_p, prims.stop_gradient_p, prims.debug_print_p, coll.pmax_p,
     coll.pmin_p, coll.axis_index_p, prims.signbit_p, prims.nextafter_p, *prims.SHIFTS,
     prims.cumprod_p, prims.cummax_p, prims.cummin_p, prims.sort_p, prims.searchsorted_p,
-    prims.polygamma_p, prims.bitcast_convert_type_p, prims.cholesky_p, prims.qr_p,
+    prims.polygamma_p, *prims.INCOMPLETE, prims.bitcast_convert_type_p, prims.cholesky_p,
+    prims.qr_p,
     prims.slogdet_p, prims.eigh_p, prims.svd_p, prims.eig_p, prims.callback_p}
 
 # Custom-derivative calls are replaced by their rules when differentiated (a JVP binds the

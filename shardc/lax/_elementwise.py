@@ -12,7 +12,8 @@ import shardc.numpy as jnp
 from shardc.lax._shapes import array_operand
 
 __all__ = [
-    "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "clamp", "square", "integer_pow",
+    "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "igamma", "igammac",
+    "igamma_grad_a", "zeta", "bessel_i0e", "bessel_i1e", "clamp", "square", "integer_pow",
     "reciprocal", "atan2", "exp2", "expm1", "log1p", "sign", "tan", "cbrt", "ceil", "floor",
     "is_finite", "pow", "round", "bitcast_convert_type", "reduce_precision", "real", "imag",
     "conj", "complex", "fft", "FftType",
@@ -105,6 +106,48 @@ def polygamma(m, x):
     if jnp.shape(m) != x.shape:
         m = jnp.broadcast_to(m, x.shape)
     return bind(p.polygamma_p, m, x)
+
+
+def _binary_special(prim, name, a, x):
+    """A two-operand special function of floating operands, broadcast to one shape."""
+    a, x = array_operand(a), array_operand(x)
+    dtype = jnp.result_type(a, x)
+    if not _dt.is_float(dtype):
+        raise TypeError(f"{name} does not accept dtype {dtype.name}. Accepted dtypes are "
+                        "subtypes of floating.")
+    a, x = jnp.astype(a, dtype), jnp.astype(x, dtype)
+    shape = jnp.broadcast_shapes(a.shape, x.shape)
+    return bind(prim, jnp.broadcast_to(a, shape), jnp.broadcast_to(x, shape))
+
+
+def igamma(a, x):
+    """The regularized lower incomplete gamma function ``P(a, x)``."""
+    return _binary_special(p.igamma_p, "igamma", a, x)
+
+
+def igammac(a, x):
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
+    return _binary_special(p.igammac_p, "igammac", a, x)
+
+
+def igamma_grad_a(a, x):
+    """``d igamma(a, x) / da``."""
+    return _binary_special(p.igamma_grad_a_p, "igamma_grad_a", a, x)
+
+
+def zeta(x, q):
+    """The Hurwitz zeta function ``sum_k (q + k)^-x`` (``x > 1``)."""
+    return _binary_special(p.zeta_p, "zeta", x, q)
+
+
+def bessel_i0e(x):
+    """``exp(-|x|) I0(x)``, the exponentially scaled modified Bessel function of order 0."""
+    return _special(p.bessel_i0e_p, x)
+
+
+def bessel_i1e(x):
+    """``exp(-|x|) I1(x)``, the exponentially scaled modified Bessel function of order 1."""
+    return _special(p.bessel_i1e_p, x)
 
 
 def clamp(min, x, max):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.custom_ad import custom_jvp
+from compiler.custom_ad import SymbolicZero, custom_jvp
 import shardc.lax as lax
 import shardc.nn as nn
 import shardc.numpy as jnp
@@ -257,3 +257,138 @@ def boxcox1p(x, lmbda):
 
 __all__ += ["gammasgn", "gamma", "betaln", "beta", "factorial", "comb", "poch", "multigammaln",
             "log_ndtr", "rel_entr", "kl_div", "boxcox", "boxcox1p"]
+
+
+# --- incomplete gamma and beta, Hurwitz zeta, modified Bessel functions -----------------------
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function ``P(a, x)``; differentiable in both."""
+    a, x = inexact_operands(a, x)
+    return lax.igamma(a, x)
+
+
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
+    a, x = inexact_operands(a, x)
+    return lax.igammac(a, x)
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function ``sum_k (q + k)^-x`` (``x > 1``); as in JAX, ``q`` is
+    required."""
+    if q is None:
+        raise NotImplementedError("Riemann zeta function not implemented; pass q != None to "
+                                  "compute the Hurwitz Zeta function.")
+    x, q = inexact_operands(x, q)
+    return lax.zeta(x, q)
+
+
+def i0e(x):
+    """``exp(-|x|) I0(x)``."""
+    (x,) = inexact_operands(x)
+    return lax.bessel_i0e(x)
+
+
+def i1e(x):
+    """``exp(-|x|) I1(x)``."""
+    (x,) = inexact_operands(x)
+    return lax.bessel_i1e(x)
+
+
+def i0(x):
+    """The modified Bessel function of the first kind of order 0."""
+    (x,) = inexact_operands(x)
+    return jnp.exp(jnp.abs(x)) * lax.bessel_i0e(x)
+
+
+def i1(x):
+    """The modified Bessel function of the first kind of order 1."""
+    (x,) = inexact_operands(x)
+    return jnp.exp(jnp.abs(x)) * lax.bessel_i1e(x)
+
+
+def loggamma(x):
+    """``log Gamma(x)`` on the positive reals (nan for ``x <= 0``, as JAX's real branch)."""
+    (x,) = inexact_operands(x)
+    return jnp.where(x > 0, lax.lgamma(x), jnp.nan)
+
+
+def erfcx(x):
+    """The scaled complementary error function ``exp(x^2) erfc(x)``: directly where that
+    does not underflow, by its asymptotic series beyond."""
+    (x,) = inexact_operands(x)
+    big = x > 8
+    safe = jnp.where(big, 0.0, x)
+    direct = jnp.exp(safe * safe) * lax.erfc(safe)
+    inv = 1.0 / jnp.where(big, x * x, 1.0)
+    series = 1 + inv * (-0.5 + inv * (0.75 + inv * (-1.875 + inv * (6.5625 - 29.53125 * inv))))
+    tail = series / (jnp.where(big, x, 1.0) * np.sqrt(np.pi))
+    return jnp.where(big, tail, direct)
+
+
+_BETA_STEPS = 300
+
+
+def _betainc_fraction(a, b, x):
+    """``I_x(a, b)`` by its continued fraction (modified Lentz), for ``x`` below the mean
+    ``(a + 1) / (a + b + 2)`` where it converges fast."""
+    tiny = jnp.asarray(np.finfo(np.float32).tiny, x.dtype)
+    fix = lambda v: jnp.where(jnp.abs(v) < tiny, tiny, v)
+    qab, qap, qam = a + b, a + 1, a - 1
+    d = 1.0 / fix(1 - qab * x / qap)
+
+    def step(m, state):
+        c, d, h = state
+        m = m.astype(x.dtype) + 1
+        m2 = 2 * m
+        even = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 / fix(1 + even * d)
+        c = fix(1 + even / c)
+        h = h * d * c
+        odd = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 / fix(1 + odd * d)
+        c = fix(1 + odd / c)
+        return c, d, h * d * c
+
+    _, _, h = lax.fori_loop(0, _BETA_STEPS, step, (jnp.ones_like(x), d, d))
+    front = jnp.exp(a * jnp.log(x) + b * jnp.log1p(-x) - betaln(a, b)) / a
+    return front * h
+
+
+@custom_jvp
+def _betainc(a, b, x):
+    flip = x > (a + 1) / (a + b + 2)
+    inside = (x > 0) & (x < 1)
+    xs = jnp.where(inside, jnp.where(flip, 1 - x, x), 0.5)
+    aa, bb = jnp.where(flip, b, a), jnp.where(flip, a, b)
+    value = _betainc_fraction(aa, bb, xs)
+    value = jnp.where(flip, 1 - value, value)
+    value = jnp.where(x <= 0, 0.0, jnp.where(x >= 1, 1.0, value))
+    bad = (a <= 0) | (b <= 0) | (x < 0) | (x > 1) | jnp.isnan(x)
+    return jnp.where(bad, jnp.nan, value)
+
+
+def _betainc_jvp(primals, tangents):
+    a, b, x = primals
+    ta, tb, tx = tangents
+    if not (isinstance(ta, SymbolicZero) and isinstance(tb, SymbolicZero)):
+        raise ValueError("Betainc gradient with respect to a and b not supported.")
+    out = _betainc(a, b, x)
+    if isinstance(tx, SymbolicZero):
+        return out, jnp.zeros_like(out)
+    density = jnp.exp((a - 1) * jnp.log(x) + (b - 1) * jnp.log1p(-x) - betaln(a, b))
+    return out, density * tx
+
+
+_betainc.defjvp(_betainc_jvp, symbolic_zeros=True)
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function ``I_x(a, b)``; differentiable in ``x``."""
+    a, b, x = inexact_operands(a, b, x)
+    shape = jnp.broadcast_shapes(a.shape, b.shape, x.shape)
+    return _betainc(*(jnp.broadcast_to(v, shape) for v in (a, b, x)))
+
+
+__all__ += ["gammainc", "gammaincc", "zeta", "i0e", "i1e", "i0", "i1", "loggamma", "erfcx",
+            "betainc"]
