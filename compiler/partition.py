@@ -614,9 +614,26 @@ def _local_reshape(mesh, a, out) -> bool:
 
 
 def _reshape_rule(mesh, eqn, values) -> list:
+    """A reshape of blocks where they are runs of the flat order before and after; else the
+    operand laid out so that they are (each group of dimensions the reshape joins or splits
+    keeps the split of its major dimension where the result's major one has it, the rest
+    gathered), the blocks reshaped, the result laid out as its type says; else whole."""
     (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
     if _local_reshape(mesh, a, out):
         return [bind(prims.reshape_p, x, new_sizes=_block_shape(mesh, out.aval))]
+    src, dst = spec_of(a.aval), spec_of(out.aval)
+    want_in, want_out = [()] * a.aval.ndim, [()] * out.aval.ndim
+    for old, new in reshape_groups(a.aval.shape, out.aval.shape):
+        old = [d for d in old if a.aval.shape[d] != 1]
+        new = [d for d in new if out.aval.shape[d] != 1]
+        if old and new and src[old[0]] and src[old[0]] == dst[new[0]]:
+            want_in[old[0]], want_out[new[0]] = src[old[0]], dst[new[0]]
+    typed_in = a.aval.with_sharding(_type_sharding(mesh, want_in))
+    typed_out = out.aval.with_sharding(_type_sharding(mesh, want_out))
+    if any(want_in) and _local_reshape(mesh, Var(typed_in), Var(typed_out)):
+        x = to_layout(mesh, x, a, tuple(want_in))
+        y = bind(prims.reshape_p, x, new_sizes=_block_shape(mesh, typed_out))
+        return [relayout(mesh, y, out.aval.shape, tuple(want_out), dst, out.aval)]
     return whole_rule(mesh, eqn, values)
 
 

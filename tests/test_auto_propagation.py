@@ -507,6 +507,20 @@ def test_a_reshape_whose_blocks_are_not_runs_still_computes_the_program():
     np.testing.assert_array_equal(np.asarray(jax.jit(fn)(x)), H * 3)
 
 
+@pytest.mark.parametrize("fn, want", [
+    (lambda a: a.reshape(128) * 2, [("all_gather", ("y",))]),
+    (lambda a: (a * 2).reshape(4, 32), [("all_gather", ("y",))]),
+    (lambda a: a.T.reshape(-1), [("all_gather", ("x",))]),
+    (lambda a: a.reshape(8, 4, 4) + 1, []),
+])
+def test_a_reshape_gathers_only_what_keeps_its_blocks_from_being_runs(fn, want):
+    """P('x', 'y') rows joined: the column split is gathered, the row split kept (the blocks
+    of whole rows are runs of the flat order); never the whole value."""
+    x = placed(H, "x", "y")
+    assert communication(fn, x) == want
+    np.testing.assert_array_equal(np.asarray(jax.jit(fn)(x)), np.asarray(fn(jnp.asarray(H))))
+
+
 @pytest.mark.parametrize("spec, comm", [
     ((None, "y"), [("reduce_scatter", ("y",))]),
     (("x", "y"), [("reduce_scatter", ("y",))]),
