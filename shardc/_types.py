@@ -3,14 +3,12 @@ mesh axes a value varies over), ``ShapeDtypeStruct``, and traced values as ``sha
 ``isinstance``."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from compiler.tracing import Tracer, aval_of
 from ir import dtypes
 from ir.core import Aval, short_dtype
-from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding import ManualAxisType, NamedSharding, PartitionSpec
 from ir.sharding_rules import partitions, type_sharding
 from runtime.array import Array
 from shardc.random import PRNGKeyArray
@@ -21,24 +19,6 @@ __all__ = ["ManualAxisType", "ShapeDtypeStruct", "typeof"]
 Array.register(Tracer)
 
 
-@dataclasses.dataclass(frozen=True)
-class ManualAxisType:
-    """How a value in a ``shard_map`` body relates to the manual mesh axes (JAX's name).
-
-    ``varying``: the axes over which the value may differ between devices (its vma).
-    ``unreduced`` and ``reduced`` are JAX's types for partial sums; shardc has none, so they
-    are always empty.
-
-    >>> shardc.typeof(x_block).manual_axis_type.varying
-    frozenset({'x'})
-    """
-    varying: frozenset = frozenset()
-    unreduced: frozenset = frozenset()
-    reduced: frozenset = frozenset()
-
-    @property
-    def empty(self) -> bool:
-        return not (self.varying or self.unreduced or self.reduced)
 
 
 def typeof(x):

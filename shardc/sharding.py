@@ -12,15 +12,15 @@ from compiler import tree
 from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, bind, current_trace, eval_trace
 from ir import primitives as p
-from ir.sharding import (EMPTY_MESH, AbstractMesh, AxisType, DuplicateSpecError, Mesh,
-                         NamedSharding, PartitionSpec, ReplicationError, Sharding,
-                         ShardingTypeError, current_mesh, pop_mesh, push_mesh, spec_axes,
-                         spec_names)
+from ir.sharding import (EMPTY_MESH, AbstractMesh, AxisType, DuplicateSpecError,
+                         ManualAxisType, Mesh, NamedSharding, PartitionSpec, ReplicationError,
+                         Sharding, ShardingTypeError, current_mesh, pop_mesh, push_mesh,
+                         spec_axes, spec_names)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices
 
-__all__ = ["AbstractMesh", "AxisType", "Mesh", "ShardingTypeError", "auto_axes",
+__all__ = ["AbstractMesh", "AxisType", "ManualAxisType", "Mesh", "ShardingTypeError", "auto_axes",
            "explicit_axes", "NamedSharding", "PartitionSpec", "ReplicationError",
            "Sharding", "SingleDeviceSharding", "get_abstract_mesh", "get_mesh",
            "make_single_device_sharding", "reshard", "set_mesh", "use_abstract_mesh", "use_mesh"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import typing
 from typing import Any, Callable
 
 from compiler import tree as _tree
@@ -271,6 +272,18 @@ def flatten_one_level(tree):
     return children, aux
 
 
+def flatten_one_level_with_keys(tree):
+    """``([(key, child), ...], metadata)`` of one node."""
+    children = _child_keys(tree, None)
+    if children is None:
+        raise ValueError(f"flatten_one_level_with_keys was called on a leaf: {tree!r}")
+    return tuple(children), flatten_one_level(tree)[1]
+
+
+KeyEntry = typing.TypeVar("KeyEntry", bound=typing.Hashable)
+KeyPath = tuple[KeyEntry, ...]
+
+
 def is_tree_node(typ) -> bool:
     """Whether instances of ``typ`` are pytree nodes (containers) rather than leaves."""
     return (typ in (tuple, list, dict, type(None)) or _tree.is_registered(typ)
@@ -294,6 +307,7 @@ def tree_reduce_associative(operation, tree, *, identity=_NO_IDENTITY, is_leaf=N
     return leaves[0]
 
 
+__all__ += ["KeyEntry", "KeyPath", "flatten_one_level_with_keys"]
 __all__ += ["all_leaves", "flatten_one_level", "is_tree_node", "register_pytree_with_keys_class",
             "register_static", "tree_broadcast", "tree_reduce_associative", "treedef_children",
             "treedef_tuple"]

@@ -332,3 +332,16 @@ def test_pmap_is_a_shard_map_over_the_mapped_dimension():
     np.testing.assert_allclose(np.asarray(jax.pmap(lambda a: jax.lax.pmean(a, "b"), axis_name="b",
                                                    in_axes=1)(x.T)),
                                np.broadcast_to(x.mean(0), (4, 2)))
+
+
+def test_tree_keys_one_level_and_the_manual_axis_type_name():
+    import shardc.tree_util as tu
+    from shardc.sharding import ManualAxisType
+    pairs, aux = tu.flatten_one_level_with_keys({"a": 1, "b": (2, 3)})
+    assert pairs == ((tu.DictKey("a"), 1), (tu.DictKey("b"), (2, 3))) and aux == ("a", "b")
+    pairs, _ = tu.flatten_one_level_with_keys((1, [2]))
+    assert pairs == ((tu.SequenceKey(0), 1), (tu.SequenceKey(1), [2]))
+    with pytest.raises(ValueError, match="called on a leaf"):
+        tu.flatten_one_level_with_keys(3)
+    assert str(tu.KeyPath) == "tuple[~KeyEntry, ...]"
+    assert ManualAxisType(varying=frozenset({"x"})).varying == frozenset({"x"})
