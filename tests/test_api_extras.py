@@ -345,3 +345,15 @@ def test_tree_keys_one_level_and_the_manual_axis_type_name():
         tu.flatten_one_level_with_keys(3)
     assert str(tu.KeyPath) == "tuple[~KeyEntry, ...]"
     assert ManualAxisType(varying=frozenset({"x"})).varying == frozenset({"x"})
+
+
+def test_hybrid_device_meshes_tile_granules_as_jax_does():
+    from shardc.experimental import mesh_utils
+    mesh = mesh_utils.create_hybrid_device_mesh((2, 4), (1, 1), process_is_granule=True)
+    assert mesh.shape == (2, 4)
+    assert [d.id for d in mesh.flat] == list(range(8))
+    with pytest.raises(ValueError, match=r"Number of slices 1 must equal the product of "
+                                         r"dcn_mesh_shape \(2, 1\)"):
+        mesh_utils.create_hybrid_device_mesh((2, 2), (2, 1), process_is_granule=True)
+    with pytest.raises(ValueError, match="does not have attribute slice_index"):
+        mesh_utils.create_hybrid_device_mesh((2, 4), (1, 1))
