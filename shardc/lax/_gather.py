@@ -213,43 +213,32 @@ def _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode):
     return jnp.reshape(result, x.shape)
 
 
-def scatter(operand, scatter_indices, updates, dimension_numbers, *,
-            indices_are_sorted=False, unique_indices=False, mode=None):
-    """``operand`` with each window of ``updates`` written where its index vector says
-    (JAX's ``lax.scatter``; where windows overlap, one of them is kept)."""
-    return _scatter("set", operand, scatter_indices, updates, dimension_numbers, mode)
+def _variant(how: str, name: str, doc: str, negate: bool = False):
+    """One of the scatter family: ``how`` combines an update with what it lands on."""
+    def fn(operand, scatter_indices, updates, dimension_numbers, *, indices_are_sorted=False,
+           unique_indices=False, mode=None):
+        if negate:
+            updates = -jnp.asarray(updates)
+        return _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-def scatter_add(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """``operand`` with ``updates`` added at the windows (JAX's ``lax.scatter_add``)."""
-    return _scatter("add", operand, scatter_indices, updates, dimension_numbers, mode)
-
-
-def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """``operand`` with ``updates`` subtracted at the windows (JAX's ``lax.scatter_sub``)."""
-    return _scatter("add", operand, scatter_indices, -jnp.asarray(updates), dimension_numbers,
-                    mode)
-
-
-def scatter_mul(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """``operand`` multiplied by ``updates`` at the windows (JAX's ``lax.scatter_mul``)."""
-    return _scatter("mul", operand, scatter_indices, updates, dimension_numbers, mode)
-
-
-def scatter_min(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """The least of ``operand`` and ``updates`` at the windows (JAX's ``lax.scatter_min``)."""
-    return _scatter("min", operand, scatter_indices, updates, dimension_numbers, mode)
-
-
-def scatter_max(operand, scatter_indices, updates, dimension_numbers, *,
-                indices_are_sorted=False, unique_indices=False, mode=None):
-    """The greatest of ``operand`` and ``updates`` at the windows (JAX's
-    ``lax.scatter_max``)."""
-    return _scatter("max", operand, scatter_indices, updates, dimension_numbers, mode)
+scatter = _variant("set", "scatter", "``operand`` with each window of ``updates`` written "
+                   "where its index vector says (JAX's ``lax.scatter``; where windows overlap, "
+                   "one of them is kept).")
+scatter_add = _variant("add", "scatter_add", "``operand`` with ``updates`` added at the "
+                       "windows (JAX's ``lax.scatter_add``).")
+scatter_sub = _variant("add", "scatter_sub", "``operand`` with ``updates`` subtracted at the "
+                       "windows (JAX's ``lax.scatter_sub``).", negate=True)
+scatter_mul = _variant("mul", "scatter_mul", "``operand`` multiplied by ``updates`` at the "
+                       "windows (JAX's ``lax.scatter_mul``).")
+scatter_min = _variant("min", "scatter_min", "The least of ``operand`` and ``updates`` at the "
+                       "windows (JAX's ``lax.scatter_min``).")
+scatter_max = _variant("max", "scatter_max", "The greatest of ``operand`` and ``updates`` at "
+                       "the windows (JAX's ``lax.scatter_max``).")
 
 
 def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_shape=(),
