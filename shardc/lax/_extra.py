@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from typing import Sequence
 
 import numpy as np
 
 import shardc.numpy as jnp
+from compiler.tracing import Tracer, UnexpectedTracerError
 from ir import dtypes as _dt
 from shardc.lax._convolution import ConvDimensionNumbers
 from shardc.lax._gather import GatherDimensionNumbers, gather
 from shardc.lax._more import bitwise_or, population_count, shift_right_logical
 from shardc.lax._shapes import array_operand
+from shardc.sharding import reshard
 
 __all__ = [
     "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "RaggedDotDimensionNumbers",
@@ -167,7 +170,6 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
     out = jnp.einsum("gm,mk,gkn->mn", member, lhs, rhs, precision=precision,
                      preferred_element_type=preferred_element_type)
     if out_sharding is not None:
-        from shardc.sharding import reshard
         out = reshard(out, out_sharding)
     return out
 
@@ -175,9 +177,6 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
 def composite(decomposition, name: str, version: int = 0):
     """``decomposition`` as a named operation (JAX's ``lax.composite``): here it runs as its
     decomposition; keyword arguments are its attributes, and may not be traced values."""
-    import functools
-    from compiler.tracing import Tracer, UnexpectedTracerError
-
     @functools.wraps(decomposition)
     def composed(*args, **kwargs):
         if any(isinstance(v, Tracer) for v in kwargs.values()):

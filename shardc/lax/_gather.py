@@ -14,6 +14,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 import shardc.numpy as jnp
+from shardc.lax._control_flow import while_loop
 
 __all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather",
            "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min",
@@ -245,7 +246,6 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
                   indices_are_sorted=False, unique_indices=False, mode=None):
     """``operand`` with ``func`` applied to each element the windows (of ``update_shape``)
     cover, once per window that covers it (JAX's ``lax.scatter_apply``)."""
-    from shardc.lax._control_flow import while_loop
     x = jnp.asarray(operand)
     counts = _scatter("add", jnp.zeros(x.shape, np.int32), scatter_indices,
                       jnp.ones(update_shape, np.int32), dimension_numbers, mode)
