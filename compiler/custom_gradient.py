@@ -1,4 +1,5 @@
-"""``custom_gradient`` and ``closure_convert`` (JAX's), on top of ``custom_vjp`` and tracing.
+"""``custom_gradient``, ``closure_convert`` and ``custom_root`` (JAX's), on top of the custom
+derivatives and tracing.
 
 ``custom_gradient(f)``: ``f(*args)`` returns ``(output, vjp)`` where ``vjp(cotangent)`` is a
 closure over the forward pass. As in JAX, the closure is traced once, at the forward pass,
@@ -13,9 +14,12 @@ through) are passed in ``consts`` instead of being captured.
 from __future__ import annotations
 
 from compiler import tree
-from compiler.custom_ad import custom_vjp
-from compiler.tracing import aval_of, eval_program, trace_to_program
+from compiler.ad_core import zeros_like_aval
+from compiler.autodiff import jvp
+from compiler.custom_ad import custom_jvp, custom_vjp
+from compiler.tracing import aval_of, bind, eval_program, trace_to_program
 from ir import dtypes
+from ir import primitives as p
 
 
 class _Rule:
@@ -97,3 +101,40 @@ def closure_convert(fun, *example_args):
         return tree.tree_unflatten(out_tree_box[0], eval_program(program, leaves, values))
 
     return converted, lifted
+
+
+def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
+    """``solve(f, initial_guess)``, a root of ``f``, differentiated in what ``f`` closes over
+    by the implicit function theorem: at the root ``f(x, p) = 0``, so
+    ``dx = -tangent_solve(d_x f, d_p f . dp)`` (JAX's ``lax.custom_root``). The initial guess
+    gets no derivative."""
+    converted, consts = closure_convert(f, initial_guess)
+    guess = tree.tree_map(lambda v: bind(p.stop_gradient_p, v), initial_guess)
+    if not consts:
+        return solve(converted, guess)
+    # what solve and tangent_solve close over (the guess among it) enter as arguments whose
+    # tangents do not count: the solution's derivative is the implicit function theorem's
+    solver, solver_consts = closure_convert(
+        lambda *params: solve(lambda x: converted(x, *params), guess), *consts)
+
+    def linearized_solve(x, b, *params):
+        return tangent_solve(lambda v: jvp(lambda y: converted(y, *params), (x,), (v,))[1], b)
+
+    tangent_solver, tangent_consts = closure_convert(linearized_solve, guess, guess, *consts)
+    n, m = len(consts), len(solver_consts)
+
+    @custom_jvp
+    def root(*args):
+        return solver(*args[:n + m])
+
+    def root_jvp(args, tangents):
+        params, result = args[:n], root(*args)
+        x = result[0] if has_aux else result
+        _, rhs = jvp(lambda *q: converted(x, *q), tuple(params), tuple(tangents[:n]))
+        dx = tangent_solver(x, tree.tree_map(lambda r: -r, rhs), *params, *args[n + m:])
+        if not has_aux:
+            return result, dx
+        return result, (dx, tree.tree_map(lambda v: zeros_like_aval(aval_of(v)), result[1]))
+
+    root.defjvp(root_jvp)
+    return root(*consts, *solver_consts, *tangent_consts)

@@ -112,3 +112,44 @@ def test_closure_convert_in_a_fixed_point_solver():
     eps = 1e-3
     want = (float(solve(a + eps)) - float(solve(a - eps))) / (2 * eps)
     assert abs(got - want) < 1e-3
+
+
+def _newton(f, x0):
+    x = x0
+    for _ in range(30):
+        x = x - f(x) / jax.grad(f)(x)
+    return x
+
+
+def _scalar_solve(g, y):
+    return y / g(1.0)
+
+
+def test_custom_root_differentiates_by_the_implicit_function_theorem():
+    def sqrt_cubed(x):
+        return jax.lax.custom_root(lambda y: y ** 2 - x ** 3, 1.0, _newton, _scalar_solve)
+
+    assert abs(float(sqrt_cubed(4.0)) - 8.0) < 1e-5
+    for fn in (jax.grad(sqrt_cubed), jax.jit(jax.grad(sqrt_cubed))):
+        assert abs(float(fn(4.0)) - 1.5 * 4.0 ** 0.5) < 1e-5     # d x^1.5 / dx
+    _, tangent = jax.jvp(sqrt_cubed, (4.0,), (1.0,))
+    assert abs(float(tangent) - 3.0) < 1e-5
+
+
+def test_custom_root_with_closures_in_solve_and_tangent_solve_and_aux():
+    def scaled(a):
+        f = lambda y: y * a - jnp.array([2.0, 6.0])
+        return jax.lax.custom_root(f, jnp.zeros(2), lambda f, x0: jnp.array([2.0, 6.0]) / a,
+                                   lambda g, y: y / a)
+
+    np.testing.assert_allclose(np.asarray(jax.jacobian(scaled)(jnp.array([1.0, 3.0]))),
+                               [[-2.0, 0.0], [0.0, -6.0 / 9.0]], rtol=1e-6)
+
+    def with_aux(x):
+        return jax.lax.custom_root(lambda y: y ** 2 - x, 1.0,
+                                   lambda f, x0: (_newton(f, x0), jnp.int32(7)), _scalar_solve,
+                                   has_aux=True)
+
+    value, aux = with_aux(9.0)
+    assert abs(float(value) - 3.0) < 1e-6 and int(aux) == 7
+    assert abs(float(jax.grad(lambda x: with_aux(x)[0])(9.0)) - 1 / 6) < 1e-6

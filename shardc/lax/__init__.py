@@ -24,6 +24,7 @@ from shardc.lax._control_flow import (associative_scan, cond, fori_loop, map, sc
 from shardc.lax._convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,
                                      conv_general_dilated, conv_transpose,
                                      conv_with_general_padding, padtype_to_pads)
+from compiler.custom_gradient import custom_root
 from shardc.lax._extra import (ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers,
                                RaggedDotDimensionNumbers, RoundingMethod, broadcast_shapes,
                                clz, composite, empty, index_take, platform_dependent,
@@ -82,6 +83,7 @@ __all__ = [
     "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather",
     "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul",
     "scatter_sub", "bessel_i0e", "bessel_i1e", "igamma", "igamma_grad_a", "igammac", "zeta",
+    "custom_root",
     "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "RaggedDotDimensionNumbers",
     "RoundingMethod", "broadcast_shapes", "clz", "composite", "empty", "index_take",
     "platform_dependent", "ragged_dot", "ragged_dot_general", "reduce_xor", "shape_as_value",
