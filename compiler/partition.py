@@ -35,6 +35,7 @@ from compiler.propagation import WHOLE
 from compiler.shard_map import shard_map
 from compiler.tracing import aval_of, bind, replaying, trace_to_program
 from ir import collectives as coll
+from ir import dtypes as _dtypes
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, TypeSharding, Var
 from ir.graph import sub_programs
@@ -425,7 +426,8 @@ def take_block(mesh, x, d: int, size: int, names):
     if block * k != size:
         config = [(0, 0, 0)] * aval_of(x).ndim
         config[d] = (0, block * k - size, 0)
-        fill = np.asarray(padding_fill["value"]).astype(aval_of(x).dtype)
+        with np.errstate(invalid="ignore"):       # a NaN fill has no integer value
+            fill = np.asarray(padding_fill["value"]).astype(aval_of(x).dtype)
         x = bind(prims.pad_p, x, fill, padding_config=tuple(config))
     start = bind(prims.mul_p, bind(coll.axis_index_p, mesh_axes=tuple(names)),
                  np.int32(block))
@@ -690,9 +692,10 @@ def _reduce_rule(mesh, eqn, values) -> list:
                  else tuple(n for n in next(kept) if n not in split)
                  for d in range(a.aval.ndim))
     x = to_layout(mesh, x, a, want)
-    if split:       # an uneven split's padding is the reduction's identity
-        x = _masked(mesh, x, a.aval.with_sharding(_type_sharding(mesh, want)), axes,
-                    _identity(eqn.primitive, a.aval.dtype))
+    laid = a.aval.with_sharding(_type_sharding(mesh, want))
+    if split and any(d in axes for d, _ in uneven_dims(mesh, laid)):
+        # an uneven split's padding is the reduction's identity
+        x = _masked(mesh, x, laid, axes, _identity(eqn.primitive, a.aval.dtype))
     result = bind(eqn.primitive, x, **block_params(eqn))
     if split:
         _note(mesh, "all_reduce", split, _type_text(mesh, a.aval, want), out.aval.str_short(),
@@ -710,13 +713,18 @@ for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
 
 
 def _identity(prim, dtype):
-    """The value a sum, max or min over ``dtype`` ignores."""
+    """The value a sum, max or min over ``dtype`` ignores: zero, or the dtype's lowest
+    (highest) value, an infinity where the dtype has one (float8_e4m3fn has none)."""
     if prim is prims.reduce_sum_p:
         return 0
-    if np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating):
-        return -np.inf if prim is prims.reduce_max_p else np.inf
-    info = np.iinfo(dtype)
-    return info.min if prim is prims.reduce_max_p else info.max
+    if _dtypes.is_inexact(dtype):
+        info = _dtypes.finfo(dtype)
+        has_inf = np.isinf(np.asarray(np.inf).astype(dtype))
+        low, high = (-np.inf, np.inf) if has_inf else (info.min, info.max)
+    else:
+        info = _dtypes.iinfo(dtype)
+        low, high = info.min, info.max
+    return low if prim is prims.reduce_max_p else high
 
 
 def _type_sharding(mesh, spec):

@@ -504,6 +504,10 @@ class NamedSharding(Sharding):
     def __init__(self, mesh: Mesh, spec: PartitionSpec):
         if not isinstance(spec, PartitionSpec):
             raise TypeError(f"NamedSharding requires a PartitionSpec, got {spec!r}")
+        types = getattr(mesh, "axis_types", ())
+        if UNCONSTRAINED in tuple(spec) and AxisType.Auto not in types:
+            raise ValueError(f"{spec!r} cannot contain `P.UNCONSTRAINED` when no mesh "
+                             f"axis_types are `Auto`. Got mesh axis_types: {tuple(types)}")
         self.mesh = mesh
         self.spec = spec
 

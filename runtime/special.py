@@ -214,7 +214,7 @@ def _igamma_pq64(a, x):
     ``x < 0``; P(0, x > 0) = 1 and P(a, 0) = 0, as JAX gives."""
     a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
     p, q = np.full(a.shape, np.nan), np.full(a.shape, np.nan)
-    ok = (a > 0) & (x > 0) & np.isfinite(x)
+    ok = (a > 0) & (x > 0) & np.isfinite(x) & np.isfinite(a)
     series = ok & (x < a + 1)
     if series.any():
         aa, xx = a[series], x[series]
@@ -269,27 +269,26 @@ def igammac(a, x):
     return _as(x, _igamma_pq64(_float64(a), _float64(x))[1])
 
 
-def _central_difference(fn, s, *rest):
+def _central_difference(fn, s, *rest, low=-np.inf):
     """``d fn(s, *rest) / ds`` by a central difference in float64 (relative step 1e-5: the
-    error, about 1e-10, is far below float32's)."""
+    error, about 1e-10, is far below float32's), the step kept inside ``(low, inf)``."""
     h = 1e-5 * np.maximum(1.0, np.abs(s))
+    h = np.where(s - h > low, h, (s - low) / 2)
     return (fn(s + h, *rest) - fn(s - h, *rest)) / (2 * h)
 
 
 def igamma_grad_a(a, x):
     """``d P(a, x) / da``."""
     a64, x64 = _float64(a), _float64(x)
-    return _as(x, _central_difference(lambda s, y: _igamma_pq64(s, y)[0], a64, x64))
+    return _as(x, _central_difference(lambda s, y: _igamma_pq64(s, y)[0], a64, x64, low=0.0))
 
 
 def _zeta64(s, q):
-    """The Hurwitz zeta function ``sum_k (q + k)^-s`` for ``s > 1`` (inf at ``s == 1``, nan
-    below, and at the poles ``q = 0, -1, ...``)."""
+    """The Hurwitz zeta function ``sum_k (q + k)^-s`` for ``s > 1`` (inf at ``s == 1`` and
+    at the poles ``q = 0, -1, ...`` where the terms allow, as scipy; nan below ``s = 1``)."""
     s, q = np.broadcast_arrays(np.asarray(s, np.float64), np.asarray(q, np.float64))
     with np.errstate(all="ignore"):
         value = _hurwitz_zeta64(np.where(s > 1, s, 2.0), q)
-        pole = (q <= 0) & (q == np.floor(q))
-        value = np.where(pole, np.nan, value)
         return np.where(s == 1, np.inf, np.where(s > 1, value, np.nan))
 
 
@@ -299,7 +298,7 @@ def zeta(s, q):
 
 def zeta_grad_s(s, q):
     """``d zeta(s, q) / ds``."""
-    return _as(q, _central_difference(_zeta64, _float64(s), _float64(q)))
+    return _as(q, _central_difference(_zeta64, _float64(s), _float64(q), low=1.0))
 
 
 def _bessel_ie64(order: int, x):

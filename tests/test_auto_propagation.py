@@ -726,3 +726,32 @@ def test_uneven_intermediates_are_split_with_padding_no_result_sees(nan_padding)
     # the intermediate really is split: blocks of ceil(10 / 4) = 3 rows, padded, masked
     text = jax.jit(_uneven_program).lower(R).as_text()
     assert "f32[3,8]" in text and " pad[" in text and "select_n" in text
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float16", "int8"])
+def test_max_and_min_over_split_and_uneven_rows_of_narrow_dtypes(dtype):
+    # the padding of an uneven split is the reduction's identity: the dtype's infinity, or
+    # its largest finite value where it has none (float8_e4m3fn)
+    dtype = getattr(jnp, dtype)
+    x = jax.device_put(np.arange(32, dtype=np.float32).reshape(8, 4),
+                       NamedSharding(MESH, P("x"))).astype(dtype)
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: a.max(0))(x), np.float32),
+                                  np.asarray(x, np.float32).max(0))
+    np.testing.assert_array_equal(np.asarray(x.min(0), np.float32),
+                                  np.asarray(x, np.float32).min(0))
+    h = (np.arange(16, dtype=np.float32).reshape(8, 2) - 20).astype(dtype)
+    uneven = lambda a: (W_(jnp.concatenate([a, a[:2]]), "x").max(0),
+                        W_(jnp.concatenate([a, a[:2]]), "x").min(0))
+    with padded_with_nan():
+        top, bottom = jax.jit(uneven)(jnp.asarray(h))
+    np.testing.assert_array_equal(np.asarray(top, np.float32), np.asarray(h, np.float32).max(0))
+    np.testing.assert_array_equal(np.asarray(bottom, np.float32),
+                                  np.asarray(h, np.float32).min(0))
+
+
+def test_unconstrained_needs_an_auto_axis():
+    explicit = jax.make_mesh((4, 2), ("x", "y"))
+    with pytest.raises(ValueError, match=re.escape(
+            "P('x', UNCONSTRAINED) cannot contain `P.UNCONSTRAINED` when no mesh axis_types "
+            "are `Auto`. Got mesh axis_types: (Explicit, Explicit)")):
+        NamedSharding(explicit, P("x", P.UNCONSTRAINED))

@@ -209,3 +209,13 @@ def test_modes_parse_as_jaxs():
     assert lax.GatherScatterMode.from_any(None) is lax.GatherScatterMode.FILL_OR_DROP
     with pytest.raises(ValueError, match='Unknown gather mode "nope"'):
         lax.GatherScatterMode.from_any("nope")
+
+
+def test_at_apply_applies_once_per_time_the_index_names_an_entry():
+    x = jnp.arange(6.0)
+    got = x.at[jnp.array([0, 0, 2, 7])].apply(lambda v: v * 2 + 1)
+    np.testing.assert_array_equal(np.asarray(got), [3.0, 1.0, 5.0, 3.0, 4.0, 5.0])
+    got = x.at[jnp.arange(6) % 2].apply(lambda v: v + 1)           # 0 and 1 three times each
+    np.testing.assert_array_equal(np.asarray(got), [3.0, 4.0, 2.0, 3.0, 4.0, 5.0])
+    grad = jax.grad(lambda x: x.at[1].apply(jnp.sin).sum())(x)
+    np.testing.assert_allclose(np.asarray(grad), [1, np.cos(1.0), 1, 1, 1, 1], rtol=1e-6)

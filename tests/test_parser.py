@@ -537,9 +537,11 @@ def meshes(draw):
 
 
 @st.composite
-def specs(draw):
-    entry = st.one_of(st.none(), IDENTIFIERS, st.lists(IDENTIFIERS, max_size=3).map(tuple),
-                      st.just(P.UNCONSTRAINED))
+def specs(draw, unconstrained=True):
+    """A spec; ``unconstrained``: its entries may be P.UNCONSTRAINED (which only a mesh with
+    Auto axes accepts in a NamedSharding)."""
+    entries = [st.none(), IDENTIFIERS, st.lists(IDENTIFIERS, max_size=3).map(tuple)]
+    entry = st.one_of(*entries, *([st.just(P.UNCONSTRAINED)] if unconstrained else []))
     return P(*draw(st.lists(entry, max_size=3)))
 
 
@@ -547,7 +549,7 @@ def param_values():
     leaf = st.one_of(
         st.integers(-10 ** 20, 10 ** 20), st.floats(), st.text(max_size=8), st.booleans(),
         st.none(), st.sampled_from(DTYPES), specs(), meshes(),
-        st.builds(NamedSharding, meshes(), specs()))
+        st.builds(NamedSharding, meshes(), specs(unconstrained=False)))
     return st.recursive(leaf, lambda kids: st.lists(kids, max_size=3).map(tuple), max_leaves=6)
 
 

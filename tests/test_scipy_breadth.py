@@ -240,3 +240,15 @@ def test_loggamma_and_erfcx():
     want = [math.exp(v * v) * math.erfc(v) if v < 20 else
             1 / (v * math.sqrt(math.pi)) * (1 - 1 / (2 * v * v)) for v in x]
     np.testing.assert_allclose(np.asarray(S.erfcx(x.astype(np.float32))), want, rtol=2e-5)
+
+
+def test_special_function_edges_are_jaxs():
+    import shardc.scipy.special as S
+    p = np.asarray(S.gammainc(jnp.array([np.inf, np.inf, 2.0]), jnp.array([2.0, np.inf, np.nan])))
+    assert np.isnan(p[0]) and p[1] == 1.0 and np.isnan(p[2])
+    q = np.asarray(S.gammaincc(jnp.array([np.inf, np.inf]), jnp.array([2.0, np.inf])))
+    assert np.isnan(q[0]) and q[1] == 0.0
+    # the a-derivative near a = 0 (its finite difference stays at positive a)
+    assert abs(float(shardc.grad(lambda a: S.gammainc(a, 1.0))(1e-7)) + 0.21938) < 1e-4
+    np.testing.assert_array_equal(np.asarray(S.zeta(jnp.array([2.0, 2.0]),
+                                                    jnp.array([0.0, -1.0]))), [np.inf, np.inf])

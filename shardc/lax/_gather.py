@@ -14,7 +14,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 import shardc.numpy as jnp
-from shardc.lax._control_flow import while_loop
+from shardc.numpy._indexing import apply_per_count
 
 __all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather",
            "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min",
@@ -250,12 +250,4 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
     counts = _scatter("add", jnp.zeros(x.shape, np.int32), scatter_indices,
                       jnp.ones(update_shape, np.int32), dimension_numbers, mode)
     windows = int(np.prod(jnp.asarray(scatter_indices).shape[:-1]))
-    if windows <= 4:        # unrolled: differentiable, as one application usually is
-        for k in range(windows):
-            x = jnp.where(counts > k, func(x), x)
-        return x
-    _, x = while_loop(lambda state: state[0] < jnp.max(counts),
-                      lambda state: (state[0] + 1, jnp.where(counts > state[0],
-                                                             func(state[1]), state[1])),
-                      (jnp.int32(0), x))
-    return x
+    return apply_per_count(x, counts, func, windows)

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from compiler.control_flow import while_loop
 from compiler.tracing import (NonConcreteBooleanIndexError, Tracer, aval_of, bind,
                               errors_link, is_python_scalar)
 from ir import dtypes as _dt
@@ -23,9 +24,25 @@ from shardc.sharding import auto_axes, reshard
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
-                                nested_values, ones_like, ravel, reshape)
+                                nested_values, ones_like, ravel, reshape, zeros_like)
 
 __all__ = ["take"]
+
+
+def apply_per_count(x, counts, func, most: int):
+    """``x`` with the elementwise ``func`` applied ``counts`` times at each entry (at most
+    ``most``): unrolled where that is a few applications (so it stays differentiable), else
+    in a loop until the largest count."""
+    if most <= 4:
+        for k in range(most):
+            x = where(counts > k, func(x), x)
+        return x
+    most_at_one = bind(p.reduce_max_p, counts, axes=tuple(range(np.ndim(counts))))
+    _, x = while_loop(lambda state: state[0] < most_at_one,
+                      lambda state: (state[0] + 1,
+                                     where(counts > state[0], func(state[1]), state[1])),
+                      (np.int32(0), x))
+    return x
 
 
 def _list_dtype(entry) -> np.dtype:
@@ -681,10 +698,13 @@ class _IndexedRef:
         return self._apply(value, mode, "max", out_sharding)
 
     def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        """``x`` with ``func`` applied to the entries at the index (JAX's ``.at[].apply``:
-        ``func`` is elementwise, as a ufunc)."""
-        return self.set(func(self.get(mode="clip" if mode == "clip" else "fill",
-                                      fill_value=0)), mode=mode)
+        """``x`` with ``func`` (elementwise, as a ufunc) applied at the index, once for each
+        time the index names an entry (JAX's ``.at[].apply``)."""
+        x = asarray(self.x)
+        counts = _update(zeros_like(x, dtype=np.int32), self._index(mode),
+                         np.int32(1), "add")
+        named = aval_of(self.get(mode="clip" if mode == "clip" else "fill", fill_value=0)).size
+        return apply_per_count(x, counts, func, named)
 
     def _index(self, mode):
         """The index of an update: out-of-bounds entries are dropped (``mode`` None, 'drop',
