@@ -252,3 +252,13 @@ def test_special_function_edges_are_jaxs():
     assert abs(float(shardc.grad(lambda a: S.gammainc(a, 1.0))(1e-7)) + 0.21938) < 1e-4
     np.testing.assert_array_equal(np.asarray(S.zeta(jnp.array([2.0, 2.0]),
                                                     jnp.array([0.0, -1.0]))), [np.inf, np.inf])
+
+
+def test_betaln_keeps_its_digits_when_one_argument_is_large():
+    import math
+    import shardc.scipy.special as S
+    for a, b in [(0.153, 567.7), (0.5, 1e4), (1e3, 2e3), (2.0, 3.0), (40.0, 30.0)]:
+        want = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+        assert abs(float(S.betaln(a, b)) - want) <= 2e-6 * max(1.0, abs(want))
+    # and so the incomplete beta function keeps them too (scipy: 0.9462037087)
+    assert abs(float(S.betainc(0.153, 567.7, 0.0014)) - 0.9462037087) < 5e-6

@@ -155,10 +155,26 @@ def gamma(x):
     return gammasgn(x) * jnp.exp(lax.lgamma(x))
 
 
+def _stirling_tail(x):
+    """``log Gamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2)``, by its asymptotic series
+    (for ``x >= 8``: its terms fall below float32's precision by the fourth)."""
+    inv = 1.0 / x
+    inv2 = inv * inv
+    return inv * (1 / 12 + inv2 * (-1 / 360 + inv2 * (1 / 1260 + inv2 * (-1 / 1680))))
+
+
 def betaln(a, b):
-    """``log|B(a, b)|``."""
+    """``log|B(a, b)|``. With ``b`` the larger, from ``b >= 8`` on the difference
+    ``log Gamma(b) - log Gamma(a + b)`` is taken from Stirling's series, not as the
+    difference of two large logarithms (which loses all of float32's digits)."""
     a, b = inexact_operands(a, b)
-    return lax.lgamma(a) + lax.lgamma(b) - lax.lgamma(a + b)
+    a, b = jnp.minimum(a, b), jnp.maximum(a, b)
+    direct = lax.lgamma(a) + lax.lgamma(b) - lax.lgamma(a + b)
+    big = jnp.where(b >= 8, b, 8.0)
+    ratio = a / big
+    difference = (-a * jnp.log(big) - (a + big - 0.5) * jnp.log1p(ratio) + a
+                  + _stirling_tail(big) - _stirling_tail(a + big))
+    return jnp.where(b >= 8, lax.lgamma(a) + difference, direct)
 
 
 def beta(a, b):
