@@ -132,13 +132,13 @@ class _Solver:
             prim = eqn.primitive
             if prim is prims.sharding_constraint_p:
                 out, layout = eqn.outvars[0], eqn.params["sharding"]
-                self._given(out, self._layout_spec(out, layout))
+                self._given(out, _layout_spec(out.aval, layout, mesh))
                 left = _unconstrained(layout)
                 if left:
                     self.open_dims[id(out)] = left
             elif prim is prims.shard_map_p and eqn.params["mesh"] == mesh:
                 for var, spec in zip(eqn.outvars, eqn.params["out_specs"]):
-                    self._given(var, self._layout_spec(var, NamedSharding(mesh, spec)))
+                    self._given(var, _layout_spec(var.aval, NamedSharding(mesh, spec), mesh))
             else:
                 for var in eqn.outvars:
                     self._given(var, _unsplit(var.aval))
@@ -175,10 +175,7 @@ class _Solver:
         self.spec[id(var)] = [_auto_part(names, f, self.mesh) for names, f in zip(spec, fixed)]
         self.shape[id(var)] = var.aval.shape
 
-    def _layout_spec(self, var, layout) -> tuple:
-        return _layout_spec(var.aval, layout, self.mesh)
-
-    # --- the sweeps ---
+    # --- the schedule ---
 
     def solve(self) -> None:
         """Shardy's op-priority schedule: to a fixed point at each priority in turn, where
