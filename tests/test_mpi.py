@@ -207,9 +207,11 @@ FAULTS = {
                             f"faults.py:{_line('os._exit(3)  # between')}) while process 0 waits "
                             f"to run the program called at faults.py:"
                             f"{_line('return f(x)  # os._exit')}"]),
-    "read_at_end": (1, ["process 0 of {n} stops: process 1 reached the end of its script "
-                        "faults.py while process 0 waits to read a global array f32[16@i] laid out "
-                        f"P('i',) at faults.py:{_line('print(np.asarray(y))')}"]),
+    # whichever of the other processes is first heard of to have ended is named
+    "read_at_end": (1, [tuple(f"process 0 of {{n}} stops: process {k} reached the end of its "
+                              "script faults.py while process 0 waits to read a global array "
+                              "f32[16@i] laid out P('i',) at "
+                              f"faults.py:{_line('print(np.asarray(y))')}" for k in (1, 2, 3))]),
     "raise_between": (1, ["process 1 of {n} failed; aborting the job",
                           "process 0 of {n} stops: process 1 failed (KeyError: 'a host error on "
                           f"process 1' at faults.py:{_line('raise KeyError(')}) while process 0 "
