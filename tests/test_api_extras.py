@@ -357,3 +357,10 @@ def test_hybrid_device_meshes_tile_granules_as_jax_does():
         mesh_utils.create_hybrid_device_mesh((2, 2), (2, 1), process_is_granule=True)
     with pytest.raises(ValueError, match="does not have attribute slice_index"):
         mesh_utils.create_hybrid_device_mesh((2, 4), (1, 1))
+
+
+def test_key_dtype_names_an_implementations_keys():
+    import shardc
+    assert str(shardc.random.key_dtype()) == "key<fry>"
+    assert shardc.random.key(0).dtype == shardc.random.key_dtype()
+    assert str(shardc.random.key_dtype("rbg")) == "key<rbg>"

@@ -18,13 +18,13 @@ from shardc.random._more import (ball, binomial, cauchy, chisquare, double_sided
                                  multinomial, orthogonal, pareto, rayleigh, t, triangular, wald,
                                  weibull_min)
 from shardc.random._keys import (IMPLS, KeyDtype, PRNGImpl, PRNGKey, PRNGKeyArray, bits, clone,
-                                 fold_in, key, key_data, key_impl, resolve_impl, split,
-                                 wrap_key_data)
+                                 fold_in, key, key_data, key_dtype, key_impl, resolve_impl,
+                                 split, wrap_key_data)
 
 __all__ = [
     "IMPLS", "KeyDtype", "PRNGImpl", "PRNGKey", "PRNGKeyArray", "bernoulli", "beta", "bits",
     "categorical", "choice", "clone", "dirichlet", "exponential", "fold_in", "gamma", "gumbel",
-    "key", "key_data", "key_impl", "laplace", "logistic", "multivariate_normal", "normal",
+    "key", "key_data", "key_dtype", "key_impl", "laplace", "logistic", "multivariate_normal", "normal",
     "permutation", "poisson", "rademacher", "randint", "resolve_impl", "split", "truncated_normal",
     "uniform", "wrap_key_data", "ball", "cauchy", "chisquare", "double_sided_maxwell", "f",
     "generalized_normal", "geometric", "loggamma", "lognormal", "maxwell", "orthogonal", "pareto",

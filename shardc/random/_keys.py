@@ -61,6 +61,11 @@ def resolve_impl(impl) -> PRNGImpl:
                      f"{sorted(IMPLS)}")
 
 
+def key_dtype(impl_spec=None) -> "KeyDtype":
+    """The dtype of keys of an implementation (None: the default): ``key<fry>``."""
+    return KeyDtype(resolve_impl(impl_spec))
+
+
 @dataclasses.dataclass(frozen=True)
 class KeyDtype:
     """The dtype of a key array: ``key<fry>`` for threefry2x32 keys."""
