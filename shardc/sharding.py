@@ -9,13 +9,14 @@ import functools
 import numpy as np
 
 from compiler import tree
+from compiler.jit import jit
 from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, bind, current_trace, eval_trace
 from ir import primitives as p
-from ir.sharding import (EMPTY_MESH, AbstractMesh, AxisType, DuplicateSpecError,
-                         ManualAxisType, Mesh, NamedSharding, PartitionSpec, ReplicationError,
-                         Sharding, ShardingTypeError, current_mesh, pop_mesh, push_mesh,
-                         spec_axes, spec_names)
+from ir.sharding import (EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
+                         DuplicateSpecError, ManualAxisType, Mesh, NamedSharding, PartitionSpec,
+                         ReplicationError, Sharding, ShardingTypeError, current_mesh, pop_mesh,
+                         push_mesh, spec_axes, spec_names)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices
@@ -186,8 +187,18 @@ def _constrained(x, shardings, what: str):
             if isinstance(leaf, Tracer) or current_trace() is not eval_trace:
                 sharding = _over_type(leaf, sharding)   # (eagerly JAX 0.10.2 lays it out
                                                         # as named, the type's split dropped)
+        if (UNCONSTRAINED in tuple(sharding.spec) and not isinstance(leaf, Tracer)
+                and current_trace() is eval_trace):
+            # eagerly as under jit (JAX runs an eager constraint as a jitted one): the
+            # unconstrained dimensions take what propagation gives them
+            out.append(jit(functools.partial(_constraint_of, sharding=sharding))(leaf))
+            continue
         out.append(bind(p.sharding_constraint_p, leaf, sharding=sharding))
     return tree.tree_unflatten(treedef, out)
+
+
+def _constraint_of(value, sharding):
+    return bind(p.sharding_constraint_p, value, sharding=sharding)
 
 
 def _over_type(value, sharding):

@@ -708,6 +708,14 @@ def test_an_unconstrained_dimension_is_left_to_propagation():
     assert [o.sharding.spec for o in both] == [P("x", "y"), P("x", "y"), P(None, "y")]
     np.testing.assert_array_equal(np.asarray(open_last), H[:8, :8] * 2)
     np.testing.assert_array_equal(np.asarray(both[2]), np.sin(H[:8, :8] * 2))
+    # eagerly as under jit (JAX runs an eager constraint as a jitted one)
+    rows = jax.device_put(H[:8, :8], NamedSharding(MESH, P("x", None)))
+    for spec, want in [((P.UNCONSTRAINED, "y"), P("x", "y")), (("y", P.UNCONSTRAINED), P("y")),
+                       ((P.UNCONSTRAINED, P.UNCONSTRAINED), P("x", None))]:
+        for run in (lambda a: W_(a, *spec), jax.jit(lambda a: W_(a, *spec))):
+            got = run(rows)
+            assert got.sharding.spec == want
+            np.testing.assert_array_equal(np.asarray(got), H[:8, :8])
 
 
 def _uneven_program(a):
