@@ -179,21 +179,6 @@ def _d_digamma(x, y):
     return bind(p.polygamma_p, _scalar(1, x), x)
 
 
-def _polygamma_jvp(primals, tangents):
-    # d/dx polygamma(m, x) = polygamma(m + 1, x); m is an order, not differentiable
-    (m, x), (tm, tx) = primals, tangents
-    if tm is not None:
-        raise ValueError("polygamma is not differentiable with respect to its order m")
-    out = bind(p.polygamma_p, m, x)
-    if tx is None:
-        return [out], [None]
-    slope = bind(p.polygamma_p, bind(p.add_p, m, _scalar(1, m)), x)
-    return [out], [_mul(tx, slope)]
-
-
-jvp_rules[p.polygamma_p] = _polygamma_jvp
-
-
 def _d_bessel_i0e(x, y):
     # (exp(-|x|) I0)' = exp(-|x|) I1 - sign(x) exp(-|x|) I0
     return bind(p.sub_p, bind(p.bessel_i1e_p, x), _mul(bind(p.sign_p, x), y))
@@ -210,15 +195,16 @@ def _d_bessel_i1e(x, y):
 
 def _two_operand_jvp(prim, slopes, primals, tangents):
     """A two-operand special function: its value, and the tangent from each operand's slope
-    (``slopes[k](a, x, out)``; None where it is not differentiable in that operand)."""
+    (``slopes[k](a, x, out)``; where it is not differentiable in that operand, None, or the
+    error's message)."""
     out = bind(prim, *primals)
     total = None
     for k, (t, slope) in enumerate(zip(tangents, slopes)):
         if t is None:
             continue
-        if slope is None:
-            raise ValueError(f"{prim.name} is not differentiable with respect to its operand "
-                             f"{k}")
+        if slope is None or isinstance(slope, str):
+            raise ValueError(slope or f"{prim.name} is not differentiable with respect to its "
+                             f"operand {k}")
         term = _mul(t, slope(*primals, out))
         total = term if total is None else bind(p.add_p, total, term)
     return [out], [total]
@@ -231,6 +217,11 @@ def _d_igamma_x(a, x, out):
                               bind(p.lgamma_p, a)))
 
 
+# d/dx polygamma(m, x) = polygamma(m + 1, x); m is an order, not differentiable
+jvp_rules[p.polygamma_p] = functools.partial(
+    _two_operand_jvp, p.polygamma_p,
+    ("polygamma is not differentiable with respect to its order m",
+     lambda m, x, out: bind(p.polygamma_p, bind(p.add_p, m, _scalar(1, m)), x)))
 jvp_rules[p.igamma_p] = functools.partial(
     _two_operand_jvp, p.igamma_p,
     (lambda a, x, out: bind(p.igamma_grad_a_p, a, x), _d_igamma_x))

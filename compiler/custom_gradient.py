@@ -37,6 +37,20 @@ tree.register_pytree_node(
     lambda aux, consts: _Rule(aux[0], consts, aux[1], aux[2]))
 
 
+def _traced(fun, in_tree, examples):
+    """``fun(*args)``, ``args`` of structure ``in_tree`` with leaves typed as ``examples``,
+    traced: (program on the leaves, the values it closed over, its result's structure)."""
+    out_tree_box = []
+
+    def flat_fun(*leaves):
+        out, out_tree = tree.tree_flatten(fun(*tree.tree_unflatten(in_tree, list(leaves))))
+        out_tree_box.append(out_tree)
+        return out
+
+    program, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in examples])
+    return program, consts, out_tree_box[0]
+
+
 def custom_gradient(fun):
     """``fun(*args) -> (output, vjp)``, differentiated by ``vjp(output_cotangent) -> one
     cotangent per argument`` (JAX's ``jax.custom_gradient``)."""
@@ -49,16 +63,8 @@ def custom_gradient(fun):
     def fwd(*args, **kwargs):
         output, rule = fun(*args, **kwargs)
         leaves, out_tree = tree.tree_flatten((output,))
-        in_tree_box = []
-
-        def flat_rule(*cts):
-            (ct,) = tree.tree_unflatten(out_tree, list(cts))
-            result, in_tree = tree.tree_flatten(rule(ct))
-            in_tree_box.append(in_tree)
-            return result
-
-        program, consts, _ = trace_to_program(flat_rule, [aval_of(x) for x in leaves])
-        return output, _Rule(program, consts, out_tree, in_tree_box[0])
+        program, consts, in_tree = _traced(rule, out_tree, leaves)
+        return output, _Rule(program, consts, out_tree, in_tree)
 
     def bwd(rule, ct):
         cts, out_tree = tree.tree_flatten((ct,))
@@ -78,14 +84,7 @@ def closure_convert(fun, *example_args):
     closed-over floating-point values taken from ``consts`` (JAX's
     ``jax.closure_convert``)."""
     flat, in_tree = tree.tree_flatten(example_args)
-    out_tree_box = []
-
-    def flat_fun(*leaves):
-        out, out_tree = tree.tree_flatten(fun(*tree.tree_unflatten(in_tree, list(leaves))))
-        out_tree_box.append(out_tree)
-        return out
-
-    program, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat])
+    program, consts, out_tree = _traced(fun, in_tree, flat)
     hoisted = [dtypes.is_inexact(aval_of(c).dtype) for c in consts]
     lifted = [c for c, h in zip(consts, hoisted) if h]
     kept = [c for c, h in zip(consts, hoisted) if not h]
@@ -98,7 +97,7 @@ def closure_convert(fun, *example_args):
                             f"structure {in_tree}, called with {tree_now}")
         given_it, kept_it = iter(given), iter(kept)
         values = [next(given_it) if h else next(kept_it) for h in hoisted]
-        return tree.tree_unflatten(out_tree_box[0], eval_program(program, leaves, values))
+        return tree.tree_unflatten(out_tree, eval_program(program, leaves, values))
 
     return converted, lifted
 

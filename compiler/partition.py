@@ -147,8 +147,12 @@ def _note(mesh, collective, names, before, after, block, reason: str = "",
 
 def _type_text(mesh, aval, spec) -> str:
     """``aval`` as it prints laid out by ``spec`` on ``mesh`` (``f32[8@x,16]``)."""
-    return aval.with_sharding(TypeSharding.of(mesh, tuple(spec)) if any(spec) else None
-                              ).str_short()
+    return _typed_as(mesh, aval, spec).str_short()
+
+
+def _typed_as(mesh, aval, spec):
+    """``aval`` with the type that splits it by ``spec`` on ``mesh``."""
+    return aval.with_sharding(TypeSharding.of(mesh, tuple(spec)))
 
 
 
@@ -630,8 +634,7 @@ def _reshape_rule(mesh, eqn, values) -> list:
         new = [d for d in new if out.aval.shape[d] != 1]
         if old and new and src[old[0]] and src[old[0]] == dst[new[0]]:
             want_in[old[0]], want_out[new[0]] = src[old[0]], dst[new[0]]
-    typed_in = a.aval.with_sharding(_type_sharding(mesh, want_in))
-    typed_out = out.aval.with_sharding(_type_sharding(mesh, want_out))
+    typed_in, typed_out = _typed_as(mesh, a.aval, want_in), _typed_as(mesh, out.aval, want_out)
     if any(want_in) and _local_reshape(mesh, Var(typed_in), Var(typed_out)):
         x = to_layout(mesh, x, a, tuple(want_in))
         y = bind(prims.reshape_p, x, new_sizes=_block_shape(mesh, typed_out))
@@ -692,7 +695,7 @@ def _reduce_rule(mesh, eqn, values) -> list:
                  else tuple(n for n in next(kept) if n not in split)
                  for d in range(a.aval.ndim))
     x = to_layout(mesh, x, a, want)
-    laid = a.aval.with_sharding(_type_sharding(mesh, want))
+    laid = _typed_as(mesh, a.aval, want)
     if split and any(d in axes for d, _ in uneven_dims(mesh, laid)):
         # an uneven split's padding is the reduction's identity
         x = _masked(mesh, x, laid, axes, _identity(eqn.primitive, a.aval.dtype))
@@ -726,9 +729,6 @@ def _identity(prim, dtype):
         low, high = info.min, info.max
     return low if prim is prims.reduce_max_p else high
 
-
-def _type_sharding(mesh, spec):
-    return TypeSharding.of(mesh, tuple(spec)) if any(spec) else None
 
 
 # --- dot_general: local products, summed across a contraction split on both sides -------------
@@ -766,8 +766,8 @@ def _dot_general_rule(mesh, eqn, values) -> list:
     x = to_layout(mesh, x, a, tuple(want_x))
     y = to_layout(mesh, y, b, tuple(want_y))
     if pending:      # an uneven contracted split's padding adds nothing (zero on both sides)
-        x = _masked(mesh, x, a.aval.with_sharding(_type_sharding(mesh, want_x)), lc, 0)
-        y = _masked(mesh, y, b.aval.with_sharding(_type_sharding(mesh, want_y)), rc, 0)
+        x = _masked(mesh, x, _typed_as(mesh, a.aval, want_x), lc, 0)
+        y = _masked(mesh, y, _typed_as(mesh, b.aval, want_y), rc, 0)
     result = bind(prims.dot_general_p, x, y, **block_params(eqn))
     why = "needed by the contraction (split a free dimension instead to avoid it)"
     for d, names in scatter:

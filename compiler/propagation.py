@@ -40,7 +40,7 @@ from ir.core import Eqn, Literal, Program, TypeSharding, Var
 from ir.graph import sub_programs
 from ir.sharding import NamedSharding, PartitionSpec, dividing, spec_names
 from ir.shapes import reshape_groups
-from ir.sharding_rules import typed_avals
+from ir.sharding_rules import mesh_auto, typed_avals
 
 # Primitives whose operands and results share every dimension by position (sizes may differ:
 # a slice keeps the dimension, shorter).
@@ -82,8 +82,7 @@ def _only_auto(meshes: set):
     if len(meshes) != 1:
         return None
     (mesh,) = meshes
-    explicit = getattr(mesh, "explicit_axes", ())
-    return mesh if len(explicit) < len(mesh.axis_names) else None
+    return mesh if mesh_auto(mesh) else None
 
 
 def propagate(program: Program, layouts, mesh) -> Program:
@@ -109,7 +108,6 @@ class _Solver:
         self.program, self.mesh = program, mesh
         self.spec: dict = {}
         self.fixed: dict = {}
-        self.shape: dict = {}
         self.open: set = set()
         self.open_dims: dict = {}     # constraint result id -> the dimensions it leaves open
         self.uneven: set = set()      # values that may be typed with uneven blocks
@@ -173,7 +171,6 @@ class _Solver:
         fixed = _spec(var.aval)
         self.fixed[id(var)] = fixed
         self.spec[id(var)] = [_auto_part(names, f, self.mesh) for names, f in zip(spec, fixed)]
-        self.shape[id(var)] = var.aval.shape
 
     # --- the schedule ---
 
@@ -735,8 +732,7 @@ def _spec(aval) -> tuple:
 
 
 def _with_spec(aval, spec, mesh):
-    spec = tuple(spec)
-    return aval.with_sharding(TypeSharding.of(mesh, spec) if any(spec) else None)
+    return aval.with_sharding(TypeSharding.of(mesh, tuple(spec)))
 
 
 def _layout_spec(aval, layout, mesh) -> tuple:

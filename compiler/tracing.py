@@ -22,7 +22,7 @@ from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.interpreter import Interpreter
 from ir.shapes import out_avals
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh
-from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
+from ir.sharding_rules import mesh_auto, mesh_explicit, named_sharding, typed_avals
 from compiler.propagation import auto_mesh
 from ir.source import frame_source
 from ir.verify import check_traced
@@ -251,7 +251,8 @@ class EvalTrace(Trace):
             outs = get_backend().eval_primitive(prim, values, params)
         check_invalid_values(outs, prim.name)
         mesh = split or placement_mesh(values)
-        if prim is prims.sharding_constraint_p and _over_auto_axes(params["sharding"]):
+        target = getattr(params.get("sharding"), "mesh", None)
+        if prim is prims.sharding_constraint_p and mesh_explicit(target) and mesh_auto(target):
             return outs       # a constraint over Auto axes too: laid out as it asks
         if mesh is not None and prim is not prims.shard_map_p:   # (its out_specs place it)
             return placed_as_typed(outs, typed, mesh)
@@ -309,12 +310,6 @@ def split_mesh(typed, values, params):
             return sharding.mesh
     given = params.get("out_sharding") if params else None
     return getattr(given, "mesh", None)
-
-
-def _over_auto_axes(sharding) -> bool:
-    """Whether ``sharding`` is a layout on a mesh with Auto axes and Explicit ones."""
-    explicit = getattr(getattr(sharding, "mesh", None), "explicit_axes", ())
-    return 0 < len(explicit) < len(sharding.mesh.axis_names)
 
 
 def placement_mesh(values):

@@ -4,9 +4,9 @@ Nothing here touches data. Devices are any objects with an integer ``id``.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
-import dataclasses
 import math
 from typing import Sequence
 

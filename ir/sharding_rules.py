@@ -769,6 +769,11 @@ def mesh_explicit(mesh) -> bool:
     return mesh is not None and bool(mesh.explicit_axes)
 
 
+def mesh_auto(mesh) -> bool:
+    """Whether ``mesh`` has an Auto axis (an axis that is not Explicit)."""
+    return mesh is not None and len(mesh.explicit_axes) < len(mesh.axis_names)
+
+
 def type_sharding(sharding, ndim: int):
     """The type sharding an Array laid out by ``sharding`` has: its spec over the mesh's
     Explicit axes (None for other shardings, and for splits over no Explicit axis). Asked for

@@ -20,7 +20,7 @@ from ir import primitives as prims
 from ir.interpreter import Interpreter
 from ir.core import Program
 from ir.primitives import RuleTable
-from ir.sharding_rules import check_divisible, mesh_explicit, spec_from_user
+from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_from_user
 from ir.specialise import specialise
 from ir.sharding import (NamedSharding, check_divides, dividing_sharding, normal_spec,
                          replication_mismatch, runtime_replication_error)
@@ -1012,8 +1012,7 @@ def _constrained(value, sharding):
     """A sharding constraint inside a program: laid out so; on a mesh with Auto axes, where
     the layout does not divide the value (JAX accepts it on intermediates), by the axes that
     divide it."""
-    if isinstance(sharding, NamedSharding) and \
-            len(sharding.mesh.explicit_axes) < len(sharding.mesh.axis_names):
+    if isinstance(sharding, NamedSharding) and mesh_auto(sharding.mesh):
         sharding = dividing_sharding(sharding, np.shape(value) if not isinstance(value, Array)
                                      else value.shape)
     return device_put(value, sharding)
