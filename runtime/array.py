@@ -77,6 +77,7 @@ class Array(metaclass=abc.ABCMeta):
         self._buffers = buffers
         self._global = None
         self._stacked = None     # the fast backend's stacked form (runtime/vectorized.py)
+        self._local = None       # an MPI process's blocks, stacked (runtime/mpi/stacked.py)
         self.fingerprint = None  # a hash of the value, once computed (runtime/mpi: host values)
 
     # -- construction ------------------------------------------------------------------------
@@ -228,6 +229,7 @@ class Array(metaclass=abc.ABCMeta):
         assert sharding == self.sharding, (sharding, self.sharding)
         result = type(self)(self.aval, sharding, self._buffers)   # a global one stays so
         result._global, result._stacked = self._global, self._stacked
+        result._local = self._local
         result.fingerprint = self.fingerprint
         return result
 

@@ -60,8 +60,9 @@ def combine_in_order(blocks, reduction, total):
         if fresh and total.ndim:
             fn(total, block, out=total)
         elif total.ndim:
-            # a new C-contiguous total, whatever the blocks' layout (it is sent as bytes)
-            out = np.empty(total.shape, np.result_type(total, block))
+            # a new total, laid out as the blocks are (a transposed block is the transpose of
+            # a contiguous one, and adding across layouts reads one side against its grain)
+            out = np.empty_like(block, dtype=np.result_type(total, block))
             total, fresh = fn(total, block, out=out), True
         else:
             total, fresh = np.asarray(fn(total, block)), True

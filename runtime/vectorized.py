@@ -398,6 +398,11 @@ class BodyPlan:
         try:
             (self.invars, self.steps, self.outvars, self.leads, self.out_leads,
              self.quiet) = _plan_steps(body, mesh, self.in_leads, relabel)
+            order = _sunk(self.steps, self.outvars)
+            if order is not None:
+                (self.invars, self.steps, self.outvars, self.leads, self.out_leads,
+                 self.quiet) = _plan_steps(body, mesh, self.in_leads, relabel, order)
+            self.waits = _place_waits(self.steps)
         finally:
             _COMPILING.pop()
         self._literal_lead = (1,) * mesh.ndim
@@ -424,6 +429,8 @@ class BodyPlan:
         values = dict(zip(self.invars, args))
         owned: set = set()        # vars holding fresh arrays a ufunc made here
         for step in self.steps:
+            for var in step.waits:
+                values[var] = values[var].wait()
             kernel = step.kernel
             shapes = kernel.arg_shapes
             operands = []
@@ -451,6 +458,8 @@ class BodyPlan:
                     owned.add(outvars[0])
             for var in step.dead:
                 del values[var]
+        for var in self.waits:
+            values[var] = values[var].wait()
         return [self._constant(atom.value, False) if type(atom) is Literal else values[atom]
                 for atom in self.outvars]
 
@@ -488,8 +497,18 @@ class BodyPlan:
 
         lines = [f"def body({', '.join(names[v] for v in self.invars)}):"]
         self._line_steps = {}     # a line of the source -> the step it runs (``failing_step``)
+        waited = {}          # a deferred result -> the step that made it
+
+        def wait(variables) -> None:
+            for var in variables:
+                lines.append(f"    {names[var]} = {names[var]}.wait()")
+                self._line_steps[len(lines)] = waited[var]
+
         for n, step in enumerate(self.steps):
             kernel, eqn = step.kernel, step.eqn
+            wait(step.waits)
+            if kernel.deferred:
+                waited.update((var, step) for var in eqn.outvars)
             namespace[f"k{n}"] = kernel.fn
             operands = []
             for j, atom in enumerate(eqn.invars):
@@ -517,6 +536,7 @@ class BodyPlan:
             self._line_steps[len(lines)] = step
             if step.dead:
                 lines.append(f"    del {', '.join(names[v] for v in step.dead)}")
+        wait(self.waits)
         results = [constant(atom.value, False) if type(atom) is Literal else names[atom]
                    for atom in self.outvars]
         lines.append(f"    return [{', '.join(results)}]")
@@ -525,11 +545,59 @@ class BodyPlan:
 
 @dataclasses.dataclass(slots=True)
 class Step:
-    """One equation of a planned body: its results are ``kernel(*operands)``; then the
-    variables in ``dead`` are released."""
+    """One equation of a planned body: the deferred results it is the first to read are
+    waited for (``waits``); its results are ``kernel(*operands)``; then the variables in
+    ``dead`` are released."""
     eqn: object
     kernel: object
     dead: list
+    waits: list = dataclasses.field(default_factory=list)
+
+
+def _sunk(steps, outvars):
+    """``(equations, outputs)`` with the work that waits on deferred results moved after the
+    rest, so that exchanges across processes overlap it; None when nothing moves.
+
+    A step moves when it reads a deferred result (or what was computed from one), is no
+    communication node and feeds none: every process keeps its nodes in program order
+    whichever of its kernels are deferred, and only its own arithmetic moves."""
+    if not any(step.kernel.deferred for step in steps):
+        return None
+    tainted: set = set()
+    for step in steps:
+        eqn = step.eqn
+        if step.kernel.deferred or any(type(a) is not Literal and a in tainted
+                                       for a in eqn.invars):
+            tainted.update(eqn.outvars)
+    feeding: set = set()        # read, directly or not, by a communication node
+    for step in reversed(steps):
+        eqn = step.eqn
+        if eqn.primitive.collective is not None or any(v in feeding for v in eqn.outvars):
+            feeding.update(a for a in eqn.invars if type(a) is not Literal)
+    moved = [step.eqn.primitive.collective is None and not step.kernel.deferred
+             and any(v in tainted for v in step.eqn.outvars)
+             and not any(v in feeding for v in step.eqn.outvars) for step in steps]
+    if not any(moved) or all(moved[moved.index(True):]):
+        return None
+    eqns = ([step.eqn for step, m in zip(steps, moved) if not m]
+            + [step.eqn for step, m in zip(steps, moved) if m])
+    return eqns, outvars
+
+
+def _place_waits(steps) -> list:
+    """Where each deferred kernel's results are waited for: before the first step reading
+    them (``Step.waits``); the returned ones, and any never read, before the body returns."""
+    pending: set = set()
+    for step in steps:
+        if pending:
+            for atom in step.eqn.invars:
+                if type(atom) is not Literal and atom in pending:
+                    pending.discard(atom)
+                    step.waits.append(atom)
+        if step.kernel.deferred:
+            pending.update(step.eqn.outvars)
+    return [var for step in steps if step.kernel.deferred for var in step.eqn.outvars
+            if var in pending]
 
 
 _INLINED = tuple(p for p in (getattr(prims, "remat_p", None),) if p is not None)
@@ -566,7 +634,7 @@ def _flatten_into(program, subst: dict, eqns: list, fresh: bool) -> list:
     return [read(a) for a in program.outvars]
 
 
-def _plan_steps(body, mesh, in_leads, relabel: bool):
+def _plan_steps(body, mesh, in_leads, relabel: bool, flat=None):
     """One step per equation: its kernel (chosen from the leads of its operands) and the
     large operands it reads for the last time. ``relabel``: a ppermute result only returned
     stays a relabelling (``Relabelled``); only a shard_map's own outputs may, as only Arrays
@@ -575,9 +643,11 @@ def _plan_steps(body, mesh, in_leads, relabel: bool):
     Not on the shared loop (``ir.interpreter``): a plan is made of each value's lead, not of
     values, and where a large value dies is decided from all of its uses ahead.
 
+    ``flat``: the body's ``(equations, outputs)``, flattened and ordered (``_sunk``).
+
     Returns (inputs, steps, outputs, the lead of each variable, the lead of each output,
     whether the kernels run with floating-point warnings off)."""
-    body_eqns, body_outvars = flatten_program(body)
+    body_eqns, body_outvars = flat or flatten_program(body)
     k = mesh.ndim
     sizes = mesh.axis_sizes
     leads: dict = {}          # keyed by the variable itself (variables hash by identity)

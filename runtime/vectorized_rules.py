@@ -45,13 +45,16 @@ class Kernel:
 
     ``arg_shapes[i]`` (when not None) reshapes operand i first (aligning ranks for numpy
     broadcasting); ``ufunc`` marks a plain numpy ufunc that may write into a dead operand;
-    ``multiple`` says ``fn`` returns a list."""
+    ``multiple`` says ``fn`` returns a list; ``deferred`` that it returns a pending result,
+    whose ``wait()`` gives the value: the body waits for it only where it is first read, so
+    an exchange across processes overlaps the work after it."""
     fn: Callable
     out_leads: list
     arg_shapes: list | None = None
     ufunc: bool = False
     multiple: bool = False
     scalar_literals: bool = False    # literal operands are passed as 0-d arrays (elementwise)
+    deferred: bool = False
 
 
 @dataclasses.dataclass(slots=True)

@@ -137,6 +137,14 @@ def settle_then_wait(state, requests: list) -> None:
     wait_all(requests, None if state is None else state.doing)
 
 
+def abandon(requests: list, reason: str) -> None:
+    """Keep ``requests`` (and so their buffers) in flight for good, after an error left them
+    unfinished: nothing more may cross processes."""
+    _slots.orphans.extend(requests)
+    _slots.broken = (f"an earlier error left exchanges in flight; no more operations can "
+                     f"cross processes ({reason})")
+
+
 def settle(state) -> None:
     if state is not None and state.opening is not None:
         opening, state.opening = state.opening, None

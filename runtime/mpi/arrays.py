@@ -51,6 +51,12 @@ class MpiArray(Array):
             self._global = gather_global(self)
         return self._global
 
+    @property
+    def buffers(self) -> list:
+        if self._buffers is None and self._local is not None:
+            self._buffers = self._local.buffers()     # a stacked run's output
+        return Array.buffers.fget(self)
+
 
 # what reading global arrays has cost this process: the price of a script running unchanged
 gather_record = {"gathers": 0, "bytes_sent": 0, "bytes_received": 0}

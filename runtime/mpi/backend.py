@@ -21,6 +21,7 @@ from runtime.mpi.agreement import (Agreement, agree, combine, fingerprint, value
 from runtime.mpi.arrays import Absent, MpiArray, gather_positions, is_absent, local_positions
 from runtime.mpi.faults import install_fault_handler
 from runtime.mpi.schedule import LocalPlan, run_local_programs
+from runtime.mpi.stacked import LocalStack
 from runtime.mpi.world import world
 from runtime.vectorized import keyed_sharding
 
@@ -207,22 +208,26 @@ class MpiBackend(reference.ReferenceBackend):
         (straight programs)."""
         plan = self._plan(lowered)
         mesh = lowered.mesh
-        inputs = {p: [] for p in plan.local}
-        for value, spec, sharding in zip(values, lowered.in_shardings, plan.in_shardings):
-            if type(value) is MpiArray and value.sharding is sharding and value._buffers:
-                blocks = value._buffers       # laid out as the program wants it already
-            else:
-                blocks = self.to_blocks(value, mesh, spec)
-            for p in plan.local:
-                inputs[p].append(blocks[p])
-        results = plan.run(inputs, None if opening is None
+
+        def column(j) -> list:
+            """This process's blocks of input j, by position."""
+            value, sharding = values[j], plan.in_shardings[j]
+            if type(value) is MpiArray and value.sharding is sharding:
+                return value.buffers          # laid out as the program wants it already
+            return self.to_blocks(value, mesh, lowered.in_shardings[j])
+        results = plan.run(values, column, None if opening is None
                            else Agreement(opening[0], _module_mismatch, opening[1], _running))
         outs = []
-        for k, (aval, sharding) in enumerate(zip(plan.out_global_avals, plan.out_shardings)):
-            column = [results[p][k] for p in range(mesh.size)]
+        for k, (aval, sharding, result) in enumerate(zip(plan.out_global_avals,
+                                                         plan.out_shardings, results)):
+            if type(result) is LocalStack:
+                out = MpiArray(aval, sharding, None)
+                out._local = result
+            else:
+                out = MpiArray(aval, sharding, result)
             if lowered.runtime_check:
-                _runtime_check(column, mesh, sharding.spec, k)
-            outs.append(MpiArray(aval, sharding, column))
+                _runtime_check(out.buffers, mesh, sharding.spec, k)
+            outs.append(out)
         return outs
 
     def _plan(self, lowered) -> LocalPlan:

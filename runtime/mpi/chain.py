@@ -99,10 +99,82 @@ def _run_start(box, mesh_sizes: tuple, dims: tuple):
     return start
 
 
+class PendingReduction:
+    """A chained all-reduce under way: its messages are posted; ``wait()`` completes them
+    (after settling the run's agreement) and gives the result, shaped ``shape``. A process's
+    own part (adding its members) is done when the reduction starts, so no process waits on
+    another's ``wait``."""
+    __slots__ = ("state", "node", "requests", "result", "shape")
+
+    def __init__(self, state, node, requests: list, result, shape: tuple):
+        self.state = state
+        self.node = node
+        self.requests = requests
+        self.result = result        # the value, or the ``Incoming`` block that will be it
+        self.shape = shape
+
+    def wait(self) -> np.ndarray:
+        requests = self.requests
+        if requests:
+            state = self.state
+            state.node = self.node
+            settle_then_wait(state, requests)   # raising, it stays pending (``abandon``)
+            self.requests = None
+            state.pending.remove(self)
+        result = self.result
+        if type(result) is Incoming:
+            result = result.value()
+        return result.reshape(self.shape)
+
+
+# A block crosses as the bytes of its memory, row-major (C) or column-major (F, the layout of
+# a transposed result, as a weight's gradient often is): a one-byte message ahead of it says
+# which, so that no side converts it (adding blocks of different layouts reads one against
+# its grain, many times slower than either).
+_ROW_MAJOR, _COLUMN_MAJOR = 0, 1
+
+
+def _send(comm, MPI, value: np.ndarray, dest: int) -> list:
+    """The requests sending ``value`` (its layout, then its bytes) to ``dest``."""
+    if value.flags.c_contiguous:
+        layout, data = _ROW_MAJOR, value
+    elif value.flags.f_contiguous:
+        layout, data = _COLUMN_MAJOR, value.T
+    else:
+        layout, data = _ROW_MAJOR, contiguous(value)
+    return [comm.Isend([np.array([layout], np.uint8), MPI.BYTE], dest=dest, tag=_CHAIN_TAG),
+            comm.Isend([raw_bytes(data), MPI.BYTE], dest=dest, tag=_CHAIN_TAG)]
+
+
+class Incoming:
+    """A block being received (``requests``): its layout, then its bytes."""
+    __slots__ = ("layout", "flat", "shape", "requests")
+
+    def __init__(self, comm, MPI, shape: tuple, dtype, source: int):
+        self.layout = np.empty(1, np.uint8)
+        self.flat = np.empty(math.prod(shape), dtype)
+        self.shape = shape
+        self.requests = [
+            comm.Irecv([self.layout, MPI.BYTE], source=source, tag=_CHAIN_TAG),
+            comm.Irecv([raw_bytes(self.flat), MPI.BYTE], source=source, tag=_CHAIN_TAG)]
+
+    def value(self) -> np.ndarray:
+        """The block, once its requests are complete: a view of the bytes received."""
+        if self.layout[0] == _COLUMN_MAJOR:
+            return self.flat.reshape(self.shape[::-1]).T
+        return self.flat.reshape(self.shape)
+
+
 def chained_all_reduce(state, chain: Chain, members: list, reduction: str, group_size: int,
-                       doing_node) -> np.ndarray:
-    """The all-reduce of a chain's groups: ``members`` are this process's blocks of them
-    (stacked over its groups), in rank order; returns the reduced value, stacked alike."""
+                       doing_node, shape: tuple) -> PendingReduction:
+    """Start the all-reduce of a chain's groups: ``members`` are this process's blocks of
+    them (stacked over its groups), in rank order; the result, waited for, is the reduced
+    value stacked alike, of shape ``shape``.
+
+    Every process but the first receives the partial sum before adding onto it (the only
+    wait here: the processes before it in the walk post theirs without waiting on anything
+    later); what is still in flight after that (the partial sent on, the total coming back
+    or sent back) completes at ``wait``."""
     MPI = world().MPI
     comm = communicator(state, chain.ranks)
     state.node = doing_node
@@ -110,25 +182,22 @@ def chained_all_reduce(state, chain: Chain, members: list, reduction: str, group
     blocks = collectives.counted(members, reduction)
     result_dtype = collectives.reduced_dtype(blocks[0].dtype, reduction)
     if chain.previous is not None:
-        partial = np.empty(blocks[0].shape, blocks[0].dtype)
-        settle_then_wait(state, [comm.Irecv([raw_bytes(partial), MPI.BYTE],
-                                            source=chain.previous, tag=_CHAIN_TAG)])
-        total = collectives.combine_in_order(blocks, reduction, partial)
+        partial = Incoming(comm, MPI, blocks[0].shape, blocks[0].dtype, chain.previous)
+        settle_then_wait(state, partial.requests)
+        total = collectives.combine_in_order(blocks, reduction, partial.value())
     else:
         total = collectives.combine_in_order(blocks[1:], reduction, blocks[0])
     if not chain.is_last:
-        out = np.empty(total.shape, result_dtype)
-        settle_then_wait(state, [
-            comm.Isend([raw_bytes(contiguous(total)), MPI.BYTE], dest=chain.next,
-                       tag=_CHAIN_TAG),
-            comm.Irecv([raw_bytes(out), MPI.BYTE], source=chain.last, tag=_CHAIN_TAG)])
-        return out
-    # a new array unless this process holds the whole walk's first and only block
-    fresh = chain.previous is not None or len(blocks) > 1
-    total = contiguous(collectives.finish_reduction(total, reduction, group_size, fresh))
-    settle_then_wait(state, [comm.Isend([raw_bytes(total), MPI.BYTE], dest=k, tag=_CHAIN_TAG)
-                             for k in chain.others])
-    return total
+        out = Incoming(comm, MPI, total.shape, result_dtype, chain.last)
+        requests = _send(comm, MPI, np.asarray(total), chain.next) + out.requests
+    else:
+        # a new array unless this process holds the whole walk's first and only block
+        fresh = chain.previous is not None or len(blocks) > 1
+        out = np.asarray(collectives.finish_reduction(total, reduction, group_size, fresh))
+        requests = [r for k in chain.others for r in _send(comm, MPI, out, k)]
+    pending = PendingReduction(state, doing_node, requests, out, shape)
+    state.pending.append(pending)
+    return pending
 
 
 def group_size(mesh_sizes: tuple, dims: tuple) -> int:

@@ -33,6 +33,7 @@ class _Round:
         self.opening = None       # the run's agreement, while it is still open (``settle_then_wait``)
         self.absent = None        # the outputs of other ranks' positions (``_absent_results``)
         self.node = None          # the communication node being completed
+        self.pending: list = []   # exchanges started and not yet waited for (``chain``)
 
     def doing(self) -> str:
         """What this process waits for, for an error's message: the node it completes."""
@@ -125,12 +126,52 @@ class LocalPlan:
         self.steps = _steps(self.programs, self.local) if (
             self.straight and self.local and not prints(sample)) else None
         # this process's devices stacked (``stacked``), or why they run one at a time
-        self.stacked = stacked_body(lowered, self.local, self._meet_straight, self.state,
-                                    native, self.straight, prints(sample)) if self.local else None
+        self.stacked = stacked_body(
+            lowered, self.local, self._meet_straight, self.state, native, self.straight,
+            prints(sample), self.out_avals, _absent_results(self.state, self.out_avals)
+        ) if self.local else None
 
-    def run(self, inputs, opening=None) -> list:
-        """Run this process's devices; ``opening``: the run's agreement, still open (straight
-        programs only: it settles before the first exchange's data is read)."""
+    def run(self, values: list, column, opening=None) -> list:
+        """Run this process's devices on the global ``values``; ``column(j)``: this process's
+        blocks of input j, by position. Returns each output's stack over this process's
+        window (``LocalStack``, when its devices ran stacked), or each position's outputs.
+        ``opening``: the run's agreement, still open (straight programs only: it settles
+        before the first exchange's data is read)."""
+        stacked = self.stacked
+        state = self.state
+        if type(stacked) is StackedBody:
+            state.opening = opening
+            try:
+                outs = stacked.run(values, column)
+            finally:
+                settle(state)
+            if outs is not None:
+                return outs
+            if stacked.window.chained:
+                # the other processes walk this body's all-reduces through the processes,
+                # which a run of one device at a time does not take part in: an error
+                # here, where waiting for them would never end
+                raise RuntimeError(
+                    f"process {self.rank}: a replicated input of this shard_map holds "
+                    "different values on this process's devices, so they would run one "
+                    "at a time, which cannot take part in the all-reduce the processes "
+                    "complete in turn; make the input's copies equal (a value that "
+                    "varies is not replicated) or set SHARDC_MPI_REDUCTIONS=native")
+            per_device("replicas_differ")
+            opening = None             # settled above, before anything crossed processes
+        elif stacked is not None:
+            per_device(stacked)
+        inputs = {p: [] for p in self.local}
+        for j in range(len(values)):
+            blocks = column(j)
+            for p in self.local:
+                inputs[p].append(blocks[p])
+        results = self._run_devices(inputs, opening)
+        return [[results[p][k] for p in range(self.mesh.size)]
+                for k in range(len(self.out_avals))]
+
+    def _run_devices(self, inputs, opening) -> list:
+        """Each position's outputs, this process's devices run one at a time."""
         if not self.straight:
             assert opening is None, "only straight-line communication overlaps its agreement"
             if self.stacked is not None:
@@ -141,24 +182,6 @@ class LocalPlan:
         state = self.state
         state.opening = opening
         try:
-            stacked = self.stacked
-            if type(stacked) is StackedBody:
-                results = stacked.run(inputs, list(_absent_results(state, self.out_avals)))
-                if results is not None:
-                    return results
-                if stacked.window.chained:
-                    # the other processes walk this body's all-reduces through the processes,
-                    # which a run of one device at a time does not take part in: an error
-                    # here, where waiting for them would never end
-                    raise RuntimeError(
-                        f"process {self.rank}: a replicated input of this shard_map holds "
-                        "different values on this process's devices, so they would run one "
-                        "at a time, which cannot take part in the all-reduce the processes "
-                        "complete in turn; make the input's copies equal (a value that "
-                        "varies is not replicated) or set SHARDC_MPI_REDUCTIONS=native")
-                per_device("replicas_differ")
-            elif stacked is not None:
-                per_device(stacked)
             if self.steps is not None:
                 return self._run_steps(inputs)
             return _drive(state, self.local, self.programs, inputs, self._meet_straight,

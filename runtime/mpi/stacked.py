@@ -36,9 +36,11 @@ from ir.core import Eqn
 from ir.interpreter import locate
 from ir.sharding import device_groups, spec_axes
 from runtime import collectives
+from runtime.mpi.agreement import abandon
 from runtime.mpi.chain import chain_of, chained_all_reduce, group_size
 from runtime.mpi.exchanges import SCATTERED_REDUCTION_BYTES, natively_reducible_type
 from runtime.mpi.world import world
+from runtime.array import Array
 from runtime.reference import Request
 from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, bitwise_same, position_index,
                                 stack_blocks)
@@ -77,6 +79,7 @@ class Window:
         self.state = state              # the scheduler's run state (agreement, errors)
         self.native = native            # reductions by MPI's own (not bit-exact) Allreduce
         self.chained = False            # whether some all-reduce walks the processes
+        self.local = self.positions()
 
     def whole(self, axes) -> bool:
         """Whether the window holds every device along ``axes``."""
@@ -135,8 +138,8 @@ class Window:
         def all_reduce_chained(x):
             members = how(x)
             return chained_all_reduce(state, found, [members[i] for i in how.indices],
-                                      reduction, size, node).reshape(out_shape)
-        return Kernel(all_reduce_chained, [out_shape[:len(lead)]])
+                                      reduction, size, node, out_shape)
+        return Kernel(all_reduce_chained, [out_shape[:len(lead)]], deferred=True)
 
     def _exchanged(self, eqn, types) -> Kernel:
         """A node whose groups span processes: each local device's block goes to the
@@ -181,33 +184,87 @@ def window_of(mesh, local: list):
     return origin, sizes
 
 
-class StackedBody:
-    """A straight shard_map body planned over this process's window; ``run(inputs)`` takes
-    and gives blocks by mesh position, as the per-device path does."""
+class LocalStack:
+    """A global array's blocks on this process, stacked over its window (``data``, of shape
+    ``lead + block``) and laid out by ``spec``, as a stacked run leaves its outputs and takes
+    its inputs: held by the array (``_local``: an array is never changed), so that the next
+    stacked run over the same window takes it as it is. An output's per-position list
+    (``buffers()``: views, ``Absent`` for the other processes' devices) is made only if asked
+    for."""
+    __slots__ = ("data", "lead", "window", "spec", "absent")
 
-    def __init__(self, lowered, window: Window):
+    def __init__(self, data, lead: tuple, window: Window, spec, absent):
+        self.data = data
+        self.lead = lead
+        self.window = window
+        self.spec = spec
+        self.absent = absent        # by position: ``Absent`` for other processes' devices
+
+    def buffers(self) -> list:
+        column = list(self.absent)
+        data = self.data
+        for (p, _), i in zip(self.window.local, position_index(self.window.axis_sizes,
+                                                               self.lead)):
+            column[p] = data[i]
+        return column
+
+    def over(self, window: Window, spec, lead: tuple):
+        """The data as an input of a body over ``window`` that wants it laid out by ``spec``
+        with ``lead`` (a broadcast view where this one is a single block), or None when it
+        cannot stand for that."""
+        mine = self.window
+        if mine is not window and (mine.mesh is not window.mesh or mine.origin != window.origin
+                                   or mine.axis_sizes != window.axis_sizes):
+            return None
+        if self.spec is not spec and self.spec != spec:
+            return None
+        if self.lead == lead:
+            return self.data
+        if all(a == b or a == 1 for a, b in zip(self.lead, lead)):
+            return np.broadcast_to(self.data, lead + self.data.shape[len(lead):])
+        return None          # varies where the body wants one block: copies to check
+
+
+class StackedBody:
+    """A straight shard_map body planned over this process's window; ``run`` takes the global
+    inputs and gives each output's ``LocalStack``."""
+
+    def __init__(self, lowered, window: Window, out_avals: list, absent: list):
         self.lowered = lowered
         self.window = window
         self.body = lowered.mesh_program
-        self.positions = window.positions()
+        self.positions = window.local
+        self.order = [p for p, _ in self.positions]
         # an input varies over the axes its spec names, and is one block along the others
         self.in_leads = tuple(
             tuple(n if a in named else 1 for a, n in zip(window.axis_names, window.axis_sizes))
             for named in map(spec_axes, lowered.in_shardings))
         self.plan = BodyPlan(self.body, window, self.in_leads)     # NotStackable: the caller's
+        # by output, the blocks of other processes' positions (``LocalStack.absent``)
+        self.absent = [[None if row is None else row[k] for row in absent]
+                       for k in range(len(out_avals))]
 
-    def run(self, inputs: dict, results: list) -> list:
-        """``inputs[p]``: position p's blocks; fills ``results[p]`` for the local positions.
-        None (nothing run) when an input's replicas differ between local devices: only the
-        per-device path keeps them apart."""
+    def run(self, values: list, column):
+        """Each output's ``LocalStack``, from the global ``values`` (``column(j)``: this
+        process's blocks of input j by position, for an input holding no stack over this
+        window already). None (nothing run) when an input's replicas differ between local
+        devices: only the per-device path keeps them apart."""
         window = self.window
-        order = [p for p, _ in self.positions]
         stacked = []
-        for j, lead in enumerate(self.in_leads):
-            blocks = [inputs[p][j] for p in order]
-            if not _replicas_agree(blocks, window, lead):
-                return None
-            stacked.append(stack_blocks(blocks, window, lead))
+        for j, (lead, spec) in enumerate(zip(self.in_leads, self.lowered.in_shardings)):
+            value = values[j]
+            held = value._local if isinstance(value, Array) else None
+            data = None if held is None else held.over(window, spec, lead)
+            if data is None:
+                blocks = column(j)
+                blocks = [blocks[p] for p in self.order]
+                if not _replicas_agree(blocks, window, lead):
+                    return None
+                data = stack_blocks(blocks, window, lead)
+                if isinstance(value, Array):
+                    # stacked and checked once: an array is never changed
+                    value._local = LocalStack(data, lead, window, spec, None)
+            stacked.append(data)
         plan = self.plan
         try:
             if plan.quiet:
@@ -217,14 +274,15 @@ class StackedBody:
                 outs = plan.run(*stacked)
         except Exception as err:
             self._locate(err)
+            pending = window.state.pending
+            if pending:
+                abandon([r for p in pending for r in p.requests], f"{type(err).__name__} "
+                         f"on process {world().rank} while all-reduces were under way")
+                pending.clear()
             raise
-        sizes = window.axis_sizes
-        columns = [[data[i] for i in position_index(sizes, lead)]
-                   for data, lead in zip(outs, plan.out_leads)]
-        for k, p in enumerate(order):
-            results[p] = [column[k] for column in columns]
         paths["stacked"] += 1
-        return results
+        return [LocalStack(data, lead, window, spec, absent) for data, lead, spec, absent
+                in zip(outs, plan.out_leads, self.lowered.out_specs, self.absent)]
 
     def _locate(self, err: BaseException) -> None:
         """Name the failing equation, this process's devices and the process on ``err``."""
@@ -250,7 +308,7 @@ def _replicas_agree(blocks: list, window: Window, lead: tuple) -> bool:
 
 
 def stacked_body(lowered, local: list, exchange, state, native: bool, straight: bool,
-                 prints: bool):
+                 prints: bool, out_avals: list, absent: list):
     """The stacked body of a lowered shard_map for this process, or the reason it runs one
     device at a time (a key of ``PER_DEVICE_PATHS``)."""
     if prints:
@@ -264,7 +322,8 @@ def stacked_body(lowered, local: list, exchange, state, native: bool, straight: 
     if box is None:
         return "not_a_box"
     try:
-        return StackedBody(lowered, Window(mesh, box[0], box[1], exchange, state, native))
+        return StackedBody(lowered, Window(mesh, box[0], box[1], exchange, state, native),
+                           out_avals, absent)
     except NotStackable as why:
         return why.reason if why.reason in PER_DEVICE_PATHS else "divergent_control"
 

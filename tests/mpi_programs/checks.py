@@ -93,6 +93,14 @@ def collective_bodies(names):
         ("bf16_psum", lambda x: lax.psum(x.astype(jnp.bfloat16), every), P(every), P()),
         ("scalar_psum", lambda x: lax.psum(x.sum(), every), P(every), P()),
         ("psum_reversed", lambda x: lax.psum(x, every[::-1]), P(every), P()),
+        # a transposed block crosses processes column-major
+        ("psum_transposed", lambda x: lax.psum(x.T, every), P(every), P()),
+        # the first result is read only after the second all-reduce starts (deferred waits)
+        ("psums_overlapped",
+         lambda x: lax.psum(jnp.sin(x), every) * 3 + lax.psum(jnp.cos(x).T, every).T,
+         P(every), P()),
+        ("psum_of_psum", lambda x: lax.psum(x * lax.psum(x.sum(), last), every), P(every),
+         P()),
         ("psum_scatter_untiled",
          lambda x: lax.psum_scatter(x[:lax.axis_size(last)], last, scatter_dimension=0),
          P(None, every), P(every)),
