@@ -6,8 +6,9 @@ import numpy as np
 
 from ir.sharding import block_shape, block_slices, normal_spec, owner_positions, spec_axes
 from runtime.array import Array
-from runtime.mpi.agreement import Agreement, Opening, fingerprint, where_called
-from runtime.mpi.exchanges import exchange_all, split_blocks
+from runtime.mpi.agreement import (Agreement, Opening, fingerprint, settle_then_wait,
+                                   where_called)
+from runtime.mpi.exchanges import exchange_all, joined_bytes, split_blocks
 from runtime.mpi.world import world
 
 
@@ -75,6 +76,9 @@ def gather_global(array: MpiArray) -> np.ndarray:
         for coords, p in local:
             out[block_slices(array.shape, spec, mesh, coords)] = array.buffers[p]
         return out
+    runs = _row_runs(mesh, spec, array.shape, w.size)
+    if runs is not None:
+        return _gather_rows(array, runs, w)
     owners = owner_positions(spec, mesh)
     rank_of = [mesh.devices.flat[p].process_index for p in owners]
     bshape = block_shape(array.shape, spec, mesh.shape)
@@ -100,6 +104,64 @@ def gather_global(array: MpiArray) -> np.ndarray:
         taken[r] += 1
         out[block_slices(array.shape, spec, mesh, mesh.coords(p))] = block
     return out
+
+
+def _gather_rows(array: MpiArray, runs: list, w) -> np.ndarray:
+    """``gather_global`` where each process's blocks are one run of the global value's rows,
+    the same number of blocks each, in rank order (``_row_runs``): the value's bytes are the
+    processes' runs one after another, so they are gathered straight into it."""
+    mine = [array.buffers[p] for p in runs[w.rank]]
+    nbytes = sum(b.nbytes for b in mine)
+    out = np.empty(array.shape, array.dtype)
+    what = f"{array.aval.str_short()} laid out {normal_spec(array.sharding.spec)!r}"
+    agreement = Agreement(
+        fingerprint(f"gather {array.shape} {array.dtype} {normal_spec(array.sharding.spec)} "
+                    f"{array.sharding.mesh}"),
+        "gathered different arrays (a global array is gathered by every process: "
+        "read it on all of them, in the same order)",
+        detail=lambda: [("reading", f"{what}{where_called()}")],
+        doing=lambda: f"to read a global array {what}{where_called()} (a global array is "
+                      "gathered by every process: read it on all of them)")
+    settle_then_wait(Opening(agreement), [w.comm.Iallgather(
+        joined_bytes(mine), out.reshape(-1).view(np.uint8))])
+    gather_record["gathers"] += 1
+    gather_record["bytes_sent"] += nbytes * (w.size - 1)
+    gather_record["bytes_received"] += nbytes * (w.size - 1)
+    return out
+
+
+def _row_runs(mesh, spec, shape, size: int):
+    """By rank, the positions whose blocks it sends, in row order, when every block is a run
+    of whole rows (only the first dimension is split), each process's blocks follow one
+    another, the processes come in rank order and each has as many: else None. Worked out
+    once per layout."""
+    key = (id(mesh), tuple(spec), tuple(shape), size)
+    entry = _ROW_RUNS.get(key)
+    if entry is None or entry[0] is not mesh:
+        if len(_ROW_RUNS) > 4096:
+            _ROW_RUNS.clear()
+        entry = _ROW_RUNS[key] = (mesh, _find_row_runs(mesh, spec, tuple(shape), size))
+    return entry[1]
+
+
+_ROW_RUNS: dict = {}
+
+
+def _find_row_runs(mesh, spec, shape: tuple, size: int):
+    if not shape or any(n == 0 for n in shape):
+        return None
+    starts = []
+    for p in owner_positions(spec, mesh):
+        rows, *rest = block_slices(shape, spec, mesh, mesh.coords(p))
+        if any(cut != slice(0, n) for cut, n in zip(rest, shape[1:])):
+            return None
+        starts.append((rows.start, p))
+    ranks = [mesh.devices.flat[p].process_index for _, p in sorted(starts)]
+    runs = [[p for _, p in sorted(starts) if mesh.devices.flat[p].process_index == r]
+            for r in range(size)]
+    if ranks != sorted(ranks) or len({len(run) for run in runs}) != 1:
+        return None
+    return runs
 
 
 def _local_copies(mesh, spec, rank: int, size: int):

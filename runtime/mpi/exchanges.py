@@ -155,6 +155,23 @@ def as_bytes(arrays) -> np.ndarray:
     return np.concatenate(views) if views else np.empty(0, np.uint8)
 
 
+def joined_bytes(arrays) -> np.ndarray:
+    """``as_bytes``, as one view where the arrays lie one after another in memory (the
+    blocks of one stack, in order): nothing copied."""
+    first = arrays[0] if arrays else None
+    if (len(arrays) > 1 and all(type(a) is np.ndarray and a.flags.c_contiguous
+                                for a in arrays)):
+        at = first.__array_interface__["data"][0]
+        for a in arrays:
+            if a.__array_interface__["data"][0] != at:
+                return as_bytes(arrays)
+            at += a.nbytes
+        base = first.reshape(-1).view(np.uint8)
+        return np.lib.stride_tricks.as_strided(base, (at - first.__array_interface__[
+            "data"][0],), (1,), writeable=False)
+    return as_bytes(arrays)
+
+
 def _chunks(block, n: int, axis: int, tiled: bool) -> list:
     """The reference's chunks of one block along ``axis`` (one per group member)."""
     if tiled:
