@@ -100,31 +100,36 @@ def _run_start(box, mesh_sizes: tuple, dims: tuple):
 
 
 class PendingReduction:
-    """A chained all-reduce under way: its messages are posted; ``wait()`` completes them
-    (after settling the run's agreement) and gives the result, shaped ``shape``. A process's
-    own part (adding its members) is done when the reduction starts, so no process waits on
-    another's ``wait``."""
-    __slots__ = ("state", "node", "requests", "result", "shape")
+    """A chained all-reduce under way (``walk``, a generator that yields the requests each
+    stage waits for and returns the result): its first ``stages`` are done at once;
+    ``wait()`` completes the rest, after settling the run's agreement, and gives the result
+    shaped ``shape``."""
+    __slots__ = ("state", "node", "walk", "requests", "shape")
 
-    def __init__(self, state, node, requests: list, result, shape: tuple):
+    def __init__(self, state, node, walk, shape: tuple, stages: int):
         self.state = state
         self.node = node
-        self.requests = requests
-        self.result = result        # the value, or the ``Incoming`` block that will be it
+        self.walk = walk
         self.shape = shape
+        self.requests = next(walk)
+        for _ in range(stages):
+            settle_then_wait(state, self.requests)
+            self.requests = walk.send(None)
 
     def wait(self) -> np.ndarray:
-        requests = self.requests
-        if requests:
-            state = self.state
-            state.node = self.node
-            settle_then_wait(state, requests)   # raising, it stays pending (``abandon``)
-            self.requests = None
-            state.pending.remove(self)
-        result = self.result
-        if type(result) is Incoming:
-            result = result.value()
-        return result.reshape(self.shape)
+        state = self.state
+        state.node = self.node
+        state.pending.remove(self)
+        try:
+            while True:
+                # raising, the stage's requests stay in flight: ``abandon``
+                settle_then_wait(state, self.requests)
+                self.requests = self.walk.send(None)
+        except StopIteration as done:
+            return done.value.reshape(self.shape)
+        except BaseException:
+            state.pending.append(self)
+            raise
 
 
 # A block crosses as the bytes of its memory, row-major (C) or column-major (F, the layout of
@@ -171,33 +176,45 @@ def chained_all_reduce(state, chain: Chain, members: list, reduction: str, group
     them (stacked over its groups), in rank order; the result, waited for, is the reduced
     value stacked alike, of shape ``shape``.
 
-    Every process but the first receives the partial sum before adding onto it (the only
-    wait here: the processes before it in the walk post theirs without waiting on anything
-    later); what is still in flight after that (the partial sent on, the total coming back
-    or sent back) completes at ``wait``."""
-    MPI = world().MPI
-    comm = communicator(state, chain.ranks)
-    state.node = doing_node
+    Each process adds its members onto the partial sum it receives (waiting for it here) and
+    passes the sum on; the rest (the total coming back, or sent back) completes when the
+    result is waited for. The partial is waited for here, not there: messages move only
+    while both processes are inside MPI, as one waiting for its partial is (deferred, the
+    whole walk took twice as long)."""
     runs["all_reduce"] += 1
-    blocks = collectives.counted(members, reduction)
-    result_dtype = collectives.reduced_dtype(blocks[0].dtype, reduction)
-    if chain.previous is not None:
-        partial = Incoming(comm, MPI, blocks[0].shape, blocks[0].dtype, chain.previous)
-        settle_then_wait(state, partial.requests)
-        total = collectives.combine_in_order(blocks, reduction, partial.value())
-    else:
-        total = collectives.combine_in_order(blocks[1:], reduction, blocks[0])
-    if not chain.is_last:
-        out = Incoming(comm, MPI, total.shape, result_dtype, chain.last)
-        requests = _send(comm, MPI, np.asarray(total), chain.next) + out.requests
-    else:
-        # a new array unless this process holds the whole walk's first and only block
-        fresh = chain.previous is not None or len(blocks) > 1
-        out = np.asarray(collectives.finish_reduction(total, reduction, group_size, fresh))
-        requests = [r for k in chain.others for r in _send(comm, MPI, out, k)]
-    pending = PendingReduction(state, doing_node, requests, out, shape)
+    state.node = doing_node
+    walk = _walk(communicator(state, chain.ranks), world().MPI, chain, members, reduction,
+                 group_size)
+    pending = PendingReduction(state, doing_node, walk, shape,
+                               0 if chain.previous is None else 1)
     state.pending.append(pending)
     return pending
+
+
+def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: int):
+    """This process's part of a chained all-reduce: yields the requests of each stage, and
+    returns the reduced value. Holds no reference to the operand past its sum (a body
+    releases a large operand at its last use)."""
+    blocks = collectives.counted(members, reduction)
+    del members
+    result_dtype = collectives.reduced_dtype(blocks[0].dtype, reduction)
+    # a new array unless this process holds the whole walk's first and only block
+    fresh = chain.previous is not None or len(blocks) > 1
+    if chain.previous is not None:
+        partial = Incoming(comm, MPI, blocks[0].shape, blocks[0].dtype, chain.previous)
+        yield partial.requests
+        total = collectives.combine_in_order(blocks, reduction, partial.value())
+        del partial
+    else:
+        total = collectives.combine_in_order(blocks[1:], reduction, blocks[0])
+    del blocks
+    if not chain.is_last:
+        out = Incoming(comm, MPI, total.shape, result_dtype, chain.last)
+        yield _send(comm, MPI, np.asarray(total), chain.next) + out.requests
+        return out.value()
+    out = np.asarray(collectives.finish_reduction(total, reduction, group_size, fresh))
+    yield [r for k in chain.others for r in _send(comm, MPI, out, k)]
+    return out
 
 
 def group_size(mesh_sizes: tuple, dims: tuple) -> int:
