@@ -26,7 +26,7 @@ from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
                               is_python_scalar, layouts_of, placed_as_typed, placement_mesh,
-                              split_mesh, trace_to_program, user_source)
+                              split_mesh, trace_to_program, typed_sharding, user_source)
 from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
@@ -150,7 +150,8 @@ def _placing(compiled, leaves, outs):
             or split_mesh([], outs, None) or placement_mesh(outs))
     if mesh is not None:
         typed = [v.aval for v in compiled.module.program.outvars]
-        return lambda results: placed_as_typed(results, typed, mesh)
+        shardings = [typed_sharding(aval, mesh) for aval in typed]    # made once
+        return lambda results: placed_as_typed(results, typed, mesh, shardings)
     layouts = compiled.closed.out_layouts
     if any(isinstance(l, NamedSharding) and meaningful(l) for l in layouts):
         return lambda results: _laid_out(results, layouts)

@@ -323,14 +323,22 @@ def placement_mesh(values):
     return mesh if mesh_explicit(mesh) else None
 
 
+def typed_sharding(aval, mesh) -> NamedSharding:
+    """The layout a value of type ``aval`` has on ``mesh``: as its type splits it, else
+    replicated (one ``None`` per dimension, as JAX spells it)."""
+    return named_sharding(aval) or NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim))
+
+
 def placed_as_typed(outs, typed, mesh, shardings=None):
     """Eager results laid out as their types say (replicated where the type names no split):
     an operation on sharded arrays keeps its results on the mesh, as under jit.
     ``shardings``: how each result reports its layout, where not as its type spells it."""
     placed = []
     for k, (out, aval) in enumerate(zip(outs, typed)):
-        sharding = (shardings[k] if shardings is not None else named_sharding(aval)
-                    or NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim)))
+        sharding = shardings[k] if shardings is not None else typed_sharding(aval, mesh)
+        if out.sharding is sharding:
+            placed.append(out)            # laid out and spelt so already
+            continue
         if aval.sharding is None and not isinstance(out.sharding, NamedSharding):
             # a value every process holds whole, now said to be on the mesh's devices
             out = type(out).from_global(np.asarray(out), sharding)

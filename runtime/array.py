@@ -227,10 +227,9 @@ class Array(metaclass=abc.ABCMeta):
         """This array with ``sharding`` as its reported layout: the same layout spelt another
         way (``P('x')`` as ``P('x', None)``), the buffers shared."""
         assert sharding == self.sharding, (sharding, self.sharding)
-        result = type(self)(self.aval, sharding, self._buffers)   # a global one stays so
-        result._global, result._stacked = self._global, self._stacked
-        result._local = self._local
-        result.fingerprint = self.fingerprint
+        result = object.__new__(type(self))     # the same type: the layout is the same
+        result.__dict__.update(self.__dict__)
+        result.sharding = sharding
         return result
 
     def copy(self) -> "Array":
