@@ -70,7 +70,10 @@ class Agreement:
         slots = _slots
         if slots.broken:
             raise CoherenceError(slots.broken)
-        assert slots.open is None, "an agreement was posted while another is open"
+        if slots.open is not None:
+            # one still open (a module's, before its first exchange) settles first: the
+            # processes meet their agreements in order
+            slots.open.settle()
         comm = world().check_comm
         if slots.comm is not comm:
             slots.bind(comm)
@@ -95,6 +98,11 @@ class Agreement:
             detail = self.detail() if self.detail is not None else None
             raise coherence_error(theirs, self.what,
                                   allgather_objects(world().check_comm, detail, self.doing))
+
+
+def is_open(agreement) -> bool:
+    """Whether ``agreement`` is posted and not yet settled."""
+    return agreement is not None and _slots.open is agreement
 
 
 def fingerprints(header: int) -> list:

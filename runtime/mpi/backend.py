@@ -16,8 +16,8 @@ from ir.sharding import (NamedSharding, canonical_spec, global_shape, replicatio
 from runtime import reference
 from runtime.array import Array
 from runtime.devices import set_processes
-from runtime.mpi.agreement import (Agreement, agree, combine, fingerprint, value_fingerprint,
-                                   value_text, where_called)
+from runtime.mpi.agreement import (Agreement, agree, combine, fingerprint, is_open,
+                                   value_fingerprint, value_text, where_called)
 from runtime.mpi.arrays import Absent, MpiArray, gather_positions, is_absent, local_positions
 from runtime.mpi.faults import install_fault_handler
 from runtime.mpi.schedule import LocalPlan, run_local_programs
@@ -108,19 +108,27 @@ class MpiBackend(reference.ReferenceBackend):
         types and layouts, and each host value's bytes (unless SHARDC_MPI_HOST_VALUES=trust);
         and the function giving its details."""
         prints = list(heads)
-        texts = []
         for value, spec in zip(values, specs):
-            layout = f"placed {spec!r}" if spec is not None else ""
             if isinstance(value, MpiArray):
                 prints.append(fingerprint(f"{value.aval} {spec}"))
-                texts.append(f"{value.aval.str_short()} global {layout}")
             elif self.check_host_values:
-                prints.append(_host_fingerprint(value) ^ fingerprint(str(spec)))
-                texts.append(f"{value_text(value, prints[-1])} {layout}")
+                prints.append(_host_fingerprint(value) ^ _spec_fingerprint(spec))
             else:
                 prints.append(fingerprint(f"{np.shape(value)} {_dtype_of(value)} {spec}"))
-                texts.append(f"{_dtype_of(value)}{list(np.shape(value))} {layout}")
-        return combine(prints), lambda: list(zip(labels, (t.strip() for t in texts)))
+        entered = list(zip(values, specs, prints[len(heads):]))
+
+        def details() -> list:       # worked out only when the processes disagree
+            texts = []
+            for value, spec, print_ in entered:
+                layout = f"placed {spec!r}" if spec is not None else ""
+                if isinstance(value, MpiArray):
+                    texts.append(f"{value.aval.str_short()} global {layout}")
+                elif self.check_host_values:
+                    texts.append(f"{value_text(value, print_)} {layout}")
+                else:
+                    texts.append(f"{_dtype_of(value)}{list(np.shape(value))} {layout}")
+            return list(zip(labels, (t.strip() for t in texts)))
+        return combine(prints), details
 
     def to_blocks(self, value, mesh, spec) -> list:
         """This rank's blocks of ``value``; the others ``Absent`` (a global value's other
@@ -159,24 +167,27 @@ class MpiBackend(reference.ReferenceBackend):
         entry = module.__dict__.get("_mpi_entry")
         if entry is None or entry[0] is not self:
             only = _only_shard_map(module)
-            entry = module._mpi_entry = (
-                self, fingerprint(str(module.program)), only,
-                only is not None and self._plan(only).straight,
-                lambda: [("program", str(module.program))])
-        _, header, only, overlapped, detail = entry
+            entry = module._mpi_entry = (self, fingerprint(str(module.program)), only,
+                                         lambda: [("program", str(module.program))])
+        _, header, only, detail = entry
         if self.check_host_values:
             for arg in args:
                 if type(arg) is not MpiArray:
                     header, detail = self._with_host_values(module, header, detail, args)
                     break
-        if overlapped:
-            return self._run_shard_map(only, args, (header, detail))
-        agree(header, _module_mismatch, detail=detail, doing=_running)
-        if only is not None:
-            return self._run_shard_map(only, args)
-        return reference.execute_module(
-            module, args, lambda index, values: self._run_shard_map(module.lowered(index),
-                                                                    values))
+        # posted now, settled by the first exchange (whose data is read only after it) or by
+        # the next operation that crosses processes, or at the end: the processes' arrival
+        # skew overlaps the work before that
+        opening = Agreement(header, _module_mismatch, detail, _running)
+        try:
+            if only is not None:
+                return self._run_shard_map(only, args, opening)
+            return reference.execute_module(
+                module, args, lambda index, values: self._run_shard_map(
+                    module.lowered(index), values, opening))
+        finally:
+            if is_open(opening):
+                opening.settle()
 
     def _with_host_values(self, module, header: int, detail, args) -> tuple:
         """A module's agreement with the fingerprints of the host values among its arguments
@@ -203,11 +214,16 @@ class MpiBackend(reference.ReferenceBackend):
         return gather_positions(blocks, mesh)
 
     def _run_shard_map(self, lowered, values, opening=None) -> list:
-        """Run one shard_map on this process's devices; with the module's ``opening`` (its
-        fingerprint and details), its agreement is posted here and overlaps the first exchange
-        (straight programs)."""
+        """Run one shard_map on this process's devices; the module's agreement (``opening``),
+        while still open, settles before its first exchange's data is read (straight
+        programs), or before it runs."""
         plan = self._plan(lowered)
         mesh = lowered.mesh
+        if not is_open(opening):
+            opening = None
+        elif not plan.straight:
+            opening.settle()
+            opening = None
 
         def column(j) -> list:
             """This process's blocks of input j, by position."""
@@ -215,8 +231,7 @@ class MpiBackend(reference.ReferenceBackend):
             if type(value) is MpiArray and value.sharding is sharding:
                 return value.buffers          # laid out as the program wants it already
             return self.to_blocks(value, mesh, lowered.in_shardings[j])
-        results = plan.run(values, column, None if opening is None
-                           else Agreement(opening[0], _module_mismatch, opening[1], _running))
+        results = plan.run(values, column, opening)
         outs = []
         for k, (aval, sharding, result) in enumerate(zip(plan.out_global_avals,
                                                          plan.out_shardings, results)):
@@ -290,6 +305,19 @@ def _host_values_mode() -> str:
 
 def _dtype_of(value):
     return getattr(value, "dtype", None) or np.asarray(value).dtype
+
+
+def _spec_fingerprint(spec) -> int:
+    text = str(spec)
+    found = _SPEC_PRINTS.get(text)
+    if found is None:
+        if len(_SPEC_PRINTS) > 4096:
+            _SPEC_PRINTS.clear()
+        found = _SPEC_PRINTS[text] = fingerprint(text)
+    return found
+
+
+_SPEC_PRINTS: dict = {}
 
 
 def _host_fingerprint(value) -> int:
