@@ -182,10 +182,20 @@ def elementwise_dtype(got, args) -> np.dtype:
 def _elementwise(fn, *args):
     with np.errstate(all="ignore"):
         result = np.asarray(fn(*args))
-    want = elementwise_dtype(result.dtype, [np.asarray(a) for a in args])
-    if result.dtype != want:
+    got = result.dtype
+    key = (got,) + tuple(a.dtype if isinstance(a, np.ndarray) else type(a) for a in args)
+    want = _RESULT_DTYPES.get(key)
+    if want is None:
+        want = elementwise_dtype(got, [np.asarray(a) for a in args])
+        if all(isinstance(a, np.ndarray) for a in args):   # python scalars: by value
+            _RESULT_DTYPES[key] = want
+    if got != want:
         result = result.astype(want)
     return [result]
+
+
+# an elementwise result's dtype, by the dtype numpy gave it and its operands' dtypes
+_RESULT_DTYPES: dict = {}
 
 
 for _p, _f in _UNARY_IMPLS.items():
