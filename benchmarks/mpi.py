@@ -121,8 +121,9 @@ def worker(sizes, reps: int) -> dict:
     return {"rows": rows}
 
 
-def programs_worker(reps: int) -> dict:
-    """The seed matmul and a data-parallel training step on 8 devices over the processes."""
+def programs_worker(reps: int, loop: bool = False) -> dict:
+    """The seed matmul and a data-parallel training step on 8 devices over the processes;
+    ``loop``: the step alone, many in a row, as a training script runs it (timed together)."""
     import numpy as np
     import shardc as jax
     sys.path.insert(0, os.path.join(ROOT, "examples"))
@@ -135,6 +136,17 @@ def programs_worker(reps: int) -> dict:
     mesh = jax.make_mesh((8,), ("batch",))
     _, step = make_train_step(mesh, "batch")
     params, batch = place(mesh, "batch", *model())
+    if loop:
+        steps = 200
+        for _ in range(10):
+            step(params, batch)
+        comm.Barrier()
+        start = time.perf_counter()
+        for _ in range(steps):
+            jax.tree_util.tree_map(np.asarray, step(params, batch))
+        return {"rows": [{"kind": "program", "name": f"data-parallel step, {steps} in a row, "
+                          "no thread variables", "processes": jax.process_count(),
+                          "shardc_s": (time.perf_counter() - start) / steps}]}
     times = _interleaved({"matmul_basic 1024^2": lambda: np.asarray(matmul(a, a)),
                           "data-parallel step": lambda: jax.tree_util.tree_map(
                               np.asarray, step(params, batch))}, comm, reps)
@@ -155,11 +167,19 @@ class _NoComm:
         pass
 
 
-def _launch(args, n, devices, out, timeout) -> dict:
-    # each process's BLAS gets its share of the cores: more threads than cores thrash
+_THREAD_VARIABLES = ("SHARDC_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                     "MKL_NUM_THREADS")
+
+
+def _launch(args, n, devices, out, timeout, threads: bool = True) -> dict:
+    # each process's BLAS gets its share of the cores: more threads than cores thrash;
+    # ``threads=False``: none of these set, as a user launches a script (shardc's defaults)
     share = str(max(1, (os.cpu_count() or 1) // n))
     env = dict(os.environ, PYTHONPATH=ROOT, SHARDC_NUM_DEVICES=str(devices), SHARDC_THREADS="1",
                OMP_NUM_THREADS=share, OPENBLAS_NUM_THREADS=share, MKL_NUM_THREADS=share)
+    if not threads:
+        for name in _THREAD_VARIABLES:
+            env.pop(name, None)
     env.pop("SHARDC_BACKEND", None)
     command = [sys.executable, "-m", "benchmarks.mpi", "--worker", out] + args
     if n > 1:
@@ -175,10 +195,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--programs", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--loop", action="store_true", help=argparse.SUPPRESS)
     args, _ = parser.parse_known_args(argv)
     reps = 5 if args.quick else 30
     if args.worker:
-        result = (programs_worker(max(3, reps // 5)) if args.programs
+        # each program call is a few milliseconds: at least 10 of each, for a steady median
+        result = (programs_worker(max(10, reps), args.loop) if args.programs
                   else worker((FIXED_COST_SIZE,) + SIZES, reps))
         import shardc as jax
         if jax.process_index() == 0:
@@ -193,6 +215,8 @@ def main(argv=None) -> int:
     for n in (1, 2, 4):
         rows += _launch(["--programs"] + (["--quick"] if args.quick else []), n, 8, scratch,
                         900)["rows"]
+    for n in (1, 2):
+        rows += _launch(["--programs", "--loop"], n, 8, scratch, 900, threads=False)["rows"]
     os.remove(scratch)
     with open(os.path.join(args.out, "mpi.json"), "w") as f:
         json.dump({"target_ratio": TARGET, "rows": rows}, f, indent=1)
@@ -216,7 +240,8 @@ def _report(rows) -> str:
                          f"| {r['ratio']:.2f}{flag} | {r['ratio_of_fastest']:.2f} |")
     lines += ["", f"Rows of 2^{FIXED_COST_SIZE.bit_length() - 1} floats show the fixed cost of a "
               "call (not held to the target): shardc minus raw is what a jitted call costs "
-              "beyond the data's movement.", "", "## Programs on 8 devices (median per call; 1 process is the simulator)", "",
+              "beyond the data's movement.", "", "## Programs on 8 devices (median per call, each started together after a "
+              "barrier; 1 process is the simulator)", "",
               "| program | processes | time |", "|---|---|---|"]
     for r in rows:
         if r["kind"] == "program":
