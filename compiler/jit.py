@@ -136,6 +136,13 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs))
 
 
+def _held(args) -> list:
+    """The arguments of a call as the program holds them: a host numpy array is copied (its
+    caller may write into it later, and a result may be a view of an input), as JAX copies it
+    onto the device."""
+    return [a.copy() if type(a) is np.ndarray else a for a in args]
+
+
 def _placing(compiled, leaves, outs):
     """How a program's results are laid out once it has run (False: as they come): on an
     Explicit mesh each as its type says; on Auto axes as propagation typed it, spelt as JAX
@@ -234,7 +241,7 @@ def execute_equation(prim, values, params) -> list:
     outvars = [Var(a) for a in typed_avals(prim, [v.aval for v in invars], params)]
     program = Program([], invars, [Eqn(prim, invars, outvars, dict(params))], outvars)
     module = lower_module(program, tuple(backend.sharding_of(v) for v in values))
-    return backend.execute(module, list(values))
+    return backend.execute(module, _held(values))
 
 
 _EAGER: dict = {}
@@ -270,7 +277,7 @@ def execute_partitioned(prim, values, params, typed) -> list:
                 _EAGER.clear()
             _EAGER[key] = module
     check_inserted(module.inserted)       # at every run: the mode may have changed since
-    outs = backend.execute(module, list(values))
+    outs = backend.execute(module, _held(values))
     if module.propagated is None:
         return outs, False
     mesh, typed, shardings = module.propagated
@@ -355,7 +362,7 @@ class JitFunction:
             closed = compiled.closed
             if compiled.module.inserted:
                 check_inserted(compiled.module.inserted)
-            outs = get_backend().execute(compiled.module, list(closed.consts) + list(args))
+            outs = get_backend().execute(compiled.module, list(closed.consts) + _held(args))
             if compiled.placing:
                 outs = compiled.placing(outs)
             if invalid_value_checks_on():
@@ -423,7 +430,7 @@ class JitFunction:
         closed = compiled.closed
         if compiled.module.inserted:
             check_inserted(compiled.module.inserted)
-        outs = get_backend().execute(compiled.module, list(closed.consts) + list(leaves))
+        outs = get_backend().execute(compiled.module, list(closed.consts) + _held(leaves))
         if compiled.placing is None:
             placing = _placing(compiled, leaves, outs)
             placed = placing(outs) if placing else outs

@@ -119,8 +119,19 @@ class Array(metaclass=abc.ABCMeta):
     # -- numpy view --------------------------------------------------------------------------
 
     def __array__(self, dtype=None, copy=None):
+        """The global value: a read-only view (``np.asarray``), or a copy of the caller's own
+        (``np.array``, ``copy=True``), as JAX gives them: an array is never changed, so no
+        numpy array handed out may write into it."""
         value = self._assemble()
-        return value if dtype is None else value.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != value.dtype:
+            if copy is False:
+                raise ValueError(f"converting {value.dtype} to {np.dtype(dtype)} needs a copy")
+            return value.astype(dtype)
+        if copy:
+            return value.copy()
+        view = value.view()
+        view.flags.writeable = False
+        return view
 
     def _assemble(self) -> np.ndarray:
         if self._global is not None:
@@ -278,6 +289,15 @@ class Array(metaclass=abc.ABCMeta):
 
     def __reduce__(self):
         return (Array.from_global, (self._assemble(),))
+
+
+def detached(array: np.ndarray, source) -> np.ndarray:
+    """``array``, made from the caller's ``source``, as memory only shardc holds: a copy where
+    it shares the caller's numpy array (the caller may write into that later, and an array
+    never changes)."""
+    if isinstance(source, np.ndarray) and np.may_share_memory(array, source):
+        return array.copy()
+    return array
 
 
 def canonical_array(value) -> np.ndarray:

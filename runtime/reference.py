@@ -26,7 +26,7 @@ from ir.sharding import (NamedSharding, check_divides, dividing_sharding, normal
                          replication_mismatch, runtime_replication_error)
 from runtime import linalg, special
 from runtime.collectives import group_rules, node_operands, operand_types
-from runtime.array import Array, SingleDeviceSharding, canonical_array
+from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
 from runtime.devices import Device
 
 impl_rules = RuleTable("implementation")
@@ -905,6 +905,9 @@ class ReferenceBackend:
         if prim is prims.sharding_constraint_p:
             return self.put([args[0]], [params["sharding"]])
         outs = impl_rules[prim](*[_host(a) for a in args], **params)
+        for a in args:
+            if type(a) is np.ndarray:       # a result viewing a host operand is copied
+                outs = [detached(o, a) for o in outs]
         return [Array.from_global(o) for o in outs]
 
     def eval_block(self, prim, blocks, params) -> list:
@@ -958,7 +961,7 @@ def to_blocks(value, mesh, spec) -> list:
             and value.sharding.mesh == mesh
             and normal_spec(value.sharding.spec) == normal_spec(spec)):
         return list(value.buffers)
-    return Array.from_global(_host(value), NamedSharding(mesh, spec)).buffers
+    return Array.from_global(detached(_host(value), value), NamedSharding(mesh, spec)).buffers
 
 
 def device_put(value, sharding=None) -> Array:
@@ -972,7 +975,7 @@ def device_put(value, sharding=None) -> Array:
         return value
     if isinstance(sharding, NamedSharding):
         _check_put_divisible(value, sharding)
-    return Array.from_global(_host(value), sharding)
+    return Array.from_global(detached(_host(value), value), sharding)
 
 
 def _check_put_divisible(value, sharding: NamedSharding):

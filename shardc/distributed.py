@@ -16,7 +16,7 @@ from compiler.backend import get_backend, set_backend
 from ir.sharding import NamedSharding, axes_size, block_index, block_shape, block_slices, spec_names
 from runtime import devices as _devices
 from runtime import mpi as _mpi
-from runtime.array import Array, canonical_array
+from runtime.array import Array, canonical_array, detached
 
 __all__ = [
     "initialize", "is_initialized", "shutdown", "make_array_from_callback",
@@ -233,7 +233,9 @@ def _named(sharding, who):
 
 
 def _canonical(value) -> np.ndarray:
-    return canonical_array(value)
+    """The caller's data as an array of its own (the caller may write into its numpy array
+    later)."""
+    return detached(canonical_array(value), value)
 
 
 def _from_local_blocks(blocks, mesh, spec, shape):

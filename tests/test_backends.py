@@ -799,10 +799,13 @@ def test_arrays_from_the_other_backend_and_host_views():
     for s in shards:
         np.testing.assert_array_equal(np.asarray(s.data), np.asarray(fast_out)[s.index])
     before = [np.array(b) for b in fast_out.buffers]
-    host = np.asarray(fast_out)
-    host += 1          # the global value is the caller's: a copy, not the devices' buffers
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(fast_out)[0] += 1     # a view of the array, read-only as JAX's
+    host = np.array(fast_out)
+    host += 1          # np.array: the caller's own copy, not the devices' buffers
     for b, kept in zip(fast_out.buffers, before):
         np.testing.assert_array_equal(b, kept)
+    np.testing.assert_array_equal(np.asarray(fast_out) + 1, host)
 
 
 def test_a_mesh_of_64_devices_in_3d_with_tuples_of_axes():

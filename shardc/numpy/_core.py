@@ -25,7 +25,7 @@ from ir import primitives as p
 from ir.core import Aval
 from ir.sharding import NamedSharding, PartitionSpec, spec_per_dim
 from ir.sharding_rules import mesh_explicit, named_sharding, type_sharding
-from runtime.array import Array
+from runtime.array import Array, detached
 from runtime.reference import convert_element, device_put
 from shardc.dtypes import is_weakly_typed, result_type
 from shardc.sharding import resolve_sharding
@@ -262,7 +262,8 @@ def asarray(x, dtype=None):
                                                  and _all_python_scalars(x))):
         dtype = _dt.result_type([_dt.weak_scalar_dtype(v) for v in nested_values(x)],
                                 [False] * len(list(nested_values(x))))
-    array = np.asarray(x, dtype=_dt.requested(dtype, "asarray") if dtype is not None else None)
+    array = detached(np.asarray(x, dtype=_dt.requested(dtype, "asarray") if dtype is not None
+                                else None), x)
     if not _dt.is_valid(array.dtype):
         # name the value as given; a list is named by what numpy made of it
         check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")

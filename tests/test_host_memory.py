@@ -1,0 +1,70 @@
+"""An array never changes: no numpy array its caller can write into is shared with one.
+
+A host value entering shardc (``device_put``, ``asarray``, a jitted or eager call's numpy
+argument) is copied where the result would share its memory, as JAX copies it onto a device:
+writing into the caller's numpy array afterwards leaves every array made from it as it was.
+Reading an array back, ``np.asarray`` gives a read-only view and ``np.array`` a copy of the
+caller's own, as JAX gives them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import NamedSharding, PartitionSpec as P
+
+MESH = jax.make_mesh((8,), ("i",))
+ROWS = NamedSharding(MESH, P("i"))
+
+MAKERS = {
+    "device_put laid out": lambda h: jax.device_put(h, ROWS),
+    "device_put": lambda h: jax.device_put(h),
+    "device_put of a tree": lambda h: jax.device_put({"a": h})["a"],
+    "asarray": lambda h: jnp.asarray(h),
+    "array": lambda h: jnp.array(h),
+    "copy": lambda h: jnp.copy(h),
+    "jit identity": lambda h: jax.jit(lambda x: x)(h),
+    "jit reshape": lambda h: jax.jit(lambda x: x.reshape(4, 4))(h),
+    "jit identity, cached call": lambda h: _cached_identity(h),
+    "eager reshape": lambda h: jnp.reshape(h, (4, 4)),
+    "eager stop_gradient": lambda h: lax.stop_gradient(h),
+    "eager shard_map": lambda h: jax.shard_map(lambda x: x, mesh=MESH, in_specs=P("i"),
+                                               out_specs=P("i"))(h),
+    "jit shard_map": lambda h: jax.jit(jax.shard_map(lambda x: x, mesh=MESH, in_specs=P("i"),
+                                                     out_specs=P("i")))(h),
+    "make_array_from_callback": lambda h: jax.make_array_from_callback(
+        (16,), ROWS, lambda index: h[index]),
+}
+
+_IDENTITY = jax.jit(lambda x: x)
+
+
+def _cached_identity(h):
+    _IDENTITY(np.zeros_like(h))         # the same shape seen before: the cached path
+    return _IDENTITY(h)
+
+
+@pytest.mark.parametrize("name", list(MAKERS))
+def test_writing_into_the_host_array_later_changes_no_array(name):
+    host = np.arange(16.0, dtype=np.float32)
+    made = MAKERS[name](host)
+    host[:] = -1.0
+    np.testing.assert_array_equal(np.asarray(made).reshape(-1), np.arange(16.0))
+
+
+def test_asarray_of_an_array_is_a_read_only_view_and_array_a_copy():
+    x = jax.device_put(np.arange(16.0, dtype=np.float32), ROWS)
+    view = np.asarray(x)
+    assert not view.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 5.0
+    mine = np.array(x)
+    assert mine.flags.writeable
+    mine[0] = 5.0
+    np.testing.assert_array_equal(np.asarray(x), np.arange(16.0))
+    converted = np.asarray(x, dtype=np.float64)          # a conversion is a copy
+    assert converted.dtype == np.float64 and converted.flags.writeable
+    with pytest.raises(ValueError, match="float32 to float64 needs a copy"):
+        np.asarray(x, dtype=np.float64, copy=False)
