@@ -129,9 +129,7 @@ class Array(metaclass=abc.ABCMeta):
             return value.astype(dtype)
         if copy:
             return value.copy()
-        view = value.view()
-        view.flags.writeable = False
-        return view
+        return read_only(value)
 
     def _assemble(self) -> np.ndarray:
         if self._global is not None:
@@ -194,7 +192,7 @@ class Array(metaclass=abc.ABCMeta):
         sharding = self.sharding
         if isinstance(sharding, SingleDeviceSharding):
             index = (slice(None),) * len(self.shape)
-            return [Shard(sharding.device, index, self._buffers[0])]
+            return [Shard(sharding.device, index, read_only(self.buffers[0]))]
         # under MPI a process addresses only its own devices' blocks
         mesh, spec = sharding.mesh, sharding.spec
         shards, copies = [], {}
@@ -204,7 +202,7 @@ class Array(metaclass=abc.ABCMeta):
             copies[key] = copies.get(key, -1) + 1
             if is_local(mesh.devices.flat[p]):     # this process's devices only (MPI)
                 shards.append(Shard(mesh.devices.flat[p], jax_index(slices[p], spec),
-                                    self.buffers[p], copies[key]))
+                                    read_only(self.buffers[p]), copies[key]))
         return shards
 
     def addressable_data(self, index: int) -> "Array":
@@ -289,6 +287,13 @@ class Array(metaclass=abc.ABCMeta):
 
     def __reduce__(self):
         return (Array.from_global, (self._assemble(),))
+
+
+def read_only(value) -> np.ndarray:
+    """A read-only view of an array's buffer, to hand out: an array is never changed."""
+    view = np.asarray(value).view()
+    view.flags.writeable = False
+    return view
 
 
 def detached(array: np.ndarray, source) -> np.ndarray:

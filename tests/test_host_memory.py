@@ -68,3 +68,11 @@ def test_asarray_of_an_array_is_a_read_only_view_and_array_a_copy():
     assert converted.dtype == np.float64 and converted.flags.writeable
     with pytest.raises(ValueError, match="float32 to float64 needs a copy"):
         np.asarray(x, dtype=np.float64, copy=False)
+
+
+def test_a_shards_data_is_read_only():
+    x = jax.device_put(np.arange(16.0, dtype=np.float32), ROWS)
+    for shard in x.addressable_shards:
+        with pytest.raises(ValueError, match="read-only"):
+            np.asarray(shard.data)[0] = 42.0
+    np.testing.assert_array_equal(np.asarray(x), np.arange(16.0))
