@@ -46,6 +46,7 @@ from ir import collectives as coll
 from ir.core import Aval, Eqn, Literal, Var
 from ir.sharding import (NamedSharding, by_layout, canonical_spec, global_shape, normal_spec,
                          replication_mismatch, runtime_replication_error, spec_names)
+from ir.sharding_rules import type_sharding
 from runtime import reference
 from runtime.array import Array, canonical_array
 from runtime.vectorized_control import control_kernel
@@ -784,10 +785,13 @@ class ShardMapPlan:
         self.plans: dict = {}
         self.reason = self._reason()
         self.stackable = not self.reason
-        self.out_avals = [Aval(global_shape(a.shape, spec, self.mesh.shape), a.dtype)
-                          for a, spec in zip(self.body.out_avals, self.out_specs)]
         self.out_shardings = [keyed_sharding(self.mesh, canonical_spec(spec))
                               for spec in self.out_specs]
+        # typed as their layouts split them, once: an array made with its type as is
+        self.out_avals = [Aval(global_shape(a.shape, spec, self.mesh.shape), a.dtype)
+                          .with_sharding(type_sharding(sharding, a.ndim))
+                          for a, spec, sharding in zip(self.body.out_avals, self.out_specs,
+                                                       self.out_shardings)]
 
     def _reason(self) -> str:
         if prints(self.body):

@@ -10,6 +10,7 @@ from ir import collectives as coll
 from ir import primitives as prims
 from ir.core import Aval
 from ir.shapes import out_avals
+from ir.sharding_rules import type_sharding
 from ir.specialise import specialise
 from ir.sharding import (NamedSharding, canonical_spec, global_shape, replication_mismatch,
                          runtime_replication_error)
@@ -254,8 +255,12 @@ class MpiBackend(reference.ReferenceBackend):
             mesh = lowered.mesh
             entry.in_shardings = [self._sharding(mesh, spec) for spec in lowered.in_shardings]
             entry.out_shardings = [self._sharding(mesh, spec) for spec in lowered.out_specs]
-            entry.out_global_avals = [Aval(global_shape(a.shape, spec, mesh.shape), a.dtype)
-                                      for a, spec in zip(entry.out_avals, lowered.out_specs)]
+            # typed as their layouts split them, once: an array made with its type as is
+            entry.out_global_avals = [
+                Aval(global_shape(a.shape, spec, mesh.shape), a.dtype).with_sharding(
+                    type_sharding(sharding, a.ndim))
+                for a, spec, sharding in zip(entry.out_avals, lowered.out_specs,
+                                             entry.out_shardings)]
         return entry
 
 

@@ -134,6 +134,11 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *,
     x, idx = jnp.asarray(operand), jnp.asarray(start_indices)
     mode = GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else \
         GatherScatterMode.from_any(mode)
+    if mode is GatherScatterMode.ONE_HOT:
+        # JAX's lax.gather rejects it too (an internal assertion); only take_along_axis
+        # gathers by one-hot products
+        raise NotImplementedError("lax.gather does not take GatherScatterMode.ONE_HOT; "
+                                  "jnp.take_along_axis(..., mode='one_hot') gathers that way")
     slice_sizes = tuple(int(s) for s in slice_sizes)
     if idx.ndim < 1 or idx.shape[-1] != len(dn.start_index_map):
         raise TypeError("Gather op has index vector of size "

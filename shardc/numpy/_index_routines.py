@@ -13,13 +13,17 @@ import numpy as np
 from compiler.tracing import ConcretizationTypeError, Tracer, bind
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._arithmetic import (add, clip, greater_equal, less, logical_and, multiply,
-                                      remainder, subtract, where)
+from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, logical_and,
+                                      multiply, remainder, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
-                                canonical_axis, convert, dtype_of, is_array, ndim_of, promote,
-                                ravel, reshape, shape_of, shape_tuple, stack, zeros, zeros_like)
+                                canonical_axis, convert, dtype_of, expand_dims, is_array,
+                                ndim_of, promote, ravel, reshape, shape_of, shape_tuple, stack,
+                                zeros, zeros_like)
 from shardc.numpy._indexing import take
+from shardc.numpy._manipulation import moveaxis
+from shardc.numpy._reductions import any as reduce_any
 from shardc.numpy._reductions import cumsum
+from shardc.numpy._reductions import sum as reduce_sum
 from shardc.numpy._sorting import iota_along, unravel_positions
 
 __all__ = [
@@ -67,14 +71,15 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
 
     Negative indices count from the end. Out-of-range ones read ``fill_value`` (default: NaN,
     the most negative integer, True) in JAX's default ``mode='fill'``, the nearest element with
-    ``mode='clip'``.
+    ``mode='clip'``, and zero with ``mode='one_hot'``, which, as JAX's, takes each element as
+    the dot product of the index's one-hot row with ``arr`` along ``axis`` (so an infinity or
+    NaN anywhere along it makes the element NaN).
 
     >>> x = jnp.array([[3, 1], [0, 2]])
     >>> jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1)      # [[1, 3], [0, 2]]
     """
-    if mode not in (None, "fill", "clip"):
-        raise NotImplementedError(f"take_along_axis: mode={mode!r} is not supported; use "
-                                  "'fill' or 'clip'")
+    if mode not in (None, "fill", "clip", "one_hot"):
+        raise ValueError(f'Unknown gather mode "{mode}"')
     arr = as_array(arr)
     indices = as_array(indices)
     if not _dt.is_int(dtype_of(indices)):
@@ -83,6 +88,8 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     if axis is None:
         arr, indices, axis = ravel(arr), ravel(indices), 0
     axis = canonical_axis(axis, len(shape_of(arr)))
+    if mode == "one_hot":
+        return _one_hot_along_axis(arr, indices, axis)
     flat, out_shape, full_shape = _along_axis_positions(shape_of(arr), indices, axis)
     source = ravel(broadcast_to(arr, full_shape))
     taken = bind(p.gather_p, source, flat, axis=0)
@@ -93,6 +100,25 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     inside = logical_and(greater_equal(wanted, -n), less(wanted, n))
     fill = _invalid_value(dtype_of(arr)) if fill_value is None else fill_value
     return where(inside, taken, convert(fill, dtype_of(arr)))
+
+
+def _one_hot_along_axis(arr, indices, axis: int):
+    """``take_along_axis(..., mode='one_hot')``: ``sum_z onehot(index)[z] * arr[z]`` along
+    ``axis`` (negative indices wrapped once; out of range, a row of zeros)."""
+    n = shape_of(arr)[axis]
+    if len(shape_of(indices)) != len(shape_of(arr)):
+        raise ValueError("indices and arr must have the same number of dimensions; "
+                         f"{len(shape_of(indices))} vs. {len(shape_of(arr))}")
+    dtype = dtype_of(arr)
+    wanted = convert(indices, _dt.int_)
+    wanted = where(less(wanted, 0), add(wanted, n), wanted)
+    hot = convert(equal(expand_dims(wanted, -1),
+                        iota_along(shape_of(wanted) + (n,), len(shape_of(wanted)))), dtype)
+    along = expand_dims(moveaxis(arr, axis, -1), axis)     # [..., 1 (the index), ..., n]
+    products = multiply(hot, along)
+    if _dt.is_bool(dtype):
+        return reduce_any(products, axis=-1)               # a dot product of booleans
+    return reduce_sum(products, axis=-1, dtype=dtype)
 
 
 def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
