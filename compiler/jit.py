@@ -140,7 +140,7 @@ def _held(args) -> list:
     """The arguments of a call as the program holds them: a host numpy array is copied (its
     caller may write into it later, and a result may be a view of an input), as JAX copies it
     onto the device."""
-    return [a.copy() if type(a) is np.ndarray else a for a in args]
+    return [np.array(a) if isinstance(a, np.ndarray) else a for a in args]
 
 
 def _placing(compiled, leaves, outs):

@@ -906,7 +906,7 @@ class ReferenceBackend:
             return self.put([args[0]], [params["sharding"]])
         outs = impl_rules[prim](*[_host(a) for a in args], **params)
         for a in args:
-            if type(a) is np.ndarray:       # a result viewing a host operand is copied
+            if isinstance(a, np.ndarray):   # a result viewing a host operand is copied
                 outs = [detached(o, a) for o in outs]
         return [Array.from_global(o) for o in outs]
 

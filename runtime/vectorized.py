@@ -457,6 +457,10 @@ class BodyPlan:
                 values[outvars[0]] = result
                 if kernel.ufunc:
                     owned.add(outvars[0])
+            if not kernel.ufunc:
+                # its results may view its operands (a transpose, a reshape, a message
+                # still being sent): no later ufunc may write into them
+                owned.difference_update(step.eqn.invars)
             for var in step.dead:
                 del values[var]
         for var in self.waits:
@@ -489,7 +493,8 @@ class BodyPlan:
         leads = self.leads
         uses = _use_counts([step.eqn for step in self.steps])
         outputs = {v for v in self.outvars if type(v) is not Literal}
-        owned: set = set()        # vars holding fresh arrays nothing else refers to
+        owned: set = set()        # vars holding fresh arrays nothing else refers to (a
+        #                           non-ufunc kernel's results may view its operands)
 
         def constant(value, scalar: bool) -> str:
             name = f"c{len(namespace)}"
@@ -531,6 +536,10 @@ class BodyPlan:
                 outs.append(names[var])
                 if kernel.ufunc:
                     owned.add(var)
+            if not kernel.ufunc:
+                # its results may view its operands (a transpose, a reshape, a message
+                # still being sent): no later ufunc may write into them
+                owned.difference_update(eqn.invars)
             target = (", ".join(outs) + ("," if len(outs) == 1 else "")
                       if kernel.multiple else (outs[0] if outs else "_"))
             lines.append(f"    {target} = k{n}({', '.join(operands)})")

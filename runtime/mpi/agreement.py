@@ -149,8 +149,9 @@ def abandon(requests: list, reason: str) -> None:
     """Keep ``requests`` (and so their buffers) in flight for good, after an error left them
     unfinished: nothing more may cross processes."""
     _slots.orphans.extend(requests)
-    _slots.broken = (f"an earlier error left exchanges in flight; no more operations can "
-                     f"cross processes ({reason})")
+    if not _slots.broken:         # the first cause is the one to name
+        _slots.broken = (f"an earlier error left exchanges in flight; no more operations "
+                         f"can cross processes ({reason})")
 
 
 def settle(state) -> None:

@@ -112,6 +112,7 @@ class PendingReduction:
         self.walk = walk
         self.shape = shape
         self.requests = next(walk)
+        state.pending.append(self)         # from here on, abandoned if an error leaves it
         for _ in range(stages):
             settle_then_wait(state, self.requests)
             self.requests = walk.send(None)
@@ -185,10 +186,7 @@ def chained_all_reduce(state, chain: Chain, members: list, reduction: str, group
     state.node = doing_node
     walk = _walk(communicator(state, chain.ranks), world().MPI, chain, members, reduction,
                  group_size)
-    pending = PendingReduction(state, doing_node, walk, shape,
-                               0 if chain.previous is None else 1)
-    state.pending.append(pending)
-    return pending
+    return PendingReduction(state, doing_node, walk, shape, 0 if chain.previous is None else 1)
 
 
 def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: int):

@@ -160,7 +160,8 @@ class Window:
             results = exchange(waiting)
             if len(positions) == 1:          # one device here: its result is the stack
                 (p, _), = positions
-                return [np.asarray(results[p]).reshape(window + out_avals[0].shape)] + [
+                return [np.asarray(results[p], out_avals[0].dtype).reshape(
+                    window + out_avals[0].shape)] + [
                     np.empty(window + a.shape, a.dtype) for a in out_avals[1:]]
             outs = [np.empty(window + a.shape, a.dtype) for a in out_avals]
             for p, at in positions:

@@ -166,6 +166,14 @@ def check_one_device_per_process():
              P("x", "y"), P("x", "y")),
             ("ppermute_self", lambda b: lax.ppermute(b, "x", [(0, 0), (1, 1)] + [
                 (k, k) for k in range(2, n)]), P("x", "y"), P("x", "y")),
+            # a collective's operand read again by an elementwise operation: no result that
+            # may still view it (a message in flight, a permutation to itself) is overwritten
+            ("psum_then_reuse",
+             lambda b: (lambda y: lax.psum(y, "x") + 3 * lax.psum(y * y, "x"))(jnp.sin(b)),
+             P(None, "x", "y"), P(None, None, "y")),
+            ("ppermute_self_then_reuse",
+             lambda b: (lambda y: lax.ppermute(y, "x", [(k, k) for k in range(n)]) + y * 2)(
+                 jnp.sin(b)), P("x", "y"), P("x", "y")),
         ]
         for dtype in (np.float32, ml_dtypes.bfloat16, np.float16, np.int32, np.bool_):
             x = jnp.asarray((data((8 * n, 8, 4), seed=13) * 4).astype(dtype))
@@ -175,6 +183,7 @@ def check_one_device_per_process():
                     continue
                 f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec,
                                           out_specs=out_spec))
+                f(x)             # the first run interprets the body; later ones compile it
                 record(f"direct/{shape}/{np.dtype(dtype).name}/{name}", f(x))
         # per-device literals (axis_index) and 0-d blocks as operands of the direct calls
         f = jax.jit(jax.shard_map(
