@@ -133,8 +133,8 @@ class LocalPlan:
 
     def run(self, values: list, column, opening=None) -> list:
         """Run this process's devices on the global ``values``; ``column(j)``: this process's
-        blocks of input j, by position. Returns each output's stack over this process's
-        window (``LocalStack``, when its devices ran stacked), or each position's outputs.
+        blocks of input j, by position. Returns each output: its stack over this process's
+        window (``LocalStack``, when its devices ran stacked), or its blocks by position.
         ``opening``: the run's agreement, still open (straight programs only: it settles
         before the first exchange's data is read)."""
         stacked = self.stacked
