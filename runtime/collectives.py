@@ -51,11 +51,12 @@ def counted(blocks, reduction) -> list:
 _COMBINE = {"sum": np.add, "mean": np.add, "max": np.maximum, "min": np.minimum}
 
 
-def combine_in_order(blocks, reduction, total):
+def combine_in_order(blocks, reduction, total, owned: bool = False):
     """``total`` combined with each of ``blocks``, one after the other (the rank order of an
-    all-reduce, whichever process holds which blocks). ``total`` itself is never changed."""
+    all-reduce, whichever process holds which blocks). ``total`` itself is never changed,
+    unless ``owned``: a new array of the caller's, combined into in place."""
     fn = _COMBINE[reduction]
-    fresh = False
+    fresh = owned
     for block in blocks:
         if fresh and total.ndim:
             fn(total, block, out=total)
@@ -69,12 +70,13 @@ def combine_in_order(blocks, reduction, total):
     return total
 
 
-def finish_reduction(total, reduction, count: int, fresh: bool):
+def finish_reduction(total, reduction, count: int, fresh: bool, from_zero: bool = False):
     """The combined blocks of a group of ``count`` as the all-reduce gives them: a float sum
     as from +0.0, a mean divided once, in the reduction's dtype. ``fresh``: ``total`` is a
-    new array the caller owns."""
+    new array the caller owns; ``from_zero``: the sum was accumulated from +0.0 already
+    (``starts_from_zero``)."""
     result_dtype = reduced_dtype(total.dtype, reduction)
-    if reduction in ("sum", "mean"):
+    if reduction in ("sum", "mean") and not from_zero:
         total = positive_zero_sum(total, in_place=fresh)
     if reduction == "mean":
         inexact = dtypes.is_inexact(total.dtype)
@@ -82,6 +84,14 @@ def finish_reduction(total, reduction, count: int, fresh: bool):
         if not inexact:
             total = total.astype(dtypes.float_)
     return np.asarray(total).astype(result_dtype, copy=False)
+
+
+def starts_from_zero(dtype, reduction) -> bool:
+    """Whether a reduction's first member may be added onto +0.0 rather than the total
+    finished with one: a float sum or mean. The two agree bit for bit (round to nearest):
+    the partial sums differ only where one is -0.0 and the other +0.0, and the last +0.0
+    (or the first) makes that one +0.0 as well."""
+    return reduction in ("sum", "mean") and dtypes.is_inexact(dtype)
 
 
 def positive_zero_sum(total, in_place: bool = False):

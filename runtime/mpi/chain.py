@@ -196,13 +196,19 @@ def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: in
     blocks = collectives.counted(members, reduction)
     del members
     result_dtype = collectives.reduced_dtype(blocks[0].dtype, reduction)
+    # a float sum starts from +0.0 on the first process, not finished with it on the last:
+    # the same bits, and the last process (which has the more to add) has one pass less
+    from_zero = collectives.starts_from_zero(blocks[0].dtype, reduction)
     # a new array unless this process holds the whole walk's first and only block
-    fresh = chain.previous is not None or len(blocks) > 1
+    fresh = chain.previous is not None or len(blocks) > 1 or from_zero
     if chain.previous is not None:
         partial = Incoming(comm, MPI, blocks[0].shape, blocks[0].dtype, chain.previous)
         yield partial.requests
         total = collectives.combine_in_order(blocks, reduction, partial.value())
         del partial
+    elif from_zero:
+        total = collectives.combine_in_order(
+            blocks[1:], reduction, collectives.positive_zero_sum(blocks[0]), owned=True)
     else:
         total = collectives.combine_in_order(blocks[1:], reduction, blocks[0])
     del blocks
@@ -210,7 +216,8 @@ def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: in
         out = Incoming(comm, MPI, total.shape, result_dtype, chain.last)
         yield _send(comm, MPI, np.asarray(total), chain.next) + out.requests
         return out.value()
-    out = np.asarray(collectives.finish_reduction(total, reduction, group_size, fresh))
+    out = np.asarray(collectives.finish_reduction(total, reduction, group_size, fresh,
+                                                  from_zero))
     yield [r for k in chain.others for r in _send(comm, MPI, out, k)]
     return out
 

@@ -101,6 +101,13 @@ def collective_bodies(names):
          P(every), P()),
         ("psum_of_psum", lambda x: lax.psum(x * lax.psum(x.sum(), last), every), P(every),
          P()),
+        # signed zeros, infinities and NaN: a float sum is as from +0.0, however the
+        # processes split the walk
+        ("psum_signed_zeros", lambda x: lax.psum(jnp.where(x > 0, -0.0, x * 0), every),
+         P(every), P()),
+        ("pmean_specials", lambda x: lax.pmean(jnp.where(
+            x > 1.5, jnp.inf, jnp.where(x < -1.5, jnp.nan, jnp.where(x > 0, -0.0, x))), last),
+         P(every), P(names[:-1] or None)),
         ("psum_scatter_untiled",
          lambda x: lax.psum_scatter(x[:lax.axis_size(last)], last, scatter_dimension=0),
          P(None, every), P(every)),
