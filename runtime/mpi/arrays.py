@@ -85,18 +85,8 @@ def gather_global(array: MpiArray) -> np.ndarray:
     nbytes = int(np.prod(bshape, dtype=np.int64)) * array.dtype.itemsize
     mine = [array.buffers[p] for p, r in zip(owners, rank_of) if r == w.rank]
     counts = [nbytes * rank_of.count(r) for r in range(w.size)]
-    header = fingerprint(f"gather {array.shape} {array.dtype} {normal_spec(spec)} {mesh}")
-    what = f"{array.aval.str_short()} laid out {normal_spec(spec)!r}"
-    opening = Opening(Agreement(
-        header, "gathered different arrays (a global array is gathered by every process: "
-                "read it on all of them, in the same order)",
-        detail=lambda: [("reading", f"{what}{where_called()}")],
-        doing=lambda: f"to read a global array {what}{where_called()} (a global array is "
-                      "gathered by every process: read it on all of them)"))
-    data = exchange_all(w.comm, mine, counts, opening)
-    gather_record["gathers"] += 1
-    gather_record["bytes_sent"] += counts[w.rank] * (w.size - 1)
-    gather_record["bytes_received"] += sum(counts) - counts[w.rank]
+    data = exchange_all(w.comm, mine, counts, _gathering(array))
+    _count_gather(counts[w.rank] * (w.size - 1), sum(counts) - counts[w.rank])
     out = np.empty(array.shape, array.dtype)
     taken = [0] * w.size
     for p, r in zip(owners, rank_of):
@@ -113,21 +103,29 @@ def _gather_rows(array: MpiArray, runs: list, w) -> np.ndarray:
     mine = [array.buffers[p] for p in runs[w.rank]]
     nbytes = sum(b.nbytes for b in mine)
     out = np.empty(array.shape, array.dtype)
-    what = f"{array.aval.str_short()} laid out {normal_spec(array.sharding.spec)!r}"
-    agreement = Agreement(
-        fingerprint(f"gather {array.shape} {array.dtype} {normal_spec(array.sharding.spec)} "
-                    f"{array.sharding.mesh}"),
+    settle_then_wait(_gathering(array), [w.comm.Iallgather(
+        joined_bytes(mine), out.reshape(-1).view(np.uint8))])
+    _count_gather(nbytes * (w.size - 1), nbytes * (w.size - 1))
+    return out
+
+
+def _gathering(array: MpiArray) -> Opening:
+    """The agreement of gathering ``array`` (every process reads it, in the same order)."""
+    spec, mesh = normal_spec(array.sharding.spec), array.sharding.mesh
+    what = f"{array.aval.str_short()} laid out {spec!r}"
+    return Opening(Agreement(
+        fingerprint(f"gather {array.shape} {array.dtype} {spec} {mesh}"),
         "gathered different arrays (a global array is gathered by every process: "
         "read it on all of them, in the same order)",
         detail=lambda: [("reading", f"{what}{where_called()}")],
         doing=lambda: f"to read a global array {what}{where_called()} (a global array is "
-                      "gathered by every process: read it on all of them)")
-    settle_then_wait(Opening(agreement), [w.comm.Iallgather(
-        joined_bytes(mine), out.reshape(-1).view(np.uint8))])
+                      "gathered by every process: read it on all of them)"))
+
+
+def _count_gather(sent: int, received: int) -> None:
     gather_record["gathers"] += 1
-    gather_record["bytes_sent"] += nbytes * (w.size - 1)
-    gather_record["bytes_received"] += nbytes * (w.size - 1)
-    return out
+    gather_record["bytes_sent"] += sent
+    gather_record["bytes_received"] += received
 
 
 def _row_runs(mesh, spec, shape, size: int):

@@ -266,8 +266,9 @@ class StackedBody:
                 if not _replicas_agree(blocks, window, lead):
                     return None
                 data = stack_blocks(blocks, window, lead)
-                if isinstance(value, Array):
-                    # stacked and checked once: an array is never changed
+                if isinstance(value, Array) and held is None:
+                    # stacked and checked once: an array is never changed (one that holds a
+                    # stack already keeps it: a stacked run's output reads its blocks there)
                     value._local = LocalStack(data, lead, window, spec, None)
             stacked.append(data)
         plan = self.plan
