@@ -76,3 +76,22 @@ def test_a_shards_data_is_read_only():
         with pytest.raises(ValueError, match="read-only"):
             np.asarray(shard.data)[0] = 42.0
     np.testing.assert_array_equal(np.asarray(x), np.arange(16.0))
+
+
+NUMPY_FUNCTIONS = {
+    "squeeze": jnp.squeeze, "atleast_1d": jnp.atleast_1d, "atleast_2d": jnp.atleast_2d,
+    "clip without bounds": jnp.clip, "real": jnp.real, "conj": jnp.conj,
+    "positive": jnp.positive, "broadcast_arrays": lambda h: jnp.broadcast_arrays(h)[0],
+    "unstack": lambda h: jnp.unstack(h)[0], "block": jnp.block,
+}
+
+
+@pytest.mark.parametrize("name", list(NUMPY_FUNCTIONS))
+def test_a_function_that_changes_nothing_returns_an_array_not_the_callers(name):
+    host = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    made = NUMPY_FUNCTIONS[name](host)
+    assert isinstance(made, jax.Array), type(made)
+    before = np.array(made)
+    host[:] = -1.0
+    np.testing.assert_array_equal(np.asarray(made), before)
+

@@ -294,7 +294,7 @@ def clip(x, min=None, max=None, a_min=None, a_max=None):
         x = maximum(x, lo)
     if hi is not None:
         x = minimum(x, hi)
-    return x
+    return asarray(x) if isinstance(x, np.ndarray) else x     # an array, never the caller's
 
 
 def where(condition, x, y):

@@ -97,8 +97,9 @@ def shape_of(x) -> tuple:
 
 
 def as_array(x):
-    """``x`` as an array: arrays and traced values as they are, anything else by ``asarray``."""
-    return asarray(x) if not is_array(x) else x
+    """``x`` as an array: arrays and traced values as they are, anything else (a numpy array
+    too: its caller may write into it later) by ``asarray``."""
+    return x if isinstance(x, (Tracer, Array)) else asarray(x)
 
 
 def ndim_of(x) -> int:

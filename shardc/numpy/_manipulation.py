@@ -86,7 +86,7 @@ def squeeze(x, axis=None):
             raise ValueError("cannot select an axis to squeeze out which has size not equal to "
                              f"one, got shape={shape} and dimensions={dims}")
     if not dims:
-        return x
+        return as_array(x)
     return bind(p.squeeze_p, x, dimensions=dims)
 
 
@@ -103,7 +103,7 @@ def hstack(arrays):
 
 def atleast_1d(x):
     """``x`` with at least one dimension."""
-    return reshape(x, (1,)) if shape_of(x) == () else x
+    return reshape(x, (1,)) if shape_of(x) == () else as_array(x)
 
 
 def atleast_2d(x):
