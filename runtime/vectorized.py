@@ -457,7 +457,7 @@ class BodyPlan:
                 values[outvars[0]] = result
                 if kernel.ufunc:
                     owned.add(outvars[0])
-            if not kernel.ufunc:
+            if not (kernel.ufunc or kernel.fresh):
                 # its results may view its operands (a transpose, a reshape, a message
                 # still being sent): no later ufunc may write into them
                 owned.difference_update(step.eqn.invars)
@@ -536,7 +536,7 @@ class BodyPlan:
                 outs.append(names[var])
                 if kernel.ufunc:
                     owned.add(var)
-            if not kernel.ufunc:
+            if not (kernel.ufunc or kernel.fresh):
                 # its results may view its operands (a transpose, a reshape, a message
                 # still being sent): no later ufunc may write into them
                 owned.difference_update(eqn.invars)

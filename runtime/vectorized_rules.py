@@ -45,7 +45,8 @@ class Kernel:
 
     ``arg_shapes[i]`` (when not None) reshapes operand i first (aligning ranks for numpy
     broadcasting); ``ufunc`` marks a plain numpy ufunc that may write into a dead operand;
-    ``multiple`` says ``fn`` returns a list; ``deferred`` that it returns a pending result,
+    ``multiple`` says ``fn`` returns a list; ``fresh`` that its results are new arrays, never
+    views of its operands (a ufunc's are too); ``deferred`` that it returns a pending result,
     whose ``wait()`` gives the value: the body waits for it only where it is first read, so
     an exchange across processes overlaps the work after it."""
     fn: Callable
@@ -54,6 +55,7 @@ class Kernel:
     ufunc: bool = False
     multiple: bool = False
     scalar_literals: bool = False    # literal operands are passed as 0-d arrays (elementwise)
+    fresh: bool = False
     deferred: bool = False
 
 
@@ -459,13 +461,13 @@ def dot_general_kernel(types: EqnTypes, merge_rows: bool = True) -> Kernel:
             out = np.matmul(matmul_operand(a.transpose(x_perm).reshape(rows)),
                             matmul_operand(right))
             return out.reshape(out_shape).astype(dtype, copy=False)
-        return Kernel(dot_general, [lead])
+        return Kernel(dot_general, [lead], fresh=True)     # matmul makes a new array
 
     def dot_general(a, b):
         out = np.matmul(matmul_operand(a.transpose(x_perm).reshape(x_shape)),
                         matmul_operand(b.transpose(y_perm).reshape(y_shape)))
         return out.reshape(out_shape).astype(dtype, copy=False)
-    return Kernel(dot_general, [lead])
+    return Kernel(dot_general, [lead], fresh=True)
 
 
 stacked_rules[prims.dot_general_p] = dot_general_kernel

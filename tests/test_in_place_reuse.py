@@ -49,3 +49,20 @@ def test_a_view_of_a_value_survives_its_last_elementwise_use(name, backend):
             np.testing.assert_array_equal(np.asarray(doubled), np.sin(X) * 2)
     finally:
         set_backend(saved)
+
+
+def test_a_contraction_makes_a_new_array_so_its_operand_may_still_be_reused():
+    """A dot's result never views its operands: the elementwise use after it may still write
+    into the operand (the memory the reuse saves), and both results stay right."""
+    w = np.random.default_rng(1).standard_normal((64, 16)).astype(np.float32)
+
+    def body(b, w):
+        y = jnp.sin(b)
+        return y @ w, y * 2
+
+    f = jax.jit(jax.shard_map(body, mesh=MESH, in_specs=(P("i"), P()),
+                              out_specs=(P("i"), P("i"))))
+    for _ in range(3):
+        product, doubled = f(X, w)
+        np.testing.assert_allclose(np.asarray(product), np.sin(X) @ w, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(np.asarray(doubled), np.sin(X) * 2)
