@@ -83,6 +83,13 @@ NUMPY_FUNCTIONS = {
     "clip without bounds": jnp.clip, "real": jnp.real, "conj": jnp.conj,
     "positive": jnp.positive, "broadcast_arrays": lambda h: jnp.broadcast_arrays(h)[0],
     "unstack": lambda h: jnp.unstack(h)[0], "block": jnp.block,
+    "broadcast_to its shape": lambda h: jnp.broadcast_to(h, h.shape),
+    "reshape to its shape": lambda h: jnp.reshape(h, h.shape),
+    "transpose by the identity": lambda h: jnp.transpose(h, (0, 1)),
+    "expand_dims of no axes": lambda h: jnp.expand_dims(h, ()),
+    "moveaxis to itself": lambda h: jnp.moveaxis(h, 0, 0),
+    "swapaxes of one axis": lambda h: jnp.swapaxes(h, 1, 1),
+    "ravel of a row": lambda h: jnp.ravel(h[0]),
 }
 
 

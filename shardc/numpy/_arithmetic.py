@@ -13,8 +13,9 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array
 from shardc.dtypes import result_type
-from shardc.numpy._core import (asarray, astype, broadcast_operands, convert, dtype_of, is_array,
-                                ones_like, promote, shape_of, weakly_typed_like, zeros_like)
+from shardc.numpy._core import (as_array, asarray, astype, broadcast_operands, convert,
+                                dtype_of, is_array, ones_like, promote, shape_of,
+                                weakly_typed_like, zeros_like)
 from shardc.numpy._scalars import bool_
 
 __all__ = [
@@ -186,7 +187,7 @@ def _concrete_int_exponent(y):
 
 def _integer_pow(x, n: int):
     """``x ** n`` in ``x``'s dtype (booleans as int32)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     if _dt.is_bool(dtype_of(x)):
         x = astype(x, _dt.int_)
     if n < 0 and not _dt.is_inexact(dtype_of(x)):
@@ -205,7 +206,7 @@ def make_unary(prim, name, floating=True):
     ``floating``)."""
     def fn(x):
         operand = x
-        x = asarray(x) if not is_array(x) else x
+        x = as_array(x)
         if floating and not _dt.is_inexact(dtype_of(x)):
             x = convert(x, _dt.float_)
         return weakly_typed_like(bind(prim, x), operand)
@@ -229,13 +230,13 @@ _float_ceil = make_unary(p.ceil_p, "ceil")
 
 def floor(x):
     """Elementwise floor; integers pass through unchanged (as in JAX)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     return x if not _dt.is_inexact(dtype_of(x)) else _float_floor(x)
 
 
 def ceil(x):
     """Elementwise ceiling; integers pass through unchanged (as in JAX)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     return x if not _dt.is_inexact(dtype_of(x)) else _float_ceil(x)
 abs = absolute = make_unary(p.abs_p, "abs", floating=False)
 sign = make_unary(p.sign_p, "sign", floating=False)
@@ -245,7 +246,7 @@ _isfinite_real = make_unary(p.is_finite_p, "isfinite")
 
 def isfinite(x):
     """Elementwise test for a finite value (of both parts of a complex one)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     if np.issubdtype(dtype_of(x), np.complexfloating):
         return logical_and(_isfinite_real(bind(p.real_p, x)), _isfinite_real(bind(p.imag_p, x)))
     return _isfinite_real(x)
@@ -253,7 +254,7 @@ def isfinite(x):
 
 def abs2(x):
     """``|x|^2`` elementwise: ``x * x``, or the real ``real(x * conj(x))`` of complex ``x``."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     if np.issubdtype(dtype_of(x), np.complexfloating):
         return bind(p.real_p, multiply(x, bind(p.conj_p, x)))
     return multiply(x, x)
@@ -261,7 +262,7 @@ def abs2(x):
 
 def square(x):
     """Elementwise ``x * x`` (booleans as int32, as JAX)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     if _dt.is_bool(dtype_of(x)):
         x = astype(x, _dt.int_)
     return multiply(x, x)
@@ -280,7 +281,7 @@ def isnan(x):
 def isinf(x):
     """Elementwise test for positive or negative infinity (in either part of a complex
     value)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     if np.issubdtype(dtype_of(x), np.complexfloating):
         return logical_or(isinf(bind(p.real_p, x)), isinf(bind(p.imag_p, x)))
     return logical_and(logical_not(isfinite(x)), equal(x, x))

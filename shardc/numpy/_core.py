@@ -128,7 +128,7 @@ def broadcast_to(x, shape, *, out_sharding=None):
     if out_sharding is not None:
         return _broadcast_typed(x, shape, out_sharding)
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     old = shape_of(x)
     if old == shape:
         return x
@@ -423,7 +423,7 @@ _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
 def astype(x, dtype):
     """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     return convert(x, dtype)
 
 
@@ -461,7 +461,7 @@ def reshape(x, *shape, order="C", out_sharding=None):
         raise NotImplementedError("reshape: only order='C' is supported")
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
         shape = shape[0]
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     new = _resolve_shape(shape_of(x), shape)
     if out_sharding is not None:
         return typed_reshape(x, new, out_sharding, "reshape")
@@ -509,7 +509,7 @@ def concatenate(arrays, axis=0):
     """Join ``arrays`` along an existing ``axis`` (flattened first when ``axis`` is None)."""
     if not len(arrays):
         raise ValueError("Need at least one array to concatenate.")
-    arrays = [asarray(a) if not is_array(a) else a for a in promote(*arrays)]
+    arrays = [as_array(a) for a in promote(*arrays)]
     if axis is None:
         return concatenate([ravel(a) for a in arrays], 0)
     shapes = [shape_of(a) for a in arrays]
@@ -531,7 +531,7 @@ def stack(arrays, axis=0):
     """Join ``arrays`` of one shape along a new ``axis``."""
     if not len(arrays):
         raise ValueError("Need at least one array to stack.")
-    arrays = [asarray(a) if not is_array(a) else a for a in arrays]
+    arrays = [as_array(a) for a in arrays]
     if len({shape_of(a) for a in arrays}) > 1:
         raise ValueError("All input arrays must have the same shape, got "
                          + ", ".join(str(shape_of(a)) for a in arrays))

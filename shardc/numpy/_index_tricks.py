@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shardc.numpy._core import asarray, concatenate, is_array, reshape, shape_of
+from shardc.numpy._core import as_array, asarray, concatenate, is_array, reshape, shape_of
 from shardc.numpy._manipulation import atleast_1d
 
 __all__ = ["index_exp", "s_", "mgrid", "ogrid", "r_", "c_"]
@@ -50,7 +50,7 @@ def _as_piece(item):
                                   "shardc; use jnp.concatenate")
     if isinstance(item, slice):
         return asarray(np.r_[item])
-    return atleast_1d(asarray(item) if not is_array(item) else item)
+    return atleast_1d(as_array(item))
 
 
 class _Concatenator:

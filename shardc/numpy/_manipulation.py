@@ -19,7 +19,7 @@ from ir.sharding_rules import kept_if_divisible
 from shardc.numpy._arithmetic import remainder, subtract
 from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
-                                expand_dims, full, is_array, ndim_of, ravel, reshape, shape_of,
+                                expand_dims, full, ndim_of, ravel, reshape, shape_of,
                                 shape_tuple, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
@@ -36,7 +36,7 @@ __all__ = [
 
 def transpose(x, axes=None):
     """Permute the dimensions of ``x`` (reverse them when ``axes`` is None)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     ndim = len(shape_of(x))
     perm = tuple(reversed(range(ndim))) if axes is None else tuple(
         canonical_axis(a, ndim) for a in axes)
@@ -155,7 +155,7 @@ def slice_axis(x, axis, lo, hi):
 
 def tile(x, reps):
     """``x`` repeated ``reps`` times along each dimension, as numpy's tile."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     reps = (reps,) if isinstance(reps, int) else tuple(reps)
     shape = shape_of(x)
     ndim = builtins.max(len(shape), len(reps))
@@ -189,7 +189,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
     ``jnp.pad(jnp.ones(2), (1, 0))`` is ``[0., 1., 1.]``.
     """
-    x = asarray(array) if not is_array(array) else array
+    x = as_array(array)
     shape = shape_of(x)
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
     if (widths < 0).any():

@@ -20,7 +20,7 @@ from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, isnan, less
                                       multiply, not_equal, sqrt, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis,
-                                concatenate, convert, dtype_of, full, is_array, promote, ravel,
+                                concatenate, convert, dtype_of, full, promote, ravel,
                                 reshape, shape_of)
 from shardc.numpy._scalars import bool_
 
@@ -80,7 +80,7 @@ def _keep(x, result, axes, keepdims):
 
 
 def _reduction(prim, x, axis, keepdims, dtype=None, initial=None, where=None):
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     if dtype is not None:
         x = astype(x, dtype)
     elif prim in (p.reduce_sum_p, p.reduce_prod_p):
@@ -204,7 +204,7 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """Mean over ``axis`` (of the elements ``where`` allows: NaN where none); integers and
     booleans average in float32."""
     _no_out("mean", out)
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     count = _how_many(x, axis, keepdims, where)
     if not _dt.is_inexact(dtype_of(x)):
         x = astype(x, _dt.float_)
@@ -221,7 +221,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     _no_out("var", out)
     if correction is not None:
         ddof = correction
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     result_dtype = (_dt.canonicalize(dtype) if dtype is not None
                     else dtype_of(x) if _dt.is_inexact(dtype_of(x)) else _dt.float_)
     x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 in f32, as JAX
@@ -249,7 +249,7 @@ _COMBINE = {p.reduce_sum_p: add, p.reduce_prod_p: multiply, p.reduce_max_p: maxi
 
 
 def _arg_reduction(prim, x, axis, keepdims):
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     original = x
     if axis is None:
         x, axis = ravel(x), 0
@@ -277,7 +277,7 @@ def argmin(x, axis=None, keepdims=False):
 @no_out
 def cumsum(x, axis=None, dtype=None):
     """Cumulative sum along ``axis`` (of the flattened array if None)."""
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     if axis is None:
         _check_whole(x, "cumsum")
         x, axis = ravel(x), 0

@@ -20,9 +20,9 @@ from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, ceil, clip, 
                                       make_unary, maximum, minimum, multiply, negative,
                                       nonzero_int_divisor, not_equal, numeric_pair, power,
                                       remainder, sin, sqrt, subtract, where)
-from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_arrays,
-                                broadcast_operands, convert, dtype_of, full_like, is_array,
-                                ones_like, promote, zeros_like)
+from shardc.numpy._core import (as_array, as_inexact, astype, broadcast_arrays,
+                                broadcast_operands, convert, dtype_of, full_like, ones_like,
+                                promote, zeros_like)
 from shardc.numpy._reductions import any
 
 __all__ = [
@@ -143,7 +143,7 @@ def round(x, decimals=0):
     if decimals:
         scale = 10.0 ** decimals
         return divide(round(multiply(x, scale)), scale)
-    x = asarray(x) if not is_array(x) else x
+    x = as_array(x)
     if not _dt.is_inexact(dtype_of(x)):
         return x
     if _is_complex(x):          # each part on its own
