@@ -457,9 +457,7 @@ class BodyPlan:
                 values[outvars[0]] = result
                 if kernel.ufunc:
                     owned.add(outvars[0])
-            if not (kernel.ufunc or kernel.fresh):
-                # its results may view its operands (a transpose, a reshape, a message
-                # still being sent): no later ufunc may write into them
+            if _may_view(kernel):
                 owned.difference_update(step.eqn.invars)
             for var in step.dead:
                 del values[var]
@@ -536,9 +534,7 @@ class BodyPlan:
                 outs.append(names[var])
                 if kernel.ufunc:
                     owned.add(var)
-            if not (kernel.ufunc or kernel.fresh):
-                # its results may view its operands (a transpose, a reshape, a message
-                # still being sent): no later ufunc may write into them
+            if _may_view(kernel):
                 owned.difference_update(eqn.invars)
             target = (", ".join(outs) + ("," if len(outs) == 1 else "")
                       if kernel.multiple else (outs[0] if outs else "_"))
@@ -716,6 +712,13 @@ def _use_counts(eqns) -> dict:
             if type(atom) is not Literal:
                 uses[atom] = get(atom, 0) + 1
     return uses
+
+
+def _may_view(kernel) -> bool:
+    """Whether a kernel's results may view its operands (a transpose, a reshape, a message
+    still being sent): no later ufunc may then write into those operands. A ufunc's results,
+    and a ``fresh`` kernel's, are new arrays."""
+    return not (kernel.ufunc or kernel.fresh)
 
 
 def _dying_operand(step, owned, values):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.sharding import block_shape, block_slices, normal_spec, owner_positions, spec_axes
+from ir.sharding import (block_shape, block_slices, by_layout, normal_spec, owner_positions,
+                         spec_axes)
 from runtime.array import Array
 from runtime.mpi.agreement import (Agreement, Opening, fingerprint, settle_then_wait,
                                    where_called)
@@ -76,7 +77,7 @@ def gather_global(array: MpiArray) -> np.ndarray:
         for coords, p in local:
             out[block_slices(array.shape, spec, mesh, coords)] = array.buffers[p]
         return out
-    runs = _row_runs(mesh, spec, array.shape, w.size)
+    runs = _row_runs(mesh, spec, array.shape)
     if runs is not None:
         return _gather_rows(array, runs, w)
     owners = owner_positions(spec, mesh)
@@ -128,24 +129,18 @@ def _count_gather(sent: int, received: int) -> None:
     gather_record["bytes_received"] += received
 
 
-def _row_runs(mesh, spec, shape, size: int):
+def _row_runs(mesh, spec, shape):
     """By rank, the positions whose blocks it sends, in row order, when every block is a run
     of whole rows (only the first dimension is split), each process's blocks follow one
-    another, the processes come in rank order and each has as many: else None. Worked out
-    once per layout."""
-    key = (id(mesh), tuple(spec), tuple(shape), size)
-    entry = _ROW_RUNS.get(key)
-    if entry is None or entry[0] is not mesh:
-        if len(_ROW_RUNS) > 4096:
-            _ROW_RUNS.clear()
-        entry = _ROW_RUNS[key] = (mesh, _find_row_runs(mesh, spec, tuple(shape), size))
-    return entry[1]
+    another, the processes come in rank order and each has as many: else None (worked out
+    once per layout)."""
+    return by_layout(_ROW_RUNS, _find_row_runs, shape, mesh, spec)
 
 
 _ROW_RUNS: dict = {}
 
 
-def _find_row_runs(mesh, spec, shape: tuple, size: int):
+def _find_row_runs(shape: tuple, mesh, spec):
     if not shape or any(n == 0 for n in shape):
         return None
     starts = []
@@ -156,7 +151,7 @@ def _find_row_runs(mesh, spec, shape: tuple, size: int):
         starts.append((rows.start, p))
     ranks = [mesh.devices.flat[p].process_index for _, p in sorted(starts)]
     runs = [[p for _, p in sorted(starts) if mesh.devices.flat[p].process_index == r]
-            for r in range(size)]
+            for r in range(world().size)]
     if ranks != sorted(ranks) or len({len(run) for run in runs}) != 1:
         return None
     return runs

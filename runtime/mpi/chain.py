@@ -120,17 +120,15 @@ class PendingReduction:
     def wait(self) -> np.ndarray:
         state = self.state
         state.node = self.node
-        state.pending.remove(self)
         try:
             while True:
-                # raising, the stage's requests stay in flight: ``abandon``
+                # an error here propagates, and this stays pending (its requests in
+                # flight) for the stacked body to ``abandon``
                 settle_then_wait(state, self.requests)
                 self.requests = self.walk.send(None)
         except StopIteration as done:
+            state.pending.remove(self)
             return done.value.reshape(self.shape)
-        except BaseException:
-            state.pending.append(self)
-            raise
 
 
 # A block crosses as the bytes of its memory, row-major (C) or column-major (F, the layout of
