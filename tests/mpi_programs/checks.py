@@ -68,8 +68,21 @@ def collective_bodies(names):
         return lax.ragged_all_to_all(operand, jnp.zeros_like(operand), 2 * k, sizes,
                                      jnp.full((n,), 2 * m, jnp.int32), recv, axis_name=last)
 
+    def mixed(x):
+        # all-reduces over one chain in a row, then an exchange of another kind, then more:
+        # bools counted, ints, a transposed block, bfloat16
+        counts = lax.psum(x > 0, every)
+        peaks = lax.pmax((x * 10).astype(jnp.int32), every)
+        means = lax.pmean(jnp.sin(x).T, every).T
+        gathered = lax.all_gather(x, every, tiled=True, to="invarying")
+        halves = lax.psum(x.astype(jnp.bfloat16), every)
+        low = lax.pmin(jnp.cos(x), every)
+        return (counts + peaks + means + halves.astype(jnp.float32) + low * gathered.sum()
+                + lax.psum(means * 2, every))
+
     return [
         ("psum_all", lambda x: lax.psum(x, every), P(every), P()),
+        ("psums_mixed", mixed, P(every), P()),
         ("psum_last", lambda x: lax.psum(x, last), P(every), P(names[:-1] or None)),
         ("pmean", lambda x: lax.pmean(x, every), P(every), P()),
         ("pmax", lambda x: lax.pmax(x, first), P(every), P(names[1:] or None)),
@@ -137,7 +150,10 @@ def check_large_reductions():
         for name, body in (("psum", lambda b: lax.psum(b, names)),
                            ("pmean", lambda b: lax.pmean(b, names)),
                            ("pmax", lambda b: lax.pmax(b, names)),
-                           ("psum_ints", lambda b: lax.psum((b * 100).astype(jnp.int32), names))):
+                           ("psum_ints", lambda b: lax.psum((b * 100).astype(jnp.int32), names)),
+                           # six large all-reduces in a row, each read only at the end
+                           ("psums_in_a_row", lambda b: sum(
+                               lax.psum(jnp.sin(b * k), names) * k for k in range(1, 7)))):
             f = jax.shard_map(body, mesh=mesh, in_specs=P(names), out_specs=P())
             record(f"large/{mesh_name}/{name}", jax.jit(f)(x))
 
