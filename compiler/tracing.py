@@ -21,7 +21,7 @@ from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.interpreter import Interpreter
 from ir.shapes import out_avals
-from ir.sharding import NamedSharding, PartitionSpec, current_mesh
+from ir.sharding import NamedSharding, PartitionSpec, current_mesh, same_layout
 from ir.sharding_rules import mesh_auto, mesh_explicit, named_sharding, typed_avals
 from compiler.propagation import auto_mesh
 from ir.source import frame_source
@@ -342,7 +342,7 @@ def placed_as_typed(outs, typed, mesh, shardings=None):
         if aval.sharding is None and not isinstance(out.sharding, NamedSharding):
             # a value every process holds whole, now said to be on the mesh's devices
             out = type(out).from_global(np.asarray(out), sharding)
-        elif out.sharding != sharding:
+        elif not same_layout(out.sharding, sharding):
             (out,) = get_backend().eval_primitive(prims.sharding_constraint_p, [out],
                                                   {"sharding": sharding})
         if tuple(out.sharding.spec) != tuple(sharding.spec):

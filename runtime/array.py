@@ -9,7 +9,7 @@ import numpy as np
 from ir import dtypes
 from ir.core import Aval
 from ir.sharding import (NamedSharding, Sharding, canonical_spec, jax_index, owner_positions,
-                         position_slices)
+                         position_slices, same_layout)
 from ir.sharding_rules import type_sharding
 from runtime.devices import Device, devices, is_local
 
@@ -235,7 +235,7 @@ class Array(metaclass=abc.ABCMeta):
     def respelled(self, sharding) -> "Array":
         """This array with ``sharding`` as its reported layout: the same layout spelt another
         way (``P('x')`` as ``P('x', None)``), the buffers shared."""
-        assert sharding == self.sharding, (sharding, self.sharding)
+        assert same_layout(sharding, self.sharding), (sharding, self.sharding)
         result = object.__new__(type(self))     # the same type: the layout is the same
         result.__dict__.update(self.__dict__)
         result.sharding = sharding
