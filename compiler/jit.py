@@ -25,8 +25,9 @@ from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
-                              is_python_scalar, layouts_of, placed_as_typed, placement_mesh,
-                              split_mesh, trace_to_program, typed_sharding, user_source)
+                              layouts_of, placed_as_typed, placement_mesh, split_mesh,
+                              trace_to_program, typed_sharding, user_source, weakened,
+                              weakly_typed)
 from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
@@ -57,6 +58,8 @@ class ClosedProgram:
     # each output's layout as the trace followed it (compiler.layouts): on Auto axes an
     # elementwise program's results are laid out as its arguments
     out_layouts: list = dataclasses.field(default_factory=list)
+    # which outputs are weakly typed (computed from weakly typed values only)
+    out_weak: list = dataclasses.field(default_factory=list)
 
     @property
     def jaxpr(self) -> Program:
@@ -132,8 +135,9 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     # Python scalars stay weakly typed, as in JAX: jit(f)(bf16_array, 0.5) computes in bfloat16
     program, consts, outs = trace_to_program(flat_fun, in_avals, parent=eval_trace,
                                              in_shardings=layouts_of(leaves),
-                                             weak=[is_python_scalar(x) for x in leaves])
-    return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs))
+                                             weak=[weakly_typed(x) for x in leaves])
+    return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs),
+                         [weakly_typed(o) for o in outs])
 
 
 def _held(args) -> list:
@@ -416,7 +420,8 @@ class JitFunction:
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
                 return None
-            key.append((aval, backend.sharding_of(a)))
+            key.append((aval, backend.sharding_of(a)) if getattr(a, "weak", False) is not True else
+                       (aval, backend.sharding_of(a), "weak"))
         return tuple(key)
 
     def _call(self, args, kwargs):
@@ -440,6 +445,8 @@ class JitFunction:
             outs = placed
         elif compiled.placing:
             outs = compiled.placing(outs)
+        if True in closed.out_weak:
+            outs = [weakened(o) if w else o for o, w in zip(outs, closed.out_weak)]
         result = tree.tree_unflatten(closed.out_tree, outs)
         return self._constrain_outputs(result) if compiled.place_after else result
 
@@ -494,8 +501,9 @@ class JitFunction:
         backend = get_backend()
         shardings = tuple(_arrival(backend, x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
-        # a Python scalar argument is weakly typed, an array of its dtype is not
-        weak = tuple(is_python_scalar(x) for x in leaves)
+        # a Python scalar argument is weakly typed (and an array made from one), an array of
+        # its dtype is not
+        weak = tuple(weakly_typed(x) for x in leaves)
         key = (in_tree, avals, weak, shardings, self._static_key(static, static_kwargs),
                current_mesh(), dtypes.x64_enabled())
         try:

@@ -394,11 +394,51 @@ def set_current_trace(trace: Trace):
 
 
 def bind(prim, *args, **params):
-    """Apply a primitive in the current trace; one result unless it has multiple results."""
+    """Apply a primitive in the current trace; one result unless it has multiple results.
+    The results of an operation that keeps weak types are weakly typed when its operands all
+    are (``weakly_typed``)."""
     trace = current_trace()
     operands = [trace.to_tracer(a) for a in args]
     outs = trace.process_primitive(prim, operands, params)
+    if prim in WEAK_KEEPING and args and _all_weak(args[1:] if prim is prims.select_n_p
+                                                   else args):
+        outs = [weakened(o) for o in outs]
     return outs if prim.multiple_results else outs[0]
+
+
+def weakly_typed(value) -> bool:
+    """Whether ``value`` is weakly typed (JAX's weak_type): a Python scalar, an array made
+    from one, a traced value standing for one, or what only such values computed."""
+    return is_python_scalar(value) or getattr(value, "weak", False) is True
+
+
+def _all_weak(values) -> bool:
+    for v in values:
+        if getattr(v, "weak", False) is not True:
+            return False
+    return True
+
+
+def weakened(value):
+    """``value`` marked weakly typed: a tracer that carries the mark, or an array (a copy
+    where it is not weak already); other tracers as they are."""
+    if isinstance(value, Tracer):
+        if hasattr(type(value), "weak"):      # the tracers that carry the mark
+            value.weak = True
+        return value
+    with_weak = getattr(value, "with_weak", None)
+    return value if with_weak is None else with_weak(True)
+
+
+# The operations whose results are weakly typed when their operands all are, as JAX's
+# (elementwise, comparisons included, moving and selecting elements, contractions); a
+# reduction, a conversion or a cumulative operation gives a typed result.
+WEAK_KEEPING = frozenset(getattr(prims, f"{name}_p") for name in (
+    "abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil cos cosh div eq erf erf_inv "
+    "erfc exp exp2 expm1 floor ge gt le lgamma log log1p logistic lt max min mul ne neg "
+    "nextafter not or pow rem round rsqrt sign sin sinh sqrt sub tan tanh xor digamma "
+    "broadcast_in_dim concatenate dynamic_slice dynamic_update_slice gather pad reshape rev "
+    "select_n slice squeeze transpose sharding_constraint stop_gradient dot_general").split())
 
 
 def _note_equation(err: Exception, prim, tracers, params) -> None:
@@ -685,6 +725,7 @@ class ProgramTrace(Trace):
         if not isinstance(value, Tracer) and aval.shape == () and _is_plain_scalar(value):
             return self.new_tracer(aval, Literal(value, aval))
         tracer = self.new_tracer(aval)
+        tracer.weak = getattr(value, "weak", False) is True
         if self.shard is None:
             tracer._sharding = layouts_mod.layout_of(value)
         self.consts.append((self.var_of[id(tracer)], value))

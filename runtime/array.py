@@ -69,6 +69,9 @@ class Array(metaclass=abc.ABCMeta):
     concrete values.
     """
     __array_priority__ = 100
+    # weakly typed (JAX's weak_type): made from a Python scalar, or computed from such values
+    # only; it takes the dtype of a typed operand it meets (jnp.asarray(2.0) * bf16 is bf16)
+    weak = False
 
     def __init__(self, aval: Aval, sharding, buffers: list):
         # the type says how the array is split over its mesh's Explicit axes
@@ -236,13 +239,31 @@ class Array(metaclass=abc.ABCMeta):
         """This array with ``sharding`` as its reported layout: the same layout spelt another
         way (``P('x')`` as ``P('x', None)``), the buffers shared."""
         assert same_layout(sharding, self.sharding), (sharding, self.sharding)
-        result = object.__new__(type(self))     # the same type: the layout is the same
-        result.__dict__.update(self.__dict__)
+        result = self._shallow_copy()     # the same type: the layout is the same
         result.sharding = sharding
         return result
 
     def copy(self) -> "Array":
-        return Array.from_global(self._assemble().copy())
+        """A copy: the same value, layout and type (the buffers are shared: an array is never
+        changed)."""
+        return self._shallow_copy()
+
+    def _shallow_copy(self) -> "Array":
+        result = object.__new__(type(self))
+        result.__dict__.update(self.__dict__)
+        return result
+
+    @property
+    def weak_type(self) -> bool:
+        return self.weak
+
+    def with_weak(self, weak: bool) -> "Array":
+        """This array, weakly typed or not (a copy where it differs)."""
+        if self.weak is weak:
+            return self
+        result = self._shallow_copy()
+        result.weak = weak
+        return result
 
     def __len__(self):
         if not self.shape:

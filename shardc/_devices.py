@@ -9,7 +9,8 @@ import numpy as np
 from compiler.backend import get_backend
 from compiler.eager import ShardTrace
 from compiler.shard_map import current_shard_context
-from compiler.tracing import ProgramTrace, aval_of, check_jax_leaves, innermost_trace
+from compiler.tracing import (ProgramTrace, aval_of, check_jax_leaves, innermost_trace, weakened,
+                              weakly_typed)
 from compiler.tree import broadcast_prefix, leaf_paths, tree_flatten, tree_unflatten
 from ir.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from runtime.devices import devices as all_devices
@@ -29,11 +30,15 @@ def device_put(x, device=None):
     if current_shard_context() is not None:
         return _device_put_in_body(x, leaves, device)
     if device is None:
-        return tree_unflatten(treedef, [_device_put_one(v) for v in leaves])
-    targets = broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding")
-    shardings = [resolve_sharding(t, "device_put") for t in targets]
-    labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]   # for errors only
-    return tree_unflatten(treedef, get_backend().put(leaves, shardings, labels))
+        placed = [_device_put_one(v) for v in leaves]
+    else:
+        targets = broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding")
+        shardings = [resolve_sharding(t, "device_put") for t in targets]
+        labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]  # for errors only
+        placed = get_backend().put(leaves, shardings, labels)
+    # a weakly typed value stays so (a Python number too), as in JAX
+    return tree_unflatten(treedef, [weakened(p) if weakly_typed(v) and not isinstance(v, bool)
+                                    else p for p, v in zip(placed, leaves)])
 
 
 def _is_target(s) -> bool:

@@ -26,7 +26,8 @@ def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun(*args, **kwargs)`` would return, as ``ShapeDtypeStruct``s,
     found by tracing it: nothing runs. Arguments may be arrays or ``ShapeDtypeStruct``s."""
     closed = trace_function(fun, args, kwargs)
-    outs = [ShapeDtypeStruct(a.shape, a.dtype) for a in closed.out_avals]
+    outs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=weak)
+            for a, weak in zip(closed.out_avals, closed.out_weak)]
     return tree.tree_unflatten(closed.out_tree, outs)
 
 

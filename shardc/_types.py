@@ -62,7 +62,9 @@ class _TypeOf:
                                           PartitionSpec(*[None] * aval.ndim))
         else:
             self.sharding = layout
-        self._text = aval.str_long(order)
+        # a weakly typed value's type is marked ``~`` (JAX's ``~float32[]``)
+        self.weak_type = getattr(value, "weak", False) is True
+        self._text = ("~" if self.weak_type else "") + aval.str_long(order)
 
     def __str__(self):
         return self._text
@@ -71,7 +73,8 @@ class _TypeOf:
         """JAX's ``str_short``: the type as printed, with ``f32``-style dtypes if asked."""
         if not short_dtypes:
             return self._text
-        return short_dtype(self.dtype) + self._text[len(self.dtype.name):]
+        mark = "~" if self.weak_type else ""
+        return mark + short_dtype(self.dtype) + self._text[len(mark) + len(self.dtype.name):]
 
     def __repr__(self):
         return f"ShapedArray({self._text})"      # JAX's repr (f"{typeof(x)=}")
@@ -81,8 +84,9 @@ class ShapeDtypeStruct:
     """A stand-in argument with only a shape, a dtype and optionally a sharding: enough to
     trace and lower (``jit(f).lower(ShapeDtypeStruct((8, 16), jnp.float32))``)."""
 
-    def __init__(self, shape, dtype, sharding=None):
+    def __init__(self, shape, dtype, sharding=None, weak_type: bool = False):
         self.shape = tuple(shape)
+        self.weak_type = self.weak = bool(weak_type)
         canonical = dtypes.canonicalize(dtype)      # refuses what no array holds
         # the dtype as asked (JAX keeps float64 with x64 off: pure_callback refuses it);
         # what it stands for when traced is the canonical one
@@ -93,4 +97,5 @@ class ShapeDtypeStruct:
             type_sharding(sharding, len(self.shape)))
 
     def __repr__(self):
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"

@@ -446,7 +446,8 @@ def test_explicit_divisibility_is_a_value_error_naming_dim_axis_and_sizes(mesh24
 def test_creation_with_out_sharding(mesh24):
     check_result(jnp.ones((8, 16), out_sharding=P(None, "y")), "float32[8,16@y]",
                  np.ones((8, 16), np.float32))
-    check_result(jnp.full((8, 16), 3., out_sharding=P("x", "y")), "float32[8@x,16@y]",
+    # filled with a Python number and no dtype asked for: weakly typed, as JAX's
+    check_result(jnp.full((8, 16), 3., out_sharding=P("x", "y")), "~float32[8@x,16@y]",
                  np.full((8, 16), 3., np.float32))
     check_result(jnp.arange(16, out_sharding=P("y")), "int32[16@y]", np.arange(16, dtype=np.int32))
     check_result(lax.broadcasted_iota(jnp.int32, (8, 16), 1, out_sharding=P("x", "y")),

@@ -15,10 +15,9 @@ import operator
 
 import numpy as np
 
-from compiler.eager import ShardTracer
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (ConcretizationTypeError, ProgramTracer, Tracer, aval_of, bind,
-                              check_jax_value, is_python_scalar)
+from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
+                              check_jax_value, is_python_scalar, weakened)
 from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
@@ -47,17 +46,12 @@ def dtype_of(x) -> np.dtype:
     return aval_of(x).dtype
 
 
-_WEAK_TRACERS = (ProgramTracer, ShardTracer)     # the tracers that carry ``weak``
-
-
 def weakly_typed_like(result, *operands):
     """``result``, marked weakly typed when every operand is (JAX's weak_type propagation)."""
-    if type(result) in _WEAK_TRACERS:
-        for a in operands:
-            if not is_weakly_typed(a):
-                return result
-        result.weak = True
-    return result
+    for a in operands:
+        if not is_weakly_typed(a):
+            return result
+    return weakened(result)
 
 
 def convert(x, dtype):
@@ -247,7 +241,7 @@ def _put_on(value, device):
         full = sharding.with_spec(spec_per_dim(sharding.spec, ndim_of(result)))
         if tuple(full.spec) != tuple(result.sharding.spec):
             result = result.respelled(full)
-    return result
+    return weakened(result) if getattr(value, "weak", False) is True else result
 
 @takes_device
 def asarray(x, dtype=None):
@@ -259,6 +253,8 @@ def asarray(x, dtype=None):
         return stack([asarray(v, dtype) for v in x])
     if isinstance(x, Array):
         return x if dtype is None or np.dtype(dtype) == x.dtype else astype(x, dtype)
+    # a Python number (not a bool, nor a list of them) is weakly typed, as in JAX
+    weak = dtype is None and is_python_scalar(x) and not isinstance(x, bool)
     if dtype is None and (is_python_scalar(x) or (isinstance(x, (list, tuple)) and x
                                                  and _all_python_scalars(x))):
         dtype = _dt.result_type([_dt.weak_scalar_dtype(v) for v in nested_values(x)],
@@ -268,7 +264,10 @@ def asarray(x, dtype=None):
     if not _dt.is_valid(array.dtype):
         # name the value as given; a list is named by what numpy made of it
         check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")
-    return Array.from_global(array)
+    result = Array.from_global(array)
+    if weak:
+        result.weak = True
+    return result
 
 
 def _all_python_scalars(x) -> bool:
@@ -302,6 +301,8 @@ def _default_dtype(dtype, *values, function="zeros"):
 def full(shape, fill_value, dtype=None):
     """An array of ``shape`` filled with ``fill_value``."""
     shape = shape_tuple(shape)
+    # weakly typed when the fill is and no dtype is asked for, as JAX's
+    weak = dtype is None and is_weakly_typed(fill_value) and not isinstance(fill_value, bool)
     if dtype is None:
         dtype = dtype_of(fill_value) if not is_python_scalar(fill_value) else \
             _dt.weak_scalar_dtype(fill_value)
@@ -311,8 +312,10 @@ def full(shape, fill_value, dtype=None):
     value = convert(fill_value, dtype)
     if shape_of(value) == shape:
         # a 0-d result is an array too (a numpy scalar would compute in numpy's types)
-        return value if isinstance(value, (Tracer, Array)) else asarray(value)
-    return broadcast_to(value, shape)
+        result = value if isinstance(value, (Tracer, Array)) else asarray(value)
+    else:
+        result = broadcast_to(value, shape)
+    return weakened(result) if weak else result
 
 
 def shape_tuple(shape) -> tuple:
@@ -351,12 +354,15 @@ def full_like(x, fill_value, dtype=None, shape=None):
     typed = getattr(aval_of(x), "sharding", None)
     if typed is not None and shape is None:
         # split as x is (JAX's *_like copy the operand's sharding)
-        return _put_on(result, named_sharding(aval_of(x)))
-    laid = getattr(x, "sharding", None)
-    if shape is None and isinstance(x, Array) and isinstance(laid, NamedSharding):
+        result = _put_on(result, named_sharding(aval_of(x)))
+    elif (shape is None and isinstance(x, Array)
+          and isinstance(getattr(x, "sharding", None), NamedSharding)):
         # an array laid out on a mesh (Auto axes): the same layout, as JAX's
-        return device_put(result, laid)
-    return _vary_like(result, x)
+        result = device_put(result, x.sharding)
+    else:
+        result = _vary_like(result, x)
+    # of a weakly typed operand's dtype, weakly typed (JAX's)
+    return weakened(result) if dtype is None and is_weakly_typed(x) else result
 
 
 def _vary_like(result, x):
@@ -424,7 +430,13 @@ _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 def astype(x, dtype):
     """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32)."""
     x = as_array(x)
-    return convert(x, dtype)
+    result = convert(x, dtype)
+    if getattr(result, "weak", False) is True:
+        # a dtype asked for types the value (JAX's astype is never weakly typed)
+        if isinstance(result, Tracer):
+            return bind(p.convert_element_type_p, result, new_dtype=dtype_of(result))
+        return result.with_weak(False)
+    return result
 
 
 # --- shapes ----------------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""Weakly typed arrays (JAX's weak_type): an array made from a Python number, without a dtype
+asked for, takes the dtype of the typed operands it meets, as the number would. Before,
+only traced values carried the mark: ``jnp.asarray(2.0) * bf16`` and ``jnp.full(s, 1.0) + bf16``
+computed in float32 where JAX computes in bfloat16.
+
+Each case's type is JAX 0.10.2's (``jax.typeof`` prints a weak type as ``~float32[]``)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import AxisType, PartitionSpec as P
+
+X = jnp.ones((4,), jnp.bfloat16)
+W = jnp.asarray(2.0)
+
+# (what, JAX's type of the result)
+CASES = {
+    "asarray(2.0)": (lambda: jnp.asarray(2.0), "~float32[]"),
+    "array(2.0)": (lambda: jnp.array(2.0), "~float32[]"),
+    "asarray(2)": (lambda: jnp.asarray(2), "~int32[]"),
+    "asarray(True)": (lambda: jnp.asarray(True), "bool[]"),
+    "asarray(2.0, float32)": (lambda: jnp.asarray(2.0, jnp.float32), "float32[]"),
+    "asarray([1.0])": (lambda: jnp.asarray([1.0]), "float32[1]"),
+    "asarray(np.float32)": (lambda: jnp.asarray(np.float32(1)), "float32[]"),
+    "full(1.0)": (lambda: jnp.full((4,), 1.0), "~float32[4]"),
+    "full(1)": (lambda: jnp.full((4,), 1), "~int32[4]"),
+    "full(np.float32)": (lambda: jnp.full((4,), np.float32(1.0)), "float32[4]"),
+    "full_like(weak)": (lambda: jnp.full_like(W, 3.0), "~float32[]"),
+    "zeros_like(weak)": (lambda: jnp.zeros_like(W), "~float32[]"),
+    "zeros": (lambda: jnp.zeros((2,)), "float32[2]"),
+    "ones_like(bf16)": (lambda: jnp.ones_like(X), "bfloat16[4]"),
+    "weak * 2": (lambda: W * 2, "~float32[]"),
+    "weak + weak": (lambda: W + W, "~float32[]"),
+    "sin(weak)": (lambda: jnp.sin(W), "~float32[]"),
+    "sum(weak)": (lambda: jnp.sum(W), "float32[]"),
+    "mean(weak)": (lambda: jnp.mean(W), "float32[]"),
+    "reshape(weak)": (lambda: W.reshape(1), "~float32[1]"),
+    "broadcast_to(weak)": (lambda: jnp.broadcast_to(W, (3,)), "~float32[3]"),
+    "weak[None]": (lambda: W[None], "~float32[1]"),
+    "stack": (lambda: jnp.stack([W, W]), "~float32[2]"),
+    "concatenate": (lambda: jnp.concatenate([W[None], W[None]]), "~float32[2]"),
+    "where": (lambda: jnp.where(True, W, W), "~float32[]"),
+    "astype(float32)": (lambda: W.astype(jnp.float32), "float32[]"),
+    "convert_element_type": (lambda: lax.convert_element_type(W, jnp.float32), "float32[]"),
+    "-weak": (lambda: -W, "~float32[]"),
+    "weak > 1": (lambda: W > 1, "~bool[]"),
+    "maximum(weak, 1.0)": (lambda: jnp.maximum(W, 1.0), "~float32[]"),
+    "dot(weak, weak)": (lambda: jnp.dot(W, W), "~float32[]"),
+    "weak ** 2": (lambda: W ** 2, "~float32[]"),
+    "clip": (lambda: jnp.clip(W, 0, 1), "~float32[]"),
+    "floor": (lambda: jnp.floor(W), "~float32[]"),
+    "weak * bf16": (lambda: W * X, "bfloat16[4]"),
+    "full + bf16": (lambda: jnp.full((4,), 1.0) + X, "bfloat16[4]"),
+    "jit identity": (lambda: jax.jit(lambda a: a)(W), "~float32[]"),
+    "jit of a Python number": (lambda: jax.jit(lambda a: a)(2.0), "~float32[]"),
+    "jit returning a constant": (lambda: jax.jit(lambda: 1.0)(), "~float32[]"),
+    "jit weak * 2": (lambda: jax.jit(lambda a: a * 2)(W), "~float32[]"),
+    "jit weak * bf16": (lambda: jax.jit(lambda a, b: a * b)(W, X), "bfloat16[4]"),
+    "jit full + bf16": (lambda: jax.jit(lambda b: jnp.full((4,), 1.0) + b)(X), "bfloat16[4]"),
+    "jit closing over a weak array": (lambda: jax.jit(lambda b: W * b)(X), "bfloat16[4]"),
+    "device_put(weak)": (lambda: jax.device_put(W), "~float32[]"),
+    "device_put(2.0)": (lambda: jax.device_put(2.0), "~float32[]"),
+    "copy": (lambda: W.copy(), "~float32[]"),
+    "jnp.copy": (lambda: jnp.copy(W), "~float32[]"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_weak_types_as_jax(name):
+    make, want = CASES[name]
+    result = make()
+    assert str(jax.typeof(result)) == want
+    assert result.weak_type == want.startswith("~")
+
+
+def test_a_weak_array_computes_in_the_typed_operands_dtype():
+    """The values too: bfloat16 rounding, not float32's."""
+    x = jnp.asarray(np.array([1.0, 1.5, 3.0], np.float32).astype(ml_dtypes.bfloat16))
+    third = jnp.asarray(1 / 3)
+    got = third * x
+    assert got.dtype == jnp.bfloat16
+    want = (np.float32(1 / 3).astype(ml_dtypes.bfloat16) * np.asarray(x)).astype(
+        ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_jit_traces_a_weak_argument_apart_from_a_typed_one():
+    """A weak float32 and a float32 array are different arguments: the cache keeps them
+    apart, so each call promotes as its own argument does."""
+    f = jax.jit(lambda a, b: a * b)
+    assert f(W, X).dtype == jnp.bfloat16
+    assert f(jnp.asarray(2.0, jnp.float32), X).dtype == jnp.float32
+    assert f(W, X).dtype == jnp.bfloat16
+
+
+def test_eval_shape_reports_weak_types():
+    out = jax.eval_shape(lambda a: a * 2, W)
+    assert out.weak_type and repr(out) == "ShapeDtypeStruct(shape=(), dtype=float32, " \
+                                          "weak_type=True)"
+    assert not jax.eval_shape(lambda a: a * 2, X).weak_type
+
+
+def test_a_weak_array_keeps_its_mark_laid_out_on_a_mesh():
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    with jax.set_mesh(mesh):
+        a = jnp.full((8,), 3.5, out_sharding=P("x"))
+        assert str(jax.typeof(a)) == "~float32[8@x]" and a.weak_type
+        b = jnp.full((8,), 1.0, out_sharding=P("x")) + jnp.ones((8,), jnp.bfloat16,
+                                                                 out_sharding=P("x"))
+        assert str(jax.typeof(b)) == "bfloat16[8@x]"
