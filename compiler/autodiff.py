@@ -19,6 +19,7 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is_jax_value,
                               is_python_scalar, layouts_of, set_current_trace, trace_to_program)
+from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
@@ -166,7 +167,14 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         aval = aval_of(x) if not hasattr(x, "shape") or hasattr(x, "aval") or isinstance(
             x, np.ndarray) else None
         shape, dtype = (aval.shape, aval.dtype) if aval is not None else (x.shape, x.dtype)
-        return np.zeros(shape, dtype)
+        point = np.zeros(shape, dtype)
+        shard = current_shard_context()
+        if aval is None or not aval.vma or shard is None:
+            return point
+        # in a shard_map body, a point that varies as the primal does: the cotangent of a
+        # varying argument is not summed over the axes it varies over
+        axes = tuple(a for a in shard.mesh.axis_names if a in aval.vma)
+        return bind(coll.pvary_p, point, mesh_axes=axes)
 
     points = tree.tree_map(zeros, primals)
     for leaf in tree.tree_leaves(points):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from compiler import tree
 from compiler.autodiff import (as_array, rebuild_aux, split_aux, eval_program,
                                linearize_flat)
+from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of
 
 
@@ -43,9 +44,31 @@ def linearize(fun, *primals, has_aux: bool = False):
                 raise ValueError("linearized function called on tangent values inconsistent "
                                  f"with the original primal values: got tangent "
                                  f"{got.str_short()} for primal {aval.str_short()}")
+            if d and got.vma != aval.vma:
+                raise ValueError(_vma_mismatch(got, aval))
         args = list(residuals) + [t for t, d in zip(flat, diff) if d]
         out_tangents = eval_program(linear, args)[:out_tree.num_leaves]
         return tree.tree_unflatten(out_tree, out_tangents)
 
     primal_out = tree.tree_unflatten(out_tree, outs)
     return (primal_out, f_jvp, aux) if has_aux else (primal_out, f_jvp)
+
+
+def _vma_mismatch(tangent, primal) -> str:
+    """JAX's error for a tangent that varies over other mesh axes than its primal did (in a
+    shard_map body), with the ``pcast`` that would make them agree."""
+    order = lambda axes: tuple(sorted(axes, key=str))
+    fixes = []
+    if tangent.vma - primal.vma:
+        fixes.append(f"applying `jax.lax.pcast(..., {order(tangent.vma - primal.vma)}, "
+                     "to='varying')` to the primal value passed to `jax.linearize`")
+    if primal.vma - tangent.vma:
+        fixes.append(f"applying `jax.lax.pcast(..., {order(primal.vma - tangent.vma)}, "
+                     "to='varying')` to the tangent value passed to the callable `f_jvp` "
+                     "returned by `jax.linearize`")
+    shard = current_shard_context()
+    axes = shard.mesh.axis_names if shard is not None else ()
+    got, want = tangent.str_long(axes), primal.str_long(axes)
+    return ("linearized function called on tangent values inconsistent with the original "
+            f"primal values:\nGot tangent aval {got} for primal aval {want} but expected "
+            f"{want}. \nThis might be fixed by:\n" + "\n".join(f"  * {fix};" for fix in fixes))

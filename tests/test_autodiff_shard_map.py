@@ -976,3 +976,49 @@ def test_inputs_are_not_emitted_again_as_residuals(check):
     yy = np.tile([1., 2.], 4)
     np.testing.assert_allclose(np.asarray(gx), 2 * np.arange(8.) * yy ** 2)
     np.testing.assert_allclose(np.asarray(gy), (2 * np.arange(8.) ** 2 * yy).reshape(4, 2).sum(0))
+
+
+# --- linearize and linear_transpose in a body: the varying axes of primals and tangents ----------
+
+def _mean_square(x):
+    return jnp.mean(x ** 2)
+
+
+def _auto_mesh2():
+    return jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+
+
+def test_linear_transpose_of_a_varying_primal_sums_nothing():
+    """The transpose at a primal that varies over 'x' gives each device its own cotangent:
+    the point it transposes at varies as the primal does (before, it was invariant, and the
+    cotangent was summed over 'x': 8 where JAX gives 4)."""
+    def body(t):
+        p = lax.pcast(jnp.array([1.]), "x", to="varying")
+        _, fwd = jax.linearize(_mean_square, p)        # fwd(u) = 2 p u
+        return jax.linear_transpose(fwd, p)(fwd(t))[0]
+    out = jax.shard_map(body, mesh=_auto_mesh2(), in_specs=P("x"), out_specs=P("x"))(
+        jnp.ones((2,)))
+    np.testing.assert_array_equal(np.asarray(out), [4., 4.])
+
+
+@pytest.mark.parametrize("vary_primal", [False, True])
+def test_a_tangent_varying_otherwise_than_its_primal_is_jax_error(vary_primal):
+    def body(t):
+        p = jnp.array([1.])
+        if vary_primal:
+            p = lax.pcast(p, "x", to="varying")
+            t = jnp.ones(1)                            # invariant tangent
+        _, fwd = jax.linearize(_mean_square, p)
+        return fwd(t)
+    where = ("the tangent value passed to the callable `f_jvp`" if vary_primal
+             else "the primal value passed to `jax.linearize`")
+    got, want = (("float32[1]", "float32[1]{V:x}") if vary_primal
+                 else ("float32[1]{V:x}", "float32[1]"))
+    with pytest.raises(ValueError) as info:
+        jax.shard_map(body, mesh=_auto_mesh2(), in_specs=P("x"), out_specs=P("x"))(
+            jnp.ones((2,)))
+    assert str(info.value) == (
+        "linearized function called on tangent values inconsistent with the original primal "
+        f"values:\nGot tangent aval {got} for primal aval {want} but expected {want}. \nThis "
+        f"might be fixed by:\n  * applying `jax.lax.pcast(..., ('x',), to='varying')` to "
+        f"{where}{' returned by `jax.linearize`' if vary_primal else ''};")
