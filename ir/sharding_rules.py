@@ -205,14 +205,28 @@ def broadcasting_spec(name: str, avals) -> tuple:
     ranked = [a for a in avals if a.shape]
     if not ranked:
         return ()
-    specs = [spec_of(a) for a in ranked]
+    return _broadcast_specs(name, [a.shape for a in ranked], [spec_of(a) for a in ranked])
+
+
+def broadcast_shardings_spec(name: str, avals):
+    """JAX's ``broadcast_shardings``: the spec operands of any ranks broadcast to (each with
+    leading unsplit dimensions of size 1 up to the highest rank), or None where none is typed
+    (no Explicit axis splits them)."""
+    if all(a.sharding is None for a in avals):
+        return None
+    ndim = max(a.ndim for a in avals)
+    return _broadcast_specs(name, [(1,) * (ndim - a.ndim) + a.shape for a in avals],
+                            [((),) * (ndim - a.ndim) + spec_of(a) for a in avals])
+
+
+def _broadcast_specs(name: str, shapes: list, specs: list) -> tuple:
     result = []
-    for d in range(ranked[0].ndim):
+    for d in range(len(shapes[0])):
         ss = [s[d] for s in specs]
         if all(s == ss[0] for s in ss):
             result.append(ss[0])
             continue
-        nontrivial = [s for s, a in zip(ss, ranked) if not (a.shape[d] == 1 and not s)]
+        nontrivial = [s for s, shape in zip(ss, shapes) if not (shape[d] == 1 and not s)]
         if not nontrivial:
             result.append(())
         elif all(s == nontrivial[0] for s in nontrivial):

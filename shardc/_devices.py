@@ -9,9 +9,10 @@ import numpy as np
 from compiler.backend import get_backend
 from compiler.eager import ShardTrace
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (ProgramTrace, aval_of, check_jax_leaves, innermost_trace, weakened,
-                              weakly_typed)
+from compiler.tracing import (ProgramTrace, Tracer, aval_of, bind, check_jax_leaves,
+                              innermost_trace, weakened, weakly_typed)
 from compiler.tree import broadcast_prefix, leaf_paths, tree_flatten, tree_unflatten
+from ir import primitives as prims
 from ir.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from runtime.devices import devices as all_devices
 from runtime.devices import local_devices
@@ -29,6 +30,13 @@ def device_put(x, device=None):
     check_jax_leaves(leaves, x, lambda path: f"device_put: x{path}")
     if current_shard_context() is not None:
         return _device_put_in_body(x, leaves, device)
+    if any(isinstance(v, Tracer) for v in leaves):
+        # under jit: a value traced is laid out as a sharding asks (JAX's device_put there
+        # reshards it), a device changes nothing
+        targets = ([None] * len(leaves) if device is None else
+                   broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding"))
+        return tree_unflatten(treedef, [_device_put_traced(v, t)
+                                        for v, t in zip(leaves, targets)])
     if device is None:
         placed = [_device_put_one(v) for v in leaves]
     else:
@@ -39,6 +47,17 @@ def device_put(x, device=None):
     # a weakly typed value stays so (a Python number too), as in JAX
     return tree_unflatten(treedef, [weakened(p) if weakly_typed(v) and not isinstance(v, bool)
                                     else p for p, v in zip(placed, leaves)])
+
+
+def _device_put_traced(value, target):
+    if target is None:
+        return value
+    sharding = resolve_sharding(target, "device_put")
+    if not isinstance(sharding, NamedSharding):
+        return value
+    if not isinstance(value, Tracer):
+        return device_put(value, sharding)
+    return bind(prims.sharding_constraint_p, value, sharding=sharding)
 
 
 def _is_target(s) -> bool:

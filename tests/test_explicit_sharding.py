@@ -839,3 +839,33 @@ def test_resharding_matrix_values(name):
                     np.testing.assert_array_equal(np.asarray(out), RESHARD_VALUE)
                     for shard in out.addressable_shards:
                         np.testing.assert_array_equal(shard.data, RESHARD_VALUE[shard.index])
+
+
+# --- operands broadcast together, tiling, placing under jit (each once refused or crashed) --------
+
+def test_where_broadcasts_its_operands_to_the_split_they_share(mesh24):
+    """An unsplit condition (or case) of another shape meets a split case: each is broadcast
+    to the split they broadcast to together, as JAX's _broadcast_arrays does (before, the
+    condition stayed unsplit and select refused it)."""
+    host, x = placed((8, 4), ("x", None))
+    check_result(jnp.where(jnp.arange(4) > 1, x, 0.0), "float32[8@x,4]",
+                 np.where(np.arange(4) > 1, host, 0.0).astype(np.float32))
+    check_result(jnp.where(x > 3, 1.0, jnp.zeros((8, 1))), "float32[8@x,4]",
+                 np.where(host > 3, 1.0, 0.0).astype(np.float32))
+    cube_host, cube = placed((8, 4, 4), ("x", None, None))
+    check_result(jnp.tril(cube), "float32[8@x,4,4]", np.tril(cube_host))
+    both = jnp.broadcast_arrays(x, jnp.ones((1, 4)))
+    assert [str(jax.typeof(b)) for b in both] == ["float32[8@x,4]", "float32[8@x,4]"]
+
+
+@pytest.mark.parametrize("reps, want", [((1, 2), "float32[8@x,8]"),
+                                         ((2, 1, 3), "float32[2,8@x,12]")])
+def test_tile_keeps_the_operands_split(mesh24, reps, want):
+    host, x = placed((8, 4), ("x", None))
+    check_result(jnp.tile(x, reps), want, np.tile(host, reps))
+
+
+def test_device_put_under_jit_reshards(mesh24):
+    host, x = placed((8, 4), ("x", None))
+    check_result(jax.jit(lambda a: jax.device_put(a, P(None, "x")))(x), "float32[8,4@x]", host)
+    check_result(jax.jit(lambda a: a.copy() * 2)(x), "float32[8@x,4]", host * 2)

@@ -1059,3 +1059,14 @@ def test_einsum_sums_ellipsis_dimensions_its_output_omits():
     a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))
     np.testing.assert_allclose(np.asarray(jnp.einsum("bij,...jk->bik", a, b)),
                                np.einsum("bij,ljk->bik", a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_asarray_and_array_take_numpys_keywords():
+    """``copy`` and ``order='K'`` change nothing (a host value is always copied in; another
+    order is JAX's NotImplementedError); ``ndmin`` adds leading dimensions."""
+    host = np.arange(3.0, dtype=np.float32)
+    assert jnp.asarray(host, copy=True, order="K").shape == (3,)
+    assert jnp.array([1, 2], ndmin=3).shape == (1, 1, 2)
+    assert str(shardc.typeof(jnp.array(2.0, ndmin=1))) == "~float32[1]"
+    with pytest.raises(NotImplementedError, match="Only implemented for order='K'"):
+        jnp.asarray(host, order="C")

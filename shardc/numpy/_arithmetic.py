@@ -13,7 +13,8 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array
 from shardc.dtypes import result_type
-from shardc.numpy._core import (as_array, asarray, astype, broadcast_operands, convert,
+from shardc.numpy._core import (as_array, asarray, astype, broadcast_operands,
+                                broadcast_typed_operands, convert,
                                 dtype_of, is_array, ones_like, promote, shape_of,
                                 weakly_typed_like, zeros_like)
 from shardc.numpy._scalars import bool_
@@ -304,5 +305,5 @@ def where(condition, x, y):
     one-argument form."""
     condition = astype(condition, bool_) if dtype_of(condition) != np.bool_ else condition
     x, y = promote(x, y)
-    condition, x, y = broadcast_operands(condition, x, y)
+    condition, x, y = broadcast_typed_operands(condition, x, y, name="where")
     return bind(p.select_n_p, condition, y, x)

@@ -23,7 +23,8 @@ from ir import collectives as coll
 from ir import primitives as p
 from ir.core import Aval
 from ir.sharding import NamedSharding, PartitionSpec, spec_per_dim
-from ir.sharding_rules import mesh_explicit, named_sharding, type_sharding
+from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sharding,
+                               partitions, type_sharding)
 from runtime.array import Array, detached
 from runtime.reference import convert_element, device_put
 from shardc.dtypes import is_weakly_typed, result_type
@@ -157,10 +158,39 @@ def broadcast_operands(*args, name=None):
 
 
 def broadcast_arrays(*args):
-    """The arrays broadcast to one shape (a list)."""
+    """The arrays broadcast to one shape (a list); on Explicit axes, as JAX's, to the split
+    they broadcast to together where their shapes differ."""
     arrays = [as_array(a) for a in args]
     target = broadcast_shapes_of(*[shape_of(a) for a in arrays]) if arrays else ()
+    sharding = _broadcast_sharding(arrays, "broadcast_arrays")
+    if sharding is not None:
+        return [_broadcast_typed(a, target, sharding) for a in arrays]
     return [broadcast_to(a, target) for a in arrays]
+
+
+def broadcast_typed_operands(*args, name: str):
+    """``broadcast_operands`` as JAX's ``_broadcast_arrays`` (``jnp.where``'s): on Explicit
+    axes, where the shapes differ, every operand of rank above 0 broadcast to the split the
+    operands broadcast to together (an unsplit condition meets split cases)."""
+    sharding = _broadcast_sharding(args, name)
+    if sharding is None:
+        return broadcast_operands(*args)
+    target = broadcast_shapes_of(*[shape_of(a) for a in args])
+    return [a if shape_of(a) == () else _broadcast_typed(a, target, sharding) for a in args]
+
+
+def _broadcast_sharding(arrays, name: str):
+    """The NamedSharding ``arrays`` broadcast to together (JAX's ``broadcast_shardings``),
+    where their shapes differ and Explicit axes split some of them; else None."""
+    shapes = [shape_of(a) for a in arrays]
+    if not shapes or all(s == shapes[0] for s in shapes):
+        return None
+    avals = [aval_of(a) for a in arrays]
+    spec = broadcast_shardings_spec(name, avals)
+    if spec is None:
+        return None
+    mesh = named_sharding(next(a for a in avals if a.sharding is not None)).mesh
+    return NamedSharding(mesh, PartitionSpec(*partitions(spec)))
 
 
 # --- creation --------------------------------------------------------------------------------
@@ -244,8 +274,11 @@ def _put_on(value, device):
     return weakened(result) if getattr(value, "weak", False) is True else result
 
 @takes_device
-def asarray(x, dtype=None):
-    """``x`` as an array of ``dtype`` (traced values pass through)."""
+def asarray(x, dtype=None, order=None, *, copy=None):
+    """``x`` as an array of ``dtype`` (traced values pass through). ``order`` and ``copy``
+    change nothing: an array is never changed, and a host value is always copied in."""
+    if order not in (None, "K"):
+        raise NotImplementedError("Only implemented for order='K'")
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
     if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer)
@@ -284,9 +317,12 @@ def nested_values(x):
 
 
 @takes_device
-def array(x, dtype=None, copy=True):
-    """``x`` as a new array of ``dtype`` (see ``asarray``)."""
-    return asarray(x, dtype)
+def array(x, dtype=None, copy=True, order="K", ndmin=0):
+    """``x`` as a new array of ``dtype`` (see ``asarray``), with at least ``ndmin``
+    dimensions (leading ones of size 1 added)."""
+    result = asarray(x, dtype, order)
+    missing = ndmin - ndim_of(result)
+    return reshape(result, (1,) * missing + shape_of(result)) if missing > 0 else result
 
 
 def _default_dtype(dtype, *values, function="zeros"):

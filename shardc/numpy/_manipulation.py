@@ -15,7 +15,7 @@ from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind, is_
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import ShardingTypeError
-from ir.sharding_rules import kept_if_divisible
+from ir.sharding_rules import kept_if_divisible, named_sharding, partitions
 from shardc.numpy._arithmetic import remainder, subtract
 from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
@@ -174,7 +174,13 @@ def tile(x, reps):
         expanded += [r, s]
     x = bind(p.broadcast_in_dim_p, x, shape=tuple(expanded),
              broadcast_dimensions=tuple(2 * k + 1 for k in range(ndim)))
-    return reshape(x, tuple(r * s for r, s in zip(reps, shape)))
+    tiled = tuple(r * s for r, s in zip(reps, shape))
+    if split is not None and any(split.spec):
+        # split as the operand (JAX's tile rule): each merged pair's only split part is its
+        # operand's dimension, repeated once
+        return reshape(x, tiled, out_sharding=named_sharding(aval_of(x)).with_spec(
+            partitions(split.spec)))
+    return reshape(x, tiled)
 
 
 def pad(array, pad_width, mode="constant", **kwargs):

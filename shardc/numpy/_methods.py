@@ -73,3 +73,5 @@ def install_methods():
     ``x.at[i].set(v)``)."""
     install_array_methods(Tracer, _METHODS)
     install_array_methods(Array, _METHODS)
+    # an array's copy is itself (arrays are never changed; Array.copy keeps its layout)
+    install_array_methods(Tracer, {"copy": lambda self, order=None: self})
