@@ -63,7 +63,36 @@ def _axis_types(axis_types, n: int, default) -> tuple:
     return axis_types
 
 
-class AbstractMesh:
+class _AxisKinds:
+    """The axes of a mesh by type, as JAX's meshes (concrete and abstract) name them."""
+    axis_names: tuple
+    axis_types: tuple
+
+    def _of_type(self, kind) -> tuple:
+        return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t is kind)
+
+    @property
+    def auto_axes(self) -> tuple:
+        return self._of_type(AxisType.Auto)
+
+    @property
+    def manual_axes(self) -> tuple:
+        return self._of_type(AxisType.Manual)
+
+    @property
+    def are_all_axes_auto(self) -> bool:
+        return bool(self.axis_types) and all(t is AxisType.Auto for t in self.axis_types)
+
+    @property
+    def are_all_axes_explicit(self) -> bool:
+        return bool(self.axis_types) and all(t is AxisType.Explicit for t in self.axis_types)
+
+    @property
+    def are_all_axes_manual(self) -> bool:
+        return bool(self.axis_types) and all(t is AxisType.Manual for t in self.axis_types)
+
+
+class AbstractMesh(_AxisKinds):
     """A mesh's axis sizes, names and types, without devices (JAX's ``AbstractMesh``): what
     types refer to."""
 
@@ -99,6 +128,18 @@ class AbstractMesh:
     @property
     def abstract_mesh(self) -> "AbstractMesh":
         return self
+
+    def update(self, axis_sizes=None, axis_names=None, axis_types=None) -> "AbstractMesh":
+        """This mesh with the sizes, names or types given replaced."""
+        return AbstractMesh(self.axis_sizes if axis_sizes is None else axis_sizes,
+                            self.axis_names if axis_names is None else axis_names,
+                            self.axis_types if axis_types is None else axis_types,
+                            _device_kind=self._device_kind)
+
+    def update_axis_types(self, name_to_type: dict) -> "AbstractMesh":
+        """This mesh with the named axes' types replaced."""
+        return self.update(axis_types=tuple(name_to_type.get(n, t) for n, t in
+                                            zip(self.axis_names, self.axis_types)))
 
     def _key(self):
         return (self.axis_sizes, self.axis_names, self.axis_types, self._device_kind)
@@ -265,7 +306,7 @@ def _normal_spec(spec) -> PartitionSpec:
     return PartitionSpec(*entries)
 
 
-class Mesh:
+class Mesh(_AxisKinds):
     """Devices arranged in an n-dimensional array with one name per dimension.
 
     >>> Mesh(np.array(devices[:8]).reshape(4, 2), ('x', 'y'))
@@ -314,6 +355,16 @@ class Mesh:
     @property
     def shape(self) -> dict:
         return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.devices.shape))
+
+    def update(self, devices=None, axis_names=None, axis_types=None) -> "Mesh":
+        """This mesh with the devices, names or types given replaced."""
+        return Mesh(self.devices if devices is None else devices,
+                    self.axis_names if axis_names is None else axis_names,
+                    self.axis_types if axis_types is None else axis_types)
 
     @property
     def axis_sizes(self) -> tuple:

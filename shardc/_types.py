@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of
 from ir import dtypes
 from ir.core import Aval, short_dtype
@@ -12,6 +13,7 @@ from ir.sharding import ManualAxisType, NamedSharding, PartitionSpec
 from ir.sharding_rules import partitions, type_sharding
 from runtime.array import Array
 from shardc.random import PRNGKeyArray
+from shardc.sharding import body_abstract_mesh
 
 __all__ = ["ManualAxisType", "ShapeDtypeStruct", "typeof"]
 
@@ -60,6 +62,10 @@ class _TypeOf:
             # unsplit on an Explicit mesh: the type says so (one None per dimension)
             self.sharding = NamedSharding(layout.mesh.abstract_mesh,
                                           PartitionSpec(*[None] * aval.ndim))
+        elif layout is None and isinstance(value, Tracer) and current_shard_context():
+            # a body's value: unsplit on the body's mesh, its axes Manual (JAX's)
+            self.sharding = NamedSharding(body_abstract_mesh(current_shard_context()),
+                                          PartitionSpec(*[None] * aval.ndim))
         else:
             self.sharding = layout
         # a weakly typed value's type is marked ``~`` (JAX's ``~float32[]``)
@@ -96,6 +102,36 @@ class ShapeDtypeStruct:
         self.aval = Aval(self.shape, canonical).with_sharding(
             type_sharding(sharding, len(self.shape)))
 
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    ndim = property(lambda self: len(self.shape))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    @classmethod
+    def like(cls, x) -> "ShapeDtypeStruct":
+        """The shape, dtype, layout and weak type of ``x``."""
+        return cls(np.shape(x) if not hasattr(x, "shape") else x.shape, x.dtype,
+                   getattr(x, "sharding", None), weak_type=getattr(x, "weak", False) is True)
+
+    def update(self, **kwargs) -> "ShapeDtypeStruct":
+        """This struct with the fields given replaced."""
+        return ShapeDtypeStruct(kwargs.pop("shape", self.shape),
+                                kwargs.pop("dtype", self.dtype),
+                                kwargs.pop("sharding", self.sharding),
+                                weak_type=kwargs.pop("weak_type", self.weak_type))
+
+    def __eq__(self, other):
+        return isinstance(other, ShapeDtypeStruct) and (
+            (self.shape, self.dtype, self.sharding, self.weak_type)
+            == (other.shape, other.dtype, other.sharding, other.weak_type))
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.sharding, self.weak_type))
+
     def __repr__(self):
+        sharding = f", sharding={self.sharding}" if self.sharding is not None else ""
         weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{sharding}{weak})"

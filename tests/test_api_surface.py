@@ -337,3 +337,50 @@ def test_jax_errors_and_typing_names():
         shardc.jit(lambda v: int(v))(np.float32(1))
     with pytest.raises(TracerArrayConversionError, match="__array__"):
         shardc.jit(lambda v: np.asarray(v))(np.float32(1))
+
+
+# --- meshes by axis type, a body's types, ShapeDtypeStruct (JAX's names, as its tests use) -------
+
+def test_meshes_name_their_axes_by_type():
+    from shardc.sharding import AxisType
+    mesh = shardc.make_mesh((2, 2, 2), ("a", "b", "c"),
+                            axis_types=(AxisType.Explicit, AxisType.Auto, AxisType.Explicit))
+    for m in (mesh, mesh.abstract_mesh):
+        assert m.auto_axes == ("b",) and m.explicit_axes == ("a", "c") and m.manual_axes == ()
+        assert not (m.are_all_axes_auto or m.are_all_axes_explicit or m.are_all_axes_manual)
+        assert m.shape_tuple == (("a", 2), ("b", 2), ("c", 2))
+    manual = mesh.abstract_mesh.update_axis_types({"a": AxisType.Manual, "c": AxisType.Manual})
+    assert manual.manual_axes == ("a", "c") and manual.axis_sizes == (2, 2, 2)
+    assert manual.update(axis_types=(AxisType.Manual,) * 3).are_all_axes_manual
+    assert mesh.update(axis_types=(AxisType.Auto,) * 3).are_all_axes_auto
+
+
+def test_a_bodys_mesh_and_types_show_its_manual_axes():
+    """In a body over 'x' of an Explicit (2, 2) mesh: the context mesh has 'x' Manual, and a
+    value's type varies over 'x' on that mesh (JAX 0.10.2's printouts)."""
+    from shardc.sharding import AxisType
+    mesh = shardc.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    seen = {}
+
+    def body(b):
+        seen["manual"] = shardc.sharding.get_abstract_mesh().manual_axes
+        seen["varying"] = shardc.typeof(b).mat.varying
+        seen["types"] = shardc.typeof(b).sharding.mesh.axis_types
+        return b
+
+    with shardc.set_mesh(mesh):
+        f = shardc.shard_map(body, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
+        f(shardc.device_put(jnp.ones((4, 4)), P("x", "y")))
+    assert seen == {"manual": ("x",), "varying": frozenset({"x"}),
+                    "types": (AxisType.Manual, AxisType.Explicit)}
+
+
+def test_shape_dtype_struct_as_jax():
+    s = shardc.ShapeDtypeStruct((2, 3), jnp.float32)
+    assert (s.ndim, s.size, len(s)) == (2, 6, 2)
+    assert s.update(shape=(4, 3)).shape == (4, 3) and s.update(shape=(4, 3)).dtype == s.dtype
+    assert s == shardc.ShapeDtypeStruct((2, 3), jnp.float32) and hash(s) == hash(s.update())
+    like = shardc.ShapeDtypeStruct.like(jnp.asarray(2.0))
+    assert like.shape == () and like.weak_type
+    with pytest.raises(TypeError, match="unsized"):
+        len(shardc.ShapeDtypeStruct((), jnp.float32))
