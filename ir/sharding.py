@@ -549,6 +549,31 @@ class Sharding:
         return self.devices_indices_map(shape) == other.devices_indices_map(shape)
 
 
+def _check_named_axes(spec, mesh) -> None:
+    """JAX's errors for a spec that names an axis twice, or one its mesh lacks (checked once
+    per spec and mesh names)."""
+    names = getattr(mesh, "axis_names", None)
+    if names is None or (spec, names) in _CHECKED_SPECS:
+        return
+    axes = spec_axes(spec)
+    repeated = sorted({a for a in axes if axes.count(a) > 1}, key=str)
+    if repeated:
+        raise DuplicateSpecError(
+            "A single NamedSharding spec specification can map every mesh axis to at most one "
+            f"positional dimension, but {spec!r} has duplicate entries for "
+            + ", ".join(f"`{a}`" for a in repeated))
+    for a in axes:
+        if a not in names:
+            raise ValueError(f"Resource axis: {a} of {spec!r} is not found in mesh: "
+                             f"{tuple(names)}.")
+    if len(_CHECKED_SPECS) > 4096:
+        _CHECKED_SPECS.clear()
+    _CHECKED_SPECS.add((spec, names))
+
+
+_CHECKED_SPECS: set = set()
+
+
 class NamedSharding(Sharding):
     """A mesh and a partition spec: how a global array is laid out over devices."""
 
@@ -559,6 +584,7 @@ class NamedSharding(Sharding):
         if UNCONSTRAINED in tuple(spec) and AxisType.Auto not in types:
             raise ValueError(f"{spec!r} cannot contain `P.UNCONSTRAINED` when no mesh "
                              f"axis_types are `Auto`. Got mesh axis_types: {tuple(types)}")
+        _check_named_axes(spec, mesh)
         self.mesh = mesh
         self.spec = spec
 

@@ -545,11 +545,31 @@ def specs(draw, unconstrained=True):
     return P(*draw(st.lists(entry, max_size=3)))
 
 
+@st.composite
+def named_shardings(draw, unconstrained=True):
+    """A NamedSharding: a mesh and a spec naming some of its axes, each at most once (JAX's
+    NamedSharding refuses others); ``unconstrained``: P.UNCONSTRAINED may end it (where the
+    mesh has axes: they are Auto)."""
+    mesh = draw(meshes())
+    axes = draw(st.permutations(mesh.axis_names))
+    entries: list = []
+    for a in axes[:draw(st.integers(0, len(axes)))]:
+        if entries and isinstance(entries[-1], tuple) and draw(st.booleans()):
+            entries[-1] = entries[-1] + (a,)
+        else:
+            entries.append(draw(st.sampled_from([a, (a,)])))
+        if draw(st.booleans()):
+            entries.append(None)
+    if unconstrained and mesh.axis_names and draw(st.booleans()):
+        entries.append(P.UNCONSTRAINED)
+    return NamedSharding(mesh, P(*entries))
+
+
 def param_values():
     leaf = st.one_of(
         st.integers(-10 ** 20, 10 ** 20), st.floats(), st.text(max_size=8), st.booleans(),
         st.none(), st.sampled_from(DTYPES), specs(), meshes(),
-        st.builds(NamedSharding, meshes(), specs(unconstrained=False)))
+        named_shardings(unconstrained=False))
     return st.recursive(leaf, lambda kids: st.lists(kids, max_size=3).map(tuple), max_leaves=6)
 
 
@@ -603,7 +623,7 @@ def equations(draw, env, depth):
         return _eqn(prims.debug_print_p, args, dict(fmt=draw(st.text()), arg_names=names),
                     draw)
     if kind == "constraint":
-        sharding = NamedSharding(draw(meshes()), draw(specs()))
+        sharding = draw(named_shardings())
         return _eqn(prims.sharding_constraint_p, [x], dict(sharding=sharding), draw)
     if depth >= 2:
         return _eqn(prims.neg_p, [x], {}, draw)

@@ -646,3 +646,19 @@ def test_a_shard_map_with_a_bad_spec_is_refused_when_called_not_when_defined():
         f = jax.shard_map(lambda b: b, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
         with pytest.raises(error):
             f(jnp.ones((8, 8)))
+
+
+def test_a_named_sharding_refuses_unknown_and_repeated_axes():
+    """At construction, as JAX's NamedSharding (before, both were accepted and failed later,
+    or not at all)."""
+    mesh = jax.make_mesh((2, 4), ("X", "Y"))
+    with pytest.raises(ValueError) as info:
+        NamedSharding(mesh, P("Z"))
+    assert str(info.value) == "Resource axis: Z of P('Z',) is not found in mesh: ('X', 'Y')."
+    with pytest.raises(DuplicateSpecError) as info:
+        NamedSharding(mesh, P("X", "X"))
+    assert str(info.value) == (
+        "A single NamedSharding spec specification can map every mesh axis to at most one "
+        "positional dimension, but P('X', 'X') has duplicate entries for `X`")
+    with pytest.raises(DuplicateSpecError, match="duplicate entries for `Y`"):
+        NamedSharding(mesh.abstract_mesh, P(("X", "Y"), "Y"))
