@@ -33,7 +33,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import NamedSharding, PartitionSpec, check_divides, current_mesh
-from ir.sharding_rules import mesh_explicit, typed_avals
+from ir.sharding_rules import typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
                                   spelling_reference)
@@ -583,10 +583,11 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None):
 
 
 def _check_committed(leaf, sharding) -> None:
-    """JAX's ValueError for an argument laid out on an Explicit mesh that ``in_shardings``
-    would move: its layout is part of its type, which the call may not change."""
+    """JAX's ValueError for an argument laid out on a mesh that ``in_shardings`` would move:
+    it is committed to its layout (on Explicit axes its type says so), which a call does not
+    change; an array on one device, where it was made, moves."""
     have = getattr(leaf, "sharding", None)
-    if isinstance(have, NamedSharding) and mesh_explicit(have.mesh):
+    if isinstance(have, NamedSharding):
         raise ValueError(
             "Sharding passed to jit does not match the sharding on the respective arg. Got "
             f"jit sharding: {sharding!r},\narg sharding: {have!r} for arg type: "

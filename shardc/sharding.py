@@ -154,6 +154,22 @@ def with_sharding_constraint(x, shardings):
     return _constrained(x, shardings, "with_sharding_constraint")
 
 
+def check_explicit_axes(sharding, name: str) -> None:
+    """JAX's ValueError for a result's sharding (``out_sharding``, ``reshard``) naming an
+    axis that is not Explicit: only types say how a result is split, and only Explicit axes
+    are in types (Auto ones are the compiler's; a body's are Manual)."""
+    spec = sharding.spec if isinstance(sharding, NamedSharding) else sharding
+    mesh = sharding.mesh if isinstance(sharding, NamedSharding) else get_abstract_mesh()
+    kinds = dict(zip(mesh.axis_names, mesh.axis_types))
+    for axes in spec_names(spec):
+        for axis in axes:
+            if kinds.get(axis, AxisType.Explicit) is not AxisType.Explicit:
+                raise ValueError(
+                    f"PartitionSpec passed to {name} cannot contain axis names that are of "
+                    f"type Auto or Manual. Got PartitionSpec: {spec!r} with axis name: {axis} "
+                    f"of type: {kinds[axis]}.")
+
+
 def reshard(x, out_shardings):
     """``x`` laid out by ``out_shardings`` (a sharding, a PartitionSpec on the current mesh, or
     a pytree prefix of those), eagerly or under a trace; on Explicit axes its type changes
@@ -173,6 +189,8 @@ def _constrained(x, shardings, what: str):
                             f"current mesh, got {target!r}")
         mesh = sharding.mesh
         _check_spec(sharding.spec, mesh)
+        if what == "reshard":
+            check_explicit_axes(sharding, what)
         if what == "with_sharding_constraint" and mesh.explicit_axes:
             if len(mesh.explicit_axes) == mesh.ndim:
                 _assert_type(leaf, sharding)

@@ -869,3 +869,41 @@ def test_device_put_under_jit_reshards(mesh24):
     host, x = placed((8, 4), ("x", None))
     check_result(jax.jit(lambda a: jax.device_put(a, P(None, "x")))(x), "float32[8,4@x]", host)
     check_result(jax.jit(lambda a: a.copy() * 2)(x), "float32[8@x,4]", host * 2)
+
+
+def test_a_results_sharding_names_explicit_axes_only():
+    """out_sharding and reshard name Explicit axes only, as JAX 0.10.2's (an Auto axis is the
+    compiler's, a body's are Manual); jit's in_shardings do not move an argument committed
+    to another layout on an Auto mesh either."""
+    auto = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    mixed = jax.make_mesh((2, 4), ("x", "y"),
+                    axis_types=(jax.sharding.AxisType.Explicit, jax.sharding.AxisType.Auto))
+
+    def message(name, spec, axis):
+        return (f"PartitionSpec passed to {name} cannot contain axis names that are of type "
+                f"Auto or Manual. Got PartitionSpec: {spec} with axis name: {axis} of type: "
+                "AxisType.Auto.")
+    with jax.set_mesh(auto):
+        x = jax.device_put(np.ones((8, 16), np.float32), P("x", "y"))
+        for call, text in [
+                (lambda: jnp.zeros((8, 16), out_sharding=P("x")),
+                 message("jnp.zeros", "P('x',)", "x")),
+                (lambda: jax.sharding.reshard(x, P("y")), message("reshard", "P('y',)", "y")),
+                (lambda: jnp.dot(x, x.T, out_sharding=P("x", "y")),
+                 message("dot_general", "P('x', 'y')", "x")),
+                (lambda: jnp.einsum("ij,kj->ik", x, x, out_sharding=P("x")),
+                 message("einsum", "P('x',)", "x"))]:
+            with pytest.raises(ValueError) as info:
+                call()
+            assert str(info.value) == text
+        with pytest.raises(ValueError, match="Sharding passed to jit does not match the "
+                                             "sharding on the respective arg"):
+            jax.jit(lambda a: a * 2, in_shardings=P("x", None))(x)
+        assert jax.jit(lambda a: a * 2, in_shardings=P("x", "y"))(x).sharding.spec == \
+            P("x", "y")
+        # a device is no sharding to check: the result goes there
+        assert jnp.zeros((8,), device=NamedSharding(auto, P("x"))).sharding.spec == P("x")
+    with jax.set_mesh(mixed):
+        with pytest.raises(ValueError) as info:
+            jnp.zeros((8, 16), out_sharding=P("x", "y"))
+        assert str(info.value) == message("jnp.zeros", "P('x', 'y')", "y")

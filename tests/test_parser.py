@@ -159,7 +159,7 @@ WEIGHTS = jnp.arange(16.0).reshape(8, 2)
 
 def _constraint_then_shard_map(x):
     """A sharding constraint on the host, a closed-over constant, two shard_maps in a row."""
-    x = shardc.sharding.reshard(x * 2, NamedSharding(MESH, P("x")))
+    x = lax.with_sharding_constraint(x * 2, NamedSharding(MESH, P("x")))
     y = shardc.shard_map(lambda a, w: a @ w, mesh=MESH, in_specs=(P("x"), P()),
                          out_specs=P("x"))(x, WEIGHTS * 1.0)
     z = shardc.shard_map(lambda b: lax.psum(b, "x"), mesh=MESH, in_specs=P("x", "y"),

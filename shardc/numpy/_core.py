@@ -28,7 +28,7 @@ from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sh
 from runtime.array import Array, detached
 from runtime.reference import convert_element, device_put
 from shardc.dtypes import is_weakly_typed, result_type
-from shardc.sharding import resolve_sharding
+from shardc.sharding import check_explicit_axes, resolve_sharding
 
 __all__ = [
     "broadcast_to", "broadcast_arrays", "asarray", "array", "full", "zeros", "ones", "empty",
@@ -204,7 +204,9 @@ def takes_device(create):
     def placed(*args, device=None, out_sharding=None, **kwargs):
         result = create(*args, **kwargs)
         if out_sharding is not None:
-            check_out_sharding(out_sharding, create.__name__)
+            # named in errors as JAX names it (jnp.zeros, jnp.arange; full)
+            check_out_sharding(out_sharding, "full" if create.__name__ == "full"
+                               else f"jnp.{create.__name__}")
             return _put_on(result, out_sharding)
         return result if device is None else _put_on(result, device)
 
@@ -213,7 +215,7 @@ def takes_device(create):
 
 def _broadcast_typed(x, shape, out_sharding):
     result = broadcast_to(x, shape)
-    check_out_sharding(out_sharding, "broadcast_to")
+    check_out_sharding(out_sharding, "jnp.broadcast_to")
     sharding = resolve_sharding(out_sharding, "broadcast_to(out_sharding=...)")
     have = aval_of(x).sharding
     target = type_sharding(sharding, len(shape_of(result)))
@@ -257,6 +259,8 @@ def check_out_sharding(out_sharding, name: str) -> None:
         raise TypeError(f"`out_sharding` argument of {name} only supports instances of "
                         f"`NamedSharding` or `PartitionSpec`. Got {out_sharding!r} of type: "
                         f"{type(out_sharding)}")
+    check_explicit_axes(out_sharding, name)
+
 
 
 def _put_on(value, device):

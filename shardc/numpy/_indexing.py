@@ -20,7 +20,7 @@ from ir.sharding_rules import gather_error, scatter_error
 from ir import primitives as p
 from shardc.dtypes import result_type
 from ir.sharding import NamedSharding, PartitionSpec
-from shardc.sharding import auto_axes, reshard
+from shardc.sharding import auto_axes, with_sharding_constraint
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
@@ -398,7 +398,7 @@ def _eager_gather_layout(x, index, result):
         spec.pop()
     if tuple(spec) == tuple(result.sharding.spec):
         return result
-    return reshard(result, NamedSharding(sharding.mesh, PartitionSpec(*spec)))
+    return with_sharding_constraint(result, NamedSharding(sharding.mesh, PartitionSpec(*spec)))
 
 
 def _window(entry, size: int, dim: int) -> tuple:

@@ -82,8 +82,9 @@ def accepts_out_sharding(fn):
     """Let ``fn`` take ``out_sharding`` (a NamedSharding, or a PartitionSpec on the mesh of
     ``set_mesh``), ``precision`` and ``preferred_element_type`` (the products accumulate in,
     and return, that dtype: bfloat16 operands, float32 sums), as JAX's do. On Explicit axes the product's type is the
-    one asked for (the dot takes it, so a contraction split on both sides is not ambiguous);
-    on other meshes the result is constrained to that layout."""
+    one asked for (the dot takes it, so a contraction split on both sides is not ambiguous).
+    Only Explicit axes may be named (JAX's ValueError otherwise); a spec naming none, on
+    another mesh, constrains the result to that layout."""
 
     @functools.wraps(fn)
     def wrapper(*args, out_sharding=None, precision=None, preferred_element_type=None,
@@ -94,7 +95,7 @@ def accepts_out_sharding(fn):
             return astype(result, dtypes.canonicalize(preferred_element_type))
         if out_sharding is None:
             return fn(*args, **kwargs)
-        check_out_sharding(out_sharding, fn.__name__)
+        check_out_sharding(out_sharding, "einsum" if fn.__name__ == "einsum" else "dot_general")
         sharding = resolve_sharding(out_sharding, f"{fn.__name__}(out_sharding=...)")
         if not mesh_explicit(sharding.mesh):
             return constrain(fn(*args, **kwargs), sharding)
