@@ -25,7 +25,7 @@ from ir import collectives as coll
 from ir.core import Aval, TypeSharding, programs_in
 from ir.primitives import RuleTable
 from ir.sharding import (AxisType, NamedSharding, PartitionSpec, ShardingTypeError,
-                         spec_names)
+                         current_mesh, spec_names)
 from ir.shapes import out_avals
 
 sharding_rules = RuleTable("sharding")
@@ -145,6 +145,14 @@ def _mesh_of(prim, in_avals, params):
             raise ValueError(f"For primitive {prim}, out_sharding's mesh {given.mesh!r} should "
                              f"match the operands' mesh {mesh!r}")
         mesh = given.mesh
+    context = current_mesh()
+    if mesh is not None and context is not None and \
+            context.abstract_mesh != mesh.abstract_mesh:
+        # typed on one mesh, computed under another (JAX's check)
+        typed = next(a for a in in_avals if a.sharding is not None)
+        raise ValueError(
+            f"For primitive {prim}, context mesh {context.abstract_mesh!r} should match the "
+            f"aval mesh {mesh.abstract_mesh!r} for shape {typed.str_short()}.")
     return mesh
 
 

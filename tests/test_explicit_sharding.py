@@ -907,3 +907,16 @@ def test_a_results_sharding_names_explicit_axes_only():
         with pytest.raises(ValueError) as info:
             jnp.zeros((8, 16), out_sharding=P("x", "y"))
         assert str(info.value) == message("jnp.zeros", "P('x', 'y')", "y")
+
+
+def test_an_array_typed_on_one_mesh_computed_under_another_is_jax_error():
+    m1 = jax.make_mesh((2, 4), ("X", "Y"))
+    m2 = jax.make_mesh((4, 2), ("X", "Y"))
+    a = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(m1, P("X")))
+    with jax.set_mesh(m2):
+        with pytest.raises(ValueError, match=re.escape(
+                f"For primitive mul, context mesh {m2.abstract_mesh!r} should match the aval "
+                f"mesh {m1.abstract_mesh!r} for shape f32[8@X,8].")):
+            a * 2
+    with jax.set_mesh(m1):
+        check_result(a * 2, "float32[8@X,8]", np.full((8, 8), 2, np.float32))
