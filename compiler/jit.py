@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import gc
 import inspect
+import warnings
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -306,6 +307,7 @@ class Compiled:
     # call, since a signature's arguments and results always have the same layouts
     placing: Any = None
     given: Any = None           # out_shardings resolved per result (None: none given)
+    warned_donation: bool = False   # that a donated argument could not be reused (once)
 
     def compile(self) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run."""
@@ -447,8 +449,41 @@ class JitFunction:
             outs = compiled.placing(outs)
         if True in closed.out_weak:
             outs = [weakened(o) if w else o for o, w in zip(outs, closed.out_weak)]
+        if self.donate_argnums:
+            outs = self._donate(args, static_argnums, outs, compiled)
         result = tree.tree_unflatten(closed.out_tree, outs)
         return self._constrain_outputs(result) if compiled.place_after else result
+
+    def _donate(self, args, static_argnums, outs, compiled) -> list:
+        """Delete the donated arguments' arrays, as JAX does where the call can reuse their
+        memory: each for a result of its shape and dtype, one result each (else JAX warns that
+        it was not usable, and the array lives on). A result that is a donated array itself
+        stays alive: it is handed out as another array over the same data."""
+        free: dict = {}
+        for out in outs:
+            key = (tuple(getattr(out, "shape", ())), getattr(out, "dtype", None))
+            free[key] = free.get(key, 0) + 1
+        unusable = []
+        for k in self.donate_argnums:
+            if k >= len(args) or k in static_argnums:
+                continue
+            for leaf in tree.tree_leaves(args[k]):
+                # a concrete array (numpy arrays are copied in: nothing to delete)
+                if isinstance(leaf, Tracer) or not hasattr(leaf, "is_deleted") \
+                        or leaf.is_deleted():
+                    continue
+                key = (leaf.shape, leaf.dtype)
+                if not free.get(key):
+                    unusable.append(leaf)
+                    continue
+                free[key] -= 1
+                outs = [o.copy() if o is leaf else o for o in outs]
+                leaf.delete()
+        if unusable and not compiled.warned_donation:
+            compiled.warned_donation = True
+            warnings.warn("Some donated buffers were not usable: " + ", ".join(
+                f"{a.dtype.name}[{','.join(map(str, a.shape))}]" for a in unusable) + ".")
+        return outs
 
     def _static_positions(self, n_args: int) -> tuple:
         """The static positions of this call: negative ones count from the end; positions

@@ -4,6 +4,8 @@ Nothing here touches data. Devices are any objects with an integer ``id``.
 """
 from __future__ import annotations
 
+import collections
+
 import dataclasses
 import enum
 import functools
@@ -111,7 +113,7 @@ class AbstractMesh(_AxisKinds):
 
     @property
     def shape(self) -> dict:
-        return dict(zip(self.axis_names, self.axis_sizes))
+        return collections.OrderedDict(zip(self.axis_names, self.axis_sizes))
 
     @property
     def shape_tuple(self) -> tuple:
@@ -354,7 +356,12 @@ class Mesh(_AxisKinds):
 
     @property
     def shape(self) -> dict:
-        return dict(zip(self.axis_names, self.devices.shape))
+        return collections.OrderedDict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def local_devices(self) -> list:
+        """The devices of the mesh this process holds."""
+        return [d for d in self.devices.flat if d.is_local]
 
     @property
     def shape_tuple(self) -> tuple:

@@ -141,6 +141,8 @@ class Array(metaclass=abc.ABCMeta):
             self._global = self._stacked.assemble()
             return self._global
         sharding = self.sharding
+        if self._buffers is None:
+            self._check_alive()
         if isinstance(sharding, SingleDeviceSharding):
             self._global = self._buffers[0]
             return self._global
@@ -158,6 +160,7 @@ class Array(metaclass=abc.ABCMeta):
             if self._stacked is not None:
                 self._buffers = self._stacked.buffers()
             else:
+                self._check_alive()
                 whole, sharding = self._global, self.sharding
                 self._buffers = [whole[index] for index in position_slices(
                     whole.shape, sharding.spec, sharding.mesh)]
@@ -189,6 +192,14 @@ class Array(metaclass=abc.ABCMeta):
     @property
     def nbytes(self) -> int:
         return self.aval.nbytes
+
+    @property
+    def global_shards(self) -> list:
+        """Every device's shard: on one process, the addressable ones."""
+        if not self.is_fully_addressable:
+            raise NotImplementedError("global_shards of an array whose devices span processes: "
+                                      "each process reads its addressable_shards")
+        return self.addressable_shards
 
     @property
     def addressable_shards(self) -> list:
@@ -242,6 +253,39 @@ class Array(metaclass=abc.ABCMeta):
         result = self._shallow_copy()     # the same type: the layout is the same
         result.sharding = sharding
         return result
+
+    # -- lifetime (JAX's): a deleted array, or one donated to a jitted call, holds no data -----
+
+    def delete(self) -> None:
+        self._deleted = True
+        self._buffers = self._global = self._stacked = self._local = None
+
+    def is_deleted(self) -> bool:
+        return self.__dict__.get("_deleted", False)
+
+    def _check_alive(self) -> None:
+        if self.is_deleted():
+            raise RuntimeError(f"Array has been deleted with shape="
+                               f"{self.dtype.name}[{','.join(map(str, self.shape))}].")
+
+    def is_ready(self) -> bool:
+        return True
+
+    @property
+    def committed(self) -> bool:
+        """Whether the array is committed to its devices: laid out on a mesh (an array made
+        on the default device may move)."""
+        return isinstance(self.sharding, NamedSharding)
+
+    @property
+    def device(self):
+        """The device of a one-device array, else its sharding (JAX's)."""
+        sharding = self.sharding
+        return sharding.device if isinstance(sharding, SingleDeviceSharding) else sharding
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
 
     def copy(self) -> "Array":
         """A copy: the same value, layout and type (the buffers are shared: an array is never

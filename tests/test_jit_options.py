@@ -73,15 +73,15 @@ def test_argnums_and_argnames_checked_against_the_signature():
 
 # --- donation --------------------------------------------------------------------------------------
 
-def test_donated_arguments_are_accepted_and_keep_their_values():
+def test_donated_arguments_are_given_to_the_call():
     @partial(shardc.jit, donate_argnums=0)
     def step(params, grads):
         return params - 0.1 * grads
 
-    params = jnp.asarray(HOST)
-    out = step(params, jnp.ones_like(params))
+    params, grads = jnp.asarray(HOST), jnp.ones(HOST.shape)
+    out = step(params, grads)
     np.testing.assert_allclose(np.asarray(out), HOST - 0.1)
-    np.testing.assert_array_equal(np.asarray(params), HOST)   # donation is a no-op here
+    assert params.is_deleted() and not grads.is_deleted()    # its memory is the result's
     assert step.donate_argnames == ("params",)
     named = shardc.jit(lambda params, grads: params + grads, donate_argnames="grads")
     assert named.donate_argnums == (1,)
@@ -154,3 +154,48 @@ def test_nested_jit_with_shardings_under_grad():
     inner = shardc.jit(lambda a: (a * a).sum(), in_shardings=by_rows)
     grad = shardc.jit(shardc.grad(inner))(HOST)
     np.testing.assert_allclose(np.asarray(grad), 2 * HOST)
+
+
+# --- donation: a donated argument's memory is the call's (JAX's, where a result can reuse it) ----
+
+def test_a_donated_argument_is_deleted_when_a_result_can_take_its_place():
+    import warnings
+    x = jnp.ones(4)
+    y = shardc.jit(lambda a: a * 2, donate_argnums=0)(x)
+    assert x.is_deleted() and np.asarray(y).tolist() == [2.0] * 4
+    for use in (lambda: x + 1, lambda: np.asarray(x)):
+        with pytest.raises(RuntimeError, match=r"^Array has been deleted with shape=float32\[4\]\.$"):
+            use()
+    z = jnp.ones(4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shardc.jit(lambda a: a.sum(), donate_argnums=0)(z)
+    assert not z.is_deleted()                 # no result of its shape: not usable, JAX warns
+    assert [str(w.message) for w in caught] == [
+        "Some donated buffers were not usable: float32[4]."]
+    v = jnp.ones(4)
+    u = shardc.jit(lambda a: a, donate_argnums=0)(v)
+    assert v.is_deleted() and np.asarray(u).tolist() == [1.0] * 4
+    tree = {"a": jnp.ones(2), "b": jnp.ones(3)}
+    out = shardc.jit(lambda t: {"a": t["a"] + 1, "b": t["b"] * 2}, donate_argnums=0)(tree)
+    assert tree["a"].is_deleted() and tree["b"].is_deleted()
+    assert np.asarray(out["b"]).tolist() == [2.0] * 3
+    host = np.ones(4, np.float32)             # copied in: nothing of the caller's is deleted
+    shardc.jit(lambda a: a * 2, donate_argnums=0)(host)
+    assert host.tolist() == [1.0] * 4
+
+
+def test_array_lifetime_and_placement_attributes():
+    a = jnp.ones(4)
+    assert (a.committed, a.itemsize, a.is_ready(), len(a.global_shards)) == (False, 4, True, 1)
+    assert a.device == shardc.devices()[0]
+    moved = a.to_device(shardc.devices()[2])
+    assert moved.device == shardc.devices()[2] and np.asarray(moved).tolist() == [1.0] * 4
+    mesh = shardc.make_mesh((8,), ("i",))
+    b = shardc.device_put(np.ones(8, np.float32), shardc.sharding.NamedSharding(
+        mesh, shardc.sharding.PartitionSpec("i")))
+    assert b.committed and b.device == b.sharding
+    b.delete()
+    assert b.is_deleted()
+    with pytest.raises(RuntimeError, match="Array has been deleted"):
+        np.asarray(b)

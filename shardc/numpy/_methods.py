@@ -6,6 +6,7 @@ from compiler.tracing import Tracer, bind, install_array_methods
 from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array
+from runtime.reference import device_put
 from shardc.numpy._arithmetic import (abs, add, bitwise_and, bitwise_or, bitwise_xor, clip, equal,
                                       floor_divide, greater, greater_equal, less, less_equal,
                                       multiply, negative, not_equal, power, remainder, subtract,
@@ -75,3 +76,5 @@ def install_methods():
     install_array_methods(Array, _METHODS)
     # an array's copy is itself (arrays are never changed; Array.copy keeps its layout)
     install_array_methods(Tracer, {"copy": lambda self, order=None: self})
+    install_array_methods(Array, {"to_device": lambda self, device, *, stream=None:
+                                  device_put(self, device)})
