@@ -920,3 +920,23 @@ def test_an_array_typed_on_one_mesh_computed_under_another_is_jax_error():
             a * 2
     with jax.set_mesh(m1):
         check_result(a * 2, "float32[8@X,8]", np.full((8, 8), 2, np.float32))
+
+
+def test_take_along_axis_keeps_the_operands_split(mesh24):
+    """As JAX's batched gather types it: the other dimensions keep the operand's split (and
+    sorted indices split alike are taken); split along the axis taken is JAX's error."""
+    host, x = placed((8, 4), ("x", None))
+    index_host = np.random.default_rng(0).integers(-5, 5, (8, 2)).astype(np.int32)
+    taken = jnp.take_along_axis(x, jnp.asarray(index_host), axis=1)
+    want = np.where((index_host >= -4) & (index_host < 4),
+                    np.take_along_axis(host, np.clip(index_host % 4, 0, 3), axis=1), np.nan)
+    check_result(taken, "float32[8@x,2]", want.astype(np.float32))
+    order = jnp.argsort(-x, axis=1)
+    check_result(jnp.take_along_axis(x, order, axis=1), "float32[8@x,4]",
+                 -np.sort(-host, axis=1))
+    check_result(jax.jit(lambda a, i: jnp.take_along_axis(a, i, axis=1))(
+        x, jnp.asarray(index_host)), "float32[8@x,2]", want.astype(np.float32))
+    _, cube = placed((2, 8, 4), (None, "x", "y"))
+    with pytest.raises(ShardingTypeError, match=re.escape(
+            "Got operand=ShapedArray(float32[2,8@x,4@y]), indices=ShapedArray(int32[2,8,3,1])")):
+        jnp.take_along_axis(cube, jnp.zeros((2, 8, 3), jnp.int32), axis=2)

@@ -10,13 +10,15 @@ import builtins
 
 import numpy as np
 
-from compiler.tracing import ConcretizationTypeError, Tracer, bind
+from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir.sharding_rules import gather_error, named_sharding, partitions
 from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, logical_and,
                                       multiply, remainder, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
-                                canonical_axis, convert, dtype_of, expand_dims, is_array,
+                                canonical_axis, constrain, convert, dtype_of, expand_dims,
+                                is_array,
                                 ndim_of, promote, ravel, reshape, shape_of, shape_tuple, stack,
                                 zeros, zeros_like)
 from shardc.numpy._indexing import take
@@ -90,16 +92,41 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     axis = canonical_axis(axis, len(shape_of(arr)))
     if mode == "one_hot":
         return _one_hot_along_axis(arr, indices, axis)
+    typed = _along_axis_sharding(arr, indices, axis)
+    if typed is not None:
+        # the operand gathered whole, the result split as JAX's batched gather splits it
+        # (the values are the same, more bytes move)
+        arr = constrain(arr, typed.with_spec(()))
+        if aval_of(indices).sharding is not None:
+            indices = constrain(indices, typed.with_spec(()))
     flat, out_shape, full_shape = _along_axis_positions(shape_of(arr), indices, axis)
     source = ravel(broadcast_to(arr, full_shape))
     taken = bind(p.gather_p, source, flat, axis=0)
+    if typed is not None:
+        taken = constrain(taken, typed)
     if mode == "clip":
         return taken
     n = shape_of(arr)[axis]
     wanted = broadcast_to(convert(indices, _dt.int_), out_shape)
     inside = logical_and(greater_equal(wanted, -n), less(wanted, n))
+    if typed is not None:
+        inside = constrain(inside, typed)
     fill = _invalid_value(dtype_of(arr)) if fill_value is None else fill_value
     return where(inside, taken, convert(fill, dtype_of(arr)))
+
+
+def _along_axis_sharding(arr, indices, axis: int):
+    """On Explicit axes, the split of ``take_along_axis``'s result, as JAX's batched gather
+    types it: the operand's other dimensions keep their split, the one taken along is whole
+    (split there, the operand is JAX's ShardingTypeError); None where nothing is typed."""
+    aval = aval_of(arr)
+    if aval.sharding is None or not any(aval.sharding.spec):
+        return None
+    spec = list(aval.sharding.spec)
+    if spec[axis]:
+        raise gather_error(aval, aval_of(indices).update(
+            shape=aval_of(indices).shape + (1,)))
+    return named_sharding(aval).with_spec(partitions(tuple(spec)))
 
 
 def _one_hot_along_axis(arr, indices, axis: int):
