@@ -67,7 +67,7 @@ class ShardTracer(Tracer):
 
     def _concrete(self, what):
         """Python needs one value: allowed when the checker proves it is the same everywhere."""
-        if self.aval.vma or self.aval.shape != ():
+        if self.aval.vma or self.aval.size != 1:
             from compiler.tracing import TracerBoolConversionError, errors_link
             raise TracerBoolConversionError(      # the reason: its vma
                 f"Attempted {what} of traced array with shape "
@@ -78,7 +78,7 @@ class ShardTracer(Tracer):
         if block is None:
             raise RuntimeError(f"{what} of a body value needs a block, but this process holds "
                                "no device of the mesh")
-        return block
+        return np.asarray(block).reshape(())      # one element: a scalar to Python
 
 
 class ShardTrace(Trace):

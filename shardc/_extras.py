@@ -8,10 +8,12 @@ import numpy as np
 
 from compiler import tree
 from compiler.jit import trace_function
+from compiler.shard_map import current_shard_context
+from compiler.tracing import aval_of, weakly_typed
 from ir.sharding import PartitionSpec
 from runtime.array import Array
 from shardc._transforms import shard_map
-from shardc._types import ShapeDtypeStruct
+from shardc._types import ManualAxisType, ShapeDtypeStruct
 
 __all__ = ["block_until_ready", "default_backend", "device_get", "effects_barrier", "eval_shape",
            "named_call", "named_scope", "smap"]
@@ -25,10 +27,18 @@ def device_get(x):
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun(*args, **kwargs)`` would return, as ``ShapeDtypeStruct``s,
     found by tracing it: nothing runs. Arguments may be arrays or ``ShapeDtypeStruct``s."""
-    closed = trace_function(fun, args, kwargs)
-    outs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=weak)
-            for a, weak in zip(closed.out_avals, closed.out_weak)]
-    return tree.tree_unflatten(closed.out_tree, outs)
+    if current_shard_context() is not None:
+        # in a shard_map body: traced where it stands (what it adds, nothing reads), so that
+        # the results vary over the mesh axes as they would there
+        leaves, out_tree = tree.tree_flatten(fun(*args, **kwargs))
+        avals, weak = [aval_of(v) for v in leaves], [weakly_typed(v) for v in leaves]
+    else:
+        closed = trace_function(fun, args, kwargs)
+        avals, weak, out_tree = closed.out_avals, closed.out_weak, closed.out_tree
+    outs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=w, manual_axis_type=(
+                ManualAxisType(varying=frozenset(a.vma)) if a.vma else None))
+            for a, w in zip(avals, weak)]
+    return tree.tree_unflatten(out_tree, outs)
 
 
 @contextlib.contextmanager

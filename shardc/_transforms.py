@@ -9,6 +9,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.jit import jit as _jit
+from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
@@ -94,7 +95,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
     @functools.wraps(f)
     def resolved_at_call(*args, **kwargs):
         _check_context_mesh(given)
-        call_mesh = mesh if mesh is not None else _current_mesh(abstract)
+        call_mesh = mesh if mesh is not None else _current_mesh(abstract, args)
         if in_specs is None:
             specs = tuple(None for _ in args)
         elif in_specs is _INFER:
@@ -133,11 +134,16 @@ def _check_context_mesh(given) -> None:
                          f"shard_map {given!r}")
 
 
-def _current_mesh(abstract=None):
+def _current_mesh(abstract=None, args=()):
     """The mesh of the enclosing shard_map body (a nested shard_map), else the one set; when
-    ``abstract`` (an AbstractMesh given as ``mesh=``) is given, it must be that mesh's."""
+    ``abstract`` (an AbstractMesh given as ``mesh=``) is given, it must be that mesh's, and
+    with no mesh set, the mesh an argument is laid out on that it names (JAX's)."""
     body = current_shard_context()
     current = body.mesh if body is not None else get_mesh()
+    if current is None and abstract is not None:
+        current = next((layout.mesh for layout in map(layout_of, tree.tree_leaves(args))
+                        if isinstance(getattr(layout, "mesh", None), Mesh)
+                        and layout.mesh.abstract_mesh == abstract), None)
     if current is None:
         raise ValueError("shard_map requires a mesh: pass mesh=, or call it under "
                          "shardc.set_mesh(mesh) (or `with shardc.sharding.use_mesh(mesh):`)")

@@ -90,9 +90,12 @@ class ShapeDtypeStruct:
     """A stand-in argument with only a shape, a dtype and optionally a sharding: enough to
     trace and lower (``jit(f).lower(ShapeDtypeStruct((8, 16), jnp.float32))``)."""
 
-    def __init__(self, shape, dtype, sharding=None, weak_type: bool = False):
+    def __init__(self, shape, dtype, sharding=None, weak_type: bool = False,
+                 manual_axis_type=None):
         self.shape = tuple(shape)
         self.weak_type = self.weak = bool(weak_type)
+        # in a shard_map body, the mesh axes the value varies over (JAX's manual_axis_type)
+        self.manual_axis_type = manual_axis_type
         canonical = dtypes.canonicalize(dtype)      # refuses what no array holds
         # the dtype as asked (JAX keeps float64 with x64 off: pure_callback refuses it);
         # what it stands for when traced is the canonical one
@@ -101,6 +104,8 @@ class ShapeDtypeStruct:
         # on an Explicit mesh the sharding is part of the type (JAX's sharding in types)
         self.aval = Aval(self.shape, canonical).with_sharding(
             type_sharding(sharding, len(self.shape)))
+        if manual_axis_type is not None and manual_axis_type.varying:
+            self.aval = self.aval.update(vma=frozenset(manual_axis_type.varying))
 
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     ndim = property(lambda self: len(self.shape))
@@ -121,7 +126,9 @@ class ShapeDtypeStruct:
         return ShapeDtypeStruct(kwargs.pop("shape", self.shape),
                                 kwargs.pop("dtype", self.dtype),
                                 kwargs.pop("sharding", self.sharding),
-                                weak_type=kwargs.pop("weak_type", self.weak_type))
+                                weak_type=kwargs.pop("weak_type", self.weak_type),
+                                manual_axis_type=kwargs.pop("manual_axis_type",
+                                                            self.manual_axis_type))
 
     def __eq__(self, other):
         return isinstance(other, ShapeDtypeStruct) and (
@@ -134,4 +141,7 @@ class ShapeDtypeStruct:
     def __repr__(self):
         sharding = f", sharding={self.sharding}" if self.sharding is not None else ""
         weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{sharding}{weak})"
+        mat = (f", manual_axis_type={self.manual_axis_type}" if self.manual_axis_type
+               and self.manual_axis_type.varying else "")
+        return (f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{sharding}"
+                f"{weak}{mat})")
