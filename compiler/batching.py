@@ -271,7 +271,8 @@ def batch_shard_map(trace: BatchTrace, fun, values, dims, params) -> list:
     its own: they enter the shard_map as closed-over inputs (spec P()), batch axis whole.
     """
     mesh = params["mesh"]
-    spmd = spmd_split(trace, mesh, params["in_specs"], "in_specs")
+    spmd = (spmd_split(trace, mesh, params["in_specs"], "in_specs")
+            or explicit_split(trace, mesh, params["in_specs"], values, dims))
     local = trace.axis_size if spmd is None else trace.axis_size // spmd.size
     entry = None if spmd is None else spec_entry(spmd.mesh_axes)
     in_specs = tuple(spec if d is None else batch_spec(spec, d, entry)
@@ -331,6 +332,28 @@ def spmd_split(trace: BatchTrace, mesh, in_specs, which: str) -> SpmdSplit | Non
                          f"{trace.axis_size} over mesh axes of total size {size}, which does "
                          "not divide it")
     return split
+
+
+def explicit_split(trace: BatchTrace, mesh, in_specs, values, dims) -> SpmdSplit | None:
+    """Without ``spmd_axis_name``: how the batched operands' types split the batch axis over
+    Explicit axes of ``mesh``, where they agree and the shard_map's specs leave those axes
+    free. JAX's vmap keeps that split, the shard_map then manual over those axes too (as
+    under spmd_axis_name); None where nothing splits it."""
+    if trace.spmd_axis_name is not None:
+        return None
+    entries = set()
+    for value, d in zip(values, dims):
+        if d is not None:
+            typed = aval_of(value).sharding
+            entries.add(tuple(typed.spec[d]) if typed is not None else ())
+    if len(entries) != 1:
+        return None
+    (axes,) = entries
+    used = {a for spec in in_specs for a in spec_axes(spec)}
+    if not axes or used & set(axes) or any(a not in mesh.axis_names for a in axes):
+        return None
+    size = math.prod(mesh.shape[a] for a in axes)
+    return SpmdSplit(tuple(axes), size) if trace.axis_size % size == 0 else None
 
 
 def check_spmd_unused(split: SpmdSplit, specs, which: str):

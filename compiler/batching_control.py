@@ -12,9 +12,9 @@ every branch runs and each member selects its own result.
 """
 from __future__ import annotations
 
-from compiler.batching import (BatchTrace, BatchTracer, check_spmd_unused, shape_of,
-                               spec_entry, spmd_split, batch_at, batch_spec, broadcast_batch,
-                               control_rules, moveaxis)
+from compiler.batching import (BatchTrace, BatchTracer, check_spmd_unused, explicit_split,
+                               shape_of, spec_entry, spmd_split, batch_at, batch_spec,
+                               broadcast_batch, control_rules, moveaxis)
 from compiler.control_flow import share_consts
 from compiler.shard_map import ShardContext, current_shard_context, in_body
 from compiler.tracing import (Replay, bind, current_trace, set_current_trace,
@@ -249,7 +249,8 @@ control_rules[prims.remat_p] = _remat_rule
 def _shard_map_rule(trace, values, dims, *, jaxpr, mesh, in_specs, out_specs, check_vma):
     """A shard_map equation (a gradient's, say): its body batched, the batch axis in front of
     each batched input's and output's spec, as for a shard_map traced under vmap."""
-    split = spmd_split(trace, mesh, in_specs, "in_specs")
+    split = (spmd_split(trace, mesh, in_specs, "in_specs")
+             or explicit_split(trace, mesh, in_specs, values, dims))
     local = trace.axis_size if split is None else trace.axis_size // split.size
     entry = None if split is None else spec_entry(split.mesh_axes)
     spmd_vma = frozenset() if split is None else frozenset(split.mesh_axes)

@@ -254,3 +254,24 @@ def test_eval_shape_in_a_body_reports_the_varying_axes():
     with shardc.set_mesh(mesh):
         shardc.jit(g)(shardc.device_put(jnp.ones((8, 5)), P("x")))
     assert seen == {"shape": (4, 5), "varying": frozenset({"x"})}
+
+
+def test_vmap_keeps_an_explicitly_split_batch_axis_of_a_shard_map():
+    """The batch axis split over Explicit axes stays split: the shard_map is manual over them
+    too, as under spmd_axis_name (JAX 0.10.2; before, the result was replicated)."""
+    mesh = shardc.make_mesh((1, 2, 2), ("z", "x", "y"))
+    f = shardc.shard_map(lambda b: b, mesh=mesh, in_specs=P("y"), out_specs=P("y"))
+    s = NamedSharding(mesh, P(("z", "x"), "y"))
+    x = shardc.device_put(jnp.arange(16).reshape(4, 4), s)
+    out = shardc.jit(shardc.vmap(f))(x)
+    assert out.sharding == s and str(shardc.typeof(out)) == "int32[4@(z,x),4@y]"
+    mesh2 = shardc.make_mesh((2, 2), ("data", "model"))
+    with shardc.set_mesh(mesh2):
+        x2 = shardc.device_put(jnp.arange(16).reshape(4, 4), P("data", "model"))
+        g = shardc.shard_map(lambda b: lax.psum(b, "model"), in_specs=P("model"),
+                             out_specs=P(None))
+        for run in (shardc.vmap(g), shardc.jit(shardc.vmap(g))):
+            out = run(x2)
+            assert str(shardc.typeof(out)) == "int32[4@data,2]"
+            np.testing.assert_array_equal(np.asarray(out),
+                                          np.arange(16).reshape(4, 2, 2).sum(1))
