@@ -13,7 +13,7 @@ from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
-from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec
+from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
 from runtime.devices import devices as all_devices
 import shardc.numpy as jnp
 from ir.sharding_rules import named_sharding
@@ -100,7 +100,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
             specs = tuple(None for _ in args)
         elif in_specs is _INFER:
             _check_inferable(call_mesh, axis_names)
-            specs = tuple(tree_map(lambda v: _own_spec(v, call_mesh), a)
+            specs = tuple(tree_map(lambda v: _own_spec(v, call_mesh, axis_names or None), a)
                           for a in args)
         else:
             specs = in_specs
@@ -174,13 +174,17 @@ def _check_inferable(mesh, axis_names) -> None:
         + ", ".join(str(types[a]) for a in sorted(manual)))
 
 
-def _own_spec(value, mesh):
-    """An argument's spec read from its type (every manual axis is Explicit here): P() when
-    its type splits nothing on ``mesh``."""
+def _own_spec(value, mesh, manual=None):
+    """An argument's spec read from its type (every manual axis is Explicit here), naming the
+    ``manual`` axes only (all, when None): P() when its type splits nothing on ``mesh``."""
     typed = aval_of(value).sharding
-    if typed is not None and typed.mesh == mesh:
-        return named_sharding(aval_of(value)).spec
-    return PartitionSpec()
+    if typed is None or typed.mesh != mesh:
+        return PartitionSpec()
+    spec = named_sharding(aval_of(value)).spec
+    if manual is None:
+        return spec
+    kept = [tuple(a for a in axes if a in manual) for axes in spec_names(spec)]
+    return PartitionSpec(*[axes[0] if len(axes) == 1 else (axes or None) for axes in kept])
 
 
 _PMAP_AXIS = "_internal_pmap_axis_name"

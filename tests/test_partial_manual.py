@@ -201,3 +201,14 @@ def test_a_nested_shard_map_given_another_mesh_is_jaxs_context_mesh_error(given)
         "The context mesh AbstractMesh('x': 4, 'y': 2, axis_types=(Manual, Explicit), "
         "device_kind=cpu, num_cores=None, platform=cpu) should match the mesh passed to "
         f"shard_map {passed}")
+
+
+def test_omitted_in_specs_name_the_manual_axes_only():
+    """in_specs read from the arguments' types keep the axes the body is manual over (JAX's;
+    before, a split over another Explicit axis was refused as not manual)."""
+    mesh = jax.make_mesh((2, 2), ("i", "j"))
+    with jax.set_mesh(mesh):
+        v = jax.device_put(jnp.arange(32.).reshape(4, 8), P("i", "j"))
+        f = jax.jit(lambda x: jax.shard_map(lambda b: b * b, out_specs=P("i", None),
+                                                  axis_names=frozenset({"i"}))(x))
+        np.testing.assert_array_equal(np.asarray(f(v)), np.arange(32.).reshape(4, 8) ** 2)
