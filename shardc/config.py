@@ -139,6 +139,8 @@ FLAGS = {flag.name: flag for flag in (
         "off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto")),
     Flag("jax_numpy_rank_promotion", "allow", _enum("allow", "warn", "raise")),
     Flag("jax_default_prng_impl", "threefry2x32", _enum("threefry2x32", "rbg", "unsafe_rbg")),
+    # raw uint32 key data given to a jax.random function: taken, warned about, or refused
+    Flag("jax_legacy_prng_key", "allow", _enum("allow", "warn", "error")),
     Flag("jax_threefry_partitionable", True, _bool),
     Flag("jax_enable_compilation_cache", True, _bool),
     Flag("jax_compilation_cache_dir", None, _optional_str),
@@ -295,5 +297,5 @@ class FlagState:
 STATES = {name: FlagState("jax_" + name) for name in (
     "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision",
     "numpy_dtype_promotion", "numpy_rank_promotion", "log_compiles", "enable_checks",
-    "check_tracer_leaks", "explain_cache_misses", "default_prng_impl",
+    "check_tracer_leaks", "explain_cache_misses", "default_prng_impl", "legacy_prng_key",
     "threefry_partitionable", "softmax_custom_jvp", "default_device")}

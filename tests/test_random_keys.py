@@ -221,3 +221,27 @@ def test_typeof_a_key_array():
     mesh = shardc.make_mesh((4,), ("i",))
     shardc.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(keys)
     assert str(seen[0]) == "key<fry>[1]{V:i}" and seen[0].vma == frozenset({"i"})
+
+
+def test_legacy_prng_key_flag_takes_warns_or_refuses_raw_key_data():
+    import warnings
+    raw = random.PRNGKey(0)
+    allowed = np.asarray(random.normal(raw, (2,)))
+    text = ("Legacy uint32 key array passed as key to jax.random function. Please create keys "
+            "using jax.random.key(). If use of a raw key array was intended, set "
+            "jax_legacy_prng_key=\"allow\".")
+    with shardc.legacy_prng_key("error"):
+        with pytest.raises(ValueError) as info:
+            random.normal(raw, (2,))
+        assert str(info.value) == text
+        random.normal(random.key(0), (2,))       # typed keys are fine
+    with shardc.legacy_prng_key("warn"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        np.testing.assert_array_equal(np.asarray(random.normal(raw, (2,))), allowed)
+    assert {str(w.message) for w in caught} == {text}
+
+    @shardc.legacy_prng_key("allow")
+    def sample():
+        return random.uniform(raw)
+    with shardc.legacy_prng_key("error"):
+        sample()

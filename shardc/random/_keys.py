@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
+from shardc.config import config
 from shardc.numpy._core import takes_out_sharding
 
 __all__ = [
@@ -295,11 +297,26 @@ def single_key(name: str, keys):
         # A 4-word key folds to the 2 words the bit generator takes; the second half crosses
         # over, so a key made from a seed ([0, s, 0, s], as JAX makes it) folds to [s, s].
         return data if keys._impl.words == 2 else jnp.bitwise_xor(data[:2], data[3:1:-1])
+    _check_legacy()
     data = jnp.asarray(keys)
     if data.ndim > 1 and data.shape[-1] == 2:
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{tuple(data.shape[:-1])} != (). Use jax.vmap for batching.")
     return data
+
+
+_LEGACY_KEY = ("Legacy uint32 key array passed as key to jax.random function. Please create "
+               "keys using jax.random.key(). If use of a raw key array was intended, set "
+               "jax_legacy_prng_key=\"allow\".")
+
+
+def _check_legacy() -> None:
+    """JAX's error or warning for raw key data, as ``jax_legacy_prng_key`` asks."""
+    mode = config.read("jax_legacy_prng_key")
+    if mode == "error":
+        raise ValueError(_LEGACY_KEY)
+    if mode == "warn":
+        warnings.warn(_LEGACY_KEY, stacklevel=3)
 
 
 def random_bits(key, shape, name: str = "random_bits") -> "jnp.ndarray":
