@@ -39,7 +39,10 @@ def jit(fun=None, **options):
 _INFER = object()   # in_specs not given: take each argument's sharding
 
 
-def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=True,
+_REQUIRED = object()
+
+
+def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=_REQUIRED, check_vma=True,
               axis_names=frozenset()):
     """Map ``f`` over blocks of its arguments on ``mesh`` (the 2025 call form).
 
@@ -60,6 +63,8 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=None, check_vma=T
     ... def total(x_block):
     ...     return lax.psum(x_block.sum(), 'x')
     """
+    if out_specs is _REQUIRED:
+        raise TypeError("shard_map() missing 1 required keyword-only argument: 'out_specs'")
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                                   check_vma=check_vma, axis_names=axis_names)

@@ -676,7 +676,8 @@ def test_perm_sources_and_destinations_must_be_unique(perm):
 def test_perm_entries_must_be_in_range(axis_name, pair):
     mesh = MESH_I if axis_name == "i" else MESH_IJ
     n = 4 if axis_name in ("i", ("i", "j")) else 2
-    raises_in_body(mesh, lambda x: lax.ppermute(x, axis_name, [pair]), ValueError,
+    # JAX's IndexError (a ValueError too)
+    raises_in_body(mesh, lambda x: lax.ppermute(x, axis_name, [pair]), IndexError,
                    f"ppermute: perm entry {pair} is out of range for axis_name {axis_name!r} "
                    f"of size {n}")
 
@@ -848,10 +849,18 @@ def test_grouped_collectives_need_equal_groups():
                    "[[0], [1, 2, 3]]")
 
 
-@pytest.mark.parametrize("to", ["invarying", "unreduced", None])
-def test_pcast_supports_only_to_varying(to):
+@pytest.mark.parametrize("to", ["invarying", None])
+def test_pcast_refuses_what_jax_does_not_know(to):
     raises_in_body(MESH_I, lambda x: lax.pcast(x, "i", to=to), ValueError,
-                   f"pcast: unexpected to={to!r}; shardc supports to='varying'", in_specs=P())
+                   "Got unexpected `to` value. Allowed `to` values are: "
+                   "{'unreduced', 'varying', 'reduced'}", in_specs=P())
+
+
+@pytest.mark.parametrize("to", ["unreduced", "reduced"])
+def test_pcast_to_partial_sums_is_not_implemented(to):
+    raises_in_body(MESH_I, lambda x: lax.pcast(x, "i", to=to), NotImplementedError,
+                   f"pcast(..., to={to!r}): shardc has no unreduced or reduced types; reduce "
+                   "explicitly (psum)", in_specs=P())
 
 
 # --- replication types (SEMANTICS 2.9) -----------------------------------------------------------

@@ -275,3 +275,11 @@ def test_vmap_keeps_an_explicitly_split_batch_axis_of_a_shard_map():
             assert str(shardc.typeof(out)) == "int32[4@data,2]"
             np.testing.assert_array_equal(np.asarray(out),
                                           np.arange(16).reshape(4, 2, 2).sum(1))
+
+
+def test_out_specs_is_a_required_keyword():
+    with pytest.raises(TypeError) as info:
+        shardc.shard_map(lambda b: b, mesh=shardc.make_mesh((8,), ("x",)), in_specs=P("x"))
+    assert str(info.value) == "shard_map() missing 1 required keyword-only argument: 'out_specs'"
+    with pytest.raises(TypeError, match="out_specs"):
+        shardc.shard_map(in_specs=P("x"))

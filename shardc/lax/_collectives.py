@@ -170,6 +170,11 @@ def axis_index(axis_name):
     return bind(coll.axis_index_p, mesh_axes=axes)
 
 
+class PermutationIndexError(IndexError, ValueError):
+    """A ppermute pair naming a member outside the axis: JAX's IndexError (a ValueError too,
+    as this was)."""
+
+
 def pvary(x, axis_name):
     """Mark ``x`` as varying over ``axis_name`` (identity on values)."""
     _check_operands("pvary", x)
@@ -179,8 +184,12 @@ def pvary(x, axis_name):
 
 def pcast(x, axis_name, *, to="varying"):
     """``pcast(x, axis_name, to='varying')``: the cast ``pvary`` makes; its errors name pcast."""
+    if to not in ("varying", "unreduced", "reduced"):
+        raise ValueError("Got unexpected `to` value. Allowed `to` values are: "
+                         "{'unreduced', 'varying', 'reduced'}")
     if to != "varying":
-        raise ValueError(f"pcast: unexpected to={to!r}; shardc supports to='varying'")
+        raise NotImplementedError(f"pcast(..., to={to!r}): shardc has no unreduced or reduced "
+                                  "types; reduce explicitly (psum)")
     _check_operands("pcast", x)
     axes = _axes("pcast", axis_name)
     shard = current_shard_context()
@@ -298,8 +307,8 @@ def _check_perm(perm, axis_name, size) -> tuple:
         raise ValueError(f"ppermute sources and destinations must be unique, got {pairs}.")
     for pair in pairs:
         if not all(0 <= k < size for k in pair):
-            raise ValueError(f"ppermute: perm entry {pair} is out of range for axis_name "
-                             f"{axis_name!r} of size {size}")
+            raise PermutationIndexError(f"ppermute: perm entry {pair} is out of range for "
+                                        f"axis_name {axis_name!r} of size {size}")
     return pairs
 
 
