@@ -149,9 +149,12 @@ def _current_mesh(abstract=None, args=()):
         current = next((layout.mesh for layout in map(layout_of, tree.tree_leaves(args))
                         if isinstance(getattr(layout, "mesh", None), Mesh)
                         and layout.mesh.abstract_mesh == abstract), None)
+    if current is None and abstract is not None:
+        raise ValueError("Please pass `jax.Array`s with a `NamedSharding` as input to "
+                         "`shard_map` when passing `AbstractMesh` to the mesh argument.")
     if current is None:
-        raise ValueError("shard_map requires a mesh: pass mesh=, or call it under "
-                         "shardc.set_mesh(mesh) (or `with shardc.sharding.use_mesh(mesh):`)")
+        raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to enter "
+                         "into a mesh context")
     if abstract is not None and (abstract.axis_names, abstract.axis_sizes) != (
             current.axis_names, tuple(current.devices.shape)):
         raise ValueError(f"shard_map was given the abstract mesh {abstract!r}, but the current "

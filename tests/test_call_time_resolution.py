@@ -107,9 +107,10 @@ def test_omitted_specs_read_the_layout_on_the_mesh_of_the_call():
 
 def test_calling_without_any_mesh_is_a_value_error():
     f = jax.shard_map(lambda b: b, in_specs=P(), out_specs=P())
-    with pytest.raises(ValueError, match="shard_map requires a mesh: pass mesh="):
+    with pytest.raises(ValueError, match="The context mesh cannot be empty. Use "
+                                         "`jax.set_mesh"):
         f(jnp.ones(4))
-    with pytest.raises(ValueError, match="shard_map requires a mesh"):
+    with pytest.raises(ValueError, match="The context mesh cannot be empty"):
         jax.jit(f)(jnp.ones(4))
 
 

@@ -177,8 +177,8 @@ def test_set_mesh_supplies_the_mesh_and_bare_specs():
         np.testing.assert_array_equal(np.asarray(f(x)), [12., 16.])
     assert shardc.sharding.get_mesh() is None
     g = shardc.shard_map(lambda v: v, in_specs=P(), out_specs=P())   # no mesh needed to define
-    with pytest.raises(ValueError, match="shard_map requires a mesh: pass mesh=, or call it "
-                                         "under shardc.set_mesh"):
+    with pytest.raises(ValueError, match="The context mesh cannot be empty. Use "
+                                         "`jax.set_mesh"):
         g(jnp.ones(4))
 
 

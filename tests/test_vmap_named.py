@@ -572,7 +572,7 @@ def test_a_name_both_vmapped_and_a_mesh_axis_is_an_error():
 
 def test_unbound_name_after_the_vmap_returns():
     jax.vmap(lambda x: lax.psum(x, "b"), axis_name="b")(jnp.ones(3))
-    with pytest.raises(NameError, match="found an unbound axis name 'b'"):
+    with pytest.raises(NameError, match="Found an unbound axis name: b"):
         lax.psum(jnp.ones(3), "b")
 
 

@@ -45,8 +45,8 @@ def _axes(prim_name: str, axis_name) -> tuple:
             continue
         if shard is None:
             raise UnknownAxisError(
-                f"{prim_name}: found an unbound axis name '{a}'; call {prim_name} inside a "
-                "shard_map body whose mesh has that axis.", axis_name=a, bound=False)
+                f"Found an unbound axis name: {a}. To fix this, please call {prim_name} under "
+                "`jax.shard_map`.", axis_name=a, bound=False)
         if a not in shard.mesh.axis_names:
             raise UnknownAxisError(
                 f"{prim_name}: unknown mesh axis '{a}' in axis_name={axis_name!r}; the "
