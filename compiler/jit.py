@@ -163,6 +163,9 @@ def _placing(compiled, leaves, outs):
     if mesh is not None:
         typed = [v.aval for v in compiled.module.program.outvars]
         shardings = [typed_sharding(aval, mesh) for aval in typed]    # made once
+        if compiled.given:            # an out_shardings entry is spelt as written
+            shardings = [g if isinstance(g, NamedSharding) and g == s else s
+                         for s, g in zip(shardings, compiled.given)]
         return lambda results: placed_as_typed(results, typed, mesh, shardings)
     layouts = compiled.closed.out_layouts
     if any(isinstance(l, NamedSharding) and meaningful(l) for l in layouts):

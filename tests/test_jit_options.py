@@ -199,3 +199,15 @@ def test_array_lifetime_and_placement_attributes():
     assert b.is_deleted()
     with pytest.raises(RuntimeError, match="Array has been deleted"):
         np.asarray(b)
+
+
+def test_out_shardings_are_spelt_as_given_on_explicit_meshes():
+    mesh = shardc.make_mesh((4, 2), ("a", "b"))
+    x = np.ones((8, 4), np.float32)
+    u, v = shardc.jit(lambda x: (x + 1, x - 1),
+                      out_shardings=(NamedSharding(mesh, P()), NamedSharding(mesh, P("b"))))(x)
+    assert (u.sharding.spec, v.sharding.spec) == (P(), P("b",))
+    assert tuple(u.sharding.spec) == () and tuple(v.sharding.spec) == ("b",)
+    with shardc.set_mesh(mesh):
+        w = shardc.jit(lambda x: x.sum(0), in_shardings=P("a"), out_shardings=P())(x)
+    assert tuple(w.sharding.spec) == ()
