@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ad_core import (Linear, add_tangents, backward_pass, instantiate, jvp_program,
+                               jvp_program_with_consts,
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules,
                                zeros_like_aval)
 from compiler.ad_shard_map import check_on, per_device_axes, per_device_cotangents
@@ -37,7 +38,9 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, reverse, num_consts, num_carr
     # carries get tangents whenever anything does: a loop may move a tangent into any carry
     carry_nz = [True] * nk
     nonzero = const_nz + carry_nz + xs_nz
-    body = jvp_program(jaxpr, nonzero, shard=current_shard_context())
+    # arrays a custom rule in the body closed over become the scan's first constants
+    body, rule_consts = jvp_program_with_consts(jaxpr, nonzero, shard=current_shard_context())
+    k = len(rule_consts)
     n_ct, n_xt = sum(const_nz), sum(xs_nz)
     n_in = nc + nk + nx
     # jvp_program order: primals, then tangents of (consts, carry, xs); scan needs
@@ -46,17 +49,18 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, reverse, num_consts, num_carr
     in_order = (list(range(nc)) + list(range(t0, t0 + n_ct))
                 + list(range(nc, nc + nk)) + list(range(t0 + n_ct, t0 + n_ct + nk))
                 + list(range(nc + nk, n_in)) + list(range(t0 + n_ct + nk, t0 + n_ct + nk + n_xt)))
+    in_order = list(range(k)) + [i + k for i in in_order]
     n_out = len(jaxpr.outvars)
     ny = n_out - nk
     out_order = (list(range(nk)) + list(range(n_out, n_out + nk))
                  + list(range(nk, n_out)) + list(range(n_out + nk, 2 * n_out)))
     body = _reorder(body, in_order, out_order)
     carry_t = [instantiate(t, aval_of(x)) for t, x in zip(tangents[nc:nc + nk], primals[nc:nc + nk])]
-    args = (list(primals[:nc]) + [t for t in tangents[:nc] if t is not None]
+    args = (list(rule_consts) + list(primals[:nc]) + [t for t in tangents[:nc] if t is not None]
             + list(primals[nc:nc + nk]) + carry_t
             + list(primals[nc + nk:]) + [t for t in tangents[nc + nk:] if t is not None])
     outs = bind(p.scan_p, *args, jaxpr=body, length=length, reverse=reverse,
-                num_consts=nc + n_ct, num_carry=2 * nk)
+                num_consts=k + nc + n_ct, num_carry=2 * nk)
     carry, carry_tangent = outs[:nk], outs[nk:2 * nk]
     ys, ys_tangent = outs[2 * nk:2 * nk + ny], outs[2 * nk + ny:]
     return carry + ys, carry_tangent + ys_tangent
@@ -195,19 +199,23 @@ def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
     nk = len(carry)
     body_const_nz = [t is not None for t in tangents[cn:cn + bn]]
     nonzero = body_const_nz + [True] * nk
-    body = jvp_program(body_jaxpr, nonzero, shard=current_shard_context())
+    # arrays a custom rule in the body closed over become its first constants
+    body, rule_consts = jvp_program_with_consts(body_jaxpr, nonzero,
+                                                shard=current_shard_context())
+    k = len(rule_consts)
     n_bt = sum(body_const_nz)
     n_in = bn + nk
     in_order = (list(range(bn)) + list(range(n_in, n_in + n_bt)) + list(range(bn, n_in))
                 + list(range(n_in + n_bt, n_in + n_bt + nk)))
+    in_order = list(range(k)) + [i + k for i in in_order]
     body = _reorder(body, in_order, list(range(2 * nk)))
     # the condition reads the primal carries only
     extra = [Var(v.aval) for v in cond_jaxpr.invars[cn:]]
     cond = Program([], list(cond_jaxpr.invars) + extra, cond_jaxpr.eqns, cond_jaxpr.outvars)
     carry_t = [instantiate(t, aval_of(x)) for t, x in zip(tangents[cn + bn:], carry)]
-    outs = bind(p.while_p, *primals[:cn], *primals[cn:cn + bn],
+    outs = bind(p.while_p, *primals[:cn], *rule_consts, *primals[cn:cn + bn],
                 *[t for t in tangents[cn:cn + bn] if t is not None], *carry, *carry_t,
-                cond_jaxpr=cond, body_jaxpr=body, cond_nconsts=cn, body_nconsts=bn + n_bt)
+                cond_jaxpr=cond, body_jaxpr=body, cond_nconsts=cn, body_nconsts=k + bn + n_bt)
     return outs[:nk], outs[nk:]
 
 

@@ -18,7 +18,8 @@ import math
 
 import numpy as np
 
-from compiler.ad_core import (Linear, backward_pass, instantiate, jvp_program, jvp_rules,
+from compiler.ad_core import (Linear, backward_pass, instantiate, jvp_program_with_consts,
+                               jvp_rules,
                                partial_eval, partial_eval_rules, transpose_rules)
 from compiler.shard_map import ShardContext, current_shard_context, in_body
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
@@ -77,10 +78,13 @@ def _shard_map_jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, check
     nonzero = [t is not None for t in tangents]
     shard = ShardContext(mesh, check_vma is True)
     with in_body(shard):
-        body = jvp_program(jaxpr, nonzero, shard=shard)
+        # arrays a custom rule closed over (a symbolic zero made whole, say) are the body's:
+        # they enter it as inputs every device holds whole
+        body, consts = jvp_program_with_consts(jaxpr, nonzero, shard=shard)
     tangent_specs = tuple(s for s, nz in zip(in_specs, nonzero) if nz)
-    outs = bind(p.shard_map_p, *primals, *[t for t in tangents if t is not None], jaxpr=body,
-                mesh=mesh, in_specs=tuple(in_specs) + tangent_specs,
+    outs = bind(p.shard_map_p, *consts, *primals, *[t for t in tangents if t is not None],
+                jaxpr=body, mesh=mesh,
+                in_specs=(PartitionSpec(),) * len(consts) + tuple(in_specs) + tangent_specs,
                 out_specs=tuple(out_specs) * 2, check_vma=check_vma)
     n = len(out_specs)
     return outs[:n], outs[n:]

@@ -25,7 +25,7 @@ import functools
 from compiler.inline_calls import inline_calls
 from ir import collectives as coll
 from ir import primitives as prims
-from ir.core import Aval, Eqn, Program, Var, holds_programs
+from ir.core import Aval, Eqn, Program, Var, holds_programs, programs_in
 from ir.interpreter import Interpreter
 from ir.module import LoweredModule, LoweredShardMap
 from ir.primitives import RuleTable
@@ -236,7 +236,25 @@ def lower_module(program: Program, in_shardings) -> LoweredModule:
                 layout[id(var)] = NamedSharding(mesh, spec)
         elif eqn.primitive is prims.sharding_constraint_p:
             layout[id(eqn.outvars[0])] = eqn.params["sharding"]
-    return LoweredModule(program, lowered)
+    module = LoweredModule(program, lowered)
+    for eqn in program.eqns:
+        if eqn.primitive is not prims.shard_map_p:
+            _lower_nested(eqn, module.nested)
+    return module
+
+
+def _lower_nested(eqn: Eqn, nested: dict) -> None:
+    """Lower the shard_maps inside a host equation's loops and branches (``lax.scan`` over
+    steps that call one): each runs on values the host loop holds whole, so its inputs arrive
+    replicated. Keyed by the equation's id (the program keeps the equation)."""
+    for value in eqn.params.values():
+        for sub in programs_in(value):
+            for inner in sub.eqns:
+                if inner.primitive is prims.shard_map_p:
+                    nested[id(inner)] = lower_shard_map(
+                        inner, [PartitionSpec()] * len(inner.invars))
+                else:
+                    _lower_nested(inner, nested)
 
 
 def _spec_on(sharding, mesh: Mesh) -> PartitionSpec:

@@ -90,6 +90,8 @@ class LoweredModule:
     def __init__(self, program: Program, shard_maps: dict):
         self.program = program
         self.shard_maps = shard_maps          # equation index -> LoweredShardMap
+        # the shard_maps inside host loops and branches: id of the equation -> LoweredShardMap
+        self.nested: dict = {}
         # the communication the partitioner inserted (compiler.partition.InsertedCommunication)
         self.inserted: tuple = ()
         # on Auto axes, the mesh, results' types and their shardings sharding propagation
@@ -98,6 +100,15 @@ class LoweredModule:
 
     def lowered(self, index: int) -> LoweredShardMap:
         return self.shard_maps[index]
+
+    def nested_lowered(self, eqn) -> LoweredShardMap:
+        """The lowered form of a shard_map inside a host loop or branch (``nested``)."""
+        found = self.nested.get(id(eqn))
+        if found is None:
+            raise NotImplementedError(
+                "a shard_map inside a host loop or branch of a module read from text: its "
+                "lowered programs are not in the text (lower the traced program to run it)")
+        return found
 
     def all_shard_maps(self) -> list:
         return [self.shard_maps[k] for k in sorted(self.shard_maps)]

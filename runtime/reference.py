@@ -18,7 +18,7 @@ import numpy as np
 from ir import dtypes
 from ir import primitives as prims
 from ir.interpreter import Interpreter
-from ir.core import Program
+from ir.core import Program, programs_in
 from ir.primitives import RuleTable
 from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_from_user
 from ir.specialise import specialise
@@ -991,15 +991,18 @@ def _check_put_divisible(value, sharding: NamedSharding):
     check_divides(sharding, shape)
 
 
-def execute_module(module, args, run_shard_map=None) -> list:
+def execute_module(module, args, run_shard_map=None, run_nested=None) -> list:
     """Run a lowered module: host equations on global values, shard_maps on every device.
 
-    ``run_shard_map(index, values)`` runs the shard_map equation at ``index``; by default its
-    per-device programs in lockstep (another backend passes its own).
+    ``run_shard_map(index, values)`` runs the shard_map equation at ``index``, and
+    ``run_nested(eqn, values)`` one inside a host loop or branch (``module.nested``); by
+    default their per-device programs in lockstep (another backend passes its own).
     """
     if run_shard_map is None:
         run_shard_map = lambda index, values: _run_shard_map(module.lowered(index), values)
-    outs = _ModuleInterpreter(module.program, run_shard_map).run(
+    if run_nested is None:
+        run_nested = lambda eqn, values: _run_shard_map(module.nested_lowered(eqn), values)
+    outs = _ModuleInterpreter(module.program, run_shard_map, run_nested).run(
         module.program, args[len(module.program.constvars):],
         args[:len(module.program.constvars)])
     return [v if isinstance(v, Array) else Array.from_global(v) for v in outs]
@@ -1007,18 +1010,36 @@ def execute_module(module, args, run_shard_map=None) -> list:
 
 class _ModuleInterpreter(Interpreter):
     """A lowered module's host program: shard_maps on every device, the rest on global
-    values."""
+    values. A host loop or branch holding a shard_map runs here, step by step, its
+    shard_maps by ``run_nested(eqn, values)``."""
 
-    def __init__(self, program, run_shard_map):
+    def __init__(self, program, run_shard_map, run_nested):
         self.index_of = {id(eqn): k for k, eqn in enumerate(program.eqns)}
         self.run_shard_map = run_shard_map
+        self.run_nested = run_nested
 
     def eval_equation(self, eqn, values):
-        if eqn.primitive is prims.shard_map_p:
-            return self.run_shard_map(self.index_of[id(eqn)], values)
-        if eqn.primitive is prims.sharding_constraint_p:
+        prim = eqn.primitive
+        if prim is prims.shard_map_p:
+            index = self.index_of.get(id(eqn))
+            if index is None:
+                return self.run_nested(eqn, values)
+            return self.run_shard_map(index, values)
+        if prim is prims.sharding_constraint_p:
             return [_constrained(values[0], eqn.params["sharding"])]
-        return impl_rules[eqn.primitive](*[_host(v) for v in values], **eqn.params)
+        if prim in control_rules and holds_shard_map(eqn):
+            return control_rules[prim]([_host(v) for v in values], interpreter=self,
+                                       **eqn.params)
+        return impl_rules[prim](*[_host(v) for v in values], **eqn.params)
+
+
+def holds_shard_map(eqn) -> bool:
+    """Whether a loop or branch equation runs a shard_map (in a body, at any depth outside
+    shard_map bodies)."""
+    return any(inner.primitive is prims.shard_map_p
+               or (inner.primitive in control_rules and holds_shard_map(inner))
+               for value in eqn.params.values() for sub in programs_in(value)
+               for inner in sub.eqns)
 
 
 def _constrained(value, sharding):

@@ -893,7 +893,16 @@ class ModulePlan:
             return self.only.run(args, backend)
         return reference.execute_module(
             self.module, args,
-            lambda index, values: self.shard_maps[index].run(values, backend))
+            lambda index, values: self.shard_maps[index].run(values, backend),
+            lambda eqn, values: self._nested(eqn).run(values, backend))
+
+    def _nested(self, eqn) -> "ShardMapPlan":
+        """The plan of a shard_map inside a host loop or branch, made at its first run."""
+        plans = self.__dict__.setdefault("nested", {})
+        plan = plans.get(id(eqn))
+        if plan is None:
+            plan = plans[id(eqn)] = ShardMapPlan(self.module.nested_lowered(eqn), eqn)
+        return plan
 
 
 # --- shardings that hash once ------------------------------------------------------------------

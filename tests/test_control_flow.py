@@ -1269,3 +1269,34 @@ def test_debug_print_inside_a_scan_with_a_collective(wrap, capsys):
     np.testing.assert_array_equal(np.asarray(got), [36, 37, 38, 39])
     assert capsys.readouterr().out == "".join(
         f"step [{v}]\n" for v in (0, 1, 2, 3, 6, 7, 8, 9))
+
+
+# --- shard_maps inside host loops and branches (a loop over steps that calls one) ---------------
+
+def test_shard_maps_run_inside_host_loops_and_branches():
+    """lax.map, scan, fori_loop, while_loop and cond outside any shard_map, whose bodies call
+    one: eagerly and under jit, each step runs the shard_map on the mesh (before, no backend
+    could run a shard_map there: MissingRuleError)."""
+    mesh = shardc.make_mesh((4,), ("x",), axis_types=(shardc.sharding.AxisType.Auto,))
+    f = shardc.shard_map(lambda b: lax.psum(b.sum(), "x"), mesh=mesh, in_specs=P("x"),
+                      out_specs=P())
+    g = shardc.shard_map(lambda b: lax.ppermute(b, "x", [(k, (k + 1) % 4) for k in range(4)]),
+                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    host = np.arange(32., dtype=np.float32).reshape(4, 8)
+    xs = jnp.asarray(host)
+    sums = host.sum(1)
+    shifted = lambda row: np.roll(row.reshape(4, 2), 1, axis=0).reshape(8)
+    cases = {
+        "map": (lambda s: lax.map(f, s), sums),
+        "scan": (lambda s: lax.scan(lambda c, x: (c + f(x), g(x)), 0., s),
+                 (sums.sum(), np.stack([shifted(r) for r in host]))),
+        "fori": (lambda s: lax.fori_loop(0, 3, lambda i, c: c + f(s[i]), 0.), sums[:3].sum()),
+        "while": (lambda s: lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, g(c[1])),
+                                           (0, s[0]))[1], shifted(shifted(host[0]))),
+        "cond": (lambda s: lax.cond(s[0, 0] > 0, lambda: f(s[0]), lambda: f(s[1])), sums[1]),
+    }
+    for name, (run, want) in cases.items():
+        for how in (run, shardc.jit(run)):
+            got = how(xs)
+            for a, b in zip(shardc.tree_util.tree_leaves(got), shardc.tree_util.tree_leaves(want)):
+                np.testing.assert_allclose(np.asarray(a), b, err_msg=name)

@@ -185,7 +185,9 @@ class MpiBackend(reference.ReferenceBackend):
                 return self._run_shard_map(only, args, opening)
             return reference.execute_module(
                 module, args, lambda index, values: self._run_shard_map(
-                    module.lowered(index), values, opening))
+                    module.lowered(index), values, opening),
+                lambda eqn, values: self._run_shard_map(module.nested_lowered(eqn), values,
+                                                        opening))
         finally:
             if is_open(opening):
                 opening.settle()

@@ -293,6 +293,20 @@ def check_control_flow():
         record(f"control/{name}/jit", jax.jit(f)(x))
         record(f"control/{name}/neg", jax.jit(f)(-x))
 
+    # shard_maps inside host loops and branches: each step runs the shard_map on the mesh
+    steps = jnp.stack([x, -x, x * 2])
+    host_loops = {
+        "map": lambda s: lax.map(branches, s),
+        "scan": lambda s: lax.scan(lambda c, b: (c + until(b), ring(b)), 0., s),
+        "fori": lambda s: lax.fori_loop(0, 3, lambda i, c: c + scanned(s[i]),
+                                        scanned(s[0]) * 0.),
+        "cond": lambda s: lax.cond(s[0, 0, 0] > 0, lambda: branches(s[1]),
+                                   lambda: branches(s[2])),
+    }
+    for name, f in host_loops.items():
+        record(f"host_loop/{name}/eager", f(steps))
+        record(f"host_loop/{name}/jit", jax.jit(f)(steps))
+
 
 def check_grad():
     mesh = jax.make_mesh((4, 2), ("x", "y"))
