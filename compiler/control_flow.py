@@ -20,7 +20,7 @@ from compiler import tree
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, aval_of, bind, current_trace,
-                              is_python_scalar, trace_to_program)
+                              is_python_scalar, trace_to_program, weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
@@ -30,12 +30,27 @@ from ir.sharding_rules import p_text, spec_of
 
 # --- tracing sub-programs ----------------------------------------------------------------------
 
-def _trace_sub(fun, in_avals) -> tuple[Program, list]:
+def _trace_sub(fun, in_avals, weak=None) -> tuple[Program, list]:
     """Trace ``fun`` (flat lists in and out) in the current context; closed-over values become
-    leading inputs. Returns (program, closed-over values)."""
+    leading inputs (``weak``: which inputs are weakly typed). Returns (program, closed-over
+    values)."""
     program, consts, _ = trace_to_program(fun, in_avals, shard=current_shard_context(),
-                                          parent=current_trace())
+                                          parent=current_trace(), weak=weak)
     return Program([], program.constvars + program.invars, program.eqns, program.outvars), consts
+
+
+def _promote_weak_carries(init_flat, weak, out_avals) -> bool:
+    """JAX's promotion of weakly typed initial carries (``lax.fori_loop(0, n, f, 0.)`` over
+    bfloat16 values): a weak carry the body returns as another dtype starts as that dtype
+    instead (``init_flat`` and ``weak`` changed in place). Whether any was."""
+    changed = False
+    for k, (value, aval) in enumerate(zip(init_flat, out_avals)):
+        have = aval_of(value)
+        if weak[k] and have.shape == aval.shape and have.dtype != aval.dtype:
+            init_flat[k] = bind(prims.convert_element_type_p, value, new_dtype=aval.dtype)
+            weak[k] = False
+            changed = True
+    return changed
 
 
 def _as_array(value):
@@ -202,6 +217,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     code-generation hint that leaves every result unchanged, and shardc runs the loop as it is.
     """
     init_flat, carry_tree = tree.tree_flatten(init)
+    weak = [weakly_typed(v) for v in init_flat]
     init_flat = [_as_array(v) for v in init_flat]
     xs_flat, xs_tree = tree.tree_flatten(xs)
     length = _scan_length(xs_flat, length)
@@ -229,7 +245,12 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         ys_tree_box.append(ys_tree)
         return [_as_array(v) for v in new_flat] + list(ys_flat)
 
-    body, consts = _trace_sub(flat_body, carry_avals + x_avals)
+    x_weak = [weakly_typed(x) for x in xs_flat]
+    body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak)
+    if _promote_weak_carries(init_flat, weak, body.out_avals[:nc]):
+        carry_avals = [aval_of(v) for v in init_flat]
+        ys_tree_box.clear()
+        body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak)
     paths = tree.leaf_paths(init)
     _check_carry(construct, carry_name, paths, carry_avals, body.out_avals[:nc])
     outs = bind(prims.scan_p, *consts, *init_flat, *xs_flat, jaxpr=body, length=length,
@@ -379,6 +400,7 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
     construct = "while_loop"
     carry_name = carry_name or _param_name(body_fun, 0, "carry")
     init_flat, carry_tree = tree.tree_flatten(init_val)
+    weak = [weakly_typed(v) for v in init_flat]
     init_flat = [_as_array(v) for v in init_flat]
 
     def flat_cond(*args):
@@ -404,7 +426,11 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
         init_flat = _lift(init_flat, q)
         cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat])
     carry_avals = [aval_of(v) for v in init_flat]
-    body_prog, body_consts = _trace_sub(flat_body, carry_avals)
+    body_prog, body_consts = _trace_sub(flat_body, carry_avals, list(weak))
+    if _promote_weak_carries(init_flat, weak, body_prog.out_avals):
+        carry_avals = [aval_of(v) for v in init_flat]
+        cond_prog, cond_consts = _trace_sub(flat_cond, carry_avals, list(weak))
+        body_prog, body_consts = _trace_sub(flat_body, carry_avals, list(weak))
     _check_carry(construct, carry_name, tree.leaf_paths(init_val), carry_avals,
                  body_prog.out_avals)
     if q:

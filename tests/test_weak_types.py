@@ -113,3 +113,22 @@ def test_a_weak_array_keeps_its_mark_laid_out_on_a_mesh():
         b = jnp.full((8,), 1.0, out_sharding=P("x")) + jnp.ones((8,), jnp.bfloat16,
                                                                  out_sharding=P("x"))
         assert str(jax.typeof(b)) == "bfloat16[8@x]"
+
+
+def test_a_weak_initial_carry_takes_the_dtype_the_loop_gives_it():
+    """JAX's promotion of weakly typed initial carries: a Python 0. (or an array made from
+    one) summing bfloat16 values starts as bfloat16 (before, the loop ran in float32)."""
+    xs = jnp.ones(3, jnp.bfloat16)
+    loops = {
+        "fori": lambda init: lax.fori_loop(0, 3, lambda i, c: c + xs[i], init),
+        "scan": lambda init: lax.scan(lambda c, x: (c + x, None), init, xs)[0],
+        "while": lambda init: lax.while_loop(lambda c: c < 3, lambda c: c + xs[0], init),
+    }
+    for name, loop in loops.items():
+        for init in (0., jnp.asarray(0.)):
+            for run in (loop, jax.jit(loop)):
+                out = run(init)
+                assert out.dtype == jnp.bfloat16, (name, init)
+                assert float(out) == 3.0
+        # a typed initial carry keeps its dtype (float32 + bfloat16 is float32)
+        assert loop(jnp.float32(0.)).dtype == jnp.float32
