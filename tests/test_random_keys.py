@@ -245,3 +245,22 @@ def test_legacy_prng_key_flag_takes_warns_or_refuses_raw_key_data():
         return random.uniform(raw)
     with shardc.legacy_prng_key("error"):
         sample()
+
+
+def test_rejection_samplers_with_a_varying_key_in_a_body():
+    """gamma, beta and poisson loop until every entry is accepted: with a key varying over a
+    mesh axis their loop state varies from the start (it was typed invariant and refused)."""
+    mesh = shardc.make_mesh((2,), ("dp",), axis_types=(shardc.sharding.AxisType.Auto,))
+    draws = {
+        "beta": lambda k, y: random.beta(k, y, y),
+        "gamma": lambda k, y: random.gamma(k, y),
+        "poisson": lambda k, y: random.poisson(k, y * 3).astype(jnp.float32),
+    }
+    for name, draw in draws.items():
+        f = shardc.shard_map(lambda k, y: draw(lax.pcast(k, ("dp",), to="varying"), y),
+                             mesh=mesh, in_specs=(P(), P("dp")), out_specs=P("dp"))
+        out = np.asarray(f(random.key(42), jnp.ones((64, 1))))
+        first, second = out.reshape(2, 32)
+        # the same key on both devices: the same draws (JAX's), each a valid sample
+        np.testing.assert_array_equal(first, second)
+        assert np.isfinite(out).all() and (out >= 0).all(), name

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.tracing import bind
+from compiler.tracing import aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.lax import lgamma, while_loop
+from shardc.lax import lgamma, pcast, while_loop
 from shardc.numpy._core import takes_out_sharding
-from shardc.random._keys import bits, fold_in, random_bits, sample_shape, single_key, split
+from shardc.random._keys import (bits, fold_in, key_data, random_bits, sample_shape,
+                                 single_key, split)
 
 __all__ = [
     "uniform", "normal", "randint", "bernoulli", "permutation", "exponential", "gumbel", "logistic",
@@ -275,7 +276,8 @@ def gamma(key, a, shape=None, dtype=np.float32):
         take = ok & ~accepted
         return rounds + 1, jnp.where(take, d * safe_v, sample), accepted | ok
 
-    start = (jnp.asarray(0, np.int32), jnp.zeros(shape, dtype), jnp.zeros(shape, jnp.bool_))
+    start = _varying((jnp.asarray(0, np.int32), jnp.zeros(shape, dtype),
+                      jnp.zeros(shape, jnp.bool_)), key, a)
     _, sample, _ = while_loop(lambda state: ~jnp.all(state[2]), round_, start)
     boost = uniform(boost_key, shape, dtype, minval=np.finfo(dtype).tiny)
     return jnp.where(a < 1, sample * boost ** (1 / a), sample)
@@ -333,8 +335,8 @@ def _poisson_by_arrivals(key, lam, active):
         arrived = ~done & (elapsed <= lam)
         return rounds + 1, count + jnp.astype(arrived, np.float32), elapsed, done | ~arrived
 
-    start = (jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32),
-             jnp.zeros(lam.shape, np.float32), ~active)
+    start = _varying((jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32),
+                      jnp.zeros(lam.shape, np.float32), ~active), key, lam)
     return while_loop(lambda state: ~jnp.all(state[3]), step, start)[1]
 
 
@@ -359,5 +361,16 @@ def _poisson_by_rejection(key, lam, active):
         accept = ~done & (quick | (~rejected & slow))
         return rounds + 1, jnp.where(accept, k, sample), done | accept
 
-    start = (jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32), ~active)
+    start = _varying((jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32), ~active),
+                     key, lam)
     return while_loop(lambda state: ~jnp.all(state[2]), step, start)[1]
+
+
+def _varying(start: tuple, key, *operands) -> tuple:
+    """A rejection loop's initial state, varying over the mesh axes its key and operands vary
+    over in a shard_map body, as the rounds make it (JAX's loop keeps a carry's type)."""
+    axes = frozenset().union(*(aval_of(v).vma for v in (key_data(key),) + operands))
+    if not axes:
+        return start
+    return tuple(pcast(v, tuple(sorted(axes - aval_of(v).vma, key=str)), to="varying")
+                 if axes - aval_of(v).vma else v for v in start)
