@@ -100,12 +100,16 @@ class _Pullback:
         if ct_tree != self.out_tree:
             raise TypeError(f"vjp cotangent has structure {ct_tree}, but the function's "
                             f"output has structure {self.out_tree}")
+        # a float0 cotangent (of an integer output) holds nothing: a zero
+        ct_leaves = [None if isinstance(c, np.ndarray) and c.dtype == dtypes.FLOAT0 else c
+                     for c in ct_leaves]
         if self.has_aux:
             ct_leaves = ct_leaves + [None] * (len(self.linear_prog.outvars) - len(ct_leaves))
         args = list(residuals) + [Linear(a) for a in self.tangent_avals]
         cts = backward_pass(self.linear_prog, args, ct_leaves)
         it = iter(cts)
-        flat = [instantiate(next(it), aval) if d else np.zeros(aval.shape, aval.dtype)
+        # an integer or boolean primal's cotangent is JAX's float0 zeros (a numpy array)
+        flat = [instantiate(next(it), aval) if d else np.zeros(aval.shape, dtypes.FLOAT0)
                 for aval, d in zip(self.primal_avals, self.diff)]
         return tree.tree_unflatten(self.in_tree, flat)
 

@@ -61,6 +61,8 @@ class ClosedProgram:
     out_layouts: list = dataclasses.field(default_factory=list)
     # which outputs are weakly typed (computed from weakly typed values only)
     out_weak: list = dataclasses.field(default_factory=list)
+    # the float0 outputs, by place among the output leaves: their shapes (they hold nothing)
+    float0_outs: dict = dataclasses.field(default_factory=dict)
 
     @property
     def jaxpr(self) -> Program:
@@ -118,12 +120,19 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
     out_tree_box: list = []
 
+    float0_outs: dict = {}
+
     def flat_fun(*flat):
         dyn, kw = tree.tree_unflatten(in_tree, flat)
         result = fun(*_rebuild(static, dyn, len(args)), **kw, **static_kwargs)
         if constrain_outputs is not None:
             result = constrain_outputs(result)
         outs, out_tree = tree.tree_flatten(result)
+        # float0 results (an integer input's cotangent) hold no values: kept aside, by place
+        float0_outs.clear()
+        float0_outs.update((k, leaf.shape) for k, leaf in enumerate(outs)
+                           if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.FLOAT0)
+        outs = [leaf for k, leaf in enumerate(outs) if k not in float0_outs]
         check_jax_leaves(outs, result, lambda path: f"the output {function_name(fun)}(*args)"
                                                    f"{path}")
         out_tree_box.append(out_tree)
@@ -138,7 +147,19 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
                                              in_shardings=layouts_of(leaves),
                                              weak=[weakly_typed(x) for x in leaves])
     return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs),
-                         [weakly_typed(o) for o in outs])
+                         [weakly_typed(o) for o in outs], dict(float0_outs))
+
+
+def _finished(outs: list, closed: "ClosedProgram") -> list:
+    """A run's results as the caller gets them: weakly typed where the trace said so, and the
+    float0 results (an integer input's cotangent: no values) put back in their places."""
+    if True in closed.out_weak:
+        outs = [weakened(o) if w else o for o, w in zip(outs, closed.out_weak)]
+    if closed.float0_outs:
+        outs = list(outs)
+        for k, shape in sorted(closed.float0_outs.items()):
+            outs.insert(k, np.zeros(shape, dtypes.FLOAT0))
+    return outs
 
 
 def _held(args) -> list:
@@ -376,7 +397,7 @@ class JitFunction:
                 outs = compiled.placing(outs)
             if invalid_value_checks_on():
                 self._check_outputs(outs, args, kwargs)
-            return tree.tree_unflatten(closed.out_tree, outs)
+            return tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
         with _gc_paused():
             result = self._call(args, kwargs)
         if key is not None:
@@ -410,7 +431,7 @@ class JitFunction:
     def _array_key(self, args, kwargs):
         """A cheap cache key when every argument is a concrete array (or a numpy array),
         nothing is static and no sharding is asked for."""
-        if (kwargs or self.static_argnums or self.static_argnames
+        if (kwargs or self.static_argnums or self.static_argnames or self.donate_argnums
                 or self.in_shardings is not UNSPECIFIED
                 or self.out_shardings is not UNSPECIFIED):
             return None
@@ -450,11 +471,9 @@ class JitFunction:
             outs = placed
         elif compiled.placing:
             outs = compiled.placing(outs)
-        if True in closed.out_weak:
-            outs = [weakened(o) if w else o for o, w in zip(outs, closed.out_weak)]
         if self.donate_argnums:
             outs = self._donate(args, static_argnums, outs, compiled)
-        result = tree.tree_unflatten(closed.out_tree, outs)
+        result = tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
         return self._constrain_outputs(result) if compiled.place_after else result
 
     def _donate(self, args, static_argnums, outs, compiled) -> list:
@@ -600,6 +619,9 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None):
     targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)
     placed = []
     for leaf, target in zip(leaves, targets):
+        if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.FLOAT0:
+            placed.append(leaf)         # holds nothing to lay out
+            continue
         sharding = resolve(target, what) if target is not None else None
         if given is not None:
             given.append(sharding)

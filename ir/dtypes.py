@@ -369,3 +369,7 @@ def _result_type(dtypes, weak) -> np.dtype:
     else:
         nodes = {_node(d, w) for d, w in zip(dtypes, weak)}
     return canonicalize(_default_of(_least_upper_bound(nodes)))
+
+
+# JAX's dtype of no values: the cotangent of an integer or boolean input
+FLOAT0 = np.dtype([("float0", np.void, 0)])

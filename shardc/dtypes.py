@@ -39,7 +39,7 @@ uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
 float16, float32, float64 = np.float16, np.float32, np.float64
 complex64, complex128 = np.complex64, np.complex128
 # the dtype of the (zero) cotangent of an integer or boolean value, as JAX's: zero bytes
-float0 = np.dtype([("float0", np.void, 0)])
+float0 = _dt.FLOAT0
 bfloat16 = ml_dtypes.bfloat16
 float8_e3m4, float8_e4m3, float8_e8m0fnu = (ml_dtypes.float8_e3m4, ml_dtypes.float8_e4m3,
                                             ml_dtypes.float8_e8m0fnu)

@@ -1440,3 +1440,18 @@ def test_gradient_equations_name_the_line_of_the_forward_operation():
     assert [e.primitive.name for e in program.eqns
             if e.source is not None and e.source.line == grad_line] == ["broadcast_in_dim"]
     assert {e.source.file for e in program.eqns if e.source is not None} == {"test_autodiff.py"}
+
+
+def test_an_integer_inputs_gradient_is_float0():
+    """JAX's float0 zeros (a numpy array: no values), eagerly and under jit; a float0
+    cotangent given back to a vjp is a zero."""
+    f = lambda x, y: (x * y).sum()
+    for run in (shardc.grad(f, argnums=(0, 1), allow_int=True),
+                shardc.jit(shardc.grad(f, argnums=(0, 1), allow_int=True))):
+        dx, dy = run(jnp.ones(3), jnp.arange(3))
+        assert dy.dtype == shardc.dtypes.float0 and dy.shape == (3,)
+        np.testing.assert_array_equal(np.asarray(dx), [0., 1., 2.])
+    _, pullback = shardc.vjp(lambda x, y: (x * 2, y), jnp.ones(2), jnp.arange(2))
+    ct_x, ct_y = pullback((jnp.ones(2), np.zeros(2, shardc.dtypes.float0)))
+    np.testing.assert_array_equal(np.asarray(ct_x), [2., 2.])
+    assert ct_y.dtype == shardc.dtypes.float0

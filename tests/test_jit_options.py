@@ -211,3 +211,11 @@ def test_out_shardings_are_spelt_as_given_on_explicit_meshes():
     with shardc.set_mesh(mesh):
         w = shardc.jit(lambda x: x.sum(0), in_shardings=P("a"), out_shardings=P())(x)
     assert tuple(w.sharding.spec) == ()
+
+
+def test_donation_holds_at_every_call():
+    f = shardc.jit(lambda a: a * 2, donate_argnums=0)
+    for _ in range(3):
+        x = jnp.ones(4)
+        f(x)
+        assert x.is_deleted()

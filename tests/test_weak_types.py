@@ -132,3 +132,9 @@ def test_a_weak_initial_carry_takes_the_dtype_the_loop_gives_it():
                 assert float(out) == 3.0
         # a typed initial carry keeps its dtype (float32 + bfloat16 is float32)
         assert loop(jnp.float32(0.)).dtype == jnp.float32
+
+
+def test_a_jitted_call_seen_before_gives_weak_results_too():
+    f = jax.jit(lambda a: a * 2)
+    for _ in range(3):             # the second call takes the cached path
+        assert str(jax.typeof(f(W))) == "~float32[]"
