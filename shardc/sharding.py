@@ -14,7 +14,7 @@ from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, bind, current_trace, eval_trace
 from ir import primitives as p
 from ir.sharding import (EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
-                         DuplicateSpecError, ManualAxisType, Mesh, NamedSharding, PartitionSpec,
+                         ManualAxisType, Mesh, NamedSharding, PartitionSpec,
                          ReplicationError, Sharding, ShardingTypeError, current_mesh, pop_mesh,
                          push_mesh, spec_axes, spec_names)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
@@ -187,8 +187,7 @@ def _constrained(x, shardings, what: str):
         if not isinstance(sharding, NamedSharding):
             raise TypeError(f"{what} requires a NamedSharding or a PartitionSpec on the "
                             f"current mesh, got {target!r}")
-        mesh = sharding.mesh
-        _check_spec(sharding.spec, mesh)
+        mesh = sharding.mesh      # its spec names its axes, once each (NamedSharding checks)
         if what == "reshard":
             check_explicit_axes(sharding, what)
         if what == "with_sharding_constraint" and mesh.explicit_axes:
@@ -230,21 +229,6 @@ def _over_type(value, sharding):
     names += [()] * (len(typed.spec) - len(names))
     merged = [tuple(t) + tuple(n) for t, n in zip(typed.spec, names)]
     return NamedSharding(sharding.mesh, PartitionSpec(*partitions(merged)))
-
-
-def _check_spec(spec, mesh) -> None:
-    """JAX's errors for a spec naming an axis twice or one the mesh lacks."""
-    axes = spec_axes(spec)
-    repeated = sorted({a for a in axes if axes.count(a) > 1})
-    if repeated:
-        raise DuplicateSpecError(
-            "A single NamedSharding spec specification can map every mesh axis to at most one "
-            f"positional dimension, but {p_text(spec_names(spec))} has duplicate entries for "
-            + ", ".join(f"`{a}`" for a in repeated))
-    for a in axes:
-        if a not in mesh.axis_names:
-            raise ValueError(f"Resource axis: {a} of {p_text(spec_names(spec))} is not found "
-                             f"in mesh: {tuple(mesh.axis_names)}.")
 
 
 def _assert_type(leaf, sharding) -> None:
