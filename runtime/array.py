@@ -27,7 +27,7 @@ class SingleDeviceSharding(Sharding):
         return hash(("SingleDeviceSharding", self.device))
 
     def __repr__(self):
-        return f"SingleDeviceSharding(device={self.device!r})"
+        return f"SingleDeviceSharding(device={self.device!r}, memory_kind=device)"
 
     @property
     def device_set(self) -> set:

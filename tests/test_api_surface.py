@@ -384,3 +384,8 @@ def test_shape_dtype_struct_as_jax():
     assert like.shape == () and like.weak_type
     with pytest.raises(TypeError, match="unsized"):
         len(shardc.ShapeDtypeStruct((), jnp.float32))
+
+
+def test_a_single_device_sharding_prints_as_jax():
+    assert repr(jnp.ones(2).sharding) == ("SingleDeviceSharding(device=CpuDevice(id=0), "
+                                          "memory_kind=device)")
