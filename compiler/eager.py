@@ -14,8 +14,8 @@ from compiler.lowering import lower_to_mesh
 from compiler.replication import (infer_types, input_origins, merge_origins, origin_sources,
                                   per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, block_avals, check_replication, in_body
-from compiler.tracing import (Trace, Tracer, aval_of, eager_rules, is_python_scalar,
-                              set_current_trace, user_source)
+from compiler.tracing import (Trace, Tracer, aval_of, check_closed_over, eager_rules,
+                              is_python_scalar, set_current_trace, user_source)
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir import collectives as coll
@@ -89,6 +89,7 @@ class ShardTrace(Trace):
         self.steps = 0          # primitives run so far: orders the origins of varying axes
 
     def lift(self, value) -> ShardTracer:
+        check_closed_over(aval_of(value))
         array = np.asarray(value) if not hasattr(value, "aval") else np.asarray(value)
         aval = aval_of(value).strip_vma()
         array = array.astype(aval.dtype, copy=False)

@@ -415,6 +415,16 @@ def bind(prim, *args, **params):
     return outs if prim.multiple_results else outs[0]
 
 
+def check_closed_over(aval) -> None:
+    """JAX's NotImplementedError for a shard_map body closing over a value its type splits
+    over Explicit axes (the body's own axes are Manual: an argument says how to split it)."""
+    if aval.sharding is not None and any(aval.sharding.spec):
+        raise NotImplementedError(
+            "Closing over inputs to shard_map where the input is sharded on `Explicit` axes "
+            "is not implemented. As a workaround, please pass those inputs as an argument to "
+            f"shard_map. Got input with shape {aval.str_short()}")
+
+
 def weakly_typed(value) -> bool:
     """Whether ``value`` is weakly typed (JAX's weak_type): a Python scalar, an array made
     from one, a traced value standing for one, or what only such values computed."""
@@ -733,6 +743,8 @@ class ProgramTrace(Trace):
         aval = aval_of(value)
         if not isinstance(value, Tracer) and aval.shape == () and _is_plain_scalar(value):
             return self.new_tracer(aval, Literal(value, aval))
+        if self.shard is not None:
+            check_closed_over(aval)
         tracer = self.new_tracer(aval)
         tracer.weak = getattr(value, "weak", False) is True
         if self.shard is None:

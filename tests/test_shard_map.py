@@ -283,3 +283,18 @@ def test_out_specs_is_a_required_keyword():
     assert str(info.value) == "shard_map() missing 1 required keyword-only argument: 'out_specs'"
     with pytest.raises(TypeError, match="out_specs"):
         shardc.shard_map(in_specs=P("x"))
+
+
+def test_a_body_closing_over_a_value_split_on_explicit_axes_is_jax_error():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    x = shardc.device_put(jnp.arange(8.), NamedSharding(mesh, P("x")))
+    for run in (lambda f: f(x), lambda f: shardc.jit(f)(x)):
+        with pytest.raises(NotImplementedError) as info:
+            run(shardc.shard_map(lambda b: b, mesh=mesh, in_specs=None, out_specs=P("x")))
+        assert str(info.value) == (
+            "Closing over inputs to shard_map where the input is sharded on `Explicit` axes is "
+            "not implemented. As a workaround, please pass those inputs as an argument to "
+            "shard_map. Got input with shape f32[8@x]")
+    # passed as an argument, it is taken
+    out = shardc.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(x)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.) * 2)
