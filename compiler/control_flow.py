@@ -46,8 +46,13 @@ def _promote_weak_carries(init_flat, weak, out_avals) -> bool:
     changed = False
     for k, (value, aval) in enumerate(zip(init_flat, out_avals)):
         have = aval_of(value)
-        if weak[k] and have.shape == aval.shape and have.dtype != aval.dtype:
-            init_flat[k] = bind(prims.convert_element_type_p, value, new_dtype=aval.dtype)
+        if not weak[k] or have.shape != aval.shape or have.dtype == aval.dtype:
+            continue
+        # the dtype the weak carry and the body's result promote to (JAX's result_type):
+        # a weak float meeting an int result stays a float, and the carry check refuses it
+        dtype = dtypes.result_type([have.dtype, aval.dtype], [True, False])
+        if dtype != have.dtype:
+            init_flat[k] = bind(prims.convert_element_type_p, value, new_dtype=dtype)
             weak[k] = False
             changed = True
     return changed

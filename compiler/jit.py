@@ -432,7 +432,7 @@ class JitFunction:
         """A cheap cache key when every argument is a concrete array (or a numpy array),
         nothing is static and no sharding is asked for."""
         if (kwargs or self.static_argnums or self.static_argnames or self.donate_argnums
-                or self.in_shardings is not UNSPECIFIED
+                or self.donate_argnames or self.in_shardings is not UNSPECIFIED
                 or self.out_shardings is not UNSPECIFIED):
             return None
         backend = get_backend()
@@ -471,12 +471,12 @@ class JitFunction:
             outs = placed
         elif compiled.placing:
             outs = compiled.placing(outs)
-        if self.donate_argnums:
-            outs = self._donate(args, static_argnums, outs, compiled)
+        if self.donate_argnums or self.donate_argnames:
+            outs = self._donate(args, kwargs, static_argnums, outs, compiled)
         result = tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
         return self._constrain_outputs(result) if compiled.place_after else result
 
-    def _donate(self, args, static_argnums, outs, compiled) -> list:
+    def _donate(self, args, kwargs, static_argnums, outs, compiled) -> list:
         """Delete the donated arguments' arrays, as JAX does where the call can reuse their
         memory: each for a result of its shape and dtype, one result each (else JAX warns that
         it was not usable, and the array lives on). A result that is a donated array itself
@@ -486,10 +486,11 @@ class JitFunction:
             key = (tuple(getattr(out, "shape", ())), getattr(out, "dtype", None))
             free[key] = free.get(key, 0) + 1
         unusable = []
-        for k in self.donate_argnums:
-            if k >= len(args) or k in static_argnums:
-                continue
-            for leaf in tree.tree_leaves(args[k]):
+        donated = [args[k] for k in self.donate_argnums
+                   if k < len(args) and k not in static_argnums]
+        donated += [v for name, v in kwargs.items() if name in self.donate_argnames]
+        for value in donated:
+            for leaf in tree.tree_leaves(value):
                 # a concrete array (numpy arrays are copied in: nothing to delete)
                 if isinstance(leaf, Tracer) or not hasattr(leaf, "is_deleted") \
                         or leaf.is_deleted():

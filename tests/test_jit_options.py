@@ -219,3 +219,11 @@ def test_donation_holds_at_every_call():
         x = jnp.ones(4)
         f(x)
         assert x.is_deleted()
+
+
+def test_donated_keyword_arguments_are_deleted_too():
+    q = jnp.arange(16.)
+    shardc.jit(lambda a, b: a + b, donate_argnames="b")(jnp.arange(16.), b=q)
+    a = jnp.arange(16.)
+    shardc.jit(lambda a: a * 3, donate_argnums=0)(a=a)
+    assert q.is_deleted() and a.is_deleted()

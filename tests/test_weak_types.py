@@ -138,3 +138,22 @@ def test_a_jitted_call_seen_before_gives_weak_results_too():
     f = jax.jit(lambda a: a * 2)
     for _ in range(3):             # the second call takes the cached path
         assert str(jax.typeof(f(W))) == "~float32[]"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: jnp.float32(W), lambda: jnp.asarray(W, dtype=jnp.float32),
+    lambda: jnp.array(W, jnp.float32), lambda: jnp.full((2,), W, dtype=jnp.float32),
+    lambda: jnp.full_like(jnp.ones(2), W),
+    lambda: jax.jit(lambda x, v: jnp.full_like(x, v))(jnp.ones(2), 2.0),
+    lambda: jax.jit(lambda v: jnp.full((2,), v, dtype=jnp.float32))(2.0),
+    lambda: jax.jit(lambda v: jnp.array([v, v]))(2.0)])
+def test_a_dtype_asked_for_types_the_value(make):
+    """A weak value converted to its own dtype, or gathered in a list, is typed (JAX's): it
+    then keeps its float32 against bfloat16."""
+    assert (make() * jnp.ones(2, jnp.bfloat16)).dtype == jnp.float32
+
+
+def test_a_weak_carry_promotes_as_result_type_says():
+    """A weak float carry the body makes an int stays a float: the loop refuses it, as JAX."""
+    with pytest.raises(TypeError, match="carry"):
+        lax.fori_loop(0, 3, lambda i, c: (c > 0).astype(jnp.int32), 0.)

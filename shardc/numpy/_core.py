@@ -287,9 +287,12 @@ def asarray(x, dtype=None, order=None, *, copy=None):
         return x if dtype is None else astype(x, dtype)
     if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer)
                                                      for v in nested_values(x)):
-        return stack([asarray(v, dtype) for v in x])
+        return typed(stack([asarray(v, dtype) for v in x]))   # a list's array is typed
     if isinstance(x, Array):
-        return x if dtype is None or np.dtype(dtype) == x.dtype else astype(x, dtype)
+        if dtype is None:
+            return x
+        # a dtype asked for types the value (JAX's: jnp.float32(weak) is not weak)
+        return typed(x) if np.dtype(dtype) == x.dtype else astype(x, dtype)
     # a Python number (not a bool, nor a list of them) is weakly typed, as in JAX
     weak = dtype is None and is_python_scalar(x) and not isinstance(x, bool)
     if dtype is None and (is_python_scalar(x) or (isinstance(x, (list, tuple)) and x
@@ -355,7 +358,17 @@ def full(shape, fill_value, dtype=None):
         result = value if isinstance(value, (Tracer, Array)) else asarray(value)
     else:
         result = broadcast_to(value, shape)
-    return weakened(result) if weak else result
+    return weakened(result) if weak else typed(result)
+
+
+def typed(value):
+    """``value`` strongly typed: a weak array's copy, a weak traced value converted to its own
+    dtype (a typed equation); others as they are."""
+    if getattr(value, "weak", False) is not True:
+        return value
+    if isinstance(value, Tracer):
+        return bind(p.convert_element_type_p, value, new_dtype=dtype_of(value))
+    return value.with_weak(False)
 
 
 def shape_tuple(shape) -> tuple:
@@ -470,13 +483,8 @@ _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 def astype(x, dtype):
     """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32)."""
     x = as_array(x)
-    result = convert(x, dtype)
-    if getattr(result, "weak", False) is True:
-        # a dtype asked for types the value (JAX's astype is never weakly typed)
-        if isinstance(result, Tracer):
-            return bind(p.convert_element_type_p, result, new_dtype=dtype_of(result))
-        return result.with_weak(False)
-    return result
+    # a dtype asked for types the value (JAX's astype is never weakly typed)
+    return typed(convert(x, dtype))
 
 
 # --- shapes ----------------------------------------------------------------------------------
