@@ -446,8 +446,9 @@ class JitFunction:
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
                 return None
-            key.append((aval, backend.sharding_of(a)) if getattr(a, "weak", False) is not True else
-                       (aval, backend.sharding_of(a), "weak"))
+            weak = getattr(a, "weak", False) is True
+            key.append((aval, backend.sharding_of(a), "weak") if weak else
+                       (aval, backend.sharding_of(a)))
         return tuple(key)
 
     def _call(self, args, kwargs):

@@ -1035,11 +1035,20 @@ class _ModuleInterpreter(Interpreter):
 
 def holds_shard_map(eqn) -> bool:
     """Whether a loop or branch equation runs a shard_map (in a body, at any depth outside
-    shard_map bodies)."""
-    return any(inner.primitive is prims.shard_map_p
-               or (inner.primitive in control_rules and holds_shard_map(inner))
-               for value in eqn.params.values() for sub in programs_in(value)
-               for inner in sub.eqns)
+    shard_map bodies); worked out once per equation."""
+    entry = _HOLDS_SHARD_MAP.get(id(eqn))
+    if entry is None or entry[0] is not eqn:
+        if len(_HOLDS_SHARD_MAP) > 4096:
+            _HOLDS_SHARD_MAP.clear()
+        entry = _HOLDS_SHARD_MAP[id(eqn)] = (eqn, any(
+            inner.primitive is prims.shard_map_p
+            or (inner.primitive in control_rules and holds_shard_map(inner))
+            for value in eqn.params.values() for sub in programs_in(value)
+            for inner in sub.eqns))
+    return entry[1]
+
+
+_HOLDS_SHARD_MAP: dict = {}
 
 
 def _constrained(value, sharding):

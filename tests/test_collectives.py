@@ -775,7 +775,8 @@ def test_unknown_axis_inside_a_body(prim):
 
 @pytest.mark.parametrize("prim", sorted(CALLS))
 def test_axis_name_outside_any_shard_map(prim):
-    message = f"Found an unbound axis name: i. To fix this, please call {prim} under `jax.shard_map`."
+    message = (f"Found an unbound axis name: i. To fix this, please call {prim} under "
+               "`jax.shard_map`.")
     for run in (lambda x: CALLS[prim](x, "i"), shardc.jit(lambda x: CALLS[prim](x, "i"))):
         for exc in (ValueError, NameError):
             with pytest.raises(exc) as info:

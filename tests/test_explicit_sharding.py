@@ -841,7 +841,7 @@ def test_resharding_matrix_values(name):
                         np.testing.assert_array_equal(shard.data, RESHARD_VALUE[shard.index])
 
 
-# --- operands broadcast together, tiling, placing under jit (each once refused or crashed) --------
+# --- operands broadcast together, tiling, placing under jit (each once refused or crashed) ----
 
 def test_where_broadcasts_its_operands_to_the_split_they_share(mesh24):
     """An unsplit condition (or case) of another shape meets a split case: each is broadcast

@@ -164,7 +164,8 @@ def test_a_donated_argument_is_deleted_when_a_result_can_take_its_place():
     y = shardc.jit(lambda a: a * 2, donate_argnums=0)(x)
     assert x.is_deleted() and np.asarray(y).tolist() == [2.0] * 4
     for use in (lambda: x + 1, lambda: np.asarray(x)):
-        with pytest.raises(RuntimeError, match=r"^Array has been deleted with shape=float32\[4\]\.$"):
+        with pytest.raises(RuntimeError,
+                           match=r"^Array has been deleted with shape=float32\[4\]\.$"):
             use()
     z = jnp.ones(4)
     with warnings.catch_warnings(record=True) as caught:
