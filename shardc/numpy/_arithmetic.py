@@ -87,11 +87,12 @@ def logical_not(x):
 def true_divide(x, y):
     """``x / y``; integers divide to float32 (a Python int converts straight to float, as in
     JAX: ``uint8_array / -3`` divides by -3.0, not by a wrapped 253)."""
+    operands = (x, y)
     if not _dt.is_inexact(result_type(x, y)):
         x, y = convert(x, _dt.float_), convert(y, _dt.float_)
     x, y = promote(x, y)
     x, y = broadcast_operands(x, y, name="div")
-    return bind(p.div_p, x, y)
+    return weakly_typed_like(bind(p.div_p, x, y), *operands)
 
 
 divide = true_divide
@@ -108,8 +109,11 @@ def numeric_pair(x, y, name="rem"):
 
 
 def floor_divide(x, y):
-    """``x // y`` rounding towards negative infinity."""
-    x, y = numeric_pair(x, y)
+    """``x // y`` rounding towards negative infinity (weakly typed if both are)."""
+    return weakly_typed_like(_floor_divide(*numeric_pair(x, y)), x, y)
+
+
+def _floor_divide(x, y):
     if _dt.is_inexact(dtype_of(x)):
         return _float_floor_divide(x, y)
     quotient = bind(p.div_p, x, y)
@@ -132,12 +136,13 @@ def _float_floor_divide(x, y):
 
 
 def remainder(x, y):
-    """``x % y`` with the sign of ``y``, as in numpy."""
+    """``x % y`` with the sign of ``y``, as in numpy (weakly typed if both are)."""
+    operands = (x, y)
     x, y = numeric_pair(x, y)
     y = nonzero_int_divisor(y)
     rem = bind(p.rem_p, x, y)
     fix = logical_and(not_equal(rem, 0), not_equal(less(rem, 0), less(y, 0)))
-    return where(fix, add(rem, y), rem)
+    return weakly_typed_like(where(fix, add(rem, y), rem), *operands)
 
 
 def nonzero_int_divisor(y):
