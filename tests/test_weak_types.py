@@ -63,6 +63,8 @@ CASES = {
     "weak int // 2": (lambda: jnp.asarray(7) // 2, "~int32[]"),
     "jit 1 / sqrt(a)": (lambda: jax.jit(lambda a: 1.0 / jnp.sqrt(a))(64.0), "~float32[]"),
     "scale * bf16": (lambda: (1.0 / jnp.sqrt(64)) * X, "bfloat16[4]"),
+    "where(c, weak, 1.0)": (lambda: jnp.where(True, W, 1.0), "~float32[]"),
+    "where(c, bf16, 0.0)": (lambda: jnp.where(X > 0, X, 0.0), "bfloat16[4]"),
     "full + bf16": (lambda: jnp.full((4,), 1.0) + X, "bfloat16[4]"),
     "jit identity": (lambda: jax.jit(lambda a: a)(W), "~float32[]"),
     "jit of a Python number": (lambda: jax.jit(lambda a: a)(2.0), "~float32[]"),

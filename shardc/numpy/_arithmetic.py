@@ -309,6 +309,7 @@ def where(condition, x, y):
     elementwise ``jnp.where``, which the public one (``_sorting.where``) extends with the
     one-argument form."""
     condition = astype(condition, bool_) if dtype_of(condition) != np.bool_ else condition
+    operands = (x, y)
     x, y = promote(x, y)
     condition, x, y = broadcast_typed_operands(condition, x, y, name="where")
-    return bind(p.select_n_p, condition, y, x)
+    return weakly_typed_like(bind(p.select_n_p, condition, y, x), *operands)
