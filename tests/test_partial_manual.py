@@ -157,7 +157,9 @@ def test_the_2024_auto_argument():
 def test_errors_name_what_is_wrong():
     body_psum_y = jax.shard_map(lambda b: lax.psum(b, "y"), mesh=MESH, in_specs=P("x"),
                                 out_specs=P("x"), axis_names={"x"})
-    with pytest.raises(NameError, match="psum: mesh axis 'y' .* is not manual here"):
+    with pytest.raises(NameError, match="^Found an unbound axis name: y. To fix this, please "
+                                        "call psum under `jax.shard_map`. .psum: mesh axis 'y' "
+                                        ".* is not manual here"):
         body_psum_y(jnp.asarray(X))
     with pytest.raises(ValueError, match=r"must refer to an axis marked as manual \(frozenset\(\{'x'\}\)\)"
                                          r"(.|\n)*in_specs refers to 'y'"):

@@ -52,10 +52,12 @@ def _axes(prim_name: str, axis_name) -> tuple:
                 f"{prim_name}: unknown mesh axis '{a}' in axis_name={axis_name!r}; the "
                 f"enclosing shard_map's mesh has axes {shard.mesh.axis_names}.")
         if a not in shard.manual:
+            # JAX's words first (an axis the body is not manual over is unbound there)
             raise UnknownAxisError(
-                f"{prim_name}: mesh axis '{a}' in axis_name={axis_name!r} is not manual here; "
-                f"the enclosing shard_map is manual over {shard.manual} (its axis_names). "
-                "Nest a shard_map over it to communicate along it.")
+                f"Found an unbound axis name: {a}. To fix this, please call {prim_name} under "
+                f"`jax.shard_map`. ({prim_name}: mesh axis '{a}' in axis_name={axis_name!r} "
+                f"is not manual here; the enclosing shard_map is manual over {shard.manual} "
+                "(its axis_names). Nest a shard_map over it to communicate along it.)")
     for a in axes:
         if axes.count(a) > 1:
             raise ValueError(f"{prim_name}: axis_name={axis_name!r} names mesh axis '{a}' "
