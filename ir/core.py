@@ -93,6 +93,26 @@ def _dims_text(shape, sharding) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class ManualAxisType:
+    """How a value in a ``shard_map`` body relates to the manual mesh axes (JAX's name).
+
+    ``varying``: the axes over which the value may differ between devices (its vma).
+    ``unreduced`` and ``reduced`` are JAX's types for partial sums; shardc has none, so they
+    are always empty.
+
+    ``shardc.typeof(x_block).manual_axis_type.varying`` is ``frozenset({'x'})`` for a
+    block varying over x.
+    """
+    varying: frozenset = frozenset()
+    unreduced: frozenset = frozenset()
+    reduced: frozenset = frozenset()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.varying or self.unreduced or self.reduced)
+
+
+@dataclasses.dataclass(frozen=True)
 class Aval:
     """The abstract value of an array: shape, dtype, the mesh axes it may vary over (vma) and
     how its type says it is split over Explicit mesh axes (``sharding``, None: not split).
@@ -118,6 +138,11 @@ class Aval:
 
     def __hash__(self):
         return self._hash
+
+    @property
+    def mat(self) -> ManualAxisType:
+        """JAX's ``aval.mat``: the mesh axes the value varies over, as a ManualAxisType."""
+        return ManualAxisType(varying=self.vma)
 
     @property
     def ndim(self) -> int:

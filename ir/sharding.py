@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 
-import dataclasses
 import enum
 import functools
 import math
@@ -15,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ir import primitives as prims
-from ir.core import Aval
+from ir.core import Aval, ManualAxisType  # noqa: F401  (its home is ir.core)
 from ir.shapes import shape_rules
 
 
@@ -484,26 +483,6 @@ def check_divides(sharding, shape) -> None:
                 f"Sharding {sharding!r} implies that array axis {d} is partitioned {k} times, "
                 f"but the dimension size is {n} (full shape: {tuple(shape)}, per-dimension "
                 f"tiling factors: {factors} should evenly divide the shape)")
-
-
-@dataclasses.dataclass(frozen=True)
-class ManualAxisType:
-    """How a value in a ``shard_map`` body relates to the manual mesh axes (JAX's name).
-
-    ``varying``: the axes over which the value may differ between devices (its vma).
-    ``unreduced`` and ``reduced`` are JAX's types for partial sums; shardc has none, so they
-    are always empty.
-
-    ``shardc.typeof(x_block).manual_axis_type.varying`` is ``frozenset({'x'})`` for a
-    block varying over x.
-    """
-    varying: frozenset = frozenset()
-    unreduced: frozenset = frozenset()
-    reduced: frozenset = frozenset()
-
-    @property
-    def empty(self) -> bool:
-        return not (self.varying or self.unreduced or self.reduced)
 
 
 def dividing(names, size: int, mesh) -> tuple:

@@ -389,3 +389,17 @@ def test_shape_dtype_struct_as_jax():
 def test_a_single_device_sharding_prints_as_jax():
     assert repr(jnp.ones(2).sharding) == ("SingleDeviceSharding(device=CpuDevice(id=0), "
                                           "memory_kind=device)")
+
+
+def test_a_traced_values_aval_says_its_varying_axes():
+    """``x.aval.mat.varying`` as JAX's tests read it (the same as typeof(x).mat)."""
+    mesh = shardc.make_mesh((4,), ("x",))
+    seen = []
+
+    def body(b):
+        out = b * 2
+        seen.append((out.aval.mat.varying, shardc.typeof(out).mat.varying))
+        return out
+    shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(
+        jnp.arange(8.))
+    assert seen == [(frozenset({"x"}), frozenset({"x"}))]
