@@ -101,8 +101,7 @@ class _Pullback:
             raise TypeError(f"vjp cotangent has structure {ct_tree}, but the function's "
                             f"output has structure {self.out_tree}")
         # a float0 cotangent (of an integer output) holds nothing: a zero
-        ct_leaves = [None if isinstance(c, np.ndarray) and c.dtype == dtypes.FLOAT0 else c
-                     for c in ct_leaves]
+        ct_leaves = [None if dtypes.is_float0(c) else c for c in ct_leaves]
         if self.has_aux:
             ct_leaves = ct_leaves + [None] * (len(self.linear_prog.outvars) - len(ct_leaves))
         args = list(residuals) + [Linear(a) for a in self.tangent_avals]

@@ -131,7 +131,7 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
         # float0 results (an integer input's cotangent) hold no values: kept aside, by place
         float0_outs.clear()
         float0_outs.update((k, leaf.shape) for k, leaf in enumerate(outs)
-                           if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.FLOAT0)
+                           if dtypes.is_float0(leaf))
         outs = [leaf for k, leaf in enumerate(outs) if k not in float0_outs]
         check_jax_leaves(outs, result, lambda path: f"the output {function_name(fun)}(*args)"
                                                    f"{path}")
@@ -446,9 +446,8 @@ class JitFunction:
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
                 return None
-            weak = getattr(a, "weak", False) is True
-            key.append((aval, backend.sharding_of(a), "weak") if weak else
-                       (aval, backend.sharding_of(a)))
+            entry = (aval, backend.sharding_of(a))
+            key.append(entry + ("weak",) if getattr(a, "weak", False) is True else entry)
         return tuple(key)
 
     def _call(self, args, kwargs):
@@ -621,7 +620,7 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None):
     targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)
     placed = []
     for leaf, target in zip(leaves, targets):
-        if isinstance(leaf, np.ndarray) and leaf.dtype == dtypes.FLOAT0:
+        if dtypes.is_float0(leaf):
             placed.append(leaf)         # holds nothing to lay out
             continue
         sharding = resolve(target, what) if target is not None else None

@@ -18,8 +18,9 @@ from compiler.backend import get_backend
 from compiler.replication import per_output, type_operands
 from ir import dtypes
 from ir import primitives as prims
-from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var, programs_in
+from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.interpreter import Interpreter
+from ir.module import runs_shard_map
 from ir.shapes import out_avals
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh, same_layout
 from ir.sharding_rules import mesh_auto, mesh_explicit, named_sharding, typed_avals
@@ -231,7 +232,7 @@ class EvalTrace(Trace):
             return rule(*values, **params)
         split = split_mesh(typed, values, params)
         layouts = layouts_of(values)
-        if prim.kind == "higher" and (prim.name == "shard_map" or _runs_shard_map(params)):
+        if prim.kind == "higher" and (prim.name == "shard_map" or runs_shard_map(params)):
             # a shard_map, or a loop or branch running one: as jit runs it (lowered)
             from compiler.jit import execute_equation
             outs = execute_equation(prim, values, params)
@@ -392,14 +393,6 @@ def set_current_trace(trace: Trace):
         yield trace
     finally:
         _current.pop()
-
-
-def _runs_shard_map(params) -> bool:
-    """Whether the programs in a higher-order equation's ``params`` run a shard_map."""
-    return any(eqn.primitive is prims.shard_map_p or (eqn.primitive.kind == "higher"
-                                                     and _runs_shard_map(eqn.params))
-               for value in params.values() for program in programs_in(value)
-               for eqn in program.eqns)
 
 
 def bind(prim, *args, **params):

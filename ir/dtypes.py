@@ -373,3 +373,8 @@ def _result_type(dtypes, weak) -> np.dtype:
 
 # JAX's dtype of no values: the cotangent of an integer or boolean input
 FLOAT0 = np.dtype([("float0", np.void, 0)])
+
+
+def is_float0(value) -> bool:
+    """Whether ``value`` is float0 zeros (a numpy array holding nothing)."""
+    return isinstance(value, np.ndarray) and value.dtype == FLOAT0

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ir.core import DeviceProgram, Program
+from ir import primitives as prims
+from ir.core import DeviceProgram, Program, programs_in
 from ir.sharding import Mesh
 
 
@@ -116,3 +117,12 @@ class LoweredModule:
     def __str__(self):
         from ir.printer import print_module
         return print_module(self)
+
+
+def runs_shard_map(params) -> bool:
+    """Whether the programs in a higher-order equation's ``params`` (a loop's body, a branch)
+    run a shard_map, at any depth outside shard_map bodies."""
+    return any(eqn.primitive is prims.shard_map_p
+               or (eqn.primitive.kind == "higher" and runs_shard_map(eqn.params))
+               for value in params.values() for program in programs_in(value)
+               for eqn in program.eqns)

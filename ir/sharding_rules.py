@@ -146,13 +146,15 @@ def _mesh_of(prim, in_avals, params):
                              f"match the operands' mesh {mesh!r}")
         mesh = given.mesh
     context = current_mesh()
-    if mesh is not None and context is not None and \
-            context.abstract_mesh != mesh.abstract_mesh:
-        # typed on one mesh, computed under another (JAX's check)
-        typed = next(a for a in in_avals if a.sharding is not None)
-        raise ValueError(
-            f"For primitive {prim}, context mesh {context.abstract_mesh!r} should match the "
-            f"aval mesh {mesh.abstract_mesh!r} for shape {typed.str_short()}.")
+    if mesh is not None and context is not None:
+        # typed on one mesh, computed under another (JAX's check); a mesh's abstract mesh is
+        # made once, so the common case is one object
+        ours, theirs = context.abstract_mesh, mesh.abstract_mesh
+        if ours is not theirs and ours != theirs:
+            typed = next(a for a in in_avals if a.sharding is not None)
+            raise ValueError(
+                f"For primitive {prim}, context mesh {ours!r} should match the aval mesh "
+                f"{theirs!r} for shape {typed.str_short()}.")
     return mesh
 
 

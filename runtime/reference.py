@@ -18,7 +18,8 @@ import numpy as np
 from ir import dtypes
 from ir import primitives as prims
 from ir.interpreter import Interpreter
-from ir.core import Program, programs_in
+from ir.core import Program
+from ir.module import runs_shard_map
 from ir.primitives import RuleTable
 from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_from_user
 from ir.specialise import specialise
@@ -1040,11 +1041,7 @@ def holds_shard_map(eqn) -> bool:
     if entry is None or entry[0] is not eqn:
         if len(_HOLDS_SHARD_MAP) > 4096:
             _HOLDS_SHARD_MAP.clear()
-        entry = _HOLDS_SHARD_MAP[id(eqn)] = (eqn, any(
-            inner.primitive is prims.shard_map_p
-            or (inner.primitive in control_rules and holds_shard_map(inner))
-            for value in eqn.params.values() for sub in programs_in(value)
-            for inner in sub.eqns))
+        entry = _HOLDS_SHARD_MAP[id(eqn)] = (eqn, runs_shard_map(eqn.params))
     return entry[1]
 
 

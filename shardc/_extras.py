@@ -13,7 +13,7 @@ from compiler.tracing import aval_of, weakly_typed
 from ir.sharding import PartitionSpec
 from runtime.array import Array
 from shardc._transforms import shard_map
-from shardc._types import ManualAxisType, ShapeDtypeStruct
+from shardc._types import ShapeDtypeStruct
 
 __all__ = ["block_until_ready", "default_backend", "device_get", "effects_barrier", "eval_shape",
            "named_call", "named_scope", "smap"]
@@ -35,8 +35,8 @@ def eval_shape(fun, *args, **kwargs):
     else:
         closed = trace_function(fun, args, kwargs)
         avals, weak, out_tree = closed.out_avals, closed.out_weak, closed.out_tree
-    outs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=w, manual_axis_type=(
-                ManualAxisType(varying=frozenset(a.vma)) if a.vma else None))
+    outs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=w,
+                             manual_axis_type=a.mat if a.vma else None)
             for a, w in zip(avals, weak)]
     return tree.tree_unflatten(out_tree, outs)
 

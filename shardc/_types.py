@@ -93,7 +93,7 @@ class ShapeDtypeStruct:
     def __init__(self, shape, dtype, sharding=None, weak_type: bool = False,
                  manual_axis_type=None):
         self.shape = tuple(shape)
-        self.weak_type = self.weak = bool(weak_type)
+        self.weak = bool(weak_type)
         # in a shard_map body, the mesh axes the value varies over (JAX's manual_axis_type)
         self.manual_axis_type = manual_axis_type
         canonical = dtypes.canonicalize(dtype)      # refuses what no array holds
@@ -107,6 +107,7 @@ class ShapeDtypeStruct:
         if manual_axis_type is not None and manual_axis_type.varying:
             self.aval = self.aval.update(vma=frozenset(manual_axis_type.varying))
 
+    weak_type = property(lambda self: self.weak)
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     ndim = property(lambda self: len(self.shape))
 
