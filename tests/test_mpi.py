@@ -117,8 +117,11 @@ def test_programs_run_unchanged_and_bitwise_on_every_process(n, single_process, 
         paths = ast.literal_eval(re.search(rf"process {rank} ran shard_maps (\{{.*\}})", output).group(1))
         assert paths["stacked"] > 2 * sum(v for k, v in paths.items() if k != "stacked"), paths
         # and their all-reduces over processes mostly walked through them (``chain``)
-        chained = int(re.search(rf"process {rank} chained (\d+) all-reduces", output).group(1))
+        chained, shared = map(int, re.search(
+            rf"process {rank} chained (\d+) all-reduces, (\d+) through shared", output).groups())
         assert chained > 100, chained
+        if n == 2:    # two processes of one machine: most pass through shared memory
+            assert shared > chained // 2, (shared, chained)
 
 
 def test_eager_print_shows_each_process_its_own_devices(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 from ir import collectives as coll
 from ir import primitives as prims
 from ir.core import Aval
+from ir.graph import sub_programs
 from ir.shapes import out_avals
 from ir.sharding_rules import type_sharding
 from ir.specialise import specialise
@@ -102,7 +103,20 @@ class MpiBackend(reference.ReferenceBackend):
                 [labels[k] for k in entering], [shardings[k].spec for k in entering])
             agree(header, _different_values("device_put"), detail=detail,
                   doing=lambda: f"in device_put{where_called()}")
-        return super().put(values, shardings, labels)
+        return [self._held_alike(v) for v in super().put(values, shardings, labels)]
+
+    def _held_alike(self, value):
+        """``value`` as this world's array where every process holds it whole and alike: put
+        by all of them after agreeing on it, or computed by all of them from such values. A
+        jitted call then takes it as it takes a shard_map's result, without holding its bytes
+        against the other processes' again."""
+        if (type(value) is not Array or type(value.sharding) is not NamedSharding
+                or value._global is None):
+            return value
+        sharding = value.sharding
+        out = MpiArray(value.aval, self._sharding(sharding.mesh, sharding.spec), value._buffers)
+        out._global, out.weak, out.fingerprint = value._global, value.weak, value.fingerprint
+        return out
 
     def _entering(self, heads: list, values, labels, specs) -> tuple:
         """The fingerprint of an operation (``heads``) whose ``values`` enter the mesh: their
@@ -169,8 +183,9 @@ class MpiBackend(reference.ReferenceBackend):
         if entry is None or entry[0] is not self:
             only = _only_shard_map(module)
             entry = module._mpi_entry = (self, fingerprint(str(module.program)), only,
-                                         lambda: [("program", str(module.program))])
-        _, header, only, detail = entry
+                                         lambda: [("program", str(module.program))],
+                                         not _calls_back(module.program))
+        _, header, only, detail, alike = entry
         if self.check_host_values:
             for arg in args:
                 if type(arg) is not MpiArray:
@@ -183,11 +198,14 @@ class MpiBackend(reference.ReferenceBackend):
         try:
             if only is not None:
                 return self._run_shard_map(only, args, opening)
-            return reference.execute_module(
+            outs = reference.execute_module(
                 module, args, lambda index, values: self._run_shard_map(
                     module.lowered(index), values, opening),
                 lambda eqn, values: self._run_shard_map(module.nested_lowered(eqn), values,
                                                         opening))
+            # host results of agreed inputs are alike on every process, unless a Python
+            # function the program called back gave each process its own
+            return [self._held_alike(v) for v in outs] if alike else outs
         finally:
             if is_open(opening):
                 opening.settle()
@@ -334,6 +352,15 @@ def _host_fingerprint(value) -> int:
             value.fingerprint = value_fingerprint(np.asarray(value))
         return value.fingerprint
     return value_fingerprint(value)
+
+
+def _calls_back(program) -> bool:
+    """Whether a host program calls a Python function (a callback) outside shard_map bodies,
+    whose results may differ between processes."""
+    return any(eqn.primitive is prims.callback_p
+               or (eqn.primitive is not prims.shard_map_p
+                   and any(_calls_back(sub) for _, _, sub in sub_programs(eqn)))
+               for eqn in program.eqns)
 
 
 def _only_shard_map(module):

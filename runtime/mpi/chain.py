@@ -28,11 +28,14 @@ import numpy as np
 from runtime import collectives
 from runtime.mpi.agreement import settle_then_wait
 from runtime.mpi.exchanges import communicator, contiguous, raw_bytes
+from runtime.mpi.shared import pool
 from runtime.mpi.world import world
 
 _CHAIN_TAG = 7314
 
-runs = {"all_reduce": 0}     # chained all-reduces run by this process (each node, each run)
+# chained all-reduces run by this process (each node, each run), and those of them that
+# passed their blocks through shared memory
+runs = {"all_reduce": 0, "shared": 0}
 
 
 class Chain:
@@ -170,7 +173,7 @@ class Incoming:
 
 
 def chained_all_reduce(state, chain: Chain, members: list, reduction: str, group_size: int,
-                       doing_node, shape: tuple) -> PendingReduction:
+                       doing_node, shape: tuple, shared_blocks: bool) -> PendingReduction:
     """Start the all-reduce of a chain's groups: ``members`` are this process's blocks of
     them (stacked over its groups), in rank order; the result, waited for, is the reduced
     value stacked alike, of shape ``shape``.
@@ -182,8 +185,17 @@ def chained_all_reduce(state, chain: Chain, members: list, reduction: str, group
     whole walk took twice as long)."""
     runs["all_reduce"] += 1
     state.node = doing_node
-    walk = _walk(communicator(state, chain.ranks), world().MPI, chain, members, reduction,
-                 group_size)
+    comm, MPI = communicator(state, chain.ranks), world().MPI
+    like = members[0]
+    block = None
+    if shared_blocks:
+        shared = pool(state, comm, chain.ranks)
+        block = shared.take(state, like.size * like.dtype.itemsize)
+    if block is None:
+        walk = _walk(comm, MPI, chain, members, reduction, group_size)
+    else:
+        runs["shared"] += 1
+        walk = _shared_walk(comm, MPI, chain, members, reduction, group_size, shared, block)
     return PendingReduction(state, doing_node, walk, shape, 0 if chain.previous is None else 1)
 
 
@@ -218,6 +230,49 @@ def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: in
                                                   from_zero))
     yield [r for k in chain.others for r in _send(comm, MPI, out, k)]
     return out
+
+
+def _shared_walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: int,
+                 shared, block):
+    """``_walk`` for two processes of one machine, through a shared block (``shared``): the
+    first process sums its members into the block and tells the second, which adds its own
+    onto it where it lies and tells the first back; each copies the total out. The same
+    operations in the same order as ``_walk``, so the same bits."""
+    blocks = collectives.counted(members, reduction)
+    del members
+    shape, dtype = blocks[0].shape, blocks[0].dtype
+    from_zero = collectives.starts_from_zero(dtype, reduction)
+    note = np.empty(1, np.uint8)
+    if chain.previous is None:
+        first = blocks[0]
+        column_major = bool(first.flags.f_contiguous and not first.flags.c_contiguous)
+        total = block.view(shape, dtype, column_major)
+        if from_zero:
+            np.add(first, np.zeros((), dtype), out=total)
+        else:
+            np.copyto(total, first)
+        collectives.combine_in_order(blocks[1:], reduction, total, owned=True)
+        del blocks, first
+        sent = np.array([_COLUMN_MAJOR if column_major else _ROW_MAJOR], np.uint8)
+        yield [comm.Isend([sent, MPI.BYTE], dest=chain.next, tag=_CHAIN_TAG),
+               comm.Irecv([note, MPI.BYTE], source=chain.last, tag=_CHAIN_TAG)]
+        result = np.copy(total, order="K")
+        shared.give_back(block)
+        return result
+    yield [comm.Irecv([note, MPI.BYTE], source=chain.previous, tag=_CHAIN_TAG)]
+    total = block.view(shape, dtype, note[0] == _COLUMN_MAJOR)
+    collectives.combine_in_order(blocks, reduction, total, owned=True)
+    del blocks
+    out = np.asarray(collectives.finish_reduction(total, reduction, group_size, True,
+                                                  from_zero))
+    if np.shares_memory(out, total):
+        result = np.copy(out, order="K")
+    else:                        # a mean: divided into a new array
+        np.copyto(total, out)
+        result = out
+    yield [comm.Isend([note, MPI.BYTE], dest=chain.others[0], tag=_CHAIN_TAG)]
+    shared.give_back(block)
+    return result
 
 
 def group_size(mesh_sizes: tuple, dims: tuple) -> int:

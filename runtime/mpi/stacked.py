@@ -39,8 +39,9 @@ from runtime import collectives
 from runtime.mpi.agreement import abandon
 from runtime.mpi.chain import chain_of, chained_all_reduce, group_size
 from runtime.mpi.exchanges import SCATTERED_REDUCTION_BYTES, natively_reducible_type
+from runtime.mpi.shared import shareable
 from runtime.mpi.world import world
-from runtime.array import Array
+from runtime.array import Array, canonical_array, detached
 from runtime.reference import Request
 from runtime.vectorized import (EXPLAIN, BodyPlan, NotStackable, bitwise_same, position_index,
                                 stack_blocks)
@@ -134,11 +135,12 @@ class Window:
         how = Members(lead, dims, self.axis_sizes, aval.ndim)
         out_shape = tuple(1 if d in dims else n for d, n in enumerate(lead)) + aval.shape
         size, node = group_size(mesh.axis_sizes, dims), self._node(eqn)
+        shared = shareable(found.ranks, aval.shape, aval.dtype, reduction)
 
         def all_reduce_chained(x):
             members = how(x)
             return chained_all_reduce(state, found, [members[i] for i in how.indices],
-                                      reduction, size, node, out_shape)
+                                      reduction, size, node, out_shape, shared)
         return Kernel(all_reduce_chained, [out_shape[:len(lead)]], deferred=True)
 
     def _exchanged(self, eqn, types) -> Kernel:
@@ -260,6 +262,12 @@ class StackedBody:
             value = values[j]
             held = value._local if isinstance(value, Array) else None
             data = None if held is None else held.over(window, spec, lead)
+            if data is None and held is None and not any(spec) and not isinstance(
+                    value, Array):
+                # a host value every device takes whole (a cotangent's seed, a constant):
+                # one block for all, with nothing to split or hold against its copies
+                whole = detached(canonical_array(value), value)
+                data = whole.reshape(lead + whole.shape)
             if data is None:
                 blocks = column(j)
                 blocks = [blocks[p] for p in self.order]

@@ -48,7 +48,11 @@ class World:
         self.check_comm = self.comm.Dup()
         # a process leaving the job tells the others here (``faults``)
         self.notice_comm = self.comm.Dup()
-        self.threads = share_cores(self.comm, MPI)
+        local = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
+        # the world ranks on this machine (their memory can be shared: ``shared``)
+        self.machine_ranks = frozenset(local.allgather(self.rank))
+        local.Free()
+        self.threads = share_cores(len(self.machine_ranks))
 
     def existing_comm(self, ranks: tuple):
         """The communicator of ``ranks`` if it was made already, else None."""
@@ -75,15 +79,12 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
-def share_cores(comm, MPI) -> int:
-    """The processes on one machine share its cores: each gets ``cores // processes here``
+def share_cores(here: int) -> int:
+    """The ``here`` processes on one machine share its cores: each gets ``cores // here``
     threads, for BLAS (limited at run time with threadpoolctl, whatever loaded it first) and
     for shardc's reduction threads (``SHARDC_THREADS``). A thread variable the user set wins.
     Without this, ``mpiexec -n 2 python script.py`` gives each process a BLAS pool as large as
     the machine, and the pools and MPICH's polling fight for the cores."""
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    here = local.Get_size()
-    local.Free()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
     share = max(1, cores // here)

@@ -158,6 +158,38 @@ def check_large_reductions():
             record(f"large/{mesh_name}/{name}", jax.jit(f)(x))
 
 
+def check_shared_reductions():
+    """All-reduces that two processes of one machine pass through shared memory (under -n 2:
+    the first adds its members into a shared block, the second adds its own there): every
+    dtype they take, transposed blocks, one-element blocks, calls repeated (the blocks
+    reused), a mean, and a pool too full to take more (messages again)."""
+    from runtime.mpi import shared
+    mesh = jax.make_mesh((8,), ("a",))
+    x = jnp.asarray(data((8 * 6, 40), seed=21))
+    bodies = {
+        "psum_f16": lambda b: lax.psum(b.astype(jnp.float16), "a"),
+        "psum_i32": lambda b: lax.psum((b * 1000).astype(jnp.int32), "a"),
+        "pmax_u8": lambda b: lax.pmax((jnp.abs(b) * 40).astype(jnp.uint8), "a"),
+        "pmin": lambda b: lax.pmin(b, "a"),
+        "pmean": lambda b: lax.pmean(jnp.exp(b), "a"),
+        "psum_transposed": lambda b: lax.psum(jnp.sin(b).T, "a"),
+        "psum_one_element": lambda b: lax.psum(b[:1, :1] * 3, "a"),
+        "psum_of_zeros": lambda b: lax.psum(-jnp.zeros_like(b), "a"),
+    }
+    for name, body in bodies.items():
+        f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("a"), out_specs=P()))
+        for call in range(3):
+            record(f"shared/{name}/{call}", f(x * (call + 1)))
+    capacity = shared.CAPACITY
+    shared.CAPACITY = 0            # on every process alike: no new shared block
+    try:
+        f = jax.jit(jax.shard_map(lambda b: lax.psum(jnp.cos(b) * 7, "a"), mesh=mesh,
+                                  in_specs=P("a"), out_specs=P()))
+        record("shared/pool_full", f(jnp.asarray(data((8 * 6, 400), seed=22))))
+    finally:
+        shared.CAPACITY = capacity
+
+
 def check_one_device_per_process():
     """Collectives over an axis whose groups hold one device on each of their processes (the
     mesh's first axis: under -n 2 on (2, 4), under -n 4 on (4, 2)), along axis 0, in every
@@ -474,6 +506,7 @@ def check_multihost():
 
 
 GROUPS = {"collectives": check_collectives, "large": check_large_reductions,
+          "shared": check_shared_reductions,
           "direct": check_one_device_per_process, "uneven": check_uneven_groups,
           "control": check_control_flow,
           "grad": check_grad, "tutorial": check_tutorial, "training": check_training,
@@ -489,7 +522,8 @@ def main(out_dir, groups):
     if jax.process_count() > 1:
         from runtime.mpi import chain, stacked
         print(f"process {jax.process_index()} ran shard_maps {stacked.paths}")
-        print(f"process {jax.process_index()} chained {chain.runs['all_reduce']} all-reduces")
+        print(f"process {jax.process_index()} chained {chain.runs['all_reduce']} all-reduces, "
+              f"{chain.runs['shared']} through shared memory")
 
 
 if __name__ == "__main__":
