@@ -17,7 +17,8 @@ two exchanges of chunks (``exchanges._all_reduce_exchange``). Large blocks of on
 process on three or more processes keep the chunks, which reduce on every process at once. A
 stacked process adds all its groups at once (one numpy call per member), and its result is
 one block per group (the value no longer varies over the reduced axes), so nothing is copied
-back into a stack.
+back into a stack. Two processes of one machine pass the partial and the total through a block
+of memory they share (``shared``, ``_shared_walk``), not as messages.
 """
 from __future__ import annotations
 
