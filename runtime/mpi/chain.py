@@ -190,7 +190,7 @@ def chained_all_reduce(state, chain: Chain, members: list, reduction: str, group
     like = members[0]
     block = None
     if shared_blocks:
-        shared = pool(state, comm, chain.ranks)
+        shared = pool(state, comm, tuple(chain.order))
         block = shared.take(state, like.size * like.dtype.itemsize)
     if block is None:
         walk = _walk(comm, MPI, chain, members, reduction, group_size)

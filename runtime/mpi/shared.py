@@ -8,12 +8,13 @@ is sent as a message (``chain``).
 A message of a large block costs the receiver a copy as it arrives, and it arrives only while
 the receiver waits in MPI; through S, process 1 adds process 0's partial where it lies.
 
-The blocks come from pools, one per pair of processes and block size, whose blocks are taken
-when a reduction starts and given back when it completes. Both processes start and complete
-the pair's reductions in one order (the program's), so the pools change alike on both, and
-a new block (a window made by both processes together) is made at the same start on both.
-A block is reused only after its last reader is done: process 0 gives it back once it has
-copied the total out, and process 1 writes into it only after process 0's next note."""
+The blocks come from pools, one per pair of processes walked in one order and per block
+size; a block is taken when a reduction starts and given back when it completes. Both
+processes start and complete the pair's reductions in one order (the program's), so the
+pools change alike on both, and a new block (a window both processes make together) is made
+at the same start on both. A block is reused only after its last reader is done: the first
+process gives it back once it has copied the total out, and the second writes into it only
+after the first's next note."""
 from __future__ import annotations
 
 import math
@@ -106,11 +107,14 @@ class Pool:
 _POOLS: dict = {}
 
 
-def pool(state, comm, ranks: tuple) -> Pool:
-    """The pool of the pair ``ranks`` (``comm`` their communicator); made by both processes
-    together at their first shared reduction."""
-    found = _POOLS.get(ranks)
+def pool(state, comm, order: tuple) -> Pool:
+    """The pool of the pair of processes walked in ``order`` (``comm`` their communicator;
+    made by both together at their first shared reduction). One pool per order: a block is
+    reused only once its first process has copied the total out, so that process must be the
+    same for every reduction the block serves (a mesh in another device order walks the
+    pair the other way)."""
+    found = _POOLS.get(order)
     if found is None:
         settle_then_wait(state, [comm.Ibarrier()])
-        found = _POOLS[ranks] = Pool(comm.Dup())
+        found = _POOLS[order] = Pool(comm.Dup())
     return found

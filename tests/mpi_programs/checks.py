@@ -180,6 +180,15 @@ def check_shared_reductions():
         f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("a"), out_specs=P()))
         for call in range(3):
             record(f"shared/{name}/{call}", f(x * (call + 1)))
+    # a mesh in the other device order walks the two processes the other way: calls on the
+    # two meshes alternate, each body reading its totals only at its end
+    from shardc.sharding import Mesh
+    backwards = Mesh(np.array(jax.devices()[::-1]), ("a",))
+    both = [jax.jit(jax.shard_map(
+        lambda b: sum(lax.psum(jnp.sin(b * k), "a") for k in range(1, 4)), mesh=m,
+        in_specs=P("a"), out_specs=P())) for m in (mesh, backwards)]
+    for call in range(4):
+        record(f"shared/alternating/{call}", both[call % 2](x * (call + 1)))
     capacity = shared.CAPACITY
     shared.CAPACITY = 0            # on every process alike: no new shared block
     try:
