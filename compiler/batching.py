@@ -24,7 +24,8 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-from compiler.tracing import Trace, Tracer, aval_of, bind, current_trace, set_current_trace
+from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, set_current_trace,
+                              weakened)
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Program, TypeSharding
@@ -50,6 +51,16 @@ class BatchTracer(Tracer):
         self._trace = trace
         self.value = value
         self.batch_dim = batch_dim
+
+    @property
+    def weak(self) -> bool:
+        """Weakly typed (JAX's weak_type) as its batch of values is."""
+        return getattr(self.value, "weak", False) is True
+
+    @weak.setter
+    def weak(self, weak: bool) -> None:
+        if weak:
+            self.value = weakened(self.value)
 
     @property
     def aval(self) -> Aval:

@@ -20,7 +20,8 @@ from compiler import tree
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, aval_of, bind, current_trace,
-                              is_python_scalar, trace_to_program, weakly_typed)
+                              is_python_scalar, trace_to_program, weakened_where,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
@@ -231,6 +232,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     x_avals = _sliced_avals([aval_of(x) for x in xs_flat])
     nc = len(init_flat)
     ys_tree_box: list = []
+    out_weak: list = []       # which results the body gives weakly typed (they stay so)
     carry_name = carry_name or _param_name(f, 0, "carry")
 
     def flat_body(*args):
@@ -248,6 +250,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
                             f"{carry_tree} and the output carry is {new_tree}.")
         ys_flat, ys_tree = tree.tree_flatten(y)
         ys_tree_box.append(ys_tree)
+        out_weak[:] = [weakly_typed(v) for v in new_flat + ys_flat]
         return [_as_array(v) for v in new_flat] + list(ys_flat)
 
     x_weak = [weakly_typed(x) for x in xs_flat]
@@ -258,8 +261,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak)
     paths = tree.leaf_paths(init)
     _check_carry(construct, carry_name, paths, carry_avals, body.out_avals[:nc])
-    outs = bind(prims.scan_p, *consts, *init_flat, *xs_flat, jaxpr=body, length=length,
-                reverse=bool(reverse), num_consts=len(consts), num_carry=nc)
+    outs = weakened_where(bind(prims.scan_p, *consts, *init_flat, *xs_flat, jaxpr=body,
+                            length=length, reverse=bool(reverse), num_consts=len(consts),
+                            num_carry=nc), out_weak)
     return (tree.tree_unflatten(carry_tree, outs[:nc]),
             tree.tree_unflatten(ys_tree_box[0], outs[nc:]))
 
@@ -347,11 +351,16 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     dtype = _loop_index_dtype(lower, upper)
     one = np.asarray(1, dtype)[()]
     if _is_concrete_int(lower) and _is_concrete_int(upper):
+        # Python int bounds give a weakly typed counter, as JAX's
+        weak = is_python_scalar(lower) and is_python_scalar(upper)
+        step_by = 1 if weak else one
+        start = int(lower) if weak else np.asarray(int(lower), dtype)[()]
+
         def step(loop_carry, _):
             i, val = loop_carry
-            return (bind(prims.add_p, i, one), body_fun(i, val)), None
+            return (bind(prims.add_p, i, step_by), body_fun(i, val)), None
 
-        (_, result), _ = scan(step, (np.asarray(int(lower), dtype)[()], init_val), None,
+        (_, result), _ = scan(step, (start, init_val), None,
                               length=max(0, int(upper) - int(lower)),
                               unroll=False if unroll is None else unroll,
                               carry_name="loop_carry")
@@ -407,6 +416,7 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
     init_flat, carry_tree = tree.tree_flatten(init_val)
     weak = [weakly_typed(v) for v in init_flat]
     init_flat = [_as_array(v) for v in init_flat]
+    out_weak: list = []       # which carries the body gives weakly typed (they stay so)
 
     def flat_cond(*args):
         pred = cond_fun(tree.tree_unflatten(carry_tree, args))
@@ -419,6 +429,7 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
             raise TypeError(f"{construct} body function carry input and carry output must have "
                             f"the same pytree structure, but the input carry {carry_name} is "
                             f"{carry_tree} and the output carry is {new_tree}.")
+        out_weak[:] = [weakly_typed(v) for v in new_flat]
         return [_as_array(v) for v in new_flat]
 
     cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat])
@@ -447,7 +458,7 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
     outs = bind(prims.while_p, *cond_consts, *body_consts, *init_flat, cond_jaxpr=cond_prog,
                 body_jaxpr=body_prog, cond_nconsts=len(cond_consts),
                 body_nconsts=len(body_consts))
-    return tree.tree_unflatten(carry_tree, outs)
+    return tree.tree_unflatten(carry_tree, weakened_where(outs, out_weak))
 
 
 def _while_types(in_vmas, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
@@ -502,10 +513,11 @@ def _switch(construct, index, branches, names, operands):
     ``cond``. Outputs every branch returns as the same operand are that operand, not outputs
     of the cond (JAX forwards them too), so they keep its type."""
     ops_flat, ops_tree = tree.tree_flatten(operands)
+    weak = [weakly_typed(v) for v in ops_flat]
     ops_flat = [_as_array(v) for v in ops_flat]
     q = aval_of(index).vma
     avals = [aval_of(v) for v in ops_flat]
-    traced = [_trace_branch(b, ops_tree, avals) for b in branches]
+    traced = [_trace_branch(b, ops_tree, avals, weak) for b in branches]
     out_trees = [t[2] for t in traced]
     # JAX names true_fun first for cond (branch 1 of the index), then false_fun
     order = [1, 0] if construct == "cond" else list(range(len(branches)))
@@ -523,6 +535,9 @@ def _switch(construct, index, branches, names, operands):
             for p in programs]
     outs = iter(bind(prims.cond_p, index, *consts, *ops_flat, branches=tuple(kept)))
     results = [next(outs) if f is None else ops_flat[f] for f in forwarded]
+    # weakly typed where every branch gives a weakly typed result
+    results = weakened_where(results, [all(t[3][k] for t in traced)
+                                    for k in range(len(results))])
     return tree.tree_unflatten(out_trees[0], results)
 
 
@@ -542,17 +557,19 @@ def _operand_position(program, atom, num_consts):
     return None
 
 
-def _trace_branch(branch, ops_tree, avals):
+def _trace_branch(branch, ops_tree, avals, weak):
+    """(program, closed-over values, output tree, which outputs are weakly typed)."""
     box: list = []
 
     def flat(*args):
         out = branch(*tree.tree_unflatten(ops_tree, args))
         out_flat, out_tree = tree.tree_flatten(out)
         box.append(out_tree)
+        box.append([weakly_typed(v) for v in out_flat])
         return [_as_array(v) for v in out_flat]
 
-    program, consts = _trace_sub(flat, avals)
-    return program, consts, box[0]
+    program, consts = _trace_sub(flat, avals, weak)
+    return program, consts, box[0], box[1]
 
 
 def _check_branch_trees(construct, names, out_trees):
@@ -618,10 +635,10 @@ def _check_branch_collectives(construct, names, programs, q):
 
 def share_consts(traced) -> tuple[list, list]:
     """Every branch takes the closed-over values of all branches (ignoring the others')."""
-    all_consts = [c for _, consts, _ in traced for c in consts]
+    all_consts = [c for _, consts, *_ in traced for c in consts]
     programs = []
     offset = 0
-    for program, consts, _ in traced:
+    for program, consts, *_ in traced:
         n = len(consts)
         before = [Var(aval_of(c)) for c in all_consts[:offset]]
         after = [Var(aval_of(c)) for c in all_consts[offset + n:]]

@@ -39,7 +39,7 @@ from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (EvalTrace, Tracer, UnexpectedTracerError, aval_of, bind,
                               current_trace, is_python_scalar, resolving_stale,
-                              trace_to_program)
+                              trace_to_program, weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as p
 from ir import collectives as coll
@@ -336,7 +336,7 @@ def _flat_arguments(dyn: tuple, kind: str, name: str):
             raise TypeError(f"{kind} function {name}: the argument leaf {leaf!r} is not an "
                             "array; pass arguments that are not arrays (functions, settings) "
                             "through nondiff_argnums")
-    return [_as_array(x) for x in flat], in_tree
+    return [_as_array(x) for x in flat], in_tree, [weakly_typed(x) for x in flat]
 
 
 def _is_array_like(x) -> bool:
@@ -348,30 +348,32 @@ def _as_array(x):
     return np.asarray(x, dtypes.weak_scalar_dtype(x))[()] if is_python_scalar(x) else x
 
 
-def _trace_primal(fun, flat, in_tree):
-    """(program with closed-over values as leading inputs, those values, output tree)."""
+def _trace_primal(fun, flat, in_tree, weak):
+    """(program with closed-over values as leading inputs, those values, output tree, which
+    outputs are weakly typed); ``weak``: which of ``flat`` are."""
     flat_fun, box = tree.flatten_fun(fun, in_tree)
-    body, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
-                                       shard=current_shard_context(), parent=current_trace())
+    body, consts, outs = trace_to_program(flat_fun, [aval_of(x) for x in flat],
+                                          shard=current_shard_context(),
+                                          parent=current_trace(), weak=weak)
     body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
-    return body, consts, box[0]
+    return body, consts, box[0], [weakly_typed(o) for o in outs]
 
 
 def _bind_custom_jvp(primal, rule, dyn, name, jvp_name, symbolic_zeros):
-    flat, in_tree = _flat_arguments(dyn, "custom_jvp", name)
-    body, consts, out_tree = _trace_primal(primal, flat, in_tree)
+    flat, in_tree, weak = _flat_arguments(dyn, "custom_jvp", name)
+    body, consts, out_tree, out_weak = _trace_primal(primal, flat, in_tree, weak)
     out_avals = body.out_avals
     flat_rule = functools.partial(_flat_jvp, rule, consts, in_tree, out_tree, out_avals, name,
                                   jvp_name)
     outs = bind(p.custom_jvp_call_p, *consts, *flat, jaxpr=body,
                 jvp=CustomRule(flat_rule, jvp_name), name=name, num_consts=len(consts),
                 symbolic_zeros=symbolic_zeros)
-    return tree.tree_unflatten(out_tree, outs)
+    return tree.tree_unflatten(out_tree, weakened_where(outs, out_weak))
 
 
 def _bind_custom_vjp(primal, fwd, bwd, dyn, name, fwd_name, bwd_name, symbolic_zeros):
-    flat, in_tree = _flat_arguments(dyn, "custom_vjp", name)
-    body, consts, out_tree = _trace_primal(primal, flat, in_tree)
+    flat, in_tree, weak = _flat_arguments(dyn, "custom_vjp", name)
+    body, consts, out_tree, out_weak = _trace_primal(primal, flat, in_tree, weak)
     in_avals = [aval_of(x) for x in flat]
     flat_fwd = functools.partial(_flat_fwd, fwd, consts, in_tree, out_tree, body.out_avals,
                                  symbolic_zeros, name, fwd_name)
@@ -380,7 +382,7 @@ def _bind_custom_vjp(primal, fwd, bwd, dyn, name, fwd_name, bwd_name, symbolic_z
     outs = bind(p.custom_vjp_call_p, *consts, *flat, jaxpr=body,
                 fwd=CustomRule(flat_fwd, fwd_name), bwd=CustomRule(flat_bwd, bwd_name),
                 name=name, num_consts=len(consts), symbolic_zeros=symbolic_zeros)
-    return tree.tree_unflatten(out_tree, outs)
+    return tree.tree_unflatten(out_tree, weakened_where(outs, out_weak))
 
 
 # --- the rules on flat lists, with JAX's checks ---------------------------------------------

@@ -402,9 +402,15 @@ def bind(prim, *args, **params):
     trace = current_trace()
     operands = [trace.to_tracer(a) for a in args]
     outs = trace.process_primitive(prim, operands, params)
-    if prim in WEAK_KEEPING and args and _all_weak(args[1:] if prim is prims.select_n_p
-                                                   else args):
-        outs = [weakened(o) for o in outs]
+    if prim in WEAK_KEEPING:
+        if args and _all_weak(args[1:] if prim is prims.select_n_p else args):
+            outs = [weakened(o) for o in outs]
+    elif prim in WEAK_AS_OPERAND:
+        if args and weakly_typed(args[0]):
+            outs = [weakened(o) for o in outs]
+    elif prim is prims.sort_p:
+        # each sorted operand keeps its own weak type (argsort's indices are typed)
+        outs = [weakened(o) if weakly_typed(a) else o for o, a in zip(outs, args)]
     return outs if prim.multiple_results else outs[0]
 
 
@@ -426,9 +432,17 @@ def weakly_typed(value) -> bool:
 
 def _all_weak(values) -> bool:
     for v in values:
-        if getattr(v, "weak", False) is not True:
+        if getattr(v, "weak", False) is not True and not is_python_scalar(v):
             return False
     return True
+
+
+def weakened_where(values, weak) -> list:
+    """``values``, each marked weakly typed where ``weak`` says (a higher-order operation's
+    results, weakly typed where the function it traced gave them so, as JAX types them)."""
+    if True not in weak:
+        return list(values)
+    return [weakened(v) if w else v for v, w in zip(values, weak)]
 
 
 def weakened(value):
@@ -449,8 +463,15 @@ WEAK_KEEPING = frozenset(getattr(prims, f"{name}_p") for name in (
     "abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil cos cosh div eq erf erf_inv "
     "erfc exp exp2 expm1 floor ge gt le lgamma log log1p logistic lt max min mul ne neg "
     "nextafter not or pow rem round rsqrt sign sin sinh sqrt sub tan tanh xor digamma "
-    "broadcast_in_dim concatenate dynamic_slice dynamic_update_slice gather pad reshape rev "
+    "population_count bessel_i0e bessel_i1e real imag conj polygamma igamma igammac "
+    "igamma_grad_a zeta zeta_grad_s shift_left shift_right_arithmetic shift_right_logical "
+    "complex reduce_precision is_finite "
+    "broadcast_in_dim concatenate dynamic_update_slice pad reshape rev "
     "select_n slice squeeze transpose sharding_constraint stop_gradient dot_general").split())
+# The operations whose results are weakly typed when their first operand is, whatever the
+# indices or updates (JAX's gathers, dynamic slices and scatters)
+WEAK_AS_OPERAND = frozenset(getattr(prims, f"{name}_p") for name in
+                            "dynamic_slice gather scatter".split())
 
 
 def _note_equation(err: Exception, prim, tracers, params) -> None:

@@ -17,6 +17,8 @@ from shardc.sharding import AxisType, PartitionSpec as P
 
 X = jnp.ones((4,), jnp.bfloat16)
 W = jnp.asarray(2.0)
+F = jnp.full((3,), 2.0)
+I = jnp.asarray(3)
 
 # (what, JAX's type of the result)
 CASES = {
@@ -77,6 +79,56 @@ CASES = {
     "device_put(2.0)": (lambda: jax.device_put(2.0), "~float32[]"),
     "copy": (lambda: W.copy(), "~float32[]"),
     "jnp.copy": (lambda: jnp.copy(W), "~float32[]"),
+    # composite functions, gathers, sorts, shifts, control flow, vmap and grad
+    "sigmoid(weak)": (lambda: jax.nn.sigmoid(W), "~float32[]"),
+    "softplus(weak)": (lambda: jax.nn.softplus(W), "~float32[]"),
+    "silu(weak)": (lambda: jax.nn.silu(W), "~float32[]"),
+    "pad(weak)": (lambda: jnp.pad(F, 1), "~float32[5]"),
+    "sort(weak)": (lambda: jnp.sort(F), "~float32[3]"),
+    "argsort(weak)": (lambda: jnp.argsort(F), "int32[3]"),
+    "left_shift(weak int, 1)": (lambda: jnp.left_shift(I, 1), "~int32[]"),
+    "right_shift(weak int, 1)": (lambda: jnp.right_shift(I, 1), "~int32[]"),
+    "take(weak, typed index)": (lambda: F[jnp.array([0, 1])], "~float32[2]"),
+    "triu(weak)": (lambda: jnp.triu(jnp.full((2, 2), 2.0)), "~float32[2,2]"),
+    "tril(bool)": (lambda: jnp.tril(jnp.ones((2, 2), bool)), "bool[2,2]"),
+    "sqrt(weak int)": (lambda: jnp.sqrt(I), "~float32[]"),
+    "rint(weak int)": (lambda: jnp.rint(I), "float32[]"),
+    "isinf(weak)": (lambda: jnp.isinf(W), "bool[]"),
+    "isfinite(weak int)": (lambda: jnp.isfinite(I), "bool[]"),
+    "arctan2(weak, 1.0)": (lambda: jnp.arctan2(W, 1.0), "~float32[]"),
+    "hypot(weak, 1.0)": (lambda: jnp.hypot(W, 1.0), "~float32[]"),
+    "logaddexp(weak, 0.0)": (lambda: jnp.logaddexp(W, 0.0), "~float32[]"),
+    "logical_and(weak, weak)": (lambda: jnp.logical_and(W, W), "~bool[]"),
+    "deg2rad(weak)": (lambda: jnp.deg2rad(W), "~float32[]"),
+    "modf(weak)": (lambda: jnp.modf(W)[0], "~float32[]"),
+    "gcd(weak int, 2)": (lambda: jnp.gcd(I, 2), "~int32[]"),
+    "power(weak, 0.5)": (lambda: jnp.power(W, 0.5), "~float32[]"),
+    "cond of weak branches": (lambda: lax.cond(True, lambda: W, lambda: W * 2), "~float32[]"),
+    "cond of a typed branch": (
+        lambda: lax.cond(True, lambda: W, lambda: jnp.float32(1)), "float32[]"),
+    "switch of weak branches": (lambda: lax.switch(1, [lambda: W, lambda: W + 1]), "~float32[]"),
+    "fori_loop from 0.0": (lambda: lax.fori_loop(0, 3, lambda i, c: c + 1.0, 0.0), "~float32[]"),
+    "fori_loop adding its counter": (
+        lambda: lax.fori_loop(0, 3, lambda i, c: c + i, 0), "~int32[]"),
+    "while_loop from 0.0": (
+        lambda: lax.while_loop(lambda c: c < 5.0, lambda c: c + 1.0, 0.0), "~float32[]"),
+    "scan ys of weak values": (
+        lambda: lax.scan(lambda c, x: (c, x * 2), 0.0, F)[1], "~float32[3]"),
+    "scan carry meeting typed": (
+        lambda: lax.scan(lambda c, x: (c + x, None), W, jnp.ones(3))[0], "float32[]"),
+    "map(weak)": (lambda: lax.map(lambda x: x * 2, F), "~float32[3]"),
+    "vmap(weak)": (lambda: jax.vmap(lambda x: x * 2)(F), "~float32[3]"),
+    "vmap(weak, 2.0)": (
+        lambda: jax.vmap(lambda x, y: x + y, in_axes=(0, None))(F, 2.0), "~float32[3]"),
+    "grad at weak": (lambda: jax.grad(lambda x: x * x)(W), "~float32[]"),
+    "grad at a Python number": (lambda: jax.grad(lambda x: x * x)(2.0), "~float32[]"),
+    "grad at weak, typed output": (
+        lambda: jax.grad(lambda x: x * jnp.float32(3))(W), "~float32[]"),
+    "grad at typed": (lambda: jax.grad(lambda x: x * 2.0)(jnp.float32(2)), "float32[]"),
+    "jit grad at weak": (lambda: jax.jit(jax.grad(lambda x: x * x))(W), "~float32[]"),
+    "sigmoid(weak) * bf16": (lambda: jax.nn.sigmoid(W) * X, "bfloat16[4]"),
+    "fori_loop from 0.0 * bf16": (
+        lambda: lax.fori_loop(0, 2, lambda i, c: c * 2, W) * X, "bfloat16[4]"),
 }
 
 

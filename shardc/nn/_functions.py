@@ -7,6 +7,7 @@ import numpy as np
 from compiler.tracing import bind
 from ir import primitives as p
 import shardc.numpy as jnp
+from shardc.numpy._core import keeps_weak, weakly_typed_like
 from shardc.numpy._reductions import reduce_axes
 
 __all__ = [
@@ -25,8 +26,7 @@ def relu(x):
 
 
 def sigmoid(x):
-    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
-    return bind(p.logistic_p, jnp.astype(x, jnp.result_type(x, 0.0)))
+    return bind(p.logistic_p, _inexact(x))
 
 
 def gelu(x, approximate=True):
@@ -50,9 +50,11 @@ def silu(x):
 
 
 def _inexact(x):
-    """``x`` as an array of a floating dtype (integers and booleans become float32)."""
+    """``x`` as an array of a floating dtype (integers and booleans become float32, weakly
+    typed where ``x`` is)."""
     x = jnp.asarray(x) if not hasattr(x, "dtype") else x
-    return jnp.astype(x, jnp.result_type(x, 0.0))
+    dtype = jnp.result_type(x, 0.0)
+    return x if x.dtype == dtype else weakly_typed_like(jnp.astype(x, dtype), x)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
@@ -139,6 +141,7 @@ def swish(x):
     return silu(x)
 
 
+@keeps_weak
 def softplus(x):
     """``log(1 + exp(x))``, computed without overflow."""
     return jnp.logaddexp(_inexact(x), 0)
@@ -150,6 +153,7 @@ def soft_sign(x):
     return x / (jnp.abs(x) + 1)
 
 
+@keeps_weak
 def log_sigmoid(x):
     """``log(sigmoid(x)) = -softplus(-x)``."""
     return -softplus(-_inexact(x))
@@ -308,6 +312,7 @@ def identity(x):
     return jnp.asarray(x) if not hasattr(x, "dtype") else x
 
 
+@keeps_weak
 def mish(x):
     """``x * tanh(softplus(x))``."""
     x = _inexact(x)

@@ -14,8 +14,8 @@ from ir import primitives as p
 from runtime.array import Array
 from shardc.dtypes import result_type
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_operands,
-                                broadcast_typed_operands, convert,
-                                dtype_of, is_array, ones_like, promote, shape_of,
+                                broadcast_typed_operands, convert, dtype_of, full_like,
+                                is_array, keeps_weak, ones_like, promote, shape_of,
                                 weakly_typed_like, zeros_like)
 from shardc.numpy._scalars import bool_
 
@@ -61,6 +61,7 @@ bitwise_or = _make_binary(p.or_p, "bitwise_or", "Elementwise or.")
 bitwise_xor = _make_binary(p.xor_p, "bitwise_xor", "Elementwise xor.")
 
 
+@keeps_weak
 def arctan2(x, y):
     """Elementwise arctan(x / y) in the quadrant of (y, x); integers compute in float32."""
     x, y = promote(x, y)
@@ -69,16 +70,19 @@ def arctan2(x, y):
     return binary_op(p.atan2_p, x, y)
 
 
+@keeps_weak
 def logical_and(x, y):
     """Elementwise logical and (operands taken as booleans)."""
     return binary_op(p.and_p, astype(x, bool_), astype(y, bool_))
 
 
+@keeps_weak
 def logical_or(x, y):
     """Elementwise logical or (operands taken as booleans)."""
     return binary_op(p.or_p, astype(x, bool_), astype(y, bool_))
 
 
+@keeps_weak
 def logical_not(x):
     """Elementwise logical not (operand taken as boolean)."""
     return bind(p.not_p, astype(x, bool_))
@@ -156,6 +160,7 @@ def nonzero_int_divisor(y):
 mod = remainder
 
 
+@keeps_weak
 def power(x, y):
     """``x ** y`` with JAX's rules.
 
@@ -255,6 +260,8 @@ def isfinite(x):
     x = as_array(x)
     if np.issubdtype(dtype_of(x), np.complexfloating):
         return logical_and(_isfinite_real(bind(p.real_p, x)), _isfinite_real(bind(p.imag_p, x)))
+    if not _dt.is_inexact(dtype_of(x)):
+        return full_like(x, True, bool)      # as JAX's (typed)
     return _isfinite_real(x)
 
 
@@ -290,7 +297,10 @@ def isinf(x):
     x = as_array(x)
     if np.issubdtype(dtype_of(x), np.complexfloating):
         return logical_or(isinf(bind(p.real_p, x)), isinf(bind(p.imag_p, x)))
-    return logical_and(logical_not(isfinite(x)), equal(x, x))
+    if not _dt.is_inexact(dtype_of(x)):
+        return zeros_like(x, bool)
+    # against a typed infinity, as JAX's: the result is typed
+    return equal(abs(x), convert(np.inf, dtype_of(x)))
 
 
 def clip(x, min=None, max=None, a_min=None, a_max=None):

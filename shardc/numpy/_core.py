@@ -48,11 +48,24 @@ def dtype_of(x) -> np.dtype:
 
 
 def weakly_typed_like(result, *operands):
-    """``result``, marked weakly typed when every operand is (JAX's weak_type propagation)."""
+    """``result`` (or each of a tuple of results), marked weakly typed when every operand is
+    (JAX's weak_type propagation)."""
     for a in operands:
         if not is_weakly_typed(a):
             return result
+    if isinstance(result, tuple):
+        return tuple(weakened(r) for r in result)
     return weakened(result)
+
+
+def keeps_weak(fn):
+    """``fn``, an elementwise function built of several operations (conversions of its
+    operands among them), whose results are weakly typed when its operands all are: as JAX's
+    functions that promote their arguments, then apply lax operations, give them."""
+    @functools.wraps(fn)
+    def wrapped(*args):
+        return weakly_typed_like(fn(*args), *args)
+    return wrapped
 
 
 def convert(x, dtype):
@@ -105,7 +118,10 @@ def ndim_of(x) -> int:
 def as_inexact(x):
     """``x`` as an array of a floating dtype (integers and booleans become float32)."""
     x = as_array(x)
-    return x if _dt.is_inexact(dtype_of(x)) else astype(x, _dt.float_)
+    if _dt.is_inexact(dtype_of(x)):
+        return x
+    # a weak integer becomes a weak float, as JAX's promotion to inexact gives it
+    return weakly_typed_like(astype(x, _dt.float_), x)
 
 
 def broadcast_shapes_of(*shapes) -> tuple:

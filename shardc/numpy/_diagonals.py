@@ -11,7 +11,8 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import add, clip, less_equal, where
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_to, canonical_axis, convert,
-                                dtype_of, ndim_of, ones, ravel, reshape, shape_of, zeros)
+                                dtype_of, ndim_of, ones, ravel, reshape, shape_of, zeros,
+                                zeros_like)
 from shardc.numpy._creation import arange, eye
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import moveaxis
@@ -74,7 +75,7 @@ def tril(m, k=0):
     if ndim_of(m) < 2:
         raise ValueError("Argument to jax.numpy.tril must be at least 2D")
     mask = tri(*shape_of(m)[-2:], k=k, dtype=bool)
-    return where(mask, m, zeros((), dtype_of(m)))
+    return where(mask, m, zeros_like(m, shape=()))
 
 
 def triu(m, k=0):
@@ -83,7 +84,7 @@ def triu(m, k=0):
     if ndim_of(m) < 2:
         raise ValueError("Argument to jax.numpy.triu must be at least 2D")
     mask = tri(*shape_of(m)[-2:], k=k - 1, dtype=bool)
-    return where(mask, zeros((), dtype_of(m)), m)
+    return where(mask, zeros_like(m, shape=()), m)
 
 
 def _index_arrays(arrays):

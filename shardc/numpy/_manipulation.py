@@ -20,7 +20,7 @@ from shardc.numpy._arithmetic import remainder, subtract
 from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
                                 expand_dims, full, ndim_of, ravel, reshape, shape_of,
-                                shape_tuple, zeros)
+                                shape_tuple, weakly_typed_like, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
 from shardc.sharding import auto_axes
@@ -222,10 +222,12 @@ def pad(array, pad_width, mode="constant", **kwargs):
 def _pad_constant(x, widths, constant_values):
     dtype = dtype_of(x)
     if np.ndim(constant_values) == 0 and not isinstance(constant_values, Tracer):
-        # one value everywhere: one lax.pad, which keeps a split operand split (JAX's rule)
+        # one value everywhere: one lax.pad, which keeps a split operand split (JAX's rule);
+        # a weak operand padded with a number stays weak, as JAX's
         value = convert(asarray(constant_values), dtype)
-        return bind(p.pad_p, x, value,
-                    padding_config=tuple((int(lo), int(hi), 0) for lo, hi in widths.tolist()))
+        padded = bind(p.pad_p, x, value,
+                      padding_config=tuple((int(lo), int(hi), 0) for lo, hi in widths.tolist()))
+        return weakly_typed_like(padded, x, constant_values)
     values = broadcast_to(convert(asarray(constant_values), dtype), (len(widths), 2))
     for axis, (before, after) in enumerate(widths.tolist()):
         x = _with_sides(x, axis, before, after,

@@ -21,8 +21,8 @@ from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, ceil, clip, 
                                       nonzero_int_divisor, not_equal, numeric_pair, power,
                                       remainder, sin, sqrt, subtract, where)
 from shardc.numpy._core import (as_array, as_inexact, astype, broadcast_arrays,
-                                broadcast_operands, convert, dtype_of, full_like, ones_like,
-                                promote, zeros_like)
+                                broadcast_operands, convert, dtype_of, full_like, keeps_weak,
+                                ndim_of, ones_like, promote, weakly_typed_like, zeros_like)
 from shardc.numpy._reductions import any
 
 __all__ = [
@@ -71,12 +71,14 @@ def log10(x):
     return divide(log(x), convert(np.log(10), dtype_of(x)))
 
 
+@keeps_weak
 def deg2rad(x):
     """Degrees to radians."""
     x = as_inexact(x)
     return multiply(x, convert(np.pi / 180, dtype_of(x)))
 
 
+@keeps_weak
 def rad2deg(x):
     """Radians to degrees."""
     x = as_inexact(x)
@@ -99,12 +101,14 @@ def positive(x):
     return x
 
 
+@keeps_weak
 def float_power(x, y):
     """``x ** y`` in the widest float (float32 with x64 off)."""
     x, y = _inexact_pair(x, y)
     return power(x, y)
 
 
+@keeps_weak
 def fmod(x, y):
     """Remainder of ``x / y`` with the sign of ``x`` (C's fmod); integer ``y == 0`` gives 0."""
     x, y = numeric_pair(x, y)
@@ -124,6 +128,7 @@ def trunc(x):
     return where(less(x, 0), ceil(x), floor(x))
 
 
+@keeps_weak
 def modf(x):
     """``(fractional part, integral part)`` of ``x``, both with ``x``'s sign, as floats."""
     x = as_inexact(x)
@@ -134,8 +139,10 @@ def modf(x):
 
 
 def rint(x):
-    """Round to the nearest integer, halves to even; integers become float32 (as in JAX)."""
-    return round(as_inexact(x))
+    """Round to the nearest integer, halves to even; integers become float32, typed (as in
+    JAX)."""
+    x = as_array(x)
+    return round(x if _dt.is_inexact(dtype_of(x)) else astype(x, _dt.float_))
 
 
 def round(x, decimals=0):
@@ -167,10 +174,11 @@ def signbit(x):
     if _dt.is_bool(dtype):
         return zeros_like(x, bool)
     if not _dt.is_inexact(dtype):
-        return less(x, 0)
+        return less(x, convert(0, dtype))     # against a typed zero, as JAX's
     return bind(p.signbit_p, x)
 
 
+@keeps_weak
 def copysign(x, y):
     """``|x|`` with the sign bit of ``y``."""
     x, y = _inexact_pair(x, y)
@@ -179,6 +187,7 @@ def copysign(x, y):
     return where(signbit(y), negative(magnitude), magnitude)
 
 
+@keeps_weak
 def heaviside(x, h0):
     """0 where ``x < 0``, ``h0`` where ``x == 0``, 1 where ``x > 0`` (NaN stays NaN); a float
     result, as numpy's and JAX's."""
@@ -190,6 +199,7 @@ def heaviside(x, h0):
     return step
 
 
+@keeps_weak
 def hypot(x, y):
     """``sqrt(x**2 + y**2)`` without overflow or underflow in the squares."""
     x, y = _inexact_pair(x, y)
@@ -212,11 +222,13 @@ def _logaddexp(x, y, log1p_of_exp_neg):
     return where(same & isinf(x), x, out)
 
 
+@keeps_weak
 def logaddexp(x, y):
     """``log(exp(x) + exp(y))`` without overflow."""
     return _logaddexp(x, y, lambda gap: log1p(exp(gap)))
 
 
+@keeps_weak
 def logaddexp2(x, y):
     """``log2(2**x + 2**y)`` without overflow."""
     def log2_1p_exp2(gap):
@@ -224,6 +236,7 @@ def logaddexp2(x, y):
     return _logaddexp(x, y, log2_1p_exp2)
 
 
+@keeps_weak
 def sinc(x):
     """``sin(pi x) / (pi x)``, 1 at 0."""
     x = as_inexact(x)
@@ -263,22 +276,26 @@ def _integer_pair(name, x, y):
     if _dt.is_bool(dtype_of(x)):      # as JAX: booleans shift as int32
         x, y = convert(x, _dt.int_), convert(y, _dt.int_)
     if not (_dt.is_int(dtype_of(x))):
+        if name in ("gcd", "lcm"):    # JAX's type and words
+            raise ValueError(f"Arguments to jax.numpy.{name} must be integers.")
         raise TypeError(f"{name} requires integer operands, got {dtype_of(x)}")
     return broadcast_operands(x, y)
 
 
 def left_shift(x, y):
     """``x << y``; shifting by the bit width or more (or by a negative amount) gives 0."""
+    operands = (x, y)
     x, y = _integer_pair("left_shift", x, y)
-    return bind(p.shift_left_p, x, y)
+    return weakly_typed_like(bind(p.shift_left_p, x, y), *operands)
 
 
 def right_shift(x, y):
     """``x >> y``: arithmetic for signed integers (sign fill), logical for unsigned ones."""
+    operands = (x, y)
     x, y = _integer_pair("right_shift", x, y)
     prim = p.shift_right_logical_p if np.issubdtype(dtype_of(x), np.unsignedinteger) \
         else p.shift_right_arithmetic_p
-    return bind(prim, x, y)
+    return weakly_typed_like(bind(prim, x, y), *operands)
 
 
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
@@ -295,11 +312,13 @@ def bitwise_count(x):
     return astype(bind(p.population_count_p, abs(x)), np.uint8)
 
 
+@keeps_weak
 def logical_xor(x, y):
     """Elementwise logical exclusive or (operands taken as booleans)."""
     return binary_op(p.xor_p, astype(x, bool), astype(y, bool))
 
 
+@keeps_weak
 def nextafter(x, y):
     """The next representable float after ``x`` towards ``y``."""
     x, y = _inexact_pair(x, y)
@@ -327,7 +346,7 @@ def ldexp(x, e):
     x = as_inexact(x)
     e = as_array(e)
     if not _dt.is_int(dtype_of(e)):
-        raise TypeError(f"ldexp: the exponent must be an integer, got {dtype_of(e)}")
+        raise ValueError(f"ldexp not supported for input types {(dtype_of(x), dtype_of(e))}")
     dtype = dtype_of(x)
     info = np.finfo(dtype)
     e = clip(astype(e, _dt.int_), -3 * info.maxexp, 3 * info.maxexp)
@@ -362,6 +381,7 @@ def frexp(x):
     return where(special, x, m), where(special, zeros_like(e), e)
 
 
+@keeps_weak
 def gcd(x, y):
     """Greatest common divisor of integers (non-negative), by Euclid's algorithm."""
     x, y = _integer_pair("gcd", x, y)
@@ -377,6 +397,7 @@ def gcd(x, y):
     return while_loop(unfinished, step, (x, y))[0]
 
 
+@keeps_weak
 def lcm(x, y):
     """Least common multiple of integers (non-negative); 0 if either is 0."""
     x, y = _integer_pair("lcm", x, y)
@@ -417,7 +438,9 @@ def angle(z, deg=False):
     if _is_complex(z):
         result = arctan2(imag(z), real(z))
     else:
-        z = as_inexact(z)
+        if not _dt.is_inexact(dtype_of(z)) or ndim_of(z) == 0:
+            # JAX converts these to float (typed)
+            z = astype(z, dtype_of(z) if _dt.is_inexact(dtype_of(z)) else _dt.float_)
         result = arctan2(zeros_like(z), z)
     return rad2deg(result) if deg else result
 
@@ -462,6 +485,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return where(isneginf(x), convert(neginf, dtype), x)
 
 
+@keeps_weak
 def fmax(x, y):
     """Elementwise maximum that ignores a NaN (NaN only where both are). At a tie the result
     is ``y`` (so is its derivative), as JAX's."""
@@ -469,6 +493,7 @@ def fmax(x, y):
     return where(logical_or(greater(x, y), isnan(y)), x, y)
 
 
+@keeps_weak
 def fmin(x, y):
     """Elementwise minimum that ignores a NaN (NaN only where both are). At a tie the result
     is ``y`` (so is its derivative), as JAX's."""
