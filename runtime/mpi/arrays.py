@@ -69,15 +69,14 @@ def gather_global(array: MpiArray) -> np.ndarray:
     first owner (devices holding copies send nothing). Where every rank holds a copy of every
     block (a replicated array, or one split only over axes within each process), each rank
     assembles it from its own devices: nothing is sent, nothing counted."""
-    mesh, spec = array.sharding.mesh, array.sharding.spec
-    stack = array._local
-    if stack is not None and not any(spec):
-        # replicated, as a stacked run left it: its first block is the value
-        data, lead = stack.data, stack.lead
-        return np.array(data[(0,) * len(lead)], order="K")
     w = world()
+    mesh, spec = array.sharding.mesh, array.sharding.spec
     local = _local_copies(mesh, spec, w.rank, w.size)
     if local is not None:
+        stack = array._local
+        if stack is not None and not any(spec):
+            # replicated, as a stacked run left it: its first block is the value
+            return np.array(stack.data[(0,) * len(stack.lead)], order="K")
         out = np.empty(array.shape, array.dtype)
         for coords, p in local:
             out[block_slices(array.shape, spec, mesh, coords)] = array.buffers[p]

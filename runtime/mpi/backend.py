@@ -103,18 +103,21 @@ class MpiBackend(reference.ReferenceBackend):
                 [labels[k] for k in entering], [shardings[k].spec for k in entering])
             agree(header, _different_values("device_put"), detail=detail,
                   doing=lambda: f"in device_put{where_called()}")
-        return [self._held_alike(v) for v in super().put(values, shardings, labels)]
+        # what was laid out on a mesh was agreed on (a value put on one device was not)
+        return [self._held_alike(v) if isinstance(s, NamedSharding) else v
+                for v, s in zip(super().put(values, shardings, labels), shardings)]
 
     def _held_alike(self, value):
         """``value`` as this world's array where every process holds it whole and alike: put
         by all of them after agreeing on it, or computed by all of them from such values. A
         jitted call then takes it as it takes a shard_map's result, without holding its bytes
         against the other processes' again."""
-        if (type(value) is not Array or type(value.sharding) is not NamedSharding
-                or value._global is None):
+        if type(value) is not Array or value._global is None:
             return value
         sharding = value.sharding
-        out = MpiArray(value.aval, self._sharding(sharding.mesh, sharding.spec), value._buffers)
+        if type(sharding) is NamedSharding:
+            sharding = self._sharding(sharding.mesh, sharding.spec)
+        out = MpiArray(value.aval, sharding, value._buffers)
         out._global, out.weak, out.fingerprint = value._global, value.weak, value.fingerprint
         return out
 
@@ -355,11 +358,11 @@ def _host_fingerprint(value) -> int:
 
 
 def _calls_back(program) -> bool:
-    """Whether a host program calls a Python function (a callback) outside shard_map bodies,
-    whose results may differ between processes."""
+    """Whether a program calls a Python function (a callback), whose results may differ
+    between processes, anywhere: in a shard_map body too, whose results the host program
+    may compute from."""
     return any(eqn.primitive is prims.callback_p
-               or (eqn.primitive is not prims.shard_map_p
-                   and any(_calls_back(sub) for _, _, sub in sub_programs(eqn)))
+               or any(_calls_back(sub) for _, _, sub in sub_programs(eqn))
                for eqn in program.eqns)
 
 

@@ -254,13 +254,16 @@ def _shared_walk(comm, MPI, chain: Chain, members: list, reduction: str, group_s
             np.copyto(total, first)
         collectives.combine_in_order(blocks[1:], reduction, total, owned=True)
         del blocks, first
+        block.sync()
         sent = np.array([_COLUMN_MAJOR if column_major else _ROW_MAJOR], np.uint8)
         yield [comm.Isend([sent, MPI.BYTE], dest=chain.next, tag=_CHAIN_TAG),
                comm.Irecv([note, MPI.BYTE], source=chain.last, tag=_CHAIN_TAG)]
+        block.sync()
         result = np.copy(total, order="K")
         shared.give_back(block)
         return result
     yield [comm.Irecv([note, MPI.BYTE], source=chain.previous, tag=_CHAIN_TAG)]
+    block.sync()
     total = block.view(shape, dtype, note[0] == _COLUMN_MAJOR)
     collectives.combine_in_order(blocks, reduction, total, owned=True)
     del blocks
@@ -271,6 +274,7 @@ def _shared_walk(comm, MPI, chain: Chain, members: list, reduction: str, group_s
     else:                        # a mean: divided into a new array
         np.copyto(total, out)
         result = out
+    block.sync()
     yield [comm.Isend([note, MPI.BYTE], dest=chain.others[0], tag=_CHAIN_TAG)]
     shared.give_back(block)
     return result

@@ -2,11 +2,12 @@
 all-reduce over two processes passes its partial sum and its total through one, so no block
 is sent as a message (``chain``).
 
-    process 0: S = ((b0 + b1) + b2) + b3                   -> note "S is ready"
-    process 1: S = (((S + b4) + b5) + b6) + b7, in place    -> note back; both copy S out
+    the walk's first:  S = ((b0 + b1) + b2) + b3                   -> note "S is ready"
+    its second:        S = (((S + b4) + b5) + b6) + b7, in place    -> note back; both copy
+                                                                       S out
 
 A message of a large block costs the receiver a copy as it arrives, and it arrives only while
-the receiver waits in MPI; through S, process 1 adds process 0's partial where it lies.
+the receiver waits in MPI; through S, the second adds the first's partial where it lies.
 
 The blocks come from pools, one per pair of processes walked in one order and per block
 size; a block is taken when a reduction starts and given back when it completes. Both
@@ -14,36 +15,41 @@ processes start and complete the pair's reductions in one order (the program's),
 pools change alike on both, and a new block (a window both processes make together) is made
 at the same start on both. A block is reused only after its last reader is done: the first
 process gives it back once it has copied the total out, and the second writes into it only
-after the first's next note."""
+after the first's next note. The blocks are accessed as MPI's shared-memory model has it:
+each window is locked for good when made, and synchronised (``Block.sync``) on each side of a
+note.
+
+A pair's blocks hold at most CAPACITY bytes, and a new block is made only where the machine's
+shared memory has room for it (both processes agree on that first): otherwise the reduction
+goes as messages, on both processes alike. Blocks are kept for the job's life."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
+from runtime import collectives
 from runtime.mpi.agreement import settle_then_wait
 from runtime.mpi.world import world
 
-# the shared blocks of one pair of processes hold at most CAPACITY bytes; a reduction that
-# finds the pool full goes as messages, on both processes alike
-CAPACITY = 256 << 20
+CAPACITY = 256 << 20     # the bytes of one pair's shared blocks, all orders together
 SMALLEST = 1 << 12       # blocks come in powers of two from here
-
-# the dtypes whose reductions keep their dtype (a mean of integers is a float: a message)
-_KEPT = frozenset(np.dtype(t) for t in (
-    np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-    np.uint8, np.uint16, np.uint32, np.uint64))
+_SHARED_MEMORY = "/dev/shm"
 
 
 def shareable(ranks: tuple, shape: tuple, dtype, reduction: str) -> bool:
     """Whether a chained all-reduce over ``ranks`` (two processes of this machine) of blocks
-    of ``shape`` passes them through shared memory (added into where they lie, so not 0-d):
-    the same answer on both, from what both know."""
+    of ``shape`` passes them through shared memory: the same answer on both, from what both
+    know. The blocks are added into where they lie, so a block is not 0-d (numpy adds 0-d
+    values into new scalars), and the reduction keeps its dtype (a mean of integers is a
+    float, a sum of booleans an integer: messages)."""
     machine = getattr(world(), "machine_ranks", frozenset())
+    dtype = np.dtype(dtype)
     return (len(ranks) == 2 and ranks[0] in machine and ranks[1] in machine
-            and len(shape) > 0 and np.dtype(dtype) in _KEPT
-            and (reduction in ("sum", "max", "min")
-                 or (reduction == "mean" and np.dtype(dtype).kind == "f")))
+            and len(shape) > 0 and dtype != np.bool_
+            and reduction in ("sum", "mean", "max", "min")
+            and collectives.reduced_dtype(dtype, reduction) == dtype)
 
 
 def size_class(nbytes: int) -> int:
@@ -52,7 +58,8 @@ def size_class(nbytes: int) -> int:
 
 
 class Block:
-    """One shared block: ``data``, its bytes (the window stays open while it is used)."""
+    """One shared block: ``data``, its bytes (the window stays open, and locked, while it is
+    used)."""
     __slots__ = ("window", "data", "_viewed")
 
     def __init__(self, window, data: np.ndarray):
@@ -71,40 +78,64 @@ class Block:
         self._viewed = (key, view)
         return view
 
+    def sync(self) -> None:
+        """Make this process's writes visible to the other, and the other's to this one
+        (with a note between them: MPI's shared-memory model)."""
+        self.window.Sync()
+
 
 class Pool:
-    """The shared blocks of one pair of processes, by size."""
+    """The shared blocks of one pair of processes walked in one order, by size."""
 
-    def __init__(self, comm):
+    def __init__(self, comm, ranks: tuple):
         self.comm = comm          # the pair's own communicator: windows are made on it alone
+        self.ranks = ranks
         self.free: dict = {}      # nbytes -> [Block]
-        self.held = 0
+        self.full = False         # agreed: the machine has no room for another block
 
     def take(self, state, nbytes: int):
         """A block holding ``nbytes`` (a new one made by both processes together where none
-        is free), or None when the pool is full: then the reduction goes as messages, on both
-        processes alike."""
+        is free), or None where the pair may make no more: then the reduction goes as
+        messages, on both processes alike."""
         nbytes = size_class(nbytes)
         free = self.free.get(nbytes)
         if free:
             return free.pop()
-        if self.held + nbytes > CAPACITY:
+        if self.full or _HELD.get(self.ranks, 0) + nbytes > CAPACITY:
             return None
-        # both processes are here, at the same start: waiting in a barrier watches for a
-        # process that left, as every wait across processes does
-        settle_then_wait(state, [self.comm.Ibarrier()])
         MPI = world().MPI
+        # both processes are here, at the same start: they agree whether the machine has
+        # room (a block beyond it would kill them when written, not fail here), waiting as
+        # every wait across processes does, watching for a process that left
+        room = np.array([1 if _room_for(nbytes) else 0], np.int32)
+        agreed = np.empty(1, np.int32)
+        settle_then_wait(state, [self.comm.Iallreduce(room, agreed, op=MPI.MIN)])
+        if not agreed[0]:
+            self.full = True
+            return None
         window = MPI.Win.Allocate_shared(nbytes if self.comm.rank == 0 else 0, 1,
                                          comm=self.comm)
+        window.Lock_all(MPI.MODE_NOCHECK)
         memory, _ = window.Shared_query(0)
-        self.held += nbytes
+        _HELD[self.ranks] = _HELD.get(self.ranks, 0) + nbytes
         return Block(window, np.frombuffer(memory, np.uint8, nbytes))
 
     def give_back(self, block: Block) -> None:
         self.free.setdefault(block.data.nbytes, []).append(block)
 
 
+def _room_for(nbytes: int) -> bool:
+    """Whether the machine's shared memory has room for a block of ``nbytes`` and as much
+    again to spare (for MPI's own, and other jobs'). Where it cannot be asked, yes."""
+    try:
+        found = os.statvfs(_SHARED_MEMORY)
+    except OSError:
+        return True
+    return found.f_bavail * found.f_frsize >= 2 * nbytes
+
+
 _POOLS: dict = {}
+_HELD: dict = {}          # the bytes of each pair's blocks (sorted ranks -> bytes)
 
 
 def pool(state, comm, order: tuple) -> Pool:
@@ -116,5 +147,5 @@ def pool(state, comm, order: tuple) -> Pool:
     found = _POOLS.get(order)
     if found is None:
         settle_then_wait(state, [comm.Ibarrier()])
-        found = _POOLS[order] = Pool(comm.Dup())
+        found = _POOLS[order] = Pool(comm.Dup(), tuple(sorted(order)))
     return found

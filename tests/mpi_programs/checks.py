@@ -189,14 +189,35 @@ def check_shared_reductions():
         in_specs=P("a"), out_specs=P())) for m in (mesh, backwards)]
     for call in range(4):
         record(f"shared/alternating/{call}", both[call % 2](x * (call + 1)))
+    from runtime.mpi import chain
     capacity = shared.CAPACITY
     shared.CAPACITY = 0            # on every process alike: no new shared block
     try:
         f = jax.jit(jax.shard_map(lambda b: lax.psum(jnp.cos(b) * 7, "a"), mesh=mesh,
                                   in_specs=P("a"), out_specs=P()))
+        before = chain.runs["shared"]
         record("shared/pool_full", f(jnp.asarray(data((8 * 6, 400), seed=22))))
+        assert chain.runs["shared"] == before, "a full pool still made a shared block"
     finally:
         shared.CAPACITY = capacity
+    # the machine has no room for a block on one process only: both agree, and send messages
+    room_for = shared._room_for
+    shared._room_for = lambda nbytes: jax.process_index() != 1
+    try:
+        f = jax.jit(jax.shard_map(lambda b: lax.psum(jnp.tan(b) * 3, "a"), mesh=mesh,
+                                  in_specs=P("a"), out_specs=P()))
+        before = chain.runs["shared"]
+        record("shared/no_room", f(jnp.asarray(data((8 * 6, 2000), seed=23))))
+        assert chain.runs["shared"] == before, "a block was made without room for it"
+    finally:
+        shared._room_for = room_for
+    # a mesh of the first half of the devices: under -n 2, process 1 holds none of them, and
+    # reads the replicated result as every process does
+    half = Mesh(np.array(jax.devices()[:4]), ("a",))
+    f = jax.jit(jax.shard_map(lambda b: lax.psum(b * 2, "a"), mesh=half, in_specs=P("a"),
+                              out_specs=P()))
+    record("shared/half_mesh", f(jnp.asarray(data((4 * 6, 40), seed=24))))
+    record("shared/after_half_mesh", jax.jit(lambda v: v + 1)(jnp.arange(3.0)))
 
 
 def check_one_device_per_process():
