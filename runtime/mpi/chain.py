@@ -17,8 +17,8 @@ two exchanges of chunks (``exchanges._all_reduce_exchange``). Large blocks of on
 process on three or more processes keep the chunks, which reduce on every process at once. A
 stacked process adds all its groups at once (one numpy call per member), and its result is
 one block per group (the value no longer varies over the reduced axes), so nothing is copied
-back into a stack. Two processes of one machine pass the partial and the total through a block
-of memory they share (``shared``, ``_shared_walk``), not as messages.
+back into a stack. Processes of one machine pass the partial through a block of memory they
+share (``shared``, ``_shared_walk``), not as messages; two pass the total there too.
 """
 from __future__ import annotations
 
@@ -235,14 +235,17 @@ def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: in
 
 def _shared_walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: int,
                  shared, block):
-    """``_walk`` for two processes of one machine, through a shared block (``shared``): the
-    first process sums its members into the block and tells the second, which adds its own
-    onto it where it lies and tells the first back; each copies the total out. The same
+    """``_walk`` for processes of one machine, through a shared block (``shared``): the first
+    sums its members into the block and tells the next, each adds its own there, where it
+    lies, and tells the next. Of two, the second finishes the total in the block and tells the
+    first back; each copies it out. Of more, the last sends the total, as ``_walk`` does: the
+    first reuses the block only once that has come, so after the last has read it. The same
     operations in the same order as ``_walk``, so the same bits."""
     blocks = collectives.counted(members, reduction)
     del members
     shape, dtype = blocks[0].shape, blocks[0].dtype
     from_zero = collectives.starts_from_zero(dtype, reduction)
+    pair = len(chain.order) == 2
     note = np.empty(1, np.uint8)
     if chain.previous is None:
         first = blocks[0]
@@ -256,15 +259,37 @@ def _shared_walk(comm, MPI, chain: Chain, members: list, reduction: str, group_s
         del blocks, first
         block.sync()
         sent = np.array([_COLUMN_MAJOR if column_major else _ROW_MAJOR], np.uint8)
-        yield [comm.Isend([sent, MPI.BYTE], dest=chain.next, tag=_CHAIN_TAG),
-               comm.Irecv([note, MPI.BYTE], source=chain.last, tag=_CHAIN_TAG)]
-        block.sync()
-        result = np.copy(total, order="K")
+        ahead = comm.Isend([sent, MPI.BYTE], dest=chain.next, tag=_CHAIN_TAG)
+        if pair:
+            yield [ahead, comm.Irecv([note, MPI.BYTE], source=chain.last, tag=_CHAIN_TAG)]
+            block.sync()
+            result = np.copy(total, order="K")
+        else:
+            incoming = Incoming(comm, MPI, shape, dtype, chain.last)
+            yield [ahead] + incoming.requests
+            result = incoming.value()
         shared.give_back(block)
         return result
     yield [comm.Irecv([note, MPI.BYTE], source=chain.previous, tag=_CHAIN_TAG)]
     block.sync()
     total = block.view(shape, dtype, note[0] == _COLUMN_MAJOR)
+    if not chain.is_last:                 # between the first and the last of several
+        collectives.combine_in_order(blocks, reduction, total, owned=True)
+        del blocks
+        block.sync()
+        incoming = Incoming(comm, MPI, shape, dtype, chain.last)
+        yield [comm.Isend([note, MPI.BYTE], dest=chain.next, tag=_CHAIN_TAG)] + \
+            incoming.requests
+        shared.give_back(block)
+        return incoming.value()
+    if not pair:                          # the last of several: the total in a new array
+        total = collectives.combine_in_order(blocks, reduction, total)
+        del blocks
+        out = np.asarray(collectives.finish_reduction(total, reduction, group_size, True,
+                                                      from_zero))
+        yield [r for k in chain.others for r in _send(comm, MPI, out, k)]
+        shared.give_back(block)
+        return out
     collectives.combine_in_order(blocks, reduction, total, owned=True)
     del blocks
     out = np.asarray(collectives.finish_reduction(total, reduction, group_size, True,
