@@ -344,6 +344,21 @@ class Compiled:
         return print_module(self.module)
 
 
+@dataclasses.dataclass
+class Traced:
+    """What ``jit(f).trace(*args)`` gives: the traced program (``jaxpr``, which prints like
+    JAX's) and the function's name; ``lower()`` gives the lowered programs."""
+    compiled: Compiled
+    fun_name: str
+
+    @property
+    def jaxpr(self) -> ClosedProgram:
+        return self.compiled.closed
+
+    def lower(self) -> Compiled:
+        return self.compiled
+
+
 class _Unspecified:
     """No sharding was asked for (None is a request: leave the value as it is)."""
 
@@ -588,6 +603,11 @@ class JitFunction:
         if key is not None:
             self.cache[key] = compiled
         return compiled
+
+    def trace(self, *args, **kwargs) -> "Traced":
+        """JAX's ``jit(f).trace(*args)``: the traced program (``.jaxpr``), to lower
+        (``.lower()``) without tracing again."""
+        return Traced(self.lower(*args, **kwargs), _name(self.fun))
 
     def lower(self, *args, **kwargs) -> Compiled:
         """Trace and lower without running: the traced program and the per-device programs."""

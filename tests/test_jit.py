@@ -234,3 +234,25 @@ def test_numpy_arguments_take_the_cached_call_and_retrace_on_a_new_shape_or_dtyp
     finally:
         shardc.config.update("jax_enable_x64", False)
     assert f(np.ones(3, np.float64)).dtype == np.float32
+
+
+def test_trace_gives_the_traced_program_and_lowers_without_tracing_again():
+    # JAX's jit(f).trace(*args): .jaxpr, .fun_name, .lower()
+    traced_calls = []
+
+    def scaled(x):
+        traced_calls.append(1)
+        return lax.psum(x, "i") * 2
+
+    mesh = shardc.make_mesh((4,), ("i",))
+    f = shardc.jit(shardc.shard_map(scaled, mesh=mesh, in_specs=P("i"), out_specs=P()))
+    traced = f.trace(jnp.arange(8.0))
+    assert traced.fun_name == "scaled"
+    text = str(traced.jaxpr)
+    assert "shard_map[" in text and "psum[mesh_axes=('i',)]" in text
+    assert traced.jaxpr.out_avals[0].shape == (2,)
+    assert len(traced_calls) == 1
+    lowered = traced.lower()
+    assert lowered.compile() is lowered and "psum" in lowered.as_text()
+    assert len(traced_calls) == 1
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(8.0))), [24.0, 32.0])
