@@ -189,28 +189,22 @@ def check_shared_reductions():
         in_specs=P("a"), out_specs=P())) for m in (mesh, backwards)]
     for call in range(4):
         record(f"shared/alternating/{call}", both[call % 2](x * (call + 1)))
+    # no new shared block (a full pool; a machine without room on one process only, which
+    # the processes agree on): the reduction goes as messages on every process alike
     from runtime.mpi import chain
-    capacity = shared.CAPACITY
-    shared.CAPACITY = 0            # on every process alike: no new shared block
-    try:
-        f = jax.jit(jax.shard_map(lambda b: lax.psum(jnp.cos(b) * 7, "a"), mesh=mesh,
-                                  in_specs=P("a"), out_specs=P()))
-        before = chain.runs["shared"]
-        record("shared/pool_full", f(jnp.asarray(data((8 * 6, 400), seed=22))))
-        assert chain.runs["shared"] == before, "a full pool still made a shared block"
-    finally:
-        shared.CAPACITY = capacity
-    # the machine has no room for a block on one process only: both agree, and send messages
-    room_for = shared._room_for
-    shared._room_for = lambda nbytes: jax.process_index() != 1
-    try:
-        f = jax.jit(jax.shard_map(lambda b: lax.psum(jnp.tan(b) * 3, "a"), mesh=mesh,
-                                  in_specs=P("a"), out_specs=P()))
-        before = chain.runs["shared"]
-        record("shared/no_room", f(jnp.asarray(data((8 * 6, 2000), seed=23))))
-        assert chain.runs["shared"] == before, "a block was made without room for it"
-    finally:
-        shared._room_for = room_for
+    for name, setting, value, cols in (
+            ("pool_full", "CAPACITY", 0, 400),
+            ("no_room", "_room_for", lambda nbytes: jax.process_index() != 1, 2000)):
+        kept = getattr(shared, setting)
+        setattr(shared, setting, value)
+        try:
+            f = jax.jit(jax.shard_map(lambda b: lax.psum(jnp.cos(b) * 7, "a"), mesh=mesh,
+                                      in_specs=P("a"), out_specs=P()))
+            before = chain.runs["shared"]
+            record(f"shared/{name}", f(jnp.asarray(data((8 * 6, cols), seed=22))))
+            assert chain.runs["shared"] == before, f"{name}: a shared block was made"
+        finally:
+            setattr(shared, setting, kept)
     # a mesh of the first half of the devices: under -n 2, process 1 holds none of them, and
     # reads the replicated result as every process does
     half = Mesh(np.array(jax.devices()[:4]), ("a",))
