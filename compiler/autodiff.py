@@ -18,8 +18,7 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
                               partial_eval)
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is_jax_value,
-                              is_python_scalar, layouts_of, set_current_trace, trace_to_program,
-                              weakened, weakly_typed)
+                              is_python_scalar, layouts_of, set_current_trace, trace_to_program)
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
@@ -79,8 +78,7 @@ def vjp(fun, *primals, has_aux=False):
     tangent_avals = [aval_of(p) for p, d in zip(flat_primals, diff) if d]
 
     pullback = _Pullback(linear_prog, tangent_avals, out_tree, in_tree,
-                         [aval_of(p) for p in flat_primals], diff, has_aux,
-                         [weakly_typed(p) for p in flat_primals])
+                         [aval_of(p) for p in flat_primals], diff, has_aux)
     # a pytree whose leaves are the residuals (as JAX's): it can be a custom_vjp residual, or
     # pass through jit
     vjp_fun = tree.Partial(pullback, list(residuals))
@@ -92,11 +90,10 @@ class _Pullback:
     output cotangent to the primals' (zeros where a primal does not differentiate)."""
 
     def __init__(self, linear_prog, tangent_avals, out_tree, in_tree, primal_avals, diff,
-                 has_aux, primal_weak):
+                 has_aux):
         self.linear_prog, self.tangent_avals = linear_prog, tangent_avals
         self.out_tree, self.in_tree = out_tree, in_tree
         self.primal_avals, self.diff, self.has_aux = primal_avals, diff, has_aux
-        self.primal_weak = primal_weak
 
     def __call__(self, residuals, ct):
         ct_leaves, ct_tree = tree.tree_flatten(ct)
@@ -113,9 +110,6 @@ class _Pullback:
         # an integer or boolean primal's cotangent is JAX's float0 zeros (a numpy array)
         flat = [instantiate(next(it), aval) if d else np.zeros(aval.shape, dtypes.FLOAT0)
                 for aval, d in zip(self.primal_avals, self.diff)]
-        # a cotangent has its primal's type, weakly typed where the primal is (JAX's)
-        flat = [weakened(c) if w and d else c
-                for c, w, d in zip(flat, self.primal_weak, self.diff)]
         return tree.tree_unflatten(self.in_tree, flat)
 
 

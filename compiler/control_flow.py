@@ -346,21 +346,19 @@ def _is_concrete_int(value) -> bool:
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``lax.fori_loop``: ``body_fun(i, val)`` for i in [lower, upper). Static bounds lower to a
     scan (reverse-mode differentiable); traced bounds to a while loop. ``unroll`` is the
-    scan's (static bounds only, as in JAX). The counter has the bounds' dtype (see
+    scan's (static bounds only, as in JAX). With static bounds the counter is a weakly typed
+    int32 (it counts from ``int(lower)``, as JAX's); otherwise it has the bounds' dtype (see
     ``_loop_index_dtype``)."""
     dtype = _loop_index_dtype(lower, upper)
     one = np.asarray(1, dtype)[()]
     if _is_concrete_int(lower) and _is_concrete_int(upper):
-        # Python int bounds give a weakly typed counter, as JAX's
-        weak = is_python_scalar(lower) and is_python_scalar(upper)
-        step_by = 1 if weak else one
-        start = int(lower) if weak else np.asarray(int(lower), dtype)[()]
-
+        # the counter counts from ``int(lower)``, a Python int: weakly typed int32, whatever
+        # the bounds' dtype, as JAX's
         def step(loop_carry, _):
             i, val = loop_carry
-            return (bind(prims.add_p, i, step_by), body_fun(i, val)), None
+            return (bind(prims.add_p, i, 1), body_fun(i, val)), None
 
-        (_, result), _ = scan(step, (start, init_val), None,
+        (_, result), _ = scan(step, (int(lower), init_val), None,
                               length=max(0, int(upper) - int(lower)),
                               unroll=False if unroll is None else unroll,
                               carry_name="loop_carry")
@@ -535,9 +533,9 @@ def _switch(construct, index, branches, names, operands):
             for p in programs]
     outs = iter(bind(prims.cond_p, index, *consts, *ops_flat, branches=tuple(kept)))
     results = [next(outs) if f is None else ops_flat[f] for f in forwarded]
-    # weakly typed where every branch gives a weakly typed result
-    results = weakened_where(results, [all(t[3][k] for t in traced)
-                                    for k in range(len(results))])
+    # weakly typed where the first branch (cond's false_fun) gives a weakly typed result,
+    # as JAX types a cond's results from its first branch
+    results = weakened_where(results, traced[0][3])
     return tree.tree_unflatten(out_trees[0], results)
 
 

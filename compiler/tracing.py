@@ -425,14 +425,20 @@ def check_closed_over(aval) -> None:
 
 
 def weakly_typed(value) -> bool:
-    """Whether ``value`` is weakly typed (JAX's weak_type): a Python scalar, an array made
-    from one, a traced value standing for one, or what only such values computed."""
-    return is_python_scalar(value) or getattr(value, "weak", False) is True
+    """Whether ``value`` is weakly typed (JAX's weak_type): a Python number (not a bool), an
+    array made from one, a traced value standing for one, or what only such values
+    computed."""
+    return _weak_number(value) or getattr(value, "weak", False) is True
+
+
+def _weak_number(value) -> bool:
+    """A Python int, float or complex: JAX's weakly typed scalars (a bool is typed)."""
+    return is_python_scalar(value) and not isinstance(value, bool)
 
 
 def _all_weak(values) -> bool:
     for v in values:
-        if getattr(v, "weak", False) is not True and not is_python_scalar(v):
+        if getattr(v, "weak", False) is not True:
             return False
     return True
 

@@ -371,6 +371,21 @@ def _result_type(dtypes, weak) -> np.dtype:
     return canonicalize(_default_of(_least_upper_bound(nodes)))
 
 
+def promotes_weak(dtypes, weak) -> bool:
+    """Whether values of ``dtypes`` (``weak``: which are weakly typed) promote to a weakly
+    typed result, as JAX's lattice says: all are weak, or a weak one lifts the kind above
+    every typed one's (an int32 array plus 2.5 is a weak float; a float32 array plus 2.5 is
+    float32)."""
+    if all(weak):
+        return True
+    if not any(weak):
+        return False
+    return _least_upper_bound({_node(d, w) for d, w in zip(dtypes, weak)}) in _WEAK_NODES
+
+
+_WEAK_NODES = (int, float, complex)
+
+
 # JAX's dtype of no values: the cotangent of an integer or boolean input
 FLOAT0 = np.dtype([("float0", np.void, 0)])
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from compiler.tracing import Tracer, aval_of, is_python_scalar
+from compiler.tracing import Tracer, aval_of, is_python_scalar, weakly_typed
 from ir import dtypes as _dt
 
 __all__ = [
@@ -100,9 +100,9 @@ def canonicalize_dtype(dtype) -> np.dtype:
 
 
 def is_weakly_typed(x) -> bool:
-    """Whether ``x`` is weakly typed: a Python scalar, or a traced value standing for one (a
-    Python scalar given to jit, and what only such values compute)."""
-    return is_python_scalar(x) or getattr(x, "weak", False)
+    """Whether ``x`` is weakly typed: a Python number (a bool is typed, as in JAX), or an
+    array or traced value standing for one (what only such values compute)."""
+    return weakly_typed(x)
 
 
 _PYTHON_SCALAR_TYPES = (bool, int, float, complex)

@@ -106,14 +106,17 @@ def test_x64_defaults_and_precision_match_numpy():
 
 
 def test_jit_cache_keys_on_x64():
-    f = shardc.jit(lambda v: v + jnp.arange(3) * 0.5)
-    x = jnp.zeros(3, jnp.float32)
-    assert f(x).dtype == np.float32
+    f = shardc.jit(lambda v: v + jnp.arange(3))
+    x = jnp.zeros(3, jnp.int32)
+    assert f(x).dtype == np.int32
     with enable_x64():
         assert config.jax_enable_x64 is True
-        assert f(x).dtype == np.float64                 # 0.5 * int64 arange: float64
+        assert f(x).dtype == np.int64                   # int32 + an int64 arange: int64
+        # an int64 arange times 0.5 is a weak float64, which a float32 array keeps float32
+        # (JAX's)
+        assert (jnp.zeros(3, jnp.float32) + jnp.arange(3) * 0.5).dtype == np.float32
     assert config.jax_enable_x64 is False
-    assert f(x).dtype == np.float32
+    assert f(x).dtype == np.int32
     assert f.trace_count == 2
 
 

@@ -7,6 +7,7 @@ from compiler.control_flow import cond, fori_loop, scan, switch, while_loop
 import shardc.numpy as jnp
 from shardc.batching_api import vmap
 from shardc.lax._shapes import array_operand, checked_axis, slice_along
+from shardc.numpy._core import typed
 
 __all__ = ["cond", "fori_loop", "scan", "switch", "while_loop", "associative_scan", "map"]
 
@@ -24,7 +25,8 @@ def _interleave(evens, odds, axis):
     shape = list(evens.shape)
     shape[axis] = 2 * n_even
     merged = jnp.reshape(pairs, tuple(shape))
-    return slice_along(merged, 0, n_even + n_odd, 1, axis)
+    # typed, as JAX's (which pads both halves with a constant typed like an array)
+    return typed(slice_along(merged, 0, n_even + n_odd, 1, axis))
 
 
 def associative_scan(fn, elems, reverse=False, axis=0):

@@ -12,11 +12,11 @@ from compiler.tracing import Tracer, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array
-from shardc.dtypes import result_type
-from shardc.numpy._core import (as_array, asarray, astype, broadcast_operands,
+from shardc.dtypes import is_weakly_typed, result_type
+from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_operands,
                                 broadcast_typed_operands, convert, dtype_of, full_like,
-                                is_array, keeps_weak, ones_like, promote, shape_of,
-                                weakly_typed_like, zeros_like)
+                                is_array, keeps_weak, keeps_weak_scalars, ndim_of, ones_like,
+                                promote, shape_of, weakly_typed_like, zeros_like)
 from shardc.numpy._scalars import bool_
 
 __all__ = [
@@ -70,19 +70,19 @@ def arctan2(x, y):
     return binary_op(p.atan2_p, x, y)
 
 
-@keeps_weak
+@keeps_weak_scalars
 def logical_and(x, y):
     """Elementwise logical and (operands taken as booleans)."""
     return binary_op(p.and_p, astype(x, bool_), astype(y, bool_))
 
 
-@keeps_weak
+@keeps_weak_scalars
 def logical_or(x, y):
     """Elementwise logical or (operands taken as booleans)."""
     return binary_op(p.or_p, astype(x, bool_), astype(y, bool_))
 
 
-@keeps_weak
+@keeps_weak_scalars
 def logical_not(x):
     """Elementwise logical not (operand taken as boolean)."""
     return bind(p.not_p, astype(x, bool_))
@@ -160,7 +160,6 @@ def nonzero_int_divisor(y):
 mod = remainder
 
 
-@keeps_weak
 def power(x, y):
     """``x ** y`` with JAX's rules.
 
@@ -172,9 +171,10 @@ def power(x, y):
 
     >>> power(jnp.arange(4, dtype=jnp.uint8), 3)             # uint8 [0, 1, 8, 27]
     """
+    operands = (x, y)
     exponent = _concrete_int_exponent(y)
     if exponent is not None:
-        return _integer_pow(x, exponent)
+        return weakly_typed_like(_integer_pow(x, exponent), x)    # the base's, as JAX's
     x, y = promote(x, y)
     if _dt.is_bool(dtype_of(x)):
         x, y = astype(x, _dt.int_), astype(y, _dt.int_)
@@ -182,8 +182,21 @@ def power(x, y):
         # JAX's binary exponentiation sees the exponent's low 6 bits; 0 ** y is 0 for y != 0
         low_bits = bitwise_and(y, convert(63, dtype_of(y)))
         zero_base = logical_and(equal(x, 0), not_equal(y, 0))
-        return where(zero_base, zeros_like(x), binary_op(p.pow_p, x, low_bits))
-    return binary_op(p.pow_p, x, y)
+        result = where(zero_base, zeros_like(x), binary_op(p.pow_p, x, low_bits))
+        # its constants are made like the base: weak only of weak scalars, as JAX's
+        return weakly_typed_like(result, *operands) if all(
+            ndim_of(a) == 0 for a in operands) else result
+    if _dt.is_int(dtype_of(operands[1])) and not _dt.is_bool(dtype_of(operands[1])):
+        # an inexact base to integer powers is lax.pow of the operands as they are (JAX's):
+        # weakly typed only where both are
+        return _all_weak_like(binary_op(p.pow_p, x, y), *operands)
+    return weakly_typed_like(binary_op(p.pow_p, x, y), *operands)
+
+
+def _all_weak_like(result, *operands):
+    """``result``, weakly typed where every operand is (a lax operation's rule)."""
+    return weakly_typed_like(result, *operands) if all(
+        is_weakly_typed(a) for a in operands) else result
 
 
 def _concrete_int_exponent(y):
@@ -282,8 +295,9 @@ def square(x):
 
 
 def reciprocal(x):
-    """Elementwise ``1 / x`` (integers divide to float32)."""
-    return divide(1, x)
+    """Elementwise ``1 / x`` (integers divide to float32); weakly typed where ``x`` is."""
+    inexact = as_inexact(x)
+    return weakly_typed_like(divide(convert(1, dtype_of(inexact)), inexact), x)
 
 
 def isnan(x):

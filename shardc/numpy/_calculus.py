@@ -7,11 +7,12 @@ import numpy as np
 
 from compiler.tracing import Tracer
 from ir import dtypes as _dt
+from shardc.dtypes import is_weakly_typed
 from shardc.numpy._arithmetic import (abs, add, clip, divide, equal, greater, less, logical_and,
                                       multiply, negative, not_equal, remainder, subtract, where)
 from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_to, canonical_axis,
                                 concatenate, convert, dtype_of, is_array, promote, ravel, reshape,
-                                shape_of, zeros)
+                                shape_of, typed, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import flip
 from shardc.numpy._products import matmul
@@ -143,6 +144,8 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation of the points ``(xp, fp)`` (``xp`` increasing) at ``x``;
     ``left``/``right`` (default the end values) outside."""
+    weak = _dt.promotes_weak([dtype_of(v) for v in (x, xp, fp)],
+                             [is_weakly_typed(v) for v in (x, xp, fp)])
     x, xp, fp = as_inexact(x), as_inexact(xp), as_inexact(fp)
     if len(shape_of(xp)) != 1 or shape_of(xp) != shape_of(fp):
         raise ValueError("xp and fp must be one-dimensional arrays of equal size")
@@ -170,7 +173,9 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         value = add(f0, multiply(slope, subtract(x, x0)))
         value = where(equal(x, xp[-1]), fp[-1], value)
     value = where(less(x, xp[0]), fp[0] if left is None else left, value)
-    return where(greater(x, xp[-1]), fp[-1] if right is None else right, value)
+    value = where(greater(x, xp[-1]), fp[-1] if right is None else right, value)
+    # JAX promotes the three to one type first: weakly typed only where that is
+    return value if weak else typed(value)
 
 
 def unwrap(p, discont=None, axis=-1, period=2 * np.pi):

@@ -48,11 +48,12 @@ def dtype_of(x) -> np.dtype:
 
 
 def weakly_typed_like(result, *operands):
-    """``result`` (or each of a tuple of results), marked weakly typed when every operand is
-    (JAX's weak_type propagation)."""
-    for a in operands:
-        if not is_weakly_typed(a):
-            return result
+    """``result`` (or each of a tuple of results), marked weakly typed as JAX's promotion of
+    ``operands`` makes it: when every operand is, or a weakly typed one lifts the kind above
+    the typed ones' (an int32 array plus 2.5 is a weak float)."""
+    weak = [is_weakly_typed(a) for a in operands]
+    if not all(weak) and not _dt.promotes_weak([dtype_of(a) for a in operands], weak):
+        return result
     if isinstance(result, tuple):
         return tuple(weakened(r) for r in result)
     return weakened(result)
@@ -65,6 +66,19 @@ def keeps_weak(fn):
     @functools.wraps(fn)
     def wrapped(*args):
         return weakly_typed_like(fn(*args), *args)
+    return wrapped
+
+
+def keeps_weak_scalars(fn):
+    """``keeps_weak`` for a function that also computes with constants made like its operand
+    (JAX's ``lax._const``: a Python number for a weak scalar, a typed array otherwise): its
+    results are weakly typed when its operands are all weak scalars."""
+    @functools.wraps(fn)
+    def wrapped(*args):
+        result = fn(*args)
+        if all(ndim_of(a) == 0 for a in args):
+            return weakly_typed_like(result, *args)
+        return result
     return wrapped
 
 

@@ -24,7 +24,8 @@ from shardc.sharding import auto_axes, with_sharding_constraint
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
-                                nested_values, ones_like, ravel, reshape, zeros_like)
+                                nested_values, ones_like, ravel, reshape, weakly_typed_like,
+                                zeros_like)
 
 __all__ = ["take"]
 
@@ -661,9 +662,11 @@ class _IndexedRef:
 
     def _apply(self, value, mode, how, out_sharding):
         if out_sharding is not None:
-            return auto_axes(lambda x, index, value: _update(x, index, value, how),
-                             out_sharding=out_sharding)(self.x, self._index(mode), value)
-        return _update(self.x, self._index(mode), value, how)
+            result = auto_axes(lambda x, index, value: _update(x, index, value, how),
+                               out_sharding=out_sharding)(self.x, self._index(mode), value)
+        else:
+            result = _update(self.x, self._index(mode), value, how)
+        return weakly_typed_like(result, self.x)      # a scatter's: the operand's, as JAX's
 
     def set(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
             out_sharding=None):

@@ -223,11 +223,11 @@ def _pad_constant(x, widths, constant_values):
     dtype = dtype_of(x)
     if np.ndim(constant_values) == 0 and not isinstance(constant_values, Tracer):
         # one value everywhere: one lax.pad, which keeps a split operand split (JAX's rule);
-        # a weak operand padded with a number stays weak, as JAX's
+        # the value takes the operand's type, so the result is weak where the operand is
         value = convert(asarray(constant_values), dtype)
         padded = bind(p.pad_p, x, value,
                       padding_config=tuple((int(lo), int(hi), 0) for lo, hi in widths.tolist()))
-        return weakly_typed_like(padded, x, constant_values)
+        return weakly_typed_like(padded, x)
     values = broadcast_to(convert(asarray(constant_values), dtype), (len(widths), 2))
     for axis, (before, after) in enumerate(widths.tolist()):
         x = _with_sides(x, axis, before, after,

@@ -476,6 +476,9 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = promote(a, b)
     if not _dt.is_inexact(dtype_of(a)):
         a, b = astype(a, _dt.float_), astype(b, _dt.float_)
+    # the tolerances are typed as the values' (real) dtype, as JAX's: the result is typed
+    real = np.zeros((), dtype_of(a)).real.dtype
+    rtol, atol = convert(rtol, real), convert(atol, real)
     close = logical_or(equal(a, b),
                        less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b)))))
     if equal_nan:

@@ -22,7 +22,8 @@ from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, ceil, clip, 
                                       remainder, sin, sqrt, subtract, where)
 from shardc.numpy._core import (as_array, as_inexact, astype, broadcast_arrays,
                                 broadcast_operands, convert, dtype_of, full_like, keeps_weak,
-                                ndim_of, ones_like, promote, weakly_typed_like, zeros_like)
+                                keeps_weak_scalars, ndim_of, ones_like, promote,
+                                weakly_typed_like, zeros_like)
 from shardc.numpy._reductions import any
 
 __all__ = [
@@ -71,14 +72,14 @@ def log10(x):
     return divide(log(x), convert(np.log(10), dtype_of(x)))
 
 
-@keeps_weak
+@keeps_weak_scalars
 def deg2rad(x):
     """Degrees to radians."""
     x = as_inexact(x)
     return multiply(x, convert(np.pi / 180, dtype_of(x)))
 
 
-@keeps_weak
+@keeps_weak_scalars
 def rad2deg(x):
     """Radians to degrees."""
     x = as_inexact(x)
@@ -187,7 +188,7 @@ def copysign(x, y):
     return where(signbit(y), negative(magnitude), magnitude)
 
 
-@keeps_weak
+@keeps_weak_scalars
 def heaviside(x, h0):
     """0 where ``x < 0``, ``h0`` where ``x == 0``, 1 where ``x > 0`` (NaN stays NaN); a float
     result, as numpy's and JAX's."""
@@ -199,7 +200,7 @@ def heaviside(x, h0):
     return step
 
 
-@keeps_weak
+@keeps_weak_scalars
 def hypot(x, y):
     """``sqrt(x**2 + y**2)`` without overflow or underflow in the squares."""
     x, y = _inexact_pair(x, y)
@@ -228,7 +229,7 @@ def logaddexp(x, y):
     return _logaddexp(x, y, lambda gap: log1p(exp(gap)))
 
 
-@keeps_weak
+@keeps_weak_scalars
 def logaddexp2(x, y):
     """``log2(2**x + 2**y)`` without overflow."""
     def log2_1p_exp2(gap):
@@ -236,7 +237,7 @@ def logaddexp2(x, y):
     return _logaddexp(x, y, log2_1p_exp2)
 
 
-@keeps_weak
+@keeps_weak_scalars
 def sinc(x):
     """``sin(pi x) / (pi x)``, 1 at 0."""
     x = as_inexact(x)
@@ -312,7 +313,7 @@ def bitwise_count(x):
     return astype(bind(p.population_count_p, abs(x)), np.uint8)
 
 
-@keeps_weak
+@keeps_weak_scalars
 def logical_xor(x, y):
     """Elementwise logical exclusive or (operands taken as booleans)."""
     return binary_op(p.xor_p, astype(x, bool), astype(y, bool))
@@ -381,7 +382,7 @@ def frexp(x):
     return where(special, x, m), where(special, zeros_like(e), e)
 
 
-@keeps_weak
+@keeps_weak_scalars
 def gcd(x, y):
     """Greatest common divisor of integers (non-negative), by Euclid's algorithm."""
     x, y = _integer_pair("gcd", x, y)
@@ -397,7 +398,7 @@ def gcd(x, y):
     return while_loop(unfinished, step, (x, y))[0]
 
 
-@keeps_weak
+@keeps_weak_scalars
 def lcm(x, y):
     """Least common multiple of integers (non-negative); 0 if either is 0."""
     x, y = _integer_pair("lcm", x, y)
