@@ -428,12 +428,11 @@ def weakly_typed(value) -> bool:
     """Whether ``value`` is weakly typed (JAX's weak_type): a Python number (not a bool), an
     array made from one, a traced value standing for one, or what only such values
     computed."""
-    return _weak_number(value) or getattr(value, "weak", False) is True
+    return type(value) in _WEAK_NUMBERS or getattr(value, "weak", False) is True
 
 
-def _weak_number(value) -> bool:
-    """A Python int, float or complex: JAX's weakly typed scalars (a bool is typed)."""
-    return is_python_scalar(value) and not isinstance(value, bool)
+# JAX's weakly typed scalars: Python ints, floats and complex numbers (a bool is typed)
+_WEAK_NUMBERS = frozenset((int, float, complex))
 
 
 def _all_weak(values) -> bool:

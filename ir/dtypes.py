@@ -380,10 +380,16 @@ def promotes_weak(dtypes, weak) -> bool:
         return True
     if not any(weak):
         return False
-    return _least_upper_bound({_node(d, w) for d, w in zip(dtypes, weak)}) in _WEAK_NODES
+    key = (tuple(dtypes), tuple(weak))
+    found = _PROMOTES_WEAK.get(key)
+    if found is None:
+        found = _PROMOTES_WEAK[key] = _least_upper_bound(
+            {_node(d, w) for d, w in zip(dtypes, weak)}) in _WEAK_NODES
+    return found
 
 
 _WEAK_NODES = (int, float, complex)
+_PROMOTES_WEAK: dict = register_cache({})
 
 
 # JAX's dtype of no values: the cotangent of an integer or boolean input

@@ -99,11 +99,7 @@ def canonicalize_dtype(dtype) -> np.dtype:
     return _dt.canonicalize(dtype)
 
 
-def is_weakly_typed(x) -> bool:
-    """Whether ``x`` is weakly typed: a Python number (a bool is typed, as in JAX), or an
-    array or traced value standing for one (what only such values compute)."""
-    return weakly_typed(x)
-
+is_weakly_typed = weakly_typed   # a Python number (a bool is typed), or what stands for one
 
 _PYTHON_SCALAR_TYPES = (bool, int, float, complex)
 

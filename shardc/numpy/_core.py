@@ -52,7 +52,8 @@ def weakly_typed_like(result, *operands):
     ``operands`` makes it: when every operand is, or a weakly typed one lifts the kind above
     the typed ones' (an int32 array plus 2.5 is a weak float)."""
     weak = [is_weakly_typed(a) for a in operands]
-    if not all(weak) and not _dt.promotes_weak([dtype_of(a) for a in operands], weak):
+    if True not in weak or (False in weak and not _dt.promotes_weak(
+            [dtype_of(a) for a in operands], weak)):
         return result
     if isinstance(result, tuple):
         return tuple(weakened(r) for r in result)
