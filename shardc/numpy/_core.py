@@ -50,14 +50,41 @@ def dtype_of(x) -> np.dtype:
 def weakly_typed_like(result, *operands):
     """``result`` (or each of a tuple of results), marked weakly typed as JAX's promotion of
     ``operands`` makes it: when every operand is, or a weakly typed one lifts the kind above
-    the typed ones' (an int32 array plus 2.5 is a weak float)."""
-    weak = [is_weakly_typed(a) for a in operands]
-    if True not in weak or (False in weak and not _dt.promotes_weak(
-            [dtype_of(a) for a in operands], weak)):
+    the typed ones' (an int32 array plus 2.5 is a weak float; a float32 array times 1.5 is
+    float32)."""
+    some = every = False
+    for a in operands:                     # this runs at every operation: cheap tests first
+        if type(a) in _NUMBER_KINDS or getattr(a, "weak", False) is True:
+            some = True
+        else:
+            every = True                   # (a typed one: not every operand is weak)
+    if not some or (every and not _mixed_promotes_weak(operands)):
         return result
     if isinstance(result, tuple):
         return tuple(weakened(r) for r in result)
     return weakened(result)
+
+
+def _mixed_promotes_weak(operands) -> bool:
+    """Whether weakly typed and typed ``operands`` promote to a weakly typed result: not where
+    the weak ones are of no higher kind than a typed one (a float32 array times 1.5), else as
+    JAX's lattice says."""
+    weak_kind = typed_kind = -1
+    for a in operands:
+        found = _NUMBER_KINDS.get(type(a))
+        if found is None:
+            dtype = getattr(a, "dtype", None)
+            found = _dt.kind(dtype if isinstance(dtype, np.dtype) else dtype_of(a))
+            if getattr(a, "weak", False) is not True:
+                typed_kind = found if found > typed_kind else typed_kind
+                continue
+        weak_kind = found if found > weak_kind else weak_kind
+    return weak_kind > typed_kind and _dt.promotes_weak(
+        [dtype_of(a) for a in operands], [is_weakly_typed(a) for a in operands])
+
+
+# JAX's weakly typed Python numbers, by kind (a bool is typed)
+_NUMBER_KINDS = {int: _dt.INT, float: _dt.FLOAT, complex: _dt.COMPLEX}
 
 
 def keeps_weak(fn):
