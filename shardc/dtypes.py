@@ -106,14 +106,21 @@ _PYTHON_SCALAR_TYPES = (bool, int, float, complex)
 
 def result_type(*args) -> np.dtype:
     """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
+    return promotion(*args)[0]
+
+
+def promotion(*args) -> tuple:
+    """``(dtype, weak)``: the dtype JAX would give an operation on ``args`` (dtypes or
+    values), and whether its result is weakly typed (JAX's lattice: every operand is, or a
+    weak one lifts the kind above the typed ones')."""
     dts, weak = [], []
     for a in args:
         if isinstance(a, Tracer):                       # the common operand: weak only when it
             dts.append(a.aval.dtype)                    # stands for a Python scalar
-            weak.append(getattr(a, "weak", False))
-        elif type(a) in _PYTHON_SCALAR_TYPES:           # a Python scalar: weak
-            dts.append(_dt.weak_scalar_dtype(a))
-            weak.append(True)
+            weak.append(getattr(a, "weak", False) is True)
+        elif type(a) in _PYTHON_SCALAR_TYPES:           # a Python number: weak (a bool
+            dts.append(_dt.weak_scalar_dtype(a))        # is typed)
+            weak.append(type(a) is not bool)
         elif a is int or a is float or a is complex:    # Python's types are weak, as in JAX
             dts.append(_dt.weak_scalar_dtype(a(0)))
             weak.append(True)
@@ -123,7 +130,7 @@ def result_type(*args) -> np.dtype:
         else:
             dts.append(aval_of(a).dtype)
             weak.append(is_weakly_typed(a))
-    return _dt.result_type(dts, weak)
+    return _dt.result_type(dts, weak), _dt.promotes_weak(dts, weak)
 
 
 finfo = ml_dtypes.finfo       # np.finfo extended to bfloat16 and the small floats

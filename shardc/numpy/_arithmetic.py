@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-from compiler.tracing import Tracer, bind, is_python_scalar
+from compiler.tracing import Tracer, bind, is_python_scalar, weakened
 from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array
@@ -16,7 +16,7 @@ from shardc.dtypes import is_weakly_typed, result_type
 from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_operands,
                                 broadcast_typed_operands, convert, dtype_of, full_like,
                                 is_array, keeps_weak, keeps_weak_scalars, ndim_of, ones_like,
-                                promote, shape_of, weakly_typed_like, zeros_like)
+                                promote, promoted, shape_of, weakly_typed_like, zeros_like)
 from shardc.numpy._scalars import bool_
 
 __all__ = [
@@ -30,11 +30,12 @@ __all__ = [
 
 
 def binary_op(prim, x, y):
-    """``prim`` bound to ``x`` and ``y`` promoted and broadcast; weakly typed if both are."""
-    operands = (x, y)
-    x, y = promote(x, y)
+    """``prim`` bound to ``x`` and ``y`` promoted and broadcast; weakly typed as their
+    promotion is (JAX's lattice)."""
+    (x, y), weak = promoted(x, y)
     x, y = broadcast_operands(x, y, name=prim.name)
-    return weakly_typed_like(bind(prim, x, y), *operands)
+    result = bind(prim, x, y)
+    return weakened(result) if weak else result
 
 
 def _make_binary(prim, name, doc):

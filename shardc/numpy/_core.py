@@ -27,7 +27,7 @@ from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sh
                                partitions, type_sharding)
 from runtime.array import Array, detached
 from runtime.reference import convert_element, device_put
-from shardc.dtypes import is_weakly_typed, result_type
+from shardc.dtypes import is_weakly_typed, promotion, result_type
 from shardc.sharding import check_explicit_axes, resolve_sharding
 
 __all__ = [
@@ -132,13 +132,19 @@ def convert(x, dtype):
 
 def promote(*args):
     """``args`` converted to the dtype JAX promotes them to (``result_type``)."""
+    return promoted(*args)[0]
+
+
+def promoted(*args) -> tuple:
+    """``(args converted to the dtype JAX promotes them to, whether an operation on them is
+    weakly typed)`` (``dtypes.promotion``)."""
     for a in args:      # result_type reads a string as a dtype name; an operand is a value
                         # (lists are converted by asarray, which checks them)
         if not (isinstance(a, (Tracer, list, tuple)) or is_python_scalar(a)):
             check_jax_value(a, "an operand")
-    dtype = result_type(*args)
+    dtype, weak = promotion(*args)
     return [a if isinstance(a, Tracer) and a.aval.dtype == dtype else convert(a, dtype)
-            for a in args]
+            for a in args], weak
 
 
 def shape_of(x) -> tuple:
