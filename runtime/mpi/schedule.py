@@ -435,7 +435,10 @@ def _where_devices_wait(state: _Round, waiting: dict) -> dict:
     its node, first device of its group, group size)``, from every process holding devices of
     the mesh (one allgather of three integers per device)."""
     me = world().rank
-    mine = np.zeros((len(state.positions_of[me]), 3), np.int64)
+    # as many rows from every process (one allgather of equal blocks), though processes may
+    # hold different numbers of the mesh's devices (a mesh of 5 of 6 devices on 2 processes)
+    mine = np.zeros((max(len(positions) for positions in state.positions_of.values()), 3),
+                    np.int64)
     for k, p in enumerate(state.positions_of[me]):
         request = waiting.get(p)
         if request is not None:

@@ -297,6 +297,18 @@ def check_uneven_groups():
                                          mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y")))
         for kind, f in (("psum", straight), ("loop", looped), ("all_gather", gathered)):
             record(f"uneven/{name}/{kind}", f(x))
+    # a mesh of 7 of the 8 devices: the processes hold different numbers of its devices
+    # (4 and 3 under -n 2), and collectives in loops meet in rounds
+    seven = Mesh(np.array(jax.devices()[:7]), ("i",))
+
+    def rounds(a, b):
+        c, _ = lax.scan(lambda c, _: (c + lax.psum(c * 0.5, "i"), None), a, None, length=3)
+        return c, lax.fori_loop(0, 3, lambda k, v: lax.pmax(v + k, "i"), b)
+
+    f = jax.jit(jax.shard_map(rounds, mesh=seven, in_specs=(P("i"), P("i")),
+                              out_specs=P("i"), check_vma=False))
+    record("uneven/seven_devices/rounds", f(jnp.asarray(data((7 * 3, 5), seed=17)),
+                                            jnp.asarray(data((14,), seed=18))))
 
 
 # --- control flow with collectives, grad ------------------------------------------------------
