@@ -332,10 +332,31 @@ class Compiled:
     placing: Any = None
     given: Any = None           # out_shardings resolved per result (None: none given)
     warned_donation: bool = False   # that a donated argument could not be reused (once)
+    # how a call of it looks (``__call__``): the jitted function, its static arguments (by
+    # position, and their count with the dynamic ones; by name) and the dynamic ones' types
+    call_as: Any = None
 
     def compile(self) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run."""
         return self
+
+    def __call__(self, *args, **kwargs):
+        """JAX's compiled call, ``jit(f).lower(*args).compile()(*args)``: the jitted
+        function's arguments less its static ones, of the types it was lowered for."""
+        jitted, static, count, static_kwargs, in_tree, avals = self.call_as
+        leaves, called_tree = tree.tree_flatten((args, kwargs))
+        got = [aval_of(x).strip_vma() for x in leaves]
+        if called_tree != in_tree:
+            raise TypeError("Function compiled with input pytree does not match the input "
+                            f"pytree it was called with: compiled with {in_tree}, called "
+                            f"with {called_tree}")
+        wrong = [f"Argument {k} compiled with {want.str_long()} and called with "
+                 f"{have.str_long()}" for k, (want, have) in enumerate(zip(avals, got))
+                 if (want.shape, want.dtype) != (have.shape, have.dtype)]
+        if wrong:       # JAX's words
+            raise TypeError("Argument types differ from the types for which this computation "
+                            "was compiled. The mismatches are:\n" + "\n".join(wrong))
+        return jitted(*_rebuild(static, args, count + len(args)), **kwargs, **static_kwargs)
 
     def as_text(self) -> str:
         """The lowered module as text: the traced program, then each shard_map's program at
@@ -599,7 +620,9 @@ class JitFunction:
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
-        compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None)
+        compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None,
+                            call_as=(self, static, len(static), dict(static_kwargs), in_tree,
+                                     avals))
         if key is not None:
             self.cache[key] = compiled
         return compiled

@@ -256,3 +256,20 @@ def test_trace_gives_the_traced_program_and_lowers_without_tracing_again():
     assert lowered.compile() is lowered and "psum" in lowered.as_text()
     assert len(traced_calls) == 1
     np.testing.assert_array_equal(np.asarray(f(jnp.arange(8.0))), [24.0, 32.0])
+
+
+def test_a_compiled_program_is_called_with_its_dynamic_arguments():
+    # JAX's jit(f).lower(*args).compile()(*args): static arguments were fixed by lower
+    g = shardc.jit(lambda x, n: x * n, static_argnums=1)
+    compiled = g.lower(jnp.arange(3.0), 2).compile()
+    np.testing.assert_array_equal(np.asarray(compiled(jnp.arange(3.0) + 1)), [2.0, 4.0, 6.0])
+    assert g.trace_count == 1
+    h = shardc.jit(lambda a, b: a + b)
+    by_name = h.lower(jnp.ones(2), b=jnp.float32(3)).compile()
+    np.testing.assert_array_equal(np.asarray(by_name(jnp.ones(2), b=jnp.float32(5))), [6, 6])
+    with pytest.raises(TypeError, match=r"(?s)Argument types differ from the types for which "
+                                        r"this computation was compiled.*Argument 0 compiled "
+                                        r"with float32\[3\] and called with float32\[4\]"):
+        compiled(jnp.arange(4.0))
+    with pytest.raises(TypeError, match="does not match the input pytree"):
+        compiled(jnp.arange(3.0), jnp.arange(3.0))
