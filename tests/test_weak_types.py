@@ -90,6 +90,9 @@ CASES = {
     "interp at int8 of Python points": (
         lambda: jnp.interp(jnp.arange(4, dtype=jnp.int8), jnp.array([0, 3]), jnp.array([0, 6])),
         "float32[4]"),
+    "hypot(weak array, weak array)": (lambda: jnp.hypot(F, F), "float32[3]"),
+    "heaviside(weak array, weak array)": (lambda: jnp.heaviside(F, F), "float32[3]"),
+    "heaviside(weak, weak array)": (lambda: jnp.heaviside(W, F), "~float32[3]"),
     ".at[].set of weak": (lambda: F.at[1].set(5.0), "~float32[3]"),
     ".at[].add of weak": (lambda: F.at[1].add(5.0), "~float32[3]"),
     ".at[].set of typed": (lambda: jnp.ones(3).at[1].set(5.0), "float32[3]"),

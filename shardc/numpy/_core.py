@@ -97,16 +97,21 @@ def keeps_weak(fn):
     return wrapped
 
 
-def keeps_weak_scalars(fn):
-    """``keeps_weak`` for a function that also computes with constants made like its operand
-    (JAX's ``lax._const``: a Python number for a weak scalar, a typed array otherwise): its
-    results are weakly typed when its operands are all weak scalars."""
+def keeps_weak_scalars(fn=None, *, like=None):
+    """``keeps_weak`` for a function that also computes with constants made like its operands
+    (JAX's ``lax._const``: a Python number for a weak scalar, a typed array otherwise; ``like``:
+    the positions of the operands they are made like, all by default): its results are weakly
+    typed when its operands all are and those are scalars."""
+    if fn is None:
+        return functools.partial(keeps_weak_scalars, like=like)
+
     @functools.wraps(fn)
     def wrapped(*args):
         result = fn(*args)
-        if all(ndim_of(a) == 0 for a in args):
+        if all(ndim_of(a) == 0 for a in (args if like is None else [args[k] for k in like])):
             return weakly_typed_like(result, *args)
-        return result
+        # typed constants made the result typed (where weak arrays alone met, make it so)
+        return tuple(map(typed, result)) if isinstance(result, tuple) else typed(result)
     return wrapped
 
 

@@ -188,7 +188,7 @@ def copysign(x, y):
     return where(signbit(y), negative(magnitude), magnitude)
 
 
-@keeps_weak_scalars
+@keeps_weak_scalars(like=(0,))          # its constants are made like x
 def heaviside(x, h0):
     """0 where ``x < 0``, ``h0`` where ``x == 0``, 1 where ``x > 0`` (NaN stays NaN); a float
     result, as numpy's and JAX's."""
