@@ -27,7 +27,7 @@ from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh,
-                              trace_to_program, typed_sharding, user_source, weakened,
+                              trace_to_program, typed_sharding, user_source, weakened_where,
                               weakly_typed)
 from compiler.layouts import meaningful
 from ir import dtypes
@@ -153,8 +153,7 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
 def _finished(outs: list, closed: "ClosedProgram") -> list:
     """A run's results as the caller gets them: weakly typed where the trace said so, and the
     float0 results (an integer input's cotangent: no values) put back in their places."""
-    if True in closed.out_weak:
-        outs = [weakened(o) if w else o for o, w in zip(outs, closed.out_weak)]
+    outs = weakened_where(outs, closed.out_weak)
     if closed.float0_outs:
         outs = list(outs)
         for k, shape in sorted(closed.float0_outs.items()):
@@ -333,7 +332,7 @@ class Compiled:
     given: Any = None           # out_shardings resolved per result (None: none given)
     warned_donation: bool = False   # that a donated argument could not be reused (once)
     # how a call of it looks (``__call__``): the jitted function, its static arguments (by
-    # position, and their count with the dynamic ones; by name) and the dynamic ones' types
+    # position; by name), and the dynamic ones' tree and types
     call_as: Any = None
 
     def compile(self) -> "Compiled":
@@ -343,7 +342,7 @@ class Compiled:
     def __call__(self, *args, **kwargs):
         """JAX's compiled call, ``jit(f).lower(*args).compile()(*args)``: the jitted
         function's arguments less its static ones, of the types it was lowered for."""
-        jitted, static, count, static_kwargs, in_tree, avals = self.call_as
+        jitted, static, static_kwargs, in_tree, avals = self.call_as
         leaves, called_tree = tree.tree_flatten((args, kwargs))
         got = [aval_of(x).strip_vma() for x in leaves]
         if called_tree != in_tree:
@@ -356,7 +355,8 @@ class Compiled:
         if wrong:       # JAX's words
             raise TypeError("Argument types differ from the types for which this computation "
                             "was compiled. The mismatches are:\n" + "\n".join(wrong))
-        return jitted(*_rebuild(static, args, count + len(args)), **kwargs, **static_kwargs)
+        return jitted(*_rebuild(static, args, len(static) + len(args)), **kwargs,
+                      **static_kwargs)
 
     def as_text(self) -> str:
         """The lowered module as text: the traced program, then each shard_map's program at
@@ -621,8 +621,7 @@ class JitFunction:
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
         compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None,
-                            call_as=(self, static, len(static), dict(static_kwargs), in_tree,
-                                     avals))
+                            call_as=(self, static, dict(static_kwargs), in_tree, avals))
         if key is not None:
             self.cache[key] = compiled
         return compiled

@@ -5,7 +5,6 @@ Nothing here touches data. Devices are any objects with an integer ``id``.
 from __future__ import annotations
 
 import collections
-
 import enum
 import functools
 import math

@@ -872,6 +872,7 @@ class ModulePlan:
         self.program = module.program
         self.shard_maps = {index: ShardMapPlan(lowered, module.program.eqns[index])
                            for index, lowered in module.shard_maps.items()}
+        self.nested: dict = {}      # shard_maps inside host loops and branches, made at a first run
         self.only = self._only_shard_map()
 
     def _only_shard_map(self):
@@ -898,10 +899,9 @@ class ModulePlan:
 
     def _nested(self, eqn) -> "ShardMapPlan":
         """The plan of a shard_map inside a host loop or branch, made at its first run."""
-        plans = self.__dict__.setdefault("nested", {})
-        plan = plans.get(id(eqn))
+        plan = self.nested.get(id(eqn))
         if plan is None:
-            plan = plans[id(eqn)] = ShardMapPlan(self.module.nested_lowered(eqn), eqn)
+            plan = self.nested[id(eqn)] = ShardMapPlan(self.module.nested_lowered(eqn), eqn)
         return plan
 
 

@@ -15,8 +15,9 @@ from runtime.array import Array
 from shardc.dtypes import is_weakly_typed, result_type
 from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_operands,
                                 broadcast_typed_operands, convert, dtype_of, full_like,
-                                is_array, keeps_weak, keeps_weak_scalars, ndim_of, ones_like,
-                                promote, promoted, shape_of, weakly_typed_like, zeros_like)
+                                is_array, keeps_weak, keeps_weak_scalars, ones_like, promote,
+                                promoted, shape_of, weak_of_scalars, weakly_typed_like,
+                                zeros_like)
 from shardc.numpy._scalars import bool_
 
 __all__ = [
@@ -184,9 +185,8 @@ def power(x, y):
         low_bits = bitwise_and(y, convert(63, dtype_of(y)))
         zero_base = logical_and(equal(x, 0), not_equal(y, 0))
         result = where(zero_base, zeros_like(x), binary_op(p.pow_p, x, low_bits))
-        # its constants are made like the base: weak only of weak scalars, as JAX's
-        return weakly_typed_like(result, *operands) if all(
-            ndim_of(a) == 0 for a in operands) else result
+        # its constants are made like the operands: weak only of weak scalars, as JAX's
+        return weak_of_scalars(result, operands)
     if _dt.is_int(dtype_of(operands[1])) and not _dt.is_bool(dtype_of(operands[1])):
         # an inexact base to integer powers is lax.pow of the operands as they are (JAX's):
         # weakly typed only where both are

@@ -107,12 +107,18 @@ def keeps_weak_scalars(fn=None, *, like=None):
 
     @functools.wraps(fn)
     def wrapped(*args):
-        result = fn(*args)
-        if all(ndim_of(a) == 0 for a in (args if like is None else [args[k] for k in like])):
-            return weakly_typed_like(result, *args)
-        # typed constants made the result typed (where weak arrays alone met, make it so)
-        return tuple(map(typed, result)) if isinstance(result, tuple) else typed(result)
+        return weak_of_scalars(fn(*args), args, like)
     return wrapped
+
+
+def weak_of_scalars(result, operands, like=None):
+    """``result`` typed as ``keeps_weak_scalars`` says: weakly typed as ``operands`` promote
+    where the ones its constants are made like (``like``: their positions; all by default)
+    are scalars, else typed (typed constants met it)."""
+    if all(ndim_of(a) == 0 for a in (operands if like is None else
+                                     [operands[k] for k in like])):
+        return weakly_typed_like(result, *operands)
+    return tuple(map(typed, result)) if isinstance(result, tuple) else typed(result)
 
 
 def convert(x, dtype):
@@ -329,7 +335,6 @@ def check_out_sharding(out_sharding, name: str) -> None:
                         f"`NamedSharding` or `PartitionSpec`. Got {out_sharding!r} of type: "
                         f"{type(out_sharding)}")
     check_explicit_axes(out_sharding, name)
-
 
 
 def _put_on(value, device):
