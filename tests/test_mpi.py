@@ -244,6 +244,9 @@ def test_a_fault_ends_the_whole_job_promptly(mode, n):
         alternatives = text if isinstance(text, tuple) else (text,)
         assert any(t.format(n=n, d=8 // n) in output for t in alternatives), output
     assert "process 0 finished" not in output, output
+    # the job never reached MPI_Finalize, and still left no shared memory behind
+    segments = re.search(r"launch segments:(.*)", output).group(1).split()
+    assert segments and not any(os.path.exists(path) for path in segments), output
 
 
 def test_host_values_are_trusted_when_asked():

@@ -51,6 +51,8 @@ class World:
         local = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
         # the world ranks on this machine (their memory can be shared: ``shared``)
         self.machine_ranks = frozenset(local.allgather(self.rank))
+        if local.Get_rank() == 0:
+            release_launch_segments()   # every process of this machine has them mapped now
         local.Free()
         self.threads = share_cores(len(self.machine_ranks))
 
@@ -73,6 +75,32 @@ class World:
 
 
 _CREATE_TAG = 7311
+
+# where Linux lists a process's mapped files, and the name MPICH gives the shared memory its
+# processes on one machine meet in at MPI_Init
+_MAPS = "/proc/self/maps"
+_LAUNCH_SEGMENT = "/dev/shm/mpich_shm_"
+
+
+def release_launch_segments() -> None:
+    """Remove the names of MPICH's launch segments this process has mapped.
+
+    MPICH removes a segment's name at MPI_Finalize. A job that aborts, or loses a process to a
+    signal, never gets there, and the segment (2-4 MiB) stays in ``/dev/shm`` until the machine
+    restarts: every failed job would leak one. Called once every process of the machine has
+    mapped it; the memory lives on, unnamed, until the last of them exits."""
+    try:
+        with open(_MAPS) as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps
+                     if _LAUNCH_SEGMENT in line}
+    except OSError:
+        return                          # not Linux: nothing to do
+    for path in sorted(paths):
+        if path.startswith(_LAUNCH_SEGMENT) and not path.endswith("(deleted)"):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
 # the variables a user sets to size thread pools: any of them set, shardc leaves BLAS alone
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",

@@ -192,8 +192,19 @@ DIVERGENT = {"impl_error": impl_error, "divergent_caught": divergent_caught,
 MODES = {"raise_in_body": raise_in_body, "shape_error": shape_error, "kill": kill,
          "device_error": device_error, "exit_early": exit_early}
 
+
+
+def launch_segments():
+    """The shared-memory files MPICH's processes on this machine met in at start."""
+    with open("/proc/self/maps") as maps:
+        return sorted({line.split(None, 5)[5].strip().removesuffix(" (deleted)")
+                       for line in maps if "/dev/shm/mpich_shm_" in line})
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
+    if jax.process_index() == 0:
+        print("launch segments:", *launch_segments(), flush=True)
     if mode in DIVERGENT:
         DIVERGENT[mode]()
     else:
