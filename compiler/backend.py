@@ -18,8 +18,14 @@ class Backend(Protocol):
 
     def run_mesh_program(self, mesh, program, inputs: Sequence) -> list:
         """Run a mesh-level program on every device of ``mesh`` (an eager collective, or
-        control flow holding one); ``inputs[k]`` is input k's block at each mesh position.
-        Returns each output's block at each position."""
+        control flow holding one; any equation of an eager body where ``eager_by_program``);
+        ``inputs[k]`` is input k's block at each mesh position (a list, or the sequence this
+        backend gave them in). Returns each output's blocks at every position, as a sequence
+        ``from_blocks`` and ``run_mesh_program`` take back."""
+
+    # optional: True where every equation of an eager body runs as a one-equation program
+    # (``run_mesh_program``) rather than block by block (``eval_block``)
+    eager_by_program: bool
 
     def to_blocks(self, value, mesh, spec) -> list:
         """The numpy block of each mesh position for ``value`` split by ``spec``."""

@@ -1,8 +1,9 @@
 """Eager shard_map: the body runs once, and every value holds the block of every device.
 
-Each primitive acts on all blocks at once (ordinary ops block by block, collectives over the
-list of blocks of each device group), so ``print`` inside the body shows each device's block
-with its mesh coordinates, as in the tutorial. Replication types are tracked as in a traced
+Each primitive acts on all blocks at once (collectives over the blocks of each device group;
+ordinary ops block by block, or, on a backend that runs eager equations as programs, as one
+stacked call over every device), so ``print`` inside the body shows each device's block with
+its mesh coordinates, as in the tutorial. Replication types are tracked as in a traced
 body, so the same checks apply.
 """
 from __future__ import annotations
@@ -24,7 +25,8 @@ from ir.sharding import replication_mismatch, runtime_replication_error
 
 
 class ShardTracer(Tracer):
-    """A body value in eager mode: one numpy block per mesh position."""
+    """A body value in eager mode: one numpy block per mesh position (``blocks``: a list, or
+    a sequence the backend holds them in, such as the fast backend's stacked form)."""
     __slots__ = ("_trace", "_aval", "blocks", "origins", "weak")
 
     def __init__(self, trace, blocks: list, aval, origins=None):
@@ -112,17 +114,19 @@ class ShardTrace(Trace):
                 for a, b, vma in zip(avals, blocks, per_output(out_vma, len(avals)))]
 
     def _apply(self, prim, tracers, params, avals) -> list:
-        """One list of per-position blocks per result."""
-        if prim.kind in ("collective", "higher"):
-            return self._run_on_every_device(prim, tracers, params, avals)
+        """The blocks of every position (a list, or what the backend holds them in) of each
+        result."""
         backend = get_backend()
+        if prim.kind in ("collective", "higher") or getattr(backend, "eager_by_program",
+                                                             False):
+            return self._run_on_every_device(prim, tracers, params, avals)
         per_position = [backend.eval_block(prim, [t.blocks[p] for t in tracers], params)
                         for p in range(self.mesh.size)]
         return [list(col) for col in zip(*per_position)] if avals else []
 
     def _run_on_every_device(self, prim, tracers, params, avals) -> list:
         """Lower a one-equation program to the mesh level and run it on every device, on the
-        selected backend: the collective behaves exactly as in a jitted program."""
+        selected backend: the equation behaves exactly as in a jitted program."""
         program = _lowered_equation(self.mesh, prim, [t.aval for t in tracers], avals, params)
         return get_backend().run_mesh_program(self.mesh, program, [t.blocks for t in tracers])
 

@@ -48,7 +48,7 @@ from ir.sharding import (NamedSharding, by_layout, canonical_spec, global_shape,
                          replication_mismatch, runtime_replication_error, spec_names)
 from ir.sharding_rules import type_sharding
 from runtime import reference
-from runtime.array import Array, canonical_array
+from runtime.array import Array, canonical_array, detached
 from runtime.vectorized_control import control_kernel
 from runtime.reference import ReferenceBackend
 from runtime.collectives import group_rules
@@ -207,6 +207,34 @@ def _stacked_of_array(value: Array, mesh):
     block = np.asarray(buffers[0]).shape
     data = np.stack([np.asarray(first[i]) for i in np.ndindex(*lead)])
     return Stacked(data.reshape(lead + block), lead, mesh, spec, value.shape)
+
+
+class StackedBlocks:
+    """An eager body value's blocks as the fast backend holds them: ``data`` of shape
+    ``lead + block`` (see ``stack_blocks``); each position's block is a view of it, made
+    when first asked for (printing, the reference's rules)."""
+    __slots__ = ("data", "lead", "mesh", "_views")
+
+    def __init__(self, data, lead: tuple, mesh):
+        self.data = data.data if type(data) is Relabelled else data
+        self.lead = lead
+        self.mesh = mesh
+        self._views = None
+
+    def _blocks(self) -> list:
+        if self._views is None:
+            data = self.data
+            self._views = [data[i] for i in position_index(self.mesh.axis_sizes, self.lead)]
+        return self._views
+
+    def __len__(self) -> int:
+        return self.mesh.size
+
+    def __getitem__(self, position):
+        return self._blocks()[position]
+
+    def __iter__(self):
+        return iter(self._blocks())
 
 
 def _eager_lead(mesh, vma, blocks) -> tuple:
@@ -961,10 +989,12 @@ class FastBackend(ReferenceBackend):
                   f"{FALLBACKS[reason]}", file=sys.stderr)
 
     def run_mesh_program(self, mesh, program, inputs) -> list:
-        """An eager collective (or control flow holding one) stacked over every device: each
-        input stacked along the mesh axes its type varies over (every axis when the program
-        is untyped), one plan per program and layout."""
-        leads = [_eager_lead(mesh, var.aval.vma, blocks)
+        """An equation of an eager body (or control flow holding some) stacked over every
+        device: each input stacked along the mesh axes its type varies over (every axis when
+        the program is untyped), or as the stacked result it is; one plan per program and
+        layout. Each result is its stacked form (``StackedBlocks``)."""
+        leads = [blocks.lead if type(blocks) is StackedBlocks
+                 else _eager_lead(mesh, var.aval.vma, blocks)
                  for var, blocks in zip(program.invars, inputs)]
         key = (id(program), tuple(leads))
         entry = self._eager_plans.get(key)
@@ -982,12 +1012,39 @@ class FastBackend(ReferenceBackend):
             self.counts["reference"] += 1
             self.fallbacks[plan] += 1
             return super().run_mesh_program(mesh, program, inputs)
-        stacked = [stack_blocks(blocks, mesh, lead) for blocks, lead in zip(inputs, leads)]
-        outs = plan.run(*stacked)
+        stacked = [blocks.data if type(blocks) is StackedBlocks
+                   else stack_blocks(blocks, mesh, lead) for blocks, lead in zip(inputs, leads)]
+        if plan.quiet:
+            with np.errstate(all="ignore"):
+                outs = plan.run(*stacked)
+        else:
+            outs = plan.run(*stacked)
         self.counts["stacked"] += 1
-        sizes = mesh.axis_sizes
-        return [[data[i] for i in position_index(sizes, lead)]
-                for data, lead in zip(outs, plan.out_leads)]
+        return [StackedBlocks(data, lead, mesh) for data, lead in zip(outs, plan.out_leads)]
+
+    # an eager body runs each of its equations as a program (``run_mesh_program``, stacked),
+    # not block by block (``eval_block``)
+    eager_by_program = True
+
+    def place_inputs(self, values, mesh, specs) -> list:
+        """The inputs of an eager shard_map in their stacked form (a view where it can be)."""
+        placed = []
+        for value, spec in zip(values, specs):
+            if not isinstance(value, Array):      # the caller may write into its array later
+                value = detached(_host(value), value)
+            held = to_stacked(value, mesh, canonical_spec(spec))
+            placed.append(self.to_blocks(value, mesh, spec) if held is None
+                          else StackedBlocks(held[0], held[1], mesh))
+        return placed
+
+    def from_blocks(self, blocks, mesh, spec):
+        if type(blocks) is not StackedBlocks:
+            return super().from_blocks(blocks, mesh, spec)
+        spec = canonical_spec(spec)
+        data = blocks.data
+        shape = global_shape(data.shape[mesh.ndim:], spec, mesh.shape)
+        return Array.from_stacked(Aval(shape, data.dtype), NamedSharding(mesh, spec),
+                                  Stacked(data, blocks.lead, mesh, spec, shape))
 
     def execute(self, module, args) -> list:
         plan = module.__dict__.get("_stacked_plan")

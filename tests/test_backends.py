@@ -987,7 +987,7 @@ def _eager_psum_and_index(mesh):
                             in_specs=P("x", "y"), out_specs=P(None, "y"))
 
 
-def test_eager_collectives_run_stacked_on_the_fast_backend():
+def test_eager_bodies_run_stacked_on_the_fast_backend():
     mesh = shardc.make_mesh((4, 2), ("x", "y"))
     x = np.arange(32, dtype=np.float32).reshape(8, 4)
     blocks = x.reshape(4, 2, 2, 2).sum(0)         # [row, y, column]: the psum over 'x'
@@ -996,10 +996,44 @@ def test_eager_collectives_run_stacked_on_the_fast_backend():
     with installed(fast):
         got = _eager_psum_and_index(mesh)(x)
     np.testing.assert_array_equal(np.asarray(got), want)
-    # the psum and the axis_index: each one stacked program over the eight devices
-    assert fast.counts == {"stacked": 2, "reference": 0}
+    # every equation (the psum, the axis_index, its conversion to float32 and the product):
+    # each one stacked program over the eight devices
+    assert fast.counts == {"stacked": 4, "reference": 0}
     with installed(ReferenceBackend()):
         np.testing.assert_array_equal(np.asarray(_eager_psum_and_index(mesh)(x)), want)
+
+
+def _eager_chain(a, b):
+    c = a * 2.0
+    d = jnp.sin(c) + b                  # b: one block for every device of 'x'
+    e = lax.psum(d, "x")
+    f = jnp.dot(c, b.T)
+    print(c.shape)                      # a print of the body's own (Python's), not a debug one
+    return c, d, e, f, a
+
+
+def test_an_eager_body_on_the_fast_backend_gives_the_reference_blocks():
+    # the values a body reuses after later equations are as computed (no equation writes into
+    # another's result), the inputs are left as they came, and every device's block is the
+    # reference's, bit for bit
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((8, 6)).astype(np.float32)
+    b = rng.standard_normal((2, 6)).astype(np.float32)
+    f = shardc.shard_map(_eager_chain, mesh=mesh, in_specs=(P("x", "y"), P(None, "y")),
+                         out_specs=(P("x", "y"), P("x", "y"), P(None, "y"), P("x", "y"),
+                                    P("x", "y")))
+    fast = FastBackend()
+    with installed(fast):
+        got = f(a, shardc.device_put(b, shardc.NamedSharding(mesh, P(None, "y"))))
+    assert fast.counts["reference"] == 0 and fast.counts["stacked"] >= 6
+    with installed(ReferenceBackend()):
+        want = f(a, b)
+    for g, w in zip(got, want):
+        assert g.sharding == w.sharding and g.dtype == w.dtype
+        for gb, wb in zip(g.buffers, w.buffers):
+            np.testing.assert_array_equal(gb, wb)
+    np.testing.assert_array_equal(np.asarray(got[4]), a)
 
 
 def test_an_eager_collective_with_a_print_runs_on_the_reference_as_declared(capsys):
