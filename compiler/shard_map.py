@@ -131,6 +131,10 @@ class _Config:
     flag: str
     runtime_check: bool = False      # check replication on the blocks after running
     manual_axes: tuple = ()          # in mesh order; the others are automatic
+    # what calls of one structure share: how the specs cover the arguments (by their tree),
+    # the outputs (by theirs), and the argument types already checked
+    layouts: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    checked: set = dataclasses.field(default_factory=set, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -208,16 +212,19 @@ def _call(config: _Config, args: tuple):
     if outer is not None:
         return call_nested(config, args, outer)
     mesh = config.mesh
-    specs, spec_paths = _broadcast_specs(config.in_specs, args, "shard_map in_specs")
     leaves, treedef = tree.tree_flatten(args)
-    paths = tree.leaf_paths(args)
+    specs, spec_paths, paths = _layout(config, ("in", treedef), lambda: (
+        *_broadcast_specs(config.in_specs, args, "shard_map in_specs"), tree.leaf_paths(args)))
     dynamic = [_Leaf(v, s, p, _arg_index(p), sp)
                for v, s, p, sp in zip(leaves, specs, paths, spec_paths) if s is not None]
     for leaf in dynamic:
         check_jax_value(leaf.value, f"shard_map of '{config.name}': args{leaf.path}")
-    _check_ranks(config, dynamic)
-    _check_divisibility(config, dynamic)
-    _check_typed_arguments(config, dynamic)
+    types = (treedef, tuple(aval_of(leaf.value) for leaf in dynamic))
+    if not _seen(config.checked, types):
+        _check_ranks(config, dynamic)
+        _check_divisibility(config, dynamic)
+        _check_typed_arguments(config, dynamic)
+        _remember(config.checked, types)
     out_store: dict = {}
 
     def flat_body(*blocks):
@@ -231,6 +238,41 @@ def _call(config: _Config, args: tuple):
                   config=config, out_store=out_store)
     outs = current_trace().process_shard_map(flat_body, [l.value for l in dynamic], params)
     return tree.tree_unflatten(out_store["treedef"], outs)
+
+
+# a shard_map remembers this many argument types and layouts at most
+_CHECKED_LIMIT = 256
+
+
+def _layout(config: _Config, key, make):
+    """``make()``, remembered under ``key`` (a tree structure) for the calls after."""
+    try:
+        return config.layouts[key]
+    except KeyError:
+        pass
+    except TypeError:          # a pytree node whose metadata is not hashable
+        return make()
+    layout = make()
+    if len(config.layouts) >= _CHECKED_LIMIT:
+        config.layouts.clear()
+    config.layouts[key] = layout
+    return layout
+
+
+def _seen(checked: set, types) -> bool:
+    try:
+        return types in checked
+    except TypeError:
+        return False
+
+
+def _remember(checked: set, types) -> None:
+    try:
+        if len(checked) >= _CHECKED_LIMIT:
+            checked.clear()
+        checked.add(types)
+    except TypeError:
+        pass
 
 
 def _check_typed_arguments(config: _Config, dynamic) -> None:
@@ -371,18 +413,10 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
     for out, path in zip(outs, paths):
         check_jax_value(out, f"shard_map of '{config.name}': its output {config.name}(*args)"
                              f"{path}")
-    if config.out_specs is None and result is None:
-        specs, spec_paths = [], []
-    else:
-        _check_spec_axes(config.out_specs, config.mesh, "out_specs", config.manual_axes)
-        specs, spec_paths = _broadcast_specs(config.out_specs, result, "shard_map out_specs")
-    for spec, path in zip(specs, spec_paths):
-        if spec is None:
-            raise ShardingSpecError(f"shard_map out_specs{path} is None; outputs need a "
-                                    "PartitionSpec (P() for a replicated output)")
+    specs, spec_paths, canonical = _layout(config, ("out", treedef),
+                                           lambda: _output_layout(config, result))
     _check_output_ranks(config, outs, specs, spec_paths, paths)
-    out_store.update(treedef=treedef, specs=[canonical_spec(s) for s in specs],
-                     user_specs=specs, paths=spec_paths)
+    out_store.update(treedef=treedef, specs=canonical, user_specs=specs, paths=spec_paths)
     if not config.check_vma:
         return outs
     lifted = []
@@ -391,6 +425,20 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
                    if a in spec_axes(spec) and a not in aval_of(out).vma]
         lifted.append(bind(coll.pvary_p, out, mesh_axes=tuple(missing)) if missing else out)
     return lifted
+
+
+def _output_layout(config: _Config, result) -> tuple:
+    """How the out_specs cover a result of this structure: each output's spec, its key path
+    and its canonical form."""
+    if config.out_specs is None and result is None:
+        return [], [], []
+    _check_spec_axes(config.out_specs, config.mesh, "out_specs", config.manual_axes)
+    specs, spec_paths = _broadcast_specs(config.out_specs, result, "shard_map out_specs")
+    for spec, path in zip(specs, spec_paths):
+        if spec is None:
+            raise ShardingSpecError(f"shard_map out_specs{path} is None; outputs need a "
+                                    "PartitionSpec (P() for a replicated output)")
+    return specs, spec_paths, [canonical_spec(s) for s in specs]
 
 
 def _check_output_ranks(config: _Config, outs, specs, spec_paths, paths):

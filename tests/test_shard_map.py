@@ -11,6 +11,7 @@ import shardc.numpy as jnp
 from shardc import lax
 from shardc.experimental.shard_map import shard_map as old_shard_map
 from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
+from ir.sharding import ShardingSpecError
 
 MESH = shardc.make_mesh((4, 2), ("x", "y"))
 Pair = namedtuple("Pair", ["left", "right"])
@@ -41,6 +42,42 @@ def test_nested_pytrees_of_inputs_and_outputs():
     np.testing.assert_array_equal(np.asarray(scaled), np.arange(8.) * 2 + 1)
     # each device holds a (2,2) block of left and a (3,2) block of right; all 8 sum once
     assert float(extra["sum"]) == pytest.approx(np.arange(32.).sum() + 3 * 4 * 4)
+
+
+class _Tagged:
+    """A pytree node whose metadata (a list) cannot be hashed."""
+
+    def __init__(self, value, tags):
+        self.value, self.tags = value, tags
+
+
+shardc.tree_util.register_pytree_node(_Tagged, lambda t: ((t.value,), t.tags),
+                                      lambda tags, children: _Tagged(children[0], tags))
+
+
+def test_calls_of_one_structure_share_its_layout_and_checks():
+    # a shard_map remembers how its specs cover arguments and results of each structure, and
+    # the argument types it has checked: later calls get the same answers, new structures and
+    # types are checked anew, and metadata that cannot be hashed is covered each time
+    f = shardc.shard_map(lambda t: _Tagged(t.value * 2, t.tags + ["out"]), mesh=MESH,
+                         in_specs=P("x"), out_specs=P("x"))
+    for _ in range(2):
+        out = f(_Tagged(jnp.arange(8.), ["in"]))
+        assert out.tags == ["in", "out"]
+        np.testing.assert_array_equal(np.asarray(out.value), np.arange(8.) * 2)
+    g = shardc.shard_map(
+        lambda a, b: (shardc.tree_util.tree_map(lambda v: v + 1, a), {"b": b}), mesh=MESH,
+        in_specs=(P("x"), P("x")), out_specs=P("x"))
+    for _ in range(2):
+        a, rest = g(jnp.arange(8.), jnp.ones(4))
+        np.testing.assert_array_equal(np.asarray(rest["b"]), np.ones(4))
+    with pytest.raises(ShardingSpecError, match="evenly divisible"):
+        g(jnp.arange(8.), jnp.ones(6))          # a new type: checked, 6 rows over 4 devices
+    # a new structure of arguments and results: covered anew
+    (a0, a1), rest = g((jnp.arange(8.), jnp.zeros(4)), jnp.ones(4))
+    np.testing.assert_array_equal(np.asarray(a1), np.ones(4))
+    with pytest.raises(ShardingSpecError, match="in_specs"):
+        g(jnp.arange(8.), {"b": jnp.ones(4)}, jnp.ones(4))
 
 
 def test_a_bare_spec_covers_every_argument():
