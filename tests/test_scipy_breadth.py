@@ -76,7 +76,10 @@ def test_logsumexp_b_and_return_sign():
     b = np.array([1.0, -3.0, 1.0], np.float32)
     out, sign = special.logsumexp(x, axis=1, b=b, return_sign=True)
     total = (b * np.exp(x.astype(np.float64))).sum(1)
-    assert_close(out, np.log(np.abs(total)), 1e-6, 1e-6)
+    # the first row's sum cancels (0.135 - 1.104 + 1.0 = 0.032): float32 rounding of its
+    # terms, magnified 30 times by the log, is a few units of 1e-6 (JAX 0.10.2 gives
+    # -0.45153785, as shardc does; float64 -0.45153451)
+    assert_close(out, np.log(np.abs(total)), 2e-5, 2e-5)
     assert_close(sign, np.sign(total))
 
 
