@@ -69,6 +69,11 @@ class ClosedProgram:
         return self.program
 
     @property
+    def eqns(self) -> list:
+        """The program's equations (JAX's ``ClosedJaxpr.eqns``)."""
+        return self.program.eqns
+
+    @property
     def in_avals(self):
         return self.program.in_avals
 

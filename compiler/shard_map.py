@@ -369,7 +369,8 @@ def _check_ranks(config: _Config, dynamic):
         f"{text}\n\nEntries in in_specs must be of length no greater than the number of axes "
         "in the corresponding input value.\n\nEither revise the spec to be shorter, or modify "
         f"'{config.name}' so that its inputs have sufficient rank."
-        + ("\n\nFor scalar values (rank 0), consider using an in_specs entry of P()."
+        + ("\n\nFor scalar values (rank 0), consider using an in_specs entry of `P()`, "
+           "where `P = jax.sharding.PartitionSpec`."
            if scalar else ""))
 
 
@@ -460,7 +461,8 @@ def _check_output_ranks(config: _Config, outs, specs, spec_paths, paths):
         f"{text}\n\nEntries in out_specs must be of length no greater than the number of axes "
         "in the corresponding output value.\n\nEither revise the spec to be shorter, or modify "
         f"'{config.name}' so that its outputs have sufficient rank."
-        + ("\n\nFor scalar values (rank 0), consider using an out_specs entry of P(). In "
+        + ("\n\nFor scalar values (rank 0), consider using an out_specs entry of `P()`, "
+           "where `P = jax.sharding.PartitionSpec`. In "
            "particular, for rank 0 outputs which are not constant over the mesh, add at least "
            "one (singleton) axis to them so that they can be concatenated using out_specs."
            if scalar else ""))

@@ -863,6 +863,25 @@ def test_pcast_to_partial_sums_is_not_implemented(to):
                    "explicitly (psum)", in_specs=P())
 
 
+@pytest.mark.parametrize("cast", [lambda x: lax.pcast(x, "i", to="varying"),
+                                  lambda x: lax.pvary(x, ("i",))])
+def test_a_cast_to_varying_outside_shard_map_under_a_context_mesh(cast):
+    # as JAX's: run eagerly, its ValueError; under jit nothing (its lowering is the identity);
+    # in a shard_map's body, the cast; with no mesh in context, the axis is unbound
+    x = np.arange(4.0, dtype=np.float32)
+    with shardc.sharding.use_mesh(MESH_I):
+        with pytest.raises(ValueError, match=re.escape(
+                "pvary should be called under jax.shard_map.")):
+            cast(x)
+        traced = shardc.jit(cast).trace(x).jaxpr
+        assert not traced.eqns
+        np.testing.assert_array_equal(np.asarray(shardc.jit(cast)(x)), x)
+        inside = shardc.shard_map(cast, mesh=MESH_I, in_specs=P(), out_specs=P("i"))
+        np.testing.assert_array_equal(np.asarray(inside(x)), np.tile(x, 4))
+    with pytest.raises(NameError, match="Found an unbound axis name: i"):
+        cast(x)
+
+
 # --- replication types (SEMANTICS 2.9) -----------------------------------------------------------
 
 MESH_XY = shardc.make_mesh((4, 2), ("x", "y"))

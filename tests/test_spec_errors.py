@@ -305,11 +305,13 @@ def test_in_spec_too_long_for_a_scalar_adds_the_hint(mesh):
         "in_specs is P('x',) which has length 1, but args[0], where args[0] is bound "
         "to <lambda>'s parameter 'x', has shape f32[], which has rank 0 (and 0 < 1)"
         + RANK_TAIL.format(fn="<lambda>") +
-        "\n\nFor scalar values (rank 0), consider using an in_specs entry of P().")
+        "\n\nFor scalar values (rank 0), consider using an in_specs entry of `P()`, "
+        "where `P = jax.sharding.PartitionSpec`.")
     # A Python scalar is rank 0 too.
     text = raises(ShardingSpecError, f, 2.0)
     assert "has shape f32[], which has rank 0 (and 0 < 1)" in text
-    assert text.endswith("For scalar values (rank 0), consider using an in_specs entry of P().")
+    assert text.endswith("For scalar values (rank 0), consider using an in_specs entry of "
+                         "`P()`, where `P = jax.sharding.PartitionSpec`.")
 
 
 def test_in_spec_too_long_paths_and_varargs(mesh):
@@ -369,7 +371,8 @@ def test_out_spec_too_long(mesh, wrap):
         "Entries in out_specs must be of length no greater than the number of axes in the "
         "corresponding output value.\n\nEither revise the spec to be shorter, or modify 'body' "
         "so that its outputs have sufficient rank.\n\nFor scalar values (rank 0), consider "
-        "using an out_specs entry of P(). In particular, for rank 0 outputs which are not "
+        "using an out_specs entry of `P()`, where `P = jax.sharding.PartitionSpec`. In "
+        "particular, for rank 0 outputs which are not "
         "constant over the mesh, add at least one (singleton) axis to them so that they can be "
         "concatenated using out_specs.")
 

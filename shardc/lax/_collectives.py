@@ -14,9 +14,11 @@ from compiler.batching import vmap_axis
 from compiler.collective_rules import named_axes_size
 from compiler.replication import pvary_error_check
 from compiler.shard_map import UnknownAxisError, current_shard_context
-from compiler.tracing import aval_of, bind, check_jax_leaves, is_python_scalar
+from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, eval_trace,
+                              is_python_scalar)
 from ir import collectives as coll
 from ir import dtypes as _dt
+from ir.sharding import current_mesh
 import shardc.lax._groups as _groups
 import shardc.numpy as jnp
 from shardc.sharding import reshard  # noqa: F401  (jax.lax.reshard is jax.sharding.reshard)
@@ -180,8 +182,27 @@ class PermutationIndexError(IndexError, ValueError):
 def pvary(x, axis_name):
     """Mark ``x`` as varying over ``axis_name`` (identity on values)."""
     _check_operands("pvary", x)
+    if _outside_under_context_mesh(axis_name):
+        return _cast_outside(x)
     axes = _axes("pvary", axis_name)
     return tree.tree_map(lambda leaf: bind(coll.pvary_p, leaf, mesh_axes=axes), x)
+
+
+def _outside_under_context_mesh(axis_name) -> bool:
+    """Whether a cast to varying names axes of the context mesh (``set_mesh``) outside any
+    shard_map (and no vmap axes)."""
+    axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    mesh = current_mesh()
+    return (current_shard_context() is None and mesh is not None
+            and all(vmap_axis(a) is None and a in mesh.axis_names for a in axes))
+
+
+def _cast_outside(x):
+    """A cast to varying outside shard_map, as JAX's: under jit nothing (its lowering is the
+    identity); run eagerly, JAX's ValueError."""
+    if current_trace() is eval_trace:
+        raise ValueError("pvary should be called under jax.shard_map.")
+    return x
 
 
 def pcast(x, axis_name, *, to="varying"):
@@ -193,6 +214,8 @@ def pcast(x, axis_name, *, to="varying"):
         raise NotImplementedError(f"pcast(..., to={to!r}): shardc has no unreduced or reduced "
                                   "types; reduce explicitly (psum)")
     _check_operands("pcast", x)
+    if _outside_under_context_mesh(axis_name):
+        return _cast_outside(x)
     axes = _axes("pcast", axis_name)
     shard = current_shard_context()
 
