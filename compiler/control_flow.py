@@ -123,7 +123,7 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
         raise TypeError(_carry_message(construct, split_problems, []))
     if not _checking():
         return
-    problems, hints = [], []
+    problems, gained_hints, lost_hints = [], [], []
     for path, a, b in zip(paths, in_avals, out_avals):
         if a.vma == b.vma:
             continue
@@ -134,13 +134,16 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
         gained = tuple(x for x in _axis_order() if x in b.vma - a.vma)
         lost = tuple(x for x in _axis_order() if x in a.vma - b.vma)
         if gained:
-            hints.append("This might be fixed by applying "
-                         f"`jax.lax.pcast(..., {gained}, to='varying')` to the initial carry "
-                         f"value corresponding to {_carry_component(carry_name, path)}.")
+            gained_hints.append(f"applying `jax.lax.pcast(..., {gained}, to='varying')`, to "
+                                "the initial carry value corresponding to "
+                                f"{_carry_component(carry_name, path)}")
         elif lost:
-            hints.append("This might be fixed by applying "
-                         f"`jax.lax.pcast(..., {lost}, to='varying')` to the output carry "
-                         f"component {carry_name}{path} that the body returns.")
+            lost_hints.append(f"applying `jax.lax.pcast(..., {lost}, to='varying')` to the "
+                              f"output carry component {carry_name}{path} that the body "
+                              "returns")
+    # JAX's hints only, where it gives any; else shardc's for carries the body returns
+    # varying over fewer axes than they came in (JAX gives none: SEMANTICS 3.4)
+    hints = gained_hints or lost_hints
     if problems:
         raise TypeError(_carry_message(construct, problems, hints))
 
@@ -152,16 +155,36 @@ def _carry_component(carry_name: str, path: str) -> str:
 
 
 def _carry_message(construct: str, problems: list, hints: list) -> str:
+    """JAX 0.10.2's text, laid out as it lays it out (``_jax_list``)."""
     if len(problems) == 1:
-        body = problems[0][0].upper() + problems[0][1:] + "."
+        body = problems[0][0].upper() + problems[0][1:] + ".\n"
     else:
-        # JAX's layout: a blank line after each bullet (SEMANTICS 3.4 template)
-        body = ";\n\n".join(f"  * {p}" for p in problems) + "."
-    text = (f"{construct} body function carry input and carry output must have equal types, "
-            f"but they differ:\n\n{body}\n\n")
-    for hint in hints:
-        text += hint + "\n\n"
-    return text + "Revise the function so that all output types match the corresponding input types."
+        body = _jax_list(problems, blank_between=True)
+    return (f"{construct} body function carry input and carry output must have equal types, "
+            f"but they differ:\n\n{body}\n{_pcast_hints(hints, blank_between=True)}"
+            "Revise the function so that all output types match the corresponding input types.")
+
+
+def _jax_list(items: list, blank_between: bool) -> str:
+    """Bullets as JAX's scan and cond errors list them: ``;`` after each but the last, ``.``
+    after it. JAX's scan joins bullets that end in a newline with another (a blank line
+    between all but the last two); its cond does not."""
+    if blank_between:
+        return "\n".join(f"  * {d};\n" for d in items[:-1]) + f"  * {items[-1]}.\n"
+    return "\n".join(f"  * {d};" for d in items[:-1]) + f"\n  * {items[-1]}.\n"
+
+
+_VMA_DOCS = ("See https://docs.jax.dev/en/latest/notebooks/shard_map.html#scan-vma for more "
+             "information.\n\n")
+
+
+def _pcast_hints(hints: list, blank_between: bool) -> str:
+    """The hints' paragraph ('' without any), as JAX's."""
+    if not hints:
+        return ""
+    if len(hints) == 1:
+        return f"This might be fixed by {hints[0]}.\n" + _VMA_DOCS
+    return "This might be fixed by:\n" + _jax_list(hints, blank_between) + _VMA_DOCS
 
 
 # --- collectives under a varying predicate --------------------------------------------------------
@@ -582,6 +605,7 @@ def _check_branch_types(construct, branches, names, programs, out_tree):
     paths = tree.leaf_paths(tree.tree_unflatten(out_tree, [0] * out_tree.num_leaves))
     single = out_tree.kind is None
     for k in range(1, len(programs)):
+        differ = []         # (where, the first branch's type, branch k's) of vma mismatches
         for path, a, b in zip(paths, first.out_avals, programs[k].out_avals):
             if (a.shape, a.dtype) != (b.shape, b.dtype):
                 raise TypeError(
@@ -598,23 +622,33 @@ def _check_branch_types(construct, branches, names, programs, out_tree):
                     f"{_type_text(b)}.\n\nRevise {names[0]} and/or {names[k]} so that all "
                     "output types match.")
             if _checking() and a.vma != b.vma:
-                raise TypeError(_branch_vma_message(construct, branches, names, 0, k,
-                                                    '' if single else path, a, b))
+                differ.append(("" if single else f" at path {path}", a, b))
+        if differ:
+            raise TypeError(_branch_vma_message(construct, branches, names, k, differ))
 
 
-def _branch_vma_message(construct, branches, names, ka, kb, path, a, b) -> str:
-    fewer, axes = (names[ka], b.vma - a.vma) if len(a.vma) < len(b.vma) else \
-        (names[kb], a.vma - b.vma)
-    axes = tuple(x for x in _axis_order() if x in axes)
+def _branch_vma_message(construct, branches, names, k, differ) -> str:
+    """JAX 0.10.2's text for branch outputs whose manual axis types differ. Its hints name,
+    for each output, the axes each branch lacks (JAX names the other branch's extra axes,
+    ``()`` where it lacks none: SEMANTICS 3.4)."""
+    first, other = names[0], names[k]
+    diffs = [f"the output of {first}{where} has type {_type_text(a)} but the corresponding "
+             f"output of {other} has type {_type_text(b)}, so the manual axis types do not "
+             "match" for where, a, b in differ]
+    hints = []
+    for where, a, b in differ:
+        for name, mine, theirs in ((first, a, b), (other, b, a)):
+            missing = tuple(x for x in _axis_order() if x in theirs.vma - mine.vma)
+            if missing:
+                hints.append(f"applying `jax.lax.pcast(..., {missing}, to='varying')` to the "
+                             f"output of {name}{where}")
+    body = (diffs[0][0].upper() + diffs[0][1:] + ".\n" if len(diffs) == 1
+            else _jax_list(diffs, blank_between=False))
     return (f"{construct} branches must have equal output types but they differ.\n\n"
-            f"{names[ka]} is {_where_defined(branches[ka])}\n"
-            f"{names[kb]} is {_where_defined(branches[kb])}\n\n"
-            f"The output of {names[ka]}{path} has type {_type_text(a)} but the corresponding "
-            f"output of {names[kb]} has type {_type_text(b)}, so the manual axis types do not "
-            f"match.\n\nThis might be fixed by applying "
-            f"`jax.lax.pcast(..., {axes}, to='varying')` to the output "
-            f"of {fewer}.\n\nRevise {names[ka]} and/or {names[kb]} so that all output types "
-            "match.")
+            f"{first} is {_where_defined(branches[0])}\n"
+            f"{other} is {_where_defined(branches[k])}\n\n"
+            f"{body}\n{_pcast_hints(hints, blank_between=False)}"
+            f"Revise {first} and/or {other} so that all output types match.")
 
 
 def _check_branch_collectives(construct, names, programs, q):

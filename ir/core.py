@@ -111,6 +111,15 @@ class ManualAxisType:
     def empty(self) -> bool:
         return not (self.varying or self.unreduced or self.reduced)
 
+    @property
+    def vur(self) -> frozenset:
+        """The axes the value is varying, unreduced or reduced over."""
+        return self.varying | self.unreduced | self.reduced
+
+    def invarying(self, mesh) -> frozenset:
+        """The manual axes of ``mesh`` the value is the same over (none outside a body)."""
+        return frozenset(mesh.manual_axes) - self.vur
+
 
 @dataclasses.dataclass(frozen=True)
 class Aval:

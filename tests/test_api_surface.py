@@ -403,3 +403,19 @@ def test_a_traced_values_aval_says_its_varying_axes():
     shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(
         jnp.arange(8.))
     assert seen == [(frozenset({"x"}), frozenset({"x"}))]
+
+
+def test_a_types_invarying_axes_are_the_manual_axes_it_does_not_vary_over():
+    mesh = shardc.make_mesh((2, 2), ("x", "y"))
+    assert shardc.typeof(jnp.arange(8)).mat.invarying(mesh) == frozenset()    # none manual
+    seen = []
+
+    def body(b):
+        here = shardc.sharding.get_abstract_mesh()
+        seen.append([shardc.typeof(v).mat.invarying(here)
+                     for v in (b, b * 2, lax.pvary(b, "y"), lax.psum(b, "x"))])
+        seen.append(shardc.typeof(b).mat.vur)
+        return b
+    shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(
+        jnp.arange(8.))
+    assert seen == [[{"y"}, {"y"}, set(), {"x", "y"}], {"x"}]

@@ -653,8 +653,14 @@ def test_t19_collective_matmul_fori_ring(wrap, matmul):
 # ================================================================================================
 
 MESH2 = ((2,), ("i",))
-HINT_RETURNED = ("This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to "
-                 "the output carry component {c} that the body returns.")
+# JAX 0.10.2's hints (with the link to its documentation), and shardc's own for a carry the
+# body returns varying over fewer axes than it came in (SEMANTICS 3.4: JAX gives none)
+HINT_RETURNED = ("applying `jax.lax.pcast(..., ('i',), to='varying')` to the output carry "
+                 "component {c} that the body returns")
+SEE_VMA = ("See https://docs.jax.dev/en/latest/notebooks/shard_map.html#scan-vma for more "
+           "information.\n\n")
+HINT_INITIAL = ("This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')`, to "
+                "the initial carry value corresponding to the input carry {c}.\n" + SEE_VMA)
 
 
 def swap_twice(x, y):
@@ -671,15 +677,10 @@ V9_MESSAGE = (
     "\n"
     "  * the input carry component carry[0] has type float32[3]{V:i} but the corresponding output "
     "carry component has type float32[3], so the manual axis types do not match;\n"
-    "\n"
     "  * the input carry component carry[1] has type float32[3] but the corresponding output "
     "carry component has type float32[3]{V:i}, so the manual axis types do not match.\n"
     "\n"
-    + HINT_RETURNED.format(c="carry[0]") + "\n"
-    "\n"
-    "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial "
-    "carry value corresponding to the input carry component carry[1].\n"
-    "\n"
+    + HINT_INITIAL.format(c="component carry[1]") +
     "Revise the function so that all output types match the corresponding input types.")
 
 
@@ -734,8 +735,7 @@ def test_lone_mismatch_is_one_unbulleted_sentence():
         "differ:\n\n"
         "The input carry component carry[1] has type float32[] but the corresponding output "
         "carry component has type float32[]{V:i}, so the manual axis types do not match.\n\n"
-        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry value "
-        "corresponding to the input carry component carry[1].\n\n"
+        + HINT_INITIAL.format(c="component carry[1]") +
         "Revise the function so that all output types match the corresponding input types.")
 
 
@@ -756,8 +756,7 @@ def test_non_tuple_carry_reads_the_input_carry():
         "differ:\n\n"
         "The input carry total has type float32[3] but the corresponding output carry "
         "component has type float32[3]{V:i}, so the manual axis types do not match.\n\n"
-        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry value "
-        "corresponding to the input carry total.\n\n"
+        + HINT_INITIAL.format(c="total") +
         "Revise the function so that all output types match the corresponding input types.")
 
 
@@ -786,8 +785,7 @@ def test_fori_loop_carry_names_loop_carry(wrap):
             f"The input carry {component} has type {in_type} but the corresponding output "
             f"carry component has type {in_type}{{V:i}}, so the manual axis types do not "
             "match.\n\n"
-            "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the initial carry "
-            f"value corresponding to the input carry {component}.\n\n"
+            + HINT_INITIAL.format(c=component) +
             "Revise the function so that all output types match the corresponding input types.")
 
 
@@ -806,7 +804,7 @@ def test_while_loop_carry_that_loses_its_axes():
         "they differ:\n\n"
         "The input carry component c[0] has type float32[3]{V:i} but the corresponding output "
         "carry component has type float32[3], so the manual axis types do not match.\n\n"
-        + HINT_RETURNED.format(c="c[0]") + "\n\n"
+        "This might be fixed by " + HINT_RETURNED.format(c="c[0]") + ".\n" + SEE_VMA +
         "Revise the function so that all output types match the corresponding input types.")
 
 
@@ -845,7 +843,8 @@ def test_cond_branch_types_differ_under_an_invariant_predicate(wrap):
         f"false_fun is {first_line(reset)}\n\n"
         "The output of true_fun has type float32[3]{V:i} but the corresponding output of "
         "false_fun has type float32[3], so the manual axis types do not match.\n\n"
-        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output of false_fun.\n\n"
+        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output "
+        "of false_fun.\n" + SEE_VMA +
         "Revise true_fun and/or false_fun so that all output types match.")
 
 
@@ -870,7 +869,8 @@ def test_switch_branch_types_differ():
         f"branch1 is {first_line(second)}\n\n"
         "The output of branch 0 has type float32[3] but the corresponding output of "
         "branch1 has type float32[3]{V:i}, so the manual axis types do not match.\n\n"
-        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output of branch 0.\n\n"
+        "This might be fixed by applying `jax.lax.pcast(..., ('i',), to='varying')` to the output "
+        "of branch 0.\n" + SEE_VMA +
         "Revise branch 0 and/or branch1 so that all output types match.")
 
 
@@ -1032,7 +1032,7 @@ def test_branch_types_differing_by_the_predicates_axes_are_an_error(wrap):
         "The output of true_fun has type float32[2]{V:(x,y)} but the corresponding output of "
         "false_fun has type float32[2]{V:x}, so the manual axis types do not match.\n\n"
         "This might be fixed by applying `jax.lax.pcast(..., ('y',), to='varying')` to the "
-        "output of false_fun.\n\n"
+        "output of false_fun.\n" + SEE_VMA +
         "Revise true_fun and/or false_fun so that all output types match.")
 
 
@@ -1301,3 +1301,34 @@ def test_shard_maps_run_inside_host_loops_and_branches():
             got = how(xs)
             for a, b in zip(shardc.tree_util.tree_leaves(got), shardc.tree_util.tree_leaves(want)):
                 np.testing.assert_allclose(np.asarray(a), b, err_msg=name)
+
+
+def test_branch_outputs_of_swapped_types_list_every_output_and_every_fix():
+    # JAX 0.10.2's text: a bullet per output that differs, and per output the axes each
+    # branch lacks
+    mesh = mesh_of((1, 1), ("x", "y"))
+
+    def swapped(a, b):
+        return b, a
+
+    def kept(a, b):
+        return a, b
+
+    f = shardc.shard_map(lambda a, b: lax.cond(True, kept, swapped, a, b), mesh=mesh,
+                         in_specs=(P("x"), P("y")), out_specs=P(("x", "y")))
+    with pytest.raises(TypeError) as err:
+        f(np.arange(4.0, dtype=np.float32), np.arange(4.0, dtype=np.float32))
+    fix = "  * applying `jax.lax.pcast(..., ('{}',), to='varying')` to the output of {} at path [{}]"
+    assert str(err.value) == (
+        "cond branches must have equal output types but they differ.\n\n"
+        f"true_fun is {first_line(kept)}\n"
+        f"false_fun is {first_line(swapped)}\n\n"
+        "  * the output of true_fun at path [0] has type float32[4]{V:x} but the corresponding "
+        "output of false_fun has type float32[4]{V:y}, so the manual axis types do not match;\n"
+        "  * the output of true_fun at path [1] has type float32[4]{V:y} but the corresponding "
+        "output of false_fun has type float32[4]{V:x}, so the manual axis types do not "
+        "match.\n\n"
+        "This might be fixed by:\n"
+        + fix.format("y", "true_fun", 0) + ";\n" + fix.format("x", "false_fun", 0) + ";\n"
+        + fix.format("x", "true_fun", 1) + ";\n" + fix.format("y", "false_fun", 1) + ".\n"
+        + SEE_VMA + "Revise true_fun and/or false_fun so that all output types match.")
