@@ -191,7 +191,7 @@ def check_out_specs(*, fn_name, flag, mesh, out_specs, out_vmas, out_origins, ou
         unnamed = [a for a in axes if a not in spec_axes(spec)]
         bad = [a for a in unnamed if a in vma]
         if bad:
-            failures.append(_failure_text(spec, unnamed, bad, origin, path))
+            failures.append(_failure_text(spec, unnamed, bad, origin, path, vma, axes))
     if not failures:
         return
     if len(failures) == 1:
@@ -215,11 +215,21 @@ def _axes_text(axes) -> str:
     return "mesh axes {" + ",".join(axes) + "}"
 
 
-def _failure_text(spec, unnamed, bad, origin, path) -> str:
+def _failure_text(spec, unnamed, bad, origin, path, vma, axes) -> str:
+    """One output's failure. Where the spec leaves several axes unnamed, JAX 0.10.2's words
+    (the axes it may vary over, those it may not, and those it does); then, as for one axis,
+    where it first varies over the first of them, and what to do (SEMANTICS 3.5)."""
     first = bad[0]
     where = origin.get(first)
     origin_text = f" (it first varies over '{first}' at {where})" if where else ""
+    if len(unnamed) > 1:
+        named = ",".join(a for a in axes if a not in unnamed)
+        varying = ",".join(a for a in axes if a in vma)
+        claim = (f"is only varying across mesh axes {{{named}}} and not {{{','.join(bad)}}}, "
+                 f"but it was inferred to be possibly varying over {{{varying}}}")
+    else:
+        claim = (f"is replicated across {_axes_text(unnamed)}, but it may vary over "
+                 f"{_axes_text(bad)}")
     return (f"out_specs{path} is {spec!r} which implies that the corresponding output value "
-            f"is replicated across {_axes_text(unnamed)}, but it may vary over "
-            f"{_axes_text(bad)}{origin_text}. Reduce it over those axes (for example with psum) "
-            f"or mention them in out_specs{path}.")
+            f"{claim}{origin_text}. Reduce it over those axes (for example with psum) or "
+            f"mention them in out_specs{path}.")

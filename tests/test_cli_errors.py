@@ -215,7 +215,7 @@ def test_check_on_a_function_built_with_the_check_off_says_why_it_checks(files, 
                      "replication check does not run when it is called; shardc check runs it "
                      "anyway")
     assert rest.startswith("replication check failed:")
-    assert "it may vary over mesh axis 'x'" in rest
+    assert "and not {x}, but it was inferred to be possibly varying over {x}" in rest
     assert "consider disabling the check" not in rest
     assert ("If so, unchecked_bad turns the check off already (check_vma=False), and this "
             "report is what the check would reject.") in rest
