@@ -150,7 +150,8 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     # Python scalars stay weakly typed, as in JAX: jit(f)(bf16_array, 0.5) computes in bfloat16
     program, consts, outs = trace_to_program(flat_fun, in_avals, parent=eval_trace,
                                              in_shardings=layouts_of(leaves),
-                                             weak=[weakly_typed(x) for x in leaves])
+                                             weak=[weakly_typed(x) for x in leaves],
+                                             staged=True)
     return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs),
                          [weakly_typed(o) for o in outs], dict(float0_outs))
 

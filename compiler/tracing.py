@@ -734,9 +734,10 @@ class ProgramTracer(Tracer):
 class ProgramTrace(Trace):
     """Records equations into a program. ``shard`` is set when tracing a shard_map body."""
 
-    def __init__(self, parent: Trace, shard=None):
+    def __init__(self, parent: Trace, shard=None, staged: bool = False):
         self.parent = parent
         self.shard = shard
+        self.staged = staged            # jit's: the program is staged out, not run as traced
         self.eqns: list = []
         self.var_of: dict = {}          # id(tracer) -> Var or Literal
         self.keep: list = []            # tracers kept alive so ids stay unique
@@ -823,14 +824,16 @@ def _is_plain_scalar(value) -> bool:
 def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
                      parent: Trace | None = None,
                      in_shardings: Sequence | None = None,
-                     weak: Sequence[bool] | None = None) -> tuple[Program, list, Any]:
+                     weak: Sequence[bool] | None = None,
+                     staged: bool = False) -> tuple[Program, list, Any]:
     """Trace ``fun`` on abstract arguments. Returns (program, closed-over values, raw outputs).
 
     ``fun`` takes and returns flat lists of arrays. ``in_shardings``, one per argument (None
     for a host value), are what the argument tracers report as ``.sharding``; ``weak``, one
-    per argument, marks those weakly typed (Python scalars given to jit).
+    per argument, marks those weakly typed (Python scalars given to jit). ``staged``: jit's
+    trace (transformations trace programs too, to run them).
     """
-    trace = ProgramTrace(parent or current_trace(), shard)
+    trace = ProgramTrace(parent or current_trace(), shard, staged)
     args = [trace.new_arg(a) for a in in_avals]
     for arg, sharding in zip(args, in_shardings or ()):
         arg._sharding = sharding

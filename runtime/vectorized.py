@@ -1030,8 +1030,10 @@ class FastBackend(ReferenceBackend):
         """The inputs of an eager shard_map in their stacked form (a view where it can be)."""
         placed = []
         for value, spec in zip(values, specs):
-            if not isinstance(value, Array):      # the caller may write into its array later
-                value = detached(_host(value), value)
+            if not isinstance(value, Array):
+                # a plain array (an np.matrix stays 2-d), and a copy where it is the caller's,
+                # who may write into it later
+                value = detached(np.asarray(_host(value)), value)
             held = to_stacked(value, mesh, canonical_spec(spec))
             placed.append(self.to_blocks(value, mesh, spec) if held is None
                           else StackedBlocks(held[0], held[1], mesh))

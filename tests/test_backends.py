@@ -1036,6 +1036,19 @@ def test_an_eager_body_on_the_fast_backend_gives_the_reference_blocks():
     np.testing.assert_array_equal(np.asarray(got[4]), a)
 
 
+@pytest.mark.parametrize("spec", [P(), P("x")])
+def test_an_eager_body_takes_a_numpy_matrix_as_an_array(spec):
+    # np.matrix stays 2-d under reshapes: the stacked form is made of a plain array
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    f = shardc.shard_map(lambda m: m * 2, mesh=mesh, in_specs=spec, out_specs=spec)
+    m = np.matrix(np.arange(32, dtype=np.float32).reshape(8, 4))
+    for backend in (FastBackend(), ReferenceBackend()):
+        with installed(backend):
+            got = f(m)
+        assert type(np.asarray(got)) is np.ndarray and got.shape == (8, 4)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(m) * 2)
+
+
 def test_an_eager_collective_with_a_print_runs_on_the_reference_as_declared(capsys):
     mesh = shardc.make_mesh((4,), ("i",))
 

@@ -866,16 +866,19 @@ def test_pcast_to_partial_sums_is_not_implemented(to):
 @pytest.mark.parametrize("cast", [lambda x: lax.pcast(x, "i", to="varying"),
                                   lambda x: lax.pvary(x, ("i",))])
 def test_a_cast_to_varying_outside_shard_map_under_a_context_mesh(cast):
-    # as JAX's: run eagerly, its ValueError; under jit nothing (its lowering is the identity);
-    # in a shard_map's body, the cast; with no mesh in context, the axis is unbound
+    # as JAX's: run (eagerly, under grad or vmap), its ValueError; staged out under jit, the
+    # axis is unbound (a NameError), as it is with no mesh in context; in a body, the cast
     x = np.arange(4.0, dtype=np.float32)
+    run_outside = re.escape("pvary should be called under jax.shard_map.")
     with shardc.sharding.use_mesh(MESH_I):
-        with pytest.raises(ValueError, match=re.escape(
-                "pvary should be called under jax.shard_map.")):
+        with pytest.raises(ValueError, match=run_outside):
             cast(x)
-        traced = shardc.jit(cast).trace(x).jaxpr
-        assert not traced.eqns
-        np.testing.assert_array_equal(np.asarray(shardc.jit(cast)(x)), x)
+        with pytest.raises(ValueError, match=run_outside):
+            shardc.grad(lambda v: cast(v).sum())(x)
+        with pytest.raises(ValueError, match=run_outside):
+            shardc.vmap(cast)(x[:, None])
+        with pytest.raises(NameError, match="Found an unbound axis name: i"):
+            shardc.jit(cast)(x)
         inside = shardc.shard_map(cast, mesh=MESH_I, in_specs=P(), out_specs=P("i"))
         np.testing.assert_array_equal(np.asarray(inside(x)), np.tile(x, 4))
     with pytest.raises(NameError, match="Found an unbound axis name: i"):

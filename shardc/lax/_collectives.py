@@ -14,7 +14,7 @@ from compiler.batching import vmap_axis
 from compiler.collective_rules import named_axes_size
 from compiler.replication import pvary_error_check
 from compiler.shard_map import UnknownAxisError, current_shard_context
-from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, eval_trace,
+from compiler.tracing import (ProgramTrace, aval_of, bind, check_jax_leaves, current_trace,
                               is_python_scalar)
 from ir import collectives as coll
 from ir import dtypes as _dt
@@ -190,19 +190,25 @@ def pvary(x, axis_name):
 
 def _outside_under_context_mesh(axis_name) -> bool:
     """Whether a cast to varying names axes of the context mesh (``set_mesh``) outside any
-    shard_map (and no vmap axes)."""
+    shard_map (and no vmap axes), and runs rather than being staged out (under jit the axis
+    is unbound, as anywhere outside a shard_map)."""
     axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
     mesh = current_mesh()
-    return (current_shard_context() is None and mesh is not None
-            and all(vmap_axis(a) is None and a in mesh.axis_names for a in axes))
+    if (current_shard_context() is not None or mesh is None
+            or not all(vmap_axis(a) is None and a in mesh.axis_names for a in axes)):
+        return False
+    trace = current_trace()
+    while trace is not None:
+        if isinstance(trace, ProgramTrace) and trace.staged:
+            return False
+        trace = getattr(trace, "parent", None)
+    return True
 
 
 def _cast_outside(x):
-    """A cast to varying outside shard_map, as JAX's: under jit nothing (its lowering is the
-    identity); run eagerly, JAX's ValueError."""
-    if current_trace() is eval_trace:
-        raise ValueError("pvary should be called under jax.shard_map.")
-    return x
+    """A cast to varying run outside shard_map (eagerly, or under grad or vmap): JAX's
+    ValueError, which its implementation of pvary raises."""
+    raise ValueError("pvary should be called under jax.shard_map.")
 
 
 def pcast(x, axis_name, *, to="varying"):
