@@ -92,9 +92,11 @@ class ShardTrace(Trace):
 
     def lift(self, value) -> ShardTracer:
         check_closed_over(aval_of(value))
-        array = np.asarray(value) if not hasattr(value, "aval") else np.asarray(value)
         aval = aval_of(value).strip_vma()
-        array = array.astype(aval.dtype, copy=False)
+        # a numpy array the body closes over is the caller's, who may write into it later
+        # (a body returning it would change): a copy of it is the body's
+        array = np.array(value, aval.dtype) if isinstance(value, np.ndarray) else \
+            np.asarray(value).astype(aval.dtype, copy=False)
         return ShardTracer(self, [array] * self.mesh.size, aval)
 
     def process_primitive(self, prim, tracers, params):

@@ -769,7 +769,10 @@ class ProgramTrace(Trace):
         tracer.weak = getattr(value, "weak", False) is True
         if self.shard is None:
             tracer._sharding = layouts_mod.layout_of(value)
-        self.consts.append((self.var_of[id(tracer)], value))
+        # a numpy array is the caller's, who may write into it later: the program holds its
+        # value as traced (JAX copies it to the device then)
+        held = value.copy() if type(value) is np.ndarray else value
+        self.consts.append((self.var_of[id(tracer)], held))
         self.const_tracers[id(value)] = tracer
         self.keep.append(value)
         return tracer

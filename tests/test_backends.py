@@ -1036,6 +1036,7 @@ def test_an_eager_body_on_the_fast_backend_gives_the_reference_blocks():
     np.testing.assert_array_equal(np.asarray(got[4]), a)
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 @pytest.mark.parametrize("spec", [P(), P("x")])
 def test_an_eager_body_takes_a_numpy_matrix_as_an_array(spec):
     # np.matrix stays 2-d under reshapes: the stacked form is made of a plain array

@@ -36,6 +36,12 @@ MAKERS = {
                                                      out_specs=P("i")))(h),
     "make_array_from_callback": lambda h: jax.make_array_from_callback(
         (16,), ROWS, lambda index: h[index]),
+    # a numpy array the function closes over and returns
+    "eager shard_map, closed over": lambda h: jax.shard_map(
+        lambda x: h, mesh=MESH, in_specs=P("i"), out_specs=P())(np.zeros(8, np.float32)),
+    "jit shard_map, closed over": lambda h: jax.jit(jax.shard_map(
+        lambda x: h, mesh=MESH, in_specs=P("i"), out_specs=P()))(np.zeros(8, np.float32)),
+    "jit, closed over": lambda h: jax.jit(lambda: h)(),
 }
 
 _IDENTITY = jax.jit(lambda x: x)
@@ -52,6 +58,15 @@ def test_writing_into_the_host_array_later_changes_no_array(name):
     made = MAKERS[name](host)
     host[:] = -1.0
     np.testing.assert_array_equal(np.asarray(made).reshape(-1), np.arange(16.0))
+
+
+def test_a_jitted_function_keeps_the_constants_it_closed_over_as_traced():
+    # as JAX's: a later call (of the program compiled then) sees them as they were
+    host = np.arange(4.0, dtype=np.float32)
+    f = jax.jit(lambda x: x + host)
+    np.testing.assert_array_equal(np.asarray(f(np.zeros(4, np.float32))), np.arange(4.0))
+    host[:] = 10.0
+    np.testing.assert_array_equal(np.asarray(f(np.zeros(4, np.float32))), np.arange(4.0))
 
 
 def test_asarray_of_an_array_is_a_read_only_view_and_array_a_copy():
