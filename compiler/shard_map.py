@@ -16,7 +16,8 @@ import numpy as np
 
 from compiler import tree
 from compiler.replication import check_out_specs, infer_vma
-from compiler.tracing import aval_of, bind, check_jax_value, current_trace, trace_to_program
+from compiler.tracing import (aval_of, bind, check_jax_value, current_trace, trace_to_program,
+                              weakened_where, weakly_typed)
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Literal, Program
@@ -237,7 +238,8 @@ def _call(config: _Config, args: tuple):
                   check_vma="runtime" if config.runtime_check else config.check_vma,
                   config=config, out_store=out_store)
     outs = current_trace().process_shard_map(flat_body, [l.value for l in dynamic], params)
-    return tree.tree_unflatten(out_store["treedef"], outs)
+    # results are weakly typed where the body's were (a Python number returned), as JAX's
+    return tree.tree_unflatten(out_store["treedef"], weakened_where(outs, out_store["weak"]))
 
 
 # a shard_map remembers this many argument types and layouts at most
@@ -417,7 +419,8 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
     specs, spec_paths, canonical = _layout(config, ("out", treedef),
                                            lambda: _output_layout(config, result))
     _check_output_ranks(config, outs, specs, spec_paths, paths)
-    out_store.update(treedef=treedef, specs=canonical, user_specs=specs, paths=spec_paths)
+    out_store.update(treedef=treedef, specs=canonical, user_specs=specs, paths=spec_paths,
+                     weak=[weakly_typed(out) for out in outs])
     if not config.check_vma:
         return outs
     lifted = []

@@ -277,3 +277,22 @@ def test_a_pullback_leaves_the_callers_values_as_they_are():
 
     assert jax.jit(g)(jnp.full((4,), 1.5), jnp.ones(4, jnp.float32)).dtype == np.float32
     assert jax.vmap(g)(jnp.full((2, 4), 1.5), jnp.ones((2, 4), jnp.float32)).dtype == np.float32
+
+
+_MESH8 = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+
+
+@pytest.mark.parametrize("body, want", [
+    (lambda a, s: 2.0, "~float32[]"),                  # a Python number returned
+    (lambda a, s: s * 2, "~float32[]"),                # from a Python number passed in
+    (lambda a, s: lax.psum(1.0, "x"), "~float32[]"),   # a collective of one
+    (lambda a, s: lax.psum((a * s).sum(), "x"), "float32[]"),     # met a typed array
+    (lambda a, s: lax.psum(a.sum(), "x") + 1, "float32[]"),
+])
+@pytest.mark.parametrize("wrap", [lambda f: f, jax.jit], ids=["eager", "jit"])
+def test_a_shard_maps_results_are_weak_where_its_body_gave_them_so(body, want, wrap):
+    # as JAX 0.10.2 types them
+    f = jax.shard_map(body, mesh=_MESH8, in_specs=(P("x"), P()), out_specs=P())
+    out = wrap(f)(np.zeros(8, np.float32), 3.0)
+    assert str(jax.typeof(out)) == want
+    assert out.weak_type == want.startswith("~")
