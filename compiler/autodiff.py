@@ -18,22 +18,25 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
                               partial_eval)
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is_jax_value,
-                              is_python_scalar, layouts_of, set_current_trace, trace_to_program)
+                              is_python_scalar, layouts_of, set_current_trace, trace_to_program,
+                              weakened_where, weakly_typed)
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
 
 
-def _trace_flat(fun, flat_args, in_tree):
-    """Trace ``fun`` at the avals of ``flat_args``: (program with constants as leading inputs,
-    constant values, output tree)."""
+def _trace_flat(fun, flat_args, in_tree, weak):
+    """Trace ``fun`` at the avals of ``flat_args`` (``weak``: which are weakly typed): (program
+    with constants as leading inputs, constant values, output tree, which outputs are weakly
+    typed)."""
     flat_fun, box = tree.flatten_fun(fun, in_tree)
-    program, consts, _ = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
-                                          shard=current_shard_context(), parent=current_trace(),
-                                          in_shardings=layouts_of(flat_args))
+    program, consts, outs = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
+                                             shard=current_shard_context(),
+                                             parent=current_trace(),
+                                             in_shardings=layouts_of(flat_args), weak=weak)
     program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
-    return program, consts, box[0]
+    return program, consts, box[0], [weakly_typed(o) for o in outs]
 
 
 def as_array(x):
@@ -43,9 +46,11 @@ def as_array(x):
 
 
 def linearize_flat(fun, flat_primals, in_tree):
-    """(primal outputs, residuals, the linear program, output tree, differentiable mask)."""
+    """(primal outputs, residuals, the linear program, output tree, differentiable mask).
+    The primal outputs are weakly typed where the function gave them so."""
+    weak = [weakly_typed(p) for p in flat_primals]
     flat_primals = [as_array(p) for p in flat_primals]
-    program, consts, out_tree = _trace_flat(fun, flat_primals, in_tree)
+    program, consts, out_tree, out_weak = _trace_flat(fun, flat_primals, in_tree, weak)
     n_consts = len(consts)
     diff = [False] * n_consts + [is_differentiable(aval_of(p)) for p in flat_primals]
     # arrays a custom rule closed over are known inputs too
@@ -56,9 +61,18 @@ def linearize_flat(fun, flat_primals, in_tree):
     unknown_in = [False] * n_in + [True] * n_tan
     split = partial_eval(jvp_prog, unknown_in, [False] * n_out + [True] * n_out)
     known = eval_program(split.known, list(rule_consts) + list(consts) + list(flat_primals))
-    primal_outs = known[:len(known) - split.num_residuals]
+    primal_outs = _weakened_results(known[:len(known) - split.num_residuals], out_weak,
+                                    flat_primals)
     residuals = known[len(known) - split.num_residuals:]
     return primal_outs, residuals, split.unknown, out_tree, diff[n_consts:]
+
+
+def _weakened_results(results, weak, givens) -> list:
+    """``results`` weakly typed where ``weak`` says, as JAX types them; a traced value the
+    caller gave (``givens``), handed back as it is, keeps its own mark (marking it would mark
+    the caller's value)."""
+    given = {id(g) for g in givens}
+    return weakened_where(results, [w and id(r) not in given for r, w in zip(results, weak)])
 
 
 def vjp(fun, *primals, has_aux=False):
@@ -78,7 +92,8 @@ def vjp(fun, *primals, has_aux=False):
     tangent_avals = [aval_of(p) for p, d in zip(flat_primals, diff) if d]
 
     pullback = _Pullback(linear_prog, tangent_avals, out_tree, in_tree,
-                         [aval_of(p) for p in flat_primals], diff, has_aux)
+                         [aval_of(p) for p in flat_primals], diff, has_aux,
+                         [weakly_typed(p) for p in flat_primals])
     # a pytree whose leaves are the residuals (as JAX's): it can be a custom_vjp residual, or
     # pass through jit
     vjp_fun = tree.Partial(pullback, list(residuals))
@@ -90,10 +105,13 @@ class _Pullback:
     output cotangent to the primals' (zeros where a primal does not differentiate)."""
 
     def __init__(self, linear_prog, tangent_avals, out_tree, in_tree, primal_avals, diff,
-                 has_aux):
+                 has_aux, primal_weak):
         self.linear_prog, self.tangent_avals = linear_prog, tangent_avals
         self.out_tree, self.in_tree = out_tree, in_tree
         self.primal_avals, self.diff, self.has_aux = primal_avals, diff, has_aux
+        # a weakly typed scalar's cotangent is weak too, as JAX's (of a weak array of more
+        # dimensions JAX's is weak or not by the rules on the way: shardc's is typed)
+        self.primal_weak = [w and not aval.shape for w, aval in zip(primal_weak, primal_avals)]
 
     def __call__(self, residuals, ct):
         ct_leaves, ct_tree = tree.tree_flatten(ct)
@@ -110,7 +128,9 @@ class _Pullback:
         # an integer or boolean primal's cotangent is JAX's float0 zeros (a numpy array)
         flat = [instantiate(next(it), aval) if d else np.zeros(aval.shape, dtypes.FLOAT0)
                 for aval, d in zip(self.primal_avals, self.diff)]
-        return tree.tree_unflatten(self.in_tree, flat)
+        weak = [w and d for w, d in zip(self.primal_weak, self.diff)]
+        return tree.tree_unflatten(self.in_tree,
+                                   _weakened_results(flat, weak, ct_leaves + list(residuals)))
 
 
 def split_aux(fun, opaque: dict):

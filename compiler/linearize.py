@@ -21,10 +21,10 @@ def linearize(fun, *primals, has_aux: bool = False):
     >>> f_jvp(2.0)      # 2 cos(1)
     """
     flat_primals, in_tree = tree.tree_flatten(primals)
-    flat_primals = [as_array(x) for x in flat_primals]
     opaque: dict = {}      # aux leaves that are not arrays, returned as they are
     target = split_aux(fun, opaque) if has_aux else fun
     outs, residuals, linear, out_tree, diff = linearize_flat(target, flat_primals, in_tree)
+    flat_primals = [as_array(x) for x in flat_primals]
     aux = None
     if has_aux:
         out_tree, _ = out_tree.children

@@ -100,6 +100,17 @@ CASES = {
     # is typed; constants made like an array operand are typed (weak only for weak scalars);
     # a cond's results are typed as its first branch's; a static fori_loop counts from an int
     "grad at weak, of an element": (lambda: jax.grad(lambda x: x[0])(F), "float32[3]"),
+    # at a weakly typed scalar: the value and the cotangent are weak, as JAX's
+    "grad at a Python float": (lambda: jax.grad(lambda x: x ** 2)(3.0), "~float32[]"),
+    "grad at a weak scalar": (lambda: jax.grad(jnp.sin)(W), "~float32[]"),
+    "jit of grad at a Python float": (lambda: jax.jit(jax.grad(jnp.tanh))(1.0), "~float32[]"),
+    "value_and_grad's value": (lambda: jax.value_and_grad(lambda x: x * x)(3.0)[0],
+                               "~float32[]"),
+    "vjp's cotangent": (lambda: jax.vjp(lambda x: x * 2.0, 1.0)[1](1.0)[0], "~float32[]"),
+    "linearize's value": (lambda: jax.linearize(jnp.exp, 1.0)[0], "~float32[]"),
+    "grad at a typed scalar": (lambda: jax.grad(jnp.sin)(jnp.float32(1)), "float32[]"),
+    "grad of an int argument's partner": (lambda: jax.grad(lambda x, y: x * y)(2.0, 3),
+                                          "~float32[]"),
     "grad at weak, of a sum": (lambda: jax.grad(lambda x: jnp.sum(x ** 2))(F), "float32[3]"),
     "int32 array + 2.5": (lambda: jnp.arange(3) + 2.5, "~float32[3]"),
     "int32 array * weak": (lambda: jnp.arange(3) * W, "~float32[3]"),
