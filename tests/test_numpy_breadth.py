@@ -1238,3 +1238,49 @@ def test_index_tricks_and_abstract_types():
         jnp.mgrid[0:jnp.asarray(3)]
     with pytest.raises(NotImplementedError, match="directive strings"):
         jnp.r_["0,2", a, b]
+
+
+# --- reductions' initial=, where= and promote_integers= (JAX's checks and results) -----------
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "all", "any", "mean", "var"])
+def test_a_reduction_takes_only_a_boolean_where(name):
+    kwargs = {"initial": 0.0} if name in ("max", "min") else {}
+    with pytest.raises(ValueError, match=rf"jnp\.{name}: where must be None or a boolean "
+                                         r"array; got where\.dtype=dtype\('int32'\)\."):
+        getattr(jnp, name)(jnp.ones(4), where=np.ones(4, np.int32), **kwargs)
+
+
+def test_a_reductions_initial_is_a_scalar():
+    with pytest.raises(ValueError, match=r"initial value must be a scalar\. Got array of "
+                                         r"shape \(1, 2\)"):
+        jnp.sum(jnp.ones((2, 3)), axis=-1, initial=jnp.zeros((1, 2)))
+
+
+@pytest.mark.parametrize("shape, axis, want_shape", [
+    ((3, 0), None, ()), ((0, 3), 0, (3,)), ((3, 0, 2), (1, 2), (3,)), ((0, 3), 1, (0,))])
+@pytest.mark.parametrize("name", ["max", "min", "nanmax", "nanmin"])
+def test_an_extremum_of_nothing_is_its_initial(name, shape, axis, want_shape):
+    got = getattr(jnp, name)(np.zeros(shape, np.float32), axis=axis, initial=1.0)
+    np.testing.assert_array_equal(np.asarray(got), np.full(want_shape, 1.0, np.float32))
+
+
+def test_a_masked_minimum_of_unsigned_integers_fills_with_their_largest():
+    u = np.array([[3], [1], [2]], np.uint32)
+    got = jnp.min(u, axis=-2, initial=1, keepdims=True, where=np.array([True]))
+    assert got.dtype == np.uint32
+    np.testing.assert_array_equal(np.asarray(got), [[1]])
+    got = jnp.min(u, axis=0, where=np.array([[False], [True], [True]]), initial=5)
+    np.testing.assert_array_equal(np.asarray(got), [1])
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.bool_])
+@pytest.mark.parametrize("name", ["sum", "prod"])
+def test_sums_and_products_keep_the_input_dtype_unless_promoting(name, dtype):
+    x = np.array([1, 1, 0, 1], dtype)
+    promoted = getattr(jnp, name)(x)
+    assert promoted.dtype == (np.uint32 if dtype == np.uint8 else np.int32)
+    kept = getattr(jnp, name)(x, promote_integers=False)
+    assert kept.dtype == dtype
+    want = (x.any() if name == "sum" else x.all()) if dtype == np.bool_ else \
+        getattr(np, name)(x).astype(dtype)
+    assert np.asarray(kept) == want

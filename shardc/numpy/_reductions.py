@@ -79,12 +79,26 @@ def _keep(x, result, axes, keepdims):
     return reshape(result, shape)
 
 
-def _reduction(prim, x, axis, keepdims, dtype=None, initial=None, where=None):
+def _check_where(name, where) -> None:
+    """JAX's ValueError for a ``where=`` mask that is not boolean."""
+    if where is not None:
+        dtype = dtype_of(as_array(where))
+        if dtype != np.bool_:
+            raise ValueError(f"jnp.{name}: where must be None or a boolean array; got "
+                             f"where.dtype={dtype!r}.")
+
+
+def _reduction(prim, x, axis, keepdims, dtype=None, initial=None, where=None,
+               promote_integers=True):
     x = as_array(x)
+    _check_where(_NAMES[prim], where)
     if dtype is not None:
         x = astype(x, dtype)
     elif prim in (p.reduce_sum_p, p.reduce_prod_p):
-        x = astype(x, accumulator_dtype(dtype_of(x)))
+        if promote_integers:
+            x = astype(x, accumulator_dtype(dtype_of(x)))
+        elif dtype_of(x) == np.bool_:     # in the input's dtype: a sum of booleans is any
+            prim = p.reduce_or_p if prim is p.reduce_sum_p else p.reduce_and_p
     result_dtype = dtype_of(x)
     if dtype is None and prim in (p.reduce_sum_p, p.reduce_prod_p):
         x = astype(x, _dt.computation_dtype(result_dtype))    # bf16/f16 sum in f32, as JAX
@@ -101,12 +115,15 @@ def _reduction(prim, x, axis, keepdims, dtype=None, initial=None, where=None):
                              f"identity (shape {shape_of(x)}, axis {axis})")
         # nothing to compare: one identity element per reduction, so each gives ``initial``
         shape = shape_of(x)
-        pad_shape = shape[:axes[0]] + (1,) + shape[axes[0] + 1:]
-        x = concatenate([x, full(pad_shape, _identity(prim, dtype_of(x)), dtype_of(x))],
-                        axis=axes[0])
+        x = full(tuple(1 if a in axes and n == 0 else n for a, n in enumerate(shape)),
+                 _identity(prim, dtype_of(x)), dtype_of(x))
     result = bind(prim, x, axes=axes)
     if initial is not None:
-        result = _COMBINE[prim](result, astype(asarray(initial), dtype_of(result)))
+        initial = as_array(initial)
+        if shape_of(initial) != ():
+            raise ValueError(f"initial value must be a scalar. Got array of shape "
+                             f"{shape_of(initial)}")
+        result = _COMBINE[prim](result, astype(initial, dtype_of(result)))
     return _keep(x, astype(result, result_dtype), axes, keepdims)
 
 
@@ -140,7 +157,8 @@ def _mask(x, where):
 
 def _masked(x, where, fill):
     """``x`` with its elements outside ``where`` replaced by ``fill``."""
-    return where_(_mask(x, where), x, astype(asarray(fill), dtype_of(x)))
+    # the fill made in x's dtype first: a uint32 identity is no int32
+    return where_(_mask(x, where), x, asarray(np.array(fill, dtype_of(x))))
 
 
 def _how_many(x, axis, keepdims, where):
@@ -162,14 +180,16 @@ def sum(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
     """Sum over ``axis`` (None: all; an int or a tuple, negative from the end); ``where``:
     the elements to add; ``initial``: added once."""
     _no_out("sum", out)
-    return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype, initial, where)
+    return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype, initial, where,
+                      promote_integers)
 
 
 def prod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
          promote_integers=True):
     """Product over ``axis`` (None: all; an int or a tuple)."""
     _no_out("prod", out)
-    return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype, initial, where)
+    return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype, initial, where,
+                      promote_integers)
 
 
 def max(x, axis=None, out=None, keepdims=False, initial=None, where=None):
@@ -204,6 +224,7 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """Mean over ``axis`` (of the elements ``where`` allows: NaN where none); integers and
     booleans average in float32."""
     _no_out("mean", out)
+    _check_where("mean", where)
     x = as_array(x)
     count = _how_many(x, axis, keepdims, where)
     if not _dt.is_inexact(dtype_of(x)):
@@ -219,6 +240,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     """Variance over ``axis`` with ``ddof`` (or ``correction``) delta degrees of freedom, of
     the elements ``where`` allows; ``mean``: the mean, when already known."""
     _no_out("var", out)
+    _check_where("var", where)
     if correction is not None:
         ddof = correction
     x = as_array(x)
@@ -245,7 +267,7 @@ def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 
 _mean = mean
 _COMBINE = {p.reduce_sum_p: add, p.reduce_prod_p: multiply, p.reduce_max_p: maximum,
-            p.reduce_min_p: minimum}
+            p.reduce_min_p: minimum, p.reduce_or_p: logical_or, p.reduce_and_p: logical_and}
 
 
 def _arg_reduction(prim, x, axis, keepdims):
