@@ -471,9 +471,13 @@ def _pow_jvp(primals, tangents):
     aval = aval_of(out)
     a = b = None
     if tx is not None:
-        # y * x ** (y - 1), which is 0 where y == 0 (as in JAX), not 0 * x ** -1 (nan at x == 0)
-        y_safe = bind(p.select_n_p, bind(p.eq_p, y, _scalar(0, y)), y, _ones_like(y))
-        power = bind(p.pow_p, x, bind(p.sub_p, y_safe, _scalar(1, y)))
+        # y * x ** (y - 1). An integer exponent's is 0 where y == 0, as JAX's (not
+        # 0 * x ** -1, nan at x == 0); a float exponent's is the formula itself, whose own
+        # derivative in y is then right (JAX's: d/dy at y == 0 is 1/x, and at 0**0 nan)
+        exponent = y
+        if not dtypes.is_inexact(aval_of(y).dtype):
+            exponent = bind(p.select_n_p, bind(p.eq_p, y, _scalar(0, y)), y, _ones_like(y))
+        power = bind(p.pow_p, x, bind(p.sub_p, exponent, _scalar(1, y)))
         a = _broadcast_to(_mul(tx, _mul(y, power)), aval)
     if ty is not None:
         safe_log = bind(p.log_p, bind(p.select_n_p, bind(p.eq_p, x, _scalar(0, x)), x,

@@ -484,14 +484,29 @@ def test_gather_out_of_range_traced_indices_clamp_in_both_directions():
 
 
 def test_pow_with_zero_exponent():
-    """d/dx x ** 0.0 is 0 everywhere, x == 0 included (JAX), not nan."""
-    for x in (0.0, 2.0, -1.5):
-        np.testing.assert_allclose(shardc.grad(lambda v: jnp.power(v, 0.0))(x), 0.0)
-    np.testing.assert_allclose(
-        shardc.grad(lambda v, e: jnp.sum(v ** e), argnums=(0, 1))(
-            np.zeros(2, np.float32), np.array([0.0, 2.0], np.float32)), [[0.0, 0.0], [0.0, 0.0]])
-    # d/dy x ** y at x == 0 is 0 (log 0 is replaced), d/dx x ** 1 at 0 is 1
+    """JAX 0.10.2's: d/dx x ** y is y * x ** (y - 1), so a float y == 0 gives 0 away from
+    x == 0 and nan at it (0 * 0 ** -1); an integer y == 0 gives 0 everywhere; d/dy at x == 0
+    is 0 (log 0 is replaced)."""
+    grads = [float(shardc.grad(lambda v: jnp.power(v, 0.0))(x)) for x in (0.0, 2.0, -1.5)]
+    assert np.isnan(grads[0]) and grads[1:] == [0.0, 0.0]
+    assert float(shardc.grad(lambda v: v ** 0)(0.0)) == 0.0
+    dv, de = shardc.grad(lambda v, e: jnp.sum(v ** e), argnums=(0, 1))(
+        np.zeros(2, np.float32), np.array([0.0, 2.0], np.float32))
+    np.testing.assert_array_equal(np.asarray(dv), [np.nan, 0.0])
+    np.testing.assert_array_equal(np.asarray(de), [0.0, 0.0])
     np.testing.assert_allclose(shardc.grad(lambda v: v ** 1.0)(0.0), 1.0)
+
+
+def test_pow_second_derivatives_at_a_zero_exponent():
+    # JAX's issue 12033: d2/dx dy x ** y at (4, 0) is 1/x, not 0 (the float formula's own
+    # derivative in y)
+    from shardc import lax
+    hessian = shardc.jacfwd(shardc.jacfwd(lax.pow, (0, 1)), (0, 1))(4.0, 0.0)
+    np.testing.assert_allclose(np.asarray(hessian, dtype=np.float64),
+                               [[0.0, 0.25], [0.25, np.log(4.0) ** 2]], rtol=1e-6)
+    reverse = shardc.jacrev(shardc.jacrev(lax.pow, (0, 1)), (0, 1))(4.0, 0.0)
+    np.testing.assert_allclose(np.asarray(reverse, dtype=np.float64),
+                               [[0.0, 0.25], [0.25, np.log(4.0) ** 2]], rtol=1e-6)
 
 
 A23 = normal((2, 3), 31)
