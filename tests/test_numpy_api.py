@@ -1070,3 +1070,31 @@ def test_asarray_and_array_take_numpys_keywords():
     assert str(shardc.typeof(jnp.array(2.0, ndmin=1))) == "~float32[1]"
     with pytest.raises(NotImplementedError, match="Only implemented for order='K'"):
         jnp.asarray(host, order="C")
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("aa->a", [(3, 3)]), ("ba,b->", [(2, 3), (2,)]), ("ab,bc->ac", [(2, 3), (3, 2)]),
+    ("iij->ij", [(2, 2, 3)])])
+def test_einsum_of_booleans_is_boolean(subscripts, shapes):
+    rng = np.random.default_rng(7)
+    operands = [rng.random(s) > 0.5 for s in shapes]
+    got = jnp.einsum(subscripts, *operands)
+    want = np.einsum(subscripts, *operands)
+    assert got.dtype == np.bool_ == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_einsum_takes_a_diagonal_without_touching_what_is_off_it():
+    x = np.array([[[np.inf, np.inf], [1.0, 1.0]]], np.float32)
+    np.testing.assert_array_equal(np.asarray(jnp.einsum("baa->ba", x)), [[np.inf, 1.0]])
+
+
+@pytest.mark.parametrize("subscripts, shapes", [
+    ("ijk,ikl->ijl", [(1, 4, 5), (3, 5, 6)]),        # a batch index of size 1 broadcasts
+    ("ij,jk->ik", [(2, 1), (3, 4)]),                  # a contracted one too
+    ("ij,ij->ij", [(1, 3), (2, 3)])])
+def test_einsum_broadcasts_indices_of_size_one_as_numpy(subscripts, shapes):
+    rng = np.random.default_rng(8)
+    operands = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    got = jnp.einsum(subscripts, *operands)
+    np.testing.assert_allclose(np.asarray(got), np.einsum(subscripts, *operands), rtol=1e-5)

@@ -5,13 +5,12 @@ import numpy as np
 
 from compiler.tracing import aval_of
 from ir import dtypes
-from shardc.numpy._arithmetic import multiply
-from shardc.numpy._core import as_array, asarray, astype, constrain, reshape, shape_of
-from shardc.numpy._creation import eye
+from shardc.numpy._core import as_array, asarray, astype, broadcast_to, constrain, shape_of
+from shardc.numpy._diagonals import diagonal
 from shardc.numpy._manipulation import transpose
 from shardc.numpy._products import accepts_out_sharding, preferring, promoted_dot_general
 from shardc.sharding import resolve_sharding
-from shardc.numpy._reductions import sum
+from shardc.numpy._reductions import any as any_true, sum
 
 __all__ = ["einsum", "einsum_path"]
 
@@ -91,7 +90,9 @@ def _parse(subscripts: str, n: int):
 
 
 def _take_diagonals(spec, x):
-    """Reduce an operand whose subscripts repeat an index (``ii``) to its diagonal."""
+    """Reduce an operand whose subscripts repeat an index (``ii``) to its diagonal (taken,
+    not masked and summed: an infinity off the diagonal stays out of it, and booleans stay
+    booleans)."""
     while len(set(spec)) != len(spec):
         c = next(c for c in spec if spec.count(c) > 1)
         i = spec.index(c)
@@ -100,11 +101,8 @@ def _take_diagonals(spec, x):
         if shape[i] != shape[j]:
             raise ValueError(f"einsum: index {c!r} has sizes {shape[i]} and {shape[j]} in "
                              f"one operand of shape {shape}")
-        mask_shape = [1] * len(shape)
-        mask_shape[i] = mask_shape[j] = shape[i]
-        mask = reshape(eye(shape[i], dtype=aval_of(x).dtype), tuple(mask_shape))
-        x = sum(multiply(x, mask), axis=j)
-        spec = spec[:j] + spec[j + 1:]
+        x = diagonal(x, 0, i, j)            # the diagonal becomes the last dimension
+        spec = spec[:i] + spec[i + 1:j] + spec[j + 1:] + c
     return spec, x
 
 
@@ -131,6 +129,10 @@ def _einsum(subscripts: str, *operands):
                                  f"match previous terms ({size}).")
     specs, values = [], []
     for spec, x in zip(inputs, operands):
+        # an index of size 1 here and larger elsewhere broadcasts, as numpy's
+        full = tuple(sizes[c] for c in spec)
+        if full != aval_of(x).shape and len(set(spec)) == len(spec):
+            x = broadcast_to(x, full)
         spec, x = _take_diagonals(spec, x)
         specs.append(spec)
         values.append(x)
@@ -147,7 +149,11 @@ def _einsum(subscripts: str, *operands):
 
 def _sum_out(spec, value, keep):
     axes = tuple(k for k, c in enumerate(spec) if c not in keep)
-    return sum(value, axis=axes) if axes else value
+    if not axes:
+        return value
+    # booleans sum as numpy's einsum sums them: any is true (and stay booleans)
+    return (any_true(value, axis=axes) if aval_of(value).dtype == np.bool_
+            else sum(value, axis=axes))
 
 
 def _pair(sa, a, sb, b, keep):
