@@ -1284,3 +1284,29 @@ def test_sums_and_products_keep_the_input_dtype_unless_promoting(name, dtype):
     want = (x.any() if name == "sum" else x.all()) if dtype == np.bool_ else \
         getattr(np, name)(x).astype(dtype)
     assert np.asarray(kept) == want
+
+
+@pytest.mark.filterwarnings("ignore:Degrees of freedom:RuntimeWarning")
+def test_nanvar_and_nanstd_as_jax():
+    x = np.array([[1.0, np.nan, 3.0, 4.0, 0.5], [np.nan] * 5], np.float32)
+    for ddof in (0, 1):
+        with np.errstate(all="ignore"):
+            want = np.nanvar(x.astype(np.float64), axis=1, ddof=ddof)
+        got = jnp.nanvar(x, axis=1, ddof=ddof)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)      # the NaN row: NaN
+        np.testing.assert_allclose(np.asarray(jnp.nanstd(x, axis=1, ddof=ddof)), np.sqrt(want),
+                                   rtol=1e-6)
+    assert jnp.nanvar(x, dtype=np.float16).dtype == np.float16
+    assert jnp.nanvar(np.arange(5, dtype=np.int32)).dtype == np.float32
+    complex_x = (x[0] + 1j * x[0]).astype(np.complex64)
+    got = jnp.nanvar(complex_x)
+    assert got.dtype == np.float32          # the variance of complex values is real
+    np.testing.assert_allclose(float(got), np.nanvar(complex_x.astype(np.complex128)),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="does not yet support real dtype parameters"):
+        jnp.nanvar(complex_x, dtype=np.float32)
+    # the gradient at the elements that count is finite (NaNs are zeroed after centring)
+    z = jnp.arange(5.0).at[0].set(jnp.nan)
+    np.testing.assert_allclose(np.asarray(shardc.grad(jnp.nanvar)(z)),
+                               [0.0, -0.75, -0.25, 0.25, 0.75], atol=1e-6)

@@ -438,16 +438,41 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
-    """Variance of the non-NaN elements, with ``ddof`` delta degrees of freedom."""
+    """Variance of the non-NaN elements, with ``ddof`` delta degrees of freedom (NaN where
+    fewer than ``ddof`` + 1 remain); of complex values, real. As JAX's: NaNs are zeroed
+    after centring, so gradients at the other elements are finite."""
     _no_out("nanvar", out)
+    _check_where("nanvar", where)
     a = as_array(a)
-    if not _dt.is_inexact(dtype_of(a)):
-        a = astype(a, _dt.float_)
-    centre = nanmean(a, axis, keepdims=True, where=where) if mean is None else mean
-    centered = subtract(a, centre)
-    squares = nansum(multiply(centered, centered), axis, keepdims=keepdims, where=where)
-    count = astype(_count(a, axis, keepdims, where), dtype_of(squares))
-    return divide(squares, maximum(subtract(count, ddof), 0))
+    computation, result_dtype = _variance_dtypes(dtype_of(a), dtype)
+    a = astype(a, computation)
+    centre = (nanmean(a, axis, computation, keepdims=True, where=where) if mean is None
+              else astype(asarray(mean), computation))
+    nan = isnan(a)
+    centered = where_(nan, np.zeros((), computation), subtract(a, centre))
+    squares = sum(abs2(centered), axis, keepdims=keepdims, where=where)
+    count = subtract(sum(logical_not(nan), axis, keepdims=keepdims, where=where), ddof)
+    none = less_equal(count, 0)
+    squares = where_(none, np.nan, squares)
+    divisor = astype(where_(none, 1, count), dtype_of(squares))
+    return astype(divide(squares, divisor), result_dtype)
+
+
+def _variance_dtypes(a_dtype, dtype) -> tuple:
+    """(the dtype a variance is computed in, its result's), as JAX's: a complex array's
+    variance is real; integers' is float; half floats are computed in float32."""
+    if dtype is not None:
+        dtype = _dt.canonicalize(dtype)
+        if np.dtype(a_dtype).kind == "c" and np.dtype(dtype).kind != "c":
+            raise ValueError("jax.numpy.var does not yet support real dtype parameters when "
+                             "computing the variance of an array of complex values. The "
+                             "semantics of numpy.var seem unclear in this case. Please comment "
+                             "on https://github.com/jax-ml/jax/issues/2283 if this behavior is "
+                             "important to you.")
+        return _dt.computation_dtype(dtype), np.dtype(dtype)
+    if not _dt.is_inexact(a_dtype):
+        return _dt.float_, np.dtype(_dt.float_)
+    return _dt.computation_dtype(a_dtype), np.dtype(_dt.real_dtype(a_dtype))
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
