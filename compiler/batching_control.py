@@ -12,12 +12,14 @@ every branch runs and each member selects its own result.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from compiler.batching import (BatchTrace, BatchTracer, check_spmd_unused, explicit_split,
                                shape_of, spec_entry, spmd_split, batch_at, batch_spec,
                                broadcast_batch, control_rules, moveaxis)
 from compiler.control_flow import share_consts
 from compiler.shard_map import ShardContext, current_shard_context, in_body
-from compiler.tracing import (Replay, bind, current_trace, set_current_trace,
+from compiler.tracing import (Replay, aval_of, bind, current_trace, set_current_trace,
                               trace_to_program)
 from ir import primitives as prims
 from ir.core import Program
@@ -129,10 +131,21 @@ def _cond_rule(trace, values, dims, *, branches):
         programs, consts = share_consts(traced)
         outs = bind(prims.cond_p, index, *consts, *operands, branches=tuple(programs))
         return outs, [0 if b else None for b in batch_out]
-    # A batched index: every branch runs; each member keeps its branch's results.
-    results = [_replay(program, list(consts) + operands) for program, consts, _ in traced]
+    # A batched index: every branch runs on every member, and each member keeps its branch's
+    # results. As JAX's, a branch sees a member's operands through a stop_gradient where the
+    # member takes another branch: that branch's derivative there (inf from sqrt at 0, say,
+    # times a zero cotangent) never reaches the operands.
+    operands = [v if b else broadcast_batch(v, size, 0) for v, b in zip(operands, batched)]
+    traced = [batch_program(trace, b, [True] * len(batched), [True] * len(batch_out))
+              for b in branches]
     index = moveaxis(index, index_dim, 0)
-    outs = [_select(index, [r[k] for r in results], b, size) for k, b in enumerate(batch_out)]
+    results = []
+    for k, (program, consts, _) in enumerate(traced):
+        taken = bind(prims.eq_p, index, np.asarray(k, aval_of(index).dtype))
+        guarded = [_select(taken, [bind(prims.stop_gradient_p, v), v], True, size)
+                   for v in operands]
+        results.append(_replay(program, list(consts) + guarded))
+    outs = [_select(index, [r[k] for r in results], True, size) for k in range(len(batch_out))]
     return outs, [0] * len(outs)
 
 

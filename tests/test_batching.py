@@ -655,3 +655,18 @@ def test_generated_elementwise_and_reductions(shape, size, data):
     reduce = lambda m, x: getattr(m, name)(x, axis=axis, keepdims=keepdims)
     got = jax.vmap(functools.partial(reduce, jnp), in_axes=batch_axis)(jnp.asarray(moved))
     assert_matches(got, stacked(functools.partial(reduce, np), xs).astype(np.float32))
+
+
+def test_the_gradient_of_a_batched_cond_takes_nothing_from_branches_not_taken():
+    # as JAX's: where a member takes the constant branch, sqrt's infinite slope at 0 (times a
+    # zero cotangent) does not reach its operand
+    eps = 1e-3
+
+    def safe_sqrt(x):
+        return lax.cond(x < eps, lambda _: eps, lambda _: jnp.sqrt(x), ())
+
+    grads = shardc.grad(lambda x: shardc.vmap(safe_sqrt)(x).sum())(
+        np.array([0.0, 0.0, 4.0], np.float32))
+    np.testing.assert_allclose(np.asarray(grads), [0.0, 0.0, 0.25])
+    values = shardc.vmap(safe_sqrt)(np.array([0.0, 4.0, 9.0], np.float32))
+    np.testing.assert_allclose(np.asarray(values), [eps, 2.0, 3.0])
