@@ -17,6 +17,8 @@ shard_map body alike.
 """
 from __future__ import annotations
 
+import operator
+
 import dataclasses
 
 import numpy as np
@@ -112,6 +114,23 @@ class JVPTracer(Tracer):
     def _axis_order(self):
         inner = self.primal
         return inner._axis_order() if isinstance(inner, Tracer) else ()
+
+    # Python asks for one value (``if x < 3``, ``range(n)``): a primal that is concrete gives
+    # it, as JAX's jvp does; a traced primal raises as it would
+    def __bool__(self):
+        return bool(self.primal)
+
+    def __int__(self):
+        return int(self.primal)
+
+    def __float__(self):
+        return float(self.primal)
+
+    def __complex__(self):
+        return complex(self.primal)
+
+    def __index__(self):
+        return operator.index(self.primal)
 
 
 class JVPTrace(Trace):

@@ -1470,3 +1470,24 @@ def test_an_integer_inputs_gradient_is_float0():
     ct_x, ct_y = pullback((jnp.ones(2), np.zeros(2, shardc.dtypes.float0)))
     np.testing.assert_array_equal(np.asarray(ct_x), [2., 2.])
     assert ct_y.dtype == shardc.dtypes.float0
+
+
+def test_jvp_lets_python_branch_on_a_concrete_primal():
+    # as JAX's: the primal is a value, so `if` and `while` on it run in Python; under jit it
+    # is traced, and the conversion is the usual error
+    def f(x):
+        if x < 3:
+            return 2.0 * x
+        return jnp.sin(x)
+
+    def doubling(x):
+        while x < 10.0:
+            x = x * 2.0
+        return x
+
+    assert [float(v) for v in shardc.jvp(f, (1.0,), (1.0,))] == [2.0, 2.0]
+    np.testing.assert_allclose([float(v) for v in shardc.jvp(f, (4.0,), (1.0,))],
+                               [np.sin(4.0), np.cos(4.0)], rtol=1e-6)
+    assert [float(v) for v in shardc.jvp(doubling, (1.0,), (1.0,))] == [16.0, 16.0]
+    with pytest.raises(shardc.errors.TracerBoolConversionError):
+        shardc.jit(lambda x: shardc.jvp(f, (x,), (1.0,)))(1.0)
