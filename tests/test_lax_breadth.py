@@ -246,6 +246,18 @@ def test_top_k_values_indices_and_ties():
     everywhere(lambda a: lax.top_k(a, 4)[0], y, want)
     with pytest.raises(ValueError, match="k=10"):
         lax.top_k(y, 10)
+    with pytest.raises(ValueError, match="k argument to top_k must be nonnegative, got -1"):
+        lax.top_k(y, -1)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -3])
+def test_top_k_along_any_axis(axis):
+    y = np.random.default_rng(4).normal(size=(5, 6, 3)).astype(np.float32)
+    values, indices = lax.top_k(y, 2, axis=axis)
+    order = np.argsort(-y, axis=axis, kind="stable")
+    want_indices = np.take(order, [0, 1], axis=axis)
+    assert_close(indices, want_indices, dtype=np.int32)
+    assert_close(values, np.take_along_axis(y, want_indices, axis=axis), dtype=np.float32)
 
 
 # --- reduce -----------------------------------------------------------------------------------

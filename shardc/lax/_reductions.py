@@ -80,11 +80,18 @@ def sort_key_val(keys, values, dimension=-1, is_stable=True):
     return sort((keys, values), dimension=dimension, num_keys=1)
 
 
-def top_k(operand, k):
-    """The ``k`` largest entries along the last axis, largest first, and their indices
-    (int32); equal entries come in index order."""
+def top_k(operand, k, *, axis=-1, is_stable=True):
+    """The ``k`` largest entries along ``axis`` (the last by default), largest first, and
+    their indices (int32); equal entries come in index order (``is_stable`` is accepted:
+    shardc's order is always stable)."""
     operand = array_operand(operand)
     k = int(k)
+    if k < 0:
+        raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
+    axis = _canonical_axis(axis, operand.ndim)
+    if axis != operand.ndim - 1:
+        values, order = top_k(jnp.moveaxis(operand, axis, -1), k)
+        return jnp.moveaxis(values, -1, axis), jnp.moveaxis(order, -1, axis)
     if not 0 <= k <= operand.shape[-1]:
         raise ValueError(f"top_k: k={k} must be in [0, {operand.shape[-1]}] (the last axis)")
     split = aval_of(operand).sharding
@@ -98,6 +105,13 @@ def top_k(operand, k):
     # leading dimension would refuse
     values = jnp.flip(jnp.sort(operand, axis=-1), -1)[..., :k]
     return values, jnp.astype(order, np.int32)
+
+
+def _canonical_axis(axis, ndim: int) -> int:
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim
 
 
 def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
