@@ -1310,3 +1310,23 @@ def test_nanvar_and_nanstd_as_jax():
     z = jnp.arange(5.0).at[0].set(jnp.nan)
     np.testing.assert_allclose(np.asarray(shardc.grad(jnp.nanvar)(z)),
                                [0.0, -0.75, -0.25, 0.25, 0.75], atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_cov_edge_cases_as_numpy_and_jax():
+    x = np.arange(3.0).reshape(1, 3)
+    got = jnp.cov(x, rowvar=False)          # three variables of one observation each
+    assert got.shape == (3, 3) and np.isnan(np.asarray(got)).all()
+    assert np.isnan(float(jnp.cov(np.zeros((0,), np.float32))))          # no observations
+    assert jnp.cov(np.zeros((3, 0), np.float32)).shape == (3, 3)
+    assert jnp.cov(np.zeros((0, 3), np.float32)).shape == (0, 0)         # no variables
+    rng = np.random.default_rng(9)
+    m = rng.standard_normal((3, 6)).astype(np.float32)
+    fw = np.array([1, 2, 1, 3, 1, 1])
+    np.testing.assert_allclose(np.asarray(jnp.cov(m, fweights=fw)), np.cov(m, fweights=fw),
+                               rtol=1e-5)
+    with pytest.raises(TypeError, match="fweights must be integer"):
+        jnp.cov(m, fweights=fw.astype(np.float32))
+    assert jnp.cov(m, dtype=np.float16).dtype == np.float16
+    c = (m + 1j * m[::-1]).astype(np.complex64)
+    np.testing.assert_allclose(np.asarray(jnp.cov(c)), np.cov(c), rtol=1e-5, atol=1e-6)

@@ -8,9 +8,9 @@ from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.dtypes import result_type
-from shardc.numpy._arithmetic import (add, ceil, clip, divide, equal, floor, greater_equal, isnan,
-                                      less_equal, logical_and, logical_not, multiply, sqrt,
-                                      subtract, where)
+from shardc.numpy._arithmetic import (abs, add, ceil, clip, divide, equal, floor, greater_equal,
+                                      isnan, less_equal, logical_and, logical_not, multiply,
+                                      sqrt, subtract, where)
 from shardc.numpy._calculus import diff
 from shardc.numpy._core import (as_array, astype, broadcast_to, canonical_axis, concatenate,
                                 convert, dtype_of, expand_dims, full, full_like, is_array, ones,
@@ -22,7 +22,7 @@ from shardc.numpy._manipulation import atleast_2d, moveaxis, squeeze, transpose
 from shardc.numpy._products import matmul
 from shardc.numpy._reductions import amax, any, mean, min, no_out, reduce_axes, sum
 from shardc.numpy._sorting import concrete_size, searchsorted, sort
-from shardc.numpy._ufuncs import round
+from shardc.numpy._ufuncs import conj, round
 
 __all__ = [
     "average", "ptp", "cov", "corrcoef", "bincount", "histogram_bin_edges", "histogramdd",
@@ -65,45 +65,72 @@ def ptp(a, axis=None, keepdims=False):
     return subtract(amax(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
 
 
-def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None):
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        dtype=None):
     """Covariance matrix of the variables in the rows (``rowvar``) or columns of ``m``, with
-    optional frequency (``fweights``) and reliability (``aweights``) weights per observation."""
-    m = atleast_2d(as_array(m))
-    if not _dt.is_inexact(dtype_of(m)):
-        m = astype(m, _dt.float_)
-    if not rowvar and shape_of(m)[0] != 1:
-        m = transpose(m)
+    optional frequency (``fweights``, integers) and reliability (``aweights``) weights per
+    observation, as JAX's: no variables give a (0, 0) matrix, no observations NaNs."""
+    m = as_array(m)
+    if len(shape_of(m)) > 2:
+        raise ValueError("m has more than 2 dimensions")
+    if dtype is not None and not _dt.is_inexact(np.dtype(dtype)):
+        raise ValueError(f"cov: dtype must be a subclass of float or complex; got "
+                         f"dtype={np.dtype(dtype)!r}")
+    inexact = result_type(m, *([] if y is None else [y]), np.float32)
+    x = atleast_2d(astype(m, inexact))
+    if not rowvar and len(shape_of(m)) != 1:
+        x = transpose(x)
+    if shape_of(x)[0] == 0:
+        return full((0, 0), 0, inexact)
     if y is not None:
-        y = atleast_2d(astype(as_array(y), dtype_of(m)))
+        y = as_array(y)
+        if len(shape_of(y)) > 2:
+            raise ValueError("y has more than 2 dimensions")
+        y = atleast_2d(astype(y, inexact))
         if not rowvar and shape_of(y)[0] != 1:
             y = transpose(y)
-        m = concatenate([m, y], 0)
+        x = concatenate([x, y], 0)
+    rows, observations = shape_of(x)
+    if observations == 0:
+        return full(() if rows == 1 else (rows, rows), np.nan, dtype_of(x))
     ddof = (0 if bias else 1) if ddof is None else ddof
     weights = None
-    for given in (fweights, aweights):
-        if given is not None:
-            given = astype(as_array(given), dtype_of(m))
-            if len(shape_of(given)) != 1 or shape_of(given)[0] != shape_of(m)[1]:
-                raise RuntimeError("incompatible numbers of samples and weights")
-            weights = given if weights is None else multiply(weights, given)
+    if fweights is not None:
+        fweights = as_array(fweights)
+        _check_weights(fweights, "fweights", observations)
+        if not _dt.is_int(dtype_of(fweights)):
+            raise TypeError("fweights must be integer.")
+        weights = abs(fweights)
+    if aweights is not None:
+        aweights = abs(as_array(aweights))
+        _check_weights(aweights, "aweights", observations)
+        weights = aweights if weights is None else multiply(weights, aweights)
+    if dtype is not None:
+        x = astype(x, dtype)
     if weights is None:
-        centered = subtract(m, mean(m, axis=1, keepdims=True))
-        product = matmul(centered, transpose(centered))
-        return squeeze(divide(product, shape_of(m)[1] - ddof))
+        centered = subtract(x, mean(x, axis=1, keepdims=True))
+        product = matmul(centered, transpose(conj(centered)))
+        return squeeze(divide(product, observations - ddof))
+    weights = astype(weights, dtype_of(x))
     total = sum(weights)
-    weighted_mean = divide(sum(multiply(m, weights), axis=1, keepdims=True),
-                               total)
+    weighted_mean = divide(sum(multiply(x, weights), axis=1, keepdims=True), total)
     if ddof == 0:
         factor = total
     elif aweights is None:
         factor = subtract(total, ddof)
     else:
-        reliability = astype(as_array(aweights), dtype_of(m))
         factor = subtract(total, divide(
-            multiply(ddof, sum(multiply(weights, reliability))), total))
-    centered = subtract(m, weighted_mean)
-    product = matmul(multiply(centered, weights), transpose(centered))
+            multiply(ddof, sum(multiply(weights, astype(aweights, dtype_of(x))))), total))
+    centered = subtract(x, weighted_mean)
+    product = matmul(multiply(centered, weights), transpose(conj(centered)))
     return squeeze(divide(product, factor))
+
+
+def _check_weights(weights, name: str, observations: int) -> None:
+    if len(shape_of(weights)) > 1:
+        raise RuntimeError(f"cannot handle multidimensional {name}")
+    if shape_of(weights)[0] != observations:
+        raise RuntimeError(f"incompatible numbers of samples and {name}")
 
 
 def corrcoef(x, y=None, rowvar=True):
