@@ -17,9 +17,8 @@ shard_map body alike.
 """
 from __future__ import annotations
 
-import operator
-
 import dataclasses
+import operator
 
 import numpy as np
 

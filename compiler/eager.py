@@ -119,8 +119,8 @@ class ShardTrace(Trace):
         """The blocks of every position (a list, or what the backend holds them in) of each
         result."""
         backend = get_backend()
-        if prim.kind in ("collective", "higher") or getattr(backend, "eager_by_program",
-                                                             False):
+        by_program = getattr(backend, "eager_by_program", False)
+        if by_program or prim.kind in ("collective", "higher"):
             return self._run_on_every_device(prim, tracers, params, avals)
         per_position = [backend.eval_block(prim, [t.blocks[p] for t in tracers], params)
                         for p in range(self.mesh.size)]

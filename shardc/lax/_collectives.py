@@ -182,32 +182,25 @@ class PermutationIndexError(IndexError, ValueError):
 def pvary(x, axis_name):
     """Mark ``x`` as varying over ``axis_name`` (identity on values)."""
     _check_operands("pvary", x)
-    if _outside_under_context_mesh(axis_name):
-        return _cast_outside(x)
+    _check_not_run_outside(axis_name)
     axes = _axes("pvary", axis_name)
     return tree.tree_map(lambda leaf: bind(coll.pvary_p, leaf, mesh_axes=axes), x)
 
 
-def _outside_under_context_mesh(axis_name) -> bool:
-    """Whether a cast to varying names axes of the context mesh (``set_mesh``) outside any
-    shard_map (and no vmap axes), and runs rather than being staged out (under jit the axis
-    is unbound, as anywhere outside a shard_map)."""
+def _check_not_run_outside(axis_name) -> None:
+    """JAX's ValueError for a cast to varying over axes of the context mesh (``set_mesh``)
+    run outside any shard_map: eagerly, or under grad or vmap (its implementation raises it).
+    Staged out under jit, or with no such mesh, the axis is unbound instead (``_axes``)."""
     axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
     mesh = current_mesh()
     if (current_shard_context() is not None or mesh is None
             or not all(vmap_axis(a) is None and a in mesh.axis_names for a in axes)):
-        return False
+        return
     trace = current_trace()
     while trace is not None:
         if isinstance(trace, ProgramTrace) and trace.staged:
-            return False
-        trace = getattr(trace, "parent", None)
-    return True
-
-
-def _cast_outside(x):
-    """A cast to varying run outside shard_map (eagerly, or under grad or vmap): JAX's
-    ValueError, which its implementation of pvary raises."""
+            return
+        trace = trace.parent
     raise ValueError("pvary should be called under jax.shard_map.")
 
 
@@ -220,8 +213,7 @@ def pcast(x, axis_name, *, to="varying"):
         raise NotImplementedError(f"pcast(..., to={to!r}): shardc has no unreduced or reduced "
                                   "types; reduce explicitly (psum)")
     _check_operands("pcast", x)
-    if _outside_under_context_mesh(axis_name):
-        return _cast_outside(x)
+    _check_not_run_outside(axis_name)
     axes = _axes("pcast", axis_name)
     shard = current_shard_context()
 
