@@ -97,8 +97,8 @@ def _reduction(prim, x, axis, keepdims, dtype=None, initial=None, where=None,
     elif prim in (p.reduce_sum_p, p.reduce_prod_p):
         if promote_integers:
             x = astype(x, accumulator_dtype(dtype_of(x)))
-        elif dtype_of(x) == np.bool_:     # in the input's dtype: a sum of booleans is any
-            prim = p.reduce_or_p if prim is p.reduce_sum_p else p.reduce_and_p
+        elif dtype_of(x) == np.bool_:     # booleans count, as JAX's (its numeric dtype)
+            x = astype(x, _dt.int_)
     result_dtype = dtype_of(x)
     if dtype is None and prim in (p.reduce_sum_p, p.reduce_prod_p):
         x = astype(x, _dt.computation_dtype(result_dtype))    # bf16/f16 sum in f32, as JAX
@@ -267,7 +267,7 @@ def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 
 _mean = mean
 _COMBINE = {p.reduce_sum_p: add, p.reduce_prod_p: multiply, p.reduce_max_p: maximum,
-            p.reduce_min_p: minimum, p.reduce_or_p: logical_or, p.reduce_and_p: logical_and}
+            p.reduce_min_p: minimum}
 
 
 def _arg_reduction(prim, x, axis, keepdims):
