@@ -114,19 +114,14 @@ class JVPTracer(Tracer):
         inner = self.primal
         return inner._axis_order() if isinstance(inner, Tracer) else ()
 
-    # Python asks for one value (``if x < 3``, ``range(n)``): a primal that is concrete gives
-    # it, as JAX's jvp does; a traced primal raises as it would
+    # Python asks for a truth value or an integer (``if x < 3``, ``range(n)``): a primal that
+    # is concrete gives it, as JAX's jvp does (a float conversion stays an error, as JAX's);
+    # a traced primal raises as it would
     def __bool__(self):
         return bool(self.primal)
 
     def __int__(self):
         return int(self.primal)
-
-    def __float__(self):
-        return float(self.primal)
-
-    def __complex__(self):
-        return complex(self.primal)
 
     def __index__(self):
         return operator.index(self.primal)

@@ -109,9 +109,13 @@ class _Pullback:
         self.linear_prog, self.tangent_avals = linear_prog, tangent_avals
         self.out_tree, self.in_tree = out_tree, in_tree
         self.primal_avals, self.diff, self.has_aux = primal_avals, diff, has_aux
-        # a weakly typed scalar's cotangent is weak too, as JAX's (of a weak array of more
-        # dimensions JAX's is weak or not by the rules on the way: shardc's is typed)
-        self.primal_weak = [w and not aval.shape for w, aval in zip(primal_weak, primal_avals)]
+        # a weakly typed real scalar's cotangent is weak too where the cotangent it comes
+        # from is (grad's seed is weak where the output is), as JAX's mostly are: JAX's
+        # depends on the rules on the way (a float power, a custom rule's typed result make
+        # it typed; shardc's is weak there), so a weak array of more dimensions, or a complex
+        # one, gets a typed one
+        self.primal_weak = [w and not aval.shape and aval.dtype.kind != "c"
+                            for w, aval in zip(primal_weak, primal_avals)]
 
     def __call__(self, residuals, ct):
         ct_leaves, ct_tree = tree.tree_flatten(ct)
@@ -128,7 +132,8 @@ class _Pullback:
         # an integer or boolean primal's cotangent is JAX's float0 zeros (a numpy array)
         flat = [instantiate(next(it), aval) if d else np.zeros(aval.shape, dtypes.FLOAT0)
                 for aval, d in zip(self.primal_avals, self.diff)]
-        weak = [w and d for w, d in zip(self.primal_weak, self.diff)]
+        seed_weak = all(weakly_typed(c) for c in ct_leaves if c is not None)
+        weak = [w and d and seed_weak for w, d in zip(self.primal_weak, self.diff)]
         return tree.tree_unflatten(self.in_tree,
                                    _weakened_results(flat, weak, ct_leaves + list(residuals)))
 
@@ -246,8 +251,10 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             raise TypeError("Gradient only defined for scalar-output functions. Output had "
                             f"shape: {aval.shape}.")
         _check_output(aval.dtype, holomorphic)
-        grads = vjp_fun(bind(prims.broadcast_in_dim_p, np.ones((), aval.dtype), shape=(),
-                             broadcast_dimensions=()))
+        seed = bind(prims.broadcast_in_dim_p, np.ones((), aval.dtype), shape=(),
+                    broadcast_dimensions=())
+        # weakly typed where the output is, as JAX's ones_like of it
+        grads = vjp_fun(weakened_where([seed], [weakly_typed(out)])[0])
         grads = grads[0] if single else grads
         return ((out, aux), grads) if has_aux else (out, grads)
 

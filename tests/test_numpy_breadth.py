@@ -1327,5 +1327,8 @@ def test_cov_edge_cases_as_numpy_and_jax():
     with pytest.raises(TypeError, match="fweights must be integer"):
         jnp.cov(m, fweights=fw.astype(np.float32))
     assert jnp.cov(m, dtype=np.float16).dtype == np.float16
+    for half in (np.float16, shardc.numpy.bfloat16):            # kept, as JAX's
+        assert jnp.cov(m.astype(half)).dtype == half == jnp.corrcoef(m.astype(half)).dtype
+    assert jnp.cov(np.arange(6).reshape(2, 3)).dtype == np.float32
     c = (m + 1j * m[::-1]).astype(np.complex64)
     np.testing.assert_allclose(np.asarray(jnp.cov(c)), np.cov(c), rtol=1e-5, atol=1e-6)

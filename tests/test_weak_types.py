@@ -109,6 +109,13 @@ CASES = {
     "vjp's cotangent": (lambda: jax.vjp(lambda x: x * 2.0, 1.0)[1](1.0)[0], "~float32[]"),
     "linearize's value": (lambda: jax.linearize(jnp.exp, 1.0)[0], "~float32[]"),
     "grad at a typed scalar": (lambda: jax.grad(jnp.sin)(jnp.float32(1)), "float32[]"),
+    # the cotangent of a weak scalar is typed where the one it comes from is, or complex
+    "vjp's cotangent, of a typed one": (
+        lambda: jax.vjp(lambda x: x * x, 2.0)[1](jnp.float32(1))[0], "float32[]"),
+    "grad of a typed output": (lambda: jax.grad(lambda x: x * jnp.float32(3))(2.0),
+                               "float32[]"),
+    "grad at a Python complex": (lambda: jax.grad(lambda x: jnp.abs(x) ** 2)(1.0 + 2.0j),
+                                 "complex64[]"),
     "grad of an int argument's partner": (lambda: jax.grad(lambda x, y: x * y)(2.0, 3),
                                           "~float32[]"),
     "grad at weak, of a sum": (lambda: jax.grad(lambda x: jnp.sum(x ** 2))(F), "float32[3]"),

@@ -3,6 +3,8 @@
 ``cumlogsumexp``), and sorting (``sort``, ``sort_key_val``, ``top_k``)."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from compiler.jit import make_jaxpr
@@ -80,10 +82,9 @@ def sort_key_val(keys, values, dimension=-1, is_stable=True):
     return sort((keys, values), dimension=dimension, num_keys=1)
 
 
-def top_k(operand, k, *, axis=-1, is_stable=True):
+def top_k(operand, k, *, axis=-1):
     """The ``k`` largest entries along ``axis`` (the last by default), largest first, and
-    their indices (int32); equal entries come in index order (``is_stable`` is accepted:
-    shardc's order is always stable)."""
+    their indices (int32); equal entries come in index order."""
     operand = array_operand(operand)
     k = int(k)
     if k < 0:
@@ -108,7 +109,7 @@ def top_k(operand, k, *, axis=-1, is_stable=True):
 
 
 def _canonical_axis(axis, ndim: int) -> int:
-    axis = int(axis)
+    axis = operator.index(axis)
     if not -ndim <= axis < ndim:
         raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
     return axis % ndim

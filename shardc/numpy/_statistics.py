@@ -76,7 +76,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     if dtype is not None and not _dt.is_inexact(np.dtype(dtype)):
         raise ValueError(f"cov: dtype must be a subclass of float or complex; got "
                          f"dtype={np.dtype(dtype)!r}")
-    inexact = result_type(m, *([] if y is None else [y]), np.float32)
+    promoted = result_type(m, y) if y is not None else dtype_of(m)
+    inexact = promoted if _dt.is_inexact(promoted) else _dt.float_
     x = atleast_2d(astype(m, inexact))
     if not rowvar and len(shape_of(m)) != 1:
         x = transpose(x)
