@@ -1271,6 +1271,8 @@ def test_a_masked_minimum_of_unsigned_integers_fills_with_their_largest():
     np.testing.assert_array_equal(np.asarray(got), [[1]])
     got = jnp.min(u, axis=0, where=np.array([[False], [True], [True]]), initial=5)
     np.testing.assert_array_equal(np.asarray(got), [1])
+    got = jnp.min(np.zeros((0,), np.uint32), initial=5)      # nothing to compare
+    assert got.dtype == np.uint32 and int(got) == 5
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.bool_])

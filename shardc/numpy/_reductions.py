@@ -116,7 +116,7 @@ def _reduction(prim, x, axis, keepdims, dtype=None, initial=None, where=None,
         # nothing to compare: one identity element per reduction, so each gives ``initial``
         shape = shape_of(x)
         x = full(tuple(1 if a in axes and n == 0 else n for a, n in enumerate(shape)),
-                 _identity(prim, dtype_of(x)), dtype_of(x))
+                 np.array(_identity(prim, dtype_of(x)), dtype_of(x)), dtype_of(x))
     result = bind(prim, x, axes=axes)
     if initial is not None:
         initial = as_array(initial)
