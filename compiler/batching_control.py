@@ -118,39 +118,44 @@ control_rules[prims.scan_p] = _scan_rule
 # --- cond --------------------------------------------------------------------------------------
 
 def _cond_rule(trace, values, dims, *, branches):
-    size = trace.axis_size
     (index, *operands), (index_dim, *operand_dims) = values, dims
     batched = [d is not None for d in operand_dims]
     operands = _leading(operands, operand_dims)
+    if index_dim is not None:
+        return _cond_by_member(trace, moveaxis(index, index_dim, 0), operands, batched,
+                               branches)
     # Every branch returns each result batched if any branch does.
     traced = [batch_program(trace, b, batched, [False] * len(b.outvars)) for b in branches]
     batch_out = [any(t[2][k] for t in traced) for k in range(len(branches[0].outvars))]
     if any(t[2] != batch_out for t in traced):
         traced = [batch_program(trace, b, batched, batch_out) for b in branches]
-    if index_dim is None:
-        programs, consts = share_consts(traced)
-        outs = bind(prims.cond_p, index, *consts, *operands, branches=tuple(programs))
-        return outs, [0 if b else None for b in batch_out]
-    # A batched index: every branch runs on every member, and each member keeps its branch's
-    # results. As JAX's, a branch sees a member's operands through a stop_gradient where the
-    # member takes another branch: that branch's derivative there (inf from sqrt at 0, say,
-    # times a zero cotangent) never reaches the operands.
+    programs, consts = share_consts(traced)
+    outs = bind(prims.cond_p, index, *consts, *operands, branches=tuple(programs))
+    return outs, [0 if b else None for b in batch_out]
+
+
+def _cond_by_member(trace, index, operands, batched, branches):
+    """A cond whose index is batched (in front): every branch runs on every member, and each
+    member keeps its branch's results. As JAX's, a branch sees a member's operands through a
+    stop_gradient where the member takes another branch: that branch's derivative there (inf
+    from sqrt at 0, say, times a zero cotangent) never reaches the operands."""
+    size = trace.axis_size
     operands = [v if b else broadcast_batch(v, size, 0) for v, b in zip(operands, batched)]
-    traced = [batch_program(trace, b, [True] * len(batched), [True] * len(batch_out))
-              for b in branches]
-    index = moveaxis(index, index_dim, 0)
+    n_out = len(branches[0].outvars)
     results = []
-    for k, (program, consts, _) in enumerate(traced):
+    for k, branch in enumerate(branches):
+        program, consts, _ = batch_program(trace, branch, [True] * len(operands), [True] * n_out)
         taken = bind(prims.eq_p, index, np.asarray(k, aval_of(index).dtype))
         guarded = [_select(taken, [bind(prims.stop_gradient_p, v), v], True, size)
                    for v in operands]
         results.append(_replay(program, list(consts) + guarded))
-    outs = [_select(index, [r[k] for r in results], True, size) for k in range(len(batch_out))]
-    return outs, [0] * len(outs)
+    outs = [_select(index, [r[k] for r in results], True, size) for k in range(n_out)]
+    return outs, [0] * n_out
 
 
 def _select(index, cases, batched: bool, size: int):
-    """Each member's case by its own ``index`` (int32 of shape (members,))."""
+    """Each member's case by its own ``index`` (an integer or boolean per member, of shape
+    (members,))."""
     cases = [c if batched else broadcast_batch(c, size, 0) for c in cases]
     shape = shape_of(cases[0])
     which = bind(prims.broadcast_in_dim_p, index, shape=shape, broadcast_dimensions=(0,))

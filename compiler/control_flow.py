@@ -156,12 +156,9 @@ def _carry_component(carry_name: str, path: str) -> str:
 
 def _carry_message(construct: str, problems: list, hints: list) -> str:
     """JAX 0.10.2's text, laid out as it lays it out (``_jax_list``)."""
-    if len(problems) == 1:
-        body = problems[0][0].upper() + problems[0][1:] + ".\n"
-    else:
-        body = _jax_list(problems, blank_between=True)
     return (f"{construct} body function carry input and carry output must have equal types, "
-            f"but they differ:\n\n{body}\n{_pcast_hints(hints, blank_between=True)}"
+            f"but they differ:\n\n{_differences(problems, blank_between=True)}\n"
+            f"{_pcast_hints(hints, blank_between=True)}"
             "Revise the function so that all output types match the corresponding input types.")
 
 
@@ -172,6 +169,13 @@ def _jax_list(items: list, blank_between: bool) -> str:
     if blank_between:
         return "\n".join(f"  * {d};\n" for d in items[:-1]) + f"  * {items[-1]}.\n"
     return "\n".join(f"  * {d};" for d in items[:-1]) + f"\n  * {items[-1]}.\n"
+
+
+def _differences(items: list, blank_between: bool) -> str:
+    """What differs, as JAX's paragraph: one sentence, or bullets for several."""
+    if len(items) == 1:
+        return items[0][0].upper() + items[0][1:] + ".\n"
+    return _jax_list(items, blank_between)
 
 
 _VMA_DOCS = ("See https://docs.jax.dev/en/latest/notebooks/shard_map.html#scan-vma for more "
@@ -642,12 +646,11 @@ def _branch_vma_message(construct, branches, names, k, differ) -> str:
             if missing:
                 hints.append(f"applying `jax.lax.pcast(..., {missing}, to='varying')` to the "
                              f"output of {name}{where}")
-    body = (diffs[0][0].upper() + diffs[0][1:] + ".\n" if len(diffs) == 1
-            else _jax_list(diffs, blank_between=False))
     return (f"{construct} branches must have equal output types but they differ.\n\n"
             f"{first} is {_where_defined(branches[0])}\n"
             f"{other} is {_where_defined(branches[k])}\n\n"
-            f"{body}\n{_pcast_hints(hints, blank_between=False)}"
+            f"{_differences(diffs, blank_between=False)}\n"
+            f"{_pcast_hints(hints, blank_between=False)}"
             f"Revise {first} and/or {other} so that all output types match.")
 
 

@@ -3,8 +3,6 @@
 ``cumlogsumexp``), and sorting (``sort``, ``sort_key_val``, ``top_k``)."""
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from compiler.jit import make_jaxpr
@@ -13,6 +11,7 @@ from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
+from shardc.numpy._core import canonical_axis
 from shardc.lax._control_flow import associative_scan
 from shardc.lax._shapes import array_operand, checked_axis
 
@@ -89,7 +88,7 @@ def top_k(operand, k, *, axis=-1):
     k = int(k)
     if k < 0:
         raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
-    axis = _canonical_axis(axis, operand.ndim)
+    axis = canonical_axis(axis, operand.ndim)
     if axis != operand.ndim - 1:
         values, order = top_k(jnp.moveaxis(operand, axis, -1), k)
         return jnp.moveaxis(values, -1, axis), jnp.moveaxis(order, -1, axis)
@@ -106,13 +105,6 @@ def top_k(operand, k, *, axis=-1):
     # leading dimension would refuse
     values = jnp.flip(jnp.sort(operand, axis=-1), -1)[..., :k]
     return values, jnp.astype(order, np.int32)
-
-
-def _canonical_axis(axis, ndim: int) -> int:
-    axis = operator.index(axis)
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
-    return axis % ndim
 
 
 def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
