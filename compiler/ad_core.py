@@ -18,7 +18,6 @@ shard_map body alike.
 from __future__ import annotations
 
 import dataclasses
-import operator
 
 import numpy as np
 
@@ -114,17 +113,10 @@ class JVPTracer(Tracer):
         inner = self.primal
         return inner._axis_order() if isinstance(inner, Tracer) else ()
 
-    # Python asks for a truth value or an integer (``if x < 3``, ``range(n)``): a primal that
-    # is concrete gives it, as JAX's jvp does (a float conversion stays an error, as JAX's);
-    # a traced primal raises as it would
-    def __bool__(self):
-        return bool(self.primal)
-
-    def __int__(self):
-        return int(self.primal)
-
-    def __index__(self):
-        return operator.index(self.primal)
+    def concrete_value(self, what: str, cls):
+        """The primal's value, where it is known (as JAX's jvp gives it to Python)."""
+        primal = self.primal
+        return primal.concrete_value(what, cls) if isinstance(primal, Tracer) else primal
 
 
 class JVPTrace(Trace):

@@ -29,12 +29,14 @@ from ir.core import Program
 def _trace_flat(fun, flat_args, in_tree, weak):
     """Trace ``fun`` at the avals of ``flat_args`` (``weak``: which are weakly typed): (program
     with constants as leading inputs, constant values, output tree, which outputs are weakly
-    typed)."""
+    typed). Outside shard_map bodies Python may branch on values computed from ``flat_args``
+    where they are known, as under JAX's autodiff: the program follows the branches taken."""
     flat_fun, box = tree.flatten_fun(fun, in_tree)
+    shard = current_shard_context()
     program, consts, outs = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
-                                             shard=current_shard_context(),
-                                             parent=current_trace(),
-                                             in_shardings=layouts_of(flat_args), weak=weak)
+                                             shard=shard, parent=current_trace(),
+                                             in_shardings=layouts_of(flat_args), weak=weak,
+                                             known=flat_args if shard is None else None)
     program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
     return program, consts, box[0], [weakly_typed(o) for o in outs]
 

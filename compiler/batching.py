@@ -62,6 +62,13 @@ class BatchTracer(Tracer):
         if weak:
             self.value = weakened(self.value)
 
+    def concrete_value(self, what: str, cls):
+        """An unbatched value's, where it is known (a primal under ``jacfwd``, as in JAX)."""
+        value = self.value
+        if self.batch_dim is not None:
+            raise self._concretization_error(what, cls)
+        return value.concrete_value(what, cls) if isinstance(value, Tracer) else value
+
     @property
     def aval(self) -> Aval:
         full = aval_of(self.value)

@@ -8,6 +8,7 @@ Values of an enclosing trace met inside a nested one are closed-over constants.
 from __future__ import annotations
 
 import contextlib
+import operator
 import sys
 from typing import Any, Callable, Sequence
 
@@ -542,17 +543,25 @@ class Tracer:
             raise TypeError("iteration over a 0-d array")
         return (self[k] for k in range(self.shape[0]))
 
+    # Python asks for a truth value or an integer (``if x < 3``, ``range(n)``): a tracer whose
+    # value is known now gives it, as JAX's concrete tracers do (a float conversion stays an
+    # error, as JAX's); any other raises JAX's error
     def __bool__(self):
-        raise self._concretization_error("boolean conversion", TracerBoolConversionError)
+        return bool(self.concrete_value("boolean conversion", TracerBoolConversionError))
 
     def __int__(self):
-        raise self._concretization_error("integer conversion", ConcretizationTypeError)
+        return int(self.concrete_value("integer conversion", ConcretizationTypeError))
 
     def __float__(self):
         raise self._concretization_error("float conversion", ConcretizationTypeError)
 
     def __index__(self):
-        raise self._concretization_error("integer conversion", self._integer_error())
+        return operator.index(self.concrete_value("integer conversion", self._integer_error()))
+
+    def concrete_value(self, what: str, cls):
+        """This tracer's value, where it is known while tracing; else ``cls``, JAX's error
+        for ``what`` (``"boolean conversion"``)."""
+        raise self._concretization_error(what, cls)
 
     def _integer_error(self):
         """JAX's class for ``__index__``: TracerIntegerConversionError of an integer value."""
@@ -730,6 +739,12 @@ class ProgramTracer(Tracer):
             return ()
         return shard.mesh.axis_names if shard.check_vma else None
 
+    def concrete_value(self, what: str, cls):
+        trace = self._trace
+        if trace.known is None:
+            raise self._concretization_error(what, cls)
+        return trace.known_value(trace.var_of[id(self)], what, cls)
+
 
 class ProgramTrace(Trace):
     """Records equations into a program. ``shard`` is set when tracing a shard_map body."""
@@ -738,6 +753,11 @@ class ProgramTrace(Trace):
         self.parent = parent
         self.shard = shard
         self.staged = staged            # jit's: the program is staged out, not run as traced
+        # a trace of a function at values known now (a gradient's): Var -> its value, or a
+        # value of an enclosing trace that gives it; None where the inputs are abstract
+        self.known: dict | None = None
+        self._producer: dict = {}       # Var -> index of the equation that made it
+        self._scanned = 0               # equations _producer covers
         self.eqns: list = []
         self.var_of: dict = {}          # id(tracer) -> Var or Literal
         self.keep: list = []            # tracers kept alive so ids stay unique
@@ -810,6 +830,50 @@ class ProgramTrace(Trace):
         from compiler.shard_map import stage_shard_map
         return stage_shard_map(self, fun, args, params)
 
+    def known_value(self, atom, what: str, cls):
+        """The value of ``atom``, computed from the known inputs by running, at once, the
+        equations it depends on (those not run before). What Python asks of a value while
+        a function is traced at known inputs, so the program follows the branch it takes."""
+        if isinstance(atom, Literal):
+            return atom.value
+        known = self.known
+        if atom not in known:
+            self._run_cone(atom, what, cls)
+        value = known[atom]
+        if isinstance(value, Tracer):           # a value of an enclosing trace
+            value = known[atom] = value.concrete_value(what, cls)
+        return value
+
+    def _run_cone(self, target, what: str, cls) -> None:
+        producer, eqns = self._producer, self.eqns
+        for k in range(self._scanned, len(eqns)):
+            producer.update((v, k) for v in eqns[k].outvars)
+        self._scanned = len(eqns)
+        consts = dict(self.consts)
+        needed, stack = set(), [target]
+        while stack:
+            var = stack.pop()
+            if isinstance(var, Literal) or var in self.known:
+                continue
+            if var in consts:
+                self.known[var] = consts[var]
+                continue
+            k = producer.get(var)
+            if k is None:
+                raise cls(f"Attempted {what} of a value that is not computed from the "
+                          "function's arguments")
+            if k not in needed:
+                needed.add(k)
+                stack.extend(eqns[k].invars)
+        root = _current[0]
+        for k in sorted(needed):
+            eqn = eqns[k]
+            args = [self.known_value(v, what, cls) for v in eqn.invars]
+            with set_current_trace(root), replaying(eqn.source):
+                outs = bind(eqn.primitive, *args, **eqn.params)
+            self.known.update(zip(eqn.outvars, outs if eqn.primitive.multiple_results
+                                  else [outs]))
+
     def build(self, in_tracers: Sequence, out_values: Sequence) -> tuple[Program, list]:
         """The program from ``in_tracers`` to ``out_values``, and its closed-over values."""
         outs = [self.atom(self.to_tracer(v)) for v in out_values]
@@ -828,16 +892,21 @@ def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
                      parent: Trace | None = None,
                      in_shardings: Sequence | None = None,
                      weak: Sequence[bool] | None = None,
-                     staged: bool = False) -> tuple[Program, list, Any]:
+                     staged: bool = False,
+                     known: Sequence | None = None) -> tuple[Program, list, Any]:
     """Trace ``fun`` on abstract arguments. Returns (program, closed-over values, raw outputs).
 
     ``fun`` takes and returns flat lists of arrays. ``in_shardings``, one per argument (None
     for a host value), are what the argument tracers report as ``.sharding``; ``weak``, one
     per argument, marks those weakly typed (Python scalars given to jit). ``staged``: jit's
-    trace (transformations trace programs too, to run them).
+    trace (transformations trace programs too, to run them). ``known``, one per argument: the
+    values the function is traced at, where they are known (a gradient's), so Python may
+    branch on what they compute, as JAX allows; the program follows the branches taken.
     """
     trace = ProgramTrace(parent or current_trace(), shard, staged)
     args = [trace.new_arg(a) for a in in_avals]
+    if known is not None:
+        trace.known = {trace.atom(arg): value for arg, value in zip(args, known)}
     for arg, sharding in zip(args, in_shardings or ()):
         arg._sharding = sharding
     for arg, is_weak in zip(args, weak or ()):

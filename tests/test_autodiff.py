@@ -1492,3 +1492,81 @@ def test_jvp_lets_python_branch_on_a_concrete_primal():
     assert [float(v) for v in shardc.jvp(doubling, (1.0,), (1.0,))] == [16.0, 16.0]
     with pytest.raises(shardc.errors.TracerBoolConversionError):
         shardc.jit(lambda x: shardc.jvp(f, (x,), (1.0,)))(1.0)
+
+
+def _piecewise(x):
+    total = jnp.sum(x)
+    if total > 3:
+        return jnp.sum(x ** 2)
+    if total > 0:
+        return jnp.sum(jnp.exp(x))
+    return jnp.sum(x)
+
+
+@pytest.mark.parametrize("x, expected", [
+    ([1., 2., 3.], lambda x: 2 * x),            # the first branch
+    ([.1, .2, .3], np.exp),                       # the second
+    ([-1., -2., .3], np.ones_like),               # the third
+])
+def test_reverse_mode_lets_python_branch_on_known_values(x, expected):
+    # as JAX's: outside jit a gradient's inputs are values, so Python may branch on what
+    # they compute; the program differentiated is the path taken
+    x = np.asarray(x, np.float32)
+    want = expected(x)
+    np.testing.assert_allclose(np.asarray(shardc.grad(_piecewise)(x)), want, rtol=1e-6)
+    value, g = shardc.value_and_grad(_piecewise)(x)
+    np.testing.assert_allclose(float(value), float(_piecewise(x)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(g), want, rtol=1e-6)
+    _, pullback = shardc.vjp(_piecewise, x)
+    np.testing.assert_allclose(np.asarray(pullback(np.float32(1.0))[0]), want, rtol=1e-6)
+    _, linear = shardc.linearize(_piecewise, x)
+    np.testing.assert_allclose(float(linear(np.ones(3, np.float32))), want.sum(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(shardc.jacrev(_piecewise)(x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(shardc.jacfwd(_piecewise)(x)), want, rtol=1e-6)
+
+
+def test_reverse_mode_lets_python_loop_on_known_values():
+    def newton_sqrt2(x):            # a while loop on a value; its count depends on x
+        y = x
+        while jnp.abs(y * y - 2.0) > 1e-5:
+            y = y - (y * y - 2.0) / (2 * y)
+        return y * x
+
+    def powers(x):                  # a loop count and an index from int() and __index__
+        out = x
+        for _ in range(int(jnp.argmax(x)) + 1):
+            out = out * x
+        k = jnp.argmax(x)
+        return jnp.sum(out) + x[int(k) - 1]
+
+    # y converges to sqrt(2) whatever x is, and Newton's steps are differentiated through
+    # (their derivative in x vanishes at the fixed point): d(y * x)/dx is nearly sqrt(2)
+    np.testing.assert_allclose(float(shardc.grad(newton_sqrt2)(1.0)), np.sqrt(2.0), rtol=1e-4)
+    x = np.array([.5, 2., 1.], np.float32)
+    # argmax is 1: out = x ** 3, plus x[0]
+    np.testing.assert_allclose(np.asarray(shardc.grad(powers)(x)), 3 * x ** 2 + [1, 0, 0],
+                               rtol=1e-6)
+    # second order: each level's inputs are known too
+    f = lambda x: jnp.sin(x) if x > 0 else x ** 3
+    np.testing.assert_allclose(float(shardc.grad(shardc.grad(f))(0.5)), -np.sin(0.5),
+                               rtol=1e-6)
+    np.testing.assert_allclose(float(shardc.grad(shardc.grad(f))(-0.5)), -3.0, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(shardc.hessian(_piecewise)(
+        np.array([1., 2., 3.], np.float32))), 2 * np.eye(3), rtol=1e-6)
+
+
+def test_reverse_mode_of_traced_values_still_refuses_python_branches():
+    def f(x):
+        if x > 0:
+            return jnp.sin(x)
+        return x
+    # under jit the inputs are traced: JAX's error, naming the line that asked
+    with pytest.raises(shardc.errors.TracerBoolConversionError,
+                       match=r"boolean conversion of traced array with shape f32\[\]"):
+        shardc.jit(shardc.grad(f))(1.0)
+    # vmap batches the input: no single value to branch on
+    with pytest.raises(shardc.errors.TracerBoolConversionError):
+        shardc.vmap(shardc.grad(f))(jnp.array([1., -1.]))
+    # a float conversion stays an error, known value or not, as JAX's
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match="float conversion"):
+        shardc.grad(lambda x: x * float(x))(1.0)
