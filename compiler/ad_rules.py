@@ -784,6 +784,12 @@ def _scatter_jvp(primals, tangents, *, axis, mode):
     tx, _, tu = tangents
     if tx is None and tu is None:
         return [out], [None]
+    if mode == "mul" and tu is None:
+        # linear in x: each element is scaled by the product of the updates it receives
+        return [out], [bind(p.scatter_p, tx, indices, updates, axis=axis, mode=mode)]
+    if mode == "mul":
+        raise NotImplementedError("scatter_mul gradients with respect to the updates are not "
+                                  "implemented (JAX's need unique_indices=True)")
     if mode not in ("add", "set"):
         raise NotImplementedError(f"Differentiation rule for scatter with mode={mode!r} not "
                                   "implemented")
@@ -793,6 +799,9 @@ def _scatter_jvp(primals, tangents, *, axis, mode):
 
 
 def _scatter_transpose(ct, x, indices, updates, *, axis, mode):
+    if mode == "mul" and isinstance(x, Linear) and not isinstance(updates, Linear):
+        # a scaling of each element: its own transpose
+        return [bind(p.scatter_p, ct, indices, updates, axis=axis, mode=mode), None, None]
     if mode not in ("add", "set"):
         raise NotImplementedError(f"transpose of scatter with mode={mode!r}")
     ct_x = ct_updates = None

@@ -596,6 +596,19 @@ class Tracer:
 
 
 # Installed by shardc.numpy: the array methods and operators of tracers and Arrays.
+def value_if_known(value):
+    """A tracer's value as a numpy array (a numpy scalar for one of rank 0) where it is known
+    now (what a gradient outside jit computes from its inputs: JAX hands such values to
+    Python as arrays), else ``value`` as it is."""
+    if not isinstance(value, Tracer):
+        return value
+    try:
+        known = value.concrete_value("conversion to a value", ConcretizationTypeError)
+    except ConcretizationTypeError:
+        return value
+    return np.asarray(known)[()]
+
+
 def install_array_methods(cls, methods: dict) -> None:
     for name, method in methods.items():
         setattr(cls, name, method)

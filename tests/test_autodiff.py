@@ -1555,6 +1555,43 @@ def test_reverse_mode_lets_python_loop_on_known_values():
         np.array([1., 2., 3.], np.float32))), 2 * np.eye(3), rtol=1e-6)
 
 
+def test_reverse_mode_sizes_from_known_values():
+    # what decides a shape (a mask, a count, nonzero, arange's bound, repeats) may come from
+    # the differentiated inputs outside jit, as in JAX: the values are known
+    x = np.array([1., -2., 3.], np.float32)
+    cases = [
+        (lambda x: jnp.sum(x[x > 0] ** 2), 2 * x * (x > 0)),
+        (lambda x: jnp.sum(x[jnp.nonzero(x > 0)[0]] * 2), 2. * (x > 0)),
+        (lambda x: jnp.sum(x * jnp.arange(jnp.argmax(x) + 1.)), np.arange(3.)),
+        (lambda x: jnp.sum(jnp.repeat(x, (x > 0).astype(int) + 1) ** 2),
+         2 * x * ((x > 0) + 1)),
+        (lambda x: jnp.sum(x.at[x > 1.5].set(0.) * 3), 3. * (x <= 1.5)),
+    ]
+    for f, want in cases:
+        np.testing.assert_allclose(np.asarray(shardc.grad(f)(x)), want, rtol=1e-6)
+    # under jit the mask is traced: JAX's error
+    with pytest.raises(shardc.errors.NonConcreteBooleanIndexError):
+        shardc.jit(shardc.grad(cases[0][0]))(x)
+
+
+def test_scatter_mul_differentiates_in_the_operand():
+    x = np.array([1., 2., 3., 4.], np.float32)
+    scale = np.array([3., 2., 5.], np.float32)
+    at = np.array([0, 2, 0])
+
+    def f(x):
+        return jnp.sum(jnp.sin(x.at[at].multiply(scale)))
+
+    factor = np.array([15., 1., 2., 1.], np.float32)     # index 0 is hit twice
+    want = np.cos(x * factor) * factor
+    for run in (shardc.grad(f), shardc.jit(shardc.grad(f))):
+        np.testing.assert_allclose(np.asarray(run(x)), want, rtol=1e-5)
+    _, tangent = shardc.jvp(f, (x,), (np.ones(4, np.float32),))
+    np.testing.assert_allclose(float(tangent), want.sum(), rtol=1e-5)
+    with pytest.raises(NotImplementedError, match="scatter_mul gradients"):
+        shardc.grad(lambda s: jnp.sum(jnp.ones(4).at[at].multiply(s)))(scale)
+
+
 def test_reverse_mode_of_traced_values_still_refuses_python_branches():
     def f(x):
         if x > 0:

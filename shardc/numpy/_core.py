@@ -17,7 +17,8 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, is_python_scalar, weakened)
+                              check_jax_value, is_python_scalar, value_if_known,
+                              weakened)
 from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
@@ -675,7 +676,9 @@ def stack(arrays, axis=0):
 
 
 def concrete_value(value, name, what):
-    """``value`` as a numpy array; an error naming ``what`` when it is traced."""
+    """``value`` as a numpy array; an error naming ``what`` when it is traced (and not known
+    now)."""
+    value = value_if_known(value)
     if isinstance(value, Tracer):
         raise ConcretizationTypeError(f"jnp.{name}: {what} must be concrete (it decides the "
                                       "shape of the result), but it is traced here")

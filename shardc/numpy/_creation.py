@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 
-from compiler.tracing import Tracer, bind
+from compiler.tracing import Tracer, bind, value_if_known
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (abs, add, divide, equal, floor, less, multiply, power,
@@ -23,6 +23,7 @@ __all__ = ["arange", "linspace", "eye", "identity", "logspace", "geomspace"]
 @takes_device
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values; ``arange(8 * 16.)`` is float32."""
+    start, stop, step = (value_if_known(v) for v in (start, stop, step))
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             raise TypeError("arange needs concrete start, stop and step: the length of the "

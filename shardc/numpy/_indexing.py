@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.control_flow import while_loop
 from compiler.tracing import (NonConcreteBooleanIndexError, Tracer, aval_of, bind,
-                              errors_link, is_python_scalar)
+                              errors_link, is_python_scalar, value_if_known)
 from ir import dtypes as _dt
 from ir.core import Aval, TypeSharding
 from ir.sharding_rules import gather_error, scatter_error
@@ -197,6 +197,7 @@ def _mask_as_integers(index, shape):
 
 
 def _flat_getitem(x, index):
+    index = tuple(value_if_known(e) for e in index)
     traced_masks = [e for e in index if isinstance(e, Tracer) and _is_bool_array(e)]
     if traced_masks:
         raise NonConcreteBooleanIndexError(
@@ -781,6 +782,7 @@ def _fits_window_or_scatter(full, arrays) -> bool:
 
 def _flat_update(x, full, value, mode):
     """A scatter into the flat positions numpy's indexing selects (concrete indices only)."""
+    full = tuple(value_if_known(i) for i in full)
     if not _is_concrete(full):
         raise NotImplementedError(
             "x.at[...] with a traced index supports integers, unit-stride slices, and one "

@@ -11,7 +11,8 @@ import builtins
 
 import numpy as np
 
-from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind, is_python_scalar
+from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind, is_python_scalar,
+                              value_if_known)
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import ShardingTypeError
@@ -355,6 +356,7 @@ def _repeat_counts(x, repeats, axis, total):
         x, axis = ravel(x), 0
     axis = canonical_axis(axis, ndim_of(x)) if ndim_of(x) else 0
     if total is None:
+        repeats = value_if_known(repeats)
         if isinstance(repeats, Tracer):
             raise ConcretizationTypeError(
                 "jnp.repeat with traced repeats needs total_repeat_length (the result's "

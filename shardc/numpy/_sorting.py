@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind
+from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
+                              value_if_known)
 from ir.sharding_rules import named_sharding
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -201,7 +202,9 @@ def digitize(x, bins, right=False):
 # --- data-dependent sizes --------------------------------------------------------------------
 
 def concrete_size(count, name):
-    """The Python int ``count`` holds; an error naming ``size=`` when it is traced."""
+    """The Python int ``count`` holds; an error naming ``size=`` when it is traced (and not
+    known now)."""
+    count = value_if_known(count)
     if isinstance(count, Tracer):
         raise ConcretizationTypeError(
             f"jnp.{name}: the size of the result depends on the values, which are traced here; "
@@ -226,6 +229,7 @@ def host_count(x, limit=None):
     """The number of non-zero entries of ``x`` (flattened, the first ``limit``) when ``x`` is a
     concrete value (host data, or an array outside a trace), else None: a condition given as
     a numpy array decides the size even under ``jit``."""
+    x = value_if_known(x)
     if isinstance(x, Tracer):
         return None
     values = np.ravel(np.asarray(x))
