@@ -10,6 +10,7 @@ from compiler.ad_core import (Linear, add_tangents, backward_pass, instantiate, 
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules,
                                zeros_like_aval)
 from compiler.ad_shard_map import check_on, per_device_axes, per_device_cotangents
+from compiler.passes.dce import dce
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, bind, current_trace, trace_to_program
 from ir import primitives as p
@@ -359,7 +360,47 @@ partial_eval_rules[p.cond_p] = _cond_partial_eval
 
 
 def _while_partial_eval(eqn: Eqn, ins_unknown: list):
-    _while_transpose(None)
+    """As JAX's: the carries that stay known (those that neither read an unknown value nor
+    decide when the loop stops with one) loop on the known side; the whole loop runs again
+    on the unknown side, its known inputs as residuals. A linearized loop runs forward;
+    transposing it is the error of ``_while_transpose``."""
+    params = eqn.params
+    cn, bn = params["cond_nconsts"], params["body_nconsts"]
+    cond, body = params["cond_jaxpr"], params["body_jaxpr"]
+    cond_uk, body_uk, carry_uk = ins_unknown[:cn], ins_unknown[cn:cn + bn], ins_unknown[cn + bn:]
+    whole = [], [eqn], list(eqn.outvars)
+    if any(cond_uk):
+        return whole
+    while True:         # a carry the body makes unknown is unknown from the start
+        outs_uk = partial_eval(body, body_uk + carry_uk, [False] * len(carry_uk)).out_unknown
+        grown = [a or b for a, b in zip(carry_uk, outs_uk)]
+        if grown == carry_uk:
+            break
+        carry_uk = grown
+    if not any(carry_uk):
+        return [eqn], [], []
+    if partial_eval(cond, cond_uk + carry_uk, [False]).out_unknown[0]:
+        return whole
+    keep = [not u for u in carry_uk]
+    body_keep = [not u for u in body_uk]
+    # what the known carries need reads no unknown input
+    known_body = dce(Program([], list(body.invars), body.eqns, _kept(body.outvars, keep)))
+    known_body = Program([], _kept(body.invars, body_keep + keep), known_body.eqns,
+                         known_body.outvars)
+    known_cond = Program([], _kept(cond.invars, [True] * cn + keep), cond.eqns, cond.outvars)
+    ins = eqn.invars
+    known = Eqn(p.while_p, ins[:cn] + _kept(ins[cn:cn + bn], body_keep) + _kept(ins[cn + bn:], keep),
+                _kept(eqn.outvars, keep),
+                dict(params, cond_jaxpr=known_cond, body_jaxpr=known_body,
+                     body_nconsts=sum(body_keep)), eqn.source)
+    # the unknown side computes the known carries again: under other names
+    outs = [v if u else Var(v.aval) for v, u in zip(eqn.outvars, carry_uk)]
+    unknown = Eqn(p.while_p, list(ins), outs, dict(params), eqn.source)
+    return [known], [unknown], _kept(outs, carry_uk)
+
+
+def _kept(items, keep) -> list:
+    return [item for item, k in zip(items, keep) if k]
 
 
 partial_eval_rules[p.while_p] = _while_partial_eval

@@ -31,14 +31,28 @@ def linearize(fun, *primals, has_aux: bool = False):
         aux = rebuild_aux(opaque, outs[out_tree.num_leaves:])
         outs = outs[:out_tree.num_leaves]
     primal_avals = [aval_of(x) for x in flat_primals]
+    # a pytree whose leaves are the residuals, as JAX's: it can pass through jit
+    f_jvp = tree.Partial(_LinearJVP(linear, in_tree, out_tree, primal_avals, diff),
+                         list(residuals))
+    primal_out = tree.tree_unflatten(out_tree, outs)
+    return (primal_out, f_jvp, aux) if has_aux else (primal_out, f_jvp)
 
-    def f_jvp(*tangents):
+
+class _LinearJVP:
+    """What a linearized function does with its residuals: the linear program, run from the
+    tangents of the primals (those that differentiate) to the outputs' tangents."""
+
+    def __init__(self, linear, in_tree, out_tree, primal_avals, diff):
+        self.linear, self.in_tree, self.out_tree = linear, in_tree, out_tree
+        self.primal_avals, self.diff = primal_avals, diff
+
+    def __call__(self, residuals, *tangents):
         flat, t_tree = tree.tree_flatten(tangents)
-        if t_tree != in_tree:
+        if t_tree != self.in_tree:
             raise TypeError(f"linearized function called with tangents of structure {t_tree}, "
-                            f"but the primals had structure {in_tree}")
+                            f"but the primals had structure {self.in_tree}")
         flat = [as_array(t) for t in flat]
-        for t, aval, d in zip(flat, primal_avals, diff):
+        for t, aval, d in zip(flat, self.primal_avals, self.diff):
             got = aval_of(t)
             if got.shape != aval.shape or (d and got.dtype != aval.dtype):
                 raise ValueError("linearized function called on tangent values inconsistent "
@@ -46,12 +60,9 @@ def linearize(fun, *primals, has_aux: bool = False):
                                  f"{got.str_short()} for primal {aval.str_short()}")
             if d and got.vma != aval.vma:
                 raise ValueError(_vma_mismatch(got, aval))
-        args = list(residuals) + [t for t, d in zip(flat, diff) if d]
-        out_tangents = eval_program(linear, args)[:out_tree.num_leaves]
-        return tree.tree_unflatten(out_tree, out_tangents)
-
-    primal_out = tree.tree_unflatten(out_tree, outs)
-    return (primal_out, f_jvp, aux) if has_aux else (primal_out, f_jvp)
+        args = list(residuals) + [t for t, d in zip(flat, self.diff) if d]
+        out_tangents = eval_program(self.linear, args)[:self.out_tree.num_leaves]
+        return tree.tree_unflatten(self.out_tree, out_tangents)
 
 
 def _vma_mismatch(tangent, primal) -> str:

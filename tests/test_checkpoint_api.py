@@ -230,6 +230,45 @@ def test_linearize_matches_jvp_and_is_linear():
         f_jvp(jnp.ones(3), jnp.float32(1.))
 
 
+def test_linearize_runs_while_loops_forward():
+    # as JAX's: the carries that stay known loop once on the primal side; the loop runs again
+    # with its tangents when the linear function is called (transposing it is an error)
+    w = jnp.array([1.1, 0.9])
+
+    def f(x, w):
+        def body(c):
+            i, y, z = c
+            return i + 1, y * w + jnp.sin(z), z * 0.5 + i
+        return jax.lax.while_loop(lambda c: c[0] < 4, body, (0, x, jnp.cos(x)))
+
+    def stops_on_x(x):          # the loop's length depends on the differentiated value
+        return jax.lax.while_loop(lambda y: y < 10., lambda y: y * 1.7, x)
+
+    x = jnp.array([0.3, 0.7])
+    t = (jnp.ones(2), jnp.full(2, 0.5))
+    out, f_jvp = jax.linearize(f, x, w)
+    want_out, want_t = jax.jvp(f, (x, w), t)
+    for got, ref in zip(out, want_out):
+        close(got, ref)
+    for got, ref in zip(f_jvp(*t), want_t):
+        close(got, ref, rtol=1e-6)
+    # the forward difference of the carried y agrees
+    eps = 1e-3
+    x64 = np.asarray(x, np.float64)
+    y = lambda s: np.asarray(f(jnp.asarray(x64 + s * eps, jnp.float32),
+                               w + jnp.float32(s * eps / 2))[1], np.float64)
+    close(f_jvp(*t)[1], (y(1) - y(-1)) / (2 * eps), rtol=2e-3)
+    value, lin = jax.linearize(stops_on_x, 1.0)
+    close(value, 1.7 ** 5, rtol=1e-5)
+    close(lin(1.0), 1.7 ** 5, rtol=1e-5)
+    # the linear function is a pytree of its residuals: it can leave a jit
+    _, jitted = jax.jit(lambda x: jax.linearize(lambda x: f(x, w)[1], x))(x)
+    close(jitted(t[0]), jax.jvp(lambda x: f(x, w)[1], (x,), (t[0],))[1], rtol=1e-6)
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work for "
+                                         "lax.while_loop"):
+        jax.vjp(stops_on_x, 1.0)[1](1.0)
+
+
 def test_linearize_through_a_shard_map_with_aux():
     loss = sin_sin_loss()
 
