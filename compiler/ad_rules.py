@@ -790,12 +790,52 @@ def _scatter_jvp(primals, tangents, *, axis, mode):
     if mode == "mul":
         raise NotImplementedError("scatter_mul gradients with respect to the updates are not "
                                   "implemented (JAX's need unique_indices=True)")
+    if mode in ("min", "max"):
+        return [out], [_scatter_extremum_tangent(x, indices, updates, out,
+                                                 instantiate(tx, aval_of(x)),
+                                                 instantiate(tu, aval_of(updates)), axis)]
     if mode not in ("add", "set"):
         raise NotImplementedError(f"Differentiation rule for scatter with mode={mode!r} not "
                                   "implemented")
     tx = instantiate(tx, aval_of(x))
     tu = instantiate(tu, aval_of(updates))
     return [out], [bind(p.scatter_p, tx, indices, tu, axis=axis, mode=mode)]
+
+
+def _scatter_extremum_tangent(x, indices, updates, out, tx, tu, axis):
+    """JAX's tangent of a scatter-max/min: each place's tangent is that of the values that
+    won it, averaged over ties (the operand's own value among them where it was kept)."""
+    def take(v):
+        return bind(p.gather_p, v, indices, axis=axis)
+
+    def add_at(base, u):
+        return bind(p.scatter_p, base, indices, u, axis=axis, mode="add")
+
+    def where(pred, yes, no):
+        return bind(p.select_n_p, pred, no, yes)
+
+    u_aval = aval_of(updates)
+    dtype = u_aval.dtype
+    zeros_u, ones_u = zeros_like_aval(u_aval), _ones_like(updates)
+    zeros_x = zeros_like_aval(aval_of(x))
+    won = take(out)
+    # an update dropped for being out of range won nothing, whatever the clipped read says
+    in_range = bind(p.broadcast_in_dim_p,
+                    _scatter_applied(indices, aval_of(x).shape[axis], "add"),
+                    shape=u_aval.shape,
+                    broadcast_dimensions=tuple(range(axis, axis + aval_of(indices).ndim)))
+    successful = bind(p.and_p, bind(p.eq_p, updates, won), in_range)
+    retained = bind(p.eq_p, take(x), won)
+    winners = take(add_at(zeros_x, where(successful, ones_u, zeros_u)))
+    refs = take(add_at(zeros_x, ones_u))
+    one = np.ones((), dtype)[()]
+    share_kept = bind(p.div_p, one, bind(p.add_p, winners, one))
+    share = bind(p.div_p, one, winners)         # inf where nothing won: never selected
+    update_coef = where(successful, where(retained, share_kept, share), zeros_u)
+    operand_coef = bind(p.div_p, bind(p.sub_p, where(retained, share_kept, zeros_u), one), refs)
+    moved = bind(p.add_p, bind(p.mul_p, take(tx), operand_coef),
+                 bind(p.mul_p, tu, update_coef))
+    return add_at(tx, moved)
 
 
 def _scatter_transpose(ct, x, indices, updates, *, axis, mode):
