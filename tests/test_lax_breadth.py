@@ -275,14 +275,41 @@ def test_reduce_recognises_monoids_on_their_identities():
     everywhere(lambda v: lax.reduce(v, 0.0, lax.add, (1,)), x.T, x.T.sum(1), 1e-6, 1e-6)
 
 
-def test_reduce_rejects_what_it_cannot_reduce_exactly():
+def test_reduce_folds_any_computation_over_pytrees():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(5, 7, 3)).astype(np.float32)
+    position = np.broadcast_to(np.arange(7, dtype=np.int32)[None, :, None], x.shape)
+
+    def argmax_pair(a, b):          # (value, index): the larger, the first among equals
+        (va, ia), (vb, ib) = a, b
+        pick = (va > vb) | ((va == vb) & (ia < ib))
+        return lax.select(pick, va, vb), lax.select(pick, ia, ib)
+
+    values, where = lax.reduce((x, position), (-np.inf, 0), argmax_pair, (1,))
+    assert_close(values, x.max(1), dtype=np.float32)
+    assert_close(where, x.argmax(1), dtype=np.int32)
+    # not an identity: the initial value takes part once
+    assert_close(lax.reduce(x, 1.0, lax.add, (0, 2)), x.sum((0, 2)) + 1, 1e-5, 1e-5)
+    assert_close(lax.reduce(x, 0.5, jnp.maximum, (1,)), np.maximum(x.max(1), 0.5))
+    # a dict of operands, an odd length, and no dimension at all
+    out = lax.reduce({"a": x, "b": 2 * x}, {"a": 0.0, "b": -np.inf},
+                     lambda p, q: {"a": p["a"] + q["a"], "b": jnp.maximum(p["b"], q["b"])}, (1,))
+    assert_close(out["a"], x.sum(1), 1e-5, 1e-5)
+    assert_close(out["b"], 2 * x.max(1))
+    assert_close(lax.reduce(x, 0.0, lambda a, b: a + 2 * b, ()), x)
+    everywhere(lambda v: lax.reduce((v, v), (0.0, 1.0),
+                                    lambda a, b: (a[0] + b[0], a[1] * b[1]), (1,))[1],
+               x[:4, :, 0], x[:4, :, 0].prod(1), 1e-5, 1e-6)
+
+
+def test_reduce_errors_name_what_is_wrong():
     x = np.ones((2, 3), np.float32)
-    with pytest.raises(NotImplementedError, match="identity"):
-        lax.reduce(x, 1.0, lax.add, (0,))
-    with pytest.raises(NotImplementedError, match="not one of add, mul, max, min"):
-        lax.reduce(x, 0.0, lambda a, b: a + 2 * b, (0,))
-    with pytest.raises(NotImplementedError, match="one operand"):
-        lax.reduce((x, x), (0.0, 0.0), lambda a, b: (a[0] + b[0], a[1] + b[1]), (0,))
+    with pytest.raises(ValueError, match="same tree structure as init_values"):
+        lax.reduce((x, x), (0.0,), lambda a, b: a, (0,))
+    with pytest.raises(TypeError, match="same shape"):
+        lax.reduce((x, x[0]), (0.0, 0.0), lambda a, b: a, (0,))
+    with pytest.raises(TypeError, match="computation returned"):
+        lax.reduce((x, x), (0.0, 0.0), lambda a, b: a[0] + b[0], (0,))
 
 
 # --- elementwise and shapes -------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """``shardc.lax``'s reductions: ``reduce_sum`` and friends, ``argmax``/``argmin``, ``reduce``
-(the monoids add, mul, max, min, and, or), cumulative reductions (``cumsum`` ...
+(any computation, over a pytree of operands), cumulative reductions (``cumsum`` ...
 ``cumlogsumexp``), and sorting (``sort``, ``sort_key_val``, ``top_k``)."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import numpy as np
 
 from compiler.jit import make_jaxpr
 from compiler.tracing import aval_of, bind
+from compiler.tree import tree_flatten, tree_unflatten
 from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -202,34 +203,77 @@ def _ids(values):
 
 
 def reduce(operands, init_values, computation, dimensions):
-    """Reduce ``operands`` over ``dimensions`` with ``computation`` starting from
-    ``init_values``. As in JAX, a computation that is add, mul, max, min, and or or, with its
-    identity as the initial value, becomes the matching reduction; shardc supports exactly
-    those (a single operand) and says so for anything else.
+    """Reduce ``operands`` (an array, or a pytree of arrays of one shape) over ``dimensions``
+    with ``computation``, starting from ``init_values`` (a matching pytree of scalars).
+    ``computation(x, y)`` takes and returns pytrees like ``operands``, as JAX's does.
+
+    As in JAX, a single operand whose computation is add, mul, max, min, and or or, with its
+    identity as the initial value, becomes the matching reduction. Any other computation is
+    applied elementwise over halves, pairwise in a tree, then once with the initial values:
+    XLA's order is unspecified too, so the computation should be associative and commutative.
 
     >>> lax.reduce(x, 0.0, lax.add, (0,))        # x.sum(0)
     """
-    single = not isinstance(operands, (tuple, list))
-    if not single:
-        if len(operands) != 1:
-            raise NotImplementedError("lax.reduce: shardc supports one operand (a monoid "
-                                      f"reduction); got {len(operands)} operands")
-        operands, init_values = operands[0], init_values[0]
-    operand = array_operand(operands)
-    prim = _monoid_of(computation, operand.dtype)
-    if prim is None:
-        raise NotImplementedError(
-            "lax.reduce: the computation is not one of add, mul, max, min, and, or on its two "
-            "arguments; shardc reduces only those monoids (write the reduction with "
-            "jnp.sum/prod/max/min or lax.associative_scan)")
-    init = np.asarray(init_values) if not hasattr(init_values, "aval") else None
-    identity = _identity(prim, operand.dtype)
-    if init is None or init.shape != () or not np.array_equal(init.astype(operand.dtype),
-                                                            identity):
-        raise NotImplementedError(
-            f"lax.reduce: with computation {prim.name}, init_values must be its identity "
-            f"{identity!r} (a concrete scalar); got {init_values!r}")
-    dimensions = tuple(checked_axis(d, operand.ndim) for d in dimensions)
-    out = _MONOID_REDUCERS[prim](operand, axis=dimensions)
-    out = jnp.astype(out, operand.dtype)
-    return out if single else (out,)
+    flat, in_tree = tree_flatten(operands)
+    flat_init, init_tree = tree_flatten(init_values)
+    if in_tree != init_tree:
+        raise ValueError("Operands must have the same tree structure as init_values: "
+                         f"{in_tree} vs. {init_tree}")
+    if not flat:
+        raise ValueError("reduce requires at least one operand")
+    flat = [array_operand(x) for x in flat]
+    shapes = {x.shape for x in flat}
+    if len(shapes) != 1:
+        raise TypeError(f"reduce operands must all have the same shape, got "
+                        f"{[x.shape for x in flat]}")
+    ndim = flat[0].ndim
+    dimensions = tuple(checked_axis(d, ndim) for d in dimensions)
+    if len(flat) == 1:
+        prim = _monoid_of(computation, flat[0].dtype)
+        init = np.asarray(flat_init[0]) if not hasattr(flat_init[0], "aval") else None
+        if prim is not None and init is not None and init.shape == () and np.array_equal(
+                init.astype(flat[0].dtype), _identity(prim, flat[0].dtype)):
+            out = jnp.astype(_MONOID_REDUCERS[prim](flat[0], axis=dimensions), flat[0].dtype)
+            return tree_unflatten(in_tree, [out])
+    if not dimensions:          # nothing to reduce: XLA hands the operands back
+        return tree_unflatten(in_tree, flat)
+    outs = _tree_reduce(flat, flat_init, in_tree, computation, dimensions)
+    return tree_unflatten(in_tree, outs)
+
+
+def _tree_reduce(flat, flat_init, in_tree, computation, dimensions) -> list:
+    """``computation`` folded over ``dimensions``: the reduced dimensions flattened to one in
+    front, halves combined until one row is left; the initial values start an accumulator that
+takes the odd rows out and, last, that row."""
+    shape = flat[0].shape
+    kept = [d for d in range(len(shape)) if d not in dimensions]
+    rest = tuple(shape[d] for d in kept)
+    n = int(np.prod([shape[d] for d in dimensions], dtype=np.int64))
+    dtypes = [x.dtype for x in flat]
+    inits = [jnp.asarray(v, dtype) for v, dtype in zip(flat_init, dtypes)]
+    if any(i.shape != () for i in inits):
+        raise TypeError("reduce init_values must be scalars, got shapes "
+                        f"{[i.shape for i in inits]}")
+
+    def combine(a, b):
+        out, out_tree = tree_flatten(computation(tree_unflatten(in_tree, a),
+                                                 tree_unflatten(in_tree, b)))
+        if out_tree != in_tree:
+            raise TypeError(f"reduce computation returned {out_tree}, but the operands are "
+                            f"{in_tree}")
+        return [jnp.astype(o, dtype) for o, dtype in zip(out, dtypes)]
+
+    rows = [jnp.reshape(jnp.transpose(x, tuple(dimensions) + tuple(kept)), (n,) + rest)
+            for x in flat]
+    acc = [jnp.broadcast_to(i, rest) for i in inits]     # the initial values, used once
+    if n == 0:
+        return acc
+    while n > 1:
+        if n % 2:           # the odd row out goes into the accumulator
+            acc = combine(acc, [r[n - 1] for r in rows])
+            rows = [r[:n - 1] for r in rows]
+            n -= 1
+        half = n // 2
+        rows = combine([r[:half] for r in rows], [r[half:] for r in rows])
+        n = half
+    return combine(acc, [r[0] for r in rows])
