@@ -232,13 +232,16 @@ def partial_eval(program: Program, unknown_in: list, instantiate: list) -> Split
         if not any(ins_unknown):
             known_eqns.append(eqn)
             continue
-        eqn = _renamed(eqn, recomputed)
         rule = partial_eval_rules.get(eqn.primitive)
         if rule is None:
+            eqn = _renamed(eqn, recomputed)
             unknown_eqns.append(eqn)
             unknown.update(id(v) for v in eqn.outvars)
             continue
         k_eqns, u_eqns, unknown_outs, *extra = rule(eqn, ins_unknown)
+        # the known side reads known values as they are; only the unknown side reads the
+        # recomputed ones
+        u_eqns = [_renamed(e, recomputed) for e in u_eqns]
         origin.update((id(k), eqn) for k in k_eqns)
         known_eqns.extend(k_eqns)
         unknown_eqns.extend(u_eqns)

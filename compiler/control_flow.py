@@ -355,19 +355,17 @@ vma_rules[prims.scan_p] = _scan_types
 
 # --- fori_loop and while_loop ---------------------------------------------------------------------
 
-def _is_concrete_int(value) -> bool:
-    """A loop bound known now (a Python or numpy integer, or a concrete integer array of rank
-    0): the loop length is static."""
-    from compiler.tracing import Tracer
-    if isinstance(value, (bool, np.bool_)) or isinstance(value, Tracer):
-        return False
-    if isinstance(value, (int, np.integer)):
-        return True
+def _static_bound(value):
+    """A loop bound known now, as a Python int (JAX's test: a concrete value that ``int()``
+    takes, a float bound truncated), else None: the loop length is static."""
+    from compiler.tracing import Tracer, value_if_known
+    value = value_if_known(value)
+    if isinstance(value, Tracer):
+        return None
     try:
-        array = np.asarray(value)
-    except (TypeError, ValueError):        # not array-like: not a static bound
-        return False
-    return array.shape == () and np.issubdtype(array.dtype, np.integer)
+        return int(value)
+    except (TypeError, ValueError):        # not a number: not a static bound
+        return None
 
 
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
@@ -378,15 +376,16 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     ``_loop_index_dtype``)."""
     dtype = _loop_index_dtype(lower, upper)
     one = np.asarray(1, dtype)[()]
-    if _is_concrete_int(lower) and _is_concrete_int(upper):
+    start, stop = _static_bound(lower), _static_bound(upper)
+    if start is not None and stop is not None:
         # the counter counts from ``int(lower)``, a Python int: weakly typed int32, whatever
         # the bounds' dtype, as JAX's
         def step(loop_carry, _):
             i, val = loop_carry
             return (bind(prims.add_p, i, 1), body_fun(i, val)), None
 
-        (_, result), _ = scan(step, (int(lower), init_val), None,
-                              length=max(0, int(upper) - int(lower)),
+        (_, result), _ = scan(step, (start, init_val), None,
+                              length=max(0, stop - start),
                               unroll=False if unroll is None else unroll,
                               carry_name="loop_carry")
         return result

@@ -152,6 +152,21 @@ def test_fori_loop_static_bounds(wrap, lower, upper):
     assert int(got[0]) == want[0] and float(got[1]) == want[1]
 
 
+def test_fori_loop_bounds_known_now_give_a_scan():
+    # JAX's test is int() of a concrete value: float bounds truncate, and a gradient's input
+    # outside jit is known, so its loop is a scan and differentiates in reverse mode
+    body = lambda i, c: c * 1.5 + i
+    assert float(lax.fori_loop(np.float32(0.), np.float32(2.5), lambda i, c: c + i, 0.)) == 1.
+    f = lambda x: lax.fori_loop(x, x + 2., body, x)
+    # from 1: c = 1 -> 1.5 + 1 -> 1.5 * 2.5 + 2; d/dx = 1.5 * 1.5 (the counter starts at
+    # int(x), which does not differentiate)
+    assert float(shardc.grad(f)(1.)) == pytest.approx(2.25)
+    _, linear = shardc.linearize(f, 1.)
+    assert float(linear(1.)) == pytest.approx(2.25)
+    assert "scan[" in str(shardc.make_jaxpr(
+        lambda v: lax.fori_loop(0., 3., lambda i, acc: acc * 3 + i, v))(1.))
+
+
 @pytest.mark.parametrize("lower,upper", [(0, 5), (3, 9), (6, 2)])
 def test_fori_loop_traced_bounds_under_jit(lower, upper):
     f = shardc.jit(lambda lo, hi, v: lax.fori_loop(lo, hi, lambda i, acc: acc * 3 + i, v))
@@ -770,12 +785,17 @@ def test_fori_loop_carry_names_loop_carry(wrap):
                              (jnp.zeros(3, jnp.float32), x))[0]
 
     def traced(x):
-        stop = lax.psum(np.int32(1), "i")          # invariant traced bound: a while loop
+        # an invariant bound: known in an eager body (a scan, as JAX's), traced under jit
+        # (a while loop)
+        stop = lax.psum(np.int32(1), "i")
         return lax.fori_loop(0, stop, lambda i, acc: acc + x, jnp.zeros(3, jnp.float32))
 
+    known = wrap is not shardc.jit
     for f, construct, component, in_type in (
             (static, "scan", "component loop_carry[1][0]", "float32[3]"),
-            (traced, "while_loop", "component loop_carry[2]", "float32[3]")):
+            (traced, "scan" if known else "while_loop",
+             "component loop_carry[1]" if known else "component loop_carry[2]",
+             "float32[3]")):
         g = shardc.shard_map(f, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
         with pytest.raises(TypeError) as err:
             wrap(g)(np.arange(6.0, dtype=np.float32))

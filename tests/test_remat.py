@@ -62,6 +62,23 @@ def test_saving_everything_keeps_the_gathered_weights():
     assert "all_gather" not in backward and backward.count("reduce_scatter") == 1
 
 
+@pytest.mark.parametrize("policy", [jax.checkpoint_policies.nothing_saveable, None,
+                                    jax.checkpoint_policies.everything_saveable],
+                         ids=["nothing", "default", "everything"])
+def test_second_order_through_remat_of_control_flow(policy):
+    # a remat output the policy does not save is recomputed in the backward part; a cond
+    # that reads it on the forward side reads it as it is
+    switch = jax.checkpoint(lambda x: lax.switch(1, [jnp.sin, jnp.cos], x), policy=policy)
+    scanned = lambda x: lax.scan(jax.checkpoint(lambda c, _: (jnp.sin(c) * 1.1, None),
+                                                policy=policy), x, None, length=2)[0]
+    assert float(jax.grad(jax.grad(switch))(1.)) == pytest.approx(-np.cos(1.), rel=1e-6)
+    # y = 1.1 sin(1.1 sin x): y'' by the chain rule
+    s, c = np.sin(1.), np.cos(1.)
+    inner = 1.1 * s
+    want = (-1.1 * np.sin(inner) * (1.1 * c) ** 2 + 1.1 * np.cos(inner) * (-1.1 * s))
+    assert float(jax.grad(jax.grad(scanned))(1.)) == pytest.approx(want, rel=1e-5)
+
+
 def test_remat_prints_and_runs_like_its_body():
     f = jax.remat(lambda x: jnp.sin(x) * 2)
     text = str(jax.make_jaxpr(f)(jnp.ones(3)))
