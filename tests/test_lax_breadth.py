@@ -314,6 +314,20 @@ def test_reduce_errors_name_what_is_wrong():
 
 # --- elementwise and shapes -------------------------------------------------------------------
 
+def test_mul_out_dtype_casts_mixed_operands():
+    x = np.array([1.5, 2.0], np.float16)
+    y = np.array([3.0, 0.5], np.float32)
+    out = lax.mul(x, y, out_dtype=np.float32)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(out), [4.5, 1.0])
+    assert lax.mul(x, y, out_dtype=np.float16).dtype == np.float16
+    gx, gy = shardc.grad(lambda x, y: lax.mul(x, y, out_dtype=np.float32).sum(),
+                      argnums=(0, 1))(x, y)
+    assert (gx.dtype, gy.dtype) == (np.float16, np.float32)
+    np.testing.assert_array_equal(np.asarray(gx), y.astype(np.float16))
+    np.testing.assert_array_equal(np.asarray(gy), x.astype(np.float32))
+
+
 def test_clamp_square_and_rounding():
     x = np.linspace(-3, 3, 13).astype(np.float32)
     assert_close(lax.clamp(-1.0, x, 2.0), np.clip(x, -1, 2), dtype=np.float32)

@@ -120,7 +120,16 @@ def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
     return constrain(result, resolve_sharding(out_sharding, "iota(out_sharding=...)"))
 
 
-add, sub, mul = jnp.add, jnp.subtract, jnp.multiply
+add, sub = jnp.add, jnp.subtract
+
+
+def mul(x, y, *, out_dtype=None):
+    """``x * y``; with ``out_dtype``, the operands (which may then differ in dtype) are cast
+    to it first, as JAX's ``lax.mul`` does on backends without a mixed-dtype kernel."""
+    if out_dtype is not None:
+        dtype = _dt.canonicalize(out_dtype)
+        x, y = (jnp.asarray(v).astype(dtype) for v in (x, y))
+    return binary_op(p.mul_p, x, y)
 
 
 def div(x, y):
