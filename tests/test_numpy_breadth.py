@@ -1313,6 +1313,36 @@ def test_nanvar_and_nanstd_as_jax():
                                [0.0, -0.75, -0.25, 0.25, 0.75], atol=1e-6)
 
 
+def test_var_and_std_as_jax():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    # no more elements than ddof: NaN (JAX's issue 21330), not a negative or infinite value
+    for size in (0, 1, 2):
+        for extra in (0, 1, 2):
+            assert np.isnan(float(jnp.var(np.arange(size), ddof=size + extra)))
+            assert np.isnan(float(jnp.std(np.arange(size), ddof=size + extra)))
+    np.testing.assert_allclose(np.asarray(jnp.var(x, axis=1, ddof=1, keepdims=True)),
+                               np.var(x, axis=1, ddof=1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jnp.var(x, axis=0, correction=1)),
+                               np.var(x, axis=0, ddof=1), rtol=1e-6)
+    mask = np.array([[True, False, True], [False, False, True]])
+    got = np.asarray(jnp.var(x, axis=1, ddof=1, where=mask))
+    np.testing.assert_allclose(got[0], np.var([0., 2.], ddof=1))
+    assert np.isnan(got[1])                 # one element left, ddof 1
+    c = np.array([1 + 2j, 3 - 1j, 0.5j], np.complex64)
+    want = np.var(c.astype(np.complex128))
+    assert jnp.var(c).dtype == np.float32   # the variance of complex values is real ...
+    got = jnp.var(c, dtype=np.complex64)    # ... and complex where dtype asks for it
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(complex(got), want, rtol=1e-6)
+    assert jnp.std(c, dtype=np.complex64).dtype == np.complex64
+    assert jnp.var(np.arange(5, dtype=np.int8)).dtype == np.float32
+    assert jnp.var(x, dtype=np.float16).dtype == np.float16
+    with pytest.raises(ValueError, match="ddof and correction can't be provided"):
+        jnp.var(x, ddof=1, correction=1)
+    with pytest.raises(ValueError, match="dtype argument to jnp.std must be inexact; got int32"):
+        jnp.std(x, dtype=np.int32)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_cov_edge_cases_as_numpy_and_jax():
     x = np.arange(3.0).reshape(1, 3)

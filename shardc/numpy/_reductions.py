@@ -15,7 +15,7 @@ from compiler.tracing import aval_of, bind
 from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, isnan, less_equal,
+from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, greater, isnan, less_equal,
                                       logical_and, logical_not, logical_or, maximum, minimum,
                                       multiply, not_equal, sqrt, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
@@ -238,31 +238,43 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
     """Variance over ``axis`` with ``ddof`` (or ``correction``) delta degrees of freedom, of
-    the elements ``where`` allows; ``mean``: the mean, when already known."""
+    the elements ``where`` allows; ``mean``: the mean, when already known. As JAX's: of
+    complex values real (complex where ``dtype`` asks for it), of integers float, NaN where
+    no more than ``ddof`` elements remain."""
     _no_out("var", out)
     _check_where("var", where)
-    if correction is not None:
-        ddof = correction
+    ddof = _correction(ddof, correction)
     x = as_array(x)
-    result_dtype = (_dt.canonicalize(dtype) if dtype is not None
-                    else dtype_of(x) if _dt.is_inexact(dtype_of(x)) else _dt.float_)
-    x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 in f32, as JAX
+    computation, result_dtype = _variance_dtypes(dtype_of(x), dtype)
+    x = astype(x, computation)
     centre = (_mean(x, axis, keepdims=True, where=where) if mean is None
-              else astype(asarray(mean), dtype_of(x)))
-    centered = subtract(x, centre)
-    count = _how_many(x, axis, keepdims, where)
+              else astype(asarray(mean), computation))
     # |x - mean|^2: the variance of complex values is real
-    variance = divide(sum(abs2(centered), axis, keepdims=keepdims, where=where),
-                      subtract(count, ddof))
-    return astype(variance, _dt.real_dtype(result_dtype))
+    squares = sum(abs2(subtract(x, centre)), axis, keepdims=keepdims, where=where)
+    normalizer = subtract(astype(asarray(_how_many(x, axis, keepdims, where)),
+                                 dtype_of(squares)), ddof)
+    variance = astype(divide(squares, normalizer), result_dtype)
+    return where_(greater(normalizer, 0), variance, np.nan)
+
+
+def _correction(ddof, correction):
+    """The delta degrees of freedom, given as ``ddof`` or ``correction`` (not both)."""
+    if correction is None:
+        return ddof
+    if not isinstance(ddof, int) or ddof != 0:
+        raise ValueError("ddof and correction can't be provided simultaneously.")
+    return correction
 
 
 def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
     """Standard deviation over ``axis``."""
     _no_out("std", out)
-    return sqrt(var(x, axis, dtype, None, ddof, keepdims, where=where, mean=mean,
-                    correction=correction))
+    if dtype is not None and not _dt.is_inexact(_dt.canonicalize(dtype)):
+        raise ValueError(f"dtype argument to jnp.std must be inexact; got "
+                         f"{_dt.canonicalize(dtype)}")
+    return sqrt(var(x, axis, dtype, None, _correction(ddof, correction), keepdims,
+                    where=where, mean=mean))
 
 
 _mean = mean
