@@ -1313,6 +1313,22 @@ def test_nanvar_and_nanstd_as_jax():
                                [0.0, -0.75, -0.25, 0.25, 0.75], atol=1e-6)
 
 
+def test_average_weights_over_several_axes():
+    rng = np.random.default_rng(11)
+    a = rng.random((2, 3, 4, 5)).astype(np.float32)
+    w = rng.random((5, 2)).astype(np.float32)       # over axes (3, 0), in that order
+    want = (a * w.T[:, None, None, :]).sum((0, 3)) / w.sum()
+    np.testing.assert_allclose(np.asarray(jnp.average(a, axis=(3, 0), weights=w)), want,
+                               rtol=1e-5)
+    got, total = jnp.average(a, axis=(3, 0), weights=w, returned=True, keepdims=True)
+    assert got.shape == total.shape == (1, 3, 4, 1)
+    np.testing.assert_allclose(np.asarray(total), np.full((1, 3, 4, 1), w.sum()), rtol=1e-5)
+    with pytest.raises(ValueError, match="Axis must be specified when shapes of a and weights"):
+        jnp.average(a, weights=w)
+    with pytest.raises(ValueError, match="Shape of weights must be consistent"):
+        jnp.average(a, axis=(0, 3), weights=w)
+
+
 def test_var_and_std_as_jax():
     x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
     # no more elements than ddof: NaN (JAX's issue 21330), not a negative or infinite value

@@ -32,8 +32,9 @@ __all__ = [
 
 
 def average(a, axis=None, weights=None, returned=False, keepdims=False):
-    """Mean of ``a`` along ``axis`` weighted by ``weights`` (1-D along ``axis``, or ``a``'s
-    shape); ``returned`` also gives the sum of the weights."""
+    """Mean of ``a`` along ``axis`` weighted by ``weights`` (``a``'s shape, or the shape of
+    ``a`` along the axes ``axis`` names, in that order); ``returned`` also gives the sum of
+    the weights."""
     a = as_array(a)
     if weights is None:
         result = mean(a, axis, keepdims=keepdims)
@@ -45,13 +46,16 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
     if not _dt.is_inexact(result_type(a, weights)):
         a = astype(a, _dt.float_)
     if shape_of(weights) != shape_of(a):
-        if axis is None or len(shape_of(weights)) != 1:
-            raise TypeError("Axis must be specified when shapes of a and weights differ.")
-        axis = canonical_axis(axis, len(shape_of(a)))
-        if shape_of(weights)[0] != shape_of(a)[axis]:
-            raise ValueError("Length of weights not compatible with specified axis.")
-        shape = [1] * len(shape_of(a))
-        shape[axis] = shape_of(weights)[0]
+        # weights over the axes named, in the order named (as JAX's)
+        if axis is None:
+            raise ValueError("Axis must be specified when shapes of a and weights differ.")
+        axes = tuple(canonical_axis(d, len(shape_of(a)))
+                     for d in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        if shape_of(weights) != tuple(shape_of(a)[d] for d in axes):
+            raise ValueError("Shape of weights must be consistent with shape of a along "
+                             "specified axis.")
+        weights = transpose(weights, tuple(np.argsort(axes)))
+        shape = [size if d in axes else 1 for d, size in enumerate(shape_of(a))]
         weights = broadcast_to(reshape(weights, shape), shape_of(a))
     total = sum(multiply(a, weights), axis, keepdims=keepdims)
     scale = sum(astype(weights, dtype_of(total)), axis, keepdims=keepdims)
