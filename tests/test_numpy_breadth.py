@@ -1329,6 +1329,49 @@ def test_average_weights_over_several_axes():
         jnp.average(a, axis=(0, 3), weights=w)
 
 
+def _weighted_inverted_cdf(values, weights, q):
+    """numpy's definition, one slice at a time: the first value, in sorted order, at which
+    the cumulative weight reaches q of the total."""
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    k = min(int(np.sum(cumulative < q * cumulative[-1])), len(values) - 1)
+    return values[order][k]
+
+
+def test_weighted_quantiles_by_inverted_cdf():
+    rng = np.random.default_rng(12)
+    a = rng.random((4, 6)).astype(np.float32)
+    w = rng.integers(0, 4, (4, 6)).astype(np.float32)
+    w[:, 0] += 1                        # no slice weighs nothing
+    for q in (0.0, 0.3, 0.5, 1.0):
+        want = [_weighted_inverted_cdf(a[k], w[k], q) for k in range(4)]
+        got = jnp.quantile(a, q, axis=1, method="inverted_cdf", weights=w)
+        np.testing.assert_array_equal(np.asarray(got), want)
+    # weights along the axis only, percentiles, several q at once, keepdims
+    got = jnp.percentile(a, np.array([25., 75.]), axis=1, method="inverted_cdf",
+                         weights=w[0], keepdims=True)
+    assert got.shape == (2, 4, 1)
+    np.testing.assert_array_equal(np.asarray(got)[1, :, 0],
+                                  [_weighted_inverted_cdf(a[k], w[0], .75) for k in range(4)])
+    # unweighted inverted_cdf is numpy's
+    np.testing.assert_array_equal(np.asarray(jnp.quantile(a, .7, axis=1, method="inverted_cdf")),
+                                  np.quantile(a, .7, axis=1, method="inverted_cdf"))
+    # a NaN value weighs nothing under nanquantile; a negative weight makes its slice NaN
+    with_nan = a.copy()
+    with_nan[0, 2] = np.nan
+    got = jnp.nanquantile(with_nan, .5, axis=1, method="inverted_cdf", weights=w)
+    keep = ~np.isnan(with_nan[0])
+    assert float(got[0]) == _weighted_inverted_cdf(with_nan[0][keep], w[0][keep], .5)
+    negative = w.copy()
+    negative[1, 3] = -1
+    got = np.asarray(jnp.quantile(a, .5, axis=1, method="inverted_cdf", weights=negative))
+    assert np.isnan(got[1]) and not np.isnan(got[[0, 2, 3]]).any()
+    with pytest.raises(NotImplementedError, match="Only method 'inverted_cdf' supports weights"):
+        jnp.quantile(a, .5, axis=1, weights=w)
+    with pytest.raises(ValueError, match="Weights cannot be complex"):
+        jnp.quantile(a, .5, axis=1, method="inverted_cdf", weights=w.astype(np.complex64))
+
+
 def test_var_and_std_as_jax():
     x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
     # no more elements than ddof: NaN (JAX's issue 21330), not a negative or infinite value

@@ -9,8 +9,8 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.dtypes import result_type
 from shardc.numpy._arithmetic import (abs, add, ceil, clip, divide, equal, floor, greater_equal,
-                                      isnan, less_equal, logical_and, logical_not, multiply,
-                                      sqrt, subtract, where)
+                                      isnan, less, less_equal, logical_and, logical_not,
+                                      logical_or, multiply, sqrt, subtract, where)
 from shardc.numpy._calculus import diff
 from shardc.numpy._core import (as_array, astype, broadcast_to, canonical_axis, concatenate,
                                 convert, dtype_of, expand_dims, full, full_like, is_array, ones,
@@ -18,10 +18,11 @@ from shardc.numpy._core import (as_array, astype, broadcast_to, canonical_axis, 
 from shardc.numpy._creation import linspace
 from shardc.numpy._diagonals import diagonal
 from shardc.numpy._index_routines import take_along_axis
-from shardc.numpy._manipulation import atleast_2d, moveaxis, squeeze, transpose
+from shardc.numpy._manipulation import atleast_2d, squeeze, transpose
 from shardc.numpy._products import matmul
-from shardc.numpy._reductions import amax, any, mean, min, no_out, reduce_axes, sum
-from shardc.numpy._sorting import concrete_size, searchsorted, sort
+from shardc.numpy._reductions import (amax, any, cumsum, mean, min, no_out, reduce_axes,
+                                      sum)
+from shardc.numpy._sorting import argsort, concrete_size, searchsorted, sort
 from shardc.numpy._ufuncs import conj, round
 
 __all__ = [
@@ -257,36 +258,54 @@ def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
 
 # --- quantiles -------------------------------------------------------------------------------
 
-_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
 
 
-def _quantile(a, q, axis, method, keepdims, ignore_nan, name):
+def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weights=None):
     if method not in _QUANTILE_METHODS:
         raise ValueError(f"{name}: method={method!r} is not supported; use one of "
                          f"{_QUANTILE_METHODS}")
     a = as_array(a)
+    if weights is not None:
+        weights = as_array(weights)
+        if np.dtype(dtype_of(weights)).kind == "c":
+            raise ValueError("Weights cannot be complex types.")
+        if method != "inverted_cdf":
+            raise NotImplementedError(f"{method} doesn't support weights. Only method "
+                                      "'inverted_cdf' supports weights.")
+        weights = _weights_like(a, weights, axis)
+        common = result_type(a, weights)
+        common = common if _dt.is_inexact(common) else _dt.float_
+        a, weights = astype(a, common), astype(weights, common)
     if not _dt.is_inexact(dtype_of(a)):
         a = astype(a, _dt.float_)
     dtype = dtype_of(a)
     q = convert(q, dtype) if not is_array(q) else astype(q, dtype)
     original_shape = shape_of(a)
     if axis is None:
-        a, axes = ravel(a), (0,)
+        def arrange(x):
+            return ravel(x)
     else:
         axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
         axes = tuple(sorted(canonical_axis(x, len(original_shape)) for x in axes))
         kept = [d for d in builtins_range(len(original_shape)) if d not in axes]
-        a = transpose(a, kept + list(axes))
-        a = reshape(a, tuple(original_shape[d] for d in kept) + (-1,))
-        axes = (len(kept),)
-    a = moveaxis(a, axes[0], -1)
+
+        def arrange(x):     # the reduced axes flattened into one, last
+            x = transpose(x, kept + list(axes))
+            return reshape(x, tuple(original_shape[d] for d in kept) + (-1,))
+    a = arrange(a)
     nan = isnan(a)
     a = where(nan, full_like(a, np.nan), a)       # one NaN, sorted last
-    ordered = sort(a, -1)
     n = shape_of(a)[-1]
     count = sum(logical_not(nan), axis=-1, keepdims=True) if ignore_nan \
         else full(shape_of(a)[:-1] + (1,), n, _dt.int_)
-    result = _interpolate(ordered, q, count, method, dtype)
+    if method == "inverted_cdf":
+        weights = ones(shape_of(a), dtype) if weights is None else arrange(weights)
+        order = argsort(a, -1)
+        ordered = take_along_axis(a, order, -1)
+        result = _inverted_cdf(ordered, take_along_axis(weights, order, -1), q, count)
+    else:
+        result = _interpolate(sort(a, -1), q, count, method, dtype)
     if ignore_nan:
         empty = equal(count, 0)[..., 0]
         result = where(empty, np.nan, result)
@@ -298,6 +317,39 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name):
                       for d, s in enumerate(original_shape))
         result = reshape(result, shape_of(q) + shape)
     return result
+
+
+def _weights_like(a, weights, axis):
+    """Quantile weights of ``a``'s shape, or of its shape along the axes ``axis`` names (in
+    ``a``'s order), broadcast to ``a``'s, as JAX's."""
+    if shape_of(weights) == shape_of(a):
+        return weights
+    if axis is None:
+        raise ValueError("Weights shape must match 'a' shape when axis is None.")
+    axes = tuple(canonical_axis(d, len(shape_of(a)))
+                 for d in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    along = tuple(shape_of(a)[d] for d in axes)
+    if shape_of(weights) != along or list(axes) != sorted(axes):
+        raise ValueError(f"Weights shape {shape_of(weights)} must match reduction axes {along}")
+    shape = [size if d in axes else 1 for d, size in enumerate(shape_of(a))]
+    return broadcast_to(reshape(weights, shape), shape_of(a))
+
+
+def _inverted_cdf(ordered, weights, q, count):
+    """numpy's inverted_cdf with weights, as JAX's: the first sorted value whose cumulative
+    weight reaches q of the total; NaN values weigh nothing, and a negative or NaN weight
+    makes its slice's quantiles NaN."""
+    zero = np.zeros((), dtype_of(weights))[()]
+    bad_weight = logical_or(less(weights, zero), isnan(weights))
+    cumulative = cumsum(where(logical_or(bad_weight, isnan(ordered)), zero, weights), axis=-1)
+    q_shape = shape_of(q)
+    target = multiply(reshape(q, q_shape + (1,) * len(shape_of(ordered))),
+                      cumulative[..., -1:])
+    below = sum(astype(less(cumulative, target), _dt.int_), axis=-1, keepdims=True)
+    index = clip(below, 0, subtract(count, 1))
+    index = broadcast_to(astype(index, _dt.int_), q_shape + shape_of(ordered)[:-1] + (1,))
+    rows = broadcast_to(ordered, q_shape + shape_of(ordered))
+    return where(any(bad_weight, axis=-1), np.nan, take_along_axis(rows, index, -1)[..., 0])
 
 
 def _normalized(axis, ndim):
@@ -336,29 +388,32 @@ def _interpolate(ordered, q, count, method, dtype):
 
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-             keepdims=False, *, interpolation=None):
-    """The ``q``-th quantile(s) of ``a`` along ``axis`` (NaN where a slice holds a NaN)."""
-    return _quantile(a, q, axis, interpolation or method, keepdims, False, "quantile")
+             keepdims=False, *, weights=None, interpolation=None):
+    """The ``q``-th quantile(s) of ``a`` along ``axis`` (NaN where a slice holds a NaN);
+    ``weights`` (``method='inverted_cdf'`` only) weigh each value."""
+    return _quantile(a, q, axis, interpolation or method, keepdims, False, "quantile",
+                     weights)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                keepdims=False, *, interpolation=None):
+                keepdims=False, *, weights=None, interpolation=None):
     """``quantile`` ignoring NaNs (NaN only for an all-NaN slice)."""
-    return _quantile(a, q, axis, interpolation or method, keepdims, True, "nanquantile")
+    return _quantile(a, q, axis, interpolation or method, keepdims, True, "nanquantile",
+                     weights)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-               keepdims=False, *, interpolation=None):
+               keepdims=False, *, weights=None, interpolation=None):
     """The ``q``-th percentile(s) (0 to 100) of ``a`` along ``axis``."""
     return quantile(a, divide(q, 100), axis, method=interpolation or method,
-                    keepdims=keepdims)
+                    keepdims=keepdims, weights=weights)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                  keepdims=False, *, interpolation=None):
+                  keepdims=False, *, weights=None, interpolation=None):
     """``percentile`` ignoring NaNs."""
     return nanquantile(a, divide(q, 100), axis, method=interpolation or method,
-                       keepdims=keepdims)
+                       keepdims=keepdims, weights=weights)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
