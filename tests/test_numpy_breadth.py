@@ -835,7 +835,7 @@ def test_shifts_by_the_bit_width_or_more():
     (lambda: jnp.select([jnp.ones(2)], [jnp.ones(2)]), ValueError, "boolean"),
     (lambda: jnp.piecewise(jnp.ones(2), [jnp.ones(2, bool)], [1, 2, 3]), ValueError,
      "either 1 or 2 functions"),
-    (lambda: jnp.cumulative_sum(jnp.ones((2, 2))), ValueError, "axis must be given"),
+    (lambda: jnp.cumulative_sum(jnp.ones((2, 2))), ValueError, "axis was not set to an explicit value"),
     (lambda: jnp.convolve(jnp.ones((2, 2)), jnp.ones(2)), ValueError, "1-dimensional"),
     (lambda: jnp.diff(jnp.ones(())), ValueError, "at least one dimensional"),
     (lambda: jnp.rot90(jnp.ones((2, 2)), axes=(1, 1)), ValueError, "axes must be different"),
@@ -1370,6 +1370,19 @@ def test_weighted_quantiles_by_inverted_cdf():
         jnp.quantile(a, .5, axis=1, weights=w)
     with pytest.raises(ValueError, match="Weights cannot be complex"):
         jnp.quantile(a, .5, axis=1, method="inverted_cdf", weights=w.astype(np.complex64))
+
+
+def test_reduction_errors_name_the_function_called():
+    with pytest.raises(ValueError, match="non-scalar to take a cumulative sum"):
+        jnp.cumulative_sum(np.float32(1))
+    with pytest.raises(ValueError, match="rank 2, however axis was not set"):
+        jnp.cumulative_prod(np.ones((2, 3), np.float32))
+    mask = np.ones(3, np.int32)
+    for fn in (jnp.nansum, jnp.nanprod, jnp.nanmax, jnp.nanmin, jnp.nanmean, jnp.nanvar,
+               jnp.nanstd, jnp.std, jnp.var):
+        with pytest.raises(ValueError, match=f"jnp.{fn.__name__}: where must be None or a "
+                                             "boolean array"):
+            fn(np.ones(3, np.float32), where=mask)
 
 
 def test_var_and_std_as_jax():

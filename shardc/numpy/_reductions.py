@@ -270,6 +270,7 @@ def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
         correction=None):
     """Standard deviation over ``axis``."""
     _no_out("std", out)
+    _check_where("std", where)
     if dtype is not None and not _dt.is_inexact(_dt.canonicalize(dtype)):
         raise ValueError(f"dtype argument to jnp.std must be inexact; got "
                          f"{_dt.canonicalize(dtype)}")
@@ -345,14 +346,17 @@ def cumprod(a, axis=None, dtype=None):
     return _cumulative(p.cumprod_p, a, axis, dtype)
 
 
-def _array_api_cumulative(fn, name, x, axis, dtype, include_initial, initial):
+def _array_api_cumulative(fn, what, x, axis, dtype, include_initial, initial):
+    """``what``: "sum" or "product", in JAX's error texts."""
     x = as_array(x)
     if not shape_of(x):
-        raise ValueError(f"{name}: the input must be at least 1-dimensional")
+        raise ValueError(f"The input must be non-scalar to take a cumulative {what}, however a "
+                         "scalar value or scalar array was given.")
     if axis is None:
         if len(shape_of(x)) > 1:
-            raise ValueError(f"{name}: axis must be given for an array of more than one "
-                             f"dimension (got shape {shape_of(x)})")
+            raise ValueError(f"The input array has rank {len(shape_of(x))}, however axis was "
+                             "not set to an explicit value. The axis argument is only optional "
+                             "for one-dimensional arrays.")
         axis = 0
     axis = canonical_axis(axis, len(shape_of(x)))
     out = fn(x, axis=axis, dtype=dtype)
@@ -368,13 +372,12 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     prepends the 0. Narrow integers accumulate in 32 bits, as ``sum`` (unlike ``cumsum``)."""
     if dtype is None:
         dtype = accumulator_dtype(dtype_of(as_array(x)))
-    return _array_api_cumulative(cumsum, "cumulative_sum", x, axis, dtype, include_initial,
-                                 0)
+    return _array_api_cumulative(cumsum, "sum", x, axis, dtype, include_initial, 0)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     """The array API's cumulative product (``include_initial`` prepends the 1)."""
-    return _array_api_cumulative(cumprod, "cumulative_prod", x, axis, dtype, include_initial, 1)
+    return _array_api_cumulative(cumprod, "product", x, axis, dtype, include_initial, 1)
 
 
 def _nan_to(x, value):
@@ -399,12 +402,14 @@ def nancumprod(a, axis=None, dtype=None):
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """Sum with NaNs taken as 0."""
     _no_out("nansum", out)
+    _check_where("nansum", where)
     return sum(_nan_to(a, 0), axis, dtype, keepdims=keepdims, initial=initial, where=where)
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """Product with NaNs taken as 1."""
     _no_out("nanprod", out)
+    _check_where("nanprod", where)
     return prod(_nan_to(a, 1), axis, dtype, keepdims=keepdims, initial=initial, where=where)
 
 
@@ -423,12 +428,14 @@ def _nan_extremum(reduce, fill, a, axis, keepdims, initial, where):
 def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Maximum ignoring NaNs (NaN for an all-NaN slice)."""
     _no_out("nanmax", out)
+    _check_where("nanmax", where)
     return _nan_extremum(max, -np.inf, a, axis, keepdims, initial, where)
 
 
 def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Minimum ignoring NaNs (NaN for an all-NaN slice)."""
     _no_out("nanmin", out)
+    _check_where("nanmin", where)
     return _nan_extremum(min, np.inf, a, axis, keepdims, initial, where)
 
 
@@ -442,6 +449,7 @@ def _count(a, axis, keepdims, where=None):
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
     """Mean of the non-NaN elements (NaN for an all-NaN slice)."""
     _no_out("nanmean", out)
+    _check_where("nanmean", where)
     a = as_array(a)
     if not _dt.is_inexact(dtype_of(a)):
         return mean(a, axis, dtype, keepdims=keepdims, where=where)
@@ -490,6 +498,7 @@ def _variance_dtypes(a_dtype, dtype) -> tuple:
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
     """Standard deviation of the non-NaN elements."""
     _no_out("nanstd", out)
+    _check_where("nanstd", where)
     return sqrt(nanvar(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean))
 
 
