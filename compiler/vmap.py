@@ -111,6 +111,10 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
     with named_axis(axis), set_current_trace(trace):
         result = fun(*call_args, **call_kwargs)
         outs, out_tree = tree.tree_flatten(result)
+        for o in outs:
+            if not is_jax_value(o):
+                raise TypeError(f"Output from batched function {o!r} with type {type(o)} is "
+                                "not a valid JAX type")
         unwrapped = [trace.unwrap(o) for o in outs]
     out_specs = _flat_out_axes(out_axes, result)
     moved = [_place_batch_axis(v, d, a, size) for (v, d), a in zip(unwrapped, out_specs)]
@@ -268,6 +272,7 @@ def _place_batch_axis(value, dim, out_axis, size):
         return value
     rank = ndim_of(value) + (dim is None)
     if not -rank <= out_axis < rank:
-        raise ValueError(f"vmap out_axes={out_axis} is out of bounds for an output of rank "
-                         f"{rank} (its per-member shape is {member_aval(value, dim).shape})")
+        raise ValueError(f"axis {out_axis} is out of bounds for array of dimension {rank} "
+                         f"(vmap out_axes={out_axis}, for an output whose per-member shape is "
+                         f"{member_aval(value, dim).shape})")
     return batch_at(value, dim, size, out_axis % rank)

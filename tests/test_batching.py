@@ -445,8 +445,11 @@ def test_out_axes_errors():
         jax.vmap(lambda x: x, out_axes=None)(xs)
     with pytest.raises(ValueError, match="out_axes specification must be a tree prefix"):
         jax.vmap(lambda x: (x, x), out_axes=(0, 0, 0))(xs)
-    with pytest.raises(ValueError, match="out_axes=3 is out of bounds"):
+    with pytest.raises(ValueError, match="axis 3 is out of bounds for array of dimension 2"):
         jax.vmap(lambda x: x, out_axes=3)(xs)
+    with pytest.raises(TypeError, match="^Output from batched function 'hello' with type "
+                                        "<class 'str'> is not a valid JAX type$"):
+        jax.vmap(lambda x: "hello")(xs)
 
 
 # --- every primitive's rule against a per-member loop ------------------------------------------

@@ -642,6 +642,12 @@ def test_perm_must_be_a_list_or_a_tuple():
                        f"pairs. Got perm of type {type(perm)}")
 
 
+def test_perm_may_be_an_array_of_pairs():
+    pairs = np.array([[0, 1], [1, 2], [2, 3], [3, 0]])
+    f = shardc.vmap(lambda x: lax.ppermute(x, "i", pairs), axis_name="i")
+    np.testing.assert_array_equal(np.asarray(f(np.arange(4.))), [3., 0., 1., 2.])
+
+
 @pytest.mark.parametrize("entry", [(0, 1, 2), (0,), [], [1, 2, 3]])
 def test_perm_entries_that_are_not_pairs_are_value_errors(entry):
     # JAX 0.10.2 raises ValueError here (too many / not enough values to unpack)

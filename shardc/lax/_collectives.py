@@ -307,6 +307,8 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
 
 
 def _check_perm(perm, axis_name, size) -> tuple:
+    if isinstance(perm, np.ndarray) and perm.ndim == 2:      # rows of pairs, as JAX takes
+        perm = perm.tolist()
     if not isinstance(perm, (list, tuple)):
         raise TypeError("ppermute: perm must be a list or a tuple of (source, destination) "
                         f"pairs. Got perm of type {type(perm)}")

@@ -147,7 +147,11 @@ def rem(x, y):
 max, min = jnp.maximum, jnp.minimum
 neg, exp, log, sin, cos, tanh, sqrt, abs = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
                                             jnp.tanh, jnp.sqrt, jnp.abs)
-concatenate = jnp.concatenate
+def concatenate(operands, dimension):
+    """``operands`` joined along ``dimension`` (JAX's signature: the dimension is required)."""
+    if len(operands) == 0:
+        raise ValueError("concatenate requires a non-empty sequences of arrays")
+    return jnp.concatenate(operands, axis=dimension)
 transpose = jnp.transpose
 
 
