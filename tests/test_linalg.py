@@ -234,3 +234,42 @@ def test_helpers_and_tensor_solves():
     rhs = RNG.normal(size=(2, 3)).astype(np.float32)
     assert_close(la.tensorsolve(q, rhs), np.linalg.tensorsolve(q.astype(np.float64), rhs),
                  1e-4, 1e-4)
+
+
+# --- lax.linalg: JAX's signatures and result orders --------------------------------------------
+
+def test_lax_linalg_matches_numpy_with_jax_signatures():
+    from shardc import lax
+    assert_close(lax.linalg.cholesky(SPD), np.linalg.cholesky(SPD), 1e-5, 1e-5)
+    assert_close(shardc.vmap(lax.linalg.cholesky, in_axes=1, out_axes=0)(
+        np.swapaxes(SPD, 0, 1)), np.linalg.cholesky(SPD), 1e-5, 1e-5)
+    v, w = lax.linalg.eigh(SPD)                     # eigenvectors first
+    assert_close(w, np.linalg.eigvalsh(SPD), 1e-4, 1e-4)
+    assert_close(np.asarray(v) @ (np.asarray(w)[..., None] * np.swapaxes(np.asarray(v), -1, -2)),
+                 SPD, 1e-4, 1e-4)
+    # the default solves x op(a) = b (right side), as JAX's
+    upper = np.triu(A)
+    rows = RNG.normal(size=(4, 2, 3)).astype(np.float32)
+    assert_close(lax.linalg.triangular_solve(upper, rows), rows @ np.linalg.inv(upper),
+                 1e-4, 1e-4)
+    assert_close(lax.linalg.triangular_solve(upper, B, left_side=True), np.linalg.solve(upper, B),
+                 1e-4, 1e-4)
+    assert_close(lax.linalg.triangular_solve(upper, B, left_side=True, transpose_a=True),
+                 np.linalg.solve(np.swapaxes(upper, -1, -2), B), 1e-4, 1e-4)
+    complex_upper = (upper + 1j * np.triu(A[::-1])).astype(np.complex64)
+    cb = (B + 2j * B).astype(np.complex64)
+    np.testing.assert_allclose(
+        np.asarray(lax.linalg.triangular_solve(complex_upper, cb, left_side=True,
+                                               conjugate_a=True)),
+        np.linalg.solve(np.conj(complex_upper), cb), rtol=1e-4, atol=1e-4)
+    dl, d, du = (RNG.normal(size=(4, 3)).astype(np.float32) for _ in range(3))
+    d = d + 4
+    dense = (np.eye(3) * d[:, None, :] + np.eye(3, k=-1) * dl[:, :, None]
+             + np.eye(3, k=1) * du[:, :, None])
+    assert_close(lax.linalg.tridiagonal_solve(dl, d, du, B), np.linalg.solve(dense, B),
+                 1e-4, 1e-4)
+    q, r = lax.linalg.qr(TALL, full_matrices=False)
+    assert q.shape == (4, 5, 3) and r.shape == (4, 3, 3)
+    assert_close(np.asarray(q) @ np.asarray(r), TALL, 1e-4, 1e-4)
+    assert_close(lax.linalg.svd(TALL, compute_uv=False),
+                 np.linalg.svd(TALL, compute_uv=False), 1e-4, 1e-4)

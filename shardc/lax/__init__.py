@@ -57,6 +57,7 @@ from shardc.lax._reductions import (approx_max_k, approx_min_k, argmax, argmin, 
 from shardc.lax._shapes import (broadcast, expand_dims, full, full_like, index_in_dim, pad, rev,
                                 slice_in_dim, squeeze)
 from shardc.sharding import with_sharding_constraint
+from shardc.lax import linalg
 
 __all__ = [
     "ConvDimensionNumbers", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
@@ -87,5 +88,5 @@ __all__ = [
     "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "RaggedDotDimensionNumbers",
     "RoundingMethod", "broadcast_shapes", "clz", "composite", "empty", "index_take",
     "platform_dependent", "ragged_dot", "ragged_dot_general", "reduce_xor", "shape_as_value",
-    "stack", "unstack",
+    "stack", "unstack", "linalg",
 ]

@@ -1,0 +1,91 @@
+"""``shardc.lax.linalg``: JAX's lax-level linear algebra, with JAX's signatures and result
+orders, over the decompositions ``shardc.numpy.linalg`` computes (batched over leading
+dimensions, differentiable as those are).
+
+>>> v, w = lax.linalg.eigh(a)          # eigenvectors first, as JAX's lax.linalg.eigh
+"""
+from __future__ import annotations
+
+import shardc.numpy as jnp
+from shardc.numpy import linalg as _np_linalg
+
+__all__ = ["cholesky", "eigh", "qr", "svd", "triangular_solve", "tridiagonal_solve"]
+
+
+def _symmetrized(x):
+    return (x + jnp.conj(jnp.swapaxes(x, -1, -2))) / 2
+
+
+def cholesky(x, *, symmetrize_input: bool = True):
+    """The lower Cholesky factor of each (Hermitian positive definite) matrix of ``x``; NaNs
+    where one is not positive definite."""
+    x = jnp.asarray(x)
+    return _np_linalg.cholesky(_symmetrized(x) if symmetrize_input else x)
+
+
+def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
+         sort_eigenvalues: bool = True, subset_by_index=None):
+    """``(v, w)``: eigenvectors (columns) and ascending eigenvalues of Hermitian matrices.
+    Without ``symmetrize_input`` only the triangle ``lower`` names is read, as LAPACK's."""
+    if subset_by_index is not None:
+        raise NotImplementedError("lax.linalg.eigh: subset_by_index is not supported")
+    x = jnp.asarray(x)
+    if not symmetrize_input:
+        tri = jnp.tril(x) if lower else jnp.triu(x)
+        x = tri + jnp.conj(jnp.swapaxes(tri, -1, -2)) - jnp.eye(x.shape[-1], dtype=x.dtype) \
+            * jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1))[..., None, :]
+    w, v = _np_linalg.eigh(x)
+    return v, w
+
+
+def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
+    """``(q, r)`` with ``x = q r`` (``full_matrices``: ``q`` square)."""
+    if pivoting:
+        raise NotImplementedError("lax.linalg.qr: pivoting=True is not supported")
+    return _np_linalg.qr(x, mode="complete" if full_matrices else "reduced")
+
+
+def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None,
+        algorithm=None):
+    """``(u, s, vh)`` with ``x = u diag(s) vh`` (``s`` alone without ``compute_uv``)."""
+    if subset_by_index is not None:
+        raise NotImplementedError("lax.linalg.svd: subset_by_index is not supported")
+    return _np_linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False,
+                     transpose_a: bool = False, conjugate_a: bool = False,
+                     unit_diagonal: bool = False):
+    """``x`` with ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` (the default, as JAX's),
+    ``op`` transposing and/or conjugating the triangle of ``a`` that ``lower`` names
+    (``unit_diagonal``: its diagonal read as ones)."""
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    tri = jnp.tril(a) if lower else jnp.triu(a)
+    if unit_diagonal:
+        eye = jnp.eye(a.shape[-1], dtype=a.dtype)
+        tri = tri * (1 - eye) + eye
+    if conjugate_a:
+        tri = jnp.conj(tri)
+    if transpose_a:
+        tri = jnp.swapaxes(tri, -1, -2)
+    if left_side:
+        return _np_linalg.solve(tri, b)
+    # x op(a) = b  <=>  op(a)^T x^T = b^T
+    solved = _np_linalg.solve(jnp.swapaxes(tri, -1, -2), jnp.swapaxes(b, -1, -2))
+    return jnp.swapaxes(solved, -1, -2)
+
+
+def tridiagonal_solve(dl, d, du, b):
+    """``x`` with ``A x = b`` for the tridiagonal ``A`` whose sub-, main and super-diagonals
+    are ``dl``, ``d`` and ``du`` (``dl[..., 0]`` and ``du[..., -1]`` are ignored), ``b`` of
+    shape ``[..., m, n]``."""
+    dl, d, du, b = (jnp.asarray(v) for v in (dl, d, du, b))
+    m = d.shape[-1]
+    if dl.shape != d.shape or du.shape != d.shape or b.shape[:-1] != d.shape:
+        raise ValueError("tridiagonal_solve: dl, d and du must have one shape [..., m] and b "
+                         f"[..., m, n]; got {dl.shape}, {d.shape}, {du.shape} and {b.shape}")
+    eye = jnp.eye(m, dtype=d.dtype)
+    below, above = jnp.eye(m, k=-1, dtype=d.dtype), jnp.eye(m, k=1, dtype=d.dtype)
+    # row i holds dl[i] left of the diagonal, d[i] on it and du[i] right of it
+    matrix = (d[..., :, None] * eye + dl[..., :, None] * below + du[..., :, None] * above)
+    return _np_linalg.solve(matrix, b)
