@@ -24,7 +24,8 @@ import numpy as np
 from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, eval_program,
-                              replaying, set_current_trace, trace_to_program)
+                              replaying, set_current_trace, trace_to_program,
+                              values_known_now)
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
@@ -116,6 +117,8 @@ class JVPTracer(Tracer):
     def concrete_value(self, what: str, cls):
         """The primal's value, where it is known (as JAX's jvp gives it to Python)."""
         primal = self.primal
+        if not values_known_now():
+            raise self._concretization_error(what, cls)
         return primal.concrete_value(what, cls) if isinstance(primal, Tracer) else primal
 
 

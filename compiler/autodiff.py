@@ -19,7 +19,7 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is_jax_value,
                               is_python_scalar, layouts_of, set_current_trace, trace_to_program,
-                              weakened_where, weakly_typed)
+                              values_known_now, weakened_where, weakly_typed)
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
@@ -36,7 +36,8 @@ def _trace_flat(fun, flat_args, in_tree, weak):
     program, consts, outs = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
                                              shard=shard, parent=current_trace(),
                                              in_shardings=layouts_of(flat_args), weak=weak,
-                                             known=flat_args if shard is None else None)
+                                             known=flat_args if shard is None
+                                             and values_known_now() else None)
     program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
     return program, consts, box[0], [weakly_typed(o) for o in outs]
 

@@ -25,7 +25,7 @@ from typing import Callable, Hashable
 import numpy as np
 
 from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, set_current_trace,
-                              weakened)
+                              values_known_now, weakened)
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Program, TypeSharding
@@ -65,7 +65,7 @@ class BatchTracer(Tracer):
     def concrete_value(self, what: str, cls):
         """An unbatched value's, where it is known (a primal under ``jacfwd``, as in JAX)."""
         value = self.value
-        if self.batch_dim is not None:
+        if self.batch_dim is not None or not values_known_now():
             raise self._concretization_error(what, cls)
         return value.concrete_value(what, cls) if isinstance(value, Tracer) else value
 

@@ -16,7 +16,8 @@ from compiler.replication import (infer_types, input_origins, merge_origins, ori
                                   per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, block_avals, check_replication, in_body
 from compiler.tracing import (Trace, Tracer, aval_of, check_closed_over, eager_rules,
-                              is_python_scalar, set_current_trace, user_source)
+                              is_python_scalar, set_current_trace, user_source,
+                              values_known_now)
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir import collectives as coll
@@ -71,8 +72,9 @@ class ShardTracer(Tracer):
         return self._concrete(what)
 
     def _concrete(self, what):
-        """Python needs one value: allowed when the checker proves it is the same everywhere."""
-        if self.aval.vma or self.aval.size != 1:
+        """Python needs one value: allowed when the checker proves it is the same everywhere
+        (and not in a body jit traces, where values are abstract)."""
+        if self.aval.vma or self.aval.size != 1 or not values_known_now():
             from compiler.tracing import TracerBoolConversionError, errors_link
             raise TracerBoolConversionError(      # the reason: its vma
                 f"Attempted {what} of traced array with shape "

@@ -26,6 +26,7 @@ from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
+                              staging,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh,
                               trace_to_program, typed_sharding, user_source, weakened_where,
                               weakly_typed)
@@ -451,7 +452,10 @@ class JitFunction:
     def _inline(self, args, kwargs):
         """Under another trace the body is traced in place, its shardings as constraints."""
         args, kwargs = self._place_inputs(args, kwargs)
-        return self._constrain_outputs(self.fun(*args, **kwargs))
+        if _jit_disabled:
+            return self._constrain_outputs(self.fun(*args, **kwargs))
+        with staging():         # its values are abstract, as in a staged body
+            return self._constrain_outputs(self.fun(*args, **kwargs))
 
     def _check_outputs(self, outs, args, kwargs):
         """jax_debug_nans/infs: on an invalid output, run the function again op by op so the

@@ -382,6 +382,26 @@ def current_trace() -> Trace:
     return _current[-1]
 
 
+# How many jit bodies are being traced (staged out, or inlined under a transformation): in
+# them every value is abstract, as in JAX, so none is known now, whatever the trace below.
+_staging = [0]
+
+
+@contextlib.contextmanager
+def staging():
+    _staging[0] += 1
+    try:
+        yield
+    finally:
+        _staging[0] -= 1
+
+
+def values_known_now() -> bool:
+    """Whether a value computed from known inputs may be handed to Python: not in a body jit
+    traces."""
+    return _staging[0] == 0
+
+
 def innermost_trace(kinds: tuple):
     """The innermost trace (the latest set) of one of ``kinds``, or None."""
     return next((t for t in reversed(_current) if isinstance(t, kinds)), None)
@@ -754,7 +774,7 @@ class ProgramTracer(Tracer):
 
     def concrete_value(self, what: str, cls):
         trace = self._trace
-        if trace.known is None:
+        if trace.known is None or not values_known_now():
             raise self._concretization_error(what, cls)
         return trace.known_value(trace.var_of[id(self)], what, cls)
 
@@ -924,7 +944,7 @@ def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
         arg._sharding = sharding
     for arg, is_weak in zip(args, weak or ()):
         arg.weak = is_weak
-    with set_current_trace(trace):
+    with set_current_trace(trace), (staging() if staged else contextlib.nullcontext()):
         outs = fun(*args)
     program, consts = trace.build(args, outs)
     check_traced(program)
