@@ -629,6 +629,27 @@ def value_if_known(value):
     return np.asarray(known)[()]
 
 
+def static_int(value, what: str) -> int:
+    """``value`` as a Python int where it is known now (a number, or a traced value a
+    gradient outside jit knows); JAX's ConcretizationTypeError naming ``what`` where it is
+    traced."""
+    value = value_if_known(value)
+    if isinstance(value, Tracer):
+        raise ConcretizationTypeError(
+            f"Attempted conversion of a traced value to a static integer ({what}): shapes "
+            f"and sizes must be known when tracing, but {value.aval.str_short()} is traced "
+            f"here.{errors_link(ConcretizationTypeError)}")
+    return operator.index(value)
+
+
+def known_nested(value):
+    """``value`` (a number, or nested lists and tuples of them) with every known traced
+    value replaced by its value."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(known_nested(v) for v in value)
+    return value_if_known(value)
+
+
 def install_array_methods(cls, methods: dict) -> None:
     for name, method in methods.items():
         setattr(cls, name, method)

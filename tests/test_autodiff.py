@@ -1569,12 +1569,22 @@ def test_reverse_mode_sizes_from_known_values():
         (lambda x: jnp.sum(jnp.repeat(x, (x > 0).astype(int) + 1) ** 2),
          2 * x * ((x > 0) + 1)),
         (lambda x: jnp.sum(x.at[x > 1.5].set(0.) * 3), 3. * (x <= 1.5)),
+        # argmax is 2: sizes 3 and 2 from it
+        (lambda x: jnp.sum(jnp.eye(jnp.argmax(x) + 1) * x[0]), [3., 0., 0.]),
+        (lambda x: jnp.sum(jnp.tri(jnp.argmax(x)) * x[0]), [3., 0., 0.]),
+        (lambda x: jnp.sum(jnp.diag(x[:2], k=jnp.argmax(x))), [1., 1., 0.]),
+        (lambda x: jnp.sum(jnp.zeros(jnp.argmax(x)) + x[0]), [2., 0., 0.]),
+        (lambda x: jnp.sum(jnp.pad(x, (jnp.argmax(x), 1)) * 2), [2., 2., 2.]),
+        (lambda x: jnp.sum(jnp.tile(x, jnp.argmax(x))), [2., 2., 2.]),
+        (lambda x: jnp.sum(x[jnp.triu_indices(jnp.argmax(x))[0]]), [2., 1., 0.]),
     ]
     for f, want in cases:
         np.testing.assert_allclose(np.asarray(shardc.grad(f)(x)), want, rtol=1e-6)
     # under jit the mask is traced: JAX's error
     with pytest.raises(shardc.errors.NonConcreteBooleanIndexError):
         shardc.jit(shardc.grad(cases[0][0]))(x)
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match="argument of 'N' jnp.eye"):
+        shardc.jit(shardc.grad(cases[5][0]))(x)
 
 
 def test_scatter_mul_differentiates_in_the_operand():

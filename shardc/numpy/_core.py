@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, is_python_scalar, value_if_known,
+                              check_jax_value, is_python_scalar, static_int, value_if_known,
                               weakened)
 from ir import dtypes as _dt
 from ir import collectives as coll
@@ -447,10 +447,15 @@ def typed(value):
 
 
 def shape_tuple(shape) -> tuple:
-    """A shape given as an int or a sequence, as a tuple of ints."""
-    if isinstance(shape, (int, np.integer)):
+    """A shape given as an int or a sequence, as a tuple of ints (a traced size, where it is
+    known now)."""
+    shape = value_if_known(shape)
+    if isinstance(shape, (int, np.integer)) or (isinstance(shape, np.ndarray)
+                                                 and shape.ndim == 0):
         return (int(shape),)
-    return tuple(int(d) for d in shape)
+    if isinstance(shape, Tracer):
+        return (static_int(shape, "a shape"),)
+    return tuple(static_int(d, "a shape") for d in shape)
 
 
 @takes_device

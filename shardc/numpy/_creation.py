@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 
-from compiler.tracing import Tracer, bind, value_if_known
+from compiler.tracing import Tracer, bind, static_int, value_if_known
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (abs, add, divide, equal, floor, less, multiply, power,
@@ -76,7 +76,8 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None):
 @takes_device
 def eye(N, M=None, k=0, dtype=None):
     """An ``N x M`` matrix with ones on diagonal ``k`` (float32 unless ``dtype`` says)."""
-    M = N if M is None else M
+    N = static_int(N, "argument of 'N' jnp.eye()")
+    M = N if M is None else static_int(M, "argument 'M' of jnp.eye()")
     dtype = _dt.canonicalize(dtype or _dt.float_)
     rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
     cols = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=1)

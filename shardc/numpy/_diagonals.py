@@ -6,7 +6,7 @@ import builtins
 
 import numpy as np
 
-from compiler.tracing import bind
+from compiler.tracing import bind, known_nested, static_int
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import add, clip, less_equal, where
@@ -48,6 +48,7 @@ def diag(v, k=0):
         return diagonal(v, k)
     if ndim_of(v) != 1:
         raise ValueError("diag input must be 1d or 2d")
+    k = static_int(k, "argument 'k' of jnp.diag()")
     n = shape_of(v)[0] + builtins.abs(k)
     rows = arange(n)[:, None]
     along = rows if k >= 0 else arange(n)[None, :]
@@ -63,7 +64,8 @@ def diagflat(v, k=0):
 
 def tri(N, M=None, k=0, dtype=None):
     """``N x M`` ones at and below diagonal ``k`` (float32 unless ``dtype`` says)."""
-    M = N if M is None else M
+    N = static_int(N, "argument of 'N' jnp.tri()")
+    M = N if M is None else static_int(M, "argument 'M' of jnp.tri()")
     rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
     cols = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=1)
     return astype(less_equal(cols, add(rows, k)), dtype or _dt.float_)
@@ -93,12 +95,12 @@ def _index_arrays(arrays):
 
 def tril_indices(n, k=0, m=None):
     """Row and column indices (int32) of the lower triangle of an ``n x m`` array."""
-    return _index_arrays(np.tril_indices(n, k, m))
+    return _index_arrays(np.tril_indices(*known_nested((n, k, m))))
 
 
 def triu_indices(n, k=0, m=None):
     """Row and column indices (int32) of the upper triangle of an ``n x m`` array."""
-    return _index_arrays(np.triu_indices(n, k, m))
+    return _index_arrays(np.triu_indices(*known_nested((n, k, m))))
 
 
 def tril_indices_from(arr, k=0):

@@ -12,7 +12,7 @@ import builtins
 import numpy as np
 
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind, is_python_scalar,
-                              value_if_known)
+                              known_nested, value_if_known)
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import ShardingTypeError
@@ -157,7 +157,7 @@ def slice_axis(x, axis, lo, hi):
 def tile(x, reps):
     """``x`` repeated ``reps`` times along each dimension, as numpy's tile."""
     x = as_array(x)
-    reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    reps = shape_tuple(reps)
     shape = shape_of(x)
     ndim = builtins.max(len(shape), len(reps))
     shape = (1,) * (ndim - len(shape)) + shape
@@ -198,7 +198,8 @@ def pad(array, pad_width, mode="constant", **kwargs):
     """
     x = as_array(array)
     shape = shape_of(x)
-    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (len(shape), 2))
+    widths = np.broadcast_to(np.asarray(known_nested(pad_width), dtype=np.int64),
+                             (len(shape), 2))
     if (widths < 0).any():
         raise ValueError(f"jnp.pad: pad_width must be non-negative, got {pad_width}")
     allowed = {"constant": {"constant_values"}, "linear_ramp": {"end_values"},
