@@ -275,6 +275,14 @@ def test_reduce_recognises_monoids_on_their_identities():
     everywhere(lambda v: lax.reduce(v, 0.0, lax.add, (1,)), x.T, x.T.sum(1), 1e-6, 1e-6)
 
 
+def _fold_rows(rows, init, fn):
+    """The fold a reduce over ``rows`` (the reduced elements first) should give."""
+    acc = np.full(rows.shape[1:], init, rows.dtype)
+    for row in rows:
+        acc = fn(acc, row)
+    return acc
+
+
 def test_reduce_folds_any_computation_over_pytrees():
     rng = np.random.default_rng(5)
     x = rng.normal(size=(5, 7, 3)).astype(np.float32)
@@ -288,6 +296,14 @@ def test_reduce_folds_any_computation_over_pytrees():
     values, where = lax.reduce((x, position), (-np.inf, 0), argmax_pair, (1,))
     assert_close(values, x.max(1), dtype=np.float32)
     assert_close(where, x.argmax(1), dtype=np.int32)
+    # folds in row-major order from the initial value, as XLA's CPU reduce: a fold that is
+    # neither associative nor commutative gives what it says
+    assert float(lax.reduce(np.arange(4.), 10.0, lambda a, b: a - b, (0,))) == 4.0
+    assert float(lax.reduce(np.array([1., 2., 3., 4.]), 0.0, lambda a, b: a + b * b,
+                            (0,))) == 30.0
+    assert_close(lax.reduce(x, 0.0, lambda a, b: a * 0.5 + b, (2, 0)),
+                 _fold_rows(np.transpose(x, (0, 2, 1)).reshape(15, 7), 0.0,
+                            lambda a, b: a * 0.5 + b), 1e-5, 1e-5)
     # not an identity: the initial value takes part once
     assert_close(lax.reduce(x, 1.0, lax.add, (0, 2)), x.sum((0, 2)) + 1, 1e-5, 1e-5)
     assert_close(lax.reduce(x, 0.5, jnp.maximum, (1,)), np.maximum(x.max(1), 0.5))
@@ -310,6 +326,10 @@ def test_reduce_errors_name_what_is_wrong():
         lax.reduce((x, x[0]), (0.0, 0.0), lambda a, b: a, (0,))
     with pytest.raises(TypeError, match="computation returned"):
         lax.reduce((x, x), (0.0, 0.0), lambda a, b: a[0] + b[0], (0,))
+    with pytest.raises(ValueError, match=r"reduction axes \(-1,\) contains out-of-bounds"):
+        lax.reduce(x, 0.0, lambda a, b: a - b, (-1,))
+    with pytest.raises(ValueError, match="non-scalar initial value"):
+        lax.reduce(x, np.zeros(3), lambda a, b: a - b, (0,))
 
 
 # --- elementwise and shapes -------------------------------------------------------------------

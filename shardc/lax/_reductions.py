@@ -3,6 +3,8 @@
 ``cumlogsumexp``), and sorting (``sort``, ``sort_key_val``, ``top_k``)."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from compiler.jit import make_jaxpr
@@ -12,8 +14,8 @@ from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.numpy._core import canonical_axis
-from shardc.lax._control_flow import associative_scan
+from shardc.numpy._core import canonical_axis, vary_like
+from shardc.lax._control_flow import associative_scan, scan
 from shardc.lax._shapes import array_operand, checked_axis
 
 __all__ = [
@@ -209,8 +211,9 @@ def reduce(operands, init_values, computation, dimensions):
 
     As in JAX, a single operand whose computation is add, mul, max, min, and or or, with its
     identity as the initial value, becomes the matching reduction. Any other computation is
-    applied elementwise over halves, pairwise in a tree, then once with the initial values:
-    XLA's order is unspecified too, so the computation should be associative and commutative.
+    folded in order, as XLA's CPU reduce folds it: the accumulator starts at the initial
+    values and takes the elements one by one in row-major order of the reduced dimensions
+    (a ``scan``), so a fold such as ``lambda acc, x: acc + x * x`` gives what it says.
 
     >>> lax.reduce(x, 0.0, lax.add, (0,))        # x.sum(0)
     """
@@ -227,7 +230,12 @@ def reduce(operands, init_values, computation, dimensions):
         raise TypeError(f"reduce operands must all have the same shape, got "
                         f"{[x.shape for x in flat]}")
     ndim = flat[0].ndim
-    dimensions = tuple(checked_axis(d, ndim) for d in dimensions)
+    dimensions = tuple(operator.index(d) for d in dimensions)
+    if len(set(dimensions)) != len(dimensions):
+        raise ValueError(f"duplicate value in 'axes' of reduction: {dimensions}")
+    if not all(0 <= d < ndim for d in dimensions):
+        raise ValueError(f"reduction axes {dimensions} contains out-of-bounds indices for "
+                         f"{aval_of(flat[0]).str_short()}.")
     if len(flat) == 1:
         prim = _monoid_of(computation, flat[0].dtype)
         init = np.asarray(flat_init[0]) if not hasattr(flat_init[0], "aval") else None
@@ -237,43 +245,36 @@ def reduce(operands, init_values, computation, dimensions):
             return tree_unflatten(in_tree, [out])
     if not dimensions:          # nothing to reduce: XLA hands the operands back
         return tree_unflatten(in_tree, flat)
-    outs = _tree_reduce(flat, flat_init, in_tree, computation, dimensions)
-    return tree_unflatten(in_tree, outs)
+    return tree_unflatten(in_tree, _fold(flat, flat_init, in_tree, computation, dimensions))
 
 
-def _tree_reduce(flat, flat_init, in_tree, computation, dimensions) -> list:
-    """``computation`` folded over ``dimensions``: the reduced dimensions flattened to one in
-    front, halves combined until one row is left; the initial values start an accumulator that
-takes the odd rows out and, last, that row."""
+def _fold(flat, flat_init, in_tree, computation, dimensions) -> list:
+    """``computation`` folded over ``dimensions`` in row-major order, from the initial
+    values: a scan over the reduced elements, each step one elementwise application over the
+    kept dimensions."""
     shape = flat[0].shape
-    kept = [d for d in range(len(shape)) if d not in dimensions]
+    reduced = sorted(dimensions)
+    kept = [d for d in range(len(shape)) if d not in reduced]
     rest = tuple(shape[d] for d in kept)
-    n = int(np.prod([shape[d] for d in dimensions], dtype=np.int64))
-    dtypes = [x.dtype for x in flat]
+    n = int(np.prod([shape[d] for d in reduced], dtype=np.int64))
+    dtypes = [_dt.canonicalize(x.dtype) for x in flat]
     inits = [jnp.asarray(v, dtype) for v, dtype in zip(flat_init, dtypes)]
     if any(i.shape != () for i in inits):
-        raise TypeError("reduce init_values must be scalars, got shapes "
-                        f"{[i.shape for i in inits]}")
+        raise ValueError(f"reduce found non-scalar initial value: {[i.shape for i in inits]}")
 
-    def combine(a, b):
-        out, out_tree = tree_flatten(computation(tree_unflatten(in_tree, a),
-                                                 tree_unflatten(in_tree, b)))
+    def step(acc, xs):
+        out, out_tree = tree_flatten(computation(tree_unflatten(in_tree, acc),
+                                                 tree_unflatten(in_tree, xs)))
         if out_tree != in_tree:
             raise TypeError(f"reduce computation returned {out_tree}, but the operands are "
                             f"{in_tree}")
-        return [jnp.astype(o, dtype) for o, dtype in zip(out, dtypes)]
+        return [jnp.astype(o, dtype) for o, dtype in zip(out, dtypes)], None
 
-    rows = [jnp.reshape(jnp.transpose(x, tuple(dimensions) + tuple(kept)), (n,) + rest)
+    rows = [jnp.reshape(jnp.transpose(x, tuple(reduced) + tuple(kept)), (n,) + rest)
             for x in flat]
-    acc = [jnp.broadcast_to(i, rest) for i in inits]     # the initial values, used once
-    if n == 0:
-        return acc
-    while n > 1:
-        if n % 2:           # the odd row out goes into the accumulator
-            acc = combine(acc, [r[n - 1] for r in rows])
-            rows = [r[:n - 1] for r in rows]
-            n -= 1
-        half = n // 2
-        rows = combine([r[:half] for r in rows], [r[half:] for r in rows])
-        n = half
-    return combine(acc, [r[0] for r in rows])
+    # the accumulator varies as the operands do, all of them (in a shard_map body)
+    start = [jnp.broadcast_to(i, rest) for i in inits]
+    for r in rows:
+        start = [vary_like(a, r) for a in start]
+    folded, _ = scan(step, start, rows)
+    return folded

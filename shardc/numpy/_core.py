@@ -493,12 +493,14 @@ def full_like(x, fill_value, dtype=None, shape=None):
         # an array laid out on a mesh (Auto axes): the same layout, as JAX's
         result = device_put(result, x.sharding)
     else:
-        result = _vary_like(result, x)
+        result = vary_like(result, x)
     # of a weakly typed operand's dtype, weakly typed (JAX's)
     return weakened(result) if dtype is None and is_weakly_typed(x) else result
 
 
-def _vary_like(result, x):
+def vary_like(result, x):
+    """``result`` made to vary over the manual axes ``x`` varies over that it does not (in a
+    shard_map body with the check on)."""
     shard = current_shard_context()
     vma = aval_of(x).vma
     if not vma or shard is None or not shard.check_vma:
