@@ -573,7 +573,29 @@ class Tracer:
         return int(self.concrete_value("integer conversion", ConcretizationTypeError))
 
     def __float__(self):
-        raise self._concretization_error("float conversion", ConcretizationTypeError)
+        return float(self._known_exact("float conversion", ConcretizationTypeError))
+
+    def __complex__(self):
+        return complex(self._known_exact("complex conversion", ConcretizationTypeError))
+
+    def item(self, *args):
+        """One element as a Python scalar, where the value is known now (as JAX's)."""
+        return np.asarray(self.concrete_value("conversion in item()",
+                                              ConcretizationTypeError)).item(*args)
+
+    def tolist(self):
+        return self.__array__().tolist()
+
+    def _known_exact(self, what: str, cls):
+        """The value of a boolean or integer tracer, where it is known now: such a value has
+        no derivative, so JAX hands it to Python as an array; an inexact one stays JAX's
+        error ``cls``."""
+        if dtypes.is_inexact(self.aval.dtype):
+            raise self._concretization_error(what, cls)
+        try:
+            return self.concrete_value(what, cls)
+        except ConcretizationTypeError:
+            raise self._concretization_error(what, cls) from None
 
     def __index__(self):
         return operator.index(self.concrete_value("integer conversion", self._integer_error()))
@@ -589,9 +611,10 @@ class Tracer:
                 else ConcretizationTypeError)
 
     def __array__(self, dtype=None, copy=None):
-        raise self._concretization_error("conversion to a numpy array (the numpy.ndarray "
-                                         "conversion method __array__() was called)",
-                                         TracerArrayConversionError)
+        value = self._known_exact("conversion to a numpy array (the numpy.ndarray "
+                                  "conversion method __array__() was called)",
+                                  TracerArrayConversionError)
+        return np.asarray(value, dtype)
 
     def _concretization_error(self, what: str, cls):
         src = user_source()

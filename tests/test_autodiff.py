@@ -1643,6 +1643,35 @@ def test_scatter_max_and_min_differentiate_as_jax():
     np.testing.assert_allclose(float(tangent), want[0] @ tx + want[1] @ tu, rtol=1e-5)
 
 
+def test_known_integer_values_convert_as_arrays_under_a_gradient():
+    # a boolean or integer value has no derivative: JAX hands it to Python as an array, so
+    # float(), complex(), numpy conversion, .item() and .tolist() take it; .item() takes a
+    # known float too (JAX's concrete_or_error)
+    x = np.array([1., -2., 3.], np.float32)
+    cases = [
+        (lambda z: z.sum() * float(jnp.max(z) > 0), 1.),
+        (lambda z: z.sum() * np.asarray(jnp.argmax(z)).item(), 2.),
+        (lambda z: z.sum() * len((z > 0).tolist()), 3.),
+        (lambda z: z.sum() * complex(jnp.argmax(z)).real, 2.),
+        (lambda z: z.sum() * jnp.max(z).item(), 3.),
+    ]
+    for f, scale in cases:
+        np.testing.assert_allclose(np.asarray(shardc.grad(f)(x)), np.full(3, scale))
+    np.testing.assert_allclose(np.asarray(shardc.grad(lambda z: z[np.asarray(z > 0)].sum())(x)),
+                               [1., 0., 1.])
+    # a float value, and anything under jit, stays JAX's error
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match="float conversion"):
+        shardc.grad(lambda z: float(z.sum()))(x)
+    with pytest.raises(shardc.errors.TracerArrayConversionError):
+        shardc.grad(lambda z: np.asarray(z).sum())(x)
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match="float conversion"):
+        shardc.jit(lambda z: float(jnp.max(z) > 0))(x)
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match="complex conversion"):
+        shardc.jit(lambda z: complex(jnp.argmax(z)))(x)
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match="item"):
+        shardc.jit(lambda z: jnp.max(z).item())(x)
+
+
 def test_reverse_mode_of_traced_values_still_refuses_python_branches():
     def f(x):
         if x > 0:
