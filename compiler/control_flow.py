@@ -413,14 +413,12 @@ def _loop_index_dtype(lower, upper) -> np.dtype:
     64-bit mode)."""
     weak = [is_python_scalar(b) for b in (lower, upper)]
     found = [aval_of(b).dtype for b in (lower, upper)]
-    if all(weak):
-        return dtypes.int32
-    if weak[0] or weak[1]:
-        strong = found[1] if weak[0] else found[0]
-        if dtypes.is_int(strong) and not dtypes.is_unsigned(strong):
-            return strong
-    elif found[0] == found[1]:
+    if found[0] == found[1]:
         return found[0]
+    # a Python int bound takes the other, signed integer bound's dtype
+    if weak[0] != weak[1] and all(dtypes.is_int(d) and not dtypes.is_unsigned(d)
+                                  for d in found):
+        return found[1] if weak[0] else found[0]
     raise TypeError("lower and upper arguments to fori_loop must have equal types, got "
                     f"{found[0].name} and {found[1].name}")
 

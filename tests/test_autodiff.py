@@ -1583,6 +1583,8 @@ def test_reverse_mode_sizes_from_known_values():
     # under jit the mask is traced: JAX's error
     with pytest.raises(shardc.errors.NonConcreteBooleanIndexError):
         shardc.jit(shardc.grad(cases[0][0]))(x)
+    with pytest.raises(shardc.errors.NonConcreteBooleanIndexError):
+        shardc.jit(shardc.grad(cases[4][0]))(x)          # x.at[mask]
     with pytest.raises(shardc.errors.ConcretizationTypeError, match="argument of 'N' jnp.eye"):
         shardc.jit(shardc.grad(cases[5][0]))(x)
 

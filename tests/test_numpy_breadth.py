@@ -1370,6 +1370,8 @@ def test_weighted_quantiles_by_inverted_cdf():
         jnp.quantile(a, .5, axis=1, weights=w)
     with pytest.raises(ValueError, match="Weights cannot be complex"):
         jnp.quantile(a, .5, axis=1, method="inverted_cdf", weights=w.astype(np.complex64))
+    with pytest.raises(ValueError, match=r"q must be have rank <= 1, got shape \(2, 1\)"):
+        jnp.quantile(a, np.full((2, 1), .5), axis=1)
 
 
 def test_reduction_errors_name_the_function_called():

@@ -196,13 +196,18 @@ def _mask_as_integers(index, shape):
     return index[:k] + (positions,) + index[k + 1:]
 
 
-def _flat_getitem(x, index):
-    index = tuple(value_if_known(e) for e in index)
+def _check_masks_concrete(index) -> None:
+    """JAX's error for a boolean mask that is traced: its count decides the shape."""
     traced_masks = [e for e in index if isinstance(e, Tracer) and _is_bool_array(e)]
     if traced_masks:
         raise NonConcreteBooleanIndexError(
             f"Array boolean indices must be concrete; got {aval_of(traced_masks[0]).str_long()}"
             f"\n{errors_link(NonConcreteBooleanIndexError)}")
+
+
+def _flat_getitem(x, index):
+    index = tuple(value_if_known(e) for e in index)
+    _check_masks_concrete(index)
     if not _is_concrete(index):
         raise NotImplementedError("indexing with several integer arrays or a boolean mask "
                                   "needs concrete (not traced) indices; a traced boolean mask "
@@ -783,6 +788,7 @@ def _fits_window_or_scatter(full, arrays) -> bool:
 def _flat_update(x, full, value, mode):
     """A scatter into the flat positions numpy's indexing selects (concrete indices only)."""
     full = tuple(value_if_known(i) for i in full)
+    _check_masks_concrete(full)
     if not _is_concrete(full):
         raise NotImplementedError(
             "x.at[...] with a traced index supports integers, unit-stride slices, and one "

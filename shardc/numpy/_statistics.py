@@ -281,6 +281,8 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weights=None):
         a = astype(a, _dt.float_)
     dtype = dtype_of(a)
     q = convert(q, dtype) if not is_array(q) else astype(q, dtype)
+    if len(shape_of(q)) > 1:
+        raise ValueError(f"q must be have rank <= 1, got shape {shape_of(q)}")
     original_shape = shape_of(a)
     if axis is None:
         def arrange(x):
