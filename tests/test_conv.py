@@ -103,6 +103,33 @@ def test_conv_general_dilated_against_the_definition(case):
     assert_close(jitted(x, w), want, 1e-5, 1e-5)
 
 
+def test_batch_group_count_against_the_definition():
+    # batch chunk g (consecutive rows) is convolved with the g-th chunk of output features
+    rng = np.random.default_rng(21)
+    x = rng.normal(size=(4, 3, 6, 5)).astype(np.float32)
+    w = rng.normal(size=(6, 3, 2, 2)).astype(np.float32)
+    want = np.concatenate([reference_conv(x[2 * g:2 * g + 2], w[3 * g:3 * g + 3], (1, 1),
+                                          [(0, 0), (1, 0)], (1, 1), (1, 1), 1)
+                           for g in range(2)], axis=1)
+    for run in (lax.conv_general_dilated, shardc.jit(lax.conv_general_dilated,
+                                                      static_argnums=(2, 3),
+                                                      static_argnames=("batch_group_count",))):
+        got = run(x, w, (1, 1), ((0, 0), (1, 0)), batch_group_count=2)
+        assert_close(got, want, 1e-5, 1e-5, np.float32)
+    # the same in NHWC / HWIO layouts
+    got = lax.conv_general_dilated(np.transpose(x, (0, 2, 3, 1)), np.transpose(w, (2, 3, 1, 0)),
+                                   (1, 1), [(0, 0), (1, 0)], batch_group_count=2,
+                                   dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    assert_close(np.transpose(np.asarray(got), (0, 3, 1, 2)), want, 1e-5, 1e-5)
+    with pytest.raises(ValueError, match="batch_group_count must divide lhs batch dimension "
+                                         "size, but 3 does not divide 4"):
+        lax.conv_general_dilated(x, w, (1, 1), "VALID", batch_group_count=3)
+    with pytest.raises(ValueError, match="At most one of batch_group_count and "
+                                         "feature_group_count may be > 1"):
+        lax.conv_general_dilated(x, w[:, :1], (1, 1), "VALID", batch_group_count=2,
+                                 feature_group_count=3)
+
+
 def test_layout_strings_and_dimension_numbers():
     rng = np.random.default_rng(7)
     x = rng.normal(size=(2, 6, 5, 3)).astype(np.float32)       # NHWC

@@ -570,6 +570,22 @@ def test_reduce_window_equals_a_loop_over_its_windows(fn, lax_fn, init, window, 
     everywhere(pool, x, want)
 
 
+def test_reduce_window_base_dilation_spaces_the_operand_with_the_initial_value():
+    x = (np.arange(2 * 5 * 4, dtype=np.float32).reshape(2, 5, 4) % 7) / 3
+    for init, lax_fn, fn in ((-np.inf, lax.max, np.maximum), (0.0, lax.add, np.add)):
+        for base, padding in (((1, 2, 1), "VALID"), ((1, 2, 3), "SAME")):
+            spaced = np.full([(n - 1) * d + 1 for n, d in zip(x.shape, base)], init, np.float32)
+            spaced[tuple(slice(None, None, d) for d in base)] = x
+            window, strides = (1, 3, 2), (1, 2, 1)
+            pads = (lax.padtype_to_pads(spaced.shape, window, strides, padding)
+                    if isinstance(padding, str) else padding)
+            want = _windows_reference(spaced, np.float32(init), fn, window, strides, pads,
+                                      (1, 1, 1))
+            pool = lambda a: lax.reduce_window(a, init, lax_fn, window, strides, padding,
+                                               base_dilation=base)
+            everywhere(pool, x, want)
+
+
 def test_reduce_window_gradients_are_finite_differences():
     x = np.random.default_rng(0).standard_normal((1, 4, 6, 1))
     check_grad(lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1),

@@ -117,11 +117,13 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
     rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
     dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
-    if int(batch_group_count) != 1:
-        raise NotImplementedError("conv_general_dilated: batch_group_count > 1 is not "
-                                  "supported by shardc")
     x = jnp.transpose(lhs, dn.lhs_spec)                  # [N, C, *S]
     w = jnp.transpose(rhs, dn.rhs_spec)                  # [O, I, *K]
+    if int(batch_group_count) != 1:
+        out = _batch_grouped(x, w, int(batch_group_count), int(feature_group_count),
+                             window_strides, padding, lhs_dilation, rhs_dilation,
+                             preferred_element_type)
+        return jnp.transpose(out, tuple(np.argsort(dn.out_spec)))
     spatial = x.ndim - 2
     strides = _ints(window_strides, spatial, "window_strides", 1)
     lhs_dilation = _ints(lhs_dilation, spatial, "lhs_dilation", 1)
@@ -148,6 +150,35 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     if preferred_element_type is not None:
         out = jnp.astype(out, preferred_element_type)
     return jnp.transpose(out, tuple(np.argsort(dn.out_spec)))
+
+
+def _batch_grouped(x, w, groups, feature_groups, window_strides, padding, lhs_dilation,
+                   rhs_dilation, preferred_element_type):
+    """XLA's batch_group_count (in canonical layouts, x [N, C, *S], w [O, I, *K]): the batch
+    in ``groups`` consecutive chunks, chunk g convolved with the g-th chunk of the kernel's
+    output features, the results side by side along the features (what the gradient of a
+    grouped convolution in its kernel is)."""
+    if groups < 1:
+        raise ValueError("conv_general_dilated batch_group_count must be a positive integer, "
+                         f"got {groups}.")
+    if x.shape[0] % groups:
+        raise ValueError("conv_general_dilated batch_group_count must divide lhs batch "
+                         f"dimension size, but {groups} does not divide {x.shape[0]}.")
+    if w.shape[0] % groups:
+        raise ValueError("conv_general_dilated rhs output feature dimension size must be a "
+                         f"multiple of batch_group_count, but {w.shape[0]} is not a multiple "
+                         f"of {groups}.")
+    if feature_groups != 1:
+        raise ValueError("At most one of batch_group_count and feature_group_count may be > 1, "
+                         f"got batch_group_count={groups} and "
+                         f"feature_group_count={feature_groups}")
+    n, o = x.shape[0] // groups, w.shape[0] // groups
+    canonical = ConvDimensionNumbers(*(tuple(range(x.ndim)),) * 3)
+    parts = [conv_general_dilated(x[g * n:(g + 1) * n], w[g * o:(g + 1) * o], window_strides,
+                                  padding, lhs_dilation, rhs_dilation, canonical,
+                                  preferred_element_type=preferred_element_type)
+             for g in range(groups)]
+    return jnp.concatenate(parts, axis=1)
 
 
 def _check_features(x_shape, w_shape, groups: int) -> int:

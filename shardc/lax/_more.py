@@ -127,7 +127,8 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     pooling). Windows of ``window_dimensions`` step by ``window_strides``, spaced by
     ``window_dilation``, over ``operand`` padded with ``init_value`` by ``padding`` ('VALID',
     'SAME' or ``(low, high)`` pairs); each output is ``init_value`` combined with its window's
-    elements. Pytrees of operands are not supported, nor ``base_dilation`` other than 1.
+    elements; ``base_dilation`` spaces the operand's elements with ``init_value`` first.
+    Pytrees of operands are not supported.
 
     >>> lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), 'VALID')
     """
@@ -138,19 +139,21 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     window = tuple(int(w) for w in window_dimensions)
     strides = tuple(int(s) for s in window_strides)
     dilation = tuple(int(d) for d in (window_dilation or (1,) * ndim))
-    if base_dilation is not None and any(int(d) != 1 for d in base_dilation):
-        raise NotImplementedError("lax.reduce_window: base_dilation other than 1")
-    if not (len(window) == len(strides) == len(dilation) == ndim):
-        raise TypeError(f"reduce_window: window_dimensions {window}, window_strides {strides} "
-                        f"and window_dilation {dilation} must each have one entry per "
-                        f"dimension of the operand (rank {ndim})")
+    base = tuple(int(d) for d in (base_dilation or (1,) * ndim))
+    if not (len(window) == len(strides) == len(dilation) == len(base) == ndim):
+        raise TypeError(f"reduce_window: window_dimensions {window}, window_strides {strides}, "
+                        f"base_dilation {base} and window_dilation {dilation} must each have "
+                        f"one entry per dimension of the operand (rank {ndim})")
+    init = jnp.asarray(init_value, dtype=operand.dtype)
+    if any(d != 1 for d in base):
+        # base dilation: d - 1 holes of init_value between elements, padded as the result
+        operand = pad(operand, init, [(0, 0, d - 1) for d in base])
     extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
     pads = (padtype_to_pads(operand.shape, extent, strides, padding)
             if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
     if len(pads) != ndim:
         raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "
                         f"(rank {ndim}), got {len(pads)}")
-    init = jnp.asarray(init_value, dtype=operand.dtype)
     if any(lo or hi for lo, hi in pads):
         operand = pad(operand, init, [(lo, hi, 0) for lo, hi in pads])
     out_shape = tuple((n - e) // s + 1 if n >= e else 0
