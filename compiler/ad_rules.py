@@ -982,6 +982,13 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, preferred_element_type, swa
     x_contract_by_y = [x_contract[k] for k in np.argsort(y_contract)]
     order = list(x_batch) + x_kept + x_contract_by_y
     out_axes = tuple(int(k) for k in np.argsort(order))
+    ct_dtype, y_dtype = _aval(ct).dtype, _aval(y).dtype
+    if ct_dtype != y_dtype:
+        # a preferred_element_type wider than the operands gives a wider cotangent: the
+        # product is taken in the wider dtype and rounded to x's
+        wide = np.promote_types(ct_dtype, y_dtype)
+        ct = ct if ct_dtype == wide else bind(p.convert_element_type_p, ct, new_dtype=wide)
+        y = y if y_dtype == wide else bind(p.convert_element_type_p, y, new_dtype=wide)
     # the cotangent is split as x is (JAX's out_sharding in its transpose): with both
     # operands split over a contracted axis the dot alone could not say how
     result = bind(p.dot_general_p, ct, y, dimension_numbers=dims,

@@ -1645,6 +1645,22 @@ def test_scatter_max_and_min_differentiate_as_jax():
     np.testing.assert_allclose(float(tangent), want[0] @ tx + want[1] @ tu, rtol=1e-5)
 
 
+def test_dot_general_with_a_wider_preferred_type_transposes():
+    # the cotangent is float32 where the operands are float16 (JAX's issue 10818)
+    x = np.float16(1.5)
+    f = lambda x: lax.dot_general(x, x, (((), ()), ((), ())), preferred_element_type=np.float32)
+    jac = shardc.jacrev(f)(x)
+    assert jac.dtype == np.float16 and float(jac) == 3.0
+    a = np.arange(12, dtype=np.float16).reshape(3, 4) / 8
+    b = np.ones((4, 2), np.float16)
+    ga, gb = shardc.grad(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                                      preferred_element_type=np.float32).sum(),
+                         argnums=(0, 1))(a, b)
+    assert (ga.dtype, gb.dtype) == (np.float16, np.float16)
+    np.testing.assert_array_equal(np.asarray(ga), np.full((3, 4), 2, np.float16))
+    np.testing.assert_array_equal(np.asarray(gb), np.repeat(a.sum(0)[:, None], 2, 1))
+
+
 def test_known_integer_values_convert_as_arrays_under_a_gradient():
     # a boolean or integer value has no derivative: JAX hands it to Python as an array, so
     # float(), complex(), numpy conversion, .item() and .tolist() take it; .item() takes a

@@ -157,8 +157,15 @@ def test_conv_errors_name_the_problem():
         lax.conv(x, np.ones((2, 3, 2, 2), np.float32), (1, 1), "VALID")
     with pytest.raises(ValueError, match="unknown padding 'FULL'"):
         lax.conv(x, np.ones((2, 4, 2, 2), np.float32), (1, 1), "FULL")
-    with pytest.raises(ValueError, match="larger than the padded input"):
-        lax.conv(x, np.ones((2, 4, 6, 6), np.float32), (1, 1), "VALID")
+    # a window larger than the input has no position: an empty result, as XLA's
+    empty = lax.conv(x, np.ones((2, 4, 6, 6), np.float32), (1, 1), "VALID")
+    assert empty.shape == (1, 2, 0, 0) and empty.dtype == np.float32
+    grads = shardc.grad(lambda a, b: lax.conv(a, b, (1, 1), "VALID").sum(), argnums=(0, 1))(
+        x, np.ones((2, 4, 6, 6), np.float32))
+    assert all(np.asarray(g).shape == s and not np.asarray(g).any()
+               for g, s in zip(grads, [(1, 4, 5, 5), (2, 4, 6, 6)]))
+    assert lax.conv(np.ones((1, 4, 0, 4), np.float32), np.ones((2, 4, 1, 2), np.float32),
+                    (2, 1), "VALID").shape == (1, 2, 0, 3)
     with pytest.raises(ValueError, match="string padding is not supported with lhs_dilation"):
         lax.conv_general_dilated(x, np.ones((2, 4, 2, 2), np.float32), (1, 1), "VALID",
                                  lhs_dilation=(2, 2))

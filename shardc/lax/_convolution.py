@@ -144,9 +144,11 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     out_sizes = [(size - window) // stride + 1 if size >= window else 0
                  for size, window, stride in zip(x.shape[2:], windows, strides)]
     if min(out_sizes, default=1) <= 0:
-        raise ValueError(f"conv: the window ({windows}) is larger than the padded input "
-                         f"({list(x.shape[2:])})")
-    out = _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups)
+        # a window larger than the padded input has no position: an empty result, as XLA's
+        out = jnp.zeros((x.shape[0], w.shape[0]) + tuple(out_sizes),
+                        jnp.result_type(x.dtype, w.dtype))
+    else:
+        out = _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups)
     if preferred_element_type is not None:
         out = jnp.astype(out, preferred_element_type)
     return jnp.transpose(out, tuple(np.argsort(dn.out_spec)))
