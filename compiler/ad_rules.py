@@ -942,11 +942,13 @@ jvp_rules[p.reduce_prod_p] = _prod_jvp
 # --- dot_general ---------------------------------------------------------------------------------
 
 def _dot_general_jvp(primals, tangents, *, dimension_numbers, preferred_element_type=None,
-                     out_sharding=None):
+                     out_sharding=None, precision=None):
     x, y = primals
     tx, ty = tangents
     params = dict(dimension_numbers=dimension_numbers,
                   preferred_element_type=preferred_element_type)
+    if precision is not None:
+        params["precision"] = precision
     if out_sharding is not None:
         params["out_sharding"] = out_sharding
     out = bind(p.dot_general_p, x, y, **params)
@@ -967,7 +969,8 @@ def _ranges(*lengths):
         start += n
 
 
-def _transpose_lhs(ct, x_aval, y, dimension_numbers, preferred_element_type, swap_ans=False):
+def _transpose_lhs(ct, x_aval, y, dimension_numbers, preferred_element_type, swap_ans=False,
+                   precision=None):
     """The cotangent of the left operand: contract ct with y over y's free dimensions, then put
     the dimensions back in x's order."""
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
@@ -991,23 +994,27 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, preferred_element_type, swa
         y = y if y_dtype == wide else bind(p.convert_element_type_p, y, new_dtype=wide)
     # the cotangent is split as x is (JAX's out_sharding in its transpose): with both
     # operands split over a contracted axis the dot alone could not say how
+    extra = {} if precision is None else {"precision": precision}
     result = bind(p.dot_general_p, ct, y, dimension_numbers=dims,
                   preferred_element_type=x_aval.dtype,
-                  **typed_as(x_aval, ct, y, order=order))
+                  **typed_as(x_aval, ct, y, order=order), **extra)
     if out_axes != tuple(range(len(out_axes))):
         result = bind(p.transpose_p, result, permutation=out_axes)
     return result
 
 
 def _dot_general_transpose(ct, x, y, *, dimension_numbers, preferred_element_type=None,
-                           out_sharding=None):
+                           out_sharding=None, precision=None):
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
     ct_x = ct_y = None
+    # the products of the transpose keep the precision asked for, as JAX's
     if isinstance(x, Linear):
-        ct_x = _transpose_lhs(ct, x.aval, y, dimension_numbers, preferred_element_type)
+        ct_x = _transpose_lhs(ct, x.aval, y, dimension_numbers, preferred_element_type,
+                              precision=precision)
     if isinstance(y, Linear):
         swapped = ((y_contract, x_contract), (y_batch, x_batch))
-        ct_y = _transpose_lhs(ct, y.aval, x, swapped, preferred_element_type, swap_ans=True)
+        ct_y = _transpose_lhs(ct, y.aval, x, swapped, preferred_element_type, swap_ans=True,
+                              precision=precision)
     return [ct_x, ct_y]
 
 

@@ -355,7 +355,7 @@ batching_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice_rule
 # --- linear algebra ----------------------------------------------------------------------------
 
 def _dot_general_rule(values, dims, *, dimension_numbers, preferred_element_type=None,
-                      out_sharding=None):
+                      out_sharding=None, precision=None):
     """Both batched: a new dot batch dimension. One batched: its batch axis is a free axis.
     An ``out_sharding`` gains the batch dimension, unsplit."""
     (x, y), (x_dim, y_dim) = values, dims
@@ -377,6 +377,8 @@ def _dot_general_rule(values, dims, *, dimension_numbers, preferred_element_type
             out_dim = len(rb) + x_free + free.index(y_dim)
         numbers = ((lc, rc), (lb, rb))
     params = dict(preferred_element_type=preferred_element_type)
+    if precision is not None:
+        params["precision"] = precision
     if out_sharding is not None:
         params["out_sharding"] = with_batch_dim(out_sharding, out_dim)
     return [bind(prims.dot_general_p, x, y, dimension_numbers=numbers, **params)], [out_dim]

@@ -681,6 +681,10 @@ class _Builder:
                 raise self.error(token, f"bad string {str(token)}") from None
         return value
 
+    def precision(self, tree: Tree):
+        """``Precision.HIGHEST``: a dot_general's precision for one operand."""
+        return prims.Precision[str(tree.children[0]).split(".", 1)[1]]
+
     def word(self, token: Token):
         """A bare word: a dtype name (``float32``), or the floats ``inf`` and ``nan``."""
         if str(token) in ("inf", "nan"):

@@ -7,6 +7,8 @@ it again.
 """
 from __future__ import annotations
 
+import enum
+
 
 class Primitive:
     """A named operation. ``multiple_results`` primitives return a list of values."""
@@ -226,7 +228,44 @@ searchsorted_p = primitive("searchsorted")               # (sorted, query)[side]
 random_bits_p = primitive("random_bits")                 # (key)[shape]
 
 # Linear algebra.
-dot_general_p = primitive("dot_general")                 # [dimension_numbers, preferred_element_type]
+dot_general_p = primitive("dot_general")                 # [dimension_numbers, preferred_element_type, precision?]
+
+
+class Precision(enum.Enum):
+    """Matmul precision (``DEFAULT``, ``HIGH``, ``HIGHEST``), JAX's ``lax.Precision``. A
+    ``dot_general`` given one carries it as its ``precision`` parameter, one per operand, as
+    JAX's jaxprs show it; shardc computes every matmul in its operands' dtype with numpy
+    (what ``HIGHEST`` asks for), so the three give one result."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        names = {"default": cls.DEFAULT, "bfloat16": cls.DEFAULT, "fastest": cls.DEFAULT,
+                 "high": cls.HIGH, "bfloat16_3x": cls.HIGH, "tensorfloat32": cls.HIGH,
+                 "highest": cls.HIGHEST, "float32": cls.HIGHEST}
+        if isinstance(value, str) and value.lower() in names:
+            return names[value.lower()]
+        return None
+
+    def short_repr(self) -> str:
+        return f"Precision.{self.name}"
+
+    __repr__ = short_repr
+
+
+def canonical_precision(precision):
+    """JAX's canonical form: None, or one ``Precision`` per operand (a single value, a name
+    or a pair of either given)."""
+    if precision is None:
+        return None
+    if isinstance(precision, (list, tuple)) and len(precision) == 2:
+        return tuple(None if q is None else Precision(q) for q in precision)
+    if isinstance(precision, (Precision, str)):
+        return (Precision(precision),) * 2
+    raise ValueError(f"Precision argument must be None, a Precision, a string naming one, or "
+                     f"a pair of them; got {precision!r}")
 # Matrix decompositions and solves on the last two dimensions (leading ones are a batch).
 cholesky_p = primitive("cholesky")                       # (a): lower L with a = L L^T
 qr_p = primitive("qr", multiple_results=True)            # (a)[full_matrices]: q, r

@@ -481,7 +481,7 @@ shape_rules[prims.callback_p] = _callback_rule
 # --- linear algebra ---------------------------------------------------------------------------
 
 def _dot_general_rule(x: Aval, y: Aval, *, dimension_numbers, preferred_element_type=None,
-                      out_sharding=None) -> list:
+                      out_sharding=None, precision=None) -> list:
     (lc, rc), (lb, rb) = dimension_numbers
     if len(lc) != len(rc) or len(lb) != len(rb):
         raise ShapeError(f"dot_general: dimension_numbers={dimension_numbers} are unbalanced")

@@ -666,7 +666,7 @@ sharding_rules[prims.searchsorted_p] = _searchsorted
 # --- dot_general (JAX's _dot_general_sharding_rule) ---------------------------------------------
 
 def _dot_general(in_avals, outs, *, dimension_numbers, preferred_element_type=None,
-                 out_sharding=None):
+                 out_sharding=None, precision=None):
     given = _given({"out_sharding": out_sharding}, outs[0].ndim)
     if given is not None:
         return [given]

@@ -509,7 +509,8 @@ impl_rules[prims.eig_p] = linalg.eig
 impl_rules[prims.searchsorted_p] = _searchsorted
 
 
-def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None, out_sharding=None):
+def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None, out_sharding=None,
+                 precision=None):
     (lc, rc), (lb, rb) = dimension_numbers
     for kind, left, right in (("contracting", lc, rc), ("batch", lb, rb)):
         # (2, 3) against (3, 2) would reshape fine and give a wrong answer: check each size.

@@ -382,6 +382,30 @@ def _pad_reference(x):
     return np.concatenate([np.zeros((1, 6), np.float32), cols])[:2]
 
 
+def test_dot_general_carries_its_precision_through_transformations():
+    from ir.parser import parse_program, parse_module
+    from ir.printer import print_module, print_program
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    pair = (lax.Precision.HIGHEST, lax.Precision.DEFAULT)
+    f = lambda x, y: lax.dot(x, y, precision=pair)
+    text = str(shardc.make_jaxpr(f)(a, b))
+    assert "precision=(Precision.HIGHEST, Precision.DEFAULT)" in text
+    program = shardc.make_jaxpr(f)(a, b).jaxpr
+    assert parse_program(print_program(program)).eqns[0].params["precision"] == pair
+    module = print_module(shardc.jit(f).lower(a, b).module, devices=True)
+    assert print_module(parse_module(module), devices=True) == module
+    # a single value is one per operand; the pullback's and a batch's products keep it
+    one = lambda x, y: lax.dot(x, y, precision="highest")
+    _, pullback = shardc.vjp(one, a, b)
+    assert str(shardc.make_jaxpr(pullback)(np.ones((2, 4), np.float32))).count(
+        "precision=(Precision.HIGHEST, Precision.HIGHEST)") == 2
+    assert "Precision.HIGHEST" in str(shardc.make_jaxpr(shardc.vmap(one))(
+        np.ones((5, 2, 3), np.float32), np.ones((5, 3, 4), np.float32)))
+    assert "precision" not in str(shardc.make_jaxpr(lax.dot)(a, b))
+    with pytest.raises(ValueError, match="Precision argument must be"):
+        lax.dot(a, b, precision=(1, 2, 3))
+
+
 def test_batch_matmul_and_precision():
     rng = np.random.default_rng(4)
     a = rng.normal(size=(3, 2, 4)).astype(np.float32)

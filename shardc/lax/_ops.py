@@ -3,8 +3,6 @@ the elementwise arithmetic ``jax.lax`` shares with ``jax.numpy``, shapes, static
 slices, ``select`` and ``stop_gradient``."""
 from __future__ import annotations
 
-import enum
-
 import numpy as np
 
 from compiler import tree
@@ -32,22 +30,7 @@ __all__ = [
 
 # --- precision -------------------------------------------------------------------------------
 
-class Precision(enum.Enum):
-    """Matmul precision (``DEFAULT``, ``HIGH``, ``HIGHEST``); accepted by ``dot``,
-    ``dot_general`` and ``einsum``. shardc computes every matmul in its operands' dtype with
-    numpy, which is what ``HIGHEST`` asks for, so the three give one result."""
-    DEFAULT = 0
-    HIGH = 1
-    HIGHEST = 2
-
-    @classmethod
-    def _missing_(cls, value):
-        names = {"default": cls.DEFAULT, "bfloat16": cls.DEFAULT, "fastest": cls.DEFAULT,
-                 "high": cls.HIGH, "bfloat16_3x": cls.HIGH, "tensorfloat32": cls.HIGH,
-                 "highest": cls.HIGHEST, "float32": cls.HIGHEST}
-        if isinstance(value, str) and value.lower() in names:
-            return names[value.lower()]
-        return None
+Precision = p.Precision
 
 
 # --- lax operations --------------------------------------------------------------------------
@@ -63,6 +46,9 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     params = dict(dimension_numbers=dims,
                   preferred_element_type=(dtype_of(lhs) if preferred_element_type is None
                                           else _dt.canonicalize(preferred_element_type)))
+    precision = p.canonical_precision(precision)
+    if precision is not None:       # carried (and printed) as JAX's is; numpy's is the highest
+        params["precision"] = precision
     if out_sharding is None:
         return bind(p.dot_general_p, lhs, rhs, **params)
     check_out_sharding(out_sharding, "dot_general")
