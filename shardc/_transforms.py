@@ -211,13 +211,15 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     name = _PMAP_AXIS if axis_name is None else axis_name
 
     @functools.wraps(fun)
-    def mapped(*args):
+    def mapped(*args, **kwargs):
         positions = [k for k in range(len(args)) if k not in static]
         dynamic = tuple(args[k] for k in positions)
         axes = (tuple(in_axes) if isinstance(in_axes, (list, tuple))
                 else (in_axes,) * len(dynamic))
-        leaves, treedef = tree.tree_flatten(dynamic)
-        leaf_axes = tree.broadcast_prefix(tuple(axes), dynamic, is_leaf=lambda a: a is None,
+        # keyword arguments are mapped over their leading axis, as JAX's
+        leaves, treedef = tree.tree_flatten((dynamic, kwargs))
+        leaf_axes = tree.broadcast_prefix((tuple(axes), {k: 0 for k in kwargs}),
+                                          (dynamic, kwargs), is_leaf=lambda a: a is None,
                                           name="pmap in_axes")
         sizes = {int(np.shape(leaf)[a]) for leaf, a in zip(leaves, leaf_axes) if a is not None}
         if axis_size is not None:
@@ -237,9 +239,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         def body(*blocks):
             unmapped = [b if a is None else b[0] for b, a in zip(blocks, leaf_axes)]
             rebuilt = list(args)
-            for k, value in zip(positions, tree.tree_unflatten(treedef, unmapped)):
+            values, keywords = tree.tree_unflatten(treedef, unmapped)
+            for k, value in zip(positions, values):
                 rebuilt[k] = value
-            return tree_map(lambda out: jnp.expand_dims(out, 0), fun(*rebuilt))
+            return tree_map(lambda out: jnp.expand_dims(out, 0), fun(*rebuilt, **keywords))
 
         outs = _shard_map_impl(body, mesh, specs, PartitionSpec(name), check_vma=False,
                                flag="check_vma")(*moved)

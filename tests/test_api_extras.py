@@ -330,6 +330,9 @@ def test_pmap_is_a_shard_map_over_the_mapped_dimension():
     np.testing.assert_array_equal(np.asarray(jax.pmap(lambda a: jax.lax.axis_index("i"),
                                                       axis_name="i")(x)), [0, 1, 2, 3])
     np.testing.assert_array_equal(np.asarray(jax.jit(jax.pmap(lambda a: a * 2))(x)), x * 2)
+    # keyword arguments are mapped over their leading axis, as JAX's
+    by_name = jax.jit(jax.pmap(lambda a, b: a * b))(a=x, b=x[:, :1])
+    np.testing.assert_array_equal(np.asarray(by_name), x * x[:, :1])
     grad = jax.grad(lambda z: jax.pmap(lambda a: (a ** 2).sum())(z).sum())(x)
     np.testing.assert_array_equal(np.asarray(grad), 2 * x)
     # mapped over x.T's columns (the rows of x): each device holds one row, pmean averages them
