@@ -382,6 +382,18 @@ def _pad_reference(x):
     return np.concatenate([np.zeros((1, 6), np.float32), cols])[:2]
 
 
+def test_lax_names_the_primitives_of_a_program():
+    # as JAX users inspect jaxprs: eqn.primitive is lax.reduce_sum_p
+    x = np.ones(10, np.float16)
+    prims = [e.primitive for e in shardc.make_jaxpr(jnp.mean)(x).eqns]
+    assert prims == [lax.convert_element_type_p, lax.reduce_sum_p, lax.div_p,
+                     lax.convert_element_type_p]
+    mesh = shardc.make_mesh((2,), ("i",))
+    f = shardc.shard_map(lambda a: lax.psum(a, "i"), mesh=mesh, in_specs=P("i"), out_specs=P())
+    (smap,) = shardc.make_jaxpr(f)(np.ones(4, np.float32)).eqns
+    assert [e.primitive for e in smap.params["jaxpr"].eqns] == [lax.psum_p]
+
+
 def test_dot_general_carries_its_precision_through_transformations():
     from ir.parser import parse_program, parse_module
     from ir.printer import print_module, print_program

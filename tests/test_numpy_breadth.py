@@ -1387,6 +1387,12 @@ def test_reduction_errors_name_the_function_called():
             fn(np.ones(3, np.float32), where=mask)
 
 
+def test_mean_of_more_elements_than_int32_counts():
+    # the element count divides as a float (JAX's pull 30769): 2**32 elements, shapes only
+    out = shardc.eval_shape(jnp.mean, shardc.ShapeDtypeStruct((1 << 32,), np.float32))
+    assert out.shape == () and out.dtype == np.float32
+
+
 def test_var_and_std_as_jax():
     x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
     # no more elements than ddof: NaN (JAX's issue 21330), not a negative or infinite value

@@ -232,6 +232,8 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     result_dtype = _dt.canonicalize(dtype) if dtype is not None else dtype_of(x)
     x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 average in f32, as JAX
     total = sum(x, axis, None, keepdims=keepdims, where=where)
+    if isinstance(count, int):      # a count past int32 (2**32 elements) divides as a float
+        count = np.asarray(count, dtype_of(total))[()]
     return astype(divide(total, count), result_dtype)
 
 
