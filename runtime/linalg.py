@@ -22,8 +22,8 @@ def _per_matrix(fn, a: np.ndarray, out_shape) -> np.ndarray:
 def _cholesky_one(a: np.ndarray) -> np.ndarray:
     try:
         return np.linalg.cholesky(a)
-    except np.linalg.LinAlgError:
-        return np.full(a.shape, np.nan, a.dtype)
+    except np.linalg.LinAlgError:         # not positive definite: NaN below, as JAX's
+        return np.tril(np.full(a.shape, np.nan, a.dtype))
 
 
 def _hermitian_part(a):

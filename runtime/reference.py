@@ -528,22 +528,34 @@ def _dot_general(x, y, *, dimension_numbers, preferred_element_type=None, out_sh
     k = math.prod(x.shape[d] for d in lc)
     m = math.prod(x.shape[d] for d in lfree)
     n = math.prod(y.shape[d] for d in rfree)
-    out = np.matmul(matmul_operand(xt.reshape(batch + (m, k))),
-                    matmul_operand(yt.reshape(batch + (k, n))))
-    shape = batch + tuple(x.shape[d] for d in lfree) + tuple(y.shape[d] for d in rfree)
     dtype = preferred_element_type or x.dtype
+    wide = widened_to(x.dtype, dtype)
+    out = np.matmul(matmul_operand(xt.reshape(batch + (m, k)), wide),
+                    matmul_operand(yt.reshape(batch + (k, n)), wide))
+    shape = batch + tuple(x.shape[d] for d in lfree) + tuple(y.shape[d] for d in rfree)
     return [out.reshape(shape).astype(dtype, copy=False)]
 
 
 impl_rules[prims.dot_general_p] = _dot_general
 
 
-def matmul_operand(x):
+def widened_to(dtype, preferred):
+    """The dtype a product of ``dtype`` operands accumulates in: ``preferred`` where it holds
+    every value of ``dtype`` and more (int8 products summed in int32, float16 ones in float32,
+    as XLA's), else None (the operands' own)."""
+    if preferred is None or preferred == dtype or not np.can_cast(dtype, preferred, "safe"):
+        return None
+    return np.dtype(preferred)
+
+
+def matmul_operand(x, widen=None):
     """A matmul operand whose matrices (the last two dimensions) are row-major: BLAS's result,
     and whether numpy calls BLAS at all, depends on the operand's layout (a transposed matrix
     rounds differently), and a block's layout on how it was made; row-major, every backend
     rounds alike, however many devices are stacked. Rows may lie apart (a column block of a
-    larger matrix): BLAS packs them alike."""
+    larger matrix): BLAS packs them alike. ``widen``: a dtype to compute in (a copy)."""
+    if widen is not None:
+        return np.asarray(x, dtype=widen, order="C")
     if x.ndim < 2:
         return x
     item = x.itemsize

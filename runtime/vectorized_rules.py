@@ -34,7 +34,7 @@ from ir import primitives as prims
 from ir import collectives as coll
 from ir.primitives import RuleTable
 from runtime import collectives, reference
-from runtime.reference import impl_rules, matmul_operand
+from runtime.reference import impl_rules, matmul_operand, widened_to
 
 stacked_rules = RuleTable("stacked implementation")
 
@@ -432,6 +432,7 @@ def dot_general_kernel(types: EqnTypes, merge_rows: bool = True) -> Kernel:
     the reference's bits however many devices are stacked."""
     (lc, rc), (lb, rb) = types.params["dimension_numbers"]
     dtype = types.params.get("preferred_element_type") or types.in_avals[0].dtype
+    wide = widened_to(types.in_avals[0].dtype, dtype)
     x, y = types.in_avals
     x_lead, y_lead = types.in_leads
     k = types.k
@@ -458,14 +459,14 @@ def dot_general_kernel(types: EqnTypes, merge_rows: bool = True) -> Kernel:
 
         def dot_general(a, b):
             right = b.reshape(b.shape[k:]).transpose(right_perm).reshape(contracted, n)
-            out = np.matmul(matmul_operand(a.transpose(x_perm).reshape(rows)),
-                            matmul_operand(right))
+            out = np.matmul(matmul_operand(a.transpose(x_perm).reshape(rows), wide),
+                            matmul_operand(right, wide))
             return out.reshape(out_shape).astype(dtype, copy=False)
         return Kernel(dot_general, [lead], fresh=True)     # matmul makes a new array
 
     def dot_general(a, b):
-        out = np.matmul(matmul_operand(a.transpose(x_perm).reshape(x_shape)),
-                        matmul_operand(b.transpose(y_perm).reshape(y_shape)))
+        out = np.matmul(matmul_operand(a.transpose(x_perm).reshape(x_shape), wide),
+                        matmul_operand(b.transpose(y_perm).reshape(y_shape), wide))
         return out.reshape(out_shape).astype(dtype, copy=False)
     return Kernel(dot_general, [lead], fresh=True)
 

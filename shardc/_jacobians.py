@@ -14,6 +14,7 @@ import numpy as np
 from compiler import tree
 from compiler.autodiff import jvp, vjp
 from compiler.tracing import aval_of
+from ir import dtypes
 import shardc.numpy as jnp
 from shardc.batching_api import vmap
 
@@ -61,7 +62,7 @@ def _split_rows(stacked, sizes, shapes):
 
 def _check_inexact(leaves, name):
     for x in leaves:
-        if not np.issubdtype(aval_of(x).dtype, np.inexact):
+        if not dtypes.is_inexact(aval_of(x).dtype):          # bfloat16 included
             raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that "
                             f"is a sub-dtype of np.inexact), but got {aval_of(x).dtype.name}. "
                             "If you want to use Boolean- or integer-valued inputs, use vjp "

@@ -1645,6 +1645,19 @@ def test_scatter_max_and_min_differentiate_as_jax():
     np.testing.assert_allclose(float(tangent), want[0] @ tx + want[1] @ tu, rtol=1e-5)
 
 
+def test_jacobians_of_bfloat16_inputs():
+    import ml_dtypes
+    x = np.ones(2, ml_dtypes.bfloat16)
+    for jac in (shardc.jacfwd, shardc.jacrev):
+        got = jac(lambda v: v * 2)(x)
+        assert got.dtype == ml_dtypes.bfloat16
+        np.testing.assert_array_equal(np.asarray(got, np.float32), 2 * np.eye(2))
+    # a diagonal offset a gradient knows
+    m = np.arange(12.).reshape(3, 4) - 3
+    got = shardc.grad(lambda v: jnp.diag(v, k=(v > 0).sum() - 8).sum())(m)
+    np.testing.assert_array_equal(np.asarray(got), np.eye(3, 4, k=0))
+
+
 def test_dot_general_with_a_wider_preferred_type_transposes():
     # the cotangent is float32 where the operands are float16 (JAX's issue 10818)
     x = np.float16(1.5)

@@ -394,6 +394,23 @@ def test_lax_names_the_primitives_of_a_program():
     assert [e.primitive for e in smap.params["jaxpr"].eqns] == [lax.psum_p]
 
 
+def test_a_wider_preferred_type_is_what_products_accumulate_in():
+    # int8 products summed in int32 do not wrap; float16 ones summed in float32 keep the
+    # low bits, on every backend (XLA's behaviour)
+    a, b = np.full((1, 40), 100, np.int8), np.full((40, 1), 100, np.int8)
+    dims = (((1,), (0,)), ((), ()))
+    for run in (lax.dot_general, shardc.jit(lax.dot_general, static_argnums=(2,),
+                                            static_argnames=("preferred_element_type",))):
+        assert int(run(a, b, dims, preferred_element_type=np.int32)[0, 0]) == 400000
+        x, y = np.array([[1, 2 ** -11]], np.float16), np.ones((2, 1), np.float16)
+        got = run(x, y, dims, preferred_element_type=np.float32)
+        assert got.dtype == np.float32 and float(got[0, 0]) == 1 + 2 ** -11
+    conv = lax.conv_general_dilated(np.ones((1, 1, 1, 2), np.float16),
+                                    np.array([[[[1, 2 ** -11]]]], np.float16), (1, 1), "VALID",
+                                    preferred_element_type=np.float32)
+    assert float(conv[0, 0, 0, 0]) == 1 + 2 ** -11
+
+
 def test_dot_general_carries_its_precision_through_transformations():
     from ir.parser import parse_program, parse_module
     from ir.printer import print_module, print_program
@@ -620,6 +637,19 @@ def test_reduce_window_base_dilation_spaces_the_operand_with_the_initial_value()
             pool = lambda a: lax.reduce_window(a, init, lax_fn, window, strides, padding,
                                                base_dilation=base)
             everywhere(pool, x, want)
+
+
+def test_reduce_window_counts_its_initial_value_once_per_window():
+    # padding and base-dilation holes take no part, as JAX's: with a non-identity initial
+    # value each window is init combined with its elements only
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(lax.reduce_window(
+        x, 10., lax.add, (2,), (1,), "VALID", base_dilation=(2,))), [10, 11, 11, 12])
+    np.testing.assert_array_equal(np.asarray(lax.reduce_window(
+        x, 10., lax.add, (2,), (1,), ((1, 1),))), [10, 11, 13, 12])
+    np.testing.assert_array_equal(np.asarray(lax.reduce_window(
+        x + 1, 3., lax.mul, (2,), (1,), ((1, 1),), base_dilation=(2,))),
+        [3, 3, 6, 6, 9, 9])
 
 
 def test_reduce_window_gradients_are_finite_differences():

@@ -54,7 +54,9 @@ def test_cholesky_and_qr_reconstruct():
     assert_close(lower, np.linalg.cholesky(SPD.astype(np.float64)), 1e-4, 1e-5)
     assert_close(la.cholesky(SPD, upper=True), np.swapaxes(lower, -1, -2))
     bad = np.asarray(la.cholesky(-np.eye(2, dtype=np.float32)))
-    assert np.isnan(bad).all()
+    # NaN below the diagonal, zeros above, as JAX's (its factor is the lower triangle)
+    assert np.isnan(np.tril(bad)[np.tril_indices(bad.shape[-1])]).all()
+    assert not np.triu(bad, 1).any()
     q, r = la.qr(TALL)
     assert q.shape == (4, 5, 3) and r.shape == (4, 3, 3)
     assert_close(np.asarray(q) @ np.asarray(r), TALL, 1e-5, 1e-5)
@@ -234,6 +236,25 @@ def test_helpers_and_tensor_solves():
     rhs = RNG.normal(size=(2, 3)).astype(np.float32)
     assert_close(la.tensorsolve(q, rhs), np.linalg.tensorsolve(q.astype(np.float64), rhs),
                  1e-4, 1e-4)
+
+
+def test_entries_the_factorisations_do_not_read_change_nothing():
+    from shardc import lax
+    # cholesky without symmetrize_input reads the lower triangle only
+    got = lax.linalg.cholesky(np.array([[4., 99.], [2., 5.]], np.float32),
+                              symmetrize_input=False)
+    assert_close(got, [[2., 0.], [1., 2.]], 1e-6, 1e-6)
+    # a unit diagonal is not read, nor dl[0] and du[-1] of a tridiagonal system
+    nan = np.float32(np.nan)
+    got = lax.linalg.triangular_solve(np.array([[nan, 0.], [1., nan]], np.float32),
+                                      np.ones((2, 1), np.float32), left_side=True, lower=True,
+                                      unit_diagonal=True)
+    assert_close(got, [[1.], [0.]], 1e-6, 1e-6)
+    got = lax.linalg.tridiagonal_solve(np.array([nan, 1.], np.float32),
+                                       np.full(2, 2., np.float32),
+                                       np.array([1., np.inf], np.float32),
+                                       np.ones((2, 1), np.float32))
+    assert_close(got, [[1 / 3], [1 / 3]], 1e-6, 1e-6)
 
 
 # --- lax.linalg: JAX's signatures and result orders --------------------------------------------

@@ -1393,6 +1393,26 @@ def test_mean_of_more_elements_than_int32_counts():
     assert out.shape == () and out.dtype == np.float32
 
 
+def test_quantile_nearest_halfway_takes_the_lower_value():
+    assert float(jnp.quantile(np.arange(4.), 0.5, method="nearest")) == 1.0
+    np.testing.assert_array_equal(
+        np.asarray(jnp.quantile(np.arange(10.).reshape(2, 5), np.array([.125, .375, .625]),
+                                axis=1, method="nearest")),
+        [[0., 5.], [1., 6.], [2., 7.]])
+    # weights over axes named in any order (as average's)
+    x = np.arange(24.).reshape(2, 3, 4)
+    w = np.arange(12.).reshape(4, 3)
+    got = jnp.quantile(x, 0.5, axis=(2, 1), method="inverted_cdf", weights=w)
+    want = [_weighted_inverted_cdf(x[k].ravel(), w.T.ravel(), 0.5) for k in range(2)]
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_sizes_given_as_rank_0_arrays():
+    assert jnp.zeros(jnp.asarray(3)).shape == (3,)
+    assert jnp.full(jnp.asarray(2), 1.5).shape == (2,)
+    assert jnp.tile(jnp.arange(2), jnp.asarray(2)).shape == (4,)
+
+
 def test_var_and_std_as_jax():
     x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
     # no more elements than ddof: NaN (JAX's issue 21330), not a negative or infinite value

@@ -148,7 +148,8 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
         out = jnp.zeros((x.shape[0], w.shape[0]) + tuple(out_sizes),
                         jnp.result_type(x.dtype, w.dtype))
     else:
-        out = _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups)
+        out = _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups,
+                              preferred_element_type)
     if preferred_element_type is not None:
         out = jnp.astype(out, preferred_element_type)
     return jnp.transpose(out, tuple(np.argsort(dn.out_spec)))
@@ -200,7 +201,7 @@ def _dilate(x, dilation):
     return pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(0, 0, d - 1) for d in dilation])
 
 
-def _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups):
+def _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups, preferred=None):
     """Every kernel tap's strided window of ``x`` stacked, then one contraction with ``w``."""
     n, c = x.shape[:2]
     o, i = w.shape[:2]
@@ -216,7 +217,8 @@ def _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups):
     cols = jnp.reshape(jnp.stack(patches, axis=2), (n, groups, i, len(taps), positions))
     kernel = jnp.reshape(w, (groups, o // groups, i, len(taps)))
     # [G, N, P, O/G]: batch over groups, contract input features and taps
-    product = dot_general(cols, kernel, (((2, 3), (2, 3)), ((1,), (0,))))
+    product = dot_general(cols, kernel, (((2, 3), (2, 3)), ((1,), (0,))),
+                          preferred_element_type=preferred)
     product = jnp.transpose(product, (1, 0, 3, 2))
     return jnp.reshape(product, (n, o) + tuple(out_sizes))
 

@@ -145,9 +145,15 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
                         f"base_dilation {base} and window_dilation {dilation} must each have "
                         f"one entry per dimension of the operand (rank {ndim})")
     init = jnp.asarray(init_value, dtype=operand.dtype)
+    # which places of the dilated, padded operand hold its elements: the holes and the
+    # padding take no part (the initial value counts once per window, as JAX's)
+    real = np.ones(operand.shape, bool)
     if any(d != 1 for d in base):
-        # base dilation: d - 1 holes of init_value between elements, padded as the result
+        # base dilation: d - 1 holes between elements
         operand = pad(operand, init, [(0, 0, d - 1) for d in base])
+        holes = np.zeros(operand.shape, bool)
+        holes[tuple(slice(None, None, d) for d in base)] = True
+        real = holes
     extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
     pads = (padtype_to_pads(operand.shape, extent, strides, padding)
             if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
@@ -156,16 +162,29 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
                         f"(rank {ndim}), got {len(pads)}")
     if any(lo or hi for lo, hi in pads):
         operand = pad(operand, init, [(lo, hi, 0) for lo, hi in pads])
+        real = _padded_mask(real, pads)
     out_shape = tuple((n - e) // s + 1 if n >= e else 0
                       for n, e, s in zip(operand.shape, extent, strides))
     result = jnp.broadcast_to(init, out_shape)
     for offset in itertools.product(*[range(w) for w in window]):
         start = tuple(o * d for o, d in zip(offset, dilation))
         limit = tuple(b + (n - 1) * s + 1 for b, n, s in zip(start, out_shape, strides))
+        taken = real[tuple(slice(b, e, s) for b, e, s in zip(start, limit, strides))]
+        if not taken.any():
+            continue
         part = bind(p.slice_p, operand, start_indices=start, limit_indices=limit,
                     strides=None if all(s == 1 for s in strides) else strides)
-        result = computation(result, part)
+        combined = computation(result, part)
+        result = combined if taken.all() else jnp.where(taken, combined, result)
     return result
+
+
+def _padded_mask(mask, pads):
+    """``mask`` padded with False by ``(low, high)`` pairs (negative: cut)."""
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    mask = np.pad(mask, grow, constant_values=False)
+    return mask[tuple(slice(max(-lo, 0), n - max(-hi, 0))
+                      for (lo, hi), n in zip(pads, mask.shape))]
 
 
 def split(operand, sizes, axis=0):

@@ -16,11 +16,22 @@ def _symmetrized(x):
     return (x + jnp.conj(jnp.swapaxes(x, -1, -2))) / 2
 
 
+def _from_triangle(x, lower: bool):
+    """The Hermitian matrix whose triangle ``lower`` names (with the diagonal's real part) is
+    ``x``'s: what LAPACK reads of an input it is told is Hermitian."""
+    tri = jnp.tril(x) if lower else jnp.triu(x)
+    diagonal = jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1))
+    return (tri + jnp.conj(jnp.swapaxes(tri, -1, -2))
+            - jnp.eye(x.shape[-1], dtype=x.dtype) * diagonal[..., None, :])
+
+
 def cholesky(x, *, symmetrize_input: bool = True):
     """The lower Cholesky factor of each (Hermitian positive definite) matrix of ``x``; NaNs
-    where one is not positive definite."""
+    where one is not positive definite. Without ``symmetrize_input`` only the lower triangle
+    is read."""
     x = jnp.asarray(x)
-    return _np_linalg.cholesky(_symmetrized(x) if symmetrize_input else x)
+    return _np_linalg.cholesky(_symmetrized(x) if symmetrize_input else
+                               _from_triangle(x, lower=True))
 
 
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
@@ -31,9 +42,7 @@ def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
         raise NotImplementedError("lax.linalg.eigh: subset_by_index is not supported")
     x = jnp.asarray(x)
     if not symmetrize_input:
-        tri = jnp.tril(x) if lower else jnp.triu(x)
-        x = tri + jnp.conj(jnp.swapaxes(tri, -1, -2)) - jnp.eye(x.shape[-1], dtype=x.dtype) \
-            * jnp.real(jnp.diagonal(x, axis1=-2, axis2=-1))[..., None, :]
+        x = _from_triangle(x, lower)
     w, v = _np_linalg.eigh(x)
     return v, w
 
@@ -61,9 +70,8 @@ def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False,
     (``unit_diagonal``: its diagonal read as ones)."""
     a, b = jnp.asarray(a), jnp.asarray(b)
     tri = jnp.tril(a) if lower else jnp.triu(a)
-    if unit_diagonal:
-        eye = jnp.eye(a.shape[-1], dtype=a.dtype)
-        tri = tri * (1 - eye) + eye
+    if unit_diagonal:       # the diagonal is not read (a NaN there changes nothing)
+        tri = jnp.where(jnp.eye(a.shape[-1], dtype=bool), jnp.ones((), a.dtype), tri)
     if conjugate_a:
         tri = jnp.conj(tri)
     if transpose_a:
@@ -84,8 +92,14 @@ def tridiagonal_solve(dl, d, du, b):
     if dl.shape != d.shape or du.shape != d.shape or b.shape[:-1] != d.shape:
         raise ValueError("tridiagonal_solve: dl, d and du must have one shape [..., m] and b "
                          f"[..., m, n]; got {dl.shape}, {d.shape}, {du.shape} and {b.shape}")
-    eye = jnp.eye(m, dtype=d.dtype)
-    below, above = jnp.eye(m, k=-1, dtype=d.dtype), jnp.eye(m, k=1, dtype=d.dtype)
+    rows = jnp.arange(m)
+    # dl[0] and du[-1] lie outside the matrix: not read (a NaN there changes nothing)
+    dl = jnp.where(rows == 0, jnp.zeros((), dl.dtype), dl)
+    du = jnp.where(rows == m - 1, jnp.zeros((), du.dtype), du)
+    eye = jnp.eye(m, dtype=bool)
+    below, above = jnp.eye(m, k=-1, dtype=bool), jnp.eye(m, k=1, dtype=bool)
     # row i holds dl[i] left of the diagonal, d[i] on it and du[i] right of it
-    matrix = (d[..., :, None] * eye + dl[..., :, None] * below + du[..., :, None] * above)
+    zero = jnp.zeros((), d.dtype)
+    matrix = (jnp.where(eye, d[..., :, None], zero) + jnp.where(below, dl[..., :, None], zero)
+              + jnp.where(above, du[..., :, None], zero))
     return _np_linalg.solve(matrix, b)

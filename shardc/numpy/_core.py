@@ -450,9 +450,9 @@ def shape_tuple(shape) -> tuple:
     """A shape given as an int or a sequence, as a tuple of ints (a traced size, where it is
     known now)."""
     shape = value_if_known(shape)
-    if isinstance(shape, (int, np.integer)) or (isinstance(shape, np.ndarray)
-                                                 and shape.ndim == 0):
-        return (int(shape),)
+    if isinstance(shape, (int, np.integer)) or (getattr(shape, "shape", None) == ()
+                                                 and not isinstance(shape, Tracer)):
+        return (operator.index(shape),)
     if isinstance(shape, Tracer):
         return (static_int(shape, "a shape"),)
     return tuple(static_int(d, "a shape") for d in shape)

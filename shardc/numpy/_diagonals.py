@@ -32,6 +32,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     a1, a2 = canonical_axis(axis1, n), canonical_axis(axis2, n)
     if a1 == a2:
         raise ValueError("axis1 and axis2 must not be equal")
+    offset = static_int(offset, "argument 'offset' of jnp.diagonal()")
     moved = moveaxis(moveaxis(a, a1, -1), a2 - (a2 > a1), -1)
     rows, cols = shape_of(moved)[-2:]
     start_row, start_col = builtins.max(-offset, 0), builtins.max(offset, 0)

@@ -23,7 +23,7 @@ from shardc.numpy._products import matmul
 from shardc.numpy._reductions import (amax, any, cumsum, mean, min, no_out, reduce_axes,
                                       sum)
 from shardc.numpy._sorting import argsort, concrete_size, searchsorted, sort
-from shardc.numpy._ufuncs import conj, round
+from shardc.numpy._ufuncs import conj
 
 __all__ = [
     "average", "ptp", "cov", "corrcoef", "bincount", "histogram_bin_edges", "histogramdd",
@@ -331,8 +331,9 @@ def _weights_like(a, weights, axis):
     axes = tuple(canonical_axis(d, len(shape_of(a)))
                  for d in (axis if isinstance(axis, (tuple, list)) else (axis,)))
     along = tuple(shape_of(a)[d] for d in axes)
-    if shape_of(weights) != along or list(axes) != sorted(axes):
+    if shape_of(weights) != along:
         raise ValueError(f"Weights shape {shape_of(weights)} must match reduction axes {along}")
+    weights = transpose(weights, tuple(np.argsort(axes)))      # to a's order of those axes
     shape = [size if d in axes else 1 for d, size in enumerate(shape_of(a))]
     return broadcast_to(reshape(weights, shape), shape_of(a))
 
@@ -372,8 +373,8 @@ def _interpolate(ordered, q, count, method, dtype):
         position = low
     elif method == "higher":
         position = high
-    elif method == "nearest":
-        position = round(position)
+    elif method == "nearest":       # halfway goes to the lower value, as JAX's
+        position = where(less_equal(subtract(position, low), 0.5), low, high)
     index_shape = q_shape + shape_of(ordered)[:-1] + (1,)
     rows = broadcast_to(ordered, q_shape + shape_of(ordered))
 
