@@ -114,6 +114,12 @@ class JVPTracer(Tracer):
         inner = self.primal
         return inner._axis_order() if isinstance(inner, Tracer) else ()
 
+    def independent_of_inputs(self) -> bool:
+        """No tangent: JAX's jvp would have handed the primal on untraced."""
+        primal = self.primal
+        return self.tangent is None and (not isinstance(primal, Tracer)
+                                         or primal.independent_of_inputs())
+
     def concrete_value(self, what: str, cls):
         """The primal's value, where it is known (as JAX's jvp gives it to Python)."""
         primal = self.primal

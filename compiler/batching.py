@@ -62,6 +62,12 @@ class BatchTracer(Tracer):
         if weak:
             self.value = weakened(self.value)
 
+    def independent_of_inputs(self) -> bool:
+        """Unbatched: JAX's vmap would have handed the value on untraced."""
+        value = self.value
+        return self.batch_dim is None and (not isinstance(value, Tracer)
+                                           or value.independent_of_inputs())
+
     def concrete_value(self, what: str, cls):
         """An unbatched value's, where it is known (a primal under ``jacfwd``, as in JAX)."""
         value = self.value

@@ -587,10 +587,10 @@ class Tracer:
         return self.__array__().tolist()
 
     def _known_exact(self, what: str, cls):
-        """The value of a boolean or integer tracer, where it is known now: such a value has
-        no derivative, so JAX hands it to Python as an array; an inexact one stays JAX's
-        error ``cls``."""
-        if dtypes.is_inexact(self.aval.dtype):
+        """The value of a boolean or integer tracer, or of one that depends on no input of
+        its transformation, where it is known now: such a value has no derivative and no
+        batch, so JAX hands it to Python as an array; any other stays JAX's error ``cls``."""
+        if dtypes.is_inexact(self.aval.dtype) and not self.independent_of_inputs():
             raise self._concretization_error(what, cls)
         try:
             return self.concrete_value(what, cls)
@@ -604,6 +604,11 @@ class Tracer:
         """This tracer's value, where it is known while tracing; else ``cls``, JAX's error
         for ``what`` (``"boolean conversion"``)."""
         raise self._concretization_error(what, cls)
+
+    def independent_of_inputs(self) -> bool:
+        """Whether this value depends on no input of its transformation (computed from
+        constants only): JAX would not have traced it."""
+        return False
 
     def _integer_error(self):
         """JAX's class for ``__index__``: TracerIntegerConversionError of an integer value."""
@@ -822,6 +827,11 @@ class ProgramTracer(Tracer):
             raise self._concretization_error(what, cls)
         return trace.known_value(trace.var_of[id(self)], what, cls)
 
+    def independent_of_inputs(self) -> bool:
+        trace = self._trace
+        return (trace.known is not None and values_known_now()
+                and not trace.reads_inputs(trace.var_of[id(self)]))
+
 
 class ProgramTrace(Trace):
     """Records equations into a program. ``shard`` is set when tracing a shard_map body."""
@@ -833,6 +843,7 @@ class ProgramTrace(Trace):
         # a trace of a function at values known now (a gradient's): Var -> its value, or a
         # value of an enclosing trace that gives it; None where the inputs are abstract
         self.known: dict | None = None
+        self.inputs: frozenset = frozenset()     # the argument Vars, where known is set
         self._producer: dict = {}       # Var -> index of the equation that made it
         self._scanned = 0               # equations _producer covers
         self.eqns: list = []
@@ -921,11 +932,33 @@ class ProgramTrace(Trace):
             value = known[atom] = value.concrete_value(what, cls)
         return value
 
-    def _run_cone(self, target, what: str, cls) -> None:
+    def reads_inputs(self, target) -> bool:
+        """Whether the value of ``target`` is computed from the trace's inputs (not from
+        closed-over values and literals alone)."""
+        self._index_producers()
+        inputs = self.inputs
+        seen, stack = set(), [target]
+        while stack:
+            var = stack.pop()
+            if isinstance(var, Literal) or id(var) in seen:
+                continue
+            seen.add(id(var))
+            if var in inputs:
+                return True
+            k = self._producer.get(var)
+            if k is not None:
+                stack.extend(self.eqns[k].invars)
+        return False
+
+    def _index_producers(self) -> None:
         producer, eqns = self._producer, self.eqns
         for k in range(self._scanned, len(eqns)):
             producer.update((v, k) for v in eqns[k].outvars)
         self._scanned = len(eqns)
+
+    def _run_cone(self, target, what: str, cls) -> None:
+        self._index_producers()
+        producer, eqns = self._producer, self.eqns
         consts = dict(self.consts)
         needed, stack = set(), [target]
         while stack:
@@ -984,6 +1017,7 @@ def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
     args = [trace.new_arg(a) for a in in_avals]
     if known is not None:
         trace.known = {trace.atom(arg): value for arg, value in zip(args, known)}
+        trace.inputs = frozenset(trace.known)
     for arg, sharding in zip(args, in_shardings or ()):
         arg._sharding = sharding
     for arg, is_weak in zip(args, weak or ()):

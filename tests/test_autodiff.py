@@ -1703,6 +1703,30 @@ def test_known_integer_values_convert_as_arrays_under_a_gradient():
         shardc.jit(lambda z: jnp.max(z).item())(x)
 
 
+def test_values_of_constants_alone_convert_under_a_transformation():
+    # computed from closed-over arrays only, a float is a plain value in JAX (no derivative,
+    # no batch): float() and numpy conversion take it under grad, jvp, jacfwd and vmap
+    c = jnp.arange(4.)
+    assert float(shardc.grad(lambda x: x * float(c.sum()))(1.)) == 6.
+    assert float(shardc.grad(lambda x: x * np.asarray(c[1:]).sum())(1.)) == 6.
+    _, tangent = shardc.jvp(lambda x: x * float(c.max()), (1.,), (1.,))
+    assert float(tangent) == 3.
+    np.testing.assert_array_equal(np.asarray(shardc.jacfwd(lambda x: x * float(c.mean()))(
+        jnp.ones(2))), 1.5 * np.eye(2))
+    np.testing.assert_allclose(np.asarray(shardc.vmap(lambda x: x * float(jnp.sin(2.)))(
+        jnp.ones(2))), np.full(2, np.sin(2.)), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(shardc.vmap(lambda x, k: x * float(k.sum()),
+                                                         in_axes=(0, None))(jnp.ones(2), c)),
+                                  [6., 6.])
+    # what depends on the inputs, or is traced by jit, stays JAX's error
+    with pytest.raises(shardc.errors.ConcretizationTypeError):
+        shardc.grad(lambda x: x * float((x * c).sum()))(1.)
+    with pytest.raises(shardc.errors.ConcretizationTypeError):
+        shardc.vmap(lambda x: float(x.sum()))(jnp.ones((2, 2)))
+    with pytest.raises(shardc.errors.ConcretizationTypeError):
+        shardc.jit(lambda x: x * float(c.sum()))(1.)
+
+
 def test_reverse_mode_of_traced_values_still_refuses_python_branches():
     def f(x):
         if x > 0:
