@@ -11,8 +11,10 @@ complete them.
 """
 from __future__ import annotations
 
+import functools
 import inspect
-import os
+import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -20,12 +22,12 @@ from compiler import tree
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, aval_of, bind, current_trace,
-                              is_python_scalar, trace_to_program, weakened_where,
-                              weakly_typed)
+                              errors_link, is_python_scalar, trace_to_program,
+                              weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
-from ir.core import Program, TypeSharding, Var, programs_in
+from ir.core import Aval, Program, TypeSharding, Var, programs_in
 from ir.sharding_rules import p_text, spec_of
 
 
@@ -80,13 +82,19 @@ def _type_text(aval) -> str:
     return aval.str_long(_axis_order())
 
 
-def _param_name(fun, index: int, default: str) -> str:
+def _param_name(fun, index: int, default):
+    """The name of ``fun``'s parameter ``index`` (JAX's: any kind of parameter), else
+    ``default``."""
     try:
-        params = [p for p in inspect.signature(fun).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        return params[index].name
+        return list(inspect.signature(fun).parameters)[index]
     except (TypeError, ValueError, IndexError):
         return default
+
+
+def _check_callable(construct: str, what: str, *funs) -> None:
+    """JAX's TypeError for arguments that should be functions."""
+    if not all(callable(f) for f in funs):
+        raise TypeError(f"lax.{construct}: {what}")
 
 
 def _lift(values, axes_wanted) -> list:
@@ -101,36 +109,23 @@ def _lift(values, axes_wanted) -> list:
 
 # --- carry types ---------------------------------------------------------------------------------
 
-def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
-    """Each output carry must have exactly its input's type (SEMANTICS 3.4)."""
-    shape_problems = []
-    for path, a, b in zip(paths, in_avals, out_avals):
-        if (a.shape, a.dtype) != (b.shape, b.dtype):
-            what = " and also ".join(
-                [f"the {w} do not match" for w, bad in (("dtypes", a.dtype != b.dtype),
-                                                        ("shapes", a.shape != b.shape)) if bad])
-            shape_problems.append(
-                f"{_carry_component(carry_name, path)} has type {_type_text(a)} but the "
-                f"corresponding output carry component has type {_type_text(b)}, so {what}")
-    if shape_problems:
-        raise TypeError(_carry_message(construct, shape_problems, []))
-    # a carry keeps its sharding too: JAX promotes none (a reshard says which one is meant)
-    split_problems = [
-        f"{_carry_component(carry_name, path)} has type {_type_text(a)} but the corresponding "
-        f"output carry component has type {_type_text(b)}"
-        for path, a, b in zip(paths, in_avals, out_avals) if a.sharding != b.sharding]
-    if split_problems:
-        raise TypeError(_carry_message(construct, split_problems, []))
-    if not _checking():
-        return
+def _check_carry(construct: str, carry_name, paths, in_avals, out_avals):
+    """Each output carry must have exactly its input's type (SEMANTICS 3.4): its shape, dtype
+    and sharding (JAX promotes none; a reshard says which one is meant) and, with the check
+    on, its manual axis types. JAX's text: every component that differs, and why."""
+    checking = _checking()
     problems, gained_hints, lost_hints = [], [], []
     for path, a, b in zip(paths, in_avals, out_avals):
-        if a.vma == b.vma:
+        vma_differs = checking and a.vma != b.vma
+        if ((a.shape, a.dtype, a.sharding) == (b.shape, b.dtype, b.sharding)
+                and not vma_differs):
             continue
         problems.append(
             f"{_carry_component(carry_name, path)} has type {_type_text(a)} but the "
-            f"corresponding output carry component has type {_type_text(b)}, so the manual "
-            "axis types do not match")
+            f"corresponding output carry component has type {_type_text(b)}"
+            f"{_mismatch_extra(a, b, vma_differs)}")
+        if not vma_differs:
+            continue
         gained = tuple(x for x in _axis_order() if x in b.vma - a.vma)
         lost = tuple(x for x in _axis_order() if x in a.vma - b.vma)
         if gained:
@@ -139,8 +134,8 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
                                 f"{_carry_component(carry_name, path)}")
         elif lost:
             lost_hints.append(f"applying `jax.lax.pcast(..., {lost}, to='varying')` to the "
-                              f"output carry component {carry_name}{path} that the body "
-                              "returns")
+                              f"output carry component {carry_name or 'carry'}{path} that "
+                              "the body returns")
     # JAX's hints only, where it gives any; else shardc's for carries the body returns
     # varying over fewer axes than they came in (JAX gives none: SEMANTICS 3.4)
     hints = gained_hints or lost_hints
@@ -148,10 +143,100 @@ def _check_carry(construct: str, carry_name: str, paths, in_avals, out_avals):
         raise TypeError(_carry_message(construct, problems, hints))
 
 
-def _carry_component(carry_name: str, path: str) -> str:
-    """JAX's wording: a component of a pytree carry, or a carry that is one array."""
+def _mismatch_extra(a, b, vma_differs: bool) -> str:
+    """JAX's ``aval_mismatch_extra``: why two types differ (nothing for shardings alone)."""
+    why = [w for w, bad in (("the dtypes do not match", a.dtype != b.dtype),
+                            ("the shapes do not match", a.shape != b.shape),
+                            ("the manual axis types do not match", vma_differs)) if bad]
+    if not why:
+        return ""
+    if len(why) == 1:
+        return ", so " + why[0]
+    return ", so " + ", ".join(why[:-1]) + ", and " + why[-1]
+
+
+def _carry_component(carry_name, path: str) -> str:
+    """JAX's wording: a component of a pytree carry, or a carry that is one array (a body
+    whose first parameter has no name: by path)."""
+    if carry_name is None:
+        return f"the input carry at path {path}" if path else "the input carry"
     return (f"the input carry component {carry_name}{path}" if path
             else f"the input carry {carry_name}")
+
+
+def _check_carry_tree(construct: str, carry_name, in_tree, out_tree) -> None:
+    """JAX's ``_check_carry_type`` for pytree structures: where and how the body's output
+    carry is built unlike its input carry."""
+    if in_tree == out_tree:
+        return
+    leaf = str(Aval)          # JAX names its leaves' class (its avals') here
+    diffs = [f"{_carry_component(carry_name, path)} is a {thing1} but the corresponding "
+             f"component of the carry output is a {thing2}, so {why}"
+             for path, thing1, thing2, why in equality_errors(in_tree, out_tree, leaf)]
+    if not diffs:
+        differences = (f"the input tree structure is:\n{in_tree}\n"
+                       f"the output tree structure is:\n{out_tree}\n")
+    else:
+        differences = _differences(diffs, blank_between=True)
+    raise TypeError(
+        f"{construct} body function carry input and carry output must have the same pytree "
+        f"structure, but they differ:\n\n{differences}\n"
+        "Revise the function so that the carry output has the same pytree structure as the "
+        "carry input.")
+
+
+def _kind_text(td, leaf: str) -> str:
+    if td.kind is None:
+        return leaf
+    return str(type(None) if td.kind == "none" else td.kind)
+
+
+def _child_keys(td) -> list:
+    """(key path text, key as JAX's ``DictKey``/``FlattenedIndexKey`` holds it, or None)."""
+    n = len(td.children)
+    if td.kind is dict:
+        return [(f"[{k!r}]", k) for k in td.aux]
+    if td.kind in (list, tuple):
+        return [(f"[{k}]", None) for k in range(n)]
+    if isinstance(td.kind, type) and issubclass(td.kind, tuple) and hasattr(td.kind, "_fields"):
+        return [(f".{f}", None) for f in td.kind._fields]
+    return [(f"[{k}]", k) for k in range(n)]        # registered nodes: flattened indices
+
+
+def equality_errors(t1, t2, leaf: str = "pytree leaf", path: str = ""):
+    """JAX's ``tree_util.equality_errors`` on two structures: (key path, what the first is,
+    what the second is, why they differ) where they part, outermost first. ``leaf`` names a
+    leaf (JAX: its class, or ``pytree leaf`` for bare structures)."""
+    if t1.kind is None and t2.kind is None:
+        return
+    if t1.kind != t2.kind:
+        yield path, _kind_text(t1, leaf), _kind_text(t2, leaf), "their Python types differ"
+        return
+    n1, n2 = len(t1.children), len(t2.children)
+    kind = t1.kind
+    if isinstance(kind, type) and issubclass(kind, (list, tuple)) and n1 != n2:
+        yield (path, f"{kind.__name__} of length {n1}", f"{kind.__name__} of length {n2}",
+               "the lengths do not match")
+        return
+    keys1, keys2 = _child_keys(t1), _child_keys(t2)
+    if n1 != n2:
+        held1 = [k for _, k in keys1 if k is not None]
+        held2 = [k for _, k in keys2 if k is not None]
+        diff = " ".join(repr(k) for k in [k for k in held1 if k not in held2]
+                        + [k for k in held2 if k not in held1])
+        name = _kind_text(t1, leaf)
+        yield (path, f"{name} with {n1} child{'ren' if n1 > 1 else ''}",
+               f"{name} with {n2} child{'ren' if n2 > 1 else ''}",
+               "the numbers of children do not match"
+               + (diff and f", with the symmetric difference of key sets: {{{diff}}}"))
+        return
+    if t1.aux != t2.aux:
+        name = _kind_text(t1, leaf)
+        yield (path, f"{name} with pytree metadata {t1.aux}",
+               f"{name} with pytree metadata {t2.aux}", "the pytree node metadata does not match")
+        return
+    for (key, _), c1, c2 in zip(keys1, t1.children, t2.children):
+        yield from equality_errors(c1, c2, leaf, path + key)
 
 
 def _carry_message(construct: str, problems: list, hints: list) -> str:
@@ -234,10 +319,15 @@ def _user_site() -> str:
 
 
 def _where_defined(fun) -> str:
+    """JAX's ``fun_sourceinfo``: ``name at /path/file.py:line``."""
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    fun = inspect.unwrap(fun)
     code = getattr(fun, "__code__", None)
-    if code is None:
-        return getattr(fun, "__name__", type(fun).__name__)
-    return f"{fun.__name__} at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+    if code is not None:
+        return f"{fun.__name__} at {code.co_filename}:{code.co_firstlineno}"
+    found = re.match(r"(?:<built-in function (\S+)>)", str(fun))
+    return found.group(1) if found else "<unknown>"
 
 
 # --- scan ----------------------------------------------------------------------------------------
@@ -249,6 +339,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     ``unroll`` (a non-negative int, or a bool) is checked as JAX checks it; it is a
     code-generation hint that leaves every result unchanged, and shardc runs the loop as it is.
     """
+    _check_callable("scan", "f argument should be a callable.", f)
     init_flat, carry_tree = tree.tree_flatten(init)
     weak = [weakly_typed(v) for v in init_flat]
     init_flat = [_as_array(v) for v in init_flat]
@@ -260,21 +351,19 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     nc = len(init_flat)
     ys_tree_box: list = []
     out_weak: list = []       # which results the body gives weakly typed (they stay so)
-    carry_name = carry_name or _param_name(f, 0, "carry")
+    carry_name = carry_name or _param_name(f, 0, None)
 
     def flat_body(*args):
         carry = tree.tree_unflatten(carry_tree, args[:nc])
         x = tree.tree_unflatten(xs_tree, args[nc:])
         result = f(carry, x)
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise TypeError(f"{construct} body function must return a pair (carry, y), got "
-                            f"{type(result).__name__}")
-        new_carry, y = result
+        # as JAX: any pytree node of two children (a tuple or list, as a rule) is the pair
+        node = tree.node_children(result)
+        if node is None or len(node[2]) != 2:
+            raise TypeError(f"scan body output must be a pair, got {_avals_text(result)}.")
+        new_carry, y = node[2]
         new_flat, new_tree = tree.tree_flatten(new_carry)
-        if new_tree != carry_tree:
-            raise TypeError(f"{construct} body function carry input and carry output must have "
-                            f"the same pytree structure, but the input carry {carry_name} is "
-                            f"{carry_tree} and the output carry is {new_tree}.")
+        _check_carry_tree(construct, carry_name, carry_tree, new_tree)
         ys_flat, ys_tree = tree.tree_flatten(y)
         ys_tree_box.append(ys_tree)
         out_weak[:] = [weakly_typed(v) for v in new_flat + ys_flat]
@@ -295,6 +384,27 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
             tree.tree_unflatten(ys_tree_box[0], outs[nc:]))
 
 
+class _AvalText:
+    """A leaf printed as JAX prints its avals: ``~float32[]`` (``str``, weakly typed) and
+    ``ShapedArray(float32[], weak_type=True)`` (``repr``)."""
+
+    def __init__(self, value):
+        self.text = _type_text(aval_of(value))
+        self.weak = weakly_typed(value)
+
+    def __str__(self):
+        return ("~" if self.weak else "") + self.text
+
+    def __repr__(self):
+        return f"ShapedArray({self.text}{', weak_type=True' if self.weak else ''})"
+
+
+def _avals_text(value) -> str:
+    """``value`` (a pytree) with its leaves' types for values, as JAX's errors show it."""
+    leaves, treedef = tree.tree_flatten(value)
+    return str(tree.tree_unflatten(treedef, [_AvalText(v) for v in leaves]))
+
+
 def _sliced_avals(avals) -> list:
     """The types of one slice of each ``xs``: the leading dimension gone, its split with it
     (JAX asks that the leading dimension be unsplit)."""
@@ -306,12 +416,22 @@ def _sliced_avals(avals) -> list:
         else None) for a in avals]
 
 
+def _abstract_value_error(tracer, context: str) -> ConcretizationTypeError:
+    """JAX's ConcretizationTypeError for a traced value where a concrete one is needed."""
+    return ConcretizationTypeError(
+        "Abstract tracer value encountered where concrete value is expected: traced array "
+        f"with shape {aval_of(tracer).str_long()}\n{context}"
+        f"{errors_link(ConcretizationTypeError)}")
+
+
 def _check_unroll(unroll) -> None:
-    from compiler.tracing import Tracer
-    if isinstance(unroll, Tracer) or not isinstance(unroll, (bool, int, np.integer)):
-        raise ConcretizationTypeError(
-            "The `unroll` argument to `scan` expects a concrete `int` or `bool` value, got "
-            f"{unroll!r}.")
+    from compiler.tracing import Tracer, value_if_known
+    unroll = value_if_known(unroll)
+    context = "The `unroll` argument to `scan` expects a concrete `int` or `bool` value."
+    if isinstance(unroll, Tracer):
+        raise _abstract_value_error(unroll, context)
+    if not isinstance(unroll, (bool, int, np.integer)):
+        raise ConcretizationTypeError(f"{context[:-1]}, got {unroll!r}.")
     if not isinstance(unroll, bool) and unroll < 0:
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
 
@@ -330,7 +450,13 @@ def _scan_length(xs_flat, length):
         if len(set(lengths)) > 1:
             raise ValueError(f"scan got values with different leading axis sizes: {lengths}")
         return lengths[0]
-    length = int(length)
+    try:
+        length = int(length)
+    except ConcretizationTypeError:
+        raise _abstract_value_error(
+            length, "The `length` argument to `scan` expects a concrete `int` value. For "
+            "scan-like iteration with a dynamic length, use `while_loop` or `fori_loop`.") \
+            from None
     if lengths and set(lengths) != {length}:
         raise ValueError(f"scan got `length` argument of {length} which disagrees with leading "
                          f"axis sizes {lengths}.")
@@ -374,6 +500,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     scan's (static bounds only, as in JAX). With static bounds the counter is a weakly typed
     int32 (it counts from ``int(lower)``, as JAX's); otherwise it has the bounds' dtype (see
     ``_loop_index_dtype``)."""
+    _check_callable("fori_loop", "body_fun argument should be callable.", body_fun)
     dtype = _loop_index_dtype(lower, upper)
     one = np.asarray(1, dtype)[()]
     start, stop = _static_bound(lower), _static_bound(upper)
@@ -407,15 +534,15 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
 
 def _loop_index_dtype(lower, upper) -> np.dtype:
-    """JAX's rule: the bounds' dtype; a Python int bound takes the other bound's. With both
-    bounds Python ints the counter is int32 (JAX's is a weakly typed default int, which takes
-    the dtype of what it meets: int32 is that in 32-bit mode and the closest strong type in
-    64-bit mode)."""
-    weak = [is_python_scalar(b) for b in (lower, upper)]
+    """JAX's rule: the bounds' dtype; a weakly typed int bound (a Python int, or one ``jit``
+    was given as a Python int) takes the other bound's. With both bounds Python ints the
+    counter is int32 (JAX's is a weakly typed default int, which takes the dtype of what it
+    meets: int32 is that in 32-bit mode and the closest strong type in 64-bit mode)."""
+    weak = [weakly_typed(b) for b in (lower, upper)]
     found = [aval_of(b).dtype for b in (lower, upper)]
     if found[0] == found[1]:
         return found[0]
-    # a Python int bound takes the other, signed integer bound's dtype
+    # a weakly typed bound takes the other, signed integer bound's dtype
     if weak[0] != weak[1] and all(dtypes.is_int(d) and not dtypes.is_unsigned(d)
                                   for d in found):
         return found[1] if weak[0] else found[0]
@@ -434,7 +561,9 @@ def _as_loop_index(value, dtype):
 def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
     """``lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds."""
     construct = "while_loop"
-    carry_name = carry_name or _param_name(body_fun, 0, "carry")
+    _check_callable("while_loop", "body_fun and cond_fun arguments should be callable.",
+                    body_fun, cond_fun)
+    carry_name = carry_name or _param_name(body_fun, 0, None)
     init_flat, carry_tree = tree.tree_flatten(init_val)
     weak = [weakly_typed(v) for v in init_flat]
     init_flat = [_as_array(v) for v in init_flat]
@@ -442,23 +571,25 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
 
     def flat_cond(*args):
         pred = cond_fun(tree.tree_unflatten(carry_tree, args))
-        return [pred]
+        pred_flat, pred_tree = tree.tree_flatten(pred)
+        if pred_tree.kind is not None:
+            raise TypeError(f"cond_fun must return a boolean scalar, but got pytree "
+                            f"{pred_tree}.")
+        pred_aval = aval_of(pred)
+        if pred_aval.shape != () or pred_aval.dtype != dtypes.bool_:
+            raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
+                            f"[{_AvalText(pred)!r}].")
+        return pred_flat
 
     def flat_body(*args):
         new = body_fun(tree.tree_unflatten(carry_tree, args))
         new_flat, new_tree = tree.tree_flatten(new)
-        if new_tree != carry_tree:
-            raise TypeError(f"{construct} body function carry input and carry output must have "
-                            f"the same pytree structure, but the input carry {carry_name} is "
-                            f"{carry_tree} and the output carry is {new_tree}.")
+        _check_carry_tree(construct, carry_name, carry_tree, new_tree)
         out_weak[:] = [weakly_typed(v) for v in new_flat]
         return [_as_array(v) for v in new_flat]
 
     cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat])
     pred = cond_prog.out_avals[0]
-    if pred.shape != () or pred.dtype != dtypes.bool_:
-        raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
-                        f"[{pred.str_long()}].")
     q = pred.vma
     if q and _checking():
         init_flat = _lift(init_flat, q)
@@ -503,27 +634,61 @@ vma_rules[prims.while_p] = _while_types
 # --- cond and switch ------------------------------------------------------------------------------
 
 def cond(pred, true_fun, false_fun, *operands):
-    """``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``."""
-    pred_aval = aval_of(pred)
-    if pred_aval.shape != ():
-        raise TypeError(f"Pred must be a scalar, got {pred_aval.str_long()}.")
-    index = bind(prims.convert_element_type_p, pred, new_dtype=dtypes.int32) \
-        if not is_python_scalar(pred) else np.int32(bool(pred))
+    """``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``.
+
+    ``pred`` is a boolean or number scalar (a number is true where it is not zero), checked
+    as JAX checks it."""
+    if not (callable(true_fun) and callable(false_fun)):
+        # JAX's deprecated form: cond(pred, true_operand, true_fun, false_operand, false_fun)
+        if callable(false_fun) and len(operands) == 2 and callable(operands[1]):
+            x_true, f_true, x_false, f_false = true_fun, false_fun, *operands
+            return cond(pred, lambda x, _: f_true(x), lambda _, x: f_false(x), x_true, x_false)
+        raise TypeError("lax.cond: true_fun and false_fun arguments should be callable.")
+    if pred is None:
+        raise TypeError("cond predicate is None")
+    if isinstance(pred, Sequence) or len(np.shape(pred)) != 0:
+        raise TypeError(f"Pred must be a scalar, got {pred} of "
+                        + (f"type {type(pred)}" if isinstance(pred, Sequence)
+                           else f"shape {np.shape(pred)}."))
+    try:
+        dtype = aval_of(pred).dtype
+    except TypeError as err:
+        raise TypeError(f"Pred type must be either boolean or number, got {pred}.") from err
+    if dtype.kind not in "biuf":
+        raise TypeError(f"Pred type must be either boolean or number, got {dtype}.")
+    if is_python_scalar(pred) or isinstance(pred, (np.generic, np.ndarray)):
+        index = np.int32(bool(pred))
+    else:
+        if dtype.kind != "b":
+            pred = bind(prims.ne_p, pred, np.zeros((), dtype)[()])
+        index = bind(prims.convert_element_type_p, pred, new_dtype=dtypes.int32)
     return _switch("cond", index, [false_fun, true_fun], ["false_fun", "true_fun"], operands)
 
 
 def switch(index, branches, *operands):
-    """``lax.switch``: ``branches[index](*operands)``, the index clamped into range."""
+    """``lax.switch``: ``branches[index](*operands)``, the index (an integer scalar) clamped
+    into range."""
     branches = list(branches)
+    _check_callable("switch", "branches argument should be a sequence of callables.",
+                    *branches)
+    if len(np.shape(index)) != 0:
+        raise TypeError(f"Branch index must be scalar, got {index} of shape {np.shape(index)}.")
+    try:
+        # (JAX's result_type takes None for its default float type)
+        dtype = dtypes.float_ if index is None else aval_of(index).dtype
+    except TypeError as err:
+        raise TypeError(f"Index type must be an integer, got {index}.") from err
+    if dtype.kind not in "iu":
+        raise TypeError(f"Index type must be an integer, got {index} as {dtype}")
     if not branches:
         raise ValueError("Empty branch sequence")
     if len(branches) == 1:
         return branches[0](*operands)          # as JAX: no cond, so no predicate to type
-    if is_python_scalar(index):
+    if is_python_scalar(index) or isinstance(index, (np.generic, np.ndarray)):
         index = np.int32(min(max(int(index), 0), len(branches) - 1))
     else:
         index = bind(prims.convert_element_type_p, index, new_dtype=dtypes.int32) \
-            if aval_of(index).dtype != dtypes.int32 else index
+            if dtype != dtypes.int32 else index
         index = bind(prims.max_p, index, np.int32(0))
         index = bind(prims.min_p, index, np.int32(len(branches) - 1))
     names = ["branch 0"] + [f"branch{k}" for k in range(1, len(branches))]   # (JAX's)
@@ -544,7 +709,8 @@ def _switch(construct, index, branches, names, operands):
     # JAX names true_fun first for cond (branch 1 of the index), then false_fun
     order = [1, 0] if construct == "cond" else list(range(len(branches)))
     shown = [names[k] for k in order]
-    _check_branch_trees(construct, shown, [out_trees[k] for k in order])
+    _check_branch_trees(construct, [branches[k] for k in order], shown,
+                        [out_trees[k] for k in order])
     if q:
         # first: an unpaired collective usually also leaves the branches typed differently,
         # and this names the real problem (JAX reports the types, or hangs if they agree)
@@ -594,61 +760,66 @@ def _trace_branch(branch, ops_tree, avals, weak):
     return program, consts, box[0], box[1]
 
 
-def _check_branch_trees(construct, names, out_trees):
-    for name, t in zip(names[1:], out_trees[1:]):
-        if t != out_trees[0]:
-            raise TypeError(f"{construct} branches must have the same output structure, but "
-                            f"{names[0]} returns {out_trees[0]} and {name} returns {t}.")
+def _check_branch_trees(construct, branches, names, out_trees):
+    """JAX's text for branches whose outputs are built unlike the first's: where and how."""
+    for k in range(1, len(out_trees)):
+        if out_trees[k] == out_trees[0]:
+            continue
+        first, other = names[0], names[k]
+        diffs = [f"{first} output{_at_path(path)} is a {thing1} but {other} "
+                 f"output{_at_path(path)} is a {thing2}, so {why}"
+                 for path, thing1, thing2, why in equality_errors(out_trees[0], out_trees[k])]
+        if len(diffs) == 1:
+            differences = f"{diffs[0]}.\n"        # (JAX's: not capitalized, unlike the rest)
+        else:
+            differences = _jax_list(diffs, blank_between=True)
+        raise TypeError(
+            f"{construct} branch outputs must have the same pytree structure, but they "
+            f"differ:\n\n"
+            f"{first} is {_where_defined(branches[0])}\n"
+            f"{other} is {_where_defined(branches[k])}\n\n"
+            f"{differences}\n"
+            f"Revise {first} and/or {other} so that they have the same pytree structure.")
+
+
+def _at_path(path: str) -> str:
+    return f" at path {path}" if path else ""
 
 
 def _check_branch_types(construct, branches, names, programs, out_tree):
+    """JAX's check that every branch's outputs have the first's types (shapes, dtypes,
+    shardings and, with the check on, manual axis types), naming every output that differs.
+    Its hints name, for each output, the axes each branch lacks (JAX names the other
+    branch's extra axes, ``()`` where it lacks none: SEMANTICS 3.4)."""
     first = programs[0]
     paths = tree.leaf_paths(tree.tree_unflatten(out_tree, [0] * out_tree.num_leaves))
-    single = out_tree.kind is None
+    checking = _checking()
     for k in range(1, len(programs)):
-        differ = []         # (where, the first branch's type, branch k's) of vma mismatches
+        diffs, hints = [], []
         for path, a, b in zip(paths, first.out_avals, programs[k].out_avals):
-            if (a.shape, a.dtype) != (b.shape, b.dtype):
-                raise TypeError(
-                    f"{construct} branches must have equal output types but they differ: the "
-                    f"output of {names[0]}{'' if single else path} has type {_type_text(a)} but "
-                    f"the corresponding output of {names[k]} has type {_type_text(b)}.")
-            if a.sharding != b.sharding:
-                raise TypeError(
-                    f"{construct} branches must have equal output types but they differ.\n\n"
-                    f"{names[0]} is {_where_defined(branches[0])}\n"
-                    f"{names[k]} is {_where_defined(branches[k])}\n\n"
-                    f"The output of {names[0]}{'' if single else path} has type "
-                    f"{_type_text(a)} but the corresponding output of {names[k]} has type "
-                    f"{_type_text(b)}.\n\nRevise {names[0]} and/or {names[k]} so that all "
-                    "output types match.")
-            if _checking() and a.vma != b.vma:
-                differ.append(("" if single else f" at path {path}", a, b))
-        if differ:
-            raise TypeError(_branch_vma_message(construct, branches, names, k, differ))
-
-
-def _branch_vma_message(construct, branches, names, k, differ) -> str:
-    """JAX 0.10.2's text for branch outputs whose manual axis types differ. Its hints name,
-    for each output, the axes each branch lacks (JAX names the other branch's extra axes,
-    ``()`` where it lacks none: SEMANTICS 3.4)."""
-    first, other = names[0], names[k]
-    diffs = [f"the output of {first}{where} has type {_type_text(a)} but the corresponding "
-             f"output of {other} has type {_type_text(b)}, so the manual axis types do not "
-             "match" for where, a, b in differ]
-    hints = []
-    for where, a, b in differ:
-        for name, mine, theirs in ((first, a, b), (other, b, a)):
-            missing = tuple(x for x in _axis_order() if x in theirs.vma - mine.vma)
-            if missing:
-                hints.append(f"applying `jax.lax.pcast(..., {missing}, to='varying')` to the "
-                             f"output of {name}{where}")
-    return (f"{construct} branches must have equal output types but they differ.\n\n"
-            f"{first} is {_where_defined(branches[0])}\n"
-            f"{other} is {_where_defined(branches[k])}\n\n"
-            f"{_differences(diffs, blank_between=False)}\n"
-            f"{_pcast_hints(hints, blank_between=False)}"
-            f"Revise {first} and/or {other} so that all output types match.")
+            vma_differs = checking and a.vma != b.vma
+            if ((a.shape, a.dtype, a.sharding) == (b.shape, b.dtype, b.sharding)
+                    and not vma_differs):
+                continue
+            diffs.append(f"the output of {names[0]}{_at_path(path)} has type {_type_text(a)} "
+                         f"but the corresponding output of {names[k]} has type "
+                         f"{_type_text(b)}{_mismatch_extra(a, b, vma_differs)}")
+            if not vma_differs:
+                continue
+            for name, mine, theirs in ((names[0], a, b), (names[k], b, a)):
+                missing = tuple(x for x in _axis_order() if x in theirs.vma - mine.vma)
+                if missing:
+                    hints.append(f"applying `jax.lax.pcast(..., {missing}, to='varying')` to "
+                                 f"the output of {name}{_at_path(path)}")
+        if diffs:
+            first_name, other = names[0], names[k]
+            raise TypeError(
+                f"{construct} branches must have equal output types but they differ.\n\n"
+                f"{first_name} is {_where_defined(branches[0])}\n"
+                f"{other} is {_where_defined(branches[k])}\n\n"
+                f"{_differences(diffs, blank_between=False)}\n"
+                f"{_pcast_hints(hints, blank_between=False)}"
+                f"Revise {first_name} and/or {other} so that all output types match.")
 
 
 def _check_branch_collectives(construct, names, programs, q):

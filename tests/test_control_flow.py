@@ -44,7 +44,7 @@ def line_of(marker: str) -> int:
 
 
 def first_line(fn) -> str:
-    return f"{fn.__name__} at {FILE}:{fn.__code__.co_firstlineno}"
+    return f"{fn.__name__} at {fn.__code__.co_filename}:{fn.__code__.co_firstlineno}"
 
 
 def mesh_of(shape, names):
@@ -847,7 +847,7 @@ def test_carry_shape_and_dtype_mismatch_outside_shard_map():
         "scan body function carry input and carry output must have equal types, but they "
         "differ:\n\n"
         "The input carry c has type float32[] but the corresponding output carry component "
-        "has type int32[1], so the dtypes do not match and also the shapes do not match.\n\n"
+        "has type int32[1], so the dtypes do not match, and the shapes do not match.\n\n"
         "Revise the function so that all output types match the corresponding input types.")
 
 
@@ -1363,3 +1363,378 @@ def test_branch_outputs_of_swapped_types_list_every_output_and_every_fix():
         + fix.format("y", "true_fun", 0) + ";\n" + fix.format("x", "false_fun", 0) + ";\n"
         + fix.format("x", "true_fun", 1) + ";\n" + fix.format("y", "false_fun", 1) + ".\n"
         + SEE_VMA + "Revise true_fun and/or false_fun so that all output types match.")
+
+
+# --- JAX 0.10.2's argument checks and error texts --------------------------------------------
+
+NOT_CALLABLE = 42
+
+
+@pytest.mark.parametrize("call, text", [
+    (lambda: lax.fori_loop(0, 1, NOT_CALLABLE, 0),
+     "lax.fori_loop: body_fun argument should be callable."),
+    (lambda: lax.while_loop(NOT_CALLABLE, NOT_CALLABLE, 0),
+     "lax.while_loop: body_fun and cond_fun arguments should be callable."),
+    (lambda: lax.while_loop(lambda c: True, NOT_CALLABLE, 0),
+     "lax.while_loop: body_fun and cond_fun arguments should be callable."),
+    (lambda: lax.switch(0, [NOT_CALLABLE]),
+     "lax.switch: branches argument should be a sequence of callables."),
+    (lambda: lax.cond(0, NOT_CALLABLE, NOT_CALLABLE),
+     "lax.cond: true_fun and false_fun arguments should be callable."),
+    (lambda: lax.scan(NOT_CALLABLE, 0, 1), "lax.scan: f argument should be a callable."),
+    (lambda: lax.associative_scan(NOT_CALLABLE, 0),
+     "lax.associative_scan: fn argument should be callable."),
+], ids=["fori_loop", "while_loop", "while_loop_body", "switch", "cond", "scan",
+        "associative_scan"])
+def test_functions_must_be_callable(call, text):
+    with pytest.raises(TypeError) as err:
+        call()
+    assert str(err.value) == text
+
+
+def test_cond_takes_its_deprecated_five_argument_form():
+    # cond(pred, true_operand, true_fun, false_operand, false_fun), as JAX still does
+    assert lax.cond(True, 1.0, lambda x: x + 1, 5.0, lambda x: x - 1) == 2.0
+    assert lax.cond(False, 1.0, lambda x: x + 1, 5.0, lambda x: x - 1) == 4.0
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_cond_predicate_none(wrap):
+    f = wrap(lambda pred, x: lax.cond(pred, lambda x: x + 1, lambda x: x + 2, x))
+    with pytest.raises(TypeError) as err:
+        f(None, 1.0)
+    assert str(err.value) == "cond predicate is None"
+
+
+def test_cond_predicate_types():
+    def branches(pred):
+        return lax.cond(pred, lambda t: 2.0, lambda f: 3.0, 1.0)
+
+    def pred_function(x):
+        return True
+
+    with pytest.raises(TypeError) as err:
+        lax.cond(pred_function, lambda t: 2.0, lambda f: 3.0, 1.0)
+    assert str(err.value) == f"Pred type must be either boolean or number, got {pred_function}."
+    for pred, text in [
+            ("foo", "Pred must be a scalar, got foo of type <class 'str'>"),
+            ((1.0, 1.0), "Pred must be a scalar, got (1.0, 1.0) of type <class 'tuple'>"),
+            ([True], "Pred must be a scalar, got [True] of type <class 'list'>"),
+            (np.ones(2, np.float32), "Pred must be a scalar, got [1. 1.] of shape (2,)."),
+            (1j, "Pred type must be either boolean or number, got complex64."),
+            (np.complex64(1j), "Pred type must be either boolean or number, got complex64.")]:
+        with pytest.raises(TypeError) as err:
+            branches(pred)
+        assert str(err.value) == text
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_cond_number_predicate_is_true_where_nonzero(wrap):
+    # JAX's rule: pred != 0 (0.5 is true, as it is in Python)
+    f = wrap(lambda pred: lax.cond(pred, lambda: 1, lambda: 0))
+    assert [int(f(p)) for p in (np.float32(0.5), np.float32(0.0), np.int32(-3),
+                                jnp.float32(0.25), 0.5)] == [1, 0, 1, 1, 1]
+
+
+def test_switch_index_types():
+    def pick(index):
+        return lax.switch(index, [lambda _: 2.0, lambda _: 3.0], 1.0)
+
+    def index_function(x):
+        return True
+
+    for index, text in [
+            (index_function, f"Index type must be an integer, got {index_function}."),
+            ("foo", "Index type must be an integer, got foo."),
+            ((1.0, 1.0), "Branch index must be scalar, got (1.0, 1.0) of shape (2,)."),
+            (np.arange(2), "Branch index must be scalar, got [0 1] of shape (2,)."),
+            (1.0, "Index type must be an integer, got 1.0 as float32"),
+            (np.float32(1.0), "Index type must be an integer, got 1.0 as float32"),
+            (True, "Index type must be an integer, got True as bool"),
+            (None, "Index type must be an integer, got None as float32")]:
+        with pytest.raises(TypeError) as err:
+            pick(index)
+        assert str(err.value) == text
+    with pytest.raises(ValueError) as err:
+        lax.switch(0, [], 1.0)
+    assert str(err.value) == "Empty branch sequence"
+
+
+def test_switch_traced_float_index_is_refused():
+    with pytest.raises(TypeError, match=re.escape("Index type must be an integer, got ")):
+        shardc.jit(lambda i: lax.switch(i, [lambda: 1, lambda: 2]))(np.float32(1))
+
+
+def test_branch_outputs_of_other_structures():
+    def true_fun(t):
+        return dict(a=2.0)
+
+    def false_fun(f):
+        return dict(a=(3.0, 3.0))
+
+    with pytest.raises(TypeError) as err:
+        lax.cond(True, true_fun, false_fun, 1.0)
+    assert str(err.value) == (
+        "cond branch outputs must have the same pytree structure, but they differ:\n\n"
+        f"true_fun is {first_line(true_fun)}\n"
+        f"false_fun is {first_line(false_fun)}\n\n"
+        "true_fun output at path ['a'] is a pytree leaf but false_fun output at path ['a'] is "
+        "a <class 'tuple'>, so their Python types differ.\n\n"
+        "Revise true_fun and/or false_fun so that they have the same pytree structure.")
+
+
+@pytest.mark.parametrize("true_out, false_out, differences", [
+    ((1.0, 2.0), [1.0, 2.0],
+     "true_fun output is a <class 'tuple'> but false_fun output is a <class 'list'>, so their "
+     "Python types differ.\n"),
+    ((1.0, 2.0), (1.0, 2.0, 3.0),
+     "true_fun output is a tuple of length 2 but false_fun output is a tuple of length 3, so "
+     "the lengths do not match.\n"),
+    ({"a": 1.0}, {"b": 1.0},
+     "true_fun output is a <class 'dict'> with pytree metadata ('a',) but false_fun output is "
+     "a <class 'dict'> with pytree metadata ('b',), so the pytree node metadata does not "
+     "match.\n"),
+    (1.0, None,
+     "true_fun output is a pytree leaf but false_fun output is a <class 'NoneType'>, so their "
+     "Python types differ.\n"),
+    ((1.0, [1.0]), ((1.0,), [1.0, 2.0]),
+     "  * true_fun output at path [0] is a pytree leaf but false_fun output at path [0] is a "
+     "<class 'tuple'>, so their Python types differ;\n"
+     "  * true_fun output at path [1] is a list of length 1 but false_fun output at path [1] "
+     "is a list of length 2, so the lengths do not match.\n"),
+], ids=["types", "lengths", "metadata", "none", "two"])
+def test_branch_structure_differences(true_out, false_out, differences):
+    def true_fun(_):
+        return true_out
+
+    def false_fun(_):
+        return false_out
+
+    with pytest.raises(TypeError) as err:
+        lax.cond(True, true_fun, false_fun, 1.0)
+    assert str(err.value) == (
+        "cond branch outputs must have the same pytree structure, but they differ:\n\n"
+        f"true_fun is {first_line(true_fun)}\n"
+        f"false_fun is {first_line(false_fun)}\n\n"
+        f"{differences}\n"
+        "Revise true_fun and/or false_fun so that they have the same pytree structure.")
+
+
+def test_switch_branch_outputs_of_other_structures_and_types():
+    def first(_):
+        return dict(a=2.0)
+
+    def second(_):
+        return dict(a=(3.0, 3.0))
+
+    with pytest.raises(TypeError) as err:
+        lax.switch(1, [first, second], 1.0)
+    assert str(err.value) == (
+        "switch branch outputs must have the same pytree structure, but they differ:\n\n"
+        f"branch 0 is {first_line(first)}\n"
+        f"branch1 is {first_line(second)}\n\n"
+        "branch 0 output at path ['a'] is a pytree leaf but branch1 output at path ['a'] is a "
+        "<class 'tuple'>, so their Python types differ.\n\n"
+        "Revise branch 0 and/or branch1 so that they have the same pytree structure.")
+
+    def vector(_):
+        return dict(a=jnp.array([1.0], jnp.float32))
+
+    def scalar(_):
+        return dict(a=jnp.float32(1.0))
+
+    with pytest.raises(TypeError) as err:
+        lax.switch(1, [vector, scalar], 1.0)
+    assert str(err.value) == (
+        "switch branches must have equal output types but they differ.\n\n"
+        f"branch 0 is {first_line(vector)}\n"
+        f"branch1 is {first_line(scalar)}\n\n"
+        "The output of branch 0 at path ['a'] has type float32[1] but the corresponding output "
+        "of branch1 has type float32[], so the shapes do not match.\n\n"
+        "Revise branch 0 and/or branch1 so that all output types match.")
+
+
+def test_branch_types_list_every_output_that_differs():
+    def true_fun(_):
+        return jnp.array([1.0], jnp.float32), jnp.int32(1), jnp.array([1], jnp.int32)
+
+    def false_fun(_):
+        return jnp.float32(1.0), jnp.float32(1.0), jnp.array([1], jnp.int32)
+
+    with pytest.raises(TypeError) as err:
+        lax.cond(True, true_fun, false_fun, 1.0)
+    assert str(err.value) == (
+        "cond branches must have equal output types but they differ.\n\n"
+        f"true_fun is {first_line(true_fun)}\n"
+        f"false_fun is {first_line(false_fun)}\n\n"
+        "  * the output of true_fun at path [0] has type float32[1] but the corresponding "
+        "output of false_fun has type float32[], so the shapes do not match;\n"
+        "  * the output of true_fun at path [1] has type int32[] but the corresponding output "
+        "of false_fun has type float32[], so the dtypes do not match.\n\n"
+        "Revise true_fun and/or false_fun so that all output types match.")
+
+    def vector(_):
+        return jnp.array([1], jnp.int32)
+
+    def scalar(_):
+        return jnp.float32(1.0)
+
+    with pytest.raises(TypeError) as err:
+        lax.cond(True, vector, scalar, 1.0)
+    assert ("The output of true_fun has type int32[1] but the corresponding output of false_fun "
+            "has type float32[], so the dtypes do not match, and the shapes do not match.\n\n"
+            in str(err.value))
+
+
+@pytest.mark.parametrize("cond_fun, text", [
+    (lambda c: (1.0, 1.0), "pytree PyTreeDef((*, *))."),
+    (lambda c: None, "pytree PyTreeDef(None)."),
+    (lambda c: np.float32(1.0), "output type(s) [ShapedArray(float32[])]."),
+    (lambda c: 1.0, "output type(s) [ShapedArray(float32[], weak_type=True)]."),
+    (lambda c: jnp.ones(2) > 0, "output type(s) [ShapedArray(bool[2])]."),
+], ids=["tuple", "none", "float32", "weak", "vector"])
+def test_while_cond_fun_must_return_a_boolean_scalar(cond_fun, text):
+    with pytest.raises(TypeError) as err:
+        lax.while_loop(cond_fun, lambda c: c, np.float32(0.0))
+    assert str(err.value) == f"cond_fun must return a boolean scalar, but got {text}"
+
+
+STRUCTURE = ("{} body function carry input and carry output must have the same pytree "
+             "structure, but they differ:\n\n{}\n"
+             "Revise the function so that the carry output has the same pytree structure as "
+             "the carry input.")
+
+
+@pytest.mark.parametrize("body, init, differences", [
+    (lambda c, x: ((0, 0, 0), x), (1, (2, 3)),
+     "The input carry c is a tuple of length 2 but the corresponding component of the carry "
+     "output is a tuple of length 3, so the lengths do not match.\n"),
+    (lambda x, _: ((x[0].astype("float32"),), None), (np.int32(0),) * 2,
+     "The input carry x is a tuple of length 2 but the corresponding component of the carry "
+     "output is a tuple of length 1, so the lengths do not match.\n"),
+    (lambda x, _: ([x[0].astype("float32")] * 2, None), (np.int32(0),) * 2,
+     "The input carry x is a <class 'tuple'> but the corresponding component of the carry "
+     "output is a <class 'list'>, so their Python types differ.\n"),
+    (lambda x, _: ({"a": x["a"], "b": x["a"]}, None), {"a": np.int32(0)},
+     "The input carry x is a <class 'dict'> with 1 child but the corresponding component of "
+     "the carry output is a <class 'dict'> with 2 children, so the numbers of children do not "
+     "match, with the symmetric difference of key sets: {'b'}.\n"),
+    (lambda x, _: (({"a": x[0]["a"], "b": x[0]["a"]},) * 2, None), ({"a": np.int32(0)},) * 2,
+     "  * the input carry component x[0] is a <class 'dict'> with 1 child but the "
+     "corresponding component of the carry output is a <class 'dict'> with 2 children, so the "
+     "numbers of children do not match, with the symmetric difference of key sets: {'b'};\n"
+     "  * the input carry component x[1] is a <class 'dict'> with 1 child but the "
+     "corresponding component of the carry output is a <class 'dict'> with 2 children, so the "
+     "numbers of children do not match, with the symmetric difference of key sets: {'b'}.\n"),
+    (lambda x, _: (None, None), (np.float32(0),),
+     "The input carry x is a <class 'tuple'> but the corresponding component of the carry "
+     "output is a <class 'NoneType'>, so their Python types differ.\n"),
+], ids=["lengths", "shorter", "types", "children", "two", "none"])
+def test_scan_carry_structure_differences(body, init, differences):
+    with pytest.raises(TypeError) as err:
+        lax.scan(body, init, None, length=1)
+    assert str(err.value) == STRUCTURE.format("scan", differences)
+
+
+def test_carry_leaf_against_a_container_names_the_leaf_class():
+    from ir.core import Aval
+    with pytest.raises(TypeError) as err:
+        lax.while_loop(lambda c: True, lambda c: (1.0, 1.0), 0.0)
+    assert str(err.value) == STRUCTURE.format(
+        "while_loop", f"The input carry c is a {Aval} but the corresponding component of the "
+        "carry output is a <class 'tuple'>, so their Python types differ.\n")
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_fori_loop_carry_metadata_differs(wrap):
+    # static bounds: a scan; traced bounds (under jit): a while loop with the bound carried
+    def f(n):
+        return lax.fori_loop(0, n, lambda i, x: {"T": jnp.array([0.5])}, {"t": jnp.array([1.0])})
+
+    construct, where = ("scan", "loop_carry[1]") if wrap is eager else ("while_loop",
+                                                                         "loop_carry[2]")
+    with pytest.raises(TypeError) as err:
+        wrap(f)(1)
+    assert str(err.value) == STRUCTURE.format(
+        construct, f"The input carry component {where} is a <class 'dict'> with pytree "
+        "metadata ('t',) but the corresponding component of the carry output is a <class "
+        "'dict'> with pytree metadata ('T',), so the pytree node metadata does not match.\n")
+
+
+def test_carry_of_a_body_without_named_parameters_is_named_by_path():
+    with pytest.raises(TypeError) as err:
+        lax.scan(lambda *a: ((a[0][0],), None), (np.float32(0), np.float32(0)), None, length=1)
+    assert "The input carry a is a tuple of length 2" in str(err.value)
+    body = functools.partial(lambda c, x: ((c[0].astype(np.int32),), None))
+    with pytest.raises(TypeError) as err:
+        lax.scan(body, (np.float32(0),), None, length=1)
+    assert "The input carry component c[0] has type float32[]" in str(err.value)
+
+
+def test_carry_type_differences_list_every_component():
+    with pytest.raises(TypeError) as err:
+        lax.scan(lambda x, _: ((x[0].astype("float32"), x[1].astype("float32").reshape(1, 1),
+                                x[2]), None), (np.int32(0),) * 3, None, length=1)
+    assert str(err.value) == (
+        "scan body function carry input and carry output must have equal types, but they "
+        "differ:\n\n"
+        "  * the input carry component x[0] has type int32[] but the corresponding output "
+        "carry component has type float32[], so the dtypes do not match;\n"
+        "  * the input carry component x[1] has type int32[] but the corresponding output "
+        "carry component has type float32[1,1], so the dtypes do not match, and the shapes do "
+        "not match.\n\n"
+        "Revise the function so that all output types match the corresponding input types.")
+
+
+@pytest.mark.parametrize("body, text", [
+    (lambda c, x: np.float32(0.0), "float32[]"),
+    (lambda c, x: 0.0, "~float32[]"),
+    (lambda c, x: (c, x, x),
+     "(ShapedArray(int32[], weak_type=True), ShapedArray(float32[]), ShapedArray(float32[]))"),
+    (lambda c, x: None, "None"),
+], ids=["array", "weak", "triple", "none"])
+def test_scan_body_output_must_be_a_pair(body, text):
+    with pytest.raises(TypeError) as err:
+        lax.scan(body, 0, jnp.arange(5.0))
+    assert str(err.value) == f"scan body output must be a pair, got {text}."
+
+
+def test_scan_body_output_pair_may_be_any_two_child_node():
+    # as JAX: the pair is the output's two children (a list here)
+    carry, ys = lax.scan(lambda c, x: [c + x, x * 2], 0.0, jnp.arange(3.0))
+    assert float(carry) == 3.0 and ys.tolist() == [0.0, 2.0, 4.0]
+
+
+def test_scan_length_and_unroll_must_be_concrete():
+    f = shardc.jit(lambda n, x: lax.scan(lambda c, z: (c, z), x, (), n))
+    with pytest.raises(shardc.errors.ConcretizationTypeError) as err:
+        f(3, 1.0)
+    assert str(err.value).startswith(
+        "Abstract tracer value encountered where concrete value is expected: traced array with "
+        "shape int32[]\n"
+        "The `length` argument to `scan` expects a concrete `int` value. For scan-like "
+        "iteration with a dynamic length, use `while_loop` or `fori_loop`.\n"
+        "See https://docs.jax.dev/en/latest/errors.html#jax.errors.ConcretizationTypeError")
+    g = shardc.jit(lambda n, x: lax.scan(lambda c, z: (c, z), x, (), 10, unroll=n))
+    for unroll in (3, True):
+        with pytest.raises(shardc.errors.ConcretizationTypeError) as err:
+            g(unroll, 1.0)
+        assert ("\nThe `unroll` argument to `scan` expects a concrete `int` or `bool` value.\n"
+                in str(err.value))
+
+
+def test_fori_loop_traced_weak_bound_takes_the_other_bounds_dtype():
+    # JAX's rule: an upper bound jit was given as a Python int is weakly typed, so it takes
+    # the int16 lower bound's dtype; the bounds are traced, so `unroll` is refused
+    body = lambda i, c: c + i
+    f = shardc.jit(lambda upper: lax.fori_loop(np.int16(0), upper, body, jnp.float32(10)))
+    assert float(f(4)) == 16.0
+    with pytest.raises(ValueError) as err:
+        shardc.jit(lambda upper: lax.fori_loop(np.int16(0), upper, body, jnp.float32(10),
+                                               unroll=3))(10)
+    assert str(err.value) == ("Can only use `unroll` in `fori_loop` if the loop bounds are "
+                              "statically known.")
+    with pytest.raises(TypeError) as err:
+        shardc.jit(lambda upper: lax.fori_loop(np.int16(0), upper, body, 0.0))(np.int32(4))
+    assert str(err.value) == ("lower and upper arguments to fori_loop must have equal types, "
+                              "got int16 and int32")

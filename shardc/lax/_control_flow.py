@@ -38,6 +38,8 @@ def associative_scan(fn, elems, reverse=False, axis=0):
 
     >>> lax.associative_scan(jnp.add, jnp.arange(5))      # [0, 1, 3, 6, 10]
     """
+    if not callable(fn):
+        raise TypeError("lax.associative_scan: fn argument should be callable.")
     leaves, treedef = tree.tree_flatten(elems)
     leaves = [array_operand(x) for x in leaves]
     if not leaves:
