@@ -564,8 +564,9 @@ class Tracer:
         return (self[k] for k in range(self.shape[0]))
 
     # Python asks for a truth value or an integer (``if x < 3``, ``range(n)``): a tracer whose
-    # value is known now gives it, as JAX's concrete tracers do (a float conversion stays an
-    # error, as JAX's); any other raises JAX's error
+    # value is known now gives it, as JAX's concrete tracers do; a float, complex or numpy
+    # conversion only where JAX would not have traced the value (``_known_exact``); any other
+    # raises JAX's error
     def __bool__(self):
         return bool(self.concrete_value("boolean conversion", TracerBoolConversionError))
 
@@ -643,7 +644,6 @@ class Tracer:
         raise TypeError("unhashable type: traced array")
 
 
-# Installed by shardc.numpy: the array methods and operators of tracers and Arrays.
 def value_if_known(value):
     """A tracer's value as a numpy array (a numpy scalar for one of rank 0) where it is known
     now (what a gradient outside jit computes from its inputs: JAX hands such values to
@@ -678,6 +678,7 @@ def known_nested(value):
     return value_if_known(value)
 
 
+# Installed by shardc.numpy: the array methods and operators of tracers and Arrays.
 def install_array_methods(cls, methods: dict) -> None:
     for name, method in methods.items():
         setattr(cls, name, method)
