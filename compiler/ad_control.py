@@ -389,7 +389,8 @@ def _while_partial_eval(eqn: Eqn, ins_unknown: list):
                          known_body.outvars)
     known_cond = Program([], _kept(cond.invars, [True] * cn + keep), cond.eqns, cond.outvars)
     ins = eqn.invars
-    known = Eqn(p.while_p, ins[:cn] + _kept(ins[cn:cn + bn], body_keep) + _kept(ins[cn + bn:], keep),
+    known = Eqn(p.while_p,
+                ins[:cn] + _kept(ins[cn:cn + bn], body_keep) + _kept(ins[cn + bn:], keep),
                 _kept(eqn.outvars, keep),
                 dict(params, cond_jaxpr=known_cond, body_jaxpr=known_body,
                      body_nconsts=sum(body_keep)), eqn.source)

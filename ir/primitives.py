@@ -228,7 +228,8 @@ searchsorted_p = primitive("searchsorted")               # (sorted, query)[side]
 random_bits_p = primitive("random_bits")                 # (key)[shape]
 
 # Linear algebra.
-dot_general_p = primitive("dot_general")                 # [dimension_numbers, preferred_element_type, precision?]
+# [dimension_numbers, preferred_element_type, precision (only where given)]
+dot_general_p = primitive("dot_general")
 
 
 class Precision(enum.Enum):

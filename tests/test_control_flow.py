@@ -157,7 +157,8 @@ def test_fori_loop_bounds_of_different_types_are_jax_type_errors():
     # a Python int takes the other bound's signed integer dtype; anything else must agree
     assert int(lax.fori_loop(0, np.int16(3), body, 0)) == 3
     assert int(lax.fori_loop(0., 3., body, 0)) == 3
-    for lower, upper, names in ((0, 3.9, "int32 and float32"), (0, np.uint32(3), "int32 and uint32"),
+    for lower, upper, names in ((0, 3.9, "int32 and float32"),
+                                (0, np.uint32(3), "int32 and uint32"),
                                 (np.int16(0), np.int32(2), "int16 and int32")):
         with pytest.raises(TypeError, match=f"must have equal types, got {names}"):
             lax.fori_loop(lower, upper, body, 0)
