@@ -143,12 +143,14 @@ class _Pullback:
 
 def split_aux(fun, opaque: dict):
     """``fun`` returning ``(out, aux)``, with aux's leaves that are not JAX values (strings,
-    Python objects) kept in ``opaque`` by leaf index instead of traced: aux is returned as is."""
+    Python objects) or are Python numbers kept in ``opaque`` by leaf index instead of traced:
+    aux is returned as is (a Python int stays one, as JAX's)."""
     def wrapped(*args):
         out, aux = fun(*args)
         leaves, aux_tree = tree.tree_flatten(aux)
         opaque.clear()
-        opaque.update({k: leaf for k, leaf in enumerate(leaves) if not is_jax_value(leaf)})
+        opaque.update({k: leaf for k, leaf in enumerate(leaves)
+                       if not is_jax_value(leaf) or is_python_scalar(leaf)})
         opaque["tree"] = aux_tree
         return out, [leaf for k, leaf in enumerate(leaves) if k not in opaque]
     return wrapped

@@ -1727,6 +1727,14 @@ def test_values_of_constants_alone_convert_under_a_transformation():
         shardc.jit(lambda x: x * float(c.sum()))(1.)
 
 
+def test_python_numbers_in_aux_come_back_as_they_are():
+    g, aux = shardc.grad(lambda x: (x * 2, {"n": 3, "f": 1.5, "s": "tag"}), has_aux=True)(1.)
+    assert float(g) == 2. and aux == {"n": 3, "f": 1.5, "s": "tag"}
+    assert type(aux["n"]) is int and type(aux["f"]) is float
+    assert type(shardc.vjp(lambda x: (x * 2, 7), 1., has_aux=True)[2]) is int
+    assert type(shardc.linearize(lambda x: (x * 2, 5), 1., has_aux=True)[2]) is int
+
+
 def test_reverse_mode_of_traced_values_still_refuses_python_branches():
     def f(x):
         if x > 0:
