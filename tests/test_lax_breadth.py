@@ -334,6 +334,16 @@ def test_reduce_errors_name_what_is_wrong():
 
 # --- elementwise and shapes -------------------------------------------------------------------
 
+def test_lax_concatenate_takes_no_promotion_and_a_dimension_in_range():
+    a = np.ones((2, 2), np.float32)
+    np.testing.assert_array_equal(np.asarray(lax.concatenate([a, a], 1)), np.ones((2, 4)))
+    with pytest.raises(TypeError, match="lax.concatenate requires arguments to have the same "
+                                        "dtypes, got float32, int32"):
+        lax.concatenate([a, a.astype(np.int32)], 0)
+    with pytest.raises(TypeError, match=r"concatenate dimension out of bounds: dimension -1"):
+        lax.concatenate([a, a], -1)
+
+
 def test_mul_out_dtype_casts_mixed_operands():
     x = np.array([1.5, 2.0], np.float16)
     y = np.array([3.0, 0.5], np.float32)

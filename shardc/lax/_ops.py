@@ -137,6 +137,15 @@ def concatenate(operands, dimension):
     """``operands`` joined along ``dimension`` (JAX's signature: the dimension is required)."""
     if len(operands) == 0:
         raise ValueError("concatenate requires a non-empty sequences of arrays")
+    dtypes = [dtype_of(x) for x in operands]
+    if len(set(dtypes)) > 1:        # lax does not promote
+        raise TypeError("lax.concatenate requires arguments to have the same dtypes, got "
+                        f"{', '.join(np.dtype(d).name for d in dtypes)}. (Tip: jnp.concatenate "
+                        "is a similar function that does automatic type promotion on inputs).")
+    shapes = [np.shape(x) if not hasattr(x, "shape") else tuple(x.shape) for x in operands]
+    if not 0 <= dimension < len(shapes[0]):
+        raise TypeError(f"concatenate dimension out of bounds: dimension {dimension} for "
+                        f"shapes {', '.join(str(s) for s in shapes)}.")
     return jnp.concatenate(operands, axis=dimension)
 transpose = jnp.transpose
 
