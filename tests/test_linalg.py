@@ -289,6 +289,9 @@ def test_lax_linalg_matches_numpy_with_jax_signatures():
              + np.eye(3, k=1) * du[:, :, None])
     assert_close(lax.linalg.tridiagonal_solve(dl, d, du, B), np.linalg.solve(dense, B),
                  1e-4, 1e-4)
+    with pytest.raises(TypeError, match="tridiagonal_solve does not accept dtype int32 at "
+                                        "position 0"):
+        lax.linalg.tridiagonal_solve(*(np.ones(3, np.int32),) * 3, np.ones((3, 1), np.int32))
     q, r = lax.linalg.qr(TALL, full_matrices=False)
     assert q.shape == (4, 5, 3) and r.shape == (4, 3, 3)
     assert_close(np.asarray(q) @ np.asarray(r), TALL, 1e-4, 1e-4)

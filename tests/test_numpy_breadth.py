@@ -1328,6 +1328,8 @@ def test_average_weights_over_several_axes():
         jnp.average(a, weights=w)
     with pytest.raises(ValueError, match="Shape of weights must be consistent"):
         jnp.average(a, axis=(0, 3), weights=w)
+    with pytest.raises(ValueError, match=r"repeated axis: \(1, 1\)"):
+        jnp.average(a, axis=(1, 1), weights=np.ones((3, 3), np.float32))
 
 
 def _weighted_inverted_cdf(values, weights, q):

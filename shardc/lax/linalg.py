@@ -88,6 +88,11 @@ def tridiagonal_solve(dl, d, du, b):
     are ``dl``, ``d`` and ``du`` (``dl[..., 0]`` and ``du[..., -1]`` are ignored), ``b`` of
     shape ``[..., m, n]``."""
     dl, d, du, b = (jnp.asarray(v) for v in (dl, d, du, b))
+    for position, v in enumerate((dl, d, du, b)):
+        if not jnp.issubdtype(v.dtype, jnp.inexact):
+            raise TypeError(f"tridiagonal_solve does not accept dtype {v.dtype.name} at "
+                            f"position {position}. Accepted dtypes at position {position} are "
+                            "subtypes of floating, complexfloating.")
     m = d.shape[-1]
     if dl.shape != d.shape or du.shape != d.shape or b.shape[:-1] != d.shape:
         raise ValueError("tridiagonal_solve: dl, d and du must have one shape [..., m] and b "

@@ -52,6 +52,8 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
             raise ValueError("Axis must be specified when shapes of a and weights differ.")
         axes = tuple(canonical_axis(d, len(shape_of(a)))
                      for d in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"repeated axis: {tuple(axis)}")
         if shape_of(weights) != tuple(shape_of(a)[d] for d in axes):
             raise ValueError("Shape of weights must be consistent with shape of a along "
                              "specified axis.")
