@@ -72,6 +72,9 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=_REQUIRED, check_
         axis_names = _axis_name_set(axis_names)
     except TypeError as err:
         return _refused_at_call(f, None, err)
+    if isinstance(mesh, (Mesh, AbstractMesh)) and not mesh.axis_names:
+        return _refused_at_call(f, None, ValueError(
+            f"shard_map requires a non-empty mesh. Got {mesh!r}"))
     abstract = None
     if isinstance(mesh, AbstractMesh):
         # the devices are the current mesh's (an enclosing shard_map body's), found at the call
@@ -150,6 +153,13 @@ def _current_mesh(abstract=None, args=()):
                         if isinstance(getattr(layout, "mesh", None), Mesh)
                         and layout.mesh.abstract_mesh == abstract), None)
     if current is None and abstract is not None:
+        for leaf in tree.tree_leaves(args):
+            laid = getattr(layout_of(leaf), "mesh", None)
+            if isinstance(laid, Mesh):      # laid out on a mesh of other axes: JAX's error
+                raise ValueError(
+                    f"Mesh shape of the input {_shape_tuple(laid)} does not match the mesh "
+                    f"shape passed to shard_map  {_shape_tuple(abstract)} for shape "
+                    f"{aval_of(leaf).str_short()}")
         raise ValueError("Please pass `jax.Array`s with a `NamedSharding` as input to "
                          "`shard_map` when passing `AbstractMesh` to the mesh argument.")
     if current is None:
@@ -160,6 +170,11 @@ def _current_mesh(abstract=None, args=()):
         raise ValueError(f"shard_map was given the abstract mesh {abstract!r}, but the current "
                          f"mesh is {current!r}: an AbstractMesh names the current mesh's axes")
     return current
+
+
+def _shape_tuple(mesh) -> tuple:
+    """JAX's ``mesh.shape_tuple``: ``(('x', 2), ...)``."""
+    return tuple(zip(mesh.axis_names, mesh.axis_sizes))
 
 
 def _axis_name_set(axis_names) -> frozenset:

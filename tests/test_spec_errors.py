@@ -665,3 +665,24 @@ def test_a_named_sharding_refuses_unknown_and_repeated_axes():
         "positional dimension, but P('X', 'X') has duplicate entries for `X`")
     with pytest.raises(DuplicateSpecError, match="duplicate entries for `Y`"):
         NamedSharding(mesh.abstract_mesh, P(("X", "Y"), "Y"))
+
+
+def test_abstract_and_empty_meshes_name_what_is_wrong():
+    from shardc.sharding import AbstractMesh
+    mesh = jax.make_mesh((2,), ("x",))
+    arr = jax.device_put(np.arange(8), NamedSharding(mesh, P("x")))
+    other = jax.make_mesh((2,), ("y",)).abstract_mesh
+    with pytest.raises(ValueError, match=r"Mesh shape of the input \(\('x', 2\),\) does not "
+                                         r"match the mesh shape passed to shard_map  "
+                                         r"\(\('y', 2\),\)"):
+        jax.shard_map(lambda x: x, mesh=other, in_specs=P("y"), out_specs=P("y"))(arr)
+    with pytest.raises(ValueError, match="Please pass `jax.Array`s with a `NamedSharding`"):
+        jax.shard_map(lambda x: x, mesh=mesh.abstract_mesh, in_specs=P("x"),
+                      out_specs=P("x"))(jnp.arange(8))
+    # the abstract mesh of the argument's own mesh finds its devices
+    np.testing.assert_array_equal(np.asarray(jax.shard_map(
+        lambda x: x, mesh=mesh.abstract_mesh, in_specs=P("x"), out_specs=P("x"))(arr)),
+        np.arange(8))
+    with pytest.raises(ValueError, match="shard_map requires a non-empty mesh"):
+        jax.shard_map(lambda x: x, mesh=AbstractMesh((), ()), in_specs=P("x"),
+                      out_specs=P("x"))(jnp.arange(8))
