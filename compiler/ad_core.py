@@ -24,8 +24,8 @@ import numpy as np
 from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, eval_program,
-                              replaying, set_current_trace, trace_to_program,
-                              values_known_now)
+                              inner_concrete, inner_independent, replaying,
+                              set_current_trace, trace_to_program, values_known_now)
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
@@ -116,16 +116,13 @@ class JVPTracer(Tracer):
 
     def independent_of_inputs(self) -> bool:
         """No tangent: JAX's jvp would have handed the primal on untraced."""
-        primal = self.primal
-        return self.tangent is None and (not isinstance(primal, Tracer)
-                                         or primal.independent_of_inputs())
+        return self.tangent is None and inner_independent(self.primal)
 
     def concrete_value(self, what: str, cls):
         """The primal's value, where it is known (as JAX's jvp gives it to Python)."""
-        primal = self.primal
         if not values_known_now():
             raise self._concretization_error(what, cls)
-        return primal.concrete_value(what, cls) if isinstance(primal, Tracer) else primal
+        return inner_concrete(self.primal, what, cls)
 
 
 class JVPTrace(Trace):

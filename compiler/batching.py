@@ -24,8 +24,8 @@ from typing import Callable, Hashable
 
 import numpy as np
 
-from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, set_current_trace,
-                              values_known_now, weakened)
+from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, inner_concrete,
+                              inner_independent, set_current_trace, values_known_now, weakened)
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Program, TypeSharding
@@ -64,16 +64,13 @@ class BatchTracer(Tracer):
 
     def independent_of_inputs(self) -> bool:
         """Unbatched: JAX's vmap would have handed the value on untraced."""
-        value = self.value
-        return self.batch_dim is None and (not isinstance(value, Tracer)
-                                           or value.independent_of_inputs())
+        return self.batch_dim is None and inner_independent(self.value)
 
     def concrete_value(self, what: str, cls):
         """An unbatched value's, where it is known (a primal under ``jacfwd``, as in JAX)."""
-        value = self.value
         if self.batch_dim is not None or not values_known_now():
             raise self._concretization_error(what, cls)
-        return value.concrete_value(what, cls) if isinstance(value, Tracer) else value
+        return inner_concrete(self.value, what, cls)
 
     @property
     def aval(self) -> Aval:

@@ -21,9 +21,9 @@ import numpy as np
 from compiler import tree
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (ConcretizationTypeError, aval_of, bind, current_trace,
-                              errors_link, is_python_scalar, trace_to_program,
-                              weakened_where, weakly_typed)
+from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind, current_trace,
+                              errors_link, is_python_scalar, trace_to_program, user_source,
+                              value_if_known, weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
@@ -172,7 +172,7 @@ def _check_carry_tree(construct: str, carry_name, in_tree, out_tree) -> None:
     leaf = str(Aval)          # JAX names its leaves' class (its avals') here
     diffs = [f"{_carry_component(carry_name, path)} is a {thing1} but the corresponding "
              f"component of the carry output is a {thing2}, so {why}"
-             for path, thing1, thing2, why in equality_errors(in_tree, out_tree, leaf)]
+             for path, thing1, thing2, why in tree.equality_errors(in_tree, out_tree, leaf)]
     if not diffs:
         differences = (f"the input tree structure is:\n{in_tree}\n"
                        f"the output tree structure is:\n{out_tree}\n")
@@ -183,60 +183,6 @@ def _check_carry_tree(construct: str, carry_name, in_tree, out_tree) -> None:
         f"structure, but they differ:\n\n{differences}\n"
         "Revise the function so that the carry output has the same pytree structure as the "
         "carry input.")
-
-
-def _kind_text(td, leaf: str) -> str:
-    if td.kind is None:
-        return leaf
-    return str(type(None) if td.kind == "none" else td.kind)
-
-
-def _child_keys(td) -> list:
-    """(key path text, key as JAX's ``DictKey``/``FlattenedIndexKey`` holds it, or None)."""
-    n = len(td.children)
-    if td.kind is dict:
-        return [(f"[{k!r}]", k) for k in td.aux]
-    if td.kind in (list, tuple):
-        return [(f"[{k}]", None) for k in range(n)]
-    if isinstance(td.kind, type) and issubclass(td.kind, tuple) and hasattr(td.kind, "_fields"):
-        return [(f".{f}", None) for f in td.kind._fields]
-    return [(f"[{k}]", k) for k in range(n)]        # registered nodes: flattened indices
-
-
-def equality_errors(t1, t2, leaf: str = "pytree leaf", path: str = ""):
-    """JAX's ``tree_util.equality_errors`` on two structures: (key path, what the first is,
-    what the second is, why they differ) where they part, outermost first. ``leaf`` names a
-    leaf (JAX: its class, or ``pytree leaf`` for bare structures)."""
-    if t1.kind is None and t2.kind is None:
-        return
-    if t1.kind != t2.kind:
-        yield path, _kind_text(t1, leaf), _kind_text(t2, leaf), "their Python types differ"
-        return
-    n1, n2 = len(t1.children), len(t2.children)
-    kind = t1.kind
-    if isinstance(kind, type) and issubclass(kind, (list, tuple)) and n1 != n2:
-        yield (path, f"{kind.__name__} of length {n1}", f"{kind.__name__} of length {n2}",
-               "the lengths do not match")
-        return
-    keys1, keys2 = _child_keys(t1), _child_keys(t2)
-    if n1 != n2:
-        held1 = [k for _, k in keys1 if k is not None]
-        held2 = [k for _, k in keys2 if k is not None]
-        diff = " ".join(repr(k) for k in [k for k in held1 if k not in held2]
-                        + [k for k in held2 if k not in held1])
-        name = _kind_text(t1, leaf)
-        yield (path, f"{name} with {n1} child{'ren' if n1 > 1 else ''}",
-               f"{name} with {n2} child{'ren' if n2 > 1 else ''}",
-               "the numbers of children do not match"
-               + (diff and f", with the symmetric difference of key sets: {{{diff}}}"))
-        return
-    if t1.aux != t2.aux:
-        name = _kind_text(t1, leaf)
-        yield (path, f"{name} with pytree metadata {t1.aux}",
-               f"{name} with pytree metadata {t2.aux}", "the pytree node metadata does not match")
-        return
-    for (key, _), c1, c2 in zip(keys1, t1.children, t2.children):
-        yield from equality_errors(c1, c2, leaf, path + key)
 
 
 def _carry_message(construct: str, problems: list, hints: list) -> str:
@@ -313,7 +259,6 @@ def _predicate_error(construct, source, q, where, name, axes) -> TypeError:
 
 
 def _user_site() -> str:
-    from compiler.tracing import user_source
     src = user_source()
     return str(src) if src else "<unknown>"
 
@@ -425,7 +370,6 @@ def _abstract_value_error(tracer, context: str) -> ConcretizationTypeError:
 
 
 def _check_unroll(unroll) -> None:
-    from compiler.tracing import Tracer, value_if_known
     unroll = value_if_known(unroll)
     context = "The `unroll` argument to `scan` expects a concrete `int` or `bool` value."
     if isinstance(unroll, Tracer):
@@ -484,7 +428,6 @@ vma_rules[prims.scan_p] = _scan_types
 def _static_bound(value):
     """A loop bound known now, as a Python int (JAX's test: a concrete value that ``int()``
     takes, a float bound truncated), else None: the loop length is static."""
-    from compiler.tracing import Tracer, value_if_known
     value = value_if_known(value)
     if isinstance(value, Tracer):
         return None
@@ -768,7 +711,7 @@ def _check_branch_trees(construct, branches, names, out_trees):
         first, other = names[0], names[k]
         diffs = [f"{first} output{_at_path(path)} is a {thing1} but {other} "
                  f"output{_at_path(path)} is a {thing2}, so {why}"
-                 for path, thing1, thing2, why in equality_errors(out_trees[0], out_trees[k])]
+                 for path, thing1, thing2, why in tree.equality_errors(out_trees[0], out_trees[k])]
         if len(diffs) == 1:
             differences = f"{diffs[0]}.\n"        # (JAX's: not capitalized, unlike the rest)
         else:

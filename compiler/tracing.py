@@ -644,6 +644,17 @@ class Tracer:
         raise TypeError("unhashable type: traced array")
 
 
+def inner_concrete(value, what: str, cls):
+    """What a transformation's tracer wraps, as a value: itself, or what its own tracer
+    knows (``concrete_value``)."""
+    return value.concrete_value(what, cls) if isinstance(value, Tracer) else value
+
+
+def inner_independent(value) -> bool:
+    """Whether what a transformation's tracer wraps depends on no input (a value does not)."""
+    return not isinstance(value, Tracer) or value.independent_of_inputs()
+
+
 def value_if_known(value):
     """A tracer's value as a numpy array (a numpy scalar for one of rank 0) where it is known
     now (what a gradient outside jit computes from its inputs: JAX hands such values to

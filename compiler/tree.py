@@ -282,3 +282,60 @@ class Partial(functools.partial):
 register_pytree_node(
     Partial, lambda p: ((p.args, p.keywords), p.func),
     lambda func, children: Partial(func, *children[0], **children[1]))
+
+
+# --- where two structures part (JAX's equality_errors) ---------------------------------------
+
+def _kind_text(td, leaf: str) -> str:
+    """What JAX's structure comparison calls a node: its class, or ``leaf``."""
+    if td.kind is None:
+        return leaf
+    return str(type(None) if td.kind == "none" else td.kind)
+
+
+def _child_keys(td) -> list:
+    """(key path text, key as JAX's ``DictKey``/``FlattenedIndexKey`` holds it, or None)."""
+    n = len(td.children)
+    if td.kind is dict:
+        return [(f"[{k!r}]", k) for k in td.aux]
+    if td.kind in (list, tuple):
+        return [(f"[{k}]", None) for k in range(n)]
+    if isinstance(td.kind, type) and issubclass(td.kind, tuple) and hasattr(td.kind, "_fields"):
+        return [(f".{f}", None) for f in td.kind._fields]
+    return [(f"[{k}]", k) for k in range(n)]        # registered nodes: flattened indices
+
+
+def equality_errors(t1, t2, leaf: str = "pytree leaf", path: str = ""):
+    """JAX's ``tree_util.equality_errors`` on two PyTreeDefs: (key path, what the first is,
+    what the second is, why they differ) where they part, outermost first. ``leaf`` names a
+    leaf (JAX: its class, or ``pytree leaf`` for bare structures)."""
+    if t1.kind is None and t2.kind is None:
+        return
+    if t1.kind != t2.kind:
+        yield path, _kind_text(t1, leaf), _kind_text(t2, leaf), "their Python types differ"
+        return
+    n1, n2 = len(t1.children), len(t2.children)
+    kind = t1.kind
+    if isinstance(kind, type) and issubclass(kind, (list, tuple)) and n1 != n2:
+        yield (path, f"{kind.__name__} of length {n1}", f"{kind.__name__} of length {n2}",
+               "the lengths do not match")
+        return
+    keys1, keys2 = _child_keys(t1), _child_keys(t2)
+    if n1 != n2:
+        held1 = [k for _, k in keys1 if k is not None]
+        held2 = [k for _, k in keys2 if k is not None]
+        diff = " ".join(repr(k) for k in [k for k in held1 if k not in held2]
+                        + [k for k in held2 if k not in held1])
+        name = _kind_text(t1, leaf)
+        yield (path, f"{name} with {n1} child{'ren' if n1 > 1 else ''}",
+               f"{name} with {n2} child{'ren' if n2 > 1 else ''}",
+               "the numbers of children do not match"
+               + (diff and f", with the symmetric difference of key sets: {{{diff}}}"))
+        return
+    if t1.aux != t2.aux:
+        name = _kind_text(t1, leaf)
+        yield (path, f"{name} with pytree metadata {t1.aux}",
+               f"{name} with pytree metadata {t2.aux}", "the pytree node metadata does not match")
+        return
+    for (key, _), c1, c2 in zip(keys1, t1.children, t2.children):
+        yield from equality_errors(c1, c2, leaf, path + key)

@@ -449,11 +449,7 @@ def typed(value):
 def shape_tuple(shape) -> tuple:
     """A shape given as an int or a sequence, as a tuple of ints (a traced size, where it is
     known now)."""
-    shape = value_if_known(shape)
-    if isinstance(shape, (int, np.integer)) or (getattr(shape, "shape", None) == ()
-                                                 and not isinstance(shape, Tracer)):
-        return (operator.index(shape),)
-    if isinstance(shape, Tracer):
+    if isinstance(shape, int) or getattr(shape, "shape", None) == ():     # one size
         return (static_int(shape, "a shape"),)
     return tuple(static_int(d, "a shape") for d in shape)
 
