@@ -23,8 +23,8 @@ import numpy as np
 
 from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (Trace, Tracer, aval_of, bind, current_trace, eval_program,
-                              inner_concrete, inner_independent, replaying,
+from compiler.tracing import (UNKNOWN, Trace, Tracer, aval_of, bind, current_trace,
+                              eval_program, inner_concrete, inner_independent, replaying,
                               set_current_trace, trace_to_program, values_known_now)
 from ir import dtypes
 from ir import primitives as prims
@@ -172,9 +172,10 @@ def jvp_program(program: Program, nonzero: list, *, shard=None) -> Program:
     return jvp_prog
 
 
-def jvp_program_with_consts(program: Program, nonzero: list, *, shard=None):
+def jvp_program_with_consts(program: Program, nonzero: list, *, shard=None, known=None):
     """``jvp_program``, allowing arrays closed over by custom rules: (the program with those
-    constants as leading inputs, their values)."""
+    constants as leading inputs, their values). ``known``: the values of the program's inputs,
+    where they are known now (a gradient's), so that a custom rule may branch on them."""
     in_avals = program.in_avals
     tangent_avals = [a for a, nz in zip(in_avals, nonzero) if nz]
 
@@ -185,8 +186,10 @@ def jvp_program_with_consts(program: Program, nonzero: list, *, shard=None):
         outs, out_tangents = jvp_eval(program, primals, tangents)
         return list(outs) + [instantiate(t, aval_of(o)) for t, o in zip(out_tangents, outs)]
 
+    if known is not None:
+        known = list(known) + [UNKNOWN] * len(tangent_avals)
     jvp_prog, consts, _ = trace_to_program(fun, in_avals + tangent_avals, shard=shard,
-                                           parent=current_trace())
+                                           parent=current_trace(), known=known)
     jvp_prog = Program([], jvp_prog.constvars + jvp_prog.invars, jvp_prog.eqns,
                        jvp_prog.outvars)
     return jvp_prog, consts

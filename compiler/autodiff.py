@@ -57,7 +57,10 @@ def linearize_flat(fun, flat_primals, in_tree):
     n_consts = len(consts)
     diff = [False] * n_consts + [is_differentiable(aval_of(p)) for p in flat_primals]
     # arrays a custom rule closed over are known inputs too
-    jvp_prog, rule_consts = jvp_program_with_consts(program, diff, shard=current_shard_context())
+    shard = current_shard_context()
+    jvp_prog, rule_consts = jvp_program_with_consts(
+        program, diff, shard=shard,
+        known=list(consts) + flat_primals if shard is None and values_known_now() else None)
     n_in = len(rule_consts) + len(program.invars)
     n_tan = sum(diff)
     n_out = len(program.outvars)

@@ -39,7 +39,8 @@ from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (EvalTrace, Tracer, UnexpectedTracerError, aval_of, bind,
                               current_trace, is_python_scalar, resolving_stale,
-                              trace_to_program, weakened_where, weakly_typed)
+                              trace_to_program, values_known_now, weakened_where,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as p
 from ir import collectives as coll
@@ -352,9 +353,12 @@ def _trace_primal(fun, flat, in_tree, weak):
     """(program with closed-over values as leading inputs, those values, output tree, which
     outputs are weakly typed); ``weak``: which of ``flat`` are."""
     flat_fun, box = tree.flatten_fun(fun, in_tree)
-    body, consts, outs = trace_to_program(flat_fun, [aval_of(x) for x in flat],
-                                          shard=current_shard_context(),
-                                          parent=current_trace(), weak=weak)
+    shard = current_shard_context()
+    # where the arguments' values are known now (a gradient's), the primal may branch on them
+    body, consts, outs = trace_to_program(flat_fun, [aval_of(x) for x in flat], shard=shard,
+                                          parent=current_trace(), weak=weak,
+                                          known=flat if shard is None and values_known_now()
+                                          else None)
     body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
     return body, consts, box[0], [weakly_typed(o) for o in outs]
 

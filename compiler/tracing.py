@@ -981,9 +981,9 @@ class ProgramTrace(Trace):
                 self.known[var] = consts[var]
                 continue
             k = producer.get(var)
-            if k is None:
-                raise cls(f"Attempted {what} of a value that is not computed from the "
-                          "function's arguments")
+            if k is None:       # an input whose value is not known (a tangent)
+                raise cls(f"Attempted {what} of a value computed from an argument whose "
+                          "value is not known now")
             if k not in needed:
                 needed.add(k)
                 stack.extend(eqns[k].invars)
@@ -1010,6 +1010,10 @@ def _is_plain_scalar(value) -> bool:
         isinstance(value, np.ndarray) and value.shape == ())
 
 
+# An argument of a trace at known values whose own value is not known (a tangent).
+UNKNOWN = object()
+
+
 def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
                      parent: Trace | None = None,
                      in_shardings: Sequence | None = None,
@@ -1022,14 +1026,16 @@ def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
     for a host value), are what the argument tracers report as ``.sharding``; ``weak``, one
     per argument, marks those weakly typed (Python scalars given to jit). ``staged``: jit's
     trace (transformations trace programs too, to run them). ``known``, one per argument: the
-    values the function is traced at, where they are known (a gradient's), so Python may
-    branch on what they compute, as JAX allows; the program follows the branches taken.
+    values the function is traced at, where they are known (a gradient's; ``UNKNOWN`` for one
+    that is not, a tangent), so Python may branch on what they compute, as JAX allows; the
+    program follows the branches taken.
     """
     trace = ProgramTrace(parent or current_trace(), shard, staged)
     args = [trace.new_arg(a) for a in in_avals]
     if known is not None:
-        trace.known = {trace.atom(arg): value for arg, value in zip(args, known)}
-        trace.inputs = frozenset(trace.known)
+        trace.known = {trace.atom(arg): value for arg, value in zip(args, known)
+                       if value is not UNKNOWN}
+        trace.inputs = frozenset(trace.atom(arg) for arg in args)
     for arg, sharding in zip(args, in_shardings or ()):
         arg._sharding = sharding
     for arg, is_weak in zip(args, weak or ()):

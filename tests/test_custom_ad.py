@@ -654,3 +654,60 @@ def test_rules_read_what_the_function_closed_over_in_the_trace_now_running():
     c = jnp.arange(3.)
     close(jax.grad(lambda x: jax.vmap(member)(x, c).sum())(jnp.ones(3)), 10. * np.arange(3.))
     close(jax.vmap(jax.grad(member))(jnp.ones(3), c), 10. * np.arange(3.))
+
+
+# --- custom rules branch in Python on values known now --------------------------------------------
+
+@jax.custom_jvp
+def _piecewise(x):
+    return jnp.sin(x) if x > 0 else x * 1.0
+
+
+@_piecewise.defjvp
+def _piecewise_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _piecewise(x), (jnp.cos(x) * t if x > 0 else t * 2.0)
+
+
+@jax.custom_vjp
+def _scaled(x, y):
+    return x * y if x > 0 else x + y
+
+
+def _scaled_fwd(x, y):
+    return _scaled(x, y), (x, y)
+
+
+def _scaled_bwd(res, g):
+    x, y = res
+    return (g * y * 3, g * x) if x > 0 else (g, g * 5)
+
+
+_scaled.defvjp(_scaled_fwd, _scaled_bwd)
+
+
+@pytest.mark.parametrize("x", [0.7, -0.4])
+def test_custom_rules_branch_on_the_values_a_gradient_is_taken_at(x):
+    # JAX runs the primal and the rules on the values outside jit, so Python may branch there
+    pos = x > 0
+    expected = np.cos(x) if pos else 2.0
+    assert np.isclose(float(jax.grad(_piecewise)(x)), expected)
+    assert np.isclose(float(jax.jacfwd(_piecewise)(x)), expected)
+    y, lin = jax.linearize(_piecewise, x)
+    assert np.isclose(float(y), np.sin(x) if pos else x)
+    assert np.isclose(float(lin(1.0)), expected)
+    # second order: the rule's own branch is differentiated again
+    assert np.isclose(float(jax.grad(jax.grad(_piecewise))(x)), -np.sin(x) if pos else 0.0)
+    want = [6.0, x] if pos else [1.0, 5.0]
+    np.testing.assert_allclose(jax.grad(_scaled, argnums=(0, 1))(x, 2.0), want, rtol=1e-6)
+    _, pullback = jax.vjp(_scaled, x, 2.0)
+    np.testing.assert_allclose(pullback(1.0), want, rtol=1e-6)
+
+
+def test_custom_rules_under_jit_or_vmap_still_refuse_python_branches():
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.jit(jax.grad(_piecewise))(0.7)
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.grad(lambda x: jax.jit(_piecewise)(x))(0.7)
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.vmap(jax.grad(_piecewise))(jnp.ones(3))
