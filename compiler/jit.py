@@ -407,6 +407,9 @@ class JitFunction:
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(),
                  donate_argnums=(), donate_argnames=(), in_shardings=UNSPECIFIED,
                  out_shardings=UNSPECIFIED, resolve=None):
+        # first: it copies the wrapped object's attributes (a custom_vjp's ``fun``, another
+        # jit's ``cache``), which must not replace this function's own
+        functools.update_wrapper(self, fun)
         self.fun = fun
         (self.static_argnums, self.static_argnames, self.donate_argnums,
          self.donate_argnames) = resolve_argnums(fun, static_argnums, static_argnames,
@@ -417,7 +420,6 @@ class JitFunction:
         self.cache: dict = {}
         self.array_calls: dict = {}     # (aval, sharding) per argument -> Compiled
         self.trace_count = 0
-        functools.update_wrapper(self, fun)
         _JITTED.add(self)
 
     def clear_cache(self) -> None:

@@ -711,3 +711,45 @@ def test_custom_rules_under_jit_or_vmap_still_refuse_python_branches():
         jax.grad(lambda x: jax.jit(_piecewise)(x))(0.7)
     with pytest.raises(jax.errors.TracerBoolConversionError):
         jax.vmap(jax.grad(_piecewise))(jnp.ones(3))
+
+
+def test_a_jitted_custom_function_keeps_its_rules():
+    # jit copies the wrapped object's attributes (functools.update_wrapper); a custom_vjp's
+    # own ``fun`` (its primal alone) once replaced the jitted function's, dropping the rules
+    @jax.custom_vjp
+    def f(x):
+        return x * 2.0
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (g * 3.0,))
+
+    @jax.custom_jvp
+    def h(x):
+        return x * 2.0
+    h.defjvp(lambda p, t: (h(p[0]), t[0] * 5.0))
+
+    @partial(jax.custom_vjp, nondiff_argnums=(1,))
+    def k(x, n):
+        return x * n
+    k.defvjp(lambda x, n: (k(x, n), None), lambda n, _, g: (g * 7.0,))
+
+    assert float(jax.grad(jax.jit(f))(1.0)) == 3.0
+    assert float(jax.grad(jax.jit(h))(1.0)) == 5.0
+    assert float(jax.grad(jax.jit(k, static_argnums=1))(1.0, 2)) == 7.0
+    assert float(jax.value_and_grad(jax.jit(jax.jit(f)))(1.0)[1]) == 3.0
+    assert float(jax.jit(f)(1.5)) == 3.0
+    # and a jit of a jit keeps its own cache
+    inner = jax.jit(lambda x: x + 1)
+    outer = jax.jit(inner)
+    assert outer.cache is not inner.cache and float(outer(1.0)) == 2.0
+
+
+def test_a_jitted_shard_map_of_a_custom_function_using_axis_names_differentiates():
+    mesh = jax.make_mesh((4,), ("i",))
+    x = jax.device_put(np.arange(4.0), jax.NamedSharding(mesh, P("i")))
+
+    @jax.custom_jvp
+    def k(v):
+        return v * jax.lax.axis_index("i")
+    k.defjvp(lambda p, t: (k(p[0]), t[0]))
+    g = jax.jit(jax.shard_map(k, mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+    np.testing.assert_array_equal(g(x), [0.0, 1.0, 4.0, 9.0])
+    np.testing.assert_array_equal(jax.grad(lambda v: g(v).sum())(x), np.ones(4))
