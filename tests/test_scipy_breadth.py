@@ -56,19 +56,45 @@ def test_inverses_and_integer_operands():
     assert_close(special.digamma(np.float32(1.0)), -0.5772156649015329, 1e-6)
 
 
-def test_xlogy_xlog1py_entr_at_zero_with_finite_gradients():
-    x = np.array([0.0, 0.0, 2.0, 0.5], np.float32)
-    y = np.array([0.0, 3.0, 0.5, 4.0], np.float32)
-    want = np.where(x == 0, 0, x * np.log(np.where(x == 0, 1, y)))
+def test_xlogy_xlog1py_entr_at_zero_and_their_gradients_as_jax():
+    x = np.array([0.0, 0.0, 2.0, 0.5, 0.0], np.float32)
+    y = np.array([0.0, 3.0, 0.5, 4.0, np.nan], np.float32)
+    # 0 where x == 0, but NaN in y propagates (scipy's and JAX's)
+    want = np.where((x == 0) & ~np.isnan(y), 0, x * np.log(np.where(x == 0, 1, y)))
+    want[4] = np.nan
     assert_close(special.xlogy(x, y), want, 1e-6, 1e-7, np.float32)
-    assert_close(special.xlog1py(x, y - 0.5),
-                 np.where(x == 0, 0, x * np.log1p(np.where(x == 0, 0, y - 0.5))), 1e-6, 1e-7)
-    gx, gy = shardc.grad(lambda a, b: special.xlogy(a, b).sum(), argnums=(0, 1))(x, y)
-    assert np.isfinite(np.asarray(gy)).all() and np.asarray(gy)[0] == 0
-    assert_close(gy[2:], x[2:] / y[2:], 1e-6, 1e-7)
-    assert_close(gx[1:], np.log(y[1:]), 1e-6, 1e-7)
+    assert np.isnan(special.xlog1py(np.float32(0), np.float32(np.nan)))
+    assert_close(special.xlog1py(x[:4], y[:4] - 0.5),
+                 np.where(x[:4] == 0, 0, x[:4] * np.log1p(y[:4] - 0.5)), 1e-6, 1e-7)
+    # JAX's rule: d/dx = log y, d/dy = x / y, so NaN at x == y == 0
+    gx, gy = shardc.grad(lambda a, b: special.xlogy(a, b).sum(), argnums=(0, 1))(x[:4], y[:4])
+    assert np.isnan(gy[0]) and gy[1] == 0
+    assert_close(gy[2:], x[2:4] / y[2:4], 1e-6, 1e-7)
+    assert gx[0] == -np.inf
+    assert_close(gx[1:], np.log(y[1:4]), 1e-6, 1e-7)
     e = np.asarray(special.entr(np.array([-1.0, 0.0, 1.0], np.float32)))
     assert e[0] == -np.inf and e[1] == 0 and e[2] == 0
+    # entr's derivative is -(log x + 1): +inf at 0; below 0 JAX's is NaN too (the zero
+    # cotangent of the branch not taken times log of a negative number)
+    ge = [float(shardc.grad(special.entr)(np.float32(v))) for v in (-1.0, 0.0, 1.0)]
+    assert np.isnan(ge[0]) and ge[1:] == [np.inf, -1.0]
+
+
+def test_activation_and_logaddexp_gradients_at_ties_as_jax():
+    grad = shardc.grad
+    # logaddexp weighs each input by exp(x - out): equal inputs share the tangent evenly
+    assert [float(g) for g in grad(jnp.logaddexp, (0, 1))(0.0, 0.0)] == [0.5, 0.5]
+    assert [float(g) for g in grad(jnp.logaddexp2, (0, 1))(1.0, 1.0)] == [0.5, 0.5]
+    assert float(grad(shardc.nn.softplus)(0.0)) == 0.5
+    assert float(grad(shardc.nn.log_sigmoid)(0.0)) == 0.5
+    # an infinite input: the weight reads it as 0, so no NaN
+    assert [float(g) for g in grad(jnp.logaddexp, (0, 1))(-np.inf, 0.0)] == [0.0, 1.0]
+    # relu6: 1 strictly inside (0, 6), 0 at both corners; hard_tanh: 1 on [-1, 1]
+    assert [float(grad(shardc.nn.relu6)(v)) for v in (-1.0, 0.0, 3.0, 6.0, 7.0)] == \
+        [0.0, 0.0, 1.0, 0.0, 0.0]
+    assert [float(grad(shardc.nn.hard_tanh)(v)) for v in (-2.0, -1.0, 0.0, 1.0, 2.0)] == \
+        [0.0, 1.0, 1.0, 1.0, 0.0]
+    assert float(grad(shardc.nn.hard_sigmoid)(-3.0)) == 0.0
 
 
 def test_logsumexp_b_and_return_sign():

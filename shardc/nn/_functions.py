@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.custom_ad import custom_jvp
 from compiler.tracing import bind
 from ir import primitives as p
 import shardc.numpy as jnp
@@ -132,8 +133,20 @@ def one_hot(x, num_classes, *, dtype=jnp.float32, axis=-1):
 # --- activations ------------------------------------------------------------------------------
 
 def relu6(x):
-    """``min(max(x, 0), 6)``."""
-    return jnp.minimum(jnp.maximum(_inexact(x), 0.0), 6.0)
+    """``min(max(x, 0), 6)``; its derivative is 1 strictly inside ``(0, 6)`` and 0 elsewhere,
+    at the corners too, as JAX's."""
+    return _relu6(_inexact(x))
+
+
+@custom_jvp
+def _relu6(x):
+    return jnp.minimum(jnp.maximum(x, 0.0), 6.0)
+
+
+@_relu6.defjvp
+def _relu6_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _relu6(x), jnp.where((x > 0) & (x < 6), t, jnp.zeros_like(t))
 
 
 def swish(x):
@@ -202,8 +215,10 @@ def glu(x, axis=-1):
 
 
 def hard_tanh(x):
-    """``x`` clipped to ``[-1, 1]``."""
-    return jnp.clip(_inexact(x), -1.0, 1.0)
+    """``x`` clipped to ``[-1, 1]``, as JAX's two selects (so its derivative at -1 and 1 is
+    1, not split between the bound and ``x``)."""
+    x = _inexact(x)
+    return jnp.where(x > 1, 1, jnp.where(x < -1, -1, x))
 
 
 def hard_sigmoid(x):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.control_flow import while_loop
+from compiler.custom_ad import custom_jvp
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -223,18 +224,49 @@ def _logaddexp(x, y, log1p_of_exp_neg):
     return where(same & isinf(x), x, out)
 
 
+def _log2_1p_exp2(gap):
+    return divide(log1p(exp2(gap)), convert(np.log(2), dtype_of(gap)))
+
+
+@custom_jvp
+def _logaddexp_e(x, y):
+    return _logaddexp(x, y, lambda gap: log1p(exp(gap)))
+
+
+@custom_jvp
+def _logaddexp_2(x, y):
+    return _logaddexp(x, y, _log2_1p_exp2)
+
+
+def _logaddexp_rule(fn, exp_fn):
+    """JAX's derivative: each input's tangent weighted by ``exp(x - out)``, so equal inputs
+    share it evenly (``softplus'(0) = 1/2``), not as the maximum's derivative splits it."""
+    def jvp(primals, tangents):
+        (x, y), (tx, ty) = primals, tangents
+        out = fn(x, y)
+        return out, (tx * exp_fn(_replace_inf(x) - _replace_inf(out))
+                     + ty * exp_fn(_replace_inf(y) - _replace_inf(out)))
+    return jvp
+
+
+def _replace_inf(x):
+    return where(isposinf(real(x)), zeros_like(x), x)
+
+
+_logaddexp_e.defjvp(_logaddexp_rule(_logaddexp_e, exp))
+_logaddexp_2.defjvp(_logaddexp_rule(_logaddexp_2, exp2))
+
+
 @keeps_weak
 def logaddexp(x, y):
     """``log(exp(x) + exp(y))`` without overflow."""
-    return _logaddexp(x, y, lambda gap: log1p(exp(gap)))
+    return _logaddexp_e(*_inexact_pair(x, y))
 
 
 @keeps_weak_scalars
 def logaddexp2(x, y):
     """``log2(2**x + 2**y)`` without overflow."""
-    def log2_1p_exp2(gap):
-        return divide(log1p(exp2(gap)), convert(np.log(2), dtype_of(gap)))
-    return _logaddexp(x, y, log2_1p_exp2)
+    return _logaddexp_2(*_inexact_pair(x, y))
 
 
 @keeps_weak_scalars

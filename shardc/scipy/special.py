@@ -71,58 +71,69 @@ def logit(x):
     return jnp.log(x) - jnp.log1p(-x)
 
 
-def _x_times(log_fn, neutral, x, y):
-    """``x * log_fn(y)``, 0 where ``x == 0`` (``y`` replaced by ``neutral`` there)."""
-    zero = jnp.equal(x, 0)
-    safe_y = jnp.where(zero, jnp.full_like(y, neutral), y)
-    return jnp.where(zero, jnp.zeros_like(x * y), x * log_fn(safe_y))
+def _x_times(log_fn, x, y):
+    """``x * log_fn(y)``, 0 where ``x == 0`` unless ``y`` is NaN (NaN in ``y`` propagates, as
+    scipy's and JAX's)."""
+    keep = jnp.not_equal(x, 0) | jnp.isnan(y)
+    return jnp.where(keep, x * log_fn(y), jnp.zeros_like(x * y))
 
 
 @custom_jvp
 def _xlogy(x, y):
-    return _x_times(jnp.log, 1, x, y)
+    return _x_times(jnp.log, x, y)
 
 
 @_xlogy.defjvp
 def _xlogy_jvp(primals, tangents):
-    # d/dx = log y (also where x == 0), d/dy = x / y (0 where x == 0)
+    # JAX's rule: d/dx = log y, d/dy = x / y (NaN at x == y == 0, as JAX's)
     (x, y), (tx, ty) = primals, tangents
-    return _xlogy(x, y), tx * jnp.log(y) + ty * _x_times(lambda v: 1 / v, 1, x, y)
+    return _xlogy(x, y), tx * jnp.log(y) + ty * x / y
 
 
 @custom_jvp
 def _xlog1py(x, y):
-    return _x_times(jnp.log1p, 0, x, y)
+    return _x_times(jnp.log1p, x, y)
 
 
 @_xlog1py.defjvp
 def _xlog1py_jvp(primals, tangents):
     (x, y), (tx, ty) = primals, tangents
-    return _xlog1py(x, y), tx * jnp.log1p(y) + ty * _x_times(lambda v: 1 / (1 + v), 0, x, y)
+    return _xlog1py(x, y), tx * jnp.log1p(y) + ty * x / (1 + y)
 
 
 def xlogy(x, y):
-    """``x * log(y)``, 0 where ``x == 0`` (whatever ``y``); its derivatives are ``log y`` and
-    ``x / y`` (0 where ``x == 0``), as JAX's."""
+    """``x * log(y)``, 0 where ``x == 0`` (unless ``y`` is NaN); its derivatives are ``log y``
+    and ``x / y``, as JAX's."""
     x, y = inexact_operands(x, y)
     x, y = jnp.broadcast_arrays(x, y)
     return _xlogy(x, y)
 
 
 def xlog1py(x, y):
-    """``x * log1p(y)``, 0 where ``x == 0``."""
+    """``x * log1p(y)``, 0 where ``x == 0`` (unless ``y`` is NaN)."""
     x, y = inexact_operands(x, y)
     x, y = jnp.broadcast_arrays(x, y)
     return _xlog1py(x, y)
 
 
+@custom_jvp
+def _xlogx(x):
+    return _xlogy(x, x)
+
+
+@_xlogx.defjvp
+def _xlogx_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _xlogx(x), t * (jnp.log(x) + 1)
+
+
 def entr(x):
-    """``-x log x`` for ``x > 0``, 0 at 0, ``-inf`` for ``x < 0``."""
+    """``-x log x`` for ``x >= 0`` (0 at 0), ``-inf`` for ``x < 0``; its derivative is
+    ``-(log x + 1)`` (inf at 0), as JAX's."""
     (x,) = inexact_operands(x)
-    positive = x > 0
-    safe = jnp.where(positive, x, jnp.ones_like(x))
-    inner = jnp.where(positive, -(safe * jnp.log(safe)), jnp.zeros_like(x))
-    return jnp.where(x < 0, -jnp.inf, inner)
+    if jnp.iscomplexobj(x):
+        raise ValueError("entr does not support complex-valued inputs.")
+    return jnp.where(x < 0, jnp.full_like(x, -jnp.inf), -_xlogx(x))
 
 
 def ndtr(x):
