@@ -34,17 +34,31 @@ def all_reduce(blocks, *, reduction, **params):
 
         before: [a] [b] [c] [d]      after (sum): [a+b+c+d] x4
     """
+    dtype = blocks[0].dtype
     blocks = counted(blocks, reduction)
     total = combine_in_order(blocks[1:], reduction, blocks[0])
-    total = finish_reduction(total, reduction, len(blocks), fresh=len(blocks) > 1)
+    total = finish_reduction(total, reduction, len(blocks), fresh=len(blocks) > 1, dtype=dtype)
     return [total] * len(blocks)
 
 
+def accumulated_dtype(dtype, reduction):
+    """The dtype a reduction's members are combined in: booleans count as int32 (psum of
+    bool is int32, pmean its mean), never a logical or; bfloat16 sums and means add in
+    float32 and round once at the end, as XLA's CPU all-reduce does (float16 adds in
+    float16, as it does there)."""
+    if reduction in ("sum", "mean"):
+        if dtype == np.bool_:
+            return np.dtype(dtypes.int32)
+        if dtype == dtypes.bfloat16:
+            return np.dtype(np.float32)
+    return dtype
+
+
 def counted(blocks, reduction) -> list:
-    """The blocks a reduction combines: booleans count (psum of bool is int32, pmean its
-    mean), never a logical or."""
-    if reduction in ("sum", "mean") and blocks[0].dtype == np.bool_:
-        return [np.asarray(b).astype(dtypes.int32) for b in blocks]
+    """The blocks a reduction combines, in ``accumulated_dtype``."""
+    wide = accumulated_dtype(blocks[0].dtype, reduction)
+    if wide != blocks[0].dtype:
+        return [np.asarray(b).astype(wide) for b in blocks]
     return list(blocks)
 
 
@@ -70,12 +84,14 @@ def combine_in_order(blocks, reduction, total, owned: bool = False):
     return total
 
 
-def finish_reduction(total, reduction, count: int, fresh: bool, from_zero: bool = False):
+def finish_reduction(total, reduction, count: int, fresh: bool, from_zero: bool = False,
+                     dtype=None):
     """The combined blocks of a group of ``count`` as the all-reduce gives them: a float sum
-    as from +0.0, a mean divided once, in the reduction's dtype. ``fresh``: ``total`` is a
-    new array the caller owns; ``from_zero``: the sum was accumulated from +0.0 already
+    as from +0.0, a mean divided once, in the reduction's dtype for members of ``dtype``
+    (default: ``total``'s, where it was not accumulated wider). ``fresh``: ``total`` is a new
+    array the caller owns; ``from_zero``: the sum was accumulated from +0.0 already
     (``starts_from_zero``)."""
-    result_dtype = reduced_dtype(total.dtype, reduction)
+    result_dtype = reduced_dtype(total.dtype if dtype is None else dtype, reduction)
     if reduction in ("sum", "mean") and not from_zero:
         total = positive_zero_sum(total, in_place=fresh)
     if reduction == "mean":

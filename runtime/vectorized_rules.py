@@ -581,6 +581,11 @@ def rank_order_reducer(how: Members, reduction: str, dtype):
     for floats, a float sum accumulated from +0.0). The way is chosen once, from the dtype
     and the group."""
     indices = how.indices
+    wide = collectives.accumulated_dtype(dtype, reduction)
+    if wide != dtype and dtype != np.bool_:
+        # bfloat16 adds in float32 (the caller rounds the result once)
+        reduce_wide = rank_order_reducer(how, reduction, wide)
+        return lambda members: reduce_wide(members.astype(wide))
     # a float sum starts from +0.0 (the reduction's initial value, or one in-place add)
     from_zero = reduction == "sum" and dtypes.is_inexact(dtype)
     if reduction == "mean" and dtypes.is_float(dtype) and how.size > 1:
@@ -703,9 +708,10 @@ def _all_reduce_rule(types: EqnTypes) -> Kernel:
     out_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
     out_shape = out_lead + aval.shape
     reduce = rank_order_reducer(how, reduction, aval.dtype)
+    reduced_dtype = collectives.reduced_dtype(aval.dtype, reduction)
 
     def all_reduce(x):
-        return np.asarray(reduce(how(x))).reshape(out_shape)
+        return np.asarray(reduce(how(x))).astype(reduced_dtype, copy=False).reshape(out_shape)
     return Kernel(all_reduce, [out_lead])
 
 

@@ -32,6 +32,7 @@ from compiler.backend import get_backend, set_backend
 from ir import primitives as prims
 from ir.sharding import ReplicationError
 from ir import collectives as coll
+from ir import dtypes
 from shardc import lax
 from shardc.sharding import NamedSharding, PartitionSpec as P
 from runtime.collectives import group_rules
@@ -93,7 +94,7 @@ def make_blocks(rng, n, shape, dtype):
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
         return rng.integers(0, 2, (n,) + tuple(shape)).astype(bool)
-    if dtype.kind == "f":
+    if dtype.kind == "f" or dtype == dtypes.bfloat16:
         return rng.standard_normal((n,) + tuple(shape)).astype(dtype)
     return rng.integers(-9, 10, (n,) + tuple(shape)).astype(dtype)
 
@@ -139,7 +140,8 @@ def group_size(mesh, axes):
 @given(data=st.data())
 def test_reductions(name, data):
     mesh, axes, axis_name, split = data.draw(collective_setups())
-    dtype = data.draw(st.sampled_from(["float32", "int32"] + ["bool"] * (name == "psum")))
+    dtype = data.draw(st.sampled_from(["float32", "int32", dtypes.bfloat16, "float16"]
+                                      + ["bool"] * (name == "psum")))
     block = [data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(1, 3)))]
     op = getattr(lax, name)
     run_collective(mesh, split, block, dtype, lambda x: op(x, axis_name),
@@ -165,7 +167,7 @@ def test_all_gather(data):
 def test_psum_scatter(data):
     mesh, axes, axis_name, split = data.draw(collective_setups())
     n = group_size(mesh, axes)
-    dtype = data.draw(st.sampled_from(["float32", "int32"]))
+    dtype = data.draw(st.sampled_from(["float32", "int32", dtypes.bfloat16]))
     block = [data.draw(st.integers(1, 3)) for _ in range(data.draw(st.integers(1, 3)))]
     tiled = data.draw(st.booleans())
     dim = data.draw(st.integers(0, len(block) - 1))
@@ -1216,3 +1218,34 @@ def test_the_check_backend_flags_a_callback_called_with_other_arguments():
     with callback_log(log, replay=True):
         with pytest.raises(AssertionError, match="with argument 0 unlike the first run's"):
             log.call(fn, [np.zeros(3, np.float32)])
+
+
+@pytest.mark.parametrize("backend", ["fast", "reference", "check"])
+def test_bfloat16_sums_add_in_float32_and_round_once(backend):
+    # XLA's CPU all-reduce adds bfloat16 in float32: [256, 1, 1, 1] sums to 259, which rounds
+    # to 260 (bfloat16 holds 256 and 258 here); added in bfloat16 each + 1 would round away.
+    # float16 adds in float16, as there
+    mesh = shardc.make_mesh((4,), ("i",))
+    bf16 = dtypes.bfloat16
+    x = np.array([256.0, 1.0, 1.0, 1.0], bf16)
+    rows = np.tile(np.array([[256.0, 1.0, 3.0, 5.0]], bf16), (4, 1))
+
+    def run(op, value, out_specs=P()):
+        return np.asarray(shardc.jit(shardc.shard_map(op, mesh=mesh, in_specs=P("i"),
+                                                      out_specs=out_specs))(value))
+    with installed(backend_named(backend)):
+        assert run(lambda b: lax.psum(b, "i"), x).tolist() == [260.0]
+        assert run(lambda b: lax.pmean(b, "i"), x).tolist() == [65.0]
+        scattered = run(lambda b: lax.psum_scatter(b, "i", scatter_dimension=1, tiled=True),
+                        rows, P(None, "i"))
+        np.testing.assert_array_equal(scattered, (4 * rows[:1].astype(np.float32)).astype(bf16))
+        assert run(lambda b: lax.psum(b, "i"), x).dtype == bf16
+        h = np.array([2048.0, 1.0, 1.0, 1.0], np.float16)
+        assert run(lambda b: lax.psum(b, "i"), h).tolist() == [2048.0]
+        # a random sum: the float32 sum in rank order, rounded once
+        z = np.random.default_rng(0).standard_normal((8, 16)).astype(bf16)
+        want = z[:2].astype(np.float32)
+        for k in range(2, 8, 2):
+            want = want + z[k:k + 2].astype(np.float32)
+        np.testing.assert_array_equal(run(lambda b: lax.psum(b, "i"), z, P()),
+                                      (want + np.float32(0)).astype(bf16))

@@ -229,11 +229,24 @@ def rank_order(fn, xs):
     return functools.reduce(fn, xs)
 
 
+def summed(xs):
+    """The rank-order sum as XLA's CPU all-reduce gives it: bfloat16 added in float32 and
+    rounded once, other dtypes added in their own."""
+    if xs[0].dtype == BF16:
+        return rank_order(np.add, [x.astype(np.float32) for x in xs]).astype(BF16)
+    return rank_order(np.add, xs)
+
+
+def mean(xs):
+    if xs[0].dtype == BF16:
+        wide = rank_order(np.add, [x.astype(np.float32) for x in xs])
+        return (wide / np.float32(len(xs))).astype(BF16)
+    return rank_order(np.add, xs) / xs[0].dtype.type(len(xs))
+
+
 REFS = {
-    "psum": (lambda a: lax.psum(a, "x"), "x",
-             lambda xs: [rank_order(np.add, xs)] * len(xs)),
-    "pmean": (lambda a: lax.pmean(a, "y"), "y",
-              lambda xs: [(rank_order(np.add, xs) / xs[0].dtype.type(len(xs)))] * len(xs)),
+    "psum": (lambda a: lax.psum(a, "x"), "x", lambda xs: [summed(xs)] * len(xs)),
+    "pmean": (lambda a: lax.pmean(a, "y"), "y", lambda xs: [mean(xs)] * len(xs)),
     "pmax": (lambda a: lax.pmax(a, "x"), "x",
              lambda xs: [rank_order(np.maximum, xs)] * len(xs)),
     "pmin": (lambda a: lax.pmin(a, "y"), "y",
@@ -241,7 +254,7 @@ REFS = {
     "all_gather": (lambda a: lax.all_gather(a, "x", axis=1, tiled=True), "x",
                    lambda xs: [np.concatenate(xs, 1)] * len(xs)),
     "psum_scatter": (lambda a: lax.psum_scatter(a, "x", scatter_dimension=1, tiled=True), "x",
-                     lambda xs: np.split(rank_order(np.add, xs), len(xs), 1)),
+                     lambda xs: np.split(summed(xs), len(xs), 1)),
     "ppermute": (lambda a: lax.ppermute(a, "x", [(0, 2), (2, 1), (1, 3), (3, 0)]), "x",
                  lambda xs: [xs[3], xs[2], xs[0], xs[1]]),
     "all_to_all": (lambda a: lax.all_to_all(a, "x", 1, 0, tiled=True), "x",
@@ -256,7 +269,8 @@ REFS = {
 @pytest.mark.parametrize("name", sorted(REFS))
 def test_collectives_reduce_in_the_dtype(name, dtype):
     """Each device's block equals numpy's rank-order result on the member blocks in the
-    operands' dtype (no widening), bit for bit, eagerly and under jit."""
+    operands' dtype (no widening; bfloat16 sums in float32, rounded once, as XLA's CPU
+    all-reduce), bit for bit, eagerly and under jit."""
     collective, axis, rule = REFS[name]
     rng = np.random.default_rng(7)
     blocks = [(rng.standard_normal((2, 4)) * 3).astype(dtype) for _ in positions()]

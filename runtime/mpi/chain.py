@@ -204,9 +204,10 @@ def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: in
     """This process's part of a chained all-reduce: yields the requests of each stage, and
     returns the reduced value. Holds no reference to the operand past its sum (a body
     releases a large operand at its last use)."""
+    dtype = members[0].dtype
     blocks = collectives.counted(members, reduction)
     del members
-    result_dtype = collectives.reduced_dtype(blocks[0].dtype, reduction)
+    result_dtype = collectives.reduced_dtype(dtype, reduction)
     # a float sum starts from +0.0 on the first process, not finished with it on the last:
     # the same bits, and the last process (which has the more to add) has one pass less
     from_zero = collectives.starts_from_zero(blocks[0].dtype, reduction)
@@ -228,7 +229,7 @@ def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: in
         yield _send(comm, MPI, np.asarray(total), chain.next) + out.requests
         return out.value()
     out = np.asarray(collectives.finish_reduction(total, reduction, group_size, fresh,
-                                                  from_zero))
+                                                  from_zero, dtype))
     yield [r for k in chain.others for r in _send(comm, MPI, out, k)]
     return out
 

@@ -43,14 +43,15 @@ def shareable(ranks: tuple, shape: tuple, dtype, reduction: str) -> bool:
     """Whether a chained all-reduce over ``ranks`` (processes of this machine) of blocks of
     ``shape`` passes them through shared memory: the same answer on all, from what all
     know. The blocks are added into where they lie, so a block is not 0-d (numpy adds 0-d
-    values into new scalars), and the reduction keeps its dtype (a mean of integers is a
-    float, a sum of booleans an integer: messages)."""
+    values into new scalars), and the reduction keeps its dtype throughout (a mean of
+    integers is a float, a sum of booleans an integer, bfloat16 adds in float32: messages)."""
     machine = getattr(world(), "machine_ranks", frozenset())
     dtype = np.dtype(dtype)
     return (len(ranks) >= 2 and all(r in machine for r in ranks)
             and len(shape) > 0 and dtype != np.bool_
             and reduction in ("sum", "mean", "max", "min")
-            and collectives.reduced_dtype(dtype, reduction) == dtype)
+            and collectives.reduced_dtype(dtype, reduction) == dtype
+            and collectives.accumulated_dtype(dtype, reduction) == dtype)
 
 
 def size_class(nbytes: int) -> int:
