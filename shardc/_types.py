@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.shard_map import current_shard_context
-from compiler.tracing import Tracer, aval_of
+from compiler.tracing import Tracer, aval_of, weakly_typed
 from ir import dtypes
 from ir.core import Aval, short_dtype
 from ir.sharding import ManualAxisType, NamedSharding, PartitionSpec
@@ -69,7 +69,7 @@ class _TypeOf:
         else:
             self.sharding = layout
         # a weakly typed value's type is marked ``~`` (JAX's ``~float32[]``)
-        self.weak_type = getattr(value, "weak", False) is True
+        self.weak_type = weakly_typed(value)
         self._text = ("~" if self.weak_type else "") + aval.str_long(order)
 
     def __str__(self):

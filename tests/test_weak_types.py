@@ -314,3 +314,34 @@ def test_a_shard_maps_results_are_weak_where_its_body_gave_them_so(body, want, w
     out = wrap(f)(np.zeros(8, np.float32), 3.0)
     assert str(jax.typeof(out)) == want
     assert out.weak_type == want.startswith("~")
+
+
+def test_collectives_keep_a_weak_type():
+    # JAX 0.10.2: psum/pmean/pmax/pcast/all_gather/ppermute of a weak value are weak, so a
+    # bfloat16 array plus such a total stays bfloat16; axis_index is typed
+    mesh = jax.make_mesh((4,), ("i",))
+    seen = {}
+
+    def body(x):
+        c = jnp.asarray(1.5)
+        v = lax.pcast(c, "i", to="varying")
+        for name, value in {
+                "psum": lax.psum(c, "i"), "pmean": lax.pmean(c, "i"), "pmax": lax.pmax(c, "i"),
+                "psum int": lax.psum(jnp.asarray(2), "i"),
+                "pmean int": lax.pmean(jnp.asarray(2), "i"), "pcast": v,
+                "all_gather": lax.all_gather(c, "i"), "ppermute": lax.ppermute(v, "i", [(0, 1)]),
+                "axis_index": lax.axis_index("i"), "sum": (x.astype(jnp.bfloat16)
+                                                          + lax.psum(c, "i"))}.items():
+            seen[name] = str(jax.typeof(value))
+        return x
+    jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(jnp.arange(4.0))
+    assert seen == {"psum": "~float32[]", "pmean": "~float32[]", "pmax": "~float32[]",
+                    "psum int": "~int32[]", "pmean int": "~float32[]",
+                    "pcast": "~float32[]{V:i}", "all_gather": "~float32[4]{V:i}",
+                    "ppermute": "~float32[]{V:i}", "axis_index": "int32[]{V:i}",
+                    "sum": "bfloat16[1]{V:i}"}
+
+
+def test_typeof_a_python_number_is_weak():
+    assert [str(jax.typeof(v)) for v in (1.0, 3, 1j, True, np.float32(1))] == \
+        ["~float32[]", "~int32[]", "~complex64[]", "bool[]", "float32[]"]

@@ -15,7 +15,7 @@ from compiler.collective_rules import named_axes_size
 from compiler.replication import pvary_error_check
 from compiler.shard_map import UnknownAxisError, current_shard_context
 from compiler.tracing import (ProgramTrace, aval_of, bind, check_jax_leaves, current_trace,
-                              is_python_scalar)
+                              is_python_scalar, weakened, weakly_typed)
 from ir import collectives as coll
 from ir import dtypes as _dt
 from ir.sharding import current_mesh
@@ -106,9 +106,14 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
             if prim is coll.pmean_p:
                 return leaf
             return leaf
-        return bind(prim, leaf, mesh_axes=axes)
+        return _weak_as(leaf, bind(prim, leaf, mesh_axes=axes))
 
     return tree.tree_map(one, x)
+
+
+def _weak_as(operand, result):
+    """``result`` weakly typed where ``operand`` is: a collective keeps JAX's weak_type."""
+    return weakened(result) if weakly_typed(operand) else result
 
 
 def _grouped_reducing(name, x, axes, axis_index_groups):
@@ -126,7 +131,7 @@ def _grouped_reducing(name, x, axes, axis_index_groups):
         if is_python_scalar(leaf) and len({len(g) for g in groups}) == 1:
             # a constant: the group size for psum, as JAX computes it statically
             return leaf * len(groups[0]) if name == "psum" else leaf
-        return _groups.reduce(name, leaf, axes, groups, size)
+        return _weak_as(leaf, _groups.reduce(name, leaf, axes, groups, size))
 
     return tree.tree_map(one, x)
 
@@ -184,7 +189,8 @@ def pvary(x, axis_name):
     _check_operands("pvary", x)
     _check_not_run_outside(axis_name)
     axes = _axes("pvary", axis_name)
-    return tree.tree_map(lambda leaf: bind(coll.pvary_p, leaf, mesh_axes=axes), x)
+    return tree.tree_map(lambda leaf: _weak_as(leaf, bind(coll.pvary_p, leaf, mesh_axes=axes)),
+                         x)
 
 
 def _check_not_run_outside(axis_name) -> None:
@@ -221,7 +227,7 @@ def pcast(x, axis_name, *, to="varying"):
         if shard is not None and shard.check_vma:
             aval = aval_of(leaf)
             pvary_error_check(aval.vma, axes, aval, shard.mesh.axis_names, name="pcast")
-        return bind(coll.pvary_p, leaf, mesh_axes=axes)
+        return _weak_as(leaf, bind(coll.pvary_p, leaf, mesh_axes=axes))
 
     return tree.tree_map(one, x)
 
@@ -264,10 +270,10 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
         rank = aval_of(leaf).ndim
         dim = _dimension("all_gather", "axis", axis, rank if tiled else rank + 1, rank)
         if groups is not None:
-            return _groups.all_gather(leaf, axes, groups, size, dim, bool(tiled))
+            return _weak_as(leaf, _groups.all_gather(leaf, axes, groups, size, dim, bool(tiled)))
         extra = {"to": "invarying"} if to == "invarying" else {}
-        return bind(coll.all_gather_p, leaf, mesh_axes=axes, gather_axis=dim, tiled=bool(tiled),
-                    axis_size=size, **extra)
+        return _weak_as(leaf, bind(coll.all_gather_p, leaf, mesh_axes=axes, gather_axis=dim,
+                                   tiled=bool(tiled), axis_size=size, **extra))
 
     return tree.tree_map(one, x)
 
@@ -346,7 +352,8 @@ def ppermute(x, axis_name, perm):
     _check_operands("ppermute", x)
     axes = _axes("ppermute", axis_name)
     pairs = _check_perm(perm, axis_name, _group_size(axes))
-    return tree.tree_map(lambda leaf: bind(coll.ppermute_p, leaf, mesh_axes=axes, perm=pairs), x)
+    return tree.tree_map(
+        lambda leaf: _weak_as(leaf, bind(coll.ppermute_p, leaf, mesh_axes=axes, perm=pairs)), x)
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index_groups=None):
