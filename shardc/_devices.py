@@ -14,6 +14,7 @@ from compiler.tracing import (ProgramTrace, Tracer, aval_of, bind, check_jax_lea
 from compiler.tree import broadcast_prefix, leaf_paths, tree_flatten, tree_unflatten
 from ir import primitives as prims
 from ir.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+from runtime.array import Array
 from runtime.devices import devices as all_devices
 from runtime.devices import local_devices
 from runtime.reference import device_put as _device_put_one
@@ -38,7 +39,9 @@ def device_put(x, device=None):
         return tree_unflatten(treedef, [_device_put_traced(v, t)
                                         for v, t in zip(leaves, targets)])
     if device is None:
-        placed = [_device_put_one(v) for v in leaves]
+        # an array stays where it is laid out (JAX's device_put(x) hands it back); host
+        # values go to the default device
+        placed = [v if isinstance(v, Array) else _device_put_one(v) for v in leaves]
     else:
         targets = broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding")
         shardings = [resolve_sharding(t, "device_put") for t in targets]

@@ -11,7 +11,8 @@ import numpy as np
 from compiler import tree
 from compiler.jit import jit
 from compiler.shard_map import current_shard_context
-from compiler.tracing import Tracer, aval_of, bind, current_trace, eval_trace
+from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace, weakened,
+                              weakly_typed)
 from ir import primitives as p
 from ir.sharding import (EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
@@ -210,7 +211,9 @@ def _constrained(x, shardings, what: str):
             # unconstrained dimensions take what propagation gives them
             out.append(jit(functools.partial(_constraint_of, sharding=sharding))(leaf))
             continue
-        out.append(bind(p.sharding_constraint_p, leaf, sharding=sharding))
+        result = bind(p.sharding_constraint_p, leaf, sharding=sharding)
+        # a Python number stays weakly typed, as JAX's
+        out.append(weakened(result) if weakly_typed(leaf) else result)
     return tree.tree_unflatten(treedef, out)
 
 

@@ -345,3 +345,33 @@ def test_collectives_keep_a_weak_type():
 def test_typeof_a_python_number_is_weak():
     assert [str(jax.typeof(v)) for v in (1.0, 3, 1j, True, np.float32(1))] == \
         ["~float32[]", "~int32[]", "~complex64[]", "bool[]", "float32[]"]
+
+
+def test_device_placement_types_made_arrays_as_jax():
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    split = jax.NamedSharding(mesh, P("X"))
+    got = {
+        "full device": jnp.full((8, 4), 2.0, device=split),
+        "full int device": jnp.full((8,), 2, device=split),
+        "full device 0": jnp.full((8, 4), 2.0, device=jax.devices()[0]),
+        "zeros_like device": jnp.zeros_like(jnp.asarray(2.0), device=jax.devices()[0]),
+        "full out_sharding": jnp.full((8, 4), 2.0, out_sharding=split),
+        "asarray device": jnp.asarray(2.0, device=jax.devices()[0]),
+        "reshard number": jax.reshard(2.0, jax.NamedSharding(mesh, P())),
+        "device_put number": jax.device_put(2.0, jax.NamedSharding(mesh, P())),
+    }
+    assert {k: str(jax.typeof(v)) for k, v in got.items()} == {
+        "full device": "float32[8@X,4]", "full int device": "int32[8@X]",
+        "full device 0": "float32[8,4]", "zeros_like device": "float32[]",
+        "full out_sharding": "~float32[8@X,4]", "asarray device": "~float32[]",
+        "reshard number": "~float32[]", "device_put number": "~float32[]"}
+
+
+def test_device_put_without_a_target_keeps_an_arrays_layout():
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    x = jax.device_put(np.ones((8, 4), np.float32), jax.NamedSharding(mesh, P("X", "Y")))
+    assert jax.device_put(x) is x
+    assert jax.device_put({"a": x})["a"].sharding == x.sharding
+    assert str(jax.typeof(jax.device_put(x))) == "float32[8@X,4@Y]"
+    assert jax.device_put(np.ones(3)).sharding == jax.sharding.SingleDeviceSharding(
+        jax.devices()[0])

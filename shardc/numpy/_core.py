@@ -284,7 +284,12 @@ def takes_device(create):
             check_out_sharding(out_sharding, "full" if create.__name__ == "full"
                                else f"jnp.{create.__name__}")
             return _put_on(result, out_sharding)
-        return result if device is None else _put_on(result, device)
+        if device is None:
+            return result
+        # laid out on a device, a made array is typed (JAX's full and *_like lay it out
+        # through a typed broadcast); asarray/array and out_sharding keep a weak type
+        placed = _put_on(result, device)
+        return placed if create.__name__ in ("asarray", "array") else typed(placed)
 
     return placed
 
