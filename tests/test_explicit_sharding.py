@@ -940,3 +940,32 @@ def test_take_along_axis_keeps_the_operands_split(mesh24):
     with pytest.raises(ShardingTypeError, match=re.escape(
             "Got operand=ShapedArray(float32[2,8@x,4@y]), indices=ShapedArray(int32[2,8,3,1])")):
         jnp.take_along_axis(cube, jnp.zeros((2, 8, 3), jnp.int32), axis=2)
+
+
+# JAX's einsum pairs (first, second) as dot_general(first, second) where the result comes out
+# in order, else dot_general(second, first): the batch dimensions take the sharding of the
+# operand put first. (subscripts, specs, JAX 0.10.2's result type)
+EINSUM_TYPES = [
+    ("bi,bij->jb", (P(), P("a")), "float32[6,8@a]"),
+    ("bi,bij->bj", (P(), P("a")), "float32[8,6]"),
+    ("bij,bi->jb", (P("a"), P()), "float32[6,8]"),
+    ("ij,jk->ki", (P("a"), P()), "float32[6,8@a]"),
+    ("bhts,bshk->bthk", (P("a"), P()), "float32[8,4,2,6]"),
+    ("bhts,bshk->bthk", (P(), P("a")), "float32[8@a,4,2,6]"),
+    ("bij,bjk->bik", (P(), P("a")), "float32[8,8,6]"),
+]
+
+
+@pytest.mark.parametrize("subscripts,specs,want", EINSUM_TYPES)
+def test_einsum_shards_its_result_as_jax_pairs_the_operands(subscripts, specs, want):
+    mesh = jax.make_mesh((8,), ("a",))
+    sizes = dict(b=8, i=8, j=6, k=6, h=2, t=4, s=3)
+    ins, out = subscripts.split("->")
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal([sizes[c] for c in s]).astype(np.float32)
+              for s in ins.split(",")]
+    placed = [jax.device_put(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs)]
+    for fn in (jnp.einsum, jax.jit(jnp.einsum, static_argnums=0)):
+        got = fn(subscripts, *placed)
+        assert str(jax.typeof(got)) == want
+        np.testing.assert_allclose(got, np.einsum(subscripts, *arrays), rtol=1e-5, atol=1e-5)

@@ -138,7 +138,8 @@ def _einsum(subscripts: str, *operands):
         values.append(x)
     while len(values) > 1:
         rest = set("".join(specs[2:])) | set(out)
-        spec, value = _pair(specs[0], values[0], specs[1], values[1], rest)
+        spec, value = _pair(specs[0], values[0], specs[1], values[1], rest,
+                            out if len(values) == 2 else None)
         specs = [spec] + specs[2:]
         values = [value] + values[2:]
     spec, value = specs[0], values[0]
@@ -156,19 +157,27 @@ def _sum_out(spec, value, keep):
             else sum(value, axis=axes))
 
 
-def _pair(sa, a, sb, b, keep):
-    """Contract two operands; the result's subscripts are batch, a's free, b's free."""
+def _pair(sa, a, sb, b, keep, out=None):
+    """Contract two operands, as JAX's einsum pairs them: batch dimensions in the order of
+    the result (``out``, for the last pair; else sorted), then the free dimensions of ``a``
+    and ``b``, where that is the result's order; else ``dot_general(b, a)``, whose batch
+    dimensions take ``b``'s sharding, as JAX's (its contraction path puts the second operand
+    first). Returns the result's subscripts and value."""
     a = _sum_out(sa, a, keep | set(sb))
     sa = "".join(c for c in sa if c in keep or c in sb)
     b = _sum_out(sb, b, keep | set(sa))
     sb = "".join(c for c in sb if c in keep or c in sa)
-    batch = [c for c in sa if c in sb and c in keep]
-    contract = [c for c in sa if c in sb and c not in keep]
+    shared = set(sa) & set(sb)
+    order = out if out is not None else "".join(sorted((set(sa) | set(sb)) & keep))
+    batch = [c for c in order if c in shared]
+    contract = sorted(shared - set(batch))
+    free_a = [c for c in sa if c not in shared]
+    free_b = [c for c in sb if c not in shared]
+    if "".join(batch + free_a + free_b) != order:
+        sa, a, sb, b, free_a, free_b = sb, b, sa, a, free_b, free_a
     dims = ((tuple(sa.index(c) for c in contract), tuple(sb.index(c) for c in contract)),
             (tuple(sa.index(c) for c in batch), tuple(sb.index(c) for c in batch)))
     result = promoted_dot_general(a, b, dims[0], dims[1])
-    free_a = [c for c in sa if c not in batch and c not in contract]
-    free_b = [c for c in sb if c not in batch and c not in contract]
     return "".join(batch + free_a + free_b), result
 
 
