@@ -11,7 +11,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.lax._shapes import array_operand
-from shardc.numpy._arithmetic import binary_op
+from shardc.numpy._arithmetic import add, binary_op, subtract as sub
 from ir.sharding import NamedSharding
 from ir.sharding_rules import mesh_explicit
 from shardc.numpy._core import check_out_sharding, constrain, dtype_of, promote
@@ -104,9 +104,6 @@ def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
         return result
     check_out_sharding(out_sharding, "iota")
     return constrain(result, resolve_sharding(out_sharding, "iota(out_sharding=...)"))
-
-
-add, sub = jnp.add, jnp.subtract
 
 
 def mul(x, y, *, out_dtype=None):

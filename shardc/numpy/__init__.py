@@ -8,7 +8,8 @@ One module per family of functions; each lists in ``__all__`` what it adds here:
     _core             conversion to arrays, promotion, broadcasting, filled arrays, reshape
     _scalars          dtype names (``jnp.float32(3)`` is a 0-d array), abstract types, constants
     _arithmetic       + - * / // % **, comparisons, logic, the elementwise ``where``
-    _ufuncs           the other elementwise functions (trigonometry, logs, rounding, bits, ...)
+    _ufuncs           the other elementwise functions (trigonometry, logs, rounding, bits, ...),
+                      ``jnp.ufunc`` and the functions JAX makes ufuncs (add, maximum, ...)
     _bits             packbits, unpackbits
     _reductions       sum, max, mean, var, cumsum, nan-ignoring forms, allclose
     _statistics       average, cov, quantiles, medians, histograms
@@ -25,19 +26,17 @@ One module per family of functions; each lists in ``__all__`` what it adds here:
     _calculus         diff, gradient, trapezoid, interp, convolve
     _polynomials      polyval, polyfit, vander, ...
     _windows          bartlett, hamming, kaiser, i0, ...
-    _functional       vectorize, apply_along_axis, ufunc, frompyfunc
+    _functional       vectorize, apply_along_axis
     _io               save, load, array_repr, frombuffer, ...
     _methods          the methods and operators of arrays and traced values
     fft               ``jnp.fft``
     linalg            ``jnp.linalg``
 """
-from shardc.numpy._arithmetic import (abs, absolute, add, arctan2, bitwise_and, bitwise_or,
-                                      bitwise_xor, ceil, clip, cos, divide, equal, exp, expm1,
-                                      floor, floor_divide, greater, greater_equal, isfinite, isinf,
-                                      isnan, less, less_equal, log, log1p, logical_and,
-                                      logical_and_, logical_not, logical_or, maximum, minimum, mod,
-                                      multiply, negative, not_equal, power, reciprocal, remainder,
-                                      sign, sin, sqrt, square, subtract, tan, tanh, true_divide)
+from shardc.numpy._arithmetic import (abs, absolute, arctan2, ceil, clip, cos, divide, equal, exp,
+                                      expm1, floor, floor_divide, greater, greater_equal, isfinite,
+                                      isinf, isnan, less, less_equal, log, log1p, logical_and_,
+                                      logical_not, mod, not_equal, power, reciprocal, remainder,
+                                      sign, sin, sqrt, square, tan, tanh, true_divide)
 from shardc.numpy._bits import packbits, unpackbits
 from shardc.numpy._calculus import (convolve, correlate, diff, ediff1d, gradient, interp, trapezoid,
                                     unwrap)
@@ -49,7 +48,7 @@ from shardc.numpy._diagonals import (diag, diag_indices, diag_indices_from, diag
                                      fill_diagonal, mask_indices, tri, tril, tril_indices,
                                      tril_indices_from, triu, triu_indices, triu_indices_from)
 from shardc.numpy._einsum import einsum, einsum_path
-from shardc.numpy._functional import apply_along_axis, apply_over_axes, frompyfunc, ufunc, vectorize
+from shardc.numpy._functional import apply_along_axis, apply_over_axes, vectorize
 from shardc.numpy._index_routines import (choose, fromfunction, indices, ix_, meshgrid, piecewise,
                                           place, put, put_along_axis, ravel_multi_index, select,
                                           take_along_axis, unravel_index)
@@ -91,16 +90,19 @@ from shardc.numpy._sorting import (argpartition, argsort, argwhere, compress, di
 from shardc.numpy._statistics import (average, bincount, corrcoef, cov, histogram, histogram2d,
                                       histogram_bin_edges, histogramdd, median, nanmedian,
                                       nanpercentile, nanquantile, percentile, ptp, quantile)
-from shardc.numpy._ufuncs import (acos, acosh, angle, arccos, arccosh, arcsin, arcsinh, arctan,
-                                  arctanh, around, asin, asinh, atan, atan2, atanh, bitwise_count,
-                                  bitwise_invert, bitwise_left_shift, bitwise_not,
-                                  bitwise_right_shift, cbrt, conj, conjugate, copysign, cosh,
-                                  deg2rad, degrees, divmod, exp2, fabs, float_power, fmax, fmin,
-                                  fmod, frexp, gcd, heaviside, hypot, imag, invert, iscomplex,
-                                  iscomplexobj, isneginf, isposinf, isreal, isrealobj, lcm, ldexp,
-                                  left_shift, log10, log2, logaddexp, logaddexp2, logical_xor, modf,
-                                  nan_to_num, nextafter, positive, pow, rad2deg, radians, real,
-                                  right_shift, rint, round, signbit, sinc, sinh, spacing, trunc)
+from shardc.numpy._ufuncs import (acos, acosh, add, angle, arccos, arccosh, arcsin, arcsinh,
+                                  arctan, arctanh, around, asin, asinh, atan, atan2, atanh,
+                                  bitwise_and, bitwise_count, bitwise_invert, bitwise_left_shift,
+                                  bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, cbrt,
+                                  conj, conjugate, copysign, cosh, deg2rad, degrees, divmod, exp2,
+                                  fabs, float_power, fmax, fmin, fmod, frexp, frompyfunc, gcd,
+                                  heaviside, hypot, imag, invert, iscomplex, iscomplexobj,
+                                  isneginf, isposinf, isreal, isrealobj, lcm, ldexp, left_shift,
+                                  log10, log2, logaddexp, logaddexp2, logical_and, logical_or,
+                                  logical_xor, maximum, minimum, modf, multiply, nan_to_num,
+                                  negative, nextafter, positive, pow, rad2deg, radians, real,
+                                  right_shift, rint, round, signbit, sinc, sinh, spacing, subtract,
+                                  trunc, ufunc)
 from shardc.numpy._windows import bartlett, blackman, hamming, hanning, i0, kaiser
 from shardc.numpy._methods import install_methods as _install_methods
 from shardc.numpy import fft, linalg

@@ -1,6 +1,8 @@
 """``shardc.numpy``'s elementwise functions beyond the arithmetic core (``_arithmetic``):
 inverse and hyperbolic trigonometry, logarithms and exponentials, rounding, signs and
-floating-point routines, bit shifts, integer routines, complex parts.
+floating-point routines, bit shifts, integer routines, complex parts; and ``jnp.ufunc``, whose
+objects are the functions JAX makes ufuncs (``add``, ``maximum``, ``logaddexp``, ...): called,
+the function; ``.reduce``, ``.accumulate``, ``.at``, ``.reduceat`` and ``.outer`` as JAX's.
 
 Transcendental functions and bit operations bind their own primitives (numpy's kernels at run
 time); the rest are exact compositions. Dtypes follow JAX with x64 off: integer and boolean
@@ -8,24 +10,34 @@ operands of floating functions compute in float32.
 """
 from __future__ import annotations
 
+import math
+import operator
+
 import numpy as np
 
-from compiler.control_flow import while_loop
+from compiler.control_flow import scan, while_loop
 from compiler.custom_ad import custom_jvp
+from compiler.jit import trace_function
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, ceil, clip, divide, equal, exp,
-                                      floor, floor_divide, greater, greater_equal, isfinite, isinf,
-                                      isnan, less, log, log1p, logical_and, logical_not, logical_or,
+from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, bitwise_and, bitwise_or,
+                                      bitwise_xor, ceil, clip, divide, equal, exp, floor,
+                                      floor_divide, greater, greater_equal, isfinite, isinf, isnan,
+                                      less, log, log1p, logical_and, logical_not, logical_or,
                                       make_unary, maximum, minimum, multiply, negative,
                                       nonzero_int_divisor, not_equal, numeric_pair, power,
                                       remainder, sin, sqrt, subtract, where)
-from shardc.numpy._core import (as_array, as_inexact, astype, broadcast_arrays,
-                                broadcast_operands, convert, dtype_of, full_like, keeps_weak,
-                                keeps_weak_scalars, ndim_of, ones_like, promote,
-                                weakly_typed_like, zeros_like)
-from shardc.numpy._reductions import any
+from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_arrays,
+                                broadcast_operands, broadcast_shapes_of, broadcast_to,
+                                canonical_axis, concatenate, convert, dtype_of, expand_dims, full,
+                                full_like, keeps_weak, keeps_weak_scalars, ndim_of, ones_like,
+                                promote, ravel, reshape, shape_of, weakly_typed_like, zeros_like)
+from shardc.numpy._functional import vectorize
+from shardc.numpy._indexing import take
+from shardc.numpy._manipulation import append, moveaxis
+from shardc.numpy._reductions import (any, cumprod, cumsum, max as reduce_max, min as reduce_min,
+                                      prod, reduce_axes, sum as reduce_sum)
 
 __all__ = [
     "arcsin", "asin", "acos", "arccos", "arctan", "atan", "sinh", "cosh", "arcsinh", "asinh",
@@ -36,7 +48,9 @@ __all__ = [
     "bitwise_not", "left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift",
     "bitwise_count", "logical_xor", "nextafter", "spacing", "ldexp", "frexp", "gcd", "lcm", "real",
     "imag", "conj", "conjugate", "angle", "iscomplex", "isreal", "iscomplexobj", "isrealobj",
-    "nan_to_num", "fmax", "fmin",
+    "nan_to_num", "fmax", "fmin", "ufunc", "frompyfunc", "negative", "add", "multiply",
+    "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and",
+    "logical_or",
 ]
 
 
@@ -532,3 +546,424 @@ def fmin(x, y):
     is ``y`` (so is its derivative), as JAX's."""
     x, y = promote(x, y)
     return where(logical_or(less(x, y), isnan(y)), x, y)
+
+
+# --- jnp.ufunc ---------------------------------------------------------------------------------
+# JAX makes fourteen of its elementwise functions ufunc objects (the others stay functions):
+# called, each is the function; its methods reduce, accumulate, pair up and update with it.
+
+_where = where            # the methods take a ``where=`` mask of their own
+
+_AT_INPLACE_MESSAGE = (
+    "Because JAX arrays are immutable, jnp.ufunc.at() cannot operate inplace like\n"
+    "np.ufunc.at(). Instead, you can pass inplace=False and capture the result; e.g.\n"
+    ">>> arr = jnp.add.at(arr, ind, val, inplace=False)\n")
+
+
+class ufunc:
+    """A numpy-style universal function (JAX's ``jnp.ufunc``): called, it applies ``func``
+    elementwise to its broadcast arguments. A binary one also folds along an axis
+    (``reduce``), keeps the running values (``accumulate``), pairs every element of one array
+    with every element of another (``outer``) and folds between indices (``reduceat``); any
+    one updates an array at indices (``at``).
+
+    Each method uses the rule given for it (``jnp.add.reduce`` is ``jnp.sum``) or else folds
+    ``func`` along the axis with ``scan``, one element after another, as JAX's does.
+
+    Args:
+      func: the elementwise function (of ``nin`` scalars, ``nout`` results).
+      nin, nout: its numbers of inputs and results.
+      name, nargs, identity: its name (``func``'s by default), its number of arguments
+        (``nin``), the value that changes nothing (None: there is none).
+      call, reduce, accumulate, at, reduceat: the rules of the methods, when not a fold.
+
+    >>> jnp.add.reduce(jnp.arange(5))                             # 10
+    >>> jnp.multiply.outer(jnp.arange(3), jnp.arange(2)).shape    # (3, 2)
+    """
+
+    def __init__(self, func, /, nin, nout, *, name=None, nargs=None, identity=None, call=None,
+                 reduce=None, accumulate=None, at=None, reduceat=None):
+        self.__doc__ = func.__doc__
+        self.__name__ = name or func.__name__
+        # One record, read through properties: a ufunc marked static in jit is hashed by what
+        # it is, which must not change after it is made.
+        self.__rules = dict(func=func, nin=operator.index(nin), nout=operator.index(nout),
+                            nargs=operator.index(nargs or nin), identity=identity, call=call,
+                            reduce=reduce, accumulate=accumulate, at=at, reduceat=reduceat)
+
+    _func = property(lambda self: self.__rules["func"])
+    nin = property(lambda self: self.__rules["nin"])
+    nout = property(lambda self: self.__rules["nout"])
+    nargs = property(lambda self: self.__rules["nargs"])
+    identity = property(lambda self: self.__rules["identity"])
+
+    def _key(self) -> tuple:
+        # the rules of the methods are how it computes, not what it is
+        return self._func, self.__name__, self.identity, self.nin, self.nout, self.nargs
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        return isinstance(other, ufunc) and self._key() == other._key()
+
+    def __repr__(self):
+        return f"<jnp.ufunc '{self.__name__}'>"
+
+    def __call__(self, *args, out=None, where=None):
+        if out is not None:
+            raise NotImplementedError(f"out argument of {self}")
+        if where is not None:
+            raise NotImplementedError(f"where argument of {self}")
+        return (self.__rules["call"] or self._call_vectorized)(*args)
+
+    def _call_vectorized(self, *args):
+        if len(args) != self.nin:
+            raise TypeError(f"{self.__name__}() takes {self.nin} positional argument(s) but "
+                            f"{len(args)} were given")
+        return vectorize(self._func)(*args)
+
+    def _check_single_result(self, method: str) -> None:
+        if self.nin != 2:
+            raise ValueError(f"{method} only supported for binary ufuncs")
+        if self.nout != 1:
+            raise ValueError(f"{method} only supported for functions returning a single value")
+
+    def _result_dtype(self, *operands):
+        """The dtype ``func`` gives for one element of each operand (traced, not run)."""
+        ones = tuple(full_like(x, 1, shape=()) for x in operands)
+        return trace_function(self._func, ones, {}).out_avals[0].dtype
+
+    def reduce(self, a, axis=0, dtype=None, out=None, keepdims=False, initial=None,
+               where=None):
+        """``func`` folded along ``axis`` (all axes when None; one axis unless the ufunc has
+        a reduction of its own): ``func(func(a[0], a[1]), a[2])...``, started from
+        ``initial`` (or the identity) where given.
+
+        Args:
+          a: the array to reduce.
+          axis: the axis (default 0).
+          dtype: the dtype to compute and return in (by default ``func``'s result's).
+          out: unsupported (must be None).
+          keepdims: keep the reduced axes, of size 1.
+          initial: the value to start from.
+          where: a boolean mask of the elements to fold in (needs an identity or
+            ``initial``).
+
+        >>> jnp.add.reduce(jnp.array([[1, 2], [3, 4]]))         # [4, 6]
+        """
+        self._check_single_result("reduce")
+        if out is not None:
+            raise NotImplementedError(f"out argument of {self.__name__}.reduce()")
+        if where is not None:
+            if self.identity is None and initial is None:
+                raise ValueError(f"reduction operation {self.__name__!r} does not have an "
+                                 "identity, so to use a where mask one has to specify "
+                                 "'initial'.")
+            if dtype_of(as_array(where)) != np.bool_:
+                raise ValueError(f"where argument must have dtype=bool; got "
+                                 f"dtype={dtype_of(as_array(where))}")
+        rule = self.__rules["reduce"] or self._reduce_via_scan
+        return rule(a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
+
+    def _reduce_via_scan(self, a, axis=0, dtype=None, keepdims=False, initial=None,
+                         where=None):
+        a = as_array(a)
+        initial = self.identity if initial is None else initial
+        dtype = self._result_dtype(a, a) if dtype is None else dtype
+        if where is not None:
+            where = broadcast_to(where, shape_of(a))
+        if isinstance(axis, tuple):
+            raise NotImplementedError("tuple of axes")
+        if axis is None:
+            final_shape = (1,) * ndim_of(a) if keepdims else ()
+            a, where, axis = ravel(a), None if where is None else ravel(where), 0
+        else:
+            axis = canonical_axis(axis, ndim_of(a))
+            kept = shape_of(a)[:axis] + shape_of(a)[axis + 1:]
+            final_shape = kept[:axis] + (1,) + kept[axis:] if keepdims else kept
+            a = moveaxis(a, axis, 0)
+            where = None if where is None else moveaxis(where, axis, 0)
+        if shape_of(a)[0] == 0:
+            if initial is None:
+                raise ValueError(f"zero-size array to reduction operation {self.__name__} "
+                                 "which has no identity")
+            return full(final_shape, initial, dtype)
+        if initial is None:
+            start, a, where = a[0], a[1:], None if where is None else where[1:]
+        else:
+            start = initial
+        start = broadcast_to(astype(asarray(start), dtype), shape_of(a)[1:])
+
+        def step(acc, element):
+            if where is None:
+                return self(acc, astype(element, dtype)), None
+            x, keep = element
+            return _where(keep, self(acc, astype(x, dtype)), acc), None
+        result, _ = scan(step, start, a if where is None else (a, where))
+        return reshape(result, final_shape) if keepdims else result
+
+    def accumulate(self, a, axis=0, dtype=None, out=None):
+        """The running values of ``func`` folded along ``axis``: ``[a[0], func(a[0], a[1]),
+        ...]`` (``jnp.add.accumulate`` is ``cumsum``).
+
+        >>> jnp.add.accumulate(jnp.array([1, 2, 3]))            # [1, 3, 6]
+        """
+        self._check_single_result("accumulate")
+        if out is not None:
+            raise NotImplementedError(f"out argument of {self.__name__}.accumulate()")
+        rule = self.__rules["accumulate"] or self._accumulate_via_scan
+        return rule(a, axis=axis, dtype=dtype)
+
+    def _accumulate_via_scan(self, a, axis=0, dtype=None):
+        a = as_array(a)
+        dtype = self._result_dtype(a, a) if dtype is None else dtype
+        if axis is None or isinstance(axis, tuple):
+            raise ValueError("accumulate does not allow multiple axes")
+        axis = canonical_axis(axis, ndim_of(a))
+        if math.prod(shape_of(a)) == 0:
+            return full(shape_of(a), 0, dtype)
+        moved = moveaxis(a, axis, 0)
+        first = astype(moved[0], dtype)
+
+        def step(acc, x):
+            # promoted with the running value, as JAX's select of the first element promotes
+            _, value = promote(acc, self(acc, astype(x, dtype)))
+            return value, value
+        _, rest = scan(step, first, moved[1:])
+        return moveaxis(concatenate([first[None], rest]), 0, axis)
+
+    def at(self, a, indices, b=None, /, *, inplace=True):
+        """``a`` with ``func`` applied at ``indices`` (to ``a[indices]`` and ``b``): a
+        copy, so ``inplace=False`` must be passed. Repeated indices compound, as numpy's.
+
+        >>> jnp.add.at(jnp.zeros(3), jnp.array([0, 0, 2]), 1.0, inplace=False)   # [2, 0, 1]
+        """
+        if inplace:
+            raise NotImplementedError(_AT_INPLACE_MESSAGE)
+        rule = self.__rules["at"] or self._at_via_scan
+        return rule(a, indices) if b is None else rule(a, indices, b)
+
+    def _at_via_scan(self, a, indices, *args):
+        dtype = self._result_dtype(a, *args)
+        a = astype(as_array(a), dtype)
+        args = tuple(astype(as_array(arg), dtype) for arg in args)
+        indices = _index_tuple(indices)
+        if not indices:
+            return a
+        shapes = [np.shape(i) for i in indices if not isinstance(i, slice)]
+        shape = broadcast_shapes_of(*shapes) if shapes else ()
+        if not shape:
+            return a.at[indices].set(self(a.at[indices].get(), *args))
+        # one update per index, in order, so that repeated indices compound
+        if args:
+            tail = shape_of(args[0])[len(shape):]
+            args = (reshape(broadcast_to(args[0], shape + tail), (math.prod(shape),) + tail),)
+        flat = tuple(i if isinstance(i, slice) else ravel(broadcast_to(i, shape))
+                     for i in indices)
+        arrays = [i for i in flat if not isinstance(i, slice)]
+
+        def step(acc, row):
+            picked, values = iter(row[0]), row[1]
+            index = tuple(i if isinstance(i, slice) else next(picked) for i in flat)
+            return acc.at[index].set(self(acc.at[index].get(), *values)), None
+        result, _ = scan(step, a, (arrays, args))
+        return result
+
+    def reduceat(self, a, indices, axis=0, dtype=None, out=None):
+        """``func`` folded over each slice ``a[indices[k]:indices[k + 1]]`` along ``axis``
+        (the last to the end; ``a[indices[k]]`` alone where the next index is not larger).
+        ``indices`` may be traced. As JAX's, ``dtype`` does not change the result.
+
+        >>> jnp.add.reduceat(jnp.arange(8), jnp.array([0, 2, 5]))   # [1, 9, 18]
+        """
+        self._check_single_result("reduceat")
+        if out is not None:
+            raise NotImplementedError(f"out argument of {self.__name__}.reduceat()")
+        rule = self.__rules["reduceat"] or self._reduceat_via_scan
+        return rule(a, indices, axis=axis, dtype=dtype)
+
+    def _reduceat_via_scan(self, a, indices, axis=0, dtype=None):
+        a, indices = as_array(a), as_array(indices)
+        if ndim_of(a) == 0:
+            raise ValueError(f"reduceat: a must have 1 or more dimension, got "
+                             f"a.shape={shape_of(a)}")
+        if ndim_of(indices) != 1:
+            raise ValueError(f"reduceat: indices must be one-dimensional, got "
+                             f"indices.shape={shape_of(indices)}")
+        if axis is None or isinstance(axis, (tuple, list)):
+            raise ValueError("reduceat requires a single integer axis.")
+        axis = canonical_axis(axis, ndim_of(a))
+        size = shape_of(a)[axis]
+        # the k-th result starts at a[indices[k]] and takes in each later element before
+        # the next index
+        starts = reshape(indices, (1,) * axis + (-1,) + (1,) * (ndim_of(a) - axis - 1))
+        ends = reshape(append(indices, size)[1:], shape_of(starts))
+
+        def step(out, element):
+            i, slab = element
+            inside = logical_and(greater(i, starts), less(i, ends))
+            return _where(inside, self(out, expand_dims(slab, axis)), out), None
+        elements = (asarray(np.arange(size, dtype=np.int32)), moveaxis(a, axis, 0))
+        result, _ = scan(step, take(a, indices, axis=axis), elements)
+        return result
+
+    def outer(self, A, B, /):
+        """``func`` of every element of ``A`` with every element of ``B``: shape
+        ``A.shape + B.shape``.
+
+        >>> jnp.multiply.outer(jnp.arange(1, 4), jnp.arange(1, 3))   # [[1, 2], [2, 4], [3, 6]]
+        """
+        self._check_single_result("outer")
+        return self(reshape(A, np.shape(A) + (1,) * len(np.shape(B))), B)
+
+
+def frompyfunc(func, /, nin, nout, *, identity=None):
+    """``func``, a function of ``nin`` scalars with ``nout`` results, as a ``jnp.ufunc``
+    (its calls ``vmap`` it over the broadcast elements; ``identity``: its identity, if any).
+
+    >>> add = jnp.frompyfunc(lambda a, b: a + b, 2, 1, identity=0)
+    >>> add.reduce(jnp.arange(5))                               # 10
+    """
+    return ufunc(func, nin, nout, identity=identity)
+
+
+# The rules of the ufuncs' methods that are not folds, as JAX's: reductions and cumulative
+# reductions, and scatters for ``at``.
+
+def _extremum_reduce(reduce):
+    """``jnp.max`` or ``jnp.min`` as a ufunc's reduction (which takes a dtype)."""
+    def rule(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+        a = as_array(a)
+        a = a if dtype is None else astype(a, dtype)
+        return reduce(a, axis=axis, keepdims=keepdims, initial=initial, where=where)
+    return rule
+
+
+def _require_integer(a):
+    if not (_dt.is_int(dtype_of(a)) or _dt.is_bool(dtype_of(a))):
+        raise ValueError(f"integer argument required; got dtype={dtype_of(a)}")
+    return a
+
+
+def _as_bool(a):
+    return astype(real(a) if _is_complex(a) else a, np.bool_)
+
+
+def _pairwise(op, x, fill):
+    """``op`` (associative and commutative, ``fill`` its identity) over the first axis of
+    ``x``: neighbours combined, level after level."""
+    if shape_of(x)[0] == 0:
+        return full(shape_of(x)[1:], fill, dtype_of(x))
+    while shape_of(x)[0] > 1:
+        if shape_of(x)[0] % 2:
+            x = concatenate([x, full((1,) + shape_of(x)[1:], fill, dtype_of(x))])
+        x = op(x[0::2], x[1::2])
+    return x[0]
+
+
+def _monoid_reduce(op, identity, prepare):
+    """A reduction by the elementwise ``op`` (bitwise and, or, xor) whose identity is
+    ``identity``, of the operand ``prepare`` gives: JAX's reductions of the bitwise and
+    logical ufuncs."""
+    def rule(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+        a = prepare(as_array(a))
+        a = a if dtype is None else astype(a, dtype)
+        fill = np.array(identity).astype(dtype_of(a))
+        if where is not None:
+            a = _where(broadcast_to(where, shape_of(a)), a, fill)
+        axes = reduce_axes(a, axis)
+        kept = tuple(d for k, d in enumerate(shape_of(a)) if k not in axes)
+        rows = reshape(moveaxis(a, axes, tuple(range(len(axes)))), (-1,) + kept)
+        result = _pairwise(op, rows, fill)
+        if initial is not None:
+            initial = as_array(initial)
+            if shape_of(initial) != ():
+                raise ValueError(f"initial value must be a scalar. Got array of shape "
+                                 f"{shape_of(initial)}")
+            result = op(astype(initial, dtype_of(result)), result)
+        if keepdims:
+            result = expand_dims(result, axes)
+        return result
+    return rule
+
+
+def _logsumexp_reduce(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+    """``log(sum(exp(a)))`` over ``axis``, shifted by the maximum (held constant for the
+    derivative) so that nothing overflows: ``jnp.logaddexp.reduce``. As JAX's, ``dtype`` is
+    not used."""
+    a = as_inexact(as_array(a))
+    axes = reduce_axes(a, axis)
+    peak = reduce_max(real(a), axis=axes, keepdims=keepdims, where=where, initial=-np.inf)
+    peak = bind(p.stop_gradient_p, _where(isfinite(peak), peak, zeros_like(peak)))
+    shift = peak if keepdims else expand_dims(peak, axes)
+    total = reduce_sum(exp(subtract(a, astype(shift, dtype_of(a)))), axis=axes,
+                       keepdims=keepdims, where=where)
+    result = add(log(total), astype(peak, dtype_of(total)))
+    return result if initial is None else logaddexp(initial, result)
+
+
+def _logsumexp2_reduce(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+    """``log2(sum(2 ** a))`` over ``axis``: ``jnp.logaddexp2.reduce``."""
+    ln2 = float(np.log(2))
+    initial = None if initial is None else multiply(initial, ln2)
+    scaled = multiply(as_array(a), ln2)
+    return divide(_logsumexp_reduce(scaled, axis, dtype, keepdims, initial, where), ln2)
+
+
+def _add_at(a, indices, b):
+    """``jnp.add.at``: a scatter-add (booleans add as integers, then are true where
+    nonzero)."""
+    a = as_array(a)
+    if dtype_of(a) != np.bool_:
+        return a.at[indices].add(b)
+    counts = astype(a, np.int32).at[indices].add(astype(astype(b, np.bool_), np.int32))
+    return astype(counts, np.bool_)
+
+
+def _multiply_at(a, indices, b):
+    """``jnp.multiply.at``: a scatter-multiply (booleans as integers)."""
+    a = as_array(a)
+    if dtype_of(a) != np.bool_:
+        return a.at[indices].multiply(b)
+    products = astype(a, np.int32).at[indices].multiply(astype(astype(b, np.bool_), np.int32))
+    return astype(products, np.bool_)
+
+
+def _subtract_at(a, indices, b):
+    """``jnp.subtract.at``: a scatter-add of ``-b``."""
+    return as_array(a).at[indices].add(negative(as_array(b)))
+
+
+def _index_tuple(indices) -> tuple:
+    """An index as a tuple of entries (a list is one integer array)."""
+    if isinstance(indices, list):
+        return (asarray(indices),)
+    return indices if isinstance(indices, tuple) else (indices,)
+
+
+def _binary_ufunc(func, identity, **rules):
+    return ufunc(func, 2, 1, name=func.__name__, identity=identity, call=func, **rules)
+
+
+_reduce_bitwise_and = _monoid_reduce(bitwise_and, -1, _require_integer)
+_reduce_bitwise_or = _monoid_reduce(bitwise_or, 0, _require_integer)
+_reduce_bitwise_xor = _monoid_reduce(bitwise_xor, 0, _require_integer)
+_reduce_logical_and = _monoid_reduce(bitwise_and, True, _as_bool)
+_reduce_logical_or = _monoid_reduce(bitwise_or, False, _as_bool)
+_reduce_logical_xor = _monoid_reduce(bitwise_xor, False, _as_bool)
+
+negative = ufunc(negative, 1, 1, name="negative", call=negative)
+add = _binary_ufunc(add, 0, reduce=reduce_sum, accumulate=cumsum, at=_add_at)
+multiply = _binary_ufunc(multiply, 1, reduce=prod, accumulate=cumprod, at=_multiply_at)
+subtract = _binary_ufunc(subtract, None, at=_subtract_at)
+maximum = _binary_ufunc(maximum, None, reduce=_extremum_reduce(reduce_max))
+minimum = _binary_ufunc(minimum, None, reduce=_extremum_reduce(reduce_min))
+bitwise_and = _binary_ufunc(bitwise_and, -1, reduce=_reduce_bitwise_and)
+bitwise_or = _binary_ufunc(bitwise_or, 0, reduce=_reduce_bitwise_or)
+bitwise_xor = _binary_ufunc(bitwise_xor, 0, reduce=_reduce_bitwise_xor)
+logical_and = _binary_ufunc(logical_and, True, reduce=_reduce_logical_and)
+logical_or = _binary_ufunc(logical_or, False, reduce=_reduce_logical_or)
+logical_xor = _binary_ufunc(logical_xor, False, reduce=_reduce_logical_xor)
+logaddexp = _binary_ufunc(logaddexp, -np.inf, reduce=_logsumexp_reduce)
+logaddexp2 = _binary_ufunc(logaddexp2, -np.inf, reduce=_logsumexp2_reduce)
