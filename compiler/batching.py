@@ -32,6 +32,7 @@ from ir.core import Aval, Program, TypeSharding
 from ir.primitives import RuleTable
 from ir.shapes import out_avals
 from ir.sharding import NamedSharding, PartitionSpec, spec_axes
+from ir.sharding_rules import partitions
 
 batching_rules = RuleTable("batching")
 # rule(trace, values, dims, **params): collectives naming the vmap's axis (collective_rules.py)
@@ -167,7 +168,8 @@ class BatchTrace(Trace):
                 outs, out_dims = named_axis_rules[prim](self, values, dims, **params)
             elif prim in control_rules and (inner_collectives or any(
                     d is not None for d in dims)):
-                outs, out_dims = control_rules[prim](self, values, dims, **params)
+                with batch_split_of(values, dims):
+                    outs, out_dims = control_rules[prim](self, values, dims, **params)
             elif all(d is None for d in dims):
                 outs = _bind_list(prim, values, params)
                 out_dims = [None] * len(outs)
@@ -175,7 +177,8 @@ class BatchTrace(Trace):
                 if prim is prims.sharding_constraint_p:
                     params = dict(params, spmd_axis_name=self.spmd_axis_name
                                   or self.batch_spec or None)
-                outs, out_dims = batching_rules[prim](values, dims, **params)
+                with batch_split_of(values, dims):
+                    outs, out_dims = batching_rules[prim](values, dims, **params)
         return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
 
     def process_shard_map(self, fun, args, params):
@@ -424,11 +427,46 @@ def moveaxis(x, src: int, dst: int):
 
 
 def broadcast_batch(x, size: int, dim: int = 0):
-    """``x`` repeated ``size`` times along a new axis at ``dim``."""
+    """``x`` repeated ``size`` times along a new axis at ``dim``; split as the batched operands
+    of the equation being batched split their batch axis (``_batch_split``), as JAX's
+    batching broadcasts an unbatched operand."""
     shape = shape_of(x)
     out_shape = shape[:dim] + (size,) + shape[dim:]
     kept = tuple(k if k < dim else k + 1 for k in range(len(shape)))
+    split = _batch_split[-1]
+    if split is not None:
+        mesh, axes = split
+        sharding = aval_of(x).sharding
+        spec = list(sharding.spec) if sharding is not None else [()] * len(shape)
+        if not set(axes) & {a for names in spec for a in names}:
+            spec.insert(dim, axes)
+            out = bind(prims.broadcast_in_dim_p, x, shape=out_shape, broadcast_dimensions=kept)
+            return bind(prims.sharding_constraint_p, out,
+                        sharding=NamedSharding(mesh, PartitionSpec(*partitions(spec))))
     return bind(prims.broadcast_in_dim_p, x, shape=out_shape, broadcast_dimensions=kept)
+
+
+# (mesh, axes) splitting the batch axis of the equation being batched, where an operand's
+# Explicit type splits it and another operand is unbatched; else None
+_batch_split: list = [None]
+
+
+@contextlib.contextmanager
+def batch_split_of(values, dims):
+    """While batching an equation of ``values`` (batch axes ``dims``): the split its batched
+    operands' types give the batch axis, for the unbatched operands broadcast to it."""
+    split = None
+    if None in dims:
+        for value, dim in zip(values, dims):
+            sharding = aval_of(value).sharding if dim is not None else None
+            if sharding is not None and sharding.spec[dim]:
+                split = (sharding.mesh, sharding.spec[dim])
+                break
+    _batch_split.append(split)
+    try:
+        yield
+    finally:
+        _batch_split.pop()
 
 
 def batch_at(x, dim, size: int, where: int = 0):

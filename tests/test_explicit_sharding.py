@@ -969,3 +969,31 @@ def test_einsum_shards_its_result_as_jax_pairs_the_operands(subscripts, specs, w
         got = fn(subscripts, *placed)
         assert str(jax.typeof(got)) == want
         np.testing.assert_allclose(got, np.einsum(subscripts, *arrays), rtol=1e-5, atol=1e-5)
+
+
+# vmap over a batch split by its type, with an operand every member shares: the shared one is
+# broadcast split as the batch is, as JAX's batching broadcasts it (JAX 0.10.2's types)
+VMAP_SHARED = {
+    "where, a shared mask": (lambda r: jnp.where(jnp.arange(8) % 2 == 0, r, 0.0),
+                             lambda b: np.where(np.arange(8) % 2 == 0, b, 0.0), "float32[8@X,8]"),
+    "concatenate a shared row": (lambda r: jnp.concatenate([r, jnp.ones(2)]),
+                                 lambda b: np.concatenate([b, np.ones((8, 2))], 1),
+                                 "float32[8@X,10]"),
+    "a cond on each member": (lambda r: lax.cond(r[0] > 10, lambda: r, lambda: jnp.zeros(8)),
+                              lambda b: np.where(b[:, :1] > 10, b, 0.0), "float32[8@X,8]"),
+    "diag": (jnp.diag, lambda b: np.stack([np.diag(v) for v in b]), "float32[8@X,8,8]"),
+    "set an element": (lambda r: r.at[2].set(0.0),
+                       lambda b: np.where(np.arange(8) == 2, 0.0, b), "float32[8@X,8]"),
+}
+
+
+@pytest.mark.parametrize("name", list(VMAP_SHARED))
+def test_vmap_broadcasts_a_shared_operand_split_as_the_batch(name):
+    fn, reference, want = VMAP_SHARED[name]
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    data = np.arange(64.0, dtype=np.float32).reshape(8, 8)
+    b = jax.device_put(data, NamedSharding(mesh, P("X")))
+    for run in (jax.vmap(fn), jax.jit(jax.vmap(fn))):
+        got = run(b)
+        assert str(jax.typeof(got)) == want
+        np.testing.assert_allclose(got, reference(data))
