@@ -16,7 +16,7 @@ from ir import primitives as prims
 from ir.core import Literal, Program, Var, programs_in
 from ir.params import signature_of
 from ir.sharding_rules import typed_avals
-from ir.sharding import axes_size, device_groups
+from ir.sharding import axes_size, device_groups, pop_mesh, push_mesh
 
 
 class VerifyError(ValueError):
@@ -66,9 +66,21 @@ def verify(prog: Program, mesh=None) -> None:
     ``mesh``: the enclosing shard_map's mesh, when ``prog`` is a body or a device's program;
     its collectives and types may name only its axes, with their sizes.
 
+    Types are checked against the program's own meshes, not the mesh set where it is
+    verified: a part traced under another (``explicit_axes``) was checked against that one
+    as it was traced.
+
     Not on the shared loop (``ir.interpreter``): the loop assumes what this checks (every
     variable defined once, before it is used), and must report its breach as an error of
     the program."""
+    push_mesh(None)
+    try:
+        _verify(prog, mesh)
+    finally:
+        pop_mesh(None)
+
+
+def _verify(prog: Program, mesh) -> None:
     defined: set = set()
 
     def define(var, where, eqn=None):

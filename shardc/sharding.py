@@ -193,6 +193,12 @@ def _constrained(x, shardings, what: str):
             check_explicit_axes(sharding, what)
         if what == "with_sharding_constraint" and mesh.explicit_axes:
             if len(mesh.explicit_axes) == mesh.ndim:
+                named = set(spec_axes(sharding.spec))
+                if named and _AUTO_AXES and named <= set(_AUTO_AXES[-1]):
+                    # inside auto_axes these axes are Auto: a layout hint for the values
+                    # computed whole there, which changes none of them
+                    out.append(leaf)
+                    continue
                 _assert_type(leaf, sharding)
                 out.append(leaf)
                 continue
@@ -311,7 +317,13 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
             sharding = named_sharding(aval_of(leaf))
             if sharding is None or sharding.mesh != inner:
                 return leaf
-            return reshard(leaf, NamedSharding(mesh, sharding.spec))
+            target = NamedSharding(mesh, sharding.spec)
+            if set(spec_axes(sharding.spec)) <= set(mesh.explicit_axes):
+                return reshard(leaf, target)
+            # onto axes Auto outside: laid out as it was, its type no longer naming them
+            # (JAX's mesh_cast)
+            with set_mesh(inner):
+                return bind(p.sharding_constraint_p, leaf, sharding=target)
         return tree.tree_map(back, result)
 
     return wrapped

@@ -997,3 +997,42 @@ def test_vmap_broadcasts_a_shared_operand_split_as_the_batch(name):
         got = run(b)
         assert str(jax.typeof(got)) == want
         np.testing.assert_allclose(got, reference(data))
+
+
+def test_explicit_axes_on_an_auto_mesh_returns_values_typed_unsplit():
+    # JAX's parallel programming guide: explicit_axes inside a jit on an Auto mesh; its
+    # result leaves typed as the Auto mesh types it (unsplit), and computes on
+    auto = jax.make_mesh((4, 2), ("X", "Y"), (jax.sharding.AxisType.Auto,) * 2)
+    seen = []
+
+    @jax.sharding.explicit_axes
+    def double(y):
+        seen.append(str(jax.typeof(y)))
+        return y * 2
+
+    data = np.arange(16.0, dtype=np.float32).reshape(4, 4)
+    with jax.set_mesh(auto):
+        x = jax.device_put(data, NamedSharding(auto, P("X", "Y")))
+        eager = double(jnp.asarray(data), in_sharding=P("X", None))
+        staged = jax.jit(lambda a: double(jnp.sin(a), in_sharding=P("X", "Y")) + 1)(x)
+        after = staged + x
+    assert seen == ["float32[4@X,4]", "float32[4@X,4@Y]"]
+    assert str(jax.typeof(eager)) == str(jax.typeof(staged)) == "float32[4,4]"
+    np.testing.assert_allclose(eager, data * 2)
+    np.testing.assert_allclose(staged, np.sin(data) * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(after, np.sin(data) * 2 + 1 + data, rtol=1e-6)
+
+
+def test_a_sharding_constraint_inside_auto_axes_names_auto_axes():
+    # inside auto_axes the axes are Auto: a constraint there is a layout hint, not an assert
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    data = np.arange(64.0, dtype=np.float32).reshape(8, 8)
+    b = jax.device_put(data, NamedSharding(mesh, P("X")))
+    with jax.set_mesh(mesh):
+        f = jax.sharding.auto_axes(lambda a: lax.with_sharding_constraint(a * 2, P("Y", None)),
+                                   out_sharding=P("X"))
+        got = f(b)
+        assert str(jax.typeof(got)) == "float32[8@X,8]"
+        np.testing.assert_allclose(got, data * 2)
+        with pytest.raises(AssertionError, match="acts as an assert"):
+            lax.with_sharding_constraint(b, P("Y", None))
