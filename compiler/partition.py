@@ -653,18 +653,34 @@ block_rules[prims.reshape_p] = _reshape_rule
 
 def _kept_rule(mesh, eqn, values) -> list:
     """Cumulative ops and sort: each runs along one dimension, so blocks are computed on their
-    own once that dimension is whole. The operands are laid out as the result with it whole,
-    the operation runs on the blocks, and a result whose type splits that dimension (on Auto
-    axes propagation may keep its operand's split) is cut to its block."""
-    outs = eqn.outvars
+    own once that dimension is whole."""
     along = eqn.params["dimension" if eqn.primitive is prims.sort_p else "axis"]
-    want = tuple(() if d == along else names for d, names in enumerate(spec_of(outs[0].aval)))
+    return _whole_along(mesh, eqn, values, (along,))
+
+
+def _fft_rule(mesh, eqn, values) -> list:
+    """An FFT transforms its last dimensions, so blocks are computed on their own once those
+    are whole (a real transform changes the last one's length: it is whole either way)."""
+    (a,) = eqn.invars
+    n = len(eqn.params["fft_lengths"])
+    return _whole_along(mesh, eqn, values, tuple(range(a.aval.ndim - n, a.aval.ndim)),
+                        same_shape=False)
+
+
+def _whole_along(mesh, eqn, values, dims, same_shape: bool = True) -> list:
+    """An operation that runs along ``dims`` on blocks: the operands laid out as the result
+    with ``dims`` whole, the operation on the blocks, and a result whose type splits one of
+    ``dims`` (JAX keeps an FFT's split; on Auto axes propagation may keep a sort's) cut to
+    its block. ``same_shape``: operands of another shape than the result are gathered whole
+    instead."""
+    outs = eqn.outvars
+    want = tuple(() if d in dims else names for d, names in enumerate(spec_of(outs[0].aval)))
     laid = []
     for v, a in zip(values, eqn.invars):
-        if a.aval.shape != outs[0].aval.shape:
+        if a.aval.ndim != len(want) or (same_shape and a.aval.shape != outs[0].aval.shape):
             return whole_rule(mesh, eqn, values)
         laid.append(to_layout(mesh, v, a, want))
-    results = bind(eqn.primitive, *laid, **eqn.params)
+    results = bind(eqn.primitive, *laid, **block_params(eqn))
     results = results if eqn.primitive.multiple_results else [results]
     return [relayout(mesh, r, o.aval.shape, want, spec_of(o.aval), o.aval)
             for r, o in zip(results, outs)]
@@ -672,6 +688,7 @@ def _kept_rule(mesh, eqn, values) -> list:
 
 for _p in prims.CUMULATIVE + (prims.sort_p,):
     block_rules[_p] = _kept_rule
+block_rules[prims.fft_p] = _fft_rule
 
 
 # --- reductions: local, then across the devices a split reduced dimension spreads over -----

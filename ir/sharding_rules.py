@@ -538,14 +538,15 @@ sharding_rules[prims.reshape_p] = _reshape
 # --- indexing ----------------------------------------------------------------------------------
 
 def _gather(in_avals, outs, *, axis, out_sharding=None):
-    """Take along ``axis``: the operand whole along it and the indices unsplit; the result is
-    split as the operand's other dimensions."""
+    """Take along ``axis``: the operand whole along it (unsplit, or of size 1, which each
+    index reads whole) and the indices unsplit; the result is split as the operand's other
+    dimensions."""
     given = _given({"out_sharding": out_sharding}, outs[0].ndim)
     if given is not None:
         return [given]
     x, indices = in_avals
     spec = spec_of(x)
-    if spec[axis] or any(spec_of(indices)):
+    if (spec[axis] and x.shape[axis] != 1) or any(spec_of(indices)):
         raise gather_error(x, _with_index_vector(indices))
     return [spec[:axis] + ((),) * indices.ndim + spec[axis + 1:]]
 
@@ -616,14 +617,9 @@ def _cumulative(in_avals, outs, *, axis, reverse):
 
 
 def _fft(in_avals, outs, *, fft_type, fft_lengths):
-    """The transformed dimensions unsplit; the others keep their split."""
-    (x,) = in_avals
-    spec = spec_of(x)
-    n = len(fft_lengths)
-    if any(spec[-n:]):
-        raise ShardingTypeError(f"fft needs its last {n} dimension{'s' * (n > 1)} unsharded. "
-                                f"Got input type={x.str_long()}; reshard them to None first")
-    return [spec]
+    """The result split as the operand, the transformed dimensions too (JAX's: the compiler
+    gathers them; a real transform's shorter or longer last dimension must stay divisible)."""
+    return [spec_of(in_avals[0])]
 
 
 sharding_rules[prims.fft_p] = _fft

@@ -11,12 +11,15 @@ import math
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import bind
+from compiler.tracing import aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import kept_if_divisible, partitions
 import shardc.numpy as jnp
 from shardc.lax._convolution import padtype_to_pads
 from shardc.lax._shapes import array_operand, pad
+from shardc.sharding import reshard
 
 __all__ = [
     "acos", "asin", "atan", "acosh", "asinh", "atanh", "sinh", "cosh", "nextafter",
@@ -145,6 +148,16 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
                         f"base_dilation {base} and window_dilation {dilation} must each have "
                         f"one entry per dimension of the operand (rank {ndim})")
     init = jnp.asarray(init_value, dtype=operand.dtype)
+    extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
+    dilated = tuple((n - 1) * d + 1 if n else 0 for n, d in zip(operand.shape, base))
+    pads = (padtype_to_pads(dilated, extent, strides, padding)
+            if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
+    if len(pads) != ndim:
+        raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "
+                        f"(rank {ndim}), got {len(pads)}")
+    out_shape = tuple((n + lo + hi - e) // s + 1 if n + lo + hi >= e else 0
+                      for n, (lo, hi), e, s in zip(dilated, pads, extent, strides))
+    operand, layout, out_layout = _window_layouts(operand, out_shape, base, pads)
     # which places of the dilated, padded operand hold its elements: the holes and the
     # padding take no part (the initial value counts once per window, as JAX's)
     real = np.ones(operand.shape, bool)
@@ -154,18 +167,10 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         holes = np.zeros(operand.shape, bool)
         holes[tuple(slice(None, None, d) for d in base)] = True
         real = holes
-    extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
-    pads = (padtype_to_pads(operand.shape, extent, strides, padding)
-            if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
-    if len(pads) != ndim:
-        raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "
-                        f"(rank {ndim}), got {len(pads)}")
     if any(lo or hi for lo, hi in pads):
         operand = pad(operand, init, [(lo, hi, 0) for lo, hi in pads])
         real = _padded_mask(real, pads)
-    out_shape = tuple((n - e) // s + 1 if n >= e else 0
-                      for n, e, s in zip(operand.shape, extent, strides))
-    result = jnp.broadcast_to(init, out_shape)
+    result = jnp.broadcast_to(init, out_shape, out_sharding=layout)
     for offset in itertools.product(*[range(w) for w in window]):
         start = tuple(o * d for o, d in zip(offset, dilation))
         limit = tuple(b + (n - 1) * s + 1 for b, n, s in zip(start, out_shape, strides))
@@ -175,8 +180,32 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         part = bind(p.slice_p, operand, start_indices=start, limit_indices=limit,
                     strides=None if all(s == 1 for s in strides) else strides)
         combined = computation(result, part)
-        result = combined if taken.all() else jnp.where(taken, combined, result)
-    return result
+        if not taken.all():
+            mask = (taken if layout is None
+                    else jnp.broadcast_to(jnp.asarray(taken), out_shape, out_sharding=layout))
+            combined = jnp.where(mask, combined, result)
+        result = combined
+    return result if out_layout is None else reshard(result, out_layout)
+
+
+def _window_layouts(operand, out_shape, base, pads):
+    """JAX's type rule for ``reduce_window`` on an ``operand`` whose type splits it: the
+    result keeps the split where each changed dimension stays divisible (else JAX's
+    ShardingTypeError). The windows are computed with the padded or dilated dimensions whole
+    (the padding would leave them indivisible), the result then cut to its split. Returns
+    the operand so laid out, that layout and the result's (None, None when unsplit)."""
+    aval = aval_of(operand)
+    if aval.sharding is None:
+        return operand, None, None
+    spec = kept_if_divisible("reduce_window", aval, out_shape)
+    work = tuple(() if lo or hi or b != 1 else names
+                 for names, (lo, hi), b in zip(spec, pads, base))
+    mesh = aval.sharding.mesh
+    layout = NamedSharding(mesh, PartitionSpec(*partitions(work)))
+    if work == spec:
+        return operand, layout, None
+    return (reshard(operand, layout), layout,
+            NamedSharding(mesh, PartitionSpec(*partitions(spec))))
 
 
 def _padded_mask(mask, pads):

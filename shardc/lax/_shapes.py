@@ -27,10 +27,21 @@ def checked_axis(axis, ndim):
 
 
 def slice_along(x, start, stop, step, axis):
-    """``x[start:stop:step]`` along ``axis``."""
-    index = [slice(None)] * x.ndim
-    index[axis] = slice(start, stop, step)
-    return x[tuple(index)]
+    """``x[start:stop:step]`` along ``axis``: one ``slice`` for a positive step (as JAX's
+    ``slice_in_dim``, not indexing, which takes a gather on an array laid out over several
+    devices), else indexing."""
+    if step is not None and step <= 0:
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(start, stop, step)
+        return x[tuple(index)]
+    lo, hi, step = slice(start, stop, step).indices(x.shape[axis])
+    starts, limits = [0] * x.ndim, list(x.shape)
+    starts[axis], limits[axis] = lo, max(lo, hi)
+    if step == 1 and (lo, limits[axis]) == (0, x.shape[axis]):
+        return x
+    return bind(p.slice_p, x, start_indices=tuple(starts), limit_indices=tuple(limits),
+                strides=None if step == 1 else tuple(step if d == axis else 1
+                                                      for d in range(x.ndim)))
 
 
 # --- shapes ----------------------------------------------------------------------------------

@@ -9,11 +9,11 @@ import numpy as np
 from compiler.tracing import bind, known_nested, static_int
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._arithmetic import add, clip, less_equal, where
-from shardc.numpy._core import (as_array, asarray, astype, broadcast_to, canonical_axis, convert,
+from shardc.numpy._arithmetic import add, less_equal, where
+from shardc.numpy._core import (as_array, asarray, astype, canonical_axis, convert,
                                 dtype_of, ndim_of, ones, ravel, reshape, shape_of, zeros,
                                 zeros_like)
-from shardc.numpy._creation import arange, eye
+from shardc.numpy._creation import eye
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import moveaxis
 from shardc.numpy._sorting import nonzero
@@ -51,11 +51,12 @@ def diag(v, k=0):
         raise ValueError("diag input must be 1d or 2d")
     k = static_int(k, "argument 'k' of jnp.diag()")
     n = shape_of(v)[0] + builtins.abs(k)
-    rows = arange(n)[:, None]
-    along = rows if k >= 0 else arange(n)[None, :]
-    values = take(v, clip(broadcast_to(along, (n, n)), 0, shape_of(v)[0] - 1))
-    mask = eye(n, n, k=k, dtype=bool)
-    return where(mask, values, zeros((), dtype_of(v)))
+    # JAX's: row i of the result holds v padded to n at i (no gather, so a split v keeps
+    # its split along the rows)
+    zero = zeros((), dtype_of(v))
+    padded = bind(p.pad_p, v, zero,
+                  padding_config=((builtins.max(0, -k), builtins.max(0, k), 0),))
+    return where(eye(n, n, k=k, dtype=bool), reshape(padded, (n, 1)), zero)
 
 
 def diagflat(v, k=0):

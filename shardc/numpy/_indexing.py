@@ -16,11 +16,11 @@ from compiler.tracing import (NonConcreteBooleanIndexError, Tracer, aval_of, bin
                               errors_link, is_python_scalar, value_if_known)
 from ir import dtypes as _dt
 from ir.core import Aval, TypeSharding
-from ir.sharding_rules import gather_error, scatter_error
+from ir.sharding_rules import gather_error, partitions, scatter_error
 from ir import primitives as p
 from shardc.dtypes import result_type
 from ir.sharding import NamedSharding, PartitionSpec
-from shardc.sharding import auto_axes, with_sharding_constraint
+from shardc.sharding import auto_axes, reshard, with_sharding_constraint
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
@@ -290,9 +290,12 @@ def _index_aval(index, shape) -> Aval:
     return indices
 
 
-def _split_read(aval, index, partial) -> bool:
+def _split_read(aval, index, partial, gather: bool = True) -> bool:
+    """Whether a dimension read in part is split, or an integer-array index is. A gather
+    reads a dimension of size 1 whole by any index into it (JAX's accepts it split); a
+    scatter's integer-indexed dimensions must be unsplit whatever their size."""
     split = aval.sharding.spec if aval.sharding is not None else ((),) * aval.ndim
-    return any(split[d] for d in partial) or any(
+    return any(split[d] and (aval.shape[d] != 1 or not gather) for d in partial) or any(
         _entry_aval(e).sharding is not None for e in index if _is_int_array(e))
 
 
@@ -301,15 +304,25 @@ def _check_gather_layout(x, index) -> None:
 
     A gather reads dimensions whole or not split: integer arrays index through one, and so
     does, on an array already laid out over several devices (an eager operand), every integer
-    or partial slice (JAX's indexing takes its slice paths only for traced operands, so
-    ``x[0]`` of a split dimension names the gather eagerly and the slice under jit).
+    or partial slice (JAX's indexing takes its slice paths only for traced operands and
+    arrays on one device, so ``x[0]`` of a split dimension names the gather eagerly and the
+    slice under jit).
     """
     aval = aval_of(x)
     if aval.sharding is None and not any(_is_int_array(e) for e in index):
         return
-    partial, shape = _reads(aval, index, whole_only=not isinstance(x, Tracer))
+    partial, shape = _reads(aval, index, whole_only=_on_several_devices(x))
     if _split_read(aval, index, partial):
         raise gather_error(aval, _index_aval(index, shape))
+
+
+def _on_several_devices(x) -> bool:
+    """Whether ``x`` is an array laid out over more than one device (JAX's ``is_sharded``):
+    what sends its eager indexing to a gather."""
+    if isinstance(x, Tracer):
+        return False
+    sharding = getattr(x, "sharding", None)
+    return sharding is None or getattr(sharding, "num_devices", 2) > 1
 
 
 def _check_scatter_layout(x, index, value) -> None:
@@ -319,7 +332,7 @@ def _check_scatter_layout(x, index, value) -> None:
     if aval.sharding is None:
         return
     partial, shape = _reads(aval, index, whole_only=True)
-    if _split_read(aval, index, partial):
+    if _split_read(aval, index, partial, gather=False):
         raise scatter_error(aval, _index_aval(index, shape), _updates_aval(aval, index))
 
 
@@ -595,7 +608,18 @@ def getitem_with_mode(x, index, mode=None, fill_value=None):
     # out-of-bounds indices are sent there.
     config = tuple((0, int(d in filled), 0) for d in range(len(aval.shape)))
     padded = bind(p.pad_p, x, _fill_value(aval.dtype, fill_value), padding_config=config)
-    return getitem(padded, _remap_integers(full, aval.shape, _to_padding))
+    return getitem(_unsplit(padded, filled), _remap_integers(full, aval.shape, _to_padding))
+
+
+def _unsplit(x, dims):
+    """``x`` with ``dims`` unsplit: a dimension padded with the fill slot that its type
+    splits (one of size 1, which the layout check accepts split, over mesh axes of size 1:
+    no data moves)."""
+    aval = aval_of(x)
+    if aval.sharding is None or not any(aval.sharding.spec[d] for d in dims):
+        return x
+    spec = [() if d in dims else names for d, names in enumerate(aval.sharding.spec)]
+    return reshard(x, NamedSharding(aval.sharding.mesh, PartitionSpec(*partitions(spec))))
 
 
 def _take(x, indices, axis=None, mode=None, fill_value=None):
@@ -762,7 +786,8 @@ def _update(x, index, value, mode):
             starts.append(np.int32(k % size))
             window.append(1)
     kept = tuple(w for entry, w in zip(full, window) if isinstance(entry, slice))
-    value = reshape(broadcast_to(value, kept), tuple(window))
+    value = reshape(_broadcast_update(x, value, kept, [isinstance(e, slice) for e in full]),
+                    tuple(window))
     if mode != "set":
         current = bind(p.dynamic_slice_p, x, *starts, slice_sizes=tuple(window))
         value = _COMBINE[mode](current, value)
@@ -773,6 +798,18 @@ def _update(x, index, value, mode):
     for flag in inside[1:]:
         keep = logical_and(keep, flag)
     return where(keep, updated, x)
+
+
+def _broadcast_update(x, value, shape, kept_dims):
+    """``value`` broadcast to the update's ``shape`` (the dimensions of ``x`` where
+    ``kept_dims`` is true) and, as JAX's, laid out as ``x``'s type splits those dimensions
+    (the type rule has already refused an update of part of a split dimension)."""
+    aval = aval_of(x)
+    if aval.sharding is None:
+        return broadcast_to(value, shape)
+    spec = [names for names, kept in zip(aval.sharding.spec, kept_dims) if kept]
+    sharding = NamedSharding(aval.sharding.mesh, PartitionSpec(*partitions(spec)))
+    return broadcast_to(value, shape, out_sharding=sharding)
 
 
 def _fits_window_or_scatter(full, arrays) -> bool:

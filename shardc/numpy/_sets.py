@@ -7,9 +7,10 @@ shard_map bodies).
 """
 from __future__ import annotations
 
+import builtins
 import collections
 
-from compiler.tracing import bind
+from compiler.tracing import aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (clip, equal, greater, isnan, less, logical_and, logical_not,
@@ -19,7 +20,7 @@ from shardc.numpy._core import (as_array, canonical_axis, concatenate, convert, 
 from shardc.numpy._creation import arange
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import moveaxis
-from shardc.numpy._reductions import all, cumsum, sum
+from shardc.numpy._reductions import all, any, cumsum, sum
 from shardc.numpy._sorting import (compact, concrete_size, iota_along, searchsorted, sort,
                                    sort_operands)
 
@@ -146,11 +147,22 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, method="a
     element, tests = promote(element, tests)
     if shape_of(tests)[0] == 0:
         found = zeros(shape_of(element), bool)
+    elif method == "compare_all" or (method == "auto" and _split(element, tests)):
+        # JAX's 'auto': every element against every test, which keeps the elements' split
+        # (sorting and searching would gather them); unsplit operands keep the cheaper search
+        flat = ravel(element)
+        pairs = equal(reshape(flat, shape_of(flat) + (1,)), reshape(tests, (1, -1)))
+        found = reshape(any(pairs, axis=-1), shape_of(element))
     else:
         ordered = sort(tests)
         place = clip(searchsorted(ordered, element), 0, shape_of(ordered)[0] - 1)
         found = equal(take(ordered, place), element)
     return logical_not(found) if invert else found
+
+
+def _split(*arrays) -> bool:
+    """Whether some array's type splits it over mesh axes."""
+    return builtins.any(aval_of(a).sharding is not None for a in arrays)
 
 
 def _distinct(x, assume_unique):
