@@ -46,13 +46,19 @@ def is_differentiable(aval: Aval) -> bool:
 
 def zeros_like_aval(aval: Aval):
     """Zeros of ``aval``'s type (shape, dtype and sharding), bound in the current trace."""
-    zero = np.zeros((), aval.dtype)
+    return full_like_aval(aval, 0)
+
+
+def full_like_aval(aval: Aval, value):
+    """``value`` filling ``aval``'s type (shape, dtype and sharding), bound in the current
+    trace: a constant a rule selects or combines with values of that type."""
+    fill = np.full((), value, aval.dtype)
     if aval.shape == ():
-        return bind(prims.broadcast_in_dim_p, zero, shape=(), broadcast_dimensions=())
-    zeros = bind(prims.broadcast_in_dim_p, zero, shape=aval.shape, broadcast_dimensions=())
+        return bind(prims.broadcast_in_dim_p, fill, shape=(), broadcast_dimensions=())
+    filled = bind(prims.broadcast_in_dim_p, fill, shape=aval.shape, broadcast_dimensions=())
     if aval.sharding is not None:
-        zeros = bind(prims.sharding_constraint_p, zeros, sharding=named_sharding(aval))
-    return zeros
+        filled = bind(prims.sharding_constraint_p, filled, sharding=named_sharding(aval))
+    return filled
 
 
 def typed_as(aval: Aval, *operands, order=None) -> dict:

@@ -12,11 +12,14 @@ import math
 
 import numpy as np
 
-from compiler.ad_core import (Linear, add_tangents, instantiate, jvp_rules, transpose_rules,
-                               typed_as, zeros_like_aval)
+from compiler.ad_core import (Linear, add_tangents, full_like_aval, instantiate, jvp_rules,
+                               transpose_rules, typed_as, zeros_like_aval)
 from compiler.tracing import aval_of, bind
 from ir import dtypes
 from ir import primitives as p
+from ir.core import TypeSharding
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import named_sharding, partitions
 
 
 def _aval(x):
@@ -308,8 +311,7 @@ def _abs_jvp(primals, tangents):
     if not _is_complex(x):
         return [y], [_mul(t, _d_abs(x, y))]
     zero = bind(p.eq_p, y, _scalar(0, y))
-    safe = bind(p.select_n_p, zero, y, bind(p.broadcast_in_dim_p, _scalar(1, y),
-                                               shape=aval_of(y).shape, broadcast_dimensions=()))
+    safe = bind(p.select_n_p, zero, y, _ones_like(y))
     slope = bind(p.real_p, _mul(t, bind(p.conj_p, x)))
     tangent = bind(p.select_n_p, zero, bind(p.div_p, slope, safe), zeros_like_aval(aval_of(y)))
     return [y], [tangent]
@@ -488,9 +490,7 @@ def _pow_jvp(primals, tangents):
 
 
 def _ones_like(x):
-    aval = aval_of(x)
-    return bind(p.broadcast_in_dim_p, np.ones((), aval.dtype), shape=aval.shape,
-                broadcast_dimensions=())
+    return full_like_aval(aval_of(x), 1)
 
 
 def _minmax_jvp(prim, primals, tangents):
@@ -904,15 +904,25 @@ def _prod_of_others(x, axes):
     n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
     lead = tuple(shape[d] for d in kept)
     flat = bind(p.reshape_p, moved, new_sizes=lead + (n,))
-    ones = bind(p.broadcast_in_dim_p, np.ones((), aval.dtype), shape=lead + (1,),
-                broadcast_dimensions=())
+    split = aval_of(flat).sharding
+    rows = None if split is None else TypeSharding.of(split.mesh, split.spec[:-1] + ((),))
+    if split is not None and split.spec[-1]:
+        # the products run along the reduced elements: gathered whole, the rows kept split
+        flat = bind(p.sharding_constraint_p, flat,
+                    sharding=NamedSharding(split.mesh, PartitionSpec(*partitions(
+                        split.spec[:-1] + ((),)))))
+    # ones laid out as a column of ``flat``
+    ones = full_like_aval(aval_of(flat).update(shape=lead + (1,), sharding=rows), 1)
     left = _exclusive_cumprod(flat, ones, len(lead), reverse=False)
     right = _exclusive_cumprod(flat, ones, len(lead), reverse=True)
     others = _mul(left, right)
     others = bind(p.reshape_p, others, new_sizes=tuple(shape[d] for d in perm))
     inverse = tuple(int(k) for k in np.argsort(perm))
-    return bind(p.transpose_p, others, permutation=inverse) if perm != tuple(range(len(shape))) \
-        else others
+    if perm != tuple(range(len(shape))):
+        others = bind(p.transpose_p, others, permutation=inverse)
+    if aval.sharding is not None and aval_of(others).sharding != aval.sharding:
+        others = bind(p.sharding_constraint_p, others, sharding=named_sharding(aval))
+    return others
 
 
 def _exclusive_cumprod(flat, ones, axis, reverse):
@@ -1073,6 +1083,9 @@ def _scan_tangent(combine, x, t, axis):
     shape = aval_of(x).shape
     n = shape[axis]
     position = bind(p.iota_p, dtype=dtypes.int_, shape=shape, dimension=axis)
+    if aval_of(x).sharding is not None:         # split as the values it selects among
+        position = bind(p.sharding_constraint_p, position,
+                        sharding=named_sharding(aval_of(x)))
     shift = 1
     while shift < n:
         value, tangent = combine((_shifted_by(x, axis, shift), _shifted_by(t, axis, shift)),

@@ -1036,3 +1036,29 @@ def test_a_sharding_constraint_inside_auto_axes_names_auto_axes():
         np.testing.assert_allclose(got, data * 2)
         with pytest.raises(AssertionError, match="acts as an assert"):
             lax.with_sharding_constraint(b, P("Y", None))
+
+
+# gradients whose rules make constants (ones, positions) of their operand's type: split as it
+# is, so selects and concatenations among them type (JAX 0.10.2 gives float32[8,8@Y])
+SPLIT_GRADS = {
+    "abs of a complex": (lambda x: jnp.abs(x.astype(jnp.complex64)).sum(), lambda x: np.sign(x)),
+    "prod along a whole axis": (lambda x: jnp.prod(x, axis=0).sum(),
+                                lambda x: np.prod(x, 0) / x),
+    "prod along a split axis": (lambda x: jnp.prod(x, axis=1).sum(),
+                                lambda x: np.prod(x, 1, keepdims=True) / x),
+    "cumprod": (lambda x: jnp.cumprod(x, axis=0).sum(),
+                lambda x: np.stack([sum(np.prod(np.delete(x[:j + 1], i, 0), 0)
+                                        for j in range(i, 8)) for i in range(8)])),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLIT_GRADS))
+def test_gradient_rules_type_their_constants_as_their_operands(name):
+    fn, reference = SPLIT_GRADS[name]
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    data = (np.arange(64.0).reshape(8, 8) % 5 + 0.5).astype(np.float32)
+    c = jax.device_put(data, NamedSharding(mesh, P(None, "Y")))
+    for run in (jax.grad(fn), jax.jit(jax.grad(fn))):
+        got = run(c)
+        assert str(jax.typeof(got)) == "float32[8,8@Y]"
+        np.testing.assert_allclose(got, reference(data.astype(np.float64)), rtol=1e-4)
