@@ -34,7 +34,8 @@ from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
-from ir.sharding import NamedSharding, PartitionSpec, check_divides, current_mesh
+from ir.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec, check_divides,
+                         current_mesh)
 from ir.sharding_rules import typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
@@ -224,7 +225,14 @@ def _arrival(backend, x):
     names on a mesh, which its program is then lowered for."""
     sharding = backend.sharding_of(x)
     if sharding is None and isinstance(getattr(x, "sharding", None), NamedSharding):
-        return x.sharding
+        sharding = x.sharding
+        if isinstance(sharding.mesh, AbstractMesh):
+            # on an abstract mesh (eval_shape's): the mesh its type names, or the mesh set
+            # here, where it abstracts that
+            typed = aval_of(x).sharding
+            mesh = typed.mesh if typed is not None else current_mesh()
+            if isinstance(mesh, Mesh) and mesh.abstract_mesh == sharding.mesh:
+                sharding = NamedSharding(mesh, sharding.spec)
     return sharding
 
 

@@ -10,7 +10,8 @@ from compiler import tree
 from compiler.jit import trace_function
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, weakly_typed
-from ir.sharding import PartitionSpec
+from ir.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
+from ir.sharding_rules import partitions
 from runtime.array import Array
 from shardc._transforms import shard_map
 from shardc._types import ShapeDtypeStruct
@@ -35,10 +36,31 @@ def eval_shape(fun, *args, **kwargs):
     else:
         closed = trace_function(fun, args, kwargs)
         avals, weak, out_tree = closed.out_avals, closed.out_weak, closed.out_tree
-    outs = [ShapeDtypeStruct(a.shape, a.dtype, weak_type=w,
-                             manual_axis_type=a.mat if a.vma else None)
+    outs = [_abstract(ShapeDtypeStruct(a.shape, a.dtype, weak_type=w,
+                                       manual_axis_type=a.mat if a.vma else None,
+                                       sharding=_typed(a)))
             for a, w in zip(avals, weak)]
     return tree.tree_unflatten(out_tree, outs)
+
+
+def _typed(aval):
+    """The sharding an abstract result reports on a mesh with Explicit axes: its type's (one
+    None per unsplit dimension), as JAX's eval_shape gives it; else None."""
+    if aval.sharding is not None:
+        return NamedSharding(aval.sharding.mesh, PartitionSpec(*partitions(aval.sharding.spec)))
+    mesh = current_mesh()
+    if mesh is not None and mesh.explicit_axes and current_shard_context() is None:
+        return NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim))
+    return None
+
+
+def _abstract(struct):
+    """``struct`` reporting its sharding on the abstract mesh, as JAX's eval_shape does; its
+    type keeps the mesh its value would be on, so it lowers as that value."""
+    if isinstance(struct.sharding, NamedSharding) and isinstance(struct.sharding.mesh, Mesh):
+        struct.sharding = NamedSharding(struct.sharding.mesh.abstract_mesh,
+                                        struct.sharding.spec)
+    return struct
 
 
 @contextlib.contextmanager

@@ -1062,3 +1062,19 @@ def test_gradient_rules_type_their_constants_as_their_operands(name):
         got = run(c)
         assert str(jax.typeof(got)) == "float32[8,8@Y]"
         np.testing.assert_allclose(got, reference(data.astype(np.float64)), rtol=1e-4)
+
+
+def test_eval_shape_reports_the_results_sharding_on_explicit_axes():
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    xs = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P("X", "Y")))
+    with jax.set_mesh(mesh):
+        summed = jax.eval_shape(lambda a: a.sum(1), xs)
+        total = jax.eval_shape(lambda a: a.sum(), xs)
+        host = jax.eval_shape(lambda a: a * 2, np.ones(3, np.float32))
+        assert summed.sharding == NamedSharding(mesh.abstract_mesh, P("X"))
+        assert str(jax.typeof(summed)) == "float32[8@X]"
+        assert total.sharding.spec == P() and host.sharding.spec == P(None)
+        # such a stand-in lowers as the value it stands for
+        lowered = jax.jit(lambda a: a * 2).lower(summed)
+        assert "f32[8@X]" in lowered.as_text()
+    assert jax.eval_shape(lambda a: a * 2, np.ones(3, np.float32)).sharding is None
