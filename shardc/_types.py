@@ -35,7 +35,10 @@ def _key_type(keys):
     of_data = _TypeOf(aval_of(keys._base), keys._base)
     of_data.shape, of_data.ndim, of_data.dtype = keys.shape, keys.ndim, keys.dtype
     vma_text = of_data._text[of_data._text.index("]") + 1:]
-    of_data._text = f"{keys.dtype.name}[{','.join(map(str, keys.shape))}]{vma_text}"
+    # the key dimensions as the data's leading ones are split (key<fry>[8@X])
+    data_dims = of_data._text[of_data._text.index("[") + 1:of_data._text.index("]")]
+    dims = data_dims.split(",")[:keys.ndim] if keys.ndim else []
+    of_data._text = f"{keys.dtype.name}[{','.join(dims)}]{vma_text}"
     return of_data
 
 

@@ -264,3 +264,11 @@ def test_rejection_samplers_with_a_varying_key_in_a_body():
         # the same key on both devices: the same draws (JAX's), each a valid sample
         np.testing.assert_array_equal(first, second)
         assert np.isfinite(out).all() and (out >= 0).all(), name
+
+
+def test_a_split_key_arrays_type_names_its_split():
+    mesh = shardc.make_mesh((4, 2), ("X", "Y"))
+    keys = shardc.device_put(random.split(random.key(0), 8),
+                             shardc.NamedSharding(mesh, P("X")))
+    assert str(shardc.typeof(keys)) == "key<fry>[8@X]"
+    assert str(shardc.typeof(random.key(1))) == "key<fry>[]"
