@@ -832,7 +832,12 @@ def _scatter_extremum_tangent(x, indices, updates, out, tx, tu, axis):
     share_kept = bind(p.div_p, one, bind(p.add_p, winners, one))
     share = bind(p.div_p, one, winners)         # inf where nothing won: never selected
     update_coef = where(successful, where(retained, share_kept, share), zeros_u)
-    operand_coef = bind(p.div_p, bind(p.sub_p, where(retained, share_kept, zeros_u), one), refs)
+    # (an update dropped for being out of range moves nothing: no share, and no division by
+    # the count of the place its clipped read names, which may be none)
+    counted = where(in_range, refs, ones_u)
+    operand_coef = where(in_range, bind(p.div_p, bind(p.sub_p, where(retained, share_kept,
+                                                                      zeros_u), one), counted),
+                         zeros_u)
     moved = bind(p.add_p, bind(p.mul_p, take(tx), operand_coef),
                  bind(p.mul_p, tu, update_coef))
     return add_at(tx, moved)

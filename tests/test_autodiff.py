@@ -1761,3 +1761,22 @@ def test_reverse_mode_of_traced_values_still_refuses_python_branches():
         with pytest.raises(shardc.errors.TracerBoolConversionError):
             run()
     assert float(shardc.grad(g)(1.0)) == 2.0          # outside jit the constant is a value
+
+
+def test_scatter_max_of_a_window_out_of_range_differentiates_finitely():
+    # an update window starting at 9 of 10 is dropped whole (JAX's FILL_OR_DROP): it moves no
+    # tangent, and its clipped read (a place no update reaches) divides nothing
+    dnums = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(),
+                                        scatter_dims_to_operand_dims=(0,))
+    idx = np.array([[9], [0], [0]])
+    x = np.arange(10, dtype=np.float32) / 10
+    y = np.array([[3.0, 0.5], [0.1, 4.0], [2.0, 2.0]], np.float32)
+    f = lambda a, b: lax.scatter_max(a, idx, b, dnums)
+    gx, gy = shardc.vjp(f, x, y)[1](np.arange(10, dtype=np.float32))
+    np.testing.assert_array_equal(gx, [0, 0, 2, 3, 4, 5, 6, 7, 8, 9])      # JAX 0.10.2's
+    np.testing.assert_array_equal(gy, [[0, 0], [0, 1], [0, 0]])
+    ones = (np.ones(10, np.float32), np.ones((3, 2), np.float32))
+    second = shardc.grad(lambda a, b: (shardc.jvp(f, (a, b), ones)[1]
+                                       * np.arange(10.0)).sum(), (0, 1))(x, y)
+    for g in second:
+        np.testing.assert_array_equal(g, np.zeros_like(g))
