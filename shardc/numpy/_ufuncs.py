@@ -914,20 +914,22 @@ def _logsumexp2_reduce(a, axis=None, dtype=None, keepdims=False, initial=None, w
 def _add_at(a, indices, b):
     """``jnp.add.at``: a scatter-add (booleans add as integers, then are true where
     nonzero)."""
-    a = as_array(a)
-    if dtype_of(a) != np.bool_:
-        return a.at[indices].add(b)
-    counts = astype(a, np.int32).at[indices].add(astype(astype(b, np.bool_), np.int32))
-    return astype(counts, np.bool_)
+    return _scatter_at("add", a, indices, b)
 
 
 def _multiply_at(a, indices, b):
     """``jnp.multiply.at``: a scatter-multiply (booleans as integers)."""
+    return _scatter_at("multiply", a, indices, b)
+
+
+def _scatter_at(method, a, indices, b):
+    """``a.at[indices].<method>(b)``; booleans computed as int32, then true where nonzero."""
     a = as_array(a)
     if dtype_of(a) != np.bool_:
-        return a.at[indices].multiply(b)
-    products = astype(a, np.int32).at[indices].multiply(astype(astype(b, np.bool_), np.int32))
-    return astype(products, np.bool_)
+        return getattr(a.at[indices], method)(b)
+    wide = getattr(astype(a, np.int32).at[indices], method)(astype(astype(b, np.bool_),
+                                                                   np.int32))
+    return astype(wide, np.bool_)
 
 
 def _subtract_at(a, indices, b):
