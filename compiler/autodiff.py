@@ -90,7 +90,7 @@ def vjp(fun, *primals, has_aux=False):
     target = split_aux(fun, opaque) if has_aux else fun
     outs, residuals, linear_prog, out_tree, diff = linearize_flat(target, flat_primals, in_tree)
     if has_aux:
-        out_tree, _ = out_tree.children
+        out_tree, _ = out_tree.subtrees
         n_out = out_tree.num_leaves
         aux = rebuild_aux(opaque, outs[n_out:])
         outs = outs[:n_out]
@@ -187,7 +187,7 @@ def jvp(fun, primals, tangents, has_aux=False):
     tangent_out = [instantiate(o.tangent, aval_of(o.primal)) for o in outs]
     out_tree = box[0]
     if has_aux:
-        out_tree, _ = out_tree.children
+        out_tree, _ = out_tree.subtrees
         n = out_tree.num_leaves
         return (tree.tree_unflatten(out_tree, primal_out[:n]),
                 tree.tree_unflatten(out_tree, tangent_out[:n]),

@@ -520,7 +520,7 @@ def _flat_bwd(bwd, closed, in_tree, out_tree, in_avals, out_avals, symbolic_zero
     with resolving_stale(closed, consts):
         result = bwd(tree.tree_unflatten(res_tree, residuals),
                      tree.tree_unflatten(out_tree, cts))
-    n_args = len(in_tree.children)
+    n_args = len(in_tree.subtrees)
     if isinstance(result, list) and len(result) == n_args:
         result = tuple(result)
     dummy = tree.tree_unflatten(in_tree, [object()] * in_tree.num_leaves)

@@ -27,7 +27,7 @@ def linearize(fun, *primals, has_aux: bool = False):
     flat_primals = [as_array(x) for x in flat_primals]
     aux = None
     if has_aux:
-        out_tree, _ = out_tree.children
+        out_tree, _ = out_tree.subtrees
         aux = rebuild_aux(opaque, outs[out_tree.num_leaves:])
         outs = outs[:out_tree.num_leaves]
     primal_avals = [aval_of(x) for x in flat_primals]

@@ -30,13 +30,53 @@ class PyTreeDef:
     """The structure of a pytree: a node type, its metadata and its children's structures."""
     kind: Any                  # None for a leaf, "none" for None, else the container type
     aux: Any
-    children: tuple
+    subtrees: tuple            # the children's structures
 
     @property
     def num_leaves(self) -> int:
         if self.kind is None:
             return 1
-        return sum(c.num_leaves for c in self.children)
+        return sum(c.num_leaves for c in self.subtrees)
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes of the tree, leaves and None included (JAX's count)."""
+        return 1 + sum(c.num_nodes for c in self.subtrees)
+
+    def children(self) -> list:
+        """The structures of this node's children (none for a leaf)."""
+        return list(self.subtrees)
+
+    def node_data(self):
+        """(node type, metadata) of this node; None for a leaf."""
+        if self.kind is None:
+            return None
+        if self.kind is dict:
+            return dict, list(self.aux)          # the keys, as JAX lists them
+        return (type(None) if self.kind == "none" else self.kind), self.aux
+
+    def unflatten(self, leaves):
+        """The tree of this structure holding ``leaves``."""
+        return tree_unflatten(self, leaves)
+
+    def flatten_up_to(self, tree) -> list:
+        """The subtrees of ``tree`` where this structure has its leaves (``tree`` must have
+        this structure down to them)."""
+        if self.kind is None:
+            return [tree]
+        node = node_children(tree)
+        kind = None if node is None else node[0]
+        if node is None or kind != self.kind or len(node[2]) != len(self.subtrees) or (
+                kind is dict and node[1] != self.aux):
+            raise ValueError(f"Tree structures did not match: {tree!r} vs {self!r}")
+        return [leaf for sub, child in zip(self.subtrees, node[2])
+                for leaf in sub.flatten_up_to(child)]
+
+    def compose(self, inner: "PyTreeDef") -> "PyTreeDef":
+        """This structure with every leaf replaced by ``inner``."""
+        if self.kind is None:
+            return inner
+        return PyTreeDef(self.kind, self.aux, tuple(c.compose(inner) for c in self.subtrees))
 
     def __repr__(self):
         return f"PyTreeDef({_treedef_str(self)})"
@@ -47,13 +87,13 @@ def _treedef_str(td: PyTreeDef) -> str:
         return "*"
     if td.kind == "none":
         return "None"
-    inner = ", ".join(_treedef_str(c) for c in td.children)
+    inner = ", ".join(_treedef_str(c) for c in td.subtrees)
     if td.kind is dict:
-        return "{" + ", ".join(f"{k!r}: {_treedef_str(c)}" for k, c in zip(td.aux, td.children)) + "}"
+        return "{" + ", ".join(f"{k!r}: {_treedef_str(c)}" for k, c in zip(td.aux, td.subtrees)) + "}"
     if td.kind is list:
         return f"[{inner}]"
     if td.kind is tuple:
-        return f"({inner}{',' if len(td.children) == 1 else ''})"
+        return f"({inner}{',' if len(td.subtrees) == 1 else ''})"
     return f"{getattr(td.kind, '__name__', td.kind)}({inner})"
 
 
@@ -109,7 +149,7 @@ def _unflatten(td: PyTreeDef, it):
         return next(it)
     if td.kind == "none":
         return None
-    children = [_unflatten(c, it) for c in td.children]
+    children = [_unflatten(c, it) for c in td.subtrees]
     if td.kind in _registry:
         return _registry[td.kind][1](td.aux, children)
     if td.kind is dict:
@@ -188,11 +228,11 @@ def _flatten_up_to(td: PyTreeDef, tree, out: list, path: str, name: str):
         got = type(tree)
         raise PrefixError(_type_mismatch(name, path, td.kind, got))
     kind, aux, children, keys = node
-    if len(children) != len(td.children):
-        raise PrefixError(_length_mismatch(name, path, kind, len(td.children), len(children)))
+    if len(children) != len(td.subtrees):
+        raise PrefixError(_length_mismatch(name, path, kind, len(td.subtrees), len(children)))
     if aux != td.aux:
         raise PrefixError(_metadata_mismatch(name, path, kind, td.aux, aux))
-    for child_td, child, key in zip(td.children, children, keys):
+    for child_td, child, key in zip(td.subtrees, children, keys):
         _flatten_up_to(child_td, child, out, path + key, name)
 
 
@@ -295,7 +335,7 @@ def _kind_text(td, leaf: str) -> str:
 
 def _child_keys(td) -> list:
     """(key path text, key as JAX's ``DictKey``/``FlattenedIndexKey`` holds it, or None)."""
-    n = len(td.children)
+    n = len(td.subtrees)
     if td.kind is dict:
         return [(f"[{k!r}]", k) for k in td.aux]
     if td.kind in (list, tuple):
@@ -314,7 +354,7 @@ def equality_errors(t1, t2, leaf: str = "pytree leaf", path: str = ""):
     if t1.kind != t2.kind:
         yield path, _kind_text(t1, leaf), _kind_text(t2, leaf), "their Python types differ"
         return
-    n1, n2 = len(t1.children), len(t2.children)
+    n1, n2 = len(t1.subtrees), len(t2.subtrees)
     kind = t1.kind
     if isinstance(kind, type) and issubclass(kind, (list, tuple)) and n1 != n2:
         yield (path, f"{kind.__name__} of length {n1}", f"{kind.__name__} of length {n2}",
@@ -337,5 +377,5 @@ def equality_errors(t1, t2, leaf: str = "pytree leaf", path: str = ""):
         yield (path, f"{name} with pytree metadata {t1.aux}",
                f"{name} with pytree metadata {t2.aux}", "the pytree node metadata does not match")
         return
-    for (key, _), c1, c2 in zip(keys1, t1.children, t2.children):
+    for (key, _), c1, c2 in zip(keys1, t1.subtrees, t2.subtrees):
         yield from equality_errors(c1, c2, leaf, path + key)

@@ -255,7 +255,7 @@ def tree_broadcast(prefix_tree, full_tree, is_leaf=None):
 
 def treedef_children(treedef: PyTreeDef) -> list:
     """The structures of a node's children (none for a leaf)."""
-    return list(treedef.children)
+    return treedef.children()
 
 
 def treedef_tuple(treedefs) -> PyTreeDef:

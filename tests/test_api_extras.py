@@ -371,3 +371,19 @@ def test_key_dtype_names_an_implementations_keys():
     assert str(shardc.random.key_dtype()) == "key<fry>"
     assert shardc.random.key(0).dtype == shardc.random.key_dtype()
     assert str(shardc.random.key_dtype("rbg")) == "key<rbg>"
+
+
+def test_a_treedefs_methods_as_jax():
+    t = tu.tree_structure({"a": [1, 2], "b": (3,), "c": None})
+    assert (t.num_nodes, t.num_leaves) == (7, 3)
+    assert [str(c) for c in t.children()] == ["PyTreeDef([*, *])", "PyTreeDef((*,))",
+                                              "PyTreeDef(None)"]
+    assert t.node_data() == (dict, ["a", "b", "c"])
+    assert tu.tree_structure(1).node_data() is None
+    assert t.unflatten([10, 20, 30]) == {"a": [10, 20], "b": (30,), "c": None}
+    assert t.flatten_up_to({"a": [[1], 2], "b": ({"x": 1},), "c": None}) == [[1], 2, {"x": 1}]
+    with pytest.raises(ValueError):
+        t.flatten_up_to({"a": [1], "b": (3,), "c": None})
+    pair = tu.tree_structure((1, 2))
+    assert str(pair.compose(tu.tree_structure([1, 1]))) == \
+        "PyTreeDef(([*, *], [*, *]))"
