@@ -1780,3 +1780,17 @@ def test_scatter_max_of_a_window_out_of_range_differentiates_finitely():
                                        * np.arange(10.0)).sum(), (0, 1))(x, y)
     for g in second:
         np.testing.assert_array_equal(g, np.zeros_like(g))
+
+
+def test_top_k_sends_each_values_gradient_to_the_entry_its_index_names():
+    # tied entries come in index order, and so do their gradients (JAX 0.10.2's)
+    weights = jnp.array([1.0, 10.0])
+    g = shardc.grad(lambda x: lax.top_k(x, 2)[0] @ weights)
+    np.testing.assert_array_equal(g(jnp.array([2.0, 2.0, 2.0])), [1, 10, 0])
+    np.testing.assert_array_equal(g(jnp.array([1.0, 3.0, 3.0, 2.0])), [0, 1, 10, 0])
+    x = jnp.array([[5.0, 1, 5, 5], [0, 0, 1, 0]])
+    values, indices = lax.top_k(x, 3)
+    np.testing.assert_array_equal(indices, [[0, 2, 3], [2, 0, 1]])
+    for run in (shardc.grad, lambda f: shardc.jit(shardc.grad(f))):
+        got = run(lambda v: (lax.top_k(v, 3)[0] * jnp.arange(1.0, 4.0)).sum())(x)
+        np.testing.assert_array_equal(got, [[1, 0, 2, 3], [2, 3, 1, 0]])

@@ -104,9 +104,11 @@ def top_k(operand, k, *, axis=-1):
             f"values. Got input type={aval_of(operand).str_long()} and "
             f"axis={operand.ndim - 1}")
     order = jnp.argsort(operand, axis=-1, stable=True, descending=True)[..., :k]
-    # the values sorted the same way (ties are equal values): no gather, which a split
-    # leading dimension would refuse
-    values = jnp.flip(jnp.sort(operand, axis=-1), -1)[..., :k]
+    # the values sorted the same way, without a gather (which a split leading dimension
+    # would refuse): a stable descending sort is the reverse of a stable ascending sort of
+    # the reversed operand, so tied entries come in index order and each value's gradient
+    # goes to the entry its index names, as JAX's
+    values = jnp.flip(jnp.sort(jnp.flip(operand, -1), axis=-1), -1)[..., :k]
     return values, jnp.astype(order, np.int32)
 
 
