@@ -463,11 +463,14 @@ for _p, _f in _CUMULATIVE_UFUNCS.items():
 
 
 def total_order_key(x):
-    """Integers that order like ``x`` in the total order on floats (-nan < -inf < -0 < 0 <
-    inf < nan, the order JAX sorts in); integers and booleans are their own keys."""
+    """Integers that order like ``x`` as JAX sorts floats: -inf < ... < inf < nan, with -0
+    equal to 0 and every NaN equal and last (so a stable sort keeps them in order);
+    integers and booleans are their own keys."""
     x = np.asarray(x)
     if not dtypes.is_inexact(x.dtype):
         return x
+    # -0 as 0 and every NaN as one positive NaN, on the values (not their bits)
+    x = np.where(np.isnan(x), np.array(np.nan, x.dtype), x + np.zeros((), x.dtype))
     signed = x.view(np.dtype(f"i{x.dtype.itemsize}"))
     # negative floats order backwards in their bits: flip every bit but the sign
     return np.where(signed < 0, signed ^ np.iinfo(signed.dtype).max, signed)
