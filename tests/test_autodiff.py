@@ -1794,3 +1794,19 @@ def test_top_k_sends_each_values_gradient_to_the_entry_its_index_names():
     for run in (shardc.grad, lambda f: shardc.jit(shardc.grad(f))):
         got = run(lambda v: (lax.top_k(v, 3)[0] * jnp.arange(1.0, 4.0)).sum())(x)
         np.testing.assert_array_equal(got, [[1, 0, 2, 3], [2, 3, 1, 0]])
+
+
+def test_a_max_pools_gradient_goes_to_the_first_maximum_of_each_window():
+    # JAX's reduce_window max sends each window's cotangent to its first maximum (a ReLU's
+    # zeros tie everywhere); max's own JVP would split it
+    pool = lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (2,), (2,), "VALID")
+    np.testing.assert_array_equal(shardc.grad(lambda x: pool(x).sum())(
+        jnp.array([2.0, 2.0, 0.0, 0.0])), [1, 0, 1, 0])
+    ones = shardc.grad(lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (2, 2), (1, 1),
+                                                   "SAME").sum())(jnp.ones((3, 3)))
+    np.testing.assert_array_equal(ones, [[1, 1, 1], [1, 1, 1], [1, 1, 1]])   # JAX 0.10.2's
+    mins = shardc.jit(shardc.grad(lambda x: lax.reduce_window(
+        x, jnp.inf, lax.min, (3,), (1,), "SAME").sum()))(jnp.array([1.0, 1.0, 1.0, 2.0]))
+    np.testing.assert_array_equal(mins, [2, 1, 1, 0])
+    # NaN still wins a window
+    assert np.isnan(np.asarray(pool(jnp.array([np.nan, 1.0, 2.0, 3.0])))[0])

@@ -171,6 +171,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         operand = pad(operand, init, [(lo, hi, 0) for lo, hi in pads])
         real = _padded_mask(real, pads)
     result = jnp.broadcast_to(init, out_shape, out_sharding=layout)
+    choose = _CHOOSERS.get(computation) if _dt.is_inexact(operand.dtype) else None
     for offset in itertools.product(*[range(w) for w in window]):
         start = tuple(o * d for o, d in zip(offset, dilation))
         limit = tuple(b + (n - 1) * s + 1 for b, n, s in zip(start, out_shape, strides))
@@ -179,13 +180,27 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
             continue
         part = bind(p.slice_p, operand, start_indices=start, limit_indices=limit,
                     strides=None if all(s == 1 for s in strides) else strides)
-        combined = computation(result, part)
+        combined = (choose or computation)(result, part)
         if not taken.all():
             mask = (taken if layout is None
                     else jnp.broadcast_to(jnp.asarray(taken), out_shape, out_sharding=layout))
             combined = jnp.where(mask, combined, result)
         result = combined
     return result if out_layout is None else reshard(result, out_layout)
+
+
+def _first_max(acc, part):
+    """The larger, the earlier of equal ones (NaN wins): a max-pool's gradient goes to the
+    first maximum of each window, as JAX's reduce_window max sends it (max's own JVP would
+    split it among ties)."""
+    return jnp.where((part > acc) | jnp.isnan(part), part, acc)
+
+
+def _first_min(acc, part):
+    return jnp.where((part < acc) | jnp.isnan(part), part, acc)
+
+
+_CHOOSERS = {jnp.maximum: _first_max, jnp.minimum: _first_min}
 
 
 def _window_layouts(operand, out_shape, base, pads):
