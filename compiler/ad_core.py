@@ -25,7 +25,8 @@ from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (UNKNOWN, Trace, Tracer, aval_of, bind, current_trace,
                               eval_program, inner_concrete, inner_independent, replaying,
-                              set_current_trace, trace_to_program, values_known_now)
+                              set_current_trace, trace_to_program, values_known_now,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, Var
@@ -102,12 +103,23 @@ def add_tangents(a, b):
 # --- the JVP trace -------------------------------------------------------------------------------
 
 class JVPTracer(Tracer):
-    __slots__ = ("_trace", "primal", "tangent")
+    __slots__ = ("_trace", "primal", "tangent", "_weak")
 
     def __init__(self, trace, primal, tangent):
         self._trace = trace
         self.primal = primal
         self.tangent = tangent          # None: a symbolic zero
+        self._weak = False
+
+    @property
+    def weak(self) -> bool:
+        """Weakly typed (JAX's weak_type): marked so (a Python number given to jvp, what only
+        such values computed), or its primal is."""
+        return self._weak or weakly_typed(self.primal)
+
+    @weak.setter
+    def weak(self, value: bool) -> None:
+        self._weak = bool(value)
 
     @property
     def aval(self):

@@ -176,15 +176,20 @@ def jvp(fun, primals, tangents, has_aux=False):
     if t_tree != in_tree:
         raise TypeError(f"jvp: primal and tangent arguments must have the same structure; "
                         f"got {in_tree} and {t_tree}")
+    weak = [weakly_typed(p) for p in flat_primals]
     flat_primals = [as_array(p) for p in flat_primals]
     opaque: dict = {}
     flat_fun, box = tree.flatten_fun(split_aux(fun, opaque) if has_aux else fun, in_tree)
     trace = JVPTrace(current_trace())
     args = [JVPTracer(trace, p, as_array(t)) for p, t in zip(flat_primals, flat_tangents)]
+    for arg, is_weak in zip(args, weak):
+        arg.weak = is_weak      # a Python number, and what only such values compute (JAX's)
     with set_current_trace(trace):
         outs = [trace.to_tracer(o) for o in flat_fun(*args)]
-    primal_out = [o.primal for o in outs]
-    tangent_out = [instantiate(o.tangent, aval_of(o.primal)) for o in outs]
+    out_weak = [o.weak for o in outs]
+    primal_out = weakened_where([o.primal for o in outs], out_weak)
+    tangent_out = weakened_where([instantiate(o.tangent, aval_of(o.primal)) for o in outs],
+                                 out_weak)
     out_tree = box[0]
     if has_aux:
         out_tree, _ = out_tree.subtrees

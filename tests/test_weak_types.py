@@ -375,3 +375,16 @@ def test_device_put_without_a_target_keeps_an_arrays_layout():
     assert str(jax.typeof(jax.device_put(x))) == "float32[8@X,4@Y]"
     assert jax.device_put(np.ones(3)).sharding == jax.sharding.SingleDeviceSharding(
         jax.devices()[0])
+
+
+def test_jvp_keeps_the_weak_type_of_python_numbers():
+    # JAX 0.10.2: jvp at a Python number gives weak primal and tangent results, so they take
+    # the dtype of the typed arrays they meet
+    bf16 = jnp.ones(2, jnp.bfloat16)
+    primal, tangent = jax.jvp(jnp.sin, (2.0,), (1.0,))
+    assert str(jax.typeof(primal)) == str(jax.typeof(tangent)) == "~float32[]"
+    assert (primal * bf16).dtype == jnp.bfloat16
+    assert jax.jvp(lambda x: x + np.float16(1), (2.0,), (1.0,))[0].dtype == np.float16
+    assert (jax.jvp(lambda x: x * 2.0, (2.0,), (1.0,))[1] + np.float16(1)).dtype == np.float16
+    typed = jax.jvp(lambda x: x * 2, (jnp.float32(2.0),), (jnp.float32(1.0),))[0]
+    assert (typed + np.float16(1)).dtype == np.float32
