@@ -68,51 +68,65 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
 
     >>> nn.logsumexp(jnp.zeros((2, 3)), axis=1)      # [log 3, log 3]
     """
+    # JAX's rule (jax/_src/ops/special.py): entries with b == 0 are -inf before the maximum
+    # is taken, the shift is stop_gradient'ed, and ``where`` masks the max and the sum.
     a = _inexact(a)
+    if where is not None:
+        a = jnp.where(where, a, jnp.zeros_like(a))
     if b is not None:
         b = jnp.asarray(b) if not hasattr(b, "dtype") else b
-        dtype = jnp.result_type(a, b)
+        dtype = jnp.result_type(a, b, 0.0)
         a, b = jnp.astype(a, dtype), jnp.astype(b, dtype)
+        a = jnp.where(b != 0, a, -jnp.inf)
         a, b = jnp.broadcast_arrays(a, b)
-    if where is not None:
-        a = jnp.where(where, a, -jnp.inf)
     axes = reduce_axes(a, axis)
-    top = jnp.max(a, axis=axes, keepdims=True)
-    # An infinite maximum (an all -inf slice, or +inf) would give inf - inf = nan: shift by 0.
-    top = jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
-    terms = jnp.exp(a - top)
+    top = jnp.max(a, axis=axes, keepdims=True, where=where, initial=-jnp.inf)
+    top = _stop_gradient(jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top)))
+    terms = jnp.exp(a - jnp.astype(top, a.dtype))
     if b is not None:
         terms = terms * b
-    total = jnp.sum(terms, axis=axes, keepdims=True)
+    total = jnp.sum(terms, axis=axes, keepdims=True, where=where)
     sign = jnp.sign(total)
-    if return_sign:
-        total = jnp.abs(total)
+    total = jnp.abs(total)
     out = jnp.log(total) + top
     if not keepdims:
         out, sign = jnp.squeeze(out, axes), jnp.squeeze(sign, axes)
-    return (out, sign) if return_sign else out
+    if return_sign:
+        return out, sign
+    if b is not None:
+        out = jnp.where(sign < 0, jnp.full_like(out, jnp.nan), out)
+    return out
+
+
+def _stop_gradient(x):
+    from shardc.lax import stop_gradient
+    return stop_gradient(x)
 
 
 def log_softmax(x, axis=-1, where=None):
     """``x - logsumexp(x)`` along ``axis`` (an int, a tuple, or None for every axis); entries
-    where ``where`` is False are left out of the sum and give ``-inf``."""
+    where ``where`` is False are left out of the sum and give ``-inf`` (JAX's formula)."""
     x = _inexact(x)
+    x_max = jnp.max(x, axis=axis, keepdims=True, where=where, initial=-jnp.inf)
+    x_safe = x if where is None else jnp.where(where, x, -jnp.inf)
+    shifted = x_safe - _stop_gradient(x_max)
+    result = shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True, where=where))
     if where is not None:
-        x = jnp.where(where, x, -jnp.inf)
-    top = jnp.max(x, axis=axis, keepdims=True)
-    shifted = x - jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top))
-    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))
+        return jnp.where(where, result, -jnp.inf)
+    return result
 
 
 def softmax(x, axis=-1, where=None):
-    """``exp(x) / sum(exp(x))`` along ``axis`` (an int, a tuple, or None), computed stably;
-    entries where ``where`` is False are left out and give 0."""
+    """``exp(x) / sum(exp(x))`` along ``axis`` (an int, a tuple, or None), as JAX's default
+    (non-custom-jvp) softmax: entries where ``where`` is False give 0; a +inf gives NaN."""
     x = _inexact(x)
+    x_max = jnp.max(x, axis=axis, keepdims=True, where=where, initial=-jnp.inf)
+    x_safe = x if where is None else jnp.where(where, x, -jnp.inf)
+    unnormalized = jnp.exp(x_safe - _stop_gradient(x_max))
+    result = unnormalized / jnp.sum(unnormalized, axis=axis, keepdims=True, where=where)
     if where is not None:
-        x = jnp.where(where, x, -jnp.inf)
-    top = jnp.max(x, axis=axis, keepdims=True)
-    unnormalized = jnp.exp(x - jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top)))
-    return unnormalized / jnp.sum(unnormalized, axis=axis, keepdims=True)
+        result = jnp.where(where, result, 0)
+    return result
 
 
 def one_hot(x, num_classes, *, dtype=jnp.float32, axis=-1):

@@ -199,49 +199,56 @@ def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
 
 # --- convolution -----------------------------------------------------------------------------
 
-def _full_convolution(a, v):
-    """``out[k] = sum_i a[i] v[k - i]``, as one matrix-vector product."""
-    n, m = shape_of(a)[0], shape_of(v)[0]
-    length = n + m - 1
-    padded = concatenate([zeros((n - 1,), dtype_of(v)), v,
-                              zeros((n - 1,), dtype_of(v))])
-    index = np.arange(length)[:, None] - np.arange(n)[None, :] + (n - 1)
-    windows = take(padded, asarray(index.astype(np.int32)))
-    return matmul(windows, a)
-
-
-def _convolution_mode(full, n, m, mode):
-    if mode == "full":
-        return full
-    if mode == "same":
-        start = (min(n, m) - 1) // 2
-        return full[start:start + max(n, m)]
+def _conv(x, y, mode, op, preferred_element_type):
+    """JAX's ``_conv``: the longer operand ``x`` padded with zeros and slid under the kernel
+    ``y`` (as ``conv_general_dilated`` does), so a NaN or inf in ``x`` reaches only the outputs
+    whose window holds it."""
+    x, y = as_array(x), as_array(y)
+    if len(shape_of(x)) != 1 or len(shape_of(y)) != 1:
+        raise ValueError(f"{op}() only support 1-dimensional inputs.")
+    # as JAX's: computed in a float dtype unless one is asked for (preferred_element_type)
+    x, y = promote(x, y)
+    if preferred_element_type is None:
+        x, y = as_inexact(x), as_inexact(y)
+    else:
+        x = astype(x, preferred_element_type)
+        y = astype(y, preferred_element_type)
+    if shape_of(x)[0] == 0 or shape_of(y)[0] == 0:
+        raise ValueError(f"{op}: inputs cannot be empty, got shapes {shape_of(x)} and "
+                         f"{shape_of(y)}.")
+    reverse = False
+    if op == "correlate":
+        from shardc.numpy._ufuncs import conj
+        y = conj(y)
+        if shape_of(x)[0] < shape_of(y)[0]:
+            x, y, reverse = y, x, True
+    else:
+        if shape_of(x)[0] < shape_of(y)[0]:
+            x, y = y, x
+        y = flip(y)
+    m = shape_of(y)[0]
     if mode == "valid":
-        return full[min(n, m) - 1:max(n, m)]
-    raise ValueError(f"mode must be one of ['full', 'same', 'valid'], got {mode!r}")
+        lo, hi = 0, 0
+    elif mode == "same":
+        lo, hi = m // 2, m - m // 2 - 1
+    elif mode == "full":
+        lo, hi = m - 1, m - 1
+    else:
+        raise ValueError("mode must be one of ['full', 'same', 'valid']")
+    dtype = dtype_of(x)
+    padded = concatenate([zeros((lo,), dtype), x, zeros((hi,), dtype)])
+    length = shape_of(padded)[0] - m + 1
+    index = np.arange(length)[:, None] + np.arange(m)[None, :]
+    windows = take(padded, asarray(index.astype(np.int32)))
+    out = matmul(windows, y)
+    return flip(out) if reverse else out
 
 
 def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
     """The discrete linear convolution of the 1-D ``a`` and ``v``."""
-    a, v = promote(as_array(a), as_array(v))
-    if len(shape_of(a)) != 1 or len(shape_of(v)) != 1:
-        raise ValueError("convolve() only support 1-dimensional inputs.")
-    n, m = shape_of(a)[0], shape_of(v)[0]
-    if n == 0 or m == 0:
-        raise ValueError("convolve: inputs cannot be empty")
-    return _convolution_mode(_full_convolution(a, v), n, m, mode)
+    return _conv(a, v, mode, "convolve", preferred_element_type)
 
 
 def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None):
-    """The cross-correlation ``c[k] = sum_n a[n + k] v[n]`` of the 1-D ``a`` and ``v``."""
-    a, v = promote(as_array(a), as_array(v))
-    if len(shape_of(a)) != 1 or len(shape_of(v)) != 1:
-        raise ValueError("correlate() only support 1-dimensional inputs.")
-    n, m = shape_of(a)[0], shape_of(v)[0]
-    if n == 0 or m == 0:
-        raise ValueError("correlate: inputs cannot be empty")
-    if m > n:
-        # numpy's convention for a longer v: the correlation of (v, a), reversed
-        return flip(correlate(v, a, mode))
-    full = _full_convolution(a, flip(v))
-    return _convolution_mode(full, n, m, mode)
+    """The cross-correlation ``c[k] = sum_n a[n + k] conj(v[n])`` of the 1-D ``a`` and ``v``."""
+    return _conv(a, v, mode, "correlate", preferred_element_type)

@@ -387,9 +387,10 @@ def _interpolate(ordered, q, count, method, dtype):
         return multiply(add(at(low), at(high)), 0.5)
     if method != "linear":
         return at(position)
+    # JAX's formula, low * (1 - w) + high * w: equal infinities interpolate to themselves.
     weight = subtract(position, low)[..., 0]
     below, above = at(low), at(high)
-    return add(below, multiply(subtract(above, below), weight))
+    return add(multiply(below, subtract(1, weight)), multiply(above, weight))
 
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
@@ -423,9 +424,9 @@ def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="line
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """The median of ``a`` along ``axis`` (the mean of the middle two for an even count)."""
-    return quantile(a, 0.5, axis, keepdims=keepdims)
+    return quantile(a, 0.5, axis, keepdims=keepdims, method="midpoint")     # as JAX's
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """The median ignoring NaNs."""
-    return nanquantile(a, 0.5, axis, keepdims=keepdims)
+    return nanquantile(a, 0.5, axis, keepdims=keepdims, method="midpoint")  # as JAX's

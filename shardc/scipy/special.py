@@ -151,13 +151,16 @@ def ndtri(p):
 # --- the gamma family and friends, from gammaln --------------------------------------------------
 
 def gammasgn(x):
-    """The sign of ``Gamma(x)``: 1 for ``x > 0``, alternating on the negative axis, NaN at the
-    negative integers (the poles)."""
+    """The sign of ``Gamma(x)``, by JAX's rule: NaN at the negative integers, -inf and NaN;
+    -1 on the negative axis where ``floor(x)`` is odd and at ``-0.0``; else 1."""
     (x,) = inexact_operands(x)
     floor = jnp.floor(x)
-    odd = jnp.remainder(floor, 2) == 1
-    negative = jnp.where(x == floor, jnp.where(x == 0, 1.0, jnp.nan), jnp.where(odd, -1.0, 1.0))
-    return jnp.where(x > 0, 1.0, negative).astype(x.dtype)
+    negative = x < 0
+    return jnp.select(
+        [(negative & (x == floor)) | jnp.isnan(x),
+         (negative & (jnp.remainder(floor, 2) != 0)) | ((x == 0) & jnp.signbit(x))],
+        [jnp.full_like(x, jnp.nan), jnp.full_like(x, -1.0)],
+        jnp.ones_like(x)).astype(x.dtype)
 
 
 def gamma(x):
@@ -248,22 +251,28 @@ def log_ndtr(x):
 
 
 def rel_entr(p, q):
-    """``p log(p / q)`` for positive ``p`` and ``q``, 0 where ``p == 0 <= q``, else inf."""
+    """``p log(p / q)`` for positive ``p`` and ``q``, 0 where ``p == 0 <= q``, else inf;
+    JAX's formula ``xlogx(p) - xlogy(p, q)`` on the positive entries (so its derivatives)."""
     p, q = inexact_operands(p, q)
+    if jnp.iscomplexobj(p):
+        raise ValueError("rel_entr does not support complex-valued inputs.")
+    p, q = jnp.broadcast_arrays(p, q)
     both = (p > 0) & (q > 0)
+    one_zero = (p == 0) & (q >= 0)
     safe_p = jnp.where(both, p, jnp.ones_like(p))
     safe_q = jnp.where(both, q, jnp.ones_like(q))
-    value = safe_p * jnp.log(safe_p / safe_q)
-    return jnp.where(both, value, jnp.where((p == 0) & (q >= 0), 0.0, jnp.inf)).astype(p.dtype)
+    value = _xlogx(safe_p) - _xlogy(safe_p, safe_q)
+    return jnp.where(both, value, jnp.where(one_zero, jnp.zeros_like(p),
+                                            jnp.full_like(p, jnp.inf)))
 
 
 def kl_div(p, q):
-    """``p log(p / q) - p + q`` for positive ``p`` and ``q``, ``q`` where ``p == 0 <= q``, else
-    inf."""
+    """``rel_entr(p, q) - p + q``, JAX's definition (so NaN in gives NaN, and the derivative
+    at ``p == 0`` is -1)."""
     p, q = inexact_operands(p, q)
-    both = (p > 0) & (q > 0)
-    inner = rel_entr(p, q) - p + q
-    return jnp.where(both, inner, jnp.where((p == 0) & (q >= 0), q, jnp.inf)).astype(p.dtype)
+    if jnp.iscomplexobj(p):
+        raise ValueError("kl_div does not support complex-valued inputs.")
+    return rel_entr(p, q) - p + q
 
 
 def boxcox(x, lmbda):

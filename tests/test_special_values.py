@@ -1,0 +1,91 @@
+"""Edge values that must equal JAX 0.10.2's: logsumexp with b == 0, quantiles of infinities,
+convolutions with NaN/inf, masked softmax, kl_div/rel_entr and gamma(-0.)."""
+from __future__ import annotations
+
+import numpy as np
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc.scipy import special
+
+inf, nan = np.inf, np.nan
+
+
+def close(x, y):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+
+
+def test_logsumexp_ignores_zero_b_in_max():
+    a, b = jnp.array([-100.0, 1.0]), jnp.array([1.0, 0.0])
+    close(special.logsumexp(a, b=b), -100.0)
+    close(jax.grad(lambda a: special.logsumexp(a, b=b))(a), [1.0, 0.0])
+    gb = np.asarray(jax.grad(lambda b: special.logsumexp(a, b=b))(b))
+    assert np.isfinite(gb).all() and np.isclose(gb[0], 1.0)
+    # a negative sum is NaN, or gives its sign with return_sign
+    assert np.isnan(special.logsumexp(jnp.array([1.0, 2.0]), b=jnp.array([1.0, -1.0])))
+    out, sign = special.logsumexp(jnp.array([1.0, 2.0]), b=jnp.array([1.0, -1.0]), return_sign=True)
+    close(out, np.log(np.e ** 2 - np.e)); close(sign, -1.0)
+
+
+def test_logsumexp_where():
+    x = jnp.array([1.0, 5.0, 2.0])
+    w = jnp.array([True, False, True])
+    close(special.logsumexp(x, where=w), np.log(np.e + np.e ** 2))
+    g = jax.grad(lambda x: special.logsumexp(x, where=w))(x)
+    close(g, [np.e / (np.e + np.e ** 2), 0.0, np.e ** 2 / (np.e + np.e ** 2)])
+
+
+def test_quantiles_of_infinities():
+    assert np.asarray(jnp.median(jnp.array([inf, inf, inf]))) == inf
+    assert np.asarray(jnp.nanmedian(jnp.array([inf, nan, inf]))) == inf
+    assert np.asarray(jnp.quantile(jnp.array([-inf, 0.0, 1.0]), 0.3)) == -inf
+    assert np.asarray(jnp.percentile(jnp.array([-inf, 0.0, 1.0]), 30.0)) == -inf
+    assert np.asarray(jnp.nanquantile(jnp.array([nan, -inf, 0.0, 1.0]), 0.3)) == -inf
+    close(jnp.median(jnp.array([4.0, 1.0, 3.0, 2.0])), 2.5)
+    close(jnp.quantile(jnp.array([1.0, 2.0, 3.0, 4.0]), 0.1), 1.3)
+    close(jax.grad(lambda x: jnp.quantile(x, 0.3))(jnp.array([3.0, 1.0, 2.0])), [0.0, 0.4, 0.6])
+
+
+def test_convolve_nan_stays_local():
+    close(jnp.convolve(jnp.array([1.0, nan, 3.0]), jnp.array([1.0, 1.0])), [1.0, nan, nan, 3.0])
+    close(jnp.correlate(jnp.array([1.0, inf, 3.0, 4.0]), jnp.array([1.0, 2.0]), mode="full"),
+          [2.0, inf, inf, 11.0, 4.0])
+    x, y = np.arange(1.0, 8.0), np.array([0.5, -1.0, 2.0, 3.0])
+    for mode in ("full", "same", "valid"):
+        close(jnp.convolve(x, y, mode=mode), np.convolve(x, y, mode=mode))
+        close(jnp.convolve(y, x, mode=mode), np.convolve(y, x, mode=mode))
+        close(jnp.correlate(x, y, mode=mode), np.correlate(x, y, mode=mode))
+        close(jnp.correlate(y, x, mode=mode), np.correlate(y, x, mode=mode))
+    g = jax.grad(lambda v: jnp.convolve(jnp.array(x), v).sum())(jnp.array(y))
+    close(g, np.full(4, x.sum()))
+
+
+def test_masked_softmax():
+    none = jnp.array([False, False])
+    close(jax.nn.softmax(jnp.array([1.0, 2.0]), where=none), [0.0, 0.0])
+    close(jax.nn.log_softmax(jnp.array([1.0, 2.0]), where=none), [-inf, -inf])
+    w = jnp.array([True, False, True])
+    e = np.exp([1.0, 3.0]) / np.exp([1.0, 3.0]).sum()
+    close(jax.nn.softmax(jnp.array([1.0, 2.0, 3.0]), where=w), [e[0], 0.0, e[1]])
+    close(jax.nn.log_softmax(jnp.array([1.0, 2.0, 3.0]), where=w), [np.log(e[0]), -inf, np.log(e[1])])
+    assert np.isnan(np.asarray(jax.nn.softmax(jnp.array([1.0, inf])))).all()
+    g = jax.grad(lambda x: jax.nn.softmax(x, where=w)[0])(jnp.array([1.0, 2.0, 3.0]))
+    close(g, [e[0] * (1 - e[0]), 0.0, -e[0] * e[1]])
+
+
+def test_kl_div_and_rel_entr():
+    close(jax.grad(special.kl_div)(0.0, 1.0), -1.0)
+    close(jax.grad(special.kl_div, argnums=1)(0.0, 1.0), 1.0)
+    close(jax.grad(special.kl_div, argnums=(0, 1))(2.0, 0.5), (np.log(4.0), 1 - 4.0))
+    close(jax.grad(special.rel_entr, argnums=(0, 1))(2.0, 0.5), (np.log(4.0) + 1, -4.0))
+    assert np.isnan(special.kl_div(nan, 1.0)) and np.isnan(special.kl_div(1.0, nan))
+    assert np.asarray(special.rel_entr(nan, 1.0)) == inf
+    close(special.kl_div(jnp.array([0.0, 1.0, -1.0, 1.0]), jnp.array([2.0, 2.0, 1.0, -1.0])),
+          [2.0, np.log(0.5) + 1, inf, inf])
+
+
+def test_gamma_signed_zero():
+    assert np.asarray(special.gamma(-0.0)) == -inf
+    assert np.asarray(special.gamma(0.0)) == inf
+    sgn = np.asarray(special.gammasgn(jnp.array([-0.0, 0.0, nan, -inf, -1.0, -0.5, -1.5, 2.0])))
+    np.testing.assert_array_equal(sgn, [-1.0, 1.0, nan, nan, nan, -1.0, 1.0, 1.0])
