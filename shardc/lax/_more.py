@@ -171,7 +171,8 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         operand = pad(operand, init, [(lo, hi, 0) for lo, hi in pads])
         real = _padded_mask(real, pads)
     result = jnp.broadcast_to(init, out_shape, out_sharding=layout)
-    choose = _CHOOSERS.get(computation) if _dt.is_inexact(operand.dtype) else None
+    choose = next((c for f, c in _CHOOSERS if computation is f), None) \
+        if _dt.is_inexact(operand.dtype) else None
     for offset in itertools.product(*[range(w) for w in window]):
         start = tuple(o * d for o, d in zip(offset, dilation))
         limit = tuple(b + (n - 1) * s + 1 for b, n, s in zip(start, out_shape, strides))
@@ -200,7 +201,7 @@ def _first_min(acc, part):
     return jnp.where((part < acc) | jnp.isnan(part), part, acc)
 
 
-_CHOOSERS = {jnp.maximum: _first_max, jnp.minimum: _first_min}
+_CHOOSERS = ((jnp.maximum, _first_max), (jnp.minimum, _first_min))
 
 
 def _window_layouts(operand, out_shape, base, pads):
