@@ -18,8 +18,8 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
                               partial_eval)
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is_jax_value,
-                              is_python_scalar, layouts_of, set_current_trace, trace_to_program,
-                              values_known_now, weakened_where, weakly_typed)
+                              is_python_scalar, known_if_concrete, layouts_of, set_current_trace,
+                              trace_to_program, weakened_where, weakly_typed)
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
@@ -36,8 +36,7 @@ def _trace_flat(fun, flat_args, in_tree, weak):
     program, consts, outs = trace_to_program(flat_fun, [aval_of(a) for a in flat_args],
                                              shard=shard, parent=current_trace(),
                                              in_shardings=layouts_of(flat_args), weak=weak,
-                                             known=flat_args if shard is None
-                                             and values_known_now() else None)
+                                             known=known_if_concrete(flat_args, shard))
     program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
     return program, consts, box[0], [weakly_typed(o) for o in outs]
 
@@ -60,7 +59,7 @@ def linearize_flat(fun, flat_primals, in_tree):
     shard = current_shard_context()
     jvp_prog, rule_consts = jvp_program_with_consts(
         program, diff, shard=shard,
-        known=list(consts) + flat_primals if shard is None and values_known_now() else None)
+        known=known_if_concrete(list(consts) + flat_primals, shard))
     n_in = len(rule_consts) + len(program.invars)
     n_tan = sum(diff)
     n_out = len(program.outvars)

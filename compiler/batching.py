@@ -168,8 +168,8 @@ class BatchTrace(Trace):
                 outs, out_dims = named_axis_rules[prim](self, values, dims, **params)
             elif prim in control_rules and (inner_collectives or any(
                     d is not None for d in dims)):
-                with batch_split_of(values, dims):
-                    outs, out_dims = control_rules[prim](self, values, dims, **params)
+                outs, out_dims = split_batching(values, dims, control_rules[prim], self,
+                                                values, dims, **params)
             elif all(d is None for d in dims):
                 outs = _bind_list(prim, values, params)
                 out_dims = [None] * len(outs)
@@ -177,8 +177,8 @@ class BatchTrace(Trace):
                 if prim is prims.sharding_constraint_p:
                     params = dict(params, spmd_axis_name=self.spmd_axis_name
                                   or self.batch_spec or None)
-                with batch_split_of(values, dims):
-                    outs, out_dims = batching_rules[prim](values, dims, **params)
+                outs, out_dims = split_batching(values, dims, batching_rules[prim], values,
+                                                dims, **params)
         return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
 
     def process_shard_map(self, fun, args, params):
@@ -451,10 +451,11 @@ def broadcast_batch(x, size: int, dim: int = 0):
 _batch_split: list = [None]
 
 
-@contextlib.contextmanager
-def batch_split_of(values, dims):
-    """While batching an equation of ``values`` (batch axes ``dims``): the split its batched
-    operands' types give the batch axis, for the unbatched operands broadcast to it."""
+def split_batching(values, dims, rule, *args, **params):
+    """``rule(*args, **params)``, batching an equation of ``values`` (batch axes ``dims``)
+    with ``_batch_split`` the split its batched operands' types give the batch axis, for the
+    unbatched operands broadcast to it. Where that is the split already set (none, most
+    often), the rule just runs."""
     split = None
     if None in dims:
         for value, dim in zip(values, dims):
@@ -462,9 +463,11 @@ def batch_split_of(values, dims):
             if sharding is not None and sharding.spec[dim]:
                 split = (sharding.mesh, sharding.spec[dim])
                 break
+    if split == _batch_split[-1]:
+        return rule(*args, **params)
     _batch_split.append(split)
     try:
-        yield
+        return rule(*args, **params)
     finally:
         _batch_split.pop()
 

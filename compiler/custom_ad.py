@@ -38,9 +38,8 @@ from compiler.inline_calls import custom_vjp_jvp_error
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (EvalTrace, Tracer, UnexpectedTracerError, aval_of, bind,
-                              current_trace, is_python_scalar, resolving_stale,
-                              trace_to_program, values_known_now, weakened_where,
-                              weakly_typed)
+                              current_trace, is_python_scalar, known_if_concrete,
+                              resolving_stale, trace_to_program, weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as p
 from ir import collectives as coll
@@ -357,8 +356,7 @@ def _trace_primal(fun, flat, in_tree, weak):
     # where the arguments' values are known now (a gradient's), the primal may branch on them
     body, consts, outs = trace_to_program(flat_fun, [aval_of(x) for x in flat], shard=shard,
                                           parent=current_trace(), weak=weak,
-                                          known=flat if shard is None and values_known_now()
-                                          else None)
+                                          known=known_if_concrete(flat, shard))
     body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
     return body, consts, box[0], [weakly_typed(o) for o in outs]
 

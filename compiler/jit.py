@@ -462,9 +462,8 @@ class JitFunction:
     def _inline(self, args, kwargs):
         """Under another trace the body is traced in place, its shardings as constraints."""
         args, kwargs = self._place_inputs(args, kwargs)
-        if _jit_disabled:
-            return self._constrain_outputs(self.fun(*args, **kwargs))
-        with staging():         # its values are abstract, as in a staged body
+        # staged, its values are abstract, as in a staged body (not with jit disabled)
+        with staging() if not _jit_disabled else contextlib.nullcontext():
             return self._constrain_outputs(self.fun(*args, **kwargs))
 
     def _check_outputs(self, outs, args, kwargs):

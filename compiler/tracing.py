@@ -402,6 +402,12 @@ def values_known_now() -> bool:
     return _staging[0] == 0
 
 
+def known_if_concrete(values, shard):
+    """``values`` as what a trace at them may read (``trace_to_program``'s ``known``): where
+    they are known now, outside shard_map bodies (``shard``: the body's context); else None."""
+    return values if shard is None and values_known_now() else None
+
+
 def innermost_trace(kinds: tuple):
     """The innermost trace (the latest set) of one of ``kinds``, or None."""
     return next((t for t in reversed(_current) if isinstance(t, kinds)), None)
