@@ -22,7 +22,8 @@ from compiler.ad_core import (Linear, backward_pass, instantiate, jvp_program_wi
                                jvp_rules,
                                partial_eval, partial_eval_rules, transpose_rules)
 from compiler.shard_map import ShardContext, current_shard_context, in_body
-from compiler.tracing import aval_of, bind, current_trace, trace_to_program
+from compiler.tracing import (aval_of, bind, current_trace, enclosing_spmd_axes,
+                              trace_to_program)
 from ir import primitives as p
 from ir import collectives as coll
 from ir.core import Aval, Eqn, Program, Var
@@ -102,9 +103,11 @@ def _residual_axes(aval: Aval, mesh, check: bool) -> tuple:
     vary over, so it leaves mapped over its varying axes only and reaches the other body with
     its own type. Lifting it to every axis instead would make the cotangents computed from it
     look varying, and a second differentiation would then sum equal copies (a gradient
-    multiplied by the mesh size). With the check off nothing is known, so every axis."""
+    multiplied by the mesh size). With the check off nothing is known, so every axis but
+    those an enclosing vmap splits its batch over: batching the shard_map adds those."""
     if not check:
-        return tuple(mesh.axis_names)
+        spmd = enclosing_spmd_axes()
+        return tuple(a for a in mesh.axis_names if a not in spmd)
     return tuple(a for a in mesh.axis_names if a in aval.vma)
 
 
@@ -278,11 +281,18 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
     return [next(it) if lin else None for lin in linear]
 
 
+def _unmentioned(spec, mesh) -> tuple:
+    """The mesh axes ``spec`` leaves unmapped, but those an enclosing vmap splits its batch
+    over: batching the shard_map maps the batch over them."""
+    spmd = enclosing_spmd_axes()
+    return tuple(a for a in mesh.axis_names if a not in spec_axes(spec) and a not in spmd)
+
+
 def _rescale(ct, spec, mesh):
     """Check off: an output unmapped along some axes counts once, not once per device."""
     if ct is None:
         return None
-    omitted = [a for a in mesh.axis_names if a not in spec_axes(spec)]
+    omitted = _unmentioned(spec, mesh)
     if not omitted:
         return ct
     size = math.prod(mesh.shape[a] for a in omitted)
@@ -291,7 +301,7 @@ def _rescale(ct, spec, mesh):
 
 def _reduce_unmapped(ct, spec, mesh):
     """Check off: an input unmapped along some axes gets the sum over them."""
-    omitted = tuple(a for a in mesh.axis_names if a not in spec_axes(spec))
+    omitted = _unmentioned(spec, mesh)
     return bind(coll.psum_p, ct, mesh_axes=omitted) if omitted else ct
 
 

@@ -382,6 +382,17 @@ def current_trace() -> Trace:
     return _current[-1]
 
 
+def enclosing_spmd_axes() -> frozenset:
+    """The mesh axes that the vmaps being traced split their batch over (``spmd_axis_name``;
+    JAX's axis environment's spmd names)."""
+    names: set = set()
+    trace = current_trace()
+    while trace is not None:
+        names.update(getattr(trace, "spmd_axis_name", None) or ())
+        trace = trace.parent
+    return frozenset(names)
+
+
 # How many jit bodies are being traced (staged out, or inlined under a transformation): in
 # them every value is abstract, as in JAX, so none is known now, whatever the trace below.
 _staging = [0]

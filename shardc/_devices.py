@@ -3,6 +3,7 @@ sharding, a PartitionSpec on the current mesh, or a device) and ``local_device_c
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -98,6 +99,13 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     """A mesh of the first ``prod(axis_shapes)`` devices, in order. Its axes are Explicit
     unless ``axis_types`` says otherwise, as in JAX 0.10."""
     pool = list(all_devices() if devices is None else devices)
+    try:
+        axis_shapes = tuple(operator.index(s) for s in axis_shapes)
+    except TypeError:
+        raise ValueError("`axis_shapes` passed to `make_mesh` should be a sequence of ints. "
+                         f"Got {axis_shapes}") from None
+    if isinstance(axis_names, str):     # make_mesh((8,), ('x')) names one axis, as JAX's
+        axis_names = (axis_names,)
     n = math.prod(axis_shapes)
     if n > len(pool):
         raise ValueError(f"make_mesh: the mesh shape {tuple(axis_shapes)} needs {n} devices, "
@@ -106,7 +114,7 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     for k in range(n):
         array[k] = pool[k]
     if axis_types is None:
-        axis_types = (AxisType.Explicit,) * len(tuple(axis_names))
+        axis_types = (AxisType.Explicit,) * len(axis_shapes)
     return Mesh(array.reshape(tuple(axis_shapes)), tuple(axis_names), axis_types=axis_types)
 
 

@@ -65,6 +65,16 @@ def test_mesh_repeated_axis_name():
     assert issubclass(DuplicateSpecError, ValueError)
 
 
+def test_make_mesh_names_one_axis_by_a_string_and_checks_its_shape():
+    # ``make_mesh((8,), ('x'))``, as JAX's docs write it, is the string 'x': one axis
+    mesh = jax.make_mesh((2,), "dp")
+    assert mesh.axis_names == ("dp",) and mesh.shape == {"dp": 2}
+    assert mesh.axis_types == (jax.sharding.AxisType.Explicit,)
+    assert raises(ValueError, jax.make_mesh, 2, ("x",)) == (
+        "`axis_shapes` passed to `make_mesh` should be a sequence of ints. Got 2")
+    assert jax.make_mesh((np.int64(2), 4), ("a", "b")).shape == {"a": 2, "b": 4}
+
+
 def test_mesh_repeated_device():
     d = jax.devices()
     assert raises(ValueError, Mesh, np.array([d[0], d[1], d[0]]), ('x',)) == (

@@ -630,6 +630,23 @@ def test_spmd_axis_name_places_the_batch_axis_of_sharding_constraints():
         assert got.sharding == NamedSharding(mesh, P("x", "i"))
 
 
+def test_spmd_axis_name_of_a_gradient_through_an_unchecked_shard_map():
+    """With the check off, the gradient's residuals and the cotangents' sums and scalings span
+    every mesh axis but the one vmap splits its batch over (batching adds that one), as JAX's.
+    Unchecked, each device's cotangent is the output's, divided by the devices the output is
+    unmapped over (2 along i, then 2 along x summed again), so a half gets cos(its sum) / 2."""
+    sm = jax.shard_map(lambda b: jnp.sin(jnp.sum(b)), mesh=MESH_XI, in_specs=P("i"),
+                       out_specs=P(), check_vma=False)
+    data = normal(4, 6).astype(np.float32)
+    halves = data.reshape(4, 2, 3).sum(axis=2)
+    want = np.repeat(np.cos(halves) / 2, 3, axis=1).astype(np.float32)
+    g = jax.grad(sm)
+    for f in (jax.vmap(g, spmd_axis_name="x"), jax.jit(jax.vmap(g, spmd_axis_name="x")),
+              jax.vmap(jax.jit(g), spmd_axis_name="x"), jax.vmap(g)):
+        assert_matches(f(jnp.asarray(data)), want)
+    assert_matches(jax.jit(g)(jnp.asarray(data[0])), want[0])
+
+
 @pytest.mark.parametrize("case, message", [
     ("in_specs", "vmap spmd_axis_name cannot appear in shard_map in_specs"),
     ("out_specs", "vmap spmd_axis_name cannot appear in shard_map out_specs"),
