@@ -100,9 +100,11 @@ def _remat_jvp(primals, tangents, *, jaxpr, saved):
     avals = jaxpr.in_avals + [a for a, nz in zip(jaxpr.in_avals, nonzero) if nz]
     body, consts, _ = trace_to_program(fun, avals, shard=current_shard_context(),
                                        parent=current_trace())
+    # constants the rules made (a custom rule's zeros, say) enter as leading inputs
+    body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
     new_saved = tuple(k for k, keep in enumerate(tags) if keep)
-    outs = bind(p.remat_p, *primals, *[t for t in tangents if t is not None], jaxpr=body,
-                saved=new_saved)
+    outs = bind(p.remat_p, *consts, *primals, *[t for t in tangents if t is not None],
+                jaxpr=body, saved=new_saved)
     n = len(jaxpr.outvars)
     return outs[:n], outs[n:]
 

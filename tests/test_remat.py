@@ -50,6 +50,38 @@ def test_gradients_do_not_depend_on_the_policy(policy):
                                                            rel=1e-5)
 
 
+@jax.custom_jvp
+def _clipped_relu(x):
+    return jnp.where(x > 0.2, x, 0.0)
+
+
+@_clipped_relu.defjvp
+def _clipped_relu_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    # the rule makes constants of its own (a zero array, a closed-over numpy weight)
+    weight = np.linspace(1.0, 2.0, 3, dtype=np.float32)
+    return _clipped_relu(x), jnp.where(x > 0.2, t, jnp.zeros_like(t)) * weight
+
+
+@pytest.mark.parametrize("policy", [SAVE_ALL_BUT_GATHER, None, lambda *a, **k: True],
+                         ids=["all-but-gather", "nothing", "everything"])
+def test_custom_rules_with_constants_inside_remat(policy):
+    def loss(remat):
+        def body(w, x):
+            layer = lambda w, x: _clipped_relu(x @ lax.all_gather(w, "i", tiled=True))
+            layer = jax.remat(layer, policy=policy) if remat else layer
+            return lax.psum(layer(w, x).sum(), "i")
+        return jax.shard_map(body, mesh=MESH, in_specs=(P("i"), P("i")), out_specs=P())
+
+    want = jax.grad(loss(False), argnums=(0, 1))(W, X)
+    for grads in (jax.grad(loss(True), argnums=(0, 1))(W, X),
+                  jax.jit(jax.grad(loss(True), argnums=(0, 1)))(W, X)):
+        for got, ref in zip(grads, want):
+            np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-6)
+    # the rule's weight reaches the gradient: d/dw of sum(x @ w) weighted per column
+    np.testing.assert_allclose(np.asarray(want[0]).sum(0) > 0, [True, True, True])
+
+
 def test_policy_without_all_gather_gathers_again_in_the_backward_pass():
     forward, backward = backward_primitives(fsdp_loss(SAVE_ALL_BUT_GATHER))
     assert forward.count("all_gather") == 1
