@@ -97,6 +97,35 @@ def test_activation_and_logaddexp_gradients_at_ties_as_jax():
     assert float(grad(shardc.nn.hard_sigmoid)(-3.0)) == 0.0
 
 
+def test_relu_clamp_sinc_and_interp_derivatives_at_special_points_as_jax():
+    grad, vmap = shardc.grad, shardc.vmap
+    points = np.array([-1.0, 0.0, np.nan, 2.0], np.float32)
+    # relu: 1 where x > 0 only, so 0 at 0 and at NaN (whose value stays NaN)
+    assert_close(vmap(grad(shardc.nn.relu))(points), [0.0, 0.0, 0.0, 1.0])
+    assert np.isnan(shardc.nn.relu(points)[2])
+    # clamp: the operand's derivative strictly inside (min, max), a bound's where it is the
+    # result; at a tie no one gets it
+    x = np.array([-2.0, -1.0, 0.0, 1.0, 2.0], np.float32)
+    lo, hi = np.full(5, -1.0, np.float32), np.ones(5, np.float32)
+    g_lo, g_x, g_hi = grad(lambda a, b, c: shardc.lax.clamp(a, b, c).sum(), (0, 1, 2))(lo, x, hi)
+    assert_close(g_x, [0, 0, 1, 0, 0])
+    assert_close(g_lo, [1, 0, 0, 0, 0])
+    assert_close(g_hi, [0, 0, 0, 0, 1])
+    assert_close(shardc.lax.clamp(np.int32(0), jnp.arange(-2, 4), np.int32(2)),
+                 [0, 0, 0, 1, 2, 2])
+    # sinc at 0: every derivative is the Maclaurin series' (sinc'' = -pi^2 / 3)
+    d2 = grad(grad(jnp.sinc))(0.0)
+    d4 = shardc.jit(grad(grad(grad(grad(jnp.sinc)))))(0.0)
+    assert_close(d2, -np.pi ** 2 / 3, 1e-6)
+    assert_close(d4, np.pi ** 4 / 5, 1e-6)
+    assert float(grad(jnp.sinc)(0.0)) == 0.0 and float(jnp.sinc(0.0)) == 1.0
+    # interp at the last knot takes the last piece's slope; coinciding knots the lower one's
+    xp, fp = np.array([0.0, 1.0, 1.0, 2.0], np.float32), np.array([5.0, 6.0, 7.0, 9.0], np.float32)
+    slopes = vmap(grad(lambda v: jnp.interp(v, xp, fp)))(np.array([0.5, 1.0, 2.0, 3.0], np.float32))
+    assert_close(slopes, [1.0, 2.0, 2.0, 0.0])
+    assert_close(jnp.interp(np.array([1.0, 2.0], np.float32), xp, fp), [7.0, 9.0])
+
+
 def test_logsumexp_b_and_return_sign():
     x = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], np.float32)
     b = np.array([1.0, -3.0, 1.0], np.float32)

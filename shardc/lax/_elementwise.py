@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 
+from compiler.custom_ad import custom_jvp
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -158,7 +159,31 @@ def clamp(min, x, max):
         if shape not in ((), x.shape):
             raise TypeError(f"clamp: {name} must be a scalar or have x's shape {x.shape}, "
                             f"got {shape}")
-    return jnp.minimum(jnp.maximum(x, jnp.astype(min, x.dtype)), jnp.astype(max, x.dtype))
+    lo, hi = jnp.astype(min, x.dtype), jnp.astype(max, x.dtype)
+    if not _dt.is_inexact(x.dtype):
+        return _clamp_values(lo, x, hi)
+    return _clamp(lo, x, hi)
+
+
+def _clamp_values(lo, x, hi):
+    return jnp.minimum(jnp.maximum(x, lo), hi)
+
+
+@custom_jvp
+def _clamp(lo, x, hi):
+    return _clamp_values(lo, x, hi)
+
+
+@_clamp.defjvp
+def _clamp_jvp(primals, tangents):
+    """JAX's: the operand's tangent strictly inside ``(min, max)``, a bound's where it is the
+    result (``min`` above the operand and below ``max``; ``max`` below the operand); ties
+    pass none."""
+    (lo, x, hi), (t_lo, t_x, t_hi) = primals, tangents
+    out = _clamp(lo, x, hi)
+    return out, (jnp.where((x > lo) & (x < hi), t_x, 0)
+                 + jnp.where((lo > x) & (lo < hi), t_lo, 0)
+                 + jnp.where(hi < x, t_hi, 0))
 
 
 def square(x):

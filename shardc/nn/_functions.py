@@ -21,9 +21,21 @@ __all__ = [
 
 
 def relu(x):
-    """``max(x, 0)``; its derivative at 0 is 0, as JAX's (NaN stays NaN)."""
+    """``max(x, 0)``; its derivative is 1 where ``x > 0`` and 0 elsewhere (at 0 and at NaN
+    too), as JAX's; NaN stays NaN."""
     x = jnp.asarray(x) if not hasattr(x, "dtype") else x
+    return _relu(x)
+
+
+@custom_jvp
+def _relu(x):
     return jnp.where(jnp.logical_or(jnp.greater(x, 0), jnp.isnan(x)), x, 0)
+
+
+@_relu.defjvp
+def _relu_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _relu(x), jnp.where(x > 0, t, 0)
 
 
 def sigmoid(x):
@@ -160,7 +172,7 @@ def _relu6(x):
 @_relu6.defjvp
 def _relu6_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
-    return _relu6(x), jnp.where((x > 0) & (x < 6), t, jnp.zeros_like(t))
+    return _relu6(x), jnp.where((x > 0) & (x < 6), t, 0)
 
 
 def swish(x):

@@ -168,10 +168,12 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         i = clip(searchsorted(xp, x, side="right"), 1, n - 1)
         x0, x1 = take(xp, i - 1), take(xp, i)
         f0, f1 = take(fp, i - 1), take(fp, i)
+        # JAX's formula: (x - x0) / width * (f1 - f0) from the knot below, that knot's value
+        # where the knots (nearly) coincide; at the last knot it is the last piece's
         width = subtract(x1, x0)
-        slope = divide(subtract(f1, f0), where(equal(width, 0), 1, width))
-        value = add(f0, multiply(slope, subtract(x, x0)))
-        value = where(equal(x, xp[-1]), fp[-1], value)
+        tiny = abs(width) <= np.spacing(np.finfo(dtype_of(xp)).eps)
+        step = divide(subtract(x, x0), where(tiny, 1, width))
+        value = where(tiny, f0, add(f0, multiply(step, subtract(f1, f0))))
     value = where(less(x, xp[0]), fp[0] if left is None else left, value)
     value = where(greater(x, xp[-1]), fp[-1] if right is None else right, value)
     # JAX promotes the three to one type first: weakly typed only where that is

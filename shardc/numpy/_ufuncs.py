@@ -288,9 +288,35 @@ def sinc(x):
     """``sin(pi x) / (pi x)``, 1 at 0."""
     x = as_inexact(x)
     zero = equal(x, 0)
-    safe = where(zero, ones_like(x), x)
-    pix = multiply(safe, convert(np.pi, dtype_of(x)))
-    return where(zero, ones_like(x), divide(sin(pix), pix))
+    pix = multiply(convert(np.pi, dtype_of(x)), x)
+    safe = where(zero, ones_like(x), pix)
+    return where(zero, _sinc_maclaurin(0, pix), divide(sin(safe), safe))
+
+
+def _sinc_maclaurin(k: int, x):
+    """The k-th derivative of ``sin(x) / x`` at 0, shaped as ``x``; its own derivative is the
+    next one, so every derivative of ``sinc`` at 0 is exact (JAX's rule)."""
+    return _sinc_maclaurins[k](x) if k < len(_sinc_maclaurins) else _sinc_term(k, x)
+
+
+def _sinc_term(k: int, x):
+    coeff = 0.0 if k % 2 else (-1) ** (k // 2) / (k + 1)
+    return add(multiply(x, convert(0, dtype_of(x))), convert(coeff, dtype_of(x)))
+
+
+def _make_sinc_maclaurin(k: int):
+    @custom_jvp
+    def term(x):
+        return _sinc_term(k, x)
+
+    @term.defjvp
+    def _jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return term(x), multiply(_sinc_maclaurin(k + 1, x), t)
+    return term
+
+
+_sinc_maclaurins = [_make_sinc_maclaurin(k) for k in range(8)]
 
 
 def isneginf(x):
