@@ -327,7 +327,7 @@ def _solve_rule(a: Aval, b: Aval) -> list:
 
 def _slogdet_rule(a: Aval) -> list:
     _square_matrices(prims.slogdet_p, a)
-    return [_aval(a.shape[:-2], a.dtype), _aval(a.shape[:-2], a.dtype)]
+    return [_aval(a.shape[:-2], a.dtype), _aval(a.shape[:-2], dtypes.real_dtype(a.dtype))]
 
 
 shape_rules[prims.cholesky_p] = _cholesky_rule

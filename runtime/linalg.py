@@ -71,7 +71,7 @@ def eigh(a):
 def slogdet(a):
     a = np.asarray(a)
     sign, logabsdet = np.linalg.slogdet(a)
-    return [np.asarray(sign, a.dtype), np.asarray(logabsdet, a.dtype)]
+    return [np.asarray(sign, a.dtype), np.asarray(logabsdet, real_dtype(a.dtype))]
 
 
 def svd(a, *, full_matrices):

@@ -96,7 +96,13 @@ def _conj(x):
 
 
 def _complex(re, im):
-    return re + np.asarray(1j, dtypes.complex_dtype(np.asarray(re).dtype)) * im
+    """The parts placed as they are (``re + 1j * im`` would turn ``(1, inf)`` into NaN and
+    lose the sign of a zero real part)."""
+    re, im = np.asarray(re), np.asarray(im)
+    out = np.empty(np.broadcast_shapes(re.shape, im.shape), dtypes.complex_dtype(re.dtype))
+    out.real = re
+    out.imag = im
+    return out
 
 
 _UNARY_IMPLS = {

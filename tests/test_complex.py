@@ -253,3 +253,22 @@ def test_matrix_gradients_of_complex_matrices_are_refused_not_guessed():
         with pytest.raises(NotImplementedError, match=f"shardc differentiates {name} of real "
                                                       "matrices only"):
             jax.grad(fn)(h)
+
+
+def test_lax_complex_places_the_parts_as_they_are():
+    # re + 1j * im would make (1, inf) NaN + inf j and lose the sign of -0.0
+    z = np.asarray(lax.complex(np.float32([-0.0, 1.0, np.nan]), np.float32([0.0, np.inf, 2.0])))
+    assert z.dtype == np.complex64
+    assert np.signbit(z.real[0]) and z[1].real == 1.0 and z[1].imag == np.inf
+    assert np.isnan(z[2].real) and z[2].imag == 2.0
+    assert np.asarray(jax.jit(lax.complex)(np.float32(-0.0), np.float32(1.0))).real == 0.0
+
+
+def test_slogdet_of_complex_matrices_gives_a_real_log_magnitude():
+    a = np.array([[1 + 1j, 2.0], [0.0, 3j]], np.complex64)
+    sign, logabsdet = jnp.linalg.slogdet(a)
+    assert sign.dtype == np.complex64 and logabsdet.dtype == np.float32
+    want_sign, want_log = np.linalg.slogdet(a.astype(np.complex128))
+    np.testing.assert_allclose(np.asarray(sign), want_sign, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(logabsdet), want_log, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jnp.linalg.det(a)), np.linalg.det(a), rtol=1e-6)

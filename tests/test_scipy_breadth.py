@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -43,6 +44,17 @@ def test_special_functions(name, fn, ref, low, high):
     x = np.random.default_rng(0).uniform(low, high, (4, 5)).astype(np.float32)
     everywhere(fn, x, ref(x.astype(np.float64)), rtol=2e-6, atol=1e-6, dtype=np.float32)
     check_grad(lambda v: (fn(v) * np.arange(1, 6)).sum(), x[0])
+
+
+def test_ndtri_far_into_the_tails():
+    # sqrt(2) erfinv(2p - 1) would round 2p - 1 to -1 below p ~ 3e-8 and give -inf
+    p = np.array([1e-37, 1e-30, 1e-20, 1e-10, 1e-5, 0.3, 0.5, 0.9, 1 - 1e-7], np.float32)
+    want = [statistics.NormalDist().inv_cdf(float(v)) for v in p]
+    assert_close(special.ndtri(p), want, 2e-6, 0, np.float32)
+    ends = np.asarray(special.ndtri(np.array([0.0, 1.0, -0.5, 1.5, np.nan], np.float32)))
+    assert ends[0] == -np.inf and ends[1] == np.inf and np.isnan(ends[2:]).all()
+    with pytest.raises(TypeError, match="x.dtype=float16 is not supported"):
+        special.ndtri(np.float16(0.5))
 
 
 def test_inverses_and_integer_operands():
