@@ -169,7 +169,7 @@ class BatchTrace(Trace):
             elif prim in control_rules and (inner_collectives or any(
                     d is not None for d in dims)):
                 outs, out_dims = split_batching(values, dims, control_rules[prim], self,
-                                                values, dims, **params)
+                                                values, dims, sub_programs=True, **params)
             elif all(d is None for d in dims):
                 outs = _bind_list(prim, values, params)
                 out_dims = [None] * len(outs)
@@ -451,13 +451,19 @@ def broadcast_batch(x, size: int, dim: int = 0):
 _batch_split: list = [None]
 
 
-def split_batching(values, dims, rule, *args, **params):
+def current_batch_split():
+    """(mesh, axes) splitting the batch axis of the equation being batched, or None."""
+    return _batch_split[-1]
+
+
+def split_batching(values, dims, rule, *args, sub_programs: bool = False, **params):
     """``rule(*args, **params)``, batching an equation of ``values`` (batch axes ``dims``)
     with ``_batch_split`` the split its batched operands' types give the batch axis, for the
-    unbatched operands broadcast to it. Where that is the split already set (none, most
-    often), the rule just runs."""
+    unbatched operands broadcast to it (and, with ``sub_programs``, for the batched inputs
+    of the sub-programs a control-flow rule traces). Where that is the split already set
+    (none, most often), the rule just runs."""
     split = None
-    if None in dims:
+    if None in dims or sub_programs:
         for value, dim in zip(values, dims):
             sharding = aval_of(value).sharding if dim is not None else None
             if sharding is not None and sharding.spec[dim]:

@@ -16,13 +16,14 @@ import numpy as np
 
 from compiler.batching import (BatchTrace, BatchTracer, check_spmd_unused, explicit_split,
                                shape_of, spec_entry, spmd_split, batch_at, batch_spec,
-                               broadcast_batch, control_rules, moveaxis)
+                               broadcast_batch, control_rules, current_batch_split,
+                               moveaxis)
 from compiler.control_flow import share_consts
 from compiler.shard_map import ShardContext, current_shard_context, in_body
 from compiler.tracing import (Replay, aval_of, bind, current_trace, set_current_trace,
                               trace_to_program)
 from ir import primitives as prims
-from ir.core import Program
+from ir.core import Program, TypeSharding
 from ir.sharding import PartitionSpec
 
 
@@ -51,6 +52,7 @@ def batch_program(trace: BatchTrace, program: Program, batched: list, batch_out:
         staging = current_trace()
         inner = BatchTrace(staging, size, axis=trace.axis,
                            spmd_axis_name=trace.spmd_axis_name, spmd=trace.spmd)
+        inner.batch_spec = trace.batch_spec
         tracers = [BatchTracer(inner, a, 0) if b else a for a, b in zip(args, batched)]
 
         def tag(k):
@@ -69,12 +71,25 @@ def batch_program(trace: BatchTrace, program: Program, batched: list, batch_out:
                 out_batched.append(True)
         return results
 
-    in_avals = [a.update(shape=(size,) + a.shape) if b else a
-                for a, b in zip(program.in_avals, batched)]
+    in_avals = [_batched_aval(a, size) if b else a for a, b in zip(program.in_avals, batched)]
     traced, consts, _ = trace_to_program(run, in_avals, shard=current_shard_context(),
                                          parent=current_trace())
     closed = Program([], traced.constvars + traced.invars, traced.eqns, traced.outvars)
     return closed, consts, out_batched
+
+
+def _batched_aval(aval, size: int):
+    """A batch of ``aval`` (batch axis in front), split as the batched operands of the
+    equation being batched split theirs: a loop's carry keeps the batch's split."""
+    split = current_batch_split()
+    batched = aval.update(shape=(size,) + aval.shape)
+    if split is None:
+        return batched
+    mesh, axes = split
+    spec = aval.sharding.spec if aval.sharding is not None else ((),) * aval.ndim
+    if set(axes) & {a for names in spec for a in names}:
+        return batched
+    return batched.update(sharding=TypeSharding.of(mesh, (tuple(axes),) + tuple(spec)))
 
 
 def _leading(values, dims) -> list:

@@ -25,8 +25,15 @@ for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
     batching_rules[_p] = functools.partial(reduction_rule, _p)
 batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
 batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
-# One key per member: generate per member (the bits differ by key, as they must).
-batching_rules[prims.random_bits_p] = functools.partial(loop_rule, prims.random_bits_p)
+
+
+def _random_bits_rule(values, dims, **params):
+    """A batch of keys in front: the primitive takes them all (each key its own bits)."""
+    (key,), (dim,) = values, dims
+    return [bind(prims.random_bits_p, moveaxis(key, dim, 0), **params)], [0]
+
+
+batching_rules[prims.random_bits_p] = _random_bits_rule
 
 
 # --- shapes ------------------------------------------------------------------------------------

@@ -499,6 +499,21 @@ def whole_rule(mesh, eqn, values) -> list:
             for o, v in zip(outs, eqn.outvars)]
 
 
+def _random_bits_rule(mesh, eqn, values) -> list:
+    """Keys split along their batch, each key's bits whole: every device draws its keys'
+    bits (a key's bits do not depend on the keys beside it)."""
+    (key,), (out,) = eqn.invars, eqn.outvars
+    batch = key.aval.ndim - 1
+    key_spec, out_spec = spec_of(key.aval), spec_of(out.aval)
+    if (key_spec[-1] == () and out_spec[:batch] == key_spec[:batch]
+            and all(s == () for s in out_spec[batch:]) and not uneven_dims(mesh, key.aval)):
+        return [bind(prims.random_bits_p, values[0], **block_params(eqn))]
+    return whole_rule(mesh, eqn, values)
+
+
+block_rules[prims.random_bits_p] = _random_bits_rule
+
+
 def block_params(eqn) -> dict:
     """An equation's parameters for its block operation: ``out_sharding`` is the type's
     business, not the block's."""
@@ -684,6 +699,84 @@ def _whole_along(mesh, eqn, values, dims, same_shape: bool = True) -> list:
     results = results if eqn.primitive.multiple_results else [results]
     return [relayout(mesh, r, o.aval.shape, want, spec_of(o.aval), o.aval)
             for r, o in zip(results, outs)]
+
+
+# --- operations along some dimensions: local where the others carry the splits ------------------
+
+def _along_rule(dims_of, block_params_of=None):
+    """A block rule for an operation that acts along the dimensions ``dims_of(eqn)`` gives
+    (a slice, pad, reversal, concatenation, dynamic slice or update, top_k): where the
+    result's type splits none of them, each device runs it on its blocks, laid out as the
+    result with those dimensions whole, without gathering the split ones.
+    ``block_params_of(eqn, block_shape)`` gives the parameters for a block (None: as is), or
+    None where the operation must see the whole array."""
+    def rule(mesh, eqn, values) -> list:
+        out = eqn.outvars[0].aval
+        dims = dims_of(eqn)
+        target = spec_of(out)
+        if dims is None or any(target[d] for d in dims) or uneven_dims(mesh, out):
+            return whole_rule(mesh, eqn, values)
+        params = block_params(eqn)
+        if block_params_of is not None:
+            params = block_params_of(eqn, _block_shape(mesh, out), params)
+            if params is None:
+                return whole_rule(mesh, eqn, values)
+        want = tuple(() if d in dims else names for d, names in enumerate(target))
+        laid = []
+        for v, a in zip(values, eqn.invars):
+            if isinstance(a, Literal) or not a.aval.shape:
+                laid.append(v)              # a scalar: an index, a padding value
+            elif a.aval.ndim != out.ndim or uneven_dims(mesh, a.aval):
+                return whole_rule(mesh, eqn, values)
+            else:
+                laid.append(to_layout(mesh, v, a, want))
+        results = bind(eqn.primitive, *laid, **params)
+        results = results if eqn.primitive.multiple_results else [results]
+        return [relayout(mesh, r, o.aval.shape, want, spec_of(o.aval), o.aval)
+                for r, o in zip(results, eqn.outvars)]
+    return rule
+
+
+def _changed_dims(eqn) -> tuple:
+    """The dimensions along which an operand's shape differs from the result's."""
+    out = eqn.outvars[0].aval.shape
+    return tuple(d for d in range(len(out))
+                 if any(a.aval.ndim == len(out) and a.aval.shape[d] != out[d]
+                        for a in eqn.invars if not isinstance(a, Literal)))
+
+
+def _slice_dims(eqn) -> tuple:
+    (x,) = eqn.invars
+    strides = eqn.params["strides"] or (1,) * x.aval.ndim
+    return tuple(d for d, (lo, hi, st, n) in enumerate(zip(
+        eqn.params["start_indices"], eqn.params["limit_indices"], strides, x.aval.shape))
+        if (lo, hi, st) != (0, n, 1))
+
+
+def _slice_block(eqn, block, params):
+    dims = _slice_dims(eqn)
+    limits = tuple(hi if d in dims else block[d]
+                   for d, hi in enumerate(eqn.params["limit_indices"]))
+    return dict(params, limit_indices=limits)
+
+
+def _dynamic_slice_block(eqn, block, params):
+    sizes = eqn.params["slice_sizes"]
+    full = eqn.invars[0].aval.shape
+    return dict(params, slice_sizes=tuple(b if s == n else s
+                                          for s, n, b in zip(sizes, full, block)))
+
+
+block_rules[prims.slice_p] = _along_rule(_slice_dims, _slice_block)
+block_rules[prims.pad_p] = _along_rule(lambda eqn: tuple(
+    d for d, cfg in enumerate(eqn.params["padding_config"]) if tuple(cfg) != (0, 0, 0)))
+block_rules[prims.rev_p] = _along_rule(lambda eqn: tuple(eqn.params["dimensions"]))
+block_rules[prims.concatenate_p] = _along_rule(lambda eqn: (eqn.params["dimension"],))
+block_rules[prims.dynamic_slice_p] = _along_rule(
+    lambda eqn: tuple(d for d, (s, n) in enumerate(zip(eqn.params["slice_sizes"],
+                                                         eqn.invars[0].aval.shape)) if s != n),
+    _dynamic_slice_block)
+block_rules[prims.dynamic_update_slice_p] = _along_rule(_changed_dims)
 
 
 for _p in prims.CUMULATIVE + (prims.sort_p,):

@@ -565,9 +565,11 @@ shape_rules[prims.cond_p] = _cond_rule
 
 
 def _random_bits_rule(key: Aval, *, shape) -> list:
-    if key.shape != (2,) or key.dtype != np.dtype("uint32"):
-        raise ShapeError(f"random_bits: the key must be uint32[2], got {key.str_short()}")
-    return [_aval(shape, np.dtype("uint32"))]
+    """Bits of ``shape`` per key: keys ``uint32[..., 2]`` (a batch of them under vmap) give
+    ``uint32[..., *shape]``."""
+    if key.ndim < 1 or key.shape[-1] != 2 or key.dtype != np.dtype("uint32"):
+        raise ShapeError(f"random_bits: the key must be uint32[..., 2], got {key.str_short()}")
+    return [_aval(key.shape[:-1] + tuple(shape), np.dtype("uint32"))]
 
 
 shape_rules[prims.random_bits_p] = _random_bits_rule

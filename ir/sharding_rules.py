@@ -384,7 +384,9 @@ def _iota(in_avals, outs, *, dtype, shape, dimension, out_sharding=None):
 
 
 def _random_bits(in_avals, outs, *, shape, out_sharding=None):
-    return [_given({"out_sharding": out_sharding}, len(shape)) or ((),) * len(shape)]
+    """A batch of keys keeps its split; each key's bits are laid out as ``out_sharding``."""
+    batch = spec_of(in_avals[0])[:-1]
+    return [batch + (_given({"out_sharding": out_sharding}, len(shape)) or ((),) * len(shape))]
 
 
 sharding_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim

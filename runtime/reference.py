@@ -575,10 +575,16 @@ def matmul_operand(x, widen=None):
 
 
 def _random_bits(key, *, shape):
-    """uint32 bits from Philox keyed by the 64 bits of ``key`` (not JAX's threefry bits)."""
-    k0, k1 = (int(k) for k in np.asarray(key, np.uint32))
-    generator = np.random.Generator(np.random.Philox(key=(k0 << 32) | k1))
-    return [generator.integers(0, 2 ** 32, size=shape, dtype=np.uint32)]
+    """uint32 bits from Philox keyed by the 64 bits of each key (not JAX's threefry bits):
+    one generator per key of ``uint32[..., 2]``, so a key's bits never depend on the others
+    beside it (nor on how a batch of keys is split over devices)."""
+    keys = np.asarray(key, np.uint32)
+    out = np.empty(keys.shape[:-1] + tuple(shape), np.uint32)
+    for index in np.ndindex(keys.shape[:-1]):
+        k0, k1 = (int(k) for k in keys[index])
+        generator = np.random.Generator(np.random.Philox(key=(k0 << 32) | k1))
+        out[index] = generator.integers(0, 2 ** 32, size=shape, dtype=np.uint32)
+    return [out]
 
 
 impl_rules[prims.random_bits_p] = _random_bits

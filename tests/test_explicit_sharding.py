@@ -984,7 +984,23 @@ VMAP_SHARED = {
     "diag": (jnp.diag, lambda b: np.stack([np.diag(v) for v in b]), "float32[8@X,8,8]"),
     "set an element": (lambda r: r.at[2].set(0.0),
                        lambda b: np.where(np.arange(8) == 2, 0.0, b), "float32[8@X,8]"),
+    # loops: the carry keeps the batch's split
+    "a fori_loop": (lambda r: lax.fori_loop(0, 3, lambda i, c: c * 2 + i, r),
+                    lambda b: b * 8 + 4, "float32[8@X,8]"),
+    "a scan over shared steps": (lambda r: lax.scan(lambda c, t: (c + t, c.sum()), r,
+                                                    jnp.arange(3.0))[0],
+                                 lambda b: b + 3, "float32[8@X,8]"),
+    "a while_loop per member": (lambda r: lax.while_loop(lambda c: c[0] < 100, lambda c: c * 2,
+                                                         r + 1),
+                                lambda b: np.stack([_doubled_past_100(v + 1) for v in b]),
+                                "float32[8@X,8]"),
 }
+
+
+def _doubled_past_100(v):
+    while v[0] < 100:
+        v = v * 2
+    return v
 
 
 @pytest.mark.parametrize("name", list(VMAP_SHARED))
@@ -1078,3 +1094,64 @@ def test_eval_shape_reports_the_results_sharding_on_explicit_axes():
         lowered = jax.jit(lambda a: a * 2).lower(summed)
         assert "f32[8@X]" in lowered.as_text()
     assert jax.eval_shape(lambda a: a * 2, np.ones(3, np.float32)).sharding is None
+
+
+def test_vmap_of_random_draws_over_split_keys_keeps_the_split():
+    # one key per member: each member's draw is its key's, wherever the keys are
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    keys = jax.random.split(jax.random.key(3), 8)
+    split = jax.device_put(keys, NamedSharding(mesh, P("X")))
+    want = np.stack([np.asarray(jax.random.normal(k, (3,))) for k in keys])
+    draw = jax.vmap(lambda k: jax.random.normal(k, (3,)))
+    for run in (draw, jax.jit(draw)):
+        got = run(split)
+        assert str(jax.typeof(got)) == "float32[8@X,3]"
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(draw(keys), want)
+    # the lowered program draws each device's keys on that device: no gather of the keys
+    lowered = jax.jit(draw).lower(split)
+    assert "all_gather" not in lowered.as_text()
+
+
+# operations along some dimensions run on each device's blocks where the split ones are left
+# alone: (function, numpy reference, the dimensions it acts along)
+ALONG = {
+    "slice": (lambda a: a[:, 1:5], lambda a: a[:, 1:5], (1,)),
+    "strided slice": (lambda a: a[:, ::3], lambda a: a[:, ::3], (1,)),
+    "slice rows": (lambda a: a[2:7], lambda a: a[2:7], (0,)),
+    "concatenate": (lambda a: jnp.concatenate([a, a[:, :2] * 2], axis=1),
+                    lambda a: np.concatenate([a, a[:, :2] * 2], axis=1), (1,)),
+    "pad": (lambda a: jnp.pad(a, ((0, 0), (1, 2)), constant_values=-1.0),
+            lambda a: np.pad(a, ((0, 0), (1, 2)), constant_values=-1.0), (1,)),
+    "reverse": (lambda a: a[:, ::-1], lambda a: a[:, ::-1], (1,)),
+    "dynamic slice": (lambda a: lax.dynamic_slice_in_dim(a, a.shape[1] // 3, 3, axis=1),
+                      lambda a: a[:, a.shape[1] // 3:a.shape[1] // 3 + 3], (1,)),
+    "dynamic update": (lambda a: lax.dynamic_update_slice_in_dim(a, a[:, :2] * 0 - 5, 3, axis=1),
+                       lambda a: np.concatenate([a[:, :3], a[:, :2] * 0 - 5, a[:, 5:]], 1),
+                       (1,)),
+    "top_k": (lambda a: lax.top_k(a, 2)[0], lambda a: -np.sort(-a, axis=1)[:, :2], (1,)),
+}
+
+
+def _along_cases():
+    """Each operation with the operand's splits it leaves alone (on the ones it acts along,
+    JAX's types mostly refuse it: slicing a split dimension unevenly, say)."""
+    for name, (_, _, dims) in ALONG.items():
+        for spec in (P("X"), P(None, "X"), P(("X", "Y")), P(None, ("Y", "X")), P(None, "Y")):
+            split = {d for d, names in enumerate(spec) if names}
+            if not split & set(dims):
+                yield name, spec
+
+
+@pytest.mark.parametrize("name, spec", list(_along_cases()), ids=str)
+def test_operations_along_unsplit_dimensions_run_on_blocks(name, spec):
+    fn, reference, dims = ALONG[name]
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    data = np.random.default_rng(1).permutation(64).astype(np.float32).reshape(8, 8)
+    x = jax.device_put(data, NamedSharding(mesh, spec))
+    for run in (fn, jax.jit(fn)):
+        got = run(x)
+        np.testing.assert_array_equal(got, reference(data))
+        assert got.sharding == NamedSharding(mesh, spec)
+    # no gather, no exchange at all: each device computes on its own blocks
+    assert communication(fn, x) == []
