@@ -1155,3 +1155,23 @@ def test_operations_along_unsplit_dimensions_run_on_blocks(name, spec):
         assert got.sharding == NamedSharding(mesh, spec)
     # no gather, no exchange at all: each device computes on its own blocks
     assert communication(fn, x) == []
+
+
+def test_indexing_a_closed_over_placed_array_inside_traces():
+    # a concrete array laid out over devices, read partially inside jit, grad, vmap and scan
+    auto = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    data = np.arange(32, dtype=np.float32).reshape(8, 4)
+    x = jax.device_put(data, NamedSharding(auto, P("x")))
+    np.testing.assert_array_equal(jax.jit(lambda: x[0])(), data[0])
+    assert float(jax.grad(lambda w: w * x[1, 2])(1.0)) == data[1, 2]
+    np.testing.assert_array_equal(jax.vmap(lambda i: x[i])(jnp.arange(3)), data[:3])
+    total = lax.scan(lambda c, i: (c + x[i].sum(), None), 0.0, jnp.arange(8))[0]
+    assert float(total) == data.sum()
+    mesh = jax.make_mesh((4, 2), ("a", "b"))
+    with jax.set_mesh(mesh):
+        xe = jax.device_put(data, P("a"))
+        column = jax.jit(lambda: xe[:, 1])()
+        assert str(jax.typeof(column)) == "float32[8@a]"
+        np.testing.assert_array_equal(column, data[:, 1])
+        ones = jnp.ones((4, 16))
+        assert float(jax.jit(lambda w: w * ones[0].sum())(1.0)) == 16.0

@@ -396,10 +396,12 @@ def _eager_gather_layout(x, index, result):
     """JAX indexes an array laid out over several devices eagerly by a gather whenever an
     entry reads a dimension partially (an integer, a partial or strided slice): the gather
     keeps the split of the dimensions read whole and leaves the rest unsplit. (Traced
-    operands take JAX's slice paths, which keep every split.) On Explicit axes the type has
+    operands, and concrete ones read inside a trace, take JAX's slice paths, which keep every
+    split.) On Explicit axes the type has
     already refused a split read (``_check_gather_layout``)."""
     sharding = getattr(x, "sharding", None)
-    if (isinstance(x, Tracer) or not isinstance(sharding, NamedSharding)
+    if (isinstance(x, Tracer) or isinstance(result, Tracer)
+            or not isinstance(sharding, NamedSharding)
             or sharding.mesh.size == 1 or any(_is_int_array(e) for e in index)):
         return result
     shape, spec, dim = aval_of(x).shape, [], 0
