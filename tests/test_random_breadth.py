@@ -304,3 +304,28 @@ def test_binomial_and_multinomial_moments_and_edges():
     np.testing.assert_allclose(counts.mean(0), [2.0, 3.0, 5.0], atol=0.03)
     np.testing.assert_allclose(counts.var(0), [1.6, 2.1, 2.5], atol=0.05)
     assert random.multinomial(_K, 4.0, np.array([0.5, 0.5])).shape == (2,)
+
+
+def test_randint_bounds_traced_arrays_clipped_and_wide():
+    key = random.key(0)
+    # traced and array bounds, under jit and vmap
+    got = shardc.jit(lambda hi: random.randint(key, (200,), 0, hi))(10)
+    assert got.dtype == np.int32 and 0 <= int(got.min()) and int(got.max()) < 10
+    lo, hi = np.array([0, 10, 20]), np.array([5, 15, 25])
+    got = np.asarray(random.randint(key, (1000, 3), lo, hi))
+    assert ((got >= lo) & (got < hi)).all() and len(np.unique(got[:, 1])) == 5
+    got = np.asarray(shardc.vmap(lambda m: random.randint(key, (50,), m, 10))(jnp.arange(3)))
+    assert (got >= np.arange(3)[:, None]).all() and (got < 10).all()
+    # a wide span reaches every residue (a float draw scaled up would not)
+    wide = np.asarray(random.randint(key, (20000,), 0, 2 ** 25))
+    assert len(np.unique(wide % 8)) == 8 and abs((wide % 2).mean() - 0.5) < 0.02
+    full = np.asarray(random.randint(key, (20000,), -2 ** 31, 2 ** 31 - 1))
+    assert full.min() < -2 ** 30 and full.max() > 2 ** 30
+    # bounds clipped to the dtype; a maxval past its range reaches its largest value
+    small = np.asarray(random.randint(key, (4000,), -5, 300, np.uint8))
+    assert small.dtype == np.uint8 and small.min() == 0 and small.max() == 255
+    assert (np.asarray(random.randint(key, (5,), 5, 2)) == 5).all()
+    with pytest.raises(TypeError, match="randint only accepts integer dtypes"):
+        random.randint(key, (2,), 0, 3, np.float32)
+    with pytest.raises(ValueError, match="randint parameter shapes must be broadcast-compatible"):
+        random.randint(key, (2,), np.zeros(3, np.int32), 5)

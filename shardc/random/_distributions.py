@@ -11,7 +11,7 @@ from compiler.tracing import aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.lax import lgamma, pcast, while_loop
+from shardc.lax import lgamma, pcast, rem, while_loop
 from shardc.numpy._core import takes_out_sharding
 from shardc.random._keys import (bits, fold_in, key_data, random_bits, sample_shape,
                                  single_key, split)
@@ -48,11 +48,69 @@ def normal(key, shape=(), dtype=np.float32):
 
 @takes_out_sharding
 def randint(key, shape, minval, maxval, dtype=np.int32):
-    """Integers in ``[minval, maxval)``."""
+    """Integers in ``[minval, maxval)``: the bounds may be traced, or arrays broadcasting to
+    ``shape``; they are clipped to ``dtype``'s range (``maxval`` one past it still reaches
+    its largest value), and ``maxval <= minval`` gives ``minval``.
+
+    As JAX's: twice the dtype's bits are drawn and reduced modulo the span, so every value of
+    a span up to the dtype's whole range is reached, almost uniformly."""
     single_key("randint", key)
-    span = int(maxval) - int(minval)
-    draws = uniform(key, shape)
-    return jnp.astype(jnp.add(jnp.floor(jnp.multiply(draws, span)), int(minval)), dtype)
+    dtype = _dt.canonicalize(dtype)
+    if not _dt.is_int(dtype) or dtype == np.bool_:
+        raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
+    shape = sample_shape(shape)
+    _check_bounds_shape("randint", shape, jnp.shape(minval), jnp.shape(maxval))
+    minval, maxval = (jnp.asarray(v) for v in (minval, maxval))
+    minval, maxval = (v if _dt.is_int(v.dtype) else jnp.astype(v, int) for v in (minval, maxval))
+    info = np.iinfo(dtype)
+    beyond = jnp.greater(maxval, _clip_integer(jnp.asarray(info.max, dtype), maxval.dtype))
+    minval, maxval = _clip_integer(minval, dtype), _clip_integer(maxval, dtype)
+    unsigned = np.dtype(f"uint{info.bits}")
+    first, second = split(key)
+    high, low = _unsigned_bits(first, shape, unsigned), _unsigned_bits(second, shape, unsigned)
+    span = jnp.astype(jnp.subtract(maxval, minval), unsigned)
+    span = jnp.where(jnp.less_equal(maxval, minval), unsigned.type(1), span)
+    # a maxval past the dtype's range reaches its largest value: one more (wrapping to 0 for
+    # the whole range, where the remainders below leave every value)
+    span = jnp.where(jnp.logical_and(beyond, jnp.greater(maxval, minval)),
+                     jnp.add(span, unsigned.type(1)), span)
+    # (high * 2**bits + low) mod span, without overflow: 2**bits mod span by halves (lax's
+    # rem: x rem 0 is x)
+    multiplier = rem(unsigned.type(2 ** (info.bits // 2)), span)
+    multiplier = rem(jnp.multiply(multiplier, multiplier), span)
+    offset = jnp.add(jnp.multiply(rem(high, span), multiplier),
+                     rem(low, span))
+    offset = rem(offset, span)
+    return jnp.add(minval, jnp.astype(offset, dtype))
+
+
+def _check_bounds_shape(name, shape, *param_shapes):
+    try:
+        broadcast = np.broadcast_shapes(shape, *param_shapes)
+    except ValueError:
+        broadcast = None
+    if broadcast != tuple(shape):
+        raise ValueError(f"{name} parameter shapes must be broadcast-compatible with shape "
+                         f"argument, and the result of broadcasting the shapes must equal the "
+                         f"shape argument, but got result {broadcast} for shape argument "
+                         f"{tuple(shape)}.")
+
+
+def _clip_integer(value, dtype):
+    """An integer array as ``dtype``, clipped to the values both dtypes hold."""
+    if value.dtype == dtype:
+        return value
+    have, want = np.iinfo(value.dtype), np.iinfo(dtype)
+    lo, hi = max(have.min, want.min), min(have.max, want.max)
+    return jnp.astype(jnp.clip(value, value.dtype.type(lo), value.dtype.type(hi)), dtype)
+
+
+def _unsigned_bits(key, shape, unsigned):
+    """Random bits of an unsigned dtype (two 32-bit words for a 64-bit one)."""
+    if unsigned.itemsize <= 4:
+        return jnp.astype(bits(key, shape), unsigned)
+    words = jnp.astype(bits(key, (2,) + tuple(shape)), unsigned)
+    return jnp.bitwise_or(jnp.left_shift(words[0], unsigned.type(32)), words[1])
 
 
 @takes_out_sharding
