@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 from typing import Any, Callable
@@ -67,7 +68,7 @@ class PyTreeDef:
         node = node_children(tree)
         kind = None if node is None else node[0]
         if node is None or kind != self.kind or len(node[2]) != len(self.subtrees) or (
-                kind is dict and node[1] != self.aux):
+                kind in DICT_KINDS and node[1] != self.aux):
             raise ValueError(f"Tree structures did not match: {tree!r} vs {self!r}")
         return [leaf for sub, child in zip(self.subtrees, node[2])
                 for leaf in sub.flatten_up_to(child)]
@@ -88,8 +89,12 @@ def _treedef_str(td: PyTreeDef) -> str:
     if td.kind == "none":
         return "None"
     inner = ", ".join(_treedef_str(c) for c in td.subtrees)
-    if td.kind is dict:
-        return "{" + ", ".join(f"{k!r}: {_treedef_str(c)}" for k, c in zip(td.aux, td.subtrees)) + "}"
+    if td.kind in DICT_KINDS:
+        entries = "{" + ", ".join(f"{k!r}: {_treedef_str(c)}" for k, c in
+                                  zip(dict_keys(td.kind, td.aux), td.subtrees)) + "}"
+        if td.kind is collections.defaultdict:
+            return f"defaultdict[{td.aux[0]!r}]({entries})"
+        return entries if td.kind is dict else f"OrderedDict({entries})"
     if td.kind is list:
         return f"[{inner}]"
     if td.kind is tuple:
@@ -112,10 +117,22 @@ def node_children(x, is_leaf=None):
         return cls, None, tuple(x), tuple(f".{f}" for f in cls._fields)
     if cls is tuple or cls is list:
         return cls, None, tuple(x), tuple(f"[{k}]" for k in range(len(x)))
-    if cls is dict:
+    if cls is dict or cls is collections.defaultdict:
         keys = tuple(sorted(x.keys(), key=_sort_key))
-        return dict, keys, tuple(x[k] for k in keys), tuple(f"[{k!r}]" for k in keys)
+        aux = keys if cls is dict else (x.default_factory, keys)
+        return cls, aux, tuple(x[k] for k in keys), tuple(f"[{k!r}]" for k in keys)
+    if cls is collections.OrderedDict:              # in insertion order, as JAX's
+        keys = tuple(x.keys())
+        return cls, keys, tuple(x[k] for k in keys), tuple(f"[{k!r}]" for k in keys)
     return None
+
+
+DICT_KINDS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def dict_keys(kind, aux) -> tuple:
+    """The keys of a dictionary node, in its children's order."""
+    return aux[1] if kind is collections.defaultdict else aux
 
 
 def _sort_key(k):
@@ -152,8 +169,10 @@ def _unflatten(td: PyTreeDef, it):
     children = [_unflatten(c, it) for c in td.subtrees]
     if td.kind in _registry:
         return _registry[td.kind][1](td.aux, children)
-    if td.kind is dict:
-        return dict(zip(td.aux, children))
+    if td.kind is dict or td.kind is collections.OrderedDict:
+        return td.kind(zip(td.aux, children))
+    if td.kind is collections.defaultdict:
+        return collections.defaultdict(td.aux[0], zip(td.aux[1], children))
     if td.kind is list:
         return children
     if td.kind is tuple:
@@ -336,8 +355,8 @@ def _kind_text(td, leaf: str) -> str:
 def _child_keys(td) -> list:
     """(key path text, key as JAX's ``DictKey``/``FlattenedIndexKey`` holds it, or None)."""
     n = len(td.subtrees)
-    if td.kind is dict:
-        return [(f"[{k!r}]", k) for k in td.aux]
+    if td.kind in DICT_KINDS:
+        return [(f"[{k!r}]", k) for k in dict_keys(td.kind, td.aux)]
     if td.kind in (list, tuple):
         return [(f"[{k}]", None) for k in range(n)]
     if isinstance(td.kind, type) and issubclass(td.kind, tuple) and hasattr(td.kind, "_fields"):

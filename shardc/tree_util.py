@@ -13,8 +13,8 @@ import typing
 from typing import Any, Callable
 
 from compiler import tree as _tree
-from compiler.tree import (Partial, PyTreeDef, node_children, register_pytree_node, tree_all,
-                           tree_unflatten)
+from compiler.tree import (DICT_KINDS, Partial, PyTreeDef, dict_keys, node_children,
+                           register_pytree_node, tree_all, tree_unflatten)
 from shardc.random._keys import PRNGKeyArray as _PRNGKeyArray
 
 __all__ = ["DictKey", "FlattenedIndexKey", "GetAttrKey", "Partial", "PyTreeDef", "SequenceKey",
@@ -103,8 +103,8 @@ def _child_keys(x, is_leaf):
     kind, aux, children, _ = node
     if kind == "none":
         return []
-    if kind is dict:
-        return list(zip([DictKey(k) for k in aux], children))
+    if kind in DICT_KINDS:
+        return list(zip([DictKey(k) for k in dict_keys(kind, aux)], children))
     if kind in (tuple, list):
         return [(SequenceKey(k), c) for k, c in enumerate(children)]
     if kind in _keyed:

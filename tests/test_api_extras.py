@@ -387,3 +387,24 @@ def test_a_treedefs_methods_as_jax():
     pair = tu.tree_structure((1, 2))
     assert str(pair.compose(tu.tree_structure([1, 1]))) == \
         "PyTreeDef(([*, *], [*, *]))"
+
+
+def test_ordered_and_default_dicts_are_pytree_nodes():
+    import collections
+    ordered = collections.OrderedDict([("b", np.ones(2, np.float32)), ("a", np.zeros(3, np.float32))])
+    # an OrderedDict keeps its insertion order; a defaultdict sorts its keys as a dict
+    assert [x.shape for x in jax.tree.leaves(ordered)] == [(2,), (3,)]
+    doubled = jax.tree.map(lambda x: x * 2 + 1, ordered)
+    assert type(doubled) is collections.OrderedDict and list(doubled) == ["b", "a"]
+    np.testing.assert_array_equal(doubled["a"], np.ones(3))
+    grads = jax.grad(lambda p: p["a"].sum() * 2 + p["b"].sum())(ordered)
+    np.testing.assert_array_equal(grads["a"], np.full(3, 2.0))
+    paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(ordered)[0]]
+    assert paths == ["['b']", "['a']"]
+    assert jax.tree.structure(ordered) != jax.tree.structure(
+        collections.OrderedDict([("a", 0), ("b", 0)]))
+    counts = collections.defaultdict(list, {"b": np.float32(1), "a": np.float32(2)})
+    assert jax.tree.leaves(counts) == [2.0, 1.0]
+    halved = jax.jit(lambda d: jax.tree.map(lambda x: x / 2, d))(counts)
+    assert type(halved) is collections.defaultdict and halved.default_factory is list
+    assert float(halved["b"]) == 0.5

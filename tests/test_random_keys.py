@@ -33,7 +33,15 @@ def test_raw_keys_stay_raw_and_seeds_fill_the_low_word_as_in_jax():
     assert isinstance(raw, shardc.Array) and raw.dtype == np.uint32 and raw.shape == (2,)
     np.testing.assert_array_equal(np.asarray(raw), [0, 7])
     np.testing.assert_array_equal(np.asarray(random.PRNGKey(-1)), [0, 2 ** 32 - 1])
-    np.testing.assert_array_equal(np.asarray(random.PRNGKey(2 ** 40 + 3)), [2 ** 8, 3])
+    # JAX 0.10.2 takes the seed as a 32-bit integer with x64 off (the high word stays 0),
+    # as a 64-bit one with it on
+    np.testing.assert_array_equal(np.asarray(random.PRNGKey(2 ** 40 + 3)), [0, 3])
+    np.testing.assert_array_equal(np.asarray(random.PRNGKey(-2 ** 31 - 1)), [0, 2 ** 31 - 1])
+    with shardc.enable_x64(True):
+        np.testing.assert_array_equal(np.asarray(random.PRNGKey(2 ** 40 + 3)), [2 ** 8, 3])
+        np.testing.assert_array_equal(np.asarray(random.PRNGKey(-1)), [2 ** 32 - 1] * 2)
+    with pytest.raises(OverflowError, match="too large to convert to int64"):
+        random.PRNGKey(2 ** 64)
 
 
 def test_rbg_keys_have_four_words():

@@ -240,8 +240,9 @@ def key(seed, *, impl=None) -> PRNGKeyArray:
 
 
 def _seed_data(seed, impl: PRNGImpl):
-    """As JAX with x64 off: a seed in int32's range fills the low word (the high word is 0);
-    a wider Python integer fills both. rbg keys repeat the two words."""
+    """As JAX's: the seed's low 32 bits fill the low word; the high word holds its next 32
+    bits with x64 on, and is 0 with it off (JAX takes the seed as a 32-bit integer then).
+    rbg keys repeat the two words."""
     if isinstance(seed, PRNGKeyArray):
         raise TypeError("PRNGKey accepts a scalar seed, but was given a PRNG key.")
     if isinstance(seed, Tracer) or (hasattr(seed, "dtype") and not isinstance(seed, int)):
@@ -253,7 +254,9 @@ def _seed_data(seed, impl: PRNGImpl):
         words = jnp.stack([jnp.zeros((), np.uint32), low])
     else:
         seed = int(seed)
-        high = 0 if -2 ** 31 <= seed < 2 ** 31 else (seed >> 32) & 0xFFFFFFFF
+        if not -2 ** 63 <= seed < 2 ** 63:
+            raise OverflowError(f"Python int {seed} too large to convert to int64")
+        high = (seed >> 32) & 0xFFFFFFFF if _dt.x64_enabled() else 0
         words = jnp.asarray(np.array([high, seed & 0xFFFFFFFF], np.uint32))
     return words if impl.words == 2 else jnp.concatenate([words, words])
 
