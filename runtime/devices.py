@@ -90,15 +90,24 @@ def request_device_count(n: int, name: str = "jax_num_cpu_devices") -> None:
     _requested[:] = [n]
 
 
-def devices() -> list:
+def check_backend(backend) -> None:
+    """JAX's ``backend=`` argument: the simulated devices are CPU devices."""
+    if backend is None or backend == "cpu" or getattr(backend, "platform", None) == "cpu":
+        return
+    raise RuntimeError(f"Unknown backend: '{backend}' requested, but no platforms that are "
+                       "instances of it are present. Platforms present are: cpu")
+
+
+def devices(backend=None) -> list:
     """All simulated devices; the count is fixed at the first call."""
+    check_backend(backend)
     if not _devices:
         _devices.extend(Device(k) for k in range(configured_device_count()))
     return list(_devices)
 
 
-def device_count() -> int:
-    return len(devices())
+def device_count(backend=None) -> int:
+    return len(devices(backend))
 
 
 # --- processes: one by default; under MPI each holds an equal, contiguous run of the devices ---
@@ -116,19 +125,24 @@ def set_processes(index: int, count: int) -> None:
     _processes["index"], _processes["count"] = index, count
 
 
-def process_index() -> int:
+def process_index(backend=None) -> int:
     """This process's index (0 without MPI)."""
+    check_backend(backend)
     return _processes["index"]
 
 
-def process_count() -> int:
+def process_count(backend=None) -> int:
     """The number of processes (1 without MPI)."""
+    check_backend(backend)
     return _processes["count"]
 
 
-def local_devices() -> list:
-    """The devices this process holds."""
-    me = _processes["index"]
+def local_devices(process_index=None, backend=None, host_id=None) -> list:
+    """The devices process ``process_index`` holds (default: this one's)."""
+    check_backend(backend)
+    me = _processes["index"] if process_index is None else int(process_index)
+    if host_id is not None:
+        me = int(host_id)
     return [d for d in devices() if d.process_index == me]
 
 

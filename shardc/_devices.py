@@ -118,6 +118,6 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     return Mesh(array.reshape(tuple(axis_shapes)), tuple(axis_names), axis_types=axis_types)
 
 
-def local_device_count() -> int:
+def local_device_count(backend=None) -> int:
     """The number of devices this process holds."""
-    return len(local_devices())
+    return len(local_devices(backend=backend))

@@ -419,3 +419,15 @@ def test_a_types_invarying_axes_are_the_manual_axes_it_does_not_vary_over():
     shardc.jit(shardc.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(
         jnp.arange(8.))
     assert seen == [[{"y"}, {"y"}, set(), {"x", "y"}], {"x"}]
+
+
+def test_device_queries_take_jaxs_backend_and_process_arguments():
+    n = len(shardc.devices())
+    assert len(shardc.devices("cpu")) == len(shardc.devices(backend="cpu")) == n
+    assert shardc.device_count("cpu") == shardc.local_device_count("cpu") == n
+    assert shardc.local_devices(0) == shardc.local_devices(process_index=0) == shardc.devices()
+    assert shardc.local_devices(backend="cpu") == shardc.devices()
+    assert shardc.process_count("cpu") == 1 and shardc.process_index("cpu") == 0
+    assert shardc.local_devices(1) == []           # no process 1 without MPI
+    with pytest.raises(RuntimeError, match="Unknown backend: 'gpu' requested"):
+        shardc.devices("gpu")

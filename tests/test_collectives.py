@@ -677,7 +677,7 @@ def test_perm_sources_and_destinations_must_be_unique(perm):
                    f"ppermute sources and destinations must be unique, got {pairs}.")
 
 
-@pytest.mark.parametrize("axis_name, pair", [("i", (0, 4)), ("i", (-1, 0)), (("i", "j"), (4, 0)),
+@pytest.mark.parametrize("axis_name, pair", [("i", (0, 4)), ("i", (-5, 0)), (("i", "j"), (4, 0)),
                                              ("j", (1, 2))])
 def test_perm_entries_must_be_in_range(axis_name, pair):
     mesh = MESH_I if axis_name == "i" else MESH_IJ
@@ -686,6 +686,17 @@ def test_perm_entries_must_be_in_range(axis_name, pair):
     raises_in_body(mesh, lambda x: lax.ppermute(x, axis_name, [pair]), IndexError,
                    f"ppermute: perm entry {pair} is out of range for axis_name {axis_name!r} "
                    f"of size {n}")
+
+
+def test_negative_perm_ranks_count_from_the_end():
+    # [(i, i - 1)]: a shift down written without "% n", as JAX takes it
+    f = shardc.shard_map(lambda x: lax.ppermute(x, "i", [(i, i - 1) for i in range(4)]),
+                      mesh=MESH_I, in_specs=P("i"), out_specs=P("i"))
+    for run in (f, shardc.jit(f)):
+        np.testing.assert_array_equal(np.asarray(run(np.arange(4.))), [1., 2., 3., 0.])
+    # uniqueness is of the ranks they name
+    raises_in_body(MESH_I, lambda x: lax.ppermute(x, "i", [(0, 1), (-4, 2)]), ValueError,
+                   "ppermute sources and destinations must be unique, got ((0, 1), (-4, 2)).")
 
 
 def test_psum_scatter_size_must_fit_the_group():
@@ -1076,3 +1087,27 @@ def test_device_groups_name_device_ids_not_positions():
         got = blocks_of(mesh, lambda x: lax.ppermute(x, axes, ring), blocks)
         assert_blocks(got, ref_run(mesh, axes, blocks, functools.partial(ref_ppermute,
                                                                           perm=ring)))
+
+
+def test_sums_of_python_constants_and_bools_take_jaxs_types():
+    # a Python scalar sums to a Python scalar (weakly typed); a bool counts as int32 (strong);
+    # pmean divides truly, so a Python int's mean is a float
+    i8, b16 = np.ones(3, np.int8), np.ones(3, jnp.bfloat16)
+
+    def body(fn):
+        return shardc.shard_map(fn, mesh=MESH_I, in_specs=P(), out_specs=P())
+
+    cases = [(lambda a: a + lax.psum(1, "i"), i8, np.int8, 5),
+             (lambda a: a + lax.psum(2.0, "i"), b16, jnp.bfloat16, 9),
+             (lambda a: a + lax.psum(True, "i"), i8, np.int32, 5),
+             (lambda a: a + lax.pmean(3, "i"), i8, np.float32, 4),
+             (lambda a: a + lax.pmean(True, "i"), i8, np.float32, 2),
+             (lambda a: a + lax.pmean(2.0, "i"), b16, jnp.bfloat16, 3)]
+    for fn, x, dtype, want in cases:
+        got = body(fn)(x)
+        assert got.dtype == dtype, (fn, got.dtype)
+        np.testing.assert_array_equal(np.asarray(got, np.float32), np.full(3, want, np.float32))
+    # a traced bool sums to a strongly typed int32 too
+    count = body(lambda a: lax.psum(a, "i"))(True)
+    assert count.dtype == np.int32 and int(count) == 4
+    assert (count + i8).dtype == np.int32

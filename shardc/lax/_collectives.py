@@ -99,16 +99,26 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
         return _grouped_reducing(name, x, axes, axis_index_groups)
 
     def one(leaf):
+        if is_python_scalar(leaf) and prim in (coll.psum_p, coll.pmean_p):
+            return _constant_sum(prim, leaf, named_axes_size(axes))
         if is_python_scalar(leaf):
-            size = named_axes_size(axes)
-            if prim is coll.psum_p:
-                return leaf * size
-            if prim is coll.pmean_p:
-                return leaf
             return leaf
+        if prim is coll.psum_p and aval_of(leaf).dtype == np.bool_:
+            leaf = jnp.astype(leaf, np.int32)       # JAX's: a strongly typed int32 sum
         return _weak_as(leaf, bind(prim, leaf, mesh_axes=axes))
 
     return tree.tree_map(one, x)
+
+
+def _constant_sum(prim, value, size: int):
+    """JAX's psum of a Python scalar: the size times it, a Python scalar still (weakly typed);
+    a bool counts as an int32 array first (strongly typed). pmean divides that by the size, a
+    true division (so a Python int's mean is a float)."""
+    if isinstance(value, bool):
+        total = jnp.multiply(jnp.astype(value, np.int32), np.int32(size))
+    else:
+        total = value * size
+    return total / size if prim is coll.pmean_p else total
 
 
 def _weak_as(operand, result):
@@ -331,15 +341,17 @@ def _check_perm(perm, axis_name, size) -> tuple:
                              f"pairs. Got the entry {entry!r} of length {len(entry)}")
         pairs.append((_check_int("ppermute", "each perm source", entry[0]),
                       _check_int("ppermute", "each perm destination", entry[1])))
-    pairs = tuple(pairs)
+    given = tuple(pairs)
+    for pair in given:
+        if not all(-size <= k < size for k in pair):
+            raise PermutationIndexError(f"ppermute: perm entry {pair} is out of range for "
+                                        f"axis_name {axis_name!r} of size {size}")
+    # a negative rank counts from the end, as a Python index does (as JAX's)
+    pairs = tuple((s % size, d % size) for s, d in given)
     sources = [s for s, _ in pairs]
     dests = [d for _, d in pairs]
     if len(set(sources)) != len(sources) or len(set(dests)) != len(dests):
-        raise ValueError(f"ppermute sources and destinations must be unique, got {pairs}.")
-    for pair in pairs:
-        if not all(0 <= k < size for k in pair):
-            raise PermutationIndexError(f"ppermute: perm entry {pair} is out of range for "
-                                        f"axis_name {axis_name!r} of size {size}")
+        raise ValueError(f"ppermute sources and destinations must be unique, got {given}.")
     return pairs
 
 
