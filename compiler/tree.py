@@ -156,9 +156,21 @@ def _flatten(x, is_leaf, leaves) -> PyTreeDef:
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves):
+    """The pytree of ``treedef``'s structure holding ``leaves`` (exactly as many as it has)."""
+    leaves = leaves if isinstance(leaves, (list, tuple)) else list(leaves)
     it = iter(leaves)
-    result = _unflatten(treedef, it)
+    try:
+        result = _unflatten(treedef, it)
+    except StopIteration:
+        raise ValueError(f"Too few leaves for PyTreeDef; expected {treedef.num_leaves}, got "
+                         f"{len(leaves)}.") from None
+    if next(it, _END) is not _END:
+        raise ValueError(f"Too many leaves for PyTreeDef; expected {treedef.num_leaves}, got "
+                         f"{len(leaves)}.")
     return result
+
+
+_END = object()
 
 
 def _unflatten(td: PyTreeDef, it):

@@ -27,7 +27,7 @@ __all__ = [
     "int4", "uint2", "uint4", "generic", "number", "inexact", "floating", "complexfloating",
     "integer", "signedinteger", "unsignedinteger", "issubdtype", "promote_types",
     "canonicalize_dtype", "is_weakly_typed", "result_type", "finfo", "iinfo", "can_cast",
-    "float0",
+    "float0", "extended", "prng_key",
 ]
 
 TypePromotionError = _dt.TypePromotionError
@@ -62,13 +62,32 @@ _ML_PARENTS = {
 }
 
 
+class extended(np.generic):
+    """JAX's abstract scalar type of the extended dtypes (key dtypes are under it)."""
+
+
+class prng_key(extended):
+    """JAX's abstract scalar type of PRNG key dtypes: ``issubdtype(key.dtype, prng_key)``."""
+
+
+def _extended_type(x):
+    """The abstract type an extended dtype files under (a key dtype's ``type``), or None."""
+    kind = x if isinstance(x, type) else getattr(x, "type", None)
+    return kind if isinstance(kind, type) and issubclass(kind, extended) else None
+
+
 def issubdtype(a, b) -> bool:
     """Whether ``a`` is ``b`` or under it in numpy's hierarchy, with ml_dtypes' types filed
-    where JAX files them (``issubdtype(bfloat16, floating)`` is True; numpy says False).
+    where JAX files them (``issubdtype(bfloat16, floating)`` is True; numpy says False), and
+    key dtypes under ``prng_key`` and ``extended`` (and nothing numeric).
 
     >>> issubdtype(float8_e4m3fn, inexact), issubdtype(int4, signedinteger)
     (True, True)
     """
+    a_ext, b_ext = _extended_type(a), _extended_type(b)
+    if a_ext is not None or b_ext is not None:
+        return a_ext is not None and (b_ext is not None and issubclass(a_ext, b_ext)
+                                      or b is np.generic)
     a_type = a if _is_scalar_type(a) else np.dtype(a).type
     b_type = b if _is_scalar_type(b) else np.dtype(b).type
     a_dtype = np.dtype(a_type)

@@ -408,3 +408,44 @@ def test_ordered_and_default_dicts_are_pytree_nodes():
     halved = jax.jit(lambda d: jax.tree.map(lambda x: x / 2, d))(counts)
     assert type(halved) is collections.defaultdict and halved.default_factory is list
     assert float(halved["b"]) == 0.5
+
+
+def test_tree_module_broadcast_static_and_unflatten_counts():
+    assert jax.tree.broadcast([1, 2], [(3, 4), (5, 6)]) == [(1, 1), (2, 2)]
+    assert jax.tree.broadcast(1, {"a": 2, "b": (3, 4)}) == {"a": 1, "b": (1, 1)}
+    assert jax.tree.reduce_associative(lambda a, b: a + b, [1, (2, 3)]) == 6
+
+    @tu.register_dataclass
+    @dataclasses.dataclass
+    class Op:
+        x: object
+        kind: str = jax.tree.static(default="add")
+
+    leaves, treedef = jax.tree.flatten(Op(x=np.ones(2)))
+    assert len(leaves) == 1 and jax.tree.unflatten(treedef, leaves).kind == "add"
+    structure = jax.tree.structure([0, 0])
+    with pytest.raises(ValueError, match="Too few leaves for PyTreeDef; expected 2, got 1"):
+        jax.tree.unflatten(structure, [1])
+    with pytest.raises(ValueError, match="Too many leaves for PyTreeDef; expected 2, got 3"):
+        jax.tree.unflatten(structure, iter([1, 2, 3]))
+
+
+def test_key_dtypes_file_under_prng_key_and_extended():
+    key = jax.random.key(0)
+    assert jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    assert jnp.issubdtype(key.dtype, jax.dtypes.extended)
+    assert not jnp.issubdtype(key.dtype, jnp.floating)
+    assert not jnp.issubdtype(jnp.float32, jax.dtypes.prng_key)
+    assert jnp.issubdtype(jnp.bfloat16, jnp.floating)
+
+
+def test_categorical_without_replacement_draws_distinct_categories():
+    key = jax.random.key(1)
+    logits = jnp.log(jnp.array([[0.1, 0.2, 0.3, 0.4, 1e-9], [0.25, 0.25, 0.25, 0.25, 1e-9]]))
+    draws = np.asarray(jax.random.categorical(key, logits, shape=(4, 2), replace=False))
+    assert draws.shape == (4, 2) and draws.dtype == np.int32
+    for column in draws.T:
+        assert sorted(column.tolist()) == [0, 1, 2, 3]     # never the near-impossible 4
+    with pytest.raises(ValueError, match=r"Number of samples without replacement \(6\) cannot "
+                                         r"exceed number of categories \(5\)"):
+        jax.random.categorical(key, logits[0], shape=(6,), replace=False)

@@ -11,7 +11,7 @@ from compiler.tracing import aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.lax import lgamma, pcast, rem, while_loop
+from shardc.lax import lgamma, pcast, rem, top_k, while_loop
 from shardc.numpy._core import takes_out_sharding
 from shardc.random._keys import (bits, fold_in, key_data, random_bits, sample_shape,
                                  single_key, split)
@@ -221,10 +221,14 @@ def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
 
 
 @takes_out_sharding
-def categorical(key, logits, axis=-1, shape=None):
+def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (Gumbel max trick).
 
     ``shape`` (default: ``logits``' shape without ``axis``) must end with that batch shape.
+    Without replacement (``replace=False``) the leading ``prod(shape[:-len(batch)])`` draws
+    of each batch member are distinct: the top ones of one Gumbel-perturbed copy of the
+    logits (the Gumbel top-k trick, as JAX's). ``mode`` (JAX's choice of bit generation) is
+    accepted and changes nothing here.
     """
     single_key("categorical", key)
     logits = jnp.asarray(logits)
@@ -235,9 +239,18 @@ def categorical(key, logits, axis=-1, shape=None):
     if tuple(shape[len(shape) - len(batch):]) != tuple(batch):
         raise ValueError(f"categorical: shape {shape} must end with the batch shape {batch} "
                          "(logits' shape without the sampled axis)")
-    noise = gumbel(key, shape + moved.shape[-1:], logits.dtype
-                   if _dt.is_inexact(logits.dtype) else np.float32)
-    return jnp.argmax(jnp.add(moved, noise), axis=-1)
+    dtype = logits.dtype if _dt.is_inexact(logits.dtype) else np.float32
+    if replace:
+        noise = gumbel(key, shape + moved.shape[-1:], dtype)
+        return jnp.argmax(jnp.add(moved, noise), axis=-1)
+    prefix = shape[:len(shape) - len(batch)]
+    k = int(np.prod(prefix, dtype=np.int64))
+    if k > moved.shape[-1]:
+        raise ValueError(f"Number of samples without replacement ({k}) cannot exceed number "
+                         f"of categories ({moved.shape[-1]}).")
+    _, indices = top_k(jnp.add(moved, gumbel(key, moved.shape, dtype)), k)
+    # batch + (k,) -> (k,) + batch -> prefix + batch
+    return jnp.reshape(jnp.moveaxis(indices, -1, 0), shape)
 
 
 @takes_out_sharding

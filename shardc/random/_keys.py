@@ -25,6 +25,7 @@ from ir import primitives as p
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
 from shardc.config import config
+from shardc.dtypes import prng_key
 from shardc.numpy._core import takes_out_sharding
 
 __all__ = [
@@ -80,6 +81,11 @@ class KeyDtype:
     @property
     def itemsize(self) -> int:
         return 4 * self.impl.words
+
+    @property
+    def type(self):
+        """JAX's abstract scalar type of key dtypes."""
+        return prng_key
 
     def __str__(self):
         return self.name
