@@ -15,14 +15,15 @@ from compiler.lowering import lower_to_mesh
 from compiler.replication import (infer_types, input_origins, merge_origins, origin_sources,
                                   per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, block_avals, check_replication, in_body
-from compiler.tracing import (Trace, Tracer, aval_of, check_closed_over, eager_rules,
+from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over, eager_rules,
                               is_python_scalar, set_current_trace, user_source,
                               values_known_now)
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir import collectives as coll
-from ir.shapes import out_avals
-from ir.sharding import replication_mismatch, runtime_replication_error
+from ir.sharding import (NamedSharding, PartitionSpec, replication_mismatch,
+                         runtime_replication_error)
+from ir.sharding_rules import partitions, shard_map_result_split, typed_avals
 
 
 class ShardTracer(Tracer):
@@ -113,8 +114,10 @@ class ShardTrace(Trace):
             pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval,
                               self.mesh.axis_names)
         _, out_vma = infer_types(prim, in_vmas, params)
-        avals = out_avals(prim, [t.aval for t in tracers], params)
-        blocks = self._apply(prim, tracers, params, avals)
+        # typed where a partial-manual body's values are split over Explicit axes it left
+        # automatic; the blocks are whole along those, and computed untyped
+        avals = typed_avals(prim, [t.aval for t in tracers], params)
+        blocks = self._apply(prim, tracers, params, [_untyped(a) for a in avals])
         self.steps += 1
         return [ShardTracer(self, b, a.update(vma=vma),
                             _merge_origins(tracers, vma, in_vmas, self.steps))
@@ -134,12 +137,17 @@ class ShardTrace(Trace):
     def _run_on_every_device(self, prim, tracers, params, avals) -> list:
         """Lower a one-equation program to the mesh level and run it on every device, on the
         selected backend: the equation behaves exactly as in a jitted program."""
-        program = _lowered_equation(self.mesh, prim, [t.aval for t in tracers], avals, params)
+        program = _lowered_equation(self.mesh, prim, [_untyped(t.aval) for t in tracers], avals,
+                                    params)
         return get_backend().run_mesh_program(self.mesh, program, [t.blocks for t in tracers])
 
 
 _LOWERED: dict = {}
 _LOWERED_LIMIT = 4096
+
+
+def _untyped(aval):
+    return aval if aval.sharding is None else aval.update(sharding=None)
 
 
 def _lowered_equation(mesh, prim, in_avals, out_avals_, params):
@@ -179,7 +187,8 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
     shard = ShardContext(mesh, params["check_vma"] is True,
                          frozenset(params["config"].manual_axes))
     trace = ShardTrace(parent, shard)
-    avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
+    avals = block_avals(mesh, in_specs, [aval_of(a) for a in args],
+                        params["config"].manual_axes)
     tracers = [ShardTracer(trace, blocks, aval, input_origins(aval.vma))
                for blocks, aval in zip(backend.place_inputs(args, mesh, in_specs), avals)]
     for tracer, arg in zip(tracers, args):
@@ -197,4 +206,14 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
             mismatch = replication_mismatch(every_block(o.blocks, mesh), mesh, spec)
             if mismatch:
                 raise runtime_replication_error(k, spec, mesh, mismatch)
-    return [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]
+    results = [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]
+    # a body result split over Explicit axes the shard_map left automatic keeps that split
+    return [_keeping_split(r, o.aval, spec, mesh) for r, o, spec in zip(results, outs, specs)]
+
+
+def _keeping_split(result, body_aval, spec, mesh):
+    if body_aval.sharding is None:
+        return result
+    split = shard_map_result_split(mesh, spec, body_aval)
+    return bind(prims.sharding_constraint_p, result,
+                sharding=NamedSharding(mesh, PartitionSpec(*partitions(split))))

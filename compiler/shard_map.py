@@ -20,7 +20,7 @@ from compiler.tracing import (aval_of, bind, check_jax_value, current_trace, tra
                               weakened_where, weakly_typed)
 from ir import primitives as prims
 from ir import collectives as coll
-from ir.core import Aval, Literal, Program
+from ir.core import Aval, Literal, Program, TypeSharding
 from ir.sharding import (DuplicateSpecError, Mesh, PartitionSpec, ReplicationError,
                          ShardingSpecError, axes_size, block_shape, canonical_spec, spec_axes,
                          spec_names)
@@ -471,10 +471,24 @@ def _check_output_ranks(config: _Config, outs, specs, spec_paths, paths):
            if scalar else ""))
 
 
-def block_avals(mesh: Mesh, in_specs, avals) -> list:
-    """Each input's block aval; it varies over the axes its spec names."""
-    return [Aval(block_shape(a.shape, spec, mesh.shape), a.dtype, frozenset(spec_axes(spec)))
+def block_avals(mesh: Mesh, in_specs, avals, manual: tuple = ()) -> list:
+    """Each input's block aval; it varies over the axes its spec names. Over a mesh some of
+    whose Explicit axes stay automatic (``manual`` names the others), a block keeps its
+    type's split over those along the dimensions its spec leaves alone, as JAX's."""
+    kept = tuple(a for a in mesh.explicit_axes if a not in manual) if manual else ()
+    return [Aval(block_shape(a.shape, spec, mesh.shape), a.dtype, frozenset(spec_axes(spec)),
+                 sharding=_kept_split(a, spec, kept, mesh))
             for a, spec in zip(avals, in_specs)]
+
+
+def _kept_split(aval, spec, kept: tuple, mesh):
+    """The part of ``aval``'s type split over the automatic Explicit axes ``kept``."""
+    if not kept or aval.sharding is None or aval.sharding.mesh.axis_names != mesh.axis_names:
+        return None
+    names = spec_names(spec) + ((),) * (aval.ndim - len(spec))
+    split = tuple(() if own else tuple(a for a in typed if a in kept)
+                  for own, typed in zip(names, aval.sharding.spec))
+    return TypeSharding.of(mesh, split) if any(split) else None
 
 
 def check_replication(params, out_vmas, out_origins) -> None:
@@ -511,9 +525,9 @@ def stage_shard_map(trace, fun, args, params):
     """Trace the body at block avals under ``trace`` and emit a ``shard_map`` equation."""
     mesh = params["mesh"]
     in_specs = params["in_specs"]
-    in_avals = block_avals(mesh, in_specs, [aval_of(a) for a in args])
-    shard = ShardContext(mesh, params["check_vma"] is True,
-                         frozenset(params["config"].manual_axes))
+    manual = params["config"].manual_axes
+    in_avals = block_avals(mesh, in_specs, [aval_of(a) for a in args], manual)
+    shard = ShardContext(mesh, params["check_vma"] is True, frozenset(manual))
     with in_body(shard):
         # a weakly typed argument (a Python scalar given to jit) stays weak in the body
         body, closed, _ = trace_to_program(fun, in_avals, shard=shard, parent=trace,

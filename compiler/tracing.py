@@ -924,7 +924,9 @@ class ProgramTrace(Trace):
                         for a in typed_avals(prim, [t.aval for t in tracers], params)]
             else:
                 tracers, out_vma = type_operands(self, prim, tracers, params)
-                avals = out_avals(prim, [t.aval for t in tracers], params)
+                # (typed where a partial-manual body's values are split over Explicit axes
+                # it left automatic)
+                avals = typed_avals(prim, [t.aval for t in tracers], params)
                 outs = [self.new_tracer(a.with_vma(vma))
                         for a, vma in zip(avals, per_output(out_vma, len(avals)))]
         except Exception as err:

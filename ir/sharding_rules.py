@@ -22,7 +22,7 @@ import math
 
 from ir import primitives as prims
 from ir import collectives as coll
-from ir.core import Aval, TypeSharding, programs_in
+from ir.core import Aval, Literal, TypeSharding, programs_in
 from ir.primitives import RuleTable
 from ir.sharding import (AxisType, NamedSharding, PartitionSpec, ShardingTypeError,
                          current_mesh, spec_names)
@@ -759,11 +759,22 @@ sharding_rules[prims.scan_p] = _scan
 sharding_rules[prims.custom_lin_p] = _custom_lin
 
 
-def _shard_map(in_avals, outs, *, mesh, out_specs, **params):
+def _shard_map(in_avals, outs, *, mesh, out_specs, jaxpr, **params):
     """A shard_map's results are split as its out_specs say, over the mesh's Explicit axes."""
+    return [shard_map_result_split(mesh, spec, None if isinstance(v, Literal) else v.aval)
+            for spec, v in zip(out_specs, jaxpr.outvars)]
+
+
+def shard_map_result_split(mesh, spec, body_aval) -> tuple:
+    """A shard_map result's split: its out_spec's Explicit axes, and where the spec leaves a
+    dimension alone, the split the body result's type gives it (over an Explicit axis a
+    partial-manual shard_map left automatic)."""
     explicit = set(mesh.explicit_axes)
-    return [tuple(tuple(a for a in names if a in explicit) for names in spec_names(spec))
-            + ((),) * (out.ndim - len(spec)) for out, spec in zip(outs, out_specs)]
+    ndim = body_aval.ndim if body_aval is not None else len(spec)
+    names = spec_names(spec) + ((),) * (ndim - len(spec))
+    inner = spec_of(body_aval) if body_aval is not None else ((),) * ndim
+    return tuple(tuple(a for a in own if a in explicit) or kept
+                 for own, kept in zip(names, inner))
 
 
 sharding_rules[prims.shard_map_p] = _shard_map

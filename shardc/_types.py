@@ -58,16 +58,19 @@ class _TypeOf:
         # on Explicit axes the type's split, a NamedSharding on the abstract mesh (JAX's);
         # else an Array's layout (under jit and grad, the layout of the argument traced)
         layout = getattr(value, "sharding", None)
+        shard = current_shard_context() if isinstance(value, Tracer) else None
         if aval.sharding is not None:
-            self.sharding = NamedSharding(aval.sharding.mesh.abstract_mesh,
-                                          PartitionSpec(*partitions(aval.sharding.spec)))
+            # (in a partial-manual body, on the body's mesh: its manual axes Manual)
+            mesh = (body_abstract_mesh(shard) if shard is not None
+                    else aval.sharding.mesh.abstract_mesh)
+            self.sharding = NamedSharding(mesh, PartitionSpec(*partitions(aval.sharding.spec)))
         elif isinstance(layout, NamedSharding) and layout.mesh.explicit_axes:
             # unsplit on an Explicit mesh: the type says so (one None per dimension)
             self.sharding = NamedSharding(layout.mesh.abstract_mesh,
                                           PartitionSpec(*[None] * aval.ndim))
-        elif layout is None and isinstance(value, Tracer) and current_shard_context():
+        elif layout is None and shard is not None:
             # a body's value: unsplit on the body's mesh, its axes Manual (JAX's)
-            self.sharding = NamedSharding(body_abstract_mesh(current_shard_context()),
+            self.sharding = NamedSharding(body_abstract_mesh(shard),
                                           PartitionSpec(*[None] * aval.ndim))
         else:
             self.sharding = layout

@@ -14,6 +14,7 @@ import shardc.numpy as jnp
 from shardc import lax
 from shardc.experimental.shard_map import shard_map as old_shard_map
 from shardc.sharding import AxisType, PartitionSpec as P
+from ir.sharding import ShardingTypeError
 
 MESH = jax.make_mesh((4, 2), ("x", "y"))
 MESH3 = jax.make_mesh((2, 2, 2), ("a", "b", "c"))
@@ -214,3 +215,45 @@ def test_omitted_in_specs_name_the_manual_axes_only():
         f = jax.jit(lambda x: jax.shard_map(lambda b: b * b, out_specs=P("i", None),
                                                   axis_names=frozenset({"i"}))(x))
         np.testing.assert_array_equal(np.asarray(f(v)), np.arange(32.).reshape(4, 8) ** 2)
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+def test_explicit_axes_left_automatic_keep_their_split_in_the_body_and_the_result(wrap):
+    """On an Explicit mesh, a shard_map manual over 'x' only: the body's blocks keep their
+    split over 'y', its results too, and the shard_map's result is split over both (JAX
+    0.10.2's types)."""
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    data = np.arange(32, dtype=np.float32).reshape(8, 4)
+    seen = []
+
+    def body(v):
+        seen.append(str(jax.typeof(v)))
+        zeros = jnp.zeros((2, 4), out_sharding=P(None, "y"))
+        rows = lax.psum(jnp.sum(v, axis=1), "x")
+        seen.append(str(jax.typeof(zeros * v)))
+        return v * 2 + zeros + rows[:, None]
+
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("x", "y"))
+        f = WRAPS[wrap](jax.shard_map(body, in_specs=P("x"), out_specs=P("x"), axis_names={"x"}))
+        got = f(x)
+        assert seen[:2] == ["float32[2,4@y]{V:x}", "float32[2,4@y]{V:x}"]
+        assert str(jax.typeof(got)) == "float32[8@x,4@y]"
+        want = data * 2 + np.tile(data.reshape(4, 2, 4).sum(axis=(0, 2)), 4)[:, None]
+        np.testing.assert_allclose(np.asarray(got), want)
+        # the type errors JAX's give in such a body: a contraction over the split dimension
+        with pytest.raises(ShardingTypeError, match="Contracting dimensions are sharded"):
+            jax.jit(jax.shard_map(lambda v: v @ v.T, in_specs=P("x"), out_specs=P("x"),
+                                  axis_names={"x"}))(x)
+
+
+def test_explicit_split_kept_through_a_gradient():
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    data = np.arange(32, dtype=np.float32).reshape(8, 4)
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("x", "y"))
+        f = jax.shard_map(lambda v: jnp.sin(v) * 2, in_specs=P("x"), out_specs=P("x"),
+                          axis_names={"x"})
+        grad = jax.jit(jax.grad(lambda a: f(a).sum()))(x)
+        assert str(jax.typeof(grad)) == "float32[8@x,4@y]"
+        np.testing.assert_allclose(np.asarray(grad), 2 * np.cos(data), rtol=1e-6)
