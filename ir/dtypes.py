@@ -211,7 +211,8 @@ def iinfo(dtype):
 
 
 def _info_dtype(dtype) -> np.dtype:
-    dtype = getattr(dtype, "dtype", dtype)       # an array, or a dtype-like
+    if not isinstance(dtype, type):
+        dtype = getattr(dtype, "dtype", dtype)   # an array, or a dtype-like (not a class)
     return np.dtype(dtype)
 
 

@@ -160,8 +160,12 @@ def _shift_left(x, y):
 
 
 def _shift_right_arithmetic(x, y):
-    amount, valid = _shift_in_range(x, y)
-    return np.where(valid, np.right_shift(x, amount), np.where(np.asarray(x) < 0, -1, 0))
+    """Shifts in copies of the top bit, of unsigned integers too (as XLA's)."""
+    x = np.asarray(x)
+    signed = x.view(np.dtype(f"int{x.dtype.itemsize * 8}")) if x.dtype.kind == "u" else x
+    amount, valid = _shift_in_range(signed, y)
+    out = np.where(valid, np.right_shift(signed, amount), np.where(signed < 0, -1, 0))
+    return out.astype(signed.dtype, copy=False).view(x.dtype) if x.dtype.kind == "u" else out
 
 
 def _shift_right_logical(x, y):
@@ -246,8 +250,8 @@ def convert_element(x, new_dtype) -> np.ndarray:
     x, new_dtype = np.asarray(x), np.dtype(new_dtype)
     if x.dtype.kind == "c" and new_dtype.kind != "c" and new_dtype != np.bool_:
         x = x.real
-    if x.dtype.kind == "f" and new_dtype.kind in "iu":
-        return _float_to_int(x, new_dtype)
+    if (x.dtype.kind == "f" or x.dtype in dtypes.ML_FLOATS) and new_dtype.kind in "iu":
+        return _float_to_int(x, new_dtype)      # (bfloat16 and the small floats too)
     with np.errstate(over="ignore"):     # a float too large for the narrower type is inf
         return x.astype(new_dtype)
 

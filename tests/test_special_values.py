@@ -3,6 +3,7 @@ convolutions with NaN/inf, masked softmax, kl_div/rel_entr and gamma(-0.)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import shardc as jax
 import shardc.numpy as jnp
@@ -89,3 +90,50 @@ def test_gamma_signed_zero():
     assert np.asarray(special.gamma(0.0)) == inf
     sgn = np.asarray(special.gammasgn(jnp.array([-0.0, 0.0, nan, -inf, -1.0, -0.5, -1.5, 2.0])))
     np.testing.assert_array_equal(sgn, [-1.0, 1.0, nan, nan, nan, -1.0, 1.0, 1.0])
+
+
+def test_numpy_functions_at_edges_as_jax():
+    """Values checked against JAX 0.10.2."""
+    import shardc
+    from shardc import lax
+    # a finite value is never close to infinity; modf of an infinity is (NaN, inf)
+    assert not bool(jnp.isclose(np.float32(1e38), np.float32(np.inf)))
+    assert bool(jnp.isclose(np.float32(np.inf), np.float32(np.inf)))
+    fraction, whole = jnp.modf(np.array([np.inf, -np.inf, 2.5], np.float32))
+    assert np.isnan(np.asarray(fraction)[:2]).all() and float(fraction[2]) == 0.5
+    # vecdot conjugates its first argument
+    assert complex(jnp.vecdot(np.array([1j, 2.0]), np.array([1j, 3.0]))) == 7 + 0j
+    # an arithmetic right shift copies the top bit of unsigned integers too
+    shifted = lax.shift_right_arithmetic(np.array([255, 128, 7], np.uint8),
+                                         np.array([1, 8, 1], np.uint8))
+    np.testing.assert_array_equal(np.asarray(shifted), [255, 255, 3])
+    # bfloat16 to integers saturates (NaN to 0), as the other floats do
+    bf = jnp.asarray(np.array([-3.0, 1000.0, np.nan, np.inf], np.float32)).astype(jnp.bfloat16)
+    np.testing.assert_array_equal(np.asarray(bf.astype(jnp.uint8)), [0, 255, 0, 255])
+    np.testing.assert_array_equal(np.asarray(bf.astype(jnp.int32)),
+                                  [-3, 1000, 0, 2 ** 31 - 1])
+    # put's default mode reads indices as unravel_index does (negative from the end, clipped)
+    np.testing.assert_array_equal(
+        np.asarray(jnp.put(jnp.arange(4), np.array([9]), np.array([7]), inplace=False)),
+        [0, 1, 2, 7])
+    np.testing.assert_array_equal(
+        np.asarray(jnp.put(jnp.arange(4), np.array([-5]), np.array([7]), inplace=False)),
+        [7, 1, 2, 3])
+    # intersect1d pads with its smallest element; an integer mean pads rounded
+    np.testing.assert_array_equal(
+        np.asarray(jnp.intersect1d(np.array([1, 2, 3]), np.array([3, 2]), size=3)), [2, 3, 2])
+    np.testing.assert_array_equal(np.asarray(jnp.pad(np.array([1, 2]), 1, mode="mean")),
+                                  [2, 1, 2, 2])
+    np.testing.assert_array_equal(np.asarray(jnp.pad(np.array([-1, -2]), 1, mode="mean")),
+                                  [-2, -1, -2, -2])
+    # rounding integers returns them as they are
+    rounded = jnp.round(np.array([15, 25], np.int8), 1)
+    assert rounded.dtype == np.int8 and np.asarray(rounded).tolist() == [15, 25]
+    with pytest.raises(NotImplementedError, match="decimals < 0"):
+        jnp.round(np.array([15]), -1)
+    # bfloat16 through the functions that read its limits
+    x = jnp.asarray(np.array([1.0, np.nan, np.inf, -np.inf], np.float32)).astype(jnp.bfloat16)
+    cleaned = np.asarray(jnp.nan_to_num(x), np.float32)
+    assert cleaned[1] == 0 and cleaned[2] == float(shardc.dtypes.finfo(jnp.bfloat16).max)
+    assert jnp.ldexp(x, np.int32(3)).dtype == jnp.bfloat16
+    assert jnp.frexp(x)[0].dtype == jnp.bfloat16 and jnp.spacing(x).dtype == jnp.bfloat16

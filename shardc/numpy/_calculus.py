@@ -171,7 +171,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         # JAX's formula: (x - x0) / width * (f1 - f0) from the knot below, that knot's value
         # where the knots (nearly) coincide; at the last knot it is the last piece's
         width = subtract(x1, x0)
-        tiny = abs(width) <= np.spacing(np.finfo(dtype_of(xp)).eps)
+        tiny = abs(width) <= float(_dt.finfo(dtype_of(xp)).eps) ** 2    # the spacing at eps
         step = divide(subtract(x, x0), where(tiny, 1, width))
         value = where(tiny, f0, add(f0, multiply(step, subtract(f1, f0))))
     value = where(less(x, xp[0]), fp[0] if left is None else left, value)

@@ -358,20 +358,25 @@ def place(arr, mask, vals, *, inplace=True):
 
 def put(a, ind, v, mode=None, *, inplace=True):
     """``a`` (flattened positions ``ind``) set to ``v`` (repeated as needed); needs
-    ``inplace=False``. Out-of-range positions are dropped unless ``mode`` is 'clip' or
-    'wrap'."""
+    ``inplace=False``. Out-of-range positions are clipped into range ('clip'), wrapped
+    ('wrap'), or by default as JAX's ``unravel_index`` reads them: a negative one counts from
+    the end once, then clipped."""
     if inplace:
         raise ValueError("jax.numpy.put cannot modify arrays in-place, because JAX arrays are "
                          "immutable. Pass inplace=False to instead return an updated array.")
     a = as_array(a)
     ind = ravel(convert(as_array(ind), _dt.int_))
     size = int(np.prod(shape_of(a), dtype=np.int64))
-    if mode == "clip":
+    if mode is None:
+        ind = clip(where(less(ind, 0), add(ind, size), ind), 0, size - 1)
+    elif mode == "clip":
         ind = clip(ind, 0, size - 1)
     elif mode == "wrap":
         ind = remainder(ind, size)
-    elif mode not in (None, "fill", "drop"):
-        raise ValueError(f"jnp.put: mode={mode!r} is not supported")
+    elif mode == "raise":
+        raise NotImplementedError("The 'raise' mode to jnp.put is not supported.")
+    else:
+        raise ValueError(f"mode should be one of 'wrap' or 'clip'; got {mode=}")
     v = ravel(convert(as_array(v), dtype_of(a)))
     count = shape_of(ind)[0]
     if shape_of(v)[0] == 0 or count == 0:

@@ -436,9 +436,10 @@ def _window(entry, size: int, dim: int) -> tuple:
     if _is_dynamic_scalar(entry) or _is_int_array(entry):
         return 0, size, 1, False
     k = int(entry)
-    if not -size <= k < size:
+    if size == 0:
         raise IndexError(f"index {k} is out of bounds for axis {dim} with size {size}")
-    k %= size
+    # a negative index counts from the end once; then out-of-range ones clamp, as JAX's
+    k = min(max(k + size if k < 0 else k, 0), size - 1)
     return k, k + 1, 1, False
 
 
@@ -595,8 +596,7 @@ def getitem_with_mode(x, index, mode=None, fill_value=None):
     _check_mode(mode)
     _check_gather_layout(x, _expand_index(index, aval_of(x).ndim))
     if mode not in ("fill", "drop"):
-        if fill_value is not None:
-            raise ValueError(f"fill_value={fill_value!r} needs mode='fill', got mode={mode!r}")
+        # (a fill_value is read only by mode='fill', as JAX's)
         if mode is None:
             return getitem(x, index)
         shape = aval_of(x).shape

@@ -299,7 +299,10 @@ def _linear_ramp(x, axis, before, after, kwargs):
 
 def _statistic(reduce):
     def pad_axis(x, axis, before, after, _):
-        stat = convert(reduce(x, axis=axis, keepdims=True), dtype_of(x))   # truncating
+        stat = reduce(x, axis=axis, keepdims=True)
+        if _dt.is_int(dtype_of(x)) and _dt.is_inexact(dtype_of(stat)):
+            stat = bind(p.round_p, stat)      # an integer mean rounds (halves away from 0)
+        stat = convert(stat, dtype_of(x))
         return _with_sides(x, axis, before, after,
                            lambda width, side: broadcast_to(stat, _side(x, axis, width)))
     return pad_axis

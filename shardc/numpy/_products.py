@@ -209,8 +209,11 @@ def vecmat(x1, x2, /):
 
 
 def vecdot(x1, x2, /, *, axis=-1):
-    """Dot products of vectors along ``axis`` (other axes broadcast)."""
+    """Dot products of vectors along ``axis`` (other axes broadcast), the first conjugated
+    (as the array API's and JAX's)."""
     x1, x2 = promote(as_array(x1), as_array(x2))
+    if dtype_of(x1).kind == "c":
+        x1 = bind(p.conj_p, x1)
     if shape_of(x1)[axis] != shape_of(x2)[axis]:
         raise ValueError(f"vecdot: axes of size {shape_of(x1)[axis]} and {shape_of(x2)[axis]} "
                          "differ")

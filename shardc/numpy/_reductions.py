@@ -15,9 +15,9 @@ from compiler.tracing import aval_of, bind
 from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, greater, isnan, less_equal,
-                                      logical_and, logical_not, logical_or, maximum, minimum,
-                                      multiply, not_equal, sqrt, subtract, where)
+from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, greater, isfinite, isnan,
+                                      less_equal, logical_and, logical_not, logical_or, maximum,
+                                      minimum, multiply, not_equal, sqrt, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis,
                                 concatenate, convert, dtype_of, full, promote, ravel,
@@ -542,15 +542,17 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Elementwise ``|a - b| <= atol + rtol * |b|`` (equal infinities are close)."""
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` for a finite ``b``; equal values (equal
+    infinities too) are close."""
     a, b = promote(a, b)
     if not _dt.is_inexact(dtype_of(a)):
         a, b = astype(a, _dt.float_), astype(b, _dt.float_)
     # the tolerances are typed as the values' (real) dtype, as JAX's: the result is typed
     real = np.zeros((), dtype_of(a)).real.dtype
     rtol, atol = convert(rtol, real), convert(atol, real)
-    close = logical_or(equal(a, b),
-                       less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b)))))
+    # a finite value is never close to an infinite b (the tolerance would be infinite)
+    in_range = less_equal(abs(subtract(a, b)), add(atol, multiply(rtol, abs(b))))
+    close = logical_or(equal(a, b), logical_and(isfinite(b), in_range))
     if equal_nan:
         close = logical_or(close, logical_and(isnan(a), isnan(b)))
     return close

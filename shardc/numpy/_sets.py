@@ -226,6 +226,10 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
     if size is None:
         size = concrete_size(sum(matched), "intersect1d")
     result = compact(values, matched, size, fill_value, "intersect1d")
+    if fill_value is None and int(size) > 0:
+        # JAX's default padding: the smallest element found (the first, sorted), else 0
+        found = arange(int(size)) < sum(matched)
+        result = where(found, result, result[0])
     if not return_indices:
         return result
     return (result, compact(index1, matched, size, None, "intersect1d"),

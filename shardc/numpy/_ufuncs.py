@@ -149,9 +149,8 @@ def modf(x):
     """``(fractional part, integral part)`` of ``x``, both with ``x``'s sign, as floats."""
     x = as_inexact(x)
     whole = trunc(x)
-    # an infinity's fractional part is a zero of its sign
-    fraction = where(isinf(x), copysign(0.0, x), subtract(x, whole))
-    return fraction, whole
+    # x - trunc(x), as JAX's: an infinity's fractional part is NaN (numpy's is a zero)
+    return subtract(x, whole), whole
 
 
 def rint(x):
@@ -162,13 +161,20 @@ def rint(x):
 
 
 def round(x, decimals=0):
-    """Round to ``decimals`` places, halves to even as numpy does."""
-    if decimals:
-        scale = 10.0 ** decimals
-        return divide(round(multiply(x, scale)), scale)
+    """Round to ``decimals`` places, halves to even as numpy does: scaled by ``10**decimals``
+    in ``x``'s dtype (float16 in float32), as JAX's. Integers are returned as they are."""
     x = as_array(x)
-    if not _dt.is_inexact(dtype_of(x)):
+    decimals = operator.index(decimals)
+    dtype = dtype_of(x)
+    if not _dt.is_inexact(dtype):
+        if decimals < 0:
+            raise NotImplementedError("integer np.round not implemented for decimals < 0")
         return x
+    if decimals:
+        work = astype(x, np.float32) if dtype == np.float16 else x
+        scale = convert(10.0 ** decimals, _dt.real_dtype(dtype_of(work)))
+        out = divide(round(multiply(work, scale)), scale)
+        return astype(out, dtype) if dtype == np.float16 else out
     if _is_complex(x):          # each part on its own
         return bind(p.complex_p, round(bind(p.real_p, x)), round(bind(p.imag_p, x)))
     # numpy rounds half to even
@@ -405,7 +411,7 @@ def spacing(x):
     x = as_inexact(x)
     away = where(signbit(x), full_like(x, -np.inf), full_like(x, np.inf))
     result = subtract(nextafter(x, away), x)
-    tiny = np.finfo(dtype_of(x)).smallest_subnormal
+    tiny = _dt.finfo(dtype_of(x)).smallest_subnormal
     return where(equal(result, 0), copysign(convert(tiny, dtype_of(x)), x), result)
 
 
@@ -421,7 +427,7 @@ def ldexp(x, e):
     if not _dt.is_int(dtype_of(e)):
         raise ValueError(f"ldexp not supported for input types {(dtype_of(x), dtype_of(e))}")
     dtype = dtype_of(x)
-    info = np.finfo(dtype)
+    info = _dt.finfo(dtype)
     e = clip(astype(e, _dt.int_), -3 * info.maxexp, 3 * info.maxexp)
     # three factors, each within the normal range: 2**e itself may not be
     step = floor_divide(e, 3)
@@ -436,7 +442,7 @@ def frexp(x):
     infinities and NaN); ``e`` is int32."""
     x = as_inexact(x)
     dtype = dtype_of(x)
-    info = np.finfo(dtype)
+    info = _dt.finfo(dtype)
     special = logical_or(equal(x, 0), logical_not(isfinite(x)))
     safe = where(special, ones_like(x), x)
     # subnormals first scaled into the normal range, so log2 sees a normal number
@@ -550,7 +556,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
         parts = [nan_to_num(bind(prim, x), copy, nan, posinf, neginf)
                  for prim in (p.real_p, p.imag_p)]
         return bind(p.complex_p, *parts)
-    info = np.finfo(dtype)
+    info = _dt.finfo(dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
     x = where(isnan(x), convert(nan, dtype), x)

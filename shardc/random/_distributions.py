@@ -126,7 +126,7 @@ def _unit_open(key, shape, dtype, name: str):
     """Uniform floats in the open interval ``(0, 1)``: logs of them and of ``1 - u`` are finite."""
     single_key(name, key)
     dtype = _dt.canonicalize(dtype)
-    tiny = np.finfo(dtype).tiny
+    tiny = _dt.finfo(dtype).tiny
     u = uniform(key, sample_shape(shape), dtype, minval=tiny, maxval=1.0)
     return u, dtype
 
@@ -340,7 +340,7 @@ def gamma(key, a, shape=None, dtype=np.float32):
         rounds, sample, accepted = state
         round_key = fold_in(loop_key, rounds)
         x = normal(round_key, shape, dtype)
-        u = uniform(fold_in(round_key, 1), shape, dtype, minval=np.finfo(dtype).tiny)
+        u = uniform(fold_in(round_key, 1), shape, dtype, minval=_dt.finfo(dtype).tiny)
         v = (1 + c * x) ** 3
         safe_v = jnp.where(v > 0, v, jnp.ones_like(v))
         ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * safe_v + d * jnp.log(safe_v))
@@ -350,7 +350,7 @@ def gamma(key, a, shape=None, dtype=np.float32):
     start = _varying((jnp.asarray(0, np.int32), jnp.zeros(shape, dtype),
                       jnp.zeros(shape, jnp.bool_)), key, a)
     _, sample, _ = while_loop(lambda state: ~jnp.all(state[2]), round_, start)
-    boost = uniform(boost_key, shape, dtype, minval=np.finfo(dtype).tiny)
+    boost = uniform(boost_key, shape, dtype, minval=_dt.finfo(dtype).tiny)
     return jnp.where(a < 1, sample * boost ** (1 / a), sample)
 
 

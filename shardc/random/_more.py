@@ -36,7 +36,7 @@ def _shape_of(shape, *params) -> tuple:
 
 def _open_unit(key, shape, dtype):
     """Uniform floats in (0, 1)."""
-    return uniform(key, shape, dtype, minval=np.finfo(dtype).tiny, maxval=1.0)
+    return uniform(key, shape, dtype, minval=_dt.finfo(dtype).tiny, maxval=1.0)
 
 
 @takes_out_sharding
