@@ -494,24 +494,29 @@ def _ones_like(x):
 
 
 def _minmax_jvp(prim, primals, tangents):
-    """Ties split the tangent evenly, as JAX does."""
+    """JAX's rule: an operand's tangent passes where it equals the result, halved where the
+    other does too (a tie); where the result is NaN neither passes."""
     x, y = primals
     tx, ty = tangents
     out = bind(prim, x, y)
     aval = aval_of(out)
-    wins = p.gt_p if prim is p.max_p else p.lt_p
-    x_wins = bind(p.convert_element_type_p, bind(wins, x, y), new_dtype=aval.dtype)
-    tie = bind(p.convert_element_type_p, bind(p.eq_p, x, y), new_dtype=aval.dtype)
-    half_tie = _mul(tie, _scalar(0.5, out))
+    x_weight, y_weight = _balanced_weights(x, y, out)
     # only the operands with a tangent contribute (relu = max(x, 0) keeps one weight)
-    x_part = y_part = None
-    if tx is not None:
-        x_weight = bind(p.add_p, x_wins, half_tie)
-        x_part = _broadcast_to(_mul(tx, x_weight), aval)
-    if ty is not None:
-        y_weight = bind(p.sub_p, bind(p.sub_p, _scalar(1, out), x_wins), half_tie)
-        y_part = _broadcast_to(_mul(ty, y_weight), aval)
+    x_part = _broadcast_to(_mul(tx, x_weight), aval) if tx is not None else None
+    y_part = _broadcast_to(_mul(ty, y_weight), aval) if ty is not None else None
     return [out], [add_tangents(x_part, y_part)]
+
+
+def _balanced_weights(x, y, out):
+    """(x's weight, y's weight) in the derivative of ``out = max(x, y)`` (or min): 1 for the
+    operand equal to ``out``, 1/2 each for both, 0 for one that is not (NaN equals nothing)."""
+    dtype = aval_of(out).dtype
+    x_eq = bind(p.convert_element_type_p, bind(p.eq_p, x, out), new_dtype=dtype)
+    y_eq = bind(p.convert_element_type_p, bind(p.eq_p, y, out), new_dtype=dtype)
+    half = _scalar(0.5, out)
+    one = _scalar(1, out)
+    return (_mul(x_eq, bind(p.sub_p, one, _mul(y_eq, half))),
+            _mul(y_eq, bind(p.sub_p, one, _mul(x_eq, half))))
 
 
 def _atan2_jvp(primals, tangents):
@@ -1071,15 +1076,11 @@ def _combine_prod(earlier, later):
 
 
 def _combine_extremum(prim, earlier, later):
-    """max or min of two running values; a tie splits the tangent evenly, as max's JVP does."""
+    """max or min of two running values, with max's derivative (``_balanced_weights``)."""
     (a, ta), (b, tb) = earlier, later
-    wins = p.gt_p if prim is p.max_p else p.lt_p
-    dtype = aval_of(a).dtype
-    a_wins = bind(p.convert_element_type_p, bind(wins, a, b), new_dtype=dtype)
-    tie = bind(p.convert_element_type_p, bind(p.eq_p, a, b), new_dtype=dtype)
-    a_weight = bind(p.add_p, a_wins, _mul(tie, _scalar(0.5, a)))
-    b_weight = bind(p.sub_p, _scalar(1, a), a_weight)
-    return bind(prim, a, b), bind(p.add_p, _mul(ta, a_weight), _mul(tb, b_weight))
+    out = bind(prim, a, b)
+    a_weight, b_weight = _balanced_weights(a, b, out)
+    return out, bind(p.add_p, _mul(ta, a_weight), _mul(tb, b_weight))
 
 
 def _scan_tangent(combine, x, t, axis):

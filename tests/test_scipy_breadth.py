@@ -332,3 +332,26 @@ def test_betaln_keeps_its_digits_when_one_argument_is_large():
         assert abs(float(S.betaln(a, b)) - want) <= 2e-6 * max(1.0, abs(want))
     # and so the incomplete beta function keeps them too (scipy: 0.9462037087)
     assert abs(float(S.betainc(0.153, 567.7, 0.0014)) - 0.9462037087) < 5e-6
+
+
+def test_extremum_and_norm_derivatives_as_jax():
+    grad = shardc.grad
+    # max/min pass the tangent to the operand equal to the result (halved at a tie); a NaN
+    # result equals neither
+    assert [float(g) for g in grad(jnp.maximum, (0, 1))(np.nan, 1.0)] == [0.0, 0.0]
+    assert [float(g) for g in grad(jnp.minimum, (0, 1))(1.0, np.nan)] == [0.0, 0.0]
+    assert [float(g) for g in grad(jnp.maximum, (0, 1))(1.0, 1.0)] == [0.5, 0.5]
+    running = shardc.jacfwd(shardc.lax.cummax)(np.array([1.0, np.nan, 2.0], np.float32))
+    assert_close(running[2], [0.0, 0.0, 0.0])
+    # the largest-magnitude norms start from 0, as JAX's: at 0 the start shares the derivative
+    assert_close(grad(lambda v: jnp.linalg.norm(v, np.inf))(np.zeros(3, np.float32)),
+                 np.full(3, 1 / 6))
+    assert_close(grad(lambda m: jnp.linalg.norm(m, 1))(np.zeros((2, 2), np.float32)),
+                 np.full((2, 2), 0.25))
+    assert_close(grad(lambda m: jnp.linalg.norm(m, 2))(np.zeros((2, 2), np.float32)),
+                 np.eye(2) * 0.25)
+    # log_ndtr's derivatives: pdf / cdf computed from logs, finite deep in the lower tail
+    second = shardc.vmap(shardc.hessian(special.log_ndtr))(np.array([-9.9, -9.5, -2.0],
+                                                                    np.float32))
+    assert np.isfinite(np.asarray(second)).all()
+    assert_close(second[1], -0.98963356, 1e-4)

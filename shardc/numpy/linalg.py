@@ -180,8 +180,8 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
         out = vector_norm(ravel(x), 0, False, ord)
         return reshape(out, (1,) * x.ndim) if keepdims else out
     magnitude = abs(x)
-    if ord == np.inf:
-        return max(magnitude, axis=axis, keepdims=keepdims)
+    if ord == np.inf:       # (from an initial 0, as JAX's: at 0 it shares the derivative)
+        return max(magnitude, axis=axis, keepdims=keepdims, initial=0)
     if ord == -np.inf:
         return min(magnitude, axis=axis, keepdims=keepdims)
     if ord == 0:
@@ -206,12 +206,12 @@ def matrix_norm(x, ord="fro", keepdims=False, axis=(-2, -1)):
     elif ord in (1, -1, np.inf, -np.inf):
         summed_axis, extreme_axis = (rows, cols) if ord in (1, -1) else (cols, rows)
         sums = sum(abs(x), axis=summed_axis, keepdims=True)
-        pick = max if ord in (1, np.inf) else min
-        out = pick(sums, axis=extreme_axis, keepdims=True)
+        out = (max(sums, axis=extreme_axis, keepdims=True, initial=0) if ord in (1, np.inf)
+               else min(sums, axis=extreme_axis, keepdims=True))
     elif ord in (2, -2, "nuc"):
         moved = moveaxis(x, (rows, cols), (-2, -1))
         values = svdvals(moved)
-        out = (max(values, axis=-1) if ord == 2 else min(values, axis=-1) if ord == -2
+        out = (max(values, axis=-1, initial=0) if ord == 2 else min(values, axis=-1) if ord == -2
                else sum(values, axis=-1))
         for a in sorted((rows, cols)):
             out = expand_dims(out, a)

@@ -284,6 +284,11 @@ def log_ndtr(x):
     """``log(ndtr(x))``, accurate far into both tails: ``-ndtr(-x)`` above 5, the asymptotic
     series of Mills' ratio below -10 (-20 in double precision), ``log(ndtr(x))`` between."""
     (x,) = inexact_operands(x)
+    return _log_ndtr(x)
+
+
+@custom_jvp
+def _log_ndtr(x):
     low = -20.0 if x.dtype == np.float64 else -10.0
     upper = x > 5.0
     lower = x < low
@@ -297,6 +302,16 @@ def log_ndtr(x):
     below = (-0.5 * lower_x * lower_x - jnp.log(-lower_x) - 0.5 * np.log(2 * np.pi)
              + jnp.log(series))
     return jnp.where(upper, above, jnp.where(lower, below, middle)).astype(x.dtype)
+
+
+@_log_ndtr.defjvp
+def _log_ndtr_jvp(primals, tangents):
+    """JAX's rule: the density over the distribution function, ``exp(log pdf - log ndtr)``,
+    which stays finite where both underflow (so do the derivatives of this one)."""
+    (x,), (t,) = primals, tangents
+    out = _log_ndtr(x)
+    log_pdf = -0.5 * x * x - np.asarray(0.5 * np.log(2 * np.pi), x.dtype)
+    return out, t * jnp.exp(log_pdf - out)
 
 
 def rel_entr(p, q):
