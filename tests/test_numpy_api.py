@@ -1103,3 +1103,34 @@ def test_einsum_broadcasts_indices_of_size_one_as_numpy(subscripts, shapes):
     operands = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     got = jnp.einsum(subscripts, *operands)
     np.testing.assert_allclose(np.asarray(got), np.einsum(subscripts, *operands), rtol=1e-5)
+
+
+def test_array_arguments_and_methods_as_jax():
+    # typed values among Python numbers promote as JAX's (the numbers weakly typed)
+    assert jnp.array([jnp.int8(1), 2]).dtype == np.int8
+    assert jnp.array([np.float16(1), 2.0]).dtype == np.float16
+    assert jnp.asarray([jnp.bfloat16(1), 2.5]).dtype == jnp.bfloat16
+    assert jnp.array([jnp.int8(1), 2.5]).dtype == np.float32
+    with pytest.raises(OverflowError):
+        jnp.array([[np.uint8(1)], [300]])
+    # an integer matrix power stays integer (and wraps as its products do)
+    power = jnp.linalg.matrix_power(np.array([[1, 1], [1, 0]], np.int8), 3)
+    assert power.dtype == np.int8 and np.asarray(power).tolist() == [[3, 2], [2, 1]]
+    # linspace's step, axis and array bounds
+    values, step = jnp.linspace(0.0, 1.0, 5, retstep=True)
+    assert float(step) == 0.25 and np.asarray(values).tolist() == [0, 0.25, 0.5, 0.75, 1.0]
+    grid = jnp.linspace(np.zeros(2), np.array([1.0, 3.0]), 4, axis=1)
+    np.testing.assert_allclose(np.asarray(grid), [[0, 1 / 3, 2 / 3, 1], [0, 1, 2, 3]],
+                               rtol=1e-6)
+    assert jnp.linspace(np.zeros((2, 3)), 1.0, 5, axis=-1).shape == (2, 3, 5)
+    # keywords and methods JAX's have
+    assert jnp.astype(jnp.ones(2), jnp.int32, copy=True).dtype == np.int32
+    assert jnp.trace(jnp.ones((2, 2), jnp.int8), dtype=jnp.float32).dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(jnp.arange(4).at[1].subtract(3)), [0, -2, 2, 3])
+    assert float(jnp.linalg.slogdet(jnp.eye(2), method="qr")[1]) == 0.0
+    with pytest.raises(ValueError, match="invalid value for keyword 'method'"):
+        jnp.digitize(np.array([0.5]), np.array([0.0, 1.0]), method="compare")
+    bits = jnp.arange(4, dtype=jnp.float32).view(jnp.int32)
+    np.testing.assert_array_equal(np.asarray(bits), np.arange(4, dtype=np.float32).view(np.int32))
+    assert jnp.arange(8, dtype=jnp.uint8).reshape(2, 4).view(jnp.int32).shape == (2, 1)
+    assert jnp.arange(4, dtype=jnp.float32).view(jnp.uint16).shape == (8,)

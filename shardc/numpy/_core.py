@@ -379,6 +379,16 @@ def asarray(x, dtype=None, order=None, *, copy=None):
                                                  and _all_python_scalars(x))):
         dtype = _dt.result_type([_dt.weak_scalar_dtype(v) for v in nested_values(x)],
                                 [False] * len(list(nested_values(x))))
+    elif dtype is None and isinstance(x, (list, tuple)) and x:
+        # typed values among Python numbers: JAX's promotion, the numbers weakly typed
+        # ([jnp.int8(1), 2] is int8)
+        leaves = list(nested_values(x))
+        dtype = _dt.result_type(
+            [_dt.weak_scalar_dtype(v) if is_python_scalar(v)
+             else _dt.canonicalize(getattr(v, "dtype", None) or np.asarray(v).dtype)
+             for v in leaves],
+            [is_python_scalar(v) and not isinstance(v, bool) for v in leaves])
+        x = _host_values(x)
     array = detached(np.asarray(x, dtype=_dt.requested(dtype, "asarray") if dtype is not None
                                 else None), x)
     if not _dt.is_valid(array.dtype):
@@ -388,6 +398,14 @@ def asarray(x, dtype=None, order=None, *, copy=None):
     if weak:
         result.weak = True
     return result
+
+
+def _host_values(x):
+    """A nested list of values with the arrays in it as numpy ones (so numpy converts every
+    entry to one dtype, bfloat16 included)."""
+    if isinstance(x, (list, tuple)):
+        return [_host_values(v) for v in x]
+    return x if is_python_scalar(x) else np.asarray(x)
 
 
 def _all_python_scalars(x) -> bool:
@@ -563,8 +581,11 @@ def _python_scalar_converted(x, dtype: np.dtype):
 _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
 
-def astype(x, dtype):
-    """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32)."""
+def astype(x, dtype, /, *, copy=False, device=None):
+    """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32).
+    ``copy`` changes nothing (arrays are never changed); ``device`` places the result."""
+    if device is not None:
+        return _put_on(astype(x, dtype), device)
     x = as_array(x)
     # a dtype asked for types the value (JAX's astype is never weakly typed)
     return typed(convert(x, dtype))

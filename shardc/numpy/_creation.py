@@ -14,7 +14,9 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (abs, add, divide, equal, floor, less, multiply, power,
                                       subtract, where)
-from shardc.numpy._core import astype, broadcast_to, concatenate, convert, reshape, takes_device
+from shardc.dtypes import result_type
+from shardc.numpy._core import (as_array, astype, broadcast_shapes_of, broadcast_to, concatenate,
+                                convert, reshape, shape_of, takes_device)
 from shardc.numpy._ufuncs import log10
 
 __all__ = ["arange", "linspace", "eye", "identity", "logspace", "geomspace"]
@@ -46,31 +48,49 @@ def arange(start, stop=None, step=None, dtype=None):
 
 
 @takes_device
-def linspace(start, stop, num=50, endpoint=True, dtype=None):
-    """``num`` evenly spaced values from ``start`` to ``stop`` (included when ``endpoint``).
-
-    Integer dtypes round towards negative infinity, as numpy 2 and JAX do.
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """``num`` evenly spaced values from ``start`` to ``stop`` (included when ``endpoint``):
+    ``start + k * step``, the last one ``stop`` itself. Array bounds broadcast; the samples run
+    along ``axis``. ``retstep`` also returns the step. Integer dtypes round towards negative
+    infinity, as numpy 2 and JAX do.
     """
     num = operator.index(num)
+    axis = operator.index(axis)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
-    # complex endpoints make a complex line (JAX: the result type of start, stop and float)
-    work = _dt.complex_ if any(np.iscomplexobj(v) or np.issubdtype(
-        getattr(v, "dtype", np.float32), np.complexfloating) for v in (start, stop)) else _dt.float_
-    dtype = _dt.canonicalize(dtype or work)
-    start, stop = convert(start, work), convert(stop, work)
-    if num <= 1:
-        values = broadcast_to(start, (num,))
-    else:
-        div = (num - 1) if endpoint else num
-        count = num - 1 if endpoint else num
-        ramp = bind(p.iota_p, dtype=_dt.float_, shape=(count,), dimension=0)
-        values = add(start, multiply(ramp, divide(subtract(stop, start), div)))
+    start, stop = as_array(start), as_array(stop)
+    if dtype is None:
+        dtype = result_type(start, stop)
+        dtype = dtype if _dt.is_inexact(dtype) else _dt.float_
+    dtype = _dt.canonicalize(dtype)
+    work = dtype if _dt.is_inexact(dtype) else _dt.float_
+    start, stop = astype(start, work), astype(stop, work)
+    bounds = list(broadcast_shapes_of(shape_of(start), shape_of(stop)))
+    start, stop = broadcast_to(start, tuple(bounds)), broadcast_to(stop, tuple(bounds))
+    axis = len(bounds) + axis + 1 if axis < 0 else axis
+    shaped = bounds[:axis] + [1] + bounds[axis:]
+    div = (num - 1) if endpoint else num
+    if num > 1:
+        step = divide(subtract(stop, start), np.asarray(div, work))
+        ramp_shape = [1] * len(shaped)
+        ramp_shape[axis] = div
+        ramp = reshape(bind(p.iota_p, dtype=_dt.real_dtype(work), shape=(div,), dimension=0),
+                       tuple(ramp_shape))
+        out = add(reshape(start, tuple(shaped)), multiply(ramp, reshape(step, tuple(shaped))))
         if endpoint:
-            values = concatenate([values, broadcast_to(stop, (1,))])
+            out = concatenate([out, reshape(stop, tuple(shaped))], axis=axis)
+    elif num == 1:
+        step = (broadcast_to(np.asarray(np.nan, work), ()) if endpoint
+                else subtract(stop, start))
+        out = reshape(start, tuple(shaped))
+    else:
+        step = broadcast_to(np.asarray(np.nan, work), ())
+        shaped[axis] = 0
+        out = broadcast_to(np.zeros((), work), tuple(shaped))
     if not _dt.is_inexact(dtype):
-        values = floor(values)
-    return astype(values, dtype)
+        out = floor(out)
+    out = astype(out, dtype)
+    return (out, step) if retstep else out
 
 
 @takes_device

@@ -22,7 +22,7 @@ from shardc.dtypes import result_type
 from ir.sharding import NamedSharding, PartitionSpec
 from shardc.sharding import auto_axes, reshard, with_sharding_constraint
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
-                                      minimum, multiply, power, remainder, where)
+                                      minimum, multiply, negative, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
                                 nested_values, ones_like, ravel, reshape, weakly_typed_like,
                                 zeros_like)
@@ -711,6 +711,11 @@ class _IndexedRef:
     def multiply(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
                  out_sharding=None):
         return self._apply(value, mode, "mul", out_sharding)
+
+    def subtract(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 out_sharding=None):
+        """``x`` less the values at the index (each time it names an entry)."""
+        return self._apply(negative(asarray(value)), mode, "add", out_sharding)
 
     mul = multiply
 

@@ -2,6 +2,8 @@
 ``x.at[i].set(v)``): numpy's, bound to ``shardc.numpy``'s functions."""
 from __future__ import annotations
 
+import numpy as np
+
 from compiler.tracing import Tracer, bind, install_array_methods
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -26,6 +28,37 @@ from shardc.numpy._ufuncs import conj, divmod, imag, left_shift, real, right_shi
 
 def _reflected(fn):
     return lambda self, other: fn(other, self)
+
+
+def _view(self, dtype=None, type=None):
+    """The array's bits read as ``dtype`` (JAX's ``Array.view``): a narrower dtype widens the
+    last dimension by the width ratio, a wider one narrows it."""
+    if type is not None:
+        raise NotImplementedError("`type` argument of array.view() is not supported.")
+    if dtype is None:
+        return self
+    old, new = self.dtype, _dt.canonicalize(dtype)
+    if old == new:
+        return self
+    if old == _dt.bool_:
+        self, old = astype(self, np.uint8), np.dtype(np.uint8)
+    if self.ndim == 0 and old.itemsize != new.itemsize:
+        raise ValueError("view() of a 0d array is only supported if the itemsize is unchanged.")
+    target = np.dtype(np.uint8) if new == _dt.bool_ else new
+    if old.itemsize > target.itemsize:              # (..., n) -> (..., n, r) -> (..., n * r)
+        out = bind(p.bitcast_convert_type_p, self, new_dtype=target)
+        out = reshape(out, self.shape[:-1] + (-1,))
+    elif old.itemsize < target.itemsize:
+        ratio = target.itemsize // old.itemsize
+        if self.shape[-1] % ratio:
+            raise ValueError("When changing to a larger dtype, its size must be a divisor of "
+                             "the total size in bytes of the last axis of the array.")
+        out = bind(p.bitcast_convert_type_p,
+                   reshape(self, self.shape[:-1] + (self.shape[-1] // ratio, ratio)),
+                   new_dtype=target)
+    else:
+        out = bind(p.bitcast_convert_type_p, self, new_dtype=target)
+    return astype(out, new) if new == _dt.bool_ else out
 
 
 _METHODS = {
@@ -66,6 +99,7 @@ _METHODS = {
     "__divmod__": divmod, "__rdivmod__": _reflected(divmod),
     "__lshift__": left_shift, "__rlshift__": _reflected(left_shift),
     "__rshift__": right_shift, "__rrshift__": _reflected(right_shift),
+    "view": _view,
 }
 
 

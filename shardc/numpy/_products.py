@@ -191,9 +191,9 @@ def tensordot(x, y, axes=2):
                                tuple(canonical_axis(a, len(ys)) for a in right)))
 
 
-def trace(x, offset=0, axis1=0, axis2=1):
-    """Sum of diagonal ``offset`` over ``axis1`` and ``axis2``."""
-    return sum(diagonal(x, offset, axis1, axis2), axis=-1)
+def trace(x, offset=0, axis1=0, axis2=1, dtype=None):
+    """Sum of diagonal ``offset`` over ``axis1`` and ``axis2`` (in ``dtype`` if given)."""
+    return sum(diagonal(x, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
 def matvec(x1, x2, /):

@@ -183,8 +183,9 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
     return bind(p.searchsorted_p, a, v, side=side)
 
 
-def digitize(x, bins, right=False):
-    """The index of the bin of ``bins`` (monotonic) each ``x`` falls into, as numpy's."""
+def digitize(x, bins, right=False, *, method=None):
+    """The index of the bin of ``bins`` (monotonic) each ``x`` falls into, as numpy's.
+    ``method`` (JAX's searchsorted strategy, checked) changes nothing here."""
     bins = as_array(bins)
     if len(shape_of(bins)) != 1:
         raise ValueError(f"digitize: bins must be a 1-dimensional array, got shape "
@@ -194,8 +195,9 @@ def digitize(x, bins, right=False):
     if n == 0:
         return zeros(shape_of(x), _dt.int_)
     side = "left" if right else "right"
-    increasing = searchsorted(bins, x, side=side)
-    decreasing = subtract(n, searchsorted(flip(bins), x, side=side))
+    method = "scan" if method is None else method
+    increasing = searchsorted(bins, x, side=side, method=method)
+    decreasing = subtract(n, searchsorted(flip(bins), x, side=side, method=method))
     return elementwise_where(greater_equal(bins[-1], bins[0]), increasing, decreasing)
 
 

@@ -116,8 +116,12 @@ def inv(a):
     return bind(p.solve_p, a, identities)
 
 
-def slogdet(a):
-    """``(sign, log|det a|)`` per matrix, without overflow."""
+def slogdet(a, *, method=None):
+    """``(sign, log|det a|)`` per matrix, without overflow. ``method`` ('lu' or 'qr', JAX's
+    choice of factorisation) changes nothing here."""
+    if method not in (None, "lu", "qr"):
+        raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' "
+                         "(`None`), and 'qr'.")
     a = _float(a)
     _square("slogdet", a)
     sign, logabsdet = bind(p.slogdet_p, a)
@@ -131,10 +135,13 @@ def det(a):
 
 
 def matrix_power(a, n):
-    """``a`` multiplied by itself ``n`` times (an int; negative: powers of the inverse)."""
-    a = _float(a)
-    _square("matrix_power", a)
+    """``a`` multiplied by itself ``n`` times (an int; negative: powers of the inverse). An
+    integer matrix keeps its dtype (wrapping as its products do), as JAX's."""
+    a = asarray(a)
     n = int(n)
+    if n < 0 or a.dtype.kind not in "iub":
+        a = _float(a)
+    _square("matrix_power", a)
     if n < 0:
         a, n = inv(a), -n
     result = broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape)
