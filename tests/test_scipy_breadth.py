@@ -355,3 +355,16 @@ def test_extremum_and_norm_derivatives_as_jax():
                                                                     np.float32))
     assert np.isfinite(np.asarray(second)).all()
     assert_close(second[1], -0.98963356, 1e-4)
+
+
+def test_scatter_product_at_unique_indices_differentiates_in_the_values():
+    index = np.array([2, 0])
+    loss = lambda x, u: jnp.sum(x.at[index].mul(u, unique_indices=True) ** 2)
+    x, u = np.array([1.0, 2.0, 3.0], np.float32), np.array([4.0, 5.0], np.float32)
+    gx, gu = shardc.grad(loss, (0, 1))(x, u)
+    # out = [x0 u1, x1, x2 u0]: d/du0 = 2 (x2 u0) x2, d/du1 = 2 (x0 u1) x0
+    assert_close(gu, [2 * 3 * 4 * 3, 2 * 1 * 5 * 1])
+    assert_close(gx, [2 * 1 * 25, 2 * 2, 2 * 3 * 16])
+    dropped = jnp.arange(5.0).at[np.array([1, 7])].mul(np.float32(3), unique_indices=True,
+                                                        mode="drop")
+    assert_close(dropped, [0, 3, 2, 3, 4])

@@ -710,6 +710,10 @@ class _IndexedRef:
 
     def multiply(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
                  out_sharding=None):
+        if unique_indices and out_sharding is None:
+            # each entry named once (the caller's promise, as JAX's): a product set in place,
+            # which differentiates in the values too
+            return self.set(multiply(self.get(mode=mode), value), mode=mode)
         return self._apply(value, mode, "mul", out_sharding)
 
     def subtract(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
