@@ -322,11 +322,31 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
         body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak)
     paths = tree.leaf_paths(init)
     _check_carry(construct, carry_name, paths, carry_avals, body.out_avals[:nc])
-    outs = weakened_where(bind(prims.scan_p, *consts, *init_flat, *xs_flat, jaxpr=body,
-                            length=length, reverse=bool(reverse), num_consts=len(consts),
-                            num_carry=nc), out_weak)
+    outs = weakened_where(_bind_scan_forwarding(body, consts, init_flat, xs_flat, length,
+                                                bool(reverse)), out_weak)
     return (tree.tree_unflatten(carry_tree, outs[:nc]),
             tree.tree_unflatten(ys_tree_box[0], outs[nc:]))
+
+
+def _bind_scan_forwarding(body: Program, consts, init, xs, length, reverse) -> list:
+    """Bind the scan; a carry the body returns unchanged (read-only) is a constant of the
+    loop instead, and its result is its initial value, as JAX forwards it (so it keeps the
+    initial value's type: under vmap, an unbatched one stays unbatched)."""
+    nk, nc = len(consts), len(init)
+    carry_in, carry_out = body.invars[nk:nk + nc], body.outvars[:nc]
+    fixed = [k for k in range(nc) if carry_out[k] is carry_in[k]]
+    if not fixed:
+        return bind(prims.scan_p, *consts, *init, *xs, jaxpr=body, length=length,
+                    reverse=reverse, num_consts=nk, num_carry=nc)
+    moving = [k for k in range(nc) if k not in fixed]
+    loop = Program([], body.invars[:nk] + [carry_in[k] for k in fixed]
+                   + [carry_in[k] for k in moving] + body.invars[nk + nc:], body.eqns,
+                   [carry_out[k] for k in moving] + body.outvars[nc:])
+    outs = iter(bind(prims.scan_p, *consts, *[init[k] for k in fixed],
+                     *[init[k] for k in moving], *xs, jaxpr=loop, length=length,
+                     reverse=reverse, num_consts=nk + len(fixed), num_carry=len(moving)))
+    carries = [init[k] if k in fixed else next(outs) for k in range(nc)]
+    return carries + list(outs)
 
 
 class _AvalText:
@@ -551,10 +571,33 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
             if meeting:
                 name, axes, _ = meeting[0]
                 raise _predicate_error(construct, _user_site(), q, where, name, axes)
-    outs = bind(prims.while_p, *cond_consts, *body_consts, *init_flat, cond_jaxpr=cond_prog,
-                body_jaxpr=body_prog, cond_nconsts=len(cond_consts),
-                body_nconsts=len(body_consts))
+    outs = _bind_while_forwarding(cond_prog, cond_consts, body_prog, body_consts, init_flat)
     return tree.tree_unflatten(carry_tree, weakened_where(outs, out_weak))
+
+
+def _bind_while_forwarding(cond_prog, cond_consts, body_prog, body_consts, init) -> list:
+    """Bind the while loop; a carry the body returns unchanged (read-only) is a constant of
+    both programs instead, and its result is its initial value, as JAX forwards it."""
+    nq, nb, nc = len(cond_consts), len(body_consts), len(init)
+    body_in, body_out = body_prog.invars[nb:], body_prog.outvars
+    fixed = [k for k in range(nc) if body_out[k] is body_in[k]]
+    if not fixed:
+        return bind(prims.while_p, *cond_consts, *body_consts, *init, cond_jaxpr=cond_prog,
+                    body_jaxpr=body_prog, cond_nconsts=nq, body_nconsts=nb)
+    moving = [k for k in range(nc) if k not in fixed]
+
+    def regrouped(program, n_consts, outvars):
+        carry = program.invars[n_consts:]
+        return Program([], program.invars[:n_consts] + [carry[k] for k in fixed]
+                       + [carry[k] for k in moving], program.eqns, outvars)
+
+    cond = regrouped(cond_prog, nq, list(cond_prog.outvars))
+    body = regrouped(body_prog, nb, [body_out[k] for k in moving])
+    fixed_init = [init[k] for k in fixed]
+    outs = iter(bind(prims.while_p, *cond_consts, *fixed_init, *body_consts, *fixed_init,
+                     *[init[k] for k in moving], cond_jaxpr=cond, body_jaxpr=body,
+                     cond_nconsts=nq + len(fixed), body_nconsts=nb + len(fixed)))
+    return [init[k] if k in fixed else next(outs) for k in range(nc)]
 
 
 def _while_types(in_vmas, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):

@@ -1724,3 +1724,32 @@ def test_fori_loop_traced_weak_bound_takes_the_other_bounds_dtype():
         shardc.jit(lambda upper: lax.fori_loop(np.int16(0), upper, body, 0.0))(np.int32(4))
     assert str(err.value) == ("lower and upper arguments to fori_loop must have equal types, "
                               "got int16 and int32")
+
+
+def test_read_only_carries_are_forwarded_as_jax_forwards_them():
+    # a carry the body returns unchanged leaves the loop as its initial value, so under vmap an
+    # unbatched one stays unbatched (out_axes=None works, as in JAX's tests of flax's case)
+    def through_scan_in_cond(x, y):
+        def branch(_, y):
+            y, _ = lax.scan(lambda y, _: (y, None), y, None, length=1)
+            return y
+        return lax.cond(x < 0, branch, branch, x, y)
+
+    out = shardc.vmap(through_scan_in_cond, (0, None), None)(jnp.arange(3.0), 3.0)
+    assert float(out) == 3.0
+
+    def power_loop(w, x, limit):
+        step = lambda v: (v[0] + 1, v[1] @ v[2], v[2])
+        _, x, w = lax.while_loop(lambda v: v[0] < limit, step, (0, x, w))
+        return w, x
+
+    w = np.eye(2, dtype=np.float32) * 2
+    w_out, x_out = shardc.vmap(power_loop, (None, 0, 0), (None, 0))(w, np.ones((4, 2), np.float32),
+                                                                 jnp.arange(4))
+    np.testing.assert_array_equal(np.asarray(w_out), w)
+    np.testing.assert_array_equal(np.asarray(x_out), np.repeat([[1], [2], [4], [8]], 2, axis=1))
+    # values and derivatives through a loop with a read-only carry
+    loop = lambda s: lax.fori_loop(0, 3, lambda i, c: (c[0] * c[1], c[1]), (1.0, s))[0]
+    assert float(shardc.jit(loop)(2.0)) == 8.0
+    assert float(shardc.grad(loop)(2.0)) == 12.0
+    assert float(shardc.jacfwd(loop)(2.0)) == 12.0
