@@ -169,26 +169,31 @@ def rebuild_aux(opaque: dict, traced: list):
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), the directional derivative along tangents)``."""
     _check_values(tuple(primals), "primals", fun)
-    _check_values(tuple(tangents), "tangents", fun)
     flat_primals, in_tree = tree.tree_flatten(tuple(primals))
     flat_tangents, t_tree = tree.tree_flatten(tuple(tangents))
+    # float0 tangents (of integer and boolean primals: zeros, holding nothing) are not values
+    _check_values(tuple(t for t in flat_tangents if not dtypes.is_float0(t)), "tangents", fun)
     if t_tree != in_tree:
         raise TypeError(f"jvp: primal and tangent arguments must have the same structure; "
                         f"got {in_tree} and {t_tree}")
     weak = [weakly_typed(p) for p in flat_primals]
     flat_primals = [as_array(p) for p in flat_primals]
+    flat_tangents = [_checked_tangent(p, t) for p, t in zip(flat_primals, flat_tangents)]
     opaque: dict = {}
     flat_fun, box = tree.flatten_fun(split_aux(fun, opaque) if has_aux else fun, in_tree)
     trace = JVPTrace(current_trace())
-    args = [JVPTracer(trace, p, as_array(t)) for p, t in zip(flat_primals, flat_tangents)]
+    args = [JVPTracer(trace, p, t) for p, t in zip(flat_primals, flat_tangents)]
     for arg, is_weak in zip(args, weak):
         arg.weak = is_weak      # a Python number, and what only such values compute (JAX's)
     with set_current_trace(trace):
         outs = [trace.to_tracer(o) for o in flat_fun(*args)]
     out_weak = [o.weak for o in outs]
     primal_out = weakened_where([o.primal for o in outs], out_weak)
-    tangent_out = weakened_where([instantiate(o.tangent, aval_of(o.primal)) for o in outs],
-                                 out_weak)
+    # an integer or boolean result's tangent is float0 zeros, as JAX's
+    tangent_out = weakened_where([instantiate(o.tangent, aval_of(o.primal))
+                                  if _differentiable(aval_of(o.primal).dtype)
+                                  else np.zeros(aval_of(o.primal).shape, dtypes.FLOAT0)
+                                  for o in outs], out_weak)
     out_tree = box[0]
     if has_aux:
         out_tree, _ = out_tree.subtrees
@@ -197,6 +202,37 @@ def jvp(fun, primals, tangents, has_aux=False):
                 tree.tree_unflatten(out_tree, tangent_out[:n]),
                 rebuild_aux(opaque, primal_out[n:]))
     return tree.tree_unflatten(out_tree, primal_out), tree.tree_unflatten(out_tree, tangent_out)
+
+
+def _differentiable(dtype) -> bool:
+    return np.dtype(dtype).kind not in "iub"
+
+
+def _checked_tangent(primal, tangent):
+    """A tangent as JAX's jvp takes it: of the primal's dtype and shape (float0 for an integer
+    or boolean primal, which carries no tangent: None here)."""
+    p_aval = aval_of(primal)
+    if dtypes.is_float0(tangent):
+        t_dtype, t_shape = dtypes.FLOAT0, np.shape(tangent)
+    else:
+        tangent = as_array(tangent)
+        t_aval = aval_of(tangent)
+        t_dtype, t_shape = t_aval.dtype, t_aval.shape
+    expected = p_aval.dtype if _differentiable(p_aval.dtype) else dtypes.FLOAT0
+    if t_dtype != expected:
+        raise TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be "
+                        "equal, or in case of int/bool primal dtype the tangent dtype must be "
+                        f"float0. Got primal dtype {p_aval.dtype} and so expected tangent dtype "
+                        f"{_float0_name(expected)}, but got tangent dtype "
+                        f"{_float0_name(t_dtype)} instead.")
+    if tuple(t_shape) != tuple(p_aval.shape):
+        raise ValueError("jvp called with different primal and tangent shapes;Got primal "
+                         f"shape {tuple(p_aval.shape)} and tangent shape as {tuple(t_shape)}")
+    return None if expected == dtypes.FLOAT0 else tangent
+
+
+def _float0_name(dtype) -> str:
+    return "float0" if dtype == dtypes.FLOAT0 else str(np.dtype(dtype))
 
 
 def linear_transpose(fun, *primals, reduce_axes=()):

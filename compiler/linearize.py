@@ -6,11 +6,14 @@ calling it again does not recompute the primal function.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from compiler import tree
 from compiler.autodiff import (as_array, rebuild_aux, split_aux, eval_program,
                                linearize_flat)
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of
+from ir import dtypes
 
 
 def linearize(fun, *primals, has_aux: bool = False):
@@ -51,8 +54,10 @@ class _LinearJVP:
         if t_tree != self.in_tree:
             raise TypeError(f"linearized function called with tangents of structure {t_tree}, "
                             f"but the primals had structure {self.in_tree}")
-        flat = [as_array(t) for t in flat]
+        flat = [t if dtypes.is_float0(t) else as_array(t) for t in flat]
         for t, aval, d in zip(flat, self.primal_avals, self.diff):
+            if dtypes.is_float0(t):         # an integer primal's tangent: nothing
+                continue
             got = aval_of(t)
             if got.shape != aval.shape or (d and got.dtype != aval.dtype):
                 raise ValueError("linearized function called on tangent values inconsistent "
@@ -62,6 +67,9 @@ class _LinearJVP:
                 raise ValueError(_vma_mismatch(got, aval))
         args = list(residuals) + [t for t, d in zip(flat, self.diff) if d]
         out_tangents = eval_program(self.linear, args)[:self.out_tree.num_leaves]
+        # an integer or boolean output's tangent is float0 zeros, as jvp's
+        out_tangents = [np.zeros(aval_of(t).shape, dtypes.FLOAT0)
+                        if np.dtype(aval_of(t).dtype).kind in "iub" else t for t in out_tangents]
         return tree.tree_unflatten(self.out_tree, out_tangents)
 
 

@@ -1810,3 +1810,19 @@ def test_a_max_pools_gradient_goes_to_the_first_maximum_of_each_window():
     np.testing.assert_array_equal(mins, [2, 1, 1, 0])
     # NaN still wins a window
     assert np.isnan(np.asarray(pool(jnp.array([np.nan, 1.0, 2.0, 3.0])))[0])
+
+
+def test_jvp_tangents_are_checked_and_integers_take_float0_as_jax():
+    float0 = shardc.dtypes.float0
+    primal, tangent = shardc.jvp(lambda i, x: x * i, (3, 2.0), (np.zeros((), float0), 1.0))
+    assert float(primal) == 6.0 and float(tangent) == 3.0
+    # an integer result's tangent is float0 zeros
+    index_tangent = shardc.jvp(lambda x: jnp.argmax(x), (jnp.ones(2),), (jnp.ones(2),))[1]
+    assert index_tangent.dtype == float0 and index_tangent.shape == ()
+    with pytest.raises(TypeError, match="the tangent dtype must be float0"):
+        shardc.jvp(lambda x: x * 2, (jnp.arange(3),), (jnp.arange(3),))
+    with pytest.raises(TypeError, match="expected tangent dtype float32, but got tangent dtype "
+                                        "float16"):
+        shardc.jvp(lambda x: x * 2, (jnp.ones(3),), (jnp.ones(3, jnp.float16),))
+    with pytest.raises(ValueError, match=r"Got primal shape \(3,\) and tangent shape as \(2,\)"):
+        shardc.jvp(lambda x: x * 2, (jnp.ones(3),), (jnp.ones(2),))
