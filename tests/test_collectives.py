@@ -1111,3 +1111,15 @@ def test_sums_of_python_constants_and_bools_take_jaxs_types():
     count = body(lambda a: lax.psum(a, "i"))(True)
     assert count.dtype == np.int32 and int(count) == 4
     assert (count + i8).dtype == np.int32
+
+
+def test_reductions_over_no_axes_and_top_k_lists_as_jax():
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(shardc.vmap(lambda v: lax.psum(v, ()))(x)), x)
+    assert lax.pmax(x, []) is x
+    mean = lax.pmean(np.arange(3), ())
+    assert mean.dtype == np.float64 or mean.dtype == np.float32     # a true division by 1
+    values = lax.top_k(jnp.arange(5.0), 2)
+    assert isinstance(values, list) and np.asarray(values[0]).tolist() == [4.0, 3.0]
+    got = shardc.vmap(lambda a: lax.top_k(a, 2), out_axes=[0, 1])(jnp.ones((4, 3)))
+    assert got[0].shape == (4, 2) and got[1].shape == (2, 4)

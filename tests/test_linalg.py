@@ -297,3 +297,21 @@ def test_lax_linalg_matches_numpy_with_jax_signatures():
     assert_close(np.asarray(q) @ np.asarray(r), TALL, 1e-4, 1e-4)
     assert_close(lax.linalg.svd(TALL, compute_uv=False),
                  np.linalg.svd(TALL, compute_uv=False), 1e-4, 1e-4)
+
+
+def test_results_are_jaxs_named_tuples_and_powers_keep_a_split_batch():
+    a = np.random.default_rng(0).normal(size=(2, 4, 4)).astype(np.float32)
+    q = jnp.linalg.qr(a[0])
+    assert type(q).__name__ == "QRResult" and q.Q.shape == (4, 4) and q.R.shape == (4, 4)
+    sign, logabsdet = jnp.linalg.slogdet(a[0])
+    assert type(jnp.linalg.slogdet(a[0])).__name__ == "SlogdetResult"
+    np.testing.assert_allclose(float(jnp.linalg.slogdet(a[0]).logabsdet), float(logabsdet))
+    assert type(jnp.linalg.eigh(a[0] + a[0].T)).__name__ == "EighResult"
+    for n in (0, 1, 2, 3, 5, 10, -2):
+        want = np.linalg.matrix_power(a.astype(np.float64), n)
+        np.testing.assert_allclose(np.asarray(jnp.linalg.matrix_power(a, n)), want,
+                                   rtol=2e-3, atol=1e-4)
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    with shardc.set_mesh(mesh):
+        split = shardc.device_put(a, P("x"))
+        assert str(shardc.typeof(jnp.linalg.matrix_power(split, 3))) == "float32[2@x,4,4]"

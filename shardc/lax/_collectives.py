@@ -95,6 +95,9 @@ def axis_size(axis_name) -> int:
 def _reducing(prim, name, x, axis_name, axis_index_groups):
     _check_operands(name, x)
     axes = _axes(name, axis_name)
+    if not axes:
+        # over no axes: the value itself (pmean still divides, by 1), as JAX's
+        return tree.tree_map(lambda v: v / 1, x) if prim is coll.pmean_p else x
     if axis_index_groups is not None:
         return _grouped_reducing(name, x, axes, axis_index_groups)
 

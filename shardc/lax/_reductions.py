@@ -94,7 +94,7 @@ def top_k(operand, k, *, axis=-1):
     axis = canonical_axis(axis, operand.ndim)
     if axis != operand.ndim - 1:
         values, order = top_k(jnp.moveaxis(operand, axis, -1), k)
-        return jnp.moveaxis(values, -1, axis), jnp.moveaxis(order, -1, axis)
+        return [jnp.moveaxis(values, -1, axis), jnp.moveaxis(order, -1, axis)]
     if not 0 <= k <= operand.shape[-1]:
         raise ValueError(f"top_k: k={k} must be in [0, {operand.shape[-1]}] (the last axis)")
     split = aval_of(operand).sharding
@@ -109,7 +109,7 @@ def top_k(operand, k, *, axis=-1):
     # the reversed operand, so tied entries come in index order and each value's gradient
     # goes to the entry its index names, as JAX's
     values = jnp.flip(jnp.sort(jnp.flip(operand, -1), axis=-1), -1)[..., :k]
-    return values, jnp.astype(order, np.int32)
+    return [values, jnp.astype(order, np.int32)]     # a list, as JAX's
 
 
 def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
@@ -132,8 +132,8 @@ def _approx_k(operand, k, dimension, largest):
     moved = jnp.moveaxis(operand, dimension, -1)
     order = jnp.argsort(moved, axis=-1, stable=True, descending=largest)[..., :int(k)]
     values = jnp.take_along_axis(moved, order, axis=-1)
-    return (jnp.moveaxis(values, -1, dimension),
-            jnp.moveaxis(jnp.astype(order, np.int32), -1, dimension))
+    return [jnp.moveaxis(values, -1, dimension),
+            jnp.moveaxis(jnp.astype(order, np.int32), -1, dimension)]
 
 
 # --- reductions ------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ __all__ = [
     "eigh", "eigvalsh", "matrix_power", "matrix_transpose", "trace", "outer", "multi_dot",
     "svd", "svdvals", "pinv", "lstsq", "matrix_rank", "cond", "eig", "eigvals", "cross",
     "diagonal", "tensordot", "vecdot", "tensorinv", "tensorsolve", "SVDResult", "EigResult",
+    "EighResult", "QRResult", "SlogdetResult",
 ]
 
 
@@ -66,7 +67,7 @@ def qr(a, mode="reduced"):
     if a.ndim < 2:
         raise ValueError(f"linalg.qr: expected matrices (shape [..., m, n]), got {a.shape}")
     q, r = bind(p.qr_p, a, full_matrices=mode == "complete")
-    return r if mode == "r" else (q, r)
+    return r if mode == "r" else QRResult(q, r)
 
 
 def eigh(a, UPLO=None, symmetrize_input=True):
@@ -80,7 +81,7 @@ def eigh(a, UPLO=None, symmetrize_input=True):
     a = _float(a)
     _square("eigh", a)
     vectors, values = bind(p.eigh_p, a)
-    return values, vectors
+    return EighResult(values, vectors)
 
 
 def eigvalsh(a, UPLO="L"):
@@ -125,7 +126,7 @@ def slogdet(a, *, method=None):
     a = _float(a)
     _square("slogdet", a)
     sign, logabsdet = bind(p.slogdet_p, a)
-    return sign, logabsdet
+    return SlogdetResult(sign, logabsdet)
 
 
 def det(a):
@@ -142,16 +143,18 @@ def matrix_power(a, n):
     if n < 0 or a.dtype.kind not in "iub":
         a = _float(a)
     _square("matrix_power", a)
+    if n == 0:
+        return broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape)
     if n < 0:
         a, n = inv(a), -n
-    result = broadcast_to(eye(a.shape[-1], dtype=a.dtype), a.shape)
-    square = a
-    while n:                                  # binary powering
-        if n & 1:
-            result = matmul(result, square)
-        n >>= 1
-        if n:
-            square = matmul(square, square)
+    if n <= 3:          # the products in JAX's order (so a split batch stays split too)
+        return a if n == 1 else matmul(a, a) if n == 2 else matmul(matmul(a, a), a)
+    square = result = None
+    while n:            # binary powering from the lowest bit, as JAX's
+        square = a if square is None else matmul(square, square)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = square if result is None else matmul(result, square)
     return result
 
 
@@ -264,6 +267,21 @@ class SVDResult(NamedTuple):
 class EigResult(NamedTuple):
     eigenvalues: Any
     eigenvectors: Any
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class QRResult(NamedTuple):
+    Q: Any
+    R: Any
+
+
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index=None):
