@@ -317,6 +317,11 @@ class Array(metaclass=abc.ABCMeta):
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
+        if self.sharding.num_devices > 1 and not self.sharding.is_fully_replicated:
+            # an array split over devices: its rows from the host, each on one device, as
+            # JAX's (indexing would go through the split's type rules)
+            host = self._assemble()
+            return (Array.from_global(host[k]) for k in range(self.shape[0]))
         return (self[k] for k in range(self.shape[0]))
 
     def __bool__(self):

@@ -1175,3 +1175,35 @@ def test_indexing_a_closed_over_placed_array_inside_traces():
         np.testing.assert_array_equal(column, data[:, 1])
         ones = jnp.ones((4, 16))
         assert float(jax.jit(lambda w: w * ones[0].sum())(1.0)) == 16.0
+
+
+def test_convolution_of_a_batch_split_input_keeps_the_split():
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(4, 8, 8, 3)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 3, 8)).astype(np.float32)
+    conv = lambda a: lax.conv_general_dilated(a, kernel, (1, 1), "SAME",
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    want = np.asarray(conv(images))
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    with jax.set_mesh(mesh):
+        split = jax.device_put(images, P("x"))
+        for run in (conv, jax.jit(conv)):
+            got = run(split)
+            assert str(jax.typeof(got)) == "float32[4@x,8,8,8]"
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+        grad = jax.grad(lambda a: conv(a).sum())(split)
+        assert str(jax.typeof(grad)) == "float32[4@x,8,8,3]"
+
+
+def test_iterating_a_split_array_gives_its_rows_on_one_device():
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    data = np.arange(32.0, dtype=np.float32).reshape(2, 16)
+    with jax.set_mesh(mesh):
+        for spec in (P("x", "y"), P(None, "y")):
+            first, second = jax.device_put(data, spec)
+            assert str(jax.typeof(first)) == "float32[16]"
+            assert type(first.sharding).__name__ == "SingleDeviceSharding"
+            np.testing.assert_array_equal(np.asarray(second), data[1])
+        # an array on every device alike is indexed as usual (its rows keep the mesh)
+        row, _ = jnp.arange(6.0).reshape(2, 3)
+        assert type(row.sharding).__name__ == "NamedSharding"

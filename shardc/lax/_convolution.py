@@ -214,6 +214,14 @@ def _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups, preferred=No
         patches.append(_slice(x, (0, 0) + tuple(starts), (n, c) + tuple(limits),
                               (1, 1) + tuple(strides)))
     positions = int(np.prod(out_sizes))
+    if groups == 1:
+        # no group axis at all: a reshape inserting one would not keep a split batch's type
+        cols = jnp.reshape(jnp.stack(patches, axis=2), (n, c, len(taps), positions))
+        kernel = jnp.reshape(w, (o, i, len(taps)))
+        # [N, P, O]: contract input features and taps
+        product = dot_general(cols, kernel, (((1, 2), (1, 2)), ((), ())),
+                              preferred_element_type=preferred)
+        return jnp.reshape(jnp.transpose(product, (0, 2, 1)), (n, o) + tuple(out_sizes))
     cols = jnp.reshape(jnp.stack(patches, axis=2), (n, groups, i, len(taps), positions))
     kernel = jnp.reshape(w, (groups, o // groups, i, len(taps)))
     # [G, N, P, O/G]: batch over groups, contract input features and taps
