@@ -26,10 +26,9 @@ from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
-                              staging,
-                              layouts_of, placed_as_typed, placement_mesh, split_mesh,
-                              trace_to_program, typed_sharding, user_source, weakened_where,
-                              weakly_typed)
+                              layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
+                              trace_to_program, typed_sharding, user_source, weakened,
+                              weakened_where, weakly_typed)
 from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
@@ -699,7 +698,10 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None):
             elif get_backend().sharding_of(leaf) != sharding:
                 if what == "jit in_shardings":
                     _check_committed(leaf, sharding)
+                weak = weakly_typed(leaf)
                 leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
+                if weak:        # a Python number laid out stays weakly typed, as JAX's
+                    leaf = weakened(leaf)
         placed.append(leaf)
     return tree.tree_unflatten(treedef, placed)
 

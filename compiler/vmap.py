@@ -19,7 +19,7 @@ from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import partitions
 from compiler.tracing import (aval_of, bind, check_jax_value, current_trace, is_jax_value,
-                              set_current_trace)
+                              set_current_trace, weakened, weakly_typed)
 
 
 
@@ -275,4 +275,6 @@ def _place_batch_axis(value, dim, out_axis, size):
         raise ValueError(f"axis {out_axis} is out of bounds for array of dimension {rank} "
                          f"(vmap out_axes={out_axis}, for an output whose per-member shape is "
                          f"{member_aval(value, dim).shape})")
-    return batch_at(value, dim, size, out_axis % rank)
+    placed = batch_at(value, dim, size, out_axis % rank)
+    # an unbatched Python number (or weak value) broadcast stays weakly typed, as JAX's
+    return weakened(placed) if dim is None and weakly_typed(value) else placed

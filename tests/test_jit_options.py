@@ -228,3 +228,18 @@ def test_donated_keyword_arguments_are_deleted_too():
     a = jnp.arange(16.)
     shardc.jit(lambda a: a * 3, donate_argnums=0)(a=a)
     assert q.is_deleted() and a.is_deleted()
+
+
+def test_python_numbers_stay_weakly_typed_through_in_shardings_and_vmap():
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    with shardc.set_mesh(mesh):
+        halves = shardc.device_put(np.ones((8, 4), jnp.bfloat16), P("x"))
+        scaled = shardc.jit(lambda t, s: t * s, in_shardings=(P("x"), P()))(halves, 2.0)
+        assert scaled.dtype == jnp.bfloat16
+        assert str(shardc.typeof(shardc.jit(lambda s: s * 2, in_shardings=P())(3.0))) == \
+            "~float32[]"
+    x = np.ones(3, np.float32)
+    assert str(shardc.typeof(shardc.vmap(lambda a: 3.0)(x))) == "~float32[3]"
+    assert str(shardc.typeof(shardc.vmap(lambda a, b: b, in_axes=(0, None))(x, 2))) == \
+        "~int32[3]"
+    assert str(shardc.typeof(shardc.vmap(lambda a: a * 2.0)(x))) == "float32[3]"
