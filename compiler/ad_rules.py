@@ -668,14 +668,16 @@ def _cumsum_transpose(ct, x, *, axis, reverse):
 
 
 def _pad_transpose(ct, x, value, *, padding_config):
-    if any(lo < 0 or hi < 0 for lo, hi, _ in padding_config):
-        raise NotImplementedError("transpose of pad with negative padding")
-    start = tuple(lo for lo, _, _ in padding_config)
+    """JAX's: the cotangent padded by the negated low and high padding (trimming what was
+    added, zeros where the pad trimmed), then every ``interior + 1``-th entry."""
     shape = aval_of(ct).shape
-    limit = tuple(s - hi for s, (_, hi, _) in zip(shape, padding_config))
+    unpad = tuple((-lo, -hi, 0) for lo, hi, _ in padding_config)
+    unpadded = bind(p.pad_p, ct, np.zeros((), aval_of(ct).dtype)[()], padding_config=unpad)
     strides = tuple(interior + 1 for _, _, interior in padding_config)
-    ct_x = bind(p.slice_p, ct, start_indices=start, limit_indices=limit,
-                strides=None if all(s == 1 for s in strides) else strides)
+    ct_x = unpadded
+    if any(s != 1 for s in strides):
+        ct_x = bind(p.slice_p, unpadded, start_indices=(0,) * len(shape),
+                    limit_indices=aval_of(unpadded).shape, strides=strides)
     ct_value = None
     if isinstance(value, Linear):
         everything = bind(p.reduce_sum_p, ct, axes=tuple(range(len(shape))))

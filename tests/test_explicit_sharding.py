@@ -1207,3 +1207,45 @@ def test_iterating_a_split_array_gives_its_rows_on_one_device():
         # an array on every device alike is indexed as usual (its rows keep the mesh)
         row, _ = jnp.arange(6.0).reshape(2, 3)
         assert type(row.sharding).__name__ == "NamedSharding"
+
+
+def _numpy_pad(x, value, config):
+    """lax.pad's meaning: interior padding, then low and high (negative ones trim)."""
+    for d, (lo, hi, interior) in enumerate(config):
+        n = x.shape[d]
+        spread = np.full(x.shape[:d] + (max(0, n + (n - 1) * interior),) + x.shape[d + 1:],
+                         value, x.dtype)
+        index = [slice(None)] * x.ndim
+        index[d] = slice(None, None, interior + 1)
+        spread[tuple(index)] = x
+        widths = [(0, 0)] * x.ndim
+        widths[d] = (max(lo, 0), max(hi, 0))
+        spread = np.pad(spread, widths, constant_values=value)
+        index[d] = slice(max(-lo, 0), spread.shape[d] - max(-hi, 0))
+        x = spread[tuple(index)]
+    return x
+
+
+def test_pad_with_trims_keeps_a_split_that_divides_and_differentiates():
+    data = np.arange(128.0, dtype=np.float32).reshape(8, 16)
+    config = ((-2, 3, 1), (2, -5, 0))
+    np.testing.assert_array_equal(np.asarray(lax.pad(data, -1.0, config)),
+                                  _numpy_pad(data, -1.0, config))
+    grad = jax.grad(lambda x: lax.pad(x, 0.0, config).sum())(data)
+    # rows 0 and part of the columns were trimmed: their cotangent is 0, the rest 1
+    expected = np.ones_like(data)
+    expected[0, :] = 0
+    expected[:, 11:] = 0
+    np.testing.assert_array_equal(np.asarray(grad), expected)
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("x", "y"))
+        for config, want_type in [(((1, -1, 0), (0, 0, 0)), "float32[8@x,16@y]"),
+                                  (((-2, 0, 0), (0, 0, 0)), "float32[6@x,16@y]"),
+                                  (((0, 0, 0), (-4, 0, 0)), "float32[8@x,12@y]")]:
+            for run in (lambda v: lax.pad(v, 0.0, config),
+                        jax.jit(lambda v: lax.pad(v, 0.0, config))):
+                got = run(x)
+                assert str(jax.typeof(got)) == want_type
+                np.testing.assert_array_equal(np.asarray(got),
+                                              np.asarray(lax.pad(data, 0.0, config)))

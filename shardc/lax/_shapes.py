@@ -73,12 +73,15 @@ def pad(operand, padding_value, padding_config):
     config = tuple((int(lo), int(hi), int(interior)) for lo, hi, interior in padding_config)
     if any(interior < 0 for _, _, interior in config):
         raise ValueError(f"pad: interior padding must be non-negative, got {config}")
-    trims = [(max(0, -lo), max(0, -hi)) for lo, hi, _ in config]
-    grown = tuple((max(0, lo), max(0, hi), interior) for lo, hi, interior in config)
-    out = bind(p.pad_p, operand, jnp.astype(padding_value, operand.dtype), padding_config=grown)
-    if any(lo or hi for lo, hi in trims):
-        out = out[tuple(slice(lo, d - hi) for (lo, hi), d in zip(trims, out.shape))]
-    return out
+    for d, (lo, hi, interior) in zip(operand.shape, config):
+        if lo + d + hi + max(0, d - 1) * interior < 0:
+            raise ValueError(f"Dimension size after padding is not at least 0, got result "
+                             f"shape from padding config {config} on operand of shape "
+                             f"{operand.shape}")
+    # one pad, trims included (as JAX's: a split dimension keeps its split when the result
+    # divides, whatever the padding on the way)
+    return bind(p.pad_p, operand, jnp.astype(padding_value, operand.dtype),
+                padding_config=config)
 
 
 def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
