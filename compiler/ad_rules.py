@@ -494,29 +494,33 @@ def _ones_like(x):
 
 
 def _minmax_jvp(prim, primals, tangents):
-    """JAX's rule: an operand's tangent passes where it equals the result, halved where the
-    other does too (a tie); where the result is NaN neither passes."""
+    """JAX's rule: an operand's tangent passes where it is the result (wins), halved at a tie;
+    where the result is NaN neither passes (a NaN wins no comparison and ties nothing)."""
     x, y = primals
     tx, ty = tangents
     out = bind(prim, x, y)
     aval = aval_of(out)
-    x_weight, y_weight = _balanced_weights(x, y, out)
     # only the operands with a tangent contribute (relu = max(x, 0) keeps one weight)
-    x_part = _broadcast_to(_mul(tx, x_weight), aval) if tx is not None else None
-    y_part = _broadcast_to(_mul(ty, y_weight), aval) if ty is not None else None
+    x_wins = _wins(prim, x, y, aval.dtype) if tx is not None else None
+    y_wins = _wins(prim, y, x, aval.dtype) if ty is not None else None
+    half_tie = _half_tie(x, y, out)
+    x_part = y_part = None
+    if tx is not None:
+        x_part = _broadcast_to(_mul(tx, bind(p.add_p, x_wins, half_tie)), aval)
+    if ty is not None:
+        y_part = _broadcast_to(_mul(ty, bind(p.add_p, y_wins, half_tie)), aval)
     return [out], [add_tangents(x_part, y_part)]
 
 
-def _balanced_weights(x, y, out):
-    """(x's weight, y's weight) in the derivative of ``out = max(x, y)`` (or min): 1 for the
-    operand equal to ``out``, 1/2 each for both, 0 for one that is not (NaN equals nothing)."""
-    dtype = aval_of(out).dtype
-    x_eq = bind(p.convert_element_type_p, bind(p.eq_p, x, out), new_dtype=dtype)
-    y_eq = bind(p.convert_element_type_p, bind(p.eq_p, y, out), new_dtype=dtype)
-    half = _scalar(0.5, out)
-    one = _scalar(1, out)
-    return (_mul(x_eq, bind(p.sub_p, one, _mul(y_eq, half))),
-            _mul(y_eq, bind(p.sub_p, one, _mul(x_eq, half))))
+def _wins(prim, mine, other, dtype):
+    """1 where ``mine`` is strictly the max(mine, other) (or min), else 0."""
+    wins = bind(p.gt_p if prim is p.max_p else p.lt_p, mine, other)
+    return bind(p.convert_element_type_p, wins, new_dtype=dtype)
+
+
+def _half_tie(x, y, out):
+    tie = bind(p.convert_element_type_p, bind(p.eq_p, x, y), new_dtype=aval_of(out).dtype)
+    return _mul(tie, _scalar(0.5, out))
 
 
 def _atan2_jvp(primals, tangents):
@@ -1078,11 +1082,14 @@ def _combine_prod(earlier, later):
 
 
 def _combine_extremum(prim, earlier, later):
-    """max or min of two running values, with max's derivative (``_balanced_weights``)."""
+    """max or min of two running values, with max's derivative (``_minmax_jvp``'s weights)."""
     (a, ta), (b, tb) = earlier, later
     out = bind(prim, a, b)
-    a_weight, b_weight = _balanced_weights(a, b, out)
-    return out, bind(p.add_p, _mul(ta, a_weight), _mul(tb, b_weight))
+    dtype = aval_of(out).dtype
+    a_wins, b_wins = _wins(prim, a, b, dtype), _wins(prim, b, a, dtype)
+    half_tie = _half_tie(a, b, out)
+    return out, bind(p.add_p, _mul(ta, bind(p.add_p, a_wins, half_tie)),
+                     _mul(tb, bind(p.add_p, b_wins, half_tie)))
 
 
 def _scan_tangent(combine, x, t, axis):

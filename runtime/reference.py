@@ -250,7 +250,8 @@ def convert_element(x, new_dtype) -> np.ndarray:
     x, new_dtype = np.asarray(x), np.dtype(new_dtype)
     if x.dtype.kind == "c" and new_dtype.kind != "c" and new_dtype != np.bool_:
         x = x.real
-    if (x.dtype.kind == "f" or x.dtype in dtypes.ML_FLOATS) and new_dtype.kind in "iu":
+    if new_dtype.kind in "iu" and (x.dtype.kind == "f" or x.dtype.kind == "V"
+                                   and x.dtype in dtypes.ML_FLOATS):
         return _float_to_int(x, new_dtype)      # (bfloat16 and the small floats too)
     with np.errstate(over="ignore"):     # a float too large for the narrower type is inf
         return x.astype(new_dtype)
