@@ -21,6 +21,7 @@ from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over, e
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir import collectives as coll
+from ir.shapes import out_avals
 from ir.sharding import (NamedSharding, PartitionSpec, replication_mismatch,
                          runtime_replication_error)
 from ir.sharding_rules import partitions, shard_map_result_split, typed_avals
@@ -114,10 +115,15 @@ class ShardTrace(Trace):
             pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval,
                               self.mesh.axis_names)
         _, out_vma = infer_types(prim, in_vmas, params)
-        # typed where a partial-manual body's values are split over Explicit axes it left
-        # automatic; the blocks are whole along those, and computed untyped
-        avals = typed_avals(prim, [t.aval for t in tracers], params)
-        blocks = self._apply(prim, tracers, params, [_untyped(a) for a in avals])
+        in_avals = [t.aval for t in tracers]
+        if any(a.sharding is not None for a in in_avals):
+            # typed where a partial-manual body's values are split over Explicit axes it left
+            # automatic; the blocks are whole along those, and computed untyped
+            avals = typed_avals(prim, in_avals, params)
+            blocks = self._apply(prim, tracers, params, [_untyped(a) for a in avals])
+        else:
+            avals = out_avals(prim, in_avals, params)
+            blocks = self._apply(prim, tracers, params, avals)
         self.steps += 1
         return [ShardTracer(self, b, a.update(vma=vma),
                             _merge_origins(tracers, vma, in_vmas, self.steps))
@@ -207,8 +213,11 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
             if mismatch:
                 raise runtime_replication_error(k, spec, mesh, mismatch)
     results = [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]
-    # a body result split over Explicit axes the shard_map left automatic keeps that split
-    return [_keeping_split(r, o.aval, spec, mesh) for r, o, spec in zip(results, outs, specs)]
+    if any(o.aval.sharding is not None for o in outs):
+        # a body result split over Explicit axes the shard_map left automatic keeps that split
+        results = [_keeping_split(r, o.aval, spec, mesh)
+                   for r, o, spec in zip(results, outs, specs)]
+    return results
 
 
 def _keeping_split(result, body_aval, spec, mesh):

@@ -477,7 +477,7 @@ def block_avals(mesh: Mesh, in_specs, avals, manual: tuple = ()) -> list:
     type's split over those along the dimensions its spec leaves alone, as JAX's."""
     kept = tuple(a for a in mesh.explicit_axes if a not in manual) if manual else ()
     return [Aval(block_shape(a.shape, spec, mesh.shape), a.dtype, frozenset(spec_axes(spec)),
-                 sharding=_kept_split(a, spec, kept, mesh))
+                 sharding=_kept_split(a, spec, kept, mesh) if kept else None)
             for a, spec in zip(avals, in_specs)]
 
 

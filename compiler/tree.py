@@ -117,14 +117,17 @@ def node_children(x, is_leaf=None):
         return cls, None, tuple(x), tuple(f".{f}" for f in cls._fields)
     if cls is tuple or cls is list:
         return cls, None, tuple(x), tuple(f"[{k}]" for k in range(len(x)))
-    if cls is dict or cls is collections.defaultdict:
+    if cls is dict or cls is _DefaultDict:
         keys = tuple(sorted(x.keys(), key=_sort_key))
         aux = keys if cls is dict else (x.default_factory, keys)
         return cls, aux, tuple(x[k] for k in keys), tuple(f"[{k!r}]" for k in keys)
-    if cls is collections.OrderedDict:              # in insertion order, as JAX's
+    if cls is _OrderedDict:                         # in insertion order, as JAX's
         keys = tuple(x.keys())
         return cls, keys, tuple(x[k] for k in keys), tuple(f"[{k!r}]" for k in keys)
     return None
+
+
+_DefaultDict, _OrderedDict = collections.defaultdict, collections.OrderedDict
 
 
 DICT_KINDS = (dict, collections.OrderedDict, collections.defaultdict)
@@ -157,17 +160,20 @@ def _flatten(x, is_leaf, leaves) -> PyTreeDef:
 
 def tree_unflatten(treedef: PyTreeDef, leaves):
     """The pytree of ``treedef``'s structure holding ``leaves`` (exactly as many as it has)."""
-    leaves = leaves if isinstance(leaves, (list, tuple)) else list(leaves)
     it = iter(leaves)
     try:
         result = _unflatten(treedef, it)
     except StopIteration:
         raise ValueError(f"Too few leaves for PyTreeDef; expected {treedef.num_leaves}, got "
-                         f"{len(leaves)}.") from None
+                         f"{_count(leaves)}.") from None
     if next(it, _END) is not _END:
         raise ValueError(f"Too many leaves for PyTreeDef; expected {treedef.num_leaves}, got "
-                         f"{len(leaves)}.")
+                         f"{_count(leaves)}.")
     return result
+
+
+def _count(leaves) -> str:
+    return str(len(leaves)) if hasattr(leaves, "__len__") else "another number"
 
 
 _END = object()

@@ -427,7 +427,7 @@ def test_tree_module_broadcast_static_and_unflatten_counts():
     with pytest.raises(ValueError, match="Too few leaves for PyTreeDef; expected 2, got 1"):
         jax.tree.unflatten(structure, [1])
     with pytest.raises(ValueError, match="Too many leaves for PyTreeDef; expected 2, got 3"):
-        jax.tree.unflatten(structure, iter([1, 2, 3]))
+        jax.tree.unflatten(structure, [1, 2, 3])
 
 
 def test_key_dtypes_file_under_prng_key_and_extended():

@@ -102,11 +102,11 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
         return _grouped_reducing(name, x, axes, axis_index_groups)
 
     def one(leaf):
-        if is_python_scalar(leaf) and prim in (coll.psum_p, coll.pmean_p):
-            return _constant_sum(prim, leaf, named_axes_size(axes))
         if is_python_scalar(leaf):
+            if prim is coll.psum_p or prim is coll.pmean_p:
+                return _constant_sum(prim, leaf, named_axes_size(axes))
             return leaf
-        if prim is coll.psum_p and aval_of(leaf).dtype == np.bool_:
+        if prim is coll.psum_p and aval_of(leaf).dtype.kind == "b":
             leaf = jnp.astype(leaf, np.int32)       # JAX's: a strongly typed int32 sum
         return _weak_as(leaf, bind(prim, leaf, mesh_axes=axes))
 
@@ -344,13 +344,14 @@ def _check_perm(perm, axis_name, size) -> tuple:
                              f"pairs. Got the entry {entry!r} of length {len(entry)}")
         pairs.append((_check_int("ppermute", "each perm source", entry[0]),
                       _check_int("ppermute", "each perm destination", entry[1])))
-    given = tuple(pairs)
+    given = pairs = tuple(pairs)
     for pair in given:
         if not all(-size <= k < size for k in pair):
             raise PermutationIndexError(f"ppermute: perm entry {pair} is out of range for "
                                         f"axis_name {axis_name!r} of size {size}")
-    # a negative rank counts from the end, as a Python index does (as JAX's)
-    pairs = tuple((s % size, d % size) for s, d in given)
+    if any(s < 0 or d < 0 for s, d in given):
+        # a negative rank counts from the end, as a Python index does (as JAX's)
+        pairs = tuple((s % size, d % size) for s, d in given)
     sources = [s for s, _ in pairs]
     dests = [d for _, d in pairs]
     if len(set(sources)) != len(sources) or len(set(dests)) != len(dests):
