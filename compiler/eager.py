@@ -94,6 +94,8 @@ class ShardTrace(Trace):
     def __init__(self, parent, shard: ShardContext):
         self.parent = parent
         self.shard = shard
+        # values may be typed split only over Explicit axes the body leaves automatic
+        self.typed = any(a not in shard.manual for a in shard.mesh.explicit_axes)
         self.mesh = shard.mesh
         self.steps = 0          # primitives run so far: orders the origins of varying axes
 
@@ -116,7 +118,7 @@ class ShardTrace(Trace):
                               self.mesh.axis_names)
         _, out_vma = infer_types(prim, in_vmas, params)
         in_avals = [t.aval for t in tracers]
-        if any(a.sharding is not None for a in in_avals):
+        if self.typed and any(a.sharding is not None for a in in_avals):
             # typed where a partial-manual body's values are split over Explicit axes it left
             # automatic; the blocks are whole along those, and computed untyped
             avals = typed_avals(prim, in_avals, params)
@@ -213,7 +215,7 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
             if mismatch:
                 raise runtime_replication_error(k, spec, mesh, mismatch)
     results = [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]
-    if any(o.aval.sharding is not None for o in outs):
+    if trace.typed and any(o.aval.sharding is not None for o in outs):
         # a body result split over Explicit axes the shard_map left automatic keeps that split
         results = [_keeping_split(r, o.aval, spec, mesh)
                    for r, o, spec in zip(results, outs, specs)]
