@@ -1249,3 +1249,15 @@ def test_pad_with_trims_keeps_a_split_that_divides_and_differentiates():
                 assert str(jax.typeof(got)) == want_type
                 np.testing.assert_array_equal(np.asarray(got),
                                               np.asarray(lax.pad(data, 0.0, config)))
+
+
+def test_host_data_made_an_array_under_an_explicit_mesh_is_on_it_replicated():
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    with jax.set_mesh(mesh):
+        for value in (jnp.array(np.ones((8, 4), np.float32)), jnp.asarray(np.ones(3)),
+                      jnp.float32(2.0), jnp.array([1, 2]), jnp.asarray(3.0)):
+            assert value.sharding == NamedSharding(mesh, P())
+        assert str(jax.typeof(jnp.asarray(3.0))) == "~float32[]"
+        total = jnp.array(np.ones((8, 4), np.float32)) + jax.device_put(np.ones((8, 4)), P("x"))
+        assert str(jax.typeof(total)) == "float32[8@x,4]"
+    assert type(jnp.array([1, 2]).sharding).__name__ == "SingleDeviceSharding"

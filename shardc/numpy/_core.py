@@ -17,8 +17,8 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, is_python_scalar, static_int, value_if_known,
-                              weakened)
+                              check_jax_value, is_python_scalar, placement_mesh, static_int,
+                              value_if_known, weakened)
 from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
@@ -394,7 +394,9 @@ def asarray(x, dtype=None, order=None, *, copy=None):
     if not _dt.is_valid(array.dtype):
         # name the value as given; a list is named by what numpy made of it
         check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")
-    result = Array.from_global(array)
+    # under an Explicit mesh set as the context, on its devices, replicated (as JAX's P())
+    mesh = placement_mesh(())
+    result = Array.from_global(array, NamedSharding(mesh, PartitionSpec()) if mesh else None)
     if weak:
         result.weak = True
     return result
