@@ -1134,3 +1134,16 @@ def test_array_arguments_and_methods_as_jax():
     np.testing.assert_array_equal(np.asarray(bits), np.arange(4, dtype=np.float32).view(np.int32))
     assert jnp.arange(8, dtype=jnp.uint8).reshape(2, 4).view(jnp.int32).shape == (2, 1)
     assert jnp.arange(4, dtype=jnp.float32).view(jnp.uint16).shape == (8,)
+
+
+def test_arange_takes_its_bounds_dtype_and_rounds_low_precision_steps_once():
+    assert jnp.arange(jnp.int8(3)).dtype == np.int8
+    assert jnp.arange(np.int16(2), 7).dtype == np.int16
+    assert jnp.arange(np.uint8(5)).dtype == np.uint8
+    assert jnp.arange(5).dtype == np.int32 and jnp.arange(2.5).dtype == np.float32
+    # float16 steps in float32, rounded once: 0.3 is float16(0.3), not 3 float16 steps
+    values = np.asarray(jnp.arange(0, 1, 0.1, dtype=jnp.float16))
+    np.testing.assert_array_equal(values, (np.arange(10, dtype=np.float32)
+                                           * np.float32(0.1)).astype(np.float16))
+    with pytest.raises(ValueError, match="complex start/stop/step"):
+        jnp.arange(1j)

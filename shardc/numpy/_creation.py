@@ -30,21 +30,27 @@ def arange(start, stop=None, step=None, dtype=None):
         if isinstance(v, Tracer):
             raise TypeError("arange needs concrete start, stop and step: the length of the "
                             "result must be known when tracing")
+    given = [v for v in (start, stop, step) if v is not None]
+    if builtins.any(np.iscomplexobj(v) for v in given):
+        raise ValueError("Passing complex start/stop/step to jnp.arange is no longer supported "
+                         "starting in JAX v0.10.0.")
+    if dtype is None:
+        # JAX's promotion of the bounds: typed ones (jnp.int8(3)) give their dtype
+        dtype = result_type(*given)
+    dtype = _dt.canonicalize(dtype)
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step
-    values = [v for v in (start, stop, step)]
-    if dtype is None:
-        dtype = _dt.float_ if builtins.any(isinstance(v, float) or (isinstance(v, np.floating))
-                                  for v in values) else _dt.int_
-    dtype = _dt.canonicalize(dtype)
+    # float16 and bfloat16 steps are taken in float32, then rounded once (as JAX's)
+    work = np.dtype(np.float32) if _dt.is_float(dtype) and _dt.finfo(dtype).bits < 32 \
+        else dtype
     length = builtins.max(0, int(math.ceil((stop - start) / step)))
-    ramp = bind(p.iota_p, dtype=dtype, shape=(length,), dimension=0)
+    ramp = bind(p.iota_p, dtype=work, shape=(length,), dimension=0)
     if step != 1:
-        ramp = multiply(ramp, convert(step, dtype))
+        ramp = multiply(ramp, convert(step, work))
     if start != 0:
-        ramp = add(ramp, convert(start, dtype))
-    return ramp
+        ramp = add(ramp, convert(start, work))
+    return astype(ramp, dtype) if work != dtype else ramp
 
 
 @takes_device
