@@ -236,15 +236,41 @@ def _gather_rule(values, dims, *, axis):
         x = moveaxis(x, x_dim, 0)
         return [bind(prims.gather_p, x, indices, axis=axis + 1)], [0]
     if x_dim is None:
+        split = _batch_split_of((indices, index_dim))
+        if split is not None:       # gathered from unsplit indices, the result split again
+            out = bind(prims.gather_p, x, _unsplit(indices, split[0]), axis=axis)
+            return [_split_batch_at(out, axis + index_dim, split)], [axis + index_dim]
         return [bind(prims.gather_p, x, indices, axis=axis)], [axis + index_dim]
     # Both batched: gather from the members laid end to end along ``axis``.
+    split = _batch_split_of((x, x_dim), (indices, index_dim))
+    if split is not None:
+        # a batch split by its type: the members laid end to end would merge it into the
+        # gathered axis; gathered whole instead, the result split along the batch again
+        # (the values are the same, more bytes move: as take_along_axis of split arrays)
+        x, indices = _unsplit(x, split[0]), _unsplit(indices, split[0])
     size = batch_size(values, dims)
     length = shape_of(x)[axis + (x_dim <= axis)]
     flat = _merge_batch_into(x, x_dim, size, axis)
     indices = moveaxis(indices, index_dim, 0)
     indices, _ = _normalized_index(indices, length, drop=False)
     indices = bind(prims.add_p, indices, _member_offsets(indices, length))
-    return [bind(prims.gather_p, flat, indices, axis=axis)], [axis]
+    return [_split_batch_at(bind(prims.gather_p, flat, indices, axis=axis), axis, split)], [axis]
+
+
+def _batch_split_of(*pairs):
+    """(mesh, axes) the type of one of the (value, batch dim) pairs splits its batch over."""
+    for value, dim in pairs:
+        sharding = aval_of(value).sharding
+        if dim is not None and sharding is not None and sharding.spec[dim]:
+            return sharding.mesh, tuple(sharding.spec[dim])
+    return None
+
+
+def _unsplit(value, mesh):
+    if aval_of(value).sharding is None:
+        return value
+    return bind(prims.sharding_constraint_p, value,
+                sharding=NamedSharding(mesh, PartitionSpec(*[None] * len(shape_of(value)))))
 
 
 def _scatter_rule(values, dims, *, axis, mode):
@@ -254,7 +280,11 @@ def _scatter_rule(values, dims, *, axis, mode):
         x = batch_at(x, x_dim, size)
         updates = batch_at(updates, update_dim, size)
         return [bind(prims.scatter_p, x, indices, updates, axis=axis + 1, mode=mode)], [0]
-    # Batched indices: scatter into the members laid end to end along ``axis``.
+    # Batched indices: scatter into the members laid end to end along ``axis`` (a batch split
+    # by its type is gathered whole first and split again after, as the gather rule does).
+    split = _batch_split_of((x, x_dim), (indices, index_dim), (updates, update_dim))
+    if split is not None:
+        x, indices, updates = (_unsplit(v, split[0]) for v in (x, indices, updates))
     length = member_aval(x, x_dim).shape[axis]
     flat = _merge_batch_into(x, x_dim, size, axis)
     updates = batch_at(updates, update_dim, size, axis)
@@ -270,7 +300,18 @@ def _scatter_rule(values, dims, *, axis, mode):
     out = bind(prims.scatter_p, flat, indices, updates, axis=axis, mode=mode)
     shape = shape_of(out)
     unmerged = shape[:axis] + (size, length) + shape[axis + 1:]
-    return [bind(prims.reshape_p, out, new_sizes=unmerged)], [axis]
+    return [_split_batch_at(bind(prims.reshape_p, out, new_sizes=unmerged), axis, split)], [axis]
+
+
+def _split_batch_at(value, dim: int, split):
+    """``value`` with its batch axis ``dim`` split again as ``split`` says (None: as it is)."""
+    if split is None:
+        return value
+    mesh, names = split
+    spec = [None] * len(shape_of(value))
+    spec[dim] = names if len(names) > 1 else names[0]
+    return bind(prims.sharding_constraint_p, value,
+                sharding=NamedSharding(mesh, PartitionSpec(*spec)))
 
 
 def _flatten_scatter_indices(indices, updates, axis):

@@ -1261,3 +1261,28 @@ def test_host_data_made_an_array_under_an_explicit_mesh_is_on_it_replicated():
         total = jnp.array(np.ones((8, 4), np.float32)) + jax.device_put(np.ones((8, 4)), P("x"))
         assert str(jax.typeof(total)) == "float32[8@x,4]"
     assert type(jnp.array([1, 2]).sharding).__name__ == "SingleDeviceSharding"
+
+
+def test_vmap_of_per_member_indexing_over_a_split_batch():
+    """``vmap(lambda row, i: row[i])`` over rows and indices both split along the batch (a
+    cross-entropy's pick of each example's label): types and values as JAX's."""
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    rows = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    picks = (np.arange(8) * 3 % 4).astype(np.int32)
+    with jax.set_mesh(mesh):
+        x, k = jax.device_put(rows, P("x")), jax.device_put(picks, P("x"))
+        pick = jax.vmap(lambda r, i: r[i])
+        for run in (pick, jax.jit(pick)):
+            got = run(x, k)
+            assert str(jax.typeof(got)) == "float32[8@x]"
+            np.testing.assert_array_equal(np.asarray(got), rows[np.arange(8), picks])
+        cleared = jax.vmap(lambda r, i: r.at[i].set(0.0))(x, k)
+        assert str(jax.typeof(cleared)) == "float32[8@x,4]"
+        want = rows.copy()
+        want[np.arange(8), picks] = 0
+        np.testing.assert_array_equal(np.asarray(cleared), want)
+        window = jax.vmap(lambda r, i: lax.dynamic_slice_in_dim(r, i, 1))(x, k)
+        assert str(jax.typeof(window)) == "float32[8@x,1]"
+        grad = jax.grad(lambda a: pick(a, k).sum())(x)
+        assert str(jax.typeof(grad)) == "float32[8@x,4]"
+        np.testing.assert_array_equal(np.asarray(grad), (want == 0).astype(np.float32))
