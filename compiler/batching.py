@@ -456,19 +456,23 @@ def current_batch_split():
     return _batch_split[-1]
 
 
+def batch_split_of(values, dims):
+    """(mesh, axes) the type of the first batched value that splits its batch axis splits it
+    over; None where none does."""
+    for value, dim in zip(values, dims):
+        sharding = aval_of(value).sharding if dim is not None else None
+        if sharding is not None and sharding.spec[dim]:
+            return sharding.mesh, sharding.spec[dim]
+    return None
+
+
 def split_batching(values, dims, rule, *args, sub_programs: bool = False, **params):
     """``rule(*args, **params)``, batching an equation of ``values`` (batch axes ``dims``)
     with ``_batch_split`` the split its batched operands' types give the batch axis, for the
     unbatched operands broadcast to it (and, with ``sub_programs``, for the batched inputs
     of the sub-programs a control-flow rule traces). Where that is the split already set
     (none, most often), the rule just runs."""
-    split = None
-    if None in dims or sub_programs:
-        for value, dim in zip(values, dims):
-            sharding = aval_of(value).sharding if dim is not None else None
-            if sharding is not None and sharding.spec[dim]:
-                split = (sharding.mesh, sharding.spec[dim])
-                break
+    split = batch_split_of(values, dims) if None in dims or sub_programs else None
     if split == _batch_split[-1]:
         return rule(*args, **params)
     _batch_split.append(split)

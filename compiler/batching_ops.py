@@ -7,10 +7,10 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from compiler.batching import (batch_at, batch_size, batching_rules, elementwise_rule,
-                              keep_dim_rule, literal, loop_rule, member_aval, moveaxis, ndim_of,
-                              reduction_rule, shape_of, shift_axes, spec_entry, unbatched_rule,
-                              vectorize, with_batch_dim)
+from compiler.batching import (batch_at, batch_size, batch_split_of, batching_rules,
+                              elementwise_rule, keep_dim_rule, literal, loop_rule, member_aval,
+                              moveaxis, ndim_of, reduction_rule, shape_of, shift_axes,
+                              spec_entry, unbatched_rule, vectorize, with_batch_dim)
 from compiler.tracing import aval_of, bind
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec, spec_axes
@@ -236,13 +236,13 @@ def _gather_rule(values, dims, *, axis):
         x = moveaxis(x, x_dim, 0)
         return [bind(prims.gather_p, x, indices, axis=axis + 1)], [0]
     if x_dim is None:
-        split = _batch_split_of((indices, index_dim))
+        split = batch_split_of([indices], [index_dim])
         if split is not None:       # gathered from unsplit indices, the result split again
             out = bind(prims.gather_p, x, _unsplit(indices, split[0]), axis=axis)
             return [_split_batch_at(out, axis + index_dim, split)], [axis + index_dim]
         return [bind(prims.gather_p, x, indices, axis=axis)], [axis + index_dim]
     # Both batched: gather from the members laid end to end along ``axis``.
-    split = _batch_split_of((x, x_dim), (indices, index_dim))
+    split = batch_split_of([x, indices], [x_dim, index_dim])
     if split is not None:
         # a batch split by its type: the members laid end to end would merge it into the
         # gathered axis; gathered whole instead, the result split along the batch again
@@ -255,15 +255,6 @@ def _gather_rule(values, dims, *, axis):
     indices, _ = _normalized_index(indices, length, drop=False)
     indices = bind(prims.add_p, indices, _member_offsets(indices, length))
     return [_split_batch_at(bind(prims.gather_p, flat, indices, axis=axis), axis, split)], [axis]
-
-
-def _batch_split_of(*pairs):
-    """(mesh, axes) the type of one of the (value, batch dim) pairs splits its batch over."""
-    for value, dim in pairs:
-        sharding = aval_of(value).sharding
-        if dim is not None and sharding is not None and sharding.spec[dim]:
-            return sharding.mesh, tuple(sharding.spec[dim])
-    return None
 
 
 def _unsplit(value, mesh):
@@ -282,7 +273,7 @@ def _scatter_rule(values, dims, *, axis, mode):
         return [bind(prims.scatter_p, x, indices, updates, axis=axis + 1, mode=mode)], [0]
     # Batched indices: scatter into the members laid end to end along ``axis`` (a batch split
     # by its type is gathered whole first and split again after, as the gather rule does).
-    split = _batch_split_of((x, x_dim), (indices, index_dim), (updates, update_dim))
+    split = batch_split_of([x, indices, updates], [x_dim, index_dim, update_dim])
     if split is not None:
         x, indices, updates = (_unsplit(v, split[0]) for v in (x, indices, updates))
     length = member_aval(x, x_dim).shape[axis]

@@ -333,20 +333,33 @@ def _bind_scan_forwarding(body: Program, consts, init, xs, length, reverse) -> l
     loop instead, and its result is its initial value, as JAX forwards it (so it keeps the
     initial value's type: under vmap, an unbatched one stays unbatched)."""
     nk, nc = len(consts), len(init)
-    carry_in, carry_out = body.invars[nk:nk + nc], body.outvars[:nc]
-    fixed = [k for k in range(nc) if carry_out[k] is carry_in[k]]
+    fixed, moving = _read_only(body, nk, nc)
     if not fixed:
         return bind(prims.scan_p, *consts, *init, *xs, jaxpr=body, length=length,
                     reverse=reverse, num_consts=nk, num_carry=nc)
-    moving = [k for k in range(nc) if k not in fixed]
-    loop = Program([], body.invars[:nk] + [carry_in[k] for k in fixed]
-                   + [carry_in[k] for k in moving] + body.invars[nk + nc:], body.eqns,
-                   [carry_out[k] for k in moving] + body.outvars[nc:])
+    loop = _regrouped(body, nk, nc, fixed, moving,
+                      [body.outvars[k] for k in moving] + body.outvars[nc:])
     outs = iter(bind(prims.scan_p, *consts, *[init[k] for k in fixed],
                      *[init[k] for k in moving], *xs, jaxpr=loop, length=length,
                      reverse=reverse, num_consts=nk + len(fixed), num_carry=len(moving)))
     carries = [init[k] if k in fixed else next(outs) for k in range(nc)]
     return carries + list(outs)
+
+
+def _read_only(body: Program, n_consts: int, n_carry: int) -> tuple:
+    """(the carries ``body`` returns as it takes them, the others), by position."""
+    carry_in = body.invars[n_consts:n_consts + n_carry]
+    fixed = [k for k in range(n_carry) if body.outvars[k] is carry_in[k]]
+    return fixed, [k for k in range(n_carry) if k not in fixed]
+
+
+def _regrouped(program: Program, n_consts: int, n_carry: int, fixed, moving, outvars):
+    """``program`` taking its ``fixed`` carries after its constants, as constants, then the
+    ``moving`` ones and its other inputs, and returning ``outvars``."""
+    carry = program.invars[n_consts:n_consts + n_carry]
+    return Program([], program.invars[:n_consts] + [carry[k] for k in fixed]
+                   + [carry[k] for k in moving] + program.invars[n_consts + n_carry:],
+                   program.eqns, outvars)
 
 
 class _AvalText:
@@ -579,20 +592,12 @@ def _bind_while_forwarding(cond_prog, cond_consts, body_prog, body_consts, init)
     """Bind the while loop; a carry the body returns unchanged (read-only) is a constant of
     both programs instead, and its result is its initial value, as JAX forwards it."""
     nq, nb, nc = len(cond_consts), len(body_consts), len(init)
-    body_in, body_out = body_prog.invars[nb:], body_prog.outvars
-    fixed = [k for k in range(nc) if body_out[k] is body_in[k]]
+    fixed, moving = _read_only(body_prog, nb, nc)
     if not fixed:
         return bind(prims.while_p, *cond_consts, *body_consts, *init, cond_jaxpr=cond_prog,
                     body_jaxpr=body_prog, cond_nconsts=nq, body_nconsts=nb)
-    moving = [k for k in range(nc) if k not in fixed]
-
-    def regrouped(program, n_consts, outvars):
-        carry = program.invars[n_consts:]
-        return Program([], program.invars[:n_consts] + [carry[k] for k in fixed]
-                       + [carry[k] for k in moving], program.eqns, outvars)
-
-    cond = regrouped(cond_prog, nq, list(cond_prog.outvars))
-    body = regrouped(body_prog, nb, [body_out[k] for k in moving])
+    cond = _regrouped(cond_prog, nq, nc, fixed, moving, list(cond_prog.outvars))
+    body = _regrouped(body_prog, nb, nc, fixed, moving, [body_prog.outvars[k] for k in moving])
     fixed_init = [init[k] for k in fixed]
     outs = iter(bind(prims.while_p, *cond_consts, *fixed_init, *body_consts, *fixed_init,
                      *[init[k] for k in moving], cond_jaxpr=cond, body_jaxpr=body,

@@ -688,52 +688,49 @@ def _whole_along(mesh, eqn, values, dims, same_shape: bool = True) -> list:
     ``dims`` (JAX keeps an FFT's split; on Auto axes propagation may keep a sort's) cut to
     its block. ``same_shape``: operands of another shape than the result are gathered whole
     instead."""
-    outs = eqn.outvars
-    want = tuple(() if d in dims else names for d, names in enumerate(spec_of(outs[0].aval)))
+    shape = eqn.outvars[0].aval.shape
+    return _on_blocks(mesh, eqn, values, dims, block_params(eqn), lambda aval: (
+        aval.ndim == len(shape) and (not same_shape or aval.shape == shape)))
+
+
+def _on_blocks(mesh, eqn, values, dims, params, takes) -> list:
+    """``eqn`` run on each device's blocks (``params``), its array operands laid out as its
+    result with ``dims`` whole, where ``takes`` says each such operand's type allows it
+    (else the whole arrays); its results then laid out as their types say."""
+    want = tuple(() if d in dims else names
+                 for d, names in enumerate(spec_of(eqn.outvars[0].aval)))
     laid = []
     for v, a in zip(values, eqn.invars):
-        if a.aval.ndim != len(want) or (same_shape and a.aval.shape != outs[0].aval.shape):
+        if isinstance(a, Literal) or not a.aval.shape:
+            laid.append(v)              # a scalar: an index, a padding value
+        elif not takes(a.aval):
             return whole_rule(mesh, eqn, values)
-        laid.append(to_layout(mesh, v, a, want))
-    results = bind(eqn.primitive, *laid, **block_params(eqn))
+        else:
+            laid.append(to_layout(mesh, v, a, want))
+    results = bind(eqn.primitive, *laid, **params)
     results = results if eqn.primitive.multiple_results else [results]
     return [relayout(mesh, r, o.aval.shape, want, spec_of(o.aval), o.aval)
-            for r, o in zip(results, outs)]
+            for r, o in zip(results, eqn.outvars)]
 
 
 # --- operations along some dimensions: local where the others carry the splits ------------------
 
 def _along_rule(dims_of, block_params_of=None):
     """A block rule for an operation that acts along the dimensions ``dims_of(eqn)`` gives
-    (a slice, pad, reversal, concatenation, dynamic slice or update, top_k): where the
-    result's type splits none of them, each device runs it on its blocks, laid out as the
-    result with those dimensions whole, without gathering the split ones.
-    ``block_params_of(eqn, block_shape)`` gives the parameters for a block (None: as is), or
-    None where the operation must see the whole array."""
+    (a slice, pad, reversal, concatenation, dynamic slice or update): where the result's
+    type splits none of them, each device runs it on its blocks, laid out as the result with
+    those dimensions whole, without gathering the split ones. ``block_params_of(eqn,
+    block_shape, params)`` gives the parameters for a block (None: ``params`` as they are)."""
     def rule(mesh, eqn, values) -> list:
         out = eqn.outvars[0].aval
         dims = dims_of(eqn)
-        target = spec_of(out)
-        if dims is None or any(target[d] for d in dims) or uneven_dims(mesh, out):
+        if any(spec_of(out)[d] for d in dims) or uneven_dims(mesh, out):
             return whole_rule(mesh, eqn, values)
         params = block_params(eqn)
         if block_params_of is not None:
             params = block_params_of(eqn, _block_shape(mesh, out), params)
-            if params is None:
-                return whole_rule(mesh, eqn, values)
-        want = tuple(() if d in dims else names for d, names in enumerate(target))
-        laid = []
-        for v, a in zip(values, eqn.invars):
-            if isinstance(a, Literal) or not a.aval.shape:
-                laid.append(v)              # a scalar: an index, a padding value
-            elif a.aval.ndim != out.ndim or uneven_dims(mesh, a.aval):
-                return whole_rule(mesh, eqn, values)
-            else:
-                laid.append(to_layout(mesh, v, a, want))
-        results = bind(eqn.primitive, *laid, **params)
-        results = results if eqn.primitive.multiple_results else [results]
-        return [relayout(mesh, r, o.aval.shape, want, spec_of(o.aval), o.aval)
-                for r, o in zip(results, eqn.outvars)]
+        return _on_blocks(mesh, eqn, values, dims, params, lambda aval: (
+            aval.ndim == out.ndim and not uneven_dims(mesh, aval)))
     return rule
 
 

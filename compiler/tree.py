@@ -92,7 +92,7 @@ def _treedef_str(td: PyTreeDef) -> str:
     if td.kind in DICT_KINDS:
         entries = "{" + ", ".join(f"{k!r}: {_treedef_str(c)}" for k, c in
                                   zip(dict_keys(td.kind, td.aux), td.subtrees)) + "}"
-        if td.kind is collections.defaultdict:
+        if td.kind is _DefaultDict:
             return f"defaultdict[{td.aux[0]!r}]({entries})"
         return entries if td.kind is dict else f"OrderedDict({entries})"
     if td.kind is list:
@@ -128,14 +128,12 @@ def node_children(x, is_leaf=None):
 
 
 _DefaultDict, _OrderedDict = collections.defaultdict, collections.OrderedDict
-
-
-DICT_KINDS = (dict, collections.OrderedDict, collections.defaultdict)
+DICT_KINDS = (dict, _OrderedDict, _DefaultDict)
 
 
 def dict_keys(kind, aux) -> tuple:
     """The keys of a dictionary node, in its children's order."""
-    return aux[1] if kind is collections.defaultdict else aux
+    return aux[1] if kind is _DefaultDict else aux
 
 
 def _sort_key(k):
@@ -187,10 +185,10 @@ def _unflatten(td: PyTreeDef, it):
     children = [_unflatten(c, it) for c in td.subtrees]
     if td.kind in _registry:
         return _registry[td.kind][1](td.aux, children)
-    if td.kind is dict or td.kind is collections.OrderedDict:
+    if td.kind is dict or td.kind is _OrderedDict:
         return td.kind(zip(td.aux, children))
-    if td.kind is collections.defaultdict:
-        return collections.defaultdict(td.aux[0], zip(td.aux[1], children))
+    if td.kind is _DefaultDict:
+        return _DefaultDict(td.aux[0], zip(td.aux[1], children))
     if td.kind is list:
         return children
     if td.kind is tuple:

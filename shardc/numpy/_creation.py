@@ -74,25 +74,22 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     bounds = list(broadcast_shapes_of(shape_of(start), shape_of(stop)))
     start, stop = broadcast_to(start, tuple(bounds)), broadcast_to(stop, tuple(bounds))
     axis = len(bounds) + axis + 1 if axis < 0 else axis
-    shaped = bounds[:axis] + [1] + bounds[axis:]
+    shaped = tuple(bounds[:axis]) + (1,) + tuple(bounds[axis:])     # a sample axis of 1
     div = (num - 1) if endpoint else num
+    no_step = broadcast_to(np.asarray(np.nan, work), ())
     if num > 1:
         step = divide(subtract(stop, start), np.asarray(div, work))
-        ramp_shape = [1] * len(shaped)
-        ramp_shape[axis] = div
         ramp = reshape(bind(p.iota_p, dtype=_dt.real_dtype(work), shape=(div,), dimension=0),
-                       tuple(ramp_shape))
-        out = add(reshape(start, tuple(shaped)), multiply(ramp, reshape(step, tuple(shaped))))
+                       (1,) * axis + (div,) + (1,) * (len(shaped) - axis - 1))
+        out = add(reshape(start, shaped), multiply(ramp, reshape(step, shaped)))
         if endpoint:
-            out = concatenate([out, reshape(stop, tuple(shaped))], axis=axis)
+            out = concatenate([out, reshape(stop, shaped)], axis=axis)
     elif num == 1:
-        step = (broadcast_to(np.asarray(np.nan, work), ()) if endpoint
-                else subtract(stop, start))
-        out = reshape(start, tuple(shaped))
+        step = no_step if endpoint else subtract(stop, start)
+        out = reshape(start, shaped)
     else:
-        step = broadcast_to(np.asarray(np.nan, work), ())
-        shaped[axis] = 0
-        out = broadcast_to(np.zeros((), work), tuple(shaped))
+        step = no_step
+        out = broadcast_to(np.zeros((), work), shaped[:axis] + (0,) + shaped[axis + 1:])
     if not _dt.is_inexact(dtype):
         out = floor(out)
     out = astype(out, dtype)
