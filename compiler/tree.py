@@ -148,12 +148,19 @@ def tree_flatten(tree, is_leaf=None):
 
 
 def _flatten(x, is_leaf, leaves) -> PyTreeDef:
+    cls = type(x)
+    # tuples and lists first, without their child keys (flattening is on every call's path)
+    if (cls is tuple or cls is list) and (is_leaf is None or not is_leaf(x)):
+        return PyTreeDef(cls, None, tuple([_flatten(c, is_leaf, leaves) for c in x]))
     node = node_children(x, is_leaf)
     if node is None:
         leaves.append(x)
-        return PyTreeDef(None, None, ())
+        return _LEAF
     kind, aux, children, _ = node
-    return PyTreeDef(kind, aux, tuple(_flatten(c, is_leaf, leaves) for c in children))
+    return PyTreeDef(kind, aux, tuple([_flatten(c, is_leaf, leaves) for c in children]))
+
+
+_LEAF = PyTreeDef(None, None, ())
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves):

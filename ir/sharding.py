@@ -109,8 +109,9 @@ class AbstractMesh(_AxisKinds):
         self.explicit_axes = tuple(n for n, t in zip(self.axis_names, self.axis_types)
                                    if t is AxisType.Explicit)
 
-    @property
+    @functools.cached_property
     def shape(self) -> dict:
+        # one dict per mesh, as JAX's (read at every step of tracing and lowering)
         return collections.OrderedDict(zip(self.axis_names, self.axis_sizes))
 
     @property
@@ -211,13 +212,14 @@ class PartitionSpec(tuple):
         return (PartitionSpec, tuple(self))
 
     def __eq__(self, other):
-        return isinstance(other, PartitionSpec) and tuple(self) == tuple(other)
+        return isinstance(other, PartitionSpec) and tuple.__eq__(self, other)
 
     def __ne__(self, other):
         return not self == other
 
-    def __hash__(self):
-        return hash(("PartitionSpec", tuple(self)))
+    # the tuple's own hash: specs key caches met at every trace, so it stays at C speed (a
+    # spec and the plain tuple of its entries share it, and stay unequal)
+    __hash__ = tuple.__hash__
 
 
 P = PartitionSpec
@@ -352,7 +354,7 @@ class Mesh(_AxisKinds):
                                    if t is AxisType.Explicit)
         self._abstract = None
 
-    @property
+    @functools.cached_property
     def shape(self) -> dict:
         return collections.OrderedDict(zip(self.axis_names, self.devices.shape))
 
