@@ -482,12 +482,12 @@ def block_avals(mesh: Mesh, in_specs, avals, manual: tuple = ()) -> list:
 
 
 def _kept_split(aval, spec, kept: tuple, mesh):
-    """The part of ``aval``'s type split over the automatic Explicit axes ``kept``."""
+    """The part of ``aval``'s type split over the automatic Explicit axes ``kept``, along
+    every dimension (one the spec splits over a manual axis too, as JAX's
+    ``modify_spec_for_auto_manual``)."""
     if not kept or aval.sharding is None or aval.sharding.mesh.axis_names != mesh.axis_names:
         return None
-    names = spec_names(spec) + ((),) * (aval.ndim - len(spec))
-    split = tuple(() if own else tuple(a for a in typed if a in kept)
-                  for own, typed in zip(names, aval.sharding.spec))
+    split = tuple(tuple(a for a in typed if a in kept) for typed in aval.sharding.spec)
     return TypeSharding.of(mesh, split) if any(split) else None
 
 

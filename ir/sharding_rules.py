@@ -766,14 +766,14 @@ def _shard_map(in_avals, outs, *, mesh, out_specs, jaxpr, **params):
 
 
 def shard_map_result_split(mesh, spec, body_aval) -> tuple:
-    """A shard_map result's split: its out_spec's Explicit axes, and where the spec leaves a
-    dimension alone, the split the body result's type gives it (over an Explicit axis a
-    partial-manual shard_map left automatic)."""
+    """A shard_map result's split: per dimension its out_spec's Explicit axes, then (minor)
+    the split the body result's type gives it over Explicit axes a partial-manual shard_map
+    left automatic, as JAX's ``_unshard_shaped_array``."""
     explicit = set(mesh.explicit_axes)
     ndim = body_aval.ndim if body_aval is not None else len(spec)
     names = spec_names(spec) + ((),) * (ndim - len(spec))
     inner = spec_of(body_aval) if body_aval is not None else ((),) * ndim
-    return tuple(tuple(a for a in own if a in explicit) or kept
+    return tuple(tuple(a for a in own if a in explicit) + tuple(kept)
                  for own, kept in zip(names, inner))
 
 

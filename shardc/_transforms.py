@@ -206,7 +206,15 @@ def _own_spec(value, mesh, manual=None):
     spec = named_sharding(aval_of(value)).spec
     if manual is None:
         return spec
-    kept = [tuple(a for a in axes if a in manual) for axes in spec_names(spec)]
+    kept = []
+    for axes in spec_names(spec):
+        marks = [a in manual for a in axes]
+        while marks and not marks[-1]:
+            marks.pop()
+        if not all(marks):
+            # a manual axis minor to an automatic one: its blocks are not one piece each
+            raise ValueError(f"Invalid spec: {spec}")
+        kept.append(axes[:len(marks)])
     return PartitionSpec(*[axes[0] if len(axes) == 1 else (axes or None) for axes in kept])
 
 

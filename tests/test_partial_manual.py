@@ -257,3 +257,29 @@ def test_explicit_split_kept_through_a_gradient():
         grad = jax.jit(jax.grad(lambda a: f(a).sum()))(x)
         assert str(jax.typeof(grad)) == "float32[8@x,4@y]"
         np.testing.assert_allclose(np.asarray(grad), 2 * np.cos(data), rtol=1e-6)
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+def test_a_dimension_split_over_a_manual_and_an_automatic_axis(wrap):
+    """A dimension split over ('x', 'y') in a shard_map manual over 'x': the body's block keeps
+    the 'y' part of the split (``int32[4@y,2]{V:x}``) and the result is split over both again,
+    the manual axis major (JAX's ``P(('x', 'y'), None)``)."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    data = np.arange(16).reshape(8, 2)
+    seen = []
+
+    def body(v):
+        seen.append(str(jax.typeof(v)))
+        seen.append(jax.typeof(v).sharding.spec)
+        return v * 2
+
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P(("x", "y"), None))
+        got = WRAPS[wrap](jax.shard_map(body, out_specs=P("x"), axis_names={"x"}))(x)
+        assert seen[:2] == ["int32[4@y,2]{V:x}", P("y", None)]
+        assert got.sharding.spec == P(("x", "y"), None)
+        np.testing.assert_array_equal(np.asarray(got), data * 2)
+        # the manual axis minor to the automatic one: no block is one piece (JAX's error)
+        y = jax.device_put(data, P(("y", "x"), None))
+        with pytest.raises(ValueError, match=r"Invalid spec: P\(\('y', 'x'\), None\)"):
+            WRAPS[wrap](jax.shard_map(body, out_specs=P("x"), axis_names={"x"}))(y)
