@@ -521,6 +521,82 @@ def test_getitem_traced_integer_array(make_index):
     assert_matches(f(x, jnp.asarray(idx)), want, F32)
 
 
+SEVERAL_ARRAYS = [
+    lambda i, j: (i, j), lambda i, j: (slice(None), i, j), lambda i, j: (i, slice(None), j),
+    lambda i, j: (i, 1, j), lambda i, j: (None, i, j), lambda i, j: (i, None, j),
+    lambda i, j: (i, j, None, 2), lambda i, j: (Ellipsis, i, j),
+    lambda i, j: (slice(None, None, -1), i, j), lambda i, j: (i[:, None], j[None, :]),
+    lambda i, j: (j, j, j),
+]
+
+
+def _clamped(index, shape):
+    """numpy's reading of JAX's gather: each integer array's entries counted from the end
+    when negative, then clamped into its dimension."""
+    if Ellipsis in [e for e in index if not isinstance(e, np.ndarray)]:
+        k = next(k for k, e in enumerate(index) if e is Ellipsis)
+        used = sum(1 for e in index if e is not None and e is not Ellipsis)
+        index = index[:k] + (slice(None),) * (len(shape) - used) + index[k + 1:]
+    out, dim = [], 0
+    for entry in index:
+        if isinstance(entry, np.ndarray):
+            entry = np.clip(np.where(entry < 0, entry + shape[dim], entry), 0, shape[dim] - 1)
+        out.append(entry)
+        dim += entry is not None
+    return tuple(out)
+
+
+@pytest.mark.parametrize("make_index", SEVERAL_ARRAYS)
+def test_getitem_several_traced_integer_arrays(make_index):
+    """Several integer arrays under jit (a cross-entropy's ``logits[arange(n), labels]``):
+    numpy's placement of their broadcast dimensions, JAX's clamping of each coordinate."""
+    i = np.array([[1, 0], [-1, 7]], np.int32)
+    j = np.array([2, -9], np.int32)
+    want = x234[_clamped(make_index(i, j), x234.shape)]
+    f = shardc.jit(lambda a, p, q: a[make_index(p, q)])
+    assert_matches(f(jnp.asarray(x234), jnp.asarray(i), jnp.asarray(j)), want, F32)
+    assert_matches(jnp.asarray(x234)[make_index(i, j)], want, F32)
+
+
+def test_cross_entropy_pick_and_its_gradient():
+    logits = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+    labels = np.array([2, 0, 1, 1])
+
+    def loss(l, y):
+        return -jnp.mean(shardc.nn.log_softmax(l)[jnp.arange(4), y])
+
+    z = logits - logits.max(1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    np.testing.assert_allclose(shardc.jit(loss)(logits, labels),
+                               -logp[np.arange(4), labels].mean(), rtol=1e-6)
+    grad = shardc.jit(shardc.grad(loss))(logits, labels)
+    want = (np.exp(logp) - np.eye(3)[labels]) / 4
+    np.testing.assert_allclose(grad, want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("make_index", SEVERAL_ARRAYS[:-1] + [
+    lambda i, j: (slice(None, None, 2), j), lambda i, j: (j, slice(1, None))])
+@pytest.mark.parametrize("mode", ["set", "add"])
+def test_at_several_traced_integer_arrays(make_index, mode):
+    """Updates at traced integer arrays: the concrete index's result (out-of-range entries
+    dropped, as JAX's scatter), and numpy's where every entry is in range."""
+    i = np.array([[1, 0], [-1, 7]], np.int32)
+    j = np.array([2, -9], np.int32)
+    x = jnp.asarray(x234)
+    value = np.float32(2.5)
+    want = getattr(x.at[make_index(i, j)], mode)(value)
+    f = shardc.jit(lambda a, p, q: getattr(a.at[make_index(p, q)], mode)(value))
+    assert_matches(f(x, jnp.asarray(i), jnp.asarray(j)), np.asarray(want), F32)
+    ii, jj = np.array([[1, 0], [0, 1]], np.int32), np.array([1, 0], np.int32)
+    index = make_index(ii, jj)
+    want = x234.copy()
+    if mode == "set":
+        want[index] = value
+    else:
+        np.add.at(want, index, value)
+    assert_matches(f(x, jnp.asarray(ii), jnp.asarray(jj)), want, F32)
+
+
 def test_getitem_list_of_traced_integers():
     x = jnp.asarray(x234)
     f = shardc.jit(lambda a, i, j: a[[i, j], 1])

@@ -1,9 +1,11 @@
 """Indexing (``x[...]``) and indexed updates (``x.at[...].set/add``) in terms of primitives.
 
 Static integers and slices lower to ``slice``/``rev``/``squeeze``; traced integers to
-``dynamic_slice``; one integer-array index to ``gather`` (``scatter`` for updates). Other
-concrete indices (several integer arrays, boolean masks, strided updates) follow numpy exactly
-through a gather (scatter) of the flat positions numpy's own indexing selects.
+``dynamic_slice``; one integer-array index to ``gather`` (``scatter`` for updates); several
+integer arrays, traced or not, to one ``gather`` along their dimensions merged. Other updates
+(several integer arrays, boolean masks, strided slices) scatter into the flat positions numpy's
+own indexing selects, computed by numpy when the index is concrete and in the program when it
+is traced.
 """
 from __future__ import annotations
 
@@ -362,16 +364,20 @@ def _updates_aval(aval, index) -> Aval:
 
 
 def getitem(x, index):
-    """``x[index]`` for ints, slices, None, Ellipsis, traced ints and one integer array.
+    """``x[index]`` for ints, slices, None, Ellipsis, traced ints, integer arrays and boolean
+    masks (concrete).
 
     In turn: a static window (``rev`` for negative steps, one ``slice``), traced integers
     (``dynamic_slice``), one integer array (``gather``), then integer-indexed dimensions
-    squeezed and new axes inserted.
+    squeezed and new axes inserted. Several integer arrays: ``_advanced_getitem``.
     """
     shape = aval_of(x).shape
     index = _mask_as_integers(_expand_index(index, len(shape)), shape)
     _check_gather_layout(x, index)
     if _needs_flat_path(index):
+        if sum(1 for e in index if _is_int_array(e)) > 1 and \
+                not any(isinstance(e, (bool, np.bool_)) for e in index):
+            return _eager_gather_layout(x, index, _advanced_getitem(x, index))
         return _flat_getitem(x, index)
     real = [entry for entry in index if entry is not None]
     windows = [_window(entry, shape[d], d) for d, entry in enumerate(real)]
@@ -390,6 +396,64 @@ def getitem(x, index):
         result = _insert_new_axes(result, index)
     result = _move_array_dims_first(result, index) if arrays else result
     return _eager_gather_layout(x, index, result)
+
+
+def _advanced_getitem(x, index):
+    """``x[index]`` with several integer arrays (traced or not), as numpy reads it: the
+    arrays broadcast to one shape B, which replaces the dimensions they index, in place when
+    the integer entries are adjacent, else first.
+
+    The indexed dimensions are brought together (a transpose where they are apart) and merged
+    (a reshape); each array, negative entries counted from the end and then clamped into its
+    dimension as JAX's gather clamps each coordinate, contributes its share of one position
+    along the merged dimension, which one gather reads."""
+    shape = aval_of(x).shape
+    real = [entry for entry in index if entry is not None]
+    windows = [_window(entry, shape[d], d) for d, entry in enumerate(real)]
+    y = _static_window(x, shape, windows)
+    y = _dynamic_window(y, [(d, e) for d, e in enumerate(real) if _is_dynamic_scalar(e)])
+    scalars = [d for d, e in enumerate(real) if not isinstance(e, slice) and not _is_int_array(e)]
+    if scalars:
+        y = bind(p.squeeze_p, y, dimensions=tuple(scalars))
+    kept = [e for e in real if isinstance(e, slice) or _is_int_array(e)]
+    dims = [d for d, e in enumerate(kept) if _is_int_array(e)]
+    sizes = [aval_of(y).shape[d] for d in dims]
+    arrays = [asarray(kept[d]) for d in dims]
+    batch = tuple(np.broadcast_shapes(*[aval_of(a).shape for a in arrays]))
+    position = None
+    for a, size in zip(arrays, sizes):
+        coordinate = clip(_wrap_index(broadcast_to(a, batch), size), 0, max(size - 1, 0))
+        position = coordinate if position is None else add(multiply(position, np.int32(size)),
+                                                           coordinate)
+    first, ndim = dims[0], aval_of(y).ndim
+    order = list(range(first)) + dims + [d for d in range(first, ndim) if d not in dims]
+    if order != list(range(ndim)):
+        y = bind(p.transpose_p, y, permutation=tuple(order))
+    merged = list(aval_of(y).shape)
+    merged[first:first + len(dims)] = [math.prod(sizes)]
+    y = reshape(y, tuple(merged))
+    y = bind(p.gather_p, y, position, axis=first)
+    # numpy's place for B: where the first advanced entry is when the advanced entries
+    # (integer arrays and integers) are adjacent, else in front
+    advanced = [k for k, e in enumerate(index)
+                if e is not None and not isinstance(e, slice)]
+    adjacent = advanced[-1] - advanced[0] + 1 == len(advanced)
+    if not adjacent and first:
+        rest = list(range(aval_of(y).ndim))
+        front = rest[first:first + len(batch)]
+        y = bind(p.transpose_p, y, permutation=tuple(front + [d for d in rest if d not in front]))
+    if any(e is None for e in index):
+        left = list(aval_of(y).shape)
+        out = [] if adjacent else [left.pop(0) for _ in batch]
+        for k, e in enumerate(index):
+            if e is None:
+                out.append(1)
+            elif isinstance(e, slice):
+                out.append(left.pop(0))
+            elif adjacent and k == advanced[0]:
+                out.extend([left.pop(0) for _ in batch])
+        y = reshape(y, tuple(out))
+    return y
 
 
 def _eager_gather_layout(x, index, result):
@@ -837,18 +901,64 @@ def _flat_update(x, full, value, mode):
     """A scatter into the flat positions numpy's indexing selects (concrete indices only)."""
     full = tuple(value_if_known(i) for i in full)
     _check_masks_concrete(full)
-    if not _is_concrete(full):
-        raise NotImplementedError(
-            "x.at[...] with a traced index supports integers, unit-stride slices, and one "
-            "integer array with full slices elsewhere")
     shape = aval_of(x).shape
-    try:
-        positions = _flat_positions(shape, full, drop=True)
-    except IndexError:
-        return x                # JAX drops updates at out-of-bounds static indices
-    updates = broadcast_to(value, positions.shape)
+    if not _is_concrete(full):
+        if any(isinstance(e, (bool, np.bool_)) for e in full):
+            raise NotImplementedError("x.at[...] with a traced index and a boolean scalar")
+        positions = _traced_positions(shape, full)
+    else:
+        try:
+            positions = _flat_positions(shape, full, drop=True)
+        except IndexError:
+            return x                # JAX drops updates at out-of-bounds static indices
+    updates = broadcast_to(value, aval_of(positions).shape)
     flat = bind(p.scatter_p, ravel(x), positions, updates, axis=0, mode=mode)
     return reshape(flat, shape)
+
+
+def _traced_positions(shape, full):
+    """The flat positions numpy's indexing of an array of ``shape`` by ``full`` (expanded; some
+    entries traced) selects, computed in the program, laid out as ``x[full]`` is (integer
+    entries broadcast to one shape B, in place of the first when they are adjacent, else in
+    front). Positions an out-of-range integer names are past the end, where the scatter drops
+    its update, as JAX's does."""
+    advanced = [k for k, e in enumerate(full) if e is not None and not isinstance(e, slice)]
+    batch = tuple(np.broadcast_shapes(*[aval_of(asarray(full[k])).shape for k in advanced]))
+    adjacent = bool(advanced) and advanced[-1] - advanced[0] + 1 == len(advanced)
+    axes, dim, at, first = [], 0, {}, 0    # result axes; a sliced dim's axis; where B starts
+    if advanced and not adjacent:
+        axes.extend(batch)
+    for k, entry in enumerate(full):
+        if entry is None:
+            axes.append(1)
+            continue
+        if isinstance(entry, slice):
+            at[dim] = len(axes)
+            axes.append(len(range(*entry.indices(shape[dim]))))
+        elif adjacent and k == advanced[0]:
+            first = len(axes)
+            axes.extend(batch)
+        dim += 1
+    position, inside, dim = np.zeros((1,) * len(axes), np.int32), None, 0
+    as_batch = (1,) * first + batch + (1,) * (len(axes) - first - len(batch))
+    for entry in full:
+        if entry is None:
+            continue
+        size, stride = shape[dim], math.prod(shape[dim + 1:])
+        if isinstance(entry, slice):
+            coordinate = np.arange(*entry.indices(size), dtype=np.int32).reshape(
+                [-1 if a == at[dim] else 1 for a in range(len(axes))])
+        else:
+            coordinate = _wrap_index(broadcast_to(asarray(entry), batch), size)
+            ok = logical_and(greater_equal(coordinate, 0), less(coordinate, size))
+            inside = ok if inside is None else logical_and(inside, ok)
+            coordinate = reshape(coordinate, as_batch)
+        position = add(position, multiply(coordinate, np.int32(stride)))
+        dim += 1
+    position = broadcast_to(position, tuple(axes))
+    if inside is not None:
+        position = where(reshape(inside, as_batch), position, np.int32(math.prod(shape)))
+    return position
 
 
 def _scatter_update(x, full, arrays, value, mode):
