@@ -9,6 +9,11 @@ JAX's names, so JAX code ports by changing its imports::
 Importing shardc installs the backend the environment asks for (``SHARDC_BACKEND``, an MPI
 launch; ``shardc.distributed``).
 """
+# The JAX release whose API and semantics shardc follows: what code reading
+# ``jax.__version__`` to pick a code path must see. shardc's own version is its package's.
+__version__ = "0.10.2"
+__version_info__ = (0, 10, 2)
+
 from shardc import core, distributed
 from shardc.distributed import install_backend as _install_backend
 from shardc.distributed import (make_array_from_callback, make_array_from_process_local_data,

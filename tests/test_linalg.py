@@ -41,7 +41,9 @@ def test_solve_vector_and_matrix_right_hand_sides():
     want = np.linalg.solve(A.astype(np.float64), B.astype(np.float64))
     assert_close(la.solve(A, B), want, 1e-4, 1e-5, np.float32)
     vector = B[..., 0]
-    assert_close(la.solve(A, vector), np.linalg.solve(A, vector[..., None])[..., 0], 1e-4, 1e-5)
+    # a batch of vectors is written as matrices of one column (JAX since 0.5)
+    assert_close(la.solve(A, vector[..., None])[..., 0],
+                 np.linalg.solve(A, vector[..., None])[..., 0], 1e-4, 1e-5)
     assert_close(la.solve(A[0], B[0, :, 0]), np.linalg.solve(A[0], B[0, :, 0]), 1e-4, 1e-5)
     body = shardc.shard_map(la.solve, mesh=mesh2(), in_specs=(P("x"), P("x")), out_specs=P("x"))
     assert_close(body(A, B), want, 1e-4, 1e-5)
@@ -315,3 +317,52 @@ def test_results_are_jaxs_named_tuples_and_powers_keep_a_split_batch():
     with shardc.set_mesh(mesh):
         split = shardc.device_put(a, P("x"))
         assert str(shardc.typeof(jnp.linalg.matrix_power(split, 3))) == "float32[2@x,4,4]"
+
+
+def test_solve_reads_a_two_dimensional_b_as_a_matrix():
+    """JAX since 0.5: a 2-D ``b`` beside a stack of matrices is one matrix for each of them
+    (numpy 2's rule), not a batch of vectors; a shape that was one is refused, naming the
+    old reading's fix."""
+    a = A + 4 * np.eye(3, dtype=np.float32)
+    b = RNG.normal(size=(3, 3)).astype(np.float32)
+    got = la.solve(a, b)
+    assert got.shape == (4, 3, 3)
+    assert_close(got, np.linalg.solve(a, np.broadcast_to(b, a.shape)), rtol=1e-4)
+    assert_close(la.solve(a, b[:, 0]), np.linalg.solve(a, b[:, 0]), rtol=1e-4)
+    with pytest.raises(ValueError, match=r"Invalid shapes for solve: \(4, 3, 3\), \(4, 3\)"):
+        la.solve(a, np.ones((4, 3), np.float32))
+    # lax and scipy keep the batch of vectors (their rule)
+    vectors = RNG.normal(size=(4, 3)).astype(np.float32)
+    want = np.linalg.solve(a, vectors[..., None])[..., 0]
+    assert_close(shardc.scipy.linalg.solve(a[0], vectors[0]), want[0], rtol=1e-4)
+
+
+def test_hermitian_svd_and_eigh_of_one_triangle():
+    """``svd(hermitian=True)`` reads the Hermitian part through its eigenvalues (their
+    magnitudes, descending, the signs in vh); ``eigh(symmetrize_input=False)`` reads the
+    triangle UPLO names."""
+    h = np.array([[1.0, 2.0], [0.0, -3.0]], np.float32)
+    sym = (h + h.T) / 2
+    assert_close(la.svd(h, hermitian=True, compute_uv=False),
+                 np.linalg.svd(sym, compute_uv=False), rtol=1e-5)
+    u, s, vh = la.svd(SPD[0] - 3 * np.eye(3, dtype=np.float32), hermitian=True)
+    assert_close((np.asarray(u) * np.asarray(s)) @ np.asarray(vh),
+                 SPD[0] - 3 * np.eye(3), rtol=1e-4, atol=1e-4)
+    assert np.all(np.diff(np.asarray(s)) <= 0)
+    lower = np.tril(h) + np.tril(h, -1).T
+    upper = np.triu(h) + np.triu(h, 1).T
+    assert_close(la.eigh(h, symmetrize_input=False)[0], np.linalg.eigvalsh(lower), rtol=1e-5)
+    assert_close(la.eigh(h, UPLO="U", symmetrize_input=False)[0], np.linalg.eigvalsh(upper),
+                 rtol=1e-5)
+
+
+def test_older_threshold_names():
+    m = np.diag([3.0, 1e-4, 0.0]).astype(np.float32)
+    assert_close(la.pinv(m, rcond=1e-3), np.diag([1 / 3, 0, 0]), rtol=1e-6)
+    assert int(la.matrix_rank(m, tol=1e-5)) == 2
+    assert int(la.matrix_rank(m, hermitian=True)) == 2
+    with pytest.raises(ValueError, match="only one of rtol and rcond"):
+        la.pinv(m, 0.1, rcond=0.1)
+    with pytest.raises(ValueError, match="only one of tol or rtol"):
+        la.matrix_rank(m, 0.1, tol=0.1)
+    assert la.norm(np.array([1 + 1j, 0, 2j], np.complex64), ord=0).dtype == np.float32

@@ -60,8 +60,9 @@ def test_activation_values_everywhere_and_gradient(name, fn, ref):
                  0.5, x).astype(np.float32)
     everywhere(fn, x, ref(x.astype(np.float64)), rtol=1e-5, atol=1e-6, dtype=np.float32)
     check_grad(lambda v: fn(v).sum(), x[0])
-    # integer operands become float32
-    assert np.asarray(fn(np.arange(-2, 3))).dtype == np.float32
+    # integer operands become float32 (hard_tanh's two selects keep them integers, as JAX's)
+    assert np.asarray(fn(np.arange(-2, 3))).dtype == (np.int32 if name == "hard_tanh"
+                                                      else np.float32)
 
 
 def test_gelu_exact_differs_from_the_tanh_form():
@@ -259,3 +260,74 @@ def test_log1mexp_and_logmeanexp():
     np.testing.assert_allclose(np.asarray(nn.logmeanexp(m, axis=1, where=m > 1)),
                                [2.0, np.log(np.exp(m[1]).mean())], rtol=1e-6)
     assert nn.logmeanexp(m, axis=1, keepdims=True).shape == (2, 1)
+
+
+def test_standardize_fast_and_stable_variances():
+    """JAX's default ``algorithm='fast'`` takes the variance as ``mean(x**2) - mean**2``
+    (clipped at 0), with the mean given or not; ``'stable'`` as ``mean((x - mean)**2)``."""
+    x = np.array([[1.0, 2.0, 4.0, 7.0]], np.float32)
+    fast = np.clip(np.mean(x * x, -1, keepdims=True) - 1.0, 0, None)
+    assert_close(nn.standardize(x, mean=1.0), (x - 1.0) / np.sqrt(fast + 1e-5), 1e-6, 1e-6)
+    centred = x - x.mean(-1, keepdims=True)
+    stable = (centred * centred).mean(-1, keepdims=True)
+    assert_close(nn.standardize(x, algorithm="stable"), centred / np.sqrt(stable + 1e-5),
+                 1e-6, 1e-6)
+    with pytest.raises(ValueError, match="Unknown algorithm 'exact'"):
+        nn.standardize(x, algorithm="exact")
+
+
+def test_gelu_exact_keeps_its_negative_tail():
+    """``x/2 erfc(-x/sqrt 2)``: no cancellation where ``1 + erf`` loses every digit."""
+    x = np.array([-3.0, -5.0, -7.0], np.float32)
+    want = [0.5 * v * math.erfc(-v / math.sqrt(2)) for v in x.astype(np.float64)]
+    assert_close(nn.gelu(x, approximate=False), np.array(want), 2e-6, 0.0)
+
+
+def test_complex_logsumexp_and_logaddexp():
+    """Complex entries: shifted by the largest real part and the log of the complex sum kept
+    (the principal branch), as JAX's; only ``return_sign`` takes its modulus."""
+    z = np.array([1 + 1j, 2 - 0.5j, 0.3 + 2j], np.complex64)
+    want = np.log(np.exp(z.astype(np.complex128)).sum())
+    close = np.testing.assert_allclose          # complex values, both parts compared
+    close(np.asarray(nn.logsumexp(z)), want, rtol=1e-5)
+    out, sign = nn.logsumexp(z, return_sign=True)
+    assert out.dtype == np.float32
+    assert_close(out, np.log(abs(np.exp(z.astype(np.complex128)).sum())), 1e-5, 1e-6)
+    b = np.array([1.0, -2.0, 1.0], np.float32)
+    close(np.asarray(nn.logsumexp(z, b=b)), np.log((b * np.exp(z.astype(np.complex128))).sum()),
+          rtol=1e-5)
+    w = z[::-1] * 3
+    close(np.asarray(jnp.logaddexp(z, w)), np.log(np.exp(z.astype(np.complex128)) + np.exp(w)),
+          rtol=1e-5)
+
+
+def test_one_hot_over_a_mesh_axis():
+    """``axis`` a mesh axis name in a shard_map body: device k of the axis holds ``x == k``
+    (the result's class dimension is the axis itself)."""
+    import shardc
+    from shardc.sharding import PartitionSpec as P
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    labels = (np.arange(16).reshape(8, 2) % 4).astype(np.int32)
+    f = shardc.shard_map(lambda a: nn.one_hot(a, 4, axis="y"), mesh=mesh,
+                         in_specs=P("x", None), out_specs=P("x", "y"))
+    want = np.concatenate([(labels == k) for k in range(4)], axis=1).astype(np.float32)
+    assert_close(f(labels), want, 0, 0)
+    bad = shardc.shard_map(lambda a: nn.one_hot(a, 3, axis="y"), mesh=mesh,
+                           in_specs=P("x", None), out_specs=P("x", "y"))
+    with pytest.raises(ValueError, match="num_classes to match the size of axis y, but 3 != 4"):
+        bad(labels)
+
+
+def test_attention_logits_accumulate_in_float32_from_bfloat16():
+    """bfloat16 queries and keys: the logits are one float32 contraction of the bfloat16
+    values (JAX's preferred_element_type), not rounded to bfloat16 first."""
+    import ml_dtypes
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 4, 2, 8)).astype(ml_dtypes.bfloat16) for _ in range(3))
+    qf, kf, vf = (a.astype(np.float32) for a in (q, k, v))
+    logits = np.einsum("btnh,bsnh->bnts", qf, kf) / np.sqrt(8)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights = (weights / weights.sum(-1, keepdims=True)).astype(ml_dtypes.bfloat16)
+    want = np.einsum("bnts,bsnh->btnh", weights.astype(np.float32), vf)
+    got = np.asarray(nn.dot_product_attention(q, k, v)).astype(np.float32)
+    assert_close(got, want, 8e-3, 8e-3)

@@ -368,3 +368,29 @@ def test_scatter_product_at_unique_indices_differentiates_in_the_values():
     dropped = jnp.arange(5.0).at[np.array([1, 7])].mul(np.float32(3), unique_indices=True,
                                                         mode="drop")
     assert_close(dropped, [0, 3, 2, 3, 4])
+
+
+def test_comb_where_no_choice_is_possible():
+    """0 where ``k > N`` or either is negative, with a zero gradient there (the lgammas'
+    poles are not read); with repetition, ``k = 0`` gives 1."""
+    assert float(special.comb(3.0, 4.0)) == 0.0
+    grads = shardc.grad(special.comb, argnums=(0, 1))
+    for n, k in [(3.0, 4.0), (-1.0, 2.0), (2.0, -1.0)]:
+        assert [float(g) for g in grads(n, k)] == [0.0, 0.0]
+    assert_close(special.comb(5.0, 2.0), 10.0, 1e-6, 0)
+    assert_close(special.comb(np.arange(4.0), 0.0, repetition=True), np.ones(4), 0, 0)
+    assert_close(special.comb(3.0, 2.0, repetition=True), 6.0, 1e-6, 0)
+
+
+def test_low_precision_results_keep_their_dtype():
+    import ml_dtypes
+    bf16 = jnp.asarray([4.0, 7.5], ml_dtypes.bfloat16)
+    got = special.multigammaln(bf16, 2)
+    assert got.dtype == ml_dtypes.bfloat16
+    want = [0.5 * math.log(math.pi) + math.lgamma(a) + math.lgamma(a - 0.5) for a in (4.0, 7.5)]
+    assert_close(np.asarray(got, np.float32), want, 2e-2, 0)
+    assert special.erfcx(jnp.asarray([1.0], np.float16)).dtype == np.float16
+
+
+def test_version_is_the_jax_release_followed():
+    assert shardc.__version__ == "0.10.2" and shardc.__version_info__ == (0, 10, 2)

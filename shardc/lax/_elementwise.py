@@ -10,6 +10,7 @@ from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
+from shardc.numpy._core import weakly_typed_like
 from shardc.lax._shapes import array_operand
 
 __all__ = [
@@ -103,14 +104,16 @@ def polygamma(m, x):
     x = array_operand(x)
     if not _dt.is_inexact(x.dtype):
         raise TypeError(f"lax.polygamma requires a floating-point x, got {x.dtype}")
-    m = jnp.astype(array_operand(m), x.dtype)
-    if jnp.shape(m) != x.shape:
-        m = jnp.broadcast_to(m, x.shape)
-    return bind(p.polygamma_p, m, x)
+    order = jnp.astype(array_operand(m), x.dtype)
+    if jnp.shape(order) != x.shape:
+        order = jnp.broadcast_to(order, x.shape)
+    return weakly_typed_like(bind(p.polygamma_p, order, x), m, x)
 
 
 def _binary_special(prim, name, a, x):
-    """A two-operand special function of floating operands, broadcast to one shape."""
+    """A two-operand special function of floating operands, broadcast to one shape (weakly
+    typed when both operands are)."""
+    given = (a, x)
     a, x = array_operand(a), array_operand(x)
     dtype = jnp.result_type(a, x)
     if not _dt.is_float(dtype):
@@ -118,7 +121,8 @@ def _binary_special(prim, name, a, x):
                         "subtypes of floating.")
     a, x = jnp.astype(a, dtype), jnp.astype(x, dtype)
     shape = jnp.broadcast_shapes(a.shape, x.shape)
-    return bind(prim, jnp.broadcast_to(a, shape), jnp.broadcast_to(x, shape))
+    return weakly_typed_like(bind(prim, jnp.broadcast_to(a, shape), jnp.broadcast_to(x, shape)),
+                             *given)
 
 
 def igamma(a, x):

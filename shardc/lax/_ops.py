@@ -14,7 +14,7 @@ from shardc.lax._shapes import array_operand
 from shardc.numpy._arithmetic import add, binary_op, subtract as sub
 from ir.sharding import NamedSharding
 from ir.sharding_rules import mesh_explicit
-from shardc.numpy._core import check_out_sharding, constrain, dtype_of, promote
+from shardc.numpy._core import check_out_sharding, constrain, dtype_of, keeps_weak, promote
 from shardc.sharding import resolve_sharding
 
 __all__ = [
@@ -147,10 +147,12 @@ def concatenate(operands, dimension):
 transpose = jnp.transpose
 
 
+@keeps_weak
 def rsqrt(x):
     return bind(p.rsqrt_p, x)
 
 
+@keeps_weak
 def logistic(x):
     return bind(p.logistic_p, x)
 

@@ -77,9 +77,9 @@ def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False,
     if transpose_a:
         tri = jnp.swapaxes(tri, -1, -2)
     if left_side:
-        return _np_linalg.solve(tri, b)
+        return _np_linalg.lax_solve(tri, b)
     # x op(a) = b  <=>  op(a)^T x^T = b^T
-    solved = _np_linalg.solve(jnp.swapaxes(tri, -1, -2), jnp.swapaxes(b, -1, -2))
+    solved = _np_linalg.lax_solve(jnp.swapaxes(tri, -1, -2), jnp.swapaxes(b, -1, -2))
     return jnp.swapaxes(solved, -1, -2)
 
 
@@ -107,4 +107,4 @@ def tridiagonal_solve(dl, d, du, b):
     zero = jnp.zeros((), d.dtype)
     matrix = (jnp.where(eye, d[..., :, None], zero) + jnp.where(below, dl[..., :, None], zero)
               + jnp.where(above, du[..., :, None], zero))
-    return _np_linalg.solve(matrix, b)
+    return _np_linalg.lax_solve(matrix, b)

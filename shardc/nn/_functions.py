@@ -8,6 +8,7 @@ from compiler.custom_ad import custom_jvp
 from compiler.tracing import bind
 from ir import primitives as p
 import shardc.numpy as jnp
+from shardc import lax
 from shardc.numpy._core import keeps_weak, weakly_typed_like
 from shardc.numpy._reductions import reduce_axes
 
@@ -47,15 +48,16 @@ def gelu(x, approximate=True):
 
     ``approximate=True`` (JAX's default) uses the tanh form
     ``x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``; ``approximate=False`` the exact
-    ``x/2 (1 + erf(x / sqrt 2))``.
+    ``x/2 erfc(-x / sqrt 2)``.
 
     >>> nn.gelu(jnp.array([0.0, 1.0]), approximate=False)     # [0, 0.8413447]
     """
     x = _inexact(x)
     if approximate:
-        inner = np.sqrt(2 / np.pi).astype(x.dtype) * (x + 0.044715 * x * x * x)
-        return 0.5 * x * (1 + jnp.tanh(inner))
-    return 0.5 * x * (1 + bind(p.erf_p, x * np.asarray(1 / np.sqrt(2), x.dtype)))
+        inner = np.sqrt(2 / np.pi).astype(x.dtype) * (x + 0.044715 * x ** 3)
+        return x * (0.5 * (1.0 + jnp.tanh(inner)))
+    # erfc(-x/sqrt 2), not 1 + erf(x/sqrt 2): no cancellation for negative x (JAX's form)
+    return 0.5 * x * lax.erfc(-x * np.asarray(np.sqrt(0.5), x.dtype))
 
 
 def silu(x):
@@ -68,6 +70,14 @@ def _inexact(x):
     x = jnp.asarray(x) if not hasattr(x, "dtype") else x
     dtype = jnp.result_type(x, 0.0)
     return x if x.dtype == dtype else weakly_typed_like(jnp.astype(x, dtype), x)
+
+
+def _mixed_with_float(x):
+    """``x`` as the floating array JAX's activations written with Python floats make of it:
+    integers and booleans become a weakly typed float32 (``int_array * 0.5`` is one)."""
+    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
+    dtype = jnp.result_type(x, 0.0)
+    return x if x.dtype == dtype else weakly_typed_like(jnp.astype(x, dtype), x, 0.0)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
@@ -92,20 +102,24 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         a = jnp.where(b != 0, a, -jnp.inf)
         a, b = jnp.broadcast_arrays(a, b)
     axes = reduce_axes(a, axis)
-    top = jnp.max(a, axis=axes, keepdims=True, where=where, initial=-jnp.inf)
+    # complex entries: shifted by the largest real part, and the log of the complex sum kept
+    # (its modulus only with return_sign), as JAX's
+    complex_valued = jnp.iscomplexobj(a)
+    top = jnp.max(jnp.real(a), axis=axes, keepdims=True, where=where, initial=-jnp.inf)
     top = _stop_gradient(jnp.where(jnp.isfinite(top), top, jnp.zeros_like(top)))
     terms = jnp.exp(a - jnp.astype(top, a.dtype))
     if b is not None:
         terms = terms * b
     total = jnp.sum(terms, axis=axes, keepdims=True, where=where)
     sign = jnp.sign(total)
-    total = jnp.abs(total)
-    out = jnp.log(total) + top
+    if return_sign or not complex_valued:
+        total = jnp.abs(total)
+    out = jnp.log(total) + jnp.astype(top, total.dtype)
     if not keepdims:
         out, sign = jnp.squeeze(out, axes), jnp.squeeze(sign, axes)
     if return_sign:
         return out, sign
-    if b is not None:
+    if b is not None and not complex_valued:
         out = jnp.where(sign < 0, jnp.full_like(out, jnp.nan), out)
     return out
 
@@ -143,13 +157,22 @@ def softmax(x, axis=-1, where=None):
 
 def one_hot(x, num_classes, *, dtype=jnp.float32, axis=-1):
     """``x``'s integers as one-hot vectors of length ``num_classes`` along ``axis`` (a new
-    dimension); indices outside ``[0, num_classes)`` give all-zero vectors.
+    dimension); indices outside ``[0, num_classes)`` give all-zero vectors. ``axis`` a mesh
+    axis name (in a shard_map body, ``num_classes`` its size): each device's ``x == its
+    index`` along it.
 
     >>> nn.one_hot(jnp.array([0, 2]), 3)       # [[1, 0, 0], [0, 0, 1]]
     """
     x = jnp.asarray(x) if not hasattr(x, "dtype") else x
     num_classes = int(num_classes)
     out_ndim = x.ndim + 1
+    if not isinstance(axis, (int, np.integer)):
+        # a mesh axis name inside shard_map: each device holds its class's slice (JAX's rule)
+        size = lax.axis_size(axis)
+        if num_classes != size:
+            raise ValueError(f"Expected num_classes to match the size of axis {axis}, but "
+                             f"{num_classes} != {size}")
+        return jnp.astype(x == lax.axis_index(axis), dtype)
     if not -out_ndim <= axis < out_ndim:
         raise ValueError(f"one_hot: axis {axis} is out of bounds for a result of rank {out_ndim}")
     hot = jnp.equal(jnp.expand_dims(x, -1), jnp.arange(num_classes))
@@ -161,7 +184,7 @@ def one_hot(x, num_classes, *, dtype=jnp.float32, axis=-1):
 def relu6(x):
     """``min(max(x, 0), 6)``; its derivative is 1 strictly inside ``(0, 6)`` and 0 elsewhere,
     at the corners too, as JAX's."""
-    return _relu6(_inexact(x))
+    return _relu6(_mixed_with_float(x))
 
 
 @custom_jvp
@@ -183,12 +206,12 @@ def swish(x):
 @keeps_weak
 def softplus(x):
     """``log(1 + exp(x))``, computed without overflow."""
-    return jnp.logaddexp(_inexact(x), 0)
+    return jnp.logaddexp(x, 0)
 
 
 def soft_sign(x):
     """``x / (|x| + 1)``."""
-    x = _inexact(x)
+    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
     return x / (jnp.abs(x) + 1)
 
 
@@ -204,20 +227,20 @@ def tanh(x):
 
 def leaky_relu(x, negative_slope=0.01):
     """``x`` where ``x >= 0``, else ``negative_slope * x``."""
-    x = _inexact(x)
+    x = _mixed_with_float(x)
     return jnp.where(x >= 0, x, negative_slope * x)
 
 
 def elu(x, alpha=1.0):
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
-    x = _inexact(x)
+    x = _mixed_with_float(x)
     negative = jnp.where(x > 0, jnp.zeros_like(x), x)     # no overflow in the unused branch
     return jnp.where(x > 0, x, alpha * jnp.expm1(negative))
 
 
 def celu(x, alpha=1.0):
     """``max(x, 0) + alpha * min(exp(x / alpha) - 1, 0)``."""
-    x = _inexact(x)
+    x = _mixed_with_float(x)
     return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
 
 
@@ -243,42 +266,43 @@ def glu(x, axis=-1):
 def hard_tanh(x):
     """``x`` clipped to ``[-1, 1]``, as JAX's two selects (so its derivative at -1 and 1 is
     1, not split between the bound and ``x``)."""
-    x = _inexact(x)
+    x = jnp.asarray(x) if not hasattr(x, "dtype") else x      # integers stay integers
     return jnp.where(x > 1, 1, jnp.where(x < -1, -1, x))
 
 
 def hard_sigmoid(x):
     """``relu6(x + 3) / 6``."""
-    return relu6(_inexact(x) + 3.0) / 6.0
+    return relu6(_mixed_with_float(x) + 3.0) / 6.0
 
 
 def hard_silu(x):
     """``x * hard_sigmoid(x)``."""
-    x = _inexact(x)
+    x = _mixed_with_float(x)
     return x * hard_sigmoid(x)
 
 
 hard_swish = hard_silu
 
 
-def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
-    """``(x - mean) / sqrt(variance + epsilon)``, the moments taken along ``axis`` unless given
-    (over the entries where ``where`` is True)."""
-    x = _inexact(x)
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *,
+                algorithm="fast"):
+    """``(x - mean) * rsqrt(variance + epsilon)``, the moments taken along ``axis`` unless
+    given (over the entries where ``where`` is True). As JAX's: ``algorithm='fast'`` (the
+    default) takes the variance as ``mean(x**2) - mean**2`` clipped at 0 (with the mean given
+    or not), ``'stable'`` as ``mean((x - mean)**2)``."""
     if mean is None:
-        mean = _masked_mean(x, axis, where)
+        mean = jnp.mean(x, axis, keepdims=True, where=where)
     if variance is None:
-        centred = x - mean
-        variance = _masked_mean(centred * centred, axis, where)
-    return (x - mean) * jnp.reciprocal(jnp.sqrt(variance + epsilon))
-
-
-def _masked_mean(x, axis, where):
-    if where is None:
-        return jnp.mean(x, axis=axis, keepdims=True)
-    weights = jnp.astype(jnp.broadcast_to(where, x.shape), x.dtype)
-    return (jnp.sum(x * weights, axis=axis, keepdims=True)
-            / jnp.sum(weights, axis=axis, keepdims=True))
+        if algorithm == "stable":
+            variance = jnp.mean(jnp.square(jnp.subtract(x, mean)), axis, keepdims=True,
+                                where=where)
+        elif algorithm == "fast":
+            variance = jnp.mean(jnp.square(x), axis, keepdims=True, where=where) \
+                - jnp.square(mean)
+            variance = jnp.clip(variance, 0)
+        else:
+            raise ValueError(f"Unknown algorithm '{algorithm}'. Expected 'fast' or 'stable'.")
+    return jnp.subtract(x, mean) * lax.rsqrt(variance + epsilon)
 
 
 def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
@@ -310,8 +334,10 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
         key = jnp.repeat(key, heads // kv_heads, axis=2)
         value = jnp.repeat(value, heads // kv_heads, axis=2)
     scale = 1 / np.sqrt(query.shape[-1]) if scale is None else scale
-    logits = jnp.einsum("btnh,bsnh->bnts", query, key)
-    logits = jnp.astype(logits, jnp.float32) * scale
+    # accumulated in float32 (or wider) from bfloat16 and float16 operands, as JAX's
+    logits_dtype = jnp.promote_types(query.dtype, np.float32)
+    logits = jnp.einsum("btnh,bsnh->bnts", query, key, preferred_element_type=logits_dtype)
+    logits = logits * jnp.asarray(scale, dtype=logits.dtype)
     if bias is not None:
         logits = logits + jnp.astype(bias, jnp.float32)
     allowed = _attention_mask(mask, is_causal, logits.shape)
@@ -368,14 +394,14 @@ def squareplus(x, b=4):
 
 def sparse_plus(x):
     """0 below -1, ``x`` above 1, ``(x + 1)**2 / 4`` between."""
-    x = _inexact(x)
+    x = _mixed_with_float(x)
     return jnp.where(x <= -1.0, jnp.zeros_like(x),
                      jnp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
 
 
 def sparse_sigmoid(x):
     """0 below -1, 1 above 1, ``(x + 1) / 2`` between: sparse_plus's derivative."""
-    x = _inexact(x)
+    x = _mixed_with_float(x)
     return 0.5 * jnp.clip(x + 1.0, 0.0, 2.0)
 
 

@@ -234,9 +234,18 @@ def hypot(x, y):
     return where(infinite, full_like(result, np.inf), result)
 
 
-def _logaddexp(x, y, log1p_of_exp_neg):
+def _logaddexp(x, y, log1p_of_exp_neg, period=np.pi):
     x, y = _inexact_pair(x, y)
     big = maximum(x, y)
+    if dtype_of(x).kind == "c":
+        # JAX's complex form: the larger (real part first) plus log1p(exp(the other's
+        # offset)), the imaginary part wrapped into [-period, period)
+        offset = subtract(add(x, y), multiply(big, convert(2, dtype_of(big))))
+        out = add(big, log1p_of_exp_neg(offset))
+        angle = imag(out)
+        half = convert(period, dtype_of(angle))
+        turned = remainder(add(angle, half), convert(2 * period, dtype_of(angle)))
+        return bind(p.complex_p, real(out), subtract(turned, half))
     gap = negative(abs(subtract(x, y)))
     out = add(big, log1p_of_exp_neg(gap))
     # equal infinities: their difference is NaN, the answer the infinity itself
@@ -255,7 +264,7 @@ def _logaddexp_e(x, y):
 
 @custom_jvp
 def _logaddexp_2(x, y):
-    return _logaddexp(x, y, _log2_1p_exp2)
+    return _logaddexp(x, y, _log2_1p_exp2, np.pi / np.log(2))
 
 
 def _logaddexp_rule(fn, exp_fn):

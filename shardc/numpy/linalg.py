@@ -14,10 +14,12 @@ from compiler.tracing import bind
 from ir import primitives as p
 from ir.dtypes import real_dtype as _real_dtype
 from shardc.dtypes import result_type
-from shardc.numpy._arithmetic import abs, abs2, exp, isnan, power, sqrt, where
+from shardc.numpy._arithmetic import abs, abs2, exp, isnan, power, sign, sqrt, where
 from shardc.numpy._core import asarray, astype, broadcast_to, ravel, reshape
 from shardc.numpy._creation import eye
-from shardc.numpy._diagonals import diagonal as numpy_diagonal
+from shardc.numpy._diagonals import diagonal as numpy_diagonal, tril, triu
+from shardc.numpy._index_routines import take_along_axis
+from shardc.numpy._sorting import argsort
 from shardc.numpy._manipulation import (broadcast_shapes, expand_dims, moveaxis, squeeze,
                                         swapaxes)
 from shardc.numpy._products import (cross as numpy_cross, matmul, outer as numpy_outer,
@@ -71,15 +73,19 @@ def qr(a, mode="reduced"):
 
 
 def eigh(a, UPLO=None, symmetrize_input=True):
-    """``(eigenvalues, eigenvectors)`` of symmetric matrices: values ascending, vectors as
-    columns. The symmetric part ``(a + a^T)/2`` is read (``UPLO`` and ``symmetrize_input``
-    are accepted for JAX's signature; only ``symmetrize_input=True`` is supported)."""
-    if not symmetrize_input:
-        raise NotImplementedError("linalg.eigh: symmetrize_input=False is not supported")
+    """``(eigenvalues, eigenvectors)`` of symmetric (Hermitian) matrices: values ascending,
+    vectors as columns. The Hermitian part ``(a + a^H)/2`` is read, or with
+    ``symmetrize_input=False`` the triangle ``UPLO`` names (the lower one by default), as
+    JAX's."""
     if UPLO not in (None, "L", "U"):
         raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
     a = _float(a)
     _square("eigh", a)
+    if not symmetrize_input:
+        # the named triangle, mirrored (the solver reads the Hermitian part, which is it)
+        part = triu(a) if UPLO == "U" else tril(a)
+        off = triu(a, 1) if UPLO == "U" else tril(a, -1)
+        a = part + conj(swapaxes(off, -1, -2))
     vectors, values = bind(p.eigh_p, a)
     return EighResult(values, vectors)
 
@@ -90,13 +96,35 @@ def eigvalsh(a, UPLO="L"):
 
 
 def solve(a, b):
-    """``x`` with ``a @ x == b``: ``b`` is ``[..., n]`` (one vector per matrix) or
-    ``[..., n, k]``, batch dimensions broadcast."""
+    """``x`` with ``a @ x == b``: ``b`` is one vector ``[n]`` (for every matrix) or matrices
+    ``[..., n, k]``, batch dimensions broadcast (JAX since 0.5: a 2-D ``b`` is a matrix,
+    never a batch of vectors)."""
+    a, b = _float(a), _float(b)
+    dtype = result_type(a, b)
+    a, b = astype(a, dtype), astype(b, dtype)
+    if a.ndim < 2:
+        raise ValueError(f"left hand array must be at least two dimensional; got "
+                         f"a.shape={a.shape}")
+    _square("solve", a)
+    if (b.ndim > 1 and a.ndim == b.ndim + 1 and a.shape[-1] == b.shape[-1]
+            and a.shape[-1] != b.shape[-2]):
+        raise ValueError(
+            f"Invalid shapes for solve: {a.shape}, {b.shape}. Prior to JAX v0.5.0, this would "
+            "have been treated as a batched 1-dimensional solve. To recover this behavior, use "
+            "solve(a, b[..., None]).squeeze(-1).")
+    return lax_solve(a, b, vector=b.ndim == 1)
+
+
+def lax_solve(a, b, vector=None):
+    """``x`` with ``a @ x == b`` as ``jax.lax.linalg`` and ``jax.scipy.linalg`` solve: ``b``
+    is ``[..., n]`` (one vector per matrix) when it has one dimension fewer than ``a``
+    (``vector`` None), else ``[..., n, k]``; batch dimensions broadcast."""
     a, b = _float(a), _float(b)
     dtype = result_type(a, b)
     a, b = astype(a, dtype), astype(b, dtype)
     _square("solve", a)
-    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    if vector is None:
+        vector = b.ndim == 1 or b.ndim == a.ndim - 1
     if vector:
         b = b[..., None]
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -195,7 +223,7 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
     if ord == -np.inf:
         return min(magnitude, axis=axis, keepdims=keepdims)
     if ord == 0:
-        return sum(astype(x != 0, x.dtype), axis=axis, keepdims=keepdims)
+        return sum(astype(x != 0, magnitude.dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
         return sum(magnitude, axis=axis, keepdims=keepdims)
     if ord == 2:
@@ -292,6 +320,19 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index
     a = _float(a)
     if a.ndim < 2:
         raise ValueError(f"linalg.svd: expected matrices (shape [..., m, n]), got {a.shape}")
+    if hermitian:
+        # from the eigendecomposition of a's Hermitian part, as JAX's: the magnitudes of the
+        # eigenvalues, descending (ties in reverse order), their signs moved into vh
+        values, vectors = eigh(a)
+        s = abs(values)
+        order = argsort(s, axis=-1)[..., ::-1]
+        s = take_along_axis(s, order, axis=-1)
+        if not compute_uv:
+            return s
+        u = take_along_axis(vectors, order[..., None, :], axis=-1)
+        signs = take_along_axis(sign(values), order, axis=-1)
+        vh = conj(swapaxes(u * astype(signs[..., None, :], u.dtype), -1, -2))
+        return SVDResult(u, s, vh)
     s, u, vt = bind(p.svd_p, a, full_matrices=bool(full_matrices) and bool(compute_uv))
     return SVDResult(u, s, vt) if compute_uv else s
 
@@ -301,9 +342,13 @@ def svdvals(x):
     return svd(x, compute_uv=False)
 
 
-def pinv(a, rtol=None, hermitian=False):
-    """The Moore-Penrose pseudo-inverse: singular values up to ``rtol`` times the largest
-    (default ``10 max(m, n) eps``) are dropped."""
+def pinv(a, rtol=None, hermitian=False, *, rcond=None):
+    """The Moore-Penrose pseudo-inverse: singular values up to ``rtol`` (or its older name
+    ``rcond``) times the largest (default ``10 max(m, n) eps``) are dropped."""
+    if rcond is not None:
+        if rtol is not None:
+            raise ValueError("pinv: only one of rtol and rcond may be specified.")
+        rtol = rcond
     arr = conj(_float(a))
     m, n = arr.shape[-2:]
     if rtol is None:
@@ -347,13 +392,17 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     return x, resid, rank, s
 
 
-def matrix_rank(M, rtol=None):
-    """The number of singular values above ``rtol`` times the largest (default
-    ``max(m, n) eps``)."""
+def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):
+    """The number of singular values above ``rtol`` (or its older name ``tol``), an absolute
+    threshold (default the largest times ``max(m, n) eps``)."""
+    if tol is not None:
+        if rtol is not None:
+            raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
+        rtol = tol
     M = _float(M)
     if M.ndim < 2:
         return astype(any_(M != 0), np.int32)
-    S = svdvals(M)
+    S = svd(M, full_matrices=False, compute_uv=False, hermitian=hermitian)
     if rtol is None:
         rtol = max(S, axis=-1) * float(builtins_max(M.shape[-2:])) * float(
             np.finfo(S.dtype).eps)

@@ -64,7 +64,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         tri = jnp.swapaxes(tri, -1, -2)
         if kind == 2:
             tri = jnp.conj(tri)
-    return _np_linalg.solve(tri, b)
+    return _np_linalg.lax_solve(tri, b)
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False,
@@ -78,7 +78,7 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False,
     a = _matrix(a)
     if assume_a == "pos":
         return cho_solve(cho_factor(a, lower=lower), b)
-    return _np_linalg.solve(a, b)
+    return _np_linalg.lax_solve(a, b)
 
 
 def inv(a, overwrite_a=False, check_finite=True):
@@ -176,7 +176,7 @@ def expm(A, *, upper_triangular=False, max_squarings=16):
              + b[1] * eye)
     v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 \
         + b[0] * eye
-    result = _np_linalg.solve(v - u, v + u)
+    result = _np_linalg.lax_solve(v - u, v + u)
     for k in range(max_squarings):
         result = jnp.where((k < squarings)[..., None, None], result @ result, result)
     too_large = (squarings > max_squarings) | ~jnp.isfinite(norm)

@@ -11,6 +11,7 @@ from compiler.custom_ad import SymbolicZero, custom_jvp
 import shardc.lax as lax
 import shardc.nn as nn
 import shardc.numpy as jnp
+from shardc.numpy._core import weakly_typed_like
 
 __all__ = ["logsumexp", "erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py",
            "gammaln", "digamma", "polygamma", "entr", "softmax", "log_softmax", "ndtr", "ndtri"]
@@ -22,9 +23,10 @@ log_softmax = nn.log_softmax
 
 def inexact_operands(*xs):
     """``xs`` as arrays of the floating dtype they promote to (``stats.norm`` shares it)."""
-    xs = [jnp.asarray(x) if not hasattr(x, "dtype") else x for x in xs]
+    arrays = [jnp.asarray(x) if not hasattr(x, "dtype") else x for x in xs]
     dtype = jnp.result_type(*xs, 0.0)
-    return [jnp.astype(x, dtype) for x in xs]
+    # weakly typed where every operand is (Python numbers), as JAX's promote_args_inexact
+    return [weakly_typed_like(jnp.astype(x, dtype), *xs) for x in arrays]
 
 
 def erf(x):
@@ -250,8 +252,9 @@ def factorial(n, exact=False):
     """``n!`` as ``Gamma(n + 1)`` (0 for negative ``n``); ``exact=True`` is not supported."""
     if exact:
         raise NotImplementedError("factorial with exact=True")
-    (n,) = inexact_operands(n)
-    return jnp.where(n < 0, 0.0, jnp.exp(lax.lgamma(n + 1))).astype(n.dtype)
+    (m,) = inexact_operands(n)
+    return weakly_typed_like(
+        jnp.where(m < 0, 0.0, jnp.exp(lax.lgamma(m + 1))).astype(m.dtype), n)
 
 
 def comb(N, k, exact=False, repetition=False):
@@ -259,11 +262,18 @@ def comb(N, k, exact=False, repetition=False):
     ``repetition``: with repetition."""
     if exact:
         raise NotImplementedError("comb with exact=True")
+    given = (N, k)
     N, k = inexact_operands(N, k)
     if repetition:
-        N = N + k - 1
-    value = jnp.exp(lax.lgamma(N + 1) - lax.lgamma(k + 1) - lax.lgamma(N - k + 1))
-    return jnp.where((k > N) | (k < 0) | (N < 0), 0.0, value).astype(N.dtype)
+        result = comb(N + k - 1, k)
+        return weakly_typed_like(jnp.where((k == 0) & (N >= 0), 1.0, result).astype(N.dtype),
+                                 *given)
+    chosen = (k <= N) & (N >= 0) & (k >= 0)
+    # where no choice is possible the lgammas' poles are not read (no NaN in the gradient)
+    safe_n, safe_k = jnp.where(chosen, N, 0.0), jnp.where(chosen, k, 0.0)
+    value = jnp.exp(lax.lgamma(safe_n + 1) - lax.lgamma(safe_k + 1)
+                    - lax.lgamma(safe_n + 1 - safe_k))
+    return weakly_typed_like(jnp.where(chosen, value, 0.0).astype(N.dtype), *given)
 
 
 def poch(z, m):
@@ -276,8 +286,13 @@ def poch(z, m):
 def multigammaln(a, d):
     """The log of the multivariate gamma function of dimension ``d``."""
     (a,) = inexact_operands(a)
-    terms = [lax.lgamma(a + (1 - j) / 2) for j in range(1, d + 1)]
-    return d * (d - 1) / 4 * np.log(np.pi) + sum(terms[1:], terms[0])
+    a = jnp.astype(a, a.dtype)              # strongly typed, as JAX's result
+    # in a's dtype throughout, as JAX's (a bfloat16 argument gives a bfloat16 result)
+    constant = (jnp.asarray(d * (d - 1) * 0.25, a.dtype)
+                * jnp.log(jnp.asarray(np.pi, a.dtype)))
+    halves = jnp.arange(d, dtype=a.dtype) / jnp.asarray(2, a.dtype)
+    terms = lax.lgamma(jnp.expand_dims(a, -1) - halves)
+    return jnp.sum(terms, axis=-1) + constant
 
 
 def log_ndtr(x):
@@ -423,7 +438,7 @@ def erfcx(x):
     inv = 1.0 / jnp.where(big, x * x, 1.0)
     series = 1 + inv * (-0.5 + inv * (0.75 + inv * (-1.875 + inv * (6.5625 - 29.53125 * inv))))
     tail = series / (jnp.where(big, x, 1.0) * np.sqrt(np.pi))
-    return jnp.where(big, tail, direct)
+    return jnp.where(big, tail, direct).astype(x.dtype)
 
 
 _BETA_STEPS = 300
@@ -485,9 +500,10 @@ _betainc.defjvp(_betainc_jvp, symbolic_zeros=True)
 
 def betainc(a, b, x):
     """The regularized incomplete beta function ``I_x(a, b)``; differentiable in ``x``."""
+    given = (a, b, x)
     a, b, x = inexact_operands(a, b, x)
     shape = jnp.broadcast_shapes(a.shape, b.shape, x.shape)
-    return _betainc(*(jnp.broadcast_to(v, shape) for v in (a, b, x)))
+    return weakly_typed_like(_betainc(*(jnp.broadcast_to(v, shape) for v in (a, b, x))), *given)
 
 
 __all__ += ["gammainc", "gammaincc", "zeta", "i0e", "i1e", "i0", "i1", "loggamma", "erfcx",
