@@ -31,7 +31,7 @@ import numpy as np
 from compiler import tree
 from compiler.ad_core import (Linear, backward_pass, eval_program, instantiate,
                                is_differentiable, jvp_rules, transpose_rules, zeros_like_aval)
-from compiler.batching import batching_rules, moveaxis
+from compiler.batching import batching_rules, control_rules, moveaxis
 from compiler.vmap import vmap
 from compiler.eager import ShardTrace
 from compiler.inline_calls import custom_vjp_jvp_error
@@ -663,20 +663,22 @@ for _p in p.CUSTOM_CALLS:
 
 # --- vmap -------------------------------------------------------------------------------------
 
-def _batched_program(jaxpr, values, dims):
-    """The primal program batched (every output's batch axis leading), and its constants."""
+def _batched_program(jaxpr, values, dims, axis_name=None):
+    """The primal program batched (every output's batch axis leading), and its constants.
+    ``axis_name``: the enclosing vmap's, so collectives over it inside act across members."""
     batched = vmap(lambda *args: eval_program(jaxpr, list(args)), in_axes=tuple(dims),
-                   out_axes=0)
+                   out_axes=0, axis_name=axis_name)
     body, consts, _ = trace_to_program(lambda *args: list(batched(*args)),
                                        [aval_of(v) for v in values],
                                        shard=current_shard_context(), parent=current_trace())
     return Program([], body.constvars + body.invars, body.eqns, body.outvars), consts
 
 
-def _custom_jvp_call_batch(values, dims, *, jaxpr, jvp, name, num_consts, symbolic_zeros):
-    body, consts = _batched_program(jaxpr, values, dims)
+def _custom_jvp_call_batch(values, dims, *, jaxpr, jvp, name, num_consts, symbolic_zeros,
+                           axis_name=None):
+    body, consts = _batched_program(jaxpr, values, dims, axis_name)
     jvp = _live(jvp, "JVP")
-    rule = functools.partial(_batched_jvp, jvp, len(consts), dims[:num_consts],
+    rule = functools.partial(_batched_jvp, jvp, axis_name, len(consts), dims[:num_consts],
                              dims[num_consts:])
     outs = bind(p.custom_jvp_call_p, *consts, *values, jaxpr=body, jvp=CustomRule(rule, jvp.name),
                 name=name, num_consts=len(consts) + num_consts, symbolic_zeros=symbolic_zeros)
@@ -686,7 +688,7 @@ def _custom_jvp_call_batch(values, dims, *, jaxpr, jvp, name, num_consts, symbol
 # The batched rules get the batched call's constants: the batched program's own (``n_new``),
 # then the original call's, which go to the original rule per member with ``const_dims``.
 
-def _batched_jvp(rule, n_new, const_dims, arg_dims, consts, primals, tangents):
+def _batched_jvp(rule, axis_name, n_new, const_dims, arg_dims, consts, primals, tangents):
     """The rule per batch member; symbolic zeros stay outside the vmap."""
     symbolic = [type(t) is SymbolicZero for t in tangents]
     member_zeros = [_member_zero(t, d) if s else None
@@ -698,7 +700,8 @@ def _batched_jvp(rule, n_new, const_dims, arg_dims, consts, primals, tangents):
                     [z if s else next(it) for z, s in zip(member_zeros, symbolic)])
 
     tangent_dims = [d for d, s in zip(arg_dims, symbolic) if not s]
-    return vmap(member, in_axes=(list(const_dims), list(arg_dims), tangent_dims), out_axes=0)(
+    return vmap(member, in_axes=(list(const_dims), list(arg_dims), tangent_dims), out_axes=0,
+                axis_name=axis_name)(
         list(consts[n_new:]), list(primals), [t for t, s in zip(tangents, symbolic) if not s])
 
 
@@ -710,10 +713,10 @@ def _member_zero(zero, dim):
 
 
 def _custom_vjp_call_batch(values, dims, *, jaxpr, fwd, bwd, name, num_consts,
-                           symbolic_zeros):
-    body, consts = _batched_program(jaxpr, values, dims)
+                           symbolic_zeros, axis_name=None):
+    body, consts = _batched_program(jaxpr, values, dims, axis_name)
     fwd, bwd = _live(fwd, "fwd"), _live(bwd, "bwd")
-    layout = (len(consts), dims[:num_consts], dims[num_consts:])
+    layout = (axis_name, len(consts), dims[:num_consts], dims[num_consts:])
     outs = bind(p.custom_vjp_call_p, *consts, *values, jaxpr=body,
                 fwd=CustomRule(functools.partial(_batched_fwd, fwd, *layout), fwd.name),
                 bwd=CustomRule(functools.partial(_batched_bwd, bwd, *layout), bwd.name),
@@ -721,7 +724,7 @@ def _custom_vjp_call_batch(values, dims, *, jaxpr, fwd, bwd, name, num_consts,
     return outs, [0] * len(outs)
 
 
-def _batched_fwd(fwd, n_new, const_dims, arg_dims, consts, primals, perturbed):
+def _batched_fwd(fwd, axis_name, n_new, const_dims, arg_dims, consts, primals, perturbed):
     trees: list = []
 
     def member(cs, ps):
@@ -729,16 +732,17 @@ def _batched_fwd(fwd, n_new, const_dims, arg_dims, consts, primals, perturbed):
         trees.append(res_tree)
         return outs, residuals
 
-    outs, residuals = vmap(member, in_axes=(list(const_dims), list(arg_dims)), out_axes=0)(
-        list(consts[n_new:]), list(primals))
+    outs, residuals = vmap(member, in_axes=(list(const_dims), list(arg_dims)), out_axes=0,
+                           axis_name=axis_name)(list(consts[n_new:]), list(primals))
     return list(outs), list(residuals), trees[0]
 
 
-def _batched_bwd(bwd, n_new, const_dims, arg_dims, consts, residuals, res_tree, cts):
+def _batched_bwd(bwd, axis_name, n_new, const_dims, arg_dims, consts, residuals, res_tree,
+                 cts):
     """Every residual and cotangent is batched along axis 0; an input that is the same for
     every member gets the sum of the members' cotangents."""
     per_member = vmap(lambda cs, r, c: bwd(list(cs), list(r), res_tree, list(c)),
-                      in_axes=(list(const_dims), 0, 0), out_axes=0)(
+                      in_axes=(list(const_dims), 0, 0), out_axes=0, axis_name=axis_name)(
         list(consts[n_new:]), list(residuals), list(cts))
     return [None if ct is None else
             bind(p.reduce_sum_p, ct, axes=(0,)) if dim is None else moveaxis(ct, 0, dim)
@@ -752,3 +756,16 @@ def _custom_lin_batch(values, dims, **params):
 batching_rules[p.custom_jvp_call_p] = _custom_jvp_call_batch
 batching_rules[p.custom_vjp_call_p] = _custom_vjp_call_batch
 batching_rules[p.custom_lin_p] = _custom_lin_batch
+
+
+def _named(rule):
+    """``rule`` under a vmap with an axis name: the primal and the user's rules are batched
+    over that name, so collectives over it inside them act across the members (JAX's
+    batch-norm pattern: a custom_vjp function taking ``pmean`` over the vmap axis)."""
+    def control(trace, values, dims, **params):
+        return rule(values, dims, axis_name=trace.axis.name if trace.axis else None, **params)
+    return control
+
+
+control_rules[p.custom_jvp_call_p] = _named(_custom_jvp_call_batch)
+control_rules[p.custom_vjp_call_p] = _named(_custom_vjp_call_batch)

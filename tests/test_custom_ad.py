@@ -753,3 +753,40 @@ def test_a_jitted_shard_map_of_a_custom_function_using_axis_names_differentiates
     g = jax.jit(jax.shard_map(k, mesh=mesh, in_specs=P("i"), out_specs=P("i")))
     np.testing.assert_array_equal(g(x), [0.0, 1.0, 4.0, 9.0])
     np.testing.assert_array_equal(jax.grad(lambda v: g(v).sum())(x), np.ones(4))
+
+
+def test_custom_rules_with_collectives_over_a_vmap_axis():
+    """The batch-norm pattern: custom_jvp/custom_vjp functions whose primal and rules take
+    psum/pmean over the enclosing vmap's axis name, forward, under grad both ways and jit.
+    Reference: numpy over the whole batch (the axis's members are the rows)."""
+    from shardc import lax
+    x = np.arange(1.0, 7.0, dtype=np.float32).reshape(3, 2)
+
+    @jax.custom_jvp
+    def share(v):
+        return v / lax.psum(v, "i")
+
+    share.defjvp(lambda p, t: (share(p[0]), t[0] / lax.psum(p[0], "i")))
+
+    @jax.custom_vjp
+    def centre(v):
+        return v - lax.pmean(v, "i")
+
+    centre.defvjp(lambda v: (centre(v), None), lambda _, ct: (ct - lax.pmean(ct, "i"),))
+    np.testing.assert_allclose(jax.vmap(share, axis_name="i")(x), x / x.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(jax.vmap(share, axis_name="i"))(x),
+                               x / x.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(jax.vmap(centre, axis_name="i")(x), x - x.mean(0), rtol=1e-6)
+    # per member, the bwd rule gives e0 minus the members' mean of e0: every member's
+    # cotangent is e0, so nothing is left (a bwd run outside the vmap would give e0)
+    grads = jax.vmap(jax.grad(lambda a: centre(a)[0]), axis_name="i")(x)
+    np.testing.assert_allclose(grads, np.zeros_like(x), atol=0)
+    weighted = jax.vmap(jax.grad(lambda a, w: (centre(a) * w).sum()), axis_name="i")(
+        x, np.arange(6, dtype=np.float32).reshape(3, 2))
+    w = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_allclose(weighted, w - w.mean(0), rtol=1e-6)
+    # the tangent rule's own (custom) derivative: t / psum(x) for the first entry
+    got = jax.grad(lambda a: jax.vmap(share, axis_name="i")(a)[0, 0])(x)
+    want = np.zeros_like(x)
+    want[0, 0] = 1 / x[:, 0].sum()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
