@@ -125,8 +125,11 @@ class _Pullback:
     def __call__(self, residuals, ct):
         ct_leaves, ct_tree = tree.tree_flatten(ct)
         if ct_tree != self.out_tree:
-            raise TypeError(f"vjp cotangent has structure {ct_tree}, but the function's "
-                            f"output has structure {self.out_tree}")
+            raise ValueError(f"unexpected tree structure. The argument to a VJP function "
+                             f"returned by `jax.vjp` must match the pytree structure of the "
+                             f"differentiated function's output: {self.out_tree}, but got "
+                             f"{ct_tree}.")
+        _check_cotangents(ct_leaves, self.linear_prog.outvars)
         # a float0 cotangent (of an integer output) holds nothing: a zero
         ct_leaves = [None if dtypes.is_float0(c) else c for c in ct_leaves]
         if self.has_aux:
@@ -141,6 +144,31 @@ class _Pullback:
         weak = [w and d and seed_weak for w, d in zip(self.primal_weak, self.diff)]
         return tree.tree_unflatten(self.in_tree,
                                    _weakened_results(flat, weak, ct_leaves + list(residuals)))
+
+
+def _check_cotangents(cts, outvars) -> None:
+    """JAX's check of a vjp function's argument: each cotangent has its output's shape and
+    dtype (a weak type is not a difference); an integer or boolean output's (float0 zeros)
+    only its shape."""
+    for ct, var in zip(cts, outvars):
+        aval = var.aval
+        got_shape = tuple(np.shape(ct))
+        got_dtype = np.dtype(dtypes.weak_scalar_dtype(ct)) if is_python_scalar(ct) else \
+            np.dtype(getattr(ct, "dtype", None) or np.result_type(ct))
+        inexact = dtypes.is_inexact(aval.dtype)
+        if got_shape == tuple(aval.shape) and (got_dtype == aval.dtype or not inexact):
+            continue
+        raise ValueError(
+            "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
+            f"{_type_text(got_shape, got_dtype)}, but expected "
+            f"{_type_text(aval.shape, aval.dtype if inexact else dtypes.FLOAT0)} because the "
+            "corresponding output of the differentiated function had JAX type "
+            f"{aval.str_long(None)}")
+
+
+def _type_text(shape, dtype) -> str:
+    name = "float0" if dtype == dtypes.FLOAT0 else np.dtype(dtype).name
+    return f"{name}[{','.join(map(str, shape))}]"
 
 
 def split_aux(fun, opaque: dict):

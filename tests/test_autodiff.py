@@ -15,6 +15,8 @@ cotangent differs.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -1016,8 +1018,27 @@ def test_vjp_pytrees():
 
 def test_vjp_cotangent_structure_mismatch():
     _, vjp_fun = shardc.vjp(lambda x: (x, x * 2), normal((3,), 84))
-    with pytest.raises(TypeError, match="structure"):
+    with pytest.raises(ValueError, match="unexpected tree structure"):
         vjp_fun(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("ct, got", [
+    (np.arange(4, dtype=np.float32), "float32[4]"), (np.float32(1), "float32[]"),
+    (np.ones(3, np.float16), "float16[3]"), (np.ones(3, np.int32), "int32[3]")])
+def test_vjp_cotangent_type_mismatch(ct, got):
+    """JAX's check: a cotangent of another shape or dtype than its output is refused (it
+    gave a gradient of the wrong shape)."""
+    _, vjp_fun = shardc.vjp(lambda x: x * 2, np.ones(3, np.float32))
+    with pytest.raises(ValueError, match=rf"got {re.escape(got)}, but expected float32\[3\] "
+                                         r"because the corresponding output"):
+        vjp_fun(ct)
+    # a weak Python number is its output's type; an integer output takes any zeros
+    _, scalar_vjp = shardc.vjp(lambda x: x.sum(), np.ones(3, np.float32))
+    np.testing.assert_array_equal(scalar_vjp(1.0)[0], np.ones(3))
+    _, int_vjp = shardc.vjp(lambda x: (x * 2, jnp.round(x).astype(jnp.int32)),
+                            np.ones(3, np.float32))
+    np.testing.assert_array_equal(int_vjp((np.ones(3, np.float32), np.zeros(3, np.int32)))[0],
+                                  2 * np.ones(3))
 
 
 def test_vjp_has_aux():
