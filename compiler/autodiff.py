@@ -15,7 +15,7 @@ from compiler import (ad_control, ad_linalg, ad_rules, ad_shard_map,  # noqa: F4
 from compiler import tree
 from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_program,
                               instantiate, is_differentiable, jvp_program_with_consts,
-                              partial_eval)
+                              partial_eval, transpose_rules)
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is_jax_value,
                               is_python_scalar, known_if_concrete, layouts_of, set_current_trace,
@@ -23,7 +23,7 @@ from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
-from ir.core import Program
+from ir.core import Program, Var
 
 
 def _trace_flat(fun, flat_args, in_tree, weak):
@@ -285,6 +285,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         if not dtypes.is_inexact(leaf.dtype):
             raise TypeError("linear_transpose only supports [float or complex] -> [float or "
                             f"complex], and integer -> integer functions, but got {leaf.dtype}")
+    _check_linear(fun, points)
     _, transposed = vjp(fun, *points)
 
     def transposed_fun(*cotangents):
@@ -292,6 +293,37 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         return tuple(transposed(cotangent))
 
     return transposed_fun
+
+
+# operations linear in each operand alone: one of them at most may depend on the arguments
+_BILINEAR = {prims.mul_p: (0, 1), prims.dot_general_p: (0, 1), prims.div_p: (0,)}
+
+
+def _check_linear(fun, points) -> None:
+    """JAX's refusal of a function ``linear_transpose`` cannot transpose: it traces ``fun``
+    with its arguments unknown, and an operation on them without a transpose rule (``sin``),
+    or a product of two of them, fails. (The transpose itself is ``fun``'s derivative at zero,
+    which a non-linear function has too: without this check it would answer quietly.)"""
+    flat, in_tree = tree.tree_flatten(points)
+    flat_fun, _ = tree.flatten_fun(lambda *args: fun(*args), in_tree)
+    program, _, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
+                                     shard=current_shard_context(), parent=current_trace())
+    linear = {id(v) for v in program.invars}
+    for eqn in program.eqns:
+        depends = [isinstance(a, Var) and id(a) in linear for a in eqn.invars]
+        if not any(depends):
+            continue
+        if eqn.primitive not in transpose_rules:
+            raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
+                                      f"'{eqn.primitive}' not implemented")
+        allowed = _BILINEAR.get(eqn.primitive)
+        if allowed is not None and (sum(depends) > 1 or not any(
+                depends[k] for k in allowed)):
+            raise NotImplementedError(f"linear_transpose: {function_name(fun)} is not linear "
+                                      f"in its arguments: '{eqn.primitive}' of "
+                                      + ("two values that depend on them" if sum(depends) > 1
+                                         else "a divisor that depends on them"))
+        linear.update(id(v) for v in eqn.outvars)
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):

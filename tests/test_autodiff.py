@@ -1847,3 +1847,17 @@ def test_jvp_tangents_are_checked_and_integers_take_float0_as_jax():
         shardc.jvp(lambda x: x * 2, (jnp.ones(3),), (jnp.ones(3, jnp.float16),))
     with pytest.raises(ValueError, match=r"Got primal shape \(3,\) and tangent shape as \(2,\)"):
         shardc.jvp(lambda x: x * 2, (jnp.ones(3),), (jnp.ones(2),))
+
+
+@pytest.mark.parametrize("fun, what", [
+    (jnp.sin, "Transpose rule .* for 'sin' not implemented"),
+    (lambda v: v * v, "'mul' of two values that depend on them"),
+    (lambda v: 1.0 / v, "'div' of a divisor that depends on them")])
+def test_linear_transpose_refuses_a_non_linear_function(fun, what):
+    """JAX traces the function with its arguments unknown and fails at what it cannot
+    transpose; shardc's transpose (the derivative at zero) would have answered quietly."""
+    with pytest.raises(NotImplementedError, match=what):
+        shardc.linear_transpose(fun, np.ones(3, np.float32))
+    # linear functions built of the same operations are transposed
+    t = shardc.linear_transpose(lambda v: v * 2 + v.sum() / 3, np.ones(3, np.float32))
+    np.testing.assert_allclose(t(np.arange(3, dtype=np.float32))[0], np.arange(3) * 2 + 1)
