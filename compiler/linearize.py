@@ -63,7 +63,7 @@ class _LinearJVP:
                 raise ValueError("linearized function called on tangent values inconsistent "
                                  f"with the original primal values: got tangent "
                                  f"{got.str_short()} for primal {aval.str_short()}")
-            if d and got.vma != aval.vma:
+            if d and got.vma != aval.vma and _checks_vma():
                 raise ValueError(_vma_mismatch(got, aval))
         args = list(residuals) + [t for t, d in zip(flat, self.diff) if d]
         out_tangents = eval_program(self.linear, args)[:self.out_tree.num_leaves]
@@ -71,6 +71,13 @@ class _LinearJVP:
         out_tangents = [np.zeros(aval_of(t).shape, dtypes.FLOAT0)
                         if np.dtype(aval_of(t).dtype).kind in "iub" else t for t in out_tangents]
         return tree.tree_unflatten(self.out_tree, out_tangents)
+
+
+def _checks_vma() -> bool:
+    """Whether values' varying axes are checked here: in a shard_map body with the check on
+    (with it off, JAX tracks none, so a tangent made there need not vary as its primal)."""
+    shard = current_shard_context()
+    return shard is not None and shard.check_vma is True
 
 
 def _vma_mismatch(tangent, primal) -> str:

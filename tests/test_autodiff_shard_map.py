@@ -1022,3 +1022,21 @@ def test_a_tangent_varying_otherwise_than_its_primal_is_jax_error(vary_primal):
         f"values:\nGot tangent aval {got} for primal aval {want} but expected {want}. \nThis "
         f"might be fixed by:\n  * applying `jax.lax.pcast(..., ('x',), to='varying')` to "
         f"{where}{' returned by `jax.linearize`' if vary_primal else ''};")
+
+
+def test_linearize_in_a_body_with_the_check_off_takes_any_tangent():
+    """With check_vma=False nothing tracks how values vary: a tangent made in the body is
+    accepted for a block primal, as JAX's (with the check on, ``ones_like`` of a block varies
+    as it does)."""
+    from shardc.sharding import AxisType, PartitionSpec as P
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    x = np.arange(16, dtype=np.float32)
+
+    def body(u):
+        return jax.linearize(lambda v: jnp.sin(v) * 2, u)[1](jnp.ones_like(u))
+
+    f = jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    np.testing.assert_allclose(f(x), 2 * np.cos(x), rtol=1e-6)
+    g = jax.shard_map(lambda u: jax.linearize(lambda v: jnp.sin(v) * 2, u)[1](
+        jnp.ones(u.shape)), mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)
+    np.testing.assert_allclose(g(x), 2 * np.cos(x), rtol=1e-6)
