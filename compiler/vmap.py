@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 # the rule modules fill the tables of compiler.batching when imported
 from compiler import batching_control, batching_ops, collective_rules  # noqa: F401
 import functools
@@ -15,6 +17,7 @@ from compiler import tree
 from compiler.batching import (BatchTrace, BatchTracer, NamedAxis, batch_at, member_aval,
                                named_axis, ndim_of)
 from compiler.shard_map import function_name
+from ir import dtypes
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import partitions
@@ -112,16 +115,28 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
         result = fun(*call_args, **call_kwargs)
         outs, out_tree = tree.tree_flatten(result)
         for o in outs:
-            if not is_jax_value(o):
+            if not is_jax_value(o) and not dtypes.is_float0(o):
                 raise TypeError(f"Output from batched function {o!r} with type {type(o)} is "
                                 "not a valid JAX type")
-        unwrapped = [trace.unwrap(o) for o in outs]
+        # float0 results (an integer's tangent or cotangent) hold nothing: the same for
+        # every member
+        unwrapped = [(o, None) if dtypes.is_float0(o) else trace.unwrap(o) for o in outs]
     out_specs = _flat_out_axes(out_axes, result)
-    moved = [_place_batch_axis(v, d, a, size) for (v, d), a in zip(unwrapped, out_specs)]
+    moved = [_batched_float0(v, a, size) if dtypes.is_float0(v) else
+             _place_batch_axis(v, d, a, size) for (v, d), a in zip(unwrapped, out_specs)]
     if trace.batch_spec:
         moved = [_split_like_batch(v, d, a, trace.batch_spec, batch_mesh, o)
                  for v, (_, d), a, o in zip(moved, unwrapped, out_specs, outs)]
     return tree.tree_unflatten(out_tree, moved)
+
+
+def _batched_float0(value, out_axis, size: int):
+    """float0 zeros of a batch: the batch dimension inserted at ``out_axis``."""
+    if out_axis is None:
+        return value
+    shape = list(value.shape)
+    shape.insert(out_axis % (len(shape) + 1), size)
+    return np.zeros(tuple(shape), dtypes.FLOAT0)
 
 
 def _batch_spec(leaves, axes) -> tuple:

@@ -91,13 +91,21 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         for k, (size, y) in enumerate(zip(sizes, out_leaves)):
             start = sum(sizes[:k])
             shape = aval_of(y).shape
-            blocks = [jnp.reshape(ct[start:start + size], tuple(shape) + tuple(s))
-                      for ct, s in zip(ct_leaves, in_shapes)]
+            blocks = [_reshaped(ct[start:start + size], tuple(shape) + tuple(s), x)
+                      for ct, s, x in zip(ct_leaves, in_shapes, in_leaves)]
             per_out.append(_in_structure(in_tree, blocks, single))
         result = tree.tree_unflatten(out_tree, per_out)
         return (result, aux) if has_aux else result
 
     return jac
+
+
+def _reshaped(x, shape, primal):
+    """``x`` reshaped; float0 zeros (an integer input's cotangents) become zeros of the
+    input's dtype, as JAX's Jacobian has them."""
+    if dtypes.is_float0(x):
+        return jnp.zeros(shape, aval_of(primal).dtype)
+    return jnp.reshape(x, shape)
 
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
@@ -121,8 +129,16 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
             aux = tree.tree_map(lambda a: a[0], aux)
         out_leaves, out_tree = tree.tree_flatten(tangents)
         in_shapes = [aval_of(x).shape for x in in_leaves]
+        primal_leaves = None
         per_out = []
-        for t in out_leaves:
+        for n, t in enumerate(out_leaves):
+            if dtypes.is_float0(t):
+                # an integer or boolean output: JAX's Jacobian is zeros of its dtype
+                if primal_leaves is None:
+                    primal_leaves = tree.tree_leaves(
+                        jvp(target, dyn, tree.tree_map(jnp.zeros_like, dyn),
+                            has_aux=has_aux)[0])
+                t = jnp.zeros(t.shape, aval_of(primal_leaves[n]).dtype)
             out_shape = tuple(t.shape[1:])
             blocks = []
             for k, (size, shape) in enumerate(zip(sizes, in_shapes)):

@@ -1861,3 +1861,23 @@ def test_linear_transpose_refuses_a_non_linear_function(fun, what):
     # linear functions built of the same operations are transposed
     t = shardc.linear_transpose(lambda v: v * 2 + v.sum() / 3, np.ones(3, np.float32))
     np.testing.assert_allclose(t(np.arange(3, dtype=np.float32))[0], np.arange(3) * 2 + 1)
+
+
+def test_float0_results_through_vmap_and_jacobians():
+    """vmap returns float0 zeros (an integer's tangent or cotangent) with the batch axis
+    inserted; jacrev's block for an integer input and jacfwd's Jacobian of an integer output
+    are zeros of that integer dtype, as JAX's."""
+    x = np.array([1.2, 2.7, 3.0], np.float32)
+    n = np.arange(3, dtype=np.int32)
+    gx, gn = shardc.vmap(shardc.grad(lambda a, k: a * k, argnums=(0, 1), allow_int=True))(x, n)
+    np.testing.assert_array_equal(gx, n)
+    assert gn.dtype == shardc.dtypes.float0 and gn.shape == (3,)
+    jx, jn = shardc.jacrev(lambda a, k: a * k, argnums=(0, 1), allow_int=True)(x, n)
+    np.testing.assert_array_equal(jx, np.diag(n))
+    assert jn.dtype == np.int32 and not np.asarray(jn).any() and jn.shape == (3, 3)
+    jr = shardc.jacfwd(lambda a: jnp.round(a).astype(jnp.int32))(x)
+    assert jr.dtype == np.int32 and jr.shape == (3, 3) and not np.asarray(jr).any()
+    _, (t_bool, t_float) = shardc.vmap(
+        lambda t: shardc.jvp(lambda a: (a > 2, a * 2), (x,), (t,)))(np.eye(3, dtype=np.float32))
+    assert t_bool.dtype == shardc.dtypes.float0 and t_bool.shape == (3, 3)
+    np.testing.assert_array_equal(t_float, 2 * np.eye(3))
