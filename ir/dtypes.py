@@ -384,8 +384,9 @@ def promotes_weak(dtypes, weak) -> bool:
     key = (tuple(dtypes), tuple(weak))
     found = _PROMOTES_WEAK.get(key)
     if found is None:
-        found = _PROMOTES_WEAK[key] = _least_upper_bound(
-            {_node(d, w) for d, w in zip(dtypes, weak)}) in _WEAK_NODES
+        bound = _least_upper_bound({_node(d, w) for d, w in zip(dtypes, weak)})
+        # by identity: numpy finds np.dtype('int64') == int (x64's int64 is not weak)
+        found = _PROMOTES_WEAK[key] = any(bound is node for node in _WEAK_NODES)
     return found
 
 

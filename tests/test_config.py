@@ -292,3 +292,17 @@ def test_device_and_thread_counts_take_ascii_digits_only(monkeypatch):
         threads()
     monkeypatch.setenv("SHARDC_THREADS", "3")
     assert threads() == 3
+
+
+def test_x64_arrays_with_python_numbers_stay_typed():
+    """An int64 (float64) array times a Python number is a typed int64 (float64), as JAX's:
+    it was weak, so adding an int32 array then computed in int32 and overflowed."""
+    config.update("jax_enable_x64", True)
+    x = jnp.array([10_000_000_000, 3])
+    y = x * 1 + jnp.arange(2, dtype=jnp.int32)
+    assert y.dtype == np.int64 and np.asarray(y).tolist() == [10_000_000_000, 4]
+    f = jnp.array([1.0000000001, 2.0]) * 1.0 + jnp.zeros(2, jnp.float32)
+    assert f.dtype == np.float64 and np.asarray(f)[0] == 1.0000000001
+    assert str(shardc.typeof(jnp.arange(4) * 2)) == "int64[4]"
+    assert str(shardc.typeof(jnp.float64(2) * 3.0)) == "float64[]"
+    assert str(shardc.typeof(jnp.asarray(2.0) * 3.0)) == "~float64[]"
