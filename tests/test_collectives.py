@@ -635,11 +635,15 @@ def raises_in_body(mesh, body, exc, message, *, in_specs=None, x=None):
         assert str(info.value) == message
 
 
-def test_perm_must_be_a_list_or_a_tuple():
-    for perm in ({(0, 1)}, (p for p in [(0, 1)]), {0: 1}):
-        raises_in_body(MESH_I, lambda x, perm=perm: lax.ppermute(x, "i", perm), TypeError,
-                       "ppermute: perm must be a list or a tuple of (source, destination) "
-                       f"pairs. Got perm of type {type(perm)}")
+def test_perm_must_be_pairs():
+    """JAX reads perm as ``tuple(map(tuple, perm))``: a set or a generator of pairs is one;
+    a mapping is refused."""
+    perm = {0: 1}
+    raises_in_body(MESH_I, lambda x: lax.ppermute(x, "i", perm), TypeError,
+                   "ppermute: perm must be a list or a tuple of (source, destination) "
+                   f"pairs. Got perm of type {type(perm)}")
+    f = shardc.vmap(lambda x: lax.ppermute(x, "i", {(0, 1), (1, 0)}), axis_name="i")
+    np.testing.assert_array_equal(np.asarray(f(np.arange(4.))), [1., 0., 0., 0.])
 
 
 def test_perm_may_be_an_array_of_pairs():
@@ -1123,3 +1127,23 @@ def test_reductions_over_no_axes_and_top_k_lists_as_jax():
     assert isinstance(values, list) and np.asarray(values[0]).tolist() == [4.0, 3.0]
     got = shardc.vmap(lambda a: lax.top_k(a, 2), out_axes=[0, 1])(jnp.ones((4, 3)))
     assert got[0].shape == (4, 2) and got[1].shape == (2, 4)
+
+
+def test_gathers_scatters_and_permutes_over_no_axes_as_jax():
+    """Over ``()`` (an axis list computed from a mesh may be empty): all_gather and
+    psum_scatter return the block itself; ppermute is within a group of one device, which
+    keeps its block only where perm sends rank 0 to itself. A generator of pairs is a perm."""
+    mesh = shardc.make_mesh((8,), ("i",))
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+
+    def run(body):
+        return np.asarray(shardc.shard_map(body, mesh=mesh, in_specs=P("i"),
+                                           out_specs=P("i"))(x))
+
+    np.testing.assert_array_equal(run(lambda a: lax.all_gather(a, ())), x)
+    np.testing.assert_array_equal(run(lambda a: lax.all_gather(a, (), tiled=True, axis=1)), x)
+    np.testing.assert_array_equal(run(lambda a: lax.psum_scatter(a, ())), x)
+    np.testing.assert_array_equal(run(lambda a: lax.ppermute(a, (), [])), np.zeros_like(x))
+    np.testing.assert_array_equal(run(lambda a: lax.ppermute(a, (), [(0, 0)])), x)
+    reversed_blocks = run(lambda a: lax.ppermute(a, "i", ((j, 7 - j) for j in range(8))))
+    np.testing.assert_array_equal(reversed_blocks, x[::-1])

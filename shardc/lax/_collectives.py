@@ -268,6 +268,8 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
     """
     _check_operands("all_gather", x)
     axes = _axes("all_gather", axis_name)
+    if not axes:
+        return x                      # over no axes: the value itself, as JAX's
     if to not in ("varying", "invarying"):
         raise ValueError(f"all_gather: unexpected to={to!r}; expected 'varying' or 'invarying'")
     size = _group_size(axes)
@@ -298,6 +300,8 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
     """
     _check_operands("psum_scatter", x)
     axes = _axes("psum_scatter", axis_name)
+    if not axes:
+        return x
     size = _group_size(axes)
     groups = None if axis_index_groups is None else _groups.check_groups(
         "psum_scatter", axis_index_groups, size, equal_sizes=True)
@@ -328,6 +332,8 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
 def _check_perm(perm, axis_name, size) -> tuple:
     if isinstance(perm, np.ndarray) and perm.ndim == 2:      # rows of pairs, as JAX takes
         perm = perm.tolist()
+    elif not isinstance(perm, (list, tuple, str, dict)) and hasattr(perm, "__iter__"):
+        perm = list(perm)                                   # a generator of pairs
     if not isinstance(perm, (list, tuple)):
         raise TypeError("ppermute: perm must be a list or a tuple of (source, destination) "
                         f"pairs. Got perm of type {type(perm)}")
@@ -368,6 +374,10 @@ def ppermute(x, axis_name, perm):
     _check_operands("ppermute", x)
     axes = _axes("ppermute", axis_name)
     pairs = _check_perm(perm, axis_name, _group_size(axes))
+    if not axes:
+        # each device alone: it keeps its block where perm sends rank 0 to itself, else
+        # receives nothing (zeros), as JAX's
+        return tree.tree_map(lambda leaf: leaf if (0, 0) in pairs else jnp.zeros_like(leaf), x)
     return tree.tree_map(
         lambda leaf: _weak_as(leaf, bind(coll.ppermute_p, leaf, mesh_axes=axes, perm=pairs)), x)
 
