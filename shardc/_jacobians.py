@@ -69,20 +69,68 @@ def _check_inexact(leaves, name):
                             "or set allow_int to True.")
 
 
+def _check_rev_inputs(leaves, holomorphic, allow_int):
+    if holomorphic:
+        for x in leaves:
+            dtype = aval_of(x).dtype
+            if dtype.kind != "c":
+                raise TypeError(f"jacrev with holomorphic=True requires inputs with complex "
+                                f"dtype, but got {dtype.name}.")
+    if not allow_int:
+        _check_inexact(leaves, "jacrev")
+
+
+def _check_rev_outputs(leaves, holomorphic):
+    """JAX's: real floating outputs (complex ones with ``holomorphic`` only): a complex
+    output's imaginary part would otherwise be dropped quietly."""
+    for y in leaves:
+        dtype = aval_of(y).dtype
+        if holomorphic:
+            if dtype.kind != "c":
+                raise TypeError(f"jacrev with holomorphic=True requires outputs with complex "
+                                f"dtype, but got {dtype.name}.")
+        elif dtype.kind == "c":
+            raise TypeError(f"jacrev requires real-valued outputs (output dtype that is a "
+                            f"sub-dtype of np.floating), but got {dtype.name}. For holomorphic "
+                            "differentiation, pass holomorphic=True. For differentiation of "
+                            "non-holomorphic functions involving complex outputs, use jax.vjp "
+                            "directly.")
+        elif not dtypes.is_inexact(dtype):
+            raise TypeError(f"jacrev requires real-valued outputs (output dtype that is a "
+                            f"sub-dtype of np.floating), but got {dtype.name}. For "
+                            "differentiation of functions with integer outputs, use jax.vjp "
+                            "directly.")
+
+
+def _check_fwd_inputs(leaves, holomorphic):
+    for x in leaves:
+        dtype = aval_of(x).dtype
+        if holomorphic:
+            if dtype.kind != "c":
+                raise TypeError("jacfwd with holomorphic=True requires inputs with complex "
+                                f"dtype, but got {dtype.name}.")
+        elif not dtypes.is_inexact(dtype) or dtype.kind == "c":
+            raise TypeError("jacfwd requires real-valued inputs (input dtype that is a "
+                            f"sub-dtype of np.floating), but got {dtype.name}. For holomorphic "
+                            "differentiation, pass holomorphic=True. For differentiation of "
+                            "non-holomorphic functions involving complex inputs or integer "
+                            "inputs, use jax.jvp directly.")
+
+
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of ``fun`` by reverse mode: one vjp per output element, vmapped."""
 
     def jac(*args):
         dyn, with_dynamic, single = _dynamic(args, argnums)
         in_leaves, in_tree = tree.tree_flatten(dyn)
-        if not allow_int:
-            _check_inexact(in_leaves, "jacrev")
+        _check_rev_inputs(in_leaves, holomorphic, allow_int)
         target = with_dynamic(fun, dyn)
         if has_aux:
             out, pullback, aux = vjp(target, *dyn, has_aux=True)
         else:
             out, pullback = vjp(target, *dyn)
         out_leaves, out_tree = tree.tree_flatten(out)
+        _check_rev_outputs(out_leaves, holomorphic)
         basis, sizes = _basis(out_leaves)
         cts = vmap(lambda *b: pullback(tree.tree_unflatten(out_tree, list(b))))(*basis)
         ct_leaves = tree.tree_leaves(cts)
@@ -114,7 +162,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     def jac(*args):
         dyn, with_dynamic, single = _dynamic(args, argnums)
         in_leaves, in_tree = tree.tree_flatten(dyn)
-        _check_inexact(in_leaves, "jacfwd")
+        _check_fwd_inputs(in_leaves, holomorphic)
         target = with_dynamic(fun, dyn)
         basis, sizes = _basis(in_leaves)
 
@@ -128,6 +176,12 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         if has_aux:
             aux = tree.tree_map(lambda a: a[0], aux)
         out_leaves, out_tree = tree.tree_flatten(tangents)
+        if holomorphic:
+            for t in out_leaves:
+                if dtypes.is_float0(t) or aval_of(t).dtype.kind != "c":
+                    name = "int" if dtypes.is_float0(t) else aval_of(t).dtype.name
+                    raise TypeError("jacfwd with holomorphic=True requires outputs with "
+                                    f"complex dtype, but got {name}.")
         in_shapes = [aval_of(x).shape for x in in_leaves]
         primal_leaves = None
         per_out = []

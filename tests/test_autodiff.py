@@ -1881,3 +1881,20 @@ def test_float0_results_through_vmap_and_jacobians():
         lambda t: shardc.jvp(lambda a: (a > 2, a * 2), (x,), (t,)))(np.eye(3, dtype=np.float32))
     assert t_bool.dtype == shardc.dtypes.float0 and t_bool.shape == (3, 3)
     np.testing.assert_array_equal(t_float, 2 * np.eye(3))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: shardc.jacrev(lambda a: a * (1 + 2j))(x), "jacrev requires real-valued outputs"),
+    (lambda x: shardc.jacfwd(lambda z: jnp.real(z))(x.astype(np.complex64)),
+     "jacfwd requires real-valued inputs"),
+    (lambda x: shardc.jacfwd(lambda z: z * 2, holomorphic=True)(x),
+     "jacfwd with holomorphic=True requires inputs with complex dtype"),
+    (lambda x: shardc.jacrev(lambda z: jnp.real(z), holomorphic=True)(x.astype(np.complex64)),
+     "jacrev with holomorphic=True requires outputs with complex dtype"),
+    (lambda x: shardc.jacrev(lambda a: a > 0)(x), "jacrev requires real-valued outputs"),
+])
+def test_jacobians_check_dtypes_as_jax(call, message):
+    """A complex output of jacrev without holomorphic=True was differentiated in its real part
+    only; JAX refuses it, and the other mismatches, as TypeErrors."""
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call(np.array([1.2, 2.7, 3.0], np.float32))
