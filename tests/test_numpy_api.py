@@ -917,13 +917,17 @@ def test_property_reductions(shape, data, red, keepdims, dtype):
 # --- errors -----------------------------------------------------------------------------------
 
 def test_incompatible_broadcast_names_shapes():
-    """JAX's errors: a binary operation's TypeError names its lax primitive; a broadcast of
-    several operands is a ValueError listing their shapes; broadcast_to names both types."""
+    """JAX's errors: a binary operation on operands of one rank is a TypeError naming its lax
+    primitive; of different ranks (rank promotion first), or a broadcast of several operands,
+    a ValueError listing their shapes; broadcast_to names both types."""
     for fn in (lambda: jnp.ones((2, 3)) + jnp.ones(4),
                lambda: shardc.jit(jnp.add)(jnp.ones((2, 3)), jnp.ones(4))):
-        with pytest.raises(TypeError) as err:
+        with pytest.raises(ValueError) as err:
             fn()
-        assert str(err.value) == "add got incompatible shapes for broadcasting: (2, 3), (4,)."
+        assert str(err.value) == "Incompatible shapes for broadcasting: shapes=[(2, 3), (4,)]"
+    with pytest.raises(TypeError, match=r"^add got incompatible shapes for broadcasting: "
+                                        r"\(2, 3\), \(4, 3\)\.$"):
+        jnp.ones((2, 3)) + jnp.ones((4, 3))
     for fn, name in ((lambda: jnp.ones(3) * jnp.ones(2), "mul"),
                      (lambda: jnp.ones(3) / jnp.ones(2), "div"),
                      (lambda: jnp.ones(3) % jnp.ones(2), "rem"),

@@ -222,7 +222,9 @@ def broadcast_operands(*args, name=None):
     shapes = [shape_of(a) for a in args]
     if len(shapes) == 2 and (shapes[0] == shapes[1] or shapes[0] == () or shapes[1] == ()):
         return list(args)                       # the common case: nothing to broadcast
-    if name is not None:
+    # JAX's two errors: operands of one rank reach lax's TypeError; of different ranks,
+    # jnp's rank promotion raises the ValueError first
+    if name is not None and len({len(s) for s in shapes if s != ()}) <= 1:
         try:
             np.broadcast_shapes(*shapes)
         except ValueError:
