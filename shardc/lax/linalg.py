@@ -6,10 +6,15 @@ dimensions, differentiable as those are).
 """
 from __future__ import annotations
 
+import numpy as np
+
+from compiler.control_flow import fori_loop
+from compiler.vmap import vmap
 import shardc.numpy as jnp
 from shardc.numpy import linalg as _np_linalg
 
-__all__ = ["cholesky", "eigh", "qr", "svd", "triangular_solve", "tridiagonal_solve"]
+__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd",
+           "triangular_solve", "tridiagonal_solve"]
 
 
 def _symmetrized(x):
@@ -108,3 +113,27 @@ def tridiagonal_solve(dl, d, du, b):
     matrix = (jnp.where(eye, d[..., :, None], zero) + jnp.where(below, dl[..., :, None], zero)
               + jnp.where(above, du[..., :, None], zero))
     return _np_linalg.lax_solve(matrix, b)
+
+
+def lu(x):
+    """``(lu, pivots, permutation)``: the LU decomposition with partial pivoting of each
+    matrix of ``x`` (``[..., m, n]``), as LAPACK's getrf and JAX's: ``lu`` holds the unit lower
+    factor below its diagonal and the upper factor on and above it; row ``i`` was swapped with
+    row ``pivots[i]`` at step ``i``; ``x[..., permutation, :] = L @ U``. Differentiable (the
+    elimination, for the pivots it chose)."""
+    return _np_linalg.lu_factors(x)
+
+
+def lu_pivots_to_permutation(pivots, permutation_size: int):
+    """The permutation the row swaps ``pivots`` make of ``range(permutation_size)``."""
+    pivots = jnp.asarray(pivots)
+    batch = pivots.shape[:-1]
+    flat = jnp.reshape(pivots, (-1, pivots.shape[-1]))
+
+    def one(piv):
+        def swap(j, perm):
+            at_j, at_p = perm[j], perm[piv[j]]
+            return perm.at[j].set(at_p).at[piv[j]].set(at_j)
+        return fori_loop(0, piv.shape[0], swap, jnp.arange(permutation_size, dtype=np.int32))
+
+    return jnp.reshape(vmap(one)(flat), batch + (permutation_size,))

@@ -10,13 +10,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from compiler.control_flow import fori_loop
+from compiler.custom_ad import custom_jvp
 from compiler.tracing import bind
+from compiler.vmap import vmap
+from ir import dtypes as _dt
 from ir import primitives as p
 from ir.dtypes import real_dtype as _real_dtype
 from shardc.dtypes import result_type
-from shardc.numpy._arithmetic import abs, abs2, exp, isnan, power, sign, sqrt, where
-from shardc.numpy._core import asarray, astype, broadcast_to, ravel, reshape
-from shardc.numpy._creation import eye
+from shardc.numpy._arithmetic import abs, abs2, exp, isinf, isnan, power, sign, sqrt, where
+from shardc.numpy._core import (asarray, astype, broadcast_to, concatenate, ones, ravel,
+                                reshape, zeros, zeros_like)
+from shardc.numpy._creation import arange, eye
 from shardc.numpy._diagonals import diagonal as numpy_diagonal, tril, triu
 from shardc.numpy._index_routines import take_along_axis
 from shardc.numpy._sorting import argsort
@@ -25,7 +30,7 @@ from shardc.numpy._manipulation import (broadcast_shapes, expand_dims, moveaxis,
 from shardc.numpy._products import (cross as numpy_cross, matmul, outer as numpy_outer,
                                     tensordot as numpy_tensordot, trace as numpy_trace,
                                     vecdot as numpy_vecdot)
-from shardc.numpy._reductions import any as any_, max, min, sum
+from shardc.numpy._reductions import any as any_, argmax, cumprod, max, min, sum
 from shardc.numpy._ufuncs import conj
 
 builtins_max = builtins.max
@@ -158,9 +163,106 @@ def slogdet(a, *, method=None):
 
 
 def det(a):
-    """The determinant ``sign * exp(log|det|)``."""
+    """The determinant: for 2x2 and 3x3 matrices their products of entries, else
+    ``sign * exp(log|det|)`` whose derivative is the adjugate's, from an LU factorisation
+    that a singular matrix does not break (JAX's ``_cofactor_solve``): the gradient at a
+    singular matrix is its adjugate, not NaN."""
+    a = _float(a)
+    _square("det", a)
+    if a.shape[-1] == 2:
+        return a[..., 0, 0] * a[..., 1, 1] - a[..., 0, 1] * a[..., 1, 0]
+    if a.shape[-1] == 3:
+        return (a[..., 0, 0] * a[..., 1, 1] * a[..., 2, 2]
+                + a[..., 0, 1] * a[..., 1, 2] * a[..., 2, 0]
+                + a[..., 0, 2] * a[..., 1, 0] * a[..., 2, 1]
+                - a[..., 0, 2] * a[..., 1, 1] * a[..., 2, 0]
+                - a[..., 0, 0] * a[..., 1, 2] * a[..., 2, 1]
+                - a[..., 0, 1] * a[..., 1, 0] * a[..., 2, 2])
+    return _det(a)
+
+
+@custom_jvp
+def _det(a):
     sign, logabsdet = slogdet(a)
-    return sign * exp(logabsdet)
+    return sign * exp(logabsdet).astype(sign.dtype)
+
+
+@_det.defjvp
+def _det_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    value, adjugate_da = _cofactor_solve(a, da)
+    return value, numpy_trace(adjugate_da, axis1=-1, axis2=-2)
+
+
+def _cofactor_solve(a, b):
+    """``(det(a), adjugate(a) @ b)`` for square ``a``, singular or not (JAX's construction):
+    solve with the LU factors whose last pivot is replaced by ``1 / det`` of the rest, so a
+    matrix of rank n-1 still gives its adjugate; a rank below that gives zeros."""
+    n = a.shape[-1]
+    if n == 1:
+        return a[..., 0, 0], b
+    factors, pivots, permutation = lu_factors(a)
+    diag = numpy_diagonal(factors, axis1=-2, axis2=-1)
+    parity = sum(astype(pivots != np.arange(n, dtype=np.int32), np.int32), axis=-1)
+    sign = astype(1 - 2 * (parity % 2), a.dtype)
+    partial_det = cumprod(diag, axis=-1) * sign[..., None]
+    factors = factors.at[..., -1, -1].set(1.0 / partial_det[..., -2])
+    upper = triu(factors)
+    unit_lower = tril(factors, -1) + eye(n, dtype=a.dtype)
+    # a rank below n-1: solving with U gives infinities or NaN, and the adjugate is zero
+    probe = lax_solve(upper, ones(a.shape[:-1], a.dtype))
+    deficient = any_(isnan(probe) | isinf(probe), axis=-1)[..., None, None]
+    x = where(deficient, zeros_like(b), b)
+    x = take_along_axis(x, permutation[..., :, None], axis=-2)
+    x = lax_solve(unit_lower, x)
+    x = concatenate([x[..., :-1, :] * partial_det[..., -1, None, None], x[..., -1:, :]],
+                    axis=-2)
+    x = lax_solve(upper, x)
+    return partial_det[..., -1], where(deficient, zeros_like(x), x)
+
+
+def lu_factors(x):
+    """``(lu, pivots, permutation)`` of each matrix of ``x``: ``jax.lax.linalg.lu``."""
+    x = asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"Argument to LU decomposition must have ndims >= 2, got {x.shape}")
+    if not _dt.is_inexact(x.dtype):
+        raise TypeError(f"lu does not accept dtype {x.dtype.name}: floating or complex only")
+    batch = x.shape[:-2]
+    flat = reshape(x, (-1,) + x.shape[-2:])
+    factors, pivots, permutation = vmap(_lu_one)(flat)
+    return (reshape(factors, x.shape), reshape(pivots, batch + pivots.shape[-1:]),
+            reshape(permutation, batch + permutation.shape[-1:]))
+
+
+def _lu_one(a):
+    """One matrix's elimination (LAPACK's getrf): at step j, the row with the largest
+    magnitude in column j (on or below the diagonal; the first of equals) is swapped up, its
+    multipliers stored below the diagonal and the trailing block updated (a zero pivot
+    column is left alone)."""
+    m, n = a.shape
+    rows, cols = arange(m), arange(n)
+
+    def step(j, state):
+        a, pivots, permutation = state
+        magnitude = where(rows >= j, abs(a[:, j]), -1)
+        p = astype(argmax(magnitude), np.int32)
+        pivots = pivots.at[j].set(p)
+        row_j, row_p = a[j], a[p]
+        a = a.at[j].set(row_p).at[p].set(row_j)
+        at_j, at_p = permutation[j], permutation[p]
+        permutation = permutation.at[j].set(at_p).at[p].set(at_j)
+        pivot = a[j, j]
+        below = rows > j
+        multipliers = where(below, a[:, j] / where(pivot == 0, 1, pivot), 0)
+        trailing = below[:, None] & (cols > j)[None, :]
+        a = where(trailing, a - multipliers[:, None] * a[j][None, :], a)
+        a = where(below[:, None] & (cols == j)[None, :], multipliers[:, None], a)
+        return a, pivots, permutation
+
+    k = builtins.min(m, n)
+    start = (a, zeros((k,), np.int32), arange(m, dtype=np.int32))
+    return fori_loop(0, k, step, start) if k else start
 
 
 def matrix_power(a, n):

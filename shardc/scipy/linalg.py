@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 import shardc.numpy as jnp
+from shardc.lax import linalg as _lax_linalg
 from shardc.numpy import linalg as _np_linalg
 
 __all__ = [
-    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "qr",
-    "solve", "solve_triangular", "svd", "toeplitz",
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "lu",
+    "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd", "toeplitz",
 ]
 
 
@@ -181,3 +182,52 @@ def expm(A, *, upper_triangular=False, max_squarings=16):
         result = jnp.where((k < squarings)[..., None, None], result @ result, result)
     too_large = (squarings > max_squarings) | ~jnp.isfinite(norm)
     return jnp.where(too_large[..., None, None], jnp.nan, result)
+
+
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
+    """``(p, l, u)`` with ``a = p @ l @ u`` (``permute_l``: ``(p @ l, u)``): ``p`` a permutation
+    matrix, ``l`` unit lower trapezoidal ``[m, k]``, ``u`` upper ``[k, n]``, ``k = min(m, n)``."""
+    a = jnp.asarray(a)
+    a = a.astype(jnp.result_type(a, 0.0))
+    factors, _, permutation = _lax_linalg.lu(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    p = jnp.real((permutation[..., None, :] == jnp.arange(m)[:, None]).astype(a.dtype))
+    lower = jnp.tril(factors, -1)[..., :, :k] + jnp.eye(m, k, dtype=a.dtype)
+    upper = jnp.triu(factors)[..., :k, :]
+    if permute_l:
+        return jnp.matmul(p, lower), upper
+    return p, lower, upper
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """``(lu, piv)``: LAPACK's compact LU factors and row swaps (``lu_solve`` reads them)."""
+    a = jnp.asarray(a)
+    factors, pivots, _ = _lax_linalg.lu(a.astype(jnp.result_type(a, 0.0)))
+    return factors, pivots
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """``x`` with ``a x = b`` (``trans`` 1: ``a^T x = b``; 2: ``a^H x = b``) from ``lu_factor``'s
+    factors; ``b`` one vector ``[n]`` or ``[n, k]`` per matrix."""
+    factors, pivots = lu_and_piv
+    factors, b = jnp.asarray(factors), jnp.asarray(b)
+    if trans not in (0, 1, 2):
+        raise ValueError(f"'trans' value must be 0, 1, or 2, got {trans}")
+    m = factors.shape[-1]
+    permutation = _lax_linalg.lu_pivots_to_permutation(pivots, m)
+    vector = b.ndim == factors.ndim - 1
+    x = b[..., None] if vector else b
+    if trans == 0:
+        x = jnp.take_along_axis(x, permutation[..., :, None], axis=-2)
+        x = _lax_linalg.triangular_solve(factors, x, left_side=True, lower=True,
+                                         unit_diagonal=True)
+        x = _lax_linalg.triangular_solve(factors, x, left_side=True, lower=False)
+    else:
+        conj = trans == 2
+        x = _lax_linalg.triangular_solve(factors, x, left_side=True, lower=False,
+                                         transpose_a=True, conjugate_a=conj)
+        x = _lax_linalg.triangular_solve(factors, x, left_side=True, lower=True,
+                                         unit_diagonal=True, transpose_a=True, conjugate_a=conj)
+        x = jnp.take_along_axis(x, jnp.argsort(permutation, axis=-1)[..., :, None], axis=-2)
+    return x[..., 0] if vector else x
