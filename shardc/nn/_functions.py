@@ -8,7 +8,7 @@ from compiler.custom_ad import custom_jvp
 from compiler.tracing import bind
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc import lax
+import shardc.lax as lax
 from shardc.numpy._core import keeps_weak, weakly_typed_like
 from shardc.numpy._reductions import reduce_axes
 
