@@ -331,3 +331,31 @@ def test_attention_logits_accumulate_in_float32_from_bfloat16():
     want = np.einsum("bnts,bsnh->btnh", weights.astype(np.float32), vf)
     got = np.asarray(nn.dot_product_attention(q, k, v)).astype(np.float32)
     assert_close(got, want, 8e-3, 8e-3)
+
+
+def test_attention_sequence_lengths_and_local_windows():
+    """query_seq_lengths/key_value_seq_lengths mask the padding (padding queries' outputs are
+    zeros) and local_window_size (an int: both sides) keeps keys near each query, against a
+    numpy reference with the equivalent explicit mask."""
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 5, 2, 4)).astype(np.float32)
+    k = rng.standard_normal((2, 6, 2, 4)).astype(np.float32)
+    v = rng.standard_normal((2, 6, 2, 4)).astype(np.float32)
+
+    def reference(allowed):
+        logits = np.einsum("btnh,bsnh->bnts", q, k) / 2.0
+        logits = np.where(allowed, logits, np.finfo(np.float32).min * 0.7)
+        w = np.exp(logits - logits.max(-1, keepdims=True))
+        return np.einsum("bnts,bsnh->btnh", w / w.sum(-1, keepdims=True), v)
+
+    t, s = np.arange(5)[:, None], np.arange(6)[None, :]
+    lengths_q, lengths_kv = np.array([3, 5]), np.array([4, 6])
+    padding = (t[None] < lengths_q[:, None, None]) & (s[None] < lengths_kv[:, None, None])
+    want = reference(padding[:, None]) * (np.arange(5)[None, :] < lengths_q[:, None])[
+        :, :, None, None]
+    got = nn.dot_product_attention(q, k, v, query_seq_lengths=lengths_q,
+                                   key_value_seq_lengths=lengths_kv)
+    assert_close(got, want, 1e-5, 1e-6)
+    window = (t <= s + 1) & (t >= s - 1)
+    assert_close(nn.dot_product_attention(q, k, v, local_window_size=1),
+                 reference(window[None, None]), 1e-5, 1e-6)

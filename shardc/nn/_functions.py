@@ -320,11 +320,8 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     if implementation not in (None, "xla"):
         raise ValueError(f"dot_product_attention: implementation={implementation!r} is not "
                          "available; shardc computes attention as XLA's implementation does")
-    if query_seq_lengths is not None or key_value_seq_lengths is not None or \
-            local_window_size is not None:
-        raise NotImplementedError("dot_product_attention: query_seq_lengths, "
-                                  "key_value_seq_lengths and local_window_size are not "
-                                  "supported yet; pass an explicit mask")
+    if isinstance(local_window_size, int):
+        local_window_size = (local_window_size, local_window_size)
     unbatched = jnp.ndim(query) == 3
     if unbatched:
         query, key, value = (jnp.expand_dims(t, 0) for t in (query, key, value))
@@ -340,12 +337,17 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     logits = logits * jnp.asarray(scale, dtype=logits.dtype)
     if bias is not None:
         logits = logits + jnp.astype(bias, jnp.float32)
-    allowed = _attention_mask(mask, is_causal, logits.shape)
+    allowed = _attention_mask(mask, is_causal, logits.shape, query_seq_lengths,
+                              key_value_seq_lengths, local_window_size)
     if allowed is not None:
         # a large finite negative, so a fully masked row averages the values uniformly
         logits = jnp.where(allowed, logits, np.float32(np.finfo(np.float32).min * 0.7))
     weights = jnp.astype(softmax(logits, axis=-1), value.dtype)
     out = jnp.einsum("bnts,bsnh->btnh", weights, value)
+    if query_seq_lengths is not None:
+        # the padding queries' outputs are zeros, as JAX's
+        valid = jnp.arange(out.shape[1])[None, :] < jnp.asarray(query_seq_lengths)[:, None]
+        out = out * jnp.astype(valid, out.dtype)[:, :, None, None]
     return out[0] if unbatched else out
 
 
@@ -364,12 +366,30 @@ def _check_attention_shapes(query, key, value):
                          f"must be a multiple of the key/value heads ({key.shape[2]})")
 
 
-def _attention_mask(mask, is_causal, shape):
+def _attention_mask(mask, is_causal, shape, q_lengths=None, kv_lengths=None, window=None):
+    """Where attention is allowed (None: everywhere), as JAX's ``_apply_masks``: the mask,
+    causality, a local window ``(left, right)`` of key positions around each query, and the
+    queries and keys before each batch member's lengths."""
     allowed = None if mask is None else jnp.astype(mask, jnp.bool_)
+    t, s = shape[-2], shape[-1]
+
+    def both(more):
+        return more if allowed is None else jnp.logical_and(allowed, more)
+
     if is_causal:
-        t, s = shape[-2], shape[-1]
-        causal = jnp.tril(jnp.ones((t, s), jnp.bool_))
-        allowed = causal if allowed is None else jnp.logical_and(allowed, causal)
+        allowed = both(jnp.tril(jnp.ones((t, s), jnp.bool_)))
+    if window is not None:
+        left, right = window
+        queries, keys = jnp.arange(t)[:, None], jnp.arange(s)[None, :]
+        allowed = both((queries <= keys + left) & (queries >= keys - right))
+    if q_lengths is not None or kv_lengths is not None:
+        padding = True
+        if q_lengths is not None:
+            padding = jnp.arange(t)[None, :, None] < jnp.asarray(q_lengths)[:, None, None]
+        if kv_lengths is not None:
+            padding = jnp.logical_and(
+                padding, jnp.arange(s)[None, None, :] < jnp.asarray(kv_lengths)[:, None, None])
+        allowed = both(padding[:, None, :, :])
     return allowed
 
 
