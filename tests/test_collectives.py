@@ -1147,3 +1147,20 @@ def test_gathers_scatters_and_permutes_over_no_axes_as_jax():
     np.testing.assert_array_equal(run(lambda a: lax.ppermute(a, (), [(0, 0)])), x)
     reversed_blocks = run(lambda a: lax.ppermute(a, "i", ((j, 7 - j) for j in range(8))))
     np.testing.assert_array_equal(reversed_blocks, x[::-1])
+
+
+def test_pargmax_and_pargmin_over_vmap_and_mesh_axes():
+    """``jax._src.lax.parallel.pargmax``/``pargmin``: the member index of each entry's
+    largest (smallest) value, the same on every member; numpy's argmax over the members."""
+    from shardc.lax import parallel
+    rng = np.random.default_rng(3)
+    for shape, axis in [((7,), 0), ((5, 8), 0), ((5, 8), 1)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        for collective, bulk in [(parallel.pargmax, np.argmax), (parallel.pargmin, np.argmin)]:
+            got = shardc.vmap(lambda v: collective(v, "i"), in_axes=axis, out_axes=None,
+                              axis_name="i")(x)
+            np.testing.assert_array_equal(got, bulk(x, axis=axis))
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    f = shardc.shard_map(lambda b: parallel.pargmax(b, "i"), mesh=shardc.make_mesh((8,), ("i",)),
+                         in_specs=P("i"), out_specs=P())
+    np.testing.assert_array_equal(f(x), np.argmax(x, axis=0)[None])
