@@ -65,6 +65,7 @@ legacy_prng_key = _STATES["legacy_prng_key"]
 threefry_partitionable = _STATES["threefry_partitionable"]
 softmax_custom_jvp = _STATES["softmax_custom_jvp"]
 default_device = _STATES["default_device"]
+debug_key_reuse = _STATES["debug_key_reuse"]
 
 _install_backend()
 
@@ -90,7 +91,8 @@ __all__ = [
     "closure_convert", "comm_ledger", "config", "custom_derivatives", "custom_gradient",
     "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
-    "default_prng_impl", "legacy_prng_key", "device_count", "device_get", "device_put",
+    "debug_key_reuse", "default_prng_impl", "legacy_prng_key", "device_count", "device_get",
+    "device_put",
     "devices", "disable_jit",
     "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks", "enable_x64",
     "ensure_compile_time_eval", "eval_shape", "pure_callback",

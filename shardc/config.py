@@ -98,6 +98,12 @@ _MATMUL_PRECISIONS = (
 
 # --- what honoured flags do ------------------------------------------------------------------
 
+def _no_key_reuse_checker(on: bool) -> None:
+    if on:
+        raise NotImplementedError("jax_debug_key_reuse=True: shardc has no checker of PRNG "
+                                  "keys used twice")
+
+
 def _set_dtype_promotion(value):
     if value != "standard":
         raise NotImplementedError(f"jax_numpy_dtype_promotion={value!r} is not supported by "
@@ -142,6 +148,9 @@ FLAGS = {flag.name: flag for flag in (
     # raw uint32 key data given to a jax.random function: taken, warned about, or refused
     Flag("jax_legacy_prng_key", "allow", _enum("allow", "warn", "error")),
     Flag("jax_threefry_partitionable", True, _bool),
+    # JAX's checker of PRNG keys used twice: off by default; shardc has no such checker, so
+    # asking for it is refused rather than quietly not checking
+    Flag("jax_debug_key_reuse", False, _bool, lambda on: _no_key_reuse_checker(on)),
     Flag("jax_enable_compilation_cache", True, _bool),
     Flag("jax_compilation_cache_dir", None, _optional_str),
     Flag("jax_persistent_cache_min_compile_time_secs", 1.0, _float),
@@ -298,4 +307,4 @@ STATES = {name: FlagState("jax_" + name) for name in (
     "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision",
     "numpy_dtype_promotion", "numpy_rank_promotion", "log_compiles", "enable_checks",
     "check_tracer_leaks", "explain_cache_misses", "default_prng_impl", "legacy_prng_key",
-    "threefry_partitionable", "softmax_custom_jvp", "default_device")}
+    "threefry_partitionable", "softmax_custom_jvp", "default_device", "debug_key_reuse")}

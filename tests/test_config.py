@@ -306,3 +306,13 @@ def test_x64_arrays_with_python_numbers_stay_typed():
     assert str(shardc.typeof(jnp.arange(4) * 2)) == "int64[4]"
     assert str(shardc.typeof(jnp.float64(2) * 3.0)) == "float64[]"
     assert str(shardc.typeof(jnp.asarray(2.0) * 3.0)) == "~float64[]"
+
+
+def test_key_reuse_checker_off_is_accepted_on_is_refused():
+    """jax.debug_key_reuse(False) (JAX's tests turn its checker off) runs; asking for the
+    checker, which shardc does not have, is refused rather than quietly not checking."""
+    with shardc.debug_key_reuse(False):
+        assert config.jax_debug_key_reuse is False
+    with pytest.raises(NotImplementedError, match="no checker of PRNG keys used twice"):
+        config.update("jax_debug_key_reuse", True)
+    assert config.jax_debug_key_reuse is False
