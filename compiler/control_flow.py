@@ -22,8 +22,8 @@ from compiler import tree
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind, current_trace,
-                              errors_link, is_python_scalar, trace_to_program, user_source,
-                              value_if_known, weakened_where, weakly_typed)
+                              errors_link, eval_trace, is_python_scalar, trace_to_program,
+                              user_source, value_if_known, weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
@@ -285,9 +285,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     code-generation hint that leaves every result unchanged, and shardc runs the loop as it is.
     """
     _check_callable("scan", "f argument should be a callable.", f)
-    init_flat, carry_tree = tree.tree_flatten(init)
-    weak = [weakly_typed(v) for v in init_flat]
-    init_flat = [_as_array(v) for v in init_flat]
+    given, carry_tree = tree.tree_flatten(init)
+    weak = [weakly_typed(v) for v in given]
+    init_flat = [_as_array(v) for v in given]
+    converted = list(init_flat)
     xs_flat, xs_tree = tree.tree_flatten(xs)
     length = _scan_length(xs_flat, length)
     _check_unroll(unroll)
@@ -324,8 +325,16 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     _check_carry(construct, carry_name, paths, carry_avals, body.out_avals[:nc])
     outs = weakened_where(_bind_scan_forwarding(body, consts, init_flat, xs_flat, length,
                                                 bool(reverse)), out_weak)
+    outs = _given_where_forwarded(outs, given, converted)
     return (tree.tree_unflatten(carry_tree, outs[:nc]),
             tree.tree_unflatten(ys_tree_box[0], outs[nc:]))
+
+
+def _given_where_forwarded(outs, given, converted) -> list:
+    """A forwarded carry given as a Python number comes out as that number, as JAX's loops
+    give it back (``fori_loop(0, 0, f, 1.0)`` is ``1.0``)."""
+    return [given[k] if k < len(given) and is_python_scalar(given[k])
+            and out is converted[k] else out for k, out in enumerate(outs)]
 
 
 def _bind_scan_forwarding(body: Program, consts, init, xs, length, reverse) -> list:
@@ -540,9 +549,10 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
     _check_callable("while_loop", "body_fun and cond_fun arguments should be callable.",
                     body_fun, cond_fun)
     carry_name = carry_name or _param_name(body_fun, 0, None)
-    init_flat, carry_tree = tree.tree_flatten(init_val)
-    weak = [weakly_typed(v) for v in init_flat]
-    init_flat = [_as_array(v) for v in init_flat]
+    given, carry_tree = tree.tree_flatten(init_val)
+    weak = [weakly_typed(v) for v in given]
+    init_flat = [_as_array(v) for v in given]
+    converted = list(init_flat)
     out_weak: list = []       # which carries the body gives weakly typed (they stay so)
 
     def flat_cond(*args):
@@ -585,7 +595,8 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
                 name, axes, _ = meeting[0]
                 raise _predicate_error(construct, _user_site(), q, where, name, axes)
     outs = _bind_while_forwarding(cond_prog, cond_consts, body_prog, body_consts, init_flat)
-    return tree.tree_unflatten(carry_tree, weakened_where(outs, out_weak))
+    outs = _given_where_forwarded(weakened_where(outs, out_weak), given, converted)
+    return tree.tree_unflatten(carry_tree, outs)
 
 
 def _bind_while_forwarding(cond_prog, cond_consts, body_prog, body_consts, init) -> list:
@@ -709,7 +720,11 @@ def _switch(construct, index, branches, names, operands):
     _check_branch_types(construct, [branches[k] for k in order], shown,
                         [traced[k][0] for k in order], out_trees[0])
     programs, consts = share_consts(traced)
-    forwarded = _forwarded_operands(programs, len(consts))
+    # an operand every branch returns is forwarded in a trace; eagerly the cond runs, so its
+    # results are arrays (as JAX's), not the operand as it was given
+    eager = current_trace() is eval_trace
+    forwarded = [f if f is None or not eager or isinstance(ops_flat[f], Tracer) else None
+                 for f in _forwarded_operands(programs, len(consts))]
     kept = [Program([], p.invars, p.eqns, [v for v, f in zip(p.outvars, forwarded) if f is None])
             for p in programs]
     outs = iter(bind(prims.cond_p, index, *consts, *ops_flat, branches=tuple(kept)))
