@@ -305,7 +305,7 @@ def _check_linear(fun, points) -> None:
     or a product of two of them, fails. (The transpose itself is ``fun``'s derivative at zero,
     which a non-linear function has too: without this check it would answer quietly.)"""
     flat, in_tree = tree.tree_flatten(points)
-    flat_fun, _ = tree.flatten_fun(lambda *args: fun(*args), in_tree)
+    flat_fun, _ = tree.flatten_fun(fun, in_tree)
     program, _, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
                                      shard=current_shard_context(), parent=current_trace())
     linear = {id(v) for v in program.invars}

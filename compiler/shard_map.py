@@ -474,14 +474,14 @@ def _check_output_ranks(config: _Config, outs, specs, spec_paths, paths):
 def block_avals(mesh: Mesh, in_specs, avals, manual: tuple = ()) -> list:
     """Each input's block aval; it varies over the axes its spec names. Over a mesh some of
     whose Explicit axes stay automatic (``manual`` names the others), a block keeps its
-    type's split over those along the dimensions its spec leaves alone, as JAX's."""
+    type's split over those, along every dimension, as JAX's."""
     kept = tuple(a for a in mesh.explicit_axes if a not in manual) if manual else ()
     return [Aval(block_shape(a.shape, spec, mesh.shape), a.dtype, frozenset(spec_axes(spec)),
-                 sharding=_kept_split(a, spec, kept, mesh) if kept else None)
+                 sharding=_kept_split(a, kept, mesh) if kept else None)
             for a, spec in zip(avals, in_specs)]
 
 
-def _kept_split(aval, spec, kept: tuple, mesh):
+def _kept_split(aval, kept: tuple, mesh):
     """The part of ``aval``'s type split over the automatic Explicit axes ``kept``, along
     every dimension (one the spec splits over a manual axis too, as JAX's
     ``modify_spec_for_auto_manual``)."""

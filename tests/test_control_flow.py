@@ -1758,7 +1758,6 @@ def test_read_only_carries_are_forwarded_as_jax_forwards_them():
 def test_eager_results_of_forwarded_operands_and_carries_as_jax():
     """Eagerly a cond returning its operand runs and gives an array (weakly typed for a
     Python number); a loop's read-only carry given as a Python number comes back as it."""
-    import shardc.numpy as jnp_
     for y in (lax.cond(True, lambda v: v, lambda v: v, 1.0),
               lax.switch(0, [lambda v: v, lambda v: v], 1.0)):
         assert isinstance(y, shardc.Array) and str(shardc.typeof(y)) == "~float32[]"
@@ -1768,4 +1767,4 @@ def test_eager_results_of_forwarded_operands_and_carries_as_jax():
               lax.scan(lambda c, x: (c, x), 1.0, None, length=2)[0]):
         assert type(y) is float and y == 1.0
     assert float(lax.fori_loop(0, 3, lambda i, v: v * 2, 1.0)) == 8.0
-    assert isinstance(lax.fori_loop(0, 3, lambda i, v: v, jnp_.float32(1.0)), shardc.Array)
+    assert isinstance(lax.fori_loop(0, 3, lambda i, v: v, jnp.float32(1.0)), shardc.Array)
