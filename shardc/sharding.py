@@ -171,6 +171,20 @@ def check_explicit_axes(sharding, name: str) -> None:
                     f"of type: {kinds[axis]}.")
 
 
+def _check_no_manual_axes(sharding) -> None:
+    """JAX's refusal of a constraint in a shard_map body naming a manual axis (the body
+    holds one block along it: there is nothing to lay out over it)."""
+    body = current_shard_context()
+    if body is None:
+        return
+    manual = body.manual
+    if any(a in manual for a in spec_axes(sharding.spec)):
+        raise ValueError(
+            f"pspec {sharding.spec} contains a manual axes {tuple(manual)} of mesh which is not "
+            "allowed. If you are using a with_sharding_constraint under a shard_map, only use "
+            "the mesh axis in PartitionSpec which are not manual.")
+
+
 def reshard(x, out_shardings):
     """``x`` laid out by ``out_shardings`` (a sharding, a PartitionSpec on the current mesh, or
     a pytree prefix of those), eagerly or under a trace; on Explicit axes its type changes
@@ -191,6 +205,8 @@ def _constrained(x, shardings, what: str):
         mesh = sharding.mesh      # its spec names its axes, once each (NamedSharding checks)
         if what == "reshard":
             check_explicit_axes(sharding, what)
+        if what == "with_sharding_constraint":
+            _check_no_manual_axes(sharding)
         if what == "with_sharding_constraint" and mesh.explicit_axes:
             if len(mesh.explicit_axes) == mesh.ndim:
                 named = set(spec_axes(sharding.spec))

@@ -283,3 +283,20 @@ def test_a_dimension_split_over_a_manual_and_an_automatic_axis(wrap):
         y = jax.device_put(data, P(("y", "x"), None))
         with pytest.raises(ValueError, match=r"Invalid spec: P\(\('y', 'x'\), None\)"):
             WRAPS[wrap](jax.shard_map(body, out_specs=P("x"), axis_names={"x"}))(y)
+
+
+@pytest.mark.parametrize("names", [{"x"}, {"x", "y"}])
+def test_a_constraint_in_a_body_may_not_name_a_manual_axis(names):
+    """JAX's error: a body holds one block along a manual axis, so a with_sharding_constraint
+    there may name the axes left automatic only (eagerly and under jit)."""
+    from shardc.sharding import NamedSharding
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+
+    def body(v):
+        return jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P("x", "y"))) * 2
+
+    f = jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False,
+                      axis_names=names)
+    for run in (f, jax.jit(f)):
+        with pytest.raises(ValueError, match=r"pspec P\('x', 'y'\) contains a manual axes"):
+            run(X)
