@@ -211,6 +211,17 @@ class PartitionSpec(tuple):
     def __reduce__(self):
         return (PartitionSpec, tuple(self))
 
+    # a spec extended by another (or a tuple of entries) is a spec, as JAX's
+    def __add__(self, other):
+        if isinstance(other, (tuple, list)):
+            return PartitionSpec(*self, *other)
+        return NotImplemented
+
+    def __radd__(self, other):
+        if isinstance(other, (tuple, list)):
+            return PartitionSpec(*other, *self)
+        return NotImplemented
+
     def __eq__(self, other):
         return isinstance(other, PartitionSpec) and tuple.__eq__(self, other)
 
@@ -602,8 +613,10 @@ class NamedSharding(Sharding):
 
     @property
     def is_fully_replicated(self) -> bool:
-        """Whether every device holds the whole array (a property, as in JAX)."""
-        return not spec_axes(self.spec)
+        """Whether every device holds the whole array (a property, as in JAX): the spec
+        splits over no axis of more than one device."""
+        sizes = self.mesh.shape
+        return all(sizes[a] == 1 for a in spec_axes(self.spec))
 
     @property
     def num_devices(self) -> int:
@@ -617,7 +630,11 @@ class NamedSharding(Sharding):
         """Where each device's block lies in an array of ``global_shape``: JAX's indices
         (``slice(None)`` along dimensions the spec does not split)."""
         slices = position_slices(tuple(global_shape), self.spec, self.mesh)
-        return {d: jax_index(index, self.spec)
+        # a dimension split over axes of one device only is whole: slice(None), as JAX's
+        sizes = self.mesh.shape
+        split = PartitionSpec(*[names if axes_size(sizes, names) > 1 else None
+                                for names in spec_names(self.spec)])
+        return {d: jax_index(index, split)
                 for d, index in zip(self.mesh.devices.flat, slices)}
 
 

@@ -350,7 +350,10 @@ class Array(metaclass=abc.ABCMeta):
 
     def __repr__(self):
         body = np.array2string(self._assemble(), separator=", ", prefix="Array(")
-        return f"Array({body}, dtype={self.dtype.name})"
+        # as JAX's: an empty array's shape, and a weak type, are spelt out
+        shape = f", shape={self.shape}" if self.size == 0 else ""
+        weak = ", weak_type=True" if self.weak else ""
+        return f"Array({body}{shape}, dtype={self.dtype.name}{weak})"
 
     def __hash__(self):
         raise TypeError("unhashable type: 'Array'")

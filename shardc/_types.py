@@ -9,7 +9,7 @@ from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, weakly_typed
 from ir import dtypes
 from ir.core import Aval, short_dtype
-from ir.sharding import ManualAxisType, NamedSharding, PartitionSpec
+from ir.sharding import ManualAxisType, NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import partitions, type_sharding
 from runtime.array import Array
 from shardc.random import PRNGKeyArray
@@ -91,6 +91,14 @@ class _TypeOf:
     def __repr__(self):
         return f"ShapedArray({self._text})"      # JAX's repr (f"{typeof(x)=}")
 
+    # two types are equal when they print alike and lay out alike (JAX's interned types)
+    def __eq__(self, other):
+        return (isinstance(other, _TypeOf) and self._text == other._text
+                and self.sharding == other.sharding)
+
+    def __hash__(self):
+        return hash(self._text)
+
 
 class ShapeDtypeStruct:
     """A stand-in argument with only a shape, a dtype and optionally a sharding: enough to
@@ -106,6 +114,9 @@ class ShapeDtypeStruct:
         # the dtype as asked (JAX keeps float64 with x64 off: pure_callback refuses it);
         # what it stands for when traced is the canonical one
         self.dtype = np.dtype(dtype)
+        mesh = current_mesh()
+        if isinstance(sharding, PartitionSpec) and mesh is not None:
+            sharding = NamedSharding(mesh, sharding)    # on the mesh set, as JAX resolves it
         self.sharding = sharding
         # on an Explicit mesh the sharding is part of the type (JAX's sharding in types)
         self.aval = Aval(self.shape, canonical).with_sharding(

@@ -431,3 +431,27 @@ def test_device_queries_take_jaxs_backend_and_process_arguments():
     assert shardc.local_devices(1) == []           # no process 1 without MPI
     with pytest.raises(RuntimeError, match="Unknown backend: 'gpu' requested"):
         shardc.devices("gpu")
+
+
+def test_types_specs_and_reprs_as_jax():
+    """typeof results compare by what they say; a ShapeDtypeStruct's PartitionSpec is read on
+    the mesh set; a split over axes of one device is full replication; an array's repr spells
+    out a weak type and an empty shape; specs concatenate to specs."""
+    import shardc.numpy as jnp
+    from shardc.sharding import NamedSharding, PartitionSpec as P
+    assert shardc.typeof(jnp.ones(3)) == shardc.typeof(jnp.ones(3))
+    assert shardc.typeof(jnp.ones(3)) != shardc.typeof(jnp.ones(3, jnp.int32))
+    assert len({shardc.typeof(jnp.ones(3)), shardc.typeof(jnp.ones(3))}) == 1
+    mesh = shardc.make_mesh((2, 4), ("a", "b"))
+    with shardc.set_mesh(mesh):
+        s = shardc.ShapeDtypeStruct((8,), jnp.float32, sharding=P("a"))
+        assert s.sharding == NamedSharding(mesh, P("a")) and str(shardc.typeof(s)) == "float32[8@a]"
+        assert str(shardc.typeof(shardc.eval_shape(lambda v: v * 2, s))) == "float32[8@a]"
+    ones = shardc.make_mesh((1, 8), ("p", "q"))
+    single = NamedSharding(ones, P("p"))
+    assert single.is_fully_replicated and not NamedSharding(ones, P("q")).is_fully_replicated
+    assert single.devices_indices_map((8,))[shardc.devices()[0]] == (slice(None),)
+    assert repr(jnp.asarray(3.0)) == "Array(3., dtype=float32, weak_type=True)"
+    assert repr(jnp.zeros((0, 3))) == "Array([], shape=(0, 3), dtype=float32)"
+    assert P("a") + P("b") == P("a", "b") and isinstance(P("a") + ("b",), P)
+    assert ("a",) + P("b") == P("a", "b")
