@@ -8,6 +8,7 @@ import collections
 import enum
 import functools
 import math
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -437,9 +438,15 @@ class Mesh(_AxisKinds):
         return f"Mesh({', '.join(parts)})"
 
     def __enter__(self):
+        # JAX's deprecated mesh context: with_sharding_constraint reads a bare PartitionSpec
+        # on it (set_mesh is the way now)
+        warnings.warn("`with mesh:` context manager has been deprecated. Please use `with "
+                      "jax.set_mesh(mesh):` instead.", category=DeprecationWarning, stacklevel=2)
+        _legacy_meshes.append(self)
         return self
 
     def __exit__(self, *exc):
+        _legacy_meshes.pop()
         return False
 
 
@@ -447,6 +454,14 @@ class Mesh(_AxisKinds):
 # what a program means depends on it: a shard_map without mesh= takes it when called, so jit
 # keys its cache on it too.
 _mesh_stack: list = []
+
+
+_legacy_meshes: list = []        # ``with mesh:`` blocks, innermost last
+
+
+def legacy_mesh() -> "Mesh | None":
+    """The mesh of the innermost ``with mesh:`` block, or None."""
+    return _legacy_meshes[-1] if _legacy_meshes else None
 
 
 def current_mesh() -> Mesh | None:

@@ -16,8 +16,8 @@ from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace, 
 from ir import primitives as p
 from ir.sharding import (EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
-                         ReplicationError, Sharding, ShardingTypeError, current_mesh, pop_mesh,
-                         push_mesh, spec_axes, spec_names)
+                         ReplicationError, Sharding, ShardingTypeError, current_mesh,
+                         legacy_mesh, pop_mesh, push_mesh, spec_axes, spec_names)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices
@@ -120,6 +120,8 @@ def resolve_sharding(sharding, what: str):
         return sharding
     if isinstance(sharding, PartitionSpec):
         mesh = get_mesh()
+        if mesh is None and what == "with_sharding_constraint":
+            mesh = legacy_mesh()
         if mesh is None:
             if what == "reshard":
                 raise ValueError(

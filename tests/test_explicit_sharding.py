@@ -1286,3 +1286,21 @@ def test_vmap_of_per_member_indexing_over_a_split_batch():
         grad = jax.grad(lambda a: pick(a, k).sum())(x)
         assert str(jax.typeof(grad)) == "float32[8@x,4]"
         np.testing.assert_array_equal(np.asarray(grad), (want == 0).astype(np.float32))
+
+
+def test_the_deprecated_mesh_context_gives_constraints_their_mesh():
+    """``with mesh:`` (JAX's deprecated context, warned about) lets with_sharding_constraint
+    take a bare PartitionSpec on that mesh, as JAX's does."""
+    import warnings
+    from shardc.sharding import AxisType
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    with pytest.warns(DeprecationWarning, match="set_mesh"):
+        with mesh:
+            f = jax.jit(lambda v: jax.lax.with_sharding_constraint(v, P("x")))
+            out = f(np.arange(8.0))
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(out, np.arange(8.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="requires a non-empty mesh"):
+            jax.jit(lambda v: jax.lax.with_sharding_constraint(v, P("x")))(np.ones(8))
