@@ -507,8 +507,12 @@ def _sort(*operands, dimension, num_keys):
 
 
 def _searchsorted(sorted_values, query, *, side):
-    keys = total_order_key(sorted_values)
-    found = np.searchsorted(keys, total_order_key(query), side=side)
+    if np.iscomplexobj(sorted_values):
+        # by real part, then imaginary (numpy's and JAX's order of complex numbers)
+        found = np.searchsorted(np.asarray(sorted_values), np.asarray(query), side=side)
+    else:
+        found = np.searchsorted(total_order_key(sorted_values), total_order_key(query),
+                                side=side)
     return [np.asarray(found, dtype=dtypes.int_)]
 
 

@@ -1304,3 +1304,14 @@ def test_the_deprecated_mesh_context_gives_constraints_their_mesh():
         warnings.simplefilter("ignore")
         with pytest.raises(RuntimeError, match="requires a non-empty mesh"):
             jax.jit(lambda v: jax.lax.with_sharding_constraint(v, P("x")))(np.ones(8))
+
+
+def test_like_constructors_under_jit_on_an_auto_mesh():
+    """zeros_like/ones_like/full_like of a traced array laid out on an Auto mesh: the layout
+    is propagation's (it raised, placing a traced value as an eager one)."""
+    from shardc.sharding import AxisType
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    a = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh, P("x", "y")))
+    np.testing.assert_array_equal(jax.jit(lambda v: jnp.zeros_like(v))(a), np.zeros((8, 8)))
+    np.testing.assert_array_equal(jax.jit(lambda v: jnp.ones_like(v) + v)(a), 2 * np.ones((8, 8)))
+    np.testing.assert_array_equal(jax.jit(lambda v: jnp.full_like(v, 3.0))(a), 3 * np.ones((8, 8)))

@@ -511,9 +511,10 @@ def full_like(x, fill_value, dtype=None, shape=None):
     if typed is not None and shape is None:
         # split as x is (JAX's *_like copy the operand's sharding)
         result = _put_on(result, named_sharding(aval_of(x)))
-    elif (shape is None and isinstance(x, Array)
+    elif (shape is None and isinstance(x, Array) and not isinstance(x, Tracer)
           and isinstance(getattr(x, "sharding", None), NamedSharding)):
-        # an array laid out on a mesh (Auto axes): the same layout, as JAX's
+        # an array laid out on a mesh (Auto axes): the same layout, as JAX's (traced, the
+        # layout is propagation's to choose)
         result = device_put(result, x.sharding)
     else:
         result = vary_like(result, x)

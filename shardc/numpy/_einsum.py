@@ -8,9 +8,11 @@ from ir import dtypes
 from shardc.numpy._core import as_array, asarray, astype, broadcast_to, constrain, shape_of
 from shardc.numpy._diagonals import diagonal
 from shardc.numpy._manipulation import transpose
-from shardc.numpy._products import accepts_out_sharding, preferring, promoted_dot_general
+from shardc.numpy._products import (accepts_out_sharding, preferred_dtype, preferring,
+                                    promoted_dot_general)
 from shardc.sharding import resolve_sharding
 from shardc.numpy._reductions import any as any_true, sum
+from shardc.dtypes import result_type
 
 __all__ = ["einsum", "einsum_path"]
 
@@ -25,6 +27,11 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
     """
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
+    wanted = preferred_dtype()      # (``accepts_out_sharding`` takes the keyword)
+    if wanted is not None and wanted != np.bool_:
+        # booleans count in the accumulation dtype asked for (JAX's), not as "any"
+        operands = tuple(astype(x, wanted) if getattr(x, "dtype", None) == np.bool_ else x
+                         for x in operands)
     if preferred_element_type is None:
         result = _einsum(subscripts, *operands)
     else:
@@ -108,7 +115,10 @@ def _take_diagonals(spec, x):
 
 def _einsum(subscripts: str, *operands):
     """Einstein summation; see ``shardc.numpy.einsum``."""
-    operands = [asarray(x) if not hasattr(x, "shape") else x for x in operands]
+    operands = [as_array(x) for x in operands]      # numpy arrays too (as JAX's arrays)
+    # one dtype for all, as JAX's promote_dtypes: a boolean beside numbers sums as a number
+    common = result_type(*operands)
+    operands = [x if aval_of(x).dtype == common else astype(x, common) for x in operands]
     subscripts = subscripts.replace(" ", "")
     if "..." in subscripts:
         subscripts = _expand_ellipsis(subscripts, [aval_of(x).ndim for x in operands])

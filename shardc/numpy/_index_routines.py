@@ -15,7 +15,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding_rules import gather_error, named_sharding, partitions
 from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, logical_and,
-                                      multiply, remainder, subtract, where)
+                                      logical_or, multiply, remainder, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, constrain, convert, dtype_of, expand_dims,
                                 is_array,
@@ -34,9 +34,10 @@ __all__ = [
 ]
 
 
-def _along_axis_positions(arr_shape, indices, axis):
+def _along_axis_positions(arr_shape, indices, axis, drop=False):
     """Flat positions in an array of ``arr_shape`` (broadcast) of ``indices`` along ``axis``,
-    with the result shape; negative indices count from the end, others are clamped."""
+    with the result shape; negative indices count from the end, others are clamped (with
+    ``drop``, an out-of-range one is a position past the end, which a scatter skips)."""
     idx_shape = shape_of(indices)
     if len(idx_shape) != len(arr_shape):
         raise ValueError(f"indices and arr must have the same number of dimensions; got "
@@ -48,12 +49,15 @@ def _along_axis_positions(arr_shape, indices, axis):
     n = arr_shape[axis]
     indices = broadcast_to(convert(indices, _dt.int_), out_shape)
     indices = where(less(indices, 0), add(indices, n), indices)
+    outside = logical_or(less(indices, 0), greater_equal(indices, n)) if drop else None
     indices = clip(indices, 0, max(n - 1, 0))
     strides = [int(np.prod(full_shape[d + 1:], dtype=np.int64)) for d in range(len(full_shape))]
     flat = multiply(indices, strides[axis])
     for d in range(len(full_shape)):
         if d != axis and out_shape[d] > 1:
             flat = add(flat, multiply(iota_along(out_shape, d), strides[d]))
+    if outside is not None:
+        flat = where(outside, np.int32(np.prod(full_shape, dtype=np.int64)), flat)
     return flat, out_shape, full_shape
 
 
@@ -158,10 +162,14 @@ def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
     arr = as_array(arr)
     if axis is None:
         flat = put_along_axis(ravel(arr), ravel(as_array(indices)),
-                              ravel(as_array(values)), 0, inplace=False)
+                              ravel(as_array(values)), 0, inplace=False, mode=mode)
         return reshape(flat, shape_of(arr))
     axis = canonical_axis(axis, len(shape_of(arr)))
-    positions, out_shape, full_shape = _along_axis_positions(shape_of(arr), as_array(indices), axis)
+    if mode not in (None, "drop", "fill", "clip", "promise_in_bounds"):
+        raise ValueError(f'Unknown gather mode "{mode}"')
+    # out-of-range updates are dropped, as JAX's scatter drops them (clamped with 'clip')
+    positions, out_shape, full_shape = _along_axis_positions(
+        shape_of(arr), as_array(indices), axis, drop=mode != "clip")
     if tuple(full_shape) != shape_of(arr):
         raise ValueError(f"put_along_axis: indices of shape {shape_of(indices)} do not fit an "
                          f"array of shape {shape_of(arr)}")

@@ -102,15 +102,19 @@ def hstack(arrays):
     return concatenate(arrays, 0 if len(shape_of(arrays[0])) == 1 else 1)
 
 
-def atleast_1d(x):
-    """``x`` with at least one dimension."""
-    return reshape(x, (1,)) if shape_of(x) == () else as_array(x)
+def atleast_1d(*arys):
+    """Each array with at least one dimension (a list of them for several)."""
+    out = [reshape(x, (1,)) if shape_of(x) == () else as_array(x) for x in arys]
+    return out[0] if len(out) == 1 else out
 
 
-def atleast_2d(x):
-    """``x`` with at least two dimensions."""
-    x = atleast_1d(x)
-    return reshape(x, (1,) + shape_of(x)) if len(shape_of(x)) == 1 else x
+def atleast_2d(*arys):
+    """Each array with at least two dimensions (a list of them for several)."""
+    out = []
+    for x in arys:
+        x = atleast_1d(x)
+        out.append(reshape(x, (1,) + shape_of(x)) if len(shape_of(x)) == 1 else x)
+    return out[0] if len(out) == 1 else out
 
 
 def split(x, indices_or_sections, axis=0):
@@ -134,7 +138,9 @@ def split(x, indices_or_sections, axis=0):
 
 
 def array_split(x, sections, axis=0):
-    """Split into ``sections`` nearly equal parts along ``axis``."""
+    """Split into ``sections`` nearly equal parts along ``axis``, or at the indices given."""
+    if not isinstance(sections, (int, np.integer)):
+        return split(x, sections, axis)
     shape = shape_of(x)
     axis = canonical_axis(axis, len(shape))
     n = shape[axis]
@@ -395,6 +401,7 @@ def flip(x, axis=None):
 
 def roll(x, shift, axis=None):
     """``x`` rotated by ``shift`` positions along ``axis`` (sequences: each along its own)."""
+    x = as_array(x)                     # an array even where nothing moves (as JAX's)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), shape_of(x))
     if not isinstance(axis, int) or (not isinstance(shift, Tracer)
@@ -555,7 +562,8 @@ def resize(a, new_shape):
 
 
 def delete(arr, obj, axis=None, *, assume_unique_indices=False):
-    """``arr`` without the entries ``obj`` (an int, slice or indices) along ``axis``."""
+    """``arr`` without the entries ``obj`` (an int, slice, indices or a boolean mask of the
+    axis's length) along ``axis``."""
     arr = as_array(arr)
     if axis is None:
         arr, axis = ravel(arr), 0
@@ -563,9 +571,6 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
     n = shape_of(arr)[axis]
     if not isinstance(obj, slice):
         obj = concrete_value(obj, "delete", "obj")
-        if obj.dtype == np.bool_:
-            raise ValueError("jnp.delete(arr, obj): boolean obj is not supported; use "
-                             "jnp.compress or arr[~obj]")
     keep = np.delete(np.arange(n), obj)
     return take(arr, asarray(keep.astype(np.int32)), axis=axis)
 

@@ -64,6 +64,11 @@ def promoted_dot_general(x, y, contract, batch=((), ()), squeezed=()):
                 preferred_element_type=preferred, **extra)
 
 
+def preferred_dtype():
+    """The accumulation dtype asked for around the current product (None: the operands')."""
+    return _PREFERRED[-1] if _PREFERRED else None
+
+
 @contextlib.contextmanager
 def preferring(dtype):
     """Products computed inside accumulate in (and return) ``dtype`` (None: the operands')."""
@@ -166,7 +171,9 @@ def vdot(x, y):
 
 @accepts_out_sharding
 def inner(x, y):
-    """Inner product over the last axes of ``x`` and ``y``."""
+    """Inner product over the last axes of ``x`` and ``y`` (a scalar operand multiplies)."""
+    if ndim_of(x) == 0 or ndim_of(y) == 0:
+        return multiply(x, y)
     return promoted_dot_general(x, y, ((len(shape_of(x)) - 1,), (len(shape_of(y)) - 1,)))
 
 
@@ -203,8 +210,11 @@ def matvec(x1, x2, /):
 
 
 def vecmat(x1, x2, /):
-    """Vector-matrix products over the last axes: ``(..., n) x (..., n, m) -> (..., m)``."""
+    """Vector-matrix products over the last axes: ``(..., n) x (..., n, m) -> (..., m)``, the
+    vector conjugated (the array API's and JAX's)."""
     x1, x2 = as_array(x1), as_array(x2)
+    if dtype_of(x1).kind == "c":
+        x1 = bind(p.conj_p, x1)
     return matmul(x1[..., None, :], x2)[..., 0, :]
 
 

@@ -20,7 +20,7 @@ from shardc.numpy._core import (as_array, canonical_axis, concatenate, convert, 
 from shardc.numpy._creation import arange
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import moveaxis
-from shardc.numpy._reductions import all, any, cumsum, sum
+from shardc.numpy._reductions import all, amax, amin, any, cumsum, sum
 from shardc.numpy._sorting import (compact, concrete_size, iota_along, searchsorted, sort,
                                    sort_operands)
 
@@ -238,8 +238,8 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
 
 def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     """The distinct elements of ``ar1`` that are not in ``ar2``: sorted, or in ``ar1``'s order
-    when ``assume_unique``."""
-    ar1, ar2 = promote(ravel(as_array(ar1)), ravel(as_array(ar2)))
+    when ``assume_unique``; of ``ar1``'s dtype (as JAX's: ``ar2`` only tests membership)."""
+    ar1, ar2 = ravel(as_array(ar1)), ravel(as_array(ar2))
     values, valid, _ = _distinct(ar1, assume_unique)
     keep = logical_and(valid, isin(values, ar2, invert=True))
     return compact(values, keep, size, fill_value, "setdiff1d")
@@ -252,5 +252,11 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     values2, valid2, _ = _distinct(ar2, assume_unique)
     keep = concatenate([logical_and(valid1, isin(values1, ar2, invert=True)),
                             logical_and(valid2, isin(values2, ar1, invert=True))])
-    return _sorted_compact(concatenate([values1, values2]), keep, size, fill_value,
-                           "setxor1d")
+    result = _sorted_compact(concatenate([values1, values2]), keep, size, fill_value,
+                             "setxor1d")
+    if fill_value is None and size is not None and int(size) > 0:
+        # JAX's default padding: the smallest element found (NaN if one is), else 0
+        found = arange(int(size)) < sum(keep)
+        result = where(found, result, amax(result))
+        result = where(found, result, amin(result))
+    return result

@@ -160,6 +160,8 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     without it ``x`` must be concrete. Negative values count as 0, as in JAX.
     """
     x = as_array(x)
+    if _dt.is_bool(dtype_of(x)):
+        x = astype(x, _dt.int_)                  # booleans count as 0 and 1 (as JAX's)
     if not _dt.is_int(dtype_of(x)):
         raise TypeError(f"bincount: x must have an integer type, got {dtype_of(x)}")
     if len(shape_of(x)) != 1:
@@ -189,8 +191,8 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     else:
         lo, hi = range
     lo, hi = convert(lo, dtype), convert(hi, dtype)
-    hi = where(equal(lo, hi), add(hi, 1), hi)   # one value: a unit-wide range
-    lo = where(equal(lo, hi), subtract(lo, 0.5), lo)
+    same = equal(lo, hi)                         # one value: a unit-wide range around it
+    lo, hi = where(same, subtract(lo, 0.5), lo), where(same, add(hi, 0.5), hi)
     return astype(linspace(lo, hi, int(bins) + 1), dtype)
 
 
