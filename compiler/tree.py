@@ -230,8 +230,9 @@ def tree_map(f: Callable, tree, *rest, is_leaf=None):
     return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
 
 
-def tree_all(tree) -> bool:
-    return all(bool(x) for x in tree_leaves(tree))
+def tree_all(tree, *, is_leaf=None) -> bool:
+    """Whether every leaf is true (``is_leaf``: what counts as a leaf, as tree_leaves)."""
+    return all(bool(x) for x in tree_leaves(tree, is_leaf=is_leaf))
 
 
 def treedef_flatten_up_to(treedef: PyTreeDef, tree) -> list:

@@ -449,3 +449,8 @@ def test_categorical_without_replacement_draws_distinct_categories():
     with pytest.raises(ValueError, match=r"Number of samples without replacement \(6\) cannot "
                                          r"exceed number of categories \(5\)"):
         jax.random.categorical(key, logits[0], shape=(6,), replace=False)
+
+
+def test_tree_all_takes_is_leaf():
+    assert jax.tree_util.tree_all([1, (True, [2])]) and not jax.tree_util.tree_all([1, (0, 3)])
+    assert jax.tree_util.tree_all([1, (0, 3)], is_leaf=lambda x: isinstance(x, tuple))
