@@ -5,7 +5,7 @@ import numpy as np
 
 from compiler.tracing import aval_of
 from ir import dtypes
-from shardc.numpy._core import as_array, asarray, astype, broadcast_to, constrain, shape_of
+from shardc.numpy._core import as_array, astype, broadcast_to, constrain, shape_of
 from shardc.numpy._diagonals import diagonal
 from shardc.numpy._manipulation import transpose
 from shardc.numpy._products import (accepts_out_sharding, preferred_dtype, preferring,
