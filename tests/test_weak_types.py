@@ -97,6 +97,13 @@ CASES = {
     "nn.softplus(bool)": (lambda: jax.nn.softplus(jnp.asarray([True])), "~float32[1]"),
     "nn.standardize(int32, mean=, variance=)": (
         lambda: jax.nn.standardize(jnp.arange(3), mean=1.0, variance=2.0), "~float32[3]"),
+    "stack(weak float, weak int)": (lambda: jnp.stack([jnp.asarray(2.0), jnp.asarray(3)]),
+                                    "~float32[2]"),
+    "hstack([1.0, 2])": (lambda: jnp.hstack([1.0, 2]), "~float32[2]"),
+    "append(int32, 2.5)": (lambda: jnp.append(jnp.arange(2), 2.5), "~float32[3]"),
+    "concatenate(float32, weak)": (lambda: jnp.concatenate([jnp.ones(2), W[None]]),
+                                   "float32[3]"),
+    "stack(weak, float32)": (lambda: jnp.stack([W, jnp.float32(2)]), "float32[2]"),
     "device_put(weak)": (lambda: jax.device_put(W), "~float32[]"),
     "device_put(2.0)": (lambda: jax.device_put(2.0), "~float32[]"),
     "copy": (lambda: W.copy(), "~float32[]"),

@@ -678,6 +678,7 @@ def concatenate(arrays, axis=0):
     """Join ``arrays`` along an existing ``axis`` (flattened first when ``axis`` is None)."""
     if not len(arrays):
         raise ValueError("Need at least one array to concatenate.")
+    given = list(arrays)
     arrays = [as_array(a) for a in promote(*arrays)]
     if axis is None:
         return concatenate([ravel(a) for a in arrays], 0)
@@ -693,7 +694,8 @@ def concatenate(arrays, axis=0):
                             + ", ".join(str(t) for t in shapes))
     if len(arrays) == 1:
         return arrays[0]
-    return bind(p.concatenate_p, *arrays, dimension=axis)
+    # weakly typed as JAX's promotion of the pieces says (a weak float beside ints is weak)
+    return weakly_typed_like(bind(p.concatenate_p, *arrays, dimension=axis), *given)
 
 
 def stack(arrays, axis=0):
