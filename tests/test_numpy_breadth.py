@@ -1515,3 +1515,13 @@ def test_numpy_functions_as_jax_at_their_edges():
     np.testing.assert_array_equal(jnp.setxor1d(jnp.array([5, 1, 3]), jnp.array([3, 4]),
                                                size=5), [1, 4, 5, 1, 1])
     assert jnp.setdiff1d(jnp.array([1, 2, 3]), jnp.array([2.0])).dtype == np.int32
+
+
+def test_array_api_unique_functions_keep_nans_apart():
+    """unique_values/counts/inverse/all are the array API's: NaNs are distinct (JAX's
+    equal_nan=False), where jnp.unique's default merges them."""
+    x = jnp.array([1.0, np.nan, np.nan, 1.0, 2.0])
+    values = np.asarray(jnp.unique_values(x))
+    assert values.shape == (4,) and np.isnan(values[2:]).all()
+    np.testing.assert_array_equal(jnp.unique_counts(x).counts, [2, 1, 1, 1])
+    assert jnp.unique(x).shape == (3,)

@@ -118,25 +118,27 @@ UniqueInverseResult = collections.namedtuple("UniqueInverseResult", "values inve
 
 
 def unique_values(x, *, size=None, fill_value=None):
-    """The distinct elements of ``x`` (the array API's unique_values)."""
-    return unique(x, size=size, fill_value=fill_value)
+    """The distinct elements of ``x`` (the array API's unique_values: NaNs are distinct)."""
+    return unique(x, size=size, fill_value=fill_value, equal_nan=False)
 
 
 def unique_counts(x, *, size=None, fill_value=None):
     """(values, counts) of the distinct elements of ``x``."""
-    return UniqueCountsResult(*unique(x, return_counts=True, size=size, fill_value=fill_value))
+    return UniqueCountsResult(*unique(x, return_counts=True, size=size, fill_value=fill_value,
+                                      equal_nan=False))
 
 
 def unique_inverse(x, *, size=None, fill_value=None):
     """(values, inverse_indices shaped like ``x``) of the distinct elements of ``x``."""
-    values, inverse = unique(x, return_inverse=True, size=size, fill_value=fill_value)
+    values, inverse = unique(x, return_inverse=True, size=size, fill_value=fill_value,
+                             equal_nan=False)
     return UniqueInverseResult(values, reshape(inverse, shape_of(x)))
 
 
 def unique_all(x, *, size=None, fill_value=None):
     """(values, indices, inverse_indices, counts) of the distinct elements of ``x``."""
     values, indices, inverse, counts = unique(x, True, True, True, size=size,
-                                              fill_value=fill_value)
+                                              fill_value=fill_value, equal_nan=False)
     return UniqueAllResult(values, indices, reshape(inverse, shape_of(x)), counts)
 
 
