@@ -69,13 +69,17 @@ def _check_inexact(leaves, name):
                             "or set allow_int to True.")
 
 
+def _check_complex(name: str, which: str, dtype_names) -> None:
+    """JAX's refusal of ``holomorphic=True`` with real (or integer) inputs or outputs."""
+    for dtype_name in dtype_names:
+        if not dtype_name.startswith("complex"):
+            raise TypeError(f"{name} with holomorphic=True requires {which} with complex "
+                            f"dtype, but got {dtype_name}.")
+
+
 def _check_rev_inputs(leaves, holomorphic, allow_int):
     if holomorphic:
-        for x in leaves:
-            dtype = aval_of(x).dtype
-            if dtype.kind != "c":
-                raise TypeError(f"jacrev with holomorphic=True requires inputs with complex "
-                                f"dtype, but got {dtype.name}.")
+        _check_complex("jacrev", "inputs", [aval_of(x).dtype.name for x in leaves])
     if not allow_int:
         _check_inexact(leaves, "jacrev")
 
@@ -83,13 +87,12 @@ def _check_rev_inputs(leaves, holomorphic, allow_int):
 def _check_rev_outputs(leaves, holomorphic):
     """JAX's: real floating outputs (complex ones with ``holomorphic`` only): a complex
     output's imaginary part would otherwise be dropped quietly."""
+    if holomorphic:
+        _check_complex("jacrev", "outputs", [aval_of(y).dtype.name for y in leaves])
+        return
     for y in leaves:
         dtype = aval_of(y).dtype
-        if holomorphic:
-            if dtype.kind != "c":
-                raise TypeError(f"jacrev with holomorphic=True requires outputs with complex "
-                                f"dtype, but got {dtype.name}.")
-        elif dtype.kind == "c":
+        if dtype.kind == "c":
             raise TypeError(f"jacrev requires real-valued outputs (output dtype that is a "
                             f"sub-dtype of np.floating), but got {dtype.name}. For holomorphic "
                             "differentiation, pass holomorphic=True. For differentiation of "
@@ -103,13 +106,12 @@ def _check_rev_outputs(leaves, holomorphic):
 
 
 def _check_fwd_inputs(leaves, holomorphic):
+    if holomorphic:
+        _check_complex("jacfwd", "inputs", [aval_of(x).dtype.name for x in leaves])
+        return
     for x in leaves:
         dtype = aval_of(x).dtype
-        if holomorphic:
-            if dtype.kind != "c":
-                raise TypeError("jacfwd with holomorphic=True requires inputs with complex "
-                                f"dtype, but got {dtype.name}.")
-        elif not dtypes.is_inexact(dtype) or dtype.kind == "c":
+        if not dtypes.is_inexact(dtype) or dtype.kind == "c":
             raise TypeError("jacfwd requires real-valued inputs (input dtype that is a "
                             f"sub-dtype of np.floating), but got {dtype.name}. For holomorphic "
                             "differentiation, pass holomorphic=True. For differentiation of "
@@ -177,11 +179,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
             aux = tree.tree_map(lambda a: a[0], aux)
         out_leaves, out_tree = tree.tree_flatten(tangents)
         if holomorphic:
-            for t in out_leaves:
-                if dtypes.is_float0(t) or aval_of(t).dtype.kind != "c":
-                    name = "int" if dtypes.is_float0(t) else aval_of(t).dtype.name
-                    raise TypeError("jacfwd with holomorphic=True requires outputs with "
-                                    f"complex dtype, but got {name}.")
+            _check_complex("jacfwd", "outputs", ["int" if dtypes.is_float0(t) else
+                                                 aval_of(t).dtype.name for t in out_leaves])
         in_shapes = [aval_of(x).shape for x in in_leaves]
         primal_leaves = None
         per_out = []

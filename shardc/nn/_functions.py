@@ -64,20 +64,20 @@ def silu(x):
     return x * sigmoid(x)
 
 
-def _inexact(x):
+def _inexact(x, mixed: bool = False):
     """``x`` as an array of a floating dtype (integers and booleans become float32, weakly
-    typed where ``x`` is)."""
+    typed where ``x`` is, or with ``mixed`` always, as beside a Python float)."""
     x = jnp.asarray(x) if not hasattr(x, "dtype") else x
     dtype = jnp.result_type(x, 0.0)
-    return x if x.dtype == dtype else weakly_typed_like(jnp.astype(x, dtype), x)
+    if x.dtype == dtype:
+        return x
+    return weakly_typed_like(jnp.astype(x, dtype), *((x, 0.0) if mixed else (x,)))
 
 
 def _mixed_with_float(x):
     """``x`` as the floating array JAX's activations written with Python floats make of it:
     integers and booleans become a weakly typed float32 (``int_array * 0.5`` is one)."""
-    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
-    dtype = jnp.result_type(x, 0.0)
-    return x if x.dtype == dtype else weakly_typed_like(jnp.astype(x, dtype), x, 0.0)
+    return _inexact(x, mixed=True)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):

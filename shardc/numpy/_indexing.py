@@ -224,12 +224,19 @@ def _index_ndim(entry) -> int:
     return aval_of(entry).ndim
 
 
+def _advanced_entries(index) -> tuple:
+    """(positions of the integer entries of an expanded index, arrays and integers alike,
+    whether they are adjacent): numpy puts their broadcast dimensions where the first of them
+    is when they are adjacent, else in front."""
+    advanced = [k for k, e in enumerate(index) if e is not None and not isinstance(e, slice)]
+    return advanced, bool(advanced) and advanced[-1] - advanced[0] + 1 == len(advanced)
+
+
 def _move_array_dims_first(result, index):
     """numpy puts the dimensions of an integer-array index first when the integer indices
     (arrays and scalars) are not adjacent in the index."""
-    advanced = [k for k, i in enumerate(index)
-                if _is_int_array(i) or (i is not None and not isinstance(i, slice))]
-    if not advanced or advanced[-1] - advanced[0] + 1 == len(advanced):
+    advanced, adjacent = _advanced_entries(index)
+    if not advanced or adjacent:
         return result
     k = next(k for k, i in enumerate(index) if _is_int_array(i))
     start = sum(1 for i in index[:k] if i is None or isinstance(i, slice))
@@ -433,11 +440,7 @@ def _advanced_getitem(x, index):
     merged[first:first + len(dims)] = [math.prod(sizes)]
     y = reshape(y, tuple(merged))
     y = bind(p.gather_p, y, position, axis=first)
-    # numpy's place for B: where the first advanced entry is when the advanced entries
-    # (integer arrays and integers) are adjacent, else in front
-    advanced = [k for k, e in enumerate(index)
-                if e is not None and not isinstance(e, slice)]
-    adjacent = advanced[-1] - advanced[0] + 1 == len(advanced)
+    advanced, adjacent = _advanced_entries(index)
     if not adjacent and first:
         rest = list(range(aval_of(y).ndim))
         front = rest[first:first + len(batch)]
@@ -922,9 +925,8 @@ def _traced_positions(shape, full):
     entries broadcast to one shape B, in place of the first when they are adjacent, else in
     front). Positions an out-of-range integer names are past the end, where the scatter drops
     its update, as JAX's does."""
-    advanced = [k for k, e in enumerate(full) if e is not None and not isinstance(e, slice)]
+    advanced, adjacent = _advanced_entries(full)
     batch = tuple(np.broadcast_shapes(*[aval_of(asarray(full[k])).shape for k in advanced]))
-    adjacent = bool(advanced) and advanced[-1] - advanced[0] + 1 == len(advanced)
     axes, dim, at, first = [], 0, {}, 0    # result axes; a sliced dim's axis; where B starts
     if advanced and not adjacent:
         axes.extend(batch)

@@ -105,8 +105,6 @@ def solve(a, b):
     ``[..., n, k]``, batch dimensions broadcast (JAX since 0.5: a 2-D ``b`` is a matrix,
     never a batch of vectors)."""
     a, b = _float(a), _float(b)
-    dtype = result_type(a, b)
-    a, b = astype(a, dtype), astype(b, dtype)
     if a.ndim < 2:
         raise ValueError(f"left hand array must be at least two dimensional; got "
                          f"a.shape={a.shape}")
