@@ -82,25 +82,32 @@ def default_backend() -> str:
     return "cpu"
 
 
-def smap(f=None, /, *, in_axes=0, out_axes, axis_name):
+_INFER_AXES = object()      # smap's in_axes not given: read from the argument types
+
+
+def smap(f=None, /, *, in_axes=_INFER_AXES, out_axes, axis_name):
     """A shard_map over one mesh axis of the current mesh, with in_axes/out_axes naming which
-    array dimension is split over it (``None``: not split), as ``vmap`` names its axes."""
+    array dimension is split over it (``None``: not split), as ``vmap`` names its axes.
+    ``in_axes`` omitted: read from the arguments' types (the axis must be Explicit)."""
     if f is None:
         return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
     if isinstance(axis_name, (list, tuple)):
         raise TypeError(f"smap axis_name should be a `str` or a `Hashable`, but got {axis_name}")
-    if in_axes is not None and not isinstance(in_axes, (int, tuple)):
+    infer = in_axes is _INFER_AXES
+    if not infer and in_axes is not None and not isinstance(in_axes, (int, tuple)):
         raise TypeError("smap in_axes must be an int, None, or a tuple of entries "
                         "corresponding to the positional arguments passed to the function, "
                         f"but got {in_axes}.")
-    for leaves, what in ((tree.tree_leaves(in_axes), "in_axes"),
+    for leaves, what in (([] if infer else tree.tree_leaves(in_axes), "in_axes"),
                          (tree.tree_leaves(out_axes), "out_axes")):
         if not all(isinstance(a, int) for a in leaves):
             raise TypeError(f"smap {what} must be an int, None, or (nested) container with "
                             f"those types as leaves, but got {in_axes if what == 'in_axes' else out_axes}.")
     spec_of = _axis_spec(axis_name)
-    in_specs = tree.tree_map(spec_of, in_axes, is_leaf=lambda a: a is None)
     out_specs = tree.tree_map(spec_of, out_axes, is_leaf=lambda a: a is None)
+    if infer:
+        return shard_map(f, out_specs=out_specs, axis_names={axis_name}, _smap=True)
+    in_specs = tree.tree_map(spec_of, in_axes, is_leaf=lambda a: a is None)
     if isinstance(in_specs, list):
         in_specs = tuple(in_specs)
     return shard_map(f, in_specs=in_specs, out_specs=out_specs, axis_names={axis_name})

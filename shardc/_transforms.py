@@ -43,7 +43,7 @@ _REQUIRED = object()
 
 
 def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=_REQUIRED, check_vma=True,
-              axis_names=frozenset()):
+              axis_names=frozenset(), _smap=False):
     """Map ``f`` over blocks of its arguments on ``mesh`` (the 2025 call form).
 
     Each argument is split into blocks by its ``in_specs`` entry; ``f`` runs once per device
@@ -67,7 +67,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=_REQUIRED, check_
         raise TypeError("shard_map() missing 1 required keyword-only argument: 'out_specs'")
     if f is None:
         return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                                  check_vma=check_vma, axis_names=axis_names)
+                                  check_vma=check_vma, axis_names=axis_names, _smap=_smap)
     try:
         axis_names = _axis_name_set(axis_names)
     except TypeError as err:
@@ -107,7 +107,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=_REQUIRED, check_
         if in_specs is None:
             specs = tuple(None for _ in args)
         elif in_specs is _INFER:
-            _check_inferable(call_mesh, axis_names)
+            _check_inferable(call_mesh, axis_names, _smap)
             specs = tuple(tree_map(lambda v: _own_spec(v, call_mesh, axis_names or None), a)
                           for a in args)
         else:
@@ -152,14 +152,15 @@ def _current_mesh(abstract=None, args=()):
         current = next((layout.mesh for layout in map(layout_of, tree.tree_leaves(args))
                         if isinstance(getattr(layout, "mesh", None), Mesh)
                         and layout.mesh.abstract_mesh == abstract), None)
-    if current is None and abstract is not None:
+        # every argument laid out on a mesh must be laid out on one the abstract mesh names
         for leaf in tree.tree_leaves(args):
             laid = getattr(layout_of(leaf), "mesh", None)
-            if isinstance(laid, Mesh):      # laid out on a mesh of other axes: JAX's error
+            if isinstance(laid, Mesh) and laid.abstract_mesh != abstract:
                 raise ValueError(
                     f"Mesh shape of the input {_shape_tuple(laid)} does not match the mesh "
                     f"shape passed to shard_map  {_shape_tuple(abstract)} for shape "
-                    f"{aval_of(leaf).str_short()}")
+                    f"{aval_of(leaf).str_long()}")
+    if current is None and abstract is not None:
         raise ValueError("Please pass `jax.Array`s with a `NamedSharding` as input to "
                          "`shard_map` when passing `AbstractMesh` to the mesh argument.")
     if current is None:
@@ -184,13 +185,17 @@ def _axis_name_set(axis_names) -> frozenset:
     return frozenset(axis_names)
 
 
-def _check_inferable(mesh, axis_names) -> None:
+def _check_inferable(mesh, axis_names, smap: bool = False) -> None:
     """JAX's TypeError: in_specs are read from the argument types only where every manual
-    axis is Explicit (on Auto axes a type says nothing of the layout)."""
+    axis is Explicit (on Auto axes a type says nothing of the layout); ``smap`` words it as
+    smap's in_axes."""
     manual = axis_names or frozenset(mesh.axis_names)
     types = dict(zip(mesh.axis_names, mesh.axis_types))
     if all(types[a] == AxisType.Explicit for a in manual):
         return
+    if smap:
+        raise TypeError(f"in_axes was not specified when axis_name={frozenset(manual)!r} was "
+                        "of type " + ", ".join(str(types[a]) for a in sorted(manual)))
     raise TypeError(
         "shard_map in_specs argument must be a pytree of `jax.sharding.PartitionSpec` "
         f"instances, but it was `None` when axis_names={frozenset(manual)!r} are of type "

@@ -12,7 +12,7 @@ import shardc as jax
 import shardc.numpy as jnp
 from shardc import lax
 from shardc import tree_util as tu
-from shardc.sharding import PartitionSpec as P
+from shardc.sharding import AxisType, PartitionSpec as P
 
 
 # --- jax.tree and key paths ---------------------------------------------------------------------
@@ -195,6 +195,27 @@ def test_smap_splits_the_named_dimension_over_one_axis():
     np.testing.assert_array_equal(np.asarray(got), want)
     with pytest.raises(TypeError, match="smap axis_name should be a `str`"):
         jax.smap(lambda b: b, out_axes=0, axis_name=("x",))
+
+
+def test_smap_without_in_axes_reads_them_from_explicit_types():
+    mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Auto))
+    with jax.set_mesh(mesh):
+        split = jax.device_put(np.arange(4.0), P("x"))
+        whole = jnp.arange(4.0)
+
+        def body(b):
+            seen.append((b.shape, jax.typeof(b).vma))
+            return b * 2
+
+        for arg, want in ((split, ((2,), {"x"})), (whole, ((4,), set()))):
+            seen = []
+            out = jax.smap(body, out_axes=None if arg is whole else 0, axis_name="x")(arg)
+            assert seen == [want]
+            np.testing.assert_array_equal(np.asarray(out), np.arange(4.0) * 2)
+        # on an Auto axis a type says nothing of the layout: in_axes must be given
+        with pytest.raises(TypeError, match=r"in_axes was not specified when "
+                                            r"axis_name=frozenset\(\{'y'\}\) was of type AxisType.Auto"):
+            jax.smap(body, out_axes=0, axis_name="y")(split)
 
 
 # --- sharding constraints with bare specs, reshard ---------------------------------------------

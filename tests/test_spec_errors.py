@@ -689,6 +689,13 @@ def test_abstract_and_empty_meshes_name_what_is_wrong():
     with pytest.raises(ValueError, match="Please pass `jax.Array`s with a `NamedSharding`"):
         jax.shard_map(lambda x: x, mesh=mesh.abstract_mesh, in_specs=P("x"),
                       out_specs=P("x"))(jnp.arange(8))
+    # every argument is checked, not only the first
+    arr_y = jax.device_put(np.arange(8), NamedSharding(jax.make_mesh((2,), ("y",)), P("y")))
+    with pytest.raises(ValueError, match=r"Mesh shape of the input \(\('y', 2\),\) does not "
+                                         r"match the mesh shape passed to shard_map  "
+                                         r"\(\('x', 2\),\) for shape int32\[8@y\]"):
+        jax.shard_map(lambda x, y: (x, y), mesh=mesh.abstract_mesh, in_specs=P("x"),
+                      out_specs=P("x"))(arr, arr_y)
     # the abstract mesh of the argument's own mesh finds its devices
     np.testing.assert_array_equal(np.asarray(jax.shard_map(
         lambda x: x, mesh=mesh.abstract_mesh, in_specs=P("x"), out_specs=P("x"))(arr)),
