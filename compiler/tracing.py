@@ -284,6 +284,19 @@ def set_invalid_value_check(kind: str, enabled: bool) -> None:
     (_invalid_checks.add if enabled else _invalid_checks.discard)(kind)
 
 
+_static_index_checks = [False]
+
+
+def set_static_index_check(enabled: bool) -> None:
+    """Raise IndexError for a static integer index out of bounds where indexing would clamp
+    it (JAX's ``jax_check_static_indices``)."""
+    _static_index_checks[0] = bool(enabled)
+
+
+def static_index_check_on() -> bool:
+    return _static_index_checks[0]
+
+
 def invalid_value_checks_on() -> bool:
     return bool(_invalid_checks)
 

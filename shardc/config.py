@@ -133,6 +133,7 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_platform_name", "", _optional_str),
     Flag("jax_default_device", None, _any),
     Flag("jax_default_matmul_precision", None, _enum(*_MATMUL_PRECISIONS, optional=True)),
+    Flag("jax_check_static_indices", False, _bool, _tracing.set_static_index_check),
     Flag("jax_debug_nans", False, _bool,
          functools.partial(_tracing.set_invalid_value_check, "nan")),
     Flag("jax_debug_infs", False, _bool,

@@ -339,7 +339,7 @@ SLICES = [
     ("int_array_axis1", lambda x: x[:, np.array([5, 0, 0, 3])]),
     ("int_array_negative", lambda x: x[np.array([-1, 1])]),
     ("two_int_arrays", lambda x: x[np.array([0, 1, 1]), np.array([2, 2, 5])]),
-    ("int_list", lambda x: x[[3, 3, 1]]),
+    ("int_list", lambda x: x[np.array([3, 3, 1])]),
     ("take", lambda x: jnp.take(x, np.array([1, 1, 5]), axis=1)),
     ("take_flat", lambda x: jnp.take(x, np.array([0, 29, 29, 7]))),
     ("bool_mask_static", lambda x: x[np.array([True, False, True, False, True])]),

@@ -7,6 +7,7 @@ Python scalars weakly typed), shapes are numpy's.
 from __future__ import annotations
 
 import operator
+import re
 import warnings
 
 import numpy as np
@@ -477,7 +478,7 @@ INDICES = [
     # one integer array
     np.array([1, 0, 1]), (slice(None), np.array([2, 0])), (Ellipsis, np.array([-1, 0, 3])),
     (1, np.array([[0, 2], [1, 1]])), (np.array([1, 0]), 2), (slice(None), 1, np.array([3, 0])),
-    [1, 0], (None, slice(None), np.array([2, 1])),
+    np.array([1, 0]), (None, slice(None), np.array([2, 1])),
     # integer indices around a slice: numpy moves the array's dimensions first
     (1, slice(None), np.array([0, 3])), (np.array([0, 1]), slice(None), 1),
     (slice(None), np.array([0, 1]), None, 1),
@@ -601,10 +602,25 @@ def test_getitem_list_of_traced_integers():
     x = jnp.asarray(x234)
     f = shardc.jit(lambda a, i, j: a[[i, j], 1])
     assert_matches(f(x, jnp.int32(1), jnp.int32(-2)), x234[[1, -2], 1], F32)
-    f = shardc.jit(lambda a, i: a.at[[i, 0]].add(1.0))
+    f = shardc.jit(lambda a, i: a.at[jnp.array([i, 0])].add(1.0))
     want = x234.copy()
     np.add.at(want, [1, 0], 1.0)
     assert_matches(f(x, jnp.int32(1)), want, F32)
+
+
+def test_a_list_as_the_whole_index_is_refused_as_jax_refuses_it():
+    """numpy reads ``x[[1, 0]]`` as an array and ``x[[0, slice(None)]]`` as a tuple; JAX
+    neither, with a TypeError naming the spelling to use. Inside a tuple a list is an array."""
+    x = jnp.asarray(x234)
+    for index, spelling in (([1, 0], "array"), ([[0, 0]], "tuple"), ([0, None], "tuple"),
+                            ([0, slice(None)], "tuple"), ([0, np.arange(2)], "tuple")):
+        for read in (lambda: x[index], lambda: x.at[index].set(0.0)):
+            with pytest.raises(TypeError, match=r"Using a non-tuple sequence for "
+                               r"multidimensional indexing is not allowed; use "
+                               rf"`arr\[{spelling}\(seq\)\]` instead of `arr\[seq\]`"):
+                read()
+    assert_matches(x[:, [2, 0]], x234[:, [2, 0]], F32)
+    assert_matches(x[tuple([0, slice(None)])], x234[0, :], F32)
 
 
 def test_traced_index_program():
@@ -1227,3 +1243,74 @@ def test_arange_takes_its_bounds_dtype_and_rounds_low_precision_steps_once():
                                            * np.float32(0.1)).astype(np.float16))
     with pytest.raises(ValueError, match="complex start/stop/step"):
         jnp.arange(1j)
+
+
+X2345 = np.arange(120, dtype=np.int32).reshape(2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("index", [
+    np.index_exp[0, :2, True], np.index_exp[:2, np.array([0, 2]), True],
+    np.index_exp[np.array([1, 0]), :, True], np.index_exp[True, :, True, :, np.array(True)],
+    np.index_exp[True], np.index_exp[False], np.index_exp[:, False], np.index_exp[..., True],
+    np.index_exp[0, True, 1], np.index_exp[np.array([0, 1]), True, np.array([1, 2])],
+    np.index_exp[1, False, :, 2]], ids=str)
+def test_scalar_booleans_index_as_advanced_entries_as_numpy(index):
+    """A scalar boolean is an advanced index over a new axis: it broadcasts with the integer
+    and array entries and counts in numpy's adjacency rule (``x[0, :2, True]`` puts its
+    length-1 axis first)."""
+    want = X2345[index]
+    assert_matches(jnp.asarray(X2345)[index], want, np.int32)
+    assert_matches(shardc.jit(lambda a: a[index])(X2345), want, np.int32)
+    updated = X2345.copy()
+    updated[index] = -np.arange(want.shape[-1], dtype=np.int32) if want.ndim else -1
+    value = -np.arange(want.shape[-1], dtype=np.int32) if want.ndim else -1
+    assert_matches(jnp.asarray(X2345).at[index].set(value), updated, np.int32)
+    added = X2345.copy()
+    added[index] += 100
+    assert_matches(shardc.jit(lambda a: a.at[index].add(100))(X2345), added, np.int32)
+
+
+def test_wrap_negative_indices_false_reads_negative_indices_as_out_of_bounds():
+    x = jnp.arange(5.0)
+    # clamping modes read index 0; fill reads the fill value; updates drop or clamp to 0
+    assert float(x.at[-1].get(wrap_negative_indices=False)) == 0.0
+    assert np.isnan(float(x.at[-1].get(wrap_negative_indices=False, mode="fill")))
+    assert_matches(x.at[jnp.array([-1, 2, -7])].get(wrap_negative_indices=False, mode="fill",
+                                                     fill_value=-9), [-9.0, 2.0, -9.0], F32)
+    assert_matches(x.at[-1].set(99, wrap_negative_indices=False, mode="drop"),
+                   np.arange(5.0), F32)
+    assert_matches(x.at[-1].set(99, wrap_negative_indices=False, mode="clip"),
+                   [99.0, 1, 2, 3, 4], F32)
+    assert_matches(x.at[jnp.array([-1, 1])].add(10, wrap_negative_indices=False),
+                   [0.0, 11, 2, 3, 4], F32)
+    traced = shardc.jit(lambda x, i: x.at[i].get(wrap_negative_indices=False, mode="fill"))
+    assert_matches(traced(x, jnp.array([-2, 3])), [np.nan, 3.0], F32)
+    assert_matches(x.at[-2].divide(2.0, wrap_negative_indices=False), np.arange(5.0), F32)
+    assert float(x.at[-1].get(wrap_negative_indices=True)) == 4.0
+
+
+def test_empty_masks_scalar_updates_and_static_index_checks():
+    assert jnp.ones(3, jnp.int32)[np.empty((0,), bool)].shape == (0,)
+    assert jnp.ones((3, 4), jnp.int32)[np.empty((0,), bool)].shape == (0, 4)
+    # a Python int the dtype holds is taken in that dtype, not first as int32
+    assert_matches(jnp.zeros(1, jnp.uint32).at[0].set(2**32 - 1), [2**32 - 1], np.uint32)
+    with pytest.raises(IndexError, match=r"Too many indices: array is 2-dimensional, but 3 "
+                                         r"were indexed"):
+        jnp.zeros((2, 3))[1, 2, 3]
+    x = jnp.zeros((2, 3, 5))
+    assert float(x[0, 0, 9]) == 0.0                       # clamped by default
+    shardc.config.update("jax_check_static_indices", True)
+    try:
+        for index, message in ((np.index_exp[3, :, 0], "index 3 out of bounds for axis 0 "
+                                "with size 2"),
+                               (np.index_exp[:, [1, 2], 6], "index 6 out of bounds for axis 2 "
+                                "with size 5"),
+                               (np.index_exp[..., -6], "index -6 out of bounds for axis 2 "
+                                "with size 5")):
+            for read in (lambda: x[index], lambda: shardc.jit(lambda a: a[index])(x),
+                         lambda: x.at[index].get()):
+                with pytest.raises(IndexError, match=re.escape(message)):
+                    read()
+        assert float(x.at[0, 0, 9].get(mode="clip")) == 0.0     # only where it would clamp
+    finally:
+        shardc.config.update("jax_check_static_indices", False)

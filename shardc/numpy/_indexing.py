@@ -9,12 +9,14 @@ is traced.
 """
 from __future__ import annotations
 
+import collections.abc
 import math
 
 import numpy as np
 
 from compiler.control_flow import while_loop
 from compiler.tracing import (NonConcreteBooleanIndexError, Tracer, aval_of, bind,
+                              static_index_check_on,
                               errors_link, is_python_scalar, value_if_known)
 from ir import dtypes as _dt
 from ir.core import Aval, TypeSharding
@@ -25,7 +27,7 @@ from ir.sharding import NamedSharding, PartitionSpec
 from shardc.sharding import auto_axes, reshard, with_sharding_constraint
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, negative, power, remainder, where)
-from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert,
+from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert, expand_dims,
                                 nested_values, ones_like, ravel, reshape, weakly_typed_like,
                                 zeros_like)
 
@@ -89,11 +91,12 @@ def _check_entry(entry):
                     f"got {entry!r} of type {type(entry).__name__}")
 
 
-def _expand_index(index, ndim):
+def _expand_index(index, ndim, keep_scalar_bools=False):
     """Normalise to a tuple with the Ellipsis expanded; None entries kept.
 
-    A scalar ``True`` adds an axis like None (numpy's rule); ``False`` is left for the flat
-    path.
+    A scalar ``True`` adds an axis like None (numpy's rule; ``_scalar_bools_as_arrays`` has
+    already rewritten those that take part in advanced indexing); ``False`` is left for the
+    flat path.
     """
     if not isinstance(index, tuple):
         index = (index,)
@@ -101,7 +104,8 @@ def _expand_index(index, ndim):
         _check_entry(entry)
     if sum(1 for i in index if i is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    index = tuple(None if (isinstance(i, (bool, np.bool_)) and i) else i for i in index)
+    if not keep_scalar_bools:
+        index = tuple(None if (isinstance(i, (bool, np.bool_)) and i) else i for i in index)
     n_real = sum(_consumed(i) for i in index if i is not None and i is not Ellipsis)
     if any(i is Ellipsis for i in index):
         k = next(k for k, i in enumerate(index) if i is Ellipsis)
@@ -109,8 +113,72 @@ def _expand_index(index, ndim):
     else:
         index = index + (slice(None),) * (ndim - n_real)
     if n_real > ndim:
-        raise IndexError(f"Too many indices: {ndim}-dimensional array indexed with {n_real}")
+        raise IndexError(f"Too many indices: array is {ndim}-dimensional, but {n_real} were "
+                         "indexed")
     return index
+
+
+def _check_static_indices(index, shape) -> None:
+    """JAX's ``jax_check_static_indices``: a static integer out of its dimension's bounds is
+    an IndexError rather than clamped."""
+    for k, dim in _integer_entries(index, shape):
+        entry = index[k]
+        if isinstance(entry, (int, np.integer)) and not isinstance(entry, (bool, np.bool_)):
+            i, size = int(entry), shape[dim]
+            if not 0 <= (i + size if i < 0 else i) < size:
+                raise IndexError(f"index {i} out of bounds for axis {dim} with size {size} "
+                                 "(normalize_indices=True)")
+
+
+def _no_list_index(index) -> None:
+    """JAX's TypeError for a list (any non-tuple sequence) given as the whole index: numpy
+    reads some as a tuple and some as an array, JAX neither."""
+    if isinstance(index, tuple) or not isinstance(index, collections.abc.Sequence) or \
+            isinstance(index, (str, np.ndarray)) or hasattr(index, "aval"):
+        return
+    basic = any((isinstance(e, np.ndarray) or hasattr(e, "aval")) and np.ndim(e) != 0
+                or isinstance(e, (collections.abc.Sequence, slice)) or e is Ellipsis or e is None
+                for e in index)
+    raise TypeError("Using a non-tuple sequence for multidimensional indexing is not allowed; "
+                    f"use `arr[{'tuple' if basic else 'array'}(seq)]` instead of `arr[seq]`. "
+                    "See https://github.com/jax-ml/jax/issues/4564 for more information.")
+
+
+def _is_scalar_bool(entry) -> bool:
+    """A Python or numpy boolean, or a concrete 0-d boolean array."""
+    if isinstance(entry, (bool, np.bool_)):
+        return True
+    if isinstance(entry, Tracer) or not (isinstance(entry, np.ndarray) or hasattr(entry, "aval")):
+        return False
+    aval = aval_of(entry)
+    return aval.shape == () and _dt.is_bool(aval.dtype)
+
+
+def _scalar_bools_as_arrays(x, index):
+    """(``x``, ``index``) rewritten so that scalar booleans index as numpy's: each is an
+    advanced index over a new axis of length 1 (``[0]`` when True, ``[]`` when False), so it
+    broadcasts with the other integer and array entries and counts in their adjacency rule
+    (``x[0, :2, True]`` is ``(1, 2, ...)``). Also returns the new axes, which an update
+    squeezes again. A lone ``True`` among slices stays a new axis (the same thing)."""
+    raw = index if isinstance(index, tuple) else (index,)
+    if not any(_is_scalar_bool(e) for e in raw):
+        return x, index, ()
+    full = _expand_index(raw, aval_of(x).ndim, keep_scalar_bools=True)
+    flags = [_is_scalar_bool(e) for e in full]
+    others = [e for e, flag in zip(full, flags)
+              if not flag and e is not None and not isinstance(e, slice)]
+    if not others and sum(flags) == 1 and bool(np.asarray(full[flags.index(True)])):
+        return x, index, ()
+    axes, dim = [], 0
+    for entry, flag in zip(full, flags):
+        if flag:
+            axes.append(dim)
+            dim += 1
+        elif entry is not None:
+            dim += _consumed(entry)
+    rewritten = tuple(np.zeros(int(bool(np.asarray(e))), np.int32) if flag else e
+                      for e, flag in zip(full, flags))
+    return expand_dims(x, tuple(axes)), rewritten, tuple(axes)
 
 
 def _consumed(entry) -> int:
@@ -191,7 +259,7 @@ def _mask_as_integers(index, shape):
     k = masks[0]
     mask = np.asarray(index[k])
     dim = sum(_consumed(e) for e in index[:k] if e is not None)
-    if mask.shape[0] != shape[dim]:
+    if mask.shape[0] not in (0, shape[dim]):      # an empty mask selects nothing (JAX's)
         raise IndexError(f"boolean index did not match shape of indexed array in index {dim}: "
                          f"got {mask.shape}, expected {[shape[dim]]}")
     positions = np.nonzero(mask)[0].astype(_dt.int_)
@@ -378,8 +446,12 @@ def getitem(x, index):
     (``dynamic_slice``), one integer array (``gather``), then integer-indexed dimensions
     squeezed and new axes inserted. Several integer arrays: ``_advanced_getitem``.
     """
+    _no_list_index(index)
+    x, index, _ = _scalar_bools_as_arrays(x, index)
     shape = aval_of(x).shape
     index = _mask_as_integers(_expand_index(index, len(shape)), shape)
+    if static_index_check_on():
+        _check_static_indices(index, shape)
     _check_gather_layout(x, index)
     if _needs_flat_path(index):
         if sum(1 for e in index if _is_int_array(e)) > 1 and \
@@ -628,6 +700,20 @@ def _clipped(entry, size):
     return int(values) if values.ndim == 0 else values.astype(_dt.int_)
 
 
+def _unwrapped(clamps: bool):
+    """The remap of ``wrap_negative_indices=False``: a negative index is not counted from the
+    end but out of bounds below, so a mode that clamps reads index 0 and the others (fill,
+    drop) see it out of range (``size``)."""
+    def remap(entry, size):
+        low = 0 if clamps else size
+        values = _as_index_values(entry)
+        if values is None:
+            return where(less(entry, 0), low, entry)
+        values = np.where(values < 0, low, values)
+        return int(values) if values.ndim == 0 else values.astype(_dt.int_)
+    return remap
+
+
 def _to_padding(entry, size):
     """Negative indices counted from the end; those still out of [0, size) point at ``size``,
     the padding slot that holds the fill value."""
@@ -661,12 +747,15 @@ def getitem_with_mode(x, index, mode=None, fill_value=None):
     >>> jnp.arange(4.).at[jnp.array([1, 9])].get(mode='fill')    # [1., nan]
     """
     _check_mode(mode)
+    x, index, _ = _scalar_bools_as_arrays(x, index)
     _check_gather_layout(x, _expand_index(index, aval_of(x).ndim))
     if mode not in ("fill", "drop"):
         # (a fill_value is read only by mode='fill', as JAX's)
         if mode is None:
             return getitem(x, index)
         shape = aval_of(x).shape
+        if mode == "promise_in_bounds" and static_index_check_on():
+            _check_static_indices(_expand_index(index, len(shape)), shape)
         return getitem(x, _remap_integers(_expand_index(index, len(shape)), shape, _clipped))
     aval = aval_of(x)
     full = _expand_index(index, len(aval.shape))
@@ -740,91 +829,119 @@ class AtIndexer:
         self.x = x
 
     def __getitem__(self, index):
+        _no_list_index(index)
         return _IndexedRef(self.x, index)
 
 
 class _IndexedRef:
     def __init__(self, x, index):
-        self.x = x
-        self.index = index
+        # scalar booleans index new axes of x, which an update's result loses again
+        self.x, self.index, self._bool_axes = _scalar_bools_as_arrays(x, index)
+        self._operand = x
+
+    def _restore(self, result):
+        """An update's result with the new axes scalar booleans indexed squeezed out."""
+        return bind(p.squeeze_p, result, dimensions=self._bool_axes) if self._bool_axes \
+            else result
 
     # indices_are_sorted and unique_indices are hints for XLA; they change no value here.
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            fill_value=None, out_sharding=None):
+            fill_value=None, out_sharding=None, wrap_negative_indices=True):
         """``x[index]``; ``out_sharding``: the result's split (as JAX's: the gather runs with
         the operands unsplit, its result then laid out as asked)."""
+        index = self._unwrapped(wrap_negative_indices, mode not in ("fill", "drop"))
         if out_sharding is not None:
             return auto_axes(lambda x, index: getitem_with_mode(x, index, mode, fill_value),
-                             out_sharding=out_sharding)(self.x, self.index)
-        return getitem_with_mode(self.x, self.index, mode, fill_value)
+                             out_sharding=out_sharding)(self.x, index)
+        return getitem_with_mode(self.x, index, mode, fill_value)
 
-    def _apply(self, value, mode, how, out_sharding):
+    def _apply(self, value, mode, how, out_sharding, wrap=True):
+        index = self._index(mode, wrap)
         if out_sharding is not None:
             result = auto_axes(lambda x, index, value: _update(x, index, value, how),
-                               out_sharding=out_sharding)(self.x, self._index(mode), value)
+                               out_sharding=out_sharding)(self.x, index, value)
         else:
-            result = _update(self.x, self._index(mode), value, how)
-        return weakly_typed_like(result, self.x)      # a scatter's: the operand's, as JAX's
+            result = _update(self.x, index, value, how)
+        # a scatter's weak type: the operand's, as JAX's
+        return weakly_typed_like(self._restore(result), self._operand)
 
     def set(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            out_sharding=None):
-        return self._apply(value, mode, "set", out_sharding)
+            out_sharding=None, wrap_negative_indices=True):
+        return self._apply(value, mode, "set", out_sharding, wrap_negative_indices)
 
     def add(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            out_sharding=None):
-        return self._apply(value, mode, "add", out_sharding)
+            out_sharding=None, wrap_negative_indices=True):
+        return self._apply(value, mode, "add", out_sharding, wrap_negative_indices)
 
     def multiply(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
-                 out_sharding=None):
+                 out_sharding=None, wrap_negative_indices=True):
         if unique_indices and out_sharding is None:
             # each entry named once (the caller's promise, as JAX's): a product set in place,
             # which differentiates in the values too
-            return self.set(multiply(self.get(mode=mode), value), mode=mode)
-        return self._apply(value, mode, "mul", out_sharding)
+            ref = _IndexedRef(self.x, self._unwrapped(wrap_negative_indices, mode == "clip"))
+            return self._restore(ref.set(multiply(ref.get(mode=mode), value), mode=mode))
+        return self._apply(value, mode, "mul", out_sharding, wrap_negative_indices)
 
     def subtract(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
-                 out_sharding=None):
+                 out_sharding=None, wrap_negative_indices=True):
         """``x`` less the values at the index (each time it names an entry)."""
-        return self._apply(negative(asarray(value)), mode, "add", out_sharding)
+        return self._apply(negative(asarray(value)), mode, "add", out_sharding,
+                           wrap_negative_indices)
 
     mul = multiply
 
-    def divide(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def divide(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
+               wrap_negative_indices=True):
         """``x / d`` where ``d`` is 1 but at the index, the product of the values there."""
         ones = ones_like(self.x)
-        return divide(self.x, _update(ones, self._index(mode), value, "mul"))
+        return self._restore(divide(self.x, _update(ones, self._index(mode, wrap_negative_indices),
+                                                    value, "mul")))
 
-    def power(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def power(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
         """``x ** e`` where ``e`` is 1 but at the index, the product of the values there."""
         ones = ones_like(self.x)
-        return power(self.x, _update(ones, self._index(mode), value, "mul"))
+        return self._restore(power(self.x, _update(ones, self._index(mode, wrap_negative_indices),
+                                                   value, "mul")))
 
     def min(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            out_sharding=None):
-        return self._apply(value, mode, "min", out_sharding)
+            out_sharding=None, wrap_negative_indices=True):
+        return self._apply(value, mode, "min", out_sharding, wrap_negative_indices)
 
     def max(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            out_sharding=None):
-        return self._apply(value, mode, "max", out_sharding)
+            out_sharding=None, wrap_negative_indices=True):
+        return self._apply(value, mode, "max", out_sharding, wrap_negative_indices)
 
-    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
         """``x`` with ``func`` (elementwise, as a ufunc) applied at the index, once for each
         time the index names an entry (JAX's ``.at[].apply``)."""
         x = asarray(self.x)
-        counts = _update(zeros_like(x, dtype=np.int32), self._index(mode),
+        counts = _update(zeros_like(x, dtype=np.int32), self._index(mode, wrap_negative_indices),
                          np.int32(1), "add")
-        named = aval_of(self.get(mode="clip" if mode == "clip" else "fill", fill_value=0)).size
-        return apply_per_count(x, counts, func, named)
+        named = aval_of(self.get(mode="clip" if mode == "clip" else "fill", fill_value=0,
+                                 wrap_negative_indices=wrap_negative_indices)).size
+        return self._restore(apply_per_count(x, counts, func, named))
 
-    def _index(self, mode):
+    def _unwrapped(self, wrap: bool, clamps: bool):
+        """The index, its negative integers out of bounds when ``wrap`` is False (JAX's
+        ``wrap_negative_indices``)."""
+        if wrap:
+            return self.index
+        shape = aval_of(self.x).shape
+        return _remap_integers(_expand_index(self.index, len(shape)), shape,
+                               _unwrapped(clamps))
+
+    def _index(self, mode, wrap: bool = True):
         """The index of an update: out-of-bounds entries are dropped (``mode`` None, 'drop',
         'fill', 'promise_in_bounds') or, with 'clip', clamped into range."""
         _check_mode(mode)
+        index = self._unwrapped(wrap, mode == "clip")
         if mode != "clip":
-            return self.index
+            return index
         shape = aval_of(self.x).shape
-        return _remap_integers(_expand_index(self.index, len(shape)), shape, _clipped)
+        return _remap_integers(_expand_index(index, len(shape)), shape, _clipped)
 
 
 _COMBINE = {"add": add, "mul": multiply, "min": minimum, "max": maximum}
@@ -835,8 +952,15 @@ def _update(x, index, value, mode):
     unit-stride slices, a scatter for one integer-array index."""
     shape, dtype = aval_of(x).shape, aval_of(x).dtype
     full = _expand_index(index, len(shape))
-    # A Python number stays an inline literal; anything else is cast to x's dtype.
-    value = convert(value, dtype) if is_python_scalar(value) else astype(value, dtype)
+    # A Python int that x's integer dtype holds is taken in that dtype (JAX's: 2**32 - 1 into
+    # uint32); another Python number stays an inline literal; anything else is cast.
+    if (type(value) is int and _dt.is_int(dtype)
+            and np.iinfo(dtype).min <= value <= np.iinfo(dtype).max):
+        value = np.asarray(value, dtype)
+    elif is_python_scalar(value) and not (type(value) is int and _dt.is_int(dtype)):
+        value = convert(value, dtype)
+    else:
+        value = astype(asarray(value), dtype)
     _check_scatter_layout(x, full, value)
     arrays = [k for k, i in enumerate(full) if _is_int_array(i)]
     if _needs_flat_path(full) or not _fits_window_or_scatter(full, arrays):
