@@ -686,7 +686,7 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None):
         sharding = resolve(target, what) if target is not None else None
         if given is not None:
             given.append(sharding)
-        if target is not None:
+        if sharding is not None:
             if isinstance(leaf, Tracer):
                 # A mesh layout is part of the program; a single device is where the caller
                 # gets the value, placed when the program has run.

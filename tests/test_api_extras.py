@@ -475,3 +475,31 @@ def test_categorical_without_replacement_draws_distinct_categories():
 def test_tree_all_takes_is_leaf():
     assert jax.tree_util.tree_all([1, (True, [2])]) and not jax.tree_util.tree_all([1, (0, 3)])
     assert jax.tree_util.tree_all([1, (0, 3)], is_leaf=lambda x: isinstance(x, tuple))
+
+
+# --- pjit --------------------------------------------------------------------------------------
+
+def test_pjit_reads_none_as_replicated_and_specs_on_the_context_mesh():
+    from shardc.sharding import Mesh, NamedSharding
+    with pytest.warns(DeprecationWarning, match="jax.experimental.pjit.pjit has been deprecated"):
+        from shardc.experimental.pjit import pjit
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"))
+    x = np.arange(32.0).reshape(8, 4)
+    with pytest.warns(DeprecationWarning):
+        with mesh:
+            a = pjit(lambda a: a * 2, in_shardings=P("x", "y"), out_shardings=P("x"))(x)
+            b, c = pjit(lambda a, b: (a + b, a - b), in_shardings=(P("x"), None),
+                        out_shardings=None)(x, x)
+    assert a.sharding == NamedSharding(mesh, P("x"))
+    # None: replicated over the context mesh (jit would leave the value as it is)
+    assert b.sharding == c.sharding == NamedSharding(mesh, P())
+    np.testing.assert_array_equal(np.asarray(a), x * 2)
+    np.testing.assert_array_equal(np.asarray(c), np.zeros_like(x))
+    # no mesh in context: None leaves values as they are, a bare spec is refused
+    assert not isinstance(pjit(lambda a: a + 1, in_shardings=None)(x).sharding, NamedSharding)
+    with pytest.raises(RuntimeError, match="pjit requires a non-empty mesh in context if you "
+                                           "are passing `PartitionSpec`s to in_shardings"):
+        pjit(lambda a: a, in_shardings=P("x"))(x)
+    out = pjit(lambda a: a.sum(0), out_shardings=NamedSharding(mesh, P("y")))(x)
+    assert out.sharding == NamedSharding(mesh, P("y"))
+    np.testing.assert_array_equal(np.asarray(out), x.sum(0))

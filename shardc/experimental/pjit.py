@@ -1,0 +1,80 @@
+"""``pjit``: JAX's name for ``jit`` with shardings from before the two merged (deprecated in
+JAX 0.10 in favour of ``jax.jit``). It differs in one reading: a ``None`` among
+``in_shardings``/``out_shardings`` means replicated over the mesh in context (``set_mesh`` or
+``with mesh:``), where ``jit`` leaves such a value as it is."""
+from __future__ import annotations
+
+import warnings
+
+from compiler.jit import UNSPECIFIED, jit
+from ir.sharding import PartitionSpec, legacy_mesh
+from shardc import tree_util
+from shardc.sharding import NamedSharding, get_mesh, resolve_sharding
+
+__all__ = ["pjit"]
+
+
+def __getattr__(name):
+    # reading ``pjit`` warns, as JAX 0.10 deprecates it
+    if name == "pjit":
+        warnings.warn("jax.experimental.pjit.pjit has been deprecated. Please use `jax.jit` "
+                      "instead.", DeprecationWarning, stacklevel=2)
+        return _pjit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Replicated:
+    """A ``None`` of pjit's shardings: replicated on the context mesh, if there is one."""
+
+    def __repr__(self):
+        return "None"
+
+
+_REPLICATED = _Replicated()
+
+
+def _context_mesh():
+    return get_mesh() or legacy_mesh()
+
+
+def _resolve(sharding, what: str):
+    mesh = _context_mesh()
+    if sharding is _REPLICATED:
+        return None if mesh is None else NamedSharding(mesh, PartitionSpec())
+    if isinstance(sharding, PartitionSpec):
+        if mesh is None:
+            name = what.split()[-1]
+            raise RuntimeError(
+                f"pjit requires a non-empty mesh in context if you are passing "
+                f"`PartitionSpec`s to {name}. You can define a context mesh via "
+                "`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to "
+                f"{name} and then the mesh context manager is not required.")
+        return NamedSharding(mesh, sharding)
+    return resolve_sharding(sharding, what)
+
+
+def _nones_replicated(shardings):
+    if shardings is UNSPECIFIED:
+        return shardings
+    return tree_util.tree_map(lambda s: _REPLICATED if s is None else s, shardings,
+                              is_leaf=lambda s: s is None or isinstance(s, PartitionSpec))
+
+
+def _pjit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_argnums=None,
+         static_argnames=None, donate_argnums=None, donate_argnames=None, keep_unused=False,
+         device=None, backend=None, inline=False, compiler_options=None):
+    """``jit(fun, in_shardings=..., out_shardings=...)`` in pjit's reading of ``None`` and of
+    bare PartitionSpecs (on the mesh in context, ``with mesh:`` included). ``device``,
+    ``backend`` and ``compiler_options`` choose nothing here (one backend, the mesh's devices).
+
+    >>> with mesh:
+    ...     f = pjit(lambda x: x * 2, in_shardings=P('x'), out_shardings=None)
+    """
+    options = dict(static_argnums=static_argnums, static_argnames=static_argnames,
+                   donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                   keep_unused=keep_unused, inline=inline,
+                   in_shardings=_nones_replicated(in_shardings),
+                   out_shardings=_nones_replicated(out_shardings), resolve=_resolve)
+    if fun is None:
+        return lambda f: jit(f, **options)
+    return jit(fun, **options)
