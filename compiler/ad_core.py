@@ -57,7 +57,7 @@ def full_like_aval(aval: Aval, value):
     if aval.shape == ():
         return bind(prims.broadcast_in_dim_p, fill, shape=(), broadcast_dimensions=())
     filled = bind(prims.broadcast_in_dim_p, fill, shape=aval.shape, broadcast_dimensions=())
-    if aval.sharding is not None:
+    if aval.type_sharding is not None:
         filled = bind(prims.sharding_constraint_p, filled, sharding=named_sharding(aval))
     return filled
 
@@ -66,7 +66,7 @@ def typed_as(aval: Aval, *operands, order=None) -> dict:
     """``{"out_sharding": ...}`` making a result split as ``aval`` is (its dimensions taken in
     ``order``), when ``aval`` or an operand names a split; else nothing. Transpose rules give
     cotangents their primal's type this way, as JAX's do."""
-    shardings = [aval.sharding] + [aval_of(x).sharding for x in operands]
+    shardings = [aval.type_sharding] + [aval_of(x).type_sharding for x in operands]
     mesh = next((s.mesh for s in shardings if s is not None), None)
     if mesh is None:
         return {}
@@ -79,10 +79,10 @@ def typed_as(aval: Aval, *operands, order=None) -> dict:
 def as_typed(value, aval: Aval):
     """``value`` resharded to ``aval``'s sharding where its own differs (a cotangent of a
     split primal, or of an unsplit one computed from split values)."""
-    have = aval_of(value).sharding
-    if have == aval.sharding:
+    have = aval_of(value).type_sharding
+    if have == aval.type_sharding:
         return value
-    mesh = (aval.sharding or have).mesh
+    mesh = (aval.type_sharding or have).mesh
     target = named_sharding(aval) or NamedSharding(mesh, PartitionSpec())
     return bind(prims.sharding_constraint_p, value, sharding=target)
 

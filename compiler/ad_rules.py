@@ -920,7 +920,7 @@ def _prod_of_others(x, axes):
     n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
     lead = tuple(shape[d] for d in kept)
     flat = bind(p.reshape_p, moved, new_sizes=lead + (n,))
-    split = aval_of(flat).sharding
+    split = aval_of(flat).type_sharding
     rows = None if split is None else TypeSharding.of(split.mesh, split.spec[:-1] + ((),))
     if split is not None and split.spec[-1]:
         # the products run along the reduced elements: gathered whole, the rows kept split
@@ -928,7 +928,7 @@ def _prod_of_others(x, axes):
                     sharding=NamedSharding(split.mesh, PartitionSpec(*partitions(
                         split.spec[:-1] + ((),)))))
     # ones laid out as a column of ``flat``
-    ones = full_like_aval(aval_of(flat).update(shape=lead + (1,), sharding=rows), 1)
+    ones = full_like_aval(aval_of(flat).update(shape=lead + (1,), type_sharding=rows), 1)
     left = _exclusive_cumprod(flat, ones, len(lead), reverse=False)
     right = _exclusive_cumprod(flat, ones, len(lead), reverse=True)
     others = _mul(left, right)
@@ -936,7 +936,7 @@ def _prod_of_others(x, axes):
     inverse = tuple(int(k) for k in np.argsort(perm))
     if perm != tuple(range(len(shape))):
         others = bind(p.transpose_p, others, permutation=inverse)
-    if aval.sharding is not None and aval_of(others).sharding != aval.sharding:
+    if aval.type_sharding is not None and aval_of(others).type_sharding != aval.type_sharding:
         others = bind(p.sharding_constraint_p, others, sharding=named_sharding(aval))
     return others
 
@@ -1098,7 +1098,7 @@ def _scan_tangent(combine, x, t, axis):
     shape = aval_of(x).shape
     n = shape[axis]
     position = bind(p.iota_p, dtype=dtypes.int_, shape=shape, dimension=axis)
-    if aval_of(x).sharding is not None:         # split as the values it selects among
+    if aval_of(x).type_sharding is not None:         # split as the values it selects among
         position = bind(p.sharding_constraint_p, position,
                         sharding=named_sharding(aval_of(x)))
     shift = 1

@@ -82,10 +82,10 @@ class BatchTracer(Tracer):
         shape = full.shape[:d] + full.shape[d + 1:]
         # the batch dimension leaves the type with its split (JAX: it becomes the batch
         # axis's explicit mesh axis)
-        sharding = full.sharding
+        sharding = full.type_sharding
         if sharding is not None:
             sharding = TypeSharding.of(sharding.mesh, sharding.spec[:d] + sharding.spec[d + 1:])
-        return full.update(shape=shape, sharding=sharding)
+        return full.update(shape=shape, type_sharding=sharding)
 
     def _layout(self):
         """A batch of laid-out values: what layout each member has is not followed."""
@@ -368,7 +368,7 @@ def explicit_split(trace: BatchTrace, mesh, in_specs, values, dims) -> SpmdSplit
     entries = set()
     for value, d in zip(values, dims):
         if d is not None:
-            typed = aval_of(value).sharding
+            typed = aval_of(value).type_sharding
             entries.add(tuple(typed.spec[d]) if typed is not None else ())
     if len(entries) != 1:
         return None
@@ -436,7 +436,7 @@ def broadcast_batch(x, size: int, dim: int = 0):
     split = _batch_split[-1]
     if split is not None:
         mesh, axes = split
-        sharding = aval_of(x).sharding
+        sharding = aval_of(x).type_sharding
         spec = list(sharding.spec) if sharding is not None else [()] * len(shape)
         if not set(axes) & {a for names in spec for a in names}:
             spec.insert(dim, axes)
@@ -460,7 +460,7 @@ def batch_split_of(values, dims):
     """(mesh, axes) the type of the first batched value that splits its batch axis splits it
     over; None where none does."""
     for value, dim in zip(values, dims):
-        sharding = aval_of(value).sharding if dim is not None else None
+        sharding = aval_of(value).type_sharding if dim is not None else None
         if sharding is not None and sharding.spec[dim]:
             return sharding.mesh, sharding.spec[dim]
     return None

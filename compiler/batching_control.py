@@ -86,10 +86,10 @@ def _batched_aval(aval, size: int):
     if split is None:
         return batched
     mesh, axes = split
-    spec = aval.sharding.spec if aval.sharding is not None else ((),) * aval.ndim
+    spec = aval.type_sharding.spec if aval.type_sharding is not None else ((),) * aval.ndim
     if set(axes) & {a for names in spec for a in names}:
         return batched
-    return batched.update(sharding=TypeSharding.of(mesh, (tuple(axes),) + tuple(spec)))
+    return batched.update(type_sharding=TypeSharding.of(mesh, (tuple(axes),) + tuple(spec)))
 
 
 def _leading(values, dims) -> list:

@@ -258,7 +258,7 @@ def _gather_rule(values, dims, *, axis):
 
 
 def _unsplit(value, mesh):
-    if aval_of(value).sharding is None:
+    if aval_of(value).type_sharding is None:
         return value
     return bind(prims.sharding_constraint_p, value,
                 sharding=NamedSharding(mesh, PartitionSpec(*[None] * len(shape_of(value)))))

@@ -117,7 +117,7 @@ def _check_carry(construct: str, carry_name, paths, in_avals, out_avals):
     problems, gained_hints, lost_hints = [], [], []
     for path, a, b in zip(paths, in_avals, out_avals):
         vma_differs = checking and a.vma != b.vma
-        if ((a.shape, a.dtype, a.sharding) == (b.shape, b.dtype, b.sharding)
+        if ((a.shape, a.dtype, a.type_sharding) == (b.shape, b.dtype, b.type_sharding)
                 and not vma_differs):
             continue
         problems.append(
@@ -398,8 +398,8 @@ def _sliced_avals(avals) -> list:
     if any(a.ndim and spec_of(a)[0] for a in avals):
         raise ValueError("0th dimension of all xs should be replicated. Got "
                          + ", ".join(p_text(spec_of(a)) for a in avals))
-    return [a.update(shape=a.shape[1:], sharding=TypeSharding.of(
-        a.sharding.mesh, a.sharding.spec[1:]) if a.sharding and any(a.sharding.spec[1:])
+    return [a.update(shape=a.shape[1:], type_sharding=TypeSharding.of(
+        a.type_sharding.mesh, a.type_sharding.spec[1:]) if a.type_sharding and any(a.type_sharding.spec[1:])
         else None) for a in avals]
 
 
@@ -804,7 +804,7 @@ def _check_branch_types(construct, branches, names, programs, out_tree):
         diffs, hints = [], []
         for path, a, b in zip(paths, first.out_avals, programs[k].out_avals):
             vma_differs = checking and a.vma != b.vma
-            if ((a.shape, a.dtype, a.sharding) == (b.shape, b.dtype, b.sharding)
+            if ((a.shape, a.dtype, a.type_sharding) == (b.shape, b.dtype, b.type_sharding)
                     and not vma_differs):
                 continue
             diffs.append(f"the output of {names[0]}{_at_path(path)} has type {_type_text(a)} "

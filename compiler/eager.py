@@ -118,7 +118,7 @@ class ShardTrace(Trace):
                               self.mesh.axis_names)
         _, out_vma = infer_types(prim, in_vmas, params)
         in_avals = [t.aval for t in tracers]
-        if self.typed and any(a.sharding is not None for a in in_avals):
+        if self.typed and any(a.type_sharding is not None for a in in_avals):
             # typed where a partial-manual body's values are split over Explicit axes it left
             # automatic; the blocks are whole along those, and computed untyped
             avals = typed_avals(prim, in_avals, params)
@@ -155,7 +155,7 @@ _LOWERED_LIMIT = 4096
 
 
 def _untyped(aval):
-    return aval if aval.sharding is None else aval.update(sharding=None)
+    return aval if aval.type_sharding is None else aval.update(type_sharding=None)
 
 
 def _lowered_equation(mesh, prim, in_avals, out_avals_, params):
@@ -215,7 +215,7 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
             if mismatch:
                 raise runtime_replication_error(k, spec, mesh, mismatch)
     results = [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]
-    if trace.typed and any(o.aval.sharding is not None for o in outs):
+    if trace.typed and any(o.aval.type_sharding is not None for o in outs):
         # a body result split over Explicit axes the shard_map left automatic keeps that split
         results = [_keeping_split(r, o.aval, spec, mesh)
                    for r, o, spec in zip(results, outs, specs)]
@@ -223,7 +223,7 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
 
 
 def _keeping_split(result, body_aval, spec, mesh):
-    if body_aval.sharding is None:
+    if body_aval.type_sharding is None:
         return result
     split = shard_map_result_split(mesh, spec, body_aval)
     return bind(prims.sharding_constraint_p, result,

@@ -228,7 +228,7 @@ def _arrival(backend, x):
         if isinstance(sharding.mesh, AbstractMesh):
             # on an abstract mesh (eval_shape's): the mesh its type names, or the mesh set
             # here, where it abstracts that
-            typed = aval_of(x).sharding
+            typed = aval_of(x).type_sharding
             mesh = typed.mesh if typed is not None else current_mesh()
             if isinstance(mesh, Mesh) and mesh.abstract_mesh == sharding.mesh:
                 sharding = NamedSharding(mesh, sharding.spec)

@@ -217,8 +217,8 @@ def _typed_vars(program: Program):
 
 def type_meshes(program: Program) -> set:
     """The meshes whose axes split values of ``program`` by their types."""
-    return {a.aval.sharding.mesh for a in _typed_vars(program)
-            if not isinstance(a, Literal) and a.aval.sharding is not None}
+    return {a.aval.type_sharding.mesh for a in _typed_vars(program)
+            if not isinstance(a, Literal) and a.aval.type_sharding is not None}
 
 
 def _mesh_of(program: Program):
@@ -268,14 +268,14 @@ def _partitionable(eqn, mesh) -> bool:
 
 
 def _touches_split(eqn) -> bool:
-    return any(not isinstance(a, Literal) and a.aval.sharding is not None
+    return any(not isinstance(a, Literal) and a.aval.type_sharding is not None
                for a in list(eqn.invars) + list(eqn.outvars)) or any(
         _touches_split(e) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
 
 
 def _on(eqn, mesh) -> bool:
     """Whether every split value of ``eqn`` is on ``mesh``."""
-    return all(a.aval.sharding is None or a.aval.sharding.mesh == mesh
+    return all(a.aval.type_sharding is None or a.aval.type_sharding.mesh == mesh
                for a in list(eqn.invars) + list(eqn.outvars) if not isinstance(a, Literal))
 
 

@@ -725,7 +725,7 @@ def _unsplit(aval) -> tuple:
 
 
 def _spec(aval) -> tuple:
-    sharding = aval.sharding
+    sharding = aval.type_sharding
     if sharding is None:
         return _unsplit(aval)
     return tuple(tuple(names) for names in sharding.spec)

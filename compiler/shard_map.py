@@ -288,13 +288,13 @@ def _check_typed_arguments(config: _Config, dynamic) -> None:
         return
     for leaf in dynamic:
         aval = aval_of(leaf.value)
-        if aval.sharding is None or aval.sharding.mesh != mesh:
+        if aval.type_sharding is None or aval.type_sharding.mesh != mesh:
             continue
         given = spec_from_user(leaf.spec, aval.ndim, mesh)
-        if given != aval.sharding.spec:
+        if given != aval.type_sharding.spec:
             raise ValueError(
                 f"in_specs passed to shard_map: {p_text(given)} does not match the specs of "
-                f"the input: {p_text(aval.sharding.spec)} for arg: {aval.str_long()}. "
+                f"the input: {p_text(aval.type_sharding.spec)} for arg: {aval.str_long()}. "
                 "`in_specs` is an optional argument so you can omit specifying it and "
                 "shard_map will infer the in_specs from the arguments. If you want to reshard "
                 "your inputs, you can use `jax.reshard` on the arguments and then pass those "
@@ -477,7 +477,7 @@ def block_avals(mesh: Mesh, in_specs, avals, manual: tuple = ()) -> list:
     type's split over those, along every dimension, as JAX's."""
     kept = tuple(a for a in mesh.explicit_axes if a not in manual) if manual else ()
     return [Aval(block_shape(a.shape, spec, mesh.shape), a.dtype, frozenset(spec_axes(spec)),
-                 sharding=_kept_split(a, kept, mesh) if kept else None)
+                 type_sharding=_kept_split(a, kept, mesh) if kept else None)
             for a, spec in zip(avals, in_specs)]
 
 
@@ -485,9 +485,9 @@ def _kept_split(aval, kept: tuple, mesh):
     """The part of ``aval``'s type split over the automatic Explicit axes ``kept``, along
     every dimension (one the spec splits over a manual axis too, as JAX's
     ``modify_spec_for_auto_manual``)."""
-    if not kept or aval.sharding is None or aval.sharding.mesh.axis_names != mesh.axis_names:
+    if not kept or aval.type_sharding is None or aval.type_sharding.mesh.axis_names != mesh.axis_names:
         return None
-    split = tuple(tuple(a for a in typed if a in kept) for typed in aval.sharding.spec)
+    split = tuple(tuple(a for a in typed if a in kept) for typed in aval.type_sharding.spec)
     return TypeSharding.of(mesh, split) if any(split) else None
 
 

@@ -318,10 +318,10 @@ def split_mesh(typed, values, params):
     """The mesh whose Explicit axes split an operation's results (``typed``) or operands, or
     that its ``out_sharding`` names; None when types name no split."""
     for aval in typed:
-        if aval.sharding is not None:
-            return aval.sharding.mesh
+        if aval.type_sharding is not None:
+            return aval.type_sharding.mesh
     for value in values:
-        sharding = getattr(aval_of(value), "sharding", None)
+        sharding = aval_of(value).type_sharding
         if sharding is not None:
             return sharding.mesh
     given = params.get("out_sharding") if params else None
@@ -355,7 +355,7 @@ def placed_as_typed(outs, typed, mesh, shardings=None):
         if out.sharding is sharding:
             placed.append(out)            # laid out and spelt so already
             continue
-        if aval.sharding is None and not isinstance(out.sharding, NamedSharding):
+        if aval.type_sharding is None and not isinstance(out.sharding, NamedSharding):
             # a value every process holds whole, now said to be on the mesh's devices
             out = type(out).from_global(np.asarray(out), sharding)
         elif not same_layout(out.sharding, sharding):
@@ -468,7 +468,7 @@ def bind(prim, *args, **params):
 def check_closed_over(aval) -> None:
     """JAX's NotImplementedError for a shard_map body closing over a value its type splits
     over Explicit axes (the body's own axes are Manual: an argument says how to split it)."""
-    if aval.sharding is not None and any(aval.sharding.spec):
+    if aval.type_sharding is not None and any(aval.type_sharding.spec):
         raise NotImplementedError(
             "Closing over inputs to shard_map where the input is sharded on `Explicit` axes "
             "is not implemented. As a workaround, please pass those inputs as an argument to "

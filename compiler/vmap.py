@@ -146,8 +146,8 @@ def _batch_spec(leaves, axes) -> tuple:
     for x, a in zip(leaves, axes):
         if a is not None:
             aval = aval_of(x)
-            spec = aval.sharding.spec[a] if aval.sharding is not None else ()
-            mesh = mesh or (aval.sharding.mesh if spec else None)
+            spec = aval.type_sharding.spec[a] if aval.type_sharding is not None else ()
+            mesh = mesh or (aval.type_sharding.mesh if spec else None)
             if spec not in specs:
                 specs.append(spec)
     if len(specs) > 1:
@@ -163,7 +163,7 @@ def _split_like_batch(value, dim, out_axis, batch_spec, mesh, returned):
     if dim is not None or out_axis is None or isinstance(returned, (bool, int, float, complex)):
         return value
     aval = aval_of(value)
-    spec = list(aval.sharding.spec) if aval.sharding is not None else [()] * aval.ndim
+    spec = list(aval.type_sharding.spec) if aval.type_sharding is not None else [()] * aval.ndim
     position = out_axis % aval.ndim
     if spec[position] or any(set(batch_spec) & set(s) for s in spec):
         return value

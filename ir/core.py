@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Any, Sequence
 
 import numpy as np
@@ -36,7 +37,7 @@ class TypeSharding:
 
     Made once per (mesh, spec) by ``of``; compared by identity of those.
 
-    >>> str(Aval((8, 4), np.dtype('float32'), sharding=TypeSharding.of(mesh, (('x',), ()))))
+    >>> str(Aval((8, 4), np.dtype('float32'), type_sharding=TypeSharding.of(mesh, (('x',), ()))))
     'f32[8@x,4]'
     """
     __slots__ = ("mesh", "spec", "_hash", "axes")
@@ -121,10 +122,23 @@ class ManualAxisType:
         return frozenset(mesh.manual_axes) - self.vur
 
 
+# the packages whose code reads ``Aval.type_sharding``, never JAX's public ``Aval.sharding``
+_OWN_PACKAGES = frozenset({"ir", "compiler", "runtime", "shardc", "benchmarks"})
+# how ``Aval.sharding`` reads a type (it needs the mesh in context): set by the layer that knows
+_public_sharding_view: list = [lambda aval: None]
+
+
+def set_public_sharding_view(view) -> None:
+    """Install ``view(aval)``, JAX's public ``aval.sharding`` of a type."""
+    _public_sharding_view[0] = view
+
+
 @dataclasses.dataclass(frozen=True)
 class Aval:
     """The abstract value of an array: shape, dtype, the mesh axes it may vary over (vma) and
-    how its type says it is split over Explicit mesh axes (``sharding``, None: not split).
+    how its type says it is split over Explicit mesh axes (``type_sharding``, None: not
+    split). ``sharding`` is JAX's public reading of the type, for programs that read
+    ``x.aval.sharding``; shardc's own code reads ``type_sharding``.
 
     >>> Aval((2, 8), np.dtype('float32'), frozenset({'x'})).str_short()
     'f32[2,8]{x}'
@@ -132,7 +146,7 @@ class Aval:
     shape: tuple
     dtype: np.dtype
     vma: frozenset = frozenset()
-    sharding: TypeSharding | None = None
+    type_sharding: TypeSharding | None = None
 
     def __post_init__(self):
         shape, dtype, vma = self.shape, self.dtype, self.vma
@@ -143,10 +157,20 @@ class Aval:
         if type(vma) is not frozenset:
             object.__setattr__(self, "vma", vma := frozenset(vma))
         # avals key jit's cache on every call: hash once
-        object.__setattr__(self, "_hash", hash((shape, dtype, vma, self.sharding)))
+        object.__setattr__(self, "_hash", hash((shape, dtype, vma, self.type_sharding)))
 
     def __hash__(self):
         return self._hash
+
+    @property
+    def sharding(self):
+        """JAX's ``aval.sharding``: a NamedSharding on the abstract mesh in context, one spec
+        entry per dimension (``P(None, 'y')``), for programs that read it."""
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.split(".")[0] in _OWN_PACKAGES:
+            raise AssertionError(f"{caller} read Aval.sharding, JAX's public view; shardc's "
+                                 "code reads Aval.type_sharding")
+        return _public_sharding_view[0](self)
 
     @property
     def mat(self) -> ManualAxisType:
@@ -165,23 +189,25 @@ class Aval:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
-    def update(self, shape=None, dtype=None, vma=None, sharding=...) -> "Aval":
+    def update(self, shape=None, dtype=None, vma=None, type_sharding=...) -> "Aval":
         """A copy with fields changed; a new shape drops the sharding unless one is given."""
-        if sharding is ...:
-            sharding = self.sharding if shape is None or tuple(shape) == self.shape else None
+        if type_sharding is ...:
+            type_sharding = (self.type_sharding if shape is None or tuple(shape) == self.shape
+                             else None)
         return Aval(self.shape if shape is None else shape,
                     self.dtype if dtype is None else dtype,
-                    self.vma if vma is None else vma, sharding)
+                    self.vma if vma is None else vma, type_sharding)
 
     def strip_vma(self) -> "Aval":
-        return self if not self.vma else Aval(self.shape, self.dtype, sharding=self.sharding)
+        return self if not self.vma else Aval(self.shape, self.dtype,
+                                              type_sharding=self.type_sharding)
 
     def strip_sharding(self) -> "Aval":
-        return self if self.sharding is None else Aval(self.shape, self.dtype, self.vma)
+        return self if self.type_sharding is None else Aval(self.shape, self.dtype, self.vma)
 
-    def with_sharding(self, sharding) -> "Aval":
-        return self if sharding == self.sharding else Aval(self.shape, self.dtype, self.vma,
-                                                           sharding)
+    def with_sharding(self, type_sharding) -> "Aval":
+        return self if type_sharding == self.type_sharding else Aval(
+            self.shape, self.dtype, self.vma, type_sharding)
 
     def with_vma(self, vma: frozenset) -> "Aval":
         """This aval varying over ``vma``; made once per (aval, vma), as tracing a long
@@ -195,12 +221,12 @@ class Aval:
         if found is None:
             if len(_WITH_VMA) > 4096:
                 _WITH_VMA.clear()
-            found = _WITH_VMA[key] = Aval(self.shape, self.dtype, vma, self.sharding)
+            found = _WITH_VMA[key] = Aval(self.shape, self.dtype, vma, self.type_sharding)
         return found
 
     def str_short(self, axis_order: Sequence[str] | None = ()) -> str:
         """``f32[4,8]{x}``; ``axis_order=None`` hides the vma (a body with the check off)."""
-        dims = _dims_text(self.shape, self.sharding)
+        dims = _dims_text(self.shape, self.type_sharding)
         vma = "" if axis_order is None else format_vma(self.vma, axis_order)
         return f"{short_dtype(self.dtype)}[{dims}]{vma}"
 
@@ -208,7 +234,7 @@ class Aval:
         """The form of ``typeof(x)``, as JAX 0.10 prints it: ``float32[3]{V:i}``,
         ``float32[3]{V:(i,j)}`` (``f32[3]{V:i}`` with ``short``, as its errors do);
         ``axis_order=None`` hides the vma."""
-        dims = _dims_text(self.shape, self.sharding)
+        dims = _dims_text(self.shape, self.type_sharding)
         vma = "" if axis_order is None or not self.vma else \
             "{V:" + _grouped(_ordered(self.vma, axis_order)) + "}"
         dtype = short_dtype(self.dtype) if short else self.dtype.name

@@ -142,12 +142,12 @@ def types_mesh(prog: Program):
     """The mesh of the first type in ``prog`` (its sub-programs included) that names mesh
     axes, or None."""
     for var in list(prog.invars) + list(prog.constvars):
-        if var.aval.sharding is not None:
-            return var.aval.sharding.mesh
+        if var.aval.type_sharding is not None:
+            return var.aval.type_sharding.mesh
     for eqn in prog.eqns:
         for var in eqn.outvars:
-            if var.aval.sharding is not None:
-                return var.aval.sharding.mesh
+            if var.aval.type_sharding is not None:
+                return var.aval.type_sharding.mesh
         for value in eqn.params.values():
             for sub in programs_in(value):
                 mesh = types_mesh(sub)

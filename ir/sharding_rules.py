@@ -40,7 +40,7 @@ def typed_avals(prim, in_avals, params) -> list:
     the sharding rule where an operand is split or ``out_sharding`` is given."""
     outs = out_avals(prim, in_avals, params)
     if params.get("out_sharding") is None and not _types_target(prim, params) \
-            and not any(a.sharding is not None for a in in_avals):
+            and not any(a.type_sharding is not None for a in in_avals):
         if prim.kind == "higher":
             return _from_programs(prim, outs, params)
         return outs
@@ -68,7 +68,7 @@ def _from_programs(prim, outs, params) -> list:
     mesh = params.get("mesh")
     if mesh is not None and not getattr(mesh, "explicit_axes", ()):
         return outs                    # a shard_map on a mesh without Explicit axes
-    if mesh is None and not any(a.sharding is not None for sub in _programs_of(params)
+    if mesh is None and not any(a.type_sharding is not None for sub in _programs_of(params)
                                 for a in sub.out_avals):
         return outs
     specs = sharding_rules[prim]([], outs, **params)
@@ -86,7 +86,7 @@ def _programs_of(params) -> list:
 
 def spec_of(aval: Aval) -> tuple:
     """Per dimension, the axes splitting ``aval`` (``()`` for none)."""
-    return aval.sharding.spec if aval.sharding is not None else ((),) * aval.ndim
+    return aval.type_sharding.spec if aval.type_sharding is not None else ((),) * aval.ndim
 
 
 def partitions(spec) -> tuple:
@@ -132,13 +132,13 @@ def _mesh_of(prim, in_avals, params):
         return target.mesh if isinstance(target, NamedSharding) else None
     mesh = None
     for a in in_avals:
-        if a.sharding is not None:
-            if mesh is not None and a.sharding.mesh != mesh:
+        if a.type_sharding is not None:
+            if mesh is not None and a.type_sharding.mesh != mesh:
                 raise ValueError(
                     f"For primitive {prim}, the operands are on different meshes: {mesh!r} "
-                    f"and {a.sharding.mesh!r} (for shape {a.str_long()}); reshard one of them "
+                    f"and {a.type_sharding.mesh!r} (for shape {a.str_long()}); reshard one of them "
                     "onto the other's mesh")
-            mesh = a.sharding.mesh
+            mesh = a.type_sharding.mesh
     given = params.get("out_sharding")
     if isinstance(given, NamedSharding):
         if mesh is not None and given.mesh != mesh:
@@ -151,7 +151,7 @@ def _mesh_of(prim, in_avals, params):
         # made once, so the common case is one object
         ours, theirs = context.abstract_mesh, mesh.abstract_mesh
         if ours is not theirs and ours != theirs:
-            typed = next(a for a in in_avals if a.sharding is not None)
+            typed = next(a for a in in_avals if a.type_sharding is not None)
             raise ValueError(
                 f"For primitive {prim}, context mesh {ours!r} should match the aval mesh "
                 f"{theirs!r} for shape {typed.str_short()}.")
@@ -163,8 +163,8 @@ def _program_mesh(prim, params):
     for value in params.values():
         for program in programs_in(value):
             for aval in program.out_avals:
-                if aval.sharding is not None:
-                    return aval.sharding.mesh
+                if aval.type_sharding is not None:
+                    return aval.type_sharding.mesh
     return None
 
 
@@ -222,7 +222,7 @@ def broadcast_shardings_spec(name: str, avals):
     """JAX's ``broadcast_shardings``: the spec operands of any ranks broadcast to (each with
     leading unsplit dimensions of size 1 up to the highest rank), or None where none is typed
     (no Explicit axis splits them)."""
-    if all(a.sharding is None for a in avals):
+    if all(a.type_sharding is None for a in avals):
         return None
     ndim = max(a.ndim for a in avals)
     return _broadcast_specs(name, [(1,) * (ndim - a.ndim) + a.shape for a in avals],
@@ -281,17 +281,17 @@ def _bitcast(in_avals, outs, *, new_dtype):
 
 def _select_n(in_avals, outs):
     which, *cases = in_avals
-    sharded = [c for c in in_avals if c.sharding is not None]
+    sharded = [c for c in in_avals if c.type_sharding is not None]
     # rank-0 cases broadcast (jnp.where's scalars): they name no split
     cases = [c for c in cases if c.shape] or cases
     case_spec = spec_of(cases[0])
     if any(spec_of(c) != case_spec for c in cases):
-        mesh = sharded[0].sharding.mesh
+        mesh = sharded[0].type_sharding.mesh
         raise ShardingTypeError(
             "select cases must have the same shardings, got ["
             + ", ".join(sharding_text(mesh, spec_of(c)) for c in cases) + "].")
     if which.shape and spec_of(which) != case_spec:
-        mesh = (which.sharding or sharded[0].sharding).mesh
+        mesh = (which.type_sharding or sharded[0].type_sharding).mesh
         raise ShardingTypeError(
             "select `which` must be scalar or have the same sharding as cases, got `which` "
             f"sharding {sharding_text(mesh, spec_of(which))} but case sharding "
@@ -330,7 +330,7 @@ def _squeeze(in_avals, outs, *, dimensions):
 def _concatenate(in_avals, outs, *, dimension):
     spec = spec_of(in_avals[0])
     if any(spec_of(a) != spec for a in in_avals):
-        mesh = next(a.sharding.mesh for a in in_avals if a.sharding is not None)
+        mesh = next(a.type_sharding.mesh for a in in_avals if a.type_sharding is not None)
         raise ShardingTypeError("All operands should have the same sharding. Got shardings "
                                 + ", ".join(sharding_text(mesh, spec_of(a)) for a in in_avals))
     return [spec]
@@ -340,7 +340,7 @@ def kept_if_divisible(name: str, x: Aval, out_shape) -> tuple:
     """JAX's rule for an operation that changes sizes (slicing, padding): the operand's split,
     when each changed dimension that is split stays divisible by its blocks."""
     spec = spec_of(x)
-    sizes = x.sharding.mesh.shape if x.sharding is not None else {}
+    sizes = x.type_sharding.mesh.shape if x.type_sharding is not None else {}
     for d, (old, new) in enumerate(zip(x.shape, out_shape)):
         names = spec[d]
         if old != new and names:
@@ -371,7 +371,7 @@ def _dynamic_update_slice(in_avals, outs):
     x, update = in_avals[:2]
     if spec_of(x) != spec_of(update):
         def shown(a):
-            mesh = (a.sharding or x.sharding or update.sharding).mesh
+            mesh = (a.type_sharding or x.type_sharding or update.type_sharding).mesh
             return f"{a.str_long()}({{Explicit: {tuple(mesh.explicit_axes)!r}}})"
         raise ShardingTypeError(
             "dynamic_update_slice operand sharding must be equal to update sharding, got "
@@ -486,7 +486,7 @@ def reshape_spec(x: Aval, new_sizes) -> tuple:
     if not any(spec):
         return ((),) * len(new_sizes)
     fail = functools.partial(reshape_error, x, new_sizes)
-    sizes = x.sharding.mesh.shape
+    sizes = x.type_sharding.mesh.shape
     if [s for s in x.shape if s != 1] == [s for s in new_sizes if s != 1]:
         kept = iter(s for n, s in zip(x.shape, spec) if n != 1)
         return tuple(() if n == 1 else next(kept) for n in new_sizes)
@@ -576,8 +576,8 @@ def _with_index_vector(indices: Aval) -> Aval:
     """The indices as JAX's gather and scatter hold them (and name them in errors): with a
     trailing index-vector dimension of one."""
     spec = spec_of(indices) + ((),)
-    return Aval(indices.shape + (1,), indices.dtype, sharding=TypeSharding.of(
-        indices.sharding.mesh, spec) if indices.sharding is not None else None)
+    return Aval(indices.shape + (1,), indices.dtype, type_sharding=TypeSharding.of(
+        indices.type_sharding.mesh, spec) if indices.type_sharding is not None else None)
 
 
 def _scatter(in_avals, outs, *, axis, mode, out_sharding=None):
@@ -632,7 +632,7 @@ sharding_rules[prims.callback_p] = lambda in_avals, outs, **params: [
 
 def _sort(in_avals, outs, *, dimension, num_keys):
     first = in_avals[0]
-    mesh = next(a.sharding.mesh for a in in_avals if a.sharding is not None)
+    mesh = next(a.type_sharding.mesh for a in in_avals if a.type_sharding is not None)
     for a in in_avals:
         if spec_of(a)[dimension]:
             raise ShardingTypeError(
@@ -830,6 +830,6 @@ _MISSING = object()
 
 def named_sharding(aval: Aval):
     """The NamedSharding an array of type ``aval`` has (None when its type names no split)."""
-    if aval.sharding is None:
+    if aval.type_sharding is None:
         return None
-    return NamedSharding(aval.sharding.mesh, PartitionSpec(*partitions(aval.sharding.spec)))
+    return NamedSharding(aval.type_sharding.mesh, PartitionSpec(*partitions(aval.type_sharding.spec)))

@@ -46,8 +46,8 @@ def eval_shape(fun, *args, **kwargs):
 def _typed(aval):
     """The sharding an abstract result reports on a mesh with Explicit axes: its type's (one
     None per unsplit dimension), as JAX's eval_shape gives it; else None."""
-    if aval.sharding is not None:
-        return NamedSharding(aval.sharding.mesh, PartitionSpec(*partitions(aval.sharding.spec)))
+    if aval.type_sharding is not None:
+        return NamedSharding(aval.type_sharding.mesh, PartitionSpec(*partitions(aval.type_sharding.spec)))
     mesh = current_mesh()
     if mesh is not None and mesh.explicit_axes and current_shard_context() is None:
         return NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim))

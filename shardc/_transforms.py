@@ -205,7 +205,7 @@ def _check_inferable(mesh, axis_names, smap: bool = False) -> None:
 def _own_spec(value, mesh, manual=None):
     """An argument's spec read from its type (every manual axis is Explicit here), naming the
     ``manual`` axes only (all, when None): P() when its type splits nothing on ``mesh``."""
-    typed = aval_of(value).sharding
+    typed = aval_of(value).type_sharding
     if typed is None or typed.mesh != mesh:
         return PartitionSpec()
     spec = named_sharding(aval_of(value)).spec

@@ -8,12 +8,12 @@ import numpy as np
 from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, weakly_typed
 from ir import dtypes
-from ir.core import Aval, short_dtype
+from ir.core import Aval, set_public_sharding_view, short_dtype
 from ir.sharding import ManualAxisType, NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import partitions, type_sharding
 from runtime.array import Array
 from shardc.random import PRNGKeyArray
-from shardc.sharding import body_abstract_mesh
+from shardc.sharding import body_abstract_mesh, get_abstract_mesh
 
 __all__ = ["ManualAxisType", "ShapeDtypeStruct", "typeof"]
 
@@ -42,6 +42,30 @@ def _key_type(keys):
     return of_data
 
 
+def public_sharding(aval, value=None) -> NamedSharding:
+    """JAX's reading of a type's sharding (``typeof(x).sharding``, ``x.aval.sharding``): a
+    NamedSharding on an abstract mesh with one spec entry per dimension. The mesh is the one
+    the type splits over (in a shard_map body, the body's, its manual axes Manual), else the
+    body's, else the abstract mesh of the mesh ``value`` is laid out on, else the one in
+    context (empty when none): an unsplit type reads ``P(None, ...)`` there."""
+    typed = aval.type_sharding
+    shard = current_shard_context() if value is None or isinstance(value, Tracer) else None
+    if typed is not None:
+        mesh = (body_abstract_mesh(shard) if shard is not None and shard.mesh == typed.mesh
+                else typed.mesh.abstract_mesh)
+        return NamedSharding(mesh, PartitionSpec(*partitions(typed.spec)))
+    unsplit = PartitionSpec(*[None] * aval.ndim)
+    if shard is not None:
+        return NamedSharding(body_abstract_mesh(shard), unsplit)
+    layout = getattr(value, "sharding", None)
+    if isinstance(layout, NamedSharding):
+        return NamedSharding(layout.mesh.abstract_mesh, unsplit)
+    return NamedSharding(get_abstract_mesh(), unsplit)
+
+
+set_public_sharding_view(public_sharding)
+
+
 class _TypeOf:
     def __init__(self, aval, value):
         self.aval = aval
@@ -55,25 +79,7 @@ class _TypeOf:
         # JAX 0.10's spelling: typeof(x).manual_axis_type.varying (and .mat); ``.vma`` is
         # the older one, kept for programs written against it
         self.manual_axis_type = self.mat = ManualAxisType(varying=self.vma)
-        # on Explicit axes the type's split, a NamedSharding on the abstract mesh (JAX's);
-        # else an Array's layout (under jit and grad, the layout of the argument traced)
-        layout = getattr(value, "sharding", None)
-        shard = current_shard_context() if isinstance(value, Tracer) else None
-        if aval.sharding is not None:
-            # (in a partial-manual body, on the body's mesh: its manual axes Manual)
-            mesh = (body_abstract_mesh(shard) if shard is not None
-                    else aval.sharding.mesh.abstract_mesh)
-            self.sharding = NamedSharding(mesh, PartitionSpec(*partitions(aval.sharding.spec)))
-        elif isinstance(layout, NamedSharding) and layout.mesh.explicit_axes:
-            # unsplit on an Explicit mesh: the type says so (one None per dimension)
-            self.sharding = NamedSharding(layout.mesh.abstract_mesh,
-                                          PartitionSpec(*[None] * aval.ndim))
-        elif layout is None and shard is not None:
-            # a body's value: unsplit on the body's mesh, its axes Manual (JAX's)
-            self.sharding = NamedSharding(body_abstract_mesh(shard),
-                                          PartitionSpec(*[None] * aval.ndim))
-        else:
-            self.sharding = layout
+        self.sharding = public_sharding(aval, value)
         # a weakly typed value's type is marked ``~`` (JAX's ``~float32[]``)
         self.weak_type = weakly_typed(value)
         self._text = ("~" if self.weak_type else "") + aval.str_long(order)

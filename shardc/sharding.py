@@ -249,7 +249,7 @@ def _over_type(value, sharding):
     """A constraint over the Auto axes of a mesh with Explicit ones too, as the layout it asks
     of ``value``: each dimension split over its type's Explicit axes (a constraint keeps the
     type), then over the Auto axes the constraint names."""
-    typed = aval_of(value).sharding
+    typed = aval_of(value).type_sharding
     names = list(spec_names(sharding.spec))
     if typed is None or len(names) > len(typed.spec):
         return sharding
@@ -260,7 +260,7 @@ def _over_type(value, sharding):
 
 def _assert_type(leaf, sharding) -> None:
     aval = aval_of(leaf)
-    have = aval.sharding.spec if aval.sharding is not None else ((),) * aval.ndim
+    have = aval.type_sharding.spec if aval.type_sharding is not None else ((),) * aval.ndim
     given = spec_from_user(sharding.spec, aval.ndim, sharding.mesh)
     if have != given:
         raise AssertionError(
@@ -359,10 +359,10 @@ def _without_axes(leaf, mesh, dropped):
     """``leaf`` resharded so that its type splits it over none of ``dropped`` (other leaves,
     an index's slices, pass)."""
     aval = getattr(leaf, "aval", None)
-    if aval is None or aval.sharding is None or not dropped & set(aval.sharding.axes):
+    if aval is None or aval.type_sharding is None or not dropped & set(aval.type_sharding.axes):
         return leaf
-    kept = [tuple(a for a in names if a not in dropped) for names in aval.sharding.spec]
-    return reshard(leaf, NamedSharding(aval.sharding.mesh,
+    kept = [tuple(a for a in names if a not in dropped) for names in aval.type_sharding.spec]
+    return reshard(leaf, NamedSharding(aval.type_sharding.mesh,
                                        PartitionSpec(*partitions(kept))))
 
 

@@ -62,7 +62,53 @@ def test_typeof_of_a_concrete_array_has_its_sharding():
     # on Explicit axes: the type's sharding, on the abstract mesh (JAX's)
     assert t.sharding == NamedSharding(MESH.abstract_mesh, P("x")) and t.manual_axis_type.empty
     assert str(t) == "float32[8@x]" and placed.sharding == NamedSharding(MESH, P("x"))
-    assert shardc.typeof(jnp.arange(3)).sharding == SingleDeviceSharding(shardc.devices()[0])
+    # an unsplit type reads P(None, ...) on the mesh in context, here none (JAX's)
+    assert shardc.typeof(jnp.arange(3)).sharding == NamedSharding(
+        shardc.sharding.get_abstract_mesh(), P(None))
+    assert shardc.typeof(jnp.arange(3)).sharding.mesh.empty
+
+
+def test_aval_sharding_reads_as_jax_public_type():
+    """``x.aval.sharding`` (JAX's ShapedArray) is a NamedSharding on the abstract mesh with
+    one spec entry per dimension, under jit, in a partial-manual body and eagerly; shardc's
+    own code reads ``type_sharding`` and may not read the public view."""
+    mesh = shardc.make_mesh((2, 2), ("x", "y"))
+    abstract = mesh.abstract_mesh
+    seen = {}
+    with shardc.set_mesh(mesh):
+        a = shardc.device_put(np.arange(16.0).reshape(4, 4), P("x", "y"))
+
+        @shardc.jit
+        def f(x):
+            y = x * 2
+            z = y.sum(axis=0)
+            seen.update(y=y.aval.sharding, z=z.aval.sharding, typeof_z=shardc.typeof(z).sharding,
+                        w=shardc.reshard(y, P("x", None)).aval.sharding.spec,
+                        unsplit=jnp.ones(3).aval.sharding)
+            return y
+
+        f(a)
+
+        def body(x):
+            seen.update(body=x.aval.sharding, varying=x.aval.mat.varying)
+            return x * 2
+
+        shardc.jit(shardc.shard_map(body, out_specs=P("x"), axis_names={"x"}))(a)
+    assert seen["y"] == NamedSharding(abstract, P("x", "y")) and seen["y"].spec == P("x", "y")
+    assert seen["z"] == seen["typeof_z"] == NamedSharding(abstract, P("y"))
+    assert seen["w"] == P("x", None)
+    assert seen["unsplit"] == NamedSharding(abstract, P(None))
+    body_mesh = seen["body"].mesh
+    assert body_mesh.axis_types == (shardc.sharding.AxisType.Manual,
+                                    shardc.sharding.AxisType.Explicit)
+    assert seen["body"].spec == P(None, "y") and seen["varying"] == {"x"}
+    assert a.aval.sharding == NamedSharding(abstract, P("x", "y"))
+    assert jnp.ones(3).aval.sharding.mesh.empty
+    from ir.core import Aval, TypeSharding
+    typed = Aval((4,), np.dtype(np.float32), type_sharding=TypeSharding.of(mesh, (("x",),)))
+    assert typed.type_sharding.spec == (("x",),)
+    with pytest.raises(AssertionError, match="read Aval.sharding, JAX's public view"):
+        exec("typed.sharding", {"__name__": "compiler.example", "typed": typed})
 
 
 # --- Array and sharding properties -----------------------------------------------------------------

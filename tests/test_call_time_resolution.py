@@ -66,11 +66,15 @@ def test_a_traced_argument_reports_its_layout():
     assert seen == [NamedSharding(MESH4.abstract_mesh, P("i"))]
     assert jax.typeof(x).sharding == NamedSharding(MESH4.abstract_mesh, P("i"))
     assert x.sharding == NamedSharding(MESH4, P("i"))
-    # on Auto axes the layout of the argument traced
+    # on Auto axes the type names no split: P(None) on the argument's mesh, abstract (JAX's);
+    # the layout is the traced value's own sharding
     y = _placed(np.arange(8.), mesh=AUTO4)
     seen.clear()
+    layouts = []
+    jax.jit(lambda v: layouts.append(v.sharding) or v)(y)
     f(y)
-    assert seen == [NamedSharding(AUTO4, P("i"))]
+    assert seen == [NamedSharding(AUTO4.abstract_mesh, P(None))]
+    assert layouts == [NamedSharding(AUTO4, P("i"))]
 
 
 def test_jit_traces_again_for_another_layout():

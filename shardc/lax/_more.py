@@ -211,12 +211,12 @@ def _window_layouts(operand, out_shape, base, pads):
     (the padding would leave them indivisible), the result then cut to its split. Returns
     the operand so laid out, that layout and the result's (None, None when unsplit)."""
     aval = aval_of(operand)
-    if aval.sharding is None:
+    if aval.type_sharding is None:
         return operand, None, None
     spec = kept_if_divisible("reduce_window", aval, out_shape)
     work = tuple(() if lo or hi or b != 1 else names
                  for names, (lo, hi), b in zip(spec, pads, base))
-    mesh = aval.sharding.mesh
+    mesh = aval.type_sharding.mesh
     layout = NamedSharding(mesh, PartitionSpec(*partitions(work)))
     if work == spec:
         return operand, layout, None

@@ -97,7 +97,7 @@ def top_k(operand, k, *, axis=-1):
         return [jnp.moveaxis(values, -1, axis), jnp.moveaxis(order, -1, axis)]
     if not 0 <= k <= operand.shape[-1]:
         raise ValueError(f"top_k: k={k} must be in [0, {operand.shape[-1]}] (the last axis)")
-    split = aval_of(operand).sharding
+    split = aval_of(operand).type_sharding
     if split is not None and split.spec[-1]:
         raise ShardingTypeError(
             "The input should be unsharded over the axis along which to compute the top_k "

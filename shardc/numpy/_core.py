@@ -267,7 +267,7 @@ def _broadcast_sharding(arrays, name: str):
     spec = broadcast_shardings_spec(name, avals)
     if spec is None:
         return None
-    mesh = named_sharding(next(a for a in avals if a.sharding is not None)).mesh
+    mesh = named_sharding(next(a for a in avals if a.type_sharding is not None)).mesh
     return NamedSharding(mesh, PartitionSpec(*partitions(spec)))
 
 
@@ -300,7 +300,7 @@ def _broadcast_typed(x, shape, out_sharding):
     result = broadcast_to(x, shape)
     check_out_sharding(out_sharding, "jnp.broadcast_to")
     sharding = resolve_sharding(out_sharding, "broadcast_to(out_sharding=...)")
-    have = aval_of(x).sharding
+    have = aval_of(x).type_sharding
     target = type_sharding(sharding, len(shape_of(result)))
     if have is not None and target is not None:
         lead = len(shape_of(result)) - len(have.spec)
@@ -330,7 +330,7 @@ def constrain(value, sharding):
     """``value`` laid out by ``sharding`` (a NamedSharding): nothing to do when its type says
     so already, else a sharding constraint (its type, on Explicit axes)."""
     typed = type_sharding(sharding, ndim_of(value))
-    if typed is not None and aval_of(value).sharding == typed:
+    if typed is not None and aval_of(value).type_sharding == typed:
         return value
     return bind(p.sharding_constraint_p, value, sharding=sharding)
 
@@ -507,7 +507,7 @@ def full_like(x, fill_value, dtype=None, shape=None):
     """
     result = full(shape_of(x) if shape is None else shape, fill_value,
                   dtype if dtype is not None else dtype_of(x))
-    typed = getattr(aval_of(x), "sharding", None)
+    typed = aval_of(x).type_sharding
     if typed is not None and shape is None:
         # split as x is (JAX's *_like copy the operand's sharding)
         result = _put_on(result, named_sharding(aval_of(x)))

@@ -101,7 +101,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
         # the operand gathered whole, the result split as JAX's batched gather splits it
         # (the values are the same, more bytes move)
         arr = constrain(arr, typed.with_spec(()))
-        if aval_of(indices).sharding is not None:
+        if aval_of(indices).type_sharding is not None:
             indices = constrain(indices, typed.with_spec(()))
     flat, out_shape, full_shape = _along_axis_positions(shape_of(arr), indices, axis)
     source = ravel(broadcast_to(arr, full_shape))
@@ -124,9 +124,9 @@ def _along_axis_sharding(arr, indices, axis: int):
     types it: the operand's other dimensions keep their split, the one taken along is whole
     (split there, the operand is JAX's ShardingTypeError); None where nothing is typed."""
     aval = aval_of(arr)
-    if aval.sharding is None or not any(aval.sharding.spec):
+    if aval.type_sharding is None or not any(aval.type_sharding.spec):
         return None
-    spec = list(aval.sharding.spec)
+    spec = list(aval.type_sharding.spec)
     if spec[axis]:
         raise gather_error(aval, aval_of(indices).update(
             shape=aval_of(indices).shape + (1,)))

@@ -360,10 +360,10 @@ def _index_aval(index, shape) -> Aval:
     """The index array's type, split as the integer-array index is."""
     indices = Aval(shape, np.dtype(np.int32))
     typed = [_entry_aval(e) for e in index if _is_int_array(e)
-             and _entry_aval(e).sharding is not None]
+             and _entry_aval(e).type_sharding is not None]
     if typed and typed[0].ndim == len(shape) - 1:
-        spec = typed[0].sharding.spec + ((),)
-        indices = indices.with_sharding(TypeSharding.of(typed[0].sharding.mesh, spec))
+        spec = typed[0].type_sharding.spec + ((),)
+        indices = indices.with_sharding(TypeSharding.of(typed[0].type_sharding.mesh, spec))
     return indices
 
 
@@ -371,9 +371,9 @@ def _split_read(aval, index, partial, gather: bool = True) -> bool:
     """Whether a dimension read in part is split, or an integer-array index is. A gather
     reads a dimension of size 1 whole by any index into it (JAX's accepts it split); a
     scatter's integer-indexed dimensions must be unsplit whatever their size."""
-    split = aval.sharding.spec if aval.sharding is not None else ((),) * aval.ndim
+    split = aval.type_sharding.spec if aval.type_sharding is not None else ((),) * aval.ndim
     return any(split[d] and (aval.shape[d] != 1 or not gather) for d in partial) or any(
-        _entry_aval(e).sharding is not None for e in index if _is_int_array(e))
+        _entry_aval(e).type_sharding is not None for e in index if _is_int_array(e))
 
 
 def _check_gather_layout(x, index) -> None:
@@ -386,7 +386,7 @@ def _check_gather_layout(x, index) -> None:
     slice under jit).
     """
     aval = aval_of(x)
-    if aval.sharding is None and not any(_is_int_array(e) for e in index):
+    if aval.type_sharding is None and not any(_is_int_array(e) for e in index):
         return
     partial, shape = _reads(aval, index, whole_only=_on_several_devices(x))
     if _split_read(aval, index, partial):
@@ -406,7 +406,7 @@ def _check_scatter_layout(x, index, value) -> None:
     """JAX's ShardingTypeError where ``x.at[index]`` updates dimensions ``x``'s type splits
     (JAX's updates are one scatter, whose rule needs them whole or unsplit)."""
     aval = aval_of(x)
-    if aval.sharding is None:
+    if aval.type_sharding is None:
         return
     partial, shape = _reads(aval, index, whole_only=True)
     if _split_read(aval, index, partial, gather=False):
@@ -426,16 +426,16 @@ def _updates_aval(aval, index) -> Aval:
                 batch_at = len(dims)
         elif isinstance(entry, slice):
             dims.append(len(range(*entry.indices(aval.shape[dim]))))
-            whole = _full_slice(entry, aval.shape[dim]) and aval.sharding is not None
-            spec.append(aval.sharding.spec[dim] if whole else ())
+            whole = _full_slice(entry, aval.shape[dim]) and aval.type_sharding is not None
+            spec.append(aval.type_sharding.spec[dim] if whole else ())
         dim += _consumed(entry)
     if batch_at is not None:
         batch = np.broadcast_shapes(*[_entry_aval(e).shape for e in index
                                       if _is_int_array(e)])
         dims[batch_at:batch_at] = batch
         spec[batch_at:batch_at] = [()] * len(batch)
-    typed = TypeSharding.of(aval.sharding.mesh, tuple(spec)) if any(spec) else None
-    return Aval(tuple(dims), aval.dtype, sharding=typed)
+    typed = TypeSharding.of(aval.type_sharding.mesh, tuple(spec)) if any(spec) else None
+    return Aval(tuple(dims), aval.dtype, type_sharding=typed)
 
 
 def getitem(x, index):
@@ -774,10 +774,10 @@ def _unsplit(x, dims):
     splits (one of size 1, which the layout check accepts split, over mesh axes of size 1:
     no data moves)."""
     aval = aval_of(x)
-    if aval.sharding is None or not any(aval.sharding.spec[d] for d in dims):
+    if aval.type_sharding is None or not any(aval.type_sharding.spec[d] for d in dims):
         return x
-    spec = [() if d in dims else names for d, names in enumerate(aval.sharding.spec)]
-    return reshard(x, NamedSharding(aval.sharding.mesh, PartitionSpec(*partitions(spec))))
+    spec = [() if d in dims else names for d, names in enumerate(aval.type_sharding.spec)]
+    return reshard(x, NamedSharding(aval.type_sharding.mesh, PartitionSpec(*partitions(spec))))
 
 
 def _take(x, indices, axis=None, mode=None, fill_value=None):
@@ -1007,10 +1007,10 @@ def _broadcast_update(x, value, shape, kept_dims):
     ``kept_dims`` is true) and, as JAX's, laid out as ``x``'s type splits those dimensions
     (the type rule has already refused an update of part of a split dimension)."""
     aval = aval_of(x)
-    if aval.sharding is None:
+    if aval.type_sharding is None:
         return broadcast_to(value, shape)
-    spec = [names for names, kept in zip(aval.sharding.spec, kept_dims) if kept]
-    sharding = NamedSharding(aval.sharding.mesh, PartitionSpec(*partitions(spec)))
+    spec = [names for names, kept in zip(aval.type_sharding.spec, kept_dims) if kept]
+    sharding = NamedSharding(aval.type_sharding.mesh, PartitionSpec(*partitions(spec)))
     return broadcast_to(value, shape, out_sharding=sharding)
 
 

@@ -130,7 +130,7 @@ def split(x, indices_or_sections, axis=0):
     else:
         bounds = [0] + [int(i) for i in indices_or_sections] + [n]
     cuts = [slice(lo, hi).indices(n)[:2] for lo, hi in zip(bounds[:-1], bounds[1:])]
-    if aval_of(x).sharding is not None:
+    if aval_of(x).type_sharding is not None:
         for lo, hi in cuts:       # JAX's split keeps the split where each piece divides
             kept_if_divisible("split", aval_of(x),
                               shape[:axis] + (builtins.max(0, hi - lo),) + shape[axis + 1:])
@@ -169,7 +169,7 @@ def tile(x, reps):
     shape = (1,) * (ndim - len(shape)) + shape
     reps = (1,) * (ndim - len(reps)) + reps
     x = reshape(x, shape)
-    split = aval_of(x).sharding
+    split = aval_of(x).type_sharding
     if split is not None and any(r != 1 and split.spec[d] for d, r in enumerate(reps)):
         d = next(d for d, r in enumerate(reps) if r != 1 and split.spec[d])
         raise ShardingTypeError(
@@ -341,7 +341,7 @@ def repeat(x, repeats, axis=None, *, total_repeat_length=None, out_sharding=None
                          out_sharding=out_sharding)(x)
     if total_repeat_length is not None or isinstance(repeats, Tracer) or np.ndim(repeats) > 0:
         return _repeat_counts(x, repeats, axis, total_repeat_length)
-    split = getattr(aval_of(x), "sharding", None)
+    split = aval_of(x).type_sharding
     if split is not None and (axis is None and any(split.spec)
                               or axis is not None and split.spec[canonical_axis(
                                   axis, ndim_of(x))]):
@@ -502,7 +502,7 @@ def unstack(x, /, *, axis=0):
         raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was "
                          "passed.")
     axis = canonical_axis(axis, ndim_of(x))
-    split = aval_of(x).sharding
+    split = aval_of(x).type_sharding
     if split is not None and split.spec[axis]:
         raise ShardingTypeError(
             f"unstack operand cannot be sharded on the unstacking axis {axis}. Got operand "

@@ -126,11 +126,11 @@ def dot(x, y):
 def _check_batch_splits(x, y) -> None:
     """JAX's matmul asks that the batch dimensions of two batched operands be split alike."""
     a, b = aval_of(x), aval_of(y)
-    if a.ndim < 3 or b.ndim < 3 or (a.sharding is None and b.sharding is None):
+    if a.ndim < 3 or b.ndim < 3 or (a.type_sharding is None and b.type_sharding is None):
         return
     n = min(a.ndim, b.ndim) - 2
-    spec_a = a.sharding.spec if a.sharding is not None else ((),) * a.ndim
-    spec_b = b.sharding.spec if b.sharding is not None else ((),) * b.ndim
+    spec_a = a.type_sharding.spec if a.type_sharding is not None else ((),) * a.ndim
+    spec_b = b.type_sharding.spec if b.type_sharding is not None else ((),) * b.ndim
     if spec_a[a.ndim - 2 - n:-2] != spec_b[b.ndim - 2 - n:-2]:
         raise ValueError(f"Incompatible types for matmul arguments: {a.str_long()} and "
                          f"{b.str_long()}")

@@ -324,7 +324,7 @@ def cumsum(x, axis=None, dtype=None):
 
 def _check_whole(x, name: str) -> None:
     """JAX's ShardingTypeError for a cumulative op over a split array's flattened form."""
-    if aval_of(x).sharding is not None:
+    if aval_of(x).type_sharding is not None:
         raise ShardingTypeError(
             "The input should be fully replicated when axis is not specified to "
             f"{name}. Got input type={aval_of(x).str_long()}")

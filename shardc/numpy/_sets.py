@@ -164,7 +164,7 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, method="a
 
 def _split(*arrays) -> bool:
     """Whether some array's type splits it over mesh axes."""
-    return builtins.any(aval_of(a).sharding is not None for a in arrays)
+    return builtins.any(aval_of(a).type_sharding is not None for a in arrays)
 
 
 def _distinct(x, assume_unique):

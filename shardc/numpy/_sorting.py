@@ -41,7 +41,7 @@ def iota_along(shape, axis, like=None):
     """int32 positions along ``axis``, broadcast to ``shape``; split as ``like``'s type says
     (positions sorted along with ``like`` have its type, as JAX's argsort makes them)."""
     iota = bind(p.iota_p, dtype=_dt.int_, shape=tuple(shape), dimension=axis)
-    if like is not None and aval_of(like).sharding is not None:
+    if like is not None and aval_of(like).type_sharding is not None:
         iota = constrain(iota, named_sharding(aval_of(like)))
     return iota
 
