@@ -272,7 +272,15 @@ def _nondiff_argnums(fun, argnums, argnames) -> tuple:
 
 
 def _resolve_args(fun, args, kwargs, kind: str, name: str) -> tuple:
-    """Every argument positional, defaults filled in, as JAX's custom functions see them."""
+    """Every argument positional, defaults filled in, as JAX's custom functions see them.
+    A ``functools.partial`` is opaque (its bound keywords stay its own), as in JAX."""
+    if isinstance(fun, functools.partial):
+        if kwargs:
+            raise TypeError(f"The input arguments to the {kind}-decorated function {name} "
+                            "could not be resolved to positional-only arguments. Binding "
+                            "failed with the error:\nThe following keyword arguments could not "
+                            "be resolved to positions: " + ", ".join(kwargs))
+        return tuple(args)
     try:
         signature = inspect.signature(fun)
     except (TypeError, ValueError):

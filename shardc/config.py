@@ -160,6 +160,8 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_cpu_enable_async_dispatch", True, _bool),
     Flag("jax_softmax_custom_jvp", False, _bool),
     Flag("jax_dynamic_shapes", False, _bool),
+    # JAX's switch between two implementations of custom_vjp that compute the same values
+    Flag("jax_custom_vjp3", False, _bool),
 )}
 ACCEPTED = tuple(name for name, flag in FLAGS.items() if flag.apply is None)
 

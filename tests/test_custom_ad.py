@@ -790,3 +790,19 @@ def test_custom_rules_with_collectives_over_a_vmap_axis():
     want = np.zeros_like(x)
     want[0, 0] = 1 / x[:, 0].sum()
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_custom_rules_of_a_functools_partial_take_its_arguments_as_given():
+    """A functools.partial's signature is opaque to custom_jvp/custom_vjp (JAX's): its bound
+    keywords stay its own, and keywords at the call cannot be placed."""
+    rule = partial(lambda x, y, a: x + y * a, a=0.1)
+    f = jax.custom_jvp(rule)
+    f.defjvp(lambda primals, tangents: jax.jvp(rule, primals, tangents))
+    gx, gy = jax.grad(lambda args: f(*args))((1.0, 2.0))
+    assert (float(gx), float(gy)) == (1.0, np.float32(0.1))
+    g = jax.custom_vjp(partial(lambda x, k: x * k, k=3.0))
+    g.defvjp(lambda x: (x * 3.0, None), lambda _, ct: (ct * 3.0,))
+    assert float(jax.grad(g)(2.0)) == 3.0
+    with pytest.raises(TypeError, match="The following keyword arguments could not be "
+                                        "resolved to positions: y"):
+        f(1.0, y=2.0)

@@ -206,7 +206,7 @@ def test_associative_scan_under_jit_shard_map_and_grad():
 def test_lax_map_with_and_without_batches():
     x = np.arange(14.0, dtype=np.float32).reshape(7, 2)
     want = (x ** 2).sum(1)
-    for batch_size in (None, 1, 3, 7, 10):
+    for batch_size in (None, 0, 1, 3, 7, 10):     # 0: one batch of everything
         got = lax.map(lambda row: (row ** 2).sum(), x, batch_size=batch_size)
         assert_close(got, want, dtype=np.float32)
     pair = lax.map(lambda t: {"s": t[0] + t[1], "d": t[0] - t[1]}, (x[:, 0], x[:, 1]))

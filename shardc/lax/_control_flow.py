@@ -93,8 +93,10 @@ def map(f, xs, *, batch_size=None):
     leaves, treedef = tree.tree_flatten(xs)
     n = leaves[0].shape[0]
     batch_size = int(batch_size)
-    if batch_size < 1:
-        raise ValueError(f"lax.map: batch_size must be a positive int, got {batch_size}")
+    if batch_size == 0:                     # one batch of everything: a vmap (JAX's)
+        return vmap(f)(xs)
+    if batch_size < 0:
+        raise ValueError(f"lax.map: batch_size must be a non-negative int, got {batch_size}")
     full_batches, rest = divmod(n, batch_size)
     outs = []
     if full_batches:
