@@ -17,6 +17,7 @@ from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
 from runtime.devices import devices as all_devices
 import shardc.numpy as jnp
 from ir.sharding_rules import named_sharding
+from shardc.random import PRNGKeyArray, key_data
 from shardc.sharding import body_abstract_mesh, get_mesh, resolve_sharding
 from shardc.tree_util import tree_map
 
@@ -204,7 +205,11 @@ def _check_inferable(mesh, axis_names, smap: bool = False) -> None:
 
 def _own_spec(value, mesh, manual=None):
     """An argument's spec read from its type (every manual axis is Explicit here), naming the
-    ``manual`` axes only (all, when None): P() when its type splits nothing on ``mesh``."""
+    ``manual`` axes only (all, when None): P() when its type splits nothing on ``mesh``.
+    A key array's is its data's, less the key's word axis."""
+    if isinstance(value, PRNGKeyArray):
+        spec = _own_spec(key_data(value), mesh, manual)
+        return PartitionSpec(*tuple(spec)[:value.ndim])
     typed = aval_of(value).type_sharding
     if typed is None or typed.mesh != mesh:
         return PartitionSpec()

@@ -280,3 +280,29 @@ def test_a_split_key_arrays_type_names_its_split():
                              shardc.NamedSharding(mesh, P("X")))
     assert str(shardc.typeof(keys)) == "key<fry>[8@X]"
     assert str(shardc.typeof(random.key(1))) == "key<fry>[]"
+
+
+def test_functions_that_move_elements_take_key_arrays():
+    """where, lax.select, concatenate, stack, take and broadcast_to act on key arrays as on
+    any array (JAX's): the keys move whole, and each still draws what it drew."""
+    keys = random.split(random.key(0), 4)
+    data = _data(keys)
+    pick = np.array([True, False, True, False])
+    cases = {
+        "where": (jnp.where(pick, keys, keys[::-1]), np.where(pick[:, None], data, data[::-1])),
+        "select": (lax.select(pick, keys, keys[::-1]),
+                   np.where(pick[:, None], data, data[::-1])),
+        "concatenate": (jnp.concatenate([keys, keys[:1]]), np.concatenate([data, data[:1]])),
+        "stack": (jnp.stack([keys[0], keys[3]], axis=-1), np.stack([data[0], data[3]])),
+        "take": (jnp.take(keys, jnp.array([3, 0]), axis=0), data[[3, 0]]),
+        "broadcast_to": (jnp.broadcast_to(keys[1], (3,)), np.broadcast_to(data[1], (3, 2))),
+    }
+    for name, (got, want) in cases.items():
+        assert shardc.dtypes.issubdtype(got.dtype, shardc.dtypes.prng_key), name
+        np.testing.assert_array_equal(_data(got), want, err_msg=name)
+    # a key drawn from after moving draws as before
+    moved = jnp.where(pick, keys, keys[::-1])
+    np.testing.assert_array_equal(np.asarray(random.uniform(moved[0])),
+                                  np.asarray(random.uniform(keys[0])))
+    with pytest.raises(TypeError, match="key arrays can only be combined with key arrays"):
+        jnp.where(pick, keys, np.zeros((4,), np.uint32))

@@ -14,7 +14,8 @@ from shardc.lax._shapes import array_operand
 from shardc.numpy._arithmetic import add, binary_op, subtract as sub
 from ir.sharding import NamedSharding
 from ir.sharding_rules import mesh_explicit
-from shardc.numpy._core import check_out_sharding, constrain, dtype_of, keeps_weak, promote
+from shardc.numpy._core import (check_out_sharding, constrain, dtype_of, keeps_weak,
+                                key_array_rule, promote)
 from shardc.sharding import resolve_sharding
 
 __all__ = [
@@ -158,6 +159,8 @@ def logistic(x):
 
 
 def select(pred, on_true, on_false):
+    if (rule := key_array_rule("where", on_true, on_false)) is not None:
+        return rule(pred, on_true, on_false)
     return bind(p.select_n_p, pred, on_false, on_true)
 
 

@@ -28,7 +28,7 @@ from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sh
                                partitions, type_sharding)
 from runtime.array import Array, detached
 from runtime.reference import convert_element, device_put
-from shardc.dtypes import is_weakly_typed, promotion, result_type
+from shardc.dtypes import is_weakly_typed, issubdtype, prng_key, promotion, result_type
 from shardc.sharding import check_explicit_axes, resolve_sharding
 
 __all__ = [
@@ -196,6 +196,8 @@ def broadcast_shapes_of(*shapes) -> tuple:
 def broadcast_to(x, shape, *, out_sharding=None):
     """Broadcast ``x`` to ``shape`` by numpy's rules; ``out_sharding``: the result's split
     (each dimension ``x`` has must be unsplit or split as asked, as JAX's)."""
+    if (rule := key_array_rule("broadcast_to", x)) is not None:
+        return rule(x, shape)
     if out_sharding is not None:
         return _broadcast_typed(x, shape, out_sharding)
     shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
@@ -674,10 +676,34 @@ def expand_dims(x, axis):
     return reshape(x, tuple(shape))
 
 
+# how the array functions that only move elements (where, concatenate, stack, take,
+# broadcast_to, lax.select) act on typed PRNG key arrays: on their data, the key's word axis
+# kept last. Filled by ``shardc.random``, which defines key arrays.
+KEY_ARRAY_RULES: dict = {}
+
+
+def key_array_rule(name: str, *values):
+    """The rule for ``name`` on key arrays when one of ``values`` is a key array, else None."""
+    for value in values:
+        if _is_key_array(value):
+            return KEY_ARRAY_RULES[name]
+    return None
+
+
+def _is_key_array(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_is_key_array(v) for v in value)
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and not isinstance(dtype, np.dtype) and \
+        issubdtype(dtype, prng_key)
+
+
 def concatenate(arrays, axis=0):
     """Join ``arrays`` along an existing ``axis`` (flattened first when ``axis`` is None)."""
     if not len(arrays):
         raise ValueError("Need at least one array to concatenate.")
+    if (rule := key_array_rule("concatenate", list(arrays))) is not None:
+        return rule(arrays, axis)
     given = list(arrays)
     arrays = [as_array(a) for a in promote(*arrays)]
     if axis is None:
@@ -702,6 +728,8 @@ def stack(arrays, axis=0):
     """Join ``arrays`` of one shape along a new ``axis``."""
     if not len(arrays):
         raise ValueError("Need at least one array to stack.")
+    if (rule := key_array_rule("stack", list(arrays))) is not None:
+        return rule(arrays, axis)
     arrays = [as_array(a) for a in arrays]
     if len({shape_of(a) for a in arrays}) > 1:
         raise ValueError("All input arrays must have the same shape, got "

@@ -28,6 +28,7 @@ from shardc.sharding import auto_axes, reshard, with_sharding_constraint
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, negative, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert, expand_dims,
+                                key_array_rule,
                                 nested_values, ones_like, ravel, reshape, weakly_typed_like,
                                 zeros_like)
 
@@ -819,6 +820,8 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     """
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
+    if (rule := key_array_rule("take", a)) is not None:
+        return rule(a, indices, axis, mode)
     return _take(asarray(a), indices, axis, mode, fill_value)
 
 

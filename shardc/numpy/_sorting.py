@@ -19,7 +19,8 @@ from ir import primitives as p
 from shardc.numpy._arithmetic import (floor_divide, greater_equal, less, not_equal, remainder,
                                       subtract, where as elementwise_where)
 from shardc.numpy._core import (as_array, constrain, astype, canonical_axis, concatenate, convert, dtype_of,
-                                full, promote, ravel, reshape, shape_of, stack, zeros)
+                                full, key_array_rule, promote, ravel, reshape, shape_of, stack,
+                                zeros)
 from shardc.numpy._creation import arange
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import atleast_1d, flip, split
@@ -292,6 +293,8 @@ def where(condition, x=None, y=None, *, size=None, fill_value=None):
     if x is None or y is None:
         raise ValueError("Either both or neither of the x and y arguments should be provided "
                          "to jax.numpy.where, got x=None or y=None")
+    if (rule := key_array_rule("where", x, y)) is not None:
+        return rule(condition, x, y)
     return elementwise_where(condition, x, y)
 
 

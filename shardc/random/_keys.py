@@ -24,6 +24,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
+from shardc.numpy._core import KEY_ARRAY_RULES
 from shardc.config import config
 from shardc.dtypes import prng_key
 from shardc.numpy._core import takes_out_sharding
@@ -265,6 +266,53 @@ def _seed_data(seed, impl: PRNGImpl):
         high = (seed >> 32) & 0xFFFFFFFF if _dt.x64_enabled() else 0
         words = jnp.asarray(np.array([high, seed & 0xFFFFFFFF], np.uint32))
     return words if impl.words == 2 else jnp.concatenate([words, words])
+
+
+# --- array functions on key arrays: their data moved, the word axis kept last ---------------
+
+def _common_impl(values, what: str) -> PRNGImpl:
+    impls = {v._impl for v in values if isinstance(v, PRNGKeyArray)}
+    if len(impls) != 1 or not all(isinstance(v, PRNGKeyArray) for v in values):
+        raise TypeError(f"{what}: key arrays can only be combined with key arrays of the same "
+                        "implementation")
+    return impls.pop()
+
+
+def _where_keys(condition, x, y):
+    impl = _common_impl((x, y), "where")
+    condition = jnp.expand_dims(jnp.asarray(condition), -1)
+    return PRNGKeyArray(impl, jnp.where(condition, x._base, y._base))
+
+
+def _concatenate_keys(arrays, axis):
+    impl = _common_impl(arrays, "concatenate")
+    if axis is None:
+        return _concatenate_keys([a.ravel() for a in arrays], 0)
+    axis = axis % arrays[0].ndim if arrays[0].ndim else axis
+    return PRNGKeyArray(impl, jnp.concatenate([a._base for a in arrays], axis))
+
+
+def _stack_keys(arrays, axis):
+    impl = _common_impl(arrays, "stack")
+    axis = axis % (arrays[0].ndim + 1)
+    return PRNGKeyArray(impl, jnp.stack([a._base for a in arrays], axis))
+
+
+def _take_keys(keys, indices, axis, mode):
+    if axis is None:
+        keys, axis = keys.ravel(), 0
+    axis = axis % keys.ndim
+    return PRNGKeyArray(keys._impl, jnp.take(keys._base, indices, axis=axis,
+                                             mode="clip" if mode is None else mode))
+
+
+def _broadcast_keys(keys, shape):
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return PRNGKeyArray(keys._impl, jnp.broadcast_to(keys._base, shape + (keys._impl.words,)))
+
+
+KEY_ARRAY_RULES.update(where=_where_keys, concatenate=_concatenate_keys, stack=_stack_keys,
+                       take=_take_keys, broadcast_to=_broadcast_keys)
 
 
 def key_data(keys):
