@@ -22,6 +22,7 @@ __all__ = ["all", "broadcast", "flatten", "flatten_with_path", "leaves", "leaves
 
 def static(**kwargs):
     """A dataclass field ``register_dataclass`` keeps static (out of the leaves): JAX's
-    ``dataclasses.field`` with ``metadata`` marked ``static=True``."""
-    metadata = dict(kwargs.pop("metadata", None) or {}, static=True)
+    ``dataclasses.field`` with ``metadata`` marked ``static=True`` unless ``metadata`` says
+    otherwise."""
+    metadata = {"static": True, **(kwargs.pop("metadata", None) or {})}
     return dataclasses.field(metadata=metadata, **kwargs)

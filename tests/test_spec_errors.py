@@ -268,7 +268,33 @@ def test_prefix_dict_keys_mismatch(mesh):
         "    ('a',)\n"
         "but at the same key path the full pytree has a subtree of the same type but with "
         "metadata\n"
-        "    ('b',).")
+        "    ('b',)\n"
+        "so the diff in the metadata at these pytree nodes is\n"
+        "    - ('a',)\n"
+        "    ?   ^\n"
+        "\n"
+        "    + ('b',)\n"
+        "    ?   ^\n")
+
+
+def test_prefix_dict_with_more_keys(mesh):
+    # a dict of other keys than its prefix's is JAX's "numbers of pytree children" error, not
+    # a length error (those are for lists and tuples)
+    x = jnp.arange(8.)
+    f = shard_map(lambda a: a['b'], mesh, in_specs=({'a': P('x')},), out_specs=P('x'))
+    text = raises(ShardingSpecError, f, {'a': x, 'b': x})
+    assert text == (
+        "pytree structure error: different numbers of pytree children at key path\n"
+        "    shard_map in_specs[0]\n"
+        "At that key path, the prefix pytree shard_map in_specs has a subtree of type\n"
+        "    <class 'dict'>\n"
+        "with 1 child keys\n"
+        "    a\n"
+        "but at the same key path the full pytree has a subtree of the same type but with 2 "
+        "child keys\n"
+        "    a b\n"
+        "so the symmetric difference on key sets is\n"
+        "    b")
 
 
 @pytest.mark.parametrize("wrap", WRAPS)
