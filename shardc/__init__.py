@@ -30,8 +30,8 @@ from ir.sharding import Mesh, NamedSharding, PartitionSpec, ReplicationError
 from runtime.array import Array
 from runtime.devices import (Device, device_count, devices, local_devices, process_count,
                              process_index)
-from shardc import (ad_checkpoint, custom_derivatives, debug, dtypes, errors, lax, nn, numpy,
-                    ops, random, scipy, sharding, tree, tree_util, typing)
+from shardc import (ad_checkpoint, custom_derivatives, debug, dtypes, errors, flatten_util, lax,
+                    nn, numpy, ops, random, scipy, sharding, tree, tree_util, typing)
 from shardc._devices import device_put, local_device_count, make_mesh
 from shardc._extras import (block_until_ready, default_backend, device_get, effects_barrier,
                             eval_shape, named_call, named_scope, smap)
@@ -96,7 +96,8 @@ __all__ = [
     "devices", "disable_jit",
     "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks", "enable_x64",
     "ensure_compile_time_eval", "eval_shape", "pure_callback",
-    "explain_cache_misses", "float0", "grad", "hessian", "host_count", "host_id", "host_ids",
+    "explain_cache_misses", "flatten_util", "float0", "grad", "hessian", "host_count",
+    "host_id", "host_ids",
     "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "ops",
     "linear_transpose", "linearize",
     "local_device_count", "local_devices", "log_compiles", "make_array_from_callback",

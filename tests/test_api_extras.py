@@ -757,3 +757,70 @@ def test_tree_map_and_broadcast_mismatches_as_jax():
                                          r"    broadcast_prefix prefix_tree\['x'\]\n"):
         jax.tree.broadcast({"x": {}}, {"x": {"a": []}})
 
+
+# --- jax.flatten_util.ravel_pytree ---------------------------------------------------------------
+
+def _typed(x):
+    return (np.dtype(x.dtype), bool(x.weak_type))
+
+
+@pytest.mark.parametrize("tree, flat, dtype, weak, leaf_types", [
+    # one dtype: no conversion, so a Python scalar's weak type survives the round trip
+    (1.0, [1.0], np.float32, True, [(np.float32, True)]),
+    ((3,), [3], np.int32, True, [(np.int32, True)]),
+    # several: the promotion of the leaves' dtypes (Python scalars as their default dtypes,
+    # not weakly), and each leaf gets its own dtype back, strongly typed
+    ([1.0, 2], [1.0, 2.0], np.float32, False, [(np.float32, False), (np.int32, False)]),
+    ([True, 1], [1, 1], np.int32, False, [(np.bool_, False), (np.int32, False)]),
+    ({"a": np.arange(3), "b": 1.5}, [0.0, 1.0, 2.0, 1.5], np.float32, False,
+     [(np.int32, False), (np.float32, False)]),
+    ([jnp.ones(1, jnp.bfloat16), jnp.zeros(2, jnp.float16)], [1, 0, 0], np.float32, False,
+     [(jnp.bfloat16, False), (np.float16, False)]),
+    ([], [], np.float32, False, []),
+])
+def test_ravel_pytree_dtypes_as_jax(tree, flat, dtype, weak, leaf_types):
+    from shardc.flatten_util import ravel_pytree
+    raveled, unravel = ravel_pytree(tree)
+    assert _typed(raveled) == (np.dtype(dtype), weak)
+    np.testing.assert_array_equal(np.asarray(raveled), np.asarray(flat, np.float64))
+    back = unravel(raveled)
+    assert jax.tree.structure(back) == jax.tree.structure(tree)
+    assert [_typed(x) for x in jax.tree.leaves(back)] == [(np.dtype(d), w) for d, w in leaf_types]
+    for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(tree)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert np.shape(a) == np.shape(b)
+
+
+def test_unravel_takes_any_dtype_only_when_the_leaves_share_one():
+    from shardc.flatten_util import ravel_pytree
+    flat, unravel = ravel_pytree(jnp.arange(4, dtype=jnp.float32).reshape(2, 2))
+    assert unravel(flat < 1.5).dtype == np.bool_ and unravel(flat < 1.5).shape == (2, 2)
+    flat, unravel = ravel_pytree((jnp.ones(2), jnp.ones(3, jnp.int32)))
+    with pytest.raises(TypeError, match="unravel function given array of dtype bool, but "
+                                        "expected dtype float32"):
+        unravel(flat < 5.3)
+    with pytest.raises(ValueError, match="Sum of sizes 5 must be equal to dimension 0"):
+        unravel(jnp.zeros(4))
+
+
+def test_ravel_pytree_under_transformations():
+    from shardc.flatten_util import ravel_pytree
+    params = {"a": 1.0, "b": jnp.ones(2)}
+    np.testing.assert_array_equal(jax.jit(lambda p: ravel_pytree(p)[0])(params), np.ones(3))
+    grads = jax.grad(lambda p: jnp.sum(ravel_pytree(p)[0] ** 2))(params)
+    np.testing.assert_array_equal(grads["b"], [2.0, 2.0])
+    assert float(grads["a"]) == 2.0
+    batched = jax.vmap(lambda p: ravel_pytree(p)[0])({"a": jnp.ones(3), "b": jnp.ones((3, 2))})
+    assert batched.shape == (3, 3)
+    # alike trees give equal unravels: as a static argument, one trace serves both
+    traces = []
+
+    def step(flat, unravel):
+        traces.append(1)
+        return unravel(flat + 1)
+
+    step = jax.jit(step, static_argnums=1)
+    for _ in range(2):
+        flat, unravel = ravel_pytree((jnp.array([1, 2]), jnp.array([3, 4])))
+        out = step(flat, unravel)
+    assert len(traces) == 1 and [x.tolist() for x in out] == [[2, 3], [4, 5]]

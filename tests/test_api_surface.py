@@ -346,6 +346,7 @@ def test_every_flag_context_manager_is_a_top_level_name():
 @pytest.mark.parametrize("name", [
     "shardc", "shardc.numpy", "shardc.numpy.linalg", "shardc.lax", "shardc.nn",
     "shardc.nn.initializers", "shardc.random", "shardc.sharding", "shardc.tree_util", "shardc.tree",
+    "shardc.flatten_util",
     "shardc.dtypes", "shardc.config", "shardc.debug", "shardc.distributed", "shardc.ledger",
     "shardc.ad_checkpoint", "shardc.custom_derivatives", "shardc.scipy", "shardc.scipy.special",
     "shardc.scipy.stats", "shardc.scipy.stats.norm", "shardc.experimental",
