@@ -50,11 +50,16 @@ class SingleDeviceSharding(Sharding):
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
-    """One device's buffer and where it sits in the global array."""
+    """One device's buffer and where it sits in the global array. ``data`` is the block as an
+    array on that device (JAX's); ``buffer`` the numpy buffer itself."""
     device: Device
     index: tuple
-    data: np.ndarray
+    buffer: np.ndarray
     replica_id: int = 0      # which copy of this block: 0 for the first device holding it
+
+    @property
+    def data(self) -> "Array":
+        return Array.from_global(self.buffer, SingleDeviceSharding(self.device))
 
 
 class Array(metaclass=abc.ABCMeta):
@@ -222,8 +227,7 @@ class Array(metaclass=abc.ABCMeta):
     def addressable_data(self, index: int) -> "Array":
         """The block the ``index``-th device holds (in ``addressable_shards`` order), as an
         array on that device."""
-        shard = self.addressable_shards[index]
-        return Array.from_global(shard.data, SingleDeviceSharding(shard.device))
+        return self.addressable_shards[index].data
 
     def devices(self) -> set:
         return set(self.sharding.device_set)

@@ -507,7 +507,6 @@ def test_pjit_reads_none_as_replicated_and_specs_on_the_context_mesh():
     np.testing.assert_array_equal(np.asarray(out), x.sum(0))
 
 
-
 # --- pytrees and their structures as JAX 0.10.2 gives them -------------------------------------
 
 class _Pair:

@@ -124,6 +124,9 @@ def test_addressable_data_shards_and_replication():
     for k, shard in enumerate(shards):
         block = placed.addressable_data(k)
         assert block.sharding == SingleDeviceSharding(shard.device)
+        # a shard's data is an array on its device (JAX's), its buffer the numpy block
+        assert isinstance(shard.data, shardc.Array) and shard.data.devices() == {shard.device}
+        np.testing.assert_array_equal(np.asarray(shard.data), shard.buffer)
         np.testing.assert_array_equal(np.asarray(block), host[shard.index])
     np.testing.assert_array_equal(np.asarray(placed.addressable_data(5)), host[4:6])
     replicated = shardc.device_put(host, NamedSharding(MESH, P()))

@@ -125,7 +125,7 @@ def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
         for shard in value.addressable_shards:
             spans = [i.indices(n)[:2] for i, n in zip(shard.index, shape)]
             part[tuple(slice(lo - b.start, hi - b.start)
-                       for (lo, hi), b in zip(spans, box))] = shard.data
+                       for (lo, hi), b in zip(spans, box))] = shard.buffer
         out.append(part)
     return tree_unflatten(treedef, out)
 
