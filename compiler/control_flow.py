@@ -399,8 +399,8 @@ def _sliced_avals(avals) -> list:
         raise ValueError("0th dimension of all xs should be replicated. Got "
                          + ", ".join(p_text(spec_of(a)) for a in avals))
     return [a.update(shape=a.shape[1:], type_sharding=TypeSharding.of(
-        a.type_sharding.mesh, a.type_sharding.spec[1:]) if a.type_sharding and any(a.type_sharding.spec[1:])
-        else None) for a in avals]
+        a.type_sharding.mesh, a.type_sharding.spec[1:])
+        if a.type_sharding and any(a.type_sharding.spec[1:]) else None) for a in avals]
 
 
 def _abstract_value_error(tracer, context: str) -> ConcretizationTypeError:

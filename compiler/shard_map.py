@@ -485,9 +485,10 @@ def _kept_split(aval, kept: tuple, mesh):
     """The part of ``aval``'s type split over the automatic Explicit axes ``kept``, along
     every dimension (one the spec splits over a manual axis too, as JAX's
     ``modify_spec_for_auto_manual``)."""
-    if not kept or aval.type_sharding is None or aval.type_sharding.mesh.axis_names != mesh.axis_names:
+    typed = aval.type_sharding
+    if not kept or typed is None or typed.mesh.axis_names != mesh.axis_names:
         return None
-    split = tuple(tuple(a for a in typed if a in kept) for typed in aval.type_sharding.spec)
+    split = tuple(tuple(a for a in names if a in kept) for names in typed.spec)
     return TypeSharding.of(mesh, split) if any(split) else None
 
 

@@ -830,6 +830,7 @@ _MISSING = object()
 
 def named_sharding(aval: Aval):
     """The NamedSharding an array of type ``aval`` has (None when its type names no split)."""
-    if aval.type_sharding is None:
+    typed = aval.type_sharding
+    if typed is None:
         return None
-    return NamedSharding(aval.type_sharding.mesh, PartitionSpec(*partitions(aval.type_sharding.spec)))
+    return NamedSharding(typed.mesh, PartitionSpec(*partitions(typed.spec)))

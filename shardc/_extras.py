@@ -46,8 +46,9 @@ def eval_shape(fun, *args, **kwargs):
 def _typed(aval):
     """The sharding an abstract result reports on a mesh with Explicit axes: its type's (one
     None per unsplit dimension), as JAX's eval_shape gives it; else None."""
-    if aval.type_sharding is not None:
-        return NamedSharding(aval.type_sharding.mesh, PartitionSpec(*partitions(aval.type_sharding.spec)))
+    typed = aval.type_sharding
+    if typed is not None:
+        return NamedSharding(typed.mesh, PartitionSpec(*partitions(typed.spec)))
     mesh = current_mesh()
     if mesh is not None and mesh.explicit_axes and current_shard_context() is None:
         return NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim))

@@ -287,10 +287,11 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
         if out_sharding is None:
             raise TypeError("Missing required keyword argument: 'out_sharding'")
         mesh = get_mesh() or _mesh_of_sharding(out_sharding)
-        if mesh is None or not mesh.explicit_axes:
-            return reshard(fun(*args, **kwargs), out_sharding) if mesh else fun(*args, **kwargs)
-        dropped = set(mesh.axis_names if axes is None else
-                      ((axes,) if isinstance(axes, str) else axes))
+        dropped = set() if mesh is None else set(
+            mesh.axis_names if axes is None else ((axes,) if isinstance(axes, str) else axes))
+        if not dropped & set(mesh.explicit_axes if mesh is not None else ()):
+            # the axes are Auto already: nothing to do, out_sharding included (JAX's)
+            return fun(*args, **kwargs)
         args, kwargs = tree.tree_map(lambda leaf: _without_axes(leaf, mesh, dropped),
                                      (args, kwargs))
         _AUTO_AXES.append(tuple(dropped))

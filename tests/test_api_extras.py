@@ -213,8 +213,8 @@ def test_smap_without_in_axes_reads_them_from_explicit_types():
             assert seen == [want]
             np.testing.assert_array_equal(np.asarray(out), np.arange(4.0) * 2)
         # on an Auto axis a type says nothing of the layout: in_axes must be given
-        with pytest.raises(TypeError, match=r"in_axes was not specified when "
-                                            r"axis_name=frozenset\(\{'y'\}\) was of type AxisType.Auto"):
+        with pytest.raises(TypeError, match=r"in_axes was not specified when axis_name="
+                                            r"frozenset\(\{'y'\}\) was of type AxisType.Auto"):
             jax.smap(body, out_axes=0, axis_name="y")(split)
 
 

@@ -8,6 +8,7 @@ training and by the communication its lowered step holds.
 """
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from pathlib import Path
@@ -1052,6 +1053,19 @@ def test_a_sharding_constraint_inside_auto_axes_names_auto_axes():
         np.testing.assert_allclose(got, data * 2)
         with pytest.raises(AssertionError, match="acts as an assert"):
             lax.with_sharding_constraint(b, P("Y", None))
+
+
+def test_auto_axes_over_axes_that_are_auto_already_only_calls_the_function():
+    """JAX's auto_axes does nothing where its axes are Auto already: out_sharding included
+    (reshard would refuse Auto axes)."""
+    mesh = jax.make_mesh((4, 2), ("X", "Y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    with jax.set_mesh(mesh):
+        a = jax.device_put(np.arange(8.0), P("X"))
+        for f in (functools.partial(jax.sharding.auto_axes(lambda x: x * 2), out_sharding=P("Y")),
+                  jax.jit(jax.sharding.auto_axes(lambda x: x * 2, out_sharding=P("Y")))):
+            got = f(a)
+            assert got.sharding.spec == P("X")
+            np.testing.assert_array_equal(np.asarray(got), np.arange(8.0) * 2)
 
 
 # gradients whose rules make constants (ones, positions) of their operand's type: split as it
