@@ -13,10 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.backend import get_backend, set_backend
-from ir.sharding import NamedSharding, axes_size, block_index, block_shape, block_slices, spec_names
+from compiler import tree
+from ir.sharding import (NamedSharding, PartitionSpec, Sharding, axes_size, block_index,
+                         block_shape, block_slices, spec_names)
 from runtime import devices as _devices
 from runtime import mpi as _mpi
 from runtime.array import Array, canonical_array, detached
+from shardc.sharding import resolve_sharding
 
 __all__ = [
     "initialize", "is_initialized", "shutdown", "make_array_from_callback",
@@ -189,11 +192,34 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
 def make_array_from_process_local_data(sharding, local_data, global_shape=None):
     """A global array from each process's part of it: ``local_data`` covers the blocks of this
     process's devices (a contiguous box of the global array). ``global_shape`` defaults to
-    the local shape scaled by how many such boxes tile each dimension.
+    the local shape scaled by how many such boxes tile each dimension. ``local_data`` may be
+    a pytree, ``sharding`` and ``global_shape`` prefixes of it; a PartitionSpec is read on the
+    current mesh, and a sharding on one device places the data there.
 
     >>> x = shardc.make_array_from_process_local_data(NamedSharding(mesh, P('x')), rows)
     """
-    mesh, spec = _named(sharding, "make_array_from_process_local_data")
+    leaves, treedef = tree.tree_flatten(local_data)
+    shardings = tree.broadcast_prefix(sharding, local_data,
+                                      is_leaf=lambda s: isinstance(s, (PartitionSpec, Sharding)),
+                                      name="make_array_from_process_local_data sharding")
+    shapes = tree.broadcast_prefix(global_shape, local_data,
+                                   is_leaf=lambda s: s is None or isinstance(s, tuple),
+                                   name="make_array_from_process_local_data global_shape")
+    return tree.tree_unflatten(treedef, [
+        _from_process_local_data(resolve_sharding(s, "make_array_from_process_local_data"),
+                                 leaf, shape)
+        for s, leaf, shape in zip(shardings, leaves, shapes)])
+
+
+def _from_process_local_data(sharding, local_data, global_shape):
+    if not isinstance(sharding, NamedSharding):
+        # one device: every process holds it whole
+        if global_shape is not None and tuple(global_shape) != np.shape(local_data):
+            raise ValueError("make_array_from_process_local_data: a sharding on one device "
+                             f"takes the whole array, but global_shape={tuple(global_shape)} "
+                             f"and local_data has shape {np.shape(local_data)}")
+        return Array.from_global(_canonical(local_data), sharding)
+    mesh, spec = sharding.mesh, sharding.spec
     local_data = _canonical(local_data)
     names = spec_names(spec) + ((),) * (local_data.ndim - len(spec_names(spec)))
     counts = [axes_size(mesh.shape, n) for n in names[:local_data.ndim]]

@@ -6,7 +6,7 @@ import pytest
 import shardc as jax
 import shardc.numpy as jnp
 from shardc.experimental import multihost_utils
-from shardc.sharding import NamedSharding, PartitionSpec as P
+from shardc.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
 from runtime import devices as device_table
 
 
@@ -72,6 +72,15 @@ def test_make_array_from_process_local_data_on_one_process_is_the_global_array()
     with pytest.raises(ValueError, match=r"covering shape \(16, 4\) .* local_data has shape "
                                          r"\(8, 4\)"):
         jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), whole, (16, 4))
+    # a pytree of data under one sharding (a prefix), a spec on the current mesh, a device
+    with jax.set_mesh(mesh):
+        batch = jax.make_array_from_process_local_data(
+            P("x"), {"a": whole, "b": whole[:, 0]})
+        assert {k: str(jax.typeof(v)) for k, v in batch.items()} == {
+            "a": "int32[8@x,4]", "b": "int32[8@x]"}
+        np.testing.assert_array_equal(np.asarray(batch["b"]), whole[:, 0])
+    on_one = jax.make_array_from_process_local_data(jax.devices()[0], whole)
+    assert on_one.sharding == SingleDeviceSharding(jax.devices()[0])
 
 
 def test_process_allgather_and_broadcast_on_one_process():

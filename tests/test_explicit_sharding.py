@@ -1329,3 +1329,12 @@ def test_like_constructors_under_jit_on_an_auto_mesh():
     np.testing.assert_array_equal(jax.jit(lambda v: jnp.zeros_like(v))(a), np.zeros((8, 8)))
     np.testing.assert_array_equal(jax.jit(lambda v: jnp.ones_like(v) + v)(a), 2 * np.ones((8, 8)))
     np.testing.assert_array_equal(jax.jit(lambda v: jnp.full_like(v, 3.0))(a), 3 * np.ones((8, 8)))
+    # an array placed inside a trace (concrete there), on an Explicit mesh, replicated
+    with jax.set_mesh(jax.make_mesh((8,), ("x",))):
+        @jax.jit
+        def f():
+            placed = jax.device_put(np.ones((8, 4), np.float32), P())
+            return jnp.zeros_like(placed), jnp.ones_like(placed) + placed
+        zeros, twos = f()
+    assert str(jax.typeof(zeros)) == str(jax.typeof(twos)) == "float32[8,4]"
+    np.testing.assert_array_equal(np.asarray(twos), 2 * np.ones((8, 4)))

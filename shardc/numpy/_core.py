@@ -516,8 +516,8 @@ def full_like(x, fill_value, dtype=None, shape=None):
     elif (shape is None and isinstance(x, Array) and not isinstance(x, Tracer)
           and isinstance(getattr(x, "sharding", None), NamedSharding)):
         # an array laid out on a mesh (Auto axes): the same layout, as JAX's (traced, the
-        # layout is propagation's to choose)
-        result = device_put(result, x.sharding)
+        # layout is propagation's to choose; an array placed inside a trace lays it out)
+        result = _put_on(result, x.sharding)
     else:
         result = vary_like(result, x)
     # of a weakly typed operand's dtype, weakly typed (JAX's)
