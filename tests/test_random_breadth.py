@@ -81,6 +81,52 @@ def test_truncated_normal_broadcasts_bounds():
     assert (many > lower).all() and (many < 2).all()
 
 
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_low_precision_uniform_normal_truncated_normal(dtype):
+    # a float16 draw from 24 bits overflowed to inf, a bfloat16 one rounded up to 1; the normal
+    # and truncated normal built on them were inf and NaN
+    u = random.uniform(random.key(8), (N,), dtype)
+    assert u.dtype == dtype
+    u = np.asarray(u, np.float64)
+    assert u.min() >= 0 and u.max() < 1
+    assert abs(u.mean() - 0.5) < 5 * math.sqrt(1 / 12 / N)
+    assert u.var() == pytest.approx(1 / 12, rel=0.06)
+    n = random.normal(random.key(9), (N,), dtype)
+    assert n.dtype == dtype
+    mean, var = _moments(n)
+    assert np.isfinite(np.asarray(n, np.float64)).all()
+    assert abs(mean) < 5 * math.sqrt(1 / N) and var == pytest.approx(1.0, rel=0.06)
+    t = random.truncated_normal(random.key(10), -2.0, 2.0, (N,), dtype)
+    assert t.dtype == dtype
+    t = np.asarray(t, np.float64)
+    assert (t > -2).all() and (t < 2).all()
+    assert t.var() == pytest.approx(_truncated_moments(-2.0, 2.0)[1], rel=0.06)
+
+
+def test_complex_normal_parts_and_the_samplers_dtype_errors():
+    # JAX: independent real and imaginary parts of variance 1/2 each (E|z|^2 = 1)
+    z = random.normal(random.key(11), (N,), jnp.complex64)
+    assert z.dtype == np.complex64
+    z = np.asarray(z, np.complex128)
+    for part in (z.real, z.imag):
+        assert abs(part.mean()) < 5 * math.sqrt(0.5 / N)
+        assert part.var() == pytest.approx(0.5, rel=0.06)
+    assert abs(np.mean(z.real * z.imag)) < 5 * 0.5 / math.sqrt(N)
+    q = np.asarray(random.orthogonal(random.key(12), 3, (), jnp.complex64), np.complex128)
+    assert np.abs(q.imag).max() > 0.1                      # unitary, not a real rotation
+    np.testing.assert_allclose(q.conj().T @ q, np.eye(3), atol=1e-5)
+    key = random.key(0)
+    with pytest.raises(ValueError, match="dtype argument to `uniform` must be a float dtype, "
+                                         "got complex64"):
+        random.uniform(key, (2,), jnp.complex64)
+    with pytest.raises(ValueError, match="dtype argument to `normal` must be a float or "
+                                         "complex dtype, got int32"):
+        random.normal(key, (2,), jnp.int32)
+    with pytest.raises(ValueError, match="dtype argument to `truncated_normal` must be a "
+                                         "float dtype, got complex64"):
+        random.truncated_normal(key, -1.0, 1.0, (2,), jnp.complex64)
+
+
 def test_bernoulli_and_rademacher():
     b = random.bernoulli(random.key(6), 0.3, (N,))
     assert b.dtype == np.bool_ and b.shape == (N,)

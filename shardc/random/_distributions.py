@@ -11,7 +11,7 @@ from compiler.tracing import aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.lax import lgamma, pcast, rem, top_k, while_loop
+from shardc.lax import complex as lax_complex, lgamma, pcast, rem, top_k, while_loop
 from shardc.numpy._core import takes_out_sharding
 from shardc.random._keys import (bits, fold_in, key_data, random_bits, sample_shape,
                                  single_key, split)
@@ -25,21 +25,44 @@ __all__ = [
 
 @takes_out_sharding
 def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
-    """Uniform floats in ``[minval, maxval)``."""
+    """Uniform floats in ``[minval, maxval)``; ``dtype`` must be a floating one (JAX's
+    ValueError otherwise)."""
     dtype = _dt.canonicalize(dtype)
+    if not _dt.is_float(dtype):
+        raise ValueError(f"dtype argument to `uniform` must be a float dtype, got {dtype}")
     raw = random_bits(key, sample_shape(shape), "uniform")
-    # the top 24 bits give a float32 in [0, 1) with every value exactly representable
-    unit = jnp.multiply(jnp.astype(jnp.floor_divide(raw, np.uint32(256)), dtype), 2.0 ** -24)
+    # the top n bits give k / 2**n in [0, 1), n no more than the dtype's significand holds:
+    # every value is exact and below 1 (float16's and bfloat16's too, which would overflow or
+    # round up to 1 from 24 bits); float32 and wider take 24
+    n = min(24, _dt.finfo(dtype).nmant + 1)
+    unit = jnp.multiply(jnp.astype(jnp.right_shift(raw, np.uint32(32 - n)), dtype), 2.0 ** -n)
     return jnp.astype(jnp.add(jnp.multiply(unit, maxval - minval), minval), dtype)
 
 
 @takes_out_sharding
 def normal(key, shape=(), dtype=np.float32):
-    """Standard normal floats (Box-Muller over two uniform draws)."""
+    """Standard normal floats (Box-Muller over two uniform draws). A complex ``dtype`` draws
+    the real and imaginary parts independently, each of variance 1/2 (JAX's), so
+    ``E|z|**2 == 1``."""
     single_key("normal", key)
     dtype = _dt.canonicalize(dtype)
+    if not _dt.is_inexact(dtype):
+        raise ValueError(f"dtype argument to `normal` must be a float or complex dtype, "
+                         f"got {dtype}")
     shape = sample_shape(shape)
-    both = uniform(key, (2,) + shape, dtype)
+    if _dt.kind(dtype) == _dt.COMPLEX:
+        key_re, key_im = split(key)
+        real_dtype = _dt.real_dtype(dtype)
+        re, im = _normal_real(key_re, shape, real_dtype), _normal_real(key_im, shape, real_dtype)
+        return jnp.astype(jnp.multiply(lax_complex(re, im), np.sqrt(0.5)), dtype)
+    return _normal_real(key, shape, dtype)
+
+
+def _normal_real(key, shape, dtype):
+    # float16 and bfloat16 draw in float32: their own uniforms' few bits would cut the tails
+    # off near 3.3 standard deviations
+    work = np.promote_types(dtype, np.float32)
+    both = uniform(key, (2,) + shape, work)
     u1 = jnp.subtract(1.0, both[0])          # in (0, 1]: log is finite
     u2 = both[1]
     return jnp.astype(jnp.multiply(jnp.sqrt(jnp.multiply(-2.0, jnp.log(u1))),
@@ -205,6 +228,9 @@ def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
     """
     single_key("truncated_normal", key)
     dtype = _dt.canonicalize(dtype)
+    if not _dt.is_float(dtype):
+        raise ValueError(f"dtype argument to `truncated_normal` must be a float dtype, "
+                         f"got {dtype}")
     lower = jnp.astype(jnp.asarray(lower), dtype)
     upper = jnp.astype(jnp.asarray(upper), dtype)
     shape = (jnp.broadcast_shapes(jnp.shape(lower), jnp.shape(upper)) if shape is None
