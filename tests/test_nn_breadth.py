@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+import shardc
 import shardc.numpy as jnp
 from shardc import nn, random
 
@@ -215,8 +216,83 @@ def test_simple_initializers():
     t = np.asarray(nn.initializers.truncated_normal(0.5)(key, (20000,)))
     assert np.abs(t).max() <= 1.0
     assert t.std() == pytest.approx(0.5 * 0.87962566103423978, rel=0.03)
-    with pytest.raises(ValueError, match="invalid mode"):
-        nn.initializers.variance_scaling(1.0, "fan_sideways", "normal")
+    # as JAX's, a bad mode or distribution is refused when the initializer is called
+    sideways = nn.initializers.variance_scaling(1.0, "fan_sideways", "normal")
+    with pytest.raises(ValueError, match="invalid mode for variance scaling initializer: "
+                                         "fan_sideways"):
+        sideways(key, (2, 3))
+    with pytest.raises(ValueError, match="invalid distribution for variance scaling "
+                                         "initializer: cauchy"):
+        nn.initializers.variance_scaling(1.0, "fan_in", "cauchy")(key, (2, 3))
+
+
+@pytest.mark.parametrize("distribution", ["truncated_normal", "normal", "uniform"])
+def test_variance_scaling_draws_complex_values(distribution):
+    # JAX: a complex normal truncated at modulus 2 (its std 0.9531...), a complex normal, and a
+    # uniform disk, each scaled to E|z|**2 = scale / n with its parts sharing the variance
+    init = nn.initializers.variance_scaling(2.0, "fan_in", distribution)
+    w = init(random.key(4), (200, 300), jnp.complex64)
+    assert w.shape == (200, 300) and w.dtype == np.complex64
+    w = np.asarray(w, np.complex128)
+    variance = 2.0 / 200
+    assert abs(w.mean()) < 5 * np.sqrt(variance / w.size)
+    assert np.mean(np.abs(w) ** 2) == pytest.approx(variance, rel=0.05)
+    assert w.real.var() == pytest.approx(variance / 2, rel=0.05)
+    assert w.imag.var() == pytest.approx(variance / 2, rel=0.05)
+    if distribution == "truncated_normal":
+        assert np.abs(w).max() <= 2 * np.sqrt(variance) / 0.95311164380491208 * (1 + 1e-6)
+    if distribution == "uniform":
+        assert np.abs(w).max() <= np.sqrt(2 * variance) * (1 + 1e-6)
+    for name in ("he_normal", "glorot_normal", "lecun_uniform"):
+        assert getattr(nn.initializers, name)()(random.key(0), (3, 4), jnp.complex64).dtype \
+            == np.complex64
+
+
+def test_variance_scaling_fans_follow_the_axes_given():
+    # JAX's formula: receptive field = size / in / out / batch; given axes may be empty (size
+    # 1), so a rank-1 or rank-0 shape has fans; overlapping in and out axes divide twice
+    key = random.key(5)
+    init = lambda **axes: nn.initializers.variance_scaling(1.0, "fan_in", "normal", **axes)
+    w = np.asarray(init(in_axis=[], out_axis=[])(key, (20000,)), np.float64)
+    assert w.var() == pytest.approx(1 / 20000, rel=0.05)   # the whole size is the field
+    w = np.asarray(init(in_axis=[0], out_axis=[])(key, (20000,)), np.float64)
+    assert w.var() == pytest.approx(1 / 20000, rel=0.05)
+    w = np.asarray(init(in_axis=[], out_axis=[0])(key, (20000,)), np.float64)
+    assert w.var() == pytest.approx(1.0, rel=0.05)         # fan_in 1
+    assert init(in_axis=[], out_axis=[])(key, ()).shape == ()
+    w = np.asarray(init(in_axis=0, out_axis=0)(key, (5000, 4)), np.float64)
+    assert w.var() == pytest.approx(1 / 4, rel=0.05)       # fan_in = 5000 * 20000 / 5000**2
+    w = np.asarray(init(in_axis=0, out_axis=(2, 3), batch_axis=1)(key, (20, 30, 4, 5)))
+    assert w.var() == pytest.approx(1 / 20, rel=0.05)
+    with pytest.raises(ValueError, match="Can't compute input and output sizes of a "
+                                         "1-dimensional weights tensor with default in_axis. "
+                                         "Must be at least 2D or specify in_axis explicitly."):
+        init()(key, (5,))
+    with pytest.raises(ZeroDivisionError):                 # as JAX's: a zero fan
+        init()(key, (2, 0))
+
+
+def test_initializers_low_precision_default_dtype_and_protocol():
+    key = random.key(6)
+    for dtype in (jnp.float16, jnp.bfloat16):
+        for init in (nn.initializers.he_normal(), nn.initializers.glorot_uniform(),
+                     nn.initializers.normal(0.1)):
+            w = init(key, (200, 300), dtype)
+            assert w.dtype == dtype
+            w = np.asarray(w, np.float64)
+            assert np.isfinite(w).all() and w.std() > 0
+    assert nn.initializers.uniform(3.0)(key, (20000,), jnp.bfloat16).astype(np.float32).max() < 3
+    # dtype None is JAX's default float: float64 under x64
+    with shardc.enable_x64():
+        for init in (nn.initializers.he_normal(), nn.initializers.orthogonal(),
+                     nn.initializers.constant(2), nn.initializers.zeros):
+            assert init(key, (3, 3)).dtype == np.float64
+    assert nn.initializers.normal()(key, (2,)).dtype == np.float32
+    assert isinstance(nn.initializers.he_normal(), nn.initializers.Initializer)
+    assert isinstance(nn.initializers.zeros, nn.initializers.Initializer)
+    with pytest.raises(ValueError, match="dtype argument to `normal` must be a float or "
+                                         "complex dtype, got int32"):
+        nn.initializers.normal()(key, (2,), jnp.int32)
 
 
 @pytest.mark.parametrize("shape,column_axis", [((6, 4), -1), ((3, 8), -1), ((2, 3, 5), 0)])
@@ -228,6 +304,18 @@ def test_orthogonal_initializer(shape, column_axis):
     small = min(cols.shape)
     gram = cols.T @ cols if cols.shape[0] >= cols.shape[1] else cols @ cols.T
     np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)
+
+
+def test_orthogonal_initializer_zero_size_rank_and_complex():
+    init = nn.initializers.orthogonal()
+    for shape in ((2, 0), (0, 0), (0, 3)):
+        w = init(random.key(0), shape, jnp.float16)
+        assert w.shape == shape and w.dtype == np.float16
+    with pytest.raises(ValueError, match="orthogonal initializer requires at least a 2D shape"):
+        init(random.key(0), (3,))
+    w = np.asarray(init(random.key(1), (3, 5), jnp.complex64), np.complex128)
+    assert np.abs(w.imag).max() > 0.1
+    np.testing.assert_allclose(w @ w.conj().T, np.eye(3), atol=1e-5)
 
 
 # --- the smaller activations of jax.nn, against their formulas in float64 ------------------------
