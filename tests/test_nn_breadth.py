@@ -164,8 +164,48 @@ def test_dot_product_attention_against_reference():
                  _attention_reference(q, k, v)[0], 1e-5, 1e-5)
     everywhere(lambda t: nn.dot_product_attention(t, t, t, is_causal=True), q,
                _attention_reference(q, q, q, causal=True), 1e-5, 1e-5)
-    with pytest.raises(ValueError, match="multiple of the key/value heads"):
+    with pytest.raises(ValueError, match="The number of query heads must be a multiple of "
+                                         "key/value heads, but got 3 vs 2"):
         nn.dot_product_attention(q[:, :, :3], k, v)
+
+
+def test_dot_product_attention_residual_ranks_and_operand_checks():
+    # return_residual: the logsumexp of each query's (masked, scaled) logits, [B, T, N] (JAX's
+    # FlashAttention residual), with no gradient through it
+    rng = np.random.default_rng(4)
+    q = rng.normal(size=(2, 4, 4, 8)).astype(np.float32)
+    k = rng.normal(size=(2, 6, 2, 8)).astype(np.float32)
+    v = rng.normal(size=(2, 6, 2, 8)).astype(np.float32)
+    mask = rng.random((2, 1, 4, 6)) < 0.7
+    mask[..., 0] = True
+    logits = np.einsum("btnh,bsnh->bnts", q.astype(np.float64),
+                       np.repeat(k, 2, axis=2).astype(np.float64)) / np.sqrt(8)
+    logits = np.where(mask, logits, np.finfo(np.float32).min * 0.7)
+    lse = np.log(np.exp(logits).sum(-1)).transpose(0, 2, 1)
+    out, residual = nn.dot_product_attention(q, k, v, mask=mask, return_residual=True)
+    assert_close(out, _attention_reference(q, k, v, mask=mask), 1e-5, 1e-5)
+    assert residual.shape == (2, 4, 4) and residual.dtype == np.float32
+    assert_close(residual, lse, 1e-5, 1e-5)
+    out3, residual3 = nn.dot_product_attention(q[0], k[0], v[0], return_residual=True)
+    assert out3.shape == (4, 4, 8) and residual3.shape == (4, 4)
+    g = shardc.grad(lambda t: nn.dot_product_attention(t, k, v, return_residual=True)[1].sum())
+    assert not np.asarray(g(q)).any()
+    # bias and mask of lower rank gain leading dimensions, as the operands do
+    bias = rng.normal(size=(4, 6)).astype(np.float32)
+    assert_close(nn.dot_product_attention(q, k, v, bias),
+                 _attention_reference(q, k, v, bias=bias), 1e-5, 1e-5)
+    with pytest.raises(ValueError, match="mask dtype should be bool, but got int32"):
+        nn.dot_product_attention(q, k, v, mask=mask.astype(np.int32))
+    with pytest.raises(ValueError, match="query dtype should be float32, but got bfloat16"):
+        nn.dot_product_attention(jnp.astype(q, jnp.bfloat16), k, v)
+    with pytest.raises(ValueError, match=r"value shape should be \[2, 6, 2, 8\]"):
+        nn.dot_product_attention(q, k, v[:, :3])
+    with pytest.raises(ValueError, match="query_seq_lengths dtype should be int32"):
+        nn.dot_product_attention(q, k, v, query_seq_lengths=np.array([3.0, 4.0], np.float32))
+    with pytest.raises(ValueError, match="mask ndim should be 4, but got 5"):
+        nn.dot_product_attention(q, k, v, mask=mask[None])
+    with pytest.raises(ValueError, match="Unsupported implementation option: flash"):
+        nn.dot_product_attention(q, k, v, implementation="flash")
 
 
 def test_dot_product_attention_gradient():

@@ -6,6 +6,7 @@ import numpy as np
 
 from compiler.custom_ad import custom_jvp
 from compiler.tracing import bind
+from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 import shardc.lax as lax
@@ -307,70 +308,109 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, 
 
 def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
                           is_causal=False, query_seq_lengths=None, key_value_seq_lengths=None,
-                          local_window_size=None, implementation=None):
-    """Scaled dot-product attention: ``softmax(scale * Q K^T + bias, masked) V``.
+                          local_window_size=None, implementation=None, return_residual=False):
+    """Scaled dot-product attention: ``softmax(scale * Q K^T + bias, masked) V``, as JAX's
+    XLA implementation.
 
-    ``query`` is ``[B, T, N, H]`` (or ``[T, N, H]``), ``key`` and ``value`` ``[B, S, K, H]`` with
-    ``K`` dividing ``N`` (grouped heads share a key head); ``bias`` and ``mask`` broadcast to
-    ``[B, N, T, S]``; ``mask`` is True where attention is allowed; ``is_causal`` allows
-    ``s <= t`` only; ``scale`` defaults to ``1/sqrt(H)``. Returns ``[B, T, N, H]``.
+    ``query`` is ``[B, T, N, H]``, ``key`` and ``value`` ``[B, S, K, H]`` with ``K`` dividing
+    ``N`` (grouped heads share a key head); lower ranks gain leading dimensions of size 1 (so
+    ``[T, N, H]`` works), as do ``bias`` and ``mask``, which broadcast to ``[B, N, T, S]``;
+    ``mask`` (booleans) is True where attention is allowed; ``is_causal`` allows ``s <= t``
+    only; ``local_window_size`` ``(left, right)`` (or one int for both) keeps keys near each
+    query; the sequence lengths (int32, one per batch member) mask the padding, whose queries
+    give zeros. ``scale`` defaults to ``1/sqrt(H)``. The logits accumulate in float32 (or
+    wider) and the softmax is float32. Returns ``query``'s shape, and with
+    ``return_residual`` also the logsumexp of each query's logits (``[B, T, N]``, no gradient).
 
     >>> out = nn.dot_product_attention(q, k, v, is_causal=True)
     """
-    if implementation not in (None, "xla"):
-        raise ValueError(f"dot_product_attention: implementation={implementation!r} is not "
-                         "available; shardc computes attention as XLA's implementation does")
+    output_shape = jnp.shape(query)
+    query, key, value = (_at_least_4d(t) for t in (query, key, value))
+    bias = None if bias is None else _at_least_4d(bias)
+    mask = None if mask is None else _at_least_4d(mask)
+    q_lengths = None if query_seq_lengths is None else jnp.asarray(query_seq_lengths)
+    kv_lengths = None if key_value_seq_lengths is None else jnp.asarray(key_value_seq_lengths)
     if isinstance(local_window_size, int):
         local_window_size = (local_window_size, local_window_size)
-    unbatched = jnp.ndim(query) == 3
-    if unbatched:
-        query, key, value = (jnp.expand_dims(t, 0) for t in (query, key, value))
-    _check_attention_shapes(query, key, value)
-    heads, kv_heads = query.shape[2], key.shape[2]
-    if kv_heads != heads:
+    batch, s_len, kv_heads, head_dim = key.shape
+    _check_attention_operand(value, [batch, s_len, kv_heads, head_dim], key.dtype, "value")
+    _check_attention_operand(query, [batch, -1, -1, head_dim], key.dtype, "query")
+    _check_attention_operand(mask, [-1] * 4, np.dtype(bool), "mask")
+    _check_attention_operand(bias, [-1] * 4, None, "bias")
+    _check_attention_operand(q_lengths, [batch], np.dtype(np.int32), "query_seq_lengths")
+    _check_attention_operand(kv_lengths, [batch], np.dtype(np.int32), "key_value_seq_lengths")
+    heads = query.shape[-2]
+    if heads % kv_heads:
+        raise ValueError("The number of query heads must be a multiple of key/value heads, "
+                         f"but got {heads} vs {kv_heads}")
+    if implementation == "cudnn":
+        raise ValueError("dot_product_attention: implementation='cudnn' is not available; "
+                         "shardc computes attention as XLA's implementation does")
+    if implementation not in (None, "xla"):
+        raise ValueError(f"Unsupported implementation option: {implementation}")
+    if heads != kv_heads:
+        # head n reads key head n // G, as JAX's grouping of N into (K, G)
         key = jnp.repeat(key, heads // kv_heads, axis=2)
         value = jnp.repeat(value, heads // kv_heads, axis=2)
-    scale = 1 / np.sqrt(query.shape[-1]) if scale is None else scale
+    scale = 1.0 / np.sqrt(head_dim) if scale is None else scale
+    out, logits = _attention_core(query, key, value, bias, mask, is_causal, scale, q_lengths,
+                                  kv_lengths, local_window_size)
+    out = jnp.reshape(out, output_shape)
+    if not return_residual:
+        return out
+    lse = jnp.astype(logsumexp(logits, axis=-1), key.dtype)          # [B, N, T]
+    lse = _stop_gradient(jnp.transpose(lse, (0, 2, 1)))
+    return out, jnp.reshape(lse, output_shape[:-1])
+
+
+def _at_least_4d(t):
+    t = jnp.asarray(t)
+    return jnp.expand_dims(t, tuple(range(4 - t.ndim))) if t.ndim < 4 else t
+
+
+def _check_attention_operand(t, shape, dtype, name):
+    """JAX's checks of an attention operand's rank, dtype and sizes (-1: any size)."""
+    if t is None:
+        return
+    if t.ndim != len(shape):
+        raise ValueError(f"{name} ndim should be {len(shape)}, but got {t.ndim}")
+    if dtype is not None and t.dtype != dtype:
+        raise ValueError(f"{name} dtype should be {dtype}, but got {t.dtype}")
+    if any(want != -1 and got != want for got, want in zip(t.shape, shape)):
+        raise ValueError(f"{name} shape should be {shape}: but got {t.shape}")
+
+
+def _attention_core(query, key, value, bias, mask, is_causal, scale, q_lengths, kv_lengths,
+                    window):
+    """``(output, masked float32 logits)`` of attention with as many key heads as query
+    heads."""
     # accumulated in float32 (or wider) from bfloat16 and float16 operands, as JAX's
     logits_dtype = jnp.promote_types(query.dtype, np.float32)
     logits = jnp.einsum("btnh,bsnh->bnts", query, key, preferred_element_type=logits_dtype)
     logits = logits * jnp.asarray(scale, dtype=logits.dtype)
     if bias is not None:
-        logits = logits + jnp.astype(bias, jnp.float32)
-    allowed = _attention_mask(mask, is_causal, logits.shape, query_seq_lengths,
-                              key_value_seq_lengths, local_window_size)
+        logits = jnp.astype(logits + bias, logits.dtype)
+    allowed = _attention_mask(mask, is_causal, logits.shape, q_lengths, kv_lengths, window)
     if allowed is not None:
-        # a large finite negative, so a fully masked row averages the values uniformly
-        logits = jnp.where(allowed, logits, np.float32(np.finfo(np.float32).min * 0.7))
-    weights = jnp.astype(softmax(logits, axis=-1), value.dtype)
+        # a large finite negative (within float32, where the softmax runs), so a fully
+        # masked row averages the values uniformly
+        large = -0.7 * min(_dt.finfo(logits.dtype).max, np.finfo(np.float32).max)
+        logits = jnp.where(allowed, logits, jnp.asarray(large, logits.dtype))
+    logits = jnp.astype(logits, np.float32)
+    weights = jnp.astype(softmax(logits, axis=-1), key.dtype)
     out = jnp.einsum("bnts,bsnh->btnh", weights, value)
-    if query_seq_lengths is not None:
+    if q_lengths is not None:
         # the padding queries' outputs are zeros, as JAX's
-        valid = jnp.arange(out.shape[1])[None, :] < jnp.asarray(query_seq_lengths)[:, None]
+        valid = jnp.arange(out.shape[1])[None, :] < q_lengths[:, None]
         out = out * jnp.astype(valid, out.dtype)[:, :, None, None]
-    return out[0] if unbatched else out
-
-
-def _check_attention_shapes(query, key, value):
-    if query.ndim != 4 or key.ndim != 4 or value.ndim != 4:
-        raise ValueError("dot_product_attention: query, key and value must all be rank 3 "
-                         f"or all rank 4, got {query.shape}, {key.shape}, {value.shape}")
-    if key.shape != value.shape:
-        raise ValueError(f"dot_product_attention: key {key.shape} and value {value.shape} "
-                         "must have one shape")
-    if query.shape[0] != key.shape[0] or query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"dot_product_attention: query {query.shape} and key {key.shape} "
-                         "must agree on the batch and head dimensions")
-    if query.shape[2] % key.shape[2]:
-        raise ValueError(f"dot_product_attention: the number of query heads ({query.shape[2]}) "
-                         f"must be a multiple of the key/value heads ({key.shape[2]})")
+    return out, logits
 
 
 def _attention_mask(mask, is_causal, shape, q_lengths=None, kv_lengths=None, window=None):
     """Where attention is allowed (None: everywhere), as JAX's ``_apply_masks``: the mask,
     causality, a local window ``(left, right)`` of key positions around each query, and the
     queries and keys before each batch member's lengths."""
-    allowed = None if mask is None else jnp.astype(mask, jnp.bool_)
+    allowed = mask
     t, s = shape[-2], shape[-1]
 
     def both(more):
@@ -385,13 +425,12 @@ def _attention_mask(mask, is_causal, shape, q_lengths=None, kv_lengths=None, win
     if q_lengths is not None or kv_lengths is not None:
         padding = True
         if q_lengths is not None:
-            padding = jnp.arange(t)[None, :, None] < jnp.asarray(q_lengths)[:, None, None]
+            padding = jnp.arange(t)[None, :, None] < q_lengths[:, None, None]
         if kv_lengths is not None:
             padding = jnp.logical_and(
-                padding, jnp.arange(s)[None, None, :] < jnp.asarray(kv_lengths)[:, None, None])
+                padding, jnp.arange(s)[None, None, :] < kv_lengths[:, None, None])
         allowed = both(padding[:, None, :, :])
     return allowed
-
 
 
 def identity(x):
