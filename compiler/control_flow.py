@@ -21,9 +21,10 @@ import numpy as np
 from compiler import tree
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind, current_trace,
-                              errors_link, eval_trace, is_python_scalar, trace_to_program,
-                              user_source, value_if_known, weakened_where, weakly_typed)
+from compiler.tracing import (ConcretizationTypeError, Tracer, abstract_value_error, aval_of,
+                              bind, current_trace, errors_link, eval_trace, is_python_scalar,
+                              trace_to_program, user_source, value_if_known, weakened_where,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
@@ -403,19 +404,11 @@ def _sliced_avals(avals) -> list:
         if a.type_sharding and any(a.type_sharding.spec[1:]) else None) for a in avals]
 
 
-def _abstract_value_error(tracer, context: str) -> ConcretizationTypeError:
-    """JAX's ConcretizationTypeError for a traced value where a concrete one is needed."""
-    return ConcretizationTypeError(
-        "Abstract tracer value encountered where concrete value is expected: traced array "
-        f"with shape {aval_of(tracer).str_long()}\n{context}"
-        f"{errors_link(ConcretizationTypeError)}")
-
-
 def _check_unroll(unroll) -> None:
     unroll = value_if_known(unroll)
     context = "The `unroll` argument to `scan` expects a concrete `int` or `bool` value."
     if isinstance(unroll, Tracer):
-        raise _abstract_value_error(unroll, context)
+        raise abstract_value_error(unroll, context)
     if not isinstance(unroll, (bool, int, np.integer)):
         raise ConcretizationTypeError(f"{context[:-1]}, got {unroll!r}.")
     if not isinstance(unroll, bool) and unroll < 0:
@@ -439,7 +432,7 @@ def _scan_length(xs_flat, length):
     try:
         length = int(length)
     except ConcretizationTypeError:
-        raise _abstract_value_error(
+        raise abstract_value_error(
             length, "The `length` argument to `scan` expects a concrete `int` value. For "
             "scan-like iteration with a dynamic length, use `while_loop` or `fori_loop`.") \
             from None

@@ -698,6 +698,24 @@ def value_if_known(value):
     return np.asarray(known)[()]
 
 
+def abstract_value_error(tracer, context: str) -> ConcretizationTypeError:
+    """JAX's ConcretizationTypeError for a traced value where a concrete one is needed,
+    ``context`` saying where."""
+    return ConcretizationTypeError(
+        "Abstract tracer value encountered where concrete value is expected: traced array "
+        f"with shape {aval_of(tracer).str_long()}\n{context}"
+        f"{errors_link(ConcretizationTypeError)}")
+
+
+def concrete_index(value, context: str) -> int:
+    """``operator.index(value)`` where ``value`` is known now; JAX's ConcretizationTypeError
+    with ``context`` where it is traced (JAX's ``concrete_dim_or_error``)."""
+    value = value_if_known(value)
+    if isinstance(value, Tracer):
+        raise abstract_value_error(value, context)
+    return operator.index(value)
+
+
 def static_int(value, what: str) -> int:
     """``value`` as a Python int where it is known now (a number, or a traced value a
     gradient outside jit knows); JAX's ConcretizationTypeError naming ``what`` where it is

@@ -264,6 +264,13 @@ def _scatter_rule(x: Aval, indices: Aval, updates: Aval, *, axis, mode) -> list:
 
 
 def _iota_rule(*, dtype, shape, dimension) -> list:
+    # JAX's iota rules: numbers only (no bool), no negative dimension
+    if not (dtypes.is_int(dtype) or dtypes.is_inexact(dtype)):
+        raise ShapeError(f"iota does not accept dtype {np.dtype(dtype).name}. Accepted dtypes "
+                         "are subtypes of integer, floating, complexfloating.")
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"iota shape must have every element be nonnegative, got "
+                         f"{tuple(shape)}.")
     return [_aval(shape, dtype)]
 
 

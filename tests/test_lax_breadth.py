@@ -383,6 +383,15 @@ def test_shape_helpers():
     assert_close(lax.full_like(x, 1.5), np.full_like(x, 1.5), dtype=np.float32)
     assert_close(lax.pad(x, 0.0, [(1, -1, 0), (0, 1, 1)]), _pad_reference(x))
     assert_close(lax.slice_in_dim(x, 0, 3, 2, axis=1), x[:, 0:3:2])
+    # JAX's iota rules: numbers only, no negative dimension
+    assert_close(lax.broadcasted_iota(jnp.float16, (2, 3), 1), np.tile(np.arange(3), (2, 1)),
+                 dtype=np.float16)
+    with pytest.raises(TypeError, match="iota does not accept dtype bool. Accepted dtypes are "
+                                        "subtypes of integer, floating, complexfloating."):
+        lax.iota(jnp.bool_, 2)
+    with pytest.raises(TypeError, match=r"iota shape must have every element be nonnegative, "
+                                        r"got \(2, -1\)."):
+        lax.broadcasted_iota(jnp.int32, (2, -1), 0)
 
 
 def _pad_reference(x):

@@ -100,9 +100,37 @@ def test_one_hot_axis_dtype_and_out_of_range():
     assert_close(nn.one_hot(labels, 3, axis=0), np.moveaxis(want, -1, 0))
     assert_close(nn.one_hot(labels, 3, axis=1), np.moveaxis(want, -1, 1))
     assert nn.one_hot(labels, 3, dtype=jnp.int32).dtype == np.int32
-    with pytest.raises(ValueError, match="axis 3"):
+    with pytest.raises(ValueError, match="axis 3 is out of bounds for array of dimension 3"):
         nn.one_hot(labels, 3, axis=3)
     everywhere(lambda v: nn.one_hot(v, 3), labels, want)
+
+
+def test_one_hot_num_classes_and_input_dtype_as_jaxs():
+    labels = np.array([0, 2], np.int32)
+    # num_classes must be known when tracing: JAX's ConcretizationTypeError, naming it
+    with pytest.raises(shardc.errors.ConcretizationTypeError,
+                       match=r"(?s)Abstract tracer value encountered where concrete value is "
+                             r"expected: traced array with shape int32\[\]\nThe error arose "
+                             r"in jax.nn.one_hot argument `num_classes`."):
+        shardc.jit(nn.one_hot)(3, 5)
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
+        nn.one_hot(labels, 3.0)
+    assert nn.one_hot(labels, np.int64(3)).shape == (2, 3)
+    with pytest.raises(TypeError, match=r"iota shape must have every element be nonnegative, "
+                                        r"got \(1, -1\)."):
+        nn.one_hot(labels, -1)
+    # a float input is deprecated (it still compares with an iota of its dtype); a bool one
+    # has no iota
+    with pytest.warns(DeprecationWarning, match="jax.nn.one_hot input should be "
+                                                "integer-typed; got dtype=float32"):
+        assert_close(nn.one_hot(np.array([1.0, 1.5], np.float32), 3),
+                     np.array([[0, 1, 0], [0, 0, 0]], np.float32))
+    with pytest.warns(DeprecationWarning), \
+            pytest.raises(TypeError, match="iota does not accept dtype bool. Accepted dtypes "
+                                           "are subtypes of integer, floating, complexfloating."):
+        nn.one_hot(np.array([True]), 3)
+    with shardc.enable_x64():
+        assert nn.one_hot(labels, 3).dtype == np.float64
 
 
 def test_softmax_logsumexp_with_where_b_and_return_sign():

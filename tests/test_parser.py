@@ -593,7 +593,9 @@ def equations(draw, env, depth):
     x = draw(st.sampled_from(env)) if env else None
     if x is None or kind == "iota":
         shape = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=3)))
-        params = dict(dtype=draw(st.sampled_from(DTYPES)), shape=shape,
+        # iota counts in numbers only (JAX's rule): no bool
+        params = dict(dtype=draw(st.sampled_from([d for d in DTYPES if d != np.bool_])),
+                      shape=shape,
                       dimension=draw(st.integers(0, len(shape) - 1)))
         return _eqn(prims.iota_p, [], params, draw)
     if kind == "unary":

@@ -2,10 +2,12 @@
 ``standardize`` and ``dot_product_attention``, built from ``shardc.numpy``."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from compiler.custom_ad import custom_jvp
-from compiler.tracing import bind
+from compiler.tracing import bind, concrete_index
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
@@ -156,17 +158,23 @@ def softmax(x, axis=-1, where=None):
     return result
 
 
-def one_hot(x, num_classes, *, dtype=jnp.float32, axis=-1):
+def one_hot(x, num_classes, *, dtype=None, axis=-1):
     """``x``'s integers as one-hot vectors of length ``num_classes`` along ``axis`` (a new
-    dimension); indices outside ``[0, num_classes)`` give all-zero vectors. ``axis`` a mesh
-    axis name (in a shard_map body, ``num_classes`` its size): each device's ``x == its
-    index`` along it.
+    dimension); indices outside ``[0, num_classes)`` give all-zero vectors. ``dtype``
+    defaults to the default float. ``axis`` a mesh axis name (in a shard_map body,
+    ``num_classes`` its size): each device's ``x == its index`` along it. As JAX's,
+    ``num_classes`` must be a concrete int, and an ``x`` that is not integers warns (a
+    deprecation) and compares with an iota of its dtype.
 
     >>> nn.one_hot(jnp.array([0, 2]), 3)       # [[1, 0, 0], [0, 0, 1]]
     """
-    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
-    num_classes = int(num_classes)
-    out_ndim = x.ndim + 1
+    num_classes = concrete_index(num_classes,
+                                 "The error arose in jax.nn.one_hot argument `num_classes`.")
+    x = jnp.asarray(x)
+    if not _dt.is_int(x.dtype):
+        warnings.warn(f"jax.nn.one_hot input should be integer-typed; got dtype={x.dtype}",
+                      DeprecationWarning, stacklevel=2)
+    dtype = _dt.canonicalize(float if dtype is None else dtype)
     if not isinstance(axis, (int, np.integer)):
         # a mesh axis name inside shard_map: each device holds its class's slice (JAX's rule)
         size = lax.axis_size(axis)
@@ -174,10 +182,14 @@ def one_hot(x, num_classes, *, dtype=jnp.float32, axis=-1):
             raise ValueError(f"Expected num_classes to match the size of axis {axis}, but "
                              f"{num_classes} != {size}")
         return jnp.astype(x == lax.axis_index(axis), dtype)
+    out_ndim = x.ndim + 1
     if not -out_ndim <= axis < out_ndim:
-        raise ValueError(f"one_hot: axis {axis} is out of bounds for a result of rank {out_ndim}")
-    hot = jnp.equal(jnp.expand_dims(x, -1), jnp.arange(num_classes))
-    return jnp.moveaxis(jnp.astype(hot, dtype), -1, axis)
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {out_ndim}")
+    position = axis % out_ndim
+    classes_shape = [1] * x.ndim
+    classes_shape.insert(position, num_classes)
+    classes = lax.broadcasted_iota(x.dtype, classes_shape, position)
+    return jnp.astype(jnp.expand_dims(x, position) == classes, dtype)
 
 
 # --- activations ------------------------------------------------------------------------------
