@@ -14,6 +14,8 @@ launch; ``shardc.distributed``).
 __version__ = "0.10.2"
 __version_info__ = (0, 10, 2)
 
+import functools as _functools
+
 from shardc import core, distributed
 from shardc.distributed import install_backend as _install_backend
 from shardc.distributed import (make_array_from_callback, make_array_from_process_local_data,
@@ -59,6 +61,7 @@ numpy_rank_promotion = _STATES["numpy_rank_promotion"]
 log_compiles = _STATES["log_compiles"]
 enable_checks = _STATES["enable_checks"]
 check_tracer_leaks = _STATES["check_tracer_leaks"]
+checking_leaks = _functools.partial(check_tracer_leaks, True)
 explain_cache_misses = _STATES["explain_cache_misses"]
 default_prng_impl = _STATES["default_prng_impl"]
 legacy_prng_key = _STATES["legacy_prng_key"]
@@ -87,7 +90,7 @@ def process_indices() -> list:
 __all__ = [
     "Array", "ConcretizationTypeError", "Device", "Mesh", "NamedSharding", "P", "PartitionSpec",
     "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
-    "block_until_ready", "check_tracer_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
+    "block_until_ready", "check_tracer_leaks", "checking_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
     "closure_convert", "comm_ledger", "config", "custom_derivatives", "custom_gradient",
     "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",

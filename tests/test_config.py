@@ -264,6 +264,9 @@ def test_top_level_flag_context_managers():
         with pytest.raises(FloatingPointError, match="encountered in sqrt"):
             jnp.sqrt(jnp.asarray(-1.0))
     assert shardc.debug_nans.value is False
+    with shardc.checking_leaks():                 # JAX's check_tracer_leaks(True)
+        assert config.jax_check_tracer_leaks is True
+    assert config.jax_check_tracer_leaks is False
     with shardc.default_matmul_precision("float32"):
         assert config.jax_default_matmul_precision == "float32"
     assert config.jax_default_matmul_precision is None
