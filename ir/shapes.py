@@ -75,7 +75,7 @@ def _check_operand_kind(prim, x: Aval):
     if prim in _COMPLEX_ONLY and not np.issubdtype(x.dtype, np.complexfloating):
         raise ShapeError(f"{prim} does not accept dtype {x.dtype.name}. Accepted dtypes are "
                          "subtypes of complexfloating.")
-    if prim is prims.conj_p and not dtypes.is_inexact(x.dtype):
+    if prim in (prims.conj_p, prims.logistic_p) and not dtypes.is_inexact(x.dtype):
         raise ShapeError(f"{prim} does not accept dtype {x.dtype.name}. Accepted dtypes are "
                          "subtypes of floating, complexfloating.")
     if prim in _REAL_ONLY and np.issubdtype(x.dtype, np.complexfloating):

@@ -61,7 +61,12 @@ def test_activation_values_everywhere_and_gradient(name, fn, ref):
                  0.5, x).astype(np.float32)
     everywhere(fn, x, ref(x.astype(np.float64)), rtol=1e-5, atol=1e-6, dtype=np.float32)
     check_grad(lambda v: fn(v).sum(), x[0])
-    # integer operands become float32 (hard_tanh's two selects keep them integers, as JAX's)
+    # integer operands become float32 (hard_tanh's two selects keep them integers, as JAX's;
+    # swish is lax.logistic's, which takes no integers)
+    if name == "swish":
+        with pytest.raises(TypeError, match="logistic does not accept dtype int32"):
+            fn(np.arange(-2, 3))
+        return
     assert np.asarray(fn(np.arange(-2, 3))).dtype == (np.int32 if name == "hard_tanh"
                                                       else np.float32)
 
@@ -78,7 +83,7 @@ def test_glu_and_standardize():
     a, b = x[:, :3], x[:, 3:]
     everywhere(nn.glu, x, a * _sigmoid(b), 1e-6, 1e-6, np.float32)
     assert_close(nn.glu(x, axis=0), x[:2] * _sigmoid(x[2:]), 1e-6, 1e-6)
-    with pytest.raises(ValueError, match="even size"):
+    with pytest.raises(AssertionError, match="axis size must be divisible by 2"):   # JAX's
         nn.glu(np.ones((2, 3), np.float32))
     want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
     everywhere(nn.standardize, x, want, 1e-5, 1e-5, np.float32)
@@ -89,6 +94,32 @@ def test_glu_and_standardize():
     masked = (x - sub.mean(-1, keepdims=True)) / np.sqrt(sub.var(-1, keepdims=True) + 1e-5)
     assert_close(nn.standardize(x, where=mask), masked, 1e-5, 1e-5)
     check_grad(lambda v: (nn.standardize(v) * np.arange(6)).sum(), x[:1], rtol=3e-2, atol=3e-3)
+
+
+def test_activations_take_the_dtypes_jaxs_take():
+    ints, bools = np.arange(-2, 3, dtype=np.int32), np.array([True, False])
+    # sigmoid is lax.logistic: floating or complex only, and silu, swish and glu with it
+    from shardc import lax
+    for fn in (lax.logistic, nn.sigmoid, nn.silu, nn.swish, lambda v: nn.glu(v[:4])):
+        with pytest.raises(TypeError, match="logistic does not accept dtype int32. Accepted "
+                                            "dtypes are subtypes of floating, complexfloating."):
+            fn(ints)
+    with pytest.raises(TypeError, match="logistic does not accept dtype int32"):
+        nn.sigmoid(2)
+    assert nn.sigmoid(2.0).dtype == np.float32
+    # booleans do not negate or subtract (log_sigmoid, log1mexp, softmax); integers do
+    for fn in (nn.log_sigmoid, nn.log1mexp, nn.softmax, nn.log_softmax):
+        with pytest.raises(TypeError):
+            fn(bools)
+    assert_close(nn.softmax(ints), np.exp(ints) / np.exp(ints).sum(), 1e-6, 1e-7,
+                 dtype=np.float32)
+    assert_close(nn.log_sigmoid(ints), -np.logaddexp(0, -ints), 1e-6, 1e-6, dtype=np.float32)
+    # squareplus promotes x and b together: an integer x with a float16 b is float16
+    assert_close(nn.squareplus(ints, np.float16(1)), (ints + np.sqrt(ints ** 2 + 1)) / 2,
+                 1e-3, 1e-3, dtype=np.float16)
+    # log1mexp's derivative is JAX's 1 / expm1(x): infinite at 0, not NaN
+    assert np.asarray(shardc.grad(nn.log1mexp)(0.0)) == np.inf
+    check_grad(lambda v: nn.log1mexp(v).sum(), np.array([0.01, 0.5, 3.0], np.float32))
 
 
 def test_one_hot_axis_dtype_and_out_of_range():

@@ -43,7 +43,9 @@ def _relu_jvp(primals, tangents):
 
 
 def sigmoid(x):
-    return bind(p.logistic_p, _inexact(x))
+    """``1 / (1 + exp(-x))``: ``lax.logistic``, so, as JAX's, of floating or complex ``x``
+    only."""
+    return lax.logistic(_as_array(x))
 
 
 def gelu(x, approximate=True):
@@ -64,7 +66,13 @@ def gelu(x, approximate=True):
 
 
 def silu(x):
+    """``x * sigmoid(x)``."""
+    x = _as_array(x)
     return x * sigmoid(x)
+
+
+def _as_array(x):
+    return jnp.asarray(x) if not hasattr(x, "dtype") else x
 
 
 def _inexact(x, mixed: bool = False):
@@ -135,7 +143,7 @@ def _stop_gradient(x):
 def log_softmax(x, axis=-1, where=None):
     """``x - logsumexp(x)`` along ``axis`` (an int, a tuple, or None for every axis); entries
     where ``where`` is False are left out of the sum and give ``-inf`` (JAX's formula)."""
-    x = _inexact(x)
+    x = _as_array(x)        # integers softmax into floats; booleans do not subtract (JAX's)
     x_max = jnp.max(x, axis=axis, keepdims=True, where=where, initial=-jnp.inf)
     x_safe = x if where is None else jnp.where(where, x, -jnp.inf)
     shifted = x_safe - _stop_gradient(x_max)
@@ -148,7 +156,7 @@ def log_softmax(x, axis=-1, where=None):
 def softmax(x, axis=-1, where=None):
     """``exp(x) / sum(exp(x))`` along ``axis`` (an int, a tuple, or None), as JAX's default
     (non-custom-jvp) softmax: entries where ``where`` is False give 0; a +inf gives NaN."""
-    x = _inexact(x)
+    x = _as_array(x)        # integers softmax into floats; booleans do not subtract (JAX's)
     x_max = jnp.max(x, axis=axis, keepdims=True, where=where, initial=-jnp.inf)
     x_safe = x if where is None else jnp.where(where, x, -jnp.inf)
     unnormalized = jnp.exp(x_safe - _stop_gradient(x_max))
@@ -173,7 +181,7 @@ def one_hot(x, num_classes, *, dtype=None, axis=-1):
     x = jnp.asarray(x)
     if not _dt.is_int(x.dtype):
         warnings.warn(f"jax.nn.one_hot input should be integer-typed; got dtype={x.dtype}",
-                      DeprecationWarning, stacklevel=2)
+                      DeprecationWarning)
     dtype = _dt.canonicalize(float if dtype is None else dtype)
     if not isinstance(axis, (int, np.integer)):
         # a mesh axis name inside shard_map: each device holds its class's slice (JAX's rule)
@@ -231,7 +239,7 @@ def soft_sign(x):
 @keeps_weak
 def log_sigmoid(x):
     """``log(sigmoid(x)) = -softplus(-x)``."""
-    return -softplus(-_inexact(x))
+    return -softplus(-_as_array(x))           # booleans do not negate (JAX's)
 
 
 def tanh(x):
@@ -268,10 +276,9 @@ def selu(x):
 
 def glu(x, axis=-1):
     """Gated linear unit: ``a * sigmoid(b)`` for the two halves ``a, b`` of ``x`` along ``axis``."""
-    x = _inexact(x)
-    size = x.shape[axis]
-    if size % 2:
-        raise ValueError(f"glu: axis {axis} of {x.shape} must have an even size, got {size}")
+    x = _as_array(x)
+    if x.shape[axis] % 2:
+        raise AssertionError("axis size must be divisible by 2")      # JAX's assert
     a, b = jnp.split(x, 2, axis=axis)
     return a * sigmoid(b)
 
@@ -453,13 +460,14 @@ def identity(x):
 @keeps_weak
 def mish(x):
     """``x * tanh(softplus(x))``."""
-    x = _inexact(x)
+    x = _as_array(x)
     return x * jnp.tanh(softplus(x))
 
 
 def squareplus(x, b=4):
-    """``(x + sqrt(x**2 + b)) / 2``: a smooth relu."""
-    x = _inexact(x)
+    """``(x + sqrt(x**2 + b)) / 2``: a smooth relu (``x`` and ``b`` promote together, as
+    JAX's)."""
+    x, b = _as_array(x), _as_array(b)
     return (x + jnp.sqrt(jnp.square(x) + b)) / 2
 
 
@@ -477,9 +485,20 @@ def sparse_sigmoid(x):
 
 
 def log1mexp(x):
-    """``log(1 - exp(-x))`` for ``x > 0``, accurate near 0 and for large ``x``."""
-    x = _inexact(x)
-    return jnp.where(x > np.log(2.0), jnp.log1p(-jnp.exp(-x)), jnp.log(-jnp.expm1(-x)))
+    """``log(1 - exp(-x))`` for ``x > 0``, accurate near 0 and for large ``x``; its
+    derivative is ``1 / expm1(x)`` (JAX's rule: no NaN from the branch not taken)."""
+    return _log1mexp(_as_array(x))                  # booleans do not negate (JAX's)
+
+
+@custom_jvp
+def _log1mexp(x):
+    return jnp.where(x < np.log(2.0), jnp.log(-jnp.expm1(-x)), jnp.log1p(-jnp.exp(-x)))
+
+
+@_log1mexp.defjvp
+def _log1mexp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _log1mexp(x), t / jnp.expm1(x)
 
 
 def logmeanexp(x, axis=None, where=None, keepdims=False):
