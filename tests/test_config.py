@@ -252,6 +252,21 @@ def test_debug_nans_and_infs_name_the_operation():
         body(jnp.asarray([0.0, 1.0, 2.0, 3.0]))
 
 
+def test_debug_infs_leaves_a_reductions_python_initial_alone():
+    # max(..., initial=-inf) of a narrower dtype (float32 under x64, bfloat16) makes no -inf
+    # value of its own (JAX: the initial is a literal), so debug_infs has nothing to flag;
+    # attention masks float64 logits this way
+    with shardc.debug_infs(True):
+        assert float(jnp.max(jnp.zeros(3, jnp.bfloat16), initial=-np.inf)) == 0.0
+        with shardc.enable_x64():
+            assert float(jnp.max(jnp.zeros(3, np.float32), initial=-np.inf)) == 0.0
+            assert float(jnp.min(jnp.zeros(3, np.float32), initial=np.inf)) == 0.0
+            out = shardc.nn.dot_product_attention(
+                jnp.zeros((5, 6, 11), np.float64), jnp.zeros((7, 3, 11), np.float64),
+                jnp.zeros((7, 3, 11), np.float64), mask=jnp.arange(7) <= 3)
+            assert out.dtype == np.float64 and out.shape == (5, 6, 11)
+
+
 def test_top_level_flag_context_managers():
     assert shardc.enable_x64.value is False
     with shardc.enable_x64(True):

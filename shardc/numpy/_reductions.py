@@ -119,11 +119,12 @@ def _reduction(prim, x, axis, keepdims, dtype=None, initial=None, where=None,
                  np.array(_identity(prim, dtype_of(x)), dtype_of(x)), dtype_of(x))
     result = bind(prim, x, axes=axes)
     if initial is not None:
-        initial = as_array(initial)
         if shape_of(initial) != ():
             raise ValueError(f"initial value must be a scalar. Got array of shape "
                              f"{shape_of(initial)}")
-        result = _COMBINE[prim](result, astype(initial, dtype_of(result)))
+        # convert, not as_array: a Python number becomes a literal of the result's dtype, so
+        # no operation makes the -inf of max(..., initial=-inf) (debug_infs flags none, as JAX)
+        result = _COMBINE[prim](result, convert(initial, dtype_of(result)))
     return _keep(x, astype(result, result_dtype), axes, keepdims)
 
 
