@@ -66,6 +66,13 @@ def linearize_flat(fun, flat_primals, in_tree):
     unknown_in = [False] * n_in + [True] * n_tan
     split = partial_eval(jvp_prog, unknown_in, [False] * n_out + [True] * n_out)
     known = eval_program(split.known, list(rule_consts) + list(consts) + list(flat_primals))
+    if len(known) - split.num_residuals != n_out:
+        # an operation holding primal and tangent computations together (a custom_vmap's
+        # JVP) made a primal output depend on tangents
+        raise ValueError("Linearization failed to produce known values for all output "
+                         "primals. This is typically caused by attempting to differentiate a "
+                         "function uses an operation that does not support reverse-mode "
+                         "autodiff.")
     primal_outs = _weakened_results(known[:len(known) - split.num_residuals], out_weak,
                                     flat_primals)
     residuals = known[len(known) - split.num_residuals:]

@@ -30,9 +30,11 @@ import numpy as np
 
 from compiler import tree
 from compiler.ad_core import (Linear, backward_pass, eval_program, instantiate,
-                               is_differentiable, jvp_rules, transpose_rules, zeros_like_aval)
-from compiler.batching import batching_rules, control_rules, moveaxis
-from compiler.vmap import vmap
+                               is_differentiable, jvp_eval, jvp_rules, transpose_rules,
+                               zeros_like_aval)
+from compiler.batching import batch_size, batching_rules, control_rules, moveaxis
+from compiler.control_flow import scan
+from compiler.vmap import vmap, vmap_unrestricted
 from compiler.eager import ShardTrace
 from compiler.inline_calls import custom_vjp_jvp_error
 from compiler.replication import infer_vma, vma_rules
@@ -136,6 +138,15 @@ def _live(rule, what: str):
         "instead")
 
 
+def forward_def(custom, name: str):
+    """A custom function's missing ``def*`` method is the function's it wraps (JAX's): one
+    decorator around another still takes the inner one's rules."""
+    fun = custom.__dict__.get("fun")
+    if name.startswith("def") and fun is not None:
+        return getattr(fun, name)
+    raise AttributeError(f"{type(custom).__name__!r} object has no attribute {name!r}")
+
+
 class CustomVJPException(Exception):
     """A custom_vjp function differentiated with respect to a value it closes over."""
 
@@ -179,6 +190,9 @@ class custom_jvp:
         self.jvp = jvp
         self.symbolic_zeros = symbolic_zeros
         return jvp
+
+    def __getattr__(self, name):
+        return forward_def(self, name)
 
     def defjvps(self, *jvps):
         """One rule per argument: ``jvp_k(tangent_k, primal_out, *primals)``, summed (None: the
@@ -240,6 +254,9 @@ class custom_vjp:
         self.fwd = fwd
         self.bwd = bwd
         self.symbolic_zeros = symbolic_zeros
+
+    def __getattr__(self, name):
+        return forward_def(self, name)
 
     def __get__(self, instance, owner=None):
         return self if instance is None else functools.partial(self, instance)
@@ -777,3 +794,169 @@ def _named(rule):
 
 control_rules[p.custom_jvp_call_p] = _named(_custom_jvp_call_batch)
 control_rules[p.custom_vjp_call_p] = _named(_custom_vjp_call_batch)
+
+
+# --- custom_vmap --------------------------------------------------------------------------------
+
+class custom_vmap:
+    """A function with its own batching rule (JAX's ``jax.custom_batching.custom_vmap``):
+    under ``vmap`` the rule runs in its place, elsewhere the function does.
+    ``rule(axis_size, in_batched, *args)`` gets the arguments, batched ones with the batch
+    axis leading, and ``in_batched`` (one tree of booleans per argument); it returns
+    ``(outputs, out_batched)``, batched outputs with the batch axis leading.
+
+    >>> @custom_vmap
+    ... def f(x): return jnp.sin(x)
+    >>> @f.def_vmap
+    ... def f_vmap(axis_size, in_batched, xs): return jnp.cos(xs), in_batched[0]
+    """
+
+    def __init__(self, fun):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.vmap_rule = None
+
+    def def_vmap(self, vmap_rule):
+        """Set the batching rule; returns it unchanged (a decorator)."""
+        self.vmap_rule = vmap_rule
+        return vmap_rule
+
+    def __getattr__(self, name):
+        return forward_def(self, name)
+
+    def __get__(self, instance, owner=None):
+        return self if instance is None else functools.partial(self, instance)
+
+    def __call__(self, *args, **kwargs):
+        name = function_name(self.fun)
+        args = _resolve_args(self.fun, args, kwargs, "custom_vmap", name)
+        if self.vmap_rule is None:
+            raise AttributeError(f"No batching rule defined for custom_vmap function {name} "
+                                 "using def_vmap.")
+        flat, in_tree, weak = _flat_arguments(args, "custom_vmap", name)
+        body, consts, out_tree, out_weak = _trace_primal(self.fun, flat, in_tree, weak)
+        rule_name = function_name(self.vmap_rule)
+        rule = functools.partial(_flat_vmap_rule, self.vmap_rule, rule_name, in_tree, out_tree)
+        outs = bind(p.custom_vmap_call_p, *consts, *flat, jaxpr=body,
+                    vmap_rule=CustomRule(rule, rule_name), name=name, num_consts=len(consts))
+        return tree.tree_unflatten(out_tree, weakened_where(outs, out_weak))
+
+
+def _flat_vmap_rule(rule, rule_name, in_tree, out_tree, axis_size, in_batched, args):
+    """The user's rule on flat lists: (outputs, whether each is batched), with JAX's checks of
+    the trees it returns."""
+    batched_tree = tree.tree_unflatten(in_tree, list(in_batched))
+    out, out_batched = rule(axis_size, list(batched_tree),
+                            *tree.tree_unflatten(in_tree, list(args)))
+    outs, got_tree = tree.tree_flatten(out)
+    flags, flags_tree = tree.tree_flatten(out_batched)
+    if got_tree != flags_tree:
+        raise ValueError("structure of output value and output batching specification "
+                         f"returned by custom vmap rule ({rule_name}) do not match.\n"
+                         f"Output values: {got_tree}\nBatching spec: {flags_tree}")
+    if got_tree != out_tree:
+        raise ValueError(f"structure of output returned by custom vmap rule ({rule_name}) "
+                         "does not match that of original custom-vmapped function.\n"
+                         f"Original output: {out_tree}\nRule output: {got_tree}")
+    return outs, [bool(b) for b in flags]
+
+
+def _custom_vmap_call_batch(values, dims, *, jaxpr, vmap_rule, name, num_consts):
+    if any(d is not None for d in dims[:num_consts]):
+        raise NotImplementedError(
+            f"custom_vmap function {name} closes over a value batched by an enclosing vmap; "
+            "pass it as an argument")
+    size = batch_size(values, dims)
+    args = [v if d is None else moveaxis(v, d, 0)
+            for v, d in zip(values[num_consts:], dims[num_consts:])]
+    outs, out_batched = _live(vmap_rule, "vmap")(
+        size, [d is not None for d in dims[num_consts:]], args)
+    return list(outs), [0 if b else None for b in out_batched]
+
+
+batching_rules[p.custom_vmap_call_p] = _custom_vmap_call_batch
+
+
+def _custom_vmap_call_jvp(primals, tangents, *, jaxpr, vmap_rule, name, num_consts):
+    """A custom_vmap call of the program's JVP, whose batching rule is the JVP of the user's
+    rule (JAX's): vmap of a jvp still runs the rule."""
+    rule = _live(vmap_rule, "vmap")
+    if any(t is not None for t in tangents[:num_consts]):
+        raise CustomVJPException("custom_vmap", "vmap")
+    consts, args = list(primals[:num_consts]), list(primals[num_consts:])
+    arg_tangents = [instantiate(t, aval_of(a)) for a, t in zip(args, tangents[num_consts:])]
+    n = len(args)
+
+    def program_jvp(*values):
+        outs, out_tangents = jvp_eval(jaxpr, consts + list(values[:n]),
+                                      [None] * num_consts + list(values[n:]))
+        return outs + [instantiate(t, aval_of(o)) for o, t in zip(outs, out_tangents)]
+
+    flat = args + arg_tangents
+    body, body_consts, _, _ = _trace_primal(program_jvp, flat, tree.tree_structure(tuple(flat)),
+                                            [weakly_typed(x) for x in flat])
+    outs = bind(p.custom_vmap_call_p, *body_consts, *flat, jaxpr=body,
+                vmap_rule=CustomRule(functools.partial(_vmap_rule_jvp, rule, n), rule.name),
+                name=name, num_consts=len(body_consts))
+    m = len(outs) // 2
+    return outs[:m], [t if is_differentiable(aval_of(o)) else None
+                      for o, t in zip(outs[:m], outs[m:])]
+
+
+def _vmap_rule_jvp(rule, n, axis_size, in_batched, values):
+    """The JVP of a batching rule (JAX's): the rule sees as batched the arguments whose primal
+    and tangent both are, and is differentiated; a primal batched where its tangent is not (or
+    the reverse) is batched by a vmap around that, whose results say what it batched."""
+    batched_p, batched_t = in_batched[:n], in_batched[n:]
+    both = [bp and bt for bp, bt in zip(batched_p, batched_t)]
+    extra = ([0 if bp and not bt else None for bp, bt in zip(batched_p, batched_t)]
+             + [0 if bt and not bp else None for bp, bt in zip(batched_p, batched_t)])
+    seen = []
+
+    def apply(*primals):
+        outs, out_batched = rule(axis_size, both, list(primals))
+        seen.append(out_batched)
+        return list(outs)
+
+    def rule_jvp(*values):
+        primals = list(values[:n])
+        body, consts, _, _ = _trace_primal(apply, primals, tree.tree_structure(tuple(primals)),
+                                           [weakly_typed(x) for x in primals])
+        outs, out_tangents = jvp_eval(body, list(consts) + primals,
+                                      [None] * len(consts) + list(values[n:]))
+        return outs + [instantiate(t, aval_of(o)) for o, t in zip(outs, out_tangents)]
+
+    if any(d is not None for d in extra):
+        outs, dims = vmap_unrestricted(rule_jvp, list(values), extra, axis_size)
+    else:
+        outs = rule_jvp(*values)
+        dims = [None] * len(outs)
+    m = len(outs) // 2
+    out_both = list(seen[0])
+    return outs, ([b or d is not None for b, d in zip(out_both, dims[:m])]
+                  + [b or d is not None for b, d in zip(out_both, dims[m:])])
+
+
+jvp_rules[p.custom_vmap_call_p] = _custom_vmap_call_jvp
+
+
+def sequential_vmap(f):
+    """A custom_vmap whose batching rule maps ``f`` over the batch one member at a time
+    (``lax.map``), for functions that do not batch themselves."""
+    f = custom_vmap(f)
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, *args):
+        leaves, args_tree = tree.tree_flatten(list(args))
+        flags = tree.tree_leaves(in_batched)
+        mapped = [leaf for leaf, b in zip(leaves, flags) if b]
+
+        def member(carry, members):
+            it = iter(members)
+            merged = [next(it) if b else leaf for leaf, b in zip(leaves, flags)]
+            return carry, f(*tree.tree_unflatten(args_tree, merged))
+
+        _, out = scan(member, None, mapped, length=axis_size)
+        return out, tree.tree_map(lambda _: True, out)
+
+    return f

@@ -15,7 +15,7 @@ import inspect
 
 from compiler import tree
 from compiler.batching import (BatchTrace, BatchTracer, NamedAxis, batch_at, member_aval,
-                               named_axis, ndim_of)
+                               moveaxis, named_axis, ndim_of)
 from compiler.shard_map import function_name
 from ir import dtypes
 from ir import primitives as prims
@@ -77,6 +77,18 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None
     return batched
 
 
+def vmap_unrestricted(fun, values, axes, size: int):
+    """``fun`` batched over ``values`` (flat; ``axes`` their batch dims, None where unbatched):
+    (its flat results, each result's batch dim at 0 or None where it is unbatched). Unlike
+    ``vmap``, the results' batching is read off, not asked for (JAX's)."""
+    trace = BatchTrace(current_trace(), size)
+    tracers = [v if a is None else BatchTracer(trace, v, a) for v, a in zip(values, axes)]
+    with set_current_trace(trace):
+        outs = [trace.unwrap(o) for o in fun(*tracers)]
+    return ([v if d is None else moveaxis(v, d, 0) for v, d in outs],
+            [None if d is None else 0 for _, d in outs])
+
+
 def _check_axis_spec(spec, which: str):
     leaves = tree.tree_leaves(spec, is_leaf=_is_axis_leaf)
     if not all(_is_axis_leaf(leaf) for leaf in leaves):
@@ -122,6 +134,7 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
         # every member
         unwrapped = [(o, None) if dtypes.is_float0(o) else trace.unwrap(o) for o in outs]
     out_specs = _flat_out_axes(out_axes, result)
+    _check_unmapped_outputs(result, unwrapped, out_specs, axis_name)
     moved = [_batched_float0(v, a, size) if dtypes.is_float0(v) else
              _place_batch_axis(v, d, a, size) for (v, d), a in zip(unwrapped, out_specs)]
     if trace.batch_spec:
@@ -277,6 +290,18 @@ def _type_text(x) -> str:
         return aval_of(x).str_long()
     except (TypeError, ValueError):
         return "unknown"
+
+
+def _check_unmapped_outputs(result, unwrapped, out_specs, axis_name) -> None:
+    """JAX's ValueError for an output batched where out_axes asks for none, naming its
+    place in out_axes (or the vmap's axis name)."""
+    for k, ((_, dim), out_axis) in enumerate(zip(unwrapped, out_specs)):
+        if out_axis is None and dim is not None:
+            if axis_name is not None:
+                raise ValueError(f"vmap has mapped output (axis_name={axis_name}) but out_axes "
+                                 "is None")
+            raise ValueError(f"at vmap out_axes{tree.leaf_paths(result)[k]}, got axis spec None "
+                             f"but output was batched on axis {dim}")
 
 
 def _place_batch_axis(value, dim, out_axis, size):

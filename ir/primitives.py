@@ -299,7 +299,10 @@ custom_jvp_call_p = primitive("custom_jvp_call", multiple_results=True, kind="hi
 #   [jaxpr, jvp, name, num_consts, symbolic_zeros]
 custom_vjp_call_p = primitive("custom_vjp_call", multiple_results=True, kind="higher")
 #   [jaxpr, fwd, bwd, name, num_consts, symbolic_zeros]
-CUSTOM_CALLS = (custom_jvp_call_p, custom_vjp_call_p)
+# A function with its own batching rule: run as its program, batched by the user's rule.
+custom_vmap_call_p = primitive("custom_vmap_call", multiple_results=True, kind="higher")
+#   [jaxpr, vmap_rule, name, num_consts]
+CUSTOM_CALLS = (custom_jvp_call_p, custom_vjp_call_p, custom_vmap_call_p)
 # The tangent of a custom_vjp function's outputs: linear in its tangent operands, transposed by
 # calling the user's bwd rule; it has no forward-mode meaning of its own.
 custom_lin_p = primitive("custom_lin", multiple_results=True)

@@ -32,8 +32,9 @@ from ir.sharding import Mesh, NamedSharding, PartitionSpec, ReplicationError
 from runtime.array import Array
 from runtime.devices import (Device, device_count, devices, local_devices, process_count,
                              process_index)
-from shardc import (ad_checkpoint, custom_derivatives, debug, dtypes, errors, flatten_util, lax,
-                    nn, numpy, ops, random, scipy, sharding, tree, tree_util, typing)
+from shardc import (ad_checkpoint, custom_batching, custom_derivatives, debug, dtypes, errors,
+                    flatten_util, lax, nn, numpy, ops, random, scipy, sharding, tree, tree_util,
+                    typing)
 from shardc._devices import device_put, local_device_count, make_mesh
 from shardc._extras import (block_until_ready, default_backend, device_get, effects_barrier,
                             eval_shape, named_call, named_scope, smap)
@@ -91,7 +92,8 @@ __all__ = [
     "Array", "ConcretizationTypeError", "Device", "Mesh", "NamedSharding", "P", "PartitionSpec",
     "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
     "block_until_ready", "check_tracer_leaks", "checking_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
-    "closure_convert", "comm_ledger", "config", "custom_derivatives", "custom_gradient",
+    "closure_convert", "comm_ledger", "config", "custom_batching", "custom_derivatives",
+    "custom_gradient",
     "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
     "debug_key_reuse", "default_prng_impl", "legacy_prng_key", "device_count", "device_get",

@@ -441,8 +441,15 @@ def test_in_axes_structure_errors():
 
 def test_out_axes_errors():
     xs = jnp.zeros((3, 2))
-    with pytest.raises(ValueError, match="^vmap has mapped output but out_axes is None$"):
+    with pytest.raises(ValueError, match=r"^at vmap out_axes, got axis spec None but output "
+                                         r"was batched on axis 0$"):
         jax.vmap(lambda x: x, out_axes=None)(xs)
+    with pytest.raises(ValueError, match=r"^at vmap out_axes\[0\], got axis spec None but "
+                                         r"output was batched on axis 0$"):
+        jax.vmap(lambda x: (x[0], x), out_axes=(None, None))(xs)
+    with pytest.raises(ValueError, match=r"^vmap has mapped output \(axis_name=i\) but out_axes "
+                                         r"is None$"):
+        jax.vmap(lambda x: x, out_axes=None, axis_name="i")(xs)
     with pytest.raises(ValueError, match="out_axes specification must be a tree prefix"):
         jax.vmap(lambda x: (x, x), out_axes=(0, 0, 0))(xs)
     with pytest.raises(ValueError, match="axis 3 is out of bounds for array of dimension 2"):
