@@ -1314,3 +1314,20 @@ def test_empty_masks_scalar_updates_and_static_index_checks():
         assert float(x.at[0, 0, 9].get(mode="clip")) == 0.0     # only where it would clamp
     finally:
         shardc.config.update("jax_check_static_indices", False)
+
+
+def test_bad_index_entries_raise_jax_errors():
+    for index, error, message in (
+            (0.0, TypeError, "Indexer must have integer or boolean type, got indexer with type "
+                             "float64"),
+            ((np.arange(2), 1 + 1j), TypeError, "got indexer with type complex128"),
+            ("abc", TypeError, "JAX does not support string indexing; got idx='abc'"),
+            ((slice(None), "abc"), TypeError, "JAX does not support string indexing"),
+            (object(), IndexError, "only integers, slices (`:`), ellipsis (`...`), newaxis "
+                                   "(`None`) and integer or boolean arrays are valid indices")):
+        with pytest.raises(error, match=re.escape(message)):
+            jnp.zeros((2, 2))[index]
+    # slice bounds must be static: a traced bound would decide the shape
+    with pytest.raises(IndexError, match=r"Slice entries must be static integers. Got "
+                                         r"slice\(None, .*\) at position 1"):
+        shardc.jit(lambda x, i: x[:, :i])(jnp.zeros((2, 5)), 2)

@@ -76,9 +76,16 @@ def _is_dynamic_scalar(x) -> bool:
     return False
 
 
-def _check_entry(entry):
-    """TypeError for an index entry that is not an integer, a slice, None, ... or a mask."""
-    if entry is None or entry is Ellipsis or isinstance(entry, slice):
+def _check_entry(entry, position: int = 0):
+    """JAX's errors for an index entry that is not an integer, a slice with static bounds,
+    None, ... or an integer or boolean array."""
+    if entry is None or entry is Ellipsis:
+        return
+    if isinstance(entry, slice):
+        if any(isinstance(value_if_known(b), Tracer)
+               for b in (entry.start, entry.stop, entry.step)):
+            raise IndexError(f"Slice entries must be static integers. Got {entry} at position "
+                             f"{position}")
         return
     if isinstance(entry, (bool, int, np.bool_, np.integer)):
         return
@@ -88,8 +95,13 @@ def _check_entry(entry):
             return
         raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
                         f"{dtype}")
-    raise TypeError(f"Indexer must be an integer, a slice, None, Ellipsis or an integer array, "
-                    f"got {entry!r} of type {type(entry).__name__}")
+    if isinstance(entry, str):
+        raise TypeError(f"JAX does not support string indexing; got idx={entry!r}")
+    if isinstance(entry, (float, complex, np.generic)):
+        raise TypeError("Indexer must have integer or boolean type, got indexer with type "
+                        f"{np.dtype(type(entry))}")
+    raise IndexError("only integers, slices (`:`), ellipsis (`...`), newaxis (`None`) and "
+                     f"integer or boolean arrays are valid indices. Got {entry}")
 
 
 def _expand_index(index, ndim, keep_scalar_bools=False):
@@ -101,8 +113,8 @@ def _expand_index(index, ndim, keep_scalar_bools=False):
     """
     if not isinstance(index, tuple):
         index = (index,)
-    for entry in index:
-        _check_entry(entry)
+    for position, entry in enumerate(index):
+        _check_entry(entry, position)
     if sum(1 for i in index if i is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if not keep_scalar_bools:
