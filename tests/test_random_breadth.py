@@ -375,3 +375,26 @@ def test_randint_bounds_traced_arrays_clipped_and_wide():
         random.randint(key, (2,), 0, 3, np.float32)
     with pytest.raises(ValueError, match="randint parameter shapes must be broadcast-compatible"):
         random.randint(key, (2,), np.zeros(3, np.int32), 5)
+
+
+def test_default_dtypes_follow_x64_as_jax_does():
+    """Samplers default to the default float, int or uint: 64-bit ones under x64 (JAX's
+    ``dtype=float``), 32-bit ones otherwise; 64-bit bits fill both words."""
+    from shardc.experimental import enable_x64
+    key = random.key(0)
+    draws = lambda: {
+        "uniform": random.uniform(key, (3,)), "normal": random.normal(key, (3,)),
+        "gamma": random.gamma(key, 2.0, (3,)), "cauchy": random.cauchy(key, (3,)),
+        "randint": random.randint(key, (3,), 0, 10), "poisson": random.poisson(key, 3.0, (3,)),
+        "geometric": random.geometric(key, 0.5, (3,)), "bits": random.bits(key, (64,))}
+    with enable_x64():
+        wide = draws()
+    narrow = draws()
+    for name in ("uniform", "normal", "gamma", "cauchy"):
+        assert (wide[name].dtype, narrow[name].dtype) == (np.float64, np.float32), name
+    for name in ("randint", "poisson", "geometric"):
+        assert (wide[name].dtype, narrow[name].dtype) == (np.int64, np.int32), name
+    assert (wide["bits"].dtype, narrow["bits"].dtype) == (np.uint64, np.uint32)
+    assert (np.asarray(wide["bits"]) >> np.uint64(32)).any()      # the high word is drawn too
+    assert 0 <= float(np.asarray(wide["uniform"]).min()) and float(
+        np.asarray(wide["uniform"]).max()) < 1

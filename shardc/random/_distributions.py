@@ -24,7 +24,7 @@ __all__ = [
 
 
 @takes_out_sharding
-def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
+def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
     """Uniform floats in ``[minval, maxval)``; ``dtype`` must be a floating one (JAX's
     ValueError otherwise)."""
     dtype = _dt.canonicalize(dtype)
@@ -40,7 +40,7 @@ def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
 
 
 @takes_out_sharding
-def normal(key, shape=(), dtype=np.float32):
+def normal(key, shape=(), dtype=float):
     """Standard normal floats (Box-Muller over two uniform draws). A complex ``dtype`` draws
     the real and imaginary parts independently, each of variance 1/2 (JAX's), so
     ``E|z|**2 == 1``."""
@@ -70,7 +70,7 @@ def _normal_real(key, shape, dtype):
 
 
 @takes_out_sharding
-def randint(key, shape, minval, maxval, dtype=np.int32):
+def randint(key, shape, minval, maxval, dtype=int):
     """Integers in ``[minval, maxval)``: the bounds may be traced, or arrays broadcasting to
     ``shape``; they are clipped to ``dtype``'s range (``maxval`` one past it still reaches
     its largest value), and ``maxval <= minval`` gives ``minval``.
@@ -182,28 +182,28 @@ def _random_order(key, shape, axis):
 
 
 @takes_out_sharding
-def exponential(key, shape=(), dtype=np.float32):
+def exponential(key, shape=(), dtype=float):
     """Exponential floats with rate 1 (mean 1): ``-log(1 - u)``."""
     u, dtype = _unit_open(key, shape, dtype, "exponential")
     return jnp.astype(jnp.negative(jnp.log1p(jnp.negative(u))), dtype)
 
 
 @takes_out_sharding
-def gumbel(key, shape=(), dtype=np.float32):
+def gumbel(key, shape=(), dtype=float):
     """Standard Gumbel floats (location 0, scale 1): ``-log(-log u)``."""
     u, dtype = _unit_open(key, shape, dtype, "gumbel")
     return jnp.astype(jnp.negative(jnp.log(jnp.negative(jnp.log(u)))), dtype)
 
 
 @takes_out_sharding
-def logistic(key, shape=(), dtype=np.float32):
+def logistic(key, shape=(), dtype=float):
     """Standard logistic floats: ``log(u / (1 - u))``."""
     u, dtype = _unit_open(key, shape, dtype, "logistic")
     return jnp.astype(jnp.subtract(jnp.log(u), jnp.log1p(jnp.negative(u))), dtype)
 
 
 @takes_out_sharding
-def laplace(key, shape=(), dtype=np.float32):
+def laplace(key, shape=(), dtype=float):
     """Standard Laplace floats (location 0, scale 1): ``-sign(v) log(1 - |v|)``, ``v`` uniform
     in (-1, 1)."""
     u, dtype = _unit_open(key, shape, dtype, "laplace")
@@ -213,7 +213,7 @@ def laplace(key, shape=(), dtype=np.float32):
 
 
 @takes_out_sharding
-def rademacher(key, shape=(), dtype=np.int32):
+def rademacher(key, shape=(), dtype=int):
     """-1 or +1 with equal probability."""
     single_key("rademacher", key)
     return jnp.astype(jnp.subtract(jnp.multiply(jnp.astype(bernoulli(key, 0.5, shape), np.int32),
@@ -221,7 +221,7 @@ def rademacher(key, shape=(), dtype=np.int32):
 
 
 @takes_out_sharding
-def truncated_normal(key, lower, upper, shape=None, dtype=np.float32):
+def truncated_normal(key, lower, upper, shape=None, dtype=float):
     """Standard normal floats conditioned on ``lower < x < upper`` (by inverting the CDF).
 
     ``shape`` defaults to the broadcast shape of ``lower`` and ``upper``.
@@ -313,7 +313,7 @@ def _choice_indices(key, n, count, replace, p):
 
 
 @takes_out_sharding
-def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="cholesky"):
+def multivariate_normal(key, mean, cov, shape=None, dtype=float, method="cholesky"):
     """Normal vectors with ``mean`` (``[..., n]``) and covariance ``cov`` (``[..., n, n]``):
     ``mean + L z`` with ``z`` standard normal and ``L L^T = cov``: the Cholesky factor
     (``method='cholesky'``) or ``V sqrt(w)`` from ``eigh`` (``method='eigh'``, which also takes
@@ -347,7 +347,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=np.float32, method="ch
 
 
 @takes_out_sharding
-def gamma(key, a, shape=None, dtype=np.float32):
+def gamma(key, a, shape=None, dtype=float):
     """Gamma(``a``, 1) floats (``a > 0``, broadcast to ``shape``), by Marsaglia and Tsang's
     rejection method: every entry redraws until accepted (a ``while_loop``; the expected
     number of rounds is small). ``a < 1`` draws Gamma(a + 1) times ``u ** (1/a)``.
@@ -381,7 +381,7 @@ def gamma(key, a, shape=None, dtype=np.float32):
 
 
 @takes_out_sharding
-def beta(key, a, b, shape=None, dtype=np.float32):
+def beta(key, a, b, shape=None, dtype=float):
     """Beta(``a``, ``b``) floats: ``X / (X + Y)`` with X ~ Gamma(a), Y ~ Gamma(b)."""
     single_key("beta", key)
     dtype = _dt.canonicalize(dtype)
@@ -394,7 +394,7 @@ def beta(key, a, b, shape=None, dtype=np.float32):
 
 
 @takes_out_sharding
-def dirichlet(key, alpha, shape=None, dtype=np.float32):
+def dirichlet(key, alpha, shape=None, dtype=float):
     """Dirichlet(``alpha``) vectors (``alpha``'s last dimension is the number of categories):
     independent Gamma draws normalised to sum to 1."""
     single_key("dirichlet", key)
@@ -408,7 +408,7 @@ def dirichlet(key, alpha, shape=None, dtype=np.float32):
 
 
 @takes_out_sharding
-def poisson(key, lam, shape=None, dtype=np.int32):
+def poisson(key, lam, shape=None, dtype=int):
     """Poisson(``lam``) integers (``lam >= 0``, broadcast to ``shape``): counting unit-rate
     exponential arrivals for ``lam < 10``, Hormann's transformed rejection (PTRS) above; each
     a ``while_loop`` that redraws until every entry is done."""
@@ -427,7 +427,7 @@ def _poisson_by_arrivals(key, lam, active):
 
     def step(state):
         rounds, count, elapsed, done = state
-        gap = exponential(fold_in(key, rounds), lam.shape)
+        gap = exponential(fold_in(key, rounds), lam.shape, np.float32)
         elapsed = elapsed + gap
         arrived = ~done & (elapsed <= lam)
         return rounds + 1, count + jnp.astype(arrived, np.float32), elapsed, done | ~arrived
@@ -447,8 +447,9 @@ def _poisson_by_rejection(key, lam, active):
     def step(state):
         rounds, sample, done = state
         round_key = fold_in(key, rounds)
-        u = uniform(round_key, lam.shape) - 0.5
-        v = uniform(fold_in(round_key, 1), lam.shape, minval=np.finfo(np.float32).tiny)
+        u = uniform(round_key, lam.shape, np.float32) - 0.5
+        v = uniform(fold_in(round_key, 1), lam.shape, np.float32,
+                    minval=np.finfo(np.float32).tiny)
         us = 0.5 - jnp.abs(u)
         k = jnp.floor((2 * a / us + b) * u + lam + 0.43)
         quick = (us >= 0.07) & (v <= v_r)

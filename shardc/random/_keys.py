@@ -402,8 +402,14 @@ def fold_in(key, data):
 
 
 @takes_out_sharding
-def bits(key, shape=(), dtype=np.uint32):
-    return jnp.astype(random_bits(key, sample_shape(shape), "bits"), dtype)
+def bits(key, shape=(), dtype=None):
+    """Random unsigned integers of ``dtype`` (the default unsigned one: uint64 under x64);
+    64-bit ones from two 32-bit words."""
+    dtype = _dt.canonicalize(np.uint if dtype is None else dtype)
+    if dtype.itemsize <= 4:
+        return jnp.astype(random_bits(key, sample_shape(shape), "bits"), dtype)
+    words = jnp.astype(random_bits(key, sample_shape(shape) + (2,), "bits"), dtype)
+    return jnp.bitwise_or(jnp.left_shift(words[..., 0], dtype.type(32)), words[..., 1])
 
 
 def sample_shape(shape) -> tuple:

@@ -24,7 +24,7 @@ __all__ = [
 
 
 def _float_dtype(dtype):
-    return _dt.canonicalize(np.float32 if dtype is None else dtype)
+    return _dt.canonicalize(float if dtype is None else dtype)
 
 
 def _shape_of(shape, *params) -> tuple:
@@ -144,7 +144,7 @@ def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
 def geometric(key, p, shape=None, dtype=None):
     """The number of Bernoulli(``p``) trials up to the first success (1, 2, ...)."""
     single_key("geometric", key)
-    dtype = _dt.canonicalize(np.int32 if dtype is None else dtype)
+    dtype = _dt.canonicalize(int if dtype is None else dtype)
     shape = _shape_of(shape, p)
     u = _open_unit(key, shape, np.float32)
     p = jnp.asarray(p, np.float32)
