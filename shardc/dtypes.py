@@ -27,7 +27,7 @@ __all__ = [
     "int4", "uint2", "uint4", "generic", "number", "inexact", "floating", "complexfloating",
     "integer", "signedinteger", "unsignedinteger", "issubdtype", "promote_types",
     "canonicalize_dtype", "is_weakly_typed", "result_type", "finfo", "iinfo", "can_cast",
-    "float0", "extended", "prng_key",
+    "float0", "extended", "prng_key", "itemsize_bits",
 ]
 
 TypePromotionError = _dt.TypePromotionError
@@ -154,4 +154,20 @@ def promotion(*args) -> tuple:
 
 finfo = ml_dtypes.finfo       # np.finfo extended to bfloat16 and the small floats
 iinfo = ml_dtypes.iinfo       # np.iinfo extended to int2/int4/uint2/uint4
+
+
+def itemsize_bits(dtype) -> int:
+    """Bits per element (``itemsize`` counts whole bytes: int4 is 4 bits here, 8 there;
+    a bool is 8, as stored)."""
+    if dtype is None:
+        raise ValueError("dtype cannot be None.")
+    if np.dtype(dtype) == np.dtype(bool):
+        return 8
+    if issubdtype(dtype, np.integer):
+        return iinfo(dtype).bits
+    if issubdtype(dtype, np.floating):
+        return finfo(dtype).bits
+    if issubdtype(dtype, np.complexfloating):
+        return 2 * finfo(dtype).bits
+    raise ValueError(f"unexpected input: {dtype=}")
 can_cast = np.can_cast

@@ -823,3 +823,15 @@ def test_ravel_pytree_under_transformations():
         flat, unravel = ravel_pytree((jnp.array([1, 2]), jnp.array([3, 4])))
         out = step(flat, unravel)
     assert len(traces) == 1 and [x.tolist() for x in out] == [[2, 3], [4, 5]]
+
+
+def test_itemsize_bits_counts_bits_not_bytes():
+    from shardc import dtypes
+    got = {name: dtypes.itemsize_bits(dt) for name, dt in (
+        ("int4", dtypes.int4), ("uint2", dtypes.uint2), ("bool", np.bool_),
+        ("bfloat16", dtypes.bfloat16), ("float4_e2m1fn", dtypes.float4_e2m1fn),
+        ("float32", np.float32), ("complex64", np.complex64))}
+    assert got == {"int4": 4, "uint2": 2, "bool": 8, "bfloat16": 16, "float4_e2m1fn": 4,
+                   "float32": 32, "complex64": 64}
+    with pytest.raises(ValueError, match="dtype cannot be None"):
+        dtypes.itemsize_bits(None)
