@@ -25,6 +25,7 @@ from compiler.passes.dce import dce
 from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
+                              context_auto_mesh,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
                               trace_to_program, typed_sharding, user_source, weakened,
@@ -197,6 +198,12 @@ def _placing(compiled, leaves, outs):
     layouts = compiled.closed.out_layouts
     if any(isinstance(l, NamedSharding) and meaningful(l) for l in layouts):
         return lambda results: _laid_out(results, layouts)
+    auto = context_auto_mesh()
+    if auto is not None:
+        # under an Auto mesh set as the context, results nothing splits are replicated on it
+        replicated = [NamedSharding(auto, PartitionSpec())] * len(layouts)
+        typed = [v.aval for v in compiled.module.program.outvars]
+        return lambda results: placed_as_typed(results, typed, auto, replicated)
     return False
 
 

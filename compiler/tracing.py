@@ -339,6 +339,14 @@ def placement_mesh(values):
     return mesh if mesh_explicit(mesh) else None
 
 
+def context_auto_mesh():
+    """The mesh set as the context when none of its axes is Explicit: values made or computed
+    under it from unplaced operands are laid out on it, replicated (JAX's ``P()``); None
+    otherwise."""
+    mesh = current_mesh()
+    return mesh if mesh is not None and not mesh_explicit(mesh) else None
+
+
 def typed_sharding(aval, mesh) -> NamedSharding:
     """The layout a value of type ``aval`` has on ``mesh``: as its type splits it, else
     replicated (one ``None`` per dimension, as JAX spells it)."""

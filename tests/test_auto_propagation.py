@@ -770,3 +770,23 @@ def test_unconstrained_needs_an_auto_axis():
             "P('x', UNCONSTRAINED) cannot contain `P.UNCONSTRAINED` when no mesh axis_types "
             "are `Auto`. Got mesh axis_types: (Explicit, Explicit)")):
         NamedSharding(explicit, P("x", P.UNCONSTRAINED))
+
+
+def test_values_made_under_an_auto_mesh_are_replicated_on_it():
+    """Under set_mesh of a mesh with Auto axes only, arrays made there and results of jit on
+    unplaced inputs are laid out on the mesh, replicated (JAX's NamedSharding(mesh, P()));
+    device_put without a sharding stays on one device, as JAX's."""
+    from shardc.sharding import AxisType, SingleDeviceSharding
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    replicated = NamedSharding(mesh, P())
+    with jax.set_mesh(mesh):
+        made = jnp.ones(4)
+        jitted = jax.jit(lambda v: v * 2)(np.ones(4))
+        put = jax.device_put(np.ones(4))
+        split = jax.device_put(np.ones(8), P("x"))
+        total = jax.jit(lambda v: v.sum())(split)
+    assert made.sharding == jitted.sharding == total.sharding == replicated
+    assert (made + 1).sharding == replicated          # outside the context too
+    assert put.sharding == SingleDeviceSharding(jax.devices()[0])
+    assert split.sharding == (split + 1).sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(np.asarray(jitted), 2 * np.ones(4))

@@ -17,7 +17,8 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, is_python_scalar, placement_mesh, static_int,
+                              check_jax_value, context_auto_mesh, is_python_scalar,
+                              placement_mesh, static_int,
                               value_if_known, weakened)
 from ir import dtypes as _dt
 from ir import collectives as coll
@@ -398,8 +399,8 @@ def asarray(x, dtype=None, order=None, *, copy=None):
     if not _dt.is_valid(array.dtype):
         # name the value as given; a list is named by what numpy made of it
         check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")
-    # under an Explicit mesh set as the context, on its devices, replicated (as JAX's P())
-    mesh = placement_mesh(())
+    # under a mesh set as the context, on its devices, replicated (as JAX's P())
+    mesh = placement_mesh(()) or context_auto_mesh()
     result = Array.from_global(array, NamedSharding(mesh, PartitionSpec()) if mesh else None)
     if weak:
         result.weak = True
