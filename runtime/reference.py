@@ -105,10 +105,22 @@ def _complex(re, im):
     return out
 
 
+def _log1p(x):
+    """``log(1 + x)``; for complex ``x`` near 0, from ``|1 + x|**2 - 1 = x.re (2 + x.re) +
+    x.im**2`` in double precision (numpy forms ``1 + x`` first and loses the digits)."""
+    x = np.asarray(x)
+    if x.dtype.kind != "c":
+        return np.log1p(x)
+    z = x.astype(np.complex128)
+    re, im = z.real, z.imag
+    near = _complex(0.5 * np.log1p(re * (2 + re) + im * im), np.arctan2(im, 1 + re))
+    return np.where(np.abs(z) < 0.5, near, np.log1p(z)).astype(x.dtype)
+
+
 _UNARY_IMPLS = {
     prims.real_p: np.real, prims.imag_p: np.imag, prims.conj_p: _conj,
     prims.neg_p: np.negative, prims.sin_p: np.sin, prims.cos_p: np.cos, prims.tan_p: np.tan,
-    prims.tanh_p: np.tanh, prims.exp_p: _exp, prims.log_p: np.log, prims.log1p_p: np.log1p,
+    prims.tanh_p: np.tanh, prims.exp_p: _exp, prims.log_p: np.log, prims.log1p_p: _log1p,
     prims.expm1_p: np.expm1, prims.sqrt_p: np.sqrt, prims.rsqrt_p: _rsqrt, prims.abs_p: np.abs,
     prims.sign_p: _sign, prims.floor_p: np.floor, prims.ceil_p: np.ceil, prims.round_p: _round,
     prims.logistic_p: _logistic, prims.not_p: _not, prims.is_finite_p: np.isfinite,
@@ -236,7 +248,8 @@ for _p, _f in _BINARY_IMPLS.items():
 def _select_n(pred, *cases):
     if pred.dtype == np.bool_:
         return [np.asarray(np.where(pred, cases[1] if len(cases) > 1 else cases[0], cases[0]))]
-    return [np.asarray(np.choose(pred, np.broadcast_arrays(*cases)))]
+    # an index out of range takes the nearest case (XLA clamps it, as JAX's tests expect)
+    return [np.asarray(np.choose(pred, np.broadcast_arrays(*cases), mode="clip"))]
 
 
 def convert_element(x, new_dtype) -> np.ndarray:
@@ -409,8 +422,18 @@ impl_rules[prims.reduce_sum_p] = functools.partial(_reduction, np.sum)
 impl_rules[prims.reduce_max_p] = functools.partial(_reduction, np.max)
 impl_rules[prims.reduce_min_p] = functools.partial(_reduction, np.min)
 impl_rules[prims.reduce_prod_p] = functools.partial(_reduction, np.prod)
-impl_rules[prims.reduce_and_p] = functools.partial(_reduction, np.all)
-impl_rules[prims.reduce_or_p] = functools.partial(_reduction, np.any)
+def reduce_and(x, axis):
+    """The bitwise AND of the entries (for booleans: all); lax's reduce_and."""
+    return np.bitwise_and.reduce(x, axis=axis)
+
+
+def reduce_or(x, axis):
+    """The bitwise OR of the entries (for booleans: any); lax's reduce_or."""
+    return np.bitwise_or.reduce(x, axis=axis)
+
+
+impl_rules[prims.reduce_and_p] = functools.partial(_reduction, reduce_and)
+impl_rules[prims.reduce_or_p] = functools.partial(_reduction, reduce_or)
 
 
 def _arg_reduction(fn, x, *, axes, index_dtype):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 
+import ml_dtypes
 import numpy as np
 
 _erf_objects = np.frompyfunc(math.erf, 1, 1)
@@ -168,7 +169,7 @@ def _reduce_precision(x, *, exponent_bits: int, mantissa_bits: int):
     """XLA's rounding on the float's bits (read as the unsigned integer of its width): round
     the mantissa to nearest even, then saturate the exponent to inf or flush it to zero."""
     x = np.asarray(x)
-    info = np.finfo(x.dtype)
+    info = ml_dtypes.finfo(x.dtype)       # numpy's finfo knows no bfloat16
     width = x.dtype.itemsize * 8
     uint = np.dtype(f"uint{width}")
     src_mantissa, src_exponent = int(info.nmant), int(info.nexp)

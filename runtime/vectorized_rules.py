@@ -189,7 +189,7 @@ def _select_n_rule(types: EqnTypes) -> Kernel:
     def select(pred, *cases):
         if pred.dtype == np.bool_:
             return np.where(pred, cases[1] if len(cases) > 1 else cases[0], cases[0])
-        return np.choose(pred, np.broadcast_arrays(*cases))
+        return np.choose(pred, np.broadcast_arrays(*cases), mode="clip")
     return Kernel(select, [lead], shapes)
 
 
@@ -356,7 +356,8 @@ def _reduction_rule(fn, types: EqnTypes) -> Kernel:
 
 for _p, _f in ((prims.reduce_sum_p, np.sum), (prims.reduce_max_p, np.max),
                (prims.reduce_min_p, np.min), (prims.reduce_prod_p, np.prod),
-               (prims.reduce_and_p, np.all), (prims.reduce_or_p, np.any)):
+               (prims.reduce_and_p, reference.reduce_and),
+               (prims.reduce_or_p, reference.reduce_or)):
     stacked_rules[_p] = functools.partial(_reduction_rule, _f)
 
 

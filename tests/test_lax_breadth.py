@@ -799,3 +799,33 @@ def test_composite_runs_its_decomposition_and_platform_dependent_takes_cpu():
     np.testing.assert_array_equal(
         np.asarray(L.round(jnp.array([0.5, 1.5, 2.5]), L.RoundingMethod.TO_NEAREST_EVEN)),
         [0.0, 2.0, 2.0])
+
+
+def test_lax_reductions_and_selects_at_their_edges_as_jax():
+    """reduce_or/reduce_and are bitwise on integers (logical on booleans); a padding type of
+    reduce_window is read on the operand before base dilation; select_n clamps an index out
+    of range; reduce_precision takes bfloat16; complex log1p keeps its digits near 0."""
+    ints = np.array([[1, -2], [3, 0]], np.int32)
+    np.testing.assert_array_equal(np.asarray(lax.reduce_or(ints, (1,))), [-1, 3])
+    np.testing.assert_array_equal(np.asarray(lax.reduce_and(np.array([[7, 6], [3, 0]]), (1,))),
+                                  [6, 0])
+    bits = np.array([3, 4, 64], np.uint8)
+    assert int(lax.reduce(bits, np.uint8(0), jnp.bitwise_or, (0,))) == 71
+    assert int(lax.reduce(np.array([6, 3], np.int32), np.int32(-1), jnp.bitwise_and, (0,))) == 2
+    np.testing.assert_array_equal(
+        np.asarray(lax.reduce_or(np.array([[True, False], [False, False]]), (1,))), [True, False])
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    assert lax.reduce_window(x, np.float32(np.inf), lax.min, (2, 1), (2, 1), "SAME",
+                             base_dilation=(2, 3)).shape == (3, 16)
+    a, b = np.array([1, 2, 3], np.int32), np.array([4, 5, 6], np.int32)
+    np.testing.assert_array_equal(np.asarray(lax.select_n(np.int32(3), a, b)), b)
+    np.testing.assert_array_equal(np.asarray(lax.select_n(np.int32(-1), a, b)), a)
+    info = jnp.finfo(np.float16)
+    rounded = lax.reduce_precision(jnp.array([1.5, 3.140625], jnp.bfloat16), info.nexp,
+                                   info.nmant)
+    assert rounded.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(rounded, np.float32), [1.5, 3.140625])
+    z = np.array([1e-5, 1e-5 + 1e-6j, -1e-7j, 2 + 3j], np.complex64)
+    # (numpy's complex128 log(1 + z) keeps 11 digits of these)
+    np.testing.assert_allclose(np.asarray(lax.log1p(z)), np.log1p(z.astype(np.complex128)),
+                               rtol=2e-7)

@@ -150,7 +150,8 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     init = jnp.asarray(init_value, dtype=operand.dtype)
     extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
     dilated = tuple((n - 1) * d + 1 if n else 0 for n, d in zip(operand.shape, base))
-    pads = (padtype_to_pads(dilated, extent, strides, padding)
+    # a padding type is read on the operand's own shape, before base dilation (JAX's)
+    pads = (padtype_to_pads(operand.shape, extent, strides, padding)
             if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
     if len(pads) != ndim:
         raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "

@@ -14,6 +14,7 @@ from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
+from shardc.lax._more import reduce_and, reduce_or
 from shardc.numpy._core import canonical_axis, vary_like
 from shardc.lax._control_flow import associative_scan, scan
 from shardc.lax._shapes import array_operand, checked_axis
@@ -179,7 +180,9 @@ def _identity(prim, dtype):
 
 _MONOID_REDUCERS = {
     p.add_p: jnp.sum, p.mul_p: jnp.prod, p.max_p: jnp.max, p.min_p: jnp.min,
-    p.and_p: jnp.all, p.or_p: jnp.any,
+    # bitwise on integers (logical on booleans), as lax's reduce_and / reduce_or
+    p.and_p: lambda x, axis: reduce_and(x, tuple(axis)),
+    p.or_p: lambda x, axis: reduce_or(x, tuple(axis)),
 }
 
 
