@@ -829,3 +829,13 @@ def test_lax_reductions_and_selects_at_their_edges_as_jax():
     # (numpy's complex128 log(1 + z) keeps 11 digits of these)
     np.testing.assert_allclose(np.asarray(lax.log1p(z)), np.log1p(z.astype(np.complex128)),
                                rtol=2e-7)
+
+
+def test_dot_general_of_two_float8_formats_with_a_preferred_type():
+    rng = np.random.default_rng(0)
+    a = jnp.asarray(rng.normal(size=(2, 3)), jnp.float8_e4m3fn)
+    b = jnp.asarray(rng.normal(size=(3, 2)), jnp.float8_e5m2)
+    got = lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(got),
+                               np.asarray(a, np.float32) @ np.asarray(b, np.float32), rtol=1e-6)

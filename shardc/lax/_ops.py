@@ -43,6 +43,11 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     both sides; elsewhere the result is laid out so)."""
     (lc, rc), (lb, rb) = dimension_numbers
     dims = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    if (preferred_element_type is not None and dtype_of(lhs) != dtype_of(rhs)
+            and all(_dt.is_float(dtype_of(x)) and np.dtype(dtype_of(x)).itemsize == 1
+                    for x in (lhs, rhs))):
+        # two float8 formats (JAX accepts the mix): each is exact in the result's dtype
+        lhs, rhs = (jnp.astype(x, preferred_element_type) for x in (lhs, rhs))
     lhs, rhs = promote(lhs, rhs)
     params = dict(dimension_numbers=dims,
                   preferred_element_type=(dtype_of(lhs) if preferred_element_type is None
