@@ -138,13 +138,19 @@ def _live(rule, what: str):
         "instead")
 
 
-def forward_def(custom, name: str):
-    """A custom function's missing ``def*`` method is the function's it wraps (JAX's): one
-    decorator around another still takes the inner one's rules."""
-    fun = custom.__dict__.get("fun")
-    if name.startswith("def") and fun is not None:
-        return getattr(fun, name)
-    raise AttributeError(f"{type(custom).__name__!r} object has no attribute {name!r}")
+class _CustomFunction:
+    """What JAX's custom_jvp, custom_vjp and custom_vmap share: as a method they bind their
+    instance, and a ``def*`` method they lack is the function's they wrap (one decorator
+    around another still takes the inner one's rules)."""
+
+    def __get__(self, instance, owner=None):
+        return self if instance is None else functools.partial(self, instance)
+
+    def __getattr__(self, name):
+        fun = self.__dict__.get("fun")
+        if name.startswith("def") and fun is not None:
+            return getattr(fun, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 class CustomVJPException(Exception):
@@ -161,7 +167,7 @@ class CustomVJPException(Exception):
 
 # --- the decorators -------------------------------------------------------------------------------
 
-class custom_jvp:
+class custom_jvp(_CustomFunction):
     """A function with a user-defined JVP rule (``jax.custom_jvp``).
 
     >>> @custom_jvp
@@ -191,9 +197,6 @@ class custom_jvp:
         self.symbolic_zeros = symbolic_zeros
         return jvp
 
-    def __getattr__(self, name):
-        return forward_def(self, name)
-
     def defjvps(self, *jvps):
         """One rule per argument: ``jvp_k(tangent_k, primal_out, *primals)``, summed (None: the
         output does not depend on that argument)."""
@@ -209,9 +212,6 @@ class custom_jvp:
             return primal_out, tree.tree_map(_sum_all, *parts)
 
         self.defjvp(jvp)
-
-    def __get__(self, instance, owner=None):
-        return self if instance is None else functools.partial(self, instance)
 
     def __call__(self, *args, **kwargs):
         name = function_name(self.fun)
@@ -231,7 +231,7 @@ class custom_jvp:
                                 self.symbolic_zeros)
 
 
-class custom_vjp:
+class custom_vjp(_CustomFunction):
     """A function with a user-defined VJP (``jax.custom_vjp``): ``defvjp(fwd, bwd)``.
 
     ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, out_cotangent) -> tuple of input
@@ -254,12 +254,6 @@ class custom_vjp:
         self.fwd = fwd
         self.bwd = bwd
         self.symbolic_zeros = symbolic_zeros
-
-    def __getattr__(self, name):
-        return forward_def(self, name)
-
-    def __get__(self, instance, owner=None):
-        return self if instance is None else functools.partial(self, instance)
 
     def __call__(self, *args, **kwargs):
         name = function_name(self.fun)
@@ -798,7 +792,7 @@ control_rules[p.custom_vjp_call_p] = _named(_custom_vjp_call_batch)
 
 # --- custom_vmap --------------------------------------------------------------------------------
 
-class custom_vmap:
+class custom_vmap(_CustomFunction):
     """A function with its own batching rule (JAX's ``jax.custom_batching.custom_vmap``):
     under ``vmap`` the rule runs in its place, elsewhere the function does.
     ``rule(axis_size, in_batched, *args)`` gets the arguments, batched ones with the batch
@@ -820,12 +814,6 @@ class custom_vmap:
         """Set the batching rule; returns it unchanged (a decorator)."""
         self.vmap_rule = vmap_rule
         return vmap_rule
-
-    def __getattr__(self, name):
-        return forward_def(self, name)
-
-    def __get__(self, instance, owner=None):
-        return self if instance is None else functools.partial(self, instance)
 
     def __call__(self, *args, **kwargs):
         name = function_name(self.fun)
