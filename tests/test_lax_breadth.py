@@ -839,3 +839,10 @@ def test_dot_general_of_two_float8_formats_with_a_preferred_type():
     assert got.dtype == np.float32
     np.testing.assert_allclose(np.asarray(got),
                                np.asarray(a, np.float32) @ np.asarray(b, np.float32), rtol=1e-6)
+
+
+def test_convert_element_type_of_python_ints_wraps_as_numpy():
+    assert int(lax.convert_element_type(2**32, "int32")) == 0
+    assert int(lax.convert_element_type(2**31, jnp.int32)) == -2**31
+    assert int(lax.convert_element_type(-1, jnp.uint8)) == 255
+    assert str(shardc.typeof(lax.convert_element_type(3, jnp.float32))) == "float32[]"

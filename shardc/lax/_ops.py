@@ -65,6 +65,11 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
 
 def convert_element_type(x, new_dtype):
+    """``x`` converted to ``new_dtype``; a Python int is converted as numpy would from its
+    64-bit value (``2**32`` to int32 wraps to 0, as JAX's), not refused for not fitting the
+    default int."""
+    if type(x) is int:
+        x = np.asarray(x).astype(_dt.canonicalize(new_dtype))
     return jnp.astype(x, new_dtype)
 
 
