@@ -1331,3 +1331,13 @@ def test_bad_index_entries_raise_jax_errors():
     with pytest.raises(IndexError, match=r"Slice entries must be static integers. Got "
                                          r"slice\(None, .*\) at position 1"):
         shardc.jit(lambda x, i: x[:, :i])(jnp.zeros((2, 5)), 2)
+
+
+def test_lcm_wraps_and_float16_spacing_steps_up_as_numpy():
+    x = np.array([-60, -24, -118, 84, 0, 7], np.int8)
+    y = np.array([-44, -34, 47, 22, 5, 0], np.int8)
+    assert_matches(jnp.lcm(x, y), np.lcm(x, y), np.int8)       # 660 wraps to -108
+    h = np.array([-1.0, -3.0, -0.5, 1.0, 0.25, 0.0], np.float16)
+    assert_matches(jnp.spacing(h), np.spacing(h), np.float16)
+    f = np.array([-1.0, 0.5], np.float32)
+    assert_matches(jnp.spacing(f), np.spacing(f), np.float32)

@@ -398,3 +398,12 @@ def test_default_dtypes_follow_x64_as_jax_does():
     assert (np.asarray(wide["bits"]) >> np.uint64(32)).any()      # the high word is drawn too
     assert 0 <= float(np.asarray(wide["uniform"]).min()) and float(
         np.asarray(wide["uniform"]).max()) < 1
+
+
+def test_poisson_of_rates_without_draws_and_fold_in_of_large_ints():
+    key = random.key(0)
+    np.testing.assert_array_equal(
+        np.asarray(random.poisson(key, jnp.array([-1.0, 0.0, np.nan]), shape=(3,))), [-1, 0, -1])
+    big = random.fold_in(key, 2**32 - 2)
+    assert big.shape == () and not np.array_equal(np.asarray(random.key_data(big)),
+                                                  np.asarray(random.key_data(key)))

@@ -418,6 +418,9 @@ def spacing(x):
     """Distance from ``x`` to the next float away from zero, with ``x``'s sign (so -0.0 gives
     the negative smallest subnormal, as in JAX; numpy gives the positive one)."""
     x = as_inexact(x)
+    if dtype_of(x) == np.float16:
+        # numpy's float16 spacing (and so JAX's) is the step up, whatever the sign
+        return subtract(nextafter(x, full_like(x, np.inf)), x)
     away = where(signbit(x), full_like(x, -np.inf), full_like(x, np.inf))
     result = subtract(nextafter(x, away), x)
     tiny = _dt.finfo(dtype_of(x)).smallest_subnormal
@@ -491,7 +494,8 @@ def lcm(x, y):
     x, y = _integer_pair("lcm", x, y)
     divisor = gcd(x, y)
     safe = where(equal(divisor, 0), ones_like(divisor), divisor)
-    return abs(multiply(floor_divide(x, safe), y))
+    # |x| / gcd * |y| in the operands' dtype, wrapping on overflow as numpy's (and JAX's)
+    return multiply(abs(floor_divide(x, safe)), abs(y))
 
 
 def _is_complex(x) -> bool:

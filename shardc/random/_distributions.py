@@ -419,7 +419,9 @@ def poisson(key, lam, shape=None, dtype=int):
     small_key, large_key = split(key)
     small = _poisson_by_arrivals(small_key, lam, lam < 10)
     large = _poisson_by_rejection(large_key, jnp.maximum(lam, 10.0), lam >= 10)
-    return jnp.astype(jnp.where(lam < 10, small, large), dtype)
+    draws = jnp.astype(jnp.where(lam < 10, small, large), dtype)
+    # a negative or NaN rate has no draw: -1 (JAX's)
+    return jnp.where(jnp.logical_or(lam < 0, jnp.isnan(lam)), jnp.astype(-1, dtype), draws)
 
 
 def _poisson_by_arrivals(key, lam, active):

@@ -394,7 +394,9 @@ def split(key, num=2):
 def fold_in(key, data):
     """A new key from ``key`` and an integer."""
     words = key._impl.words if isinstance(key, PRNGKeyArray) else 2
-    mixed = jnp.astype(jnp.asarray(data), np.uint32)
+    # a Python int is taken as a uint32 (JAX's: up to 2**32 - 1, not only int32's range)
+    mixed = jnp.astype(np.uint32(data) if type(data) is int and 0 <= data < 2**32
+                       else jnp.asarray(data), np.uint32)
     salt = jnp.asarray(np.uint32(0x9E3779B9))
     bits = random_bits(key, (words,), "fold_in")
     folded = jnp.bitwise_xor(bits, jnp.stack([mixed, salt] * (words // 2)))
