@@ -214,7 +214,7 @@ ENTRIES = {
                       "vmap of '<lambda>': argument args[0]"),
     "jnp.asarray": (lambda v: jnp.asarray(v), "asarray: x"),
     "device_put": (lambda v: shardc.device_put({"w": v}, P("x")), "device_put: x['w']"),
-    "jnp operand": (lambda v: jnp.ones(3) * v, "an operand"),
+    "jnp operand": (lambda v: jnp.multiply(jnp.ones(3), v), "an operand"),
 }
 
 
@@ -228,6 +228,21 @@ def test_generated_bad_value_is_a_type_error_naming_it(entry, kind):
     assert NOT_JAX in text, text
     assert where in text, text
     assert "\n" not in text
+
+
+def test_operators_leave_other_operands_to_their_own_operators():
+    """``array * v`` with ``v`` no JAX type is left to ``v``'s reflected operator (JAX's):
+    a class defining one is used, anything else is Python's TypeError naming both types."""
+    class Scaled:
+        def __rmul__(self, other):
+            return "Scaled.__rmul__"
+
+    assert jnp.ones(3) * Scaled() == "Scaled.__rmul__"
+    for value in ({1, 2}, [1.0, 2.0, 3.0], {"a": 1}, object()):
+        with pytest.raises(TypeError, match=r"unsupported operand type\(s\) for \+: 'Array' "
+                                            rf"and '{type(value).__name__}'"):
+            jnp.ones(3) + value
+    assert (jnp.ones(3) == None) is False     # noqa: E711  (Python's identity fallback)
 
 
 @pytest.mark.parametrize("entry", ["shard_map argument", "shard_map under jit", "jit argument",

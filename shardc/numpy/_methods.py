@@ -30,6 +30,26 @@ def _reflected(fn):
     return lambda self, other: fn(other, self)
 
 
+# what an operator takes as its other operand; anything else is left to that operand's own
+# operator (NotImplemented), so a class with __radd__ gets ``array + obj``, and a list or a
+# dict is Python's TypeError, as in JAX
+_OPERANDS = (bool, int, float, complex, np.generic, np.ndarray, Array, Tracer)
+
+
+def _deferring(method):
+    def operator(self, other):
+        if not isinstance(other, _OPERANDS) and not hasattr(other, "__jax_array__"):
+            return NotImplemented
+        return method(self, other)
+    return operator
+
+
+_BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+           "xor", "divmod", "lshift", "rshift")
+_DEFERRING = ({f"__{n}__" for n in _BINARY} | {f"__r{n}__" for n in _BINARY}
+              | {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"})
+
+
 def _view(self, dtype=None, type=None):
     """The array's bits read as ``dtype`` (JAX's ``Array.view``): a narrower dtype widens the
     last dimension by the width ratio, a wider one narrows it."""
@@ -106,8 +126,9 @@ _METHODS = {
 def install_methods():
     """Give traced values and Arrays numpy's methods and operators (``x.sum()``, ``x + y``,
     ``x.at[i].set(v)``)."""
-    install_array_methods(Tracer, _METHODS)
-    install_array_methods(Array, _METHODS)
+    methods = {name: _deferring(m) if name in _DEFERRING else m for name, m in _METHODS.items()}
+    install_array_methods(Tracer, methods)
+    install_array_methods(Array, methods)
     # an array's copy is itself (arrays are never changed; Array.copy keeps its layout)
     install_array_methods(Tracer, {"copy": lambda self, order=None: self})
     install_array_methods(Array, {"to_device": lambda self, device, *, stream=None:
