@@ -415,3 +415,40 @@ def test_det_gradient_at_singular_matrices_is_the_adjugate():
     low_rank = np.zeros((4, 4), np.float32)
     low_rank[0, 0] = 1
     np.testing.assert_array_equal(shardc.grad(la.det)(low_rank), np.zeros((4, 4)))
+
+
+def _hermitian_pd(n=4, seed=0):
+    rng = np.random.default_rng(seed)
+    a = (rng.normal(size=(n, n)) + 1j * rng.normal(size=(n, n))).astype(np.complex64)
+    return a @ a.conj().T + n * np.eye(n, dtype=np.complex64)
+
+
+def test_complex_upper_cholesky_is_the_conjugate_transpose():
+    a = _hermitian_pd()
+    lower, upper = np.asarray(la.cholesky(a)), np.asarray(la.cholesky(a, upper=True))
+    np.testing.assert_allclose(upper, lower.conj().T, atol=1e-6)
+    np.testing.assert_allclose(upper.conj().T @ upper, a, atol=1e-4)
+
+
+def test_vecdot_takes_each_operands_axis_then_broadcasts():
+    """``axis`` is each operand's own vector axis; the other axes broadcast (numpy's gufunc
+    rule, where broadcasting first would pair other entries)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 3, 2)).astype(np.float32), rng.normal(size=(2, 2)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(la.vecdot(a, b, axis=0)),
+                               np.linalg.vecdot(a, b, axis=0), rtol=1e-5)
+    small = np.arange(8, dtype=np.int8).reshape(2, 4)
+    assert la.vecdot(small, small).dtype == np.int8
+    c = (rng.normal(size=(3, 4)) + 1j * rng.normal(size=(3, 4))).astype(np.complex64)
+    np.testing.assert_allclose(np.asarray(jnp.vecdot(c.T, c.T, axis=0)),
+                               np.sum(np.conj(c) * c, axis=1), rtol=1e-5)
+
+
+def test_lstsq_of_zero_and_empty_matrices():
+    x = la.lstsq(np.zeros((1, 1), np.float32), np.ones((1, 1), np.float32), numpy_resid=True)[0]
+    np.testing.assert_array_equal(np.asarray(x), [[0.0]])
+    for a, b, n in ((np.zeros((0, 3), np.float32), np.zeros((0,), np.float32), 3),
+                    (np.zeros((3, 0), np.float32), np.ones((3,), np.float32), 0)):
+        x, _, rank, s = la.lstsq(a, b)
+        assert x.shape == (n,) and int(rank) == 0 and s.shape == (0,)
+        np.testing.assert_array_equal(np.asarray(x), np.zeros(n))

@@ -110,3 +110,23 @@ def test_expm_of_a_batch_its_gradient_and_a_norm_beyond_its_squarings():
         assert_close(sl.expm(a)[k], _expm_reference(a[k]), rtol=2e-4, atol=1e-5)
     check_grad(lambda x: sl.expm(x).sum(), M * 0.3)
     assert np.isnan(np.asarray(sl.expm(M * 1e6, max_squarings=2))).all()
+
+
+def test_positive_definite_solve_from_the_upper_triangle_of_a_complex_matrix():
+    rng = np.random.default_rng(0)
+    a = (rng.normal(size=(4, 4)) + 1j * rng.normal(size=(4, 4))).astype(np.complex64)
+    a = a @ a.conj().T + 4 * np.eye(4, dtype=np.complex64)
+    b = (rng.normal(size=4) + 1j * rng.normal(size=4)).astype(np.complex64)
+    want = np.linalg.solve(a.astype(np.complex128), b)
+    for tri, lower in ((np.triu(a), False), (np.tril(a), True)):
+        got = np.asarray(sl.solve(tri, b, assume_a="pos", lower=lower))
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_toeplitz_keeps_batch_dimensions():
+    assert sl.toeplitz(np.ones(8, np.float32), np.ones((2, 4, 0), np.float32)).shape == (2, 4, 8, 0)
+    rows = np.arange(16.0).reshape(4, 4)
+    batched = np.asarray(sl.toeplitz(np.arange(4.0), rows))
+    assert batched.shape == (4, 4, 4)
+    for k in range(4):       # each row with the one column
+        np.testing.assert_array_equal(batched[k], np.asarray(sl.toeplitz(np.arange(4.0), rows[k])))

@@ -4,6 +4,7 @@ ufuncs (``shardc.numpy._ufuncs``)."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 
 from compiler.vmap import vmap
@@ -89,8 +90,9 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
         sizes: dict = {}
         loops = [_loop_operand(x, c, sizes, pyfunc.__name__) for x, c in zip(arrays, cores)]
         loop_shape = broadcast_shapes_of(*loops)
+        members = math.prod(loop_shape)     # (not -1: a core dimension may be empty)
         flat = [reshape(broadcast_to(x, loop_shape + shape_of(x)[len(l):]),
-                            (-1,) + shape_of(x)[len(l):]) for x, l in zip(arrays, loops)]
+                        (members,) + shape_of(x)[len(l):]) for x, l in zip(arrays, loops)]
 
         def member_call(*values):
             call_args = list(args)

@@ -227,7 +227,10 @@ def vecdot(x1, x2, /, *, axis=-1):
     if shape_of(x1)[axis] != shape_of(x2)[axis]:
         raise ValueError(f"vecdot: axes of size {shape_of(x1)[axis]} and {shape_of(x2)[axis]} "
                          "differ")
-    return sum(multiply(x1, x2), axis=axis)
+    # ``axis`` of each operand is its own vector axis; the others broadcast (numpy's gufunc
+    # rule); the result keeps the operands' dtype, as a dot does
+    x1, x2 = moveaxis(x1, axis, -1), moveaxis(x2, axis, -1)
+    return sum(multiply(x1, x2), axis=-1, dtype=dtype_of(x1))
 
 
 def kron(a, b):

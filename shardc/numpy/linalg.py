@@ -56,12 +56,13 @@ def _square(name, a):
 
 
 def cholesky(a, *, upper=False):
-    """The lower factor ``L`` with ``a = L L^T`` (``upper=True``: ``U = L^T``). Only the
-    symmetric part of ``a`` is read; a matrix that is not positive definite gives NaNs."""
+    """The lower factor ``L`` with ``a = L L^H`` (``upper=True``: ``U = L^H``, so that
+    ``a = U^H U``). Only the Hermitian part of ``a`` is read; a matrix that is not positive
+    definite gives NaNs."""
     a = _float(a)
     _square("cholesky", a)
     lower = bind(p.cholesky_p, a)
-    return swapaxes(lower, -1, -2) if upper else lower
+    return conj(swapaxes(lower, -1, -2)) if upper else lower
 
 
 def qr(a, mode="reduced"):
@@ -474,15 +475,22 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     b_orig_ndim = b.ndim
     if b_orig_ndim == 1:
         b = b[:, None]
-    eps = float(np.finfo(_real_dtype(a.dtype)).eps)
-    rcond = eps * builtins_max(n, m) if rcond is None else (eps if rcond < 0 else rcond)
-    u, s, vt = svd(a, full_matrices=False)
-    mask = s >= asarray(rcond, s.dtype) * s[0]
-    rank = sum(astype(mask, np.int32))
-    safe_s = where(mask, s, 1).astype(a.dtype)
-    s_inv = where(mask, 1 / safe_s, 0)[:, None]
-    utb = matmul(swapaxes(conj(u), 0, 1), b)
-    x = matmul(swapaxes(conj(vt), 0, 1), s_inv * utb)
+    if a.size == 0:
+        # nothing to fit: x is zeros (JAX's), no singular value, rank 0
+        s = asarray(np.zeros((0,), _real_dtype(a.dtype)))
+        rank = asarray(np.int32(0))
+        x = asarray(np.zeros((n,) + b.shape[1:], a.dtype))
+    else:
+        eps = float(np.finfo(_real_dtype(a.dtype)).eps)
+        rcond = eps * builtins_max(n, m) if rcond is None else (eps if rcond < 0 else rcond)
+        u, s, vt = svd(a, full_matrices=False)
+        # a zero singular value is no direction, whatever rcond is (a zero matrix fits by 0)
+        mask = (s > 0) & (s >= asarray(rcond, s.dtype) * s[0])
+        rank = sum(astype(mask, np.int32))
+        safe_s = where(mask, s, 1).astype(a.dtype)
+        s_inv = where(mask, 1 / safe_s, 0)[:, None]
+        utb = matmul(swapaxes(conj(u), 0, 1), b)
+        x = matmul(swapaxes(conj(vt), 0, 1), s_inv * utb)
     if numpy_resid and (int(rank) < n or m <= n):
         resid = asarray(np.array([], _real_dtype(a.dtype)))
     else:

@@ -139,11 +139,18 @@ def block_diag(*arrs):
 
 def toeplitz(c, r=None):
     """The Toeplitz matrix with first column ``c`` and first row ``r`` (``conj(c)`` when
-    omitted; ``r[0]`` is ignored)."""
-    c = jnp.ravel(jnp.asarray(c))
-    r = jnp.conj(c) if r is None else jnp.ravel(jnp.asarray(r))
-    values = jnp.concatenate([jnp.flip(c), r[1:]])
+    omitted; ``r[0]`` is ignored). Leading dimensions of ``c`` and ``r`` are batch dimensions,
+    broadcast against each other (JAX's; scipy's flattens them)."""
+    c = jnp.atleast_1d(jnp.asarray(c))
+    r = jnp.conj(c) if r is None else jnp.atleast_1d(jnp.asarray(r))
+    return jnp.vectorize(_toeplitz, signature="(m),(n)->(m,n)")(c, r)
+
+
+def _toeplitz(c, r):
     n, m = c.shape[0], r.shape[0]
+    if n == 0 or m == 0:
+        return jnp.zeros((n, m), jnp.promote_types(c.dtype, r.dtype))
+    values = jnp.concatenate([jnp.flip(c), r[1:]])
     index = (n - 1) - np.arange(n)[:, None] + np.arange(m)[None, :]
     return values[index]
 
