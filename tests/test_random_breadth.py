@@ -89,6 +89,9 @@ def test_low_precision_uniform_normal_truncated_normal(dtype):
     assert u.dtype == dtype
     u = np.asarray(u, np.float64)
     assert u.min() >= 0 and u.max() < 1
+    # on JAX's grid of 2**nmant values in [0, 1)
+    grid = 2 ** jnp.finfo(dtype).nmant
+    assert np.all(u * grid == np.floor(u * grid)) and len(np.unique(u)) <= grid
     assert abs(u.mean() - 0.5) < 5 * math.sqrt(1 / 12 / N)
     assert u.var() == pytest.approx(1 / 12, rel=0.06)
     n = random.normal(random.key(9), (N,), dtype)

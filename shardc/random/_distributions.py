@@ -31,10 +31,11 @@ def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `uniform` must be a float dtype, got {dtype}")
     raw = random_bits(key, sample_shape(shape), "uniform")
-    # the top n bits give k / 2**n in [0, 1), n no more than the dtype's significand holds:
-    # every value is exact and below 1 (float16's and bfloat16's too, which would overflow or
-    # round up to 1 from 24 bits); float32 and wider take 24
-    n = min(24, _dt.finfo(dtype).nmant + 1)
+    # the top n bits give k / 2**n in [0, 1): exact and below 1. A narrow float takes as many
+    # as its mantissa holds, JAX's grid of 2**nmant values (from 24 bits float16 would
+    # overflow and bfloat16 round up to 1); float32 and wider take 24
+    nmant = _dt.finfo(dtype).nmant
+    n = nmant if nmant < 23 else 24
     unit = jnp.multiply(jnp.astype(jnp.right_shift(raw, np.uint32(32 - n)), dtype), 2.0 ** -n)
     return jnp.astype(jnp.add(jnp.multiply(unit, maxval - minval), minval), dtype)
 
