@@ -410,3 +410,17 @@ def test_poisson_of_rates_without_draws_and_fold_in_of_large_ints():
     big = random.fold_in(key, 2**32 - 2)
     assert big.shape == () and not np.array_equal(np.asarray(random.key_data(big)),
                                                   np.asarray(random.key_data(key)))
+
+
+def test_dirichlet_of_tiny_alpha_gamma_and_loggamma_agree_and_categorical_broadcasts():
+    key = random.key(0)
+    tiny = np.asarray(random.dirichlet(key, 1e-5 * jnp.ones(3), shape=(5,)))
+    assert np.isfinite(tiny).all() and np.allclose(tiny.sum(1), 1)      # it was NaN
+    a = jnp.array([0.5, 1.0, 3.0])
+    np.testing.assert_allclose(np.asarray(random.gamma(key, a, (3,))),
+                               np.exp(np.asarray(random.loggamma(key, a, (3,)))), rtol=1e-5)
+    # a size-1 batch dimension of the logits broadcasts to shape (JAX's)
+    draws = random.categorical(key, jnp.zeros((3, 1, 10)), axis=-1, shape=(3, 4))
+    assert draws.shape == (3, 4) and 0 <= int(draws.min()) and int(draws.max()) < 10
+    with pytest.raises(ValueError, match="not broadcast-compatible"):
+        random.categorical(key, jnp.zeros((3, 2, 10)), shape=(3, 4))

@@ -108,6 +108,13 @@ def randint(key, shape, minval, maxval, dtype=int):
     return jnp.add(minval, jnp.astype(offset, dtype))
 
 
+def _broadcasts_to(shape, target) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` (numpy's rule, right-aligned)."""
+    if len(shape) > len(target):
+        return False
+    return all(d in (1, t) for d, t in zip(shape[::-1], target[::-1]))
+
+
 def _check_bounds_shape(name, shape, *param_shapes):
     try:
         broadcast = np.broadcast_shapes(shape, *param_shapes)
@@ -263,13 +270,18 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     moved = jnp.moveaxis(logits, axis, -1)
     batch = moved.shape[:-1]
     shape = batch if shape is None else sample_shape(shape)
+    dtype = logits.dtype if _dt.is_inexact(logits.dtype) else np.float32
+    if replace:
+        # the batch shape broadcasts to the end of ``shape`` (a size-1 batch dimension too)
+        if not _broadcasts_to(batch, shape):
+            raise ValueError(f"categorical: shape {shape} is not broadcast-compatible with "
+                             f"the batch shape {batch} (logits' shape without the sampled "
+                             "axis)")
+        noise = gumbel(key, shape + moved.shape[-1:], dtype)
+        return jnp.argmax(jnp.add(moved, noise), axis=-1)
     if tuple(shape[len(shape) - len(batch):]) != tuple(batch):
         raise ValueError(f"categorical: shape {shape} must end with the batch shape {batch} "
                          "(logits' shape without the sampled axis)")
-    dtype = logits.dtype if _dt.is_inexact(logits.dtype) else np.float32
-    if replace:
-        noise = gumbel(key, shape + moved.shape[-1:], dtype)
-        return jnp.argmax(jnp.add(moved, noise), axis=-1)
     prefix = shape[:len(shape) - len(batch)]
     k = int(np.prod(prefix, dtype=np.int64))
     if k > moved.shape[-1]:
@@ -354,7 +366,12 @@ def gamma(key, a, shape=None, dtype=float):
     number of rounds is small). ``a < 1`` draws Gamma(a + 1) times ``u ** (1/a)``.
     Not differentiable with respect to ``a``."""
     single_key("gamma", key)
-    dtype = _dt.canonicalize(dtype)
+    return gamma_draws(key, a, shape, _dt.canonicalize(dtype), log_space=False)
+
+
+def gamma_draws(key, a, shape, dtype, log_space: bool):
+    """Gamma(``a``) draws, or their logs (``log_space``: accurate for small ``a``, where the
+    draws themselves underflow to 0); one key gives the same draws either way, as JAX's."""
     a = jnp.astype(jnp.asarray(a), dtype)
     shape = jnp.shape(a) if shape is None else sample_shape(shape)
     a = jnp.broadcast_to(a, shape)
@@ -378,6 +395,8 @@ def gamma(key, a, shape=None, dtype=float):
                       jnp.zeros(shape, jnp.bool_)), key, a)
     _, sample, _ = while_loop(lambda state: ~jnp.all(state[2]), round_, start)
     boost = uniform(boost_key, shape, dtype, minval=_dt.finfo(dtype).tiny)
+    if log_space:
+        return jnp.where(a < 1, jnp.log(sample) + jnp.log(boost) / a, jnp.log(sample))
     return jnp.where(a < 1, sample * boost ** (1 / a), sample)
 
 
@@ -404,8 +423,11 @@ def dirichlet(key, alpha, shape=None, dtype=float):
     if alpha.ndim < 1:
         raise ValueError("dirichlet: alpha must have at least one dimension (the categories)")
     shape = alpha.shape[:-1] if shape is None else sample_shape(shape)
-    draws = gamma(key, jnp.broadcast_to(alpha, shape + alpha.shape[-1:]), dtype=dtype)
-    return draws / jnp.sum(draws, axis=-1, keepdims=True)
+    # normalised in log space (JAX's): with tiny alpha every draw underflows to 0
+    logs = gamma_draws(key, jnp.broadcast_to(alpha, shape + alpha.shape[-1:]), None, dtype,
+                       log_space=True)
+    logs = logs - jnp.max(logs, axis=-1, keepdims=True)
+    return jnp.exp(logs) / jnp.sum(jnp.exp(logs), axis=-1, keepdims=True)
 
 
 @takes_out_sharding

@@ -13,7 +13,8 @@ from ir import dtypes as _dt
 import shardc.numpy as jnp
 from shardc.lax import while_loop
 from shardc.numpy._core import takes_out_sharding
-from shardc.random._distributions import (exponential, gamma, normal, rademacher, uniform)
+from shardc.random._distributions import (exponential, gamma, gamma_draws, normal, rademacher,
+                                          uniform)
 from shardc.random._keys import fold_in, sample_shape, single_key, split
 
 __all__ = [
@@ -186,10 +187,8 @@ def loggamma(key, a, shape=None, dtype=None):
     single_key("loggamma", key)
     dtype = _float_dtype(dtype)
     shape = _shape_of(shape, a)
-    key_g, key_u = split(key)
-    a = jnp.broadcast_to(jnp.asarray(a, dtype), shape)
-    boosted = gamma(key_g, a + 1, dtype=dtype)
-    return (jnp.log(boosted) + jnp.log(_open_unit(key_u, shape, dtype)) / a).astype(dtype)
+    return gamma_draws(key, jnp.broadcast_to(jnp.asarray(a, dtype), shape), None, dtype,
+                       log_space=True)
 
 
 @takes_out_sharding
