@@ -1341,3 +1341,11 @@ def test_lcm_wraps_and_float16_spacing_steps_up_as_numpy():
     assert_matches(jnp.spacing(h), np.spacing(h), np.float16)
     f = np.array([-1.0, 0.5], np.float32)
     assert_matches(jnp.spacing(f), np.spacing(f), np.float32)
+
+
+def test_polyval_of_coefficient_columns_broadcasts_with_x():
+    p = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for x in (np.array([1.5, 2.0], np.float32), np.float32(2.0)):
+        assert_matches(jnp.polyval(p, x), np.polyval(p, x), np.float32)
+    with pytest.raises(ValueError, match="rank 1 or more"):
+        jnp.polyval(np.float32(3.0), np.ones(2, np.float32))

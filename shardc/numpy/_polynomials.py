@@ -50,8 +50,12 @@ def _coefficients(p, name):
 
 
 def polyval(p, x, *, unroll=16):
-    """The polynomial with coefficients ``p`` evaluated at ``x`` (Horner's scheme)."""
-    p = _coefficients(p, "polyval")
+    """The polynomial with coefficients ``p`` evaluated at ``x`` (Horner's scheme). Along
+    ``p``'s first axis are the coefficients; its other axes broadcast with ``x`` (numpy's
+    and JAX's), so each column of a 2-D ``p`` is a polynomial of its own."""
+    p = as_array(p)
+    if len(shape_of(p)) < 1:
+        raise ValueError("polyval: input must be an array of coefficients of rank 1 or more")
     p, x = promote(p, as_array(x))
     result = zeros_like(x)
     for k in range(shape_of(p)[0]):
