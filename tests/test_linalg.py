@@ -452,3 +452,17 @@ def test_lstsq_of_zero_and_empty_matrices():
         x, _, rank, s = la.lstsq(a, b)
         assert x.shape == (n,) and int(rank) == 0 and s.shape == (0,)
         np.testing.assert_array_equal(np.asarray(x), np.zeros(n))
+
+
+def test_pinv_derivative_holds_where_singular_values_repeat():
+    """Golub and Pereyra's formula (JAX's): at the identity the SVD's own derivative divides
+    by s_i^2 - s_j^2 = 0 and gave NaN."""
+    jac = np.asarray(shardc.jacobian(la.pinv)(jnp.eye(2)))
+    # at an invertible A, d pinv = -A^-1 dA A^-1: at the identity, -dA
+    np.testing.assert_allclose(jac, -np.einsum("ik,jl->ijkl", np.eye(2), np.eye(2)), atol=1e-6)
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(4, 3)).astype(np.float64)
+    eps, d = 1e-4, rng.normal(size=(4, 3))
+    numeric = (np.linalg.pinv(a + eps * d) - np.linalg.pinv(a - eps * d)) / (2 * eps)
+    _, tangent = shardc.jvp(la.pinv, (a.astype(np.float32),), (d.astype(np.float32),))
+    np.testing.assert_allclose(np.asarray(tangent), numeric, rtol=2e-3, atol=2e-3)

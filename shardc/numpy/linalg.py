@@ -6,6 +6,7 @@ decompositions, differentiable, on the last two dimensions (leading ones are a b
 from __future__ import annotations
 
 import builtins
+import functools
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -450,14 +451,41 @@ def pinv(a, rtol=None, hermitian=False, *, rcond=None):
         if rtol is not None:
             raise ValueError("pinv: only one of rtol and rcond may be specified.")
         rtol = rcond
-    arr = conj(_float(a))
+    arr = _float(a)
     m, n = arr.shape[-2:]
     if rtol is None:
         rtol = 10.0 * builtins_max(m, n) * float(np.finfo(_real_dtype(arr.dtype)).eps)
-    u, s, vh = svd(arr, full_matrices=False)
+    return _pinv(arr, rtol)
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _pinv(a, rtol):
+    u, s, vh = svd(conj(a), full_matrices=False)
     cutoff = asarray(rtol, s.dtype)[..., None] * s[..., 0:1]
     s = where(s > cutoff, s, np.inf).astype(u.dtype)
     return matmul(swapaxes(vh, -1, -2), swapaxes(u, -1, -2) / s[..., None])
+
+
+@_pinv.defjvp
+def _pinv_jvp(rtol, primals, tangents):
+    """Golub and Pereyra's derivative of the pseudo-inverse (as JAX's): it holds where
+    singular values repeat, which the SVD's own derivative does not (its 1/(s_i^2 - s_j^2)
+    made NaN at the identity)."""
+    (a,), (a_dot,) = primals, tangents
+    p = _pinv(a, rtol)
+    h = lambda x: conj(swapaxes(x, -1, -2))
+    m, n = a.shape[-2:]
+    if m >= n:
+        s = matmul(matmul(p, h(p)), h(a_dot))
+        t = matmul(matmul(h(a_dot), h(p)), p)
+        p_dot = (-matmul(matmul(p, a_dot), p) + s - matmul(matmul(s, a), p) + t
+                 - matmul(matmul(p, a), t))
+    else:
+        s = matmul(p, matmul(h(p), h(a_dot)))
+        t = matmul(h(a_dot), matmul(h(p), p))
+        p_dot = (-matmul(p, matmul(a_dot, p)) + s - matmul(s, matmul(a, p)) + t
+                 - matmul(p, matmul(a, t)))
+    return p, p_dot
 
 
 def lstsq(a, b, rcond=None, *, numpy_resid=False):
