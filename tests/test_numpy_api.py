@@ -1349,3 +1349,18 @@ def test_polyval_of_coefficient_columns_broadcasts_with_x():
         assert_matches(jnp.polyval(p, x), np.polyval(p, x), np.float32)
     with pytest.raises(ValueError, match="rank 1 or more"):
         jnp.polyval(np.float32(3.0), np.ones(2, np.float32))
+
+
+def test_i0_derivative_is_i1_and_narrow_floats_compute_in_float32():
+    assert float(shardc.grad(jnp.i0)(0.0)) == 0.0
+    xs = np.array([-3.0, -0.5, 0.5, 2.0, 9.0], np.float32)
+    grads = np.asarray(shardc.vmap(shardc.grad(jnp.i0))(xs))
+    eps = 1e-3
+    numeric = (np.i0(xs.astype(np.float64) + eps) - np.i0(xs.astype(np.float64) - eps)) / (2 * eps)
+    np.testing.assert_allclose(grads, numeric, rtol=1e-4)
+    narrow = np.array([6.5, 6.53, 6.6], dtype=jnp.bfloat16)
+    got = jnp.i0(narrow)
+    assert got.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(got, np.float32),
+                                  np.i0(narrow.astype(np.float32)).astype(jnp.bfloat16)
+                                  .astype(np.float32))

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.custom_ad import custom_jvp
+from compiler.tracing import bind
 from ir import dtypes as _dt
+from ir import primitives as p
 from shardc.numpy._arithmetic import abs, cos, exp, less_equal, sqrt, where
-from shardc.numpy._core import as_inexact, convert, full, full_like, ones, zeros, zeros_like
+from shardc.numpy._core import (as_inexact, astype, convert, full, full_like, ones, zeros,
+                                zeros_like)
 from shardc.numpy._creation import arange
 
 __all__ = ["bartlett", "blackman", "hamming", "hanning", "kaiser", "i0"]
@@ -106,10 +110,27 @@ def _chebyshev(t, coefficients):
 
 
 def i0(x):
-    """The modified Bessel function of the first kind, order 0 (float32 for integer ``x``)."""
-    x = abs(as_inexact(x))
+    """The modified Bessel function of the first kind, order 0 (float32 for integer ``x``;
+    float16 and bfloat16 computed in float32). Its derivative is ``i1``, as JAX's (exactly 0
+    at 0)."""
+    x = as_inexact(x)
+    if np.dtype(x.dtype).itemsize < 4:
+        return astype(_i0(astype(x, np.float32)), x.dtype)
+    return _i0(x)
+
+
+@custom_jvp
+def _i0(x):
+    x = abs(x)
     small = less_equal(x, 8.0)
     safe_large = where(small, full_like(x, 16.0), x)
     near = _chebyshev(x / 2.0 - 2.0, _I0_SMALL)
     far = _chebyshev(32.0 / safe_large - 2.0, _I0_LARGE) / sqrt(safe_large)
     return exp(x) * where(small, near, far)
+
+
+@_i0.defjvp
+def _i0_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    i1 = exp(abs(x)) * bind(p.bessel_i1e_p, x)         # i1 is odd, as i1e is
+    return _i0(x), i1 * t
