@@ -875,20 +875,24 @@ def _custom_vmap_call_jvp(primals, tangents, *, jaxpr, vmap_rule, name, num_cons
     arg_tangents = [instantiate(t, aval_of(a)) for a, t in zip(args, tangents[num_consts:])]
     n = len(args)
 
-    def program_jvp(*values):
-        outs, out_tangents = jvp_eval(jaxpr, consts + list(values[:n]),
-                                      [None] * num_consts + list(values[n:]))
-        return outs + [instantiate(t, aval_of(o)) for o, t in zip(outs, out_tangents)]
-
     flat = args + arg_tangents
-    body, body_consts, _, _ = _trace_primal(program_jvp, flat, tree.tree_structure(tuple(flat)),
-                                            [weakly_typed(x) for x in flat])
+    body, body_consts, _, _ = _trace_primal(
+        lambda *values: _outputs_and_tangents(jaxpr, consts, values[:n], values[n:]), flat,
+        tree.tree_structure(tuple(flat)), [weakly_typed(x) for x in flat])
     outs = bind(p.custom_vmap_call_p, *body_consts, *flat, jaxpr=body,
                 vmap_rule=CustomRule(functools.partial(_vmap_rule_jvp, rule, n), rule.name),
                 name=name, num_consts=len(body_consts))
     m = len(outs) // 2
     return outs[:m], [t if is_differentiable(aval_of(o)) else None
                       for o, t in zip(outs[:m], outs[m:])]
+
+
+def _outputs_and_tangents(program, consts, primals, tangents) -> list:
+    """``program``'s outputs on (``consts``, ``primals``), then their tangents along
+    ``tangents`` (zeros where they are symbolic)."""
+    outs, out_tangents = jvp_eval(program, list(consts) + list(primals),
+                                  [None] * len(consts) + list(tangents))
+    return outs + [instantiate(t, aval_of(o)) for o, t in zip(outs, out_tangents)]
 
 
 def _vmap_rule_jvp(rule, n, axis_size, in_batched, values):
@@ -910,9 +914,7 @@ def _vmap_rule_jvp(rule, n, axis_size, in_batched, values):
         primals = list(values[:n])
         body, consts, _, _ = _trace_primal(apply, primals, tree.tree_structure(tuple(primals)),
                                            [weakly_typed(x) for x in primals])
-        outs, out_tangents = jvp_eval(body, list(consts) + primals,
-                                      [None] * len(consts) + list(values[n:]))
-        return outs + [instantiate(t, aval_of(o)) for o, t in zip(outs, out_tangents)]
+        return _outputs_and_tangents(body, consts, primals, values[n:])
 
     if any(d is not None for d in extra):
         outs, dims = vmap_unrestricted(rule_jvp, list(values), extra, axis_size)

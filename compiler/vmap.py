@@ -305,10 +305,9 @@ def _check_unmapped_outputs(result, unwrapped, out_specs, axis_name) -> None:
 
 
 def _place_batch_axis(value, dim, out_axis, size):
-    """Move (or broadcast) the batch axis of an output to ``out_axis``."""
+    """Move (or broadcast) the batch axis of an output to ``out_axis`` (an output batched
+    where ``out_axis`` is None was refused by ``_check_unmapped_outputs``)."""
     if out_axis is None:
-        if dim is not None:
-            raise ValueError("vmap has mapped output but out_axes is None")
         return value
     rank = ndim_of(value) + (dim is None)
     if not -rank <= out_axis < rank:

@@ -17,14 +17,13 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, context_auto_mesh, is_python_scalar,
-                              placement_mesh, static_int,
+                              check_jax_value, is_python_scalar, static_int,
                               value_if_known, weakened)
 from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
 from ir.core import Aval
-from ir.sharding import NamedSharding, PartitionSpec, spec_per_dim
+from ir.sharding import NamedSharding, PartitionSpec, current_mesh, spec_per_dim
 from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sharding,
                                partitions, type_sharding)
 from runtime.array import Array, detached
@@ -400,7 +399,7 @@ def asarray(x, dtype=None, order=None, *, copy=None):
         # name the value as given; a list is named by what numpy made of it
         check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")
     # under a mesh set as the context, on its devices, replicated (as JAX's P())
-    mesh = placement_mesh(()) or context_auto_mesh()
+    mesh = current_mesh()
     result = Array.from_global(array, NamedSharding(mesh, PartitionSpec()) if mesh else None)
     if weak:
         result.weak = True
