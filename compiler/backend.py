@@ -47,6 +47,15 @@ class Backend(Protocol):
     def execute(self, module, args: Sequence) -> list:
         """Run a lowered module on concrete arguments."""
 
+    def committed_device(self, values: Sequence, fun_name: str, names=None, mesh=None):
+        """The device a computation on ``values`` runs on where one of them is committed to a
+        device (None otherwise); ValueError where committed values are on different devices,
+        or on others than ``mesh``'s (the mesh set as the context); ``names()`` names the
+        values in it."""
+
+    def on_device(self, outs: Sequence, device) -> list:
+        """A computation's results on ``device``, committed to it (from ``committed_device``)."""
+
 
 _backend: Backend | None = None
 

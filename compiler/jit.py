@@ -451,9 +451,15 @@ class JitFunction:
             closed = compiled.closed
             if compiled.module.inserted:
                 check_inserted(compiled.module.inserted)
-            outs = get_backend().execute(compiled.module, list(closed.consts) + _held(args))
+            backend = get_backend()
+            device = backend.committed_device(
+                args, _qualified_name(self.fun),
+                lambda: _argument_names(self.fun, args, {}, ()), current_mesh())
+            outs = backend.execute(compiled.module, list(closed.consts) + _held(args))
             if compiled.placing:
                 outs = compiled.placing(outs)
+            if device is not None:
+                outs = backend.on_device(outs, device)
             if invalid_value_checks_on():
                 self._check_outputs(outs, args, kwargs)
             return tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
@@ -519,6 +525,9 @@ class JitFunction:
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
         compiled = self._last = self._compiled(args, kwargs, static, static_kwargs,
                                                static_argnums, leaves, in_tree)
+        device = get_backend().committed_device(
+            leaves, _qualified_name(self.fun),
+            lambda: _argument_names(self.fun, args, kwargs, static_argnums), current_mesh())
         closed = compiled.closed
         if compiled.module.inserted:
             check_inserted(compiled.module.inserted)
@@ -532,6 +541,8 @@ class JitFunction:
             outs = placed
         elif compiled.placing:
             outs = compiled.placing(outs)
+        if device is not None:
+            outs = get_backend().on_device(outs, device)
         if self.donate_argnums or self.donate_argnames:
             outs = self._donate(args, kwargs, static_argnums, outs, compiled)
         result = tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
@@ -669,6 +680,31 @@ class JitFunction:
 
 def _name(fun) -> str:
     return getattr(fun, "__name__", type(fun).__name__)
+
+
+def _qualified_name(fun) -> str:
+    return getattr(fun, "__qualname__", None) or _name(fun)
+
+
+def _argument_names(fun, args, kwargs, static_argnums) -> list:
+    """Each argument leaf's name as JAX's errors give it (``a``, ``a['k']``, ``args[1]``), in
+    the order the call flattens them: positional arguments but the static ones, then
+    keywords."""
+    try:
+        parameters = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    positional = [p.name for p in parameters if p.kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    names = []
+    for k, arg in enumerate(args):
+        if k in static_argnums:
+            continue
+        base = positional[k] if k < len(positional) else f"args[{k}]"
+        names += [base + path for path in tree.leaf_paths(arg)]
+    for key, arg in kwargs.items():
+        names += [key + path for path in tree.leaf_paths(arg)]
+    return names
 
 
 def _is_sharding_leaf(entry) -> bool:

@@ -228,6 +228,14 @@ class EvalTrace(Trace):
         # The shape and sharding rules run first so bad operands get the same errors as
         # under jit.
         typed = typed_avals(prim, [aval_of(v) for v in values], params)
+        # on the device the committed operands are on, which must agree (JAX's device
+        # assignment); else where the operands' layouts or the default device say
+        backend = get_backend()
+        device = backend.committed_device(values, prim.name, mesh=current_mesh())
+        outs = self._run_primitive(prim, values, params, typed)
+        return outs if device is None else backend.on_device(outs, device)
+
+    def _run_primitive(self, prim, values, params, typed):
         rule = eager_rules.get(prim)
         if rule is not None:
             return rule(*values, **params)

@@ -11,7 +11,7 @@ from ir.core import Aval
 from ir.sharding import (NamedSharding, Sharding, canonical_spec, jax_index, owner_positions,
                          position_slices, same_layout)
 from ir.sharding_rules import type_sharding
-from runtime.devices import Device, devices, is_local
+from runtime.devices import Device, default_device, is_local
 
 
 class SingleDeviceSharding(Sharding):
@@ -59,7 +59,7 @@ class Shard:
 
     @property
     def data(self) -> "Array":
-        return Array.from_global(self.buffer, SingleDeviceSharding(self.device))
+        return Array.from_global(self.buffer, SingleDeviceSharding(self.device)).committed_to()
 
 
 class Array(metaclass=abc.ABCMeta):
@@ -87,16 +87,19 @@ class Array(metaclass=abc.ABCMeta):
         self._stacked = None     # the fast backend's stacked form (runtime/vectorized.py)
         self._local = None       # an MPI process's blocks, stacked (runtime/mpi/stacked.py)
         self.fingerprint = None  # a hash of the value, once computed (runtime/mpi: host values)
+        # committed to its devices (JAX's): laid out on a mesh, or put on a device by name; an
+        # array on the default device that nobody asked for may move
+        self._committed = not isinstance(sharding, SingleDeviceSharding)
 
     # -- construction ------------------------------------------------------------------------
 
     @classmethod
     def from_global(cls, value, sharding=None) -> "Array":
-        """Lay out a host value: on device 0, or split by a NamedSharding."""
+        """Lay out a host value: on the default device, or split by a NamedSharding."""
         array = canonical_array(value)
         aval = Aval(array.shape, array.dtype)
         if sharding is None:
-            sharding = SingleDeviceSharding(devices()[0])
+            sharding = SingleDeviceSharding(default_device())
         if isinstance(sharding, SingleDeviceSharding):
             result = cls(aval, sharding, [array])
             result._global = array
@@ -277,9 +280,23 @@ class Array(metaclass=abc.ABCMeta):
 
     @property
     def committed(self) -> bool:
-        """Whether the array is committed to its devices: laid out on a mesh (an array made
-        on the default device may move)."""
-        return isinstance(self.sharding, NamedSharding)
+        """Whether the array is committed to its devices: laid out on a mesh, or put on a
+        device by name (an array made on the default device may move)."""
+        return self._committed
+
+    def committed_to(self, device: Device | None = None) -> "Array":
+        """This one-device array committed to ``device`` (default: where it is), as
+        ``device_put`` and computations on committed arrays leave their results; the buffer
+        is shared."""
+        sharding = self.sharding
+        assert isinstance(sharding, SingleDeviceSharding), sharding
+        if self._committed and (device is None or device == sharding.device):
+            return self
+        result = self._shallow_copy()
+        if device is not None and device != sharding.device:
+            result.sharding = SingleDeviceSharding(device)
+        result._committed = True
+        return result
 
     @property
     def device(self):

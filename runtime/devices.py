@@ -106,6 +106,22 @@ def devices(backend=None) -> list:
     return list(_devices)
 
 
+_default: list = [None]      # jax_default_device: a Device, a platform name, or None
+
+
+def set_default_device(value) -> None:
+    """``jax_default_device``: the device values made without one are put on (a platform
+    name, or None, is device 0 of the one platform)."""
+    _default[0] = value if isinstance(value, Device) else None
+
+
+def default_device() -> Device:
+    """Where values made without a device go, and computations on them run (JAX's default
+    device)."""
+    chosen = _default[0]
+    return chosen if chosen is not None else devices()[0]
+
+
 def device_count(backend=None) -> int:
     return len(devices(backend))
 

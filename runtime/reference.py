@@ -25,7 +25,7 @@ from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_fr
 from ir.specialise import specialise
 from ir.sharding import (NamedSharding, check_divides, dividing_sharding, normal_spec,
                          replication_mismatch, runtime_replication_error)
-from runtime import linalg, special
+from runtime import linalg, placement, special
 from runtime.collectives import group_rules, node_operands, operand_types
 from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
 from runtime.devices import Device
@@ -1032,6 +1032,9 @@ class ReferenceBackend:
     def execute(self, module, args) -> list:
         return execute_module(module, args)
 
+    committed_device = staticmethod(placement.committed_device)
+    on_device = staticmethod(placement.on_device)
+
 
 def to_blocks(value, mesh, spec) -> list:
     """Each position's block of ``value`` laid out by ``spec``: an Array already laid out so
@@ -1044,17 +1047,18 @@ def to_blocks(value, mesh, spec) -> list:
 
 
 def device_put(value, sharding=None) -> Array:
-    """Lay out one array by ``sharding`` (a NamedSharding, SingleDeviceSharding or device);
-    default device 0."""
+    """Lay out one array by ``sharding`` (a NamedSharding, SingleDeviceSharding or device),
+    committed to it; without one, on the default device, uncommitted."""
     if sharding is not None and not isinstance(sharding, (NamedSharding, SingleDeviceSharding)):
         if not isinstance(sharding, Device):
             raise TypeError(f"device_put requires a NamedSharding or a device, got {sharding!r}")
         sharding = SingleDeviceSharding(sharding)
     if isinstance(value, Array) and value.sharding == sharding:
-        return value
+        return value.committed_to() if isinstance(sharding, SingleDeviceSharding) else value
     if isinstance(sharding, NamedSharding):
         _check_put_divisible(value, sharding)
-    return Array.from_global(detached(_host(value), value), sharding)
+    put = Array.from_global(detached(_host(value), value), sharding)
+    return put.committed_to() if sharding is not None and not put.committed else put
 
 
 def _check_put_divisible(value, sharding: NamedSharding):

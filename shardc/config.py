@@ -12,6 +12,8 @@ Honoured flags change what shardc does:
   or a jitted call's output, holds a NaN / an infinity (a jitted function is then run op by op
   to name the operation).
 - ``jax_numpy_dtype_promotion``: ``'standard'``; ``'strict'`` raises NotImplementedError.
+- ``jax_default_device`` (and ``shardc.default_device(d)``): values made without a device, and
+  computations on uncommitted arrays, go to ``d``.
 
 The others are accepted, validated as JAX validates them, readable, and change nothing:
 shardc has one simulated CPU platform, computes matmuls in their operands' dtype, has no
@@ -128,10 +130,10 @@ FLAGS = {flag.name: flag for flag in (
          _partition.set_implicit_communication),
     Flag("jax_numpy_dtype_promotion", "standard", _enum("standard", "strict"),
          _set_dtype_promotion),
+    Flag("jax_default_device", None, _any, _devices.set_default_device),
     # accepted, no effect
     Flag("jax_platforms", None, _optional_str),
     Flag("jax_platform_name", "", _optional_str),
-    Flag("jax_default_device", None, _any),
     Flag("jax_default_matmul_precision", None, _enum(*_MATMUL_PRECISIONS, optional=True)),
     Flag("jax_check_static_indices", False, _bool, _tracing.set_static_index_check),
     Flag("jax_debug_nans", False, _bool,

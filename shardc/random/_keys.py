@@ -124,6 +124,26 @@ class PRNGKeyArray:
     def sharding(self):
         return self._base.sharding
 
+    # where the keys live: their data's devices
+    @property
+    def committed(self) -> bool:
+        return getattr(self._base, "committed", False)
+
+    @property
+    def device(self):
+        return self._base.device
+
+    def devices(self) -> set:
+        return self._base.devices()
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return self._base.is_fully_addressable
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return self._base.is_fully_replicated
+
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of unsized object")

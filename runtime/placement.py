@@ -1,0 +1,73 @@
+"""Where a computation runs, as JAX assigns it: on the devices of the committed arrays among its
+operands (an array put on a device by name, or laid out on a mesh), which must agree; else on
+the default device (or the mesh its operands' layouts name).
+
+    >>> x3 = device_put(np.arange(4.), devices()[3])
+    >>> (x3 + 1).devices()
+    {CpuDevice(id=3)}
+"""
+from __future__ import annotations
+
+from runtime.array import SingleDeviceSharding
+
+
+def device_assignment(sharding) -> tuple:
+    """The ids of the devices a layout occupies, in order (JAX's ``_device_assignment``; a
+    mesh read back from program text holds references to the devices, not the devices)."""
+    if isinstance(sharding, SingleDeviceSharding):
+        return (sharding.device.id,)
+    return sharding.mesh.device_ids
+
+
+def committed_device(values, fun_name: str, names=None, mesh=None):
+    """The device a computation on ``values`` runs on where a committed array among them is on
+    one device; None where none is committed, or they are laid out on a mesh. Committed arrays
+    on different devices, or on devices other than those of ``mesh`` (the mesh set as the
+    context), are JAX's ValueError, naming them (``names()``: each value's name, else ``x``,
+    ``y`` for two operands and ``args[k]`` for more)."""
+    for value in values:              # the common case, at every eager operation: none is
+        if getattr(value, "_committed", False):
+            break
+    else:
+        return None
+    committed = [k for k, value in enumerate(values) if getattr(value, "_committed", False)]
+    first = values[committed[0]].sharding
+    expected = device_assignment(first)
+    for k in committed[1:]:
+        if device_assignment(values[k].sharding) != expected:
+            labels = _labels(values, names)
+            raise ValueError(f"{_INCOMPATIBLE}Got "
+                             f"{_argument(values, committed[0], labels, fun_name)} and "
+                             f"{_argument(values, k, labels, fun_name)}")
+    context = getattr(mesh, "device_ids", None)      # an abstract mesh names no devices
+    if context is not None and context != expected:
+        ids = list(context)
+        raise ValueError(_INCOMPATIBLE + "Got "
+                         f"{_argument(values, committed[0], _labels(values, names), fun_name)} "
+                         f"and jit's context mesh with device ids {ids} on platform CPU")
+    return first.device if isinstance(first, SingleDeviceSharding) else None
+
+
+_INCOMPATIBLE = "Received incompatible devices for jitted computation. "
+
+
+def _labels(values, names) -> list:
+    if names is not None:
+        return names()
+    if len(values) == 2:
+        return ["x", "y"]
+    return [f"args[{k}]" for k in range(len(values))]
+
+
+def _argument(values, k, labels, fun_name) -> str:
+    ids = list(device_assignment(values[k].sharding))
+    return (f"argument {labels[k]} of {fun_name} with shape {values[k].aval.str_long()} and "
+            f"with device ids {ids} on platform CPU")
+
+
+def on_device(outs, device) -> list:
+    """Results of a computation on arrays committed to ``device``: there, committed too (a
+    result laid out on a mesh stays as it is)."""
+    return [out.committed_to(device)
+            if isinstance(getattr(out, "sharding", None), SingleDeviceSharding) else out
+            for out in outs]

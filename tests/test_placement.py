@@ -1,0 +1,126 @@
+"""Where results live, as JAX assigns devices: an array put on a device by name is committed
+to it, and so is whatever is computed from it (eagerly or under jit); arrays made without a
+device go to the default device (``jax.default_device``) and stay uncommitted; committed arrays
+on different devices are JAX's ValueError. Expected values are JAX 0.10.2's."""
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
+
+DEVICES = shardc.devices()
+HOST = np.arange(8.0, dtype=np.float32)
+
+
+def on(value) -> tuple:
+    """(device ids, committed) of an array."""
+    return sorted(d.id for d in value.devices()), value.committed
+
+
+@pytest.fixture
+def x3():
+    return shardc.device_put(HOST, DEVICES[3])
+
+
+def test_device_put_commits_and_default_placement_does_not(x3):
+    assert on(x3) == ([3], True)
+    assert on(shardc.device_put(HOST)) == ([0], False)
+    assert on(jnp.arange(8.0)) == ([0], False)
+    assert on(shardc.device_put(x3)) == ([3], True)           # stays where it is
+    assert on(shardc.device_put(jnp.ones(3), DEVICES[0])) == ([0], True)
+    assert on(shardc.device_put(HOST, SingleDeviceSharding(DEVICES[2]))) == ([2], True)
+    assert on(shardc.device_put(x3, DEVICES[4])) == ([4], True)
+    assert on(x3.addressable_shards[0].data) == ([3], True)
+
+
+@pytest.mark.parametrize("compute", [
+    lambda a: a + 1,
+    lambda a: (a * 2).sum(),
+    lambda a: a[2],
+    lambda a: a.at[1].set(5.0),
+    lambda a: a.astype(jnp.int32),
+    lambda a: jnp.stack([a, a]),
+    lambda a: a @ jnp.ones(8),                  # with an uncommitted operand
+    lambda a: jnp.where(a > 2, a, 0.0),
+    lambda a: shardc.jit(lambda v, w: v * w)(a, jnp.ones(8)),
+    lambda a: shardc.grad(lambda v: (v ** 2).sum())(a),
+    lambda a: shardc.vmap(lambda v: v * 2)(a),
+    lambda a: lax.scan(lambda c, v: (c + v, v), 0.0, a)[1],
+], ids=["add", "sum", "index", "at_set", "astype", "stack", "matmul", "where", "jit", "grad",
+        "vmap", "scan"])
+def test_results_of_a_committed_array_stay_on_its_device(x3, compute):
+    out = compute(x3)
+    assert on(out) == ([3], True)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(compute(jnp.asarray(HOST))))
+
+
+def test_jit_results_follow_committed_arguments_on_every_call(x3):
+    double = shardc.jit(lambda a: a * 2)
+    assert on(double(jnp.ones(8))) == ([0], False)
+    assert on(double(x3)) == ([3], True)
+    assert on(double(shardc.device_put(HOST, DEVICES[5]))) == ([5], True)
+    assert on(double(jnp.ones(8))) == ([0], False)
+
+
+def test_committed_arrays_on_different_devices_are_refused(x3):
+    x0 = shardc.device_put(HOST, DEVICES[0])
+    with pytest.raises(ValueError, match=r"Received incompatible devices for jitted computation\. "
+                       r"Got argument x of add with shape float32\[8\] and with device ids \[3\] "
+                       r"on platform CPU and argument y of add with shape float32\[8\] and with "
+                       r"device ids \[0\] on platform CPU"):
+        x3 + x0
+
+    def f(a, b):
+        return a["k"] + b
+
+    with pytest.raises(ValueError, match=r"Got argument a\['k'\] of .*f with shape float32\[8\] "
+                                         r"and with device ids \[3\] .* argument b of .*f "):
+        shardc.jit(f)({"k": x3}, x0)
+
+
+def test_a_committed_array_and_a_mesh_array_are_refused(x3):
+    mesh = shardc.make_mesh((8,), ("x",))
+    split = shardc.device_put(HOST, NamedSharding(mesh, P("x")))
+    with pytest.raises(ValueError, match=r"device ids \[3\] on platform CPU and argument y of add "
+                                         r"with shape float32\[8@x\] and with device ids "
+                                         r"\[0, 1, 2, 3, 4, 5, 6, 7\]"):
+        x3 + split
+    # an uncommitted array joins the mesh
+    assert on(jnp.ones(8) + split) == (list(range(8)), True)
+
+
+def test_a_committed_array_off_the_context_mesh_is_refused(x3):
+    mesh = shardc.make_mesh((8,), ("x",))
+    with shardc.sharding.set_mesh(mesh):
+        with pytest.raises(ValueError, match=r"device ids \[3\] on platform CPU and jit's "
+                                             r"context mesh with device ids \[0, 1, 2, 3, 4, 5, "
+                                             r"6, 7\]"):
+            x3 + 1
+        with pytest.raises(ValueError, match="jit's context mesh"):
+            shardc.jit(lambda a: a + 1)(x3)
+
+
+def test_default_device_places_new_values_and_uncommitted_results(x3):
+    made = jnp.ones(3)
+    with shardc.default_device(DEVICES[5]):
+        assert on(jnp.ones(3)) == ([5], False)
+        assert on(made + 1) == ([5], False)
+        assert on(shardc.device_put(HOST)) == ([5], False)
+        assert on(shardc.jit(lambda: jnp.ones(3))()) == ([5], False)
+        assert on(x3 + 1) == ([3], True)          # committed wins
+    assert on(jnp.ones(3)) == ([0], False)
+    shardc.config.update("jax_default_device", DEVICES[2])
+    try:
+        assert on(jnp.zeros(2)) == ([2], False)
+    finally:
+        shardc.config.update("jax_default_device", None)
+    assert on(jnp.zeros(2)) == ([0], False)
+
+
+def test_keys_put_on_a_device_draw_there():
+    key = shardc.device_put(shardc.random.key(0), DEVICES[4])
+    assert on(key) == ([4], True)
+    assert on(shardc.random.normal(key, (3,))) == ([4], True)
+    assert not shardc.random.key(0).committed
