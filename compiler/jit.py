@@ -696,11 +696,13 @@ def _argument_names(fun, args, kwargs, static_argnums) -> list:
         parameters = []
     positional = [p.name for p in parameters if p.kind in (
         inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    rest = next((p.name for p in parameters if p.kind is inspect.Parameter.VAR_POSITIONAL),
+                "args")
     names = []
     for k, arg in enumerate(args):
         if k in static_argnums:
             continue
-        base = positional[k] if k < len(positional) else f"args[{k}]"
+        base = positional[k] if k < len(positional) else f"{rest}[{k - len(positional)}]"
         names += [base + path for path in tree.leaf_paths(arg)]
     for key, arg in kwargs.items():
         names += [key + path for path in tree.leaf_paths(arg)]

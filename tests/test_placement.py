@@ -80,6 +80,15 @@ def test_committed_arrays_on_different_devices_are_refused(x3):
         shardc.jit(f)({"k": x3}, x0)
 
 
+def test_incompatible_devices_name_variadic_and_nested_arguments(x3):
+    x0 = shardc.device_put(HOST, DEVICES[0])
+    with pytest.raises(ValueError, match=r"argument x\[0\] of .* device ids \[3\] .* "
+                                         r"argument x\[1\] of .* device ids \[0\]"):
+        shardc.jit(lambda *x: x)(x3, x0)
+    with pytest.raises(ValueError, match=r"argument t\[0\] of .* argument t\[1\]\[0\] of "):
+        shardc.jit(lambda t: t)((x3, (x0, x3)))
+
+
 def test_a_committed_array_and_a_mesh_array_are_refused(x3):
     mesh = shardc.make_mesh((8,), ("x",))
     split = shardc.device_put(HOST, NamedSharding(mesh, P("x")))
