@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler import tree
+from compiler.refs import ClosedOverRef, RefWrittenOutside, swapped_in
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, abstract_value_error, aval_of,
@@ -284,8 +285,48 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
 
     ``unroll`` (a non-negative int, or a bool) is checked as JAX checks it; it is a
     code-generation hint that leaves every result unchanged, and shardc runs the loop as it is.
+    A Ref (mutable array) the body writes from outside is threaded through the loop as a
+    carry, found by tracing the body, and written when the loop is done.
     """
     _check_callable("scan", "f argument should be a callable.", f)
+    refs: list = []
+    while True:
+        try:
+            if not refs:
+                return _scan(f, init, xs, length, reverse, unroll, carry_name, construct)
+            return _scan_threading(refs, f, init, xs, length, reverse, unroll, carry_name,
+                                   construct)
+        except (ClosedOverRef, RefWrittenOutside) as found:
+            if any(r is found.ref for r in refs):
+                raise
+            refs.append(found.ref)
+
+
+def _scan_threading(refs, f, init, xs, length, reverse, unroll, carry_name, construct):
+    """The scan of ``f`` with ``refs`` as further carries: each holds its carry while the body
+    is traced, and is written with the last when the loop is done."""
+    def body(carry, x):
+        own, held = carry
+        with swapped_in(refs, held):
+            new, y = _pair(f(own, x))
+            left = [r._value for r in refs]
+        return (new, left), y
+
+    (out, left), ys = _scan(body, (init, [r._read() for r in refs]), xs, length, reverse,
+                            unroll, carry_name, construct)
+    for r, value in zip(refs, left):
+        r._write(value)
+    return out, ys
+
+
+def _pair(result):
+    node = tree.node_children(result)
+    if node is None or len(node[2]) != 2:
+        raise TypeError(f"scan body output must be a pair, got {_avals_text(result)}.")
+    return node[2]
+
+
+def _scan(f, init, xs, length, reverse, unroll, carry_name, construct):
     given, carry_tree = tree.tree_flatten(init)
     weak = [weakly_typed(v) for v in given]
     init_flat = [_as_array(v) for v in given]
@@ -303,12 +344,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     def flat_body(*args):
         carry = tree.tree_unflatten(carry_tree, args[:nc])
         x = tree.tree_unflatten(xs_tree, args[nc:])
-        result = f(carry, x)
         # as JAX: any pytree node of two children (a tuple or list, as a rule) is the pair
-        node = tree.node_children(result)
-        if node is None or len(node[2]) != 2:
-            raise TypeError(f"scan body output must be a pair, got {_avals_text(result)}.")
-        new_carry, y = node[2]
+        new_carry, y = _pair(f(carry, x))
         new_flat, new_tree = tree.tree_flatten(new_carry)
         _check_carry_tree(construct, carry_name, carry_tree, new_tree)
         ys_flat, ys_tree = tree.tree_flatten(y)

@@ -20,6 +20,7 @@ import numpy as np
 from compiler import tree
 from compiler.backend import get_backend
 from compiler.inline_calls import inline_calls
+from compiler.refs import ClosedOverRef, ref_type, swapped_in
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from compiler.shard_map import function_name
@@ -433,6 +434,8 @@ class JitFunction:
         self._resolve = resolve or (lambda s, what: s)
         self.cache: dict = {}
         self.array_calls: dict = {}     # (aval, sharding) per argument -> Compiled
+        self.ref_calls: dict = {}       # where the arguments hold refs -> the pure function's jit
+        self.closed_refs: list = []     # the refs the function closes over, found by tracing it
         self.trace_count = 0
         _JITTED.add(self)
 
@@ -463,9 +466,10 @@ class JitFunction:
             if invalid_value_checks_on():
                 self._check_outputs(outs, args, kwargs)
             return tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
+        self._last = None
         with _gc_paused():
             result = self._call(args, kwargs)
-        if key is not None:
+        if key is not None and self._last is not None:
             self.array_calls[key] = self._last
         if invalid_value_checks_on():
             self._check_outputs(tree.tree_leaves(result), args, kwargs)
@@ -523,8 +527,19 @@ class JitFunction:
         static_kwargs, kwargs = self._split_static_kwargs(kwargs)
         static, dynamic = _split_static(args, static_argnums)
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
-        compiled = self._last = self._compiled(args, kwargs, static, static_kwargs,
-                                               static_argnums, leaves, in_tree)
+        if self.closed_refs or any(getattr(leaf, "_mutable_ref", False) for leaf in leaves):
+            return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
+                                        in_tree)
+        try:
+            compiled = self._compiled(args, kwargs, static, static_kwargs, static_argnums,
+                                      leaves, in_tree)
+        except ClosedOverRef as found:
+            if self.ref_calls is None:      # the pure function of another jit's refs
+                raise
+            self._close_over(found.ref)
+            return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
+                                        in_tree)
+        self._last = compiled
         device = get_backend().committed_device(
             leaves, _qualified_name(self.fun),
             lambda: _argument_names(self.fun, args, kwargs, static_argnums), current_mesh())
@@ -547,6 +562,74 @@ class JitFunction:
             outs = self._donate(args, kwargs, static_argnums, outs, compiled)
         result = tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
         return self._constrain_outputs(result) if compiled.place_after else result
+
+    def _call_with_refs(self, args, kwargs, static_argnums, static_kwargs, leaves, in_tree):
+        """A call whose arguments hold refs (mutable arrays), or whose function closes over
+        some: the jit of a pure function that takes the refs' values as inputs and returns
+        what the function left in them, written back into the refs once it has run (JAX's
+        discharge of their effects). A ref found closed over while tracing it joins them, and
+        the call starts again."""
+        if (self.donate_argnums or self.donate_argnames or self.out_shardings is not UNSPECIFIED
+                or self.in_shardings is not UNSPECIFIED):
+            raise NotImplementedError("jit with in_shardings, out_shardings or donation of a "
+                                      "function using Refs")
+        marks = tuple(bool(getattr(leaf, "_mutable_ref", False)) for leaf in leaves)
+        passed = [leaf for leaf, is_ref in zip(leaves, marks) if is_ref]
+        refs = passed + self.closed_refs
+        if len({id(r) for r in refs}) != len(refs):
+            self._refuse_aliased_refs(args, kwargs, static_argnums, leaves, marks)
+        statics = (tuple((k, args[k]) for k in static_argnums),
+                   tuple(sorted(static_kwargs.items())))
+        weak = tuple(r._weak for r in refs)
+        key = (in_tree, marks, weak, type(refs[0]), tuple(map(id, self.closed_refs)))
+        pure = self.ref_calls.get(key)
+        if pure is None:
+            pure = self.ref_calls[key] = jit(
+                _pure_of_refs(self.fun, in_tree, marks, weak, type(refs[0]),
+                              tuple(self.closed_refs)),
+                static_argnums=(2,))
+            pure.ref_calls = None         # a ref it finds closed over is this jit's to take
+        plain = [leaf for leaf, is_ref in zip(leaves, marks) if not is_ref]
+        try:
+            out, written = pure([r._read() for r in refs], plain, _Hashed(statics))
+        except ClosedOverRef as found:
+            self._close_over(found.ref)
+            return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
+                                        in_tree)
+        for ref, value in zip(refs, written):
+            # the program's result, as JAX's buffer: typed (a weakly typed Ref reads back so
+            # inside a traced body)
+            ref._value = value.with_weak(False) if hasattr(value, "with_weak") else value
+        return out
+
+    def _refuse_aliased_refs(self, args, kwargs, static_argnums, leaves, marks):
+        """JAX's errors for one Ref passed twice, or passed and closed over."""
+        names = _argument_names(self.fun, args, kwargs, static_argnums)
+        where: dict = {}
+        for leaf, name, is_ref in zip(leaves, names, marks):
+            if is_ref:
+                where.setdefault(id(leaf), []).append(name)
+        fun = _qualified_name(self.fun)
+        for ref in self.closed_refs:
+            if id(ref) in where:
+                raise ValueError(f"when tracing {fun} for jit, a mutable array reference of "
+                                 f"type {ref_type(ref)} was both closed over and passed as "
+                                 f"the argument {where[id(ref)][0]}")
+        ref_of = {id(leaf): leaf for leaf in leaves}
+        key, (first, second, *_) = next((k, n) for k, n in where.items() if len(n) > 1)
+        raise ValueError("only one reference to a mutable array may be passed as an argument "
+                         f"to a function, but when tracing {fun} for jit the mutable array "
+                         f"reference of type {ref_type(ref_of[key])} appeared at both {first} "
+                         f"and {second}.")
+
+    def _close_over(self, ref) -> None:
+        """Take ``ref``, found closed over while tracing, as a hidden argument from now on."""
+        if any(r is ref for r in self.closed_refs):
+            raise AssertionError("a closed-over Ref was read outside the refs jit swaps in")
+        self.closed_refs.append(ref)
+        self.array_calls.clear()
+        self.cache.clear()
+        self.ref_calls.clear()
 
     def _donate(self, args, kwargs, static_argnums, outs, compiled) -> list:
         """Delete the donated arguments' arrays, as JAX does where the call can reuse their
@@ -676,6 +759,50 @@ class JitFunction:
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
         return self._compiled(args, kwargs, static, static_kwargs, static_argnums, leaves,
                               in_tree)
+
+
+def _pure_of_refs(fun, in_tree, marks, weak, ref_class, closed):
+    """``fun`` as a pure function of (the refs' values, the other argument leaves, the static
+    arguments): fresh refs of the same types (``weak``: each weakly typed or not) stand for
+    the refs passed while it runs, and the refs it closes over (``closed``, after them) hold
+    traced values; it returns its result and what it left in all of them."""
+    def pure(ref_values, plain, statics):
+        held = [weakened(v) if w else v for v, w in zip(ref_values, weak)]
+        fresh = [ref_class(v, weak=w) for v, w in zip(held[:len(held) - len(closed)], weak)]
+        refs, others = iter(fresh), iter(plain)
+        dynamic, kwargs = tree.tree_unflatten(
+            in_tree, [next(refs) if is_ref else next(others) for is_ref in marks])
+        positional, static_kwargs = statics.value
+        args, dynamic = [], list(dynamic)
+        fixed = dict(positional)
+        for k in range(len(dynamic) + len(fixed)):
+            args.append(fixed[k] if k in fixed else dynamic.pop(0))
+        with swapped_in(closed, held[len(fresh):]):
+            out = fun(*args, **kwargs, **dict(static_kwargs))
+            left = [r._value for r in fresh + list(closed)]     # (freed or not)
+        returned = [leaf for leaf in tree.tree_leaves(out) if getattr(leaf, "_mutable_ref", False)]
+        if returned:
+            raise ValueError(f"function {_qualified_name(fun)} traced for jit returned a mutable "
+                             f"array reference of type {ref_type(returned[0])}, but mutable "
+                             "array references cannot be returned.")
+        return out, left
+    pure.__name__ = _name(fun)                 # named as the function, in errors
+    pure.__qualname__ = _qualified_name(fun)
+    return pure
+
+
+class _Hashed:
+    """Static arguments handed on as one static argument, hashed and compared by value."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __eq__(self, other):
+        return isinstance(other, _Hashed) and self.value == other.value
 
 
 def _name(fun) -> str:

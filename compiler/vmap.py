@@ -114,6 +114,11 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
                          "corresponding to the positional arguments passed to the function, "
                          f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
     leaves, in_tree = tree.tree_flatten((args, kwargs))
+    # a Ref among the arguments (a mutable array) is mapped as the array it holds
+    refs = {k: leaf for k, leaf in enumerate(leaves) if getattr(leaf, "_mutable_ref", False)}
+    if refs:
+        leaves = [refs[k]._read() if k in refs else leaf for k, leaf in enumerate(leaves)]
+        args, kwargs = tree.tree_unflatten(in_tree, leaves)
     axes = _flat_in_axes(in_axes, args, kwargs)
     _check_mapped_values(fun, (args, kwargs), leaves, axes)
     axes = [_canonical_in_axis(x, a) for x, a in zip(leaves, axes)]
@@ -122,9 +127,13 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
     trace = BatchTrace(current_trace(), size, axis=axis, spmd_axis_name=spmd_axis_name)
     trace.batch_spec, batch_mesh = _batch_spec(leaves, axes)
     tracers = [x if a is None else BatchTracer(trace, x, a) for x, a in zip(leaves, axes)]
-    call_args, call_kwargs = tree.tree_unflatten(in_tree, tracers)
     with named_axis(axis), set_current_trace(trace):
+        # each Ref is held, while the function runs, by a Ref of this trace over its members
+        fresh = {k: type(ref)(tracers[k], weak=ref._weak) for k, ref in refs.items()}
+        call_args, call_kwargs = tree.tree_unflatten(
+            in_tree, [fresh.get(k, t) for k, t in enumerate(tracers)])
         result = fun(*call_args, **call_kwargs)
+        left = {k: trace.unwrap(held._read()) for k, held in fresh.items()}
         outs, out_tree = tree.tree_flatten(result)
         for o in outs:
             if not is_jax_value(o) and not dtypes.is_float0(o):
@@ -133,6 +142,8 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
         # float0 results (an integer's tangent or cotangent) hold nothing: the same for
         # every member
         unwrapped = [(o, None) if dtypes.is_float0(o) else trace.unwrap(o) for o in outs]
+    if refs:
+        _write_back_refs(refs, left, axes, size)
     out_specs = _flat_out_axes(out_axes, result)
     _check_unmapped_outputs(result, unwrapped, out_specs, axis_name)
     moved = [_batched_float0(v, a, size) if dtypes.is_float0(v) else
@@ -141,6 +152,23 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
         moved = [_split_like_batch(v, d, a, trace.batch_spec, batch_mesh, o)
                  for v, (_, d), a, o in zip(moved, unwrapped, out_specs, outs)]
     return tree.tree_unflatten(out_tree, moved)
+
+
+def _write_back_refs(refs, left, axes, size) -> None:
+    """What the batched function left in each Ref's stand-in (``left``: value and batch dim),
+    written into the Ref: the members stacked along the axis it was mapped over. A Ref not
+    mapped over takes no batched value (JAX's error)."""
+    for k, ref in refs.items():
+        value, dim = left[k]
+        if axes[k] is None:
+            if dim is not None:
+                raise ValueError("performing a set/swap operation with vmapped value on an "
+                                 f"unbatched array reference of type Ref{{{ref.dtype}"
+                                 f"{list(ref.shape)}}}. Move the array reference to be an "
+                                 "argument to the vmapped function?")
+        else:
+            value = _place_batch_axis(value, dim, axes[k], size)
+        ref._value = value
 
 
 def _batched_float0(value, out_axis, size: int):

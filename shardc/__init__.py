@@ -33,8 +33,9 @@ from runtime.array import Array
 from runtime.devices import (Device, device_count, devices, local_devices, process_count,
                              process_index)
 from shardc import (ad_checkpoint, custom_batching, custom_derivatives, debug, dtypes, errors,
-                    flatten_util, lax, nn, numpy, ops, random, scipy, sharding, tree, tree_util,
-                    typing)
+                    flatten_util, lax, nn, numpy, ops, random, ref, scipy, sharding, tree,
+                    tree_util, typing)
+from shardc.ref import Ref, empty_ref, free_ref, freeze, new_ref
 from shardc._devices import device_put, local_device_count, make_mesh
 from shardc._extras import (block_until_ready, default_backend, device_get, effects_barrier,
                             eval_shape, named_call, named_scope, smap)
@@ -90,7 +91,7 @@ def process_indices() -> list:
 
 __all__ = [
     "Array", "ConcretizationTypeError", "Device", "Mesh", "NamedSharding", "P", "PartitionSpec",
-    "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
+    "Ref", "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
     "block_until_ready", "check_tracer_leaks", "checking_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
     "closure_convert", "comm_ledger", "config", "custom_batching", "custom_derivatives",
     "custom_gradient",
@@ -100,7 +101,8 @@ __all__ = [
     "device_put",
     "devices", "disable_jit",
     "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks", "enable_x64",
-    "ensure_compile_time_eval", "eval_shape", "pure_callback",
+    "empty_ref", "ensure_compile_time_eval", "eval_shape", "free_ref", "freeze", "new_ref",
+    "pure_callback", "ref",
     "explain_cache_misses", "flatten_util", "float0", "grad", "hessian", "host_count",
     "host_id", "host_ids",
     "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax", "ops",

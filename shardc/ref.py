@@ -1,0 +1,211 @@
+"""``shardc.ref`` (``jax.ref``): mutable arrays. ``new_ref(x)`` holds an array that
+``ref[idx]`` reads and ``ref[idx] = v`` (``set``, ``swap``, ``addupdate``) replaces.
+
+A Ref works eagerly; inside a traced function that made it; as an argument of a jitted
+function, or closed over by one (the call reads each Ref's value as an input of its program
+and writes back what the function left in it once the program has run: JAX's effects,
+discharged); as an argument of vmap, mapped over the axis ``in_axes`` gives it; and written
+by a scan body, as a further carry of the loop. A write from inside other transformations of
+the function that holds the Ref (grad, a branch or while body) raises NotImplementedError.
+
+    >>> ref = new_ref(jnp.zeros(3))
+    >>> ref[1] = 10.0
+    >>> ref
+    Ref([ 0., 10.,  0.], dtype=float32)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.refs import ClosedOverRef, RefWrittenOutside
+from compiler.tracing import (Tracer, aval_of, current_trace, values_known_now, weakened,
+                              weakly_typed)
+from shardc.lax._ops import convert_element_type
+from shardc.numpy import array, asarray, zeros
+
+__all__ = ["Ref", "addupdate", "empty_ref", "free_ref", "freeze", "get", "new_ref", "set",
+           "swap"]
+
+
+class Ref:
+    """A mutable array: ``ref[...]`` reads it, ``ref[idx] = value`` writes into it."""
+    __slots__ = ("_value", "_weak", "_trace", "_staged", "_freed")
+    _mutable_ref = True        # how jit knows a ref among its arguments (compiler.jit)
+
+    def __init__(self, value, weak=None):
+        self._value = value
+        # its type is fixed when it is made: in a traced body a weakly typed Ref reads back
+        # weakly typed whatever is written; eagerly it holds what was written, as JAX's buffer
+        self._weak = weakly_typed(value) if weak is None else weak
+        self._trace = current_trace()     # where it was made: it is written there only
+        self._staged = not values_known_now()    # made in a body jit traces
+        self._freed = False
+
+    # -- the type of the array it holds ----------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(aval_of(self._value).shape)
+
+    @property
+    def dtype(self):
+        return aval_of(self._value).dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def sharding(self):
+        return self._read().sharding
+
+    committed = property(lambda self: True)
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the buffer the Ref holds now (a write that is not in place, as
+        shardc's are, gives it another)."""
+        return np.asarray(self._read()).__array_interface__["data"][0]
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    # -- reading and writing ----------------------------------------------------------------------
+
+    def __getitem__(self, idx):
+        return get(self, idx)
+
+    def __setitem__(self, idx, value):
+        set(self, idx, value)
+
+    def addupdate(self, x, idx=()):
+        addupdate(self, idx, x)
+
+    def __repr__(self):
+        value = self._read()
+        if isinstance(value, Tracer):
+            return f"Ref({aval_of(value).str_short()})"
+        return "Ref" + repr(value)[len("Array"):]
+
+    def _read(self):
+        if self._freed:
+            raise ValueError("the Ref was freed (free_ref or freeze): it holds no value")
+        if not self._staged and not values_known_now():
+            raise ClosedOverRef(self)      # jit takes it as a hidden argument
+        return self._value
+
+    def _swap_state(self, value) -> tuple:
+        """Hold ``value``, traced where the caller traces, as a Ref made there; returns the
+        state to restore (jit's closed-over refs)."""
+        saved = (self._value, self._trace, self._staged)
+        self._value, self._trace, self._staged = value, current_trace(), True
+        return saved
+
+    def _restore_state(self, saved) -> None:
+        self._value, self._trace, self._staged = saved
+
+    def _write(self, value):
+        self._read()
+        if current_trace() is not self._trace:
+            raise RefWrittenOutside(self)    # scan threads it through its loop
+        self._value = weakened(value) if self._weak and not values_known_now() else value
+
+
+def _whole(idx) -> bool:
+    return idx is None or idx is Ellipsis or (isinstance(idx, tuple) and (
+        idx == () or idx == (Ellipsis,)))
+
+
+def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:
+    """A Ref holding ``init_val`` (an array or anything ``jnp.asarray`` takes)."""
+    if isinstance(init_val, Ref):
+        raise ValueError("Cannot store a Ref into another Ref. Did you forget to load from it "
+                         "using `[...]`?")
+    if memory_space is not None and values_known_now():
+        raise NotImplementedError("array ref with memory space only works inside of a `jit`.")
+    return Ref(array(init_val))
+
+
+def empty_ref(ty, memory_space=None) -> Ref:
+    """A Ref of type ``ty`` (anything with ``shape`` and ``dtype``) whose value is not yet
+    written (shardc holds zeros)."""
+    return Ref(zeros(ty.shape, ty.dtype))
+
+
+def free_ref(ref: Ref) -> None:
+    """Free the Ref's buffer: reading it afterwards is an error."""
+    ref._read()
+    ref._freed = True
+
+
+def freeze(ref: Ref):
+    """The Ref's value, as an immutable array; the Ref may not be used afterwards."""
+    value = ref._read()
+    ref._freed = True
+    return value
+
+
+def get(ref: Ref, idx=None):
+    """``ref[idx]``: the elements of the Ref's value at ``idx`` (all of them by default)."""
+    _check_ref(ref, "get")
+    value = ref._read()
+    return value if _whole(idx) else value[idx]
+
+
+def swap(ref: Ref, idx, value, _function_name: str = "swap"):
+    """Write ``value`` at ``idx`` and return what was there."""
+    _check_ref(ref, _function_name)
+    if isinstance(value, Ref):
+        raise ValueError("Cannot store a Ref into another Ref. Did you forget to load from it "
+                         "using `[...]`?")
+    current = ref._read()
+    old = current if _whole(idx) else current[idx]
+    value = _checked_value(ref, old, value, "swap", idx)
+    ref._write(value if _whole(idx) else current.at[idx].set(value))
+    return old
+
+
+def set(ref: Ref, idx, value) -> None:     # noqa: A001 (JAX's name)
+    """``ref[idx] = value``."""
+    swap(ref, idx, value, "set")
+
+
+def addupdate(ref: Ref, idx, x) -> None:
+    """``ref[idx] += x``, in place."""
+    _check_ref(ref, "addupdate")
+    current = ref._read()
+    old = current if _whole(idx) else current[idx]
+    x = _checked_value(ref, old, x, "addupdate", idx)
+    ref._write(current + x if _whole(idx) else current.at[idx].add(x))
+
+
+def _check_ref(ref, name: str) -> None:
+    if not isinstance(ref, Ref):
+        raise ValueError(f"`{name}` must be called on `Ref` types: {ref!r}.")
+
+
+def _checked_value(ref: Ref, old, value, name: str, idx=()):
+    """``value`` as written over ``old``: a weakly typed value takes the Ref's dtype (within
+    its kind); otherwise shape and dtype must be the same (JAX's errors)."""
+    value = asarray(value)
+    aval, old_aval = aval_of(value), aval_of(old)
+    same_kind = (np.issubdtype(old_aval.dtype, np.floating)
+                 and np.issubdtype(aval.dtype, np.floating)) or (
+                 np.issubdtype(old_aval.dtype, np.integer)
+                 and np.issubdtype(aval.dtype, np.integer))
+    if getattr(value, "weak", False) is True and same_kind:     # typed as the Ref is
+        value = convert_element_type(value, old_aval.dtype)
+        aval = aval_of(value)
+    if tuple(aval.shape) != tuple(old_aval.shape):
+        raise ValueError(f"Invalid shape for `{name}`. Ref shape: {ref.shape}. Expected shape: "
+                         f"{tuple(old_aval.shape)}. Value shape: {tuple(aval.shape)}. "
+                         f"Transforms: {() if _whole(idx) else (idx,)}. ")
+    if aval.dtype != old_aval.dtype:
+        raise ValueError(f"Invalid dtype for `{name}`. Ref dtype: {old_aval.dtype}. Value "
+                         f"dtype: {aval.dtype}. ")
+    return value

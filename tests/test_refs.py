@@ -1,0 +1,211 @@
+"""Mutable arrays (``jax.Ref``): eager reads and writes, refs as arguments of jitted functions
+(their writes land after the call), refs made inside a traced function, and JAX's errors.
+Expected values and messages are JAX 0.10.2's."""
+import numpy as np
+import pytest
+
+import shardc
+import shardc.numpy as jnp
+
+
+def test_eager_reads_and_writes():
+    ref = shardc.new_ref(jnp.zeros(5))
+    shardc.ref.set(ref, 1, 10.0)
+    ref[2] = 3.0
+    assert repr(ref) == "Ref([ 0., 10.,  3.,  0.,  0.], dtype=float32)"
+    np.testing.assert_array_equal(np.asarray(ref[1:3]), [10.0, 3.0])
+    assert (ref.shape, ref.dtype, ref.ndim, len(ref)) == ((5,), np.float32, 1, 5)
+    counter = shardc.new_ref(jnp.arange(5))
+    assert int(shardc.ref.swap(counter, 3, 10)) == 3
+    np.testing.assert_array_equal(np.asarray(shardc.ref.get(counter)), [0, 1, 2, 10, 4])
+    shardc.ref.addupdate(counter, slice(0, 2), jnp.array([5, 5], jnp.int32))
+    np.testing.assert_array_equal(np.asarray(counter[...]), [5, 6, 2, 10, 4])
+    scalar = shardc.new_ref(jnp.int32(5))
+    scalar[...] = 4
+    assert repr(scalar) == "Ref(4, dtype=int32)"
+
+
+def test_writes_check_shape_and_dtype():
+    ref = shardc.new_ref(jnp.ones(3))
+    with pytest.raises(ValueError, match=r"Invalid shape for `swap`\. Ref shape: \(3,\)\. "
+                                         r"Expected shape: \(3,\)\. Value shape: \(4,\)\."):
+        ref[...] = jnp.ones(4)
+    with pytest.raises(ValueError, match=r"Invalid dtype for `swap`\. Ref dtype: float32\. "
+                                         r"Value dtype: int32\."):
+        ref[...] = jnp.ones(3, jnp.int32)
+    with pytest.raises(ValueError, match="Cannot store a Ref into another Ref"):
+        ref[...] = shardc.new_ref(jnp.ones(3))
+    with pytest.raises(ValueError, match="Invalid shape for `swap`"):
+        ref[...] = 2.0                 # no broadcasting
+    with pytest.raises(ValueError, match=r"Invalid dtype for `swap`\. Ref dtype: float32\. "
+                                         r"Value dtype: int32\."):
+        ref[1] = 2                     # a Python int is not cast to a float Ref
+    ref[1] = 2.0                       # a Python float takes the Ref's float dtype
+    ints = shardc.new_ref(jnp.ones(3, jnp.int32))
+    ints[...] += 1
+    assert ints[...].dtype == np.int32 and ref[...].dtype == np.float32
+
+
+def test_refs_as_jit_arguments_are_written_after_the_call():
+    @shardc.jit
+    def step(r, x):
+        r[...] += x
+        r[0] = 100.0
+        return r[...].sum()
+
+    ref = shardc.new_ref(jnp.ones(3))
+    assert float(step(ref, 2.0)) == 106.0
+    np.testing.assert_array_equal(np.asarray(ref[...]), [100.0, 3.0, 3.0])
+    assert float(step(ref, jnp.ones(3))) == 108.0
+    np.testing.assert_array_equal(np.asarray(ref[...]), [100.0, 4.0, 4.0])
+
+
+def test_a_pytree_of_refs_trains_in_place():
+    @shardc.jit
+    def update(state, batch):
+        state["count"][...] += 1
+        state["w"][...] -= 0.1 * batch.mean(0)
+        return {"w_sum": state["w"][...].sum()}
+
+    state = shardc.tree.map(shardc.new_ref, {"count": jnp.array(0), "w": jnp.ones(4)})
+    for _ in range(3):
+        out = update(state, jnp.ones((2, 4)))
+    assert int(state["count"][...]) == 3
+    np.testing.assert_allclose(np.asarray(state["w"][...]), np.full(4, 0.7), rtol=1e-6)
+    np.testing.assert_allclose(float(out["w_sum"]), 2.8, rtol=1e-6)
+
+
+def test_a_weakly_typed_ref_reads_back_weakly_typed_under_jit():
+    # the training cookbook's Adam count: mu / (1 - b ** count) stays bfloat16
+    @shardc.jit
+    def step(count, mu):
+        count[...] += 1
+        mu[...] = mu[...] / (1 - 0.9 ** count[...])
+
+    count = shardc.new_ref(shardc.jit(lambda: jnp.array(0))())
+    mu = shardc.new_ref(jnp.ones(2, jnp.bfloat16))
+    for _ in range(2):
+        step(count, mu)
+    assert mu[...].dtype == jnp.bfloat16
+
+
+def test_refs_made_inside_a_traced_function():
+    @shardc.jit
+    def double(x):
+        r = shardc.new_ref(jnp.zeros_like(x))
+        r[...] += x * 2
+        return r[...]
+
+    np.testing.assert_array_equal(np.asarray(double(jnp.arange(3.0))), [0.0, 2.0, 4.0])
+
+    def g(x):
+        r = shardc.new_ref(0.0)
+        r[...] += jnp.sin(x)
+        return r[...]
+
+    assert float(shardc.grad(g)(1.0)) == pytest.approx(np.cos(1.0))
+    assert float(shardc.jit(shardc.grad(g))(1.0)) == pytest.approx(np.cos(1.0))
+
+
+def test_a_jitted_function_closing_over_refs_takes_them_as_inputs():
+    x_ref = shardc.new_ref(jnp.zeros(3))
+    counter = shardc.new_ref(jnp.int32(0))
+
+    @shardc.jit
+    def f():
+        x_ref[1] += 1.0
+
+    f()
+    f()
+    assert repr(x_ref) == "Ref([0., 2., 0.], dtype=float32)"
+
+    @shardc.jit
+    def g(x):
+        counter[...] += 1
+        return x * 2 + x_ref[...]
+
+    np.testing.assert_array_equal(np.asarray(g(jnp.ones(3))), [2.0, 4.0, 2.0])
+    x_ref[0] = 5.0                  # the next call reads the value the Ref holds now
+    np.testing.assert_array_equal(np.asarray(g(jnp.ones(3))), [7.0, 4.0, 2.0])
+    assert int(counter[...]) == 2
+    (pure,) = g.ref_calls.values()          # traced once, as a pure function of the refs
+    assert pure.trace_count == 1
+
+
+def test_vmap_maps_a_ref_argument_over_its_axis():
+    def dist(x, y, out_ref):
+        assert x.ndim == y.ndim == 1 and out_ref.ndim == 0
+        out_ref[...] = jnp.sum((x - y) ** 2)
+
+    vecs = jnp.arange(12.0).reshape(3, 4)
+    out_ref = shardc.new_ref(jnp.zeros((3, 3)))
+    shardc.vmap(shardc.vmap(dist, (0, None, 0)), (None, 0, 0))(vecs, vecs, out_ref)
+    host = np.arange(12.0).reshape(3, 4)
+    want = ((host[None, :, :] - host[:, None, :]) ** 2).sum(-1)
+    np.testing.assert_array_equal(np.asarray(out_ref[...]), want)
+
+    unbatched = shardc.new_ref(0.0)
+    with pytest.raises(ValueError, match="unbatched array reference"):
+        shardc.vmap(lambda x, r: r.__setitem__(..., x), (0, None))(jnp.arange(3.0), unbatched)
+
+
+def test_scan_threads_a_ref_its_body_writes():
+    total = shardc.new_ref(0)
+    xs = jnp.arange(10)
+
+    def body(_, x):
+        total[...] += x
+        return None, x * 2
+
+    _, ys = shardc.lax.scan(body, None, xs)
+    assert int(total[...]) == 45
+    np.testing.assert_array_equal(np.asarray(ys), np.arange(10) * 2)
+
+    acc = shardc.new_ref(jnp.zeros(2))
+
+    @shardc.jit
+    def run(n):
+        def step(i, c):
+            acc[...] += c
+            return c + 1.0
+        return shardc.lax.fori_loop(0, 3, step, n)
+
+    np.testing.assert_array_equal(np.asarray(run(jnp.ones(2))), [4.0, 4.0])
+    np.testing.assert_array_equal(np.asarray(acc[...]), [6.0, 6.0])
+
+
+def test_what_shardc_refuses():
+    ref = shardc.new_ref(jnp.ones(3))
+    with pytest.raises(ValueError, match=r"function .*<lambda> traced for jit returned a mutable "
+                                         r"array reference of type Ref\{float32\[3\]\}, but "
+                                         r"mutable array references cannot be returned\."):
+        shardc.jit(lambda r: r)(ref)
+    with pytest.raises(ValueError, match=r"only one reference to a mutable array may be passed "
+                                         r"as an argument to a function, but when tracing "
+                                         r".*<lambda> for jit the mutable array reference of "
+                                         r"type Ref\{float32\[3\]\} appeared at both a and b\."):
+        shardc.jit(lambda a, b: a[...] + b[...])(ref, ref)
+    with pytest.raises(ValueError, match=r"was both closed over and passed as the argument r"):
+        shardc.jit(lambda r: r[...] + ref[...])(ref)
+
+    @shardc.jit
+    def write_under_grad(r, x):
+        def loss(y):
+            r[...] = y
+            return y.sum()
+        return shardc.grad(loss)(x)
+
+    with pytest.raises(NotImplementedError, match="inside a transformation"):
+        write_under_grad(ref, jnp.ones(3))
+    np.testing.assert_array_equal(np.asarray(ref[...]), np.ones(3))    # untouched
+
+
+def test_freeze_and_free():
+    ref = shardc.new_ref(jnp.arange(3.0))
+    np.testing.assert_array_equal(np.asarray(shardc.freeze(ref)), [0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="freed"):
+        ref[...]
+    other = shardc.new_ref(jnp.ones(2))
+    shardc.free_ref(other)
+    with pytest.raises(ValueError, match="freed"):
+        other[0] = 2.0
