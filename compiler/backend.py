@@ -53,6 +53,9 @@ class Backend(Protocol):
         or on others than ``mesh``'s (the mesh set as the context); ``names()`` names the
         values in it."""
 
+    def default_sharding(self):
+        """The layout of a value made without a device: on the default device."""
+
     def on_device(self, outs: Sequence, device) -> list:
         """A computation's results on ``device``, committed to it (from ``committed_device``)."""
 

@@ -21,6 +21,7 @@ from compiler import tree
 from compiler.backend import get_backend
 from compiler.inline_calls import inline_calls
 from compiler.refs import ClosedOverRef, ref_type, swapped_in
+from ir.shape_dtype import ShapeDtypeStruct
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from compiler.shard_map import function_name
@@ -37,7 +38,7 @@ from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec, check_divides,
                          current_mesh)
-from ir.sharding_rules import typed_avals
+from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
                                   spelling_reference)
@@ -356,10 +357,91 @@ class Compiled:
     # how a call of it looks (``__call__``): the jitted function, its static arguments (by
     # position; by name), and the dynamic ones' tree and types
     call_as: Any = None
+    arg_shardings: tuple = ()   # how each argument arrived (None: a host value)
+    compiled: bool = False      # ``compile()``'s view: its results' layouts are known
 
     def compile(self) -> "Compiled":
-        """JAX's ``lower(...).compile()``: lowering already gave the programs that run."""
-        return self
+        """JAX's ``lower(...).compile()``: lowering already gave the programs that run; the
+        compiled view reports its results' layouts (``out_info``, ``output_shardings``)."""
+        return self if self.compiled else dataclasses.replace(self, compiled=True)
+
+    # -- JAX's ahead-of-time views: what the program takes and gives ------------------------
+
+    @property
+    def in_avals(self):
+        """The arguments' types: ``((per positional argument ...), {per keyword ...})``."""
+        _, _, _, in_tree, avals = self.call_as
+        return tree.tree_unflatten(in_tree, list(avals))
+
+    @property
+    def input_shardings(self):
+        """How each argument is laid out when the program runs, in ``in_avals``' tree."""
+        _, _, _, in_tree, _ = self.call_as
+        mesh = self._arguments_mesh()
+        fallback = (NamedSharding(mesh, PartitionSpec()) if mesh is not None
+                    else get_backend().default_sharding())
+        return tree.tree_unflatten(in_tree, [s if s is not None else fallback
+                                             for s in self.arg_shardings])
+
+    @property
+    def output_shardings(self):
+        """How each result is laid out (the compiled program's), in the results' tree."""
+        return tree.tree_unflatten(self.closed.out_tree, self._result_shardings())
+
+    @property
+    def out_info(self):
+        """Each result's shape, dtype and (compiled; or lowered, where ``out_shardings`` or
+        its Explicit type names it) sharding, as ``ShapeDtypeStruct``s in the results' tree."""
+        shardings = (self._result_shardings() if self.compiled
+                     else self._typed_result_shardings())
+        outs = [ShapeDtypeStruct(v.aval.shape, v.aval.dtype, s, weak_type=w)
+                for v, s, w in zip(self.closed.program.outvars, shardings,
+                                   self.closed.out_weak or [False] * len(shardings))]
+        for k, shape in sorted(self.closed.float0_outs.items()):
+            outs.insert(k, ShapeDtypeStruct(shape, dtypes.FLOAT0))
+        return tree.tree_unflatten(self.closed.out_tree, outs)
+
+    def _arguments_mesh(self):
+        """The mesh an argument is laid out on, else the mesh set as the context."""
+        for sharding in self.arg_shardings:
+            if isinstance(sharding, NamedSharding):
+                return sharding.mesh
+        return current_mesh()
+
+    def _typed_result_shardings(self) -> list:
+        """Each result's layout as the lowered program states it: asked for by
+        ``out_shardings``, or named by its type on an Explicit mesh; else None."""
+        given = self.given or [None] * len(self.closed.program.outvars)
+        mesh = self._arguments_mesh()
+        explicit = mesh if mesh_explicit(mesh) else None
+        out = []
+        for v, g in zip(self.closed.program.outvars, given):
+            typed = v.aval.type_sharding
+            on = typed.mesh if typed is not None else explicit
+            out.append(g if g is not None else typed_sharding(v.aval, on) if on else None)
+        return out
+
+    def _result_shardings(self) -> list:
+        """Each result's layout when the program has run (the layouts ``_placing`` gives
+        the results of a call)."""
+        outvars = self.closed.program.outvars
+        if self.module.propagated is not None:
+            _, _, shardings = self.module.propagated
+            given = self.given or [None] * len(outvars)
+            return [g if isinstance(g, NamedSharding) else s for s, g in zip(shardings, given)]
+        mesh = self._arguments_mesh()
+        layouts = self.closed.out_layouts or [None] * len(outvars)
+        out = []
+        for v, g, layout in zip(outvars, self._typed_result_shardings(), layouts):
+            if g is not None:
+                out.append(g)
+            elif isinstance(layout, NamedSharding) and meaningful(layout):
+                out.append(layout)
+            elif mesh is not None:
+                out.append(typed_sharding(v.aval, mesh))
+            else:
+                out.append(get_backend().default_sharding())
+        return out
 
     def __call__(self, *args, **kwargs):
         """JAX's compiled call, ``jit(f).lower(*args).compile()(*args)``: the jitted
@@ -397,6 +479,9 @@ class Traced:
     @property
     def jaxpr(self) -> ClosedProgram:
         return self.compiled.closed
+
+    in_avals = property(lambda self: self.compiled.in_avals)
+    out_info = property(lambda self: self.compiled.out_info)
 
     def lower(self) -> Compiled:
         return self.compiled
@@ -740,7 +825,8 @@ class JitFunction:
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
         compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None,
-                            call_as=(self, static, dict(static_kwargs), in_tree, avals))
+                            call_as=(self, static, dict(static_kwargs), in_tree, avals),
+                            arg_shardings=shardings)
         if key is not None:
             self.cache[key] = compiled
         return compiled

@@ -28,7 +28,7 @@ from ir.sharding import (NamedSharding, check_divides, dividing_sharding, normal
 from runtime import linalg, placement, special
 from runtime.collectives import group_rules, node_operands, operand_types
 from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
-from runtime.devices import Device
+from runtime.devices import Device, default_device
 
 impl_rules = RuleTable("implementation")
 
@@ -1034,6 +1034,9 @@ class ReferenceBackend:
 
     committed_device = staticmethod(placement.committed_device)
     on_device = staticmethod(placement.on_device)
+
+    def default_sharding(self):
+        return SingleDeviceSharding(default_device())
 
 
 def to_blocks(value, mesh, spec) -> list:

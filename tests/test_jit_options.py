@@ -243,3 +243,42 @@ def test_python_numbers_stay_weakly_typed_through_in_shardings_and_vmap():
     assert str(shardc.typeof(shardc.vmap(lambda a, b: b, in_axes=(0, None))(x, 2))) == \
         "~int32[3]"
     assert str(shardc.typeof(shardc.vmap(lambda a: a * 2.0)(x))) == "float32[3]"
+
+
+# --- ahead of time: what a lowered or compiled function takes and gives --------------------------
+
+def test_aot_views_of_arguments_and_results():
+    auto = shardc.make_mesh((2,), ("x",), axis_types=(shardc.sharding.AxisType.Auto,))
+    arr = shardc.device_put(np.arange(8, dtype=np.int32), NamedSharding(auto, P("x")))
+    host = np.ones((2, 3), np.float32)
+    lowered = shardc.jit(lambda x, y: (x * 2, y.T)).lower(arr, host)
+    compiled = lowered.compile()
+    # lowered: shapes and dtypes; no layout where none was asked for (JAX's)
+    assert [(o.shape, o.dtype, o.sharding) for o in lowered.out_info] == [
+        ((8,), np.int32, None), ((3, 2), np.float32, None)]
+    # compiled: the layouts the results have when it runs
+    assert [o.sharding for o in compiled.out_info] == [
+        NamedSharding(auto, P("x")), NamedSharding(auto, P())]
+    assert compiled.output_shardings == (NamedSharding(auto, P("x")), NamedSharding(auto, P()))
+    assert compiled.input_shardings == ((NamedSharding(auto, P("x")),
+                                         NamedSharding(auto, P())), {})
+    (x_type, y_type), kw = lowered.in_avals
+    assert (x_type.shape, y_type.shape, kw) == ((8,), (2, 3), {})
+
+
+def test_aot_views_on_one_device_and_on_an_explicit_mesh():
+    lowered = shardc.jit(lambda x: x + 1).lower(np.ones(3, np.float32))
+    one = SingleDeviceSharding(shardc.devices()[0])
+    assert lowered.out_info.sharding is None
+    assert lowered.compile().out_info.sharding == one
+    assert lowered.compile().input_shardings == ((one,), {})
+    explicit = shardc.make_mesh((2,), ("x",))
+    with shardc.sharding.set_mesh(explicit):
+        a = shardc.device_put(np.arange(8.0, dtype=np.float32), P("x"))
+        lowered = shardc.jit(lambda x: x.sum(0)).lower(a)
+    # on an Explicit mesh the type names the layout, lowered or compiled
+    assert lowered.out_info.sharding == NamedSharding(explicit, P())
+    assert lowered.compile().out_info.sharding == NamedSharding(explicit, P())
+    traced = shardc.jit(lambda x, *, y: x + y).trace(jnp.ones(2), y=jnp.ones(2))
+    assert len(traced.in_avals) == 2 and list(traced.in_avals[1]) == ["y"]
+    assert traced.out_info.shape == (2,)
