@@ -214,6 +214,8 @@ def _call(config: _Config, args: tuple):
         return call_nested(config, args, outer)
     mesh = config.mesh
     leaves, treedef = tree.tree_flatten(args)
+    if any(getattr(leaf, "_mutable_ref", False) for leaf in leaves):
+        return _call_with_refs(config, args, leaves, treedef)
     specs, spec_paths, paths = _layout(config, ("in", treedef), lambda: (
         *_broadcast_specs(config.in_specs, args, "shard_map in_specs"), tree.leaf_paths(args)))
     dynamic = [_Leaf(v, s, p, _arg_index(p), sp)
@@ -240,6 +242,34 @@ def _call(config: _Config, args: tuple):
     outs = current_trace().process_shard_map(flat_body, [l.value for l in dynamic], params)
     # results are weakly typed where the body's were (a Python number returned), as JAX's
     return tree.tree_unflatten(out_store["treedef"], weakened_where(outs, out_store["weak"]))
+
+
+def _call_with_refs(config: _Config, args: tuple, leaves, treedef):
+    """A shard_map of Refs (mutable arrays): each Ref's value is split by its in_specs entry;
+    in the body a Ref of this trace holds the block, and what the body leaves in it comes
+    back laid out by the same spec, written into the Ref (JAX's effects, discharged)."""
+    specs, _ = _broadcast_specs(config.in_specs, args, "shard_map in_specs")
+    positions = [k for k, leaf in enumerate(leaves) if getattr(leaf, "_mutable_ref", False)]
+    refs = [leaves[k] for k in positions]
+    values = list(leaves)
+    for k, ref in zip(positions, refs):
+        values[k] = ref._read()
+
+    def body(*block_args):
+        blocks = tree.tree_leaves(block_args)
+        held = [type(ref)(blocks[k], weak=ref._weak) for k, ref in zip(positions, refs)]
+        for k, ref in zip(positions, held):
+            blocks[k] = ref
+        result = config.f(*tree.tree_unflatten(treedef, blocks))
+        return result, [ref._value for ref in held]
+
+    with_refs = dataclasses.replace(
+        config, f=functools.wraps(config.f)(body), layouts={}, checked=set(),
+        out_specs=(config.out_specs, [specs[k] for k in positions]))
+    out, left = _call(with_refs, tree.tree_unflatten(treedef, values))
+    for ref, value in zip(refs, left):
+        ref._write(value)
+    return out
 
 
 # a shard_map remembers this many argument types and layouts at most

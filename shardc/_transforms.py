@@ -206,7 +206,9 @@ def _check_inferable(mesh, axis_names, smap: bool = False) -> None:
 def _own_spec(value, mesh, manual=None):
     """An argument's spec read from its type (every manual axis is Explicit here), naming the
     ``manual`` axes only (all, when None): P() when its type splits nothing on ``mesh``.
-    A key array's is its data's, less the key's word axis."""
+    A key array's is its data's, less the key's word axis; a Ref's, its value's."""
+    if getattr(value, "_mutable_ref", False):
+        value = value._read()
     if isinstance(value, PRNGKeyArray):
         spec = _own_spec(key_data(value), mesh, manual)
         return PartitionSpec(*tuple(spec)[:value.ndim])

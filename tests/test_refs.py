@@ -209,3 +209,29 @@ def test_freeze_and_free():
     shardc.free_ref(other)
     with pytest.raises(ValueError, match="freed"):
         other[0] = 2.0
+
+
+def test_a_shard_map_takes_a_ref_split_by_its_spec():
+    mesh = shardc.make_mesh((2,), ("x",))
+    P = shardc.sharding.PartitionSpec
+    with shardc.sharding.set_mesh(mesh):
+        x_ref = shardc.new_ref(jnp.zeros(4, "float32", out_sharding=P("x")))
+
+        @shardc.jit
+        @shardc.shard_map(out_specs=None)
+        def bump(r):
+            r[...] += shardc.lax.axis_index("x").astype("float32")
+
+        bump(x_ref)
+        np.testing.assert_array_equal(np.asarray(x_ref[...]), [0.0, 0.0, 1.0, 1.0])
+        assert str(shardc.typeof(x_ref[...])) == "float32[4@x]"
+
+        @shardc.jit
+        @shardc.shard_map(out_specs=P("x"))
+        def internal(x):
+            r = shardc.new_ref(jnp.zeros_like(x))
+            r[...] = x * 3
+            return r[...]
+
+        np.testing.assert_array_equal(
+            np.asarray(internal(jnp.arange(4.0, out_sharding=P("x")))), [0.0, 3.0, 6.0, 9.0])
