@@ -784,6 +784,10 @@ def check_jax_value(value, where: str) -> None:
     """
     if is_jax_value(value):
         return
+    if hasattr(type(value), "__jax_array__"):
+        raise ValueError("Triggering __jax_array__() during abstractification is no longer "
+                         f"supported. {where} is of type {type(value).__name__}: convert it "
+                         "with jnp.asarray first, or register it as a pytree")
     if is_python_scalar(value):         # only an int out of range is refused
         raise OverflowError(f"{where} is the Python int {value}, too large to convert to "
                             "int32 (the default integer type; x64 is off)")

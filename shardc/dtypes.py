@@ -147,6 +147,8 @@ def promotion(*args) -> tuple:
             dts.append(_dt.canonicalize(np.dtype(a)))
             weak.append(False)
         else:
+            if hasattr(type(a), "__jax_array__") and not hasattr(a, "aval"):
+                a = a.__jax_array__()                   # an array-like wrapper
             dts.append(aval_of(a).dtype)
             weak.append(is_weakly_typed(a))
     return _dt.result_type(dts, weak), _dt.promotes_weak(dts, weak)

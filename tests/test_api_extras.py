@@ -835,3 +835,29 @@ def test_itemsize_bits_counts_bits_not_bytes():
                    "float32": 32, "complex64": 64}
     with pytest.raises(ValueError, match="dtype cannot be None"):
         dtypes.itemsize_bits(None)
+
+
+def test_dunder_jax_array_wrappers_convert_where_jax_converts():
+    # JAX's protocol for array-like wrappers: jnp functions read the array; a wrapper that is
+    # no pytree cannot be a jitted function's argument (JAX's ValueError)
+    class Wrapped:
+        def __init__(self, value):
+            self.value = value
+
+        def __jax_array__(self):
+            return self.value
+
+        dtype = property(lambda self: self.value.dtype)
+        shape = property(lambda self: self.value.shape)
+
+    w = Wrapped(jnp.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(np.asarray(jnp.sin(w)), np.sin([1.0, 2.0, 3.0]), rtol=1e-6)
+    assert float(jnp.dot(w, jnp.ones(3))) == 6.0
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(w)), [1.0, 2.0, 3.0])
+    one = Wrapped(jnp.array(1))
+    assert jnp.isscalar(one) and jnp.shape(one) == () and jnp.result_type(one) == np.int32
+    np.testing.assert_array_equal(np.asarray(jnp.array(((one, one), [one, one]))),
+                                  np.ones((2, 2), np.int32))
+    with pytest.raises(ValueError, match=r"Triggering __jax_array__\(\) during "
+                                         r"abstractification is no longer supported"):
+        jax.jit(lambda x: x)(w)

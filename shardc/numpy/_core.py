@@ -150,6 +150,7 @@ def promote(*args):
 def promoted(*args) -> tuple:
     """``(args converted to the dtype JAX promotes them to, whether an operation on them is
     weakly typed)`` (``dtypes.promotion``)."""
+    args = [jax_array_of(a) for a in args]
     for a in args:      # result_type reads a string as a dtype name; an operand is a value
                         # (lists are converted by asarray, which checks them)
         if not (isinstance(a, (Tracer, list, tuple)) or is_python_scalar(a)):
@@ -160,8 +161,8 @@ def promoted(*args) -> tuple:
 
 
 def shape_of(x) -> tuple:
-    """The shape of an array, a traced value or a scalar."""
-    return aval_of(x).shape
+    """The shape of an array, a traced value or a scalar (or an array-like wrapper's)."""
+    return aval_of(jax_array_of(x)).shape
 
 
 def as_array(x):
@@ -367,6 +368,7 @@ def asarray(x, dtype=None, order=None, *, copy=None):
     change nothing: an array is never changed, and a host value is always copied in."""
     if order not in (None, "K"):
         raise NotImplementedError("Only implemented for order='K'")
+    x = jax_array_of(x)
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
     if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer)
@@ -411,7 +413,15 @@ def _host_values(x):
     entry to one dtype, bfloat16 included)."""
     if isinstance(x, (list, tuple)):
         return [_host_values(v) for v in x]
-    return x if is_python_scalar(x) else np.asarray(x)
+    return x if is_python_scalar(x) else np.asarray(jax_array_of(x))
+
+
+def jax_array_of(x):
+    """``x``, or the array an object that is not one stands for (its ``__jax_array__``, JAX's
+    protocol for array-like wrappers), in the functions that take arrays."""
+    if not isinstance(x, (Tracer, Array, np.ndarray)) and hasattr(type(x), "__jax_array__"):
+        return x.__jax_array__()
+    return x
 
 
 def _all_python_scalars(x) -> bool:

@@ -87,6 +87,8 @@ def isdtype(dtype, kind) -> bool:
 def isscalar(element) -> bool:
     """True for Python and numpy scalars and for 0-d arrays (JAX's rule: a traced scalar is a
     scalar too)."""
+    if hasattr(type(element), "__jax_array__") and not is_array(element):
+        element = element.__jax_array__()           # an array-like wrapper
     if isinstance(element, (Tracer,)) or is_array(element):
         return shape_of(element) == ()
     return bool(np.isscalar(element))
