@@ -272,15 +272,35 @@ def _check_arguments(fun, leaves, in_tree):
                         "with static_argnums or static_argnames)") from None
 
 
-def make_jaxpr(fun: Callable, static_argnums=()):
-    """``make_jaxpr(f)(*args)`` returns the traced program, which prints like a jaxpr."""
+def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape=False,
+               abstracted_axes=None):
+    """``make_jaxpr(f)(*args)`` returns the traced program, which prints like a jaxpr; with
+    ``return_shape``, also its results' shapes and dtypes (``ShapeDtypeStruct``s in the
+    results' tree)."""
     static_argnums = _normalize_argnums(static_argnums)
+    if axis_env or abstracted_axes is not None:
+        raise NotImplementedError("make_jaxpr(axis_env=, abstracted_axes=): trace collectives "
+                                  "inside the shard_map or vmap that binds their axes")
 
     @functools.wraps(fun)
     def traced(*args, **kwargs):
-        return trace_function(fun, args, kwargs, static_argnums)
+        closed = trace_function(fun, args, kwargs, static_argnums)
+        if not return_shape:
+            return closed
+        return closed, result_structs(closed, [None] * len(closed.program.outvars))
 
     return traced
+
+
+def result_structs(closed: ClosedProgram, shardings):
+    """A traced program's results as ``ShapeDtypeStruct``s (``shardings``: each one's, or
+    None), in its results' tree."""
+    outs = [ShapeDtypeStruct(v.aval.shape, v.aval.dtype, s, weak_type=w)
+            for v, s, w in zip(closed.program.outvars, shardings,
+                               closed.out_weak or [False] * len(shardings))]
+    for k, shape in sorted(closed.float0_outs.items()):
+        outs.insert(k, ShapeDtypeStruct(shape, dtypes.FLOAT0))
+    return tree.tree_unflatten(closed.out_tree, outs)
 
 
 def execute_equation(prim, values, params) -> list:
@@ -360,9 +380,10 @@ class Compiled:
     arg_shardings: tuple = ()   # how each argument arrived (None: a host value)
     compiled: bool = False      # ``compile()``'s view: its results' layouts are known
 
-    def compile(self) -> "Compiled":
+    def compile(self, compiler_options=None) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run; the
-        compiled view reports its results' layouts (``out_info``, ``output_shardings``)."""
+        compiled view reports its results' layouts (``out_info``, ``output_shardings``).
+        ``compiler_options`` (XLA's) change nothing here."""
         return self if self.compiled else dataclasses.replace(self, compiled=True)
 
     # -- JAX's ahead-of-time views: what the program takes and gives ------------------------
@@ -392,14 +413,8 @@ class Compiled:
     def out_info(self):
         """Each result's shape, dtype and (compiled; or lowered, where ``out_shardings`` or
         its Explicit type names it) sharding, as ``ShapeDtypeStruct``s in the results' tree."""
-        shardings = (self._result_shardings() if self.compiled
-                     else self._typed_result_shardings())
-        outs = [ShapeDtypeStruct(v.aval.shape, v.aval.dtype, s, weak_type=w)
-                for v, s, w in zip(self.closed.program.outvars, shardings,
-                                   self.closed.out_weak or [False] * len(shardings))]
-        for k, shape in sorted(self.closed.float0_outs.items()):
-            outs.insert(k, ShapeDtypeStruct(shape, dtypes.FLOAT0))
-        return tree.tree_unflatten(self.closed.out_tree, outs)
+        return result_structs(self.closed, self._result_shardings() if self.compiled
+                              else self._typed_result_shardings())
 
     def _arguments_mesh(self):
         """The mesh an argument is laid out on, else the mesh set as the context."""
@@ -462,7 +477,7 @@ class Compiled:
         return jitted(*_rebuild(static, args, len(static) + len(args)), **kwargs,
                       **static_kwargs)
 
-    def as_text(self) -> str:
+    def as_text(self, dialect=None, *, debug_info=False) -> str:
         """The lowered module as text: the traced program, then each shard_map's program at
         the mesh level (what ``shardc lower -o`` writes, and the IR parser reads)."""
         from ir.printer import print_module
@@ -831,6 +846,10 @@ class JitFunction:
             self.cache[key] = compiled
         return compiled
 
+    def eval_shape(self, *args, **kwargs):
+        """The results' shapes, dtypes and layouts, without running (``ShapeDtypeStruct``s)."""
+        return self.lower(*args, **kwargs).compile().out_info
+
     def trace(self, *args, **kwargs) -> "Traced":
         """JAX's ``jit(f).trace(*args)``: the traced program (``.jaxpr``), to lower
         (``.lower()``) without tracing again."""
@@ -1080,7 +1099,7 @@ def _gc_paused():
 
 def jit(fun: Callable = None, *, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED,
         static_argnums=None, static_argnames=None, donate_argnums=None, donate_argnames=None,
-        keep_unused=False, inline=False, resolve=None):
+        keep_unused=False, inline=False, compiler_options=None, resolve=None):
     """Compile ``fun``: trace once per signature, lower to per-device programs, cache.
 
     ``static_argnums``/``static_argnames``: arguments passed as Python values (hashable; part
@@ -1089,15 +1108,17 @@ def jit(fun: Callable = None, *, in_shardings=UNSPECIFIED, out_shardings=UNSPECI
     how its results are laid out (a sharding, or a pytree prefix of the positional arguments
     or of the result; None leaves a value as it is). ``donate_argnums``/``donate_argnames``
     are checked and accepted; shardc keeps donated buffers (nothing is reused in place).
-    ``keep_unused`` and ``inline`` change nothing a program computes and are accepted.
+    ``keep_unused``, ``inline`` and ``compiler_options`` (XLA's) change nothing a program
+    computes and are accepted.
 
     >>> f = jit(lambda x, n: x ** n, static_argnums=1)
     """
     options = dict(in_shardings=in_shardings, out_shardings=out_shardings,
                    static_argnums=static_argnums, static_argnames=static_argnames,
                    donate_argnums=donate_argnums, donate_argnames=donate_argnames,
-                   keep_unused=keep_unused, inline=inline, resolve=resolve)
+                   keep_unused=keep_unused, inline=inline, compiler_options=compiler_options,
+                   resolve=resolve)
     if fun is None:
         return functools.partial(jit, **options)
-    del options["keep_unused"], options["inline"]
+    del options["keep_unused"], options["inline"], options["compiler_options"]
     return JitFunction(fun, **options)

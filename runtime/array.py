@@ -247,6 +247,16 @@ class Array(metaclass=abc.ABCMeta):
     def block_until_ready(self) -> "Array":
         return self
 
+    def copy_to_host_async(self) -> None:
+        """Start copying the array to the host: it is there already."""
+        self._check_alive()
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the buffer of a one-device array (numpy's)."""
+        if not isinstance(self.sharding, SingleDeviceSharding):
+            raise ValueError("unsafe_buffer_pointer() is supported only for unsharded arrays.")
+        return self._assemble().__array_interface__["data"][0]
+
     def item(self):
         return self._assemble().item()
 

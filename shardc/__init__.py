@@ -15,6 +15,10 @@ __version__ = "0.10.2"
 __version_info__ = (0, 10, 2)
 
 import functools as _functools
+import platform as _platform
+import sys as _sys
+
+import numpy as _np
 
 from shardc import core, distributed
 from shardc.distributed import install_backend as _install_backend
@@ -37,8 +41,8 @@ from shardc import (ad_checkpoint, custom_batching, custom_derivatives, debug, d
                     tree_util, typing)
 from shardc.ref import Ref, empty_ref, free_ref, freeze, new_ref
 from shardc._devices import device_put, local_device_count, make_mesh
-from shardc._extras import (block_until_ready, default_backend, device_get, effects_barrier,
-                            eval_shape, named_call, named_scope, smap)
+from shardc._extras import (block_until_ready, copy_to_host_async, default_backend, device_get,
+                            effects_barrier, eval_shape, named_call, named_scope, smap)
 from shardc._jacobians import hessian, jacfwd, jacrev
 from shardc._transforms import jit, pmap, shard_map
 from shardc._types import ShapeDtypeStruct, typeof
@@ -89,10 +93,26 @@ def process_indices() -> list:
     """The index of every process of the job."""
     return list(range(process_count()))
 
+
+def print_environment_info(return_string: bool = False):
+    """The versions, devices and platform this runs with: printed, or returned as text."""
+    text = (f"jax:    {__version__}\n"
+            f"jaxlib: {__version__}\n"
+            f"numpy:  {_np.__version__}\n"
+            f"python: {_sys.version.replace(chr(10), ' ')}\n"
+            f"device info: cpu-{device_count()}, {len(local_devices())} local devices "
+            "(simulated by shardc)\n"
+            f"process_count: {process_count()}\n"
+            f"platform: {_platform.platform()}\n")
+    if return_string:
+        return text
+    print(text)
+    return None
+
 __all__ = [
     "Array", "ConcretizationTypeError", "Device", "Mesh", "NamedSharding", "P", "PartitionSpec",
     "Ref", "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
-    "block_until_ready", "check_tracer_leaks", "checking_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
+    "block_until_ready", "copy_to_host_async", "print_environment_info", "check_tracer_leaks", "checking_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
     "closure_convert", "comm_ledger", "config", "custom_batching", "custom_derivatives",
     "custom_gradient",
     "custom_jvp", "custom_vjp", "debug",

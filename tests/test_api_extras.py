@@ -861,3 +861,21 @@ def test_dunder_jax_array_wrappers_convert_where_jax_converts():
     with pytest.raises(ValueError, match=r"Triggering __jax_array__\(\) during "
                                          r"abstractification is no longer supported"):
         jax.jit(lambda x: x)(w)
+
+
+def test_small_api_pieces_jax_programs_call():
+    x = jax.device_put(1.0)
+    assert jax.copy_to_host_async(x) is x and float(x) == 1.0
+    assert isinstance(x.unsafe_buffer_pointer(), int)
+    text = jax.print_environment_info(return_string=True)
+    assert f"jax:    {jax.__version__}" in text and f"numpy:  {np.__version__}" in text
+    _, shapes = jax.make_jaxpr(lambda v: (v + 1, jnp.zeros(2, jnp.float32)),
+                               return_shape=True)(jnp.int32(1))
+    assert shapes == (jax.ShapeDtypeStruct((), jnp.int32),
+                      jax.ShapeDtypeStruct((2,), jnp.float32))
+    out = jax.jit(lambda v: v * 2).eval_shape(jnp.ones(3))
+    assert (out.shape, out.dtype) == ((3,), np.float32)
+    # XLA's compiler options are accepted and change nothing
+    assert float(jax.jit(lambda v: v + 1, compiler_options={"x": 1})(1.0)) == 2.0
+    compiled = jax.jit(lambda v: v + 1).lower(1.0).compile(compiler_options={})
+    assert "add" in compiled.as_text(dialect="hlo")
