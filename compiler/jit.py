@@ -172,10 +172,19 @@ def _finished(outs: list, closed: "ClosedProgram") -> list:
 
 
 def _held(args) -> list:
-    """The arguments of a call as the program holds them: a host numpy array is copied (its
-    caller may write into it later, and a result may be a view of an input), as JAX copies it
-    onto the device."""
-    return [np.array(a) if isinstance(a, np.ndarray) else a for a in args]
+    """The arguments of a call as the program holds them: a host numpy array (or scalar) is
+    copied (its caller may write into it later, and a result may be a view of an input), in
+    the dtype its type has (with x64 off an int64 wraps to int32, a float64 rounds to
+    float32, before anything is computed), as JAX puts it on the device."""
+    return [_as_canonical(a) if isinstance(a, (np.ndarray, np.generic)) else a for a in args]
+
+
+def _as_canonical(value) -> np.ndarray:
+    try:
+        dtype = dtypes.canonicalize(value.dtype)
+    except TypeError:           # float0 (an integer's cotangent): held as it is
+        dtype = value.dtype
+    return np.array(value, dtype=dtype)
 
 
 def _placing(compiled, leaves, outs):

@@ -273,3 +273,14 @@ def test_a_compiled_program_is_called_with_its_dynamic_arguments():
         compiled(jnp.arange(4.0))
     with pytest.raises(TypeError, match="does not match the input pytree"):
         compiled(jnp.arange(3.0), jnp.arange(3.0))
+
+
+def test_numpy_arguments_take_their_types_dtype_before_the_program_runs():
+    # with x64 off an int64 wraps to int32 and a float64 rounds to float32 first, as JAX
+    # puts them on the device: the program computes in the dtypes its types say
+    big = np.array([2**31 + 5], np.int64)
+    assert np.asarray(shardc.jit(lambda i: i // 2)(big)).tolist() == [-1073741822]
+    x = np.random.RandomState(0).uniform(0.0, 1.0, 1000).astype(np.float32)
+    delta = np.float64(np.random.RandomState(1).uniform(-0.5, 0.5))
+    got = np.asarray(shardc.jit(lambda a, d: a + d)(x, delta))
+    np.testing.assert_array_equal(got, x + np.float32(delta))

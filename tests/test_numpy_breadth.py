@@ -202,9 +202,7 @@ ROWS = [
         expect=lambda x: np.concatenate([np.sort(x)[..., :3], np.flip(np.sort(x)[..., 3:], -1)],
                                         -1)),
     Row("argpartition", lambda m, x: m.argpartition(x, 1), ONE_ND, NUMBERS, low=-50, high=50,
-        expect=lambda x: np.concatenate([np.argsort(x, kind="stable")[..., :2],
-                                         np.argsort(-x, kind="stable")[..., :x.shape[-1] - 2]],
-                                        -1)),
+        expect=lambda x: _argpartition_as_jax(x, 1)),
     Row("searchsorted", lambda m, a, v: (m.searchsorted(m.sort(a), v),
                                          m.searchsorted(m.sort(a), v, side="right")),
         [u(S1, S2), u(S1, S0), u((5,), (9,))], NUMBERS, low=-3, high=3),
@@ -918,6 +916,16 @@ def test_take_along_axis_out_of_range_reads_fill_or_clips():
     assert np.asarray(out).tolist() == [[np.iinfo(np.int32).min]]
 
 
+def _argpartition_as_jax(x, kth):
+    """JAX's argpartition along the last axis: the ``kth + 1`` smallest (stable argsort),
+    then the other indices in increasing order."""
+    head = np.argsort(x, axis=-1, kind="stable")[..., :kth + 1]
+    in_head = np.zeros(x.shape, bool)
+    np.put_along_axis(in_head, head, True, axis=-1)
+    tail = np.argsort(in_head, axis=-1, kind="stable")[..., :x.shape[-1] - kth - 1]
+    return np.concatenate([head, tail], -1)
+
+
 def test_argpartition_ties_as_jax():
     """Among equal values the lower index comes first in both parts (JAX's top_k order)."""
     x = jnp.asarray(np.array([2.0, 1.0, 2.0, 0.0, 2.0], np.float32))
@@ -1525,3 +1533,41 @@ def test_array_api_unique_functions_keep_nans_apart():
     assert values.shape == (4,) and np.isnan(values[2:]).all()
     np.testing.assert_array_equal(jnp.unique_counts(x).counts, [2, 1, 1, 1])
     assert jnp.unique(x).shape == (3,)
+
+
+def test_argpartition_gives_each_index_once_when_values_tie_across_kth():
+    a = np.array([[6, 255, 0, 4, 3, 1, 0, 7, 5, 2, 3]], np.uint8)
+    got = np.asarray(jnp.argpartition(a, 4, axis=-1))
+    np.testing.assert_array_equal(got, [[2, 6, 5, 9, 4, 0, 1, 3, 7, 8, 10]])   # JAX's
+    assert sorted(got[0]) == list(range(11))
+    b = np.arange(12.0).reshape(3, 4)[::-1] % 5
+    got = np.asarray(jnp.argpartition(b, 1, axis=0))
+    np.testing.assert_array_equal(np.sort(got, axis=0), np.tile(np.arange(3)[:, None], 4))
+    np.testing.assert_array_equal(np.take_along_axis(b, got, 0)[:2].max(0),
+                                  np.sort(b, axis=0)[1])
+
+
+def test_ldexp_of_zero_with_a_huge_exponent_is_zero():
+    assert float(jnp.ldexp(np.float32(0), np.int32(1000))) == 0.0
+    assert float(jnp.ldexp(np.float16(0), np.int8(100))) == 0.0
+    assert np.isinf(float(jnp.ldexp(np.float32(1.5), np.int32(1000))))
+    assert float(jnp.ldexp(np.float32(1.5), np.int32(3))) == 12.0
+
+
+def test_trapezoid_weighs_each_interval_by_an_array_dx():
+    rng = np.random.RandomState(0)
+    for y_shape, dx_shape, axis in [((3, 4, 5), (3, 5), 1), ((10,), (1,), -1), ((4, 6), (6,), 0)]:
+        y = rng.rand(*y_shape).astype(np.float32)
+        dx = rng.rand(*dx_shape).astype(np.float32)
+        want = np.trapezoid(y, dx=dx, axis=axis)
+        got = jnp.trapezoid(y, dx=dx, axis=axis)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5)
+
+
+def test_array_copies_an_array():
+    x = jnp.asarray([0, 1])
+    c = jnp.array(x)
+    assert c is not x
+    shardc.jit(lambda a: a.at[0].set(77), donate_argnums=0)(x)
+    assert x.is_deleted() and np.asarray(c).tolist() == [0, 1]

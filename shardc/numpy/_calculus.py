@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.tracing import Tracer
+from compiler.tracing import Tracer, is_python_scalar
 from ir import dtypes as _dt
 from shardc.dtypes import is_weakly_typed
 from shardc.numpy._arithmetic import (abs, add, clip, divide, equal, greater, less, logical_and,
@@ -131,6 +131,10 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     axis = canonical_axis(axis, len(shape_of(y)))
     mids = multiply(add(_slice(y, axis, 1, None), _slice(y, axis, None, -1)), 0.5)
     if x is None:
+        # dx broadcasts against the intervals before they are summed (an array dx weighs each
+        # one), as numpy's
+        if not is_python_scalar(dx):
+            return sum(multiply(mids, as_array(dx)), axis=axis)
         return multiply(sum(mids, axis=axis), dx)
     x = as_array(x)
     if len(shape_of(x)) == 1:

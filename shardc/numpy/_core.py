@@ -440,8 +440,11 @@ def nested_values(x):
 @takes_device
 def array(x, dtype=None, copy=True, order="K", ndmin=0):
     """``x`` as a new array of ``dtype`` (see ``asarray``), with at least ``ndmin``
-    dimensions (leading ones of size 1 added)."""
+    dimensions (leading ones of size 1 added); an array given comes back as another array
+    (``copy``), which lives on when the given one is deleted or donated."""
     result = asarray(x, dtype, order)
+    if copy and result is x and isinstance(result, Array):
+        result = result.copy()
     missing = ndmin - ndim_of(result)
     return reshape(result, (1,) * missing + shape_of(result)) if missing > 0 else result
 

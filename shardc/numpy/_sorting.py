@@ -16,8 +16,8 @@ from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
 from ir.sharding_rules import named_sharding
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._arithmetic import (floor_divide, greater_equal, less, not_equal, remainder,
-                                      subtract, where as elementwise_where)
+from shardc.numpy._arithmetic import (floor_divide, greater_equal, less, less_equal, not_equal,
+                                      remainder, subtract, where as elementwise_where)
 from shardc.numpy._core import (as_array, constrain, astype, canonical_axis, concatenate, convert, dtype_of,
                                 full, key_array_rule, promote, ravel, reshape, shape_of, stack,
                                 zeros)
@@ -125,14 +125,17 @@ def partition(a, kth, axis=-1):
 
 def argpartition(a, kth, axis=-1):
     """Indices that partition ``a`` around its ``kth`` element, as JAX picks them: the
-    ``kth + 1`` smallest ascending, then the others descending (each stable, so among equal
-    values the lower index comes first)."""
+    ``kth + 1`` smallest ascending (stable: among equal values the lower index first), then
+    every other index in increasing order (each index once, ties across ``kth`` too)."""
     a = as_array(a)
     axis = canonical_axis(axis, len(shape_of(a)))
     n = shape_of(a)[axis]
     kth = _kth(kth, n)
-    head = split(argsort(a, axis), [kth + 1], axis)[0]
-    tail = split(argsort(a, axis, descending=True), [n - kth - 1], axis)[0]
+    order = argsort(a, axis)
+    head = split(order, [kth + 1], axis)[0]
+    # an element's rank in that order tells whether it is in the head
+    in_head = less_equal(argsort(order, axis), kth).astype(np.int8)
+    tail = split(argsort(in_head, axis), [n - kth - 1], axis)[0]
     return concatenate([head, tail], axis)
 
 

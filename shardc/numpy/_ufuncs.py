@@ -440,8 +440,9 @@ def ldexp(x, e):
         raise ValueError(f"ldexp not supported for input types {(dtype_of(x), dtype_of(e))}")
     dtype = dtype_of(x)
     info = _dt.finfo(dtype)
-    e = clip(astype(e, _dt.int_), -3 * info.maxexp, 3 * info.maxexp)
-    # three factors, each within the normal range: 2**e itself may not be
+    e = clip(astype(e, _dt.int_), -3 * (info.maxexp - 1), 3 * (info.maxexp - 1))
+    # three finite factors (2**(maxexp - 1) at most: 0 times any stays 0): 2**e itself may
+    # not be finite
     step = floor_divide(e, 3)
     result = x
     for part in (step, step, subtract(e, multiply(step, 2))):
