@@ -394,3 +394,20 @@ def test_low_precision_results_keep_their_dtype():
 
 def test_version_is_the_jax_release_followed():
     assert shardc.__version__ == "0.10.2" and shardc.__version_info__ == (0, 10, 2)
+
+
+def test_integrate_trapezoid_and_cluster_vq():
+    from shardc.scipy import cluster, integrate
+    y = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    x = np.cumsum(np.ones((3, 4), np.float32), axis=0)
+    np.testing.assert_allclose(np.asarray(integrate.trapezoid(y, x, axis=-2)),
+                               np.trapezoid(y, x, axis=-2))
+    obs = np.array([[1.1, 2.1, 3.1], [5.9, 4.8, 6.2]], np.float32)
+    book = np.array([[1., 2., 3.], [2., 3., 4.], [3., 4., 5.], [4., 5., 6.]], np.float32)
+    code, dist = cluster.vq.vq(obs, book)
+    assert np.asarray(code).tolist() == [0, 3]
+    np.testing.assert_allclose(np.asarray(dist), [0.173205, 1.920937], rtol=1e-5)
+    code, dist = cluster.vq.vq(np.array([1, 5, 9]), np.array([2, 8]))      # 1-D: one feature
+    assert np.asarray(code).tolist() == [0, 0, 1] and np.asarray(dist).tolist() == [1, 3, 1]
+    with pytest.raises(ValueError, match="same rank"):
+        cluster.vq.vq(obs, book[0])

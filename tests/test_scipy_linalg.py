@@ -130,3 +130,28 @@ def test_toeplitz_keeps_batch_dimensions():
     assert batched.shape == (4, 4, 4)
     for k in range(4):       # each row with the one column
         np.testing.assert_array_equal(batched[k], np.asarray(sl.toeplitz(np.arange(4.0), rows[k])))
+
+
+@pytest.mark.parametrize("side,shape,method", [("right", (5, 3), "qdwh"), ("left", (3, 5), "qdwh"),
+                                              ("right", (3, 5), "svd"), ("left", (2, 4, 4), "svd")])
+def test_polar_factors(side, shape, method):
+    a = np.random.RandomState(0).randn(*shape).astype(np.float32)
+    u, p = sl.polar(a, side=side, method=method)
+    u, p = np.asarray(u), np.asarray(p)
+    m, n = shape[-2:]
+    assert u.shape == shape and p.shape == shape[:-2] + ((n, n) if side == "right" else (m, m))
+    recon = u @ p if side == "right" else p @ u
+    np.testing.assert_allclose(recon, a, atol=1e-5)
+    np.testing.assert_allclose(p, np.swapaxes(p, -1, -2), atol=1e-5)          # Hermitian
+    assert (np.linalg.eigvalsh(p) > -1e-5).all()                               # PSD
+    gram = np.swapaxes(u, -1, -2) @ u if m >= n else u @ np.swapaxes(u, -1, -2)
+    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(min(m, n)), gram.shape), atol=1e-5)
+
+
+def test_polar_refuses_what_jax_refuses():
+    with pytest.raises(NotImplementedError, match="method='qdwh' only supports"):
+        sl.polar(np.ones((3, 5), np.float32))
+    with pytest.raises(ValueError, match="at least a 2-D array"):
+        sl.polar(np.ones(3, np.float32))
+    with pytest.raises(NotImplementedError):
+        sl.polar(np.ones((3, 3), np.float16))

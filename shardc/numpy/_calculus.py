@@ -128,7 +128,7 @@ def gradient(f, *varargs, axis=None, edge_order=None):
 def trapezoid(y, x=None, dx=1.0, axis=-1):
     """The integral of ``y`` along ``axis`` by the trapezoidal rule (at ``x``, or spaced ``dx``)."""
     y = as_inexact(y)
-    axis = canonical_axis(axis, len(shape_of(y)))
+    given, axis = axis, canonical_axis(axis, len(shape_of(y)))
     mids = multiply(add(_slice(y, axis, 1, None), _slice(y, axis, None, -1)), 0.5)
     if x is None:
         # dx broadcasts against the intervals before they are summed (an array dx weighs each
@@ -141,7 +141,9 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
         shape = [1] * len(shape_of(y))
         shape[axis] = shape_of(x)[0]
         x = reshape(x, tuple(shape))
-    widths = diff(x, axis=axis if len(shape_of(x)) > 1 else axis)
+    # an N-d x is differenced along ``axis`` as given (counted from its own end when
+    # negative), and broadcasts against the intervals, as numpy's
+    widths = diff(x, axis=given if len(shape_of(x)) > 1 else axis)
     return sum(multiply(mids, widths), axis=axis)
 
 

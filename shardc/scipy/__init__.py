@@ -1,5 +1,5 @@
 """``shardc.scipy``: the parts of ``jax.scipy`` user code reaches for (``special``,
-``stats.norm``, ``linalg``)."""
-from shardc.scipy import linalg, special, stats
+``stats``, ``linalg``, ``integrate.trapezoid``, ``cluster.vq``)."""
+from shardc.scipy import cluster, integrate, linalg, special, stats
 
-__all__ = ["linalg", "special", "stats"]
+__all__ = ["cluster", "integrate", "linalg", "special", "stats"]

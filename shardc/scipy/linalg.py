@@ -119,6 +119,42 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     return (r,) if mode == "r" else (q, r)
 
 
+def polar(a, side="right", *, method="qdwh", eps=None, max_iterations=None):
+    """The polar decomposition: ``(u, p)`` with ``a = u @ p`` (``side='right'``; ``p`` is
+    ``n x n``) or ``a = p @ u`` (``'left'``; ``p`` is ``m x m``), ``u`` with orthonormal
+    columns (rows when ``m < n``) and ``p`` positive semidefinite; batched over leading axes.
+
+    Both methods compute it from the SVD (``u = U V^H``, ``p = V S V^H`` or ``U S U^H``), the
+    factors JAX's QR-based Halley iteration (``'qdwh'``) converges to; ``'qdwh'`` keeps JAX's
+    restriction on shapes, and ``eps``/``max_iterations`` (its stopping rule) change nothing.
+    """
+    arr = jnp.asarray(a)
+    if arr.ndim < 2:
+        raise ValueError("The input `a` must be at least a 2-D array.")
+    if side not in ("right", "left"):
+        raise ValueError("The argument `side` must be either 'right' or 'left'.")
+    if method not in ("qdwh", "svd"):
+        raise ValueError(f"Unknown polar decomposition method {method}.")
+    m, n = arr.shape[-2:]
+    if method == "qdwh" and not ((m >= n and side == "right") or (m < n and side == "left")):
+        raise NotImplementedError("method='qdwh' only supports mxn matrices where m < n where "
+                                  "side='right' and m >= n side='left', got "
+                                  f"{arr.shape[-2:]} with side={side!r}")
+    if jnp.dtype(arr.dtype).itemsize < 4 and jnp.issubdtype(arr.dtype, jnp.floating):
+        raise NotImplementedError(f"polar of {jnp.dtype(arr.dtype).name} matrices: half "
+                                  "precision linear algebra is not supported")
+    arr = arr.astype(jnp.promote_types(arr.dtype, jnp.float32))
+    u, s, vh = _np_linalg.svd(arr, full_matrices=False)
+    s = s.astype(u.dtype)
+    unitary = u @ vh
+    if side == "right":
+        v = jnp.conj(jnp.swapaxes(vh, -1, -2))
+        posdef = (v * s[..., None, :]) @ vh
+    else:
+        posdef = (u * s[..., None, :]) @ jnp.conj(jnp.swapaxes(u, -1, -2))
+    return unitary, posdef
+
+
 def block_diag(*arrs):
     """The matrices (scalars and vectors count as one row) along the diagonal, zeros around."""
     if not arrs:
