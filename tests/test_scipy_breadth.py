@@ -411,3 +411,27 @@ def test_integrate_trapezoid_and_cluster_vq():
     assert np.asarray(code).tolist() == [0, 0, 1] and np.asarray(dist).tolist() == [1, 3, 1]
     with pytest.raises(ValueError, match="same rank"):
         cluster.vq.vq(obs, book[0])
+
+
+def test_spence_is_the_dilogarithm():
+    x = np.array([0.0, 0.25, 0.5, 1.0, 1.3, 1.8, 2.5, 10.0, -1.0], np.float32)
+    # scipy.special.spence at these points
+    want = [1.644934, 0.9784694, 0.5822405, 0.0, -0.2800743, -0.6797812, -1.1473808,
+            -3.950663, np.nan]
+    np.testing.assert_allclose(np.asarray(special.spence(x)), want, rtol=2e-6, atol=1e-7)
+    with pytest.raises(TypeError, match="not supported"):
+        special.spence(np.ones(2, np.int32))
+
+
+def test_bessel_jn_orders_zero_to_v():
+    # n_iter as JAX's rule of thumb asks for each z (at 50 the recurrence overflows float32
+    # at z = 3, in JAX's as in this one; at 30 it has not converged at z = 25)
+    got = np.concatenate([np.asarray(special.bessel_jn(np.float32([3.0, 10.0]), v=2, n_iter=30)),
+                          np.asarray(special.bessel_jn(np.float32([25.0]), v=2))], axis=1)
+    # scipy.special.jv(order, z)
+    want = [[-0.2600520, -0.2459358, 0.0962668], [0.3390590, 0.0434727, -0.1253502],
+            [0.4860913, 0.2546303, -0.1062944]]
+    assert got.shape == (3, 3)
+    np.testing.assert_allclose(got, want, atol=2e-6)
+    assert shardc.jit(lambda v: special.bessel_jn(v, v=1))(np.ones((2, 3), np.float32)).shape \
+        == (2, 2, 3)

@@ -508,3 +508,63 @@ def betainc(a, b, x):
 
 __all__ += ["gammainc", "gammaincc", "zeta", "i0e", "i1e", "i0", "i1", "loggamma", "erfcx",
             "betainc"]
+
+
+# --- Spence's function and Bessel functions of the first kind -----------------------------------
+
+# The rational approximation of the dilogarithm near 1 (Cephes' ``spence``): -w P(w) / Q(w) for
+# w = x - 1 in [-1/2, 1/2]
+_SPENCE_P = (4.65128586073990045278e-5, 7.31589045238094711071e-3, 1.33847639578309018650e-1,
+             8.79691311754530315341e-1, 2.71149851196553469920e0, 4.25697156008121755724e0,
+             3.29771340985225106936e0, 1.00000000000000000126e0)
+_SPENCE_Q = (6.90990488912553276999e-4, 2.54043763932544379113e-2, 2.82974860602568089943e-1,
+             1.41172597751831069617e0, 3.63800533345137075418e0, 5.03278880143316990390e0,
+             3.54771340985225096217e0, 9.99999999999999998740e-1)
+
+
+def spence(x):
+    """Spence's function (the dilogarithm of real arguments): the integral of
+    ``log(t) / (1 - t)`` from 1 to ``x``; NaN for ``x < 0``. float32 and float64 only."""
+    x = jnp.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"x.dtype={x.dtype} is not supported, see docstring for supported "
+                        "types.")
+    # fold x onto [1/2, 3/2] around 1: x -> 1/x above 2 (and above 3/2 w = 1/x - 1), and the
+    # reflection x -> 1 - x below 1/2; each fold adds its closed-form term back
+    safe = jnp.where(x > 0, x, 1.0)
+    inverted = safe > 2.0
+    z = jnp.where(inverted, 1.0 / safe, safe)
+    above = z > 1.5
+    below = z < 0.5
+    w = jnp.where(above, 1.0 / z - 1.0, jnp.where(below, -z, z - 1.0))
+    y = -w * _horner(_SPENCE_P, w) / _horner(_SPENCE_Q, w)
+    y = jnp.where(below, np.pi ** 2 / 6.0 - jnp.log(z) * jnp.log1p(-z) - y, y)
+    y = jnp.where(inverted | above, -0.5 * jnp.log(z) ** 2 - y, y)
+    y = jnp.where(x == 1.0, 0.0, jnp.where(x == 0.0, np.pi ** 2 / 6.0, y))
+    return jnp.where(x < 0, np.nan, y).astype(x.dtype)
+
+
+def bessel_jn(z, *, v: int, n_iter: int = 50):
+    """Bessel functions of the first kind of orders ``0 .. v`` at real ``z``: an array of shape
+    ``(v + 1, *z.shape)``, by Miller's backward recurrence from order ``n_iter`` (Zhang and
+    Jin), normalised by ``J0 + 2 (J2 + J4 + ...) = 1``."""
+    z = jnp.asarray(z)
+    if not jnp.issubdtype(z.dtype, jnp.inexact):
+        z = z.astype(jnp.result_type(z, 0.0))
+    if jnp.issubdtype(z.dtype, jnp.complexfloating):
+        raise ValueError("complex input not supported.")
+    v, n_iter = int(v), int(n_iter)
+
+    def down(carry, k):
+        above, here, total = carry             # f(k + 2), f(k + 1), the even-order sum
+        value = 2.0 * (k + 1.0) * here / z - above
+        total = jnp.where(k % 2 == 0, total + 2.0 * value, total)
+        return (here, value, total), value
+
+    start = (jnp.zeros_like(z), jnp.full_like(z, 1e-16), jnp.zeros_like(z))
+    (_, _, total), values = lax.scan(down, start, jnp.arange(n_iter + 1).astype(z.dtype),
+                                     reverse=True)
+    return values[:v + 1] / (total - values[0])
+
+
+__all__ += ["spence", "bessel_jn"]
