@@ -300,3 +300,21 @@ def test_a_constraint_in_a_body_may_not_name_a_manual_axis(names):
     for run in (f, jax.jit(f)):
         with pytest.raises(ValueError, match=r"pspec P\('x', 'y'\) contains a manual axes"):
             run(X)
+
+
+def test_a_bare_spec_in_a_body_resolves_on_the_body_mesh():
+    # JAX's context in a shard_map body is the body's mesh: a PartitionSpec constraint over an
+    # automatic axis needs no mesh set
+    mesh = jax.make_mesh((2, 2), ("i", "j"), axis_types=(AxisType.Auto,) * 2)
+
+    def body(x):
+        x = lax.with_sharding_constraint(x, P(None, "j"))
+        return x * x
+
+    @jax.jit
+    def f(x):
+        return jax.shard_map(body, mesh=mesh, in_specs=P("i", None), out_specs=P("i", None),
+                                axis_names=frozenset({"i"}))(x)
+
+    v = jax.device_put(np.arange(32.0).reshape(4, 8), jax.NamedSharding(mesh, P("i", "j")))
+    np.testing.assert_array_equal(np.asarray(f(v)), np.arange(32.0).reshape(4, 8) ** 2)
