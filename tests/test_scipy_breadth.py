@@ -435,3 +435,24 @@ def test_bessel_jn_orders_zero_to_v():
     np.testing.assert_allclose(got, want, atol=2e-6)
     assert shardc.jit(lambda v: special.bessel_jn(v, v=1))(np.ones((2, 3), np.float32)).shape \
         == (2, 2, 3)
+
+
+def test_sph_harm_y_is_orthonormal_and_has_scipys_phase():
+    # closed forms: Y_0^0 = 1 / sqrt(4 pi); Y_1^{+-1} = -+ sqrt(3 / 8 pi) sin(t) e^{+-i p}
+    theta = np.array([0.3, 1.2, 2.5], np.float32)
+    phi = np.array([0.1, 2.0, 4.0], np.float32)
+    got = np.asarray(special.sph_harm_y(np.array([0, 1, 1]), np.array([0, 1, -1]), theta, phi))
+    want = [1 / np.sqrt(4 * np.pi),
+            -np.sqrt(3 / (8 * np.pi)) * np.sin(1.2) * np.exp(2.0j),
+            np.sqrt(3 / (8 * np.pi)) * np.sin(2.5) * np.exp(-4.0j)]
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    # orthonormality of Y_2^1 and Y_3^1 on a quadrature grid
+    t, p = np.meshgrid(np.linspace(0, np.pi, 200), np.linspace(0, 2 * np.pi, 200, endpoint=False))
+    weight = np.sin(t) * (np.pi / 199) * (2 * np.pi / 200)
+    y2 = np.asarray(special.sph_harm_y(np.full(t.size, 2), np.ones(t.size, int), t.ravel(),
+                                       p.ravel(), n_max=3))
+    y3 = np.asarray(special.sph_harm_y(np.full(t.size, 3), np.ones(t.size, int), t.ravel(),
+                                       p.ravel(), n_max=3))
+    w = weight.ravel()
+    assert abs((np.abs(y2) ** 2 * w).sum() - 1) < 2e-2 and abs((y2 * np.conj(y3) * w).sum()) < 1e-3

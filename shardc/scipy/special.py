@@ -568,3 +568,47 @@ def bessel_jn(z, *, v: int, n_iter: int = 50):
 
 
 __all__ += ["spence", "bessel_jn"]
+
+
+def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
+    """Spherical harmonics ``Y_n^m(theta, phi)`` (scipy's convention: ``theta`` the polar
+    angle, ``phi`` the azimuth, the Condon-Shortley phase included), orthonormal on the sphere.
+    ``n_max`` (static) bounds the degrees computed: larger ``n`` are clipped to it, as JAX's;
+    by default the largest ``n`` given, which must then be known."""
+    if diff_n is not None:
+        raise NotImplementedError(
+            "The 'diff_n' argument to jax.scipy.special.sph_harm_y is not supported.")
+    if n_max is None:
+        n_max = np.max(np.asarray(n))
+    n_max = int(n_max)
+    theta = jnp.asarray(theta)
+    if theta.ndim == 0:
+        theta = theta[None]
+    theta, phi = inexact_operands(theta, phi)
+    n, m, theta, phi = jnp.broadcast_arrays(jnp.asarray(n), jnp.asarray(m), theta, phi)
+    n = jnp.clip(n, 0, n_max)
+    order = jnp.abs(m)
+    x = jnp.cos(theta)
+    s = jnp.sqrt(jnp.maximum(1.0 - x * x, 0.0))     # sin(theta) >= 0 (theta read mod pi)
+    # the normalised associated Legendre functions by their three-term recurrences: along the
+    # diagonal P(k, k) from P(0, 0), then up each order k in degree l
+    result = jnp.zeros_like(x)
+    diagonal = jnp.full_like(x, 1.0 / np.sqrt(4.0 * np.pi))
+    for k in range(n_max + 1):
+        if k > 0:
+            diagonal = -np.sqrt((2.0 * k + 1.0) / (2.0 * k)) * s * diagonal
+        before, here = jnp.zeros_like(x), diagonal
+        for l in range(k, n_max + 1):
+            if l > k:
+                a = np.sqrt((4.0 * l * l - 1.0) / (l * l - k * k))
+                b = np.sqrt(((l - 1.0) ** 2 - k * k) / (4.0 * (l - 1.0) ** 2 - 1.0))
+                before, here = here, a * (x * here - b * before)
+            result = jnp.where((order == k) & (n == l), here, result)
+    # Y_n^{-m} = (-1)^m conj(Y_n^m): the sign, then the phase exp(i m phi)
+    sign = jnp.where((m < 0) & (order % 2 == 1), -1.0, 1.0).astype(result.dtype)
+    complex_dtype = jnp.result_type(result.dtype, np.complex64)
+    phase = jnp.exp(1j * (m.astype(phi.dtype) * phi)).astype(complex_dtype)
+    return (sign * result).astype(complex_dtype) * phase
+
+
+__all__ += ["sph_harm_y"]
