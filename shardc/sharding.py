@@ -115,12 +115,14 @@ def get_mesh() -> Mesh | None:
 
 def resolve_sharding(sharding, what: str):
     """A NamedSharding, SingleDeviceSharding or device as given; a bare PartitionSpec on the
-    current mesh (in a shard_map body without one, the body's mesh, as JAX's context there)."""
+    current mesh (a sharding constraint in a shard_map body without one: on the body's mesh,
+    as JAX's)."""
     if isinstance(sharding, (NamedSharding, SingleDeviceSharding)):
         return sharding
     if isinstance(sharding, PartitionSpec):
         mesh = get_mesh()
-        body = current_shard_context() if mesh is None else None
+        body = (current_shard_context() if mesh is None and what == "with_sharding_constraint"
+                else None)
         if body is not None:
             mesh = body.mesh
         if mesh is None and what == "with_sharding_constraint":

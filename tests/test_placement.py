@@ -133,3 +133,13 @@ def test_keys_put_on_a_device_draw_there():
     assert on(key) == ([4], True)
     assert on(shardc.random.normal(key, (3,))) == ([4], True)
     assert not shardc.random.key(0).committed
+
+
+def test_like_constructors_and_device_keyword_place_where_asked(x3):
+    for like in (jnp.zeros_like, jnp.ones_like, jnp.empty_like):
+        assert on(like(x3)) == ([3], True)
+    assert on(jnp.full_like(x3, 2.0)) == ([3], True)
+    assert on(jnp.zeros_like(jnp.ones(3))) == ([0], False)
+    values, step = jnp.linspace(5, 6, 7, retstep=True, device=DEVICES[6])
+    assert on(values) == ([6], True) and float(step) == pytest.approx(1 / 6)
+    assert on(jnp.arange(5, device=SingleDeviceSharding(DEVICES[2]))) == ([2], True)

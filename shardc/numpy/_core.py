@@ -291,6 +291,8 @@ def takes_device(create):
             return _put_on(result, out_sharding)
         if device is None:
             return result
+        if isinstance(result, tuple):     # linspace(retstep=True): each part placed
+            return tuple(_put_on(part, device) for part in result)
         # laid out on a device, a made array is typed (JAX's full and *_like lay it out
         # through a typed broadcast); asarray/array and out_sharding keep a weak type
         placed = _put_on(result, device)
@@ -531,6 +533,10 @@ def full_like(x, fill_value, dtype=None, shape=None):
         # an array laid out on a mesh (Auto axes): the same layout, as JAX's (traced, the
         # layout is propagation's to choose; an array placed inside a trace lays it out)
         result = _put_on(result, x.sharding)
+    elif (shape is None and isinstance(x, Array) and not isinstance(x, Tracer)
+          and x.committed):
+        # an array committed to one device: the result is made there (JAX's)
+        result = result.committed_to(x.sharding.device)
     else:
         result = vary_like(result, x)
     # of a weakly typed operand's dtype, weakly typed (JAX's)
