@@ -124,8 +124,18 @@ _PYTHON_SCALAR_TYPES = (bool, int, float, complex)
 
 
 def result_type(*args) -> np.dtype:
-    """The dtype JAX would give an operation on ``args`` (dtypes or values)."""
+    """The dtype JAX would give an operation on ``args`` (dtypes or values); of key arrays
+    (or key dtypes), their key dtype."""
+    if any(_is_key(a) for a in args):
+        from shardc.numpy._core import KEY_ARRAY_RULES
+        return KEY_ARRAY_RULES["result_type"](*args)
     return promotion(*args)[0]
+
+
+def _is_key(value) -> bool:
+    dtype = value if not hasattr(value, "shape") else getattr(value, "dtype", None)
+    return isinstance(getattr(dtype, "type", None), type) and \
+        not isinstance(dtype, (np.dtype, type)) and issubclass(dtype.type, prng_key)
 
 
 def promotion(*args) -> tuple:

@@ -51,7 +51,8 @@ def test_rbg_keys_have_four_words():
     keys = random.split(key, 5)
     assert keys.shape == (5,) and str(keys.dtype) == "key<rbg>" and _data(keys).shape == (5, 4)
     assert random.uniform(key, (3,)).shape == (3,)
-    with pytest.raises(ValueError, match="unrecognized PRNG implementation 'philox'"):
+    with pytest.raises(ValueError,
+                       match='unrecognized PRNG implementation "philox". Did you mean one of'):
         random.key(0, impl="philox")
 
 
@@ -306,3 +307,131 @@ def test_functions_that_move_elements_take_key_arrays():
                                   np.asarray(random.uniform(keys[0])))
     with pytest.raises(TypeError, match="key arrays can only be combined with key arrays"):
         jnp.where(pick, keys, np.zeros((4,), np.uint32))
+
+
+def test_more_functions_that_move_elements_take_key_arrays():
+    """reshape (shape= too), expand_dims, broadcast_arrays, tile, append, array/asarray,
+    lax.slice, slice_in_dim, dynamic_slice(_in_dim) and dynamic_update_slice(_in_dim) act on
+    key arrays as on any array (JAX's), under jit too."""
+    keys = random.split(random.key(0), 4)
+    key = random.key(7)
+    data, one = _data(keys), _data(key)
+    cases = {
+        "reshape": (lambda: jnp.reshape(keys, shape=(2, 2)), data.reshape(2, 2, 2)),
+        "ravel": (lambda: jnp.ravel(keys.reshape(2, 2)), data),
+        "expand_dims": (lambda: jnp.expand_dims(keys, -1), data[:, None]),
+        "broadcast_arrays": (lambda: jnp.broadcast_arrays(key, keys)[0],
+                             np.broadcast_to(one, (4, 2))),
+        "tile": (lambda: jnp.tile(key, 3), np.tile(one, (3, 1))),
+        "append": (lambda: jnp.append(keys, key), np.concatenate([data, one[None]])),
+        "array": (lambda: jnp.array(keys), data),
+        "asarray": (lambda: jnp.asarray(keys, dtype=keys.dtype), data),
+        "slice": (lambda: lax.slice(keys, (1,), (3,)), data[1:3]),
+        "slice_in_dim": (lambda: lax.slice_in_dim(keys, 1, 3), data[1:3]),
+        "dynamic_slice": (lambda: lax.dynamic_slice_in_dim(keys, np.int16(1), 2), data[1:3]),
+        "dynamic_update_slice": (lambda: lax.dynamic_update_slice(keys, key[None], (2,)),
+                                 np.concatenate([data[:2], one[None], data[3:]])),
+        "dynamic_update_slice_in_dim": (
+            lambda: lax.dynamic_update_slice_in_dim(keys, key[None], 0, axis=0),
+            np.concatenate([one[None], data[1:]])),
+    }
+    for name, (make, want) in cases.items():
+        for got in (make(), shardc.jit(make)()):
+            assert got.dtype == keys.dtype, name
+            np.testing.assert_array_equal(_data(got), want, err_msg=name)
+    assert jnp.shape(keys) == (4,) and jnp.ndim(keys) == 1
+    assert jnp.result_type(keys) == keys.dtype
+
+
+def test_full_and_full_like_make_keys():
+    """jnp.full/zeros/ones/empty of a key dtype fill each key's data words with the value; a
+    key fill is broadcast; full_like and the other *_like follow a key array's dtype (JAX's)."""
+    keys = random.split(random.key(1), 2)
+    key = random.key(42)
+    for got, want in [
+            (jnp.full((2,), 7, dtype=keys.dtype), np.full((2, 2), 7, np.uint32)),
+            (jnp.zeros((3,), dtype=keys.dtype), np.zeros((3, 2), np.uint32)),
+            (jnp.ones((2,), dtype=keys.dtype), np.ones((2, 2), np.uint32)),
+            (jnp.full((2,), key), np.broadcast_to(_data(key), (2, 2))),
+            (jnp.full((2,), key, dtype=keys.dtype), np.broadcast_to(_data(key), (2, 2))),
+            (jnp.full_like(keys, 100), np.full((2, 2), 100, np.uint32)),
+            (jnp.zeros_like(keys), np.zeros((2, 2), np.uint32)),
+            (jnp.ones_like(keys), np.ones((2, 2), np.uint32)),
+            (jnp.full_like(keys, key), np.broadcast_to(_data(key), (2, 2)))]:
+        assert got.dtype == keys.dtype
+        np.testing.assert_array_equal(_data(got), want)
+    assert jnp.empty((2,), dtype=keys.dtype).shape == (2,)
+    # a numeric dtype asked for makes numbers of the keys' shape
+    np.testing.assert_array_equal(jnp.full_like(keys, 3, dtype=np.int32), np.full(2, 3))
+
+
+def test_full_takes_an_int_fill_as_the_dtype_asked_for():
+    """As JAX's lax.full: the fill converts from its 64-bit value, wrapping (no int32
+    OverflowError for a uint32 fill of 2**32 - 1)."""
+    np.testing.assert_array_equal(jnp.full((2,), 2 ** 32 - 1, dtype=np.uint32),
+                                  np.full(2, 2 ** 32 - 1, np.uint32))
+    np.testing.assert_array_equal(jnp.full_like(jnp.zeros(2, np.uint32), 2 ** 32 - 1),
+                                  np.full(2, 2 ** 32 - 1, np.uint32))
+    np.testing.assert_array_equal(jnp.full((2,), 300, dtype=np.int8), np.full(2, 44, np.int8))
+
+
+def test_at_gets_and_sets_whole_keys():
+    """keys.at[i].get() and .set(key) gather and scatter keys (JAX's); under mode='fill' an
+    out-of-range key's words are all 2**32 - 1; arithmetic updates are refused."""
+    keys = random.split(random.key(0), 3)
+    key = random.key(5)
+    data, one = _data(keys), _data(key)
+    for idx in (0, slice(1), np.array([0, 2]), np.array([False, True, True])):
+        np.testing.assert_array_equal(_data(keys.at[idx].get()), data[idx])
+        want = data.copy()
+        want[idx] = one
+        np.testing.assert_array_equal(_data(keys.at[idx].set(key)), want)
+        np.testing.assert_array_equal(_data(shardc.jit(lambda k, v: k.at[idx].set(v))(keys, key)),
+                                      want)
+    filled = shardc.jit(lambda k: k.at[100].get(mode="fill"))(keys)
+    np.testing.assert_array_equal(_data(filled), np.full(2, 2 ** 32 - 1, np.uint32))
+    np.testing.assert_array_equal(keys.at[1:].set(key) == key, [False, True, True])
+    with pytest.raises(TypeError, match="key<fry>"):
+        keys.at[0].add(key)
+
+
+def test_key_arrays_storage_methods():
+    """copy (copy.copy, deepcopy), nbytes, itemsize, delete/is_deleted and copy_to_host_async
+    on key arrays, as JAX's."""
+    import copy
+    keys = random.split(random.key(0), 3)
+    for c in (keys.copy(), copy.copy(keys), copy.deepcopy(keys),
+              shardc.jit(lambda k: k.copy())(keys)):
+        assert c.dtype == keys.dtype
+        np.testing.assert_array_equal(_data(c), _data(keys))
+    assert keys.itemsize == keys.dtype.itemsize == 8 and keys.nbytes == 24
+    assert random.key(0, impl="rbg").nbytes == 16
+    assert keys.copy_to_host_async() is None
+    assert keys.block_until_ready() is keys
+    assert not keys.is_deleted()
+    keys.delete()
+    assert keys.is_deleted()
+
+
+def test_key_and_wrap_key_data_take_a_dtype():
+    """random.key and wrap_key_data take dtype= (a key dtype or an implementation's name),
+    not both it and impl=; key_impl of a built-in implementation equals its name (JAX's)."""
+    for name in ("threefry2x32", "rbg", "unsafe_rbg"):
+        k1 = random.key(42, impl=name)
+        for dtype in (k1.dtype, name):
+            k2 = random.key(42, dtype=dtype)
+            assert k2.dtype == k1.dtype
+            np.testing.assert_array_equal(_data(k2), _data(k1))
+            k3 = random.wrap_key_data(random.key_data(k1), dtype=dtype)
+            assert k3.dtype == k1.dtype
+        assert random.key_impl(k1) == name and repr(random.key_impl(k1)) == repr(name)
+        assert random.key_impl(k1).key_shape == _data(k1).shape
+        assert random.wrap_key_data(random.key_data(k1), impl=k1.dtype).dtype == k1.dtype
+    with pytest.raises(ValueError, match="Cannot specify both `impl` and `dtype` arguments "
+                                         "to jax.random.key"):
+        random.key(0, impl="rbg", dtype=random.key(0).dtype)
+    with pytest.raises(ValueError, match="Cannot specify both `impl` and `dtype` arguments "
+                                         "to jax.random.wrap_key_data"):
+        random.wrap_key_data(np.zeros(2, np.uint32), impl="rbg", dtype="rbg")
+    with pytest.raises(TypeError, match="unrecognized type .* for specifying PRNG"):
+        random.key(0, impl=object())

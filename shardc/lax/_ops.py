@@ -92,6 +92,8 @@ def reshape(x, new_sizes, dimensions=None, *, out_sharding=None):
 
 
 def slice(x, start_indices, limit_indices, strides=None):
+    if (rule := key_array_rule("slice", x)) is not None:
+        return rule(x, start_indices, limit_indices, strides)
     return bind(p.slice_p, x, start_indices=tuple(start_indices),
                 limit_indices=tuple(limit_indices),
                 strides=None if strides is None else tuple(strides))
@@ -221,12 +223,14 @@ def _start_indices(operand, start_indices):
 def dynamic_slice(operand, start_indices, slice_sizes):
     """The window of ``slice_sizes`` at ``start_indices`` (traced starts allowed; negative ones
     count from the end; clamped so the window stays inside the operand)."""
+    if (rule := key_array_rule("dynamic_slice", operand)) is not None:
+        return rule(operand, start_indices, slice_sizes)
     starts = _start_indices(operand, start_indices)
     return bind(p.dynamic_slice_p, operand, *starts, slice_sizes=tuple(int(s) for s in slice_sizes))
 
 
 def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
-    shape = aval_of(operand).shape
+    shape = jnp.shape(operand)
     axis = axis % len(shape)
     starts = [0] * len(shape)
     starts[axis] = start_index
@@ -243,12 +247,14 @@ def dynamic_index_in_dim(operand, index, axis=0, keepdims=True):
 def dynamic_update_slice(operand, update, start_indices):
     """``operand`` with ``update`` written at ``start_indices`` (negative ones count from the
     end; clamped to fit)."""
+    if (rule := key_array_rule("dynamic_update_slice", operand, update)) is not None:
+        return rule(operand, update, start_indices)
     starts = _start_indices(operand, start_indices)
     return bind(p.dynamic_update_slice_p, operand, update, *starts)
 
 
 def dynamic_update_slice_in_dim(operand, update, start_index, axis):
-    ndim = aval_of(operand).ndim
+    ndim = jnp.ndim(operand)
     axis = axis % ndim
     starts = [0] * ndim
     starts[axis] = start_index

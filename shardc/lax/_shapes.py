@@ -7,6 +7,7 @@ from __future__ import annotations
 from compiler.tracing import bind
 from ir import primitives as p
 import shardc.numpy as jnp
+from shardc.numpy._core import key_array_rule
 
 __all__ = [
     "broadcast", "expand_dims", "squeeze", "rev", "pad", "slice_in_dim", "index_in_dim", "full",
@@ -39,6 +40,9 @@ def slice_along(x, start, stop, step, axis):
     starts[axis], limits[axis] = lo, max(lo, hi)
     if step == 1 and (lo, limits[axis]) == (0, x.shape[axis]):
         return x
+    if (rule := key_array_rule("slice", x)) is not None:
+        return rule(x, starts, limits, None if step == 1 else tuple(
+            step if d == axis else 1 for d in range(x.ndim)))
     return bind(p.slice_p, x, start_indices=tuple(starts), limit_indices=tuple(limits),
                 strides=None if step == 1 else tuple(step if d == axis else 1
                                                       for d in range(x.ndim)))

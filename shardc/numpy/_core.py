@@ -241,6 +241,8 @@ def broadcast_operands(*args, name=None):
 def broadcast_arrays(*args):
     """The arrays broadcast to one shape (a list); on Explicit axes, as JAX's, to the split
     they broadcast to together where their shapes differ."""
+    if (rule := key_array_rule("broadcast_arrays", list(args))) is not None:
+        return rule(*args)
     arrays = [as_array(a) for a in args]
     target = broadcast_shapes_of(*[shape_of(a) for a in arrays]) if arrays else ()
     sharding = _broadcast_sharding(arrays, "broadcast_arrays")
@@ -370,6 +372,8 @@ def asarray(x, dtype=None, order=None, *, copy=None):
     change nothing: an array is never changed, and a host value is always copied in."""
     if order not in (None, "K"):
         raise NotImplementedError("Only implemented for order='K'")
+    if (rule := key_array_rule("asarray", x)) is not None:
+        return rule(x, dtype, False)
     x = jax_array_of(x)
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
@@ -444,6 +448,10 @@ def array(x, dtype=None, copy=True, order="K", ndmin=0):
     """``x`` as a new array of ``dtype`` (see ``asarray``), with at least ``ndmin``
     dimensions (leading ones of size 1 added); an array given comes back as another array
     (``copy``), which lives on when the given one is deleted or donated."""
+    if (rule := key_array_rule("asarray", x)) is not None:
+        result = rule(x, dtype, copy)
+        return result.reshape((1,) * (ndmin - result.ndim) + result.shape) \
+            if ndmin > result.ndim else result
     result = asarray(x, dtype, order)
     if copy and result is x and isinstance(result, Array):
         result = result.copy()
@@ -452,6 +460,8 @@ def array(x, dtype=None, copy=True, order="K", ndmin=0):
 
 
 def _default_dtype(dtype, *values, function="zeros"):
+    if is_key_dtype(dtype):
+        return dtype
     if dtype is not None:
         return _dt.requested(dtype, function)
     if builtins.any(isinstance(v, float) for v in values):
@@ -462,6 +472,8 @@ def _default_dtype(dtype, *values, function="zeros"):
 @takes_device
 def full(shape, fill_value, dtype=None):
     """An array of ``shape`` filled with ``fill_value``."""
+    if is_key_dtype(dtype) or _is_key_array(fill_value):
+        return KEY_ARRAY_RULES["full"](shape, fill_value, dtype)
     shape = shape_tuple(shape)
     # weakly typed when the fill is and no dtype is asked for, as JAX's
     weak = dtype is None and is_weakly_typed(fill_value) and not isinstance(fill_value, bool)
@@ -471,6 +483,10 @@ def full(shape, fill_value, dtype=None):
     else:
         dtype = _dt.requested(dtype, "full") if np.dtype(dtype) != _dt.canonicalize(
             dtype) else dtype
+        if type(fill_value) is int and -2 ** 63 <= fill_value < 2 ** 63:
+            # a dtype asked for takes an int fill as JAX's lax.full does: from its 64-bit
+            # value, wrapped (full(s, 2**32 - 1, uint32) is all ones, not an OverflowError)
+            fill_value = np.int64(fill_value)
     value = convert(fill_value, dtype)
     if shape_of(value) == shape:
         # a 0-d result is an array too (a numpy scalar would compute in numpy's types)
@@ -522,6 +538,8 @@ def full_like(x, fill_value, dtype=None, shape=None):
 
     In a shard_map body the result varies over the mesh axes ``x`` varies over (JAX 0.10.2).
     """
+    if is_key_dtype(dtype) or _is_key_array(x) or _is_key_array(fill_value):
+        return KEY_ARRAY_RULES["full_like"](x, fill_value, dtype, shape)
     result = full(shape_of(x) if shape is None else shape, fill_value,
                   dtype if dtype is not None else dtype_of(x))
     typed = aval_of(x).type_sharding
@@ -640,17 +658,27 @@ def _resolve_shape(old: tuple, shape) -> tuple:
     return tuple(shape)
 
 
-def reshape(x, *shape, order="C", out_sharding=None):
-    """Reshape ``x`` (row-major) to ``shape``; one entry may be -1. ``out_sharding``: the
-    result's split (on Explicit axes any reshape may name one; JAX's rule types the others).
+def reshape(x, *shape, order="C", out_sharding=None, copy=None, **kwargs):
+    """Reshape ``x`` (row-major) to ``shape`` (given by position, or as ``shape=`` as JAX's
+    signature names it); one entry may be -1. ``out_sharding``: the result's split (on
+    Explicit axes any reshape may name one; JAX's rule types the others). ``copy`` changes
+    nothing: arrays are immutable.
 
     >>> jnp.arange(6).reshape(2, -1).shape
     (2, 3)
     """
+    if "shape" in kwargs:
+        if shape:
+            raise TypeError("reshape() got multiple values for argument 'shape'")
+        shape = (kwargs.pop("shape"),)
+    if kwargs:
+        raise TypeError(f"reshape() got an unexpected keyword argument {next(iter(kwargs))!r}")
     if order != "C":
         raise NotImplementedError("reshape: only order='C' is supported")
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
         shape = shape[0]
+    if (rule := key_array_rule("reshape", x)) is not None:
+        return rule(x, shape)
     x = as_array(x)
     new = _resolve_shape(shape_of(x), shape)
     if out_sharding is not None:
@@ -687,6 +715,8 @@ def canonical_axis(axis, ndim) -> int:
 
 def expand_dims(x, axis):
     """``x`` with size-1 dimensions inserted at ``axis`` (an int or a tuple)."""
+    if (rule := key_array_rule("expand_dims", x)) is not None:
+        return rule(x, axis)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     shape = list(shape_of(x))
     ndim = len(shape) + len(axes)
@@ -707,6 +737,12 @@ def key_array_rule(name: str, *values):
         if _is_key_array(value):
             return KEY_ARRAY_RULES[name]
     return None
+
+
+def is_key_dtype(dtype) -> bool:
+    """Whether ``dtype`` is a typed PRNG key's dtype (``key<fry>``)."""
+    return dtype is not None and not isinstance(dtype, (np.dtype, str, type)) and \
+        isinstance(getattr(dtype, "type", None), type) and issubclass(dtype.type, prng_key)
 
 
 def _is_key_array(value) -> bool:

@@ -20,8 +20,8 @@ from ir.sharding_rules import kept_if_divisible, named_sharding, partitions
 from shardc.numpy._arithmetic import remainder, subtract
 from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
-                                expand_dims, full, ndim_of, ravel, reshape, shape_of,
-                                shape_tuple, weakly_typed_like, zeros)
+                                expand_dims, full, key_array_rule, ndim_of, ravel, reshape,
+                                shape_of, shape_tuple, weakly_typed_like, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
 from shardc.sharding import auto_axes
@@ -162,6 +162,8 @@ def slice_axis(x, axis, lo, hi):
 
 def tile(x, reps):
     """``x`` repeated ``reps`` times along each dimension, as numpy's tile."""
+    if (rule := key_array_rule("tile", x)) is not None:
+        return rule(x, reps)
     x = as_array(x)
     reps = shape_tuple(reps)
     shape = shape_of(x)
@@ -538,7 +540,8 @@ def block(arrays):
 
 def append(arr, values, axis=None):
     """``values`` appended to ``arr`` along ``axis`` (both flattened when None)."""
-    arr, values = as_array(arr), as_array(values)
+    if key_array_rule("concatenate", arr, values) is None:
+        arr, values = as_array(arr), as_array(values)
     if axis is None:
         return concatenate([ravel(arr), ravel(values)])
     return concatenate([arr, values], axis)
@@ -668,11 +671,15 @@ def matrix_transpose(x, /):
 
 def ndim(a) -> int:
     """Number of dimensions of ``a``."""
+    if key_array_rule("reshape", a) is not None:
+        return a.ndim
     return ndim_of(as_array(a)) if not is_python_scalar(a) else 0
 
 
 def shape(a) -> tuple:
     """The shape of ``a``."""
+    if key_array_rule("reshape", a) is not None:
+        return a.shape
     return shape_of(as_array(a)) if not is_python_scalar(a) else ()
 
 

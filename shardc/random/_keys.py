@@ -24,10 +24,11 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
+from shardc import lax
 from shardc.numpy._core import KEY_ARRAY_RULES
 from shardc.config import config
 from shardc.dtypes import prng_key
-from shardc.numpy._core import takes_out_sharding
+from shardc.numpy._core import canonical_axis, takes_out_sharding
 
 __all__ = [
     "PRNGImpl", "IMPLS", "resolve_impl", "KeyDtype", "PRNGKeyArray", "PRNGKey", "key", "key_data",
@@ -35,16 +36,35 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class PRNGImpl:
     """A key implementation: its name, its short tag (printed in the dtype) and the number of
-    uint32 words of one key. ``str(impl)`` is its name, as JAX's ``key_impl`` gives."""
+    uint32 words of one key. It stands for its name, as what JAX's ``key_impl`` gives for a
+    built-in implementation does: ``str()`` and ``repr()`` give it, and it equals it."""
     name: str
     tag: str
     words: int
 
+    @property
+    def key_shape(self) -> tuple:
+        """The shape of one key's data: ``(words,)``."""
+        return (self.words,)
+
+    def __eq__(self, other):
+        if isinstance(other, PRNGImpl):
+            return self.name == other.name
+        if isinstance(other, str):
+            return self.name == other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.name)
+
     def __str__(self):
         return self.name
+
+    def __repr__(self):
+        return repr(self.name)
 
 
 IMPLS = {impl.name: impl for impl in (PRNGImpl("threefry2x32", "fry", 2),
@@ -54,15 +74,30 @@ DEFAULT_IMPL = IMPLS["threefry2x32"]
 
 
 def resolve_impl(impl) -> PRNGImpl:
-    """An implementation from None (the default), its name, or itself."""
+    """An implementation from None (the default), its name, its key dtype, or itself."""
     if impl is None:
         return DEFAULT_IMPL
     if isinstance(impl, PRNGImpl):
         return impl
-    if isinstance(impl, str) and impl in IMPLS:
-        return IMPLS[impl]
-    raise ValueError(f"unrecognized PRNG implementation {impl!r}; expected one of "
-                     f"{sorted(IMPLS)}")
+    if isinstance(impl, KeyDtype):
+        return impl.impl
+    if isinstance(impl, str):
+        if impl in IMPLS:
+            return IMPLS[impl]
+        names = ", ".join(f'"{name}"' for name in IMPLS)
+        raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: '
+                         f"{names}?")
+    raise TypeError(f"unrecognized type {type(impl)} for specifying PRNG implementation.")
+
+
+def _impl_or_dtype(impl, dtype, function: str) -> PRNGImpl:
+    """The implementation ``impl`` or ``dtype`` names (JAX's ValueError when both do)."""
+    if dtype is not None:
+        if impl is not None:
+            raise ValueError("Cannot specify both `impl` and `dtype` arguments to "
+                             f"jax.random.{function}")
+        impl = dtype
+    return resolve_impl(impl)
 
 
 def key_dtype(impl_spec=None) -> "KeyDtype":
@@ -208,6 +243,43 @@ class PRNGKeyArray:
     def block_until_ready(self):
         return self
 
+    # -- the array's storage: its data's ----------------------------------------------------
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def _base_array(self):
+        return self._base
+
+    def copy(self):
+        """Another key array with a copy of these keys' data."""
+        return PRNGKeyArray(self._impl, jnp.array(self._base))
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def delete(self) -> None:
+        self._base.delete()
+
+    def is_deleted(self) -> bool:
+        return self._base.is_deleted()
+
+    def copy_to_host_async(self) -> None:
+        self._base.copy_to_host_async()
+
+    @property
+    def at(self):
+        """``keys.at[index]``: ``get`` and ``set`` (keys only move: no arithmetic update)."""
+        return _KeyIndexer(self)
+
     def __repr__(self):
         if isinstance(self._base, Tracer):
             return f"Traced<key<{self._impl.tag}>[{','.join(map(str, self.shape))}]>"
@@ -220,6 +292,53 @@ class PRNGKeyArray:
         raise TypeError("JAX array with PRNGKey dtype cannot be converted to a NumPy array. "
                         "Use jax.random.key_data(arr) if you wish to extract the underlying "
                         "integer array.")
+
+
+def _data_index(index) -> tuple:
+    """An index into key arrays as an index into their data: the word axis stays whole."""
+    index = index if isinstance(index, tuple) else (index,)
+    return index + (slice(None),) if any(i is Ellipsis for i in index) else index
+
+
+class _KeyIndexer:
+    def __init__(self, keys: PRNGKeyArray):
+        self._keys = keys
+
+    def __getitem__(self, index):
+        return _KeyIndexedRef(self._keys, index)
+
+
+class _KeyIndexedRef:
+    """``keys.at[index]``: a gather or a scatter of whole keys, run on their data. Out of
+    range under ``mode='fill'``, a key's words are all ``2**32 - 1``, as JAX fills them."""
+
+    def __init__(self, keys: PRNGKeyArray, index):
+        self._keys, self._index = keys, _data_index(index)
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            fill_value=None, out_sharding=None, wrap_negative_indices=True):
+        if fill_value is not None:
+            raise NotImplementedError("keys.at[...].get: a fill_value for key arrays")
+        if mode == "fill":
+            fill_value = np.uint32(0xFFFFFFFF)
+        data = self._keys._base.at[self._index].get(
+            mode=mode, fill_value=fill_value, out_sharding=out_sharding,
+            wrap_negative_indices=wrap_negative_indices)
+        return PRNGKeyArray(self._keys._impl, data)
+
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None, wrap_negative_indices=True):
+        impl = _common_impl((self._keys, values), "at[...].set")
+        data = self._keys._base.at[self._index].set(
+            values._base, mode=mode, out_sharding=out_sharding,
+            wrap_negative_indices=wrap_negative_indices)
+        return PRNGKeyArray(impl, data)
+
+    def _no_arithmetic(self, *args, **kwargs):
+        raise TypeError(f"scatter does not accept dtype {self._keys.dtype}: keys can only be "
+                        "set")
+
+    add = multiply = mul = divide = power = min = max = apply = _no_arithmetic
 
 
 def _resolve_shape(shape: tuple, size: int) -> tuple:
@@ -257,12 +376,13 @@ def PRNGKey(seed, *, impl=None) -> "jnp.ndarray":
     return _seed_data(seed, resolve_impl(impl))
 
 
-def key(seed, *, impl=None) -> PRNGKeyArray:
-    """A typed key (shape ``()``, dtype ``key<fry>``) from an integer seed.
+def key(seed, *, impl=None, dtype=None) -> PRNGKeyArray:
+    """A typed key (shape ``()``, dtype ``key<fry>``) from an integer seed; ``impl`` or
+    ``dtype`` (a key dtype or an implementation's name) chooses the implementation.
 
     >>> k1, k2 = random.split(random.key(0))
     """
-    impl = resolve_impl(impl)
+    impl = _impl_or_dtype(impl, dtype, "key")
     return PRNGKeyArray(impl, _seed_data(seed, impl))
 
 
@@ -331,8 +451,97 @@ def _broadcast_keys(keys, shape):
     return PRNGKeyArray(keys._impl, jnp.broadcast_to(keys._base, shape + (keys._impl.words,)))
 
 
+def _reshape_keys(keys, shape):
+    return keys.reshape(shape)
+
+
+def _expand_dims_keys(keys, axis):
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    ndim = keys.ndim + len(axes)
+    axes = tuple(canonical_axis(a, ndim) for a in axes)
+    return PRNGKeyArray(keys._impl, jnp.expand_dims(keys._base, axes))
+
+
+def _broadcast_arrays_keys(*args):
+    shape = jnp.broadcast_shapes(*[jnp.shape(a) if not isinstance(a, PRNGKeyArray) else a.shape
+                                   for a in args])
+    return [_broadcast_keys(a, shape) if isinstance(a, PRNGKeyArray)
+            else jnp.broadcast_to(a, shape) for a in args]
+
+
+def _tile_keys(keys, reps):
+    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
+    ndim = max(keys.ndim, len(reps))
+    keys = keys.reshape((1,) * (ndim - keys.ndim) + keys.shape)
+    reps = (1,) * (ndim - len(reps)) + reps
+    return PRNGKeyArray(keys._impl, jnp.tile(keys._base, reps + (1,)))
+
+
+def _full_keys(shape, fill_value, dtype):
+    """``jnp.full`` of keys: a key fill broadcast, or an integer fill written into every word
+    of every key's data (JAX's: ``jnp.zeros(s, key_dtype)``'s data is zeros)."""
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if isinstance(fill_value, PRNGKeyArray):
+        if dtype is not None and resolve_impl(dtype) != fill_value._impl:
+            raise TypeError(f"full: a fill of dtype {fill_value.dtype} cannot make keys of "
+                            f"dtype {dtype}")
+        return _broadcast_keys(fill_value, shape)
+    if not isinstance(dtype, KeyDtype):
+        raise TypeError(f"full: keys cannot fill an array of dtype {dtype}")
+    words = dtype.impl.words
+    return PRNGKeyArray(dtype.impl, jnp.full(shape + (words,), fill_value, np.uint32))
+
+
+def _full_like_keys(x, fill_value, dtype, shape):
+    if dtype is None:
+        dtype = x.dtype if isinstance(x, PRNGKeyArray) else jnp.result_type(x)
+    if shape is None:
+        shape = jnp.shape(x) if not isinstance(x, PRNGKeyArray) else x.shape
+    if not isinstance(dtype, KeyDtype) and not isinstance(fill_value, PRNGKeyArray):
+        return jnp.full(shape, fill_value, dtype)
+    return _full_keys(shape, fill_value, dtype)
+
+
+def _asarray_keys(keys, dtype, copy):
+    if dtype is not None and (not isinstance(dtype, KeyDtype) or dtype.impl != keys._impl):
+        raise TypeError(f"Cannot convert an array of dtype {keys.dtype} to dtype {dtype}; use "
+                        "jax.random.key_data to read its data")
+    return keys.copy() if copy else keys
+
+
+def _result_type_keys(*args):
+    dtypes = {a if isinstance(a, KeyDtype) else getattr(a, "dtype", None) for a in args}
+    if len(dtypes) != 1:
+        raise TypeError("result_type: key dtypes do not promote with "
+                        + ", ".join(sorted(str(d) for d in dtypes)))
+    return dtypes.pop()
+
+
+def _slice_keys(keys, start_indices, limit_indices, strides):
+    strides = None if strides is None else tuple(strides) + (1,)
+    return PRNGKeyArray(keys._impl, lax.slice(keys._base, tuple(start_indices) + (0,),
+                                              tuple(limit_indices) + (keys._impl.words,),
+                                              strides))
+
+
+def _dynamic_slice_keys(keys, start_indices, slice_sizes):
+    return PRNGKeyArray(keys._impl, lax.dynamic_slice(
+        keys._base, list(start_indices) + [0], tuple(slice_sizes) + (keys._impl.words,)))
+
+
+def _dynamic_update_slice_keys(keys, update, start_indices):
+    impl = _common_impl((keys, update), "dynamic_update_slice")
+    return PRNGKeyArray(impl, lax.dynamic_update_slice(keys._base, update._base,
+                                                       list(start_indices) + [0]))
+
+
 KEY_ARRAY_RULES.update(where=_where_keys, concatenate=_concatenate_keys, stack=_stack_keys,
-                       take=_take_keys, broadcast_to=_broadcast_keys)
+                       take=_take_keys, broadcast_to=_broadcast_keys, reshape=_reshape_keys,
+                       expand_dims=_expand_dims_keys, broadcast_arrays=_broadcast_arrays_keys,
+                       tile=_tile_keys, full=_full_keys, full_like=_full_like_keys,
+                       asarray=_asarray_keys, result_type=_result_type_keys, slice=_slice_keys,
+                       dynamic_slice=_dynamic_slice_keys,
+                       dynamic_update_slice=_dynamic_update_slice_keys)
 
 
 def key_data(keys):
@@ -340,9 +549,10 @@ def key_data(keys):
     return keys._base if isinstance(keys, PRNGKeyArray) else jnp.asarray(keys)
 
 
-def wrap_key_data(key_bits, *, impl=None) -> PRNGKeyArray:
-    """A key array around ``uint32[..., W]`` key data (``key_data``'s inverse)."""
-    impl = resolve_impl(impl)
+def wrap_key_data(key_bits, *, impl=None, dtype=None) -> PRNGKeyArray:
+    """A key array around ``uint32[..., W]`` key data (``key_data``'s inverse); ``impl`` or
+    ``dtype`` chooses the implementation, as in ``key``."""
+    impl = _impl_or_dtype(impl, dtype, "wrap_key_data")
     data = jnp.asarray(key_bits)
     if data.dtype != np.uint32:
         raise TypeError(f"wrap_key_data requires uint32 key data, got {data.dtype.name}")
