@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import bind
+from compiler.tracing import Tracer, bind, is_python_scalar
 from ir import dtypes
 from ir import primitives as prims
+from runtime.array import Array
 
 __all__ = ["pure_callback", "io_callback", "debug_callback"]
 
@@ -20,10 +21,15 @@ class HostCallback:
     """The user's function over flat numpy values: the arguments rebuilt into their pytree,
     the results flattened (None for a function whose results are not used)."""
 
-    def __init__(self, fn, in_tree, returns: bool):
-        self.fn, self.in_tree, self.returns = fn, in_tree, returns
+    def __init__(self, fn, in_tree, returns: bool, static: tuple = ()):
+        # static: (position, value) of the leaves that are no arrays, passed as they are
+        self.fn, self.in_tree, self.returns, self.static = fn, in_tree, returns, static
 
     def __call__(self, *flat):
+        if self.static:
+            static, values = dict(self.static), iter(flat)
+            flat = [static[k] if k in static else next(values)
+                    for k in range(self.in_tree.num_leaves)]
         args, kwargs = tree.tree_unflatten(self.in_tree, list(flat))
         result = self.fn(*args, **kwargs)
         return tree.tree_leaves(result) if self.returns else []
@@ -72,9 +78,35 @@ def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=Fal
     return _call("io", callback, result_shape_dtypes, args, kwargs, "sequential")
 
 
-def debug_callback(callback, *args, ordered=False, partitioned=False, **kwargs):
+def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwargs):
     """``callback(*args, **kwargs)`` on host values, for its effects; returns nothing. Under
-    grad it sees the primal values; under vmap it is called once per member."""
-    flat, in_tree = tree.tree_flatten((args, kwargs))
-    bind(prims.callback_p, *flat, callback=HostCallback(callback, in_tree, False),
-         result_avals=(), effect="debug", vmap_method=None)
+    grad it sees the primal values; under vmap it is called once per member. Arguments that
+    are no arrays (a dtype, a string) reach it as they are. Without a ``callback``, the
+    options given return a function taking it and its arguments (JAX's two-call form:
+    ``debug.callback(ordered=True)(f, x)``)."""
+    def _debug_callback(callback, *args, **kwargs):
+        if not callable(callback):
+            raise TypeError("first argument to jax.debug.callback must be callable, but got "
+                            f"an object of type {type(callback)}")
+        flat, in_tree = tree.tree_flatten((args, kwargs))
+        static = {k: v for k, v in enumerate(flat) if not _is_array_value(v)}
+        dynamic = [v for k, v in enumerate(flat) if k not in static]
+        bind(prims.callback_p, *dynamic,
+             callback=HostCallback(callback, in_tree, False, tuple(static.items())),
+             result_avals=(), effect="debug", vmap_method=None)
+
+    if callback is not None:
+        _debug_callback(callback, *args, **kwargs)
+        return None
+    if args or kwargs:
+        raise TypeError("debug_callback received unexpected arguments in the two-call form: "
+                        f"{args=} {kwargs=}")
+    return _debug_callback
+
+
+def _is_array_value(value) -> bool:
+    """Whether a callback argument's leaf is a value of the program (an array, a traced
+    value or a number), not a Python object passed as it is."""
+    if isinstance(value, (Tracer, Array)) or is_python_scalar(value):
+        return True
+    return isinstance(value, (np.ndarray, np.generic)) and dtypes.is_valid(value.dtype)

@@ -1,8 +1,15 @@
 """``shardc.debug``: printing from inside programs and drawing array layouts."""
 from __future__ import annotations
 
-from compiler.tracing import bind
+import string
+
+import numpy as np
+
+from compiler import tree
+from compiler.tracing import Tracer, bind, is_python_scalar
+from ir import dtypes as _dt
 from ir import primitives as prims
+from runtime.array import Array
 
 from shardc._callbacks import debug_callback as callback
 
@@ -16,14 +23,128 @@ def visualize_array_sharding(x, *, use_color=True, scale=1.0, min_width=9, max_w
     return draw(x, use_color=use_color, scale=scale, min_width=min_width, max_width=max_width)
 
 
-def print(fmt: str, *args, **kwargs):
+def print(fmt: str | None = None, *args, ordered: bool = False, partitioned: bool = False,
+          skip_format_check: bool = False, **kwargs):
     """Print ``fmt.format(*args, **kwargs)`` with the values of arrays when the program runs:
     eagerly at once, under ``jit`` when the compiled program runs; inside a shard_map body once
-    per device, in mesh-position order.
+    per device, in mesh-position order. The arguments may be pytrees of arrays; what is no
+    array (``x.dtype``, a string) is formatted as the Python object it is. Values print under
+    numpy's print options as they were when ``print`` was called (JAX's). Without a ``fmt``,
+    the options given return a function taking ``fmt`` and the arguments (JAX's two-call
+    form: ``debug.print(ordered=True)("x = {}", x)``).
+
+    shardc prints in program order (``ordered`` changes nothing) and prints the whole value
+    under ``partitioned=True`` as well.
 
     >>> shardc.debug.print("x = {}", x)
     """
-    names = tuple(sorted(kwargs))
-    leaves = list(args) + [kwargs[k] for k in names]
-    # Format on arrays: numpy prints them; pytrees are not supported in the format arguments.
-    bind(prims.debug_print_p, *leaves, fmt=fmt, arg_names=names)
+    def _print(fmt: str, *args, **kwargs):
+        if not skip_format_check:
+            _FORMAT_CHECKER.format(fmt, *args, **kwargs)
+        names = tuple(sorted(kwargs))
+        leaves = list(args) + [kwargs[k] for k in names]
+        options = tuple(np.get_printoptions().items())
+        if options == _DEFAULT_PRINTOPTIONS and all(map(_is_plain, leaves)) and \
+                (_has_placeholders(fmt) or not leaves):
+            # arrays only, printed under numpy's defaults: the format string as it is (a
+            # lowered program's text then holds all of the print)
+            bind(prims.debug_print_p, *leaves, fmt=fmt, arg_names=names)
+            return
+        flat, in_tree = tree.tree_flatten((args, kwargs))
+        static = {k: v for k, v in enumerate(flat) if not _is_dynamic(v)}
+        dynamic = [v for k, v in enumerate(flat) if k not in static]
+        # the runtime calls the format's .format with the array values, as with a str
+        bind(prims.debug_print_p, *dynamic,
+             fmt=_PrintFormat(fmt, in_tree, tuple(static.items()), options), arg_names=())
+
+    if fmt is not None:
+        _print(fmt, *args, **kwargs)
+        return None
+    if args or kwargs:
+        raise TypeError("debug_print received unexpected arguments in the two-call form: "
+                        f"{args=} {kwargs=}")
+    return _print
+
+
+# numpy's print options as shardc found them (a print under them needs no options of its own)
+_DEFAULT_PRINTOPTIONS = tuple(np.get_printoptions().items())
+
+
+def _has_placeholders(fmt: str) -> bool:
+    """Whether ``fmt`` has a replacement field (without one, JAX prints the arguments after
+    it, separated by spaces)."""
+    return bool(fmt) and next(iter(string.Formatter().parse(fmt)))[1] is not None
+
+
+def _is_plain(value) -> bool:
+    """Whether a print argument is one array (not a key array nor another pytree)."""
+    return _is_dynamic(value) and (is_python_scalar(value) or
+                                   isinstance(getattr(value, "dtype", None), np.dtype))
+
+
+def _is_dynamic(value) -> bool:
+    """Whether a print argument's leaf is a value of the program (an array, a traced value
+    or a number), not a Python object formatted as it is."""
+    if isinstance(value, (Tracer, Array)) or is_python_scalar(value):
+        return True
+    return isinstance(value, (np.ndarray, np.generic)) and _dt.is_valid(value.dtype)
+
+
+class _FormatChecker(string.Formatter):
+    """JAX's check of a print's format: every argument given is used."""
+
+    def format_field(self, value, format_spec):
+        return ""
+
+    def check_unused_args(self, used_args, args, kwargs):
+        unused_args = [arg for i, arg in enumerate(args) if i not in used_args]
+        unused_kwargs = [k for k in kwargs if k not in used_args]
+        if unused_args:
+            raise ValueError(f"Unused positional arguments to `jax.debug.print`: {unused_args}")
+        if unused_kwargs:
+            raise ValueError(
+                f"Unused keyword arguments to `jax.debug.print`: {unused_kwargs}. You may be "
+                "passing an f-string (i.e, `f\"{x}\"`) into `jax.debug.print` and instead "
+                "should pass in a regular string.")
+
+
+_FORMAT_CHECKER = _FormatChecker()
+
+
+class _PrintFormat:
+    """A print's format string with what formatting needs when the value is printed: the
+    pytree the arguments rebuild into, the arguments that are no arrays, and numpy's print
+    options at the call. Its ``format`` takes the array values, as ``str.format`` would."""
+
+    def __init__(self, fmt: str, in_tree, static: tuple, printoptions: tuple):
+        self.fmt, self.in_tree, self.static, self.printoptions = fmt, in_tree, static, \
+            printoptions
+        self.has_placeholders = _has_placeholders(fmt)
+
+    def format(self, *values):
+        static = dict(self.static)
+        values = iter(Array.from_global(v) if isinstance(v, (np.ndarray, np.generic)) else v
+                      for v in values)
+        flat = [static[k] if k in static else next(values)
+                for k in range(self.in_tree.num_leaves)]
+        args, kwargs = tree.tree_unflatten(self.in_tree, flat)
+        with np.printoptions(**dict(self.printoptions)):
+            if self.has_placeholders:
+                return self.fmt.format(*args, **kwargs)
+            return " ".join((self.fmt, *(str(a) for a in args)))
+
+    def _key(self):
+        return (self.fmt, self.in_tree, tuple((k, id(v)) for k, v in self.static),
+                self.printoptions)
+
+    def __eq__(self, other):
+        return isinstance(other, _PrintFormat) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __str__(self):
+        return self.fmt
+
+    def __repr__(self):
+        return repr(self.fmt)

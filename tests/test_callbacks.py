@@ -158,3 +158,49 @@ def test_a_64_bit_result_type_with_x64_off_is_jaxs_error():
             call(jnp.ones(3))
     lowered = jax.jit(lambda x: x * 2).lower(spec)
     assert "f32[3]" in lowered.as_text()
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_debug_print_formats_pytrees_objects_and_print_options_as_jax(jit, capsys):
+    """debug.print takes pytrees of arrays (printed as Arrays inside them), Python objects
+    such as a dtype (formatted as they are), and prints under numpy's print options as they
+    were when it was called; JAX's output in each case."""
+    def f(x):
+        jax.debug.print("arr {a}, dtype: {d}", a=x, d=x.dtype)
+        jax.debug.print("x: {}", dict(foo=x[0].astype(jnp.int32)), ordered=True)
+        with np.printoptions(precision=2, suppress=True):
+            jax.debug.print("{}", x * 1.2345)
+        jax.debug.print("{}", jax.random.key(0))
+    (jax.jit(f) if jit else f)(jnp.array([1.0, 2.0, 3.0], np.float32))
+    jax.effects_barrier()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["arr [1. 2. 3.], dtype: float32",
+                         "x: {'foo': Array(1, dtype=int32)}", "[1.23 2.47 3.7 ]"]
+    # a key prints its data (JAX's jit prints only that; eagerly, its repr around it)
+    assert lines[-1] == "[0 0]"
+
+
+def test_debug_print_and_callback_two_call_forms_and_format_checks(capsys):
+    """The two-call forms (options first, then the format or callback and its arguments), and
+    JAX's errors: arguments in the first call, unused arguments, an f-string."""
+    jax.debug.print(ordered=True)("x: {x}", x=42)
+    got = []
+    jax.debug.callback(ordered=True)(lambda v, d: got.append((int(v), d)), 100, np.float32)
+    jax.effects_barrier()
+    assert capsys.readouterr().out == "x: 42\n" and got == [(100, np.float32)]
+    with pytest.raises(TypeError, match="debug_print received unexpected arguments in the "
+                                        "two-call form"):
+        jax.debug.print(ordered=True, a=42)
+    with pytest.raises(TypeError, match="debug_callback received unexpected arguments in the "
+                                        "two-call form"):
+        jax.debug.callback(None, 42, ordered=True)
+    with pytest.raises(ValueError, match=r"Unused keyword arguments to `jax.debug.print`: "
+                                         r"\['partitioned'\]"):
+        jax.debug.print(ordered=True)("hello {a}", a=42, partitioned=True)
+    with pytest.raises(ValueError, match="Unused positional arguments"):
+        jax.jit(lambda x: jax.debug.print("hello", x))(jnp.arange(2))
+    with pytest.raises(ValueError, match="You may be passing an f-string"):
+        jax.jit(lambda x: jax.debug.print("hello: {x}x", x=x, y=x))(jnp.arange(2))
+    jax.debug.print("hello", 3, skip_format_check=True)
+    jax.effects_barrier()
+    assert capsys.readouterr().out == "hello 3\n"
