@@ -435,3 +435,20 @@ def test_key_and_wrap_key_data_take_a_dtype():
         random.wrap_key_data(np.zeros(2, np.uint32), impl="rbg", dtype="rbg")
     with pytest.raises(TypeError, match="unrecognized type .* for specifying PRNG"):
         random.key(0, impl=object())
+
+
+def test_seed_errors_name_the_constructor_as_jax():
+    """A key, an array or a non-integer as a seed: JAX's TypeErrors, naming key or PRNGKey."""
+    key = random.key(0)
+    for ctor in (random.key, random.PRNGKey):
+        name = ctor.__name__
+        with pytest.raises(TypeError, match=f"^{name} accepts a scalar seed, but was given a "
+                                            "PRNG key"):
+            ctor(key)
+        with pytest.raises(TypeError, match=rf"^{name} accepts a scalar seed, but was given an "
+                                            r"array of shape \(4,\) != \(\)"):
+            ctor(np.arange(4))
+        for seed in (np.pi, np.float32(1), jnp.float32(1)):
+            with pytest.raises(TypeError, match="PRNG key seed must be an integer"):
+                ctor(seed)
+    np.testing.assert_array_equal(_data(random.key(np.int16(3))), [0, 3])

@@ -373,7 +373,7 @@ _Array.register(PRNGKeyArray)
 
 def PRNGKey(seed, *, impl=None) -> "jnp.ndarray":
     """The raw key data for an integer seed: ``uint32[2]`` (``uint32[4]`` for rbg keys)."""
-    return _seed_data(seed, resolve_impl(impl))
+    return _seed_data(seed, resolve_impl(impl), "PRNGKey")
 
 
 def key(seed, *, impl=None, dtype=None) -> PRNGKeyArray:
@@ -383,20 +383,23 @@ def key(seed, *, impl=None, dtype=None) -> PRNGKeyArray:
     >>> k1, k2 = random.split(random.key(0))
     """
     impl = _impl_or_dtype(impl, dtype, "key")
-    return PRNGKeyArray(impl, _seed_data(seed, impl))
+    return PRNGKeyArray(impl, _seed_data(seed, impl, "key"))
 
 
-def _seed_data(seed, impl: PRNGImpl):
+def _seed_data(seed, impl: PRNGImpl, ctor: str):
     """As JAX's: the seed's low 32 bits fill the low word; the high word holds its next 32
     bits with x64 on, and is 0 with it off (JAX takes the seed as a 32-bit integer then).
-    rbg keys repeat the two words."""
+    rbg keys repeat the two words. ``ctor`` (key or PRNGKey) is named in JAX's errors."""
     if isinstance(seed, PRNGKeyArray):
-        raise TypeError("PRNGKey accepts a scalar seed, but was given a PRNG key.")
+        raise TypeError(f"{ctor} accepts a scalar seed, but was given a PRNG key.")
+    if np.ndim(seed):
+        raise TypeError(f"{ctor} accepts a scalar seed, but was given an array of shape "
+                        f"{np.shape(seed)} != (). Use jax.vmap for batching")
+    if isinstance(seed, float) or (hasattr(seed, "dtype") and not isinstance(seed, int)
+                                   and not _dt.is_int(seed.dtype)):
+        raise TypeError(f"PRNG key seed must be an integer; got {seed!r}")
     if isinstance(seed, Tracer) or (hasattr(seed, "dtype") and not isinstance(seed, int)):
         seed = jnp.asarray(seed)
-        if seed.shape != () or not _dt.is_int(seed.dtype):
-            raise TypeError(f"PRNG key seed must be a scalar integer, got {seed.dtype.name}"
-                            f"{list(seed.shape)}")
         low = jnp.astype(seed, np.uint32)
         words = jnp.stack([jnp.zeros((), np.uint32), low])
     else:
