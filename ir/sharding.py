@@ -398,6 +398,11 @@ class Mesh(_AxisKinds):
         return self._device_ids
 
     @property
+    def _flat_devices_tuple(self) -> tuple:
+        """The devices in mesh order (JAX's name, which programs read)."""
+        return tuple(self.devices.flat)
+
+    @property
     def ndim(self) -> int:
         return self.devices.ndim
 
@@ -590,9 +595,12 @@ _CHECKED_SPECS: set = set()
 class NamedSharding(Sharding):
     """A mesh and a partition spec: how a global array is laid out over devices."""
 
-    def __init__(self, mesh: Mesh, spec: PartitionSpec):
+    def __init__(self, mesh: Mesh, spec: PartitionSpec, *, memory_kind=None):
         if not isinstance(spec, PartitionSpec):
             raise TypeError(f"NamedSharding requires a PartitionSpec, got {spec!r}")
+        if memory_kind not in (None, "device"):
+            raise NotImplementedError(f"NamedSharding(memory_kind={memory_kind!r}): shardc's "
+                                      "devices have one memory kind, 'device'")
         types = getattr(mesh, "axis_types", ())
         if UNCONSTRAINED in tuple(spec) and AxisType.Auto not in types:
             raise ValueError(f"{spec!r} cannot contain `P.UNCONSTRAINED` when no mesh "
@@ -625,6 +633,11 @@ class NamedSharding(Sharding):
     @property
     def device_set(self) -> set:
         return set(self.mesh.devices.flat)
+
+    @property
+    def _device_assignment(self) -> tuple:
+        """The devices in mesh order (JAX's name, which programs read)."""
+        return tuple(self.mesh.devices.flat)
 
     @property
     def is_fully_replicated(self) -> bool:

@@ -34,6 +34,10 @@ class SingleDeviceSharding(Sharding):
         return {self.device}
 
     @property
+    def _device_assignment(self) -> tuple:
+        return (self.device,)
+
+    @property
     def is_fully_replicated(self) -> bool:
         return True
 

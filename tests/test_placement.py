@@ -143,3 +143,13 @@ def test_like_constructors_and_device_keyword_place_where_asked(x3):
     values, step = jnp.linspace(5, 6, 7, retstep=True, device=DEVICES[6])
     assert on(values) == ([6], True) and float(step) == pytest.approx(1 / 6)
     assert on(jnp.arange(5, device=SingleDeviceSharding(DEVICES[2]))) == ([2], True)
+
+
+def test_device_assignment_names_the_devices_in_mesh_order():
+    mesh = shardc.sharding.Mesh(np.array(DEVICES[:4])[::-1].reshape(2, 2), ("a", "b"))
+    assert NamedSharding(mesh, P("a"))._device_assignment == tuple(DEVICES[k] for k in (3, 2, 1, 0))
+    assert mesh._flat_devices_tuple == NamedSharding(mesh, P())._device_assignment
+    assert SingleDeviceSharding(DEVICES[5])._device_assignment == (DEVICES[5],)
+    assert NamedSharding(mesh, P(), memory_kind="device") == NamedSharding(mesh, P())
+    with pytest.raises(NotImplementedError, match="one memory kind"):
+        NamedSharding(mesh, P(), memory_kind="pinned_host")
