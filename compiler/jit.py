@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import gc
 import inspect
+import types
 import warnings
 import weakref
 from typing import Any, Callable, Sequence
@@ -531,6 +532,7 @@ class JitFunction:
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(),
                  donate_argnums=(), donate_argnames=(), in_shardings=UNSPECIFIED,
                  out_shardings=UNSPECIFIED, resolve=None):
+        _check_callable(fun)
         # first: it copies the wrapped object's attributes (a custom_vjp's ``fun``, another
         # jit's ``cache``), which must not replace this function's own
         functools.update_wrapper(self, fun)
@@ -547,6 +549,14 @@ class JitFunction:
         self.closed_refs: list = []     # the refs the function closes over, found by tracing it
         self.trace_count = 0
         _JITTED.add(self)
+
+    def __get__(self, obj, objtype=None):
+        """As a method (a jitted function defined in a class body), bound to its instance
+        like a plain function: ``self`` is the first argument, counted by
+        ``static_argnums``, as in JAX."""
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
 
     def clear_cache(self) -> None:
         """Forget every compiled signature: the next call traces again."""
@@ -1002,6 +1012,17 @@ def _check_committed(leaf, sharding) -> None:
             "Sharding passed to jit does not match the sharding on the respective arg. Got "
             f"jit sharding: {sharding!r},\narg sharding: {have!r} for arg type: "
             f"{aval_of(leaf).str_long()}")
+
+
+def _check_callable(fun) -> None:
+    """JAX's checks of what ``jit`` wraps: a staticmethod object (``@jit`` above
+    ``@staticmethod``) or a classmethod object is refused, as are generator functions."""
+    if isinstance(fun, staticmethod):
+        raise TypeError(f"staticmethod arguments are not supported, got {fun}")
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun}")
+    if inspect.isgeneratorfunction(fun):
+        raise TypeError(f"Expected a function, got a generator function: {fun}")
 
 
 def resolve_argnums(fun, static_argnums, static_argnames, donate_argnums, donate_argnames):

@@ -43,6 +43,38 @@ def test_static_arguments_key_the_cache():
     assert power.trace_count == 2
 
 
+def test_jitted_method_binds_its_instance():
+    # as in JAX, a jitted function in a class body binds like a plain function: the instance
+    # is argument 0, which static_argnums counts (it is hashed, by identity by default)
+    class A:
+        def __init__(self, k):
+            self.k = k
+
+        @partial(shardc.jit, static_argnums=0)
+        def add(self, x):
+            return x + self.k
+
+    a, b = A(2), A(5)
+    assert int(a.add(3)) == 5 and int(b.add(3)) == 8
+    assert int(A.add(a, 4)) == 6           # through the class: the unbound function
+    assert a.add.__self__ is a and a.add.__func__ is A.add
+    assert A.add.trace_count == 2          # one trace per instance
+
+
+def test_jit_refuses_static_and_class_method_objects_and_generators():
+    # JAX's messages: these cannot be wrapped (jit them below the decorator instead)
+    with pytest.raises(TypeError, match="staticmethod arguments are not supported"):
+        shardc.jit(staticmethod(lambda x: x))
+    with pytest.raises(TypeError, match="Expected a callable value"):
+        shardc.jit(classmethod(lambda cls, x: x), static_argnums=0)
+
+    def gen(x):
+        yield x
+
+    with pytest.raises(TypeError, match="Expected a function, got a generator function"):
+        shardc.jit(gen)
+
+
 def test_input_shardings_key_the_cache():
     mesh = shardc.make_mesh((4, 2), ("x", "y"))
     f = shardc.jit(shardc.shard_map(lambda v: v * 2, mesh=mesh, in_specs=P("x"),
