@@ -7,6 +7,8 @@ autodiff works however it is reached.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 # the rule modules fill the tables of ad_core when imported
@@ -339,6 +341,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     single = isinstance(argnums, int)
     argnums_t = (argnums,) if single else tuple(argnums)
 
+    @functools.wraps(fun)       # its signature: jit's static_argnames find its parameters
     def value_and_grad_fun(*args, **kwargs):
         for k in argnums_t:
             if k >= len(args):
@@ -381,6 +384,7 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     of complex values it is the conjugate of ``df/dx + i df/dy``, as in JAX."""
     vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
+    @functools.wraps(fun)
     def grad_fun(*args, **kwargs):
         (_, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
         return (g, aux) if has_aux else g

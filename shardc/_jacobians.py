@@ -7,6 +7,7 @@ element (cheap for few inputs), ``jacrev`` pulls one cotangent per output elemen
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,7 +20,9 @@ import shardc.numpy as jnp
 from shardc.batching_api import vmap
 
 
-def _dynamic(args, argnums):
+def _dynamic(args, argnums, kwargs):
+    """(the differentiated arguments, a function of them calling ``fun`` with the others and
+    ``kwargs`` as given, whether ``argnums`` is one number)."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     nums = tuple(k % len(args) for k in nums)
 
@@ -28,7 +31,7 @@ def _dynamic(args, argnums):
             full = list(args)
             for k, v in zip(nums, values):
                 full[k] = v
-            return fun(*full)
+            return fun(*full, **kwargs)
         return call
 
     dyn = tuple(args[k] for k in nums)
@@ -122,8 +125,9 @@ def _check_fwd_inputs(leaves, holomorphic):
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of ``fun`` by reverse mode: one vjp per output element, vmapped."""
 
-    def jac(*args):
-        dyn, with_dynamic, single = _dynamic(args, argnums)
+    @functools.wraps(fun)       # its signature: jit's static_argnames find its parameters
+    def jac(*args, **kwargs):
+        dyn, with_dynamic, single = _dynamic(args, argnums, kwargs)
         in_leaves, in_tree = tree.tree_flatten(dyn)
         _check_rev_inputs(in_leaves, holomorphic, allow_int)
         target = with_dynamic(fun, dyn)
@@ -161,8 +165,9 @@ def _reshaped(x, shape, primal):
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian of ``fun`` by forward mode: one jvp per input element, vmapped."""
 
-    def jac(*args):
-        dyn, with_dynamic, single = _dynamic(args, argnums)
+    @functools.wraps(fun)       # its signature: jit's static_argnames find its parameters
+    def jac(*args, **kwargs):
+        dyn, with_dynamic, single = _dynamic(args, argnums, kwargs)
         in_leaves, in_tree = tree.tree_flatten(dyn)
         _check_fwd_inputs(in_leaves, holomorphic)
         target = with_dynamic(fun, dyn)
@@ -214,4 +219,5 @@ def _in_structure(in_tree, blocks, single):
 
 def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
     """``jacfwd(jacrev(fun))``: leaf ``[i][j]`` has shape ``in_i + in_j`` for scalar output."""
-    return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)

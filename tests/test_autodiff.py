@@ -15,6 +15,7 @@ cotangent differs.
 """
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -1898,3 +1899,36 @@ def test_jacobians_check_dtypes_as_jax(call, message):
     only; JAX refuses it, and the other mismatches, as TypeErrors."""
     with pytest.raises(TypeError, match=re.escape(message)):
         call(np.array([1.2, 2.7, 3.0], np.float32))
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "jacfwd", "jacrev",
+                                       "hessian"])
+def test_derivative_functions_keep_the_signature_for_static_argnames(transform):
+    # as JAX's (functools.wraps): jit's static_argnames find the differentiated function's
+    # parameters through the wrapper, so a Python flag stays static
+    def f(x, flag):
+        return x * x if flag else jnp.zeros_like(x)
+
+    wrapped = getattr(shardc, transform)(f)
+    assert wrapped.__name__ == "f"
+    assert list(inspect.signature(wrapped).parameters) == ["x", "flag"]
+    g = shardc.jit(wrapped, static_argnames=["flag"])
+    on, off = g(3.0, True), g(3.0, False)
+    want = {"grad": 6.0, "value_and_grad": (9.0, 6.0), "jacfwd": 6.0, "jacrev": 6.0,
+            "hessian": 2.0}[transform]
+    np.testing.assert_allclose(np.asarray(on), want)
+    np.testing.assert_allclose(np.asarray(off), np.zeros_like(want))
+    # and keywords reach the function
+    np.testing.assert_allclose(np.asarray(wrapped(3.0, flag=True)), want)
+
+
+def test_hessian_holomorphic():
+    # hessian passes holomorphic to both its jacobians (JAX's api_test)
+    a = np.random.RandomState(0).randn(4, 4).astype(np.float32)
+    x = (np.arange(4.0) + 1).astype(np.complex64) * (1 + 2j)
+    f = lambda v: jnp.dot(v, jnp.dot(a.astype(v.dtype), v))
+    got = shardc.hessian(f, holomorphic=True)(x)
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(np.asarray(got), (a + a.T).astype(np.complex64), rtol=1e-5)
+    with pytest.raises(TypeError, match="jacfwd requires real-valued inputs"):
+        shardc.hessian(f)(x)
