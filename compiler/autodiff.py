@@ -19,9 +19,9 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
                               instantiate, is_differentiable, jvp_program_with_consts,
                               partial_eval, transpose_rules)
 from compiler.shard_map import current_shard_context, function_name
-from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, is_jax_value,
-                              is_python_scalar, known_if_concrete, layouts_of, set_current_trace,
-                              trace_to_program, weakened_where, weakly_typed)
+from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, eval_trace,
+                              is_jax_value, is_python_scalar, known_if_concrete, layouts_of,
+                              set_current_trace, trace_to_program, weakened_where, weakly_typed)
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
@@ -75,10 +75,23 @@ def linearize_flat(fun, flat_primals, in_tree):
                          "primals. This is typically caused by attempting to differentiate a "
                          "function uses an operation that does not support reverse-mode "
                          "autodiff.")
-    primal_outs = _weakened_results(known[:len(known) - split.num_residuals], out_weak,
-                                    flat_primals)
+    primal_outs = _weakened_results(
+        _as_arrays(known[:len(known) - split.num_residuals], out_weak), out_weak, flat_primals)
     residuals = known[len(known) - split.num_residuals:]
     return primal_outs, residuals, split.unknown, out_tree, diff[n_consts:]
+
+
+def _as_arrays(values, weak) -> list:
+    """``values`` with the host numpy values among them (a Python number the function
+    returned as it was given, converted for tracing) as arrays where nothing traces, and as
+    traced values where one is to be weakly typed (``weak``): a derivative's results are
+    arrays, weakly typed where the number was, as JAX's."""
+    at_eval = current_trace() is eval_trace
+    return [bind(prims.broadcast_in_dim_p, v, shape=v.shape,
+                 broadcast_dimensions=tuple(range(v.ndim)))
+            if (at_eval or w) and isinstance(v, (np.ndarray, np.generic))
+            and not dtypes.is_float0(v) else v
+            for v, w in zip(values, weak)]
 
 
 def _weakened_results(results, weak, givens) -> list:
@@ -185,7 +198,11 @@ def split_aux(fun, opaque: dict):
     Python objects) or are Python numbers kept in ``opaque`` by leaf index instead of traced:
     aux is returned as is (a Python int stays one, as JAX's)."""
     def wrapped(*args):
-        out, aux = fun(*args)
+        pair = fun(*args)
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise TypeError("expected function with aux output to return a two-element "
+                            f"tuple, but got type {type(pair)} with value {pair!r}")
+        out, aux = pair
         leaves, aux_tree = tree.tree_flatten(aux)
         opaque.clear()
         opaque.update({k: leaf for k, leaf in enumerate(leaves)
@@ -225,12 +242,13 @@ def jvp(fun, primals, tangents, has_aux=False):
     with set_current_trace(trace):
         outs = [trace.to_tracer(o) for o in flat_fun(*args)]
     out_weak = [o.weak for o in outs]
-    primal_out = weakened_where([o.primal for o in outs], out_weak)
+    primal_out = weakened_where(_as_arrays([o.primal for o in outs], out_weak), out_weak)
     # an integer or boolean result's tangent is float0 zeros, as JAX's
-    tangent_out = weakened_where([instantiate(o.tangent, aval_of(o.primal))
-                                  if _differentiable(aval_of(o.primal).dtype)
-                                  else np.zeros(aval_of(o.primal).shape, dtypes.FLOAT0)
-                                  for o in outs], out_weak)
+    tangent_out = weakened_where(_as_arrays([instantiate(o.tangent, aval_of(o.primal))
+                                             if _differentiable(aval_of(o.primal).dtype)
+                                             else np.zeros(aval_of(o.primal).shape,
+                                                           dtypes.FLOAT0)
+                                             for o in outs], out_weak), out_weak)
     out_tree = box[0]
     if has_aux:
         out_tree, _ = out_tree.subtrees

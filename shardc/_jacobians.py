@@ -14,7 +14,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.autodiff import jvp, vjp
-from compiler.tracing import aval_of
+from compiler.tracing import aval_of, weakened_where, weakly_typed
 from ir import dtypes
 import shardc.numpy as jnp
 from shardc.batching_api import vmap
@@ -159,7 +159,8 @@ def _reshaped(x, shape, primal):
     input's dtype, as JAX's Jacobian has them."""
     if dtypes.is_float0(x):
         return jnp.zeros(shape, aval_of(primal).dtype)
-    return jnp.reshape(x, shape)
+    # weakly typed where the input is, as JAX's
+    return weakened_where([jnp.reshape(x, shape)], [weakly_typed(primal)])[0]
 
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
@@ -176,26 +177,22 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         def push(*tangent_leaves):
             tangents = tree.tree_unflatten(in_tree, list(tangent_leaves))
             result = jvp(target, dyn, tangents, has_aux=has_aux)
-            return result[1] if not has_aux else (result[1], result[2])
+            return result if has_aux else (result[0], result[1], None)
 
-        pushed = vmap(push, out_axes=0)(*basis)
-        tangents, aux = (pushed, None) if not has_aux else pushed
+        # the primal outputs are the same for every basis vector
+        primal, tangents, aux = vmap(push, out_axes=(None, 0, 0))(*basis)
         if has_aux:
             aux = tree.tree_map(lambda a: a[0], aux)
         out_leaves, out_tree = tree.tree_flatten(tangents)
+        primal_leaves = tree.tree_leaves(primal)
         if holomorphic:
             _check_complex("jacfwd", "outputs", ["int" if dtypes.is_float0(t) else
                                                  aval_of(t).dtype.name for t in out_leaves])
         in_shapes = [aval_of(x).shape for x in in_leaves]
-        primal_leaves = None
         per_out = []
         for n, t in enumerate(out_leaves):
             if dtypes.is_float0(t):
                 # an integer or boolean output: JAX's Jacobian is zeros of its dtype
-                if primal_leaves is None:
-                    primal_leaves = tree.tree_leaves(
-                        jvp(target, dyn, tree.tree_map(jnp.zeros_like, dyn),
-                            has_aux=has_aux)[0])
                 t = jnp.zeros(t.shape, aval_of(primal_leaves[n]).dtype)
             out_shape = tuple(t.shape[1:])
             blocks = []
@@ -205,6 +202,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
                 n_in, n_out = len(shape), len(out_shape)
                 order = tuple(range(n_in, n_in + n_out)) + tuple(range(n_in))
                 blocks.append(jnp.transpose(rows, order))
+            # weakly typed where the output is, as JAX's
+            blocks = weakened_where(blocks, [weakly_typed(primal_leaves[n])] * len(blocks))
             per_out.append(_in_structure(in_tree, blocks, single))
         result = tree.tree_unflatten(out_tree, per_out)
         return (result, aux) if has_aux else result

@@ -1932,3 +1932,34 @@ def test_hessian_holomorphic():
     np.testing.assert_allclose(np.asarray(got), (a + a.T).astype(np.complex64), rtol=1e-5)
     with pytest.raises(TypeError, match="jacfwd requires real-valued inputs"):
         shardc.hessian(f)(x)
+
+
+@pytest.mark.parametrize("bad", [lambda x: (1, 2, 3), lambda x: x, lambda x: (x,)])
+def test_has_aux_requires_a_pair(bad):
+    # JAX's TypeError, naming what the function returned
+    with pytest.raises(TypeError, match="expected function with aux output to return a "
+                                        "two-element tuple, but got type"):
+        shardc.grad(bad, has_aux=True)(1.0)
+    with pytest.raises(TypeError, match="two-element tuple"):
+        shardc.vjp(bad, 1.0, has_aux=True)
+
+
+@pytest.mark.parametrize("transform", ["grad", "jacfwd", "jacrev"])
+def test_derivative_of_identity_at_a_python_number_is_a_weak_array(transform):
+    # as JAX's: the derivative of a weakly typed input that comes back as it went in is a
+    # weakly typed array (f32[] with weak_type=True), not a host numpy scalar
+    out = getattr(shardc, transform)(lambda x: x)(1.0)
+    assert isinstance(out, shardc.Array) and out.dtype == np.float32
+    assert shardc.dtypes.is_weakly_typed(out) and float(out) == 1.0
+    typed = getattr(shardc, transform)(lambda x: x)(np.float32(1.0))
+    assert not shardc.dtypes.is_weakly_typed(typed)
+
+
+def test_jvp_of_asarray_gives_arrays():
+    # JAX's api_test (issue 15676): primal and tangent outputs are arrays, weakly typed
+    p, t = shardc.jvp(jnp.asarray, (1.0,), (2.0,))
+    assert isinstance(p, shardc.Array) and isinstance(t, shardc.Array)
+    assert float(p) == 1.0 and float(t) == 2.0
+    assert shardc.dtypes.is_weakly_typed(p) and shardc.dtypes.is_weakly_typed(t)
+    p, t = shardc.jvp(lambda x: x, (np.float32(1.0),), (np.float32(2.0),))
+    assert t.dtype == np.float32 and not shardc.dtypes.is_weakly_typed(t) and float(t) == 2.0
