@@ -806,3 +806,19 @@ def test_custom_rules_of_a_functools_partial_take_its_arguments_as_given():
     with pytest.raises(TypeError, match="The following keyword arguments could not be "
                                         "resolved to positions: y"):
         f(1.0, y=2.0)
+
+
+def test_bwd_cotangent_of_another_float_dtype_is_kept():
+    # JAX accepts a bwd rule's float cotangent of another float dtype than its input's and
+    # keeps it (a bfloat16 input may get a float32 cotangent): no rounding to the input's
+    # dtype on the way (JAX's api_test test_excess_precision_hell)
+    @jax.custom_vjp
+    def up(x):
+        return x.astype(jnp.float32)
+
+    up.defvjp(lambda x: (up(x), x), lambda x, g: (x.astype(jnp.float32) * g,))
+    x = (1 + jnp.finfo(jnp.bfloat16).eps) * jnp.ones(2, jnp.bfloat16)
+    for fun in (lambda v: up(v).sum(), jax.jit(lambda v: up(v).sum())):
+        g = jax.grad(fun)(x)
+        assert g.dtype == np.float32
+        np.testing.assert_array_equal(np.asarray(g), np.float32(1 + 2 ** -7))
