@@ -308,18 +308,43 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         return bind(coll.pvary_p, point, mesh_axes=axes)
 
     points = tree.tree_map(zeros, primals)
-    for leaf in tree.tree_leaves(points):
-        if not dtypes.is_inexact(leaf.dtype):
-            raise TypeError("linear_transpose only supports [float or complex] -> [float or "
-                            f"complex], and integer -> integer functions, but got {leaf.dtype}")
-    _check_linear(fun, points)
-    _, transposed = vjp(fun, *points)
+    out_avals = _check_linear(fun, points)
+    in_dtypes = [leaf.dtype for leaf in tree.tree_leaves(points)]
+    out_dtypes = [aval.dtype for aval in out_avals]
+    every = in_dtypes + out_dtypes
+    if all(np.issubdtype(d, np.integer) for d in every):
+        raise NotImplementedError("linear_transpose of an integer -> integer function is not "
+                                  "implemented in shardc")
+    if not all(dtypes.is_inexact(d) for d in every):
+        raise TypeError("linear_transpose only supports [float or complex] -> [float or "
+                        "complex], and integer -> integer functions, but got "
+                        f"{[str(np.dtype(d)) for d in in_dtypes]} -> "
+                        f"{[str(np.dtype(d)) for d in out_dtypes]}.")
+    out, transposed = vjp(fun, *points)
+    # a pytree (the pullback's residuals its leaves), as JAX's: it passes through jit
+    return tree.Partial(_Transposed(tree.tree_structure(out), out_avals), transposed)
 
-    def transposed_fun(*cotangents):
+
+class _Transposed:
+    """What ``linear_transpose``'s function does: the cotangent checked against the function's
+    output (its structure, then each leaf's shape and dtype, as JAX's TypeErrors), pulled
+    back to a tuple of the arguments' cotangents."""
+
+    def __init__(self, out_tree, out_avals):
+        self.out_tree, self.out_avals = out_tree, out_avals
+
+    def __call__(self, transposed, *cotangents):
         cotangent = cotangents[0] if len(cotangents) == 1 else cotangents
+        cts, ct_tree = tree.tree_flatten(cotangent)
+        if ct_tree != self.out_tree:
+            raise TypeError("cotangent tree does not match function output, expected "
+                            f"{self.out_tree} but got {ct_tree}")
+        for ct, want in zip(cts, self.out_avals):
+            got = aval_of(as_array(ct))
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise TypeError("cotangent type does not match function output, expected "
+                                f"{[a.str_short() for a in self.out_avals]} but got {cts}")
         return tuple(transposed(cotangent))
-
-    return transposed_fun
 
 
 # operations linear in each operand alone: one of them at most may depend on the arguments
@@ -336,7 +361,7 @@ def _check_linear(fun, points) -> None:
     program, _, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
                                      shard=current_shard_context(), parent=current_trace())
     linear = {id(v) for v in program.invars}
-    for eqn in program.eqns:
+    for eqn in _live_eqns(program):
         depends = [isinstance(a, Var) and id(a) in linear for a in eqn.invars]
         if not any(depends):
             continue
@@ -351,6 +376,19 @@ def _check_linear(fun, points) -> None:
                                       + ("two values that depend on them" if sum(depends) > 1
                                          else "a divisor that depends on them"))
         linear.update(id(v) for v in eqn.outvars)
+    return [v.aval for v in program.outvars]
+
+
+def _live_eqns(program) -> list:
+    """The equations of ``program`` that its outputs depend on (JAX transposes the program
+    with the rest removed: a comparison whose result is dropped needs no transpose)."""
+    live = {id(v) for v in program.outvars if isinstance(v, Var)}
+    kept = []
+    for eqn in reversed(program.eqns):
+        if any(id(v) in live for v in eqn.outvars):
+            kept.append(eqn)
+            live.update(id(v) for v in eqn.invars if isinstance(v, Var))
+    return kept[::-1]
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):

@@ -1963,3 +1963,31 @@ def test_jvp_of_asarray_gives_arrays():
     assert shardc.dtypes.is_weakly_typed(p) and shardc.dtypes.is_weakly_typed(t)
     p, t = shardc.jvp(lambda x: x, (np.float32(1.0),), (np.float32(2.0),))
     assert t.dtype == np.float32 and not shardc.dtypes.is_weakly_typed(t) and float(t) == 2.0
+
+
+def test_linear_transpose_ignores_outputs_the_function_drops():
+    # JAX removes what the output does not depend on before transposing (issue 15660): a
+    # comparison computed alongside is no obstacle
+    f = shardc.jit(lambda x: (2 * x, x > 0))
+    (ct,) = shardc.linear_transpose(lambda x: f(x)[0], 1.0)(1.0)
+    assert float(ct) == 2.0
+
+
+def test_linear_transpose_checks_types_and_is_a_pytree():
+    # JAX's TypeErrors, word for word where JAX's are
+    with pytest.raises(TypeError, match=re.escape(
+            "linear_transpose only supports [float or complex] -> [float or complex], and "
+            "integer -> integer functions, but got ['int32'] -> ['float32'].")):
+        shardc.linear_transpose(lambda x: 2.0 * x, 1)
+    with pytest.raises(TypeError, match="cotangent tree does not match function output"):
+        shardc.linear_transpose(lambda x: [x, x], 1.0)(1.0)
+    for fun, ct in [(lambda x: jnp.stack([x, x]), 1.0), (lambda x: 1j * x, 1.0),
+                    (lambda x: x, 1j)]:
+        with pytest.raises(TypeError, match="cotangent type does not match function output"):
+            shardc.linear_transpose(fun, 1.0)(ct)
+    with pytest.raises(NotImplementedError, match="integer -> integer"):
+        shardc.linear_transpose(lambda x: 2 * x, 1)
+    # the transposed function passes in and out of jit, as JAX's Partial does
+    transposed = shardc.jit(lambda x: shardc.linear_transpose(lambda y: 2.0 * y, x))(1.0)
+    (ct,) = shardc.jit(lambda t, x: t(x))(transposed, 3.0)
+    assert float(ct) == 6.0
