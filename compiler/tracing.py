@@ -573,6 +573,15 @@ class Tracer:
     def aval(self) -> Aval:
         raise NotImplementedError
 
+    def __copy__(self):
+        """``copy.copy`` of a traced value: the value itself (it is immutable; a copy made
+        field by field would be a value its trace does not know)."""
+        return self
+
+    def __deepcopy__(self, memo):
+        """``copy.deepcopy``: the value itself, not a copy of its trace."""
+        return self
+
     @property
     def shape(self):
         return self.aval.shape

@@ -316,3 +316,20 @@ def test_numpy_arguments_take_their_types_dtype_before_the_program_runs():
     delta = np.float64(np.random.RandomState(1).uniform(-0.5, 0.5))
     got = np.asarray(shardc.jit(lambda a, d: a + d)(x, delta))
     np.testing.assert_array_equal(got, x + np.float32(delta))
+
+
+def test_copy_and_deepcopy_of_traced_values():
+    # as in JAX, copy.copy and copy.deepcopy of a traced value work under every transform
+    import copy
+
+    def f(x):
+        return copy.copy(x) + copy.deepcopy({"v": x})["v"]
+
+    assert int(shardc.jit(f)(1)) == 2
+    assert float(shardc.grad(f)(1.0)) == 2.0
+    np.testing.assert_array_equal(np.asarray(shardc.vmap(f)(jnp.arange(3.0))),
+                                  [0.0, 2.0, 4.0])
+    a = jnp.arange(3.0)
+    for b in (copy.copy(a), copy.deepcopy(a)):
+        assert b is not a
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
