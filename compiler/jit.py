@@ -547,6 +547,7 @@ class JitFunction:
         self.array_calls: dict = {}     # (aval, sharding) per argument -> Compiled
         self.ref_calls: dict = {}       # where the arguments hold refs -> the pure function's jit
         self.closed_refs: list = []     # the refs the function closes over, found by tracing it
+        self.float0_calls: dict = {}    # where arguments hold float0 zeros -> the others' jit
         self.trace_count = 0
         _JITTED.add(self)
 
@@ -562,6 +563,7 @@ class JitFunction:
         """Forget every compiled signature: the next call traces again."""
         self.cache.clear()
         self.array_calls.clear()
+        self.float0_calls.clear()
 
     def __call__(self, *args, **kwargs):
         if current_trace() is not eval_trace or _jit_disabled:
@@ -646,6 +648,8 @@ class JitFunction:
         static_kwargs, kwargs = self._split_static_kwargs(kwargs)
         static, dynamic = _split_static(args, static_argnums)
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
+        if any(dtypes.is_float0(leaf) for leaf in leaves):
+            return self._call_with_float0(static, static_kwargs, leaves, in_tree, len(args))
         if self.closed_refs or any(getattr(leaf, "_mutable_ref", False) for leaf in leaves):
             return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
                                         in_tree)
@@ -681,6 +685,32 @@ class JitFunction:
             outs = self._donate(args, kwargs, static_argnums, outs, compiled)
         result = tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
         return self._constrain_outputs(result) if compiled.place_after else result
+
+    def _call_with_float0(self, static, static_kwargs, leaves, in_tree, n_args):
+        """A call with float0 arguments (zeros holding nothing: an integer's cotangent, as a
+        vjp function takes them): the jit of the function of the other leaves, the float0
+        ones rebuilt from their shapes inside, as JAX passes them through."""
+        if (self.donate_argnums or self.donate_argnames
+                or self.in_shardings is not UNSPECIFIED):
+            raise NotImplementedError("jit with in_shardings or donation of a call with float0 "
+                                      "arguments")
+        shapes = tuple(leaf.shape if dtypes.is_float0(leaf) else None for leaf in leaves)
+        key = (static, tuple(sorted(static_kwargs.items())), in_tree, shapes, n_args)
+        inner = self.float0_calls.get(key)
+        if inner is None:
+            fun = self.fun
+
+            def pure(*others):
+                it = iter(others)
+                flat = [next(it) if shape is None else np.zeros(shape, dtypes.FLOAT0)
+                        for shape in shapes]
+                dyn, kw = tree.tree_unflatten(in_tree, flat)
+                return fun(*_rebuild(static, dyn, n_args), **kw, **static_kwargs)
+
+            pure.__name__ = pure.__qualname__ = _name(fun)
+            inner = JitFunction(pure, out_shardings=self.out_shardings, resolve=self._resolve)
+            self.float0_calls[key] = inner
+        return inner(*[leaf for leaf in leaves if not dtypes.is_float0(leaf)])
 
     def _call_with_refs(self, args, kwargs, static_argnums, static_kwargs, leaves, in_tree):
         """A call whose arguments hold refs (mutable arrays), or whose function closes over

@@ -801,6 +801,14 @@ def check_jax_value(value, where: str) -> None:
         raise OverflowError(f"{where} is the Python int {value}, too large to convert to "
                             "int32 (the default integer type; x64 is off)")
     dtype = _dtype_of(value)
+    if dtype == dtypes.FLOAT0:
+        raise TypeError(f"{where} is a float0 array. float0s do not support any operations by "
+                        "design because they are not compatible with non-trivial vector "
+                        "spaces. No implicit dtype conversion is done. You can use "
+                        "np.zeros_like(arr, dtype=np.float) to cast a float0 array to a "
+                        "regular zeros array. \nIf you didn't expect to get a float0 you "
+                        "might have accidentally taken a gradient with respect to an integer "
+                        "argument.")
     if dtype is None:
         raise TypeError(f"{where} is {_short_repr(value)} of type {type(value).__name__}, "
                         f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")

@@ -1991,3 +1991,12 @@ def test_linear_transpose_checks_types_and_is_a_pytree():
     transposed = shardc.jit(lambda x: shardc.linear_transpose(lambda y: 2.0 * y, x))(1.0)
     (ct,) = shardc.jit(lambda t, x: t(x))(transposed, 3.0)
     assert float(ct) == 6.0
+
+
+def test_operations_on_float0_raise_jax_error():
+    # JAX's TypeError: float0 (an integer's gradient) supports no operations
+    f0 = shardc.grad(lambda x: x + 0.0, allow_int=True)(1)
+    assert f0.dtype == shardc.dtypes.float0
+    for op in (lambda: f0 + jnp.zeros(()), lambda: lax.add(f0, jnp.zeros(()))):
+        with pytest.raises(TypeError, match="float0s do not support any operations by design"):
+            op()

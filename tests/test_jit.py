@@ -333,3 +333,26 @@ def test_copy_and_deepcopy_of_traced_values():
     for b in (copy.copy(a), copy.deepcopy(a)):
         assert b is not a
         np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
+
+
+def test_float0_arguments_pass_through_jit():
+    # as in JAX: a vjp function of integer primals takes float0 cotangents under jit, and a
+    # float0 argument reaches the function as float0 zeros of its shape
+    primal, pullback = shardc.vjp(lambda x, y: x + y, 2, 1)
+    tx, ty = shardc.jit(pullback)(np.zeros((), shardc.dtypes.float0))
+    assert int(primal) == 3
+    assert tx.dtype == shardc.dtypes.float0 and ty.dtype == shardc.dtypes.float0
+
+    seen = []
+
+    @shardc.jit
+    def f(x, z):
+        seen.append(z.shape)
+        assert z.dtype == shardc.dtypes.float0
+        return x * 2
+
+    z = np.zeros((2, 3), shardc.dtypes.float0)
+    assert float(f(1.5, z)) == 3.0 and float(f(2.5, z)) == 5.0
+    assert seen == [(2, 3)]               # traced once for the same float0 shape
+    f(1.5, np.zeros((4,), shardc.dtypes.float0))
+    assert seen == [(2, 3), (4,)]
