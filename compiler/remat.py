@@ -19,10 +19,12 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, instan
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules)
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (Replay, aval_of, bind, current_trace, layouts_of,
-                              set_current_trace, trace_to_program)
+from compiler.tracing import (Replay, Tracer, aval_of, bind, current_trace, eval_trace,
+                              layouts_of, set_current_trace, trace_to_program)
+from ir import dtypes
 from ir import primitives as p
 from ir.core import Eqn, Program, Var
+from ir.sharding import current_mesh
 
 
 def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
@@ -46,17 +48,41 @@ def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
                        **kw)
 
         flat, in_tree = tree.tree_flatten((dynamic, kwargs))
-        flat_fun, box = tree.flatten_fun(call, in_tree)
-        body, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
-                                           shard=current_shard_context(),
-                                           parent=current_trace(),
-                                           in_shardings=layouts_of(flat))
-        body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
-        saved = tuple(k for k, eqn in enumerate(body.eqns) if _saveable(policy, eqn))
+        key = _eager_key(static, in_tree, flat)
+        traced = cache.get(key) if key is not None else None
+        if traced is None:
+            flat_fun, box = tree.flatten_fun(call, in_tree)
+            body, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
+                                               shard=current_shard_context(),
+                                               parent=current_trace(),
+                                               in_shardings=layouts_of(flat))
+            body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
+            saved = tuple(k for k, eqn in enumerate(body.eqns) if _saveable(policy, eqn))
+            traced = (body, consts, saved, box[0])
+            if key is not None and not any(isinstance(c, Tracer) for c in consts):
+                cache[key] = traced
+        body, consts, saved, out_tree = traced
         outs = bind(p.remat_p, *consts, *flat, jaxpr=body, saved=saved)
-        return tree.tree_unflatten(box[0], outs)
+        return tree.tree_unflatten(out_tree, outs)
 
+    # called eagerly, the body is traced once per signature (as JAX caches it), not per call
+    cache: dict = {}
     return rematerialized
+
+
+def _eager_key(static: dict, in_tree, flat):
+    """What an eager call's trace of the body depends on: the arguments' structure, types and
+    layouts, the static arguments and x64; None (trace again) under another trace or in a
+    shard_map body, or where a static argument cannot be hashed."""
+    if current_trace() is not eval_trace or current_shard_context() is not None:
+        return None
+    key = (tuple(sorted(static.items())), in_tree, tuple(aval_of(x) for x in flat),
+           tuple(layouts_of(flat)), dtypes.x64_enabled(), current_mesh())
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _saveable(policy, eqn) -> bool:

@@ -118,3 +118,25 @@ def test_remat_prints_and_runs_like_its_body():
     np.testing.assert_allclose(np.asarray(f(jnp.ones(3))), np.sin(np.ones(3)) * 2, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(jax.grad(lambda x: f(x).sum())(jnp.ones(3))),
                                2 * np.cos(np.ones(3)), rtol=1e-6)
+
+
+def test_eager_remat_traces_once_per_signature():
+    # as JAX caches it: called eagerly again with the same argument types (and static
+    # arguments), the body is not traced again; new types or static values trace again
+    count = []
+
+    @partial(jax.remat, static_argnums=(1,))
+    def g(x, positive):
+        count.append(1)
+        return (jnp.sin(x) if positive else jnp.cos(x)), 3.0
+
+    for _ in range(5):
+        y, c = g(2.0, True)
+    np.testing.assert_allclose(float(y), np.sin(np.float32(2.0)), rtol=1e-6)
+    assert c == 3.0 and len(count) == 1
+    np.testing.assert_allclose(float(g(2.0, False)[0]), np.cos(np.float32(2.0)), rtol=1e-6)
+    g(jnp.ones(3), True)
+    assert len(count) == 3
+    # under grad the body is traced each time (its values are traced), and differentiates
+    np.testing.assert_allclose(float(jax.grad(lambda x: g(x, True)[0])(2.0)),
+                               np.cos(np.float32(2.0)), rtol=1e-6)
