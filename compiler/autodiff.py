@@ -120,11 +120,34 @@ def vjp(fun, *primals, has_aux=False):
 
     pullback = _Pullback(linear_prog, tangent_avals, out_tree, in_tree,
                          [aval_of(p) for p in flat_primals], diff, has_aux,
-                         [weakly_typed(p) for p in flat_primals])
+                         [weakly_typed(p) for p in flat_primals], function_name(fun))
     # a pytree whose leaves are the residuals (as JAX's): it can be a custom_vjp residual, or
     # pass through jit
     vjp_fun = tree.Partial(pullback, list(residuals))
     return (primal_out, vjp_fun, aux) if has_aux else (primal_out, vjp_fun)
+
+
+# JAX's error for a vjp function called with the output's parts as separate arguments
+_VJP_TOO_MANY_ARGS = """
+The function returned by `jax.vjp` applied to {} was called with {} arguments,
+but functions returned by `jax.vjp` must be called with a single argument
+corresponding to the single value returned by the function being differentiated
+(even if that returned value is a tuple or other container).
+
+For example, if we have:
+
+  def f(x):
+    return (x, x)
+  _, f_vjp = jax.vjp(f, 1.0)
+
+the function `f` returns a single tuple as output, and so we call `f_vjp` with a
+single tuple as its argument:
+
+  x_bar, = f_vjp((2.0, 2.0))
+
+If we instead call `f_vjp(2.0, 2.0)`, with the values 'splatted out' as
+arguments rather than in a tuple, this error can arise.
+"""
 
 
 class _Pullback:
@@ -132,7 +155,8 @@ class _Pullback:
     output cotangent to the primals' (zeros where a primal does not differentiate)."""
 
     def __init__(self, linear_prog, tangent_avals, out_tree, in_tree, primal_avals, diff,
-                 has_aux, primal_weak):
+                 has_aux, primal_weak, name):
+        self.name = name        # the differentiated function's, for errors
         self.linear_prog, self.tangent_avals = linear_prog, tangent_avals
         self.out_tree, self.in_tree = out_tree, in_tree
         self.primal_avals, self.diff, self.has_aux = primal_avals, diff, has_aux
@@ -144,7 +168,9 @@ class _Pullback:
         self.primal_weak = [w and not aval.shape and aval.dtype.kind != "c"
                             for w, aval in zip(primal_weak, primal_avals)]
 
-    def __call__(self, residuals, ct):
+    def __call__(self, residuals, ct, *extra):
+        if extra:
+            raise TypeError(_VJP_TOO_MANY_ARGS.format(self.name, len(extra) + 1))
         ct_leaves, ct_tree = tree.tree_flatten(ct)
         if ct_tree != self.out_tree:
             raise ValueError(f"unexpected tree structure. The argument to a VJP function "
@@ -222,14 +248,20 @@ def rebuild_aux(opaque: dict, traced: list):
 
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), the directional derivative along tangents)``."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; "
+                        f"found {type(primals).__name__} and {type(tangents).__name__}.")
     _check_values(tuple(primals), "primals", fun)
     flat_primals, in_tree = tree.tree_flatten(tuple(primals))
-    flat_tangents, t_tree = tree.tree_flatten(tuple(tangents))
+    flat_tangents, _ = tree.tree_flatten(tuple(tangents))
     # float0 tangents (of integer and boolean primals: zeros, holding nothing) are not values
     _check_values(tuple(t for t in flat_tangents if not dtypes.is_float0(t)), "tangents", fun)
-    if t_tree != in_tree:
-        raise TypeError(f"jvp: primal and tangent arguments must have the same structure; "
-                        f"got {in_tree} and {t_tree}")
+    # as given: a tuple of primals and a list of tangents differ, as in JAX
+    given_tree, t_tree = tree.tree_structure(primals), tree.tree_structure(tangents)
+    if t_tree != given_tree:
+        raise TypeError("primal and tangent arguments to jax.jvp must have the same tree "
+                        f"structure; primals have tree structure {given_tree} whereas tangents "
+                        f"have tree structure {t_tree}.")
     weak = [weakly_typed(p) for p in flat_primals]
     flat_primals = [as_array(p) for p in flat_primals]
     flat_tangents = [_checked_tangent(p, t) for p, t in zip(flat_primals, flat_tangents)]
@@ -399,10 +431,11 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
 
     @functools.wraps(fun)       # its signature: jit's static_argnames find its parameters
     def value_and_grad_fun(*args, **kwargs):
+        if argnums_t and max(argnums_t) >= len(args):
+            raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
+                            f"least {max(argnums_t) + 1} positional arguments to be passed by "
+                            f"the caller, but got only {len(args)} positional arguments.")
         for k in argnums_t:
-            if k >= len(args):
-                raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
-                                f"least {k + 1} positional arguments, got {len(args)}")
             _check_values(args[k], f"args[{k}]", fun)
             _check_real(args[k], allow_int, holomorphic)
 

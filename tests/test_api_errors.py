@@ -291,7 +291,17 @@ def test_generated_out_of_range_int_is_an_overflow(entry):
     (lambda: shardc.vmap("f"), TypeError, "Expected a callable value"),
     (lambda: shardc.vmap(lambda a: a, in_axes="0")(jnp.ones(3)), (TypeError, ValueError),
      "in_axes"),
-    (lambda: shardc.grad(lambda a: a, argnums=2)(1.0), TypeError, "argnums=2 requires at least 3"),
+    (lambda: shardc.grad(lambda a: a, argnums=2)(1.0), TypeError,
+     "differentiating with respect to argnums=2 requires at least 3 positional arguments to "
+     "be passed by the caller, but got only 1 positional arguments."),
+    # JAX's jvp and vjp messages
+    (lambda: shardc.jvp(lambda a, b: a + b, 0.0, (1.0,)), TypeError,
+     "primal and tangent arguments to jax.jvp must be tuples or lists; found float and tuple."),
+    (lambda: shardc.jvp(lambda a: a, (np.float32(2),), [np.float32(2)]), TypeError,
+     "primal and tangent arguments to jax.jvp must have the same tree structure; primals have "
+     "tree structure PyTreeDef((*,)) whereas tangents have tree structure PyTreeDef([*])."),
+    (lambda: shardc.vjp(lambda a: (a, a), 1.0)[1](1.0, 1.0), TypeError,
+     "The function returned by `jax.vjp` applied to <lambda> was called with 2 arguments,"),
 ])
 def test_wrongly_typed_parameters(call, error, message):
     with pytest.raises(error) as err:

@@ -1061,7 +1061,7 @@ def test_jvp_pytrees():
     np.testing.assert_allclose(out["m"], a * b, rtol=1e-6)
     np.testing.assert_allclose(tangent["m"], ta * b + a * tb, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(tangent["s"][0], np.sum(np.exp(a) * ta), rtol=1e-5)
-    with pytest.raises(TypeError, match="same structure"):
+    with pytest.raises(TypeError, match="must have the same tree structure"):
         shardc.jvp(f, ({"a": a}, b), ({"a": ta},))
     # has_aux
     out, tangent, aux = shardc.jvp(lambda v: (v * v, "aux"), (a,), (ta,), has_aux=True)
