@@ -695,8 +695,8 @@ class Tracer:
     def _axis_order(self) -> tuple:
         return ()
 
-    def __hash__(self):
-        raise TypeError("unhashable type: traced array")
+    # unhashable, as JAX's tracers (no collections.abc.Hashable either)
+    __hash__ = None
 
 
 def inner_concrete(value, what: str, cls):

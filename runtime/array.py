@@ -390,8 +390,9 @@ class Array(metaclass=abc.ABCMeta):
         weak = ", weak_type=True" if self.weak else ""
         return f"Array({body}{shape}, dtype={self.dtype.name}{weak})"
 
-    def __hash__(self):
-        raise TypeError("unhashable type: 'Array'")
+    # unhashable, as JAX's (hash() raises "unhashable type: 'Array'", and an array is no
+    # collections.abc.Hashable)
+    __hash__ = None
 
     def __reduce__(self):
         return (Array.from_global, (self._assemble(),))

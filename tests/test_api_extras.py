@@ -879,3 +879,22 @@ def test_small_api_pieces_jax_programs_call():
     assert float(jax.jit(lambda v: v + 1, compiler_options={"x": 1})(1.0)) == 2.0
     compiled = jax.jit(lambda v: v + 1).lower(1.0).compile(compiler_options={})
     assert "add" in compiled.as_text(dialect="hlo")
+
+
+def test_arrays_and_traced_values_are_unhashable():
+    # as JAX's: hash() raises "unhashable type", and neither is a collections.abc.Hashable
+    import collections.abc
+
+    a = jnp.ones((1,)) + 1.0
+    assert not isinstance(a, collections.abc.Hashable)
+    with pytest.raises(TypeError, match="unhashable type: 'Array'"):
+        hash(a)
+
+    def f(x):
+        assert not isinstance(x, collections.abc.Hashable)
+        with pytest.raises(TypeError, match="unhashable type"):
+            hash(x)
+        return x
+
+    jax.jit(f)(1.0)
+    jax.grad(f)(1.0)
