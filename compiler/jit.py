@@ -872,8 +872,17 @@ class JitFunction:
             hash(key)
         except TypeError:
             key = None
-        if key is not None and key in self.cache:
-            return self.cache[key]
+        if key is not None:
+            try:
+                found = self.cache.get(key)
+            except Exception as error:      # a static argument's __eq__ raised
+                raise ValueError(
+                    "static arguments should be comparable using __eq__. The following error "
+                    f"was raised when comparing the static arguments of a call to "
+                    f"'{_name(self.fun)}' with those of an earlier call: "
+                    f"{type(error).__name__}: {error}") from error
+            if found is not None:
+                return found
         self.trace_count += 1
         deferred: list = []
         given: list = []            # each result's resolved out_shardings entry

@@ -1,5 +1,6 @@
 """``jit``'s options as JAX has them: static arguments by position and by name, donation,
 ``in_shardings`` and ``out_shardings``; every result held against numpy."""
+import re
 from functools import partial
 
 import numpy as np
@@ -59,6 +60,23 @@ def test_unhashable_static_arguments_are_rejected_naming_them():
     g = shardc.jit(lambda x, axes: x.sum(axes), static_argnames="axes")
     with pytest.raises(ValueError, match=r"Static argument \(name 'axes'\)"):
         g(HOST, axes=[0])
+
+
+def test_static_argument_whose_eq_raises_is_a_value_error():
+    # JAX's ValueError when a cache lookup compares static arguments and __eq__ raises
+    class HashableWithoutEq:
+        def __hash__(self):
+            return 1
+
+        def __eq__(self, other):
+            raise NotImplementedError("no comparison")
+
+    f = shardc.jit(lambda x, y: x + 3, static_argnums=1)
+    f(1, HashableWithoutEq())
+    with pytest.raises(ValueError, match=re.escape(
+            "static arguments should be comparable using __eq__")) as err:
+        f(1, HashableWithoutEq())
+    assert "NotImplementedError: no comparison" in str(err.value)
 
 
 def test_argnums_and_argnames_checked_against_the_signature():
