@@ -7,8 +7,6 @@ autodiff works however it is reached.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 # the rule modules fill the tables of ad_core when imported
@@ -18,7 +16,7 @@ from compiler import tree
 from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_program,
                               instantiate, is_differentiable, jvp_program_with_consts,
                               partial_eval, transpose_rules)
-from compiler.shard_map import current_shard_context, function_name
+from compiler.shard_map import current_shard_context, function_name, wraps
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, eval_trace,
                               is_jax_value, is_python_scalar, known_if_concrete, layouts_of,
                               set_current_trace, trace_to_program, weakened_where, weakly_typed)
@@ -429,7 +427,12 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     single = isinstance(argnums, int)
     argnums_t = (argnums,) if single else tuple(argnums)
 
-    @functools.wraps(fun)       # its signature: jit's static_argnames find its parameters
+    # fun's signature: jit's static_argnames find its parameters
+    @wraps(fun, "Value and gradient of {fun} with respect to positional argument(s) "
+                "{argnums}. Takes the same arguments as {fun} but returns a two-element tuple "
+                "where the first element is the value of {fun} and the second element is the "
+                "gradient, which has the same shape as the arguments at positions {argnums}.",
+           argnums=argnums)
     def value_and_grad_fun(*args, **kwargs):
         if argnums_t and max(argnums_t) >= len(args):
             raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
@@ -473,7 +476,9 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     of complex values it is the conjugate of ``df/dx + i df/dy``, as in JAX."""
     vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
-    @functools.wraps(fun)
+    @wraps(fun, "Gradient of {fun} with respect to positional argument(s) {argnums}. Takes "
+                "the same arguments as {fun} but returns the gradient, which has the same "
+                "shape as the arguments at positions {argnums}.", argnums=argnums)
     def grad_fun(*args, **kwargs):
         (_, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
         return (g, aux) if has_aux else g

@@ -81,6 +81,18 @@ def function_name(f) -> str:
     return getattr(f, "__name__", type(f).__name__)
 
 
+def wraps(fun, docstr: str, **fields):
+    """A decorator making its function look like ``fun`` (name, signature through
+    ``__wrapped__``, attributes), as JAX's transformations make theirs, with the docstring
+    ``docstr`` formatted with ``fun``'s name and ``fields`` (JAX's texts: "Gradient of f
+    with respect to positional argument(s) 0. ...")."""
+    def decorate(wrapper):
+        functools.update_wrapper(wrapper, fun)
+        wrapper.__doc__ = docstr.format(fun=function_name(fun), **fields)
+        return wrapper
+    return decorate
+
+
 def _is_spec_leaf(x) -> bool:
     return x is None or isinstance(x, PartitionSpec)
 

@@ -10,13 +10,12 @@ import numpy as np
 
 # the rule modules fill the tables of compiler.batching when imported
 from compiler import batching_control, batching_ops, collective_rules  # noqa: F401
-import functools
 import inspect
 
 from compiler import tree
 from compiler.batching import (BatchTrace, BatchTracer, NamedAxis, batch_at, member_aval,
                                moveaxis, named_axis, ndim_of)
-from compiler.shard_map import function_name
+from compiler.shard_map import function_name, wraps
 from ir import dtypes
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec
@@ -69,7 +68,13 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None
                          "corresponding to the positional arguments passed to the function, "
                          f"but got {in_axes}.")
 
-    @functools.wraps(fun)
+    docstr = ("Vectorized version of {fun}. Takes similar arguments as {fun} but with "
+              "additional array axes over which {fun} is mapped.")
+    if getattr(fun, "__doc__", None):
+        docstr += "\n\nOriginal documentation:\n\n" + fun.__doc__.replace(
+            "{", "{{").replace("}", "}}")
+
+    @wraps(fun, docstr)
     def batched(*args, **kwargs):
         return _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name,
                              spmd_axis_name)

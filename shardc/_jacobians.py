@@ -7,17 +7,22 @@ element (cheap for few inputs), ``jacrev`` pulls one cotangent per output elemen
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from compiler import tree
 from compiler.autodiff import jvp, vjp
+from compiler.shard_map import wraps
 from compiler.tracing import aval_of, weakened_where, weakly_typed
 from ir import dtypes
 import shardc.numpy as jnp
 from shardc.batching_api import vmap
+
+
+_JACOBIAN_DOC = ("Jacobian of {fun} with respect to positional argument(s) {argnums}. Takes "
+                 "the same arguments as {fun} but returns the jacobian of the output with "
+                 "respect to the arguments at positions {argnums}.")
 
 
 def _dynamic(args, argnums, kwargs):
@@ -125,7 +130,7 @@ def _check_fwd_inputs(leaves, holomorphic):
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of ``fun`` by reverse mode: one vjp per output element, vmapped."""
 
-    @functools.wraps(fun)       # its signature: jit's static_argnames find its parameters
+    @wraps(fun, _JACOBIAN_DOC, argnums=argnums)   # fun's signature, for static_argnames
     def jac(*args, **kwargs):
         dyn, with_dynamic, single = _dynamic(args, argnums, kwargs)
         in_leaves, in_tree = tree.tree_flatten(dyn)
@@ -166,7 +171,7 @@ def _reshaped(x, shape, primal):
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian of ``fun`` by forward mode: one jvp per input element, vmapped."""
 
-    @functools.wraps(fun)       # its signature: jit's static_argnames find its parameters
+    @wraps(fun, _JACOBIAN_DOC, argnums=argnums)   # fun's signature, for static_argnames
     def jac(*args, **kwargs):
         dyn, with_dynamic, single = _dynamic(args, argnums, kwargs)
         in_leaves, in_tree = tree.tree_flatten(dyn)

@@ -898,3 +898,24 @@ def test_arrays_and_traced_values_are_unhashable():
 
     jax.jit(f)(1.0)
     jax.grad(f)(1.0)
+
+
+def test_transformed_functions_carry_jax_docstrings():
+    # JAX's texts: each transformation names the function it transforms (and vmap keeps the
+    # original documentation), and keeps its name and signature
+    def superfun(a):
+        """Does things with stuff."""
+
+    assert jax.grad(superfun, argnums=(0,)).__doc__ == (
+        "Gradient of superfun with respect to positional argument(s) (0,). Takes the same "
+        "arguments as superfun but returns the gradient, which has the same shape as the "
+        "arguments at positions (0,).")
+    assert jax.jacrev(superfun).__doc__.startswith(
+        "Jacobian of superfun with respect to positional argument(s) 0.")
+    assert jax.value_and_grad(superfun).__doc__.startswith("Value and gradient of superfun")
+    assert jax.vmap(superfun).__doc__ == (
+        "Vectorized version of superfun. Takes similar arguments as superfun but with "
+        "additional array axes over which superfun is mapped.\n\nOriginal documentation:\n\n"
+        "Does things with stuff.")
+    for t in (jax.grad, jax.jacfwd, jax.vmap):
+        assert t(superfun).__name__ == "superfun" and t(superfun).__wrapped__ is superfun
