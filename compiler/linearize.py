@@ -56,14 +56,22 @@ class _LinearJVP:
                             f"but the primals had structure {self.in_tree}")
         flat = [t if dtypes.is_float0(t) else as_array(t) for t in flat]
         for t, aval, d in zip(flat, self.primal_avals, self.diff):
-            if dtypes.is_float0(t):         # an integer primal's tangent: nothing
-                continue
-            got = aval_of(t)
-            if got.shape != aval.shape or (d and got.dtype != aval.dtype):
+            # an integer or boolean primal's tangent is float0 zeros, as JAX's
+            expected = aval.dtype if d else dtypes.FLOAT0
+            if dtypes.is_float0(t):
+                shape, dtype, text = t.shape, dtypes.FLOAT0, f"float0{list(t.shape)}"
+            else:
+                got = aval_of(t)
+                shape, dtype, text = got.shape, got.dtype, got.str_short()
+            if tuple(shape) != tuple(aval.shape) or dtype != expected:
+                want = (aval.str_short() if d
+                        else "float0[" + ",".join(map(str, aval.shape)) + "]")
                 raise ValueError("linearized function called on tangent values inconsistent "
-                                 f"with the original primal values: got tangent "
-                                 f"{got.str_short()} for primal {aval.str_short()}")
-            if d and got.vma != aval.vma and _checks_vma():
+                                 f"with the original primal values: got tangent {text} for "
+                                 f"primal {aval.str_short()} but expected {want}")
+            if not d:
+                continue
+            if got.vma != aval.vma and _checks_vma():
                 raise ValueError(_vma_mismatch(got, aval))
         args = list(residuals) + [t for t, d in zip(flat, self.diff) if d]
         out_tangents = eval_program(self.linear, args)[:self.out_tree.num_leaves]

@@ -2000,3 +2000,16 @@ def test_operations_on_float0_raise_jax_error():
     for op in (lambda: f0 + jnp.zeros(()), lambda: lax.add(f0, jnp.zeros(()))):
         with pytest.raises(TypeError, match="float0s do not support any operations by design"):
             op()
+
+
+def test_linearized_function_checks_tangent_types():
+    # JAX's ValueError: a tangent of the primal's dtype (float0 for an integer primal)
+    f = lambda x: x
+    _, f_jvp = shardc.linearize(f, 1.0)
+    assert float(f_jvp(2.0)) == 2.0
+    _, g_jvp = shardc.linearize(f, np.ones(2, np.int32))
+    assert g_jvp(np.zeros(2, shardc.dtypes.float0)).dtype == shardc.dtypes.float0
+    for fn, bad in [(f_jvp, 1), (g_jvp, np.ones(2, np.int32)),
+                    (f_jvp, np.zeros((), shardc.dtypes.float0)), (f_jvp, np.ones(2, np.float32))]:
+        with pytest.raises(ValueError, match="tangent values inconsistent"):
+            fn(bad)
