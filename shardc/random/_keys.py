@@ -24,11 +24,10 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
-from shardc import lax
-from shardc.numpy._core import KEY_ARRAY_RULES
+import shardc.lax as lax
 from shardc.config import config
 from shardc.dtypes import prng_key
-from shardc.numpy._core import canonical_axis, takes_out_sharding
+from shardc.numpy._core import KEY_ARRAY_RULES, canonical_axis, takes_out_sharding
 
 __all__ = [
     "PRNGImpl", "IMPLS", "resolve_impl", "KeyDtype", "PRNGKeyArray", "PRNGKey", "key", "key_data",
