@@ -88,23 +88,35 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
         if not callable(callback):
             raise TypeError("first argument to jax.debug.callback must be callable, but got "
                             f"an object of type {type(callback)}")
-        flat, in_tree = tree.tree_flatten((args, kwargs))
-        static = {k: v for k, v in enumerate(flat) if not _is_array_value(v)}
-        dynamic = [v for k, v in enumerate(flat) if k not in static]
+        in_tree, static, dynamic = split_arguments(args, kwargs)
         bind(prims.callback_p, *dynamic,
              callback=HostCallback(callback, in_tree, False, tuple(static.items())),
              result_avals=(), effect="debug", vmap_method=None)
 
-    if callback is not None:
-        _debug_callback(callback, *args, **kwargs)
+    return two_call_form("debug_callback", _debug_callback, callback, args, kwargs)
+
+
+def two_call_form(name: str, call, first, args, kwargs):
+    """JAX's two forms of a debug function: given its first argument it runs now; without,
+    only options were given, and it returns the function that takes the rest."""
+    if first is not None:
+        call(first, *args, **kwargs)
         return None
     if args or kwargs:
-        raise TypeError("debug_callback received unexpected arguments in the two-call form: "
+        raise TypeError(f"{name} received unexpected arguments in the two-call form: "
                         f"{args=} {kwargs=}")
-    return _debug_callback
+    return call
 
 
-def _is_array_value(value) -> bool:
+def split_arguments(args, kwargs) -> tuple:
+    """A debug callback's (or print's) arguments: their tree, the leaves that are Python
+    objects passed as they are (by position), and the values of the program among them."""
+    flat, in_tree = tree.tree_flatten((args, kwargs))
+    static = {k: v for k, v in enumerate(flat) if not is_array_value(v)}
+    return in_tree, static, [v for k, v in enumerate(flat) if k not in static]
+
+
+def is_array_value(value) -> bool:
     """Whether a callback argument's leaf is a value of the program (an array, a traced
     value or a number), not a Python object passed as it is."""
     if isinstance(value, (Tracer, Array)) or is_python_scalar(value):

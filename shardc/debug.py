@@ -7,11 +7,11 @@ import numpy as np
 
 from compiler import tree
 from compiler.tracing import Tracer, bind, is_python_scalar
-from ir import dtypes as _dt
 from ir import primitives as prims
 from runtime.array import Array
 
 from shardc._callbacks import debug_callback as callback
+from shardc._callbacks import is_array_value, split_arguments, two_call_form
 
 __all__ = ["print", "callback", "visualize_array_sharding"]
 
@@ -50,20 +50,12 @@ def print(fmt: str | None = None, *args, ordered: bool = False, partitioned: boo
             # lowered program's text then holds all of the print)
             bind(prims.debug_print_p, *leaves, fmt=fmt, arg_names=names)
             return
-        flat, in_tree = tree.tree_flatten((args, kwargs))
-        static = {k: v for k, v in enumerate(flat) if not _is_dynamic(v)}
-        dynamic = [v for k, v in enumerate(flat) if k not in static]
+        in_tree, static, dynamic = split_arguments(args, kwargs)
         # the runtime calls the format's .format with the array values, as with a str
         bind(prims.debug_print_p, *dynamic,
              fmt=_PrintFormat(fmt, in_tree, tuple(static.items()), options), arg_names=())
 
-    if fmt is not None:
-        _print(fmt, *args, **kwargs)
-        return None
-    if args or kwargs:
-        raise TypeError("debug_print received unexpected arguments in the two-call form: "
-                        f"{args=} {kwargs=}")
-    return _print
+    return two_call_form("debug_print", _print, fmt, args, kwargs)
 
 
 # numpy's print options as shardc found them (a print under them needs no options of its own)
@@ -78,16 +70,8 @@ def _has_placeholders(fmt: str) -> bool:
 
 def _is_plain(value) -> bool:
     """Whether a print argument is one array (not a key array nor another pytree)."""
-    return _is_dynamic(value) and (is_python_scalar(value) or
+    return is_array_value(value) and (is_python_scalar(value) or
                                    isinstance(getattr(value, "dtype", None), np.dtype))
-
-
-def _is_dynamic(value) -> bool:
-    """Whether a print argument's leaf is a value of the program (an array, a traced value
-    or a number), not a Python object formatted as it is."""
-    if isinstance(value, (Tracer, Array)) or is_python_scalar(value):
-        return True
-    return isinstance(value, (np.ndarray, np.generic)) and _dt.is_valid(value.dtype)
 
 
 class _FormatChecker(string.Formatter):
