@@ -127,7 +127,8 @@ def requested(dtype, function: str) -> np.dtype:
     when x64 is off and it asks for a 64-bit one."""
     want = np.dtype(dtype)
     got = canonicalize(want)
-    if got != want:
+    # Python's int, float and complex name the default types: no warning (as in JAX)
+    if got != want and dtype not in (int, float, complex):
         import warnings
         warnings.warn(f"Explicitly requested dtype {want} requested in {function} is not "
                       f"available, and will be truncated to dtype {got}. To enable more "

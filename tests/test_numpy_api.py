@@ -1364,3 +1364,56 @@ def test_i0_derivative_is_i1_and_narrow_floats_compute_in_float32():
     np.testing.assert_array_equal(np.asarray(got, np.float32),
                                   np.i0(narrow.astype(np.float32)).astype(jnp.bfloat16)
                                   .astype(np.float32))
+
+
+def test_joining_functions_take_a_result_dtype():
+    a = np.array([[1.5, -2.7], [3.2, 4.9]], np.float32)
+    b = np.array([[7, 8]], np.int32)
+    for f in (lambda x, y: jnp.concatenate([x, y], dtype=jnp.int32),
+              shardc.jit(lambda x, y: jnp.concatenate([x, y], dtype=jnp.int32))):
+        got = f(a, b)
+        assert got.dtype == I32 and not got.weak_type
+        assert np.asarray(got).tolist() == [[1, -2], [3, 4], [7, 8]]
+    assert jnp.concatenate([a, b], axis=None, dtype=np.float16).dtype == np.float16
+    assert np.asarray(jnp.stack([a, a], axis=1, dtype=jnp.int32)).tolist() == \
+        [[[1, -2], [1, -2]], [[3, 4], [3, 4]]]
+    assert np.asarray(jnp.stack(np.ones((2, 3), np.float32), 1, dtype=jnp.int32)).shape == (3, 2)
+    assert np.asarray(jnp.vstack([np.float32(1.5), np.int32(2)], dtype=I32)).tolist() == [[1], [2]]
+    got = jnp.hstack([np.array([1.5, 2.5], np.float32), np.array([3], np.int32)], dtype=np.float16)
+    assert got.dtype == np.float16 and np.asarray(got).tolist() == [1.5, 2.5, 3.0]
+    assert jnp.dstack([a, a], dtype=jnp.int32).dtype == I32
+
+
+def test_argsort_corrcoef_and_ravel_multi_index_take_a_dtype():
+    x = jnp.array([3., 1., 2., 1.])
+    got = jnp.argsort(x, dtype=np.int16)
+    assert got.dtype == np.int16 and np.asarray(got).tolist() == [1, 3, 2, 0]
+    got = jnp.argsort(x, descending=True, dtype=np.uint32)
+    assert got.dtype == np.uint32 and np.asarray(got).tolist() == [0, 2, 1, 3]
+    got = jnp.corrcoef(jnp.arange(5), jnp.arange(5)[::-1], dtype="bfloat16")
+    assert got.dtype == jnp.bfloat16 and np.asarray(got, np.float32).tolist() == [[1, -1], [-1, 1]]
+    with pytest.raises(ValueError, match="corrcoef: dtype must be a subclass of float"):
+        jnp.corrcoef(jnp.arange(5), dtype=int)
+    # with no dtype, the coordinates' promoted dtype (int8 stays int8, as in JAX)
+    i8, u8 = jnp.array([0, 1], jnp.int8), jnp.array([1, 2], jnp.uint8)
+    got = jnp.ravel_multi_index((i8, i8), (2, 3), mode="ignore")
+    assert got.dtype == np.int8 and not got.weak_type and np.asarray(got).tolist() == [0, 4]
+    got = shardc.jit(lambda i, j: jnp.ravel_multi_index((i, j), (2, 3), mode="clip"))(i8, u8)
+    assert got.dtype == np.int16 and np.asarray(got).tolist() == [1, 5]
+    got = jnp.ravel_multi_index((i8, u8), (2, 3), mode="wrap", order="F", dtype=jnp.int16)
+    assert got.dtype == np.int16 and np.asarray(got).tolist() == [2, 5]
+    with pytest.raises(ValueError, match="not large enough to hold flattened index"):
+        jnp.ravel_multi_index((i8, i8), (20, 20), mode="clip")
+    with pytest.raises(ValueError, match="is not an integer type"):
+        jnp.ravel_multi_index((i8, i8), (2, 3), mode="clip", dtype=float)
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match="mode='raise'"):
+        shardc.jit(lambda i: jnp.ravel_multi_index((i, i), (2, 3)))(np.array([0, 1]))
+
+
+def test_python_number_types_as_dtypes_ask_for_the_default_types_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jnp.zeros(2, dtype=float).dtype == F32
+        assert jnp.zeros(2, dtype=int).dtype == I32
+    with pytest.warns(UserWarning, match="Explicitly requested dtype float64"):
+        jnp.zeros(2, dtype="float64")

@@ -753,12 +753,16 @@ def _is_key_array(value) -> bool:
         issubdtype(dtype, prng_key)
 
 
-def concatenate(arrays, axis=0):
-    """Join ``arrays`` along an existing ``axis`` (flattened first when ``axis`` is None)."""
+def concatenate(arrays, axis=0, dtype=None):
+    """Join ``arrays`` along an existing ``axis`` (flattened first when ``axis`` is None),
+    each converted to ``dtype`` first when it is given (else to the dtype they promote to)."""
     if not len(arrays):
         raise ValueError("Need at least one array to concatenate.")
     if (rule := key_array_rule("concatenate", list(arrays))) is not None:
         return rule(arrays, axis)
+    if dtype is not None:
+        dtype = _dt.requested(dtype, "concatenate")
+        arrays = [astype(a, dtype) for a in arrays]
     given = list(arrays)
     arrays = [as_array(a) for a in promote(*arrays)]
     if axis is None:
@@ -779,12 +783,18 @@ def concatenate(arrays, axis=0):
     return weakly_typed_like(bind(p.concatenate_p, *arrays, dimension=axis), *given)
 
 
-def stack(arrays, axis=0):
-    """Join ``arrays`` of one shape along a new ``axis``."""
+def stack(arrays, axis=0, out=None, dtype=None):
+    """Join ``arrays`` of one shape along a new ``axis``, each converted to ``dtype`` first
+    when it is given."""
     if not len(arrays):
         raise ValueError("Need at least one array to stack.")
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
     if (rule := key_array_rule("stack", list(arrays))) is not None:
         return rule(arrays, axis)
+    if dtype is not None:
+        dtype = _dt.requested(dtype, "stack")
+        arrays = [astype(a, dtype) for a in arrays]
     arrays = [as_array(a) for a in arrays]
     if len({shape_of(a) for a in arrays}) > 1:
         raise ValueError("All input arrays must have the same shape, got "

@@ -10,10 +10,11 @@ import builtins
 
 import numpy as np
 
-from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind
+from compiler.tracing import ConcretizationTypeError, Tracer, aval_of, bind, value_if_known
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding_rules import gather_error, named_sharding, partitions
+from shardc.dtypes import result_type
 from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, logical_and,
                                       logical_or, multiply, remainder, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
@@ -229,32 +230,52 @@ def ix_(*args):
     return tuple(out)
 
 
-def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
-    """Flat positions (int32) of the coordinates ``multi_index`` in an array of ``dims``."""
+def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None):
+    """Flat positions of the coordinates ``multi_index`` in an array of ``dims``, of
+    ``dtype`` when given, else of the dtype the coordinates promote to (int8 ones give int8,
+    as in JAX), which must hold the largest flat position."""
     if order not in ("C", "F"):
         raise ValueError("only 'C' or 'F' order is permitted")
     dims = tuple(int(d) for d in dims)
     multi_index = [as_array(i) for i in multi_index]
     if len(multi_index) != len(dims):
         raise ValueError(f"parameter multi_index must be a sequence of length {len(dims)}")
+    if dtype is None:
+        dtype = _dt.canonicalize(result_type(int, *multi_index))
+    else:
+        dtype = _dt.requested(dtype, "ravel_multi_index")
+    if not _dt.is_int(dtype):
+        raise ValueError(f"dtype={dtype!r} is not an integer type.")
+    if int(np.prod(dims, dtype=np.int64)) - 1 > np.iinfo(dtype).max:
+        raise ValueError(
+            f"jnp.ravel_multi_index: dtype={dtype!r} not large enough to hold flattened index "
+            f"for dims={dims}. Use the dtype argument to pass a suitable dtype (e.g. "
+            "dtype=np.min_scalar_type(prod(dims))).")
     for i in multi_index:
+        if mode == "raise" and isinstance(value_if_known(i), Tracer):
+            raise ConcretizationTypeError(
+                "Abstract tracer value encountered where concrete value is expected: The "
+                "error occurred because ravel_multi_index was jit-compiled with "
+                "mode='raise'. Use mode='wrap' or mode='clip' instead.")
         if not _dt.is_int(dtype_of(i)):
             raise TypeError("only int indices permitted")
     if mode == "raise":
         for i, d in zip(multi_index, dims):
-            if not isinstance(i, Tracer):
-                values = np.asarray(i)
-                if values.size and (values.min() < 0 or values.max() >= d):
-                    raise ValueError("invalid entry in coordinates array")
+            values = np.asarray(value_if_known(i))
+            if values.size and (values.min() < 0 or values.max() >= d):
+                raise ValueError("invalid entry in coordinates array")
+    elif mode not in ("wrap", "clip", "ignore"):
+        raise ValueError(f"invalid mode={mode!r}. Expected 'raise', 'wrap', 'clip', or "
+                         "'ignore'.")
     fixed = []
     for i, d in zip(multi_index, dims):
         if mode == "wrap":
             i = remainder(i, d)
-        elif mode in ("clip", "raise"):
+        elif mode == "clip":
             i = clip(i, 0, d - 1)
-        fixed.append(astype(i, _dt.int_))
+        fixed.append(astype(i, dtype))
     axes = range(len(dims)) if order == "C" else reversed(range(len(dims)))
-    result = zeros((), _dt.int_)
+    result = zeros((), dtype)
     for k in axes:
         result = add(multiply(result, dims[k]), fixed[k])
     return result

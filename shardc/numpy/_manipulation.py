@@ -91,15 +91,16 @@ def squeeze(x, axis=None):
     return bind(p.squeeze_p, x, dimensions=dims)
 
 
-def vstack(arrays):
-    """Stack arrays as rows (at least 2-D), along axis 0."""
-    return concatenate([atleast_2d(a) for a in arrays], 0)
+def vstack(arrays, dtype=None):
+    """Stack arrays as rows (at least 2-D), along axis 0 (converted to ``dtype`` if given)."""
+    return concatenate([atleast_2d(a) for a in arrays], 0, dtype=dtype)
 
 
-def hstack(arrays):
-    """Stack arrays along their second axis (the first for 1-D arrays)."""
+def hstack(arrays, dtype=None):
+    """Stack arrays along their second axis (the first for 1-D arrays), converted to
+    ``dtype`` if given."""
     arrays = [atleast_1d(a) for a in arrays]
-    return concatenate(arrays, 0 if len(shape_of(arrays[0])) == 1 else 1)
+    return concatenate(arrays, 0 if len(shape_of(arrays[0])) == 1 else 1, dtype=dtype)
 
 
 def atleast_1d(*arys):
@@ -469,10 +470,11 @@ def column_stack(tup):
     return concatenate(arrays, 1)
 
 
-def dstack(tup):
-    """Stack along the third axis (arrays made at least 3-D first)."""
+def dstack(tup, dtype=None):
+    """Stack along the third axis (arrays made at least 3-D first), converted to ``dtype``
+    if given."""
     arrays = [atleast_3d(x) for x in tup]
-    return concatenate(arrays, 2)
+    return concatenate(arrays, 2, dtype=dtype)
 
 
 def hsplit(ary, indices_or_sections):

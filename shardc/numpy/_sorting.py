@@ -72,14 +72,19 @@ def sort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
     return sort_operands([a], axis)[0]
 
 
-def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False):
-    """Indices (int32) that sort ``a`` along ``axis``; ties keep their order (stable).
+def argsort(a, axis=-1, *, kind=None, order=None, stable=True, descending=False,
+            dtype=None):
+    """Indices (int32, or ``dtype`` when given) that sort ``a`` along ``axis``; ties keep
+    their order (stable).
 
     >>> jnp.argsort(jnp.array([3, 1, 2]))                    # [1, 2, 0]
     >>> jnp.argsort(jnp.array([3, 1, 3]), descending=True)   # [0, 2, 1]
     """
     if order is not None:
         raise TypeError("jnp.argsort: order is not supported (arrays have no fields)")
+    if dtype is not None:
+        return astype(argsort(a, axis, kind=kind, stable=stable, descending=descending),
+                      _dt.requested(dtype, "argsort"))
     if axis is not None and not shape_of(as_array(a)):
         raise ValueError("jnp.argsort: a 0-d array cannot be sorted along an axis")
     a, axis = flatten_if_none(a, axis)

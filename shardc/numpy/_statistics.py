@@ -141,9 +141,13 @@ def _check_weights(weights, name: str, observations: int) -> None:
         raise RuntimeError(f"incompatible numbers of samples and {name}")
 
 
-def corrcoef(x, y=None, rowvar=True):
-    """Pearson correlation coefficients (clipped to [-1, 1])."""
-    c = cov(x, y, rowvar)
+def corrcoef(x, y=None, rowvar=True, dtype=None):
+    """Pearson correlation coefficients (clipped to [-1, 1]), computed in ``dtype`` (a float
+    or complex one) when it is given."""
+    if dtype is not None and not _dt.is_inexact(np.dtype(dtype)):
+        raise ValueError(f"corrcoef: dtype must be a subclass of float or complex; got "
+                         f"dtype={dtype!r}")
+    c = cov(x, y, rowvar, dtype=dtype)
     if not shape_of(c):
         return divide(c, c)
     d = sqrt(diagonal(c))
