@@ -608,6 +608,14 @@ class Tracer:
     def size(self):
         return self.aval.size
 
+    @property
+    def nbytes(self):
+        return self.aval.nbytes
+
+    @property
+    def itemsize(self):
+        return self.aval.dtype.itemsize
+
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of unsized object")
@@ -639,8 +647,20 @@ class Tracer:
         return np.asarray(self.concrete_value("conversion in item()",
                                               ConcretizationTypeError)).item(*args)
 
+    # a traced value's elements are never Python's (as JAX's tracers: even one whose value
+    # is known now)
     def tolist(self):
-        return self.__array__().tolist()
+        raise self._method_error("tolist")
+
+    def tobytes(self, order="C"):
+        raise self._method_error("tobytes")
+
+    def _method_error(self, method: str):
+        shape = self.aval.str_long(self._axis_order(), short=True)
+        return ConcretizationTypeError(
+            "Abstract tracer value encountered where concrete value is expected: The "
+            f"{method}() method was called on traced array with shape {shape}."
+            + errors_link(ConcretizationTypeError))
 
     def _known_exact(self, what: str, cls):
         """The value of a boolean or integer tracer, or of one that depends on no input of

@@ -261,8 +261,13 @@ class Array(metaclass=abc.ABCMeta):
             raise ValueError("unsafe_buffer_pointer() is supported only for unsharded arrays.")
         return self._assemble().__array_interface__["data"][0]
 
-    def item(self):
-        return self._assemble().item()
+    def item(self, *args):
+        """One element (the only one, or the one at ``args``: a flat index or one per
+        dimension) as a Python scalar."""
+        return self._assemble().item(*args)
+
+    def tobytes(self, order="C"):
+        return self._assemble().tobytes(order)
 
     def tolist(self):
         return self._assemble().tolist()

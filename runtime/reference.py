@@ -372,8 +372,10 @@ def _bitcast(x, *, new_dtype):
     new = np.dtype(new_dtype)
     if x.dtype.itemsize < new.itemsize:
         return [x.view(new).reshape(x.shape[:-1])]
-    return [x.view(new).reshape(x.shape + ((x.dtype.itemsize // new.itemsize,)
-                                           if x.dtype.itemsize > new.itemsize else ()))]
+    # (viewed flat: numpy views a 0-d array only as a dtype of its width)
+    return [x.reshape(-1).view(new).reshape(x.shape + ((x.dtype.itemsize // new.itemsize,)
+                                                       if x.dtype.itemsize > new.itemsize
+                                                       else ()))]
 
 
 impl_rules[prims.bitcast_convert_type_p] = _bitcast

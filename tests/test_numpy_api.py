@@ -1417,3 +1417,33 @@ def test_python_number_types_as_dtypes_ask_for_the_default_types_without_a_warni
         assert jnp.zeros(2, dtype=int).dtype == I32
     with pytest.warns(UserWarning, match="Explicitly requested dtype float64"):
         jnp.zeros(2, dtype="float64")
+
+
+def test_byteswap_reverses_each_elements_bytes():
+    for dt in (np.int32, np.float32, np.int16, np.uint8, np.bool_, np.complex64, jnp.bfloat16,
+               np.float16):
+        x = np.array([[1, 2, 3], [250, 7, 0]]).astype(dt)
+        for f in (lambda a: jnp.asarray(a).byteswap(), shardc.jit(lambda a: a.byteswap())):
+            got = f(x)
+            assert got.dtype == x.dtype
+            np.testing.assert_array_equal(np.asarray(got).view(np.uint8),
+                                          x.byteswap().view(np.uint8))
+    scalar = np.float16(2.69)             # a 0-d array's bytes too
+    assert np.asarray(jnp.asarray(scalar).byteswap()).tobytes() == scalar.byteswap().tobytes()
+
+
+def test_item_tobytes_nbytes_itemsize_and_argpartition_as_methods():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    a = jnp.asarray(x)
+    assert (a.item(5), a.item((1, 2, 3)), a.item(1, 2, 3)) == (5.0, 23.0, 23.0)
+    with pytest.raises(ValueError):
+        a.item()
+    assert a.tobytes() == x.tobytes() and a.tobytes("F") == x.tobytes("F")
+    got = shardc.jit(lambda v: v * 0 + v.nbytes + v[0].itemsize)(np.zeros((2, 3), np.int16))
+    assert np.asarray(got).tolist() == [[14] * 3] * 2
+    idx = np.asarray(a.argpartition(1, axis=1))
+    assert idx.shape == x.shape and (np.sort(idx, axis=1) == np.arange(3)[:, None]).all()
+    for method in ("tobytes", "tolist"):
+        with pytest.raises(shardc.errors.ConcretizationTypeError,
+                           match=rf"The {method}\(\) method was called on traced array"):
+            shardc.jit(lambda v: getattr(v, method)())(x)

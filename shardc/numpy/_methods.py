@@ -17,11 +17,11 @@ from shardc.numpy._core import astype, ravel, reshape
 from shardc.numpy._diagonals import diagonal
 from shardc.numpy._index_routines import choose
 from shardc.numpy._indexing import AtIndexer, getitem, take
-from shardc.numpy._manipulation import repeat, squeeze, swapaxes, transpose
+from shardc.numpy._manipulation import flip, repeat, squeeze, swapaxes, transpose
 from shardc.numpy._products import dot, matmul, trace
 from shardc.numpy._reductions import (all, any, argmax, argmin, cumprod, cumsum, max, mean, min,
                                       prod, std, sum, var)
-from shardc.numpy._sorting import argsort, compress, nonzero, searchsorted, sort
+from shardc.numpy._sorting import argpartition, argsort, compress, nonzero, searchsorted, sort
 from shardc.numpy._statistics import ptp
 from shardc.numpy._ufuncs import conj, divmod, imag, left_shift, real, right_shift, round
 
@@ -81,6 +81,18 @@ def _view(self, dtype=None, type=None):
     return astype(out, new) if new == _dt.bool_ else out
 
 
+def _byteswap(self):
+    """The array with the bytes of each element reversed (little- to big-endian and back),
+    of its dtype: a complex number's parts each swapped, one-byte elements as they are."""
+    if _dt.kind(self.dtype) == _dt.COMPLEX:
+        parts = (_byteswap(real(self)), _byteswap(imag(self)))
+        return bind(p.complex_p, *parts)
+    if self.dtype.itemsize == 1:
+        return self
+    as_bytes = bind(p.bitcast_convert_type_p, self, new_dtype=np.dtype(np.uint8))
+    return bind(p.bitcast_convert_type_p, flip(as_bytes, -1), new_dtype=self.dtype)
+
+
 _METHODS = {
     "__add__": add, "__radd__": _reflected(add),
     "__sub__": subtract, "__rsub__": _reflected(subtract),
@@ -119,7 +131,8 @@ _METHODS = {
     "__divmod__": divmod, "__rdivmod__": _reflected(divmod),
     "__lshift__": left_shift, "__rlshift__": _reflected(left_shift),
     "__rshift__": right_shift, "__rrshift__": _reflected(right_shift),
-    "view": _view,
+    "view": _view, "byteswap": _byteswap,
+    "argpartition": lambda self, kth, axis=-1: argpartition(self, kth, axis),
 }
 
 
