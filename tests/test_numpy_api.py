@@ -1447,3 +1447,42 @@ def test_item_tobytes_nbytes_itemsize_and_argpartition_as_methods():
         with pytest.raises(shardc.errors.ConcretizationTypeError,
                            match=rf"The {method}\(\) method was called on traced array"):
             shardc.jit(lambda v: getattr(v, method)())(x)
+
+
+def test_insert_at_traced_or_out_of_range_positions_as_jax():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cases = [  # (obj, values, axis, expected as JAX gives it)
+        (1, 9.0, None, np.insert(x, 1, 9.0)),
+        (-2, 9.0, 1, np.insert(x, -2, 9.0, axis=1)),
+        (np.array([0, 2, 2]), np.array([7.0, 8.0, 9.0]), 1,
+         np.insert(x, [0, 2, 2], [7.0, 8.0, 9.0], axis=1)),
+        (np.array([3, 0, 1]), np.array([[7.0], [8.0], [9.0]]), 0,
+         np.insert(x, [3, 0, 1], [[7.0], [8.0], [9.0]], axis=0)),
+        (1, np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), 1,
+         np.insert(x, 1, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], axis=1)),
+        (20, 5.0, None, np.append(x, 5.0)),                    # clipped to the end (JAX's)
+        (-10, 5.0, 0, np.insert(x, 0, 5.0, axis=0)),            # clipped to the start
+    ]
+    for obj, values, axis, want in cases:
+        assert_matches(jnp.insert(x, obj, values, axis=axis), want, F32)
+        traced = shardc.jit(lambda a, o, v: jnp.insert(a, o, v, axis=axis))(x, obj, values)
+        assert_matches(traced, want, F32)
+    got = jnp.insert(x.astype(np.int32), 2, 7.9, axis=0)    # values take arr's dtype
+    assert_matches(got, np.insert(x.astype(np.int32), 2, 7, axis=0), I32)
+    with pytest.raises(ValueError, match="one-dimensional array, or a scalar"):
+        jnp.insert(x, np.array([[1]]), 1.0)
+    with pytest.raises(ValueError, match="must be integer typed"):
+        jnp.insert(x, np.array([1.0]), 1.0)
+
+
+def test_delete_of_traced_unique_indices():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    delete = shardc.jit(lambda a, o, axis: jnp.delete(a, o, axis=axis, assume_unique_indices=True),
+                        static_argnums=2)
+    for obj, axis in [(np.array([0, 2]), 1), (np.array([-1, 0]), None), (np.array([[2], [0]]), 0),
+                      (np.array([3, 1]), 1), (np.array(1), 1)]:
+        want = np.delete(x, obj.ravel(), axis=axis)
+        assert_matches(delete(x, obj, axis), want, F32)
+        assert_matches(jnp.delete(x, obj, axis=axis, assume_unique_indices=True), want, F32)
+    with pytest.raises(shardc.errors.ConcretizationTypeError):
+        shardc.jit(lambda a, o: jnp.delete(a, o))(x, np.array([1]))

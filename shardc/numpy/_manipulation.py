@@ -17,13 +17,16 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import ShardingTypeError
 from ir.sharding_rules import kept_if_divisible, named_sharding, partitions
-from shardc.numpy._arithmetic import remainder, subtract
-from shardc.numpy._core import (as_array, asarray, broadcast_shapes_of, broadcast_to,
+from runtime.array import Array
+from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, less_equal,
+                                      logical_and, logical_or, remainder, subtract, where)
+from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
                                 expand_dims, full, key_array_rule, ndim_of, ravel, reshape,
                                 shape_of, shape_tuple, weakly_typed_like, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
+from shardc.numpy._reductions import sum as reduce_sum
 from shardc.sharding import auto_axes
 
 __all__ = [
@@ -568,41 +571,93 @@ def resize(a, new_shape):
 
 def delete(arr, obj, axis=None, *, assume_unique_indices=False):
     """``arr`` without the entries ``obj`` (an int, slice, indices or a boolean mask of the
-    axis's length) along ``axis``."""
+    axis's length) along ``axis``. Indices must be concrete (they decide the result's length)
+    unless ``assume_unique_indices`` promises no index comes twice: then, as in JAX, traced
+    ones are taken too (negative ones count from the end, out-of-range ones are clipped)."""
     arr = as_array(arr)
     if axis is None:
         arr, axis = ravel(arr), 0
     axis = canonical_axis(axis, ndim_of(arr))
     n = shape_of(arr)[axis]
+    if assume_unique_indices and not isinstance(obj, (slice, int, np.integer)) and \
+            _dt.is_int(dtype_of(obj)) and (ndim_of(obj) or
+                                           isinstance(value_if_known(obj), Tracer)):
+        return _delete_unique(arr, ravel(as_array(obj)), axis, n)
     if not isinstance(obj, slice):
         obj = concrete_value(obj, "delete", "obj")
     keep = np.delete(np.arange(n), obj)
     return take(arr, asarray(keep.astype(np.int32)), axis=axis)
 
 
+def _delete_unique(arr, indices, axis, n):
+    """``delete`` of distinct (possibly traced) ``indices``: the kept entry ``t`` of the
+    result is the original ``t`` moved past each deleted index at or before it (JAX's)."""
+    from shardc.numpy._sorting import sort
+    indices = astype(indices, _dt.int_)
+    indices = clip(where(less(indices, 0), add(indices, n), indices), 0, n)
+    count = shape_of(indices)[0]
+    indices = subtract(sort(indices), _positions(count))
+    kept = _positions(n - count)
+    kept = add(kept, reduce_sum(greater_equal(kept[None, :], indices[:, None]), axis=0,
+                                dtype=_dt.int_))
+    return take(arr, kept, axis=axis)
+
+
+def _positions(count):
+    """0, 1, ... count - 1 (int32)."""
+    return asarray(np.arange(count, dtype=np.int32))
+
+
 def insert(arr, obj, values, axis=None):
-    """``arr`` with ``values`` inserted before the positions ``obj`` along ``axis``."""
+    """``arr`` with ``values`` inserted before the positions ``obj`` (a slice, an index or
+    one-dimensional indices, traced ones too) along ``axis``. As in JAX, negative positions
+    count from the end and out-of-range ones are clipped into the axis; one scalar position
+    takes the values' leading axis as the entries inserted."""
     arr = as_array(arr)
     if axis is None:
         arr, axis = ravel(arr), 0
     axis = canonical_axis(axis, ndim_of(arr))
     n = shape_of(arr)[axis]
-    if not isinstance(obj, slice):
-        obj = concrete_value(obj, "insert", "obj")
-    values = convert(as_array(values), dtype_of(arr))
-    if isinstance(obj, slice) or np.ndim(obj):
-        count = len(np.arange(n + 1)[obj]) if isinstance(obj, slice) else np.size(obj)
+    if isinstance(obj, slice):
+        indices = asarray(np.arange(*obj.indices(n), dtype=np.int32))
     else:
-        # one position: values' leading axis is the number of entries inserted
-        values = reshape(values, (1,) * (ndim_of(arr) - ndim_of(values)) + shape_of(values)) \
-            if ndim_of(values) < ndim_of(arr) else values
-        values = moveaxis(values, 0, axis) if ndim_of(values) else values
-        count = shape_of(values)[axis] if ndim_of(values) else 1
-    block_shape = shape_of(arr)[:axis] + (count,) + shape_of(arr)[axis + 1:]
-    values = broadcast_to(values, block_shape)
-    order = np.insert(np.arange(n), obj, np.arange(n, n + count))
-    joined = concatenate([arr, values], axis)
-    return take(joined, asarray(order.astype(np.int32)), axis=axis)
+        indices = as_array(obj)
+    if ndim_of(indices) > 1:
+        raise ValueError("jnp.insert(): obj must be a slice, a one-dimensional array, or a "
+                         f"scalar; got {obj}")
+    if not _dt.is_int(dtype_of(indices)):
+        if aval_of(indices).size == 0 and not isinstance(obj, (Array, Tracer)):
+            indices = astype(indices, _dt.int_)
+        else:
+            raise ValueError(f"jnp.insert(): index array must be integer typed; got {obj}")
+    indices = astype(indices, _dt.int_)
+    values = convert(as_array(values), dtype_of(arr))
+    if ndim_of(values) < ndim_of(arr):
+        values = reshape(values, (1,) * (ndim_of(arr) - ndim_of(values)) + shape_of(values))
+    if aval_of(indices).size == 1:
+        if ndim_of(indices) == 0:
+            values = moveaxis(values, 0, axis)
+        indices = broadcast_to(reshape(indices, ()), (shape_of(values)[axis],))
+    count = broadcast_shapes_of(shape_of(indices), (shape_of(values)[axis],))[0]
+    indices = broadcast_to(indices, (count,))
+    indices = clip(where(less(indices, 0), add(indices, n), indices), 0, n)
+    # an inserted value's place: its index, after the values placed before it (those with
+    # smaller indices, and those of equal ones given earlier); an entry of arr's: its own,
+    # after the values inserted at or before it
+    order = _positions(count)
+    earlier = logical_or(less(indices[None, :], indices[:, None]),
+                         logical_and(equal(indices[None, :], indices[:, None]),
+                                     less(order[None, :], order[:, None])))
+    value_places = add(indices, reduce_sum(earlier, axis=1, dtype=_dt.int_))
+    own = _positions(n)
+    arr_places = add(own, reduce_sum(less_equal(indices[None, :], own[:, None]), axis=1,
+                                     dtype=_dt.int_))
+    out_shape = shape_of(arr)[:axis] + (n + count,) + shape_of(arr)[axis + 1:]
+    values = broadcast_to(values, shape_of(arr)[:axis] + (count,) + shape_of(arr)[axis + 1:])
+    out = zeros(out_shape, dtype_of(arr))
+    head = (slice(None),) * axis
+    out = out.at[head + (value_places,)].set(values)
+    return out.at[head + (arr_places,)].set(arr)
 
 
 # --- flips, rotations, axes ------------------------------------------------------------------
