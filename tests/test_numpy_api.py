@@ -1486,3 +1486,21 @@ def test_delete_of_traced_unique_indices():
         assert_matches(jnp.delete(x, obj, axis=axis, assume_unique_indices=True), want, F32)
     with pytest.raises(shardc.errors.ConcretizationTypeError):
         shardc.jit(lambda a, o: jnp.delete(a, o))(x, np.array([1]))
+
+
+def test_logspace_and_geomspace_along_any_axis_of_array_bounds():
+    s = np.array([1.0, -2.0], np.float32)
+    t = np.array([[8.0, -32.0], [3.0, -5.0]], np.float32)
+    for kw in [dict(num=4, axis=0), dict(num=4, axis=1), dict(num=3, axis=-1, endpoint=False),
+               dict(num=1, axis=2), dict(num=0, axis=-2)]:
+        assert_matches(jnp.geomspace(s, t, **kw), np.geomspace(s, t, **kw), F32, rtol=1e-5)
+        assert_matches(jnp.logspace(s, t, base=2, **kw), np.logspace(s, t, base=2, **kw), F32,
+                       rtol=1e-5)
+    traced = shardc.jit(lambda a, b: jnp.geomspace(a, b, 3, axis=1))(s, t)
+    assert_matches(traced, np.geomspace(s, t, 3, axis=1), F32, rtol=1e-5)
+    got = jnp.geomspace(np.complex64(1 + 1j), np.complex64(-4 + 4j), 3)
+    assert_matches(got, np.geomspace(np.complex64(1 + 1j), np.complex64(-4 + 4j), 3),
+                   np.complex64, rtol=1e-5)
+    assert_matches(jnp.logspace(0, 3, 4, dtype=jnp.int32), [1, 10, 100, 1000], I32)
+    with pytest.raises(ValueError, match="cannot include zero"):
+        jnp.geomspace(np.array([1.0, 0.0]), 4.0, 3)

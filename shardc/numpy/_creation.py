@@ -17,6 +17,7 @@ from shardc.numpy._arithmetic import (abs, add, divide, equal, floor, less, mult
 from shardc.dtypes import result_type
 from shardc.numpy._core import (as_array, astype, broadcast_shapes_of, broadcast_to, concatenate,
                                 convert, reshape, shape_of, takes_device)
+from shardc.numpy._manipulation import moveaxis
 from shardc.numpy._ufuncs import log10
 
 __all__ = ["arange", "linspace", "eye", "identity", "logspace", "geomspace"]
@@ -113,30 +114,54 @@ def identity(n, dtype=None):
     return eye(n, dtype=dtype)
 
 
+def _inexact_dtype(dtype, start, stop, function):
+    """``(the result's dtype, the inexact one to compute in)``: ``dtype`` if given, else the
+    bounds' promoted dtype made inexact (JAX's)."""
+    if dtype is None:
+        dtype = result_type(start, stop)
+        dtype = dtype if _dt.is_inexact(dtype) else _dt.float_
+    else:
+        dtype = _dt.requested(dtype, function)
+    return dtype, (dtype if _dt.is_inexact(dtype) else _dt.float_)
+
+
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
-    """``base ** linspace(start, stop, num)``."""
-    if axis != 0:
-        raise NotImplementedError("jnp.logspace: only axis=0 is supported by shardc")
-    exponents = linspace(start, stop, num, endpoint=endpoint)
-    result = power(convert(base, _dt.float_), exponents)
-    return astype(result, dtype) if dtype is not None else result
+    """``base ** linspace(start, stop, num)``: array bounds broadcast, the samples run along
+    ``axis``; computed in an inexact dtype and converted to ``dtype`` (as JAX does)."""
+    num, axis = operator.index(num), operator.index(axis)
+    start, stop = as_array(start), as_array(stop)
+    dtype, work = _inexact_dtype(dtype, start, stop, "logspace")
+    exponents = linspace(astype(start, work), astype(stop, work), num, endpoint=endpoint,
+                         axis=axis)
+    return astype(power(base, exponents), dtype)
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    """``num`` values from ``start`` to ``stop`` spaced evenly on a log scale; the ends are
-    exact."""
-    if axis != 0:
-        raise NotImplementedError("jnp.geomspace: only axis=0 is supported by shardc")
-    start, stop = convert(start, _dt.float_), convert(stop, _dt.float_)
-    if not isinstance(start, Tracer) and (float(start) == 0 or float(stop) == 0):
-        raise ValueError("Geometric sequence cannot include zero")
-    sign = where(less(start, 0), -1.0, 1.0)
-    log_start = log10(abs(start))
-    log_stop = log10(abs(stop))
-    result = multiply(sign, logspace(log_start, log_stop, num, endpoint=endpoint))
+    """``num`` values from ``start`` to ``stop`` spaced evenly on a log scale (array bounds
+    broadcast, the samples along ``axis``); the ends are exact, as numpy's. Complex bounds
+    step around the circle as numpy's and JAX's do (``start``'s phase times a real
+    sequence)."""
+    num, axis = operator.index(num), operator.index(axis)
+    start, stop = as_array(start), as_array(stop)
+    dtype, work = _inexact_dtype(dtype, start, stop, "geomspace")
+    start, stop = astype(start, work), astype(stop, work)
+    shape = broadcast_shapes_of(shape_of(start), shape_of(stop))
+    start, stop = broadcast_to(start, shape), broadcast_to(stop, shape)
+    for bound in (start, stop):
+        known = value_if_known(bound)
+        if not isinstance(known, Tracer) and (np.asarray(known) == 0).any():
+            raise ValueError("Geometric sequence cannot include zero")
+    sign = where(less(start, 0), -1.0, 1.0) if not _dt.kind(work) == _dt.COMPLEX \
+        else divide(start, abs(start))
+    result = multiply(sign, logspace(log10(divide(start, sign)), log10(divide(stop, sign)),
+                                     num, endpoint=endpoint, dtype=work, axis=0))
     if num > 0:
-        first = concatenate([reshape(start, (1,)), result[1:]])
-        result = first
+        ends = [reshape(start, (1,) + shape), result[1:]]
         if endpoint and num > 1:
-            result = concatenate([result[:-1], reshape(stop, (1,))])
-    return astype(result, dtype) if dtype is not None else result
+            ends = [ends[0], result[1:-1], reshape(stop, (1,) + shape)]
+        result = concatenate(ends, axis=0)
+    axis = axis + len(shape) + 1 if axis < 0 else axis
+    if not 0 <= axis <= len(shape):
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds for array of dimension "
+                                      f"{len(shape) + 1}")
+    return astype(moveaxis(result, 0, axis), dtype)
