@@ -1504,3 +1504,14 @@ def test_logspace_and_geomspace_along_any_axis_of_array_bounds():
     assert_matches(jnp.logspace(0, 3, 4, dtype=jnp.int32), [1, 10, 100, 1000], I32)
     with pytest.raises(ValueError, match="cannot include zero"):
         jnp.geomspace(np.array([1.0, 0.0]), 4.0, 3)
+
+
+def test_trim_zeros_of_n_dimensional_arrays_along_chosen_axes():
+    x = np.array([[0, 0, 0, 0], [0, 1, 2, 0], [0, 3, 0, 0], [0, 0, 0, 0]], np.float32)
+    for kw in [{}, dict(trim="f"), dict(trim="b", axis=0), dict(axis=-1)]:
+        assert_matches(jnp.trim_zeros(x, **kw), np.trim_zeros(x, **kw), F32)
+    assert_matches(jnp.trim_zeros(x, axis=(0, 1)), [[1, 2], [3, 0]], F32)
+    assert jnp.trim_zeros(np.zeros((2, 3))).shape == (0, 0)
+    assert jnp.trim_zeros(np.float32(0)).shape == ()
+    with pytest.raises(shardc.errors.ConcretizationTypeError):
+        shardc.jit(jnp.trim_zeros)(x)

@@ -346,19 +346,33 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0):
     return elementwise_where(reshape(valid, shape), taken, convert(fill_value, dtype_of(a)))
 
 
-def trim_zeros(filt, trim="fb"):
-    """``filt`` (1-D) without its leading (``'f'``) and trailing (``'b'``) zeros; needs a
-    concrete array (the result's length depends on the values)."""
+def trim_zeros(filt, trim="fb", axis=None):
+    """``filt`` without its leading (``'f'``) and trailing (``'b'``) zeros along each axis in
+    ``axis`` (all of them when None): along an axis, the slices holding only zeros at either
+    end are cut (all of them when every element is zero). Needs a concrete array (the
+    result's shape depends on the values)."""
     filt = as_array(filt)
-    if len(shape_of(filt)) != 1:
-        raise ValueError(f"trim_zeros: filt must be 1-D, got shape {shape_of(filt)}")
-    nonzero_at = np.asarray(not_equal(filt, 0)) if not isinstance(filt, Tracer) else None
-    if nonzero_at is None:
-        raise ConcretizationTypeError("jnp.trim_zeros: the length of the result depends on the "
-                                      "values, which are traced here")
-    found = np.flatnonzero(nonzero_at)
-    if found.size == 0:
-        return filt[:0]
-    start = int(found[0]) if "f" in trim.lower() else 0
-    stop = int(found[-1]) + 1 if "b" in trim.lower() else shape_of(filt)[0]
-    return filt[start:stop]
+    known = value_if_known(filt)
+    if isinstance(known, Tracer):
+        raise ConcretizationTypeError("jnp.trim_zeros: the shape of the result depends on the "
+                                      "values, which are traced here (Error arose in the "
+                                      "`filt` argument of trim_zeros())")
+    ndim = len(shape_of(filt))
+    axes = range(ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
+    axes = {canonical_axis(a, ndim) for a in axes}
+    trim = trim.lower()
+    if not axes or ("f" not in trim and "b" not in trim):
+        return filt
+    nonzero_at = np.asarray(known) != 0
+    index = []
+    for ax in range(ndim):
+        if ax not in axes:
+            index.append(slice(None))
+            continue
+        found = np.flatnonzero(nonzero_at.any(axis=tuple(a for a in range(ndim) if a != ax)))
+        if found.size == 0:
+            index.append(slice(0, 0))
+            continue
+        index.append(slice(int(found[0]) if "f" in trim else None,
+                           int(found[-1]) + 1 if "b" in trim else None))
+    return filt[tuple(index)]
