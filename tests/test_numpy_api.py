@@ -1515,3 +1515,10 @@ def test_trim_zeros_of_n_dimensional_arrays_along_chosen_axes():
     assert jnp.trim_zeros(np.float32(0)).shape == ()
     with pytest.raises(shardc.errors.ConcretizationTypeError):
         shardc.jit(jnp.trim_zeros)(x)
+
+
+def test_size_along_a_tuple_of_axes():
+    x = jnp.zeros((2, 3, 4))
+    assert (jnp.size(x, (0, 2)), jnp.size(x, ()), jnp.size(x, [-1]), jnp.size(x, 1)) == (8, 1, 4, 3)
+    with pytest.raises(ValueError, match="repeated axis"):
+        jnp.size(x, (1, -2))

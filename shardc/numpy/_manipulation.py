@@ -741,10 +741,16 @@ def shape(a) -> tuple:
 
 
 def size(a, axis=None) -> int:
-    """Number of elements of ``a`` (along ``axis`` when given)."""
+    """Number of elements of ``a`` (along ``axis``, an int or a sequence of distinct axes, when
+    given)."""
     s = shape(a)
     if axis is None:
         return int(np.prod(s, dtype=np.int64))
+    if isinstance(axis, (tuple, list)):
+        axes = tuple(canonical_axis(ax, len(s)) for ax in axis)
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"repeated axis: {axes}")
+        return int(np.prod([s[ax] for ax in axes], dtype=np.int64))
     return s[canonical_axis(axis, len(s))]
 
 
