@@ -1522,3 +1522,24 @@ def test_size_along_a_tuple_of_axes():
     assert (jnp.size(x, (0, 2)), jnp.size(x, ()), jnp.size(x, [-1]), jnp.size(x, 1)) == (8, 1, 4, 3)
     with pytest.raises(ValueError, match="repeated axis"):
         jnp.size(x, (1, -2))
+
+
+def test_take_along_axis_wrap_negative_indices_and_promise_in_bounds():
+    x = jnp.array([[10, 20, 30], [40, 50, 60]])
+    idx = jnp.array([[-1, -2, 3], [0, 2, -4]])
+    low = np.iinfo(np.int32).min
+    take = jnp.take_along_axis
+    assert take(x, idx, axis=1).tolist() == [[30, 20, low], [40, 60, low]]
+    assert take(x, idx, axis=1, wrap_negative_indices=False).tolist() == \
+        [[low, low, low], [40, 60, low]]
+    assert take(x, idx, axis=1, mode="clip", wrap_negative_indices=False).tolist() == \
+        [[10, 10, 30], [40, 60, 40]]
+    assert take(x, idx, axis=1, mode="one_hot", wrap_negative_indices=False).tolist() == \
+        [[0, 0, 0], [40, 60, 0]]
+    # promise_in_bounds: no wrapping unless asked; in-range indices read their elements
+    assert take(x, idx, axis=1, mode="promise_in_bounds",
+                wrap_negative_indices=True)[:, :2].tolist() == [[30, 20], [40, 60]]
+    assert take(x, jnp.array([[2], [0]]), mode="promise_in_bounds").tolist() == [[30], [40]]
+    assert take(x, jnp.array([[2], [0]])).tolist() == [[30], [40]]        # axis=-1 by default
+    with pytest.raises(ValueError, match="must be 1D if axis=None"):
+        take(x, idx, axis=None)

@@ -35,10 +35,11 @@ __all__ = [
 ]
 
 
-def _along_axis_positions(arr_shape, indices, axis, drop=False):
+def _along_axis_positions(arr_shape, indices, axis, drop=False, wrap=True):
     """Flat positions in an array of ``arr_shape`` (broadcast) of ``indices`` along ``axis``,
-    with the result shape; negative indices count from the end, others are clamped (with
-    ``drop``, an out-of-range one is a position past the end, which a scatter skips)."""
+    with the result shape; negative indices count from the end (with ``wrap``; else they are
+    out of range), others are clamped (with ``drop``, an out-of-range one is a position past
+    the end, which a scatter skips)."""
     idx_shape = shape_of(indices)
     if len(idx_shape) != len(arr_shape):
         raise ValueError(f"indices and arr must have the same number of dimensions; got "
@@ -49,7 +50,8 @@ def _along_axis_positions(arr_shape, indices, axis, drop=False):
     full_shape = rest[:axis] + (arr_shape[axis],) + rest[axis + 1:]
     n = arr_shape[axis]
     indices = broadcast_to(convert(indices, _dt.int_), out_shape)
-    indices = where(less(indices, 0), add(indices, n), indices)
+    if wrap:
+        indices = where(less(indices, 0), add(indices, n), indices)
     outside = logical_or(less(indices, 0), greater_equal(indices, n)) if drop else None
     indices = clip(indices, 0, max(n - 1, 0))
     strides = [int(np.prod(full_shape[d + 1:], dtype=np.int64)) for d in range(len(full_shape))]
@@ -73,30 +75,38 @@ def _invalid_value(dtype):
     return info.min if info.min < 0 else info.max
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
+                    wrap_negative_indices=None):
     """Elements of ``arr`` at ``indices`` along ``axis`` (other axes broadcast), as numpy's.
 
-    Negative indices count from the end. Out-of-range ones read ``fill_value`` (default: NaN,
-    the most negative integer, True) in JAX's default ``mode='fill'``, the nearest element with
-    ``mode='clip'``, and zero with ``mode='one_hot'``, which, as JAX's, takes each element as
-    the dot product of the index's one-hot row with ``arr`` along ``axis`` (so an infinity or
-    NaN anywhere along it makes the element NaN).
+    Negative indices count from the end unless ``wrap_negative_indices`` is False (its default
+    is True except with ``mode='promise_in_bounds'``, as JAX's); then they are out of range.
+    Out-of-range ones read ``fill_value`` (default: NaN, the most negative integer, True) in
+    JAX's default ``mode='fill'``, the nearest element with ``mode='clip'`` (and with
+    ``'promise_in_bounds'``, which leaves them undefined), and zero with ``mode='one_hot'``,
+    which, as JAX's, takes each element as the dot product of the index's one-hot row with
+    ``arr`` along ``axis`` (so an infinity or NaN anywhere along it makes the element NaN).
 
     >>> x = jnp.array([[3, 1], [0, 2]])
     >>> jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1)      # [[1, 3], [0, 2]]
     """
-    if mode not in (None, "fill", "clip", "one_hot"):
+    if mode not in (None, "fill", "clip", "one_hot", "promise_in_bounds"):
         raise ValueError(f'Unknown gather mode "{mode}"')
+    wrap = mode != "promise_in_bounds" if wrap_negative_indices is None \
+        else bool(wrap_negative_indices)
     arr = as_array(arr)
     indices = as_array(indices)
     if not _dt.is_int(dtype_of(indices)):
         raise TypeError(f"take_along_axis indices must be of integer type, got "
                         f"{dtype_of(indices)}")
     if axis is None:
-        arr, indices, axis = ravel(arr), ravel(indices), 0
+        if len(shape_of(indices)) != 1:
+            raise ValueError(f"take_along_axis indices must be 1D if axis=None, got shape "
+                             f"{shape_of(indices)}")
+        arr, axis = ravel(arr), 0
     axis = canonical_axis(axis, len(shape_of(arr)))
     if mode == "one_hot":
-        return _one_hot_along_axis(arr, indices, axis)
+        return _one_hot_along_axis(arr, indices, axis, wrap)
     typed = _along_axis_sharding(arr, indices, axis)
     if typed is not None:
         # the operand gathered whole, the result split as JAX's batched gather splits it
@@ -104,16 +114,17 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
         arr = constrain(arr, typed.with_spec(()))
         if aval_of(indices).type_sharding is not None:
             indices = constrain(indices, typed.with_spec(()))
-    flat, out_shape, full_shape = _along_axis_positions(shape_of(arr), indices, axis)
+    flat, out_shape, full_shape = _along_axis_positions(shape_of(arr), indices, axis,
+                                                        wrap=wrap)
     source = ravel(broadcast_to(arr, full_shape))
     taken = bind(p.gather_p, source, flat, axis=0)
     if typed is not None:
         taken = constrain(taken, typed)
-    if mode == "clip":
+    if mode in ("clip", "promise_in_bounds"):
         return taken
     n = shape_of(arr)[axis]
     wanted = broadcast_to(convert(indices, _dt.int_), out_shape)
-    inside = logical_and(greater_equal(wanted, -n), less(wanted, n))
+    inside = logical_and(greater_equal(wanted, -n if wrap else 0), less(wanted, n))
     if typed is not None:
         inside = constrain(inside, typed)
     fill = _invalid_value(dtype_of(arr)) if fill_value is None else fill_value
@@ -134,16 +145,17 @@ def _along_axis_sharding(arr, indices, axis: int):
     return named_sharding(aval).with_spec(partitions(tuple(spec)))
 
 
-def _one_hot_along_axis(arr, indices, axis: int):
+def _one_hot_along_axis(arr, indices, axis: int, wrap: bool):
     """``take_along_axis(..., mode='one_hot')``: ``sum_z onehot(index)[z] * arr[z]`` along
-    ``axis`` (negative indices wrapped once; out of range, a row of zeros)."""
+    ``axis`` (negative indices wrapped once with ``wrap``; out of range, a row of zeros)."""
     n = shape_of(arr)[axis]
     if len(shape_of(indices)) != len(shape_of(arr)):
         raise ValueError("indices and arr must have the same number of dimensions; "
                          f"{len(shape_of(indices))} vs. {len(shape_of(arr))}")
     dtype = dtype_of(arr)
     wanted = convert(indices, _dt.int_)
-    wanted = where(less(wanted, 0), add(wanted, n), wanted)
+    if wrap:
+        wanted = where(less(wanted, 0), add(wanted, n), wanted)
     hot = convert(equal(expand_dims(wanted, -1),
                         iota_along(shape_of(wanted) + (n,), len(shape_of(wanted)))), dtype)
     along = expand_dims(moveaxis(arr, axis, -1), axis)     # [..., 1 (the index), ..., n]
