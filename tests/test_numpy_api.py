@@ -1543,3 +1543,18 @@ def test_take_along_axis_wrap_negative_indices_and_promise_in_bounds():
     assert take(x, jnp.array([[2], [0]])).tolist() == [[30], [40]]        # axis=-1 by default
     with pytest.raises(ValueError, match="must be 1D if axis=None"):
         take(x, idx, axis=None)
+
+
+def test_reshape_and_ravel_in_column_major_order():
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    for shape in [(6, 4), (4, 6), (24,), (2, 2, 6), (-1, 2)]:
+        assert_matches(jnp.reshape(x, shape, order="F"), np.reshape(x, shape, order="F"), I32)
+    assert_matches(jnp.ravel(x, order="F"), np.ravel(x, order="F"), I32)
+    traced = shardc.jit(lambda a: a.reshape(4, 6, order="F"))(x)
+    assert_matches(traced, x.reshape(4, 6, order="F"), I32)
+    with pytest.raises(NotImplementedError, match="order=A"):
+        jnp.reshape(jnp.asarray(x), (24,), order="A")
+    with pytest.raises(ValueError, match="Unexpected value for 'order'"):
+        jnp.reshape(jnp.asarray(x), (24,), order="Q")
+    with pytest.raises(NotImplementedError, match="order='K'"):
+        jnp.ravel(x, order="K")

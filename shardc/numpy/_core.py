@@ -659,10 +659,11 @@ def _resolve_shape(old: tuple, shape) -> tuple:
 
 
 def reshape(x, *shape, order="C", out_sharding=None, copy=None, **kwargs):
-    """Reshape ``x`` (row-major) to ``shape`` (given by position, or as ``shape=`` as JAX's
-    signature names it); one entry may be -1. ``out_sharding``: the result's split (on
-    Explicit axes any reshape may name one; JAX's rule types the others). ``copy`` changes
-    nothing: arrays are immutable.
+    """Reshape ``x`` to ``shape`` (given by position, or as ``shape=`` as JAX's signature names
+    it), its elements read and placed in row-major order (``'C'``) or column-major (``'F'``:
+    the reversed reshape of the transpose, transposed, as JAX's); one entry may be -1.
+    ``out_sharding``: the result's split (on Explicit axes any reshape may name one; JAX's
+    rule types the others). ``copy`` changes nothing: arrays are immutable.
 
     >>> jnp.arange(6).reshape(2, -1).shape
     (2, 3)
@@ -673,14 +674,21 @@ def reshape(x, *shape, order="C", out_sharding=None, copy=None, **kwargs):
         shape = (kwargs.pop("shape"),)
     if kwargs:
         raise TypeError(f"reshape() got an unexpected keyword argument {next(iter(kwargs))!r}")
-    if order != "C":
-        raise NotImplementedError("reshape: only order='C' is supported")
+    if order == "A":
+        raise NotImplementedError("np.reshape order=A is not implemented.")
+    if order not in ("C", "F"):
+        raise ValueError(f"Unexpected value for 'order' argument: {order}.")
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
         shape = shape[0]
     if (rule := key_array_rule("reshape", x)) is not None:
         return rule(x, shape)
     x = as_array(x)
     new = _resolve_shape(shape_of(x), shape)
+    if order == "F" and len(new) + ndim_of(x) > 2:
+        backwards = bind(p.transpose_p, x, permutation=tuple(range(ndim_of(x)))[::-1])
+        backwards = reshape(backwards, new[::-1])
+        return reshape(bind(p.transpose_p, backwards, permutation=tuple(range(len(new)))[::-1]),
+                       new, out_sharding=out_sharding)
     if out_sharding is not None:
         return typed_reshape(x, new, out_sharding, "reshape")
     if shape_of(x) == new:
@@ -700,7 +708,9 @@ def typed_reshape(x, new, out_sharding, name: str):
 
 
 def ravel(x, order="C", *, out_sharding=None):
-    """``x`` flattened to one dimension (row-major)."""
+    """``x`` flattened to one dimension (row-major, or column-major with ``order='F'``)."""
+    if order == "K":
+        raise NotImplementedError("Ravel not implemented for order='K'.")
     return reshape(x, (-1,), order=order, out_sharding=out_sharding)
 
 
