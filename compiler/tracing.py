@@ -647,13 +647,20 @@ class Tracer:
         return np.asarray(self.concrete_value("conversion in item()",
                                               ConcretizationTypeError)).item(*args)
 
-    # a traced value's elements are never Python's (as JAX's tracers: even one whose value
-    # is known now)
+    # a traced value's elements are Python's only where JAX hands the value to Python as an
+    # array (``_known_exact``); else JAX's error naming the method
     def tolist(self):
-        raise self._method_error("tolist")
+        return self._host_value("tolist").tolist()
 
     def tobytes(self, order="C"):
-        raise self._method_error("tobytes")
+        return self._host_value("tobytes").tobytes(order)
+
+    def _host_value(self, method: str) -> np.ndarray:
+        try:
+            return np.asarray(self._known_exact(f"conversion in {method}()",
+                                                ConcretizationTypeError))
+        except ConcretizationTypeError:
+            raise self._method_error(method) from None
 
     def _method_error(self, method: str):
         shape = self.aval.str_long(self._axis_order(), short=True)
