@@ -1558,3 +1558,25 @@ def test_reshape_and_ravel_in_column_major_order():
         jnp.reshape(jnp.asarray(x), (24,), order="Q")
     with pytest.raises(NotImplementedError, match="order='K'"):
         jnp.ravel(x, order="K")
+
+
+def test_roll_by_traced_shifts_along_several_axes():
+    x = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
+    cases = [(3, None), ((1, 2), (0, -1)), ((4, 2, 5, 5, 2, 4), None), (2, (0, 1, 2)),
+             ((1, -1), 2), (-7, -1)]
+    for shift, axis in cases:
+        want = np.roll(x, shift, axis=axis)
+        assert_matches(jnp.roll(x, shift, axis=axis), want, I32)
+        traced = shardc.jit(lambda v, s: jnp.roll(v, s, axis=axis))(x, np.array(shift))
+        assert_matches(traced, want, I32)
+    empty = shardc.jit(lambda v, s: jnp.roll(v, s, (0, 2)))(np.zeros((7, 4, 0)), np.array((1, 2)))
+    assert empty.shape == (7, 4, 0)
+    with pytest.raises(ValueError, match="must be scalars or 1D arrays"):
+        shardc.jit(lambda v, s: jnp.roll(v, s, (0, 1)))(x, np.ones((2, 2), np.int32))
+
+
+def test_rollaxis_with_a_negative_start_counts_from_the_end():
+    x = np.zeros((1, 2, 3, 4))
+    for axis in (-3, 0, 2, 3):
+        for start in (-4, -1, 2, 4):
+            assert jnp.rollaxis(x, axis, start).shape == np.rollaxis(x, axis, start).shape

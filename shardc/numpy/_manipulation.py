@@ -406,30 +406,51 @@ def flip(x, axis=None):
 
 
 def roll(x, shift, axis=None):
-    """``x`` rotated by ``shift`` positions along ``axis`` (sequences: each along its own)."""
+    """``x`` rotated by ``shift`` positions along ``axis`` (flattened when None); a sequence
+    of shifts or of axes rolls each along its own (broadcast against each other, as JAX's;
+    shifts of one axis add up). Shifts may be traced: then each roll is a dynamic slice of
+    the axis doubled."""
     x = as_array(x)                     # an array even where nothing moves (as JAX's)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), shape_of(x))
-    if not isinstance(axis, int) or (not isinstance(shift, Tracer)
-                                     and np.ndim(shift) > 0):
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
-        shifts = np.broadcast_to(np.asarray(shift), (len(axes),)) if np.ndim(shift) <= 1 \
-            else np.asarray(shift)
-        for a, k in zip(axes, shifts):
-            x = roll(x, int(k), a)
-        return x
     shape = shape_of(x)
-    axis = canonical_axis(axis, len(shape))
-    n = shape[axis]
-    if isinstance(shift, Tracer):
-        doubled = concatenate([x, x], axis)
-        start = remainder(subtract(n, shift), n)
-        return _dynamic_slice_axis(doubled, axis, start, n)
-    shift = int(shift) % n if n else 0
-    if shift == 0:
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(canonical_axis(a, len(shape)) for a in axes)
+    known = value_if_known(shift)
+    if isinstance(known, (list, tuple)) and \
+            builtins.any(isinstance(value_if_known(k), Tracer) for k in known):
+        known = as_array(shift)
+    if isinstance(known, Tracer):
+        shifts = as_array(shift)
+        both = broadcast_shapes_of(shape_of(shifts), (len(axes),))
+        if len(both) != 1:
+            raise ValueError("'shift' and 'axis' arguments to roll must be scalars or 1D "
+                             "arrays")
+        shifts = broadcast_to(shifts, both)
+        for k, a in zip(range(both[0]), np.broadcast_to(np.asarray(axes), both)):
+            x = _roll_traced(x, shifts[k], int(a))
         return x
-    return concatenate([slice_axis(x, axis, n - shift, n), slice_axis(x, axis, 0, n - shift)],
-                       axis)
+    shifts = np.asarray(known)
+    if shifts.ndim > 1:
+        raise TypeError(f"roll: shift must be an integer or a sequence of them, got shape "
+                        f"{shifts.shape}")
+    for a, k in zip(*np.broadcast_arrays(np.asarray(axes), shifts.astype(np.int64))):
+        n = shape[a]
+        k = int(k) % n if n else 0
+        if k:
+            x = concatenate([slice_axis(x, a, n - k, n), slice_axis(x, a, 0, n - k)], a)
+    return x
+
+
+def _roll_traced(x, shift, axis):
+    """``x`` rolled by a traced ``shift`` along ``axis``: the axis doubled, sliced from
+    ``n - shift mod n``."""
+    n = shape_of(x)[axis]
+    if n == 0:
+        return x
+    doubled = concatenate([x, x], axis)
+    start = remainder(subtract(n, remainder(convert(shift, _dt.int_), n)), n)
+    return _dynamic_slice_axis(doubled, axis, start, n)
 
 
 def _dynamic_slice_axis(x, axis, start, size):
@@ -702,7 +723,7 @@ def rollaxis(a, axis, start=0):
     if not -n <= start <= n:
         raise np.exceptions.AxisError(f"start={start} is out of bounds for an array of "
                                       f"dimension {n}")
-    start = start % (n + 1) if start < 0 else start
+    start = start + n if start < 0 else start
     if axis < start:
         start -= 1
     if axis == start:
