@@ -1134,8 +1134,8 @@ def test_pad_modes_differentiate_and_refuse_what_they_lack():
         want[index] = ((np.pad(up, ((1, 2), (2, 1)), mode="reflect") ** 2).sum()
                        - (np.pad(down, ((1, 2), (2, 1)), mode="reflect") ** 2).sum()) / (2 * eps)
     np.testing.assert_allclose(np.asarray(grad), want, rtol=1e-3)
-    with pytest.raises(NotImplementedError, match="mode='median' is not supported"):
-        jnp.pad(_R[0], 1, mode="median")
+    with pytest.raises(NotImplementedError, match="Unimplemented padding mode 'foo'"):
+        jnp.pad(_R[0], 1, mode="foo")
     with pytest.raises(ValueError, match="unsupported keyword arguments for mode 'edge'"):
         jnp.pad(_R[0], 1, mode="edge", end_values=3)
 
@@ -1580,3 +1580,46 @@ def test_rollaxis_with_a_negative_start_counts_from_the_end():
     for axis in (-3, 0, 2, 3):
         for start in (-4, -1, 2, 4):
             assert jnp.rollaxis(x, axis, start).shape == np.rollaxis(x, axis, start).shape
+
+
+def test_pad_statistics_over_stat_length_and_the_median():
+    x = np.array([[3., 1., 4., 1.], [5., 9., 2., 6.], [5., 3., 5., 8.]], np.float32)
+    xi = (x * 3).astype(np.int32)           # integer means and medians round halves to even
+    for mode in ("maximum", "minimum", "mean", "median"):
+        for stat_length in (None, 2, (1, 3), ((1, 2), (3, 1)), 10):
+            for a, dtype in ((x, F32), (xi, I32)):
+                want = np.pad(a, ((2, 1), (1, 3)), mode=mode, stat_length=stat_length)
+                got = jnp.pad(a, ((2, 1), (1, 3)), mode=mode, stat_length=stat_length)
+                assert_matches(got, want, dtype)
+    with pytest.raises(ValueError, match="stat_length of 0"):
+        jnp.pad(x, 1, "mean", stat_length=0)
+    assert jnp.pad(jnp.array(1.0)[None], 0, mode="median").weak_type
+
+
+def test_pad_odd_reflections_and_a_function_as_the_mode():
+    x = np.array([[3., 1., 4., 1.], [5., 9., 2., 6.], [5., 3., 5., 8.]], np.float32)
+    for mode in ("reflect", "symmetric"):
+        for width in (1, (2, 3), 7, ((0, 5), (9, 2))):
+            for a in (x, (x * 3).astype(np.int32), x[:1], x[:, :1]):
+                want = np.pad(a, width, mode=mode, reflect_type="odd")
+                assert_matches(jnp.pad(a, width, mode=mode, reflect_type="odd"), want, want.dtype)
+                traced = shardc.jit(lambda v: jnp.pad(v, width, mode=mode, reflect_type="odd"))
+                assert_matches(traced(a), want, want.dtype)
+
+    def fill(vector, width, axis, kwargs):
+        value = kwargs.get("padder", 10)
+        vector = vector.at[:width[0]].set(value)
+        return vector.at[vector.shape[0] - width[1]:].set(value)
+
+    def np_fill(vector, width, axis, kwargs):
+        vector[:width[0]] = kwargs.get("padder", 10)
+        vector[vector.shape[0] - width[1]:] = kwargs.get("padder", 10)
+
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    widths = ((1, 0), (0, 2), (1, 1))
+    assert_matches(jnp.pad(a, widths, fill, padder=100), np.pad(a, widths, np_fill, padder=100),
+                   I32)
+    assert_matches(shardc.jit(lambda v: jnp.pad(v, 2, fill))(a), np.pad(a, 2, np_fill), I32)
+    for mode in (1, None, "foo"):
+        with pytest.raises(NotImplementedError, match=f"Unimplemented padding mode '{mode}'"):
+            jnp.pad(np.arange(3), 1, mode)

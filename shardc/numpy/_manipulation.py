@@ -19,7 +19,8 @@ from ir.sharding import ShardingTypeError
 from ir.sharding_rules import kept_if_divisible, named_sharding, partitions
 from runtime.array import Array
 from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, less_equal,
-                                      logical_and, logical_or, remainder, subtract, where)
+                                      logical_and, logical_or, multiply, remainder, subtract,
+                                      where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
                                 expand_dims, full, key_array_rule, ndim_of, ravel, reshape,
@@ -202,9 +203,13 @@ def pad(array, pad_width, mode="constant", **kwargs):
 
     - ``'constant'`` (``constant_values``: one value, or one per side of each axis);
     - ``'edge'``, ``'reflect'``, ``'symmetric'``, ``'wrap'``: copies of the array's own
-      elements (one gather per axis, axes in turn, so corners are numpy's);
-    - ``'linear_ramp'`` (``end_values``), ``'maximum'``, ``'minimum'`` and ``'mean'`` (over
-      the whole axis), ``'empty'`` (zeros). Not ``'median'``, ``stat_length`` or callables.
+      elements (axes in turn, so corners are numpy's); ``reflect_type='odd'`` reflects
+      about the edge element (``2 * edge - x``);
+    - ``'linear_ramp'`` (``end_values``), ``'maximum'``, ``'minimum'``, ``'mean'`` and
+      ``'median'`` (over the whole axis, or ``stat_length`` elements at each end),
+      ``'empty'`` (zeros);
+    - a function ``mode(vector, pad_width, axis, kwargs)``: as JAX's, it is given each 1-D
+      slice along each axis in turn, zero-padded, and returns it filled.
 
     ``jnp.pad(jnp.ones(2), (1, 0))`` is ``[0., 1., 1.]``.
     """
@@ -214,22 +219,71 @@ def pad(array, pad_width, mode="constant", **kwargs):
                              (len(shape), 2))
     if (widths < 0).any():
         raise ValueError(f"jnp.pad: pad_width must be non-negative, got {pad_width}")
+    if callable(mode):
+        return _pad_function(x, widths, mode, kwargs)
     allowed = {"constant": {"constant_values"}, "linear_ramp": {"end_values"},
                "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}}
     if not isinstance(mode, str) or mode not in _PAD_MODES:
-        raise NotImplementedError(f"jnp.pad: mode={mode!r} is not supported by shardc; the "
-                                  f"modes are {sorted(_PAD_MODES)}")
+        raise NotImplementedError(f"Unimplemented padding mode '{mode}' for np.pad.")
     unknown = set(kwargs) - allowed.get(mode, {"stat_length"} if mode in _STATS else set())
     if unknown:
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unknown}")
-    if kwargs.get("stat_length") is not None or kwargs.get("reflect_type", "even") != "even":
-        raise NotImplementedError("jnp.pad: stat_length and reflect_type='odd' are not "
-                                  "supported by shardc")
+    if kwargs.get("reflect_type", "even") not in ("even", "odd"):
+        raise ValueError(f"jnp.pad: reflect_type must be 'even' or 'odd', got "
+                         f"{kwargs['reflect_type']!r}")
+    if not shape:
+        return x
     if mode in ("constant", "empty"):
         return _pad_constant(x, widths, kwargs.get("constant_values", 0))
+    if mode in _STATS and kwargs.get("stat_length") is not None:
+        kwargs = dict(kwargs, stat_length=np.broadcast_to(
+            np.asarray(known_nested(kwargs["stat_length"]), dtype=np.int64), (len(shape), 2)))
     for axis, (before, after) in enumerate(widths.tolist()):
         if before or after:
-            x = _PAD_MODES[mode](x, axis, before, after, kwargs)
+            if mode in ("reflect", "symmetric") and kwargs.get("reflect_type") == "odd":
+                x = _reflect_odd(x, axis, before, after, mode)
+            else:
+                x = _PAD_MODES[mode](x, axis, before, after, kwargs)
+    return x
+
+
+def _pad_function(x, widths, function, kwargs):
+    """``pad`` with a function as the mode (JAX's): zero-padded, then each axis's 1-D slices
+    handed to ``function(vector, (before, after), axis, kwargs)`` in turn."""
+    from shardc.numpy._functional import apply_along_axis
+    padded = _pad_constant(x, widths, 0)
+    for axis in range(ndim_of(padded)):
+        padded = apply_along_axis(function, axis, padded, tuple(widths[axis].tolist()), axis,
+                                  kwargs)
+    return padded
+
+
+def _reflect_odd(x, axis, before, after, mode):
+    """``x`` padded along ``axis`` by reflection with ``reflect_type='odd'``: each reflected
+    piece (at most the axis's length at a time, as numpy's) is ``2 * edge - x`` about the
+    element at the end it grows from (JAX's loop)."""
+    n = shape_of(x)[axis]
+    if n == 0:
+        raise ValueError("can't extend empty axis using modes other than 'constant' or "
+                         "'empty'")
+    offset = 1 if mode == "reflect" and n > 1 else 0
+    for width, at_start in ((before, True), (after, False)):
+        edge = slice_axis(x, axis, 0, 1) if at_start else \
+            slice_axis(x, axis, shape_of(x)[axis] - 1, shape_of(x)[axis])
+        while width > 0:
+            size = shape_of(x)[axis]
+            piece = min(width, n - offset)
+            width -= piece
+            if at_start:
+                chunk = slice_axis(x, axis, offset, offset + piece)
+            else:
+                stop = size if mode == "symmetric" or n == 1 else size - 1
+                chunk = slice_axis(x, axis, stop - piece, stop)
+            chunk = subtract(multiply(2, edge), flip(chunk, axis))
+            if n > 1:
+                edge = slice_axis(chunk, axis, 0, 1) if at_start else \
+                    slice_axis(chunk, axis, piece - 1, piece)
+            x = concatenate([chunk, x] if at_start else [x, chunk], axis)
     return x
 
 
@@ -310,17 +364,42 @@ def _linear_ramp(x, axis, before, after, kwargs):
 
 
 def _statistic(reduce):
-    def pad_axis(x, axis, before, after, _):
-        stat = reduce(x, axis=axis, keepdims=True)
-        if _dt.is_int(dtype_of(x)) and _dt.is_inexact(dtype_of(stat)):
-            stat = bind(p.round_p, stat)      # an integer mean rounds (halves away from 0)
-        stat = convert(stat, dtype_of(x))
+    """A mode padding each side with a statistic (``reduce``) of the whole axis, or of the
+    ``stat_length`` elements at that side's end (numpy's)."""
+    def pad_axis(x, axis, before, after, kwargs):
+        n = shape_of(x)[axis]
+        lengths = kwargs.get("stat_length")
+        if lengths is None:
+            stats = [reduce(x, axis=axis, keepdims=True)] * 2
+        else:
+            first, last = (int(k) for k in lengths[axis])
+            if first == 0 or last == 0:
+                raise ValueError("stat_length of 0 yields no value for padding")
+            first, last = builtins.min(first, n), builtins.min(last, n)
+            stats = [reduce(slice_axis(x, axis, 0, first), axis=axis, keepdims=True),
+                     reduce(slice_axis(x, axis, n - last, n), axis=axis, keepdims=True)]
+        stats = [_as_padding(stat, dtype_of(x)) for stat in stats]
         return _with_sides(x, axis, before, after,
-                           lambda width, side: broadcast_to(stat, _side(x, axis, width)))
+                           lambda width, side: broadcast_to(stats[side],
+                                                            _side(x, axis, width)))
     return pad_axis
 
 
-_STATS = ("maximum", "minimum", "mean")
+def _as_padding(stat, dtype):
+    """A statistic as padding of ``dtype``: an integer array's mean or median rounded, halves
+    to even (numpy's and JAX's ``round``)."""
+    from shardc.numpy._ufuncs import round as round_even
+    if _dt.is_int(dtype) and _dt.is_inexact(dtype_of(stat)):
+        stat = round_even(stat)
+    return convert(stat, dtype)
+
+
+def _median(x, axis, keepdims):
+    from shardc.numpy._statistics import median
+    return median(x, axis=axis, keepdims=keepdims)
+
+
+_STATS = ("maximum", "minimum", "mean", "median")
 _PAD_MODES = {
     "constant": None, "empty": None,
     "edge": _pad_by_index(lambda j, n: np.clip(j, 0, n - 1)),
@@ -331,6 +410,7 @@ _PAD_MODES = {
     "maximum": _statistic(reduce_max),
     "minimum": _statistic(reduce_min),
     "mean": _statistic(reduce_mean),
+    "median": _statistic(_median),
 }
 
 
