@@ -1623,3 +1623,27 @@ def test_pad_odd_reflections_and_a_function_as_the_mode():
     for mode in (1, None, "foo"):
         with pytest.raises(NotImplementedError, match=f"Unimplemented padding mode '{mode}'"):
             jnp.pad(np.arange(3), 1, mode)
+
+
+def test_polyfit_full_and_covariance_results():
+    rng = np.random.RandomState(0)
+    x, y = rng.randn(12).astype(np.float32), rng.randn(12).astype(np.float32)
+    ys, w = rng.randn(12, 3).astype(np.float32), np.abs(rng.randn(12)).astype(np.float32)
+    for target in (y, ys):
+        for kw in (dict(full=True), dict(full=True, w=w, rcond=1e-3)):
+            coefficients, _, rank, singular, rcond = jnp.polyfit(x, target, 2, **kw)
+            want = np.polyfit(x, target, 2, **kw)
+            np.testing.assert_allclose(np.asarray(coefficients), want[0], rtol=1e-3, atol=1e-4)
+            assert int(rank) == want[2]
+            np.testing.assert_allclose(np.asarray(singular), want[3], rtol=1e-4)
+            assert float(rcond) == pytest.approx(want[4])
+        for kw in (dict(cov=True), dict(cov="unscaled"), dict(cov=True, w=w)):
+            coefficients, covariance = jnp.polyfit(x, target, 2, **kw)
+            want = np.polyfit(x, target, 2, **kw)
+            assert covariance.shape == want[1].shape
+            np.testing.assert_allclose(np.asarray(covariance), want[1], rtol=1e-3, atol=1e-5)
+    traced = shardc.jit(lambda a, b: jnp.polyfit(a, b, 2, cov=True))(x, y)
+    np.testing.assert_allclose(np.asarray(traced[1]), np.polyfit(x, y, 2, cov=True)[1],
+                               rtol=1e-3, atol=1e-5)
+    with pytest.raises(ValueError, match="must exceed order"):
+        jnp.polyfit(x[:3], y[:3], 2, cov=True)

@@ -14,10 +14,10 @@ from shardc.numpy._creation import eye
 from shardc.numpy._core import (as_array, as_inexact, asarray, broadcast_to, concatenate, convert,
                                 dtype_of, ndim_of, ones, promote, reshape, shape_of, stack, zeros,
                                 zeros_like)
-from shardc.numpy._manipulation import flip, pad
-from shardc.numpy._products import outer
+from shardc.numpy._manipulation import flip, pad, transpose
+from shardc.numpy._products import matmul, outer
 from shardc.numpy._reductions import cumprod, sum
-from shardc.numpy.linalg import eigvals
+from shardc.numpy.linalg import eigvals, inv, lstsq
 
 __all__ = [
     "vander", "polyval", "polyadd", "polysub", "polymul", "polyder", "polyint", "polydiv", "poly",
@@ -207,10 +207,10 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     """Coefficients (highest power first) of the degree-``deg`` polynomial closest to the
     points ``(x, y)`` in least squares (``y`` may hold several columns; ``w`` weights each
     point). The columns of the Vandermonde matrix are scaled to unit norm first, as numpy
-    does."""
-    if full or cov:
-        raise NotImplementedError("jnp.polyfit: full=True and cov=True need a singular value "
-                                  "decomposition, which shardc does not have")
+    does. ``full=True`` also returns the least-squares residuals, the rank, the singular
+    values and ``rcond`` (as JAX's, from ``linalg.lstsq``); ``cov=True`` (or ``'unscaled'``)
+    also returns the coefficients' covariance matrix (scaled by the residual variance unless
+    ``'unscaled'``), one per column of ``y``."""
     deg = int(deg)
     if deg < 0:
         raise ValueError("expected deg >= 0")
@@ -229,5 +229,34 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         lhs, rhs = lhs * w[:, None], rhs * w[:, None]
     scale = sqrt(sum(lhs * lhs, axis=0))
     scale = where(equal(scale, 0), 1.0, scale)
+    if full or cov:
+        return _polyfit_with_statistics(x, y, lhs / scale, rhs, scale, deg + 1, rcond, full,
+                                        cov)
     coefficients = _householder_least_squares(lhs / scale, rhs) / scale[:, None]
     return coefficients if len(shape_of(y)) == 2 else coefficients[:, 0]
+
+
+def _polyfit_with_statistics(x, y, lhs, rhs, scale, order, rcond, full, cov):
+    """``polyfit``'s ``full`` and ``cov`` results (JAX's): the scaled least-squares problem
+    solved by ``linalg.lstsq``, whose residuals, rank and singular values ``full`` returns;
+    the covariance is ``inv(lhs^T lhs)`` unscaled, times each column's residual variance."""
+    if rcond is None:
+        rcond = shape_of(x)[0] * float(np.finfo(dtype_of(x)).eps)
+    rcond = float(rcond)
+    coefficients, resids, rank, singular = lstsq(lhs, rhs, rcond)
+    coefficients = coefficients / scale[:, None]
+    if len(shape_of(y)) == 1:
+        coefficients = coefficients[:, 0]
+    if full:
+        return coefficients, resids, rank, singular, asarray(np.asarray(rcond, dtype_of(x)))
+    base = inv(matmul(transpose(lhs), lhs)) / outer(scale, scale)
+    if cov == "unscaled":
+        factor = asarray(np.ones((1,), dtype_of(resids)))
+    else:
+        if shape_of(x)[0] <= order:
+            raise ValueError("the number of data points must exceed order to scale the "
+                             "covariance matrix")
+        factor = resids / (shape_of(x)[0] - order)
+    if len(shape_of(y)) == 1:
+        return coefficients, base * factor[0]
+    return coefficients, base[:, :, None] * factor[None, None, :]
