@@ -1647,3 +1647,18 @@ def test_polyfit_full_and_covariance_results():
                                rtol=1e-3, atol=1e-5)
     with pytest.raises(ValueError, match="must exceed order"):
         jnp.polyfit(x[:3], y[:3], 2, cov=True)
+
+
+def test_unravel_index_keeps_the_indices_dtype_and_takes_a_traced_shape():
+    for dtype in (np.int8, np.int16, np.int32, np.uint8):
+        flat = np.array([0, 5, 11, 12, 40] if dtype == np.uint8 else
+                        [-13, -12, -1, 0, 5, 11, 12, 40]).astype(dtype)
+        clamped = np.clip(flat.astype(np.int64), -12, 11)
+        want = np.unravel_index(np.where(clamped < 0, clamped + 12, clamped), (3, 4))
+        for f in (jnp.unravel_index, shardc.jit(jnp.unravel_index)):  # (3, 4) traced under jit
+            got = f(flat, (3, 4))
+            for g, w in zip(got, want):
+                assert_matches(g, w, dtype)
+    assert jnp.unravel_index(np.array([1]), ()) == ()
+    with pytest.raises(ValueError, match="scalar or 1D sequence"):
+        jnp.unravel_index(np.array([1]), [[2]])

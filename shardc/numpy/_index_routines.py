@@ -15,8 +15,9 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding_rules import gather_error, named_sharding, partitions
 from shardc.dtypes import result_type
-from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, logical_and,
-                                      logical_or, multiply, remainder, subtract, where)
+from shardc.numpy._arithmetic import (add, clip, equal, floor_divide, greater, greater_equal,
+                                      less, logical_and, logical_or, multiply, remainder,
+                                      subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, constrain, convert, dtype_of, expand_dims,
                                 is_array,
@@ -294,17 +295,26 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
 
 
 def unravel_index(indices, shape):
-    """Coordinates (a tuple of int32 arrays) of flat ``indices`` in an array of ``shape``;
+    """Coordinates of flat ``indices`` in an array of ``shape`` (whose sizes may be traced),
+    as JAX computes them: divided by each size in turn from the last, in the indices' dtype;
     negative indices count from the end, out-of-range ones are clamped."""
-    shape = shape_tuple(shape)
     indices = as_array(indices)
     if not _dt.is_int(dtype_of(indices)):
         raise TypeError("only int indices permitted")
-    total = int(np.prod(shape, dtype=np.int64))
-    indices = astype(indices, _dt.int_)
-    indices = where(less(indices, 0), add(indices, total), indices)
-    indices = clip(indices, 0, builtins.max(total - 1, 0))
-    return unravel_positions(indices, shape)
+    try:
+        shape = list(shape)
+    except TypeError:
+        shape = [shape]
+    if builtins.any(np.ndim(s) != 0 for s in shape):
+        raise ValueError("unravel_index: shape should be a scalar or 1D sequence.")
+    coordinates = [0] * len(shape)
+    for k in reversed(range(len(shape))):
+        indices, coordinates[k] = floor_divide(indices, shape[k]), remainder(indices, shape[k])
+    past_end = greater(indices, 0)
+    before_start = None if _dt.is_unsigned(dtype_of(indices)) else less(indices, -1)
+    return tuple(where(past_end, subtract(s, 1),
+                       c if before_start is None else where(before_start, 0, c))
+                 for s, c in zip(shape, coordinates))
 
 
 def fromfunction(function, shape, *, dtype=float, **kwargs):
