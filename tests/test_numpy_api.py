@@ -1662,3 +1662,23 @@ def test_unravel_index_keeps_the_indices_dtype_and_takes_a_traced_shape():
     assert jnp.unravel_index(np.array([1]), ()) == ()
     with pytest.raises(ValueError, match="scalar or 1D sequence"):
         jnp.unravel_index(np.array([1]), [[2]])
+
+
+def test_interp_extrapolates_and_keeps_complex_values_apart_from_real_points():
+    xp, fp = jnp.array([1.0, 2.0, 3.0]), jnp.array([10.0, 20.0, 30.0])
+    x = np.array([0.5, 1.5, 3.5, 3.9], np.float32)
+    for kw, want in [(dict(left="extrapolate"), [5, 15, 30, 30]),
+                     (dict(right="extrapolate"), [10, 15, 35, 39]),
+                     (dict(left=jnp.array(-1.0), right=np.float32(99)), [-1, 15, 99, 99])]:
+        assert_matches(jnp.interp(x, xp, fp, **kw), want, F32)
+        assert_matches(shardc.jit(lambda a: jnp.interp(a, xp, fp, **kw))(x), want, F32)
+    values = np.array([1 + 1j, 2, 3j], np.complex64)
+    got = jnp.interp(np.arange(4), np.array([0, 2, 5]), values, period=2.5)
+    want = np.interp(np.arange(4), np.array([0, 2, 5]), values, period=2.5)
+    assert_matches(got, want, np.complex64)
+    with pytest.raises(ValueError, match="the only valid string value of `left`"):
+        jnp.interp(0.0, jnp.arange(3.0), jnp.arange(3.0), left="interpolate")
+    with pytest.raises(ValueError, match="complex x values not supported"):
+        jnp.interp(1j, 1j * np.arange(3.0), np.arange(3.0))
+    with pytest.raises(ValueError, match="period must be a scalar"):
+        jnp.interp(0.0, jnp.arange(3.0), jnp.arange(3.0), period=np.array([1.0]))

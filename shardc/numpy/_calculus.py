@@ -149,15 +149,25 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
 
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation of the points ``(xp, fp)`` (``xp`` increasing) at ``x``;
-    ``left``/``right`` (default the end values) outside."""
+    outside, ``left``/``right`` (default the end values), or the end pieces extended with
+    ``'extrapolate'``. As JAX's, ``x`` and ``xp`` are promoted together and ``fp`` on its own
+    (real points may carry complex values)."""
+    for name, value in (("left", left), ("right", right)):
+        if isinstance(value, str) and value != "extrapolate":
+            raise ValueError(f"the only valid string value of `{name}` is 'extrapolate', but "
+                             f"got: {value!r}")
     weak = _dt.promotes_weak([dtype_of(v) for v in (x, xp, fp)],
                              [is_weakly_typed(v) for v in (x, xp, fp)])
-    x, xp, fp = as_inexact(x), as_inexact(xp), as_inexact(fp)
-    if len(shape_of(xp)) != 1 or shape_of(xp) != shape_of(fp):
+    if shape_of(xp) != shape_of(fp) or len(shape_of(xp)) != 1:
         raise ValueError("xp and fp must be one-dimensional arrays of equal size")
-    x, xp, fp = promote(x, xp, fp)
+    x, xp = promote(as_inexact(x), as_inexact(xp))
+    fp = as_inexact(fp)
+    if _dt.kind(dtype_of(x)) == _dt.COMPLEX:
+        raise ValueError("jnp.interp: complex x values not supported.")
     if period is not None:
         # one period, sorted, with a point wrapped around at each end; left/right unused
+        if np.ndim(period) != 0:
+            raise ValueError(f"period must be a scalar; got {period}")
         if not isinstance(period, Tracer) and float(period) == 0:
             raise ValueError("period must be a non-zero value")
         period = abs(convert(period, dtype_of(x)))
@@ -175,13 +185,16 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         x0, x1 = take(xp, i - 1), take(xp, i)
         f0, f1 = take(fp, i - 1), take(fp, i)
         # JAX's formula: (x - x0) / width * (f1 - f0) from the knot below, that knot's value
-        # where the knots (nearly) coincide; at the last knot it is the last piece's
+        # where the knots (nearly) coincide; at the last knot it is the last piece's (and
+        # beyond the ends, the end pieces extended)
         width = subtract(x1, x0)
         tiny = abs(width) <= float(_dt.finfo(dtype_of(xp)).eps) ** 2    # the spacing at eps
         step = divide(subtract(x, x0), where(tiny, 1, width))
         value = where(tiny, f0, add(f0, multiply(step, subtract(f1, f0))))
-    value = where(less(x, xp[0]), fp[0] if left is None else left, value)
-    value = where(greater(x, xp[-1]), fp[-1] if right is None else right, value)
+    if not isinstance(left, str):
+        value = where(less(x, xp[0]), fp[0] if left is None else left, value)
+    if not isinstance(right, str):
+        value = where(greater(x, xp[-1]), fp[-1] if right is None else right, value)
     # JAX promotes the three to one type first: weakly typed only where that is
     return value if weak else typed(value)
 
