@@ -1682,3 +1682,13 @@ def test_interp_extrapolates_and_keeps_complex_values_apart_from_real_points():
         jnp.interp(1j, 1j * np.arange(3.0), np.arange(3.0))
     with pytest.raises(ValueError, match="period must be a scalar"):
         jnp.interp(0.0, jnp.arange(3.0), jnp.arange(3.0), period=np.array([1.0]))
+
+
+def test_diff_of_order_zero_and_trapezoid_at_several_dimensional_x():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert_matches(jnp.diff(a, n=0, prepend=1, append=np.zeros((3, 4), np.float32)), a, F32)
+    rng = np.random.RandomState(0)
+    y, x = rng.rand(2, 3, 10).astype(np.float32), rng.rand(3, 10).astype(np.float32)
+    for axis in (-2, -1):
+        want = np.trapezoid(y, x, axis=axis)
+        assert_matches(jnp.trapezoid(y, x, axis=axis), want, F32, rtol=1e-5)

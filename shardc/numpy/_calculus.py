@@ -3,6 +3,8 @@ convolutions, composed from the other functions (so they trace, batch and differ
 them)."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from compiler.tracing import Tracer, is_python_scalar
@@ -28,8 +30,12 @@ def _slice(x, axis, lo, hi):
     return x[tuple(index)]
 
 def diff(a, n=1, axis=-1, prepend=None, append=None):
-    """The ``n``-th discrete difference along ``axis`` (booleans: where neighbours differ)."""
+    """The ``n``-th discrete difference along ``axis`` (booleans: where neighbours differ);
+    ``n=0`` is ``a`` itself, without ``prepend`` or ``append`` (numpy's and JAX's)."""
     a = as_array(a)
+    n = operator.index(n)
+    if n == 0:
+        return a
     if not shape_of(a):
         raise ValueError("diff requires input that is at least one dimensional")
     axis = canonical_axis(axis, len(shape_of(a)))
