@@ -1692,3 +1692,15 @@ def test_diff_of_order_zero_and_trapezoid_at_several_dimensional_x():
     for axis in (-2, -1):
         want = np.trapezoid(y, x, axis=axis)
         assert_matches(jnp.trapezoid(y, x, axis=axis), want, F32, rtol=1e-5)
+
+
+def test_unwrap_of_integers_with_an_integer_period_stays_integer():
+    x = np.array([[8, 11, 10, 13, 9, 14], [0, 3, -2, 5, 1, 2]], np.int16)
+    # JAX's: half the period rounded down; numpy agrees where the period is even
+    assert_matches(jnp.unwrap(x, period=4), np.unwrap(x, period=4), np.int16)
+    assert_matches(jnp.unwrap(x, period=4, axis=0, discont=2),
+                   np.unwrap(x, period=4, axis=0, discont=2), np.int16)
+    got = jnp.unwrap(x)                              # a float period promotes to float
+    assert_matches(got, np.unwrap(x.astype(np.float32)), F32, rtol=1e-5)
+    with pytest.raises(ValueError, match="does not support complex"):
+        jnp.unwrap(np.ones(3, np.complex64))

@@ -10,8 +10,9 @@ import numpy as np
 from compiler.tracing import Tracer, is_python_scalar
 from ir import dtypes as _dt
 from shardc.dtypes import is_weakly_typed
-from shardc.numpy._arithmetic import (abs, add, clip, divide, equal, greater, less, logical_and,
-                                      multiply, negative, not_equal, remainder, subtract, where)
+from shardc.numpy._arithmetic import (abs, add, clip, divide, equal, floor_divide, greater, less,
+                                      logical_and, multiply, negative, not_equal, remainder,
+                                      subtract, where)
 from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_to, canonical_axis,
                                 concatenate, convert, dtype_of, is_array, promote, ravel, reshape,
                                 shape_of, typed, zeros)
@@ -207,21 +208,25 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
 def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
     """``p`` with jumps larger than ``discont`` (default ``period / 2``) along ``axis`` replaced
-    by their equivalent modulo ``period``."""
-    p = as_inexact(p)
-    axis = canonical_axis(axis, len(shape_of(p)))
+    by their equivalent modulo ``period``. As JAX's, ``p`` and ``period`` are promoted
+    together: an integer ``p`` with an integer period stays integer (half the period rounded
+    down)."""
+    p, period = promote(as_array(p), period)
     dtype = dtype_of(p)
-    half = period / 2
-    discont = half if discont is None else discont
+    if _dt.kind(dtype) == _dt.COMPLEX:
+        raise ValueError("jnp.unwrap does not support complex inputs.")
+    axis = canonical_axis(axis, len(shape_of(p)))
+    if shape_of(p)[axis] == 0:
+        return p
+    discont = divide(period, 2) if discont is None else discont
+    half = floor_divide(period, 2) if _dt.is_int(dtype) else divide(period, 2)
     dd = diff(p, axis=axis)
     ddmod = subtract(remainder(add(dd, half), period), half)
-    ddmod = where(logical_and(equal(ddmod, -half), greater(dd, 0)),
-                      convert(half, dtype), ddmod)
-    correction = where(less(abs(dd), discont), convert(0, dtype),
-                           subtract(ddmod, dd))
+    ddmod = where(logical_and(equal(ddmod, negative(half)), greater(dd, 0)), half, ddmod)
+    correction = where(less(abs(dd), discont), 0, subtract(ddmod, dd))
     cumulative = cumsum(correction, axis=axis)
     return concatenate([_slice(p, axis, 0, 1),
-                            add(_slice(p, axis, 1, None), cumulative)], axis)
+                        add(_slice(p, axis, 1, None), cumulative)], axis)
 
 
 # --- convolution -----------------------------------------------------------------------------
