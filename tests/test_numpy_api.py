@@ -1704,3 +1704,30 @@ def test_unwrap_of_integers_with_an_integer_period_stays_integer():
     assert_matches(got, np.unwrap(x.astype(np.float32)), F32, rtol=1e-5)
     with pytest.raises(ValueError, match="does not support complex"):
         jnp.unwrap(np.ones(3, np.complex64))
+
+
+def test_small_argument_checks_and_forms_as_jax():
+    a = np.ones((3, 2, 2), np.float32)
+    with pytest.raises(TypeError, match="Number of tensordot axes.*exceeds input ranks"):
+        jnp.tensordot(a, np.ones(2), axes=2)
+    with pytest.raises(TypeError, match="axes lists to have equal length"):
+        jnp.tensordot(a, np.ones(2), axes=([0], [0, 1]))
+    with pytest.raises(TypeError, match="either ints, tuples or lists"):
+        jnp.tensordot(a, np.ones(2), axes=("bad", "axes"))
+    with pytest.raises(TypeError, match="must be an int, a pair of ints"):
+        jnp.tensordot(a, np.ones(2), axes="badaxes")
+    with pytest.raises(ValueError, match="axis1 and axis2 can not be same"):
+        jnp.trace(np.ones((2, 3, 2)), axis1=1, axis2=-2)
+    with pytest.raises(ValueError, match="rot90 requires its first argument to have ndim"):
+        jnp.rot90(jnp.ones(2))
+    for axes in ([1, 1], [3, -1]):
+        with pytest.raises(ValueError, match="repeated axis"):
+            jnp.expand_dims(np.ones((2, 3)), axes)
+    assert jnp.expand_dims(np.ones(()), np.array(0)).shape == (1,)
+    assert jnp.expand_dims(np.ones(3), [np.array(-1)]).shape == (3, 1)
+    assert int(jnp.lexsort((np.float32(1), np.float32(0)))) == 0     # 0-d keys
+    assert jnp.asarray(np.ones((2, 3))).transpose(np.int64(1), 0).shape == (3, 2)
+    assert jnp.asarray(np.ones(3)).transpose(np.int64(0)).shape == (3,)
+    assert jnp.isdtype(jnp.bfloat16, "real floating") and jnp.isdtype(jnp.bfloat16, "numeric")
+    assert not jnp.isdtype(jnp.bfloat16, "integral")
+    assert jnp.isdtype(jnp.bfloat16, ("bool", jnp.bfloat16))

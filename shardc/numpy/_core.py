@@ -724,13 +724,17 @@ def canonical_axis(axis, ndim) -> int:
 
 
 def expand_dims(x, axis):
-    """``x`` with size-1 dimensions inserted at ``axis`` (an int or a tuple)."""
+    """``x`` with size-1 dimensions inserted at ``axis`` (an int or a sequence of distinct
+    ones; 0-d integer arrays count as ints)."""
     if (rule := key_array_rule("expand_dims", x)) is not None:
         return rule(x, axis)
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
     shape = list(shape_of(x))
     ndim = len(shape) + len(axes)
-    for a in sorted(canonical_axis(a, ndim) for a in axes):
+    where = sorted(canonical_axis(a, ndim) for a in axes)
+    if len(set(where)) != len(where):
+        raise ValueError(f"repeated axis in expand_dims: {tuple(int(a) for a in axes)}")
+    for a in where:
         shape.insert(a, 1)
     return reshape(x, tuple(shape))
 

@@ -782,6 +782,9 @@ def flipud(m):
 def rot90(m, k=1, axes=(0, 1)):
     """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes``."""
     m = as_array(m)
+    if ndim_of(m) < 2:
+        raise ValueError("rot90 requires its first argument to have ndim at least two, but got "
+                         f"first argument of shape {shape_of(m)}, which has ndim {ndim_of(m)}")
     a, b = (canonical_axis(x, ndim_of(m)) for x in axes)
     if a == b:
         raise ValueError(f"rot90: axes must be different, got {axes}")

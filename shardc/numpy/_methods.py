@@ -116,7 +116,8 @@ _METHODS = {
     "T": property(lambda self: transpose(self)),
     "mT": property(lambda self: swapaxes(self, -1, -2)),
     "reshape": reshape, "transpose": lambda self, *axes: transpose(
-        self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None)),
+        self, axes[0] if len(axes) == 1 and not isinstance(axes[0], (int, np.integer))
+        else (axes or None)),
     "astype": astype, "sum": sum, "mean": mean, "max": max, "min": min, "prod": prod,
     "argmax": argmax, "argmin": argmin, "all": all, "any": any, "var": var, "std": std,
     "cumsum": cumsum, "dot": dot, "squeeze": squeeze, "ravel": ravel,

@@ -9,6 +9,8 @@ import builtins
 import contextlib
 import functools
 
+import numpy as np
+
 from compiler.tracing import aval_of, bind
 from ir import dtypes
 from ir import primitives as p
@@ -187,19 +189,35 @@ def outer(x, y):
 def tensordot(x, y, axes=2):
     """Contract ``axes`` of ``x`` with ``axes`` of ``y`` (an int: the last/first ``axes``)."""
     xs, ys = shape_of(x), shape_of(y)
-    if isinstance(axes, int):
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, bool):
+        if axes > min(len(xs), len(ys)):
+            raise TypeError(f"Number of tensordot axes (axes {axes}) exceeds input ranks "
+                            f"({xs} and {ys})")
         left = tuple(range(len(xs) - axes, len(xs)))
         right = tuple(range(axes))
-    else:
+    elif isinstance(axes, (tuple, list)) and len(axes) == 2:
         left, right = axes
-        left = (left,) if isinstance(left, int) else tuple(left)
-        right = (right,) if isinstance(right, int) else tuple(right)
+        if isinstance(left, int) and isinstance(right, int):
+            left, right = (left,), (right,)
+        elif isinstance(left, (tuple, list)) and isinstance(right, (tuple, list)):
+            if len(left) != len(right):
+                raise TypeError(f"tensordot requires axes lists to have equal length, got "
+                                f"{left} and {right}.")
+        else:
+            raise TypeError(f"tensordot requires both axes lists to be either ints, tuples or "
+                            f"lists, got {left} and {right}")
+    else:
+        raise TypeError("tensordot axes argument must be an int, a pair of ints, or a pair of "
+                        "lists/tuples of ints.")
     return promoted_dot_general(x, y, (tuple(canonical_axis(a, len(xs)) for a in left),
                                tuple(canonical_axis(a, len(ys)) for a in right)))
 
 
 def trace(x, offset=0, axis1=0, axis2=1, dtype=None):
     """Sum of diagonal ``offset`` over ``axis1`` and ``axis2`` (in ``dtype`` if given)."""
+    ndim = len(shape_of(x))
+    if canonical_axis(axis1, ndim) == canonical_axis(axis2, ndim):
+        raise ValueError(f"axis1 and axis2 can not be same. axis1={axis1} and axis2={axis2}")
     return sum(diagonal(x, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 

@@ -2,9 +2,12 @@
 (``jnp.float32(3)``), numpy's abstract types, the dtype routines and the constants."""
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from compiler.tracing import Tracer
+from ir import dtypes as _dt
 from runtime.array import Array
 from shardc.dtypes import (bfloat16, bool_, can_cast, complex128, complex64, finfo, float16,
                            float32, float4_e2m1fn, float64, float6_e2m3fn, float6_e3m2fn,
@@ -80,8 +83,19 @@ ComplexWarning = np.exceptions.ComplexWarning
 
 
 def isdtype(dtype, kind) -> bool:
-    """The array API's dtype test (``'real floating'``, ``'integral'``, a dtype, ...)."""
-    return bool(np.isdtype(np.dtype(dtype), kind))
+    """The array API's dtype test (``'real floating'``, ``'integral'``, a dtype, or a tuple of
+    them); JAX's extra types (bfloat16, float8s, int4 ...) are the kinds of numbers they hold."""
+    dtype = np.dtype(dtype)
+    if isinstance(kind, tuple):
+        return builtins.any(isdtype(dtype, k) for k in kind)
+    if not isinstance(kind, str):
+        return dtype == np.dtype(kind)
+    if dtype.type.__module__.startswith("numpy"):
+        return bool(np.isdtype(dtype, kind))
+    # an ml_dtypes type: tested as a numpy type of its kind
+    stand_in = {_dt.BOOL: np.bool_, _dt.FLOAT: np.float32, _dt.COMPLEX: np.complex64,
+                _dt.INT: np.uint8 if _dt.is_unsigned(dtype) else np.int8}.get(_dt.kind(dtype))
+    return stand_in is not None and bool(np.isdtype(np.dtype(stand_in), kind))
 
 
 def isscalar(element) -> bool:

@@ -110,7 +110,7 @@ def lexsort(keys, axis=-1):
         raise ValueError(f"jnp.lexsort: all keys need the same shape, got {sorted(shapes)}")
     shape = shape_of(keys[0])
     if not shape:
-        raise TypeError("jnp.lexsort: keys must be at least 1-dimensional")
+        return zeros((), _dt.int_)           # 0-d keys: the one position (JAX's)
     axis = canonical_axis(axis, len(shape))
     iota = iota_along(shape, axis)
     return sort_operands(keys[::-1] + [iota], axis, num_keys=len(keys))[-1]
