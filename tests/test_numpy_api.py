@@ -1731,3 +1731,31 @@ def test_small_argument_checks_and_forms_as_jax():
     assert jnp.isdtype(jnp.bfloat16, "real floating") and jnp.isdtype(jnp.bfloat16, "numeric")
     assert not jnp.isdtype(jnp.bfloat16, "integral")
     assert jnp.isdtype(jnp.bfloat16, ("bool", jnp.bfloat16))
+
+
+def test_jax_errors_for_shapes_complex_clips_and_empty_takes():
+    with pytest.raises(TypeError, match=r"Did you accidentally write `jax\.numpy\.ones\(2, 3\)`"):
+        jnp.ones(2, 3)
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
+        jnp.zeros(1.0)
+    with pytest.raises(TypeError, match=r"(?s)Shapes must be 1D.*try using `static_argnums`"):
+        shardc.jit(jnp.zeros)(2)
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences"):
+        shardc.jit(jnp.tri)(3, M=3, k=0)
+    with pytest.raises(TypeError, match="must have every element be nonnegative"):
+        jnp.ones((-1, 1))
+    with pytest.raises(ValueError, match="Cannot broadcast to shape with fewer dimensions"):
+        jnp.broadcast_to(jnp.zeros((3, 4, 5)), (4, 5))
+    z = jnp.ones(2, jnp.complex64)
+    for f in (lambda: jnp.clip(z), lambda: jnp.clip(jnp.ones(2), min=-1 + 5j),
+              lambda: jnp.clip(jnp.ones(2), max=z)):
+        with pytest.raises(ValueError, match="Complex values have no ordering"):
+            f()
+    with pytest.raises(ValueError, match="jnp.hypot is not well defined for complex"):
+        jnp.hypot(z, 1.0)
+    with pytest.raises(IndexError, match="non-empty jnp.take"):
+        jnp.take(jnp.ones((2, 0, 4)), jnp.array([0]), axis=1)
+    assert jnp.take(jnp.ones((2, 0, 4)), jnp.array([], jnp.int32), axis=1).shape == (2, 0, 4)
+    # a complex correlation matrix clips each part
+    c = jnp.corrcoef(np.array([[1 + 1j, 2, 3 - 1j], [2, 1j, 0]], np.complex64))
+    assert c.dtype == np.complex64 and c.shape == (2, 2)

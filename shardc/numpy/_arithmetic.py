@@ -319,9 +319,17 @@ def isinf(x):
 
 
 def clip(x, min=None, max=None, a_min=None, a_max=None):
-    """Limit values to ``[min, max]``."""
+    """Limit values to ``[min, max]`` (complex values, which have no order, are JAX's
+    ValueError)."""
     lo = min if min is not None else a_min
     hi = max if max is not None else a_max
+    for value in (x, lo, hi):
+        if value is not None and _is_complex(value):
+            raise ValueError(
+                "Clip received a complex value either through the input or the min/max "
+                "keywords. Complex values have no ordering and cannot be clipped. Please "
+                "convert to a real value or array by taking the real or imaginary components "
+                "via jax.numpy.real/imag respectively.")
     if lo is not None:
         x = maximum(x, lo)
     if hi is not None:
@@ -338,3 +346,11 @@ def where(condition, x, y):
     x, y = promote(x, y)
     condition, x, y = broadcast_typed_operands(condition, x, y, name="where")
     return weakly_typed_like(bind(p.select_n_p, condition, y, x), *operands)
+
+
+def _is_complex(value) -> bool:
+    """Whether ``value`` (a number or an array) is complex."""
+    if isinstance(value, complex):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and _dt.kind(np.dtype(dtype)) == _dt.COMPLEX

@@ -206,7 +206,10 @@ def broadcast_to(x, shape, *, out_sharding=None):
     old = shape_of(x)
     if old == shape:
         return x
-    if len(old) > len(shape) or any(o not in (1, n) for o, n in zip(old[::-1], shape[::-1])):
+    if len(old) > len(shape):
+        raise ValueError(f"Cannot broadcast to shape with fewer dimensions: arr_shape={old} "
+                         f"shape={shape}")
+    if any(o not in (1, n) for o, n in zip(old[::-1], shape[::-1])):
         aval = aval_of(x)
         raise ValueError(f"Incompatible types for broadcasting: input type={aval.str_long()} "
                          f"and requested type={Aval(shape, aval.dtype).str_long()}")
@@ -475,6 +478,9 @@ def full(shape, fill_value, dtype=None):
     if is_key_dtype(dtype) or _is_key_array(fill_value):
         return KEY_ARRAY_RULES["full"](shape, fill_value, dtype)
     shape = shape_tuple(shape)
+    if builtins.any(d < 0 for d in shape):
+        raise TypeError(f"broadcast_in_dim shape must have every element be nonnegative, got "
+                        f"{shape}.")
     # weakly typed when the fill is and no dtype is asked for, as JAX's
     weak = dtype is None and is_weakly_typed(fill_value) and not isinstance(fill_value, bool)
     if dtype is None:
@@ -508,28 +514,50 @@ def typed(value):
 
 def shape_tuple(shape) -> tuple:
     """A shape given as an int or a sequence, as a tuple of ints (a traced size, where it is
-    known now)."""
-    if isinstance(shape, int) or getattr(shape, "shape", None) == ():     # one size
-        return (static_int(shape, "a shape"),)
-    return tuple(static_int(d, "a shape") for d in shape)
+    known now); anything else is JAX's TypeError (its ConcretizationTypeError, one, for a
+    traced size)."""
+    entries = (shape,) if isinstance(shape, int) or getattr(shape, "shape", None) == () \
+        else shape
+    message = ("Shapes must be 1D sequences of concrete values of integer type, got "
+               f"{tuple(entries) if isinstance(entries, (list, tuple)) else (shape,)}.")
+    try:
+        return tuple(static_int(d, "a shape") for d in entries)
+    except ConcretizationTypeError:
+        raise ConcretizationTypeError(
+            f"{message}\nIf using `jit`, try using `static_argnums` or applying `jit` to "
+            "smaller subfunctions.") from None
+    except TypeError:
+        raise TypeError(message) from None
 
 
 @takes_device
 def zeros(shape, dtype=None):
     """An array of ``shape`` filled with zeros (float32 unless ``dtype`` says)."""
+    _check_forgot_shape_tuple("zeros", shape, dtype)
     return full(shape, 0, _default_dtype(dtype))
 
 
 @takes_device
 def ones(shape, dtype=None):
     """An array of ``shape`` filled with ones (float32 unless ``dtype`` says)."""
+    _check_forgot_shape_tuple("ones", shape, dtype)
     return full(shape, 1, _default_dtype(dtype, function="ones"))
 
 
 @takes_device
 def empty(shape, dtype=None):
     """Like ``zeros`` (shardc has no uninitialised memory)."""
+    _check_forgot_shape_tuple("empty", shape, dtype)
     return zeros(shape, dtype)
+
+
+def _check_forgot_shape_tuple(name, shape, dtype) -> None:
+    """JAX's hint for ``jnp.zeros(2, 3)``: an int as the dtype after an int shape."""
+    if isinstance(dtype, int) and isinstance(shape, int):
+        raise TypeError(f"Cannot interpret '{dtype}' as a data type.\n\nDid you accidentally "
+                        f"write `jax.numpy.{name}({shape}, {dtype})` when you meant "
+                        f"`jax.numpy.{name}(({shape}, {dtype}))`, i.e. with a single tuple "
+                        "argument for the shape?")
 
 
 @takes_device

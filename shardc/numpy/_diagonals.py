@@ -11,8 +11,8 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import add, less_equal, where
 from shardc.numpy._core import (as_array, asarray, astype, canonical_axis, convert,
-                                dtype_of, ndim_of, ones, ravel, reshape, shape_of, zeros,
-                                zeros_like)
+                                dtype_of, ndim_of, ones, ravel, reshape, shape_of, shape_tuple,
+                                zeros, zeros_like)
 from shardc.numpy._creation import eye
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import moveaxis
@@ -66,8 +66,7 @@ def diagflat(v, k=0):
 
 def tri(N, M=None, k=0, dtype=None):
     """``N x M`` ones at and below diagonal ``k`` (float32 unless ``dtype`` says)."""
-    N = static_int(N, "argument of 'N' jnp.tri()")
-    M = N if M is None else static_int(M, "argument 'M' of jnp.tri()")
+    N, M = shape_tuple((N, N if M is None else M))
     rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
     cols = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=1)
     return astype(less_equal(cols, add(rows, k)), dtype or _dt.float_)

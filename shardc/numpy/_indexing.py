@@ -812,6 +812,8 @@ def _take(x, indices, axis=None, mode=None, fill_value=None):
     if not _dt.is_int(aval_of(indices).dtype):
         raise TypeError(f"take: indices must be of integer type, got {aval_of(indices).dtype}")
     size = aval_of(x).shape[axis]
+    if size == 0 and aval_of(indices).size:
+        raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
     if mode == "clip":
         indices = clip(_as_int32(indices, size), 0, size - 1)
     elif mode == "wrap":

@@ -23,7 +23,7 @@ from shardc.numpy._products import matmul
 from shardc.numpy._reductions import (amax, any, cumsum, mean, min, no_out, reduce_axes,
                                       sum)
 from shardc.numpy._sorting import argsort, concrete_size, searchsorted, sort
-from shardc.numpy._ufuncs import conj
+from shardc.numpy._ufuncs import conj, imag, real
 
 __all__ = [
     "average", "ptp", "cov", "corrcoef", "bincount", "histogram_bin_edges", "histogramdd",
@@ -152,6 +152,8 @@ def corrcoef(x, y=None, rowvar=True, dtype=None):
         return divide(c, c)
     d = sqrt(diagonal(c))
     c = divide(divide(c, d[:, None]), d[None, :])
+    if _dt.kind(dtype_of(c)) == _dt.COMPLEX:         # each part clipped (JAX's)
+        return bind(p.complex_p, clip(real(c), -1, 1), clip(imag(c), -1, 1))
     return clip(c, -1, 1)
 
 

@@ -223,8 +223,12 @@ def heaviside(x, h0):
 
 @keeps_weak_scalars
 def hypot(x, y):
-    """``sqrt(x**2 + y**2)`` without overflow or underflow in the squares."""
+    """``sqrt(x**2 + y**2)`` without overflow or underflow in the squares (real ``x`` and
+    ``y``: complex ones are JAX's ValueError)."""
     x, y = _inexact_pair(x, y)
+    if _dt.kind(dtype_of(x)) == _dt.COMPLEX:
+        raise ValueError("jnp.hypot is not well defined for complex-valued inputs. Please "
+                         "convert to real values first, such as by using abs(x)")
     x, y = abs(x), abs(y)
     big, small = maximum(x, y), minimum(x, y)
     safe_big = where(equal(big, 0), ones_like(big), big)
