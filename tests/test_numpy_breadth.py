@@ -1248,10 +1248,19 @@ def test_index_tricks_and_abstract_types():
     assert jnp.issubdtype(jnp.float32, jnp.floating) and jnp.issubdtype(jnp.int32, jnp.integer)
     assert not jnp.issubdtype(jnp.uint8, jnp.signedinteger)
     assert jnp.euler_gamma == np.euler_gamma
-    with pytest.raises(TypeError, match="slices of Python numbers"):
-        jnp.mgrid[0:jnp.asarray(3)]
-    with pytest.raises(NotImplementedError, match="directive strings"):
-        jnp.r_["0,2", a, b]
+    np.testing.assert_array_equal(np.asarray(jnp.mgrid[0:jnp.asarray(3)]), [0, 1, 2])
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match="slice start of jnp.mgrid"):
+        shardc.jit(lambda lo, hi: jnp.mgrid[lo:hi])(0, 2)
+    for got, want in ((jnp.r_["0,2", a, b], np.r_["0,2", a, b]),
+                      (jnp.r_["1,2,0", a, b], np.r_["1,2,0", a, b]),
+                      (jnp.r_["0,4,-2", a, b], np.r_["0,4,-2", a, b]),
+                      (jnp.c_["0,2", a, b], np.c_["0,2", a, b]),
+                      (jnp.r_[-1:1:6j, 5], np.r_[-1:1:6j, 5])):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-7)
+    assert jnp.r_["r", a, b].shape == (1, 6) and jnp.c_["c", a, b].shape == (3, 2)
+    with pytest.raises(ValueError, match="could not understand directive"):
+        jnp.c_["asdfgh", [1, 2, 3]]
 
 
 # --- reductions' initial=, where= and promote_integers= (JAX's checks and results) -----------
