@@ -1759,3 +1759,17 @@ def test_jax_errors_for_shapes_complex_clips_and_empty_takes():
     # a complex correlation matrix clips each part
     c = jnp.corrcoef(np.array([[1 + 1j, 2, 3 - 1j], [2, 1j, 0]], np.complex64))
     assert c.dtype == np.complex64 and c.shape == (2, 2)
+
+
+def test_split_and_choose_name_a_traced_argument_as_jax():
+    assert len(jnp.split(jnp.zeros(3), jnp.array([1, 2]))) == 3
+    message = "Abstract tracer value encountered where concrete value is expected"
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match=message):
+        shardc.jit(lambda idx: jnp.split(jnp.zeros((12, 2)), idx))(2.0)
+    with pytest.raises(shardc.errors.ConcretizationTypeError, match=message):
+        shardc.jit(lambda idx: jnp.split(jnp.zeros((12, 2)), [2, idx]))(2.0)
+    pieces = shardc.jvp(lambda idx: jnp.split(jnp.zeros((12, 2)), idx), (2.0,), (1.0,))[0]
+    assert [p.shape for p in pieces] == [(6, 2), (6, 2)]
+    with pytest.raises(shardc.errors.ConcretizationTypeError,
+                       match="jnp.choose was jit-compiled with mode='raise'"):
+        shardc.jit(lambda a: jnp.choose(a, [np.ones(2), np.zeros(2)]))(np.array([0, 1]))

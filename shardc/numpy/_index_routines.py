@@ -334,9 +334,11 @@ def choose(a, choices, out=None, mode="raise"):
     n = len(choices)
     if mode == "raise":
         if isinstance(a, Tracer):
-            raise ConcretizationTypeError("jnp.choose: mode='raise' needs concrete indices, "
-                                          "but they are traced here; use mode='wrap' or "
-                                          "mode='clip' instead")
+            raise ConcretizationTypeError(
+                "Abstract tracer value encountered where concrete value is expected: "
+                "jnp.choose with mode='raise' needs concrete indices. The error occurred "
+                "because jnp.choose was jit-compiled with mode='raise'. Use mode='wrap' or "
+                "mode='clip' instead.")
         values = np.asarray(a)
         if values.size and (values.min() < 0 or values.max() >= n):
             raise ValueError("invalid entry in choice array")

@@ -127,19 +127,30 @@ def split(x, indices_or_sections, axis=0):
     shape = shape_of(x)
     axis = canonical_axis(axis, len(shape))
     n = shape[axis]
-    if isinstance(indices_or_sections, (int, np.integer)):
-        sections = int(indices_or_sections)
+    if isinstance(indices_or_sections, (list, tuple)) or np.ndim(indices_or_sections) > 0:
+        bounds = [0] + [int(_split_point(i)) for i in indices_or_sections] + [n]
+    else:
+        sections = int(_split_point(indices_or_sections))
         if n % sections:
             raise ValueError("array split does not result in an equal division")
         bounds = [k * (n // sections) for k in range(sections + 1)]
-    else:
-        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
     cuts = [slice(lo, hi).indices(n)[:2] for lo, hi in zip(bounds[:-1], bounds[1:])]
     if aval_of(x).type_sharding is not None:
         for lo, hi in cuts:       # JAX's split keeps the split where each piece divides
             kept_if_divisible("split", aval_of(x),
                               shape[:axis] + (builtins.max(0, hi - lo),) + shape[axis + 1:])
     return [slice_axis(x, axis, lo, builtins.max(lo, hi)) for lo, hi in cuts]
+
+
+def _split_point(value):
+    """A split index or section count as the value it must be known as (JAX's error where it
+    is traced)."""
+    known = value_if_known(value)
+    if isinstance(known, Tracer):
+        raise ConcretizationTypeError(
+            "Abstract tracer value encountered where concrete value is expected: in "
+            "jax.numpy.split argument 1 (the indices or sections decide the pieces' shapes).")
+    return np.asarray(known) if not isinstance(known, (int, float)) else known
 
 
 def array_split(x, sections, axis=0):
