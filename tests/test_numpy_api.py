@@ -1773,3 +1773,12 @@ def test_split_and_choose_name_a_traced_argument_as_jax():
     with pytest.raises(shardc.errors.ConcretizationTypeError,
                        match="jnp.choose was jit-compiled with mode='raise'"):
         shardc.jit(lambda a: jnp.choose(a, [np.ones(2), np.zeros(2)]))(np.array([0, 1]))
+
+
+def test_ndim_shape_and_size_of_a_list_warn_as_jax():
+    for op, want in ((jnp.ndim, 1), (jnp.shape, (3,)), (jnp.size, 3)):
+        with pytest.warns(DeprecationWarning, match=f"{op.__name__} requires ndarray or scalar"):
+            assert op([1, 2, 3]) == want
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (jnp.ndim(2.0), jnp.shape(np.ones((2, 3))), jnp.size(jnp.ones(4))) == (0, (2, 3), 4)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import builtins
 
+import warnings
+
 import numpy as np
 
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind, is_python_scalar,
@@ -845,20 +847,33 @@ def ndim(a) -> int:
     """Number of dimensions of ``a``."""
     if key_array_rule("reshape", a) is not None:
         return a.ndim
-    return ndim_of(as_array(a)) if not is_python_scalar(a) else 0
+    return len(_shape_of_arraylike(a, "ndim"))
 
 
 def shape(a) -> tuple:
     """The shape of ``a``."""
     if key_array_rule("reshape", a) is not None:
         return a.shape
-    return shape_of(as_array(a)) if not is_python_scalar(a) else ()
+    return _shape_of_arraylike(a, "shape")
+
+
+def _shape_of_arraylike(a, name: str) -> tuple:
+    """``a``'s shape; a list or tuple, which JAX takes for now with a DeprecationWarning, is
+    read as numpy reads it."""
+    if is_python_scalar(a):
+        return ()
+    if isinstance(a, (list, tuple)):
+        warnings.warn(f"{name} requires ndarray or scalar arguments, got {type(a)} at position "
+                      "0. In a future JAX release this will be an error.", DeprecationWarning,
+                      stacklevel=3)
+        return tuple(np.shape(a))
+    return shape_of(as_array(a))
 
 
 def size(a, axis=None) -> int:
     """Number of elements of ``a`` (along ``axis``, an int or a sequence of distinct axes, when
     given)."""
-    s = shape(a)
+    s = _shape_of_arraylike(a, "size")
     if axis is None:
         return int(np.prod(s, dtype=np.int64))
     if isinstance(axis, (tuple, list)):
