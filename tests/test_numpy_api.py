@@ -1782,3 +1782,8 @@ def test_ndim_shape_and_size_of_a_list_warn_as_jax():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert (jnp.ndim(2.0), jnp.shape(np.ones((2, 3))), jnp.size(jnp.ones(4))) == (0, (2, 3), 4)
+
+
+def test_eye_with_a_diagonal_far_past_the_ends_is_zeros():
+    for n, m, k in [(4, None, 2**100), (4, 3, -2**100), (4, 4, 3), (0, 3, 2**100), (4, 1, -4)]:
+        assert_matches(jnp.eye(n, m, k), np.eye(n, m, k), F32)

@@ -103,6 +103,8 @@ def eye(N, M=None, k=0, dtype=None):
     N = static_int(N, "argument of 'N' jnp.eye()")
     M = N if M is None else static_int(M, "argument 'M' of jnp.eye()")
     dtype = _dt.canonicalize(dtype or _dt.float_)
+    if isinstance(k, (int, np.integer)):
+        k = builtins.max(builtins.min(int(k), M), -N)     # any diagonal past the ends is empty
     rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
     cols = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=1)
     return astype(equal(add(rows, k), cols), dtype)
