@@ -1787,3 +1787,10 @@ def test_ndim_shape_and_size_of_a_list_warn_as_jax():
 def test_eye_with_a_diagonal_far_past_the_ends_is_zeros():
     for n, m, k in [(4, None, 2**100), (4, 3, -2**100), (4, 4, 3), (0, 3, 2**100), (4, 1, -4)]:
         assert_matches(jnp.eye(n, m, k), np.eye(n, m, k), F32)
+
+
+def test_bincount_of_nothing_has_minlength_entries():
+    for minlength in (0, 3):
+        got = jnp.bincount(np.array([], np.int8), minlength=minlength)
+        assert_matches(got, np.bincount(np.array([], np.int8), minlength=minlength), I32)
+    assert jnp.bincount(np.array([1, 4]), minlength=7).shape == (7,)

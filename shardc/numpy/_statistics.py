@@ -173,8 +173,9 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     if len(shape_of(x)) != 1:
         raise ValueError(f"bincount only accepts 1-dimensional input, got shape {shape_of(x)}")
     if length is None:
-        top = concrete_size(amax(x) if shape_of(x)[0] else 0, "bincount")
-        length = max(top + 1, int(minlength))
+        # an empty x counts nothing: minlength entries (JAX's max(minlength, x.size and ...))
+        top = concrete_size(amax(x), "bincount") + 1 if shape_of(x)[0] else 0
+        length = max(top, int(minlength))
     x = clip(x, 0, None)
     if weights is None:
         weights = ones(shape_of(x), _dt.int_)
