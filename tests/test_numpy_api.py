@@ -1794,3 +1794,12 @@ def test_bincount_of_nothing_has_minlength_entries():
         got = jnp.bincount(np.array([], np.int8), minlength=minlength)
         assert_matches(got, np.bincount(np.array([], np.int8), minlength=minlength), I32)
     assert jnp.bincount(np.array([1, 4]), minlength=7).shape == (7,)
+
+
+def test_polymul_trims_leading_zeros_when_asked_and_computes_inexact():
+    a, b = np.array([0, 0, 1, 2]), np.array([3])
+    assert_matches(jnp.polymul(a, b, trim_leading_zeros=True), np.polymul(a, b), F32)
+    assert_matches(jnp.polymul(a, b), [0, 0, 3, 6], F32)
+    assert_matches(jnp.polymul(np.array([0, 0]), np.array([0, 5]), trim_leading_zeros=True),
+                   [0], F32)
+    assert_matches(jnp.polymul(np.array([], np.float32), np.array([2.0])), [0], F32)

@@ -83,8 +83,18 @@ def polysub(a1, a2):
 
 
 def polymul(a1, a2, *, trim_leading_zeros=False):
-    """The product of two polynomials."""
+    """The product of two polynomials, in their promoted inexact dtype (JAX's);
+    ``trim_leading_zeros`` drops each one's leading zero coefficients first (numpy's result,
+    which needs concrete coefficients)."""
+    from shardc.numpy._sorting import trim_zeros
     a1, a2 = _coefficients(a1, "polymul"), _coefficients(a2, "polymul")
+    a1, a2 = promote(as_inexact(a1), as_inexact(a2))
+    if trim_leading_zeros and (shape_of(a1)[0] > 1 or shape_of(a2)[0] > 1):
+        a1, a2 = trim_zeros(a1, trim="f"), trim_zeros(a2, trim="f")
+    if shape_of(a1)[0] == 0:
+        a1 = zeros((1,), dtype_of(a2))
+    if shape_of(a2)[0] == 0:
+        a2 = zeros((1,), dtype_of(a1))
     return convolve(a1, a2)
 
 
