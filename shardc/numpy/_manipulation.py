@@ -8,7 +8,6 @@ concrete, as in JAX.
 from __future__ import annotations
 
 import builtins
-
 import warnings
 
 import numpy as np
