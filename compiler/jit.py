@@ -544,7 +544,8 @@ class JitFunction:
         self.out_shardings = out_shardings
         self._resolve = resolve or (lambda s, what: s)
         self.cache: dict = {}
-        self.array_calls: dict = {}     # (aval, sharding) per argument -> Compiled
+        # (aval, sharding, committed) per argument -> (Compiled, the device results go to)
+        self.array_calls: dict = {}
         self.ref_calls: dict = {}       # where the arguments hold refs -> the pure function's jit
         self.closed_refs: list = []     # the refs the function closes over, found by tracing it
         self.float0_calls: dict = {}    # where arguments hold float0 zeros -> the others' jit
@@ -569,16 +570,16 @@ class JitFunction:
         if current_trace() is not eval_trace or _jit_disabled:
             return self._inline(args, kwargs)       # inside another trace, or disabled
         key = self._array_key(args, kwargs)
-        compiled = self.array_calls.get(key) if key is not None else None
-        if compiled is not None:
-            # the common call: positional arrays only, seen before; no pytree walk
+        seen = self.array_calls.get(key) if key is not None else None
+        if seen is not None:
+            # the common call: positional arrays only, seen before; no pytree walk (the key
+            # holds every argument's layout and commitment, and the mesh set: where the
+            # results go was worked out at the first such call)
+            compiled, device = seen
             closed = compiled.closed
             if compiled.module.inserted:
                 check_inserted(compiled.module.inserted)
             backend = get_backend()
-            device = backend.committed_device(
-                args, _qualified_name(self.fun),
-                lambda: _argument_names(self.fun, args, {}, ()), current_mesh())
             outs = backend.execute(compiled.module, list(closed.consts) + _held(args))
             if compiled.placing:
                 outs = compiled.placing(outs)
@@ -638,7 +639,7 @@ class JitFunction:
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
                 return None
-            entry = (aval, backend.sharding_of(a))
+            entry = (aval, backend.sharding_of(a), getattr(a, "_committed", False))
             key.append(entry + ("weak",) if getattr(a, "weak", False) is True else entry)
         return tuple(key)
 
@@ -662,10 +663,10 @@ class JitFunction:
             self._close_over(found.ref)
             return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
                                         in_tree)
-        self._last = compiled
         device = get_backend().committed_device(
             leaves, _qualified_name(self.fun),
             lambda: _argument_names(self.fun, args, kwargs, static_argnums), current_mesh())
+        self._last = (compiled, device)
         closed = compiled.closed
         if compiled.module.inserted:
             check_inserted(compiled.module.inserted)

@@ -319,7 +319,7 @@ def test_mpi_backend_on_one_process_holds_every_device():
 
 def test_each_process_builds_only_its_own_devices_programs():
     script = PSUM_SCRIPT + (
-        "(compiled,) = f.array_calls.values()\n"
+        "((compiled, _),) = f.array_calls.values()\n"
         "(lowered,) = compiled.module.all_shard_maps()\n"
         "(plan,) = get_backend()._plans.values()\n"
         "me = jax.process_index()\n"
