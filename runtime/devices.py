@@ -119,7 +119,9 @@ def default_device() -> Device:
     """Where values made without a device go, and computations on them run (JAX's default
     device)."""
     chosen = _default[0]
-    return chosen if chosen is not None else devices()[0]
+    if chosen is not None:
+        return chosen
+    return _devices[0] if _devices else devices()[0]       # (devices() copies the list)
 
 
 def device_count(backend=None) -> int:

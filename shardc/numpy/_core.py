@@ -150,7 +150,8 @@ def promote(*args):
 def promoted(*args) -> tuple:
     """``(args converted to the dtype JAX promotes them to, whether an operation on them is
     weakly typed)`` (``dtypes.promotion``)."""
-    args = [jax_array_of(a) for a in args]
+    if builtins.any(getattr(type(a), "__jax_array__", None) is not None for a in args):
+        args = [jax_array_of(a) for a in args]
     for a in args:      # result_type reads a string as a dtype name; an operand is a value
                         # (lists are converted by asarray, which checks them)
         if not (isinstance(a, (Tracer, list, tuple)) or is_python_scalar(a)):
@@ -162,6 +163,8 @@ def promoted(*args) -> tuple:
 
 def shape_of(x) -> tuple:
     """The shape of an array, a traced value or a scalar (or an array-like wrapper's)."""
+    if isinstance(x, Tracer):
+        return x.aval.shape
     return aval_of(jax_array_of(x)).shape
 
 
@@ -428,9 +431,9 @@ def _host_values(x):
 def jax_array_of(x):
     """``x``, or the array an object that is not one stands for (its ``__jax_array__``, JAX's
     protocol for array-like wrappers), in the functions that take arrays."""
-    if not isinstance(x, (Tracer, Array, np.ndarray)) and hasattr(type(x), "__jax_array__"):
-        return x.__jax_array__()
-    return x
+    if getattr(type(x), "__jax_array__", None) is None:       # the common case, at once
+        return x
+    return x if isinstance(x, (Tracer, Array, np.ndarray)) else x.__jax_array__()
 
 
 def _all_python_scalars(x) -> bool:
