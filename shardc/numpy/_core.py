@@ -150,8 +150,10 @@ def promote(*args):
 def promoted(*args) -> tuple:
     """``(args converted to the dtype JAX promotes them to, whether an operation on them is
     weakly typed)`` (``dtypes.promotion``)."""
-    if builtins.any(getattr(type(a), "__jax_array__", None) is not None for a in args):
-        args = [jax_array_of(a) for a in args]
+    for a in args:
+        if getattr(type(a), "__jax_array__", None) is not None:     # an array-like wrapper
+            args = [jax_array_of(v) for v in args]
+            break
     for a in args:      # result_type reads a string as a dtype name; an operand is a value
                         # (lists are converted by asarray, which checks them)
         if not (isinstance(a, (Tracer, list, tuple)) or is_python_scalar(a)):
@@ -163,8 +165,9 @@ def promoted(*args) -> tuple:
 
 def shape_of(x) -> tuple:
     """The shape of an array, a traced value or a scalar (or an array-like wrapper's)."""
-    if isinstance(x, Tracer):
-        return x.aval.shape
+    aval = getattr(x, "aval", None)          # an array or a traced value: at once
+    if aval is not None:
+        return aval.shape
     return aval_of(jax_array_of(x)).shape
 
 
