@@ -47,11 +47,10 @@ class Backend(Protocol):
     def execute(self, module, args: Sequence) -> list:
         """Run a lowered module on concrete arguments."""
 
-    def committed_device(self, values: Sequence, fun_name: str, names=None, mesh=None):
+    def committed_device(self, values: Sequence, fun_name: str, names=None):
         """The device a computation on ``values`` runs on where one of them is committed to a
         device (None otherwise); ValueError where committed values are on different devices,
-        or on others than ``mesh``'s (the mesh set as the context); ``names()`` names the
-        values in it."""
+        or on others than the mesh set as the context's; ``names()`` names the values in it."""
 
     def default_sharding(self):
         """The layout of a value made without a device: on the default device."""

@@ -21,7 +21,7 @@ import numpy as np
 from compiler import tree
 from compiler.backend import get_backend
 from compiler.inline_calls import inline_calls
-from compiler.refs import ClosedOverRef, ref_type, swapped_in
+from compiler.refs import ClosedOverRef, is_ref, ref_type, swapped_in
 from ir.shape_dtype import ShapeDtypeStruct
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
@@ -651,7 +651,7 @@ class JitFunction:
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
         if any(dtypes.is_float0(leaf) for leaf in leaves):
             return self._call_with_float0(static, static_kwargs, leaves, in_tree, len(args))
-        if self.closed_refs or any(getattr(leaf, "_mutable_ref", False) for leaf in leaves):
+        if self.closed_refs or any(map(is_ref, leaves)):
             return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
                                         in_tree)
         try:
@@ -665,7 +665,7 @@ class JitFunction:
                                         in_tree)
         device = get_backend().committed_device(
             leaves, _qualified_name(self.fun),
-            lambda: _argument_names(self.fun, args, kwargs, static_argnums), current_mesh())
+            lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         self._last = (compiled, device)
         closed = compiled.closed
         if compiled.module.inserted:
@@ -723,7 +723,7 @@ class JitFunction:
                 or self.in_shardings is not UNSPECIFIED):
             raise NotImplementedError("jit with in_shardings, out_shardings or donation of a "
                                       "function using Refs")
-        marks = tuple(bool(getattr(leaf, "_mutable_ref", False)) for leaf in leaves)
+        marks = tuple(bool(is_ref(leaf)) for leaf in leaves)
         passed = [leaf for leaf, is_ref in zip(leaves, marks) if is_ref]
         refs = passed + self.closed_refs
         if len({id(r) for r in refs}) != len(refs):
@@ -944,7 +944,7 @@ def _pure_of_refs(fun, in_tree, marks, weak, ref_class, closed):
         with swapped_in(closed, held[len(fresh):]):
             out = fun(*args, **kwargs, **dict(static_kwargs))
             left = [r._value for r in fresh + list(closed)]     # (freed or not)
-        returned = [leaf for leaf in tree.tree_leaves(out) if getattr(leaf, "_mutable_ref", False)]
+        returned = [leaf for leaf in tree.tree_leaves(out) if is_ref(leaf)]
         if returned:
             raise ValueError(f"function {_qualified_name(fun)} traced for jit returned a mutable "
                              f"array reference of type {ref_type(returned[0])}, but mutable "

@@ -44,6 +44,17 @@ def swapped_in(refs, values):
             r._restore_state(state)
 
 
+def is_ref(value) -> bool:
+    """Whether ``value`` is a Ref (its class says so: the compiler does not import shardc)."""
+    return getattr(value, "_mutable_ref", False)
+
+
+def stand_in(ref, value):
+    """A Ref made in the current trace holding ``value`` in place of ``ref``, typed as it is
+    (a transformation's view of a Ref it was given)."""
+    return type(ref)(value, weak=ref._weak)
+
+
 def ref_type(ref) -> str:
     """``Ref{float32[3]}``, as JAX's errors name a Ref's type."""
     return f"Ref{{{np.dtype(ref.dtype).name}[{','.join(map(str, ref.shape))}]}}"

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from compiler import tree
+from compiler.refs import is_ref, stand_in
 from compiler.replication import check_out_specs, infer_vma
 from compiler.tracing import (aval_of, bind, check_jax_value, current_trace, trace_to_program,
                               weakened_where, weakly_typed)
@@ -226,7 +227,7 @@ def _call(config: _Config, args: tuple):
         return call_nested(config, args, outer)
     mesh = config.mesh
     leaves, treedef = tree.tree_flatten(args)
-    if any(getattr(leaf, "_mutable_ref", False) for leaf in leaves):
+    if any(map(is_ref, leaves)):
         return _call_with_refs(config, args, leaves, treedef)
     specs, spec_paths, paths = _layout(config, ("in", treedef), lambda: (
         *_broadcast_specs(config.in_specs, args, "shard_map in_specs"), tree.leaf_paths(args)))
@@ -261,7 +262,7 @@ def _call_with_refs(config: _Config, args: tuple, leaves, treedef):
     in the body a Ref of this trace holds the block, and what the body leaves in it comes
     back laid out by the same spec, written into the Ref (JAX's effects, discharged)."""
     specs, _ = _broadcast_specs(config.in_specs, args, "shard_map in_specs")
-    positions = [k for k, leaf in enumerate(leaves) if getattr(leaf, "_mutable_ref", False)]
+    positions = [k for k, leaf in enumerate(leaves) if is_ref(leaf)]
     refs = [leaves[k] for k in positions]
     values = list(leaves)
     for k, ref in zip(positions, refs):
@@ -269,7 +270,7 @@ def _call_with_refs(config: _Config, args: tuple, leaves, treedef):
 
     def body(*block_args):
         blocks = tree.tree_leaves(block_args)
-        held = [type(ref)(blocks[k], weak=ref._weak) for k, ref in zip(positions, refs)]
+        held = [stand_in(ref, blocks[k]) for k, ref in zip(positions, refs)]
         for k, ref in zip(positions, held):
             blocks[k] = ref
         result = config.f(*tree.tree_unflatten(treedef, blocks))

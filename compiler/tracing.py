@@ -231,7 +231,7 @@ class EvalTrace(Trace):
         # on the device the committed operands are on, which must agree (JAX's device
         # assignment); else where the operands' layouts or the default device say
         backend = get_backend()
-        device = backend.committed_device(values, prim.name, mesh=current_mesh())
+        device = backend.committed_device(values, prim.name)
         outs = self._run_primitive(prim, values, params, typed)
         return outs if device is None else backend.on_device(outs, device)
 

@@ -15,6 +15,7 @@ import inspect
 from compiler import tree
 from compiler.batching import (BatchTrace, BatchTracer, NamedAxis, batch_at, member_aval,
                                moveaxis, named_axis, ndim_of)
+from compiler.refs import is_ref, ref_type, stand_in
 from compiler.shard_map import function_name, wraps
 from ir import dtypes
 from ir import primitives as prims
@@ -120,7 +121,7 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
                          f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
     leaves, in_tree = tree.tree_flatten((args, kwargs))
     # a Ref among the arguments (a mutable array) is mapped as the array it holds
-    refs = {k: leaf for k, leaf in enumerate(leaves) if getattr(leaf, "_mutable_ref", False)}
+    refs = {k: leaf for k, leaf in enumerate(leaves) if is_ref(leaf)}
     if refs:
         leaves = [refs[k]._read() if k in refs else leaf for k, leaf in enumerate(leaves)]
         args, kwargs = tree.tree_unflatten(in_tree, leaves)
@@ -134,7 +135,7 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
     tracers = [x if a is None else BatchTracer(trace, x, a) for x, a in zip(leaves, axes)]
     with named_axis(axis), set_current_trace(trace):
         # each Ref is held, while the function runs, by a Ref of this trace over its members
-        fresh = {k: type(ref)(tracers[k], weak=ref._weak) for k, ref in refs.items()}
+        fresh = {k: stand_in(ref, tracers[k]) for k, ref in refs.items()}
         call_args, call_kwargs = tree.tree_unflatten(
             in_tree, [fresh.get(k, t) for k, t in enumerate(tracers)])
         result = fun(*call_args, **call_kwargs)
@@ -168,9 +169,8 @@ def _write_back_refs(refs, left, axes, size) -> None:
         if axes[k] is None:
             if dim is not None:
                 raise ValueError("performing a set/swap operation with vmapped value on an "
-                                 f"unbatched array reference of type Ref{{{ref.dtype}"
-                                 f"{list(ref.shape)}}}. Move the array reference to be an "
-                                 "argument to the vmapped function?")
+                                 f"unbatched array reference of type {ref_type(ref)}. Move the "
+                                 "array reference to be an argument to the vmapped function?")
         else:
             value = _place_batch_axis(value, dim, axes[k], size)
         ref._value = value

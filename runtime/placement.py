@@ -8,6 +8,7 @@ the default device (or the mesh its operands' layouts name).
 """
 from __future__ import annotations
 
+from ir.sharding import current_mesh
 from runtime.array import SingleDeviceSharding
 
 
@@ -19,11 +20,11 @@ def device_assignment(sharding) -> tuple:
     return sharding.mesh.device_ids
 
 
-def committed_device(values, fun_name: str, names=None, mesh=None):
+def committed_device(values, fun_name: str, names=None):
     """The device a computation on ``values`` runs on where a committed array among them is on
     one device; None where none is committed, or they are laid out on a mesh. Committed arrays
-    on different devices, or on devices other than those of ``mesh`` (the mesh set as the
-    context), are JAX's ValueError, naming them (``names()``: each value's name, else ``x``,
+    on different devices, or on devices other than those of the mesh set as the context, are
+    JAX's ValueError, naming them (``names()``: each value's name, else ``x``,
     ``y`` for two operands and ``args[k]`` for more)."""
     for value in values:              # the common case, at every eager operation: none is
         if getattr(value, "_committed", False):
@@ -39,7 +40,7 @@ def committed_device(values, fun_name: str, names=None, mesh=None):
             raise ValueError(f"{_INCOMPATIBLE}Got "
                              f"{_argument(values, committed[0], labels, fun_name)} and "
                              f"{_argument(values, k, labels, fun_name)}")
-    context = getattr(mesh, "device_ids", None)      # an abstract mesh names no devices
+    context = getattr(current_mesh(), "device_ids", None)   # an abstract mesh names none
     if context is not None and context != expected:
         ids = list(context)
         raise ValueError(_INCOMPATIBLE + "Got "

@@ -10,6 +10,7 @@ import numpy as np
 from compiler import tree
 from compiler.jit import jit as _jit
 from compiler.layouts import layout_of
+from compiler.refs import is_ref
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
@@ -207,7 +208,7 @@ def _own_spec(value, mesh, manual=None):
     """An argument's spec read from its type (every manual axis is Explicit here), naming the
     ``manual`` axes only (all, when None): P() when its type splits nothing on ``mesh``.
     A key array's is its data's, less the key's word axis; a Ref's, its value's."""
-    if getattr(value, "_mutable_ref", False):
+    if is_ref(value):
         value = value._read()
     if isinstance(value, PRNGKeyArray):
         spec = _own_spec(key_data(value), mesh, manual)
