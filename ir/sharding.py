@@ -608,6 +608,9 @@ class NamedSharding(Sharding):
         _check_named_axes(spec, mesh)
         self.mesh = mesh
         self.spec = spec
+        # by rank: the type sharding of an array it lays out (``sharding_rules.type_sharding``,
+        # asked at every array made)
+        self.typed: dict = {}
 
     def __eq__(self, other):
         if self is other:

@@ -810,17 +810,25 @@ def mesh_auto(mesh) -> bool:
 def type_sharding(sharding, ndim: int):
     """The type sharding an Array laid out by ``sharding`` has: its spec over the mesh's
     Explicit axes (None for other shardings, and for splits over no Explicit axis). Asked for
-    every array made, so the answer is kept per (mesh, spec, rank)."""
+    every array made, so the answer is kept on the sharding, and per (mesh, spec, rank)."""
+    named = type(sharding) is NamedSharding
+    if named:
+        found = sharding.typed.get(ndim, _MISSING)
+        if found is not _MISSING:
+            return found
     if not isinstance(sharding, NamedSharding) or not getattr(sharding.mesh, "explicit_axes",
                                                               ()):
-        return None
-    key = (sharding.mesh, sharding.spec, ndim)
-    found = _TYPE_SHARDINGS.get(key, _MISSING)
-    if found is _MISSING:
-        if len(_TYPE_SHARDINGS) > 4096:
-            _TYPE_SHARDINGS.clear()
-        found = _TYPE_SHARDINGS[key] = TypeSharding.of(
-            sharding.mesh, spec_from_user(sharding.spec, ndim, sharding.mesh))
+        found = None
+    else:
+        key = (sharding.mesh, sharding.spec, ndim)
+        found = _TYPE_SHARDINGS.get(key, _MISSING)
+        if found is _MISSING:
+            if len(_TYPE_SHARDINGS) > 4096:
+                _TYPE_SHARDINGS.clear()
+            found = _TYPE_SHARDINGS[key] = TypeSharding.of(
+                sharding.mesh, spec_from_user(sharding.spec, ndim, sharding.mesh))
+    if named:
+        sharding.typed[ndim] = found
     return found
 
 

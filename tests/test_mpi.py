@@ -413,6 +413,23 @@ def test_replicas_that_differ_under_a_chained_all_reduce_stop_the_job_with_a_rea
     assert "process 1 of 2 stops: process 0 failed" in output, output
 
 
+def test_one_device_on_each_process_gives_the_simulators_bits(tmp_path):
+    """As many devices as processes: each process holds one device, and every collective goes
+    straight to MPI's own call; the results are bitwise the reference simulator's."""
+    checks = os.path.join(PROGRAMS, "checks.py")
+    rc, output, _ = launch([checks, str(tmp_path / "one"), "alone"],
+                           env=_env("reference", SHARDC_NUM_DEVICES="2"))
+    assert rc == 0, output[-3000:]
+    rc, output, _ = launch([checks, str(tmp_path / "two"), "alone"], n=2,
+                           env=_env(SHARDC_NUM_DEVICES="2"))
+    assert rc == 0, output[-3000:]
+    reference = dict(np.load(tmp_path / "one" / "rank0.npz"))
+    assert len(reference) > 50
+    for rank in range(2):
+        _assert_bitwise(reference, dict(np.load(tmp_path / "two" / f"rank{rank}.npz")),
+                        f"process {rank} of 2, one device each")
+
+
 def test_each_process_runs_its_devices_stacked():
     """A process's devices make a box of the mesh (a window): it runs the mesh-level program
     once over their blocks stacked, exchanging only across processes. A mesh whose devices

@@ -1,7 +1,11 @@
 """One device on each process of the group: the node completes with MPI's own call, straight
-into the result. Member k of the group is then rank k of its communicator. Each rule returns
-the local member's result, or None where it does not apply (the general exchange runs
-instead). Buffers go as bytes: MPI has no type for bfloat16 and the other narrow floats."""
+into the result. Member k of the group is then rank k of its communicator.
+
+Each rule is bound once per node and group (``bind``): what the node's parameters decide
+(whether MPI's call applies, where a ppermute sends and receives) is worked out then, and the
+bound call takes the local member's block and gives its result. A rule that does not apply
+binds to None (the general exchange runs instead). Buffers go as bytes: MPI has no type for
+bfloat16 and the other narrow floats."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,71 +16,104 @@ from runtime.mpi.agreement import settle_then_wait
 from runtime.mpi.exchanges import contiguous, raw_bytes
 
 
-def _direct_all_reduce(comm, block, k, state, *, reduction, **params):
+def _all_reduce(comm, k, operand, *, reduction, **params):
     """Gather every member's block (one Allgather), then reduce in group order: bitwise the
     reference's reduction."""
-    gathered = np.empty((comm.size,) + block.shape, block.dtype)
-    settle_then_wait(state, [comm.Iallgather(raw_bytes(block), raw_bytes(gathered))])
-    return collectives.all_reduce(list(gathered), reduction=reduction)[0]
+    n = comm.size
+
+    def call(block, state):
+        gathered = np.empty((n,) + block.shape, block.dtype)
+        settle_then_wait(state, [comm.Iallgather(raw_bytes(block), raw_bytes(gathered))])
+        return collectives.all_reduce(list(gathered), reduction=reduction)[0]
+    return call
 
 
-def _direct_all_gather(comm, block, k, state, *, gather_axis, tiled, **params):
-    if gather_axis != 0 or block.ndim == 0 and tiled:
+def _all_gather(comm, k, operand, *, gather_axis, tiled, **params):
+    if gather_axis != 0 or len(operand.shape) == 0 and tiled:
         return None
     n = comm.size
-    out = np.empty(((n * block.shape[0],) if tiled else (n,)) + block.shape[tiled:],
-                   block.dtype)
-    settle_then_wait(state, [comm.Iallgather(raw_bytes(block), raw_bytes(out))])
-    return out
+
+    def call(block, state):
+        out = np.empty(((n * block.shape[0],) if tiled else (n,)) + block.shape[tiled:],
+                       block.dtype)
+        settle_then_wait(state, [comm.Iallgather(raw_bytes(block), raw_bytes(out))])
+        return out
+    return call
 
 
-def _direct_all_to_all(comm, block, k, state, *, split_axis, concat_axis, **params):
+def _all_to_all(comm, k, operand, *, split_axis, concat_axis, **params):
     """Chunk d of the block is its d-th slice along axis 0, and the result joins the chunks
     along axis 0 in group order: MPI's Alltoall (tiled or not, the shapes agree)."""
     if split_axis != 0 or concat_axis != 0:
         return None
-    out = np.empty_like(block)
-    settle_then_wait(state, [comm.Ialltoall(raw_bytes(block), raw_bytes(out))])
-    return out
+
+    def call(block, state):
+        out = np.empty_like(block)
+        settle_then_wait(state, [comm.Ialltoall(raw_bytes(block), raw_bytes(out))])
+        return out
+    return call
 
 
-def _direct_reduce_scatter(comm, block, k, state, *, scatter_axis, tiled, reduction,
-                           **params):
+def _reduce_scatter(comm, k, operand, *, scatter_axis, tiled, reduction, **params):
     """Each member's chunk k reaches member k (one Alltoall), which reduces the chunks in group
     order: bitwise chunk k of the reference's reduction (it is elementwise)."""
     if scatter_axis != 0:
         return None
-    received = np.empty_like(block)
-    settle_then_wait(state, [comm.Ialltoall(raw_bytes(block), raw_bytes(received))])
     n = comm.size
-    chunks = received.reshape((n, block.shape[0] // n) + block.shape[1:]) if tiled else received
-    return contiguous(collectives.all_reduce(list(chunks), reduction=reduction)[0])
+
+    def call(block, state):
+        received = np.empty_like(block)
+        settle_then_wait(state, [comm.Ialltoall(raw_bytes(block), raw_bytes(received))])
+        chunks = (received.reshape((n, block.shape[0] // n) + block.shape[1:]) if tiled
+                  else received)
+        return contiguous(collectives.all_reduce(list(chunks), reduction=reduction)[0])
+    return call
 
 
 _PERMUTE_TAG = 7313
 
 
-def _direct_ppermute(comm, block, k, state, *, perm, **params):
+def _ppermute(comm, k, operand, *, perm, **params):
     """Send to this member's destination, receive from its source: point to point."""
     dest = [d for s, d in perm if s == k]
     source = [s for s, d in perm if d == k]
     if dest == [k] or source == [k]:
         return None           # keeps its own block: the general exchange copies it
-    out = np.empty_like(block) if source else np.zeros_like(block)
-    requests = []
-    if source:
-        requests.append(comm.Irecv(raw_bytes(out), source=source[0], tag=_PERMUTE_TAG))
-    if dest:
-        requests.append(comm.Isend(raw_bytes(block), dest=dest[0], tag=_PERMUTE_TAG))
-    if requests:
+    if not source and not dest:
+        return lambda block, state: np.zeros_like(block)
+    to = dest[0] if dest else None
+    source = source[0] if source else None
+
+    def call(block, state):
+        if source is None:
+            out = np.zeros_like(block)
+            requests = [comm.Isend(raw_bytes(block), dest=to, tag=_PERMUTE_TAG)]
+        else:
+            out = np.empty_like(block)
+            requests = [comm.Irecv(raw_bytes(out), source=source, tag=_PERMUTE_TAG)]
+            if to is not None:
+                requests.append(comm.Isend(raw_bytes(block), dest=to, tag=_PERMUTE_TAG))
         settle_then_wait(state, requests)
-    return out
+        return out
+    return call
 
 
-DIRECT = {
-    coll.all_reduce_node: _direct_all_reduce,
-    coll.all_gather_node: _direct_all_gather,
-    coll.all_to_all_node: _direct_all_to_all,
-    coll.reduce_scatter_node: _direct_reduce_scatter,
-    coll.ppermute_node: _direct_ppermute,
+_RULES = {
+    coll.all_reduce_node: _all_reduce,
+    coll.all_gather_node: _all_gather,
+    coll.all_to_all_node: _all_to_all,
+    coll.reduce_scatter_node: _reduce_scatter,
+    coll.ppermute_node: _ppermute,
 }
+
+
+def has_rule(primitive) -> bool:
+    """Whether a node of ``primitive`` may complete with MPI's own call."""
+    return primitive in _RULES
+
+
+def bind(eqn, comm, k: int):
+    """The call completing ``eqn`` for member ``k`` of the group ``comm`` stands for:
+    ``call(block, state) -> result``, the block C-contiguous; None where MPI's own call does
+    not apply."""
+    return _RULES[eqn.primitive](comm, k, eqn.invars[0].aval, **eqn.params)

@@ -10,7 +10,7 @@ from ir.interpreter import last_uses, locate
 from runtime import collectives, reference
 from runtime.mpi.agreement import settle, where_called
 from runtime.mpi.arrays import Absent, local_positions
-from runtime.mpi.direct import DIRECT
+from runtime.mpi import direct
 from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, natively_reducible_type,
                                    node_fingerprint, one_per_rank)
 from runtime.mpi.faults import wait_all
@@ -127,7 +127,8 @@ class LocalPlan:
             self.straight and self.local and not prints(sample)) else None
         # this process's devices stacked (``stacked``), or why they run one at a time
         self.stacked = stacked_body(
-            lowered, self.local, self._meet_straight, self.state, native, self.straight,
+            lowered, self.local, self._meet_straight, self.direct_call, self.state, native,
+            self.straight,
             prints(sample), self.out_avals, _absent_results(self.state, self.out_avals)
         ) if self.local else None
 
@@ -245,15 +246,23 @@ class LocalPlan:
         return entry[1]
 
     def _direct(self, eqn, members, ranks):
-        """``(rule, communicator, member index)`` when the group's node completes with MPI's
-        own call (``DIRECT``: one member on each rank), else None."""
-        rule = DIRECT.get(eqn.primitive)
-        if (rule is None or len(ranks) == 1 or not one_per_rank(self.state, members, ranks)
+        """The bound call (``direct.bind``) when the group's node completes with MPI's own
+        call (one member on each rank), else None."""
+        if (not direct.has_rule(eqn.primitive) or len(ranks) == 1
+                or not one_per_rank(self.state, members, ranks)
                 or (self.native and eqn.primitive is coll.all_reduce_node
                     and natively_reducible_type(eqn.invars[0].aval.dtype,
                                                  eqn.params["reduction"]))):
             return None
-        return rule, communicator(self.state, ranks), ranks.index(self.rank)
+        return direct.bind(eqn, communicator(self.state, ranks), ranks.index(self.rank))
+
+    def direct_call(self, eqn):
+        """The call completing ``eqn`` straight into MPI (``direct.bind``) where this process
+        holds one device of it and its group has one device on each process; else None."""
+        groups = self._groups(eqn)
+        if len(groups) == 1 and len(groups[0][1]) == 1:
+            return groups[0][3]
+        return None
 
     def _meet_straight(self, waiting: dict) -> dict:
         """Every local device waits at the same node (straight-line communication)."""
@@ -263,15 +272,10 @@ class LocalPlan:
                 " finished while others wait at a communication node")
         resume = {}
         eqn = self.state.node = waiting[self.local[0]].eqn
-        for members, local, ranks, direct in self._groups(eqn):
-            if direct is not None:
-                rule, comm, k = direct
-                request = waiting[local[0]]
-                out = rule(comm, contiguous(request.value), k, self.state,
-                           **request.eqn.params)
-                if out is not None:
-                    resume[local[0]] = out
-                    continue
+        for members, local, ranks, call in self._groups(eqn):
+            if call is not None:
+                resume[local[0]] = call(contiguous(waiting[local[0]].value), self.state)
+                continue
             if len(ranks) == 1:
                 request = waiting[members[0]]
                 outs = dict(zip(members, collectives.group_rules[request.eqn.primitive](

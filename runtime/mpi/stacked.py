@@ -37,6 +37,7 @@ from ir.interpreter import locate
 from ir.sharding import device_groups, spec_axes
 from runtime import collectives
 from runtime.mpi.agreement import abandon
+from runtime.mpi.arrays import MpiArray
 from runtime.mpi.chain import chain_of, chained_all_reduce, group_size
 from runtime.mpi.exchanges import SCATTERED_REDUCTION_BYTES, natively_reducible_type
 from runtime.mpi.shared import shareable
@@ -64,19 +65,26 @@ PER_DEVICE_PATHS = {
 }
 paths = {"stacked": 0, **{reason: 0 for reason in PER_DEVICE_PATHS}}
 
+# an all-reduce with one member per process, smaller than this, gathers every block at once
+# rather than walking the processes
+GATHERED_REDUCTION_BYTES = 1 << 16
+
 
 class Window:
     """The box of the mesh this process holds: ``origin`` and size per mesh axis. Stands for
     the mesh where a stacked body is planned (``BodyPlan``): its ``axis_sizes`` are the
     window's, and ``own_kernel`` gives the kernels that differ from the fast backend's."""
 
-    def __init__(self, mesh, origin: tuple, sizes: tuple, exchange, state, native: bool):
+    def __init__(self, mesh, origin: tuple, sizes: tuple, exchange, direct_call, state,
+                 native: bool):
         self.mesh = mesh
         self.origin = origin
         self.axis_sizes = sizes
         self.axis_names = mesh.axis_names
         self.ndim = mesh.ndim
         self.exchange = exchange        # completes a node's groups for every local device
+        # a node's call straight into MPI for a process holding one device of its group
+        self.direct_call = direct_call
         self.state = state              # the scheduler's run state (agreement, errors)
         self.native = native            # reductions by MPI's own (not bit-exact) Allreduce
         self.chained = False            # whether some all-reduce walks the processes
@@ -125,11 +133,13 @@ class Window:
         if found is None:
             return None
         single = all(boxes[r][1][d] == 1 for r in found.order for d in dims)
-        if (single and len(found.order) > 2
-                and aval.size * aval.dtype.itemsize >= SCATTERED_REDUCTION_BYTES):
-            # one large member per process on three or more: each reduces a chunk of every
-            # block at once (``exchanges``), where a walk would take one hop per process.
-            # Decided from every process's box, so that all the chain's processes decide alike
+        nbytes = aval.size * aval.dtype.itemsize
+        if single and (nbytes < GATHERED_REDUCTION_BYTES or (
+                len(found.order) > 2 and nbytes >= SCATTERED_REDUCTION_BYTES)):
+            # one member per process: a small one goes to every process in one Allgather,
+            # where a walk would take one hop after another; a large one on three processes
+            # or more, each reduces a chunk of every block at once (``exchanges``). Decided
+            # from every process's box, so that all the chain's processes decide alike
             return None
         self.chained = True
         how = Members(lead, dims, self.axis_sizes, aval.ndim)
@@ -151,6 +161,8 @@ class Window:
         positions = self.positions()
         out_avals = types.out_avals
         exchange = self.exchange
+        if len(positions) == 1 and len(out_avals) == 1 and len(eqn.invars) == 1:
+            return self._alone(node, positions[0], types)
 
         def exchanged(*xs):
             # one copy of the stack where a member's block is not contiguous (a transposed
@@ -170,6 +182,30 @@ class Window:
                 outs[0][at] = results[p]
             return outs
         return Kernel(exchanged, [window] * len(out_avals), multiple=True)
+
+    def _alone(self, node, position, types) -> Kernel:
+        """A node of which this process holds one device: its block goes straight to MPI's
+        own call where the group has one device on each process (``direct``), else to the
+        scheduler's exchange. Which, is found at the first run (it may make the group's
+        communicator, which the processes do at the node, in order)."""
+        p, at = position
+        window, (aval,) = self.axis_sizes, types.out_avals
+        shape = window + aval.shape
+        state, exchange = self.state, self.exchange
+        found = []
+
+        def alone(x):
+            block = np.ascontiguousarray(broadcast_lead(x, window)[at])
+            if not found:
+                found.append(self.direct_call(node))
+            call = found[0]
+            if call is None:
+                result = exchange({p: Request(node, block)})[p]
+            else:
+                state.node = node
+                result = call(block, state)
+            return [np.asarray(result, aval.dtype).reshape(shape)]
+        return Kernel(alone, [window], multiple=True)
 
     def positions(self) -> list:
         """``(mesh position, index in the window)`` of each local device, in mesh order."""
@@ -260,10 +296,10 @@ class StackedBody:
         stacked = []
         for j, (lead, spec) in enumerate(zip(self.in_leads, self.lowered.in_shardings)):
             value = values[j]
-            held = value._local if isinstance(value, Array) else None
+            array = type(value) is MpiArray or isinstance(value, Array)
+            held = value._local if array else None
             data = None if held is None else held.over(window, spec, lead)
-            if data is None and held is None and not any(spec) and not isinstance(
-                    value, Array):
+            if data is None and held is None and not any(spec) and not array:
                 # a host value every device takes whole (a cotangent's seed, a constant):
                 # one block for all, with nothing to split or hold against its copies
                 whole = detached(canonical_array(value), value)
@@ -274,7 +310,7 @@ class StackedBody:
                 if not _replicas_agree(blocks, window, lead):
                     return None
                 data = stack_blocks(blocks, window, lead)
-                if isinstance(value, Array) and held is None:
+                if array and held is None:
                     # stacked and checked once: an array is never changed (one that holds a
                     # stack already keeps it: a stacked run's output reads its blocks there)
                     value._local = LocalStack(data, lead, window, spec, None)
@@ -321,8 +357,8 @@ def _replicas_agree(blocks: list, window: Window, lead: tuple) -> bool:
                for block, i in zip(blocks, position_index(window.axis_sizes, lead)))
 
 
-def stacked_body(lowered, local: list, exchange, state, native: bool, straight: bool,
-                 prints: bool, out_avals: list, absent: list):
+def stacked_body(lowered, local: list, exchange, direct_call, state, native: bool,
+                 straight: bool, prints: bool, out_avals: list, absent: list):
     """The stacked body of a lowered shard_map for this process, or the reason it runs one
     device at a time (a key of ``PER_DEVICE_PATHS``)."""
     if prints:
@@ -336,7 +372,8 @@ def stacked_body(lowered, local: list, exchange, state, native: bool, straight: 
     if box is None:
         return "not_a_box"
     try:
-        return StackedBody(lowered, Window(mesh, box[0], box[1], exchange, state, native),
+        return StackedBody(lowered, Window(mesh, box[0], box[1], exchange, direct_call, state,
+                                                  native),
                            out_avals, absent)
     except NotStackable as why:
         return why.reason if why.reason in PER_DEVICE_PATHS else "divergent_control"

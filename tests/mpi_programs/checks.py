@@ -541,9 +541,44 @@ def check_multihost():
     multihost_utils.sync_global_devices("checks")
 
 
+def check_every_device_alone():
+    """Collectives over a 1-D mesh of every device: under ``mpiexec -n N`` with N devices each
+    process holds one, and its node goes straight to MPI's own call (small all-reduces
+    gathered in one Allgather, large ones walked through the processes)."""
+    import ml_dtypes
+    mesh = jax.make_mesh((jax.device_count(),), ("i",))
+    n = jax.device_count()
+    shift = [(k, (k + 1) % n) for k in range(n)]
+    bodies = [
+        ("psum", lambda b: lax.psum(b, "i"), P()),
+        ("pmean", lambda b: lax.pmean(b, "i"), P()),
+        ("pmax", lambda b: lax.pmax(b, "i"), P()),
+        ("all_gather", lambda b: lax.all_gather(b, "i", tiled=True, to="invarying"), P()),
+        ("all_gather_stacked", lambda b: lax.all_gather(b, "i", to="invarying"), P()),
+        ("psum_scatter", lambda b: lax.psum_scatter(b, "i", tiled=True), P("i")),
+        ("all_to_all", lambda b: lax.all_to_all(b, "i", 0, 0, tiled=True), P("i")),
+        ("ppermute", lambda b: lax.ppermute(b, "i", shift), P("i")),
+        ("ppermute_partial", lambda b: lax.ppermute(b, "i", [(0, n - 1)]), P("i")),
+        ("ppermute_self", lambda b: lax.ppermute(b, "i", [(k, k) for k in range(n)]), P("i")),
+        ("ppermute_then_psum", lambda b: lax.psum(lax.ppermute(b, "i", shift) * b, "i"), P()),
+    ]
+    # 8 x 4 rows a device: small; 8 x 4096: over the size that walks the processes
+    for rows, cols in ((8, 4), (8, 4096)):
+        for dtype in (np.float32, ml_dtypes.bfloat16, np.int32):
+            x = jnp.asarray((data((n * rows, cols), seed=16) * 4).astype(dtype))
+            for name, body, out_spec in bodies:
+                if dtype == np.int32 and name == "pmean":
+                    continue
+                f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"),
+                                          out_specs=out_spec))
+                f(x)
+                record(f"alone/{rows}x{cols}/{np.dtype(dtype).name}/{name}", f(x))
+
+
 GROUPS = {"collectives": check_collectives, "large": check_large_reductions,
           "shared": check_shared_reductions,
-          "direct": check_one_device_per_process, "uneven": check_uneven_groups,
+          "direct": check_one_device_per_process, "alone": check_every_device_alone,
+          "uneven": check_uneven_groups,
           "control": check_control_flow,
           "grad": check_grad, "tutorial": check_tutorial, "training": check_training,
           "explicit": check_explicit, "multihost": check_multihost}
