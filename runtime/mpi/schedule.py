@@ -128,8 +128,8 @@ class LocalPlan:
         # this process's devices stacked (``stacked``), or why they run one at a time
         self.stacked = stacked_body(
             lowered, self.local, self._meet_straight, self.direct_call, self.state, native,
-            self.straight,
-            prints(sample), self.out_avals, _absent_results(self.state, self.out_avals)
+            self.straight, prints(sample), self.out_avals,
+            _absent_results(self.state, self.out_avals)
         ) if self.local else None
 
     def run(self, values: list, column, opening=None) -> list:
