@@ -611,6 +611,7 @@ class NamedSharding(Sharding):
         # by rank: the type sharding of an array it lays out (``sharding_rules.type_sharding``,
         # asked at every array made)
         self.typed: dict = {}
+        self._hash = None           # worked out at the first ``hash`` (every jitted call's key)
 
     def __eq__(self, other):
         if self is other:
@@ -620,7 +621,10 @@ class NamedSharding(Sharding):
                      or normal_spec(self.spec) == normal_spec(other.spec)))
 
     def __hash__(self):
-        return hash((self.mesh, normal_spec(self.spec)))
+        found = self._hash
+        if found is None:
+            found = self._hash = hash((self.mesh, normal_spec(self.spec)))
+        return found
 
     def __repr__(self):
         memory = ", memory_kind=device" if isinstance(self.mesh, Mesh) else ""

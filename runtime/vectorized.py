@@ -933,31 +933,18 @@ class ModulePlan:
         return plan
 
 
-# --- shardings that hash once ------------------------------------------------------------------
-
-class KeyedSharding(NamedSharding):
-    """A NamedSharding whose hash is computed once: jit hashes input shardings on every call."""
-
-    def __init__(self, mesh, spec):
-        super().__init__(mesh, spec)
-        self._hash = NamedSharding.__hash__(self)
-
-    def __hash__(self):
-        return self._hash
-
-    def __eq__(self, other):
-        return self is other or NamedSharding.__eq__(self, other)
-
+# --- one sharding object per layout ------------------------------------------------------------
 
 _KEYED: dict = {}
 
 
-def keyed_sharding(mesh, spec) -> KeyedSharding:
-    """One KeyedSharding per (mesh object, spec): equal keys are then the same object."""
+def keyed_sharding(mesh, spec) -> NamedSharding:
+    """One NamedSharding per (mesh object, spec): equal keys are then the same object (jit
+    hashes input shardings at every call: a sharding keeps its hash once worked out)."""
     key = (id(mesh), tuple(spec))
     entry = _KEYED.get(key)
     if entry is None or entry.mesh is not mesh:
-        entry = _KEYED[key] = KeyedSharding(mesh, spec)
+        entry = _KEYED[key] = NamedSharding(mesh, spec)
     return entry
 
 
