@@ -17,6 +17,7 @@ from compiler.tracing import aval_of
 from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
 from runtime.devices import devices as all_devices
 import shardc.numpy as jnp
+from shardc import lax
 from ir.sharding_rules import named_sharding
 from shardc.random import PRNGKeyArray, key_data
 from shardc.sharding import body_abstract_mesh, get_mesh, resolve_sharding
@@ -273,7 +274,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         specs = tuple(PartitionSpec() if a is None else PartitionSpec(name) for a in leaf_axes)
 
         def body(*blocks):
-            unmapped = [b if a is None else b[0] for b, a in zip(blocks, leaf_axes)]
+            # each device's block holds its one slice: more than there are devices leaves
+            # blocks of several, which cannot be squeezed (JAX's error), never read as one
+            unmapped = [b if a is None else lax.squeeze(b, (0,))
+                        for b, a in zip(blocks, leaf_axes)]
             rebuilt = list(args)
             values, keywords = tree.tree_unflatten(treedef, unmapped)
             for k, value in zip(positions, values):

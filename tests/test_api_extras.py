@@ -362,6 +362,20 @@ def test_pmap_is_a_shard_map_over_the_mapped_dimension():
                                np.broadcast_to(x.mean(0), (4, 2)))
 
 
+def test_pmap_over_more_slices_than_devices_is_an_error():
+    # JAX: a mapped dimension longer than the devices leaves each device a block of several
+    # slices, which pmap cannot squeeze to one; it never reads only the first of them
+    n = 2 * jax.device_count()
+    f = jax.pmap(lambda z: jax.lax.psum(jnp.sin(z), "i"), axis_name="i")
+    with pytest.raises(ValueError, match="cannot select an axis to squeeze out which has "
+                       r"size not equal to one, got shape=\(2,\) and dimensions=\(0,\)"):
+        f(jnp.ones(n))
+    with pytest.raises(ValueError, match="cannot select an axis to squeeze out"):
+        jax.lax.fori_loop(0, 3, lambda i, x: f(x) + x, jnp.ones(n))
+    np.testing.assert_allclose(np.asarray(f(jnp.ones(4))), np.full(4, 4 * np.sin(1.0)),
+                               rtol=1e-6)
+
+
 def test_tree_keys_one_level_and_the_manual_axis_type_name():
     import shardc.tree_util as tu
     from shardc.sharding import ManualAxisType
