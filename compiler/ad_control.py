@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.ad_core import (Linear, add_tangents, backward_pass, instantiate, jvp_program,
+from compiler.ad_core import (Linear, add_tangents, backward_pass, instantiate,
                                jvp_program_with_consts,
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules,
                                zeros_like_aval)
@@ -236,10 +236,22 @@ def _cond_jvp(primals, tangents, *, branches):
     index, *ops = primals
     op_tangents = tangents[1:]
     nonzero = [t is not None for t in op_tangents]
-    new_branches = tuple(jvp_program(b, nonzero, shard=current_shard_context())
-                         for b in branches)
-    outs = bind(p.cond_p, index, *ops, *[t for t in op_tangents if t is not None],
-                branches=new_branches)
+    # arrays a custom rule in a branch closed over become leading operands of every branch
+    # (each branch ignores the others')
+    traced = [jvp_program_with_consts(b, nonzero, shard=current_shard_context())
+              for b in branches]
+    all_consts = [c for _, consts in traced for c in consts]
+    new_branches = []
+    offset = 0
+    for program, consts in traced:
+        before = [Var(aval_of(c)) for c in all_consts[:offset]]
+        after = [Var(aval_of(c)) for c in all_consts[offset + len(consts):]]
+        own = program.invars[:len(consts)]
+        new_branches.append(Program([], before + own + after + program.invars[len(consts):],
+                                    program.eqns, program.outvars))
+        offset += len(consts)
+    outs = bind(p.cond_p, index, *all_consts, *ops, *[t for t in op_tangents if t is not None],
+                branches=tuple(new_branches))
     n = len(branches[0].outvars)
     return outs[:n], outs[n:]
 

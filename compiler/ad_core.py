@@ -1,7 +1,7 @@
 """Automatic differentiation as program transformations.
 
-- ``jvp_program``: a program of (primals, tangents) -> (outputs, output tangents), traced by
-  running the program under a JVP trace whose rules bind into a program trace.
+- ``jvp_program_with_consts``: a program of (primals, tangents) -> (outputs, output tangents),
+  traced by running the program under a JVP trace whose rules bind into a program trace.
 - ``partial_eval``: split a program into the part computable from known inputs (which also
   outputs the residuals the rest needs) and the part that needs the unknown inputs.
 - ``backward_pass``: transpose a program linear in some inputs: equations that do not touch
@@ -177,23 +177,12 @@ class JVPTrace(Trace):
             return eval_program(flat, list(consts) + tracers)
 
 
-def jvp_program(program: Program, nonzero: list, *, shard=None) -> Program:
-    """The program (inputs, tangents of the inputs marked ``nonzero``) -> (outputs, tangents of
-    every output; zeros instantiated)."""
-    jvp_prog, consts = jvp_program_with_consts(program, nonzero, shard=shard)
-    if consts:
-        # a user's rule (custom_jvp/custom_vjp) closed over an array
-        raise NotImplementedError(
-            "a custom_jvp/custom_vjp rule differentiated inside a shard_map body, loop or "
-            "cond closes over an array constant; pass the array to the custom function as an "
-            "argument instead")
-    return jvp_prog
-
-
 def jvp_program_with_consts(program: Program, nonzero: list, *, shard=None, known=None):
-    """``jvp_program``, allowing arrays closed over by custom rules: (the program with those
-    constants as leading inputs, their values). ``known``: the values of the program's inputs,
-    where they are known now (a gradient's), so that a custom rule may branch on them."""
+    """The program (inputs, tangents of the inputs marked ``nonzero``) -> (outputs, tangents
+    of every output; zeros instantiated), with the arrays a custom rule (custom_jvp/custom_vjp)
+    closed over as leading inputs: (that program, those arrays' values). ``known``: the values
+    of the program's inputs, where they are known now (a gradient's), so that a custom rule
+    may branch on them."""
     in_avals = program.in_avals
     tangent_avals = [a for a, nz in zip(in_avals, nonzero) if nz]
 

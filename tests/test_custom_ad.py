@@ -822,3 +822,39 @@ def test_bwd_cotangent_of_another_float_dtype_is_kept():
         g = jax.grad(fun)(x)
         assert g.dtype == np.float32
         np.testing.assert_array_equal(np.asarray(g), np.float32(1 + 2 ** -7))
+
+
+def test_custom_jvp_rule_closing_over_an_array_inside_cond():
+    # JAX differentiates a cond whose branch calls a custom_jvp function whose rule closes
+    # over a numpy array (the array becomes an operand of every branch)
+    @jax.custom_jvp
+    def f(x):
+        return x
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (xdot,) = primals, tangents
+        const = np.arange(3, dtype=x.dtype)
+        return x * const, xdot * const
+
+    x = np.arange(3, dtype=np.float32)
+    t = x + 1
+    c = np.arange(3, dtype=np.float32)
+    g = lambda x, pred: jax.lax.cond(pred, f, lambda y: y * 2, x)
+    h = lambda x, pred: jax.lax.cond(pred, f, f, x)
+    for pred in (True, False):
+        scale = c if pred else 2.0
+        want = (scale * x, scale * t)       # the rule's primal output, as JAX's
+        for got in (jax.jvp(lambda x: g(x, pred), (x,), (t,)),
+                    jax.jit(lambda x, t, p: jax.jvp(lambda x: g(x, p), (x,), (t,)))(x, t, pred)):
+            np.testing.assert_allclose(np.asarray(got[0]), want[0])
+            np.testing.assert_allclose(np.asarray(got[1]), want[1])
+        np.testing.assert_allclose(
+            np.asarray(jax.jit(jax.grad(lambda x, p: g(x, p).sum()))(x, pred)),
+            np.broadcast_to(scale, (3,)))
+        np.testing.assert_allclose(
+            np.asarray(jax.vmap(lambda x: jax.jvp(lambda x: g(x, pred), (x,), (x,))[1])(
+                np.ones((2, 3), np.float32))), np.broadcast_to(scale, (2, 3)))
+        # the same rule in both branches: each branch reads its own copy of the array
+        np.testing.assert_allclose(np.asarray(jax.jit(
+            lambda x, p: jax.jvp(lambda x: h(x, p), (x,), (t,))[1])(x, pred)), c * t)
