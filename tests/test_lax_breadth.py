@@ -796,6 +796,11 @@ def test_composite_runs_its_decomposition_and_platform_dependent_takes_cpu():
     assert float(L.platform_dependent(jnp.float32(2.0), cpu=lambda v: v * 3,
                                       default=lambda v: v)) == 6.0
     assert float(L.platform_dependent(jnp.float32(2.0), default=lambda v: v + 1)) == 3.0
+    # no branch for cpu and no default: JAX's missing-lowering error
+    with pytest.raises(NotImplementedError, match=r"^MLIR translation rule for primitive "
+                       r"'platform_index\(platforms=\(\('tpu',\),\)\)' not found for "
+                       "platform cpu$"):
+        L.platform_dependent(3.0, tpu=lambda v: v + 2.0)
     np.testing.assert_array_equal(
         np.asarray(L.round(jnp.array([0.5, 1.5, 2.5]), L.RoundingMethod.TO_NEAREST_EVEN)),
         [0.0, 2.0, 2.0])

@@ -192,10 +192,12 @@ def composite(decomposition, name: str, version: int = 0):
 
 
 def platform_dependent(*args, default=None, **per_platform):
-    """The branch for this platform (``cpu``; shardc runs on numpy), else ``default``."""
+    """The branch for this platform (``cpu``; shardc runs on numpy), else ``default``. With
+    neither, JAX's error: its platform-index primitive has no lowering for cpu."""
     branch = per_platform.get("cpu", default)
     if branch is None:
+        platforms = tuple((name,) for name in per_platform)
         raise NotImplementedError(
-            f"platform_dependent: no branch for cpu among {sorted(per_platform)} and no "
-            "default")
+            f"MLIR translation rule for primitive 'platform_index(platforms={platforms!r})' "
+            "not found for platform cpu")
     return branch(*args)
