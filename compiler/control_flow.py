@@ -289,6 +289,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     carry, found by tracing the body, and written when the loop is done.
     """
     _check_callable("scan", "f argument should be a callable.", f)
+    if _jit_disabled():
+        return _scan_python(f, init, xs, length, reverse)
     refs: list = []
     while True:
         try:
@@ -300,6 +302,49 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
             if any(r is found.ref for r in refs):
                 raise
             refs.append(found.ref)
+
+
+def _jit_disabled() -> bool:
+    """Whether ``jax_disable_jit`` is on: then, as JAX's, a scan runs as a Python loop, a
+    while loop does where its predicate is known, and a cond or switch whose predicate is
+    known calls the branch it picks."""
+    from compiler import jit
+    return jit._jit_disabled
+
+
+def _scan_python(f, init, xs, length, reverse):
+    """JAX's scan with jit disabled: ``f`` runs once per slice of ``xs``, op by op, and the
+    ``y`` results are stacked. A scan of length 0 is an error (JAX cannot tell its ``y``
+    types without tracing)."""
+    xs_flat, xs_tree = tree.tree_flatten(xs)
+    length = _scan_length(xs_flat, length)
+    if length == 0:
+        raise ValueError("zero-length scan is not supported in disable_jit() mode because "
+                         "the output type is unknown.")
+    carry, ys = init, []
+    for i in (reversed(range(length)) if reverse else range(length)):
+        x = tree.tree_unflatten(xs_tree, [_index_in_dim(v, i) for v in xs_flat])
+        carry, y = _pair(f(carry, x))
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    flat = [tree.tree_flatten(y) for y in ys]
+    stacked = [bind(prims.concatenate_p, *[_expand_leading(leaves[k]) for leaves, _ in flat],
+                    dimension=0) for k in range(len(flat[0][0]))]
+    return carry, tree.tree_unflatten(flat[0][1], stacked)
+
+
+def _index_in_dim(x, i):
+    """``x[i]`` along the leading axis."""
+    shape = aval_of(x).shape
+    piece = bind(prims.slice_p, x, start_indices=(i,) + (0,) * (len(shape) - 1),
+                 limit_indices=(i + 1,) + tuple(shape[1:]), strides=None)
+    return bind(prims.squeeze_p, piece, dimensions=(0,))
+
+
+def _expand_leading(y):
+    """``y`` with a leading axis of length 1."""
+    return bind(prims.reshape_p, y, new_sizes=(1,) + tuple(aval_of(y).shape))
 
 
 def _scan_threading(refs, f, init, xs, length, reverse, unroll, carry_name, construct):
@@ -520,6 +565,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     one = np.asarray(1, dtype)[()]
     start, stop = _static_bound(lower), _static_bound(upper)
     if start is not None and stop is not None:
+        if stop <= start and _jit_disabled():
+            return init_val       # (JAX's: a scan of no length cannot run op by op)
         # the counter counts from ``int(lower)``, a Python int: weakly typed int32, whatever
         # the bounds' dtype, as JAX's
         def step(loop_carry, _):
@@ -579,6 +626,14 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
     _check_callable("while_loop", "body_fun and cond_fun arguments should be callable.",
                     body_fun, cond_fun)
     carry_name = carry_name or _param_name(body_fun, 0, None)
+    if _jit_disabled():
+        try:
+            val = tree.tree_map(_as_array, init_val)
+            while cond_fun(val):
+                val = tree.tree_map(_as_array, body_fun(val))
+            return val
+        except ConcretizationTypeError:
+            pass     # a predicate not known now (under vmap, say): the loop is traced
     given, carry_tree = tree.tree_flatten(init_val)
     weak = [weakly_typed(v) for v in given]
     init_flat = [_as_array(v) for v in given]
@@ -694,6 +749,10 @@ def cond(pred, true_fun, false_fun, *operands):
         if dtype.kind != "b":
             pred = bind(prims.ne_p, pred, np.zeros((), dtype)[()])
         index = bind(prims.convert_element_type_p, pred, new_dtype=dtypes.int32)
+    if _jit_disabled():
+        known = value_if_known(index)
+        if not isinstance(known, Tracer):
+            return (true_fun if int(known) else false_fun)(*operands)
     return _switch("cond", index, [false_fun, true_fun], ["false_fun", "true_fun"], operands)
 
 
@@ -723,6 +782,10 @@ def switch(index, branches, *operands):
             if dtype != dtypes.int32 else index
         index = bind(prims.max_p, index, np.int32(0))
         index = bind(prims.min_p, index, np.int32(len(branches) - 1))
+    if _jit_disabled():
+        known = value_if_known(index)
+        if not isinstance(known, Tracer):
+            return branches[int(known)](*operands)
     names = ["branch 0"] + [f"branch{k}" for k in range(1, len(branches))]   # (JAX's)
     return _switch("switch", index, branches, names, operands)
 

@@ -1768,3 +1768,50 @@ def test_eager_results_of_forwarded_operands_and_carries_as_jax():
         assert type(y) is float and y == 1.0
     assert float(lax.fori_loop(0, 3, lambda i, v: v * 2, 1.0)) == 8.0
     assert isinstance(lax.fori_loop(0, 3, lambda i, v: v, jnp.float32(1.0)), shardc.Array)
+
+
+def test_loops_and_branches_run_in_python_with_jit_disabled():
+    # JAX: under disable_jit a scan calls its body once per step, op by op, and stacks the
+    # ys; a zero-length scan is an error; a while loop runs in Python where its predicate is
+    # known; a cond or switch with a known predicate calls the branch it picks
+    calls = []
+
+    def body(c, x):
+        calls.append(x.shape)
+        return c + x, (c * 2, x.sum())
+
+    xs = np.arange(12.0, dtype=np.float32).reshape(4, 3)
+    for reverse in (False, True):
+        want_c, want_ys = py_scan(lambda c, x: (c + x["a"], (c * 2, x["a"].sum())),
+                                  np.zeros(3, np.float32), {"a": xs}, 4, reverse)
+        calls.clear()
+        with shardc.disable_jit():
+            c, (ys, sums) = lax.scan(body, jnp.zeros(3), jnp.asarray(xs), reverse=reverse)
+        assert calls == [(3,)] * 4
+        np.testing.assert_allclose(np.asarray(c), want_c)
+        np.testing.assert_allclose(np.asarray(ys), np.stack([y[0] for y in want_ys]))
+        np.testing.assert_allclose(np.asarray(sums), xs.sum(1))
+    with shardc.disable_jit():
+        with pytest.raises(ValueError, match="^zero-length scan is not supported in "
+                           r"disable_jit\(\) mode because the output type is unknown\.$"):
+            lax.scan(lambda c, x: (c + x, x), 0.0, np.array([]))
+        assert lax.fori_loop(0, 0, lambda i, x: x + i, 1.0) == 1.0
+        assert float(lax.fori_loop(0, 5, lambda i, x: x + i, 1.0)) == 11.0
+        assert int(lax.while_loop(lambda x: x < 10, lambda x: x * 2, 1)) == 16
+        # a predicate traced by vmap: the loop is traced after all
+        np.testing.assert_array_equal(np.asarray(shardc.vmap(
+            lambda a: lax.while_loop(lambda x: x < 10, lambda x: x * 2, a))(
+                jnp.array([1, 3, 20]))), [16, 12, 20])
+        seen = []
+        assert float(lax.cond(jnp.array(False), lambda x: seen.append("t") or x + 1,
+                              lambda x: seen.append("f") or x - 1, 5.0)) == 4.0
+        assert seen == ["f"]          # the other branch is never traced
+        assert float(lax.switch(7, [lambda x: x, lambda x: x * 10], 2.0)) == 20.0
+        np.testing.assert_array_equal(np.asarray(shardc.vmap(
+            lambda p: lax.cond(p, lambda x: x + 1, lambda x: x - 1, 5.0))(
+                jnp.array([True, False]))), [6.0, 4.0])
+        # derivatives through the Python loops: d/dx x*1*2*3 = 6, d/dx x*2*2 (x=3) = 4
+        assert float(shardc.grad(lambda x: lax.scan(lambda c, a: (c * a, c), x,
+                                                     jnp.arange(1.0, 4.0))[0])(2.0)) == 6.0
+        assert float(shardc.grad(lambda x: lax.while_loop(lambda c: c < 10.0,
+                                                          lambda c: c * 2.0, x))(3.0)) == 4.0
