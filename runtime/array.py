@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import weakref
 
 import numpy as np
 
@@ -66,6 +67,15 @@ class Shard:
         return Array.from_global(self.buffer, SingleDeviceSharding(self.device)).committed_to()
 
 
+# every array not yet freed, by id (arrays are unhashable, as JAX's)
+_LIVE: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def live_arrays() -> list:
+    """Every array alive now (not freed and not deleted), as JAX's ``live_arrays``."""
+    return [a for a in list(_LIVE.values()) if not a.is_deleted()]
+
+
 class Array(metaclass=abc.ABCMeta):
     """A global array: shape, dtype, sharding, and one numpy buffer per device.
 
@@ -94,6 +104,7 @@ class Array(metaclass=abc.ABCMeta):
         # committed to its devices (JAX's): laid out on a mesh, or put on a device by name; an
         # array on the default device that nobody asked for may move
         self._committed = not isinstance(sharding, SingleDeviceSharding)
+        _LIVE[id(self)] = self
 
     # -- construction ------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from shardc import (ad_checkpoint, custom_batching, custom_derivatives, debug, d
                     flatten_util, lax, nn, numpy, ops, random, ref, scipy, sharding, tree,
                     tree_util, typing)
 from shardc.ref import Ref, empty_ref, free_ref, freeze, new_ref
-from shardc._devices import device_put, local_device_count, make_mesh
+from shardc._devices import device_put, live_arrays, local_device_count, make_mesh
 from shardc._extras import (block_until_ready, copy_to_host_async, default_backend, device_get,
                             effects_barrier, eval_shape, named_call, named_scope, smap)
 from shardc._jacobians import hessian, jacfwd, jacrev
@@ -119,7 +119,7 @@ __all__ = [
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
     "debug_key_reuse", "default_prng_impl", "legacy_prng_key", "device_count", "device_get",
     "device_put",
-    "devices", "disable_jit",
+    "devices", "disable_jit", "live_arrays",
     "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks", "enable_x64",
     "empty_ref", "ensure_compile_time_eval", "eval_shape", "free_ref", "freeze", "new_ref",
     "pure_callback", "ref",

@@ -16,6 +16,7 @@ from compiler.tree import broadcast_prefix, leaf_paths, tree_flatten, tree_unfla
 from ir import primitives as prims
 from ir.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from runtime.array import Array
+from runtime.array import live_arrays as _live_arrays
 from runtime.devices import devices as all_devices
 from runtime.devices import local_devices
 from runtime.reference import device_put as _device_put_one
@@ -116,6 +117,12 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     if axis_types is None:
         axis_types = (AxisType.Explicit,) * len(axis_shapes)
     return Mesh(array.reshape(tuple(axis_shapes)), tuple(axis_names), axis_types=axis_types)
+
+
+def live_arrays(platform=None) -> list:
+    """Every array alive now (JAX's ``jax.live_arrays``): those not yet freed or deleted.
+    shardc has one backend, so ``platform`` selects nothing."""
+    return _live_arrays()
 
 
 def local_device_count(backend=None) -> int:

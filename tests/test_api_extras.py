@@ -933,3 +933,30 @@ def test_transformed_functions_carry_jax_docstrings():
         "Does things with stuff.")
     for t in (jax.grad, jax.jacfwd, jax.vmap):
         assert t(superfun).__name__ == "superfun" and t(superfun).__wrapped__ is superfun
+
+
+def test_live_arrays_lists_the_arrays_not_yet_freed_or_deleted():
+    # JAX's jax.live_arrays: every array alive in the backend
+    import gc
+    x = jnp.arange(5.0) + 1
+    y = jax.device_put(np.ones(3, np.float32))
+    assert any(a is x for a in jax.live_arrays()) and any(a is y for a in jax.live_arrays())
+    ident = id(x)
+    del x
+    gc.collect()
+    assert not any(id(a) == ident for a in jax.live_arrays())
+    y.delete()
+    assert not any(a is y for a in jax.live_arrays())
+    # a jitted cond closing over an array leaves nothing behind once the function is gone
+    gc.collect()
+    base = len(jax.live_arrays())
+
+    def leak():
+        data = jax.device_put(np.zeros(1024, np.float32) + 1)
+        g = jax.jit(lambda: jax.lax.cond(True, jax.jit(lambda: data[0]), lambda: data[1]))
+        assert float(g()) == 1.0
+        g.clear_cache()
+
+    leak()
+    gc.collect()
+    assert len(jax.live_arrays()) <= base
