@@ -312,6 +312,16 @@ def _jit_disabled() -> bool:
     return jit._jit_disabled
 
 
+def _as_loop_value(value):
+    """A carry of a loop run in Python, as JAX's ``lax.asarray`` gives it: a numpy array
+    becomes an (immutable) array of its canonical dtype, so that a body updating it in place
+    (``x += 1``) changes no other carry; a Python number becomes a typed scalar."""
+    if isinstance(value, np.ndarray):
+        return bind(prims.convert_element_type_p, value,
+                    new_dtype=dtypes.canonicalize(value.dtype))
+    return _as_array(value)
+
+
 def _scan_python(f, init, xs, length, reverse):
     """JAX's scan with jit disabled: ``f`` runs once per slice of ``xs``, op by op, and the
     ``y`` results are stacked. A scan of length 0 is an error (JAX cannot tell its ``y``
@@ -628,9 +638,9 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
     carry_name = carry_name or _param_name(body_fun, 0, None)
     if _jit_disabled():
         try:
-            val = tree.tree_map(_as_array, init_val)
+            val = tree.tree_map(_as_loop_value, init_val)
             while cond_fun(val):
-                val = tree.tree_map(_as_array, body_fun(val))
+                val = tree.tree_map(_as_loop_value, body_fun(val))
             return val
         except ConcretizationTypeError:
             pass     # a predicate not known now (under vmap, say): the loop is traced

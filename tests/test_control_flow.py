@@ -1815,3 +1815,22 @@ def test_loops_and_branches_run_in_python_with_jit_disabled():
                                                      jnp.arange(1.0, 4.0))[0])(2.0)) == 6.0
         assert float(shardc.grad(lambda x: lax.while_loop(lambda c: c < 10.0,
                                                           lambda c: c * 2.0, x))(3.0)) == 4.0
+
+
+def test_while_loop_with_jit_disabled_copies_numpy_carries():
+    # JAX's issue 27019: the loop takes its carries as arrays, so a body adding in place to
+    # a numpy carry (x += 1) does not change another carry given the same numpy array
+    def body_fun(carry):
+        x, y = carry
+        x += 1
+        return x, y + x
+
+    def f():
+        val = np.array(1.0)
+        return lax.while_loop(lambda c: c[0] < 10, body_fun, (val, val))[1]
+
+    want = 1.0 + sum(range(2, 11))          # y gains x = 2, 3, ..., 10
+    assert float(f()) == want
+    with shardc.disable_jit():
+        out = f()
+    assert float(out) == want and out.dtype == np.float32
