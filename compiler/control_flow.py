@@ -24,8 +24,8 @@ from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, abstract_value_error, aval_of,
                               bind, current_trace, errors_link, eval_trace, is_python_scalar,
-                              trace_to_program, user_source, value_if_known, weakened_where,
-                              weakly_typed)
+                              trace_to_program, user_source, value_if_known, weakened,
+                              weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
@@ -313,13 +313,16 @@ def _jit_disabled() -> bool:
 
 
 def _as_loop_value(value):
-    """A carry of a loop run in Python, as JAX's ``lax.asarray`` gives it: a numpy array
+    """A carry of a loop run in Python, as JAX's ``lax.asarray`` gives it: a numpy value
     becomes an (immutable) array of its canonical dtype, so that a body updating it in place
-    (``x += 1``) changes no other carry; a Python number becomes a typed scalar."""
-    if isinstance(value, np.ndarray):
+    (``x += 1``) changes no other carry; a Python number a weakly typed array."""
+    if is_python_scalar(value):
+        return weakened(bind(prims.convert_element_type_p, _as_array(value),
+                             new_dtype=dtypes.weak_scalar_dtype(value)))
+    if isinstance(value, (np.ndarray, np.generic)):
         return bind(prims.convert_element_type_p, value,
                     new_dtype=dtypes.canonicalize(value.dtype))
-    return _as_array(value)
+    return value
 
 
 def _scan_python(f, init, xs, length, reverse):
@@ -341,6 +344,9 @@ def _scan_python(f, init, xs, length, reverse):
     flat = [tree.tree_flatten(y) for y in ys]
     stacked = [bind(prims.concatenate_p, *[_expand_leading(leaves[k]) for leaves, _ in flat],
                     dimension=0) for k in range(len(flat[0][0]))]
+    # weakly typed where every step's y is (Python numbers, say), as JAX's stacking keeps it
+    stacked = weakened_where(stacked, [all(weakly_typed(leaves[k]) for leaves, _ in flat)
+                                       for k in range(len(stacked))])
     return carry, tree.tree_unflatten(flat[0][1], stacked)
 
 
@@ -581,7 +587,9 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         # the bounds' dtype, as JAX's
         def step(loop_carry, _):
             i, val = loop_carry
-            return (bind(prims.add_p, i, 1), body_fun(i, val)), None
+            # (a Python int while the loop runs in Python, jit disabled, as JAX's)
+            nxt = i + 1 if type(i) is int else bind(prims.add_p, i, 1)
+            return (nxt, body_fun(i, val)), None
 
         (_, result), _ = scan(step, (start, init_val), None,
                               length=max(0, stop - start),
@@ -598,7 +606,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
     def body(loop_carry):
         i, stop, val = loop_carry
-        return bind(prims.add_p, i, one), stop, body_fun(i, val)
+        # a weakly typed counter (the lower bound a Python int) stays so, as JAX's
+        return bind(prims.add_p, i, 1 if weakly_typed(i) else one), stop, body_fun(i, val)
 
     lower, upper = (_as_loop_index(b, dtype) for b in (lower, upper))
     _, _, result = while_loop(cond_fun, body, (lower, upper, init_val), carry_name="loop_carry")
@@ -623,6 +632,10 @@ def _loop_index_dtype(lower, upper) -> np.dtype:
 
 
 def _as_loop_index(value, dtype):
+    """A bound as the counter's ``dtype``. A Python int of that dtype stays one, so that the
+    loop's counter, which starts as the lower bound, is weakly typed as JAX's is."""
+    if is_python_scalar(value) and dtypes.weak_scalar_dtype(value) == dtype:
+        return value
     if is_python_scalar(value) or isinstance(value, np.generic):
         return np.asarray(int(value), dtype)[()]
     if aval_of(value).dtype != dtype:

@@ -1834,3 +1834,38 @@ def test_while_loop_with_jit_disabled_copies_numpy_carries():
     with shardc.disable_jit():
         out = f()
     assert float(out) == want and out.dtype == np.float32
+
+
+def test_fori_loop_counter_is_weakly_typed_when_the_lower_bound_is():
+    # JAX: the counter starts as the lower bound; a Python int lower bound of the counter's
+    # dtype leaves it weakly typed, so an int8 carry plus the counter stays int8
+    f = shardc.jit(lambda n: lax.fori_loop(0, n, lambda i, c: c + i, jnp.int8(0)))
+    out = f(3)
+    assert out.dtype == np.int8 and not out.weak_type and int(out) == 3
+    c, i = shardc.jit(lambda n: lax.fori_loop(0, n, lambda i, c: (c[0] + i, i), (0.0, n)))(3)
+    assert c.weak_type and float(c) == 3.0 and i.weak_type and i.dtype == np.int32
+    assert int(i) == 2
+    # a typed bound of another dtype sets the counter's dtype (typed)
+    c, i = shardc.jit(lambda n: lax.fori_loop(n, 5, lambda i, c: (c[0] + i, i), (0, n)))(
+        jnp.int8(3))
+    assert (c.dtype, i.dtype, int(c), int(i)) == (np.int8, np.int8, 7, 4)
+    assert not c.weak_type and not i.weak_type
+    out = shardc.vmap(lambda n: lax.fori_loop(0, n, lambda i, c: c + i, 0))(jnp.arange(4))
+    assert out.weak_type
+    np.testing.assert_array_equal(np.asarray(out), [0, 0, 1, 3])
+
+
+def test_loops_with_jit_disabled_keep_python_numbers_and_weak_types():
+    # JAX: with jit disabled a fori_loop of known bounds counts with a Python int (so a
+    # Python carry stays Python), a while loop takes Python numbers as weakly typed arrays,
+    # and stacked Python-number ys are weakly typed
+    with shardc.disable_jit():
+        out = lax.fori_loop(0, 3, lambda i, c: (c[0] + i, i), (0, 0))
+        assert out == (3, 2) and all(type(v) is int for v in out)
+        k, v = lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + 0.5),
+                              (0, np.float32(1.0)))
+        assert k.weak_type and k.dtype == np.int32 and int(k) == 3
+        assert not v.weak_type and v.dtype == np.float32 and float(v) == 2.5
+        c, ys = lax.scan(lambda c, x: (c + 1.0, c), 0.0, None, length=3)
+        assert c == 3.0 and ys.weak_type and ys.dtype == np.float32
+        np.testing.assert_array_equal(np.asarray(ys), [0.0, 1.0, 2.0])
