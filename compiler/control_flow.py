@@ -607,7 +607,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     def body(loop_carry):
         i, stop, val = loop_carry
         # a weakly typed counter (the lower bound a Python int) stays so, as JAX's
-        return bind(prims.add_p, i, 1 if weakly_typed(i) else one), stop, body_fun(i, val)
+        return (bind(prims.add_p, i, one.item() if weakly_typed(i) else one), stop,
+                body_fun(i, val))
 
     lower, upper = (_as_loop_index(b, dtype) for b in (lower, upper))
     _, _, result = while_loop(cond_fun, body, (lower, upper, init_val), carry_name="loop_carry")

@@ -1852,6 +1852,11 @@ def test_fori_loop_counter_is_weakly_typed_when_the_lower_bound_is():
     assert not c.weak_type and not i.weak_type
     out = shardc.vmap(lambda n: lax.fori_loop(0, n, lambda i, c: c + i, 0))(jnp.arange(4))
     assert out.weak_type
+    # a weakly typed float counter (traced float bounds) counts in floats
+    c, i = shardc.jit(lambda x: lax.fori_loop(x, x + 2.0, lambda i, c: (c[0] + i, i),
+                                              (jnp.float16(0), x)))(1.0)
+    assert (c.dtype, float(c), i.dtype, i.weak_type, float(i)) == (
+        np.float16, 3.0, np.float32, True, 2.0)
     np.testing.assert_array_equal(np.asarray(out), [0, 0, 1, 3])
 
 
