@@ -106,11 +106,17 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     """``solve(f, initial_guess)``, a root of ``f``, differentiated in what ``f`` closes over
     by the implicit function theorem: at the root ``f(x, p) = 0``, so
     ``dx = -tangent_solve(d_x f, d_p f . dp)`` (JAX's ``lax.custom_root``). The initial guess
-    gets no derivative."""
+    gets no derivative. ``f``, ``solve`` and ``tangent_solve`` must each give a result of the
+    guess's structure (JAX's TypeError otherwise)."""
+    guess_leaves, guess_tree = tree.tree_flatten(initial_guess)
+    _, _, f_tree = _traced(f, tree.tree_structure((initial_guess,)), guess_leaves)
+    _check_tree("f", "initial_guess", f_tree, guess_tree)
     converted, consts = closure_convert(f, initial_guess)
     guess = tree.tree_map(lambda v: bind(p.stop_gradient_p, v), initial_guess)
     if not consts:
-        return solve(converted, guess)
+        result = solve(converted, guess)
+        _check_tree("solve", "initial_guess", tree.tree_structure(result), guess_tree, has_aux)
+        return result
     # what solve and tangent_solve close over (the guess among it) enter as arguments whose
     # tangents do not count: the solution's derivative is the implicit function theorem's
     solver, solver_consts = closure_convert(
@@ -131,9 +137,27 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
         x = result[0] if has_aux else result
         _, rhs = jvp(lambda *q: converted(x, *q), tuple(params), tuple(tangents[:n]))
         dx = tangent_solver(x, tree.tree_map(lambda r: -r, rhs), *params, *args[n + m:])
+        _check_tree("tangent_solve", "x", tree.tree_structure(dx), guess_tree)
         if not has_aux:
             return result, dx
         return result, (dx, tree.tree_map(lambda v: zeros_like_aval(aval_of(v)), result[1]))
 
     root.defjvp(root_jvp)
-    return root(*consts, *solver_consts, *tangent_consts)
+    result = root(*consts, *solver_consts, *tangent_consts)
+    _check_tree("solve", "initial_guess", tree.tree_structure(result), guess_tree, has_aux)
+    return result
+
+
+def _check_tree(func_name, expected_name, actual_tree, expected_tree, has_aux=False):
+    """JAX's check that a function given to ``custom_root`` returns the structure asked for
+    (the first of a pair where it also returns auxiliary data)."""
+    if has_aux:
+        children = actual_tree.children()
+        if len(children) != 2:
+            raise ValueError(f"{func_name}() produced a pytree with structure {actual_tree}, "
+                             "but a pytree tuple with auxiliary output was expected because "
+                             "has_aux was set to True.")
+        actual_tree = children[0]
+    if actual_tree != expected_tree:
+        raise TypeError(f"{func_name}() output pytree structure must match {expected_name}, "
+                        f"got {actual_tree} and {expected_tree}.")

@@ -1,5 +1,7 @@
 """``custom_gradient`` and ``closure_convert``, held to finite differences and to the rules
 they state (each case also ran under JAX 0.10.2 with the same results)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -153,3 +155,30 @@ def test_custom_root_with_closures_in_solve_and_tangent_solve_and_aux():
     value, aux = with_aux(9.0)
     assert abs(float(value) - 3.0) < 1e-6 and int(aux) == 7
     assert abs(float(jax.grad(lambda x: with_aux(x)[0])(9.0)) - 1 / 6) < 1e-6
+
+
+def test_custom_root_checks_the_structures_of_what_its_functions_return():
+    # JAX's errors: f, solve and tangent_solve must return the guess's structure
+    with pytest.raises(TypeError, match=re.escape(
+            "f() output pytree structure must match initial_guess, got PyTreeDef((*, *)) and "
+            "PyTreeDef(*).")):
+        jax.lax.custom_root(lambda x: (x, x), 0.0, lambda f, x: x, lambda f, x: x)
+    with pytest.raises(TypeError, match=re.escape(
+            "solve() output pytree structure must match initial_guess, got PyTreeDef((*, *)) "
+            "and PyTreeDef(*).")):
+        jax.lax.custom_root(lambda x: x, 0.0, lambda f, x: (x, x), lambda f, x: x)
+
+    def root_of(x, tangent_solve):
+        return jax.lax.custom_root(lambda y: x - y, 0.0, lambda f, g: g + 1.0, tangent_solve)
+
+    with pytest.raises(TypeError, match=re.escape(
+            "tangent_solve() output pytree structure must match x, got PyTreeDef((*, *)) "
+            "and PyTreeDef(*).")):
+        jax.jvp(lambda x: root_of(x, lambda g, y: (y, y)), (0.0,), (1.0,))
+    with pytest.raises(ValueError, match=re.escape(
+            "solve() produced a pytree with structure PyTreeDef(*), but a pytree tuple with "
+            "auxiliary output was expected because has_aux was set to True.")):
+        jax.lax.custom_root(lambda x: x, 0.0, lambda f, x: x, lambda f, x: x, has_aux=True)
+    # well formed: d/dx of the root of x - y is 1 (tangent_solve y / g(1))
+    primal, tangent = jax.jvp(lambda x: root_of(x, lambda g, y: y / g(1.0)), (0.0,), (1.0,))
+    assert (float(primal), float(tangent)) == (1.0, 1.0)
