@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import weakref
+import gc
 
 import numpy as np
 
@@ -67,13 +67,12 @@ class Shard:
         return Array.from_global(self.buffer, SingleDeviceSharding(self.device)).committed_to()
 
 
-# every array not yet freed, by id (arrays are unhashable, as JAX's)
-_LIVE: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
-
-
 def live_arrays() -> list:
-    """Every array alive now (not freed and not deleted), as JAX's ``live_arrays``."""
-    return [a for a in list(_LIVE.values()) if not a.is_deleted()]
+    """Every array alive now (not freed and not deleted), as JAX's ``live_arrays``: found
+    among the objects Python's garbage collector tracks (arrays are), so that making an
+    array costs nothing for it; a debugging aid, slow in proportion to the objects alive."""
+    return [a for a in gc.get_objects()
+            if Array in type(a).__mro__ and not a.is_deleted()]   # not the traced values
 
 
 class Array(metaclass=abc.ABCMeta):
@@ -104,7 +103,6 @@ class Array(metaclass=abc.ABCMeta):
         # committed to its devices (JAX's): laid out on a mesh, or put on a device by name; an
         # array on the default device that nobody asked for may move
         self._committed = not isinstance(sharding, SingleDeviceSharding)
-        _LIVE[id(self)] = self
 
     # -- construction ------------------------------------------------------------------------
 
