@@ -17,7 +17,6 @@ from compiler.tracing import aval_of
 from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
 from runtime.devices import devices as all_devices
 import shardc.numpy as jnp
-from shardc import lax
 from ir.sharding_rules import named_sharding
 from shardc.random import PRNGKeyArray, key_data
 from shardc.sharding import body_abstract_mesh, get_mesh, resolve_sharding
@@ -276,7 +275,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         def body(*blocks):
             # each device's block holds its one slice: more than there are devices leaves
             # blocks of several, which cannot be squeezed (JAX's error), never read as one
-            unmapped = [b if a is None else lax.squeeze(b, (0,))
+            unmapped = [b if a is None else jnp.squeeze(b, 0)
                         for b, a in zip(blocks, leaf_axes)]
             rebuilt = list(args)
             values, keywords = tree.tree_unflatten(treedef, unmapped)

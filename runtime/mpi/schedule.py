@@ -10,7 +10,7 @@ from ir.interpreter import last_uses, locate
 from runtime import collectives, reference
 from runtime.mpi.agreement import settle, where_called
 from runtime.mpi.arrays import Absent, local_positions
-from runtime.mpi import direct
+from runtime.mpi.direct import bind, has_rule
 from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, natively_reducible_type,
                                    node_fingerprint, one_per_rank)
 from runtime.mpi.faults import wait_all
@@ -248,13 +248,13 @@ class LocalPlan:
     def _direct(self, eqn, members, ranks):
         """The bound call (``direct.bind``) when the group's node completes with MPI's own
         call (one member on each rank), else None."""
-        if (not direct.has_rule(eqn.primitive) or len(ranks) == 1
+        if (not has_rule(eqn.primitive) or len(ranks) == 1
                 or not one_per_rank(self.state, members, ranks)
                 or (self.native and eqn.primitive is coll.all_reduce_node
                     and natively_reducible_type(eqn.invars[0].aval.dtype,
                                                  eqn.params["reduction"]))):
             return None
-        return direct.bind(eqn, communicator(self.state, ranks), ranks.index(self.rank))
+        return bind(eqn, communicator(self.state, ranks), ranks.index(self.rank))
 
     def direct_call(self, eqn):
         """The call completing ``eqn`` straight into MPI (``direct.bind``) where this process
