@@ -596,9 +596,12 @@ class Tracer:
 
     @property
     def sharding(self):
-        """The layout the traced value is known to have, or None."""
+        """The layout the traced value is known to have, or None: where its operands' layouts
+        do not say it, the one its type says (on Explicit axes the type is the layout)."""
         layout = self._layout()
-        return None if layout is layouts_mod.UNKNOWN else layout
+        if layout is None or layout is layouts_mod.UNKNOWN:
+            return named_sharding(self.aval)
+        return layout
 
     def _layout(self):
         """The layout of the value traced (compiler.layouts): None, a sharding or UNKNOWN."""

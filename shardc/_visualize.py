@@ -74,23 +74,35 @@ def visualize_array_sharding(x, *, use_color=True, scale=1.0, min_width=9, max_w
         │CPU 0,1│CPU 2,3│CPU 4,5│CPU 6,7│
         └───────┴───────┴───────┴───────┘
     """
-    shape = tuple(x.shape)
+    visualize_sharding(tuple(x.shape), x.sharding, use_color=use_color, scale=scale,
+                       min_width=min_width, max_width=max_width)
+
+
+def visualize_sharding(shape, sharding, *, use_color=True, scale=1.0, min_width=9,
+                       max_width=80, color_map=None):
+    """Print how an array of ``shape`` laid out by ``sharding`` lies over its devices (JAX's
+    ``jax.debug.visualize_sharding``; the drawing as ``visualize_array_sharding``'s).
+    ``color_map``: a matplotlib colormap for the cells, where colours are drawn."""
+    shape = tuple(shape)
     if len(shape) not in (1, 2):
         raise ValueError(RANK_ERROR)
     console = _console(use_color)
-    color_map = _color_map() if console.color_system else None
-    cells = cell_grid(shape, distinct_blocks(x), scale=scale, min_width=min_width,
-                      max_width=max_width, colored=color_map is not None)
+    if console.color_system:
+        color_map = color_map if color_map is not None else _color_map()
+    else:
+        color_map = None
+    cells = cell_grid(shape, distinct_blocks(shape, sharding), scale=scale,
+                      min_width=min_width, max_width=max_width, colored=color_map is not None)
     _print_table(console, cells, color_map)
 
 
 # --- which blocks, where ---------------------------------------------------------------------
 
-def distinct_blocks(x) -> list:
-    """The Array's distinct blocks, grouping the devices that hold the same slices."""
-    shape = tuple(x.shape)
+def distinct_blocks(shape: tuple, sharding) -> list:
+    """The distinct blocks of an array of ``shape`` laid out by ``sharding``, grouping the
+    devices that hold the same slices."""
     holders: dict = {}
-    for device, index in _every_device_index(x):
+    for device, index in _every_device_index(shape, sharding):
         key = tuple(_bounds(s, extent) for s, extent in zip(index, shape))
         holders.setdefault(key, []).append(device.id)
     # Grid position along a dimension = rank of the block's start among the distinct starts.
@@ -107,14 +119,13 @@ def distinct_blocks(x) -> list:
     return sorted(blocks, key=lambda b: (b.row, b.column))
 
 
-def _every_device_index(x) -> list:
-    """(device, index) of every device holding part of ``x``: all of them, not only this
+def _every_device_index(shape: tuple, sharding) -> list:
+    """(device, index) of every device holding part of the array: all of them, not only this
     process's (under MPI a process addresses its own devices' shards only)."""
-    sharding = x.sharding
     if not isinstance(sharding, NamedSharding):
-        return [(shard.device, shard.index) for shard in x.addressable_shards]
+        return list(sharding.devices_indices_map(shape).items())
     mesh, spec = sharding.mesh, sharding.spec
-    return [(mesh.devices.flat[p], block_slices(tuple(x.shape), spec, mesh, mesh.coords(p)))
+    return [(mesh.devices.flat[p], block_slices(shape, spec, mesh, mesh.coords(p)))
             for p in range(mesh.size)]
 
 

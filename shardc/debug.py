@@ -23,6 +23,36 @@ def visualize_array_sharding(x, *, use_color=True, scale=1.0, min_width=9, max_w
     return draw(x, use_color=use_color, scale=scale, min_width=min_width, max_width=max_width)
 
 
+def visualize_sharding(shape, sharding, *, use_color=True, scale=1.0, min_width=9,
+                       max_width=80, color_map=None):
+    """Draw how an array of ``shape`` laid out by ``sharding`` lies over its devices."""
+    from shardc._visualize import visualize_sharding as draw
+    return draw(shape, sharding, use_color=use_color, scale=scale, min_width=min_width,
+                max_width=max_width, color_map=color_map)
+
+
+def inspect_array_sharding(value, *, callback):
+    """Call ``callback`` with the sharding of each array of the pytree ``value``, as early as
+    it is known: eagerly at once; under ``jit`` while the function is traced (its layout, as
+    ``x.sharding`` of a traced value gives it), so that the calls of a compiled program that
+    follow call it no more, as JAX's compile-time call.
+
+    >>> shardc.debug.inspect_array_sharding(x, callback=print)
+    """
+    for leaf in tree.tree_leaves(value):
+        if not isinstance(leaf, (Array, Tracer)):
+            raise TypeError(f"inspect_array_sharding takes a pytree of arrays; got a leaf of "
+                            f"type {type(leaf).__name__}")
+        sharding = leaf.sharding
+        if sharding is None:
+            raise NotImplementedError(
+                "inspect_array_sharding of a traced value whose layout is left to propagation "
+                "(an intermediate value on a mesh of Auto axes): shardc knows the layout only "
+                "once the whole program is partitioned; inspect it on an Explicit mesh "
+                "(jax.make_mesh's default), or inspect the jitted function's inputs or results")
+        callback(sharding)
+
+
 def print(fmt: str | None = None, *args, ordered: bool = False, partitioned: bool = False,
           skip_format_check: bool = False, **kwargs):
     """Print ``fmt.format(*args, **kwargs)`` with the values of arrays when the program runs:

@@ -397,3 +397,53 @@ def test_captured_output_has_no_colour_even_when_forced(capsys, monkeypatch, fak
     # rich would colour on FORCE_COLOR; 5.3 says not a terminal means no colour.
     monkeypatch.setenv("FORCE_COLOR", "1")
     assert drawn(capsys, put(mesh, (8, 4), P('x', None))) == ROWS_BY_X
+
+
+# --- visualize_sharding and inspect_array_sharding (JAX's jax.debug) -----------------------------
+
+def test_visualize_sharding_draws_a_shape_and_sharding_without_an_array(capsys, mesh):
+    x = put(mesh, (8, 4), P('x', 'y'))
+    jax.debug.visualize_sharding((8, 4), NamedSharding(mesh, P('x', 'y')))
+    from_sharding = capsys.readouterr().out
+    assert from_sharding == drawn(capsys, x)
+    assert from_sharding.count("CPU") == 8
+    device = jax.devices()[3]
+    jax.debug.visualize_sharding((6,), jax.sharding.SingleDeviceSharding(device))
+    assert "CPU 3" in capsys.readouterr().out
+    with pytest.raises(ValueError):
+        jax.debug.visualize_sharding((2, 2, 2), NamedSharding(mesh, P('x')))
+
+
+def test_inspect_array_sharding_calls_back_eagerly_and_once_per_compile():
+    mesh = jax.make_mesh((4, 2), ('x', 'y'))          # Explicit axes: layouts in the types
+    x = put(mesh, (8, 4), P('x', 'y'))
+    seen = []
+    jax.debug.inspect_array_sharding({"a": x, "b": [x]}, callback=seen.append)
+    assert seen == [x.sharding, x.sharding]
+
+    traced = []
+
+    @jax.jit
+    def f(v):
+        y = jnp.sin(v).sum(axis=1)
+        jax.debug.inspect_array_sharding(y, callback=traced.append)
+        return y * 2
+
+    np.testing.assert_allclose(np.asarray(f(x)), np.sin(np.asarray(x)).sum(axis=1) * 2,
+                               rtol=1e-6)
+    f(x)                      # compiled: no second call
+    assert len(traced) == 1
+    assert isinstance(traced[0], NamedSharding) and traced[0].mesh == mesh
+    assert tuple(traced[0].spec)[:1] == ('x',)
+    with pytest.raises(TypeError, match="pytree of arrays"):
+        jax.debug.inspect_array_sharding("text", callback=print)
+
+
+def test_inspect_array_sharding_of_a_value_left_to_propagation_is_not_guessed(mesh):
+    x = put(mesh, (8, 4), P('x', 'y'))                # Auto axes: propagation decides
+    with pytest.raises(NotImplementedError, match="left to propagation"):
+        jax.jit(lambda v: jax.debug.inspect_array_sharding(jnp.sin(v).sum(1),
+                                                           callback=print))(x)
+    seen = []
+    jax.jit(lambda v: jax.debug.inspect_array_sharding(v, callback=seen.append))(x)
+    assert seen == [x.sharding]
