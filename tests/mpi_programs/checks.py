@@ -564,10 +564,12 @@ def check_every_device_alone():
     ]
     # 8 x 4 rows a device: small; 8 x 4096: over the size that walks the processes
     for rows, cols in ((8, 4), (8, 4096)):
-        for dtype in (np.float32, ml_dtypes.bfloat16, np.int32):
+        for dtype in (np.float32, ml_dtypes.bfloat16, np.int32, np.complex64, np.bool_):
             x = jnp.asarray((data((n * rows, cols), seed=16) * 4).astype(dtype))
             for name, body, out_spec in bodies:
-                if dtype == np.int32 and name == "pmean":
+                if (dtype in (np.int32, np.bool_) and name == "pmean"
+                        or dtype in (np.complex64, np.bool_) and name == "pmax"
+                        or dtype == np.bool_ and name in ("psum_scatter", "ppermute_then_psum")):
                     continue
                 f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("i"),
                                           out_specs=out_spec))
