@@ -61,10 +61,12 @@ class Shard:
     index: tuple
     buffer: np.ndarray
     replica_id: int = 0      # which copy of this block: 0 for the first device holding it
+    committed: bool = True   # as the array it is a shard of (JAX's ``data._committed``)
 
     @property
     def data(self) -> "Array":
-        return Array.from_global(self.buffer, SingleDeviceSharding(self.device)).committed_to()
+        block = Array.from_global(self.buffer, SingleDeviceSharding(self.device))
+        return block.committed_to() if self.committed else block
 
 
 def live_arrays() -> list:
@@ -227,7 +229,8 @@ class Array(metaclass=abc.ABCMeta):
         sharding = self.sharding
         if isinstance(sharding, SingleDeviceSharding):
             index = (slice(None),) * len(self.shape)
-            return [Shard(sharding.device, index, read_only(self.buffers[0]))]
+            return [Shard(sharding.device, index, read_only(self.buffers[0]),
+                          committed=self._committed)]
         # under MPI a process addresses only its own devices' blocks
         mesh, spec = sharding.mesh, sharding.spec
         shards, copies = [], {}

@@ -18,7 +18,8 @@ from ir.sharding import (NamedSharding, PartitionSpec, Sharding, axes_size, bloc
                          block_shape, block_slices, spec_names)
 from runtime import devices as _devices
 from runtime import mpi as _mpi
-from runtime.array import Array, canonical_array, detached
+from compiler.tracing import Tracer
+from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
 from shardc.sharding import resolve_sharding
 
 __all__ = [
@@ -163,9 +164,31 @@ def make_array_from_callback(shape, sharding, data_callback):
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
     """A global array of ``shape`` laid out by ``sharding`` from one array per addressable
     device (each that device's block): matched by device where an array names its own, else
-    in the order of the mesh's devices."""
-    mesh, spec = _named(sharding, "make_array_from_single_device_arrays")
+    in the order of the mesh's devices. ``dtype``, where given, is the arrays' own (JAX's
+    check: it converts nothing), and is needed where this process has no device."""
+    name = "make_array_from_single_device_arrays"
+    if not isinstance(arrays, (list, tuple)):
+        raise TypeError(f"jax.{name} `arrays` argument must be a list or tuple, but got "
+                        f"{type(arrays)}.")
+    if any(isinstance(a, Tracer) for a in arrays):
+        raise ValueError(f"jax.{name} requires a list of concrete arrays as input, but got "
+                         f"types {set(map(type, arrays))}")
+    if dtype is None:
+        if not arrays:
+            raise ValueError("If the Array has no addressable shards, `dtype` must be provided "
+                             f"via the `dtype` argument to `jax.{name}`.")
+    elif arrays and np.dtype(arrays[0].dtype) != np.dtype(dtype):
+        raise ValueError(f"If `dtype` is provided to `jax.{name}`, it must match the dtype of "
+                         f"the addressable shards. Got dtype={np.dtype(dtype)} and shard "
+                         f"dtype={arrays[0].dtype}`.")
     shape = tuple(shape)
+    if isinstance(sharding, SingleDeviceSharding):
+        # the one array is the whole value, on that device
+        if len(arrays) != 1 or tuple(np.shape(arrays[0])) != shape:
+            raise ValueError(f"jax.{name}: a SingleDeviceSharding takes one array of shape "
+                             f"{shape}, got {[tuple(np.shape(a)) for a in arrays]}")
+        return Array.from_global(_canonical(np.asarray(arrays[0])), sharding).committed_to()
+    mesh, spec = _named(sharding, name)
     local = [(p, d) for p, d in enumerate(mesh.devices.flat) if _devices.is_local(d)]
     arrays = list(arrays)
     if len(arrays) != len(local):
@@ -180,7 +203,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     for p, device in local:
         if device not in by_device:
             raise ValueError(f"make_array_from_single_device_arrays: no array for {device}")
-        block = _canonical(np.asarray(by_device[device], dtype=dtype))
+        block = _canonical(np.asarray(by_device[device]))
         want = tuple(s.stop - s.start for s in block_slices(shape, spec, mesh, mesh.coords(p)))
         if block.shape != want:
             raise ValueError(f"make_array_from_single_device_arrays: the array for {device} has "

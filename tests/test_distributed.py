@@ -88,8 +88,11 @@ def test_process_allgather_and_broadcast_on_one_process():
     assert stacked.shape == (1, 3)
     tiled = multihost_utils.process_allgather(np.arange(3.), tiled=True)
     np.testing.assert_array_equal(tiled, np.arange(3.))
+    # an array on this process's devices only is its part, stacked as a host value (JAX's)
     x = jax.device_put(jnp.arange(8.), NamedSharding(jax.make_mesh((8,), ("i",)), P("i")))
-    np.testing.assert_array_equal(multihost_utils.process_allgather(x), np.arange(8.))
+    np.testing.assert_array_equal(multihost_utils.process_allgather(x), np.arange(8.)[None])
+    np.testing.assert_array_equal(multihost_utils.process_allgather(x, tiled=True),
+                                  np.arange(8.))
     assert multihost_utils.broadcast_one_to_all({"a": np.float32(2)})["a"] == 2
     multihost_utils.sync_global_devices("alone")
 
@@ -195,3 +198,29 @@ def test_host_values_check_is_on_unless_trusted(monkeypatch):
     with pytest.raises(ValueError, match="SHARDC_MPI_HOST_VALUES must be 'check' or 'trust', "
                                          "got 'maybe'"):
         MpiBackend()
+
+
+def test_make_array_from_single_device_arrays_takes_any_sharding_and_checks_as_jax():
+    device = jax.devices()[0]
+    one = jax.sharding.SingleDeviceSharding(device)
+    block = jax.device_put(np.arange(16).reshape(8, 2), one)
+    out = jax.make_array_from_single_device_arrays((8, 2), one, [block])
+    assert out.sharding == one and out._committed
+    np.testing.assert_array_equal(np.asarray(out), np.arange(16).reshape(8, 2))
+    with pytest.raises(ValueError, match="must match the dtype of the addressable shards"):
+        jax.make_array_from_single_device_arrays((8, 2), one, [block], dtype=jnp.float32)
+    with pytest.raises(TypeError, match="`arrays` argument must be a list or tuple"):
+        jax.make_array_from_single_device_arrays((8, 2), one, block)
+    with pytest.raises(ValueError, match="requires a list of concrete arrays"):
+        jax.jit(lambda v: jax.make_array_from_single_device_arrays(v.shape, one, [v]))(block)
+    mesh = jax.make_mesh((2,), ("x",))
+    with pytest.raises(ValueError, match="`dtype` must be provided"):
+        jax.make_array_from_single_device_arrays((8,), NamedSharding(mesh, P("x")), [])
+
+
+def test_a_shards_data_is_committed_as_its_array():
+    x = jnp.array([1, 2, 3])
+    assert [s.data._committed for s in x.addressable_shards] == [False]
+    y = jax.device_put(x, jax.devices()[1])
+    assert [s.data._committed for s in y.addressable_shards] == [True]
+    assert y.addressable_shards[0].data.sharding.device == jax.devices()[1]

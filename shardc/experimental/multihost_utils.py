@@ -35,16 +35,18 @@ def sync_global_devices(name: str) -> None:
 def process_allgather(in_tree, tiled: bool = False):
     """Every process's value of each leaf, on every process, as numpy arrays.
 
-    A global array (laid out on a mesh) is already the same on every process: its global value
-    is returned. A host value is this process's part: the parts are stacked along a new
-    leading axis in process order, or concatenated along axis 0 with ``tiled=True``.
+    An array spanning other processes' devices is already the same on every process: its
+    global value is returned. A host value, or an array on this process's devices only, is
+    this process's part: the parts are stacked along a new leading axis in process order, or
+    concatenated along axis 0 with ``tiled=True`` (JAX's; on one process a value comes back
+    with a leading axis of 1).
 
     >>> process_allgather(np.float32(shardc.process_index()))    # [0., 1.] under -n 2
     """
     leaves, treedef = tree_flatten(in_tree)
     out = []
     for leaf in leaves:
-        if isinstance(leaf, Array):
+        if isinstance(leaf, Array) and not leaf.is_fully_addressable:
             out.append(np.asarray(leaf))
         else:
             out.append(_allgather_host(np.asarray(leaf), tiled))
