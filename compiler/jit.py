@@ -644,6 +644,7 @@ class JitFunction:
         return tuple(key)
 
     def _call(self, args, kwargs):
+        given = args, kwargs          # the caller's arrays: donated ones are deleted
         args, kwargs = self._place_inputs(args, kwargs)
         static_argnums = self._static_positions(len(args))
         static_kwargs, kwargs = self._split_static_kwargs(kwargs)
@@ -683,7 +684,8 @@ class JitFunction:
         if device is not None:
             outs = get_backend().on_device(outs, device)
         if self.donate_argnums or self.donate_argnames:
-            outs = self._donate(args, kwargs, static_argnums, outs, compiled)
+            # the caller's own arrays, also where in_shardings laid them out anew (as JAX's)
+            outs = self._donate(*given, static_argnums, outs, compiled)
         result = tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
         return self._constrain_outputs(result) if compiled.place_after else result
 

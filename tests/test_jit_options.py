@@ -300,3 +300,15 @@ def test_aot_views_on_one_device_and_on_an_explicit_mesh():
     traced = shardc.jit(lambda x, *, y: x + y).trace(jnp.ones(2), y=jnp.ones(2))
     assert len(traced.in_avals) == 2 and list(traced.in_avals[1]) == ["y"]
     assert traced.out_info.shape == (2,)
+
+
+def test_a_donated_argument_laid_out_anew_by_in_shardings_is_deleted():
+    # JAX deletes the caller's array even where in_shardings moved it onto the mesh first
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    replicated = NamedSharding(mesh, P())
+    for fun in (lambda x: x * 2, lambda x: x):
+        arr = jnp.arange(16)
+        want = np.asarray(fun(np.arange(16)))
+        out = shardc.jit(fun, in_shardings=replicated, donate_argnums=0)(arr)
+        assert arr.is_deleted() and out.sharding.is_fully_replicated
+        np.testing.assert_array_equal(np.asarray(out), want)
