@@ -52,15 +52,21 @@ class AxisType(enum.Enum):
         return f"AxisType.{self.name}"
 
 
-def _axis_types(axis_types, n: int, default) -> tuple:
+def _axis_types(axis_types, n: int, default, names=(), who: str = "Mesh") -> tuple:
+    """One AxisType per mesh axis, checked as JAX checks them: a single AxisType stands for a
+    mesh of one axis (it is not repeated), and each must be an AxisType (not its name)."""
     if axis_types is None:
         return (default,) * n
-    if isinstance(axis_types, AxisType):
-        axis_types = (axis_types,) * n
+    if not isinstance(axis_types, (tuple, list)):
+        axis_types = (axis_types,)
     axis_types = tuple(axis_types)
-    if len(axis_types) != n or not all(isinstance(t, AxisType) for t in axis_types):
-        raise ValueError(f"axis_types must be {n} AxisType values (one per mesh axis), got "
-                         f"{axis_types!r}")
+    if not all(isinstance(t, AxisType) for t in axis_types):
+        raise TypeError(f"axis_types passed to {who} must be of type "
+                        f"`jax.sharding.AxisType`. Got {axis_types} of type "
+                        f"{tuple(type(t) for t in axis_types)}")
+    if len(axis_types) != n:
+        raise ValueError(f"Number of axis names should match the number of axis_types. Got "
+                         f"axis_names={tuple(names)} and axis_types={axis_types}")
     return axis_types
 
 
@@ -105,7 +111,8 @@ class AbstractMesh(_AxisKinds):
         if len(self.axis_sizes) != len(self.axis_names):
             raise ValueError(f"AbstractMesh needs one size per axis name, got sizes "
                              f"{self.axis_sizes} and names {self.axis_names}")
-        self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto)
+        self.axis_types = _axis_types(axis_types, len(self.axis_names), AxisType.Auto,
+                                      self.axis_names, "AbstractMesh")
         self._device_kind = _device_kind
         self.explicit_axes = tuple(n for n, t in zip(self.axis_names, self.axis_types)
                                    if t is AxisType.Explicit)
@@ -193,6 +200,9 @@ class PartitionSpec(tuple):
     """
     UNCONSTRAINED = UNCONSTRAINED
 
+    def __init_subclass__(cls, **kwargs):
+        raise TypeError("Subclassing `jax.P` is prohibited (PartitionSpec is final, as JAX's)")
+
     def __new__(cls, *entries, unreduced=frozenset(), reduced=frozenset()):
         if unreduced or reduced:
             raise NotImplementedError(
@@ -241,6 +251,9 @@ def _canonical_entry(entry):
     """One spec entry in JAX's normal form: ``('x',)`` is ``'x'``, ``()`` is ``None``."""
     if isinstance(entry, (tuple, list)):
         entry = tuple(entry)
+        if any(isinstance(name, (tuple, list)) for name in entry):
+            raise ValueError(f"A tuple inside PartitionSpec cannot contain a nested tuple. "
+                             f"Got {entry}")
         return None if not entry else entry[0] if len(entry) == 1 else entry
     return entry
 
@@ -359,7 +372,8 @@ class Mesh(_AxisKinds):
         # the devices never change: their ids and the hash are computed once
         self._device_ids = tuple(int(d.id) for d in devices.flat)
         # Mesh(...) gives Auto axes, as JAX's; make_mesh gives Explicit ones
-        self.axis_types = _axis_types(axis_types, len(axis_names), AxisType.Auto)
+        self.axis_types = _axis_types(axis_types, len(axis_names), AxisType.Auto,
+                                      axis_names)
         self._hash = hash((axis_names, tuple(devices.shape), self._device_ids,
                            self.axis_types))
         self.explicit_axes = tuple(n for n, t in zip(axis_names, self.axis_types)

@@ -729,3 +729,22 @@ def test_abstract_and_empty_meshes_name_what_is_wrong():
     with pytest.raises(ValueError, match="shard_map requires a non-empty mesh"):
         jax.shard_map(lambda x: x, mesh=AbstractMesh((), ()), in_specs=P("x"),
                       out_specs=P("x"))(jnp.arange(8))
+
+
+def test_spec_and_mesh_construction_errors_are_jaxs():
+    from shardc.sharding import AbstractMesh, AxisType
+    for spec in (("x", "y", ("z", ("a",))), ((("a", "b"), "c"),)):
+        with pytest.raises(ValueError, match="cannot contain a nested tuple"):
+            P(*spec)
+    with pytest.raises(TypeError, match="Subclassing `jax.P` is prohibited"):
+        type("MyP", (P,), {})
+    # one AxisType is a mesh of one axis, never repeated over several
+    with pytest.raises(ValueError, match="should match the number of axis_types"):
+        AbstractMesh((2, 1), ("x", "y"), axis_types=AxisType.Auto)
+    with pytest.raises(ValueError, match="should match the number of axis_types"):
+        jax.make_mesh((2, 1), ("x", "y"), axis_types=AxisType.Auto)
+    for names in (("explicit",), "explicit"):
+        with pytest.raises(TypeError, match="axis_types.*must be of type"):
+            AbstractMesh((2,), ("x",), axis_types=names)
+    assert AbstractMesh((2,), "x", axis_types=AxisType.Explicit).axis_types == (
+        AxisType.Explicit,)
