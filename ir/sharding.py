@@ -644,6 +644,14 @@ class NamedSharding(Sharding):
         memory = ", memory_kind=device" if isinstance(self.mesh, Mesh) else ""
         return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}{memory})"
 
+    def is_equivalent_to(self, other, ndim: int) -> bool:
+        if not isinstance(self.mesh, Mesh) or not isinstance(getattr(other, "mesh", None),
+                                                            Mesh):
+            # an abstract mesh names no devices: the same mesh, split alike
+            return (isinstance(other, NamedSharding) and self.mesh == other.mesh
+                    and normal_spec(self.spec) == normal_spec(other.spec))
+        return super().is_equivalent_to(other, ndim)
+
     def with_spec(self, spec) -> "NamedSharding":
         return NamedSharding(self.mesh, PartitionSpec(*spec))
 

@@ -748,3 +748,11 @@ def test_spec_and_mesh_construction_errors_are_jaxs():
             AbstractMesh((2,), ("x",), axis_types=names)
     assert AbstractMesh((2,), "x", axis_types=AxisType.Explicit).axis_types == (
         AxisType.Explicit,)
+
+
+def test_shardings_on_an_abstract_mesh_compare_by_their_splits():
+    mesh = jax.make_mesh((2,), ("x",))
+    split = NamedSharding(mesh.abstract_mesh, P("x"))
+    assert split == NamedSharding(mesh.abstract_mesh, P("x"))
+    assert split.is_equivalent_to(NamedSharding(mesh.abstract_mesh, P("x", None)), 2)
+    assert not split.is_equivalent_to(NamedSharding(mesh.abstract_mesh, P()), 2)
