@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from compiler import tree
 from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, instantiate,
                                jvp_rules, partial_eval, partial_eval_rules, transpose_rules)
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (Replay, Tracer, aval_of, bind, current_trace, eval_trace,
-                              layouts_of, set_current_trace, trace_to_program)
+                              layouts_of, set_current_trace, trace_to_program, weakened_where,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as p
 from ir.core import Eqn, Program, Var
@@ -52,18 +55,24 @@ def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
         traced = cache.get(key) if key is not None else None
         if traced is None:
             flat_fun, box = tree.flatten_fun(call, in_tree)
-            body, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in flat],
-                                               shard=current_shard_context(),
-                                               parent=current_trace(),
-                                               in_shardings=layouts_of(flat))
+            body, consts, outs = trace_to_program(flat_fun, [aval_of(x) for x in flat],
+                                                  shard=current_shard_context(),
+                                                  parent=current_trace(),
+                                                  in_shardings=layouts_of(flat))
             body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
             saved = tuple(k for k, eqn in enumerate(body.eqns) if _saveable(policy, eqn))
-            traced = (body, consts, saved, box[0])
+            traced = (body, consts, saved, box[0], [weakly_typed(o) for o in outs])
             if key is not None and not any(isinstance(c, Tracer) for c in consts):
                 cache[key] = traced
-        body, consts, saved, out_tree = traced
+        body, consts, saved, out_tree, weak = traced
         outs = bind(p.remat_p, *consts, *flat, jaxpr=body, saved=saved)
-        return tree.tree_unflatten(out_tree, outs)
+        if current_trace() is eval_trace:
+            # called eagerly: a result the body did not compute (a constant of it) is an
+            # array all the same, as a jitted function's; weakly typed where it traced so (a
+            # Python number passed through stays one, as JAX's typed scalar)
+            outs = [bind(p.convert_element_type_p, o, new_dtype=o.dtype)
+                    if isinstance(o, (np.ndarray, np.generic)) else o for o in outs]
+        return tree.tree_unflatten(out_tree, weakened_where(outs, weak))
 
     # called eagerly, the body is traced once per signature (as JAX caches it), not per call
     cache: dict = {}

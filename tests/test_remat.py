@@ -140,3 +140,13 @@ def test_eager_remat_traces_once_per_signature():
     # under grad the body is traced each time (its values are traced), and differentiates
     np.testing.assert_allclose(float(jax.grad(lambda x: g(x, True)[0])(2.0)),
                                np.cos(np.float32(2.0)), rtol=1e-6)
+
+
+def test_an_eager_checkpoint_gives_arrays_for_results_its_body_did_not_compute():
+    # JAX: jax.checkpoint(jax.jit(lambda x: 2 * x), static_argnums=(0,))(1.) is an Array
+    doubled = jax.checkpoint(jax.jit(lambda x: 2 * x), static_argnums=(0,))(1.0)
+    assert isinstance(doubled, jax.Array) and float(doubled) == 2.0
+    doubled.block_until_ready()
+    constant = jax.checkpoint(lambda: 2.0)()
+    assert isinstance(constant, jax.Array) and str(jax.typeof(constant)) == "~float32[]"
+    assert jax.checkpoint(lambda x: x)(1.0) == 1.0          # a Python number passed through
