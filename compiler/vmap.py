@@ -65,7 +65,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None
     _check_axis_spec(in_axes, "in_axes")
     _check_axis_spec(out_axes, "out_axes")
     if not (in_axes is None or type(in_axes) in (int, tuple)):
-        raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
+        raise TypeError("vmap in_axes must be an int, None, or a tuple of entries "
                          "corresponding to the positional arguments passed to the function, "
                          f"but got {in_axes}.")
 

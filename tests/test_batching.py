@@ -433,8 +433,8 @@ def test_in_axes_structure_errors():
     with pytest.raises(TypeError, match="vmap in_axes must be an int, None, or \\(nested\\) "
                                         "container with those types as leaves, but got x\\."):
         jax.vmap(lambda x: x, in_axes="x")
-    with pytest.raises(ValueError, match="vmap in_axes must be an int, None, or a tuple"):
-        jax.vmap(lambda x: x, in_axes={"x": 0})
+    with pytest.raises(TypeError, match="vmap in_axes must be an int, None, or a tuple"):
+        jax.vmap(lambda x: x, in_axes={"x": 0})      # JAX 0.10's type: TypeError
     with pytest.raises(TypeError, match="Expected a callable value"):
         jax.vmap(3)
 
