@@ -26,11 +26,26 @@ from shardc.sharding import resolve_sharding
 __all__ = ["device_put", "local_device_count", "make_mesh"]
 
 
-def device_put(x, device=None):
+def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """Lay out ``x`` (a pytree) by ``device``: a NamedSharding, a PartitionSpec on the current
-    mesh, a device, or a pytree prefix of those; default device 0."""
+    mesh, a device, or a pytree prefix of those; default device 0.
+
+    As JAX's, ``may_alias`` (default: unless donated) lets an array already laid out so come
+    back as itself, and ``may_alias=False`` or ``donate=True`` give a new array (each a bool,
+    or a pytree prefix of bools). A donated input stays alive, as JAX's CPU arrays do (JAX
+    donates where it can). ``src`` is accepted and unused (shardc knows where every array
+    lies)."""
     leaves, treedef = tree_flatten(x)
     check_jax_leaves(leaves, x, lambda path: f"device_put: x{path}")
+    semantics = _copy_semantics(x, leaves, donate, may_alias)
+    if semantics is not None:
+        placed = tree_flatten(device_put(x, device))[0]
+        out = []
+        for given, result, alias in zip(leaves, placed, semantics):
+            if not alias and result is given and isinstance(given, Array):
+                result = given.copy()            # a new array, as asked
+            out.append(result)
+        return tree_unflatten(treedef, out)
     if current_shard_context() is not None:
         return _device_put_in_body(x, leaves, device)
     if any(isinstance(v, Tracer) for v in leaves):
@@ -52,6 +67,30 @@ def device_put(x, device=None):
     # a weakly typed value stays so (a Python number too), as in JAX
     return tree_unflatten(treedef, [weakened(p) if weakly_typed(v) and not isinstance(v, bool)
                                     else p for p, v in zip(placed, leaves)])
+
+
+def _copy_semantics(x, leaves, donate, may_alias):
+    """Whether each leaf may come back as itself, checked as JAX checks ``may_alias`` and
+    ``donate``; None where every leaf may (the default: nothing to do beyond placing)."""
+    if donate is False and may_alias in (None, True):
+        return None
+    donates = ([donate] * len(leaves) if isinstance(donate, bool) else
+               broadcast_prefix(donate, x, is_leaf=_is_flag, name="device_put donate"))
+    aliases = ([may_alias] * len(leaves) if may_alias is None or isinstance(may_alias, bool)
+               else broadcast_prefix(may_alias, x, is_leaf=_is_flag,
+                                     name="device_put may_alias"))
+    semantics = []
+    for alias, give_up in zip(aliases, donates):
+        if alias and give_up:
+            raise ValueError("may_alias and donate cannot be True at the same time.")
+        semantics.append(not give_up if alias is None else alias)
+    if any(isinstance(v, Tracer) for v in leaves) or current_shard_context() is not None:
+        return None                  # a traced value is no buffer to copy or delete
+    return semantics
+
+
+def _is_flag(value) -> bool:
+    return value is None or isinstance(value, bool)
 
 
 def _device_put_traced(value, target):

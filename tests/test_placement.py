@@ -153,3 +153,21 @@ def test_device_assignment_names_the_devices_in_mesh_order():
     assert NamedSharding(mesh, P(), memory_kind="device") == NamedSharding(mesh, P())
     with pytest.raises(NotImplementedError, match="one memory kind"):
         NamedSharding(mesh, P(), memory_kind="pinned_host")
+
+
+def test_device_put_may_alias_and_donate_as_jax():
+    arr = shardc.device_put(np.arange(8), shardc.devices()[0])
+    one = SingleDeviceSharding(shardc.devices()[0])
+    assert shardc.device_put(arr, may_alias=True, donate=False) is arr
+    assert shardc.device_put(arr, one, may_alias=True) is arr
+    assert shardc.device_put(arr) is arr                      # may alias by default
+    for copied in (shardc.device_put(arr, may_alias=False), shardc.device_put(arr, one,
+                                                                              may_alias=False),
+                   shardc.device_put(arr, donate=True)):
+        assert copied is not arr
+        np.testing.assert_array_equal(np.asarray(copied), np.arange(8))
+    assert not arr.is_deleted()              # donation is best effort: JAX's CPU keeps it
+    with pytest.raises(ValueError, match="may_alias and donate cannot be True at the same"):
+        shardc.device_put(arr, may_alias=True, donate=True)
+    tree = shardc.device_put({"a": arr, "b": np.ones(2)}, may_alias={"a": False, "b": None})
+    assert tree["a"] is not arr
