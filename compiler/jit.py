@@ -55,6 +55,25 @@ def set_jit_disabled(disabled: bool) -> None:
     _jit_disabled = bool(disabled)
 
 
+_no_tracing = False             # ``jax_no_tracing``: a jitted function traced is an error
+_no_execution = False           # ``jax_no_execution``: a compiled program run is an error
+
+
+def set_no_tracing(on: bool) -> None:
+    global _no_tracing
+    _no_tracing = bool(on)
+
+
+def set_no_execution(on: bool) -> None:
+    global _no_execution
+    _no_execution = bool(on)
+
+
+def _refuse_execution(fun) -> None:
+    raise RuntimeError(f"JAX tried to execute function {_name(fun)}, but the no_execution "
+                       "config option is set")
+
+
 @dataclasses.dataclass
 class ClosedProgram:
     """A traced program with the values of its constants and its output structure."""
@@ -577,6 +596,8 @@ class JitFunction:
             # results go was worked out at the first such call)
             compiled, device = seen
             closed = compiled.closed
+            if _no_execution:
+                _refuse_execution(self.fun)
             if compiled.module.inserted:
                 check_inserted(compiled.module.inserted)
             backend = get_backend()
@@ -669,6 +690,8 @@ class JitFunction:
             lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         self._last = (compiled, device)
         closed = compiled.closed
+        if _no_execution:
+            _refuse_execution(self.fun)
         if compiled.module.inserted:
             check_inserted(compiled.module.inserted)
         outs = get_backend().execute(compiled.module, list(closed.consts) + _held(leaves))
@@ -886,6 +909,9 @@ class JitFunction:
                     f"{type(error).__name__}: {error}") from error
             if found is not None:
                 return found
+        if _no_tracing:
+            raise RuntimeError(f"re-tracing function {_name(self.fun)} for `jit`, but "
+                               "'no_tracing' is set")
         self.trace_count += 1
         deferred: list = []
         given: list = []            # each result's resolved out_shardings entry

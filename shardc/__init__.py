@@ -75,6 +75,8 @@ threefry_partitionable = _STATES["threefry_partitionable"]
 softmax_custom_jvp = _STATES["softmax_custom_jvp"]
 default_device = _STATES["default_device"]
 debug_key_reuse = _STATES["debug_key_reuse"]
+no_tracing = _STATES["no_tracing"]
+no_execution = _STATES["no_execution"]
 
 _install_backend()
 
@@ -117,7 +119,7 @@ __all__ = [
     "custom_gradient",
     "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
-    "debug_key_reuse", "default_prng_impl", "legacy_prng_key", "device_count", "device_get",
+    "debug_key_reuse", "no_tracing", "no_execution", "default_prng_impl", "legacy_prng_key", "device_count", "device_get",
     "device_put",
     "devices", "disable_jit", "live_arrays",
     "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks", "enable_x64",

@@ -126,6 +126,8 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_enable_x64", False, _bool, _dtypes.set_x64),
     Flag("jax_num_cpu_devices", -1, _int, _devices.request_device_count),
     Flag("jax_disable_jit", False, _bool, _jit.set_jit_disabled),
+    Flag("jax_no_tracing", False, _bool, _jit.set_no_tracing),
+    Flag("jax_no_execution", False, _bool, _jit.set_no_execution),
     Flag("shardc_implicit_communication", "allow", _enum("allow", "warn", "error"),
          _partition.set_implicit_communication),
     Flag("jax_numpy_dtype_promotion", "standard", _enum("standard", "strict"),
@@ -312,4 +314,5 @@ STATES = {name: FlagState("jax_" + name) for name in (
     "enable_x64", "debug_nans", "debug_infs", "default_matmul_precision",
     "numpy_dtype_promotion", "numpy_rank_promotion", "log_compiles", "enable_checks",
     "check_tracer_leaks", "explain_cache_misses", "default_prng_impl", "legacy_prng_key",
-    "threefry_partitionable", "softmax_custom_jvp", "default_device", "debug_key_reuse")}
+    "threefry_partitionable", "softmax_custom_jvp", "default_device", "debug_key_reuse",
+    "no_tracing", "no_execution")}

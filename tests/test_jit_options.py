@@ -312,3 +312,29 @@ def test_a_donated_argument_laid_out_anew_by_in_shardings_is_deleted():
         out = shardc.jit(fun, in_shardings=replicated, donate_argnums=0)(arr)
         assert arr.is_deleted() and out.sharding.is_fully_replicated
         np.testing.assert_array_equal(np.asarray(out), want)
+
+
+def test_no_tracing_and_no_execution_refuse_what_they_name():
+    @shardc.jit
+    def f(x):
+        return x
+
+    f(jnp.arange(3))
+    with pytest.raises(RuntimeError, match="re-tracing function f for `jit`, but "
+                                           "'no_tracing' is set"):
+        with shardc.no_tracing():
+            f(jnp.arange(4))
+    with shardc.no_tracing():
+        np.testing.assert_array_equal(np.asarray(f(jnp.arange(3))), np.arange(3))
+
+    @shardc.jit
+    def g():
+        return jnp.ones(3)
+
+    g()
+    with pytest.raises(RuntimeError, match="tried to execute function g, but the "
+                                           "no_execution config option is set"):
+        with shardc.no_execution():
+            g()
+    np.testing.assert_array_equal(np.asarray(g()), np.ones(3))
+    assert shardc.config.jax_no_tracing is False and shardc.config.jax_no_execution is False
