@@ -861,6 +861,9 @@ def is_jax_value(value) -> bool:
     """Whether ``check_jax_value`` accepts ``value`` (never raises)."""
     if isinstance(value, Tracer):
         return True
+    aval = getattr(value, "aval", None)
+    if isinstance(aval, Aval):               # an array (the common case: asked first)
+        return dtypes.is_valid(aval.dtype)
     if is_python_scalar(value):
         return type(value) is not int or _INT32.min <= value <= _INT32.max
     dtype = _dtype_of(value)
@@ -889,16 +892,15 @@ def concrete_aval(value) -> Aval:
     scalar = _SCALAR_AVALS.get(type(value))
     if scalar is not None:
         return scalar
+    aval = getattr(value, "aval", None)       # an array or a traced value (the common case)
+    if aval is not None:
+        return aval
     if isinstance(value, np.generic):          # a numpy scalar: one aval per type
         scalar = _SCALAR_AVALS[type(value)] = Aval((), dtypes.canonicalize(value.dtype))
         return scalar
     if is_python_scalar(value):           # one aval per type, until x64 flips
         scalar = _SCALAR_AVALS[type(value)] = Aval((), dtypes.weak_scalar_dtype(value))
         return scalar
-    if isinstance(value, Tracer):
-        return value.aval
-    if hasattr(value, "aval"):
-        return value.aval
     array = np.asarray(value)
     if not dtypes.is_valid(array.dtype):       # a string, an object, ...: never computed on
         check_jax_value(value, "an operand")    # raises: value is no scalar, array or tracer
