@@ -22,7 +22,7 @@ from ir.graph import replace_sub_programs, sub_programs
 
 # Calls whose body runs in their place (a remat only around a shard_map); ``name`` is
 # replaced by its operand.
-INLINED_CALLS = (prims.remat_p,) + prims.CUSTOM_CALLS
+INLINED_CALLS = (prims.remat_p, prims.linear_solve_p) + prims.CUSTOM_CALLS
 _REWRITTEN = INLINED_CALLS + (prims.name_p, prims.custom_lin_p)
 
 

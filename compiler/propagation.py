@@ -567,7 +567,7 @@ def result_shardings(typed, mesh, reference) -> list:
 # and branches it runs on blocks), or print.
 WHOLE = frozenset(prims.CONTROL_FLOW + prims.CUSTOM_CALLS
                   + (prims.shard_map_p, prims.remat_p, prims.debug_print_p, prims.custom_lin_p,
-                     prims.callback_p))
+                     prims.callback_p, prims.linear_solve_p))
 _LOOPS = (prims.scan_p, prims.while_p)
 
 

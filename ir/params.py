@@ -74,6 +74,7 @@ signatures[prims.custom_vjp_call_p] = _sig(0, ["jaxpr", "fwd", "bwd", "name", "n
                                                "symbolic_zeros"], variadic=True)
 signatures[prims.custom_vmap_call_p] = _sig(0, ["jaxpr", "vmap_rule", "name", "num_consts"],
                                             variadic=True)
+signatures[prims.linear_solve_p] = _sig(0, ["jaxpr", "rules"], variadic=True)
 signatures[prims.custom_lin_p] = _sig(0, ["bwd", "num_res", "out_shapes", "out_dtypes",
                                           "out_vmas"], variadic=True)
 

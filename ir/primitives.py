@@ -303,6 +303,11 @@ custom_vjp_call_p = primitive("custom_vjp_call", multiple_results=True, kind="hi
 custom_vmap_call_p = primitive("custom_vmap_call", multiple_results=True, kind="higher")
 #   [jaxpr, vmap_rule, name, num_consts]
 CUSTOM_CALLS = (custom_jvp_call_p, custom_vjp_call_p, custom_vmap_call_p)
+# ``lax.custom_linear_solve``: the solve program on every operand, run as is; ``rules`` holds
+# matvec, its transpose and the two solvers, which autodiff and vmap read
+# (compiler/linear_solve.py).
+linear_solve_p = primitive("linear_solve", multiple_results=True, kind="higher")
+#   (*consts, *b)[jaxpr, rules]
 # The tangent of a custom_vjp function's outputs: linear in its tangent operands, transposed by
 # calling the user's bwd rule; it has no forward-mode meaning of its own.
 custom_lin_p = primitive("custom_lin", multiple_results=True)

@@ -562,7 +562,7 @@ def _name_rule(x: Aval, *, name) -> list:
     return [x.strip_vma()]
 
 
-for _p in prims.CUSTOM_CALLS:
+for _p in prims.CUSTOM_CALLS + (prims.linear_solve_p,):
     shape_rules[_p] = _custom_call_rule
 shape_rules[prims.custom_lin_p] = _custom_lin_rule
 shape_rules[prims.name_p] = _name_rule

@@ -753,7 +753,8 @@ def _custom_lin(in_avals, outs, **params):
     return [((),) * out.ndim for out in outs]
 
 
-for _p in (prims.cond_p, prims.while_p, prims.remat_p) + prims.CUSTOM_CALLS:
+for _p in ((prims.cond_p, prims.while_p, prims.remat_p, prims.linear_solve_p)
+           + prims.CUSTOM_CALLS):
     sharding_rules[_p] = _program_results
 sharding_rules[prims.scan_p] = _scan
 sharding_rules[prims.custom_lin_p] = _custom_lin

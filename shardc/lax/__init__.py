@@ -25,6 +25,7 @@ from shardc.lax._convolution import (ConvDimensionNumbers, conv, conv_dimension_
                                      conv_general_dilated, conv_transpose,
                                      conv_with_general_padding, padtype_to_pads)
 from compiler.custom_gradient import custom_root
+from compiler.linear_solve import custom_linear_solve
 from shardc.lax._extra import (ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers,
                                RaggedDotDimensionNumbers, RoundingMethod, broadcast_shapes,
                                clz, composite, empty, index_take, platform_dependent,
@@ -101,6 +102,7 @@ __all__ = [
     "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul",
     "scatter_sub", "bessel_i0e", "bessel_i1e", "igamma", "igamma_grad_a", "igammac", "zeta",
     "custom_root",
+    "custom_linear_solve",
     "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "RaggedDotDimensionNumbers",
     "RoundingMethod", "broadcast_shapes", "clz", "composite", "empty", "index_take",
     "platform_dependent", "ragged_dot", "ragged_dot_general", "reduce_xor", "shape_as_value",

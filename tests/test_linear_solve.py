@@ -1,0 +1,136 @@
+"""``lax.custom_linear_solve`` and ``scipy.sparse.linalg``, held to numpy's solutions and to
+finite differences (each case also ran under JAX 0.10.2 with the same results)."""
+import re
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import lax
+from shardc.sharding import PartitionSpec as P
+
+RNG = np.random.RandomState(0)
+_M = RNG.randn(3, 3)
+A = (_M @ _M.T + 3 * np.eye(3)).astype(np.float32)       # symmetric positive definite
+N = (RNG.randn(3, 3) + 4 * np.eye(3)).astype(np.float32)  # nonsymmetric
+B = RNG.randn(3).astype(np.float32)
+
+
+def _solved(a, b, symmetric=False):
+    """``a x = b`` by a solver that is not differentiable through (a while_loop of Jacobi
+    steps would do as well): the derivative must come from the implicit rule."""
+    solve = lambda mv, r: jnp.linalg.solve(lax.stop_gradient(a), r)
+    t_solve = None if symmetric else lambda vm, r: jnp.linalg.solve(lax.stop_gradient(a).T, r)
+    return lax.custom_linear_solve(lambda x: jnp.dot(a, x), b, solve, t_solve,
+                                   symmetric=symmetric)
+
+
+def _fd_grad(f, x, eps=1e-3):
+    x = np.asarray(x, np.float64)
+    g = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[idx] = eps
+        g[idx] = (f((x + d).astype(np.float32)) - f((x - d).astype(np.float32))) / (2 * eps)
+    return g
+
+
+@pytest.mark.parametrize("wrap", [lambda f: f, jax.jit])
+def test_forward_is_the_solve(wrap):
+    got = wrap(_solved)(N, B)
+    np.testing.assert_allclose(np.asarray(got), np.linalg.solve(N, B), rtol=1e-5)
+    assert got.dtype == np.float32
+
+
+@pytest.mark.parametrize("wrap", [lambda f: f, jax.jit])
+@pytest.mark.parametrize("mat", [A, N])
+def test_grad_in_b_and_in_the_matrix_matvec_closes_over(wrap, mat):
+    loss = lambda a, b: jnp.sum(_solved(a, b) * jnp.arange(1.0, 4.0))
+    ga, gb = wrap(jax.grad(loss, (0, 1)))(mat, B)
+    f64 = lambda a, b: float(np.sum(np.linalg.solve(a.astype(np.float64), b) * [1, 2, 3]))
+    np.testing.assert_allclose(np.asarray(gb), _fd_grad(lambda b: f64(mat, b), B),
+                               rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(ga), _fd_grad(lambda a: f64(a, B), mat),
+                               rtol=1e-3, atol=1e-4)
+
+
+def test_jvp_is_the_implicit_one():
+    da, db = np.ones_like(N), np.ones_like(B)
+    x, dx = jax.jvp(_solved, (N, B), (da, db))
+    want_x = np.linalg.solve(N, B)
+    np.testing.assert_allclose(np.asarray(x), want_x, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(dx), np.linalg.solve(N, db - da @ want_x),
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_symmetric_transposes_with_solve():
+    g = jax.grad(lambda b: _solved(A, b, symmetric=True).sum())(B)
+    np.testing.assert_allclose(np.asarray(g), np.linalg.solve(A.T, np.ones(3)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("axes", [(None, 0), (0, None), (0, 0)])
+def test_vmap(axes):
+    mats, bs = np.stack([N, 2 * N]), np.stack([B, -B])
+    got = jax.vmap(_solved, axes)(mats if axes[0] == 0 else N, bs if axes[1] == 0 else B)
+    want = [np.linalg.solve(mats[k] if axes[0] == 0 else N, bs[k] if axes[1] == 0 else B)
+            for k in range(2)]
+    np.testing.assert_allclose(np.asarray(got), np.stack(want), rtol=1e-5)
+    grads = jax.grad(lambda b: jax.vmap(_solved, (None, 0))(N, b).sum())(bs)
+    np.testing.assert_allclose(np.asarray(grads),
+                               np.stack([np.linalg.solve(N.T, np.ones(3))] * 2), rtol=1e-5)
+
+
+def test_reverse_mode_needs_transpose_solve():
+    f = lambda b: lax.custom_linear_solve(lambda x: A @ x, b, lambda mv, r: r).sum()
+    with pytest.raises(TypeError, match="transpose_solve required for backwards mode"):
+        jax.grad(f)(B)
+    # forward mode does not
+    _, dx = jax.jvp(lambda b: lax.custom_linear_solve(lambda x: A @ x, b, lambda mv, r: r),
+                    (B,), (B,))
+    np.testing.assert_allclose(np.asarray(dx), B)
+
+
+def test_has_aux_and_pytrees():
+    solve = lambda mv, r: (r / 2, jnp.sum(r))
+    f = lambda b: lax.custom_linear_solve(lambda x: 2 * x, b, solve, symmetric=True,
+                                          has_aux=True)
+    (x, aux), (dx, daux) = jax.jvp(f, (B,), (B,))
+    np.testing.assert_allclose(np.asarray(x), B / 2)
+    assert float(aux) == pytest.approx(float(B.sum())) and float(daux) == 0.0
+    np.testing.assert_allclose(np.asarray(jax.grad(lambda b: f(b)[0].sum())(B)), 0.5)
+    tree_b = {"u": B, "v": B[:2]}
+    mv = lambda x: {"u": 2 * x["u"], "v": 4 * x["v"]}
+    sv = lambda m, r: {"u": r["u"] / 2, "v": r["v"] / 4}
+    g = jax.grad(lambda b: sum(jnp.sum(v) for v in
+                               jax.tree.leaves(lax.custom_linear_solve(mv, b, sv, sv))))(tree_b)
+    np.testing.assert_allclose(np.asarray(g["u"]), 0.5)
+    np.testing.assert_allclose(np.asarray(g["v"]), 0.25)
+
+
+@pytest.mark.parametrize("matvec, solve, error, message", [
+    (lambda x: x[:2], lambda m, r: r, ValueError,
+     "matvec() output shapes must match b, got [(2,)] and [(3,)]"),
+    (lambda x: x, lambda m, r: (r, r), ValueError,
+     "solve() output shapes must match b, got [(3,), (3,)] and [(3,)]"),
+    (lambda x: [x], lambda m, r: r, TypeError,
+     "matvec() output pytree structure must match b, got PyTreeDef([*]) and PyTreeDef(*)."),
+])
+def test_jax_errors_for_wrong_structures(matvec, solve, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        lax.custom_linear_solve(matvec, B, solve)
+
+
+def test_inside_shard_map():
+    mesh = jax.make_mesh((4,), ("i",))
+    scale = np.arange(1.0, 5.0, dtype=np.float32)
+
+    def body(s, b):
+        return lax.custom_linear_solve(lambda x: s * x, b, lambda mv, r: r / s, symmetric=True)
+
+    f = jax.shard_map(body, mesh=mesh, in_specs=(P("i"), P("i")), out_specs=P("i"))
+    b = np.ones(4, np.float32)
+    np.testing.assert_allclose(np.asarray(jax.jit(f)(scale, b)), 1 / scale, rtol=1e-6)
+    g = jax.jit(jax.grad(lambda s, b: f(s, b).sum(), (0, 1)))(scale, b)
+    np.testing.assert_allclose(np.asarray(g[0]), -1 / scale ** 2, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(g[1]), 1 / scale, rtol=1e-6)
