@@ -29,7 +29,8 @@ from compiler.custom_ad import _batched_program, _call_types
 from compiler.custom_gradient import _check_tree
 from compiler.replication import vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import aval_of, bind, current_trace, trace_to_program, weakly_typed
+from compiler.tracing import (aval_of, bind, current_trace, trace_to_program, weakened_where,
+                              weakly_typed)
 from ir import primitives as p
 from ir.core import Program, Var
 
@@ -87,7 +88,8 @@ def _bind(rules: LinearSolve, groups, b) -> list:
 
 def _trace(fun, in_tree, avals, weak):
     """``fun`` on a pytree of ``in_tree`` traced at leaves typed ``avals``: (its program on
-    its closed-over values then the leaves, those values, its result's structure)."""
+    its closed-over values then the leaves, those values, its result's structure, which of
+    its results are weakly typed)."""
     out_tree = []
 
     def flat(*leaves):
@@ -95,10 +97,10 @@ def _trace(fun, in_tree, avals, weak):
         out_tree.append(t)
         return leaves_out
 
-    program, consts, _ = trace_to_program(flat, avals, shard=current_shard_context(),
-                                          parent=current_trace(), weak=weak)
+    program, consts, outs = trace_to_program(flat, avals, shard=current_shard_context(),
+                                             parent=current_trace(), weak=weak)
     return (Program([], program.constvars + program.invars, program.eqns, program.outvars),
-            consts, out_tree[0])
+            consts, out_tree[0], [weakly_typed(o) for o in outs])
 
 
 def _shape_checked(fun, name, b_shapes, has_aux):
@@ -131,12 +133,12 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     programs, groups = [], []
 
     def add(fun, name, aux):
-        prog, consts, out_tree = _trace(_shape_checked(fun, name, b_shapes, aux), b_tree,
-                                        avals, weak)
+        prog, consts, out_tree, out_weak = _trace(_shape_checked(fun, name, b_shapes, aux),
+                                                  b_tree, avals, weak)
         _check_tree(name, "b", out_tree, b_tree, aux)
         programs.append(prog)
         groups.append(consts)
-        return out_tree
+        return out_tree, out_weak
 
     add(matvec, "matvec", False)
     if transpose_solve is None:
@@ -150,14 +152,16 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
         def vecmat(x):
             return linear_transpose(matvec, b)(x)[0]
         add(vecmat, "vecmat", False)
-    out_tree = add(lambda v: solve(matvec, v), "solve", has_aux)
+    out_tree, out_weak = add(lambda v: solve(matvec, v), "solve", has_aux)
     if transpose_solve is None:
         programs.append(None)
         groups.append([])
     else:
         add(lambda v: transpose_solve(vecmat, v), "transpose_solve", has_aux)
     rules = LinearSolve(programs, [len(g) for g in groups])
-    return tree.tree_unflatten(out_tree, _bind(rules, groups, b_leaves))
+    # weakly typed where the solve gave a weakly typed result, as JAX types them
+    outs = weakened_where(_bind(rules, groups, b_leaves), out_weak)
+    return tree.tree_unflatten(out_tree, outs)
 
 
 # --- autodiff -----------------------------------------------------------------------------------

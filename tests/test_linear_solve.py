@@ -1,4 +1,4 @@
-"""``lax.custom_linear_solve`` and ``scipy.sparse.linalg``, held to numpy's solutions and to
+"""``lax.custom_linear_solve``, held to numpy's solutions and to
 finite differences (each case also ran under JAX 0.10.2 with the same results)."""
 import re
 
@@ -121,6 +121,21 @@ def test_jax_errors_for_wrong_structures(matvec, solve, error, message):
         lax.custom_linear_solve(matvec, B, solve)
 
 
+def test_weak_types_follow_the_solve_and_linalg():
+    """Weakly typed where the solve's result is; JAX's linear algebra gives a weakly typed
+    result where every operand is weakly typed."""
+    weak = jax.dtypes.is_weakly_typed
+    assert weak(lax.custom_linear_solve(lambda x: x, jnp.asarray(1.0), lambda mv, r: r * 2))
+    assert not weak(lax.custom_linear_solve(lambda x: x, jnp.float32(1.0), lambda mv, r: r))
+    a = jnp.zeros_like(jnp.asarray(1.0), shape=(2, 2)).at[0, 0].set(2.0).at[1, 1].set(1.0)
+    v = jnp.zeros_like(jnp.asarray(1.0), shape=(2,)) + 1.0
+    assert weak(jnp.linalg.cholesky(a)) and weak(jnp.linalg.solve(a, v))
+    assert weak(jax.scipy.linalg.solve(a, v, assume_a="pos"))
+    assert weak(jax.scipy.linalg.solve_triangular(a, v))
+    assert not weak(jnp.linalg.solve(a, np.ones(2, np.float32)))
+    np.testing.assert_allclose(np.asarray(jnp.linalg.solve(a, v)), [0.5, 1.0])
+
+
 def test_inside_shard_map():
     mesh = jax.make_mesh((4,), ("i",))
     scale = np.arange(1.0, 5.0, dtype=np.float32)
@@ -134,3 +149,4 @@ def test_inside_shard_map():
     g = jax.jit(jax.grad(lambda s, b: f(s, b).sum(), (0, 1)))(scale, b)
     np.testing.assert_allclose(np.asarray(g[0]), -1 / scale ** 2, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(g[1]), 1 / scale, rtol=1e-6)
+

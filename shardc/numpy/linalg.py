@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.control_flow import fori_loop
 from compiler.custom_ad import custom_jvp
-from compiler.tracing import bind
+from compiler.tracing import bind, weakened, weakly_typed
 from compiler.vmap import vmap
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -50,6 +50,12 @@ def _float(x):
     return astype(x, result_type(x, 0.0))
 
 
+def _weak_where_all(result, *operands):
+    """``result`` weakly typed where every operand is (JAX's rule for its linear-algebra
+    primitives: a weakly typed matrix gives a weakly typed factor or solution)."""
+    return weakened(result) if all(weakly_typed(x) for x in operands) else result
+
+
 def _square(name, a):
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"linalg.{name}: expected square matrices (shape [..., n, n]), got "
@@ -60,9 +66,9 @@ def cholesky(a, *, upper=False):
     """The lower factor ``L`` with ``a = L L^H`` (``upper=True``: ``U = L^H``, so that
     ``a = U^H U``). Only the Hermitian part of ``a`` is read; a matrix that is not positive
     definite gives NaNs."""
-    a = _float(a)
+    weak_a, a = a, _float(a)
     _square("cholesky", a)
-    lower = bind(p.cholesky_p, a)
+    lower = _weak_where_all(bind(p.cholesky_p, a), weak_a)
     return conj(swapaxes(lower, -1, -2)) if upper else lower
 
 
@@ -106,7 +112,7 @@ def solve(a, b):
     """``x`` with ``a @ x == b``: ``b`` is one vector ``[n]`` (for every matrix) or matrices
     ``[..., n, k]``, batch dimensions broadcast (JAX since 0.5: a 2-D ``b`` is a matrix,
     never a batch of vectors)."""
-    a, b = _float(a), _float(b)
+    weak_ab, (a, b) = (a, b), (_float(a), _float(b))
     if a.ndim < 2:
         raise ValueError(f"left hand array must be at least two dimensional; got "
                          f"a.shape={a.shape}")
@@ -117,14 +123,14 @@ def solve(a, b):
             f"Invalid shapes for solve: {a.shape}, {b.shape}. Prior to JAX v0.5.0, this would "
             "have been treated as a batched 1-dimensional solve. To recover this behavior, use "
             "solve(a, b[..., None]).squeeze(-1).")
-    return lax_solve(a, b, vector=b.ndim == 1)
+    return _weak_where_all(lax_solve(a, b, vector=b.ndim == 1), *weak_ab)
 
 
 def lax_solve(a, b, vector=None):
     """``x`` with ``a @ x == b`` as ``jax.lax.linalg`` and ``jax.scipy.linalg`` solve: ``b``
     is ``[..., n]`` (one vector per matrix) when it has one dimension fewer than ``a``
     (``vector`` None), else ``[..., n, k]``; batch dimensions broadcast."""
-    a, b = _float(a), _float(b)
+    weak_ab, (a, b) = (a, b), (_float(a), _float(b))
     dtype = result_type(a, b)
     a, b = astype(a, dtype), astype(b, dtype)
     _square("solve", a)
@@ -138,7 +144,7 @@ def lax_solve(a, b, vector=None):
     if b.shape[-2] != a.shape[-1]:
         raise ValueError(f"linalg.solve: b's rows ({b.shape[-2]}) must match a's size "
                          f"({a.shape[-1]})")
-    x = bind(p.solve_p, a, b)
+    x = _weak_where_all(bind(p.solve_p, a, b), *weak_ab)
     return x[..., 0] if vector else x
 
 
