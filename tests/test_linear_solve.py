@@ -1,4 +1,4 @@
-"""``lax.custom_linear_solve``, held to numpy's solutions and to
+"""``lax.custom_linear_solve`` and ``scipy.sparse.linalg``, held to numpy's solutions and to
 finite differences (each case also ran under JAX 0.10.2 with the same results)."""
 import re
 
@@ -150,3 +150,100 @@ def test_inside_shard_map():
     np.testing.assert_allclose(np.asarray(g[0]), -1 / scale ** 2, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(g[1]), 1 / scale, rtol=1e-6)
 
+
+# --- scipy.sparse.linalg ------------------------------------------------------------------------
+
+from shardc.scipy.sparse import linalg as sparse_linalg  # noqa: E402
+
+SPD5 = (lambda m: (m @ m.T + 5 * np.eye(5)).astype(np.float32))(RNG.randn(5, 5))
+GEN5 = (RNG.randn(5, 5) + 5 * np.eye(5)).astype(np.float32)
+B5 = RNG.randn(5).astype(np.float32)
+
+
+@pytest.mark.parametrize("solver, mat", [
+    ("cg", SPD5), ("bicgstab", GEN5), ("gmres", GEN5)])
+@pytest.mark.parametrize("as_function", [False, True])
+def test_solvers_match_numpy(solver, mat, as_function):
+    operator = (lambda x: jnp.dot(mat, x)) if as_function else mat
+    x, info = getattr(sparse_linalg, solver)(operator, B5, tol=1e-6)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(mat, B5), rtol=1e-4, atol=1e-5)
+    assert x.dtype == np.float32
+    if solver == "gmres":
+        assert int(info) == 0
+    else:
+        assert info is None
+
+
+@pytest.mark.parametrize("method", ["batched", "incremental"])
+def test_gmres_methods_restart_and_x0(method):
+    x, _ = sparse_linalg.gmres(GEN5, B5, x0=np.ones(5, np.float32), restart=2, tol=1e-6,
+                               solve_method=method)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(GEN5, B5), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="invalid solve_method foo, must be either "
+                                         "'incremental' or 'batched'"):
+        sparse_linalg.gmres(GEN5, B5, solve_method="foo")
+
+
+def test_preconditioner_pytrees_and_complex():
+    jacobi = np.diag(1 / np.diag(SPD5))
+    x, _ = sparse_linalg.cg(SPD5, B5, M=jacobi, tol=1e-6)
+    np.testing.assert_allclose(np.asarray(x), np.linalg.solve(SPD5, B5), rtol=1e-4, atol=1e-5)
+    b = {"a": B5[:2], "b": B5[2:]}
+    x, _ = sparse_linalg.cg(lambda t: {"a": 3 * t["a"], "b": 2 * t["b"]}, b)
+    np.testing.assert_allclose(np.asarray(x["a"]), B5[:2] / 3, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(x["b"]), B5[2:] / 2, rtol=1e-5)
+    c = (RNG.randn(3, 3) + 1j * RNG.randn(3, 3) + 4 * np.eye(3)).astype(np.complex64)
+    bc = (RNG.randn(3) + 1j * RNG.randn(3)).astype(np.complex64)
+    for solver in (sparse_linalg.bicgstab, sparse_linalg.gmres):
+        x, _ = solver(c, bc, tol=1e-6)
+        assert x.dtype == np.complex64
+        np.testing.assert_allclose(np.asarray(x), np.linalg.solve(c, bc), rtol=1e-4,
+                                   atol=1e-5)
+
+
+@pytest.mark.parametrize("solver, mat", [
+    ("cg", SPD5), ("bicgstab", GEN5), ("gmres", GEN5)])
+def test_gradients_in_b_and_in_the_operator(solver, mat):
+    solve = getattr(sparse_linalg, solver)
+    weights = np.arange(1.0, 6.0)
+    gb = jax.grad(lambda b: jnp.sum(solve(mat, b, tol=1e-6)[0] * weights))(B5)
+    np.testing.assert_allclose(np.asarray(gb), np.linalg.solve(mat.T, weights), rtol=1e-3,
+                               atol=1e-5)
+    ga = jax.jit(jax.grad(lambda a: jnp.sum(
+        solve(lambda x: jnp.dot(a, x), B5, tol=1e-6)[0] * weights)))(mat)
+    f64 = lambda a: float(np.sum(np.linalg.solve(a.astype(np.float64), B5) * weights))
+    np.testing.assert_allclose(np.asarray(ga), _fd_grad(f64, mat), rtol=1e-2, atol=1e-4)
+
+
+def test_under_vmap_and_jit():
+    bs = np.stack([B5, 2 * B5])
+    got = jax.jit(jax.vmap(lambda b: sparse_linalg.cg(SPD5, b, tol=1e-6)[0]))(bs)
+    np.testing.assert_allclose(np.asarray(got), np.linalg.solve(SPD5, bs.T).T, rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_jax_errors_for_bad_operators_and_guesses():
+    with pytest.raises(ValueError, match=re.escape(
+            "linear operator must be a square matrix, but has shape: (2, 3)")):
+        sparse_linalg.cg(np.ones((2, 3)), B5)
+    with pytest.raises(TypeError, match="linear operator must be either a function or "
+                                        "ndarray: x"):
+        sparse_linalg.cg("x", B5)
+    with pytest.raises(ValueError, match=re.escape(
+            "arrays in x0 and b must have matching shapes: [(4,)] vs [(5,)]")):
+        sparse_linalg.cg(SPD5, B5, x0=np.ones(4))
+
+
+def test_weak_types_as_jax():
+    """A Python-number right-hand side gives a weakly typed solution (cg and incremental
+    gmres lose it, as JAX's do)."""
+    weak = jax.dtypes.is_weakly_typed
+    assert weak(sparse_linalg.bicgstab(lambda x: x, 1.0)[0])
+    assert weak(sparse_linalg.gmres(lambda x: x, 1.0)[0])
+    assert not weak(sparse_linalg.gmres(lambda x: x, 1.0, solve_method="incremental")[0])
+    assert not weak(sparse_linalg.cg(lambda x: x, 1.0)[0])
+
+
+def test_module_tree_as_jax():
+    import shardc.scipy.sparse.linalg as by_path
+    assert jax.scipy.sparse.linalg.cg is by_path.cg is sparse_linalg.cg
