@@ -11,12 +11,13 @@ solve is linear in its right-hand side, and its transpose is the transposed syst
 One equation holds the four traced functions, each a program on its closed-over values then
 the vector (x or b), and reads all those values then ``b``::
 
-    x:f32[3] = linear_solve[jaxpr={ lambda ; a b c. let ... in (x,) }
-                            rules=LinearSolve(matvec, vecmat, solve, transpose_solve)] a b c
+    x:f32[3] = custom_linear_solve[jaxpr={ lambda ; a b c. let ... in (x,) }
+                                   rules='LinearSolve(matvec, solve)'] a b c
 
 ``jaxpr`` is the forward computation on every operand (the solve; the rest ignored), so running,
 typing and lowering the equation treat it as a call that is inlined before lowering
-(compiler/inline_calls.py); only autodiff and vmap read ``rules``.
+(compiler/inline_calls.py); only autodiff and vmap read ``rules``. Text holds only their names:
+a program read back from text runs, but cannot be differentiated or batched through the solve.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ _NAMES = ("matvec", "vecmat", "solve", "transpose_solve")
 class LinearSolve:
     """The traced functions of a linear solve as an equation param: ``programs`` are matvec,
     vecmat (None without a transpose_solve), solve and transpose_solve (or None), each reading
-    its ``const_lengths`` closed-over values then the vector; printed by name."""
+    its ``const_lengths`` closed-over values then the vector; printed by the functions' names."""
     __slots__ = ("programs", "const_lengths")
 
     def __init__(self, programs, const_lengths):
@@ -52,11 +53,21 @@ class LinearSolve:
         return LinearSolve([self.programs[k] for k in order],
                            [self.const_lengths[k] for k in order])
 
-    def short_repr(self) -> str:
+    def __repr__(self):
         return "LinearSolve(" + ", ".join(
             name for name, prog in zip(_NAMES, self.programs) if prog is not None) + ")"
 
-    __repr__ = short_repr
+    def short_repr(self) -> str:
+        return repr(repr(self))
+
+
+def _live(rules) -> LinearSolve:
+    if isinstance(rules, LinearSolve):
+        return rules
+    raise NotImplementedError(
+        f"the custom_linear_solve functions {rules!r} are only names here (the program was "
+        "read from text), so the solve cannot be differentiated or batched; trace the Python "
+        "functions instead")
 
 
 def _split(values, const_lengths):
@@ -168,6 +179,7 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
 
 def _linear_solve_jvp(primals, tangents, *, jaxpr, rules):
     """``dx = solve(db - (d matvec)(x))``; auxiliary outputs get no tangent."""
+    rules = _live(rules)
     x_all = bind(p.linear_solve_p, *primals, jaxpr=jaxpr, rules=rules)
     groups, b = _split(primals, rules.const_lengths)
     t_groups, b_dot = _split(tangents, rules.const_lengths)
@@ -189,6 +201,7 @@ def _linear_solve_jvp(primals, tangents, *, jaxpr, rules):
 
 def _linear_solve_transpose(cts, *args, jaxpr, rules):
     """The cotangent of ``b``: the transposed system solved for the solution's cotangent."""
+    rules = _live(rules)
     if rules.programs[3] is None:
         raise TypeError("transpose_solve required for backwards mode automatic "
                         "differentiation of custom_linear_solve")
@@ -225,6 +238,7 @@ vma_rules[p.linear_solve_p] = _call_types
 def _linear_solve_batch(values, dims, *, jaxpr, rules, axis_name=None):
     """Every function batched with the vector batched along axis 0 (b broadcast where it is
     not), so all four agree on which values are batched; the solution is batched too."""
+    rules = _live(rules)
     size = next(aval_of(v).shape[d] for v, d in zip(values, dims) if d is not None)
     groups, b = _split(values, rules.const_lengths)
     g_dims, b_dims = _split(dims, rules.const_lengths)

@@ -306,7 +306,7 @@ CUSTOM_CALLS = (custom_jvp_call_p, custom_vjp_call_p, custom_vmap_call_p)
 # ``lax.custom_linear_solve``: the solve program on every operand, run as is; ``rules`` holds
 # matvec, its transpose and the two solvers, which autodiff and vmap read
 # (compiler/linear_solve.py).
-linear_solve_p = primitive("linear_solve", multiple_results=True, kind="higher")
+linear_solve_p = primitive("custom_linear_solve", multiple_results=True, kind="higher")
 #   (*consts, *b)[jaxpr, rules]
 # The tangent of a custom_vjp function's outputs: linear in its tangent operands, transposed by
 # calling the user's bwd rule; it has no forward-mode meaning of its own.

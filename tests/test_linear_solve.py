@@ -247,3 +247,20 @@ def test_weak_types_as_jax():
 def test_module_tree_as_jax():
     import shardc.scipy.sparse.linalg as by_path
     assert jax.scipy.sparse.linalg.cg is by_path.cg is sparse_linalg.cg
+
+
+def test_a_program_read_from_text_runs_but_its_functions_are_names():
+    from compiler.ad_core import jvp_eval
+    from compiler.tracing import eval_program
+    from ir.parser import parse_program
+    from ir.printer import print_program
+
+    program = jax.make_jaxpr(lambda a, b: _solved(a, b, symmetric=True))(A, B).jaxpr
+    text = print_program(program)
+    assert "custom_linear_solve[" in text and "rules='LinearSolve(matvec, vecmat, solve, " \
+        "transpose_solve)'" in text
+    read = parse_program(text)
+    np.testing.assert_allclose(np.asarray(eval_program(read, [A, B])[0]),
+                               np.linalg.solve(A, B), rtol=1e-5)
+    with pytest.raises(NotImplementedError, match="are only names here"):
+        jvp_eval(read, [A, B], [A, B])
