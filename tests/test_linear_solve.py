@@ -138,15 +138,17 @@ def test_weak_types_follow_the_solve_and_linalg():
 
 def test_inside_shard_map():
     mesh = jax.make_mesh((4,), ("i",))
+    put = lambda x: jax.device_put(x, jax.NamedSharding(mesh, P("i")))
     scale = np.arange(1.0, 5.0, dtype=np.float32)
 
     def body(s, b):
         return lax.custom_linear_solve(lambda x: s * x, b, lambda mv, r: r / s, symmetric=True)
 
     f = jax.shard_map(body, mesh=mesh, in_specs=(P("i"), P("i")), out_specs=P("i"))
-    b = np.ones(4, np.float32)
-    np.testing.assert_allclose(np.asarray(jax.jit(f)(scale, b)), 1 / scale, rtol=1e-6)
-    g = jax.jit(jax.grad(lambda s, b: f(s, b).sum(), (0, 1)))(scale, b)
+    args = put(scale), put(np.ones(4, np.float32))
+    np.testing.assert_allclose(np.asarray(jax.jit(f)(*args)), 1 / scale, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(f(*args)), 1 / scale, rtol=1e-6)
+    g = jax.jit(jax.grad(lambda s, b: f(s, b).sum(), (0, 1)))(*args)
     np.testing.assert_allclose(np.asarray(g[0]), -1 / scale ** 2, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(g[1]), 1 / scale, rtol=1e-6)
 
