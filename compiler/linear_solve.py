@@ -25,7 +25,7 @@ from compiler import tree
 from compiler.ad_core import (Linear, instantiate, is_differentiable, jvp_eval, jvp_rules,
                                partial_eval_rules, transpose_rules)
 from compiler.autodiff import linear_transpose
-from compiler.batching import batching_rules, control_rules, moveaxis
+from compiler.batching import batching_rules, broadcast_batch, control_rules, moveaxis
 from compiler.custom_ad import _batched_program, _call_types
 from compiler.custom_gradient import _check_tree
 from compiler.replication import vma_rules
@@ -242,7 +242,8 @@ def _linear_solve_batch(values, dims, *, jaxpr, rules, axis_name=None):
     size = next(aval_of(v).shape[d] for v, d in zip(values, dims) if d is not None)
     groups, b = _split(values, rules.const_lengths)
     g_dims, b_dims = _split(dims, rules.const_lengths)
-    b = [_broadcast(v, size) if d is None else moveaxis(v, d, 0) for v, d in zip(b, b_dims)]
+    b = [broadcast_batch(v, size) if d is None else moveaxis(v, d, 0)
+         for v, d in zip(b, b_dims)]
     programs, new_groups = [], []
     for prog, consts, c_dims in zip(rules.programs, groups, g_dims):
         if prog is None:
@@ -256,12 +257,6 @@ def _linear_solve_batch(values, dims, *, jaxpr, rules, axis_name=None):
     new_rules = LinearSolve(programs, [len(g) for g in new_groups])
     outs = _bind(new_rules, new_groups, b)
     return outs, [0] * len(outs)
-
-
-def _broadcast(x, size):
-    shape = tuple(aval_of(x).shape)
-    return bind(p.broadcast_in_dim_p, x, shape=(size,) + shape,
-                broadcast_dimensions=tuple(range(1, len(shape) + 1)))
 
 
 def _named(trace, values, dims, **params):

@@ -1,5 +1,6 @@
 """``lax.custom_linear_solve`` and ``scipy.sparse.linalg``, held to numpy's solutions and to
-finite differences (each case also ran under JAX 0.10.2 with the same results)."""
+finite differences (each case also ran under JAX 0.10.2 with the same results, but where a
+case says JAX fails)."""
 import re
 
 import numpy as np
@@ -249,6 +250,23 @@ def test_weak_types_as_jax():
 def test_module_tree_as_jax():
     import shardc.scipy.sparse.linalg as by_path
     assert jax.scipy.sparse.linalg.cg is by_path.cg is sparse_linalg.cg
+
+
+def test_vmap_over_a_batch_split_on_an_explicit_axis():
+    """The unbatched b is broadcast split as the batched matrix is. (JAX 0.10.2 fails here
+    with an internal error, a mesh-less sharding of the batched b; the values are 1/d.)"""
+    mesh = jax.make_mesh((2,), ("i",))
+    d = np.arange(1.0, 9.0, dtype=np.float32).reshape(4, 2)
+    split = jax.device_put(d, jax.NamedSharding(mesh, P("i")))
+    b = np.ones(2, np.float32)
+    f = lambda s: lax.custom_linear_solve(lambda x: s * x, b, lambda mv, r: r / s,
+                                          symmetric=True)
+    with jax.set_mesh(mesh):
+        out = jax.jit(jax.vmap(f))(split)
+        grads = jax.jit(jax.vmap(jax.grad(lambda s: f(s).sum())))(split)
+    np.testing.assert_allclose(np.asarray(out), 1 / d, rtol=1e-6)
+    assert out.sharding.spec == P("i", None)
+    np.testing.assert_allclose(np.asarray(grads), -1 / d ** 2, rtol=1e-6)
 
 
 def test_a_program_read_from_text_runs_but_its_functions_are_names():
