@@ -592,7 +592,9 @@ def _checked_cotangent(ct, want, path: str, bwd_name: str):
 
 # --- replication types: the callee typed with the argument types ---------------------------------
 
-def _call_types(in_vmas, *, jaxpr, **params):
+def call_types(in_vmas, *, jaxpr, **params):
+    """The varying axes of a call of ``jaxpr``: its operands' as given, its results' as the
+    program makes them."""
     outs, _ = infer_vma(jaxpr, list(in_vmas))
     return list(in_vmas), outs
 
@@ -602,7 +604,7 @@ def _custom_lin_types(in_vmas, *, out_vmas, **params):
 
 
 for _p in p.CUSTOM_CALLS:
-    vma_rules[_p] = _call_types
+    vma_rules[_p] = call_types
 vma_rules[p.custom_lin_p] = _custom_lin_types
 
 
@@ -680,7 +682,7 @@ for _p in p.CUSTOM_CALLS:
 
 # --- vmap -------------------------------------------------------------------------------------
 
-def _batched_program(jaxpr, values, dims, axis_name=None):
+def batched_program(jaxpr, values, dims, axis_name=None):
     """The primal program batched (every output's batch axis leading), and its constants.
     ``axis_name``: the enclosing vmap's, so collectives over it inside act across members."""
     batched = vmap(lambda *args: eval_program(jaxpr, list(args)), in_axes=tuple(dims),
@@ -693,7 +695,7 @@ def _batched_program(jaxpr, values, dims, axis_name=None):
 
 def _custom_jvp_call_batch(values, dims, *, jaxpr, jvp, name, num_consts, symbolic_zeros,
                            axis_name=None):
-    body, consts = _batched_program(jaxpr, values, dims, axis_name)
+    body, consts = batched_program(jaxpr, values, dims, axis_name)
     jvp = _live(jvp, "JVP")
     rule = functools.partial(_batched_jvp, jvp, axis_name, len(consts), dims[:num_consts],
                              dims[num_consts:])
@@ -731,7 +733,7 @@ def _member_zero(zero, dim):
 
 def _custom_vjp_call_batch(values, dims, *, jaxpr, fwd, bwd, name, num_consts,
                            symbolic_zeros, axis_name=None):
-    body, consts = _batched_program(jaxpr, values, dims, axis_name)
+    body, consts = batched_program(jaxpr, values, dims, axis_name)
     fwd, bwd = _live(fwd, "fwd"), _live(bwd, "bwd")
     layout = (axis_name, len(consts), dims[:num_consts], dims[num_consts:])
     outs = bind(p.custom_vjp_call_p, *consts, *values, jaxpr=body,

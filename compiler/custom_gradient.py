@@ -110,12 +110,12 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     guess's structure (JAX's TypeError otherwise)."""
     guess_leaves, guess_tree = tree.tree_flatten(initial_guess)
     _, _, f_tree = _traced(f, tree.tree_structure((initial_guess,)), guess_leaves)
-    _check_tree("f", "initial_guess", f_tree, guess_tree)
+    check_tree("f", "initial_guess", f_tree, guess_tree)
     converted, consts = closure_convert(f, initial_guess)
     guess = tree.tree_map(lambda v: bind(p.stop_gradient_p, v), initial_guess)
     if not consts:
         result = solve(converted, guess)
-        _check_tree("solve", "initial_guess", tree.tree_structure(result), guess_tree, has_aux)
+        check_tree("solve", "initial_guess", tree.tree_structure(result), guess_tree, has_aux)
         return result
     # what solve and tangent_solve close over (the guess among it) enter as arguments whose
     # tangents do not count: the solution's derivative is the implicit function theorem's
@@ -137,18 +137,18 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
         x = result[0] if has_aux else result
         _, rhs = jvp(lambda *q: converted(x, *q), tuple(params), tuple(tangents[:n]))
         dx = tangent_solver(x, tree.tree_map(lambda r: -r, rhs), *params, *args[n + m:])
-        _check_tree("tangent_solve", "x", tree.tree_structure(dx), guess_tree)
+        check_tree("tangent_solve", "x", tree.tree_structure(dx), guess_tree)
         if not has_aux:
             return result, dx
         return result, (dx, tree.tree_map(lambda v: zeros_like_aval(aval_of(v)), result[1]))
 
     root.defjvp(root_jvp)
     result = root(*consts, *solver_consts, *tangent_consts)
-    _check_tree("solve", "initial_guess", tree.tree_structure(result), guess_tree, has_aux)
+    check_tree("solve", "initial_guess", tree.tree_structure(result), guess_tree, has_aux)
     return result
 
 
-def _check_tree(func_name, expected_name, actual_tree, expected_tree, has_aux=False):
+def check_tree(func_name, expected_name, actual_tree, expected_tree, has_aux=False):
     """JAX's check that a function given to ``custom_root`` returns the structure asked for
     (the first of a pair where it also returns auxiliary data)."""
     if has_aux:

@@ -26,8 +26,8 @@ from compiler.ad_core import (Linear, instantiate, is_differentiable, jvp_eval, 
                                partial_eval_rules, transpose_rules)
 from compiler.autodiff import linear_transpose
 from compiler.batching import batching_rules, broadcast_batch, control_rules, moveaxis
-from compiler.custom_ad import _batched_program, _call_types
-from compiler.custom_gradient import _check_tree
+from compiler.custom_ad import batched_program, call_types
+from compiler.custom_gradient import check_tree
 from compiler.replication import vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (aval_of, bind, current_trace, trace_to_program, weakened_where,
@@ -146,7 +146,7 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     def add(fun, name, aux):
         prog, consts, out_tree, out_weak = _trace(_shape_checked(fun, name, b_shapes, aux),
                                                   b_tree, avals, weak)
-        _check_tree(name, "b", out_tree, b_tree, aux)
+        check_tree(name, "b", out_tree, b_tree, aux)
         programs.append(prog)
         groups.append(consts)
         return out_tree, out_weak
@@ -230,7 +230,7 @@ def _linear_solve_partial_eval(eqn, ins_unknown):
 jvp_rules[p.linear_solve_p] = _linear_solve_jvp
 transpose_rules[p.linear_solve_p] = _linear_solve_transpose
 partial_eval_rules[p.linear_solve_p] = _linear_solve_partial_eval
-vma_rules[p.linear_solve_p] = _call_types
+vma_rules[p.linear_solve_p] = call_types
 
 
 # --- vmap ---------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def _linear_solve_batch(values, dims, *, jaxpr, rules, axis_name=None):
             programs.append(None)
             new_groups.append([])
             continue
-        batched, extra = _batched_program(prog, consts + b, list(c_dims) + [0] * len(b),
+        batched, extra = batched_program(prog, consts + b, list(c_dims) + [0] * len(b),
                                           axis_name)
         programs.append(batched)
         new_groups.append(list(extra) + consts)

@@ -20,8 +20,10 @@ import numpy as np
 
 import shardc.numpy as jnp
 from compiler.tracing import weakened
-from shardc import Array, dtypes, lax
-from shardc.scipy import linalg as _linalg
+import shardc.lax as lax
+from runtime.array import Array
+import shardc.dtypes as dtypes
+import shardc.scipy.linalg as _linalg
 from shardc.tree_util import Partial, tree_leaves, tree_map, tree_reduce, tree_structure
 
 __all__ = ["bicgstab", "cg", "gmres"]
