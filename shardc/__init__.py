@@ -77,6 +77,7 @@ default_device = _STATES["default_device"]
 debug_key_reuse = _STATES["debug_key_reuse"]
 no_tracing = _STATES["no_tracing"]
 no_execution = _STATES["no_execution"]
+enable_custom_prng = _STATES["enable_custom_prng"]
 
 _install_backend()
 
@@ -119,10 +120,12 @@ __all__ = [
     "custom_gradient",
     "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
-    "debug_key_reuse", "no_tracing", "no_execution", "default_prng_impl", "legacy_prng_key", "device_count", "device_get",
+    "debug_key_reuse", "no_tracing", "no_execution", "default_prng_impl", "legacy_prng_key",
+    "device_count", "device_get",
     "device_put",
     "devices", "disable_jit", "live_arrays",
-    "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks", "enable_x64",
+    "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks",
+    "enable_custom_prng", "enable_x64",
     "empty_ref", "ensure_compile_time_eval", "eval_shape", "free_ref", "freeze", "new_ref",
     "pure_callback", "ref",
     "explain_cache_misses", "flatten_util", "float0", "grad", "hessian", "host_count",

@@ -153,6 +153,8 @@ FLAGS = {flag.name: flag for flag in (
     # raw uint32 key data given to a jax.random function: taken, warned about, or refused
     Flag("jax_legacy_prng_key", "allow", _enum("allow", "warn", "error")),
     Flag("jax_threefry_partitionable", True, _bool),
+    # PRNGKey, and split and fold_in given raw key data, return typed keys (read by random)
+    Flag("jax_enable_custom_prng", False, _bool),
     # JAX's checker of PRNG keys used twice: off by default; shardc has no such checker, so
     # asking for it is refused rather than quietly not checking
     Flag("jax_debug_key_reuse", False, _bool, lambda on: _no_key_reuse_checker(on)),
@@ -315,4 +317,4 @@ STATES = {name: FlagState("jax_" + name) for name in (
     "numpy_dtype_promotion", "numpy_rank_promotion", "log_compiles", "enable_checks",
     "check_tracer_leaks", "explain_cache_misses", "default_prng_impl", "legacy_prng_key",
     "threefry_partitionable", "softmax_custom_jvp", "default_device", "debug_key_reuse",
-    "no_tracing", "no_execution")}
+    "no_tracing", "no_execution", "enable_custom_prng")}

@@ -452,3 +452,31 @@ def test_seed_errors_name_the_constructor_as_jax():
             with pytest.raises(TypeError, match="PRNG key seed must be an integer"):
                 ctor(seed)
     np.testing.assert_array_equal(_data(random.key(np.int16(3))), [0, 3])
+
+
+def test_enable_custom_prng_makes_prngkey_split_and_fold_in_give_typed_keys():
+    """With ``jax_enable_custom_prng`` on, JAX's PRNGKey gives a typed key, and split and
+    fold_in given raw key data give typed keys (with a FutureWarning about the raw data); off,
+    everything stays raw uint32 data."""
+    raw = random.PRNGKey(0)
+    assert raw.dtype == np.uint32 and raw.shape == (2,)
+    with shardc.enable_custom_prng():
+        assert shardc.config.read("jax_enable_custom_prng") is True
+        key = random.PRNGKey(0)
+        assert str(key.dtype) == "key<fry>" and key.shape == ()
+        np.testing.assert_array_equal(_data(key), raw)
+        with pytest.warns(FutureWarning, match="Raw arrays as random keys"):
+            keys = random.split(raw, 3)
+        assert str(keys.dtype) == "key<fry>" and keys.shape == (3,)
+        with pytest.warns(FutureWarning, match="Raw arrays as random keys"):
+            folded = random.fold_in(raw, 5)
+        assert str(folded.dtype) == "key<fry>" and folded.shape == ()
+        np.testing.assert_array_equal(_data(random.split(key, 3)), _data(keys))
+        np.testing.assert_array_equal(_data(random.fold_in(key, 5)), _data(folded))
+    assert shardc.config.read("jax_enable_custom_prng") is False
+    assert random.split(raw).dtype == np.uint32
+
+    @shardc.enable_custom_prng()
+    def make():
+        return random.PRNGKey(1)
+    assert str(make().dtype) == "key<fry>"

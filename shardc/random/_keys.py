@@ -371,8 +371,11 @@ _Array.register(PRNGKeyArray)
 # --- making, splitting and folding keys ------------------------------------------------------
 
 def PRNGKey(seed, *, impl=None) -> "jnp.ndarray":
-    """The raw key data for an integer seed: ``uint32[2]`` (``uint32[4]`` for rbg keys)."""
-    return _seed_data(seed, resolve_impl(impl), "PRNGKey")
+    """The raw key data for an integer seed: ``uint32[2]`` (``uint32[4]`` for rbg keys); a
+    typed key with ``jax_enable_custom_prng`` on, as JAX's."""
+    impl = resolve_impl(impl)
+    data = _seed_data(seed, impl, "PRNGKey")
+    return PRNGKeyArray(impl, data) if config.read("jax_enable_custom_prng") else data
 
 
 def key(seed, *, impl=None, dtype=None) -> PRNGKeyArray:
@@ -606,6 +609,17 @@ def _check_legacy() -> None:
         raise ValueError(_LEGACY_KEY)
     if mode == "warn":
         warnings.warn(_LEGACY_KEY, stacklevel=3)
+    elif config.read("jax_enable_custom_prng"):
+        warnings.warn("Raw arrays as random keys to jax.random functions are deprecated. "
+                      "Assuming valid threefry2x32 key for now.", FutureWarning, stacklevel=3)
+
+
+def _raw_keys_out(data):
+    """What split and fold_in give for raw key data: the new raw data, or typed keys with
+    ``jax_enable_custom_prng`` on (JAX returns its key arrays then)."""
+    if config.read("jax_enable_custom_prng"):
+        return PRNGKeyArray(resolve_impl(None), data)
+    return data
 
 
 def random_bits(key, shape, name: str = "random_bits") -> "jnp.ndarray":
@@ -620,7 +634,7 @@ def split(key, num=2):
     if isinstance(key, PRNGKeyArray):
         words = key._impl.words
         return PRNGKeyArray(key._impl, random_bits(key, shape + (words,), "split"))
-    return random_bits(key, shape + (2,), "split")
+    return _raw_keys_out(random_bits(key, shape + (2,), "split"))
 
 
 def fold_in(key, data):
@@ -632,7 +646,8 @@ def fold_in(key, data):
     salt = jnp.asarray(np.uint32(0x9E3779B9))
     bits = random_bits(key, (words,), "fold_in")
     folded = jnp.bitwise_xor(bits, jnp.stack([mixed, salt] * (words // 2)))
-    return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else folded
+    return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else \
+        _raw_keys_out(folded)
 
 
 @takes_out_sharding
