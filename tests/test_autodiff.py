@@ -2013,3 +2013,30 @@ def test_linearized_function_checks_tangent_types():
                     (f_jvp, np.zeros((), shardc.dtypes.float0)), (f_jvp, np.ones(2, np.float32))]:
         with pytest.raises(ValueError, match="tangent values inconsistent"):
             fn(bad)
+
+
+def test_array_constructors_make_float0_zeros_as_jax():
+    """JAX's zeros, ones, full and empty (and their *_like) with dtype float0 give a host array
+    of float0 zeros of the shape asked for, whatever the fill; *_like of float0 zeros keeps
+    float0 unless another dtype is asked for. Such zeros are the tangent of an integer input."""
+    float0 = shardc.dtypes.float0
+    made = [jnp.zeros((2,), float0), jnp.ones((), float0), jnp.full((3,), 5, float0),
+            jnp.empty((1,), dtype=float0), jnp.zeros_like(np.zeros(2), dtype=float0),
+            jnp.ones_like(np.zeros((2, 2), float0))]
+    for z, shape in zip(made, [(2,), (), (3,), (1,), (2,), (2, 2)]):
+        assert isinstance(z, np.ndarray) and z.dtype == float0 and z.shape == shape
+    np.testing.assert_array_equal(jnp.ones_like(np.zeros(2, float0), dtype=np.float32),
+                                  np.ones(2, np.float32))
+
+    @shardc.custom_jvp
+    def f(x, y):
+        return x, y
+
+    @f.defjvp
+    def f_jvp(primals, _):
+        x, y = primals
+        return (x, y), (2., shardc.custom_derivatives.zero_from_primal(y))
+
+    (x, y), (tx, ty) = shardc.jvp(f, (2., 3), (np.ones(()), jnp.zeros((), dtype=float0)))
+    assert (float(x), int(y), float(tx)) == (2., 3, 2.)
+    assert ty.dtype == float0 and ty.shape == ()

@@ -469,7 +469,7 @@ def array(x, dtype=None, copy=True, order="K", ndmin=0):
 
 
 def _default_dtype(dtype, *values, function="zeros"):
-    if is_key_dtype(dtype):
+    if is_key_dtype(dtype) or _is_float0(dtype):
         return dtype
     if dtype is not None:
         return _dt.requested(dtype, function)
@@ -484,6 +484,9 @@ def full(shape, fill_value, dtype=None):
     if is_key_dtype(dtype) or _is_key_array(fill_value):
         return KEY_ARRAY_RULES["full"](shape, fill_value, dtype)
     shape = shape_tuple(shape)
+    if _is_float0(dtype):
+        # float0 holds no values: JAX gives a host array of its zeros, whatever the fill
+        return np.zeros(shape, _dt.FLOAT0)
     if builtins.any(d < 0 for d in shape):
         raise TypeError(f"broadcast_in_dim shape must have every element be nonnegative, got "
                         f"{shape}.")
@@ -506,6 +509,16 @@ def full(shape, fill_value, dtype=None):
     else:
         result = broadcast_to(value, shape)
     return weakened(result) if weak else typed(result)
+
+
+def _is_float0(dtype) -> bool:
+    """Whether ``dtype`` asks for float0, the dtype of the cotangent of an integer input."""
+    if dtype is None or isinstance(dtype, str) and dtype != "float0":
+        return False
+    try:
+        return np.dtype(dtype) == _dt.FLOAT0
+    except TypeError:
+        return False
 
 
 def typed(value):
@@ -574,8 +587,15 @@ def full_like(x, fill_value, dtype=None, shape=None):
     """
     if is_key_dtype(dtype) or _is_key_array(x) or _is_key_array(fill_value):
         return KEY_ARRAY_RULES["full_like"](x, fill_value, dtype, shape)
+    if _dt.is_float0(x):
+        # float0 zeros give their shape (and, unless asked otherwise, their dtype: JAX's
+        # *_like of float0 zeros are float0 zeros)
+        return full(x.shape if shape is None else shape, fill_value,
+                    _dt.FLOAT0 if dtype is None else dtype)
     result = full(shape_of(x) if shape is None else shape, fill_value,
                   dtype if dtype is not None else dtype_of(x))
+    if _dt.is_float0(result):
+        return result
     typed = aval_of(x).type_sharding
     if typed is not None and shape is None:
         # split as x is (JAX's *_like copy the operand's sharding)
