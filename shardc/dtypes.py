@@ -114,7 +114,10 @@ def promote_types(a, b) -> np.dtype:
 
 
 def canonicalize_dtype(dtype) -> np.dtype:
-    """``dtype`` as arrays hold it: 64-bit types become 32-bit unless x64 is enabled."""
+    """``dtype`` as arrays hold it: 64-bit types become 32-bit unless x64 is enabled; float0
+    (the dtype of an integer input's tangent) is its own canonical dtype, as in JAX."""
+    if not isinstance(dtype, str) and np.dtype(dtype) == float0:
+        return np.dtype(float0)
     return _dt.canonicalize(dtype)
 
 

@@ -390,3 +390,11 @@ def test_command_line_reads_ml_types(capsys):
     assert out.startswith("types on Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)):\n"
                           "{ lambda ; a:bf16[8,16] b:bf16[16,4]. let")
     assert "bf16[2,4]{x} = all_reduce[device_groups=((0, 1), (2, 3), (4, 5), (6, 7))" in out
+
+
+def test_canonicalize_dtype_keeps_float0():
+    """float0 (an integer input's tangent dtype) is its own canonical dtype in JAX."""
+    assert shardc.dtypes.canonicalize_dtype(shardc.dtypes.float0) == shardc.dtypes.float0
+    assert shardc.dtypes.canonicalize_dtype(np.float64) == np.float32
+    with pytest.raises(TypeError, match="not a valid JAX type"):
+        shardc.dtypes.canonicalize_dtype(np.dtype("U3"))
