@@ -302,8 +302,12 @@ def _resolve_args(fun, args, kwargs, kind: str, name: str) -> tuple:
     try:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        if bound.kwargs:
-            raise TypeError(f"keyword-only arguments {sorted(bound.kwargs)}")
+        passed = [k for k in bound.kwargs if k in kwargs]
+        if passed:
+            # a keyword-only argument has no position; one left at its default is dropped
+            # (the function then sees its default), as in JAX
+            raise TypeError("The following keyword arguments could not be resolved to "
+                            f"positions: {', '.join(passed)}")
     except TypeError as err:
         raise TypeError(f"The input arguments to the {kind}-decorated function {name} could "
                         "not be resolved to positional-only arguments. Binding failed with the "

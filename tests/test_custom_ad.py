@@ -858,3 +858,43 @@ def test_custom_jvp_rule_closing_over_an_array_inside_cond():
         # the same rule in both branches: each branch reads its own copy of the array
         np.testing.assert_allclose(np.asarray(jax.jit(
             lambda x, p: jax.jvp(lambda x: h(x, p), (x,), (t,))[1])(x, pred)), c * t)
+
+
+def test_keyword_only_arguments_resolve_as_jax():
+    """A keyword-only argument left at its default is dropped (the function sees its default);
+    one passed by the caller has no position: JAX's TypeError naming it. Likewise for
+    custom_vjp and custom_vmap."""
+    @jax.custom_jvp
+    def f(x, y, *, z=None):
+        return jnp.sin(x) + jnp.cos(y) + (0. if z is None else 100.)
+
+    f.defjvp(lambda p, t: (f(*p), t[0] * jnp.cos(p[0]) - t[1] * jnp.sin(p[1])))
+    np.testing.assert_allclose(f(0.5, 1.0), np.sin(0.5) + np.cos(1.0), rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(f)(0.5, 1.0), np.cos(0.5), rtol=1e-6)
+    with pytest.raises(TypeError, match=r"custom_jvp-decorated function f could not be resolved"
+                       r" to positional-only arguments. Binding failed with the error:\n"
+                       r"missing a required argument: 'y'"):
+        f(0.5)
+    with pytest.raises(TypeError, match=r"custom_jvp-decorated function f(.*)\nThe following "
+                       r"keyword arguments could not be resolved to positions: z"):
+        f(0.5, 0.1, z=0.1)
+
+    @jax.custom_vjp
+    def g(x, *, z=None):
+        return x * 3.
+
+    g.defvjp(lambda x: (x * 3., None), lambda r, c: (c * 3.,))
+    assert float(jax.grad(g)(2.)) == 3.
+    with pytest.raises(TypeError, match=r"custom_vjp-decorated function g(.*)\nThe following "
+                       r"keyword arguments could not be resolved to positions: z"):
+        g(2., z=1.)
+
+    @jax.custom_batching.custom_vmap
+    def h(x, *, z=None):
+        return x + 1.
+
+    h.def_vmap(lambda size, in_batched, x: (x + 1., in_batched[0]))
+    np.testing.assert_allclose(jax.vmap(h)(jnp.arange(3.)), np.arange(3.) + 1.)
+    with pytest.raises(TypeError, match=r"custom_vmap-decorated function h(.*)\nThe following "
+                       r"keyword arguments could not be resolved to positions: z"):
+        h(2., z=1.)
