@@ -17,7 +17,7 @@ from compiler import tree
 from compiler.ad_core import zeros_like_aval
 from compiler.autodiff import jvp
 from compiler.custom_ad import custom_jvp, custom_vjp
-from compiler.tracing import aval_of, bind, eval_program, trace_to_program
+from compiler.tracing import Tracer, aval_of, bind, eval_program, trace_to_program
 from ir import dtypes
 from ir import primitives as p
 
@@ -81,11 +81,12 @@ def custom_gradient(fun):
 
 def closure_convert(fun, *example_args):
     """``(converted, consts)``: ``converted(*args, *consts)`` computes ``fun(*args)``, its
-    closed-over floating-point values taken from ``consts`` (JAX's
-    ``jax.closure_convert``)."""
+    closed-over values that may carry a derivative taken from ``consts`` (JAX's
+    ``jax.closure_convert``): traced floating-point values. A concrete array cannot be
+    differentiated, so, as in JAX, it stays in the closure."""
     flat, in_tree = tree.tree_flatten(example_args)
     program, consts, out_tree = _traced(fun, in_tree, flat)
-    hoisted = [dtypes.is_inexact(aval_of(c).dtype) for c in consts]
+    hoisted = [isinstance(c, Tracer) and dtypes.is_inexact(aval_of(c).dtype) for c in consts]
     lifted = [c for c, h in zip(consts, hoisted) if h]
     kept = [c for c, h in zip(consts, hoisted) if not h]
 
@@ -93,8 +94,10 @@ def closure_convert(fun, *example_args):
         args, given = args[:len(args) - len(lifted)], args[len(args) - len(lifted):]
         leaves, tree_now = tree.tree_flatten(args)
         if tree_now != in_tree:
-            raise TypeError(f"closure_convert: the function was converted for arguments of "
-                            f"structure {in_tree}, called with {tree_now}")
+            raise TypeError("The inputs to the closure produced by closure_convert must have "
+                            "the same Pytree structure as the example arguments passed when "
+                            f"closure_convert was called. Expected {in_tree}, but got "
+                            f"{tree_now}")
         given_it, kept_it = iter(given), iter(kept)
         values = [next(given_it) if h else next(kept_it) for h in hoisted]
         return tree.tree_unflatten(out_tree, eval_program(program, leaves, values))

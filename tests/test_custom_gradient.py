@@ -1,6 +1,7 @@
 """``custom_gradient`` and ``closure_convert``, held to finite differences and to the rules
 they state (each case also ran under JAX 0.10.2 with the same results)."""
 import re
+from functools import partial
 
 import numpy as np
 import pytest
@@ -69,13 +70,51 @@ def test_closure_convert_lifts_floating_closed_values():
     w = jnp.float32(2.0)
     got = jax.jit(lambda x: (lambda fn, consts: fn(x, *consts))(*outer(x, w, 3)))(X)
     np.testing.assert_allclose(np.asarray(got), np.sin(X) * 2 + 3, rtol=1e-6)
+    # a concrete w cannot carry a derivative: it stays in the closure, as in JAX
     fn, lifted = outer(jnp.asarray(X), w, 3)
-    assert len(lifted) == 1 and float(lifted[0]) == 2.0      # w; the integer stays inside
-    np.testing.assert_allclose(np.asarray(fn(jnp.asarray(X), jnp.float32(5.0))),
-                               np.sin(X) * 5 + 3, rtol=1e-6)
-    # differentiable in the lifted values (what custom_vjp rules built with it need)
-    got = jax.grad(lambda c: fn(jnp.asarray(X), c).sum())(jnp.float32(2.0))
+    assert lifted == []
+    np.testing.assert_allclose(np.asarray(fn(jnp.asarray(X))), np.sin(X) * 2 + 3, rtol=1e-6)
+    # a traced one is lifted (the integer stays inside), and the converted function is
+    # differentiable in it (what custom_vjp rules built with it need)
+    def lifted_count(w):
+        fn, lifted = outer(jnp.asarray(X), w, 3)
+        counts.append(len(lifted))
+        return fn(jnp.asarray(X), *lifted).sum()
+    counts = []
+    got = jax.grad(lifted_count)(jnp.float32(2.0))
+    assert counts == [1]
     np.testing.assert_allclose(float(got), np.sin(X).sum(), rtol=1e-6)
+    with pytest.raises(TypeError, match="The inputs to the closure produced by closure_convert "
+                       "must have the same Pytree structure as the example arguments"):
+        fn((jnp.asarray(X),))
+
+
+def test_closure_convert_lifts_only_what_is_differentiated():
+    """JAX's test of closed-over values that take part in AD beside ones that do not: only
+    the differentiated c is lifted; the rule's cotangents reach c and x."""
+    counts = []
+
+    def cos_after(fn, x):
+        converted, aux = jax.closure_convert(fn, x)
+        counts.append(len(aux))
+        return _cos_after(converted, x, *aux)
+
+    @partial(jax.custom_vjp, nondiff_argnums=(0,))
+    def _cos_after(fn, x, *args):
+        return jnp.cos(fn(x, *args))
+
+    _cos_after.defvjp(lambda fn, x, *args: (_cos_after(fn, x, *args), (x, args)),
+                      lambda fn, res, g: (17. * res[0], *[42. * a for a in res[1]]))
+
+    def solve(c, s, x):
+        return cos_after(lambda x: jnp.sum(s * (x - c) ** 2.), x)
+
+    c, s, x = 2. * jnp.ones(2), 3. * jnp.ones(2), jnp.ones(2)
+    np.testing.assert_allclose(solve(c, s, x), np.cos(6.), rtol=1e-6)
+    g_c, g_x = jax.grad(solve, argnums=(0, 2))(c, s, x)
+    np.testing.assert_allclose(g_c, [84., 84.])
+    np.testing.assert_allclose(g_x, [17., 17.])
+    assert counts == [0, 1]
 
 
 def test_closure_convert_in_a_fixed_point_solver():
