@@ -429,7 +429,7 @@ def _same_type(got, want) -> bool:
 
 def _type_tree(out_tree, avals) -> str:
     order = _axis_order()
-    return str(tree.tree_unflatten(out_tree, [a.str_short(order) for a in avals])
+    return str(tree.tree_unflatten(out_tree, [a.str_long(order) for a in avals])
                ).replace("'", "")
 
 
@@ -486,12 +486,12 @@ def _checked_tangents(primal_avals, tangents) -> list:
     if len(primal_avals) == 1 and wrong:
         (primal, got), = wrong
         raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
-                        f"corresponding shapes and dtypes. Expected {primal.str_short(order)} "
-                        f"(tangent type of {primal.str_short(order)}) but got "
-                        f"{got.str_short(order)}.")
+                        f"corresponding shapes and dtypes. Expected {primal.str_long(order)} "
+                        f"(tangent type of {primal.str_long(order)}) but got "
+                        f"{got.str_long(order)}.")
     if wrong:
-        lines = "\n".join(f"  primal {a.str_short(order)} with tangent {b.str_short(order)}, "
-                          f"expecting tangent {a.str_short(order)}" for a, b in wrong)
+        lines = "\n".join(f"  primal {a.str_long(order)} with tangent {b.str_long(order)}, "
+                          f"expecting tangent {a.str_long(order)}" for a, b in wrong)
         raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
                         f"corresponding shapes and dtypes, but got:\n{lines}")
     return checked
@@ -571,8 +571,8 @@ def _checked_cotangent(ct, want, path: str, bwd_name: str):
             raise ValueError("Custom VJP bwd rule produced a SymbolicZero with a shape/dtype "
                              "that does not match the corresponding input tangent shape/dtype: "
                              f"at output{path} the SymbolicZero had shape/dtype "
-                             f"{ct.aval.str_short()} while the corresponding input had "
-                             f"shape/dtype {want.str_short()}. Consider just returning a None "
+                             f"{ct.aval.str_long()} while the corresponding input had "
+                             f"shape/dtype {want.str_long()}. Consider just returning a None "
                              "here instead of a SymbolicZero object.")
         return None
     ct = _as_array(ct)
@@ -589,8 +589,8 @@ def _checked_cotangent(ct, want, path: str, bwd_name: str):
         raise ValueError(
             "Custom VJP bwd rule must produce an output with the same type as the args tuple "
             f"of the primal function, but at output{path} the bwd rule produced an output of "
-            f"type {got.str_short(order)} corresponding to an input of type "
-            f"{want.str_short(order)}, so {so}")
+            f"type {got.str_long(order)} corresponding to an input of type "
+            f"{want.str_long(order)}, so {so}")
     return ct
 
 

@@ -304,8 +304,8 @@ def test_rule_errors_name_what_is_wrong():
     with pytest.raises(TypeError, match="must produce a pair"):
         jax.grad(f)(1.)
     f.defjvp(lambda p, t: (f(p[0]), jnp.ones(3)))
-    with pytest.raises(TypeError, match=r"Expected f32\[\] \(tangent type of f32\[\]\) but got "
-                                        r"f32\[3\]"):
+    with pytest.raises(TypeError, match=r"Expected float32\[\] \(tangent type of float32\[\]\) "
+                                        r"but got float32\[3\]"):
         jax.jvp(f, (1.,), (1.,))
 
     @jax.custom_vjp
@@ -316,13 +316,14 @@ def test_rule_errors_name_what_is_wrong():
         jax.grad(g)(1., 2.)
     g.defvjp(lambda x, y: (g(x, y), None), lambda r, ct: (jnp.ones(2), None))
     with pytest.raises(ValueError, match=r"at output\[0\] the bwd rule produced an output of "
-                                         r"type f32\[2\] corresponding to an input of type "
-                                         r"f32\[\], so the shapes do not match"):
+                                         r"type float32\[2\] corresponding to an input of type "
+                                         r"float32\[\], so the shapes do not match"):
         jax.grad(g)(1., 2.)
     g.defvjp(lambda x, y: (x[0], None), lambda r, ct: (ct, ct))
     with pytest.raises(TypeError, match=r"fwd rule output's first element had shapes/dtypes "
-                                        r"of:\n    f32\[\]\nwhile the custom_vjp-decorated "
-                                        r"function g had output shapes/dtypes of:\n    f32\[2\]"):
+                                        r"of:\n    float32\[\]\nwhile the custom_vjp-decorated "
+                                        r"function g had output shapes/dtypes of:\n    "
+                                        r"float32\[2\]"):
         jax.vjp(g, jnp.ones(2), 2.)
 
 
@@ -354,8 +355,8 @@ def test_bwd_cotangents_must_keep_the_varying_axes_of_the_inputs():
                          out_specs=P())
     message = ("Custom VJP bwd rule must produce an output with the same type as the args tuple "
                "of the primal function, but at output[0] the bwd rule produced an output of "
-               "type f32[2] corresponding to an input of type f32[2]{i}, so the manual axis "
-               "types do not match")
+               "type float32[2] corresponding to an input of type float32[2]{V:i}, so the manual "
+               "axis types do not match")
     for grad in (jax.grad(loss), jax.jit(jax.grad(loss))):
         with pytest.raises(ValueError) as err:
             grad(X8)
@@ -460,10 +461,11 @@ def _fwd_rule(fwd):
     (lambda: jax.grad(_pair_rule(lambda x, t: ((x, 2 * x), [t, t])))(1.), TypeError,
      "must produce primal and tangent outputs with equal container"),
     (lambda: jax.grad(lambda x: _pair_rule(lambda x, t: ([x, 2 * x], [t, t]))(x)[0])(1.),
-     TypeError, "first element had container/pytree structure:\n    \\[f32\\[\\], f32\\[\\]\\]"),
+     TypeError,
+     "first element had container/pytree structure:\n    \\[float32\\[\\], float32\\[\\]\\]"),
     (lambda: jax.jvp(_pair_rule(lambda x, t: ((x, 2 * x), (jnp.ones(2), t))), (1.,), (1.,)),
-     TypeError, "corresponding shapes and dtypes, but got:\n  primal f32\\[\\] with tangent "
-                "f32\\[2\\], expecting tangent f32\\[\\]"),
+     TypeError, "corresponding shapes and dtypes, but got:\n  primal float32\\[\\] with tangent "
+                "float32\\[2\\], expecting tangent float32\\[\\]"),
     (lambda: jax.grad(_fwd_rule(lambda x: x * 2))(1.), TypeError,
      "instead of a pair the fwd rule <lambda> produced"),
     (lambda: jax.grad(_fwd_rule(lambda x: ((x * 2,), None)))(1.), TypeError,
