@@ -926,6 +926,9 @@ class JitFunction:
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
+        if given:
+            _check_out_devices(given, leaves, _qualified_name(self.fun),
+                               lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None,
                             call_as=(self, static, dict(static_kwargs), in_tree, avals),
                             arg_shardings=shardings)
@@ -1026,6 +1029,48 @@ def _argument_names(fun, args, kwargs, static_argnums) -> list:
     for key, arg in kwargs.items():
         names += [key + path for path in tree.leaf_paths(arg)]
     return names
+
+
+def _device_ids(sharding) -> tuple | None:
+    """The ids of the devices a sharding lays a value on, in order; None for a mesh that
+    names no devices (an abstract one)."""
+    if isinstance(sharding, NamedSharding):
+        ids = getattr(sharding.mesh, "device_ids", None)
+        return None if ids is None else tuple(ids)
+    devices = getattr(sharding, "_device_assignment", None)
+    return None if devices is None else tuple(d.id for d in devices)
+
+
+def _check_out_devices(given, leaves, fun_name: str, names) -> None:
+    """JAX's ValueError where the devices of an ``out_shardings`` entry are not those of the
+    committed arguments (laid out by ``in_shardings`` or by their makers), or of another
+    entry: one computation runs on one set of devices."""
+    sources = []            # (description, device ids), arguments first, as JAX orders them
+    for k, leaf in enumerate(leaves):
+        if getattr(leaf, "_committed", False):
+            ids = _device_ids(leaf.sharding)
+            if ids is not None:
+                sources.append((k, ids))
+                break       # the arguments agree with each other (checked when they run)
+    for sharding in given:
+        ids = None if sharding is None else _device_ids(sharding)
+        if ids is not None:
+            sources.append((None, ids))
+    if not sources:
+        return
+    first = sources[0]
+    for source in sources[1:]:
+        if source[1] != first[1]:
+            described = []
+            for k, ids in (first, source):
+                where = f"with device ids {list(ids)} on platform CPU"
+                if k is None:
+                    described.append(f"explicit output sharding {where}")
+                else:
+                    described.append(f"argument {names()[k]} of {fun_name} with shape "
+                                     f"{aval_of(leaves[k]).str_long()} and {where}")
+            raise ValueError("Received incompatible devices for jitted computation. Got "
+                             f"{described[0]} and {described[1]}")
 
 
 def _is_sharding_leaf(entry) -> bool:

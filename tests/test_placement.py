@@ -2,6 +2,8 @@
 to it, and so is whatever is computed from it (eagerly or under jit); arrays made without a
 device go to the default device (``jax.default_device``) and stay uncommitted; committed arrays
 on different devices are JAX's ValueError. Expected values are JAX 0.10.2's."""
+import re
+
 import numpy as np
 import pytest
 
@@ -171,3 +173,33 @@ def test_device_put_may_alias_and_donate_as_jax():
         shardc.device_put(arr, may_alias=True, donate=True)
     tree = shardc.device_put({"a": arr, "b": np.ones(2)}, may_alias={"a": False, "b": None})
     assert tree["a"] is not arr
+
+
+def test_out_shardings_on_other_devices_than_the_computations_are_refused():
+    """JAX's ValueError: an out_shardings entry on other devices than another entry, or than
+    the arguments in_shardings lays out, at the call and at lower(); outputs on the devices
+    of the arguments are fine."""
+    from shardc.sharding import Mesh
+    m8 = Mesh(np.array(DEVICES).reshape(4, 2), ("x", "y"))
+    m4 = Mesh(np.array(DEVICES[:4]).reshape(2, 2), ("x", "y"))
+    a = jnp.arange(16).reshape(8, 2)
+    two_outs = shardc.jit(lambda x, y: (x, y), out_shardings=(
+        NamedSharding(m8, P("x", "y")), NamedSharding(m4, P("x", "y"))))
+    for call in (lambda: two_outs(a, a), lambda: two_outs.lower(a, a)):
+        with pytest.raises(ValueError, match=re.escape(
+                "Received incompatible devices for jitted computation. Got explicit output "
+                "sharding with device ids [0, 1, 2, 3, 4, 5, 6, 7] on platform CPU and explicit "
+                "output sharding with device ids [0, 1, 2, 3] on platform CPU")):
+            call()
+    in_out = shardc.jit(lambda x, y: (x, y), in_shardings=NamedSharding(m4, P("x", "y")),
+                        out_shardings=NamedSharding(m8, P("x", "y")))
+    with pytest.raises(ValueError, match=re.escape(
+            "Received incompatible devices for jitted computation. Got ") + ".*" + re.escape(
+            "with device ids [0, 1, 2, 3] on platform CPU and explicit output sharding with "
+            "device ids [0, 1, 2, 3, 4, 5, 6, 7] on platform CPU")):
+        in_out(a, a)
+    same = shardc.jit(lambda x: x * 2, in_shardings=NamedSharding(m4, P("x")),
+                      out_shardings=NamedSharding(m4, P(None, "y")))
+    out = same(a)
+    np.testing.assert_array_equal(out, np.arange(16).reshape(8, 2) * 2)
+    assert out.sharding == NamedSharding(m4, P(None, "y"))
