@@ -37,8 +37,8 @@ from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
-from ir.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec, check_divides,
-                         current_mesh)
+from ir.sharding import (UNCONSTRAINED, AbstractMesh, Mesh, NamedSharding, PartitionSpec,
+                         check_divides, current_mesh)
 from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
@@ -559,6 +559,8 @@ class JitFunction:
         (self.static_argnums, self.static_argnames, self.donate_argnums,
          self.donate_argnames) = resolve_argnums(fun, static_argnums, static_argnames,
                                                  donate_argnums, donate_argnames)
+        _check_no_unconstrained(in_shardings, "in_shardings")
+        _check_no_unconstrained(out_shardings, "out_shardings")
         self.in_shardings = in_shardings
         self.out_shardings = out_shardings
         self._resolve = resolve or (lambda s, what: s)
@@ -1029,6 +1031,19 @@ def _argument_names(fun, args, kwargs, static_argnums) -> list:
     for key, arg in kwargs.items():
         names += [key + path for path in tree.leaf_paths(arg)]
     return names
+
+
+def _check_no_unconstrained(shardings, name: str) -> None:
+    """JAX's ValueError for ``P.UNCONSTRAINED`` in jit's in_shardings or out_shardings: a
+    dimension left to propagation is for sharding constraints inside a function, not for
+    the layouts a call takes or gives."""
+    if shardings is UNSPECIFIED:
+        return
+    for entry in tree.tree_leaves(shardings, is_leaf=_is_sharding_leaf):
+        spec = entry.spec if isinstance(entry, NamedSharding) else entry
+        if isinstance(spec, PartitionSpec) and UNCONSTRAINED in spec:
+            raise ValueError(f"Unconstrained dims are not allowed when passed to {name}: "
+                             f"{entry}")
 
 
 def _device_ids(sharding) -> tuple | None:

@@ -338,3 +338,24 @@ def test_no_tracing_and_no_execution_refuse_what_they_name():
             g()
     np.testing.assert_array_equal(np.asarray(g()), np.ones(3))
     assert shardc.config.jax_no_tracing is False and shardc.config.jax_no_execution is False
+
+
+def test_unconstrained_dims_in_jit_shardings_are_refused():
+    """JAX's ValueError when jit is made: ``P.UNCONSTRAINED`` belongs to sharding constraints
+    inside a function, not to in_shardings or out_shardings; specs without it are fine."""
+    auto = shardc.make_mesh((2, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
+    unc = P.UNCONSTRAINED
+    cases = [("in_shardings", NamedSharding(auto, P(unc, "x"))),
+             ("out_shardings", NamedSharding(auto, P(unc, unc))),
+             ("out_shardings", (None, P(unc)))]
+    for name, shardings in cases:
+        shown = shardings[1] if isinstance(shardings, tuple) else shardings
+        with pytest.raises(ValueError, match=re.escape(
+                f"Unconstrained dims are not allowed when passed to {name}: {shown}")):
+            shardc.jit(lambda x: x, **{name: shardings})
+    with pytest.raises(ValueError, match="Unconstrained dims are not allowed"):
+        @shardc.jit(out_shardings=NamedSharding(auto, P(unc, "y")))
+        def g(x):
+            return x * 3
+    f = shardc.jit(lambda x: x * 2, out_shardings=NamedSharding(auto, P(None, "y")))
+    np.testing.assert_array_equal(f(jnp.ones((4, 4))), np.full((4, 4), 2.0))
