@@ -582,6 +582,15 @@ def elementwise_rule(prim, values, dims, **params):
     size = batch_size(values, dims)
     common = max((member_aval(v, d).shape for v, d in zip(values, dims)), key=len)
     operands = [_elementwise_operand(v, d, size, common) for v, d in zip(values, dims)]
+    # a member scalar spread to the members' shape is laid out as a full operand's type
+    # says (JAX's select_n rule broadcasts its predicate to the cases' sharding)
+    full = next((aval_of(o).type_sharding for o, r in zip(operands, member_ranks)
+                 if r == len(common) and aval_of(o).type_sharding is not None), None)
+    if full is not None and common:
+        target = NamedSharding(full.mesh, PartitionSpec(*partitions(full.spec)))
+        operands = [bind(prims.sharding_constraint_p, o, sharding=target)
+                    if r == 0 and d is not None and aval_of(o).type_sharding != full else o
+                    for o, r, d in zip(operands, member_ranks, dims)]
     return [bind(prim, *operands, **params)], [0]
 
 

@@ -14,6 +14,7 @@ from compiler.batching import (batch_at, batch_size, batch_split_of, batching_ru
 from compiler.tracing import aval_of, bind
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec, spec_axes
+from ir.sharding_rules import named_sharding
 
 
 for _p in prims.UNARY + prims.PREDICATES + (prims.convert_element_type_p,
@@ -382,6 +383,14 @@ def _dynamic_update_slice_by_mask(x, update, *starts):
         update = bind(prims.gather_p, update, offsets, axis=axis)
     if inside is None:
         return update
+    typed = aval_of(x).type_sharding
+    if typed is not None:
+        # the result is laid out as the operand is (JAX's rule for an update of a slice):
+        # the mask and the spread update are resharded to it before the select
+        inside, update = [
+            v if aval_of(v).type_sharding == typed else
+            bind(prims.sharding_constraint_p, v, sharding=named_sharding(aval_of(x)))
+            for v in (inside, update)]
     return bind(prims.select_n_p, inside, x, update)
 
 
@@ -429,11 +438,19 @@ batching_rules[prims.dot_general_p] = _dot_general_rule
 # --- sharding constraints ---------------------------------------------------------------------
 
 def _sharding_constraint_rule(values, dims, *, sharding, spmd_axis_name=None):
-    """The batch axis leads, split over ``spmd_axis_name`` (not split without it)."""
+    """The batch axis leads, split over ``spmd_axis_name``; without it, as the operand's type
+    splits it over Explicit axes the constraint leaves free (JAX's vmap keeps that split of
+    the batch), else not split."""
     (x,), (dim,) = values, dims
     x = moveaxis(x, dim, 0)
     if isinstance(sharding, NamedSharding):
-        sharding = NamedSharding(sharding.mesh, _constraint_spec(sharding, spmd_axis_name))
+        spec = _constraint_spec(sharding, spmd_axis_name)
+        typed = aval_of(x).type_sharding
+        if spmd_axis_name is None and typed is not None and typed.spec[0]:
+            batch_axes = tuple(typed.spec[0])
+            if not set(batch_axes) & set(spec_axes(sharding.spec)):
+                spec = PartitionSpec(spec_entry(batch_axes), *sharding.spec)
+        sharding = NamedSharding(sharding.mesh, spec)
     return [bind(prims.sharding_constraint_p, x, sharding=sharding)], [0]
 
 

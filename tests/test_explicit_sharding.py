@@ -1302,6 +1302,35 @@ def test_vmap_of_per_member_indexing_over_a_split_batch():
         np.testing.assert_array_equal(np.asarray(grad), (want == 0).astype(np.float32))
 
 
+@pytest.mark.parametrize("update", [
+    lambda x, i, y: x.at[i].set(y), lambda x, i, y: x.at[i].add(y),
+    lambda x, i, y: x.at[i].max(y),
+    lambda x, i, y: lax.dynamic_update_slice_in_dim(x, y[None], i, axis=0)])
+def test_vmap_of_per_member_updates_keeps_the_operands_split(update):
+    """JAX's scatter sharding test: vmap of an update at each member's own index, the
+    operand split on the batch and on another axis, the update on the batch only: the result
+    (and its gradient) are laid out as the operand, the update's gradient as the update;
+    values as numpy's."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    base = np.zeros((2, 10, 8), np.float32)
+    ups = np.arange(16.0, dtype=np.float32).reshape(2, 8)
+    at = np.array([2, 3], np.int32)
+    with jax.set_mesh(mesh):
+        operand = jax.device_put(base, P("x", None, "y"))
+        indices = jax.device_put(at, P("x"))
+        updates = jax.device_put(ups, P("x", "y"))
+        f = jax.jit(jax.vmap(update))
+        out = f(operand, indices, updates)
+        assert out.sharding.spec == P("x", None, "y")
+        want = base.copy()
+        want[np.arange(2), at] = ups        # zeros in, so set, add and max agree
+        np.testing.assert_array_equal(np.asarray(out), want)
+        g_op, g_up = jax.grad(lambda *a: (f(*a) ** 2).sum(), argnums=(0, 2))(
+            operand, indices, updates)
+        assert g_op.sharding.spec == P("x", None, "y") and g_up.sharding.spec == P("x", "y")
+        np.testing.assert_array_equal(np.asarray(g_up), 2 * ups)
+
+
 def test_the_deprecated_mesh_context_gives_constraints_their_mesh():
     """``with mesh:`` (JAX's deprecated context, warned about) lets with_sharding_constraint
     take a bare PartitionSpec on that mesh, as JAX's does."""
