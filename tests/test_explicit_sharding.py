@@ -972,6 +972,30 @@ def test_einsum_shards_its_result_as_jax_pairs_the_operands(subscripts, specs, w
         np.testing.assert_allclose(got, np.einsum(subscripts, *arrays), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("out_spec", [P("data", None, None), P("data")])
+def test_einsum_of_three_operands_lays_out_only_its_result(out_spec):
+    """JAX's einsum of more than two operands with out_sharding: the intermediate product
+    (contracting the split b) has no layout asked for, so the chain runs with the Explicit
+    axes out of the types and only the result is laid out (an ambiguity error before)."""
+    mesh = jax.make_mesh((4,), ("data",))
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((8, 32, 1, 16)).astype(np.float32) for _ in range(2))
+    c = rng.standard_normal((8, 32, 1, 8)).astype(np.float32)
+    with jax.set_mesh(mesh):
+        x, y, z = (jax.device_put(v, P("data")) for v in (a, b, c))
+
+        @jax.jit
+        def f(x, y, z):
+            out = jnp.einsum("bthD, bthi, bthj->ijD", x, y, z, out_sharding=out_spec)
+            assert str(jax.typeof(out)) == "float32[16@data,8,16]"
+            return out
+
+        out = f(x, y, z)
+        assert out.sharding == NamedSharding(mesh, P("data", None, None))
+        np.testing.assert_allclose(out, np.einsum("bthD,bthi,bthj->ijD", a, b, c), rtol=1e-4,
+                                   atol=1e-4)
+
+
 # vmap over a batch split by its type, with an operand every member shares: the shared one is
 # broadcast split as the batch is, as JAX's batching broadcasts it (JAX 0.10.2's types)
 VMAP_SHARED = {

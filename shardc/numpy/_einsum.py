@@ -5,12 +5,13 @@ import numpy as np
 
 from compiler.tracing import aval_of
 from ir import dtypes
-from shardc.numpy._core import as_array, astype, broadcast_to, constrain, shape_of
+from shardc.numpy._core import (as_array, astype, broadcast_to, check_out_sharding, constrain,
+                                shape_of)
 from shardc.numpy._diagonals import diagonal
 from shardc.numpy._manipulation import transpose
 from shardc.numpy._products import (accepts_out_sharding, preferred_dtype, preferring,
                                     promoted_dot_general)
-from shardc.sharding import resolve_sharding
+from shardc.sharding import auto_axes, resolve_sharding
 from shardc.numpy._reductions import any as any_true, sum
 from shardc.dtypes import result_type
 
@@ -41,6 +42,28 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
     if out_sharding is not None:
         result = constrain(result, resolve_sharding(out_sharding, "einsum(out_sharding=...)"))
     return result
+
+
+_einsum_typed = einsum   # the chain as typed; the public einsum below wraps it
+
+
+def einsum(subscripts, *operands, out_sharding=None, **kwargs):
+    """Einstein summation over two operands at a time (``dot_general`` plus transposes);
+    ``preferred_element_type``: the products accumulate in, and return, that dtype;
+    ``out_sharding``: the result's layout. With more than two operands the intermediate
+    products have no layout asked for, so, as JAX's does, the chain runs with the mesh's
+    Explicit axes taken out of the types (``auto_axes``) and only the result is laid out.
+
+    >>> jnp.einsum("ij,jk->ik", a, b)      # a @ b
+    """
+    if out_sharding is not None and len(operands) > 2 and isinstance(subscripts, str):
+        check_out_sharding(out_sharding, "einsum")
+        sharding = resolve_sharding(out_sharding, "einsum(out_sharding=...)")
+        explicit = getattr(sharding.mesh, "explicit_axes", ())
+        if explicit:
+            return auto_axes(lambda *ops: _einsum_typed(subscripts, *ops, **kwargs),
+                             axes=explicit, out_sharding=sharding)(*operands)
+    return _einsum_typed(subscripts, *operands, out_sharding=out_sharding, **kwargs)
 
 
 def _expand_ellipsis(subscripts: str, ranks: list) -> str:
