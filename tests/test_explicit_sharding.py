@@ -996,6 +996,28 @@ def test_einsum_of_three_operands_lays_out_only_its_result(out_spec):
                                    atol=1e-4)
 
 
+def test_lax_broadcast_takes_out_sharding_through_jacobians():
+    """``lax.broadcast(x, sizes, out_sharding=)`` as JAX's: the new dimensions split as asked;
+    the Jacobians' layouts are JAX 0.10.2's."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    values = np.arange(16, dtype=np.float32)
+    with jax.set_mesh(mesh):
+        arr = jax.device_put(values, P("y"))
+
+        @jax.jit
+        def spread(x):
+            return lax.broadcast(x, sizes=[2], out_sharding=P("x", *jax.typeof(x).sharding.spec))
+
+        out = spread(arr)
+        assert out.sharding.spec == P("x", "y")
+        np.testing.assert_array_equal(out, np.broadcast_to(values, (2, 16)))
+        eye = np.broadcast_to(np.eye(16, dtype=np.float32), (2, 16, 16))
+        for jac, spec in ((jax.jacfwd, P("x", "y", None)), (jax.jacrev, P(None, None, "y"))):
+            got = jax.jit(jac(spread))(arr)
+            assert got.sharding.spec == spec
+            np.testing.assert_array_equal(got, eye)
+
+
 # vmap over a batch split by its type, with an operand every member shares: the shared one is
 # broadcast split as the batch is, as JAX's batching broadcasts it (JAX 0.10.2's types)
 VMAP_SHARED = {

@@ -50,12 +50,18 @@ def slice_along(x, start, stop, step, axis):
 
 # --- shapes ----------------------------------------------------------------------------------
 
-def broadcast(operand, sizes):
-    """``operand`` with new leading dimensions ``sizes``."""
+def broadcast(operand, sizes, *, out_sharding=None):
+    """``operand`` with new leading dimensions ``sizes``; ``out_sharding``: the result's
+    split, as ``broadcast_in_dim`` takes it."""
     operand = array_operand(operand)
     sizes = tuple(int(s) for s in sizes)
+    dims = tuple(range(len(sizes), len(sizes) + operand.ndim))
+    if out_sharding is not None:
+        from shardc.lax._ops import broadcast_in_dim   # (_ops imports this module)
+        return broadcast_in_dim(operand, sizes + operand.shape, dims,
+                                out_sharding=out_sharding)
     return bind(p.broadcast_in_dim_p, operand, shape=sizes + operand.shape,
-                broadcast_dimensions=tuple(range(len(sizes), len(sizes) + operand.ndim)))
+                broadcast_dimensions=dims)
 
 
 def expand_dims(array, dimensions):
