@@ -1136,7 +1136,19 @@ for _p in _CUMULATIVE_COMBINE:
 
 def take_along(x, indices, axis):
     """``x[..., indices[..., k, ...], ...]`` along ``axis`` (indices of ``x``'s shape, in
-    range): one gather from the flattened ``x``, so it is linear in ``x``."""
+    range): one gather from the flattened ``x``, so it is linear in ``x``. On Explicit axes
+    it is computed whole and laid out as ``x`` after (as take_along_axis does)."""
+    typed = named_sharding(aval_of(x))
+    if typed is not None and any(typed.spec):
+        whole = typed.with_spec(())
+        x = bind(p.sharding_constraint_p, x, sharding=whole)
+        indices = bind(p.sharding_constraint_p, indices, sharding=whole)
+        return bind(p.sharding_constraint_p, _take_along_flat(x, indices, axis),
+                    sharding=typed)
+    return _take_along_flat(x, indices, axis)
+
+
+def _take_along_flat(x, indices, axis):
     shape = aval_of(x).shape
     size = int(np.prod(shape, dtype=np.int64))
     stride = int(np.prod(shape[axis + 1:], dtype=np.int64))
@@ -1150,8 +1162,11 @@ def take_along(x, indices, axis):
 
 
 def _sort_jvp(primals, tangents, *, dimension, num_keys):
-    shape = aval_of(primals[0]).shape
-    order = bind(p.iota_p, dtype=dtypes.int_, shape=shape, dimension=dimension)
+    aval = aval_of(primals[0])
+    order = bind(p.iota_p, dtype=dtypes.int_, shape=aval.shape, dimension=dimension)
+    if aval.type_sharding is not None:
+        # the positions sort with the keys, so they are laid out as the keys are
+        order = bind(p.sharding_constraint_p, order, sharding=named_sharding(aval))
     *outs, permutation = bind(p.sort_p, *primals, order, dimension=dimension,
                               num_keys=num_keys)
     out_tangents = [None if t is None else take_along(t, permutation, dimension)

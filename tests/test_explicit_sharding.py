@@ -1018,6 +1018,26 @@ def test_lax_broadcast_takes_out_sharding_through_jacobians():
             np.testing.assert_array_equal(got, eye)
 
 
+def test_top_k_and_sort_differentiate_on_a_split_batch():
+    """JAX's top_k sharding test: the values keep the operand's split, and so does their
+    gradient, which is 1/n at each selected place and 0 elsewhere (as numpy computes it)."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    values = np.random.default_rng(0).standard_normal((4, 32, 32)).astype(np.float32)
+    with jax.set_mesh(mesh):
+        arr = jax.device_put(values, P("x", None, None))
+        top = jax.jit(lambda w: lax.top_k(w, 6)[0])
+        out = top(arr)
+        assert out.sharding.spec == P("x", None, None)
+        np.testing.assert_array_equal(out, -np.sort(-values, axis=-1)[..., :6])
+        grad = jax.jit(jax.grad(lambda x: top(x).mean()))(arr)
+        assert grad.sharding.spec == P("x", None, None)
+        chosen = values >= np.sort(values, axis=-1)[..., -6:-5]
+        np.testing.assert_allclose(grad, chosen / out.size, rtol=1e-6)
+        g_sort = jax.grad(lambda x: (jnp.sort(x, axis=-1) * jnp.arange(32.0)).sum())(arr)
+        assert g_sort.sharding.spec == P("x", None, None)
+        np.testing.assert_array_equal(g_sort, np.argsort(np.argsort(values, -1), -1))
+
+
 # vmap over a batch split by its type, with an operand every member shares: the shared one is
 # broadcast split as the batch is, as JAX's batching broadcasts it (JAX 0.10.2's types)
 VMAP_SHARED = {
