@@ -38,7 +38,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import (UNCONSTRAINED, AbstractMesh, Mesh, NamedSharding, PartitionSpec,
-                         check_divides, current_mesh)
+                         check_divides, check_rank, current_mesh)
 from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
@@ -876,14 +876,17 @@ class JitFunction:
         prefix = self.in_shardings
         if _is_sharding_leaf(prefix):
             prefix = (prefix,) * len(dynamic)
-        placed = iter(_place_tree(tuple(prefix), dynamic, self._resolve, "jit in_shardings"))
+        names = lambda: _argument_names(self.fun, args, {}, static)
+        placed = iter(_place_tree(tuple(prefix), dynamic, self._resolve, "jit in_shardings",
+                                  names=names))
         return tuple(a if k in static else next(placed) for k, a in enumerate(args)), kwargs
 
     def _constrain_outputs(self, result, deferred=None, given=None):
         if self.out_shardings is UNSPECIFIED:
             return result
+        names = lambda: ["result" + path for path in tree.leaf_paths(result)]
         return _place_tree(self.out_shardings, result, self._resolve, "jit out_shardings",
-                           deferred, given)
+                           deferred, given, names=names)
 
     def _compiled(self, args, kwargs, static, static_kwargs, static_argnums, leaves,
                   in_tree) -> Compiled:
@@ -1094,20 +1097,25 @@ def _is_sharding_leaf(entry) -> bool:
             or not isinstance(entry, (tuple, list, dict)))
 
 
-def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None):
+def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, names=None):
     """Each leaf of ``values`` laid out by the entry of ``prefix`` covering it (None: as it
     is). Concrete values move now; traced ones get a sharding constraint, or, for one device,
     are noted in ``deferred`` to be placed once the program has run. ``given`` gets each
-    leaf's resolved sharding (None where the prefix leaves it as it is)."""
+    leaf's resolved sharding (None where the prefix leaves it as it is); ``names()``, each
+    leaf's name for JAX's error where a sharding names more dimensions than it has."""
     from compiler.tracing import bind
     leaves, treedef = tree.tree_flatten(values)
     targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)
     placed = []
-    for leaf, target in zip(leaves, targets):
+    for k, (leaf, target) in enumerate(zip(leaves, targets)):
         if dtypes.is_float0(leaf):
             placed.append(leaf)         # holds nothing to lay out
             continue
         sharding = resolve(target, what) if target is not None else None
+        if isinstance(sharding, NamedSharding) and len(sharding.spec) > ndim_of_leaf(leaf):
+            check_rank(sharding, ndim_of_leaf(leaf),
+                       "pjit arguments" if what == "jit in_shardings" else "pjit outputs",
+                       names()[k] if names is not None else "")
         if given is not None:
             given.append(sharding)
         if sharding is not None:
@@ -1128,6 +1136,12 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None):
                     leaf = weakened(leaf)
         placed.append(leaf)
     return tree.tree_unflatten(treedef, placed)
+
+
+def ndim_of_leaf(leaf) -> int:
+    """The rank of an argument or result: a traced or concrete array's, a host value's."""
+    shape = getattr(leaf, "shape", None)
+    return len(shape) if shape is not None else np.ndim(leaf)
 
 
 def _check_committed(leaf, sharding) -> None:

@@ -517,6 +517,21 @@ class IndivisibleError(ValueError):
     ``device_put`` and ``jit``'s ``in_shardings``/``out_shardings`` on Auto axes)."""
 
 
+def check_rank(sharding, ndim: int, what: str, path: str = "") -> None:
+    """JAX's ValueError where ``sharding``'s spec names more dimensions than a value of rank
+    ``ndim`` has (``what``: "pjit arguments", "with_sharding_constraint arguments", ...;
+    ``path``: the value's pytree key path, where JAX names it)."""
+    spec = getattr(sharding, "spec", None)
+    if spec is None or len(spec) <= ndim:
+        return
+    extra = " For scalars the PartitionSpec should be P()" if ndim == 0 else ""
+    where = f" with pytree key path {path}" if path else ""
+    raise ValueError(
+        f"One of {what}{where} is incompatible with its sharding annotation {sharding!r}: "
+        f"Sharding {sharding!r} is only valid for values of rank at least {len(spec)}, but "
+        f"was applied to a value of rank {ndim}.{extra}")
+
+
 def check_divides(sharding, shape) -> None:
     """JAX 0.10's IndivisibleError where ``sharding`` (a NamedSharding) splits a dimension of
     ``shape`` into unequal blocks."""

@@ -23,8 +23,8 @@ from ir.module import runs_shard_map
 from ir.primitives import RuleTable
 from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_from_user
 from ir.specialise import specialise
-from ir.sharding import (NamedSharding, check_divides, dividing_sharding, normal_spec,
-                         replication_mismatch, runtime_replication_error)
+from ir.sharding import (NamedSharding, check_divides, check_rank, dividing_sharding,
+                         normal_spec, replication_mismatch, runtime_replication_error)
 from runtime import linalg, placement, special
 from runtime.collectives import group_rules, node_operands, operand_types
 from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
@@ -1068,14 +1068,11 @@ def device_put(value, sharding=None) -> Array:
 
 def _check_put_divisible(value, sharding: NamedSharding):
     shape = np.shape(value) if not isinstance(value, Array) else value.shape
-    from ir.sharding import spec_names
+    check_rank(sharding, len(shape), "device_put args")
     if mesh_explicit(sharding.mesh):
         # the result's type names the split: JAX's check of types, and its message
         check_divisible(shape, spec_from_user(sharding.spec, len(shape), sharding.mesh),
                         sharding.mesh)
-    if len(spec_names(sharding.spec)) > len(shape):
-        raise ValueError(f"device_put: {sharding.spec!r} has more entries than the rank "
-                         f"of the value, of shape {tuple(shape)}")
     check_divides(sharding, shape)
 
 

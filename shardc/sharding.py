@@ -17,7 +17,8 @@ from ir import primitives as p
 from ir.sharding import (EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
                          ReplicationError, Sharding, ShardingTypeError, current_mesh,
-                         legacy_mesh, pop_mesh, push_mesh, spec_axes, spec_names)
+                         check_rank, legacy_mesh, pop_mesh, push_mesh, spec_axes,
+                         spec_names)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices
@@ -210,6 +211,9 @@ def _constrained(x, shardings, what: str):
             raise TypeError(f"{what} requires a NamedSharding or a PartitionSpec on the "
                             f"current mesh, got {target!r}")
         mesh = sharding.mesh      # its spec names its axes, once each (NamedSharding checks)
+        if what == "with_sharding_constraint":
+            check_rank(sharding, np.ndim(leaf) if not hasattr(leaf, "shape")
+                       else len(leaf.shape), "with_sharding_constraint arguments")
         if what == "reshard":
             check_explicit_axes(sharding, what)
         if what == "with_sharding_constraint":

@@ -359,3 +359,41 @@ def test_unconstrained_dims_in_jit_shardings_are_refused():
             return x * 3
     f = shardc.jit(lambda x: x * 2, out_shardings=NamedSharding(auto, P(None, "y")))
     np.testing.assert_array_equal(f(jnp.ones((4, 4))), np.full((4, 4), 2.0))
+
+
+def test_shardings_naming_more_dimensions_than_a_value_has_are_refused():
+    """JAX's ValueError, worded as JAX's, naming the value by its pytree key path: for
+    device_put, jit's in_shardings and out_shardings, and with_sharding_constraint (eager or
+    traced); a spec as long as the rank is fine."""
+    mesh = shardc.make_mesh((2, 1), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
+    s = NamedSharding(mesh, P("x", "y"))
+    wsc = shardc.lax.with_sharding_constraint
+
+    def message(what, rank, sharding=s):
+        extra = " For scalars the PartitionSpec should be P()" if rank == 0 else ""
+        return re.escape(
+            f"One of {what} is incompatible with its sharding annotation {sharding!r}: Sharding "
+            f"{sharding!r} is only valid for values of rank at least {len(sharding.spec)}, but "
+            f"was applied to a value of rank {rank}.{extra}")
+
+    cases = [
+        (lambda: shardc.device_put(np.arange(2), s), message("device_put args", 1)),
+        (lambda: shardc.jit(lambda x: x.sum(), in_shardings=s)(np.arange(2)),
+         message("pjit arguments with pytree key path x", 1)),
+        (lambda: shardc.jit(lambda a, b: a, in_shardings=(None, s))(np.arange(2),
+                                                                    {"k": np.arange(2)}),
+         message("pjit arguments with pytree key path b['k']", 1)),
+        (lambda: shardc.jit(lambda x: {"o": x.sum()}, out_shardings=s)(np.arange(2)),
+         message("pjit outputs with pytree key path result['o']", 0)),
+        (lambda: shardc.jit(lambda x: wsc(x, s))(np.arange(2)),
+         message("with_sharding_constraint arguments", 1)),
+        (lambda: wsc(np.arange(2), s), message("with_sharding_constraint arguments", 1)),
+        (lambda: wsc(np.float32(2), NamedSharding(mesh, P("x"))),
+         message("with_sharding_constraint arguments", 0, NamedSharding(mesh, P("x")))),
+    ]
+    for call, want in cases:
+        with pytest.raises(ValueError, match=want):
+            call()
+    f = shardc.jit(lambda x: x * 2, in_shardings=NamedSharding(mesh, P("x", None)),
+                   out_shardings=NamedSharding(mesh, P(None, "x")))
+    np.testing.assert_array_equal(f(np.ones((2, 2))), np.full((2, 2), 2.0))
