@@ -33,20 +33,25 @@ class _MeshScope(contextlib.AbstractContextManager):
     """The handle ``set_mesh`` returns: the mesh is current from the call on; leaving a
     ``with`` block restores the previous one."""
 
-    def __init__(self, mesh: Mesh):
-        if not isinstance(mesh, Mesh):
-            raise TypeError(f"set_mesh requires a Mesh, got {type(mesh).__name__}")
+    def __init__(self, mesh: Mesh | None):
+        if mesh is not None and not isinstance(mesh, Mesh):
+            raise ValueError(f"Expected mesh of type `jax.sharding.Mesh`. Got {type(mesh)}")
+        if mesh is not None and mesh.manual_axes:
+            raise ValueError(f"mesh {mesh!r} contains manual axes which is not allowed when "
+                             "using `jax.set_mesh`. Please use `jax.shard_map` to enter into "
+                             "`Manual` mode instead.")
         self.mesh = mesh
-        push_mesh(mesh)
+        push_mesh(mesh)         # None: no mesh is current (JAX's set_mesh(None))
 
     def __exit__(self, *exc):
         pop_mesh(self.mesh)
         return False
 
 
-def set_mesh(mesh: Mesh) -> _MeshScope:
+def set_mesh(mesh: Mesh | None) -> _MeshScope:
     """Make ``mesh`` the current mesh: ``shard_map`` without ``mesh=``, ``device_put(x, P(...))``
-    and ``out_sharding=P(...)`` use it. Works as a call or as a context manager."""
+    and ``out_sharding=P(...)`` use it (None: no mesh). Works as a call or as a context
+    manager. A mesh with Manual axes is JAX's ValueError (shard_map makes axes manual)."""
     return _MeshScope(mesh)
 
 

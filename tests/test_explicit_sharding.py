@@ -1433,3 +1433,23 @@ def test_like_constructors_under_jit_on_an_auto_mesh():
         zeros, twos = f()
     assert str(jax.typeof(zeros)) == str(jax.typeof(twos)) == "float32[8,4]"
     np.testing.assert_array_equal(np.asarray(twos), 2 * np.ones((8, 4)))
+
+
+def test_set_mesh_takes_none_and_refuses_manual_axes_and_non_meshes():
+    """JAX's set_mesh: None means no mesh inside the block (the previous one comes back
+    after); a mesh with Manual axes, or something not a Mesh, is its ValueError."""
+    from shardc.sharding import AxisType, Mesh
+    mesh = jax.make_mesh((8,), ("x",))
+    with jax.set_mesh(mesh):
+        with jax.set_mesh(None):
+            assert jax.sharding.get_abstract_mesh().empty
+        assert jax.sharding.get_abstract_mesh().axis_names == ("x",)
+        with pytest.raises(ValueError, match=re.escape(
+                "mesh Mesh('x': 8, axis_types=(Manual,)) contains manual axes which is not "
+                "allowed when using `jax.set_mesh`. Please use `jax.shard_map` to enter into "
+                "`Manual` mode instead.")):
+            jax.set_mesh(Mesh(jax.devices(), "x", (AxisType.Manual,)))
+        with pytest.raises(ValueError, match="Expected mesh of type `jax.sharding.Mesh`. "
+                                             "Got <class 'str'>"):
+            jax.set_mesh("mesh")
+        assert jax.sharding.get_abstract_mesh().axis_names == ("x",)
