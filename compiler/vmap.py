@@ -130,8 +130,18 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
     axes = [_canonical_in_axis(x, a) for x, a in zip(leaves, axes)]
     size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
     axis = None if axis_name is None else NamedAxis(axis_name, size)
+    batch_spec, batch_mesh = _batch_spec(leaves, axes)
+    if spmd_axis_name is not None and batch_spec:
+        # the batch is split over Explicit axes already: spmd_axis_name may only repeat
+        # them (then it adds nothing), as in JAX
+        sized = lambda axes: tuple(a for a in axes if batch_mesh.shape.get(a) != 1)
+        if sized(spmd_axis_name) != sized(batch_spec):
+            raise ValueError("Only one of spmd_axis_name or arrays sharded on `Explicit` mesh "
+                             f"axis type is allowed. Got spmd_axis_name={spmd_axis_name} and "
+                             f"arrays sharded on explicit_mesh_axis={tuple(batch_spec)}")
+        spmd_axis_name = None
     trace = BatchTrace(current_trace(), size, axis=axis, spmd_axis_name=spmd_axis_name)
-    trace.batch_spec, batch_mesh = _batch_spec(leaves, axes)
+    trace.batch_spec = batch_spec
     tracers = [x if a is None else BatchTracer(trace, x, a) for x, a in zip(leaves, axes)]
     with named_axis(axis), set_current_trace(trace):
         # each Ref is held, while the function runs, by a Ref of this trace over its members

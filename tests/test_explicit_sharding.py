@@ -1453,3 +1453,20 @@ def test_set_mesh_takes_none_and_refuses_manual_axes_and_non_meshes():
                                              "Got <class 'str'>"):
             jax.set_mesh("mesh")
         assert jax.sharding.get_abstract_mesh().axis_names == ("x",)
+
+
+def test_vmap_spmd_axis_name_must_repeat_the_explicit_split_of_the_batch():
+    """JAX's vmap: a batch split over Explicit axes may be given the same axes as
+    spmd_axis_name (nothing changes); other axes are its ValueError."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    values = np.arange(16).reshape(8, 2)
+    with jax.set_mesh(mesh):
+        arr = jax.device_put(values, P("x", "y"))
+        same = jax.jit(jax.vmap(lambda v: v * 2, spmd_axis_name="x"))(arr)
+        assert same.sharding == NamedSharding(mesh, P("x", "y"))
+        np.testing.assert_array_equal(same, values * 2)
+        with pytest.raises(ValueError, match=re.escape(
+                "Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis type is "
+                "allowed. Got spmd_axis_name=('y',) and arrays sharded on "
+                "explicit_mesh_axis=('x',)")):
+            jax.jit(jax.vmap(lambda v: v * 2, spmd_axis_name="y"))(arr)
