@@ -165,6 +165,11 @@ class CustomVJPException(Exception):
             f"adapting the {kind} rules.")
 
 
+class ClosedOverTangentError(CustomVJPException, UnexpectedTracerError):
+    """A custom_jvp function differentiated with respect to a value it closes over: JAX
+    raises its UnexpectedTracerError there (the value's tangent escapes the rule)."""
+
+
 # --- the decorators -------------------------------------------------------------------------------
 
 class custom_jvp(_CustomFunction):
@@ -617,7 +622,7 @@ vma_rules[p.custom_lin_p] = _custom_lin_types
 def _custom_jvp_call_jvp(primals, tangents, *, jaxpr, jvp, name, num_consts, symbolic_zeros):
     rule = _live(jvp, "JVP")
     if any(t is not None for t in tangents[:num_consts]):
-        raise CustomVJPException("custom_jvp", "JVP")
+        raise ClosedOverTangentError("custom_jvp", "JVP")
     args, arg_tangents = primals[num_consts:], tangents[num_consts:]
     if symbolic_zeros:
         tangents_in = [SymbolicZero(aval_of(a)) if t is None else t

@@ -507,6 +507,11 @@ def test_argument_and_definition_errors():
     with pytest.raises(CustomVJPException, match="differentiation of a custom_jvp function "
                                                  "with respect to a closed-over value"):
         jax.grad(closing_over_x)(2.)
+    # JAX's type for it: an UnexpectedTracerError (the closed-over tangent escapes the rule)
+    for call in (lambda: jax.grad(closing_over_x)(2.),
+                 lambda: jax.jvp(closing_over_x, (2.,), (1.,))):
+        with pytest.raises(jax.errors.UnexpectedTracerError):
+            call()
 
     @jax.custom_vjp
     def z(x):
