@@ -1118,6 +1118,12 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
                        names()[k] if names is not None else "")
         if given is not None:
             given.append(sharding)
+        if sharding is not None and isinstance(leaf, ShapeDtypeStruct):
+            # a stand-in argument to lower(): it takes the layout asked for
+            placed.append(ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding,
+                                           weak_type=leaf.weak,
+                                           manual_axis_type=leaf.manual_axis_type))
+            continue
         if sharding is not None:
             if isinstance(leaf, Tracer):
                 # A mesh layout is part of the program; a single device is where the caller

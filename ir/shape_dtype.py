@@ -7,7 +7,7 @@ import numpy as np
 
 from ir import dtypes
 from ir.core import Aval
-from ir.sharding import NamedSharding, PartitionSpec, current_mesh
+from ir.sharding import NamedSharding, PartitionSpec, current_mesh, rank_problem
 from ir.sharding_rules import type_sharding
 
 
@@ -25,6 +25,9 @@ class ShapeDtypeStruct:
         # the dtype as asked (JAX keeps float64 with x64 off: pure_callback refuses it);
         # what it stands for when traced is the canonical one
         self.dtype = np.dtype(dtype)
+        problem = rank_problem(sharding, len(self.shape))
+        if problem is not None:
+            raise ValueError(problem)
         mesh = current_mesh()
         if isinstance(sharding, PartitionSpec) and mesh is not None:
             sharding = NamedSharding(mesh, sharding)    # on the mesh set, as JAX resolves it

@@ -521,15 +521,23 @@ def check_rank(sharding, ndim: int, what: str, path: str = "") -> None:
     """JAX's ValueError where ``sharding``'s spec names more dimensions than a value of rank
     ``ndim`` has (``what``: "pjit arguments", "with_sharding_constraint arguments", ...;
     ``path``: the value's pytree key path, where JAX names it)."""
-    spec = getattr(sharding, "spec", None)
+    problem = rank_problem(sharding, ndim)
+    if problem is not None:
+        where = f" with pytree key path {path}" if path else ""
+        raise ValueError(f"One of {what}{where} is incompatible with its sharding annotation "
+                         f"{sharding!r}: {problem}")
+
+
+def rank_problem(sharding, ndim: int) -> str | None:
+    """JAX's words for a sharding (or PartitionSpec) naming more dimensions than a value of
+    rank ``ndim`` has; None where it fits."""
+    spec = sharding if isinstance(sharding, PartitionSpec) else getattr(sharding, "spec", None)
     if spec is None or len(spec) <= ndim:
-        return
+        return None
     extra = " For scalars the PartitionSpec should be P()" if ndim == 0 else ""
-    where = f" with pytree key path {path}" if path else ""
-    raise ValueError(
-        f"One of {what}{where} is incompatible with its sharding annotation {sharding!r}: "
-        f"Sharding {sharding!r} is only valid for values of rank at least {len(spec)}, but "
-        f"was applied to a value of rank {ndim}.{extra}")
+    kind = "PartitionSpec" if isinstance(sharding, PartitionSpec) else "Sharding"
+    return (f"{kind} {sharding!r} is only valid for values of rank at least {len(spec)}, but "
+            f"was applied to a value of rank {ndim}.{extra}")
 
 
 def check_divides(sharding, shape) -> None:

@@ -397,3 +397,27 @@ def test_shardings_naming_more_dimensions_than_a_value_has_are_refused():
     f = shardc.jit(lambda x: x * 2, in_shardings=NamedSharding(mesh, P("x", None)),
                    out_shardings=NamedSharding(mesh, P(None, "x")))
     np.testing.assert_array_equal(f(np.ones((2, 2))), np.full((2, 2), 2.0))
+
+
+def test_lower_takes_shape_dtype_structs_laid_out_by_in_shardings():
+    """JAX's ``jit(f, in_shardings=...).lower(ShapeDtypeStruct(...))``: the stand-in takes the
+    layout asked for, and the compiled function runs on arrays laid out so."""
+    mesh = shardc.make_mesh((2,), ("x",), axis_types=(shardc.sharding.AxisType.Auto,))
+    s = NamedSharding(mesh, P("x"))
+    stand_in = shardc.ShapeDtypeStruct((2, 2), jnp.float32)
+    compiled = shardc.jit(lambda x: x + 4, in_shardings=s, out_shardings=s).lower(
+        stand_in).compile()
+    assert compiled.input_shardings == ((s,), {}) and compiled.output_shardings == s
+    out = compiled(shardc.device_put(jnp.ones((2, 2)), s))
+    np.testing.assert_array_equal(out, np.full((2, 2), 5.0))
+    assert out.sharding == s
+
+
+def test_shape_dtype_struct_refuses_a_sharding_longer_than_its_rank():
+    mesh = shardc.make_mesh((2,), ("x",))
+    for sharding, kind in ((NamedSharding(mesh, P(None, "x", None)), "Sharding"),
+                           (P(None, "x", None), "PartitionSpec")):
+        with pytest.raises(ValueError, match=re.escape(
+                f"{kind} {sharding!r} is only valid for values of rank at least 3, but was "
+                "applied to a value of rank 2.")):
+            shardc.ShapeDtypeStruct((128, 128), jnp.float32, sharding=sharding)
