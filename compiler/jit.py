@@ -285,6 +285,16 @@ def _laid_out(outs, layouts) -> list:
     return placed
 
 
+def _check_no_stand_ins(fun, args, kwargs, static_argnums, leaves) -> None:
+    """JAX's TypeError for a ShapeDtypeStruct passed to a call (it has no value: it stands
+    in for an argument to ``lower`` or ``eval_shape`` only), naming it by its path."""
+    for k, leaf in enumerate(leaves):
+        if isinstance(leaf, ShapeDtypeStruct):
+            name = _argument_names(fun, args, kwargs, static_argnums)[k]
+            raise TypeError(f"Argument '{name}' of shape {leaf.aval.str_long()} of type "
+                            f"{type(leaf)} is not a valid JAX type.")
+
+
 def _check_arguments(fun, leaves, in_tree):
     """Every array argument must be a JAX value; name the first that is not by its path
     (positions count the non-static arguments; keyword arguments by name)."""
@@ -659,6 +669,8 @@ class JitFunction:
                 # a host array (a batch read at each step): its shape and dtype say it all
                 key.append((a.shape, a.dtype))
                 continue
+            if type(a) is ShapeDtypeStruct:
+                return None             # refused by the full path, naming it
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
                 return None
@@ -673,6 +685,7 @@ class JitFunction:
         static_kwargs, kwargs = self._split_static_kwargs(kwargs)
         static, dynamic = _split_static(args, static_argnums)
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
+        _check_no_stand_ins(self.fun, args, kwargs, static_argnums, leaves)
         if any(dtypes.is_float0(leaf) for leaf in leaves):
             return self._call_with_float0(static, static_kwargs, leaves, in_tree, len(args))
         if self.closed_refs or any(map(is_ref, leaves)):

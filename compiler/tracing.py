@@ -22,6 +22,7 @@ from ir import primitives as prims
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.interpreter import Interpreter
 from ir.module import runs_shard_map
+from ir.shape_dtype import ShapeDtypeStruct
 from ir.shapes import out_avals
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh, same_layout
 from ir.sharding_rules import mesh_auto, mesh_explicit, named_sharding, typed_avals
@@ -995,6 +996,9 @@ class ProgramTrace(Trace):
         known = self.const_tracers.get(id(value))
         if known is not None:
             return known
+        if isinstance(value, ShapeDtypeStruct):
+            raise TypeError("A ShapeDtypeStruct does not have a value and cannot be used as a "
+                            "constant in a JAX function.")
         # Values from outside every shard_map body carry no vma; those closed over from an
         # enclosing body (a loop body inside a shard_map) keep theirs.
         aval = aval_of(value)

@@ -356,3 +356,23 @@ def test_float0_arguments_pass_through_jit():
     assert seen == [(2, 3)]               # traced once for the same float0 shape
     f(1.5, np.zeros((4,), shardc.dtypes.float0))
     assert seen == [(2, 3), (4,)]
+
+
+def test_shape_dtype_structs_are_no_values_to_call_with_or_close_over():
+    """JAX's TypeErrors: a ShapeDtypeStruct stands in for an argument to lower() only; passed
+    to a call it is named by its path, closed over it has no value. lower() takes it."""
+    import re
+    sds = shardc.ShapeDtypeStruct((4, 2), np.int32)
+    inp = np.arange(8).reshape(4, 2)
+    ident = shardc.jit(lambda x: x)
+    for _ in range(2):          # also where the call has been seen before
+        with pytest.raises(TypeError, match=re.escape("Argument 'x['b']['c']' of shape "
+                                                      "int32[4,2] of type ") +
+                           ".*ShapeDtypeStruct.*is not a valid JAX type."):
+            ident({"a": inp, "b": {"c": sds}})
+        np.testing.assert_array_equal(ident({"a": inp, "b": {"c": inp}})["b"]["c"], inp)
+    with pytest.raises(TypeError, match="A ShapeDtypeStruct does not have a value and cannot "
+                                        "be used as a constant in a JAX function."):
+        shardc.jit(lambda x: (x, sds))(inp)
+    out = ident.lower({"a": inp, "b": {"c": sds}}).out_info
+    assert out["b"]["c"].shape == (4, 2) and out["b"]["c"].dtype == np.int32
