@@ -1470,3 +1470,25 @@ def test_vmap_spmd_axis_name_must_repeat_the_explicit_split_of_the_batch():
                 "allowed. Got spmd_axis_name=('y',) and arrays sharded on "
                 "explicit_mesh_axis=('x',)")):
             jax.jit(jax.vmap(lambda v: v * 2, spmd_axis_name="y"))(arr)
+
+
+def test_at_divide_and_power_and_percentile_take_out_sharding():
+    """JAX's ``.at[...].divide/power(..., out_sharding=)`` and ``jnp.percentile(...,
+    out_sharding=)``: the result laid out as asked, values as numpy's."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    base = np.arange(1.0, 65.0, dtype=np.float32).reshape(8, 8)
+    at, vals = np.array([0, 2, 4], np.int32), np.array([10.0, 2.0, 0.5], np.float32)
+    with jax.set_mesh(mesh):
+        params = jax.device_put(base, P("x", None))
+        for name, combine in (("divide", np.divide), ("power", np.power)):
+            f = jax.jit(lambda p, i, v: getattr(p.at[i, 0], name)(v, out_sharding=P("x", None)))
+            out = f(params, jax.device_put(at, P(None)), vals)
+            assert out.sharding.spec == P("x", None)
+            want = base.copy()
+            want[at, 0] = combine(want[at, 0], vals)
+            np.testing.assert_allclose(out, want, rtol=1e-6)
+        data = np.arange(100.0, dtype=np.float32)
+        med = jax.jit(lambda x: jnp.percentile(x, 50, axis=0, out_sharding=P()))(
+            jax.device_put(data, P("x")))
+        assert med.sharding == NamedSharding(mesh, P())
+        np.testing.assert_allclose(med, np.percentile(data, 50), rtol=1e-6)

@@ -909,18 +909,27 @@ class _IndexedRef:
     mul = multiply
 
     def divide(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
-               wrap_negative_indices=True):
-        """``x / d`` where ``d`` is 1 but at the index, the product of the values there."""
-        ones = ones_like(self.x)
-        return self._restore(divide(self.x, _update(ones, self._index(mode, wrap_negative_indices),
-                                                    value, "mul")))
+               out_sharding=None, wrap_negative_indices=True):
+        """``x / d`` where ``d`` is 1 but at the index, the product of the values there;
+        ``out_sharding``: how ``d`` (and so the result) is laid out, as JAX's."""
+        return self._restore(divide(self.x, self._factors(value, mode, out_sharding,
+                                                          wrap_negative_indices)))
 
     def power(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
-              wrap_negative_indices=True):
-        """``x ** e`` where ``e`` is 1 but at the index, the product of the values there."""
-        ones = ones_like(self.x)
-        return self._restore(power(self.x, _update(ones, self._index(mode, wrap_negative_indices),
-                                                   value, "mul")))
+              out_sharding=None, wrap_negative_indices=True):
+        """``x ** e`` where ``e`` is 1 but at the index, the product of the values there;
+        ``out_sharding``: how ``e`` (and so the result) is laid out, as JAX's."""
+        return self._restore(power(self.x, self._factors(value, mode, out_sharding,
+                                                         wrap_negative_indices)))
+
+    def _factors(self, value, mode, out_sharding, wrap):
+        """Ones shaped as ``x``, times the values at the index (each time it names an entry):
+        a scatter-multiply, laid out by ``out_sharding`` as ``_apply``'s are."""
+        ones, index = ones_like(self.x), self._index(mode, wrap)
+        if out_sharding is None:
+            return _update(ones, index, value, "mul")
+        return auto_axes(lambda o, index, value: _update(o, index, value, "mul"),
+                         out_sharding=out_sharding)(ones, index, value)
 
     def min(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
             out_sharding=None, wrap_negative_indices=True):

@@ -24,6 +24,7 @@ from shardc.numpy._reductions import (amax, any, cumsum, mean, min, no_out, redu
                                       sum)
 from shardc.numpy._sorting import argsort, concrete_size, searchsorted, sort
 from shardc.numpy._ufuncs import conj, imag, real
+from shardc.sharding import auto_axes, resolve_sharding
 
 __all__ = [
     "average", "ptp", "cov", "corrcoef", "bincount", "histogram_bin_edges", "histogramdd",
@@ -418,10 +419,18 @@ def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-               keepdims=False, *, weights=None, interpolation=None):
-    """The ``q``-th percentile(s) (0 to 100) of ``a`` along ``axis``."""
-    return quantile(a, divide(q, 100), axis, method=interpolation or method,
-                    keepdims=keepdims, weights=weights)
+               keepdims=False, *, weights=None, interpolation=None, out_sharding=None):
+    """The ``q``-th percentile(s) (0 to 100) of ``a`` along ``axis``; ``out_sharding``: the
+    result's layout (as JAX's, computed with the mesh's Explicit axes out of the types)."""
+    def at_fractions(a, fractions, weights):
+        return quantile(a, fractions, axis, method=interpolation or method, keepdims=keepdims,
+                        weights=weights)
+
+    if out_sharding is not None:
+        sharding = resolve_sharding(out_sharding, "jnp.percentile")
+        return auto_axes(at_fractions, out_sharding=sharding,
+                         axes=sharding.mesh.explicit_axes)(a, divide(q, 100), weights)
+    return at_fractions(a, divide(q, 100), weights)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
