@@ -4,6 +4,7 @@ feature groups; under jit, vmap and shard_map; gradients against finite differen
 CNN layer trained for a few steps."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -303,3 +304,28 @@ def test_conv_property_against_the_definition(config):
     got = lax.conv_general_dilated(x, w, strides, pads, lhs_dil, rhs_dil,
                                    feature_group_count=groups)
     assert_close(got, want, 1e-5, 1e-5, np.float32)
+
+
+def test_conv_general_dilated_takes_out_sharding_under_vmap():
+    """JAX's vmap of a convolution with out_sharding over a batch split on an Explicit mesh:
+    the result keeps the batch's split (values as the unsplit convolution's)."""
+    mesh = shardc.make_mesh((2, 2), ("x", "y"))
+    dn = lax.ConvDimensionNumbers((0, 2, 1), (2, 1, 0), (0, 2, 1))
+
+    def model(kernel, inputs, **kw):
+        padded = jnp.pad(inputs, ((0, 0), (2, 0), (0, 0)))
+        return lax.conv_general_dilated(padded, kernel, window_strides=(1,), padding="VALID",
+                                        dimension_numbers=dn, **kw)
+
+    rng = np.random.default_rng(0)
+    kernel = rng.standard_normal((3, 1, 16)).astype(np.float32)
+    inputs = rng.standard_normal((8, 4, 32, 1)).astype(np.float32)
+    want = shardc.vmap(model, in_axes=(None, 0), out_axes=1)(kernel, inputs)
+    with shardc.set_mesh(mesh):
+        k = shardc.device_put(kernel, P(None, None, None))
+        x = shardc.device_put(inputs, P("x", None, None, None))
+        f = shardc.jit(shardc.vmap(functools.partial(model, out_sharding=P(None, None, None)),
+                                   in_axes=(None, 0), out_axes=1))
+        out = f(k, x)
+    assert out.shape == (4, 8, 32, 16) and out.sharding.spec == P(None, "x", None, None)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)

@@ -16,6 +16,8 @@ import numpy as np
 import shardc.numpy as jnp
 from shardc.lax._ops import dot_general, slice as _slice
 from shardc.lax._shapes import pad
+from shardc.numpy._core import check_out_sharding, constrain
+from shardc.sharding import resolve_sharding
 
 __all__ = [
     "ConvDimensionNumbers", "conv_dimension_numbers", "padtype_to_pads", "conv_general_dilated",
@@ -100,7 +102,8 @@ def _ints(values, count, name, default):
 
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
                          rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
-                         batch_group_count=1, precision=None, preferred_element_type=None):
+                         batch_group_count=1, precision=None, preferred_element_type=None,
+                         out_sharding=None):
     """A general N-d convolution (cross-correlation, as XLA's).
 
     ``window_strides``: one stride per spatial dimension. ``padding``: ``'SAME'``,
@@ -111,9 +114,24 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     splits the input features into groups, each convolved with its share of the kernel's
     output features (depthwise when it equals the input features).
 
+    ``out_sharding``: the result's layout, as JAX's.
+
     >>> y = lax.conv_general_dilated(x, w, (1, 1), 'SAME',
     ...                              dimension_numbers=('NHWC', 'HWIO', 'NHWC'))
     """
+    out = _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                dimension_numbers, feature_group_count, batch_group_count,
+                preferred_element_type)
+    if out_sharding is None:
+        return out
+    check_out_sharding(out_sharding, "conv_general_dilated")
+    return constrain(out, resolve_sharding(out_sharding,
+                                           "conv_general_dilated(out_sharding=...)"))
+
+
+def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+          feature_group_count, batch_group_count, preferred_element_type):
+    """The convolution itself, in the layouts its operands have."""
     lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
     rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
     dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
