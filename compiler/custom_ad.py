@@ -41,7 +41,8 @@ from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context, function_name
 from compiler.tracing import (EvalTrace, Tracer, UnexpectedTracerError, aval_of, bind,
                               current_trace, is_python_scalar, known_if_concrete,
-                              resolving_stale, trace_to_program, weakened_where, weakly_typed)
+                              resolving_stale, stale_value, trace_to_program, weakened_where,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as p
 from ir import collectives as coll
@@ -445,8 +446,8 @@ def _flat_jvp(rule, closed, in_tree, out_tree, out_avals, name, jvp_name, consts
     ``closed`` are what the primal function closed over when it was traced, ``consts`` their
     values now: the rule, which closed over them too, reads those."""
     with resolving_stale(closed, consts):
-        pair = rule(tree.tree_unflatten(in_tree, primals),
-                    tree.tree_unflatten(in_tree, tangents))
+        pair = _read_now(rule(tree.tree_unflatten(in_tree, primals),
+                              tree.tree_unflatten(in_tree, tangents)))
     if not isinstance(pair, (list, tuple)) or len(pair) != 2:
         raise TypeError(f"Custom JVP rule {jvp_name} for function {name} must produce a pair "
                         "(list or tuple of length two) representing primal and tangent "
@@ -502,13 +503,20 @@ def _checked_tangents(primal_avals, tangents) -> list:
     return checked
 
 
+def _read_now(result):
+    """A rule's result with each closed-over value it returns as it is (a residual ``x``)
+    read as it is now: the rule ran with the values the function closed over standing for
+    the ones it was traced with (a vmap's members, re-traced)."""
+    return tree.tree_map(lambda v: stale_value(v) if isinstance(v, Tracer) else v, result)
+
+
 def _flat_fwd(fwd, closed, in_tree, out_tree, out_avals, symbolic_zeros, name, fwd_name,
               consts, primals, perturbed):
     """The user's fwd rule on flat lists: (primal outputs, residual leaves, residual tree)."""
     leaves = ([CustomVJPPrimal(x, pert) for x, pert in zip(primals, perturbed)]
               if symbolic_zeros else list(primals))
     with resolving_stale(closed, consts):
-        pair = fwd(*tree.tree_unflatten(in_tree, leaves))
+        pair = _read_now(fwd(*tree.tree_unflatten(in_tree, leaves)))
     intro = (f"Custom VJP fwd rule {fwd_name} for function {name} must produce a pair (list or "
              "tuple of length two) where the first element represents the primal output "
              f"(equal to the output of the custom_vjp-decorated function {name}) and the second "
@@ -544,8 +552,8 @@ def _flat_bwd(bwd, closed, in_tree, out_tree, in_avals, out_avals, symbolic_zero
     else:
         cts = [typed_zeros(a) if ct is None else ct for ct, a in zip(cts, out_avals)]
     with resolving_stale(closed, consts):
-        result = bwd(tree.tree_unflatten(res_tree, residuals),
-                     tree.tree_unflatten(out_tree, cts))
+        result = _read_now(bwd(tree.tree_unflatten(res_tree, residuals),
+                               tree.tree_unflatten(out_tree, cts)))
     n_args = len(in_tree.subtrees)
     if isinstance(result, list) and len(result) == n_args:
         result = tuple(result)

@@ -905,3 +905,22 @@ def test_keyword_only_arguments_resolve_as_jax():
     with pytest.raises(TypeError, match=r"custom_vmap-decorated function h(.*)\nThe following "
                        r"keyword arguments could not be resolved to positions: z"):
         h(2., z=1.)
+
+
+def test_vjp_rules_may_return_a_batched_value_they_close_over():
+    """JAX's issue 8783: a custom_vjp function defined inside vmap whose fwd rule returns the
+    batched value it closes over as a residual; its gradient, as JAX's: d/dz sum(x * z) is
+    sum(x)."""
+    def h(z):
+        def f(x):
+            @jax.custom_vjp
+            def g(y):
+                return x * y
+            g.defvjp(lambda y: (x * y, (x, x * y, y)), lambda res, w: (res[0] * w,))
+            return g(z)
+        return jax.vmap(f)(jnp.arange(3., dtype="float32")).sum()
+
+    assert float(h(jnp.float32(3.14))) == pytest.approx(9.42, rel=1e-6)
+    assert float(jax.grad(h)(jnp.float32(3.14))) == 3.0
+    assert float(jax.jit(jax.grad(h))(jnp.float32(3.14))) == 3.0
+    assert float(jax.vjp(h, jnp.float32(3.14))[1](jnp.float32(1.0))[0]) == 3.0
