@@ -144,6 +144,12 @@ class Array(metaclass=abc.ABCMeta):
 
     # -- numpy view --------------------------------------------------------------------------
 
+    @property
+    def _value(self) -> np.ndarray:
+        """The global value as a read-only numpy array (JAX's ``Array._value``, which
+        programs and tests read)."""
+        return read_only(self._assemble())
+
     def __array__(self, dtype=None, copy=None):
         """The global value: a read-only view (``np.asarray``), or a copy of the caller's own
         (``np.array``, ``copy=True``), as JAX gives them: an array is never changed, so no

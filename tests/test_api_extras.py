@@ -960,3 +960,14 @@ def test_live_arrays_lists_the_arrays_not_yet_freed_or_deleted():
     leak()
     gc.collect()
     assert len(jax.live_arrays()) <= base
+
+
+def test_array_value_is_a_read_only_numpy_view_of_the_global_value():
+    """JAX's ``Array._value``: the global value as a numpy array that cannot be written,
+    also for an array laid out on a mesh."""
+    x = jnp.arange(8.0).reshape(4, 2)
+    mesh = jax.make_mesh((4,), ("x",))
+    for arr in (x, jax.device_put(x, jax.sharding.NamedSharding(mesh, P("x")))):
+        value = arr._value
+        assert type(value) is np.ndarray and not value.flags.writeable
+        np.testing.assert_array_equal(value, np.arange(8.0).reshape(4, 2))
