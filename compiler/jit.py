@@ -38,7 +38,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program
 from ir.sharding import (UNCONSTRAINED, AbstractMesh, Mesh, NamedSharding, PartitionSpec,
-                         check_divides, check_rank, current_mesh)
+                         check_divides, check_rank, check_unique_axes, current_mesh)
 from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
@@ -1052,7 +1052,8 @@ def _argument_names(fun, args, kwargs, static_argnums) -> list:
 def _check_no_unconstrained(shardings, name: str) -> None:
     """JAX's ValueError for ``P.UNCONSTRAINED`` in jit's in_shardings or out_shardings: a
     dimension left to propagation is for sharding constraints inside a function, not for
-    the layouts a call takes or gives."""
+    the layouts a call takes or gives; and its DuplicateSpecError for a PartitionSpec there
+    naming an axis twice."""
     if shardings is UNSPECIFIED:
         return
     for entry in tree.tree_leaves(shardings, is_leaf=_is_sharding_leaf):
@@ -1060,6 +1061,8 @@ def _check_no_unconstrained(shardings, name: str) -> None:
         if isinstance(spec, PartitionSpec) and UNCONSTRAINED in spec:
             raise ValueError(f"Unconstrained dims are not allowed when passed to {name}: "
                              f"{entry}")
+        if isinstance(entry, PartitionSpec):
+            check_unique_axes(entry, name)      # JAX's DuplicateSpecError, naming the option
 
 
 def _device_ids(sharding) -> tuple | None:

@@ -604,20 +604,26 @@ class Sharding:
         return self.devices_indices_map(shape) == other.devices_indices_map(shape)
 
 
+def check_unique_axes(spec, arg_name: str) -> None:
+    """JAX's DuplicateSpecError for a spec naming a mesh axis twice (``arg_name``: what the
+    spec was given as, "in_shardings" or "NamedSharding spec")."""
+    axes = spec_axes(spec)
+    repeated = sorted({a for a in axes if axes.count(a) > 1}, key=str)
+    if repeated:
+        raise DuplicateSpecError(
+            f"A single {arg_name} specification can map every mesh axis to at most one "
+            f"positional dimension, but {spec!r} has duplicate entries for "
+            + ", ".join(f"`{a}`" for a in repeated))
+
+
 def _check_named_axes(spec, mesh) -> None:
     """JAX's errors for a spec that names an axis twice, or one its mesh lacks (checked once
     per spec and mesh names)."""
     names = getattr(mesh, "axis_names", None)
     if names is None or (spec, names) in _CHECKED_SPECS:
         return
-    axes = spec_axes(spec)
-    repeated = sorted({a for a in axes if axes.count(a) > 1}, key=str)
-    if repeated:
-        raise DuplicateSpecError(
-            "A single NamedSharding spec specification can map every mesh axis to at most one "
-            f"positional dimension, but {spec!r} has duplicate entries for "
-            + ", ".join(f"`{a}`" for a in repeated))
-    for a in axes:
+    check_unique_axes(spec, "NamedSharding spec")
+    for a in spec_axes(spec):
         if a not in names:
             raise ValueError(f"Resource axis: {a} of {spec!r} is not found in mesh: "
                              f"{tuple(names)}.")

@@ -421,3 +421,17 @@ def test_shape_dtype_struct_refuses_a_sharding_longer_than_its_rank():
                 f"{kind} {sharding!r} is only valid for values of rank at least 3, but was "
                 "applied to a value of rank 2.")):
             shardc.ShapeDtypeStruct((128, 128), jnp.float32, sharding=sharding)
+
+
+def test_jit_partition_specs_naming_an_axis_twice_are_refused_naming_the_option():
+    """JAX's DuplicateSpecError when jit is made, worded with the option the spec was given
+    to; a NamedSharding's spec names itself so."""
+    from ir.sharding import DuplicateSpecError
+    for name in ("in_shardings", "out_shardings"):
+        for spec in (P("x", "x"), P("x", ("y", "x"))):
+            with pytest.raises(DuplicateSpecError, match=re.escape(
+                    f"A single {name} specification can map every mesh axis to at most one "
+                    f"positional dimension, but {spec!r} has duplicate entries for `x`")):
+                shardc.jit(lambda x: x, **{name: spec})
+    with pytest.raises(DuplicateSpecError, match="A single NamedSharding spec specification"):
+        NamedSharding(MESH, P("x", "x"))
