@@ -95,3 +95,18 @@ def test_delta_orthogonal_is_an_orthogonal_matrix_at_the_window_centre():
 def test_fan_geo_avg_scales_by_the_geometric_mean_of_the_fans():
     w = np.asarray(I.variance_scaling(1.0, "fan_geo_avg", "normal")(KEY, (400, 100)))
     assert abs(w.std() - np.sqrt(1.0 / 200.0)) < 0.002
+
+
+def test_like_constructors_of_a_shape_dtype_struct_take_its_sharding():
+    """JAX's issue 20390: ``zeros_like`` of a ShapeDtypeStruct with a sharding is laid out by
+    that sharding (another shape asked for is not)."""
+    from shardc.sharding import AxisType
+    mesh = shardc.make_mesh((2, 1), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    s = NamedSharding(mesh, P("x", "y"))
+    x = shardc.ShapeDtypeStruct((4, 4), jnp.float32, sharding=s)
+    y = jnp.zeros_like(x)
+    assert y.sharding == s and jnp.zeros_like(x, device=y.sharding).sharding == s
+    np.testing.assert_array_equal(y, np.zeros((4, 4), np.float32))
+    other = jnp.ones_like(x, shape=(3,))
+    assert other.sharding == shardc.sharding.SingleDeviceSharding(shardc.devices()[0])
+    np.testing.assert_array_equal(other, np.ones(3, np.float32))

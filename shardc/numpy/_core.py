@@ -23,6 +23,7 @@ from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
 from ir.core import Aval
+from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh, spec_per_dim
 from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sharding,
                                partitions, type_sharding)
@@ -600,7 +601,8 @@ def full_like(x, fill_value, dtype=None, shape=None):
     if typed is not None and shape is None:
         # split as x is (JAX's *_like copy the operand's sharding)
         result = _put_on(result, named_sharding(aval_of(x)))
-    elif (shape is None and isinstance(x, Array) and not isinstance(x, Tracer)
+    elif (shape is None and (isinstance(x, Array) and not isinstance(x, Tracer)
+                             or isinstance(x, ShapeDtypeStruct))
           and isinstance(getattr(x, "sharding", None), NamedSharding)):
         # an array laid out on a mesh (Auto axes): the same layout, as JAX's (traced, the
         # layout is propagation's to choose; an array placed inside a trace lays it out)
