@@ -95,7 +95,8 @@ def _assert_bitwise(expected: dict, got: dict, where: str) -> None:
 def _assert_close(expected: dict, got: dict, where: str) -> None:
     for k in expected:
         assert got[k].shape == expected[k].shape and got[k].dtype == expected[k].dtype, k
-        values = np.asarray(expected[k], np.float64)
+        values = np.asarray(expected[k], np.complex128 if np.iscomplexobj(expected[k])
+                            else np.float64)
         scale = float(np.max(np.abs(values[np.isfinite(values)]), initial=1.0))
         np.testing.assert_allclose(got[k], expected[k], rtol=0, atol=8 * 2.0 ** -23 * scale,
                                    err_msg=f"{where}: {k}")
