@@ -96,7 +96,7 @@ def _scan_partial_eval(eqn: Eqn, ins_unknown: list):
     loop_res = [r for r in res if not any(r is c for c in const_known)]
     outer_in = eqn.invars
     outer_const_res = [outer_in[body.invars.index(r)] for r in const_res]
-    stacked = [Var(Aval((length,) + r.aval.shape, r.aval.dtype, r.aval.vma)) for r in loop_res]
+    stacked = [Var(r.aval.stacked(length)) for r in loop_res]
 
     # the known scan: known consts, known carries, known xs -> known carries, known ys, residuals
     known_body_outs = split.known.outvars[:len(split.known.outvars) - split.num_residuals]
@@ -143,8 +143,7 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry):
     lin_consts = [c for c in consts if isinstance(c, Linear)]
     known_xs = [x for x in xs if not isinstance(x, Linear)]
     ct_carry = [instantiate(ct, c.aval) for ct, c in zip(cts[:nk], carry)]
-    ct_ys = [instantiate(ct, Aval((length,) + a.shape, a.dtype, a.vma))
-             for ct, a in zip(cts[nk:], jaxpr.out_avals[nk:])]
+    ct_ys = [instantiate(ct, a.stacked(length)) for ct, a in zip(cts[nk:], jaxpr.out_avals[nk:])]
     acc = [zeros_like_aval(c.aval) for c in lin_consts]
     body_in = jaxpr.in_avals
 
@@ -172,7 +171,7 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry):
         x_cts = [instantiate(ct, a) for ct, a in zip(x_cts, lin_x_avals)]
         return new_acc + carry_cts + x_cts
 
-    slice_aval = lambda v: Aval(aval_of(v).shape[1:], aval_of(v).dtype, aval_of(v).vma)
+    slice_aval = lambda v: aval_of(v).unstacked()
     avals = ([aval_of(c) for c in known_consts] + [c.aval for c in lin_consts]
              + [c.aval for c in carry] + [slice_aval(x) for x in known_xs]
              + [slice_aval(ct) for ct in ct_ys])

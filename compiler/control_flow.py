@@ -29,7 +29,7 @@ from compiler.tracing import (ConcretizationTypeError, Tracer, abstract_value_er
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
-from ir.core import Aval, Program, TypeSharding, Var, programs_in
+from ir.core import Aval, Program, Var, programs_in
 from ir.sharding_rules import p_text, spec_of
 
 
@@ -497,9 +497,7 @@ def _sliced_avals(avals) -> list:
     if any(a.ndim and spec_of(a)[0] for a in avals):
         raise ValueError("0th dimension of all xs should be replicated. Got "
                          + ", ".join(p_text(spec_of(a)) for a in avals))
-    return [a.update(shape=a.shape[1:], type_sharding=TypeSharding.of(
-        a.type_sharding.mesh, a.type_sharding.spec[1:])
-        if a.type_sharding and any(a.type_sharding.spec[1:]) else None) for a in avals]
+    return [a.unstacked() for a in avals]
 
 
 def _check_unroll(unroll) -> None:

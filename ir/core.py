@@ -202,6 +202,19 @@ class Aval:
         return self if not self.vma else Aval(self.shape, self.dtype,
                                               type_sharding=self.type_sharding)
 
+    def unstacked(self) -> "Aval":
+        """One slice along the leading dimension (a scan's x from its xs), split as the rest
+        of this type is split."""
+        typed = self.type_sharding
+        return self.update(shape=self.shape[1:], type_sharding=TypeSharding.of(
+            typed.mesh, typed.spec[1:]) if typed is not None else None)
+
+    def stacked(self, length: int) -> "Aval":
+        """``length`` of these along a new, unsplit leading dimension (a scan's ys)."""
+        typed = self.type_sharding
+        return self.update(shape=(length,) + self.shape, type_sharding=TypeSharding.of(
+            typed.mesh, ((),) + typed.spec) if typed is not None else None)
+
     def strip_sharding(self) -> "Aval":
         return self if self.type_sharding is None else Aval(self.shape, self.dtype, self.vma)
 

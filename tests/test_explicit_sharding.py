@@ -1492,3 +1492,30 @@ def test_at_divide_and_power_and_percentile_take_out_sharding():
             jax.device_put(data, P("x")))
         assert med.sharding == NamedSharding(mesh, P())
         np.testing.assert_allclose(med, np.percentile(data, 50), rtol=1e-6)
+
+
+def test_grad_of_a_scan_keeps_its_residuals_split_on_an_explicit_mesh():
+    # JAX's pjit_test test_scan: the relu mask a scan body saves is split as the body made
+    # it; its transpose read it unsplit and refused the select
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    carry0 = np.arange(16.).reshape(2, 8) / 16
+    xs0 = np.arange(128.).reshape(8, 8, 2) / 128
+    carry = jax.device_put(carry0, NamedSharding(mesh, P(None, "x")))
+    xs = jax.device_put(xs0, NamedSharding(mesh, P(None, "x", "y")))
+
+    def loss(c, xs, explicit=True):
+        def body(c, x):
+            y = (jnp.einsum("xy,yz->xz", c, x, out_sharding=P(None, "y")) if explicit
+                 else c @ x)
+            z = jax.nn.relu(y)
+            a = (jnp.einsum("xy,yz->xz", z, x.T, out_sharding=P(None, "x")) if explicit
+                 else z @ x.T)
+            return a, y
+        return jnp.sum(jax.lax.scan(body, c, xs)[0])
+
+    with jax.set_mesh(mesh):
+        g = jax.jit(jax.grad(loss, argnums=(0, 1)))(carry, xs)
+    want = jax.grad(lambda c, x: loss(c, x, explicit=False), argnums=(0, 1))(carry0, xs0)
+    assert g[0].sharding.spec == P(None, "x") and g[1].sharding.spec == P(None, "x", "y")
+    for got, expected in zip(g, want):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5)
