@@ -177,8 +177,12 @@ class BatchTrace(Trace):
                 if prim is prims.sharding_constraint_p:
                     params = dict(params, spmd_axis_name=self.spmd_axis_name
                                   or self.batch_spec or None)
-                outs, out_dims = split_batching(values, dims, batching_rules[prim], values,
-                                                dims, **params)
+                _batch_specs.append(self.batch_spec)
+                try:
+                    outs, out_dims = split_batching(values, dims, batching_rules[prim],
+                                                    values, dims, **params)
+                finally:
+                    _batch_specs.pop()
         return [BatchTracer(self, o, d) for o, d in zip(outs, out_dims)]
 
     def process_shard_map(self, fun, args, params):
@@ -404,11 +408,22 @@ def batch_size(values, dims) -> int:
     raise ValueError("batch_size: no operand is batched")
 
 
+# the batch split (``BatchTrace.batch_spec``) of each vmap whose batching rule runs, innermost
+# last: a result split a rule asks for gains the batch dimension split so
+_batch_specs: list = []
+
+
 def with_batch_dim(sharding, dim: int):
-    """``sharding`` (a NamedSharding naming a result's split) with an unsplit batch dimension
-    inserted at ``dim``."""
+    """``sharding`` (a NamedSharding naming a result's split) with the batch dimension
+    inserted at ``dim``, split as the vmap's batch is over Explicit mesh axes (JAX's
+    explicit_mesh_axis), else unsplit."""
+    batch = _batch_specs[-1] if _batch_specs else ()
+    entry = spec_entry(batch) if batch and set(batch) <= set(sharding.mesh.axis_names) \
+        else None
     entries = list(sharding.spec)
-    entries[dim:dim] = [None] if dim <= len(entries) else [None] * (dim - len(entries) + 1)
+    if dim > len(entries):
+        entries += [None] * (dim - len(entries))
+    entries.insert(dim, entry)
     return NamedSharding(sharding.mesh, PartitionSpec(*entries))
 
 

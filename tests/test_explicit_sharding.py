@@ -1519,3 +1519,21 @@ def test_grad_of_a_scan_keeps_its_residuals_split_on_an_explicit_mesh():
     assert g[0].sharding.spec == P(None, "x") and g[1].sharding.spec == P(None, "x", "y")
     for got, expected in zip(g, want):
         np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5)
+
+
+def test_vmap_of_a_split_batch_keeps_its_split_in_an_out_sharding_a_rule_asks_for():
+    # JAX's pjit test_dot_general_vmap: the batch dimension an out_sharding gains under vmap
+    # is split as the batch is (JAX's explicit_mesh_axis), not left unsplit
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    a = np.arange(16.).reshape(4, 2, 2)
+    b = np.arange(16.).reshape(2, 4, 2)
+    arr1 = jax.device_put(a, NamedSharding(mesh, P("x", None, "y")))
+    arr2 = jax.device_put(b, NamedSharding(mesh, P(None, "x", "y")))
+    f = lambda x, y: jnp.einsum("xy,yz->xz", x, y, out_sharding=P(None, "y"))
+    want = np.einsum("bxy,ybz->bxz", a, b)
+    for g, out_axes, spec in ((f, 2, P(None, "y", "x")), (f, 0, P("x", None, "y")),
+                              (jax.jit(f), 2, P(None, "y", "x"))):
+        with jax.set_mesh(mesh):
+            out = jax.vmap(g, in_axes=(0, 1), out_axes=out_axes)(arr1, arr2)
+        assert out.sharding.spec == spec
+        np.testing.assert_allclose(np.asarray(out), np.moveaxis(want, 0, out_axes))
