@@ -205,6 +205,22 @@ def reshard(x, out_shardings):
     return _constrained(x, out_shardings, "reshard")
 
 
+def _on_devices(sharding, leaf):
+    """A sharding on an abstract mesh, on the devices it stands for: those of the mesh set
+    (``set_mesh``), else those the value is laid out on, where that mesh is the abstract one
+    (JAX takes the devices from the computation's); as it is where neither is."""
+    abstract = sharding.mesh
+    meshes = [current_mesh()]
+    value = leaf
+    while value is not None:      # a batched value's own layout is its batch's (vmap)
+        meshes.append(getattr(getattr(value, "sharding", None), "mesh", None))
+        value = getattr(value, "value", None) if isinstance(value, Tracer) else None
+    for mesh in meshes:
+        if isinstance(mesh, Mesh) and mesh.abstract_mesh == abstract:
+            return NamedSharding(mesh, sharding.spec)
+    return sharding
+
+
 def _constrained(x, shardings, what: str):
     leaves, treedef = tree.tree_flatten(x)
     is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
@@ -215,6 +231,8 @@ def _constrained(x, shardings, what: str):
         if not isinstance(sharding, NamedSharding):
             raise TypeError(f"{what} requires a NamedSharding or a PartitionSpec on the "
                             f"current mesh, got {target!r}")
+        if isinstance(sharding.mesh, AbstractMesh):
+            sharding = _on_devices(sharding, leaf)
         mesh = sharding.mesh      # its spec names its axes, once each (NamedSharding checks)
         if what == "with_sharding_constraint":
             check_rank(sharding, np.ndim(leaf) if not hasattr(leaf, "shape")

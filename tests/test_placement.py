@@ -203,3 +203,16 @@ def test_out_shardings_on_other_devices_than_the_computations_are_refused():
     out = same(a)
     np.testing.assert_array_equal(out, np.arange(16).reshape(8, 2) * 2)
     assert out.sharding == NamedSharding(m4, P(None, "y"))
+
+
+def test_a_constraint_on_an_abstract_mesh_lays_the_value_out_on_its_devices():
+    # JAX's pjit test_wsc_abstract_mesh: the devices are the value's (or the mesh set's)
+    mesh = shardc.sharding.Mesh(np.array(shardc.devices()[:4]).reshape(2, 2), ("x", "y"))
+    arr = shardc.device_put(np.arange(16).reshape(8, 2), NamedSharding(mesh, P("x", "y")))
+    abstract = NamedSharding(mesh.abstract_mesh, P("x"))
+    f = lambda x: shardc.lax.with_sharding_constraint(x, abstract) * 2
+    for g, spec in ((shardc.jit(f), P("x")), (shardc.jit(shardc.vmap(f)), P(None, "x")),
+                    (shardc.jit(shardc.vmap(f, spmd_axis_name="y")), P("y", "x"))):
+        out = g(arr)
+        assert out.sharding == NamedSharding(mesh, spec)
+        np.testing.assert_array_equal(np.asarray(out), np.arange(16).reshape(8, 2) * 2)
