@@ -148,6 +148,13 @@ def resolve_sharding(sharding, what: str):
                     "passing `PartitionSpec`s to shardings. You can define a context mesh via "
                     "`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to shardings and "
                     "then the mesh context manager is not required.")
+            if what in ("jit in_shardings", "jit out_shardings"):
+                option = what.split()[1]
+                raise RuntimeError(
+                    f"jit requires a non-empty mesh in context if you are passing "
+                    f"`PartitionSpec`s to {option}. You can define a context mesh via "
+                    f"`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to {option} and "
+                    "then the mesh context manager is not required.")
             raise ValueError(f"{what} got the PartitionSpec {sharding!r} but no mesh is set; "
                              "pass NamedSharding(mesh, spec) or call shardc.set_mesh(mesh)")
         return NamedSharding(mesh, sharding)

@@ -435,3 +435,12 @@ def test_jit_partition_specs_naming_an_axis_twice_are_refused_naming_the_option(
                 shardc.jit(lambda x: x, **{name: spec})
     with pytest.raises(DuplicateSpecError, match="A single NamedSharding spec specification"):
         NamedSharding(MESH, P("x", "x"))
+
+
+def test_a_partition_spec_for_jit_without_a_mesh_is_jaxs_runtime_error():
+    x = jnp.arange(4.)
+    for option, kwargs in (("out_shardings", {"out_shardings": P("x")}),
+                           ("in_shardings", {"in_shardings": P("x")})):
+        with pytest.raises(RuntimeError, match=f"jit requires a non-empty mesh in context if "
+                                               f"you are passing `PartitionSpec`s to {option}"):
+            shardc.jit(lambda v: v * 2, **kwargs)(x)
