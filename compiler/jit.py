@@ -434,6 +434,20 @@ class Compiled:
         return tree.tree_unflatten(in_tree, list(avals))
 
     @property
+    def args_info(self):
+        """Each argument's ``ArgInfo`` (its type, and whether it is donated), in ``in_avals``'
+        tree: JAX's ahead-of-time view of a call's arguments."""
+        jitted, static, _, in_tree, avals = self.call_as
+        dynamic, kwargs = tree.tree_unflatten(in_tree, list(avals))
+        fixed = {k for k, _ in static}
+        positions = [k for k in range(len(dynamic) + len(fixed)) if k not in fixed]
+        donated = set(jitted.donate_argnums)
+        info = lambda flag: (lambda aval: ArgInfo(aval, flag))
+        return (tuple(tree.tree_map(info(k in donated), a) for k, a in zip(positions, dynamic)),
+                {name: tree.tree_map(info(name in jitted.donate_argnames), a)
+                 for name, a in kwargs.items()})
+
+    @property
     def input_shardings(self):
         """How each argument is laid out when the program runs, in ``in_avals``' tree."""
         _, _, _, in_tree, _ = self.call_as
@@ -523,6 +537,22 @@ class Compiled:
         return print_module(self.module)
 
 
+@dataclasses.dataclass(frozen=True)
+class ArgInfo:
+    """An argument as a lowered or compiled function takes it (JAX's ``jax.stages.ArgInfo``):
+    its type, and whether the call donates it."""
+    _aval: Any
+    donated: bool
+
+    @property
+    def shape(self) -> tuple:
+        return self._aval.shape
+
+    @property
+    def dtype(self):
+        return self._aval.dtype
+
+
 @dataclasses.dataclass
 class Traced:
     """What ``jit(f).trace(*args)`` gives: the traced program (``jaxpr``, which prints like
@@ -535,6 +565,7 @@ class Traced:
         return self.compiled.closed
 
     in_avals = property(lambda self: self.compiled.in_avals)
+    args_info = property(lambda self: self.compiled.args_info)
     out_info = property(lambda self: self.compiled.out_info)
 
     def lower(self) -> Compiled:

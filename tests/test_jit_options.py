@@ -444,3 +444,21 @@ def test_a_partition_spec_for_jit_without_a_mesh_is_jaxs_runtime_error():
         with pytest.raises(RuntimeError, match=f"jit requires a non-empty mesh in context if "
                                                f"you are passing `PartitionSpec`s to {option}"):
             shardc.jit(lambda v: v * 2, **kwargs)(x)
+
+
+def test_args_info_says_which_arguments_are_donated():
+    # JAX's ahead-of-time view: lowered.args_info mirrors the call's (args, kwargs)
+    def fn(x, y):
+        return shardc.tree.map(lambda i: i * 2, x), y * 2
+
+    x = {"A": jnp.ones(()), "B": jnp.ones(())}
+    y = jnp.ones(3)
+    for donate, want in ((1, (False, False, True)), (0, (True, True, False))):
+        args, kwargs = shardc.jit(fn, donate_argnums=donate).lower(x, y).args_info
+        assert (args[0]["A"].donated, args[0]["B"].donated, args[1].donated) == want
+        assert args[1].shape == (3,) and args[1].dtype == np.float32 and kwargs == {}
+    f = shardc.jit(lambda x, y, z: (x, y, z), donate_argnames=("z", "y"))
+    args, kwargs = f.lower(jnp.ones(2), y=jnp.ones(2), z=jnp.ones(2)).args_info
+    assert (args[0].donated, kwargs["y"].donated, kwargs["z"].donated) == (False, True, True)
+    g = shardc.jit(lambda n, v: v * n, static_argnums=0, donate_argnums=1)
+    assert g.trace(2, jnp.ones(2)).args_info[0][0].donated
