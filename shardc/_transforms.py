@@ -4,6 +4,7 @@ are resolved against the current mesh (``set_mesh``); a ``shard_map`` without ``
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 
@@ -15,9 +16,12 @@ from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
 from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
+from runtime.array import Array
 from runtime.devices import devices as all_devices
+from runtime.devices import local_devices
 import shardc.numpy as jnp
 from ir.sharding_rules import named_sharding
+from shardc._devices import device_put
 from shardc.random import PRNGKeyArray, key_data
 from shardc.sharding import body_abstract_mesh, get_mesh, resolve_sharding
 from shardc.tree_util import tree_map
@@ -35,7 +39,42 @@ def jit(fun=None, **options):
     ... def power(x, n):
     ...     return x ** n
     """
+    device, backend = options.pop("device", None), options.pop("backend", None)
+    if device is not None or backend is not None:
+        return _on_one_device(fun, device, backend, options)
     return _jit(fun, resolve=resolve_sharding, **options)
+
+
+def _on_one_device(fun, device, backend, options):
+    """JAX's deprecated ``jit(f, device=...)`` / ``jit(f, backend=...)``: the arguments are
+    moved to that device (the backend's first) and the results come back there, committed."""
+    warnings.warn('backend and device argument on jit is deprecated. You can use '
+                  '`jax.device_put(..., jax.local_devices(backend="cpu")[0])` on the inputs to '
+                  'the jitted function to get the same behavior.', DeprecationWarning,
+                  stacklevel=3)
+    if device is not None and backend is not None:
+        raise ValueError("can't specify both a device and a backend for jit, got "
+                         f"device={device!r} and backend={backend!r}")
+    for name in ("in_shardings", "out_shardings"):
+        if options.get(name) is not None:
+            raise ValueError(f"If backend or device is specified on jit, then {name} should "
+                             "not be specified.")
+    if fun is None:
+        return lambda f: _on_one_device(f, device, backend, options)
+    target = device if device is not None else local_devices(backend=backend)[0]
+    jitted = _jit(fun, resolve=resolve_sharding, **options)
+
+    @functools.wraps(fun)
+    def on_device(*args, **kwargs):
+        moved = tree_map(lambda v: device_put(v, target) if isinstance(
+            v, (Array, np.ndarray, np.generic)) else v, (args, kwargs))
+        return tree_map(lambda v: device_put(v, target) if isinstance(v, Array) else v,
+                        jitted(*moved[0], **moved[1]))
+    on_device.lower = jitted.lower
+    on_device.trace = jitted.trace
+    on_device.eval_shape = jitted.eval_shape
+    on_device.clear_cache = jitted.clear_cache
+    return on_device
 
 
 _INFER = object()   # in_specs not given: take each argument's sharding

@@ -462,3 +462,23 @@ def test_args_info_says_which_arguments_are_donated():
     assert (args[0].donated, kwargs["y"].donated, kwargs["z"].donated) == (False, True, True)
     g = shardc.jit(lambda n, v: v * n, static_argnums=0, donate_argnums=1)
     assert g.trace(2, jnp.ones(2)).args_info[0][0].donated
+
+
+def test_jit_device_and_backend_as_jax_deprecated_options():
+    d1 = shardc.devices()[1]
+    x = shardc.device_put(np.arange(3.), shardc.devices()[0])      # committed elsewhere
+    with pytest.warns(DeprecationWarning, match="backend and device argument on jit"):
+        f = shardc.jit(lambda a, b: a + b, device=d1)
+    out = f(x, 2.0)
+    assert out.sharding == SingleDeviceSharding(d1) and out._committed
+    np.testing.assert_array_equal(np.asarray(out), np.arange(3.) + 2)
+    with pytest.warns(DeprecationWarning):
+        out = shardc.jit(lambda a: a * 2, backend="cpu")(np.arange(3.))
+    assert out._committed and out.sharding == SingleDeviceSharding(shardc.devices()[0])
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="can't specify both"):
+        shardc.jit(lambda a: a, device=d1, backend="cpu")
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="then out_shardings "
+                                                                         "should not be"):
+        shardc.jit(lambda a: a, device=d1, out_shardings=SingleDeviceSharding(d1))
+    with pytest.warns(DeprecationWarning), pytest.raises(RuntimeError, match="Unknown backend"):
+        shardc.jit(lambda a: a, backend="gpu")
