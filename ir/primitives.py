@@ -8,6 +8,9 @@ it again.
 from __future__ import annotations
 
 import enum
+from typing import Any, NamedTuple
+
+import numpy as np
 
 
 class Primitive:
@@ -256,17 +259,135 @@ class Precision(enum.Enum):
     __repr__ = short_repr
 
 
+class DotAlgorithm(NamedTuple):
+    """A dot product's algorithm, JAX's ``lax.DotAlgorithm``: the dtypes ``lhs`` and ``rhs``
+    are rounded to, the accumulation dtype, and how many parts and products emulate a higher
+    precision. Given as ``precision``, the operands are converted to the precision dtypes and
+    the product is accumulated in ``accumulation_type`` before the result takes its usual
+    dtype, as JAX's lowering does."""
+    lhs_precision_type: Any
+    rhs_precision_type: Any
+    accumulation_type: Any
+    lhs_component_count: int = 1
+    rhs_component_count: int = 1
+    num_primitive_operations: int = 1
+    allow_imprecise_accumulation: bool = False
+
+
+class DotAlgorithmPreset(enum.Enum):
+    """JAX's ``lax.DotAlgorithmPreset``: the named dot algorithms, ``LHS_RHS_ACCUM``."""
+    DEFAULT = enum.auto()
+    ANY_F8_ANY_F8_F32 = enum.auto()
+    ANY_F8_ANY_F8_F32_FAST_ACCUM = enum.auto()
+    ANY_F8_ANY_F8_ANY = enum.auto()
+    ANY_F8_ANY_F8_ANY_FAST_ACCUM = enum.auto()
+    F16_F16_F16 = enum.auto()
+    F16_F16_F32 = enum.auto()
+    BF16_BF16_BF16 = enum.auto()
+    BF16_BF16_F32 = enum.auto()
+    BF16_BF16_F32_X3 = enum.auto()
+    BF16_BF16_F32_X6 = enum.auto()
+    BF16_BF16_F32_X9 = enum.auto()
+    TF32_TF32_F32 = enum.auto()
+    TF32_TF32_F32_X3 = enum.auto()
+    F32_F32_F32 = enum.auto()
+    F64_F64_F64 = enum.auto()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def supported_lhs_types(self):
+        """The operand dtypes the preset computes in (None: any); another is converted to the
+        first of them."""
+        from ir import dtypes as _dt
+        name = self.name
+        if name == "DEFAULT" or name.startswith("ANY_F8"):
+            return None
+        if name.startswith("F16_"):
+            return (np.dtype(np.float16),)
+        if name in ("BF16_BF16_BF16", "BF16_BF16_F32"):
+            return (_dt.bfloat16, np.dtype(np.float32))
+        if name == "F64_F64_F64":
+            return (np.dtype(np.float64),)
+        return (np.dtype(np.float32),)
+
+    @property
+    def supported_rhs_types(self):
+        return self.supported_lhs_types
+
+    @property
+    def accumulation_type(self):
+        """The dtype the products are summed in (None: the result's)."""
+        from ir import dtypes as _dt
+        name = self.name
+        if name in ("DEFAULT", "ANY_F8_ANY_F8_ANY", "ANY_F8_ANY_F8_ANY_FAST_ACCUM"):
+            return None
+        return {"F16_F16_F16": np.dtype(np.float16), "BF16_BF16_BF16": _dt.bfloat16,
+                "F64_F64_F64": np.dtype(np.float64)}.get(name, np.dtype(np.float32))
+
+    def supported_output_types(self, lhs_dtype, rhs_dtype):
+        """The accumulation dtypes the preset allows for these operands (None: any)."""
+        from ir import dtypes as _dt
+        name = self.name
+        if name in ("ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM"):
+            return (np.dtype(np.float32), np.dtype(np.float16), _dt.bfloat16) + _dt.FLOAT8
+        low = {"F16_F16_F32": np.dtype(np.float16), "BF16_BF16_F32": _dt.bfloat16}.get(name)
+        if low is not None:
+            both = np.promote_types(lhs_dtype, rhs_dtype) if lhs_dtype != rhs_dtype else lhs_dtype
+            return ((np.dtype(np.float32), low) if np.dtype(both) == low
+                    else (np.dtype(np.float32),))
+        acc = self.accumulation_type
+        return None if acc is None else (acc,)
+
+
+# The presets XLA's CPU backend computes; JAX refuses the others there (shardc computes as a
+# CPU does).
+CPU_DOT_ALGORITHMS = frozenset({
+    DotAlgorithmPreset.DEFAULT, DotAlgorithmPreset.F16_F16_F16, DotAlgorithmPreset.F32_F32_F32,
+    DotAlgorithmPreset.F64_F64_F64, DotAlgorithmPreset.BF16_BF16_F32,
+    DotAlgorithmPreset.BF16_BF16_F32_X3, DotAlgorithmPreset.BF16_BF16_F32_X6})
+
+
+def algorithm_compute_types(algorithm, lhs_dtype, rhs_dtype, out_dtype):
+    """The (lhs, rhs, accumulation) dtypes a dot algorithm computes in for these operand and
+    result dtypes (accumulation None: the result's), as JAX's ``get_algorithm_compute_types``."""
+    if isinstance(algorithm, DotAlgorithm):
+        return tuple(np.dtype(t) for t in (algorithm.lhs_precision_type,
+                                           algorithm.rhs_precision_type,
+                                           algorithm.accumulation_type))
+
+    def convert(dtype, targets):
+        if targets is None or np.dtype(dtype) in targets:
+            return np.dtype(dtype)
+        return np.dtype(targets[0])
+
+    lhs = convert(lhs_dtype, algorithm.supported_lhs_types)
+    rhs = convert(rhs_dtype, algorithm.supported_rhs_types)
+    return lhs, rhs, convert(out_dtype, algorithm.supported_output_types(lhs, rhs))
+
+
 def canonical_precision(precision):
-    """JAX's canonical form: None, or one ``Precision`` per operand (a single value, a name
-    or a pair of either given)."""
+    """JAX's canonical form: None, one ``Precision`` per operand (a single value, a name or a
+    pair of either given), or a ``DotAlgorithm`` or ``DotAlgorithmPreset`` (or a preset's
+    name)."""
     if precision is None:
         return None
+    if isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):
+        return precision
     if isinstance(precision, (list, tuple)) and len(precision) == 2:
         return tuple(None if q is None else Precision(q) for q in precision)
+    if isinstance(precision, str) and Precision._missing_(precision) is None:
+        if precision in DotAlgorithmPreset.__members__:
+            return DotAlgorithmPreset[precision]
     if isinstance(precision, (Precision, str)):
         return (Precision(precision),) * 2
-    raise ValueError(f"Precision argument must be None, a Precision, a string naming one, or "
-                     f"a pair of them; got {precision!r}")
+    raise ValueError(f"Precision argument must be None, a Precision, a string naming one, a "
+                     f"pair of them, a lax.DotAlgorithmPreset or the name of one, or a "
+                     f"lax.DotAlgorithm; got {precision!r}")
 # Matrix decompositions and solves on the last two dimensions (leading ones are a batch).
 cholesky_p = primitive("cholesky")                       # (a): lower L with a = L L^T
 qr_p = primitive("qr", multiple_results=True)            # (a)[full_matrices]: q, r

@@ -851,3 +851,41 @@ def test_convert_element_type_of_python_ints_wraps_as_numpy():
     assert int(lax.convert_element_type(2**31, jnp.int32)) == -2**31
     assert int(lax.convert_element_type(-1, jnp.uint8)) == 255
     assert str(shardc.typeof(lax.convert_element_type(3, jnp.float32))) == "float32[]"
+
+
+def test_dot_algorithms_compute_as_a_cpu_does():
+    """A dot algorithm (preset, preset name or DotAlgorithm) as ``precision``: the operands are
+    rounded to its precision dtypes and summed in its accumulation dtype, and the result keeps
+    the dtype it has without one; the presets a CPU lacks raise ValueError, as JAX's do."""
+    x = (np.arange(12, dtype=np.float32).reshape(3, 4) / 7).astype(np.float32)
+    y = (np.arange(12, dtype=np.float32).reshape(4, 3) / 3).astype(np.float32)
+    exact = x.astype(np.float64) @ y.astype(np.float64)
+    for alg in (lax.DotAlgorithmPreset.F32_F32_F32, "F32_F32_F32", "DEFAULT",
+                lax.DotAlgorithmPreset.BF16_BF16_F32_X3):
+        got = lax.dot(x, y, precision=alg)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(np.asarray(got), exact, rtol=1e-6)
+    # F32_F32_F32 on float16 operands: computed in float32, returned as float16
+    h, k = x.astype(np.float16), y.astype(np.float16)
+    got = lax.dot(h, k, precision="F32_F32_F32")
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(
+        np.asarray(got), (h.astype(np.float32) @ k.astype(np.float32)).astype(np.float16))
+    # BF16_BF16_F32 rounds float16 operands to bfloat16 first
+    bf = lax.dot(h, k, precision=lax.DotAlgorithmPreset.BF16_BF16_F32)
+    want = (h.astype(jnp.bfloat16).astype(np.float32)
+            @ k.astype(jnp.bfloat16).astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(np.asarray(bf), want)
+    assert float(bf[0, 0]) != float(got[0, 0])
+    got = lax.dot_general(x, y, (((1,), (0,)), ((), ())), precision="F64_F64_F64")
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(got), exact, rtol=1e-6)
+    grad = shardc.grad(lambda a: lax.dot(a, y, precision="F32_F32_F32").sum())(x)
+    np.testing.assert_allclose(np.asarray(grad), np.broadcast_to(y.sum(1), (3, 4)), rtol=1e-6)
+    for alg in ("F16_F16_F32", lax.DotAlgorithmPreset.TF32_TF32_F32,
+                lax.DotAlgorithm(np.float16, np.float16, np.float32)):
+        with pytest.raises(ValueError, match="is not supported by dot_general on CPU"):
+            lax.dot(h, k, precision=alg)
+    assert repr(lax.DotAlgorithmPreset.F16_F16_F32) == "DotAlgorithmPreset.F16_F16_F32"
+    assert str(lax.DotAlgorithmPreset.F16_F16_F32) == "F16_F16_F32"
+    assert lax.DotAlgorithm(np.float16, np.float16, np.float32).num_primitive_operations == 1

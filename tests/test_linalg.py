@@ -466,3 +466,29 @@ def test_pinv_derivative_holds_where_singular_values_repeat():
     numeric = (np.linalg.pinv(a + eps * d) - np.linalg.pinv(a - eps * d)) / (2 * eps)
     _, tangent = shardc.jvp(la.pinv, (a.astype(np.float32),), (d.astype(np.float32),))
     np.testing.assert_allclose(np.asarray(tangent), numeric, rtol=2e-3, atol=2e-3)
+
+
+def test_lax_linalg_algorithm_enums_as_a_cpu_has_them():
+    """``SvdAlgorithm``'s CPU algorithms give the decomposition; Jacobi and Polar, and eigh's
+    Jacobi and QDWH implementations, raise NotImplementedError as JAX's on a CPU."""
+    from shardc.lax import linalg as lla
+    a = np.random.default_rng(0).normal(size=(2, 4, 3)).astype(np.float32)
+    want = np.linalg.svd(a, compute_uv=False)
+    for alg in (None, lla.SvdAlgorithm.DEFAULT, lla.SvdAlgorithm.QR,
+                lla.SvdAlgorithm.DIVIDE_AND_CONQUER):
+        u, s, vh = lla.svd(a, full_matrices=False, algorithm=alg)
+        np.testing.assert_allclose(np.asarray(s), want, rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(u * s[..., None, :] @ vh), a, atol=1e-5)
+        s_only = lla.svd(a, compute_uv=False, algorithm=alg, subset_by_index=(0, 3))
+        np.testing.assert_allclose(np.asarray(s_only), want, rtol=1e-5)
+    for alg in (lla.SvdAlgorithm.JACOBI, lla.SvdAlgorithm.POLAR):
+        with pytest.raises(NotImplementedError, match="Jacobi and Polar"):
+            lla.svd(a, algorithm=alg)
+    sym = a[0].T @ a[0]
+    v, w = lla.eigh(sym, implementation=lla.EighImplementation.QR, subset_by_index=(0, 3))
+    np.testing.assert_allclose(np.asarray(w), np.linalg.eigvalsh(sym), rtol=1e-5, atol=1e-5)
+    with pytest.raises(NotImplementedError, match="Jacobi"):
+        lla.eigh(sym, implementation=lla.EighImplementation.JACOBI)
+    with pytest.raises(NotImplementedError, match="QDWH"):
+        lla.eigh(sym, implementation=lla.EighImplementation.QDWH)
+    assert lla.EigImplementation.LAPACK.value == "lapack"

@@ -40,7 +40,7 @@ from shardc.lax._elementwise import (FftType, atan2, bitcast_convert_type, cbrt,
                                      floor, imag, bessel_i0e, bessel_i1e, igamma,
                                      igamma_grad_a, igammac, zeta, integer_pow, is_finite, lgamma, log1p, polygamma, pow, real,
                                      reciprocal, reduce_precision, round, sign, square, tan)
-from shardc.lax._ops import (Precision, abs, add, batch_matmul, broadcast_in_dim,
+from shardc.lax._ops import (DotAlgorithm, DotAlgorithmPreset, Precision, abs, add, batch_matmul, broadcast_in_dim,
                              broadcasted_iota, concatenate,
                              convert_element_type, cos, div, dot, dot_general, dynamic_index_in_dim,
                              dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim,
@@ -77,7 +77,7 @@ from shardc.lax._primitives import (
     zeta_p)
 
 __all__ = [
-    "ConvDimensionNumbers", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
+    "ConvDimensionNumbers", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
     "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
     "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "fft", "FftType", "concatenate",
     "cond", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",

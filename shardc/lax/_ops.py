@@ -19,7 +19,7 @@ from shardc.numpy._core import (check_out_sharding, constrain, dtype_of, keeps_w
 from shardc.sharding import resolve_sharding
 
 __all__ = [
-    "Precision", "dot_general", "convert_element_type", "broadcast_in_dim", "reshape", "slice",
+    "Precision", "DotAlgorithm", "DotAlgorithmPreset", "dot_general", "convert_element_type", "broadcast_in_dim", "reshape", "slice",
     "iota", "broadcasted_iota", "add", "mul", "sub", "div", "rem", "max", "min", "abs", "cos",
     "exp", "log", "neg",
     "sin", "sqrt", "tanh", "concatenate", "transpose", "rsqrt", "logistic", "select",
@@ -32,6 +32,8 @@ __all__ = [
 # --- precision -------------------------------------------------------------------------------
 
 Precision = p.Precision
+DotAlgorithm = p.DotAlgorithm
+DotAlgorithmPreset = p.DotAlgorithmPreset
 
 
 # --- lax operations --------------------------------------------------------------------------
@@ -48,11 +50,14 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                     for x in (lhs, rhs))):
         # two float8 formats (JAX accepts the mix): each is exact in the result's dtype
         lhs, rhs = (jnp.astype(x, preferred_element_type) for x in (lhs, rhs))
+    precision = p.canonical_precision(precision)
+    if isinstance(precision, (p.DotAlgorithm, p.DotAlgorithmPreset)):
+        return _dot_with_algorithm(lhs, rhs, dims, precision, preferred_element_type,
+                                   out_sharding)
     lhs, rhs = promote(lhs, rhs)
     params = dict(dimension_numbers=dims,
                   preferred_element_type=(dtype_of(lhs) if preferred_element_type is None
                                           else _dt.canonicalize(preferred_element_type)))
-    precision = p.canonical_precision(precision)
     if precision is not None:       # carried (and printed) as JAX's is; numpy's is the highest
         params["precision"] = precision
     if out_sharding is None:
@@ -62,6 +67,32 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     if isinstance(sharding, NamedSharding) and mesh_explicit(sharding.mesh):
         return bind(p.dot_general_p, lhs, rhs, out_sharding=sharding, **params)
     return constrain(bind(p.dot_general_p, lhs, rhs, **params), sharding)
+
+
+def _dot_with_algorithm(lhs, rhs, dims, algorithm, preferred_element_type, out_sharding):
+    """``dot_general`` with a dot algorithm as its precision, as JAX computes one on a CPU: the
+    presets the CPU lacks raise; the operands are converted to the algorithm's precision dtypes,
+    the product is summed in its accumulation dtype, and the result has the dtype it has
+    without an algorithm (``preferred_element_type`` if given, else the operands')."""
+    if algorithm not in p.CPU_DOT_ALGORITHMS:
+        raise ValueError(f"The precision '{algorithm}' is not supported by dot_general on CPU")
+    lhs, rhs = array_operand(lhs), array_operand(rhs)
+    if dtype_of(lhs) != dtype_of(rhs) and not all(
+            _dt.is_float(dtype_of(x)) and np.dtype(dtype_of(x)).itemsize == 1
+            for x in (lhs, rhs)):
+        lhs, rhs = promote(lhs, rhs)
+    out_dtype = (np.result_type(dtype_of(lhs), dtype_of(rhs)) if preferred_element_type is None
+                 else _dt.canonicalize(preferred_element_type))
+    lhs_t, rhs_t, acc_t = p.algorithm_compute_types(algorithm, dtype_of(lhs), dtype_of(rhs),
+                                                    out_dtype)
+    lhs, rhs = convert_element_type(lhs, lhs_t), convert_element_type(rhs, rhs_t)
+    if lhs_t != rhs_t:
+        common = np.promote_types(lhs_t, rhs_t)
+        lhs, rhs = convert_element_type(lhs, common), convert_element_type(rhs, common)
+    acc_t = out_dtype if acc_t is None else acc_t
+    out = dot_general(lhs, rhs, dims, precision=None, preferred_element_type=acc_t,
+                      out_sharding=out_sharding)
+    return convert_element_type(out, out_dtype)
 
 
 def convert_element_type(x, new_dtype):

@@ -6,6 +6,8 @@ dimensions, differentiable as those are).
 """
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from compiler.control_flow import fori_loop
@@ -13,8 +15,34 @@ from compiler.vmap import vmap
 import shardc.numpy as jnp
 from shardc.numpy import linalg as _np_linalg
 
-__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd",
-           "triangular_solve", "tridiagonal_solve"]
+__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eigh", "lu",
+           "lu_pivots_to_permutation", "qr", "svd", "triangular_solve", "tridiagonal_solve"]
+
+
+class SvdAlgorithm(enum.Enum):
+    """JAX's ``lax.linalg.SvdAlgorithm``. On a CPU, as here, ``DEFAULT`` and
+    ``DIVIDE_AND_CONQUER`` are LAPACK's gesdd and ``QR`` its gesvd; all three give the same
+    decomposition (up to the signs of singular vectors). ``JACOBI`` and ``POLAR`` are GPU and
+    TPU algorithms, refused as JAX refuses them on a CPU."""
+    DEFAULT = "default"
+    QR = "QR"
+    JACOBI = "Jacobi"
+    POLAR = "polar"
+    DIVIDE_AND_CONQUER = "divide_and_conquer"
+
+
+class EigImplementation(enum.Enum):
+    """JAX's ``lax.linalg.EigImplementation``; only ``LAPACK`` exists on a CPU."""
+    CUSOLVER = "cusolver"
+    MAGMA = "magma"
+    LAPACK = "lapack"
+
+
+class EighImplementation(enum.Enum):
+    """JAX's ``lax.linalg.EighImplementation``; on a CPU only ``QR`` (LAPACK's) exists."""
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
 
 
 def _symmetrized(x):
@@ -40,12 +68,17 @@ def cholesky(x, *, symmetrize_input: bool = True):
 
 
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
-         sort_eigenvalues: bool = True, subset_by_index=None):
+         sort_eigenvalues: bool = True, subset_by_index=None, implementation=None):
     """``(v, w)``: eigenvectors (columns) and ascending eigenvalues of Hermitian matrices.
-    Without ``symmetrize_input`` only the triangle ``lower`` names is read, as LAPACK's."""
-    if subset_by_index is not None:
-        raise NotImplementedError("lax.linalg.eigh: subset_by_index is not supported")
+    Without ``symmetrize_input`` only the triangle ``lower`` names is read, as LAPACK's.
+    ``implementation``: ``EighImplementation.QR`` or None (JAX's CPU refuses the others)."""
     x = jnp.asarray(x)
+    if subset_by_index is not None and tuple(subset_by_index) != (0, x.shape[-1]):
+        raise NotImplementedError("lax.linalg.eigh: subset_by_index is not supported")
+    if implementation == EighImplementation.QDWH:
+        raise NotImplementedError("QDWH implementation is only supported on TPU")
+    if implementation == EighImplementation.JACOBI:
+        raise NotImplementedError("Jacobi implementation is not supported on CPU")
     if not symmetrize_input:
         x = _from_triangle(x, lower)
     w, v = _np_linalg.eigh(x)
@@ -61,9 +94,16 @@ def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None)
 
 def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None,
         algorithm=None):
-    """``(u, s, vh)`` with ``x = u diag(s) vh`` (``s`` alone without ``compute_uv``)."""
-    if subset_by_index is not None:
+    """``(u, s, vh)`` with ``x = u diag(s) vh`` (``s`` alone without ``compute_uv``).
+    ``algorithm``: a ``SvdAlgorithm`` a CPU has (``DEFAULT``, ``QR``, ``DIVIDE_AND_CONQUER``:
+    one decomposition) or None."""
+    x = jnp.asarray(x)
+    if (subset_by_index is not None
+            and tuple(subset_by_index) != (0, min(x.shape[-2], x.shape[-1]))):
         raise NotImplementedError("lax.linalg.svd: subset_by_index is not supported")
+    if algorithm in (SvdAlgorithm.JACOBI, SvdAlgorithm.POLAR):
+        raise NotImplementedError(
+            "The SVD Jacobi and Polar algorithms are not implemented on CPU.")
     return _np_linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
 
 
