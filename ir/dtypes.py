@@ -182,6 +182,17 @@ def is_bool(dtype) -> bool:
     return np.dtype(dtype) == bool_
 
 
+def bit_width(dtype) -> int:
+    """Bits per element as JAX counts them: int4, uint4 and float4 are 4, int2 and uint2 are 2,
+    the float6 types 6 (numpy stores each in a byte, the value's code in its low bits)."""
+    dtype = np.dtype(dtype)
+    if dtype in SMALL_INTS:
+        return ml_dtypes.iinfo(dtype).bits
+    if dtype in SMALL_FLOATS:
+        return ml_dtypes.finfo(dtype).bits
+    return 8 * dtype.itemsize
+
+
 def is_inexact(dtype) -> bool:
     return kind(dtype) in (FLOAT, COMPLEX)
 

@@ -146,15 +146,21 @@ shape_rules[prims.convert_element_type_p] = _convert_rule
 
 
 def _bitcast_rule(x: Aval, *, new_dtype) -> list:
+    """Widths in bits as JAX counts them (int4 is 4 bits): a narrower result gains a last
+    dimension of the ratio, a wider one takes the operand's last dimension of that ratio."""
     old, new = np.dtype(x.dtype), np.dtype(new_dtype)
     if dtypes.is_bool(old) or dtypes.is_bool(new):
         raise ShapeError(f"bitcast_convert_type does not convert booleans, got "
                          f"{x.str_short()} to {new.name}")
-    if old.itemsize == new.itemsize:
+    old_bits, new_bits = dtypes.bit_width(old), dtypes.bit_width(new)
+    if old_bits == new_bits:
         return [_aval(x.shape, new)]
-    if old.itemsize > new.itemsize:
-        return [_aval(tuple(x.shape) + (old.itemsize // new.itemsize,), new)]
-    ratio = new.itemsize // old.itemsize
+    if max(old_bits, new_bits) % min(old_bits, new_bits):
+        raise ShapeError(f"bitcast_convert_type between {old.name} and {new.name}: neither "
+                         f"width ({old_bits} and {new_bits} bits) divides the other")
+    if old_bits > new_bits:
+        return [_aval(tuple(x.shape) + (old_bits // new_bits,), new)]
+    ratio = new_bits // old_bits
     if not x.shape or x.shape[-1] != ratio:
         raise ShapeError(f"bitcast_convert_type from {old.name} to the wider {new.name} needs a "
                          f"last dimension of {ratio}, got {x.str_short()}")

@@ -370,12 +370,36 @@ impl_rules[prims.convert_element_type_p] = _convert
 def _bitcast(x, *, new_dtype):
     x = np.ascontiguousarray(x).reshape(np.shape(x))      # (ascontiguousarray makes 0-d 1-d)
     new = np.dtype(new_dtype)
+    old_bits, new_bits = dtypes.bit_width(x.dtype), dtypes.bit_width(new)
+    if min(old_bits, new_bits) < 8:
+        return [_bitcast_sub_byte(x, new, old_bits, new_bits)]
     if x.dtype.itemsize < new.itemsize:
         return [x.view(new).reshape(x.shape[:-1])]
     # (viewed flat: numpy views a 0-d array only as a dtype of its width)
     return [x.reshape(-1).view(new).reshape(x.shape + ((x.dtype.itemsize // new.itemsize,)
                                                        if x.dtype.itemsize > new.itemsize
                                                        else ()))]
+
+
+def _bitcast_sub_byte(x, new, old_bits, new_bits):
+    """``bitcast_convert_type`` where a side is narrower than a byte (int4, uint2, float4, ...):
+    through each element's bit pattern as an unsigned integer (numpy keeps a narrow type's code
+    in the low bits of its byte); the narrower side's elements are the wider's bits from the
+    least significant up, as XLA's little-endian packing."""
+    if old_bits < 8:
+        codes = x.view(np.uint8).astype(np.uint64) & np.uint64((1 << old_bits) - 1)
+    else:
+        codes = x.reshape(-1).view(f"uint{old_bits}").astype(np.uint64).reshape(x.shape)
+    if old_bits < new_bits:             # the last dimension's parts, least significant first
+        shifts = np.arange(new_bits // old_bits, dtype=np.uint64) * np.uint64(old_bits)
+        codes = np.bitwise_or.reduce(codes << shifts, axis=-1) if codes.size else \
+            np.zeros(codes.shape[:-1], np.uint64)
+    elif old_bits > new_bits:
+        shifts = np.arange(old_bits // new_bits, dtype=np.uint64) * np.uint64(new_bits)
+        codes = (codes[..., None] >> shifts) & np.uint64((1 << new_bits) - 1)
+    if new_bits < 8:
+        return codes.astype(np.uint8).view(new)
+    return codes.astype(f"uint{new_bits}").view(new)
 
 
 impl_rules[prims.bitcast_convert_type_p] = _bitcast

@@ -522,6 +522,33 @@ def test_bitcast_convert_type_widths():
                        + v.sum())(np.float32(1.0)) == 1.0
 
 
+
+def test_bitcast_convert_type_counts_sub_byte_widths_in_bits():
+    """int4, uint4 and float4 are 4 bits wide for bitcasting, as in JAX: a float32 is eight
+    nibbles, least significant first (values as JAX 0.10 on CPU), not four bytes."""
+    import ml_dtypes
+    x = np.array([1.5, -2.25], np.float32)
+    nibbles = lax.bitcast_convert_type(x, ml_dtypes.uint4)
+    assert nibbles.shape == (2, 8) and nibbles.dtype == np.dtype(ml_dtypes.uint4)
+    assert np.asarray(nibbles).astype(int).tolist() == [[0, 0, 0, 0, 0, 12, 15, 3],
+                                                        [0, 0, 0, 0, 0, 1, 0, 12]]
+    signed = lax.bitcast_convert_type(x, ml_dtypes.int4)
+    assert np.asarray(signed).astype(int).tolist()[0] == [0, 0, 0, 0, 0, -4, -1, 3]
+    assert_close(lax.bitcast_convert_type(nibbles, np.float32), x, dtype=np.float32)
+    split = lax.bitcast_convert_type(np.array([0x7f, -0x12, 3], np.int8), ml_dtypes.int4)
+    assert np.asarray(split).astype(int).tolist() == [[-1, 7], [-2, -2], [3, 0]]
+    pairs = np.array([[1, 2], [15, 7], [8, 0]], ml_dtypes.uint4)
+    assert np.asarray(lax.bitcast_convert_type(pairs, np.uint8)).tolist() == [33, 127, 8]
+    assert int(lax.bitcast_convert_type(np.arange(8).astype(ml_dtypes.uint4), np.int32)) \
+        == 0x76543210
+    same = lax.bitcast_convert_type(np.array([3, -2], ml_dtypes.int4), ml_dtypes.uint4)
+    assert np.asarray(same).astype(int).tolist() == [3, 14]
+    fp4 = lax.bitcast_convert_type(np.array([0.5, -6.0], ml_dtypes.float4_e2m1fn),
+                                   ml_dtypes.uint4)
+    assert np.asarray(fp4).astype(int).tolist() == [1, 15]
+    with pytest.raises(Exception, match="last dimension of 2"):
+        lax.bitcast_convert_type(np.zeros(4, ml_dtypes.int4), np.int8)
+
 def test_reduce_precision_matches_narrower_formats():
     rng = np.random.default_rng(5)
     x = np.concatenate([rng.normal(size=4000) * 100, rng.normal(size=1000) * 1e-3,
