@@ -916,3 +916,41 @@ def test_dot_algorithms_compute_as_a_cpu_does():
     assert repr(lax.DotAlgorithmPreset.F16_F16_F32) == "DotAlgorithmPreset.F16_F16_F32"
     assert str(lax.DotAlgorithmPreset.F16_F16_F32) == "F16_F16_F32"
     assert lax.DotAlgorithm(np.float16, np.float16, np.float32).num_primitive_operations == 1
+
+
+def test_lax_binary_operations_do_not_promote():
+    """lax's binary operations take operands of one dtype (a Python int is an int32, a float a
+    float32) and raise TypeError otherwise, as JAX's do; jax.numpy's promote."""
+    f32, i32 = np.ones(2, np.float32), np.ones(2, np.int32)
+    for op in (lax.add, lax.sub, lax.mul, lax.div, lax.rem, lax.max, lax.min, lax.eq, lax.ne,
+               lax.lt, lax.le, lax.gt, lax.ge, lax.atan2, lax.nextafter):
+        if op not in (lax.atan2, lax.nextafter):        # (these refuse the int first)
+            with pytest.raises(TypeError, match="requires arguments to have the same dtypes"):
+                op(0, 0.0)
+            with pytest.raises(TypeError, match="same dtypes, got float32, int32"):
+                op(f32, i32)
+        with pytest.raises(TypeError, match="same dtypes, got float32, float16"):
+            op(f32, np.ones(2, np.float16))
+        assert np.asarray(op(f32, 1.0)).shape == (2,)       # a float is a float32
+    with pytest.raises(TypeError, match=r"\(Tip: jnp.add is a similar function"):
+        lax.add(f32, 1)
+    assert lax.add(i32, np.int64(2)).dtype == np.int32     # numpy's int64 is canonically int32
+    assert_close(lax.add(f32, np.ones(2)), f32 + 1, dtype=np.float32)
+    for op in (lax.rem, lax.lt, lax.le, lax.gt, lax.ge):
+        with pytest.raises(TypeError, match="does not accept dtype complex64 at position 0"):
+            op(2 + 3j, 4 + 5j)
+    with pytest.raises(TypeError, match="atan2 does not accept dtype int32"):
+        lax.atan2(i32, i32)
+    with pytest.raises(TypeError, match="lax.and requires arguments to have the same dtypes"):
+        lax.bitwise_and(i32, np.ones(2, np.int8))
+    with pytest.raises(TypeError, match="complex does not accept dtype int32 at position 1. .* float32, float64"):
+        lax.complex(f32, 1)
+    assert lax.complex(f32, 1.0).dtype == np.complex64
+    assert lax.pow(f32, i32).dtype == np.float32 and lax.pow(f32, 1).dtype == np.float32
+    with pytest.raises(TypeError, match="two inexact dtypes must match"):
+        lax.pow(f32, np.ones(2, np.float16))
+    with pytest.raises(TypeError, match="pow does not accept dtype int32"):
+        lax.pow(i32, i32)
+    assert lax.mul(i32, f32, out_dtype=np.float32).dtype == np.float32
+    # jax.numpy's functions still promote
+    assert jnp.add(f32, i32).dtype == np.float32

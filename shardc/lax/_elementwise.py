@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import enum
 
+import numpy as np
+
 from compiler.custom_ad import custom_jvp
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.numpy._core import weakly_typed_like
+from shardc.lax._ops import check_operand_dtypes, lax_binary
+from shardc.numpy._core import dtype_of as _operand_dtype
 from shardc.lax._shapes import array_operand
 
 __all__ = [
@@ -59,7 +63,14 @@ def conj(x):
 
 
 def complex(x, y):
-    """``x + i y`` from real arrays of one dtype (a Python number takes the other's)."""
+    """``x + i y`` from real arrays of one dtype (lax does not promote: a Python float is a
+    float32, a Python int refused)."""
+    for i, v in enumerate((x, y)):
+        if _operand_dtype(v) not in (np.float32, np.float64):
+            raise TypeError(f"complex does not accept dtype {_operand_dtype(v).name} at position "
+                            f"{i}. Accepted dtypes at position {i} are subtypes of float32, "
+                            f"float64.")
+    check_operand_dtypes("complex", (_dt.FLOAT,), x, y)
     x, y = jnp.asarray(x), jnp.asarray(y)
     if jnp.shape(x) != jnp.shape(y):
         x, y = jnp.broadcast_arrays(x, y)
@@ -203,12 +214,23 @@ def reciprocal(x):
     return jnp.reciprocal(x)
 
 
-exp2, log1p, expm1, tan, atan2, sign = (jnp.exp2, jnp.log1p, jnp.expm1, jnp.tan, jnp.arctan2,
-                                        jnp.sign)
+exp2, log1p, expm1, tan, sign = jnp.exp2, jnp.log1p, jnp.expm1, jnp.tan, jnp.sign
+atan2 = lax_binary("atan2", (_dt.FLOAT, _dt.COMPLEX), jnp.arctan2,
+                   "The angle of ``(x, y)``, of operands of one inexact dtype.")
 floor, ceil, is_finite, cbrt = jnp.floor, jnp.ceil, jnp.isfinite, jnp.cbrt   # rem: shardc.lax
 
 
 def pow(x, y):
+    """``x ** y``: ``x`` inexact, ``y`` an integer (any width) or of ``x``'s dtype, as JAX's
+    ``lax.pow`` (it does not promote)."""
+    check_operand_dtypes("pow", (_dt.FLOAT, _dt.COMPLEX), x, same=False)
+    check_operand_dtypes("pow", (_dt.INT, _dt.FLOAT, _dt.COMPLEX), y, same=False)
+    x_dtype, y_dtype = _operand_dtype(x), _operand_dtype(y)
+    if not _dt.is_int(y_dtype) and x_dtype != y_dtype:
+        raise TypeError("the first argument to pow must have an inexact dtype (float or "
+                        "complex), and the second argument must have an inexact or integer "
+                        "dtype, and two inexact dtypes must match, but got "
+                        f"{x_dtype} and {y_dtype} respectively.")
     return jnp.power(x, y)
 
 

@@ -18,6 +18,7 @@ from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import kept_if_divisible, partitions
 import shardc.numpy as jnp
 from shardc.lax._convolution import padtype_to_pads
+from shardc.lax._ops import ANY, ORDERED, lax_binary, max as lax_max, min as lax_min
 from shardc.lax._shapes import array_operand, pad
 from shardc.sharding import reshard
 
@@ -50,11 +51,19 @@ asinh = _inexact("asinh", p.asinh_p)
 atanh = _inexact("atanh", p.atanh_p)
 sinh = _inexact("sinh", p.sinh_p)
 cosh = _inexact("cosh", p.cosh_p)
-nextafter = jnp.nextafter
+nextafter = lax_binary("nextafter", (_dt.FLOAT,), jnp.nextafter,
+                       "The next float after ``x`` toward ``y``, of operands of one dtype.")
 
-eq, ne, lt, le, gt, ge = (jnp.equal, jnp.not_equal, jnp.less, jnp.less_equal, jnp.greater,
-                          jnp.greater_equal)
-bitwise_and, bitwise_or, bitwise_xor = jnp.bitwise_and, jnp.bitwise_or, jnp.bitwise_xor
+eq = lax_binary("eq", ANY, jnp.equal, "``x == y`` of operands of one dtype.")
+ne = lax_binary("ne", ANY, jnp.not_equal, "``x != y`` of operands of one dtype.")
+lt = lax_binary("lt", ORDERED, jnp.less, "``x < y`` of operands of one (real) dtype.")
+le = lax_binary("le", ORDERED, jnp.less_equal, "``x <= y`` of operands of one (real) dtype.")
+gt = lax_binary("gt", ORDERED, jnp.greater, "``x > y`` of operands of one (real) dtype.")
+ge = lax_binary("ge", ORDERED, jnp.greater_equal, "``x >= y`` of operands of one (real) dtype.")
+_BITS = (_dt.INT, _dt.BOOL)
+bitwise_and = lax_binary("and", _BITS, jnp.bitwise_and, "``x & y`` of one integer or bool dtype.")
+bitwise_or = lax_binary("or", _BITS, jnp.bitwise_or, "``x | y`` of one integer or bool dtype.")
+bitwise_xor = lax_binary("xor", _BITS, jnp.bitwise_xor, "``x ^ y`` of one integer or bool dtype.")
 bitwise_not = jnp.bitwise_not
 
 
@@ -202,7 +211,8 @@ def _first_min(acc, part):
     return jnp.where((part < acc) | jnp.isnan(part), part, acc)
 
 
-_CHOOSERS = ((jnp.maximum, _first_max), (jnp.minimum, _first_min))
+_CHOOSERS = ((jnp.maximum, _first_max), (lax_max, _first_max), (jnp.minimum, _first_min),
+             (lax_min, _first_min))
 
 
 def _window_layouts(operand, out_shape, base, pads):

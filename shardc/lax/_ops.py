@@ -150,28 +150,78 @@ def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
     return constrain(result, resolve_sharding(out_sharding, "iota(out_sharding=...)"))
 
 
+# The dtype kinds JAX's lax operations accept, by the names its messages give them.
+_KIND_NAMES = {_dt.INT: "integer", _dt.FLOAT: "floating", _dt.COMPLEX: "complexfloating",
+               _dt.BOOL: "bool_"}
+NUMBERS = (_dt.INT, _dt.FLOAT, _dt.COMPLEX)
+ANY = NUMBERS + (_dt.BOOL,)
+ORDERED = (_dt.INT, _dt.FLOAT, _dt.BOOL)
+
+# lax names whose jax.numpy counterpart (which promotes) JAX's message suggests
+_JNP_EQUIVALENTS = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide",
+                    "max": "maximum", "min": "minimum", "eq": "equal", "ne": "not_equal",
+                    "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+                    "atan2": "arctan2", "nextafter": "nextafter", "rem": "remainder"}
+
+
+def check_operand_dtypes(name: str, accepted, *operands, same: bool = True) -> None:
+    """JAX's check on a lax operation's operands, which lax never promotes: each dtype of a
+    kind in ``accepted`` (INT, FLOAT, ...), and (``same``) all one dtype, a Python number
+    counting as its default dtype (``lax.add(x_f32, 1)`` is int32 against float32)."""
+    dtypes = [dtype_of(x) for x in operands]
+    for i, dtype in enumerate(dtypes):
+        if _dt.kind(dtype) not in accepted:
+            raise TypeError(f"{name} does not accept dtype {np.dtype(dtype).name} at position "
+                            f"{i}. Accepted dtypes at position {i} are subtypes of "
+                            f"{', '.join(_KIND_NAMES[k] for k in accepted)}.")
+    if same and any(d != dtypes[0] for d in dtypes[1:]):
+        tip = (f" (Tip: jnp.{_JNP_EQUIVALENTS[name]} is a similar function that does automatic "
+               f"type promotion on inputs)." if name in _JNP_EQUIVALENTS else "")
+        raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                        f"{', '.join(np.dtype(d).name for d in dtypes)}.{tip}")
+
+
+def lax_binary(name: str, accepted, fn, doc: str):
+    """``fn(x, y)`` (a jax.numpy function) behind JAX's lax operand check: ``name`` takes
+    operands of one dtype, of the kinds ``accepted``."""
+    def op(x, y):
+        check_operand_dtypes(name, accepted, x, y)
+        return fn(x, y)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
 def mul(x, y, *, out_dtype=None):
-    """``x * y``; with ``out_dtype``, the operands (which may then differ in dtype) are cast
-    to it first, as JAX's ``lax.mul`` does on backends without a mixed-dtype kernel."""
+    """``x * y`` of operands of one dtype (lax does not promote); with ``out_dtype``, the
+    operands (which may then differ in dtype) are cast to it first, as JAX's ``lax.mul`` does
+    on backends without a mixed-dtype kernel."""
     if out_dtype is not None:
         dtype = _dt.canonicalize(out_dtype)
         x, y = (jnp.asarray(v).astype(dtype) for v in (x, y))
+    else:
+        check_operand_dtypes("mul", NUMBERS, x, y)
     return binary_op(p.mul_p, x, y)
 
 
 def div(x, y):
     """``x / y``; integers divide rounding toward zero (``lax.div(-7, 2)`` is -3), and an
     integer division by zero gives -1, as XLA does."""
+    check_operand_dtypes("div", NUMBERS, x, y)
     return binary_op(p.div_p, x, y)
 
 
 def rem(x, y):
     """The remainder of ``lax.div``: the sign of ``x`` (C's ``fmod``); ``rem(x, 0)`` is ``x``
     for integers, as XLA does."""
+    check_operand_dtypes("rem", (_dt.INT, _dt.FLOAT), x, y)
     return binary_op(p.rem_p, x, y)
 
 
-max, min = jnp.maximum, jnp.minimum
+add = lax_binary("add", NUMBERS, add, "``x + y`` of operands of one dtype.")
+sub = lax_binary("sub", NUMBERS, sub, "``x - y`` of operands of one dtype.")
+max = lax_binary("max", ANY, jnp.maximum, "Elementwise maximum of operands of one dtype.")
+min = lax_binary("min", ANY, jnp.minimum, "Elementwise minimum of operands of one dtype.")
 neg, exp, log, sin, cos, tanh, sqrt, abs = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
                                             jnp.tanh, jnp.sqrt, jnp.abs)
 def concatenate(operands, dimension):
