@@ -456,3 +456,19 @@ def test_sph_harm_y_is_orthonormal_and_has_scipys_phase():
                                        p.ravel(), n_max=3))
     w = weight.ravel()
     assert abs((np.abs(y2) ** 2 * w).sum() - 1) < 2e-2 and abs((y2 * np.conj(y3) * w).sum()) < 1e-3
+
+
+def test_betainc_of_half_precision_operands_is_computed_in_float32():
+    """float16 operands gave NaN (the continued fraction's guard values underflow); like JAX,
+    float16 and bfloat16 are computed in float32 and rounded back."""
+    import ml_dtypes
+    from shardc.scipy.special import betainc
+    a, b, x = np.array([0.5, 2.0, 0.9]), np.array([0.7, 3.0, 0.2]), np.array([0.3, 0.5, 0.9])
+    want = np.asarray(betainc(a.astype(np.float32), b.astype(np.float32), x.astype(np.float32)))
+    np.testing.assert_allclose(want[1], 0.6875, rtol=1e-5)      # I_0.5(2, 3) = 11/16
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        args = [v.astype(dtype) for v in (a, b, x)]
+        got = betainc(*args)
+        assert got.dtype == dtype
+        exact = betainc(*(v.astype(np.float32) for v in args))
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(exact).astype(dtype))

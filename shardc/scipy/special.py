@@ -499,11 +499,17 @@ _betainc.defjvp(_betainc_jvp, symbolic_zeros=True)
 
 
 def betainc(a, b, x):
-    """The regularized incomplete beta function ``I_x(a, b)``; differentiable in ``x``."""
+    """The regularized incomplete beta function ``I_x(a, b)``; differentiable in ``x``.
+    float16 and bfloat16 operands are computed in float32 and rounded back, as JAX does (the
+    continued fraction's tiny guard values underflow in float16)."""
     given = (a, b, x)
     a, b, x = inexact_operands(a, b, x)
     shape = jnp.broadcast_shapes(a.shape, b.shape, x.shape)
-    return weakly_typed_like(_betainc(*(jnp.broadcast_to(v, shape) for v in (a, b, x))), *given)
+    dtype = a.dtype
+    if np.dtype(dtype).itemsize < 4:
+        a, b, x = (jnp.astype(v, np.float32) for v in (a, b, x))
+    value = _betainc(*(jnp.broadcast_to(v, shape) for v in (a, b, x)))
+    return weakly_typed_like(jnp.astype(value, dtype), *given)
 
 
 __all__ += ["gammainc", "gammaincc", "zeta", "i0e", "i1e", "i0", "i1", "loggamma", "erfcx",
