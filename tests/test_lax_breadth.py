@@ -954,3 +954,39 @@ def test_lax_binary_operations_do_not_promote():
     assert lax.mul(i32, f32, out_dtype=np.float32).dtype == np.float32
     # jax.numpy's functions still promote
     assert jnp.add(f32, i32).dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32])
+def test_mulhi_is_the_high_half_of_the_double_width_product(dtype):
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(1)
+    x = rng.integers(info.min, info.max, 500, endpoint=True).astype(dtype)
+    y = rng.integers(info.min, info.max, 500, endpoint=True).astype(dtype)
+    x[:4] = [info.min, info.max, info.min, 0]
+    y[:4] = [info.min, info.min, info.max, info.max]
+    want = np.array([(int(a) * int(b)) >> info.bits for a, b in zip(x, y)]).astype(dtype)
+    got = lax.mulhi(x, y)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(np.asarray(shardc.jit(lax.mulhi)(x, y)), want)
+
+
+def test_lax_betainc_and_argminmax_checks():
+    """lax.betainc is scipy's regularized incomplete beta (float operands of one dtype);
+    lax.argmax/argmin refuse a negative axis, an empty dimension and a non-integer index
+    dtype, as JAX's do."""
+    x = np.array([0.1, 0.5, 0.9], np.float32)
+    x64 = x.astype(np.float64)       # I_x(2, 3): the binomial tail of 4 trials, 2 or more
+    want = 6 * x64**2 * (1 - x64)**2 + 4 * x64**3 * (1 - x64) + x64**4
+    assert_close(lax.betainc(np.float32(2), np.float32(3), x), want, 1e-5, 1e-6, np.float32)
+    with pytest.raises(TypeError, match="does not accept dtype int32"):
+        lax.betainc(1.0, 2, 0.5)
+    a = np.array([[1, 5, 5], [7, 0, 7]], np.float32)
+    np.testing.assert_array_equal(np.asarray(lax.argmax(a, 1, np.int32)), [1, 0])
+    np.testing.assert_array_equal(np.asarray(lax.argmin(a, 0, np.int32)), [0, 1, 0])
+    with pytest.raises(TypeError, match="index_dtype must be an integer type"):
+        lax.argmax(a, 0, np.float32)
+    with pytest.raises(ValueError, match="require non-empty reduced dimension"):
+        lax.argmin(np.ones((0, 2)), axis=0, index_dtype=np.int32)
+    with pytest.raises(ValueError, match="Invalid axis -1 for operand"):
+        lax.argmax(a, axis=-1, index_dtype=np.int32)

@@ -35,7 +35,7 @@ from shardc.lax._gather import (GatherDimensionNumbers, GatherScatterMode,
                                 ScatterDimensionNumbers, gather, scatter, scatter_add,
                                 scatter_apply, scatter_max, scatter_min, scatter_mul,
                                 scatter_sub)
-from shardc.lax._elementwise import (FftType, atan2, bitcast_convert_type, cbrt, ceil, clamp,
+from shardc.lax._elementwise import (FftType, atan2, betainc, bitcast_convert_type, cbrt, ceil, clamp,
                                      complex, conj, digamma, erf, erf_inv, erfc, exp2, expm1, fft,
                                      floor, imag, bessel_i0e, bessel_i1e, igamma,
                                      igamma_grad_a, igammac, zeta, integer_pow, is_finite, lgamma, log1p, polygamma, pow, real,
@@ -49,7 +49,7 @@ from shardc.lax._ops import (DotAlgorithm, DotAlgorithmPreset, Precision, abs, a
                              sqrt, stop_gradient, sub, tanh, transpose)
 from shardc.lax._more import (acos, acosh, asin, asinh, atan, atanh, bitwise_and, bitwise_not,
                               bitwise_or, bitwise_xor, broadcast_to_rank, collapse, cosh, eq, ge,
-                              gt, le, lt, ne, nextafter, optimization_barrier, population_count,
+                              gt, le, lt, mulhi, ne, nextafter, optimization_barrier, population_count,
                               reduce_and, reduce_or, reduce_window, select_n, shift_left,
                               shift_right_arithmetic, shift_right_logical, sinh, split, tile)
 from shardc.lax._reductions import (approx_max_k, approx_min_k, argmax, argmin, cumlogsumexp,
@@ -77,7 +77,7 @@ from shardc.lax._primitives import (
     zeta_p)
 
 __all__ = [
-    "ConvDimensionNumbers", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
+    "ConvDimensionNumbers", "betainc", "mulhi", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
     "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
     "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "fft", "FftType", "concatenate",
     "cond", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",

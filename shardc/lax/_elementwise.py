@@ -141,6 +141,14 @@ def igamma(a, x):
     return _binary_special(p.igamma_p, "igamma", a, x)
 
 
+def betainc(a, b, x):
+    """The regularized incomplete beta function ``I_x(a, b)`` of floating operands of one
+    dtype (lax does not promote), as ``jax.scipy.special.betainc`` computes it."""
+    check_operand_dtypes("regularized_incomplete_beta", (_dt.FLOAT,), a, b, x)
+    from shardc.scipy.special import betainc as scipy_betainc
+    return scipy_betainc(a, b, x)
+
+
 def igammac(a, x):
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
     return _binary_special(p.igammac_p, "igammac", a, x)

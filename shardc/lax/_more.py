@@ -25,7 +25,7 @@ from shardc.sharding import reshard
 __all__ = [
     "acos", "asin", "atan", "acosh", "asinh", "atanh", "sinh", "cosh", "nextafter",
     "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "bitwise_not", "shift_left", "shift_right_arithmetic", "shift_right_logical",
+    "bitwise_not", "mulhi", "shift_left", "shift_right_arithmetic", "shift_right_logical",
     "population_count", "select_n", "reduce_and", "reduce_or", "reduce_window", "split",
     "tile", "collapse", "broadcast_to_rank", "optimization_barrier",
 ]
@@ -76,6 +76,31 @@ def _integer_pair(name: str, x, y):
         raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
                         f"{x.dtype.name}, {y.dtype.name}.")
     return jnp.broadcast_arrays(x, y) if x.shape != y.shape else (x, y)
+
+
+def mulhi(x, y, /):
+    """The high half of each product of two integers of one dtype: the upper N bits of the
+    2N-bit ``x * y`` (signed for signed dtypes), as JAX's ``lax.mulhi``. Computed in N bits
+    from the halves of the operands, so no wider type is needed."""
+    x, y = _integer_pair("mulhi", x, y)
+    dtype = np.dtype(x.dtype)
+    bits = _dt.bit_width(dtype)
+    if bits < 8:
+        raise NotImplementedError(f"lax.mulhi of {dtype.name} is not supported by shardc")
+    unsigned = np.dtype(f"uint{bits}")
+    ux, uy = jnp.astype(x, unsigned), jnp.astype(y, unsigned)
+    half = unsigned.type(bits // 2)
+    mask = unsigned.type((1 << (bits // 2)) - 1)
+    xl, xh = jnp.bitwise_and(ux, mask), jnp.right_shift(ux, half)
+    yl, yh = jnp.bitwise_and(uy, mask), jnp.right_shift(uy, half)
+    ll, lh, hl, hh = xl * yl, xl * yh, xh * yl, xh * yh
+    mid = (jnp.right_shift(ll, half) + jnp.bitwise_and(lh, mask) + jnp.bitwise_and(hl, mask))
+    high = hh + jnp.right_shift(lh, half) + jnp.right_shift(hl, half) + jnp.right_shift(mid, half)
+    if np.issubdtype(dtype, np.signedinteger):
+        # the signed product's high half: subtract y where x < 0 and x where y < 0 (mod 2^N)
+        zero = unsigned.type(0)
+        high = (high - jnp.where(x < 0, uy, zero)) - jnp.where(y < 0, ux, zero)
+    return jnp.astype(high, dtype)
 
 
 def shift_left(x, y):

@@ -155,11 +155,29 @@ def reduce_prod(operand, axes):
     return jnp.prod(operand, axis=tuple(axes))
 
 
+def _check_argminmax(operand, axis, index_dtype):
+    """JAX's checks on ``lax.argmax``/``argmin``: ``axis`` one of the operand's dimensions
+    (not counted from the end), that dimension not empty, and an integer ``index_dtype``."""
+    shape = jnp.shape(operand)
+    if not 0 <= axis < len(shape):
+        raise ValueError(f"Invalid axis {axis} for operand shape {tuple(shape)}")
+    if shape[axis] < 1:
+        raise ValueError(f"argmin and argmax require non-empty reduced dimension. "
+                         f"operand.shape={tuple(shape)} axis={axis}")
+    if not _dt.is_int(np.dtype(index_dtype)):
+        raise TypeError(f"index_dtype must be an integer type, but got "
+                        f"{np.dtype(index_dtype).name}")
+
+
 def argmax(operand, axis, index_dtype):
+    """The index of the first maximum along ``axis``, as ``index_dtype``."""
+    _check_argminmax(operand, axis, index_dtype)
     return jnp.astype(jnp.argmax(operand, axis=axis), index_dtype)
 
 
 def argmin(operand, axis, index_dtype):
+    """The index of the first minimum along ``axis``, as ``index_dtype``."""
+    _check_argminmax(operand, axis, index_dtype)
     return jnp.astype(jnp.argmin(operand, axis=axis), index_dtype)
 
 
