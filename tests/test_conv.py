@@ -329,3 +329,26 @@ def test_conv_general_dilated_takes_out_sharding_under_vmap():
         out = f(k, x)
     assert out.shape == (4, 8, 32, 16) and out.sharding.spec == P(None, "x", None, None)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_transpose_with_consistent_padding_is_the_forward_convolutions_gradient():
+    """``use_consistent_padding=True``: (low, high) pairs are the forward convolution's pads
+    (PyTorch's convention), so with ``transpose_kernel`` the result is that convolution's
+    input gradient; without it the pairs pad the transposed convolution itself."""
+    import shardc
+    rng = np.random.default_rng(0)
+    k = rng.normal(size=(3, 2, 2, 4)).astype(np.float32)
+    pads, strides = ((1, 1), (0, 2)), (2, 1)
+    fwd = lambda v: lax.conv_general_dilated(v, k, strides, pads,
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    x = rng.normal(size=(1, 7, 6, 2)).astype(np.float32)
+    y, pullback = shardc.vjp(fwd, x)
+    ct = rng.normal(size=y.shape).astype(np.float32)
+    (want,) = pullback(ct)
+    got = lax.conv_transpose(ct, k, strides, pads, transpose_kernel=True,
+                             use_consistent_padding=True)
+    assert got.shape == want.shape == (1, 7, 6, 2)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    # the same pairs read as the transposed convolution's own pads (window 3 and 2: 2-p, 1-p)
+    own = lax.conv_transpose(ct, k, strides, ((1, 1), (1, -1)), transpose_kernel=True)
+    np.testing.assert_allclose(np.asarray(own), np.asarray(want), rtol=1e-5, atol=1e-5)

@@ -283,14 +283,17 @@ def _transpose_pads(window: int, stride: int, padding: str) -> tuple:
 
 
 def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
-                   transpose_kernel=False, precision=None, preferred_element_type=None):
+                   transpose_kernel=False, precision=None, preferred_element_type=None,
+                   use_consistent_padding=False):
     """A transposed ("fractionally strided") convolution: ``lhs`` dilated by ``strides`` and
     convolved with ``rhs``. ``'SAME'``/``'VALID'`` choose JAX's pads, which make it the
     gradient of the forward convolution with that padding (SAME gives ``input * stride``
     positions, so it matches when the forward input was a multiple of the stride).
     ``transpose_kernel=True`` flips the kernel's spatial axes and swaps its feature axes,
     giving exactly that gradient for the same kernel. Layouts default to
-    ``NHWC``/``HWIO``/``NHWC`` (by rank), as JAX's.
+    ``NHWC``/``HWIO``/``NHWC`` (by rank), as JAX's. ``(low, high)`` pairs are the transposed
+    convolution's own pads, unless ``use_consistent_padding``: then they are the forward
+    convolution's (each side padded ``window - 1 - pad``, PyTorch's convention), as JAX's.
     """
     lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
     rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
@@ -308,6 +311,8 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
         pads = [_transpose_pads(k, s, padding.upper()) for k, s in zip(windows, strides)]
     else:
         pads = [tuple(int(v) for v in pair) for pair in padding]
+        if use_consistent_padding:
+            pads = [(k - 1 - lo, k - 1 - hi) for k, (lo, hi) in zip(windows, pads)]
     if transpose_kernel:
         rhs = jnp.flip(rhs, tuple(dn.rhs_spec[2:]))
         rhs = jnp.swapaxes(rhs, dn.rhs_spec[0], dn.rhs_spec[1])
