@@ -191,13 +191,14 @@ def test_scatter_apply_applies_once_per_covering_window():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: lax.gather(np.ones(5), np.zeros((2, 2), np.int32), G((), (0,), (0,)), (1,)),
-     "index vector of size 2 but start_index_map has size 1"),
+     "Gather op has 1 elements in start_index_map and the bound of dimension "
+     "index_vector_dim=1 of indices is 2"),
     (lambda: lax.gather(np.ones((5, 3)), np.zeros((2, 1), np.int32), G((), (0,), (0,)), (1,)),
      "one slice size for every input dimension"),
     (lambda: lax.gather(np.ones(5), np.zeros((2, 1), np.int32), G((), (0,), (0,)), (2,)),
      "collapse slice dims with bound 1"),
     (lambda: lax.scatter_add(np.ones(5), np.zeros((2, 1), np.int32), np.ones((3,)),
-                             S((), (0,), (0,))), "does not match the indices' batch shape"),
+                             S((), (0,), (0,))), "Bounds of the scatter dimensions of updates must be the same"),
 ])
 def test_bad_dimension_numbers_are_type_errors_naming_what_is_wrong(call, message):
     with pytest.raises(TypeError, match=message):
@@ -219,3 +220,34 @@ def test_at_apply_applies_once_per_time_the_index_names_an_entry():
     np.testing.assert_array_equal(np.asarray(got), [3.0, 4.0, 2.0, 3.0, 4.0, 5.0])
     grad = jax.grad(lambda x: x.at[1].apply(jnp.sin).sum())(x)
     np.testing.assert_allclose(np.asarray(grad), [1, np.cos(1.0), 1, 1, 1, 1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: lax.gather(np.ones((5, 3)), np.zeros((2, 1), np.int32), G((2,), (0,), (0,)),
+                        (1, 3)), "Offset dimension 0 in gather op is out of bounds"),
+    (lambda: lax.gather(np.ones((5, 3)), np.zeros((2, 1), np.int32), G((1, 0), (), (0,)),
+                        (1, 3)), "offset_dims in gather op must be sorted"),
+    (lambda: lax.gather(np.ones((5, 3)), np.zeros((2, 1), np.int32), G((1,), (0, 0), (0,)),
+                        (1, 3)), "collapsed_slice_dims in gather op must not repeat"),
+    (lambda: lax.gather(np.ones((5, 3)), np.zeros((2, 1), np.int32), G((1,), (), (0,)),
+                        (1, 3)), "All components of the offset index in a gather op"),
+    (lambda: lax.gather(np.ones((5, 3)), np.zeros((2, 1), np.int32), G((1,), (0,), (0,)),
+                        (1, 4)), "Slice size at index 1 in gather op is out of range"),
+    (lambda: lax.gather(np.ones(5), np.zeros((2, 1), np.float32), G((), (0,), (0,)), (1,)),
+     "indices must have an integer type"),
+    (lambda: lax.scatter_add(np.ones((5, 3)), np.zeros((2, 1), np.int32), np.ones((2, 3, 1)),
+                             S((1,), (0,), (0,))), "Updates tensor must be of rank 2; got 3."),
+    (lambda: lax.scatter_add(np.ones((5, 3)), np.zeros((2, 1), np.int32), np.ones((2, 3)),
+                             S((1,), (0, 0), (0,))),
+     "inserted_window_dims in scatter op must not repeat"),
+    (lambda: lax.scatter_add(np.ones((5, 3)), np.zeros((2, 1), np.int32), np.ones((2, 4)),
+                             S((1,), (0,), (0,))),
+     "Bounds of the window dimensions of updates must not exceed"),
+    (lambda: lax.scatter_add(np.ones((5, 3)), np.zeros((2, 1), np.int32), np.ones((2, 3)),
+                             S((1,), (0,), (2,))),
+     r"Invalid scatter_dims_to_operand_dims mapping; domain is \[0, 2\), got: 0->2."),
+])
+def test_gather_and_scatter_check_their_dimension_numbers_as_xla_does(call, message):
+    """JAX's shape rules for gather and scatter (XLA's checks, in its order and words)."""
+    with pytest.raises((TypeError, ValueError), match=message):
+        call()

@@ -9,10 +9,12 @@ from those operations'."""
 from __future__ import annotations
 
 import enum
+import math
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from ir import dtypes as _dt
 import shardc.numpy as jnp
 from shardc.numpy._indexing import apply_per_count
 
@@ -125,6 +127,205 @@ def _positions(shape, windows, starts, batching, offsets, rank, batch_at, batch_
     return flat, (None if inside is None else at_batch(inside))
 
 
+def _is_sorted(dims, op, name):
+    if any(b < a for a, b in zip(dims, dims[1:])):
+        raise TypeError(f"{name} in {op} op must be sorted; got {dims}")
+
+
+def _dims_in_range(dims, rank, op, name):
+    for d in dims:
+        if d < 0 or d >= rank:
+            raise TypeError(f"Invalid {name} set in {op} op; valid range is [0, {rank}); "
+                            f"got: {d}.")
+
+
+def _sorted_dims_in_range(dims, rank, op, name):
+    if dims:
+        bad = dims[0] if dims[0] < 0 else dims[-1] if dims[-1] >= rank else None
+        if bad:
+            raise TypeError(f"Invalid {name} set in {op} op; valid range is [0, {rank}); "
+                            f"got: {bad}.")
+
+
+def _no_duplicates(dims, op, name):
+    if len(set(dims)) != len(dims):
+        raise TypeError(f"{name} in {op} op must not repeat; got: {dims}.")
+
+
+def _disjoint(dims1, dims2, op, name1, name2):
+    if not set(dims1).isdisjoint(dims2):
+        raise TypeError(f"{name1} and {name2} in {op} op must be disjoint; got: {dims1} and "
+                        f"{dims2}.")
+
+
+def _check_gather(shape, idx_shape, dn, slice_sizes):
+    """XLA's checks on a gather's dimension numbers and slice sizes, in JAX's order and with
+    its messages (``jax.lax.gather``'s shape rule)."""
+    rank, idx_rank = len(shape), len(idx_shape)
+    offset_dims, collapsed = tuple(dn.offset_dims), tuple(dn.collapsed_slice_dims)
+    operand_batching = tuple(dn.operand_batching_dims)
+    indices_batching = tuple(dn.start_indices_batching_dims)
+    start_index_map = tuple(dn.start_index_map)
+    vector_dim = idx_rank - 1
+    if vector_dim < 0:
+        raise TypeError(f"Gather index leaf dimension must be within [0, rank(indices) + 1). "
+                        f"rank(indices) is {idx_rank} and gather index leaf dimension is "
+                        f"{vector_dim}.")
+    _is_sorted(offset_dims, "gather", "offset_dims")
+    _no_duplicates(offset_dims, "gather", "offset_dims")
+    out_rank = len(offset_dims) + idx_rank - 1
+    for i, d in enumerate(offset_dims):
+        if d < 0 or d >= out_rank:
+            raise TypeError(f"Offset dimension {i} in gather op is out of bounds; got {d}, but "
+                            f"should have been in [0, {out_rank})")
+    if len(start_index_map) != idx_shape[vector_dim]:
+        raise TypeError(f"Gather op has {len(start_index_map)} elements in start_index_map and "
+                        f"the bound of dimension index_vector_dim={vector_dim} of indices is "
+                        f"{idx_shape[vector_dim]}. These two numbers must be equal.")
+    for i, d in enumerate(start_index_map):
+        if d < 0 or d >= rank:
+            raise TypeError(f"Invalid start_index_map; domain is [0, {rank}), got: {i}->{d}.")
+    _no_duplicates(start_index_map, "gather", "start_index_map")
+    _is_sorted(collapsed, "gather", "collapsed_slice_dims")
+    _sorted_dims_in_range(collapsed, rank, "gather", "collapsed_slice_dims")
+    _no_duplicates(collapsed, "gather", "collapsed_slice_dims")
+    _no_duplicates(operand_batching, "gather", "operand_batching_dims")
+    _is_sorted(operand_batching, "gather", "operand_batching_dims")
+    _sorted_dims_in_range(operand_batching, rank, "gather", "operand_batching_dims")
+    _disjoint(collapsed, operand_batching, "gather", "collapsed_slice_dims",
+              "operand_batching_dims")
+    _disjoint(start_index_map, operand_batching, "gather", "start_index_map",
+              "operand_batching_dims")
+    _no_duplicates(indices_batching, "gather", "start_indices_batching_dims")
+    _dims_in_range(indices_batching, idx_rank, "gather", "start_indices_batching_dims")
+    if vector_dim in indices_batching:
+        raise TypeError(f"Gather op cannot have the index vector dimension as a batching "
+                        f"dimension; got {indices_batching}.")
+    if len(operand_batching) != len(indices_batching):
+        raise TypeError(f"Gather op requires equal numbers of operand_batching_dims and "
+                        f"start_indices_batching_dims, got {operand_batching} and"
+                        f"{indices_batching}.")
+    operand_batch = tuple(shape[d] for d in operand_batching)
+    indices_batch = tuple(idx_shape[d] for d in indices_batching)
+    if operand_batch != indices_batch:
+        raise TypeError(f"Gather op requires operand batching dimensions and indices batching "
+                        f"dimensions to have the same shape, got {operand_batch} and "
+                        f"{indices_batch}.")
+    if rank != len(slice_sizes):
+        raise TypeError(f"Gather op must have one slice size for every input dimension; got: "
+                        f"len(slice_sizes)={len(slice_sizes)}, input_shape.rank={rank}")
+    if len(slice_sizes) != len(offset_dims) + len(collapsed) + len(operand_batching):
+        raise TypeError(f"All components of the offset index in a gather op must either be a "
+                        f"offset dimension or explicitly collapsed/batching; got "
+                        f"len(slice_sizes)={len(slice_sizes)}, output_slice_sizes="
+                        f"{offset_dims}, collapsed_slice_dims={collapsed}, "
+                        f"operand_batching_dims={operand_batching}.")
+    if math.prod(idx_shape):
+        for d, n in enumerate(slice_sizes):
+            if not 0 <= n <= shape[d]:
+                raise TypeError(f"Slice size at index {d} in gather op is out of range, must be "
+                                f"within [0, {shape[d]} + 1), got {n}.")
+    for i, d in enumerate(collapsed):
+        if slice_sizes[d] != 1:
+            raise TypeError(f"Gather op can only collapse slice dims with bound 1, but bound "
+                            f"is {slice_sizes[d]} for index {d} at position {i}.")
+    for i, d in enumerate(operand_batching):
+        if slice_sizes[d] > 1:
+            raise TypeError(f"Gather op can only have operand batching dims with bound 0/1, "
+                            f"but bound is {slice_sizes[d]} for index {d} at position {i}.")
+
+
+def _check_scatter(shape, idx_shape, upd_shape, dn):
+    """XLA's checks on a scatter's dimension numbers and shapes, in JAX's order and with its
+    messages (``jax.lax.scatter``'s shape rule)."""
+    rank, idx_rank, upd_rank = len(shape), len(idx_shape), len(upd_shape)
+    window_dims, inserted = tuple(dn.update_window_dims), tuple(dn.inserted_window_dims)
+    operand_batching = tuple(dn.operand_batching_dims)
+    indices_batching = tuple(dn.scatter_indices_batching_dims)
+    to_operand = tuple(dn.scatter_dims_to_operand_dims)
+    vector_dim = idx_rank - 1
+    if vector_dim < 0:
+        raise TypeError(f"Scatter index leaf dimension must be within [0, rank(indices) + 1). "
+                        f"rank(indices) is {idx_rank} and scatter index leaf dimension is "
+                        f"{vector_dim}.")
+    expected_rank = idx_rank - 1 + len(window_dims)
+    if upd_rank != expected_rank:
+        raise TypeError(f"Updates tensor must be of rank {expected_rank}; got {upd_rank}.")
+    _is_sorted(window_dims, "scatter", "update_window_dims")
+    _no_duplicates(window_dims, "scatter", "update_window_dims")
+    _sorted_dims_in_range(window_dims, upd_rank, "scatter", "update_window_dims")
+    _is_sorted(inserted, "scatter", "inserted_window_dims")
+    _no_duplicates(inserted, "scatter", "inserted_window_dims")
+    _sorted_dims_in_range(inserted, rank, "scatter", "inserted_window_dims")
+    _is_sorted(operand_batching, "scatter", "operand_batching_dims")
+    _no_duplicates(operand_batching, "scatter", "operand_batching_dims")
+    _sorted_dims_in_range(operand_batching, rank, "scatter", "operand_batching_dims")
+    _disjoint(inserted, operand_batching, "scatter", "inserted_window_dims",
+              "operand_batching_dims")
+    _disjoint(to_operand, operand_batching, "scatter", "scatter_dims_to_operand_dims",
+              "operand_batching_dims")
+    _no_duplicates(indices_batching, "scatter", "scatter_indices_batching_dims")
+    _dims_in_range(indices_batching, idx_rank, "scatter", "scatter_indices_batching_dims")
+    if vector_dim in indices_batching:
+        raise TypeError(f"Scatter op cannot have the index vector dimension as a batching "
+                        f"dimension; got {indices_batching}.")
+    if len(operand_batching) != len(indices_batching):
+        raise TypeError(f"Scatter op requires equal numbers of operand_batching_dims and "
+                        f"scatter_indices_batching_dims, got {operand_batching} and "
+                        f"{indices_batching}.")
+    operand_batch = tuple(shape[d] for d in operand_batching)
+    indices_batch = tuple(idx_shape[d] for d in indices_batching)
+    if operand_batch != indices_batch:
+        raise TypeError(f"Scatter op requires operand batching dimensions and indices batching "
+                        f"dimensions to have the same shape, got {operand_batch} and "
+                        f"{indices_batch}.")
+    in_updates = list(range(vector_dim))
+    for d in window_dims:
+        in_updates.insert(d, None)
+    updates_batch = tuple(upd_shape[in_updates.index(d)] for d in indices_batching)
+    if operand_batch != updates_batch:
+        raise TypeError(f"Scatter op requires operand batching dimensions and updates batching "
+                        f"dimensions to have the same shape, got {operand_batch} and "
+                        f"{updates_batch}.")
+    window_size = len(window_dims) + len(inserted) + len(operand_batching)
+    if rank != window_size:
+        raise TypeError(f"Scatter op has window of size {window_size}; doesn't match operand "
+                        f"of rank {rank}.")
+    if len(to_operand) != idx_shape[vector_dim]:
+        raise TypeError(f"Scatter op has {len(to_operand)} elements in "
+                        f"scatter_dims_to_operand_dims and the bound of dimension "
+                        f"index_vector_dim={vector_dim} of indices is {idx_shape[vector_dim]}. "
+                        f"These two numbers must be equal")
+    for i, d in enumerate(to_operand):
+        if d < 0 or d >= rank:
+            raise TypeError(f"Invalid scatter_dims_to_operand_dims mapping; domain is "
+                            f"[0, {rank}), got: {i}->{d}.")
+    _no_duplicates(to_operand, "scatter", "scatter_dims_to_operand_dims")
+    max_sizes = [shape[d] for d in range(rank)
+                 if d not in inserted and d not in operand_batching]
+    for i, d in enumerate(window_dims):
+        if max_sizes[i] < upd_shape[d]:
+            raise TypeError(f"Bounds of the window dimensions of updates must not exceed the "
+                            f"bounds of the corresponding dimensions of operand. For dimension "
+                            f"{d}, updates bound is {upd_shape[d]}, operand bound is "
+                            f"{max_sizes[i]}.")
+    seen = 0
+    for d in (d for d in range(upd_rank) if d not in window_dims):
+        if seen == vector_dim:
+            seen += 1
+        if upd_shape[d] != idx_shape[seen]:
+            raise TypeError(f"Bounds of the scatter dimensions of updates must be the same as "
+                            f"the bounds of the corresponding dimensions of scatter indices. "
+                            f"For scatter dimension {d}, updates bound is {upd_shape[d]}, "
+                            f"indices bound is {idx_shape[seen]}.")
+        seen += 1
+
+
+def _check_index_dtype(idx):
+    if not _dt.is_int(idx.dtype):
+        raise ValueError("indices must have an integer type")
+
+
 def gather(operand, start_indices, dimension_numbers, slice_sizes, *,
            unique_indices=False, indices_are_sorted=False, mode=None, fill_value=None):
     """XLA's gather (JAX's ``lax.gather``): for each index vector (the last dimension of
@@ -140,6 +341,8 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *,
         raise NotImplementedError("lax.gather does not take GatherScatterMode.ONE_HOT; "
                                   "jnp.take_along_axis(..., mode='one_hot') gathers that way")
     slice_sizes = tuple(int(s) for s in slice_sizes)
+    _check_index_dtype(idx)
+    _check_gather(tuple(x.shape), tuple(idx.shape), dn, slice_sizes)
     if idx.ndim < 1 or idx.shape[-1] != len(dn.start_index_map):
         raise TypeError("Gather op has index vector of size "
                         f"{idx.shape[-1] if idx.ndim else 0} but start_index_map has size "
@@ -185,6 +388,8 @@ def _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode):
     x, idx = jnp.asarray(operand), jnp.asarray(scatter_indices)
     upd = jnp.asarray(updates).astype(x.dtype)
     mode = GatherScatterMode.from_any(mode)
+    _check_index_dtype(idx)
+    _check_scatter(tuple(x.shape), tuple(idx.shape), tuple(upd.shape), dn)
     if idx.ndim < 1 or idx.shape[-1] != len(dn.scatter_dims_to_operand_dims):
         raise TypeError("Scatter op has index vector of size "
                         f"{idx.shape[-1] if idx.ndim else 0} but scatter_dims_to_operand_dims "
