@@ -155,3 +155,48 @@ def test_polar_refuses_what_jax_refuses():
         sl.polar(np.ones(3, np.float32))
     with pytest.raises(NotImplementedError):
         sl.polar(np.ones((3, 3), np.float16))
+
+
+def test_special_matrix_constructors_as_scipy_defines_them():
+    """scipy.linalg's special matrices, checked by what defines each (numpy references)."""
+    import shardc.scipy.linalg as sl
+    np.testing.assert_array_equal(np.asarray(sl.hankel([1, 2, 3], [3, 4, 5, 6])),
+                                  [[1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]])
+    np.testing.assert_array_equal(np.asarray(sl.hankel([1, 2])), [[1, 2], [2, 0]])
+    np.testing.assert_array_equal(np.asarray(sl.circulant([1, 2, 3])),
+                                  [[1, 3, 2], [2, 1, 3], [3, 2, 1]])
+    np.testing.assert_array_equal(np.asarray(sl.leslie([0.1, 2.0, 1.0], [0.5, 0.25])),
+                                  np.array([[0.1, 2, 1], [0.5, 0, 0], [0, 0.25, 0]],
+                                           np.float32))
+    poly = np.array([1.0, -10.0, 31.0, -30.0])
+    for build in (sl.companion, sl.fiedler_companion):
+        roots = np.sort(np.linalg.eigvals(np.asarray(build(poly), np.float64)).real)
+        np.testing.assert_allclose(roots, [2, 3, 5], rtol=1e-4)
+    np.testing.assert_array_equal(np.asarray(sl.fiedler([1, 4, 12])),
+                                  [[0, 3, 11], [3, 0, 8], [11, 8, 0]])
+    a, v = np.array([1.0, 2.0, -1.0]), np.array([0.5, 3.0, 1.0, 2.0])
+    for mode in ("full", "same", "valid"):
+        np.testing.assert_allclose(np.asarray(sl.convolution_matrix(a, 4, mode)) @ v,
+                                   np.convolve(a, v, mode), rtol=1e-6)
+    h = np.asarray(sl.hilbert(4), np.float64)
+    np.testing.assert_allclose(h[1, 2], 1 / 4)
+    np.testing.assert_allclose(np.asarray(sl.invhilbert(4), np.float64) @ h, np.eye(4),
+                               atol=1e-3)
+    for kind in (None, "lower", "upper"):
+        pas = np.asarray(sl.pascal(5, kind), np.float64)
+        np.testing.assert_allclose(np.asarray(sl.invpascal(5, kind)) @ pas, np.eye(5),
+                                   atol=1e-6)
+    assert sl.pascal(4).dtype == np.float32 and float(sl.pascal(4)[3, 3]) == 20
+    hel = np.asarray(sl.helmert(5, full=True), np.float64)
+    np.testing.assert_allclose(hel @ hel.T, np.eye(5), atol=1e-6)
+    assert sl.helmert(5).shape == (4, 5)
+    had = np.asarray(sl.hadamard(8))
+    np.testing.assert_array_equal(had @ had.T, 8 * np.eye(8))
+    x = np.arange(6.0)
+    np.testing.assert_allclose(np.asarray(sl.dft(6)) @ x, np.fft.fft(x), atol=1e-4)
+    np.testing.assert_allclose(np.asarray(sl.dft(6, scale="n")) @ x, np.fft.fft(x) / 6,
+                               atol=1e-5)
+    with pytest.raises(ValueError, match="n must be a positive power of 2"):
+        sl.hadamard(6)
+    with pytest.raises(ValueError, match="dtype must be a complex"):
+        sl.dft(4, dtype=np.float32)

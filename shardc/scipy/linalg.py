@@ -4,6 +4,7 @@ with the triangular and Cholesky solves, ``block_diag``, ``toeplitz`` and ``expm
 the same primitives, so they differentiate, batch and shard as those do."""
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
@@ -274,3 +275,236 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
                                          unit_diagonal=True, transpose_a=True, conjugate_a=conj)
         x = jnp.take_along_axis(x, jnp.argsort(permutation, axis=-1)[..., :, None], axis=-2)
     return x[..., 0] if vector else x
+
+
+# --- special matrices (scipy.linalg's constructors, as JAX builds them) ----------------------
+
+def hankel(c, r=None):
+    """The Hankel matrix with first column ``c`` and last row ``r`` (zeros when omitted;
+    ``r[0]`` is ignored). Leading dimensions are batch dimensions, broadcast together."""
+    c = jnp.asarray(c)
+    r = jnp.zeros_like(c) if r is None else jnp.asarray(r)
+    if c.ndim == 0:
+        raise ValueError("hankel: c must be at least 1-dimensional, got a scalar.")
+    if r.ndim == 0:
+        raise ValueError("hankel: r must be at least 1-dimensional, got a scalar.")
+    return jnp.vectorize(_hankel, signature="(m),(n)->(m,n)")(c, r)
+
+
+def _hankel(c, r):
+    m, n = c.shape[0], r.shape[0]
+    if m == 0 or n == 0:
+        return jnp.zeros((m, n), jnp.result_type(c, r))
+    values = jnp.concatenate([c, r[1:]])
+    return values[np.arange(m)[:, None] + np.arange(n)[None, :]]
+
+
+def circulant(c):
+    """The circulant matrix whose first column is ``c`` (each column the one before rolled
+    down by one); leading dimensions are batch dimensions."""
+    c = jnp.atleast_1d(jnp.asarray(c))
+    n = c.shape[-1]
+    index = (np.arange(n)[:, None] - np.arange(n)[None, :]) % max(n, 1)
+    return c[..., index]
+
+
+def leslie(f, s):
+    """The Leslie matrix: fecundities ``f`` on its first row, survival rates ``s`` on its
+    first subdiagonal."""
+    f, s = jnp.atleast_1d(jnp.asarray(f)), jnp.atleast_1d(jnp.asarray(s))
+    if f.shape[-1] < 2:
+        raise ValueError(f"The length of f along the last axis must be at least 2; got shape "
+                         f"{f.shape}.")
+    if s.shape[-1] != f.shape[-1] - 1:
+        raise ValueError(f"Incorrect lengths for f and s. The length of s along the last axis "
+                         f"must be one less than the length of f; got f shape {f.shape} and s "
+                         f"shape {s.shape}.")
+    dtype = jnp.result_type(f, s)
+
+    def one(fv, sv):
+        return jnp.diag(sv.astype(dtype), k=-1).at[0].set(fv.astype(dtype))
+    return jnp.vectorize(one, signature="(n),(m)->(n,n)")(f, s)
+
+
+def _inexact(x):
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        x = x.astype(jnp.result_type(float))
+    return x
+
+
+def companion(a):
+    """The companion matrix of the polynomial with coefficients ``a`` (highest first): first
+    row ``-a[1:] / a[0]``, ones on the first subdiagonal."""
+    a = jnp.atleast_1d(_inexact(a))
+    if a.shape[-1] < 2:
+        raise ValueError(f"The length of `a` along the last axis must be at least 2; got shape "
+                         f"{a.shape}.")
+
+    def one(v):
+        m = v.shape[0] - 1
+        return jnp.eye(m, m, k=-1, dtype=v.dtype).at[0].set(-v[1:] / v[0])
+    return jnp.vectorize(one, signature="(n)->(m,m)")(a)
+
+
+def fiedler(a):
+    """The symmetric Fiedler matrix ``|a_i - a_j|``."""
+    a = jnp.atleast_1d(jnp.asarray(a))
+    return jnp.abs(a[..., :, None] - a[..., None, :])
+
+
+def fiedler_companion(a):
+    """The Fiedler companion matrix (pentadiagonal) of the polynomial with coefficients
+    ``a`` (highest first), as scipy's and JAX's."""
+    a = jnp.atleast_1d(_inexact(a))
+    if a.shape[-1] == 0:
+        raise ValueError(f"fiedler_companion requires the last axis of 'a' to have nonzero "
+                         f"length, but got an array of shape {a.shape}.")
+    return jnp.vectorize(_fiedler_companion, signature="(n)->(m,m)")(a)
+
+
+def _fiedler_companion(a):
+    n = a.shape[0] - 1
+    if n == 0:
+        return jnp.zeros((0, 0), a.dtype)
+    a = a / a[0]
+    if n == 1:
+        return -jnp.reshape(a[1:], (1, 1))
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    super_val = -a[np.minimum(i + 2, n)]
+    sub_val = -a[np.minimum(i + 1, n)]
+    even, odd = i % 2 == 0, i % 2 == 1
+    one, zero = jnp.ones((), a.dtype), jnp.zeros((), a.dtype)
+    conditions = [(i == 0) & (j == 0), (i == 1) & (j == 0), (j == i + 1) & even,
+                  (j == i + 2) & even, (j == i - 1) & even & (i >= 2),
+                  (j == i - 2) & odd & (i >= 3)]
+    choices = [-a[1], one, super_val, one, sub_val, one]
+    return jnp.select([jnp.asarray(c) for c in conditions],
+                      [jnp.broadcast_to(c, (n, n)) for c in choices], zero)
+
+
+def convolution_matrix(a, n, mode="full"):
+    """The Toeplitz matrix ``A`` with ``A @ v`` the convolution of ``a`` with a length-``n``
+    ``v`` (``mode`` 'full', 'valid' or 'same', as ``np.convolve``)."""
+    n = int(n)
+    if n <= 0:
+        raise ValueError(f"n must be a positive integer; got {n}.")
+    a = jnp.asarray(a)
+    if a.ndim == 0:
+        raise ValueError("convolution_matrix: a must be at least 1-dimensional, got a scalar.")
+    m = a.shape[-1]
+    if m < 1:
+        raise ValueError(f"len(a) must be at least 1; got shape {a.shape}.")
+    if mode not in ("full", "valid", "same"):
+        raise ValueError(f"mode must be one of 'full', 'valid', 'same'; got {mode!r}.")
+    widths = [(0, 0)] * (a.ndim - 1) + [(0, n - 1)]
+    az, raz = jnp.pad(a, widths), jnp.pad(jnp.flip(a, axis=-1), widths)
+    total = m + n - 1
+    if mode == "same":
+        trim = min(n, m) - 1
+        tb, te = trim // 2, trim - trim // 2
+    elif mode == "valid":
+        tb = te = min(n, m) - 1
+    else:
+        tb = te = 0
+    return toeplitz(az[..., tb:total - te], raz[..., total - n - tb:total - tb])
+
+
+def _default_float():
+    return jnp.result_type(float)
+
+
+def hilbert(n):
+    """The Hilbert matrix ``1 / (i + j + 1)`` of order ``n``."""
+    a = np.arange(n, dtype=np.float64)[:, None]
+    return jnp.asarray(1 / (a + a.T + 1), dtype=_default_float())
+
+
+def invhilbert(n):
+    """The inverse of the Hilbert matrix of order ``n`` (its integer entries computed
+    exactly, then rounded to the default float dtype)."""
+    from math import comb
+    values = [[(-1) ** (i + j) * (i + j + 1) * comb(n + i, n - j - 1) * comb(n + j, n - i - 1)
+               * comb(i + j, i) ** 2 for j in range(n)] for i in range(n)]
+    return jnp.asarray(np.array(values, dtype=np.float64).reshape(n, n),
+                       dtype=_default_float())
+
+
+def _pascal_lower(n, inverse):
+    from math import comb
+    values = [[(-1) ** (i - j) * comb(i, j) if inverse else comb(i, j) for j in range(n)]
+              for i in range(n)]
+    return np.array(values, dtype=np.float64).reshape(n, n)
+
+
+def _pascal_kind(kind):
+    kind = "symmetric" if kind is None else kind
+    if kind not in ("symmetric", "lower", "upper"):
+        raise ValueError(f"Expected kind to be one of: ['symmetric', 'lower', 'upper']; got "
+                         f"{kind}")
+    return kind
+
+
+def pascal(n, kind=None):
+    """The Pascal matrix of order ``n``: binomial coefficients, ``kind`` 'symmetric' (the
+    default), 'lower' or 'upper'; float32 as JAX's."""
+    kind = _pascal_kind(kind)
+    lower = _pascal_lower(n, inverse=False)
+    out = lower if kind == "lower" else lower.T if kind == "upper" else lower @ lower.T
+    return jnp.asarray(out, dtype=np.float32)
+
+
+def invpascal(n, kind=None):
+    """The inverse of ``pascal(n, kind)``."""
+    kind = _pascal_kind(kind)
+    lower = _pascal_lower(n, inverse=True)
+    out = lower if kind == "lower" else lower.T if kind == "upper" else lower.T @ lower
+    return jnp.asarray(out, dtype=_default_float())
+
+
+def helmert(n, full=False):
+    """The Helmert matrix of order ``n``: its last ``n - 1`` rows (all ``n`` with ``full``,
+    the first being ``1 / sqrt(n)``), orthonormal rows orthogonal to the ones vector."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"n must be a positive integer; got {n}.")
+    i, j = np.arange(n - 1)[:, None], np.arange(n)[None, :]
+    k = (i + 1).astype(np.float64)
+    denom = np.sqrt(k * (k + 1))
+    h = np.where(j <= i, 1.0 / denom, np.where(j == i + 1, -k / denom, 0.0))
+    if full:
+        h = np.concatenate([np.full((1, n), 1.0 / np.sqrt(n)), h], axis=0)
+    return jnp.asarray(h, dtype=_default_float())
+
+
+def hadamard(n, dtype=int):
+    """The Hadamard matrix of order ``n`` (a power of 2), Sylvester's construction."""
+    n = int(n)
+    if n < 1 or not math.log2(n).is_integer():
+        raise ValueError(f"n must be a positive power of 2; got {n}.")
+    h = np.ones((1, 1), np.int64)
+    for _ in range(int(math.log2(n))):
+        h = np.block([[h, h], [h, -h]])
+    return jnp.asarray(h).astype(dtype)
+
+
+def dft(n, scale=None, *, dtype=None):
+    """The discrete Fourier transform matrix ``exp(-2 pi i j k / n)``, divided by ``sqrt(n)``
+    or ``n`` for ``scale`` 'sqrtn' or 'n'."""
+    if scale is not None and scale not in ("sqrtn", "n"):
+        raise ValueError(f"scale must be None, 'sqrtn', or 'n'; got {scale!r}.")
+    dtype = jnp.result_type(complex) if dtype is None else np.dtype(dtype)
+    if not jnp.issubdtype(dtype, jnp.complexfloating):
+        raise ValueError(f"dtype must be a complex floating-point type; got {dtype}.")
+    a = np.arange(n)
+    omegas = np.exp(-2j * np.pi * ((a[:, None] * a[None, :]) % max(n, 1)) / max(n, 1))
+    if scale == "sqrtn":
+        omegas = omegas / np.sqrt(n)
+    elif scale == "n":
+        omegas = omegas / n
+    return jnp.asarray(omegas).astype(dtype)
+
+
+__all__ += ["circulant", "companion", "convolution_matrix", "dft", "fiedler",
+            "fiedler_companion", "hadamard", "hankel", "helmert", "hilbert", "invhilbert",
+            "invpascal", "leslie", "pascal"]
