@@ -492,3 +492,22 @@ def test_lax_linalg_algorithm_enums_as_a_cpu_has_them():
     with pytest.raises(NotImplementedError, match="QDWH"):
         lla.eigh(sym, implementation=lla.EighImplementation.QDWH)
     assert lla.EigImplementation.LAPACK.value == "lapack"
+
+
+def test_lax_linalg_eig_left_and_right_eigenvectors():
+    """lax.linalg.eig: ``[w, vl, vr]`` with the vectors asked for; left ones satisfy
+    ``vl^H a = w vl^H``, each of unit norm with its largest component real."""
+    from shardc.lax import linalg as lla
+    a = np.array([[2.0, 1.0, 0.5], [0.3, -1.0, 2.0], [1.0, 0.0, 3.0]], np.float32)
+    w, vl, vr = (np.asarray(v, np.complex128) for v in lla.eig(a))
+    np.testing.assert_allclose(np.sort(w.real), np.sort(np.linalg.eigvals(a).real), rtol=1e-5)
+    np.testing.assert_allclose(a @ vr, vr * w, atol=1e-5)
+    np.testing.assert_allclose(vl.conj().T @ a, w[:, None] * vl.conj().T, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(vl, axis=0), 1, rtol=1e-5)
+    top = vl[np.argmax(np.abs(vl), axis=0), np.arange(3)]
+    np.testing.assert_allclose(top.imag, 0, atol=1e-6)
+    assert len(lla.eig(a, compute_left_eigenvectors=False)) == 2
+    assert len(lla.eig(a, compute_left_eigenvectors=False,
+                       compute_right_eigenvectors=False)) == 1
+    with pytest.raises(ValueError, match="Only the lapack implementation"):
+        lla.eig(a, implementation=lla.EigImplementation.CUSOLVER)

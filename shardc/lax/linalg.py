@@ -15,7 +15,7 @@ from compiler.vmap import vmap
 import shardc.numpy as jnp
 from shardc.numpy import linalg as _np_linalg
 
-__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eigh", "lu",
+__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eig", "eigh", "lu",
            "lu_pivots_to_permutation", "qr", "svd", "triangular_solve", "tridiagonal_solve"]
 
 
@@ -65,6 +65,34 @@ def cholesky(x, *, symmetrize_input: bool = True):
     x = jnp.asarray(x)
     return _np_linalg.cholesky(_symmetrized(x) if symmetrize_input else
                                _from_triangle(x, lower=True))
+
+
+def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False, implementation=None, use_magma=None):
+    """``[w, vl, vr]`` of general square matrices (the vectors asked for): eigenvalues, left
+    eigenvectors (``vl[:, j]^H x = w[j] vl[:, j]^H``) and right ones, each vector of unit norm
+    with its largest component real, as LAPACK's geev gives them (a left vector's sign, which
+    LAPACK leaves to its algorithm, is chosen to make that component positive). Only LAPACK's
+    implementation exists on a CPU, as JAX's."""
+    if implementation is not None and implementation != EigImplementation.LAPACK:
+        raise ValueError("Only the lapack implementation is supported on CPU.")
+    x = jnp.asarray(x)
+    if not (compute_left_eigenvectors or compute_right_eigenvectors):
+        return [_np_linalg.eigvals(x)]
+    w, vr = _np_linalg.eig(x)
+    out = [w]
+    if compute_left_eigenvectors:
+        # the rows of vr's inverse are the left eigenvectors (conjugated), in w's order
+        vl = jnp.conj(jnp.swapaxes(_np_linalg.inv(vr), -1, -2))
+        if x.shape[-1]:
+            vl = vl / jnp.linalg.norm(vl, axis=-2, keepdims=True)
+            top = jnp.take_along_axis(vl, jnp.argmax(jnp.abs(vl), axis=-2)[..., None, :],
+                                      axis=-2)
+            vl = vl * (jnp.conj(top) / jnp.abs(top))
+        out.append(vl)
+    if compute_right_eigenvectors:
+        out.append(vr)
+    return out
 
 
 def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
