@@ -511,3 +511,26 @@ def test_lax_linalg_eig_left_and_right_eigenvectors():
                        compute_right_eigenvectors=False)) == 1
     with pytest.raises(ValueError, match="Only the lapack implementation"):
         lla.eig(a, implementation=lla.EigImplementation.CUSOLVER)
+
+
+def test_tridiagonal_solve_perturbs_singular_pivots_when_asked():
+    """perturb_singular=True: a singular system's tiny pivots are raised to eps * max|U| (at
+    least the smallest normal float), giving a large finite solution (values as JAX 0.10 on
+    CPU); a regular system is solved as without it."""
+    from shardc.lax import linalg as lla
+    dl, d, du = (np.array(v, np.float32) for v in ([0.0, 1.0], [1.0, 3.0], [3.0, 0.0]))
+    b = np.array([[1.0], [4.0]], np.float32)
+    got = np.asarray(lla.tridiagonal_solve(dl, d, du, b, perturb_singular=True)).ravel()
+    np.testing.assert_allclose(got, [-2.51658e+07, 8.38861e+06], rtol=1e-5)
+    assert not np.isfinite(np.asarray(lla.tridiagonal_solve(dl, d, du, b))).all()
+    zeros = np.zeros(3, np.float32)
+    got = np.asarray(lla.tridiagonal_solve(zeros, zeros, zeros, np.ones((3, 1), np.float32),
+                                           perturb_singular=True)).ravel()
+    np.testing.assert_allclose(got, 1 / np.finfo(np.float32).tiny, rtol=1e-6)
+    dl, d, du = (np.array(v, np.float32) for v in ([0.0, 2.0, -2.0, 3.0], [1.0, 4.0, 1.0, -1.0],
+                                                   [2.0, -1.0, 1.0, 0.0]))
+    rhs = np.arange(4.0, dtype=np.float32)[:, None]
+    for perturb in (False, True):
+        np.testing.assert_allclose(
+            np.asarray(lla.tridiagonal_solve(dl, d, du, rhs, perturb_singular=perturb)).ravel(),
+            [9.0, -4.5, -1.0, -6.0], rtol=1e-5, atol=1e-6)

@@ -156,10 +156,13 @@ def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False,
     return jnp.swapaxes(solved, -1, -2)
 
 
-def tridiagonal_solve(dl, d, du, b):
+def tridiagonal_solve(dl, d, du, b, *, perturb_singular: bool = False):
     """``x`` with ``A x = b`` for the tridiagonal ``A`` whose sub-, main and super-diagonals
     are ``dl``, ``d`` and ``du`` (``dl[..., 0]`` and ``du[..., -1]`` are ignored), ``b`` of
-    shape ``[..., m, n]``."""
+    shape ``[..., m, n]``. ``perturb_singular``: pivots of the partially pivoted LU smaller
+    than ``eps * max|U|`` (at least the smallest normal number) are raised to that size, so a
+    singular system gives a large finite solution rather than infinities or NaNs, as JAX's
+    CPU solve does (inverse iteration relies on it)."""
     dl, d, du, b = (jnp.asarray(v) for v in (dl, d, du, b))
     for position, v in enumerate((dl, d, du, b)):
         if not jnp.issubdtype(v.dtype, jnp.inexact):
@@ -180,7 +183,28 @@ def tridiagonal_solve(dl, d, du, b):
     zero = jnp.zeros((), d.dtype)
     matrix = (jnp.where(eye, d[..., :, None], zero) + jnp.where(below, dl[..., :, None], zero)
               + jnp.where(above, du[..., :, None], zero))
+    if perturb_singular:
+        return _perturbed_solve(matrix, b)
     return _np_linalg.lax_solve(matrix, b)
+
+
+def _perturbed_solve(matrix, b):
+    """``matrix^-1 b`` through the partially pivoted LU, its tiny pivots perturbed (see
+    ``tridiagonal_solve``)."""
+    factors, _, permutation = lu(matrix)
+    m = matrix.shape[-1]
+    upper = jnp.triu(factors)
+    real = jnp.finfo(jnp.real(upper).dtype)
+    biggest = jnp.max(jnp.abs(upper), axis=(-2, -1), keepdims=True)[..., 0]
+    tol = jnp.maximum(real.eps * biggest, real.tiny)
+    pivots = jnp.diagonal(upper, axis1=-2, axis2=-1)
+    size = jnp.abs(pivots)
+    direction = jnp.where(size > 0, pivots / jnp.where(size > 0, size, 1), 1)
+    pivots = jnp.where(size < tol, (direction * tol).astype(pivots.dtype), pivots)
+    upper = jnp.where(jnp.eye(m, dtype=bool), pivots[..., None, :], upper)
+    rows = jnp.take_along_axis(b, permutation[..., :, None].astype(np.int32), axis=-2)
+    y = triangular_solve(factors, rows, left_side=True, lower=True, unit_diagonal=True)
+    return triangular_solve(upper, y, left_side=True, lower=False)
 
 
 def lu(x):
