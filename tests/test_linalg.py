@@ -534,3 +534,20 @@ def test_tridiagonal_solve_perturbs_singular_pivots_when_asked():
         np.testing.assert_allclose(
             np.asarray(lla.tridiagonal_solve(dl, d, du, rhs, perturb_singular=perturb)).ravel(),
             [9.0, -4.5, -1.0, -6.0], rtol=1e-5, atol=1e-6)
+
+
+def test_cholesky_without_symmetrizing_reads_the_lower_triangle():
+    """jnp.linalg.cholesky(symmetrize_input=False) reads only the lower triangle (values as
+    JAX 0.10); multi_dot takes a precision."""
+    a = np.array([[4.0, 100.0, 7.0], [2.0, 5.0, -50.0], [1.0, 0.5, 6.0]], np.float32)
+    lower = np.tril(a) + np.tril(a, -1).T
+    got = np.asarray(jnp.linalg.cholesky(a, symmetrize_input=False))
+    np.testing.assert_allclose(got, np.linalg.cholesky(lower), rtol=1e-5)
+    np.testing.assert_allclose(got, [[2, 0, 0], [1, 2, 0], [0.5, 0, 2.3979]], rtol=1e-4)
+    c = (a + 1j * np.tril(a, -1)).astype(np.complex64)
+    herm = np.tril(c) + np.conj(np.tril(c, -1)).T
+    upper = np.asarray(jnp.linalg.cholesky(c, symmetrize_input=False, upper=True))
+    np.testing.assert_allclose(upper, np.conj(np.linalg.cholesky(herm)).T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(la.multi_dot([a, a, a[:, 0]], precision=shardc.lax.Precision.HIGHEST)),
+        a @ a @ a[:, 0], rtol=1e-5)

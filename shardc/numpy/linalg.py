@@ -62,12 +62,16 @@ def _square(name, a):
                          f"shape {a.shape}")
 
 
-def cholesky(a, *, upper=False):
+def cholesky(a, *, upper=False, symmetrize_input=True):
     """The lower factor ``L`` with ``a = L L^H`` (``upper=True``: ``U = L^H``, so that
-    ``a = U^H U``). Only the Hermitian part of ``a`` is read; a matrix that is not positive
-    definite gives NaNs."""
+    ``a = U^H U``). Only the Hermitian part of ``a`` is read (``symmetrize_input=False``: only
+    its lower triangle and the real part of its diagonal, as LAPACK's potrf); a matrix that is
+    not positive definite gives NaNs."""
     weak_a, a = a, _float(a)
     _square("cholesky", a)
+    if not symmetrize_input:
+        # the lower triangle, mirrored (the solver reads the Hermitian part, which is it)
+        a = tril(a) + conj(swapaxes(tril(a, -1), -1, -2))
     lower = _weak_where_all(bind(p.cholesky_p, a), weak_a)
     return conj(swapaxes(lower, -1, -2)) if upper else lower
 
@@ -307,8 +311,10 @@ def outer(x1, x2):
     return numpy_outer(x1, x2)
 
 
-def multi_dot(arrays):
-    """The product of a chain of matrices (the first and last may be vectors), left to right."""
+def multi_dot(arrays, *, precision=None):
+    """The product of a chain of matrices (the first and last may be vectors), left to right.
+    ``precision`` is checked as a dot's; shardc computes every product at the highest."""
+    p.canonical_precision(precision)
     arrays = list(arrays)
     if len(arrays) < 2:
         raise ValueError("linalg.multi_dot: expected at least two arrays")
