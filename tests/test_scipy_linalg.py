@@ -200,3 +200,24 @@ def test_special_matrix_constructors_as_scipy_defines_them():
         sl.hadamard(6)
     with pytest.raises(ValueError, match="dtype must be a complex"):
         sl.dft(4, dtype=np.float32)
+
+
+def test_qr_multiply_applies_the_economic_q():
+    """qr_multiply: ``c @ Q`` (right) or ``Q @ c`` (left) with the economic Q of ``a``, and R
+    of min(m, n) rows, as scipy's; pivoting raises NotImplementedError."""
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(6, 4)).astype(np.float32)
+    q, r = np.linalg.qr(a.astype(np.float64))
+    c_right, c_left = rng.normal(size=(2, 6)), rng.normal(size=(4, 3))
+    got, got_r = sl.qr_multiply(a, c_right.astype(np.float32))
+    np.testing.assert_allclose(np.abs(np.asarray(got_r)), np.abs(r), atol=1e-4)
+    signs = np.sign(np.diag(r)) * np.sign(np.diag(np.asarray(got_r)))   # columns' signs
+    np.testing.assert_allclose(np.asarray(got), c_right @ (q * signs), atol=1e-4)
+    got, _ = sl.qr_multiply(a, c_left.astype(np.float32), mode="left")
+    np.testing.assert_allclose(np.asarray(got), (q * signs) @ c_left, atol=1e-4)
+    vec, _ = sl.qr_multiply(a, c_left[:, 0].astype(np.float32), mode="left")
+    assert vec.shape == (6,)
+    with pytest.raises(ValueError, match="not compatible for c @ Q"):
+        sl.qr_multiply(a, np.ones((2, 4), np.float32))
+    with pytest.raises(NotImplementedError, match="pivoting"):
+        sl.qr_multiply(a, c_right, pivoting=True)

@@ -277,6 +277,40 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     return x[..., 0] if vector else x
 
 
+def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False,
+                overwrite_c=False):
+    """``(Q @ c, R)`` (``mode='left'``) or ``(c @ Q, R)`` (``'right'``, the default) with the
+    economic QR of ``a`` (``Q`` of ``min(m, n)`` columns, ``conjugate``: conjugated), as
+    scipy's; a vector ``c`` gives a vector. Pivoting is not supported."""
+    if pivoting:
+        raise NotImplementedError("qr_multiply with pivoting=True")
+    if mode not in ("right", "left"):
+        raise ValueError(f"mode must be 'right' or 'left', got {mode!r}")
+    a, c = jnp.asarray(a), jnp.asarray(c)
+    dtype = jnp.result_type(a, c, float)
+    a, c = a.astype(dtype), c.astype(dtype)
+    onedim = c.ndim == 1
+    if onedim:
+        c = c[:, None] if mode == "left" else c[None, :]
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if mode == "left" and c.shape[-2] != k:
+        raise ValueError(f"Array shapes are not compatible for Q @ c operation: a has shape "
+                         f"{tuple(a.shape)} so Q has {k} columns, but c has {c.shape[-2]} rows "
+                         f"(expected {k}).")
+    if mode == "right" and c.shape[-1] != m:
+        raise ValueError(f"Array shapes are not compatible for c @ Q operation: a has shape "
+                         f"{tuple(a.shape)} so Q has {m} rows, but c has {c.shape[-1]} columns "
+                         f"(expected {m}).")
+    q, r = _np_linalg.qr(a, mode="reduced")
+    if conjugate:
+        q = jnp.conj(q)
+    out = q @ c if mode == "left" else c @ q
+    if onedim:
+        out = out[..., :, 0] if mode == "left" else out[..., 0, :]
+    return out, r
+
+
 # --- special matrices (scipy.linalg's constructors, as JAX builds them) ----------------------
 
 def hankel(c, r=None):
@@ -505,6 +539,6 @@ def dft(n, scale=None, *, dtype=None):
     return jnp.asarray(omegas).astype(dtype)
 
 
-__all__ += ["circulant", "companion", "convolution_matrix", "dft", "fiedler",
+__all__ += ["qr_multiply", "circulant", "companion", "convolution_matrix", "dft", "fiedler",
             "fiedler_companion", "hadamard", "hankel", "helmert", "hilbert", "invhilbert",
             "invpascal", "leslie", "pascal"]
