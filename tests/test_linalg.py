@@ -551,3 +551,30 @@ def test_cholesky_without_symmetrizing_reads_the_lower_triangle():
     np.testing.assert_allclose(
         np.asarray(la.multi_dot([a, a, a[:, 0]], precision=shardc.lax.Precision.HIGHEST)),
         a @ a @ a[:, 0], rtol=1e-5)
+
+
+def test_householder_product_multiplies_the_reflectors_as_orgqr():
+    """householder_product(a, taus): the first n columns of H_1 ... H_k, H_i = I - tau_i v_i
+    v_i^H with v_i read from a's column i below the diagonal (a unit at i), as LAPACK's orgqr;
+    reflectors with tau = 2 / |v|^2 give orthonormal columns."""
+    from shardc.lax import linalg as lla
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.complex64):
+        a = rng.normal(size=(2, 5, 3)).astype(dtype)
+        if dtype == np.complex64:
+            a = (a + 1j * rng.normal(size=a.shape)).astype(dtype)
+        taus = rng.normal(size=(2, 2)).astype(dtype)
+        want = []
+        for b in range(2):
+            q = np.eye(5, dtype=np.complex128)
+            for i in range(2):
+                v = np.concatenate([np.zeros(i), [1.0], a[b, i + 1:, i]])
+                q = q @ (np.eye(5) - taus[b, i] * np.outer(v, v.conj()))
+            want.append(q[:, :3])
+        got = np.asarray(lla.householder_product(a, taus))
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, np.array(want), rtol=1e-4, atol=1e-5)
+    a = rng.normal(size=(4, 4)).astype(np.float32)
+    v = np.concatenate([[1.0], a[1:, 0]])
+    q = np.asarray(lla.householder_product(a, np.array([2 / (v @ v)], np.float32)))
+    np.testing.assert_allclose(q.T @ q, np.eye(4), atol=1e-5)

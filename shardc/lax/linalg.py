@@ -15,8 +15,9 @@ from compiler.vmap import vmap
 import shardc.numpy as jnp
 from shardc.numpy import linalg as _np_linalg
 
-__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eig", "eigh", "lu",
-           "lu_pivots_to_permutation", "qr", "svd", "triangular_solve", "tridiagonal_solve"]
+__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eig", "eigh",
+           "householder_product", "lu", "lu_pivots_to_permutation", "qr", "svd",
+           "triangular_solve", "tridiagonal_solve"]
 
 
 class SvdAlgorithm(enum.Enum):
@@ -205,6 +206,29 @@ def _perturbed_solve(matrix, b):
     rows = jnp.take_along_axis(b, permutation[..., :, None].astype(np.int32), axis=-2)
     y = triangular_solve(factors, rows, left_side=True, lower=True, unit_diagonal=True)
     return triangular_solve(upper, y, left_side=True, lower=False)
+
+
+def householder_product(a, taus):
+    """The ``[..., m, n]`` matrix of the first ``n`` columns of ``H_1 ... H_k`` (LAPACK's
+    orgqr/ungqr): ``H_i = I - taus[i] v_i v_i^H``, ``v_i`` zero above row ``i``, one at it and
+    ``a``'s column ``i`` below it (the reflectors geqrf leaves in ``a``)."""
+    a, taus = jnp.asarray(a), jnp.asarray(taus)
+    m, n = a.shape[-2:]
+    k = taus.shape[-1]
+    if m < n or k > n or a.shape[:-2] != taus.shape[:-1]:
+        raise ValueError(f"householder_product: a must be [..., m, n] with m >= n and taus "
+                         f"[..., k] with k <= n, of the same batch; got {a.shape} and "
+                         f"{taus.shape}")
+    dtype = jnp.result_type(a, taus)
+    a, taus = a.astype(dtype), taus.astype(dtype)
+    rows = np.arange(m)
+    q = jnp.broadcast_to(jnp.eye(m, dtype=dtype), a.shape[:-2] + (m, m))
+    for i in range(k):
+        v = jnp.where(rows < i, jnp.zeros((), dtype),
+                      jnp.where(rows == i, jnp.ones((), dtype), a[..., :, i]))
+        qv = jnp.sum(q * v[..., None, :], axis=-1)
+        q = q - taus[..., i, None, None] * qv[..., :, None] * jnp.conj(v)[..., None, :]
+    return q[..., :, :n]
 
 
 def lu(x):
