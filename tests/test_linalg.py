@@ -578,3 +578,25 @@ def test_householder_product_multiplies_the_reflectors_as_orgqr():
     v = np.concatenate([[1.0], a[1:, 0]])
     q = np.asarray(lla.householder_product(a, np.array([2 / (v @ v)], np.float32)))
     np.testing.assert_allclose(q.T @ q, np.eye(4), atol=1e-5)
+
+
+def test_geqrf_and_ormqr_in_lapacks_form():
+    """geqrf leaves R on and above the diagonal and dlarfg's reflectors below it (values as
+    JAX 0.10's LAPACK call); ormqr applies their Q, which with R rebuilds the matrix."""
+    from shardc.lax import linalg as lla
+    a = np.array([[2.0, 1.0, 0.5], [0.3, -1.0, 2.0], [1.0, 0.0, 3.0], [-1.0, 2.0, 1.0]],
+                 np.float32)
+    r, taus = lla.geqrf(a)
+    np.testing.assert_allclose(np.asarray(r), [[-2.4678, 0.1216, -1.4588],
+                                               [0.0671, 2.4465, 0.2769],
+                                               [0.2238, 0.0561, -3.4706],
+                                               [-0.2238, -0.6266, 0.4099]], atol=1e-4)
+    upper = np.triu(np.asarray(r))[:3]
+    rebuilt = lla.ormqr(r, taus, np.vstack([upper, np.zeros((1, 3), np.float32)]))
+    np.testing.assert_allclose(np.asarray(rebuilt), a, atol=1e-5)
+    c = (a + 1j * a[::-1]).astype(np.complex64)
+    r, taus = lla.geqrf(c)
+    assert taus.shape == (3,) and np.allclose(np.imag(np.diag(np.asarray(r))), 0, atol=1e-6)
+    q = np.asarray(lla.ormqr(r, taus, np.eye(4, dtype=np.complex64)))
+    np.testing.assert_allclose(q.conj().T @ q, np.eye(4), atol=1e-5)
+    np.testing.assert_allclose(q[:, :3] @ np.triu(np.asarray(r))[:3], c, atol=1e-5)

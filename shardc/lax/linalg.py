@@ -16,7 +16,7 @@ import shardc.numpy as jnp
 from shardc.numpy import linalg as _np_linalg
 
 __all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eig", "eigh",
-           "householder_product", "lu", "lu_pivots_to_permutation", "qr", "svd",
+           "geqrf", "householder_product", "lu", "ormqr", "lu_pivots_to_permutation", "qr", "svd",
            "triangular_solve", "tridiagonal_solve"]
 
 
@@ -229,6 +229,57 @@ def householder_product(a, taus):
         qv = jnp.sum(q * v[..., None, :], axis=-1)
         q = q - taus[..., i, None, None] * qv[..., :, None] * jnp.conj(v)[..., None, :]
     return q[..., :, :n]
+
+
+def geqrf(a):
+    """``(r_and_reflectors, taus)``: LAPACK's geqrf form of the QR decomposition of each
+    ``[..., m, n]`` matrix: ``r`` on and above the diagonal, the Householder vectors below it
+    (each with an implicit unit at the diagonal) and their ``taus`` (``[..., min(m, n)]``),
+    with ``Q = H_1 ... H_k``, ``H_i = I - taus[i] v_i v_i^H`` (dlarfg's choice of reflector:
+    the diagonal becomes ``-sign(Re a_ii) * |column|``, real)."""
+    a = jnp.asarray(a)
+    if not jnp.issubdtype(a.dtype, jnp.inexact):
+        a = a.astype(jnp.result_type(float))
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    zero = jnp.zeros((), a.dtype)
+    taus = []
+    for i in range(k):
+        alpha = a[..., i, i]
+        tail = a[..., i + 1:, i]
+        tail_norm = jnp.sqrt(jnp.sum(jnp.abs(tail) ** 2, axis=-1))
+        keep = (tail_norm == 0) & (jnp.imag(alpha) == 0)
+        size = jnp.sqrt(jnp.abs(alpha) ** 2 + tail_norm ** 2)
+        beta = jnp.where(jnp.real(alpha) >= 0, -size, size).astype(a.dtype)
+        safe_beta = jnp.where(keep, jnp.ones((), a.dtype), beta)
+        tau = jnp.where(keep, zero, (beta - alpha) / safe_beta)
+        scale = jnp.where(keep, jnp.ones((), a.dtype), alpha - beta)
+        v_tail = jnp.where(keep[..., None], tail, tail / scale[..., None])
+        v = jnp.concatenate([jnp.ones(a.shape[:-2] + (1,), a.dtype), v_tail], axis=-1)
+        rest = a[..., i:, i + 1:]
+        if rest.shape[-1]:
+            project = jnp.sum(jnp.conj(v)[..., :, None] * rest, axis=-2)
+            rest = rest - jnp.conj(tau)[..., None, None] * v[..., :, None] * project[..., None, :]
+            a = a.at[..., i:, i + 1:].set(rest)
+        a = a.at[..., i, i].set(jnp.where(keep, alpha, beta))
+        a = a.at[..., i + 1:, i].set(v_tail)
+        taus.append(tau)
+    taus = jnp.stack(taus, axis=-1) if taus else jnp.zeros(a.shape[:-2] + (0,), a.dtype)
+    return a, taus
+
+
+def ormqr(a, taus, c, *, left: bool = True, transpose: bool = False):
+    """``Q @ c`` (``left``) or ``c @ Q``, ``Q`` (``transpose``: ``Q^H``) the product of the
+    reflectors ``geqrf`` left in ``a`` and ``taus``, as LAPACK's ormqr/unmqr."""
+    a, taus, c = jnp.asarray(a), jnp.asarray(taus), jnp.asarray(c)
+    m, k = a.shape[-2], taus.shape[-1]
+    square = a[..., :, :k]
+    if m > k:
+        square = jnp.pad(square, [(0, 0)] * (square.ndim - 1) + [(0, m - k)])
+    q = householder_product(square, taus)
+    if transpose:
+        q = jnp.conj(jnp.swapaxes(q, -1, -2))
+    return q @ c if left else c @ q
 
 
 def lu(x):
