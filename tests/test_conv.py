@@ -352,3 +352,17 @@ def test_conv_transpose_with_consistent_padding_is_the_forward_convolutions_grad
     # the same pairs read as the transposed convolution's own pads (window 3 and 2: 2-p, 1-p)
     own = lax.conv_transpose(ct, k, strides, ((1, 1), (1, -1)), transpose_kernel=True)
     np.testing.assert_allclose(np.asarray(own), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_conv_general_dilated_patches_lays_out_each_window_as_channels():
+    """conv_general_dilated_patches: each output position's window of each input channel,
+    flattened row-major, channel-major along the output's feature dimension (JAX's)."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 3, 5, 4)).astype(np.float32)           # NCHW
+    got = np.asarray(lax.conv_general_dilated_patches(x, (2, 3), (1, 1), "VALID"))
+    assert got.shape == (2, 3 * 6, 4, 2)
+    for i, j in ((0, 0), (3, 1), (2, 0)):
+        window = x[:, :, i:i + 2, j:j + 3].reshape(2, 18)
+        np.testing.assert_allclose(got[:, :, i, j], window, rtol=1e-6)
+    strided = np.asarray(lax.conv_general_dilated_patches(x, (2, 2), (2, 2), "VALID"))
+    np.testing.assert_allclose(strided[:, :, 1, 1], x[:, :, 2:4, 2:4].reshape(2, 12), rtol=1e-6)

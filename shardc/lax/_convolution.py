@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 import shardc.numpy as jnp
-from shardc.lax._ops import dot_general, slice as _slice
+from shardc.lax._ops import Precision, dot_general, slice as _slice
 from shardc.lax._shapes import pad
 from shardc.numpy._core import check_out_sharding, constrain
 from shardc.sharding import resolve_sharding
@@ -319,3 +319,27 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     return conv_general_dilated(lhs, rhs, (1,) * spatial, pads, strides, rhs_dilation, dn,
                                 precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=None,
+                                 rhs_dilation=None, dimension_numbers=None, precision=None,
+                                 preferred_element_type=None):
+    """The patches a convolution with a ``filter_shape`` window would read, as channels: each
+    input channel's window flattened (row-major) into ``prod(filter_shape)`` output channels,
+    channel-major, as JAX's (a grouped convolution with identity kernels)."""
+    lhs = jnp.asarray(lhs)
+    filter_shape = tuple(int(d) for d in filter_shape)
+    dn = conv_dimension_numbers(lhs.shape, (1, 1) + filter_shape, dimension_numbers)
+    spatial = math.prod(filter_shape)
+    channels = lhs.shape[dn.lhs_spec[1]]
+    kernel = jnp.broadcast_to(jnp.eye(spatial, dtype=lhs.dtype), (channels, spatial, spatial))
+    kernel = jnp.reshape(kernel, (channels * spatial, 1) + filter_shape)
+    kernel = jnp.moveaxis(kernel, (0, 1), (dn.rhs_spec[0], dn.rhs_spec[1]))
+    return conv_general_dilated(lhs, kernel, window_strides, padding, lhs_dilation,
+                                rhs_dilation, dn, feature_group_count=channels,
+                                precision=None if precision is None else
+                                (precision, Precision.DEFAULT),
+                                preferred_element_type=preferred_element_type)
+
+
+__all__ += ["conv_general_dilated_patches"]
