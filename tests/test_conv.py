@@ -366,3 +366,11 @@ def test_conv_general_dilated_patches_lays_out_each_window_as_channels():
         np.testing.assert_allclose(got[:, :, i, j], window, rtol=1e-6)
     strided = np.asarray(lax.conv_general_dilated_patches(x, (2, 2), (2, 2), "VALID"))
     np.testing.assert_allclose(strided[:, :, 1, 1], x[:, :, 2:4, 2:4].reshape(2, 12), rtol=1e-6)
+
+
+def test_conv_padding_that_is_not_pairs_is_a_value_error():
+    x = np.ones((1, 2, 6, 6), np.float32)
+    with pytest.raises(ValueError, match=r"padding argument.*, got \(3, 3\)"):
+        lax.conv_general_dilated_patches(x, (3, 3), (1, 1), padding=(3, 3))
+    with pytest.raises(ValueError, match="sequence of \\(low, high\\) pairs"):
+        lax.conv_general_dilated(x, np.ones((1, 2, 3, 3), np.float32), (1, 1), [(1.5, 1), (0, 0)])

@@ -9,6 +9,7 @@ given as tuples of dimension indices or as strings such as ``('NHWC', 'HWIO', 'N
 from __future__ import annotations
 
 import math
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -154,8 +155,14 @@ def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimensi
                          "pads")
     x = _dilate(x, lhs_dilation)
     windows = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], rhs_dilation)]
-    pads = (padtype_to_pads(x.shape[2:], windows, strides, padding)
-            if isinstance(padding, str) else [tuple(int(v) for v in p) for p in padding])
+    if isinstance(padding, str):
+        pads = padtype_to_pads(x.shape[2:], windows, strides, padding)
+    else:
+        try:
+            pads = [(operator.index(lo), operator.index(hi)) for lo, hi in padding]
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"padding argument to conv_general_dilated should be a string or a "
+                             f"sequence of (low, high) pairs, got {padding}") from error
     if len(pads) != spatial:
         raise ValueError(f"conv: padding needs {spatial} (low, high) pairs, got {padding!r}")
     x = pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(lo, hi, 0) for lo, hi in pads])
