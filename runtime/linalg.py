@@ -81,8 +81,16 @@ def svd(a, *, full_matrices):
 
 
 def eig(a, *, compute_vectors):
+    """Eigenvalues (and right eigenvectors) of each matrix; a matrix holding an infinity or a
+    NaN gives NaNs (LAPACK's geev fails on it; JAX returns NaNs for that batch element)."""
     a = np.asarray(a)
     dtype = complex_dtype(a.dtype)
-    values, vectors = np.linalg.eig(a)
+    finite = np.isfinite(a).all(axis=(-2, -1))
+    if not finite.all():
+        values, vectors = np.linalg.eig(np.where(finite[..., None, None], a, 0))
+        values = np.where(finite[..., None], values, np.nan)
+        vectors = np.where(finite[..., None, None], vectors, np.nan)
+    else:
+        values, vectors = np.linalg.eig(a)
     values = values.astype(dtype)
     return [values, vectors.astype(dtype)] if compute_vectors else [values]

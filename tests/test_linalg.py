@@ -600,3 +600,14 @@ def test_geqrf_and_ormqr_in_lapacks_form():
     q = np.asarray(lla.ormqr(r, taus, np.eye(4, dtype=np.complex64)))
     np.testing.assert_allclose(q.conj().T @ q, np.eye(4), atol=1e-5)
     np.testing.assert_allclose(q[:, :3] @ np.triu(np.asarray(r))[:3], c, atol=1e-5)
+
+
+def test_eig_of_a_matrix_with_nans_or_infinities_gives_nans():
+    """A batch element holding a NaN or an infinity gives NaN eigenvalues and vectors (JAX's
+    CPU eig), the others their decomposition; it raised LinAlgError."""
+    a = np.stack([np.diag([1.0, 2.0]), np.full((2, 2), np.nan), [[np.inf, 0], [0, 1]]])
+    a = a.astype(np.float32)
+    w, v = jnp.linalg.eig(a)
+    np.testing.assert_allclose(np.sort(np.asarray(w[0]).real), [1, 2])
+    assert np.isnan(np.asarray(w[1:])).all() and np.isnan(np.asarray(v[1:])).all()
+    assert np.isnan(np.asarray(jnp.linalg.eigvals(a[1]))).all()
