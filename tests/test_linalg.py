@@ -611,3 +611,18 @@ def test_eig_of_a_matrix_with_nans_or_infinities_gives_nans():
     np.testing.assert_allclose(np.sort(np.asarray(w[0]).real), [1, 2])
     assert np.isnan(np.asarray(w[1:])).all() and np.isnan(np.asarray(v[1:])).all()
     assert np.isnan(np.asarray(jnp.linalg.eigvals(a[1]))).all()
+
+
+def test_qr_raw_and_full_modes():
+    """jnp.linalg.qr: 'raw' gives numpy's (h, tau) (geqrf's reflectors transposed), 'full' is
+    'reduced' (JAX's), an unknown mode is JAX's ValueError."""
+    a = np.array([[2.0, 1.0, 0.5], [0.3, -1.0, 2.0], [1.0, 0.0, 3.0], [-1.0, 2.0, 1.0]],
+                 np.float32)
+    h, tau = la.qr(a, mode="raw")
+    assert h.shape == (3, 4) and tau.shape == (3,)
+    np.testing.assert_allclose(np.abs(np.diag(np.asarray(h).T)),
+                               np.abs(np.diag(np.linalg.qr(a, mode="r"))), rtol=1e-5)
+    q, r = la.qr(a, mode="full")
+    assert q.shape == (4, 3) and r.shape == (3, 3)
+    with pytest.raises(ValueError, match="Unsupported QR decomposition mode 'economic'"):
+        la.qr(a, mode="economic")

@@ -78,13 +78,17 @@ def cholesky(a, *, upper=False, symmetrize_input=True):
 
 def qr(a, mode="reduced"):
     """``q, r`` with ``a = q r``, ``q`` orthonormal columns, ``r`` upper triangular;
-    ``mode`` ``'reduced'``, ``'complete'`` or ``'r'`` (only ``r``)."""
-    if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"linalg.qr: unsupported mode {mode!r}; use 'reduced', 'complete' or "
-                         "'r'")
+    ``mode`` ``'reduced'`` (or ``'full'``, its old name, as JAX's), ``'complete'``, ``'r'``
+    (only ``r``) or ``'raw'`` (LAPACK's geqrf reflectors, transposed as numpy's, and taus)."""
+    if mode not in ("reduced", "complete", "r", "full", "raw"):
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
     a = _float(a)
     if a.ndim < 2:
         raise ValueError(f"linalg.qr: expected matrices (shape [..., m, n]), got {a.shape}")
+    if mode == "raw":
+        from shardc.lax.linalg import geqrf
+        factors, taus = geqrf(a)
+        return QRResult(swapaxes(factors, -1, -2), taus)
     q, r = bind(p.qr_p, a, full_matrices=mode == "complete")
     return r if mode == "r" else QRResult(q, r)
 
