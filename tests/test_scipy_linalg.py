@@ -221,3 +221,23 @@ def test_qr_multiply_applies_the_economic_q():
         sl.qr_multiply(a, np.ones((2, 4), np.float32))
     with pytest.raises(NotImplementedError, match="pivoting"):
         sl.qr_multiply(a, c_right, pivoting=True)
+
+
+def test_triangular_and_cholesky_solves_broadcast_a_matrix_right_hand_side():
+    """solve_triangular/cho_solve: a b with one dimension fewer than a is a matrix (its batch
+    broadcast) unless its last dimension is a's size (JAX's deprecated batched-vector reading,
+    with a FutureWarning); it was read as vectors and failed to broadcast."""
+    rng = np.random.default_rng(5)
+    low = np.tril(rng.normal(size=(3, 4, 4))) + 4 * np.eye(4)
+    low = low.astype(np.float32)
+    b = rng.normal(size=(4, 2)).astype(np.float32)
+    got = np.asarray(sl.solve_triangular(low, b, lower=True))
+    np.testing.assert_allclose(got, np.linalg.solve(low, b), rtol=1e-4, atol=1e-5)
+    spd = low @ np.swapaxes(low, -1, -2)
+    got = np.asarray(sl.cho_solve((low, True), b))
+    np.testing.assert_allclose(got, np.linalg.solve(spd, b), rtol=1e-3, atol=1e-4)
+    vectors = rng.normal(size=(3, 4)).astype(np.float32)
+    with pytest.warns(FutureWarning, match="batched 1D solves"):
+        got = np.asarray(sl.solve_triangular(low, vectors, lower=True))
+    np.testing.assert_allclose(got, np.linalg.solve(low, vectors[..., None])[..., 0],
+                               rtol=1e-4, atol=1e-5)

@@ -5,6 +5,7 @@ the same primitives, so they differentiate, batch and shard as those do."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -44,8 +45,27 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """``x`` with ``a x = b``, from ``a``'s ``cho_factor``."""
     c, lower = c_and_lower
     c = _matrix(c)
-    first = solve_triangular(c, b, trans=0 if lower else 2, lower=lower)
-    return solve_triangular(c, first, trans=2 if lower else 0, lower=lower)
+    b = jnp.asarray(b)
+    if not _one_vector_each(c, b, "cho_solve"):      # (a matrix: kept so by both solves)
+        first = solve_triangular(c, b, trans=0 if lower else 2, lower=lower)
+        return solve_triangular(c, first, trans=2 if lower else 0, lower=lower)
+    first = solve_triangular(c, b[..., None], trans=0 if lower else 2, lower=lower)
+    return solve_triangular(c, first, trans=2 if lower else 0, lower=lower)[..., 0]
+
+
+def _one_vector_each(a, b, name):
+    """Whether ``b`` holds one vector per matrix of ``a``, as JAX reads it: ``b`` of one
+    dimension, or of one fewer than ``a`` ending in ``a``'s size (deprecated in JAX, with a
+    FutureWarning); else ``b`` is a (batch of) matrices, its batch broadcast with ``a``'s."""
+    if b.ndim == 1:
+        return True
+    if a.ndim == b.ndim + 1 and a.shape[-1] == b.shape[-1]:
+        warnings.warn(f"jax.scipy.linalg.{name}: batched 1D solves with b.ndim > 1 are "
+                      f"deprecated, and in the future will be treated as a batched 2D solve. "
+                      f"Use {name}(a, b[..., None]).squeeze(-1) to avoid this warning.",
+                      category=FutureWarning, stacklevel=3)
+        return True
+    return False
 
 
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
@@ -66,7 +86,8 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         tri = jnp.swapaxes(tri, -1, -2)
         if kind == 2:
             tri = jnp.conj(tri)
-    return _np_linalg.lax_solve(tri, b)
+    b = jnp.asarray(b)
+    return _np_linalg.lax_solve(tri, b, vector=_one_vector_each(a, b, "solve_triangular"))
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False,
