@@ -626,3 +626,18 @@ def test_qr_raw_and_full_modes():
     assert q.shape == (4, 3) and r.shape == (3, 3)
     with pytest.raises(ValueError, match="Unsupported QR decomposition mode 'economic'"):
         la.qr(a, mode="economic")
+
+
+def test_triangular_solve_of_a_row_vector_on_the_right():
+    """lax.linalg.triangular_solve(left_side=False) with b of one dimension fewer than a: x
+    a = b for row vectors (values as JAX 0.10); it failed swapping b's axes."""
+    from shardc.lax import linalg as lla
+    a = np.tril(np.arange(1.0, 17.0).reshape(4, 4)).astype(np.float32)
+    b = np.arange(4.0, dtype=np.float32)
+    got = np.asarray(lla.triangular_solve(a, b, left_side=False, lower=True))
+    np.testing.assert_allclose(got, [-1.0340909, -0.14772728, -0.07386364, 0.1875], rtol=1e-5)
+    np.testing.assert_allclose(got @ a, b, atol=1e-5)
+    batch = np.stack([b, b + 1])
+    got = np.asarray(lla.triangular_solve(np.stack([a, a]), batch, left_side=False,
+                                          lower=True))
+    np.testing.assert_allclose(np.einsum("bi,bij->bj", got, np.stack([a, a])), batch, atol=1e-5)

@@ -152,7 +152,10 @@ def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False,
         tri = jnp.swapaxes(tri, -1, -2)
     if left_side:
         return _np_linalg.lax_solve(tri, b)
-    # x op(a) = b  <=>  op(a)^T x^T = b^T
+    # x op(a) = b  <=>  op(a)^T x^T = b^T; a b of one dimension fewer than a is a batch of
+    # (row) vectors, as JAX's
+    if b.ndim == a.ndim - 1:
+        return _np_linalg.lax_solve(jnp.swapaxes(tri, -1, -2), b, vector=True)
     solved = _np_linalg.lax_solve(jnp.swapaxes(tri, -1, -2), jnp.swapaxes(b, -1, -2))
     return jnp.swapaxes(solved, -1, -2)
 
