@@ -374,3 +374,9 @@ def test_conv_padding_that_is_not_pairs_is_a_value_error():
         lax.conv_general_dilated_patches(x, (3, 3), (1, 1), padding=(3, 3))
     with pytest.raises(ValueError, match="sequence of \\(low, high\\) pairs"):
         lax.conv_general_dilated(x, np.ones((1, 2, 3, 3), np.float32), (1, 1), [(1.5, 1), (0, 0)])
+
+
+def test_padtype_to_pads_gives_python_ints_for_numpy_shapes():
+    pads = lax.padtype_to_pads(np.array([10, 8]), np.array([5, 3]), np.array([1, 2]), "SAME")
+    assert pads == [(2, 2), (0, 1)]
+    assert all(type(v) is int for pair in pads for v in pair)

@@ -85,6 +85,7 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list:
                          "'VALID' or a sequence of (low, high) pairs")
     pads = []
     for size, window, stride in zip(in_shape, window_shape, window_strides):
+        size, window, stride = int(size), int(window), int(stride)    # Python ints, as JAX's
         out = math.ceil(size / stride)
         total = max((out - 1) * stride + window - size, 0)
         small, large = total // 2, total - total // 2
