@@ -990,3 +990,18 @@ def test_lax_betainc_and_argminmax_checks():
         lax.argmin(np.ones((0, 2)), axis=0, index_dtype=np.int32)
     with pytest.raises(ValueError, match="Invalid axis -1 for operand"):
         lax.argmax(a, axis=-1, index_dtype=np.int32)
+
+
+def test_broadcast_in_dim_checks_its_arguments_as_jax_does():
+    x = np.ones((2, 3), np.float32)
+    cases = [((2, 3), (0,), "must have length equal to operand ndim"),
+             ((3,), (0, 1), "must have equal or higher rank"),
+             ((2, 3), (0, 2), "must be a subset of output dimensions"),
+             ((2, 4), (0, 1), "must either be 1, or be equal"),
+             ((3, 3, 3), (1, 1), "must not contain duplicates")]
+    for shape, dims, message in cases[:4]:
+        with pytest.raises(TypeError, match=message):
+            lax.broadcast_in_dim(x, shape, dims)
+    with pytest.raises(TypeError, match=cases[4][2]):
+        lax.broadcast_in_dim(np.ones((3, 3), np.float32), (3, 3, 3), (1, 1))
+    assert lax.broadcast_in_dim(x, (4, 2, 3), (1, 2)).shape == (4, 2, 3)

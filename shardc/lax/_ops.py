@@ -104,11 +104,36 @@ def convert_element_type(x, new_dtype):
     return jnp.astype(x, new_dtype)
 
 
+def _check_broadcast_in_dim(operand_shape, shape, dims):
+    """JAX's checks on ``broadcast_in_dim``'s arguments, in its order and words."""
+    ndim = len(operand_shape)
+    if ndim != len(dims):
+        raise TypeError(f"broadcast_in_dim broadcast_dimensions must have length equal to "
+                        f"operand ndim; got broadcast_dimensions {dims} for operand ndim "
+                        f"{ndim}.")
+    if len(shape) < ndim:
+        raise TypeError(f"broadcast_in_dim target broadcast shape must have equal or higher "
+                        f"rank to the operand shape; got operand ndim {ndim} and target "
+                        f"broadcast ndim {len(shape)}.")
+    if not set(dims) <= set(range(len(shape))):
+        raise TypeError(f"broadcast_in_dim broadcast_dimensions must be a subset of output "
+                        f"dimensions, got {dims} for operand ndim {ndim} and shape {shape}.")
+    if not all(operand_shape[i] in (1, shape[dims[i]]) for i in range(ndim)):
+        raise TypeError(f"broadcast_in_dim operand dimension sizes must either be 1, or be "
+                        f"equal to their corresponding dimensions in the target broadcast "
+                        f"shape; got operand of shape {tuple(operand_shape)}, target broadcast "
+                        f"shape {shape}, broadcast_dimensions {dims} ")
+    if len(dims) != len(set(dims)):
+        raise TypeError(f"broadcast_in_dim broadcast_dimensions must not contain duplicates, "
+                        f"got broadcast_dimensions {dims}")
+
+
 def broadcast_in_dim(x, shape, broadcast_dimensions, out_sharding=None):
     """``x`` broadcast to ``shape``, its dimensions at ``broadcast_dimensions``;
     ``out_sharding``: the result's split (lax accepts any)."""
-    result = bind(p.broadcast_in_dim_p, x, shape=tuple(shape),
-                  broadcast_dimensions=tuple(broadcast_dimensions))
+    shape, dims = tuple(shape), tuple(broadcast_dimensions)
+    _check_broadcast_in_dim(aval_of(x).shape, shape, dims)
+    result = bind(p.broadcast_in_dim_p, x, shape=shape, broadcast_dimensions=dims)
     if out_sharding is None:
         return result
     check_out_sharding(out_sharding, "broadcast_in_dim")
