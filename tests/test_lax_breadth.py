@@ -1005,3 +1005,17 @@ def test_broadcast_in_dim_checks_its_arguments_as_jax_does():
     with pytest.raises(TypeError, match=cases[4][2]):
         lax.broadcast_in_dim(np.ones((3, 3), np.float32), (3, 3, 3), (1, 1))
     assert lax.broadcast_in_dim(x, (4, 2, 3), (1, 2)).shape == (4, 2, 3)
+
+
+def test_split_refuses_an_axis_out_of_range_and_negative_sizes():
+    """lax.split(x, sizes, axis=1) of a vector raised nothing (the axis wrapped to 0); JAX
+    refuses it, and negative sizes, with ValueError."""
+    x = np.arange(5)
+    with pytest.raises(ValueError, match="axis 1 is out of bounds"):
+        lax.split(x, sizes=(), axis=1)
+    with pytest.raises(ValueError, match="Sizes passed to split must be nonnegative"):
+        lax.split(x, [-1, 6])
+    with pytest.raises(ValueError, match="Sum of sizes 6 must be equal"):
+        lax.split(x, [6])
+    parts = lax.split(np.arange(6).reshape(2, 3), [1, 2], axis=-1)
+    assert [p.shape for p in parts] == [(2, 1), (2, 2)]

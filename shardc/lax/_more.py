@@ -272,7 +272,11 @@ def split(operand, sizes, axis=0):
     """``operand`` cut along ``axis`` into pieces of ``sizes`` (a list)."""
     operand = array_operand(operand)
     sizes = [int(s) for s in sizes]
-    axis = axis % max(operand.ndim, 1)
+    if not -operand.ndim <= axis < operand.ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {operand.ndim}")
+    axis = axis % operand.ndim
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"Sizes passed to split must be nonnegative, got {tuple(sizes)}")
     if sum(sizes) != operand.shape[axis]:
         raise ValueError(f"Sum of sizes {sum(sizes)} must be equal to dimension {axis} of "
                          f"the operand shape {operand.shape}")
