@@ -1019,3 +1019,12 @@ def test_split_refuses_an_axis_out_of_range_and_negative_sizes():
         lax.split(x, [6])
     parts = lax.split(np.arange(6).reshape(2, 3), [1, 2], axis=-1)
     assert [p.shape for p in parts] == [(2, 1), (2, 2)]
+
+
+def test_lax_squeeze_refuses_a_repeated_dimension():
+    x = np.ones((1, 2, 1), np.float32)
+    with pytest.raises(ValueError, match="dimensions are not unique"):
+        lax.squeeze(x, (0, 0))
+    with pytest.raises(ValueError, match="dimensions are not unique"):
+        lax.squeeze(x, (2, -1))
+    assert lax.squeeze(x, (0, -1)).shape == (2,)

@@ -69,7 +69,13 @@ def expand_dims(array, dimensions):
 
 
 def squeeze(array, dimensions):
-    return jnp.squeeze(array, tuple(dimensions))
+    """``array`` without its size-1 ``dimensions`` (each named once, as JAX's lax requires)."""
+    dimensions = tuple(dimensions)
+    ndim = jnp.ndim(array)
+    normalized = [d + ndim if isinstance(d, int) and d < 0 else d for d in dimensions]
+    if len(set(normalized)) != len(normalized):
+        raise ValueError(f"dimensions are not unique: {dimensions}")
+    return jnp.squeeze(array, dimensions)
 
 
 def rev(operand, dimensions):
