@@ -1028,3 +1028,9 @@ def test_lax_squeeze_refuses_a_repeated_dimension():
     with pytest.raises(ValueError, match="dimensions are not unique"):
         lax.squeeze(x, (2, -1))
     assert lax.squeeze(x, (0, -1)).shape == (2,)
+
+
+def test_top_k_refuses_a_dimension_its_int32_indices_cannot_count():
+    x = shardc.ShapeDtypeStruct((2 ** 31 + 1,), np.float32)
+    with pytest.raises(ValueError, match="top_k returns int32 indices, which will overflow"):
+        shardc.eval_shape(lambda v: lax.top_k(v, 3), x)

@@ -93,6 +93,10 @@ def top_k(operand, k, *, axis=-1):
     if k < 0:
         raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
     axis = canonical_axis(axis, operand.ndim)
+    if operand.shape[axis] > np.iinfo(np.int32).max + 1:
+        raise ValueError(f"top_k returns int32 indices, which will overflow for array "
+                         f"dimensions larger than the maximum int32 ({np.iinfo(np.int32).max}). "
+                         f"Got operand.shape={tuple(operand.shape)}")
     if axis != operand.ndim - 1:
         values, order = top_k(jnp.moveaxis(operand, axis, -1), k)
         return [jnp.moveaxis(values, -1, axis), jnp.moveaxis(order, -1, axis)]
