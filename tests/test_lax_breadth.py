@@ -1034,3 +1034,10 @@ def test_top_k_refuses_a_dimension_its_int32_indices_cannot_count():
     x = shardc.ShapeDtypeStruct((2 ** 31 + 1,), np.float32)
     with pytest.raises(ValueError, match="top_k returns int32 indices, which will overflow"):
         shardc.eval_shape(lambda v: lax.top_k(v, 3), x)
+
+
+def test_lax_dot_takes_its_precision_by_keyword_only():
+    a = np.arange(5.0, dtype=np.float32)
+    with pytest.raises(TypeError, match=r"dot\(\) takes 2 positional arguments"):
+        lax.dot(a, a, lax.Precision.DEFAULT)
+    assert float(lax.dot(a, a, precision=lax.Precision.HIGHEST)) == 30.0

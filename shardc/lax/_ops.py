@@ -287,7 +287,7 @@ def stop_gradient(x):
     return tree.tree_map(lambda leaf: bind(p.stop_gradient_p, leaf), x)
 
 
-def dot(lhs, rhs, precision=None, preferred_element_type=None, *, out_sharding=None):
+def dot(lhs, rhs, /, *, precision=None, preferred_element_type=None, out_sharding=None):
     """Vector or matrix product of operands of rank 1 or 2: ``lhs``'s last dimension with
     ``rhs``'s first."""
     lhs, rhs = array_operand(lhs), array_operand(rhs)
