@@ -1041,3 +1041,16 @@ def test_lax_dot_takes_its_precision_by_keyword_only():
     with pytest.raises(TypeError, match=r"dot\(\) takes 2 positional arguments"):
         lax.dot(a, a, lax.Precision.DEFAULT)
     assert float(lax.dot(a, a, precision=lax.Precision.HIGHEST)) == 30.0
+
+
+def test_lax_pad_checks_its_arguments_as_jax_does():
+    x = np.zeros(2, np.float32)
+    with pytest.raises(ValueError, match="padding_value must be a scalar"):
+        lax.pad(x, np.zeros(2, np.float32), [(0, 0, 0)])
+    with pytest.raises(ValueError, match="length of padding_config must equal"):
+        lax.pad(x, 0.0, [(0, 1, 0), (0, 1, 0)])
+    with pytest.raises(ValueError, match="interior padding in padding_config must be nonneg"):
+        lax.pad(x, 0.0, [(0, 1, -1)])
+    with pytest.raises(ValueError, match="Dimension size after padding is not at least 0"):
+        lax.pad(x, 0.0, [(-4, 0, 1)])
+    np.testing.assert_array_equal(np.asarray(lax.pad(x + 1, 0.0, [(1, -1, 1)])), [0, 1, 0])

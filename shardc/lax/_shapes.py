@@ -86,9 +86,16 @@ def pad(operand, padding_value, padding_config):
     """``operand`` with ``(low, high, interior)`` padding per dimension (negative low or high
     trims)."""
     operand = array_operand(operand)
+    if jnp.ndim(padding_value) != 0:
+        raise ValueError(f"padding_value must be a scalar; got "
+                         f"np.shape(padding_value)={jnp.shape(padding_value)}")
     config = tuple((int(lo), int(hi), int(interior)) for lo, hi, interior in padding_config)
+    if len(config) != operand.ndim:
+        raise ValueError(f"length of padding_config must equal the number of axes of operand, "
+                         f"got padding_config {config} for operand shape {operand.shape}")
     if any(interior < 0 for _, _, interior in config):
-        raise ValueError(f"pad: interior padding must be non-negative, got {config}")
+        raise ValueError(f"interior padding in padding_config must be nonnegative, got "
+                         f"padding_config {config}")
     for d, (lo, hi, interior) in zip(operand.shape, config):
         if lo + d + hi + max(0, d - 1) * interior < 0:
             raise ValueError(f"Dimension size after padding is not at least 0, got result "
