@@ -196,21 +196,8 @@ def _check_gather(shape, idx_shape, dn, slice_sizes):
               "operand_batching_dims")
     _disjoint(start_index_map, operand_batching, "gather", "start_index_map",
               "operand_batching_dims")
-    _no_duplicates(indices_batching, "gather", "start_indices_batching_dims")
-    _dims_in_range(indices_batching, idx_rank, "gather", "start_indices_batching_dims")
-    if vector_dim in indices_batching:
-        raise TypeError(f"Gather op cannot have the index vector dimension as a batching "
-                        f"dimension; got {indices_batching}.")
-    if len(operand_batching) != len(indices_batching):
-        raise TypeError(f"Gather op requires equal numbers of operand_batching_dims and "
-                        f"start_indices_batching_dims, got {operand_batching} and"
-                        f"{indices_batching}.")
-    operand_batch = tuple(shape[d] for d in operand_batching)
-    indices_batch = tuple(idx_shape[d] for d in indices_batching)
-    if operand_batch != indices_batch:
-        raise TypeError(f"Gather op requires operand batching dimensions and indices batching "
-                        f"dimensions to have the same shape, got {operand_batch} and "
-                        f"{indices_batch}.")
+    _check_batching("Gather", "start_indices_batching_dims", shape, idx_shape,
+                    operand_batching, indices_batching, vector_dim, " and")
     if rank != len(slice_sizes):
         raise TypeError(f"Gather op must have one slice size for every input dimension; got: "
                         f"len(slice_sizes)={len(slice_sizes)}, input_shape.rank={rank}")
@@ -233,6 +220,29 @@ def _check_gather(shape, idx_shape, dn, slice_sizes):
         if slice_sizes[d] > 1:
             raise TypeError(f"Gather op can only have operand batching dims with bound 0/1, "
                             f"but bound is {slice_sizes[d]} for index {d} at position {i}.")
+
+
+def _check_batching(op: str, indices_name: str, shape, idx_shape, operand_batching,
+                    indices_batching, vector_dim: int, joint: str) -> tuple:
+    """The checks a gather and a scatter share on their batching dimensions, in JAX's order
+    and words (``joint``: how JAX's two messages join the dimension lists); the operand's
+    batch shape."""
+    name = op.lower()
+    _no_duplicates(indices_batching, name, indices_name)
+    _dims_in_range(indices_batching, len(idx_shape), name, indices_name)
+    if vector_dim in indices_batching:
+        raise TypeError(f"{op} op cannot have the index vector dimension as a batching "
+                        f"dimension; got {indices_batching}.")
+    if len(operand_batching) != len(indices_batching):
+        raise TypeError(f"{op} op requires equal numbers of operand_batching_dims and "
+                        f"{indices_name}, got {operand_batching}{joint}{indices_batching}.")
+    operand_batch = tuple(shape[d] for d in operand_batching)
+    indices_batch = tuple(idx_shape[d] for d in indices_batching)
+    if operand_batch != indices_batch:
+        raise TypeError(f"{op} op requires operand batching dimensions and indices batching "
+                        f"dimensions to have the same shape, got {operand_batch} and "
+                        f"{indices_batch}.")
+    return operand_batch
 
 
 def _check_scatter(shape, idx_shape, upd_shape, dn):
@@ -264,21 +274,9 @@ def _check_scatter(shape, idx_shape, upd_shape, dn):
               "operand_batching_dims")
     _disjoint(to_operand, operand_batching, "scatter", "scatter_dims_to_operand_dims",
               "operand_batching_dims")
-    _no_duplicates(indices_batching, "scatter", "scatter_indices_batching_dims")
-    _dims_in_range(indices_batching, idx_rank, "scatter", "scatter_indices_batching_dims")
-    if vector_dim in indices_batching:
-        raise TypeError(f"Scatter op cannot have the index vector dimension as a batching "
-                        f"dimension; got {indices_batching}.")
-    if len(operand_batching) != len(indices_batching):
-        raise TypeError(f"Scatter op requires equal numbers of operand_batching_dims and "
-                        f"scatter_indices_batching_dims, got {operand_batching} and "
-                        f"{indices_batching}.")
-    operand_batch = tuple(shape[d] for d in operand_batching)
-    indices_batch = tuple(idx_shape[d] for d in indices_batching)
-    if operand_batch != indices_batch:
-        raise TypeError(f"Scatter op requires operand batching dimensions and indices batching "
-                        f"dimensions to have the same shape, got {operand_batch} and "
-                        f"{indices_batch}.")
+    operand_batch = _check_batching("Scatter", "scatter_indices_batching_dims", shape,
+                                    idx_shape, operand_batching, indices_batching, vector_dim,
+                                    " and ")
     in_updates = list(range(vector_dim))
     for d in window_dims:
         in_updates.insert(d, None)
