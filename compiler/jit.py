@@ -116,6 +116,28 @@ class ClosedProgram:
 
 _JITTED: "weakref.WeakSet" = weakref.WeakSet()     # every live jitted function
 
+# function -> (its jit options -> the traced programs by signature)
+_TRACES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _shared_cache(fun, options: tuple) -> dict:
+    """The cache of traced programs that every ``jit`` of ``fun`` with the same options
+    shares, as JAX's tracing cache is keyed by the function, not by the jit object: a fresh
+    ``jit(f)`` called with a signature seen before runs what was traced then (without running
+    ``f``'s Python again, so without seeing a global it read that changed since). A function
+    that cannot be weakly referenced, or options that cannot be hashed, get a cache of
+    their own, and so does a bound method (each ``obj.method`` is a new object, which JAX
+    traces anew)."""
+    if isinstance(fun, types.MethodType):
+        return {}
+    try:
+        by_options = _TRACES.get(fun)
+        if by_options is None:
+            by_options = _TRACES[fun] = {}
+        return by_options.setdefault(options, {})
+    except TypeError:
+        return {}
+
 
 def clear_caches() -> None:
     """Forget what every jitted function compiled, and the eager mode's lowered collectives
@@ -605,7 +627,9 @@ class JitFunction:
         self.in_shardings = in_shardings
         self.out_shardings = out_shardings
         self._resolve = resolve or (lambda s, what: s)
-        self.cache: dict = {}
+        self.cache: dict = _shared_cache(fun, (
+            self.static_argnums, self.static_argnames, self.donate_argnums,
+            self.donate_argnames, in_shardings, out_shardings, resolve))
         # (aval, sharding, committed) per argument -> (Compiled, the device results go to)
         self.array_calls: dict = {}
         self.ref_calls: dict = {}       # where the arguments hold refs -> the pure function's jit

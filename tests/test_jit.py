@@ -376,3 +376,34 @@ def test_shape_dtype_structs_are_no_values_to_call_with_or_close_over():
         shardc.jit(lambda x: (x, sds))(inp)
     out = ident.lower({"a": inp, "b": {"c": sds}}).out_info
     assert out["b"]["c"].shape == (4, 2) and out["b"]["c"].dtype == np.int32
+
+
+def test_a_fresh_jit_of_the_same_function_reuses_its_trace():
+    """JAX's tracing cache is keyed by the function: ``jit(f)`` made again and called with a
+    signature seen before does not run ``f``'s Python again, so it keeps a global's old
+    value (JAX's "pure functions" gotcha). Other options, a new signature or clear_caches
+    trace anew; a bound method (a new object each time) traces anew as in JAX."""
+    calls = []
+    offset = 0.
+
+    def f(x):
+        calls.append(1)
+        return x + offset
+
+    assert float(shardc.jit(f)(4.)) == 4.
+    offset = 10.
+    assert float(shardc.jit(f)(5.)) == 5. and calls == [1]        # the stale trace
+    assert float(shardc.jit(f, static_argnums=0)(5.)) == 15.      # other options
+    np.testing.assert_array_equal(np.asarray(shardc.jit(f)(jnp.ones(2))), [11., 11.])
+    shardc.clear_caches()
+    assert float(shardc.jit(f)(5.)) == 15. and len(calls) == 4
+
+    class Model:
+        def apply(self, x):
+            calls.append(2)
+            return x
+
+    model = Model()
+    shardc.jit(model.apply)(1.)
+    shardc.jit(model.apply)(1.)
+    assert calls.count(2) == 2
