@@ -180,9 +180,9 @@ def _remat_partial_eval(eqn: Eqn, ins_unknown: list):
                 need(atom)
         replay[id(made_by)] = made_by
 
-    # the body's known outputs the policy does not save are recomputed too
-    known_outs = [(k, o) for k, (o, u) in enumerate(zip(body.outvars, split.out_unknown))
-                  if not u and isinstance(o, Var) and not is_saved(o)]
+    # the body's known outputs are computed by the forward part: the backward part reads
+    # them from there (saved, where it needs them), as JAX's remat saves a block's output
+    known_outs: list = []
     for var in list(residuals) + [o for _, o in known_outs]:
         need(var)
     saved_res = _unique(v for v in residuals if is_saved(v))

@@ -82,8 +82,28 @@ def test_custom_rules_with_constants_inside_remat(policy):
     np.testing.assert_allclose(np.asarray(want[0]).sum(0) > 0, [True, True, True])
 
 
-def test_policy_without_all_gather_gathers_again_in_the_backward_pass():
+def test_a_remat_blocks_own_output_is_saved_whatever_the_policy():
+    """A remat's results are computed by the forward pass, and the backward pass reads
+    them from there where it needs them: with only the gather inside the remat, the gathered
+    weights (its output, which the matmul outside needs) are saved, not gathered again, as
+    in JAX (its vjp keeps the all_gather's output; one all_gather in the whole program)."""
     forward, backward = backward_primitives(fsdp_loss(SAVE_ALL_BUT_GATHER))
+    assert forward.count("all_gather") == 1
+    assert "all_gather" not in backward and backward.count("reduce_scatter") == 1
+
+
+def test_the_policy_decides_inside_the_block_what_is_gathered_again():
+    """The tutorial's FSDP policy over the whole layer: the gathered weights are inside the
+    block, not saved, so the backward pass gathers them again."""
+    @partial(jax.remat, policy=SAVE_ALL_BUT_GATHER)
+    def layer(w, x):
+        return jnp.tanh(x @ lax.all_gather(w, "i", tiled=True))
+
+    def loss(w, x):
+        body = lambda w, x: lax.psum(layer(w, x).sum(), "i")
+        return jax.shard_map(body, mesh=MESH, in_specs=(P("i"), P("i")), out_specs=P())(w, x)
+
+    forward, backward = backward_primitives(loss)
     assert forward.count("all_gather") == 1
     assert backward.count("all_gather") == 1 and backward.count("reduce_scatter") == 1
 
