@@ -315,3 +315,49 @@ def test_checkpoint_with_static_and_keyword_arguments():
         close(g, x64.T @ (2 * derivative(x64 @ w64)), rtol=1e-5)
     g = jax.grad(lambda s: f(XS, W, True, scale=s).sum())(2.)
     assert float(g) == pytest.approx(float(np.sin(x64 @ w64).sum()), rel=1e-5)
+
+
+def test_print_saved_residuals_lists_what_the_backward_pass_keeps(capsys):
+    """``jax.ad_checkpoint.print_saved_residuals`` as JAX's autodiff_remat page shows it: the
+    arguments by name (and path), then the forward operations' results; checkpointing each
+    layer keeps the layers' outputs, a policy its dots, ``checkpoint_name`` its name."""
+    from shardc.ad_checkpoint import checkpoint_name, print_saved_residuals, saved_residuals
+
+    def g(W, x):
+        return jnp.sin(jnp.dot(W, x))
+
+    def f(W1, W2, x):
+        return g(W2, g(W1, x))
+
+    def f2(W1, W2, x):
+        return jax.checkpoint(g)(W2, jax.checkpoint(g)(W1, x))
+
+    def f3(W1, W2, x):
+        a = checkpoint_name(g(W1, x), "a")
+        return g(W2, a)
+
+    W1, W2, x = jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones(4)
+    args = ["f32[5,4] from the argument W1", "f32[6,5] from the argument W2",
+            "f32[4] from the argument x"]
+
+    def lines(fun, *a):
+        capsys.readouterr()
+        print_saved_residuals(fun, *a)
+        # up to the source (file:line (function)), which the last case checks
+        return [l.split(" from ")[0] if " from the " not in l else l
+                for l in capsys.readouterr().out.splitlines()]
+
+    assert lines(f, W1, W2, x) == args + [
+        "f32[5] output of sin", "f32[5] output of cos", "f32[6] output of cos"]
+    assert lines(f2, W1, W2, x) == args + ["f32[5] output of sin"]
+    policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    assert lines(jax.checkpoint(f, policy=policy), W1, W2, x) == args + [
+        "f32[5] output of dot_general", "f32[6] output of dot_general"]
+    assert lines(jax.checkpoint(f3, policy=jax.checkpoint_policies.save_only_these_names(
+        "a")), W1, W2, x) == args + ["f32[5] named 'a'"]
+    # a list argument is named by its path; the source names the file, line and function
+    res = saved_residuals(lambda params, x: g(params[1], g(params[0], x)), [W1, W2], x)
+    assert [src for _, src in res][:2] == ["from the argument params[0]",
+                                           "from the argument params[1]"]
+    assert res[-1][1].startswith("output of cos from test_checkpoint_api.py:")
+    assert res[-1][1].endswith("(g)")
