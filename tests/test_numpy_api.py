@@ -695,6 +695,24 @@ def test_at_casts_to_the_array_dtype_and_drops_out_of_bounds():
     assert np.asarray(n.at[2].get()) == 2
 
 
+def test_item_assignment_is_refused_pointing_to_at():
+    """``x[idx] = y`` on an array, or on a traced value, is JAX's TypeError naming ``.at``;
+    the array is unchanged."""
+    message = ("JAX arrays are immutable and do not support in-place item assignment. "
+               "Instead of x[idx] = y, use x = x.at[idx].set(y) or another .at[] method")
+    x = jnp.arange(3)
+    with pytest.raises(TypeError, match=re.escape(message)):
+        x[0] = 5
+
+    def f(y):
+        y[1] = 0.0
+        return y
+
+    with pytest.raises(TypeError, match=re.escape(message)):
+        shardc.jit(f)(jnp.ones(2))
+    assert np.asarray(x).tolist() == [0, 1, 2]
+
+
 # --- astype, comparisons of whole arrays ------------------------------------------------------
 
 @pytest.mark.parametrize("dtype, want", [

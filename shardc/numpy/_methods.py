@@ -134,7 +134,17 @@ _METHODS = {
     "__rshift__": right_shift, "__rrshift__": _reflected(right_shift),
     "view": _view, "byteswap": _byteswap,
     "argpartition": lambda self, kth, axis=-1: argpartition(self, kth, axis),
+    "__setitem__": lambda self, idx, value: _immutable(self),
 }
+
+
+def _immutable(x):
+    """``x[idx] = y``: JAX arrays (and traced values) cannot change; JAX's TypeError points
+    to ``.at[]``."""
+    raise TypeError(
+        "JAX arrays are immutable and do not support in-place item assignment. Instead of "
+        "x[idx] = y, use x = x.at[idx].set(y) or another .at[] method: "
+        "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
 
 
 def install_methods():
