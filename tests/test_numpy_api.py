@@ -1751,6 +1751,22 @@ def test_small_argument_checks_and_forms_as_jax():
     assert jnp.isdtype(jnp.bfloat16, ("bool", jnp.bfloat16))
 
 
+def test_a_traced_size_is_a_plain_type_error_but_arange_a_concretization_error():
+    """JAX's canonicalize_shape raises a plain TypeError for a traced size (zeros, full,
+    broadcast_to, reshape, eye), not ConcretizationTypeError; arange's traced bound is a
+    ConcretizationTypeError (a TypeError too)."""
+    from shardc.errors import ConcretizationTypeError
+    for make in (jnp.zeros, lambda n: jnp.full((n, 2), 1.0),
+                 lambda n: jnp.broadcast_to(1.0, (n,)), jnp.eye,
+                 lambda n: jnp.reshape(jnp.ones(4), (n, 2))):
+        with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete") as info:
+            shardc.jit(make)(2)
+        assert type(info.value) is TypeError
+    with pytest.raises(ConcretizationTypeError, match="jnp.arange argument 'stop'"):
+        shardc.jit(jnp.arange)(3)
+    assert jnp.broadcast_to(1.0, 3).shape == (3,)
+
+
 def test_jax_errors_for_shapes_complex_clips_and_empty_takes():
     with pytest.raises(TypeError, match=r"Did you accidentally write `jax\.numpy\.ones\(2, 3\)`"):
         jnp.ones(2, 3)

@@ -208,7 +208,7 @@ def broadcast_to(x, shape, *, out_sharding=None):
         return rule(x, shape)
     if out_sharding is not None:
         return _broadcast_typed(x, shape, out_sharding)
-    shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    shape = shape_tuple(shape)
     x = as_array(x)
     old = shape_of(x)
     if old == shape:
@@ -534,8 +534,8 @@ def typed(value):
 
 def shape_tuple(shape) -> tuple:
     """A shape given as an int or a sequence, as a tuple of ints (a traced size, where it is
-    known now); anything else is JAX's TypeError (its ConcretizationTypeError, one, for a
-    traced size)."""
+    known now); anything else is JAX's TypeError, a plain one for a traced size too (with
+    its hint about static arguments), as JAX's canonicalize_shape raises."""
     entries = (shape,) if isinstance(shape, int) or getattr(shape, "shape", None) == () \
         else shape
     message = ("Shapes must be 1D sequences of concrete values of integer type, got "
@@ -543,7 +543,7 @@ def shape_tuple(shape) -> tuple:
     try:
         return tuple(static_int(d, "a shape") for d in entries)
     except ConcretizationTypeError:
-        raise ConcretizationTypeError(
+        raise TypeError(
             f"{message}\nIf using `jit`, try using `static_argnums` or applying `jit` to "
             "smaller subfunctions.") from None
     except TypeError:

@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 
-from compiler.tracing import Tracer, bind, static_int, value_if_known
+from compiler.tracing import ConcretizationTypeError, Tracer, bind, static_int, value_if_known
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (abs, add, divide, equal, floor, less, multiply, power,
@@ -27,10 +27,13 @@ __all__ = ["arange", "linspace", "eye", "identity", "logspace", "geomspace"]
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values; ``arange(8 * 16.)`` is float32."""
     start, stop, step = (value_if_known(v) for v in (start, stop, step))
-    for v in (start, stop, step):
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
         if isinstance(v, Tracer):
-            raise TypeError("arange needs concrete start, stop and step: the length of the "
-                            "result must be known when tracing")
+            # JAX's ConcretizationTypeError: the length of the result must be known
+            raise ConcretizationTypeError(
+                "Abstract tracer value encountered where concrete value is expected: traced "
+                f"array with shape {v.aval.str_short(axis_order=None)}\n"
+                f"It arose in the jnp.arange argument '{'stop' if stop is None else name}'")
     given = [v for v in (start, stop, step) if v is not None]
     if builtins.any(np.iscomplexobj(v) for v in given):
         raise ValueError("Passing complex start/stop/step to jnp.arange is no longer supported "
@@ -97,11 +100,21 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return (out, step) if retstep else out
 
 
+def _eye_size(n, what: str) -> int:
+    """``n`` as a static size; a traced one is JAX's TypeError for a shape."""
+    try:
+        return static_int(n, what)
+    except ConcretizationTypeError:
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"({n},). {what}.\nIf using `jit`, try using `static_argnums` or "
+                        "applying `jit` to smaller subfunctions.") from None
+
+
 @takes_device
 def eye(N, M=None, k=0, dtype=None):
     """An ``N x M`` matrix with ones on diagonal ``k`` (float32 unless ``dtype`` says)."""
-    N = static_int(N, "argument of 'N' jnp.eye()")
-    M = N if M is None else static_int(M, "argument 'M' of jnp.eye()")
+    N = _eye_size(N, "argument of 'N' jnp.eye()")
+    M = N if M is None else _eye_size(M, "argument 'M' of jnp.eye()")
     dtype = _dt.canonicalize(dtype or _dt.float_)
     if isinstance(k, (int, np.integer)):
         k = builtins.max(builtins.min(int(k), M), -N)     # any diagonal past the ends is empty
