@@ -206,7 +206,7 @@ def test_approx_top_k_repeat_lengths_and_linear_transpose():
     traced = jax.jit(lambda r: jnp.repeat(jnp.arange(3), r, total_repeat_length=4))
     np.testing.assert_array_equal(np.asarray(traced(jnp.array([1, 2, 1]))), [0, 1, 1, 2])
     grid = np.arange(6).reshape(2, 3)
-    np.testing.assert_array_equal(np.asarray(jnp.repeat(grid, [2, 0, 1], axis=1)),
+    np.testing.assert_array_equal(np.asarray(jnp.repeat(grid, np.array([2, 0, 1]), axis=1)),
                                   np.repeat(grid, [2, 0, 1], axis=1))
     transposed = jax.linear_transpose(lambda x: (2 * x, x.sum()), jnp.ones(3))
     (ct,) = transposed((jnp.arange(3.), 1.))

@@ -695,6 +695,37 @@ def test_at_casts_to_the_array_dtype_and_drops_out_of_bounds():
     assert np.asarray(n.at[2].get()) == 2
 
 
+@pytest.mark.parametrize("call, name, position", [
+    (lambda: jnp.sum([1, 2, 3]), "sum", 0),
+    (lambda: jnp.sin((1.0, 2.0)), "sin", 0),
+    (lambda: jnp.add(jnp.ones(2), [1.0, 2.0]), "add", 1),
+    (lambda: jnp.abs([-1]), "absolute", 0),
+    (lambda: jnp.clip(jnp.ones(2), [0.0], 1.0), "minimum", 0),
+    (lambda: jnp.take(jnp.ones(3), [0, 1]), "take", 1),
+    (lambda: jnp.quantile(jnp.ones(3), [0.5]), "quantile", 1),
+    (lambda: jnp.where([True], 1, 2), "where", 0),
+    (lambda: jnp.reshape([1, 2], (2, 1)), "reshape", 0),
+])
+def test_lists_where_arrays_are_taken_are_refused(call, name, position):
+    """jax.numpy takes arrays and scalars, not lists or tuples: JAX's TypeError names the
+    function and the argument's position (the function it delegates to, for some)."""
+    with pytest.raises(TypeError, match=re.escape(
+            f"{name} requires ndarray or scalar arguments, got <class ") + r"'(list|tuple)'"
+            + re.escape(f"> at position {position}.")):
+        call()
+
+
+def test_lists_are_taken_where_jax_takes_them():
+    """Constructors, joins and shapes take sequences, as in JAX."""
+    assert np.asarray(jnp.array([1, 2])).tolist() == [1, 2]
+    assert np.asarray(jnp.asarray((1, 2))).tolist() == [1, 2]
+    assert np.asarray(jnp.concatenate([jnp.ones(1), jnp.zeros(1)])).tolist() == [1, 0]
+    assert np.asarray(jnp.stack([jnp.ones(1), jnp.zeros(1)])).shape == (2, 1)
+    assert jnp.zeros([2, 3]).shape == (2, 3)
+    assert np.asarray(jnp.tile(jnp.ones(2), [1, 2])).shape == (1, 4)
+    assert np.asarray(jnp.sum(jnp.array([1, 2, 3]))) == 6
+
+
 def test_item_assignment_is_refused_pointing_to_at():
     """``x[idx] = y`` on an array, or on a traced value, is JAX's TypeError naming ``.at``;
     the array is unchanged."""

@@ -170,3 +170,8 @@ single, double, csingle, cdouble, complex_ = float32, float64, complex64, comple
 float_, int_, uint = float64, int64, uint64
 bool = bool_  # noqa: A001
 __all__ += ["bool", "cdouble", "complex_", "csingle", "double", "float_", "int_", "single", "uint"]
+
+# lists and tuples where an array is taken are JAX's TypeError
+from shardc.numpy import _arraylike  # noqa: E402
+_arraylike.install(globals())
+del _arraylike

@@ -34,6 +34,7 @@ from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast
                                 full_like, keeps_weak, keeps_weak_scalars, ndim_of, ones_like,
                                 promote, ravel, reshape, shape_of, weakly_typed_like, zeros_like)
 from shardc.numpy._functional import vectorize
+from shardc.numpy._arraylike import check_arraylike
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import append, moveaxis
 from shardc.numpy._reductions import (any, cumprod, cumsum, max as reduce_max, min as reduce_min,
@@ -665,6 +666,8 @@ class ufunc:
             raise NotImplementedError(f"out argument of {self}")
         if where is not None:
             raise NotImplementedError(f"where argument of {self}")
+        for position, a in enumerate(args):
+            check_arraylike(self.__name__, a, position)
         return (self.__rules["call"] or self._call_vectorized)(*args)
 
     def _call_vectorized(self, *args):
