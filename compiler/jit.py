@@ -777,8 +777,8 @@ class JitFunction:
         if device is not None:
             outs = get_backend().on_device(outs, device)
         if self.donate_argnums or self.donate_argnames:
-            # the caller's own arrays, also where in_shardings laid them out anew (as JAX's)
-            outs = self._donate(*given, static_argnums, outs, compiled)
+            # the caller's own arrays, where the call used their buffers (as JAX's)
+            outs = self._donate(*given, static_argnums, outs, compiled, placed=(args, kwargs))
         result = tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
         return self._constrain_outputs(result) if compiled.place_after else result
 
@@ -876,11 +876,20 @@ class JitFunction:
         self.cache.clear()
         self.ref_calls.clear()
 
-    def _donate(self, args, kwargs, static_argnums, outs, compiled) -> list:
+    def _donate(self, args, kwargs, static_argnums, outs, compiled, placed=None) -> list:
         """Delete the donated arguments' arrays, as JAX does where the call can reuse their
         memory: each for a result of its shape and dtype, one result each (else JAX warns that
         it was not usable, and the array lives on). A result that is a donated array itself
-        stays alive: it is handed out as another array over the same data."""
+        stays alive: it is handed out as another array over the same data. An array that
+        in_shardings laid out anew into blocks (``placed``: the arguments as laid out) lives
+        on: the call donated the copy."""
+        kept: set = set()
+        if placed is not None and self.in_shardings is not UNSPECIFIED:
+            for mine, theirs in zip(tree.tree_leaves((args, kwargs)),
+                                    tree.tree_leaves(placed)):
+                if not isinstance(mine, Tracer) and hasattr(mine, "is_deleted") \
+                        and not _keeps_buffer(mine, theirs):
+                    kept.add(id(mine))
         free: dict = {}
         for out in outs:
             key = (tuple(getattr(out, "shape", ())), getattr(out, "dtype", None))
@@ -893,7 +902,7 @@ class JitFunction:
             for leaf in tree.tree_leaves(value):
                 # a concrete array (numpy arrays are copied in: nothing to delete)
                 if isinstance(leaf, Tracer) or not hasattr(leaf, "is_deleted") \
-                        or leaf.is_deleted():
+                        or leaf.is_deleted() or id(leaf) in kept:
                     continue
                 key = (leaf.shape, leaf.dtype)
                 if not free.get(key):
@@ -1204,7 +1213,7 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
                     leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
                 elif deferred is not None:
                     deferred.append(sharding)
-            elif get_backend().sharding_of(leaf) != sharding:
+            elif not _same_layout(get_backend().sharding_of(leaf), sharding, leaf):
                 if what == "jit in_shardings":
                     _check_committed(leaf, sharding)
                 weak = weakly_typed(leaf)
@@ -1219,6 +1228,43 @@ def ndim_of_leaf(leaf) -> int:
     """The rank of an argument or result: a traced or concrete array's, a host value's."""
     shape = getattr(leaf, "shape", None)
     return len(shape) if shape is not None else np.ndim(leaf)
+
+
+def _same_layout(have, sharding, leaf) -> bool:
+    """Whether an array laid out by ``have`` is laid out by ``sharding`` already: the same
+    sharding, or one that puts the same blocks on the same devices (a 1-D mesh's P('i') and a
+    4x2 mesh's P(('a', 'b')) over the same devices in order), as JAX's check of a committed
+    argument against in_shardings compares them."""
+    if have == sharding:
+        return True
+    if have is None or not hasattr(have, "is_equivalent_to"):
+        return False
+    try:
+        return have.is_equivalent_to(sharding, np.ndim(leaf))
+    except (TypeError, ValueError, NotImplementedError):
+        return False
+
+
+def _keeps_buffer(leaf, placed) -> bool:
+    """Whether ``placed`` (``leaf`` laid out by in_shardings) holds ``leaf``'s own buffer, so
+    that donating it deletes ``leaf``, as JAX's does: ``leaf`` itself, or ``leaf`` on one
+    device placed so that this device keeps the whole array (replicated there). Laid out
+    anew in blocks, the blocks are copies: the copy is donated and ``leaf`` lives on."""
+    if placed is leaf:
+        return True
+    have = get_backend().sharding_of(leaf)
+    devices = getattr(have, "device_set", None)
+    target = get_backend().sharding_of(placed)
+    if not devices or len(devices) != 1 or target is None:
+        return False
+    (device,) = devices
+    try:
+        index = target.devices_indices_map(np.shape(leaf)).get(device)
+    except (TypeError, ValueError, NotImplementedError):
+        return True
+    return index is not None and all(
+        isinstance(i, slice) and i.indices(n) == (0, n, 1)
+        for i, n in zip(index, np.shape(leaf)))
 
 
 def _check_committed(leaf, sharding) -> None:

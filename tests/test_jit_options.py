@@ -314,6 +314,38 @@ def test_a_donated_argument_laid_out_anew_by_in_shardings_is_deleted():
         np.testing.assert_array_equal(np.asarray(out), want)
 
 
+def test_a_donated_array_split_anew_by_in_shardings_lives_on():
+    """Laid out in blocks from one device, the blocks are copies: the call donates them and
+    the caller's array lives on (JAX's); where its device keeps the whole array (replicated,
+    above) its buffer is used and deleted."""
+    mesh = shardc.make_mesh((8,), ("i",), axis_types=(shardc.sharding.AxisType.Auto,))
+    arr = jnp.arange(16.).reshape(8, 2)
+    out = shardc.jit(lambda x: x + 1, in_shardings=NamedSharding(mesh, P("i")),
+                     donate_argnums=0)(arr)
+    assert not arr.is_deleted()
+    np.testing.assert_array_equal(np.asarray(arr), np.arange(16.).reshape(8, 2))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(16.).reshape(8, 2) + 1)
+
+
+def test_an_argument_laid_out_equivalently_is_taken_as_it_is():
+    """in_shardings on another mesh that puts the same blocks on the same devices (a 4x2
+    mesh's P(('a', 'b')) and an 8-device P('i')) is the argument's layout: no ValueError, the
+    array is used (and donated) as it is, as JAX compares them; a different split is JAX's
+    ValueError."""
+    auto = shardc.sharding.AxisType.Auto
+    mesh8 = shardc.make_mesh((8,), ("i",), axis_types=(auto,))
+    mesh42 = shardc.make_mesh((4, 2), ("a", "b"), axis_types=(auto, auto))
+    x = shardc.device_put(jnp.arange(16.).reshape(8, 2), NamedSharding(mesh8, P("i")))
+    out = shardc.jit(lambda v: v * 2, in_shardings=NamedSharding(mesh42, P(("a", "b"))),
+                     donate_argnums=0)(x)
+    assert x.is_deleted()
+    np.testing.assert_array_equal(np.asarray(out), np.arange(16.).reshape(8, 2) * 2)
+    y = shardc.device_put(jnp.ones((8, 2)), NamedSharding(mesh8, P("i")))
+    with pytest.raises(ValueError, match="Sharding passed to jit does not match the sharding "
+                                         "on the respective arg"):
+        shardc.jit(lambda v: v, in_shardings=NamedSharding(mesh42, P("a")))(y)
+
+
 def test_no_tracing_and_no_execution_refuse_what_they_name():
     @shardc.jit
     def f(x):
