@@ -32,7 +32,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import os
+import sys
 from typing import Any, Callable
 
 from compiler import jit as _jit
@@ -246,6 +248,46 @@ class Config:
 
     def __repr__(self):
         return f"Config({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def config_with_absl(self) -> None:
+        """Define an absl flag for each option (``--jax_enable_x64`` ...), read once absl has
+        parsed the command line (``app.run``), as JAX's ``config.config_with_absl``. absl
+        is not a dependency: without it this is its ImportError, as in JAX."""
+        from absl import app, flags as absl_flags
+        defines = {bool: absl_flags.DEFINE_bool, int: absl_flags.DEFINE_integer,
+                   float: absl_flags.DEFINE_float}
+        for name, flag in FLAGS.items():
+            value = self._values[name]
+            if flag.parse is _any:
+                continue            # (a device: not a command-line value)
+            define = defines.get(type(flag.default), absl_flags.DEFINE_string)
+            if define is absl_flags.DEFINE_string and value is not None:
+                value = str(value)
+            define(name, value, f"shardc's {name} (see jax.config)")
+        app.call_after_init(lambda: self._complete_absl_config(absl_flags))
+
+    def _complete_absl_config(self, absl_flags) -> None:
+        """Take each option absl's command line set."""
+        for name in FLAGS:
+            try:
+                flag = absl_flags.FLAGS[name]
+            except KeyError:
+                continue
+            if flag.present:
+                self.update(name, flag.value)
+
+    def parse_flags_with_absl(self) -> None:
+        """Parse only the ``--jax...`` arguments of the command line (before ``--``) with
+        absl and take them, once, as JAX's ``config.parse_flags_with_absl``."""
+        if self.__dict__.get("_absl_configured"):
+            return
+        import absl.flags
+        argv = itertools.takewhile(lambda a: a != "--", sys.argv)
+        jax_argv = ["", *(a for a in argv if a.startswith("--jax"))]
+        self.config_with_absl()
+        absl.flags.FLAGS(jax_argv, known_only=True)
+        self._complete_absl_config(absl.flags)
+        object.__setattr__(self, "_absl_configured", True)
 
 
 config = Config()

@@ -334,3 +334,73 @@ def test_key_reuse_checker_off_is_accepted_on_is_refused():
     with pytest.raises(NotImplementedError, match="no checker of PRNG keys used twice"):
         config.update("jax_debug_key_reuse", True)
     assert config.jax_debug_key_reuse is False
+
+
+def _fake_absl():
+    """A stand-in for absl (not a dependency): DEFINE_* record flags, FLAGS(argv) parses
+    ``--name=value``, ``--name`` and ``--noname``, app.call_after_init keeps its callback."""
+    import types as _types
+
+    class _Flag:
+        def __init__(self, kind, name, default):
+            self.kind, self.name, self.value, self.present = kind, name, default, False
+
+    class _Flags(dict):
+        def __call__(self, argv, known_only=False):
+            for arg in argv[1:]:
+                name, _, text = arg[2:].partition("=")
+                flag = self.get(name) or self.get(name[2:])
+                if flag is None:
+                    continue
+                if flag.kind is bool:
+                    flag.value = text.lower() in ("", "true", "1") and flag.name == name
+                else:
+                    flag.value = flag.kind(text)
+                flag.present = True
+            return argv
+
+    flags = _types.ModuleType("absl.flags")
+    flags.FLAGS = _Flags()
+    for kind, suffix in ((bool, "bool"), (int, "integer"), (float, "float"), (str, "string")):
+        def define(name, default, help, kind=kind):
+            flags.FLAGS[name] = _Flag(kind, name, default)
+        setattr(flags, f"DEFINE_{suffix}", define)
+    app = _types.ModuleType("absl.app")
+    app.after_init = []
+    app.call_after_init = app.after_init.append
+    absl = _types.ModuleType("absl")
+    absl.flags, absl.app = flags, app
+    return {"absl": absl, "absl.flags": flags, "absl.app": app}
+
+
+def test_config_with_absl_defines_the_options_and_parse_flags_reads_the_command_line(
+        monkeypatch):
+    """JAX's config_with_absl / parse_flags_with_absl: each option is an absl flag of its
+    type; parse_flags_with_absl takes the --jax arguments before '--', once."""
+    import sys
+    fake = _fake_absl()
+    for name, module in fake.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(sys, "argv", ["prog", "--jax_enable_x64=true", "--other",
+                                      "--jax_numpy_rank_promotion=raise", "--",
+                                      "--jax_log_compiles"])
+    config = shardc.config
+    try:
+        config.parse_flags_with_absl()
+        flags = fake["absl.flags"].FLAGS
+        assert flags["jax_enable_x64"].kind is bool and flags["jax_num_cpu_devices"].kind is int
+        assert config.jax_enable_x64 is True and config.jax_numpy_rank_promotion == "raise"
+        assert config.jax_log_compiles is False               # after '--': not JAX's
+        assert shardc.numpy.arange(3.).dtype == np.float64
+        config.parse_flags_with_absl()                       # once: nothing defined twice
+    finally:
+        config.__dict__.pop("_absl_configured", None)
+        config.update("jax_enable_x64", False)
+        config.update("jax_numpy_rank_promotion", "allow")
+
+
+def test_config_with_absl_needs_absl(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "absl", None)
+    with pytest.raises(ImportError):
+        shardc.config.config_with_absl()
