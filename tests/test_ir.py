@@ -100,7 +100,8 @@ def test_verifier_checks_sub_programs():
 
 
 # Every primitive has the rules its layers need; explicit exemptions only.
-# Calls and names that only autodiff reads (and linear_solve) are inlined before any backend runs a program
+# Calls and names that only autodiff reads (and linear_solve) are inlined before any backend
+# runs a program
 # (compiler/inline_calls.py), and custom_lin never runs (it raises first). process_index is
 # the mesh-level program's: per-device programs hold its constant instead.
 _NO_IMPL = {prims.shard_map_p, *prims.CUSTOM_CALLS, prims.custom_lin_p, prims.name_p,

@@ -943,7 +943,8 @@ def test_lax_binary_operations_do_not_promote():
         lax.atan2(i32, i32)
     with pytest.raises(TypeError, match="lax.and requires arguments to have the same dtypes"):
         lax.bitwise_and(i32, np.ones(2, np.int8))
-    with pytest.raises(TypeError, match="complex does not accept dtype int32 at position 1. .* float32, float64"):
+    with pytest.raises(TypeError, match="complex does not accept dtype int32 at position 1. "
+                                        ".* float32, float64"):
         lax.complex(f32, 1)
     assert lax.complex(f32, 1.0).dtype == np.complex64
     assert lax.pow(f32, i32).dtype == np.float32 and lax.pow(f32, 1).dtype == np.float32

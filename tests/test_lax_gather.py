@@ -198,7 +198,8 @@ def test_scatter_apply_applies_once_per_covering_window():
     (lambda: lax.gather(np.ones(5), np.zeros((2, 1), np.int32), G((), (0,), (0,)), (2,)),
      "collapse slice dims with bound 1"),
     (lambda: lax.scatter_add(np.ones(5), np.zeros((2, 1), np.int32), np.ones((3,)),
-                             S((), (0,), (0,))), "Bounds of the scatter dimensions of updates must be the same"),
+                             S((), (0,), (0,))),
+     "Bounds of the scatter dimensions of updates must be the same"),
 ])
 def test_bad_dimension_numbers_are_type_errors_naming_what_is_wrong(call, message):
     with pytest.raises(TypeError, match=message):
