@@ -1055,3 +1055,17 @@ def test_lax_pad_checks_its_arguments_as_jax_does():
     with pytest.raises(ValueError, match="Dimension size after padding is not at least 0"):
         lax.pad(x, 0.0, [(-4, 0, 1)])
     np.testing.assert_array_equal(np.asarray(lax.pad(x + 1, 0.0, [(1, -1, 1)])), [0, 1, 0])
+
+
+def test_mixed_dtype_errors_carry_jaxs_tip_only_where_jax_gives_one():
+    # JAX's table of promoting counterparts: comparisons and rem get no tip, shifts do
+    x, i, u = jnp.ones(3), jnp.ones(3, jnp.int32), jnp.ones(3, jnp.uint32)
+    for call, tip in ((lambda: lax.lt(x, i), None), (lambda: lax.rem(x, i), None),
+                      (lambda: lax.shift_left(i, u), "left_shift"),
+                      (lambda: lax.shift_right_logical(i, u), "right_shift"),
+                      (lambda: lax.bitwise_and(i, u), None), (lambda: lax.add(x, i), "add")):
+        with pytest.raises(TypeError, match="requires arguments to have the same dtypes") as err:
+            call()
+        assert ("Tip" in str(err.value)) == (tip is not None)
+        if tip:
+            assert f"jnp.{tip} is a similar function" in str(err.value)

@@ -18,7 +18,8 @@ from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import kept_if_divisible, partitions
 import shardc.numpy as jnp
 from shardc.lax._convolution import padtype_to_pads
-from shardc.lax._ops import ANY, ORDERED, lax_binary, max as lax_max, min as lax_min
+from shardc.lax._ops import (ANY, ORDERED, lax_binary, max as lax_max, min as lax_min,
+                             same_dtypes_error)
 from shardc.lax._shapes import array_operand, pad
 from shardc.sharding import reshard
 
@@ -73,8 +74,7 @@ def _integer_pair(name: str, x, y):
         raise TypeError(f"{name} does not accept dtypes {x.dtype.name}, {y.dtype.name}. "
                         "Accepted dtypes are subtypes of integer.")
     if x.dtype != y.dtype:
-        raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
-                        f"{x.dtype.name}, {y.dtype.name}.")
+        raise same_dtypes_error(name, (x.dtype, y.dtype))
     return jnp.broadcast_arrays(x, y) if x.shape != y.shape else (x, y)
 
 

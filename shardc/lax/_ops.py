@@ -182,11 +182,15 @@ NUMBERS = (_dt.INT, _dt.FLOAT, _dt.COMPLEX)
 ANY = NUMBERS + (_dt.BOOL,)
 ORDERED = (_dt.INT, _dt.FLOAT, _dt.BOOL)
 
-# lax names whose jax.numpy counterpart (which promotes) JAX's message suggests
+# lax names whose jax.numpy counterpart (which promotes) JAX's message suggests: JAX's own
+# table, whose comparisons are keyed by numpy's names (so lt, le, gt, ge and rem get none)
 _JNP_EQUIVALENTS = {"add": "add", "sub": "subtract", "mul": "multiply", "div": "divide",
                     "max": "maximum", "min": "minimum", "eq": "equal", "ne": "not_equal",
-                    "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-                    "atan2": "arctan2", "nextafter": "nextafter", "rem": "remainder"}
+                    "atan2": "arctan2", "nextafter": "nextafter", "pow": "float_power",
+                    "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+                    "bitwise_xor": "bitwise_xor", "shift_left": "left_shift",
+                    "shift_right_logical": "right_shift",
+                    "shift_right_arithmetic": "right_shift"}
 
 
 def check_operand_dtypes(name: str, accepted, *operands, same: bool = True) -> None:
@@ -200,10 +204,16 @@ def check_operand_dtypes(name: str, accepted, *operands, same: bool = True) -> N
                             f"{i}. Accepted dtypes at position {i} are subtypes of "
                             f"{', '.join(_KIND_NAMES[k] for k in accepted)}.")
     if same and any(d != dtypes[0] for d in dtypes[1:]):
-        tip = (f" (Tip: jnp.{_JNP_EQUIVALENTS[name]} is a similar function that does automatic "
-               f"type promotion on inputs)." if name in _JNP_EQUIVALENTS else "")
-        raise TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
-                        f"{', '.join(np.dtype(d).name for d in dtypes)}.{tip}")
+        raise same_dtypes_error(name, dtypes)
+
+
+def same_dtypes_error(name: str, dtypes) -> TypeError:
+    """JAX's error for a lax operation given operands of different dtypes, with its tip where
+    JAX names a promoting jax.numpy counterpart."""
+    tip = (f" (Tip: jnp.{_JNP_EQUIVALENTS[name]} is a similar function that does automatic "
+           f"type promotion on inputs)." if name in _JNP_EQUIVALENTS else "")
+    return TypeError(f"lax.{name} requires arguments to have the same dtypes, got "
+                     f"{', '.join(np.dtype(d).name for d in dtypes)}.{tip}")
 
 
 def lax_binary(name: str, accepted, fn, doc: str):
