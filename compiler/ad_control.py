@@ -239,20 +239,28 @@ def _cond_jvp(primals, tangents, *, branches):
     # (each branch ignores the others')
     traced = [jvp_program_with_consts(b, nonzero, shard=current_shard_context())
               for b in branches]
+    all_consts, new_branches = _over_every_branchs_consts(traced)
+    outs = bind(p.cond_p, index, *all_consts, *ops, *[t for t in op_tangents if t is not None],
+                branches=tuple(new_branches))
+    n = len(branches[0].outvars)
+    return outs[:n], outs[n:]
+
+
+def _over_every_branchs_consts(traced) -> tuple:
+    """``(constants, programs)`` for branches traced with constants of their own (``traced``:
+    ``(program, its constants)`` each): every branch takes every branch's constants as its
+    leading operands, in branch order, and ignores the others'."""
     all_consts = [c for _, consts in traced for c in consts]
-    new_branches = []
+    programs = []
     offset = 0
     for program, consts in traced:
         before = [Var(aval_of(c)) for c in all_consts[:offset]]
         after = [Var(aval_of(c)) for c in all_consts[offset + len(consts):]]
         own = program.invars[:len(consts)]
-        new_branches.append(Program([], before + own + after + program.invars[len(consts):],
-                                    program.eqns, program.outvars))
+        programs.append(Program([], before + own + after + program.invars[len(consts):],
+                                program.eqns, program.outvars))
         offset += len(consts)
-    outs = bind(p.cond_p, index, *all_consts, *ops, *[t for t in op_tangents if t is not None],
-                branches=tuple(new_branches))
-    n = len(branches[0].outvars)
-    return outs[:n], outs[n:]
+    return all_consts, programs
 
 
 def _cond_transpose(cts, index, *ops, branches):
@@ -270,7 +278,6 @@ def _cond_transpose(cts, index, *ops, branches):
     lin_avals = [o.aval for o in ops if isinstance(o, Linear)]
     q = aval_of(index).vma if check_on() else frozenset()
     new_branches = []
-    all_consts = []
     for branch in branches:
         def branch_t(*vals, branch=branch):
             it_known = iter(vals[:len(known)])
@@ -283,16 +290,7 @@ def _cond_transpose(cts, index, *ops, branches):
             program, consts = _trace(branch_t, [aval_of(k) for k in known] +
                                      [aval_of(c) for c in filled])
         new_branches.append((program, consts))
-        all_consts.extend(consts)
-    programs = []
-    offset = 0
-    for program, consts in new_branches:
-        before = [Var(aval_of(c)) for c in all_consts[:offset]]
-        after = [Var(aval_of(c)) for c in all_consts[offset + len(consts):]]
-        own = program.invars[:len(consts)]
-        programs.append(Program([], before + own + after + program.invars[len(consts):],
-                                program.eqns, program.outvars))
-        offset += len(consts)
+    all_consts, programs = _over_every_branchs_consts(new_branches)
     outs = bind(p.cond_p, index, *all_consts, *known, *filled, branches=tuple(programs))
     it = iter(outs)
     return [None] + [_sum_contributions(next(it), o.aval, q) if lin else None

@@ -464,7 +464,7 @@ class Compiled:
         fixed = {k for k, _ in static}
         positions = [k for k in range(len(dynamic) + len(fixed)) if k not in fixed]
         donated = set(jitted.donate_argnums)
-        info = lambda flag: (lambda aval: ArgInfo(aval, flag))
+        info = lambda flag: functools.partial(ArgInfo, donated=flag)
         return (tuple(tree.tree_map(info(k in donated), a) for k, a in zip(positions, dynamic)),
                 {name: tree.tree_map(info(name in jitted.donate_argnames), a)
                  for name, a in kwargs.items()})
