@@ -259,7 +259,7 @@ for _p, _d in _UNARY_DERIVATIVES.items():
 
 # Piecewise-constant or integer-valued results: zero tangents.
 for _p in (p.sign_p, p.floor_p, p.ceil_p, p.round_p, p.not_p, p.is_finite_p, p.and_p, p.or_p,
-           p.xor_p, p.argmax_p, p.argmin_p, p.iota_p, p.random_bits_p, p.reduce_and_p,
+           p.xor_p, p.argmax_p, p.argmin_p, p.iota_p, p.threefry2x32_p, p.reduce_and_p,
            p.reduce_or_p, p.signbit_p, p.population_count_p, p.nextafter_p,
            p.searchsorted_p, p.bitcast_convert_type_p) + p.COMPARISON + p.SHIFTS:
     jvp_rules[_p] = functools.partial(_zero_tangents, _p)

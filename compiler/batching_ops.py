@@ -28,13 +28,13 @@ batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
 batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
 
 
-def _random_bits_rule(values, dims, **params):
-    """A batch of keys in front: the primitive takes them all (each key its own bits)."""
-    (key,), (dim,) = values, dims
-    return [bind(prims.random_bits_p, moveaxis(key, dim, 0), **params)], [0]
+def _threefry2x32_rule(values, dims):
+    """Elementwise, with two results."""
+    (outs,), (dim,) = elementwise_rule(prims.threefry2x32_p, values, dims)
+    return list(outs), [dim, dim]
 
 
-batching_rules[prims.random_bits_p] = _random_bits_rule
+batching_rules[prims.threefry2x32_p] = _threefry2x32_rule
 
 
 # --- shapes ------------------------------------------------------------------------------------

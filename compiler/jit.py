@@ -31,7 +31,8 @@ from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_l
                               context_auto_mesh,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
-                              trace_to_program, typed_sharding, user_source, weakened,
+                              trace_settings, trace_to_program, typed_sharding,
+                              user_source, weakened,
                               weakened_where, weakly_typed)
 from compiler.layouts import meaningful
 from ir import dtypes
@@ -718,7 +719,7 @@ class JitFunction:
             return None
         backend = get_backend()
         # x64 changes what tracing the same avals gives; the mesh, what a shard_map reads
-        key = [dtypes.x64_enabled(), current_mesh()]
+        key = [dtypes.x64_enabled(), current_mesh(), trace_settings()]
         for a in args:
             if type(a) is np.ndarray:
                 # a host array (a batch read at each step): its shape and dtype say it all
@@ -975,7 +976,7 @@ class JitFunction:
         # its dtype is not
         weak = tuple(weakly_typed(x) for x in leaves)
         key = (in_tree, avals, weak, shardings, self._static_key(static, static_kwargs),
-               current_mesh(), dtypes.x64_enabled())
+               current_mesh(), dtypes.x64_enabled(), trace_settings())
         try:
             hash(key)
         except TypeError:

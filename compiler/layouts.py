@@ -24,7 +24,8 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 ELEMENTWISE = frozenset(prims.UNARY + prims.ARITHMETIC + prims.COMPARISON + prims.PREDICATES
-                        + (prims.select_n_p, prims.convert_element_type_p))
+                        + (prims.select_n_p, prims.convert_element_type_p,
+                           prims.threefry2x32_p))
 
 
 def meaningful(layout) -> bool:

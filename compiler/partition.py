@@ -499,19 +499,6 @@ def whole_rule(mesh, eqn, values) -> list:
             for o, v in zip(outs, eqn.outvars)]
 
 
-def _random_bits_rule(mesh, eqn, values) -> list:
-    """Keys split along their batch, each key's bits whole: every device draws its keys'
-    bits (a key's bits do not depend on the keys beside it)."""
-    (key,), (out,) = eqn.invars, eqn.outvars
-    batch = key.aval.ndim - 1
-    key_spec, out_spec = spec_of(key.aval), spec_of(out.aval)
-    if (key_spec[-1] == () and out_spec[:batch] == key_spec[:batch]
-            and all(s == () for s in out_spec[batch:]) and not uneven_dims(mesh, key.aval)):
-        return [bind(prims.random_bits_p, values[0], **block_params(eqn))]
-    return whole_rule(mesh, eqn, values)
-
-
-block_rules[prims.random_bits_p] = _random_bits_rule
 
 
 def block_params(eqn) -> dict:
@@ -530,8 +517,7 @@ def _block_shape(mesh, aval) -> tuple:
 def elementwise_rule(mesh, eqn, values) -> list:
     """Each operand laid out as the result (a dimension of size 1 broadcasts whole), then the
     primitive on the blocks."""
-    (out,) = eqn.outvars
-    target = spec_of(out.aval)
+    target = spec_of(eqn.outvars[0].aval)
     laid = []
     for v, a in zip(values, eqn.invars):
         if isinstance(a, Literal) or not a.aval.shape:
@@ -539,11 +525,25 @@ def elementwise_rule(mesh, eqn, values) -> list:
             continue
         want = tuple(t if n != 1 else () for t, n in zip(target, a.aval.shape))
         laid.append(to_layout(mesh, v, a, want))
-    return [bind(eqn.primitive, *laid, **eqn.params)]
+    outs = bind(eqn.primitive, *laid, **eqn.params)
+    return outs if eqn.primitive.multiple_results else [outs]
 
 
-for _p in prims.ELEMENTWISE:
+for _p in prims.ELEMENTWISE + (prims.threefry2x32_p,):
     block_rules[_p] = elementwise_rule
+
+
+def _bitcast_rule(mesh, eqn, values) -> list:
+    """Each element's bits on their own: blockwise, the word dimension that a narrower dtype
+    adds (or a wider one consumes) whole."""
+    (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
+    if not isinstance(a, Literal) and a.aval.shape:
+        want = (tuple(spec_of(out.aval)) + ((),) * a.aval.ndim)[:a.aval.ndim]
+        x = to_layout(mesh, x, a, want)
+    return [bind(eqn.primitive, x, **eqn.params)]
+
+
+block_rules[prims.bitcast_convert_type_p] = _bitcast_rule
 
 
 def _sharding_constraint_rule(mesh, eqn, values) -> list:

@@ -45,7 +45,7 @@ from ir.sharding_rules import mesh_auto, typed_avals
 # Primitives whose operands and results share every dimension by position (sizes may differ:
 # a slice keeps the dimension, shorter).
 _POSITIONAL = frozenset(prims.ELEMENTWISE + prims.CUMULATIVE + (
-    prims.sort_p, prims.concatenate_p, prims.slice_p, prims.pad_p, prims.rev_p,
+    prims.threefry2x32_p, prims.sort_p, prims.concatenate_p, prims.slice_p, prims.pad_p, prims.rev_p,
     prims.dynamic_slice_p, prims.dynamic_update_slice_p))
 _REDUCTIONS = frozenset(prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p))
 _MAX_SWEEPS = 16

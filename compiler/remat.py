@@ -22,8 +22,8 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, instan
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (Replay, Tracer, aval_of, bind, current_trace, eval_trace,
-                              layouts_of, set_current_trace, trace_to_program, weakened_where,
-                              weakly_typed)
+                              layouts_of, set_current_trace, trace_settings, trace_to_program,
+                              weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as p
 from ir.core import Eqn, Program, Var
@@ -86,7 +86,7 @@ def _eager_key(static: dict, in_tree, flat):
     if current_trace() is not eval_trace or current_shard_context() is not None:
         return None
     key = (tuple(sorted(static.items())), in_tree, tuple(aval_of(x) for x in flat),
-           tuple(layouts_of(flat)), dtypes.x64_enabled(), current_mesh())
+           tuple(layouts_of(flat)), dtypes.x64_enabled(), current_mesh(), trace_settings())
     try:
         hash(key)
     except TypeError:

@@ -293,6 +293,24 @@ def set_invalid_value_check(kind: str, enabled: bool) -> None:
     (_invalid_checks.add if enabled else _invalid_checks.discard)(kind)
 
 
+# Settings that change what tracing a function gives (besides x64): a jitted function's traces
+# are cached per value of them all.
+_trace_settings: dict = {}
+_trace_settings_key = [()]
+
+
+def set_trace_setting(name: str, value) -> None:
+    """Record a setting that tracing reads (a config flag's value): traces made under one
+    value are not reused under another."""
+    _trace_settings[name] = value
+    _trace_settings_key[0] = tuple(sorted(_trace_settings.items()))
+
+
+def trace_settings() -> tuple:
+    """The settings tracing reads, as a hashable key."""
+    return _trace_settings_key[0]
+
+
 _static_index_checks = [False]
 
 
@@ -300,6 +318,7 @@ def set_static_index_check(enabled: bool) -> None:
     """Raise IndexError for a static integer index out of bounds where indexing would clamp
     it (JAX's ``jax_check_static_indices``)."""
     _static_index_checks[0] = bool(enabled)
+    set_trace_setting("check_static_indices", bool(enabled))
 
 
 def static_index_check_on() -> bool:

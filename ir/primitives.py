@@ -227,8 +227,9 @@ CUMULATIVE = (cumsum_p, cumprod_p, cummax_p, cummin_p)
 sort_p = primitive("sort", multiple_results=True)        # (*operands)[dimension, num_keys]
 searchsorted_p = primitive("searchsorted")               # (sorted, query)[side]: int32
 
-# Random numbers: bits from a uint32[2] key (counter-based, Philox).
-random_bits_p = primitive("random_bits")                 # (key)[shape]
+# Random numbers: the Threefry-2x32 hash (20 rounds) of the counter words (x1, x2) keyed by
+# (k1, k2), as JAX's; elementwise over uint32 operands (rank-0 ones broadcast), two results.
+threefry2x32_p = primitive("threefry2x32", multiple_results=True)   # (k1, k2, x1, x2)
 
 # Linear algebra.
 # [dimension_numbers, preferred_element_type, precision (only where given)]

@@ -577,15 +577,16 @@ shape_rules[prims.while_p] = _while_rule
 shape_rules[prims.cond_p] = _cond_rule
 
 
-def _random_bits_rule(key: Aval, *, shape) -> list:
-    """Bits of ``shape`` per key: keys ``uint32[..., 2]`` (a batch of them under vmap) give
-    ``uint32[..., *shape]``."""
-    if key.ndim < 1 or key.shape[-1] != 2 or key.dtype != np.dtype("uint32"):
-        raise ShapeError(f"random_bits: the key must be uint32[..., 2], got {key.str_short()}")
-    return [_aval(key.shape[:-1] + tuple(shape), np.dtype("uint32"))]
+def _threefry2x32_rule(*operands: Aval) -> list:
+    """Two uint32 results of the operands' common shape (rank-0 operands broadcast)."""
+    if any(a.dtype != np.dtype("uint32") for a in operands):
+        raise ShapeError("threefry2x32 requires uint32 operands, got "
+                         + ", ".join(a.str_short() for a in operands))
+    shape = _common_shape(prims.threefry2x32_p, operands)
+    return [_aval(shape, np.dtype("uint32"))] * 2
 
 
-shape_rules[prims.random_bits_p] = _random_bits_rule
+shape_rules[prims.threefry2x32_p] = _threefry2x32_rule
 
 
 def reshape_groups(old, new) -> list:

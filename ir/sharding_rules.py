@@ -262,7 +262,8 @@ def _like_operand(in_avals, outs, **params):
     return [spec_of(in_avals[0])] * len(outs)
 
 
-for _p in prims.UNARY + prims.ARITHMETIC + prims.COMPARISON + prims.PREDICATES:
+for _p in prims.UNARY + prims.ARITHMETIC + prims.COMPARISON + prims.PREDICATES + (
+        prims.threefry2x32_p,):
     sharding_rules[_p] = functools.partial(_elementwise, _p)
 for _p in (prims.convert_element_type_p, prims.reduce_precision_p, prims.stop_gradient_p,
            prims.name_p, prims.rev_p):
@@ -383,12 +384,6 @@ def _iota(in_avals, outs, *, dtype, shape, dimension, out_sharding=None):
     return [_given({"out_sharding": out_sharding}, len(shape)) or ((),) * len(shape)]
 
 
-def _random_bits(in_avals, outs, *, shape, out_sharding=None):
-    """A batch of keys keeps its split; each key's bits are laid out as ``out_sharding``."""
-    batch = spec_of(in_avals[0])[:-1]
-    return [batch + (_given({"out_sharding": out_sharding}, len(shape)) or ((),) * len(shape))]
-
-
 sharding_rules[prims.broadcast_in_dim_p] = _broadcast_in_dim
 sharding_rules[prims.transpose_p] = _transpose
 sharding_rules[prims.squeeze_p] = _squeeze
@@ -398,7 +393,6 @@ sharding_rules[prims.dynamic_slice_p] = _dynamic_slice
 sharding_rules[prims.pad_p] = _pad
 sharding_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice
 sharding_rules[prims.iota_p] = _iota
-sharding_rules[prims.random_bits_p] = _random_bits
 
 
 # --- reshape (JAX's _reshape_sharding_rule) ----------------------------------------------------

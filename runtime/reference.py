@@ -632,20 +632,33 @@ def matmul_operand(x, widen=None):
     return np.array(x, order="C")
 
 
-def _random_bits(key, *, shape):
-    """uint32 bits from Philox keyed by the 64 bits of each key (not JAX's threefry bits):
-    one generator per key of ``uint32[..., 2]``, so a key's bits never depend on the others
-    beside it (nor on how a batch of keys is split over devices)."""
-    keys = np.asarray(key, np.uint32)
-    out = np.empty(keys.shape[:-1] + tuple(shape), np.uint32)
-    for index in np.ndindex(keys.shape[:-1]):
-        k0, k1 = (int(k) for k in keys[index])
-        generator = np.random.Generator(np.random.Philox(key=(k0 << 32) | k1))
-        out[index] = generator.integers(0, 2 ** 32, size=shape, dtype=np.uint32)
-    return [out]
+_THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
-impl_rules[prims.random_bits_p] = _random_bits
+def threefry2x32(k1, k2, x1, x2) -> list:
+    """The Threefry-2x32 hash (20 rounds, a key injection after every 4) of the counters
+    ``(x1, x2)`` keyed by ``(k1, k2)``, elementwise with numpy broadcasting: JAX's bits."""
+    k1, k2, x1, x2 = (np.asarray(v, np.uint32) for v in (k1, k2, x1, x2))
+    shape = np.broadcast_shapes(k1.shape, k2.shape, x1.shape, x2.shape)
+    ks = (k1, k2, np.asarray(k1 ^ k2 ^ np.uint32(0x1BD11BDA)))
+    a, b = np.empty(shape, np.uint32), np.empty(shape, np.uint32)
+    np.add(x1, ks[0], out=a)
+    np.add(x2, ks[1], out=b)
+    spare = np.empty_like(b)
+    for i in range(5):
+        for r in _THREEFRY_ROTATIONS[i % 2]:
+            np.add(a, b, out=a)
+            np.left_shift(b, np.uint32(r), out=spare)
+            np.right_shift(b, np.uint32(32 - r), out=b)
+            np.bitwise_or(b, spare, out=b)
+            np.bitwise_xor(b, a, out=b)
+        np.add(a, ks[(i + 1) % 3], out=a)
+        np.add(b, ks[(i + 2) % 3], out=b)
+        np.add(b, np.uint32(i + 1), out=b)
+    return [a, b]
+
+
+impl_rules[prims.threefry2x32_p] = threefry2x32
 impl_rules[prims.sharding_constraint_p] = lambda x, *, sharding: [x]
 impl_rules[prims.stop_gradient_p] = lambda x: [x]
 

@@ -193,7 +193,23 @@ def _select_n_rule(types: EqnTypes) -> Kernel:
     return Kernel(select, [lead], shapes)
 
 
+def _threefry2x32_rule(types: EqnTypes) -> Kernel:
+    """Elementwise on the stacked blocks (rank-0 operands broadcast), two results."""
+    rank = max(a.ndim for a in types.in_avals)
+    lead = union_lead(l for l, lit in zip(types.in_leads, types.literals) if lit is None)
+    shapes = [None if lit is not None or a.ndim == rank
+              else tuple(l) + (1,) * (rank - a.ndim) + a.shape
+              for a, l, lit in zip(types.in_avals, types.in_leads, types.literals)]
+    if not lead:        # literals only: hash once
+        values = [_frozen(v.reshape((1,) * types.k)) for v in
+                  reference.threefry2x32(*types.literals)]
+        return Kernel(lambda *args: values, [(1,) * types.k] * 2, multiple=True)
+    return Kernel(reference.threefry2x32, [lead, lead], shapes, multiple=True,
+                  scalar_literals=True, fresh=True)
+
+
 stacked_rules[prims.convert_element_type_p] = _convert_rule
+stacked_rules[prims.threefry2x32_p] = _threefry2x32_rule
 stacked_rules[prims.reduce_precision_p] = lambda types: _elementwise_rule(
     reference.special.reduce_precision_kernel(**types.params), types)
 stacked_rules[prims.select_n_p] = _select_n_rule
@@ -998,6 +1014,6 @@ stacked_rules[coll.process_index_node] = process_index_kernel
 
 
 # Primitives with no stacked rule that run one reference call per device block: their
-# operands are per-device state (a key, scattered indices) no broadcasting shares.
+# operands are per-device state (scattered indices) no broadcasting shares.
 # Matrix primitives (linalg) likewise: numpy factorises one matrix at a time anyway.
-PER_DEVICE = (prims.random_bits_p, prims.scatter_p, prims.bitcast_convert_type_p) + prims.LINALG
+PER_DEVICE = (prims.scatter_p, prims.bitcast_convert_type_p) + prims.LINALG

@@ -151,12 +151,17 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_traceback_filtering", "auto", _enum(
         "off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto")),
     Flag("jax_numpy_rank_promotion", "allow", _enum("allow", "warn", "raise")),
-    Flag("jax_default_prng_impl", "threefry2x32", _enum("threefry2x32", "rbg", "unsafe_rbg")),
+    # the implementation of keys made without one, and JAX's two schemes of threefry bits:
+    # both change what tracing gives
+    Flag("jax_default_prng_impl", "threefry2x32", _enum("threefry2x32", "rbg", "unsafe_rbg"),
+         functools.partial(_tracing.set_trace_setting, "default_prng_impl")),
     # raw uint32 key data given to a jax.random function: taken, warned about, or refused
     Flag("jax_legacy_prng_key", "allow", _enum("allow", "warn", "error")),
-    Flag("jax_threefry_partitionable", True, _bool),
+    Flag("jax_threefry_partitionable", True, _bool,
+         functools.partial(_tracing.set_trace_setting, "threefry_partitionable")),
     # PRNGKey, and split and fold_in given raw key data, return typed keys (read by random)
-    Flag("jax_enable_custom_prng", False, _bool),
+    Flag("jax_enable_custom_prng", False, _bool,
+         functools.partial(_tracing.set_trace_setting, "enable_custom_prng")),
     # JAX's checker of PRNG keys used twice: off by default; shardc has no such checker, so
     # asking for it is refused rather than quietly not checking
     Flag("jax_debug_key_reuse", False, _bool, lambda on: _no_key_reuse_checker(on)),

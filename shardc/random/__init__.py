@@ -2,8 +2,8 @@
 
 ``key(seed)`` gives a typed key array (dtype ``key<fry>``, shape ``()``); ``PRNGKey(seed)`` the
 raw ``uint32[2]`` key data of older JAX code. Every sampler, ``split`` and ``fold_in`` take
-either; ``split`` and ``fold_in`` return keys of the kind they were given. The bits come from
-Philox keyed by the key, so they are reproducible but differ from JAX's threefry bits.
+either; ``split`` and ``fold_in`` return keys of the kind they were given. The bits, splits and
+folds are JAX's (the Threefry-2x32 hash of each element's index keyed by the key).
 
     _keys             key arrays, key, PRNGKey, split, fold_in, key_data, bits
     _distributions    uniform, normal, randint, choice, gamma, poisson, ...

@@ -11,6 +11,7 @@ from compiler.tracing import aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
+import shardc.lax as lax
 from shardc.lax import complex as lax_complex, lgamma, pcast, rem, top_k, while_loop
 from shardc.numpy._core import takes_out_sharding
 from shardc.random._keys import (bits, fold_in, key_data, random_bits, sample_shape,
@@ -26,25 +27,32 @@ __all__ = [
 @takes_out_sharding
 def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
     """Uniform floats in ``[minval, maxval)``; ``dtype`` must be a floating one (JAX's
-    ValueError otherwise)."""
+    ValueError otherwise). JAX's values: random mantissa bits under the exponent of 1 give a
+    float in ``[1, 2)``; less 1, it is scaled to the range."""
+    single_key("uniform", key)
     dtype = _dt.canonicalize(dtype)
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `uniform` must be a float dtype, got {dtype}")
-    raw = random_bits(key, sample_shape(shape), "uniform")
-    # the top n bits give k / 2**n in [0, 1): exact and below 1. A narrow float takes as many
-    # as its mantissa holds, JAX's grid of 2**nmant values (from 24 bits float16 would
-    # overflow and bfloat16 round up to 1); float32 and wider take 24
-    nmant = _dt.finfo(dtype).nmant
-    n = nmant if nmant < 23 else 24
-    unit = jnp.multiply(jnp.astype(jnp.right_shift(raw, np.uint32(32 - n)), dtype), 2.0 ** -n)
-    return jnp.astype(jnp.add(jnp.multiply(unit, maxval - minval), minval), dtype)
+    shape = sample_shape(shape)
+    minval, maxval = (jnp.astype(jnp.asarray(v), dtype) for v in (minval, maxval))
+    info = _dt.finfo(dtype)
+    nbits, nmant = info.bits, info.nmant
+    rng_bits = 8 if nmant < 8 else nbits      # a float of few mantissa bits draws a byte
+    unsigned = np.dtype(f"uint{nbits}")
+    raw = jnp.astype(random_bits(key, shape, "uniform", rng_bits), unsigned)
+    one = np.array(1.0, dtype).view(unsigned)
+    float_bits = jnp.bitwise_or(lax.shift_right_logical(raw, unsigned.type(rng_bits - nmant)),
+                                one)
+    floats = jnp.subtract(lax.bitcast_convert_type(float_bits, dtype), dtype.type(1.0))
+    scaled = jnp.add(jnp.multiply(floats, jnp.subtract(maxval, minval)), minval)
+    return jnp.maximum(minval, scaled)
 
 
 @takes_out_sharding
 def normal(key, shape=(), dtype=float):
-    """Standard normal floats (Box-Muller over two uniform draws). A complex ``dtype`` draws
-    the real and imaginary parts independently, each of variance 1/2 (JAX's), so
-    ``E|z|**2 == 1``."""
+    """Standard normal floats, JAX's: ``sqrt(2) * erf_inv(u)`` of a uniform ``u`` in
+    ``(-1, 1)``. A complex ``dtype`` draws the real and imaginary parts from the two keys of
+    a split, each of variance 1/2, so ``E|z|**2 == 1``."""
     single_key("normal", key)
     dtype = _dt.canonicalize(dtype)
     if not _dt.is_inexact(dtype):
@@ -54,20 +62,16 @@ def normal(key, shape=(), dtype=float):
     if _dt.kind(dtype) == _dt.COMPLEX:
         key_re, key_im = split(key)
         real_dtype = _dt.real_dtype(dtype)
-        re, im = _normal_real(key_re, shape, real_dtype), _normal_real(key_im, shape, real_dtype)
-        return jnp.astype(jnp.multiply(lax_complex(re, im), np.sqrt(0.5)), dtype)
+        re, im = (jnp.astype(_normal_real(k, shape, real_dtype), dtype) for k in (key_re, key_im))
+        return jnp.divide(jnp.add(re, jnp.multiply(im, dtype.type(1j))),
+                          dtype.type(np.sqrt(2)))
     return _normal_real(key, shape, dtype)
 
 
 def _normal_real(key, shape, dtype):
-    # float16 and bfloat16 draw in float32: their own uniforms' few bits would cut the tails
-    # off near 3.3 standard deviations
-    work = np.promote_types(dtype, np.float32)
-    both = uniform(key, (2,) + shape, work)
-    u1 = jnp.subtract(1.0, both[0])          # in (0, 1]: log is finite
-    u2 = both[1]
-    return jnp.astype(jnp.multiply(jnp.sqrt(jnp.multiply(-2.0, jnp.log(u1))),
-                                   jnp.cos(jnp.multiply(2 * np.pi, u2))), dtype)
+    low = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    u = uniform(key, shape, dtype, low, 1.0)
+    return jnp.multiply(dtype.type(np.sqrt(2)), lax.erf_inv(u))
 
 
 @takes_out_sharding

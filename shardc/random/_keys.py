@@ -7,8 +7,10 @@ A key array of shape ``S`` holds its key data, a ``uint32[*S, W]`` array (``W`` 
 its data, so it passes through ``jit``, ``vmap``, ``shard_map``, ``scan`` and ``grad`` unchanged:
 every transformation sees the data, and the key is rebuilt around what it returns.
 
-The bits come from Philox keyed by the key, so they are reproducible but differ from JAX's
-threefry bits.
+A threefry key's bits, splits and folds are JAX's: the Threefry-2x32 hash of each element's
+index keyed by the key. A 4-word (rbg) key splits and folds as JAX's does (each half as a
+threefry key); its bits are the threefry bits of its two halves xor-ed, where JAX's come from
+XLA's RngBitGenerator.
 """
 from __future__ import annotations
 
@@ -69,13 +71,13 @@ class PRNGImpl:
 IMPLS = {impl.name: impl for impl in (PRNGImpl("threefry2x32", "fry", 2),
                                       PRNGImpl("rbg", "rbg", 4),
                                       PRNGImpl("unsafe_rbg", "urbg", 4))}
-DEFAULT_IMPL = IMPLS["threefry2x32"]
 
 
 def resolve_impl(impl) -> PRNGImpl:
-    """An implementation from None (the default), its name, its key dtype, or itself."""
+    """An implementation from None (the default: ``jax_default_prng_impl``), its name, its key
+    dtype, or itself."""
     if impl is None:
-        return DEFAULT_IMPL
+        return IMPLS[config.read("jax_default_prng_impl")]
     if isinstance(impl, PRNGImpl):
         return impl
     if isinstance(impl, KeyDtype):
@@ -403,7 +405,9 @@ def _seed_data(seed, impl: PRNGImpl, ctor: str):
     if isinstance(seed, Tracer) or (hasattr(seed, "dtype") and not isinstance(seed, int)):
         seed = jnp.asarray(seed)
         low = jnp.astype(seed, np.uint32)
-        words = jnp.stack([jnp.zeros((), np.uint32), low])
+        high = jnp.astype(lax.shift_right_logical(seed, seed.dtype.type(32)), np.uint32) \
+            if seed.dtype.itemsize == 8 else jnp.zeros((), np.uint32)
+        words = jnp.stack([high, low])
     else:
         seed = int(seed)
         if not -2 ** 63 <= seed < 2 ** 63:
@@ -581,14 +585,21 @@ def clone(keys):
 
 def single_key(name: str, keys):
     """The ``uint32[2]`` words a sampler draws from; a key array must hold one key."""
+    data = single_key_data(name, keys)
+    if isinstance(keys, PRNGKeyArray) and keys._impl.words == 4:
+        # A 4-word key folds to the 2 words the bit generator takes; the second half crosses
+        # over, so a key made from a seed ([0, s, 0, s], as JAX makes it) folds to [s, s].
+        return jnp.bitwise_xor(data[:2], data[3:1:-1])
+    return data
+
+
+def single_key_data(name: str, keys):
+    """The data of one key (``uint32[words]``): JAX's ValueError for a batch of keys."""
     if isinstance(keys, PRNGKeyArray):
         if keys.shape != ():
             raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                              f"{keys.shape} != (). Use jax.vmap for batching.")
-        data = keys._base
-        # A 4-word key folds to the 2 words the bit generator takes; the second half crosses
-        # over, so a key made from a seed ([0, s, 0, s], as JAX makes it) folds to [s, s].
-        return data if keys._impl.words == 2 else jnp.bitwise_xor(data[:2], data[3:1:-1])
+        return keys._base
     _check_legacy()
     data = jnp.asarray(keys)
     if data.ndim > 1 and data.shape[-1] == 2:
@@ -622,43 +633,151 @@ def _raw_keys_out(data):
     return data
 
 
-def random_bits(key, shape, name: str = "random_bits") -> "jnp.ndarray":
-    """``uint32`` random bits of ``shape`` from one key (``name`` is the caller's, for errors)."""
-    return bind(p.random_bits_p, single_key(name, key), shape=tuple(int(d) for d in shape))
+def threefry(words, high, low) -> list:
+    """JAX's Threefry-2x32 hash of the counters ``(high, low)`` keyed by ``words``
+    (``uint32[2]``): two uint32 arrays of the counters' shape."""
+    return bind(p.threefry2x32_p, words[0], words[1], high, low)
+
+
+def counters(shape) -> tuple:
+    """The row-major index of each element of ``shape`` as two uint32 words, high and low:
+    the counters JAX hashes, so that an element's bits depend only on its index (and a block
+    of them is drawn wherever it lies)."""
+    size = math.prod(shape)
+    if size > 2 ** 32:
+        raise NotImplementedError(f"random bits for {size} elements: shardc counts elements "
+                                  "up to 2**32")
+    high = jnp.asarray(np.uint32(0))
+    if not shape:
+        return high, high
+    low = None
+    stride = 1
+    for d in reversed(range(len(shape))):
+        index = lax.broadcasted_iota(np.uint32, shape, d)
+        if stride != 1:
+            index = jnp.multiply(index, np.uint32(stride))
+        low = index if low is None else jnp.add(low, index)
+        stride *= shape[d]
+    return high, low
+
+
+def _partitionable() -> bool:
+    """JAX's scheme of bits (``jax_threefry_partitionable``, on by default): each element's
+    bits hash its own index. Off, the original one: a flat run of counters hashed in two
+    halves, so an element's bits depend on the size of the draw."""
+    return config.read("jax_threefry_partitionable")
+
+
+def _hash_run(words, count):
+    """JAX's original ``threefry_2x32``: a uint32 array of counters (any shape), its first
+    half hashed against its second (an odd count padded with 0), in its shape."""
+    n = math.prod(count.shape)
+    flat = jnp.reshape(count, (n,))
+    if n % 2:
+        flat = jnp.concatenate([flat, jnp.zeros((1,), np.uint32)])
+    half = flat.shape[0] // 2
+    first, second = threefry(words, flat[:half], flat[half:])
+    return jnp.reshape(jnp.concatenate([first, second])[:n], count.shape)
+
+
+def _original_bits(words, shape, bit_width: int):
+    """The original scheme's bits: one hashed run of ``ceil(bit_width * size / 32)`` counters,
+    cut into ``bit_width``-bit pieces (a 64-bit value: a word of the run's first half over
+    one of its second)."""
+    size = math.prod(shape)
+    count = -(-bit_width * size // 32)
+    if count >= 2 ** 32 - 1:
+        raise NotImplementedError(f"random bits for {size} elements of {bit_width} bits")
+    run = _hash_run(words, lax.iota(np.uint32, count))
+    dtype = np.dtype(f"uint{bit_width}")
+    if bit_width == 64:
+        high, low = (jnp.astype(half, dtype) for half in (run[:size], run[size:]))
+        value = jnp.bitwise_or(jnp.left_shift(high, dtype.type(32)), low)
+    elif bit_width == 32:
+        value = run
+    else:
+        # the words' pieces, lowest first (the little-endian view of the run)
+        pieces = [jnp.astype(jnp.bitwise_and(
+            lax.shift_right_logical(run, np.uint32(bit_width * i)), np.uint32(2 ** bit_width - 1)),
+            dtype) for i in range(32 // bit_width)]
+        value = jnp.reshape(jnp.stack(pieces, axis=1), (-1,))[:size]
+    return jnp.reshape(value, shape)
+
+
+def random_bits(key, shape, name: str = "random_bits", bit_width: int = 32):
+    """Unsigned random bits of ``shape`` and ``bit_width`` (8, 16, 32 or 64) from one key,
+    JAX's for a threefry key (``name`` is the caller's, for errors): the hash of each
+    element's index, its two words xor-ed (64 bits: the first word high, the second low)."""
+    shape = tuple(int(d) for d in shape)
+    if not _partitionable():
+        return _original_bits(single_key(name, key), shape, bit_width)
+    first, second = threefry(single_key(name, key), *counters(shape))
+    dtype = np.dtype(f"uint{bit_width}")
+    if bit_width == 64:
+        return jnp.bitwise_or(jnp.left_shift(jnp.astype(first, dtype), dtype.type(32)),
+                              jnp.astype(second, dtype))
+    bits = jnp.bitwise_xor(first, second)
+    return bits if bit_width == 32 else jnp.astype(bits, dtype)
+
+
+def _split_words(words, shape):
+    """``shape`` new keys' words from one key's two: the hashes of their indices (JAX's)."""
+    if not _partitionable():
+        run = _hash_run(words, lax.iota(np.uint32, 2 * math.prod(shape)))
+        return jnp.reshape(run, shape + (2,))
+    first, second = threefry(words, *counters(shape))
+    return jnp.stack([first, second], axis=len(shape))
+
+
+def _by_halves(fn, data, shape):
+    """A 4-word (rbg) key's result: ``fn`` on each half of its words, as JAX's rbg keys
+    split and fold."""
+    halves = [fn(data[:2]), fn(data[2:])]
+    return jnp.reshape(jnp.stack(halves, axis=len(shape)), shape + (4,))
 
 
 def split(key, num=2):
     """``num`` new keys (an int or a shape): typed keys of shape ``(num,)`` for a typed key,
     ``uint32[num, 2]`` for raw key data."""
     shape = sample_shape(num)
+    data = single_key_data("split", key)
+    if data.shape[-1] == 4:
+        new = _by_halves(lambda words: _split_words(words, shape), data, shape)
+    else:
+        new = _split_words(data, shape)
     if isinstance(key, PRNGKeyArray):
-        words = key._impl.words
-        return PRNGKeyArray(key._impl, random_bits(key, shape + (words,), "split"))
-    return _raw_keys_out(random_bits(key, shape + (2,), "split"))
+        return PRNGKeyArray(key._impl, new)
+    return _raw_keys_out(new)
 
 
 def fold_in(key, data):
-    """A new key from ``key`` and an integer."""
-    words = key._impl.words if isinstance(key, PRNGKeyArray) else 2
+    """A new key from ``key`` and an integer: the hash of ``(0, data)`` (JAX's), so that
+    ``fold_in(key, i)`` is the ``i``-th key of ``split``."""
+    if np.ndim(data):
+        raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
+                        f"{np.shape(data)} != (). Use jax.vmap for batching.")
     # a Python int is taken as a uint32 (JAX's: up to 2**32 - 1, not only int32's range)
     mixed = jnp.astype(np.uint32(data) if type(data) is int and 0 <= data < 2**32
                        else jnp.asarray(data), np.uint32)
-    salt = jnp.asarray(np.uint32(0x9E3779B9))
-    bits = random_bits(key, (words,), "fold_in")
-    folded = jnp.bitwise_xor(bits, jnp.stack([mixed, salt] * (words // 2)))
+    zero = jnp.asarray(np.uint32(0))
+
+    def fold(words):
+        return jnp.stack(threefry(words, zero, mixed))
+    words = single_key_data("fold_in", key)
+    folded = jnp.reshape(jnp.stack([fold(words[:2]), fold(words[2:])]), (4,)) \
+        if words.shape[-1] == 4 else fold(words)
     return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else \
         _raw_keys_out(folded)
 
 
 @takes_out_sharding
 def bits(key, shape=(), dtype=None):
-    """Random unsigned integers of ``dtype`` (the default unsigned one: uint64 under x64);
-    64-bit ones from two 32-bit words."""
+    """Random unsigned integers of ``dtype`` (the default unsigned one: uint64 under x64),
+    JAX's bits."""
     dtype = _dt.canonicalize(np.uint if dtype is None else dtype)
-    if dtype.itemsize <= 4:
-        return jnp.astype(random_bits(key, sample_shape(shape), "bits"), dtype)
-    words = jnp.astype(random_bits(key, sample_shape(shape) + (2,), "bits"), dtype)
-    return jnp.bitwise_or(jnp.left_shift(words[..., 0], dtype.type(32)), words[..., 1])
+    if not np.issubdtype(dtype, np.unsignedinteger):
+        raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dtype}")
+    return random_bits(key, sample_shape(shape), "bits", 8 * dtype.itemsize)
 
 
 def sample_shape(shape) -> tuple:
