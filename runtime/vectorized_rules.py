@@ -496,8 +496,8 @@ stacked_rules[prims.dot_general_p] = dot_general_kernel
 # Why the stacked interpreter may run an equation once per device block (the reference's rule
 # on each block): the only reasons it does. Each run is counted in ``per_device_runs``.
 PER_DEVICE_REASONS = {
-    "per_device_operands": "its operands hold per-device state that no broadcasting shares (a "
-                           "key, scattered indices, a matrix to factorise, a padding value or "
+    "per_device_operands": "its operands hold per-device state that no broadcasting shares "
+                           "(scattered indices, a matrix to factorise, a padding value or "
                            "start index that differs between devices)",
     "divergent_control": "a loop or branch without collectives that may go differently on "
                          "different devices",

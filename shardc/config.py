@@ -15,9 +15,12 @@ Honoured flags change what shardc does:
 - ``jax_default_device`` (and ``shardc.default_device(d)``): values made without a device, and
   computations on uncommitted arrays, go to ``d``.
 
+- ``jax_default_prng_impl``, ``jax_threefry_partitionable``: the implementation of new keys,
+  and which of JAX's two schemes of threefry bits ``shardc.random`` computes.
+
 The others are accepted, validated as JAX validates them, readable, and change nothing:
-shardc has one simulated CPU platform, computes matmuls in their operands' dtype, has no
-compilation cache, and keeps its own random bits. ``ACCEPTED`` names them.
+shardc has one simulated CPU platform, computes matmuls in their operands' dtype, and has no
+compilation cache. ``ACCEPTED`` names them.
 
 Each flag's initial value comes from its environment variable, as in JAX
 (``JAX_ENABLE_X64=1``, ``JAX_PLATFORMS=cpu``). An unknown name raises AttributeError
