@@ -19,6 +19,8 @@ from ir.sharding import (NamedSharding, PartitionSpec, Sharding, axes_size, bloc
 from runtime import devices as _devices
 from runtime import mpi as _mpi
 from compiler.tracing import Tracer
+from ir.core import Aval
+from ir.sharding_rules import type_sharding
 from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
 from shardc.sharding import resolve_sharding
 
@@ -154,9 +156,11 @@ def make_array_from_callback(shape, sharding, data_callback):
             continue
         block = _canonical(data_callback(index))
         if block.shape != want:
-            raise ValueError(f"make_array_from_callback: the callback returned shape "
-                             f"{block.shape} for index {index} of device {device.id}, expected "
-                             f"{want}")
+            raise ValueError(f"Expected shard shape {want} doesn't match the single device "
+                             f"array shape {block.shape}. Shape of Array is "
+                             f"{_type_text(block.dtype, shape, spec, mesh)} with sharding "
+                             f"{sharding} (make_array_from_callback's callback, given the "
+                             f"index {index} of device {device.id})")
         blocks.append(block)
     return _from_local_blocks(blocks, mesh, spec, shape)
 
@@ -291,6 +295,10 @@ def _from_local_blocks(blocks, mesh, spec, shape):
     """The global array of these blocks (None: a block another process holds)."""
     present = next((b for b in blocks if b is not None), None)
     dtype = present.dtype if present is not None else np.dtype(np.float32)
+    for b in blocks:
+        if b is not None and b.dtype != dtype:
+            raise ValueError(f"Input buffers to `Array` must have matching dtypes. Got "
+                             f"{b.dtype}, expected {dtype} for buffer: {b}")
     bshape = block_shape(shape, spec, mesh.shape)
     full = [b if b is not None else _mpi.Absent(bshape, dtype, d)
             for b, d in zip(blocks, mesh.devices.flat)]
@@ -299,6 +307,13 @@ def _from_local_blocks(blocks, mesh, spec, shape):
     if present is None:
         raise _holds_none(mesh)
     return get_backend().from_blocks(full, mesh, spec)
+
+
+def _type_text(dtype, shape, spec, mesh) -> str:
+    """An array type as JAX prints it: ``int32[8@x,4]`` (Explicit axes shown)."""
+    aval = Aval(tuple(shape), np.dtype(dtype),
+                type_sharding=type_sharding(NamedSharding(mesh, spec), len(shape)))
+    return f"{np.dtype(dtype).name}{aval.str_short(None)[aval.str_short(None).index('['):]}"
 
 
 def _holds_none(mesh) -> ValueError:

@@ -53,9 +53,16 @@ def test_make_array_from_callback(spec):
 
 def test_make_array_from_callback_checks_block_shapes():
     mesh = jax.make_mesh((4, 2), ("x", "y"))
-    with pytest.raises(ValueError, match=r"returned shape \(8, 6\) for index .* expected \(2, 6\)"):
+    with pytest.raises(ValueError, match=r"Expected shard shape \(2, 6\) doesn't match the single "
+                       r"device array shape \(8, 6\). Shape of Array is float32\[8@x,6\] "
+                       r"with sharding NamedSharding.*given the index"):
         jax.make_array_from_callback((8, 6), NamedSharding(mesh, P("x")),
                                      lambda index: np.zeros((8, 6), np.float32))
+    # blocks of different dtypes (JAX's error; no array of a guessed dtype)
+    with pytest.raises(ValueError, match="Input buffers to `Array` must have matching dtypes. "
+                                         "Got int32, expected float32"):
+        jax.make_array_from_callback((8, 6), NamedSharding(mesh, P("x")), lambda index: np.zeros(
+            (2, 6), np.int32 if index[0].start else np.float32))
     with pytest.raises(TypeError, match="requires a NamedSharding"):
         jax.make_array_from_callback((8, 6), P("x"), lambda index: None)
 
