@@ -955,8 +955,10 @@ class JitFunction:
         if _is_sharding_leaf(prefix):
             prefix = (prefix,) * len(dynamic)
         names = lambda: _argument_names(self.fun, args, {}, static)
-        placed = iter(_place_tree(tuple(prefix), dynamic, self._resolve, "jit in_shardings",
-                                  names=names))
+        # a list is taken as the tuple it lists (JAX's implicit cast); any other node, a
+        # named tuple included, must match the arguments' tuple as it is
+        placed = iter(_place_tree(tuple(prefix) if type(prefix) is list else prefix, dynamic,
+                                  self._resolve, "jit in_shardings", names=names))
         return tuple(a if k in static else next(placed) for k, a in enumerate(args)), kwargs
 
     def _constrain_outputs(self, result, deferred=None, given=None):
@@ -1178,6 +1180,29 @@ def _is_sharding_leaf(entry) -> bool:
             or not isinstance(entry, (tuple, list, dict)))
 
 
+def _prefix_message(prefix, values, what: str) -> str:
+    """JAX's error for shardings that do not fit the arguments (a tuple of them) or results:
+    the wrong number of argument shardings, else every mismatch."""
+    name = "pjit " + what.split()[-1]
+    if what == "jit in_shardings" and (type(prefix) is not tuple or len(prefix) != len(values)):
+        message = (f"{name} specification must be a tree prefix of the positional arguments "
+                   f"tuple. In particular, {name} must either be a Sharding, a PartitionSpec, "
+                   "or a tuple of length equal to the number of positional arguments. But ")
+        message += (f"{name} is not a tuple: got {type(prefix)} instead."
+                     if type(prefix) is not tuple else
+                     f"{name} is the wrong length: got a tuple or list of length {len(prefix)} "
+                     f"for an args tuple of length {len(values)}.")
+        if len(values) == 1:
+            try:
+                tree.broadcast_prefix((prefix,), values, is_leaf=_is_sharding_leaf, name=name)
+            except tree.PrefixError:
+                return message
+            message += (" Given the corresponding argument being passed, it looks like "
+                        f"{name} might need to be wrapped in a singleton tuple.")
+        return message
+    return tree.mismatch_details(name, prefix, values, is_leaf=_is_sharding_leaf)
+
+
 def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, names=None):
     """Each leaf of ``values`` laid out by the entry of ``prefix`` covering it (None: as it
     is). Concrete values move now; traced ones get a sharding constraint, or, for one device,
@@ -1186,7 +1211,10 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
     leaf's name for JAX's error where a sharding names more dimensions than it has."""
     from compiler.tracing import bind
     leaves, treedef = tree.tree_flatten(values)
-    targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)
+    try:
+        targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)
+    except tree.PrefixError:
+        raise ValueError(_prefix_message(prefix, values, what)) from None
     placed = []
     for k, (leaf, target) in enumerate(zip(leaves, targets)):
         if dtypes.is_float0(leaf):

@@ -604,6 +604,33 @@ def _broadcast(prefix, full, is_leaf, out, path, name):
         _broadcast(pchild, fchild, is_leaf, out, path + str(key), name)
 
 
+class PytreeLeaf:
+    """A leaf of the value tree, as JAX's prefix errors name it (they compare the prefix with
+    the value's structure, not its leaves)."""
+    def __repr__(self):
+        return "pytree leaf"
+
+
+def mismatch_details(name: str, prefix, full, *, is_leaf, sep: str = "\n") -> str:
+    """JAX's ``Mismatch details (N found):`` and every place where ``prefix`` is not a prefix
+    of ``full``'s structure, each named by ``name`` and its key path, joined by ``sep``."""
+    dummy = tree_unflatten(tree_structure(full), [PytreeLeaf()] * len(tree_leaves(full)))
+    errors = [str(error(name)) for error in prefix_errors(prefix, dummy, is_leaf)]
+    return f"Mismatch details ({len(errors)} found):{sep}" + sep.join(errors)
+
+
+def flatten_axes(name: str, prefix, full, *, is_leaf, hint: str = "") -> list:
+    """``broadcast_prefix``, with JAX's ``flatten_axes`` error where ``prefix`` does not fit
+    (``vmap in_axes``, ``device_put device``, ...): a ValueError listing every mismatch."""
+    try:
+        return broadcast_prefix(prefix, full, is_leaf=is_leaf, name=name)
+    except PrefixError:
+        pass
+    raise ValueError(f"{name} specification must be a tree prefix of the corresponding value; "
+                     f"{hint}\n  " + mismatch_details(name, prefix, full, is_leaf=is_leaf,
+                                                      sep="\n  "))
+
+
 def prefix_errors(prefix, full, is_leaf=None, path: str = ""):
     """JAX's ``prefix_errors``: for each place where ``prefix`` is not a prefix of ``full``
     (outermost first, none beneath one), a function of the prefix's name giving the

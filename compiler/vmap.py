@@ -240,22 +240,12 @@ def _check_mapped_values(fun, args_and_kwargs, leaves, axes):
 
 
 def _flat_in_axes(in_axes, args, kwargs) -> list:
-    try:
-        flat = tree.broadcast_prefix(in_axes, args, is_leaf=_is_axis_leaf, name="in_axes")
-    except tree.PrefixError:
-        raise ValueError("vmap in_axes specification must be a tree prefix of the corresponding "
-                         f"value, got specification {in_axes} for value tree "
-                         f"{tree.tree_structure(args)}.") from None
+    flat = tree.flatten_axes("vmap in_axes", in_axes, args, is_leaf=_is_axis_leaf)
     return flat + [0] * len(tree.tree_leaves(kwargs))
 
 
 def _flat_out_axes(out_axes, result) -> list:
-    try:
-        return tree.broadcast_prefix(out_axes, result, is_leaf=_is_axis_leaf, name="out_axes")
-    except tree.PrefixError:
-        raise ValueError("vmap out_axes specification must be a tree prefix of the "
-                         f"corresponding value, got specification {out_axes} for value tree "
-                         f"{tree.tree_structure(result)}.") from None
+    return tree.flatten_axes("vmap out_axes", out_axes, result, is_leaf=_is_axis_leaf)
 
 
 def _canonical_in_axis(x, axis):

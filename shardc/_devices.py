@@ -12,7 +12,7 @@ from compiler.eager import ShardTrace
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ProgramTrace, Tracer, aval_of, bind, check_jax_leaves,
                               innermost_trace, weakened, weakly_typed)
-from compiler.tree import broadcast_prefix, leaf_paths, tree_flatten, tree_unflatten
+from compiler.tree import flatten_axes, leaf_paths, tree_flatten, tree_unflatten
 from ir import primitives as prims
 from ir.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 from runtime.array import Array
@@ -52,7 +52,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         # under jit: a value traced is laid out as a sharding asks (JAX's device_put there
         # reshards it), a device changes nothing
         targets = ([None] * len(leaves) if device is None else
-                   broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding"))
+                   flatten_axes("device_put device", device, x, is_leaf=_is_target))
         return tree_unflatten(treedef, [_device_put_traced(v, t)
                                         for v, t in zip(leaves, targets)])
     if device is None:
@@ -60,7 +60,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         # values go to the default device
         placed = [v if isinstance(v, Array) else _device_put_one(v) for v in leaves]
     else:
-        targets = broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding")
+        targets = flatten_axes("device_put device", device, x, is_leaf=_is_target)
         shardings = [resolve_sharding(t, "device_put") for t in targets]
         labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]  # for errors only
         placed = get_backend().put(leaves, shardings, labels)
@@ -75,10 +75,9 @@ def _copy_semantics(x, leaves, donate, may_alias):
     if donate is False and may_alias in (None, True):
         return None
     donates = ([donate] * len(leaves) if isinstance(donate, bool) else
-               broadcast_prefix(donate, x, is_leaf=_is_flag, name="device_put donate"))
+               flatten_axes("device_put donate", donate, x, is_leaf=_is_flag))
     aliases = ([may_alias] * len(leaves) if may_alias is None or isinstance(may_alias, bool)
-               else broadcast_prefix(may_alias, x, is_leaf=_is_flag,
-                                     name="device_put may_alias"))
+               else flatten_axes("device_put may_alias", may_alias, x, is_leaf=_is_flag))
     semantics = []
     for alias, give_up in zip(aliases, donates):
         if alias and give_up:
@@ -116,7 +115,7 @@ def _device_put_in_body(x, leaves, device):
     hold a value that varies over the body's axes."""
     if device is None:
         return x
-    targets = broadcast_prefix(device, x, is_leaf=_is_target, name="device_put sharding")
+    targets = flatten_axes("device_put device", device, x, is_leaf=_is_target)
     for leaf, target in zip(leaves, targets):
         if isinstance(target, PartitionSpec):
             target = resolve_sharding(target, "device_put")

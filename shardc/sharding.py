@@ -231,7 +231,9 @@ def _on_devices(sharding, leaf):
 def _constrained(x, shardings, what: str):
     leaves, treedef = tree.tree_flatten(x)
     is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
-    targets = tree.broadcast_prefix(shardings, x, is_leaf=is_leaf, name=f"{what} shardings")
+    targets = (tree.flatten_axes(f"{what} shardings", shardings, x, is_leaf=is_leaf)
+               if what == "with_sharding_constraint" else
+               tree.broadcast_prefix(shardings, x, is_leaf=is_leaf, name=f"{what} shardings"))
     out = []
     for leaf, target in zip(leaves, targets):
         sharding = resolve_sharding(target, what)

@@ -4,6 +4,7 @@ Messages are compared whole where the template fixes them. Each shard_map error 
 same way eagerly and under ``jit`` (SEMANTICS 1.7), which the ``wrap`` parameter checks.
 """
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -756,3 +757,56 @@ def test_shardings_on_an_abstract_mesh_compare_by_their_splits():
     assert split == NamedSharding(mesh.abstract_mesh, P("x"))
     assert split.is_equivalent_to(NamedSharding(mesh.abstract_mesh, P("x", None)), 2)
     assert not split.is_equivalent_to(NamedSharding(mesh.abstract_mesh, P()), 2)
+
+
+# --- prefix errors of vmap, device_put, jit and with_sharding_constraint, in JAX's words -------
+
+def test_flatten_axes_errors_list_every_mismatch():
+    x = {"a": jnp.arange(2), "b": jnp.arange(3)}
+    with pytest.raises(ValueError) as info:
+        jax.device_put(x, {"a": [None, None], "b": (None, None)})
+    text = str(info.value)
+    assert text.startswith("device_put device specification must be a tree prefix of the "
+                           "corresponding value; \n  Mismatch details (2 found):\n  pytree "
+                           "structure error: different types at key path\n    "
+                           "device_put device['a']\n")
+    assert "device_put device['b']" in text
+    with pytest.raises(ValueError) as info:
+        jax.vmap(lambda x: x, in_axes=([0],))(jnp.ones(3))
+    assert str(info.value) == (
+        "vmap in_axes specification must be a tree prefix of the corresponding value; \n"
+        "  Mismatch details (1 found):\n"
+        "  pytree structure error: different types at key path\n"
+        "    vmap in_axes[0]\n"
+        "At that key path, the prefix pytree vmap in_axes has a subtree of type\n"
+        "    <class 'list'>\n"
+        "but at the same key path the full pytree has a subtree of different type\n"
+        "    <class 'compiler.tree.PytreeLeaf'>.")
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    s = NamedSharding(mesh, P())
+    with pytest.raises(ValueError, match=r"^with_sharding_constraint shardings specification "
+                                         r"must be a tree prefix .*\n  Mismatch details \(1 "):
+        lax.with_sharding_constraint({"a": jnp.ones(4), "b": jnp.ones(4)}, [s, s])
+
+
+def test_jit_sharding_prefix_errors_as_jax():
+    from collections import namedtuple
+    x = jnp.ones([])
+    p = [None, None, None]
+    assert len(jax.jit(lambda x: x, in_shardings=(p,), out_shardings=p)([x, x, x])) == 3
+    with pytest.raises(ValueError, match=re.escape(
+            "pjit in_shardings specification must be a tree prefix of the positional arguments "
+            "tuple. In particular, pjit in_shardings must either be a Sharding, a PartitionSpec, "
+            "or a tuple of length equal to the number of positional arguments. But pjit "
+            "in_shardings is the wrong length: got a tuple or list of length 3 for an args "
+            "tuple of length 2.")):
+        jax.jit(lambda x, y: x, in_shardings=p, out_shardings=p)(x, x)
+    Foo = namedtuple("Foo", ["x"])
+    with pytest.raises(ValueError, match="in_shardings is not a tuple: got <class .*Foo'> "
+                                         "instead. .*might need to be wrapped in a singleton"):
+        jax.jit(lambda x: x, in_shardings=Foo(None), out_shardings=Foo(None))(Foo(x))
+    assert jax.jit(lambda x: x, in_shardings=(Foo(None),), out_shardings=Foo(None))(Foo(x)).x == 1
+    with pytest.raises(ValueError, match=r"^Mismatch details \(1 found\):\npytree structure "
+                                         r"error: different pytree metadata at key path\n    "
+                                         r"pjit out_shardings\n"):
+        jax.jit(lambda x: {"a": x, "b": x}, out_shardings={"a": None, "c": None})(1.)
