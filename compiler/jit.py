@@ -155,6 +155,19 @@ def _split_static(args: tuple, static_argnums: Sequence[int]):
     return static, dynamic
 
 
+def _pytree_mismatch(called, compiled) -> str:
+    """JAX's error for a compiled function called with arguments of another structure: each
+    place where the structures part, under ``args`` or ``kwargs``."""
+    errors = list(tree.equality_errors(called, compiled))
+    lines = ["Function compiled with input pytree does not match the input pytree it was "
+             f"called with. There are {len(errors)} mismatches, including:"]
+    for path, now, seen, why in errors:
+        where = ("args" + path[3:] if path.startswith("[0]") else
+                 "kwargs" + path[3:] if path.startswith("[1]") else path)
+        lines.append(f"    * at {where}, seen {seen} but now given {now}, so {why}")
+    return "\n".join(lines)
+
+
 def _rebuild(static, dynamic, n):
     lookup = dict(static)
     it = iter(dynamic)
@@ -541,17 +554,20 @@ class Compiled:
         leaves, called_tree = tree.tree_flatten((args, kwargs))
         got = [aval_of(x).strip_vma() for x in leaves]
         if called_tree != in_tree:
-            raise TypeError("Function compiled with input pytree does not match the input "
-                            f"pytree it was called with: compiled with {in_tree}, called "
-                            f"with {called_tree}")
-        wrong = [f"Argument {k} compiled with {want.str_long()} and called with "
-                 f"{have.str_long()}" for k, (want, have) in enumerate(zip(avals, got))
+            raise TypeError(_pytree_mismatch(called_tree, in_tree))
+        full = _rebuild(static, args, len(static) + len(args))
+        wrong = [k for k, (want, have) in enumerate(zip(avals, got))
                  if (want.shape, want.dtype) != (have.shape, have.dtype)]
         if wrong:       # JAX's words
+            names = _argument_names(jitted.fun, full, kwargs, jitted._static_positions(len(full)))
+            lines = [f"Argument '{names[k]}' compiled with {avals[k].str_long()} and called "
+                     f"with {got[k].str_long()}" for k in wrong[:5]]
+            count = f"The first 5 of {len(wrong)}" if len(wrong) >= 5 else "The"
             raise TypeError("Argument types differ from the types for which this computation "
-                            "was compiled. The mismatches are:\n" + "\n".join(wrong))
-        return jitted(*_rebuild(static, args, len(static) + len(args)), **kwargs,
-                      **static_kwargs)
+                            "was compiled. Perhaps you are calling the compiled executable "
+                            "with a different enable_x64 mode than when it was AOT compiled? "
+                            f"{count} mismatches are:\n" + "\n".join(lines))
+        return jitted(*full, **kwargs, **static_kwargs)
 
     def as_text(self, dialect=None, *, debug_info=False) -> str:
         """The lowered module as text: the traced program, then each shard_map's program at

@@ -300,11 +300,22 @@ def test_a_compiled_program_is_called_with_its_dynamic_arguments():
     by_name = h.lower(jnp.ones(2), b=jnp.float32(3)).compile()
     np.testing.assert_array_equal(np.asarray(by_name(jnp.ones(2), b=jnp.float32(5))), [6, 6])
     with pytest.raises(TypeError, match=r"(?s)Argument types differ from the types for which "
-                                        r"this computation was compiled.*Argument 0 compiled "
-                                        r"with float32\[3\] and called with float32\[4\]"):
+                                        r"this computation was compiled.*The mismatches are:\n"
+                                        r"Argument 'x' compiled with float32\[3\] and called "
+                                        r"with float32\[4\]$"):
         compiled(jnp.arange(4.0))
-    with pytest.raises(TypeError, match="does not match the input pytree"):
+    with pytest.raises(TypeError, match=r"does not match the input pytree it was called with. "
+                                        r"There are 1 mismatches, including:\n    \* at args, "
+                                        r"seen tuple of length 1 but now given tuple of length 2, "
+                                        r"so the lengths do not match$"):
         compiled(jnp.arange(3.0), jnp.arange(3.0))
+    d = shardc.jit(lambda d: d["a"]).lower({"a": jnp.ones(2)}).compile()
+    with pytest.raises(TypeError, match=r"\* at args\[0\], seen <class 'dict'> with pytree "
+                                        r"metadata \('a',\) but now given <class 'dict'> with "
+                                        r"pytree metadata \('b',\), so the pytree node"):
+        d({"b": jnp.ones(2)})
+    with pytest.raises(TypeError, match=r"Argument 'd\['a'\]' compiled with float32\[2\]"):
+        d({"a": jnp.ones(3)})
 
 
 def test_numpy_arguments_take_their_types_dtype_before_the_program_runs():
