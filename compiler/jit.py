@@ -757,6 +757,12 @@ class JitFunction:
         static_kwargs, kwargs = self._split_static_kwargs(kwargs)
         static, dynamic = _split_static(args, static_argnums)
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
+        if any(isinstance(leaf, Tracer) for leaf in leaves):
+            # a traced value that outlived its trace: its value if that became known, else
+            # JAX's UnexpectedTracerError
+            leaves = [eval_trace.to_tracer(leaf) for leaf in leaves]
+            dynamic, kwargs = tree.tree_unflatten(in_tree, leaves)
+            args = _rebuild(static, dynamic, len(args))
         _check_no_stand_ins(self.fun, args, kwargs, static_argnums, leaves)
         if any(dtypes.is_float0(leaf) for leaf in leaves):
             return self._call_with_float0(static, static_kwargs, leaves, in_tree, len(args))

@@ -165,6 +165,44 @@ def stale_value(tracer):
 
 # --- traces ------------------------------------------------------------------------------------
 
+# The Python functions whose conversions of a traced value JAX names in its error
+_CONVERTERS = {"integer conversion": "int", "float conversion": "float",
+               "complex conversion": "complex"}
+
+# JAX's names of the tracers a leaked value was wrapped in
+_TRACER_NAMES = {"ProgramTracer": "DynamicJaxprTracer", "ShardTracer": "ShardMapTracer"}
+
+
+def escaped_tracer_error(value) -> UnexpectedTracerError:
+    """JAX's error for a traced value used after the function it was traced in returned
+    (stored in a global, a closure, an attribute): its type, where it was made (where known)
+    and how to catch the leak earlier."""
+    kind = _TRACER_NAMES.get(type(value).__name__, type(value).__name__)
+    text = ("Encountered an unexpected tracer. A function transformed by JAX had a side "
+            "effect, allowing for a reference to an intermediate value with type "
+            f"{value.aval.str_long()} wrapped in a {kind} to escape the scope of the "
+            "transformation.\nJAX transformations require that functions explicitly return "
+            "their outputs, and disallow saving intermediate values to global state.")
+    source = _creation_source(value)
+    if source is not None:
+        text += ("\n------------------------------\nThe leaked intermediate value was created "
+                 f"on line {source}" + (f" ({source.function})" if source.function else "")
+                 + ".\n------------------------------")
+    return UnexpectedTracerError(
+        text + "\nTo catch the leak earlier, try setting the environment variable "
+        "JAX_CHECK_TRACER_LEAKS or using the `jax.checking_leaks` context manager.")
+
+
+def _creation_source(value):
+    """The user's line that made a program tracer's value (None: an argument, or unknown)."""
+    trace = getattr(value, "_trace", None)
+    var_of = getattr(trace, "var_of", None)
+    if var_of is None or id(value) not in var_of:
+        return None
+    trace._index_producers()
+    k = trace._producer.get(var_of[id(value)])
+    return None if k is None else trace.eqns[k].source
+
 class Trace:
     """Where primitives go. Subclasses say how to hold values and process primitives."""
     parent: "Trace | None" = None
@@ -178,9 +216,7 @@ class Trace:
             if now is not value:
                 return self.to_tracer(now)
         if isinstance(value, Tracer) and not self.is_descendant_of(value._trace):
-            raise UnexpectedTracerError(
-                f"a traced value {value.aval.str_short()} escaped the function it was traced in "
-                "(it was stored somewhere and used after that function returned)")
+            raise escaped_tracer_error(value)
         return self.lift(value)
 
     def is_descendant_of(self, other: "Trace") -> bool:
@@ -221,8 +257,7 @@ class EvalTrace(Trace):
             now = stale_value(value)
             if now is not value:
                 return self.to_tracer(now)
-            raise UnexpectedTracerError(
-                f"a traced value {value.aval.str_short()} escaped the function it was traced in")
+            raise escaped_tracer_error(value)
         return value
 
     def process_primitive(self, prim, values, params):
@@ -728,14 +763,29 @@ class Tracer:
         return np.asarray(value, dtype)
 
     def _concretization_error(self, what: str, cls):
+        """JAX's error ``cls`` for ``what`` (``"boolean conversion"``, ...), its first line in
+        JAX's words, then the user's line and what to do instead."""
+        traced = f"traced array with shape {self.aval.str_long(self._axis_order())}"
+        function = _CONVERTERS.get(what)
+        if what == "boolean conversion":
+            head = f"Attempted boolean conversion of {traced}."
+        elif what == "integer conversion" and cls is TracerIntegerConversionError:
+            head = f"The __index__() method was called on {traced}"
+        elif what.startswith("conversion to a numpy array"):
+            head = f"The numpy.ndarray conversion method __array__() was called on {traced}"
+        elif function is not None:
+            head = ("Abstract tracer value encountered where concrete value is expected: "
+                    f"{traced}\nThe problem arose with the `{function}` function. If trying "
+                    "to convert the data type of a value, try using "
+                    f"`x.astype({function})` or `jnp.array(x, {function})` instead.")
+        else:
+            head = f"Attempted {what} of {traced}."
         src = user_source()
-        where = f" at {src}" if src else ""
         return cls(
-            f"Attempted {what} of traced array with shape "
-            f"{self.aval.str_long(self._axis_order(), short=True)}{where}. "
-            "The value is only known when the program runs, so Python control flow cannot "
-            "depend on it; use shardc.numpy.where or lax control flow instead, or mark the "
-            f"argument static.{errors_link(cls)}")
+            f"{head}\nThe error occurred while tracing{f' at {src}' if src else ''}: the value "
+            "is only known when the program runs, so Python control flow cannot depend on it; "
+            "use shardc.numpy.where or lax control flow instead, or mark the argument static."
+            f"{errors_link(cls)}")
 
     def __repr__(self):
         return f"Traced<{self.aval.str_short(self._axis_order())}>"

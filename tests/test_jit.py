@@ -1,5 +1,6 @@
 """jit: trace once per signature, lower, cache; errors for Python control flow on traced values."""
 from functools import partial
+import operator
 
 import numpy as np
 import pytest
@@ -199,8 +200,29 @@ def test_escaped_tracer_is_an_error():
         return x
 
     f(jnp.ones(2))
-    with pytest.raises(Exception, match="escaped"):
+    want = (r"^Encountered an unexpected tracer. A function transformed by JAX had a side "
+            r"effect, allowing for a reference to an intermediate value with type float32\[2\] "
+            r"wrapped in a DynamicJaxprTracer to escape the scope of the transformation.\n"
+            r"JAX transformations require that functions explicitly return their outputs, and "
+            r"disallow saving intermediate values to global state.\n")
+    with pytest.raises(shardc.errors.UnexpectedTracerError, match=want):
         shardc.jit(lambda y: y + leaked[0])(jnp.ones(2))
+    with pytest.raises(shardc.errors.UnexpectedTracerError, match=want):
+        leaked[0] + 1
+    # passed to a jitted function as an argument (it was run as if it were an array)
+    with pytest.raises(shardc.errors.UnexpectedTracerError, match=want):
+        shardc.jit(jnp.sin)(leaked[0])
+    # a value made inside the function names the line that made it
+    made = []
+
+    @shardc.jit
+    def g(x):
+        made.append(x * 2)
+        return x
+    g(jnp.ones(3))
+    with pytest.raises(shardc.errors.UnexpectedTracerError,
+                       match=r"was created on line .*test_jit.py:\d+ \(g\)"):
+        made[0] + 1
 
 
 def test_the_cycle_collector_is_back_after_compiling_even_when_tracing_fails():
@@ -418,3 +440,26 @@ def test_a_fresh_jit_of_the_same_function_reuses_its_trace():
     shardc.jit(model.apply)(1.)
     shardc.jit(model.apply)(1.)
     assert calls.count(2) == 2
+
+
+def test_conversions_of_traced_values_raise_jaxs_errors():
+    cases = [
+        (operator.index, shardc.errors.TracerIntegerConversionError,
+         r"^The __index__\(\) method was called on traced array with shape int32\[\]\n"),
+        (lambda x: [1, 2, 3][x], shardc.errors.TracerIntegerConversionError,
+         r"^The __index__\(\) method was called on traced array with shape int32\[\]\n"),
+        (int, shardc.errors.ConcretizationTypeError,
+         r"^Abstract tracer value encountered where concrete value is expected: traced array "
+         r"with shape int32\[\]\nThe problem arose with the `int` function. If trying to "
+         r"convert the data type of a value, try using `x.astype\(int\)` or "
+         r"`jnp.array\(x, int\)` instead.\nThe error occurred while tracing at test_jit.py:"),
+        (float, shardc.errors.ConcretizationTypeError, r"the `float` function"),
+        (lambda x: bool(x > 0), shardc.errors.TracerBoolConversionError,
+         r"^Attempted boolean conversion of traced array with shape bool\[\]\.\n"),
+        (np.asarray, shardc.errors.TracerArrayConversionError,
+         r"^The numpy.ndarray conversion method __array__\(\) was called on traced array with "
+         r"shape int32\[\]\n"),
+    ]
+    for convert, cls, message in cases:
+        with pytest.raises(cls, match=message):
+            shardc.jit(convert)(jnp.int32(1))

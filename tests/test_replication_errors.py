@@ -295,8 +295,8 @@ def test_if_under_jit_names_the_users_line(mesh):
         f(jnp.ones((8, 4)))
     assert isinstance(info.value, jax.TracerBoolConversionError)
     assert str(info.value).startswith(
-        "Attempted boolean conversion of traced array with shape bool[]{V:(x,y)} at "
-        f"test_replication_errors.py:{lines[-1]}.")
+        "Attempted boolean conversion of traced array with shape bool[]{V:(x,y)}.\nThe error "
+        f"occurred while tracing at test_replication_errors.py:{lines[-1]}: ")
 
 
 def test_if_on_an_invariant_value_under_jit_is_a_tracer_error(mesh):
