@@ -1582,3 +1582,16 @@ def test_array_copies_an_array():
     assert c is not x
     shardc.jit(lambda a: a.at[0].set(77), donate_argnums=0)(x)
     assert x.is_deleted() and np.asarray(c).tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("axis,count", [(1, 20), (1, 40), (-1, 33), (None, 200), (0, 9),
+                                        (1, 3), (1, -3), (None, -3), (-1, None)])
+def test_unpackbits_pads_a_count_past_the_bits_with_zeros(axis, count):
+    x = np.arange(24, dtype=np.uint8).reshape(1, 2, 3, 4) * 9
+    for order in ("big", "little"):
+        want = np.unpackbits(x, axis=axis, count=count, bitorder=order)
+        got = jnp.unpackbits(jnp.asarray(x), axis=axis, count=count, bitorder=order)
+        assert got.dtype == np.uint8 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    # a negative count past the bits leaves none (JAX's; numpy raises)
+    assert jnp.unpackbits(jnp.asarray(x), axis=1, count=-20).shape == (1, 0, 3, 4)

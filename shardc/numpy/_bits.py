@@ -44,7 +44,8 @@ def packbits(a, axis=None, bitorder="big"):
 
 
 def unpackbits(a, axis=None, count=None, bitorder="big"):
-    """The bits of each uint8 as eight 0/1 uint8 values along ``axis`` (``count`` kept)."""
+    """The bits of each uint8 as eight 0/1 uint8 values along ``axis``: the first ``count``
+    (past the bits there are, zeros; a negative count drops as many from the end)."""
     if bitorder not in ("big", "little"):
         raise ValueError("'order' must be either 'little' or 'big'")
     a = as_array(a)
@@ -61,6 +62,11 @@ def unpackbits(a, axis=None, count=None, bitorder="big"):
     shape[axis] *= 8
     bits = reshape(bits, tuple(shape))
     if count is not None:
-        bits = take(bits, arange(builtins.min(int(count), shape[axis])), axis=axis) \
-            if count >= 0 else take(bits, arange(shape[axis] + int(count)), axis=axis)
+        count = int(count)
+        keep = builtins.min(count, shape[axis]) if count >= 0 else shape[axis] + count
+        bits = take(bits, arange(builtins.max(keep, 0)), axis=axis)
+        if count > shape[axis]:
+            widths = [(0, 0)] * len(shape)
+            widths[axis] = (0, count - shape[axis])
+            bits = pad(bits, widths)
     return bits
