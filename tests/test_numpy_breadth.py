@@ -1595,3 +1595,17 @@ def test_unpackbits_pads_a_count_past_the_bits_with_zeros(axis, count):
         np.testing.assert_array_equal(got, want)
     # a negative count past the bits leaves none (JAX's; numpy raises)
     assert jnp.unpackbits(jnp.asarray(x), axis=1, count=-20).shape == (1, 0, 3, 4)
+
+
+def test_view_counts_sub_byte_dtypes_in_bits():
+    # values printed by JAX: nibbles low first; four int4 to an int16
+    a = jnp.array([0x21, 0x43], jnp.uint8)
+    assert np.asarray(a.view(jnp.uint4)).astype(int).tolist() == [1, 2, 3, 4]
+    b = jnp.arange(8, dtype=jnp.int4)
+    wide = b.view(jnp.int16)
+    assert wide.shape == (2,) and np.asarray(wide).tolist() == [12816, 30292]
+    np.testing.assert_array_equal(wide.view(jnp.int4), b)
+    c = jnp.array([True, False] * 4)
+    assert np.asarray(c.view(jnp.uint4)).astype(int).tolist() == [1, 0, 0, 0] * 4
+    assert jnp.zeros((64,), jnp.int4).view(jnp.int16).shape == (16,)
+    assert jnp.zeros((64,), bool).view(jnp.uint4).shape == (128,)

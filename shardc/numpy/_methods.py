@@ -62,14 +62,16 @@ def _view(self, dtype=None, type=None):
         return self
     if old == _dt.bool_:
         self, old = astype(self, np.uint8), np.dtype(np.uint8)
-    if self.ndim == 0 and old.itemsize != new.itemsize:
-        raise ValueError("view() of a 0d array is only supported if the itemsize is unchanged.")
     target = np.dtype(np.uint8) if new == _dt.bool_ else new
-    if old.itemsize > target.itemsize:              # (..., n) -> (..., n, r) -> (..., n * r)
+    # widths in bits: int4 and its kin pack two to a byte
+    old_bits, new_bits = _dt.bit_width(old), _dt.bit_width(target)
+    if self.ndim == 0 and old_bits != new_bits:
+        raise ValueError("view() of a 0d array is only supported if the itemsize is unchanged.")
+    if old_bits > new_bits:              # (..., n) -> (..., n, r) -> (..., n * r)
         out = bind(p.bitcast_convert_type_p, self, new_dtype=target)
         out = reshape(out, self.shape[:-1] + (-1,))
-    elif old.itemsize < target.itemsize:
-        ratio = target.itemsize // old.itemsize
+    elif old_bits < new_bits:
+        ratio = new_bits // old_bits
         if self.shape[-1] % ratio:
             raise ValueError("When changing to a larger dtype, its size must be a divisor of "
                              "the total size in bytes of the last axis of the array.")
