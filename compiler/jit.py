@@ -969,7 +969,8 @@ class JitFunction:
         if self.in_shardings is UNSPECIFIED:
             return args, kwargs
         if kwargs:
-            raise ValueError("jit does not support keyword arguments when in_shardings is "
+            raise ValueError("pjit does not support kwargs when in_shardings is specified. jit "
+                             "does not support keyword arguments when in_shardings is "
                              f"specified (got {sorted(kwargs)} for function {_name(self.fun)})")
         static = set(self._static_positions(len(args)))
         dynamic = tuple(a for k, a in enumerate(args) if k not in static)

@@ -1069,3 +1069,27 @@ def test_mixed_dtype_errors_carry_jaxs_tip_only_where_jax_gives_one():
         assert ("Tip" in str(err.value)) == (tip is not None)
         if tip:
             assert f"jnp.{tip} is a similar function" in str(err.value)
+
+
+def test_dynamic_slice_indices_must_be_integers_of_one_type():
+    x = np.ones((3, 4), np.float32)
+    with pytest.raises(TypeError, match="^index arguments to dynamic_slice must be integers of "
+                                        "the same type, got: int32, int16$"):
+        lax.dynamic_slice(x, (np.int32(1), np.int16(2)), (2, 2))
+    with pytest.raises(TypeError, match="^index arguments to dynamic_update_slice must be "
+                                        "integers of the same type, got int32, int16$"):
+        lax.dynamic_update_slice(x, np.zeros((2, 2), np.float32), (np.int32(1), np.int16(2)))
+    # a float index was truncated to an int
+    with pytest.raises(TypeError, match="got: float32, int32$"):
+        lax.dynamic_slice(x, (1.0, 2), (2, 2))
+    with pytest.raises(TypeError, match="got: int32, float32$"):
+        shardc.jit(lambda i: lax.dynamic_slice(x, (1, i), (2, 2)))(1.5)
+    # Python ints take the other indices' type
+    np.testing.assert_array_equal(lax.dynamic_slice(x, (np.int16(1), 2), (2, 2)), x[1:3, 2:4])
+
+
+def test_conv_window_strides_of_the_wrong_length():
+    with pytest.raises(ValueError, match="^conv_general_dilated window and window_strides must "
+                                         "have the same number of dimensions, but got 2 and 1$"):
+        lax.conv_general_dilated(np.ones((1, 1, 4, 4), np.float32),
+                                 np.ones((1, 1, 2, 2), np.float32), (1,), "VALID")

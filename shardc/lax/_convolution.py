@@ -97,6 +97,9 @@ def _ints(values, count, name, default):
     if values is None:
         return (default,) * count
     values = tuple(int(v) for v in values)
+    if name == "window_strides" and len(values) != count:
+        raise ValueError("conv_general_dilated window and window_strides must have the same "
+                         f"number of dimensions, but got {count} and {len(values)}")
     if len(values) != count or any(v < 1 for v in values):
         raise ValueError(f"conv: {name} must be {count} positive ints, got {values}")
     return values

@@ -322,10 +322,19 @@ def batch_matmul(lhs, rhs, precision=None):
 
 # --- dynamic slices --------------------------------------------------------------------------
 
-def _start_indices(operand, start_indices):
+def _start_indices(operand, start_indices, name: str = "dynamic_slice"):
     """int32 start indices, negative ones counted from the end of their dimension (as JAX);
-    the primitives then clamp them so the window fits."""
+    the primitives then clamp them so the window fits. JAX's TypeError for indices that are
+    not integers of one type (Python ints take any integer type)."""
     shape = aval_of(operand).shape
+    kinds = [None if type(s) is int else
+             _dt.canonicalize(type(s)) if is_python_scalar(s) else aval_of(s).dtype
+             for s in start_indices]
+    typed = {k for k in kinds if k is not None}
+    if len(typed) > 1 or any(not _dt.is_int(k) or k == _dt.bool_ for k in typed):
+        listed = ", ".join((k or _dt.int_).name for k in kinds)
+        raise TypeError(f"index arguments to {name} must be integers of the same type, "
+                        f"got{':' if name == 'dynamic_slice' else ''} {listed}")
     starts = []
     for s, size in zip(start_indices, shape):
         if is_python_scalar(s) or isinstance(s, np.integer):
@@ -365,7 +374,7 @@ def dynamic_update_slice(operand, update, start_indices):
     end; clamped to fit)."""
     if (rule := key_array_rule("dynamic_update_slice", operand, update)) is not None:
         return rule(operand, update, start_indices)
-    starts = _start_indices(operand, start_indices)
+    starts = _start_indices(operand, start_indices, "dynamic_update_slice")
     return bind(p.dynamic_update_slice_p, operand, update, *starts)
 
 
