@@ -5,17 +5,21 @@ draws its bits with ``random_bits``.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from compiler.custom_ad import custom_jvp
 from compiler.tracing import aval_of, bind
+from compiler.vmap import vmap
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 import shardc.lax as lax
 from shardc.lax import complex as lax_complex, lgamma, pcast, rem, top_k, while_loop
 from shardc.numpy._core import takes_out_sharding
-from shardc.random._keys import (bits, fold_in, key_data, random_bits, sample_shape,
-                                 single_key, split)
+from shardc.random._keys import (IMPLS, PRNGKeyArray, bits, fold_in, key_data, random_bits,
+                                 sample_shape, single_key, split)
 
 __all__ = [
     "uniform", "normal", "randint", "bernoulli", "permutation", "exponential", "gumbel", "logistic",
@@ -365,132 +369,252 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=float, method="cholesk
 
 @takes_out_sharding
 def gamma(key, a, shape=None, dtype=float):
-    """Gamma(``a``, 1) floats (``a > 0``, broadcast to ``shape``), by Marsaglia and Tsang's
-    rejection method: every entry redraws until accepted (a ``while_loop``; the expected
-    number of rounds is small). ``a < 1`` draws Gamma(a + 1) times ``u ** (1/a)``.
-    Not differentiable with respect to ``a``."""
+    """Gamma(``a``, 1) floats (``a > 0``, broadcast to ``shape``), JAX's: each entry draws
+    from its own key of a split, by Marsaglia and Tsang's rejection method (a ``while_loop``
+    of rounds, each drawing from the next keys of a split), ``a < 1`` drawing Gamma(a + 1)
+    times ``u ** (1/a)``. Differentiable in ``a`` (the derivative of the draw that keeps
+    its place in the distribution, JAX's)."""
     single_key("gamma", key)
-    return gamma_draws(key, a, shape, _dt.canonicalize(dtype), log_space=False)
+    return gamma_draws(key, a, shape, gamma_dtype(dtype), log_space=False)
+
+
+def gamma_dtype(dtype):
+    """A gamma sampler's float ``dtype`` (None: the default float), JAX's error otherwise."""
+    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    if not _dt.is_float(dtype):
+        raise ValueError(f"dtype argument to `gamma` must be a float dtype, got {dtype}")
+    return dtype
 
 
 def gamma_draws(key, a, shape, dtype, log_space: bool):
     """Gamma(``a``) draws, or their logs (``log_space``: accurate for small ``a``, where the
     draws themselves underflow to 0); one key gives the same draws either way, as JAX's."""
     a = jnp.astype(jnp.asarray(a), dtype)
-    shape = jnp.shape(a) if shape is None else sample_shape(shape)
+    if shape is None:
+        shape = jnp.shape(a)
+    else:
+        shape = sample_shape(shape)
+        _check_bounds_shape("gamma", shape, jnp.shape(a))
     a = jnp.broadcast_to(a, shape)
-    boost_key, loop_key = split(key)
-    shifted = jnp.where(a < 1, a + 1, a)
-    d = shifted - np.asarray(1 / 3, dtype)
-    c = jnp.reciprocal(jnp.sqrt(9 * d))
+    return _gamma_with_grad(_typed_key(key), a, log_space)
 
-    def round_(state):
-        rounds, sample, accepted = state
-        round_key = fold_in(loop_key, rounds)
-        x = normal(round_key, shape, dtype)
-        u = uniform(fold_in(round_key, 1), shape, dtype, minval=_dt.finfo(dtype).tiny)
-        v = (1 + c * x) ** 3
-        safe_v = jnp.where(v > 0, v, jnp.ones_like(v))
-        ok = (v > 0) & (jnp.log(u) < 0.5 * x * x + d - d * safe_v + d * jnp.log(safe_v))
-        take = ok & ~accepted
-        return rounds + 1, jnp.where(take, d * safe_v, sample), accepted | ok
 
-    start = _varying((jnp.asarray(0, np.int32), jnp.zeros(shape, dtype),
-                      jnp.zeros(shape, jnp.bool_)), key, a)
-    _, sample, _ = while_loop(lambda state: ~jnp.all(state[2]), round_, start)
-    boost = uniform(boost_key, shape, dtype, minval=_dt.finfo(dtype).tiny)
+def _typed_key(key):
+    """A typed key for raw key data (threefry's), so that the splits below stay keys."""
+    if isinstance(key, PRNGKeyArray):
+        return key
+    return PRNGKeyArray(IMPLS["threefry2x32"], jnp.asarray(key))
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(2,))
+def _gamma_with_grad(key, a, log_space):
+    """JAX's ``random_gamma_p``: one key of a split per entry of ``a``, and each entry's
+    draw by ``_gamma_one``."""
+    count = int(np.prod(a.shape, dtype=np.int64))
+    if count == 0:
+        return jnp.zeros(a.shape, a.dtype)
+    keys = split(key, count)
+    alphas = jnp.reshape(a, (count,))
+    alphas, = _varying((alphas,), key, alphas)
+    draws = vmap(functools.partial(_gamma_one, log_space=log_space))(keys, alphas)
+    return jnp.reshape(draws, a.shape)
+
+
+@_gamma_with_grad.defjvp
+def _gamma_with_grad_jvp(log_space, primals, tangents):
+    key, a = primals
+    draws = _gamma_with_grad(key, a, log_space)
     if log_space:
-        return jnp.where(a < 1, jnp.log(sample) + jnp.log(boost) / a, jnp.log(sample))
-    return jnp.where(a < 1, sample * boost ** (1 / a), sample)
+        # d log x = dx / x; a draw that underflowed counts as the smallest float (JAX's)
+        samples = jnp.exp(draws)
+        samples = jnp.where(samples == 0, _dt.finfo(a.dtype).tiny, samples)
+        grad = _random_gamma_grad(a, samples) / samples
+    else:
+        grad = _random_gamma_grad(a, draws)
+    return draws, tangents[1] * grad
+
+
+def _random_gamma_grad(a, x):
+    """The derivative in ``a`` of a Gamma(``a``) draw ``x`` that keeps its quantile: by
+    the implicit function theorem, ``-(d/da) P(a, x) / (d/dx) P(a, x)`` of the regularized
+    incomplete gamma function ``P`` (JAX's ``random_gamma_grad``, which XLA computes with
+    the same series and continued fraction; here from ``igamma_grad_a`` over the density).
+    0 at ``x == 0``, NaN outside the domain."""
+    log_density = (a - 1) * jnp.log(x) - x - lgamma(a)
+    grad = -lax.igamma_grad_a(a, x) * jnp.exp(-log_density)
+    grad = jnp.where(x == 0, jnp.zeros_like(grad), grad)
+    bad = (x < 0) | (a <= 0) | jnp.isnan(a) | jnp.isnan(x)
+    return jnp.where(bad, jnp.full_like(grad, np.nan), grad)
+
+
+def _gamma_one(key, alpha, log_space):
+    """One Gamma(``alpha``) draw from one key, JAX's ``_gamma_one`` step for step: Marsaglia
+    and Tsang's squeeze and log tests on ``d V`` (``V = (1 + c x)**3``, ``x`` normal redrawn
+    while ``V <= 0``), each round's keys split from the last; ``alpha < 1`` boosted to
+    ``alpha + 1`` and scaled by ``u ** (1/alpha)`` (its log, ``log(u) / alpha``, in log
+    space), ``u`` from the key split off first."""
+    dtype = alpha.dtype
+    zero, one, minus_one = (_varying((jnp.asarray(v, dtype),), key, alpha)[0]
+                            for v in (0, 1, -1))
+    half, third, squeeze = (dtype.type(v) for v in (0.5, 1. / 3., 0.0331))
+    boost_mask = alpha >= one
+    alpha_orig = alpha
+    alpha = lax.select(boost_mask, alpha, alpha + one)
+    d = alpha - third
+    c = third / lax.sqrt(d)
+
+    def cond_fn(state):
+        _, x2, v3, u = state
+        return ((u >= one - squeeze * (x2 * x2))
+                & (lax.log(u) >= x2 * half + d * ((one - v3) + lax.log(v3))))
+
+    def next_x(state):
+        x_key, _, _ = state
+        x_key, subkey = split(x_key)
+        x = normal(subkey, (), dtype)
+        return x_key, x, one + x * c
+
+    def body_fn(state):
+        round_key, x_key, u_key = split(state[0], 3)
+        _, x, v = while_loop(lambda s: s[2] <= zero, next_x, (x_key, zero, minus_one))
+        return round_key, x * x, (v * v) * v, uniform(u_key, (), dtype)
+
+    key, subkey = split(key)
+    _, _, v3, _ = while_loop(cond_fn, body_fn, (key, zero, one, one + one))
+    if log_space:
+        log_samples = lax.log1p(-uniform(subkey, (), dtype))     # -exponential(subkey)
+        log_boost = lax.select(boost_mask | (log_samples == 0), zero,
+                               log_samples * (one / alpha_orig))
+        return (lax.log(d) + lax.log(v3)) + log_boost
+    samples = one - uniform(subkey, (), dtype)
+    boost = lax.select(boost_mask, one, lax.pow(samples, one / alpha_orig))
+    return (d * v3) * boost
 
 
 @takes_out_sharding
 def beta(key, a, b, shape=None, dtype=float):
-    """Beta(``a``, ``b``) floats: ``X / (X + Y)`` with X ~ Gamma(a), Y ~ Gamma(b)."""
+    """Beta(``a``, ``b``) floats, JAX's: ``X / (X + Y)`` of X ~ Gamma(a), Y ~ Gamma(b) drawn
+    in log space from the two keys of a split, scaled by the larger before leaving it."""
     single_key("beta", key)
-    dtype = _dt.canonicalize(dtype)
-    shape = (jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b)) if shape is None
-             else sample_shape(shape))
+    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    if not _dt.is_float(dtype):
+        raise ValueError(f"dtype argument to `beta` must be a float dtype, got {dtype}")
+    if shape is None:
+        shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
+    else:
+        shape = sample_shape(shape)
+        _check_bounds_shape("beta", shape, jnp.shape(a), jnp.shape(b))
     key_a, key_b = split(key)
-    x = gamma(key_a, jnp.broadcast_to(jnp.asarray(a, dtype), shape), dtype=dtype)
-    y = gamma(key_b, jnp.broadcast_to(jnp.asarray(b, dtype), shape), dtype=dtype)
-    return x / (x + y)
+    log_a = gamma_draws(key_a, a, shape, dtype, log_space=True)
+    log_b = gamma_draws(key_b, b, shape, dtype, log_space=True)
+    log_max = jnp.maximum(log_a, log_b)
+    scaled_a, scaled_b = jnp.exp(log_a - log_max), jnp.exp(log_b - log_max)
+    return scaled_a / (scaled_a + scaled_b)
 
 
 @takes_out_sharding
 def dirichlet(key, alpha, shape=None, dtype=float):
-    """Dirichlet(``alpha``) vectors (``alpha``'s last dimension is the number of categories):
-    independent Gamma draws normalised to sum to 1."""
+    """Dirichlet(``alpha``) vectors (``alpha``'s last dimension is the number of categories),
+    JAX's: the softmax of Gamma draws taken in log space (with tiny ``alpha`` every draw
+    itself underflows to 0). ``shape`` is the batch shape, without the categories."""
     single_key("dirichlet", key)
-    dtype = _dt.canonicalize(dtype)
-    alpha = jnp.asarray(alpha, dtype)
-    if alpha.ndim < 1:
-        raise ValueError("dirichlet: alpha must have at least one dimension (the categories)")
-    shape = alpha.shape[:-1] if shape is None else sample_shape(shape)
-    # normalised in log space (JAX's): with tiny alpha every draw underflows to 0
-    logs = gamma_draws(key, jnp.broadcast_to(alpha, shape + alpha.shape[-1:]), None, dtype,
-                       log_space=True)
-    logs = logs - jnp.max(logs, axis=-1, keepdims=True)
-    return jnp.exp(logs) / jnp.sum(jnp.exp(logs), axis=-1, keepdims=True)
+    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    if not _dt.is_float(dtype):
+        raise ValueError(f"dtype argument to `dirichlet` must be a float dtype, got {dtype}")
+    if jnp.ndim(alpha) < 1:
+        raise ValueError(f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == "
+                         f"{jnp.ndim(alpha)}")
+    alpha_shape = jnp.shape(alpha)
+    if shape is None:
+        shape = alpha_shape[:-1]
+    else:
+        shape = sample_shape(shape)
+        _check_bounds_shape("dirichlet", shape, alpha_shape[:-1])
+    logs = gamma_draws(key, alpha, shape + alpha_shape[-1:], dtype, log_space=True)
+    logs = jnp.exp(logs - lax.stop_gradient(jnp.max(logs, axis=-1, keepdims=True)))
+    return logs / jnp.sum(logs, axis=-1, keepdims=True)
 
 
 @takes_out_sharding
 def poisson(key, lam, shape=None, dtype=int):
-    """Poisson(``lam``) integers (``lam >= 0``, broadcast to ``shape``): counting unit-rate
-    exponential arrivals for ``lam < 10``, Hormann's transformed rejection (PTRS) above; each
-    a ``while_loop`` that redraws until every entry is done."""
+    """Poisson(``lam``) integers (``lam >= 0``, broadcast to ``shape``), JAX's: Knuth's
+    product of uniforms below ``lam`` 10, Hormann's transformed rejection (PTRS) from 10,
+    both drawn from the same key, each a ``while_loop`` that splits its key every round
+    until every entry is done. A negative or NaN rate gives -1. Threefry keys only, as JAX's
+    (NotImplementedError otherwise)."""
     single_key("poisson", key)
-    lam = jnp.astype(jnp.asarray(lam), np.float32)
+    if isinstance(key, PRNGKeyArray) and key._impl.name != "threefry2x32":
+        raise NotImplementedError(f"`poisson` is only implemented for the threefry2x32 RNG, "
+                                  f"not {key._impl.tag}")
+    dtype = _dt.canonicalize(int if dtype is None else dtype)
     shape = jnp.shape(lam) if shape is None else sample_shape(shape)
-    lam = jnp.broadcast_to(lam, shape)
-    small_key, large_key = split(key)
-    small = _poisson_by_arrivals(small_key, lam, lam < 10)
-    large = _poisson_by_rejection(large_key, jnp.maximum(lam, 10.0), lam >= 10)
-    draws = jnp.astype(jnp.where(lam < 10, small, large), dtype)
-    # a negative or NaN rate has no draw: -1 (JAX's)
-    return jnp.where(jnp.logical_or(lam < 0, jnp.isnan(lam)), jnp.astype(-1, dtype), draws)
+    lam = jnp.astype(jnp.broadcast_to(lam, shape), np.float32)
+    use_knuth = jnp.isnan(lam) | (lam < 10)
+    lam_knuth = jnp.where(use_knuth, lam, np.float32(0.0))
+    # the rejection's acceptance rate tends to 89% as lam grows: a large rate for the entries
+    # it does not draw
+    lam_rejection = jnp.where(use_knuth, np.float32(1e5), lam)
+    max_iters = dtype.type(np.iinfo(dtype).max)      # (JAX's: more rounds than ever happen)
+    key = _typed_key(key)
+    result = jnp.where(use_knuth, _poisson_by_arrivals(key, lam_knuth, dtype, max_iters),
+                       _poisson_by_rejection(key, lam_rejection, dtype, max_iters))
+    return jnp.where(lam == 0, jnp.zeros_like(result), result)
 
 
-def _poisson_by_arrivals(key, lam, active):
-    # count arrivals while the running sum of exponential gaps stays within lam
+def _poisson_by_arrivals(key, lam, dtype, max_iters):
+    """Knuth's method, JAX's: the count of uniforms whose running product (a sum of logs)
+    stays above ``exp(-lam)``, one draw of every entry per round from a key split off the
+    last round's."""
 
-    def step(state):
-        rounds, count, elapsed, done = state
-        gap = exponential(fold_in(key, rounds), lam.shape, np.float32)
-        elapsed = elapsed + gap
-        arrived = ~done & (elapsed <= lam)
-        return rounds + 1, count + jnp.astype(arrived, np.float32), elapsed, done | ~arrived
+    def body(state):
+        rounds, count, round_key, log_prod = state
+        round_key, subkey = split(round_key)
+        count = jnp.where(log_prod > -lam, count + dtype.type(1), count)
+        u = uniform(subkey, lam.shape, np.float32)
+        return rounds + 1, count, round_key, log_prod + jnp.log(u)
 
-    start = _varying((jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32),
-                      jnp.zeros(lam.shape, np.float32), ~active), key, lam)
-    return while_loop(lambda state: ~jnp.all(state[3]), step, start)[1]
+    def cond(state):
+        rounds, log_prod = state[0], state[3]
+        return jnp.any(log_prod > -lam) & (rounds < max_iters)
+
+    start = (jnp.asarray(0, dtype), jnp.zeros(lam.shape, dtype), key,
+             jnp.zeros(lam.shape, np.float32))
+    start = _varying(start[:2], key, lam) + (key,) + _varying(start[3:], key, lam)
+    count = while_loop(cond, body, start)[1]
+    return jnp.astype(count - dtype.type(1), dtype)
 
 
-def _poisson_by_rejection(key, lam, active):
-    root, log_lam = jnp.sqrt(lam), jnp.log(lam)
-    b = 0.931 + 2.53 * root
+def _poisson_by_rejection(key, lam, dtype, max_iters):
+    """Hormann's transformed rejection (PTRS), JAX's: each round splits its key in three
+    (the next round's, and two uniforms' of every entry) and keeps each entry's first
+    accepted ``k``."""
+    log_lam = lax.log(lam)
+    b = 0.931 + 2.53 * lax.sqrt(lam)
     a = -0.059 + 0.02483 * b
-    inverse_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
     v_r = 0.9277 - 3.6224 / (b - 2)
 
-    def step(state):
-        rounds, sample, done = state
-        round_key = fold_in(key, rounds)
-        u = uniform(round_key, lam.shape, np.float32) - 0.5
-        v = uniform(fold_in(round_key, 1), lam.shape, np.float32,
-                    minval=np.finfo(np.float32).tiny)
-        us = 0.5 - jnp.abs(u)
-        k = jnp.floor((2 * a / us + b) * u + lam + 0.43)
-        quick = (us >= 0.07) & (v <= v_r)
-        rejected = (k < 0) | ((us < 0.013) & (v > us))
-        log_ratio = jnp.log(v) + jnp.log(inverse_alpha) - jnp.log(a / (us * us) + b)
-        slow = log_ratio <= -lam + k * log_lam - lgamma(jnp.maximum(k, 0.0) + 1)
-        accept = ~done & (quick | (~rejected & slow))
-        return rounds + 1, jnp.where(accept, k, sample), done | accept
+    def body(state):
+        rounds, k_out, accepted, round_key = state
+        round_key, subkey_0, subkey_1 = split(round_key, 3)
+        u = uniform(subkey_0, lam.shape, lam.dtype) - 0.5
+        v = uniform(subkey_1, lam.shape, lam.dtype)
+        u_shifted = 0.5 - jnp.abs(u)
+        k = lax.floor((2 * a / u_shifted + b) * u + lam + 0.43)
+        s = lax.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
+        t = -lam + k * log_lam - lgamma(k + 1)
+        accept1 = (u_shifted >= 0.07) & (v <= v_r)
+        reject = (k < 0) | ((u_shifted < 0.013) & (v > u_shifted))
+        accept = accept1 | (~reject & (s <= t))
+        return rounds + 1, jnp.where(accept, k, k_out), accepted | accept, round_key
 
-    start = _varying((jnp.asarray(0, np.int32), jnp.zeros(lam.shape, np.float32), ~active),
-                     key, lam)
-    return while_loop(lambda state: ~jnp.all(state[2]), step, start)[1]
+    def cond(state):
+        rounds, _, accepted, _ = state
+        return jnp.any(~accepted) & (rounds < max_iters)
+
+    start = _varying((jnp.asarray(0, dtype), jnp.full(lam.shape, -1.0, lam.dtype),
+                      jnp.zeros(lam.shape, jnp.bool_)), key, lam) + (key,)
+    return jnp.astype(while_loop(cond, body, start)[1], dtype)
 
 
 def _varying(start: tuple, key, *operands) -> tuple:

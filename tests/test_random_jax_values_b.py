@@ -1,0 +1,109 @@
+"""The gamma family, poisson and the transforms of ``random`` compute JAX's values: the same key
+splits in the same order, the same formulas and loops, so for one key the draws are JAX's
+(bit for bit where no transcendental function rounds on the way; within a few ulp where one
+does). Expected values were printed by JAX 0.10.2 (CPU) for the same calls."""
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc import random
+
+f32 = np.float32
+ALPHAS = [0.3, 1.0, 2.5, 7.0, 0.05, 40.0]
+
+
+def _close(got, want, rtol=2e-6):
+    got = np.asarray(got)
+    assert got.dtype == np.asarray(want).dtype
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+
+
+# --- gamma, loggamma, beta, dirichlet ----------------------------------------------------------
+
+def test_gamma_is_jaxs():
+    k = random.key(0)
+    _close(random.gamma(k, jnp.array(ALPHAS)), np.array(
+        [6.2926972e-01, 7.2628492e-01, 1.5440423e+00, 1.0622705e+01, 1.1215913e-08,
+         4.1120613e+01], f32))
+    _close(random.gamma(random.PRNGKey(3), 1.5, (2, 3)), np.array(
+        [[0.35186765, 0.4801843, 4.9697742], [0.4075234, 0.037913825, 0.8036478]], f32))
+    # one key per entry, from a split of the key: jit draws the same
+    a = jnp.linspace(0.1, 9.0, 7)
+    np.testing.assert_array_equal(jax.jit(random.gamma)(k, a), random.gamma(k, a))
+
+
+def test_gamma_in_float64_is_jaxs():
+    with jax.enable_x64(True):
+        got = random.gamma(random.key(0), jnp.array([0.3, 2.5, 7.0]), dtype=jnp.float64)
+        _close(got, np.array([0.01796465549854392, 1.5385596967070414, 10.249570076361112]),
+               rtol=1e-14)
+
+
+def test_loggamma_is_jaxs():
+    _close(random.loggamma(random.key(0), jnp.array(ALPHAS)), np.array(
+        [-0.46319538, -0.31981286, 0.4344039, 2.3629937, -18.305933, 3.7165096], f32),
+        rtol=1e-6 * 2)
+
+
+def test_gamma_gradient_in_a_is_jaxs():
+    """JAX differentiates a draw in ``a`` (the draw at the same quantile)."""
+    k = random.key(0)
+    a = jnp.array(ALPHAS)
+    _close(jax.grad(lambda a: random.gamma(k, a).sum())(a), np.array(
+        [2.2258236e+00, 9.9277365e-01, 8.3078825e-01, 1.2524103e+00, 3.9946790e-06,
+         1.0181142e+00], f32), rtol=2e-5)
+    _close(jax.grad(lambda a: random.loggamma(k, a).sum())(a), np.array(
+        [3.5371535e+00, 1.3669204e+00, 5.3806055e-01, 1.1789937e-01, 3.5616174e+02,
+         2.4759218e-02], f32), rtol=2e-5)
+
+
+def test_beta_and_dirichlet_are_jaxs():
+    k = random.key(0)
+    _close(random.beta(k, jnp.array([0.5, 2.0, 3.0]), 1.5),
+           np.array([0.2229499, 0.85506094, 0.92541414], f32))
+    _close(random.dirichlet(k, jnp.array([0.5, 2.0, 3.0]), (2,)), np.array(
+        [[0.19176006, 0.38152826, 0.42671165], [0.012034549, 0.48558924, 0.5023763]], f32))
+    with pytest.raises(ValueError, match="dirichlet requires alpha.ndim >= 1"):
+        random.dirichlet(k, 1.0)
+
+
+def test_the_original_scheme_gives_jaxs_table():
+    """JAX's own table of values (its random_test), drawn without jax_threefry_partitionable."""
+    import zlib
+
+    def key(name):
+        return random.key(zlib.adler32((name + "threefry2x32").encode()))
+    with jax.threefry_partitionable(False):
+        _close(random.gamma(key("gamma"), 0.8, (5,)), np.array(
+            [0.8242206, 1.7244755, 0.5028824, 5.386132, 0.6855432], f32))
+        _close(random.loggamma(key("loggamma"), 0.8, (5,)), np.array(
+            [0.24055934, -3.5754426, -0.45094585, -2.1613722, -2.943277], f32))
+        _close(random.beta(key("beta"), 0.8, 0.9, (5,)), np.array(
+            [0.13258961, 0.8248933, 0.94836277, 0.9641547, 0.23544838], f32))
+        _close(random.dirichlet(key("dirichlet"), np.array([0.5, 0.6, 0.7], f32), (2,)),
+               np.array([[0.003128, 0.009694, 0.98717797],
+                         [0.02593828, 0.47909105, 0.49497065]], f32))
+        np.testing.assert_array_equal(random.poisson(key("poisson"), 5, (5,)),
+                                      np.array([7, 3, 6, 11, 6], np.int32))
+
+
+# --- poisson -----------------------------------------------------------------------------------
+
+def test_poisson_is_jaxs():
+    k = random.key(0)
+    lam = jnp.array([0.5, 3.0, 9.9, 10.0, 25.0, 300.0, 0.0, -1.0])
+    want = np.array([0, 0, 11, 13, 20, 307, 0, -1], np.int32)
+    np.testing.assert_array_equal(random.poisson(k, lam), want)
+    np.testing.assert_array_equal(jax.jit(random.poisson)(k, lam), want)
+    np.testing.assert_array_equal(random.poisson(random.key(5), 4.0, (3, 4)), np.array(
+        [[1, 2, 5, 4], [3, 2, 3, 3], [2, 2, 0, 2]], np.int32))
+    with jax.enable_x64(True):
+        got = random.poisson(k, jnp.array([3.0, 30.0]), dtype=jnp.int64)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, [0, 27])
+
+
+def test_poisson_takes_threefry_keys_only():
+    with pytest.raises(NotImplementedError, match="only implemented for the threefry2x32"):
+        random.poisson(random.key(0, impl="rbg"), 3.0)
