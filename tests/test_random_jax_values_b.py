@@ -107,3 +107,99 @@ def test_poisson_is_jaxs():
 def test_poisson_takes_threefry_keys_only():
     with pytest.raises(NotImplementedError, match="only implemented for the threefry2x32"):
         random.poisson(random.key(0, impl="rbg"), 3.0)
+
+
+# --- the transforms -----------------------------------------------------------------------------
+
+K1 = random.key(1)
+
+# name: (draw, JAX's values); compared within a few ulp (exp, log, tan, erf_inv round)
+TRANSFORMS = {
+    "lognormal": (lambda: random.lognormal(K1, 0.5, (4,)),
+                  [0.9256875, 1.0432633, 0.9342696, 0.9254103]),
+    "cauchy": (lambda: random.cauchy(K1, (4,)),
+               [-0.1952162, 0.10643734, -0.17155637, -0.19598646]),
+    "chisquare": (lambda: random.chisquare(K1, jnp.array([0.5, 3.0, 10.0])),
+                  [9.7074237e-04, 1.8115525e+00, 1.5418316e+01]),
+    "t": (lambda: random.t(K1, jnp.array([0.5, 3.0, 10.0])), [1.2482606, -0.6574837, 1.4156599]),
+    "f": (lambda: random.f(K1, 3.0, jnp.array([0.5, 3.0, 10.0])),
+          [5.395197, 3.6864173, 0.08521492]),
+    "pareto": (lambda: random.pareto(K1, 2.0, (4,)), [1.3346776, 1.4645087, 1.3434241, 1.334397]),
+    "weibull_min": (lambda: random.weibull_min(K1, 2.0, 1.5, (4,)),
+                    [1.3867693, 1.6700445, 1.4076091, 1.3860958]),
+    "rayleigh": (lambda: random.rayleigh(K1, 2.0, (4,)),
+                 [2.5676343, 2.241111, 2.541841, 2.5684733]),
+    "maxwell": (lambda: random.maxwell(K1, (4,)), [0.22252384, 1.284708, 2.3824213, 0.8305838]),
+    "double_sided_maxwell": (lambda: random.double_sided_maxwell(K1, 1.0, 2.0, (4,)),
+                             [3.5525095, -4.169679, 2.5741, 3.4237757]),
+    "triangular": (lambda: random.triangular(K1, 0.0, 0.3, 2.0, (4,)),
+                   [0.61846113, 0.74093676, 0.6274557, 0.6181706]),
+    "wald": (lambda: random.wald(K1, jnp.array([0.5, 1.0, 2.0, 4.0])),
+             [0.3440044, 0.4925651, 0.597461, 0.7367487]),
+    "generalized_normal": (lambda: random.generalized_normal(K1, 1.5, (4,)),
+                           [0.36778095, -0.22509871, 0.32924864, 0.14993909]),
+    "ball": (lambda: random.ball(K1, 3, 2, (2,)),
+             [[-0.1512913, 0.45654598, 0.636299], [0.75003374, 0.15619831, -0.01705654]]),
+    "orthogonal": (lambda: random.orthogonal(K1, 3),
+                   [[-0.07174075, 0.11106675, -0.9912201], [-0.07201905, 0.99061006, 0.11621087],
+                    [0.9948198, 0.07972381, -0.06306826]]),
+    "orthogonal_wide": (lambda: random.orthogonal(K1, 2, m=3),
+                        [[-0.12034643, -0.10596386, 0.9870605],
+                         [0.5959598, -0.8029001, -0.01353187]]),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSFORMS))
+def test_transforms_are_jaxs(name):
+    draw, want = TRANSFORMS[name]
+    # orthogonal's Q comes from a QR (Householder reflections, rounded differently)
+    _close(draw(), np.array(want, f32), rtol=2e-6 if "orthogonal" not in name else 1e-5)
+
+
+def test_exact_transforms_are_jaxs_bit_for_bit():
+    """Where only exact operations (and floors) act on the draws, every value is JAX's."""
+    np.testing.assert_array_equal(random.geometric(K1, jnp.array([0.01, 0.1, 0.5, 0.9])),
+                                  np.array([82, 6, 2, 1], np.int32))
+    np.testing.assert_array_equal(
+        random.binomial(K1, jnp.array([5.0, 20.0, 100.0, 1000.0, 30.0, -1.0, np.inf]),
+                        jnp.array([0.3, 0.3, 0.3, 0.6, 0.99, 0.3, 0.3])),
+        np.array([1, 8, 26, 616, 30, np.nan, np.inf], f32))
+    np.testing.assert_array_equal(
+        random.multinomial(K1, 100.0, jnp.array([0.2, 0.3, 0.1, 0.4]), shape=(2, 4)),
+        np.array([[24, 25, 6, 45], [16, 30, 11, 43]], f32))
+    np.testing.assert_array_equal(
+        random.multinomial(K1, jnp.array([10.0, 1000.0]), jnp.array([0.5, 0.25, 0.25]),
+                           shape=(2, 3)),
+        np.array([[6, 4, 0], [517, 245, 238]], f32))
+
+
+def test_wald_fuses_products_into_sums_as_xla_does():
+    """XLA's CPU code rounds ``a * b + c`` once (a fused multiply-add); wald's roots are
+    JAX's bit for bit wherever its normal draws are (these are)."""
+    np.testing.assert_array_equal(random.wald(K1, jnp.array([0.5, 1.0, 2.0, 4.0])),
+                                  np.array([0.3440044, 0.4925651, 0.597461, 0.7367487], f32))
+
+
+def test_transforms_keep_jaxs_shapes_and_quirks():
+    # double_sided_maxwell appends the parameters' shape, even to their own
+    assert random.double_sided_maxwell(K1, jnp.zeros(2), 2.0).shape == (2, 2)
+    assert random.double_sided_maxwell(K1, jnp.zeros(2), 2.0, (3,)).shape == (3, 2)
+    # rayleigh of a uniform 0 is inf, as JAX's (entry 103009 of this draw)
+    x = np.asarray(random.rayleigh(random.key(7), 2.0, (200_000,)))
+    assert np.flatnonzero(np.isinf(x)).tolist() == [103009]
+    with pytest.raises(ValueError, match="must be an int dtype"):
+        random.geometric(K1, 0.5, dtype=jnp.float32)
+    with pytest.raises(ValueError, match="must be a float dtype"):
+        random.binomial(K1, 3.0, 0.5, dtype=jnp.int32)
+    with pytest.raises(ValueError, match="broadcast-compatible with shape"):
+        random.t(K1, jnp.ones(3), (2,))
+
+
+@pytest.mark.parametrize("name", ["wald", "t", "binomial", "multinomial", "orthogonal"])
+def test_transforms_under_jit_are_eager(name):
+    draw = {"wald": lambda k: random.wald(k, 1.5, (6,)),
+            "t": lambda k: random.t(k, 3.0, (6,)),
+            "binomial": lambda k: random.binomial(k, 40.0, 0.4, (6,)),
+            "multinomial": lambda k: random.multinomial(k, 9.0, jnp.array([0.5, 0.5])),
+            "orthogonal": lambda k: random.orthogonal(k, 3)}[name]
+    np.testing.assert_array_equal(jax.jit(draw)(K1), draw(K1))

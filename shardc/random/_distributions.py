@@ -447,6 +447,31 @@ def _random_gamma_grad(a, x):
     return jnp.where(bad, jnp.full_like(grad, np.nan), grad)
 
 
+def fused_multiply_add(a, b, c):
+    """``a * b + c`` rounded once, as XLA's CPU code computes a product feeding a sum (it
+    contracts the two into a fused multiply-add): the product's rounding error by Dekker's
+    split, the sum's by Knuth's two-sum, added back before the final rounding (where that
+    overflows: the plain ``a * b + c``)."""
+    a, b, c = jnp.asarray(a), jnp.asarray(b), jnp.asarray(c)
+    dtype = jnp.result_type(a, b, c)
+    factor = dtype.type(2 ** ((_dt.finfo(dtype).nmant + 2) // 2) + 1)
+
+    def halves(x):
+        scaled = x * factor
+        high = scaled - (scaled - x)
+        return high, x - high
+
+    product = a * b
+    (a_high, a_low), (b_high, b_low) = halves(a), halves(b)
+    product_error = (((a_high * b_high - product) + a_high * b_low) + a_low * b_high) \
+        + a_low * b_low
+    total = product + c
+    back = total - product
+    sum_error = (product - (total - back)) + (c - back)
+    fused = total + (sum_error + product_error)
+    return jnp.where(jnp.isfinite(fused), fused, product + c)
+
+
 def _gamma_one(key, alpha, log_space):
     """One Gamma(``alpha``) draw from one key, JAX's ``_gamma_one`` step for step: Marsaglia
     and Tsang's squeeze and log tests on ``d V`` (``V = (1 + c x)**3``, ``x`` normal redrawn
@@ -472,7 +497,7 @@ def _gamma_one(key, alpha, log_space):
         x_key, _, _ = state
         x_key, subkey = split(x_key)
         x = normal(subkey, (), dtype)
-        return x_key, x, one + x * c
+        return x_key, x, fused_multiply_add(x, c, one)
 
     def body_fn(state):
         round_key, x_key, u_key = split(state[0], 3)
