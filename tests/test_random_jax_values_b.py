@@ -203,3 +203,21 @@ def test_transforms_under_jit_are_eager(name):
             "multinomial": lambda k: random.multinomial(k, 9.0, jnp.array([0.5, 0.5])),
             "orthogonal": lambda k: random.orthogonal(k, 3)}[name]
     np.testing.assert_array_equal(jax.jit(draw)(K1), draw(K1))
+
+
+@pytest.mark.parametrize("name", ["gamma", "poisson", "binomial", "multinomial", "beta"])
+def test_rejection_loops_in_a_shard_map_body_draw_what_vmap_draws(name):
+    """Each device's key and parameters vary over the mesh: the loops' carries do too."""
+    from shardc.sharding import PartitionSpec as P
+    draw = {"gamma": lambda k, x: random.gamma(k, x),
+            "poisson": lambda k, x: random.poisson(k, x * 4),
+            "binomial": lambda k, x: random.binomial(k, x * 20, 0.4),
+            "multinomial": lambda k, x: random.multinomial(k, x[0], jnp.array([0.3, 0.7]),
+                                                           shape=(2,)),
+            "beta": lambda k, x: random.beta(k, x, 2.0)}[name]
+    keys = random.split(random.key(3), 2)
+    x = jnp.array([1.5, 4.0])
+    body = jax.shard_map(lambda k, x: draw(k[0], x), mesh=jax.make_mesh((2,), ("x",)),
+                         in_specs=(P("x"), P("x")), out_specs=P("x"))
+    want = jax.vmap(lambda k, x: draw(k, x[None]))(keys, x)
+    np.testing.assert_array_equal(np.asarray(body(keys, x)).ravel(), np.asarray(want).ravel())

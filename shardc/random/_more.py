@@ -15,8 +15,9 @@ import shardc.numpy as jnp
 import shardc.lax as lax
 from shardc.lax import while_loop
 from shardc.numpy._core import takes_out_sharding
-from shardc.random._distributions import (exponential, fused_multiply_add, gamma_draws,
-                                          gamma_dtype, normal, rademacher, uniform)
+from shardc.random._distributions import (_varying, exponential, fused_multiply_add,
+                                          gamma_draws, gamma_dtype, normal, rademacher,
+                                          uniform)
 from shardc.random._keys import PRNGKeyArray, IMPLS, sample_shape, single_key, split
 
 __all__ = [
@@ -314,7 +315,8 @@ def _binomial_inversion(key, count, prob, dtype, max_iters):
         return jnp.any(geom_sum <= count) & (rounds < max_iters)
 
     zeros = jnp.zeros(prob.shape, prob.dtype)
-    k = while_loop(cond, body, (jnp.asarray(0, np.int32), zeros, zeros, key))[1]
+    start = _varying((jnp.asarray(0, np.int32), zeros, zeros), key, count, prob) + (key,)
+    k = while_loop(cond, body, start)[1]
     return jnp.astype(k - 1, dtype)
 
 
@@ -355,8 +357,8 @@ def _btrs(key, count, prob, dtype, max_iters):
         rounds, _, accepted, _ = state
         return jnp.any(~accepted) & (rounds < max_iters)
 
-    start = (jnp.asarray(0, np.int32), jnp.full(prob.shape, -1, prob.dtype),
-             jnp.zeros(prob.shape, jnp.bool_), key)
+    start = _varying((jnp.asarray(0, np.int32), jnp.full(prob.shape, -1, prob.dtype),
+                      jnp.zeros(prob.shape, jnp.bool_)), key, count, prob) + (key,)
     return jnp.astype(while_loop(cond, body, start)[1], dtype)
 
 
