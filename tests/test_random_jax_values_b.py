@@ -47,15 +47,16 @@ def test_loggamma_is_jaxs():
 
 
 def test_gamma_gradient_in_a_is_jaxs():
-    """JAX differentiates a draw in ``a`` (the draw at the same quantile)."""
+    """JAX differentiates a draw in ``a`` (the draw at the same quantile), by the series and
+    continued fraction of its random_gamma_grad."""
     k = random.key(0)
     a = jnp.array(ALPHAS)
     _close(jax.grad(lambda a: random.gamma(k, a).sum())(a), np.array(
         [2.2258236e+00, 9.9277365e-01, 8.3078825e-01, 1.2524103e+00, 3.9946790e-06,
-         1.0181142e+00], f32), rtol=2e-5)
+         1.0181142e+00], f32), rtol=5e-6)
     _close(jax.grad(lambda a: random.loggamma(k, a).sum())(a), np.array(
         [3.5371535e+00, 1.3669204e+00, 5.3806055e-01, 1.1789937e-01, 3.5616174e+02,
-         2.4759218e-02], f32), rtol=2e-5)
+         2.4759218e-02], f32), rtol=5e-6)
 
 
 def test_beta_and_dirichlet_are_jaxs():

@@ -435,16 +435,103 @@ def _gamma_with_grad_jvp(log_space, primals, tangents):
 
 
 def _random_gamma_grad(a, x):
-    """The derivative in ``a`` of a Gamma(``a``) draw ``x`` that keeps its quantile: by
-    the implicit function theorem, ``-(d/da) P(a, x) / (d/dx) P(a, x)`` of the regularized
-    incomplete gamma function ``P`` (JAX's ``random_gamma_grad``, which XLA computes with
-    the same series and continued fraction; here from ``igamma_grad_a`` over the density).
-    0 at ``x == 0``, NaN outside the domain."""
-    log_density = (a - 1) * jnp.log(x) - x - lgamma(a)
-    grad = -lax.igamma_grad_a(a, x) * jnp.exp(-log_density)
-    grad = jnp.where(x == 0, jnp.zeros_like(grad), grad)
-    bad = (x < 0) | (a <= 0) | jnp.isnan(a) | jnp.isnan(x)
-    return jnp.where(bad, jnp.full_like(grad, np.nan), grad)
+    """The derivative in ``a`` of a Gamma(``a``) draw ``x`` that keeps its quantile,
+    ``-(d/da) P(a, x) / (d/dx) P(a, x)`` of the regularized incomplete gamma function ``P``:
+    JAX's ``random_gamma_grad``, step for step. Where ``x <= 1`` or ``x <= a`` it sums
+    ``P``'s power series and its derivative in ``a``; elsewhere it runs the continued
+    fraction of ``1 - P`` (at most 2000 terms, rescaled as it grows), each until the
+    derivative's term falls below the dtype's eps. Both leave out the density's factor,
+    which the ratio cancels. 0 at ``x == 0``, NaN outside the domain."""
+    dtype = a.dtype
+    is_nan = jnp.isnan(a) | jnp.isnan(x)
+    x_is_zero = x == 0
+    domain_error = (x < 0) | (a <= 0)
+    use_continued_fraction = (x > 1) & (x > a)
+    log_ax = a * lax.log(x) - x - lgamma(a)
+    underflow = log_ax < -np.log(_dt.finfo(dtype).max).astype(dtype)
+    enabled = ~(x_is_zero | domain_error | underflow | is_nan)
+    output = jnp.where(
+        use_continued_fraction,
+        -_gamma_grad_continued_fraction(x, a, enabled & use_continued_fraction),
+        _gamma_grad_series(x, a, enabled & ~use_continued_fraction))
+    output = jnp.where(x_is_zero, jnp.zeros_like(output), output)
+    return jnp.where(domain_error | is_nan, jnp.full_like(output, np.nan), output)
+
+
+def _gamma_grad_series(x, a, enabled):
+    """JAX's ``_igamma_series`` in its sample-derivative mode."""
+    eps = _dt.finfo(a.dtype).eps
+
+    def body(state):
+        active, r, c, ans, z, dc_da, dans_da = state
+        r = r + 1
+        dc_da = dc_da * (z / r) - (c * z) / (r * r)
+        dans_da = dans_da + dc_da
+        c = c * (z / r)
+        ans = ans + c
+        conditional = active & (jnp.abs(dc_da / dans_da) > eps)
+        new = (r, c, ans, z, dc_da, dans_da)
+        return (conditional,) + tuple(jnp.where(active, n, o) for n, o in zip(new, state[1:]))
+
+    one, zero = jnp.ones_like(a), jnp.zeros_like(a)
+    start = _varying((enabled, a, one, one, x, zero, zero), enabled, a, x)
+    _, _, _, ans, _, _, dans_da = while_loop(lambda state: jnp.any(state[0]), body, start)
+    dlogax_da = lax.log(x) - lax.digamma(a + 1)
+    return -(dans_da + ans * dlogax_da) * x / a
+
+
+def _gamma_grad_continued_fraction(x, a, enabled):
+    """JAX's ``_igammac_continued_fraction`` in its sample-derivative mode."""
+    eps = _dt.finfo(a.dtype).eps
+    big = a.dtype.type(1 / eps)
+
+    def body(state):
+        (active, ans, t, y, z, c, pkm1, qkm1, pkm2, qkm2,
+         dpkm2_da, dqkm2_da, dpkm1_da, dqkm1_da, dans_da) = state
+        c = c + 1
+        y = y + 1
+        z = z + 2
+        yc = y * c
+        pk = pkm1 * z - pkm2 * yc
+        qk = qkm1 * z - qkm2 * yc
+        qk_is_nonzero = qk != 0
+        r = pk / qk
+        t = jnp.where(qk_is_nonzero, jnp.abs((ans - r) / r), jnp.ones_like(r))
+        ans = jnp.where(qk_is_nonzero, r, ans)
+        dpk_da = dpkm1_da * z - pkm1 - dpkm2_da * yc + pkm2 * c
+        dqk_da = dqkm1_da * z - qkm1 - dqkm2_da * yc + qkm2 * c
+        dans_da_new = jnp.where(qk_is_nonzero, (dpk_da - ans * dqk_da) / qk, dans_da)
+        grad_conditional = jnp.where(qk_is_nonzero, jnp.abs(dans_da_new - dans_da),
+                                     jnp.ones_like(dans_da))
+        pkm2, pkm1, qkm2, qkm1 = pkm1, pk, qkm1, qk
+        dpkm2_da, dqkm2_da, dpkm1_da, dqkm1_da = dpkm1_da, dqkm1_da, dpk_da, dqk_da
+        rescale = jnp.abs(pk) > big
+        pkm2, pkm1, qkm2, qkm1, dpkm2_da, dqkm2_da, dpkm1_da, dqkm1_da = (
+            jnp.where(rescale, v * eps, v)
+            for v in (pkm2, pkm1, qkm2, qkm1, dpkm2_da, dqkm2_da, dpkm1_da, dqkm1_da))
+        conditional = active & (grad_conditional > eps)
+        new = (ans, t, y, z, c, pkm1, qkm1, pkm2, qkm2, dpkm2_da, dqkm2_da, dpkm1_da,
+               dqkm1_da, dans_da_new)
+        kept = tuple(v if k == 4 else jnp.where(active, v, o)
+                     for k, (v, o) in enumerate(zip(new, state[1:])))
+        return (conditional,) + kept
+
+    y = 1 - a
+    z = x + y + 1
+    c = jnp.asarray(0, a.dtype)
+    pkm1 = x + 1
+    qkm1 = z * x
+    ans = pkm1 / qkm1
+    zero = jnp.zeros_like(x)
+    dqkm1_da = -x
+    dans_da = (zero - ans * dqkm1_da) / qkm1
+    start = _varying((enabled, ans, jnp.ones_like(x), y, z), enabled, a, x) + (c,) + \
+        _varying((pkm1, qkm1, jnp.ones_like(x), x, zero, zero, zero, dqkm1_da, dans_da),
+                 enabled, a, x)
+    state = while_loop(lambda s: (s[5] < 2000) & jnp.any(s[0]), body, start)
+    ans, dans_da = state[1], state[14]
+    dlogax_da = lax.log(x) - lax.digamma(a)
+    return -(dans_da + ans * dlogax_da) * x
 
 
 def fused_multiply_add(a, b, c):
