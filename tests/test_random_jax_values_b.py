@@ -222,3 +222,16 @@ def test_rejection_loops_in_a_shard_map_body_draw_what_vmap_draws(name):
                          in_specs=(P("x"), P("x")), out_specs=P("x"))
     want = jax.vmap(lambda k, x: draw(k, x[None]))(keys, x)
     np.testing.assert_array_equal(np.asarray(body(keys, x)).ravel(), np.asarray(want).ravel())
+
+
+def test_lax_random_gamma_grad_is_jaxs():
+    from shardc import lax
+    got = lax.random_gamma_grad(jnp.array([0.5, 2.0, 40.0, 0.05, 3.0]),
+                                jnp.array([0.3, 1.0, 41.0, 1e-6, 0.0]))
+    _close(got, np.array([1.0098022e+00, 7.5077868e-01, 1.0166259e+00, 2.6635357e-04, 0.0], f32),
+           rtol=5e-6)
+    assert np.isnan(np.asarray(lax.random_gamma_grad(jnp.array([-1.0, np.nan]), 1.0))).all()
+    half = lax.random_gamma_grad(jnp.array([0.5, 2.0], jnp.float16), jnp.array([0.3, 1.0],
+                                                                               jnp.float16))
+    assert half.dtype == jnp.float16
+    np.testing.assert_array_equal(half, np.array([1.01, 0.751], np.float16))

@@ -19,8 +19,8 @@ from shardc.lax._shapes import array_operand
 
 __all__ = [
     "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "igamma", "igammac",
-    "igamma_grad_a", "zeta", "bessel_i0e", "bessel_i1e", "clamp", "square", "integer_pow",
-    "reciprocal", "atan2", "exp2", "expm1", "log1p", "sign", "tan", "cbrt", "ceil", "floor",
+    "igamma_grad_a", "random_gamma_grad", "zeta", "bessel_i0e", "bessel_i1e", "clamp",
+    "square", "integer_pow", "reciprocal", "atan2", "exp2", "expm1", "log1p", "sign", "tan", "cbrt", "ceil", "floor",
     "is_finite", "pow", "round", "bitcast_convert_type", "reduce_precision", "real", "imag",
     "conj", "complex", "fft", "FftType",
 ]
@@ -157,6 +157,21 @@ def igammac(a, x):
 def igamma_grad_a(a, x):
     """``d igamma(a, x) / da``."""
     return _binary_special(p.igamma_grad_a_p, "igamma_grad_a", a, x)
+
+
+def random_gamma_grad(a, x):
+    """The derivative in ``a`` of a Gamma(``a``) sample ``x`` that keeps its quantile
+    (``random.gamma``'s derivative), computed as JAX's: the series or continued fraction
+    of the incomplete gamma function with its derivative, the operands broadcast and
+    float16/bfloat16 computed in float32."""
+    from shardc.random._distributions import gamma_sample_grad
+    a, x = jnp.asarray(a), jnp.asarray(x)
+    shape = jnp.broadcast_shapes(a.shape, x.shape)
+    a, x = jnp.broadcast_to(a, shape), jnp.broadcast_to(x, shape)
+    dtype = a.dtype
+    if dtype in (np.float16, _dt.bfloat16):
+        a, x = jnp.astype(a, np.float32), jnp.astype(x, np.float32)
+    return jnp.astype(gamma_sample_grad(a, jnp.astype(x, a.dtype)), dtype)
 
 
 def zeta(x, q):

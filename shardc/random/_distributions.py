@@ -428,13 +428,13 @@ def _gamma_with_grad_jvp(log_space, primals, tangents):
         # d log x = dx / x; a draw that underflowed counts as the smallest float (JAX's)
         samples = jnp.exp(draws)
         samples = jnp.where(samples == 0, _dt.finfo(a.dtype).tiny, samples)
-        grad = _random_gamma_grad(a, samples) / samples
+        grad = gamma_sample_grad(a, samples) / samples
     else:
-        grad = _random_gamma_grad(a, draws)
+        grad = gamma_sample_grad(a, draws)
     return draws, tangents[1] * grad
 
 
-def _random_gamma_grad(a, x):
+def gamma_sample_grad(a, x):
     """The derivative in ``a`` of a Gamma(``a``) draw ``x`` that keeps its quantile,
     ``-(d/da) P(a, x) / (d/dx) P(a, x)`` of the regularized incomplete gamma function ``P``:
     JAX's ``random_gamma_grad``, step for step. Where ``x <= 1`` or ``x <= a`` it sums
