@@ -19,7 +19,7 @@ import shardc.lax as lax
 from shardc.lax import complex as lax_complex, lgamma, pcast, rem, top_k, while_loop
 from shardc.numpy._core import takes_out_sharding
 from shardc.random._keys import (IMPLS, PRNGKeyArray, bits, fold_in, key_data, random_bits,
-                                 sample_shape, single_key, split)
+                                 resolve_impl, sample_shape, single_key, split)
 
 __all__ = [
     "uniform", "normal", "randint", "bernoulli", "permutation", "exponential", "gumbel", "logistic",
@@ -400,10 +400,13 @@ def gamma_draws(key, a, shape, dtype, log_space: bool):
 
 
 def _typed_key(key):
-    """A typed key for raw key data (threefry's), so that the splits below stay keys."""
+    """A typed key for raw key data (of the default implementation, as JAX wraps it; a
+    threefry key for two words), so that a loop's splits stay keys of one type."""
     if isinstance(key, PRNGKeyArray):
         return key
-    return PRNGKeyArray(IMPLS["threefry2x32"], jnp.asarray(key))
+    data = jnp.asarray(key)
+    impl = resolve_impl(None)
+    return PRNGKeyArray(impl if impl.words == data.shape[-1] else IMPLS["threefry2x32"], data)
 
 
 @functools.partial(custom_jvp, nondiff_argnums=(2,))
@@ -655,7 +658,8 @@ def poisson(key, lam, shape=None, dtype=int):
     until every entry is done. A negative or NaN rate gives -1. Threefry keys only, as JAX's
     (NotImplementedError otherwise)."""
     single_key("poisson", key)
-    if isinstance(key, PRNGKeyArray) and key._impl.name != "threefry2x32":
+    key = _typed_key(key)
+    if key._impl.name != "threefry2x32":
         raise NotImplementedError(f"`poisson` is only implemented for the threefry2x32 RNG, "
                                   f"not {key._impl.tag}")
     dtype = _dt.canonicalize(int if dtype is None else dtype)
@@ -667,7 +671,6 @@ def poisson(key, lam, shape=None, dtype=int):
     # it does not draw
     lam_rejection = jnp.where(use_knuth, np.float32(1e5), lam)
     max_iters = dtype.type(np.iinfo(dtype).max)      # (JAX's: more rounds than ever happen)
-    key = _typed_key(key)
     result = jnp.where(use_knuth, _poisson_by_arrivals(key, lam_knuth, dtype, max_iters),
                        _poisson_by_rejection(key, lam_rejection, dtype, max_iters))
     return jnp.where(lam == 0, jnp.zeros_like(result), result)

@@ -15,10 +15,10 @@ import shardc.numpy as jnp
 import shardc.lax as lax
 from shardc.lax import while_loop
 from shardc.numpy._core import takes_out_sharding
-from shardc.random._distributions import (_varying, exponential, fused_multiply_add,
-                                          gamma_draws, gamma_dtype, normal, rademacher,
-                                          uniform)
-from shardc.random._keys import PRNGKeyArray, IMPLS, sample_shape, single_key, split
+from shardc.random._distributions import (_typed_key, _varying, exponential,
+                                          fused_multiply_add, gamma_draws, gamma_dtype,
+                                          normal, rademacher, uniform)
+from shardc.random._keys import sample_shape, single_key, split
 
 __all__ = [
     "lognormal", "cauchy", "chisquare", "t", "f", "pareto", "weibull_min", "rayleigh",
@@ -270,13 +270,6 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
     q, r = jnp.linalg.qr(z)
     x = q * jnp.expand_dims(jnp.sign(jnp.diagonal(r, 0, -2, -1)), -2)
     return jnp.swapaxes(x, -1, -2) if n < m else x
-
-
-def _typed_key(key):
-    """A typed key for raw key data (threefry's), so that a loop's splits stay keys."""
-    if isinstance(key, PRNGKeyArray):
-        return key
-    return PRNGKeyArray(IMPLS["threefry2x32"], jnp.asarray(key))
 
 
 _STIRLING_TAIL = [0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
