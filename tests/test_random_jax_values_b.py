@@ -235,3 +235,18 @@ def test_lax_random_gamma_grad_is_jaxs():
                                                                                jnp.float16))
     assert half.dtype == jnp.float16
     np.testing.assert_array_equal(half, np.array([1.01, 0.751], np.float16))
+
+
+def test_parameters_that_do_not_cast_safely_raise_jaxs_error():
+    with pytest.raises(jax.dtypes.TypePromotionError,
+                       match="In arguments to t, cannot safely cast argument of type float32 "
+                             "to float16"):
+        random.t(K1, np.array([3.0]), dtype=jnp.float16)
+    with pytest.raises(jax.dtypes.TypePromotionError, match="argument of type complex64"):
+        random.beta(K1, 1 + 2j, 1.0)
+    with jax.enable_x64(True):
+        with pytest.raises(jax.dtypes.TypePromotionError, match="float64 to float32"):
+            random.wald(K1, np.array([1.0]), dtype=jnp.float32)
+    # Python numbers and integer arrays are weak enough
+    assert random.t(K1, 3, dtype=jnp.float16).dtype == jnp.float16
+    assert random.pareto(K1, jnp.array([3], jnp.int32), dtype=jnp.float16).dtype == jnp.float16

@@ -606,6 +606,17 @@ def _gamma_one(key, alpha, log_space):
     return (d * v3) * boost
 
 
+def check_safe_to_cast(name, dtype, *args):
+    """JAX's TypePromotionError for a parameter whose dtype does not promote to ``dtype``
+    (a float64 array for float32 draws, a complex one for real draws); Python numbers,
+    weakly typed, always do."""
+    for arg in args:
+        have = jnp.asarray(arg).dtype
+        if have != dtype and jnp.result_type(arg, dtype) != dtype:
+            raise _dt.TypePromotionError(f"In arguments to {name}, cannot safely cast argument "
+                                         f"of type {have} to {dtype}")
+
+
 @takes_out_sharding
 def beta(key, a, b, shape=None, dtype=float):
     """Beta(``a``, ``b``) floats, JAX's: ``X / (X + Y)`` of X ~ Gamma(a), Y ~ Gamma(b) drawn
@@ -614,6 +625,7 @@ def beta(key, a, b, shape=None, dtype=float):
     dtype = _dt.canonicalize(float if dtype is None else dtype)
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `beta` must be a float dtype, got {dtype}")
+    check_safe_to_cast("beta", dtype, a, b)
     if shape is None:
         shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
     else:

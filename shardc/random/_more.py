@@ -15,9 +15,9 @@ import shardc.numpy as jnp
 import shardc.lax as lax
 from shardc.lax import while_loop
 from shardc.numpy._core import takes_out_sharding
-from shardc.random._distributions import (_typed_key, _varying, exponential,
-                                          fused_multiply_add, gamma_draws, gamma_dtype,
-                                          normal, rademacher, uniform)
+from shardc.random._distributions import (_typed_key, _varying, check_safe_to_cast,
+                                          exponential, fused_multiply_add, gamma_draws,
+                                          gamma_dtype, normal, rademacher, uniform)
 from shardc.random._keys import sample_shape, single_key, split
 
 __all__ = [
@@ -67,6 +67,7 @@ def lognormal(key, sigma=np.float32(1.0), shape=None, dtype=None):
     single_key("lognormal", key)
     dtype = _float_dtype("lognormal", dtype, "a float or complex")
     shape = _shape_of("lognormal", shape, sigma)
+    check_safe_to_cast("lognormal", dtype, sigma)
     return jnp.exp(normal(key, shape, dtype) * _as(sigma, dtype))
 
 
@@ -85,6 +86,7 @@ def chisquare(key, df, shape=None, dtype=None):
     single_key("chisquare", key)
     dtype = _float_dtype("chisquare", dtype)
     shape = _shape_of("chisquare", shape, df)
+    check_safe_to_cast("chisquare", dtype, df)
     half_df = _as(df, dtype) / dtype.type(2)
     return jnp.exp(gamma_draws(key, half_df, shape, dtype, log_space=True)) * dtype.type(2)
 
@@ -96,6 +98,7 @@ def t(key, df, shape=None, dtype=None):
     single_key("t", key)
     dtype = _float_dtype("t", dtype)
     shape = _shape_of("t", shape, df)
+    check_safe_to_cast("t", dtype, df)
     key_n, key_g = split(key)
     n = normal(key_n, shape, dtype)
     half_df = _as(df, dtype) / dtype.type(2)
@@ -109,6 +112,7 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
     single_key("f", key)
     dtype = _float_dtype("f", dtype)
     shape = _shape_of("f", shape, dfnum, dfden)
+    check_safe_to_cast("f", dtype, dfnum, dfden)
     dfnum, dfden = _as(dfnum, dtype), _as(dfden, dtype)
     key_dfd, key_dfn = split(key)
     num = chisquare(key_dfn, dfnum, shape, dtype) / dfnum
@@ -122,6 +126,7 @@ def pareto(key, b, shape=None, dtype=None):
     single_key("pareto", key)
     dtype = _float_dtype("pareto", dtype)
     shape = _shape_of("pareto", shape, b)
+    check_safe_to_cast("pareto", dtype, b)
     return jnp.exp(exponential(key, shape, dtype) / _as(b, dtype))
 
 
@@ -139,6 +144,7 @@ def rayleigh(key, scale, shape=None, dtype=None):
     single_key("rayleigh", key)
     dtype = _float_dtype("rayleigh", dtype)
     shape = _shape_of("rayleigh", shape, scale)
+    check_safe_to_cast("rayleigh", dtype, scale)
     u = uniform(key, shape, dtype)
     scale = jnp.broadcast_to(_as(scale, dtype), shape)
     return scale * jnp.sqrt(jnp.log(u) * dtype.type(-2))
@@ -192,6 +198,7 @@ def triangular(key, left, mode, right, shape=None, dtype=None):
     single_key("triangular", key)
     dtype = _float_dtype("triangular", dtype)
     shape = _shape_of("triangular", shape, left, mode, right)
+    check_safe_to_cast("triangular", dtype, left, mode, right)
     left, mode, right = (jnp.broadcast_to(_as(v, dtype), shape) for v in (left, mode, right))
     cut = (mode - left) / (right - left)
     u = uniform(key, shape, dtype)
@@ -207,6 +214,7 @@ def wald(key, mean, shape=None, dtype=None):
     single_key("wald", key)
     dtype = _float_dtype("wald", dtype)
     shape = _shape_of("wald", shape, mean)
+    check_safe_to_cast("wald", dtype, mean)
     k1, k2 = split(key)
     mean = jnp.broadcast_to(_as(mean, dtype), shape)
     v = normal(k1, shape, dtype)
