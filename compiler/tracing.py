@@ -1071,8 +1071,15 @@ class ProgramTrace(Trace):
         # Values from outside every shard_map body carry no vma; those closed over from an
         # enclosing body (a loop body inside a shard_map) keep theirs.
         aval = aval_of(value)
-        if not isinstance(value, Tracer) and aval.shape == () and _is_plain_scalar(value):
-            return self.new_tracer(aval, Literal(value, aval))
+        if not isinstance(value, Tracer) and aval.shape == ():
+            if _is_plain_scalar(value):
+                return self.new_tracer(aval, Literal(value, aval))
+            if _is_free_scalar_array(value):
+                # a rank-0 array made while tracing (jnp.asarray(2.0)) is inlined too, as
+                # JAX's jaxprs inline it
+                tracer = self.new_tracer(aval, Literal(np.asarray(value)[()], aval))
+                tracer.weak = getattr(value, "weak", False) is True
+                return tracer
         if self.shard is not None:
             check_closed_over(aval)
         tracer = self.new_tracer(aval)
@@ -1200,6 +1207,13 @@ class ProgramTrace(Trace):
 def _is_plain_scalar(value) -> bool:
     return is_python_scalar(value) or isinstance(value, np.generic) or (
         isinstance(value, np.ndarray) and value.shape == ())
+
+
+def _is_free_scalar_array(value) -> bool:
+    """A concrete rank-0 array placed nowhere in particular (uncommitted, not float0): its
+    value is all a program needs of it."""
+    return (is_jax_value(value) and getattr(value, "_committed", True) is False
+            and not dtypes.is_float0(value))
 
 
 # An argument of a trace at known values whose own value is not known (a tangent).
