@@ -407,11 +407,17 @@ class Array(metaclass=abc.ABCMeta):
         return str(self._assemble())
 
     def __repr__(self):
-        body = np.array2string(self._assemble(), separator=", ", prefix="Array(")
-        # as JAX's: an empty array's shape, and a weak type, are spelt out
-        shape = f", shape={self.shape}" if self.size == 0 else ""
-        weak = ", weak_type=True" if self.weak else ""
-        return f"Array({body}{shape}, dtype={self.dtype.name}{weak})"
+        # as JAX's: an empty array's shape, and a weak type, are spelt out; the dtype follows
+        # on the last line, after as many spaces as "Array(" has where it would not fit
+        # in numpy's line width
+        dtype = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak else "")
+        width = np.get_printoptions()["linewidth"]
+        body = f"[], shape={self.shape}" if self.size == 0 else np.array2string(
+            self._assemble(), prefix="Array(", suffix=",", separator=", ",
+            max_line_width=width)
+        last = len(body) - body.rfind("\n") + 1
+        sep = " " * len("Array(") if last + len(dtype) + 2 > width else " "
+        return f"Array({body},{sep}{dtype})"
 
     # unhashable, as JAX's (hash() raises "unhashable type: 'Array'", and an array is no
     # collections.abc.Hashable)

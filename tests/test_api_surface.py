@@ -505,3 +505,15 @@ def test_types_specs_and_reprs_as_jax():
     assert repr(jnp.zeros((0, 3))) == "Array([], shape=(0, 3), dtype=float32)"
     assert P("a") + P("b") == P("a", "b") and isinstance(P("a") + ("b",), P)
     assert ("a",) + P("b") == P("a", "b")
+
+
+def test_array_repr_places_the_dtype_as_jax_does():
+    # printed by JAX 0.10.2: where the dtype would pass numpy's line width, it follows after
+    # as many spaces as "Array(" has, on the same line
+    x = jnp.asarray(np.array([0.0, 0.84147096, 0.9092974, 0.14112, -0.7568025], np.float32))
+    assert repr(x) == ("Array([ 0.        ,  0.84147096,  0.9092974 ,  0.14112   , -0.7568025 ],"
+                       "      dtype=float32)")
+    assert repr(jnp.arange(3)) == "Array([0, 1, 2], dtype=int32)"
+    assert repr(jnp.zeros((0, 2))) == "Array([], shape=(0, 2), dtype=float32)"
+    assert repr(jnp.asarray(1.5)) == "Array(1.5, dtype=float32, weak_type=True)"
+    assert repr(jnp.arange(30.).reshape(3, 10)).endswith("27., 28., 29.]], dtype=float32)")
