@@ -149,6 +149,8 @@ def _callback_rule(values, dims, *, callback, result_avals, effect, vmap_method)
                   vmap_method=vmap_method)
     if effect == "debug":
         return loop_rule(prims.callback_p, values, dims, **params)
+    if effect == "io" and vmap_method is None:         # an ordered io_callback
+        raise ValueError("Cannot `vmap` ordered IO callback.")
     if vmap_method in ("sequential", "sequential_unrolled"):
         return loop_rule(prims.callback_p, values, dims, **params)
     if vmap_method in ("expand_dims", "broadcast_all"):

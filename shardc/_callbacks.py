@@ -74,8 +74,10 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
 
 def io_callback(callback, result_shape_dtypes, *args, sharding=None, ordered=False, **kwargs):
     """``callback(*args, **kwargs)`` on host values for its effects: it always runs, in
-    program order."""
-    return _call("io", callback, result_shape_dtypes, args, kwargs, "sequential")
+    program order. Under vmap it is called once per member; an ``ordered`` one cannot be
+    mapped (JAX's ValueError): its calls would have no one order."""
+    return _call("io", callback, result_shape_dtypes, args, kwargs,
+                 None if ordered else "sequential")
 
 
 def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwargs):

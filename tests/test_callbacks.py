@@ -111,6 +111,25 @@ def test_io_callback_runs_even_unused_and_checks_its_declaration():
                           jax.ShapeDtypeStruct((3,), np.float32), X)
 
 
+def test_an_ordered_io_callback_cannot_be_vmapped():
+    calls = []
+
+    def numpy_random_like(x):
+        calls.append(x.shape)
+        return np.full(x.shape, 0.5, x.dtype)
+
+    def f(x, ordered):
+        return io_callback(numpy_random_like, x, x, ordered=ordered)
+
+    with pytest.raises(ValueError, match="^Cannot `vmap` ordered IO callback.$"):
+        jax.vmap(lambda x: f(x, True))(jnp.zeros(5))
+    assert calls == []
+    # unordered: once per member; ordered outside vmap: once
+    np.testing.assert_array_equal(jax.vmap(lambda x: f(x, False))(jnp.zeros(5)), np.full(5, 0.5))
+    assert calls == [()] * 5
+    np.testing.assert_array_equal(jax.jit(lambda x: f(x, True))(jnp.zeros(3)), np.full(3, 0.5))
+
+
 def test_ensure_compile_time_eval_computes_constants_while_tracing():
     kinds = []
 
