@@ -87,6 +87,14 @@ def _check_operand_kind(prim, x: Aval):
         raise ShapeError(f"{prim} requires an integer operand, got {x.str_short()}")
     if prim in _INEXACT_ONLY and not dtypes.is_inexact(x.dtype):
         raise ShapeError(f"{prim} requires a floating-point operand, got {x.str_short()}")
+    if prim is prims.abs_p:
+        if dtypes.is_bool(x.dtype) or dtypes.is_unsigned(x.dtype):
+            raise ShapeError(f"abs does not accept dtype {x.dtype.name}. Accepted dtypes are "
+                             "subtypes of floating, complexfloating, signedinteger.")
+        if dtypes.is_int(x.dtype) and dtypes.bit_width(x.dtype) < 8:
+            raise ShapeError(f"abs does not accept dtype {x.dtype.name}. Support for "
+                             "narrow-width integers is platform-dependent and limited to a few "
+                             "specific operations, e.g. basic arithmetic and type casting.")
 
 
 def unary_rule(prim, x: Aval, **params) -> list:

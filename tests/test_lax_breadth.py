@@ -1093,3 +1093,39 @@ def test_conv_window_strides_of_the_wrong_length():
                                          "have the same number of dimensions, but got 2 and 1$"):
         lax.conv_general_dilated(np.ones((1, 1, 4, 4), np.float32),
                                  np.ones((1, 1, 2, 2), np.float32), (1,), "VALID")
+
+
+def test_reduce_window_checks_as_jax():
+    add = lambda a, b: a + b
+    with pytest.raises(TypeError, match=r"^reduce_window window_dimensions must have every "
+                                        r"element be strictly positive, got \(0,\).$"):
+        lax.reduce_window(np.ones((1,)), 0., add, (0,), (1,), "VALID")
+    with pytest.raises(TypeError, match=r"window_strides must have every element be strictly "
+                                        r"positive, got \(0,\).$"):
+        lax.reduce_window(np.ones((1,)), 0., add, (1,), (0,), "VALID")
+    with pytest.raises(TypeError, match=r"^reduce_window expected init_values to be scalars but "
+                                        r"init_values have shapes \[\(1,\)\].$"):
+        lax.reduce_window(np.ones((4, 4), np.int32), np.zeros((1,), np.int32), lax.max,
+                          (2, 2), (2, 2), "VALID")
+    with pytest.raises(ValueError, match="^reduce_window output must have the same tree "
+                                         "structure as the operands"):
+        lax.reduce_window(np.ones((1,)), 0., lambda x, y: [x + y], (1,), (1,), "VALID")
+
+
+def test_narrow_integers_clz_and_abs_as_jax():
+    # clz counts a 4-bit integer's 4 bits (it counted 8)
+    assert np.asarray(shardc.lax.clz(lax.iota("uint4", 3))).tolist() == [4, 3, 2]
+    assert np.asarray(shardc.lax.clz(lax.iota("int4", 3))).tolist() == [4, 3, 2]
+    for dtype in ("int4", "int2"):
+        with pytest.raises(TypeError, match=f"^abs does not accept dtype {dtype}. Support for "
+                                            "narrow-width integers is platform-dependent"):
+            lax.abs(lax.iota(dtype, 3))
+    for dtype in ("uint4", "uint8", "uint32"):
+        with pytest.raises(TypeError, match=f"^abs does not accept dtype {dtype}. Accepted "
+                                            "dtypes are subtypes of floating, complexfloating, "
+                                            "signedinteger.$"):
+            lax.abs(lax.iota(dtype, 3))
+        # jnp.abs hands unsigned values back as they are
+        assert np.asarray(jnp.abs(lax.iota(dtype, 3))).tolist() == [0, 1, 2]
+    assert np.asarray(jnp.abs(jnp.array([True, False]))).tolist() == [True, False]
+    assert np.asarray(lax.abs(jnp.array([-3, 2], np.int8))).tolist() == [3, 2]

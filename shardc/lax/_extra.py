@@ -93,7 +93,7 @@ def clz(x):
     if not _dt.is_int(x.dtype):
         raise TypeError(f"clz does not accept dtype {x.dtype.name}. Accepted dtypes are "
                         "subtypes of integer.")
-    bits = x.dtype.itemsize * 8
+    bits = _dt.bit_width(x.dtype)          # int4's are 4
     smeared, shift = x, 1
     while shift < bits:        # every bit below the highest set one set too
         smeared = bitwise_or(smeared, shift_right_logical(smeared, np.asarray(shift, x.dtype)))

@@ -181,7 +181,21 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         raise TypeError(f"reduce_window: window_dimensions {window}, window_strides {strides}, "
                         f"base_dilation {base} and window_dilation {dilation} must each have "
                         f"one entry per dimension of the operand (rank {ndim})")
+    for name, values in (("window_dimensions", window), ("window_strides", strides),
+                         ("base_dilation", base), ("window_dilation", dilation)):
+        if any(v <= 0 for v in values):
+            raise TypeError(f"reduce_window {name} must have every element be strictly "
+                            f"positive, got {values}.")
+    if jnp.ndim(init_value) != 0:
+        raise TypeError("reduce_window expected init_values to be scalars but init_values "
+                        f"have shapes [{tuple(jnp.shape(init_value))}].")
     init = jnp.asarray(init_value, dtype=operand.dtype)
+    # the computation's result must be one value, as the operand is (JAX's check)
+    probe = computation(init, init)
+    if isinstance(probe, (tuple, list, dict)):
+        raise ValueError("reduce_window output must have the same tree structure as the "
+                         f"operands {tree.tree_structure(init)} vs. "
+                         f"{tree.tree_structure(probe)}")
     extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
     dilated = tuple((n - 1) * d + 1 if n else 0 for n, d in zip(operand.shape, base))
     # a padding type is read on the operand's own shape, before base dilation (JAX's)

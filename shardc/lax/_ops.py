@@ -257,8 +257,16 @@ add = lax_binary("add", NUMBERS, add, "``x + y`` of operands of one dtype.")
 sub = lax_binary("sub", NUMBERS, sub, "``x - y`` of operands of one dtype.")
 max = lax_binary("max", ANY, jnp.maximum, "Elementwise maximum of operands of one dtype.")
 min = lax_binary("min", ANY, jnp.minimum, "Elementwise minimum of operands of one dtype.")
-neg, exp, log, sin, cos, tanh, sqrt, abs = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
-                                            jnp.tanh, jnp.sqrt, jnp.abs)
+neg, exp, log, sin, cos, tanh, sqrt = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
+                                       jnp.tanh, jnp.sqrt)
+
+
+def abs(x):
+    """``|x|`` of a signed, floating or complex operand (JAX's TypeError for booleans,
+    unsigned and 4- or 2-bit integers, which jnp.abs passes through or refuses)."""
+    return bind(p.abs_p, array_operand(x))
+
+
 def concatenate(operands, dimension):
     """``operands`` joined along ``dimension`` (JAX's signature: the dimension is required)."""
     if len(operands) == 0:

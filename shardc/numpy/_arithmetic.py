@@ -263,7 +263,18 @@ def ceil(x):
     """Elementwise ceiling; integers pass through unchanged (as in JAX)."""
     x = as_array(x)
     return x if not _dt.is_inexact(dtype_of(x)) else _float_ceil(x)
-abs = absolute = make_unary(p.abs_p, "abs", floating=False)
+_lax_abs = make_unary(p.abs_p, "abs", floating=False)
+
+
+def absolute(x):
+    """Elementwise absolute value; booleans and unsigned integers are their own (as JAX's,
+    which does not hand them to lax.abs)."""
+    x = as_array(x)
+    dtype = dtype_of(x)
+    return x if dtype == _dt.bool_ or _dt.is_unsigned(dtype) else _lax_abs(x)
+
+
+abs = absolute
 sign = make_unary(p.sign_p, "sign", floating=False)
 negative = make_unary(p.neg_p, "negative", floating=False)
 _isfinite_real = make_unary(p.is_finite_p, "isfinite")
