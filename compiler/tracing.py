@@ -889,7 +889,7 @@ def check_jax_value(value, where: str) -> None:
 
     >>> check_jax_value("abc", "args[0]")
     Traceback (most recent call last):
-    TypeError: args[0] is 'abc' of type str, which is not a valid JAX type: expected an ...
+    TypeError: Argument 'abc' of type <class 'str'> is not a valid JAX type (args[0] is ...
     """
     if is_jax_value(value):
         return
@@ -910,8 +910,11 @@ def check_jax_value(value, where: str) -> None:
                         "might have accidentally taken a gradient with respect to an integer "
                         "argument.")
     if dtype is None:
-        raise TypeError(f"{where} is {_short_repr(value)} of type {type(value).__name__}, "
-                        f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
+        # JAX's sentence, then where the value was passed
+        raise TypeError(f"Argument {_short_repr(value)} of type {type(value)} is not a valid "
+                        f"JAX type ({where} is {_short_repr(value)} of type "
+                        f"{type(value).__name__}, which is not a valid JAX type: "
+                        f"{_VALID_TYPES_TEXT})")
     raise TypeError(f"{where} is {_short_repr(value)} of dtype {np.dtype(dtype).name}, "
                     f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
 

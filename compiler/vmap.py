@@ -270,8 +270,8 @@ def _mapped_size(fun, args, kwargs, leaves, axes, axis_size) -> int:
     if not mapped:
         if not leaves:
             raise ValueError("vmap wrapped function must be passed at least one argument "
-                             f"containing an array, got empty *args={args} and "
-                             f"**kwargs={kwargs}")
+                             "containing an array or axis_size must be specified, got empty "
+                             f"*args={args} and **kwargs={kwargs}")
         raise ValueError("vmap must have at least one non-None value in in_axes")
     raise ValueError(_inconsistent_sizes_text(fun, args, kwargs, leaves, axes, sizes,
                                               axis_size))
@@ -287,7 +287,7 @@ def _inconsistent_sizes_text(fun, args, kwargs, leaves, axes, sizes, axis_size) 
     ranked = sorted(counts.items(), key=lambda item: -item[1])   # stable: first seen first
     lines = ["vmap got inconsistent sizes for array axes to be mapped:"]
     if axis_size is not None:
-        lines.append(f"  * axis_size was given as {axis_size};")
+        lines.append(f"  * the `axis_size` argument was {axis_size};")
     for rank, (size, count) in enumerate(ranked):
         k = sizes.index(size)
         example = f"axis {axes[k]} of {descriptions[k]}"
