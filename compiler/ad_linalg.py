@@ -1,4 +1,6 @@
-"""Derivative rules of the matrix primitives (``cholesky``, ``qr``, ``solve``, ``slogdet``).
+"""Derivative rules of the matrix primitives (``cholesky``, ``qr``, ``solve``, ``slogdet``,
+``eigh``, ``svd``, ``eig``), JAX's, for real and complex matrices (conjugate transposes where
+JAX's rules have them, which are transposes for real matrices).
 
 Each tangent is written with ``solve`` (linear in its right-hand side), ``dot_general`` and
 masks, so reverse mode transposes it with the existing rules; ``solve``'s own transpose is a
@@ -20,6 +22,35 @@ def _aval(x):
 def _mT(x):
     ndim = _aval(x).ndim
     return bind(p.transpose_p, x, permutation=tuple(range(ndim - 2)) + (ndim - 1, ndim - 2))
+
+
+def _is_complex(x) -> bool:
+    return np.issubdtype(_aval(x).dtype, np.complexfloating)
+
+
+def _mH(x):
+    """The conjugate transpose of complex matrices; the transpose of real ones."""
+    return bind(p.conj_p, _mT(x)) if _is_complex(x) else _mT(x)
+
+
+def _real_part(x):
+    return bind(p.real_p, x) if _is_complex(x) else x
+
+
+def _as_dtype(x, dtype):
+    return x if _aval(x).dtype == dtype else bind(p.convert_element_type_p, x, new_dtype=dtype)
+
+
+def _slice(x, rows=(None, None), cols=(None, None)):
+    """``x[..., r0:r1, c0:c1]``."""
+    shape = _aval(x).shape
+    start = [0] * len(shape)
+    limit = list(shape)
+    for dim, (lo, hi) in ((len(shape) - 2, rows), (len(shape) - 1, cols)):
+        start[dim] = 0 if lo is None else lo
+        limit[dim] = shape[dim] if hi is None else hi
+    return bind(p.slice_p, x, start_indices=tuple(start), limit_indices=tuple(limit),
+                strides=None)
 
 
 def _matmul(a, b):
@@ -59,51 +90,78 @@ def _solve_transpose(ct, a, b):
     return [None, bind(p.solve_p, _mT(a), ct)]
 
 
-def _real_only(name, a) -> None:
-    """These rules are written for real matrices (transposes, not conjugate transposes):
-    complex ones are refused rather than differentiated wrongly."""
-    if np.issubdtype(_aval(a).dtype, np.complexfloating):
-        raise NotImplementedError(f"shardc differentiates {name} of real matrices only, got "
-                                  f"{_aval(a).str_short()}")
-
-
 def _cholesky_jvp(primals, tangents):
-    # dL = L phi(L^-1 sym(dA) L^-T), phi keeping the strict lower triangle and half the diagonal
-    _real_only("cholesky", primals[0])
+    # dL = L phi(L^-1 herm(dA) L^-H), phi keeping the strict lower triangle and half the
+    # diagonal (JAX's; for real matrices the conjugate transposes are transposes)
     (a,), (ta,) = primals, tangents
     lower = bind(p.cholesky_p, a)
     if ta is None:
         return [lower], [None]
-    sym = bind(p.mul_p, bind(p.add_p, ta, _mT(ta)), np.asarray(0.5, _aval(a).dtype)[()])
+    sym = bind(p.mul_p, bind(p.add_p, ta, _mH(ta)), np.asarray(0.5, _aval(a).dtype)[()])
     left = bind(p.solve_p, lower, sym)                      # L^-1 S
-    inner = _mT(bind(p.solve_p, lower, _mT(left)))           # L^-1 S L^-T (S symmetric)
+    inner = _mH(bind(p.solve_p, lower, _mH(left)))           # L^-1 S L^-H (S Hermitian)
     n = _aval(a).shape[-1]
     phi = np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)
     return [lower], [_matmul(lower, _masked(inner, phi))]
 
 
-def _qr_jvp(primals, tangents, *, full_matrices):
-    _real_only("qr", primals[0])
-    (a,), (ta,) = primals, tangents
-    q, r = bind(p.qr_p, a, full_matrices=full_matrices)
-    if ta is None:
-        return [q, r], [None, None]
-    m, n = _aval(a).shape[-2:]
-    if m < n or (full_matrices and m != n):
-        raise NotImplementedError(
-            f"the derivative of qr is implemented for m >= n (reduced) matrices; got a "
-            f"{m}x{n} matrix with full_matrices={full_matrices}")
-    qt_dx_rinv = _solve_right(_matmul(_mT(q), ta), r)
+def _thin_qr_jvp(q, r, ta):
+    """JAX's tangents of ``q, r`` for ``a = q r`` with ``r`` square ([..., m, n], m >= n):
+    with C = Q^H dA R^-1 and its strict lower part L, the anti-Hermitian
+    Omega = L - L^H (plus C's imaginary diagonal, for complex matrices), dQ = Q (Omega - C)
+    + dA R^-1 and dR = (C - Omega) R."""
+    n = _aval(r).shape[-1]
+    qt_dx_rinv = _solve_right(_matmul(_mH(q), ta), r)
     strict_lower = _masked(qt_dx_rinv, np.tril(np.ones((n, n)), -1))
-    omega = bind(p.sub_p, strict_lower, _mT(strict_lower))  # antisymmetric
+    omega = bind(p.sub_p, strict_lower, _mH(strict_lower))  # anti-Hermitian
+    if _is_complex(qt_dx_rinv):
+        imaginary = bind(p.sub_p, qt_dx_rinv,
+                         _as_dtype(bind(p.real_p, qt_dx_rinv), _aval(qt_dx_rinv).dtype))
+        omega = bind(p.add_p, omega, _masked(imaginary, np.eye(n)))
     dq = bind(p.add_p, _matmul(q, bind(p.sub_p, omega, qt_dx_rinv)), _solve_right(ta, r))
     dr = _matmul(bind(p.sub_p, qt_dx_rinv, omega), r)
+    return dq, dr
+
+
+def _qr_jvp(primals, tangents, *, full_matrices):
+    """JAX's rule: the thin rule for m >= n; for wide matrices (m < n) the square block
+    ``a1 = q r1`` by the thin rule and ``dR2 = dQ^H a2 + Q^H dA2``; for full matrices with
+    m > n the extra columns of Q from the thin tangent (Roberts and Roberts, arXiv
+    2409.13374, eqs. 32-33; undefined where the top n x n block of Q has an eigenvalue 1)."""
+    (a,), (ta,) = primals, tangents
+    q, r = bind(p.qr_p, a, full_matrices=full_matrices)
+    m, n = _aval(a).shape[-2:]
+    if ta is None or m == 0 or n == 0:
+        return [q, r], [None, None]
+    if m < n:
+        dq, dr1 = _thin_qr_jvp(q, _slice(r, cols=(0, m)), _slice(ta, cols=(0, m)))
+        dr2 = bind(p.add_p, _matmul(_mH(dq), _slice(a, cols=(m, n))),
+                   _matmul(_mH(q), _slice(ta, cols=(m, n))))
+        return [q, r], [dq, bind(p.concatenate_p, dr1, dr2, dimension=_aval(a).ndim - 1)]
+    if not full_matrices or m == n:
+        dq, dr = _thin_qr_jvp(q, r, ta)
+        return [q, r], [dq, dr]
+    q_mn, q_mp = _slice(q, cols=(0, n)), _slice(q, cols=(n, m))
+    dq_mn, dr_nn = _thin_qr_jvp(q_mn, _slice(r, rows=(0, n)), ta)
+    q_nn, q_pn = _slice(q_mn, rows=(0, n)), _slice(q_mn, rows=(n, m))
+    aval = _aval(q_nn)
+    eye = bind(p.broadcast_in_dim_p, np.eye(n, dtype=aval.dtype), shape=aval.shape,
+               broadcast_dimensions=(aval.ndim - 2, aval.ndim - 1))
+    z_pn_h = bind(p.solve_p, _mH(bind(p.sub_p, q_nn, eye)), _mH(q_pn))   # Z = Q_pn (Q_nn-I)^-1
+    z_pn = _mH(z_pn_h)
+    dq_nn, dq_pn = _slice(dq_mn, rows=(0, n)), _slice(dq_mn, rows=(n, m))
+    dq_mp = bind(p.sub_p, _matmul(dq_mn, z_pn_h),
+                 _matmul(bind(p.add_p, q_mn, _matmul(q_mp, z_pn)),
+                         _mH(bind(p.sub_p, dq_pn, _matmul(z_pn, dq_nn)))))
+    dq = bind(p.concatenate_p, dq_mn, dq_mp, dimension=aval.ndim - 1)
+    config = ((0, 0, 0),) * (aval.ndim - 2) + ((0, m - n, 0), (0, 0, 0))
+    dr = bind(p.pad_p, dr_nn, np.zeros((), aval.dtype)[()], padding_config=config)
     return [q, r], [dq, dr]
 
 
 def _slogdet_jvp(primals, tangents):
-    # d log|det a| = trace(a^-1 da); the sign is piecewise constant
-    _real_only("slogdet", primals[0])
+    # t = trace(a^-1 da): d log|det a| = Re t; the sign of a real matrix is piecewise constant,
+    # that of a complex one turns by i Im t (JAX's)
     (a,), (ta,) = primals, tangents
     sign, logabsdet = bind(p.slogdet_p, a)
     if ta is None:
@@ -111,27 +169,31 @@ def _slogdet_jvp(primals, tangents):
     aval = _aval(a)
     diagonal = _masked(bind(p.solve_p, a, ta), np.eye(aval.shape[-1]))
     trace = bind(p.reduce_sum_p, diagonal, axes=(aval.ndim - 2, aval.ndim - 1))
-    return [sign, logabsdet], [None, trace]
+    if not _is_complex(a):
+        return [sign, logabsdet], [None, trace]
+    real = bind(p.real_p, trace)
+    turn = bind(p.mul_p, bind(p.sub_p, trace, _as_dtype(real, aval.dtype)), sign)
+    return [sign, logabsdet], [turn, real]
 
 
 def _eigh_jvp(primals, tangents):
-    # with S = V^T sym(dA) V: dw = diag(S), dV = V (F * S), F_ij = 1 / (w_j - w_i) off the
+    # with S = V^H herm(dA) V: dw = Re diag(S), dV = V (F * S), F_ij = 1 / (w_j - w_i) off the
     # diagonal and 0 on it (distinct eigenvalues assumed, as JAX's)
-    _real_only("eigh", primals[0])
     (a,), (ta,) = primals, tangents
     vectors, values = bind(p.eigh_p, a)
     if ta is None:
         return [vectors, values], [None, None]
     aval = _aval(a)
     n, dtype = aval.shape[-1], aval.dtype
-    sym = bind(p.mul_p, bind(p.add_p, ta, _mT(ta)), np.asarray(0.5, dtype)[()])
-    rotated = _matmul(_mT(vectors), _matmul(sym, vectors))
+    sym = bind(p.mul_p, bind(p.add_p, ta, _mH(ta)), np.asarray(0.5, dtype)[()])
+    rotated = _matmul(_mH(vectors), _matmul(sym, vectors))
     eye = np.eye(n)
-    diagonal = bind(p.reduce_sum_p, _masked(rotated, eye), axes=(aval.ndim - 1,))
+    diagonal = _real_part(bind(p.reduce_sum_p, _masked(rotated, eye), axes=(aval.ndim - 1,)))
     batch = tuple(range(aval.ndim - 2))
-    columns = bind(p.broadcast_in_dim_p, values, shape=aval.shape,
+    spread = _as_dtype(values, dtype)
+    columns = bind(p.broadcast_in_dim_p, spread, shape=aval.shape,
                    broadcast_dimensions=batch + (aval.ndim - 1,))
-    rows = bind(p.broadcast_in_dim_p, values, shape=aval.shape,
+    rows = bind(p.broadcast_in_dim_p, spread, shape=aval.shape,
                 broadcast_dimensions=batch + (aval.ndim - 2,))
     gaps = bind(p.add_p, bind(p.sub_p, columns, rows),
                 bind(p.broadcast_in_dim_p, eye.astype(dtype), shape=aval.shape,
@@ -150,10 +212,10 @@ def _broadcast_last(x, aval, dim):
 
 
 def _svd_jvp(primals, tangents, *, full_matrices):
-    """JAX's rule (real matrices; the full-matrices form has none, as in JAX): with
-    dS = U^T dA V, ds = diag(dS); dU and dV from dS weighted by 1/(s_j^2 - s_i^2), and the
-    parts of dA outside the span of U (m > n) or V (n > m)."""
-    _real_only("svd", primals[0])
+    """JAX's rule (the full-matrices form has none, as in JAX): with dS = U^H dA V,
+    ds = Re diag(dS); dU and dV from dS weighted by 1/(s_j^2 - s_i^2), dU's diagonal from the
+    anti-Hermitian part of dS (zero for real matrices), and the parts of dA outside the span
+    of U (m > n) or V (n > m)."""
     (a,), (ta,) = primals, tangents
     s, u, vt = bind(p.svd_p, a, full_matrices=False)
     if ta is None:
@@ -165,42 +227,46 @@ def _svd_jvp(primals, tangents, *, full_matrices):
             "Singular value decomposition JVP not implemented for full matrices")
     k = min(m, n)
     dtype = aval.dtype
-    v = _mT(vt)
-    ds_full = _matmul(_mT(u), _matmul(ta, v))                      # [..., k, k]
+    real = _aval(s).dtype
+    v = _mH(vt)
+    ds_full = _matmul(_mH(u), _matmul(ta, v))                      # [..., k, k]
     square = _aval(ds_full)
     eye = np.eye(k)
-    ds = bind(p.reduce_sum_p, _masked(ds_full, eye), axes=(square.ndim - 1,))
+    ds = _real_part(bind(p.reduce_sum_p, _masked(ds_full, eye), axes=(square.ndim - 1,)))
     cols = _broadcast_last(s, square, square.ndim - 1)             # s_j
     rows = _broadcast_last(s, square, square.ndim - 2)             # s_i
     diffs = bind(p.mul_p, bind(p.add_p, cols, rows), bind(p.sub_p, cols, rows))
-    ones = bind(p.broadcast_in_dim_p, eye.astype(dtype), shape=square.shape,
+    ones = bind(p.broadcast_in_dim_p, eye.astype(real), shape=square.shape,
                 broadcast_dimensions=(square.ndim - 2, square.ndim - 1))
-    f = _masked(bind(p.div_p, np.asarray(1, dtype)[()], bind(p.add_p, diffs, ones)), 1 - eye)
+    f = _masked(bind(p.div_p, np.asarray(1, real)[()], bind(p.add_p, diffs, ones)), 1 - eye)
+    f, cols, rows = (_as_dtype(x, dtype) for x in (f, cols, rows))
     dss = bind(p.mul_p, cols, ds_full)                             # dS diag(s)
     sds = bind(p.mul_p, rows, ds_full)                             # diag(s) dS
-    zero = bind(p.eq_p, s, np.asarray(0, dtype)[()])
-    safe = bind(p.select_n_p, zero, s, bind(p.broadcast_in_dim_p, np.asarray(1, dtype)[()],
+    zero = bind(p.eq_p, s, np.asarray(0, real)[()])
+    safe = bind(p.select_n_p, zero, s, bind(p.broadcast_in_dim_p, np.asarray(1, real)[()],
                                              shape=_aval(s).shape, broadcast_dimensions=()))
-    s_inv = bind(p.select_n_p, zero, bind(p.div_p, np.asarray(1, dtype)[()], safe),
-                 bind(p.broadcast_in_dim_p, np.asarray(0, dtype)[()], shape=_aval(s).shape,
+    s_inv = bind(p.select_n_p, zero, bind(p.div_p, np.asarray(1, real)[()], safe),
+                 bind(p.broadcast_in_dim_p, np.asarray(0, real)[()], shape=_aval(s).shape,
                       broadcast_dimensions=()))
-    s_inv_diag = _masked(_broadcast_last(s_inv, square, square.ndim - 1), eye)
+    s_inv_diag = _as_dtype(_masked(_broadcast_last(s_inv, square, square.ndim - 1), eye),
+                           dtype)
     half = np.asarray(0.5, dtype)[()]
-    du_dv_diag = bind(p.mul_p, bind(p.mul_p, bind(p.sub_p, ds_full, _mT(ds_full)), half),
+    du_dv_diag = bind(p.mul_p, bind(p.mul_p, bind(p.sub_p, ds_full, _mH(ds_full)), half),
                       s_inv_diag)
-    du = _matmul(u, bind(p.add_p, bind(p.mul_p, f, bind(p.add_p, dss, _mT(dss))), du_dv_diag))
-    dv = _matmul(v, bind(p.mul_p, f, bind(p.add_p, sds, _mT(sds))))
+    du = _matmul(u, bind(p.add_p, bind(p.mul_p, f, bind(p.add_p, dss, _mH(dss))), du_dv_diag))
+    dv = _matmul(v, bind(p.mul_p, f, bind(p.add_p, sds, _mH(sds))))
+    s_c = _as_dtype(s, dtype)
     if m > n:
         dav = _matmul(ta, v)
-        rest = bind(p.sub_p, dav, _matmul(u, _matmul(_mT(u), dav)))
-        du = bind(p.add_p, du, bind(p.div_p, rest, _broadcast_last(s, _aval(rest),
+        rest = bind(p.sub_p, dav, _matmul(u, _matmul(_mH(u), dav)))
+        du = bind(p.add_p, du, bind(p.div_p, rest, _broadcast_last(s_c, _aval(rest),
                                                                     _aval(rest).ndim - 1)))
     if n > m:
-        dau = _matmul(_mT(ta), u)
+        dau = _matmul(_mH(ta), u)
         rest = bind(p.sub_p, dau, _matmul(v, _matmul(vt, dau)))
-        dv = bind(p.add_p, dv, bind(p.div_p, rest, _broadcast_last(s, _aval(rest),
+        dv = bind(p.add_p, dv, bind(p.div_p, rest, _broadcast_last(s_c, _aval(rest),
                                                                     _aval(rest).ndim - 1)))
-    return [s, u, vt], [ds, du, _mT(dv)]
+    return [s, u, vt], [ds, du, _mH(dv)]
 
 
 jvp_rules[p.svd_p] = _svd_jvp

@@ -245,14 +245,15 @@ def test_statistics_sorting_and_decompositions_of_complex_values(name, fn, ref, 
     np.testing.assert_allclose(np.asarray(got), ref(ZM), rtol=1e-4, atol=1e-4)
 
 
-def test_matrix_gradients_of_complex_matrices_are_refused_not_guessed():
+def test_matrix_gradients_of_complex_matrices_follow_jax():
+    # d/dz of sum(eigvalsh(h)) = d trace(h) is the identity (jax.grad's conjugate convention)
     h = jnp.asarray(ZM @ np.conj(ZM.T) + 3 * np.eye(2, dtype=np.complex64))
-    for name, fn in (("eigh", lambda a: jnp.linalg.eigvalsh(a).sum()),
-                     ("cholesky", lambda a: jnp.abs(jnp.linalg.cholesky(a)).sum()),
-                     ("svd", lambda a: jnp.linalg.svd(a, compute_uv=False).sum())):
-        with pytest.raises(NotImplementedError, match=f"shardc differentiates {name} of real "
-                                                      "matrices only"):
-            jax.grad(fn)(h)
+    grad = jax.grad(lambda a: jnp.linalg.eigvalsh(a).sum())(h)
+    np.testing.assert_allclose(np.asarray(grad), np.eye(2), atol=1e-5)
+    # sum(s) of svd is the nuclear norm: its gradient is conj(U V^H)
+    u, _, vh = np.linalg.svd(ZM)
+    grad = jax.grad(lambda a: jnp.linalg.svd(a, compute_uv=False).sum())(jnp.asarray(ZM))
+    np.testing.assert_allclose(np.asarray(grad), np.conj(u @ vh), rtol=1e-4, atol=1e-4)
 
 
 def test_lax_complex_places_the_parts_as_they_are():

@@ -125,9 +125,15 @@ def test_gradients_against_finite_differences():
     assert_close(batched, np.swapaxes(np.linalg.inv(A.astype(np.float64)), -1, -2), 1e-4, 1e-5)
 
 
-def test_qr_derivative_of_wide_matrices_says_it_is_missing():
-    with pytest.raises(NotImplementedError, match="m >= n"):
-        shardc.grad(lambda x: la.qr(x)[1].sum())(np.ones((2, 3), np.float32))
+def test_qr_derivative_of_wide_and_complete_matrices():
+    # JAX's rules: the square block by the thin rule for wide matrices, and the extra columns
+    # of a complete Q (tall matrices) from the thin tangent
+    wide = RNG.normal(size=(2, 4)).astype(np.float32)
+    weights = np.arange(8, dtype=np.float32)
+    check_grad(lambda x: (la.qr(x)[0] * weights[:4].reshape(2, 2)).sum()
+               + (la.qr(x)[1] ** 2 * weights.reshape(2, 4)).sum(), wide)
+    check_grad(lambda x: (la.qr(x, mode="complete")[0] * np.arange(25).reshape(5, 5)).sum()
+               + (la.qr(x, mode="complete")[1] ** 2).sum(), TALL[0])
 
 
 def test_matrix_primitives_round_trip_through_ir_text():
