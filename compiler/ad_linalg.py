@@ -277,21 +277,59 @@ jvp_rules[p.qr_p] = _qr_jvp
 jvp_rules[p.slogdet_p] = _slogdet_jvp
 
 
-def _eig_jvp(primals, tangents, *, compute_vectors):
-    """The eigenvalues' tangent, diag(V^-1 dA V) (JAX's; eigenvectors have none here)."""
-    if compute_vectors:
+def _eig_vector_jvp(values, vectors, ta):
+    """JAX's tangents of the eigenvalues and right eigenvectors (nondegenerate perturbation
+    theory): with P = V^-1 dA V, dw = diag(P) and U = V (F * P), F_ij = 1 / (w_j - w_i) off
+    the diagonal; dv_j = u_j + c_j v_j with c_j fixed by LAPACK's normalisation (unit norm,
+    largest-magnitude component k_j real): c_j = -Re(v_j^H u_j) - i Im(u_kj) / v_kj."""
+    aval = _aval(vectors)
+    n, dtype = aval.shape[-1], aval.dtype
+    eye = np.eye(n)
+    rotated = _matmul(bind(p.solve_p, vectors, ta), vectors)                 # P
+    diagonal = bind(p.reduce_sum_p, _masked(rotated, eye), axes=(aval.ndim - 1,))
+    columns = _broadcast_last(values, aval, aval.ndim - 1)                  # w_j
+    rows = _broadcast_last(values, aval, aval.ndim - 2)                     # w_i
+    gaps = bind(p.add_p, bind(p.sub_p, columns, rows),
+                bind(p.broadcast_in_dim_p, eye.astype(dtype), shape=aval.shape,
+                     broadcast_dimensions=(aval.ndim - 2, aval.ndim - 1)))
+    weights = _masked(bind(p.div_p, np.asarray(1, dtype)[()], gaps), 1 - eye)
+    u = _matmul(vectors, bind(p.mul_p, weights, rotated))
+    top = bind(p.argmax_p, bind(p.abs_p, vectors), axes=(aval.ndim - 2,),
+               index_dtype=np.dtype(np.int32))
+    positions = bind(p.iota_p, dtype=np.dtype(np.int32), shape=aval.shape,
+                     dimension=aval.ndim - 2)
+    mask = _as_dtype(bind(p.eq_p, positions, _broadcast_last(top, aval, aval.ndim - 1)),
+                     dtype)
+    column_sum = lambda x: bind(p.reduce_sum_p, x, axes=(aval.ndim - 2,))
+    along = bind(p.real_p, column_sum(bind(p.mul_p, bind(p.conj_p, vectors), u)))
+    turn = bind(p.div_p, bind(p.imag_p, column_sum(bind(p.mul_p, mask, u))),
+                bind(p.real_p, column_sum(bind(p.mul_p, mask, vectors))))
+    c = bind(p.complex_p, bind(p.neg_p, along), bind(p.neg_p, turn))
+    return diagonal, bind(p.add_p, u, bind(p.mul_p, vectors, _broadcast_last(c, aval,
+                                                                               aval.ndim - 1)))
+
+
+def _eig_jvp(primals, tangents, *, compute_vectors, enable_eigvec_derivs=False):
+    """The eigenvalues' tangent, diag(V^-1 dA V), and the eigenvectors' where
+    ``enable_eigvec_derivs`` opts in (JAX's: they are valid only for distinct eigenvalues and
+    eigenvectors whose largest component is unique, which cannot be checked)."""
+    if compute_vectors and not enable_eigvec_derivs:
         raise NotImplementedError(
             "Derivatives of non-symmetric eigenvectors are only valid under assumptions on "
             "the input that JAX cannot check (see the enable_eigvec_derivs argument to "
             "jax.lax.linalg.eig). Pass enable_eigvec_derivs=True to jax.lax.linalg.eig to opt "
             "in. See https://github.com/jax-ml/jax/issues/2748 for discussion.")
     (a,), (ta,) = primals, tangents
-    values, vectors = bind(p.eig_p, a, compute_vectors=True)
+    values, vectors = bind(p.eig_p, a, compute_vectors=True,
+                           enable_eigvec_derivs=enable_eigvec_derivs)
+    primals_out = [values, vectors] if compute_vectors else [values]
     if ta is None:
-        return [values], [None]
+        return primals_out, [None] * len(primals_out)
     dtype = _aval(vectors).dtype
-    rotated = _matmul(bind(p.solve_p, vectors, bind(p.convert_element_type_p, ta,
-                                                    new_dtype=dtype)), vectors)
+    ta = _as_dtype(ta, dtype)
+    if compute_vectors:
+        return primals_out, list(_eig_vector_jvp(values, vectors, ta))
+    rotated = _matmul(bind(p.solve_p, vectors, ta), vectors)
     n = _aval(a).shape[-1]
     diagonal = bind(p.reduce_sum_p, _masked(rotated, np.eye(n)), axes=(_aval(a).ndim - 1,))
     return [values], [diagonal]

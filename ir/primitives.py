@@ -396,7 +396,8 @@ solve_p = primitive("solve")                             # (a, b): a^-1 b, b a s
 slogdet_p = primitive("slogdet", multiple_results=True)  # (a): sign, log|det|
 eigh_p = primitive("eigh", multiple_results=True)        # (a): vectors, ascending values
 svd_p = primitive("svd", multiple_results=True)          # (a)[full_matrices]: s, u, vt
-eig_p = primitive("eig", multiple_results=True)          # (a)[compute_vectors]: w(, v)
+# (a)[compute_vectors, enable_eigvec_derivs]: w(, v); the flag allows the vectors' derivative
+eig_p = primitive("eig", multiple_results=True)
 LINALG = (cholesky_p, qr_p, solve_p, slogdet_p, eigh_p, svd_p, eig_p)
 
 # Identity whose tangent is zero.

@@ -382,8 +382,9 @@ def _svd_rule(a: Aval, *, full_matrices) -> list:
 shape_rules[prims.svd_p] = _svd_rule
 
 
-def _eig_rule(a: Aval, *, compute_vectors) -> list:
-    """The eigenvalues of a general square matrix, complex (and its right eigenvectors)."""
+def _eig_rule(a: Aval, *, compute_vectors, enable_eigvec_derivs=False) -> list:
+    """The eigenvalues of a general square matrix, complex (and its right eigenvectors;
+    ``enable_eigvec_derivs`` only says whether those may be differentiated)."""
     _square_matrices(prims.eig_p, a)
     dtype = dtypes.complex_dtype(a.dtype)
     values = _aval(a.shape[:-1], dtype)

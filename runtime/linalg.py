@@ -80,9 +80,10 @@ def svd(a, *, full_matrices):
     return [s.astype(real_dtype(a.dtype)), u.astype(a.dtype), vt.astype(a.dtype)]
 
 
-def eig(a, *, compute_vectors):
+def eig(a, *, compute_vectors, enable_eigvec_derivs=False):
     """Eigenvalues (and right eigenvectors) of each matrix; a matrix holding an infinity or a
     NaN gives NaNs (LAPACK's geev fails on it; JAX returns NaNs for that batch element)."""
+    del enable_eigvec_derivs    # a matter of differentiation only
     a = np.asarray(a)
     dtype = complex_dtype(a.dtype)
     finite = np.isfinite(a).all(axis=(-2, -1))

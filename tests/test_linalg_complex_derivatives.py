@@ -1,9 +1,9 @@
-"""Derivatives of svd, qr, eigh, slogdet and cholesky of complex matrices (JAX's rules), and
-of wide and full-matrices qr: JVPs against central finite differences taken in double
-precision (perturbing real and imaginary parts), VJPs through the identity
-Re<ct, J t> = Re<J^T ct, t>, under jit and vmap. Eigenvectors and singular vectors are
-compared through quantities that do not depend on their phases (projectors,
-reconstructions), as JAX's own tests do."""
+"""Derivatives of svd, qr, eigh, slogdet, cholesky and eig of complex matrices (JAX's rules),
+of wide and full-matrices qr, and of eig's eigenvectors where ``enable_eigvec_derivs`` opts
+in: JVPs against central finite differences taken in double precision (perturbing real and
+imaginary parts), VJPs through the identity Re<ct, J t> = Re<J^T ct, t>, under jit and vmap.
+Eigenvectors and singular vectors are compared through quantities that do not depend on
+their phases (projectors, reconstructions), as JAX's own tests do."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +11,7 @@ import pytest
 
 import shardc
 import shardc.numpy as jnp
+from shardc import lax
 from shardc.experimental import enable_x64
 
 RNG = np.random.default_rng(7)
@@ -59,6 +60,15 @@ CASES = [
     ("cholesky", lambda a: jnp.linalg.cholesky(a),
      lambda c: (lambda x: x @ np.conj(np.swapaxes(x, -1, -2)) + 3 * np.eye(4))(
          _sample((4, 4), c))),
+    ("eig right vectors",
+     lambda a: lax.linalg.eig(a, compute_left_eigenvectors=False,
+                              enable_eigvec_derivs=True), lambda c: _sample((4, 4), True)),
+    ("eig left and right vectors",
+     lambda a: lax.linalg.eig(a, enable_eigvec_derivs=True), lambda c: _sample((4, 4), True)),
+    ("eig of real matrices (v * v)",
+     lambda a: [x * x for x in lax.linalg.eig(a, compute_left_eigenvectors=False,
+                                              enable_eigvec_derivs=True)[1:]],
+     lambda c: _sample((5, 5), False)),
 ]
 
 
@@ -126,6 +136,14 @@ def test_under_jit_and_vmap():
     per_matrix = np.stack([np.asarray(shardc.grad(loss)(h[i])) for i in range(3)])
     np.testing.assert_allclose(np.asarray(shardc.vmap(shardc.grad(loss))(h)), per_matrix,
                                rtol=1e-4, atol=1e-4)
+    eig = lambda x, t: shardc.jvp(
+        lambda y: lax.linalg.eig(y, compute_left_eigenvectors=False,
+                                 enable_eigvec_derivs=True), (x,), (t,))[1]
+    t = jnp.asarray(_sample(a.shape, True).astype(np.complex64))
+    batched = _leaves(shardc.jit(shardc.vmap(eig))(jnp.asarray(a), t))
+    for i in range(3):
+        for got, want in zip(batched, _leaves(eig(jnp.asarray(a[i]), t[i]))):
+            np.testing.assert_allclose(got[i], want, rtol=1e-4, atol=1e-4)
 
 
 def test_complex_gradient_follows_jax_convention():
@@ -140,6 +158,17 @@ def test_complex_gradient_follows_jax_convention():
         d_im = (float(loss(jnp.asarray(h + 1e-6j * e)))
                 - float(loss(jnp.asarray(h - 1e-6j * e))))
         np.testing.assert_allclose(grad[0, 1], (d_re - 1j * d_im) / 2e-6, rtol=1e-6)
+
+
+def test_eigenvector_derivatives_need_the_opt_in():
+    a = jnp.asarray(_sample((3, 3), True).astype(np.complex64))
+    message = "Pass enable_eigvec_derivs=True to jax.lax.linalg.eig to opt in"
+    with pytest.raises(NotImplementedError, match=message):
+        shardc.jvp(lambda x: lax.linalg.eig(x)[2], (a,), (a,))
+    with pytest.raises(NotImplementedError, match=message):
+        shardc.grad(lambda x: jnp.abs(jnp.linalg.eig(x)[1]).sum())(a)
+    # the eigenvalues alone need none
+    shardc.grad(lambda x: jnp.abs(jnp.linalg.eigvals(x)).sum())(a)
 
 
 def test_svd_of_non_square_full_matrices_has_no_derivative():

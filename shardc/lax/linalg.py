@@ -80,7 +80,7 @@ def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors
     x = jnp.asarray(x)
     if not (compute_left_eigenvectors or compute_right_eigenvectors):
         return [_np_linalg.eigvals(x)]
-    w, vr = _np_linalg.eig(x)
+    w, vr = _np_linalg._eig(x, enable_eigvec_derivs=enable_eigvec_derivs)
     out = [w]
     if compute_left_eigenvectors:
         # the rows of vr's inverse are the left eigenvectors (conjugated), in w's order

@@ -585,9 +585,16 @@ def cond(x, p=None):
 def eig(a):
     """Eigenvalues and right eigenvectors of a general square matrix (complex); not
     differentiable (JAX differentiates the eigenvalues only: see ``eigvals``)."""
+    return _eig(a, enable_eigvec_derivs=False)
+
+
+def _eig(a, *, enable_eigvec_derivs: bool):
+    """``eig``, its eigenvectors differentiable where ``enable_eigvec_derivs`` (as
+    ``lax.linalg.eig``'s)."""
     a = _float(a)
     _square("eig", a)
-    values, vectors = bind(p.eig_p, a, compute_vectors=True)
+    values, vectors = bind(p.eig_p, a, compute_vectors=True,
+                           enable_eigvec_derivs=bool(enable_eigvec_derivs))
     return EigResult(values, vectors)
 
 
