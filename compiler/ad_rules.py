@@ -1155,7 +1155,8 @@ def _take_along_flat(x, indices, axis):
     position = bind(p.iota_p, dtype=dtypes.int_, shape=shape, dimension=axis)
     flat_index = bind(p.reshape_p, bind(p.iota_p, dtype=dtypes.int_, shape=(size,), dimension=0),
                       new_sizes=shape)
-    moved = _mul(bind(p.sub_p, indices, position), np.int32(stride))
+    offset = bind(p.sub_p, indices, position)
+    moved = _mul(offset, np.asarray(stride, aval_of(offset).dtype)[()])
     source = bind(p.add_p, flat_index, moved)
     flat = bind(p.reshape_p, x, new_sizes=(size,))
     return bind(p.gather_p, flat, source, axis=0)

@@ -184,3 +184,15 @@ def test_qr_of_empty_matrices_has_zero_tangents():
         (q, r), (dq, dr) = shardc.jvp(lambda x: jnp.linalg.qr(x, mode=mode), (a,), (a,))
         assert dq.shape == q.shape and dr.shape == r.shape
         assert not np.asarray(dq).any() and not np.asarray(dr).any()
+
+
+def test_hermitian_svd_and_sorting_derivatives_under_x64():
+    """svd(hermitian=True) sorts |eigenvalues|: the sort's tangent gathers with 64-bit
+    positions under x64 (it multiplied them by a 32-bit stride and failed)."""
+    with enable_x64():
+        _check(lambda a: jnp.linalg.svd(a, hermitian=True, compute_uv=False),
+               _hermitian(_sample((2, 4, 4), True)), np.complex128, 1e-6)
+        x = _sample((3, 4), False)
+        _, tangent = shardc.jvp(lambda y: jnp.sort(y, axis=0), (jnp.asarray(x),),
+                                (jnp.asarray(2 * x),))
+        np.testing.assert_allclose(np.asarray(tangent), 2 * np.sort(x, axis=0))
