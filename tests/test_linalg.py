@@ -647,3 +647,13 @@ def test_triangular_solve_of_a_row_vector_on_the_right():
     got = np.asarray(lla.triangular_solve(np.stack([a, a]), batch, left_side=False,
                                           lower=True))
     np.testing.assert_allclose(np.einsum("bi,bij->bj", got, np.stack([a, a])), batch, atol=1e-5)
+
+
+def test_slogdet_by_qr_refuses_complex_matrices_as_jax():
+    z = (A[0] + 1j * A[1]).astype(np.complex64)
+    with pytest.raises(NotImplementedError,
+                       match="slogdet method='qr' not implemented for complex inputs"):
+        la.slogdet(z, method="qr")
+    sign, logdet = la.slogdet(A[0], method="qr")
+    assert_close(np.asarray([sign, logdet]), np.linalg.slogdet(A[0].astype(np.float64)),
+                 1e-5, 1e-5)

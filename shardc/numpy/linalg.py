@@ -166,11 +166,14 @@ def inv(a):
 
 def slogdet(a, *, method=None):
     """``(sign, log|det a|)`` per matrix, without overflow. ``method`` ('lu' or 'qr', JAX's
-    choice of factorisation) changes nothing here."""
+    choice of factorisation) changes nothing here, except that JAX's 'qr' refuses complex
+    matrices."""
     if method not in (None, "lu", "qr"):
         raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' "
                          "(`None`), and 'qr'.")
     a = _float(a)
+    if method == "qr" and np.issubdtype(a.dtype, np.complexfloating):
+        raise NotImplementedError("slogdet method='qr' not implemented for complex inputs")
     _square("slogdet", a)
     sign, logabsdet = bind(p.slogdet_p, a)
     return SlogdetResult(sign, logabsdet)
