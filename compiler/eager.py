@@ -21,6 +21,7 @@ from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over, e
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir import collectives as coll
+from ir import transfer_guard as _transfer_guard
 from ir.shapes import out_avals
 from ir.sharding import (NamedSharding, PartitionSpec, replication_mismatch,
                          runtime_replication_error)
@@ -197,6 +198,12 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
     trace = ShardTrace(parent, shard)
     avals = block_avals(mesh, in_specs, [aval_of(a) for a in args],
                         params["config"].manual_axes)
+    if _transfer_guard.active:
+        for arg, spec in zip(args, in_specs):
+            if isinstance(arg, _transfer_guard.HOST_TYPES):     # an implicit transfer
+                _transfer_guard.check("host_to_device", False, lambda: (
+                    f"aval={_transfer_guard.host_aval_text(arg)}, "
+                    f"dst_sharding={NamedSharding(mesh, spec)!r}"))
     tracers = [ShardTracer(trace, blocks, aval, input_origins(aval.vma))
                for blocks, aval in zip(backend.place_inputs(args, mesh, in_specs), avals)]
     for tracer, arg in zip(tracers, args):

@@ -37,6 +37,7 @@ from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_l
 from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
+from ir import transfer_guard as _transfer_guard
 from ir.core import Program
 from ir.sharding import (UNCONSTRAINED, AbstractMesh, Mesh, NamedSharding, PartitionSpec,
                          check_divides, check_rank, check_unique_axes, current_mesh)
@@ -685,6 +686,8 @@ class JitFunction:
             if compiled.module.inserted:
                 check_inserted(compiled.module.inserted)
             backend = get_backend()
+            if _transfer_guard.active:      # host arguments go to the devices: guarded
+                backend.committed_device(args, _qualified_name(self.fun))
             outs = backend.execute(compiled.module, list(closed.consts) + _held(args))
             if compiled.placing:
                 outs = compiled.placing(outs)

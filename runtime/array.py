@@ -8,6 +8,7 @@ import gc
 import numpy as np
 
 from ir import dtypes
+from ir import transfer_guard as _transfer_guard
 from ir.core import Aval
 from ir.sharding import (NamedSharding, Sharding, canonical_spec, jax_index, owner_positions,
                          position_slices, same_layout)
@@ -148,13 +149,29 @@ class Array(metaclass=abc.ABCMeta):
     def _value(self) -> np.ndarray:
         """The global value as a read-only numpy array (JAX's ``Array._value``, which
         programs and tests read)."""
-        return read_only(self._assemble())
+        return read_only(self._fetched())
+
+    def _fetched(self) -> np.ndarray:
+        """The global value, fetched to the host: JAX's device-to-host transfer, which the
+        transfer guard checks (an implicit one; ``device_get`` marks its own explicit). As in
+        JAX the host keeps the value, so only the first fetch is a transfer."""
+        if not self.__dict__.get("_on_host"):
+            if _transfer_guard.active:
+                self._guard_fetch()
+            self._on_host = True
+        return self._assemble()
+
+    def _guard_fetch(self) -> None:
+        self._check_alive()
+        shard = self.addressable_shards[0]
+        _transfer_guard.check("device_to_host", False, lambda: _transfer_guard.buffer_text(
+            shard.buffer.shape, self.dtype, shard.device))
 
     def __array__(self, dtype=None, copy=None):
         """The global value: a read-only view (``np.asarray``), or a copy of the caller's own
         (``np.array``, ``copy=True``), as JAX gives them: an array is never changed, so no
         numpy array handed out may write into it."""
-        value = self._assemble()
+        value = self._fetched()
         if dtype is not None and np.dtype(dtype) != value.dtype:
             if copy is False:
                 raise ValueError(f"converting {value.dtype} to {np.dtype(dtype)} needs a copy")
@@ -270,8 +287,10 @@ class Array(metaclass=abc.ABCMeta):
         return self
 
     def copy_to_host_async(self) -> None:
-        """Start copying the array to the host: it is there already."""
+        """Start copying the array to the host (a device-to-host transfer the guard checks,
+        as JAX's); the copy is done at once."""
         self._check_alive()
+        self._fetched()
 
     def unsafe_buffer_pointer(self) -> int:
         """The address of the buffer of a one-device array (numpy's)."""
@@ -282,13 +301,13 @@ class Array(metaclass=abc.ABCMeta):
     def item(self, *args):
         """One element (the only one, or the one at ``args``: a flat index or one per
         dimension) as a Python scalar."""
-        return self._assemble().item(*args)
+        return self._fetched().item(*args)
 
     def tobytes(self, order="C"):
-        return self._assemble().tobytes(order)
+        return self._fetched().tobytes(order)
 
     def tolist(self):
-        return self._assemble().tolist()
+        return self._fetched().tolist()
 
     def respelled(self, sharding) -> "Array":
         """This array with ``sharding`` as its reported layout: the same layout spelt another
@@ -378,33 +397,33 @@ class Array(metaclass=abc.ABCMeta):
         if self.sharding.num_devices > 1 and not self.sharding.is_fully_replicated:
             # an array split over devices: its rows from the host, each on one device, as
             # JAX's (indexing would go through the split's type rules)
-            host = self._assemble()
+            host = self._fetched()
             return (Array.from_global(host[k]) for k in range(self.shape[0]))
         return (self[k] for k in range(self.shape[0]))
 
     def __bool__(self):
-        return bool(self._assemble())
+        return bool(self._fetched())
 
     def __int__(self):
-        return int(self._assemble())
+        return int(self._fetched())
 
     def __float__(self):
-        return float(self._assemble())
+        return float(self._fetched())
 
     def __index__(self):
         # as JAX: only integer arrays index (numpy's bool scalars would pass as 0 and 1)
         if self.ndim or self.dtype.kind not in "iu":
             raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
-        return int(self._assemble())
+        return int(self._fetched())
 
     def __complex__(self):
-        return complex(self._assemble())
+        return complex(self._fetched())
 
     def __format__(self, spec):
-        return format(self._assemble(), spec) if self.ndim == 0 else str(self)
+        return format(self._fetched(), spec) if self.ndim == 0 else str(self)
 
     def __str__(self):
-        return str(self._assemble())
+        return str(self._fetched())
 
     def __repr__(self):
         # as JAX's: an empty array's shape, and a weak type, are spelt out; the dtype follows
@@ -413,7 +432,7 @@ class Array(metaclass=abc.ABCMeta):
         dtype = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak else "")
         width = np.get_printoptions()["linewidth"]
         body = f"[], shape={self.shape}" if self.size == 0 else np.array2string(
-            self._assemble(), prefix="Array(", suffix=",", separator=", ",
+            self._fetched(), prefix="Array(", suffix=",", separator=", ",
             max_line_width=width)
         last = len(body) - body.rfind("\n") + 1
         sep = " " * len("Array(") if last + len(dtype) + 2 > width else " "
@@ -424,7 +443,7 @@ class Array(metaclass=abc.ABCMeta):
     __hash__ = None
 
     def __reduce__(self):
-        return (Array.from_global, (self._assemble(),))
+        return (Array.from_global, (self._fetched(),))
 
 
 def read_only(value) -> np.ndarray:

@@ -8,8 +8,10 @@ the default device (or the mesh its operands' layouts name).
 """
 from __future__ import annotations
 
-from ir.sharding import current_mesh
-from runtime.array import SingleDeviceSharding
+from ir import transfer_guard as _transfer_guard
+from ir.sharding import NamedSharding, current_mesh
+from runtime.array import Array, SingleDeviceSharding
+from runtime.devices import default_device
 
 
 def device_assignment(sharding) -> tuple:
@@ -30,6 +32,8 @@ def committed_device(values, fun_name: str, names=None):
         if getattr(value, "_committed", False):
             break
     else:
+        if _transfer_guard.active:
+            guard_inputs(values, None)
         return None
     committed = [k for k, value in enumerate(values) if getattr(value, "_committed", False)]
     first = values[committed[0]].sharding
@@ -46,7 +50,38 @@ def committed_device(values, fun_name: str, names=None):
         raise ValueError(_INCOMPATIBLE + "Got "
                          f"{_argument(values, committed[0], _labels(values, names), fun_name)} "
                          f"and jit's context mesh with device ids {ids} on platform CPU")
+    if _transfer_guard.active:
+        guard_inputs(values, first)
     return first.device if isinstance(first, SingleDeviceSharding) else None
+
+
+HOST_TYPES = _transfer_guard.HOST_TYPES
+
+
+def guard_inputs(values, committed) -> None:
+    """The transfer guard on a computation's inputs (an operation run at once, a jitted
+    call): a host value (a numpy array, a Python number) goes to the devices, an implicit
+    host-to-device transfer; an uncommitted array on another device than the committed
+    ones (``committed``: their sharding) moves there, an implicit device-to-device one."""
+    target = committed
+    if target is None:
+        placed = next((v.sharding for v in values if isinstance(v, Array)
+                       and isinstance(v.sharding, NamedSharding)), None)
+        target = placed or SingleDeviceSharding(default_device())
+    for value in values:
+        if isinstance(value, HOST_TYPES):
+            _transfer_guard.check("host_to_device", False, lambda: (
+                f"aval={_transfer_guard.host_aval_text(value)}, dst_sharding={target!r}"))
+        elif (isinstance(committed, SingleDeviceSharding) and isinstance(value, Array)
+              and not value._committed and value.sharding != committed):
+            _transfer_guard.check("device_to_device", False, lambda: (
+                f"aval={array_aval_text(value)}, sharding={value.sharding!r}, "
+                f"dst_sharding={committed!r}"))
+
+
+def array_aval_text(value) -> str:
+    """``ShapedArray(float32[3])``: an array's type as JAX's transfer messages name it."""
+    return _transfer_guard.aval_text(value.shape, value.dtype, value.weak)
 
 
 _INCOMPATIBLE = "Received incompatible devices for jitted computation. "

@@ -49,7 +49,8 @@ from shardc._types import ShapeDtypeStruct, typeof
 from shardc.ad_checkpoint import checkpoint_policies
 from shardc.batching_api import vmap
 from shardc.config import STATES as _STATES
-from shardc.config import config, disable_jit, ensure_compile_time_eval
+from shardc.config import TRANSFER_GUARDS as _TRANSFER_GUARDS
+from shardc.config import config, disable_jit, ensure_compile_time_eval, transfer_guard
 from shardc._callbacks import pure_callback
 from shardc.ledger import comm_ledger
 from shardc.sharding import reshard, set_mesh
@@ -78,6 +79,9 @@ debug_key_reuse = _STATES["debug_key_reuse"]
 no_tracing = _STATES["no_tracing"]
 no_execution = _STATES["no_execution"]
 enable_custom_prng = _STATES["enable_custom_prng"]
+transfer_guard_host_to_device = _TRANSFER_GUARDS["transfer_guard_host_to_device"]
+transfer_guard_device_to_device = _TRANSFER_GUARDS["transfer_guard_device_to_device"]
+transfer_guard_device_to_host = _TRANSFER_GUARDS["transfer_guard_device_to_host"]
 
 _install_backend()
 
@@ -138,5 +142,7 @@ __all__ = [
     "nn", "numpy", "numpy_dtype_promotion", "numpy_rank_promotion", "process_count",
     "pmap", "process_index", "process_indices", "random", "remat", "reshard", "scipy", "set_backend_name", "set_mesh",
     "shard_map", "sharding", "smap", "softmax_custom_jvp", "threefry_partitionable", "tree",
-    "tree_util", "typeof", "value_and_grad", "vjp", "vmap",
+    "tree_util", "typeof", "value_and_grad", "vjp", "vmap", "transfer_guard",
+    "transfer_guard_host_to_device", "transfer_guard_device_to_device",
+    "transfer_guard_device_to_host",
 ]

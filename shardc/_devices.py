@@ -14,11 +14,15 @@ from compiler.tracing import (ProgramTrace, Tracer, aval_of, bind, check_jax_lea
                               innermost_trace, weakened, weakly_typed)
 from compiler.tree import flatten_axes, leaf_paths, tree_flatten, tree_unflatten
 from ir import primitives as prims
-from ir.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
-from runtime.array import Array
+from ir import transfer_guard as _transfer_guard
+from ir.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, normal_spec,
+                         position_slices)
+from runtime.array import Array, SingleDeviceSharding
 from runtime.array import live_arrays as _live_arrays
+from runtime.devices import Device, default_device
 from runtime.devices import devices as all_devices
 from runtime.devices import local_devices
+from runtime.placement import HOST_TYPES, array_aval_text
 from runtime.reference import device_put as _device_put_one
 from shardc._types import ManualAxisType
 from shardc.sharding import resolve_sharding
@@ -58,15 +62,74 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     if device is None:
         # an array stays where it is laid out (JAX's device_put(x) hands it back); host
         # values go to the default device
+        if _transfer_guard.active:
+            _guard_put(leaves, [None] * len(leaves))
         placed = [v if isinstance(v, Array) else _device_put_one(v) for v in leaves]
     else:
         targets = flatten_axes("device_put device", device, x, is_leaf=_is_target)
         shardings = [resolve_sharding(t, "device_put") for t in targets]
+        if _transfer_guard.active:
+            _guard_put(leaves, shardings)
         labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]  # for errors only
         placed = get_backend().put(leaves, shardings, labels)
     # a weakly typed value stays so (a Python number too), as in JAX
     return tree_unflatten(treedef, [weakened(p) if weakly_typed(v) and not isinstance(v, bool)
                                     else p for p, v in zip(placed, leaves)])
+
+
+def _guard_put(leaves, shardings) -> None:
+    """The transfer guards on ``device_put``'s moves (explicit transfers): a host value to its
+    target, host-to-device; an array to devices that do not hold its blocks already,
+    device-to-device. As in JAX, an array laid out over the same devices in another order
+    moves by a program run on them (JAX's jitted reshard), no transfer."""
+    for value, sharding in zip(leaves, shardings):
+        if isinstance(sharding, Device):
+            sharding = SingleDeviceSharding(sharding)
+        if isinstance(value, HOST_TYPES):
+            target = sharding or SingleDeviceSharding(default_device())
+            _transfer_guard.check("host_to_device", True, lambda: (
+                f"aval={_transfer_guard.host_aval_text(value)}, dst_sharding={target!r}"))
+        elif isinstance(value, Array) and sharding is not None and _moves_blocks(value,
+                                                                                 sharding):
+            source = value.sharding
+            # JAX names the source where blocks move whole, and in its implicit moves
+            kept = _transfer_guard.scope_explicit() is False or (
+                    isinstance(source, NamedSharding) and isinstance(sharding, NamedSharding)
+                    and source.mesh.axis_sizes == sharding.mesh.axis_sizes
+                    and normal_spec(source.spec) == normal_spec(sharding.spec))
+            _transfer_guard.check("device_to_device", True, lambda: (
+                f"aval={array_aval_text(value)}, "
+                + (f"sharding={source!r}, " if kept else "") + f"dst_sharding={sharding!r}"))
+
+
+def _moves_blocks(value, sharding) -> bool:
+    """Whether laying ``value`` out by ``sharding`` copies data between devices: some device
+    needs a block it does not hold (the same devices in another order excepted: there JAX
+    reshards by a program)."""
+    source = value.sharding
+    if (isinstance(source, NamedSharding) and isinstance(sharding, NamedSharding)
+            and source.mesh.size > 1 and source.mesh.device_ids != sharding.mesh.device_ids
+            and set(source.mesh.device_ids) == set(sharding.mesh.device_ids)):
+        return False
+    held: dict = {}
+    for device, block in _blocks(source, value.shape):
+        held.setdefault(device.id, []).append(block)
+    return not all(any(_covers(have, need) for have in held.get(device.id, ()))
+                   for device, need in _blocks(sharding, value.shape))
+
+
+def _blocks(sharding, shape):
+    """``(device, ((start, stop) per dimension))`` of every device of a layout."""
+    if isinstance(sharding, SingleDeviceSharding):
+        return [(sharding.device, tuple((0, n) for n in shape))]
+    mesh = sharding.mesh
+    return [(device, tuple(s.indices(n)[:2] for s, n in zip(slices, shape)))
+            for device, slices in zip(mesh.devices.flat,
+                                      position_slices(shape, sharding.spec, mesh))]
+
+
+def _covers(have, need) -> bool:
+    return all(a <= c and d <= b for (a, b), (c, d) in zip(have, need))
 
 
 def _copy_semantics(x, leaves, donate, may_alias):

@@ -15,6 +15,7 @@ from compiler.refs import is_ref
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
+from ir import transfer_guard as _transfer_guard
 from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
 from runtime.array import Array
 from runtime.devices import devices as all_devices
@@ -66,8 +67,10 @@ def _on_one_device(fun, device, backend, options):
 
     @functools.wraps(fun)
     def on_device(*args, **kwargs):
-        moved = tree_map(lambda v: device_put(v, target) if isinstance(
-            v, (Array, np.ndarray, np.generic)) else v, (args, kwargs))
+        # the arguments' moves are the call's own: implicit transfers, for the guards
+        with _transfer_guard.explicit_scope(False):
+            moved = tree_map(lambda v: device_put(v, target) if isinstance(
+                v, (Array, np.ndarray, np.generic)) else v, (args, kwargs))
         return tree_map(lambda v: device_put(v, target) if isinstance(v, Array) else v,
                         jitted(*moved[0], **moved[1]))
     on_device.lower = jitted.lower

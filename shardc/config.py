@@ -12,6 +12,9 @@ Honoured flags change what shardc does:
   or a jitted call's output, holds a NaN / an infinity (a jitted function is then run op by op
   to name the operation).
 - ``jax_numpy_dtype_promotion``: ``'standard'``; ``'strict'`` raises NotImplementedError.
+- ``jax_transfer_guard``, ``jax_transfer_guard_host_to_device``, ``..._device_to_device``,
+  ``..._device_to_host`` (and ``shardc.transfer_guard(level)`` ...): log or refuse transfers
+  between the host and the devices, as JAX's guards (``ir/transfer_guard.py``).
 - ``jax_default_device`` (and ``shardc.default_device(d)``): values made without a device, and
   computations on uncommitted arrays, go to ``d``.
 
@@ -44,11 +47,12 @@ from compiler import jit as _jit
 from compiler import partition as _partition
 from compiler import tracing as _tracing
 from ir import dtypes as _dtypes
+from ir import transfer_guard as _transfer_guard
 from runtime import devices as _devices
 
 __all__ = [
     "config", "Config", "Flag", "FLAGS", "ACCEPTED", "FlagState", "STATES", "disable_jit",
-    "enable_x64", "disable_x64",
+    "enable_x64", "disable_x64", "transfer_guard", "TRANSFER_GUARDS",
 ]
 
 
@@ -125,6 +129,7 @@ class Flag:
     default: Any
     parse: Callable
     apply: Callable | None = None
+    read: Callable | None = None     # where the value lives elsewhere (a thread's own)
 
 
 FLAGS = {flag.name: flag for flag in (
@@ -178,6 +183,15 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_dynamic_shapes", False, _bool),
     # JAX's switch between two implementations of custom_vjp that compute the same values
     Flag("jax_custom_vjp3", False, _bool),
+    # the transfer guards: global levels here, a thread's own from the context managers
+    # (read back as this thread sees them); jax_transfer_guard sets all three directions
+    *(Flag(f"jax_transfer_guard_{d}", None, _enum(*_transfer_guard.LEVELS, optional=True),
+           functools.partial(_transfer_guard.set_global, d),
+           functools.partial(_transfer_guard.local_level, d))
+      for d in _transfer_guard.DIRECTIONS),
+    Flag("jax_transfer_guard", None, _enum(*_transfer_guard.LEVELS, optional=True),
+         functools.partial(_transfer_guard.set_global, None),
+         functools.partial(_transfer_guard.local_level, None)),
 )}
 ACCEPTED = tuple(name for name, flag in FLAGS.items() if flag.apply is None)
 
@@ -230,11 +244,12 @@ class Config:
 
     def read(self, name: str):
         """The value of flag ``name``."""
-        return self._values[self._flag(name).name]
+        flag = self._flag(name)
+        return self._values[flag.name] if flag.read is None else flag.read()
 
     @property
     def values(self) -> dict:
-        return dict(self._values)
+        return {name: self.read(name) for name in self._values}
 
     @property
     def x64_enabled(self) -> bool:
@@ -248,7 +263,7 @@ class Config:
 
     def __getattr__(self, name):
         if name in FLAGS:
-            return self._values[name]
+            return self.read(name)
         raise AttributeError(f"'Config' object has no attribute {name!r}")
 
     def __setattr__(self, name, value):
@@ -359,6 +374,40 @@ class FlagState:
 
     def __repr__(self):
         return f"FlagState({self.name!r}, value={self.value!r})"
+
+
+class TransferGuardState:
+    """A transfer guard's context manager, as JAX's: ``with shardc.transfer_guard_host_to_device(
+    'disallow'):`` sets the level for this thread inside the block, over the global one
+    (``config.update``); ``.value`` reads it as this thread sees it."""
+
+    def __init__(self, name: str, directions: tuple):
+        self.name = name
+        self.directions = directions
+
+    @property
+    def value(self):
+        return config.read(self.name)
+
+    def __call__(self, new_val):
+        return _transfer_guard.guarding(self.directions, new_val)
+
+    def __repr__(self):
+        return f"TransferGuardState({self.name!r}, value={self.value!r})"
+
+
+# jax.transfer_guard_host_to_device and the others; jax.transfer_guard sets all three
+TRANSFER_GUARDS = {
+    **{f"transfer_guard_{d}": TransferGuardState(f"jax_transfer_guard_{d}", (d,))
+       for d in _transfer_guard.DIRECTIONS},
+}
+
+
+def transfer_guard(new_val: str):
+    """``with shardc.transfer_guard(level):`` the transfer guard level of every direction, for
+    this thread inside the block (``'allow'``, ``'log'``, ``'disallow'``, ``'log_explicit'``,
+    ``'disallow_explicit'``), as JAX's; see ``ir/transfer_guard.py``."""
+    return _transfer_guard.guarding(_transfer_guard.DIRECTIONS + ("all",), new_val)
 
 
 # the context managers JAX exports at top level, under its names

@@ -3,7 +3,8 @@ from compiler.tracing import (ConcretizationTypeError, JAXIndexError, JAXTypeErr
                               NonConcreteBooleanIndexError, TracerArrayConversionError,
                               TracerBoolConversionError, TracerIntegerConversionError,
                               UnexpectedTracerError)
+from ir.transfer_guard import JaxRuntimeError
 
-__all__ = ["ConcretizationTypeError", "JAXIndexError", "JAXTypeError",
+__all__ = ["ConcretizationTypeError", "JAXIndexError", "JAXTypeError", "JaxRuntimeError",
            "NonConcreteBooleanIndexError", "TracerArrayConversionError",
            "TracerBoolConversionError", "TracerIntegerConversionError", "UnexpectedTracerError"]

@@ -18,7 +18,8 @@ import numpy as np
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
                               check_jax_value, is_python_scalar, static_int,
-                              value_if_known, weakened)
+                              value_if_known, values_known_now, weakened)
+from ir import transfer_guard as _transfer_guard
 from ir import dtypes as _dt
 from ir import collectives as coll
 from ir import primitives as p
@@ -419,6 +420,11 @@ def asarray(x, dtype=None, order=None, *, copy=None):
     # under a mesh set as the context, on its devices, replicated (as JAX's P())
     mesh = current_mesh()
     result = Array.from_global(array, NamedSharding(mesh, PartitionSpec()) if mesh else None)
+    if _transfer_guard.active and values_known_now():
+        # a host value goes to the devices, implicitly (a constant of a traced body does not)
+        _transfer_guard.check("host_to_device", False, lambda: (
+            f"aval={_transfer_guard.aval_text(result.shape, result.dtype, weak)}, "
+            f"dst_sharding={result.sharding!r}"))
     if weak:
         result.weak = True
     return result

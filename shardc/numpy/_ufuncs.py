@@ -556,7 +556,16 @@ def isreal(x):
 
 
 def iscomplexobj(x) -> bool:
-    """Whether ``x`` has a complex dtype."""
+    """Whether ``x`` has a complex dtype: read from its type, or its ``dtype``, where it has
+    one (a number, an array: no transfer to the devices, as JAX's); else from the array
+    made of it."""
+    if isinstance(x, (complex, np.complexfloating)):
+        return True
+    if x is None or isinstance(x, (bool, int, float, str, np.generic)):
+        return False
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None:           # (a key array's dtype is no numpy one: not complex)
+        return isinstance(dtype, np.dtype) and bool(np.issubdtype(dtype, np.complexfloating))
     return bool(np.issubdtype(dtype_of(as_array(x)), np.complexfloating))
 
 

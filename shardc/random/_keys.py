@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 
 from compiler import tree
+from compiler.jit import jit as _jit
 from compiler.tracing import Tracer, bind
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -403,11 +404,9 @@ def _seed_data(seed, impl: PRNGImpl, ctor: str):
                                    and not _dt.is_int(seed.dtype)):
         raise TypeError(f"PRNG key seed must be an integer; got {seed!r}")
     if isinstance(seed, Tracer) or (hasattr(seed, "dtype") and not isinstance(seed, int)):
-        seed = jnp.asarray(seed)
-        low = jnp.astype(seed, np.uint32)
-        high = jnp.astype(lax.shift_right_logical(seed, seed.dtype.type(32)), np.uint32) \
-            if seed.dtype.itemsize == 8 else jnp.zeros((), np.uint32)
-        words = jnp.stack([high, low])
+        # in a jitted function, as JAX seeds: its constants are the program's, so a seed on
+        # the devices makes a key with no transfer from the host
+        words = _seed_words(jnp.asarray(seed))
     else:
         seed = int(seed)
         if not -2 ** 63 <= seed < 2 ** 63:
@@ -415,6 +414,15 @@ def _seed_data(seed, impl: PRNGImpl, ctor: str):
         high = (seed >> 32) & 0xFFFFFFFF if _dt.x64_enabled() else 0
         words = jnp.asarray(np.array([high, seed & 0xFFFFFFFF], np.uint32))
     return words if impl.words == 2 else jnp.concatenate([words, words])
+
+
+@_jit
+def _seed_words(seed):
+    """An array seed's two words: its high 32 bits (0 for a 32-bit seed), then its low."""
+    low = jnp.astype(seed, np.uint32)
+    high = jnp.astype(lax.shift_right_logical(seed, seed.dtype.type(32)), np.uint32) \
+        if seed.dtype.itemsize == 8 else jnp.zeros((), np.uint32)
+    return jnp.stack([high, low])
 
 
 # --- array functions on key arrays: their data moved, the word axis kept last ---------------
