@@ -41,7 +41,7 @@ from ir import dtypes
 
 __all__ = ["JaxRuntimeError", "LEVELS", "DIRECTIONS", "HOST_TYPES", "active", "check_level", "set_global",
            "global_level", "local_level", "level", "guarding", "explicit_scope",
-           "scope_explicit", "check", "aval_text", "host_aval_text", "buffer_text"]
+           "scope_explicit", "program_scope", "check", "aval_text", "host_aval_text", "buffer_text"]
 
 LEVELS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
 DIRECTIONS = ("host_to_device", "device_to_device", "device_to_host")
@@ -139,6 +139,19 @@ def explicit_scope(explicit: bool = True):
     return _Explicit(explicit)
 
 
+@contextlib.contextmanager
+def program_scope():
+    """Inside the block shardc runs a function JAX compiles (``jnp.mean``, ``random.split``):
+    its constants are the program's, and it fetches nothing, so no implicit transfer is
+    checked (its arguments were, on entry, as a jitted call's)."""
+    depth = getattr(_local, "program", 0)
+    _local.program = depth + 1
+    try:
+        yield
+    finally:
+        _local.program = depth
+
+
 def scope_explicit():
     """Whether transfers count as explicit (True), implicit (False) or as each says (None)
     in this thread now (``explicit_scope``)."""
@@ -171,6 +184,8 @@ def check(direction: str, explicit: bool, describe) -> None:
     scope = getattr(_local, "explicit", None)
     if scope is not None:
         explicit = scope
+    if not explicit and getattr(_local, "program", 0):
+        return
     name = direction.replace("_", "-")
     if guard in _REFUSE:
         if explicit and not _REFUSE[guard]:

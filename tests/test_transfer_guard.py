@@ -101,6 +101,32 @@ def test_shard_map_and_in_shardings_take_host_values_implicitly():
     np.testing.assert_array_equal(z, np.arange(8.0) * 2)
 
 
+@pytest.mark.parametrize("call", [
+    lambda k, x: random.split(k), lambda k, x: random.split(k, 4),
+    lambda k, x: random.normal(k, (3,)), lambda k, x: random.bits(k, (3,)),
+    lambda k, x: random.permutation(k, 5), lambda k, x: random.categorical(k, x),
+    lambda k, x: shardc.nn.relu(x), lambda k, x: shardc.nn.log_softmax(x, axis=0),
+    lambda k, x: jnp.mean(x, axis=1), lambda k, x: jnp.round(x, 2), lambda k, x: jnp.tril(x),
+    lambda k, x: jnp.linalg.pinv(x)])
+def test_functions_jax_jits_bind_their_constants_in_the_program(call):
+    # JAX runs these as jitted programs: their constants move with the program, not as
+    # transfers (shardc binds them at once, and does not count them)
+    k, x = random.key(0), jnp.linspace(0.1, 0.9, 6).reshape(2, 3)
+    with shardc.transfer_guard("disallow"):
+        call(k, x)
+
+
+def test_functions_jax_jits_check_their_arguments():
+    k = random.key(0)
+    with shardc.transfer_guard("disallow"):
+        with refused(H2D + f"aval=ShapedArray(float32[2,3]), dst_sharding={D0}"):
+            jnp.mean(np.ones((2, 3), np.float32), axis=1)    # axis: static, not moved
+        with refused(H2D + f"aval=ShapedArray(int32[], weak_type=True), dst_sharding={D0}"):
+            jnp.linspace(0, 1, 5)                             # start and stop move
+        with refused(H2D):
+            random.categorical(k, np.zeros(3, np.float32))
+
+
 def test_seeding_from_a_device_array_transfers_nothing():
     seed = shardc.device_put(42)
     with shardc.transfer_guard("disallow"):

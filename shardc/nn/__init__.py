@@ -15,3 +15,8 @@ __all__ = [
     "softplus", "standardize", "swish", "tanh", "identity", "mish", "squareplus", "sparse_plus",
     "sparse_sigmoid", "log1mexp", "logmeanexp",
 ]
+
+
+# the functions JAX jits, as such for the transfer guards
+from shardc._compiled import NN as _COMPILED, mark_compiled as _mark_compiled  # noqa: E402
+_mark_compiled(globals(), _COMPILED)

@@ -175,3 +175,8 @@ __all__ += ["bool", "cdouble", "complex_", "csingle", "double", "float_", "int_"
 from shardc.numpy import _arraylike  # noqa: E402
 _arraylike.install(globals())
 del _arraylike
+
+
+# the functions JAX jits, as such for the transfer guards
+from shardc._compiled import NUMPY as _COMPILED, mark_compiled as _mark_compiled  # noqa: E402
+_mark_compiled(globals(), _COMPILED)

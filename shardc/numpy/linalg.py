@@ -660,3 +660,8 @@ def tensorsolve(a, b, axes=None):
                          f"elements as b; got {a.shape=}, {b.shape=}")
     result = solve(reshape(a, (int(np.prod(b.shape)), int(np.prod(out_shape)))), ravel(b))
     return reshape(result, out_shape)
+
+
+# the functions JAX jits, as such for the transfer guards
+from shardc._compiled import LINALG as _COMPILED, mark_compiled as _mark_compiled  # noqa: E402
+_mark_compiled(globals(), _COMPILED)

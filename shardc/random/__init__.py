@@ -30,3 +30,8 @@ __all__ = [
     "generalized_normal", "geometric", "loggamma", "lognormal", "maxwell", "orthogonal", "pareto",
     "rayleigh", "t", "triangular", "wald", "weibull_min", "binomial", "multinomial",
 ]
+
+
+# the functions JAX runs as jitted programs, as such for the transfer guards
+from shardc._compiled import RANDOM as _COMPILED, mark_compiled as _mark_compiled  # noqa: E402
+_mark_compiled(globals(), _COMPILED)
