@@ -107,7 +107,8 @@ def test_shard_map_and_in_shardings_take_host_values_implicitly():
     lambda k, x: random.permutation(k, 5), lambda k, x: random.categorical(k, x),
     lambda k, x: shardc.nn.relu(x), lambda k, x: shardc.nn.log_softmax(x, axis=0),
     lambda k, x: jnp.mean(x, axis=1), lambda k, x: jnp.round(x, 2), lambda k, x: jnp.tril(x),
-    lambda k, x: jnp.linalg.pinv(x)])
+    lambda k, x: jnp.linalg.pinv(x), lambda k, x: x.mean(), lambda k, x: x.round(1),
+    lambda k, x: x // x, lambda k, x: x % x, lambda k, x: divmod(x, x)])
 def test_functions_jax_jits_bind_their_constants_in_the_program(call):
     # JAX runs these as jitted programs: their constants move with the program, not as
     # transfers (shardc binds them at once, and does not count them)
@@ -125,6 +126,8 @@ def test_functions_jax_jits_check_their_arguments():
             jnp.linspace(0, 1, 5)                             # start and stop move
         with refused(H2D):
             random.categorical(k, np.zeros(3, np.float32))
+        with refused(H2D + f"aval=ShapedArray(int32[], weak_type=True), dst_sharding={D0}"):
+            fresh() // 2
 
 
 def test_seeding_from_a_device_array_transfers_nothing():

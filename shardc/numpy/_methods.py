@@ -9,6 +9,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array
 from runtime.reference import device_put
+from shardc._compiled import NUMPY as COMPILED_NUMPY, compiled_in_jax
 from shardc.numpy._arithmetic import (abs, add, bitwise_and, bitwise_or, bitwise_xor, clip, equal,
                                       floor_divide, greater, greater_equal, less, less_equal,
                                       multiply, negative, not_equal, power, remainder, subtract,
@@ -147,6 +148,16 @@ def _immutable(x):
         "JAX arrays are immutable and do not support in-place item assignment. Instead of "
         "x[idx] = y, use x = x.at[idx].set(y) or another .at[] method: "
         "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
+
+
+# the methods whose functions JAX jits (x.mean() is jnp.mean's program), as such for the
+# transfer guards
+_COMPILED_METHODS = {
+    "mean": "mean", "round": "round", "diagonal": "diagonal",
+    "__floordiv__": "floor_divide", "__rfloordiv__": "floor_divide", "__mod__": "remainder",
+    "__rmod__": "remainder", "__divmod__": "divmod", "__rdivmod__": "divmod"}
+for _method, _function in _COMPILED_METHODS.items():
+    _METHODS[_method] = compiled_in_jax(_METHODS[_method], COMPILED_NUMPY[_function])
 
 
 def install_methods():
