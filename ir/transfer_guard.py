@@ -39,9 +39,10 @@ import numpy as np
 
 from ir import dtypes
 
-__all__ = ["JaxRuntimeError", "LEVELS", "DIRECTIONS", "HOST_TYPES", "active", "check_level", "set_global",
-           "global_level", "local_level", "level", "guarding", "explicit_scope",
-           "scope_explicit", "program_scope", "check", "aval_text", "host_aval_text", "buffer_text"]
+__all__ = ["JaxRuntimeError", "LEVELS", "DIRECTIONS", "HOST_TYPES", "active", "check_level",
+           "set_global", "global_level", "local_level", "level", "guarding", "explicit_scope",
+           "scope_explicit", "program_scope", "check", "aval_text", "host_aval_text",
+           "buffer_text"]
 
 LEVELS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
 DIRECTIONS = ("host_to_device", "device_to_device", "device_to_host")
