@@ -9,20 +9,19 @@ Each direction (``host_to_device``, ``device_to_device``, ``device_to_host``) ha
 - ``log_explicit``: every transfer is logged;
 - ``disallow_explicit``: every transfer raises.
 
-Explicit transfers are ``device_put`` and ``device_get``; implicit ones every other: a numpy
-array or a Python number given to a jitted function or an operation (``jnp.ones`` too, whose
-fill value goes to the device; not ``jnp.arange(n)``, made on the device), ``np.asarray``,
-``float``, ``str`` or pickling of an array not yet fetched, an uncommitted array moved to the
+Explicit transfers are ``device_put``; implicit ones every other: a numpy array or a Python
+number given to a jitted function or an operation (``jnp.ones`` too, whose fill value goes to
+the device; not ``jnp.arange(n)``, made on the device), an uncommitted array moved to the
 device of a committed one. Constants of a traced function are the program's: no transfer.
 
 A log record is a warning of the ``shardc.transfer_guard`` logger (``host-to-device transfer:
 aval=..., dst_sharding=...``), the text JAX writes to stderr through absl. A refusal is
 ``JaxRuntimeError('INVALID_ARGUMENT: Disallowed host-to-device transfer: ...')``, as JAX's.
 
-shardc guards fetches as JAX does on an accelerator: the first fetch of an array is a
-transfer (later ones read the host's copy). JAX's CPU backend never guards them, its buffers
-being host memory already; shardc's simulated devices stand for accelerators here, so that a
-guard set to catch fetches catches them.
+Fetches (device to host) are never guarded, as on JAX's CPU backend, whose buffers are host
+memory already: shardc's devices are CPU devices, and a program that prints or converts
+arrays under a guard runs as it runs under JAX there. The level of that direction is kept
+and read back all the same.
 
 A level set with ``config.update`` is global; one set by a context manager holds for the
 thread that entered it, inside the block, over the global one (a new thread sees the global
@@ -41,8 +40,7 @@ from ir import dtypes
 
 __all__ = ["JaxRuntimeError", "LEVELS", "DIRECTIONS", "HOST_TYPES", "active", "check_level",
            "set_global", "global_level", "local_level", "level", "guarding", "explicit_scope",
-           "scope_explicit", "program_scope", "check", "aval_text", "host_aval_text",
-           "buffer_text"]
+           "scope_explicit", "program_scope", "check", "aval_text", "host_aval_text"]
 
 LEVELS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
 DIRECTIONS = ("host_to_device", "device_to_device", "device_to_host")
@@ -214,19 +212,3 @@ def host_aval_text(value) -> str:
     array = np.asarray(value)
     return aval_text(array.shape, dtypes.canonicalize(array.dtype)
                      if dtypes.is_valid(array.dtype) else array.dtype)
-
-
-_XLA_NAMES = {"bool": "PRED", "bfloat16": "BF16"}
-
-
-def buffer_text(shape, dtype, device) -> str:
-    """A device buffer as XLA names it in a fetch's message: ``shape=(40,8), dtype=F32,
-    device=cpu:0``."""
-    dtype = np.dtype(dtype)
-    name = _XLA_NAMES.get(dtype.name)
-    if name is None:
-        kind = {"f": "F", "i": "S", "u": "U", "c": "C"}.get(dtype.kind, "")
-        bits = dtype.itemsize * 8
-        name = f"{kind}{bits}" if kind else dtype.name.upper()
-    dims = ",".join(str(d) for d in shape)
-    return f"shape=({dims}), dtype={name}, device={device.platform}:{device.id}"

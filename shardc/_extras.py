@@ -10,7 +10,6 @@ from compiler import tree
 from compiler.jit import trace_function
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, weakly_typed
-from ir import transfer_guard as _transfer_guard
 from ir.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import partitions
 from runtime.array import Array
@@ -22,10 +21,9 @@ __all__ = ["block_until_ready", "copy_to_host_async", "default_backend", "device
 
 
 def device_get(x):
-    """Every array leaf of ``x`` as a numpy array on the host; other leaves as they are. Its
-    fetches are explicit device-to-host transfers, for the transfer guards."""
-    with _transfer_guard.explicit_scope():
-        return tree.tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)
+    """Every array leaf of ``x`` as a numpy array on the host; other leaves as they are (no
+    transfer guard applies to fetches from CPU devices, as in JAX)."""
+    return tree.tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)
 
 
 def eval_shape(fun, *args, **kwargs):
