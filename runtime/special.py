@@ -94,15 +94,31 @@ def _erf_inv32(x: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         w = -np.log1p(-x * x)
         central = w < np.float32(5)
-        w = np.where(central, w - np.float32(2.5), np.sqrt(w) - np.float32(3))
-        p = np.where(central, np.float32(_ERF_INV32_CENTRAL[0]), np.float32(_ERF_INV32_TAIL[0]))
-        wide = w.astype(np.float64)
-        for c, t in zip(_ERF_INV32_CENTRAL[1:], _ERF_INV32_TAIL[1:]):
-            # XLA's CPU code fuses each step's multiply and add (one rounding): the float32
-            # product is exact in float64, and the sum rounds there, then to float32
-            p = (np.where(central, np.float32(c), np.float32(t)).astype(np.float64)
-                 + p.astype(np.float64) * wide).astype(np.float32)
-        return np.where(np.abs(x) == 1, x * np.float32(np.inf), p * x)
+        out = np.empty(x.shape, np.float32)
+        if central.all():          # the common case: no tail, no copies in and out
+            out[...] = _erf_inv32_polynomial(w - np.float32(2.5), _ERF_INV32_CENTRAL) * x
+        else:
+            tail = ~central
+            out[central] = _erf_inv32_polynomial(w[central] - np.float32(2.5),
+                                                 _ERF_INV32_CENTRAL) * x[central]
+            out[tail] = _erf_inv32_polynomial(np.sqrt(w[tail]) - np.float32(3),
+                                              _ERF_INV32_TAIL) * x[tail]
+        return np.where(np.abs(x) == 1, x * np.float32(np.inf), out)
+
+
+def _erf_inv32_polynomial(w: np.ndarray, coefficients) -> np.ndarray:
+    """Horner's steps ``p = c + p * w`` in float32, each multiply-add rounded once as XLA's
+    CPU code fuses them: the float32 product is exact in float64, the sum rounds there, then
+    to float32."""
+    wide = w.astype(np.float64)
+    step = np.empty_like(wide)
+    p = np.empty(w.shape, np.float32)
+    p[...] = np.float32(coefficients[0])
+    for c in coefficients[1:]:
+        np.multiply(p, wide, out=step)
+        step += np.float64(np.float32(c))
+        p[...] = step
+    return p
 
 
 def erf_inv(x):
