@@ -336,3 +336,14 @@ def _eig_jvp(primals, tangents, *, compute_vectors, enable_eigvec_derivs=False):
 
 
 jvp_rules[p.eig_p] = _eig_jvp
+
+
+def _not_differentiable(name):
+    def rule(primals, tangents, **params):
+        raise NotImplementedError(f"Differentiation rule for '{name}' not implemented")
+    return rule
+
+
+# JAX defines no derivatives for these reductions
+for _p in (p.schur_p, p.hessenberg_p, p.tridiagonal_p, p.geqp3_p):
+    jvp_rules[_p] = _not_differentiable(_p.name)

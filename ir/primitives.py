@@ -398,7 +398,13 @@ eigh_p = primitive("eigh", multiple_results=True)        # (a): vectors, ascendi
 svd_p = primitive("svd", multiple_results=True)          # (a)[full_matrices]: s, u, vt
 # (a)[compute_vectors, enable_eigvec_derivs]: w(, v); the flag allows the vectors' derivative
 eig_p = primitive("eig", multiple_results=True)
-LINALG = (cholesky_p, qr_p, solve_p, slogdet_p, eigh_p, svd_p, eig_p)
+# LAPACK's orthogonal reductions, with its output layouts (reflectors stored in the matrix)
+schur_p = primitive("schur", multiple_results=True)      # (a)[compute_vectors]: t(, z)
+hessenberg_p = primitive("hessenberg", multiple_results=True)    # (a): a, taus (gehrd)
+tridiagonal_p = primitive("tridiagonal", multiple_results=True)  # (a)[lower]: a, d, e, taus
+geqp3_p = primitive("geqp3", multiple_results=True)      # (a, jpvt): a, jpvt, taus
+LINALG = (cholesky_p, qr_p, solve_p, slogdet_p, eigh_p, svd_p, eig_p, schur_p, hessenberg_p,
+          tridiagonal_p, geqp3_p)
 
 # Identity whose tangent is zero.
 stop_gradient_p = primitive("stop_gradient")

@@ -394,6 +394,53 @@ def _eig_rule(a: Aval, *, compute_vectors, enable_eigvec_derivs=False) -> list:
 shape_rules[prims.eig_p] = _eig_rule
 
 
+def _schur_rule(a: Aval, *, compute_vectors) -> list:
+    """The Schur form (and the Schur vectors), of the operand's shape and dtype."""
+    _square_matrices(prims.schur_p, a)
+    return [_aval(a.shape, a.dtype)] * (2 if compute_vectors else 1)
+
+
+def _hessenberg_rule(a: Aval) -> list:
+    """The reduced matrix with its reflectors, and their n - 1 scale factors."""
+    _square_matrices(prims.hessenberg_p, a)
+    return [_aval(a.shape, a.dtype), _aval(a.shape[:-2] + (a.shape[-1] - 1,), a.dtype)]
+
+
+def _tridiagonal_rule(a: Aval, *, lower) -> list:
+    """The reduced matrix with its reflectors, the (real) diagonal and off-diagonal, and the
+    reflectors' scale factors."""
+    _square_matrices(prims.tridiagonal_p, a)
+    n = a.shape[-1]
+    if n == 0:
+        raise ShapeError(f"The input to tridiagonal must be a square matrix. Got shape "
+                         f"{a.shape[-2:]}.")
+    real = dtypes.real_dtype(a.dtype)
+    batch = a.shape[:-2]
+    return [_aval(a.shape, a.dtype), _aval(batch + (n,), real), _aval(batch + (n - 1,), real),
+            _aval(batch + (n - 1,), a.dtype)]
+
+
+def _geqp3_rule(a: Aval, jpvt: Aval) -> list:
+    """The factored matrix, the column pivots (jpvt's dtype) and the min(m, n) scale
+    factors."""
+    if a.ndim < 2 or not dtypes.is_inexact(a.dtype):
+        raise ShapeError(f"geqp3 requires floating-point matrices (shape [..., m, n]), got "
+                         f"{a.str_short()}")
+    pivots = a.shape[:-2] + (a.shape[-1],)
+    if jpvt.shape != pivots or not np.issubdtype(jpvt.dtype, np.integer):
+        raise ShapeError(f"geqp3 requires integer pivots of shape {pivots}, got "
+                         f"{jpvt.str_short()}")
+    m, n = a.shape[-2:]
+    return [_aval(a.shape, a.dtype), _aval(jpvt.shape, jpvt.dtype),
+            _aval(a.shape[:-2] + (min(m, n),), a.dtype)]
+
+
+shape_rules[prims.schur_p] = _schur_rule
+shape_rules[prims.hessenberg_p] = _hessenberg_rule
+shape_rules[prims.tridiagonal_p] = _tridiagonal_rule
+shape_rules[prims.geqp3_p] = _geqp3_rule
+
+
 # --- reductions -------------------------------------------------------------------------------
 
 def _check_axes(prim, x: Aval, axes):

@@ -25,7 +25,7 @@ from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_fr
 from ir.specialise import specialise
 from ir.sharding import (NamedSharding, check_divides, check_rank, dividing_sharding,
                          normal_spec, replication_mismatch, runtime_replication_error)
-from runtime import linalg, placement, special
+from runtime import linalg, linalg_reductions, placement, special
 from runtime.collectives import group_rules, node_operands, operand_types
 from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
 from runtime.devices import Device, default_device
@@ -573,6 +573,10 @@ impl_rules[prims.slogdet_p] = linalg.slogdet
 impl_rules[prims.eigh_p] = linalg.eigh
 impl_rules[prims.svd_p] = linalg.svd
 impl_rules[prims.eig_p] = linalg.eig
+impl_rules[prims.schur_p] = linalg_reductions.schur
+impl_rules[prims.hessenberg_p] = linalg_reductions.hessenberg
+impl_rules[prims.tridiagonal_p] = linalg_reductions.tridiagonal
+impl_rules[prims.geqp3_p] = linalg_reductions.geqp3
 impl_rules[prims.searchsorted_p] = _searchsorted
 
 

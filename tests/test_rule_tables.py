@@ -28,7 +28,8 @@ NOT_LINEAR = set(prims.UNARY + prims.COMPARISON) - {prims.neg_p, *prims.COMPLEX_
     prims.cumprod_p, prims.cummax_p, prims.cummin_p, prims.sort_p, prims.searchsorted_p,
     prims.polygamma_p, *prims.INCOMPLETE, prims.bitcast_convert_type_p, prims.cholesky_p,
     prims.qr_p,
-    prims.slogdet_p, prims.eigh_p, prims.svd_p, prims.eig_p, prims.callback_p}
+    prims.slogdet_p, prims.eigh_p, prims.svd_p, prims.eig_p, prims.callback_p, prims.schur_p,
+    prims.hessenberg_p, prims.tridiagonal_p, prims.geqp3_p}
 
 # Custom-derivative calls are replaced by their rules when differentiated (a JVP binds the
 # rule's result, a custom_vjp's tangent is one custom_lin): partial evaluation never meets them.

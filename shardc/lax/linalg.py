@@ -11,13 +11,16 @@ import enum
 import numpy as np
 
 from compiler.control_flow import fori_loop
+from compiler.tracing import bind
 from compiler.vmap import vmap
+from ir import primitives as _p
 import shardc.numpy as jnp
 from shardc.numpy import linalg as _np_linalg
 
 __all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eig", "eigh",
-           "geqrf", "householder_product", "lu", "ormqr", "lu_pivots_to_permutation", "qr", "svd",
-           "triangular_solve", "tridiagonal_solve"]
+           "geqp3", "geqrf", "hessenberg", "householder_product", "lu", "ormqr",
+           "lu_pivots_to_permutation", "qr", "schur", "svd", "triangular_solve", "tridiagonal",
+           "tridiagonal_solve"]
 
 
 class SvdAlgorithm(enum.Enum):
@@ -115,10 +118,95 @@ def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
 
 
 def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
-    """``(q, r)`` with ``x = q r`` (``full_matrices``: ``q`` square)."""
-    if pivoting:
-        raise NotImplementedError("lax.linalg.qr: pivoting=True is not supported")
-    return _np_linalg.qr(x, mode="complete" if full_matrices else "reduced")
+    """``(q, r)`` with ``x = q r`` (``full_matrices``: ``q`` square); with ``pivoting``,
+    ``(q, r, p)`` with ``x[..., :, p] = q r``, the columns chosen as LAPACK's geqp3 chooses
+    them (largest remaining norm first, so ``|diag(r)|`` does not increase). The pivots are
+    fixed under differentiation; ``q`` and ``r`` differentiate as the QR decomposition of the
+    permuted matrix."""
+    if not pivoting:
+        return _np_linalg.qr(x, mode="complete" if full_matrices else "reduced")
+    x = jnp.asarray(x)
+    _lapack_dtype("qr", x)
+    *batch, m, n = x.shape
+    if m == 0 or n == 0:
+        q, r = _np_linalg.qr(x, mode="complete" if full_matrices else "reduced")
+        return q, r, jnp.zeros((*batch, n), np.int32)
+    jpvt = jnp.zeros((*batch, n), np.int32)
+    _, p, _ = geqp3(_stop_gradient(x), jpvt)
+    p = p - 1
+    permuted = jnp.take_along_axis(x, jnp.broadcast_to(p[..., None, :], x.shape), axis=-1)
+    q, r = _np_linalg.qr(permuted, mode="complete" if full_matrices else "reduced")
+    return q, r, p
+
+
+def _stop_gradient(x):
+    return bind(_p.stop_gradient_p, x)
+
+
+def _lapack_dtype(name, x, position=0):
+    """JAX's TypeError for an operand LAPACK cannot take (neither real nor complex floats)."""
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        raise TypeError(f"{name} does not accept dtype {x.dtype.name} at position {position}. "
+                        f"Accepted dtypes at position {position} are subtypes of floating, "
+                        "complexfloating.")
+
+
+def geqp3(a, jpvt, *, use_magma=None):
+    """``(a, jpvt, taus)``: LAPACK's column-pivoted QR of each ``[..., m, n]`` matrix:
+    ``r`` in the upper triangle, the Householder reflectors below it with their ``taus``
+    (as ``geqrf``'s), and ``jpvt`` the 1-based column pivots (``a[..., jpvt - 1] = q r``);
+    columns whose ``jpvt`` entry is nonzero on input are moved to the front and not
+    pivoted."""
+    a, jpvt = jnp.asarray(a), jnp.asarray(jpvt)
+    _lapack_dtype("geqp3", a)
+    if not jnp.issubdtype(jpvt.dtype, jnp.integer):
+        raise TypeError(f"geqp3 does not accept dtype {jpvt.dtype.name} at position 1. "
+                        "Accepted dtypes at position 1 are subtypes of integer.")
+    return tuple(bind(_p.geqp3_p, a, jpvt))
+
+
+def schur(x, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
+          select_callable=None):
+    """``(t, q)`` with ``x = q t q^H`` (``t`` alone, in a tuple, without
+    ``compute_schur_vectors``), as LAPACK's gees: a real ``x`` gets the real Schur form
+    (quasi-triangular: a standardised 2x2 block on the diagonal for each complex conjugate
+    pair of eigenvalues) and a complex one the triangular complex form. NaNs for a matrix
+    holding a NaN or infinity. Not differentiable (as JAX's)."""
+    if sort_eig_vals:
+        raise NotImplementedError(
+            "The sort feature of LAPACK's gees routine is not implemented.")
+    x = jnp.asarray(x)
+    _lapack_dtype("schur", x)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"The input to schur must be a square matrix. Got shape "
+                         f"{x.shape[-2:]}.")
+    outs = bind(_p.schur_p, x, compute_vectors=compute_schur_vectors)
+    return tuple(outs) if compute_schur_vectors else (outs[0],)
+
+
+def hessenberg(a):
+    """``(a, taus)``: the upper Hessenberg form of each square matrix on and above its first
+    subdiagonal, the reflectors that reduce it below (LAPACK's gehrd layout: ``Q`` is
+    ``householder_product(a[..., 1:, :-1], taus)`` bordered by a one)."""
+    a = jnp.asarray(a)
+    _lapack_dtype("hessenberg", a)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"Argument to Hessenberg reduction must have shape [..., n, n], got "
+                         f"shape {a.shape}")
+    return tuple(bind(_p.hessenberg_p, a))
+
+
+def tridiagonal(a, *, lower: bool = True):
+    """``(a, d, e, taus)``: the reduction of each Hermitian matrix (the triangle ``lower``
+    names; the other is not read and is returned as given) to real symmetric tridiagonal
+    form, as LAPACK's sytrd/hetrd: the diagonal ``d`` and off-diagonal ``e``, the
+    reflectors in that triangle of ``a`` below (above) the off-diagonal, and their ``taus``."""
+    a = jnp.asarray(a)
+    _lapack_dtype("tridiagonal", a)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2] or a.shape[-1] == 0:
+        raise ValueError(f"The input to tridiagonal must be a square matrix. Got shape "
+                         f"{a.shape[-2:]}.")
+    return tuple(bind(_p.tridiagonal_p, a, lower=lower))
 
 
 def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None,
