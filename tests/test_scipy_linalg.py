@@ -204,7 +204,7 @@ def test_special_matrix_constructors_as_scipy_defines_them():
 
 def test_qr_multiply_applies_the_economic_q():
     """qr_multiply: ``c @ Q`` (right) or ``Q @ c`` (left) with the economic Q of ``a``, and R
-    of min(m, n) rows, as scipy's; pivoting raises NotImplementedError."""
+    of min(m, n) rows, as scipy's; with pivoting, the pivots third."""
     rng = np.random.default_rng(2)
     a = rng.normal(size=(6, 4)).astype(np.float32)
     q, r = np.linalg.qr(a.astype(np.float64))
@@ -219,8 +219,9 @@ def test_qr_multiply_applies_the_economic_q():
     assert vec.shape == (6,)
     with pytest.raises(ValueError, match="not compatible for c @ Q"):
         sl.qr_multiply(a, np.ones((2, 4), np.float32))
-    with pytest.raises(NotImplementedError, match="pivoting"):
-        sl.qr_multiply(a, c_right, pivoting=True)
+    got, got_r, p = sl.qr_multiply(a, c_right.astype(np.float32), pivoting=True)
+    _, r_piv = np.linalg.qr(a[:, np.asarray(p)].astype(np.float64))
+    np.testing.assert_allclose(np.abs(np.asarray(got_r)), np.abs(r_piv), atol=1e-4)
 
 
 def test_triangular_and_cholesky_solves_broadcast_a_matrix_right_hand_side():

@@ -4,18 +4,22 @@ with the triangular and Cholesky solves, ``block_diag``, ``toeplitz`` and ``expm
 the same primitives, so they differentiate, batch and shard as those do."""
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
 import numpy as np
 
 import shardc.numpy as jnp
+from compiler.autodiff import jvp as _jvp
+from shardc import lax
 from shardc.lax import linalg as _lax_linalg
 from shardc.numpy import linalg as _np_linalg
 
 __all__ = [
-    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "lu",
-    "lu_factor", "lu_solve", "qr", "solve", "solve_triangular", "svd", "toeplitz",
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "expm_frechet",
+    "funm", "hessenberg", "inv", "lu", "lu_factor", "lu_solve", "qr", "rsf2csf", "schur",
+    "solve", "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz",
 ]
 
 
@@ -132,11 +136,15 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
 
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     """scipy's QR: ``mode`` 'full' (default), 'economic', 'r' (``(r,)``) or 'raw' (not
-    supported); pivoting is not supported."""
-    if pivoting:
-        raise NotImplementedError("qr with pivoting=True")
+    supported); ``pivoting``: the column pivots ``p`` (``a[:, p] = q r``) come last, as
+    ``(q, r, p)`` or ``(r, p)``."""
     if mode not in ("full", "economic", "r"):
         raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+    if pivoting:
+        a = jnp.asarray(a)
+        a = a.astype(jnp.result_type(a, float))
+        q, r, p = _lax_linalg.qr(a, pivoting=True, full_matrices=mode != "economic")
+        return (r, p) if mode == "r" else (q, r, p)
     q, r = _np_linalg.qr(a, mode="reduced" if mode == "economic" else "complete")
     return (r,) if mode == "r" else (q, r)
 
@@ -302,9 +310,8 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
                 overwrite_c=False):
     """``(Q @ c, R)`` (``mode='left'``) or ``(c @ Q, R)`` (``'right'``, the default) with the
     economic QR of ``a`` (``Q`` of ``min(m, n)`` columns, ``conjugate``: conjugated), as
-    scipy's; a vector ``c`` gives a vector. Pivoting is not supported."""
-    if pivoting:
-        raise NotImplementedError("qr_multiply with pivoting=True")
+    scipy's; a vector ``c`` gives a vector. With ``pivoting`` the QR is column-pivoted and
+    its pivots come last: ``(out, R, p)``."""
     if mode not in ("right", "left"):
         raise ValueError(f"mode must be 'right' or 'left', got {mode!r}")
     a, c = jnp.asarray(a), jnp.asarray(c)
@@ -323,13 +330,16 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
         raise ValueError(f"Array shapes are not compatible for c @ Q operation: a has shape "
                          f"{tuple(a.shape)} so Q has {m} rows, but c has {c.shape[-1]} columns "
                          f"(expected {m}).")
-    q, r = _np_linalg.qr(a, mode="reduced")
+    if pivoting:
+        q, r, p = _lax_linalg.qr(a, pivoting=True, full_matrices=False)
+    else:
+        q, r = _np_linalg.qr(a, mode="reduced")
     if conjugate:
         q = jnp.conj(q)
     out = q @ c if mode == "left" else c @ q
     if onedim:
         out = out[..., :, 0] if mode == "left" else out[..., 0, :]
-    return out, r
+    return (out, r, p) if pivoting else (out, r)
 
 
 # --- special matrices (scipy.linalg's constructors, as JAX builds them) ----------------------
@@ -563,3 +573,242 @@ def dft(n, scale=None, *, dtype=None):
 __all__ += ["qr_multiply", "circulant", "companion", "convolution_matrix", "dft", "fiedler",
             "fiedler_companion", "hadamard", "hankel", "helmert", "hilbert", "invhilbert",
             "invpascal", "leslie", "pascal"]
+
+
+# --- Schur decomposition and the functions built on it ---------------------------------------
+
+def _complex_dtype(x):
+    """The complex dtype a value of ``x``'s dtype converts to (the default one for integers)."""
+    return jnp.result_type(x, 1j)
+
+
+def schur(a, output="real"):
+    """``(T, Z)`` with ``a = Z T Z^H``: ``T`` quasi-triangular (``output='real'``: a 2x2
+    block on the diagonal for each complex conjugate pair of eigenvalues of a real ``a``) or
+    triangular (``'complex'``, ``a`` converted to complex first), as LAPACK's gees."""
+    if output not in ("real", "complex"):
+        raise ValueError(
+            f"Expected 'output' to be either 'real' or 'complex', got {output=}.")
+    a = jnp.asarray(a)
+    if output == "complex":
+        a = a.astype(_complex_dtype(a))
+    return _lax_linalg.schur(a)
+
+
+def _rsf2csf_2d(T, Z):
+    """scipy's rsf2csf on one matrix: each 2x2 block of the real Schur form (bottom up) is
+    made triangular by a Givens rotation built from its first eigenvalue."""
+    dtype = jnp.result_type(_complex_dtype(T), _complex_dtype(Z))
+    T, Z = T.astype(dtype), Z.astype(dtype)
+    eps = jnp.finfo(dtype).eps
+    n = T.shape[0]
+    if n == 1:
+        return T, Z
+    columns = jnp.arange(n)
+
+    def update(m, T, Z):
+        block = lax.dynamic_slice(T, (m - 1, m - 1), (2, 2))
+        mu = _np_linalg.eigvals(block) - T[m, m]
+        r = _np_linalg.norm(jnp.stack([mu[0], T[m, m - 1]])).astype(dtype)
+        c = mu[0] / r
+        s = T[m, m - 1] / r
+        G = jnp.stack([jnp.stack([jnp.conj(c), s]), jnp.stack([-s, c])]).astype(dtype)
+        rows = lax.dynamic_slice_in_dim(T, m - 1, 2, axis=0)
+        keep = columns < m - 1
+        rows = jnp.where(keep, rows, G @ jnp.where(keep, 0, rows))
+        T = lax.dynamic_update_slice_in_dim(T, rows, m - 1, axis=0)
+        cols = lax.dynamic_slice_in_dim(T, m - 1, 2, axis=1)
+        upper = columns[:, None] < m + 1
+        GH = jnp.conj(G).T
+        cols = jnp.where(upper, jnp.where(upper, cols, 0) @ GH, cols)
+        T = lax.dynamic_update_slice_in_dim(T, cols, m - 1, axis=1)
+        zc = lax.dynamic_slice_in_dim(Z, m - 1, 2, axis=1)
+        Z = lax.dynamic_update_slice_in_dim(Z, zc @ GH, m - 1, axis=1)
+        return T, Z
+
+    def step(i, TZ):
+        m = n - i
+        T, Z = TZ
+        big = jnp.abs(T[m, m - 1]) > eps * (jnp.abs(T[m - 1, m - 1]) + jnp.abs(T[m, m]))
+        T, Z = lax.cond(big, update, lambda m, T, Z: (T, Z), m, T, Z)
+        T = T.at[m, m - 1].set(0)
+        return T, Z
+
+    return lax.fori_loop(1, n, step, (T, Z))
+
+
+def rsf2csf(T, Z, check_finite=True):
+    """The complex Schur form ``(T, Z)`` of a real Schur form ``T`` with Schur vectors ``Z``
+    (leading dimensions broadcast), as scipy's rsf2csf."""
+    T, Z = jnp.asarray(T), jnp.asarray(Z)
+    if T.ndim < 2 or T.shape[-1] != T.shape[-2]:
+        raise ValueError("Input 'T' must be square.")
+    if Z.ndim < 2 or Z.shape[-1] != Z.shape[-2]:
+        raise ValueError("Input 'Z' must be square.")
+    if T.shape[-1] != Z.shape[-1]:
+        raise ValueError(f"Input array shapes must match: Z: {Z.shape} vs. T: {T.shape}")
+    return jnp.vectorize(_rsf2csf_2d, signature="(n,n),(n,n)->(n,n),(n,n)")(T, Z)
+
+
+def _superdiagonals(n):
+    """The masks of the upper triangle's superdiagonals 1 .. n-1 (numpy, static)."""
+    rows, cols = np.indices((n, n))
+    return [cols - rows == p for p in range(1, n)]
+
+
+def _sqrtm_triu(T):
+    """The upper triangular square root ``U`` of the triangular ``T`` (Bjorck and
+    Hammarling's recurrence, one superdiagonal at a time: ``U[i, j]`` needs only entries of
+    lower superdiagonals); an entry whose numerator is zero is zero (so a singular ``T`` with
+    zeros above its zero eigenvalues has a root)."""
+    diag = jnp.sqrt(jnp.diagonal(T))
+    n = diag.shape[0]
+    U = jnp.diag(diag)
+    denominator = diag[:, None] + diag[None, :]
+    for mask in _superdiagonals(n):
+        s = U @ U             # the entries of this superdiagonal are the sums over i < k < j
+        value = jnp.where(T == s, 0, (T - s) / jnp.where(mask, denominator, 1))
+        U = jnp.where(mask, value, U)
+    return U
+
+
+def sqrtm(A, blocksize=1):
+    """The principal square root of a square matrix, complex, from its complex Schur form
+    (``Z sqrt(T) Z^H``), as JAX's; ``blocksize`` > 1 is not supported, as JAX's."""
+    if blocksize > 1:
+        raise NotImplementedError("Blocked version is not implemented yet.")
+    A = jnp.asarray(A)
+    if A.ndim != 2:
+        raise ValueError("diag input must be 1d or 2d")
+    T, Z = schur(A, output="complex")
+    root = _sqrtm_triu(T)
+    return Z @ root @ jnp.conj(Z.T)
+
+
+def _parlett(F, T):
+    """Golub and Van Loan's algorithm 11.1.1 (Parlett's recurrence): ``f(T)`` of the upper
+    triangular ``T`` from its diagonal ``F``, one superdiagonal at a time, with the smallest
+    distance between two of its eigenvalues (and ``|T[0, 0]|``)."""
+    n = T.shape[0]
+    diag = jnp.diagonal(T)
+    den = diag[None, :] - diag[:, None]
+    minden = jnp.abs(T[0, 0])
+    for mask in _superdiagonals(n):
+        s = T @ F - F @ T     # this superdiagonal of F is still zero: s is its numerator
+        d = jnp.where(mask, den, 1)
+        F = jnp.where(mask, jnp.where(den != 0, s / d, s), F)
+        minden = jnp.minimum(minden, jnp.min(jnp.where(mask, jnp.abs(den), jnp.inf)))
+    return F, minden
+
+
+def funm(A, func, disp=True):
+    """``func`` of a square matrix: ``func`` applied to the eigenvalues on the diagonal of
+    ``A``'s complex Schur form, extended above it by Parlett's recurrence (complex result);
+    without ``disp`` also the error estimate, as JAX's."""
+    A = jnp.asarray(A)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError("expected square array_like input")
+    T, Z = schur(A)
+    T, Z = rsf2csf(T, Z)
+    F = jnp.diag(func(jnp.diagonal(T))).astype(T.dtype)
+    F, minden = _parlett(F, T)
+    F = Z @ F @ jnp.conj(Z.T)
+    if disp:
+        return F
+    single = F.dtype == np.complex64
+    tol = np.finfo(np.float32 if single else np.float64).eps
+    minden = jnp.where(minden == 0.0, tol, minden)
+    err = jnp.where(jnp.any(jnp.isinf(F)), np.inf, jnp.minimum(1, jnp.maximum(
+        tol, (tol / minden) * _np_linalg.norm(jnp.triu(T, 1), 1))))
+    return F, err
+
+
+def _sylvester_triangular(R, L, F):
+    """``Y`` with ``R Y + Y L = F``, ``R`` upper and ``L`` lower triangular (Bartels and
+    Stewart): the columns from the last, each a triangular solve."""
+    m, n = F.shape
+    eye = jnp.eye(m, dtype=F.dtype)
+
+    def column(t, Y):
+        j = n - 1 - t
+        rhs = F[:, j] - Y @ L[:, j]         # Y's columns up to j are still zero
+        y = _lax_linalg.triangular_solve(R + L[j, j] * eye, rhs[:, None], left_side=True,
+                                         lower=False)
+        return Y.at[:, j].set(y[:, 0])
+
+    return lax.fori_loop(0, n, column, jnp.zeros((m, n), F.dtype))
+
+
+def _solve_sylvester_2d(A, B, C, *, method, tol):
+    if method == "schur":
+        R, U = schur(A, output="complex")
+        S, V = schur(jnp.conj(B).T, output="complex")
+        F = jnp.conj(U).T @ C.astype(R.dtype) @ V
+        Y = _sylvester_triangular(R, jnp.conj(S).T, F)
+        X = U @ Y @ jnp.conj(V).T
+    elif method == "eigen":
+        RA, UA = _np_linalg.eig(A)
+        RB, UB = _np_linalg.eig(B)
+        F = solve(UA, C.astype(RA.dtype) @ UB)
+        Y = F / (RA[:, None] + RB[None, :])
+        X = UA @ Y @ inv(UB)
+    else:
+        raise ValueError(f"Unrecognized method {method}. The two valid methods are either "
+                         "\"schur\" or \"eigen\".")
+    if not jnp.issubdtype(C.dtype, jnp.complexfloating):
+        X = jnp.real(X)
+    close = jnp.abs(_np_linalg.eigvals(A)[:, None] + _np_linalg.eigvals(B)[None, :]) < tol
+    return jnp.where(jnp.any(close), jnp.nan, X).astype(X.dtype)
+
+
+def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
+    """``X`` with ``A X + X B = C`` (leading dimensions broadcast): Bartels and Stewart's
+    method on the complex Schur forms (``'schur'``) or the eigendecompositions
+    (``'eigen'``); NaNs where an eigenvalue of ``A`` and one of ``B`` sum to less than
+    ``tol`` in magnitude (no unique solution), as JAX's."""
+    A, B, C = jnp.asarray(A), jnp.asarray(B), jnp.asarray(C)
+    dtype = jnp.result_type(A, B, C, float)
+    A, B, C = A.astype(dtype), B.astype(dtype), C.astype(dtype)
+    m, n = C.shape[-2:]
+    if A.shape[-2:] != (m, m) or B.shape[-2:] != (n, n):
+        raise ValueError(f"Incompatible shapes for Sylvester equation:\nA: {A.shape}\n"
+                         f"B: {B.shape}\nC: {C.shape}")
+    def solve_one(a, b, c):
+        return _solve_sylvester_2d(a, b, c, method=method, tol=tol)
+    return jnp.vectorize(solve_one, signature="(m,m),(n,n),(m,n)->(m,n)")(A, B, C)
+
+
+def hessenberg(a, *, calc_q=False, overwrite_a=False, check_finite=True):
+    """The Hessenberg form ``H`` of a square matrix (``(H, Q)`` with ``a = Q H Q^H`` when
+    ``calc_q``), from LAPACK's gehrd reflectors, as JAX's."""
+    a = jnp.asarray(a)
+    n = a.shape[-1]
+    if n == 0:
+        return (jnp.zeros_like(a), jnp.zeros_like(a)) if calc_q else jnp.zeros_like(a)
+    a_out, taus = _lax_linalg.hessenberg(a)
+    h = jnp.triu(a_out, -1)
+    if not calc_q:
+        return h
+    q = _lax_linalg.householder_product(a_out[..., 1:, :-1], taus)
+    batch = a_out.shape[:-2]
+    top = jnp.concatenate([jnp.ones(batch + (1, 1), a_out.dtype),
+                           jnp.zeros(batch + (1, n - 1), a_out.dtype)], axis=-1)
+    bottom = jnp.concatenate([jnp.zeros(batch + (n - 1, 1), a_out.dtype), q], axis=-1)
+    return h, jnp.concatenate([top, bottom], axis=-2)
+
+
+def expm_frechet(A, E, *, method=None, compute_expm=True):
+    """The Frechet derivative of ``expm`` at ``A`` in the direction ``E`` (the JVP of
+    ``expm``), with ``expm(A)`` first unless ``compute_expm`` is False; ``method`` is
+    ignored, as JAX's."""
+    A, E = jnp.asarray(A), jnp.asarray(E)
+    if A.ndim < 2 or A.shape[-2] != A.shape[-1]:
+        raise ValueError(f"expected A to be a (batched) square matrix, got A.shape={A.shape}")
+    if E.ndim < 2 or E.shape[-2] != E.shape[-1]:
+        raise ValueError(f"expected E to be a (batched) square matrix, got E.shape={E.shape}")
+    if A.shape != E.shape:
+        raise ValueError("expected A and E to be the same shape, got "
+                         f"A.shape={A.shape} E.shape={E.shape}")
+    fn = functools.partial(expm, upper_triangular=False, max_squarings=16)
+    expm_A, frechet = _jvp(fn, (A,), (E,))
+    return (expm_A, frechet) if compute_expm else frechet
