@@ -403,7 +403,8 @@ def _schur_rule(a: Aval, *, compute_vectors) -> list:
 def _hessenberg_rule(a: Aval) -> list:
     """The reduced matrix with its reflectors, and their n - 1 scale factors."""
     _square_matrices(prims.hessenberg_p, a)
-    return [_aval(a.shape, a.dtype), _aval(a.shape[:-2] + (a.shape[-1] - 1,), a.dtype)]
+    return [_aval(a.shape, a.dtype),
+            _aval(a.shape[:-2] + (max(a.shape[-1] - 1, 0),), a.dtype)]
 
 
 def _tridiagonal_rule(a: Aval, *, lower) -> list:

@@ -278,6 +278,8 @@ def test_lax_hessenberg_layout_and_errors():
     a = _matrix((4, 4), np.float32)
     out, taus = lax.linalg.hessenberg(a)
     assert out.shape == (4, 4) and taus.shape == (3,)
+    empty, no_taus = lax.linalg.hessenberg(jnp.zeros((2, 0, 0)))
+    assert empty.shape == (2, 0, 0) and no_taus.shape == (2, 0)
     with pytest.raises(ValueError, match="Argument to Hessenberg reduction must have shape"):
         lax.linalg.hessenberg(jnp.ones((2, 3)))
     with pytest.raises(TypeError, match="hessenberg does not accept dtype int32"):
