@@ -6,9 +6,13 @@ matrices (leading dimensions are a batch).
 Each follows LAPACK's algorithm step for step (gees: gehrd, orghr and lahqr's Francis
 double-shift QR for real matrices, single-shift for complex; gehd2; sytd2/hetd2; laqp2), with
 its reflector conventions (larfg: ``H = I - tau v v^H``, ``v[0] = 1``, the diagonal entry
-made ``-sign(Re alpha) * norm``), so the factors (their signs, the eigenvalues' order, the
-standardised 2x2 blocks of a real Schur form) are LAPACK's. They compute in double precision
-and round to the operand's dtype. As JAX's, a factorisation that fails (a matrix holding an
+made ``-sign(Re alpha) * norm``), so the reductions' reflectors, taus and pivots are LAPACK's
+and the Schur form is the one its iteration converges to. Where rounding decides (the phase
+a complex Schur vector is left with, read from a converged subdiagonal entry of rounding
+size; an iteration's count, and so the signs and the standardised 2x2 blocks of a real
+Schur form), a Schur decomposition may differ from a given LAPACK build's by a unitary
+diagonal or block-diagonal factor. They compute in double precision and round to the
+operand's dtype. As JAX's, a factorisation that fails (a matrix holding an
 infinity or NaN, or a QR iteration that does not converge) gives NaNs for that matrix.
 """
 from __future__ import annotations
