@@ -18,6 +18,7 @@ from compiler.vmap import vmap
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.dtypes import real_dtype as _real_dtype
+from shardc._compiled import LINALG as _COMPILED, mark_compiled as _mark_compiled
 from shardc.dtypes import result_type
 from shardc.numpy._arithmetic import abs, abs2, exp, isinf, isnan, power, sign, sqrt, where
 from shardc.numpy._core import (asarray, astype, broadcast_to, concatenate, ones, ravel,
@@ -663,5 +664,4 @@ def tensorsolve(a, b, axes=None):
 
 
 # the functions JAX jits, as such for the transfer guards
-from shardc._compiled import LINALG as _COMPILED, mark_compiled as _mark_compiled  # noqa: E402
 _mark_compiled(globals(), _COMPILED)

@@ -12,7 +12,7 @@ import numpy as np
 
 import shardc.numpy as jnp
 from compiler.autodiff import jvp as _jvp
-from shardc import lax
+import shardc.lax as lax
 from shardc.lax import linalg as _lax_linalg
 from shardc.numpy import linalg as _np_linalg
 
