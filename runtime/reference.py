@@ -644,6 +644,13 @@ def threefry2x32(k1, k2, x1, x2) -> list:
     ``(x1, x2)`` keyed by ``(k1, k2)``, elementwise with numpy broadcasting: JAX's bits."""
     k1, k2, x1, x2 = (np.asarray(v, np.uint32) for v in (k1, k2, x1, x2))
     shape = np.broadcast_shapes(k1.shape, k2.shape, x1.shape, x2.shape)
+    if math.prod(shape) <= 4:
+        # a few elements (a key split in two, a fold): Python's integers beat numpy's
+        # per-call cost over the hundred operations of the rounds
+        pairs = [_threefry_scalar(*(int(v) for v in args))
+                 for args in zip(*(np.broadcast_to(v, shape).reshape(-1)
+                                   for v in (k1, k2, x1, x2)))]
+        return [np.array([p[i] for p in pairs], np.uint32).reshape(shape) for i in (0, 1)]
     ks = (k1, k2, np.asarray(k1 ^ k2 ^ np.uint32(0x1BD11BDA)))
     a, b = np.empty(shape, np.uint32), np.empty(shape, np.uint32)
     np.add(x1, ks[0], out=a)
@@ -660,6 +667,20 @@ def threefry2x32(k1, k2, x1, x2) -> list:
         np.add(b, ks[(i + 2) % 3], out=b)
         np.add(b, np.uint32(i + 1), out=b)
     return [a, b]
+
+
+def _threefry_scalar(k1: int, k2: int, a: int, b: int) -> tuple:
+    """One element of ``threefry2x32``, in Python integers."""
+    mask = 0xFFFFFFFF
+    ks = (k1, k2, k1 ^ k2 ^ 0x1BD11BDA)
+    a, b = (a + k1) & mask, (b + k2) & mask
+    for i in range(5):
+        for r in _THREEFRY_ROTATIONS[i % 2]:
+            a = (a + b) & mask
+            b = (((b << r) | (b >> (32 - r))) & mask) ^ a
+        a = (a + ks[(i + 1) % 3]) & mask
+        b = (b + ks[(i + 2) % 3] + i + 1) & mask
+    return a, b
 
 
 impl_rules[prims.threefry2x32_p] = threefry2x32

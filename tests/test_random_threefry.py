@@ -198,3 +198,16 @@ def test_a_bitcast_of_a_split_array_stays_split():
     halves = jax.jit(lambda a: lax.bitcast_convert_type(a, np.uint16))(x)
     back = jax.jit(lambda h: lax.bitcast_convert_type(h, np.float32))(halves)
     np.testing.assert_array_equal(back, x)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(key=st.tuples(st.integers(0, 2 ** 32 - 1), st.integers(0, 2 ** 32 - 1)),
+       start=st.integers(0, 2 ** 32 - 16), size=st.integers(1, 12))
+def test_the_kernel_gives_the_same_bits_for_few_elements_and_many(key, start, size):
+    # a few elements are hashed in Python integers, more in numpy: the same bits
+    k1, k2 = (np.uint32(k) for k in key)
+    counts = np.arange(start, start + size, dtype=np.uint64).astype(np.uint32)
+    whole = threefry2x32(k1, k2, np.zeros(size, np.uint32), counts)
+    for i in range(size):
+        one = threefry2x32(k1, k2, np.uint32(0), counts[i])
+        assert (int(one[0]), int(one[1])) == (int(whole[0][i]), int(whole[1][i]))

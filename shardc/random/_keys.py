@@ -15,6 +15,7 @@ XLA's RngBitGenerator.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 
@@ -715,11 +716,30 @@ def _original_bits(words, shape, bit_width: int):
 def random_bits(key, shape, name: str = "random_bits", bit_width: int = 32):
     """Unsigned random bits of ``shape`` and ``bit_width`` (8, 16, 32 or 64) from one key,
     JAX's for a threefry key (``name`` is the caller's, for errors): the hash of each
-    element's index, its two words xor-ed (64 bits: the first word high, the second low)."""
+    element's index, its two words xor-ed (64 bits: the first word high, the second low).
+    One compiled program, as JAX's (an eager call runs it at once)."""
     shape = tuple(int(d) for d in shape)
+    return _compiled(_bits_of_words, shape, bit_width)(single_key(name, key))
+
+
+def _compiled(fn, *static):
+    """``fn`` of one array with its static arguments bound, jitted once per ``static``: a
+    call with arrays only takes jit's fast path."""
+    found = _COMPILED.get((fn, static))
+    if found is None:
+        if len(_COMPILED) > 1024:
+            _COMPILED.clear()
+        found = _COMPILED[(fn, static)] = _jit(lambda value: fn(value, *static))
+    return found
+
+
+_COMPILED: dict = {}
+
+
+def _bits_of_words(words, shape, bit_width):
     if not _partitionable():
-        return _original_bits(single_key(name, key), shape, bit_width)
-    first, second = threefry(single_key(name, key), *counters(shape))
+        return _original_bits(words, shape, bit_width)
+    first, second = threefry(words, *counters(shape))
     dtype = np.dtype(f"uint{bit_width}")
     if bit_width == 64:
         return jnp.bitwise_or(jnp.left_shift(jnp.astype(first, dtype), dtype.type(32)),
@@ -737,6 +757,13 @@ def _split_words(words, shape):
     return jnp.stack([first, second], axis=len(shape))
 
 
+def _split_data(data, shape):
+    """One key's data split into ``shape`` keys' (one compiled program, as JAX's)."""
+    if data.shape[-1] == 4:
+        return _by_halves(lambda words: _split_words(words, shape), data, shape)
+    return _split_words(data, shape)
+
+
 def _by_halves(fn, data, shape):
     """A 4-word (rbg) key's result: ``fn`` on each half of its words, as JAX's rbg keys
     split and fold."""
@@ -747,12 +774,7 @@ def _by_halves(fn, data, shape):
 def split(key, num=2):
     """``num`` new keys (an int or a shape): typed keys of shape ``(num,)`` for a typed key,
     ``uint32[num, 2]`` for raw key data."""
-    shape = sample_shape(num)
-    data = single_key_data("split", key)
-    if data.shape[-1] == 4:
-        new = _by_halves(lambda words: _split_words(words, shape), data, shape)
-    else:
-        new = _split_words(data, shape)
+    new = _compiled(_split_data, sample_shape(num))(single_key_data("split", key))
     if isinstance(key, PRNGKeyArray):
         return PRNGKeyArray(key._impl, new)
     return _raw_keys_out(new)
@@ -765,17 +787,24 @@ def fold_in(key, data):
         raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
                         f"{np.shape(data)} != (). Use jax.vmap for batching.")
     # a Python int is taken as a uint32 (JAX's: up to 2**32 - 1, not only int32's range)
-    mixed = jnp.astype(np.uint32(data) if type(data) is int and 0 <= data < 2**32
-                       else jnp.asarray(data), np.uint32)
+    if type(data) is int and 0 <= data < 2**32:
+        data = np.uint32(data)
+    folded = _fold_data(single_key_data("fold_in", key), data)
+    return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else \
+        _raw_keys_out(folded)
+
+
+@_jit
+def _fold_data(words, data):
+    """One key's data folded with ``data``: the hash of ``(0, data)`` (one compiled program,
+    as JAX's)."""
+    mixed = jnp.astype(jnp.asarray(data), np.uint32)
     zero = jnp.asarray(np.uint32(0))
 
     def fold(words):
         return jnp.stack(threefry(words, zero, mixed))
-    words = single_key_data("fold_in", key)
-    folded = jnp.reshape(jnp.stack([fold(words[:2]), fold(words[2:])]), (4,)) \
+    return jnp.reshape(jnp.stack([fold(words[:2]), fold(words[2:])]), (4,)) \
         if words.shape[-1] == 4 else fold(words)
-    return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else \
-        _raw_keys_out(folded)
 
 
 @takes_out_sharding
