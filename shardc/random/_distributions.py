@@ -84,13 +84,26 @@ def randint(key, shape, minval, maxval, dtype=int):
     ``shape``; they are clipped to ``dtype``'s range (``maxval`` one past it still reaches
     its largest value), and ``maxval <= minval`` gives ``minval``.
 
-    As JAX's: twice the dtype's bits are drawn and reduced modulo the span, so every value of
-    a span up to the dtype's whole range is reached, almost uniformly."""
+    JAX's values: twice the dtype's bits are drawn (from the two keys of a split) and reduced
+    modulo the span, so every value of a span up to the dtype's whole range is reached,
+    almost uniformly; a dtype narrower than 32 bits is drawn as int32 and converted."""
     single_key("randint", key)
     dtype = _dt.canonicalize(dtype)
     if not _dt.is_int(dtype) or dtype == np.bool_:
         raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
     shape = sample_shape(shape)
+    info = np.iinfo(dtype)
+    if info.bits < 32:
+        # drawn in 32 bits, as JAX's (fewer would bias the remainders more)
+        minval = jnp.clip(jnp.astype(jnp.asarray(minval), np.int32), int(info.min),
+                          int(info.max))
+        maxval = jnp.clip(jnp.astype(jnp.asarray(maxval), np.int32), int(info.min),
+                          int(info.max) + 1)
+        return jnp.astype(_randint(key, shape, minval, maxval, np.dtype(np.int32)), dtype)
+    return _randint(key, shape, minval, maxval, dtype)
+
+
+def _randint(key, shape, minval, maxval, dtype):
     _check_bounds_shape("randint", shape, jnp.shape(minval), jnp.shape(maxval))
     minval, maxval = (jnp.asarray(v) for v in (minval, maxval))
     minval, maxval = (v if _dt.is_int(v.dtype) else jnp.astype(v, int) for v in (minval, maxval))
@@ -99,7 +112,8 @@ def randint(key, shape, minval, maxval, dtype=int):
     minval, maxval = _clip_integer(minval, dtype), _clip_integer(maxval, dtype)
     unsigned = np.dtype(f"uint{info.bits}")
     first, second = split(key)
-    high, low = _unsigned_bits(first, shape, unsigned), _unsigned_bits(second, shape, unsigned)
+    high = random_bits(first, shape, "randint", info.bits)
+    low = random_bits(second, shape, "randint", info.bits)
     span = jnp.astype(jnp.subtract(maxval, minval), unsigned)
     span = jnp.where(jnp.less_equal(maxval, minval), unsigned.type(1), span)
     # a maxval past the dtype's range reaches its largest value: one more (wrapping to 0 for
@@ -142,14 +156,6 @@ def _clip_integer(value, dtype):
     have, want = np.iinfo(value.dtype), np.iinfo(dtype)
     lo, hi = max(have.min, want.min), min(have.max, want.max)
     return jnp.astype(jnp.clip(value, value.dtype.type(lo), value.dtype.type(hi)), dtype)
-
-
-def _unsigned_bits(key, shape, unsigned):
-    """Random bits of an unsigned dtype (two 32-bit words for a 64-bit one)."""
-    if unsigned.itemsize <= 4:
-        return jnp.astype(bits(key, shape), unsigned)
-    words = jnp.astype(bits(key, (2,) + tuple(shape)), unsigned)
-    return jnp.bitwise_or(jnp.left_shift(words[0], unsigned.type(32)), words[1])
 
 
 @takes_out_sharding
