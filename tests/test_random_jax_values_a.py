@@ -5,6 +5,7 @@ clamps). Expected values were printed by JAX 0.10.2 (CPU) for the same calls: in
 boolean results are pinned exactly, floats to a few ulp where a transcendental function is
 involved."""
 import numpy as np
+import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import shardc as jax
@@ -46,3 +47,21 @@ def test_randint_is_jaxs():
                                  -3506958169482507113, 1329420531636154415,
                                  3780175045237482401, -2791129331754305598])
         assert_array_equal(random.randint(RAW, (6,), 3, 1000), [412, 899, 709, 711, 574, 432])
+
+
+def test_bernoulli_is_jaxs():
+    got = _same_under_jit(lambda k: random.bernoulli(k, 0.3, (12,)), K)
+    assert_array_equal(got, [0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0])
+    assert_array_equal(random.bernoulli(RAW, jnp.array([0.1, 0.5, 0.9]), (2, 3)),
+                       [[0, 0, 1], [0, 0, 1]])
+    # drawn in p's dtype
+    assert_array_equal(random.bernoulli(K, jnp.float16(0.3), (12,)),
+                       [1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1])
+    got = _same_under_jit(lambda k: random.bernoulli(k, 0.3, (12,), mode="high"), K)
+    assert_array_equal(got, [0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0])
+    assert_array_equal(random.bernoulli(RAW, jnp.array([0.1, 1e-9, 0.9]), mode="high"),
+                       [0, 0, 1])
+    with pytest.raises(TypeError, match="must have a floating dtype, got int32"):
+        random.bernoulli(K, 1, (2,))
+    with pytest.raises(ValueError, match="expected 'high' or 'low'"):
+        random.bernoulli(K, 0.5, (2,), mode="mid")

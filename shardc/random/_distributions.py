@@ -159,12 +159,30 @@ def _clip_integer(value, dtype):
 
 
 @takes_out_sharding
-def bernoulli(key, p=0.5, shape=None):
-    """Booleans that are True with probability ``p`` (shape: ``p``'s when ``shape`` is None)."""
+def bernoulli(key, p=0.5, shape=None, mode="low"):
+    """Booleans that are True with probability ``p`` (shape: ``p``'s when ``shape`` is None),
+    JAX's: a uniform draw of ``p``'s (floating) dtype below ``p``. ``mode='high'`` draws two
+    uniforms and adds the second below the first's resolution, so that a ``p`` smaller than
+    that resolution is still honoured."""
+    if shape is not None:
+        shape = sample_shape(shape)
+    if mode not in ("high", "low"):
+        raise ValueError(f"got {mode=}, expected 'high' or 'low'")
     single_key("bernoulli", key)
-    p = jnp.asarray(p) if not hasattr(p, "dtype") else p
-    shape = jnp.shape(p) if shape is None else sample_shape(shape)
-    return jnp.less(uniform(key, shape), p)
+    dtype = jnp.result_type(p)
+    if not _dt.is_float(dtype):
+        raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {dtype}.")
+    p = jnp.astype(jnp.asarray(p), dtype)
+    if shape is None:
+        shape = jnp.shape(p)
+    else:
+        _check_bounds_shape("bernoulli", shape, jnp.shape(p))
+    if mode == "high":
+        u1, u2 = uniform(key, (2,) + shape, dtype)
+        # the resolution of a uniform draw is 2 ** -nmant
+        u2 = jnp.multiply(u2, dtype.type(2.0 ** -_dt.finfo(dtype).nmant))
+        return jnp.less(u2, jnp.subtract(p, u1))
+    return jnp.less(uniform(key, shape, dtype), p)
 
 
 def _unit_open(key, shape, dtype, name: str):
