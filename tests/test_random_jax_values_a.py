@@ -65,3 +65,21 @@ def test_bernoulli_is_jaxs():
         random.bernoulli(K, 1, (2,))
     with pytest.raises(ValueError, match="expected 'high' or 'low'"):
         random.bernoulli(K, 0.5, (2,), mode="mid")
+
+
+def test_permutation_is_jaxs():
+    got = _same_under_jit(lambda k: random.permutation(k, 10), K)
+    assert_array_equal(got, [7, 4, 2, 5, 3, 6, 8, 9, 0, 1])
+    assert_array_equal(random.permutation(K, jnp.arange(7) * 10), [40, 20, 50, 30, 60, 0, 10])
+    x = jnp.arange(12).reshape(3, 4)
+    assert_array_equal(random.permutation(RAW, x, axis=1),
+                       [[2, 3, 0, 1], [6, 7, 4, 5], [10, 11, 8, 9]])
+    got = _same_under_jit(lambda k: random.permutation(k, x, axis=1, independent=True), RAW)
+    assert_array_equal(got, [[2, 3, 0, 1], [4, 5, 7, 6], [10, 9, 11, 8]])
+    # more than (2**32)**(1/3) items: two rounds of sorting
+    big = np.asarray(random.permutation(K, 2000))
+    assert_array_equal(big[:8], [1474, 815, 539, 874, 1693, 84, 995, 1191])
+    assert_array_equal(big[-8:], [554, 1475, 1139, 753, 715, 1865, 1434, 1906])
+    assert sorted(big) == list(range(2000))
+    with pytest.raises(TypeError, match="x must be an integer or at least 1-dimensional"):
+        random.permutation(K, 3.0)

@@ -17,8 +17,8 @@ from ir import primitives as p
 import shardc.numpy as jnp
 import shardc.lax as lax
 from shardc.lax import complex as lax_complex, lgamma, pcast, rem, top_k, while_loop
-from shardc.numpy._core import takes_out_sharding
-from shardc.random._keys import (IMPLS, PRNGKeyArray, bits, fold_in, key_data, random_bits,
+from shardc.numpy._core import canonical_axis, takes_out_sharding
+from shardc.random._keys import (bits, fold_in, IMPLS, key_data, PRNGKeyArray, random_bits,
                                  resolve_impl, sample_shape, single_key, split)
 
 __all__ = [
@@ -199,26 +199,34 @@ def permutation(key, x, axis=0, independent=False):
     """A random permutation of ``range(x)``, or of ``x`` along ``axis`` (every slice permuted
     alike; ``independent=True`` permutes each 1-d slice along ``axis`` on its own).
 
+    JAX's values: a few rounds (enough that 32-bit keys of every item are distinct with high
+    probability) of a stable sort by fresh random 32-bit keys, each round's from a split.
+
     >>> random.permutation(random.key(0), 5)        # the integers 0..4 in a random order
     """
     single_key("permutation", key)
+    axis = canonical_axis(axis, jnp.ndim(x) or 1)
     if jnp.ndim(x) == 0:
         if not _dt.is_int(jnp.result_type(x)):
-            raise TypeError("random.permutation: x must be an integer (the number of items) "
-                            f"or an array with at least one dimension, got {x!r}")
-        return _random_order(key, (int(x),), 0)       # a traced count raises here, as in JAX
+            raise TypeError("x must be an integer or at least 1-dimensional")
+        return _shuffle(key, jnp.arange(int(x)), axis)    # a traced count raises, as in JAX
     x = jnp.asarray(x)
-    axis = axis % x.ndim
-    if independent:
-        order = _random_order(key, x.shape, axis)
-        return jnp.take_along_axis(x, order, axis)
-    return jnp.take(x, _random_order(key, (x.shape[axis],), 0), axis)
+    if independent or x.ndim == 1:
+        return _shuffle(key, x, axis)
+    order = _shuffle(key, jnp.arange(x.shape[axis]), 0)
+    return jnp.take(x, order, axis, unique_indices=True)
 
 
-def _random_order(key, shape, axis):
-    # argsort of 32 random bits per item: ties (which a stable sort breaks by position) are
-    # rare; JAX sorts random keys the same way.
-    return jnp.argsort(bits(key, shape), axis=axis, stable=True)
+def _shuffle(key, x, axis):
+    """``x`` shuffled along ``axis``, JAX's way: ``ceil(3 log(size) / log(2**32 - 1))``
+    rounds, each a stable sort of ``x`` by 32 random bits per item drawn from a new key of a
+    split, so that ties in one round's keys are broken by the next's."""
+    rounds = int(np.ceil(3 * np.log(max(1, x.size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        key, subkey = split(key)
+        sort_keys = random_bits(subkey, x.shape, "permutation", 32)
+        _, x = lax.sort_key_val(sort_keys, x, axis)
+    return x
 
 
 @takes_out_sharding
