@@ -167,6 +167,9 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_legacy_prng_key", "allow", _enum("allow", "warn", "error")),
     Flag("jax_threefry_partitionable", True, _bool,
          functools.partial(_tracing.set_trace_setting, "threefry_partitionable")),
+    # gumbel's (and categorical's) mode when none is given: 'high' when on, else 'low'
+    Flag("jax_high_dynamic_range_gumbel", False, _bool,
+         functools.partial(_tracing.set_trace_setting, "high_dynamic_range_gumbel")),
     # PRNGKey, and split and fold_in given raw key data, return typed keys (read by random)
     Flag("jax_enable_custom_prng", False, _bool,
          functools.partial(_tracing.set_trace_setting, "enable_custom_prng")),

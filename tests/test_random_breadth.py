@@ -183,7 +183,7 @@ def test_choice_with_and_without_replacement():
     assert 1 not in firsts
     with pytest.raises(ValueError, match="larger sample"):
         random.choice(key, 3, (4,), replace=False)
-    with pytest.raises(ValueError, match="p must have shape"):
+    with pytest.raises(ValueError, match="p must be None or a 1D vector"):
         random.choice(key, 3, (2,), p=np.ones(4, np.float32) / 4)
 
 

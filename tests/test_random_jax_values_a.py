@@ -83,3 +83,67 @@ def test_permutation_is_jaxs():
     assert sorted(big) == list(range(2000))
     with pytest.raises(TypeError, match="x must be an integer or at least 1-dimensional"):
         random.permutation(K, 3.0)
+
+
+def test_choice_is_jaxs():
+    got = _same_under_jit(lambda k: random.choice(k, 10, (5,)), K)
+    assert_array_equal(got, [4, 4, 1, 9, 9])
+    assert_array_equal(random.choice(K, jnp.arange(12).reshape(3, 4), (2,), axis=1),
+                       [[0, 2], [4, 6], [8, 10]])
+    # without replacement: the first of a permutation
+    assert_array_equal(random.choice(K, 10, (5,), replace=False), [7, 4, 2, 5, 3])
+    assert_array_equal(random.choice(RAW, jnp.arange(12).reshape(4, 3), (2,), replace=False),
+                       [[6, 7, 8], [9, 10, 11]])
+    got = random.choice(RAW, jnp.arange(24).reshape(2, 3, 4), (2, 2), replace=False, axis=2)
+    assert got.shape == (2, 3, 2, 2)
+    assert_array_equal(got[1], [[[14, 15], [12, 13]], [[18, 19], [16, 17]],
+                                [[22, 23], [20, 21]]])
+    # weighted: the inverse of the cumulative sum at a uniform; without replacement, Gumbel
+    # top-k
+    p = jnp.array([0.1, 0.2, 0.3, 0.2, 0.2])
+    got = _same_under_jit(lambda k: random.choice(k, 5, (8,), p=p), K)
+    assert_array_equal(got, [2, 2, 2, 2, 2, 2, 4, 1])
+    assert_array_equal(random.choice(RAW, jnp.arange(10) * 3, (2, 3), p=jnp.arange(10)),
+                       [[15, 6, 24], [21, 15, 18]])
+    assert_array_equal(random.choice(K, 5, (3,), replace=False, p=p), [2, 1, 3])
+    got = random.choice(RAW, 7, (2, 2), replace=False, p=jnp.arange(1., 8.), mode="high")
+    assert_array_equal(got, [[6, 2], [3, 5]])
+    got = random.choice(RAW, jnp.arange(6.), (0,))
+    assert got.shape == (0,) and got.dtype == np.float32
+    with jax.enable_x64(True):
+        assert random.choice(K, 5, (8,), p=p).dtype == np.int64
+    with pytest.raises(TypeError, match="shape argument of jax.random.choice must be a seq"):
+        random.choice(RAW, 7, 3)
+    with pytest.raises(ValueError, match=r"p has shape \(4,\) and a.shape\[axis\] is 3"):
+        random.choice(RAW, 3, (2,), p=jnp.ones(4) / 4)
+
+
+def test_gumbel_is_jaxs():
+    # within a few ulp: log differs from XLA's in the last bit now and then
+    got = _same_under_jit(lambda k: random.gumbel(k, (6,)), K)
+    assert_allclose(got, [0.3340933918952942, 0.952019453048706, 0.7255305647850037,
+                          0.5481715202331543, 0.2268049567937851, 0.6261159181594849],
+                    rtol=1e-6)
+    want_high = [0.39925816655158997, -0.12997561693191528, 0.043095413595438004,
+                 0.1944437325000763, 0.5124775171279907, 0.12605616450309753]
+    assert_allclose(random.gumbel(K, (6,), mode="high"), want_high, rtol=1e-6)
+    # the default mode follows jax_high_dynamic_range_gumbel, under jit too
+    draw = jax.jit(lambda k: random.gumbel(k, (6,)))
+    low = np.asarray(draw(K))
+    jax.config.update("jax_high_dynamic_range_gumbel", True)
+    try:
+        assert_allclose(draw(K), want_high, rtol=1e-6)
+    finally:
+        jax.config.update("jax_high_dynamic_range_gumbel", False)
+    assert_array_equal(draw(K), low)
+    got = random.gumbel(K, (6,), jnp.float16, mode="high")
+    assert_array_equal(got, np.array([2.525390625, 1.5537109375, -1.3115234375,
+                                      -0.346435546875, 0.515625, 1.0], np.float16))
+    # "highest": the uniform built from 64 bits
+    got = _same_under_jit(lambda k: random.gumbel(k, (20,), mode="highest"), K)
+    assert_allclose(got[:6], [0.3992578089237213, -0.129975825548172, 0.04309510067105293,
+                              0.19444338977336884, 0.5124772787094116, 0.1260560303926468],
+                    rtol=1e-6)
+    assert_allclose(got[-2:], [2.569190263748169, -0.40771445631980896], rtol=1e-6)
+    with pytest.raises(ValueError, match="Must provide valid mode for gumbel got: mid"):
+        random.gumbel(K, (6,), mode="mid")

@@ -6,6 +6,8 @@ draws its bits with ``random_bits``.
 from __future__ import annotations
 
 import functools
+import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from ir import primitives as p
 import shardc.numpy as jnp
 import shardc.lax as lax
 from shardc.lax import complex as lax_complex, lgamma, pcast, rem, top_k, while_loop
+from shardc.config import config
 from shardc.numpy._core import canonical_axis, takes_out_sharding
 from shardc.random._keys import (bits, fold_in, IMPLS, key_data, PRNGKeyArray, random_bits,
                                  resolve_impl, sample_shape, single_key, split)
@@ -237,10 +240,65 @@ def exponential(key, shape=(), dtype=float):
 
 
 @takes_out_sharding
-def gumbel(key, shape=(), dtype=float):
-    """Standard Gumbel floats (location 0, scale 1): ``-log(-log u)``."""
-    u, dtype = _unit_open(key, shape, dtype, "gumbel")
-    return jnp.astype(jnp.negative(jnp.log(jnp.negative(jnp.log(u)))), dtype)
+def gumbel(key, shape=(), dtype=float, mode=None):
+    """Standard Gumbel floats (location 0, scale 1), JAX's: ``-log(-log u)`` of a uniform
+    ``u`` in ``[tiny, 1)`` (``mode='low'``). ``mode='high'`` draws two uniforms, the second
+    filling in below the first's resolution where the first is under 1/2 (the largest draw
+    goes from about 16 to about 32 in float32); ``mode='highest'`` (float32) builds ``u`` from
+    64 random bits. ``mode`` defaults to ``'high'`` under ``jax_high_dynamic_range_gumbel``,
+    else ``'low'``."""
+    single_key("gumbel", key)
+    dtype = _dt.canonicalize(dtype)
+    if not _dt.is_float(dtype):
+        raise ValueError(f"dtype argument to `gumbel` must be a float dtype, got {dtype}")
+    shape = sample_shape(shape)
+    if mode is None:
+        mode = "high" if config.read("jax_high_dynamic_range_gumbel") else "low"
+    if mode not in ("highest", "high", "low"):
+        raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
+    info = _dt.finfo(dtype)
+    if dtype == np.float32 and mode == "highest":
+        words = random_bits(key, (2,) + shape, "gumbel", 32)
+        # 1 - u, as the two's complement of the 64-bit fixed point fraction
+        neg = jnp.bitwise_not(words)
+        carry = jnp.astype(jnp.equal(neg[1], np.uint32(2 ** 32 - 1)), np.uint32)
+        neg = jnp.stack([jnp.add(neg[0], carry), jnp.add(neg[1], np.uint32(1))])
+        flip = jnp.less(words[0], np.uint32(2 ** 31))
+        x = _fraction_to_float32(jnp.where(flip, words, neg))
+        # log1p for u in (0, 1/2), log for 1 - u in [1/2, 1)
+        return jnp.where(flip, jnp.negative(jnp.log(jnp.negative(jnp.log1p(jnp.negative(x))))),
+                         jnp.negative(jnp.log(jnp.negative(jnp.log(x)))))
+    if mode in ("high", "highest"):
+        high, low = uniform(key, (2,) + shape, dtype)
+        x = jnp.where(high >= dtype.type(0.5), high,
+                      jnp.add(jnp.add(high, jnp.multiply(dtype.type(2.0 ** -info.nmant), low)),
+                              dtype.type(info.tiny)))
+        return jnp.negative(jnp.log(jnp.negative(jnp.log1p(jnp.negative(x)))))
+    u = uniform(key, shape, dtype, minval=info.tiny, maxval=1.0)
+    return jnp.negative(jnp.log(jnp.negative(jnp.log(u))))
+
+
+def _fraction_to_float32(words):
+    """The float32 nearest below the 64-bit binary fraction ``words[0] . words[1]`` (in
+    (0, 1); JAX's ``_safe_int_to_float``): its leading one found by counting leading zeros,
+    the 23 bits after it the mantissa."""
+    info = _dt.finfo(np.float32)
+    high_zeros, low_zeros = lax.clz(words[0]), lax.clz(words[1])
+    high, low = words[0], words[1]
+    all_high_zero = jnp.equal(high_zeros, np.uint32(32))
+    mantissa = jnp.bitwise_or(
+        lax.shift_left(high, high_zeros),
+        jnp.where(all_high_zero, lax.shift_left(low, low_zeros),
+                  lax.shift_right_logical(low, jnp.subtract(np.uint32(32), high_zeros))))
+    mantissa = lax.shift_right_logical(mantissa, np.uint32(info.bits - info.nmant - 1))
+    mantissa = jnp.bitwise_and(mantissa, np.uint32((1 << info.nmant) - 1))
+    exponent = jnp.subtract(np.uint32(-info.minexp),
+                            jnp.where(all_high_zero, jnp.add(np.uint32(32), low_zeros),
+                                      high_zeros))
+    exponent = lax.shift_left(exponent, np.uint32(info.nmant))
+    exponent = jnp.bitwise_and(exponent,
+                               np.uint32((1 << (info.bits - 2)) - (1 << (info.nmant - 1))))
+    return lax.bitcast_convert_type(jnp.bitwise_or(exponent, mantissa), np.float32)
 
 
 @takes_out_sharding
@@ -333,36 +391,61 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
 
 
 @takes_out_sharding
-def choice(key, a, shape=(), replace=True, p=None, axis=0):
-    """Items of ``a`` (or of ``range(a)`` for an int) drawn with probabilities ``p``
-    (uniform if None), with or without replacement, as an array of ``shape``."""
+def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
+    """Items of ``a`` along ``axis`` (or of ``range(a)`` for an int) drawn with probabilities
+    ``p`` (uniform if None), with or without replacement: ``shape`` draws, in place of
+    ``a``'s ``axis``.
+
+    JAX's values: ``randint`` indices (uniform, with replacement), the first of a
+    ``permutation`` (uniform, without), the inverse of ``p``'s cumulative sum at a uniform
+    (weighted, with), or the top of ``log p`` plus ``gumbel`` noise of ``mode`` (weighted,
+    without)."""
     single_key("choice", key)
-    shape = sample_shape(shape)
-    n = int(a) if isinstance(a, (int, np.integer)) else jnp.shape(a)[axis]
-    count = int(np.prod(shape, dtype=np.int64))
-    if not replace and count > n:
-        raise ValueError(f"choice: cannot take a larger sample (size {count}) than the "
-                         f"population (size {n}) when replace=False")
-    if p is not None and jnp.shape(p) != (n,):
-        raise ValueError(f"choice: p must have shape ({n},), got {jnp.shape(p)}")
-    index = _choice_indices(key, n, count, replace, p)
-    index = jnp.reshape(index, shape)
-    return index if isinstance(a, (int, np.integer)) else jnp.take(jnp.asarray(a), index, axis)
-
-
-def _choice_indices(key, n, count, replace, p):
-    if replace and p is None:
-        return randint(key, (count,), 0, n)
-    if replace:
-        cdf = jnp.cumsum(jnp.asarray(p, np.float32))
-        u = jnp.multiply(uniform(key, (count,)), cdf[-1])
-        # (u * total can round up to total: keep the index in range)
-        return jnp.minimum(jnp.astype(jnp.searchsorted(cdf, u, side="right"), np.int32), n - 1)
+    if not isinstance(shape, Sequence):
+        raise TypeError(f"shape argument of jax.random.choice must be a sequence, got {shape}")
+    shape = tuple(shape)
+    arr = jnp.asarray(a)
+    if arr.ndim == 0:
+        n_inputs = int(a)
+    else:
+        axis = canonical_axis(axis, arr.ndim)
+        n_inputs = arr.shape[axis]
+    n_draws = math.prod(shape)
+    if n_draws == 0:
+        return jnp.zeros(shape, dtype=arr.dtype)
+    if n_inputs <= 0:
+        raise ValueError("a must be greater than 0 unless no samples are taken")
+    if not replace and n_draws > n_inputs:
+        raise ValueError(f"Cannot take a larger sample (size {n_draws}) than population (size "
+                         f"{n_inputs}) when 'replace=False'")
     if p is None:
-        return permutation(key, n)[:count]
-    # without replacement, by weight: the top ``count`` of log p + Gumbel noise
-    scores = jnp.add(jnp.log(jnp.asarray(p, np.float32)), gumbel(key, (n,)))
-    return jnp.argsort(jnp.negative(scores), stable=True)[:count]
+        if replace:
+            index = randint(key, shape, 0, n_inputs)
+            result = index if arr.ndim == 0 else jnp.take(arr, index, axis)
+        else:
+            slices = (slice(None),) * axis + (slice(n_draws),)
+            result = permutation(key, n_inputs if arr.ndim == 0 else arr, axis)[slices]
+    else:
+        p_arr = jnp.asarray(p)
+        if not _dt.is_inexact(p_arr.dtype):
+            p_arr = jnp.astype(p_arr, _dt.canonicalize(float))
+        if p_arr.shape != (n_inputs,):
+            raise ValueError(f"p must be None or a 1D vector with the same size as "
+                             f"a.shape[axis]. p has shape {p_arr.shape} and a.shape[axis] is "
+                             f"{n_inputs}.")
+        if replace:
+            cdf = jnp.cumsum(p_arr)
+            u = uniform(key, shape, dtype=cdf.dtype)
+            r = jnp.multiply(cdf[-1], jnp.subtract(cdf.dtype.type(1), u))
+            index = jnp.astype(jnp.searchsorted(cdf, r), int)
+        else:
+            # the Gumbel top-k trick
+            scores = jnp.add(gumbel(key, (n_inputs,), dtype=p_arr.dtype, mode=mode),
+                             jnp.log(p_arr))
+            index = jnp.astype(top_k(scores, n_draws)[1], int)
+        result = index if arr.ndim == 0 else jnp.take(arr, index, axis)
+    return jnp.reshape(result, shape if arr.ndim == 0 else
+                       arr.shape[:axis] + shape + arr.shape[axis + 1:])
 
 
 @takes_out_sharding
