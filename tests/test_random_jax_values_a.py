@@ -147,3 +147,39 @@ def test_gumbel_is_jaxs():
     assert_allclose(got[-2:], [2.569190263748169, -0.40771445631980896], rtol=1e-6)
     with pytest.raises(ValueError, match="Must provide valid mode for gumbel got: mid"):
         random.gumbel(K, (6,), mode="mid")
+
+
+def test_categorical_is_jaxs():
+    logits = jnp.array([[0.1, 1.0, -0.5], [2.0, 0.0, 0.3]])
+    got = _same_under_jit(lambda k: random.categorical(k, logits), K)
+    assert_array_equal(got, [1, 0])
+    assert_array_equal(random.categorical(RAW, jnp.array([0.1, 1.0, -0.5, 0.7]), shape=(3, 2)),
+                       [[1, 1], [3, 2], [3, 0]])
+    # the noise is drawn in the logits' layout, whichever axis is sampled
+    got = _same_under_jit(
+        lambda k: random.categorical(k, jnp.arange(12.).reshape(4, 3) / 5, axis=0,
+                                     shape=(2, 3)), K)
+    assert_array_equal(got, [[3, 2, 3], [0, 2, 3]])
+    got = random.categorical(RAW, jnp.arange(8.).reshape(1, 4, 2) / 3, axis=1, shape=(2, 3, 2))
+    assert_array_equal(got, [[[2, 0], [3, 1], [2, 1]], [[3, 2], [3, 1], [3, 3]]])
+    got = random.categorical(RAW, jnp.arange(24.).reshape(2, 3, 4) / 7, axis=-2,
+                             shape=(5, 2, 4))
+    assert_array_equal(got[0], [[1, 0, 2, 2], [2, 1, 0, 1]])
+    assert_array_equal(got[4], [[1, 2, 1, 2], [2, 1, 2, 1]])
+    got = random.categorical(K, jnp.array([0.1, 1.0, -0.5, 0.7]), shape=(6,), mode="high")
+    assert_array_equal(got, [3, 2, 1, 1, 2, 2])
+    got = random.categorical(RAW, jnp.array([0.1, 1.0, -0.5, 0.7], jnp.bfloat16), shape=(6,))
+    assert_array_equal(got, [2, 1, 1, 3, 3, 3])
+    # without replacement: the top of one perturbed copy
+    got = random.categorical(K, jnp.arange(12.).reshape(3, 4) / 5, shape=(2, 3), replace=False)
+    assert_array_equal(got, [[1, 3, 3], [3, 1, 1]])
+    got = random.categorical(RAW, jnp.arange(12.).reshape(4, 3) / 5, axis=0, shape=(3, 3),
+                             replace=False)
+    assert_array_equal(got, [[2, 0, 3], [0, 3, 1], [3, 1, 2]])
+    with pytest.raises(ValueError, match="must be a float dtype, got int32"):
+        random.categorical(K, jnp.array([1, 2, 3]))
+    with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):
+        random.categorical(RAW, jnp.zeros((4, 3)), shape=(5, 3))
+    with pytest.raises(ValueError, match=r"without replacement \(5\) cannot exceed number of "
+                                         r"categories \(4\)"):
+        random.categorical(RAW, jnp.zeros((4, 3)), axis=0, shape=(5, 3), replace=False)

@@ -133,18 +133,10 @@ def _randint(key, shape, minval, maxval, dtype):
     return jnp.add(minval, jnp.astype(offset, dtype))
 
 
-def _broadcasts_to(shape, target) -> bool:
-    """Whether ``shape`` broadcasts to ``target`` (numpy's rule, right-aligned)."""
-    if len(shape) > len(target):
-        return False
-    return all(d in (1, t) for d, t in zip(shape[::-1], target[::-1]))
-
-
 def _check_bounds_shape(name, shape, *param_shapes):
-    try:
-        broadcast = np.broadcast_shapes(shape, *param_shapes)
-    except ValueError:
-        broadcast = None
+    """JAX's check that parameters broadcast to a sampler's ``shape``: lax's ValueError where
+    they do not broadcast at all, JAX's where they broadcast to another shape."""
+    broadcast = lax.broadcast_shapes(tuple(shape), *param_shapes)
     if broadcast != tuple(shape):
         raise ValueError(f"{name} parameter shapes must be broadcast-compatible with shape "
                          f"argument, and the result of broadcasting the shapes must equal the "
@@ -354,38 +346,41 @@ def truncated_normal(key, lower, upper, shape=None, dtype=float):
 
 @takes_out_sharding
 def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
-    """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (Gumbel max trick).
+    """Indices drawn with probabilities ``softmax(logits)`` along ``axis``, JAX's: the argmax
+    of the logits plus ``gumbel`` noise of ``mode`` (the Gumbel max trick), the noise drawn
+    in the logits' layout for every draw of ``shape``.
 
-    ``shape`` (default: ``logits``' shape without ``axis``) must end with that batch shape.
-    Without replacement (``replace=False``) the leading ``prod(shape[:-len(batch)])`` draws
-    of each batch member are distinct: the top ones of one Gumbel-perturbed copy of the
-    logits (the Gumbel top-k trick, as JAX's). ``mode`` (JAX's choice of bit generation) is
-    accepted and changes nothing here.
+    ``shape`` (default: ``logits``' shape without ``axis``) must broadcast with that batch
+    shape. Without replacement (``replace=False``) the leading ``prod(shape[:-len(batch)])``
+    draws of each batch member are distinct: the top ones of one Gumbel-perturbed copy of the
+    logits (the Gumbel top-k trick).
     """
     single_key("categorical", key)
     logits = jnp.asarray(logits)
-    axis = axis % logits.ndim
-    moved = jnp.moveaxis(logits, axis, -1)
-    batch = moved.shape[:-1]
-    shape = batch if shape is None else sample_shape(shape)
-    dtype = logits.dtype if _dt.is_inexact(logits.dtype) else np.float32
-    if replace:
-        # the batch shape broadcasts to the end of ``shape`` (a size-1 batch dimension too)
-        if not _broadcasts_to(batch, shape):
-            raise ValueError(f"categorical: shape {shape} is not broadcast-compatible with "
-                             f"the batch shape {batch} (logits' shape without the sampled "
-                             "axis)")
-        noise = gumbel(key, shape + moved.shape[-1:], dtype)
-        return jnp.argmax(jnp.add(moved, noise), axis=-1)
-    if tuple(shape[len(shape) - len(batch):]) != tuple(batch):
-        raise ValueError(f"categorical: shape {shape} must end with the batch shape {batch} "
-                         "(logits' shape without the sampled axis)")
+    axis = canonical_axis(axis, logits.ndim)
+    batch = tuple(np.delete(logits.shape, axis))
+    if shape is None:
+        shape = batch
+    else:
+        shape = sample_shape(shape)
+        _check_bounds_shape("categorical", shape, batch)
     prefix = shape[:len(shape) - len(batch)]
-    k = int(np.prod(prefix, dtype=np.int64))
-    if k > moved.shape[-1]:
+    if replace:
+        noise_shape = list(shape[len(shape) - len(batch):])
+        noise_shape.insert(axis, logits.shape[axis])
+        noise = gumbel(key, prefix + tuple(noise_shape), logits.dtype, mode=mode)
+        moved = axis - logits.ndim          # the same axis, counted from the end
+        return jnp.argmax(jnp.add(noise, jnp.expand_dims(logits, tuple(range(len(prefix))))),
+                          axis=moved)
+    logits = jnp.add(logits, gumbel(key, logits.shape, logits.dtype, mode=mode))
+    k = math.prod(prefix)
+    if k > logits.shape[axis]:
         raise ValueError(f"Number of samples without replacement ({k}) cannot exceed number "
-                         f"of categories ({moved.shape[-1]}).")
-    _, indices = top_k(jnp.add(moved, gumbel(key, moved.shape, dtype)), k)
+                         f"of categories ({logits.shape[axis]}).")
+    _, indices = top_k(jnp.moveaxis(logits, axis, -1), k)
+    if tuple(shape) != tuple(prefix) + batch:
+        raise ValueError(f"categorical: without replacement, shape {shape} must end with the "
+                         f"batch shape {batch} (logits' shape without the sampled axis)")
     # batch + (k,) -> (k,) + batch -> prefix + batch
     return jnp.reshape(jnp.moveaxis(indices, -1, 0), shape)
 
