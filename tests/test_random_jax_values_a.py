@@ -183,3 +183,48 @@ def test_categorical_is_jaxs():
     with pytest.raises(ValueError, match=r"without replacement \(5\) cannot exceed number of "
                                          r"categories \(4\)"):
         random.categorical(RAW, jnp.zeros((4, 3)), axis=0, shape=(5, 3), replace=False)
+
+
+def test_erf_is_xlas_in_float32():
+    x = jnp.array([-3.9, -1.3, -0.2, 1e-3, 0.37, 0.7071, 1.5, 2.2, 3.8], jnp.float32)
+    want = np.float32([-1.0, -0.934008002281189, -0.22270257771015167, 0.001128378789871931,
+                       0.3992059826850891, 0.6826847195625305, 0.966105043888092,
+                       0.9981372356414795, 0.9999998807907104])
+    assert_array_equal(_same_under_jit(jax.lax.erf, x), want)
+    want16 = np.float16([-1.0, -0.93408203125, -0.22265625, 0.001129150390625, 0.3994140625,
+                         0.6826171875, 0.96630859375, 0.998046875, 1.0])
+    assert_array_equal(jax.lax.erf(x.astype(jnp.float16)), want16)
+
+
+def test_uniform_between_bounds_rounds_once_as_xla():
+    # XLA computes floats * (maxval - minval) + minval as one fused multiply-add
+    got = _same_under_jit(lambda k: random.uniform(k, (6,), minval=-0.7431, maxval=1.3377), K)
+    assert_array_equal(got, np.float32([0.2738068997859955, 0.671422004699707,
+                                        0.5392377972602844, 0.42426231503486633,
+                                        0.19460134208202362, 0.47596973180770874]))
+    got = random.uniform(RAW, (3, 4), minval=jnp.array([0., 1., -2., 5.]),
+                         maxval=jnp.array([[1.], [3.], [7.]]))
+    assert_array_equal(got, np.float32(
+        [[0.6740899085998535, 1.0, -1.0914692878723145, 5.0],
+         [2.192659854888916, 2.261859178543091, 0.24275171756744385, 5.0],
+         [0.488348126411438, 1.5383930206298828, 1.340743899345398, 6.682502269744873]]))
+    # still differentiable in the bounds, as a * (maxval - minval) + minval
+    grad = jax.grad(lambda lo: random.uniform(K, (3,), minval=lo, maxval=2.0).sum())(0.5)
+    u = np.asarray(random.uniform(K, (3,)))
+    assert_allclose(grad, np.sum(1 - u), rtol=1e-6)
+
+
+def test_truncated_normal_is_jaxs():
+    got = _same_under_jit(lambda k: random.truncated_normal(k, -2.0, 1.0, (8,)), K)
+    assert_array_equal(got, np.float32(
+        [-0.19472239911556244, 0.19991998374462128, 0.06830012798309326, -0.04514751210808754,
+         -0.27503320574760437, 0.005857396870851517, -1.3787320852279663, 0.4050241708755493]))
+    got = random.truncated_normal(RAW, jnp.array([-1.0, 0.0, 2.0]), 3.0)
+    assert_array_equal(got, np.float32([0.5974224805831909, 2.197085380554199,
+                                        2.137733221054077]))
+    got = random.truncated_normal(K, -2.0, 1.0, (8,), jnp.float16)
+    assert_array_equal(got, np.float16([-1.373046875, -0.92041015625, 0.9189453125,
+                                        0.363525390625, -0.2783203125, -0.59912109375,
+                                        0.277099609375, -1.0830078125]))
+    with pytest.raises(ValueError, match="truncated_normal parameter shapes must be"):
+        random.truncated_normal(K, jnp.zeros(3), 1.0, (2, 1))

@@ -41,7 +41,6 @@ def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `uniform` must be a float dtype, got {dtype}")
     shape = sample_shape(shape)
-    minval, maxval = (jnp.astype(jnp.asarray(v), dtype) for v in (minval, maxval))
     info = _dt.finfo(dtype)
     nbits, nmant = info.bits, info.nmant
     rng_bits = 8 if nmant < 8 else nbits      # a float of few mantissa bits draws a byte
@@ -51,8 +50,60 @@ def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
     float_bits = jnp.bitwise_or(lax.shift_right_logical(raw, unsigned.type(rng_bits - nmant)),
                                 one)
     floats = jnp.subtract(lax.bitcast_convert_type(float_bits, dtype), dtype.type(1.0))
-    scaled = jnp.add(jnp.multiply(floats, jnp.subtract(maxval, minval)), minval)
+    exact = _exact_multiple(minval, maxval, dtype)
+    minval, maxval = (jnp.astype(jnp.asarray(v), dtype) for v in (minval, maxval))
+    span = jnp.subtract(maxval, minval)
+    if dtype.itemsize >= 4 and not exact:
+        # XLA fuses the product and the sum into one rounding for float32 and float64
+        scaled = _fused_multiply_add(floats, span, minval)
+    else:
+        scaled = jnp.add(jnp.multiply(floats, span), minval)
     return jnp.maximum(minval, scaled)
+
+
+def _exact_multiple(minval, maxval, dtype) -> bool:
+    """Whether bounds given as numbers have a span (in ``dtype``) of a power of two or 0, so
+    that a uniform draw times it is exact and a fused multiply-add rounds as a multiply and
+    an add do (the default bounds, and normal's)."""
+    if not all(isinstance(v, (int, float, np.generic)) for v in (minval, maxval)):
+        return False
+    span = np.asarray(maxval, dtype) - np.asarray(minval, dtype)
+    if not np.isfinite(span):
+        return False
+    mantissa, _ = np.frexp(np.abs(span.astype(np.float64)))
+    return bool(mantissa in (0.0, 0.5))
+
+
+def _fused_multiply_add(a, b, c):
+    """``a * b + c`` rounded once (a fused multiply-add, as XLA computes a product added to),
+    in ``a``'s float32 or float64: the product split exactly into a rounded part and its
+    error (Dekker's, with Veltkamp's splitting), added to ``c`` with the error of that sum
+    kept (Knuth's two-sum), the two errors added last. Gradients are those of ``a * b + c``;
+    where the splitting overflows, the unfused value stands."""
+    dtype = jnp.result_type(a)
+    plain = jnp.add(jnp.multiply(a, b), c)
+    a, b, c = (lax.stop_gradient(jnp.broadcast_to(v, plain.shape)) for v in (a, b, c))
+    splitter = dtype.type(2.0 ** -(-(_dt.finfo(dtype).nmant + 1) // 2) + 1)
+
+    def halves(x):
+        t = jnp.multiply(splitter, x)
+        high = jnp.subtract(t, jnp.subtract(t, x))
+        return high, jnp.subtract(x, high)
+
+    product = jnp.multiply(a, b)
+    (a_hi, a_lo), (b_hi, b_lo) = halves(a), halves(b)
+    error = jnp.add(jnp.add(jnp.add(jnp.subtract(jnp.multiply(a_hi, b_hi), product),
+                                    jnp.multiply(a_hi, b_lo)),
+                            jnp.multiply(a_lo, b_hi)),
+                    jnp.multiply(a_lo, b_lo))
+    total = jnp.add(product, c)
+    back = jnp.subtract(total, product)
+    total_error = jnp.add(jnp.subtract(product, jnp.subtract(total, back)),
+                          jnp.subtract(c, back))
+    fused = jnp.add(total, jnp.add(total_error, error))
+    correction = jnp.where(jnp.isfinite(fused), jnp.subtract(fused, lax.stop_gradient(plain)),
+                           dtype.type(0))
+    return jnp.add(plain, correction)
 
 
 @takes_out_sharding
@@ -320,28 +371,34 @@ def rademacher(key, shape=(), dtype=int):
 
 @takes_out_sharding
 def truncated_normal(key, lower, upper, shape=None, dtype=float):
-    """Standard normal floats conditioned on ``lower < x < upper`` (by inverting the CDF).
+    """Standard normal floats conditioned on ``lower < x < upper``, JAX's: a uniform draw
+    between ``erf(lower / sqrt 2)`` and ``erf(upper / sqrt 2)`` mapped back by
+    ``sqrt 2 * erf_inv``, clamped into the open interval.
 
     ``shape`` defaults to the broadcast shape of ``lower`` and ``upper``.
     """
+    if shape is not None:
+        shape = sample_shape(shape)
     single_key("truncated_normal", key)
     dtype = _dt.canonicalize(dtype)
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `truncated_normal` must be a float dtype, "
                          f"got {dtype}")
+    if shape is None:
+        shape = lax.broadcast_shapes(jnp.shape(lower), jnp.shape(upper))
+    else:
+        _check_bounds_shape("truncated_normal", shape, jnp.shape(lower), jnp.shape(upper))
+    sqrt2 = np.array(np.sqrt(2), dtype)
     lower = jnp.astype(jnp.asarray(lower), dtype)
     upper = jnp.astype(jnp.asarray(upper), dtype)
-    shape = (jnp.broadcast_shapes(jnp.shape(lower), jnp.shape(upper)) if shape is None
-             else sample_shape(shape))
-    sqrt2 = np.asarray(np.sqrt(2), dtype)
     a = bind(p.erf_p, jnp.divide(lower, sqrt2))
     b = bind(p.erf_p, jnp.divide(upper, sqrt2))
-    u = uniform(key, shape, dtype, minval=0.0, maxval=1.0)
-    # erf(x / sqrt 2) is uniform on (a, b) exactly when x is the truncated normal
-    z = jnp.add(a, jnp.multiply(u, jnp.subtract(b, a)))
-    out = jnp.multiply(sqrt2, bind(p.erf_inv_p, jnp.astype(z, dtype)))
+    u = uniform(key, shape, dtype, minval=a, maxval=b)
+    out = jnp.multiply(sqrt2, bind(p.erf_inv_p, u))
+    # rounding (or a draw of exactly a) could leave the open interval: clamp into it
     inf = np.asarray(np.inf, dtype)
-    return jnp.clip(out, jnp.nextafter(lower, inf), jnp.nextafter(upper, -inf))
+    return jnp.clip(out, lax.nextafter(lax.stop_gradient(lower), inf),
+                    lax.nextafter(lax.stop_gradient(upper), -inf))
 
 
 @takes_out_sharding
