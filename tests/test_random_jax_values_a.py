@@ -273,3 +273,60 @@ def test_initializers_are_jaxs():
                                    -0.01529229711741209, 0.08395334333181381,
                                    -0.04891757294535637, 0.048665810376405716,
                                    0.03163277730345726, -0.11909494549036026], rtol=1e-6)
+
+
+def test_exponential_logistic_laplace_rademacher_are_jaxs():
+    # within an ulp or so: log and log1p differ from XLA's in the last bit now and then
+    got = _same_under_jit(lambda k: random.exponential(k, (6,)), K)
+    assert_allclose(got, [0.670817494392395, 1.1388006210327148, 0.9578199982643127,
+                          0.8232924938201904, 0.5990096926689148, 0.8815653324127197],
+                    rtol=1e-6)
+    assert_allclose(random.logistic(K, (6,)),
+                    [-0.0451694130897522, 0.7528398036956787, 0.47375231981277466,
+                     0.245286762714386, -0.19806653261184692, 0.3469008803367615], rtol=1e-6)
+    # sign(u) log1p(-|u|): a positive u gives a negative draw
+    got = _same_under_jit(lambda k: random.laplace(k, (6,)), K)
+    assert_allclose(got, [0.022839652374386787, -0.4456535577774048, -0.2646729052066803,
+                          -0.1301453858613968, 0.10392900556325912, -0.1884182244539261],
+                    rtol=1e-6)
+    got = random.laplace(RAW, (6,), jnp.bfloat16)
+    assert_array_equal(np.asarray(got, np.float32),
+                       [2.5, 5.53125, -0.404296875, 0.96875, -0.052001953125, 0.18359375])
+    assert_array_equal(random.rademacher(K, (10,)), [1, -1, -1, -1, 1, -1, 1, -1, -1, -1])
+    got = random.rademacher(RAW, (7,), jnp.int16)
+    assert got.dtype == np.int16
+    assert_array_equal(got, [-1, -1, 1, 1, -1, -1, 1])
+    with pytest.raises(ValueError, match="`exponential` must be a float dtype, got int32"):
+        random.exponential(RAW, (2,), jnp.int32)
+
+
+def test_multivariate_normal_is_jaxs():
+    mean, cov = jnp.array([1.0, -1.0]), jnp.array([[2.0, 0.5], [0.5, 1.0]])
+    wants = {
+        "cholesky": [[0.9599712491035461, -0.5730453729629517],
+                     [1.418187141418457, -0.751824140548706],
+                     [0.8245911002159119, -0.8409391641616821]],
+        "eigh": [[0.34919482469558716, -1.242292046546936],
+                 [0.8900144696235657, -1.330559253692627],
+                 [0.6599977016448975, -1.021289348602295]],
+        "svd": [[0.8796701431274414, -0.5996153354644775],
+                [0.5418118238449097, -1.04179847240448],
+                [1.0963222980499268, -0.7510290145874023]],
+    }
+    for method, want in wants.items():
+        got = _same_under_jit(
+            lambda k: random.multivariate_normal(k, mean, cov, (3,), method=method), K)
+        assert_allclose(got, want, rtol=1e-6)
+    # integer mean and covariance are promoted to floats
+    got = random.multivariate_normal(RAW, jnp.array([1, 2]), jnp.array([[2, 1], [1, 2]]))
+    assert got.dtype == np.float32
+    assert_allclose(got, [1.6381428241729736, 4.711550712585449], rtol=1e-6)
+    got = random.multivariate_normal(RAW, jnp.zeros((2, 3)), jnp.eye(3) * jnp.array([1., 2., 3.]),
+                                     (4, 2))
+    assert_allclose(got[3], [[-0.3426169455051422, 2.759303569793701, 2.623974323272705],
+                             [-0.2613246738910675, -0.543836772441864, 0.806678831577301]],
+                    rtol=1e-6)
+    with pytest.raises(ValueError, match="method must be one of"):
+        random.multivariate_normal(RAW, jnp.zeros(2), jnp.eye(2), method="qr")
+    with pytest.raises(ValueError, match=r"cov.shape == \(..., n, n\) for n=2, but got"):
+        random.multivariate_normal(RAW, jnp.zeros(2), jnp.eye(3))

@@ -231,13 +231,13 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     return jnp.less(uniform(key, shape, dtype), p)
 
 
-def _unit_open(key, shape, dtype, name: str):
-    """Uniform floats in the open interval ``(0, 1)``: logs of them and of ``1 - u`` are finite."""
+def _float_draw(name: str, key, shape, dtype):
+    """A sampler's checked key, shape and (floating) dtype: JAX's ValueError for another."""
     single_key(name, key)
     dtype = _dt.canonicalize(dtype)
-    tiny = _dt.finfo(dtype).tiny
-    u = uniform(key, sample_shape(shape), dtype, minval=tiny, maxval=1.0)
-    return u, dtype
+    if not _dt.is_float(dtype):
+        raise ValueError(f"dtype argument to `{name}` must be a float dtype, got {dtype}")
+    return sample_shape(shape), dtype
 
 
 @takes_out_sharding
@@ -277,9 +277,11 @@ def _shuffle(key, x, axis):
 
 @takes_out_sharding
 def exponential(key, shape=(), dtype=float):
-    """Exponential floats with rate 1 (mean 1): ``-log(1 - u)``."""
-    u, dtype = _unit_open(key, shape, dtype, "exponential")
-    return jnp.astype(jnp.negative(jnp.log1p(jnp.negative(u))), dtype)
+    """Exponential floats with rate 1 (mean 1), JAX's: ``-log1p(-u)`` of a uniform ``u`` in
+    ``[0, 1)``."""
+    shape, dtype = _float_draw("exponential", key, shape, dtype)
+    u = uniform(key, shape, dtype)
+    return jnp.negative(jnp.log1p(jnp.negative(u)))
 
 
 @takes_out_sharding
@@ -346,19 +348,20 @@ def _fraction_to_float32(words):
 
 @takes_out_sharding
 def logistic(key, shape=(), dtype=float):
-    """Standard logistic floats: ``log(u / (1 - u))``."""
-    u, dtype = _unit_open(key, shape, dtype, "logistic")
-    return jnp.astype(jnp.subtract(jnp.log(u), jnp.log1p(jnp.negative(u))), dtype)
+    """Standard logistic floats, JAX's: ``log(u) - log1p(-u)`` of a uniform ``u`` in
+    ``[tiny, 1)``."""
+    shape, dtype = _float_draw("logistic", key, shape, dtype)
+    u = uniform(key, shape, dtype, minval=_dt.finfo(dtype).tiny, maxval=1.0)
+    return jnp.subtract(jnp.log(u), jnp.log1p(jnp.negative(u)))
 
 
 @takes_out_sharding
 def laplace(key, shape=(), dtype=float):
-    """Standard Laplace floats (location 0, scale 1): ``-sign(v) log(1 - |v|)``, ``v`` uniform
-    in (-1, 1)."""
-    u, dtype = _unit_open(key, shape, dtype, "laplace")
-    v = jnp.subtract(jnp.multiply(u, 2.0), 1.0)
-    return jnp.astype(jnp.multiply(jnp.negative(jnp.sign(v)), jnp.log1p(jnp.negative(jnp.abs(v)))),
-                      dtype)
+    """Standard Laplace floats (location 0, scale 1), JAX's: ``sign(u) log1p(-|u|)`` of a
+    uniform ``u`` in ``(-1, 1)``."""
+    shape, dtype = _float_draw("laplace", key, shape, dtype)
+    u = uniform(key, shape, dtype, minval=-1.0 + _dt.finfo(dtype).epsneg, maxval=1.0)
+    return jnp.multiply(jnp.sign(u), jnp.log1p(jnp.negative(jnp.abs(u))))
 
 
 @takes_out_sharding
@@ -501,37 +504,52 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
 
 
 @takes_out_sharding
-def multivariate_normal(key, mean, cov, shape=None, dtype=float, method="cholesky"):
-    """Normal vectors with ``mean`` (``[..., n]``) and covariance ``cov`` (``[..., n, n]``):
-    ``mean + L z`` with ``z`` standard normal and ``L L^T = cov``: the Cholesky factor
-    (``method='cholesky'``) or ``V sqrt(w)`` from ``eigh`` (``method='eigh'``, which also takes
-    positive semi-definite covariances).
+def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
+    """Normal vectors with ``mean`` (``[..., n]``) and covariance ``cov`` (``[..., n, n]``),
+    JAX's: ``mean + F z`` with ``z`` standard normal (of ``dtype``, by default ``mean``'s)
+    and ``F F^T = cov``: the Cholesky factor (``method='cholesky'``), ``V sqrt(w)`` from
+    ``eigh`` or ``U sqrt(s)`` from ``svd`` (``'eigh'``, ``'svd'``: positive semi-definite
+    covariances too).
 
     ``shape`` (default: the broadcast batch shape of ``mean`` and ``cov``) is the batch shape
     of the result, which has a last dimension ``n``.
     """
     single_key("multivariate_normal", key)
-    if method == "svd":
-        raise NotImplementedError("multivariate_normal: method='svd' needs an SVD, which "
-                                  "shardc does not have; use 'cholesky' or 'eigh'")
-    if method not in ("cholesky", "eigh"):
-        raise ValueError(f"multivariate_normal: method must be 'svd', 'eigh' or 'cholesky', "
-                         f"got {method!r}")
-    dtype = _dt.canonicalize(dtype)
-    mean = jnp.astype(jnp.asarray(mean), dtype)
-    cov = jnp.astype(jnp.asarray(cov), dtype)
-    if mean.ndim < 1 or cov.ndim < 2 or cov.shape[-2:] != (mean.shape[-1],) * 2:
-        raise ValueError(f"multivariate_normal: mean must be [..., n] and cov [..., n, n]; got "
-                         f"{mean.shape} and {cov.shape}")
-    batch = jnp.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
-    shape = batch if shape is None else sample_shape(shape)
-    if method == "cholesky":
-        factor = jnp.linalg.cholesky(cov)
+    mean, cov = (jnp.asarray(v) for v in (mean, cov))
+    inexact = jnp.promote_types(jnp.result_type(mean, cov), _dt.canonicalize(float))
+    mean, cov = (jnp.astype(v, inexact) for v in (mean, cov))
+    if method not in ("svd", "eigh", "cholesky"):
+        raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
+    dtype = mean.dtype if dtype is None else _dt.canonicalize(dtype)
+    if not _dt.is_float(dtype):
+        raise ValueError(f"dtype argument to `multivariate_normal` must be a float dtype, "
+                         f"got {dtype}")
+    if shape is not None:
+        shape = sample_shape(shape)
+    if mean.ndim < 1:
+        raise ValueError(f"multivariate_normal requires mean.ndim >= 1, got mean.ndim == "
+                         f"{mean.ndim}")
+    if cov.ndim < 2:
+        raise ValueError(f"multivariate_normal requires cov.ndim >= 2, got cov.ndim == "
+                         f"{cov.ndim}")
+    n = mean.shape[-1]
+    if cov.shape[-2:] != (n, n):
+        raise ValueError(f"multivariate_normal requires cov.shape == (..., n, n) for n={n}, "
+                         f"but got cov.shape == {cov.shape}.")
+    if shape is None:
+        shape = lax.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
     else:
-        values, vectors = jnp.linalg.eigh(cov)
-        factor = vectors * jnp.sqrt(jnp.maximum(values, 0))[..., None, :]
-    z = normal(key, shape + mean.shape[-1:], dtype)
-    return jnp.add(mean, jnp.matmul(factor, z[..., None])[..., 0])
+        _check_bounds_shape("normal", shape, mean.shape[:-1], cov.shape[:-2])
+    if method == "svd":
+        u, s, _ = jnp.linalg.svd(cov)
+        factor = jnp.multiply(u, jnp.sqrt(s[..., None, :]))
+    elif method == "eigh":
+        w, v = jnp.linalg.eigh(cov)
+        factor = jnp.multiply(v, jnp.sqrt(w[..., None, :]))
+    else:
+        factor = jnp.linalg.cholesky(cov)
+    z = normal(key, tuple(shape) + mean.shape[-1:], dtype)
+    return jnp.add(mean, jnp.einsum("...ij,...j->...i", factor, z))
 
 
 @takes_out_sharding
