@@ -1,6 +1,6 @@
 """jax.random's samplers beyond uniform/normal: shapes, dtypes, supports and moments (fixed
-seeds, tolerances of several standard errors), under jit and in shard_map bodies. The bits
-differ from JAX's (Philox, not threefry); the distributions are the same."""
+seeds, tolerances of several standard errors), under jit and in shard_map bodies. The values
+themselves are pinned to JAX's in test_random_jax_values_a.py."""
 from __future__ import annotations
 
 import math
