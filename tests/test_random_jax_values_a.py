@@ -330,3 +330,13 @@ def test_multivariate_normal_is_jaxs():
         random.multivariate_normal(RAW, jnp.zeros(2), jnp.eye(2), method="qr")
     with pytest.raises(ValueError, match=r"cov.shape == \(..., n, n\) for n=2, but got"):
         random.multivariate_normal(RAW, jnp.zeros(2), jnp.eye(3))
+
+
+def test_traced_shapes_are_jaxs_type_error():
+    @jax.jit
+    def draw(n, d):
+        return random.normal(K, (d, n))
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
+        draw(5, 3)
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
+        jax.jit(lambda n: random.uniform(K, n))(4)

@@ -818,5 +818,12 @@ def bits(key, shape=(), dtype=None):
 
 
 def sample_shape(shape) -> tuple:
-    """A sample shape given as an int or a sequence, as a tuple."""
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    """A sample shape given as an int or a sequence, as a tuple; JAX's TypeError for traced
+    sizes (a shape must be known when tracing)."""
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    if isinstance(shape, Tracer) or any(isinstance(d, Tracer) for d in shape):
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, "
+                        f"got {shape}.\nIf using `jit`, try using `static_argnums` or "
+                        "applying `jit` to smaller subfunctions.")
+    return tuple(shape)
