@@ -1,13 +1,13 @@
 """Kernels of the special functions (``lax.erf``, ``erfc``, ``erf_inv``, ``lgamma``,
-``digamma``), elementwise on numpy arrays of any shape.
+``digamma``) and of float32 ``log`` and ``log1p``, elementwise on numpy arrays of any shape.
 
 Each is computed in float64 and rounded once to the operand's dtype, so float32 results are
-correctly rounded or within an ulp, but for float32 ``erf`` and ``erf_inv``, which compute as
-XLA's do (JAX's random normals and truncated normals are made with them). ``erfc``, ``lgamma``
-and float64 ``erf`` evaluate the C library's functions (``math``) per element; float64
-``erf_inv`` refines a closed-form estimate by Newton steps on ``erf``/``erfc``; ``digamma``
-shifts its argument up by the recurrence and sums the asymptotic series (the reflection
-formula covers negative arguments).
+correctly rounded or within an ulp, but for float32 (and narrower) ``erf``, ``erf_inv``,
+``log`` and ``log1p``, which compute as XLA's CPU code does, bit for bit (JAX's random
+samplers are made of them). ``erfc``, ``lgamma`` and float64 ``erf`` evaluate the C
+library's functions (``math``) per element; float64 ``erf_inv`` refines a closed-form estimate
+by Newton steps on ``erf``/``erfc``; ``digamma`` shifts its argument up by the recurrence and
+sums the asymptotic series (the reflection formula covers negative arguments).
 """
 from __future__ import annotations
 
@@ -83,6 +83,81 @@ def _erf32(x: np.ndarray) -> np.ndarray:
     return np.where(np.abs(x) >= _ERF32_SATURATES, np.copysign(np.float32(1), x), ratio)
 
 
+# XLA's float32 ``log`` (Cephes' ``logf``): ``x = 2**e m`` with ``m`` in ``[sqrt(1/2),
+# sqrt(2))``, ``log(m)`` a polynomial in ``m - 1``, ``e log 2`` added in two parts.
+_LOG32_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+            1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+            3.3333331174e-1)
+_LOG32_LN2_LOW, _LOG32_LN2_HIGH = np.float32(-2.12194440e-4), np.float32(0.693359375)
+# XLA's float32 ``log1p`` for ``|x| < sqrt(2) - 1`` (Cephes' rational approximation), and
+# ``log(1 + x)`` beyond.
+_LOG1P32_P = (4.5270000862445199635215e-5, 4.9854102823193375972212e-1,
+              6.5787325942061044846969e0, 2.9911919328553073277375e1,
+              6.0949667980987787057556e1, 5.7112963590585538103336e1,
+              2.0039553499201281259648e1)
+_LOG1P32_Q = (1.0, 1.5062909083469192043167e1, 8.3047565967967209469434e1,
+              2.2176239823732856465394e2, 3.0909872225312059774938e2,
+              2.1642788614495947685003e2, 6.0118660497603843919306e1)
+
+
+def _log32(x: np.ndarray) -> np.ndarray:
+    """``log`` in float32 as XLA's CPU code computes it (JAX's values): -inf at 0 and at
+    subnormals (XLA flushes them), NaN below 0."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _log32_unchecked(x)
+
+
+def _log32_unchecked(x: np.ndarray) -> np.ndarray:
+    tiny = np.finfo(np.float32).tiny
+    mantissa, exponent = np.frexp(np.maximum(x, tiny))
+    mantissa, exponent = mantissa.astype(np.float32), exponent.astype(np.float32)
+    low = mantissa < np.float32(0.707106781186547524)
+    m = (mantissa - np.float32(1)) + np.where(low, mantissa, np.float32(0))
+    exponent = exponent - low.astype(np.float32)
+    m2 = m * m
+    m3 = m2 * m
+    c = [np.float32(v) for v in _LOG32_P]
+    y = _fma32(c[0], m, c[1])
+    y1 = _fma32(c[3], m, c[4])
+    y2 = _fma32(c[6], m, c[7])
+    y = _fma32(y, m, c[2])
+    y1 = _fma32(y1, m, c[5])
+    y2 = _fma32(y2, m, c[8])
+    y = _fma32(y, m3, y1)
+    y = _fma32(y, m3, y2)
+    y = _fma32(y, m3, exponent * _LOG32_LN2_LOW)
+    result = ((m - m2 * np.float32(0.5)) + y) + exponent * _LOG32_LN2_HIGH
+    result = np.where(x < tiny, np.float32(-np.inf), result)
+    result = np.where(x < 0, np.float32(np.nan), result)
+    return np.where(np.isinf(x) & (x > 0), x, np.where(np.isnan(x), x, result))
+
+
+def _log1p32(x: np.ndarray) -> np.ndarray:
+    """``log1p`` in float32 as XLA's CPU code computes it (JAX's values)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        x2 = x * x
+        ratio = _horner32(x, (0.0,) + _LOG1P32_P) / _horner32(x, (0.0,) + _LOG1P32_Q)
+        small = x + _fma32(np.float32(-0.5), x2, (x * x2) * ratio)
+        large = _log32(x + np.float32(1))
+    return np.where(np.abs(x) < np.float32(0.41421356237309504880), small, large)
+
+
+def log(x):
+    """float32 and narrower floats through XLA's float32 ``log``; others numpy's."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and x.dtype.itemsize <= 4 or x.dtype == ml_dtypes.bfloat16:
+        return _log32(x.astype(np.float32)).astype(x.dtype)
+    return np.log(x)
+
+
+def log1p(x):
+    """float32 and narrower floats through XLA's float32 ``log1p``; others numpy's."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and x.dtype.itemsize <= 4 or x.dtype == ml_dtypes.bfloat16:
+        return _log1p32(x.astype(np.float32)).astype(x.dtype)
+    return np.log1p(x)
+
+
 def erf(x):
     """float64 in float64 (the C library's); float32 and narrower floats through XLA's
     float32 approximation, as JAX computes them."""
@@ -129,10 +204,10 @@ _ERF_INV32_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.0036734284
 
 
 def _erf_inv32(x: np.ndarray) -> np.ndarray:
-    """``erf_inv`` in float32 as XLA computes it (within 3 ulps; JAX's values, but for
-    XLA's own ``log1p`` rounding, about 1 element in 70 an ulp or two apart)."""
+    """``erf_inv`` in float32 as XLA computes it (within 3 ulps of the true value; JAX's
+    values): the polynomial evaluated by fused multiply-adds, of XLA's ``log1p``."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        w = -np.log1p(-x * x)
+        w = -_log1p32(-x * x)
         central = w < np.float32(5)
         out = np.empty(x.shape, np.float32)
         if central.all():          # the common case: no tail, no copies in and out

@@ -2,9 +2,8 @@
 ``choice``, ``categorical``, ``truncated_normal``, ``multivariate_normal``, ``gamma``,
 ``beta``, ``dirichlet``, ``poisson``, ... Each takes a single key (typed or raw data) and
 draws its bits with ``random_bits``, JAX's bits; each follows JAX's algorithm (the same
-splits, bit widths, formulas and clamps), so that integer and boolean draws are JAX's, and
-float draws JAX's too but for the last bit or so of a transcendental function (log, log1p,
-erf_inv) that XLA rounds otherwise.
+splits, bit widths, formulas and clamps, and XLA's roundings: its fused multiply-adds, its
+float32 log, log1p, erf and erf_inv), so that for the same key the draws are JAX's.
 """
 from __future__ import annotations
 
