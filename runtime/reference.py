@@ -110,7 +110,7 @@ def _log1p(x):
     x.im**2`` in double precision (numpy forms ``1 + x`` first and loses the digits)."""
     x = np.asarray(x)
     if x.dtype.kind != "c":
-        return special.log1p(x)
+        return np.log1p(x)
     z = x.astype(np.complex128)
     re, im = z.real, z.imag
     near = _complex(0.5 * np.log1p(re * (2 + re) + im * im), np.arctan2(im, 1 + re))
@@ -120,7 +120,7 @@ def _log1p(x):
 _UNARY_IMPLS = {
     prims.real_p: np.real, prims.imag_p: np.imag, prims.conj_p: _conj,
     prims.neg_p: np.negative, prims.sin_p: np.sin, prims.cos_p: np.cos, prims.tan_p: np.tan,
-    prims.tanh_p: np.tanh, prims.exp_p: _exp, prims.log_p: special.log, prims.log1p_p: _log1p,
+    prims.tanh_p: np.tanh, prims.exp_p: _exp, prims.log_p: np.log, prims.log1p_p: _log1p,
     prims.expm1_p: np.expm1, prims.sqrt_p: np.sqrt, prims.rsqrt_p: _rsqrt, prims.abs_p: np.abs,
     prims.sign_p: _sign, prims.floor_p: np.floor, prims.ceil_p: np.ceil, prims.round_p: _round,
     prims.logistic_p: _logistic, prims.not_p: _not, prims.is_finite_p: np.isfinite,

@@ -84,7 +84,9 @@ def _erf32(x: np.ndarray) -> np.ndarray:
 
 
 # XLA's float32 ``log`` (Cephes' ``logf``): ``x = 2**e m`` with ``m`` in ``[sqrt(1/2),
-# sqrt(2))``, ``log(m)`` a polynomial in ``m - 1``, ``e log 2`` added in two parts.
+# sqrt(2))``, ``log(m)`` a polynomial in ``m - 1``, ``e log 2`` added in two parts. Only
+# ``erf_inv`` computes with it (and so the normal draws are JAX's): ``lax.log`` and ``log1p``
+# are numpy's, within an ulp of XLA's and a hundred times faster.
 _LOG32_P = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
             1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
             3.3333331174e-1)
@@ -141,21 +143,6 @@ def _log1p32(x: np.ndarray) -> np.ndarray:
         large = _log32(x + np.float32(1))
     return np.where(np.abs(x) < np.float32(0.41421356237309504880), small, large)
 
-
-def log(x):
-    """float32 and narrower floats through XLA's float32 ``log``; others numpy's."""
-    x = np.asarray(x)
-    if x.dtype.kind == "f" and x.dtype.itemsize <= 4 or x.dtype == ml_dtypes.bfloat16:
-        return _log32(x.astype(np.float32)).astype(x.dtype)
-    return np.log(x)
-
-
-def log1p(x):
-    """float32 and narrower floats through XLA's float32 ``log1p``; others numpy's."""
-    x = np.asarray(x)
-    if x.dtype.kind == "f" and x.dtype.itemsize <= 4 or x.dtype == ml_dtypes.bfloat16:
-        return _log1p32(x.astype(np.float32)).astype(x.dtype)
-    return np.log1p(x)
 
 
 def erf(x):

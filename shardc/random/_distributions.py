@@ -583,10 +583,10 @@ def gamma_draws(key, a, shape, dtype, log_space: bool):
         shape = sample_shape(shape)
         _check_bounds_shape("gamma", shape, jnp.shape(a))
     a = jnp.broadcast_to(a, shape)
-    return _gamma_with_grad(_typed_key(key), a, log_space)
+    return _gamma_with_grad(typed_key(key), a, log_space)
 
 
-def _typed_key(key):
+def typed_key(key):
     """A typed key for raw key data (of the default implementation, as JAX wraps it; a
     threefry key for two words), so that a loop's splits stay keys of one type."""
     if isinstance(key, PRNGKeyArray):
@@ -605,7 +605,7 @@ def _gamma_with_grad(key, a, log_space):
         return jnp.zeros(a.shape, a.dtype)
     keys = split(key, count)
     alphas = jnp.reshape(a, (count,))
-    alphas, = _varying((alphas,), key, alphas)
+    alphas, = varying_start((alphas,), key, alphas)
     draws = vmap(functools.partial(_gamma_one, log_space=log_space))(keys, alphas)
     return jnp.reshape(draws, a.shape)
 
@@ -664,7 +664,7 @@ def _gamma_grad_series(x, a, enabled):
         return (conditional,) + tuple(jnp.where(active, n, o) for n, o in zip(new, state[1:]))
 
     one, zero = jnp.ones_like(a), jnp.zeros_like(a)
-    start = _varying((enabled, a, one, one, x, zero, zero), enabled, a, x)
+    start = varying_start((enabled, a, one, one, x, zero, zero), enabled, a, x)
     _, _, _, ans, _, _, dans_da = while_loop(lambda state: jnp.any(state[0]), body, start)
     dlogax_da = lax.log(x) - lax.digamma(a + 1)
     return -(dans_da + ans * dlogax_da) * x / a
@@ -715,8 +715,8 @@ def _gamma_grad_continued_fraction(x, a, enabled):
     zero = jnp.zeros_like(x)
     dqkm1_da = -x
     dans_da = (zero - ans * dqkm1_da) / qkm1
-    start = _varying((enabled, ans, jnp.ones_like(x), y, z), enabled, a, x) + (c,) + \
-        _varying((pkm1, qkm1, jnp.ones_like(x), x, zero, zero, zero, dqkm1_da, dans_da),
+    start = varying_start((enabled, ans, jnp.ones_like(x), y, z), enabled, a, x) + (c,) + \
+        varying_start((pkm1, qkm1, jnp.ones_like(x), x, zero, zero, zero, dqkm1_da, dans_da),
                  enabled, a, x)
     state = while_loop(lambda s: (s[5] < 2000) & jnp.any(s[0]), body, start)
     ans, dans_da = state[1], state[14]
@@ -756,7 +756,7 @@ def _gamma_one(key, alpha, log_space):
     ``alpha + 1`` and scaled by ``u ** (1/alpha)`` (its log, ``log(u) / alpha``, in log
     space), ``u`` from the key split off first."""
     dtype = alpha.dtype
-    zero, one, minus_one = (_varying((jnp.asarray(v, dtype),), key, alpha)[0]
+    zero, one, minus_one = (varying_start((jnp.asarray(v, dtype),), key, alpha)[0]
                             for v in (0, 1, -1))
     half, third, squeeze = (dtype.type(v) for v in (0.5, 1. / 3., 0.0331))
     boost_mask = alpha >= one
@@ -857,7 +857,7 @@ def poisson(key, lam, shape=None, dtype=int):
     until every entry is done. A negative or NaN rate gives -1. Threefry keys only, as JAX's
     (NotImplementedError otherwise)."""
     single_key("poisson", key)
-    key = _typed_key(key)
+    key = typed_key(key)
     if key._impl.name != "threefry2x32":
         raise NotImplementedError(f"`poisson` is only implemented for the threefry2x32 RNG, "
                                   f"not {key._impl.tag}")
@@ -893,7 +893,7 @@ def _poisson_by_arrivals(key, lam, dtype, max_iters):
 
     start = (jnp.asarray(0, dtype), jnp.zeros(lam.shape, dtype), key,
              jnp.zeros(lam.shape, np.float32))
-    start = _varying(start[:2], key, lam) + (key,) + _varying(start[3:], key, lam)
+    start = varying_start(start[:2], key, lam) + (key,) + varying_start(start[3:], key, lam)
     count = while_loop(cond, body, start)[1]
     return jnp.astype(count - dtype.type(1), dtype)
 
@@ -926,12 +926,12 @@ def _poisson_by_rejection(key, lam, dtype, max_iters):
         rounds, _, accepted, _ = state
         return jnp.any(~accepted) & (rounds < max_iters)
 
-    start = _varying((jnp.asarray(0, dtype), jnp.full(lam.shape, -1.0, lam.dtype),
+    start = varying_start((jnp.asarray(0, dtype), jnp.full(lam.shape, -1.0, lam.dtype),
                       jnp.zeros(lam.shape, jnp.bool_)), key, lam) + (key,)
     return jnp.astype(while_loop(cond, body, start)[1], dtype)
 
 
-def _varying(start: tuple, key, *operands) -> tuple:
+def varying_start(start: tuple, key, *operands) -> tuple:
     """A rejection loop's initial state, varying over the mesh axes its key and operands vary
     over in a shard_map body, as the rounds make it (JAX's loop keeps a carry's type)."""
     axes = frozenset().union(*(aval_of(v).vma for v in (key_data(key),) + operands))

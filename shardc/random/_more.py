@@ -15,9 +15,9 @@ import shardc.numpy as jnp
 import shardc.lax as lax
 from shardc.lax import while_loop
 from shardc.numpy._core import takes_out_sharding
-from shardc.random._distributions import (_typed_key, _varying, check_safe_to_cast,
-                                          exponential, fused_multiply_add, gamma_draws,
-                                          gamma_dtype, normal, rademacher, uniform)
+from shardc.random._distributions import (check_safe_to_cast, exponential, fused_multiply_add,
+                                          gamma_draws, gamma_dtype, normal, rademacher,
+                                          typed_key, uniform, varying_start)
 from shardc.random._keys import sample_shape, single_key, split
 
 __all__ = [
@@ -316,7 +316,7 @@ def _binomial_inversion(key, count, prob, dtype, max_iters):
         return jnp.any(geom_sum <= count) & (rounds < max_iters)
 
     zeros = jnp.zeros(prob.shape, prob.dtype)
-    start = _varying((jnp.asarray(0, np.int32), zeros, zeros), key, count, prob) + (key,)
+    start = varying_start((jnp.asarray(0, np.int32), zeros, zeros), key, count, prob) + (key,)
     k = while_loop(cond, body, start)[1]
     return jnp.astype(k - 1, dtype)
 
@@ -358,7 +358,7 @@ def _btrs(key, count, prob, dtype, max_iters):
         rounds, _, accepted, _ = state
         return jnp.any(~accepted) & (rounds < max_iters)
 
-    start = _varying((jnp.asarray(0, np.int32), jnp.full(prob.shape, -1, prob.dtype),
+    start = varying_start((jnp.asarray(0, np.int32), jnp.full(prob.shape, -1, prob.dtype),
                       jnp.zeros(prob.shape, jnp.bool_)), key, count, prob) + (key,)
     return jnp.astype(while_loop(cond, body, start)[1], dtype)
 
@@ -376,7 +376,7 @@ def binomial(key, n, p, shape=None, dtype=None):
         prob = jnp.astype(prob, _dt.canonicalize(float))
     count = jnp.broadcast_to(jnp.astype(jnp.asarray(n), prob.dtype), shape)
     prob = jnp.broadcast_to(prob, shape)
-    key = _typed_key(key)
+    key = typed_key(key)
     p_lt_half = prob < 0.5
     q = jnp.where(p_lt_half, prob, 1.0 - prob)
     count_nan_or_neg = jnp.isnan(count) | (count < 0.0)
