@@ -183,6 +183,14 @@ def _rot_cols(h, i, j, rows, cs, sn):
     h[rows, j] = cs * y - sn * x
 
 
+def _iteration_limits(n: int) -> tuple:
+    """LAPACK's QR iteration constants for an ``n x n`` matrix: the unit roundoff, the size
+    below which a subdiagonal entry counts as zero, and the iterations allowed per
+    eigenvalue."""
+    ulp = np.finfo(np.float64).eps
+    return ulp, np.finfo(np.float64).tiny * (n / ulp), 30 * max(10, n)
+
+
 def _small_subdiagonal(h, k, ilo, ihi, cabs, ulp, smlnum):
     """lahqr's deflation test of ``h[k, k-1]`` (Ahues and Tisseur's criterion)."""
     sub = cabs(h[k, k - 1])
@@ -217,11 +225,7 @@ def _lahqr_real(h: np.ndarray, z: np.ndarray) -> bool:
     if n >= 3:
         h[n - 1, n - 3] = 0
     ilo, ihi = 0, n - 1
-    nh = n
-    safmin = np.finfo(np.float64).tiny
-    ulp = np.finfo(np.float64).eps
-    smlnum = safmin * (nh / ulp)
-    itmax = 30 * max(10, nh)
+    ulp, smlnum, itmax = _iteration_limits(n)
     kdefl = 0
     i = ihi
     while i >= ilo:
@@ -349,11 +353,7 @@ def _lahqr_complex(h: np.ndarray, z: np.ndarray) -> bool:
             h[i, i:] *= sc
             h[:min(n - 1, i + 1) + 1, i] *= np.conj(sc)
             z[:, i] *= np.conj(sc)
-    nh = n
-    safmin = np.finfo(np.float64).tiny
-    ulp = np.finfo(np.float64).eps
-    smlnum = safmin * (nh / ulp)
-    itmax = 30 * max(10, nh)
+    ulp, smlnum, itmax = _iteration_limits(n)
     kdefl = 0
     i = ihi
     while i >= ilo:
