@@ -972,9 +972,9 @@ class JitFunction:
         if self.in_shardings is UNSPECIFIED:
             return args, kwargs
         if kwargs:
-            raise ValueError("pjit does not support kwargs when in_shardings is specified. jit "
-                             "does not support keyword arguments when in_shardings is "
-                             f"specified (got {sorted(kwargs)} for function {_name(self.fun)})")
+            raise ValueError("pjit does not support kwargs when in_shardings is specified. "
+                             f"(jit of {_name(self.fun)} got the keyword arguments "
+                             f"{sorted(kwargs)}; pass them by position)")
         static = set(self._static_positions(len(args)))
         dynamic = tuple(a for k, a in enumerate(args) if k not in static)
         prefix = self.in_shardings
