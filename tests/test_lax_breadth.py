@@ -1129,3 +1129,22 @@ def test_narrow_integers_clz_and_abs_as_jax():
         assert np.asarray(jnp.abs(lax.iota(dtype, 3))).tolist() == [0, 1, 2]
     assert np.asarray(jnp.abs(jnp.array([True, False]))).tolist() == [True, False]
     assert np.asarray(lax.abs(jnp.array([-3, 2], np.int8))).tolist() == [3, 2]
+
+
+def test_symmetric_product_as_jax():
+    from shardc.lax import linalg as lax_linalg
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    c = rng.standard_normal((3, 4, 4)).astype(np.float32)
+    c = c + np.swapaxes(c, -1, -2)
+    want = 0.5 * np.einsum("bij,bkj->bik", a, a) + 2.0 * c
+    got = lax_linalg.symmetric_product(a, c, alpha=0.5, beta=2.0, symmetrize_output=True)
+    assert got.dtype == np.float32 and got.shape == (3, 4, 4)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    batched = shardc.vmap(lambda x, y: lax_linalg.symmetric_product(x, y))(a, c * 0)
+    np.testing.assert_allclose(np.tril(batched), np.tril(np.einsum("bij,bkj->bik", a, a)),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"symmetric_update expects a rectangular matrix of "
+                                         r"shape \(m, n\) and a square matrix of shape \(n, n\). "
+                                         r"Got shapes \(4, 5\) and \(5, 5\)."):
+        lax_linalg.symmetric_product(a, np.zeros((3, 5, 5), np.float32))

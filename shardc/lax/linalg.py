@@ -19,8 +19,8 @@ from shardc.numpy import linalg as _np_linalg
 
 __all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eig", "eigh",
            "geqp3", "geqrf", "hessenberg", "householder_product", "lu", "ormqr",
-           "lu_pivots_to_permutation", "qr", "schur", "svd", "triangular_solve", "tridiagonal",
-           "tridiagonal_solve"]
+           "lu_pivots_to_permutation", "qr", "schur", "svd", "symmetric_product",
+           "triangular_solve", "tridiagonal", "tridiagonal_solve"]
 
 
 class SvdAlgorithm(enum.Enum):
@@ -222,6 +222,31 @@ def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_ind
         raise NotImplementedError(
             "The SVD Jacobi and Polar algorithms are not implemented on CPU.")
     return _np_linalg.svd(x, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+def symmetric_product(a_matrix, c_matrix, *, alpha: float = 1., beta: float = 0.,
+                      symmetrize_output: bool = False):
+    """``alpha * A A^T + beta * C`` for batches of ``A`` (``[..., m, n]``) and symmetric ``C``
+    (``[..., m, m]``), as JAX's CPU computes it (a batched matmul); with ``symmetrize_output``
+    the upper triangle is the lower one's transpose (JAX promises only the lower triangle
+    otherwise; here the whole product is computed)."""
+    a, c = jnp.asarray(a_matrix), jnp.asarray(c_matrix)
+    for name, x in (("a_matrix", a), ("c_matrix", c)):
+        if x.ndim < 2:
+            raise ValueError(f"symmetric_product: {name} must have at least 2 dimensions, "
+                             f"got shape {x.shape}")
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            raise TypeError(f"symmetric_product does not accept dtype {x.dtype}. Accepted "
+                            "dtypes are subtypes of floating.")
+    if a.shape[-2] != c.shape[-1] or c.shape[-2] != c.shape[-1]:
+        raise ValueError("symmetric_update expects a rectangular matrix of shape (m, n) and a "
+                         f"square matrix of shape (n, n). Got shapes {a.shape[-2:]} and "
+                         f"{c.shape[-2:]}.")
+    result = alpha * jnp.matmul(a, jnp.swapaxes(a, -1, -2),
+                                precision="highest") + beta * c
+    if symmetrize_output:
+        result = jnp.tril(result) + jnp.swapaxes(jnp.tril(result, -1), -1, -2)
+    return result
 
 
 def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False,
