@@ -23,8 +23,8 @@ import shardc.lax as lax
 from shardc.lax import complex as lax_complex, lgamma, pcast, rem, top_k, while_loop
 from shardc.config import config
 from shardc.numpy._core import canonical_axis, takes_out_sharding
-from shardc.random._keys import (bits, fold_in, IMPLS, key_data, PRNGKeyArray, random_bits,
-                                 resolve_impl, sample_shape, single_key, split)
+from shardc.random._keys import (bits, compiled, fold_in, IMPLS, key_data, PRNGKeyArray,
+                                 random_bits, resolve_impl, sample_shape, single_key, split)
 
 __all__ = [
     "uniform", "normal", "randint", "bernoulli", "permutation", "exponential", "gumbel", "logistic",
@@ -125,7 +125,8 @@ def normal(key, shape=(), dtype=float):
         re, im = (jnp.astype(_normal_real(k, shape, real_dtype), dtype) for k in (key_re, key_im))
         return jnp.divide(jnp.add(re, jnp.multiply(im, dtype.type(1j))),
                           dtype.type(np.sqrt(2)))
-    return _normal_real(key, shape, dtype)
+    # one compiled program per shape and dtype, as JAX's jitted _normal
+    return compiled(_normal_real, shape, dtype)(key)
 
 
 def _normal_real(key, shape, dtype):

@@ -719,21 +719,21 @@ def random_bits(key, shape, name: str = "random_bits", bit_width: int = 32):
     element's index, its two words xor-ed (64 bits: the first word high, the second low).
     One compiled program, as JAX's (an eager call runs it at once)."""
     shape = tuple(int(d) for d in shape)
-    return _compiled(_bits_of_words, shape, bit_width)(single_key(name, key))
+    return compiled(_bits_of_words, shape, bit_width)(single_key(name, key))
 
 
-def _compiled(fn, *static):
+def compiled(fn, *static):
     """``fn`` of one array with its static arguments bound, jitted once per ``static``: a
     call with arrays only takes jit's fast path."""
-    found = _COMPILED.get((fn, static))
+    found = _PROGRAMS.get((fn, static))
     if found is None:
-        if len(_COMPILED) > 1024:
-            _COMPILED.clear()
-        found = _COMPILED[(fn, static)] = _jit(lambda value: fn(value, *static))
+        if len(_PROGRAMS) > 1024:
+            _PROGRAMS.clear()
+        found = _PROGRAMS[(fn, static)] = _jit(lambda value: fn(value, *static))
     return found
 
 
-_COMPILED: dict = {}
+_PROGRAMS: dict = {}
 
 
 def _bits_of_words(words, shape, bit_width):
@@ -774,7 +774,7 @@ def _by_halves(fn, data, shape):
 def split(key, num=2):
     """``num`` new keys (an int or a shape): typed keys of shape ``(num,)`` for a typed key,
     ``uint32[num, 2]`` for raw key data."""
-    new = _compiled(_split_data, sample_shape(num))(single_key_data("split", key))
+    new = compiled(_split_data, sample_shape(num))(single_key_data("split", key))
     if isinstance(key, PRNGKeyArray):
         return PRNGKeyArray(key._impl, new)
     return _raw_keys_out(new)
