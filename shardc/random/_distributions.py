@@ -43,6 +43,14 @@ def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `uniform` must be a float dtype, got {dtype}")
     shape = sample_shape(shape)
+    if all(type(v) in (int, float) for v in (minval, maxval)):
+        # bounds given as numbers: one compiled program per shape, dtype and bounds, as
+        # JAX's jitted _uniform
+        return compiled(_uniform_draw, shape, dtype, minval, maxval)(key)
+    return _uniform_draw(key, shape, dtype, minval, maxval)
+
+
+def _uniform_draw(key, shape, dtype, minval, maxval):
     info = _dt.finfo(dtype)
     nbits, nmant = info.bits, info.nmant
     rng_bits = 8 if nmant < 8 else nbits      # a float of few mantissa bits draws a byte
