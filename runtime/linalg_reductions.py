@@ -213,17 +213,36 @@ def _small_subdiagonal(h, k, ilo, ihi, cabs, ulp, smlnum):
     return False
 
 
+def _clear_below_subdiagonal(h: np.ndarray) -> None:
+    """Zero what lies below a Hessenberg matrix's subdiagonal (lahqr's first step)."""
+    n = h.shape[0]
+    for j in range(n - 3):
+        h[j + 2, j] = 0
+        h[j + 3, j] = 0
+    if n >= 3:
+        h[n - 1, n - 3] = 0
+
+
+def _deflation_start(h, i, l, ilo, ihi, cabs, ulp, smlnum) -> int:
+    """The first row of the active block ending at ``i``: the lowest ``k > l`` whose
+    subdiagonal entry is negligible (set to zero), else ``l``."""
+    k = i
+    while k > l:
+        if _small_subdiagonal(h, k, ilo, ihi, cabs, ulp, smlnum):
+            break
+        k -= 1
+    if k > ilo:
+        h[k, k - 1] = 0
+    return k
+
+
 def _lahqr_real(h: np.ndarray, z: np.ndarray) -> bool:
     """The real Schur form of the Hessenberg ``h`` and the Schur vectors (``z`` updated),
     in place, as LAPACK's dlahqr (wantt, wantz); False where the iteration fails."""
     n = h.shape[0]
     if n == 0:
         return True
-    for j in range(n - 3):
-        h[j + 2, j] = 0
-        h[j + 3, j] = 0
-    if n >= 3:
-        h[n - 1, n - 3] = 0
+    _clear_below_subdiagonal(h)
     ilo, ihi = 0, n - 1
     ulp, smlnum, itmax = _iteration_limits(n)
     kdefl = 0
@@ -232,98 +251,109 @@ def _lahqr_real(h: np.ndarray, z: np.ndarray) -> bool:
         l = ilo
         converged = False
         for _ in range(itmax + 1):
-            k = i
-            while k > l:
-                if _small_subdiagonal(h, k, ilo, ihi, abs, ulp, smlnum):
-                    break
-                k -= 1
-            l = k
-            if l > ilo:
-                h[l, l - 1] = 0
+            l = _deflation_start(h, i, l, ilo, ihi, abs, ulp, smlnum)
             if l >= i - 1:
                 converged = True
                 break
             kdefl += 1
-            if kdefl % (2 * _EXCEPTIONAL_EVERY) == 0:
-                s = abs(h[i, i - 1]) + abs(h[i - 1, i - 2])
-                h11 = _DAT1 * s + h[i, i]
-                h12, h21, h22 = _DAT2 * s, s, h11
-            elif kdefl % _EXCEPTIONAL_EVERY == 0:
-                s = abs(h[l + 1, l]) + abs(h[l + 2, l + 1])
-                h11 = _DAT1 * s + h[l, l]
-                h12, h21, h22 = _DAT2 * s, s, h11
-            else:
-                h11, h21, h12, h22 = h[i - 1, i - 1], h[i, i - 1], h[i - 1, i], h[i, i]
-            s = abs(h11) + abs(h12) + abs(h21) + abs(h22)
-            if s == 0:
-                rt1r = rt1i = rt2r = rt2i = 0.0
-            else:
-                h11, h21, h12, h22 = h11 / s, h21 / s, h12 / s, h22 / s
-                tr = (h11 + h22) / 2
-                det = (h11 - tr) * (h22 - tr) - h12 * h21
-                rtdisc = math.sqrt(abs(det))
-                if det >= 0:
-                    rt1r = rt2r = tr * s
-                    rt1i = rtdisc * s
-                    rt2i = -rt1i
-                else:
-                    rt1r, rt2r = tr + rtdisc, tr - rtdisc
-                    if abs(rt1r - h22) <= abs(rt2r - h22):
-                        rt1r = rt2r = rt1r * s
-                    else:
-                        rt1r = rt2r = rt2r * s
-                    rt1i = rt2i = 0.0
-            # two consecutive small subdiagonal elements
-            for m in range(i - 2, l - 1, -1):
-                h21s = h[m + 1, m]
-                s = abs(h[m, m] - rt2r) + abs(rt2i) + abs(h21s)
-                h21s = h[m + 1, m] / s
-                v1 = (h21s * h[m, m + 1] + (h[m, m] - rt1r) * ((h[m, m] - rt2r) / s)
-                      - rt1i * (rt2i / s))
-                v2 = h21s * (h[m, m] + h[m + 1, m + 1] - rt1r - rt2r)
-                v3 = h21s * h[m + 2, m + 1]
-                s = abs(v1) + abs(v2) + abs(v3)
-                v1, v2, v3 = v1 / s, v2 / s, v3 / s
-                if m == l:
-                    break
-                h00 = abs(h[m, m - 1]) * (abs(v2) + abs(v3))
-                h01 = abs(v1) * (abs(h[m - 1, m - 1]) + abs(h[m, m]) + abs(h[m + 1, m + 1]))
-                if h00 <= ulp * h01:
-                    break
-            v = np.array([v1, v2, v3])
-            for k in range(m, i):
-                nr = min(3, i - k + 1)
-                if k > m:
-                    v = h[k:k + nr, k - 1].copy()
-                beta, t1, vv = _larfg(v[:nr])
-                if k > m:
-                    h[k, k - 1] = beta
-                    h[k + 1, k - 1] = 0
-                    if k < i - 1:
-                        h[k + 2, k - 1] = 0
-                elif m > l:
-                    h[k, k - 1] = h[k, k - 1] * (1 - t1)
-                rows = slice(k, k + nr)
-                tv = t1 * vv
-                block = h[rows, k:]
-                block -= np.outer(tv, vv @ block)
-                top = min(k + 3, i) + 1
-                cols = h[:top, rows]
-                cols -= np.outer(cols @ vv, tv)
-                zc = z[:, rows]
-                zc -= np.outer(zc @ vv, tv)
+            shifts = _real_shifts(h, i, l, kdefl)
+            m, v = _real_sweep_start(h, i, l, shifts, ulp)
+            _real_sweep(h, z, i, l, m, v)
         if not converged:
             return False
         if l == i - 1:
-            a, b, c, d, cs, sn = _lanv2(h[i - 1, i - 1], h[i - 1, i], h[i, i - 1], h[i, i])
-            h[i - 1, i - 1], h[i - 1, i], h[i, i - 1], h[i, i] = a, b, c, d
-            if n - 1 > i:
-                _rot_rows(h, i - 1, i, slice(i + 1, n), cs, sn)
-            _rot_cols(h, i - 1, i, slice(0, i - 1), cs, sn)
-            _rot_cols(z, i - 1, i, slice(0, n), cs, sn)
+            _standardize_block(h, z, i)
         kdefl = 0
         i = l - 1
     return True
+
+
+def _real_shifts(h, i, l, kdefl) -> tuple:
+    """The double shift of the block ending at ``i`` (real and imaginary parts of the two
+    eigenvalues of its last 2x2 block, or an exceptional shift every so many iterations)."""
+    if kdefl % (2 * _EXCEPTIONAL_EVERY) == 0:
+        s = abs(h[i, i - 1]) + abs(h[i - 1, i - 2])
+        h11 = _DAT1 * s + h[i, i]
+        h12, h21, h22 = _DAT2 * s, s, h11
+    elif kdefl % _EXCEPTIONAL_EVERY == 0:
+        s = abs(h[l + 1, l]) + abs(h[l + 2, l + 1])
+        h11 = _DAT1 * s + h[l, l]
+        h12, h21, h22 = _DAT2 * s, s, h11
+    else:
+        h11, h21, h12, h22 = h[i - 1, i - 1], h[i, i - 1], h[i - 1, i], h[i, i]
+    s = abs(h11) + abs(h12) + abs(h21) + abs(h22)
+    if s == 0:
+        return 0.0, 0.0, 0.0, 0.0
+    h11, h21, h12, h22 = h11 / s, h21 / s, h12 / s, h22 / s
+    tr = (h11 + h22) / 2
+    det = (h11 - tr) * (h22 - tr) - h12 * h21
+    rtdisc = math.sqrt(abs(det))
+    if det >= 0:
+        return tr * s, rtdisc * s, tr * s, -rtdisc * s
+    rt1r, rt2r = tr + rtdisc, tr - rtdisc
+    real = rt1r * s if abs(rt1r - h22) <= abs(rt2r - h22) else rt2r * s
+    return real, 0.0, real, 0.0
+
+
+def _real_sweep_start(h, i, l, shifts, ulp) -> tuple:
+    """Where the double-shift sweep starts (two consecutive small subdiagonal elements), and
+    the first column of the shifted product there."""
+    rt1r, rt1i, rt2r, rt2i = shifts
+    for m in range(i - 2, l - 1, -1):
+        h21s = h[m + 1, m]
+        s = abs(h[m, m] - rt2r) + abs(rt2i) + abs(h21s)
+        h21s = h[m + 1, m] / s
+        v1 = (h21s * h[m, m + 1] + (h[m, m] - rt1r) * ((h[m, m] - rt2r) / s)
+              - rt1i * (rt2i / s))
+        v2 = h21s * (h[m, m] + h[m + 1, m + 1] - rt1r - rt2r)
+        v3 = h21s * h[m + 2, m + 1]
+        s = abs(v1) + abs(v2) + abs(v3)
+        v1, v2, v3 = v1 / s, v2 / s, v3 / s
+        if m == l:
+            break
+        h00 = abs(h[m, m - 1]) * (abs(v2) + abs(v3))
+        h01 = abs(v1) * (abs(h[m - 1, m - 1]) + abs(h[m, m]) + abs(h[m + 1, m + 1]))
+        if h00 <= ulp * h01:
+            break
+    return m, np.array([v1, v2, v3])
+
+
+def _real_sweep(h, z, i, l, m, v) -> None:
+    """The double-shift QR sweep from ``m`` to ``i``: 3x3 reflectors chase the bulge down,
+    applied to ``h`` and the Schur vectors ``z``."""
+    for k in range(m, i):
+        nr = min(3, i - k + 1)
+        if k > m:
+            v = h[k:k + nr, k - 1].copy()
+        beta, t1, vv = _larfg(v[:nr])
+        if k > m:
+            h[k, k - 1] = beta
+            h[k + 1, k - 1] = 0
+            if k < i - 1:
+                h[k + 2, k - 1] = 0
+        elif m > l:
+            h[k, k - 1] = h[k, k - 1] * (1 - t1)
+        rows = slice(k, k + nr)
+        tv = t1 * vv
+        block = h[rows, k:]
+        block -= np.outer(tv, vv @ block)
+        top = min(k + 3, i) + 1
+        cols = h[:top, rows]
+        cols -= np.outer(cols @ vv, tv)
+        zc = z[:, rows]
+        zc -= np.outer(zc @ vv, tv)
+
+
+def _standardize_block(h, z, i) -> None:
+    """A converged 2x2 block ending at ``i`` in standard form (lanv2), its rotation applied
+    to the rest of ``h`` and to ``z``."""
+    n = h.shape[0]
+    a, b, c, d, cs, sn = _lanv2(h[i - 1, i - 1], h[i - 1, i], h[i, i - 1], h[i, i])
+    h[i - 1, i - 1], h[i - 1, i], h[i, i - 1], h[i, i] = a, b, c, d
+    if n - 1 > i:
+        _rot_rows(h, i - 1, i, slice(i + 1, n), cs, sn)
+    _rot_cols(h, i - 1, i, slice(0, i - 1), cs, sn)
+    _rot_cols(z, i - 1, i, slice(0, n), cs, sn)
 
 
 # --- complex Schur form: lahqr's single-shift QR iteration ----------------------------------
@@ -338,6 +368,132 @@ def _lahqr_complex(h: np.ndarray, z: np.ndarray) -> bool:
     n = h.shape[0]
     if n == 0:
         return True
+    _clear_below_subdiagonal(h)
+    ilo, ihi = 0, n - 1
+    for i in range(ilo + 1, ihi + 1):         # make the subdiagonal real
+        if h[i, i - 1].imag != 0:
+            sc = h[i, i - 1] / _cabs1(h[i, i - 1])
+            sc = np.conj(sc) / abs(sc)
+            h[i, i - 1] = abs(h[i, i - 1])
+            h[i, i:] *= sc
+            h[:min(n - 1, i + 1) + 1, i] *= np.conj(sc)
+            z[:, i] *= np.conj(sc)
+    ulp, smlnum, itmax = _iteration_limits(n)
+    kdefl = 0
+    i = ihi
+    while i >= ilo:
+        l = ilo
+        converged = False
+        for _ in range(itmax + 1):
+            l = _deflation_start(h, i, l, ilo, ihi, _cabs1, ulp, smlnum)
+            if l >= i:
+                converged = True
+                break
+            kdefl += 1
+            t = _complex_shift(h, i, l, kdefl)
+            m, v = _complex_sweep_start(h, i, l, t, ulp)
+            _complex_sweep(h, z, i, l, m, v)
+            _real_last_subdiagonal(h, z, i)
+        if not converged:
+            return False
+        kdefl = 0
+        i = l - 1
+    return True
+
+
+def _complex_shift(h, i, l, kdefl):
+    """The single shift of the block ending at ``i``: Wilkinson's, or an exceptional one
+    every so many iterations."""
+    if kdefl % (2 * _EXCEPTIONAL_EVERY) == 0:
+        return _DAT1 * abs(h[i, i - 1].real) + h[i, i]
+    if kdefl % _EXCEPTIONAL_EVERY == 0:
+        return _DAT1 * abs(h[l + 1, l].real) + h[l, l]
+    t = h[i, i]
+    u = np.sqrt(h[i - 1, i]) * np.sqrt(h[i, i - 1])
+    s = _cabs1(u)
+    if s != 0:
+        x = 0.5 * (h[i - 1, i - 1] - t)
+        sx = _cabs1(x)
+        s = max(s, sx)
+        y = s * np.sqrt((x / s) ** 2 + (u / s) ** 2)
+        if sx > 0:
+            if (x / sx).real * y.real + (x / sx).imag * y.imag < 0:
+                y = -y
+        t = t - u * (u / (x + y))
+    return t
+
+
+def _complex_sweep_start(h, i, l, t, ulp) -> tuple:
+    """Where the single-shift sweep starts (two consecutive small subdiagonal elements, else
+    ``l``), and the first column of the shifted matrix there."""
+    for m in range(i - 1, l, -1):
+        h11, h22 = h[m, m], h[m + 1, m + 1]
+        h11s = h11 - t
+        h21 = h[m + 1, m].real
+        s = _cabs1(h11s) + abs(h21)
+        h11s, h21 = h11s / s, h21 / s
+        h10 = h[m, m - 1].real
+        if abs(h10) * abs(h21) <= ulp * (_cabs1(h11s) * (_cabs1(h11) + _cabs1(h22))):
+            return m, np.array([h11s, h21], dtype=h.dtype)
+    h11s = h[l, l] - t
+    h21 = h[l + 1, l].real
+    s = _cabs1(h11s) + abs(h21)
+    return l, np.array([h11s / s, h21 / s], dtype=h.dtype)
+
+
+def _complex_sweep(h, z, i, l, m, v) -> None:
+    """The single-shift QR sweep from ``m`` to ``i``: 2x2 reflectors chase the bulge down,
+    applied to ``h`` and the Schur vectors ``z``, the subdiagonal kept real."""
+    n = h.shape[0]
+    for k in range(m, i):
+        if k > m:
+            v = h[k:k + 2, k - 1].copy()
+        beta, t1, vv = _larfg(v)
+        if k > m:
+            h[k, k - 1] = beta
+            h[k + 1, k - 1] = 0
+        v2 = vv[1]
+        t2 = (t1 * v2).real
+        rows = h[k:k + 2, k:]
+        total = np.conj(t1) * rows[0] + t2 * rows[1]
+        rows[0] -= total
+        rows[1] -= total * v2
+        top = min(k + 2, i) + 1
+        cols = h[:top, k:k + 2]
+        total = t1 * cols[:, 0] + t2 * cols[:, 1]
+        cols[:, 0] -= total
+        cols[:, 1] -= total * np.conj(v2)
+        zc = z[:, k:k + 2]
+        total = t1 * zc[:, 0] + t2 * zc[:, 1]
+        zc[:, 0] -= total
+        zc[:, 1] -= total * np.conj(v2)
+        if k == m and m > l:
+            temp = 1 - t1
+            temp = temp / abs(temp)
+            h[m + 1, m] *= np.conj(temp)
+            if m + 2 <= i:
+                h[m + 2, m + 1] *= temp
+            for j in range(m, i + 1):
+                if j != m + 1:
+                    if n - 1 > j:
+                        h[j, j + 1:] *= temp
+                    h[:j, j] *= np.conj(temp)
+                    z[:, j] *= np.conj(temp)
+
+
+def _real_last_subdiagonal(h, z, i) -> None:
+    """``h[i, i-1]`` made real after a sweep, its phase moved into row ``i`` and column
+    ``i`` of ``h`` and ``z``."""
+    n = h.shape[0]
+    temp = h[i, i - 1]
+    if temp.imag != 0:
+        rtemp = abs(temp)
+        h[i, i - 1] = rtemp
+        temp = temp / rtemp
+        if n - 1 > i:
+            h[i, i + 1:] *= np.conj(temp)
+        h[:i, i] *= temp
+        z[:, i] *= temp
     for j in range(n - 3):
         h[j + 2, j] = 0
         h[j + 3, j] = 0
