@@ -41,6 +41,31 @@ def all_reduce(blocks, *, reduction, **params):
     return [total] * len(blocks)
 
 
+def in_order_reducer(dtype, reduction, shape: tuple):
+    """``all_reduce``'s total, bound once for members of ``dtype`` and ``shape`` (a node's
+    operand, reduced at every call): ``reduce(members) -> total``, the members stacked along a
+    new first axis. Bitwise ``all_reduce(list(members))[0]``; a sum or max of same-typed
+    members skips its per-call dtype decisions."""
+    dtype = np.dtype(dtype)
+    if (reduction not in ("sum", "max", "min") or not shape
+            or accumulated_dtype(dtype, reduction) != dtype):
+        return lambda members: all_reduce(list(members), reduction=reduction)[0]
+    fn = _COMBINE[reduction]
+    # a float sum as from +0.0 (``positive_zero_sum``): -0.0 members sum to +0.0
+    zero = np.zeros((), dtype) if reduction == "sum" and dtypes.is_inexact(dtype) else None
+
+    def reduce(members):
+        if len(members) == 1:
+            return all_reduce(list(members), reduction=reduction)[0]
+        total = fn(members[0], members[1])
+        for member in members[2:]:
+            fn(total, member, out=total)
+        if zero is not None:
+            fn(total, zero, out=total)
+        return total
+    return reduce
+
+
 def accumulated_dtype(dtype, reduction):
     """The dtype a reduction's members are combined in: booleans count as int32 (psum of
     bool is int32, pmean its mean), never a logical or; bfloat16 sums and means add in

@@ -1249,3 +1249,32 @@ def test_bfloat16_sums_add_in_float32_and_round_once(backend):
             want = want + z[k:k + 2].astype(np.float32)
         np.testing.assert_array_equal(run(lambda b: lax.psum(b, "i"), z, P()),
                                       (want + np.float32(0)).astype(bf16))
+
+
+# --- a reduction bound once for its members' type gives the simulator's bits ---------------------
+
+@settings(max_examples=60, **SETTINGS)
+@given(dtype=st.sampled_from(["float32", "float64", "float16", "bfloat16", "int32", "uint8",
+                              "bool", "complex64"]),
+       reduction=st.sampled_from(["sum", "max", "min", "mean"]),
+       members=st.integers(1, 5), shape=st.sampled_from([(), (3,), (2, 4)]),
+       seed=st.integers(0, 2 ** 16))
+def test_a_bound_reduction_is_bitwise_the_all_reduce(dtype, reduction, members, shape, seed):
+    from runtime.collectives import all_reduce, in_order_reducer
+    dtype = np.dtype(dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    if dtype.kind == "c" and reduction in ("max", "min"):
+        return
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal((members,) + shape) * 100
+    if dtype.kind in "fc":
+        # signed zeros and a NaN: a sum of -0.0s is +0.0, a NaN propagates
+        rows = values.reshape(members, -1)
+        rows[:, 0] = -0.0             # every member's first element
+        if rows.shape[1] > 2:
+            rows[0, 2] = np.nan
+    stacked = np.asarray(values).astype(dtype)
+    expected = all_reduce(list(stacked), reduction=reduction)[0]
+    got = in_order_reducer(dtype, reduction, shape)(stacked)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(np.asarray(got).reshape(-1).view(np.uint8),
+                                  np.asarray(expected).reshape(-1).view(np.uint8))

@@ -20,11 +20,12 @@ def _all_reduce(comm, k, operand, *, reduction, **params):
     """Gather every member's block (one Allgather), then reduce in group order: bitwise the
     reference's reduction."""
     n = comm.size
+    reduce = collectives.in_order_reducer(operand.dtype, reduction, operand.shape)
 
     def call(block, state):
         gathered = np.empty((n,) + block.shape, block.dtype)
         settle_then_wait(state, [comm.Iallgather(raw_bytes(block), raw_bytes(gathered))])
-        return collectives.all_reduce(list(gathered), reduction=reduction)[0]
+        return reduce(gathered)
     return call
 
 
@@ -60,13 +61,15 @@ def _reduce_scatter(comm, k, operand, *, scatter_axis, tiled, reduction, **param
     if scatter_axis != 0:
         return None
     n = comm.size
+    chunk = ((operand.shape[0] // n,) if tiled else ()) + tuple(operand.shape[1:])
+    reduce = collectives.in_order_reducer(operand.dtype, reduction, chunk)
 
     def call(block, state):
         received = np.empty_like(block)
         settle_then_wait(state, [comm.Ialltoall(raw_bytes(block), raw_bytes(received))])
         chunks = (received.reshape((n, block.shape[0] // n) + block.shape[1:]) if tiled
                   else received)
-        return contiguous(collectives.all_reduce(list(chunks), reduction=reduction)[0])
+        return contiguous(reduce(chunks))
     return call
 
 
