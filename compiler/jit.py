@@ -27,8 +27,8 @@ from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from compiler.shard_map import function_name
 from ir.module import LoweredModule
-from compiler.tracing import (Tracer, aval_of, check_invalid_values, check_jax_leaves,
-                              context_auto_mesh,
+from compiler.tracing import (Tracer, TypedPlacement, aval_of, check_invalid_values,
+                              check_jax_leaves, context_auto_mesh,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
                               trace_settings, trace_to_program, typed_sharding,
@@ -253,7 +253,7 @@ def _placing(compiled, leaves, outs):
         if compiled.given:            # an out_shardings entry is spelt as written
             shardings = [g if isinstance(g, NamedSharding) and g == s else s
                          for s, g in zip(shardings, compiled.given)]
-        return lambda results: placed_as_typed(results, typed, mesh, shardings)
+        return TypedPlacement(typed, mesh, shardings)
     mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
             or split_mesh([], outs, None) or placement_mesh(outs))
     if mesh is not None:
@@ -262,7 +262,7 @@ def _placing(compiled, leaves, outs):
         if compiled.given:            # an out_shardings entry is spelt as written
             shardings = [g if isinstance(g, NamedSharding) and g == s else s
                          for s, g in zip(shardings, compiled.given)]
-        return lambda results: placed_as_typed(results, typed, mesh, shardings)
+        return TypedPlacement(typed, mesh, shardings)
     layouts = compiled.closed.out_layouts
     if any(isinstance(l, NamedSharding) and meaningful(l) for l in layouts):
         return lambda results: _laid_out(results, layouts)
@@ -271,7 +271,7 @@ def _placing(compiled, leaves, outs):
         # under an Auto mesh set as the context, results nothing splits are replicated on it
         replicated = [NamedSharding(auto, PartitionSpec())] * len(layouts)
         typed = [v.aval for v in compiled.module.program.outvars]
-        return lambda results: placed_as_typed(results, typed, auto, replicated)
+        return TypedPlacement(typed, auto, replicated)
     return False
 
 

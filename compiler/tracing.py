@@ -438,6 +438,32 @@ def placed_as_typed(outs, typed, mesh, shardings=None):
     return placed
 
 
+class TypedPlacement:
+    """``placed_as_typed`` for one compiled program's results, called at each of its runs: a
+    result laid out as its type says but spelt otherwise (``P()`` where the type spells
+    ``P(None,)``) is respelt without the checks once a run gave that layout object."""
+    __slots__ = ("typed", "mesh", "shardings", "respelt")
+
+    def __init__(self, typed, mesh, shardings):
+        self.typed, self.mesh, self.shardings = typed, mesh, shardings
+        self.respelt = [None] * len(typed)      # by result: a layout known to need respelling
+
+    def __call__(self, outs):
+        shardings, respelt = self.shardings, self.respelt
+        placed = list(outs)
+        for k, out in enumerate(outs):
+            sharding = out.sharding
+            if sharding is shardings[k]:
+                continue
+            if sharding is respelt[k]:
+                placed[k] = out.respelled(shardings[k])
+                continue
+            (placed[k],) = placed_as_typed([out], [self.typed[k]], self.mesh, [shardings[k]])
+            if isinstance(sharding, NamedSharding) and same_layout(sharding, shardings[k]):
+                respelt[k] = sharding
+        return placed
+
+
 def _follow_layouts(prim, values, layouts, outs):
     """Eager results of operations on laid-out arrays (``layouts``: the operands'): laid out
     as their operands where the layout follows (elementwise), else marked as having an

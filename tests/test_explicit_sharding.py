@@ -1537,3 +1537,21 @@ def test_vmap_of_a_split_batch_keeps_its_split_in_an_out_sharding_a_rule_asks_fo
             out = jax.vmap(g, in_axes=(0, 1), out_axes=out_axes)(arr1, arr2)
         assert out.sharding.spec == spec
         np.testing.assert_allclose(np.asarray(out), np.moveaxis(want, 0, out_axes))
+
+
+def test_a_jitted_shard_maps_results_are_spelt_as_their_types_at_every_call():
+    # out_specs=P() is the type's P(None, None): each call's result says so, a reshard's not
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    xs = jax.device_put(np.arange(32, dtype=np.float32).reshape(8, 4),
+                        NamedSharding(mesh, P("X", "Y")))
+    summed = jax.jit(jax.shard_map(lambda b: lax.psum(b, ("X", "Y")), mesh=mesh,
+                                   in_specs=P("X", "Y"), out_specs=P()))
+    gathered = jax.jit(lambda a: jax.sharding.reshard(a * 2, NamedSharding(mesh, P())))
+    blocks = np.arange(32, dtype=np.float32).reshape(4, 2, 2, 2)   # (X block, row, Y block, col)
+    for _ in range(3):
+        out = summed(xs)
+        assert out.sharding.spec == P(None, None) and out.shape == (2, 2)
+        np.testing.assert_array_equal(np.asarray(out), blocks.sum((0, 2)))
+        again = gathered(xs)
+        assert again.sharding.spec == P(None, None)
+        np.testing.assert_array_equal(np.asarray(again), np.arange(32).reshape(8, 4) * 2)
