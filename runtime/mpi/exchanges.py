@@ -313,12 +313,19 @@ def native_all_reduce(state, comm, ranks, local, members, waiting, reduction) ->
     order)."""
     MPI = world().MPI
     blocks = [np.asarray(waiting[m].value) for m in local]
-    partial = collectives.all_reduce(blocks, reduction="sum" if reduction == "mean"
-                                    else reduction)[0]
-    partial = contiguous(partial)
+    summed = reduction in ("sum", "mean")
+    if len(blocks) == 1:
+        # this process's one member goes to MPI as it is; a sum is made +0.0-based on the
+        # total, in place, rather than on a copy of the block
+        partial = contiguous(blocks[0])
+    else:
+        partial = contiguous(collectives.all_reduce(blocks, reduction="sum" if summed
+                                                    else reduction)[0])
     total = np.empty_like(partial)
     op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduction]
     settle_then_wait(state, [comm.Iallreduce(partial, total, op=op)])
+    if summed and len(blocks) == 1:
+        total = collectives.positive_zero_sum(total, in_place=True)
     if reduction == "mean":
         total = np.asarray(total / len(members)).astype(
             collectives.reduced_dtype(partial.dtype, "mean"), copy=False)

@@ -118,6 +118,18 @@ jax.set_backend_name("mpi")
 got = np.asarray(exact(values))
 np.testing.assert_allclose(got, np.asarray(values).reshape(8, 2, 5).sum(0), rtol=1e-5, atol=1e-5)
 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+# one member on each process: MPI reduces the blocks as they are; a sum of -0.0s is +0.0
+across = jax.make_mesh((2, 4), ("p", "q"))
+zeros = np.zeros((2, 4, 3), np.float32)
+zeros[:, 0] = -0.0
+zeros[0, 1, 0], zeros[1, 1, 0] = 1.5, -0.0
+for reduce, scale in ((lax.psum, 1.0), (lax.pmean, 0.5)):
+    summed = np.asarray(jax.jit(jax.shard_map(lambda b: reduce(b, "p"), mesh=across,
+                                              in_specs=P("p", "q"), out_specs=P(None, "q")))(
+        jnp.asarray(zeros.reshape(2, 12))))
+    expected = (zeros.sum(0) * scale).reshape(1, 12)
+    np.testing.assert_array_equal(summed, expected)
+    assert not np.signbit(summed).any(), summed
 means = jax.jit(jax.shard_map(lambda b: lax.pmean(b, "x"), mesh=mesh, in_specs=P("x"),
                               out_specs=P()))(values)
 np.testing.assert_allclose(np.asarray(means), np.asarray(values).reshape(4, 4, 5).mean(0),
