@@ -673,12 +673,15 @@ class JitFunction:
     def __call__(self, *args, **kwargs):
         if current_trace() is not eval_trace or _jit_disabled:
             return self._inline(args, kwargs)       # inside another trace, or disabled
-        key = self._array_key(args, kwargs)
-        seen = self.array_calls.get(key) if key is not None else None
+        key, leaves = self._array_key(args, kwargs)
+        try:
+            seen = self.array_calls.get(key) if key is not None else None
+        except Exception:       # a structure's metadata that does not compare: the full path
+            key = seen = None
         if seen is not None:
-            # the common call: positional arrays only, seen before; no pytree walk (the key
-            # holds every argument's layout and commitment, and the mesh set: where the
-            # results go was worked out at the first such call)
+            # the common call: positional arrays (or pytrees of them: their structure is in
+            # the key), seen before (the key holds every argument's layout and commitment,
+            # and the mesh set: where the results go was worked out at the first such call)
             compiled, device = seen
             closed = compiled.closed
             if _no_execution:
@@ -687,8 +690,8 @@ class JitFunction:
                 check_inserted(compiled.module.inserted)
             backend = get_backend()
             if _transfer_guard.active:      # host arguments go to the devices: guarded
-                backend.committed_device(args, _qualified_name(self.fun))
-            outs = backend.execute(compiled.module, list(closed.consts) + _held(args))
+                backend.committed_device(leaves, _qualified_name(self.fun))
+            outs = backend.execute(compiled.module, list(closed.consts) + _held(leaves))
             if compiled.placing:
                 outs = compiled.placing(outs)
             if device is not None:
@@ -730,28 +733,41 @@ class JitFunction:
                 from None
 
     def _array_key(self, args, kwargs):
-        """A cheap cache key when every argument is a concrete array (or a numpy array),
-        nothing is static and no sharding is asked for."""
+        """A cheap cache key, and the argument leaves, when every argument is a concrete
+        array (or a numpy array), or a pytree of them (a dict of parameters, a key array):
+        nothing is static and no sharding is asked for. ``(None, None)`` otherwise."""
         if (kwargs or self.static_argnums or self.static_argnames or self.donate_argnums
                 or self.donate_argnames or self.in_shardings is not UNSPECIFIED
                 or self.out_shardings is not UNSPECIFIED):
-            return None
+            return None, None
         backend = get_backend()
         # x64 changes what tracing the same avals gives; the mesh, what a shard_map reads
         key = [dtypes.x64_enabled(), current_mesh(), trace_settings()]
+        leaves = args
         for a in args:
+            if type(a) is not np.ndarray and getattr(a, "aval", None) is None:
+                # a container: its leaves, and its structure in the key (a structure whose
+                # metadata does not hash takes the full path)
+                leaves, structure = tree.tree_flatten(args)
+                try:
+                    hash(structure)
+                except TypeError:
+                    return None, None
+                key.append(structure)
+                break
+        for a in leaves:
             if type(a) is np.ndarray:
                 # a host array (a batch read at each step): its shape and dtype say it all
                 key.append((a.shape, a.dtype))
                 continue
             if type(a) is ShapeDtypeStruct:
-                return None             # refused by the full path, naming it
+                return None, None       # refused by the full path, naming it
             aval = getattr(a, "aval", None)
             if aval is None or isinstance(a, Tracer) or aval.vma:
-                return None
+                return None, None
             entry = (aval, backend.sharding_of(a), getattr(a, "_committed", False))
             key.append(entry + ("weak",) if getattr(a, "weak", False) is True else entry)
-        return tuple(key)
+        return tuple(key), leaves
 
     def _call(self, args, kwargs):
         given = args, kwargs          # the caller's arrays: donated ones are deleted

@@ -463,3 +463,56 @@ def test_conversions_of_traced_values_raise_jaxs_errors():
     for convert, cls, message in cases:
         with pytest.raises(cls, match=message):
             shardc.jit(convert)(jnp.int32(1))
+
+
+def test_pytree_arguments_take_the_cached_call_keyed_by_their_structure():
+    """A dict of parameters or a key array at every call (a training loop) hits the compiled
+    program by the arguments' structure and leaf types; another structure traces again."""
+    f = shardc.jit(lambda p, x: (p["w"] * x + p["b"], {"sum": x.sum()}))
+    two, one = jnp.asarray(np.full(3, 2, np.float32)), jnp.ones(3)
+    p = {"w": two, "b": one}
+    x = np.arange(3, dtype=np.float32)
+    for _ in range(3):
+        y, extra = f(p, x)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(3) * 2 + 1)
+    assert float(extra["sum"]) == 3.0 and f.trace_count == 1 and len(f.array_calls) == 1
+    # same leaves, another structure: traced again, and its own answer
+    q = {"w": two, "b": one, "unused": jnp.zeros(2)}
+    np.testing.assert_array_equal(np.asarray(f(q, x)[0]), np.arange(3) * 2 + 1)
+    assert f.trace_count == 2 and len(f.array_calls) == 2
+    swapped = {"w": one, "b": two}
+    np.testing.assert_array_equal(np.asarray(f(swapped, x)[0]), np.arange(3) + 2)
+    assert f.trace_count == 2
+    # a key array is a pytree of its data: draws from it follow the key passed
+    g = shardc.jit(lambda key: shardc.random.uniform(key, (2,)))
+    keys = [shardc.random.key(s) for s in (0, 1, 0)]
+    draws = [np.asarray(g(k)) for k in keys]
+    np.testing.assert_array_equal(draws[0], draws[2])
+    assert not np.array_equal(draws[0], draws[1]) and g.trace_count == 1
+    np.testing.assert_array_equal(draws[1], np.asarray(shardc.random.uniform(keys[1], (2,))))
+
+
+def test_a_pytree_whose_metadata_does_not_compare_takes_the_full_path():
+    @shardc.tree_util.register_pytree_node_class
+    class Box:
+        def __init__(self, value, meta):
+            self.value, self.meta = value, meta
+
+        def tree_flatten(self):
+            return (self.value,), self.meta
+
+        @classmethod
+        def tree_unflatten(cls, meta, children):
+            return cls(children[0], meta)
+
+    class Meta:
+        def __eq__(self, other):
+            raise RuntimeError("metadata that does not compare")
+
+        def __hash__(self):
+            return 0
+
+    f = shardc.jit(lambda b: b.value + 1)
+    meta = Meta()
+    np.testing.assert_array_equal(np.asarray(f(Box(jnp.ones(2), meta))), [2, 2])
+    np.testing.assert_array_equal(np.asarray(f(Box(jnp.ones(2), meta))), [2, 2])
