@@ -733,10 +733,11 @@ class JitFunction:
                 from None
 
     def _array_key(self, args, kwargs):
-        """A cheap cache key, and the argument leaves, when every argument is a concrete
-        array (or a numpy array), or a pytree of them (a dict of parameters, a key array):
-        nothing is static and no sharding is asked for. ``(None, None)`` otherwise."""
-        if (kwargs or self.static_argnums or self.static_argnames or self.donate_argnums
+        """A cheap cache key, and the argument leaves, when every argument (keywords too) is
+        a concrete array (or a numpy array), or a pytree of them (a dict of parameters, a
+        key array): nothing is static and no sharding is asked for. ``(None, None)``
+        otherwise."""
+        if (self.static_argnums or self.static_argnames or self.donate_argnums
                 or self.donate_argnames or self.in_shardings is not UNSPECIFIED
                 or self.out_shardings is not UNSPECIFIED):
             return None, None
@@ -744,17 +745,21 @@ class JitFunction:
         # x64 changes what tracing the same avals gives; the mesh, what a shard_map reads
         key = [dtypes.x64_enabled(), current_mesh(), trace_settings()]
         leaves = args
-        for a in args:
-            if type(a) is not np.ndarray and getattr(a, "aval", None) is None:
-                # a container: its leaves, and its structure in the key (a structure whose
-                # metadata does not hash takes the full path)
-                leaves, structure = tree.tree_flatten(args)
-                try:
-                    hash(structure)
-                except TypeError:
-                    return None, None
-                key.append(structure)
-                break
+        flat = not kwargs
+        if flat:
+            for a in args:
+                if type(a) is not np.ndarray and getattr(a, "aval", None) is None:
+                    flat = False
+                    break
+        if not flat:
+            # keywords or containers: the leaves in the order the full path passes them, and
+            # their structure in the key (one whose metadata does not hash: the full path)
+            leaves, structure = tree.tree_flatten((args, kwargs))
+            try:
+                hash(structure)
+            except TypeError:
+                return None, None
+            key.append(structure)
         for a in leaves:
             if type(a) is np.ndarray:
                 # a host array (a batch read at each step): its shape and dtype say it all

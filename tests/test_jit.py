@@ -483,6 +483,14 @@ def test_pytree_arguments_take_the_cached_call_keyed_by_their_structure():
     swapped = {"w": one, "b": two}
     np.testing.assert_array_equal(np.asarray(f(swapped, x)[0]), np.arange(3) + 2)
     assert f.trace_count == 2
+    # keyword arguments too, by name
+    h = shardc.jit(lambda x, scale=None, shift=None: x * scale + shift)
+    for s in (1.0, 2.0):
+        got = h(x, shift=jnp.ones(3), scale=jnp.asarray(np.full(3, s, np.float32)))
+        np.testing.assert_array_equal(np.asarray(got), np.arange(3) * s + 1)
+    assert h.trace_count == 1 and len(h.array_calls) == 1
+    np.testing.assert_array_equal(np.asarray(h(x, scale=jnp.ones(3), shift=jnp.zeros(3))),
+                                  np.arange(3))
     # a key array is a pytree of its data: draws from it follow the key passed
     g = shardc.jit(lambda key: shardc.random.uniform(key, (2,)))
     keys = [shardc.random.key(s) for s in (0, 1, 0)]
