@@ -696,6 +696,8 @@ class JitFunction:
                 outs = compiled.placing(outs)
             if device is not None:
                 outs = backend.on_device(outs, device)
+            if self.donate_argnums or self.donate_argnames:
+                outs = self._donate(args, kwargs, (), outs, compiled)
             if invalid_value_checks_on():
                 self._check_outputs(outs, args, kwargs)
             return tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
@@ -735,10 +737,9 @@ class JitFunction:
     def _array_key(self, args, kwargs):
         """A cheap cache key, and the argument leaves, when every argument (keywords too) is
         a concrete array (or a numpy array), or a pytree of them (a dict of parameters, a
-        key array): nothing is static and no sharding is asked for. ``(None, None)``
-        otherwise."""
-        if (self.static_argnums or self.static_argnames or self.donate_argnums
-                or self.donate_argnames or self.in_shardings is not UNSPECIFIED
+        key array): nothing is static and no sharding is asked for (donated arguments are
+        deleted after the call, as on the full path). ``(None, None)`` otherwise."""
+        if (self.static_argnums or self.static_argnames or self.in_shardings is not UNSPECIFIED
                 or self.out_shardings is not UNSPECIFIED):
             return None, None
         backend = get_backend()

@@ -240,6 +240,24 @@ def test_donation_holds_at_every_call():
         x = jnp.ones(4)
         f(x)
         assert x.is_deleted()
+    # a training step's parameters, donated by name at each step (the cached call too)
+    step = shardc.jit(lambda params, lr: {k: v - lr * 2 * v for k, v in params.items()},
+                      donate_argnames="params")
+    params = {"w": jnp.ones(3), "b": jnp.asarray(np.full(2, 4, np.float32))}
+    lr = jnp.asarray(np.float32(0.25))
+    for k in range(1, 4):
+        new = step(params=params, lr=lr)
+        assert all(v.is_deleted() for v in params.values()) and not lr.is_deleted()
+        np.testing.assert_array_equal(np.asarray(new["w"]), [0.5 ** k] * 3)
+        params = new
+    assert step.trace_count == 1
+    with pytest.raises(RuntimeError, match=r"Array has been deleted with shape=float32\[2\]"):
+        step(params={"w": jnp.ones(3), "b": _deleted(jnp.ones(2))}, lr=lr)
+
+
+def _deleted(array):
+    array.delete()
+    return array
 
 
 def test_donated_keyword_arguments_are_deleted_too():
