@@ -697,7 +697,8 @@ class JitFunction:
             if device is not None:
                 outs = backend.on_device(outs, device)
             if self.donate_argnums or self.donate_argnames:
-                outs = self._donate(args, kwargs, (), outs, compiled)
+                outs = self._donate(args, kwargs, self._static_positions(len(args)), outs,
+                                    compiled)
             if invalid_value_checks_on():
                 self._check_outputs(outs, args, kwargs)
             return tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
@@ -737,14 +738,28 @@ class JitFunction:
     def _array_key(self, args, kwargs):
         """A cheap cache key, and the argument leaves, when every argument (keywords too) is
         a concrete array (or a numpy array), or a pytree of them (a dict of parameters, a
-        key array): nothing is static and no sharding is asked for (donated arguments are
-        deleted after the call, as on the full path). ``(None, None)`` otherwise."""
-        if (self.static_argnums or self.static_argnames or self.in_shardings is not UNSPECIFIED
-                or self.out_shardings is not UNSPECIFIED):
+        key array), with static arguments by value; no sharding is asked for (donated
+        arguments are deleted after the call, as on the full path). ``(None, None)``
+        otherwise."""
+        if self.in_shardings is not UNSPECIFIED or self.out_shardings is not UNSPECIFIED:
             return None, None
         backend = get_backend()
         # x64 changes what tracing the same avals gives; the mesh, what a shard_map reads
         key = [dtypes.x64_enabled(), current_mesh(), trace_settings()]
+        if self.static_argnums or self.static_argnames:
+            # static arguments by value and type (``1`` and ``1.0`` trace apart), as the full
+            # path keys them; the others are the dynamic ones
+            positions = self._static_positions(len(args))
+            static_kwargs, kwargs = self._split_static_kwargs(kwargs)
+            static = (tuple((k, type(args[k]), args[k]) for k in positions)
+                      + tuple((name, type(v), v) for name, v in sorted(static_kwargs.items())))
+            try:
+                hash(static)
+            except TypeError:
+                return None, None   # the full path's error names it
+            key.append(static)
+            if positions:
+                args = tuple(a for k, a in enumerate(args) if k not in positions)
         leaves = args
         flat = not kwargs
         if flat:

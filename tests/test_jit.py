@@ -524,3 +524,17 @@ def test_a_pytree_whose_metadata_does_not_compare_takes_the_full_path():
     meta = Meta()
     np.testing.assert_array_equal(np.asarray(f(Box(jnp.ones(2), meta))), [2, 2])
     np.testing.assert_array_equal(np.asarray(f(Box(jnp.ones(2), meta))), [2, 2])
+
+
+def test_static_arguments_take_the_cached_call_by_value_and_type():
+    f = shardc.jit(lambda x, n, scale=1.0: x * n * scale, static_argnums=1,
+                   static_argnames="scale")
+    x = jnp.arange(3.0)
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(f(x, 2)), [0, 2, 4])
+        np.testing.assert_array_equal(np.asarray(f(x, 2, scale=0.5)), [0, 1, 2])
+    assert f.trace_count == 2 and len(f.array_calls) == 2
+    np.testing.assert_array_equal(np.asarray(f(x, 3)), [0, 3, 6])
+    assert f(x, 2.0).dtype == np.float32 and f.trace_count == 4     # 2.0 traces apart from 2
+    with pytest.raises(ValueError, match="Non-hashable static arguments"):
+        f(x, [2])
