@@ -37,17 +37,17 @@ class ConvDimensionNumbers(NamedTuple):
 def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers) -> ConvDimensionNumbers:
     """``dimension_numbers`` (None, a ConvDimensionNumbers, or three layout strings) as
     dimension indices for operands of these shapes."""
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return dimension_numbers
     ndim = len(lhs_shape)
     if len(rhs_shape) != ndim:
-        raise TypeError(f"conv: lhs and rhs must have one rank, got {len(lhs_shape)} and "
-                        f"{len(rhs_shape)}")
+        raise TypeError(f"convolution requires lhs and rhs ndim to be equal, got {ndim} and "
+                        f"{len(rhs_shape)}.")
     if ndim < 2:
         raise TypeError(f"conv: operands need rank 2 or more, got {ndim}")
     if dimension_numbers is None:
         default = tuple(range(ndim))
         return ConvDimensionNumbers(default, default, default)
-    if isinstance(dimension_numbers, ConvDimensionNumbers):
-        return dimension_numbers
     if len(dimension_numbers) != 3:
         raise TypeError("conv: dimension_numbers must be None, a ConvDimensionNumbers or "
                         f"three layout strings, got {dimension_numbers!r}")
@@ -140,6 +140,9 @@ def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimensi
     lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
     rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
     dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    if lhs.ndim != rhs.ndim:        # given dimension numbers, JAX's shape rule finds it
+        raise ValueError("conv_general_dilated lhs and rhs must have the same number of "
+                         f"dimensions, but got {lhs.shape} and {rhs.shape}.")
     x = jnp.transpose(lhs, dn.lhs_spec)                  # [N, C, *S]
     w = jnp.transpose(rhs, dn.rhs_spec)                  # [O, I, *K]
     if int(batch_group_count) != 1:

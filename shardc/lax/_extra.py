@@ -12,7 +12,9 @@ from typing import Sequence
 import numpy as np
 
 import shardc.numpy as jnp
-from compiler.tracing import Tracer, UnexpectedTracerError
+from compiler.custom_ad import custom_jvp
+from compiler.tracing import Tracer, UnexpectedTracerError, aval_of, trace_to_program
+from compiler.tree import tree_flatten, tree_unflatten
 from ir import dtypes as _dt
 from shardc.lax._convolution import ConvDimensionNumbers
 from shardc.lax._gather import GatherDimensionNumbers, gather
@@ -176,7 +178,10 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
 
 def composite(decomposition, name: str, version: int = 0):
     """``decomposition`` as a named operation (JAX's ``lax.composite``): here it runs as its
-    decomposition; keyword arguments are its attributes, and may not be traced values."""
+    decomposition. Positional arguments are its inputs, keyword arguments its attributes,
+    which may not be traced values; nor may the decomposition close over traced values (JAX's
+    UnexpectedTracerError). As JAX's composite primitive has none, it has no JVP rule:
+    differentiating it is JAX's ValueError (``jax.custom_jvp`` gives it one)."""
     @functools.wraps(decomposition)
     def composed(*args, **kwargs):
         if any(isinstance(v, Tracer) for v in kwargs.values()):
@@ -185,10 +190,40 @@ def composite(decomposition, name: str, version: int = 0):
                 f"'{name}'. This means that the decomposition function closes over a value "
                 "that is involved in a JAX transformation. Any values that aren't explicitly "
                 "known at compile time must be explicitly passed as arguments to the "
+                "composite.\n\nNote: If you are passing jax arrays as attributes, use numpy "
+                "arrays instead.")
+
+        def decomposed(*inputs):
+            return decomposition(*inputs, **kwargs)
+
+        flat, in_tree = tree_flatten(args)
+        # traced under the current trace, a traced value it closes over is a constant
+        _, consts, _ = trace_to_program(
+            lambda *leaves: tree_flatten(decomposed(*tree_unflatten(in_tree, leaves)))[0],
+            [aval_of(x) for x in flat])
+        if any(isinstance(c, Tracer) for c in consts):
+            raise UnexpectedTracerError(
+                "Found a JAX Tracer as a constant in the decomposition for the composite op "
+                f"'{name}'. This means that the decomposition function closes over a value "
+                "that is involved in a JAX transformation. Any values that aren't explicitly "
+                "known at compile time must be explicitly passed as arguments to the "
                 "composite.")
-        return decomposition(*args, **{k: v for k, v in kwargs.items() if v is not None})
+        return _without_jvp(decomposed)(*args)
 
     return composed
+
+
+def _without_jvp(fun):
+    """``fun`` whose JVP (so its gradient) is JAX's error for a composite."""
+    wrapped = custom_jvp(fun)
+
+    @wrapped.defjvp
+    def _no_rule(primals, tangents):
+        raise ValueError(
+            "JVP rule for composite not implemented. You can use `jax.custom_jvp` to add "
+            "support. See https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html")
+
+    return wrapped
 
 
 def platform_dependent(*args, default=None, **per_platform):

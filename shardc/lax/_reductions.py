@@ -14,7 +14,8 @@ from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.lax._more import reduce_and, reduce_or
+from shardc.lax._more import bitwise_and, bitwise_or, reduce_and, reduce_or
+from shardc.lax._ops import add, max as lax_max, min as lax_min, mul
 from shardc.numpy._core import canonical_axis, vary_like
 from shardc.lax._control_flow import associative_scan, scan
 from shardc.lax._shapes import array_operand, checked_axis
@@ -208,10 +209,13 @@ _MONOID_REDUCERS = {
 }
 
 
-def _monoid_of(computation, dtype):
-    """The primitive ``computation`` applies to two scalars of ``dtype`` when it is exactly one
-    of add/mul/max/min/and/or on its two arguments, else None."""
+def _monoid_of(computation, dtype, in_tree):
+    """The primitive ``computation`` applies to two scalars of ``dtype`` (each in the one-leaf
+    pytree ``in_tree``, as the operand is) when it is exactly one of add/mul/max/min/and/or
+    on its two arguments, else None."""
     scalar = np.zeros((), dtype)
+    if in_tree.kind is not None and not _is_lax_monoid(computation):
+        scalar = tree_unflatten(in_tree, [scalar])
     try:
         program = make_jaxpr(computation)(scalar, scalar).jaxpr
     except Exception as error:        # re-raised with the reason lax.reduce needs it
@@ -225,6 +229,12 @@ def _monoid_of(computation, dtype):
     if set(_ids(eqn.invars)) != set(_ids(program.invars)):
         return None
     return eqn.primitive
+
+
+def _is_lax_monoid(computation) -> bool:
+    """Whether ``computation`` is one of the lax functions JAX takes for a monoid by name (it
+    then reduces a one-leaf pytree without calling it on pytrees)."""
+    return any(computation is f for f in (add, mul, lax_max, lax_min, bitwise_and, bitwise_or))
 
 
 def _ids(values):
@@ -263,8 +273,11 @@ def reduce(operands, init_values, computation, dimensions):
     if not all(0 <= d < ndim for d in dimensions):
         raise ValueError(f"reduction axes {dimensions} contains out-of-bounds indices for "
                          f"{aval_of(flat[0]).str_short()}.")
+    init_shapes = [tuple(np.shape(v)) for v in flat_init]
+    if any(init_shapes):
+        raise ValueError(f"reduce found non-scalar initial value: {init_shapes}")
     if len(flat) == 1:
-        prim = _monoid_of(computation, flat[0].dtype)
+        prim = _monoid_of(computation, flat[0].dtype, in_tree)
         init = np.asarray(flat_init[0]) if not hasattr(flat_init[0], "aval") else None
         if prim is not None and init is not None and init.shape == () and np.array_equal(
                 init.astype(flat[0].dtype), _identity(prim, flat[0].dtype)):
