@@ -69,3 +69,39 @@ def test_composite_refuses_differentiation_and_closed_over_tracers():
     with pytest.raises(UnexpectedTracerError, match="Note: If you are passing jax arrays as "
                                                     "attributes, use numpy arrays instead.$"):
         shardc.jit(lambda v: lax.composite(lambda y, **_: y, "my.id")(v, t=v * 2))(x)
+
+
+# --- the accuracy argument of the unary functions ------------------------------------------------
+
+@pytest.mark.parametrize("name, ref", [
+    ("exp", np.exp), ("exp2", np.exp2), ("expm1", np.expm1), ("log", np.log),
+    ("log1p", np.log1p), ("tanh", np.tanh), ("sin", np.sin), ("cos", np.cos), ("tan", np.tan),
+    ("sqrt", np.sqrt), ("rsqrt", lambda v: 1 / np.sqrt(v)), ("cbrt", np.cbrt),
+    ("logistic", lambda v: 1 / (1 + np.exp(-v)))])
+def test_unary_functions_take_jax_accuracy(name, ref):
+    fn = getattr(lax, name)
+    x = np.linspace(0.1, 2.0, 7).astype(np.float32)
+    want = ref(x.astype(np.float64))
+    for accuracy in (None, lax.AccuracyMode.HIGHEST, lax.AccuracyMode.DEFAULT,
+                     lax.Tolerance(atol=1e-3), lax.Tolerance(rtol=1e-6, ulps=2)):
+        np.testing.assert_allclose(fn(x, accuracy=accuracy), want, rtol=1e-5)
+        np.testing.assert_allclose(shardc.jit(partial(fn, accuracy=accuracy))(x), want,
+                                   rtol=1e-5)
+    # the gradient is the function's own
+    g = shardc.grad(lambda v: fn(v, accuracy=lax.AccuracyMode.HIGHEST))(np.float32(0.7))
+    assert np.isclose(float(g), float(shardc.grad(fn)(np.float32(0.7))))
+    if name == "logistic":      # JAX's CPU lowering of logistic reads no accuracy
+        np.testing.assert_allclose(fn(x, accuracy="HIGHEST"), want, rtol=1e-5)
+    else:
+        with pytest.raises(NotImplementedError, match="^Accuracy HIGHEST not supported$"):
+            fn(x, accuracy="HIGHEST")
+    with pytest.raises(TypeError):
+        fn(x, lax.AccuracyMode.HIGHEST)         # keyword only
+
+
+def test_tolerance_checks_as_jax():
+    with pytest.raises(ValueError, match="^At least one of atol, rtol, or ulps must be set.$"):
+        lax.Tolerance()
+    with pytest.raises(ValueError, match="^Tolerances must be non-negative.$"):
+        lax.Tolerance(atol=-1.0)
+    assert [m.name for m in lax.AccuracyMode] == ["HIGHEST", "DEFAULT"]

@@ -41,13 +41,13 @@ from shardc.lax._elementwise import (FftType, atan2, betainc, bitcast_convert_ty
                                      floor, imag, bessel_i0e, bessel_i1e, igamma,
                                      igamma_grad_a, igammac, random_gamma_grad, zeta, integer_pow, is_finite, lgamma, log1p, polygamma, pow, real,
                                      reciprocal, reduce_precision, round, sign, square, tan)
-from shardc.lax._ops import (DotAlgorithm, DotAlgorithmPreset, Precision, abs, add, batch_matmul, broadcast_in_dim,
+from shardc.lax._ops import (AccuracyMode, DotAlgorithm, DotAlgorithmPreset, Precision, abs, add, batch_matmul, broadcast_in_dim,
                              broadcasted_iota, concatenate,
                              convert_element_type, cos, div, dot, dot_general, dynamic_index_in_dim,
                              dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim,
                              dynamic_update_slice, dynamic_update_slice_in_dim, exp, iota, log,
                              logistic, max, min, mul, neg, rem, reshape, rsqrt, select, sin, slice,
-                             sqrt, stop_gradient, sub, tanh, transpose)
+                             sqrt, stop_gradient, sub, tanh, Tolerance, transpose)
 from shardc.lax._more import (acos, acosh, asin, asinh, atan, atanh, bitwise_and, bitwise_not,
                               bitwise_or, bitwise_xor, broadcast_to_rank, collapse, cosh, eq, ge,
                               gt, le, lt, mulhi, ne, nextafter, optimization_barrier, population_count,
@@ -78,7 +78,7 @@ from shardc.lax._primitives import (
     zeta_p)
 
 __all__ = [
-    "ConvDimensionNumbers", "conv_general_dilated_patches", "betainc", "mulhi", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
+    "AccuracyMode", "Tolerance", "ConvDimensionNumbers", "conv_general_dilated_patches", "betainc", "mulhi", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
     "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
     "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "fft", "FftType", "concatenate",
     "cond", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",

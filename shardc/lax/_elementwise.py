@@ -13,7 +13,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.numpy._core import weakly_typed_like
-from shardc.lax._ops import check_operand_dtypes, lax_binary
+from shardc.lax._ops import check_operand_dtypes, lax_binary, with_accuracy
 from shardc.numpy._core import dtype_of as _operand_dtype
 from shardc.lax._shapes import array_operand
 
@@ -237,10 +237,13 @@ def reciprocal(x):
     return jnp.reciprocal(x)
 
 
-exp2, log1p, expm1, tan, sign = jnp.exp2, jnp.log1p, jnp.expm1, jnp.tan, jnp.sign
+exp2, log1p, expm1, tan = (with_accuracy(fn, name) for fn, name in (
+    (jnp.exp2, "exp2"), (jnp.log1p, "log1p"), (jnp.expm1, "expm1"), (jnp.tan, "tan")))
+sign = jnp.sign
 atan2 = lax_binary("atan2", (_dt.FLOAT, _dt.COMPLEX), jnp.arctan2,
                    "The angle of ``(x, y)``, of operands of one inexact dtype.")
-floor, ceil, is_finite, cbrt = jnp.floor, jnp.ceil, jnp.isfinite, jnp.cbrt   # rem: shardc.lax
+floor, ceil, is_finite = jnp.floor, jnp.ceil, jnp.isfinite   # rem: shardc.lax
+cbrt = with_accuracy(jnp.cbrt, "cbrt")
 
 
 def pow(x, y):

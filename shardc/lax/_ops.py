@@ -3,6 +3,8 @@ the elementwise arithmetic ``jax.lax`` shares with ``jax.numpy``, shapes, static
 slices, ``select`` and ``stop_gradient``."""
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from compiler import tree
@@ -19,7 +21,7 @@ from shardc.numpy._core import (check_out_sharding, constrain, dtype_of, keeps_w
 from shardc.sharding import resolve_sharding
 
 __all__ = [
-    "Precision", "DotAlgorithm", "DotAlgorithmPreset", "dot_general", "convert_element_type", "broadcast_in_dim", "reshape", "slice",
+    "AccuracyMode", "Tolerance", "Precision", "DotAlgorithm", "DotAlgorithmPreset", "dot_general", "convert_element_type", "broadcast_in_dim", "reshape", "slice",
     "iota", "broadcasted_iota", "add", "mul", "sub", "div", "rem", "max", "min", "abs", "cos",
     "exp", "log", "neg",
     "sin", "sqrt", "tanh", "concatenate", "transpose", "rsqrt", "logistic", "select",
@@ -257,8 +259,55 @@ add = lax_binary("add", NUMBERS, add, "``x + y`` of operands of one dtype.")
 sub = lax_binary("sub", NUMBERS, sub, "``x - y`` of operands of one dtype.")
 max = lax_binary("max", ANY, jnp.maximum, "Elementwise maximum of operands of one dtype.")
 min = lax_binary("min", ANY, jnp.minimum, "Elementwise minimum of operands of one dtype.")
-neg, exp, log, sin, cos, tanh, sqrt = (jnp.negative, jnp.exp, jnp.log, jnp.sin, jnp.cos,
-                                       jnp.tanh, jnp.sqrt)
+neg = jnp.negative
+
+
+class Tolerance:
+    """The tolerances a unary function's result is asked to meet (JAX's ``lax.Tolerance``):
+    ``atol`` and ``rtol``, or ``atol`` and ``ulps``."""
+
+    def __init__(self, atol: float = 0.0, rtol: float = 0.0, ulps: int = 0):
+        if atol < 0.0 or rtol < 0.0 or ulps < 0.0:
+            raise ValueError("Tolerances must be non-negative.")
+        if atol == 0.0 and rtol == 0.0 and ulps == 0:
+            raise ValueError("At least one of atol, rtol, or ulps must be set.")
+        self.atol = atol
+        self.rtol = rtol
+        self.ulps = ulps
+
+
+class AccuracyMode(enum.Enum):
+    """The accuracy a unary function's implementation is chosen for (JAX's
+    ``lax.AccuracyMode``)."""
+    HIGHEST = 1
+    DEFAULT = 2
+
+
+def check_accuracy(accuracy) -> None:
+    """JAX's check of a unary function's ``accuracy``: None, an AccuracyMode or a Tolerance.
+    shardc computes with numpy, whose one implementation serves every accuracy."""
+    if accuracy is not None and not isinstance(accuracy, (AccuracyMode, Tolerance)):
+        raise NotImplementedError(f"Accuracy {accuracy} not supported")
+
+
+def with_accuracy(fn, name: str, checked: bool = True):
+    """``fn(x)`` taking JAX's keyword-only ``accuracy`` (checked as JAX does where
+    ``checked``; JAX's CPU lowering of logistic reads none). numpy has one implementation,
+    so any accepted accuracy gives the same values."""
+    def op(x, *, accuracy=None):
+        if checked:
+            check_accuracy(accuracy)
+        return fn(x)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (f"Elementwise {name} (JAX's lax.{name}); ``accuracy``: None, a "
+                  "``lax.AccuracyMode`` or a ``lax.Tolerance``, which numpy meets with its one "
+                  "implementation.")
+    return op
+
+
+exp, log, sin, cos, tanh, sqrt = (with_accuracy(fn, name) for fn, name in (
+    (jnp.exp, "exp"), (jnp.log, "log"), (jnp.sin, "sin"), (jnp.cos, "cos"),
+    (jnp.tanh, "tanh"), (jnp.sqrt, "sqrt")))
 
 
 def abs(x):
@@ -285,13 +334,17 @@ transpose = jnp.transpose
 
 
 @keeps_weak
-def rsqrt(x):
+def _rsqrt(x):
     return bind(p.rsqrt_p, x)
 
 
 @keeps_weak
-def logistic(x):
+def _logistic(x):
     return bind(p.logistic_p, x)
+
+
+rsqrt = with_accuracy(_rsqrt, "rsqrt")
+logistic = with_accuracy(_logistic, "logistic", checked=False)
 
 
 def select(pred, on_true, on_false):
