@@ -105,3 +105,120 @@ def test_tolerance_checks_as_jax():
     with pytest.raises(ValueError, match="^Tolerances must be non-negative.$"):
         lax.Tolerance(atol=-1.0)
     assert [m.name for m in lax.AccuracyMode] == ["HIGHEST", "DEFAULT"]
+
+
+# --- reduce_window over a pytree of operands (JAX's variadic reduce_window) --------------------
+
+def _window_fold(x, init, fn, window, strides, pads, base, dilation):
+    """Each window of ``x`` (spaced by ``base``, padded by ``pads``; holes and padding take no
+    part) folded by ``fn`` from ``init`` in row-major order: XLA's reduce_window."""
+    real = np.zeros([(n - 1) * b + 1 for n, b in zip(x.shape, base)], bool)
+    spaced = np.zeros(real.shape, x.dtype)
+    real[tuple(slice(None, None, b) for b in base)] = True
+    spaced[tuple(slice(None, None, b) for b in base)] = x
+    real = np.pad(real, pads, constant_values=False)
+    spaced = np.pad(spaced, pads)
+    extent = [(w - 1) * d + 1 for w, d in zip(window, dilation)]
+    out_shape = [(n - e) // s + 1 for n, e, s in zip(spaced.shape, extent, strides)]
+    out = np.empty(out_shape, x.dtype)
+    for index in np.ndindex(*out_shape):
+        acc = init
+        for offset in np.ndindex(*window):
+            at = tuple(i * s + o * d for i, s, o, d in zip(index, strides, offset, dilation))
+            if real[at]:
+                acc = fn(acc, spaced[at])
+        out[index] = acc
+    return out
+
+
+@pytest.mark.parametrize("window, strides, padding, base, dilation", [
+    ((2, 1), (1, 1), "VALID", (1, 1), (1, 1)),
+    ((1, 2), (2, 1), "SAME", (2, 3), (1, 1)),
+    ((2, 2), (1, 2), ((0, 3), (1, 2)), (1, 1), (1, 2)),
+    ((2, 2), (1, 1), ((1, 0), (2, 1)), (2, 3), (1, 2)),
+])
+def test_reduce_window_folds_a_pytree_of_operands_together(window, strides, padding, base,
+                                                           dilation):
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((4, 6)).astype(np.float32) for _ in range(2))
+
+    def reducer(xs, ys):
+        return {"sum": xs["sum"] + ys["sum"], "max": lax.max(xs["max"], ys["max"])}
+
+    def pool(a, b):
+        return lax.reduce_window({"sum": a, "max": b}, {"sum": 0.0, "max": -np.inf}, reducer,
+                                 window, strides, padding, base, dilation)
+
+    extent = [(w - 1) * d + 1 for w, d in zip(window, dilation)]
+    pads = (lax.padtype_to_pads(a.shape, extent, strides, padding) if isinstance(padding, str)
+            else padding)
+    want_sum = _window_fold(a, np.float32(0), np.add, window, strides, pads, base, dilation)
+    want_max = _window_fold(b, np.float32(-np.inf), np.maximum, window, strides, pads, base,
+                            dilation)
+    for fn in (pool, shardc.jit(pool)):
+        got = fn(a, b)
+        np.testing.assert_allclose(got["sum"], want_sum, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(got["max"], want_max)
+    # batched: each slice on its own
+    got = shardc.vmap(pool)(np.stack([a, 2 * a]), np.stack([b, b]))
+    np.testing.assert_allclose(got["sum"][1], 2 * want_sum, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got["max"][0], want_max)
+
+
+def test_reduce_window_of_a_pytree_folds_in_order_and_differentiates():
+    # an arg-max by a pair fold: (value, index) of the first largest element of each window
+    x = np.array([3.0, 1.0, 4.0, 4.0, 5.0, 2.0], np.float32)
+    idx = np.arange(6, dtype=np.int32)
+
+    def argmax_pair(acc, new):
+        take = new[0] > acc[0]
+        return (jnp.where(take, new[0], acc[0]), jnp.where(take, new[1], acc[1]))
+
+    value, where = lax.reduce_window((x, idx), (-np.inf, np.int32(-1)), argmax_pair, (3,), (1,),
+                                     "VALID")
+    np.testing.assert_array_equal(value, [4, 4, 5, 5])
+    np.testing.assert_array_equal(where, [2, 2, 4, 4])
+    # the JVP folds the tangents along, as JAX's reduce_window JVP does
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    b = a[::-1].copy()
+
+    def red(u, v):
+        return (u[0] + v[0], lax.max(u[1], v[1]))
+
+    f = lambda a, b: lax.reduce_window((a, b), (0.0, -np.inf), red, (2, 2), (1, 1), "VALID")
+    _, (t_sum, t_max) = shardc.jvp(f, (a, b), (np.ones_like(a), 2 * np.ones_like(b)))
+    np.testing.assert_array_equal(t_sum, np.full((2, 3), 4.0))
+    np.testing.assert_array_equal(t_max, np.full((2, 3), 2.0))
+
+
+def test_reduce_window_of_a_pytree_checks_as_jax():
+    a = np.ones((3, 4), np.float32)
+    red = lambda u, v: (u[0] + v[0], u[1] + v[1])
+    with pytest.raises(ValueError, match=r"^Operands must have the same tree structure as "
+                                         r"init_values: PyTreeDef\(\(\*, \*\)\) vs. "
+                                         r"PyTreeDef\(\[\*, \*\]\)$"):
+        lax.reduce_window((a, a), [0.0, 0.0], red, (2, 2))
+    with pytest.raises(ValueError, match="^reduce_window must have at least one operand.$"):
+        lax.reduce_window((), (), red, (2, 2))
+    with pytest.raises(ValueError, match=r"^reduce_window output must have the same tree "
+                                         r"structure as the operands PyTreeDef\(\(\*, \*\)\) "
+                                         r"vs. PyTreeDef\(\(\*,\)\)$"):
+        lax.reduce_window((a, a), (0.0, 0.0), lambda u, v: (u[0] + v[0],), (2, 2))
+    with pytest.raises(TypeError, match=r"^reduce_window got inconsistent dtypes for operands "
+                                        r"and init_values: got operand dtypes \[dtype\('float32'\), "
+                                        r"dtype\('int32'\)\] and init_value dtypes "
+                                        r"\[dtype\('float32'\), dtype\('float32'\)\].$"):
+        lax.reduce_window((a, a.astype(np.int32)), (0.0, 0.0), red, (2, 2))
+    with pytest.raises(TypeError, match=r"^reduce_window got inconsistent window_strides and "
+                                        r"window_dimensions: got window_strides \(1,\) and "
+                                        r"window_dimensions \(2, 2\).$"):
+        lax.reduce_window((a, a), (0.0, 0.0), red, (2, 2), (1,))
+    with pytest.raises(TypeError, match=r"^reduce_window got the wrong number of "
+                                        r"window_dimensions for operand: got operand shape "
+                                        r"\(3, 4\) with window_dimensions \(2,\).$"):
+        lax.reduce_window((a, a), (0.0, 0.0), red, (2,), (1,))
+    # lax's add from its identity reduces any operand, as JAX's windowed sum; a general
+    # computation wants the operand's dtype
+    np.testing.assert_array_equal(lax.reduce_window(a, 0, lax.add, (2, 2)), np.full((2, 3), 4))
+    with pytest.raises(TypeError, match="inconsistent dtypes"):
+        lax.reduce_window(a, 0, lambda u, v: u * v, (2, 2))

@@ -11,15 +11,15 @@ import math
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import aval_of, bind
+from compiler.tracing import Tracer, aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import kept_if_divisible, partitions
 import shardc.numpy as jnp
 from shardc.lax._convolution import padtype_to_pads
-from shardc.lax._ops import (ANY, ORDERED, lax_binary, max as lax_max, min as lax_min,
-                             same_dtypes_error)
+from shardc.lax._ops import (ANY, ORDERED, add as lax_add, lax_binary, max as lax_max,
+                             min as lax_min, same_dtypes_error)
 from shardc.lax._shapes import array_operand, pad
 from shardc.sharding import reshard
 
@@ -158,85 +158,146 @@ def reduce_or(operand, axes):
     return bind(p.reduce_or_p, array_operand(operand), axes=tuple(axes))
 
 
-def reduce_window(operand, init_value, computation, window_dimensions, window_strides,
-                  padding, base_dilation=None, window_dilation=None):
+def reduce_window(operand, init_value, computation, window_dimensions, window_strides=None,
+                  padding="VALID", base_dilation=None, window_dilation=None):
     """``computation`` folded over each window of ``operand`` (JAX's ``lax.reduce_window``:
     pooling). Windows of ``window_dimensions`` step by ``window_strides``, spaced by
     ``window_dilation``, over ``operand`` padded with ``init_value`` by ``padding`` ('VALID',
     'SAME' or ``(low, high)`` pairs); each output is ``init_value`` combined with its window's
-    elements; ``base_dilation`` spaces the operand's elements with ``init_value`` first.
-    Pytrees of operands are not supported.
+    elements in row-major order, ``computation(accumulated, element)``; ``base_dilation``
+    spaces the operand's elements with ``init_value`` first.
+
+    ``operand`` may be a pytree of arrays of one shape, ``init_value`` a matching pytree of
+    scalars (JAX's variadic reduce_window): ``computation`` then takes and returns such
+    pytrees, e.g. a sum of one operand and a max of another in one pass. Built of slices and
+    ``computation`` itself, it differentiates as they do (JAX has no transpose for a general
+    computation, so its gradient is an error there).
 
     >>> lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), 'VALID')
     """
-    if isinstance(operand, (tuple, list)):
-        raise NotImplementedError("lax.reduce_window: shardc reduces one operand, not a pytree")
-    operand = array_operand(operand)
-    ndim = operand.ndim
+    flat, in_tree = tree.tree_flatten(operand)
+    flat_init, init_tree = tree.tree_flatten(init_value)
+    if in_tree != init_tree:
+        raise ValueError("Operands must have the same tree structure as init_values: "
+                         f"{in_tree} vs. {init_tree}")
+    if not flat:
+        raise ValueError("reduce_window must have at least one operand.")
+    flat = [array_operand(x) for x in flat]
+    shape = flat[0].shape
+    if any(x.shape != shape for x in flat[1:]):
+        raise TypeError("reduce_window operands must all have the same shape, got "
+                        f"{[x.shape for x in flat]}")
+    ndim = len(shape)
     window = tuple(int(w) for w in window_dimensions)
-    strides = tuple(int(s) for s in window_strides)
-    dilation = tuple(int(d) for d in (window_dilation or (1,) * ndim))
-    base = tuple(int(d) for d in (base_dilation or (1,) * ndim))
-    if not (len(window) == len(strides) == len(dilation) == len(base) == ndim):
-        raise TypeError(f"reduce_window: window_dimensions {window}, window_strides {strides}, "
-                        f"base_dilation {base} and window_dilation {dilation} must each have "
-                        f"one entry per dimension of the operand (rank {ndim})")
+    strides = tuple(int(s) for s in (window_strides or (1,) * len(window)))
+    dilation = tuple(int(d) for d in (window_dilation or (1,) * len(window)))
+    base = tuple(int(d) for d in (base_dilation or (1,) * len(window)))
+    # the computation's result must have the operands' structure (JAX's check)
+    if any(np.ndim(v) == 0 for v in flat_init):
+        probe_init = [jnp.asarray(v, dtype=x.dtype) for v, x in zip(flat_init, flat)]
+        probe = tree.tree_unflatten(in_tree, probe_init)
+        out_tree = tree.tree_structure(computation(probe, probe))
+        if out_tree != in_tree:
+            raise ValueError("reduce_window output must have the same tree structure as the "
+                             f"operands {in_tree} vs. {out_tree}")
+    # as JAX's: a general computation's initial values have the operands' dtypes (a Python
+    # number its default dtype); add, max and min from their identities reduce any operand
+    init_dtypes = [jnp.asarray(v).dtype for v in flat_init]
+    dtypes = [np.dtype(_dt.canonicalize(x.dtype)) for x in flat]
+    if (init_dtypes != dtypes
+            and not (len(flat) == 1 and _is_window_monoid(computation, flat_init[0]))):
+        raise TypeError("reduce_window got inconsistent dtypes for operands and init_values: "
+                        f"got operand dtypes {dtypes} and init_value dtypes {init_dtypes}.")
+    if any(np.ndim(v) != 0 for v in flat_init):
+        raise TypeError("reduce_window expected init_values to be scalars but init_values "
+                        f"have shapes {[tuple(np.shape(v)) for v in flat_init]}.")
     for name, values in (("window_dimensions", window), ("window_strides", strides),
                          ("base_dilation", base), ("window_dilation", dilation)):
         if any(v <= 0 for v in values):
             raise TypeError(f"reduce_window {name} must have every element be strictly "
                             f"positive, got {values}.")
-    if jnp.ndim(init_value) != 0:
-        raise TypeError("reduce_window expected init_values to be scalars but init_values "
-                        f"have shapes [{tuple(jnp.shape(init_value))}].")
-    init = jnp.asarray(init_value, dtype=operand.dtype)
-    # the computation's result must be one value, as the operand is (JAX's check)
-    probe = computation(init, init)
-    if isinstance(probe, (tuple, list, dict)):
-        raise ValueError("reduce_window output must have the same tree structure as the "
-                         f"operands {tree.tree_structure(init)} vs. "
-                         f"{tree.tree_structure(probe)}")
+    if ndim != len(window):
+        raise TypeError("reduce_window got the wrong number of window_dimensions for operand: "
+                        f"got operand shape {shape} with window_dimensions {window}.")
+    for name, values in (("window_strides", strides), ("base_dilation", base),
+                         ("window_dilation", dilation)):
+        if len(values) != len(window):
+            raise TypeError(f"reduce_window got inconsistent {name} and window_dimensions: "
+                            f"got {name} {values} and window_dimensions {window}.")
+    inits = [jnp.asarray(v, dtype=x.dtype) for v, x in zip(flat_init, flat)]
     extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
-    dilated = tuple((n - 1) * d + 1 if n else 0 for n, d in zip(operand.shape, base))
+    dilated = tuple((n - 1) * d + 1 if n else 0 for n, d in zip(shape, base))
     # a padding type is read on the operand's own shape, before base dilation (JAX's)
-    pads = (padtype_to_pads(operand.shape, extent, strides, padding)
+    pads = (padtype_to_pads(shape, extent, strides, padding)
             if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
     if len(pads) != ndim:
         raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "
                         f"(rank {ndim}), got {len(pads)}")
     out_shape = tuple((n + lo + hi - e) // s + 1 if n + lo + hi >= e else 0
                       for n, (lo, hi), e, s in zip(dilated, pads, extent, strides))
-    operand, layout, out_layout = _window_layouts(operand, out_shape, base, pads)
+    laid = [_window_layouts(x, out_shape, base, pads) for x in flat]
+    flat = [x for x, _, _ in laid]
     # which places of the dilated, padded operand hold its elements: the holes and the
     # padding take no part (the initial value counts once per window, as JAX's)
-    real = np.ones(operand.shape, bool)
+    real = np.ones(dilated if any(d != 1 for d in base) else shape, bool)
     if any(d != 1 for d in base):
         # base dilation: d - 1 holes between elements
-        operand = pad(operand, init, [(0, 0, d - 1) for d in base])
-        holes = np.zeros(operand.shape, bool)
-        holes[tuple(slice(None, None, d) for d in base)] = True
-        real = holes
+        flat = [pad(x, i, [(0, 0, d - 1) for d in base]) for x, i in zip(flat, inits)]
+        real = np.zeros(real.shape, bool)
+        real[tuple(slice(None, None, d) for d in base)] = True
     if any(lo or hi for lo, hi in pads):
-        operand = pad(operand, init, [(lo, hi, 0) for lo, hi in pads])
+        flat = [pad(x, i, [(lo, hi, 0) for lo, hi in pads]) for x, i in zip(flat, inits)]
         real = _padded_mask(real, pads)
-    result = jnp.broadcast_to(init, out_shape, out_sharding=layout)
-    choose = next((c for f, c in _CHOOSERS if computation is f), None) \
-        if _dt.is_inexact(operand.dtype) else None
+    results = [jnp.broadcast_to(i, out_shape, out_sharding=layout)
+               for i, (_, layout, _) in zip(inits, laid)]
+    choose = (next((c for f, c in _CHOOSERS if computation is f), None)
+              if len(flat) == 1 and _dt.is_inexact(flat[0].dtype) else None)
     for offset in itertools.product(*[range(w) for w in window]):
         start = tuple(o * d for o, d in zip(offset, dilation))
         limit = tuple(b + (n - 1) * s + 1 for b, n, s in zip(start, out_shape, strides))
         taken = real[tuple(slice(b, e, s) for b, e, s in zip(start, limit, strides))]
         if not taken.any():
             continue
-        part = bind(p.slice_p, operand, start_indices=start, limit_indices=limit,
-                    strides=None if all(s == 1 for s in strides) else strides)
-        combined = (choose or computation)(result, part)
+        parts = [bind(p.slice_p, x, start_indices=start, limit_indices=limit,
+                      strides=None if all(s == 1 for s in strides) else strides)
+                 for x in flat]
+        if choose is not None:
+            combined = [choose(results[0], parts[0])]
+        else:
+            combined, out_tree = tree.tree_flatten(computation(
+                tree.tree_unflatten(in_tree, results), tree.tree_unflatten(in_tree, parts)))
+            if out_tree != in_tree:
+                raise ValueError("reduce_window output must have the same tree structure as "
+                                 f"the operands {in_tree} vs. {out_tree}")
+            combined = [c if c.dtype == r.dtype else jnp.astype(c, r.dtype)
+                        for c, r in zip(combined, results)]
         if not taken.all():
-            mask = (taken if layout is None
-                    else jnp.broadcast_to(jnp.asarray(taken), out_shape, out_sharding=layout))
-            combined = jnp.where(mask, combined, result)
-        result = combined
-    return result if out_layout is None else reshard(result, out_layout)
+            combined = [jnp.where(taken if layout is None else jnp.broadcast_to(
+                jnp.asarray(taken), out_shape, out_sharding=layout), c, r)
+                for c, r, (_, layout, _) in zip(combined, results, laid)]
+        results = combined
+    results = [r if out_layout is None else reshard(r, out_layout)
+               for r, (_, _, out_layout) in zip(results, laid)]
+    return tree.tree_unflatten(in_tree, results)
+
+
+def _is_window_monoid(computation, init) -> bool:
+    """Whether JAX reduces with ``computation`` from ``init`` as its own windowed sum, max or
+    min: lax's add from a concrete 0, max from the lowest value, min from the highest."""
+    if isinstance(init, Tracer) or np.ndim(init) != 0:
+        return False
+    value = np.asarray(init)
+    if computation is lax_add:
+        return bool(value == 0)
+    if computation in (lax_max, lax_min):
+        dtype = jnp.asarray(init).dtype
+        if _dt.is_inexact(dtype):
+            return bool(value == (-np.inf if computation is lax_max else np.inf))
+        if dtype == np.bool_:
+            return bool(value == (computation is lax_min))
+        info = np.iinfo(dtype)
+        return bool(value == (info.min if computation is lax_max else info.max))
+    return False
 
 
 def _first_max(acc, part):

@@ -21,7 +21,8 @@ from shardc.numpy._core import (check_out_sharding, constrain, dtype_of, keeps_w
 from shardc.sharding import resolve_sharding
 
 __all__ = [
-    "AccuracyMode", "Tolerance", "Precision", "DotAlgorithm", "DotAlgorithmPreset", "dot_general", "convert_element_type", "broadcast_in_dim", "reshape", "slice",
+    "AccuracyMode", "Tolerance",
+    "Precision", "DotAlgorithm", "DotAlgorithmPreset", "dot_general", "convert_element_type", "broadcast_in_dim", "reshape", "slice",
     "iota", "broadcasted_iota", "add", "mul", "sub", "div", "rem", "max", "min", "abs", "cos",
     "exp", "log", "neg",
     "sin", "sqrt", "tanh", "concatenate", "transpose", "rsqrt", "logistic", "select",
