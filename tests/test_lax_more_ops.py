@@ -222,3 +222,132 @@ def test_reduce_window_of_a_pytree_checks_as_jax():
     np.testing.assert_array_equal(lax.reduce_window(a, 0, lax.add, (2, 2)), np.full((2, 3), 4))
     with pytest.raises(TypeError, match="inconsistent dtypes"):
         lax.reduce_window(a, 0, lambda u, v: u * v, (2, 2))
+
+
+# --- ragged_dot_general's three modes, against products of numpy group slices ------------------
+
+RDN = lax.RaggedDotDimensionNumbers
+
+
+def _groups(sizes):
+    """(group, start, end) of each group laid end to end."""
+    ends = np.cumsum(sizes)
+    return [(g, int(e - s), int(e)) for g, (s, e) in enumerate(zip(sizes, ends))]
+
+
+def _check_ragged(lhs, rhs, sizes, dn, want):
+    f = lambda a, b: lax.ragged_dot_general(a, b, jnp.asarray(sizes), dn)
+    np.testing.assert_allclose(f(lhs, rhs), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(shardc.jit(f)(lhs, rhs), want, rtol=1e-5, atol=1e-5)
+    # bilinear: its JVP is the product of each tangent with the other operand
+    dl, dr = np.ones_like(lhs), np.full_like(rhs, 0.5)
+    _, tangent = shardc.jvp(f, (lhs, rhs), (dl, dr))
+    np.testing.assert_allclose(tangent, np.asarray(f(dl, rhs)) + np.asarray(f(lhs, dr)),
+                               rtol=1e-5, atol=1e-5)
+    # vmap over a new leading axis of lhs: each slice on its own
+    batched = shardc.vmap(f, in_axes=(0, None))(np.stack([lhs, 2 * lhs]), rhs)
+    np.testing.assert_allclose(batched[1], 2 * want, rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_non_contracting_dimension_takes_each_group_by_its_rhs_slice():
+    rng = np.random.default_rng(1)
+    # batch 0, ragged rows 1; rhs [g, b, k, n]; group sizes per batch element (the last
+    # rows of batch 0 in no group: zeros)
+    lhs = rng.standard_normal((2, 11, 5)).astype(np.float32)
+    rhs = rng.standard_normal((3, 2, 5, 7)).astype(np.float32)
+    sizes = np.array([[3, 2, 4], [1, 9, 1]], np.int32)
+    want = np.zeros((2, 11, 7), np.float32)
+    for b in range(2):
+        for g, s, e in _groups(sizes[b]):
+            want[b, s:e] = lhs[b, s:e] @ rhs[g, b]
+    _check_ragged(lhs, rhs, sizes, RDN((([2], [2]), ([0], [1])), [1], [0]), want)
+    # a free dimension outer to the ragged one has its own groups; rhs's group dimension
+    # sits between its contracting and free ones
+    lhs = rng.standard_normal((4, 11, 5)).astype(np.float32)
+    rhs = rng.standard_normal((5, 3, 7)).astype(np.float32)
+    sizes = np.array([[3, 2, 6], [1, 9, 0], [0, 0, 11], [5, 5, 1]], np.int32)
+    want = np.zeros((4, 11, 7), np.float32)
+    for x in range(4):
+        for g, s, e in _groups(sizes[x]):
+            want[x, s:e] = lhs[x, s:e] @ rhs[:, g]
+    _check_ragged(lhs, rhs, sizes, RDN((([2], [0]), ([], [])), [1], [1]), want)
+    # ragged_dot is the basic form
+    lhs = rng.standard_normal((11, 5)).astype(np.float32)
+    rhs = rng.standard_normal((3, 5, 7)).astype(np.float32)
+    sizes = np.array([3, 0, 6], np.int32)
+    want = np.zeros((11, 7), np.float32)
+    for g, s, e in _groups(sizes):
+        want[s:e] = lhs[s:e] @ rhs[g]
+    np.testing.assert_allclose(lax.ragged_dot(lhs, rhs, sizes), want, rtol=1e-5, atol=1e-5)
+    _check_ragged(lhs, rhs, sizes, RDN((([1], [1]), ([], [])), [0], [0]), want)
+
+
+def test_ragged_contracting_dimension_gives_one_product_per_group():
+    rng = np.random.default_rng(2)
+    lhs = rng.standard_normal((11, 5)).astype(np.float32)
+    rhs = rng.standard_normal((5, 7)).astype(np.float32)
+    sizes = np.array([2, 0, 2], np.int32)          # the last column in no group
+    want = np.zeros((3, 11, 7), np.float32)
+    for g, s, e in _groups(sizes):
+        want[g] = lhs[:, s:e] @ rhs[s:e]
+    _check_ragged(lhs, rhs, sizes, RDN((([1], [0]), ([], [])), [1], []), want)
+    # with a batch dimension and two contracting ones, the ragged one the inner: its groups
+    # run separately at each batch element and each index of the outer contracting one
+    lhs = rng.standard_normal((2, 11, 3, 5)).astype(np.float32)
+    rhs = rng.standard_normal((2, 5, 3, 7)).astype(np.float32)
+    sizes = np.array([[[1, 1], [2, 0], [0, 3]], [[1, 2], [4, 0], [3, 1]]], np.int32)
+    want = np.zeros((2, 2, 11, 7), np.float32)
+    for b in range(2):
+        for c in range(3):
+            for g, s, e in _groups(sizes[b, c]):
+                want[g, b] += lhs[b, :, c, s:e] @ rhs[b, s:e, c]
+    _check_ragged(lhs, rhs, sizes, RDN((([2, 3], [2, 1]), ([0], [0])), [3], []), want)
+
+
+def test_ragged_batch_dimension_is_dot_general():
+    rng = np.random.default_rng(3)
+    lhs = rng.standard_normal((2, 11, 5)).astype(np.float32)
+    rhs = rng.standard_normal((2, 5, 7)).astype(np.float32)
+    want = np.einsum("bmk,bkn->bmn", lhs, rhs)
+    _check_ragged(lhs, rhs, np.array([1, 1], np.int32), RDN((([2], [1]), ([0], [0])), [0], []),
+                  want)
+
+
+@pytest.mark.parametrize("lhs_shape, rhs_shape, sizes_shape, dn, message", [
+    ((11, 5), (3, 5, 7), (3,), RDN((([1], [1]), ([], [])), [0, 1], [0]),
+     "^ragged_dot_general expects exactly one lhs ragged dimension.$"),
+    ((11, 5), (3, 5, 7), (3,), RDN((([1], [1]), ([], [])), [2], [0]),
+     "^ragged_dot_general requires lhs ragged dimension numbers to be nonnegative and less "
+     "than the number of axes of the lhs value, got 2 for lhs of rank 2.$"),
+    ((11, 5), (3, 5, 7), (2, 3), RDN((([1], [1]), ([], [])), [0], [0]),
+     r"^expected group_sizes to have shape \(3,\), got \(2, 3\).$"),
+    ((19, 17, 11, 5), (3, 19, 5, 7), (19, 11, 3), RDN((([3], [2]), ([0], [1])), [2], [0]),
+     r"^expected group_sizes to have shape \(19, 17, 3\), got \(19, 11, 3\).$"),
+    ((19, 11, 5), (19, 5, 7), (19, 3), RDN((([2], [1]), ([0], [0])), [1], [0]),
+     "^ragged_dot_general requires rhs group dimension numbers to be distinct from "
+     "contracting and batch dimensions.$"),
+    ((11, 5), (3, 5, 7), (2,), RDN((([1], [1]), ([], [])), [0], [0]),
+     "^expected rhs group dimension size to be 2, got 3.$"),
+    ((11, 5), (3, 5, 7), (3,), RDN((([1], [1]), ([], [])), [1], [0]),
+     "^ragged_dot_general requires zero group dimensions in the rhs when lhs ragged dimension "
+     "is contracting or batch.$"),
+    ((11, 5), (5, 7), (3,), RDN((([1], [0]), ([], [])), [0], []),
+     "^ragged_dot_general requires exactly one rhs group dimension when lhs ragged dimension "
+     "is noncontracting.$"),
+    ((11, 5), (3, 5, 7), (), RDN((([1], [1]), ([], [])), [0], [0]),
+     "^expected rank of group_sizes to be >=1.$"),
+])
+def test_ragged_dot_general_checks_as_jax(lhs_shape, rhs_shape, sizes_shape, dn, message):
+    with pytest.raises(TypeError, match=message):
+        lax.ragged_dot_general(jnp.ones(lhs_shape), jnp.ones(rhs_shape),
+                               jnp.ones(sizes_shape, jnp.int32), dn)
+
+
+def test_ragged_dot_general_refusals():
+    dn = RDN((([1], [1]), ([], [])), [0], [0])
+    with pytest.raises(TypeError, match="^ragged_dot_general requires that group_sizes.dtype "
+                                        "is subtype of np.integer.$"):
+        lax.ragged_dot_general(jnp.ones((4, 5)), jnp.ones((2, 5, 3)), jnp.ones(2), dn)
+    with pytest.raises(NotImplementedError, match="^Unimplemented group_offset support.$"):
+        lax.ragged_dot_general(jnp.ones((4, 5)), jnp.ones((2, 5, 3)), jnp.ones(2, jnp.int32),
+                               dn, group_offset=jnp.zeros(1, jnp.int32))

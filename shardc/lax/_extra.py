@@ -19,6 +19,7 @@ from ir import dtypes as _dt
 from shardc.lax._convolution import ConvDimensionNumbers
 from shardc.lax._gather import GatherDimensionNumbers, gather
 from shardc.lax._more import bitwise_or, population_count, shift_right_logical
+from shardc.lax._ops import dot_general
 from shardc.lax._shapes import array_operand
 from shardc.sharding import reshard
 
@@ -150,30 +151,123 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
                               group_offset=group_offset, out_sharding=out_sharding)
 
 
+_NONCONTRACTING, _CONTRACTING, _BATCH = "noncontracting", "contracting", "batch"
+
+
 def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,
                        preferred_element_type=None, group_offset=None, out_sharding=None):
-    """``ragged_dot`` with its dimension numbers: here the basic form (rows of ``lhs``
-    grouped, ``rhs`` one matrix per group)."""
-    if ragged_dot_dimension_numbers != _BASIC:
-        raise NotImplementedError(
-            "ragged_dot_general: only the dimension numbers of ragged_dot (lhs (m, k) grouped "
-            f"along m, rhs (g, k, n)), got {ragged_dot_dimension_numbers}")
+    """A ``dot_general`` one of whose ``lhs`` dimensions (the ragged one) runs in groups of
+    ``group_sizes`` (JAX's ``lax.ragged_dot_general``). By the kind of that dimension:
+
+    1. non-contracting (``m``): ``[b..., m..., k...] x [g, b..., k..., n...] -> [b..., m...,
+       n...]``, each group of ``m`` times its slice of ``rhs``'s group dimension (rows past
+       the groups give zeros);
+    2. contracting (``k``): ``[b..., m..., k...] x [b..., k..., n...] -> [g, b..., m...,
+       n...]``, one product per group over its part of ``k``;
+    3. batch (``b``): ``dot_general`` itself (every batch element is in some group).
+
+    ``group_sizes`` is ``[b..., x..., g]``, ``x...`` the ``lhs`` dimensions of the ragged
+    one's kind outer to it (batch mode: the batch dimensions outer to it), or ``[g]`` for the
+    same sizes everywhere. Each group is cut out by a mask and multiplied whole, as JAX's own
+    reference does, so it differentiates, batches and splits as ``dot_general`` does."""
     if group_offset is not None:
-        raise NotImplementedError("ragged_dot: group_offset")
+        raise NotImplementedError("Unimplemented group_offset support.")
     lhs, rhs = array_operand(lhs), array_operand(rhs)
     sizes = jnp.asarray(group_sizes)
-    if lhs.ndim != 2 or rhs.ndim != 3 or sizes.shape != (rhs.shape[0],) \
-            or lhs.shape[1] != rhs.shape[1]:
-        raise TypeError(f"ragged_dot: lhs must be (m, k), rhs (g, k, n) and group_sizes (g,); "
-                        f"got {lhs.shape}, {rhs.shape}, {sizes.shape}")
-    ends = jnp.cumsum(sizes)
-    group = jnp.searchsorted(ends, jnp.arange(lhs.shape[0]), side="right")
-    member = (group[None, :] == jnp.arange(rhs.shape[0])[:, None]).astype(lhs.dtype)
-    out = jnp.einsum("gm,mk,gkn->mn", member, lhs, rhs, precision=precision,
-                     preferred_element_type=preferred_element_type)
+    dn = ragged_dot_dimension_numbers
+    (l_contract, r_contract), (l_batch, r_batch) = dn.dot_dimension_numbers
+    l_contract, r_contract, l_batch, r_batch = map(list, (l_contract, r_contract, l_batch,
+                                                          r_batch))
+    if len(dn.lhs_ragged_dimensions) != 1:
+        raise TypeError("ragged_dot_general expects exactly one lhs ragged dimension.")
+    (ragged,) = dn.lhs_ragged_dimensions
+    _check_ragged_dim(ragged, lhs.ndim, "lhs ragged dimension", "lhs")
+    l_free = [d for d in range(lhs.ndim) if d not in l_contract and d not in l_batch]
+    mode = (_NONCONTRACTING if ragged in l_free else
+            _CONTRACTING if ragged in l_contract else _BATCH)
+    l_prefix = _ragged_prefix(mode, ragged, l_batch, l_contract, l_free)
+    if sizes.ndim == 0:
+        raise TypeError("expected rank of group_sizes to be >=1.")
+    if sizes.ndim != 1:
+        expected = tuple(lhs.shape[d] for d in l_prefix) + (sizes.shape[-1],)
+        if tuple(sizes.shape) != expected:
+            raise TypeError(f"expected group_sizes to have shape {expected}, got "
+                            f"{tuple(sizes.shape)}.")
+    groups = sizes.shape[-1]
+    group_dims = list(dn.rhs_group_dimensions)
+    if mode != _NONCONTRACTING and group_dims:
+        raise TypeError("ragged_dot_general requires zero group dimensions in the rhs when lhs "
+                        "ragged dimension is contracting or batch.")
+    if mode == _NONCONTRACTING:
+        if len(group_dims) != 1:
+            raise TypeError("ragged_dot_general requires exactly one rhs group dimension when "
+                            "lhs ragged dimension is noncontracting.")
+        _check_ragged_dim(group_dims[0], rhs.ndim, "rhs group dimension", "rhs")
+        if group_dims[0] in r_batch or group_dims[0] in r_contract:
+            raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
+                            "distinct from contracting and batch dimensions.")
+        if rhs.shape[group_dims[0]] != groups:
+            raise TypeError(f"expected rhs group dimension size to be {groups}, got "
+                            f"{rhs.shape[group_dims[0]]}.")
+    if not _dt.is_int(sizes.dtype):
+        raise TypeError("ragged_dot_general requires that group_sizes.dtype is subtype of "
+                        "np.integer.")
+    if sizes.ndim == 1:
+        sizes = jnp.broadcast_to(sizes, tuple(lhs.shape[d] for d in l_prefix) + (groups,))
+    incr = lambda dims: [d + 1 for d in dims]
+    product = functools.partial(dot_general, precision=precision,
+                                preferred_element_type=preferred_element_type)
+    if mode == _NONCONTRACTING:
+        out = product(_by_group(lhs, ragged, sizes, l_prefix), rhs,
+                      ((incr(l_contract) + [0], r_contract + group_dims),
+                       (incr(l_batch), r_batch)))
+    elif mode == _CONTRACTING:
+        r_ragged = r_contract[l_contract.index(ragged)]
+        r_prefix = r_batch + r_contract[:r_contract.index(r_ragged)]
+        out = product(_by_group(lhs, ragged, sizes, l_prefix),
+                      _by_group(rhs, r_ragged, sizes, r_prefix),
+                      ((incr(l_contract), incr(r_contract)),
+                       ([0] + incr(l_batch), [0] + incr(r_batch))))
+    else:
+        out = product(lhs, rhs, dn.dot_dimension_numbers)
     if out_sharding is not None:
         out = reshard(out, out_sharding)
     return out
+
+
+def _check_ragged_dim(dim, rank, dim_name, arg_name):
+    if dim < 0 or dim >= rank:
+        raise TypeError(f"ragged_dot_general requires {dim_name} numbers to be nonnegative and "
+                        f"less than the number of axes of the {arg_name} value, got {dim} for "
+                        f"{arg_name} of rank {rank}.")
+
+
+def _ragged_prefix(mode, ragged, batch, contract, free) -> list:
+    """The dimensions ``group_sizes`` runs over before its groups, as JAX's: the batch
+    dimensions and those of the ragged one's kind outer to it."""
+    if mode == _NONCONTRACTING:
+        return batch + free[:free.index(ragged)]
+    if mode == _CONTRACTING:
+        return batch + contract[:contract.index(ragged)]
+    return batch[:batch.index(ragged)]
+
+
+def _by_group(x, dim, sizes, prefix):
+    """``x`` with a leading group axis: slice ``i`` keeps the elements of group ``i`` along
+    ``dim`` (zeros elsewhere). ``sizes`` is ``[*prefix sizes, g]``, its groups laid end to end
+    along ``dim`` separately at each index of the ``prefix`` dimensions of ``x``."""
+    ends = jnp.cumsum(sizes, axis=-1)
+    starts = ends - sizes
+    at = jnp.arange(x.shape[dim], dtype=sizes.dtype)
+    mask = (starts[..., None] <= at) & (at < ends[..., None])   # [*prefix, g, n]
+    # the mask's axes at their places among the result's [g, *x.shape]
+    places = [1 + d for d in prefix] + [0, 1 + dim]
+    mask = jnp.transpose(mask, np.argsort(places))
+    shape = [1] * (x.ndim + 1)
+    for place in places:
+        shape[place] = (sizes.shape[-1] if place == 0 else x.shape[place - 1])
+    mask = jnp.reshape(mask, shape)
+    return jnp.where(mask, x[None], jnp.zeros((), x.dtype))
 
 
 def composite(decomposition, name: str, version: int = 0):
