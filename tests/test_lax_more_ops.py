@@ -205,9 +205,10 @@ def test_reduce_window_of_a_pytree_checks_as_jax():
                                          r"vs. PyTreeDef\(\(\*,\)\)$"):
         lax.reduce_window((a, a), (0.0, 0.0), lambda u, v: (u[0] + v[0],), (2, 2))
     with pytest.raises(TypeError, match=r"^reduce_window got inconsistent dtypes for operands "
-                                        r"and init_values: got operand dtypes \[dtype\('float32'\), "
-                                        r"dtype\('int32'\)\] and init_value dtypes "
-                                        r"\[dtype\('float32'\), dtype\('float32'\)\].$"):
+                                        r"and init_values: got operand dtypes "
+                                        r"\[dtype\('float32'\), dtype\('int32'\)\] and "
+                                        r"init_value dtypes \[dtype\('float32'\), "
+                                        r"dtype\('float32'\)\].$"):
         lax.reduce_window((a, a.astype(np.int32)), (0.0, 0.0), red, (2, 2))
     with pytest.raises(TypeError, match=r"^reduce_window got inconsistent window_strides and "
                                         r"window_dimensions: got window_strides \(1,\) and "

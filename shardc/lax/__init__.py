@@ -78,7 +78,8 @@ from shardc.lax._primitives import (
     zeta_p)
 
 __all__ = [
-    "AccuracyMode", "Tolerance", "ConvDimensionNumbers", "conv_general_dilated_patches", "betainc", "mulhi", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
+    "AccuracyMode", "Tolerance",
+    "ConvDimensionNumbers", "conv_general_dilated_patches", "betainc", "mulhi", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
     "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
     "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "fft", "FftType", "concatenate",
     "cond", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
