@@ -352,3 +352,60 @@ def test_ragged_dot_general_refusals():
     with pytest.raises(NotImplementedError, match="^Unimplemented group_offset support.$"):
         lax.ragged_dot_general(jnp.ones((4, 5)), jnp.ones((2, 5, 3)), jnp.ones(2, jnp.int32),
                                dn, group_offset=jnp.zeros(1, jnp.int32))
+
+
+# --- the locally connected (unshared) convolution -------------------------------------------
+
+def _local_conv_reference(x, w, window, strides, pads, dilation):
+    """x [N, C, *S], w [O, C * prod(window), *out]: each output place's own kernel, the input
+    channel outer and the window row-major inside ``I``."""
+    x = np.pad(x, [(0, 0), (0, 0)] + list(pads))
+    n, c = x.shape[:2]
+    out_shape = w.shape[2:]
+    out = np.zeros((n, w.shape[0]) + out_shape, np.float64)
+    for place in np.ndindex(*out_shape):
+        taps = []
+        for ch in range(c):
+            for offset in np.ndindex(*window):
+                at = tuple(i * s + o * d for i, s, o, d in zip(place, strides, offset, dilation))
+                taps.append(x[(slice(None), ch) + at])
+        patch = np.stack(taps, axis=1)                     # [N, I]
+        out[(slice(None), slice(None)) + place] = patch @ w[(slice(None), slice(None)) + place].T
+    return out
+
+
+def test_conv_general_dilated_local_uses_each_places_own_kernel():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)       # NCHW
+    window, strides, pads, dilation = (3, 2), (2, 1), ((2, 1), (1, 0)), (2, 1)
+    out_shape = [(n + lo + hi - (k - 1) * d - 1) // s + 1
+                 for n, (lo, hi), k, d, s in zip(x.shape[2:], pads, window, dilation, strides)]
+    w = rng.standard_normal([4, 3 * 6] + out_shape).astype(np.float32)     # OIHW
+    want = _local_conv_reference(x, w, window, strides, pads, dilation)
+    local = partial(lax.conv_general_dilated_local, window_strides=strides, padding=pads,
+                    filter_shape=window, rhs_dilation=dilation,
+                    dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    np.testing.assert_allclose(local(x, w), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(shardc.jit(local)(x, w), want, rtol=1e-5, atol=1e-5)
+    # other layouts: the window and the places in the order rhs_spec names its spatial
+    # dimensions (here W before H)
+    xt = np.transpose(x, (0, 3, 2, 1))                          # N W H C -> read as 'NHWC'
+    wt = np.transpose(w, (2, 3, 1, 0))                          # H W I O -> read as 'WHIO'
+    got = lax.conv_general_dilated_local(xt, wt, strides, pads, window, rhs_dilation=dilation,
+                                         dimension_numbers=("NHWC", "WHIO", "NHWC"))
+    np.testing.assert_allclose(got, np.transpose(want, (0, 3, 2, 1)), rtol=1e-5, atol=1e-5)
+    # 'SAME' padding and a gradient in the kernel: the patches it met
+    w_same = rng.standard_normal((4, 3 * 6, 5, 6)).astype(np.float32)
+    same = lambda w: lax.conv_general_dilated_local(x, w, (1, 1), "SAME", (3, 2)).sum()
+    pads_same = lax.padtype_to_pads(x.shape[2:], (3, 2), (1, 1), "SAME")
+    grad = shardc.grad(same)(w_same)
+    patches = lax.conv_general_dilated_patches(x, (3, 2), (1, 1), "SAME")   # [N, I, H, W]
+    np.testing.assert_allclose(grad, np.broadcast_to(np.asarray(patches).sum(0)[None],
+                                                     w_same.shape), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        lax.conv_general_dilated_local(x, w_same, (1, 1), "SAME", (3, 2)),
+        _local_conv_reference(x, w_same, (3, 2), (1, 1), pads_same, (1, 1)), rtol=1e-5,
+        atol=1e-5)
+    with pytest.raises(ValueError, match="^Unsupported precision for conv_general_dilated_local"):
+        lax.conv_general_dilated_local(x, w, strides, pads, window, rhs_dilation=dilation,
+                                       precision=lax.DotAlgorithmPreset.DEFAULT)

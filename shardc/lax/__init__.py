@@ -22,7 +22,7 @@ from shardc.lax._collectives import (all_gather, all_to_all, axis_index, axis_si
 from shardc.lax._control_flow import (associative_scan, cond, fori_loop, map, scan, switch,
                                       while_loop)
 from shardc.lax._convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,
-                                     conv_general_dilated_patches,
+                                     conv_general_dilated_local, conv_general_dilated_patches,
                                      conv_general_dilated, conv_transpose,
                                      conv_with_general_padding, padtype_to_pads)
 from compiler.custom_gradient import custom_root
@@ -79,7 +79,7 @@ from shardc.lax._primitives import (
 
 __all__ = [
     "AccuracyMode", "Tolerance",
-    "ConvDimensionNumbers", "conv_general_dilated_patches", "betainc", "mulhi", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
+    "ConvDimensionNumbers", "conv_general_dilated_local", "conv_general_dilated_patches", "betainc", "mulhi", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
     "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
     "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "fft", "FftType", "concatenate",
     "cond", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",

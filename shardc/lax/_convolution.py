@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.lax._ops import Precision, dot_general, slice as _slice
 from shardc.lax._shapes import pad
@@ -356,4 +357,34 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
                                 preferred_element_type=preferred_element_type)
 
 
-__all__ += ["conv_general_dilated_patches"]
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
+                               lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+                               precision=None):
+    """A convolution whose kernel is not shared: a separate one at each output place (JAX's
+    ``lax.conv_general_dilated_local``, a locally connected layer). ``rhs``'s spatial
+    dimensions are the output's; its ``I`` dimension holds each input channel's receptive
+    window of ``filter_shape`` flattened (channel-major, the window in the order of
+    ``rhs_spec``'s spatial dimensions), as :func:`conv_general_dilated_patches` lays it out.
+    Computed as JAX's: the patches, then a product batched over the output places."""
+    lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
+    canonical = p.canonical_precision(precision)
+    if canonical is None:
+        lhs_precision = None
+    elif isinstance(canonical, tuple) and len(canonical) == 2:
+        lhs_precision = canonical[0]
+    else:
+        raise ValueError(f"Unsupported precision for conv_general_dilated_local: {precision}")
+    patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding,
+                                           lhs_dilation, rhs_dilation, dimension_numbers,
+                                           precision=lhs_precision)
+    lhs_spec, rhs_spec, out_spec = conv_dimension_numbers(
+        lhs.shape, (1, 1) + tuple(int(d) for d in filter_shape), dimension_numbers)
+    lhs_batch = list(out_spec[2:])
+    rhs_batch = [rhs_spec[2:][k] for k in sorted(range(len(lhs_batch)),
+                                                 key=lambda k: lhs_batch[k])]
+    dn = (([out_spec[1]], [rhs_spec[1]]), (sorted(lhs_batch), rhs_batch))
+    out = dot_general(patches, rhs, dn, precision=precision)
+    return jnp.moveaxis(out, (-2, -1), (out_spec[0], out_spec[1]))
+
+
+__all__ += ["conv_general_dilated_patches", "conv_general_dilated_local"]
