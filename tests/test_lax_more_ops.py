@@ -4,6 +4,7 @@ locally connected convolution, rng_bit_generator and the accuracy argument of th
 functions; values against numpy references, errors as JAX words them."""
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -409,3 +410,108 @@ def test_conv_general_dilated_local_uses_each_places_own_kernel():
     with pytest.raises(ValueError, match="^Unsupported precision for conv_general_dilated_local"):
         lax.conv_general_dilated_local(x, w, strides, pads, window, rhs_dilation=dilation,
                                        precision=lax.DotAlgorithmPreset.DEFAULT)
+
+
+# --- rng_bit_generator: shapes, dtypes, the key's update and determinism (the bits are
+# shardc's own, not XLA's) ------------------------------------------------------------------
+
+def _counter(key):
+    key = np.asarray(key)
+    return int(key[2]) | int(key[3]) << 32
+
+
+@pytest.mark.parametrize("algorithm, block", [(lax.RandomAlgorithm.RNG_DEFAULT, 4),
+                                              (lax.RandomAlgorithm.RNG_PHILOX, 4),
+                                              (lax.RandomAlgorithm.RNG_THREE_FRY, 2)])
+def test_rng_bit_generator_advances_the_counter_by_the_blocks_it_used(algorithm, block):
+    key = np.array([3, 1, 4, 2], np.uint32)
+    # XLA's counts (JAX 0.10.2 on CPU): Philox one per 4 uint32 words, ThreeFry one per 2
+    for shape in [(0,), (1,), (4,), (5,), (9,), (2, 7), (2, 3, 5), (6, 0)]:
+        for dtype in (np.uint8, np.uint16, np.uint32):
+            new_key, bits = lax.rng_bit_generator(key, shape, dtype, algorithm)
+            assert bits.shape == shape and bits.dtype == dtype
+            assert new_key.dtype == np.uint32 and new_key.shape == (4,)
+            np.testing.assert_array_equal(np.asarray(new_key)[:2], key[:2])
+            assert _counter(new_key) - _counter(key) == -(-math.prod(shape) // block)
+    # the 64-bit counter carries and wraps as XLA's
+    new_key, _ = lax.rng_bit_generator(np.array([0, 0, 0xFFFFFFFF, 0], np.uint32), (5,),
+                                       algorithm=algorithm)
+    assert _counter(new_key) == 0xFFFFFFFF + -(-5 // block)
+    new_key, _ = lax.rng_bit_generator(np.array([0, 0, 0xFFFFFFFF, 0xFFFFFFFF], np.uint32),
+                                       (5,), algorithm=algorithm)
+    assert _counter(new_key) == -(-5 // block) - 1
+
+
+def test_rng_bit_generator_is_deterministic_and_chains():
+    key = np.array([1, 2, 3, 4], np.uint32)
+    f = lambda k: lax.rng_bit_generator(k, shape=(5, 7))
+    k1, b1 = f(key)
+    k2, b2 = shardc.jit(f)(key)
+    np.testing.assert_array_equal(k1, k2)
+    np.testing.assert_array_equal(b1, b2)
+    assert b1.dtype == np.uint32 and b1.shape == (5, 7)
+    # the next key draws other bits, and so does another key
+    _, b3 = f(k1)
+    _, b4 = f(np.array([1, 2, 3, 5], np.uint32))
+    _, b5 = f(np.array([9, 2, 3, 4], np.uint32))
+    for other in (b3, b4, b5):
+        assert not np.any(np.asarray(other) == np.asarray(b1))
+    # uniform-looking bits: each of the 32 bits set about half the time
+    _, many = lax.rng_bit_generator(key, (4096,))
+    ones = (np.asarray(many)[:, None] >> np.arange(32, dtype=np.uint32)) & 1
+    assert np.all(np.abs(ones.mean(0) - 0.5) < 0.05)
+    # an empty draw hands the key back
+    same, empty = lax.rng_bit_generator(key, (0,))
+    np.testing.assert_array_equal(same, key)
+    assert empty.shape == (0,)
+
+
+def test_rng_bit_generator_batches_as_jax():
+    # JAX's batching rule: the first key draws the whole batch's bits, and alone advances
+    f = lambda k: lax.rng_bit_generator(k, shape=(5, 7))
+    keys = np.arange(3 * 4).reshape(3, 4).astype(np.uint32)
+    out_keys, bits = shardc.vmap(f)(keys)
+    assert out_keys.shape == (3, 4) and bits.shape == (3, 5, 7)
+    first_key, first_bits = lax.rng_bit_generator(keys[0], (3, 5, 7))
+    np.testing.assert_array_equal(bits, first_bits)
+    np.testing.assert_array_equal(out_keys[0], first_key)
+    np.testing.assert_array_equal(out_keys[1:], keys[1:])
+    keys = np.arange(2 * 3 * 4).reshape(2, 3, 4).astype(np.uint32)
+    out_keys, bits = shardc.vmap(shardc.vmap(f))(keys)
+    assert out_keys.shape == (2, 3, 4) and bits.shape == (2, 3, 5, 7)
+
+
+def test_rng_bit_generator_wide_dtypes_and_keys():
+    with shardc.enable_x64():
+        key = np.array([7, 9], np.uint64)
+        new_key, bits = lax.rng_bit_generator(key, (5,), np.uint64,
+                                              lax.RandomAlgorithm.RNG_PHILOX)
+        assert bits.dtype == np.uint64 and new_key.dtype == np.uint64
+        # two uint32 words an element: 10 words, 3 Philox blocks
+        np.testing.assert_array_equal(new_key, [7, 12])
+        # a uint64[2] key is the uint32[4] key of its little-endian words
+        narrow = np.array([7, 0, 9, 0], np.uint32)
+        _, narrow_bits = lax.rng_bit_generator(narrow, (5,), np.uint64,
+                                               lax.RandomAlgorithm.RNG_PHILOX)
+        np.testing.assert_array_equal(bits, narrow_bits)
+    # without x64 a uint64 request is uint32 bits
+    with pytest.warns(UserWarning, match="Explicitly requested dtype uint64"):
+        _, bits = lax.rng_bit_generator(np.zeros(4, np.uint32), (3,), np.uint64)
+    assert bits.dtype == np.uint32
+
+
+def test_rng_bit_generator_checks():
+    key = np.zeros(4, np.uint32)
+    for dtype in (np.int32, np.float32, "uint4"):
+        with pytest.raises(TypeError, match=f"^rng_bit_generator: unsupported dtype "
+                                            f"{np.dtype(dtype).name}$"):
+            lax.rng_bit_generator(key, (3,), dtype)
+    for algorithm in (7, "RNG_PHILOX"):
+        with pytest.raises(ValueError, match="algorithm must be a lax.RandomAlgorithm"):
+            lax.rng_bit_generator(key, (3,), algorithm=algorithm)
+    assert lax.rng_bit_generator(key, (3,), algorithm=2)[1].shape == (3,)     # an IntEnum
+    for bad in (np.zeros(3, np.uint32), np.zeros(4, np.int32), np.zeros((2, 4), np.uint32)):
+        with pytest.raises(TypeError, match="the key must be uint32"):
+            lax.rng_bit_generator(bad, (3,))
+    assert lax.rng_bit_generator(key, 3)[1].shape == (3,)
+    assert str(lax.RandomAlgorithm.RNG_THREE_FRY) == "RNG_THREE_FRY"

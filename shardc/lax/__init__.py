@@ -56,6 +56,7 @@ from shardc.lax._more import (acos, acosh, asin, asinh, atan, atanh, bitwise_and
 from shardc.lax._reductions import (approx_max_k, approx_min_k, argmax, argmin, cumlogsumexp,
                                     cummax, cummin, cumprod, cumsum, reduce, reduce_max,
                                     reduce_min, reduce_prod, reduce_sum, sort, sort_key_val, top_k)
+from shardc.lax._rng import RandomAlgorithm, rng_bit_generator
 from shardc.lax._shapes import (broadcast, expand_dims, full, full_like, index_in_dim, pad, rev,
                                 slice_in_dim, squeeze)
 from shardc.sharding import with_sharding_constraint
@@ -78,7 +79,7 @@ from shardc.lax._primitives import (
     zeta_p)
 
 __all__ = [
-    "AccuracyMode", "Tolerance",
+    "AccuracyMode", "RandomAlgorithm", "Tolerance", "rng_bit_generator",
     "ConvDimensionNumbers", "conv_general_dilated_local", "conv_general_dilated_patches", "betainc", "mulhi", "DotAlgorithm", "DotAlgorithmPreset", "Precision", "abs", "add", "all_gather", "all_to_all", "argmax",
     "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
     "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "fft", "FftType", "concatenate",
