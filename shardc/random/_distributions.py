@@ -157,6 +157,14 @@ def randint(key, shape, minval, maxval, dtype=int):
     if not _dt.is_int(dtype) or dtype == np.bool_:
         raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
     shape = sample_shape(shape)
+    if type(minval) is int and type(maxval) is int:
+        # bounds given as numbers: one compiled program per shape, dtype and bounds, as
+        # JAX's jitted randint
+        return compiled(_randint_of_dtype, shape, minval, maxval, dtype)(key)
+    return _randint_of_dtype(key, shape, minval, maxval, dtype)
+
+
+def _randint_of_dtype(key, shape, minval, maxval, dtype):
     info = np.iinfo(dtype)
     if info.bits < 32:
         # drawn in 32 bits, as JAX's (fewer would bias the remainders more)
@@ -229,11 +237,18 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     dtype = jnp.result_type(p)
     if not _dt.is_float(dtype):
         raise TypeError(f"bernoulli probability `p` must have a floating dtype, got {dtype}.")
-    p = jnp.astype(jnp.asarray(p), dtype)
     if shape is None:
         shape = jnp.shape(p)
     else:
         _check_bounds_shape("bernoulli", shape, jnp.shape(p))
+    if type(p) is float:
+        # one compiled program per probability, shape and mode, as JAX's jitted bernoulli
+        return compiled(_bernoulli, p, dtype, shape, mode)(key)
+    return _bernoulli(key, p, dtype, shape, mode)
+
+
+def _bernoulli(key, p, dtype, shape, mode):
+    p = jnp.astype(jnp.asarray(p), dtype)
     if mode == "high":
         u1, u2 = uniform(key, (2,) + shape, dtype)
         # the resolution of a uniform draw is 2 ** -nmant
@@ -291,6 +306,10 @@ def exponential(key, shape=(), dtype=float):
     """Exponential floats with rate 1 (mean 1), JAX's: ``-log1p(-u)`` of a uniform ``u`` in
     ``[0, 1)``."""
     shape, dtype = _float_draw("exponential", key, shape, dtype)
+    return compiled(_exponential, shape, dtype)(key)       # as JAX's jitted exponential
+
+
+def _exponential(key, shape, dtype):
     u = uniform(key, shape, dtype)
     return jnp.negative(jnp.log1p(jnp.negative(u)))
 
@@ -312,6 +331,10 @@ def gumbel(key, shape=(), dtype=float, mode=None):
         mode = "high" if config.read("jax_high_dynamic_range_gumbel") else "low"
     if mode not in ("highest", "high", "low"):
         raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
+    return compiled(_gumbel, shape, dtype, mode)(key)      # as JAX's jitted gumbel
+
+
+def _gumbel(key, shape, dtype, mode):
     info = _dt.finfo(dtype)
     if dtype == np.float32 and mode == "highest":
         words = random_bits(key, (2,) + shape, "gumbel", 32)
@@ -362,6 +385,10 @@ def logistic(key, shape=(), dtype=float):
     """Standard logistic floats, JAX's: ``log(u) - log1p(-u)`` of a uniform ``u`` in
     ``[tiny, 1)``."""
     shape, dtype = _float_draw("logistic", key, shape, dtype)
+    return compiled(_logistic, shape, dtype)(key)          # as JAX's jitted logistic
+
+
+def _logistic(key, shape, dtype):
     u = uniform(key, shape, dtype, minval=_dt.finfo(dtype).tiny, maxval=1.0)
     return jnp.subtract(jnp.log(u), jnp.log1p(jnp.negative(u)))
 
@@ -371,6 +398,10 @@ def laplace(key, shape=(), dtype=float):
     """Standard Laplace floats (location 0, scale 1), JAX's: ``sign(u) log1p(-|u|)`` of a
     uniform ``u`` in ``(-1, 1)``."""
     shape, dtype = _float_draw("laplace", key, shape, dtype)
+    return compiled(_laplace, shape, dtype)(key)           # as JAX's jitted laplace
+
+
+def _laplace(key, shape, dtype):
     u = uniform(key, shape, dtype, minval=-1.0 + _dt.finfo(dtype).epsneg, maxval=1.0)
     return jnp.multiply(jnp.sign(u), jnp.log1p(jnp.negative(jnp.abs(u))))
 
@@ -402,6 +433,14 @@ def truncated_normal(key, lower, upper, shape=None, dtype=float):
         shape = lax.broadcast_shapes(jnp.shape(lower), jnp.shape(upper))
     else:
         _check_bounds_shape("truncated_normal", shape, jnp.shape(lower), jnp.shape(upper))
+    if all(type(v) in (int, float) for v in (lower, upper)):
+        # bounds given as numbers: one compiled program per bounds, shape and dtype, as
+        # JAX's jitted truncated_normal
+        return compiled(_truncated_normal, lower, upper, shape, dtype)(key)
+    return _truncated_normal(key, lower, upper, shape, dtype)
+
+
+def _truncated_normal(key, lower, upper, shape, dtype):
     sqrt2 = np.array(np.sqrt(2), dtype)
     lower = jnp.astype(jnp.asarray(lower), dtype)
     upper = jnp.astype(jnp.asarray(upper), dtype)
