@@ -44,7 +44,7 @@ def all_reduce(blocks, *, reduction, **params):
 def in_order_reducer(dtype, reduction, shape: tuple):
     """``all_reduce``'s total, bound once for members of ``dtype`` and ``shape`` (a node's
     operand, reduced at every call): ``reduce(members) -> total``, the members stacked along a
-    new first axis. Bitwise ``all_reduce(list(members))[0]``; a sum or max of same-typed
+    new first axis. Bitwise ``all_reduce(list(members))[0]``; a sum, max or min of same-typed
     members skips its per-call dtype decisions."""
     dtype = np.dtype(dtype)
     if (reduction not in ("sum", "max", "min") or not shape
