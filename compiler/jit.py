@@ -228,6 +228,25 @@ def _finished(outs: list, closed: "ClosedProgram") -> list:
     return outs
 
 
+def _own_results(outs: list, module) -> list:
+    """A run's results, those that are its arguments or constants passed straight through
+    as new arrays over the same data: a call's results are its own, as in JAX, so deleting
+    (or donating) one leaves the argument or the constant alive."""
+    passed = module.__dict__.get("_passed_through")
+    if passed is None:
+        program = module.program
+        given = {id(v) for v in program.constvars + program.invars}
+        passed = module._passed_through = tuple(
+            k for k, v in enumerate(program.outvars) if id(v) in given)
+    if not passed:
+        return outs
+    outs = list(outs)
+    for k in passed:
+        if hasattr(outs[k], "is_deleted"):
+            outs[k] = outs[k].copy()
+    return outs
+
+
 def _held(args) -> list:
     """The arguments of a call as the program holds them: a host numpy array (or scalar) is
     copied (its caller may write into it later, and a result may be a view of an input), in
@@ -691,7 +710,9 @@ class JitFunction:
             backend = get_backend()
             if _transfer_guard.active:      # host arguments go to the devices: guarded
                 backend.committed_device(leaves, _qualified_name(self.fun))
-            outs = backend.execute(compiled.module, list(closed.consts) + _held(leaves))
+            outs = _own_results(backend.execute(compiled.module,
+                                                list(closed.consts) + _held(leaves)),
+                                compiled.module)
             if compiled.placing:
                 outs = compiled.placing(outs)
             if device is not None:
@@ -827,7 +848,9 @@ class JitFunction:
             _refuse_execution(self.fun)
         if compiled.module.inserted:
             check_inserted(compiled.module.inserted)
-        outs = get_backend().execute(compiled.module, list(closed.consts) + _held(leaves))
+        outs = _own_results(get_backend().execute(compiled.module,
+                                                  list(closed.consts) + _held(leaves)),
+                            compiled.module)
         if compiled.placing is None:
             placing = _placing(compiled, leaves, outs)
             placed = placing(outs) if placing else outs

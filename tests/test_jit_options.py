@@ -534,3 +534,21 @@ def test_jit_device_and_backend_as_jax_deprecated_options():
         shardc.jit(lambda a: a, device=d1, out_shardings=SingleDeviceSharding(d1))
     with pytest.warns(DeprecationWarning), pytest.raises(RuntimeError, match="Unknown backend"):
         shardc.jit(lambda a: a, backend="gpu")
+
+
+def test_a_result_passed_straight_through_is_an_array_of_its_own():
+    # JAX's results are the call's own: deleting the argument (or a constant's result)
+    # leaves the result alive, and the result is a new array
+    x = jnp.ones(3)
+    f = shardc.jit(lambda a: (a, a * 2))
+    for _ in range(2):                  # the first call and the cached one
+        y, _ = f(x)
+        assert y is not x
+    x.delete()
+    np.testing.assert_array_equal(np.asarray(y), [1, 1, 1])
+    c = jnp.arange(3.0)
+    g = shardc.jit(lambda: c)
+    first = g()
+    first.delete()
+    np.testing.assert_array_equal(np.asarray(g()), [0, 1, 2])
+    np.testing.assert_array_equal(np.asarray(c), [0, 1, 2])
