@@ -43,6 +43,9 @@ REPORT_SECONDS = 0.5
 GRACE_SECONDS = 1.0
 # how often a waiting process looks for notices
 _LOOK_SECONDS = 0.005
+# an oversubscribed process spins this long in a wait, then naps this long between tests
+_SPIN_SECONDS = 0.00005
+_NAP_SECONDS = 0.00002
 _NOTICE_TAG = 7320
 # os._exit as Python gives it (``install_fault_handler`` wraps it)
 _os_exit = os._exit
@@ -114,12 +117,18 @@ def _wait_watching(requests: list, doing) -> None:
     test = requests[0].Test if len(requests) == 1 else lambda: MPI.Request.Testall(requests)
     if _state.departed:
         check_departures(doing)
-    look = time.monotonic() + _LOOK_SECONDS
+    start = time.monotonic()
+    look = start + _LOOK_SECONDS
+    # more processes than cores (common on one machine): after a short spin, a waiting
+    # process sleeps, so that the one it waits for gets a core (a yield leaves it the core
+    # while it is the only process queued there)
+    nap = start + _SPIN_SECONDS if getattr(world(), "oversubscribed", False) else None
     while not test():
-        # processes may share cores (more processes than cores is common on one machine):
-        # the one this waits for must get to run
-        os.sched_yield()
         now = time.monotonic()
+        if nap is not None and now >= nap:
+            time.sleep(_NAP_SECONDS)
+        else:
+            os.sched_yield()
         if now >= look:
             receive_notices()
             check_departures(doing)

@@ -55,6 +55,9 @@ class World:
             release_launch_segments()   # every process of this machine has them mapped now
         local.Free()
         self.threads = share_cores(len(self.machine_ranks))
+        # more processes here than cores: a waiting process must leave its core to the ones
+        # it waits for (``faults.wait_all``)
+        self.oversubscribed = len(self.machine_ranks) > usable_cores()
 
     def existing_comm(self, ranks: tuple):
         """The communicator of ``ranks`` if it was made already, else None."""
@@ -107,15 +110,20 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def share_cores(here: int) -> int:
     """The ``here`` processes on one machine share its cores: each gets ``cores // here``
     threads, for BLAS (limited at run time with threadpoolctl, whatever loaded it first) and
     for shardc's reduction threads (``SHARDC_THREADS``). A thread variable the user set wins.
     Without this, ``mpiexec -n 2 python script.py`` gives each process a BLAS pool as large as
     the machine, and the pools and MPICH's polling fight for the cores."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-    share = max(1, cores // here)
+    share = max(1, usable_cores() // here)
     if here > 1:
         if not any(os.environ.get(name) for name in THREAD_VARIABLES):
             from threadpoolctl import threadpool_limits
