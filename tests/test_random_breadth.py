@@ -430,3 +430,27 @@ def test_dirichlet_of_tiny_alpha_gamma_and_loggamma_agree_and_categorical_broadc
     assert draws.shape == (3, 4) and 0 <= int(draws.min()) and int(draws.max()) < 10
     with pytest.raises(ValueError, match="Incompatible shapes for broadcasting"):
         random.categorical(key, jnp.zeros((3, 2, 10)), shape=(3, 4))
+
+
+def test_samplers_given_numbers_compile_once_whatever_the_numbers():
+    # as JAX's jitted samplers: the parameters are the compiled program's arguments, so a
+    # probability or bounds changing at every call trace nothing again
+    from shardc.random import _keys
+    key = shardc.random.key(3)
+    _keys._PROGRAMS.clear()
+    for k in range(4):
+        p, low, high = 0.1 * (k + 1), -1.0 - k, 1.0 + k
+        got = shardc.random.bernoulli(key, p, (64,))
+        np.testing.assert_array_equal(
+            np.asarray(got), np.asarray(shardc.random.bernoulli(key, jnp.float32(p), (64,))))
+        ints = shardc.random.randint(key, (64,), -k, 10 + k)
+        np.testing.assert_array_equal(np.asarray(ints), np.asarray(
+            shardc.random.randint(key, (64,), jnp.int32(-k), jnp.int32(10 + k))))
+        cut = shardc.random.truncated_normal(key, low, high, (64,))
+        np.testing.assert_array_equal(np.asarray(cut), np.asarray(
+            shardc.random.truncated_normal(key, jnp.float32(low), jnp.float32(high), (64,))))
+        assert ((low < np.asarray(cut)) & (np.asarray(cut) < high)).all()
+    traced = {getattr(fn, "__name__", ""): jitted.trace_count
+              for (fn, _, _), jitted in _keys._PROGRAMS.items()}
+    assert traced["_bernoulli"] == traced["_randint_of_dtype"] == 1
+    assert traced["_truncated_normal"] == 1

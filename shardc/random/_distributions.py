@@ -158,13 +158,14 @@ def randint(key, shape, minval, maxval, dtype=int):
         raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
     shape = sample_shape(shape)
     if type(minval) is int and type(maxval) is int:
-        # bounds given as numbers: one compiled program per shape, dtype and bounds, as
-        # JAX's jitted randint
-        return compiled(_randint_of_dtype, shape, minval, maxval, dtype)(key)
-    return _randint_of_dtype(key, shape, minval, maxval, dtype)
+        # bounds given as numbers: one compiled program per shape and dtype, the bounds its
+        # arguments, as JAX's jitted randint
+        return compiled(_randint_of_dtype, shape, dtype)(key, jnp.asarray(minval),
+                                                         jnp.asarray(maxval))
+    return _randint_of_dtype(key, minval, maxval, shape, dtype)
 
 
-def _randint_of_dtype(key, shape, minval, maxval, dtype):
+def _randint_of_dtype(key, minval, maxval, shape, dtype):
     info = np.iinfo(dtype)
     if info.bits < 32:
         # drawn in 32 bits, as JAX's (fewer would bias the remainders more)
@@ -242,8 +243,9 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     else:
         _check_bounds_shape("bernoulli", shape, jnp.shape(p))
     if type(p) is float:
-        # one compiled program per probability, shape and mode, as JAX's jitted bernoulli
-        return compiled(_bernoulli, p, dtype, shape, mode)(key)
+        # one compiled program per shape and mode, the probability its argument, as JAX's
+        # jitted bernoulli
+        return compiled(_bernoulli, dtype, shape, mode)(key, jnp.asarray(p))
     return _bernoulli(key, p, dtype, shape, mode)
 
 
@@ -434,9 +436,10 @@ def truncated_normal(key, lower, upper, shape=None, dtype=float):
     else:
         _check_bounds_shape("truncated_normal", shape, jnp.shape(lower), jnp.shape(upper))
     if all(type(v) in (int, float) for v in (lower, upper)):
-        # bounds given as numbers: one compiled program per bounds, shape and dtype, as
-        # JAX's jitted truncated_normal
-        return compiled(_truncated_normal, lower, upper, shape, dtype)(key)
+        # bounds given as numbers: one compiled program per shape and dtype, the bounds its
+        # arguments, as JAX's jitted truncated_normal
+        return compiled(_truncated_normal, shape, dtype)(key, jnp.asarray(lower),
+                                                         jnp.asarray(upper))
     return _truncated_normal(key, lower, upper, shape, dtype)
 
 

@@ -723,15 +723,16 @@ def random_bits(key, shape, name: str = "random_bits", bit_width: int = 32):
 
 
 def compiled(fn, *static):
-    """``fn`` of one array with its static arguments bound, jitted once per ``static``: a
-    call with arrays only takes jit's fast path."""
+    """``fn`` of a key (and further arrays: a sampler's parameters) with its static arguments
+    bound after them, jitted once per ``static``: a call with arrays only takes jit's fast
+    path, and parameters that change from call to call trace nothing again."""
     # by type too: 1, 1.0 and True compare equal, and may draw differently
     key = (fn, static, tuple(map(type, static)))
     found = _PROGRAMS.get(key)
     if found is None:
         if len(_PROGRAMS) > 1024:
             _PROGRAMS.clear()
-        found = _PROGRAMS[key] = _jit(lambda value: fn(value, *static))
+        found = _PROGRAMS[key] = _jit(lambda value, *arrays: fn(value, *arrays, *static))
     return found
 
 
