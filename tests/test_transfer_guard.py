@@ -361,3 +361,25 @@ def test_context_is_thread_local():
     thread.start()
     thread.join()
     assert results == ["allowed", "refused"]
+
+
+def test_samplers_given_numbers_transfer_them_as_jaxs_jitted_samplers_do():
+    # JAX's samplers are jitted functions of their numeric parameters: a Python number for
+    # a bound or a probability is a host-to-device transfer (uniform's default bounds too);
+    # samplers of a key and a shape alone transfer nothing
+    key = shardc.random.key(0)
+    transferring = [lambda: shardc.random.uniform(key, (3,), minval=0.0, maxval=2.0),
+                    lambda: shardc.random.uniform(key, (3,)),
+                    lambda: shardc.random.bernoulli(key, 0.3, (3,)),
+                    lambda: shardc.random.randint(key, (3,), 0, 5),
+                    lambda: shardc.random.truncated_normal(key, -1.0, 1.0, (3,))]
+    for draw in transferring:
+        with shardc.transfer_guard("disallow"):
+            with pytest.raises(shardc.errors.JaxRuntimeError,
+                               match="Disallowed host-to-device transfer"):
+                draw()
+    for draw in (lambda: shardc.random.normal(key, (3,)),
+                 lambda: shardc.random.exponential(key, (3,)),
+                 lambda: shardc.random.gumbel(key, (3,))):
+        with shardc.transfer_guard("disallow"):
+            assert draw().shape == (3,)

@@ -44,13 +44,19 @@ def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
         raise ValueError(f"dtype argument to `uniform` must be a float dtype, got {dtype}")
     shape = sample_shape(shape)
     if all(type(v) in (int, float) for v in (minval, maxval)):
-        # bounds given as numbers: one compiled program per shape, dtype and bounds, as
-        # JAX's jitted _uniform
-        return compiled(_uniform_draw, shape, dtype, minval, maxval)(key)
+        # bounds given as numbers: one compiled program per shape and dtype (and whether the
+        # bounds' span is exact), the bounds its arguments, as JAX's jitted _uniform
+        exact = _exact_multiple(minval, maxval, dtype)
+        return compiled(_uniform_between, shape, dtype, exact)(key, jnp.asarray(minval),
+                                                               jnp.asarray(maxval))
     return _uniform_draw(key, shape, dtype, minval, maxval)
 
 
-def _uniform_draw(key, shape, dtype, minval, maxval):
+def _uniform_between(key, minval, maxval, shape, dtype, exact):
+    return _uniform_draw(key, shape, dtype, minval, maxval, exact)
+
+
+def _uniform_draw(key, shape, dtype, minval, maxval, exact=None):
     info = _dt.finfo(dtype)
     nbits, nmant = info.bits, info.nmant
     rng_bits = 8 if nmant < 8 else nbits      # a float of few mantissa bits draws a byte
@@ -60,7 +66,8 @@ def _uniform_draw(key, shape, dtype, minval, maxval):
     float_bits = jnp.bitwise_or(lax.shift_right_logical(raw, unsigned.type(rng_bits - nmant)),
                                 one)
     floats = jnp.subtract(lax.bitcast_convert_type(float_bits, dtype), dtype.type(1.0))
-    exact = _exact_multiple(minval, maxval, dtype)
+    if exact is None:
+        exact = _exact_multiple(minval, maxval, dtype)
     minval, maxval = (jnp.astype(jnp.asarray(v), dtype) for v in (minval, maxval))
     span = jnp.subtract(maxval, minval)
     if dtype.itemsize >= 4 and not exact:
