@@ -552,3 +552,27 @@ def test_a_result_passed_straight_through_is_an_array_of_its_own():
     first.delete()
     np.testing.assert_array_equal(np.asarray(g()), [0, 1, 2])
     np.testing.assert_array_equal(np.asarray(c), [0, 1, 2])
+
+
+def test_functions_jax_runs_as_programs_give_arrays_of_their_own():
+    # deleting (or donating) the operand leaves the result alive, as in JAX, where these
+    # run as jitted functions; an explicit copy is one too. reshape to the same shape,
+    # asarray and a same-dtype astype hand the array itself back, as JAX's do.
+    ints = lambda: jnp.arange(4, dtype=jnp.int32)
+    floats = lambda: jnp.arange(4.0)
+    own = [(floats, jnp.copy), (floats, jnp.squeeze), (floats, jnp.ravel),
+           (floats, lambda x: x.flatten()), (floats, jnp.atleast_1d), (floats, jnp.real),
+           (floats, jnp.conj), (floats, jnp.positive), (floats, lambda x: jnp.moveaxis(x, 0, 0)),
+           (floats, jnp.clip), (floats, lambda x: jnp.asarray(x, copy=True)),
+           (floats, lambda x: x.astype(jnp.float32, copy=True)),
+           (lambda: jnp.arange(4, dtype=jnp.uint32), jnp.abs), (ints, jnp.round),
+           (ints, jnp.floor), (ints, jnp.ceil), (ints, jnp.trunc), (ints, jnp.nan_to_num)]
+    for make, fn in own:
+        x = make()
+        y = fn(x)
+        assert y is not x, fn
+        x.delete()
+        np.testing.assert_array_equal(np.asarray(y), np.arange(4))
+    for fn in (jnp.asarray, lambda x: x.reshape(4), lambda x: x.astype(jnp.float32)):
+        x = floats()
+        assert fn(x) is x

@@ -13,7 +13,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array
 from shardc.dtypes import is_weakly_typed, result_type
-from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_operands,
+from shardc.numpy._core import (as_array, as_inexact, asarray, astype, fresh, broadcast_operands,
                                 broadcast_typed_operands, convert, dtype_of, full_like,
                                 is_array, keeps_weak, keeps_weak_scalars, ones_like, promote,
                                 promoted, shape_of, weak_of_scalars, weakly_typed_like,
@@ -256,13 +256,13 @@ _float_ceil = make_unary(p.ceil_p, "ceil")
 def floor(x):
     """Elementwise floor; integers pass through unchanged (as in JAX)."""
     x = as_array(x)
-    return x if not _dt.is_inexact(dtype_of(x)) else _float_floor(x)
+    return fresh(x) if not _dt.is_inexact(dtype_of(x)) else _float_floor(x)
 
 
 def ceil(x):
     """Elementwise ceiling; integers pass through unchanged (as in JAX)."""
     x = as_array(x)
-    return x if not _dt.is_inexact(dtype_of(x)) else _float_ceil(x)
+    return fresh(x) if not _dt.is_inexact(dtype_of(x)) else _float_ceil(x)
 _lax_abs = make_unary(p.abs_p, "abs", floating=False)
 
 
@@ -271,7 +271,7 @@ def absolute(x):
     which does not hand them to lax.abs)."""
     x = as_array(x)
     dtype = dtype_of(x)
-    return x if dtype == _dt.bool_ or _dt.is_unsigned(dtype) else _lax_abs(x)
+    return fresh(x) if dtype == _dt.bool_ or _dt.is_unsigned(dtype) else _lax_abs(x)
 
 
 abs = absolute
@@ -345,6 +345,8 @@ def clip(x, min=None, max=None, a_min=None, a_max=None):
         x = maximum(x, lo)
     if hi is not None:
         x = minimum(x, hi)
+    if lo is None and hi is None:
+        return fresh(as_array(x))   # a new array, as JAX's jitted clip gives
     return asarray(x) if isinstance(x, np.ndarray) else x     # an array, never the caller's
 
 

@@ -377,10 +377,24 @@ def _put_on(value, device):
             result = result.respelled(full)
     return weakened(result) if getattr(value, "weak", False) is True else result
 
+
+def fresh(x):
+    """``x`` as a new array over the same data, where it is a concrete array (a traced value
+    as it is): what a function JAX runs as a program of its own gives, or an explicit copy,
+    is an array of its own, so deleting or donating the operand leaves it alive."""
+    return x.copy() if isinstance(x, Array) else x
+
+
 @takes_device
 def asarray(x, dtype=None, order=None, *, copy=None):
-    """``x`` as an array of ``dtype`` (traced values pass through). ``order`` and ``copy``
-    change nothing: an array is never changed, and a host value is always copied in."""
+    """``x`` as an array of ``dtype`` (traced values pass through). ``order`` changes nothing
+    (an array is never changed, and a host value is always copied in); ``copy=True`` gives a
+    new array where ``x`` is one already."""
+    result = _asarray(x, dtype, order)
+    return fresh(result) if copy and result is x else result
+
+
+def _asarray(x, dtype, order):
     if order not in (None, "K"):
         raise NotImplementedError("Only implemented for order='K'")
     if (rule := key_array_rule("asarray", x)) is not None:
@@ -688,13 +702,15 @@ _INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
 
 def astype(x, dtype, /, *, copy=False, device=None):
-    """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32).
-    ``copy`` changes nothing (arrays are never changed); ``device`` places the result."""
+    """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32);
+    ``copy=True`` gives a new array where the conversion changes nothing; ``device`` places
+    the result."""
     if device is not None:
-        return _put_on(astype(x, dtype), device)
+        return _put_on(astype(x, dtype, copy=copy), device)
     x = as_array(x)
     # a dtype asked for types the value (JAX's astype is never weakly typed)
-    return typed(convert(x, dtype))
+    result = typed(convert(x, dtype))
+    return fresh(result) if copy and result is x else result
 
 
 # --- shapes ----------------------------------------------------------------------------------
@@ -770,10 +786,12 @@ def typed_reshape(x, new, out_sharding, name: str):
 
 
 def ravel(x, order="C", *, out_sharding=None):
-    """``x`` flattened to one dimension (row-major, or column-major with ``order='F'``)."""
+    """``x`` flattened to one dimension (row-major, or column-major with ``order='F'``): a
+    new array, as JAX's jitted ravel gives, where ``x`` is one-dimensional already."""
     if order == "K":
         raise NotImplementedError("Ravel not implemented for order='K'.")
-    return reshape(x, (-1,), order=order, out_sharding=out_sharding)
+    result = reshape(x, (-1,), order=order, out_sharding=out_sharding)
+    return fresh(result) if result is x else result
 
 
 def canonical_axis(axis, ndim) -> int:

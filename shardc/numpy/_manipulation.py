@@ -22,7 +22,7 @@ from runtime.array import Array
 from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, less_equal,
                                       logical_and, logical_or, multiply, remainder, subtract,
                                       where)
-from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
+from shardc.numpy._core import (as_array, asarray, astype, fresh, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
                                 expand_dims, full, key_array_rule, ndim_of, ravel, reshape,
                                 shape_of, shape_tuple, weakly_typed_like, zeros)
@@ -77,7 +77,7 @@ def moveaxis(x, source, destination):
     perm = [d for d in range(ndim) if d not in source]
     for dest, src in sorted(zip(destination, source)):
         perm.insert(dest, src)
-    return transpose(x, perm)
+    return fresh(transpose(x, perm))          # a new array, as JAX's jitted moveaxis
 
 
 def squeeze(x, axis=None):
@@ -92,7 +92,7 @@ def squeeze(x, axis=None):
             raise ValueError("cannot select an axis to squeeze out which has size not equal to "
                              f"one, got shape={shape} and dimensions={dims}")
     if not dims:
-        return as_array(x)
+        return fresh(as_array(x))             # a new array, as JAX's jitted squeeze
     return bind(p.squeeze_p, x, dimensions=dims)
 
 
@@ -110,7 +110,7 @@ def hstack(arrays, dtype=None):
 
 def atleast_1d(*arys):
     """Each array with at least one dimension (a list of them for several)."""
-    out = [reshape(x, (1,)) if shape_of(x) == () else as_array(x) for x in arys]
+    out = [reshape(x, (1,)) if shape_of(x) == () else fresh(as_array(x)) for x in arys]
     return out[0] if len(out) == 1 else out
 
 
@@ -666,8 +666,8 @@ def append(arr, values, axis=None):
 
 
 def copy(a, order=None):
-    """A copy of ``a`` (arrays are immutable, so ``a``'s value itself)."""
-    return asarray(as_array(a))
+    """A copy of ``a``: a new array (over the same data: arrays are never changed)."""
+    return fresh(asarray(as_array(a)))
 
 
 def resize(a, new_shape):

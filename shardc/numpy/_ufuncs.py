@@ -28,7 +28,7 @@ from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, bitwise_and,
                                       make_unary, maximum, minimum, multiply, negative,
                                       nonzero_int_divisor, not_equal, numeric_pair, power,
                                       remainder, sin, sqrt, subtract, where)
-from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_arrays,
+from shardc.numpy._core import (as_array, as_inexact, asarray, astype, fresh, broadcast_arrays,
                                 broadcast_operands, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, convert, dtype_of, expand_dims, full,
                                 full_like, keeps_weak, keeps_weak_scalars, ndim_of, ones_like,
@@ -111,11 +111,11 @@ def fabs(x):
 
 
 def positive(x):
-    """``+x``: ``x`` itself (booleans are refused, as by numpy and JAX)."""
+    """``+x``: a new array of ``x``'s value (booleans are refused, as by numpy and JAX)."""
     x = as_array(x)
     if _dt.is_bool(dtype_of(x)):
         raise TypeError("positive does not accept dtype bool.")
-    return x
+    return fresh(x)
 
 
 @keeps_weak
@@ -141,7 +141,7 @@ def trunc(x):
     """Round towards zero; integers pass through."""
     x = as_array(x)
     if not _dt.is_inexact(dtype_of(x)):
-        return x
+        return fresh(x)
     return where(less(x, 0), ceil(x), floor(x))
 
 
@@ -170,7 +170,7 @@ def round(x, decimals=0):
     if not _dt.is_inexact(dtype):
         if decimals < 0:
             raise NotImplementedError("integer np.round not implemented for decimals < 0")
-        return x
+        return fresh(x)
     if decimals:
         work = astype(x, np.float32) if dtype == np.float16 else x
         scale = convert(10.0 ** decimals, _dt.real_dtype(dtype_of(work)))
@@ -509,9 +509,9 @@ def _is_complex(x) -> bool:
 
 
 def real(x):
-    """The real part (a real array itself)."""
+    """The real part (of a real array, a new array of its value)."""
     x = as_array(x)
-    return bind(p.real_p, x) if _is_complex(x) else x
+    return bind(p.real_p, x) if _is_complex(x) else fresh(x)
 
 
 def imag(x):
@@ -521,9 +521,9 @@ def imag(x):
 
 
 def conj(x):
-    """The complex conjugate (a real array itself)."""
+    """The complex conjugate (of a real array, a new array of its value)."""
     x = as_array(x)
-    return bind(p.conj_p, x) if _is_complex(x) else x
+    return bind(p.conj_p, x) if _is_complex(x) else fresh(x)
 
 
 conjugate = conj
@@ -579,7 +579,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     x = as_array(x)
     dtype = dtype_of(x)
     if not _dt.is_inexact(dtype):
-        return x
+        return fresh(x)
     if _is_complex(x):          # each part on its own
         parts = [nan_to_num(bind(prim, x), copy, nan, posinf, neginf)
                  for prim in (p.real_p, p.imag_p)]
