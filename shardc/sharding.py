@@ -134,11 +134,6 @@ def resolve_sharding(sharding, what: str):
         if mesh is None and what == "with_sharding_constraint":
             mesh = legacy_mesh()
         if mesh is None:
-            if what == "reshard":
-                raise ValueError(
-                    "Using PartitionSpec when you are not under a mesh context is not "
-                    "allowed. Please pass a NamedSharding instance or enter into a mesh "
-                    f"context via `jax.set_mesh`. Got {p_text(spec_names(sharding))}")
             if what == "device_put":       # JAX's words
                 raise ValueError("Please set a mesh via `jax.set_mesh` if a PartitionSpec is "
                                  "passed to device_put")
@@ -155,8 +150,11 @@ def resolve_sharding(sharding, what: str):
                     f"`PartitionSpec`s to {option}. You can define a context mesh via "
                     f"`jax.set_mesh(mesh)`. Alternatively, provide `Sharding`s to {option} and "
                     "then the mesh context manager is not required.")
-            raise ValueError(f"{what} got the PartitionSpec {sharding!r} but no mesh is set; "
-                             "pass NamedSharding(mesh, spec) or call shardc.set_mesh(mesh)")
+            # reshard, and an out_sharding= (matmul, einsum, reshape, zeros, ...): JAX's words
+            raise ValueError(
+                "Using PartitionSpec when you are not under a mesh context is not "
+                "allowed. Please pass a NamedSharding instance or enter into a mesh "
+                f"context via `jax.set_mesh`. Got {p_text(spec_names(sharding))}")
         return NamedSharding(mesh, sharding)
     if hasattr(sharding, "id") and hasattr(sharding, "platform"):
         return SingleDeviceSharding(sharding)

@@ -169,8 +169,11 @@ def test_device_under_jit_and_on_the_current_mesh():
     assert inner.sharding == sharding
     with shardc.set_mesh(MESH):
         assert jnp.ones((8, 2), device=P(None, "y")).sharding == NamedSharding(MESH, P(None, "y"))
-    with pytest.raises(ValueError, match="no mesh is set"):
+    with pytest.raises(ValueError, match=r"^Using PartitionSpec when you are not under a mesh "
+                       r"context is not allowed\. .*Got P\('x',\)$"):
         jnp.ones(4, device=P("x"))
+    with pytest.raises(ValueError, match="Using PartitionSpec when you are not under a mesh"):
+        jnp.matmul(jnp.ones((2, 2)), jnp.ones((2, 2)), out_sharding=P("x"))
 
 
 # --- unroll= ---------------------------------------------------------------------------------------
