@@ -281,9 +281,9 @@ class EvalTrace(Trace):
             # a shard_map, or a loop or branch running one: as jit runs it (lowered)
             from compiler.jit import execute_equation
             outs = execute_equation(prim, values, params)
-        elif prim.kind == "op" and not prim.multiple_results and (
-                split is not None or prim is not prims.sharding_constraint_p
-                and auto_mesh(layouts) is not None):
+        elif (prim.kind == "op" and split is not None and not prim.multiple_results
+              or prim.kind in ("op", "higher") and prim is not prims.sharding_constraint_p
+              and auto_mesh(layouts) is not None):
             # on split arrays (by their types, or on Auto axes by their layouts): block by
             # block, as under jit
             from compiler.jit import execute_partitioned

@@ -790,3 +790,21 @@ def test_values_made_under_an_auto_mesh_are_replicated_on_it():
     assert put.sharding == SingleDeviceSharding(jax.devices()[0])
     assert split.sharding == (split + 1).sharding == NamedSharding(mesh, P("x"))
     np.testing.assert_array_equal(np.asarray(jitted), 2 * np.ones(4))
+
+
+def test_eager_sorts_and_loops_are_laid_out_as_under_jit():
+    # JAX runs an eager operation as a jit of it: a sort (several results) and a scan on
+    # arrays laid out on Auto axes are laid out as propagation types them (JAX 0.10.2's
+    # layouts), not replicated or put on one device
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    host = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    a = jax.device_put(host, NamedSharding(mesh, P("x", "y")))
+    for run in (lambda f, *args: f(*args), lambda f, *args: jax.jit(f)(*args)):
+        ordered = run(lambda t: jnp.sort(t, axis=0), a)
+        assert ordered.sharding == NamedSharding(mesh, P("x", "y"))
+        np.testing.assert_array_equal(np.asarray(ordered), np.sort(host, axis=0))
+        carry, rows = run(lambda t: lax.scan(lambda c, r: (c + r, c), jnp.zeros(4), t), a)
+        assert carry.sharding == NamedSharding(mesh, P("y"))
+        np.testing.assert_allclose(np.asarray(carry), host.sum(0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(rows)[-1], host[:-1].sum(0), rtol=1e-5,
+                                   atol=1e-6)
