@@ -609,7 +609,7 @@ def call_nested(config, args: tuple, outer):
     mesh = config.mesh
     if mesh.axis_names != outer.mesh.axis_names or mesh.axis_sizes != outer.mesh.axis_sizes:
         raise ValueError(f"shard_map '{config.name}' is called inside a shard_map body on "
-                         f"{outer.mesh!r}, but its mesh is {mesh!r}; a nested shard_map uses "
+                         f"{outer.mesh}, but its mesh is {mesh}; a nested shard_map uses "
                          "the enclosing mesh")
     already = [a for a in config.manual_axes if a in outer.manual]
     new_axes = tuple(a for a in config.manual_axes if a not in outer.manual)

@@ -72,7 +72,7 @@ class TypeSharding:
         return self._hash
 
     def __repr__(self):
-        return f"TypeSharding({self.mesh!r}, {self.spec!r})"
+        return f"TypeSharding({self.mesh}, {self.spec!r})"
 
     def dim_text(self, d: int, size: int) -> str:
         """``8``, ``8@x`` or ``32@(x,y)``."""
@@ -255,6 +255,9 @@ class Aval:
 
     def __repr__(self):
         return f"Aval({self.str_short()})"
+
+    def __str__(self):
+        return self.str_long()      # as JAX prints a ShapedArray: ``float32[8@x,4]``
 
 
 _WITH_VMA: dict = {}

@@ -80,7 +80,7 @@ class LoweredShardMap:
         raise KeyError(f"device {device_id} is not in {self.mesh}")
 
     def __repr__(self):
-        return (f"LoweredShardMap(mesh={self.mesh!r}, in_shardings={self.in_shardings!r}, "
+        return (f"LoweredShardMap(mesh={self.mesh}, in_shardings={self.in_shardings!r}, "
                 f"out_specs={self.out_specs!r}, runtime_check={self.runtime_check!r})")
 
 

@@ -504,7 +504,7 @@ class _Builder:
         if axes != mesh.axis_names:
             raise self.error(axes_tree, f"the mesh axes are {mesh.axis_names!r}", near=id_token)
         if any(not 0 <= c < n for c, n in zip(coords, mesh.axis_sizes)):
-            raise self.error(coords_tree, f"coordinates outside the mesh {mesh!r}",
+            raise self.error(coords_tree, f"coordinates outside the mesh {mesh}",
                              near=id_token)
         position = mesh.position(coords)
         if mesh.device_ids[position] != device_id:
@@ -615,7 +615,7 @@ class _Builder:
             # an Auto axis splits a type where the partitioner propagated a layout
             if axis not in mesh.axis_names:
                 raise self.error(tree, f"a type names {axis!r}, which is not an axis of "
-                                       f"{mesh!r}")
+                                       f"{mesh}")
         if len(set(named)) != len(named):
             raise self.error(tree, "a type splits two dimensions over one mesh axis")
         sizes = mesh.shape

@@ -13,6 +13,7 @@ import numpy as np
 from ir.comm import device_traffic
 from ir.core import (DeviceProgram, Literal, Program, Var, format_literal, holds_programs,
                      programs_in)
+from ir.sharding import Mesh
 
 
 def var_name(k: int) -> str:
@@ -57,6 +58,8 @@ def format_param(value) -> str:
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, Mesh):
+        return str(value)         # the short form, as JAX prints a mesh in a program
     return repr(value)
 
 
@@ -134,7 +137,7 @@ def print_program(prog: Program, *, axis_order: Sequence[str] = (), with_source=
     """The text of a program, as ``make_jaxpr`` shows it; headed ``types on Mesh(...):`` when
     its types name mesh axes (``f32[8@x,4]``)."""
     mesh = types_mesh(prog)
-    head = f"types on {mesh!r}:\n" if mesh is not None else ""
+    head = f"types on {mesh}:\n" if mesh is not None else ""
     return head + _Printer(with_source).program(prog, 0, axis_order)
 
 
@@ -185,7 +188,7 @@ def print_module(module, *, with_source: bool = False, devices: bool = False) ->
         lowered = module.shard_maps[index]
         arrive = format_param(tuple(lowered.in_shardings))
         leave = format_param(tuple(lowered.out_specs))
-        parts.append(f"shard_map equation {index} on {lowered.mesh!r}: inputs arrive as "
+        parts.append(f"shard_map equation {index} on {lowered.mesh}: inputs arrive as "
                      f"{arrive}, outputs leave as {leave}")
         if lowered.mesh_program is not None:
             parts.append(print_mesh_program(lowered, with_source=with_source))

@@ -448,13 +448,21 @@ class Mesh(_AxisKinds):
     def __hash__(self):
         return self._hash
 
-    def __repr__(self):
+    def __str__(self):
         parts = [f"{n!r}: {s}" for n, s in self.shape.items()]
         parts.append(f"axis_types={_types_text(self.axis_types)}")
         if self.device_ids != tuple(range(self.size)):
             # devices other than the first ones: name them, so the text says which devices
             parts.append(f"device_ids={self.device_ids}")
         return f"Mesh({', '.join(parts)})"
+
+    def __repr__(self):
+        """JAX's repr, the sizes and names apart (``str`` is the short form that programs
+        print and IR text reads: ``Mesh('x': 4, 'y': 2, axis_types=...)``)."""
+        if not self.axis_names:
+            return "Mesh(axis_sizes=(), axis_names=())"
+        return (f"Mesh(axis_sizes={tuple(self.axis_sizes)}, axis_names={self.axis_names!r}, "
+                f"axis_types={_types_text(self.axis_types)})")
 
     def __enter__(self):
         # JAX's deprecated mesh context: with_sharding_constraint reads a bare PartitionSpec
@@ -671,7 +679,7 @@ class NamedSharding(Sharding):
 
     def __repr__(self):
         memory = ", memory_kind=device" if isinstance(self.mesh, Mesh) else ""
-        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}{memory})"
+        return f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}{memory})"
 
     def is_equivalent_to(self, other, ndim: int) -> bool:
         if not isinstance(self.mesh, Mesh) or not isinstance(getattr(other, "mesh", None),
@@ -684,9 +692,22 @@ class NamedSharding(Sharding):
     def with_spec(self, spec) -> "NamedSharding":
         return NamedSharding(self.mesh, PartitionSpec(*spec))
 
+    def update(self, **kwargs) -> "NamedSharding":
+        """JAX's ``update``: this sharding with its ``mesh``, ``spec`` (a PartitionSpec or a
+        sequence of entries) or ``memory_kind`` replaced."""
+        spec = kwargs.pop("spec", self.spec)
+        if not isinstance(spec, PartitionSpec):
+            spec = PartitionSpec(*spec)
+        mesh = kwargs.pop("mesh", self.mesh)
+        memory_kind = kwargs.pop("memory_kind", None)
+        if kwargs:
+            raise TypeError(f"NamedSharding.update() got unexpected keyword arguments "
+                            f"{sorted(kwargs)}")
+        return NamedSharding(mesh, spec, memory_kind=memory_kind)
+
     def short_repr(self) -> str:
         """``NamedSharding(Mesh('x': 4), P('x'))``, the form printed in programs."""
-        return f"NamedSharding({self.mesh!r}, {self.spec.short_repr()})"
+        return f"NamedSharding({self.mesh}, {self.spec.short_repr()})"
 
     @property
     def device_set(self) -> set:

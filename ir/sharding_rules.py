@@ -103,7 +103,7 @@ def p_text(spec) -> str:
 
 def sharding_text(mesh, spec) -> str:
     """``NamedSharding(mesh=AbstractMesh(...), spec=P(...))`` as JAX's messages print it."""
-    return f"NamedSharding(mesh={mesh.abstract_mesh!r}, spec={p_text(spec)})"
+    return f"NamedSharding(mesh={mesh.abstract_mesh}, spec={p_text(spec)})"
 
 
 def spec_from_user(spec, ndim: int, mesh, what: str = "out_sharding") -> tuple:
@@ -135,15 +135,15 @@ def _mesh_of(prim, in_avals, params):
         if a.type_sharding is not None:
             if mesh is not None and a.type_sharding.mesh != mesh:
                 raise ValueError(
-                    f"For primitive {prim}, the operands are on different meshes: {mesh!r} "
-                    f"and {a.type_sharding.mesh!r} (for shape {a.str_long()}); reshard one of them "
+                    f"For primitive {prim}, the operands are on different meshes: {mesh} "
+                    f"and {a.type_sharding.mesh} (for shape {a.str_long()}); reshard one of them "
                     "onto the other's mesh")
             mesh = a.type_sharding.mesh
     given = params.get("out_sharding")
     if isinstance(given, NamedSharding):
         if mesh is not None and given.mesh != mesh:
-            raise ValueError(f"For primitive {prim}, out_sharding's mesh {given.mesh!r} should "
-                             f"match the operands' mesh {mesh!r}")
+            raise ValueError(f"For primitive {prim}, out_sharding's mesh {given.mesh} should "
+                             f"match the operands' mesh {mesh}")
         mesh = given.mesh
     context = current_mesh()
     if mesh is not None and context is not None:

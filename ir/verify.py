@@ -220,7 +220,7 @@ def verify_device_program(dp, mesh) -> None:
                           f"{tuple(mesh.axis_names)!r}", device=dp.device_id)
     if not 0 <= dp.position < mesh.size or mesh.device_ids[dp.position] != dp.device_id:
         raise VerifyError(f"device {dp.device_id} is not at mesh position {dp.position} of "
-                          f"{mesh!r}", device=dp.device_id)
+                          f"{mesh}", device=dp.device_id)
     verify(dp.program, mesh)
     _check_nodes(dp.program, mesh, per_device=True)
 
@@ -279,12 +279,12 @@ def _check_groups(eqn, mesh, where) -> None:
         for device in group:
             if device not in ids:
                 raise VerifyError(f"{where}: device_groups names device {device}, which is not "
-                                  f"on the mesh {mesh!r} (ids {min(ids)} to {max(ids)})",
+                                  f"on the mesh {mesh} (ids {min(ids)} to {max(ids)})",
                                   eqn=eqn, param="device_groups")
     expected = device_groups(mesh, eqn.params["mesh_axes"])
     if groups != expected:
         raise VerifyError(f"{where}: device_groups={groups!r} do not match "
-                          f"mesh_axes={eqn.params['mesh_axes']!r} on {mesh!r}, whose groups "
+                          f"mesh_axes={eqn.params['mesh_axes']!r} on {mesh}, whose groups "
                           f"are {expected!r}", eqn=eqn, param="device_groups")
 
 

@@ -118,7 +118,7 @@ def shard_map(f=None, *, mesh=None, in_specs=_INFER, out_specs=_REQUIRED, check_
         return _refused_at_call(f, None, err)
     if isinstance(mesh, (Mesh, AbstractMesh)) and not mesh.axis_names:
         return _refused_at_call(f, None, ValueError(
-            f"shard_map requires a non-empty mesh. Got {mesh!r}"))
+            f"shard_map requires a non-empty mesh. Got {mesh}"))
     abstract = None
     if isinstance(mesh, AbstractMesh):
         # the devices are the current mesh's (an enclosing shard_map body's), found at the call

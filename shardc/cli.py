@@ -216,7 +216,7 @@ def _target_function(args, *, check=None, fn=None):
         return fn
     if args.mesh is not None or args.in_specs is not None or args.out_specs is not None:
         if config is not None:
-            raise UsageError(f"{args.target} is a shard_map already (on {config.mesh!r}); "
+            raise UsageError(f"{args.target} is a shard_map already (on {config.mesh}); "
                              "--mesh, --in-specs and --out-specs are for a plain body: drop "
                              "them to use its own")
         return _wrap_plain_body(args, fn, check)

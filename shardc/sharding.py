@@ -37,7 +37,7 @@ class _MeshScope(contextlib.AbstractContextManager):
         if mesh is not None and not isinstance(mesh, Mesh):
             raise ValueError(f"Expected mesh of type `jax.sharding.Mesh`. Got {type(mesh)}")
         if mesh is not None and mesh.manual_axes:
-            raise ValueError(f"mesh {mesh!r} contains manual axes which is not allowed when "
+            raise ValueError(f"mesh {mesh} contains manual axes which is not allowed when "
                              "using `jax.set_mesh`. Please use `jax.shard_map` to enter into "
                              "`Manual` mode instead.")
         self.mesh = mesh
@@ -106,7 +106,7 @@ def use_abstract_mesh(mesh: AbstractMesh):
     devices = current.devices.flat if current is not None else all_devices()[:mesh.size]
     devices = list(devices)
     if len(devices) != mesh.size:
-        raise ValueError(f"use_abstract_mesh: the mesh {mesh!r} has {mesh.size} devices, but the "
+        raise ValueError(f"use_abstract_mesh: the mesh {mesh} has {mesh.size} devices, but the "
                          f"current mesh has {len(devices)}")
     concrete = Mesh(np.array(devices, dtype=object).reshape(mesh.axis_sizes), mesh.axis_names,
                     axis_types=mesh.axis_types)
@@ -264,7 +264,7 @@ def _constrained(x, shardings, what: str):
                 raise ValueError(
                     "The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={p_text(spec_names(sharding.spec))}"
-                    f" and mesh={mesh.abstract_mesh!r}. You probably meant to use `reshard` API?")
+                    f" and mesh={mesh.abstract_mesh}. You probably meant to use `reshard` API?")
             if isinstance(leaf, Tracer) or current_trace() is not eval_trace:
                 sharding = _over_type(leaf, sharding)   # (eagerly JAX 0.10.2 lays it out
                                                         # as named, the type's split dropped)

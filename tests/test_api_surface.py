@@ -520,3 +520,27 @@ def test_array_repr_places_the_dtype_as_jax_does():
     assert repr(jnp.zeros((0, 2))) == "Array([], shape=(0, 2), dtype=float32)"
     assert repr(jnp.asarray(1.5)) == "Array(1.5, dtype=float32, weak_type=True)"
     assert repr(jnp.arange(30.).reshape(3, 10)).endswith("27., 28., 29.]], dtype=float32)")
+
+
+def test_a_mesh_prints_and_reprs_as_jaxs():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    assert repr(mesh) == ("Mesh(axis_sizes=(4, 2), axis_names=('x', 'y'), "
+                          "axis_types=(Explicit, Explicit))")
+    assert str(mesh) == "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit))"
+    assert repr(NamedSharding(mesh, P("x"))) == (
+        "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)), "
+        "spec=P('x',), memory_kind=device)")
+    assert repr([mesh]) == f"[{mesh!r}]"
+
+
+def test_a_named_sharding_updates_and_an_aval_prints_as_jaxs():
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    s = NamedSharding(mesh, P("x"))
+    assert s.update(spec=P(None, "y")) == NamedSharding(mesh, P(None, "y"))
+    assert s.update(spec=("y",)).spec == P("y")
+    other = shardc.make_mesh((8,), ("i",))
+    assert s.update(mesh=other, spec=P("i")) == NamedSharding(other, P("i"))
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        s.update(spex=P())
+    a = shardc.device_put(np.zeros((8, 4), np.float32), s)
+    assert str(a.aval) == "float32[8@x,4]"

@@ -785,7 +785,7 @@ def pending(axes):
 def resharding_matrix(name: str) -> str:
     shape, names, placements = RESHARD_PLACEMENTS[name]
     mesh = jax.make_mesh(shape, names)
-    lines = [f"f32[16,16] on {mesh!r}: from -> to: what moves (bytes received per device)"]
+    lines = [f"f32[16,16] on {mesh}: from -> to: what moves (bytes received per device)"]
     with jax.set_mesh(mesh):
         for src in placements:
             x = jax.device_put(RESHARD_VALUE, src)

@@ -85,7 +85,8 @@ def test_mesh_repeated_device():
 def test_mesh_nested_list_and_repr():
     d = jax.devices()
     mesh = Mesh([[d[0], d[1]], [d[2], d[3]]], ('i', 'j'))
-    assert repr(mesh) == "Mesh('i': 2, 'j': 2, axis_types=(Auto, Auto))"
+    assert str(mesh) == "Mesh('i': 2, 'j': 2, axis_types=(Auto, Auto))"
+    assert repr(mesh) == "Mesh(axis_sizes=(2, 2), axis_names=('i', 'j'), axis_types=(Auto, Auto))"
     assert dict(mesh.shape) == {'i': 2, 'j': 2} and mesh.size == 4
 
 

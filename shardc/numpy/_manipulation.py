@@ -22,9 +22,9 @@ from runtime.array import Array
 from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, less_equal,
                                       logical_and, logical_or, multiply, remainder, subtract,
                                       where)
-from shardc.numpy._core import (as_array, asarray, astype, fresh, broadcast_shapes_of, broadcast_to,
+from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
-                                expand_dims, full, key_array_rule, ndim_of, ravel, reshape,
+                                expand_dims, fresh, full, key_array_rule, ndim_of, ravel, reshape,
                                 shape_of, shape_tuple, weakly_typed_like, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min

@@ -28,11 +28,12 @@ from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, bitwise_and,
                                       make_unary, maximum, minimum, multiply, negative,
                                       nonzero_int_divisor, not_equal, numeric_pair, power,
                                       remainder, sin, sqrt, subtract, where)
-from shardc.numpy._core import (as_array, as_inexact, asarray, astype, fresh, broadcast_arrays,
+from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_arrays,
                                 broadcast_operands, broadcast_shapes_of, broadcast_to,
-                                canonical_axis, concatenate, convert, dtype_of, expand_dims, full,
-                                full_like, keeps_weak, keeps_weak_scalars, ndim_of, ones_like,
-                                promote, ravel, reshape, shape_of, weakly_typed_like, zeros_like)
+                                canonical_axis, concatenate, convert, dtype_of, expand_dims, fresh,
+                                full, full_like, keeps_weak, keeps_weak_scalars, ndim_of,
+                                ones_like, promote, ravel, reshape, shape_of, weakly_typed_like,
+                                zeros_like)
 from shardc.numpy._functional import vectorize
 from shardc.numpy._arraylike import check_arraylike
 from shardc.numpy._indexing import take
