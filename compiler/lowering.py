@@ -23,6 +23,7 @@ import dataclasses
 import functools
 
 from compiler.inline_calls import inline_calls
+from compiler.passes.reciprocal import reciprocal_divisions
 from ir import collectives as coll
 from ir import primitives as prims
 from ir.core import Aval, Eqn, Program, Var, holds_programs, programs_in
@@ -99,7 +100,7 @@ lowering_rules[prims.remat_p] = _inline_rule
 def lower_to_mesh(mesh: Mesh, body: Program, invars=None) -> Program:
     """Stage 1: the mesh-level program of ``body`` (its inputs already blocks)."""
     ctx = LoweringContext(mesh)
-    body = inline_calls(body)
+    body = reciprocal_divisions(inline_calls(body))
     invars = list(body.invars) if invars is None else invars
     outvars = _lower_into(ctx, body, invars)
     return Program([], invars, ctx.eqns, outvars)
@@ -222,7 +223,7 @@ def _emit(ctx: LoweringContext, prim, value, axes, vma, params):
 def lower_module(program: Program, in_shardings) -> LoweredModule:
     """Lower every shard_map equation, tracking each value's layout from the inputs on
     (``in_shardings``: the constants' layouts, then the inputs', as the module is run)."""
-    program = inline_calls(program)
+    program = reciprocal_divisions(inline_calls(program))
     layout: dict = {}
     for var, sharding in zip(program.constvars + program.invars, in_shardings):
         layout[id(var)] = sharding

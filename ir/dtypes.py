@@ -197,6 +197,16 @@ def is_inexact(dtype) -> bool:
     return kind(dtype) in (FLOAT, COMPLEX)
 
 
+# the dtypes XLA divides by a broadcast value as a product with its reciprocal (bfloat16 is
+# computed in float32 first; complex numbers are divided as written)
+_RECIPROCAL_DIVISION = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+
+
+def divides_by_reciprocal(dtype) -> bool:
+    """Whether XLA computes ``a / b`` of ``dtype``, ``b`` broadcast, as ``a * (1 / b)``."""
+    return np.dtype(dtype) in _RECIPROCAL_DIVISION
+
+
 def is_unsigned(dtype) -> bool:
     dtype = np.dtype(dtype)
     return np.issubdtype(dtype, np.unsignedinteger) or dtype in SMALL_UNSIGNED

@@ -144,6 +144,10 @@ def _div(x, y):
         q = wide_x // wide_y
         q = q + ((q * wide_y != wide_x) & ((wide_x < 0) != (wide_y < 0)))
         return np.where(y == 0, np.int64(-1), q).astype(dtype)
+    if np.ndim(y) == 0 and np.ndim(x) and dtypes.divides_by_reciprocal(dtype):
+        # divided by a value broadcast from rank 0: by its reciprocal, as XLA does (see
+        # compiler.passes.reciprocal; a lowered program has it written so already)
+        return np.multiply(x, np.divide(np.ones((), dtype), y))
     return np.divide(x, y)
 
 

@@ -615,3 +615,39 @@ def test_python_scalar_arguments_stay_weak_in_shard_map_and_control_flow():
         assert value.dtype == np.dtype(BF16), where
     np.testing.assert_array_equal(np.asarray(results["shard_map, jit"], np.float32),
                                   np.full(8, 2.0, np.float32))
+
+
+def test_division_by_a_broadcast_value_is_a_product_with_its_reciprocal_as_in_xla():
+    from shardc import lax
+    # XLA (JAX on CPU) computes a / b, b broadcast (a scalar, a row, a keepdims column), as
+    # a * (1 / b) in float16/32/64: up to an ulp off a true division on a third of values.
+    # Same-shape operands, bfloat16 and complex numbers divide as written.
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.5, 100, (30, 40)).astype(np.float32)
+    row = rng.uniform(0.5, 100, (40,)).astype(np.float32)
+    col = rng.uniform(0.5, 100, (30, 1)).astype(np.float32)
+    same = rng.uniform(0.5, 100, (30, 40)).astype(np.float32)
+    recip = lambda a, b: a * (np.ones((), b.dtype) / b)
+    cases = [(lambda a: a / 3.0, recip(x, np.float32(3))),
+             (lambda a: jnp.divide(a, row), recip(x, row)),
+             (lambda a: a / col, recip(x, col)),
+             (lambda a: lax.div(a, jnp.float32(7)), recip(x, np.float32(7))),
+             (lambda a: jnp.mean(a, axis=1), recip(np.asarray(jnp.sum(x, axis=1)),
+                                                  np.float32(40))),
+             (lambda a: a / same, x / same)]
+    for fn, want in cases:
+        for run in (fn, jax.jit(fn)):
+            got = np.asarray(run(jnp.asarray(x)))
+            np.testing.assert_array_equal(got, want)
+    assert (recip(x, np.float32(3)) != x / np.float32(3)).any()    # the cases tell them apart
+    x64 = x.astype(np.float64)
+    with jax.enable_x64():
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda a: a / 3.0)(x64)),
+                                      recip(x64, np.float64(3)))
+    half = x.astype(np.float16)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(half) / np.float16(3)),
+                                  (half.astype(np.float32) * np.float32(np.float16(1) /
+                                   np.float16(3))).astype(np.float16))
+    z = np.array([1 + 2j, 3 - 1j], np.complex64)
+    np.testing.assert_array_equal(np.asarray(jnp.asarray(z) / (3 + 1j)),
+                                  z / np.complex64(3 + 1j))

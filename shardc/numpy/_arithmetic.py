@@ -13,8 +13,9 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from runtime.array import Array
 from shardc.dtypes import is_weakly_typed, result_type
-from shardc.numpy._core import (as_array, as_inexact, asarray, astype, fresh, broadcast_operands,
-                                broadcast_typed_operands, convert, dtype_of, full_like,
+from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast_operands,
+                                broadcast_shapes_of, broadcast_typed_operands, convert,
+                                dtype_of, fresh, full_like,
                                 is_array, keeps_weak, keeps_weak_scalars, ones_like, promote,
                                 promoted, shape_of, weak_of_scalars, weakly_typed_like,
                                 zeros_like)
@@ -97,8 +98,24 @@ def true_divide(x, y):
     if not _dt.is_inexact(result_type(x, y)):
         x, y = convert(x, _dt.float_), convert(y, _dt.float_)
     x, y = promote(x, y)
+    if _eager_broadcast_divisor(x, y):
+        # JAX's jnp.divide is one program, where XLA divides by a broadcast value as a
+        # product with its reciprocal (compiler.passes.reciprocal does so under jit)
+        y = bind(p.div_p, convert(1, dtype_of(y)), y)
+        x, y = broadcast_operands(x, y, name="div")
+        return weakly_typed_like(bind(p.mul_p, x, y), *operands)
     x, y = broadcast_operands(x, y, name="div")
     return weakly_typed_like(bind(p.div_p, x, y), *operands)
+
+
+def _eager_broadcast_divisor(x, y) -> bool:
+    """Whether concrete operands divide by a value of more than one element that broadcasts
+    (a rank-0 divisor is the division kernel's to handle)."""
+    if isinstance(x, Tracer) or isinstance(y, Tracer) or not _dt.divides_by_reciprocal(
+            dtype_of(y)):
+        return False
+    shape = shape_of(y)
+    return bool(shape) and shape != broadcast_shapes_of(shape_of(x), shape)
 
 
 divide = true_divide
