@@ -29,15 +29,18 @@ def operand_types(value) -> tuple:
     return tuple((np.shape(v), np.asarray(v).dtype) for v in parts)
 
 
-def all_reduce(blocks, *, reduction, **params):
+def all_reduce(blocks, *, reduction, block_ndim=None, **params):
     """Every member gets the reduction of all members' blocks, reduced once in rank order.
+    ``block_ndim``: a device's block's rank, where the blocks given are stacked over further
+    devices (a mean divides as ``finish_reduction`` says).
 
         before: [a] [b] [c] [d]      after (sum): [a+b+c+d] x4
     """
     dtype = blocks[0].dtype
     blocks = counted(blocks, reduction)
     total = combine_in_order(blocks[1:], reduction, blocks[0])
-    total = finish_reduction(total, reduction, len(blocks), fresh=len(blocks) > 1, dtype=dtype)
+    total = finish_reduction(total, reduction, len(blocks), fresh=len(blocks) > 1, dtype=dtype,
+                             block_ndim=block_ndim)
     return [total] * len(blocks)
 
 
@@ -110,21 +113,32 @@ def combine_in_order(blocks, reduction, total, owned: bool = False):
 
 
 def finish_reduction(total, reduction, count: int, fresh: bool, from_zero: bool = False,
-                     dtype=None):
+                     dtype=None, block_ndim=None):
     """The combined blocks of a group of ``count`` as the all-reduce gives them: a float sum
     as from +0.0, a mean divided once, in the reduction's dtype for members of ``dtype``
     (default: ``total``'s, where it was not accumulated wider). ``fresh``: ``total`` is a new
     array the caller owns; ``from_zero``: the sum was accumulated from +0.0 already
-    (``starts_from_zero``)."""
+    (``starts_from_zero``); ``block_ndim``: a device's block's rank (default: ``total``'s)."""
     result_dtype = reduced_dtype(total.dtype if dtype is None else dtype, reduction)
     if reduction in ("sum", "mean") and not from_zero:
         total = positive_zero_sum(total, in_place=fresh)
     if reduction == "mean":
-        inexact = dtypes.is_inexact(total.dtype)
-        total = total / count
-        if not inexact:
-            total = total.astype(dtypes.float_)
+        total = mean_of_sum(total, count, np.ndim(total) if block_ndim is None else block_ndim)
     return np.asarray(total).astype(result_dtype, copy=False)
+
+
+def mean_of_sum(total, count: int, block_ndim: int):
+    """A group's sum divided by its size, as JAX's pmean computes it: the sum (integers in
+    the default float) divided by ``count``, which XLA computes as a product with ``1 /
+    count`` where a block of rank 1 or more is divided (a broadcast divisor, see
+    ``dtypes.divides_by_reciprocal``)."""
+    total = np.asarray(total)
+    if not dtypes.is_inexact(total.dtype):
+        total = total.astype(dtypes.float_)
+    dtype = total.dtype
+    if block_ndim and dtypes.divides_by_reciprocal(dtype):
+        return np.multiply(total, np.ones((), dtype) / dtype.type(count))
+    return np.true_divide(total, dtype.type(count))
 
 
 def starts_from_zero(dtype, reduction) -> bool:

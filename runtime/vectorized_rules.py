@@ -582,6 +582,7 @@ class Members:
         rest = [d for d in range(k) if d not in dims]
         self.perm = tuple(dims) + tuple(rest) + tuple(range(k, k + block_ndim))
         self.indices = list(np.ndindex(*self.group))
+        self.block_ndim = block_ndim
 
     def __call__(self, x):
         if x.shape[:len(self.full)] != self.full:
@@ -611,12 +612,12 @@ def rank_order_reducer(how: Members, reduction: str, dtype):
         count = how.size
 
         def mean_in_order(members):
-            total = total_of(members)
-            return np.true_divide(total, count, out=total)
+            return collectives.mean_of_sum(total_of(members), count, how.block_ndim)
         return mean_in_order
     if reduction == "mean" or dtype == np.bool_:
         return lambda members: collectives.all_reduce([members[i] for i in indices],
-                                                     reduction=reduction)[0]
+                                                     reduction=reduction,
+                                                     block_ndim=how.block_ndim)[0]
     if how.size == 1:
         if from_zero:
             return lambda members: collectives.positive_zero_sum(members[indices[0]])

@@ -651,3 +651,32 @@ def test_division_by_a_broadcast_value_is_a_product_with_its_reciprocal_as_in_xl
     z = np.array([1 + 2j, 3 - 1j], np.complex64)
     np.testing.assert_array_equal(np.asarray(jnp.asarray(z) / (3 + 1j)),
                                   z / np.complex64(3 + 1j))
+
+
+def test_pmean_divides_as_jaxs_psum_then_division():
+    # JAX's pmean is psum(x) / n: a block of rank >= 1 is divided by a broadcast n, which
+    # XLA computes as a product with 1 / n; a rank-0 block divides as written. Integers are
+    # summed, converted to float32, then divided.
+    from compiler.backend import get_backend, set_backend
+    mesh = Mesh(np.array(jax.devices()[:6]), ("i",))
+    x = np.random.default_rng(1).uniform(0.5, 100, (6, 50)).astype(np.float32)
+    ints = np.arange(6 * 50, dtype=np.int32).reshape(6, 50) * 7
+    sixth = np.float32(1) / np.float32(6)
+
+    def both(fn):
+        return [jax.jit(shard_map(lambda b, f=f: f(fn(b), "i"), mesh=mesh, in_specs=P("i"),
+                                  out_specs=P())) for f in (jax.lax.pmean, jax.lax.psum)]
+    saved = get_backend()
+    try:
+        for backend in ("fast", "reference"):
+            jax.set_backend_name(backend)
+            mean, total = both(lambda b: b)
+            np.testing.assert_array_equal(np.asarray(mean(x))[0],
+                                          np.asarray(total(x))[0] * sixth)
+            mean0, total0 = both(lambda b: b[0, 0])
+            assert np.asarray(mean0(x)) == np.asarray(total0(x)) / np.float32(6)
+            got = np.asarray(mean(ints))[0]
+            assert got.dtype == np.float32
+            np.testing.assert_array_equal(got, ints.sum(0).astype(np.float32) * sixth)
+    finally:
+        set_backend(saved)
