@@ -782,13 +782,32 @@ def _no_results(in_avals, outs, **params):
 sharding_rules[prims.debug_print_p] = _no_results
 
 
-# Front-end collectives only ever see shard_map body values, whose types name no Explicit
-# axes; they appear here so that the table is complete.
 def _collective(in_avals, outs, **params):
-    return [((),) * out.ndim for out in outs]
+    """A collective's result keeps its operand's split over the Explicit axes a partial-manual
+    shard_map left automatic, dimension by dimension, as JAX's abstract evals (which update
+    only the shape: a tiled gather, scatter or all_to_all keeps the split of each dimension,
+    the one it resizes included). An untiled all_gather inserts an unsplit dimension, an
+    untiled psum_scatter drops its scatter dimension and an untiled all_to_all does both, as
+    JAX's expand_dims / squeeze around its tiled form. ``ragged_all_to_all``'s result is its
+    ``output`` operand's; ``axis_index``, without operands, is unsplit."""
+    if not in_avals:
+        return [((),) * out.ndim for out in outs]
+    source = in_avals[1] if len(in_avals) == 6 else in_avals[0]
+    spec = list(spec_of(source))
+    if params.get("tiled") is False:                  # all_slice has no ``tiled``: kept
+        if "gather_axis" in params:
+            spec.insert(params["gather_axis"], ())
+        elif "scatter_axis" in params:
+            del spec[params["scatter_axis"]]
+        elif params["split_axis"] != params["concat_axis"]:
+            del spec[params["split_axis"]]
+            spec.insert(params["concat_axis"], ())
+    return [tuple(spec[d] if d < len(spec) else () for d in range(out.ndim)) for out in outs]
 
 
-for _c in coll.FRONT_END:
+# The communication nodes a lowered body holds type their results as the collectives they
+# come from (the same parameter names).
+for _c in coll.FRONT_END + coll.NODES:
     sharding_rules[_c.prim] = _collective
 
 

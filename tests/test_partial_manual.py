@@ -318,3 +318,51 @@ def test_a_bare_spec_in_a_body_resolves_on_the_body_mesh():
 
     v = jax.device_put(np.arange(32.0).reshape(4, 8), jax.NamedSharding(mesh, P("i", "j")))
     np.testing.assert_array_equal(np.asarray(f(v)), np.arange(32.0).reshape(4, 8) ** 2)
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+def test_collectives_over_the_manual_axis_keep_the_automatic_explicit_split(wrap):
+    """In a shard_map manual over 'y' on an Explicit (2, 4) mesh, a collective over 'y' keeps
+    its operand's split over 'x' (JAX's abstract evals update only the shape): psum's result
+    is ``P('x', None)`` in the body and in the shard_map's result, not unsplit. An untiled
+    all_gather inserts an unsplit dimension and an untiled all_to_all moves the split with
+    the dimensions it keeps (JAX's expand_dims / squeeze around the tiled form)."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    data = np.arange(64, dtype=np.float32).reshape(8, 8)
+    cols = data.reshape(8, 4, 2)                       # [r, block k, c] = data[r, 2k + c]
+    ring = [(i, (i + 1) % 4) for i in range(4)]
+    cases = {
+        "psum": (lambda v: lax.psum(v, "y"), P(None, "y"), P(),
+                 "P('x', None)", "P('x', None)", cols.sum(axis=1)),
+        "pmax": (lambda v: lax.pmax(v, "y"), P(None, "y"), P(),
+                 "P('x', None)", "P('x', None)", cols.max(axis=1)),
+        "ppermute": (lambda v: lax.ppermute(v, "y", ring), P(None, "y"), P(None, "y"),
+                     "P('x', None)", "P('x', 'y')", np.roll(cols, 1, axis=1).reshape(8, 8)),
+        "all_gather tiled": (lambda v: lax.all_gather(v, "y", axis=1, tiled=True),
+                             P(None, "y"), P(None, "y"), "P('x', None)", "P('x', 'y')",
+                             np.tile(data, (1, 4))),
+        "all_gather at the end": (lambda v: lax.all_gather(v, "y", axis=2), P(None, "y"),
+                                  P(None, None, "y"), "P('x', None, None)", "P('x', None, 'y')",
+                                  np.tile(cols.transpose(0, 2, 1), (1, 1, 4))),
+        "all_gather in front": (lambda v: lax.all_gather(v, "y", axis=0), P(None, "y"),
+                                P(None, None, "y"), "P(None, 'x', None)", "P(None, 'x', 'y')",
+                                np.tile(cols.transpose(1, 0, 2), (1, 1, 4))),
+        "all_to_all untiled": (lambda v: lax.all_to_all(v.reshape(8, 4, 2), "y", 1, 0), P(),
+                               P("y"), "P(None, 'x', None)", "P('y', 'x', None)",
+                               np.repeat(cols.transpose(1, 0, 2), 4, axis=0)),
+    }
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("x", "y"))
+        for name, (f, in_spec, out_spec, body_type, out_type, want) in cases.items():
+            seen = []
+
+            def body(v, f=f):
+                out = f(v)
+                seen.append(str(jax.typeof(out).sharding.spec))
+                return out
+
+            got = WRAPS[wrap](jax.shard_map(body, in_specs=in_spec, out_specs=out_spec,
+                                            axis_names={"y"}))(x)
+            assert (name, seen[0]) == (name, body_type)
+            assert (name, str(jax.typeof(got).sharding.spec)) == (name, out_type)
+            np.testing.assert_array_equal(np.asarray(got), want, err_msg=name)
