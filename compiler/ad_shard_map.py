@@ -26,8 +26,9 @@ from compiler.tracing import (aval_of, bind, current_trace, enclosing_spmd_axes,
                               trace_to_program)
 from ir import primitives as p
 from ir import collectives as coll
-from ir.core import Aval, Eqn, Program, Var
+from ir.core import Aval, Eqn, Program, TypeSharding, Var
 from ir.sharding import PartitionSpec, axes_size, canonical_spec, spec_axes
+from ir.sharding_rules import shard_map_result_split
 
 # --- whether the enclosing shard_map checks replication, while transposing its body ---------------
 #
@@ -106,8 +107,11 @@ def _residual_axes(aval: Aval, mesh, check: bool) -> tuple:
     multiplied by the mesh size). With the check off nothing is known, so every axis but
     those an enclosing vmap splits its batch over: batching the shard_map adds those."""
     if not check:
+        # nor the Explicit axes its type is split over: a partial-manual body leaves those
+        # automatic, and the residual keeps that split across the boundary
         spmd = enclosing_spmd_axes()
-        return tuple(a for a in mesh.axis_names if a not in spmd)
+        typed = aval.type_sharding.axes if aval.type_sharding is not None else ()
+        return tuple(a for a in mesh.axis_names if a not in spmd and a not in typed)
     return tuple(a for a in mesh.axis_names if a in aval.vma)
 
 
@@ -129,8 +133,9 @@ def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
     res_axes = [_residual_axes(r.aval, mesh, check) for r in residuals]
     res_specs = tuple(_residual_spec(axes) for axes in res_axes)
     known_body = _with_residual_exits(split.known, res_axes, mesh, check)
-    outer_res = [Var(Aval((axes_size(mesh.shape, axes),) + r.aval.shape, r.aval.dtype))
-                 for r, axes in zip(residuals, res_axes)]
+    exits = known_body.outvars[len(known_body.outvars) - len(residuals):]
+    outer_res = [Var(_outer_residual(e.aval, axes, spec, mesh))
+                 for e, axes, spec in zip(exits, res_axes, res_specs)]
     known_eqn = Eqn(p.shard_map_p,
                     [a for a, u in zip(eqn.invars, ins_unknown) if not u],
                     [v for v, k in zip(eqn.outvars, known_out) if k] + outer_res,
@@ -214,10 +219,32 @@ def _with_residual_exits(known: Program, res_axes: list, mesh, check: bool) -> P
             lifted = Var(res.aval.update(vma=exit_vma))
             eqns.append(Eqn(coll.pvary_p, [value], [lifted], dict(mesh_axes=missing)))
             value = lifted
-        shaped = Var(Aval((1,) + res.aval.shape, res.aval.dtype, exit_vma))
+        shaped = Var(_with_leading_one(res.aval, exit_vma))
         eqns.append(Eqn(p.reshape_p, [value], [shaped], dict(new_sizes=(1,) + res.aval.shape)))
         exits.append(shaped)
     return Program([], list(known.invars), eqns, keep + exits)
+
+
+def _outer_residual(exit_aval: Aval, axes: tuple, spec, mesh) -> Aval:
+    """The known shard_map's result for a residual leaving as ``exit_aval`` (1, *block),
+    its leading dimension over ``axes``; typed as a shard_map result where the block keeps a
+    split over Explicit axes left automatic."""
+    out = Aval((axes_size(mesh.shape, axes),) + exit_aval.shape[1:], exit_aval.dtype)
+    if exit_aval.type_sharding is None:
+        return out
+    return out.with_sharding(TypeSharding.of(mesh, shard_map_result_split(mesh, spec,
+                                                                          exit_aval)))
+
+
+def _with_leading_one(aval: Aval, vma) -> Aval:
+    """``aval`` with a leading dimension of 1, varying over ``vma``; its split over the
+    Explicit axes a partial-manual shard_map leaves automatic is kept on the dimensions after
+    (a residual crosses the boundary typed as the body made it)."""
+    shaped = Aval((1,) + aval.shape, aval.dtype, vma)
+    typed = aval.type_sharding
+    if typed is None:
+        return shaped
+    return shaped.with_sharding(TypeSharding.of(typed.mesh, ((),) + tuple(typed.spec)))
 
 
 def _with_residual_entries(unknown: Program, res_axes: list) -> Program:
@@ -225,7 +252,7 @@ def _with_residual_entries(unknown: Program, res_axes: list) -> Program:
     with the types they had in the known body."""
     entries, eqns = [], []
     for res in unknown.invars[:len(res_axes)]:
-        block = Var(Aval((1,) + res.aval.shape, res.aval.dtype, res.aval.vma))
+        block = Var(_with_leading_one(res.aval, res.aval.vma))
         entries.append(block)
         eqns.append(Eqn(p.reshape_p, [block], [res], dict(new_sizes=res.aval.shape)))
     return Program([], entries + list(unknown.invars[len(res_axes):]),

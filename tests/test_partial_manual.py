@@ -366,3 +366,31 @@ def test_collectives_over_the_manual_axis_keep_the_automatic_explicit_split(wrap
             assert (name, seen[0]) == (name, body_type)
             assert (name, str(jax.typeof(got).sharding.spec)) == (name, out_type)
             np.testing.assert_array_equal(np.asarray(got), want, err_msg=name)
+
+
+@pytest.mark.parametrize("check,layers", [(False, "one"), (False, "scan"), (True, "scan")])
+def test_residuals_keep_the_automatic_explicit_split_through_a_gradient(check, layers):
+    """A relu in a shard_map manual over 'model' whose block stays split over an Explicit
+    'data' axis: the relu's mask, a residual of the forward body, reaches the backward body
+    still split over 'data' (it arrived unsplit and the mask's select refused the cases), and
+    with the check off it leaves over the manual axes only, not over 'data' too."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"))
+    data = np.arange(48, dtype=np.float32).reshape(8, 6) - 20
+    weights = np.linspace(-1, 1, 3 * 6 * 6, dtype=np.float32).reshape(3, 6, 6)
+
+    def body(v, w):
+        if layers == "one":
+            return jax.nn.relu(v @ w[0])
+        return lax.scan(lambda h, a: (jax.nn.relu(h @ a), None), v, w)[0]
+
+    def loss(w, v, f):
+        return jnp.sum(f(v, w) ** 2)
+
+    want = jax.grad(loss)(weights, data, body)
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("data", None))
+        w = jax.device_put(weights, P())
+        f = jax.shard_map(body, in_specs=(P(), P()), out_specs=P(), axis_names={"model"},
+                          check_vma=check)
+        got = jax.jit(jax.grad(loss), static_argnums=2)(w, x, f)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
