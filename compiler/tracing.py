@@ -1089,6 +1089,13 @@ class ProgramTrace(Trace):
     def new_arg(self, aval: Aval) -> ProgramTracer:
         return self.new_tracer(aval)
 
+    def _from_same_body(self, value) -> bool:
+        """Whether ``value`` is a value of the shard_map body this trace is inside (a loop or
+        branch body in it closing over the body's values), not one from outside the
+        shard_map, which the body may not close over when its type is split."""
+        trace = getattr(value, "_trace", None) if isinstance(value, Tracer) else None
+        return trace is not None and getattr(trace, "shard", None) is self.shard
+
     def lift(self, value) -> ProgramTracer:
         """A closed-over value: a scalar becomes an inline literal, anything else a constant."""
         known = self.const_tracers.get(id(value))
@@ -1109,7 +1116,7 @@ class ProgramTrace(Trace):
                 tracer = self.new_tracer(aval, Literal(np.asarray(value)[()], aval))
                 tracer.weak = getattr(value, "weak", False) is True
                 return tracer
-        if self.shard is not None:
+        if self.shard is not None and not self._from_same_body(value):
             check_closed_over(aval)
         tracer = self.new_tracer(aval)
         tracer.weak = getattr(value, "weak", False) is True

@@ -394,3 +394,27 @@ def test_residuals_keep_the_automatic_explicit_split_through_a_gradient(check, l
                           check_vma=check)
         got = jax.jit(jax.grad(loss), static_argnums=2)(w, x, f)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+def test_a_loop_in_the_body_may_close_over_the_bodys_split_values(wrap):
+    """A fori_loop body inside a shard_map manual over 'm' closes over the shard_map body's
+    block, split over the automatic Explicit 'd': a value of the same body, not one from
+    outside the shard_map, so it is read (it raised JAX's closed-over-input error). A value
+    from outside the shard_map closed over is still refused."""
+    mesh = jax.make_mesh((2, 4), ("d", "m"))
+    data = np.arange(64, dtype=np.float32).reshape(8, 8)
+    want = data.copy()
+    for _ in range(3):
+        want = want * 0.5 + data
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("d", None))
+        f = jax.shard_map(lambda v: lax.fori_loop(0, 3, lambda i, c: c * 0.5 + v, v),
+                          in_specs=P(), out_specs=P(), axis_names={"m"})
+        got = WRAPS[wrap](f)(x)
+        assert str(jax.typeof(got)) == "float32[8@d,8]"
+        np.testing.assert_array_equal(np.asarray(got), want)
+        outside = jax.shard_map(lambda v: lax.fori_loop(0, 2, lambda i, c: c + x, v),
+                                in_specs=P(), out_specs=P(), axis_names={"m"})
+        with pytest.raises(NotImplementedError, match="Closing over inputs to shard_map"):
+            WRAPS[wrap](outside)(x)
