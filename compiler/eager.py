@@ -119,9 +119,10 @@ class ShardTrace(Trace):
                               self.mesh.axis_names)
         _, out_vma = infer_types(prim, in_vmas, params)
         in_avals = [t.aval for t in tracers]
-        if self.typed and any(a.type_sharding is not None for a in in_avals):
+        if self.typed:
             # typed where a partial-manual body's values are split over Explicit axes it left
-            # automatic; the blocks are whole along those, and computed untyped
+            # automatic (an operand so split, an out_sharding= or a reshard onto them); the
+            # blocks are whole along those, and computed untyped
             avals = typed_avals(prim, in_avals, params)
             blocks = self._apply(prim, tracers, params, [_untyped(a) for a in avals])
         else:

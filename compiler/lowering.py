@@ -33,6 +33,7 @@ from ir.primitives import RuleTable
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, axes_size, block_shape,
                          normal_spec, spec_axes, spec_names)
 # Stage 2 is ir/specialise.py: a module read from text derives it without the compiler.
+from ir.sharding_rules import named_sharding
 from ir.specialise import device_programs, specialise  # noqa: F401
 from ir.verify import CHECKS, verify_mesh_program
 
@@ -170,12 +171,13 @@ def mesh_program(eqn: Eqn, in_shardings) -> Program:
     body = eqn.params["jaxpr"]
     typed = eqn.params["check_vma"] is True
     invars, arriving = [], []
-    for outer, arrived, wanted in zip(eqn.invars, in_shardings, eqn.params["in_specs"]):
+    for outer, arrived, wanted, inner in zip(eqn.invars, in_shardings, eqn.params["in_specs"],
+                                             body.invars):
         vma = frozenset(spec_axes(arrived)) if typed else frozenset()
         var = Var(Aval(block_shape(outer.aval.shape, arrived, mesh.shape), outer.aval.dtype,
                        vma))
         invars.append(var)
-        arriving.append(_reshard(ctx, var, arrived, wanted, typed))
+        arriving.append(_typed_as(ctx, _reshard(ctx, var, arrived, wanted, typed), inner.aval))
     outvars = _lower_into(ctx, body, arriving)
     program = Program([], invars, ctx.eqns, outvars)
     verify_mesh_program(program, mesh, full=CHECKS)
@@ -209,6 +211,19 @@ def _reshard(ctx: LoweringContext, var: Var, arrived, wanted, typed: bool):
             value = _emit(ctx, coll.all_slice_node, value, target, vma,
                           dict(slice_axis=d, axis_size=axes_size(mesh.shape, target)))
     return value
+
+
+def _typed_as(ctx: LoweringContext, value: Var, body_aval):
+    """``value`` with the type the body's input has where that type stays split over Explicit
+    axes a partial-manual shard_map leaves automatic (the mesh level holds the block whole
+    along them, as the gathers of ``_reshard`` left it): a layout constraint, as the body's
+    own reshards, so the body's equations read the types they were traced with."""
+    wanted = body_aval.type_sharding
+    if wanted is None or value.aval.type_sharding == wanted:
+        return value
+    return ctx.emit(prims.sharding_constraint_p, [value],
+                    dict(sharding=named_sharding(body_aval)),
+                    outvars=[Var(value.aval.with_sharding(wanted))])[0]
 
 
 def _emit(ctx: LoweringContext, prim, value, axes, vma, params):

@@ -368,7 +368,8 @@ def test_collectives_over_the_manual_axis_keep_the_automatic_explicit_split(wrap
             np.testing.assert_array_equal(np.asarray(got), want, err_msg=name)
 
 
-@pytest.mark.parametrize("check,layers", [(False, "one"), (False, "scan"), (True, "scan")])
+@pytest.mark.parametrize("check,layers", [(False, "one"), (False, "scan"), (True, "one"),
+                                          (True, "scan")])
 def test_residuals_keep_the_automatic_explicit_split_through_a_gradient(check, layers):
     """A relu in a shard_map manual over 'model' whose block stays split over an Explicit
     'data' axis: the relu's mask, a residual of the forward body, reaches the backward body
@@ -418,3 +419,30 @@ def test_a_loop_in_the_body_may_close_over_the_bodys_split_values(wrap):
                                 in_specs=P(), out_specs=P(), axis_names={"m"})
         with pytest.raises(NotImplementedError, match="Closing over inputs to shard_map"):
             WRAPS[wrap](outside)(x)
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+def test_the_lowered_body_reads_its_inputs_with_their_traced_types(wrap):
+    """At the mesh level a partial-manual body holds its block whole along the automatic
+    Explicit axes; its inputs are typed as the traced body's were (split over 'data'), so a
+    select of the block against a value resharded in the body checks (the lowered program
+    failed verification: one case typed ``P('data', None)``, the other unsplit). Run
+    eagerly, the body's reshard and ``out_sharding=`` type their results too (they were
+    left unsplit, and the select refused them)."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"))
+    data = np.arange(48, dtype=np.float32).reshape(8, 6) - 20
+    seen = []
+
+    def body(v):
+        zeros = jax.sharding.reshard(jnp.zeros((8, 6)), P("data", None))
+        ones = jnp.ones((8, 6), out_sharding=P("data", None))
+        seen.extend([str(jax.typeof(zeros)), str(jax.typeof(ones))])
+        return jnp.where(v > 0, v, zeros) * ones
+
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("data", None))
+        got = WRAPS[wrap](jax.shard_map(body, in_specs=P(), out_specs=P(),
+                                        axis_names={"model"}))(x)
+        assert str(jax.typeof(got)) == "float32[8@data,6]"
+    assert seen[:2] == ["float32[8@data,6]"] * 2
+    np.testing.assert_array_equal(np.asarray(got), np.maximum(data, 0))
