@@ -22,10 +22,11 @@ from compiler.tracing import (aval_of, bind, check_jax_value, current_trace, tra
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Literal, Program, TypeSharding
-from ir.sharding import (DuplicateSpecError, Mesh, PartitionSpec, ReplicationError,
+from ir.sharding import (DuplicateSpecError, Mesh, NamedSharding, PartitionSpec, ReplicationError,
                          ShardingSpecError, axes_size, block_shape, canonical_spec, spec_axes,
                          spec_names)
-from ir.sharding_rules import p_text, spec_from_user
+from ir.sharding_rules import (p_text, partitions, shard_map_result_split, spec_from_user,
+                               spec_of)
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -621,7 +622,8 @@ def call_nested(config, args: tuple, outer):
                for v, s, q, sp in zip(leaves, specs, paths, spec_paths) if s is not None]
     _check_ranks(config, dynamic)
     _check_divisibility(config, dynamic)
-    blocks = [_own_block(v, s, mesh) if s is not None else v for v, s in zip(leaves, specs)]
+    blocks = [_own_block(_typed_without(v, new_axes), s, mesh) if s is not None else v
+              for v, s in zip(leaves, specs)]
     inner = ShardContext(mesh, outer.check_vma, frozenset(outer.manual) | frozenset(new_axes))
     with in_body(inner):
         result = config.f(*tree.tree_unflatten(treedef, blocks))
@@ -634,7 +636,8 @@ def call_nested(config, args: tuple, outer):
                         out_vmas=[aval_of(o).vma for o in outs], out_origins=[{}] * len(outs),
                         out_paths=store["paths"], manual_axes=new_axes)
     checked = config.check_vma and outer.check_vma
-    assembled = [_assemble(o, s, mesh, new_axes, checked) for o, s in zip(outs, store["specs"])]
+    assembled = [_typed_as_result(_assemble(o, s, mesh, new_axes, checked), s, aval_of(o), mesh)
+                 for o, s in zip(outs, store["specs"])]
     return tree.tree_unflatten(store["treedef"], assembled)
 
 
@@ -646,6 +649,32 @@ def _check_not_already_manual(specs, already, which):
                     f"shard_map {which} refers to {a!r}, which the enclosing shard_map is "
                     "already manual over; a nested shard_map may split only over axes the "
                     "enclosing one left automatic (its axis_names)")
+
+
+def _typed_without(value, axes: tuple):
+    """``value`` with its type no longer split over ``axes``, Explicit axes the enclosing body
+    left automatic that the nested shard_map makes manual: its blocks are typed as JAX's are,
+    split over the automatic axes only. The enclosing body holds the value whole along them, so
+    the change is one of type only."""
+    typed = aval_of(value).type_sharding
+    if typed is None or not set(typed.axes) & set(axes):
+        return value
+    spec = tuple(tuple(a for a in names if a not in axes) for names in typed.spec)
+    return bind(prims.sharding_constraint_p, value,
+                sharding=NamedSharding(typed.mesh, PartitionSpec(*partitions(spec))))
+
+
+def _typed_as_result(value, spec, body_aval, mesh):
+    """An assembled output of a nested shard_map typed as JAX types a shard_map's result: split
+    over the Explicit axes its out_spec names, then as the body's result was (a type change:
+    the enclosing body holds it whole along those axes)."""
+    if not mesh.explicit_axes:
+        return value
+    split = shard_map_result_split(mesh, spec, body_aval)
+    if split == spec_of(aval_of(value)):
+        return value
+    return bind(prims.sharding_constraint_p, value,
+                sharding=NamedSharding(mesh, PartitionSpec(*partitions(split))))
 
 
 def _own_block(value, spec, mesh):

@@ -446,3 +446,45 @@ def test_the_lowered_body_reads_its_inputs_with_their_traced_types(wrap):
         assert str(jax.typeof(got)) == "float32[8@data,6]"
     assert seen[:2] == ["float32[8@data,6]"] * 2
     np.testing.assert_array_equal(np.asarray(got), np.maximum(data, 0))
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+def test_a_nested_shard_map_over_an_explicit_axis_types_its_blocks_and_results(wrap):
+    """Inside a shard_map manual over 'm', a nested one over the Explicit 'd' the outer left
+    automatic: its blocks are no longer typed split over 'd' (they are its manual blocks), and
+    its results are split over 'd' where the out_spec names it, as JAX's (the block stayed
+    typed ``4@d`` and a P('d') result came back unsplit)."""
+    mesh = jax.make_mesh((2, 4), ("d", "m"))
+    data = np.arange(64, dtype=np.float32).reshape(8, 8)
+    cols = data.reshape(8, 4, 2)                            # [r, m block, c]
+    cases = {
+        "psum": (lambda u: lax.psum(u, "d"), P("d"), P(),
+                 "float32[4,2]{V:(d,m)}", "float32[4,2]{V:m}", "float32[4,8@m]",
+                 (data[:4] + data[4:])),
+        "P('d')": (lambda u: u * 2, P("d"), P("d"),
+                   "float32[4,2]{V:(d,m)}", "float32[8@d,2]{V:m}", "float32[8@d,8@m]", data * 2),
+        "P(None, 'd')": (lambda u: u * 2, P("d"), P(None, "d"), "float32[4,2]{V:(d,m)}",
+                         "float32[4,4@d]{V:m}", "float32[4,16@(m,d)]",
+                         np.concatenate([cols[:4], cols[4:]], axis=2).reshape(4, 16) * 2),
+        "replicated in": (lambda u: u * (1 + lax.axis_index("d")), P(), P("d"),
+                          "float32[8,2]{V:m}", "float32[16@d,2]{V:m}", "float32[16@d,8@m]",
+                          np.concatenate([data, data * 2])),
+    }
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("d", None))
+        for name, (f, in_spec, out_spec, block, inner_out, out, want) in cases.items():
+            seen = []
+
+            def outer(v, f=f, in_spec=in_spec, out_spec=out_spec):
+                def inner(u):
+                    seen.append(str(jax.typeof(u)))
+                    return f(u)
+                got = jax.shard_map(inner, in_specs=in_spec, out_specs=out_spec,
+                                    axis_names={"d"})(v)
+                seen.append(str(jax.typeof(got)))
+                return got
+
+            got = WRAPS[wrap](jax.shard_map(outer, in_specs=P(None, "m"),
+                                            out_specs=P(None, "m"), axis_names={"m"}))(x)
+            assert (name, seen[:2], str(jax.typeof(got))) == (name, [block, inner_out], out)
+            np.testing.assert_array_equal(np.asarray(got), want, err_msg=name)
