@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import gc
 import inspect
+import math
 import types
 import warnings
 import weakref
@@ -964,11 +965,14 @@ class JitFunction:
 
     def _donate(self, args, kwargs, static_argnums, outs, compiled, placed=None) -> list:
         """Delete the donated arguments' arrays, as JAX does where the call can reuse their
-        memory: each for a result of its shape and dtype, one result each (else JAX warns that
-        it was not usable, and the array lives on). A result that is a donated array itself
-        stays alive: it is handed out as another array over the same data. An array that
-        in_shardings laid out anew into blocks (``placed``: the arguments as laid out) lives
-        on: the call donated the copy."""
+        memory: each for a result whose block on a device has its block's shape and dtype,
+        one result each, else for a result whose block has as many elements (XLA's
+        donation); otherwise JAX warns that it was not usable, and the array lives on. A
+        result that is a donated array itself stays alive: it is handed out as another array
+        over the same data. An array that in_shardings laid out anew into blocks
+        (``placed``: the arguments as laid out), or an uncommitted array on one device that a
+        computation over several devices splits into blocks (no result is whole on a device
+        as it is), lives on: the call donated the copy."""
         kept: set = set()
         if placed is not None and self.in_shardings is not UNSPECIFIED:
             for mine, theirs in zip(tree.tree_leaves((args, kwargs)),
@@ -976,27 +980,49 @@ class JitFunction:
                 if not isinstance(mine, Tracer) and hasattr(mine, "is_deleted") \
                         and not _keeps_buffer(mine, theirs):
                     kept.add(id(mine))
+        spread = max((_device_count(o) for o in outs), default=1)
         free: dict = {}
+        by_size: dict = {}
         for out in outs:
-            key = (tuple(getattr(out, "shape", ())), getattr(out, "dtype", None))
+            key = _block_key(out)
             free[key] = free.get(key, 0) + 1
         unusable = []
         donated = [args[k] for k in self.donate_argnums
                    if k < len(args) and k not in static_argnums]
         donated += [v for name, v in kwargs.items() if name in self.donate_argnames]
+        leaves = []
         for value in donated:
             for leaf in tree.tree_leaves(value):
                 # a concrete array (numpy arrays are copied in: nothing to delete)
                 if isinstance(leaf, Tracer) or not hasattr(leaf, "is_deleted") \
                         or leaf.is_deleted() or id(leaf) in kept:
                     continue
-                key = (leaf.shape, leaf.dtype)
-                if not free.get(key):
-                    unusable.append(leaf)
-                    continue
+                leaves.append(leaf)
+        unmatched = []
+        for leaf in leaves:
+            key = _block_key(leaf)
+            if free.get(key):
                 free[key] -= 1
-                outs = [o.copy() if o is leaf else o for o in outs]
-                leaf.delete()
+            elif not getattr(leaf, "_committed", False) and _device_count(leaf) < spread:
+                # moved from its device onto the computation's devices in blocks: a copy
+                kept.add(id(leaf))
+            else:
+                unmatched.append(leaf)
+        leaves = [leaf for leaf in leaves if id(leaf) not in kept]
+        for (shape, _), count in free.items():
+            size = math.prod(shape)
+            by_size[size] = by_size.get(size, 0) + count
+        matched = [leaf for leaf in leaves if not any(leaf is u for u in unmatched)]
+        for leaf in unmatched:
+            size = math.prod(_block_key(leaf)[0])
+            if by_size.get(size):
+                by_size[size] -= 1
+                matched.append(leaf)
+            else:
+                unusable.append(leaf)
+        for leaf in matched:
+            outs = [o.copy() if o is leaf else o for o in outs]
+            leaf.delete()
         if unusable and not compiled.warned_donation:
             compiled.warned_donation = True
             warnings.warn("Some donated buffers were not usable: " + ", ".join(
@@ -1358,6 +1384,23 @@ def _same_layout(have, sharding, leaf) -> bool:
         return have.is_equivalent_to(sharding, np.ndim(leaf))
     except (TypeError, ValueError, NotImplementedError):
         return False
+
+
+def _block_key(value) -> tuple:
+    """The shape and dtype of ``value``'s block on one device (what JAX matches a donated
+    argument with a result by)."""
+    shape = tuple(np.shape(value))
+    sharding = get_backend().sharding_of(value)
+    if sharding is not None and hasattr(sharding, "shard_shape"):
+        shape = tuple(sharding.shard_shape(shape))
+    return shape, np.dtype(getattr(value, "dtype", np.result_type(value)))
+
+
+def _device_count(value) -> int:
+    """How many devices ``value`` is laid out on (1 for a value not laid out)."""
+    sharding = get_backend().sharding_of(value)
+    devices = getattr(sharding, "device_set", None)
+    return len(devices) if devices else 1
 
 
 def _keeps_buffer(leaf, placed) -> bool:

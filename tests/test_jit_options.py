@@ -576,3 +576,37 @@ def test_functions_jax_runs_as_programs_give_arrays_of_their_own():
     for fn in (jnp.asarray, lambda x: x.reshape(4), lambda x: x.astype(jnp.float32)):
         x = floats()
         assert fn(x) is x
+
+
+def test_donation_matches_results_by_their_blocks_on_a_device():
+    """JAX reuses a donated argument's memory for a result whose block on each device has the
+    argument's block shape and dtype (or, failing that, as many elements): a replicated
+    (16,) argument of a shard_map whose result is split into (2,) blocks is not usable and
+    lives on; one split as the result is deleted. An uncommitted array
+    that the call moves onto the mesh in blocks lives on: the copy was donated."""
+    import warnings
+    mesh = shardc.make_mesh((8,), ("dp",), axis_types=(shardc.sharding.AxisType.Auto,))
+    double = shardc.jit(shardc.shard_map(lambda a: a * 2, mesh=mesh, in_specs=P("dp"),
+                                         out_specs=P("dp")), donate_argnums=0)
+    split = shardc.device_put(jnp.arange(16.), NamedSharding(mesh, P("dp")))
+    out = double(split)
+    assert split.is_deleted()
+    np.testing.assert_array_equal(np.asarray(out), np.arange(16.) * 2)
+    replicated = shardc.device_put(jnp.arange(16.), NamedSharding(mesh, P()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        double(replicated)
+    assert not replicated.is_deleted()
+    np.testing.assert_array_equal(np.asarray(replicated), np.arange(16.))
+    fresh = jnp.arange(16.)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        double(fresh)
+    assert not fresh.is_deleted() and caught == []
+    np.testing.assert_array_equal(np.asarray(fresh), np.arange(16.))
+    # the same number of elements in another shape: XLA's donation takes it
+    flat = shardc.jit(shardc.shard_map(lambda a: a.reshape(2), mesh=mesh, in_specs=P("dp"),
+                                       out_specs=P("dp")), donate_argnums=0)
+    pairs = shardc.device_put(jnp.arange(16.).reshape(8, 2), NamedSharding(mesh, P("dp")))
+    flat(pairs)
+    assert pairs.is_deleted()
