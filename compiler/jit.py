@@ -41,7 +41,8 @@ from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.core import Program
 from ir.sharding import (UNCONSTRAINED, AbstractMesh, Mesh, NamedSharding, PartitionSpec,
-                         check_divides, check_rank, check_unique_axes, current_mesh)
+                         check_divides, check_rank, check_unique_axes, current_mesh,
+                         spec_axes)
 from ir.sharding_rules import mesh_explicit, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
@@ -981,6 +982,11 @@ class JitFunction:
                         and not _keeps_buffer(mine, theirs):
                     kept.add(id(mine))
         spread = max((_device_count(o) for o in outs), default=1)
+        position: dict = {}
+        if placed is not None:
+            dynamic = _split_static(placed[0], static_argnums)[1]
+            position = {id(leaf): k
+                        for k, leaf in enumerate(tree.tree_leaves((dynamic, placed[1])))}
         free: dict = {}
         by_size: dict = {}
         for out in outs:
@@ -997,18 +1003,17 @@ class JitFunction:
                 if isinstance(leaf, Tracer) or not hasattr(leaf, "is_deleted") \
                         or leaf.is_deleted() or id(leaf) in kept:
                     continue
+                if not getattr(leaf, "_committed", False) and _device_count(leaf) < spread \
+                        and _split_on_entry(compiled.module.program, position.get(id(leaf))):
+                    continue       # moved from its device onto the mesh in blocks: a copy
                 leaves.append(leaf)
         unmatched = []
         for leaf in leaves:
             key = _block_key(leaf)
             if free.get(key):
                 free[key] -= 1
-            elif not getattr(leaf, "_committed", False) and _device_count(leaf) < spread:
-                # moved from its device onto the computation's devices in blocks: a copy
-                kept.add(id(leaf))
             else:
                 unmatched.append(leaf)
-        leaves = [leaf for leaf in leaves if id(leaf) not in kept]
         for (shape, _), count in free.items():
             size = math.prod(shape)
             by_size[size] = by_size.get(size, 0) + count
@@ -1384,6 +1389,21 @@ def _same_layout(have, sharding, leaf) -> bool:
         return have.is_equivalent_to(sharding, np.ndim(leaf))
     except (TypeError, ValueError, NotImplementedError):
         return False
+
+
+def _split_on_entry(program, position) -> bool:
+    """Whether ``program`` first reads its input at ``position`` in a shard_map whose in_spec
+    splits it: the call lays an array held on one device out in blocks for it."""
+    if position is None or position >= len(program.invars):
+        return False
+    var = program.invars[position]
+    for eqn in program.eqns:
+        if any(a is var for a in eqn.invars):
+            if eqn.primitive is not prims.shard_map_p:
+                return False
+            k = next(i for i, a in enumerate(eqn.invars) if a is var)
+            return bool(spec_axes(eqn.params["in_specs"][k]))
+    return False
 
 
 def _block_key(value) -> tuple:

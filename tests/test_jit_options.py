@@ -604,6 +604,13 @@ def test_donation_matches_results_by_their_blocks_on_a_device():
         double(fresh)
     assert not fresh.is_deleted() and caught == []
     np.testing.assert_array_equal(np.asarray(fresh), np.arange(16.))
+    # so too where another result would be whole on a device as the array is
+    both = shardc.jit(shardc.shard_map(lambda a, b: (a * 2, b), mesh=mesh,
+                                       in_specs=(P("dp"), P()), out_specs=(P("dp"), P())),
+                      donate_argnums=0)
+    fresh = jnp.arange(16.)
+    both(fresh, np.ones(16, np.float32))
+    assert not fresh.is_deleted()
     # the same number of elements in another shape: XLA's donation takes it
     flat = shardc.jit(shardc.shard_map(lambda a: a.reshape(2), mesh=mesh, in_specs=P("dp"),
                                        out_specs=P("dp")), donate_argnums=0)
