@@ -39,7 +39,7 @@ from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
-from ir.core import Program
+from ir.core import Program, programs_in
 from ir.sharding import (UNCONSTRAINED, AbstractMesh, Mesh, NamedSharding, PartitionSpec,
                          check_divides, check_rank, check_unique_axes, current_mesh,
                          spec_axes)
@@ -844,6 +844,9 @@ class JitFunction:
         device = get_backend().committed_device(
             leaves, _qualified_name(self.fun),
             lambda: _argument_names(self.fun, args, kwargs, static_argnums))
+        if device is not None:
+            _check_inner_meshes(compiled, device, leaves, _qualified_name(self.fun),
+                                lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         self._last = (compiled, device)
         closed = compiled.closed
         if _no_execution:
@@ -1389,6 +1392,44 @@ def _same_layout(have, sharding, leaf) -> bool:
         return have.is_equivalent_to(sharding, np.ndim(leaf))
     except (TypeError, ValueError, NotImplementedError):
         return False
+
+
+def _check_inner_meshes(compiled, device, leaves, fun_name: str, names) -> None:
+    """JAX's ValueError for a call whose arguments are committed to one device while the
+    program computes on a mesh of other devices (a shard_map or a sharding constraint in it):
+    the computation has no one set of devices."""
+    inner = compiled.__dict__.get("_inner_meshes")
+    if inner is None:
+        inner = compiled._inner_meshes = _meshes_in(compiled.closed.program)
+    for what, ids, source in inner:
+        if ids == (device.id,):
+            continue
+        k = next(k for k, leaf in enumerate(leaves) if getattr(leaf, "_committed", False))
+        where = f" at {source} ({source.function})" if source is not None else ""
+        raise ValueError(
+            "Received incompatible devices for jitted computation. Got argument "
+            f"{names()[k]} of {fun_name} with shape {aval_of(leaves[k]).str_long()} and with "
+            f"device ids [{device.id}] on platform CPU and {what} inside jit with device ids "
+            f"{list(ids)} on platform CPU{where}")
+
+
+def _meshes_in(program) -> list:
+    """(what, device ids, source) of each shard_map and sharding constraint on a mesh in
+    ``program``, its loops' and branches' programs included."""
+    found = []
+    for eqn in program.eqns:
+        mesh = None
+        if eqn.primitive is prims.shard_map_p:
+            mesh, what = eqn.params["mesh"], "shard_map"
+        elif eqn.primitive is prims.sharding_constraint_p:
+            mesh, what = getattr(eqn.params["sharding"], "mesh", None), "sharding_constraint"
+        ids = getattr(mesh, "device_ids", None)
+        if ids is not None:
+            found.append((what, tuple(ids), eqn.source))
+        for value in eqn.params.values():
+            for sub in programs_in(value):
+                found += _meshes_in(sub)
+    return found
 
 
 def _split_on_entry(program, position) -> bool:

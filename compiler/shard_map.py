@@ -236,6 +236,7 @@ def _call(config: _Config, args: tuple):
                for v, s, p, sp in zip(leaves, specs, paths, spec_paths) if s is not None]
     for leaf in dynamic:
         check_jax_value(leaf.value, f"shard_map of '{config.name}': args{leaf.path}")
+    _check_committed_devices(config, dynamic)
     types = (treedef, tuple(aval_of(leaf.value) for leaf in dynamic))
     if not _seen(config.checked, types):
         _check_ranks(config, dynamic)
@@ -256,6 +257,23 @@ def _call(config: _Config, args: tuple):
     outs = current_trace().process_shard_map(flat_body, [l.value for l in dynamic], params)
     # results are weakly typed where the body's were (a Python number returned), as JAX's
     return tree.tree_unflatten(out_store["treedef"], weakened_where(outs, out_store["weak"]))
+
+
+def _check_committed_devices(config: _Config, dynamic) -> None:
+    """JAX's ValueError for an argument committed to one device that is not the mesh's only
+    one: the shard_map computes on the mesh's devices."""
+    ids = list(config.mesh.device_ids)
+    for leaf in dynamic:
+        if not getattr(leaf.value, "_committed", False):
+            continue
+        devices = getattr(leaf.value.sharding, "device_set", ())
+        if len(devices) == 1 and [d.id for d in devices] != ids:
+            raise ValueError(
+                "Received incompatible devices for jitted computation. Got argument "
+                f"args{leaf.path} of shard_map of '{config.name}' with shape "
+                f"{aval_of(leaf.value).str_long()} and with device ids "
+                f"{[d.id for d in devices]} on platform CPU and shard_map with device ids "
+                f"{ids} on platform CPU")
 
 
 def _call_with_refs(config: _Config, args: tuple, leaves, treedef):

@@ -216,3 +216,25 @@ def test_a_constraint_on_an_abstract_mesh_lays_the_value_out_on_its_devices():
         out = g(arr)
         assert out.sharding == NamedSharding(mesh, spec)
         np.testing.assert_array_equal(np.asarray(out), np.arange(16).reshape(8, 2) * 2)
+
+
+def test_a_committed_array_and_a_shard_map_on_other_devices_are_refused(x3):
+    """JAX's ValueError: an argument committed to one device cannot be the input of a
+    shard_map over a mesh of other devices, eagerly or under jit (nor of a jitted sharding
+    constraint onto one); an uncommitted array is laid out on the mesh."""
+    mesh = shardc.make_mesh((8,), ("x",), axis_types=(shardc.sharding.AxisType.Auto,))
+    double = shardc.shard_map(lambda a: a * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    prefix = r"^Received incompatible devices for jitted computation\. Got argument "
+    with pytest.raises(ValueError, match=prefix + r"args\[0\] of shard_map of '<lambda>' with "
+                       r"shape float32\[8\] and with device ids \[3\] on platform CPU and "
+                       r"shard_map with device ids \[0, 1, 2, 3, 4, 5, 6, 7\]"):
+        double(x3)
+    with pytest.raises(ValueError, match=prefix + r"a of .*<lambda> with shape float32\[8\] and "
+                       r"with device ids \[3\] on platform CPU and shard_map inside jit with "
+                       r"device ids \[0, 1, 2, 3, 4, 5, 6, 7\] on platform CPU at "):
+        shardc.jit(lambda a: double(a))(x3)
+    with pytest.raises(ValueError, match=prefix):
+        shardc.jit(lambda a: shardc.lax.with_sharding_constraint(
+            a, NamedSharding(mesh, P("x"))))(x3)
+    np.testing.assert_array_equal(np.asarray(double(jnp.ones(8))), np.full(8, 2.0))
+    np.testing.assert_array_equal(np.asarray(shardc.jit(double)(jnp.ones(8))), np.full(8, 2.0))
