@@ -203,6 +203,15 @@ def _check_no_manual_axes(sharding) -> None:
             "the mesh axis in PartitionSpec which are not manual.")
 
 
+def _context_text(mesh):
+    """``mesh`` as JAX names it in a constraint's error: in a shard_map body on it, the body's
+    abstract mesh (its manual axes typed Manual)."""
+    body = current_shard_context()
+    if body is not None and body.mesh.axis_names == mesh.axis_names:
+        return body_abstract_mesh(body)
+    return mesh.abstract_mesh
+
+
 def reshard(x, out_shardings):
     """``x`` laid out by ``out_shardings`` (a sharding, a PartitionSpec on the current mesh, or
     a pytree prefix of those), eagerly or under a trace; on Explicit axes its type changes
@@ -249,7 +258,10 @@ def _constrained(x, shardings, what: str):
         if what == "with_sharding_constraint":
             _check_no_manual_axes(sharding)
         if what == "with_sharding_constraint" and mesh.explicit_axes:
-            if len(mesh.explicit_axes) == mesh.ndim:
+            # in a shard_map body the manual axes are not Explicit: no assert there, the
+            # constraint may name Auto axes only (JAX's abstract mesh of the body)
+            in_body = current_shard_context() is not None
+            if len(mesh.explicit_axes) == mesh.ndim and not in_body:
                 named = set(spec_axes(sharding.spec))
                 if named and _AUTO_AXES and named <= set(_AUTO_AXES[-1]):
                     # inside auto_axes these axes are Auto: a layout hint for the values
@@ -264,7 +276,10 @@ def _constrained(x, shardings, what: str):
                 raise ValueError(
                     "The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={p_text(spec_names(sharding.spec))}"
-                    f" and mesh={mesh.abstract_mesh}. You probably meant to use `reshard` API?")
+                    f" and mesh={_context_text(mesh)!r}. You probably meant to use `reshard` API?")
+            if in_body and not spec_axes(sharding.spec):
+                out.append(leaf)         # naming no axis: nothing to lay out, the type kept
+                continue
             if isinstance(leaf, Tracer) or current_trace() is not eval_trace:
                 sharding = _over_type(leaf, sharding)   # (eagerly JAX 0.10.2 lays it out
                                                         # as named, the type's split dropped)

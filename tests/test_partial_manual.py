@@ -6,6 +6,8 @@ manual axes; an inner shard_map splits them over its own axes.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -488,3 +490,27 @@ def test_a_nested_shard_map_over_an_explicit_axis_types_its_blocks_and_results(w
                                             out_specs=P(None, "m"), axis_names={"m"}))(x)
             assert (name, seen[:2], str(jax.typeof(got))) == (name, [block, inner_out], out)
             np.testing.assert_array_equal(np.asarray(got), want, err_msg=name)
+
+
+@pytest.mark.parametrize("wrap", sorted(WRAPS))
+def test_a_constraint_in_a_body_on_an_explicit_mesh_names_auto_axes_only(wrap):
+    """In a shard_map body the manual axes are Manual, so a with_sharding_constraint there is
+    not the all-Explicit assert (JAX's): one naming no axis leaves the block as it is, typed
+    split over 'd' (it raised the assert's AssertionError), and one naming the Explicit 'd'
+    is JAX's ValueError, naming the body's mesh (it passed)."""
+    mesh = jax.make_mesh((2, 4), ("d", "m"))
+    data = np.arange(64, dtype=np.float32).reshape(8, 8)
+    with jax.set_mesh(mesh):
+        x = jax.device_put(data, P("d", None))
+        kept = jax.shard_map(lambda v: lax.with_sharding_constraint(v * 2, P(None, None)),
+                             in_specs=P(None, "m"), out_specs=P(None, "m"), axis_names={"m"})
+        got = WRAPS[wrap](kept)(x)
+        assert str(jax.typeof(got)) == "float32[8@d,8@m]"
+        np.testing.assert_array_equal(np.asarray(got), data * 2)
+        named = jax.shard_map(lambda v: lax.with_sharding_constraint(v, P("d", None)),
+                              in_specs=P(None, "m"), out_specs=P(None, "m"), axis_names={"m"})
+        with pytest.raises(ValueError, match=re.escape(
+                "The spec of NamedSharding passed to with_sharding_constraint can only refer "
+                "to Auto axes of the mesh. Got spec=P('d', None) and mesh=AbstractMesh('d': 2, "
+                "'m': 4, axis_types=(Explicit, Manual)")):
+            WRAPS[wrap](named)(x)
