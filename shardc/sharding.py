@@ -203,6 +203,19 @@ def _check_no_manual_axes(sharding) -> None:
             "the mesh axis in PartitionSpec which are not manual.")
 
 
+def _check_auto_in_body(sharding) -> None:
+    """JAX's refusal of a bare PartitionSpec constraint in a shard_map body naming an axis
+    the body's mesh does not have as Auto (a manual one; an Explicit one is refused below)."""
+    body = current_shard_context()
+    if body is None or body.mesh.axis_names != sharding.mesh.axis_names:
+        return
+    if any(a in body.manual for a in spec_axes(sharding.spec)):
+        raise ValueError(
+            "The spec of NamedSharding passed to with_sharding_constraint can only refer to "
+            f"Auto axes of the mesh. Got spec={p_text(spec_names(sharding.spec))} and "
+            f"mesh={_context_text(sharding.mesh)!r}. You probably meant to use `reshard` API?")
+
+
 def _context_text(mesh):
     """``mesh`` as JAX names it in a constraint's error: in a shard_map body on it, the body's
     abstract mesh (its manual axes typed Manual)."""
@@ -256,6 +269,8 @@ def _constrained(x, shardings, what: str):
         if what == "reshard":
             check_explicit_axes(sharding, what)
         if what == "with_sharding_constraint":
+            if isinstance(target, PartitionSpec):
+                _check_auto_in_body(sharding)
             _check_no_manual_axes(sharding)
         if what == "with_sharding_constraint" and mesh.explicit_axes:
             # in a shard_map body the manual axes are not Explicit: no assert there, the

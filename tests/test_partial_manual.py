@@ -514,3 +514,22 @@ def test_a_constraint_in_a_body_on_an_explicit_mesh_names_auto_axes_only(wrap):
                 "to Auto axes of the mesh. Got spec=P('d', None) and mesh=AbstractMesh('d': 2, "
                 "'m': 4, axis_types=(Explicit, Manual)")):
             WRAPS[wrap](named)(x)
+
+
+@pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit])
+@pytest.mark.parametrize("names", [{"m"}, {"d", "m"}])
+def test_a_bare_spec_constraint_naming_a_manual_axis_is_jaxs_auto_axes_error(kind, names):
+    """A PartitionSpec constraint in a body resolves on the body's mesh, where the manual
+    axes are Manual: naming one is JAX's "can only refer to Auto axes" ValueError, naming
+    that mesh (a NamedSharding on the concrete mesh keeps the lowering's wording, above)."""
+    mesh = jax.make_mesh((2, 4), ("d", "m"), axis_types=(kind,) * 2)
+    types = "Manual, Manual" if names == {"d", "m"} else f"{kind.name}, Manual"
+    with jax.set_mesh(mesh):
+        x = jax.device_put(np.ones((8, 8), np.float32), jax.NamedSharding(mesh, P(None, "m")))
+        f = jax.shard_map(lambda v: lax.with_sharding_constraint(v, P("m", None)),
+                          in_specs=P(None, "m"), out_specs=P(None, "m"), axis_names=names)
+        with pytest.raises(ValueError, match=re.escape(
+                "The spec of NamedSharding passed to with_sharding_constraint can only refer "
+                "to Auto axes of the mesh. Got spec=P('m', None) and mesh=AbstractMesh('d': 2, "
+                f"'m': 4, axis_types=({types})")):
+            jax.jit(f)(x)
