@@ -477,11 +477,70 @@ class Compiled:
     arg_shardings: tuple = ()   # how each argument arrived (None: a host value)
     compiled: bool = False      # ``compile()``'s view: its results' layouts are known
 
-    def compile(self, compiler_options=None) -> "Compiled":
+    def compile(self, compiler_options=None, *, device_assignment=None) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run; the
         compiled view reports its results' layouts (``out_info``, ``output_shardings``).
-        ``compiler_options`` (XLA's) change nothing here."""
+        ``compiler_options`` (XLA's) change nothing here. ``device_assignment``, where given,
+        must be the devices the program runs on, in order (its arguments' and results'
+        mesh, else their one device): JAX's ValueError otherwise."""
+        if device_assignment is not None:
+            self._check_device_assignment(tuple(device_assignment))
         return self if self.compiled else dataclasses.replace(self, compiled=True)
+
+    def _check_device_assignment(self, given: tuple) -> None:
+        for device in given:
+            if not hasattr(device, "id") or not hasattr(device, "platform"):
+                raise TypeError(f"device_assignment takes devices, got {device!r} of type "
+                                f"{type(device).__name__}")
+        own = self._device_assignment()
+        if list(given) != own:
+            raise ValueError(
+                "device_assignment passed to `.compile` must match the device_assignment "
+                "calculated from array shardings and out_shardings. Got device ids passed to "
+                f"compile {[d.id for d in given]} on platform {_platform(given)} and devices "
+                "ids calculated from array shardings and out_shardings "
+                f"{[d.id for d in own]} on platform {_platform(own)}")
+
+    def _device_assignment(self) -> list:
+        """The devices the program runs on, in order: the mesh its arguments or results are
+        laid out on (else the mesh set as the context), else the one device a committed
+        argument or a result is on, else the default device."""
+        laid = list(self.arg_shardings) + list(self.given or ())
+        mesh = next((s.mesh for s in laid if isinstance(s, NamedSharding)), None)
+        mesh = mesh if mesh is not None else current_mesh()
+        if isinstance(mesh, Mesh):
+            return list(mesh.devices.flat)
+        if mesh is not None:
+            raise NotImplementedError(
+                f"the devices of a program lowered for {mesh}: shardc lowers programs for "
+                "concrete meshes only")
+        placed = next((s for s in laid if s is not None), None)
+        sharding = placed if placed is not None else get_backend().default_sharding()
+        return sorted(sharding.device_set, key=lambda d: d.id)
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The donated arguments' positions among all argument leaves (JAX's: the leaves of
+        ``(args, kwargs)``, static arguments left out)."""
+        return tuple(k for k, info in enumerate(tree.tree_leaves(self.args_info))
+                     if info.donated)
+
+    def memory_analysis(self):
+        """JAX's estimate of the memory the program needs on a device (a
+        ``CompiledMemoryStats``): shardc's is worked out from the program's types
+        (``compiler.aot_analysis`` says how)."""
+        from compiler.aot_analysis import memory_stats
+        _, _, _, _, avals = self.call_as
+        donated = [info.donated for info in tree.tree_leaves(self.args_info)]
+        shardings = [s if isinstance(s, NamedSharding) else None for s in self.arg_shardings]
+        results = [(v.aval, s if isinstance(s, NamedSharding) else None)
+                   for v, s in zip(self.closed.program.outvars, self._result_shardings())]
+        return memory_stats(self.closed.program, list(zip(avals, shardings, donated)), results)
+
+    def cost_analysis(self):
+        """JAX's execution cost estimate (flops, bytes accessed), which is None where the
+        backend has none, as here: shardc has no cost model."""
+        return None
 
     # -- JAX's ahead-of-time views: what the program takes and gives ------------------------
 
@@ -598,6 +657,10 @@ class Compiled:
         return print_module(self.module)
 
 
+def _platform(devices) -> str:
+    return devices[0].platform.upper() if devices else ""
+
+
 @dataclasses.dataclass(frozen=True)
 class ArgInfo:
     """An argument as a lowered or compiled function takes it (JAX's ``jax.stages.ArgInfo``):
@@ -627,6 +690,7 @@ class Traced:
 
     in_avals = property(lambda self: self.compiled.in_avals)
     args_info = property(lambda self: self.compiled.args_info)
+    donate_argnums = property(lambda self: self.compiled.donate_argnums)
     out_info = property(lambda self: self.compiled.out_info)
 
     def lower(self) -> Compiled:

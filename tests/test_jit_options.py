@@ -516,6 +516,65 @@ def test_args_info_says_which_arguments_are_donated():
     assert g.trace(2, jnp.ones(2)).args_info[0][0].donated
 
 
+def test_donate_argnums_of_a_lowering_counts_argument_leaves():
+    # JAX's Lowered/Compiled.donate_argnums: positions among the leaves of (args, kwargs)
+    g = shardc.jit(lambda a, b: (a, b), donate_argnames=("b",))
+    tree = {"x": jnp.ones(2), "y": jnp.ones(2)}
+    assert g.lower(1.0, tree).donate_argnums == (1, 2)
+    assert g.lower(1.0, b=tree).compile().donate_argnums == (1, 2)
+    assert g.trace(1.0, b=tree).donate_argnums == (1, 2)
+    f = shardc.jit(lambda n, v, w: v * n + w, static_argnums=0, donate_argnums=2)
+    lowered = f.lower(2, jnp.ones(2), jnp.ones(2))
+    assert lowered.donate_argnums == lowered.compile().donate_argnums == (1,)
+    assert shardc.jit(lambda v: v).lower(jnp.ones(2)).donate_argnums == ()
+
+
+def test_memory_analysis_estimates_bytes_per_device():
+    f = shardc.jit(lambda x, y: x @ y + 1, donate_argnums=0)
+    x = jnp.ones((8, 8))
+    stats = f.lower(x, x).compile().memory_analysis()
+    # two f32[8,8] arguments, one result that reuses the donated one, the product a temporary
+    assert (stats.argument_size_in_bytes, stats.output_size_in_bytes,
+            stats.alias_size_in_bytes, stats.temp_size_in_bytes) == (512, 256, 256, 256)
+    assert stats.generated_code_size_in_bytes == stats.host_temp_size_in_bytes == 0
+    assert stats.peak_memory_in_bytes == 512 + 256 - 256 + 256
+    split = NamedSharding(MESH, P(("x", "y")))
+    g = shardc.jit(lambda a, b: a * b, in_shardings=split, out_shardings=split)
+    stats = g.lower(HOST, HOST).compile().memory_analysis()
+    # each of the 8 devices holds a row of each argument (8 bytes) and of the result
+    assert (stats.argument_size_in_bytes, stats.output_size_in_bytes) == (16, 8)
+    # a chain of elementwise operations: each intermediate lives until the next one is made
+    h = shardc.jit(lambda a: jnp.sin(jnp.cos(a) * 2) + a)
+    assert h.lower(jnp.ones(1000)).memory_analysis().temp_size_in_bytes == 8000
+    assert f.lower(x, x).cost_analysis() is None      # no cost model: JAX's None
+
+
+def test_compile_checks_the_device_assignment_it_is_given():
+    d = shardc.devices()
+    mesh = shardc.make_mesh((2,), ("x",), devices=d[:2])
+    x = shardc.device_put(np.arange(8.0), NamedSharding(mesh, P("x")))
+    f = shardc.jit(lambda a: a * 2)
+    compiled = f.lower(x).compile(device_assignment=(d[0], d[1]))
+    np.testing.assert_array_equal(np.asarray(compiled(x)), np.arange(8.0) * 2)
+    message = ("device_assignment passed to `.compile` must match the device_assignment "
+               "calculated from array shardings and out_shardings. Got device ids passed to "
+               "compile [1, 0] on platform CPU and devices ids calculated from array shardings "
+               "and out_shardings [0, 1] on platform CPU")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        f.lower(x).compile(device_assignment=(d[1], d[0]))
+    f.lower(np.arange(8.0)).compile(device_assignment=(d[0],))     # host values: device 0
+    with pytest.raises(ValueError, match=re.escape("compile [3] on platform CPU and devices "
+                                                   "ids calculated from array shardings and "
+                                                   "out_shardings [0]")):
+        f.lower(np.arange(8.0)).compile(device_assignment=(d[3],))
+    on2 = shardc.device_put(np.arange(8.0), d[2])
+    f.lower(on2).compile(device_assignment=(d[2],))
+    with pytest.raises(ValueError, match=re.escape("[3] on platform CPU and devices ids "
+                                                   "calculated from array shardings and "
+                                                   "out_shardings [2]")):
+        f.lower(on2).compile(device_assignment=(d[3],))
+
+
 def test_jit_device_and_backend_as_jax_deprecated_options():
     d1 = shardc.devices()[1]
     x = shardc.device_put(np.arange(3.), shardc.devices()[0])      # committed elsewhere
