@@ -5,6 +5,7 @@ Nothing here touches data. Devices are any objects with an integer ``id``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 import functools
 import math
@@ -333,8 +334,10 @@ def _normal_spec(spec) -> PartitionSpec:
     return PartitionSpec(*entries)
 
 
-class Mesh(_AxisKinds):
-    """Devices arranged in an n-dimensional array with one name per dimension.
+class Mesh(_AxisKinds, contextlib.ContextDecorator):
+    """Devices arranged in an n-dimensional array with one name per dimension. As JAX's, it
+    is also the (deprecated) ``with mesh:`` context, and so a decorator running a function
+    inside that context.
 
     >>> Mesh(np.array(devices[:8]).reshape(4, 2), ('x', 'y'))
     Mesh('x': 4, 'y': 2)

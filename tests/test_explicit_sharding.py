@@ -1415,6 +1415,23 @@ def test_the_deprecated_mesh_context_gives_constraints_their_mesh():
             jax.jit(lambda v: jax.lax.with_sharding_constraint(v, P("x")))(np.ones(8))
 
 
+def test_a_mesh_decorates_a_function_as_its_deprecated_context():
+    """A Mesh is JAX's ContextDecorator: ``@mesh`` runs the function inside ``with mesh:``."""
+    from shardc.sharding import AxisType
+    mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+
+    @mesh
+    def run(v):
+        return jax.jit(lambda a: jax.lax.with_sharding_constraint(a * 2, P("x")))(v)
+
+    with pytest.warns(DeprecationWarning, match="set_mesh"):
+        out = run(np.arange(8.0))
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(out, np.arange(8.0) * 2)
+    with pytest.warns(DeprecationWarning):
+        run(np.arange(4.0))          # a second call enters the context again
+
+
 def test_like_constructors_under_jit_on_an_auto_mesh():
     """zeros_like/ones_like/full_like of a traced array laid out on an Auto mesh: the layout
     is propagation's (it raised, placing a traced value as an eager one)."""
