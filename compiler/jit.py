@@ -1433,6 +1433,9 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
                 leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
                 if weak:        # a Python number laid out stays weakly typed, as JAX's
                     leaf = weakened(leaf)
+            elif what == "jit out_shardings" and not isinstance(sharding, NamedSharding):
+                # a result on the device asked for is committed to it, as JAX's
+                (leaf,) = get_backend().on_device([leaf], sharding.device)
         placed.append(leaf)
     return tree.tree_unflatten(treedef, placed)
 

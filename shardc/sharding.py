@@ -254,9 +254,15 @@ def _constrained(x, shardings, what: str):
     targets = (tree.flatten_axes(f"{what} shardings", shardings, x, is_leaf=is_leaf)
                if what == "with_sharding_constraint" else
                tree.broadcast_prefix(shardings, x, is_leaf=is_leaf, name=f"{what} shardings"))
+    if what == "with_sharding_constraint" and any(t is None for t in targets):
+        raise ValueError("One of with_sharding_constraint arguments got sharding None which "
+                         "is not allowed. Please only pass `jax.sharding.Sharding` instances.")
     out = []
     for leaf, target in zip(leaves, targets):
         sharding = resolve_sharding(target, what)
+        if what == "with_sharding_constraint" and isinstance(sharding, SingleDeviceSharding):
+            out.append(_on_one_device(leaf, sharding))
+            continue
         if not isinstance(sharding, NamedSharding):
             raise TypeError(f"{what} requires a NamedSharding or a PartitionSpec on the "
                             f"current mesh, got {target!r}")
@@ -308,6 +314,33 @@ def _constrained(x, shardings, what: str):
         # a Python number stays weakly typed, as JAX's
         out.append(weakened(result) if weakly_typed(leaf) else result)
     return tree.tree_unflatten(treedef, out)
+
+
+def _on_one_device(value, sharding):
+    """A constraint to one device. Eagerly it is JAX's: a jitted identity with that
+    ``out_shardings``, so the result is committed there (JAX's ValueError where ``value`` is
+    committed to other devices). Under vmap with ``spmd_axis_name`` JAX refuses it; under
+    other transformations shardc cannot place one value of a program on a device."""
+    batched = value
+    while isinstance(batched, Tracer):
+        if getattr(batched._trace, "spmd_axis_name", None) is not None:
+            raise ValueError(
+                "If you are using spmd_axis_name parameter of jax.vmap, please make sure to "
+                "run your jitted function inside the mesh context manager. Only "
+                "`jax.lax.with_sharding_constraint` with `jax.sharding.NamedSharding` as an "
+                "input can be transformed with spmd_axis_name batching rules outside of an "
+                f"explicit mesh context manager scope {sharding!r}")
+        batched = getattr(batched, "value", None)
+    if isinstance(value, Tracer) or current_trace() is not eval_trace:
+        raise NotImplementedError(
+            f"with_sharding_constraint to {sharding!r} under a transformation (jit, grad, "
+            "vmap): shardc places a value on one device eagerly, or a jitted function's "
+            "results through out_shardings")
+    return jit(_identity, out_shardings=sharding)(value)
+
+
+def _identity(value):
+    return value
 
 
 def _constraint_of(value, sharding):

@@ -1415,6 +1415,38 @@ def test_the_deprecated_mesh_context_gives_constraints_their_mesh():
             jax.jit(lambda v: jax.lax.with_sharding_constraint(v, P("x")))(np.ones(8))
 
 
+def test_constraint_to_one_device_commits_eagerly_and_none_is_refused():
+    """with_sharding_constraint to a SingleDeviceSharding is JAX's jitted identity with that
+    out_shardings: a committed copy there; None is JAX's ValueError; under vmap with
+    spmd_axis_name JAX refuses a constraint that is not a NamedSharding."""
+    from shardc.sharding import AxisType, SingleDeviceSharding
+    d = jax.devices()
+    x = jnp.arange(10)
+    for device in (d[0], d[1]):
+        out = jax.lax.with_sharding_constraint(x, SingleDeviceSharding(device))
+        assert out.committed and out.sharding == SingleDeviceSharding(device)
+        np.testing.assert_array_equal(out, np.arange(10))
+    kept = jax.jit(lambda v: v, out_shardings=SingleDeviceSharding(d[0]))(x)
+    assert kept.committed and not x.committed        # JAX commits a result asked for
+    mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    split = jax.device_put(np.arange(4.0), NamedSharding(mesh, P("x")))
+    with pytest.raises(ValueError, match="Received incompatible devices for jitted "
+                                         "computation"):
+        jax.lax.with_sharding_constraint(split, SingleDeviceSharding(d[0]))
+    none = ("One of with_sharding_constraint arguments got sharding None which is not "
+            "allowed. Please only pass `jax.sharding.Sharding` instances.")
+    with pytest.raises(ValueError, match=re.escape(none)):
+        jax.lax.with_sharding_constraint(x, None)
+    with pytest.raises(ValueError, match=re.escape(none)):
+        jax.lax.with_sharding_constraint((x, x), (SingleDeviceSharding(d[0]), None))
+    with pytest.raises(ValueError, match="If you are using spmd_axis_name parameter of "
+                                         "jax.vmap.*SingleDeviceSharding"):
+        jax.jit(jax.vmap(lambda v: jax.lax.with_sharding_constraint(
+            v, SingleDeviceSharding(d[0])), spmd_axis_name="x"))(np.ones((2, 3)))
+    with pytest.raises(NotImplementedError, match="under a transformation"):
+        jax.jit(lambda v: jax.lax.with_sharding_constraint(v, SingleDeviceSharding(d[1])))(x)
+
+
 def test_a_mesh_decorates_a_function_as_its_deprecated_context():
     """A Mesh is JAX's ContextDecorator: ``@mesh`` runs the function inside ``with mesh:``."""
     from shardc.sharding import AxisType
