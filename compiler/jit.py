@@ -39,11 +39,10 @@ from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
-from ir.core import Program, programs_in
-from ir.sharding import (UNCONSTRAINED, AbstractMesh, Mesh, NamedSharding, PartitionSpec,
-                         check_divides, check_rank, check_unique_axes, current_mesh,
-                         spec_axes)
-from ir.sharding_rules import mesh_explicit, typed_avals
+from ir.core import Aval, Program, programs_in
+from ir.sharding import (AbstractMesh, check_divides, check_rank, check_unique_axes, current_mesh,
+                         Mesh, NamedSharding, PartitionSpec, spec_axes, UNCONSTRAINED)
+from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
                                   spelling_reference)
@@ -1101,6 +1100,16 @@ class JitFunction:
                 f"{a.dtype.name}[{','.join(map(str, a.shape))}]" for a in unusable) + ".")
         return outs
 
+    def _abstract_stand_ins(self, args, kwargs):
+        """The dynamic arguments with each leaf that stands in for an array (not a value,
+        but has a dtype: an aval) made a ``ShapeDtypeStruct`` of its shape, dtype, weak type
+        and sharding, as JAX's ``shaped_abstractify`` reads one."""
+        static = self._static_positions(len(args))
+        args = tuple(a if k in static else abstract_stand_ins(a) for k, a in enumerate(args))
+        kwargs = {k: v if k in self.static_argnames else abstract_stand_ins(v)
+                  for k, v in kwargs.items()}
+        return args, kwargs
+
     def _static_positions(self, n_args: int) -> tuple:
         """The static positions of this call: negative ones count from the end; positions
         past the arguments given are ignored (their defaults are used), as in JAX."""
@@ -1215,7 +1224,10 @@ class JitFunction:
         return Traced(self.lower(*args, **kwargs), _name(self.fun))
 
     def lower(self, *args, **kwargs) -> Compiled:
-        """Trace and lower without running: the traced program and the per-device programs."""
+        """Trace and lower without running: the traced program and the per-device programs.
+        An argument may stand in for one: a ``ShapeDtypeStruct``, or, as JAX abstracts it,
+        any object with a ``dtype`` and a shape (an aval such as ``jax.typeof(x)``)."""
+        args, kwargs = self._abstract_stand_ins(args, kwargs)
         args, kwargs = self._place_inputs(args, kwargs)
         static_argnums = self._static_positions(len(args))
         static_kwargs, kwargs = self._split_static_kwargs(kwargs)
@@ -1223,6 +1235,27 @@ class JitFunction:
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
         return self._compiled(args, kwargs, static, static_kwargs, static_argnums, leaves,
                               in_tree)
+
+
+def abstract_stand_ins(value):
+    """``value`` (a pytree) with each leaf that stands in for an array made a
+    ``ShapeDtypeStruct`` (``_stand_in``): the arguments ``lower`` and ``eval_shape`` take."""
+    return tree.tree_map(_stand_in, value)
+
+
+def _stand_in(leaf):
+    """``leaf`` as ``lower`` takes it: an object that is no value but has a dtype (an aval,
+    JAX's ``ShapedArray`` or the like) as a ``ShapeDtypeStruct``; anything else as it is."""
+    if (isinstance(leaf, (Tracer, ShapeDtypeStruct, np.ndarray, np.generic))
+            or getattr(leaf, "dtype", None) is None or is_jax_value(leaf)
+            or getattr(leaf, "__jax_array__", None) is not None):
+        return leaf
+    if isinstance(leaf, Aval):          # shardc's own type of a value (``jax.typeof(x)``)
+        sharding = named_sharding(leaf)
+    else:
+        sharding = getattr(leaf, "sharding", None)
+    return ShapeDtypeStruct(np.shape(leaf), leaf.dtype, sharding=sharding,
+                            weak_type=bool(getattr(leaf, "weak_type", False)))
 
 
 def _pure_of_refs(fun, in_tree, marks, weak, ref_class, closed):

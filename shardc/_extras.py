@@ -7,7 +7,7 @@ import contextlib
 import numpy as np
 
 from compiler import tree
-from compiler.jit import trace_function
+from compiler.jit import abstract_stand_ins, trace_function
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of, weakly_typed
 from ir.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
@@ -28,7 +28,9 @@ def device_get(x):
 
 def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun(*args, **kwargs)`` would return, as ``ShapeDtypeStruct``s,
-    found by tracing it: nothing runs. Arguments may be arrays or ``ShapeDtypeStruct``s."""
+    found by tracing it: nothing runs. Arguments may be arrays, ``ShapeDtypeStruct``s or other
+    objects with a shape and a dtype (avals), as JAX abstracts them."""
+    args, kwargs = abstract_stand_ins((args, kwargs))
     if current_shard_context() is not None:
         # in a shard_map body: traced where it stands (what it adds, nothing reads), so that
         # the results vary over the mesh axes as they would there

@@ -549,6 +549,49 @@ def test_memory_analysis_estimates_bytes_per_device():
     assert f.lower(x, x).cost_analysis() is None      # no cost model: JAX's None
 
 
+class _Abstract:
+    """An object with only a shape and a dtype (as JAX's ShapedArray is to lower)."""
+
+    def __init__(self, shape, dtype, weak_type=False):
+        self.shape, self.dtype, self.weak_type = shape, np.dtype(dtype), weak_type
+
+
+def test_lower_and_eval_shape_take_anything_with_a_shape_and_a_dtype():
+    f = shardc.jit(lambda x, y: x @ y + 1)
+    lowered = f.lower(_Abstract((3, 4), "float32"), _Abstract((4, 2), "float32"))
+    assert lowered.out_info == shardc.ShapeDtypeStruct((3, 2), np.float32)
+    a, b = np.ones((3, 4), np.float32), np.ones((4, 2), np.float32)
+    np.testing.assert_array_equal(np.asarray(lowered.compile()(a, b)), a @ b + 1)
+    traced = f.trace(_Abstract((3, 4), "int32"), y=_Abstract((4, 2), "int32"))
+    assert traced.out_info.dtype == np.int32
+    out = shardc.eval_shape(lambda x: x * 2, _Abstract((3,), "float16"))
+    assert (out.shape, out.dtype) == ((3,), np.float16)
+    # its weak type is read too: a weak int32 plus a Python int stays int32
+    g = shardc.jit(lambda a, b: a + b)
+    assert g.lower(_Abstract((2,), np.int32, weak_type=True), 1).out_info.dtype == np.int32
+    # shardc's own types (typeof) stand in with their sharding
+    split = shardc.device_put(HOST, NamedSharding(MESH, P("x")))
+    typed = shardc.jit(lambda v: v * 2).lower(shardc.typeof(split)).out_info
+    assert typed.shape == (8, 2)
+    # static arguments are left as they are; calling with a stand-in is JAX's TypeError
+    h = shardc.jit(lambda n, v: v * n, static_argnums=0)
+    assert h.lower(3, _Abstract((2,), "float32")).out_info.shape == (2,)
+    with pytest.raises(TypeError, match="not a valid JAX type"):
+        f(_Abstract((3, 4), "float32"), b)
+
+
+def test_stages_types_tell_the_stages_apart():
+    from shardc import stages
+    f = shardc.jit(lambda v: v * 2)
+    lowered = f.lower(HOST)
+    compiled = lowered.compile()
+    assert isinstance(f, stages.Wrapped) and not isinstance(lambda v: v, stages.Wrapped)
+    assert isinstance(lowered, stages.Lowered) and not isinstance(lowered, stages.Compiled)
+    assert isinstance(compiled, stages.Compiled) and not isinstance(compiled, stages.Lowered)
+    assert isinstance(f.trace(HOST), stages.Traced)
+    assert isinstance(lowered.args_info[0][0], stages.ArgInfo)
+
+
 def test_compile_checks_the_device_assignment_it_is_given():
     d = shardc.devices()
     mesh = shardc.make_mesh((2,), ("x",), devices=d[:2])
