@@ -442,7 +442,10 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
             if set(spec_axes(sharding.spec)) <= set(mesh.explicit_axes):
                 return reshard(leaf, target)
             # onto axes Auto outside: laid out as it was, its type no longer naming them
-            # (JAX's mesh_cast)
+            # (JAX's mesh_cast); an array is placed so at once
+            if not isinstance(leaf, Tracer) and current_trace() is eval_trace:
+                from shardc._devices import device_put
+                return device_put(leaf, target)
             with set_mesh(inner):
                 return bind(p.sharding_constraint_p, leaf, sharding=target)
         return tree.tree_map(back, result)
