@@ -113,8 +113,11 @@ class ClosedProgram:
 
     __repr__ = __str__
 
-    def pretty_print(self, with_source=False) -> str:
-        return print_program(self.program, with_source=with_source)
+    def pretty_print(self, *, source_info: bool = False, print_shapes: bool = True,
+                     use_color: bool = False, with_source: bool = False) -> str:
+        """JAX's ``ClosedJaxpr.pretty_print`` (``Program.pretty_print`` says what it takes)."""
+        return self.program.pretty_print(source_info=source_info, print_shapes=print_shapes,
+                                         use_color=use_color, with_source=with_source)
 
 
 _JITTED: "weakref.WeakSet" = weakref.WeakSet()     # every live jitted function

@@ -357,6 +357,17 @@ class Program:
         from ir.printer import print_program
         return print_program(self)
 
+    def pretty_print(self, *, source_info: bool = False, print_shapes: bool = True,
+                     use_color: bool = False, with_source: bool = False) -> str:
+        """JAX's ``jaxpr.pretty_print``: the text ``str`` gives, with each equation's source
+        line where ``source_info`` (or ``with_source``) asks. The text has no colors
+        (``use_color`` changes nothing); every variable is printed with its type."""
+        from ir.printer import print_program
+        if not print_shapes:
+            raise NotImplementedError("pretty_print(print_shapes=False): shardc prints every "
+                                      "variable with its type")
+        return print_program(self, with_source=source_info or with_source)
+
 
 def holds_programs(value) -> bool:
     """A parameter holding sub-programs: a Program, or a non-empty tuple of Programs."""

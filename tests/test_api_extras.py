@@ -895,6 +895,20 @@ def test_small_api_pieces_jax_programs_call():
     assert "add" in compiled.as_text(dialect="hlo")
 
 
+def test_pretty_print_takes_jax_options():
+    closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2)(1.0)
+    plain = ("{ lambda ; a:f32[]. let\n    b:f32[] = sin a\n    c:f32[] = mul b 2.0:f32[]\n"
+             "  in (c,) }")
+    assert closed.pretty_print(use_color=False) == plain == str(closed)
+    assert closed.jaxpr.pretty_print(use_color=False) == plain      # the open program too
+    with_source = closed.pretty_print(source_info=True)
+    assert "b:f32[] = sin a  # test_api_extras.py:" in with_source
+    with pytest.raises(NotImplementedError, match="print_shapes=False"):
+        closed.pretty_print(print_shapes=False)
+    with pytest.raises(TypeError):
+        closed.pretty_print(colour=True)
+
+
 def test_arrays_and_traced_values_are_unhashable():
     # as JAX's: hash() raises "unhashable type", and neither is a collections.abc.Hashable
     import collections.abc
