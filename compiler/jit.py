@@ -41,7 +41,8 @@ from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval, Program, programs_in
 from ir.sharding import (AbstractMesh, check_divides, check_rank, check_unique_axes, current_mesh,
-                         Mesh, NamedSharding, PartitionSpec, spec_axes, UNCONSTRAINED)
+                         Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, spec_axes,
+                         UNCONSTRAINED)
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
@@ -478,6 +479,7 @@ class Compiled:
     call_as: Any = None
     arg_shardings: tuple = ()   # how each argument arrived (None: a host value)
     compiled: bool = False      # ``compile()``'s view: its results' layouts are known
+    context_mesh: Any = None    # the mesh set when it was lowered: it runs under it
 
     def compile(self, compiler_options=None, *, device_assignment=None) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run; the
@@ -509,7 +511,7 @@ class Compiled:
         argument or a result is on, else the default device."""
         laid = list(self.arg_shardings) + list(self.given or ())
         mesh = next((s.mesh for s in laid if isinstance(s, NamedSharding)), None)
-        mesh = mesh if mesh is not None else current_mesh()
+        mesh = mesh if mesh is not None else self.context_mesh
         if isinstance(mesh, Mesh):
             return list(mesh.devices.flat)
         if mesh is not None:
@@ -593,7 +595,7 @@ class Compiled:
         for sharding in self.arg_shardings:
             if isinstance(sharding, NamedSharding):
                 return sharding.mesh
-        return current_mesh()
+        return self.context_mesh
 
     def _typed_result_shardings(self) -> list:
         """Each result's layout as the lowered program states it: asked for by
@@ -624,6 +626,9 @@ class Compiled:
                 out.append(g)
             elif isinstance(layout, NamedSharding) and meaningful(layout):
                 out.append(layout)
+            elif mesh is not None and mesh is self.context_mesh and not mesh_explicit(mesh):
+                # nothing given on a mesh, an Auto one set: replicated there (``_placing``)
+                out.append(NamedSharding(mesh, PartitionSpec()))
             elif mesh is not None:
                 out.append(typed_sharding(v.aval, mesh))
             else:
@@ -650,7 +655,14 @@ class Compiled:
                             "was compiled. Perhaps you are calling the compiled executable "
                             "with a different enable_x64 mode than when it was AOT compiled? "
                             f"{count} mismatches are:\n" + "\n".join(lines))
-        return jitted(*full, **kwargs, **static_kwargs)
+        mesh = self.context_mesh
+        if mesh is None or current_mesh() is mesh:
+            return jitted(*full, **kwargs, **static_kwargs)
+        push_mesh(mesh)         # the program runs as lowered: under the mesh set then
+        try:
+            return jitted(*full, **kwargs, **static_kwargs)
+        finally:
+            pop_mesh(mesh)
 
     def as_text(self, dialect=None, *, debug_info=False) -> str:
         """The lowered module as text: the traced program, then each shard_map's program at
@@ -898,6 +910,10 @@ class JitFunction:
         if self.closed_refs or any(map(is_ref, leaves)):
             return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
                                         in_tree)
+        # committed arguments on devices that cannot meet are JAX's error before tracing
+        device = get_backend().committed_device(
+            leaves, _qualified_name(self.fun),
+            lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         try:
             compiled = self._compiled(args, kwargs, static, static_kwargs, static_argnums,
                                       leaves, in_tree)
@@ -907,9 +923,6 @@ class JitFunction:
             self._close_over(found.ref)
             return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
                                         in_tree)
-        device = get_backend().committed_device(
-            leaves, _qualified_name(self.fun),
-            lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         if device is not None:
             _check_inner_meshes(compiled, device, leaves, _qualified_name(self.fun),
                                 lambda: _argument_names(self.fun, args, kwargs, static_argnums))
@@ -1212,7 +1225,7 @@ class JitFunction:
                                lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None,
                             call_as=(self, static, dict(static_kwargs), in_tree, avals),
-                            arg_shardings=shardings)
+                            arg_shardings=shardings, context_mesh=current_mesh())
         if key is not None:
             self.cache[key] = compiled
         return compiled

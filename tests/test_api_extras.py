@@ -521,6 +521,47 @@ def test_pjit_reads_none_as_replicated_and_specs_on_the_context_mesh():
     np.testing.assert_array_equal(np.asarray(out), x.sum(0))
 
 
+def test_pjit_in_a_mesh_block_runs_on_that_mesh():
+    """Inside ``with mesh:`` pjit runs with the mesh as its context mesh (JAX's resource
+    environment), as jit does under set_mesh: uncommitted values go to the mesh, results
+    come out replicated there and committed; committed values elsewhere are JAX's error."""
+    import warnings
+    from shardc.sharding import Mesh, NamedSharding
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from shardc.experimental.pjit import pjit
+        mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("x", "y"))
+        other = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("x", "y"))
+        x = jnp.arange(8.0)
+        with mesh:
+            out = pjit(jnp.sin)(x)
+            const = pjit(lambda: 1)()
+            pair = pjit(lambda a: (a, a + 1))(np.arange(8.0))
+            split = pjit(lambda a, b: a * b)(
+                jax.device_put(x, NamedSharding(mesh, P("x"))), x)
+            lowered = pjit(lambda a: a * 2).lower(x)
+            with pytest.raises(ValueError, match=r"Received incompatible devices for jitted "
+                                                 r"computation.*device ids \[0\] .*jit's "
+                                                 r"context mesh with device ids \[0, 1, 2"):
+                pjit(lambda a: a * 2)(jax.device_put(x, jax.devices()[0]))
+            with pytest.raises(ValueError, match=r"Received incompatible devices.*device ids "
+                                                 r"\[0, 1, 2, 3\] on platform CPU and jit's "
+                                                 r"context mesh"):
+                pjit(lambda a: a * 2)(jax.device_put(x, NamedSharding(other, P("x"))))
+    replicated = NamedSharding(mesh, P())
+    assert out.sharding == const.sharding == replicated and out.committed
+    assert len(out.devices()) == 8 and len(out.addressable_shards) == 8
+    np.testing.assert_allclose(out, np.sin(np.arange(8.0)), rtol=1e-6)
+    assert int(const) == 1
+    assert [a.sharding for a in pair] == [replicated] * 2
+    np.testing.assert_array_equal(pair[1], np.arange(8.0) + 1)
+    assert split.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(split, np.arange(8.0) ** 2)
+    assert lowered.compile()(x).sharding == replicated
+    # outside the block: as jit
+    assert pjit(jnp.sin)(x).sharding == x.sharding
+
+
 # --- pytrees and their structures as JAX 0.10.2 gives them -------------------------------------
 
 class _Pair:

@@ -592,6 +592,21 @@ def test_stages_types_tell_the_stages_apart():
     assert isinstance(lowered.args_info[0][0], stages.ArgInfo)
 
 
+def test_a_compiled_function_runs_under_the_mesh_it_was_lowered_under():
+    # JAX's executable keeps its devices: called outside the set_mesh block it was lowered
+    # in, its results still come out replicated on that mesh, as output_shardings says
+    auto = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
+    x = jnp.arange(8.0)
+    with shardc.set_mesh(auto):
+        compiled = shardc.jit(lambda a: a * 2).lower(x).compile()
+        inside = compiled(x)
+    outside = compiled(x)
+    replicated = NamedSharding(auto, P())
+    assert inside.sharding == outside.sharding == compiled.output_shardings == replicated
+    np.testing.assert_array_equal(np.asarray(outside), np.arange(8.0) * 2)
+    assert compiled.memory_analysis().output_size_in_bytes == 32
+
+
 def test_compile_checks_the_device_assignment_it_is_given():
     d = shardc.devices()
     mesh = shardc.make_mesh((2,), ("x",), devices=d[:2])

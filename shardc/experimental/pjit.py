@@ -1,13 +1,16 @@
 """``pjit``: JAX's name for ``jit`` with shardings from before the two merged (deprecated in
-JAX 0.10 in favour of ``jax.jit``). It differs in one reading: a ``None`` among
+JAX 0.10 in favour of ``jax.jit``). It differs in two readings: a ``None`` among
 ``in_shardings``/``out_shardings`` means replicated over the mesh in context (``set_mesh`` or
-``with mesh:``), where ``jit`` leaves such a value as it is."""
+``with mesh:``), where ``jit`` leaves such a value as it is; and inside a ``with mesh:``
+block it runs with that mesh as its context mesh, as ``jit`` does under ``set_mesh``."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import warnings
 
-from compiler.jit import UNSPECIFIED, jit
-from ir.sharding import PartitionSpec, legacy_mesh
+from compiler.jit import UNSPECIFIED, JitFunction, jit
+from ir.sharding import PartitionSpec, current_mesh, legacy_mesh, pop_mesh, push_mesh
 from shardc import tree_util
 from shardc.sharding import NamedSharding, get_mesh, resolve_sharding
 
@@ -72,9 +75,47 @@ def _pjit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_
     """
     options = dict(static_argnums=static_argnums, static_argnames=static_argnames,
                    donate_argnums=donate_argnums, donate_argnames=donate_argnames,
-                   keep_unused=keep_unused, inline=inline,
                    in_shardings=_nones_replicated(in_shardings),
                    out_shardings=_nones_replicated(out_shardings), resolve=_resolve)
     if fun is None:
-        return lambda f: jit(f, **options)
-    return jit(fun, **options)
+        return lambda f: _PjitFunction(f, **options)
+    return _PjitFunction(fun, **options)
+
+
+class _PjitFunction(JitFunction):
+    """A jitted function as pjit runs it: inside a ``with mesh:`` block (JAX's resource
+    environment), traced, lowered and run with that mesh as the context mesh, as ``jit`` is
+    under ``set_mesh``. So values given uncommitted go to the mesh, results come out on it
+    (replicated where nothing splits them, committed), and committed values on other devices
+    are JAX's incompatible-devices ValueError."""
+
+    def __call__(self, *args, **kwargs):
+        with _legacy_context():
+            return super().__call__(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        with _legacy_context():
+            return super().lower(*args, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        with _legacy_context():
+            return super().trace(*args, **kwargs)
+
+    def eval_shape(self, *args, **kwargs):
+        with _legacy_context():
+            return super().eval_shape(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _legacy_context():
+    """The mesh of the innermost ``with mesh:`` block made the context mesh, while one is
+    open and no other mesh is set."""
+    mesh = legacy_mesh()
+    if mesh is None or current_mesh() is not None:
+        yield
+        return
+    push_mesh(mesh)
+    try:
+        yield
+    finally:
+        pop_mesh(mesh)
