@@ -41,8 +41,8 @@ from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval, Program, programs_in
 from ir.sharding import (AbstractMesh, check_divides, check_rank, check_unique_axes, current_mesh,
-                         Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, spec_axes,
-                         UNCONSTRAINED)
+                         Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, Sharding,
+                         spec_axes, UNCONSTRAINED)
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (program_mesh, propagate, result_shardings,
@@ -572,11 +572,13 @@ class Compiled:
     def input_shardings(self):
         """How each argument is laid out when the program runs, in ``in_avals``' tree."""
         _, _, _, in_tree, _ = self.call_as
+        return tree.tree_unflatten(in_tree, self._input_shardings_flat())
+
+    def _input_shardings_flat(self) -> list:
         mesh = self._arguments_mesh()
         fallback = (NamedSharding(mesh, PartitionSpec()) if mesh is not None
                     else get_backend().default_sharding())
-        return tree.tree_unflatten(in_tree, [s if s is not None else fallback
-                                             for s in self.arg_shardings])
+        return [s if s is not None else fallback for s in self.arg_shardings]
 
     @property
     def output_shardings(self):
@@ -655,6 +657,15 @@ class Compiled:
                             "was compiled. Perhaps you are calling the compiled executable "
                             "with a different enable_x64 mode than when it was AOT compiled? "
                             f"{count} mismatches are:\n" + "\n".join(lines))
+        required = self._input_shardings_flat()
+        self._check_argument_shardings(leaves, required, lambda: _argument_names(
+            jitted.fun, full, kwargs, jitted._static_positions(len(full))))
+        placed = [_moved_to(leaf, want) for leaf, want in zip(leaves, required)]
+        if any(a is not b for a, b in zip(placed, leaves)):
+            # uncommitted arrays and host values go where the program takes them, as JAX
+            # puts them: the call is then the one lowered
+            args, kwargs = tree.tree_unflatten(called_tree, placed)
+            full = _rebuild(static, args, len(static) + len(args))
         mesh = self.context_mesh
         if mesh is None or current_mesh() is mesh:
             return jitted(*full, **kwargs, **static_kwargs)
@@ -663,6 +674,24 @@ class Compiled:
             return jitted(*full, **kwargs, **static_kwargs)
         finally:
             pop_mesh(mesh)
+
+    def _check_argument_shardings(self, leaves, required, names) -> None:
+        """JAX's ValueError for a committed array laid out otherwise than the program takes
+        that argument (``required``; an uncommitted one is moved, as JAX moves it)."""
+        wrong = [k for k, (leaf, want) in enumerate(zip(leaves, required))
+                 if getattr(leaf, "_committed", False) and isinstance(want, Sharding)
+                 and not _same_layout(leaf.sharding, want, leaf)]
+        if not wrong:
+            return
+        labels = names()
+        lines = [f"Argument {labels[k]} with shape {aval_of(leaves[k]).str_long()}:\n"
+                 f"  Passed sharding: {leaves[k].sharding}\n  Required sharding: {required[k]}"
+                 for k in wrong[:5]]
+        count = (f"the {len(wrong)} mismatches" if len(wrong) < 5 else
+                 f"5 mismatches out of {len(wrong)}")
+        raise ValueError("Computation was compiled for input shardings that disagree with the "
+                         f"shardings of arguments passed to it. Here are {count}:\n"
+                         + "\n".join(lines))
 
     def as_text(self, dialect=None, *, debug_info=False) -> str:
         """The lowered module as text: the traced program, then each shard_map's program at
@@ -1493,6 +1522,18 @@ def ndim_of_leaf(leaf) -> int:
     """The rank of an argument or result: a traced or concrete array's, a host value's."""
     shape = getattr(leaf, "shape", None)
     return len(shape) if shape is not None else np.ndim(leaf)
+
+
+def _moved_to(leaf, sharding):
+    """An uncommitted array or host value laid out by ``sharding`` (a mesh's) where it is not
+    already; anything else as it is."""
+    if (not isinstance(sharding, NamedSharding) or isinstance(leaf, Tracer)
+            or getattr(leaf, "_committed", False)
+            or _same_layout(get_backend().sharding_of(leaf), sharding, leaf)):
+        return leaf
+    from compiler.tracing import bind
+    moved = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
+    return weakened(moved) if weakly_typed(leaf) else moved
 
 
 def _same_layout(have, sharding, leaf) -> bool:

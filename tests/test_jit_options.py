@@ -607,6 +607,32 @@ def test_a_compiled_function_runs_under_the_mesh_it_was_lowered_under():
     assert compiled.memory_analysis().output_size_in_bytes == 32
 
 
+def test_a_compiled_call_takes_arguments_laid_out_as_it_was_compiled_for():
+    # JAX's executable: a committed array laid out otherwise is a ValueError naming it; an
+    # uncommitted array or a host value is moved to the layout compiled for
+    split = NamedSharding(MESH, P("x", "y"))
+    a1 = shardc.device_put(HOST, split)
+    compiled = shardc.jit(lambda x: x * 2).lower(a1).compile()
+    for given in (a1, HOST, jnp.asarray(HOST)):
+        out = compiled(given)
+        assert out.sharding == split
+        np.testing.assert_array_equal(np.asarray(out), HOST * 2)
+    rows = shardc.device_put(HOST, NamedSharding(MESH, P("x")))
+    message = ("Computation was compiled for input shardings that disagree with the shardings "
+               "of arguments passed to it. Here are the 1 mismatches:\nArgument x with shape "
+               f"float32[8@x,2]:\n  Passed sharding: {rows.sharding}\n  Required sharding: {split}")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        compiled(rows)
+    single = shardc.jit(lambda x, y: x + y).lower(jnp.ones(3), jnp.ones(3)).compile()
+    on1 = shardc.device_put(jnp.ones(3), shardc.devices()[1])
+    with pytest.raises(ValueError, match=r"Argument x with shape float32\[3\]:\n  Passed "
+                                         r"sharding: SingleDeviceSharding\(device=CpuDevice"
+                                         r"\(id=1\)"):
+        single(on1, jnp.ones(3))
+    on0 = shardc.device_put(jnp.ones(3), shardc.devices()[0])
+    np.testing.assert_array_equal(np.asarray(single(on0, jnp.ones(3))), np.full(3, 2.0))
+
+
 def test_compile_checks_the_device_assignment_it_is_given():
     d = shardc.devices()
     mesh = shardc.make_mesh((2,), ("x",), devices=d[:2])
