@@ -131,6 +131,7 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
     size = _mapped_size(fun, args, kwargs, leaves, axes, axis_size)
     axis = None if axis_name is None else NamedAxis(axis_name, size)
     batch_spec, batch_mesh = _batch_spec(leaves, axes)
+    _check_unmapped_unsplit(leaves, axes, batch_spec)
     if spmd_axis_name is not None and batch_spec:
         # the batch is split over Explicit axes already: spmd_axis_name may only repeat
         # them (then it adds nothing), as in JAX
@@ -211,6 +212,22 @@ def _batch_spec(leaves, axes) -> tuple:
         raise ValueError("Mapped away dimension of inputs passed to vmap should be sharded the "
                          f"same. Got inconsistent axis specs: {shown[0]} vs {shown[1]}")
     return (specs[0] if specs else ()), mesh
+
+
+def _check_unmapped_unsplit(leaves, axes, batch_spec) -> None:
+    """JAX's ValueError for an unmapped argument whose type splits it over a mesh axis that
+    splits the mapped dimension (each member would hold only a block of it)."""
+    if not batch_spec:
+        return
+    for x, a in zip(leaves, axes):
+        if a is None and is_jax_value(x):
+            aval = aval_of(x)
+            typed = aval.type_sharding
+            if typed is not None and set(typed.axes) & set(batch_spec):
+                raise ValueError(
+                    "Unmapped values passed to vmap cannot be sharded along the mesh axis you "
+                    f"are vmapping over. Got type: {aval.str_short()}, in_axes: None and "
+                    f"vmapped mesh axis: {tuple(batch_spec)}")
 
 
 def _split_like_batch(value, dim, out_axis, batch_spec, mesh, returned):

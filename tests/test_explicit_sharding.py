@@ -531,6 +531,19 @@ def test_vmap_maps_away_a_split_dimension_and_puts_it_back(mesh24):
         jax.vmap(lambda a, b: a + b)(v, r)
 
 
+def test_vmap_refuses_an_unmapped_value_split_over_the_vmapped_axis(mesh24):
+    # JAX's check: each member would hold a block of it; split over other axes it is fine
+    rows, batch = placed((8, 4), ("x", None))
+    host, across = placed((4,), ("y",), seed=1)
+    out = jax.vmap(lambda u, v: u * v, in_axes=(None, 0))(across, batch)
+    check_result(out, "float32[8@x,4@y]", host * rows)
+    _, along = placed((8,), ("x",))
+    with pytest.raises(ValueError, match=re.escape(
+            "Unmapped values passed to vmap cannot be sharded along the mesh axis you are "
+            "vmapping over. Got type: f32[8@x], in_axes: None and vmapped mesh axis: ('x',)")):
+        jax.vmap(lambda u, v: u.sum() + v, in_axes=(None, 0))(along, batch)
+
+
 def test_jit_shardings(mesh24):
     host, x = placed((8, 16), ("x", "y"))
     out = jax.jit(lambda a: a * 2, out_shardings=NamedSharding(mesh24, P("y")))(x)
