@@ -480,6 +480,9 @@ class Compiled:
     arg_shardings: tuple = ()   # how each argument arrived (None: a host value)
     compiled: bool = False      # ``compile()``'s view: its results' layouts are known
     context_mesh: Any = None    # the mesh set when it was lowered: it runs under it
+    # what a call runs where not the jitted function itself: a jit with ``device=`` moves
+    # its arguments to that device first (its layouts are then not checked)
+    runs_as: Any = None
 
     def compile(self, compiler_options=None, *, device_assignment=None) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run; the
@@ -657,6 +660,8 @@ class Compiled:
                             "was compiled. Perhaps you are calling the compiled executable "
                             "with a different enable_x64 mode than when it was AOT compiled? "
                             f"{count} mismatches are:\n" + "\n".join(lines))
+        if self.runs_as is not None:
+            return self.runs_as(*full, **kwargs, **static_kwargs)
         required = self._input_shardings_flat()
         self._check_argument_shardings(leaves, required, lambda: _argument_names(
             jitted.fun, full, kwargs, jitted._static_positions(len(full))))

@@ -3,12 +3,14 @@ are resolved against the current mesh (``set_mesh``); a ``shard_map`` without ``
 ``in_specs`` resolves them when it is called."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 
 import numpy as np
 
 from compiler import tree
+from compiler.jit import Traced
 from compiler.jit import jit as _jit
 from compiler.layouts import layout_of
 from compiler.refs import is_ref
@@ -16,8 +18,9 @@ from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of
 from ir import transfer_guard as _transfer_guard
+from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
-from runtime.array import Array
+from runtime.array import Array, SingleDeviceSharding
 from runtime.devices import devices as all_devices
 from runtime.devices import local_devices
 import shardc.numpy as jnp
@@ -73,8 +76,22 @@ def _on_one_device(fun, device, backend, options):
                 v, (Array, np.ndarray, np.generic)) else v, (args, kwargs))
         return tree_map(lambda v: device_put(v, target) if isinstance(v, Array) else v,
                         jitted(*moved[0], **moved[1]))
-    on_device.lower = jitted.lower
-    on_device.trace = jitted.trace
+    def lower(*args, **kwargs):
+        # lowered for the arguments on the device; a call of it runs as this one
+        args, kwargs = jitted._abstract_stand_ins(args, kwargs)
+        lowered = jitted.lower(*tree_map(placed, args), **tree_map(placed, kwargs))
+        return dataclasses.replace(lowered, runs_as=on_device)
+
+    def placed(v):
+        if isinstance(v, (Array, np.ndarray, np.generic)):
+            return device_put(v, target)
+        if isinstance(v, ShapeDtypeStruct):
+            return v.update(sharding=SingleDeviceSharding(target))
+        return v
+
+    on_device.lower = lower
+    on_device.trace = lambda *args, **kwargs: Traced(lower(*args, **kwargs),
+                                                     getattr(fun, "__name__", "fun"))
     on_device.eval_shape = jitted.eval_shape
     on_device.clear_cache = jitted.clear_cache
     return on_device

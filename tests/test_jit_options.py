@@ -760,3 +760,38 @@ def test_donation_matches_results_by_their_blocks_on_a_device():
     pairs = shardc.device_put(jnp.arange(16.).reshape(8, 2), NamedSharding(mesh, P("dp")))
     flat(pairs)
     assert pairs.is_deleted()
+
+
+def test_a_lowering_of_jit_with_a_device_runs_there():
+    # JAX's AOT of the deprecated jit(device=): lowered for that device, a call moves its
+    # arguments there (from a mesh too) and leaves the results there, committed
+    d1 = shardc.devices()[1]
+    with pytest.warns(DeprecationWarning):
+        f = shardc.jit(lambda a: a @ a.T, device=d1)
+    split = shardc.device_put(HOST, NamedSharding(MESH, P("x", "y")))
+    compiled = f.lower(shardc.ShapeDtypeStruct(HOST.shape, HOST.dtype)).compile()
+    for given in (split, HOST):
+        out = compiled(given)
+        assert out.sharding == SingleDeviceSharding(d1) and out.committed
+        np.testing.assert_array_equal(np.asarray(out), HOST @ HOST.T)
+    assert f.trace(HOST).lower().compile()(split).sharding == SingleDeviceSharding(d1)
+
+
+def test_pjit_takes_jax_deprecated_device_and_backend():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from shardc.experimental.pjit import pjit
+        d1 = shardc.devices()[1]
+        out = pjit(lambda a: a * 3, device=d1)(HOST)
+        assert out.sharding == SingleDeviceSharding(d1) and out.committed
+        np.testing.assert_array_equal(np.asarray(out), HOST * 3)
+        with pytest.raises(ValueError, match="can't specify both a device and a backend"):
+            pjit(lambda a: a, device=d1, backend="cpu")
+        with pytest.raises(ValueError, match="If backend or device is specified on jit, then "
+                                             "in_shardings should not be specified."):
+            pjit(lambda a: a, in_shardings=SingleDeviceSharding(d1), backend="cpu")
+        with MESH, pytest.raises(ValueError, match="Mesh context manager should not be used "
+                                                   "with jit when backend or device is also "
+                                                   "specified as an argument to jit."):
+            pjit(lambda a: a, device=d1)(HOST)

@@ -67,12 +67,18 @@ def _pjit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_
          static_argnames=None, donate_argnums=None, donate_argnames=None, keep_unused=False,
          device=None, backend=None, inline=False, compiler_options=None):
     """``jit(fun, in_shardings=..., out_shardings=...)`` in pjit's reading of ``None`` and of
-    bare PartitionSpecs (on the mesh in context, ``with mesh:`` included). ``device``,
-    ``backend`` and ``compiler_options`` choose nothing here (one backend, the mesh's devices).
+    bare PartitionSpecs (on the mesh in context, ``with mesh:`` included). ``device`` and
+    ``backend`` are JAX's deprecated ones, as ``jit`` takes them; ``keep_unused``, ``inline``
+    and ``compiler_options`` change nothing a program computes.
 
     >>> with mesh:
     ...     f = pjit(lambda x: x * 2, in_shardings=P('x'), out_shardings=None)
     """
+    if device is not None or backend is not None:
+        return _pjit_on_one_device(fun, device, backend, dict(
+            static_argnums=static_argnums, static_argnames=static_argnames,
+            donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+            in_shardings=in_shardings, out_shardings=out_shardings))
     options = dict(static_argnums=static_argnums, static_argnames=static_argnames,
                    donate_argnums=donate_argnums, donate_argnames=donate_argnames,
                    in_shardings=_nones_replicated(in_shardings),
@@ -80,6 +86,27 @@ def _pjit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_
     if fun is None:
         return lambda f: _PjitFunction(f, **options)
     return _PjitFunction(fun, **options)
+
+
+def _pjit_on_one_device(fun, device, backend, options):
+    """pjit with JAX's deprecated ``device``/``backend``: as ``jit`` runs them (the arguments
+    moved to that device, the results committed there; not with shardings), and refused
+    inside a ``with mesh:`` block, as JAX's pjit refuses it."""
+    from shardc._transforms import jit as public_jit
+    options = {k: v for k, v in options.items() if v is not UNSPECIFIED}
+    if fun is None:
+        return lambda f: _pjit_on_one_device(f, device, backend, options)
+    jitted = public_jit(fun, device=device, backend=backend, **options)
+
+    @functools.wraps(fun)
+    def on_device(*args, **kwargs):
+        if legacy_mesh() is not None:
+            raise ValueError("Mesh context manager should not be used with jit when backend "
+                             "or device is also specified as an argument to jit.")
+        return jitted(*args, **kwargs)
+    for name in ("lower", "trace", "eval_shape", "clear_cache"):
+        setattr(on_device, name, getattr(jitted, name))
+    return on_device
 
 
 class _PjitFunction(JitFunction):
