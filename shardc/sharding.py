@@ -248,6 +248,32 @@ def _on_devices(sharding, leaf):
     return sharding
 
 
+def _eagerly_on_devices(sharding, value):
+    """A constraint on an abstract mesh applied to a concrete value, as JAX's: a host value
+    goes to the mesh set (JAX's ValueError without one); an array must be laid out on a mesh
+    of the same axis names and sizes (JAX's TypeError, ValueError), whose devices it takes."""
+    text = aval_of(value).str_long()
+    layout = getattr(value, "sharding", None)
+    if layout is None or (not isinstance(layout, NamedSharding) and current_mesh() is not None
+                          and not getattr(value, "_committed", False)):
+        # (under a mesh set, JAX makes arrays on it: an uncommitted one goes there too)
+        mesh = current_mesh()
+        if mesh is None:
+            raise ValueError("Target sharding contains a `jax.sharding.AbstractMesh` which "
+                             "requires the input passed should be a `jax.Array`. Got "
+                             f"{type(value)} with shape {text}")
+        return NamedSharding(mesh, sharding.spec)
+    if not isinstance(layout, NamedSharding):
+        raise TypeError("The sharding on the input must be a `NamedSharding` since the target "
+                        f"sharding has an `AbstractMesh` in it. Got sharding type "
+                        f"{type(layout)} for shape {text}")
+    if layout.mesh.shape_tuple != sharding.mesh.shape_tuple:
+        raise ValueError(f"Mesh shape of the input {layout.mesh.shape_tuple} does not match "
+                         f"the mesh shape of the target sharding {sharding.mesh.shape_tuple} "
+                         f"for shape {text}")
+    return NamedSharding(layout.mesh, sharding.spec)
+
+
 def _constrained(x, shardings, what: str):
     leaves, treedef = tree.tree_flatten(x)
     is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
@@ -267,7 +293,11 @@ def _constrained(x, shardings, what: str):
             raise TypeError(f"{what} requires a NamedSharding or a PartitionSpec on the "
                             f"current mesh, got {target!r}")
         if isinstance(sharding.mesh, AbstractMesh):
-            sharding = _on_devices(sharding, leaf)
+            if (what == "with_sharding_constraint" and not isinstance(leaf, Tracer)
+                    and current_trace() is eval_trace):
+                sharding = _eagerly_on_devices(sharding, leaf)
+            else:
+                sharding = _on_devices(sharding, leaf)
         mesh = sharding.mesh      # its spec names its axes, once each (NamedSharding checks)
         if what == "with_sharding_constraint":
             check_rank(sharding, np.ndim(leaf) if not hasattr(leaf, "shape")
@@ -388,6 +418,7 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
     def wrapped(*args, out_sharding=out_sharding, **kwargs):
         if out_sharding is None:
             raise TypeError("Missing required keyword argument: 'out_sharding'")
+        _check_not_manual(axes)
         mesh = get_mesh() or _mesh_of_sharding(out_sharding)
         dropped = set() if mesh is None else set(
             mesh.axis_names if axes is None else ((axes,) if isinstance(axes, str) else axes))
@@ -415,6 +446,7 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
 
     @functools.wraps(fun)
     def wrapped(*args, in_sharding=in_sharding, **kwargs):
+        _check_not_manual(axes)
         mesh = get_mesh()
         if mesh is None:
             raise ValueError("Context mesh cannot be empty. Please use `jax.set_mesh` API to "
@@ -451,6 +483,20 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
         return tree.tree_map(back, result)
 
     return wrapped
+
+
+def _check_not_manual(axes) -> None:
+    """JAX's NotImplementedError for auto_axes/explicit_axes over axes a shard_map body is
+    manual over (``axes`` None: every axis of the body's mesh)."""
+    body = current_shard_context()
+    if body is None:
+        return
+    chosen = body.mesh.axis_names if axes is None else (
+        (axes,) if isinstance(axes, str) else tuple(axes))
+    if set(chosen) & set(body.manual):
+        raise NotImplementedError(
+            "Going from `Manual` AxisType to `Auto` or `Explicit` AxisType is not allowed. "
+            "Please file a bug at https://github.com/jax-ml/jax/issues with your use case")
 
 
 def _mesh_of_sharding(sharding):

@@ -1462,6 +1462,54 @@ def test_constraint_to_one_device_commits_eagerly_and_none_is_refused():
         jax.jit(lambda v: jax.lax.with_sharding_constraint(v, SingleDeviceSharding(d[1])))(x)
 
 
+def test_constraint_on_an_abstract_mesh_applied_eagerly():
+    """JAX's eager with_sharding_constraint to a sharding on an AbstractMesh: an array on a
+    mesh of the same names and sizes takes that mesh's devices; a host value needs a mesh
+    set; anything else is JAX's error (it gave an array laid out on no devices)."""
+    from shardc.sharding import AxisType
+    mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    target = NamedSharding(mesh.abstract_mesh, P("x"))
+    arr = jax.device_put(np.arange(8), NamedSharding(mesh, P()))
+    out = jax.lax.with_sharding_constraint(arr, target)
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(out, np.arange(8))
+    with pytest.raises(ValueError, match=re.escape(
+            "Target sharding contains a `jax.sharding.AbstractMesh` which requires the input "
+            "passed should be a `jax.Array`. Got <class 'numpy.ndarray'> with shape int32[8]")):
+        jax.lax.with_sharding_constraint(np.arange(8), target)
+    with pytest.raises(TypeError, match="The sharding on the input must be a `NamedSharding` "
+                                        "since the target sharding has an `AbstractMesh`"):
+        jax.lax.with_sharding_constraint(jnp.arange(8), target)
+    other = jax.make_mesh((2,), ("y",), axis_types=(AxisType.Auto,)).abstract_mesh
+    with pytest.raises(ValueError, match=re.escape(
+            "Mesh shape of the input (('x', 2),) does not match the mesh shape of the target "
+            "sharding (('y', 2),) for shape int32[8]")):
+        jax.lax.with_sharding_constraint(arr, NamedSharding(other, P("y")))
+    with jax.set_mesh(mesh):
+        placed = jax.lax.with_sharding_constraint(np.arange(8), target)
+    assert placed.sharding == NamedSharding(mesh, P("x"))
+
+
+def test_auto_and_explicit_axes_refuse_axes_a_body_is_manual_over():
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    auto = lambda v: jax.sharding.auto_axes(lambda a: a * 2, out_sharding=P("y"))(v)
+    only_y = lambda v: jax.sharding.auto_axes(lambda a: a * 2, axes="y",
+                                              out_sharding=P(None, "y"))(v)
+    explicit = lambda v: jax.sharding.explicit_axes(lambda a: a * 2, axes=("x",),
+                                                    in_sharding=P("x"))(v)
+    data = np.arange(16).reshape(8, 2)
+    with jax.set_mesh(mesh):
+        for body in (auto, explicit):
+            with pytest.raises(NotImplementedError, match="Going from `Manual` AxisType to "
+                                                          "`Auto` or `Explicit` AxisType is "
+                                                          "not allowed"):
+                jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                                      axis_names={"x"}))(data)
+        out = jax.jit(jax.shard_map(only_y, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                                    axis_names={"x"}))(data)
+    np.testing.assert_array_equal(out, data * 2)
+
+
 def test_a_mesh_decorates_a_function_as_its_deprecated_context():
     """A Mesh is JAX's ContextDecorator: ``@mesh`` runs the function inside ``with mesh:``."""
     from shardc.sharding import AxisType
