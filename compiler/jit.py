@@ -483,6 +483,9 @@ class Compiled:
     # what a call runs where not the jitted function itself: a jit with ``device=`` moves
     # its arguments to that device first (its layouts are then not checked)
     runs_as: Any = None
+    # the devices of each layout the program asks for inside (with_sharding_constraint,
+    # device_put), with where: JAX's computation runs on one set of devices
+    constraint_devices: tuple = ()
 
     def compile(self, compiler_options=None, *, device_assignment=None) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run; the
@@ -1236,6 +1239,10 @@ class JitFunction:
                     f"'{_name(self.fun)}' with those of an earlier call: "
                     f"{type(error).__name__}: {error}") from error
             if found is not None:
+                if found.given or found.constraint_devices:
+                    _check_devices(found, leaves, _qualified_name(self.fun),
+                                   lambda: _argument_names(self.fun, args, kwargs,
+                                                           static_argnums))
                 return found
         if _no_tracing:
             raise RuntimeError(f"re-tracing function {_name(self.fun)} for `jit`, but "
@@ -1247,6 +1254,7 @@ class JitFunction:
             self.fun, args, kwargs, static_argnums, static_kwargs,
             constrain_outputs=(None if self.out_shardings is UNSPECIFIED
                                else lambda result: self._constrain_outputs(result, deferred, given)))
+        traced_constraints = _constraint_devices(closed.program)
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         program, inserted, propagated = _partitioned(dce(closed.program),
                                                      list(closed.consts) + leaves)
@@ -1254,12 +1262,13 @@ class JitFunction:
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
-        if given:
-            _check_out_devices(given, leaves, _qualified_name(self.fun),
-                               lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None,
                             call_as=(self, static, dict(static_kwargs), in_tree, avals),
-                            arg_shardings=shardings, context_mesh=current_mesh())
+                            arg_shardings=shardings, context_mesh=current_mesh(),
+                            constraint_devices=traced_constraints)
+        if given or traced_constraints:
+            _check_devices(compiled, leaves, _qualified_name(self.fun),
+                           lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         if key is not None:
             self.cache[key] = compiled
         return compiled
@@ -1409,34 +1418,55 @@ def _device_ids(sharding) -> tuple | None:
     return None if devices is None else tuple(d.id for d in devices)
 
 
-def _check_out_devices(given, leaves, fun_name: str, names) -> None:
-    """JAX's ValueError where the devices of an ``out_shardings`` entry are not those of the
-    committed arguments (laid out by ``in_shardings`` or by their makers), or of another
-    entry: one computation runs on one set of devices."""
-    sources = []            # (description, device ids), arguments first, as JAX orders them
+def _constraint_devices(program) -> tuple:
+    """``(device ids, source)`` of each layout on a mesh of devices that ``program`` (its
+    sub-programs too) constrains a value to."""
+    from ir.graph import sub_programs
+    found = []
+    for eqn in program.eqns:
+        if eqn.primitive is prims.sharding_constraint_p:
+            ids = _device_ids(eqn.params["sharding"])
+            if ids is not None:
+                found.append((ids, eqn.source))
+        for _, _, sub in sub_programs(eqn):
+            found.extend(_constraint_devices(sub))
+    return tuple(found)
+
+
+def _check_devices(compiled, leaves, fun_name: str, names) -> None:
+    """JAX's ValueError where the committed arguments (laid out by ``in_shardings`` or by
+    their makers), the ``out_shardings`` entries and the layouts the program constrains
+    values to are not all on the same devices, in the same order: one computation runs on
+    one set of devices."""
+    sources = []            # (kind, what, device ids): arguments first, as JAX orders them
     for k, leaf in enumerate(leaves):
         if getattr(leaf, "_committed", False):
             ids = _device_ids(leaf.sharding)
             if ids is not None:
-                sources.append((k, ids))
+                sources.append(("argument", k, ids))
                 break       # the arguments agree with each other (checked when they run)
-    for sharding in given:
+    for sharding in compiled.given or ():
         ids = None if sharding is None else _device_ids(sharding)
         if ids is not None:
-            sources.append((None, ids))
+            sources.append(("output", None, ids))
+    sources += [("constraint", source, ids) for ids, source in compiled.constraint_devices]
     if not sources:
         return
     first = sources[0]
     for source in sources[1:]:
-        if source[1] != first[1]:
+        if source[2] != first[2]:
             described = []
-            for k, ids in (first, source):
+            for kind, what, ids in (first, source):
                 where = f"with device ids {list(ids)} on platform CPU"
-                if k is None:
+                if kind == "output":
                     described.append(f"explicit output sharding {where}")
+                elif kind == "constraint":
+                    at = (f" at {what.file}:{what.line} ({what.function})"
+                          if what is not None else "")
+                    described.append(f"sharding_constraint inside jit {where}{at}")
                 else:
-                    described.append(f"argument {names()[k]} of {fun_name} with shape "
-                                     f"{aval_of(leaves[k]).str_long()} and {where}")
+                    described.append(f"argument {names()[what]} of {fun_name} with shape "
+                                     f"{aval_of(leaves[what]).str_long()} and {where}")
             raise ValueError("Received incompatible devices for jitted computation. Got "
                              f"{described[0]} and {described[1]}")
 

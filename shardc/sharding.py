@@ -248,6 +248,18 @@ def _on_devices(sharding, leaf):
     return sharding
 
 
+def _check_same_devices(value, sharding) -> None:
+    """JAX's ValueError for an eager constraint (a jitted identity with that out_shardings)
+    of a committed array onto other devices, or the same devices in another order."""
+    have = [d.id for d in value.sharding._device_assignment]
+    want = list(sharding.mesh.device_ids)
+    if have != want:
+        raise ValueError(
+            "Received incompatible devices for jitted computation. Got argument x of "
+            f"_identity_fn with shape {aval_of(value).str_long()} and with device ids {have} on "
+            f"platform CPU and explicit output sharding with device ids {want} on platform CPU")
+
+
 def _eagerly_on_devices(sharding, value):
     """A constraint on an abstract mesh applied to a concrete value, as JAX's: a host value
     goes to the mesh set (JAX's ValueError without one); an array must be laid out on a mesh
@@ -298,6 +310,10 @@ def _constrained(x, shardings, what: str):
                 sharding = _eagerly_on_devices(sharding, leaf)
             else:
                 sharding = _on_devices(sharding, leaf)
+        if (what == "with_sharding_constraint" and getattr(leaf, "_committed", False)
+                and not isinstance(leaf, Tracer) and current_trace() is eval_trace
+                and isinstance(sharding.mesh, Mesh)):
+            _check_same_devices(leaf, sharding)
         mesh = sharding.mesh      # its spec names its axes, once each (NamedSharding checks)
         if what == "with_sharding_constraint":
             check_rank(sharding, np.ndim(leaf) if not hasattr(leaf, "shape")

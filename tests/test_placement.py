@@ -238,3 +238,46 @@ def test_a_committed_array_and_a_shard_map_on_other_devices_are_refused(x3):
             a, NamedSharding(mesh, P("x"))))(x3)
     np.testing.assert_array_equal(np.asarray(double(jnp.ones(8))), np.full(8, 2.0))
     np.testing.assert_array_equal(np.asarray(shardc.jit(double)(jnp.ones(8))), np.full(8, 2.0))
+
+
+def test_a_jitted_computation_constrains_values_onto_its_own_devices_only():
+    """JAX's device assignment: committed arguments, out_shardings and the layouts a jitted
+    program constrains values to (with_sharding_constraint, device_put) are on the same
+    devices in the same order, else JAX's ValueError naming two of them; an eager constraint
+    is a jitted identity, so it cannot move a committed array to other devices either."""
+    from shardc.sharding import Mesh
+    m1 = Mesh(np.array(DEVICES[:2]), ("x",))
+    m2 = Mesh(np.array(DEVICES[2:4]), ("x",))
+    flipped = Mesh(np.array([DEVICES[1], DEVICES[0]]), ("x",))
+    x = shardc.device_put(HOST, NamedSharding(m1, P("x")))
+    to_m2 = lambda v: lax.with_sharding_constraint(v * 2, NamedSharding(m2, P("x")))
+    with pytest.raises(ValueError, match=re.escape(
+            "Received incompatible devices for jitted computation. Got argument v of "
+            "test_a_jitted_computation_constrains_values_onto_its_own_devices_only.<locals>."
+            "<lambda> with shape float32[8] and with device ids [0, 1] on platform CPU and "
+            "sharding_constraint inside jit with device ids [2, 3] on platform CPU at "
+            "test_placement.py:")):
+        shardc.jit(lambda v: to_m2(v))(x)
+    with pytest.raises(ValueError, match=r"device ids \[0, 1\].*device ids \[2, 3\]"):
+        shardc.jit(lambda v: shardc.device_put(v, NamedSharding(m2, P("x"))))(x)
+    with pytest.raises(ValueError, match=re.escape(
+            "Got explicit output sharding with device ids [0, 1] on platform CPU and "
+            "sharding_constraint inside jit with device ids [2, 3]")):
+        shardc.jit(to_m2, out_shardings=NamedSharding(m1, P()))(HOST)
+    both = lambda v: (to_m2(v), lax.with_sharding_constraint(v, NamedSharding(m1, P("x"))))
+    with pytest.raises(ValueError, match=r"Got sharding_constraint inside jit with device ids "
+                                         r"\[2, 3\].* and sharding_constraint inside jit with "
+                                         r"device ids \[0, 1\]"):
+        shardc.jit(both)(HOST)
+    # an uncommitted argument goes where the program asks
+    out = shardc.jit(to_m2)(HOST)
+    assert out.sharding == NamedSharding(m2, P("x"))
+    np.testing.assert_array_equal(np.asarray(out), HOST * 2)
+    for target in (m2, flipped):
+        with pytest.raises(ValueError, match=re.escape(
+                "Got argument x of _identity_fn with shape float32[8] and with device ids "
+                f"[0, 1] on platform CPU and explicit output sharding with device ids "
+                f"{list(target.device_ids)} on platform CPU")):
+            lax.with_sharding_constraint(x, NamedSharding(target, P("x")))
+    moved = lax.with_sharding_constraint(jnp.asarray(HOST), NamedSharding(m2, P("x")))
+    assert moved.sharding == NamedSharding(m2, P("x"))
