@@ -376,7 +376,7 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape=Fal
                abstracted_axes=None):
     """``make_jaxpr(f)(*args)`` returns the traced program, which prints like a jaxpr; with
     ``return_shape``, also its results' shapes and dtypes (``ShapeDtypeStruct``s in the
-    results' tree)."""
+    results' tree). Arguments may be values or stand-ins with a shape and a dtype."""
     static_argnums = _normalize_argnums(static_argnums)
     if axis_env or abstracted_axes is not None:
         raise NotImplementedError("make_jaxpr(axis_env=, abstracted_axes=): trace collectives "
@@ -384,7 +384,10 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape=Fal
 
     @functools.wraps(fun)
     def traced(*args, **kwargs):
-        closed = trace_function(fun, args, kwargs, static_argnums)
+        # an argument may stand in for one (a ShapeDtypeStruct, an aval), as JAX's
+        static = {k % len(args) for k in static_argnums if -len(args) <= k < len(args)}
+        args = tuple(a if k in static else abstract_stand_ins(a) for k, a in enumerate(args))
+        closed = trace_function(fun, args, abstract_stand_ins(kwargs), static_argnums)
         if not return_shape:
             return closed
         return closed, result_structs(closed, [None] * len(closed.program.outvars))

@@ -936,6 +936,20 @@ def test_small_api_pieces_jax_programs_call():
     assert "add" in compiled.as_text(dialect="hlo")
 
 
+def test_make_jaxpr_takes_stand_ins_for_its_arguments():
+    import types
+    closed = jax.make_jaxpr(lambda x: x + 2.0)(
+        types.SimpleNamespace(shape=(), dtype=np.dtype(np.float32)))
+    assert (closed.in_avals[0].shape, closed.in_avals[0].dtype) == ((), np.float32)
+    closed = jax.make_jaxpr(lambda x, n: x * n, static_argnums=1)(
+        jax.ShapeDtypeStruct((3,), jnp.int32), 2)
+    assert str(closed) == ("{ lambda ; a:i32[3]. let\n    b:i32[3] = mul a 2:i32[]\n"
+                           "  in (b,) }")
+    closed = jax.make_jaxpr(lambda x, y: x @ y)(jax.ShapeDtypeStruct((3, 4), jnp.float32),
+                                                y=jax.ShapeDtypeStruct((4,), jnp.float32))
+    assert closed.out_avals[0].shape == (3,)
+
+
 def test_pretty_print_takes_jax_options():
     closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2)(1.0)
     plain = ("{ lambda ; a:f32[]. let\n    b:f32[] = sin a\n    c:f32[] = mul b 2.0:f32[]\n"
