@@ -158,6 +158,10 @@ def resolve_sharding(sharding, what: str):
         return NamedSharding(mesh, sharding)
     if hasattr(sharding, "id") and hasattr(sharding, "platform"):
         return SingleDeviceSharding(sharding)
+    if what == "device_put":
+        raise ValueError("`jax.device_put` only accepts `None`, `jax.sharding.Sharding`, "
+                         "`jax.Device`, `Format`, `jax.memory.Space` or a pytree of these "
+                         f"values. Received invalid value: {sharding}")
     raise TypeError(f"{what} requires a NamedSharding, a PartitionSpec with a mesh set, or a "
                     f"device, got {sharding!r} of type {type(sharding).__name__}")
 

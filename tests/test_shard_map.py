@@ -1,5 +1,6 @@
 """shard_map's data model: pytrees, closures, static arguments, block transpose, untiling,
 sub-meshes, and eager == jit."""
+import re
 from collections import namedtuple
 from functools import partial
 
@@ -242,8 +243,10 @@ def test_device_put_of_pytrees_and_bad_targets():
                                       "b": NamedSharding(MESH, P())})
     assert prefix["w"].sharding.spec == P("x", "y") and prefix["b"][0].sharding.spec == P()
     assert shardc.device_put(jnp.ones(2), shardc.devices()[3]).sharding.device.id == 3
-    with pytest.raises(TypeError, match="device_put requires a NamedSharding, a PartitionSpec "
-                                        "with a mesh set, or a device, got 'garbage'"):
+    with pytest.raises(ValueError, match=re.escape(
+            "`jax.device_put` only accepts `None`, `jax.sharding.Sharding`, `jax.Device`, "
+            "`Format`, `jax.memory.Space` or a pytree of these values. Received invalid "
+            "value: garbage")):
         shardc.device_put(jnp.ones(2), "garbage")
     with pytest.raises(ValueError, match="Please set a mesh via `jax.set_mesh` if a PartitionSpec is passed to device_put"):
         shardc.device_put(jnp.ones(2), P("x"))
