@@ -23,7 +23,7 @@ from ir.module import runs_shard_map
 from ir.primitives import RuleTable
 from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_from_user
 from ir.specialise import specialise
-from ir.sharding import (NamedSharding, check_divides, check_rank, dividing_sharding,
+from ir.sharding import (Mesh, NamedSharding, check_divides, check_rank, dividing_sharding,
                          normal_spec, replication_mismatch, runtime_replication_error)
 from runtime import linalg, linalg_reductions, placement, special
 from runtime.collectives import group_rules, node_operands, operand_types
@@ -1124,6 +1124,10 @@ def device_put(value, sharding=None) -> Array:
         if not isinstance(sharding, Device):
             raise TypeError(f"device_put requires a NamedSharding or a device, got {sharding!r}")
         sharding = SingleDeviceSharding(sharding)
+    if isinstance(sharding, NamedSharding) and not isinstance(sharding.mesh, Mesh):
+        # an abstract mesh names no devices to lay a value out on (JAX's error)
+        raise ValueError("is_fully_addressable is not implemented for "
+                         "`jax.sharding.AbstractMesh`.")
     if isinstance(value, Array) and value.sharding == sharding:
         return value.committed_to() if isinstance(sharding, SingleDeviceSharding) else value
     if isinstance(sharding, NamedSharding):

@@ -1510,6 +1510,28 @@ def test_auto_and_explicit_axes_refuse_axes_a_body_is_manual_over():
     np.testing.assert_array_equal(out, data * 2)
 
 
+def test_values_are_never_laid_out_on_an_abstract_mesh():
+    """An AbstractMesh names no devices: device_put onto one is JAX's ValueError (it made an
+    array laid out on no devices), and a *_like of a ShapeDtypeStruct split on one is made on
+    the mesh set of the same names and sizes, as JAX's, else JAX's ValueError."""
+    mesh = jax.make_mesh((2,), ("x",))
+    abstract = NamedSharding(mesh.abstract_mesh, P("x"))
+    message = "is_fully_addressable is not implemented for `jax.sharding.AbstractMesh`."
+    with pytest.raises(ValueError, match=re.escape(message)):
+        jax.device_put(np.arange(8.0), abstract)
+    with jax.set_mesh(mesh), pytest.raises(ValueError, match=re.escape(message)):
+        jax.device_put(jnp.arange(8.0), abstract)
+    stand_in = jax.ShapeDtypeStruct((32,), jnp.float32, sharding=abstract)
+    with jax.set_mesh(mesh):
+        for made, value in ((jnp.zeros_like(stand_in), 0.0), (jnp.ones_like(stand_in), 1.0),
+                            (jnp.full_like(stand_in, 2.0), 2.0)):
+            assert made.sharding == NamedSharding(mesh, P("x"))
+            np.testing.assert_array_equal(made, np.full(32, value, np.float32))
+    with pytest.raises(ValueError, match="Please enter your `jit` into a mesh context via "
+                                         "`jax.set_mesh`"):
+        jnp.zeros_like(stand_in)
+
+
 def test_a_mesh_decorates_a_function_as_its_deprecated_context():
     """A Mesh is JAX's ContextDecorator: ``@mesh`` runs the function inside ``with mesh:``."""
     from shardc.sharding import AxisType

@@ -25,7 +25,8 @@ from ir import collectives as coll
 from ir import primitives as p
 from ir.core import Aval
 from ir.shape_dtype import ShapeDtypeStruct
-from ir.sharding import NamedSharding, PartitionSpec, current_mesh, spec_per_dim
+from ir.sharding import (AbstractMesh, NamedSharding, PartitionSpec, current_mesh,
+                         spec_per_dim)
 from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sharding,
                                partitions, type_sharding)
 from runtime.array import Array, detached
@@ -620,13 +621,13 @@ def full_like(x, fill_value, dtype=None, shape=None):
     typed = aval_of(x).type_sharding
     if typed is not None and shape is None:
         # split as x is (JAX's *_like copy the operand's sharding)
-        result = _put_on(result, named_sharding(aval_of(x)))
+        result = _put_on(result, _on_devices(named_sharding(aval_of(x)), result))
     elif (shape is None and (isinstance(x, Array) and not isinstance(x, Tracer)
                              or isinstance(x, ShapeDtypeStruct))
           and isinstance(getattr(x, "sharding", None), NamedSharding)):
         # an array laid out on a mesh (Auto axes): the same layout, as JAX's (traced, the
         # layout is propagation's to choose; an array placed inside a trace lays it out)
-        result = _put_on(result, x.sharding)
+        result = _put_on(result, _on_devices(x.sharding, result))
     elif (shape is None and isinstance(x, Array) and not isinstance(x, Tracer)
           and x.committed):
         # an array committed to one device: the result is made there (JAX's)
@@ -635,6 +636,21 @@ def full_like(x, fill_value, dtype=None, shape=None):
         result = vary_like(result, x)
     # of a weakly typed operand's dtype, weakly typed (JAX's)
     return weakened(result) if dtype is None and is_weakly_typed(x) else result
+
+
+def _on_devices(sharding, result):
+    """The layout a concrete result of a ``*_like`` takes: ``sharding``, where it names an
+    abstract mesh (a ShapeDtypeStruct's) on the devices of the mesh set whose names and
+    sizes it has, as JAX's; JAX's ValueError where there is none."""
+    if not isinstance(sharding.mesh, AbstractMesh) or isinstance(result, Tracer):
+        return sharding
+    mesh = current_mesh()
+    if mesh is None or mesh.shape_tuple != sharding.mesh.shape_tuple:
+        devices = 1 if mesh is None else mesh.size
+        raise ValueError(f"Length of device assignment {devices} is not equal to the size of "
+                         f"the mesh {sharding.mesh.size} of aval {aval_of(result).str_long()}"
+                         ". Please enter your `jit` into a mesh context via `jax.set_mesh`.")
+    return NamedSharding(mesh, sharding.spec)
 
 
 def vary_like(result, x):
