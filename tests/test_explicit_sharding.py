@@ -1530,6 +1530,12 @@ def test_values_are_never_laid_out_on_an_abstract_mesh():
     with pytest.raises(ValueError, match="Please enter your `jit` into a mesh context via "
                                          "`jax.set_mesh`"):
         jnp.zeros_like(stand_in)
+    # on Auto axes a stand-in's layout on an abstract mesh is no concrete one: JAX makes the
+    # result on the default device
+    auto = jax.sharding.AbstractMesh((2,), ("x",))
+    loose = jax.ShapeDtypeStruct((8, 2), np.float32, sharding=NamedSharding(auto, P("x")))
+    for made in (lax.full_like(loose, 0), jnp.zeros_like(loose)):
+        assert made.sharding == jax.sharding.SingleDeviceSharding(jax.devices()[0])
 
 
 def test_a_mesh_decorates_a_function_as_its_deprecated_context():

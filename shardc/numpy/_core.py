@@ -25,7 +25,7 @@ from ir import collectives as coll
 from ir import primitives as p
 from ir.core import Aval
 from ir.shape_dtype import ShapeDtypeStruct
-from ir.sharding import (AbstractMesh, NamedSharding, PartitionSpec, current_mesh,
+from ir.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec, current_mesh,
                          spec_per_dim)
 from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sharding,
                                partitions, type_sharding)
@@ -624,10 +624,12 @@ def full_like(x, fill_value, dtype=None, shape=None):
         result = _put_on(result, _on_devices(named_sharding(aval_of(x)), result))
     elif (shape is None and (isinstance(x, Array) and not isinstance(x, Tracer)
                              or isinstance(x, ShapeDtypeStruct))
-          and isinstance(getattr(x, "sharding", None), NamedSharding)):
+          and isinstance(getattr(x, "sharding", None), NamedSharding)
+          and isinstance(x.sharding.mesh, Mesh)):
         # an array laid out on a mesh (Auto axes): the same layout, as JAX's (traced, the
-        # layout is propagation's to choose; an array placed inside a trace lays it out)
-        result = _put_on(result, _on_devices(x.sharding, result))
+        # layout is propagation's to choose; an array placed inside a trace lays it out).
+        # A stand-in's layout on an abstract mesh is no concrete one: JAX ignores it.
+        result = _put_on(result, x.sharding)
     elif (shape is None and isinstance(x, Array) and not isinstance(x, Tracer)
           and x.committed):
         # an array committed to one device: the result is made there (JAX's)
