@@ -1257,6 +1257,10 @@ class JitFunction:
             self.fun, args, kwargs, static_argnums, static_kwargs,
             constrain_outputs=(None if self.out_shardings is UNSPECIFIED
                                else lambda result: self._constrain_outputs(result, deferred, given)))
+        meshes = [s.mesh for s in shardings if isinstance(s, NamedSharding)
+                  and isinstance(s.mesh, Mesh)] + [current_mesh()]
+        closed = dataclasses.replace(closed, program=_concrete_constraints(
+            closed.program, [m for m in meshes if m is not None]))
         traced_constraints = _constraint_devices(closed.program)
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         program, inserted, propagated = _partitioned(dce(closed.program),
@@ -1421,6 +1425,34 @@ def _device_ids(sharding) -> tuple | None:
     return None if devices is None else tuple(d.id for d in devices)
 
 
+def _concrete_constraints(program, meshes):
+    """``program`` with each constraint to a layout on an abstract mesh (of Auto axes: no
+    type names it) laid on the devices of the first of ``meshes`` (the computation's: its
+    arguments', the mesh set) that it abstracts, as JAX takes them from the computation's
+    devices; ``program`` itself where there is none."""
+    from ir.core import Eqn
+    from ir.graph import replace_sub_programs
+
+    def rewrite(prog):
+        eqns, changed = [], False
+        for eqn in prog.eqns:
+            new = replace_sub_programs(eqn, rewrite)
+            target = new.params.get("sharding") if new.primitive is \
+                prims.sharding_constraint_p else None
+            if (isinstance(target, NamedSharding) and isinstance(target.mesh, AbstractMesh)
+                    and not target.mesh.explicit_axes):
+                mesh = next((m for m in meshes
+                             if m.shape_tuple == target.mesh.shape_tuple), None)
+                if mesh is not None:
+                    new = Eqn(new.primitive, new.invars, new.outvars,
+                              dict(new.params, sharding=NamedSharding(mesh, target.spec)),
+                              new.source)
+            changed = changed or new is not eqn
+            eqns.append(new)
+        return dataclasses.replace(prog, eqns=eqns) if changed else prog
+    return rewrite(program) if meshes else program
+
+
 def _constraint_devices(program) -> tuple:
     """``(device ids, source)`` of each layout on a mesh of devices that ``program`` (its
     sub-programs too) constrains a value to."""
@@ -1521,6 +1553,16 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
             placed.append(leaf)         # holds nothing to lay out
             continue
         sharding = resolve(target, what) if target is not None else None
+        if (isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh)
+                and not isinstance(leaf, Tracer)):
+            # a value placed now: on the devices of its own mesh or the mesh set, where it
+            # is the one abstracted (a traced one's are the computation's, found later)
+            have = get_backend().sharding_of(leaf)
+            meshes = [getattr(have, "mesh", None), current_mesh()]
+            mesh = next((m for m in meshes if isinstance(m, Mesh)
+                         and m.shape_tuple == sharding.mesh.shape_tuple), None)
+            if mesh is not None:
+                sharding = NamedSharding(mesh, sharding.spec)
         if isinstance(sharding, NamedSharding) and len(sharding.spec) > ndim_of_leaf(leaf):
             check_rank(sharding, ndim_of_leaf(leaf),
                        "pjit arguments" if what == "jit in_shardings" else "pjit outputs",

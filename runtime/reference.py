@@ -1206,6 +1206,14 @@ def _constrained(value, sharding):
     """A sharding constraint inside a program: laid out so; on a mesh with Auto axes, where
     the layout does not divide the value (JAX accepts it on intermediates), by the axes that
     divide it."""
+    if isinstance(sharding, NamedSharding) and not isinstance(sharding.mesh, Mesh):
+        # on an abstract mesh: the devices of the mesh the value is on, where that mesh is
+        # the one abstracted; else it stays where it is (the layout names no devices)
+        layout = getattr(value, "sharding", None)
+        if not (isinstance(layout, NamedSharding) and isinstance(layout.mesh, Mesh)
+                and layout.mesh.shape_tuple == sharding.mesh.shape_tuple):
+            return value
+        sharding = NamedSharding(layout.mesh, sharding.spec)
     if isinstance(sharding, NamedSharding) and mesh_auto(sharding.mesh):
         sharding = dividing_sharding(sharding, np.shape(value) if not isinstance(value, Array)
                                      else value.shape)

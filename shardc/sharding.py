@@ -244,7 +244,10 @@ def _on_devices(sharding, leaf):
     meshes = [current_mesh()]
     value = leaf
     while value is not None:      # a batched value's own layout is its batch's (vmap)
-        meshes.append(getattr(getattr(value, "sharding", None), "mesh", None))
+        # a traced value's concrete layout (its ``sharding`` is JAX's abstract view)
+        layout = (value._layout() if hasattr(value, "_layout")
+                  else getattr(value, "sharding", None))
+        meshes.append(getattr(layout, "mesh", None))
         value = getattr(value, "value", None) if isinstance(value, Tracer) else None
     for mesh in meshes:
         if isinstance(mesh, Mesh) and mesh.abstract_mesh == abstract:

@@ -8,6 +8,7 @@ import pytest
 
 import shardc
 import shardc.numpy as jnp
+from shardc import lax
 from shardc.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
 
 MESH = shardc.make_mesh((4, 2), ("x", "y"))
@@ -795,3 +796,21 @@ def test_pjit_takes_jax_deprecated_device_and_backend():
                                                    "with jit when backend or device is also "
                                                    "specified as an argument to jit."):
             pjit(lambda a: a, device=d1)(HOST)
+
+
+def test_shardings_on_an_abstract_mesh_take_the_computations_devices():
+    # JAX lays a sharding on an AbstractMesh on the devices of the computation: the mesh
+    # its arguments are on, or the mesh set, when that mesh is the one abstracted
+    auto = shardc.make_mesh((2,), ("x",), axis_types=(shardc.sharding.AxisType.Auto,))
+    abstract = NamedSharding(auto.abstract_mesh, P("x"))
+    arr = shardc.device_put(np.arange(8.0), NamedSharding(auto, P()))
+    split = NamedSharding(auto, P("x"))
+    twice = lambda v: v * 2
+    results = [shardc.jit(twice, out_shardings=abstract)(arr),
+               shardc.jit(lambda v: lax.with_sharding_constraint(v * 2, abstract))(arr)]
+    with shardc.set_mesh(auto):
+        results += [shardc.jit(twice, out_shardings=abstract)(np.arange(8.0)),
+                    shardc.jit(twice, in_shardings=abstract)(np.arange(8.0))]
+    for out in results:
+        assert out.sharding == split
+        np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) * 2)
