@@ -28,15 +28,45 @@ class ShapeDtypeStruct:
         problem = rank_problem(sharding, len(self.shape))
         if problem is not None:
             raise ValueError(problem)
-        mesh = current_mesh()
-        if isinstance(sharding, PartitionSpec) and mesh is not None:
-            sharding = NamedSharding(mesh, sharding)    # on the mesh set, as JAX resolves it
-        self.sharding = sharding
-        # on an Explicit mesh the sharding is part of the type (JAX's sharding in types)
-        self.aval = Aval(self.shape, canonical).with_sharding(
-            type_sharding(sharding, len(self.shape)))
-        if manual_axis_type is not None and manual_axis_type.varying:
-            self.aval = self.aval.update(vma=frozenset(manual_axis_type.varying))
+        # a PartitionSpec is kept as given and read on the mesh set when the sharding is
+        # asked for (JAX's); anything else is the sharding
+        self._sharding = sharding
+        self._canonical = canonical
+        self._avals: dict = {}
+        if not isinstance(sharding, PartitionSpec):
+            self.aval       # made now: a sharding reported otherwise later keeps this type
+
+    @property
+    def sharding(self):
+        """The sharding; a PartitionSpec given is on the mesh set now (JAX's TypeError where
+        none is)."""
+        sharding = self._sharding
+        if isinstance(sharding, PartitionSpec):
+            mesh = current_mesh()
+            if mesh is None:
+                raise TypeError("When specifying PartitionSpec to `ShapeDtypeStruct`, the "
+                                "context mesh cannot be empty. Please use `jax.set_mesh` to "
+                                "set the mesh context.")
+            return NamedSharding(mesh, sharding)
+        return sharding
+
+    @property
+    def aval(self) -> Aval:
+        """The type it stands for: on an Explicit mesh its sharding is part of it (JAX's
+        sharding in types)."""
+        sharding = self._sharding
+        key = current_mesh() if isinstance(sharding, PartitionSpec) else None
+        aval = self._avals.get(key)
+        if aval is None:
+            typed = sharding if key is None else NamedSharding(key, sharding)
+            aval = Aval(self.shape, self._canonical).with_sharding(
+                type_sharding(typed, len(self.shape)) if key is not None or not isinstance(
+                    sharding, PartitionSpec) else None)
+            manual = self.manual_axis_type
+            if manual is not None and manual.varying:
+                aval = aval.update(vma=frozenset(manual.varying))
+            self._avals[key] = aval
+        return aval
 
     weak_type = property(lambda self: self.weak)
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
@@ -57,7 +87,7 @@ class ShapeDtypeStruct:
         """This struct with the fields given replaced."""
         return ShapeDtypeStruct(kwargs.pop("shape", self.shape),
                                 kwargs.pop("dtype", self.dtype),
-                                kwargs.pop("sharding", self.sharding),
+                                kwargs.pop("sharding", self._sharding),
                                 weak_type=kwargs.pop("weak_type", self.weak_type),
                                 manual_axis_type=kwargs.pop("manual_axis_type",
                                                             self.manual_axis_type))

@@ -62,8 +62,8 @@ def _abstract(struct):
     """``struct`` reporting its sharding on the abstract mesh, as JAX's eval_shape does; its
     type keeps the mesh its value would be on, so it lowers as that value."""
     if isinstance(struct.sharding, NamedSharding) and isinstance(struct.sharding.mesh, Mesh):
-        struct.sharding = NamedSharding(struct.sharding.mesh.abstract_mesh,
-                                        struct.sharding.spec)
+        struct._sharding = NamedSharding(struct.sharding.mesh.abstract_mesh,
+                                         struct.sharding.spec)
     return struct
 
 

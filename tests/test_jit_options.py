@@ -814,3 +814,21 @@ def test_shardings_on_an_abstract_mesh_take_the_computations_devices():
     for out in results:
         assert out.sharding == split
         np.testing.assert_array_equal(np.asarray(out), np.arange(8.0) * 2)
+
+
+def test_a_shape_dtype_struct_reads_a_partition_spec_on_the_mesh_set_when_used():
+    # JAX's: the spec is kept and read on the mesh set whenever the sharding is asked for,
+    # so a stand-in made before set_mesh lowers split inside it
+    sds = shardc.ShapeDtypeStruct((8, 2), np.float32, sharding=P("x"))
+    mesh = shardc.make_mesh((2,), ("x",))
+    with shardc.set_mesh(mesh):
+        assert sds.sharding == NamedSharding(mesh, P("x"))
+        assert sds.aval.str_short() == "f32[8@x,2]"        # split in its type (Explicit)
+        out = shardc.jit(lambda v: v * 2).lower(sds).out_info
+        assert out.sharding == NamedSharding(mesh, P("x", None))
+    with pytest.raises(TypeError, match="When specifying PartitionSpec to `ShapeDtypeStruct`, "
+                                        "the context mesh cannot be empty"):
+        sds.sharding
+    with shardc.set_mesh(shardc.make_mesh((2,), ("y",))):
+        with pytest.raises(ValueError, match=r"Resource axis: x of P\('x',\) is not found"):
+            sds.sharding
