@@ -651,6 +651,11 @@ class Compiled:
         function's arguments less its static ones, of the types it was lowered for."""
         jitted, static, static_kwargs, in_tree, avals = self.call_as
         leaves, called_tree = tree.tree_flatten((args, kwargs))
+        for leaf in leaves:
+            if isinstance(leaf, Tracer):    # its signature is fixed: no transformation
+                raise TypeError("Cannot apply JAX transformations to a function lowered and "
+                                "compiled for a particular signature. Detected argument of "
+                                f"Tracer type {type(leaf)}.")
         got = [aval_of(x).strip_vma() for x in leaves]
         if called_tree != in_tree:
             raise TypeError(_pytree_mismatch(called_tree, in_tree))

@@ -905,6 +905,13 @@ _VALID_TYPES_TEXT = ("expected an array, or a scalar, of bool, integer, floating
                      "dtype")
 
 
+def masked_array_error() -> ValueError:
+    """JAX's refusal of a numpy masked array: its mask would be dropped silently."""
+    return ValueError("numpy masked arrays are not supported as direct inputs to JAX "
+                      "functions. Use arr.filled() to convert the value to a standard numpy "
+                      "array.")
+
+
 def check_jax_value(value, where: str) -> None:
     """Raise unless ``value`` is something a program computes on: a traced value, an array or
     a scalar of bool, integer, floating or complex dtype (a ``shardc.Array``, a numpy array or
@@ -917,6 +924,8 @@ def check_jax_value(value, where: str) -> None:
     Traceback (most recent call last):
     TypeError: Argument 'abc' of type <class 'str'> is not a valid JAX type (args[0] is ...
     """
+    if isinstance(value, np.ma.MaskedArray):
+        raise masked_array_error()
     if is_jax_value(value):
         return
     if hasattr(type(value), "__jax_array__"):
@@ -1000,6 +1009,8 @@ def concrete_aval(value) -> Aval:
     if is_python_scalar(value):           # one aval per type, until x64 flips
         scalar = _SCALAR_AVALS[type(value)] = Aval((), dtypes.weak_scalar_dtype(value))
         return scalar
+    if isinstance(value, np.ma.MaskedArray):
+        raise masked_array_error()
     array = np.asarray(value)
     if not dtypes.is_valid(array.dtype):       # a string, an object, ...: never computed on
         check_jax_value(value, "an operand")    # raises: value is no scalar, array or tracer

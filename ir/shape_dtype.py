@@ -17,6 +17,8 @@ class ShapeDtypeStruct:
 
     def __init__(self, shape, dtype, sharding=None, weak_type: bool = False,
                  manual_axis_type=None):
+        if dtype is None:
+            raise ValueError("ShapeDtypeStruct: dtype must be specified.")
         self.shape = tuple(shape)
         self.weak = bool(weak_type)
         # in a shard_map body, the mesh axes the value varies over (JAX's manual_axis_type)

@@ -1037,6 +1037,10 @@ def _host(value):
     if isinstance(value, Array):
         return value._assemble()
     if isinstance(value, np.ndarray):
+        if isinstance(value, np.ma.MaskedArray):     # its mask would be dropped (JAX's)
+            raise ValueError("numpy masked arrays are not supported as direct inputs to JAX "
+                             "functions. Use arr.filled() to convert the value to a standard "
+                             "numpy array.")
         return value
     return canonical_array(value)
 

@@ -832,3 +832,26 @@ def test_a_shape_dtype_struct_reads_a_partition_spec_on_the_mesh_set_when_used()
     with shardc.set_mesh(shardc.make_mesh((2,), ("y",))):
         with pytest.raises(ValueError, match=r"Resource axis: x of P\('x',\) is not found"):
             sds.sharding
+
+
+def test_jax_refusals_at_the_edges_of_a_call():
+    # a compiled function's signature is fixed: no transformation applies to it (JAX's)
+    compiled = shardc.jit(lambda v: v + 4).lower(1.0).compile()
+    for transformed in (shardc.vmap(lambda v: compiled(v) + 2), shardc.jit(compiled)):
+        with pytest.raises(TypeError, match="Cannot apply JAX transformations to a function "
+                                            "lowered and compiled for a particular signature. "
+                                            "Detected argument of Tracer type"):
+            transformed(jnp.ones(3))
+    assert float(compiled(2.0)) == 6.0
+    with pytest.raises(ValueError, match="ShapeDtypeStruct: dtype must be specified."):
+        shardc.ShapeDtypeStruct((), None)
+    # a numpy masked array would lose its mask: JAX refuses it (jnp.array copies its data)
+    masked = np.ma.array([1, 2, 3], mask=[True, False, True])
+    message = ("numpy masked arrays are not supported as direct inputs to JAX functions. "
+               "Use arr.filled() to convert the value to a standard numpy array.")
+    for call in (lambda: shardc.jit(lambda v: v)(masked), lambda: jnp.sin(masked),
+                 lambda: jnp.asarray(masked), lambda: shardc.device_put(masked),
+                 lambda: jnp.ones(3) + masked):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            call()
+    np.testing.assert_array_equal(np.asarray(jnp.array(masked)), [1, 2, 3])

@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, is_python_scalar, static_int,
+                              check_jax_value, is_python_scalar, masked_array_error, static_int,
                               value_if_known, values_known_now, weakened)
 from ir import transfer_guard as _transfer_guard
 from ir import dtypes as _dt
@@ -403,6 +403,8 @@ def _asarray(x, dtype, order):
     x = jax_array_of(x)
     if isinstance(x, Tracer):
         return x if dtype is None else astype(x, dtype)
+    if isinstance(x, np.ma.MaskedArray):
+        raise masked_array_error()
     if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer)
                                                      for v in nested_values(x)):
         return typed(stack([asarray(v, dtype) for v in x]))   # a list's array is typed
@@ -483,6 +485,8 @@ def array(x, dtype=None, copy=True, order="K", ndmin=0):
         result = rule(x, dtype, copy)
         return result.reshape((1,) * (ndmin - result.ndim) + result.shape) \
             if ndmin > result.ndim else result
+    if isinstance(x, np.ma.MaskedArray):
+        x = np.array(x)         # its data, as JAX's array copies it through numpy
     result = asarray(x, dtype, order)
     if copy and result is x and isinstance(result, Array):
         result = result.copy()
