@@ -508,6 +508,17 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
     return wrapped
 
 
+def explicit_axes_for(out_sharding) -> tuple:
+    """The axes shardc's own ``auto_axes`` calls (an operation given ``out_sharding``) take
+    out of types, as JAX's pass ``out_sharding.mesh.explicit_axes``: the Explicit axes of the
+    mesh the code runs on (in a shard_map body, not those it is manual over), else of the
+    sharding's mesh."""
+    mesh = get_abstract_mesh()
+    if mesh.empty and isinstance(out_sharding, NamedSharding):
+        mesh = out_sharding.mesh
+    return tuple(mesh.explicit_axes)
+
+
 def _check_not_manual(axes) -> None:
     """JAX's NotImplementedError for auto_axes/explicit_axes over axes a shard_map body is
     manual over (``axes`` None: every axis of the body's mesh)."""

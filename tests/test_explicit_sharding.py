@@ -1507,7 +1507,13 @@ def test_auto_and_explicit_axes_refuse_axes_a_body_is_manual_over():
                                       axis_names={"x"}))(data)
         out = jax.jit(jax.shard_map(only_y, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
                                     axis_names={"x"}))(data)
+        # an operation's own out_sharding there takes only the Explicit axes (JAX's)
+        rep = lambda v: jnp.repeat(v, 2, axis=1, out_sharding=P(None, "y"))
+        split = jax.device_put(data.astype(np.float32), P("x", "y"))
+        repeated = jax.jit(jax.shard_map(rep, out_specs=P("x"), axis_names={"x"}))(split)
     np.testing.assert_array_equal(out, data * 2)
+    np.testing.assert_array_equal(repeated, np.repeat(data, 2, axis=1))
+    assert repeated.sharding == NamedSharding(mesh, P("x", "y"))
 
 
 def test_values_are_never_laid_out_on_an_abstract_mesh():

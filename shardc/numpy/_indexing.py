@@ -24,7 +24,8 @@ from ir.sharding_rules import gather_error, partitions, scatter_error
 from ir import primitives as p
 from shardc.dtypes import result_type
 from ir.sharding import NamedSharding, PartitionSpec
-from shardc.sharding import auto_axes, reshard, with_sharding_constraint
+from shardc.sharding import (auto_axes, explicit_axes_for, reshard,
+                             with_sharding_constraint)
 from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
                                       minimum, multiply, negative, power, remainder, where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert, expand_dims,
@@ -870,6 +871,7 @@ class _IndexedRef:
         index = self._unwrapped(wrap_negative_indices, mode not in ("fill", "drop"))
         if out_sharding is not None:
             return auto_axes(lambda x, index: getitem_with_mode(x, index, mode, fill_value),
+                             axes=explicit_axes_for(out_sharding),
                              out_sharding=out_sharding)(self.x, index)
         return getitem_with_mode(self.x, index, mode, fill_value)
 
@@ -877,6 +879,7 @@ class _IndexedRef:
         index = self._index(mode, wrap)
         if out_sharding is not None:
             result = auto_axes(lambda x, index, value: _update(x, index, value, how),
+                               axes=explicit_axes_for(out_sharding),
                                out_sharding=out_sharding)(self.x, index, value)
         else:
             result = _update(self.x, index, value, how)
@@ -929,6 +932,7 @@ class _IndexedRef:
         if out_sharding is None:
             return _update(ones, index, value, "mul")
         return auto_axes(lambda o, index, value: _update(o, index, value, "mul"),
+                         axes=explicit_axes_for(out_sharding),
                          out_sharding=out_sharding)(ones, index, value)
 
     def min(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,

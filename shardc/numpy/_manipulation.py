@@ -29,7 +29,7 @@ from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, 
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
 from shardc.numpy._reductions import sum as reduce_sum
-from shardc.sharding import auto_axes
+from shardc.sharding import auto_axes, explicit_axes_for
 
 __all__ = [
     "transpose", "swapaxes", "moveaxis", "squeeze", "vstack", "hstack", "atleast_1d", "atleast_2d",
@@ -436,7 +436,7 @@ def repeat(x, repeats, axis=None, *, total_repeat_length=None, out_sharding=None
     if out_sharding is not None:
         return auto_axes(lambda v: repeat(v, repeats, axis,
                                           total_repeat_length=total_repeat_length),
-                         out_sharding=out_sharding)(x)
+                         axes=explicit_axes_for(out_sharding), out_sharding=out_sharding)(x)
     if total_repeat_length is not None or isinstance(repeats, Tracer) or np.ndim(repeats) > 0:
         return _repeat_counts(x, repeats, axis, total_repeat_length)
     split = aval_of(x).type_sharding
