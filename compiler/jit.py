@@ -114,11 +114,9 @@ class ClosedProgram:
 
     __repr__ = __str__
 
-    def pretty_print(self, *, source_info: bool = False, print_shapes: bool = True,
-                     use_color: bool = False, with_source: bool = False) -> str:
+    def pretty_print(self, **options) -> str:
         """JAX's ``ClosedJaxpr.pretty_print`` (``Program.pretty_print`` says what it takes)."""
-        return self.program.pretty_print(source_info=source_info, print_shapes=print_shapes,
-                                         use_color=use_color, with_source=with_source)
+        return self.program.pretty_print(**options)
 
 
 _JITTED: "weakref.WeakSet" = weakref.WeakSet()     # every live jitted function

@@ -358,14 +358,24 @@ class Program:
         return print_program(self)
 
     def pretty_print(self, *, source_info: bool = False, print_shapes: bool = True,
-                     use_color: bool = False, with_source: bool = False) -> str:
+                     use_color: bool = False, name_stack: bool = False,
+                     print_effects: bool = False, custom_pp_eqn_rules: bool = True,
+                     with_source: bool = False) -> str:
         """JAX's ``jaxpr.pretty_print``: the text ``str`` gives, with each equation's source
         line where ``source_info`` (or ``with_source``) asks. The text has no colors
-        (``use_color`` changes nothing); every variable is printed with its type."""
+        (``use_color`` changes nothing); every variable is printed with its type, and each
+        equation as shardc prints it. shardc's programs keep no name stacks and no effects,
+        so those cannot be printed."""
         from ir.printer import print_program
-        if not print_shapes:
-            raise NotImplementedError("pretty_print(print_shapes=False): shardc prints every "
-                                      "variable with its type")
+        for flag, given, default in (("print_shapes", print_shapes, True),
+                                     ("name_stack", name_stack, False),
+                                     ("print_effects", print_effects, False),
+                                     ("custom_pp_eqn_rules", custom_pp_eqn_rules, True)):
+            if bool(given) != default:
+                raise NotImplementedError(f"pretty_print({flag}={given}): shardc's programs "
+                                          "print every variable with its type, each equation "
+                                          "as shardc prints it, and keep no name stacks or "
+                                          "effects")
         return print_program(self, with_source=source_info or with_source)
 
 

@@ -960,6 +960,9 @@ def test_pretty_print_takes_jax_options():
     assert "b:f32[] = sin a  # test_api_extras.py:" in with_source
     with pytest.raises(NotImplementedError, match="print_shapes=False"):
         closed.pretty_print(print_shapes=False)
+    assert closed.pretty_print(name_stack=False, print_effects=False) == plain
+    with pytest.raises(NotImplementedError, match="name_stack=True.*no name stacks"):
+        closed.jaxpr.pretty_print(name_stack=True)
     with pytest.raises(TypeError):
         closed.pretty_print(colour=True)
 
