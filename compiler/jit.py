@@ -1759,6 +1759,10 @@ def resolve_argnums(fun, static_argnums, static_argnames, donate_argnums, donate
         signature = inspect.signature(fun)
     except (TypeError, ValueError):
         signature = None
+    if signature is None and donate_argnames is not None and donate_argnames != ():
+        # donated names cannot be placed without the signature (JAX's error)
+        raise ValueError(f"Getting the signature of function {fun} failed. Pass "
+                         "donate_argnums instead of donate_argnames.")
     static_argnums, static_argnames = _infer_argnums_and_argnames(
         signature, static_argnums, static_argnames)
     donate_argnums, donate_argnames = _infer_argnums_and_argnames(

@@ -855,3 +855,19 @@ def test_jax_refusals_at_the_edges_of_a_call():
         with pytest.raises(ValueError, match=re.escape(message)):
             call()
     np.testing.assert_array_equal(np.asarray(jnp.array(masked)), [1, 2, 3])
+
+
+def test_donated_names_need_the_functions_signature():
+    class NoSignature:
+        @property
+        def __signature__(self):
+            raise TypeError("no signature")
+
+        def __call__(self, *args):
+            return args[0]
+
+    with pytest.raises(ValueError, match="Getting the signature of function .* failed. Pass "
+                                         "donate_argnums instead of donate_argnames."):
+        shardc.jit(NoSignature(), donate_argnames="a")
+    out = shardc.jit(NoSignature(), donate_argnums=1)(HOST, jnp.ones(2))
+    np.testing.assert_array_equal(np.asarray(out), HOST)
