@@ -871,3 +871,11 @@ def test_donated_names_need_the_functions_signature():
         shardc.jit(NoSignature(), donate_argnames="a")
     out = shardc.jit(NoSignature(), donate_argnums=1)(HOST, jnp.ones(2))
     np.testing.assert_array_equal(np.asarray(out), HOST)
+
+
+def test_shardings_that_are_not_shardings_are_refused_when_jitting():
+    for option in ("in_shardings", "out_shardings"):
+        with pytest.raises(TypeError, match=f"{option} leaf specifications are expected to be "
+                                            "PartitionSpec instances or None, but got x"):
+            shardc.jit(lambda v: v, **{option: ("x", None)})
+    assert shardc.jit(lambda v: v, in_shardings=None)(HOST).shape == HOST.shape
