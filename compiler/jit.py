@@ -32,7 +32,7 @@ from compiler.tracing import (Tracer, TypedPlacement, aval_of, check_invalid_val
                               check_jax_leaves, context_auto_mesh,
                               current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
-                              trace_settings, trace_to_program, typed_sharding,
+                              trace_settings, trace_to_program, typed_sharding, values_known_now,
                               user_source, weakened,
                               weakened_where, weakly_typed)
 from compiler.layouts import meaningful
@@ -855,8 +855,16 @@ class JitFunction:
             self._check_outputs(tree.tree_leaves(result), args, kwargs)
         return result
 
+    compiler_options: dict = {}     # XLA's, given to jit: they change nothing here
+
     def _inline(self, args, kwargs):
         """Under another trace the body is traced in place, its shardings as constraints."""
+        if self.compiler_options and not values_known_now():
+            # staged into another program, it is no top-level computation (JAX's error)
+            raise ValueError(
+                "`compiler_options` can only be passed to top-level `jax.jit`. Got "
+                f"compiler_options={dict(self.compiler_options)} specified on a nested jit "
+                f"with name: {_name(self.fun)} and source info: {user_source()}")
         args, kwargs = self._place_inputs(args, kwargs)
         # staged, its values are abstract, as in a staged body (not with jit disabled)
         with staging() if not _jit_disabled else contextlib.nullcontext():
@@ -1883,4 +1891,7 @@ def jit(fun: Callable = None, *, in_shardings=UNSPECIFIED, out_shardings=UNSPECI
     if fun is None:
         return functools.partial(jit, **options)
     del options["keep_unused"], options["inline"], options["compiler_options"]
-    return JitFunction(fun, **options)
+    jitted = JitFunction(fun, **options)
+    if compiler_options:
+        jitted.compiler_options = dict(compiler_options)
+    return jitted

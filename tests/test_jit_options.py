@@ -879,3 +879,16 @@ def test_shardings_that_are_not_shardings_are_refused_when_jitting():
                                             "PartitionSpec instances or None, but got x"):
             shardc.jit(lambda v: v, **{option: ("x", None)})
     assert shardc.jit(lambda v: v, in_shardings=None)(HOST).shape == HOST.shape
+
+
+def test_compiler_options_belong_to_top_level_jits():
+    inner = shardc.jit(lambda v: v * 2, compiler_options={"some_option": "value"})
+    np.testing.assert_array_equal(np.asarray(inner(jnp.arange(4))), np.arange(4) * 2)
+    np.testing.assert_array_equal(np.asarray(shardc.vmap(inner)(jnp.arange(4))),
+                                  np.arange(4) * 2)
+    message = ("`compiler_options` can only be passed to top-level `jax.jit`. Got "
+               "compiler_options={'some_option': 'value'} specified on a nested jit")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        shardc.jit(lambda v: inner(v + 2))(jnp.arange(4))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        shardc.make_jaxpr(inner)(1.0)
