@@ -1037,7 +1037,8 @@ def _host(value):
     if isinstance(value, Array):
         return value._assemble()
     if isinstance(value, np.ndarray):
-        if isinstance(value, np.ma.MaskedArray):     # its mask would be dropped (JAX's)
+        if type(value) is not np.ndarray and isinstance(value, np.ma.MaskedArray):
+            # its mask would be dropped (JAX's error)
             raise ValueError("numpy masked arrays are not supported as direct inputs to JAX "
                              "functions. Use arr.filled() to convert the value to a standard "
                              "numpy array.")
