@@ -621,7 +621,8 @@ def test_a_compiled_call_takes_arguments_laid_out_as_it_was_compiled_for():
     rows = shardc.device_put(HOST, NamedSharding(MESH, P("x")))
     message = ("Computation was compiled for input shardings that disagree with the shardings "
                "of arguments passed to it. Here are the 1 mismatches:\nArgument x with shape "
-               f"float32[8@x,2]:\n  Passed sharding: {rows.sharding}\n  Required sharding: {split}")
+               f"float32[8@x,2]:\n  Passed sharding: {rows.sharding}\n  Required sharding: "
+               f"{split}")
     with pytest.raises(ValueError, match=re.escape(message)):
         compiled(rows)
     single = shardc.jit(lambda x, y: x + y).lower(jnp.ones(3), jnp.ones(3)).compile()
