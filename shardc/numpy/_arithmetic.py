@@ -115,7 +115,12 @@ def _eager_broadcast_divisor(x, y) -> bool:
             dtype_of(y)):
         return False
     shape = shape_of(y)
-    return bool(shape) and shape != broadcast_shapes_of(shape_of(x), shape)
+    if not shape:
+        return False
+    try:
+        return shape != broadcast_shapes_of(shape_of(x), shape)
+    except ValueError:
+        return False            # shapes that do not broadcast: the division's own error
 
 
 divide = true_divide
