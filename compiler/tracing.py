@@ -282,8 +282,11 @@ class EvalTrace(Trace):
             from compiler.jit import execute_equation
             outs = execute_equation(prim, values, params)
         elif (prim.kind == "op" and split is not None and not prim.multiple_results
+              and not (prim is prims.sharding_constraint_p
+                       and (typed[0].ur or aval_of(values[0]).ur))
               or prim.kind in ("op", "higher") and prim is not prims.sharding_constraint_p
               and auto_mesh(layouts) is not None):
+            # (a reshard to or from partial sums, or known-equal copies: laid out at once)
             # on split arrays (by their types, or on Auto axes by their layouts): block by
             # block, as under jit
             from compiler.jit import execute_partitioned
@@ -413,7 +416,8 @@ def context_auto_mesh():
 def typed_sharding(aval, mesh) -> NamedSharding:
     """The layout a value of type ``aval`` has on ``mesh``: as its type splits it, else
     replicated (one ``None`` per dimension, as JAX spells it)."""
-    return named_sharding(aval) or NamedSharding(mesh, PartitionSpec(*[None] * aval.ndim))
+    return named_sharding(aval) or NamedSharding(mesh, PartitionSpec(
+        *[None] * aval.ndim, unreduced=aval.unreduced, reduced=aval.reduced))
 
 
 def placed_as_typed(outs, typed, mesh, shardings=None):

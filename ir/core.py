@@ -98,8 +98,9 @@ class ManualAxisType:
     """How a value in a ``shard_map`` body relates to the manual mesh axes (JAX's name).
 
     ``varying``: the axes over which the value may differ between devices (its vma).
-    ``unreduced`` and ``reduced`` are JAX's types for partial sums; shardc has none, so they
-    are always empty.
+    ``unreduced``: the axes over which each device holds a partial sum, not yet added;
+    ``reduced``: the axes over which the copies are known equal (a reduced value's cotangent
+    is unreduced, so that its transpose adds nothing twice).
 
     ``shardc.typeof(x_block).manual_axis_type.varying`` is ``frozenset({'x'})`` for a
     block varying over x.
@@ -140,6 +141,11 @@ class Aval:
     split). ``sharding`` is JAX's public reading of the type, for programs that read
     ``x.aval.sharding``; shardc's own code reads ``type_sharding``.
 
+    ``unreduced``: the mesh axes over which each device holds a partial sum not yet added
+    (JAX's ``{U:x}``); its blocks differ along them as a varying value's do, but no block is
+    the value. ``reduced``: the axes over which the copies are known equal (``{R:x}``), whose
+    transpose is unreduced. Disjoint from the vma and from each other, as JAX's.
+
     >>> Aval((2, 8), np.dtype('float32'), frozenset({'x'})).str_short()
     'f32[2,8]{x}'
     """
@@ -147,6 +153,8 @@ class Aval:
     dtype: np.dtype
     vma: frozenset = frozenset()
     type_sharding: TypeSharding | None = None
+    unreduced: frozenset = frozenset()
+    reduced: frozenset = frozenset()
 
     def __post_init__(self):
         shape, dtype, vma = self.shape, self.dtype, self.vma
@@ -156,8 +164,20 @@ class Aval:
             object.__setattr__(self, "dtype", dtype := np.dtype(dtype))
         if type(vma) is not frozenset:
             object.__setattr__(self, "vma", vma := frozenset(vma))
-        # avals key jit's cache on every call: hash once
-        object.__setattr__(self, "_hash", hash((shape, dtype, vma, self.type_sharding)))
+        unreduced, reduced = self.unreduced, self.reduced
+        if unreduced or reduced:
+            object.__setattr__(self, "unreduced", unreduced := frozenset(unreduced))
+            object.__setattr__(self, "reduced", reduced := frozenset(reduced))
+            object.__setattr__(self, "ur", True)
+            # avals key jit's cache on every call: hash once
+            object.__setattr__(self, "_hash", hash((shape, dtype, vma, self.type_sharding,
+                                                    unreduced, reduced)))
+        else:
+            object.__setattr__(self, "_hash", hash((shape, dtype, vma, self.type_sharding)))
+
+    # whether the value is unreduced or reduced over some axis (set on such avals only): the
+    # operations that see one ask their rule for it (``ir.unreduced``)
+    ur = False
 
     def __hash__(self):
         return self._hash
@@ -174,8 +194,9 @@ class Aval:
 
     @property
     def mat(self) -> ManualAxisType:
-        """JAX's ``aval.mat``: the mesh axes the value varies over, as a ManualAxisType."""
-        return ManualAxisType(varying=self.vma)
+        """JAX's ``aval.mat``: the mesh axes the value varies over, is unreduced and reduced
+        over, as a ManualAxisType."""
+        return ManualAxisType(varying=self.vma, unreduced=self.unreduced, reduced=self.reduced)
 
     @property
     def ndim(self) -> int:
@@ -196,11 +217,22 @@ class Aval:
                              else None)
         return Aval(self.shape if shape is None else shape,
                     self.dtype if dtype is None else dtype,
-                    self.vma if vma is None else vma, type_sharding)
+                    self.vma if vma is None else vma, type_sharding, self.unreduced,
+                    self.reduced)
 
     def strip_vma(self) -> "Aval":
         return self if not self.vma else Aval(self.shape, self.dtype,
-                                              type_sharding=self.type_sharding)
+                                              type_sharding=self.type_sharding,
+                                              unreduced=self.unreduced, reduced=self.reduced)
+
+    def with_ur(self, unreduced=frozenset(), reduced=frozenset()) -> "Aval":
+        """This aval unreduced over ``unreduced`` and reduced over ``reduced`` (none: neither)."""
+        if unreduced == self.unreduced and reduced == self.reduced:
+            return self
+        return Aval(self.shape, self.dtype, self.vma, self.type_sharding, unreduced, reduced)
+
+    def strip_ur(self) -> "Aval":
+        return self.with_ur() if self.ur else self
 
     def unstacked(self) -> "Aval":
         """One slice along the leading dimension (a scan's x from its xs), split as the rest
@@ -216,11 +248,12 @@ class Aval:
             typed.mesh, ((),) + typed.spec) if typed is not None else None)
 
     def strip_sharding(self) -> "Aval":
-        return self if self.type_sharding is None else Aval(self.shape, self.dtype, self.vma)
+        return self if self.type_sharding is None else Aval(
+            self.shape, self.dtype, self.vma, None, self.unreduced, self.reduced)
 
     def with_sharding(self, type_sharding) -> "Aval":
         return self if type_sharding == self.type_sharding else Aval(
-            self.shape, self.dtype, self.vma, type_sharding)
+            self.shape, self.dtype, self.vma, type_sharding, self.unreduced, self.reduced)
 
     def with_vma(self, vma: frozenset) -> "Aval":
         """This aval varying over ``vma``; made once per (aval, vma), as tracing a long
@@ -234,13 +267,16 @@ class Aval:
         if found is None:
             if len(_WITH_VMA) > 4096:
                 _WITH_VMA.clear()
-            found = _WITH_VMA[key] = Aval(self.shape, self.dtype, vma, self.type_sharding)
+            found = _WITH_VMA[key] = Aval(self.shape, self.dtype, vma, self.type_sharding,
+                                          self.unreduced, self.reduced)
         return found
 
     def str_short(self, axis_order: Sequence[str] | None = ()) -> str:
         """``f32[4,8]{x}``; ``axis_order=None`` hides the vma (a body with the check off)."""
         dims = _dims_text(self.shape, self.type_sharding)
         vma = "" if axis_order is None else format_vma(self.vma, axis_order)
+        if self.ur:
+            vma += _ur_text(self, axis_order or ())
         return f"{short_dtype(self.dtype)}[{dims}]{vma}"
 
     def str_long(self, axis_order: Sequence[str] | None = (), short: bool = False) -> str:
@@ -250,6 +286,8 @@ class Aval:
         dims = _dims_text(self.shape, self.type_sharding)
         vma = "" if axis_order is None or not self.vma else \
             "{V:" + _grouped(_ordered(self.vma, axis_order)) + "}"
+        if self.ur:
+            vma = _ur_text(self, axis_order or (), vma[:-1])
         dtype = short_dtype(self.dtype) if short else self.dtype.name
         return f"{dtype}[{dims}]{vma}"
 
@@ -261,6 +299,16 @@ class Aval:
 
 
 _WITH_VMA: dict = {}
+
+
+def _ur_text(aval: Aval, axis_order, opened: str = "") -> str:
+    """``{U:x}``, ``{R:(x,y)}``, ``{V:x, U:y}`` (``opened``: the vma's text, brace open),
+    as JAX 0.10 prints a type's unreduced and reduced axes."""
+    parts = [opened[1:]] if opened else []
+    for axes, tag in ((aval.unreduced, "U"), (aval.reduced, "R")):
+        if axes:
+            parts.append(f"{tag}:" + _grouped(_ordered(axes, axis_order)))
+    return "{" + ", ".join(parts) + "}"
 
 
 def format_vma(vma, axis_order: Sequence[str] = ()) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ir import dtypes
 from ir import primitives as prims
+from ir import unreduced
 from ir.core import Aval
 from ir.primitives import RuleTable
 
@@ -29,9 +30,17 @@ def out_avals(prim, in_avals, params) -> list:
     """The result avals of ``prim`` applied to ``in_avals``.
 
     A primitive without parameters (most elementwise ones) is typed once per operand types:
-    its rule sees nothing else, and a long program repeats the same few."""
+    its rule sees nothing else, and a long program repeats the same few. Operands that are
+    unreduced or reduced (partial sums, known-equal copies) type the results by the
+    primitive's rule for them (``ir.unreduced``), which refuses what it cannot keep exact."""
     if params:
-        return shape_rules[prim](*in_avals, **params)
+        outs = shape_rules[prim](*in_avals, **params)
+        if unreduced.wants_rule(in_avals, params):
+            return unreduced.typed(prim, in_avals, outs, params)
+        return outs
+    for a in in_avals:
+        if a.ur:
+            return unreduced.typed(prim, in_avals, shape_rules[prim](*in_avals), {})
     key = (prim, *in_avals)
     found = _PARAMETERLESS.get(key)
     if found is None:

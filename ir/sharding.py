@@ -204,45 +204,142 @@ class PartitionSpec(tuple):
     def __init_subclass__(cls, **kwargs):
         raise TypeError("Subclassing `jax.P` is prohibited (PartitionSpec is final, as JAX's)")
 
+    # the mesh axes over which the value is a partial sum not yet added (``unreduced``), or
+    # over which its copies are known to be equal (``reduced``, whose transpose is unreduced)
+    unreduced = frozenset()
+    reduced = frozenset()
+
     def __new__(cls, *entries, unreduced=frozenset(), reduced=frozenset()):
+        spec = super().__new__(cls, (_canonical_entry(e) for e in entries))
         if unreduced or reduced:
-            raise NotImplementedError(
-                "PartitionSpec(..., unreduced=, reduced=): shardc has no unreduced or reduced "
-                "types; reduce explicitly (an out_sharding that splits the result, or psum in a "
-                "shard_map)")
-        return super().__new__(cls, (_canonical_entry(e) for e in entries))
+            unreduced = _axis_set(unreduced, "unreduced")
+            reduced = _axis_set(reduced, "reduced")
+            _check_unreduced(tuple(spec), unreduced, reduced)
+            if unreduced:
+                spec.unreduced = unreduced
+            if reduced:
+                spec.reduced = reduced
+        elif not isinstance(unreduced, (set, frozenset)) or \
+                not isinstance(reduced, (set, frozenset)):
+            _axis_set(unreduced, "unreduced")
+            _axis_set(reduced, "reduced")
+        return spec
+
+    @property
+    def partitions(self) -> tuple:
+        """The entries, one per dimension (JAX's ``spec.partitions``)."""
+        return tuple(self)
+
+    def update(self, partitions=None, unreduced=None, reduced=None) -> "PartitionSpec":
+        """This spec with its entries, unreduced or reduced axes replaced."""
+        return PartitionSpec(*(self if partitions is None else partitions),
+                             unreduced=self.unreduced if unreduced is None else unreduced,
+                             reduced=self.reduced if reduced is None else reduced)
+
+    def to_ct_spec(self) -> "PartitionSpec":
+        """The spec of a cotangent: a reduced value's cotangent is unreduced, and the other
+        way round."""
+        if not (self.unreduced or self.reduced):
+            return self
+        return self.update(unreduced=self.reduced, reduced=self.unreduced)
 
     def __repr__(self):
         # JAX's form: the entries as a tuple prints them, so one entry keeps its comma
-        return "P(" + repr(tuple(self))[1:-1] + ")"
+        entries = repr(tuple(self))[1:-1]
+        if not (self.unreduced or self.reduced):
+            return "P(" + entries + ")"
+        entries = "" if not entries else entries + " " if entries.endswith(",") \
+            else entries + ", "
+        return "P(" + entries + _unreduced_text(self.unreduced, self.reduced) + ")"
 
     def short_repr(self) -> str:
         """``P('x', None)``, the form printed in programs."""
-        return "P(" + ", ".join(_entry_repr(e) for e in self) + ")"
+        entries = [_entry_repr(e) for e in self]
+        if self.unreduced or self.reduced:
+            entries.append(_unreduced_text(self.unreduced, self.reduced))
+        return "P(" + ", ".join(entries) + ")"
 
     def __reduce__(self):
+        if self.unreduced or self.reduced:
+            return (_spec_with, (tuple(self), self.unreduced, self.reduced))
         return (PartitionSpec, tuple(self))
 
     # a spec extended by another (or a tuple of entries) is a spec, as JAX's
     def __add__(self, other):
+        if isinstance(other, PartitionSpec):
+            return PartitionSpec(*self, *other, unreduced=self.unreduced | other.unreduced,
+                                 reduced=self.reduced | other.reduced)
         if isinstance(other, (tuple, list)):
+            self._check_no_unreduced(other, "__add__")
             return PartitionSpec(*self, *other)
         return NotImplemented
 
     def __radd__(self, other):
         if isinstance(other, (tuple, list)):
+            self._check_no_unreduced(other, "__radd__")
             return PartitionSpec(*other, *self)
         return NotImplemented
 
+    def _check_no_unreduced(self, other, method: str) -> None:
+        for which in ("unreduced", "reduced"):
+            if getattr(self, which):
+                raise TypeError(f"other {other} cannot be of instance `tuple` when self {self} "
+                                f"has {which} in `{method}` of PartitionSpec.")
+
     def __eq__(self, other):
-        return isinstance(other, PartitionSpec) and tuple.__eq__(self, other)
+        return (isinstance(other, PartitionSpec) and tuple.__eq__(self, other)
+                and self.unreduced == other.unreduced and self.reduced == other.reduced)
 
     def __ne__(self, other):
         return not self == other
 
     # the tuple's own hash: specs key caches met at every trace, so it stays at C speed (a
-    # spec and the plain tuple of its entries share it, and stay unequal)
+    # spec and the plain tuple of its entries share it, and stay unequal; so do specs that
+    # differ only in their unreduced or reduced axes)
     __hash__ = tuple.__hash__
+
+
+def _spec_with(entries, unreduced, reduced) -> "PartitionSpec":
+    return PartitionSpec(*entries, unreduced=unreduced, reduced=reduced)
+
+
+def _axis_set(axes, which: str) -> frozenset:
+    """``unreduced=`` or ``reduced=`` as a frozenset, checked as JAX checks it."""
+    if isinstance(axes, frozenset):
+        return axes
+    if not isinstance(axes, set):
+        raise TypeError(f"{which} argument of PartitionSpec should of type `frozenset` or "
+                        f"`set`. Got type {axes}")
+    return frozenset(axes)
+
+
+def _check_unreduced(entries: tuple, unreduced: frozenset, reduced: frozenset) -> None:
+    """JAX's errors for unreduced and reduced axes: no None, no axis in both, and none that
+    also splits a dimension."""
+    for axes, which in ((unreduced, "unreduced"), (reduced, "reduced")):
+        if None in axes:
+            raise ValueError(f"{which} cannot contain None. All elements in {which} should "
+                             "refer to the mesh axes.")
+    if unreduced & reduced:
+        raise ValueError("`unreduced` and `reduced` argument to PartitionSpec cannot overlap. "
+                         f"Got unreduced: {unreduced} and reduced: {reduced}")
+    for entry in entries:
+        for name in entry_names(entry):
+            for axes, which in ((unreduced, "unreduced"), (reduced, "reduced")):
+                if name in axes:
+                    raise ValueError(f"partitions cannot overlap with {which} axes passed to "
+                                     f"PartitionSpec. Got partitions: {entries} and {which} "
+                                     f"axes: {axes}")
+
+
+def _unreduced_text(unreduced, reduced) -> str:
+    """``unreduced={'x'}, reduced={'y'}``, as JAX's repr writes them."""
+    parts = []
+    if unreduced:
+        parts.append(f"unreduced={set(unreduced)!r}")
+    if reduced:
+        parts.append(f"reduced={set(reduced)!r}")
+    return ", ".join(parts)
 
 
 P = PartitionSpec
@@ -313,7 +410,8 @@ def _canonical_spec(spec) -> PartitionSpec:
     entries = []
     for names in spec_names(spec):
         entries.append(None if not names else names[0] if len(names) == 1 else tuple(names))
-    return PartitionSpec(*entries)
+    return PartitionSpec(*entries, unreduced=getattr(spec, "unreduced", frozenset()),
+                         reduced=getattr(spec, "reduced", frozenset()))
 
 
 def spec_per_dim(spec, ndim: int) -> tuple:
@@ -328,10 +426,11 @@ def normal_spec(spec) -> PartitionSpec:
 
 
 def _normal_spec(spec) -> PartitionSpec:
-    entries = list(canonical_spec(spec))
+    canonical = canonical_spec(spec)
+    entries = list(canonical)
     while entries and entries[-1] is None:
         entries.pop()
-    return PartitionSpec(*entries)
+    return PartitionSpec(*entries, unreduced=canonical.unreduced, reduced=canonical.reduced)
 
 
 class Mesh(_AxisKinds, contextlib.ContextDecorator):
@@ -631,6 +730,8 @@ def _check_named_axes(spec, mesh) -> None:
     """JAX's errors for a spec that names an axis twice, or one its mesh lacks (checked once
     per spec and mesh names)."""
     names = getattr(mesh, "axis_names", None)
+    if names is not None and (spec.unreduced or spec.reduced):
+        _check_unreduced_axes(spec, mesh, names)
     if names is None or (spec, names) in _CHECKED_SPECS:
         return
     check_unique_axes(spec, "NamedSharding spec")
@@ -644,6 +745,22 @@ def _check_named_axes(spec, mesh) -> None:
 
 
 _CHECKED_SPECS: set = set()
+
+
+def _check_unreduced_axes(spec, mesh, names) -> None:
+    """JAX's errors for unreduced or reduced axes the mesh lacks, or that are not Explicit
+    (partial sums are a type's, and only Explicit axes appear in types)."""
+    types = dict(zip(names, getattr(mesh, "axis_types", ())))
+    for axes, which in ((spec.unreduced, "Unreduced"), (spec.reduced, "Reduced")):
+        if not axes:
+            continue
+        unknown = [a for a in axes if a not in names]
+        if unknown:
+            raise ValueError(f"{which} axes {','.join(map(str, unknown))} is not found in "
+                             f"mesh.axis_names={tuple(names)}. Got pspec={spec!r}")
+        if any(types.get(a) is not AxisType.Explicit for a in axes):
+            raise ValueError(f"{which} axes can only refer to mesh axes that is of type "
+                             f"`Explicit`. Got {which.lower()} axes: {axes} and mesh: {mesh!r}")
 
 
 class NamedSharding(Sharding):
@@ -693,7 +810,8 @@ class NamedSharding(Sharding):
         return super().is_equivalent_to(other, ndim)
 
     def with_spec(self, spec) -> "NamedSharding":
-        return NamedSharding(self.mesh, PartitionSpec(*spec))
+        return NamedSharding(self.mesh, spec if isinstance(spec, PartitionSpec)
+                             else PartitionSpec(*spec))
 
     def update(self, **kwargs) -> "NamedSharding":
         """JAX's ``update``: this sharding with its ``mesh``, ``spec`` (a PartitionSpec or a
@@ -724,9 +842,10 @@ class NamedSharding(Sharding):
     @property
     def is_fully_replicated(self) -> bool:
         """Whether every device holds the whole array (a property, as in JAX): the spec
-        splits over no axis of more than one device."""
+        splits over no axis of more than one device, and holds no partial sums (an unreduced
+        axis; a reduced one holds equal copies)."""
         sizes = self.mesh.shape
-        return all(sizes[a] == 1 for a in spec_axes(self.spec))
+        return all(sizes[a] == 1 for a in spec_axes(self.spec) + tuple(self.spec.unreduced))
 
     @property
     def num_devices(self) -> int:
@@ -739,6 +858,8 @@ class NamedSharding(Sharding):
     def devices_indices_map(self, global_shape) -> dict:
         """Where each device's block lies in an array of ``global_shape``: JAX's indices
         (``slice(None)`` along dimensions the spec does not split)."""
+        if self.spec.unreduced:
+            raise NotImplementedError(UNREDUCED_INDICES)
         slices = position_slices(tuple(global_shape), self.spec, self.mesh)
         # a dimension split over axes of one device only is whole: slice(None), as JAX's
         sizes = self.mesh.shape
@@ -746,6 +867,12 @@ class NamedSharding(Sharding):
                                 for names in spec_names(self.spec)])
         return {d: jax_index(index, split)
                 for d, index in zip(self.mesh.devices.flat, slices)}
+
+
+# JAX's words where a layout's blocks would be read as pieces of one value, but they are
+# partial sums not yet added (an unreduced layout)
+UNREDUCED_INDICES = ("device_indices_map doesn't work with unreduced. Please file a bug at "
+                     "https://github.com/jax-ml/jax/issues")
 
 
 _SAME_LAYOUT: dict = {}

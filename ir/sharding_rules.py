@@ -855,4 +855,5 @@ def named_sharding(aval: Aval):
     typed = aval.type_sharding
     if typed is None:
         return None
-    return NamedSharding(typed.mesh, PartitionSpec(*partitions(typed.spec)))
+    return NamedSharding(typed.mesh, PartitionSpec(*partitions(typed.spec),
+                                                   unreduced=aval.unreduced, reduced=aval.reduced))

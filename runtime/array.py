@@ -10,8 +10,8 @@ import numpy as np
 from ir import dtypes
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval
-from ir.sharding import (NamedSharding, Sharding, canonical_spec, jax_index, owner_positions,
-                         position_slices, same_layout)
+from ir.sharding import (UNREDUCED_INDICES, NamedSharding, Sharding, canonical_spec, jax_index,
+                         owner_positions, position_slices, same_layout, spec_axes)
 from ir.sharding_rules import type_sharding
 from runtime.devices import Device, default_device, is_local
 
@@ -95,8 +95,13 @@ class Array(metaclass=abc.ABCMeta):
     weak = False
 
     def __init__(self, aval: Aval, sharding, buffers: list):
-        # the type says how the array is split over its mesh's Explicit axes
-        self.aval = aval.with_sharding(type_sharding(sharding, aval.ndim))
+        # the type says how the array is split over its mesh's Explicit axes (and over which
+        # its buffers are partial sums, or known-equal copies)
+        aval = aval.with_sharding(type_sharding(sharding, aval.ndim))
+        spec = getattr(sharding, "spec", None)
+        if spec is not None and (spec.unreduced or spec.reduced or aval.ur):
+            aval = aval.with_ur(spec.unreduced, spec.reduced)
+        self.aval = aval
         self.sharding = sharding
         self._buffers = buffers
         self._global = None
@@ -120,10 +125,50 @@ class Array(metaclass=abc.ABCMeta):
             result = cls(aval, sharding, [array])
             result._global = array
             return result
+        if sharding.spec.unreduced:
+            return cls._unreduced_from_global(array, aval, sharding)
         # the per-device buffers are views of the global value, sliced when first asked for
         result = cls(aval, NamedSharding(sharding.mesh, canonical_spec(sharding.spec)), None)
         result._global = array
         return result
+
+    @classmethod
+    def _unreduced_from_global(cls, array, aval, sharding) -> "Array":
+        """``array`` laid out as partial sums over the spec's unreduced axes: the devices at
+        coordinate 0 along them hold its blocks, the others zeros (their sum is the value, as
+        JAX's reshard to unreduced gives it)."""
+        mesh, spec = sharding.mesh, canonical_spec(sharding.spec)
+        slices = position_slices(array.shape, spec, mesh)
+        unreduced = spec.unreduced
+        buffers = []
+        for p, index in enumerate(slices):
+            at_zero = all(c == 0 for a, c in zip(mesh.axis_names, mesh.coords(p))
+                          if a in unreduced)
+            block = array[index]
+            buffers.append(block if at_zero else np.zeros_like(block))
+        return cls(aval, NamedSharding(mesh, spec), buffers)
+
+    def reduced_value(self) -> np.ndarray:
+        """The value of an unreduced array: each block the sum of the partial sums the devices
+        along the unreduced axes hold, added in position order (what ``reshard`` to a layout
+        without them gives)."""
+        mesh, spec = self.sharding.mesh, self.sharding.spec
+        summed = set(spec.unreduced) | set(spec_axes(spec))
+        slices = position_slices(self.shape, spec, mesh)
+        buffers = self.buffers
+        out = np.zeros(self.shape, self.dtype)
+        first: set = set()
+        for p in range(mesh.size):
+            # the copies along the axes neither split nor unreduced are equal: the first
+            if any(c != 0 for a, c in zip(mesh.axis_names, mesh.coords(p)) if a not in summed):
+                continue
+            key = tuple((d.start, d.stop) for d in slices[p])
+            if key in first:
+                out[slices[p]] += buffers[p]
+            else:
+                out[slices[p]] = buffers[p]
+                first.add(key)
+        return out
 
     @classmethod
     def from_blocks(cls, blocks: list, mesh, spec) -> "Array":
@@ -173,6 +218,9 @@ class Array(metaclass=abc.ABCMeta):
     def _assemble(self) -> np.ndarray:
         if self._global is not None:
             return self._global
+        if self.aval.unreduced:
+            # its buffers are partial sums, no piece of the value: JAX refuses it too
+            raise NotImplementedError(UNREDUCED_INDICES)
         if self._stacked is not None:
             self._global = self._stacked.assemble()
             return self._global
@@ -413,9 +461,15 @@ class Array(metaclass=abc.ABCMeta):
         return format(self._fetched(), spec) if self.ndim == 0 else str(self)
 
     def __str__(self):
+        if self.aval.unreduced:
+            return repr(self)
         return str(self._fetched())
 
     def __repr__(self):
+        if self.aval.unreduced:
+            # partial sums: JAX's repr names the layout instead of a value
+            return (f"Array(shape={self.shape}, dtype={self.dtype.name}, "
+                    f"sharding={self.sharding!r})")
         # as JAX's: an empty array's shape, and a weak type, are spelt out; the dtype follows
         # on the last line, after as many spaces as "Array(" has where it would not fit
         # in numpy's line width

@@ -1035,6 +1035,8 @@ def _deadlock(waiting, mesh, results) -> DeadlockError:
 
 def _host(value):
     if isinstance(value, Array):
+        if value.aval.unreduced:
+            raise NotImplementedError(UNREDUCED_ON_HOST)
         return value._assemble()
     if isinstance(value, np.ndarray):
         if type(value) is not np.ndarray and isinstance(value, np.ma.MaskedArray):
@@ -1044,6 +1046,13 @@ def _host(value):
                              "numpy array.")
         return value
     return canonical_array(value)
+
+
+# an operation outside shard_map bodies runs on global values; a partial sum has none
+UNREDUCED_ON_HOST = (
+    "an operation on an unreduced array (partial sums over mesh axes) outside a shard_map: "
+    "shardc adds the partial sums only by reshard (jax.reshard(x, P(...))) or psum in a "
+    "shard_map; reshard the array before the operation")
 
 
 class ReferenceBackend:
@@ -1137,6 +1146,9 @@ def device_put(value, sharding=None) -> Array:
         return value.committed_to() if isinstance(sharding, SingleDeviceSharding) else value
     if isinstance(sharding, NamedSharding):
         _check_put_divisible(value, sharding)
+    if isinstance(value, Array) and value.aval.unreduced:
+        # partial sums: added up first (JAX's reshard of an unreduced array reduces it)
+        return Array.from_global(value.reduced_value(), sharding)
     put = Array.from_global(detached(_host(value), value), sharding)
     return put.committed_to() if sharding is not None and not put.committed else put
 

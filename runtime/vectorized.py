@@ -50,7 +50,7 @@ from ir.sharding_rules import type_sharding
 from runtime import reference
 from runtime.array import Array, canonical_array, detached
 from runtime.vectorized_control import control_kernel
-from runtime.reference import ReferenceBackend
+from runtime.reference import UNREDUCED_ON_HOST, ReferenceBackend
 from runtime.collectives import group_rules
 from runtime.vectorized_rules import (PER_DEVICE, EqnTypes, Relabelled, group_rule_kernel,
                                       per_device_rule, relabelling_ppermute_rule, stacked_rules)
@@ -308,8 +308,11 @@ def bitwise_same(a, b) -> bool:
              and a.strides == b.strides) or a.tobytes() == b.tobytes())
 
 
+
 def _host(value):
     if isinstance(value, Array):
+        if value.aval.unreduced:
+            raise NotImplementedError(UNREDUCED_ON_HOST)
         return value._assemble()
     if isinstance(value, np.ndarray) and value.dtype == _canonical_dtype(value.dtype):
         return value

@@ -690,9 +690,10 @@ def test_no_mesh_is_the_empty_abstract_mesh():
     assert empty.empty and repr(empty) == "AbstractMesh((), axis_types=())"
 
 
-def test_unreduced_specs_are_refused_by_name():
-    with pytest.raises(NotImplementedError, match="no unreduced or reduced types"):
-        P("x", unreduced={"y"})
+def test_unreduced_specs_are_kept():
+    # (their behaviour is tests/test_unreduced.py's)
+    spec = P("x", unreduced={"y"})
+    assert spec.unreduced == {"y"} and spec.partitions == ("x",)
 
 
 # --- what the partitioner inserts, and the strict mode -----------------------------------------

@@ -1,0 +1,166 @@
+"""Unreduced and reduced types: which operations accept them, and what their results are.
+
+A value unreduced over mesh axis ``x`` (JAX's ``{U:x}``) is a partial sum: each device along
+``x`` holds a term, and the value is their sum, not yet added. A value reduced over ``x``
+(``{R:x}``) is replicated along ``x``, its copies known equal; its transpose is unreduced (the
+cotangent of a reduced value is a partial sum), so a backward pass adds once, where JAX would.
+
+An operation on an unreduced operand is only right where it is linear in it: ``add`` of two
+partial sums over the same axes is a partial sum, ``mul`` by a value reduced over those axes
+is one, a transpose or a ``reduce_sum`` of one is one. Anything else (``sin`` of a partial
+sum) is JAX's NotImplementedError: the value must be reduced first (``reshard``, ``psum``).
+Each rule here is JAX 0.10.2's ``ur_rule`` for its primitive:
+``rule(*in_avals, **params) -> (unreduced, reduced)``, or a list of such pairs for a
+primitive with several results. A primitive with no rule accepts neither.
+"""
+from __future__ import annotations
+
+from ir import primitives as prims
+
+ur_rules: dict = {}
+
+_ISSUE = "Please file an issue at https://github.com/jax-ml/jax/issues"
+NONE = frozenset()
+
+
+def _type_error(message: str):
+    from ir.sharding import ShardingTypeError
+    return ShardingTypeError(message)
+
+
+def typed(prim, in_avals, outs, params) -> list:
+    """``outs`` (the shape rule's results) unreduced and reduced as ``prim``'s rule says, for
+    operands some of which are unreduced or reduced (or an ``out_sharding`` that is)."""
+    rule = ur_rules.get(prim)
+    if rule is None:
+        raise NotImplementedError(f"unreduced/reduced rule for {prim.name} is not implemented. "
+                                  f"{_ISSUE}")
+    found = rule(*in_avals, **params)
+    pairs = found if isinstance(found, list) else [found] * len(outs)
+    return [out.with_ur(frozenset(u), frozenset(r)) for out, (u, r) in zip(outs, pairs)]
+
+
+def wants_rule(in_avals, params) -> bool:
+    """Whether an operation's result types need an unreduced/reduced rule: an operand is
+    unreduced or reduced, or its ``out_sharding`` (a reshard's ``sharding``) asks for a result
+    that is."""
+    for a in in_avals:
+        if a.ur:
+            return True
+    if not params:
+        return False
+    given = params.get("out_sharding") or params.get("sharding")
+    spec = getattr(given, "spec", None)
+    return spec is not None and bool(spec.unreduced or spec.reduced)
+
+
+# --- elementwise: JAX's unop_ur_rule and nary_ur_rule -----------------------------------------
+
+def _unary(name):
+    def rule(x, **params):
+        if x.unreduced:
+            raise NotImplementedError(f"unreduced rule for {name} is not implemented. {_ISSUE}")
+        return NONE, x.reduced
+    return rule
+
+
+def _nary_reduced(*avals) -> frozenset:
+    """JAX's default_nary_reduced_rule: every reduced operand reduced over the same axes, and
+    no other operand split, varying or merely replicated over them."""
+    found = {a.reduced for a in avals if a.reduced}
+    if len(found) > 1:
+        raise _type_error(f"All inputs should be reduced across the same mesh axes. Got specs: "
+                          f"{found}")
+    reduced = next(iter(found)) if found else NONE
+    if reduced:
+        for a in avals:
+            split = set(a.type_sharding.axes) if a.type_sharding is not None else set()
+            if (split | a.vma) & reduced:
+                raise _type_error(
+                    "Inputs cannot be sharded/varying on the same axes that another input is "
+                    "reduced on. Reshard the input which is reduced to be sharded on the mesh "
+                    "axes it is reduced on via `jax.sharding.reshard(inp, jax.P(...))`. Got "
+                    f"input type: {a.str_long()} and reduced spec: {reduced}")
+            # (a rank-0 operand replicated over them is taken as reduced, as JAX reshards
+            # one to reduced before the operation)
+            if a.ndim and not (a.reduced | a.unreduced) >= reduced:
+                raise _type_error(
+                    "Inputs cannot be replicated on the same axes that another input is "
+                    f"reduced on. Got input type: {a.str_long()} and reduced spec: {reduced}")
+    return reduced
+
+
+def _nary(name):
+    def rule(*avals, **params):
+        reduced = _nary_reduced(*avals)
+        if any(a.unreduced for a in avals):
+            raise NotImplementedError(f"unreduced rule for {name} is not implemented. {_ISSUE}")
+        return NONE, reduced
+    return rule
+
+
+def _add(x, y, **params):
+    reduced = _nary_reduced(x, y)
+    xu, yu = x.unreduced, y.unreduced
+    if xu and yu:
+        if xu != yu:
+            raise _type_error(f"lhs and rhs to `add` must be unreduced along the same mesh axes. "
+                              f"Got lhs={set(xu)}, rhs={set(yu)}")
+        return xu, reduced
+    if xu or yu:
+        one, other = ("lhs", "rhs") if xu else ("rhs", "lhs")
+        raise _type_error(f"{one} is unreduced while {other} is not. `add` operation does not "
+                          "allow this because there will be implicit communication. Please "
+                          f"reduce {one} via `reshard` before calling `add`.")
+    return NONE, reduced
+
+
+def _mul(x, y, **params):
+    reduced = _nary_reduced(x, y)
+    xu, yu = x.unreduced, y.unreduced
+    if xu and yu:
+        raise _type_error("lhs and rhs to `mul` cannot be unreduced since mul is bilinear. "
+                          f"Got lhs={set(xu)}, rhs={set(yu)}")
+    if xu:
+        if xu != y.reduced:
+            raise _type_error("RHS should be reduced along the same axes LHS is unreduced on. "
+                              f"Got lhs={x.str_long()} and rhs={y.str_long()}")
+        return xu, NONE
+    if yu:
+        if x.reduced != yu:
+            raise _type_error("LHS should be reduced along the same axes RHS is unreduced on. "
+                              f"Got lhs={x.str_long()} and rhs={y.str_long()}")
+        return yu, NONE
+    return NONE, reduced
+
+
+def _same(x, *rest, **params):
+    """A linear rearrangement of one operand (transpose, reshape, a reduce_sum, a type
+    conversion): unreduced and reduced as its operand."""
+    return x.unreduced, x.reduced
+
+
+for _p in prims.UNARY + prims.PREDICATES:
+    ur_rules[_p] = _unary(_p.name)
+for _p in prims.ARITHMETIC + prims.COMPARISON:
+    ur_rules[_p] = _nary(_p.name)
+ur_rules[prims.add_p] = _add
+ur_rules[prims.mul_p] = _mul
+for _p in (prims.transpose_p, prims.reduce_sum_p, prims.convert_element_type_p,
+           prims.reduce_precision_p, prims.squeeze_p):
+    ur_rules[_p] = _same
+
+
+def _sharding_constraint(x, *, sharding, **params):
+    """A reshard's result is unreduced and reduced as its target says: reducing a partial
+    sum (the devices add their terms), or making one (one device's copy is the value)."""
+    spec = getattr(sharding, "spec", None)
+    if spec is None:
+        if x.unreduced:
+            raise NotImplementedError(f"unreduced/reduced rule for sharding_constraint to "
+                                      f"{sharding!r} is not implemented. {_ISSUE}")
+        return NONE, NONE
+    return spec.unreduced, spec.reduced
+
+
+ur_rules[prims.sharding_constraint_p] = _sharding_constraint

@@ -1,0 +1,140 @@
+"""Unreduced and reduced types (JAX 0.10's ``P(unreduced=..., reduced=...)``), held against
+JAX 0.10.2's behaviour: a value unreduced over ``x`` is a partial sum (each device along ``x``
+holds a term, the value is their sum), one reduced over ``x`` is replicated with its copies
+known equal. Values are checked against numpy (the sum over the devices); errors by type and
+message, as JAX raises them. A partial sum is never read as if it were the value.
+"""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import shardc as jax
+import shardc.numpy as jnp
+from shardc.sharding import AxisType, NamedSharding, PartitionSpec as P
+
+ShardingTypeError = jax.sharding.ShardingTypeError
+UNREDUCED_INDICES = "device_indices_map doesn't work with unreduced"
+
+
+@pytest.fixture
+def mesh():
+    mesh = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        yield mesh
+
+
+# --- the spec ------------------------------------------------------------------------------------
+
+def test_spec_repr_equality_and_pickle():
+    assert repr(P(unreduced={"x"})) == "P(unreduced={'x'})"
+    assert repr(P("x", reduced={"y"})) == "P('x', reduced={'y'})"
+    assert repr(P(None, unreduced={"x"})) == "P(None, unreduced={'x'})"
+    assert repr(P("x", unreduced={"y"}).update(reduced={"z"})) == \
+        "P('x', unreduced={'y'}, reduced={'z'})"
+    assert P(unreduced={"x"}) != P() and P(unreduced={"x"}) == P(unreduced=frozenset({"x"}))
+    assert P(reduced={"x"}) != P(unreduced={"x"})
+    assert P("a", unreduced={"x"}).to_ct_spec() == P("a", reduced={"x"})
+    spec = P("a", unreduced={"x"}, reduced={"y"})
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    assert P("a", unreduced={"x"}) + P("b", reduced={"y"}) == P("a", "b", unreduced={"x"},
+                                                               reduced={"y"})
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: P("x", unreduced={"x"}), ValueError,
+     "partitions cannot overlap with unreduced axes passed to PartitionSpec"),
+    (lambda: P(unreduced={"x"}, reduced={"x"}), ValueError,
+     "`unreduced` and `reduced` argument to PartitionSpec cannot overlap"),
+    (lambda: P(unreduced=["x"]), TypeError,
+     "unreduced argument of PartitionSpec should of type `frozenset` or `set`"),
+    (lambda: P(reduced={None}), ValueError, "reduced cannot contain None"),
+    (lambda: P("a", unreduced={"x"}) + ("b",), TypeError, "cannot be of instance `tuple`"),
+])
+def test_spec_errors(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_named_sharding_checks_axes():
+    explicit = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
+    auto = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    with pytest.raises(ValueError, match=r"Unreduced axes z is not found in mesh.axis_names"):
+        NamedSharding(explicit, P(unreduced={"z"}))
+    with pytest.raises(ValueError, match="Reduced axes can only refer to mesh axes that is of "
+                                         "type `Explicit`"):
+        NamedSharding(auto, P(reduced={"x"}))
+    unreduced = NamedSharding(explicit, P(unreduced={"x"}))
+    assert not unreduced.is_fully_replicated
+    assert NamedSharding(explicit, P(reduced={"x"})).is_fully_replicated
+    assert unreduced != NamedSharding(explicit, P())
+    with pytest.raises(NotImplementedError, match=UNREDUCED_INDICES):
+        unreduced.devices_indices_map((4,))
+
+
+# --- arrays: reduced copies, partial sums, and the reshards between them -------------------------
+
+def test_reduced_array_and_elementwise(mesh):
+    a = jax.device_put(np.arange(4.0), P(reduced={"x"}))
+    assert str(jax.typeof(a)) == "float32[4]{R:x}"
+    assert a.sharding == NamedSharding(mesh, P(reduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(a), np.arange(4.0))
+    b = a + 1
+    assert str(jax.typeof(b)) == "float32[4]{R:x}"
+    assert b.sharding == NamedSharding(mesh, P(None, reduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(b), np.arange(4.0) + 1)
+    assert jnp.sin(a).sharding == NamedSharding(mesh, P(None, reduced={"x"}))
+
+
+def test_unreduced_array_holds_partial_sums(mesh):
+    a = jax.device_put(np.arange(4.0), P(reduced={"x"}))
+    u = jax.reshard(a, P(unreduced={"x"}))
+    assert str(jax.typeof(u)) == "float32[4]{U:x}"
+    assert u.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    assert not u.is_fully_replicated
+    # the partial sums add up to the value: one device holds it, the other zeros
+    shards = [np.asarray(s.data) for s in u.addressable_shards]
+    np.testing.assert_array_equal(sum(shards), np.arange(4.0))
+    # reading one as the value is JAX's NotImplementedError, never a term of the sum
+    with pytest.raises(NotImplementedError, match=UNREDUCED_INDICES):
+        np.asarray(u)
+    assert repr(u).startswith("Array(shape=(4,), dtype=float32, sharding=NamedSharding(")
+    for target in (P(), P("x"), P(reduced={"x"})):
+        np.testing.assert_array_equal(np.asarray(jax.reshard(u, target)), np.arange(4.0))
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: jax.reshard(v, P()))(u)),
+                                  np.arange(4.0))
+
+
+def test_split_to_unreduced_and_back(mesh):
+    b = jax.device_put(np.arange(8.0), P("x"))
+    u = jax.reshard(b, P(unreduced={"x"}))
+    assert str(jax.typeof(u)) == "float32[8]{U:x}"
+    np.testing.assert_array_equal(sum(np.asarray(s.data) for s in u.addressable_shards),
+                                  np.arange(8.0))
+    np.testing.assert_array_equal(np.asarray(jax.reshard(u, P("x"))), np.arange(8.0))
+    r = jax.reshard(b, P(reduced={"x"}))
+    assert r.sharding == NamedSharding(mesh, P(None, reduced={"x"}))
+    for s in r.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(s.data), np.arange(8.0))
+
+
+def test_operations_on_unreduced(mesh):
+    """What JAX allows on a partial sum (the linear operations) and what it refuses."""
+    u = jax.reshard(jax.device_put(np.arange(4.0), P(reduced={"x"})), P(unreduced={"x"}))
+    with pytest.raises(NotImplementedError, match="unreduced rule for sin is not implemented"):
+        jnp.sin(u)
+    with pytest.raises(ShardingTypeError, match="RHS should be reduced along the same axes LHS "
+                                                "is unreduced on"):
+        u * 2
+    plain = jax.device_put(np.ones(4, np.float32), P())
+    with pytest.raises(ShardingTypeError, match="lhs is unreduced while rhs is not. `add` "
+                                                "operation does not allow this"):
+        jax.jit(lambda a, b: a + b)(u, plain)
+    with pytest.raises(ShardingTypeError, match="cannot be unreduced since mul is bilinear"):
+        jax.jit(lambda a: a * a)(u)
+    # JAX adds two partial sums device by device; shardc computes operations outside
+    # shard_map bodies on global values, which a partial sum has not: it refuses, naming it
+    with pytest.raises(NotImplementedError, match="an operation on an unreduced array"):
+        jax.jit(lambda a: jax.reshard(a + a, P()))(u)
