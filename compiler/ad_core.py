@@ -55,11 +55,44 @@ def full_like_aval(aval: Aval, value):
     trace: a constant a rule selects or combines with values of that type."""
     fill = np.full((), value, aval.dtype)
     if aval.shape == ():
-        return bind(prims.broadcast_in_dim_p, fill, shape=(), broadcast_dimensions=())
+        filled = bind(prims.broadcast_in_dim_p, fill, shape=(), broadcast_dimensions=())
+        return _as_ur(filled, aval, value) if aval.ur else filled
     filled = bind(prims.broadcast_in_dim_p, fill, shape=aval.shape, broadcast_dimensions=())
     if aval.type_sharding is not None:
         filled = bind(prims.sharding_constraint_p, filled, sharding=named_sharding(aval))
+    if aval.ur:
+        filled = _as_ur(filled, aval, value)
     return filled
+
+
+def _as_ur(value, aval: Aval, fill):
+    """``value`` (``fill`` on every device) typed unreduced and reduced as ``aval``: in a
+    shard_map body by the casts (each device's term of an unreduced one is the value: right
+    for zeros, as JAX's zeros of such a type); outside, laid out so on the mesh (one device
+    holding the value, the others zeros)."""
+    from ir import collectives as coll
+    from ir.sharding import current_mesh
+    if aval.shape != () and aval_of(value).shape == ():
+        value = bind(prims.broadcast_in_dim_p, value, shape=aval.shape, broadcast_dimensions=())
+    if current_shard_context() is not None:
+        if aval.reduced:
+            value = bind(coll.preduced_p, value, mesh_axes=tuple(sorted(aval.reduced)))
+        if aval.unreduced:
+            # every device's term is the value: right for zeros only (the sum of the terms)
+            axes = tuple(sorted(aval.unreduced))
+            if fill != 0:
+                raise NotImplementedError(f"a constant other than zero of type "
+                                          f"{aval.str_long()} in a shard_map body")
+            value = bind(coll.pvary_p, value, mesh_axes=axes)
+            value = bind(coll.vary_unreduced_cast_p, value, mesh_axes=axes)
+        return value
+    typed = aval.type_sharding
+    mesh = typed.mesh if typed is not None else current_mesh()
+    if mesh is None:
+        raise NotImplementedError(f"a value of type {aval.str_long()} outside any mesh")
+    entries = partitions(typed.spec) if typed is not None else ()
+    return bind(prims.sharding_constraint_p, value, sharding=NamedSharding(
+        mesh, PartitionSpec(*entries, unreduced=aval.unreduced, reduced=aval.reduced)))
 
 
 def typed_as(aval: Aval, *operands, order=None) -> dict:

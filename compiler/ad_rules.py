@@ -691,6 +691,17 @@ def _pad_transpose(ct, x, value, *, padding_config):
 
 
 def _sharding_constraint_transpose(ct, x, *, sharding):
+    spec = getattr(sharding, "spec", None)
+    if x.aval.ur or (spec is not None and (spec.unreduced or spec.reduced)):
+        # back to the operand's layout, unreduced where it is reduced and the other way
+        # round (JAX's reshard transpose): the cotangent of a reduction of partial sums is
+        # known equal everywhere, and that of making partial sums is one
+        ct_aval = x.aval.to_ct()
+        typed = ct_aval.type_sharding
+        entries = partitions(typed.spec) if typed is not None else ()
+        return [bind(p.sharding_constraint_p, ct, sharding=NamedSharding(
+            sharding.mesh, PartitionSpec(*entries, unreduced=ct_aval.unreduced,
+                                         reduced=ct_aval.reduced)))]
     return [bind(p.sharding_constraint_p, ct, sharding=sharding)]
 
 

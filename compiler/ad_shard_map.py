@@ -21,7 +21,7 @@ import numpy as np
 from compiler.ad_core import (Linear, backward_pass, instantiate, jvp_program_with_consts,
                                jvp_rules,
                                partial_eval, partial_eval_rules, transpose_rules)
-from compiler.shard_map import ShardContext, current_shard_context, in_body
+from compiler.shard_map import ShardContext, current_shard_context, in_body, lift_to_out_spec
 from compiler.tracing import (aval_of, bind, current_trace, enclosing_spmd_axes,
                               trace_to_program)
 from ir import primitives as p
@@ -271,11 +271,12 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
     known = [a for a in args if not isinstance(a, Linear)]
     known_specs = tuple(s for s, lin in zip(in_specs, linear) if not lin)
     nonzero = [ct is not None for ct in cts]
-    ct_specs = tuple(s for s, nz in zip(out_specs, nonzero) if nz)
-    lin_specs = tuple(s for s, lin in zip(in_specs, linear) if lin)
+    # a reduced value's cotangent is unreduced, and the other way round
+    ct_specs = tuple(s.to_ct_spec() for s, nz in zip(out_specs, nonzero) if nz)
+    lin_specs = tuple(s.to_ct_spec() for s, lin in zip(in_specs, linear) if lin)
     body_in = jaxpr.in_avals
     known_avals = [a for a, lin in zip(body_in, linear) if not lin]
-    ct_avals = [a for a, nz in zip(jaxpr.out_avals, nonzero) if nz]
+    ct_avals = [a.to_ct() for a, nz in zip(jaxpr.out_avals, nonzero) if nz]
 
     def body(*blocks):
         it_known = iter(blocks[:len(known_avals)])
@@ -289,9 +290,9 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
         outs = []
         for ct, aval, spec in zip(in_cts, [a for a, lin in zip(body_in, linear) if lin],
                                   lin_specs):
-            ct = instantiate(ct, aval.strip_vma())
+            ct = instantiate(ct, aval.strip_vma().to_ct())
             outs.append(_reduce_unmapped(ct, spec, mesh) if not check
-                        else _lift_to_spec(ct, spec, mesh))
+                        else lift_to_out_spec(ct, spec, mesh))
         return outs
 
     shard = ShardContext(mesh, check)
@@ -330,12 +331,6 @@ def _reduce_unmapped(ct, spec, mesh):
     """Check off: an input unmapped along some axes gets the sum over them."""
     omitted = _unmentioned(spec, mesh)
     return bind(coll.psum_p, ct, mesh_axes=omitted) if omitted else ct
-
-
-def _lift_to_spec(ct, spec, mesh):
-    missing = tuple(a for a in mesh.axis_names
-                    if a in spec_axes(spec) and a not in aval_of(ct).vma)
-    return bind(coll.pvary_p, ct, mesh_axes=missing) if missing else ct
 
 
 transpose_rules[p.shard_map_p] = _shard_map_transpose

@@ -14,6 +14,7 @@ from compiler import (ad_control, ad_linalg, ad_rules, ad_shard_map,  # noqa: F4
                       collective_rules, remat)
 from compiler import tree
 from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_program,
+                              full_like_aval,
                               instantiate, is_differentiable, jvp_program_with_consts,
                               partial_eval, transpose_rules)
 from compiler.shard_map import current_shard_context, function_name, wraps
@@ -463,6 +464,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         _check_output(aval.dtype, holomorphic)
         seed = bind(prims.broadcast_in_dim_p, np.ones((), aval.dtype), shape=(),
                     broadcast_dimensions=())
+        if aval.ur:
+            # the cotangent of a partial sum is reduced (of a reduced value, unreduced)
+            seed = full_like_aval(aval.to_ct(), 1)
         # weakly typed where the output is, as JAX's ones_like of it
         grads = vjp_fun(weakened_where([seed], [weakly_typed(out)])[0])
         grads = grads[0] if single else grads

@@ -58,7 +58,7 @@ def _group_size(axes) -> int:
 # --- collectives: JVP -----------------------------------------------------------------------------
 
 for _p in (coll.psum_p, coll.pmean_p, coll.pvary_p, coll.all_gather_p, coll.psum_scatter_p, coll.ppermute_p,
-           coll.all_to_all_p, coll.pbroadcast_p):
+           coll.all_to_all_p, coll.pbroadcast_p) + coll.UNREDUCED_COLLECTIVES:
     jvp_rules[_p] = functools.partial(linear_jvp, _p)
 
 
@@ -172,6 +172,35 @@ transpose_rules[coll.all_to_all_p] = _all_to_all_transpose
 transpose_rules[coll.pbroadcast_p] = _pbroadcast_transpose
 
 
+# Unreduced and reduced values (JAX 0.10.2's pairs): a reduced value's cotangent is a partial
+# sum, so each cast or collective transposes to its mirror, and nothing is added twice.
+def _mirror(prim, keep=()):
+    def rule(ct, x, *, mesh_axes, **params):
+        return [bind(prim, ct, mesh_axes=mesh_axes, **{k: params[k] for k in keep})]
+    return rule
+
+
+_CHUNKS = ("tiled", "axis_size")
+transpose_rules[coll.vary_unreduced_cast_p] = _mirror(coll.reduced_vary_cast_p)
+transpose_rules[coll.reduced_vary_cast_p] = _mirror(coll.vary_unreduced_cast_p)
+transpose_rules[coll.preduced_p] = _mirror(coll.unreduced_psum_p)
+transpose_rules[coll.unreduced_psum_p] = _mirror(coll.preduced_p)
+
+
+def _unreduced_psum_scatter_transpose(ct, x, *, mesh_axes, scatter_axis, tiled, axis_size):
+    return [bind(coll.all_gather_reduced_p, ct, mesh_axes=mesh_axes, gather_axis=scatter_axis,
+                 tiled=tiled, axis_size=axis_size)]
+
+
+def _all_gather_reduced_transpose(ct, x, *, mesh_axes, gather_axis, tiled, axis_size):
+    return [bind(coll.unreduced_psum_scatter_p, ct, mesh_axes=mesh_axes,
+                 scatter_axis=gather_axis, tiled=tiled, axis_size=axis_size)]
+
+
+transpose_rules[coll.unreduced_psum_scatter_p] = _unreduced_psum_scatter_transpose
+transpose_rules[coll.all_gather_reduced_p] = _all_gather_reduced_transpose
+
+
 # --- ragged_all_to_all: linear in the operand and the output; the offsets and sizes are data ----
 
 def _ragged_all_to_all_jvp(primals, tangents, **params):
@@ -237,8 +266,14 @@ def leading_batch_rule(prim, axis_params, values, dims, **params):
 
 
 # Collectives act on each device's whole block, so the batch axis rides along.
-for _p in coll.REDUCING + (coll.pvary_p, coll.ppermute_p, coll.pbroadcast_p):
+for _p in coll.REDUCING + (coll.pvary_p, coll.ppermute_p, coll.pbroadcast_p,
+                          coll.vary_unreduced_cast_p, coll.reduced_vary_cast_p, coll.preduced_p,
+                          coll.unreduced_psum_p):
     batching_rules[_p] = functools.partial(keep_dim_rule, _p)
+batching_rules[coll.all_gather_reduced_p] = functools.partial(
+    leading_batch_rule, coll.all_gather_reduced_p, ("gather_axis",))
+batching_rules[coll.unreduced_psum_scatter_p] = functools.partial(
+    leading_batch_rule, coll.unreduced_psum_scatter_p, ("scatter_axis",))
 batching_rules[coll.all_gather_p] = functools.partial(
     leading_batch_rule, coll.all_gather_p, ("gather_axis",))
 batching_rules[coll.psum_scatter_p] = functools.partial(

@@ -198,7 +198,7 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
                          frozenset(params["config"].manual_axes))
     trace = ShardTrace(parent, shard)
     avals = block_avals(mesh, in_specs, [aval_of(a) for a in args],
-                        params["config"].manual_axes)
+                        params["config"].manual_axes, params["check_vma"] is True)
     if _transfer_guard.active:
         for arg, spec in zip(args, in_specs):
             if isinstance(arg, _transfer_guard.HOST_TYPES):     # an implicit transfer

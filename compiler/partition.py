@@ -305,7 +305,10 @@ def _boundary(eqns, live_after: set):
 
 
 def _spec_p(aval) -> PartitionSpec:
-    return PartitionSpec(*partitions(spec_of(aval)))
+    """The spec a value enters and leaves a run with: its type's (its partial sums stay
+    partial sums, its known-equal copies stay so)."""
+    return PartitionSpec(*partitions(spec_of(aval)), unreduced=aval.unreduced,
+                         reduced=aval.reduced)
 
 
 def _run_region(mesh, eqns, ins, outs, values) -> list:

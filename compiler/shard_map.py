@@ -120,6 +120,8 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, check_vma: bool =
     _check_spec_leaves(out_specs, "out_specs")
     manual = _manual_axes(mesh, manual_axes)
     _check_spec_axes(in_specs, mesh, "in_specs", manual)
+    _check_unreduced(in_specs, mesh, manual, "in")
+    _check_unreduced(out_specs, mesh, manual, "out")
     if check_vma not in (True, False, "runtime"):
         raise ValueError(f"shard_map: {flag}={check_vma!r}; expected True, False or 'runtime'")
     config = _Config(f, mesh, in_specs, out_specs, check_vma is True, flag,
@@ -197,6 +199,26 @@ def _check_spec_axes(specs, mesh: Mesh, which: str, manual: tuple):
             f"shard_map {which} argument must refer to an axis marked as manual "
             f"(frozenset({{{', '.join(map(repr, manual))}}})), but:\n\n" + "\n\n".join(unknown) +
             f"\n\nCheck the {which} values passed to shard_map.")
+
+
+def _check_unreduced(specs, mesh: Mesh, manual: tuple, prefix: str) -> None:
+    """JAX's errors for unreduced or reduced axes in specs: only when the shard_map is manual
+    over every mesh axis, and only over Explicit axes (partial sums are a type's)."""
+    explicit = set(mesh.explicit_axes)
+    for spec in tree.tree_leaves(specs, is_leaf=_is_spec_leaf):
+        if not isinstance(spec, PartitionSpec) or not (spec.unreduced or spec.reduced):
+            continue
+        if set(manual) != set(mesh.axis_names):
+            raise NotImplementedError(
+                f"unreduced/reduced can only be passed to {prefix}_specs when shard_map is in "
+                f"full manual mode. Got mesh axis names {mesh.axis_names}, manual_axes: "
+                f"{frozenset(manual)}, specs: {spec}. Please file a bug at "
+                "https://github.com/jax-ml/jax/issues.")
+        for axes, which in ((spec.unreduced, "unreduced"), (spec.reduced, "reduced")):
+            if not axes <= explicit:
+                raise ValueError(f"{which} in {prefix}_specs {spec} can only be used when the "
+                                 "mesh passed to shard_map contains axis names all of type "
+                                 f"`Explicit`. Got mesh {mesh}")
 
 
 def _check_duplicates(spec: PartitionSpec, path: str, which: str):
@@ -347,9 +369,21 @@ def _check_typed_arguments(config: _Config, dynamic) -> None:
     mesh = config.mesh
     if set(config.manual_axes) != set(mesh.axis_names) or \
             len(mesh.explicit_axes) != len(mesh.axis_names):
+        for leaf in dynamic:
+            if aval_of(leaf.value).unreduced:
+                # partial sums enter a body only as such (an in_spec saying so)
+                raise NotImplementedError(
+                    f"shard_map of '{config.name}': an unreduced argument "
+                    f"{aval_of(leaf.value).str_long(short=True)} on a mesh not all Explicit or "
+                    "a shard_map not manual over every axis")
         return
     for leaf in dynamic:
         aval = aval_of(leaf.value)
+        for which in ("unreduced", "reduced"):
+            if getattr(leaf.spec, which) != getattr(aval, which):
+                raise ValueError(
+                    f"in_specs containing {which} {leaf.spec} passed to shard_map should be "
+                    f"equal to the {which} present on the in_aval {aval.str_long(short=True)}")
         if aval.type_sharding is None or aval.type_sharding.mesh != mesh:
             continue
         given = spec_from_user(leaf.spec, aval.ndim, mesh)
@@ -485,12 +519,33 @@ def _flatten_outputs(config: _Config, result, out_store: dict) -> list:
                      weak=[weakly_typed(out) for out in outs])
     if not config.check_vma:
         return outs
-    lifted = []
-    for out, spec in zip(outs, specs):
-        missing = [a for a in config.mesh.axis_names
-                   if a in spec_axes(spec) and a not in aval_of(out).vma]
-        lifted.append(bind(coll.pvary_p, out, mesh_axes=tuple(missing)) if missing else out)
+    lifted = [lift_to_out_spec(out, spec, config.mesh) for out, spec in zip(outs, specs)]
+    for out, spec in zip(lifted, specs):
+        check_out_ur(aval_of(out), spec)
     return lifted
+
+
+def lift_to_out_spec(out, spec, mesh):
+    """An output cast to the type its out_spec asks (JAX's implicit pvary and
+    vary_unreduced_cast): varying over the axes the spec splits, unreduced over those it
+    names unreduced."""
+    aval = aval_of(out)
+    missing = [a for a in mesh.axis_names if a in spec_axes(spec) and a not in aval.vma]
+    if missing:
+        out = bind(coll.pvary_p, out, mesh_axes=tuple(missing))
+    unreduced = [a for a in mesh.axis_names if a in spec.unreduced and a not in aval.unreduced]
+    if unreduced:
+        out = bind(coll.vary_unreduced_cast_p, out, mesh_axes=tuple(unreduced))
+    return out
+
+
+def check_out_ur(aval, spec) -> None:
+    """JAX's ValueError for an output whose unreduced or reduced axes are not its spec's."""
+    for which in ("unreduced", "reduced"):
+        if getattr(spec, which) != getattr(aval, which):
+            raise ValueError(f"out_specs passed to shard_map should be equal to the {which} "
+                             f"present on the out_aval. Got out_specs={spec} and "
+                             f"out_aval={aval.str_long(short=True)}")
 
 
 def _output_layout(config: _Config, result) -> tuple:
@@ -533,13 +588,16 @@ def _check_output_ranks(config: _Config, outs, specs, spec_paths, paths):
            if scalar else ""))
 
 
-def block_avals(mesh: Mesh, in_specs, avals, manual: tuple = ()) -> list:
-    """Each input's block aval; it varies over the axes its spec names. Over a mesh some of
-    whose Explicit axes stay automatic (``manual`` names the others), a block keeps its
-    type's split over those, along every dimension, as JAX's."""
+def block_avals(mesh: Mesh, in_specs, avals, manual: tuple = (), check: bool = True) -> list:
+    """Each input's block aval; it varies over the axes its spec names, and is unreduced or
+    reduced as the spec says (with the check on: JAX's bodies type neither otherwise). Over a
+    mesh some of whose Explicit axes stay automatic (``manual`` names the others), a block
+    keeps its type's split over those, along every dimension, as JAX's."""
     kept = tuple(a for a in mesh.explicit_axes if a not in manual) if manual else ()
     return [Aval(block_shape(a.shape, spec, mesh.shape), a.dtype, frozenset(spec_axes(spec)),
-                 type_sharding=_kept_split(a, kept, mesh) if kept else None)
+                 type_sharding=_kept_split(a, kept, mesh) if kept else None,
+                 unreduced=spec.unreduced if check else frozenset(),
+                 reduced=spec.reduced if check else frozenset())
             for a, spec in zip(avals, in_specs)]
 
 
@@ -589,7 +647,8 @@ def stage_shard_map(trace, fun, args, params):
     mesh = params["mesh"]
     in_specs = params["in_specs"]
     manual = params["config"].manual_axes
-    in_avals = block_avals(mesh, in_specs, [aval_of(a) for a in args], manual)
+    in_avals = block_avals(mesh, in_specs, [aval_of(a) for a in args], manual,
+                           params["check_vma"] is True)
     shard = ShardContext(mesh, params["check_vma"] is True, frozenset(manual))
     with in_body(shard):
         # a weakly typed argument (a Python scalar given to jit) stays weak in the body

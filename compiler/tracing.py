@@ -268,6 +268,9 @@ class EvalTrace(Trace):
         # assignment); else where the operands' layouts or the default device say
         backend = get_backend()
         device = backend.committed_device(values, prim.name)
+        if typed and typed[0].unreduced and prim.kind == "op" and \
+                prim is not prims.sharding_constraint_p:
+            return _on_partial_sums(prim, values, params, typed)
         outs = self._run_primitive(prim, values, params, typed)
         return outs if device is None else backend.on_device(outs, device)
 
@@ -318,6 +321,27 @@ class EvalTrace(Trace):
         outs = run_shard_map_eagerly(self, fun, args, params)
         check_invalid_values(outs, "shard_map")
         return outs
+
+
+def _on_partial_sums(prim, values, params, typed) -> list:
+    """An operation whose result is unreduced (its rule allowed it: linear in the partial
+    sums) run at once: device by device on each operand's block, as JAX runs it. The operands
+    are whole on every device (their types split nothing); the unreduced ones hold their
+    terms, the others the value."""
+    if any(a.type_sharding is not None for a in typed) or any(
+            aval_of(v).type_sharding is not None for v in values):
+        raise NotImplementedError(
+            f"{prim.name} of unreduced arrays split over mesh axes, run outside jit: shardc "
+            "runs operations on partial sums at once only on arrays whole on every device")
+    backend = get_backend()
+    mesh = next(v.sharding.mesh for v in values if aval_of(v).unreduced)
+    blocks = [backend.to_blocks(v, mesh, v.sharding.spec if aval_of(v).unreduced
+                                else PartitionSpec()) for v in values]
+    per_position = [backend.eval_primitive(prim, [b[p] for b in blocks], params)
+                    for p in range(mesh.size)]
+    return [backend.from_blocks([np.asarray(outs[k]) for outs in per_position], mesh,
+                                PartitionSpec(unreduced=aval.unreduced, reduced=aval.reduced))
+            for k, aval in enumerate(typed)]
 
 
 # --- jax_debug_nans / jax_debug_infs: invalid values from operations run at once -------------

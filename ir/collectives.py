@@ -34,6 +34,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ir import dtypes
+from ir import unreduced
 from ir.comm import Traffic, ring_all_reduce, chunk_bytes, symmetric
 from ir.core import Aval
 from ir.params import Signature, signatures
@@ -398,7 +399,54 @@ ragged_all_to_all_p = _declare(
 # a type change only: nothing to lower
 pvary_p = _declare("pvary", FRONT, 1, ["mesh_axes"], shape=_same_shape, vma=_pvary_vma)
 
-REDUCING = tuple(c.prim for c in FRONT_END if c.reduction is not None and c.prim is not psum_scatter_p)
+
+# --- unreduced and reduced values (JAX 0.10's): partial sums and known-equal copies -----------
+# A value unreduced over an axis varies over it as data (each device holds a term of the sum)
+# but not in its type; one reduced over an axis is the same on every device. The casts between
+# them change types only; the others move what their varying counterparts move.
+
+def _casting_vma(adds: bool, in_vmas, *, mesh_axes, **params):
+    """A cast making the value varying over ``mesh_axes`` (``adds``), or no longer."""
+    (vma,) = in_vmas
+    axes = frozenset(mesh_axes)
+    return [vma], (vma | axes) if adds else (vma - axes)
+
+
+def _unchanged_vma(in_vmas, *, mesh_axes, **params):
+    (vma,) = in_vmas
+    return [vma], vma
+
+
+# varying -> unreduced (each device's value becomes its term of a sum), its transpose
+# reduced -> varying, and invariant -> reduced: type changes, nothing to lower
+vary_unreduced_cast_p = _declare("vary_unreduced_cast", FRONT, 1, ["mesh_axes"],
+                                 shape=_same_shape, vma=functools.partial(_casting_vma, False))
+reduced_vary_cast_p = _declare("reduced_vary_cast", FRONT, 1, ["mesh_axes"], shape=_same_shape,
+                               vma=functools.partial(_casting_vma, True))
+preduced_p = _declare("preduced", FRONT, 1, ["mesh_axes"], shape=_same_shape,
+                      vma=_unchanged_vma)
+# unreduced -> invariant: the terms added (psum's all_reduce); its transpose is preduced
+unreduced_psum_p = _declare(
+    "unreduced_psum", FRONT, 1, ["mesh_axes"],
+    shape=functools.partial(_reduced_type, "sum"), vma=_unchanged_vma, reduction="sum",
+    lowering=_to(all_reduce_node, reduction="sum"))
+# unreduced -> varying: the terms added, each device keeping its chunk (psum_scatter's
+# reduce_scatter); its transpose is all_gather_reduced
+unreduced_psum_scatter_p = _declare(
+    "unreduced_psum_scatter", FRONT, 1, ["mesh_axes", "scatter_axis", "tiled", "axis_size"],
+    shape=functools.partial(_reduce_scatter_shape, "psum_scatter"),
+    vma=functools.partial(_casting_vma, True), reduction="sum",
+    lowering=_to(reduce_scatter_node, reduction="sum"))
+# varying -> reduced: the chunks gathered, the result known equal everywhere (all_gather)
+all_gather_reduced_p = _declare(
+    "all_gather_reduced", FRONT, 1, ["mesh_axes", "gather_axis", "tiled", "axis_size"],
+    shape=_all_gather_shape, vma=functools.partial(_casting_vma, False),
+    lowering=_to(all_gather_node, to="invarying"))
+UNREDUCED_COLLECTIVES = (vary_unreduced_cast_p, reduced_vary_cast_p, preduced_p,
+                         unreduced_psum_p, unreduced_psum_scatter_p, all_gather_reduced_p)
+
+REDUCING = tuple(c.prim for c in FRONT_END if c.reduction is not None
+                 and c.prim not in (psum_scatter_p, unreduced_psum_p, unreduced_psum_scatter_p))
 
 
 def is_node(prim) -> bool:
@@ -415,3 +463,112 @@ def grouped(prim) -> bool:
     """A node that gets device groups when a program is specialised to one device."""
     record = prim.collective
     return record is not None and record.level == NODE and record.grouped
+
+
+# --- unreduced and reduced operands: JAX 0.10.2's rules -------------------------------------------
+
+def _state_error(name: str, x: Aval, axes) -> None:
+    """JAX's check_unreduced_args: a collective over axes its operand is unreduced or reduced
+    over (other than those that exist for it) is an error."""
+    for held, which in ((x.unreduced, "unreduced"), (x.reduced, "reduced")):
+        if held & set(axes):
+            raise ValueError(f"{name} cannot accept args which are {which}. Got "
+                             f"{x.str_long(short=True)} and axes={set(axes)}")
+
+
+def _linear_ur(name):
+    """A collective linear in its operand, over other axes than those it is unreduced or
+    reduced over: they stay so (a sum of partial sums is one; so is a gathered one)."""
+    def rule(x, *, mesh_axes, **params):
+        _state_error(name, x, mesh_axes)
+        return x.unreduced, x.reduced
+    return rule
+
+
+for _p in (psum_p, pmean_p, psum_scatter_p, all_gather_p, ppermute_p, all_to_all_p,
+           pbroadcast_p, pvary_p):
+    unreduced.ur_rules[_p] = _linear_ur(_p.name)
+
+
+def _vary_unreduced_cast_ur(x, *, mesh_axes):
+    name = "vary_unreduced_cast"
+    _state_error(name, x, mesh_axes)
+    if not x.vma:
+        raise ValueError(f"{name} only accepts inputs that are varying. Got "
+                         f"{x.str_long(short=True)}")
+    if not x.vma & set(mesh_axes):
+        raise ValueError(f"{name} is a Varying->Unreduced collective. This means that the axis "
+                         f"names mentioned in `axes` passed to `{name}` must be present in "
+                         f"`jax.typeof(x).mat.varying`. Got axes={tuple(mesh_axes)} and "
+                         f"jax.typeof(x).mat.varying={set(x.vma)}")
+    return x.unreduced | set(mesh_axes), x.reduced
+
+
+def _reduced_vary_cast_ur(x, *, mesh_axes):
+    name = "reduced_vary_cast"
+    if not x.reduced:
+        raise ValueError(f"{name} only accepts inputs that are reduced. Got "
+                         f"{x.str_long(short=True)}")
+    if not x.reduced & set(mesh_axes):
+        raise ValueError(f"{name} is a Reduced->Varying collective. This means that the axis "
+                         f"names mentioned in `axes` passed to `{name}` must be present in "
+                         f"`jax.typeof(x).mat.reduced`. Got axes={tuple(mesh_axes)} and "
+                         f"jax.typeof(x).mat.reduced={set(x.reduced)}")
+    if x.vma & set(mesh_axes):
+        raise ValueError(f"{name} input cannot be varying across the axis_name provided. Got "
+                         f"x={x.str_long(short=True)} and axis_name={tuple(mesh_axes)}")
+    return x.unreduced, x.reduced - set(mesh_axes)
+
+
+def _preduced_ur(x, *, mesh_axes):
+    if x.vma & set(mesh_axes):
+        raise ValueError("preduced is a Invariant->Reduced collective. This means that the "
+                         "axis names mentioned in `axes` passed to `preduced` must not be "
+                         f"present in `jax.typeof(inp).mat.varying`. Got axes={tuple(mesh_axes)}"
+                         f" and jax.typeof(inp).mat.varying={set(x.vma)}")
+    if x.reduced & set(mesh_axes):
+        raise ValueError("preduced input cannot be reduced across the axis_name provided. Got "
+                         f"x={x.str_long(short=True)} and axis_name={tuple(mesh_axes)}")
+    _state_error("preduced", x, mesh_axes)
+    return x.unreduced, x.reduced | set(mesh_axes)
+
+
+def _from_unreduced_ur(name: str, kind: str, x, *, mesh_axes, **params):
+    """unreduced_psum (to invariant) and unreduced_psum_scatter (to varying)."""
+    if not x.unreduced:
+        raise ValueError(f"{name} only accepts inputs that are unreduced. Got "
+                         f"{x.str_long(short=True)}")
+    if not x.unreduced & set(mesh_axes):
+        raise ValueError(f"{name} is a Unreduced -> {kind} collective. This means that the "
+                         f"axes={tuple(mesh_axes)} passed to `{name}` must be present in "
+                         f"jax.typeof(x).mat.unreduced={set(x.unreduced)}")
+    if x.vma & set(mesh_axes):
+        raise ValueError(f"{name}'s input cannot be varying across the axis_name provided. Got "
+                         f"x={x.str_long(short=True)} and axis_name={tuple(mesh_axes)}")
+    return x.unreduced - set(mesh_axes), x.reduced
+
+
+def _all_gather_reduced_ur(x, *, mesh_axes, **params):
+    name = "all_gather_reduced"
+    if not x.vma:
+        raise ValueError(f"{name} only accepts inputs that are varying. Got "
+                         f"{x.str_long(short=True)}")
+    if not x.vma & set(mesh_axes):
+        raise ValueError(f"{name} is a Varying -> Reduced collective. This means that the "
+                         f"axis_name={tuple(mesh_axes)} passed to `{name}` must be present in "
+                         f"jax.typeof(x).mat.varying={set(x.vma)}")
+    if x.reduced & set(mesh_axes):
+        raise ValueError(f"{name}'s input cannot be reduced across the axis_name provided. Got "
+                         f"x={x.str_long(short=True)} and axis_name={tuple(mesh_axes)}")
+    return x.unreduced, x.reduced | set(mesh_axes)
+
+
+unreduced.ur_rules[vary_unreduced_cast_p] = _vary_unreduced_cast_ur
+unreduced.ur_rules[reduced_vary_cast_p] = _reduced_vary_cast_ur
+unreduced.ur_rules[preduced_p] = _preduced_ur
+unreduced.ur_rules[unreduced_psum_p] = functools.partial(_from_unreduced_ur, "unreduced_psum",
+                                                         "Invariant")
+unreduced.ur_rules[unreduced_psum_scatter_p] = functools.partial(
+    _from_unreduced_ur, "unreduced_psum_scatter", "Varying")
+unreduced.ur_rules[all_gather_reduced_p] = _all_gather_reduced_ur
+unreduced.ALWAYS.update(UNREDUCED_COLLECTIVES)

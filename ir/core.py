@@ -231,6 +231,11 @@ class Aval:
             return self
         return Aval(self.shape, self.dtype, self.vma, self.type_sharding, unreduced, reduced)
 
+    def to_ct(self) -> "Aval":
+        """The type of this value's cotangent: a reduced value's is unreduced (each device's
+        share of the sum), an unreduced value's reduced (JAX's ``to_ct_aval``)."""
+        return self.with_ur(self.reduced, self.unreduced) if self.ur else self
+
     def strip_ur(self) -> "Aval":
         return self.with_ur() if self.ur else self
 

@@ -35,7 +35,7 @@ def out_avals(prim, in_avals, params) -> list:
     primitive's rule for them (``ir.unreduced``), which refuses what it cannot keep exact."""
     if params:
         outs = shape_rules[prim](*in_avals, **params)
-        if unreduced.wants_rule(in_avals, params):
+        if prim in unreduced.ALWAYS or unreduced.wants_rule(in_avals, params):
             return unreduced.typed(prim, in_avals, outs, params)
         return outs
     for a in in_avals:

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ir import primitives as prims
+from ir import unreduced as unreduced_rules
 from ir.core import Aval, ManualAxisType  # noqa: F401  (its home is ir.core)
 from ir.shapes import shape_rules
 
@@ -1021,7 +1022,8 @@ def owner_positions(spec, mesh: Mesh) -> list:
 def _shard_map_rule(*in_avals: Aval, jaxpr, mesh, in_specs, out_specs, check_vma) -> list:
     if check_vma is True:
         _check_body_types(jaxpr, mesh, out_specs)
-    return [Aval(global_shape(a.shape, spec, mesh.shape), a.dtype)
+    return [Aval(global_shape(a.shape, spec, mesh.shape), a.dtype,
+                 unreduced=spec.unreduced, reduced=spec.reduced)
             for a, spec in zip(jaxpr.out_avals, out_specs)]
 
 
@@ -1039,6 +1041,23 @@ def _check_body_types(jaxpr, mesh, out_specs) -> None:
 
 
 shape_rules[prims.shard_map_p] = _shard_map_rule
+
+
+def _shard_map_ur(*in_avals, in_specs, out_specs, **params) -> list:
+    """A shard_map's operands must be unreduced and reduced as its in_specs say (a value's
+    copies are never taken for partial sums, nor partial sums for copies); its results are
+    as its out_specs say (its body's outputs were checked to be)."""
+    for aval, spec in zip(in_avals, in_specs):
+        for which in ("unreduced", "reduced"):
+            if getattr(spec, which) != getattr(aval, which):
+                raise ValueError(f"in_specs containing {which} {spec} passed to shard_map "
+                                 f"should be equal to the {which} present on the in_aval "
+                                 f"{aval.str_long(short=True)}")
+    return [(spec.unreduced, spec.reduced) for spec in out_specs]
+
+
+unreduced_rules.ur_rules[prims.shard_map_p] = _shard_map_ur
+unreduced_rules.ALWAYS.add(prims.shard_map_p)
 
 
 # --- the runtime replication oracle ----------------------------------------------------------------

@@ -18,6 +18,8 @@ from __future__ import annotations
 from ir import primitives as prims
 
 ur_rules: dict = {}
+# the primitives whose rule types every result (those that make values unreduced or reduced)
+ALWAYS: set = set()
 
 _ISSUE = "Please file an issue at https://github.com/jax-ml/jax/issues"
 NONE = frozenset()
@@ -31,6 +33,9 @@ def _type_error(message: str):
 def typed(prim, in_avals, outs, params) -> list:
     """``outs`` (the shape rule's results) unreduced and reduced as ``prim``'s rule says, for
     operands some of which are unreduced or reduced (or an ``out_sharding`` that is)."""
+    if prim.kind == "lowered":
+        # a communication node of a lowered program: its front-end collective was typed
+        return outs
     rule = ur_rules.get(prim)
     if rule is None:
         raise NotImplementedError(f"unreduced/reduced rule for {prim.name} is not implemented. "
@@ -147,8 +152,39 @@ for _p in prims.ARITHMETIC + prims.COMPARISON:
 ur_rules[prims.add_p] = _add
 ur_rules[prims.mul_p] = _mul
 for _p in (prims.transpose_p, prims.reduce_sum_p, prims.convert_element_type_p,
-           prims.reduce_precision_p, prims.squeeze_p):
+           prims.reduce_precision_p, prims.squeeze_p, prims.broadcast_in_dim_p, prims.reshape_p,
+           prims.slice_p, prims.rev_p, prims.stop_gradient_p, prims.name_p):
     ur_rules[_p] = _same
+
+
+def _concatenate(*operands, **params):
+    """Partial sums over the same axes, joined, are one (JAX's _concatenate_ur_rule)."""
+    found = {a.unreduced for a in operands if a.unreduced}
+    if len(found) > 1 or (found and any(not a.unreduced for a in operands)):
+        raise _type_error("All operands should be unreduced along the same mesh axes. Got "
+                          f"unreduced specs: {[set(a.unreduced) for a in operands]}")
+    return (next(iter(found)) if found else NONE), _nary_reduced(*operands)
+
+
+def _select(which, *cases, **params):
+    """A choice between partial sums over the same axes, by a predicate equal everywhere."""
+    if which.unreduced:
+        raise NotImplementedError(f"unreduced rule for select_n's predicate is not implemented. "
+                                  f"{_ISSUE}")
+    unreduced, reduced = _concatenate(*cases)
+    return unreduced, reduced
+
+
+def _dynamic_slice(x, *starts, **params):
+    if x.unreduced:
+        raise NotImplementedError(f"unreduced rule for dynamic_slice is not implemented. "
+                                  f"{_ISSUE}")
+    return NONE, x.reduced
+
+
+ur_rules[prims.concatenate_p] = _concatenate
+ur_rules[prims.select_n_p] = _select
+ur_rules[prims.dynamic_slice_p] = _dynamic_slice
 
 
 def _sharding_constraint(x, *, sharding, **params):

@@ -944,7 +944,7 @@ _KEYED: dict = {}
 def keyed_sharding(mesh, spec) -> NamedSharding:
     """One NamedSharding per (mesh object, spec): equal keys are then the same object (jit
     hashes input shardings at every call: a sharding keeps its hash once worked out)."""
-    key = (id(mesh), tuple(spec))
+    key = (id(mesh), tuple(spec), spec.unreduced, spec.reduced)
     entry = _KEYED.get(key)
     if entry is None or entry.mesh is not mesh:
         entry = _KEYED[key] = NamedSharding(mesh, spec)

@@ -272,10 +272,12 @@ def _own_spec(value, mesh, manual=None):
     if isinstance(value, PRNGKeyArray):
         spec = _own_spec(key_data(value), mesh, manual)
         return PartitionSpec(*tuple(spec)[:value.ndim])
-    typed = aval_of(value).type_sharding
+    aval = aval_of(value)
+    typed = aval.type_sharding
     if typed is None or typed.mesh != mesh:
-        return PartitionSpec()
-    spec = named_sharding(aval_of(value)).spec
+        # (unreduced and reduced as its type is: a partial sum enters as one)
+        return PartitionSpec(unreduced=aval.unreduced, reduced=aval.reduced)
+    spec = named_sharding(aval).spec
     if manual is None:
         return spec
     kept = []

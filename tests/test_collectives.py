@@ -877,11 +877,10 @@ def test_pcast_refuses_what_jax_does_not_know(to):
                    "{'unreduced', 'varying', 'reduced'}", in_specs=P())
 
 
-@pytest.mark.parametrize("to", ["unreduced", "reduced"])
-def test_pcast_to_partial_sums_is_not_implemented(to):
-    raises_in_body(MESH_I, lambda x: lax.pcast(x, "i", to=to), NotImplementedError,
-                   f"pcast(..., to={to!r}): shardc has no unreduced or reduced types; reduce "
-                   "explicitly (psum)", in_specs=P())
+def test_pcast_of_an_invariant_value_to_partial_sums_is_refused():
+    # as JAX's: only a varying value's devices hold terms of a sum (tests/test_unreduced.py)
+    raises_in_body(MESH_I, lambda x: lax.pcast(x, "i", to="unreduced"), ValueError,
+                   "Unsupported pcast from=invarying, to='unreduced'", in_specs=P())
 
 
 @pytest.mark.parametrize("cast", [lambda x: lax.pcast(x, "i", to="varying"),

@@ -138,3 +138,93 @@ def test_operations_on_unreduced(mesh):
     # shard_map bodies on global values, which a partial sum has not: it refuses, naming it
     with pytest.raises(NotImplementedError, match="an operation on an unreduced array"):
         jax.jit(lambda a: jax.reshard(a + a, P()))(u)
+
+
+# --- shard_map: partial sums in and out of bodies --------------------------------------------------
+
+def _blocks(x):
+    return [np.asarray(s.data) for s in x.addressable_shards]
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_shard_map_returns_partial_sums(mesh, jit):
+    """A body's varying value returned as a partial sum (no psum): the devices' blocks are
+    its terms, and reshard adds them."""
+    arr = jax.device_put(np.arange(8.0), P("x"))
+    f = jax.shard_map(lambda x: jax.lax.pcast(x, "x", to="unreduced"),
+                      out_specs=P(unreduced={"x"}))
+    f = jax.jit(f) if jit else f
+    out = f(arr)
+    assert out.sharding == NamedSharding(mesh, P(unreduced={"x"}))
+    assert str(jax.typeof(out)) == "float32[4]{U:x}"
+    np.testing.assert_array_equal(_blocks(out), [np.arange(4.0), np.arange(4.0, 8.0)])
+    np.testing.assert_array_equal(np.asarray(jax.reshard(out, P())),
+                                  np.arange(4.0) + np.arange(4.0, 8.0))
+    # d(sum of the total)/dx = 1 for every element, each device's gradient its own block
+    grad = jax.grad(lambda x: f(x).sum())(arr)
+    assert grad.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(np.asarray(grad), np.ones(8))
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.grad(lambda x: f(x).sum()))(arr)),
+                                  np.ones(8))
+
+
+def test_varying_value_returned_as_partial_sums_implicitly(mesh):
+    """out_specs unreduced over an axis the value varies over casts it (JAX's implicit
+    vary_unreduced_cast); psum of such an input adds the terms."""
+    arr = jax.device_put(np.arange(4), P("x"))
+    f = jax.jit(jax.shard_map(lambda x: x, in_specs=P("x"), out_specs=P(unreduced={"x"})))
+    out = f(arr)
+    assert out.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    np.testing.assert_array_equal(_blocks(out), [[0, 1], [2, 3]])
+    for fast in (True, False):
+        g = jax.shard_map(lambda x: jax.lax.psum(x, "x"), in_specs=P(unreduced={"x"}),
+                          out_specs=P())
+        total = (jax.jit(g) if fast else g)(out)
+        assert total.sharding == NamedSharding(mesh, P(None))
+        for block in _blocks(total):
+            np.testing.assert_array_equal(block, [2, 4])
+
+
+def test_partial_sums_in_scattered(mesh):
+    arr = jax.reshard(jnp.arange(8.0), P(unreduced={"x"}))
+    f = jax.shard_map(lambda x: jax.lax.psum_scatter(x, "x", tiled=True), out_specs=P("x"))
+    out = f(arr)
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.0))
+    grad = jax.grad(lambda x: f(x).sum())(arr)
+    assert grad.sharding == NamedSharding(mesh, P(None, reduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(grad), np.ones(8))
+
+
+def test_gathered_reduced_out(mesh):
+    arr = jax.device_put(np.arange(8.0), P("x"))
+    f = jax.shard_map(lambda x: jax.lax.all_gather(x, "x", tiled=True, to="reduced"),
+                      out_specs=P(reduced={"x"}))
+    out = f(arr)
+    assert out.sharding == NamedSharding(mesh, P(reduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.0))
+    # its cotangent is a partial sum: added once, not once per device
+    grad = jax.grad(lambda x: f(x).sum())(arr)
+    assert grad.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(np.asarray(grad), np.ones(8))
+
+
+def test_shard_map_errors_on_partial_sums(mesh):
+    arr = jax.device_put(np.arange(8.0), P("x"))
+
+    def sin_of_partial_sums(x):
+        return jnp.sin(jax.lax.pcast(x, "x", to="unreduced"))
+
+    with pytest.raises(NotImplementedError, match="unreduced rule for sin is not implemented"):
+        jax.shard_map(sin_of_partial_sums, out_specs=P(unreduced={"x"}))(arr)
+    partial = jax.reshard(jnp.arange(8.0), P(unreduced={"x"}))
+    with pytest.raises(ValueError, match="in_specs containing unreduced P"):
+        jax.shard_map(lambda x: x, in_specs=P(), out_specs=P())(partial)
+    with pytest.raises(ValueError, match="out_specs passed to shard_map should be equal to the "
+                                         "reduced present on the out_aval"):
+        jax.shard_map(lambda x: x, in_specs=P(), out_specs=P(reduced={"x"}))(np.ones(4))
+    auto = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    with pytest.raises(ValueError, match="can only be used when the mesh passed to shard_map "
+                                         "contains axis names all of type `Explicit`"):
+        jax.shard_map(lambda x: x, mesh=auto, in_specs=P(), out_specs=P(unreduced={"x"}))(
+            np.ones(4))

@@ -164,7 +164,8 @@ class MpiBackend(reference.ReferenceBackend):
     def _sharding(self, mesh, spec):
         """One sharding object per (mesh, spec): jit compares input shardings on every call,
         and the same object compares at once."""
-        key = (id(mesh), tuple(spec))
+        key = (id(mesh), tuple(spec), getattr(spec, "unreduced", frozenset()),
+               getattr(spec, "reduced", frozenset()))
         sharding = self._shardings.get(key)
         if sharding is None or sharding.mesh is not mesh:
             sharding = self._shardings[key] = keyed_sharding(mesh, canonical_spec(spec))

@@ -108,6 +108,9 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
             return leaf
         if prim is coll.psum_p and aval_of(leaf).dtype.kind == "b":
             leaf = jnp.astype(leaf, np.int32)       # JAX's: a strongly typed int32 sum
+        if prim is coll.psum_p and _state(aval_of(leaf), axes, "jax.lax.psum") == "unreduced":
+            # partial sums added: an unreduced value becomes the invariant total
+            return _weak_as(leaf, bind(coll.unreduced_psum_p, leaf, mesh_axes=axes))
         return _weak_as(leaf, bind(prim, leaf, mesh_axes=axes))
 
     return tree.tree_map(one, x)
@@ -223,24 +226,63 @@ def _check_not_run_outside(axis_name) -> None:
     raise ValueError("pvary should be called under jax.shard_map.")
 
 
+def _state(aval, axes, name: str) -> str:
+    """Whether ``axes`` are ones the value is varying, unreduced, reduced or invarying over
+    (JAX's ``_get_from``): they must all be one of these."""
+    found = set()
+    for a in axes:
+        found.add("varying" if a in aval.vma else "unreduced" if a in aval.unreduced
+                  else "reduced" if a in aval.reduced else "invarying")
+    if found <= {"varying", "invarying"} and len(found) > 1:
+        # (shardc keeps lifting such an operand, as its collectives always have; JAX 0.10.2
+        # refuses it)
+        return "varying"
+    if len(found) > 1:
+        raise ValueError(f"{name} can only accept axis_name which corresponds to one of "
+                         "varying, unreduced, reduced or invarying state of the input. Got "
+                         f"input type: {aval.str_long(short=True)}, axes: {tuple(axes)} and "
+                         f"input state: {found}")
+    return found.pop()
+
+
+# what pcast binds, by (what the value is over the axes, what it is asked to become)
+_PCASTS = {
+    ("invarying", "varying"): coll.pvary_p,
+    ("invarying", "reduced"): coll.preduced_p,
+    ("varying", "unreduced"): coll.vary_unreduced_cast_p,
+    ("reduced", "varying"): coll.reduced_vary_cast_p,
+}
+
+
 def pcast(x, axis_name, *, to="varying"):
-    """``pcast(x, axis_name, to='varying')``: the cast ``pvary`` makes; its errors name pcast."""
+    """``pcast(x, axis_name, to=...)``: a type cast, no communication (JAX's). ``'varying'``
+    from invariant (``pvary``) or from reduced; ``'reduced'`` from invariant; ``'unreduced'``
+    from varying (each device's value becomes its term of a sum)."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
     if to not in ("varying", "unreduced", "reduced"):
         raise ValueError("Got unexpected `to` value. Allowed `to` values are: "
                          "{'unreduced', 'varying', 'reduced'}")
-    if to != "varying":
-        raise NotImplementedError(f"pcast(..., to={to!r}): shardc has no unreduced or reduced "
-                                  "types; reduce explicitly (psum)")
     _check_operands("pcast", x)
     _check_not_run_outside(axis_name)
     axes = _axes("pcast", axis_name)
     shard = current_shard_context()
+    if not axes or (shard is not None and not shard.check_vma):
+        # with the check off the body's values carry no types: nothing to cast (JAX's)
+        return x
 
     def one(leaf):
-        if shard is not None and shard.check_vma:
-            aval = aval_of(leaf)
+        aval = aval_of(leaf)
+        state = _state(aval, axes, "jax.lax.pcast")
+        prim = _PCASTS.get((state, to))
+        if to == "varying" and state == "varying":
+            prim = coll.pvary_p           # (pvary's own error names what already varies)
+        if prim is None:
+            raise ValueError(f"Unsupported pcast from={_state(aval, axes, 'jax.lax.pcast')}, "
+                             f"to={to!r}")
+        if prim is coll.pvary_p and shard is not None:
             pvary_error_check(aval.vma, axes, aval, shard.mesh.axis_names, name="pcast")
-        return _weak_as(leaf, bind(coll.pvary_p, leaf, mesh_axes=axes))
+        return _weak_as(leaf, bind(prim, leaf, mesh_axes=axes))
 
     return tree.tree_map(one, x)
 
@@ -270,8 +312,9 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
     axes = _axes("all_gather", axis_name)
     if not axes:
         return x                      # over no axes: the value itself, as JAX's
-    if to not in ("varying", "invarying"):
-        raise ValueError(f"all_gather: unexpected to={to!r}; expected 'varying' or 'invarying'")
+    if to not in ("varying", "invarying", "reduced"):
+        raise ValueError("Got unexpected `to` value for `jax.lax.all_gather`. Allowed `to` "
+                         "values are: {'varying', 'reduced', 'invarying'}")
     size = _group_size(axes)
     groups = None
     if axis_index_groups is not None:
@@ -286,6 +329,10 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
         dim = _dimension("all_gather", "axis", axis, rank if tiled else rank + 1, rank)
         if groups is not None:
             return _weak_as(leaf, _groups.all_gather(leaf, axes, groups, size, dim, bool(tiled)))
+        if to == "reduced":
+            # gathered, and known equal on every member (its transpose scatters partial sums)
+            return _weak_as(leaf, bind(coll.all_gather_reduced_p, leaf, mesh_axes=axes,
+                                       gather_axis=dim, tiled=bool(tiled), axis_size=size))
         extra = {"to": "invarying"} if to == "invarying" else {}
         return _weak_as(leaf, bind(coll.all_gather_p, leaf, mesh_axes=axes, gather_axis=dim,
                                    tiled=bool(tiled), axis_size=size, **extra))
@@ -323,6 +370,10 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
                              f"shard count {shards}")
         if groups is not None:
             return _groups.psum_scatter(leaf, axes, groups, size, dim, bool(tiled))
+        if _state(aval_of(leaf), axes, "jax.lax.psum_scatter") == "unreduced":
+            # partial sums added, each member keeping its chunk
+            return bind(coll.unreduced_psum_scatter_p, leaf, mesh_axes=axes, scatter_axis=dim,
+                        tiled=bool(tiled), axis_size=size)
         return bind(coll.psum_scatter_p, leaf, mesh_axes=axes, scatter_axis=dim,
                     tiled=bool(tiled), axis_size=size)
 
