@@ -551,7 +551,43 @@ block_rules[prims.bitcast_convert_type_p] = _bitcast_rule
 
 def _sharding_constraint_rule(mesh, eqn, values) -> list:
     (x,), (a,), (out,) = values, eqn.invars, eqn.outvars
-    return [to_layout(mesh, x, a, spec_of(out.aval))]
+    if not (a.aval.ur or out.aval.ur):
+        return [to_layout(mesh, x, a, spec_of(out.aval))]
+    # a reshard to or from partial sums, or known-equal copies (JAX's): those no longer wanted
+    # given up first, the layout changed, those wanted made last
+    order = lambda axes: tuple(n for n in mesh.axis_names if n in axes)
+    src, dst = a.aval, out.aval
+    added = order(src.unreduced - dst.unreduced)
+    if added:                             # partial sums added
+        x = bind(coll.unreduced_psum_p, x, mesh_axes=added)
+    dropped = order(src.reduced - dst.reduced)
+    made = order(dst.unreduced - src.unreduced)
+    if dropped:                           # known-equal copies: one of them, picked
+        x = _at_first(bind(coll.reduced_vary_cast_p, x, mesh_axes=dropped), dropped)
+        summed = tuple(n for n in dropped if n not in made)
+        if summed:
+            x = bind(coll.psum_p, x, mesh_axes=summed)
+    x = to_layout(mesh, x, a, spec_of(dst))
+    if made:                              # a value made partial sums: held at coordinate 0
+        fresh = tuple(n for n in made if n not in dropped)
+        if fresh:
+            missing = tuple(n for n in fresh if n not in aval_of(x).vma)
+            if missing:
+                x = bind(coll.pvary_p, x, mesh_axes=missing)
+            x = _at_first(x, fresh)
+        x = bind(coll.vary_unreduced_cast_p, x, mesh_axes=made)
+    started = order(dst.reduced - src.reduced)
+    if started:                           # copies now known equal
+        x = bind(coll.preduced_p, x, mesh_axes=started)
+    return [x]
+
+
+def _at_first(x, axes):
+    """``x`` on the devices at coordinate 0 along ``axes``, zeros on the others."""
+    first = bind(prims.eq_p, bind(coll.axis_index_p, mesh_axes=axes), np.int32(0))
+    zeros = bind(prims.broadcast_in_dim_p, np.zeros((), aval_of(x).dtype),
+                 shape=aval_of(x).shape, broadcast_dimensions=())
+    return bind(prims.select_n_p, first, zeros, x)
 
 
 block_rules[prims.sharding_constraint_p] = _sharding_constraint_rule
@@ -858,8 +894,11 @@ def _dot_general_rule(mesh, eqn, values) -> list:
     contract = [xs[l] if xs[l] and xs[l] == ys[r] else () for l, r in zip(lc, rc)]
     pending = {n for names in contract for n in names}
     product = [() if pending & set(names) else names for names in target]
+    # (a result typed unreduced over the contracted axes keeps each device's product, its
+    # term of the sum: nothing is summed over them)
+    unreduced = out.aval.unreduced
     scatter = [(d, names) for d, names in enumerate(target)
-               if names and set(names) <= pending
+               if names and set(names) <= pending and not unreduced & set(names)
                and out.aval.shape[d] % _shards(mesh, names) == 0]
     n_batch = len(lb)
     x_free = [d for d in range(a.aval.ndim) if d not in lc and d not in lb]
@@ -888,7 +927,11 @@ def _dot_general_rule(mesh, eqn, values) -> list:
                       tiled=True, axis_size=_shards(mesh, names))
         product[d] = names
     scattered = {n for _, names in scatter for n in names}
-    summed = tuple(n for names in contract for n in names if n not in scattered)
+    summed = tuple(n for names in contract for n in names
+                   if n not in scattered and n not in unreduced)
+    if unreduced:
+        result = bind(coll.vary_unreduced_cast_p, result,
+                      mesh_axes=tuple(a for a in mesh.axis_names if a in unreduced))
     if summed:
         _note(mesh, "all_reduce", summed, "partial sums", out.aval.str_short(), result,
               f"the contraction is split over {', '.join(summed)} on both sides", why)

@@ -106,8 +106,21 @@ def _lift(trace, tracer, want):
     vma = tracer.aval.vma
     if want <= vma or isinstance(trace.atom(tracer), Literal):
         return tracer
-    missing = want - vma
-    axes = tuple(a for a in trace.shard.mesh.axis_names if a in missing)
+    return lift_operand(trace, tracer, want - vma)
+
+
+def lift_operand(trace, tracer, missing):
+    """``tracer`` made varying over ``missing`` as an operation needs it (JAX's auto pcast):
+    over the axes it is reduced over by ``reduced_vary_cast`` (its transpose makes the
+    cotangent a partial sum), over the others by ``pvary``."""
+    names = trace.shard.mesh.axis_names
+    reduced = tuple(a for a in names if a in missing and a in tracer.aval.reduced)
+    if reduced:
+        tracer = trace.process_primitive(coll.reduced_vary_cast_p, [tracer],
+                                         {"mesh_axes": reduced})[0]
+    axes = tuple(a for a in names if a in missing and a not in reduced)
+    if not axes:
+        return tracer
     return trace.process_primitive(coll.pvary_p, [tracer], {"mesh_axes": axes})[0]
 
 

@@ -55,8 +55,14 @@ def wants_rule(in_avals, params) -> bool:
     if not params:
         return False
     given = params.get("out_sharding") or params.get("sharding")
-    spec = getattr(given, "spec", None)
+    spec = _spec_of_sharding(given)
     return spec is not None and bool(spec.unreduced or spec.reduced)
+
+
+def _spec_of_sharding(given):
+    """The PartitionSpec an ``out_sharding`` (a NamedSharding, or a spec) names, or None."""
+    from ir.sharding import PartitionSpec
+    return given if isinstance(given, PartitionSpec) else getattr(given, "spec", None)
 
 
 # --- elementwise: JAX's unop_ur_rule and nary_ur_rule -----------------------------------------
@@ -200,3 +206,33 @@ def _sharding_constraint(x, *, sharding, **params):
 
 
 ur_rules[prims.sharding_constraint_p] = _sharding_constraint
+
+
+def _dot_general(x, y, *, dimension_numbers, out_sharding=None, **params):
+    """JAX's _dot_general_ur_rule: no operand may be a partial sum (a product is bilinear);
+    the result is one where ``out_sharding`` asks, over exactly the mesh axes both sides
+    split their contracted dimensions over (each device's product is its term). Reduced
+    operands give a result that is not (JAX's rule does not propagate it)."""
+    if x.unreduced or y.unreduced:
+        raise _type_error(f"lhs or rhs passed to dot_general cannot be unreduced. Got "
+                          f"lhs={x.str_long()} and rhs={y.str_long()}")
+    spec = _spec_of_sharding(out_sharding)
+    if spec is None or not spec.unreduced:
+        return NONE, NONE
+    from ir.sharding_rules import partitions, spec_of
+    (lc, rc), _ = dimension_numbers
+    xs, ys = spec_of(x), spec_of(y)
+    lhs_c, rhs_c = tuple(xs[d] for d in lc), tuple(ys[d] for d in rc)
+    if lhs_c != rhs_c:
+        raise _type_error("lhs and rhs contracting dims should be sharded identically when "
+                          "out_sharding provided to dot_general mentions unreduced_axes. Got "
+                          f"lhs_contracting_spec={partitions(lhs_c)}, "
+                          f"rhs_contracting_spec={partitions(rhs_c)}")
+    if spec.unreduced != frozenset(a for names in lhs_c for a in names):
+        raise _type_error("out_sharding's unreduced axes should be equal to the contracting "
+                          f"specs. Got unreduced axes={set(spec.unreduced)} and contracting "
+                          f"spec={partitions(lhs_c)}")
+    return spec.unreduced, NONE
+
+
+ur_rules[prims.dot_general_p] = _dot_general

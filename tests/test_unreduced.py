@@ -228,3 +228,59 @@ def test_shard_map_errors_on_partial_sums(mesh):
                                          "contains axis names all of type `Explicit`"):
         jax.shard_map(lambda x: x, mesh=auto, in_specs=P(), out_specs=P(unreduced={"x"}))(
             np.ones(4))
+
+
+# --- under jit on an Explicit mesh: products left as partial sums, reshards between layouts -------
+
+def test_einsum_out_sharding_unreduced(mesh):
+    a, b = np.arange(8.0).reshape(4, 2), np.arange(12.0).reshape(2, 6)
+    x, y = jax.device_put(a, P(None, "x")), jax.device_put(b, P("x", None))
+    f = jax.jit(lambda x, y: jnp.einsum("ab,bc->ac", x, y, out_sharding=P(unreduced={"x"})))
+    z = f(x, y)
+    assert str(jax.typeof(z)) == "float32[4,6]{U:x}"
+    np.testing.assert_allclose(sum(_blocks(z)), a @ b)
+    np.testing.assert_allclose(np.asarray(jax.reshard(z, P())), a @ b)
+    loss = lambda x, y: jax.reshard(f(x, y), P()).sum()
+    gx, gy = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, y)
+    np.testing.assert_allclose(np.asarray(gx), np.ones((4, 6)) @ b.T)
+    np.testing.assert_allclose(np.asarray(gy), a.T @ np.ones((4, 6)))
+    with pytest.raises(ShardingTypeError, match="lhs and rhs contracting dims should be sharded "
+                                                "identically when out_sharding"):
+        jax.jit(lambda x, y: jax.lax.dot_general(
+            x, jax.reshard(y, P()), (((1,), (0,)), ((), ())),
+            out_sharding=NamedSharding(mesh, P(unreduced={"x"}))))(x, jax.reshard(x.T, P()))
+
+
+@pytest.mark.parametrize("target", [P(unreduced={"x"}), P(unreduced={"y"}),
+                                    P("x", reduced={"y"}), P(reduced={"x", "y"})],
+                         ids=["Ux", "Uy", "Sx-Ry", "Rxy"])
+def test_reshard_round_trips_under_jit(target):
+    mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    with jax.set_mesh(mesh):
+        v = jax.device_put(np.arange(8.0), P("x"))
+        there = jax.jit(lambda v: jax.reshard(v, target))(v)
+        assert there.sharding == NamedSharding(mesh, target)
+        f = lambda v: jax.reshard(jax.reshard(v, target), P())
+        np.testing.assert_array_equal(np.asarray(jax.jit(f)(v)), np.arange(8.0))
+        np.testing.assert_array_equal(np.asarray(f(v)), np.arange(8.0))
+        grad = jax.jit(jax.grad(lambda v: (f(v) * np.arange(8.0)).sum()))(v)
+        np.testing.assert_array_equal(np.asarray(grad), np.arange(8.0))
+
+
+def test_reduced_operand_is_cast_to_varying(mesh):
+    """A reduced operand of an operation with a varying one becomes varying by
+    reduced_vary_cast (not pvary), whose transpose leaves the cotangent a partial sum."""
+    w = jax.device_put(np.arange(8.0), P(reduced={"x"}))
+    x = jax.device_put(np.ones(16), P("x"))
+
+    @jax.shard_map(in_specs=(P(reduced={"x"}), P("x")), out_specs=P("x"))
+    def f(w, x):
+        return w * x
+
+    for g in (f, jax.jit(f)):
+        np.testing.assert_array_equal(np.asarray(g(w, x)), np.tile(np.arange(8.0), 2))
+    text = str(jax.make_jaxpr(f)(w, x))
+    assert "reduced_vary_cast" in text and "pvary" not in text
+    gw = jax.jit(jax.grad(lambda w, x: f(w, x).sum()))(w, x)
+    assert gw.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(jax.reshard(gw, P())), 2 * np.ones(8))

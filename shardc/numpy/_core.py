@@ -349,7 +349,10 @@ def constrain(value, sharding):
     """``value`` laid out by ``sharding`` (a NamedSharding): nothing to do when its type says
     so already, else a sharding constraint (its type, on Explicit axes)."""
     typed = type_sharding(sharding, ndim_of(value))
-    if typed is not None and aval_of(value).type_sharding == typed:
+    aval = aval_of(value)
+    spec = getattr(sharding, "spec", None)
+    if typed is not None and aval.type_sharding == typed and (
+            spec is None or (aval.unreduced == spec.unreduced and aval.reduced == spec.reduced)):
         return value
     return bind(p.sharding_constraint_p, value, sharding=sharding)
 
