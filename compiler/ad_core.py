@@ -98,15 +98,21 @@ def _as_ur(value, aval: Aval, fill):
 def typed_as(aval: Aval, *operands, order=None) -> dict:
     """``{"out_sharding": ...}`` making a result split as ``aval`` is (its dimensions taken in
     ``order``), when ``aval`` or an operand names a split; else nothing. Transpose rules give
-    cotangents their primal's type this way, as JAX's do."""
+    cotangents their primal's type this way, as JAX's do: a reduced primal's cotangent is
+    unreduced (each device's product its term), an unreduced one's reduced."""
     shardings = [aval.type_sharding] + [aval_of(x).type_sharding for x in operands]
     mesh = next((s.mesh for s in shardings if s is not None), None)
+    if mesh is None and aval.ur:
+        from ir.sharding import current_mesh
+        mesh = current_mesh()
     if mesh is None:
         return {}
     spec = spec_of(aval)
     if order is not None:
         spec = tuple(spec[d] for d in order)
-    return {"out_sharding": NamedSharding(mesh, PartitionSpec(*partitions(spec)))}
+    ct = aval.to_ct()
+    return {"out_sharding": NamedSharding(mesh, PartitionSpec(
+        *partitions(spec), unreduced=ct.unreduced, reduced=ct.reduced))}
 
 
 def as_typed(value, aval: Aval):

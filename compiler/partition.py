@@ -216,9 +216,31 @@ def _typed_vars(program: Program):
 
 
 def type_meshes(program: Program) -> set:
-    """The meshes whose axes split values of ``program`` by their types."""
-    return {a.aval.type_sharding.mesh for a in _typed_vars(program)
-            if not isinstance(a, Literal) and a.aval.type_sharding is not None}
+    """The meshes whose axes split values of ``program`` by their types (or hold partial
+    sums of them, or known-equal copies: such values too are computed device by device)."""
+    meshes = {a.aval.type_sharding.mesh for a in _typed_vars(program)
+              if not isinstance(a, Literal) and a.aval.type_sharding is not None}
+    if not meshes and any(not isinstance(a, Literal) and a.aval.ur
+                          for a in _typed_vars(program)):
+        meshes = _ur_meshes(program)
+    return meshes
+
+
+def _ur_meshes(program: Program) -> set:
+    """The meshes an unsplit program's unreduced or reduced values are on: those of the
+    shard_maps and reshards that make them, else the mesh in context."""
+    found = set()
+    for eqn in program.eqns:
+        mesh = eqn.params.get("mesh") if eqn.primitive is prims.shard_map_p else getattr(
+            eqn.params.get("sharding"), "mesh", None)
+        if mesh is not None and any(v.aval.ur for v in eqn.outvars):
+            found.add(mesh)
+    if not found:
+        from ir.sharding import Mesh, current_mesh
+        mesh = current_mesh()
+        if isinstance(mesh, Mesh):
+            found.add(mesh)
+    return found
 
 
 def _mesh_of(program: Program):
@@ -268,7 +290,7 @@ def _partitionable(eqn, mesh) -> bool:
 
 
 def _touches_split(eqn) -> bool:
-    return any(not isinstance(a, Literal) and a.aval.type_sharding is not None
+    return any(not isinstance(a, Literal) and (a.aval.type_sharding is not None or a.aval.ur)
                for a in list(eqn.invars) + list(eqn.outvars)) or any(
         _touches_split(e) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
 

@@ -419,9 +419,10 @@ def _unchanged_vma(in_vmas, *, mesh_axes, **params):
 
 # varying -> unreduced (each device's value becomes its term of a sum), its transpose
 # reduced -> varying, and invariant -> reduced: type changes, nothing to lower
-vary_unreduced_cast_p = _declare("vary_unreduced_cast", FRONT, 1, ["mesh_axes"],
+# (named as JAX 0.10.2 names them in programs, the two casts with their "_p")
+vary_unreduced_cast_p = _declare("vary_unreduced_cast_p", FRONT, 1, ["mesh_axes"],
                                  shape=_same_shape, vma=functools.partial(_casting_vma, False))
-reduced_vary_cast_p = _declare("reduced_vary_cast", FRONT, 1, ["mesh_axes"], shape=_same_shape,
+reduced_vary_cast_p = _declare("reduced_vary_cast_p", FRONT, 1, ["mesh_axes"], shape=_same_shape,
                                vma=functools.partial(_casting_vma, True))
 preduced_p = _declare("preduced", FRONT, 1, ["mesh_axes"], shape=_same_shape,
                       vma=_unchanged_vma)
@@ -433,7 +434,7 @@ unreduced_psum_p = _declare(
 # unreduced -> varying: the terms added, each device keeping its chunk (psum_scatter's
 # reduce_scatter); its transpose is all_gather_reduced
 unreduced_psum_scatter_p = _declare(
-    "unreduced_psum_scatter", FRONT, 1, ["mesh_axes", "scatter_axis", "tiled", "axis_size"],
+    "unreduced_reduce_scatter", FRONT, 1, ["mesh_axes", "scatter_axis", "tiled", "axis_size"],
     shape=functools.partial(_reduce_scatter_shape, "psum_scatter"),
     vma=functools.partial(_casting_vma, True), reduction="sum",
     lowering=_to(reduce_scatter_node, reduction="sum"))

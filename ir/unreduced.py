@@ -30,11 +30,26 @@ def _type_error(message: str):
     return ShardingTypeError(message)
 
 
+_unchecked = [0]
+
+
+class unchecked:
+    """Within it, results are not typed unreduced or reduced (the verifier's shape check of
+    lowered programs, where the casts between those types are gone)."""
+
+    def __enter__(self):
+        _unchecked[0] += 1
+
+    def __exit__(self, *exc):
+        _unchecked[0] -= 1
+
+
 def typed(prim, in_avals, outs, params) -> list:
     """``outs`` (the shape rule's results) unreduced and reduced as ``prim``'s rule says, for
     operands some of which are unreduced or reduced (or an ``out_sharding`` that is)."""
-    if prim.kind == "lowered":
-        # a communication node of a lowered program: its front-end collective was typed
+    if prim.kind == "lowered" or _unchecked[0]:
+        # a communication node of a lowered program (its front-end collective was typed), or
+        # a shape check only
         return outs
     rule = ur_rules.get(prim)
     if rule is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from ir import primitives as prims
+from ir import unreduced
 from ir.core import Literal, Program, Var, programs_in
 from ir.params import signature_of
 from ir.sharding_rules import typed_avals
@@ -168,7 +169,8 @@ def _check_vma(var, mesh_axes, where, eqn) -> None:
 
 def _check_types(eqn, where):
     try:
-        expected = typed_avals(eqn.primitive, [a.aval for a in eqn.invars], eqn.params)
+        with unreduced.unchecked():     # (shapes and dtypes are compared, as below)
+            expected = typed_avals(eqn.primitive, [a.aval for a in eqn.invars], eqn.params)
     except prims.MissingRuleError:
         raise VerifyError(f"{where}: primitive '{eqn.primitive}' has no shape rule",
                           eqn=eqn) from None

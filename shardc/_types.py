@@ -48,11 +48,13 @@ def public_sharding(aval, value=None) -> NamedSharding:
     context (empty when none): an unsplit type reads ``P(None, ...)`` there."""
     typed = aval.type_sharding
     shard = current_shard_context() if value is None or isinstance(value, Tracer) else None
+    # outside a body the spec names the unreduced and reduced axes (in one, ``aval.mat``)
+    ur = {} if shard is not None else dict(unreduced=aval.unreduced, reduced=aval.reduced)
     if typed is not None:
         mesh = (body_abstract_mesh(shard) if shard is not None and shard.mesh == typed.mesh
                 else typed.mesh.abstract_mesh)
-        return NamedSharding(mesh, PartitionSpec(*partitions(typed.spec)))
-    unsplit = PartitionSpec(*[None] * aval.ndim)
+        return NamedSharding(mesh, PartitionSpec(*partitions(typed.spec), **ur))
+    unsplit = PartitionSpec(*[None] * aval.ndim, **ur)
     if shard is not None:
         return NamedSharding(body_abstract_mesh(shard), unsplit)
     layout = getattr(value, "sharding", None)

@@ -134,10 +134,16 @@ def test_operations_on_unreduced(mesh):
         jax.jit(lambda a, b: a + b)(u, plain)
     with pytest.raises(ShardingTypeError, match="cannot be unreduced since mul is bilinear"):
         jax.jit(lambda a: a * a)(u)
-    # JAX adds two partial sums device by device; shardc computes operations outside
-    # shard_map bodies on global values, which a partial sum has not: it refuses, naming it
-    with pytest.raises(NotImplementedError, match="an operation on an unreduced array"):
-        jax.jit(lambda a: jax.reshard(a + a, P()))(u)
+    # two partial sums added device by device, eagerly and under jit (as JAX's)
+    for f in (lambda a: a + a, jax.jit(lambda a: a + a)):
+        twice = f(u)
+        assert str(jax.typeof(twice)) == "float32[4]{U:x}"
+        np.testing.assert_array_equal(sum(_blocks(twice)), 2 * np.arange(4.0))
+    total = jax.jit(lambda a: jax.reshard((a + a).T.sum(), P()))(u)
+    np.testing.assert_array_equal(np.asarray(total), 12.0)
+    r = jax.device_put(np.full(4, 2.0, np.float32), P(reduced={"x"}))
+    scaled = jax.jit(lambda a, b: jax.reshard(a * b, P()))(u, r)
+    np.testing.assert_array_equal(np.asarray(scaled), 2 * np.arange(4.0))
 
 
 # --- shard_map: partial sums in and out of bodies --------------------------------------------------
@@ -284,3 +290,28 @@ def test_reduced_operand_is_cast_to_varying(mesh):
     gw = jax.jit(jax.grad(lambda w, x: f(w, x).sum()))(w, x)
     assert gw.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
     np.testing.assert_array_equal(np.asarray(jax.reshard(gw, P())), 2 * np.ones(8))
+
+
+def test_gradient_of_a_partial_sum_output(mesh):
+    """grad of a function returning a partial sum: the seed is reduced, so x's cotangent is
+    reduced (y, the same everywhere) and y's a partial sum (x's terms), as JAX's."""
+    x = jax.device_put(jnp.arange(8.0), P(unreduced={"x"}))
+    y = jax.device_put(jnp.arange(8.0), P(reduced={"x"}))
+    f = jax.jit(jax.shard_map(lambda a, b: (a * b).sum(), out_specs=P(unreduced={"x"})))
+    gx, gy = jax.jit(jax.grad(f, argnums=(0, 1)))(x, y)
+    assert gx.sharding == NamedSharding(mesh, P(None, reduced={"x"}))
+    assert gy.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(gx), np.arange(8.0))
+    np.testing.assert_array_equal(np.asarray(jax.reshard(gy, P())), np.arange(8.0))
+
+
+def test_reduced_reshape_and_its_partial_sum_cotangent(mesh):
+    arr = jax.device_put(np.arange(8.0), P(reduced={"x"}))
+    f = jax.jit(jax.shard_map(lambda x: jnp.reshape(x, (4, 2)), out_specs=P(reduced={"x"})))
+    out = f(arr)
+    assert out.sharding == NamedSharding(mesh, P(None, None, reduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(8.0).reshape(4, 2))
+    grad = jax.jit(jax.grad(lambda x: f(x).sum()))(arr)
+    assert grad.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    # one device's term is the gradient, the other's zero (their sum, not twice it)
+    np.testing.assert_array_equal(_blocks(grad), [np.ones(8), np.zeros(8)])
