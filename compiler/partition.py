@@ -353,7 +353,7 @@ def _eval_blocks(mesh, eqns, env: dict, outs) -> list:
     def read(atom):
         return atom.value[()] if isinstance(atom, Literal) else env[id(atom)]
 
-    for eqn in _fuse_relayouts_into_reductions(eqns, outs):
+    for eqn in _fuse_relayouts_into_reductions(_fuse_partial_sum_products(eqns, outs), outs):
         rule = block_rules.get(eqn.primitive, whole_rule)
         _at.append(eqn)
         try:
@@ -370,6 +370,44 @@ def _program_blocks(mesh, program: Program, args) -> list:
     env = {id(v): c for v, c in zip(program.constvars, program.consts)}
     env.update(zip(map(id, program.invars), args))
     return _eval_blocks(mesh, program.eqns, env, program.outvars)
+
+
+def _fuse_partial_sum_products(eqns, outs) -> list:
+    """The run's equations, where a product (``dot_general``) feeding only a reshard to
+    partial sums over the axes both its sides split the contraction over is that product
+    left unreduced (JAX's ``out_sharding`` on the product): each device keeps its product,
+    nothing is added to be split up again."""
+    uses: dict = {}
+    for eqn in eqns:
+        for a in eqn.invars:
+            if isinstance(a, Var):
+                uses[id(a)] = uses.get(id(a), 0) + 1
+    kept_out = {id(v) for v in outs}
+    producer = {id(eqn.outvars[0]): eqn for eqn in eqns if eqn.primitive is prims.dot_general_p}
+    fused, result = set(), []
+    for eqn in eqns:
+        source = (producer.get(id(eqn.invars[0])) if eqn.primitive is prims.sharding_constraint_p
+                  and isinstance(eqn.invars[0], Var) else None)
+        if (source is not None and uses[id(eqn.invars[0])] == 1
+                and id(eqn.invars[0]) not in kept_out and not eqn.invars[0].aval.ur
+                and not eqn.outvars[0].aval.reduced
+                and eqn.outvars[0].aval.unreduced
+                and eqn.outvars[0].aval.unreduced == _split_contraction(source)):
+            fused.add(id(source))
+            eqn = Eqn(prims.dot_general_p, list(source.invars), eqn.outvars,
+                      dict(source.params, out_sharding=eqn.params["sharding"]), source.source)
+        result.append(eqn)
+    return [e for e in result if id(e) not in fused]
+
+
+def _split_contraction(eqn) -> frozenset:
+    """The mesh axes both operands of a dot_general split a contracted dimension over."""
+    (lc, rc), _ = eqn.params["dimension_numbers"]
+    a, b = eqn.invars
+    if isinstance(a, Literal) or isinstance(b, Literal):
+        return frozenset()
+    xs, ys = spec_of(a.aval), spec_of(b.aval)
+    return frozenset(n for l, r in zip(lc, rc) if xs[l] == ys[r] for n in xs[l])
 
 
 def _fuse_relayouts_into_reductions(eqns, outs) -> list:
@@ -589,9 +627,23 @@ def _sharding_constraint_rule(mesh, eqn, values) -> list:
         summed = tuple(n for n in dropped if n not in made)
         if summed:
             x = bind(coll.psum_p, x, mesh_axes=summed)
-    x = to_layout(mesh, x, a, spec_of(dst))
+    src_spec, dst_spec = list(spec_of(src)), spec_of(dst)
+    placed = set()
+    if made and not isinstance(a, Literal):
+        # a block split over axes that become partial sums: each device's term is its block,
+        # zeros elsewhere (JAX's; nothing moves)
+        for d, (have, want) in enumerate(zip(src_spec, dst_spec)):
+            if have and not want and set(have) <= set(made) \
+                    and src.shape[d] % _shards(mesh, have) == 0:
+                x = _into_zeros(mesh, x, d, src.shape[d], have)
+                src_spec[d] = ()
+                placed |= set(have)
+    if isinstance(a, Literal) or not aval_of(x).shape:
+        pass
+    else:
+        x = relayout(mesh, x, src.shape, tuple(src_spec), dst_spec, src)
     if made:                              # a value made partial sums: held at coordinate 0
-        fresh = tuple(n for n in made if n not in dropped)
+        fresh = tuple(n for n in made if n not in dropped and n not in placed)
         if fresh:
             missing = tuple(n for n in fresh if n not in aval_of(x).vma)
             if missing:
@@ -602,6 +654,19 @@ def _sharding_constraint_rule(mesh, eqn, values) -> list:
     if started:                           # copies now known equal
         x = bind(coll.preduced_p, x, mesh_axes=started)
     return [x]
+
+
+def _into_zeros(mesh, x, d: int, size: int, names):
+    """The block ``x`` (this device's along dimension ``d`` of ``size``, split over
+    ``names``) at its place in zeros of the whole dimension."""
+    shape = list(aval_of(x).shape)
+    shape[d] = size
+    zeros = bind(prims.broadcast_in_dim_p, np.zeros((), aval_of(x).dtype), shape=tuple(shape),
+                 broadcast_dimensions=())
+    rank = bind(coll.axis_index_p, mesh_axes=tuple(names))
+    starts = [np.int32(0)] * len(shape)
+    starts[d] = bind(prims.mul_p, rank, np.int32(aval_of(x).shape[d]))
+    return bind(prims.dynamic_update_slice_p, zeros, x, *starts)
 
 
 def _at_first(x, axes):

@@ -251,3 +251,37 @@ def _dot_general(x, y, *, dimension_numbers, out_sharding=None, **params):
 
 
 ur_rules[prims.dot_general_p] = _dot_general
+
+
+# --- higher-order: results as their programs give them ------------------------------------------
+
+def _program_results(*in_avals, **params) -> list:
+    """cond, while, remat, custom_jvp/vjp calls, scan: each result unreduced and reduced as
+    its program's (every branch of a cond alike)."""
+    programs = list(params.get("branches") or ())
+    program = params.get("jaxpr") or params.get("body_jaxpr") or programs[0]
+    pairs = [(a.unreduced, a.reduced) for a in program.out_avals]
+    for other in programs[1:]:
+        theirs = [(a.unreduced, a.reduced) for a in other.out_avals]
+        if theirs != pairs:
+            raise _type_error("cond branches must give results unreduced and reduced alike. "
+                              f"Got {[a.str_long() for a in program.out_avals]} and "
+                              f"{[a.str_long() for a in other.out_avals]}")
+    return pairs
+
+
+for _p in ((prims.cond_p, prims.while_p, prims.remat_p, prims.linear_solve_p, prims.scan_p)
+           + prims.CUSTOM_CALLS):
+    ur_rules[_p] = _program_results
+    ALWAYS.add(_p)
+
+
+def _pad(x, value, **params):
+    """JAX's _pad_ur_rule: as the operand (a partial sum padded with zeros is one)."""
+    if value.unreduced:
+        raise NotImplementedError(f"unreduced rule for pad's padding value is not "
+                                  f"implemented. {_ISSUE}")
+    return x.unreduced, x.reduced
+
+
+ur_rules[prims.pad_p] = _pad

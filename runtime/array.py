@@ -115,8 +115,10 @@ class Array(metaclass=abc.ABCMeta):
     # -- construction ------------------------------------------------------------------------
 
     @classmethod
-    def from_global(cls, value, sharding=None) -> "Array":
-        """Lay out a host value: on the default device, or split by a NamedSharding."""
+    def from_global(cls, value, sharding=None, source=None) -> "Array":
+        """Lay out a host value: on the default device, or split by a NamedSharding
+        (``source``: the spec it was laid out by on the same mesh, which says each device's
+        term where the NamedSharding makes partial sums)."""
         array = canonical_array(value)
         aval = Aval(array.shape, array.dtype)
         if sharding is None:
@@ -126,26 +128,36 @@ class Array(metaclass=abc.ABCMeta):
             result._global = array
             return result
         if sharding.spec.unreduced:
-            return cls._unreduced_from_global(array, aval, sharding)
+            return cls._unreduced_from_global(array, aval, sharding, source)
         # the per-device buffers are views of the global value, sliced when first asked for
         result = cls(aval, NamedSharding(sharding.mesh, canonical_spec(sharding.spec)), None)
         result._global = array
         return result
 
     @classmethod
-    def _unreduced_from_global(cls, array, aval, sharding) -> "Array":
-        """``array`` laid out as partial sums over the spec's unreduced axes: the devices at
-        coordinate 0 along them hold its blocks, the others zeros (their sum is the value, as
-        JAX's reshard to unreduced gives it)."""
+    def _unreduced_from_global(cls, array, aval, sharding, source=None) -> "Array":
+        """``array`` laid out as partial sums over the spec's unreduced axes, as JAX's reshard
+        to unreduced gives it: where ``source`` (the spec the value was laid out by) splits
+        it over an unreduced axis, each device's term is its own block of it, zeros
+        elsewhere; along the others, the devices at coordinate 0 hold it, the others zeros.
+        The terms add up to the value."""
         mesh, spec = sharding.mesh, canonical_spec(sharding.spec)
         slices = position_slices(array.shape, spec, mesh)
         unreduced = spec.unreduced
+        owned = position_slices(array.shape, source, mesh) if source is not None else None
+        split = set(spec_axes(source)) & unreduced if source is not None else set()
         buffers = []
         for p, index in enumerate(slices):
-            at_zero = all(c == 0 for a, c in zip(mesh.axis_names, mesh.coords(p))
-                          if a in unreduced)
-            block = array[index]
-            buffers.append(block if at_zero else np.zeros_like(block))
+            if any(c != 0 for a, c in zip(mesh.axis_names, mesh.coords(p))
+                   if a in unreduced and a not in split):
+                buffers.append(np.zeros_like(array[index]))
+                continue
+            if not split:
+                buffers.append(array[index])
+                continue
+            term = np.zeros_like(array)
+            term[owned[p]] = array[owned[p]]
+            buffers.append(term[index])
         return cls(aval, NamedSharding(mesh, spec), buffers)
 
     def reduced_value(self) -> np.ndarray:

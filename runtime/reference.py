@@ -1149,7 +1149,12 @@ def device_put(value, sharding=None) -> Array:
     if isinstance(value, Array) and value.aval.unreduced:
         # partial sums: added up first (JAX's reshard of an unreduced array reduces it)
         return Array.from_global(value.reduced_value(), sharding)
-    put = Array.from_global(detached(_host(value), value), sharding)
+    source = None
+    if (isinstance(sharding, NamedSharding) and sharding.spec.unreduced
+            and isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
+            and value.sharding.mesh == sharding.mesh):
+        source = value.sharding.spec       # each device's term: its own block (JAX's)
+    put = Array.from_global(detached(_host(value), value), sharding, source)
     return put.committed_to() if sharding is not None and not put.committed else put
 
 

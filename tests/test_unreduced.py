@@ -315,3 +315,43 @@ def test_reduced_reshape_and_its_partial_sum_cotangent(mesh):
     assert grad.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
     # one device's term is the gradient, the other's zero (their sum, not twice it)
     np.testing.assert_array_equal(_blocks(grad), [np.ones(8), np.zeros(8)])
+
+
+def test_split_value_made_partial_sums_keeps_each_block(mesh):
+    """A value split over an axis made unreduced over it: each device's term is its own
+    block in zeros (JAX's; nothing moves), eagerly and under jit."""
+    shd = jax.device_put(np.arange(4), P("x"))
+    for out in (jax.device_put(shd, P(unreduced={"x"})),
+                jax.jit(lambda v: v, out_shardings=P(unreduced={"x"}))(shd),
+                jax.jit(lambda v: jax.reshard(v, P(unreduced={"x"})))(shd)):
+        assert out.sharding == NamedSharding(mesh, P(unreduced={"x"}))
+        np.testing.assert_array_equal(_blocks(out), [[0, 1, 0, 0], [0, 0, 2, 3]])
+    rep = jax.device_put(np.arange(4), P())
+    out = jax.jit(lambda v: v, out_shardings=P(unreduced={"x"}))(rep)
+    np.testing.assert_array_equal(_blocks(out), [[0, 1, 2, 3], [0, 0, 0, 0]])
+
+
+def test_einsum_partial_products_per_device(mesh):
+    a = np.arange(4.0).reshape(2, 2)
+    x, y = jax.device_put(a, P(None, "x")), jax.device_put(a, P("x", None))
+    out = jax.jit(lambda x, y: jnp.einsum("ab,bc->ac", x, y,
+                                          out_sharding=P(None, None, unreduced={"x"})))(x, y)
+    # each device's product of its column of x and row of y (no sum before)
+    np.testing.assert_array_equal(_blocks(out), [np.outer(a[:, 0], a[0]),
+                                                 np.outer(a[:, 1], a[1])])
+
+
+def test_control_flow_carries_reduced_values(mesh):
+    w = jax.device_put(np.arange(4.0), P(reduced={"x"}))
+
+    @jax.jit
+    def f(w):
+        def body(carry, _):
+            return carry + w, None
+        zero = jax.reshard(jnp.zeros(4), P(reduced={"x"}))   # (a plain carry: JAX's error)
+        total, _ = jax.lax.scan(body, zero, None, length=3)
+        return jax.lax.cond(total.sum() > 0, lambda t: t * 2, lambda t: t, total)
+
+    out = f(w)
+    assert str(jax.typeof(out)) == "float32[4]{R:x}"
+    np.testing.assert_array_equal(np.asarray(out), 6 * np.arange(4.0))
