@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from compiler.ad_core import (Linear, add_tangents, full_like_aval, instantiate, jvp_rules,
-                               transpose_rules, typed_as, zeros_like_aval)
+from compiler.ad_core import (Linear, add_tangents, as_typed, full_like_aval, instantiate,
+                               jvp_rules, transpose_rules, typed_as, zeros_like_aval)
 from compiler.tracing import aval_of, bind
 from ir import dtypes
 from ir import primitives as p
@@ -661,10 +661,13 @@ def _rev_transpose(ct, x, *, dimensions):
     return [bind(p.rev_p, ct, dimensions=dimensions)]
 
 
-def _reduce_sum_transpose(ct, x, *, axes):
+def _reduce_sum_transpose(ct, x, *, axes, out_sharding=None):
+    """The cotangent broadcast back over the summed dimensions, typed as the operand's
+    cotangent is (JAX's: split as the operand; unreduced where it is reduced)."""
     shape = x.aval.shape
     kept = tuple(d for d in range(len(shape)) if d not in axes)
-    return [bind(p.broadcast_in_dim_p, ct, shape=shape, broadcast_dimensions=kept)]
+    ct = bind(p.broadcast_in_dim_p, ct, shape=shape, broadcast_dimensions=kept)
+    return [as_typed(ct, x.aval.to_ct()) if x.aval.type_sharding is not None else ct]
 
 
 def _cumsum_transpose(ct, x, *, axis, reverse):

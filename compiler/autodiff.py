@@ -14,9 +14,8 @@ from compiler import (ad_control, ad_linalg, ad_rules, ad_shard_map,  # noqa: F4
                       collective_rules, remat)
 from compiler import tree
 from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_program,
-                              full_like_aval,
-                              instantiate, is_differentiable, jvp_program_with_consts,
-                              partial_eval, transpose_rules)
+                              full_like_aval, instantiate, is_differentiable,
+                              jvp_program_with_consts, partial_eval, transpose_rules)
 from compiler.shard_map import current_shard_context, function_name, wraps
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, eval_trace,
                               is_jax_value, is_python_scalar, known_if_concrete, layouts_of,
@@ -185,7 +184,9 @@ class _Pullback:
         cts = backward_pass(self.linear_prog, args, ct_leaves)
         it = iter(cts)
         # an integer or boolean primal's cotangent is JAX's float0 zeros (a numpy array)
-        flat = [instantiate(next(it), aval) if d else np.zeros(aval.shape, dtypes.FLOAT0)
+        # (a reduced primal's zero cotangent is unreduced: its cotangent type)
+        flat = [instantiate(next(it), aval.to_ct()) if d
+                else np.zeros(aval.shape, dtypes.FLOAT0)
                 for aval, d in zip(self.primal_avals, self.diff)]
         seed_weak = all(weakly_typed(c) for c in ct_leaves if c is not None)
         weak = [w and d and seed_weak for w, d in zip(self.primal_weak, self.diff)]

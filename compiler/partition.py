@@ -933,6 +933,17 @@ def _reduce_rule(mesh, eqn, values) -> list:
         # an uneven split's padding is the reduction's identity
         x = _masked(mesh, x, laid, axes, _identity(eqn.primitive, a.aval.dtype))
     result = bind(eqn.primitive, x, **block_params(eqn))
+    # a sum typed unreduced over some of the axes splitting it stays each device's partial
+    # sum over those (JAX's out_sharding); partial sums it is not typed over are completed
+    partial_sums = out.aval.unreduced
+    completed = tuple(n for n in mesh.axis_names
+                      if n in a.aval.unreduced and n not in partial_sums)
+    if completed:
+        result = bind(coll.unreduced_psum_p, result, mesh_axes=completed)
+    kept_partial = tuple(n for n in split if n in partial_sums)
+    split = tuple(n for n in split if n not in partial_sums)
+    if kept_partial:
+        result = bind(coll.vary_unreduced_cast_p, result, mesh_axes=kept_partial)
     if split:
         _note(mesh, "all_reduce", split, _type_text(mesh, a.aval, want), out.aval.str_short(),
               result,

@@ -459,7 +459,7 @@ def _check_axes(prim, x: Aval, axes):
             raise ShapeError(f"{prim}: axis {a} is out of bounds for {x.str_short()}")
 
 
-def reduction_rule(prim, x: Aval, *, axes) -> list:
+def reduction_rule(prim, x: Aval, *, axes, out_sharding=None) -> list:
     _check_axes(prim, x, axes)
     shape = [d for k, d in enumerate(x.shape) if k not in axes]
     return [_aval(shape, x.dtype)]

@@ -811,8 +811,12 @@ class NamedSharding(Sharding):
         return super().is_equivalent_to(other, ndim)
 
     def with_spec(self, spec) -> "NamedSharding":
-        return NamedSharding(self.mesh, spec if isinstance(spec, PartitionSpec)
-                             else PartitionSpec(*spec))
+        """This sharding with ``spec``: a PartitionSpec as it is; entries (a tuple) replace
+        this spec's, its unreduced and reduced axes kept."""
+        if isinstance(spec, PartitionSpec):
+            return NamedSharding(self.mesh, spec)
+        return NamedSharding(self.mesh, PartitionSpec(*spec, unreduced=self.spec.unreduced,
+                                                      reduced=self.spec.reduced))
 
     def update(self, **kwargs) -> "NamedSharding":
         """JAX's ``update``: this sharding with its ``mesh``, ``spec`` (a PartitionSpec or a

@@ -172,7 +172,7 @@ for _p in prims.ARITHMETIC + prims.COMPARISON:
     ur_rules[_p] = _nary(_p.name)
 ur_rules[prims.add_p] = _add
 ur_rules[prims.mul_p] = _mul
-for _p in (prims.transpose_p, prims.reduce_sum_p, prims.convert_element_type_p,
+for _p in (prims.transpose_p, prims.convert_element_type_p,
            prims.reduce_precision_p, prims.squeeze_p, prims.broadcast_in_dim_p, prims.reshape_p,
            prims.slice_p, prims.rev_p, prims.stop_gradient_p, prims.name_p):
     ur_rules[_p] = _same
@@ -285,3 +285,22 @@ def _pad(x, value, **params):
 
 
 ur_rules[prims.pad_p] = _pad
+
+
+def _reduce_sum(x, *, axes, out_sharding=None, **params):
+    """JAX's _reduce_sum_ur_rule: a sum of partial sums is one; ``out_sharding`` may leave
+    the sum a partial one over the mesh axes that split the summed dimensions (or over
+    which the operand already is one)."""
+    spec = _spec_of_sharding(out_sharding)
+    if spec is None or not spec.unreduced:
+        return x.unreduced, x.reduced
+    from ir.sharding_rules import spec_of
+    split = {n for d, names in enumerate(spec_of(x)) if d in axes for n in names}
+    if not spec.unreduced <= (split | x.unreduced):
+        raise _type_error("out_sharding's unreduced axes should be in operand's specs that "
+                          f"were summed over. Got operand={x.str_long()}, axes={tuple(axes)}, "
+                          f"unreduced_spec={set(spec.unreduced)}")
+    return spec.unreduced, x.reduced
+
+
+ur_rules[prims.reduce_sum_p] = _reduce_sum

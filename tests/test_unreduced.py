@@ -355,3 +355,30 @@ def test_control_flow_carries_reduced_values(mesh):
     out = f(w)
     assert str(jax.typeof(out)) == "float32[4]{R:x}"
     np.testing.assert_array_equal(np.asarray(out), 6 * np.arange(4.0))
+
+
+def test_reduce_sum_left_as_partial_sums():
+    mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    with jax.set_mesh(mesh):
+        host = np.arange(16.0).reshape(4, 2, 2)
+        arr = jax.device_put(host, P("x", "y", None))
+        f = jax.jit(lambda v: jax.lax.reduce_sum(v, axes=(0, 1),
+                                                 out_sharding=P(None, unreduced={"x"})))
+        out = f(arr)
+        assert out.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+        np.testing.assert_array_equal(np.asarray(jax.reshard(out, P())), host.sum((0, 1)))
+        with pytest.raises(ShardingTypeError, match="out_sharding's unreduced axes should be "
+                                                    "in operand's specs that were summed"):
+            jax.jit(lambda v: jax.lax.reduce_sum(
+                v, axes=(2,), out_sharding=P(None, None, unreduced={"x"})))(arr)
+
+
+def test_vjp_zero_cotangent_of_reduced_is_unreduced(mesh):
+    a = jax.reshard(np.arange(8.0), P(reduced={"x"}))
+    ct = jax.reshard(jnp.arange(8.0), P(unreduced={"x"}))
+    _, f_vjp = jax.vjp(jax.jit(lambda x, y: y), a, a)
+    x_bar, y_bar = f_vjp(ct)
+    assert jax.typeof(x_bar).sharding.spec == P(None, unreduced={"x"})
+    assert jax.typeof(y_bar).sharding.spec == P(None, unreduced={"x"})
+    np.testing.assert_array_equal(np.asarray(jax.reshard(x_bar, P())), np.zeros(8))
+    np.testing.assert_array_equal(np.asarray(jax.reshard(y_bar, P())), np.arange(8.0))

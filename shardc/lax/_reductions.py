@@ -144,8 +144,16 @@ def _approx_k(operand, k, dimension, largest):
 
 # --- reductions ------------------------------------------------------------------------------
 
-def reduce_sum(operand, axes):
-    return jnp.sum(operand, axis=tuple(axes))
+def reduce_sum(operand, axes, *, out_sharding=None):
+    """The sum over ``axes``; ``out_sharding`` (JAX's): the result's layout, which may leave
+    it a partial sum over the mesh axes that split the summed dimensions (each device's sum
+    of its block, ``P(unreduced={'x'})``)."""
+    if out_sharding is None:
+        return jnp.sum(operand, axis=tuple(axes))
+    from shardc.sharding import resolve_sharding
+    sharding = resolve_sharding(out_sharding, "reduce_sum(out_sharding=...)")
+    axes = tuple(sorted(canonical_axis(a, jnp.ndim(operand)) for a in axes))
+    return bind(p.reduce_sum_p, operand, axes=axes, out_sharding=sharding)
 
 
 def reduce_max(operand, axes):

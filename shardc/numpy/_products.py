@@ -59,7 +59,8 @@ def promoted_dot_general(x, y, contract, batch=((), ()), squeezed=()):
                                                - len(squeezed) - len(target.spec))
         for d in sorted(squeezed):
             entries.insert(d, None)
-        extra["out_sharding"] = NamedSharding(target.mesh, PartitionSpec(*entries))
+        extra["out_sharding"] = NamedSharding(target.mesh, PartitionSpec(
+            *entries, unreduced=target.spec.unreduced, reduced=target.spec.reduced))
         _OUT_SHARDING[-1] = None          # taken: one product per call
     preferred = _PREFERRED[-1] if _PREFERRED and _PREFERRED[-1] is not None else dtype_of(x)
     return bind(p.dot_general_p, x, y, dimension_numbers=(contract, batch),
