@@ -654,11 +654,14 @@ def _custom_vjp_call_jvp(primals, tangents, *, jaxpr, fwd, bwd, name, num_consts
     linear_bwd = CustomRule(functools.partial(_bwd_with_tree, bwd, res_tree, num_consts),
                             bwd.name)
     tangents_in = [instantiate(t, aval_of(a)) for a, t in zip(args, arg_tangents)]
+    # a tangent is unreduced and reduced as its primal (JAX's to_tangent_spec)
+    ur = ({"out_ur": tuple((tuple(sorted(a.unreduced)), tuple(sorted(a.reduced)))
+                           for a in out_avals)} if any(a.ur for a in out_avals) else {})
     out_tangents = bind(p.custom_lin_p, *consts, *residuals, *tangents_in, bwd=linear_bwd,
                         num_res=num_consts + len(residuals),
                         out_shapes=tuple(a.shape for a in out_avals),
                         out_dtypes=tuple(a.dtype for a in out_avals),
-                        out_vmas=tuple(tuple(sorted(a.vma)) for a in out_avals))
+                        out_vmas=tuple(tuple(sorted(a.vma)) for a in out_avals), **ur)
     return outs, [t if is_differentiable(a) else None for t, a in zip(out_tangents, out_avals)]
 
 

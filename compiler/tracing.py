@@ -269,7 +269,8 @@ class EvalTrace(Trace):
         backend = get_backend()
         device = backend.committed_device(values, prim.name)
         if typed and typed[0].unreduced and prim.kind == "op" and \
-                prim is not prims.sharding_constraint_p:
+                prim is not prims.sharding_constraint_p and _whole(typed, values):
+            # (split ones run partitioned, as any operation on split arrays)
             return _on_partial_sums(prim, values, params, typed)
         outs = self._run_primitive(prim, values, params, typed)
         return outs if device is None else backend.on_device(outs, device)
@@ -323,16 +324,16 @@ class EvalTrace(Trace):
         return outs
 
 
+def _whole(typed, values) -> bool:
+    """Whether no result nor operand is split by its type."""
+    return all(a.type_sharding is None for a in typed) and all(
+        aval_of(v).type_sharding is None for v in values)
+
+
 def _on_partial_sums(prim, values, params, typed) -> list:
     """An operation whose result is unreduced (its rule allowed it: linear in the partial
-    sums) run at once: device by device on each operand's block, as JAX runs it. The operands
-    are whole on every device (their types split nothing); the unreduced ones hold their
-    terms, the others the value."""
-    if any(a.type_sharding is not None for a in typed) or any(
-            aval_of(v).type_sharding is not None for v in values):
-        raise NotImplementedError(
-            f"{prim.name} of unreduced arrays split over mesh axes, run outside jit: shardc "
-            "runs operations on partial sums at once only on arrays whole on every device")
+    sums) run at once on arrays whole on every device: device by device on each operand's
+    block, as JAX runs it; the unreduced operands hold their terms, the others the value."""
     backend = get_backend()
     mesh = next(v.sharding.mesh for v in values if aval_of(v).unreduced)
     blocks = [backend.to_blocks(v, mesh, v.sharding.spec if aval_of(v).unreduced

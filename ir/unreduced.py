@@ -263,7 +263,7 @@ def _program_results(*in_avals, **params) -> list:
     pairs = [(a.unreduced, a.reduced) for a in program.out_avals]
     for other in programs[1:]:
         theirs = [(a.unreduced, a.reduced) for a in other.out_avals]
-        if theirs != pairs:
+        if any(mine != their for mine, their in zip(pairs, theirs)):
             raise _type_error("cond branches must give results unreduced and reduced alike. "
                               f"Got {[a.str_long() for a in program.out_avals]} and "
                               f"{[a.str_long() for a in other.out_avals]}")
@@ -304,3 +304,14 @@ def _reduce_sum(x, *, axes, out_sharding=None, **params):
 
 
 ur_rules[prims.reduce_sum_p] = _reduce_sum
+
+
+def _custom_lin(*in_avals, out_shapes, out_ur=None, **params) -> list:
+    """A custom_vjp's tangents: unreduced and reduced as their primals (``out_ur``)."""
+    if out_ur is None:
+        return [(NONE, NONE)] * len(out_shapes)
+    return [(frozenset(u), frozenset(r)) for u, r in out_ur]
+
+
+ur_rules[prims.custom_lin_p] = _custom_lin
+ALWAYS.add(prims.custom_lin_p)

@@ -382,3 +382,20 @@ def test_vjp_zero_cotangent_of_reduced_is_unreduced(mesh):
     assert jax.typeof(y_bar).sharding.spec == P(None, unreduced={"x"})
     np.testing.assert_array_equal(np.asarray(jax.reshard(x_bar, P())), np.zeros(8))
     np.testing.assert_array_equal(np.asarray(jax.reshard(y_bar, P())), np.arange(8.0))
+
+
+def test_custom_vjp_of_a_reduced_value(mesh):
+    """A custom_vjp inside a body returning a reduced value: its tangent is reduced, and a
+    bwd giving no cotangent leaves the input's a zero partial sum (JAX's zero of the
+    cotangent type)."""
+    @jax.custom_vjp
+    def inner(x):
+        return x
+
+    inner.defvjp(lambda x: (x, None), lambda _, g: (None,))
+    f = jax.shard_map(lambda x: inner(x), out_specs=P(reduced={"x"}))
+    arr = jax.device_put(jnp.arange(8.0), P(reduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(f(arr)), np.arange(8.0))
+    grad = jax.jit(jax.grad(lambda x: f(x).sum()))(arr)
+    assert grad.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(jax.reshard(grad, P())), np.zeros(8))
