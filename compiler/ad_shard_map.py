@@ -115,8 +115,11 @@ def _residual_axes(aval: Aval, mesh, check: bool) -> tuple:
     return tuple(a for a in mesh.axis_names if a in aval.vma)
 
 
-def _residual_spec(axes: tuple) -> PartitionSpec:
-    return canonical_spec(PartitionSpec(axes)) if axes else PartitionSpec()
+def _residual_spec(axes: tuple, aval: Aval) -> PartitionSpec:
+    """A residual's spec: mapped over ``axes``, unreduced and reduced as its type is (a
+    reduced residual stays so in the other body: its cotangents stay partial sums)."""
+    ur = dict(unreduced=aval.unreduced, reduced=aval.reduced)
+    return canonical_spec(PartitionSpec(axes, **ur)) if axes else PartitionSpec(**ur)
 
 
 def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
@@ -131,7 +134,7 @@ def _shard_map_partial_eval(eqn: Eqn, ins_unknown: list):
     check = params["check_vma"] is True
     # residuals leave the known body as (1, *block), their leading dim over their mesh axes
     res_axes = [_residual_axes(r.aval, mesh, check) for r in residuals]
-    res_specs = tuple(_residual_spec(axes) for axes in res_axes)
+    res_specs = tuple(_residual_spec(axes, r.aval) for r, axes in zip(residuals, res_axes))
     known_body = _with_residual_exits(split.known, res_axes, mesh, check)
     exits = known_body.outvars[len(known_body.outvars) - len(residuals):]
     outer_res = [Var(_outer_residual(e.aval, axes, spec, mesh))
@@ -229,7 +232,8 @@ def _outer_residual(exit_aval: Aval, axes: tuple, spec, mesh) -> Aval:
     """The known shard_map's result for a residual leaving as ``exit_aval`` (1, *block),
     its leading dimension over ``axes``; typed as a shard_map result where the block keeps a
     split over Explicit axes left automatic."""
-    out = Aval((axes_size(mesh.shape, axes),) + exit_aval.shape[1:], exit_aval.dtype)
+    out = Aval((axes_size(mesh.shape, axes),) + exit_aval.shape[1:], exit_aval.dtype,
+               unreduced=exit_aval.unreduced, reduced=exit_aval.reduced)
     if exit_aval.type_sharding is None:
         return out
     return out.with_sharding(TypeSharding.of(mesh, shard_map_result_split(mesh, spec,
@@ -240,7 +244,8 @@ def _with_leading_one(aval: Aval, vma) -> Aval:
     """``aval`` with a leading dimension of 1, varying over ``vma``; its split over the
     Explicit axes a partial-manual shard_map leaves automatic is kept on the dimensions after
     (a residual crosses the boundary typed as the body made it)."""
-    shaped = Aval((1,) + aval.shape, aval.dtype, vma)
+    shaped = Aval((1,) + aval.shape, aval.dtype, vma, unreduced=aval.unreduced,
+                  reduced=aval.reduced)
     typed = aval.type_sharding
     if typed is None:
         return shaped

@@ -705,6 +705,12 @@ class Tracer:
         return self.aval.ndim
 
     @property
+    def mat(self):
+        """JAX's ``x.mat``: the mesh axes the value varies over, is unreduced and reduced
+        over (its type's ManualAxisType)."""
+        return self.aval.mat
+
+    @property
     def sharding(self):
         """The layout the traced value is known to have, or None: where its operands' layouts
         do not say it, the one its type says (on Explicit axes the type is the layout)."""

@@ -399,3 +399,20 @@ def test_custom_vjp_of_a_reduced_value(mesh):
     grad = jax.jit(jax.grad(lambda x: f(x).sum()))(arr)
     assert grad.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
     np.testing.assert_array_equal(np.asarray(jax.reshard(grad, P())), np.zeros(8))
+
+
+def test_reduced_residual_keeps_its_type(mesh):
+    """A reduced value a body's backward pass reads (cos x for sin) stays reduced between the
+    forward and backward bodies: x's cotangent is a partial sum, added once."""
+    arr = jax.device_put(jnp.arange(8.0), P(reduced={"x"}))
+    g = jax.jit(jax.shard_map(lambda x: jax.lax.sin(x).sum(), out_specs=P(reduced={"x"})))
+    grad = jax.jit(jax.grad(g))(arr)
+    assert grad.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    np.testing.assert_allclose(np.asarray(jax.reshard(grad, P())), np.cos(np.arange(8.0)),
+                               rtol=1e-6)
+    # a body value's .mat is its type's (JAX's)
+    jax.shard_map(lambda x: (assert_reduced(x), x)[1], out_specs=P(reduced={"x"}))(arr)
+
+
+def assert_reduced(x):
+    assert x.mat.reduced == {"x"} and x.mat.varying == frozenset()
