@@ -546,3 +546,12 @@ def _ragged_all_to_all_named_rule(trace, values, dims, **params):
 
 
 named_axis_rules[coll.ragged_all_to_all_p] = _ragged_all_to_all_named_rule
+
+
+def _unreduced_named_rule(name, trace, values, dims, **params):
+    raise NotImplementedError(f"{name} over a vmap's axis_name is not supported: values are "
+                              "unreduced or reduced over Explicit mesh axes only (as JAX's)")
+
+
+for _p in coll.UNREDUCED_COLLECTIVES:
+    named_axis_rules[_p] = functools.partial(_unreduced_named_rule, _p.name)
