@@ -193,6 +193,12 @@ def _reshard(ctx: LoweringContext, var: Var, arrived, wanted, typed: bool):
     """
     if normal_spec(arrived) == normal_spec(wanted):
         return var
+    for which in ("unreduced", "reduced"):
+        if getattr(arrived, which, frozenset()) != getattr(wanted, which, frozenset()):
+            # (the types say so before any program is lowered; never taken as a copy)
+            raise NotImplementedError(
+                f"a shard_map input laid out as {arrived} where its in_specs say {wanted}: "
+                f"shardc does not change {which} axes when a value enters a shard_map")
     mesh = ctx.mesh
     have, want = spec_names(arrived), spec_names(wanted)
     value = var

@@ -983,8 +983,9 @@ class FastBackend(ReferenceBackend):
         device: each input stacked along the mesh axes its type varies over (every axis when
         the program is untyped), or as the stacked result it is; one plan per program and
         layout. Each result is its stacked form (``StackedBlocks``)."""
+        # (a partial sum's blocks differ along its unreduced axes, as a varying value's do)
         leads = [blocks.lead if type(blocks) is StackedBlocks
-                 else _eager_lead(mesh, var.aval.vma, blocks)
+                 else _eager_lead(mesh, var.aval.vma | var.aval.unreduced, blocks)
                  for var, blocks in zip(program.invars, inputs)]
         key = (id(program), tuple(leads))
         entry = self._eager_plans.get(key)

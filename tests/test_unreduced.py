@@ -416,3 +416,16 @@ def test_reduced_residual_keeps_its_type(mesh):
 
 def assert_reduced(x):
     assert x.mat.reduced == {"x"} and x.mat.varying == frozenset()
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_partial_sums_split_over_another_axis_enter_a_body(jit):
+    """Blocks split over y and partial sums over x: each device's term kept apart (not one
+    copy per y taken for all), eagerly and under jit."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    with jax.set_mesh(mesh):
+        u = jax.reshard(jax.device_put(np.arange(8.0), P("y")), P("y", unreduced={"x"}))
+        f = jax.shard_map(lambda b: jax.lax.psum(b + b, "x"),
+                          in_specs=P("y", unreduced={"x"}), out_specs=P("y"))
+        out = (jax.jit(f) if jit else f)(u)
+        np.testing.assert_array_equal(np.asarray(out), 2 * np.arange(8.0))
