@@ -42,6 +42,7 @@ from ir.graph import sub_programs
 from ir.shapes import reshape_groups
 from ir.sharding import PartitionSpec
 from ir.sharding_rules import partitions, spec_of
+from ir.unreduced import slicing_partial_sums
 
 block_rules: dict = {}
 
@@ -638,10 +639,9 @@ def _sharding_constraint_rule(mesh, eqn, values) -> list:
                 x = _into_zeros(mesh, x, d, src.shape[d], have)
                 src_spec[d] = ()
                 placed |= set(have)
-    if isinstance(a, Literal) or not aval_of(x).shape:
-        pass
-    else:
-        x = relayout(mesh, x, src.shape, tuple(src_spec), dst_spec, src)
+    if not isinstance(a, Literal) and aval_of(x).shape:
+        with slicing_partial_sums():       # (a block of a partial sum is one)
+            x = relayout(mesh, x, src.shape, tuple(src_spec), dst_spec, src)
     if made:                              # a value made partial sums: held at coordinate 0
         fresh = tuple(n for n in made if n not in dropped and n not in placed)
         if fresh:
@@ -661,8 +661,7 @@ def _into_zeros(mesh, x, d: int, size: int, names):
     ``names``) at its place in zeros of the whole dimension."""
     shape = list(aval_of(x).shape)
     shape[d] = size
-    zeros = bind(prims.broadcast_in_dim_p, np.zeros((), aval_of(x).dtype), shape=tuple(shape),
-                 broadcast_dimensions=())
+    zeros = _zeros_typed_as(x, tuple(shape))
     rank = bind(coll.axis_index_p, mesh_axes=tuple(names))
     starts = [np.int32(0)] * len(shape)
     starts[d] = bind(prims.mul_p, rank, np.int32(aval_of(x).shape[d]))
@@ -670,11 +669,25 @@ def _into_zeros(mesh, x, d: int, size: int, names):
 
 
 def _at_first(x, axes):
-    """``x`` on the devices at coordinate 0 along ``axes``, zeros on the others."""
+    """``x`` on the devices at coordinate 0 along ``axes``, zeros on the others (zeros typed
+    as ``x``: on every device, they are partial sums, or copies, of zero)."""
     first = bind(prims.eq_p, bind(coll.axis_index_p, mesh_axes=axes), np.int32(0))
-    zeros = bind(prims.broadcast_in_dim_p, np.zeros((), aval_of(x).dtype),
-                 shape=aval_of(x).shape, broadcast_dimensions=())
-    return bind(prims.select_n_p, first, zeros, x)
+    return bind(prims.select_n_p, first, _zeros_typed_as(x), x)
+
+
+def _zeros_typed_as(x, shape=None):
+    """Zeros typed as ``x`` (of ``shape``, default its own)."""
+    aval = aval_of(x)
+    zeros = bind(prims.broadcast_in_dim_p, np.zeros((), aval.dtype),
+                 shape=aval.shape if shape is None else shape, broadcast_dimensions=())
+    varying = tuple(n for n in sorted(aval.vma | aval.unreduced))
+    if varying:
+        zeros = bind(coll.pvary_p, zeros, mesh_axes=varying)
+    if aval.unreduced:
+        zeros = bind(coll.vary_unreduced_cast_p, zeros, mesh_axes=tuple(sorted(aval.unreduced)))
+    if aval.reduced:
+        zeros = bind(coll.preduced_p, zeros, mesh_axes=tuple(sorted(aval.reduced)))
+    return zeros
 
 
 block_rules[prims.sharding_constraint_p] = _sharding_constraint_rule

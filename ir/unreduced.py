@@ -196,8 +196,25 @@ def _select(which, *cases, **params):
     return unreduced, reduced
 
 
+_slicing = [0]
+
+
+class slicing_partial_sums:
+    """Within it, a dynamic_slice of a partial sum is one (each device's term sliced alike):
+    the partitioner's layout changes of unreduced blocks, which JAX's own rule refuses to
+    users."""
+
+    def __enter__(self):
+        _slicing[0] += 1
+
+    def __exit__(self, *exc):
+        _slicing[0] -= 1
+
+
 def _dynamic_slice(x, *starts, **params):
     if x.unreduced:
+        if _slicing[0] and not any(s.unreduced for s in starts):
+            return x.unreduced, x.reduced
         raise NotImplementedError(f"unreduced rule for dynamic_slice is not implemented. "
                                   f"{_ISSUE}")
     return NONE, x.reduced
@@ -315,3 +332,17 @@ def _custom_lin(*in_avals, out_shapes, out_ur=None, **params) -> list:
 
 ur_rules[prims.custom_lin_p] = _custom_lin
 ALWAYS.add(prims.custom_lin_p)
+
+
+def _dynamic_update_slice(operand, update, *starts, **params):
+    """JAX's _dynamic_update_slice_ur_rule: operand and update unreduced, and reduced, over
+    the same axes."""
+    for which in ("unreduced", "reduced"):
+        if getattr(operand, which) != getattr(update, which):
+            raise _type_error(f"dynamic_update_slice operand and update must be {which} along "
+                              f"the same axes. Got operand sharding {operand.str_long()} and "
+                              f"update sharding {update.str_long()}.")
+    return operand.unreduced, operand.reduced
+
+
+ur_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice

@@ -429,3 +429,23 @@ def test_partial_sums_split_over_another_axis_enter_a_body(jit):
                           in_specs=P("y", unreduced={"x"}), out_specs=P("y"))
         out = (jax.jit(f) if jit else f)(u)
         np.testing.assert_array_equal(np.asarray(out), 2 * np.arange(8.0))
+
+
+_LAYOUTS = [P("x"), P("y"), P(), P(unreduced={"x"}), P(unreduced={"y"}), P(reduced={"x"}),
+            P("x", unreduced={"y"}), P(unreduced={"x", "y"}), P("y", reduced={"x"})]
+
+
+@pytest.mark.parametrize("first", _LAYOUTS, ids=repr)
+def test_reshard_between_any_two_layouts(first):
+    """A value through two layouts (plain, split, partial sums, known-equal copies) and back:
+    the same value, and the same gradient, eagerly and under jit (as JAX gives them)."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    weights = np.arange(8.0) + 1
+    with jax.set_mesh(mesh):
+        v = jax.device_put(np.arange(8.0), P())
+        for second in _LAYOUTS:
+            f = lambda v: jax.reshard(jax.reshard(jax.reshard(v, first), second), P())
+            np.testing.assert_array_equal(np.asarray(jax.jit(f)(v)), np.arange(8.0))
+            np.testing.assert_array_equal(np.asarray(f(v)), np.arange(8.0))
+            grad = jax.jit(jax.grad(lambda v: (f(v) * weights).sum()))(v)
+            np.testing.assert_array_equal(np.asarray(jax.reshard(grad, P())), weights)
