@@ -430,8 +430,30 @@ def _mul_transpose(ct, x, y):
     if isinstance(x, Linear) and isinstance(y, Linear):
         raise ValueError("mul is not linear in both operands at once")
     if isinstance(x, Linear):
-        return [unbroadcast(_mul(ct, y), x.aval), None]
-    return [None, unbroadcast(_mul(x, ct), y.aval)]
+        return [unbroadcast(_mul(ct, _scalar_reduced_as(y, ct)), x.aval), None]
+    return [None, unbroadcast(_mul(_scalar_reduced_as(x, ct), ct), y.aval)]
+
+
+def _scalar_reduced_as(factor, ct):
+    """A constant scalar factor of a cotangent that is a partial sum, reduced over its axes
+    (JAX reshards such a scalar to reduced in the forward pass, where it met a reduced
+    value: the partial sum times it is then one)."""
+    unreduced = aval_of(ct).unreduced
+    aval = aval_of(factor)
+    if not unreduced or aval.ndim or aval.ur or aval.type_sharding is not None \
+            or aval.vma & unreduced:
+        return factor
+    from compiler.shard_map import current_shard_context
+    from ir import collectives as coll
+    from ir.sharding import current_mesh
+    axes = tuple(sorted(unreduced))
+    if current_shard_context() is not None:
+        return bind(coll.preduced_p, factor, mesh_axes=axes)
+    mesh = current_mesh()
+    if mesh is None:
+        return factor               # (the product's rule refuses it, naming it)
+    return bind(p.sharding_constraint_p, factor,
+                sharding=NamedSharding(mesh, PartitionSpec(reduced=frozenset(axes))))
 
 
 def _div_jvp(primals, tangents):

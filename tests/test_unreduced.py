@@ -449,3 +449,15 @@ def test_reshard_between_any_two_layouts(first):
             np.testing.assert_array_equal(np.asarray(f(v)), np.arange(8.0))
             grad = jax.jit(jax.grad(lambda v: (f(v) * weights).sum()))(v)
             np.testing.assert_array_equal(np.asarray(jax.reshard(grad, P())), weights)
+
+
+def test_reduced_times_a_scalar_and_its_gradient(mesh):
+    arr = jax.device_put(np.arange(4.0), P(reduced={"x"}))
+    f = jax.jit(lambda x: x * 2)
+    assert f(arr).sharding == NamedSharding(mesh, P(None, reduced={"x"}))
+    grad = jax.jit(jax.grad(lambda x: f(x).sum()))(arr)
+    assert grad.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    np.testing.assert_array_equal(np.asarray(jax.reshard(grad, P())), np.full(4, 2.0))
+    partial = jax.reshard(jnp.arange(4.0), P(unreduced={"x"}))
+    with pytest.raises(ShardingTypeError, match="RHS should be reduced along the same axes"):
+        jax.jit(lambda x: x * 2)(partial)
