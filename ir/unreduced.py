@@ -173,7 +173,7 @@ for _p in prims.ARITHMETIC + prims.COMPARISON:
 ur_rules[prims.add_p] = _add
 ur_rules[prims.mul_p] = _mul
 for _p in (prims.transpose_p, prims.convert_element_type_p,
-           prims.reduce_precision_p, prims.squeeze_p, prims.broadcast_in_dim_p, prims.reshape_p,
+           prims.reduce_precision_p, prims.squeeze_p, prims.broadcast_in_dim_p,
            prims.slice_p, prims.rev_p, prims.stop_gradient_p, prims.name_p):
     ur_rules[_p] = _same
 
@@ -346,3 +346,23 @@ def _dynamic_update_slice(operand, update, *starts, **params):
 
 
 ur_rules[prims.dynamic_update_slice_p] = _dynamic_update_slice
+
+
+def _reshape(x, *, out_sharding=None, **params):
+    """JAX's _reshape_ur_rule: as the operand; an ``out_sharding`` must name the operand's
+    unreduced and reduced axes, and no others."""
+    spec = _spec_of_sharding(out_sharding)
+    for which in ("unreduced", "reduced"):
+        mine = getattr(x, which)
+        theirs = getattr(spec, which) if spec is not None else NONE
+        if mine and spec is not None and mine != theirs:
+            raise ValueError(f"out_sharding passed to reshape must be {which} over the same "
+                             f"mesh axes as operand. Got out_sharding: {spec} and operand "
+                             f"type: {x.str_long(short=True)}")
+        if not mine and theirs:
+            raise ValueError(f"out_sharding passed to `reshape` cannot contain {which} axes. "
+                             f"Got {out_sharding}")
+    return x.unreduced, x.reduced
+
+
+ur_rules[prims.reshape_p] = _reshape

@@ -461,3 +461,18 @@ def test_reduced_times_a_scalar_and_its_gradient(mesh):
     partial = jax.reshard(jnp.arange(4.0), P(unreduced={"x"}))
     with pytest.raises(ShardingTypeError, match="RHS should be reduced along the same axes"):
         jax.jit(lambda x: x * 2)(partial)
+
+
+def test_reshape_out_sharding_must_keep_unreduced_and_reduced(mesh):
+    with pytest.raises(ValueError, match="cannot contain unreduced"):
+        jnp.reshape(np.arange(8), (4, 2), out_sharding=P(unreduced={"x"}))
+    with pytest.raises(ValueError, match="cannot contain reduced"):
+        jnp.reshape(np.arange(8), (4, 2), out_sharding=P(reduced={"x"}))
+    for which in ("unreduced", "reduced"):
+        arr = jax.reshard(jnp.arange(8), P(**{which: {"x"}}))
+        with pytest.raises(ValueError, match=f"must be {which} over the same mesh axes"):
+            jnp.reshape(arr, (4, 2), out_sharding=P("x"))
+    partial = jax.reshard(jnp.arange(8.0), P(unreduced={"x"}))
+    out = jax.jit(lambda a: jnp.reshape(a, (4, 2), out_sharding=P(unreduced={"x"})))(partial)
+    np.testing.assert_array_equal(np.asarray(jax.reshard(out, P())),
+                                  np.arange(8.0).reshape(4, 2))
