@@ -317,7 +317,7 @@ def _check_root(eqn, size: int) -> str:
     return ""
 
 
-# --- the nodes ------------------------------------------------------------------------------------
+# --- the nodes -----------------------------------------------------------------------------------
 
 _GROUPS = ("device_groups",)
 
@@ -354,7 +354,7 @@ process_index_node = _declare(
     "process_index", NODE, 0, ["mesh_axes"], shape=_rank, grouped=False, communicates=False)
 
 
-# --- the front end ---------------------------------------------------------------------------------
+# --- the front end -------------------------------------------------------------------------------
 
 def _to(node, **fixed):
     """The lowering to ``node`` with the collective's own parameters (and ``fixed`` ones)."""
@@ -466,7 +466,7 @@ def grouped(prim) -> bool:
     return record is not None and record.level == NODE and record.grouped
 
 
-# --- unreduced and reduced operands: JAX 0.10.2's rules -------------------------------------------
+# --- unreduced and reduced operands: JAX 0.10.2's rules ------------------------------------------
 
 def _state_error(name: str, x: Aval, axes) -> None:
     """JAX's check_unreduced_args: a collective over axes its operand is unreduced or reduced

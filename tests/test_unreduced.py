@@ -146,7 +146,7 @@ def test_operations_on_unreduced(mesh):
     np.testing.assert_array_equal(np.asarray(scaled), 2 * np.arange(4.0))
 
 
-# --- shard_map: partial sums in and out of bodies --------------------------------------------------
+# --- shard_map: partial sums in and out of bodies ------------------------------------------------
 
 def _blocks(x):
     return [np.asarray(s.data) for s in x.addressable_shards]
@@ -236,7 +236,7 @@ def test_shard_map_errors_on_partial_sums(mesh):
             np.ones(4))
 
 
-# --- under jit on an Explicit mesh: products left as partial sums, reshards between layouts -------
+# --- under jit on an Explicit mesh: products left as partial sums, reshards between layouts ------
 
 def test_einsum_out_sharding_unreduced(mesh):
     a, b = np.arange(8.0).reshape(4, 2), np.arange(12.0).reshape(2, 6)
