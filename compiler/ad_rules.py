@@ -19,7 +19,8 @@ from ir import dtypes
 from ir import primitives as p
 from ir.core import TypeSharding
 from ir.sharding import NamedSharding, PartitionSpec
-from ir.sharding_rules import named_sharding, partitions
+from ir.sharding_rules import named_sharding, partitions, spec_of
+from ir.unreduced import split_contraction
 
 
 def _aval(x):
@@ -1057,11 +1058,24 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, preferred_element_type, swa
     # the cotangent is split as x is (JAX's out_sharding in its transpose): with both
     # operands split over a contracted axis the dot alone could not say how
     extra = {} if precision is None else {"precision": precision}
+    typed = typed_as(x_aval, ct, y, order=order)
+    ct_aval = x_aval.to_ct()
+    later = None
+    if ct_aval.unreduced and split_contraction(_aval(ct), _aval(y), dims) != \
+            ct_aval.unreduced:
+        # a cotangent wanted as partial sums that its product cannot leave so (its sides
+        # split the contraction otherwise): the product whole, then made partial sums
+        sharding = typed["out_sharding"]
+        typed = {"out_sharding": sharding.with_spec(PartitionSpec(*sharding.spec))}
+        later = ct_aval
     result = bind(p.dot_general_p, ct, y, dimension_numbers=dims,
-                  preferred_element_type=x_aval.dtype,
-                  **typed_as(x_aval, ct, y, order=order), **extra)
+                  preferred_element_type=x_aval.dtype, **typed, **extra)
     if out_axes != tuple(range(len(out_axes))):
         result = bind(p.transpose_p, result, permutation=out_axes)
+    if later is not None:
+        result = bind(p.sharding_constraint_p, result, sharding=NamedSharding(
+            sharding.mesh, PartitionSpec(*partitions(spec_of(later)),
+                                         unreduced=later.unreduced, reduced=later.reduced)))
     return result
 
 

@@ -270,6 +270,19 @@ def _dot_general(x, y, *, dimension_numbers, out_sharding=None, **params):
 ur_rules[prims.dot_general_p] = _dot_general
 
 
+def split_contraction(x, y, dimension_numbers) -> frozenset | None:
+    """The mesh axes both operands of a product split their contracted dimensions over,
+    alike (the axes its result may be left a partial sum over); None where the two sides
+    split them differently."""
+    from ir.sharding_rules import spec_of
+    (lc, rc), _ = dimension_numbers
+    xs, ys = spec_of(x), spec_of(y)
+    lhs_c, rhs_c = tuple(xs[d] for d in lc), tuple(ys[d] for d in rc)
+    if lhs_c != rhs_c:
+        return None
+    return frozenset(a for names in lhs_c for a in names)
+
+
 # --- higher-order: results as their programs give them ------------------------------------------
 
 def _program_results(*in_avals, **params) -> list:

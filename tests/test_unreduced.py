@@ -476,3 +476,18 @@ def test_reshape_out_sharding_must_keep_unreduced_and_reduced(mesh):
     out = jax.jit(lambda a: jnp.reshape(a, (4, 2), out_sharding=P(unreduced={"x"})))(partial)
     np.testing.assert_array_equal(np.asarray(jax.reshard(out, P())),
                                   np.arange(8.0).reshape(4, 2))
+
+
+def test_gradient_of_a_reduced_weight_through_a_product(mesh):
+    """A reduced weight's gradient is a partial sum, whether the product's sides split the
+    contraction alike (each device's product its term) or not (the product whole, then made
+    a partial sum): its sum is numpy's gradient either way."""
+    xh, wh = np.arange(32.0).reshape(8, 4), np.arange(12.0).reshape(4, 3)
+    scale = np.arange(24.0).reshape(8, 3)
+    x = jax.device_put(xh, P("x", None))
+    w = jax.device_put(wh, P(reduced={"x"}))
+    for loss in (lambda x, w: (jnp.dot(x, w) * scale).sum(),
+                 lambda x, w: (jax.reshard(jnp.dot(x, w), P()) * scale).sum()):
+        gw = jax.jit(jax.grad(loss, argnums=1))(x, w)
+        assert gw.sharding == NamedSharding(mesh, P(None, None, unreduced={"x"}))
+        np.testing.assert_allclose(np.asarray(jax.reshard(gw, P())), xh.T @ scale)
