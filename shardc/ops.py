@@ -81,6 +81,12 @@ def _segment_update(name, how, reducer, data, segment_ids, num_segments, indices
         raise NotImplementedError(f"{name}: mode={mode!r} is not supported")
     if out_sharding is not None:
         check_out_sharding(out_sharding, name)
+        spec = getattr(out_sharding, "spec", out_sharding)
+        if how != "add" and (spec.unreduced or spec.reduced):
+            # a max, min or product of partial sums is none (JAX's scatter rules refuse it)
+            raise NotImplementedError(f"unreduced/reduced rule for scatter-{how} is not "
+                                      "implemented. Please file an issue at "
+                                      "https://github.com/jax-ml/jax/issues")
     num_segments = _segment_count(num_segments, segment_ids)
     ids = _in_range_ids(segment_ids, num_segments, at_mode)
     hints = dict(indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,

@@ -491,3 +491,18 @@ def test_gradient_of_a_reduced_weight_through_a_product(mesh):
         gw = jax.jit(jax.grad(loss, argnums=1))(x, w)
         assert gw.sharding == NamedSharding(mesh, P(None, None, unreduced={"x"}))
         np.testing.assert_allclose(np.asarray(jax.reshard(gw, P())), xh.T @ scale)
+
+
+def test_segment_ops_into_partial_sums():
+    mesh = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Explicit,))
+    with jax.set_mesh(mesh):
+        a = jax.device_put(jnp.arange(8, dtype=jnp.int32), P("x"))
+        b = jax.device_put(jnp.array([0, 0, 1, 1, 1, 2, 2, 3]), P("x"))
+        total = jax.jit(lambda x, y: jax.ops.segment_sum(
+            x, y, num_segments=4, out_sharding=P(unreduced={"x"})))(a, b)
+        np.testing.assert_array_equal(np.asarray(jax.reshard(total, P())), [1, 9, 11, 7])
+        # a max or product of partial sums is none: JAX's NotImplementedError
+        for op in (jax.ops.segment_max, jax.ops.segment_prod):
+            with pytest.raises(NotImplementedError, match="unreduced/reduced rule"):
+                jax.jit(lambda x, y: op(x, y, num_segments=4,
+                                        out_sharding=P(unreduced={"x"})))(a, b)
