@@ -334,13 +334,18 @@ def _check_unreduced(entries: tuple, unreduced: frozenset, reduced: frozenset) -
 
 
 def _unreduced_text(unreduced, reduced) -> str:
-    """``unreduced={'x'}, reduced={'y'}``, as JAX's repr writes them."""
+    """``unreduced={'x'}, reduced={'y'}``, as JAX's repr writes them, the names sorted (a
+    set's order changes from process to process)."""
     parts = []
     if unreduced:
-        parts.append(f"unreduced={set(unreduced)!r}")
+        parts.append(f"unreduced={_names_set(unreduced)}")
     if reduced:
-        parts.append(f"reduced={set(reduced)!r}")
+        parts.append(f"reduced={_names_set(reduced)}")
     return ", ".join(parts)
+
+
+def _names_set(names) -> str:
+    return "{" + ", ".join(repr(n) for n in sorted(names, key=str)) + "}"
 
 
 P = PartitionSpec
