@@ -204,7 +204,7 @@ _RECIPROCAL_DIVISION = frozenset(np.dtype(t) for t in (np.float16, np.float32, n
 
 def divides_by_reciprocal(dtype) -> bool:
     """Whether XLA computes ``a / b`` of ``dtype``, ``b`` broadcast, as ``a * (1 / b)``."""
-    return np.dtype(dtype) in _RECIPROCAL_DIVISION
+    return (dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)) in _RECIPROCAL_DIVISION
 
 
 def is_unsigned(dtype) -> bool:

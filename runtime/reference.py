@@ -147,7 +147,7 @@ def _div(x, y):
     if np.ndim(y) == 0 and np.ndim(x) and dtypes.divides_by_reciprocal(dtype):
         # divided by a value broadcast from rank 0: by its reciprocal, as XLA does (see
         # compiler.passes.reciprocal; a lowered program has it written so already)
-        return np.multiply(x, np.divide(np.ones((), dtype), y))
+        return np.multiply(x, dtype.type(1) / np.asarray(y, dtype)[()])
     return np.divide(x, y)
 
 

@@ -111,11 +111,9 @@ def true_divide(x, y):
 def _eager_broadcast_divisor(x, y) -> bool:
     """Whether concrete operands divide by a value of more than one element that broadcasts
     (a rank-0 divisor is the division kernel's to handle)."""
-    if isinstance(x, Tracer) or isinstance(y, Tracer) or not _dt.divides_by_reciprocal(
-            dtype_of(y)):
-        return False
     shape = shape_of(y)
-    if not shape:
+    if not shape or isinstance(x, Tracer) or isinstance(y, Tracer) or \
+            not _dt.divides_by_reciprocal(dtype_of(y)):
         return False
     try:
         return shape != broadcast_shapes_of(shape_of(x), shape)
