@@ -373,16 +373,22 @@ def _program_blocks(mesh, program: Program, args) -> list:
     return _eval_blocks(mesh, program.eqns, env, program.outvars)
 
 
-def _fuse_partial_sum_products(eqns, outs) -> list:
-    """The run's equations, where a product (``dot_general``) feeding only a reshard to
-    partial sums over the axes both its sides split the contraction over is that product
-    left unreduced (JAX's ``out_sharding`` on the product): each device keeps its product,
-    nothing is added to be split up again."""
+def _use_counts(eqns) -> dict:
+    """How many times the equations read each variable (by id)."""
     uses: dict = {}
     for eqn in eqns:
         for a in eqn.invars:
             if isinstance(a, Var):
                 uses[id(a)] = uses.get(id(a), 0) + 1
+    return uses
+
+
+def _fuse_partial_sum_products(eqns, outs) -> list:
+    """The run's equations, where a product (``dot_general``) feeding only a reshard to
+    partial sums over the axes both its sides split the contraction over is that product
+    left unreduced (JAX's ``out_sharding`` on the product): each device keeps its product,
+    nothing is added to be split up again."""
+    uses = _use_counts(eqns)
     kept_out = {id(v) for v in outs}
     producer = {id(eqn.outvars[0]): eqn for eqn in eqns if eqn.primitive is prims.dot_general_p}
     fused, result = set(), []
@@ -417,11 +423,7 @@ def _fuse_relayouts_into_reductions(eqns, outs) -> list:
     as it lies and completes across the devices (a block-sized psum instead of gathering
     every block). Gradients hold this often: a broadcast operand's cotangent takes the
     operand's type, then is summed over the broadcast dimensions."""
-    uses: dict = {}
-    for eqn in eqns:
-        for a in eqn.invars:
-            if isinstance(a, Var):
-                uses[id(a)] = uses.get(id(a), 0) + 1
+    uses = _use_counts(eqns)
     kept_out = {id(v) for v in outs}
     producer = {id(eqn.outvars[0]): eqn for eqn in eqns
                 if eqn.primitive is prims.sharding_constraint_p}
