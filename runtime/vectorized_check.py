@@ -59,6 +59,8 @@ def arrays_agree(ref: Array, fast: Array, rtol=RTOL, atol=ATOL) -> str:
         why = blocks_agree(a, b, rtol, atol)
         if why:
             return f"the buffer of mesh position {p}: {why}"
+    if ref.aval.unreduced:
+        return ""       # partial sums: the buffers are all there is (no value to assemble)
     return blocks_agree(_held(ref), _held(fast), rtol, atol)
 
 
