@@ -175,6 +175,36 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
 
     >>> lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), 'VALID')
     """
+    flat, flat_init, in_tree, window, strides, dilation, base = _window_arguments(
+        operand, init_value, computation, window_dimensions, window_strides, base_dilation,
+        window_dilation)
+    shape = flat[0].shape
+    inits = [jnp.asarray(v, dtype=x.dtype) for v, x in zip(flat_init, flat)]
+    extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
+    dilated = tuple((n - 1) * d + 1 if n else 0 for n, d in zip(shape, base))
+    # a padding type is read on the operand's own shape, before base dilation (JAX's)
+    pads = (padtype_to_pads(shape, extent, strides, padding)
+            if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
+    if len(pads) != len(shape):
+        raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "
+                        f"(rank {len(shape)}), got {len(pads)}")
+    out_shape = tuple((n + lo + hi - e) // s + 1 if n + lo + hi >= e else 0
+                      for n, (lo, hi), e, s in zip(dilated, pads, extent, strides))
+    laid = [_window_layouts(x, out_shape, base, pads) for x in flat]
+    flat, real = _dilated_and_padded([x for x, _, _ in laid], inits, shape, base, pads)
+    layouts = [layout for _, layout, _ in laid]
+    results = _fold_windows(computation, in_tree, flat, inits, real, layouts, out_shape,
+                            window, strides, dilation)
+    results = [r if out_layout is None else reshard(r, out_layout)
+               for r, (_, _, out_layout) in zip(results, laid)]
+    return tree.tree_unflatten(in_tree, results)
+
+
+def _window_arguments(operand, init_value, computation, window_dimensions, window_strides,
+                      base_dilation, window_dilation) -> tuple:
+    """reduce_window's operands and window parameters, checked in JAX's order and with its
+    errors: ``(flat operands, flat initial values, their tree, window, strides, window
+    dilation, base dilation)``."""
     flat, in_tree = tree.tree_flatten(operand)
     flat_init, init_tree = tree.tree_flatten(init_value)
     if in_tree != init_tree:
@@ -187,7 +217,6 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     if any(x.shape != shape for x in flat[1:]):
         raise TypeError("reduce_window operands must all have the same shape, got "
                         f"{[x.shape for x in flat]}")
-    ndim = len(shape)
     window = tuple(int(w) for w in window_dimensions)
     strides = tuple(int(s) for s in (window_strides or (1,) * len(window)))
     dilation = tuple(int(d) for d in (window_dilation or (1,) * len(window)))
@@ -216,7 +245,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         if any(v <= 0 for v in values):
             raise TypeError(f"reduce_window {name} must have every element be strictly "
                             f"positive, got {values}.")
-    if ndim != len(window):
+    if len(shape) != len(window):
         raise TypeError("reduce_window got the wrong number of window_dimensions for operand: "
                         f"got operand shape {shape} with window_dimensions {window}.")
     for name, values in (("window_strides", strides), ("base_dilation", base),
@@ -224,23 +253,17 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         if len(values) != len(window):
             raise TypeError(f"reduce_window got inconsistent {name} and window_dimensions: "
                             f"got {name} {values} and window_dimensions {window}.")
-    inits = [jnp.asarray(v, dtype=x.dtype) for v, x in zip(flat_init, flat)]
-    extent = tuple((w - 1) * d + 1 for w, d in zip(window, dilation))
-    dilated = tuple((n - 1) * d + 1 if n else 0 for n, d in zip(shape, base))
-    # a padding type is read on the operand's own shape, before base dilation (JAX's)
-    pads = (padtype_to_pads(shape, extent, strides, padding)
-            if isinstance(padding, str) else [tuple(int(v) for v in lh) for lh in padding])
-    if len(pads) != ndim:
-        raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "
-                        f"(rank {ndim}), got {len(pads)}")
-    out_shape = tuple((n + lo + hi - e) // s + 1 if n + lo + hi >= e else 0
-                      for n, (lo, hi), e, s in zip(dilated, pads, extent, strides))
-    laid = [_window_layouts(x, out_shape, base, pads) for x in flat]
-    flat = [x for x, _, _ in laid]
-    # which places of the dilated, padded operand hold its elements: the holes and the
-    # padding take no part (the initial value counts once per window, as JAX's)
-    real = np.ones(dilated if any(d != 1 for d in base) else shape, bool)
-    if any(d != 1 for d in base):
+    return flat, flat_init, in_tree, window, strides, dilation, base
+
+
+def _dilated_and_padded(flat, inits, shape, base, pads) -> tuple:
+    """The operands with ``base`` dilation's holes and ``pads`` filled with their initial
+    values, and which places hold an operand's element: the holes and the padding take no
+    part (the initial value counts once per window, as JAX's)."""
+    dilated = any(d != 1 for d in base)
+    real = np.ones(tuple((n - 1) * d + 1 if n else 0 for n, d in zip(shape, base))
+                   if dilated else shape, bool)
+    if dilated:
         # base dilation: d - 1 holes between elements
         flat = [pad(x, i, [(0, 0, d - 1) for d in base]) for x, i in zip(flat, inits)]
         real = np.zeros(real.shape, bool)
@@ -248,8 +271,17 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     if any(lo or hi for lo, hi in pads):
         flat = [pad(x, i, [(lo, hi, 0) for lo, hi in pads]) for x, i in zip(flat, inits)]
         real = _padded_mask(real, pads)
+    return flat, real
+
+
+def _fold_windows(computation, in_tree, flat, inits, real, layouts, out_shape, window,
+                  strides, dilation) -> list:
+    """Each output, ``computation`` folded from its initial value over its window's elements
+    in row-major order: one strided slice of every operand per window offset, combined where
+    ``real`` says the offset reads an element (``layouts``: each result's layout, None
+    where it has none)."""
     results = [jnp.broadcast_to(i, out_shape, out_sharding=layout)
-               for i, (_, layout, _) in zip(inits, laid)]
+               for i, layout in zip(inits, layouts)]
     choose = (next((c for f, c in _CHOOSERS if computation is f), None)
               if len(flat) == 1 and _dt.is_inexact(flat[0].dtype) else None)
     for offset in itertools.product(*[range(w) for w in window]):
@@ -274,11 +306,9 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
         if not taken.all():
             combined = [jnp.where(taken if layout is None else jnp.broadcast_to(
                 jnp.asarray(taken), out_shape, out_sharding=layout), c, r)
-                for c, r, (_, layout, _) in zip(combined, results, laid)]
+                for c, r, layout in zip(combined, results, layouts)]
         results = combined
-    results = [r if out_layout is None else reshard(r, out_layout)
-               for r, (_, _, out_layout) in zip(results, laid)]
-    return tree.tree_unflatten(in_tree, results)
+    return results
 
 
 def _is_window_monoid(computation, init) -> bool:
