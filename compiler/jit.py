@@ -818,7 +818,10 @@ class JitFunction:
         key, leaves = self._array_key(args, kwargs)
         try:
             seen = self.array_calls.get(key) if key is not None else None
-        except Exception:       # a structure's metadata that does not compare: the full path
+        except Exception:
+            # a pytree's metadata whose comparison raises (a user's __eq__): this is only a
+            # cache, so the call takes the full path, which compares structures itself and
+            # reports what fails there
             key = seen = None
         if seen is not None:
             # the common call: positional arrays (or pytrees of them: their structure is in
