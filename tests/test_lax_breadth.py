@@ -957,6 +957,24 @@ def test_lax_binary_operations_do_not_promote():
     assert jnp.add(f32, i32).dtype == np.float32
 
 
+def test_lax_binary_operations_broadcast_size_one_dimensions_never_missing_ones():
+    """lax's binary operations take operands of one rank (or rank 0) and broadcast their
+    size-1 dimensions; operands of different ranks are JAX's TypeError naming the ranks."""
+    col, row = np.arange(3.0, dtype=np.float32)[:, None], np.arange(4.0, dtype=np.float32)[None]
+    np.testing.assert_array_equal(lax.mul(col, row), col * row)
+    np.testing.assert_array_equal(lax.add(col, 2.0), col + 2)
+    i32 = np.ones((2, 3), np.int32)
+    for op, x, y in ((lax.add, np.ones(3), np.ones((3, 4))), (lax.mul, col, row[0]),
+                     (lax.div, col, row[0]), (lax.rem, col, row[0]), (lax.pow, col, row[0]),
+                     (lax.complex, col, row[0]), (lax.eq, col, row[0]),
+                     (lax.bitwise_and, i32, i32[0]), (lax.shift_left, i32, i32[0])):
+        name = {"bitwise_and": "and"}.get(op.__name__, op.__name__)
+        with pytest.raises(TypeError, match=rf"^{name}: arrays must have the same number of "
+                                            r"dimensions, got \{1, 2\}$"):
+            op(x, y)
+    assert lax.bitwise_and.__name__ == "bitwise_and"
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32])
 def test_mulhi_is_the_high_half_of_the_double_width_product(dtype):
     info = np.iinfo(dtype)

@@ -418,12 +418,14 @@ def _check_perm(perm, axis_name, size) -> tuple:
 
 def ppermute(x, axis_name, perm):
     """Send each member's block to the member ``perm`` pairs it with; members that receive
-    nothing get zeros. Ranks are over ``axis_name`` in the order listed.
+    nothing get zeros. Over several mesh axes, ranks count the members in mesh order, however
+    ``axis_name`` lists the axes, as JAX's (it sorts each group's device ids; ``axis_index``
+    and the other collectives follow the order listed).
 
         perm [(0,1),(1,2),(2,3),(3,0)]:  [a] [b] [c] [d]  ->  [d] [a] [b] [c]
     """
     _check_operands("ppermute", x)
-    axes = _axes("ppermute", axis_name)
+    axes = _in_mesh_order(_axes("ppermute", axis_name))
     pairs = _check_perm(perm, axis_name, _group_size(axes))
     if not axes:
         # each device alone: it keeps its block where perm sends rank 0 to itself, else
@@ -431,6 +433,14 @@ def ppermute(x, axis_name, perm):
         return tree.tree_map(lambda leaf: leaf if (0, 0) in pairs else jnp.zeros_like(leaf), x)
     return tree.tree_map(
         lambda leaf: _weak_as(leaf, bind(coll.ppermute_p, leaf, mesh_axes=axes, perm=pairs)), x)
+
+
+def _in_mesh_order(axes: tuple) -> tuple:
+    """Mesh axes in the enclosing shard_map's mesh order (vmap axes among them: as given)."""
+    shard = current_shard_context()
+    if shard is None or not all(a in shard.mesh.axis_names for a in axes):
+        return axes
+    return tuple(sorted(axes, key=shard.mesh.axis_names.index))
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False, axis_index_groups=None):

@@ -13,7 +13,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.numpy._core import weakly_typed_like
-from shardc.lax._ops import check_operand_dtypes, lax_binary, with_accuracy
+from shardc.lax._ops import check_operand_dtypes, check_operand_ranks, lax_binary, with_accuracy
 from shardc.numpy._core import dtype_of as _operand_dtype
 from shardc.lax._shapes import array_operand
 
@@ -65,6 +65,7 @@ def conj(x):
 def complex(x, y):
     """``x + i y`` from real arrays of one dtype (lax does not promote: a Python float is a
     float32, a Python int refused)."""
+    check_operand_ranks("complex", x, y)
     for i, v in enumerate((x, y)):
         if _operand_dtype(v) not in (np.float32, np.float64):
             raise TypeError(f"complex does not accept dtype {_operand_dtype(v).name} at position "
@@ -249,6 +250,7 @@ cbrt = with_accuracy(jnp.cbrt, "cbrt")
 def pow(x, y):
     """``x ** y``: ``x`` inexact, ``y`` an integer (any width) or of ``x``'s dtype, as JAX's
     ``lax.pow`` (it does not promote)."""
+    check_operand_ranks("pow", x, y)
     check_operand_dtypes("pow", (_dt.FLOAT, _dt.COMPLEX), x, same=False)
     check_operand_dtypes("pow", (_dt.INT, _dt.FLOAT, _dt.COMPLEX), y, same=False)
     x_dtype, y_dtype = _operand_dtype(x), _operand_dtype(y)

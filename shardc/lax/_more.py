@@ -18,8 +18,8 @@ from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import kept_if_divisible, partitions
 import shardc.numpy as jnp
 from shardc.lax._convolution import padtype_to_pads
-from shardc.lax._ops import (ANY, ORDERED, add as lax_add, lax_binary, max as lax_max,
-                             min as lax_min, same_dtypes_error)
+from shardc.lax._ops import (ANY, ORDERED, add as lax_add, check_operand_ranks, lax_binary,
+                             max as lax_max, min as lax_min, same_dtypes_error)
 from shardc.lax._shapes import array_operand, pad
 from shardc.sharding import reshard
 
@@ -62,13 +62,17 @@ le = lax_binary("le", ORDERED, jnp.less_equal, "``x <= y`` of operands of one (r
 gt = lax_binary("gt", ORDERED, jnp.greater, "``x > y`` of operands of one (real) dtype.")
 ge = lax_binary("ge", ORDERED, jnp.greater_equal, "``x >= y`` of operands of one (real) dtype.")
 _BITS = (_dt.INT, _dt.BOOL)
-bitwise_and = lax_binary("and", _BITS, jnp.bitwise_and, "``x & y`` of one integer or bool dtype.")
-bitwise_or = lax_binary("or", _BITS, jnp.bitwise_or, "``x | y`` of one integer or bool dtype.")
-bitwise_xor = lax_binary("xor", _BITS, jnp.bitwise_xor, "``x ^ y`` of one integer or bool dtype.")
+bitwise_and = lax_binary("and", _BITS, jnp.bitwise_and, "``x & y`` of one integer or bool dtype.",
+                         public="bitwise_and")
+bitwise_or = lax_binary("or", _BITS, jnp.bitwise_or, "``x | y`` of one integer or bool dtype.",
+                        public="bitwise_or")
+bitwise_xor = lax_binary("xor", _BITS, jnp.bitwise_xor, "``x ^ y`` of one integer or bool dtype.",
+                         public="bitwise_xor")
 bitwise_not = jnp.bitwise_not
 
 
 def _integer_pair(name: str, x, y):
+    check_operand_ranks(name, x, y)
     x, y = array_operand(x), array_operand(y)
     if not (_dt.is_int(x.dtype) and _dt.is_int(y.dtype)):
         raise TypeError(f"{name} does not accept dtypes {x.dtype.name}, {y.dtype.name}. "

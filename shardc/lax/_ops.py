@@ -17,7 +17,7 @@ from shardc.numpy._arithmetic import add, binary_op, subtract as sub
 from ir.sharding import NamedSharding
 from ir.sharding_rules import mesh_explicit
 from shardc.numpy._core import (check_out_sharding, constrain, dtype_of, keeps_weak,
-                                key_array_rule, promote)
+                                key_array_rule, promote, shape_of)
 from shardc.sharding import resolve_sharding
 
 __all__ = [
@@ -210,6 +210,15 @@ def check_operand_dtypes(name: str, accepted, *operands, same: bool = True) -> N
         raise same_dtypes_error(name, dtypes)
 
 
+def check_operand_ranks(name: str, *operands) -> None:
+    """JAX's check that a lax operation's operands of rank above 0 share one rank (lax
+    broadcasts size-1 dimensions, never missing ones): TypeError naming the ranks."""
+    ranks = {len(shape_of(x)) for x in operands} - {0}
+    if len(ranks) > 1:
+        raise TypeError(f"{name}: arrays must have the same number of dimensions, got "
+                        f"{{{', '.join(str(r) for r in sorted(ranks))}}}")
+
+
 def same_dtypes_error(name: str, dtypes) -> TypeError:
     """JAX's error for a lax operation given operands of different dtypes, with its tip where
     JAX names a promoting jax.numpy counterpart."""
@@ -219,13 +228,15 @@ def same_dtypes_error(name: str, dtypes) -> TypeError:
                      f"{', '.join(np.dtype(d).name for d in dtypes)}.{tip}")
 
 
-def lax_binary(name: str, accepted, fn, doc: str):
-    """``fn(x, y)`` (a jax.numpy function) behind JAX's lax operand check: ``name`` takes
-    operands of one dtype, of the kinds ``accepted``."""
+def lax_binary(name: str, accepted, fn, doc: str, public: str | None = None):
+    """``fn(x, y)`` (a jax.numpy function) behind JAX's lax operand check: ``name`` (the
+    primitive's name, which errors give) takes operands of one dtype, of the kinds
+    ``accepted``; ``public``: the function's own name where it differs."""
     def op(x, y):
+        check_operand_ranks(name, x, y)
         check_operand_dtypes(name, accepted, x, y)
         return fn(x, y)
-    op.__name__ = op.__qualname__ = name
+    op.__name__ = op.__qualname__ = public or name
     op.__doc__ = doc
     return op
 
@@ -238,6 +249,7 @@ def mul(x, y, *, out_dtype=None):
         dtype = _dt.canonicalize(out_dtype)
         x, y = (jnp.asarray(v).astype(dtype) for v in (x, y))
     else:
+        check_operand_ranks("mul", x, y)
         check_operand_dtypes("mul", NUMBERS, x, y)
     return binary_op(p.mul_p, x, y)
 
@@ -245,6 +257,7 @@ def mul(x, y, *, out_dtype=None):
 def div(x, y):
     """``x / y``; integers divide rounding toward zero (``lax.div(-7, 2)`` is -3), and an
     integer division by zero gives -1, as XLA does."""
+    check_operand_ranks("div", x, y)
     check_operand_dtypes("div", NUMBERS, x, y)
     return binary_op(p.div_p, x, y)
 
@@ -252,6 +265,7 @@ def div(x, y):
 def rem(x, y):
     """The remainder of ``lax.div``: the sign of ``x`` (C's ``fmod``); ``rem(x, 0)`` is ``x``
     for integers, as XLA does."""
+    check_operand_ranks("rem", x, y)
     check_operand_dtypes("rem", (_dt.INT, _dt.FLOAT), x, y)
     return binary_op(p.rem_p, x, y)
 
