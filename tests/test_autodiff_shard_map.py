@@ -111,6 +111,8 @@ class EmuOps:
 
     def collective(self, name, x, axes, **params):
         out = [None] * self.mesh.size
+        if name == "ppermute" and not isinstance(axes, str):   # ranks in mesh order, as JAX's
+            axes = tuple(sorted(axes, key=self.mesh.axis_names.index))
         for group in device_groups(self.mesh, axes):
             xs = [x.blocks[p] for p in group]
             n = len(group)
