@@ -42,6 +42,12 @@ def _one(f):
 
 
 def _rsqrt(x):
+    """``1 / sqrt(x)``; a float narrower than float32 (bfloat16, float16, float8s) in float32
+    and rounded once, as XLA computes it: a square root rounded to the narrow dtype and then
+    divided rounds twice, one unit in the last place off on about a quarter of inputs."""
+    x = np.asarray(x)
+    if dtypes.is_float(x.dtype) and x.dtype.itemsize < 4:
+        return (1 / np.sqrt(x.astype(np.float32))).astype(x.dtype)
     return (1 / np.sqrt(x)).astype(x.dtype)
 
 

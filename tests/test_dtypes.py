@@ -399,3 +399,19 @@ def test_canonicalize_dtype_keeps_float0():
     assert shardc.dtypes.canonicalize_dtype(np.float64) == np.float32
     with pytest.raises(TypeError, match="not a valid JAX type"):
         shardc.dtypes.canonicalize_dtype(np.dtype("U3"))
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16])
+def test_rsqrt_of_narrow_floats_rounds_once(dtype):
+    # XLA computes a narrow float's rsqrt in float32 and rounds once; a square root rounded to
+    # bfloat16 and then divided rounds twice (6.65625 -> 0.388672 instead of 0.386719)
+    x = (np.abs(np.random.default_rng(0).standard_normal(400)) * 30 + 0.01).astype(dtype)
+    x[:2] = [6.65625, 0.30078125]
+    want = (1 / np.sqrt(x.astype(np.float64))).astype(dtype)
+    for run in (lax.rsqrt, shardc.jit(lax.rsqrt)):
+        got = np.asarray(run(jnp.asarray(x)))
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got, want)
+    if dtype is ml_dtypes.bfloat16:
+        np.testing.assert_array_equal(np.asarray(lax.rsqrt(jnp.asarray(x[:2]))).astype(np.float32),
+                                      np.array([0.38671875, 1.8203125], np.float32))
