@@ -1609,3 +1609,13 @@ def test_view_counts_sub_byte_dtypes_in_bits():
     assert np.asarray(c.view(jnp.uint4)).astype(int).tolist() == [1, 0, 0, 0] * 4
     assert jnp.zeros((64,), jnp.int4).view(jnp.int16).shape == (16,)
     assert jnp.zeros((64,), bool).view(jnp.uint4).shape == (128,)
+
+
+def test_array_of_nested_empty_lists_is_an_empty_float32_array():
+    # no values to promote: numpy's float, canonically float32, as JAX's
+    for value, shape in (([[], []], (2, 0)), ([[]], (1, 0)), ([[[]]], (1, 1, 0)),
+                         (([], []), (2, 0))):
+        got = jnp.array(value)
+        assert got.shape == shape and got.dtype == np.float32
+    assert jnp.asarray([[], []], dtype=jnp.int32).dtype == np.int32
+    assert jnp.array([[], []], dtype=bool).shape == (2, 0)

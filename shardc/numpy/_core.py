@@ -418,11 +418,12 @@ def _asarray(x, dtype, order):
         return typed(x) if np.dtype(dtype) == x.dtype else astype(x, dtype)
     # a Python number (not a bool, nor a list of them) is weakly typed, as in JAX
     weak = dtype is None and is_python_scalar(x) and not isinstance(x, bool)
-    if dtype is None and (is_python_scalar(x) or (isinstance(x, (list, tuple)) and x
-                                                 and _all_python_scalars(x))):
+    # (lists of empty lists hold no values: numpy's float, canonical float32, as JAX's)
+    filled = isinstance(x, (list, tuple)) and builtins.any(True for _ in nested_values(x))
+    if dtype is None and (is_python_scalar(x) or (filled and _all_python_scalars(x))):
         dtype = _dt.result_type([_dt.weak_scalar_dtype(v) for v in nested_values(x)],
                                 [False] * len(list(nested_values(x))))
-    elif dtype is None and isinstance(x, (list, tuple)) and x:
+    elif dtype is None and filled:
         # typed values among Python numbers: JAX's promotion, the numbers weakly typed
         # ([jnp.int8(1), 2] is int8)
         leaves = list(nested_values(x))
