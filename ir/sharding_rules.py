@@ -280,19 +280,28 @@ def _bitcast(in_avals, outs, *, new_dtype):
     return [spec]
 
 
+def _on_a_mesh(avals) -> list:
+    """The operands whose types are on a mesh. JAX's rules for operations whose operands must
+    agree (select, concatenate) pass over the others: values made outside any mesh (a constant
+    made in a jitted function with no mesh set) take the split of those they meet."""
+    return [a for a in avals if a.type_sharding is not None]
+
+
 def _select_n(in_avals, outs):
     which, *cases = in_avals
-    sharded = [c for c in in_avals if c.type_sharding is not None]
+    sharded = _on_a_mesh(in_avals)
     # rank-0 cases broadcast (jnp.where's scalars): they name no split
     cases = [c for c in cases if c.shape] or cases
-    case_spec = spec_of(cases[0])
-    if any(spec_of(c) != case_spec for c in cases):
+    placed = _on_a_mesh(cases) or cases
+    case_spec = spec_of(placed[0])
+    if any(spec_of(c) != case_spec for c in placed):
         mesh = sharded[0].type_sharding.mesh
         raise ShardingTypeError(
             "select cases must have the same shardings, got ["
             + ", ".join(sharding_text(mesh, spec_of(c)) for c in cases) + "].")
-    if which.shape and spec_of(which) != case_spec:
-        mesh = (which.type_sharding or sharded[0].type_sharding).mesh
+    if (which.shape and which.type_sharding is not None and _on_a_mesh(cases)
+            and spec_of(which) != case_spec):
+        mesh = which.type_sharding.mesh
         raise ShardingTypeError(
             "select `which` must be scalar or have the same sharding as cases, got `which` "
             f"sharding {sharding_text(mesh, spec_of(which))} but case sharding "
@@ -329,8 +338,9 @@ def _squeeze(in_avals, outs, *, dimensions):
 
 
 def _concatenate(in_avals, outs, *, dimension):
-    spec = spec_of(in_avals[0])
-    if any(spec_of(a) != spec for a in in_avals):
+    placed = _on_a_mesh(in_avals) or in_avals
+    spec = spec_of(placed[0])
+    if any(spec_of(a) != spec for a in placed):
         mesh = next(a.type_sharding.mesh for a in in_avals if a.type_sharding is not None)
         raise ShardingTypeError("All operands should have the same sharding. Got shardings "
                                 + ", ".join(sharding_text(mesh, spec_of(a)) for a in in_avals))

@@ -1702,3 +1702,23 @@ def test_a_jitted_shard_maps_results_are_spelt_as_their_types_at_every_call():
         again = gathered(xs)
         assert again.sharding.spec == P(None, None)
         np.testing.assert_array_equal(np.asarray(again), np.arange(32).reshape(8, 4) * 2)
+
+
+def test_concatenate_and_select_take_the_split_of_the_operands_split_over_some_axis():
+    # JAX passes over operands made outside any mesh (here: no mesh set; constants in a
+    # jitted function); two different splits still conflict
+    mesh24 = mesh_of((2, 4), ("x", "y"))
+    b = jax.device_put(jnp.arange(32.0).reshape(8, 4), NamedSharding(mesh24, P("x")))
+    o = jnp.ones((8, 4))
+    cat = jnp.concatenate([b, o], axis=1)
+    assert str(jax.typeof(cat)) == "float32[8@x,8]"
+    np.testing.assert_array_equal(cat, np.concatenate([np.arange(32.0).reshape(8, 4),
+                                                       np.ones((8, 4))], axis=1))
+    picked = jnp.where(b > 3, b, o)
+    assert str(jax.typeof(picked)) == "float32[8@x,4]"
+    np.testing.assert_array_equal(picked, np.where(np.arange(32.0).reshape(8, 4) > 3,
+                                                   np.arange(32.0).reshape(8, 4), 1.0))
+    stacked = jax.jit(lambda v: jnp.array([v, jnp.ones(8)]))(b[:, 0])
+    assert str(jax.typeof(stacked)) == "float32[2,8@x]"
+    with pytest.raises(ShardingTypeError, match="All operands should have the same sharding"):
+        jnp.concatenate([b, jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh24, P("y")))])
