@@ -1722,3 +1722,16 @@ def test_concatenate_and_select_take_the_split_of_the_operands_split_over_some_a
     assert str(jax.typeof(stacked)) == "float32[2,8@x]"
     with pytest.raises(ShardingTypeError, match="All operands should have the same sharding"):
         jnp.concatenate([b, jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh24, P("y")))])
+
+
+def test_array_of_a_list_of_split_arrays_keeps_their_split():
+    # as JAX's: arrays among a list's values are stacked where they are, not fetched
+    mesh = mesh_of((4, 2), ("x", "y"))
+    b = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("x")))
+    for value, text in (([b, b * 2], "float32[2,8@x]"), ([[b], [b]], "float32[2,1,8@x]"),
+                        ([b, np.ones(8, np.float32)], "float32[2,8@x]")):
+        got = jnp.array(value)
+        assert str(jax.typeof(got)) == text
+        np.testing.assert_array_equal(got, np.array([np.asarray(v) for v in value]))
+    assert jnp.array([b, b], dtype=jnp.int32).dtype == np.int32
+    assert jnp.array([jnp.int8(3), 2]).dtype == np.int8       # a Python number is weak

@@ -408,9 +408,12 @@ def _asarray(x, dtype, order):
         return x if dtype is None else astype(x, dtype)
     if isinstance(x, np.ma.MaskedArray):
         raise masked_array_error()
-    if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, Tracer)
+    if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, (Tracer, Array))
                                                      for v in nested_values(x)):
-        return typed(stack([asarray(v, dtype) for v in x]))   # a list's array is typed
+        # arrays among the values: stacked where they are, as JAX's (a list of arrays split
+        # over a mesh gives an array split so), not fetched to the host; a list's array is
+        # typed
+        return typed(stack([asarray(v, dtype) for v in x]))
     if isinstance(x, Array):
         if dtype is None:
             return x
