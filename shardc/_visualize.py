@@ -93,7 +93,7 @@ def visualize_sharding(shape, sharding, *, use_color=True, scale=1.0, min_width=
         color_map = None
     cells = cell_grid(shape, distinct_blocks(shape, sharding), scale=scale,
                       min_width=min_width, max_width=max_width, colored=color_map is not None)
-    _print_table(console, cells, color_map)
+    _print_table(console, cells, color_map, max_width)
 
 
 # --- which blocks, where ---------------------------------------------------------------------
@@ -185,8 +185,10 @@ def _console(use_color: bool) -> rich.console.Console:
                                 highlight=False)
 
 
-def _print_table(console: rich.console.Console, cells: list, color_map) -> None:
-    """Render the rows of cells, then a blank line."""
+def _print_table(console: rich.console.Console, cells: list, color_map, max_width: int) -> None:
+    """Render the rows of cells on a console ``max_width`` wide, as JAX's (rich squeezes a
+    wider drawing, eliding labels with ``…``). No blank line follows: JAX asks rich for one
+    (``end='\\n\\n'``), but rich ends a table with its last line whatever ``end`` says."""
     colored = color_map is not None
     table = rich.table.Table(show_header=False, show_lines=not colored, padding=0,
                              highlight=False, pad_edge=False,
@@ -194,9 +196,8 @@ def _print_table(console: rich.console.Console, cells: list, color_map) -> None:
     colors = _colors(color_map, len(cells), max(len(row) for row in cells)) if colored else None
     for row in cells:
         table.add_row(*(_renderable(cell, next(colors) if colored else None) for cell in row))
-    console.width = _table_width(cells, colored)
+    console.width = max_width
     console.print(table)
-    console.line()  # a blank line after, as SEMANTICS 5.3 asks (rich's ``end`` skips tables)
 
 
 def _renderable(cell: Cell, color: str | None):
@@ -204,14 +205,6 @@ def _renderable(cell: Cell, color: str | None):
     style = rich.style.Style(bgcolor=color, color=_text_color(color) if color else None)
     label = rich.align.Align(rich.text.Text(cell.label), "center", vertical="middle")
     return rich.padding.Padding(label, cell.padding, style=style)
-
-
-def _table_width(cells: list, colored: bool) -> int:
-    """The drawing's full width, so the console never wraps or squeezes it."""
-    columns = max(len(row) for row in cells)
-    widths = [max(row[c].width for row in cells if c < len(row)) for c in range(columns)]
-    lines = 0 if colored else columns + 1
-    return sum(widths) + lines
 
 
 # --- colour ----------------------------------------------------------------------------------
