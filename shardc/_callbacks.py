@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import Tracer, bind, is_python_scalar
+from compiler.tracing import Tracer, bind, is_python_scalar, weakly_typed
 from ir import dtypes
 from ir import primitives as prims
-from runtime.array import Array
+from runtime.array import Array, SingleDeviceSharding
+from runtime.devices import local_devices
 
 __all__ = ["pure_callback", "io_callback", "debug_callback"]
 
@@ -21,11 +22,17 @@ class HostCallback:
     """The user's function over flat numpy values: the arguments rebuilt into their pytree,
     the results flattened (None for a function whose results are not used)."""
 
-    def __init__(self, fn, in_tree, returns: bool, static: tuple = ()):
-        # static: (position, value) of the leaves that are no arrays, passed as they are
+    def __init__(self, fn, in_tree, returns: bool, static: tuple = (), weak: tuple = ()):
+        # static: (position, value) of the leaves that are no arrays, passed as they are;
+        # weak: per value passed, whether it is weakly typed (a Python number)
         self.fn, self.in_tree, self.returns, self.static = fn, in_tree, returns, static
+        self.weak = weak
 
     def __call__(self, *flat):
+        # the values reach the function as arrays on this process's first device, as JAX's
+        # (it puts them on its CPU device): their repr, methods and jnp calls are an Array's
+        device = local_devices()[0]
+        flat = [self._array(v, k, device) for k, v in enumerate(flat)]
         if self.static:
             static, values = dict(self.static), iter(flat)
             flat = [static[k] if k in static else next(values)
@@ -33,6 +40,14 @@ class HostCallback:
         args, kwargs = tree.tree_unflatten(self.in_tree, list(flat))
         result = self.fn(*args, **kwargs)
         return tree.tree_leaves(result) if self.returns else []
+
+    def _array(self, value, position: int, device):
+        if not (isinstance(value, (np.ndarray, np.generic)) and dtypes.is_valid(value.dtype)):
+            return value
+        array = Array.from_global(value, SingleDeviceSharding(device))
+        if position < len(self.weak) and self.weak[position]:
+            array.weak = True
+        return array
 
     def short_repr(self) -> str:
         return getattr(self.fn, "__qualname__", type(self.fn).__name__)
@@ -56,7 +71,8 @@ def _result_avals(result_shape_dtypes):
 def _call(effect, callback, result_shape_dtypes, args, kwargs, vmap_method=None):
     flat, in_tree = tree.tree_flatten((args, kwargs))
     avals, out_tree = _result_avals(result_shape_dtypes)
-    outs = bind(prims.callback_p, *flat, callback=HostCallback(callback, in_tree, True),
+    weak = tuple(weakly_typed(v) for v in flat)
+    outs = bind(prims.callback_p, *flat, callback=HostCallback(callback, in_tree, True, (), weak),
                 result_avals=avals, effect=effect, vmap_method=vmap_method)
     return tree.tree_unflatten(out_tree, list(outs))
 
@@ -91,8 +107,9 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
             raise TypeError("first argument to jax.debug.callback must be callable, but got "
                             f"an object of type {type(callback)}")
         in_tree, static, dynamic = split_arguments(args, kwargs)
+        weak = tuple(weakly_typed(v) for v in dynamic)
         bind(prims.callback_p, *dynamic,
-             callback=HostCallback(callback, in_tree, False, tuple(static.items())),
+             callback=HostCallback(callback, in_tree, False, tuple(static.items()), weak),
              result_avals=(), effect="debug", vmap_method=None)
 
     return two_call_form("debug_callback", _debug_callback, callback, args, kwargs)

@@ -223,3 +223,23 @@ def test_debug_print_and_callback_two_call_forms_and_format_checks(capsys):
     jax.debug.print("hello", 3, skip_format_check=True)
     jax.effects_barrier()
     assert capsys.readouterr().out == "hello 3\n"
+
+
+def test_callbacks_receive_arrays_python_numbers_weakly_typed():
+    # as JAX's, which puts the values on its CPU device before calling
+    seen = []
+    jax.jit(lambda a: jax.debug.callback(lambda v, t: seen.append((v, t)), a,
+                                               {"n": 1, "x": 2.0}))(jnp.arange(2.0))
+    jax.debug.callback(lambda t: seen.append(t), (3, jnp.ones(2)))
+    (v, t), (n, o) = seen
+    assert isinstance(v, jax.Array) and repr(v) == "Array([0., 1.], dtype=float32)"
+    assert repr(t["n"]) == "Array(1, dtype=int32, weak_type=True)"
+    assert repr(t["x"]) == "Array(2., dtype=float32, weak_type=True)"
+    assert n.weak and not o.weak and isinstance(o, jax.Array)
+
+    def double(v):
+        assert isinstance(v, jax.Array)
+        return np.asarray(jnp.sum(v) * 2 + v)       # jnp works on them inside the callback
+    got = jax.jit(lambda a: jax.pure_callback(
+        double, jax.ShapeDtypeStruct((3,), np.float32), a))(jnp.arange(3.0))
+    np.testing.assert_array_equal(got, [6.0, 7.0, 8.0])
