@@ -228,12 +228,24 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
             mismatch = replication_mismatch(every_block(o.blocks, mesh), mesh, spec)
             if mismatch:
                 raise runtime_replication_error(k, spec, mesh, mismatch)
+    if set(params["config"].manual_axes) != set(mesh.axis_names):
+        # a shard_map manual over some axes gives its results' specs one entry per dimension,
+        # as JAX's (its partial-manual shard_maps run as jitted programs)
+        specs = [_padded(spec, o.aval.ndim) for o, spec in zip(outs, specs)]
     results = [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]
     if trace.typed and any(o.aval.type_sharding is not None for o in outs):
         # a body result split over Explicit axes the shard_map left automatic keeps that split
         results = [_keeping_split(r, o.aval, spec, mesh)
                    for r, o, spec in zip(results, outs, specs)]
     return results
+
+
+def _padded(spec, ndim: int):
+    """``spec`` with None entries up to ``ndim``."""
+    if not isinstance(spec, PartitionSpec) or len(spec) >= ndim:
+        return spec
+    return PartitionSpec(*spec, *(None,) * (ndim - len(spec)), unreduced=spec.unreduced,
+                         reduced=spec.reduced)
 
 
 def _keeping_split(result, body_aval, spec, mesh):

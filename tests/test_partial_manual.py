@@ -533,3 +533,18 @@ def test_a_bare_spec_constraint_naming_a_manual_axis_is_jaxs_auto_axes_error(kin
                 "to Auto axes of the mesh. Got spec=P('m', None) and mesh=AbstractMesh('d': 2, "
                 f"'m': 4, axis_types=({types})")):
             jax.jit(f)(x)
+
+
+def test_eager_partial_manual_results_spell_their_specs_per_dimension():
+    # as JAX's (and as under jit): P('x', None), not the out_specs entry as written
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    a = jax.device_put(jnp.arange(64.0).reshape(8, 8), jax.NamedSharding(mesh, P("x")))
+    f = jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                      axis_names={"x"})
+    for run in (f, jax.jit(f)):
+        got = run(a)
+        assert got.sharding.spec == P("x", None) and got.sharding.spec != P("x")
+        np.testing.assert_array_equal(got, np.arange(64.0).reshape(8, 8) * 2)
+    whole = jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    assert whole(jax.device_put(jnp.arange(8.0), jax.NamedSharding(mesh, P("x")))
+                 ).sharding.spec == P("x")          # manual over every axis: as written
