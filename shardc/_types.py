@@ -25,12 +25,12 @@ def typeof(x):
     """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
     if isinstance(x, PRNGKeyArray):
         return _key_type(x)
-    return _TypeOf(aval_of(x), x)
+    return ShapedArray(aval_of(x), x)
 
 
 def _key_type(keys):
     """A key array's type: its own shape and key dtype (``key<fry>[3]``), its data's vma."""
-    of_data = _TypeOf(aval_of(keys._base), keys._base)
+    of_data = ShapedArray(aval_of(keys._base), keys._base)
     of_data.shape, of_data.ndim, of_data.dtype = keys.shape, keys.ndim, keys.dtype
     vma_text = of_data._text[of_data._text.index("]") + 1:]
     # the key dimensions as the data's leading ones are split (key<fry>[8@X])
@@ -66,7 +66,10 @@ def public_sharding(aval, value=None) -> NamedSharding:
 set_public_sharding_view(public_sharding)
 
 
-class _TypeOf:
+class ShapedArray:
+    """A value's type as JAX shows it (``typeof(x)``, named as JAX's class is): shape, dtype,
+    weak type, the mesh axes it varies over and its sharding."""
+
     def __init__(self, aval, value):
         self.aval = aval
         self.shape = aval.shape
@@ -99,7 +102,7 @@ class _TypeOf:
 
     # two types are equal when they print alike and lay out alike (JAX's interned types)
     def __eq__(self, other):
-        return (isinstance(other, _TypeOf) and self._text == other._text
+        return (isinstance(other, ShapedArray) and self._text == other._text
                 and self.sharding == other.sharding)
 
     def __hash__(self):

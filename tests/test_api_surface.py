@@ -56,6 +56,13 @@ def test_typeof_reports_the_manual_axis_type_and_vma():
     assert a.shape == (2,) and a.dtype == np.float32 and str(a) == "float32[2]{V:x}"
 
 
+def test_types_are_shaped_arrays():
+    t = shardc.typeof(jnp.ones(3))
+    assert type(t).__name__ == "ShapedArray" and repr(t) == "ShapedArray(float32[3])"
+    keys = shardc.random.split(shardc.random.key(0), 4)
+    assert type(shardc.typeof(keys)).__name__ == "ShapedArray"
+
+
 def test_typeof_of_a_concrete_array_has_its_sharding():
     placed = shardc.device_put(jnp.arange(8.), NamedSharding(MESH, P("x")))
     t = shardc.typeof(placed)
