@@ -27,11 +27,13 @@ test: $(STAMP)
 # JAX and matplotlib (the optional `bench` extra) add the JAX columns and the plots.
 # benchmarks/mpi.py: each collective on mpiexec -n 2 and -n 4 against raw mpi4py.
 # benchmarks/memory.py: the peak memory growth of first and steady calls, shardc and JAX.
+# benchmarks/dispatch.py: the seed matmul with numpy inputs at each call, JAX and shardc in turns.
 bench: $(STAMP)
 	-$(BIN)/python -m pip install -q -e '.[bench]'
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.mpi $(BENCH_ARGS)
 	$(BIN)/python -m benchmarks.memory $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks.dispatch $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

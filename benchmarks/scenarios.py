@@ -118,6 +118,13 @@ def _matmul_build(m, k, n, api: Api):
     return matmul_basic, (api.place(a, mesh, P("x", "y")), api.place(b, mesh, P("y", None)))
 
 
+def seed_matmul(api: Api) -> tuple:
+    """The tutorial's matmul (8x16 @ 16x4 on a (4, 2) mesh of Auto axes) and its numpy
+    inputs, as a user calls it on host batches."""
+    fn, _ = _matmul_build(8, 16, 4, api)
+    return fn, _matmul_inputs(8, 16, 4)
+
+
 def _matmul_bound(m, k, n):
     a, b = _matmul_inputs(m, k, n)
     a_blocks = {(i, j): a[i * m // 4:(i + 1) * m // 4, j * k // 2:(j + 1) * k // 2]

@@ -166,3 +166,26 @@ def test_memory_benchmark_measures_a_case_in_a_process_of_its_own(tmp_path):
     assert row["case"] == "psum" and row["side"] == "shardc", row
     assert row["first"] >= 0 and row["steady"] >= 0
     assert "| psum |" in (tmp_path / "memory.md").read_text()
+
+
+def test_dispatch_benchmark_times_each_row_and_reports_ratios_to_targets(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from benchmarks import dispatch
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "SHARDC_BACKEND"}
+    env["PYTHONPATH"] = root
+    done = subprocess.run([sys.executable, "-m", "benchmarks.dispatch", "--quick", "--no-jax",
+                           "--out", str(tmp_path)], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    samples = json.loads((tmp_path / "dispatch.json").read_text())["shardc"]
+    assert len(samples["first"]) == 3 and len(samples["steady"]) == 150
+    assert all(s > 0 for row in samples.values() for s in row)
+    table = dispatch.report({"shardc": {"steady": [1e-5], "first": [1e-3], "eager": [1e-4]},
+                             "jax": {"steady": [2e-4], "first": [4e-2], "eager": [6e-2]}})
+    assert "| steady | 10.0 us | 200.0 us | 20.0x | 10x |" in table
+    assert "| first | 1.00 ms | 40.00 ms | 40.0x | 50x |" in table
+    assert "| eager | 100.0 us | 60.00 ms | 600.0x | 500x |" in table
