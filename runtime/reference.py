@@ -74,8 +74,14 @@ def _logistic(x):
 
 
 def _round(x):
-    # lax.round rounds half away from zero; the sign stays (round(-0.3) is -0.0).
-    return np.copysign(np.floor(np.abs(x) + 0.5), x).astype(x.dtype)
+    """lax.round: half away from zero, the sign kept (round(-0.3) is -0.0). The fraction
+    ``x - trunc(x)`` is exact, where ``floor(|x| + 0.5)`` rounds the sum itself first
+    (0.49999997 gave 1, 8388609 gave 8388610)."""
+    x = np.asarray(x)
+    whole = np.trunc(x)
+    away = np.abs(x - whole) >= 0.5
+    rounded = np.where(away, whole + np.copysign(np.ones((), x.dtype), x), whole)
+    return np.copysign(rounded, x).astype(x.dtype)
 
 
 def _sign(x):

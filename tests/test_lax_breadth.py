@@ -1166,3 +1166,17 @@ def test_symmetric_product_as_jax():
                                          r"shape \(m, n\) and a square matrix of shape \(n, n\). "
                                          r"Got shapes \(4, 5\) and \(5, 5\)."):
         lax_linalg.symmetric_product(a, np.zeros((3, 5, 5), np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, jnp.bfloat16])
+def test_lax_round_rounds_half_away_from_zero_without_rounding_the_sum(dtype):
+    # floor(|x| + 0.5) rounds the sum first: 0.49999997 gave 1 and 8388609 gave 8388610
+    with np.errstate(over="ignore"):                  # (float16 holds no 15000001: inf)
+        x = np.array([0.49999997, 8388609.0, -0.49999997, 15000001.0, 0.5, -0.5, 1.5, 2.5,
+                      -2.5, -0.3, 0.0, np.inf, -np.inf], np.float32).astype(dtype)
+    wide = x.astype(np.float64)
+    want = (np.sign(wide) * np.floor(np.abs(wide) + 0.5)).astype(dtype)   # exact in float64
+    for run in (lax.round, shardc.jit(lax.round)):
+        got = np.asarray(run(jnp.asarray(x)))
+        np.testing.assert_array_equal(got, want)
+        assert np.signbit(got[9])                               # round(-0.3) is -0.0
