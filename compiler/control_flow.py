@@ -742,11 +742,26 @@ vma_rules[prims.while_p] = _while_types
 
 # --- cond and switch ------------------------------------------------------------------------------
 
-def cond(pred, true_fun, false_fun, *operands):
+# ``operand=`` not given (JAX's keyword form of a single operand)
+_NO_OPERAND = object()
+
+
+def _keyword_operand(operands: tuple, operand) -> tuple:
+    """The operands, ``operand=`` (JAX's keyword for a single one) among them if given."""
+    if operand is _NO_OPERAND:
+        return operands
+    if operands:
+        raise TypeError("if 'operand' keyword is passed then no positional operands can be "
+                        f"passed, got {operand=} and positional operands {operands}")
+    return (operand,)
+
+
+def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
     """``lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``.
 
     ``pred`` is a boolean or number scalar (a number is true where it is not zero), checked
     as JAX checks it."""
+    operands = _keyword_operand(operands, operand)
     if not (callable(true_fun) and callable(false_fun)):
         # JAX's deprecated form: cond(pred, true_operand, true_fun, false_operand, false_fun)
         if callable(false_fun) and len(operands) == 2 and callable(operands[1]):
@@ -778,9 +793,10 @@ def cond(pred, true_fun, false_fun, *operands):
     return _switch("cond", index, [false_fun, true_fun], ["false_fun", "true_fun"], operands)
 
 
-def switch(index, branches, *operands):
+def switch(index, branches, *operands, operand=_NO_OPERAND):
     """``lax.switch``: ``branches[index](*operands)``, the index (an integer scalar) clamped
     into range."""
+    operands = _keyword_operand(operands, operand)
     branches = list(branches)
     _check_callable("switch", "branches argument should be a sequence of callables.",
                     *branches)

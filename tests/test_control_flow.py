@@ -1874,3 +1874,26 @@ def test_loops_with_jit_disabled_keep_python_numbers_and_weak_types():
         c, ys = lax.scan(lambda c, x: (c + 1.0, c), 0.0, None, length=3)
         assert c == 3.0 and ys.weak_type and ys.dtype == np.float32
         np.testing.assert_array_equal(np.asarray(ys), [0.0, 1.0, 2.0])
+
+
+def test_cond_and_switch_take_a_single_operand_by_keyword():
+    assert float(lax.cond(True, lambda x: x + 1, lambda x: x, operand=1.0)) == 2.0
+    np.testing.assert_array_equal(
+        lax.switch(1, [lambda x: x, lambda x: x * 3], operand=jnp.ones(2)), [3.0, 3.0])
+    got = shardc.jit(lambda p: lax.cond(p, lambda x: x + 1, lambda x: x,
+                                        operand=jnp.ones(3)))(False)
+    np.testing.assert_array_equal(got, np.ones(3))
+    with pytest.raises(TypeError, match="if 'operand' keyword is passed then no positional "
+                                        r"operands can be passed, got operand=2.0 and "
+                                        r"positional operands \(1.0,\)"):
+        lax.cond(True, lambda x, y: x, lambda x, y: y, 1.0, operand=2.0)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 5])
+def test_map_in_batches_of_no_slices_is_empty(batch_size):
+    got = lax.map(lambda x: {"a": x["b"] * 2}, {"b": jnp.zeros((0, 2, 3))},
+                  batch_size=batch_size)
+    assert got["a"].shape == (0, 2, 3) and got["a"].dtype == np.float32
+    got = shardc.jit(lambda v: lax.map(lambda x: x.sum(), v, batch_size=batch_size))(
+        jnp.zeros((0, 4)))
+    assert got.shape == (0,)

@@ -107,6 +107,8 @@ def map(f, xs, *, batch_size=None):
     if rest:
         outs.append(vmap(f)(tree.tree_unflatten(treedef,
                                                 [x[full_batches * batch_size:] for x in leaves])))
+    if not outs:            # no slices: the map of a zero-length batch, as JAX's
+        return vmap(f)(xs)
     if len(outs) == 1:
         return outs[0]
     return tree.tree_map(lambda a, b: jnp.concatenate([a, b]), outs[0], outs[1])
