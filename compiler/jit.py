@@ -1587,11 +1587,17 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
                        names()[k] if names is not None else "")
         if given is not None:
             given.append(sharding)
+        # one on no mesh (a host value, an array on one device, a stand-in without a
+        # sharding) moves as asked, but JAX types it by itself: split over no axis
+        typed = aval_of(leaf) if what == "jit in_shardings" and not isinstance(
+            leaf, Tracer) and not isinstance(getattr(leaf, "sharding", None), NamedSharding) \
+            else None
         if sharding is not None and isinstance(leaf, ShapeDtypeStruct):
             # a stand-in argument to lower(): it takes the layout asked for
-            placed.append(ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding,
-                                           weak_type=leaf.weak,
-                                           manual_axis_type=leaf.manual_axis_type))
+            stand_in = ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding,
+                                        weak_type=leaf.weak,
+                                        manual_axis_type=leaf.manual_axis_type)
+            placed.append(stand_in if typed is None else stand_in.typed_as(typed))
             continue
         if sharding is not None:
             if isinstance(leaf, Tracer):
@@ -1607,6 +1613,8 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
                     _check_committed(leaf, sharding)
                 weak = weakly_typed(leaf)
                 leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
+                if typed is not None:
+                    leaf = leaf.typed_as(typed)
                 if weak:        # a Python number laid out stays weakly typed, as JAX's
                     leaf = weakened(leaf)
             elif what == "jit out_shardings" and not isinstance(sharding, NamedSharding):

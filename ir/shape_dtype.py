@@ -70,6 +70,15 @@ class ShapeDtypeStruct:
             self._avals[key] = aval
         return aval
 
+    def typed_as(self, aval: Aval) -> "ShapeDtypeStruct":
+        """This stand-in, its sharding kept, standing for a value of type ``aval`` (split over
+        fewer Explicit axes than its sharding is), as ``Array.typed_as``."""
+        assert not isinstance(self._sharding, PartitionSpec)
+        result = ShapeDtypeStruct(self.shape, self.dtype, self._sharding, self.weak,
+                                  self.manual_axis_type)
+        result._avals = {None: aval}
+        return result
+
     weak_type = property(lambda self: self.weak)
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
     ndim = property(lambda self: len(self.shape))

@@ -367,6 +367,15 @@ class Array(metaclass=abc.ABCMeta):
         result.sharding = sharding
         return result
 
+    def typed_as(self, aval: Aval) -> "Array":
+        """This array, its layout kept, typed by ``aval`` (the same shape and dtype, split over
+        fewer Explicit axes than its layout is): how jit's in_shardings lay out a value that
+        was on no mesh, which JAX types by the value itself."""
+        assert (aval.shape, aval.dtype) == (self.aval.shape, self.aval.dtype), (aval, self.aval)
+        result = self._shallow_copy()
+        result.aval = aval
+        return result
+
     # -- lifetime (JAX's): a deleted array, or one donated to a jitted call, holds no data -----
 
     def delete(self) -> None:

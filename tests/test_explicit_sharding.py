@@ -555,6 +555,32 @@ def test_jit_shardings(mesh24):
                  "float32[8@x,16@y]", host * 2)
 
 
+def test_jit_in_shardings_of_a_host_value_type_it_unsharded():
+    """A host value (or an array on one device) that jit's in_shardings lays out is typed by
+    itself, split over no axis, as JAX 0.10.2 types it: ops that refuse a split operand
+    accept it, and an elementwise result is typed (and laid out) unsharded."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(-4, 5, size=(8, 16)).astype(np.float32)
+    b = rng.integers(-4, 5, size=(16, 4)).astype(np.float32)
+    seen = []
+
+    def cumsum(t):
+        seen.append(str(jax.typeof(t)))
+        return jnp.cumsum(t, 0)
+    mesh24 = mesh_of((2, 4), ("x", "y"))
+    with jax.set_mesh(mesh24):
+        check_result(jax.jit(cumsum, in_shardings=P("x"))(a), "float32[8,16]", np.cumsum(a, 0))
+        check_result(jax.jit(lambda u, v: u @ v, in_shardings=(P(None, "y"), P("y", None)))(a, b),
+                     "float32[8,4]", a @ b)
+        check_result(jax.jit(lambda u: u * 2, in_shardings=P("x", "y"))(a), "float32[8,16]",
+                     a * 2)
+    # a NamedSharding with no mesh set, on a host value and on an array on one device
+    for value in (a, jnp.asarray(a)):
+        check_result(jax.jit(cumsum, in_shardings=NamedSharding(mesh24, P("x")))(value),
+                     "float32[8,16]", np.cumsum(a, 0))
+    assert set(seen) == {"float32[8,16]"}
+
+
 def test_with_sharding_constraint_asserts_and_auto_axes_escapes(mesh24):
     host, x = placed((8, 16), ("x", "y"))
     check_result(jax.jit(lambda a: lax.with_sharding_constraint(a, P("x", "y")))(x),
