@@ -1761,3 +1761,19 @@ def test_array_of_a_list_of_split_arrays_keeps_their_split():
         np.testing.assert_array_equal(got, np.array([np.asarray(v) for v in value]))
     assert jnp.array([b, b], dtype=jnp.int32).dtype == np.int32
     assert jnp.array([jnp.int8(3), 2]).dtype == np.int8       # a Python number is weak
+
+
+def mixed_mesh():
+    """A 2x4 mesh whose 'x' is Explicit and whose 'y' is Auto."""
+    return jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,
+                                                         jax.sharding.AxisType.Auto))
+
+
+def test_mixed_mesh_eager_slice_keeps_the_explicit_split():
+    """A partial slice of a dimension split over an Auto axis, eagerly, leaves that dimension
+    unsplit and keeps the Explicit split of the other, as JAX 0.10.2's gather does."""
+    with jax.set_mesh(mixed_mesh()):
+        host, m = placed((8, 16), ("x", "y"))
+        check_result(m[:, 1:], "float32[8@x,15]", host[:, 1:])
+        assert m[:, 1:].sharding.spec == P("x", None)
+        assert m[:, :8].sharding.spec == P("x", None)

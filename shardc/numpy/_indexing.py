@@ -573,7 +573,9 @@ def _eager_gather_layout(x, index, result):
         spec.pop()
     if tuple(spec) == tuple(result.sharding.spec):
         return result
-    return with_sharding_constraint(result, NamedSharding(sharding.mesh, PartitionSpec(*spec)))
+    # laid out anew as device_put lays it out: a mixed mesh's Explicit axes named too
+    return bind(p.sharding_constraint_p, result,
+                sharding=NamedSharding(sharding.mesh, PartitionSpec(*spec)))
 
 
 def _window(entry, size: int, dim: int) -> tuple:
