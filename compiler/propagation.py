@@ -402,8 +402,10 @@ class _Solver:
             rank = outs[0].aval.ndim
             members = [a for a in arrays if a.aval.ndim == rank] + list(outs)
             broadcast = prim in prims.ELEMENTWISE
+            unlinked = _read_at_unknown_positions(eqn)
             return [[(id(v), d) for v in members
-                     if not (broadcast and v.aval.shape[d] != outs[0].aval.shape[d])]
+                     if not (broadcast and v.aval.shape[d] != outs[0].aval.shape[d])
+                     and not (d in unlinked and v is ins[0])]
                     for d in range(rank)]
         if prim is prims.transpose_p:
             (a,), (out,) = ins, outs
@@ -607,6 +609,17 @@ def _loop_layout(eqn) -> _LoopLayout:
         return _LoopLayout(range(c), range(c, c + k), range(c + k, n), "jaxpr")
     c, b = p["cond_nconsts"], p["body_nconsts"]
     return _LoopLayout(range(c, c + b), range(c + b, n), range(0), "body_jaxpr", "cond_jaxpr")
+
+
+def _read_at_unknown_positions(eqn) -> frozenset:
+    """The dimensions of a dynamic slice at start indices that are values (not constants)
+    which it reads partially: XLA's propagation does not carry the operand's split of them
+    into the result (with constant starts it is a slice, which does)."""
+    if eqn.primitive is not prims.dynamic_slice_p or \
+            not any(isinstance(s, Var) for s in eqn.invars[1:]):
+        return frozenset()
+    x, out = eqn.invars[0].aval, eqn.outvars[0].aval
+    return frozenset(d for d in range(out.ndim) if out.shape[d] != x.shape[d])
 
 
 def _factored(eqn) -> bool:

@@ -193,6 +193,20 @@ def check_explicit_axes(sharding, name: str) -> None:
                     f"of type: {kinds[axis]}.")
 
 
+def open_over_auto_axes(sharding, ndim: int):
+    """A result's layout from its type's sharding on a mesh with Explicit and Auto axes, as
+    JAX lowers it: the dimensions its type splits over no axis are left to propagation
+    (``P.UNCONSTRAINED``), so the Auto axes its operands are split over carry into it. On
+    other meshes ``sharding`` as it is."""
+    mesh = sharding.mesh
+    if not mesh.explicit_axes or not mesh.auto_axes:
+        return sharding
+    names = spec_names(sharding.spec)
+    names += ((),) * (ndim - len(names))
+    return sharding.with_spec(PartitionSpec(*(
+        axes if axes else PartitionSpec.UNCONSTRAINED for axes in names)))
+
+
 def _check_no_manual_axes(sharding) -> None:
     """JAX's refusal of a constraint in a shard_map body naming a manual axis (the body
     holds one block along it: there is nothing to lay out over it)."""
@@ -327,6 +341,8 @@ def _constrained(x, shardings, what: str):
                        else len(leaf.shape), "with_sharding_constraint arguments")
         if what == "reshard":
             check_explicit_axes(sharding, what)
+            sharding = open_over_auto_axes(sharding, np.ndim(leaf) if not hasattr(
+                leaf, "shape") else len(leaf.shape))
         if what == "with_sharding_constraint":
             if isinstance(target, PartitionSpec):
                 _check_auto_in_body(sharding)

@@ -1777,3 +1777,34 @@ def test_mixed_mesh_eager_slice_keeps_the_explicit_split():
         check_result(m[:, 1:], "float32[8@x,15]", host[:, 1:])
         assert m[:, 1:].sharding.spec == P("x", None)
         assert m[:, :8].sharding.spec == P("x", None)
+
+
+def test_mixed_mesh_results_keep_the_auto_split_of_their_operands():
+    """On a mesh with Explicit and Auto axes a result's type fixes its Explicit split only;
+    the Auto split of its operands carries into the dimensions its type leaves unsplit, as
+    JAX 0.10.2 lowers a reshard (those dimensions are open to propagation). A dynamic slice
+    at start indices that are values drops the split of the dimensions it reads partially."""
+    with jax.set_mesh(mixed_mesh()):
+        host, m = placed((8, 16), ("x", "y"))
+        rows = [
+            (lambda: jax.sharding.reshard(m, P()), "float32[8,16]", P(None, "y"), host),
+            (lambda: jax.jit(lambda t: jax.sharding.reshard(t, P(None, None)))(m),
+             "float32[8,16]", P(None, "y"), host),
+            (lambda: jax.sharding.reshard(m, P("x")), "float32[8@x,16]", P("x", "y"), host),
+            (lambda: jax.sharding.auto_axes(lambda t: t * 2, axes="x", out_sharding=P("x"))(m),
+             "float32[8@x,16]", P("x", "y"), host * 2),
+            (lambda: jax.jit(jax.sharding.auto_axes(lambda t: t.sum(0), axes="x",
+                                                    out_sharding=P(None)))(m),
+             "float32[16]", P("y"), host.sum(0)),
+            (lambda: m.at[0].get(out_sharding=P(None)), "float32[16]", P("y"), host[0]),
+            (lambda: lax.dynamic_slice(m, (0, 2), (8, 4)), "float32[8@x,4]", P("x", None),
+             host[:, 2:6]),
+            (lambda: jax.jit(lambda t, i: lax.dynamic_slice(t, (0, i), (8, 4)))(m, 2),
+             "float32[8@x,4]", P("x", None), host[:, 2:6]),
+            (lambda: lax.dynamic_slice(m, (0, 0), (8, 16)), "float32[8@x,16]", P("x", "y"),
+             host)]
+        for call, want_type, want_spec, want_value in rows:
+            out = call()
+            assert str(jax.typeof(out)) == want_type
+            assert out.sharding.spec == want_spec, (want_type, out.sharding.spec)
+            np.testing.assert_array_equal(np.asarray(out), want_value)
