@@ -184,6 +184,27 @@ def test_keys_sharded_over_the_mesh():
     np.testing.assert_array_equal(np.asarray(out), expected)
 
 
+def test_a_key_arrays_sharding_is_over_the_keys_not_their_words():
+    """As JAX's: a key array's spec has one entry per key dimension (its data's trailing
+    dimension of words is not in it); ``key_data`` spells its data's spec in full."""
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    with shardc.set_mesh(mesh):
+        key = random.key(0)
+        rows = [(key, P()), (random.split(key, 8), P(None)),
+                (random.split(key, (2, 4)), P(None, None)), (random.split(key, 8)[0], P()),
+                (random.fold_in(key, 3), P()),
+                (random.wrap_key_data(jnp.zeros((4, 2), jnp.uint32)), P(None)),
+                (shardc.device_put(random.split(key, 8), P()), P(None)),
+                (shardc.device_put(random.split(key, 8), P("x")), P("x")),
+                (shardc.device_put(random.split(key, 8), P("x")).reshape(2, 4), P("x", None))]
+        for keys, spec in rows:
+            assert keys.sharding.spec == spec, (keys.shape, keys.sharding.spec)
+        data = random.key_data(shardc.device_put(random.split(key, 8), P("x")))
+        assert data.sharding.spec == P("x", None)
+        np.testing.assert_array_equal(np.asarray(data),
+                                      np.asarray(random.key_data(random.split(key, 8))))
+
+
 def test_key_from_a_traced_seed():
     make = shardc.jit(lambda seed: random.key_data(random.key(seed)))
     np.testing.assert_array_equal(np.asarray(make(jnp.int32(11))), [0, 11])

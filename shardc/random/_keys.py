@@ -26,6 +26,7 @@ from compiler.jit import jit as _jit
 from compiler.tracing import Tracer, bind
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir.sharding import NamedSharding
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
 import shardc.lax as lax
@@ -160,7 +161,13 @@ class PRNGKeyArray:
 
     @property
     def sharding(self):
-        return self._base.sharding
+        """JAX's logical sharding of the keys: their data's, its spec without the entry of
+        the trailing dimension of key words (which is never split)."""
+        sharding = self._base.sharding
+        if not isinstance(sharding, NamedSharding):
+            return sharding
+        entries = tuple(sharding.spec) + (None,) * (self._base.ndim - len(sharding.spec))
+        return sharding.with_spec(sharding.spec.update(partitions=entries[:-1]))
 
     # where the keys live: their data's devices
     @property
@@ -564,7 +571,15 @@ KEY_ARRAY_RULES.update(where=_where_keys, concatenate=_concatenate_keys, stack=_
 
 def key_data(keys):
     """The ``uint32[..., W]`` data of a key array (raw key data is returned as it is)."""
-    return keys._base if isinstance(keys, PRNGKeyArray) else jnp.asarray(keys)
+    if not isinstance(keys, PRNGKeyArray):
+        return jnp.asarray(keys)
+    data, sharding = keys._base, keys._base.sharding
+    if isinstance(data, _Array) and isinstance(sharding, NamedSharding) \
+            and len(sharding.spec) < data.ndim:
+        # spelt as JAX spells the data of keys: the keys' spec and the words' dimension
+        entries = tuple(sharding.spec) + (None,) * (data.ndim - len(sharding.spec))
+        return data.respelled(sharding.with_spec(sharding.spec.update(partitions=entries)))
+    return data
 
 
 def wrap_key_data(key_bits, *, impl=None, dtype=None) -> PRNGKeyArray:
