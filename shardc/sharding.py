@@ -349,9 +349,11 @@ def _constrained(x, shardings, what: str):
             _check_no_manual_axes(sharding)
         if what == "with_sharding_constraint" and mesh.explicit_axes:
             # in a shard_map body the manual axes are not Explicit: no assert there, the
-            # constraint may name Auto axes only (JAX's abstract mesh of the body)
+            # constraint may name Auto axes only (JAX's abstract mesh of the body); nor with
+            # no mesh set (JAX asserts on the mesh code runs under, not the sharding's)
             in_body = current_shard_context() is not None
-            if len(mesh.explicit_axes) == mesh.ndim and not in_body:
+            if len(mesh.explicit_axes) == mesh.ndim and not in_body \
+                    and current_mesh() is not None:
                 named = set(spec_axes(sharding.spec))
                 if named and _AUTO_AXES and named <= set(_AUTO_AXES[-1]):
                     # inside auto_axes these axes are Auto: a layout hint for the values
@@ -371,8 +373,14 @@ def _constrained(x, shardings, what: str):
                 out.append(leaf)         # naming no axis: nothing to lay out, the type kept
                 continue
             if isinstance(leaf, Tracer) or current_trace() is not eval_trace:
-                sharding = _over_type(leaf, sharding)   # (eagerly JAX 0.10.2 lays it out
-                                                        # as named, the type's split dropped)
+                sharding = _over_type(leaf, sharding)
+            else:
+                # eagerly JAX 0.10.2 runs it as a jitted identity with that out_shardings:
+                # laid out (and spelt) as named, the type's split dropped
+                result = bind(p.sharding_constraint_p, leaf, sharding=sharding)
+                result = result.respelled(sharding)
+                out.append(weakened(result) if weakly_typed(leaf) else result)
+                continue
         if (UNCONSTRAINED in tuple(sharding.spec) and not isinstance(leaf, Tracer)
                 and current_trace() is eval_trace):
             # eagerly as under jit (JAX runs an eager constraint as a jitted one): the

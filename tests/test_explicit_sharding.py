@@ -1808,3 +1808,24 @@ def test_mixed_mesh_results_keep_the_auto_split_of_their_operands():
             assert str(jax.typeof(out)) == want_type
             assert out.sharding.spec == want_spec, (want_type, out.sharding.spec)
             np.testing.assert_array_equal(np.asarray(out), want_value)
+
+
+def test_with_sharding_constraint_on_an_explicit_mesh_with_no_mesh_set():
+    """With no mesh set, JAX 0.10.2 does not assert a constraint against the type (it asserts
+    under an all-Explicit mesh set only): a spec naming an axis of the sharding's mesh is its
+    ValueError (Explicit axes are not the constraint's); one naming none lays the array out
+    eagerly as named, its type unsplit, and under jit keeps the type."""
+    mesh = mesh_of((2, 4), ("x", "y"))
+    host = np.arange(128, dtype=np.float32).reshape(8, 16)
+    a = jax.device_put(host, NamedSharding(mesh, P("x", "y")))
+    eager = lax.with_sharding_constraint(a, NamedSharding(mesh, P()))
+    assert str(jax.typeof(eager)) == "float32[8,16]" and eager.sharding.spec == P()
+    np.testing.assert_array_equal(np.asarray(eager), host)
+    jitted = jax.jit(lambda t: lax.with_sharding_constraint(t, NamedSharding(mesh, P())) * 2)(a)
+    check_result(jitted, "float32[8@x,16@y]", host * 2)
+    for spec in (P("y"), P("x", "y"), P(None, "y")):
+        for run in (lambda f, t: f(t), lambda f, t: jax.jit(f)(t)):
+            with pytest.raises(ValueError, match=re.escape(
+                    "The spec of NamedSharding passed to with_sharding_constraint can only "
+                    f"refer to Auto axes of the mesh. Got spec={spec}")):
+                run(lambda t: lax.with_sharding_constraint(t, NamedSharding(mesh, spec)), a)
