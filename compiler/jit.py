@@ -279,8 +279,11 @@ def _placing(compiled, leaves, outs):
     mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
             or split_mesh([], outs, None) or placement_mesh(outs))
     if mesh is not None:
-        typed = [v.aval for v in compiled.module.program.outvars]
-        shardings = [typed_sharding(aval, mesh) for aval in typed]    # made once
+        program = compiled.module.program
+        typed = [v.aval for v in program.outvars]
+        left = _left_for_auto_axes(program)
+        shardings = [left.get(id(v)) or typed_sharding(v.aval, mesh)  # made once
+                     for v in program.outvars]
         if compiled.given:            # an out_shardings entry is spelt as written
             shardings = [g if isinstance(g, NamedSharding) and g == s else s
                          for s, g in zip(shardings, compiled.given)]
@@ -291,10 +294,32 @@ def _placing(compiled, leaves, outs):
     auto = context_auto_mesh()
     if auto is not None:
         # under an Auto mesh set as the context, results nothing splits are replicated on it
-        replicated = [NamedSharding(auto, PartitionSpec())] * len(layouts)
-        typed = [v.aval for v in compiled.module.program.outvars]
+        program = compiled.module.program
+        left = _left_for_auto_axes(program)
+        replicated = [left.get(id(v)) or NamedSharding(auto, PartitionSpec())
+                      for v in program.outvars]
+        typed = [v.aval for v in program.outvars]
         return TypedPlacement(typed, auto, replicated)
     return False
+
+
+def _left_for_auto_axes(program: Program) -> dict:
+    """The layouts of the values a program lays out, untyped, over Auto axes (leaving
+    ``explicit_axes`` under jit), by variable id: such a value leaves as it was laid out
+    inside, as JAX's reshard onto an all-Auto mesh moves nothing (spelt as JAX reads a
+    layout back from XLA: no trailing unsplit dimensions)."""
+    left = {}
+    for eqn in program.eqns:
+        sharding = eqn.params.get("sharding") if eqn.primitive is prims.sharding_constraint_p \
+            else None
+        if (isinstance(sharding, NamedSharding) and sharding.mesh.are_all_axes_auto
+                and eqn.outvars[0].aval.type_sharding is None):
+            entries = list(sharding.spec)
+            while entries and entries[-1] is None:
+                entries.pop()
+            left[id(eqn.outvars[0])] = sharding.with_spec(
+                sharding.spec.update(partitions=entries))
+    return left
 
 
 def _partitioned(program: Program, values) -> tuple:

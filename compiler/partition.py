@@ -283,11 +283,20 @@ _BLOCK_CONTROL = (prims.scan_p, prims.while_p, prims.cond_p, prims.remat_p)
 def _partitionable(eqn, mesh) -> bool:
     """Whether a run may hold ``eqn``: an operation whose split values are on ``mesh``, or a
     loop or branch whose programs hold only such equations."""
-    if not _on(eqn, mesh):
+    if not _on(eqn, mesh) or _leaves_mesh(eqn, mesh):
         return False
     if eqn.primitive in _BLOCK_CONTROL:
         return all(_partitionable(e, mesh) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
     return eqn.primitive.kind == "op" and eqn.primitive not in WHOLE
+
+
+def _leaves_mesh(eqn, mesh) -> bool:
+    """Whether ``eqn`` lays a value out on another mesh than ``mesh`` (leaving
+    ``explicit_axes`` for the same devices with Auto axes): the run hands the value over as
+    its type lays it out, and the value leaves laid out so (JAX's mesh cast moves nothing)."""
+    target = eqn.params.get("sharding") if eqn.primitive is prims.sharding_constraint_p \
+        else None
+    return getattr(target, "mesh", mesh) != mesh
 
 
 def _touches_split(eqn) -> bool:

@@ -1829,3 +1829,27 @@ def test_with_sharding_constraint_on_an_explicit_mesh_with_no_mesh_set():
                     "The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={spec}")):
                 run(lambda t: lax.with_sharding_constraint(t, NamedSharding(mesh, spec)), a)
+
+
+def test_jitted_explicit_axes_on_an_auto_mesh_leave_results_laid_out():
+    """Under jit, explicit_axes' results leave for the Auto mesh laid out as their types
+    inside split them (JAX's reshard onto an all-Auto mesh moves nothing), spelt as JAX
+    reads the layout back (no trailing unsplit dimensions)."""
+    auto = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    host = np.arange(128, dtype=np.float32).reshape(8, 16)
+    with jax.set_mesh(auto):
+        for given in (P("x", "y"), P()):
+            x = jax.device_put(host, given)
+            out = jax.jit(jax.sharding.explicit_axes(lambda t: t * 2,
+                                                     in_sharding=P("x", "y")))(x)
+            assert str(jax.typeof(out)) == "float32[8,16]" and out.sharding.spec == P("x", "y")
+            np.testing.assert_array_equal(np.asarray(out), host * 2)
+        out = jax.jit(jax.sharding.explicit_axes(lambda t: t.sum(0), in_sharding=P("x", "y")))(
+            jax.device_put(host, P("x", "y")))
+        assert out.sharding.spec == P("y")
+        np.testing.assert_array_equal(np.asarray(out), host.sum(0))
+        out = jax.jit(jax.sharding.explicit_axes(lambda t: jax.sharding.reshard(t, P("y")),
+                                                 in_sharding=P("x", "y")))(
+            jax.device_put(host, P("x", "y")))
+        assert out.sharding.spec == P("y")
+        np.testing.assert_array_equal(np.asarray(out), host)
