@@ -292,7 +292,9 @@ def test_matmul_basic_seed_and_placed_inputs():
 
 
 def test_matmul_with_sharding_constraint_outside_shard_map():
-    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    # Auto axes: a constraint lays the value out (with no mesh set, one naming Explicit
+    # axes is JAX's ValueError)
+    mesh = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
     rng = np.random.default_rng(2)
     a = rng.standard_normal((8, 16)).astype(np.float32)
     b = rng.standard_normal((16, 4)).astype(np.float32)
