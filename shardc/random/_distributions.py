@@ -201,6 +201,7 @@ def _randint(key, shape, minval, maxval, dtype):
     # the whole range, where the remainders below leave every value)
     span = jnp.where(jnp.logical_and(beyond, jnp.greater(maxval, minval)),
                      jnp.add(span, unsigned.type(1)), span)
+    span = lax.broadcast_to_rank(span, len(shape))     # (lax's rem takes operands of one rank)
     # (high * 2**bits + low) mod span, without overflow: 2**bits mod span by halves (lax's
     # rem: x rem 0 is x)
     multiplier = rem(unsigned.type(2 ** (info.bits // 2)), span)
