@@ -1129,9 +1129,13 @@ def _while_rule(mesh, eqn, values) -> list:
 
 
 def _cond_rule(mesh, eqn, values) -> list:
+    """A switch over blocks: each branch's results cast to vary over the axes the equation's
+    types split them over, since one branch may make alike on every device (a zero residual,
+    say) what another computes per device, and the branches must agree on their types."""
     from compiler import control_flow
     index, operands = values[0], values[1:]
-    branches = [(lambda *ops, program=program: tuple(_program_blocks(mesh, program, ops)))
+    branches = [(lambda *ops, program=program: tuple(_varying_as_split(
+                    _program_blocks(mesh, program, ops), eqn.outvars)))
                 for program in eqn.params["branches"]]
     return list(control_flow.switch(index, branches, *operands))
 

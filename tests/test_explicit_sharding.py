@@ -688,6 +688,29 @@ def test_loops_and_branches_run_on_blocks(mesh24):
     assert communication(scanned, u) == []
 
 
+def test_gradients_through_branches_run_on_blocks(mesh24):
+    """The derivative of a branch saves residuals a branch may make alike on every device (a
+    zero where the other keeps its operand): under jit each branch's blocks are cast to vary
+    as the cond's types split them, so the branches agree on their types."""
+    host, x = placed((8, 16), ("x", "y"))
+    square = lambda a: a * a  # noqa: E731
+    double = lambda a: a * 2.  # noqa: E731
+    by_sign = jax.grad(lambda a: jnp.sum(lax.cond(jnp.sum(a) > 0, square, double, a)))
+    want = 2 * host if host.sum() > 0 else np.full_like(host, 2.)
+    check_result(jax.jit(by_sign)(x), "float32[8@x,16@y]", want)
+    check_result(jax.jit(by_sign)(-x), "float32[8@x,16@y]",
+                 -2 * host if -host.sum() > 0 else np.full_like(host, 2.))
+    fixed = jax.grad(lambda a: jnp.sum(lax.switch(1, [double, square, jnp.tanh], a)))
+    check_result(jax.jit(fixed)(x), "float32[8@x,16@y]", 2 * host)
+    # a replicated operand, the split value closed over
+    w = jnp.float32(0.5)
+    scaled = lambda w, a: jnp.sum(lax.cond(w > 0, lambda w: (w * a) ** 2,  # noqa: E731
+                                           lambda w: w * a, w))
+    gw, ga = jax.jit(jax.grad(scaled, argnums=(0, 1)))(w, x)
+    check_result(gw, "float32[]", np.float32(np.sum(2 * 0.5 * host * host)))
+    check_result(ga, "float32[8@x,16@y]", 2 * 0.25 * host)
+
+
 def test_abstract_meshes(mesh24):
     abstract = jax.sharding.get_abstract_mesh()
     assert isinstance(abstract, jax.sharding.AbstractMesh) and abstract == mesh24.abstract_mesh
