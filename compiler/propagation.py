@@ -20,8 +20,11 @@ is open, and takes its layout from its neighbours:
   the operands out as the result). Uneven splits pass too: they reach the values they divide.
 - Other primitives are typed forward by their explicit-mode sharding rule
   (``ir.sharding_rules``); where that rule would refuse, the result is as traced.
-- Loops, branches and other equations holding programs read their operands as traced (a
-  constraint is put before them): their bodies were traced without Auto types.
+- Loops and conds whose programs hold only such operations are typed through: a loop's
+  carries keep one layout across iterations, a cond's results take the layout its branches
+  give them (each branch lays its results out so). Other equations holding programs read
+  their operands as traced (a constraint is put before them): their bodies were traced
+  without Auto types.
 
 Equations spread splits in Shardy's op-priority schedule (``_Solver._direction``), each
 priority to a fixed point, visited in program order and last in, first out: where two
@@ -32,6 +35,7 @@ blocks) only where ``_may_be_uneven`` allows; elsewhere by the axes that divide 
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 from compiler.layouts import meaningful
@@ -111,7 +115,7 @@ class _Solver:
         self.open: set = set()
         self.open_dims: dict = {}     # constraint result id -> the dimensions it leaves open
         self.uneven: set = set()      # values that may be typed with uneven blocks
-        self.carried: dict = {}       # loop equation id -> its carries' and results' specs
+        self.carried: dict = {}       # loop or cond equation id -> what typing it found
         self.users: dict = {}         # value id -> the equations that read it
         self.producer: dict = {}      # value id -> the equation that computes it
         self.uses: dict = {}          # value id -> how many times it is read (results too)
@@ -267,6 +271,8 @@ class _Solver:
             return any(asked)
         if prim in _LOOPS and _blockwise(eqn):
             return self._loop(eqn)
+        if prim is prims.cond_p and _blockwise(eqn):
+            return self._branches(eqn)
         if prim.kind == "op":
             avals = self._typed(eqn)
             changed = False
@@ -318,13 +324,37 @@ class _Solver:
         return changed
 
     def _body(self, eqn, layout, operands, carry) -> "_Solver":
-        program = layout.body(eqn)
-        specs = [_unsplit(v.aval) for v in program.constvars]
-        specs += [operands[k] for k in layout.consts] + list(carry)
+        specs = [operands[k] for k in layout.consts] + list(carry)
         specs += [tuple(operands[k][1:]) for k in layout.xs]
-        body = _Solver(program, _wholes(program, specs), self.mesh)
-        body.solve()
-        return body
+        return self._solved(layout.body(eqn), specs)
+
+    def _solved(self, program: Program, in_specs) -> "_Solver":
+        """A sub-program's solver, solved: its constants unsplit, its inputs split over Auto
+        axes by ``in_specs``."""
+        specs = [_unsplit(v.aval) for v in program.constvars] + list(in_specs)
+        solver = _Solver(program, _wholes(program, specs), self.mesh)
+        solver.solve()
+        return solver
+
+    # --- branches: every branch lays its results out alike ---
+
+    def _branches(self, eqn) -> bool:
+        """A cond's branches typed from its operands (the index aside), its results split as
+        the branches agree to split them (Shardy ties each result to every branch's). A
+        constant index leaves the branch it picks alone (XLA folds the others away before
+        it propagates)."""
+        operands = [self.spec_of(a) for a in eqn.invars[1:]]
+        branches = [self._solved(b, operands) for b in eqn.params["branches"]]
+        taken = _taken(eqn.invars[0], branches)
+        results = [_joined([b.spec_of(b.program.outvars[k]) for b in taken])
+                   for k in range(len(eqn.outvars))]
+        changed = False
+        for var, spec in zip(eqn.outvars, results):
+            if self.spec[id(var)] != list(spec):
+                self.spec[id(var)] = list(spec)
+                changed = True
+        self.carried[id(eqn)] = (operands, results, branches)
+        return changed
 
     def spec_of(self, atom) -> tuple:
         """``atom``'s split over Auto axes."""
@@ -473,13 +503,20 @@ class _Solver:
             [tuple(c) for c in carry] + [None] * (len(body.program.outvars) - len(carry)))
         if layout.cond_name is not None:
             operands = [self.spec_of(a) for a in eqn.invars]
-            cond = eqn.params[layout.cond_name]
-            specs = [_unsplit(v.aval) for v in cond.constvars]
-            specs += [operands[k] for k in range(eqn.params["cond_nconsts"])] + list(carry)
-            solver = _Solver(cond, _wholes(cond, specs), self.mesh)
-            solver.solve()
-            params[layout.cond_name] = solver.typed_program()
+            specs = [operands[k] for k in range(eqn.params["cond_nconsts"])] + list(carry)
+            params[layout.cond_name] = self._solved(eqn.params[layout.cond_name],
+                                                    specs).typed_program()
         return ins, params
+
+    def _typed_branches(self, eqn, ins, eqns):
+        """A cond's operands laid out as its branches read them, and its branches typed,
+        each laying its results out as the cond's."""
+        operands, results, branches = self.carried[id(eqn)]
+        ins = ins[:1] + [_laid_out(a, _typed_spec(orig.aval, w, self.mesh), self.mesh, eqns,
+                                   eqn.source)
+                         for a, orig, w in zip(ins[1:], eqn.invars[1:], operands)]
+        typed = tuple(b.typed_program([tuple(r) for r in results]) for b in branches)
+        return ins, dict(eqn.params, branches=typed)
 
     def aval(self, atom):
         if isinstance(atom, Literal) or id(atom) not in self.spec:
@@ -510,7 +547,8 @@ class _Solver:
             prim = eqn.primitive
             params = eqn.params
             if id(eqn) in self.carried:
-                ins, params = self._typed_loop(eqn, ins, eqns)
+                through = self._typed_branches if prim is prims.cond_p else self._typed_loop
+                ins, params = through(eqn, ins, eqns)
             elif prim.kind != "op" and not (prim is prims.shard_map_p
                                             and eqn.params["mesh"] == self.mesh):
                 ins = [_laid_out(a, _spec(orig.aval), self.mesh, eqns, eqn.source)
@@ -571,12 +609,14 @@ WHOLE = frozenset(prims.CONTROL_FLOW + prims.CUSTOM_CALLS
                   + (prims.shard_map_p, prims.remat_p, prims.debug_print_p, prims.custom_lin_p,
                      prims.callback_p, prims.linear_solve_p))
 _LOOPS = (prims.scan_p, prims.while_p)
+_BLOCKWISE_CONTROL = _LOOPS + (prims.cond_p,)
 
 
 def _blockwise(eqn) -> bool:
-    """Whether a loop's programs hold only equations the partitioner runs on blocks."""
+    """Whether a loop's or a cond's programs hold only equations the partitioner runs on
+    blocks."""
     return all((e.primitive.kind == "op" and e.primitive not in WHOLE)
-               or (e.primitive in _LOOPS and _blockwise(e))
+               or (e.primitive in _BLOCKWISE_CONTROL and _blockwise(e))
                for _, _, sub in sub_programs(eqn) for e in sub.eqns)
 
 
@@ -588,6 +628,29 @@ def _extended(carry, out) -> tuple:
         if names and not spec[d] and not any(n in used for used in spec for n in names):
             spec[d] = names
     return tuple(spec)
+
+
+def _joined(specs) -> tuple:
+    """The split of a value each of ``specs`` gives: per dimension the longest of its splits
+    where they agree (each a major run of the longest), unsplit where they disagree, and no
+    axis taken twice (the first dimension to take it keeps it)."""
+    joined, used = [], set()
+    for splits in zip(*specs):
+        names = max(splits, key=len)
+        if any(tuple(other) != tuple(names[:len(other)]) for other in splits):
+            names = ()
+        names = tuple(itertools.takewhile(lambda n: n not in used, names))
+        used.update(names)
+        joined.append(names)
+    return tuple(joined)
+
+
+def _taken(index, branches) -> list:
+    """The branches a cond's ``index`` may pick: the one a constant picks (clamped, as
+    ``switch`` does), else all."""
+    if not isinstance(index, Literal):
+        return branches
+    return [branches[min(max(int(index.value), 0), len(branches) - 1)]]
 
 
 class _LoopLayout:

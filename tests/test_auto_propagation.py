@@ -349,6 +349,24 @@ JAX_ROWS = {
     "a scan's carry takes the split its body gives it": (
         lambda a: lax.scan(lambda c, r: (c + r, r * c), jnp.zeros(16), a),
         lambda: [placed(H, "x", "y")], [P("y"), P(None, "y")]),
+    "a cond's result keeps the split its branches agree on": (
+        lambda a: lax.cond(jnp.sum(a) > 0, lambda b: b * b, lambda b: b * 2., a),
+        lambda: [placed(H, "x", "y")], [P("x", "y")]),
+    "a branch's unsplit zeros take the other branch's split": (
+        lambda a: lax.cond(jnp.sum(a) > 0, lambda b: b, jnp.zeros_like, a),
+        lambda: [placed(H, "x", "y")], [P("x", "y")]),
+    "where branches disagree, a cond's result is unsplit": (
+        lambda a, b: lax.cond(jnp.sum(a) > 0, lambda: a, lambda: b),
+        lambda: [placed(H, "x", "y"), placed(H, None, "x")], [P("x")]),
+    "a cond joins its branches' splits per dimension": (
+        lambda a, b: lax.cond(jnp.sum(a) > 0, lambda: a, lambda: b),
+        lambda: [placed(H, None, "x"), placed(H, "y", None)], [P("y", "x")]),
+    "a constant index leaves the branch it picks": (
+        lambda a: lax.switch(0, [jnp.zeros_like, jnp.sin], a),
+        lambda: [placed(H, "x", "y")], [P()]),
+    "grad through a cond": (
+        jax.grad(lambda a: jnp.sum(lax.cond(jnp.sum(a) > 0, jnp.sin, lambda b: b * b, a))),
+        lambda: [placed(H, "x", "y")], [P("x", "y")]),
     "take keeps the other dimensions' split": (
         lambda a: a[jnp.array([0, 3])], lambda: [placed(H, "x", "y")], [P(None, "y")]),
     "a reshape keeps the major split": (lambda a: a.reshape(128) * 2,
@@ -502,6 +520,21 @@ def test_a_loop_on_auto_axes_runs_on_blocks_and_moves_nothing_inside():
     assert communication(fn, a) == [("all_reduce", ("x",))]
     text = jax.jit(fn).lower(a).as_text()
     assert "all_gather" not in text
+
+
+def test_a_cond_on_auto_axes_runs_on_blocks():
+    """Each branch computes this device's blocks and lays its results out as the cond's: the
+    only collective is the sum that decides the branch, and the values are numpy's."""
+    a = placed(H, "x", "y")
+    fn = lambda a: lax.cond(jnp.sum(a) > 0, jnp.cos, lambda b: b * b - 1, a)  # noqa: E731
+    want = np.cos(H) if H.sum() > 0 else H * H - 1
+    np.testing.assert_allclose(np.asarray(jax.jit(fn)(a)), want, rtol=1e-6)
+    assert communication(fn, a) == [("all_reduce", ("x", "y"))]
+    grad = jax.grad(lambda a: jnp.sum(fn(a)))
+    want = -np.sin(H) if H.sum() > 0 else 2 * H
+    got = jax.jit(grad)(a)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    assert got.sharding == NamedSharding(MESH, P("x", "y"))
 
 
 def test_a_reshape_whose_blocks_are_not_runs_still_computes_the_program():
