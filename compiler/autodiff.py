@@ -14,7 +14,7 @@ from compiler import (ad_control, ad_linalg, ad_rules, ad_shard_map,  # noqa: F4
                       collective_rules, remat)
 from compiler import tree
 from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_program,
-                              full_like_aval, instantiate, is_differentiable,
+                              full_like_aval, instantiate, is_differentiable, zeros_like_aval,
                               jvp_program_with_consts, partial_eval, transpose_rules)
 from compiler.shard_map import current_shard_context, function_name, wraps
 from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, eval_trace,
@@ -331,13 +331,16 @@ def linear_transpose(fun, *primals, reduce_axes=()):
             x, np.ndarray) else None
         shape, dtype = (aval.shape, aval.dtype) if aval is not None else (x.shape, x.dtype)
         point = np.zeros(shape, dtype)
-        shard = current_shard_context()
-        if aval is None or not aval.vma or shard is None:
+        if aval is None:
             return point
-        # in a shard_map body, a point that varies as the primal does: the cotangent of a
-        # varying argument is not summed over the axes it varies over
-        axes = tuple(a for a in shard.mesh.axis_names if a in aval.vma)
-        return bind(coll.pvary_p, point, mesh_axes=axes)
+        shard = current_shard_context()
+        if aval.vma and shard is not None:
+            # in a shard_map body, a point that varies as the primal does: the cotangent of
+            # a varying argument is not summed over the axes it varies over
+            axes = tuple(a for a in shard.mesh.axis_names if a in aval.vma)
+            return bind(coll.pvary_p, point, mesh_axes=axes)
+        # a point typed as the primal (its split over Explicit axes), so is its cotangent
+        return point if aval.type_sharding is None else zeros_like_aval(aval)
 
     points = tree.tree_map(zeros, primals)
     out_avals = _check_linear(fun, points)
@@ -371,12 +374,22 @@ class _Transposed:
         if ct_tree != self.out_tree:
             raise TypeError("cotangent tree does not match function output, expected "
                             f"{self.out_tree} but got {ct_tree}")
-        for ct, want in zip(cts, self.out_avals):
-            got = aval_of(as_array(ct))
-            if got.shape != want.shape or got.dtype != want.dtype:
-                raise TypeError("cotangent type does not match function output, expected "
-                                f"{[a.str_short() for a in self.out_avals]} but got {cts}")
+        if not all(map(_typechecks, self.out_avals, cts)):
+            texts = [f"ShapedArray({a.str_long()})" for a in self.out_avals]
+            expected = f"({', '.join(texts)}{',' if len(texts) == 1 else ''})"
+            raise TypeError("cotangent type does not match function output, expected "
+                            f"{expected} but got {cts}")
         return tuple(transposed(cotangent))
+
+
+def _typechecks(want, ct) -> bool:
+    """Whether a cotangent is of type ``want``, as JAX's typecheck asks: its shape, its dtype
+    and, unless it is a host value (which has no mesh), its split over Explicit axes."""
+    got = aval_of(as_array(ct))
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    return (isinstance(ct, (np.ndarray, np.generic)) or is_python_scalar(ct)
+            or got.type_sharding == want.type_sharding)
 
 
 # operations linear in each operand alone: one of them at most may depend on the arguments

@@ -711,6 +711,34 @@ def test_gradients_through_branches_run_on_blocks(mesh24):
     check_result(ga, "float32[8@x,16@y]", 2 * 0.25 * host)
 
 
+def test_linear_transposes_have_their_primals_types(mesh24):
+    """``linear_transpose`` transposes at a point typed as its primal, so each cotangent it
+    returns is typed so; a cotangent whose split differs from the output's is JAX's
+    TypeError (a host array has no split to differ)."""
+    host, x = placed((8, 16), ("x", "y"))
+    twice = lambda a: a * 2.  # noqa: E731
+    (t,) = jax.linear_transpose(twice, x)(x)
+    check_result(t, "float32[8@x,16@y]", host * 2)
+    stand_in = jax.ShapeDtypeStruct((8, 16), jnp.float32, sharding=x.sharding)
+    check_result(jax.linear_transpose(twice, stand_in)(x)[0], "float32[8@x,16@y]", host * 2)
+    thrice = jax.shard_map(lambda a: a * 3., in_specs=P("x", "y"), out_specs=P("x", "y"))
+    check_result(jax.linear_transpose(thrice, x)(x)[0], "float32[8@x,16@y]", host * 3)
+    _, tangent_map = jax.linearize(lambda a: jnp.sin(a) * 2, x)
+    (t,) = jax.linear_transpose(tangent_map, x)(x)
+    assert str(jax.typeof(t)) == "float32[8@x,16@y]" and t.sharding.spec == P("x", "y")
+    np.testing.assert_allclose(np.asarray(t), host * np.cos(host) * 2, rtol=1e-6, atol=1e-6)
+    rows = jax.linear_transpose(lambda a: jnp.sum(a, axis=1), x)
+    ct_host = np.arange(8, dtype=np.float32)
+    want = np.broadcast_to(ct_host[:, None], (8, 16))
+    check_result(rows(jax.device_put(ct_host, P("x")))[0], "float32[8@x,16@y]", want)
+    check_result(rows(ct_host)[0], "float32[8@x,16@y]", want)
+    for ct in (jnp.asarray(ct_host), jax.device_put(ct_host, P("y"))):
+        with pytest.raises(TypeError, match=re.escape(
+                "cotangent type does not match function output, expected "
+                "(ShapedArray(float32[8@x]),) but got [")):
+            rows(ct)
+
+
 def test_abstract_meshes(mesh24):
     abstract = jax.sharding.get_abstract_mesh()
     assert isinstance(abstract, jax.sharding.AbstractMesh) and abstract == mesh24.abstract_mesh
