@@ -24,6 +24,7 @@ from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program, Var
+from ir.float0 import float0_zeros
 
 
 def _trace_flat(fun, flat_args, in_tree, weak):
@@ -186,8 +187,7 @@ class _Pullback:
         # an integer or boolean primal's cotangent is JAX's float0 zeros (a numpy array)
         # (a reduced primal's zero cotangent is unreduced: its cotangent type)
         flat = [instantiate(next(it), aval.to_ct()) if d
-                else np.zeros(aval.shape, dtypes.FLOAT0)
-                for aval, d in zip(self.primal_avals, self.diff)]
+                else float0_zeros(aval) for aval, d in zip(self.primal_avals, self.diff)]
         seed_weak = all(weakly_typed(c) for c in ct_leaves if c is not None)
         weak = [w and d and seed_weak for w, d in zip(self.primal_weak, self.diff)]
         return tree.tree_unflatten(self.in_tree,
@@ -215,8 +215,7 @@ def _check_cotangents(cts, outvars) -> None:
 
 
 def _type_text(shape, dtype) -> str:
-    name = "float0" if dtype == dtypes.FLOAT0 else np.dtype(dtype).name
-    return f"{name}[{','.join(map(str, shape))}]"
+    return f"{dtypes.dtype_name(dtype)}[{','.join(map(str, shape))}]"
 
 
 def split_aux(fun, opaque: dict):
@@ -278,8 +277,7 @@ def jvp(fun, primals, tangents, has_aux=False):
     # an integer or boolean result's tangent is float0 zeros, as JAX's
     tangent_out = weakened_where(_as_arrays([instantiate(o.tangent, aval_of(o.primal))
                                              if _differentiable(aval_of(o.primal).dtype)
-                                             else np.zeros(aval_of(o.primal).shape,
-                                                           dtypes.FLOAT0)
+                                             else float0_zeros(aval_of(o.primal))
                                              for o in outs], out_weak), out_weak)
     out_tree = box[0]
     if has_aux:
@@ -310,16 +308,12 @@ def _checked_tangent(primal, tangent):
         raise TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be "
                         "equal, or in case of int/bool primal dtype the tangent dtype must be "
                         f"float0. Got primal dtype {p_aval.dtype} and so expected tangent dtype "
-                        f"{_float0_name(expected)}, but got tangent dtype "
-                        f"{_float0_name(t_dtype)} instead.")
+                        f"{dtypes.dtype_name(expected)}, but got tangent dtype "
+                        f"{dtypes.dtype_name(t_dtype)} instead.")
     if tuple(t_shape) != tuple(p_aval.shape):
         raise ValueError("jvp called with different primal and tangent shapes;Got primal "
                          f"shape {tuple(p_aval.shape)} and tangent shape as {tuple(t_shape)}")
     return None if expected == dtypes.FLOAT0 else tangent
-
-
-def _float0_name(dtype) -> str:
-    return "float0" if dtype == dtypes.FLOAT0 else str(np.dtype(dtype))
 
 
 def linear_transpose(fun, *primals, reduce_axes=()):

@@ -40,6 +40,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval, Program, programs_in
+from ir.float0 import float0_aval, float0_zeros
 from ir.sharding import (AbstractMesh, check_divides, check_rank, check_unique_axes, current_mesh,
                          Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, Sharding,
                          spec_axes, UNCONSTRAINED)
@@ -89,7 +90,7 @@ class ClosedProgram:
     out_layouts: list = dataclasses.field(default_factory=list)
     # which outputs are weakly typed (computed from weakly typed values only)
     out_weak: list = dataclasses.field(default_factory=list)
-    # the float0 outputs, by place among the output leaves: their shapes (they hold nothing)
+    # the float0 outputs, by place among the output leaves: their types (they hold nothing)
     float0_outs: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -199,7 +200,7 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
         outs, out_tree = tree.tree_flatten(result)
         # float0 results (an integer input's cotangent) hold no values: kept aside, by place
         float0_outs.clear()
-        float0_outs.update((k, leaf.shape) for k, leaf in enumerate(outs)
+        float0_outs.update((k, float0_aval(leaf)) for k, leaf in enumerate(outs)
                            if dtypes.is_float0(leaf))
         outs = [leaf for k, leaf in enumerate(outs) if k not in float0_outs]
         check_jax_leaves(outs, result, lambda path: f"the output {function_name(fun)}(*args)"
@@ -226,8 +227,8 @@ def _finished(outs: list, closed: "ClosedProgram") -> list:
     outs = weakened_where(outs, closed.out_weak)
     if closed.float0_outs:
         outs = list(outs)
-        for k, shape in sorted(closed.float0_outs.items()):
-            outs.insert(k, np.zeros(shape, dtypes.FLOAT0))
+        for k, aval in sorted(closed.float0_outs.items()):
+            outs.insert(k, float0_zeros(aval))
     return outs
 
 
@@ -424,8 +425,8 @@ def result_structs(closed: ClosedProgram, shardings):
     outs = [ShapeDtypeStruct(v.aval.shape, v.aval.dtype, s, weak_type=w)
             for v, s, w in zip(closed.program.outvars, shardings,
                                closed.out_weak or [False] * len(shardings))]
-    for k, shape in sorted(closed.float0_outs.items()):
-        outs.insert(k, ShapeDtypeStruct(shape, dtypes.FLOAT0))
+    for k, aval in sorted(closed.float0_outs.items()):
+        outs.insert(k, ShapeDtypeStruct(aval.shape, dtypes.FLOAT0))
     return tree.tree_unflatten(closed.out_tree, outs)
 
 
@@ -1034,21 +1035,20 @@ class JitFunction:
     def _call_with_float0(self, static, static_kwargs, leaves, in_tree, n_args):
         """A call with float0 arguments (zeros holding nothing: an integer's cotangent, as a
         vjp function takes them): the jit of the function of the other leaves, the float0
-        ones rebuilt from their shapes inside, as JAX passes them through."""
+        ones rebuilt from their types inside, as JAX passes them through."""
         if (self.donate_argnums or self.donate_argnames
                 or self.in_shardings is not UNSPECIFIED):
             raise NotImplementedError("jit with in_shardings or donation of a call with float0 "
                                       "arguments")
-        shapes = tuple(leaf.shape if dtypes.is_float0(leaf) else None for leaf in leaves)
-        key = (static, tuple(sorted(static_kwargs.items())), in_tree, shapes, n_args)
+        types = tuple(float0_aval(leaf) if dtypes.is_float0(leaf) else None for leaf in leaves)
+        key = (static, tuple(sorted(static_kwargs.items())), in_tree, types, n_args)
         inner = self.float0_calls.get(key)
         if inner is None:
             fun = self.fun
 
             def pure(*others):
                 it = iter(others)
-                flat = [next(it) if shape is None else np.zeros(shape, dtypes.FLOAT0)
-                        for shape in shapes]
+                flat = [next(it) if aval is None else float0_zeros(aval) for aval in types]
                 dyn, kw = tree.tree_unflatten(in_tree, flat)
                 return fun(*_rebuild(static, dyn, n_args), **kw, **static_kwargs)
 

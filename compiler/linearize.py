@@ -14,6 +14,7 @@ from compiler.autodiff import (as_array, rebuild_aux, split_aux, eval_program,
 from compiler.shard_map import current_shard_context
 from compiler.tracing import aval_of
 from ir import dtypes
+from ir.float0 import float0_zeros
 
 
 def linearize(fun, *primals, has_aux: bool = False):
@@ -76,8 +77,8 @@ class _LinearJVP:
         args = list(residuals) + [t for t, d in zip(flat, self.diff) if d]
         out_tangents = eval_program(self.linear, args)[:self.out_tree.num_leaves]
         # an integer or boolean output's tangent is float0 zeros, as jvp's
-        out_tangents = [np.zeros(aval_of(t).shape, dtypes.FLOAT0)
-                        if np.dtype(aval_of(t).dtype).kind in "iub" else t for t in out_tangents]
+        out_tangents = [float0_zeros(aval_of(t)) if np.dtype(aval_of(t).dtype).kind in "iub"
+                        else t for t in out_tangents]
         return tree.tree_unflatten(self.out_tree, out_tangents)
 
 

@@ -293,7 +293,7 @@ class Aval:
             "{V:" + _grouped(_ordered(self.vma, axis_order)) + "}"
         if self.ur:
             vma = _ur_text(self, axis_order or (), vma[:-1])
-        dtype = short_dtype(self.dtype) if short else self.dtype.name
+        dtype = short_dtype(self.dtype) if short else dtypes.dtype_name(self.dtype)
         return f"{dtype}[{dims}]{vma}"
 
     def __repr__(self):

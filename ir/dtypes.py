@@ -266,7 +266,14 @@ _BY_SHORT_NAME = {SHORT_NAMES[dtype.name]: dtype for dtype in ALL}
 
 def short_name(dtype) -> str:
     """``f32``, ``bf16``, ``f8_e4m3fn``: the dtype as types print it in IR text."""
+    if np.dtype(dtype) == FLOAT0:
+        return "float0"
     return SHORT_NAMES[np.dtype(dtype).name]
+
+
+def dtype_name(dtype) -> str:
+    """``float32``, ``bfloat16``, ``float0``: the dtype as JAX's types print it."""
+    return "float0" if np.dtype(dtype) == FLOAT0 else np.dtype(dtype).name
 
 
 def from_short_name(name: str) -> np.dtype:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, weakly_typed
 from ir.core import set_public_sharding_view, short_dtype
+from ir.dtypes import is_float0
+from ir.float0 import float0_aval
 from ir.sharding import ManualAxisType, NamedSharding, PartitionSpec
 from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding_rules import partitions
@@ -25,6 +27,8 @@ def typeof(x):
     """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
     if isinstance(x, PRNGKeyArray):
         return _key_type(x)
+    if is_float0(x):          # an integer's cotangent: typed, holding nothing
+        return ShapedArray(float0_aval(x), x)
     return ShapedArray(aval_of(x), x)
 
 

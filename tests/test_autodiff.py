@@ -2003,6 +2003,31 @@ def test_operations_on_float0_raise_jax_error():
             op()
 
 
+def test_float0_gradients_are_typed_as_their_primals():
+    # JAX's TypedNdArray: an integer argument's gradient holds nothing but keeps the type
+    # (shape and split) of the argument, under jit too; plain numpy float0 zeros are typed
+    # by their shape
+    from shardc.sharding import PartitionSpec as P
+    with shardc.set_mesh(shardc.make_mesh((8,), ("i",))):
+        idx = shardc.device_put(np.arange(16, dtype=np.int32), P("i"))
+        x = jnp.ones(16, jnp.float32)
+        grad = shardc.grad(lambda x, i: jnp.sum(x * i), argnums=(0, 1), allow_int=True)
+        for gx, gi in (grad(x, idx), shardc.jit(grad)(x, idx)):
+            np.testing.assert_array_equal(np.asarray(gx), np.arange(16, dtype=np.float32))
+            assert type(gi).__name__ == "TypedNdArray" and gi.shape == (16,)
+            assert gi.dtype == shardc.dtypes.float0
+            assert str(shardc.typeof(gi)) == "float0[16@i]"
+            assert shardc.typeof(gi).sharding.spec == P("i")
+        _, pullback = shardc.vjp(lambda i: i * 2, idx)
+        (ct,) = pullback(np.zeros(16, shardc.dtypes.float0))
+        assert str(shardc.typeof(ct)) == "float0[16@i]"
+        # passed through a jit, it keeps its type
+        assert str(shardc.typeof(shardc.jit(lambda t: t)(gi))) == "float0[16@i]"
+    assert str(shardc.typeof(np.zeros((2, 3), shardc.dtypes.float0))) == "float0[2,3]"
+    with pytest.raises(TypeError, match="float0s do not support any operations by design"):
+        jnp.sin(gi)
+
+
 def test_linearized_function_checks_tangent_types():
     # JAX's ValueError: a tangent of the primal's dtype (float0 for an integer primal)
     f = lambda x: x
