@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import Tracer, bind, is_python_scalar, weakly_typed
+from compiler.tracing import (Tracer, bind, current_trace, eval_trace, is_python_scalar,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from runtime.array import Array, SingleDeviceSharding
@@ -71,7 +72,7 @@ def _result_avals(result_shape_dtypes):
 def _call(effect, callback, result_shape_dtypes, args, kwargs, vmap_method=None):
     flat, in_tree = tree.tree_flatten((args, kwargs))
     avals, out_tree = _result_avals(result_shape_dtypes)
-    weak = tuple(weakly_typed(v) for v in flat)
+    weak = eager_weak_types(flat)
     outs = bind(prims.callback_p, *flat, callback=HostCallback(callback, in_tree, True, (), weak),
                 result_avals=avals, effect=effect, vmap_method=vmap_method)
     return tree.tree_unflatten(out_tree, list(outs))
@@ -107,12 +108,21 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
             raise TypeError("first argument to jax.debug.callback must be callable, but got "
                             f"an object of type {type(callback)}")
         in_tree, static, dynamic = split_arguments(args, kwargs)
-        weak = tuple(weakly_typed(v) for v in dynamic)
+        weak = eager_weak_types(dynamic)
         bind(prims.callback_p, *dynamic,
              callback=HostCallback(callback, in_tree, False, tuple(static.items()), weak),
              result_avals=(), effect="debug", vmap_method=None)
 
     return two_call_form("debug_callback", _debug_callback, callback, args, kwargs)
+
+
+def eager_weak_types(values) -> tuple:
+    """Per value a host function will receive, whether it reaches it weakly typed: as JAX's,
+    only when called eagerly (under a transformation the values come back from the compiled
+    program typed)."""
+    if current_trace() is not eval_trace:
+        return ()
+    return tuple(weakly_typed(v) for v in values)
 
 
 def two_call_form(name: str, call, first, args, kwargs):

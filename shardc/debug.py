@@ -11,7 +11,8 @@ from ir import primitives as prims
 from runtime.array import Array
 
 from shardc._callbacks import debug_callback as callback
-from shardc._callbacks import is_array_value, split_arguments, two_call_form
+from shardc._callbacks import (eager_weak_types, is_array_value, split_arguments,
+                               two_call_form)
 
 __all__ = ["print", "callback", "visualize_array_sharding"]
 
@@ -81,9 +82,11 @@ def print(fmt: str | None = None, *args, ordered: bool = False, partitioned: boo
             bind(prims.debug_print_p, *leaves, fmt=fmt, arg_names=names)
             return
         in_tree, static, dynamic = split_arguments(args, kwargs)
+        weak = eager_weak_types(dynamic)
         # the runtime calls the format's .format with the array values, as with a str
         bind(prims.debug_print_p, *dynamic,
-             fmt=_PrintFormat(fmt, in_tree, tuple(static.items()), options), arg_names=())
+             fmt=_PrintFormat(fmt, in_tree, tuple(static.items()), options, weak),
+             arg_names=())
 
     return two_call_form("debug_print", _print, fmt, args, kwargs)
 
@@ -130,15 +133,16 @@ class _PrintFormat:
     pytree the arguments rebuild into, the arguments that are no arrays, and numpy's print
     options at the call. Its ``format`` takes the array values, as ``str.format`` would."""
 
-    def __init__(self, fmt: str, in_tree, static: tuple, printoptions: tuple):
+    def __init__(self, fmt: str, in_tree, static: tuple, printoptions: tuple,
+                 weak: tuple = ()):
         self.fmt, self.in_tree, self.static, self.printoptions = fmt, in_tree, static, \
             printoptions
+        self.weak = weak          # per array value, whether it is weakly typed (as it prints)
         self.has_placeholders = _has_placeholders(fmt)
 
     def format(self, *values):
         static = dict(self.static)
-        values = iter(Array.from_global(v) if isinstance(v, (np.ndarray, np.generic)) else v
-                      for v in values)
+        values = iter(self._array(v, k) for k, v in enumerate(values))
         flat = [static[k] if k in static else next(values)
                 for k in range(self.in_tree.num_leaves)]
         args, kwargs = tree.tree_unflatten(self.in_tree, flat)
@@ -147,9 +151,16 @@ class _PrintFormat:
                 return self.fmt.format(*args, **kwargs)
             return " ".join((self.fmt, *(str(a) for a in args)))
 
+    def _array(self, value, position: int):
+        if not isinstance(value, (np.ndarray, np.generic)):
+            return value
+        array = Array.from_global(value)
+        array.weak = position < len(self.weak) and self.weak[position]
+        return array
+
     def _key(self):
         return (self.fmt, self.in_tree, tuple((k, id(v)) for k, v in self.static),
-                self.printoptions)
+                self.printoptions, self.weak)
 
     def __eq__(self, other):
         return isinstance(other, _PrintFormat) and self._key() == other._key()

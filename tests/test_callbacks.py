@@ -225,17 +225,19 @@ def test_debug_print_and_callback_two_call_forms_and_format_checks(capsys):
     assert capsys.readouterr().out == "hello 3\n"
 
 
-def test_callbacks_receive_arrays_python_numbers_weakly_typed():
-    # as JAX's, which puts the values on its CPU device before calling
+def test_callbacks_receive_arrays_python_numbers_weakly_typed_when_eager():
+    # as JAX's, which puts the values on its CPU device before calling; under jit they come
+    # back from the compiled program typed
     seen = []
     jax.jit(lambda a: jax.debug.callback(lambda v, t: seen.append((v, t)), a,
-                                               {"n": 1, "x": 2.0}))(jnp.arange(2.0))
+                                         {"n": 1, "x": 2.0}))(jnp.arange(2.0))
     jax.debug.callback(lambda t: seen.append(t), (3, jnp.ones(2)))
     (v, t), (n, o) = seen
     assert isinstance(v, jax.Array) and repr(v) == "Array([0., 1.], dtype=float32)"
-    assert repr(t["n"]) == "Array(1, dtype=int32, weak_type=True)"
-    assert repr(t["x"]) == "Array(2., dtype=float32, weak_type=True)"
-    assert n.weak and not o.weak and isinstance(o, jax.Array)
+    assert repr(t["n"]) == "Array(1, dtype=int32)"
+    assert repr(t["x"]) == "Array(2., dtype=float32)"
+    assert repr(n) == "Array(3, dtype=int32, weak_type=True)"
+    assert not o.weak and isinstance(o, jax.Array)
 
     def double(v):
         assert isinstance(v, jax.Array)
@@ -243,3 +245,13 @@ def test_callbacks_receive_arrays_python_numbers_weakly_typed():
     got = jax.jit(lambda a: jax.pure_callback(
         double, jax.ShapeDtypeStruct((3,), np.float32), a))(jnp.arange(3.0))
     np.testing.assert_array_equal(got, [6.0, 7.0, 8.0])
+
+
+def test_debug_print_of_python_numbers_in_a_pytree_shows_weak_types_when_eager(capsys):
+    jax.debug.print("{t}", t={"b": (1, 2.0)})
+    jax.jit(lambda x: jax.debug.print("{t}", t={"b": (1, x)}))(2.0)
+    jax.effects_barrier()
+    assert capsys.readouterr().out.splitlines() == [
+        "{'b': (Array(1, dtype=int32, weak_type=True), "
+        "Array(2., dtype=float32, weak_type=True))}",
+        "{'b': (Array(1, dtype=int32), Array(2., dtype=float32))}"]
