@@ -101,7 +101,7 @@ class ShardTrace(Trace):
         self.steps = 0          # primitives run so far: orders the origins of varying axes
 
     def lift(self, value) -> ShardTracer:
-        check_closed_over(aval_of(value))
+        check_closed_over(aval_of(value), self.shard)
         aval = aval_of(value).strip_vma()
         # a numpy array the body closes over is the caller's, who may write into it later
         # (a body returning it would change): a copy of it is the body's

@@ -591,9 +591,13 @@ def bind(prim, *args, **params):
     return outs if prim.multiple_results else outs[0]
 
 
-def check_closed_over(aval) -> None:
+def check_closed_over(aval, shard) -> None:
     """JAX's NotImplementedError for a shard_map body closing over a value its type splits
-    over Explicit axes (the body's own axes are Manual: an argument says how to split it)."""
+    over Explicit axes, where the body's mesh has no Explicit axis left (the body's own axes
+    are Manual: an argument says how to split it). A body that leaves some Explicit axes
+    automatic sees such a value as typed outside it."""
+    if any(a not in shard.manual for a in shard.mesh.explicit_axes):
+        return
     if aval.type_sharding is not None and any(aval.type_sharding.spec):
         raise NotImplementedError(
             "Closing over inputs to shard_map where the input is sharded on `Explicit` axes "
@@ -1163,7 +1167,7 @@ class ProgramTrace(Trace):
                 tracer.weak = getattr(value, "weak", False) is True
                 return tracer
         if self.shard is not None and not self._from_same_body(value):
-            check_closed_over(aval)
+            check_closed_over(aval, self.shard)
         tracer = self.new_tracer(aval)
         tracer.weak = getattr(value, "weak", False) is True
         if self.shard is None:

@@ -548,3 +548,25 @@ def test_eager_partial_manual_results_spell_their_specs_per_dimension():
     whole = jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
     assert whole(jax.device_put(jnp.arange(8.0), jax.NamedSharding(mesh, P("x")))
                  ).sharding.spec == P("x")          # manual over every axis: as written
+
+
+def test_partial_manual_body_closes_over_a_value_split_over_an_axis_it_leaves_explicit():
+    # JAX refuses a closed-over split value only where the body's mesh has no Explicit axis
+    # left (a body manual over every axis)
+    mesh = jax.make_mesh((2, 4), ("dp", "tp"), axis_types=(AxisType.Explicit,) * 2)
+    host_x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    with jax.set_mesh(mesh):
+        x = jax.device_put(host_x, P("dp", None))
+        w = jax.device_put(np.ones((4, 8), np.float32), P(None, "tp"))
+        f = jax.shard_map(lambda w: lax.psum(jnp.sum(x @ w, axis=1), "tp"),
+                          in_specs=P(None, "tp"), out_specs=P(), axis_names={"tp"})
+        for run in (f, jax.jit(f)):
+            got = run(w)
+            assert str(jax.typeof(got)) == "float32[8@dp]"
+            np.testing.assert_array_equal(got, host_x.sum(axis=1) * 8)
+        grad = jax.jit(jax.grad(lambda w: jnp.sum(f(w))))(w)
+        np.testing.assert_array_equal(grad, np.tile(host_x.sum(axis=0)[:, None], (1, 8)))
+        whole = jax.shard_map(lambda w: w * jnp.sum(x), in_specs=P(None, "tp"),
+                              out_specs=P(None, "tp"))
+        with pytest.raises(NotImplementedError, match="Closing over inputs to shard_map"):
+            whole(w)
