@@ -25,7 +25,7 @@ from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_fr
 from ir.specialise import specialise
 from ir.sharding import (Mesh, NamedSharding, check_divides, check_rank, dividing_sharding,
                          normal_spec, replication_mismatch, runtime_replication_error)
-from runtime import linalg, linalg_reductions, placement, special
+from runtime import linalg, linalg_reductions, placement, scans, special
 from runtime.collectives import group_rules, node_operands, operand_types
 from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
 from runtime.devices import Device, default_device
@@ -487,13 +487,6 @@ impl_rules[prims.argmax_p] = functools.partial(_arg_reduction, np.argmax)
 impl_rules[prims.argmin_p] = functools.partial(_arg_reduction, np.argmin)
 
 
-def _cumsum(x, *, axis, reverse):
-    if reverse:
-        return [np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)]
-    return [np.cumsum(x, axis=axis, dtype=x.dtype)]
-
-
-impl_rules[prims.cumsum_p] = _cumsum
 
 
 def fft_kernel(fft_type, fft_lengths):
@@ -522,12 +515,16 @@ def fft_kernel(fft_type, fft_lengths):
 impl_rules[prims.fft_p] = lambda x, *, fft_type, fft_lengths: [
     fft_kernel(fft_type, fft_lengths)(x)]
 
-_CUMULATIVE_UFUNCS = {prims.cumprod_p: np.multiply, prims.cummax_p: np.maximum,
-                      prims.cummin_p: np.minimum}
+_CUMULATIVE_UFUNCS = {prims.cumsum_p: np.add, prims.cumprod_p: np.multiply,
+                      prims.cummax_p: np.maximum, prims.cummin_p: np.minimum}
 
 
 def cumulative(ufunc, x, axis, reverse):
-    """``ufunc`` accumulated along ``axis`` in ``x``'s dtype (from the end when ``reverse``)."""
+    """``ufunc`` accumulated along ``axis`` in ``x``'s dtype (from the end when ``reverse``).
+    A float sum or product rounds by the order of its steps, so it takes XLA's order
+    (``scans``); any order gives the same integers, extrema and booleans."""
+    if ufunc in (np.add, np.multiply) and dtypes.is_inexact(x.dtype):
+        return scans.cumulative(ufunc, x, axis, reverse, 0 if ufunc is np.add else 1)
     if reverse:
         return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
     return ufunc.accumulate(x, axis=axis, dtype=x.dtype)

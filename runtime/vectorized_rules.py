@@ -387,18 +387,6 @@ stacked_rules[prims.argmax_p] = functools.partial(_arg_reduction_rule, np.argmax
 stacked_rules[prims.argmin_p] = functools.partial(_arg_reduction_rule, np.argmin)
 
 
-def _cumsum_rule(types: EqnTypes) -> Kernel:
-    axis = types.k + types.params["axis"]
-    reverse = types.params["reverse"]
-
-    def cumsum(x):
-        if reverse:
-            return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
-        return np.cumsum(x, axis=axis, dtype=x.dtype)
-    return _same_lead(types, cumsum)
-
-
-stacked_rules[prims.cumsum_p] = _cumsum_rule
 # the transform acts on the last dimensions: stacked devices lead, and are batch to it
 stacked_rules[prims.fft_p] = lambda types: _same_lead(
     types, reference.fft_kernel(**types.params))

@@ -515,3 +515,57 @@ def test_rng_bit_generator_checks():
             lax.rng_bit_generator(bad, (3,))
     assert lax.rng_bit_generator(key, 3)[1].shape == (3,)
     assert str(lax.RandomAlgorithm.RNG_THREE_FRY) == "RNG_THREE_FRY"
+
+
+# --- cumulative sums and products round as XLA's CPU backend does -----------------------------
+
+def _xla_window_scan(values, op, identity, reverse):
+    """A plain model of XLA's blocked reduce-window scan, one element at a time: blocks of 16
+    folded in index order, each block offset by the (recursive) exclusive scan of the
+    totals of the blocks before it (after it, when ``reverse``)."""
+    values = list(values)
+    n = len(values)
+
+    def fold(window):
+        acc = identity
+        for v in window:
+            acc = op(acc, v)
+        return acc
+    if n <= 16:
+        return [fold(values[i:] if reverse else values[:i + 1]) for i in range(n)]
+    padded = values + [identity] * (-n % 16)
+    blocks = [padded[i:i + 16] for i in range(0, len(padded), 16)]
+    inner = [[fold(b[j:] if reverse else b[:j + 1]) for j in range(16)] for b in blocks]
+    totals = [b[0] if reverse else b[-1] for b in inner]
+    if len(totals) <= 16:
+        ext = totals + [identity] if reverse else [identity] + totals
+        offsets = [fold(ext[i + 1:] if reverse else ext[:i + 1]) for i in range(len(totals))]
+    else:
+        scanned = _xla_window_scan(totals, op, identity, reverse)
+        offsets = scanned[1:] + [identity] if reverse else [identity] + scanned[:-1]
+    out = [op(v, offset) for b, offset in zip(inner, offsets) for v in b]
+    return out[:n]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16, np.float16])
+@pytest.mark.parametrize("n", [1, 3, 17, 300])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative_sums_and_products_round_as_xla(dtype, n, reverse):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((2, n)).astype(dtype)
+    y = (1 + 0.01 * rng.standard_normal((2, n))).astype(dtype)
+    for fn, values, op, identity in ((lax.cumsum, x, np.add, 0), (lax.cumprod, y, np.multiply, 1)):
+        expected = np.array([_xla_window_scan(list(row), lambda a, b: op(a, b).astype(dtype),
+                                              dtype(identity), reverse) for row in values], dtype)
+        for run in (fn, shardc.jit(fn, static_argnames=("axis", "reverse"))):
+            got = np.asarray(run(jnp.asarray(values), axis=1, reverse=reverse))
+            np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
+        moved = np.asarray(fn(jnp.asarray(values.T), axis=0, reverse=reverse))
+        np.testing.assert_array_equal(np.ascontiguousarray(moved.T).view(np.uint8),
+                                      expected.view(np.uint8))
+
+
+def test_long_low_precision_cumulative_sums_stay_close():
+    # blocks keep each rounding step small: 1000 bfloat16 ones sum to 1000 (not 256)
+    assert float(jnp.cumsum(jnp.ones(1000, jnp.bfloat16))[-1]) == 1000
+    assert float(lax.cumsum(jnp.ones(3000, jnp.float16), reverse=True)[0]) == 3000
