@@ -85,7 +85,9 @@ def _round(x):
 
 
 def _sign(x):
-    return np.sign(x).astype(x.dtype)
+    """numpy's sign, but a zero keeps its own sign (``sign(-0.0)`` is -0.0, as XLA's)."""
+    signs = np.sign(x).astype(x.dtype)
+    return np.where(x == 0, x, signs) if dtypes.is_float(x.dtype) else signs
 
 
 def _not(x):

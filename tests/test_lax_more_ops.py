@@ -569,3 +569,21 @@ def test_long_low_precision_cumulative_sums_stay_close():
     # blocks keep each rounding step small: 1000 bfloat16 ones sum to 1000 (not 256)
     assert float(jnp.cumsum(jnp.ones(1000, jnp.bfloat16))[-1]) == 1000
     assert float(lax.cumsum(jnp.ones(3000, jnp.float16), reverse=True)[0]) == 3000
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16])
+def test_lax_sums_and_products_keep_narrow_integer_dtypes(dtype):
+    x = np.array([100, 100, 3], dtype)
+    for fn, expected in ((lax.reduce_sum, x.sum(dtype=dtype)), (lax.reduce_prod, x.prod(dtype=dtype))):
+        for run in (fn, shardc.jit(fn, static_argnums=1)):
+            got = run(jnp.asarray(x), (0,))
+            assert got.dtype == dtype and int(got) == int(expected)
+
+
+@pytest.mark.parametrize("fn", [lambda x: lax.reduce_sum(x, (0,)), lambda x: lax.reduce_prod(x, (0,)),
+                                lambda x: lax.cumsum(x), lambda x: lax.cummax(x),
+                                lambda x: lax.cumprod(x), lambda x: lax.cummin(x)])
+def test_lax_sums_and_scans_refuse_booleans(fn):
+    with pytest.raises(TypeError, match="does not accept dtype bool. Accepted dtypes are "
+                                        "subtypes of number"):
+        fn(jnp.array([True, False]))

@@ -1619,3 +1619,24 @@ def test_array_of_nested_empty_lists_is_an_empty_float32_array():
         assert got.shape == shape and got.dtype == np.float32
     assert jnp.asarray([[], []], dtype=jnp.int32).dtype == np.int32
     assert jnp.array([[], []], dtype=bool).shape == (2, 0)
+
+
+def test_einsum_takes_numpys_interleaved_sublists():
+    a = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(jnp.einsum(jnp.asarray(a), [0, 1], jnp.asarray(b), [1, 2], [0, 2]),
+                               a @ b)
+    np.testing.assert_array_equal(jnp.einsum(jnp.asarray(a), [0, 1], [1, 0]), a.T)
+    np.testing.assert_array_equal(jnp.einsum(jnp.asarray(a), [Ellipsis, 1]), a)
+
+
+def test_sign_keeps_the_sign_of_zero_and_positive_takes_booleans():
+    got = np.asarray(jnp.sign(jnp.array([-0.0, 0.0, -2.0])))
+    np.testing.assert_array_equal(np.signbit(got), [True, False, True])
+    assert np.asarray(jnp.positive(jnp.array([True]))).tolist() == [True]
+
+
+@pytest.mark.parametrize("fn, op", [(jnp.argmax, "gt"), (jnp.argmin, "lt")])
+def test_arg_extrema_refuse_complex_as_jax(fn, op):
+    with pytest.raises(TypeError, match=f"{op} does not accept dtype complex64 at position 0"):
+        fn(jnp.array([1 + 1j, 2 + 0j]))

@@ -28,8 +28,17 @@ __all__ = [
 
 # --- cumulative ------------------------------------------------------------------------------
 
-def _cumulative(prim, operand, axis, reverse):
+def _number_operand(name, operand):
+    """``operand`` as an array, refused (as JAX's lax refuses it) when it holds booleans."""
     operand = array_operand(operand)
+    if operand.dtype == np.bool_:
+        raise TypeError(f"{name} does not accept dtype bool. Accepted dtypes are subtypes "
+                        "of number.")
+    return operand
+
+
+def _cumulative(prim, operand, axis, reverse):
+    operand = _number_operand(prim.name, operand)
     return bind(prim, operand, axis=checked_axis(axis, operand.ndim), reverse=bool(reverse))
 
 
@@ -148,8 +157,9 @@ def reduce_sum(operand, axes, *, out_sharding=None):
     """The sum over ``axes``; ``out_sharding`` (JAX's): the result's layout, which may leave
     it a partial sum over the mesh axes that split the summed dimensions (each device's sum
     of its block, ``P(unreduced={'x'})``)."""
-    if out_sharding is None:
-        return jnp.sum(operand, axis=tuple(axes))
+    operand = _number_operand("reduce_sum", operand)
+    if out_sharding is None:    # in the operand's dtype: lax does not widen narrow integers
+        return jnp.sum(operand, axis=tuple(axes), dtype=operand.dtype)
     from shardc.sharding import resolve_sharding
     sharding = resolve_sharding(out_sharding, "reduce_sum(out_sharding=...)")
     axes = tuple(sorted(canonical_axis(a, jnp.ndim(operand)) for a in axes))
@@ -165,7 +175,8 @@ def reduce_min(operand, axes):
 
 
 def reduce_prod(operand, axes):
-    return jnp.prod(operand, axis=tuple(axes))
+    operand = _number_operand("reduce_prod", operand)
+    return jnp.prod(operand, axis=tuple(axes), dtype=operand.dtype)
 
 
 def _check_argminmax(operand, axis, index_dtype):

@@ -1,6 +1,9 @@
 """``einsum`` as a chain of pairwise ``dot_general``s, reductions and transposes."""
 from __future__ import annotations
 
+import operator
+import string
+
 import numpy as np
 
 from compiler.tracing import aval_of
@@ -55,8 +58,11 @@ def einsum(subscripts, *operands, out_sharding=None, **kwargs):
     Explicit axes taken out of the types (``auto_axes``) and only the result is laid out.
 
     >>> jnp.einsum("ij,jk->ik", a, b)      # a @ b
+    >>> jnp.einsum(a, [0, 1], b, [1, 2], [0, 2])    # the same, in numpy's interleaved form
     """
-    if out_sharding is not None and len(operands) > 2 and isinstance(subscripts, str):
+    if not isinstance(subscripts, str):
+        subscripts, operands = _from_sublists((subscripts,) + operands)
+    if out_sharding is not None and len(operands) > 2:
         check_out_sharding(out_sharding, "einsum")
         sharding = resolve_sharding(out_sharding, "einsum(out_sharding=...)")
         explicit = getattr(sharding.mesh, "explicit_axes", ())
@@ -64,6 +70,23 @@ def einsum(subscripts, *operands, out_sharding=None, **kwargs):
             return auto_axes(lambda *ops: _einsum_typed(subscripts, *ops, **kwargs),
                              axes=explicit, out_sharding=sharding)(*operands)
     return _einsum_typed(subscripts, *operands, out_sharding=out_sharding, **kwargs)
+
+
+def _from_sublists(args: tuple) -> tuple:
+    """numpy's interleaved form ``op0, sublist0, op1, sublist1, ..., [out_sublist]`` (axes
+    named by integers, or ``...``) as a subscripts string and its operands."""
+    def letters(sublist):
+        return "".join("..." if axis is Ellipsis else _SUBSCRIPT_LETTERS[operator.index(axis)]
+                       for axis in sublist)
+    operands, sublists = args[0::2], args[1::2]
+    subscripts = ",".join(letters(sublist) for sublist in sublists)
+    if len(operands) > len(sublists):          # the last argument is the output's sublist
+        *operands, output = operands
+        subscripts += "->" + letters(output)
+    return subscripts, tuple(operands)
+
+
+_SUBSCRIPT_LETTERS = string.ascii_lowercase + string.ascii_uppercase
 
 
 def _expand_ellipsis(subscripts: str, ranks: list) -> str:

@@ -294,6 +294,10 @@ def _arg_reduction(prim, x, axis, keepdims):
     axis = canonical_axis(axis, len(shape_of(x)))
     if shape_of(x)[axis] == 0:
         raise ValueError(f"attempt to get {prim} of an empty sequence (shape {shape_of(x)})")
+    if _dt.kind(dtype_of(x)) == _dt.COMPLEX:    # JAX's comparison inside the reduction refuses it
+        raise TypeError(f"{'gt' if prim is p.argmax_p else 'lt'} does not accept dtype "
+                        f"{dtype_of(x).name} at position 0. Accepted dtypes at position 0 are "
+                        "subtypes of integer, floating, bool.")
     result = bind(prim, x, axes=(axis,), index_dtype=_dt.int_)
     if original is not x:       # axis=None: keepdims keeps every dimension of the input
         return reshape(result, (1,) * len(shape_of(original))) if keepdims else result

@@ -112,11 +112,8 @@ def fabs(x):
 
 
 def positive(x):
-    """``+x``: a new array of ``x``'s value (booleans are refused, as by numpy and JAX)."""
-    x = as_array(x)
-    if _dt.is_bool(dtype_of(x)):
-        raise TypeError("positive does not accept dtype bool.")
-    return fresh(x)
+    """``+x``: a new array of ``x``'s value (booleans too, as JAX's; numpy refuses them)."""
+    return fresh(as_array(x))
 
 
 @keeps_weak
