@@ -296,9 +296,14 @@ ROWS = [
                              np.histogram(x, bins=4, range=(-2, 3), density=True))),
     Row("histogram_bin_edges", lambda m, x: m.histogram_bin_edges(x, bins=6, range=(-4, 4)),
         ONE_ND, NUMBERS),
-    Row("histogram2d", lambda m, x, y: m.histogram2d(x, y, bins=4), [u((11,), (11,))], NUMBERS,
-        dtype=lambda d: F32),
-    Row("histogramdd", lambda m, x: m.histogramdd(x, bins=3), [u((10, 3))], NUMBERS,
+    # counts without weights are int32 (JAX's), the edges float32
+    Row("histogram2d", lambda m, x, y: m.histogram2d(x, y, bins=4)[0], [u((11,), (11,))],
+        NUMBERS, dtype=lambda d: I32),
+    Row("histogram2d_edges", lambda m, x, y: m.histogram2d(x, y, bins=4)[1:],
+        [u((11,), (11,))], NUMBERS, dtype=lambda d: F32),
+    Row("histogramdd", lambda m, x: m.histogramdd(x, bins=3)[0], [u((10, 3))], NUMBERS,
+        dtype=lambda d: I32),
+    Row("histogramdd_edges", lambda m, x: m.histogramdd(x, bins=3)[1], [u((10, 3))], NUMBERS,
         dtype=lambda d: F32),
     Row("quantile", lambda m, x: (m.quantile(x, 0.3), m.quantile(x, m.asarray([0.1, 0.5, 1.0]),
                                                                   axis=-1)),
@@ -824,7 +829,6 @@ def test_shifts_by_the_bit_width_or_more():
     (lambda: jnp.quantile(jnp.ones(3), 0.5, method="cubic"), ValueError, "method='cubic'"),
     (lambda: jnp.left_shift(jnp.ones(2), 1), TypeError, "integer operands"),
     (lambda: jnp.invert(jnp.ones(2)), TypeError, "integer or boolean"),
-    (lambda: jnp.positive(jnp.ones(2, bool)), TypeError, "bool"),
     (lambda: jnp.bitwise_count(jnp.ones(2)), TypeError, "integer operands"),
     (lambda: jnp.fill_diagonal(jnp.ones((2, 2)), 1), NotImplementedError, "inplace=False"),
     (lambda: jnp.place(jnp.ones(2), jnp.ones(2, bool), 1), ValueError, "inplace=False"),
@@ -1640,3 +1644,23 @@ def test_sign_keeps_the_sign_of_zero_and_positive_takes_booleans():
 def test_arg_extrema_refuse_complex_as_jax(fn, op):
     with pytest.raises(TypeError, match=f"{op} does not accept dtype complex64 at position 0"):
         fn(jnp.array([1 + 1j, 2 + 0j]))
+
+
+def test_complex_log10_and_log2_scale_each_part():
+    z = jnp.array([0j, complex(np.inf, 1.0), complex(-0.0, 0.0)], jnp.complex64)
+    for fn, base in ((jnp.log10, 10.0), (jnp.log2, 2.0)):
+        got = np.asarray(fn(z))
+        np.testing.assert_array_equal(got.real, [-np.inf, np.inf, -np.inf])
+        np.testing.assert_allclose(got.imag, [0.0, 0.0, np.pi / np.log(base)], rtol=1e-6)
+
+
+def test_histogram_counts_are_int32_without_weights_or_density():
+    x, y = jnp.array([0.1, 0.5, 0.7, 0.2]), jnp.array([0.3, 0.9, 0.1, 0.4])
+    counts, _, _ = jnp.histogram2d(x, y, bins=2)
+    expected, _, _ = np.histogram2d(np.asarray(x), np.asarray(y), bins=2)
+    assert counts.dtype == np.int32
+    np.testing.assert_array_equal(counts, expected)
+    assert jnp.histogramdd(jnp.stack([x, y], 1), bins=3)[0].dtype == np.int32
+    assert jnp.histogram2d(x, y, bins=2, density=True)[0].dtype == np.float32
+    assert jnp.histogram2d(x, y, bins=2, weights=jnp.ones(4))[0].dtype == np.float32
+    assert jnp.histogram(x, bins=3)[0].dtype == np.float32

@@ -215,8 +215,8 @@ def _bin_index(a, edges):
 
 
 def histogramdd(sample, bins=10, range=None, weights=None, density=None):
-    """The histogram of ``sample`` (``(N, D)``): counts per bin (float32, as in JAX) and the
-    edges per dimension."""
+    """The histogram of ``sample`` (``(N, D)``): counts per bin (int32 without weights or
+    density, as JAX's; else float32) and the edges per dimension."""
     sample = as_array(sample)
     if len(shape_of(sample)) != 2:
         raise ValueError(f"histogramdd: sample must be 2-D (N, D), got shape {shape_of(sample)}")
@@ -232,12 +232,13 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):
         inside = logical_and(inside, greater_equal(index, 0))
         flat = add(multiply(flat, shape[d]), clip(index, 0, None))
     size = int(np.prod(shape, dtype=np.int64))
-    weights = ones((n,), _dt.float_) if weights is None else astype(weights, _dt.float_)
-    weights = where(inside, weights, 0)
+    weights = ones((n,), _dt.int_) if weights is None else astype(weights, _dt.float_)
+    weights = where(inside, weights, zeros((), dtype_of(weights)))
     counts = bind(p.scatter_p, zeros((size,), dtype_of(weights)), flat, weights, axis=0,
                   mode="add")
     counts = reshape(counts, shape)
     if density:
+        counts = astype(counts, _dt.float_)
         widths = [diff(e) for e in edges]
         volume = widths[0]
         for w in widths[1:]:
@@ -253,8 +254,8 @@ def histogram(a, bins=10, range=None, weights=None, density=None):
     """Counts per bin (float32, as in JAX) of the flattened ``a``, and the bin edges."""
     a = ravel(as_array(a))
     edges = histogram_bin_edges(a, bins, range)
-    if weights is not None:
-        weights = ravel(as_array(weights))
+    # counts are float32 here even without weights (JAX's)
+    weights = ones(shape_of(a), _dt.float_) if weights is None else ravel(as_array(weights))
     counts, _ = histogramdd(reshape(a, (-1, 1)), [edges], None, weights, density)
     return counts, edges
 

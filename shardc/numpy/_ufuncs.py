@@ -79,14 +79,22 @@ def _inexact_pair(x, y):
 
 def log2(x):
     """Base-2 logarithm; exact at powers of two."""
-    x = as_inexact(x)
-    return divide(log(x), convert(np.log(2), dtype_of(x)))
+    return _scaled_log(x, lambda part: divide(part, convert(np.log(2), dtype_of(part))))
 
 
 def log10(x):
-    """Base-10 logarithm."""
-    x = as_inexact(x)
-    return divide(log(x), convert(np.log(10), dtype_of(x)))
+    """Base-10 logarithm: ``log(x)`` times 1/ln(10) rounded to ``x``'s precision (JAX's)."""
+    return _scaled_log(x, lambda part: multiply(part, convert(1 / np.log(10), dtype_of(part))))
+
+
+def _scaled_log(x, scale):
+    """``scale`` applied to ``log(x)``, to each part of a complex one (as JAX's), so an
+    infinite real part leaves the angle finite (a complex division would make it NaN)."""
+    logarithm = log(as_inexact(x))
+    if _dt.kind(dtype_of(logarithm)) != _dt.COMPLEX:
+        return scale(logarithm)
+    return bind(p.complex_p, scale(bind(p.real_p, logarithm)),
+                scale(bind(p.imag_p, logarithm)))
 
 
 @keeps_weak_scalars
