@@ -250,8 +250,8 @@ ROWS = [
     Row("intersect1d_sized", lambda m, x, y: m.intersect1d(x, y, return_indices=True, size=6,
                                                            fill_value=-9),
         [u((9,), (6,))], NUMBERS, low=-4, high=4,
-        expect=lambda x, y: tuple(_padded(r, 6, f) for r, f in zip(
-            np.intersect1d(x, y, return_indices=True), (-9, 0, 0)))),
+        expect=lambda x, y: tuple(_padded(r, 6, f) for r, f in zip(      # (indices: JAX
+            np.intersect1d(x, y, return_indices=True), (-9, x.size, y.size)))),  # pads so)
     Row("setdiff1d", lambda m, x, y: m.setdiff1d(x, y), [u(S1, (5,)), u(S2, S1)], NUMBERS,
         low=-3, high=3, traced=False),
     Row("setxor1d", lambda m, x, y: m.setxor1d(x, y), [u(S1, (5,)), u(S2, S1)], NUMBERS,
@@ -1664,3 +1664,15 @@ def test_histogram_counts_are_int32_without_weights_or_density():
     assert jnp.histogram2d(x, y, bins=2, density=True)[0].dtype == np.float32
     assert jnp.histogram2d(x, y, bins=2, weights=jnp.ones(4))[0].dtype == np.float32
     assert jnp.histogram(x, bins=3)[0].dtype == np.float32
+
+
+def test_unique_pads_its_indices_with_the_first_sorted_elements():
+    # as JAX's (its nonzero pads the positions it picks with 0: perm[0])
+    x = jnp.array([3, 1, 2, 1, 3])
+    np.testing.assert_array_equal(jnp.unique(x, size=5, return_index=True)[1], [1, 2, 0, 1, 1])
+    np.testing.assert_array_equal(jnp.unique_all(jnp.array([3, 1, 1]), size=3).indices,
+                                  [1, 0, 1])
+    got = jnp.intersect1d(jnp.array([5, 1, 3, 1]), jnp.array([3, 1, 7]), return_indices=True,
+                          size=3)
+    np.testing.assert_array_equal(got[1], [1, 2, 4])        # padded with len(ar1)
+    np.testing.assert_array_equal(got[2], [1, 0, 3])        # padded with len(ar2)

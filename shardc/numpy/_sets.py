@@ -70,7 +70,11 @@ def _unique_rows(rows, size, fill_value, equal_nan):
     valid = less(arange(size), count)
     valid = reshape(valid, (size,) + (1,) * (len(shape_of(rows)) - 1))
     values = where(valid, values, convert(fill_value, dtype_of(rows)))
+    # indices past the distinct ones are the first sorted element's, as JAX's (its nonzero
+    # pads the positions it picks with 0)
     indices = compact(order, first, size, None, "unique")
+    if n:
+        indices = where(less(arange(size), count), indices, order[0])
     group = subtract(cumsum(first), 1)
     inverse = bind(p.scatter_p, zeros((n,), _dt.int_), order, convert(group, _dt.int_),
                    axis=0, mode="set")
@@ -216,14 +220,14 @@ def _matches(ar1, ar2, assume_unique):
 def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=None,
                 fill_value=None):
     """The sorted distinct elements found in both arrays; with ``return_indices``, also where
-    each first occurs in ``ar1`` and in ``ar2`` (index padding is 0)."""
+    each first occurs in ``ar1`` and in ``ar2`` (padded with the arrays' lengths, as JAX's)."""
     ar1, ar2 = promote(ravel(as_array(ar1)), ravel(as_array(ar2)))
-    if shape_of(ar1)[0] + shape_of(ar2)[0] < 2:
+    lengths = (shape_of(ar1)[0], shape_of(ar2)[0])
+    if builtins.sum(lengths) < 2:
         empty = zeros((0,), _dt.int_)
         values = compact(ar1[:0], zeros((0,), bool), size, fill_value, "intersect1d")
-        return (values, compact(empty, empty > 0, size, None, "intersect1d"),
-                compact(empty, empty > 0, size, None, "intersect1d")) if return_indices \
-            else values
+        return (values, *(compact(empty, empty > 0, size, n, "intersect1d")
+                          for n in lengths)) if return_indices else values
     values, matched, index1, index2 = _matches(ar1, ar2, assume_unique)
     if size is None:
         size = concrete_size(sum(matched), "intersect1d")
@@ -234,8 +238,8 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
         result = where(found, result, result[0])
     if not return_indices:
         return result
-    return (result, compact(index1, matched, size, None, "intersect1d"),
-            compact(index2, matched, size, None, "intersect1d"))
+    return (result, *(compact(index, matched, size, n, "intersect1d")
+                      for index, n in zip((index1, index2), lengths)))
 
 
 def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
