@@ -250,6 +250,30 @@ def test_top_k_values_indices_and_ties():
         lax.top_k(y, -1)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, jnp.bfloat16])
+def test_top_k_orders_floats_by_xlas_total_order(dtype):
+    """+0 above -0, +NaN first and -NaN last (below -inf), ties in index order (XLA's TopK);
+    the gradient reaches the entries the indices name."""
+    nan = np.float32(np.nan)
+    x = np.array([nan, -np.inf, -0.0, 1, -nan, 0.0, nan, -0.0], np.float32).astype(dtype)
+    signed, unsigned = (np.int16, np.uint16) if x.itemsize == 2 else (np.int32, np.uint32)
+    bits = x.view(signed).astype(np.int64)
+    key = np.where(bits < 0, -(bits & 0x7fffffff) - 1, bits)     # the total order by hand
+    want = np.argsort(-key, kind="stable")
+    values, indices = lax.top_k(x, 8)
+    assert_close(indices, want, dtype=np.int32)
+    np.testing.assert_array_equal(np.asarray(values).view(unsigned), x[want].view(unsigned))
+    assert list(want) == [0, 6, 3, 5, 2, 7, 1, 4]
+    z = np.array([-0.0, 0.0, -0.0, 0.0, 1.0], np.float32)
+    values, indices = lax.top_k(z, 3)
+    assert_close(indices, [4, 1, 3], dtype=np.int32)
+    assert list(np.signbit(np.asarray(values))) == [False, False, False]
+    grad = shardc.grad(lambda v: lax.top_k(v, 3)[0] @ jnp.array([1.0, 2.0, 3.0]))(z)
+    assert_close(grad, [0, 2, 0, 3, 1], dtype=np.float32)
+    with pytest.raises(ValueError, match="top_k is not compatible with complex inputs."):
+        lax.top_k(np.ones(3, np.complex64), 2)
+
+
 @pytest.mark.parametrize("axis", [0, 1, -3])
 def test_top_k_along_any_axis(axis):
     y = np.random.default_rng(4).normal(size=(5, 6, 3)).astype(np.float32)

@@ -14,9 +14,11 @@ from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
+from shardc.lax._elementwise import bitcast_convert_type
 from shardc.lax._more import bitwise_and, bitwise_or, reduce_and, reduce_or
 from shardc.lax._ops import add, max as lax_max, min as lax_min, mul
 from shardc.numpy._core import canonical_axis, vary_like
+from shardc.numpy._sorting import iota_along, sort_operands
 from shardc.lax._control_flow import associative_scan, scan
 from shardc.lax._shapes import array_operand, checked_axis
 
@@ -100,6 +102,8 @@ def top_k(operand, k, *, axis=-1):
     their indices (int32); equal entries come in index order."""
     operand = array_operand(operand)
     k = int(k)
+    if _dt.kind(operand.dtype) == _dt.COMPLEX:
+        raise ValueError("top_k is not compatible with complex inputs.")
     if k < 0:
         raise ValueError(f"k argument to top_k must be nonnegative, got {k}")
     axis = canonical_axis(axis, operand.ndim)
@@ -118,13 +122,27 @@ def top_k(operand, k, *, axis=-1):
             "The input should be unsharded over the axis along which to compute the top_k "
             f"values. Got input type={aval_of(operand).str_long()} and "
             f"axis={operand.ndim - 1}")
-    order = jnp.argsort(operand, axis=-1, stable=True, descending=True)[..., :k]
-    # the values sorted the same way, without a gather (which a split leading dimension
-    # would refuse): a stable descending sort is the reverse of a stable ascending sort of
-    # the reversed operand, so tied entries come in index order and each value's gradient
-    # goes to the entry its index names, as JAX's
-    values = jnp.flip(jnp.sort(jnp.flip(operand, -1), axis=-1), -1)[..., :k]
+    # one stable ascending sort of a key that reverses XLA's order, the positions and the
+    # values together: tied entries come in index order, and the sort's gradient takes each
+    # value's tangent from the entry its index names (no gather, which a split leading
+    # dimension would refuse)
+    positions = iota_along(operand.shape, operand.ndim - 1, like=operand)
+    _, order, values = sort_operands([_descending_key(operand), positions, operand],
+                                     operand.ndim - 1)
+    values, order = values[..., :k], order[..., :k]
     return [values, jnp.astype(order, np.int32)]     # a list, as JAX's
+
+
+def _descending_key(operand):
+    """Integers whose ascending order is ``operand``'s descending order in XLA's total order
+    of floats, which top_k uses: ``-nan < -inf < ... < -0 < 0 < ... < inf < nan`` (NaNs by
+    their bits); integers and booleans by value."""
+    if _dt.is_float(operand.dtype):
+        bits = bitcast_convert_type(operand, np.dtype(f"i{np.dtype(operand.dtype).itemsize}"))
+        # negative floats order backwards in their bits: flip every bit but the sign
+        most = np.iinfo(bits.dtype).max
+        operand = jnp.where(bits < 0, jnp.bitwise_xor(bits, bits.dtype.type(most)), bits)
+    return jnp.invert(operand)          # reverses the order of every integer dtype and of bool
 
 
 def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
