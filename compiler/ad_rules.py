@@ -1111,24 +1111,53 @@ jvp_rules[p.stop_gradient_p] = functools.partial(_zero_tangents, p.stop_gradient
 
 # --- cumulative products and extrema, and sorting ------------------------------------------------
 
-def _shifted_by(x, axis, shift):
-    """``x`` moved ``shift`` places later along ``axis``; the first ``shift`` places repeat the
-    start (they are masked out by the caller)."""
+def _slice_along(x, axis, start, limit, stride=1):
+    """``x[start:limit:stride]`` along ``axis``."""
     shape = aval_of(x).shape
-    n = shape[axis]
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    starts[axis], limits[axis], strides[axis] = start, max(start, limit), stride
+    return bind(p.slice_p, x, start_indices=tuple(starts), limit_indices=tuple(limits),
+                strides=tuple(strides) if stride != 1 else None)
 
-    def part(lo, hi):
-        start = [0] * len(shape)
-        limit = list(shape)
-        start[axis], limit[axis] = lo, hi
-        return bind(p.slice_p, x, start_indices=tuple(start), limit_indices=tuple(limit),
-                    strides=None)
-    return bind(p.concatenate_p, part(0, shift), part(0, n - shift), dimension=axis)
+
+def _interleave(even, odd, axis):
+    """``even[0], odd[0], even[1], ...`` along ``axis`` (``even`` as long as ``odd`` or one
+    longer), as JAX's associative_scan builds it: each spread by zero padding, then added
+    (so a -0 comes out +0, as in JAX)."""
+    longer = aval_of(even).shape[axis] > aval_of(odd).shape[axis]
+    parts = []
+    for x, config in ((even, (0, 0 if longer else 1, 1)), (odd, (1, 1 if longer else 0, 1))):
+        padding = [(0, 0, 0)] * len(aval_of(x).shape)
+        padding[axis] = config
+        parts.append(bind(p.pad_p, x, np.zeros((), aval_of(x).dtype)[()],
+                          padding_config=tuple(padding)))
+    return bind(p.or_p if aval_of(even).dtype == np.bool_ else p.add_p, *parts)
+
+
+def _associative_scan(combine, elems, axis):
+    """The inclusive scan of ``combine`` over the arrays ``elems`` (one pytree: a value and
+    its tangent) along ``axis``, by JAX's associative_scan recursion: combine neighbouring
+    pairs, scan those, combine each pair's scan with the next element, interleave. JAX
+    differentiates cumulative products and extrema through this tree, so its rounding and
+    its split of tied extrema are what this one reproduces."""
+    n = aval_of(elems[0]).shape[axis]
+    if n < 2:
+        return elems
+    odd = _associative_scan(combine, combine([_slice_along(e, axis, 0, n - 1, 2) for e in elems],
+                                             [_slice_along(e, axis, 1, n, 2) for e in elems]),
+                            axis)
+    heads = [_slice_along(e, axis, 0, 1) for e in elems]
+    if n > 2:
+        previous = odd if n % 2 else [_slice_along(e, axis, 0, aval_of(e).shape[axis] - 1)
+                                      for e in odd]
+        rest = combine(previous, [_slice_along(e, axis, 2, n, 2) for e in elems])
+        heads = [bind(p.concatenate_p, h, r, dimension=axis) for h, r in zip(heads, rest)]
+    return [_interleave(even, o, axis) for even, o in zip(heads, odd)]
 
 
 def _combine_prod(earlier, later):
     (a, ta), (b, tb) = earlier, later
-    return _mul(a, b), bind(p.add_p, _mul(ta, b), _mul(a, tb))
+    return [_mul(a, b), bind(p.add_p, _mul(ta, b), _mul(a, tb))]
 
 
 def _combine_extremum(prim, earlier, later):
@@ -1138,28 +1167,8 @@ def _combine_extremum(prim, earlier, later):
     dtype = aval_of(out).dtype
     a_wins, b_wins = _wins(prim, a, b, dtype), _wins(prim, b, a, dtype)
     half_tie = _half_tie(a, b, out)
-    return out, bind(p.add_p, _mul(ta, bind(p.add_p, a_wins, half_tie)),
-                     _mul(tb, bind(p.add_p, b_wins, half_tie)))
-
-
-def _scan_tangent(combine, x, t, axis):
-    """The tangent of an inclusive scan of ``combine`` along ``axis``, by doubling steps
-    (Hillis and Steele): log2(n) rounds of combining each place with the one ``shift`` before."""
-    shape = aval_of(x).shape
-    n = shape[axis]
-    position = bind(p.iota_p, dtype=dtypes.int_, shape=shape, dimension=axis)
-    if aval_of(x).type_sharding is not None:         # split as the values it selects among
-        position = bind(p.sharding_constraint_p, position,
-                        sharding=named_sharding(aval_of(x)))
-    shift = 1
-    while shift < n:
-        value, tangent = combine((_shifted_by(x, axis, shift), _shifted_by(t, axis, shift)),
-                                 (x, t))
-        first = bind(p.lt_p, position, np.int32(shift))
-        x = bind(p.select_n_p, first, value, x)
-        t = bind(p.select_n_p, first, tangent, t)
-        shift *= 2
-    return t
+    return [out, bind(p.add_p, _mul(ta, bind(p.add_p, a_wins, half_tie)),
+                      _mul(tb, bind(p.add_p, b_wins, half_tie)))]
 
 
 _CUMULATIVE_COMBINE = {p.cumprod_p: _combine_prod,
@@ -1168,15 +1177,18 @@ _CUMULATIVE_COMBINE = {p.cumprod_p: _combine_prod,
 
 
 def _cumulative_jvp(prim, primals, tangents, *, axis, reverse):
+    """JAX's: the jvp of its associative_scan of the binary operation (values included, so
+    a product's value under jvp is the tree's)."""
     (x,), (t,) = primals, tangents
-    out = bind(prim, x, axis=axis, reverse=reverse)
     if t is None or aval_of(x).shape[axis] == 0:
-        return [out], [t]
+        return [bind(prim, x, axis=axis, reverse=reverse)], [t]
+    elems = [x, t]
     if reverse:
-        x, t = (bind(p.rev_p, v, dimensions=(axis,)) for v in (x, t))
-    tangent = _scan_tangent(_CUMULATIVE_COMBINE[prim], x, t, axis)
+        elems = [bind(p.rev_p, v, dimensions=(axis,)) for v in elems]
+    elems = _associative_scan(_CUMULATIVE_COMBINE[prim], elems, axis)
     if reverse:
-        tangent = bind(p.rev_p, tangent, dimensions=(axis,))
+        elems = [bind(p.rev_p, v, dimensions=(axis,)) for v in elems]
+    out, tangent = elems
     return [out], [tangent]
 
 

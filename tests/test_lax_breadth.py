@@ -168,6 +168,52 @@ def test_cumulative_ops(reverse, axis):
     assert_close(body(x), flip1(np.cumsum(flip1(x.astype(np.float64)), axis=1)), 1e-5, 1e-5)
 
 
+def _tree_scan_jvp(combine, x, t):
+    """JAX's associative_scan recursion over (value, tangent) in numpy: pairs combined, their
+    scan, each pair's scan combined with the next element, interleaved."""
+    n = len(x)
+    if n < 2:
+        return x, t
+    odd_x, odd_t = _tree_scan_jvp(combine, *combine((x[0:-1:2], t[0:-1:2]), (x[1::2], t[1::2])))
+    m = len(x[2::2])
+    even_x, even_t = combine((odd_x[:m], odd_t[:m]), (x[2::2], t[2::2]))
+    out_x, out_t = np.zeros_like(x), np.zeros_like(t)
+    out_x[0::2], out_t[0::2] = np.r_[x[:1], even_x] + 0, np.r_[t[:1], even_t] + 0
+    out_x[1::2], out_t[1::2] = odd_x, odd_t
+    return out_x, out_t
+
+
+def _numpy_extremum(pick):
+    def combine(earlier, later):
+        (a, ta), (b, tb) = earlier, later
+        out = pick(a, b)
+        weight_a = (a == out) / np.where(b == out, 2, 1).astype(a.dtype)
+        weight_b = (b == out) / np.where(a == out, 2, 1).astype(a.dtype)
+        return out, ta * weight_a.astype(a.dtype) + tb * weight_b.astype(a.dtype)
+    return combine
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 13, 16])
+def test_cumulative_extrema_derivatives_split_ties_along_jaxs_scan_tree(n):
+    """JAX differentiates cummax/cummin as its associative_scan of max/min, whose rule gives
+    each of two tied operands half: the tangents follow that tree exactly."""
+    rng = np.random.default_rng(n)
+    x = rng.integers(0, 3, n).astype(np.float32)
+    t = rng.standard_normal(n).astype(np.float32)
+    for fn, pick in ((lax.cummax, np.maximum), (lax.cummin, np.minimum)):
+        for reverse in (False, True):
+            flip = (lambda a: a[::-1]) if reverse else (lambda a: a)
+            want = flip(_tree_scan_jvp(_numpy_extremum(pick), flip(x), flip(t))[1])
+            _, got = shardc.jvp(partial(fn, reverse=reverse), (x,), (t,))
+            np.testing.assert_array_equal(np.asarray(got), want)
+    ones = np.ones(5, np.float32)
+    assert_close(shardc.grad(lambda a: jnp.sum(lax.cummax(a)))(ones),
+                 [2.125, 1.125, 0.875, 0.375, 0.5], dtype=np.float32)
+    mixed = np.array([1.0, 0.0, 0.0, 2.0, 0.0, 5.0], np.float32)
+    assert_close(shardc.grad(lambda a: jnp.sum(lax.cummin(a, reverse=True)))(mixed),
+                 [0, 1, 1, 0, 3, 1], dtype=np.float32)
+
+
 def test_cumlogsumexp_keeps_small_prefixes():
     x = np.array([-1000.0, -1000.0, 0.0], np.float32)
     assert_close(lax.cumlogsumexp(x), [-1000.0, -1000.0 + math.log(2), 0.0], 1e-6, 1e-4)
