@@ -797,14 +797,11 @@ def _wrapped_indices(indices, size):
 
 
 def _gather_transpose(ct, x, indices, *, axis):
-    # gather clamps out-of-range indices, scatter drops them: clamp here, so the cotangent
-    # reaches the element the forward pass read
-    size = x.aval.shape[axis]
-    dtype = aval_of(indices).dtype
-    clamped = bind(p.max_p, bind(p.min_p, _wrapped_indices(indices, size),
-                                 np.asarray(size - 1, dtype)[()]), np.asarray(0, dtype)[()])
+    """JAX's: a scatter-add of the cotangent, which drops the out-of-range indices the
+    forward gather clamped (XLA's gather promises in-range indices; its transpose skips the
+    others), so they get no cotangent."""
     zeros = zeros_like_aval(x.aval)
-    return [bind(p.scatter_p, zeros, clamped, ct, axis=axis, mode="add"), None]
+    return [bind(p.scatter_p, zeros, indices, ct, axis=axis, mode="add"), None]
 
 
 def _scatter_applied(indices, size, mode):

@@ -468,13 +468,27 @@ def test_scatter_set_duplicates_and_out_of_range_updates():
     assert float(np.asarray(both[0]).sum()) == 8.0 and float(both[0][1, 2]) == 0.0
 
 
-def test_gather_out_of_range_traced_indices_clamp_in_both_directions():
-    """A traced out-of-range index reads the clamped element; its cotangent goes there."""
+def test_gather_out_of_range_indices_read_clamped_and_get_no_cotangent():
+    """An out-of-range index reads the clamped element, but its cotangent is dropped (JAX's
+    gather promises in-range indices; its transpose, a scatter-add, skips the others); only
+    mode='clip' sends it to the element read. Values as JAX 0.10.2 gives."""
     y = np.array([1.0, 2.0, 3.0], np.float32)
     i = np.array([5, -9, -1], np.int32)
     np.testing.assert_allclose(shardc.jit(lambda a, j: a[j])(y, i), [3.0, 1.0, 3.0])
     np.testing.assert_allclose(shardc.jit(shardc.grad(lambda a, j: jnp.sum(a[j])))(y, i),
-                               [1.0, 0.0, 2.0])
+                               [0.0, 0.0, 1.0])
+    for mode, want in ((None, [0.0, 0.0, 1.0]), ("promise_in_bounds", [0.0, 0.0, 1.0]),
+                       ("fill", [0.0, 0.0, 1.0]), ("clip", [1.0, 0.0, 2.0])):
+        g = shardc.grad(lambda a: jnp.sum(a.at[i].get(mode=mode)))(y)
+        np.testing.assert_allclose(g, want, err_msg=str(mode))
+    # several index arrays: a pair with any coordinate out of range gets nothing
+    m = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    rows, cols = np.array([0, 3, -4, 2]), np.array([5, 1, -1, 1])
+    np.testing.assert_allclose(shardc.jit(lambda a: a[rows, cols])(m), [3.0, 9.0, 3.0, 9.0])
+    want = np.zeros((3, 4), np.float32)
+    want[2, 1] = 1.0
+    for run in (shardc.grad, lambda f: shardc.jit(shardc.grad(f))):
+        np.testing.assert_allclose(run(lambda a: jnp.sum(a[rows, cols]))(m), want)
     # jnp.take reads out-of-range indices as fill values (no cotangent goes back), and with
     # mode='clip' clamps as numpy does (negative indices to 0); values as JAX 0.10.2 gives.
     np.testing.assert_allclose(

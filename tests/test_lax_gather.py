@@ -96,6 +96,28 @@ def test_gather_gradient_is_a_scatter_add_of_the_cotangent():
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("case", range(len(GATHERS)))
+@pytest.mark.parametrize("mode", [None, "clip", "fill", "promise_in_bounds"])
+def test_gather_cotangent_skips_windows_out_of_range_unless_clipped(case, mode):
+    """The transpose is XLA's scatter-add in the same mode: clip adds at the clamped window,
+    the others skip a window not wholly in range (JAX's gradients)."""
+    shape, idx, dn, sizes = GATHERS[case]
+    idx = np.array(idx, np.int32)
+    x = np.zeros(shape, np.float32)
+    positions = np.arange(x.size, dtype=np.float32).reshape(shape)
+    read = _reference_gather(positions, idx, dn, sizes, "clip").astype(np.int64)
+    kept = _reference_gather(positions, idx, dn, sizes, "fill")
+    ct = np.random.default_rng(case).standard_normal(read.shape).astype(np.float32)
+    if mode != "clip":
+        ct_kept, read = ct[~np.isnan(kept)], read[~np.isnan(kept)]
+    else:
+        ct_kept = ct
+    want = np.zeros(x.size, np.float64)
+    np.add.at(want, read.ravel(), ct_kept.ravel())
+    got = jax.grad(lambda v: (lax.gather(v, idx, dn, sizes, mode=mode) * ct).sum())(x)
+    np.testing.assert_allclose(np.asarray(got).ravel(), want, rtol=1e-6, atol=1e-6)
+
+
 def test_gather_under_vmap():
     dn = G((), (0,), (0,))
     x = np.arange(10.0, dtype=np.float32).reshape(2, 5)

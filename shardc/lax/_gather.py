@@ -16,7 +16,7 @@ import numpy as np
 
 from ir import dtypes as _dt
 import shardc.numpy as jnp
-from shardc.numpy._indexing import apply_per_count
+from shardc.numpy._indexing import apply_per_count, cut_outside
 
 __all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather",
            "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min",
@@ -367,7 +367,7 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *,
     # every window is read clamped into range; a filled one is then masked
     flat, inside = _positions(x.shape, slice_sizes, starts, batching,
                               dict(zip(kept, dn.offset_dims)), rank, batch_at, batch_shape,
-                              clip=True, check=mode is GatherScatterMode.FILL_OR_DROP)
+                              clip=True, check=mode is not GatherScatterMode.CLIP)
     shape = [0] * rank
     for p, n in zip(batch_at, batch_shape):
         shape[p] = n
@@ -375,6 +375,8 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *,
         shape[p] = slice_sizes[d]
     flat = jnp.broadcast_to(flat, shape)
     out = jnp.reshape(x, (-1,))[flat] if x.size else jnp.zeros(shape, x.dtype)
+    if inside is not None and mode is GatherScatterMode.PROMISE_IN_BOUNDS:
+        return cut_outside(out, inside)
     if inside is not None:
         fill = _default_fill(x.dtype) if fill_value is None else fill_value
         out = jnp.where(jnp.broadcast_to(inside, shape), out, jnp.asarray(fill, x.dtype))

@@ -26,8 +26,9 @@ from shardc.dtypes import result_type
 from ir.sharding import NamedSharding, PartitionSpec
 from shardc.sharding import (auto_axes, explicit_axes_for, reshard,
                              with_sharding_constraint)
-from shardc.numpy._arithmetic import (add, clip, divide, greater_equal, less, logical_and, maximum,
-                                      minimum, multiply, negative, power, remainder, where)
+from shardc.numpy._arithmetic import (add, clip, divide, equal, greater_equal, less, logical_and,
+                                      maximum, minimum, multiply, negative, power, remainder,
+                                      where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert, expand_dims,
                                 key_array_rule,
                                 nested_values, ones_like, ravel, reshape, weakly_typed_like,
@@ -300,6 +301,17 @@ def _flat_getitem(x, index):
     return bind(p.gather_p, ravel(x), positions, axis=0)
 
 
+def cut_outside(values, inside):
+    """``values`` read at clamped positions, those read out of bounds (``inside`` false;
+    it broadcasts to ``values``) cut from differentiation: JAX's gather promises in-range
+    indices, and its transpose, a scatter, drops the others' cotangents. (JAX's tangent of
+    such a read is the clamped one; here it is zero.)"""
+    known = value_if_known(inside)
+    if not isinstance(known, Tracer) and np.all(known):
+        return values
+    return where(inside, values, bind(p.stop_gradient_p, values))
+
+
 def _index_ndim(entry) -> int:
     if isinstance(entry, (list, tuple)):
         return 1 + (_index_ndim(entry[0]) if len(entry) else 0)
@@ -513,9 +525,12 @@ def _advanced_getitem(x, index):
     sizes = [aval_of(y).shape[d] for d in dims]
     arrays = [asarray(kept[d]) for d in dims]
     batch = tuple(np.broadcast_shapes(*[aval_of(a).shape for a in arrays]))
-    position = None
+    position = inside = None
     for a, size in zip(arrays, sizes):
-        coordinate = clip(_wrap_index(broadcast_to(a, batch), size), 0, max(size - 1, 0))
+        wrapped = _wrap_index(broadcast_to(a, batch), size)
+        coordinate = clip(wrapped, 0, max(size - 1, 0))
+        within = equal(wrapped, coordinate)
+        inside = within if inside is None else logical_and(inside, within)
         position = coordinate if position is None else add(multiply(position, np.int32(size)),
                                                            coordinate)
     first, ndim = dims[0], aval_of(y).ndim
@@ -526,6 +541,8 @@ def _advanced_getitem(x, index):
     merged[first:first + len(dims)] = [math.prod(sizes)]
     y = reshape(y, tuple(merged))
     y = bind(p.gather_p, y, position, axis=first)
+    lay = (1,) * first + batch + (1,) * (aval_of(y).ndim - first - len(batch))
+    y = cut_outside(y, reshape(inside, lay))
     advanced, adjacent = _advanced_entries(index)
     if not adjacent and first:
         rest = list(range(aval_of(y).ndim))
@@ -758,7 +775,9 @@ def _fill_value(dtype, fill_value):
 
 def getitem_with_mode(x, index, mode=None, fill_value=None):
     """``x[index]`` where out-of-bounds integer indices clamp (``mode`` None, 'clip',
-    'promise_in_bounds') or read ``fill_value`` ('fill', 'drop').
+    'promise_in_bounds') or read ``fill_value`` ('fill', 'drop'). Only 'clip' sends their
+    cotangent to the element read; the others (JAX's gather promising in-range indices)
+    drop it.
 
     >>> jnp.arange(4.).at[jnp.array([1, 9])].get(mode='fill')    # [1., nan]
     """
@@ -767,11 +786,11 @@ def getitem_with_mode(x, index, mode=None, fill_value=None):
     _check_gather_layout(x, _expand_index(index, aval_of(x).ndim))
     if mode not in ("fill", "drop"):
         # (a fill_value is read only by mode='fill', as JAX's)
-        if mode is None:
-            return getitem(x, index)
         shape = aval_of(x).shape
         if mode == "promise_in_bounds" and static_index_check_on():
             _check_static_indices(_expand_index(index, len(shape)), shape)
+        if mode != "clip":      # as the default: read clamped, no cotangent out of bounds
+            return getitem(x, index)
         return getitem(x, _remap_integers(_expand_index(index, len(shape)), shape, _clipped))
     aval = aval_of(x)
     full = _expand_index(index, len(aval.shape))
