@@ -496,14 +496,10 @@ def _pow_jvp(primals, tangents):
     aval = aval_of(out)
     a = b = None
     if tx is not None:
-        # y * x ** (y - 1), with x read as 1 where x == y == 0: there it is 0, as JAX's for an
-        # integer exponent (jnp.power hands integer exponent arrays over as floats, so the
-        # rule cannot tell them apart; JAX's float exponent gives nan, 0 * 0 ** -1), and
-        # elsewhere it is the formula itself, whose own derivative in y is right (1/x at
-        # y == 0, JAX's issue 12033)
-        both_zero = bind(p.and_p, bind(p.eq_p, x, _scalar(0, x)), bind(p.eq_p, y, _scalar(0, y)))
-        x_safe = bind(p.select_n_p, both_zero, x, _ones_like(x))
-        power = bind(p.pow_p, x_safe, bind(p.sub_p, y, _scalar(1, y)))
+        # JAX's rule for an inexact exponent: y * x ** (y - 1), nan at x == y == 0 (an
+        # integer exponent, which jnp.power hands over as a float, is 0 there: jnp.power
+        # makes x ** 0 the constant 1)
+        power = bind(p.pow_p, x, bind(p.sub_p, y, _scalar(1, y)))
         a = _broadcast_to(_mul(tx, _mul(y, power)), aval)
     if ty is not None:
         safe_log = bind(p.log_p, bind(p.select_n_p, bind(p.eq_p, x, _scalar(0, x)), x,

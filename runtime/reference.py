@@ -173,7 +173,13 @@ def _rem(x, y):
 
 
 def _pow(x, y):
-    return np.power(x, y)
+    out = np.power(x, y)
+    if np.iscomplexobj(out):
+        # XLA: a zero base to a power with an imaginary part is nan (numpy gives 0 where
+        # the real part is positive)
+        nan = np.asarray(complex(np.nan, np.nan), out.dtype)
+        out = np.where((np.asarray(x) == 0) & (np.imag(y) != 0), nan, out)
+    return out
 
 
 def _shift_in_range(x, y):

@@ -501,15 +501,20 @@ def test_gather_out_of_range_indices_read_clamped_and_get_no_cotangent():
 
 
 def test_pow_with_zero_exponent():
-    """d/dx x ** y is y * x ** (y - 1): 0 where y == 0, x == 0 included (JAX's value for an
-    integer exponent, which jnp.power hands over as a float array; JAX's float exponent 0.0
-    gives nan there); d/dy at x == 0 is 0 (log 0 is replaced)."""
-    for x in (0.0, 2.0, -1.5):
+    """d/dx x ** y is y * x ** (y - 1) for an inexact exponent, nan at x == y == 0 (0 * 0 **
+    -1, JAX's rule); an integer exponent's is 0 where it is 0, x == 0 included (JAX's rule
+    for integer exponents); d/dy at x == 0 is 0 (log 0 is replaced)."""
+    assert np.isnan(float(shardc.grad(lambda v: jnp.power(v, 0.0))(0.0)))
+    for x in (2.0, -1.5):
         assert float(shardc.grad(lambda v: jnp.power(v, 0.0))(x)) == 0.0
     assert float(shardc.grad(lambda v: jnp.sum(v ** jnp.array([0, 1, 2])))(0.0)) == 1.0
+    ints = np.array([0, 1, 0], np.int32)
+    np.testing.assert_array_equal(
+        shardc.grad(lambda v: jnp.sum(lax.pow(v, ints)))(np.array([0.0, 0.0, np.nan], np.float32)),
+        [0.0, 1.0, 0.0])
     dv, de = shardc.grad(lambda v, e: jnp.sum(v ** e), argnums=(0, 1))(
         np.zeros(2, np.float32), np.array([0.0, 2.0], np.float32))
-    np.testing.assert_array_equal(np.asarray(dv), [0.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(dv), [np.nan, 0.0])
     np.testing.assert_array_equal(np.asarray(de), [0.0, 0.0])
     np.testing.assert_allclose(shardc.grad(lambda v: v ** 1.0)(0.0), 1.0)
     assert float(shardc.grad(lambda v: v ** 0.5)(0.0)) == np.inf        # as JAX's

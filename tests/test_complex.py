@@ -273,3 +273,13 @@ def test_slogdet_of_complex_matrices_gives_a_real_log_magnitude():
     np.testing.assert_allclose(np.asarray(sign), want_sign, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(logabsdet), want_log, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(jnp.linalg.det(a)), np.linalg.det(a), rtol=1e-6)
+
+
+def test_pow_of_a_zero_base_is_nan_for_an_exponent_with_an_imaginary_part():
+    """XLA's complex pow at a zero base: 1 for exponent 0, 0 for a positive real exponent,
+    nan otherwise (numpy gives 0 for 0 ** (0.5+0.5j); JAX 0.10.2 gives nan)."""
+    exponents = np.array([0, 2, 0.5, -1, 1j, 0.5 + 0.5j, np.inf, complex(np.inf, 1)],
+                         np.complex64)
+    got = np.asarray(lax.pow(np.zeros(8, np.complex64), exponents))
+    nan = complex(np.nan, np.nan)
+    np.testing.assert_array_equal(got, np.array([1, 0, 0, nan, nan, nan, 0, nan], np.complex64))

@@ -209,8 +209,14 @@ def power(x, y):
         return weak_of_scalars(result, operands)
     if _dt.is_int(dtype_of(operands[1])) and not _dt.is_bool(dtype_of(operands[1])):
         # an inexact base to integer powers is lax.pow of the operands as they are (JAX's):
-        # weakly typed only where both are
-        return _all_weak_like(binary_op(p.pow_p, x, y), *operands)
+        # weakly typed only where both are. JAX differentiates an integer exponent by its
+        # own rule, 0 where it is 0 (x ** 0 is the constant 1, even at x == 0, where the
+        # float rule's 0 * 0 ** -1 is nan): the same values, that derivative (the exponent
+        # 1 in the unused branch keeps its derivative finite)
+        zero = equal(operands[1], 0)
+        result = binary_op(p.pow_p, x, where(zero, ones_like(y), y))
+        result = where(zero, ones_like(result), result)
+        return _all_weak_like(result, *operands)
     return weakly_typed_like(binary_op(p.pow_p, x, y), *operands)
 
 
