@@ -829,8 +829,8 @@ def _scatter_jvp(primals, tangents, *, axis, mode):
         # linear in x: each element is scaled by the product of the updates it receives
         return [out], [bind(p.scatter_p, tx, indices, updates, axis=axis, mode=mode)]
     if mode == "mul":
-        raise NotImplementedError("scatter_mul gradients with respect to the updates are not "
-                                  "implemented (JAX's need unique_indices=True)")
+        raise NotImplementedError(
+            "scatter_mul gradients are only implemented if `unique_indices=True`")
     if mode in ("min", "max"):
         return [out], [_scatter_extremum_tangent(x, indices, updates, out,
                                                  instantiate(tx, aval_of(x)),

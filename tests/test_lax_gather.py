@@ -274,3 +274,24 @@ def test_gather_and_scatter_check_their_dimension_numbers_as_xla_does(call, mess
     """JAX's shape rules for gather and scatter (XLA's checks, in its order and words)."""
     with pytest.raises((TypeError, ValueError), match=message):
         call()
+
+
+def test_scatter_mul_differentiates_in_the_updates_with_unique_indices():
+    """JAX's rule (it needs unique_indices=True): d out / d updates is the operand at the
+    window; a dropped window's updates get 0. Without the promise JAX raises."""
+    dn = S(update_window_dims=(1,), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+    x = np.arange(1.0, 7.0, dtype=np.float32).reshape(3, 2)
+    idx = np.array([[2], [0], [5]], np.int32)
+    u = np.array([[2.0, 3.0], [4.0, 5.0], [6.0, 7.0]], np.float32)
+    w = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    loss = lambda x, u: (lax.scatter_mul(x, idx, u, dn, unique_indices=True) * w).sum()
+    for run in (jax.grad(loss, argnums=(0, 1)), jax.jit(jax.grad(loss, argnums=(0, 1)))):
+        gx, gu = run(x, u)
+        want_x = w.copy()
+        want_x[2] *= u[0]
+        want_x[0] *= u[1]
+        np.testing.assert_array_equal(np.asarray(gx), want_x)
+        np.testing.assert_array_equal(np.asarray(gu), [x[2] * w[2], x[0] * w[0], [0, 0]])
+    with pytest.raises(NotImplementedError,
+                       match="scatter_mul gradients are only implemented if `unique_indices=True`"):
+        jax.grad(lambda u: lax.scatter_mul(x, idx, u, dn).sum())(u)

@@ -383,7 +383,8 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *,
     return out
 
 
-def _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode):
+def _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode,
+             unique_indices=False):
     dn = dimension_numbers
     x, idx = jnp.asarray(operand), jnp.asarray(scatter_indices)
     upd = jnp.asarray(updates).astype(x.dtype)
@@ -419,8 +420,13 @@ def _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode):
         flat = jnp.where(jnp.broadcast_to(inside, upd.shape), flat, x.size)
     ref = jnp.reshape(x, (-1,)).at[jnp.reshape(flat, (-1,))]
     values = jnp.reshape(upd, (-1,))
-    result = {"set": ref.set, "add": ref.add, "mul": ref.multiply, "min": ref.min,
-              "max": ref.max}[how](values, mode="drop")
+    if how == "mul":
+        # unique indices (the caller's promise) multiply in place, which differentiates in
+        # the updates too (JAX's rule needs that promise)
+        result = ref.multiply(values, mode="drop", unique_indices=bool(unique_indices))
+    else:
+        result = {"set": ref.set, "add": ref.add, "min": ref.min,
+                  "max": ref.max}[how](values, mode="drop")
     return jnp.reshape(result, x.shape)
 
 
@@ -430,7 +436,8 @@ def _variant(how: str, name: str, doc: str, negate: bool = False):
            unique_indices=False, mode=None):
         if negate:
             updates = -jnp.asarray(updates)
-        return _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode)
+        return _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode,
+                        unique_indices)
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc

@@ -919,9 +919,11 @@ class _IndexedRef:
                  out_sharding=None, wrap_negative_indices=True):
         if unique_indices and out_sharding is None:
             # each entry named once (the caller's promise, as JAX's): a product set in place,
-            # which differentiates in the values too
+            # which differentiates in the values too. The read clamps (no fill value: what
+            # the set drops reads a finite value, so its values' cotangent is 0, not nan)
             ref = _IndexedRef(self.x, self._unwrapped(wrap_negative_indices, mode == "clip"))
-            return self._restore(ref.set(multiply(ref.get(mode=mode), value), mode=mode))
+            read = ref.get(mode="clip" if mode == "clip" else None)
+            return self._restore(ref.set(multiply(read, value), mode=mode))
         return self._apply(value, mode, "mul", out_sharding, wrap_negative_indices)
 
     def subtract(self, value, *, indices_are_sorted=False, unique_indices=False, mode=None,
