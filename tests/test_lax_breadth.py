@@ -1176,6 +1176,28 @@ def test_dynamic_slice_indices_must_be_integers_of_one_type():
     np.testing.assert_array_equal(lax.dynamic_slice(x, (np.int16(1), 2), (2, 2)), x[1:3, 2:4])
 
 
+@pytest.mark.parametrize("start", [np.uint32(4294967295), np.uint32(2**31 + 5),
+                                   np.uint8(255), np.uint16(65535), np.int8(-1)])
+def test_dynamic_slice_starts_past_the_end_clamp_whatever_their_type(start):
+    """Large unsigned starts (and -1, counted from the end) clamp to the last window, eager
+    and traced, as JAX's."""
+    x = np.arange(24.0, dtype=np.float32).reshape(4, 3, 2)
+    zero = start.dtype.type(0)
+    one = np.ones((1, 1, 1), np.float32)
+    want_update = x.copy()
+    want_update[3, 0, 0] = 1.0
+    np.testing.assert_array_equal(lax.dynamic_slice(x, (start, zero, zero), (1, 1, 1)),
+                                  [[[18.0]]])
+    np.testing.assert_array_equal(lax.dynamic_update_slice(x, one, (start, zero, zero)),
+                                  want_update)
+    np.testing.assert_array_equal(
+        shardc.jit(lambda s: lax.dynamic_slice(x, (s, s, s), (1, 1, 1)))(start), [[[23.0]]])
+    want_update = x.copy()
+    want_update[3, 2, 1] = 1.0
+    np.testing.assert_array_equal(
+        shardc.jit(lambda s: lax.dynamic_update_slice(x, one, (s, s, s)))(start), want_update)
+
+
 def test_conv_window_strides_of_the_wrong_length():
     with pytest.raises(ValueError, match="^conv_general_dilated window and window_strides must "
                                          "have the same number of dimensions, but got 2 and 1$"):

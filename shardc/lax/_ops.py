@@ -3,6 +3,7 @@ the elementwise arithmetic ``jax.lax`` shares with ``jax.numpy``, shapes, static
 slices, ``select`` and ``stop_gradient``."""
 from __future__ import annotations
 
+import builtins
 import enum
 
 import numpy as np
@@ -14,6 +15,7 @@ from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.lax._shapes import array_operand
 from shardc.numpy._arithmetic import add, binary_op, subtract as sub
+from shardc.numpy._indexing import _as_int32
 from ir.sharding import NamedSharding
 from ir.sharding_rules import mesh_explicit
 from shardc.numpy._core import (check_out_sharding, constrain, dtype_of, keeps_weak,
@@ -414,9 +416,12 @@ def _start_indices(operand, start_indices, name: str = "dynamic_slice"):
     starts = []
     for s, size in zip(start_indices, shape):
         if is_python_scalar(s) or isinstance(s, np.integer):
-            starts.append(np.int32(int(s) + size if int(s) < 0 else int(s)))
+            # any value past the end (a large unsigned one too) clamps as the end does
+            start = int(s)
+            starts.append(np.int32(builtins.max(start + size, 0) if start < 0
+                                   else builtins.min(start, size)))
             continue
-        s = jnp.astype(s, _dt.int_)
+        s = _as_int32(s, size)
         starts.append(jnp.where(jnp.less(s, 0), jnp.add(s, np.int32(size)), s))
     return starts
 
