@@ -1272,3 +1272,51 @@ def test_lax_round_rounds_half_away_from_zero_without_rounding_the_sum(dtype):
         got = np.asarray(run(jnp.asarray(x)))
         np.testing.assert_array_equal(got, want)
         assert np.signbit(got[9])                               # round(-0.3) is -0.0
+
+
+_f32, _f16, _i32 = np.ones(2, np.float32), np.ones(2, np.float16), np.ones(2, np.int32)
+_SD = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+                                  scatter_dims_to_operand_dims=(0,))
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: lax.conv_general_dilated(np.ones((1, 2, 5, 5), np.float32),
+                                      np.ones((4, 2, 3, 3), np.float16), (1, 1), "SAME"),
+     TypeError, "lax.conv_general_dilated requires arguments to have the same dtypes, got "
+                "float32, float16."),
+    (lambda: lax.scatter_add(_f32, np.zeros((2, 1), np.int32), _i32, _SD),
+     TypeError, "lax.scatter requires arguments to have the same dtypes, got float32, int32."),
+    (lambda: lax.pad(_f32, np.int32(0), [(1, 0, 0)]),
+     TypeError, "pad operand and padding_value must be same dtype: got float32 and int32."),
+    (lambda: lax.pad(_f16, 0.0, [(1, 0, 0)]),
+     TypeError, "pad operand and padding_value must be same dtype: got float16 and float32."),
+    (lambda: lax.clamp(np.int32(0), _f32, np.float32(1)),
+     TypeError, "lax.clamp requires arguments to have the same dtypes, got int32, float32, "
+                "float32."),
+    (lambda: lax.igamma(_f32, _f16),
+     TypeError, "lax.igamma requires arguments to have the same dtypes, got float32, float16."),
+    (lambda: lax.zeta(_i32, _i32),
+     TypeError, "zeta does not accept dtype int32 at position 0. Accepted dtypes at position 0 "
+                "are subtypes of floating."),
+    (lambda: lax.bitcast_convert_type(_f32, np.complex64),
+     TypeError, "lax.bitcast_convert_type does not support bool or complex values unless the "
+                "operand and destination types match. Got operand dtype=float32, "
+                "new_dtype=dtype('complex64'). Consider using the arr.view() method instead."),
+    (lambda: lax.round(_i32), TypeError,
+     "round does not accept dtype int32. Accepted dtypes are subtypes of floating."),
+    (lambda: lax.round(_i32, lax.RoundingMethod.TO_NEAREST_EVEN), TypeError,
+     "round does not accept dtype int32. Accepted dtypes are subtypes of floating."),
+    (lambda: lax.linalg.lu_pivots_to_permutation(np.zeros(4, np.int32), 3), ValueError,
+     "Output permutation size 3 has to exceed the trailing dimension of the pivots. Got "
+     "pivots size 4"),
+    (lambda: lax.reduce_precision(_f32, exponent_bits=0, mantissa_bits=2), ValueError,
+     "reduce_precision: exponent_bits must be positive; got 0"),
+    (lambda: lax.reduce_precision(_f32, exponent_bits=5, mantissa_bits=-1), ValueError,
+     "reduce_precision: mantissa_bits must be non-negative; got -1"),
+])
+def test_lax_refuses_operands_as_jax_does(call, error, message):
+    """lax never promotes: mixed dtypes, wrong kinds and bad sizes raise JAX's errors (its
+    types and texts, JAX 0.10.2)."""
+    with pytest.raises(error) as caught:
+        call()
+    assert str(caught.value) == message

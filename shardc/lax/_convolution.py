@@ -16,7 +16,7 @@ import numpy as np
 
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.lax._ops import Precision, dot_general, slice as _slice
+from shardc.lax._ops import Precision, dot_general, same_dtypes_error, slice as _slice
 from shardc.lax._shapes import pad
 from shardc.numpy._core import check_out_sharding, constrain
 from shardc.sharding import resolve_sharding
@@ -144,6 +144,8 @@ def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimensi
     if lhs.ndim != rhs.ndim:        # given dimension numbers, JAX's shape rule finds it
         raise ValueError("conv_general_dilated lhs and rhs must have the same number of "
                          f"dimensions, but got {lhs.shape} and {rhs.shape}.")
+    if lhs.dtype != rhs.dtype:                          # lax does not promote (JAX's)
+        raise same_dtypes_error("conv_general_dilated", [lhs.dtype, rhs.dtype])
     x = jnp.transpose(lhs, dn.lhs_spec)                  # [N, C, *S]
     w = jnp.transpose(rhs, dn.rhs_spec)                  # [O, I, *K]
     if int(batch_group_count) != 1:

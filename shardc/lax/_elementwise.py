@@ -13,7 +13,8 @@ from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.numpy._core import weakly_typed_like
-from shardc.lax._ops import check_operand_dtypes, check_operand_ranks, lax_binary, with_accuracy
+from shardc.lax._ops import (check_operand_dtypes, check_operand_ranks, lax_binary,
+                            same_dtypes_error, with_accuracy)
 from shardc.numpy._core import dtype_of as _operand_dtype
 from shardc.lax._shapes import array_operand
 
@@ -123,15 +124,11 @@ def polygamma(m, x):
 
 
 def _binary_special(prim, name, a, x):
-    """A two-operand special function of floating operands, broadcast to one shape (weakly
-    typed when both operands are)."""
+    """A two-operand special function of floating operands of one dtype, broadcast to one
+    shape (weakly typed when both operands are)."""
     given = (a, x)
+    check_operand_dtypes(name, (_dt.FLOAT,), a, x)      # lax does not promote (JAX's)
     a, x = array_operand(a), array_operand(x)
-    dtype = jnp.result_type(a, x)
-    if not _dt.is_float(dtype):
-        raise TypeError(f"{name} does not accept dtype {dtype.name}. Accepted dtypes are "
-                        "subtypes of floating.")
-    a, x = jnp.astype(a, dtype), jnp.astype(x, dtype)
     shape = jnp.broadcast_shapes(a.shape, x.shape)
     return weakly_typed_like(bind(prim, jnp.broadcast_to(a, shape), jnp.broadcast_to(x, shape)),
                              *given)
@@ -198,7 +195,10 @@ def clamp(min, x, max):
         if shape not in ((), x.shape):
             raise TypeError(f"clamp: {name} must be a scalar or have x's shape {x.shape}, "
                             f"got {shape}")
-    lo, hi = jnp.astype(min, x.dtype), jnp.astype(max, x.dtype)
+    dtypes = [_operand_dtype(min), x.dtype, _operand_dtype(max)]
+    if any(d != x.dtype for d in dtypes):
+        raise same_dtypes_error("clamp", dtypes)
+    lo, hi = jnp.asarray(min, x.dtype), jnp.asarray(max, x.dtype)
     if not _dt.is_inexact(x.dtype):
         return _clamp_values(lo, x, hi)
     return _clamp(lo, x, hi)
@@ -265,9 +265,13 @@ def pow(x, y):
 def round(x, rounding_method=0):
     """Round to the nearest integer: halves away from zero (``rounding_method=0``, the
     default) or to even (``1``)."""
+    x = array_operand(x)
+    if not _dt.is_float(x.dtype):
+        raise TypeError(f"round does not accept dtype {np.dtype(x.dtype).name}. Accepted "
+                        "dtypes are subtypes of floating.")
     if int(rounding_method) == 1:
         return jnp.round(x)
-    return bind(p.round_p, array_operand(x))
+    return bind(p.round_p, x)
 
 
 # --- bits ------------------------------------------------------------------------------------
@@ -278,8 +282,14 @@ def bitcast_convert_type(operand, new_dtype):
 
     >>> lax.bitcast_convert_type(jnp.float32(1.0), jnp.uint32)      # 0x3f800000
     """
-    return bind(p.bitcast_convert_type_p, array_operand(operand),
-                new_dtype=_dt.canonicalize(new_dtype))
+    operand = array_operand(operand)
+    old, new = np.dtype(operand.dtype), _dt.canonicalize(new_dtype)
+    if old != new and any(_dt.kind(d) in (_dt.BOOL, _dt.COMPLEX) for d in (old, new)):
+        raise TypeError("lax.bitcast_convert_type does not support bool or complex values "
+                        "unless the operand and destination types match. Got operand "
+                        f"dtype={old}, new_dtype={new!r}. Consider using the arr.view() "
+                        "method instead.")
+    return bind(p.bitcast_convert_type_p, operand, new_dtype=new)
 
 
 def reduce_precision(operand, exponent_bits, mantissa_bits):
@@ -295,8 +305,11 @@ def reduce_precision(operand, exponent_bits, mantissa_bits):
         raise TypeError(f"reduce_precision requires a floating-point operand, got "
                         f"{operand.dtype}")
     exponent_bits, mantissa_bits = int(exponent_bits), int(mantissa_bits)
-    if exponent_bits < 1 or mantissa_bits < 0:
-        raise ValueError(f"reduce_precision: exponent_bits must be >= 1 and mantissa_bits >= 0, "
-                         f"got {exponent_bits} and {mantissa_bits}")
+    if exponent_bits < 1:
+        raise ValueError(f"reduce_precision: exponent_bits must be positive; got "
+                         f"{exponent_bits}")
+    if mantissa_bits < 0:
+        raise ValueError(f"reduce_precision: mantissa_bits must be non-negative; got "
+                         f"{mantissa_bits}")
     return bind(p.reduce_precision_p, operand, exponent_bits=exponent_bits,
                 mantissa_bits=mantissa_bits)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ir import dtypes as _dt
 import shardc.numpy as jnp
+from shardc.lax._ops import same_dtypes_error
 from shardc.numpy._indexing import apply_per_count, cut_outside
 
 __all__ = ["GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather",
@@ -387,10 +388,12 @@ def _scatter(how, operand, scatter_indices, updates, dimension_numbers, mode,
              unique_indices=False):
     dn = dimension_numbers
     x, idx = jnp.asarray(operand), jnp.asarray(scatter_indices)
-    upd = jnp.asarray(updates).astype(x.dtype)
+    upd = jnp.asarray(updates)
     mode = GatherScatterMode.from_any(mode)
     _check_index_dtype(idx)
     _check_scatter(tuple(x.shape), tuple(idx.shape), tuple(upd.shape), dn)
+    if upd.dtype != x.dtype:                            # lax does not promote (JAX's)
+        raise same_dtypes_error("scatter", [x.dtype, upd.dtype])
     if idx.ndim < 1 or idx.shape[-1] != len(dn.scatter_dims_to_operand_dims):
         raise TypeError("Scatter op has index vector of size "
                         f"{idx.shape[-1] if idx.ndim else 0} but scatter_dims_to_operand_dims "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from compiler.tracing import bind
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.numpy._core import key_array_rule
+from shardc.numpy._core import dtype_of, key_array_rule
 
 __all__ = [
     "broadcast", "expand_dims", "squeeze", "rev", "pad", "slice_in_dim", "index_in_dim", "full",
@@ -101,9 +101,12 @@ def pad(operand, padding_value, padding_config):
             raise ValueError(f"Dimension size after padding is not at least 0, got result "
                              f"shape from padding config {config} on operand of shape "
                              f"{operand.shape}")
+    if dtype_of(padding_value) != operand.dtype:
+        raise TypeError(f"pad operand and padding_value must be same dtype: got "
+                        f"{operand.dtype} and {dtype_of(padding_value)}.")
     # one pad, trims included (as JAX's: a split dimension keeps its split when the result
     # divides, whatever the padding on the way)
-    return bind(p.pad_p, operand, jnp.astype(padding_value, operand.dtype),
+    return bind(p.pad_p, operand, jnp.asarray(padding_value, operand.dtype),
                 padding_config=config)
 
 

@@ -410,6 +410,10 @@ def lu(x):
 def lu_pivots_to_permutation(pivots, permutation_size: int):
     """The permutation the row swaps ``pivots`` make of ``range(permutation_size)``."""
     pivots = jnp.asarray(pivots)
+    if not permutation_size >= pivots.shape[-1]:
+        raise ValueError(f"Output permutation size {permutation_size} has to exceed the "
+                         f"trailing dimension of the pivots. Got pivots size "
+                         f"{pivots.shape[-1]}")
     batch = pivots.shape[:-1]
     flat = jnp.reshape(pivots, (-1, pivots.shape[-1]))
 
