@@ -32,6 +32,8 @@ def cumulative(ufunc, x, axis: int, reverse: bool, identity) -> np.ndarray:
     if x.shape[axis] == 0:
         return x.copy()
     identity = np.asarray(identity, x.dtype)
+    if axis in (-1, x.ndim - 1):
+        return np.ascontiguousarray(_inclusive(ufunc, x, identity, reverse))
     moved = np.moveaxis(x, axis, -1)
     return np.ascontiguousarray(np.moveaxis(_inclusive(ufunc, moved, identity, reverse), -1, axis))
 
@@ -39,16 +41,14 @@ def cumulative(ufunc, x, axis: int, reverse: bool, identity) -> np.ndarray:
 def _fold_windows(ufunc, x, identity, reverse):
     """Each entry's window along the last axis folded from ``identity`` in index order: the
     entries up to it, or (``reverse``) from it to the end."""
-    columns = np.ascontiguousarray(np.moveaxis(x, -1, 0))    # each step reads one column
     if not reverse:
-        out = np.empty_like(columns)
-        acc = np.broadcast_to(identity, columns.shape[1:])
-        for j, column in enumerate(columns):
-            acc = ufunc(acc, column, out=out[j, ...])
-    else:
-        out = np.full(columns.shape, identity, x.dtype)   # one accumulator per window start
-        for k, column in enumerate(columns):   # column k joins the windows starting up to k
-            ufunc(out[:k + 1], column, out=out[:k + 1])
+        # one accumulate from the identity (numpy rounds each step to the dtype, as XLA)
+        edge = np.full(x.shape[:-1] + (1,), identity, x.dtype)
+        return ufunc.accumulate(np.concatenate([edge, x], -1), axis=-1)[..., 1:]
+    columns = np.ascontiguousarray(np.moveaxis(x, -1, 0))    # each step reads one column
+    out = np.full(columns.shape, identity, x.dtype)   # one accumulator per window start
+    for k, column in enumerate(columns):   # column k joins the windows starting up to k
+        ufunc(out[:k + 1], column, out=out[:k + 1])
     return np.moveaxis(out, 0, -1)
 
 
@@ -57,7 +57,7 @@ def _inclusive(ufunc, x, identity, reverse):
     if n <= BASE:
         return _fold_windows(ufunc, x, identity, reverse)
     rows = -(-n // BASE)
-    pad = np.broadcast_to(identity, x.shape[:-1] + (rows * BASE - n,))
+    pad = np.full(x.shape[:-1] + (rows * BASE - n,), identity, x.dtype)
     blocks = np.concatenate([x, pad], -1).reshape(x.shape[:-1] + (rows, BASE))
     inner = _fold_windows(ufunc, blocks, identity, reverse)
     totals = inner[..., 0] if reverse else inner[..., -1]
@@ -69,7 +69,7 @@ def _inclusive(ufunc, x, identity, reverse):
 def _exclusive(ufunc, x, identity, reverse):
     """Each entry's fold of the entries before it (after it, when ``reverse``), the identity
     for the first (last)."""
-    edge = np.broadcast_to(identity, x.shape[:-1] + (1,))
+    edge = np.full(x.shape[:-1] + (1,), identity, x.dtype)
     if x.shape[-1] <= BASE:    # a window one longer than x, its extra place the identity
         if reverse:
             return _fold_windows(ufunc, np.concatenate([x, edge], -1), identity, True)[..., 1:]

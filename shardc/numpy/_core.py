@@ -408,11 +408,10 @@ def _asarray(x, dtype, order):
         return x if dtype is None else astype(x, dtype)
     if isinstance(x, np.ma.MaskedArray):
         raise masked_array_error()
-    if isinstance(x, (list, tuple)) and builtins.any(isinstance(v, (Tracer, Array))
-                                                     for v in nested_values(x)):
-        # arrays among the values: stacked where they are, as JAX's (a list of arrays split
-        # over a mesh gives an array split so), not fetched to the host; a list's array is
-        # typed
+    if isinstance(x, (list, tuple)) and builtins.any(map(_stays_on_devices, nested_values(x))):
+        # traced values, or arrays laid out over a mesh, among the values: stacked where they
+        # are, as JAX's (a list of arrays split over a mesh gives an array split so), not
+        # fetched to the host; a list's array is typed
         return typed(stack([asarray(v, dtype) for v in x]))
     if isinstance(x, Array):
         if dtype is None:
@@ -472,6 +471,14 @@ def jax_array_of(x):
 
 def _all_python_scalars(x) -> bool:
     return builtins.all(is_python_scalar(v) for v in nested_values(x))
+
+
+def _stays_on_devices(value) -> bool:
+    """Whether a value in a list given to ``asarray`` is stacked on the devices rather than
+    read on the host: a traced value, or an array laid out over a mesh (one on one device
+    gives the same array either way, and reading it is much cheaper than an eager stack)."""
+    return isinstance(value, Tracer) or (
+        isinstance(value, Array) and isinstance(value.sharding, NamedSharding))
 
 
 def nested_values(x):
