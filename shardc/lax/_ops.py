@@ -15,7 +15,7 @@ from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.lax._shapes import array_operand
 from shardc.numpy._arithmetic import add, binary_op, subtract as sub
-from shardc.numpy._indexing import _as_int32
+from shardc.numpy._indexing import index_as_int32
 from ir.sharding import NamedSharding
 from ir.sharding_rules import mesh_explicit
 from shardc.numpy._core import (check_out_sharding, constrain, dtype_of, keeps_weak,
@@ -421,7 +421,7 @@ def _start_indices(operand, start_indices, name: str = "dynamic_slice"):
             starts.append(np.int32(builtins.max(start + size, 0) if start < 0
                                    else builtins.min(start, size)))
             continue
-        s = _as_int32(s, size)
+        s = index_as_int32(s, size)
         starts.append(jnp.where(jnp.less(s, 0), jnp.add(s, np.int32(size)), s))
     return starts
 

@@ -643,7 +643,7 @@ def _gather(x, entry, axis: int):
     indices = asarray(entry)
     if _dt.is_bool(aval_of(indices).dtype):
         raise NotImplementedError("boolean mask indexing has a data-dependent shape")
-    return bind(p.gather_p, x, _as_int32(indices, aval_of(x).shape[axis]), axis=axis)
+    return bind(p.gather_p, x, index_as_int32(indices, aval_of(x).shape[axis]), axis=axis)
 
 
 def _squeeze(x, dims, gather_dim, original_ndim):
@@ -669,11 +669,11 @@ def _insert_new_axes(x, index):
 
 def _wrap_index(entry, size):
     """A traced index, negative values counted from the end, as int32."""
-    entry = _as_int32(entry, size)
+    entry = index_as_int32(entry, size)
     return where(less(entry, 0), add(entry, size), entry)
 
 
-def _as_int32(entry, size):
+def index_as_int32(entry, size):
     """An integer index as int32; uint32 values past ``size`` become ``size`` (still out of
     bounds) rather than wrapping to negative positions."""
     dtype = aval_of(entry).dtype
@@ -837,7 +837,7 @@ def _take(x, indices, axis=None, mode=None, fill_value=None):
     if size == 0 and aval_of(indices).size:
         raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
     if mode == "clip":
-        indices = clip(_as_int32(indices, size), 0, size - 1)
+        indices = clip(index_as_int32(indices, size), 0, size - 1)
     elif mode == "wrap":
         indices = remainder(astype(indices, _dt.int_), size)
     index = (slice(None),) * axis + (indices,)
