@@ -5,6 +5,11 @@ from compiler.tracing import (ConcretizationTypeError, JAXIndexError, JAXTypeErr
                               UnexpectedTracerError)
 from ir.transfer_guard import JaxRuntimeError
 
+
+class KeyReuseError(JAXTypeError):
+    """JAX's error for a PRNG key used twice under ``jax_debug_key_reuse``. shardc does not
+    track key reuse, so nothing raises it; it is here for programs that catch it by name."""
+
 __all__ = ["ConcretizationTypeError", "JAXIndexError", "JAXTypeError", "JaxRuntimeError",
-           "NonConcreteBooleanIndexError", "TracerArrayConversionError",
+           "KeyReuseError", "NonConcreteBooleanIndexError", "TracerArrayConversionError",
            "TracerBoolConversionError", "TracerIntegerConversionError", "UnexpectedTracerError"]

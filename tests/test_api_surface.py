@@ -397,6 +397,10 @@ def test_jax_errors_and_typing_names():
         shardc.jit(lambda v: int(v))(np.float32(1))
     with pytest.raises(TracerArrayConversionError, match="__array__"):
         shardc.jit(lambda v: np.asarray(v))(np.float32(1))
+    from shardc.errors import JAXTypeError, KeyReuseError
+    assert issubclass(KeyReuseError, JAXTypeError)    # caught by name (nothing raises it)
+    with pytest.raises(NotImplementedError, match="jax_debug_key_reuse"):
+        shardc.config.update("jax_debug_key_reuse", True)
 
 
 # --- meshes by axis type, a body's types, ShapeDtypeStruct (JAX's names, as its tests use) -------
