@@ -308,89 +308,109 @@ def _eagerly_on_devices(sharding, value):
 
 
 def _constrained(x, shardings, what: str):
+    """``x``'s leaves laid out by ``shardings`` (a prefix of ``x``'s tree): JAX's
+    ``with_sharding_constraint`` or ``reshard``, as ``what`` names it."""
     leaves, treedef = tree.tree_flatten(x)
-    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
-    targets = (tree.flatten_axes(f"{what} shardings", shardings, x, is_leaf=is_leaf)
-               if what == "with_sharding_constraint" else
-               tree.broadcast_prefix(shardings, x, is_leaf=is_leaf, name=f"{what} shardings"))
-    if what == "with_sharding_constraint" and any(t is None for t in targets):
-        raise ValueError("One of with_sharding_constraint arguments got sharding None which "
-                         "is not allowed. Please only pass `jax.sharding.Sharding` instances.")
+    constraint = what == "with_sharding_constraint"
     out = []
-    for leaf, target in zip(leaves, targets):
+    for leaf, target in zip(leaves, _targets(x, shardings, what)):
         sharding = resolve_sharding(target, what)
-        if what == "with_sharding_constraint" and isinstance(sharding, SingleDeviceSharding):
+        if constraint and isinstance(sharding, SingleDeviceSharding):
             out.append(_on_one_device(leaf, sharding))
             continue
-        if not isinstance(sharding, NamedSharding):
-            raise TypeError(f"{what} requires a NamedSharding or a PartitionSpec on the "
-                            f"current mesh, got {target!r}")
-        if isinstance(sharding.mesh, AbstractMesh):
-            if (what == "with_sharding_constraint" and not isinstance(leaf, Tracer)
-                    and current_trace() is eval_trace):
-                sharding = _eagerly_on_devices(sharding, leaf)
-            else:
-                sharding = _on_devices(sharding, leaf)
-        if (what == "with_sharding_constraint" and getattr(leaf, "_committed", False)
-                and not isinstance(leaf, Tracer) and current_trace() is eval_trace
-                and isinstance(sharding.mesh, Mesh)):
-            _check_same_devices(leaf, sharding)
-        mesh = sharding.mesh      # its spec names its axes, once each (NamedSharding checks)
-        if what == "with_sharding_constraint":
-            check_rank(sharding, np.ndim(leaf) if not hasattr(leaf, "shape")
-                       else len(leaf.shape), "with_sharding_constraint arguments")
-        if what == "reshard":
-            check_explicit_axes(sharding, what)
-            sharding = open_over_auto_axes(sharding, np.ndim(leaf) if not hasattr(
-                leaf, "shape") else len(leaf.shape))
-        if what == "with_sharding_constraint":
-            if isinstance(target, PartitionSpec):
-                _check_auto_in_body(sharding)
-            _check_no_manual_axes(sharding)
-        if what == "with_sharding_constraint" and mesh.explicit_axes:
-            # in a shard_map body the manual axes are not Explicit: no assert there, the
-            # constraint may name Auto axes only (JAX's abstract mesh of the body); nor with
-            # no mesh set (JAX asserts on the mesh code runs under, not the sharding's)
-            in_body = current_shard_context() is not None
-            if len(mesh.explicit_axes) == mesh.ndim and not in_body \
-                    and current_mesh() is not None:
-                named = set(spec_axes(sharding.spec))
-                if named and _AUTO_AXES and named <= set(_AUTO_AXES[-1]):
-                    # inside auto_axes these axes are Auto: a layout hint for the values
-                    # computed whole there, which changes none of them
-                    out.append(leaf)
-                    continue
-                _assert_type(leaf, sharding)
-                out.append(leaf)
-                continue
-            named = [a for a in spec_axes(sharding.spec) if a in mesh.explicit_axes]
-            if named:
-                raise ValueError(
-                    "The spec of NamedSharding passed to with_sharding_constraint can only "
-                    f"refer to Auto axes of the mesh. Got spec={p_text(spec_names(sharding.spec))}"
-                    f" and mesh={_context_text(mesh)!r}. You probably meant to use `reshard` API?")
-            if in_body and not spec_axes(sharding.spec):
-                out.append(leaf)         # naming no axis: nothing to lay out, the type kept
-                continue
-            if isinstance(leaf, Tracer) or current_trace() is not eval_trace:
-                sharding = _over_type(leaf, sharding)
-            else:
-                # eagerly JAX 0.10.2 runs it as a jitted identity with that out_shardings:
-                # laid out (and spelt) as named, the type's split dropped
-                result = bind(p.sharding_constraint_p, leaf, sharding=sharding)
-                result = result.respelled(sharding)
-                out.append(weakened(result) if weakly_typed(leaf) else result)
-                continue
-        if (UNCONSTRAINED in tuple(sharding.spec) and not isinstance(leaf, Tracer)
-                and current_trace() is eval_trace):
-            # eagerly as under jit (JAX runs an eager constraint as a jitted one): the
-            # unconstrained dimensions take what propagation gives them
-            out.append(jit(functools.partial(_constraint_of, sharding=sharding))(leaf))
-            continue
-        result = bind(p.sharding_constraint_p, leaf, sharding=sharding)
-        # a Python number stays weakly typed, as JAX's
-        out.append(weakened(result) if weakly_typed(leaf) else result)
+        sharding = _on_a_device_mesh(leaf, target, sharding, what)
+        out.append(_constraint(leaf, target, sharding) if constraint
+                   else _reshard(leaf, sharding))
     return tree.tree_unflatten(treedef, out)
+
+
+def _targets(x, shardings, what: str) -> list:
+    """The sharding (or spec) asked of each leaf of ``x``: ``shardings`` a prefix of its tree
+    (with_sharding_constraint refuses a None among them, as JAX's)."""
+    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
+    if what != "with_sharding_constraint":
+        return tree.broadcast_prefix(shardings, x, is_leaf=is_leaf, name=f"{what} shardings")
+    targets = tree.flatten_axes(f"{what} shardings", shardings, x, is_leaf=is_leaf)
+    if any(t is None for t in targets):
+        raise ValueError("One of with_sharding_constraint arguments got sharding None which "
+                         "is not allowed. Please only pass `jax.sharding.Sharding` instances.")
+    return targets
+
+
+def _on_a_device_mesh(leaf, target, sharding, what: str):
+    """``sharding`` as a NamedSharding on a mesh of devices (one on an AbstractMesh takes the
+    devices ``leaf`` is on, or the current mesh's)."""
+    if not isinstance(sharding, NamedSharding):
+        raise TypeError(f"{what} requires a NamedSharding or a PartitionSpec on the "
+                        f"current mesh, got {target!r}")
+    if not isinstance(sharding.mesh, AbstractMesh):
+        return sharding
+    if (what == "with_sharding_constraint" and not isinstance(leaf, Tracer)
+            and current_trace() is eval_trace):
+        return _eagerly_on_devices(sharding, leaf)
+    return _on_devices(sharding, leaf)
+
+
+def _rank(leaf) -> int:
+    return np.ndim(leaf) if not hasattr(leaf, "shape") else len(leaf.shape)
+
+
+def _reshard(leaf, sharding):
+    """``reshard``: Explicit axes only; the dimensions left unsplit open to propagation on a
+    mesh with Auto axes too."""
+    check_explicit_axes(sharding, "reshard")
+    return _laid_out(leaf, open_over_auto_axes(sharding, _rank(leaf)))
+
+
+def _constraint(leaf, target, sharding):
+    """``with_sharding_constraint``: on Auto axes a layout; under an all-Explicit mesh set, an
+    assert of the type (in a shard_map body, or with no mesh set, Auto axes only)."""
+    if (getattr(leaf, "_committed", False) and not isinstance(leaf, Tracer)
+            and current_trace() is eval_trace and isinstance(sharding.mesh, Mesh)):
+        _check_same_devices(leaf, sharding)
+    mesh = sharding.mesh      # its spec names its axes, once each (NamedSharding checks)
+    check_rank(sharding, _rank(leaf), "with_sharding_constraint arguments")
+    if isinstance(target, PartitionSpec):
+        _check_auto_in_body(sharding)
+    _check_no_manual_axes(sharding)
+    if not mesh.explicit_axes:
+        return _laid_out(leaf, sharding)
+    # in a shard_map body the manual axes are not Explicit: no assert there, the constraint
+    # may name Auto axes only (JAX's abstract mesh of the body); nor with no mesh set (JAX
+    # asserts on the mesh code runs under, not the sharding's)
+    in_body = current_shard_context() is not None
+    if len(mesh.explicit_axes) == mesh.ndim and not in_body and current_mesh() is not None:
+        named = set(spec_axes(sharding.spec))
+        # inside auto_axes these axes are Auto: a layout hint for the values computed whole
+        # there, which changes none of them
+        if not (named and _AUTO_AXES and named <= set(_AUTO_AXES[-1])):
+            _assert_type(leaf, sharding)
+        return leaf
+    named = [a for a in spec_axes(sharding.spec) if a in mesh.explicit_axes]
+    if named:
+        raise ValueError(
+            "The spec of NamedSharding passed to with_sharding_constraint can only refer to "
+            f"Auto axes of the mesh. Got spec={p_text(spec_names(sharding.spec))} and "
+            f"mesh={_context_text(mesh)!r}. You probably meant to use `reshard` API?")
+    if in_body and not spec_axes(sharding.spec):
+        return leaf         # naming no axis: nothing to lay out, the type kept
+    if isinstance(leaf, Tracer) or current_trace() is not eval_trace:
+        return _laid_out(leaf, _over_type(leaf, sharding))
+    # eagerly JAX 0.10.2 runs it as a jitted identity with that out_shardings: laid out (and
+    # spelt) as named, the type's split dropped
+    result = bind(p.sharding_constraint_p, leaf, sharding=sharding).respelled(sharding)
+    return weakened(result) if weakly_typed(leaf) else result
+
+
+def _laid_out(leaf, sharding):
+    """``leaf`` laid out by ``sharding``; a Python number stays weakly typed, as JAX's."""
+    if (UNCONSTRAINED in tuple(sharding.spec) and not isinstance(leaf, Tracer)
+            and current_trace() is eval_trace):
+        # eagerly as under jit (JAX runs an eager constraint as a jitted one): the
+        # unconstrained dimensions take what propagation gives them
+        return jit(functools.partial(_constraint_of, sharding=sharding))(leaf)
+    result = bind(p.sharding_constraint_p, leaf, sharding=sharding)
+    return weakened(result) if weakly_typed(leaf) else result
 
 
 def _on_one_device(value, sharding):
