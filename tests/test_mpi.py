@@ -6,11 +6,15 @@ Each launch runs many checks (tests/mpi_programs/checks.py) and saves every resu
 compare the saved files. Every launch has a timeout and kills its process group on expiry.
 """
 import ast
+import atexit
+import functools
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -40,14 +44,39 @@ def _env(backend=None, **extra):
     return env
 
 
+@functools.lru_cache(maxsize=None)
+def _topology_file():
+    """A copy of the machine topology MPICH's launcher writes for its processes, or None.
+
+    The launcher saves the topology to a fresh ``/tmp/hydra_hwloc_xmlfile_*`` at each start
+    and removes it at the end, but not when the job ends by MPI_Abort, as the fault tests'
+    jobs do. Given one in HWLOC_XMLFILE it writes none, so the tests leave no files behind.
+    A one-process job copies the file its launcher wrote (reading it only)."""
+    copy = os.path.join(tempfile.mkdtemp(prefix="shardc-topology-"), "topology.xml")
+    atexit.register(shutil.rmtree, os.path.dirname(copy), True)
+    script = ("import glob, os, shutil, sys; "
+              "files = glob.glob('/tmp/hydra_hwloc_xmlfile_*'); "
+              "files and shutil.copyfile(max(files, key=os.path.getmtime), sys.argv[1])")
+    try:
+        subprocess.run([MPIEXEC, "-n", "1", "-hosts", "localhost", sys.executable, "-c", script,
+                        copy], timeout=60, capture_output=True, env=_env())
+        with open(copy, "rb") as f:
+            return copy if f.read(5) == b"<?xml" else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def launch(args, n=None, timeout=150, env=None):
     """Run ``python args`` (under ``mpiexec -n n`` when n is given) in its own process group;
     kill the group if it outlives ``timeout``. Returns (returncode, output, seconds)."""
     command = [sys.executable] + list(args)
+    env = dict(env or _env())
     if n is not None:
         command = [MPIEXEC, "-n", str(n), "-hosts", "localhost"] + command
+        if _topology_file() and "HWLOC_XMLFILE" not in env:
+            env["HWLOC_XMLFILE"] = _topology_file()
     start = time.monotonic()
-    proc = subprocess.Popen(command, cwd=ROOT, env=env or _env(), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = proc.communicate(timeout=timeout)
