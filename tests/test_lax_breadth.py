@@ -242,6 +242,23 @@ def test_associative_scan_matches_sequential_scan(n):
     assert_close(got_b, want_b, 1e-5, 1e-5)
 
 
+@pytest.mark.parametrize("n", [2, 5, 6])
+def test_associative_scan_interleaves_by_padding_and_adding_as_jax(n):
+    """JAX spreads each half with zero padding and adds them, so every element but those
+    combined by fn itself passes through ``x + 0``: -0 comes out +0 (one element is
+    returned as it is)."""
+    zeros = -np.zeros(n, np.float32)
+    for reverse in (False, True):
+        got = np.asarray(lax.associative_scan(jnp.minimum, zeros, reverse=reverse))
+        assert not np.signbit(got).any(), (reverse, got)
+    got = np.asarray(shardc.jit(lambda v: lax.associative_scan(jnp.maximum, v, axis=1))(
+        -np.zeros((2, n), np.float32)))
+    assert not np.signbit(got).any()
+    got = np.asarray(lax.associative_scan(jnp.logical_or, np.arange(n) == n // 2))
+    np.testing.assert_array_equal(got, np.arange(n) >= n // 2)
+    assert got.dtype == np.bool_
+
+
 def test_associative_scan_under_jit_shard_map_and_grad():
     x = np.random.default_rng(3).uniform(-1, 1, (4, 6)).astype(np.float32)
     everywhere(lambda v: lax.associative_scan(jnp.add, v, axis=1), x, np.cumsum(x, 1),

@@ -2,11 +2,13 @@
 ``scan`` (the compiler's), and ``map`` and ``associative_scan`` built on them."""
 from __future__ import annotations
 
+import numpy as np
+
 from compiler import tree
 from compiler.control_flow import cond, fori_loop, scan, switch, while_loop
 import shardc.numpy as jnp
 from shardc.batching_api import vmap
-from shardc.lax._shapes import array_operand, checked_axis, slice_along
+from shardc.lax._shapes import array_operand, checked_axis, pad, slice_along
 from shardc.numpy._core import typed
 
 __all__ = ["cond", "fori_loop", "scan", "switch", "while_loop", "associative_scan", "map"]
@@ -15,18 +17,17 @@ __all__ = ["cond", "fori_loop", "scan", "switch", "while_loop", "associative_sca
 # --- associative_scan ------------------------------------------------------------------------
 
 def _interleave(evens, odds, axis):
-    """``[e0, o0, e1, o1, ...]`` along ``axis``; ``evens`` has as many items or one more."""
-    n_even, n_odd = evens.shape[axis], odds.shape[axis]
-    if n_even > n_odd:
-        pad = [(0, 0, 0)] * odds.ndim
-        pad[axis] = (0, 1, 0)
-        odds = jnp.pad(odds, [(lo, hi) for lo, hi, _ in pad])
-    pairs = jnp.stack([evens, odds], axis=axis + 1)
-    shape = list(evens.shape)
-    shape[axis] = 2 * n_even
-    merged = jnp.reshape(pairs, tuple(shape))
+    """``[e0, o0, e1, o1, ...]`` along ``axis``; ``evens`` has as many items or one more.
+    As JAX builds it: each spread by zero padding, then added (so a -0 comes out +0)."""
+    longer = evens.shape[axis] > odds.shape[axis]
+    spread = []
+    for x, config in ((evens, (0, 0 if longer else 1, 1)), (odds, (1, 1 if longer else 0, 1))):
+        config_per_dim = [(0, 0, 0)] * x.ndim
+        config_per_dim[axis] = config
+        spread.append(pad(x, np.zeros((), x.dtype)[()], config_per_dim))
+    merged = (jnp.logical_or if evens.dtype == np.bool_ else jnp.add)(*spread)
     # typed, as JAX's (which pads both halves with a constant typed like an array)
-    return typed(slice_along(merged, 0, n_even + n_odd, 1, axis))
+    return typed(merged)
 
 
 def associative_scan(fn, elems, reverse=False, axis=0):
