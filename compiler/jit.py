@@ -838,6 +838,11 @@ class JitFunction:
         self.array_calls.clear()
         self.float0_calls.clear()
 
+    def _cache_size(self) -> int:
+        """How many signatures have a compiled program, across every jit of this function
+        with these options (JAX's private counter, which programs and tests read)."""
+        return len(self.cache)
+
     def __call__(self, *args, **kwargs):
         if current_trace() is not eval_trace or _jit_disabled:
             return self._inline(args, kwargs)       # inside another trace, or disabled

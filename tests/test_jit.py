@@ -257,6 +257,30 @@ def test_clear_caches_makes_every_jitted_function_trace_again():
     assert (f.trace_count, g.trace_count) == (2, 2)
 
 
+def test_cache_size_counts_signatures_across_jits_of_one_function():
+    """JAX's ``_cache_size``: one entry per signature (a host array and a Python scalar are
+    signatures of their own), shared by every jit of the function with the same options,
+    emptied by clear_caches."""
+    def f(x):
+        return x * 2
+    jf = shardc.jit(f)
+    assert jf._cache_size() == 0
+    sizes = []
+    for x in (jnp.ones(4), jnp.ones(4), jnp.ones(5), np.ones(4, np.float32), 1.0):
+        jf(x)
+        sizes.append(jf._cache_size())
+    assert sizes == [1, 1, 2, 3, 4]
+    again = shardc.jit(f)
+    assert again._cache_size() == 4
+    again(jnp.ones(3))
+    assert jf._cache_size() == 5
+    scaled = shardc.jit(lambda x, n: x * n, static_argnums=1)
+    scaled(jnp.ones(2), 2), scaled(jnp.ones(2), 3)
+    assert scaled._cache_size() == 2
+    shardc.clear_caches()
+    assert (jf._cache_size(), scaled._cache_size()) == (0, 0)
+
+
 def test_a_closed_over_constant_does_not_take_an_arguments_layout():
     """The lowered module reads its constants' layouts before its arguments': a shard_map
     closing over a host array, given an argument split over the mesh, runs under jit as
