@@ -11,7 +11,9 @@ import dataclasses
 import functools
 import gc
 import inspect
+import logging
 import math
+import time
 import types
 import warnings
 import weakref
@@ -62,6 +64,23 @@ def set_jit_disabled(disabled: bool) -> None:
 
 _no_tracing = False             # ``jax_no_tracing``: a jitted function traced is an error
 _no_execution = False           # ``jax_no_execution``: a compiled program run is an error
+
+
+_log_compiles = False
+_logger = logging.getLogger(__name__)
+
+
+def set_log_compiles(on: bool) -> None:
+    """jax_log_compiles: each jitted function's tracing and lowering is logged at WARNING
+    level (at DEBUG otherwise), as JAX logs its tracing and compiling."""
+    global _log_compiles
+    _log_compiles = bool(on)
+
+
+def _log_compile_step(message: Callable[[], str]) -> None:
+    level = logging.WARNING if _log_compiles else logging.DEBUG
+    if _logger.isEnabledFor(level):
+        _logger.log(level, message())
 
 
 def set_no_tracing(on: bool) -> None:
@@ -1297,10 +1316,15 @@ class JitFunction:
         self.trace_count += 1
         deferred: list = []
         given: list = []            # each result's resolved out_shardings entry
+        started = time.perf_counter()
         closed = trace_function(
             self.fun, args, kwargs, static_argnums, static_kwargs,
             constrain_outputs=(None if self.out_shardings is UNSPECIFIED
                                else lambda result: self._constrain_outputs(result, deferred, given)))
+        traced = time.perf_counter()
+        _log_compile_step(lambda: f"Finished tracing {_name(self.fun)} for jit in "
+                                  f"{traced - started:.9f} sec")
+        _log_compile_step(lambda: self._compiling_message(avals, weak, shardings))
         meshes = [s.mesh for s in shardings if isinstance(s, NamedSharding)
                   and isinstance(s.mesh, Mesh)] + [current_mesh()]
         closed = dataclasses.replace(closed, program=_concrete_constraints(
@@ -1313,6 +1337,8 @@ class JitFunction:
         const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
+        _log_compile_step(lambda: f"Finished partitioning and lowering jit({_name(self.fun)}) "
+                                  f"in {time.perf_counter() - traced:.9f} sec")
         compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None,
                             call_as=(self, static, dict(static_kwargs), in_tree, avals),
                             arg_shardings=shardings, context_mesh=current_mesh(),
@@ -1323,6 +1349,15 @@ class JitFunction:
         if key is not None:
             self.cache[key] = compiled
         return compiled
+
+    def _compiling_message(self, avals, weak, shardings) -> str:
+        types_text = ", ".join(f"ShapedArray({aval}{', weak_type=True' if w else ''})"
+                               for aval, w in zip(avals, weak))
+        mapping = ", ".join("UnspecifiedValue" if self.in_shardings is UNSPECIFIED or s is None
+                            else repr(s) for s in shardings)
+        trailing = "," if len(avals) == 1 else ""
+        return (f"Compiling jit({_name(self.fun)}) with global shapes and types "
+                f"({types_text}{trailing}). Argument mapping: ({mapping}{trailing}).")
 
     def eval_shape(self, *args, **kwargs):
         """The results' shapes, dtypes and layouts, without running (``ShapeDtypeStruct``s)."""

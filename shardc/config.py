@@ -152,7 +152,7 @@ FLAGS = {flag.name: flag for flag in (
          functools.partial(_tracing.set_invalid_value_check, "nan")),
     Flag("jax_debug_infs", False, _bool,
          functools.partial(_tracing.set_invalid_value_check, "inf")),
-    Flag("jax_log_compiles", False, _bool),
+    Flag("jax_log_compiles", False, _bool, _jit.set_log_compiles),
     Flag("jax_explain_cache_misses", False, _bool),
     Flag("jax_check_tracer_leaks", False, _bool),
     Flag("jax_enable_checks", False, _bool),

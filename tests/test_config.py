@@ -404,3 +404,29 @@ def test_config_with_absl_needs_absl(monkeypatch):
     monkeypatch.setitem(sys.modules, "absl", None)
     with pytest.raises(ImportError):
         shardc.config.config_with_absl()
+
+
+# --- jax_log_compiles ------------------------------------------------------------------------
+
+def test_log_compiles_logs_each_trace_and_lowering_at_warning(caplog):
+    """As JAX's: one record per tracing and per compilation of a signature, at WARNING while
+    the flag is on (DEBUG otherwise); a cached call logs nothing."""
+    f = shardc.jit(lambda x, y: x * y)
+    with caplog.at_level("DEBUG"):
+        f(jnp.ones(2), 2.0)
+    assert caplog.records and all(r.levelname == "DEBUG" for r in caplog.records)
+    caplog.clear()
+    with shardc.log_compiles(), caplog.at_level("WARNING"):
+        f(jnp.ones(3), 2.0)
+        f(jnp.ones(3), 2.0)
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(messages) == 3, messages
+    assert messages[0].startswith("Finished tracing <lambda> for jit in ")
+    assert messages[1] == ("Compiling jit(<lambda>) with global shapes and types "
+                           "(ShapedArray(float32[3]), ShapedArray(float32[], weak_type=True)). "
+                           "Argument mapping: (UnspecifiedValue, UnspecifiedValue).")
+    assert messages[2].startswith("Finished partitioning and lowering jit(<lambda>) in ")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        f(jnp.ones(5), 2.0)                 # the flag is off again
+    assert not caplog.records
