@@ -124,6 +124,9 @@ class BatchTrace(Trace):
     def same_level(self, other) -> bool:
         return isinstance(other, BatchTrace) and other.tag is self.tag
 
+    def binds_axis_names(self) -> bool:
+        return self.axis is not None or self.spmd is not None or bool(self.spmd_axis_name)
+
     def to_tracer(self, value) -> BatchTracer:
         if (isinstance(value, BatchTracer) and value._trace is not self
                 and value._trace.tag is self.tag):

@@ -100,6 +100,9 @@ class ShardTrace(Trace):
         self.mesh = shard.mesh
         self.steps = 0          # primitives run so far: orders the origins of varying axes
 
+    def binds_axis_names(self) -> bool:
+        return True
+
     def lift(self, value) -> ShardTracer:
         check_closed_over(aval_of(value), self.shard)
         aval = aval_of(value).strip_vma()

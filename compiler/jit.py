@@ -32,7 +32,8 @@ from compiler.shard_map import function_name
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, TypedPlacement, aval_of, check_invalid_values,
                               check_jax_leaves, context_auto_mesh,
-                              current_trace, eval_trace, invalid_value_checks_on, is_jax_value,
+                              current_trace, eval_program, eval_trace, invalid_value_checks_on,
+                              is_jax_value,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
                               trace_settings, trace_to_program, typed_sharding, values_known_now,
                               user_source, weakened,
@@ -199,11 +200,12 @@ def _rebuild(static, dynamic, n):
 
 
 def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
-                   static_kwargs=None, constrain_outputs=None) -> ClosedProgram:
+                   static_kwargs=None, constrain_outputs=None, parent=None) -> ClosedProgram:
     """Trace ``fun(*args, **kwargs)`` with array leaves abstract; static arguments (positions
     ``static_argnums`` and the keyword arguments ``static_kwargs``) stay Python.
     ``constrain_outputs(result) -> result``, when given, runs on the traced result (jit's
-    ``out_shardings``)."""
+    ``out_shardings``). ``parent``: the trace whose values ``fun`` may close over (by default
+    none: a top-level program)."""
     static, dynamic = _split_static(args, static_argnums)
     static_kwargs = static_kwargs or {}
     leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
@@ -232,7 +234,7 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     # Arguments keep their layout under the trace, as in JAX: a shard_map without in_specs
     # takes each argument's spec from it, eagerly and under jit alike.
     # Python scalars stay weakly typed, as in JAX: jit(f)(bf16_array, 0.5) computes in bfloat16
-    program, consts, outs = trace_to_program(flat_fun, in_avals, parent=eval_trace,
+    program, consts, outs = trace_to_program(flat_fun, in_avals, parent=parent or eval_trace,
                                              in_shardings=layouts_of(leaves),
                                              weak=[weakly_typed(x) for x in leaves],
                                              staged=True)
@@ -840,6 +842,10 @@ class JitFunction:
         self.ref_calls: dict = {}       # where the arguments hold refs -> the pure function's jit
         self.closed_refs: list = []     # the refs the function closes over, found by tracing it
         self.float0_calls: dict = {}    # where arguments hold float0 zeros -> the others' jit
+        # signature -> the traced program, for calls at the top level and under other traces
+        # alike (shared, as above: JAX's tracing cache, below its compiled-call caches)
+        self.traces: dict = _shared_cache(fun, ("traces", self.static_argnums,
+                                                self.static_argnames))
         self.trace_count = 0
         _JITTED.add(self)
 
@@ -856,6 +862,7 @@ class JitFunction:
         self.cache.clear()
         self.array_calls.clear()
         self.float0_calls.clear()
+        self.traces.clear()
 
     def _cache_size(self) -> int:
         """How many signatures have a compiled program, across every jit of this function
@@ -919,9 +926,42 @@ class JitFunction:
                 f"compiler_options={dict(self.compiler_options)} specified on a nested jit "
                 f"with name: {_name(self.fun)} and source info: {user_source()}")
         args, kwargs = self._place_inputs(args, kwargs)
-        # staged, its values are abstract, as in a staged body (not with jit disabled)
-        with staging() if not _jit_disabled else contextlib.nullcontext():
+        if _jit_disabled:
             return self._constrain_outputs(self.fun(*args, **kwargs))
+        # staged, its values are abstract, as in a staged body
+        with staging():
+            if self.out_shardings is UNSPECIFIED:
+                replayed = self._replayed(args, kwargs)
+                if replayed is not None:
+                    return replayed
+            return self._constrain_outputs(self.fun(*args, **kwargs))
+
+    def _replayed(self, args, kwargs):
+        """The function's program, traced once per signature, its equations bound in the
+        current trace (as JAX binds a nested jit's traced program, the function's Python runs
+        once, not at every call under grad, vmap or another jit); None where the function
+        must be traced in place: where an enclosing trace names axes (a shard_map body's, a
+        vmap's) that a program traced on its own would not see, or arguments are not all
+        arrays. A function closing over another trace's values is traced for this call only.
+        """
+        trace = current_trace()
+        while trace is not None:
+            if trace.binds_axis_names():
+                return None
+            trace = trace.parent
+        static_argnums = self._static_positions(len(args))
+        static_kwargs, dynamic_kwargs = self._split_static_kwargs(kwargs)
+        leaves, in_tree = tree.tree_flatten((_split_static(args, static_argnums)[1],
+                                             dynamic_kwargs))
+        for leaf in leaves:
+            aval = getattr(leaf, "aval", None)
+            if (aval is None or type(aval) is not Aval or aval.vma or is_ref(leaf)
+                    or dtypes.is_float0(leaf)):
+                return None
+        closed = self._traced(args, dynamic_kwargs, static_argnums, static_kwargs, leaves,
+                              in_tree, parent=current_trace())
+        outs = eval_program(closed.program, leaves, closed.consts)
+        return tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
 
     def _check_outputs(self, outs, args, kwargs):
         """jax_debug_nans/infs: on an invalid output, run the function again op by op so the
@@ -1280,6 +1320,36 @@ class JitFunction:
         return _place_tree(self.out_shardings, result, self._resolve, "jit out_shardings",
                            deferred, given, names=names)
 
+    def _count_trace(self) -> None:
+        if _no_tracing:
+            raise RuntimeError(f"re-tracing function {_name(self.fun)} for `jit`, but "
+                               "'no_tracing' is set")
+        self.trace_count += 1
+
+    def _traced(self, args, kwargs, static_argnums, static_kwargs, leaves, in_tree,
+                parent=None) -> ClosedProgram:
+        """The function's program for arguments of this signature: traced at the first, then
+        taken from the traces every jit of the function shares. A program closing over a
+        value of another trace (``parent``'s, a value of this call only) is not kept."""
+        static, _ = _split_static(args, static_argnums)
+        key = (in_tree, tuple(aval_of(leaf).strip_vma() for leaf in leaves),
+               tuple(weakly_typed(leaf) for leaf in leaves),
+               # a layout that splits nothing reads the same to the trace as none
+               tuple(layout if meaningful(layout) else None for layout in layouts_of(leaves)),
+               self._static_key(static, static_kwargs), current_mesh(),
+               dtypes.x64_enabled(), trace_settings())
+        try:
+            closed = self.traces.get(key)
+        except Exception:       # a static argument or a layout that does not hash or compare
+            key = closed = None
+        if closed is None:
+            self._count_trace()
+            closed = trace_function(self.fun, args, kwargs, static_argnums, static_kwargs,
+                                    parent=parent)
+            if key is not None and not any(isinstance(c, Tracer) for c in closed.consts):
+                self.traces[key] = closed
+        return closed
+
     def _compiled(self, args, kwargs, static, static_kwargs, static_argnums, leaves,
                   in_tree) -> Compiled:
         _check_arguments(self.fun, leaves, in_tree)
@@ -1310,17 +1380,16 @@ class JitFunction:
                                    lambda: _argument_names(self.fun, args, kwargs,
                                                            static_argnums))
                 return found
-        if _no_tracing:
-            raise RuntimeError(f"re-tracing function {_name(self.fun)} for `jit`, but "
-                               "'no_tracing' is set")
-        self.trace_count += 1
         deferred: list = []
         given: list = []            # each result's resolved out_shardings entry
         started = time.perf_counter()
-        closed = trace_function(
-            self.fun, args, kwargs, static_argnums, static_kwargs,
-            constrain_outputs=(None if self.out_shardings is UNSPECIFIED
-                               else lambda result: self._constrain_outputs(result, deferred, given)))
+        if self.out_shardings is UNSPECIFIED:
+            closed = self._traced(args, kwargs, static_argnums, static_kwargs, leaves, in_tree)
+        else:
+            self._count_trace()
+            closed = trace_function(
+                self.fun, args, kwargs, static_argnums, static_kwargs,
+                constrain_outputs=lambda result: self._constrain_outputs(result, deferred, given))
         traced = time.perf_counter()
         _log_compile_step(lambda: f"Finished tracing {_name(self.fun)} for jit in "
                                   f"{traced - started:.9f} sec")

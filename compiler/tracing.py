@@ -232,6 +232,12 @@ class Trace:
         inside a nested body (vmap of a shard_map) takes the outer trace's values as its own."""
         return self is other
 
+    def binds_axis_names(self) -> bool:
+        """Whether this trace gives names to axes that collectives may name (a shard_map
+        body's mesh axes, a vmap's axis name): a function traced on its own, apart from
+        this trace, would not see them."""
+        return False
+
     def lift(self, value) -> "Tracer":
         raise NotImplementedError
 
@@ -1129,6 +1135,9 @@ class ProgramTrace(Trace):
         self.keep: list = []            # tracers kept alive so ids stay unique
         self.const_tracers: dict = {}   # id(value) -> tracer, for values closed over
         self.consts: list = []          # (Var, value) pairs
+
+    def binds_axis_names(self) -> bool:
+        return self.shard is not None
 
     def new_tracer(self, aval: Aval, atom=None) -> ProgramTracer:
         tracer = ProgramTracer(self, aval)

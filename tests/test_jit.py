@@ -562,3 +562,76 @@ def test_static_arguments_take_the_cached_call_by_value_and_type():
     assert f(x, 2.0).dtype == np.float32 and f.trace_count == 4     # 2.0 traces apart from 2
     with pytest.raises(ValueError, match="Non-hashable static arguments"):
         f(x, [2])
+
+
+def test_a_jitted_function_called_under_transformations_is_traced_once_per_signature():
+    """As JAX binds a nested jit's traced program: under grad, jvp, vmap, scan and another
+    jit, the function's Python runs at its first signature only, and the values are those of
+    the function traced in place."""
+    count = [0]
+
+    def body(x):
+        count[0] += 1
+        return jnp.sin(x) * 2
+    inner = shardc.jit(body)
+    x = jnp.arange(3.)
+    want_grad = 2 * np.cos(np.arange(3.))
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(shardc.grad(lambda v: inner(v).sum())(x)),
+                                   want_grad, rtol=1e-6)
+    assert count[0] == 1
+    np.testing.assert_allclose(np.asarray(shardc.jit(lambda v: inner(v) + inner(v))(x)),
+                               4 * np.sin(np.arange(3.)), rtol=1e-6)
+    ones = jnp.ones((2, 3))
+    np.testing.assert_allclose(np.asarray(shardc.vmap(inner)(ones)),
+                               np.full((2, 3), 2 * np.sin(1.0)), rtol=1e-6)
+    total = lax.scan(lambda c, xi: (c + inner(xi), None), 0., x)[0]
+    np.testing.assert_allclose(float(total), 2 * np.sin(np.arange(3.)).sum(), rtol=1e-6)
+    primal, tangent = shardc.jvp(inner, (x,), (jnp.ones(3),))
+    np.testing.assert_allclose(np.asarray(tangent), want_grad, rtol=1e-6)
+    assert count[0] == 2            # the scan's scalar elements: one more signature
+    np.testing.assert_allclose(np.asarray(inner(x)), 2 * np.sin(np.arange(3.)), rtol=1e-6)
+    assert count[0] == 2            # a top-level call compiles the program traced before
+    shardc.clear_caches()
+    shardc.grad(lambda v: inner(v).sum())(x)
+    assert count[0] == 3
+
+
+def test_a_trace_is_shared_by_host_and_device_arguments_of_one_type():
+    """JAX keys its traces by the arguments' types: a numpy array after an array of its
+    shape and dtype, or a Python float after a weak float32 array, compiles again but runs
+    the function's Python once."""
+    count = [0]
+
+    def f(x):
+        count[0] += 1
+        return x * 2
+    jf = shardc.jit(f)
+    np.testing.assert_array_equal(np.asarray(jf(jnp.ones(3))), np.full(3, 2.0))
+    np.testing.assert_array_equal(np.asarray(jf(np.ones(3, np.float32))), np.full(3, 2.0))
+    assert count[0] == 1
+    assert float(jf(7.0)) == 14.0 and float(jf(jnp.asarray(7.0))) == 14.0
+    assert count[0] == 2
+
+
+def test_a_nested_jit_closing_over_a_traced_value_is_traced_at_each_call():
+    """Its program holds the enclosing trace's value, which is gone after the call: it is
+    traced again at each, with the value of the time."""
+    def outer(x):
+        scaled = shardc.jit(lambda y: y * x)
+        return scaled(x).sum()
+    for start in (1.0, 2.0):
+        x = jnp.arange(3.) + start
+        np.testing.assert_allclose(np.asarray(shardc.grad(outer)(x)), 2 * np.asarray(x))
+
+
+def test_a_nested_jit_under_named_axes_is_traced_in_place():
+    """A collective over a shard_map's or vmap's named axis needs the axis: such calls are
+    traced where they are, with the right values."""
+    summed = shardc.jit(lambda b: lax.psum(b, "i"))
+    mesh = shardc.make_mesh((4,), ("i",))
+    f = shardc.shard_map(lambda b: summed(b), mesh=mesh, in_specs=P("i"), out_specs=P())
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(8.))),
+                                  np.arange(8.).reshape(4, 2).sum(0))
+    np.testing.assert_array_equal(
+        np.asarray(shardc.vmap(summed, axis_name="i")(jnp.arange(4.))), np.full(4, 6.0))
