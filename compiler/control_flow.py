@@ -22,10 +22,10 @@ from compiler import tree
 from compiler.refs import ClosedOverRef, RefWrittenOutside, swapped_in
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (ConcretizationTypeError, Tracer, abstract_value_error, aval_of,
-                              bind, current_trace, errors_link, eval_trace, is_python_scalar,
-                              trace_to_program, user_source, value_if_known, weakened,
-                              weakened_where, weakly_typed)
+from compiler.tracing import (CONCRETIZATION_ERRORS, ConcretizationTypeError, Tracer,
+                              abstract_value_error, aval_of, bind, current_trace, errors_link,
+                              eval_trace, is_python_scalar, trace_to_program, user_source,
+                              value_if_known, weakened, weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
@@ -654,7 +654,7 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
             while cond_fun(val):
                 val = tree.tree_map(_as_loop_value, body_fun(val))
             return val
-        except ConcretizationTypeError:
+        except CONCRETIZATION_ERRORS:
             pass     # a predicate not known now (under vmap, say): the loop is traced
     given, carry_tree = tree.tree_flatten(init_val)
     weak = [weakly_typed(v) for v in given]

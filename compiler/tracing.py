@@ -45,12 +45,14 @@ class ConcretizationTypeError(JAXTypeError):
     """A traced value was used where a concrete Python value is needed."""
 
 
-class TracerIntegerConversionError(ConcretizationTypeError):
-    """``int()`` or ``operator.index`` of a traced integer value."""
+class TracerIntegerConversionError(JAXTypeError):
+    """``operator.index`` (``__index__``) of a traced integer value. As in JAX, not a
+    ConcretizationTypeError: catch ``CONCRETIZATION_ERRORS`` for any value not known now."""
 
 
-class TracerArrayConversionError(ConcretizationTypeError):
-    """``np.asarray`` (``__array__``) of a traced value."""
+class TracerArrayConversionError(JAXTypeError):
+    """``np.asarray`` (``__array__``) of a traced value (as in JAX, not a
+    ConcretizationTypeError)."""
 
 
 class NonConcreteBooleanIndexError(JAXIndexError):
@@ -66,8 +68,13 @@ class TracerBoolConversionError(ConcretizationTypeError):
     """``if``, ``bool()`` or ``while`` on a traced value."""
 
 
-class UnexpectedTracerError(RuntimeError):
+class UnexpectedTracerError(JAXTypeError):
     """A traced value escaped the function that was being traced."""
+
+
+# a traced value Python needed the value of, whichever conversion asked for it
+CONCRETIZATION_ERRORS = (ConcretizationTypeError, TracerIntegerConversionError,
+                         TracerArrayConversionError)
 
 
 # --- source info -------------------------------------------------------------------------------
@@ -806,7 +813,7 @@ class Tracer:
             raise self._concretization_error(what, cls)
         try:
             return self.concrete_value(what, cls)
-        except ConcretizationTypeError:
+        except CONCRETIZATION_ERRORS:
             raise self._concretization_error(what, cls) from None
 
     def __index__(self):

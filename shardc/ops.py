@@ -17,7 +17,7 @@ import operator
 
 import numpy as np
 
-from compiler.tracing import ConcretizationTypeError
+from compiler.tracing import CONCRETIZATION_ERRORS, ConcretizationTypeError
 from ir import dtypes as _dt
 import shardc.numpy as jnp
 from shardc.lax._gather import GatherScatterMode
@@ -51,7 +51,7 @@ def _segment_count(num_segments, segment_ids) -> int:
         num_segments = jnp.max(segment_ids) + 1
     try:
         num_segments = operator.index(num_segments)
-    except ConcretizationTypeError as error:
+    except CONCRETIZATION_ERRORS as error:
         # JAX names segment_sum whichever segment reduction it is
         raise ConcretizationTypeError(
             f"{error}\nsegment_sum() `num_segments` argument.") from None

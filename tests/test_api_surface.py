@@ -2,6 +2,8 @@
 ``typeof``, array and sharding properties, ``device=`` in constructors, ``unroll=`` in loops,
 and collectives with ``axis_index_groups``; each held against numpy or the per-block
 reference."""
+import operator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -401,6 +403,58 @@ def test_jax_errors_and_typing_names():
     assert issubclass(KeyReuseError, JAXTypeError)    # caught by name (nothing raises it)
     with pytest.raises(NotImplementedError, match="jax_debug_key_reuse"):
         shardc.config.update("jax_debug_key_reuse", True)
+
+
+def test_jax_errors_class_hierarchy():
+    """Each class of jax.errors has JAX 0.10.2's bases, so an ``except`` catches what it
+    catches under JAX: the integer and array conversion errors are not
+    ConcretizationTypeErrors, and a leaked tracer's use is a TypeError."""
+    import shardc.errors as errors
+    names = lambda cls: [c.__name__ for c in cls.__mro__]
+    type_error = ["JAXTypeError", "TypeError", "Exception", "BaseException", "object"]
+    index_error = ["JAXIndexError", "IndexError", "LookupError", "Exception", "BaseException",
+                   "object"]
+    expected = {
+        "JAXTypeError": type_error,
+        "JAXIndexError": index_error,
+        "ConcretizationTypeError": ["ConcretizationTypeError"] + type_error,
+        "TracerBoolConversionError": ["TracerBoolConversionError",
+                                      "ConcretizationTypeError"] + type_error,
+        "TracerIntegerConversionError": ["TracerIntegerConversionError"] + type_error,
+        "TracerArrayConversionError": ["TracerArrayConversionError"] + type_error,
+        "UnexpectedTracerError": ["UnexpectedTracerError"] + type_error,
+        "KeyReuseError": ["KeyReuseError"] + type_error,
+        "NonConcreteBooleanIndexError": ["NonConcreteBooleanIndexError"] + index_error,
+        "InconclusiveDimensionOperation": ["InconclusiveDimensionOperation", "Exception",
+                                           "BaseException", "object"],
+        "JaxprTypeError": ["JaxprTypeError", "TypeError", "Exception", "BaseException",
+                           "object"],
+        "JaxRuntimeError": ["JaxRuntimeError", "RuntimeError", "Exception", "BaseException",
+                            "object"],
+    }
+    assert sorted(errors.__all__) == sorted(expected)
+    for name, mro in expected.items():
+        assert names(getattr(errors, name)) == mro, name
+
+
+def test_leaked_tracer_use_is_a_type_error():
+    """A traced value used after its trace ended raises JAX's UnexpectedTracerError, which
+    ``except TypeError`` catches."""
+    leaked = []
+    shardc.jit(lambda v: leaked.append(v) or v)(np.float32(1))
+    with pytest.raises(TypeError, match="Encountered an unexpected tracer") as info:
+        leaked[0] + 1
+    assert type(info.value) is shardc.errors.UnexpectedTracerError
+
+
+def test_integer_and_array_conversion_errors_are_not_concretization_errors():
+    """``operator.index`` and ``np.asarray`` of a traced value raise JAX's classes, which an
+    ``except ConcretizationTypeError`` does not catch (as in JAX)."""
+    from shardc.errors import ConcretizationTypeError
+    for convert in (operator.index, np.asarray):
+        with pytest.raises(TypeError) as info:
+            shardc.jit(lambda v, convert=convert: convert(v))(np.int32(1))
+        assert not isinstance(info.value, ConcretizationTypeError)
 
 
 # --- meshes by axis type, a body's types, ShapeDtypeStruct (JAX's names, as its tests use) -------
