@@ -180,6 +180,19 @@ def _split_static(args: tuple, static_argnums: Sequence[int]):
     return static, dynamic
 
 
+def _check_hashable(static_values) -> None:
+    """JAX's ValueError for a static argument whose hash raises a TypeError, naming its type,
+    its text and the error (other errors of ``__hash__`` propagate, as in JAX)."""
+    for value in static_values:
+        try:
+            hash(value)
+        except TypeError as error:
+            raise ValueError(
+                "Non-hashable static arguments are not supported. An error occurred while "
+                f"trying to hash an object of type {type(value)}, {value}. The error was:\n"
+                f"{type(error).__name__}: {error}\n") from None
+
+
 def _pytree_mismatch(called, compiled) -> str:
     """JAX's error for a compiled function called with arguments of another structure: each
     place where the structures part, under ``args`` or ``kwargs``."""
@@ -925,6 +938,9 @@ class JitFunction:
                 "`compiler_options` can only be passed to top-level `jax.jit`. Got "
                 f"compiler_options={dict(self.compiler_options)} specified on a nested jit "
                 f"with name: {_name(self.fun)} and source info: {user_source()}")
+        if not _jit_disabled:       # staged, its static arguments are hashed (as JAX's)
+            static = _split_static(args, self._static_positions(len(args)))[0]
+            self._static_key(static, self._split_static_kwargs(kwargs)[0])
         args, kwargs = self._place_inputs(args, kwargs)
         if _jit_disabled:
             return self._constrain_outputs(self.fun(*args, **kwargs))
@@ -1283,14 +1299,7 @@ class JitFunction:
         (``1`` and ``1.0`` trace apart)."""
         entries = [(f"index {k}", v) for k, v in static] + \
                   [(f"name {k!r}", v) for k, v in sorted(static_kwargs.items())]
-        for where, value in entries:
-            try:
-                hash(value)
-            except TypeError:
-                raise ValueError(
-                    "Non-hashable static arguments are not supported, as this can lead to "
-                    f"unexpected cache-misses. Static argument ({where}) of type "
-                    f"{type(value)} for function {_name(self.fun)} is non-hashable.") from None
+        _check_hashable(value for _, value in entries)
         return tuple((where, type(value), value) for where, value in entries)
 
     def _place_inputs(self, args, kwargs):
