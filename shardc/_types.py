@@ -87,27 +87,29 @@ class ShapedArray:
         # the older one, kept for programs written against it
         self.manual_axis_type = self.mat = ManualAxisType(varying=self.vma)
         self.sharding = public_sharding(aval, value)
-        # a weakly typed value's type is marked ``~`` (JAX's ``~float32[]``)
         self.weak_type = weakly_typed(value)
-        self._text = ("~" if self.weak_type else "") + aval.str_long(order)
+        self._text = aval.str_long(order)
 
     def __str__(self):
-        return self._text
+        # a weakly typed value's type is marked ``~`` (JAX's ``~float32[]``)
+        return ("~" if self.weak_type else "") + self._text
 
     def str_short(self, short_dtypes: bool = False, mesh_axis_types: bool = False) -> str:
-        """JAX's ``str_short``: the type as printed, with ``f32``-style dtypes if asked."""
+        """JAX's ``str_short``: the type without its weak-type mark, with ``f32``-style
+        dtypes if asked."""
         if not short_dtypes:
             return self._text
-        mark = "~" if self.weak_type else ""
-        return mark + short_dtype(self.dtype) + self._text[len(mark) + len(self.dtype.name):]
+        return short_dtype(self.dtype) + self._text[len(self.dtype.name):]
 
     def __repr__(self):
-        return f"ShapedArray({self._text})"      # JAX's repr (f"{typeof(x)=}")
+        # JAX's repr (f"{typeof(x)=}"): ShapedArray(float32[], weak_type=True)
+        weak_text = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self._text}{weak_text})"
 
     # two types are equal when they print alike and lay out alike (JAX's interned types)
     def __eq__(self, other):
-        return (isinstance(other, ShapedArray) and self._text == other._text
+        return (isinstance(other, ShapedArray) and str(self) == str(other)
                 and self.sharding == other.sharding)
 
     def __hash__(self):
-        return hash(self._text)
+        return hash(str(self))

@@ -376,6 +376,21 @@ def test_typeof_a_python_number_is_weak():
         ["~float32[]", "~int32[]", "~complex64[]", "bool[]", "float32[]"]
 
 
+def test_a_weak_types_repr_and_short_text_as_jax():
+    """JAX 0.10.2 marks a weak type ``~`` in ``str`` only: its repr spells it out and
+    ``str_short`` leaves it off."""
+    weak, typed = jax.typeof(2.0), jax.typeof(np.ones(3, np.float32))
+    assert repr(weak) == "ShapedArray(float32[], weak_type=True)"
+    assert (str(weak), weak.str_short(), weak.str_short(short_dtypes=True)) == \
+        ("~float32[]", "float32[]", "f32[]")
+    assert repr(typed) == "ShapedArray(float32[3])"
+    assert (str(typed), typed.str_short(short_dtypes=True)) == ("float32[3]", "f32[3]")
+    assert weak != jax.typeof(np.float32(2))          # the weak type tells them apart
+    seen = []
+    jax.jit(lambda v: seen.append(repr(jax.typeof(v))) or v)(3)
+    assert seen == ["ShapedArray(int32[], weak_type=True)"]
+
+
 def test_device_placement_types_made_arrays_as_jax():
     mesh = jax.make_mesh((4, 2), ("X", "Y"))
     split = jax.NamedSharding(mesh, P("X"))
