@@ -17,9 +17,10 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
                               full_like_aval, instantiate, is_differentiable, zeros_like_aval,
                               jvp_program_with_consts, partial_eval, transpose_rules)
 from compiler.shard_map import current_shard_context, function_name, wraps
-from compiler.tracing import (aval_of, bind, check_jax_leaves, current_trace, eval_trace,
-                              is_jax_value, is_python_scalar, known_if_concrete, layouts_of,
-                              set_current_trace, trace_to_program, weakened_where, weakly_typed)
+from compiler.tracing import (aval_of, bind, check_callable, check_jax_leaves, current_trace,
+                              eval_trace, is_jax_value, is_python_scalar, known_if_concrete,
+                              layouts_of, set_current_trace, trace_to_program, weakened_where,
+                              weakly_typed)
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
@@ -104,6 +105,7 @@ def _weakened_results(results, weak, givens) -> list:
 def vjp(fun, *primals, has_aux=False):
     """``(out, vjp_fun)`` (and ``aux`` with ``has_aux``): ``vjp_fun(ct)`` gives the cotangents
     of ``primals``."""
+    check_callable(fun)
     _check_values(primals, "primals", fun)
     flat_primals, in_tree = tree.tree_flatten(primals)
     opaque: dict = {}
@@ -247,6 +249,7 @@ def rebuild_aux(opaque: dict, traced: list):
 
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), the directional derivative along tangents)``."""
+    check_callable(fun)
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; "
                         f"found {type(primals).__name__} and {type(tangents).__name__}.")
@@ -433,6 +436,7 @@ def _live_eqns(program) -> list:
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """``fun``'s value and its gradient with respect to ``argnums`` (a scalar output; complex
     only with ``holomorphic=True``, whose inputs must be complex too)."""
+    check_callable(fun)
     single = isinstance(argnums, int)
     argnums_t = (argnums,) if single else tuple(argnums)
 

@@ -30,8 +30,8 @@ from compiler.lowering import lower_module
 from compiler.passes.dce import dce
 from compiler.shard_map import function_name
 from ir.module import LoweredModule
-from compiler.tracing import (Tracer, TypedPlacement, aval_of, check_invalid_values,
-                              check_jax_leaves, context_auto_mesh,
+from compiler.tracing import (Tracer, TypedPlacement, aval_of, check_callable,
+                              check_invalid_values, check_jax_leaves, context_auto_mesh,
                               current_trace, eval_program, eval_trace, invalid_value_checks_on,
                               is_jax_value,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
@@ -834,7 +834,7 @@ class JitFunction:
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(),
                  donate_argnums=(), donate_argnames=(), in_shardings=UNSPECIFIED,
                  out_shardings=UNSPECIFIED, resolve=None):
-        _check_callable(fun)
+        check_callable(fun)
         # first: it copies the wrapped object's attributes (a custom_vjp's ``fun``, another
         # jit's ``cache``), which must not replace this function's own
         functools.update_wrapper(self, fun)
@@ -1902,17 +1902,6 @@ def _check_committed(leaf, sharding) -> None:
             "Sharding passed to jit does not match the sharding on the respective arg. Got "
             f"jit sharding: {sharding!r},\narg sharding: {have!r} for arg type: "
             f"{aval_of(leaf).str_long()}")
-
-
-def _check_callable(fun) -> None:
-    """JAX's checks of what ``jit`` wraps: a staticmethod object (``@jit`` above
-    ``@staticmethod``) or a classmethod object is refused, as are generator functions."""
-    if isinstance(fun, staticmethod):
-        raise TypeError(f"staticmethod arguments are not supported, got {fun}")
-    if not callable(fun):
-        raise TypeError(f"Expected a callable value, got {fun}")
-    if inspect.isgeneratorfunction(fun):
-        raise TypeError(f"Expected a function, got a generator function: {fun}")
 
 
 def resolve_argnums(fun, static_argnums, static_argnames, donate_argnums, donate_argnames):

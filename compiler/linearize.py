@@ -12,7 +12,7 @@ from compiler import tree
 from compiler.autodiff import (as_array, rebuild_aux, split_aux, eval_program,
                                linearize_flat)
 from compiler.shard_map import current_shard_context
-from compiler.tracing import aval_of
+from compiler.tracing import aval_of, check_callable
 from ir import dtypes
 from ir.float0 import float0_zeros
 
@@ -24,6 +24,7 @@ def linearize(fun, *primals, has_aux: bool = False):
     >>> y, f_jvp = linearize(jnp.sin, 1.0)
     >>> f_jvp(2.0)      # 2 cos(1)
     """
+    check_callable(fun)
     flat_primals, in_tree = tree.tree_flatten(primals)
     opaque: dict = {}      # aux leaves that are not arrays, returned as they are
     target = split_aux(fun, opaque) if has_aux else fun

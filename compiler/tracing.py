@@ -8,6 +8,7 @@ Values of an enclosing trace met inside a nested one are closed-over constants.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import operator
 import sys
 from typing import Any, Callable, Sequence
@@ -75,6 +76,18 @@ class UnexpectedTracerError(JAXTypeError):
 # a traced value Python needed the value of, whichever conversion asked for it
 CONCRETIZATION_ERRORS = (ConcretizationTypeError, TracerIntegerConversionError,
                          TracerArrayConversionError)
+
+
+def check_callable(fun) -> None:
+    """JAX's check of the function a transformation (``jit``, ``grad``, ``vmap``, ``vjp``,
+    ...) is given, made when it is given: a staticmethod object (``@jit`` above
+    ``@staticmethod``), anything not callable and a generator function are TypeErrors."""
+    if isinstance(fun, staticmethod):
+        raise TypeError(f"staticmethod arguments are not supported, got {fun}")
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun}")
+    if inspect.isgeneratorfunction(fun):
+        raise TypeError(f"Expected a function, got a generator function: {fun}")
 
 
 # --- source info -------------------------------------------------------------------------------

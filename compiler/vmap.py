@@ -21,8 +21,8 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import partitions
-from compiler.tracing import (aval_of, bind, check_jax_value, current_trace, is_jax_value,
-                              set_current_trace, weakened, weakly_typed)
+from compiler.tracing import (aval_of, bind, check_callable, check_jax_value, current_trace,
+                              is_jax_value, set_current_trace, weakened, weakly_typed)
 
 
 
@@ -55,8 +55,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None
     >>> vmap(lambda x: x @ x)(jnp.arange(12.).reshape(4, 3)).shape
     (4,)
     """
-    if not callable(fun):
-        raise TypeError(f"Expected a callable value, got {fun!r}")
+    check_callable(fun)
     spmd_axis_name = _check_spmd_axis_name(spmd_axis_name)
     if axis_name is not None:
         hash(axis_name)         # an unhashable name fails here, as in JAX

@@ -9,7 +9,7 @@ import numpy as np
 from compiler import tree
 from compiler.jit import abstract_stand_ins, trace_function
 from compiler.shard_map import current_shard_context
-from compiler.tracing import aval_of, weakly_typed
+from compiler.tracing import aval_of, check_callable, weakly_typed
 from ir.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import partitions
 from runtime.array import Array
@@ -30,6 +30,7 @@ def eval_shape(fun, *args, **kwargs):
     """The shapes and dtypes ``fun(*args, **kwargs)`` would return, as ``ShapeDtypeStruct``s,
     found by tracing it: nothing runs. Arguments may be arrays, ``ShapeDtypeStruct``s or other
     objects with a shape and a dtype (avals), as JAX abstracts them."""
+    check_callable(fun)
     args, kwargs = abstract_stand_ins((args, kwargs))
     if current_shard_context() is not None:
         # in a shard_map body: traced where it stands (what it adds, nothing reads), so that

@@ -14,7 +14,7 @@ import numpy as np
 from compiler import tree
 from compiler.autodiff import jvp, vjp
 from compiler.shard_map import wraps
-from compiler.tracing import aval_of, weakened_where, weakly_typed
+from compiler.tracing import aval_of, check_callable, weakened_where, weakly_typed
 from ir import dtypes
 import shardc.numpy as jnp
 from shardc.batching_api import vmap
@@ -129,6 +129,7 @@ def _check_fwd_inputs(leaves, holomorphic):
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of ``fun`` by reverse mode: one vjp per output element, vmapped."""
+    check_callable(fun)
 
     @wraps(fun, _JACOBIAN_DOC, argnums=argnums)   # fun's signature, for static_argnames
     def jac(*args, **kwargs):
@@ -170,6 +171,7 @@ def _reshaped(x, shape, primal):
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian of ``fun`` by forward mode: one jvp per input element, vmapped."""
+    check_callable(fun)
 
     @wraps(fun, _JACOBIAN_DOC, argnums=argnums)   # fun's signature, for static_argnames
     def jac(*args, **kwargs):

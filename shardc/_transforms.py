@@ -16,7 +16,7 @@ from compiler.layouts import layout_of
 from compiler.refs import is_ref
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
-from compiler.tracing import aval_of
+from compiler.tracing import aval_of, check_callable
 from ir import transfer_guard as _transfer_guard
 from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
@@ -303,6 +303,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
 
     >>> pmap(lambda a: lax.psum(a, 'i'), axis_name='i')(x)     # x: [n, ...], n <= devices
     """
+    check_callable(fun)
     static = ((static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int)
               else tuple(static_broadcasted_argnums))
     name = _PMAP_AXIS if axis_name is None else axis_name

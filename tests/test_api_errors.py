@@ -429,3 +429,31 @@ def test_device_put_inside_a_jitted_body_of_an_invariant_value_to_a_sharding_cha
 def test_a_bad_reshape_is_jaxs_type_error(shape, message):
     with pytest.raises(TypeError, match=re.escape(message)):
         jnp.ones((3, 3)).reshape(shape)
+
+
+def _generator(x):
+    yield x
+
+
+@pytest.mark.parametrize("transform", [
+    shardc.jit, shardc.grad, shardc.value_and_grad, shardc.jacfwd, shardc.jacrev,
+    shardc.hessian, shardc.vmap, shardc.pmap,
+    lambda f: shardc.vjp(f, 1.0),
+    lambda f: shardc.jvp(f, (1.0,), (1.0,)),
+    lambda f: shardc.linearize(f, 1.0),
+    lambda f: shardc.eval_shape(f, 1.0),
+], ids=["jit", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap", "pmap", "vjp",
+        "jvp", "linearize", "eval_shape"])
+def test_transformations_check_the_function_when_given_it(transform):
+    """JAX checks the function a transformation is given at once, not when the result is
+    called: anything not callable, a staticmethod object and a generator function."""
+    with pytest.raises(TypeError) as info:
+        transform(3)
+    assert str(info.value) == "Expected a callable value, got 3"
+    method = staticmethod(lambda x: x)
+    with pytest.raises(TypeError) as info:
+        transform(method)
+    assert str(info.value) == f"staticmethod arguments are not supported, got {method}"
+    with pytest.raises(TypeError) as info:
+        transform(_generator)
+    assert str(info.value) == f"Expected a function, got a generator function: {_generator}"
