@@ -218,8 +218,9 @@ def _reshape_rule(x: Aval, *, new_sizes, out_sharding=None) -> list:
 
 def _transpose_rule(x: Aval, *, permutation) -> list:
     if sorted(permutation) != list(range(x.ndim)):
-        raise ShapeError(f"transpose: permutation={permutation} is not a permutation of the "
-                         f"dimensions of {x.str_short()}")
+        # JAX's TypeError (lax.transpose's; jnp.transpose's for axes in bounds)
+        raise ShapeError("transpose permutation isn't a permutation of operand dimensions, "
+                         f"got permutation {permutation} for operand shape {x.shape}.")
     return [_aval([x.shape[p] for p in permutation], x.dtype)]
 
 

@@ -1337,3 +1337,26 @@ def test_lax_refuses_operands_as_jax_does(call, error, message):
     with pytest.raises(error) as caught:
         call()
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("call, permutation", [
+    (lambda x: x.transpose((0, 0)), (0, 0)),
+    (lambda x: jnp.transpose(x, (1,)), (1,)),
+    (lambda x: lax.transpose(x, (0, 0)), (0, 0)),
+    (lambda x: lax.transpose(x, [0, 2]), (0, 2)),       # lax reads no axis from the end
+    (lambda x: lax.transpose(x, (-1, 0)), (-1, 0)),
+])
+def test_transpose_of_no_permutation_is_jaxs_type_error(call, permutation):
+    with pytest.raises(TypeError) as info:
+        call(jnp.ones((2, 3)))
+    assert str(info.value) == ("transpose permutation isn't a permutation of operand "
+                               f"dimensions, got permutation {permutation} for operand shape "
+                               "(2, 3).")
+
+
+def test_transpose_axes_jnp_reads_from_the_end_and_bounds():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(jnp.transpose(x, (-1, 0))), x.T)
+    np.testing.assert_array_equal(np.asarray(lax.transpose(x, (1, 0))), x.T)
+    with pytest.raises(ValueError, match="axis 2 is out of bounds for array of dimension 2"):
+        jnp.transpose(x, (0, 2))

@@ -1080,8 +1080,11 @@ def test_bad_indices():
 
 
 def test_other_shape_errors():
-    with pytest.raises(ValueError, match="not a permutation"):
+    with pytest.raises(TypeError) as info:
         jnp.transpose(jnp.ones((2, 3, 4)), (0, 0, 1))
+    assert str(info.value) == ("transpose permutation isn't a permutation of operand "
+                               "dimensions, got permutation (0, 0, 1) for operand shape "
+                               "(2, 3, 4).")
     with pytest.raises(ValueError, match="size not equal to one"):
         jnp.squeeze(jnp.ones((1, 3)), 1)
     with pytest.raises(TypeError, match=r"\(2, 3\), \(3, 3\)"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import operator
 
 import numpy as np
 
@@ -347,7 +348,19 @@ def concatenate(operands, dimension):
         raise TypeError(f"concatenate dimension out of bounds: dimension {dimension} for "
                         f"shapes {', '.join(str(s) for s in shapes)}.")
     return jnp.concatenate(operands, axis=dimension)
-transpose = jnp.transpose
+def transpose(operand, permutation):
+    """``operand`` with dimension ``permutation[i]`` as its dimension ``i``. Unlike
+    ``jnp.transpose``, negative axes are not read from the end: anything but a permutation of
+    ``range(operand.ndim)`` is JAX's TypeError.
+
+    >>> transpose(jnp.ones((2, 3)), (1, 0)).shape
+    (3, 2)
+    """
+    operand = array_operand(operand)
+    permutation = tuple(operator.index(d) for d in permutation)
+    if permutation == tuple(range(np.ndim(operand))):
+        return operand
+    return bind(p.transpose_p, operand, permutation=permutation)
 
 
 @keeps_weak
