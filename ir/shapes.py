@@ -244,32 +244,70 @@ def _concatenate_rule(*xs: Aval, dimension) -> list:
     return [_aval(shape, first.dtype)]
 
 
+def _check_nonnegative(name: str, what: str, values) -> None:
+    """JAX's TypeError for a negative entry of a primitive's shape-like parameter."""
+    if any(v < 0 for v in values):
+        raise ShapeError(f"{name} {what} must have every element be nonnegative, got {values}.")
+
+
 def _slice_rule(x: Aval, *, start_indices, limit_indices, strides) -> list:
+    # JAX's checks, in its order and words
+    _check_nonnegative("slice", "start_indices", start_indices)
+    _check_nonnegative("slice", "limit_indices", limit_indices)
+    if len(start_indices) != x.ndim:
+        raise ShapeError("slice start_indices must have length equal to the number of "
+                         f"dimensions of the operand, got indices {start_indices} for operand "
+                         f"shape {x.shape}.")
+    if len(limit_indices) != len(start_indices):
+        raise ShapeError("slice limit_indices must have the same length as start_indices, got "
+                         f"start_indices {start_indices} and limit_indices {limit_indices}.")
+    if any(hi > d for hi, d in zip(limit_indices, x.shape)):
+        raise ShapeError("slice limit_indices must be less than or equal to operand shape, got "
+                         f"limit_indices {limit_indices} for operand shape {x.shape}.")
+    if any(hi < lo for lo, hi in zip(start_indices, limit_indices)):
+        raise ShapeError("slice limit_indices must be greater than or equal to start_indices, "
+                         f"got start_indices {start_indices} and limit_indices "
+                         f"{limit_indices}.")
+    if strides is not None and tuple(strides) != (1,) * x.ndim:
+        _check_nonnegative("slice", "strides", strides)
+        if len(strides) != x.ndim:
+            raise ShapeError("slice strides must have length equal to the number of dimensions "
+                             f"of the operand, got strides {strides} for operand shape "
+                             f"{x.shape}.")
     strides = strides or (1,) * x.ndim
-    shape = []
-    for d, (lo, hi, st) in enumerate(zip(start_indices, limit_indices, strides)):
-        if not 0 <= lo <= hi <= x.shape[d]:
-            raise ShapeError(f"slice: [{lo}:{hi}] is out of bounds for dimension {d} of "
-                             f"{x.str_short()}")
-        shape.append(max(0, -(-(hi - lo) // st)))
+    shape = [max(0, -(-(hi - lo) // st))
+             for lo, hi, st in zip(start_indices, limit_indices, strides)]
     return [_aval(shape, x.dtype)]
 
 
 def _dynamic_slice_rule(x: Aval, *starts: Aval, slice_sizes) -> list:
+    # (the API checks the number of start indices first, as JAX's does)
     if len(starts) != x.ndim or len(slice_sizes) != x.ndim:
         raise ShapeError(f"dynamic_slice: {x.str_short()} needs {x.ndim} start indices and "
                          "slice sizes")
     if any(s > d for s, d in zip(slice_sizes, x.shape)):
-        raise ShapeError(f"dynamic_slice: slice_sizes={slice_sizes} exceed {x.str_short()}")
+        raise ShapeError("slice slice_sizes must be less than or equal to operand shape, got "
+                         f"slice_sizes {slice_sizes} for operand shape {x.shape}.")
+    if any(s < 0 for s in slice_sizes):
+        raise ShapeError("slice slice_sizes must be greater than or equal to zero, got "
+                         f"slice_sizes of {slice_sizes}.")
     return [_aval(slice_sizes, x.dtype)]
 
 
 def _dynamic_update_slice_rule(x: Aval, update: Aval, *starts: Aval) -> list:
-    if update.ndim != x.ndim or any(u > d for u, d in zip(update.shape, x.shape)):
-        raise ShapeError(f"dynamic_update_slice: update {update.str_short()} does not fit "
-                         f"in {x.str_short()}")
+    if update.ndim != x.ndim:
+        raise ShapeError("dynamic_update_slice update must have the same rank as operand, got "
+                         f"update shape {update.shape} for operand shape {x.shape}.")
+    if len(starts) != x.ndim:
+        raise ShapeError("dynamic_update_slice start_indices must have length equal to the "
+                         f"rank of operand, got {len(starts)} indices for operand shape "
+                         f"{x.shape}.")
+    if any(u > d for u, d in zip(update.shape, x.shape)):
+        raise ShapeError("dynamic_update_slice update shape must be smaller than operand shape, "
+                         f"got update shape {update.shape} for operand shape {x.shape}.")
     if update.dtype != x.dtype:
-        raise ShapeError("dynamic_update_slice: update and operand dtypes differ")
+        raise ShapeError("lax.dynamic_update_slice requires arguments to have the same dtypes, "
+                         f"got {x.dtype.name}, {update.dtype.name}.")
     return [_aval(x.shape, x.dtype)]
 
 

@@ -1360,3 +1360,61 @@ def test_transpose_axes_jnp_reads_from_the_end_and_bounds():
     np.testing.assert_array_equal(np.asarray(lax.transpose(x, (1, 0))), x.T)
     with pytest.raises(ValueError, match="axis 2 is out of bounds for array of dimension 2"):
         jnp.transpose(x, (0, 2))
+
+
+_A4 = np.arange(4.0, dtype=np.float32)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda a: lax.dynamic_slice(a, (0, 0), (1, 1)), ValueError,
+     "Length of slice indices must match number of operand dimensions (2 vs (4,))"),
+    (lambda a: lax.dynamic_update_slice(a, jnp.ones(1), (0, 0)), ValueError,
+     "Length of slice indices must match number of operand dimensions (2 vs (4,))"),
+    (lambda a: lax.dynamic_update_slice(a, jnp.ones(1), ()), ValueError,
+     "Length of slice indices must match number of operand dimensions (0 vs (4,))"),
+    (lambda a: lax.dynamic_slice(a, (0,), (5,)), TypeError,
+     "slice slice_sizes must be less than or equal to operand shape, got slice_sizes (5,) "
+     "for operand shape (4,)."),
+    (lambda a: lax.dynamic_slice_in_dim(a, 0, 5), TypeError,
+     "slice slice_sizes must be less than or equal to operand shape, got slice_sizes (5,) "
+     "for operand shape (4,)."),
+    (lambda a: lax.dynamic_slice(a, (0,), (-1,)), TypeError,
+     "slice slice_sizes must be greater than or equal to zero, got slice_sizes of (-1,)."),
+    (lambda a: lax.dynamic_update_slice(a, jnp.ones((1, 1)), (0,)), TypeError,
+     "dynamic_update_slice update must have the same rank as operand, got update shape "
+     "(1, 1) for operand shape (4,)."),
+    (lambda a: lax.dynamic_update_slice(a, jnp.ones(5), (0,)), TypeError,
+     "dynamic_update_slice update shape must be smaller than operand shape, got update shape "
+     "(5,) for operand shape (4,)."),
+    (lambda a: lax.dynamic_update_slice(a, jnp.ones(1, jnp.int32), (0,)), TypeError,
+     "lax.dynamic_update_slice requires arguments to have the same dtypes, got float32, "
+     "int32."),
+    (lambda a: lax.slice(a, (0, 0), (1, 1)), TypeError,
+     "slice start_indices must have length equal to the number of dimensions of the operand, "
+     "got indices (0, 0) for operand shape (4,)."),
+    (lambda a: lax.slice(a, (0,), (1, 1)), TypeError,
+     "slice limit_indices must have the same length as start_indices, got start_indices (0,) "
+     "and limit_indices (1, 1)."),
+    (lambda a: lax.slice(a, (0,), (5,)), TypeError,
+     "slice limit_indices must be less than or equal to operand shape, got limit_indices (5,) "
+     "for operand shape (4,)."),
+    (lambda a: lax.slice(a, (-1,), (2,)), TypeError,
+     "slice start_indices must have every element be nonnegative, got (-1,)."),
+    (lambda a: lax.slice(a, (3,), (2,)), TypeError,
+     "slice limit_indices must be greater than or equal to start_indices, got start_indices "
+     "(3,) and limit_indices (2,)."),
+    (lambda a: lax.slice(a, (0,), (1,), (1, 1)), TypeError,
+     "slice strides must have length equal to the number of dimensions of the operand, got "
+     "strides (1, 1) for operand shape (4,)."),
+    (lambda a: lax.slice(a, (0,), (2,), (-1,)), TypeError,
+     "slice strides must have every element be nonnegative, got (-1,)."),
+    (lambda a: lax.dynamic_index_in_dim(a, 0, axis=1), ValueError,
+     "axis 1 is out of bounds for an array of rank 1"),
+])
+@pytest.mark.parametrize("jit", [False, True])
+def test_slice_errors_as_jax(call, error, message, jit):
+    """The static and dynamic slices' checks: JAX 0.10.2's classes and words (its shape
+    rules', which jit shows), eager and under jit alike."""
+    with pytest.raises(error) as info:
+        (shardc.jit(call) if jit else call)(_A4)
+    assert str(info.value) == message

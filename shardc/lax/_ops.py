@@ -14,7 +14,7 @@ from compiler.tracing import aval_of, bind, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.lax._shapes import array_operand
+from shardc.lax._shapes import array_operand, checked_axis
 from shardc.numpy._arithmetic import add, binary_op, subtract as sub
 from shardc.numpy._indexing import index_as_int32
 from ir.sharding import NamedSharding
@@ -416,8 +416,12 @@ def batch_matmul(lhs, rhs, precision=None):
 def _start_indices(operand, start_indices, name: str = "dynamic_slice"):
     """int32 start indices, negative ones counted from the end of their dimension (as JAX);
     the primitives then clamp them so the window fits. JAX's TypeError for indices that are
-    not integers of one type (Python ints take any integer type)."""
+    not integers of one type (Python ints take any integer type); JAX's ValueError for a
+    number of indices other than the operand's rank."""
     shape = aval_of(operand).shape
+    if len(start_indices) != len(shape):
+        raise ValueError("Length of slice indices must match number of operand dimensions "
+                         f"({len(start_indices)} vs {shape})")
     kinds = [None if type(s) is int else
              _dt.canonicalize(type(s)) if is_python_scalar(s) else aval_of(s).dtype
              for s in start_indices]
@@ -450,7 +454,7 @@ def dynamic_slice(operand, start_indices, slice_sizes):
 
 def dynamic_slice_in_dim(operand, start_index, slice_size, axis=0):
     shape = jnp.shape(operand)
-    axis = axis % len(shape)
+    axis = checked_axis(axis, len(shape))
     starts = [0] * len(shape)
     starts[axis] = start_index
     sizes = list(shape)
@@ -474,7 +478,7 @@ def dynamic_update_slice(operand, update, start_indices):
 
 def dynamic_update_slice_in_dim(operand, update, start_index, axis):
     ndim = jnp.ndim(operand)
-    axis = axis % ndim
+    axis = checked_axis(axis, ndim)
     starts = [0] * ndim
     starts[axis] = start_index
     return dynamic_update_slice(operand, update, starts)
