@@ -923,13 +923,20 @@ def abstract_value_error(tracer, context: str) -> ConcretizationTypeError:
         f"{errors_link(ConcretizationTypeError)}")
 
 
-def concrete_index(value, context: str) -> int:
-    """``operator.index(value)`` where ``value`` is known now; JAX's ConcretizationTypeError
-    with ``context`` where it is traced (JAX's ``concrete_dim_or_error``)."""
+def concrete_or_error(value, context: str):
+    """``value`` where it is known now (a traced one as a numpy value); JAX's
+    ConcretizationTypeError with ``context`` where it is traced (JAX's
+    ``core.concrete_or_error``). Values inside a container are left as they are."""
     value = value_if_known(value)
     if isinstance(value, Tracer):
         raise abstract_value_error(value, context)
-    return operator.index(value)
+    return value
+
+
+def concrete_index(value, context: str) -> int:
+    """``operator.index(value)`` where ``value`` is known now; JAX's ConcretizationTypeError
+    with ``context`` where it is traced (JAX's ``concrete_dim_or_error``)."""
+    return operator.index(concrete_or_error(value, context))
 
 
 def static_int(value, what: str) -> int:

@@ -1871,3 +1871,45 @@ def test_polymul_trims_leading_zeros_when_asked_and_computes_inexact():
     assert_matches(jnp.polymul(np.array([0, 0]), np.array([0, 5]), trim_leading_zeros=True),
                    [0], F32)
     assert_matches(jnp.polymul(np.array([], np.float32), np.array([2.0])), [0], F32)
+
+
+@pytest.mark.parametrize("call, context", [
+    (lambda a, ax: a.sum(axis=ax), "The axis argument must be known statically."),
+    (lambda a, ax: jnp.mean(a, axis=ax), "The axis argument must be known statically."),
+    (lambda a, ax: jnp.max(a, axis=ax), "The axis argument must be known statically."),
+    (lambda a, ax: jnp.var(a, axis=ax), "The axis argument must be known statically."),
+    (lambda a, ax: jnp.flip(a, ax), "The axis argument must be known statically."),
+    (lambda a, ax: jnp.expand_dims(a, ax), "expected a static index or sequence of indices."),
+    (lambda a, ax: jnp.moveaxis(a, ax, 0), "expected a static index or sequence of indices."),
+    (lambda a, ax: jnp.squeeze(a, ax), "expected a static index or sequence of indices."),
+])
+def test_a_traced_axis_is_a_concretization_error(call, context):
+    """JAX's ConcretizationTypeError for a traced ``axis``, saying what must be static."""
+    with pytest.raises(shardc.errors.ConcretizationTypeError) as info:
+        shardc.jit(call)(jnp.ones((1, 3)), 0)
+    assert str(info.value).startswith(
+        "Abstract tracer value encountered where concrete value is expected: traced array "
+        f"with shape int32[]\n{context}\n")
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, ax: jnp.argmax(a, axis=ax),
+    lambda a, ax: jnp.sum(a, axis=(ax,)),
+    lambda a, ax: jnp.take(a, jnp.array([0]), axis=ax),
+    lambda a, ax: jnp.concatenate([a, a], axis=ax),
+    lambda a, ax: jnp.stack([a, a], axis=ax),
+])
+def test_a_traced_axis_entry_is_an_integer_conversion_error(call):
+    """Where JAX converts a traced axis with ``operator.index`` (an int axis of argmax, take,
+    concatenate, stack; an entry of a tuple), its TracerIntegerConversionError."""
+    with pytest.raises(shardc.errors.TracerIntegerConversionError,
+                       match=r"^The __index__\(\) method was called on traced array with shape "
+                             r"int32\[\]"):
+        shardc.jit(call)(jnp.ones((1, 3)), 0)
+
+
+def test_an_axis_known_while_tracing_is_static():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(jnp.sum(x, axis=np.int32(1))), x.sum(1))
+    np.testing.assert_array_equal(np.asarray(jnp.expand_dims(x, np.array(0))), x[None])
+    np.testing.assert_array_equal(np.asarray(jnp.flip(x, [0, 1])), x[::-1, ::-1])

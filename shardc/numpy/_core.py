@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, is_python_scalar, masked_array_error, static_int,
+                              check_jax_value, concrete_or_error, is_python_scalar, masked_array_error, static_int,
                               value_if_known, values_known_now, weakened)
 from ir import transfer_guard as _transfer_guard
 from ir import dtypes as _dt
@@ -830,6 +830,23 @@ def ravel(x, order="C", *, out_sharding=None):
     return fresh(result) if result is x else result
 
 
+# what JAX's ConcretizationTypeError says of a traced ``axis``: the reductions' words, and
+# those of the functions that take an axis or a sequence of them
+STATIC_AXIS = "The axis argument must be known statically."
+STATIC_INDICES = "expected a static index or sequence of indices."
+
+
+def index_tuple(value, context: str = STATIC_INDICES) -> tuple:
+    """``value`` (an index or a sequence of them) as a tuple of ints (JAX's
+    ``_ensure_index_tuple``): a traced ``value`` is JAX's ConcretizationTypeError saying
+    ``context``; a traced entry, its TracerIntegerConversionError."""
+    value = concrete_or_error(value, context)
+    try:
+        return (operator.index(value),)
+    except TypeError:
+        return tuple(operator.index(v) for v in value)
+
+
 def canonical_axis(axis, ndim) -> int:
     """``axis`` in ``[0, ndim)``; numpy's AxisError (a ValueError and an IndexError) if out of
     bounds."""
@@ -844,7 +861,7 @@ def expand_dims(x, axis):
     ones; 0-d integer arrays count as ints)."""
     if (rule := key_array_rule("expand_dims", x)) is not None:
         return rule(x, axis)
-    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    axes = index_tuple(axis)
     shape = list(shape_of(x))
     ndim = len(shape) + len(axes)
     where = sorted(canonical_axis(a, ndim) for a in axes)

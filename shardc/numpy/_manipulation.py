@@ -24,8 +24,9 @@ from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, les
                                       where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, dtype_of,
-                                expand_dims, fresh, full, key_array_rule, ndim_of, ravel, reshape,
-                                shape_of, shape_tuple, weakly_typed_like, zeros)
+                                expand_dims, fresh, full, index_tuple, key_array_rule, ndim_of,
+                                ravel, reshape, shape_of, shape_tuple, STATIC_AXIS,
+                                weakly_typed_like, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
 from shardc.numpy._reductions import sum as reduce_sum
@@ -64,10 +65,8 @@ def moveaxis(x, source, destination):
     """``x`` with dimensions ``source`` (an axis or a sequence) moved to the positions
     ``destination``, the others kept in order."""
     ndim = len(shape_of(x))
-    source = [canonical_axis(a, ndim) for a in
-              ((source,) if isinstance(source, int) else source)]
-    destination = [canonical_axis(a, ndim) for a in
-                   ((destination,) if isinstance(destination, int) else destination)]
+    source = [canonical_axis(a, ndim) for a in index_tuple(source)]
+    destination = [canonical_axis(a, ndim) for a in index_tuple(destination)]
     if len(source) != len(destination):
         raise ValueError("Inconsistent number of elements: "
                          f"{len(source)} vs {len(destination)}")
@@ -83,8 +82,7 @@ def squeeze(x, axis=None):
     if axis is None:
         dims = tuple(k for k, d in enumerate(shape) if d == 1)
     else:
-        dims = tuple(canonical_axis(a, len(shape))
-                     for a in ((axis,) if isinstance(axis, int) else axis))
+        dims = tuple(canonical_axis(a, len(shape)) for a in index_tuple(axis))
         if builtins.any(shape[d] != 1 for d in dims):
             raise ValueError("cannot select an axis to squeeze out which has size not equal to "
                              f"one, got shape={shape} and dimensions={dims}")
@@ -490,7 +488,7 @@ def flip(x, axis=None):
     """``x`` reversed along ``axis`` (all axes when None)."""
     ndim = len(shape_of(x))
     dims = tuple(range(ndim)) if axis is None else tuple(
-        canonical_axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis))
+        canonical_axis(a, ndim) for a in index_tuple(axis, STATIC_AXIS))
     return bind(p.rev_p, x, dimensions=dims)
 
 

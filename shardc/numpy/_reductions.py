@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from compiler.tracing import aval_of, bind
+from compiler.tracing import aval_of, bind, concrete_or_error
 from ir.sharding import ShardingTypeError
 from ir import dtypes as _dt
 from ir import primitives as p
@@ -19,9 +19,8 @@ from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, greater, is
                                       less_equal, logical_and, logical_not, logical_or, maximum,
                                       minimum, multiply, not_equal, sqrt, subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
-                                canonical_axis,
-                                concatenate, convert, dtype_of, full, promote, ravel,
-                                reshape, shape_of)
+                                canonical_axis, concatenate, convert, dtype_of, full, promote,
+                                ravel, reshape, shape_of, STATIC_AXIS)
 from shardc.numpy._scalars import bool_
 
 where_ = where        # the reductions take a ``where=`` mask of their own
@@ -47,8 +46,10 @@ def no_out(fn):
 
 
 def reduce_axes(x, axis) -> tuple:
-    """``axis`` (None: all, an int or a tuple) as sorted non-negative axes of ``x``."""
+    """``axis`` (None: all, an int or a tuple) as sorted non-negative axes of ``x``; a
+    traced ``axis`` is JAX's ConcretizationTypeError."""
     ndim = len(shape_of(x))
+    axis = concrete_or_error(axis, STATIC_AXIS)
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, (int, np.integer)):
