@@ -104,7 +104,7 @@ class ShardTrace(Trace):
         return True
 
     def lift(self, value) -> ShardTracer:
-        check_closed_over(aval_of(value), self.shard)
+        check_closed_over(aval_of(value), self.shard, value)
         aval = aval_of(value).strip_vma()
         # a numpy array the body closes over is the caller's, who may write into it later
         # (a body returning it would change): a copy of it is the body's

@@ -617,18 +617,27 @@ def bind(prim, *args, **params):
     return outs if prim.multiple_results else outs[0]
 
 
-def check_closed_over(aval, shard) -> None:
-    """JAX's NotImplementedError for a shard_map body closing over a value its type splits
-    over Explicit axes, where the body's mesh has no Explicit axis left (the body's own axes
-    are Manual: an argument says how to split it). A body that leaves some Explicit axes
-    automatic sees such a value as typed outside it."""
+def check_closed_over(aval, shard, value=None) -> None:
+    """JAX's NotImplementedError for a shard_map body closing over an array on a mesh with
+    Explicit axes (split over them by its type, or laid out on such a mesh at all: JAX reads
+    the mesh in its type), where the body's mesh has no Explicit axis left (the body's own
+    axes are Manual: an argument says how to split it). A body that leaves some Explicit
+    axes automatic sees such a value as typed outside it; a host value is no array of a mesh.
+    """
     if any(a not in shard.manual for a in shard.mesh.explicit_axes):
         return
+    explicit = ()
     if aval.type_sharding is not None and any(aval.type_sharding.spec):
+        explicit = aval.type_sharding.mesh.explicit_axes
+    elif value is not None:
+        layout = layouts_mod.layout_of(value)
+        explicit = getattr(getattr(layout, "mesh", None), "explicit_axes", ())
+    if explicit:
         raise NotImplementedError(
             "Closing over inputs to shard_map where the input is sharded on `Explicit` axes "
             "is not implemented. As a workaround, please pass those inputs as an argument to "
-            f"shard_map. Got input with shape {aval.str_short()}")
+            f"shard_map. Got input with shape {aval.str_short()}({{Explicit: "
+            f"{tuple(explicit)}}})")
 
 
 def weakly_typed(value) -> bool:
@@ -1203,7 +1212,7 @@ class ProgramTrace(Trace):
                 tracer.weak = getattr(value, "weak", False) is True
                 return tracer
         if self.shard is not None and not self._from_same_body(value):
-            check_closed_over(aval, self.shard)
+            check_closed_over(aval, self.shard, value)
         tracer = self.new_tracer(aval)
         tracer.weak = getattr(value, "weak", False) is True
         if self.shard is None:

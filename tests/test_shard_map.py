@@ -334,7 +334,29 @@ def test_a_body_closing_over_a_value_split_on_explicit_axes_is_jax_error():
         assert str(info.value) == (
             "Closing over inputs to shard_map where the input is sharded on `Explicit` axes is "
             "not implemented. As a workaround, please pass those inputs as an argument to "
-            "shard_map. Got input with shape f32[8@x]")
+            "shard_map. Got input with shape f32[8@x]({Explicit: ('x', 'y')})")
     # passed as an argument, it is taken
     out = shardc.shard_map(lambda b: b * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(x)
     np.testing.assert_array_equal(np.asarray(out), np.arange(8.) * 2)
+
+
+def test_a_body_closing_over_an_array_replicated_on_an_explicit_mesh_is_jax_error():
+    """JAX reads the mesh in a closed-over array's type: replicated on a mesh with Explicit
+    axes, it is refused too. A numpy array, or an array made on no mesh, is a constant of
+    the body, also when the body converts it (its context mesh is the body's own)."""
+    mesh = shardc.make_mesh((2,), ("x",))
+    made_outside = jnp.ones((2, 4))
+    with shardc.set_mesh(mesh):
+        on_mesh = jnp.ones((2, 4))
+        x = shardc.device_put(jnp.ones((4, 4)), P("x"))
+        for w in (on_mesh, shardc.device_put(np.ones((2, 4), np.float32), P())):
+            f = shardc.shard_map(lambda b, w=w: w * b, in_specs=P("x"), out_specs=P("x"))
+            for run in (f, shardc.jit(f)):
+                with pytest.raises(NotImplementedError) as info:
+                    run(x)
+                assert str(info.value).endswith(
+                    "Got input with shape f32[2,4]({Explicit: ('x',)})")
+        for w, want in ((np.full((2, 4), 2, np.float32), 2.0), (made_outside, 1.0)):
+            f = shardc.shard_map(lambda b, w=w: w * b, in_specs=P("x"), out_specs=P("x"))
+            for run in (f, shardc.jit(f)):
+                np.testing.assert_array_equal(np.asarray(run(x)), np.full((4, 4), want))

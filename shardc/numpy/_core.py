@@ -440,8 +440,9 @@ def _asarray(x, dtype, order):
     if not _dt.is_valid(array.dtype):
         # name the value as given; a list is named by what numpy made of it
         check_jax_value(array if isinstance(x, (list, tuple)) else x, "asarray: x")
-    # under a mesh set as the context, on its devices, replicated (as JAX's P())
-    mesh = current_mesh()
+    # under a mesh set as the context, on its devices, replicated (as JAX's P()); in a
+    # shard_map body, a constant of the body (JAX's context mesh there is the body's own)
+    mesh = current_mesh() if current_shard_context() is None else None
     result = Array.from_global(array, NamedSharding(mesh, PartitionSpec()) if mesh else None)
     if _transfer_guard.active and values_known_now():
         # a host value goes to the devices, implicitly (a constant of a traced body does not)
