@@ -14,6 +14,7 @@ import numpy as np
 
 from compiler.backend import get_backend, set_backend
 from compiler import tree
+from ir import dtypes
 from ir.sharding import (NamedSharding, PartitionSpec, Sharding, axes_size, block_index,
                          block_shape, block_slices, spec_names)
 from runtime import devices as _devices
@@ -138,31 +139,62 @@ def gather_costs() -> dict:
 
 # --- global arrays from per-process data -------------------------------------------------------
 
-def make_array_from_callback(shape, sharding, data_callback):
-    """A global array of ``shape`` laid out by ``sharding``: ``data_callback(index)`` gives the
-    block at ``index`` (a tuple of slices), called for this process's devices only.
+def make_array_from_callback(shape, sharding, data_callback, dtype=None):
+    """A global array of ``shape`` laid out by ``sharding`` (any Sharding):
+    ``data_callback(index)`` gives the block at ``index``, a tuple of slices with
+    ``slice(None)`` along the dimensions the sharding does not split. As JAX's, it is called
+    once per device of this process in the mesh's order, or once in all (with the whole index)
+    when every device holds the whole array. ``dtype``, where given, must be the blocks' own.
 
     >>> x = shardc.make_array_from_callback((8, 4), NamedSharding(mesh, P('x')),
     ...                                     lambda index: global_value[index])
     """
-    mesh, spec = _named(sharding, "make_array_from_callback")
+    if not isinstance(sharding, Sharding):
+        raise TypeError(f"sharding should be an instance of `jax.sharding`. Got {sharding} of "
+                        f"type {type(sharding)}")
     shape = tuple(shape)
-    blocks = []
-    for p, device in enumerate(mesh.devices.flat):
-        index = block_slices(shape, spec, mesh, mesh.coords(p))
-        want = tuple(s.stop - s.start for s in index)
-        if not _devices.is_local(device):
-            blocks.append(None)
-            continue
-        block = _canonical(data_callback(index))
-        if block.shape != want:
-            raise ValueError(f"Expected shard shape {want} doesn't match the single device "
-                             f"array shape {block.shape}. Shape of Array is "
-                             f"{_type_text(block.dtype, shape, spec, mesh)} with sharding "
-                             f"{sharding} (make_array_from_callback's callback, given the "
-                             f"index {index} of device {device.id})")
-        blocks.append(block)
-    return _from_local_blocks(blocks, mesh, spec, shape)
+    indices = sharding.devices_indices_map(shape)
+    if sharding.is_fully_replicated:
+        whole = _callback_block(data_callback, (slice(None),) * len(shape), shape, sharding)
+        blocks = [whole if d.is_local else None for d in indices]
+    else:
+        blocks = [_callback_block(data_callback, index, shape, sharding) if d.is_local else None
+                  for d, index in indices.items()]
+    _check_user_dtype(blocks, dtype, "make_array_from_callback")
+    if isinstance(sharding, SingleDeviceSharding):
+        return Array.from_global(blocks[0], sharding).committed_to()
+    return _from_local_blocks(blocks, sharding.mesh, sharding.spec, shape)
+
+
+def _callback_block(data_callback, index, shape, sharding) -> np.ndarray:
+    """The callback's block at ``index``, checked against the sharding's block shape."""
+    block = _canonical(data_callback(index))
+    want = sharding.shard_shape(shape)
+    if block.shape != want:
+        type_text = (_type_text(block.dtype, shape, sharding.spec, sharding.mesh)
+                     if isinstance(sharding, NamedSharding)
+                     else f"{block.dtype.name}[{','.join(map(str, shape))}]")
+        raise ValueError(f"Expected shard shape {want} doesn't match the single device "
+                         f"array shape {block.shape}. Shape of Array is {type_text} with sharding "
+                         f"{sharding} (make_array_from_callback's callback, given the "
+                         f"index {index})")
+    return block
+
+
+def _check_user_dtype(arrays, dtype, name) -> None:
+    """JAX's check of a ``dtype=`` against the arrays given: it converts nothing, and it is
+    needed where this process holds no array."""
+    present = [a for a in arrays if a is not None]
+    if dtype is None:
+        if not present:
+            raise ValueError("If the Array has no addressable shards, `dtype` must be provided "
+                             f"via the `dtype` argument to `jax.{name}`.")
+        return
+    dtype = dtypes.canonicalize(np.dtype(dtype))
+    if present and np.dtype(present[0].dtype) != dtype:
+        raise ValueError(f"If `dtype` is provided to `jax.{name}`, it must match the dtype of "
+                         f"the addressable shards. Got dtype={dtype} and shard "
+                         f"dtype={present[0].dtype}`.")
 
 
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
@@ -177,14 +209,7 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     if any(isinstance(a, Tracer) for a in arrays):
         raise ValueError(f"jax.{name} requires a list of concrete arrays as input, but got "
                          f"types {set(map(type, arrays))}")
-    if dtype is None:
-        if not arrays:
-            raise ValueError("If the Array has no addressable shards, `dtype` must be provided "
-                             f"via the `dtype` argument to `jax.{name}`.")
-    elif arrays and np.dtype(arrays[0].dtype) != np.dtype(dtype):
-        raise ValueError(f"If `dtype` is provided to `jax.{name}`, it must match the dtype of "
-                         f"the addressable shards. Got dtype={np.dtype(dtype)} and shard "
-                         f"dtype={arrays[0].dtype}`.")
+    _check_user_dtype(arrays, dtype, name)
     shape = tuple(shape)
     if isinstance(sharding, SingleDeviceSharding):
         # the one array is the whole value, on that device

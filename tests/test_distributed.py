@@ -46,9 +46,53 @@ def test_make_array_from_callback(spec):
     assert x.shape == whole.shape and x.dtype == np.float32
     assert x.sharding == NamedSharding(mesh, spec)
     np.testing.assert_array_equal(np.asarray(x), whole)
-    assert len(calls) == 8
+    # once per device, or once in all where every device holds the whole array (JAX's)
+    assert len(calls) == (1 if spec == P() else 8)
     for shard in x.addressable_shards:
         np.testing.assert_array_equal(shard.data, whole[shard.index])
+
+
+ALL = slice(None)
+
+
+@pytest.mark.parametrize("spec, calls", [
+    (P("x"), [(slice(0, 2), ALL)] * 2 + [(slice(2, 4), ALL)] * 2 + [(slice(4, 6), ALL)] * 2
+     + [(slice(6, 8), ALL)] * 2),
+    (P(None, "y"), [(ALL, slice(0, 3)), (ALL, slice(3, 6))] * 4),
+    (P(("y", "x")), [(slice(k, k + 1), ALL) for k in (0, 4, 1, 5, 2, 6, 3, 7)]),
+    (P(), [(ALL, ALL)]),
+])
+def test_make_array_from_callback_indices_and_calls_are_jaxs(spec, calls):
+    # unsplit dimensions are slice(None); one call per device in mesh order, one in all when
+    # the array is replicated
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    seen = []
+    jax.make_array_from_callback((8, 6), NamedSharding(mesh, spec),
+                                 lambda index: seen.append(index) or np.zeros((8, 6))[index])
+    assert seen == calls
+
+
+def test_make_array_from_callback_on_one_device_and_with_dtype():
+    device = jax.devices()[3]
+    seen = []
+    x = jax.make_array_from_callback((4,), SingleDeviceSharding(device),
+                                     lambda index: seen.append(index) or np.arange(4.))
+    assert seen == [(slice(None),)]
+    assert x.sharding == SingleDeviceSharding(device) and x.committed
+    np.testing.assert_array_equal(np.asarray(x), [0., 1., 2., 3.])
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    y = jax.make_array_from_callback((8,), NamedSharding(mesh, P("x")),
+                                     lambda index: np.ones(2, np.int32), dtype=jnp.int32)
+    assert y.dtype == np.int32
+    with pytest.raises(ValueError, match=r"If `dtype` is provided to "
+                       r"`jax.make_array_from_callback`, it must match the dtype of the "
+                       r"addressable shards. Got dtype=float32 and shard dtype=int32"):
+        jax.make_array_from_callback((8,), NamedSharding(mesh, P("x")),
+                                     lambda index: np.ones(2, np.int32), dtype=jnp.float32)
+    with pytest.raises(ValueError, match=r"Expected shard shape \(4,\) doesn't match the "
+                       r"single device array shape \(2,\). Shape of Array is float32\[4\]"):
+        jax.make_array_from_callback((4,), SingleDeviceSharding(device),
+                                     lambda index: np.ones(2, np.float32))
 
 
 def test_make_array_from_callback_checks_block_shapes():
@@ -63,7 +107,8 @@ def test_make_array_from_callback_checks_block_shapes():
                                          "Got int32, expected float32"):
         jax.make_array_from_callback((8, 6), NamedSharding(mesh, P("x")), lambda index: np.zeros(
             (2, 6), np.int32 if index[0].start else np.float32))
-    with pytest.raises(TypeError, match="requires a NamedSharding"):
+    with pytest.raises(TypeError, match=r"sharding should be an instance of `jax.sharding`. "
+                                        r"Got P\('x',\) of type"):
         jax.make_array_from_callback((8, 6), P("x"), lambda index: None)
 
 
