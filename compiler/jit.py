@@ -1580,7 +1580,7 @@ def _device_ids(sharding) -> tuple | None:
     """The ids of the devices a sharding lays a value on, in order; None for a mesh that
     names no devices (an abstract one)."""
     if isinstance(sharding, NamedSharding):
-        ids = getattr(sharding.mesh, "device_ids", None)
+        ids = getattr(sharding.mesh, "flat_device_ids", None)
         return None if ids is None else tuple(ids)
     devices = getattr(sharding, "_device_assignment", None)
     return None if devices is None else tuple(d.id for d in devices)
@@ -1829,7 +1829,7 @@ def _meshes_in(program) -> list:
             mesh, what = eqn.params["mesh"], "shard_map"
         elif eqn.primitive is prims.sharding_constraint_p:
             mesh, what = getattr(eqn.params["sharding"], "mesh", None), "sharding_constraint"
-        ids = getattr(mesh, "device_ids", None)
+        ids = getattr(mesh, "flat_device_ids", None)
         if ids is not None:
             found.append((what, tuple(ids), eqn.source))
         for value in eqn.params.values():

@@ -284,7 +284,7 @@ def _call(config: _Config, args: tuple):
 def _check_committed_devices(config: _Config, dynamic) -> None:
     """JAX's ValueError for an argument committed to one device that is not the mesh's only
     one: the shard_map computes on the mesh's devices."""
-    ids = list(config.mesh.device_ids)
+    ids = list(config.mesh.flat_device_ids)
     for leaf in dynamic:
         if not getattr(leaf.value, "_committed", False):
             continue

@@ -446,7 +446,7 @@ class _Builder:
         expected = len(lowered.device_programs)
         if dp.position != expected:
             raise self.error(tree, f"expected the program of mesh position {expected} "
-                                   f"(device {mesh.device_ids[min(expected, mesh.size - 1)]}), "
+                                   f"(device {mesh.flat_device_ids[min(expected, mesh.size - 1)]}), "
                                    f"got position {dp.position}")
         prog = dp.program
         if len(prog.invars) != len(eqn.invars) or len(prog.outvars) != len(eqn.outvars):
@@ -507,9 +507,9 @@ class _Builder:
             raise self.error(coords_tree, f"coordinates outside the mesh {mesh}",
                              near=id_token)
         position = mesh.position(coords)
-        if mesh.device_ids[position] != device_id:
+        if mesh.flat_device_ids[position] != device_id:
             raise self.error(id_token, f"the device at mesh coordinates {coords} is "
-                                       f"{mesh.device_ids[position]}")
+                                       f"{mesh.flat_device_ids[position]}")
         return position
 
     # --- programs and equations ---

@@ -513,11 +513,46 @@ class Mesh(_AxisKinds, contextlib.ContextDecorator):
 
     @property
     def size(self) -> int:
-        return int(self.devices.size)
+        return len(self._device_ids)
 
     @property
-    def device_ids(self) -> tuple:
+    def flat_device_ids(self) -> tuple:
+        """The devices' ids in mesh order (row-major), as the compiler and runtime read them."""
         return self._device_ids
+
+    @functools.cached_property
+    def device_ids(self) -> np.ndarray:
+        """The devices' ids, an integer array of the mesh's shape (JAX's).
+
+        >>> make_mesh((2, 2), ('x', 'y')).device_ids
+        array([[0, 1],
+               [2, 3]])
+        """
+        assert not self.empty
+        return np.array(self._device_ids, dtype=int).reshape(self.devices.shape)
+
+    @property
+    def is_multi_process(self) -> bool:
+        """Whether devices of other processes are in the mesh."""
+        return self.size != len(self.local_devices)
+
+    @property
+    def local_mesh(self) -> "Mesh":
+        """The smallest box of the mesh that holds this process's devices, as a mesh with
+        Auto axes (JAX's): an error where that box holds another process's devices too."""
+        if self.empty:
+            return self
+        local = np.vectorize(lambda d: d.is_local, otypes=[bool])(self.devices)
+        box = []
+        for axis in range(self.ndim):
+            others = tuple(a for a in range(self.ndim) if a != axis)
+            held = np.flatnonzero(local.any(axis=others))
+            box.append(slice(int(held.min()), int(held.max()) + 1))
+        if not local[tuple(box)].all():
+            raise ValueError("When passing host local inputs to pjit, devices connected to a "
+                             "single host must form a contiguous subcube of the global device "
+                             "mesh")
+        return Mesh(self.devices[tuple(box)], self.axis_names)
 
     @property
     def _flat_devices_tuple(self) -> tuple:
@@ -545,23 +580,36 @@ class Mesh(_AxisKinds, contextlib.ContextDecorator):
 
     @property
     def empty(self) -> bool:
-        return False
+        """Whether this is the mesh of no axes and no device (``get_mesh()`` outside any)."""
+        return not self._device_ids
+
+    @classmethod
+    def _empty(cls) -> "Mesh":
+        """JAX's empty mesh: no axes, and a 0-d devices array holding no device."""
+        mesh = cls.__new__(cls)
+        mesh.devices = np.empty((), dtype=object)
+        mesh.axis_names = mesh.axis_types = mesh.explicit_axes = mesh._device_ids = ()
+        mesh._hash = hash(("Mesh", ()))
+        mesh._abstract = EMPTY_MESH
+        return mesh
 
     def __eq__(self, other):
         return self is other or (
             isinstance(other, Mesh) and self._hash == other._hash
             and self.axis_names == other.axis_names and self.axis_sizes == other.axis_sizes
-            and self.device_ids == other.device_ids and self.axis_types == other.axis_types)
+            and self._device_ids == other._device_ids and self.axis_types == other.axis_types)
 
     def __hash__(self):
         return self._hash
 
     def __str__(self):
+        if self.empty:
+            return "Mesh()"
         parts = [f"{n!r}: {s}" for n, s in self.shape.items()]
         parts.append(f"axis_types={_types_text(self.axis_types)}")
-        if self.device_ids != tuple(range(self.size)):
+        if self.flat_device_ids != tuple(range(self.size)):
             # devices other than the first ones: name them, so the text says which devices
-            parts.append(f"device_ids={self.device_ids}")
+            parts.append(f"device_ids={self.flat_device_ids}")
         return f"Mesh({', '.join(parts)})"
 
     def __repr__(self):
@@ -583,6 +631,9 @@ class Mesh(_AxisKinds, contextlib.ContextDecorator):
     def __exit__(self, *exc):
         _legacy_meshes.pop()
         return False
+
+
+EMPTY_CONCRETE_MESH = Mesh._empty()
 
 
 # The current mesh (``set_mesh``/``use_mesh``), innermost last. It lives beside Mesh because
@@ -688,6 +739,23 @@ def dividing_sharding(sharding, shape):
         *[None if not n else n[0] if len(n) == 1 else n for n in cut]))
 
 
+# the memory kinds JAX's CPU devices address; shardc's devices have the first only
+_CPU_MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")
+
+
+def check_memory_kind(kind, who: str) -> None:
+    """Refuse a memory kind other than ``'device'``: one no CPU device has as JAX does
+    (ValueError), a host memory as a limit of shardc's (NotImplementedError)."""
+    if kind is None or kind == "device":
+        return
+    if kind not in _CPU_MEMORY_KINDS:
+        raise ValueError("Could not find memory addressable by device cpu. Device cpu can "
+                         f"address the following memory kinds: {', '.join(_CPU_MEMORY_KINDS)}. "
+                         f"Got memory kind: {kind}")
+    raise NotImplementedError(f"{who}(memory_kind={kind!r}): shardc's devices have one memory "
+                              "kind, 'device'")
+
+
 class Sharding:
     """What every sharding is (JAX's ``jax.sharding.Sharding``): how an array's blocks lie
     on devices. ``isinstance(x.sharding, Sharding)`` holds for each kind. A subclass says
@@ -710,6 +778,17 @@ class Sharding:
     @property
     def is_fully_addressable(self) -> bool:
         return all(d.is_local for d in self.device_set)
+
+    @property
+    def has_addressable_devices(self) -> bool:
+        """Whether this process holds any of the devices."""
+        return any(d.is_local for d in self.device_set)
+
+    def with_memory_kind(self, kind: str) -> "Sharding":
+        """This sharding in the memory ``kind``: ``'device'``, the one shardc's devices have
+        (a sharding is immutable: it is returned as it is)."""
+        check_memory_kind(kind, f"{type(self).__name__}.with_memory_kind")
+        return self
 
     def is_equivalent_to(self, other, ndim: int) -> bool:
         """Whether ``other`` puts the same blocks on the same devices, for arrays of ``ndim``
@@ -775,9 +854,7 @@ class NamedSharding(Sharding):
     def __init__(self, mesh: Mesh, spec: PartitionSpec, *, memory_kind=None):
         if not isinstance(spec, PartitionSpec):
             raise TypeError(f"NamedSharding requires a PartitionSpec, got {spec!r}")
-        if memory_kind not in (None, "device"):
-            raise NotImplementedError(f"NamedSharding(memory_kind={memory_kind!r}): shardc's "
-                                      "devices have one memory kind, 'device'")
+        check_memory_kind(memory_kind, "NamedSharding")
         types = getattr(mesh, "axis_types", ())
         if UNCONSTRAINED in tuple(spec) and AxisType.Auto not in types:
             raise ValueError(f"{spec!r} cannot contain `P.UNCONSTRAINED` when no mesh "
@@ -944,7 +1021,7 @@ def device_groups(mesh: Mesh, axes: Sequence[str]) -> tuple:
 def _device_groups(mesh: Mesh, axes: tuple) -> tuple:
     sizes = mesh.shape
     names = mesh.axis_names
-    ids = mesh.device_ids
+    ids = mesh.flat_device_ids
     groups: dict = {}
     for position in range(mesh.size):
         coords = mesh.coords(position)
@@ -1106,7 +1183,7 @@ def runtime_replication_error(output: int, spec, mesh: Mesh, positions) -> Repli
     ca, cb = mesh.coords(a), mesh.coords(b)
     differ = [n for n, x, y in zip(mesh.axis_names, ca, cb) if x != y]
     unnamed = [n for n in mesh.axis_names if n not in spec_axes(spec)]
-    ids = mesh.device_ids
+    ids = mesh.flat_device_ids
     axes_text = ("mesh axis " + repr(unnamed[0]) if len(unnamed) == 1
                  else "mesh axes {" + ",".join(unnamed) + "}")
     return ReplicationError(

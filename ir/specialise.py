@@ -65,7 +65,7 @@ def device_programs(lowered, positions=None) -> list:
     program = lowered.mesh_program
     programs = []
     for position in (range(mesh.size) if positions is None else positions):
-        dp = DeviceProgram(mesh.device_ids[position], position, mesh.axis_names,
+        dp = DeviceProgram(mesh.flat_device_ids[position], position, mesh.axis_names,
                            mesh.coords(position), specialise(mesh, position, program),
                            show_vma=lowered.show_vma)
         verify_device_program(dp, mesh)

@@ -220,7 +220,7 @@ def verify_device_program(dp, mesh) -> None:
     if tuple(dp.mesh_axes) != tuple(mesh.axis_names):
         raise VerifyError(f"the program names mesh axes {tuple(dp.mesh_axes)!r}; the mesh has "
                           f"{tuple(mesh.axis_names)!r}", device=dp.device_id)
-    if not 0 <= dp.position < mesh.size or mesh.device_ids[dp.position] != dp.device_id:
+    if not 0 <= dp.position < mesh.size or mesh.flat_device_ids[dp.position] != dp.device_id:
         raise VerifyError(f"device {dp.device_id} is not at mesh position {dp.position} of "
                           f"{mesh}", device=dp.device_id)
     verify(dp.program, mesh)
@@ -272,7 +272,7 @@ def _check_groups(eqn, mesh, where) -> None:
     groups = eqn.params["device_groups"]
     if groups is device_groups(mesh, eqn.params["mesh_axes"]):
         return      # the very groups the mesh makes (specialisation attaches them): valid
-    ids = set(mesh.device_ids)
+    ids = set(mesh.flat_device_ids)
     if not isinstance(groups, tuple) or not all(
             isinstance(g, tuple) and all(type(d) is int for d in g) for g in groups):
         raise VerifyError(f"{where}: device_groups={groups!r} is not a tuple of tuples of "

@@ -19,7 +19,7 @@ def device_assignment(sharding) -> tuple:
     mesh read back from program text holds references to the devices, not the devices)."""
     if isinstance(sharding, SingleDeviceSharding):
         return (sharding.device.id,)
-    return sharding.mesh.device_ids
+    return sharding.mesh.flat_device_ids
 
 
 def committed_device(values, fun_name: str, names=None):
@@ -44,7 +44,7 @@ def committed_device(values, fun_name: str, names=None):
             raise ValueError(f"{_INCOMPATIBLE}Got "
                              f"{_argument(values, committed[0], labels, fun_name)} and "
                              f"{_argument(values, k, labels, fun_name)}")
-    context = getattr(current_mesh(), "device_ids", None)   # an abstract mesh names none
+    context = getattr(current_mesh(), "flat_device_ids", None)   # an abstract mesh names none
     if context is not None and context != expected:
         ids = list(context)
         raise ValueError(_INCOMPATIBLE + "Got "

@@ -940,8 +940,8 @@ def run_device_programs(mesh, programs, inputs_by_position) -> list:
     that can never meet (one finished, or waiting at a different node while no group can
     proceed) raise DeadlockError.
     """
-    position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
-    ids = mesh.device_ids
+    position_of = {dev_id: p for p, dev_id in enumerate(mesh.flat_device_ids)}
+    ids = mesh.flat_device_ids
     runs = [_device_steps(program, args, device=ids[p])
             for p, (program, args) in enumerate(zip(programs, inputs_by_position))]
     results = [None] * len(runs)
@@ -1040,7 +1040,7 @@ def _axes_of(eqn) -> str:
 
 
 def _deadlock(waiting, mesh, results) -> DeadlockError:
-    ids = mesh.device_ids
+    ids = mesh.flat_device_ids
     stuck = ", ".join(f"device {ids[p]} at {req.eqn.primitive}[{_axes_of(req.eqn)}]"
                       for p, req in sorted(waiting.items()))
     done = [ids[p] for p, r in enumerate(results) if r is not None]

@@ -19,7 +19,7 @@ from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of, check_callable
 from ir import transfer_guard as _transfer_guard
 from ir.shape_dtype import ShapeDtypeStruct
-from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, spec_names
+from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, current_mesh, spec_names
 from runtime.array import Array, SingleDeviceSharding
 from runtime.devices import devices as all_devices
 from runtime.devices import local_devices
@@ -27,7 +27,7 @@ import shardc.numpy as jnp
 from ir.sharding_rules import named_sharding
 from shardc._devices import device_put
 from shardc.random import PRNGKeyArray, key_data
-from shardc.sharding import body_abstract_mesh, get_mesh, resolve_sharding
+from shardc.sharding import body_abstract_mesh, resolve_sharding
 from shardc.tree_util import tree_map
 
 __all__ = ["jit", "pmap", "shard_map"]
@@ -208,7 +208,7 @@ def _current_mesh(abstract=None, args=()):
     ``abstract`` (an AbstractMesh given as ``mesh=``) is given, it must be that mesh's, and
     with no mesh set, the mesh an argument is laid out on that it names (JAX's)."""
     body = current_shard_context()
-    current = body.mesh if body is not None else get_mesh()
+    current = body.mesh if body is not None else current_mesh()
     if current is None and abstract is not None:
         current = next((layout.mesh for layout in map(layout_of, tree.tree_leaves(args))
                         if isinstance(getattr(layout, "mesh", None), Mesh)

@@ -14,7 +14,7 @@ from compiler.shard_map import current_shard_context
 from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace, weakened,
                               weakly_typed)
 from ir import primitives as p
-from ir.sharding import (EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
+from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
                          ReplicationError, Sharding, ShardingTypeError, current_mesh,
                          check_rank, legacy_mesh, pop_mesh, push_mesh, spec_axes,
@@ -114,9 +114,15 @@ def use_abstract_mesh(mesh: AbstractMesh):
         yield concrete
 
 
-def get_mesh() -> Mesh | None:
-    """The current mesh, or None."""
-    return current_mesh()
+def get_mesh() -> Mesh:
+    """The current mesh (``set_mesh``/``use_mesh``), or the empty mesh ``Mesh()`` outside any
+    (JAX's; ``.empty`` tells them apart).
+
+    >>> get_mesh().empty
+    True
+    """
+    mesh = current_mesh()
+    return EMPTY_CONCRETE_MESH if mesh is None else mesh
 
 
 def resolve_sharding(sharding, what: str):
@@ -126,7 +132,7 @@ def resolve_sharding(sharding, what: str):
     if isinstance(sharding, (NamedSharding, SingleDeviceSharding)):
         return sharding
     if isinstance(sharding, PartitionSpec):
-        mesh = get_mesh()
+        mesh = current_mesh()
         body = (current_shard_context() if mesh is None and what == "with_sharding_constraint"
                 else None)
         if body is not None:
@@ -273,7 +279,7 @@ def _check_same_devices(value, sharding) -> None:
     """JAX's ValueError for an eager constraint (a jitted identity with that out_shardings)
     of a committed array onto other devices, or the same devices in another order."""
     have = [d.id for d in value.sharding._device_assignment]
-    want = list(sharding.mesh.device_ids)
+    want = list(sharding.mesh.flat_device_ids)
     if have != want:
         raise ValueError(
             "Received incompatible devices for jitted computation. Got argument x of "
@@ -486,7 +492,7 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
         if out_sharding is None:
             raise TypeError("Missing required keyword argument: 'out_sharding'")
         _check_not_manual(axes)
-        mesh = get_mesh() or _mesh_of_sharding(out_sharding)
+        mesh = current_mesh() or _mesh_of_sharding(out_sharding)
         dropped = set() if mesh is None else set(
             mesh.axis_names if axes is None else ((axes,) if isinstance(axes, str) else axes))
         if not dropped & set(mesh.explicit_axes if mesh is not None else ()):
@@ -514,7 +520,7 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
     @functools.wraps(fun)
     def wrapped(*args, in_sharding=in_sharding, **kwargs):
         _check_not_manual(axes)
-        mesh = get_mesh()
+        mesh = current_mesh()
         if mesh is None:
             raise ValueError("Context mesh cannot be empty. Please use `jax.set_mesh` API to "
                              "enter into a mesh context when using `explicit_axes` API.")

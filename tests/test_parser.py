@@ -427,11 +427,11 @@ def test_param_values():
     assert params["i"] == ((0, 1), (2,), ())
     assert params["j"] == P("x", None, ("y", "z"), ("w",), ())
     assert params["k"] == 1.5e20 and params["o"] == -12
-    assert params["l"].device_ids == (2, 3, 4, 5) and params["l"].shape == {"i": 4}
+    assert params["l"].flat_device_ids == (2, 3, 4, 5) and params["l"].shape == {"i": 4}
     assert params["m"] == NamedSharding(Mesh(np.array([DeviceRef(0), DeviceRef(1)]), ("x",)),
                                         P("x"))
-    assert params["n"].shape == {} and params["n"].device_ids == (0,)
-    assert params["p"].shape == {} and params["p"].device_ids == (3,)
+    assert params["n"].shape == {} and params["n"].flat_device_ids == (0,)
+    assert params["p"].shape == {} and params["p"].flat_device_ids == (3,)
     assert print_program(program) == text
 
 

@@ -277,7 +277,7 @@ def test_a_jitted_computation_constrains_values_onto_its_own_devices_only():
         with pytest.raises(ValueError, match=re.escape(
                 "Got argument x of _identity_fn with shape float32[8] and with device ids "
                 f"[0, 1] on platform CPU and explicit output sharding with device ids "
-                f"{list(target.device_ids)} on platform CPU")):
+                f"{list(target.flat_device_ids)} on platform CPU")):
             lax.with_sharding_constraint(x, NamedSharding(target, P("x")))
     moved = lax.with_sharding_constraint(jnp.asarray(HOST), NamedSharding(m2, P("x")))
     assert moved.sharding == NamedSharding(m2, P("x"))

@@ -63,7 +63,7 @@ class MeshPair:
             self.mesh = Mesh(np.array([devices[i] for i in ids], dtype=object).reshape(shape),
                              names)
         self.ref = ref.RefMesh(names, shape, ids)
-        assert self.mesh.device_ids == ids
+        assert self.mesh.flat_device_ids == ids
 
     @property
     def names(self):

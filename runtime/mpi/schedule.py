@@ -24,7 +24,7 @@ class _Round:
 
     def __init__(self, mesh):
         self.mesh = mesh
-        self.position_of = {dev_id: p for p, dev_id in enumerate(mesh.device_ids)}
+        self.position_of = {dev_id: p for p, dev_id in enumerate(mesh.flat_device_ids)}
         self.rank_of = [d.process_index for d in mesh.devices.flat]
         # the processes holding devices of the mesh, and each one's positions
         self.ranks = tuple(sorted(set(self.rank_of)))
@@ -61,7 +61,7 @@ def _drive(state, local, programs, inputs, meet, out_avals, rounds: bool = False
     others after every advance, even when its own devices have finished, until ``meet`` says
     every device of the mesh has (None)."""
     mesh = state.mesh
-    ids = mesh.device_ids
+    ids = mesh.flat_device_ids
     runs = {p: reference._device_steps(programs[p], inputs[p], device=ids[p]) for p in local}
     results = list(_absent_results(state, out_avals))
     waiting: dict = {}
@@ -268,7 +268,7 @@ class LocalPlan:
         """Every local device waits at the same node (straight-line communication)."""
         if len(waiting) != len(self.local):
             raise reference.DeadlockError(
-                f"devices {sorted(self.mesh.device_ids[p] for p in self.local if p not in waiting)}"
+                f"devices {sorted(self.mesh.flat_device_ids[p] for p in self.local if p not in waiting)}"
                 " finished while others wait at a communication node")
         resume = {}
         eqn = self.state.node = waiting[self.local[0]].eqn
@@ -430,7 +430,7 @@ def _meet(state: _Round, waiting: dict, native: bool):
 
 
 def _group_of(state: _Round, p: int, request) -> tuple:
-    device = state.mesh.device_ids[p]
+    device = state.mesh.flat_device_ids[p]
     return tuple(next(g for g in request.eqn.params["device_groups"] if device in g))
 
 
@@ -468,7 +468,7 @@ def _complete_groups(where: dict) -> set:
 
 
 def _deadlock(state: _Round, waiting: dict, where: dict):
-    ids = state.mesh.device_ids
+    ids = state.mesh.flat_device_ids
     finished = sorted(ids[p] for p, entry in where.items() if entry is None)
     stuck = "; ".join(
         f"device {ids[p]} at {request.eqn.primitive}[mesh_axes="

@@ -338,7 +338,7 @@ class StackedBody:
         """Name the failing equation, this process's devices and the process on ``err``."""
         step = self.plan.failing_step(err)
         mesh = self.window.mesh
-        ids = [mesh.device_ids[p] for p, _ in self.positions]
+        ids = [mesh.flat_device_ids[p] for p, _ in self.positions]
         first, last = self.positions[0][0], self.positions[-1][0]
         devices = (f"devices {ids} (mesh coordinates {mesh.coords(first)} to "
                    f"{mesh.coords(last)}, stacked)")

@@ -12,7 +12,7 @@ import warnings
 from compiler.jit import UNSPECIFIED, JitFunction, jit
 from ir.sharding import PartitionSpec, current_mesh, legacy_mesh, pop_mesh, push_mesh
 from shardc import tree_util
-from shardc.sharding import NamedSharding, get_mesh, resolve_sharding
+from shardc.sharding import NamedSharding, resolve_sharding
 
 __all__ = ["pjit"]
 
@@ -37,7 +37,7 @@ _REPLICATED = _Replicated()
 
 
 def _context_mesh():
-    return get_mesh() or legacy_mesh()
+    return current_mesh() or legacy_mesh()
 
 
 def _resolve(sharding, what: str):
