@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import enum
 import gc
+import math
 
 import numpy as np
 
@@ -14,6 +16,11 @@ from ir.sharding import (UNREDUCED_INDICES, NamedSharding, Sharding, canonical_s
                          owner_positions, position_slices, same_layout, spec_axes)
 from ir.sharding_rules import type_sharding
 from runtime.devices import Device, default_device, is_local
+
+
+class DLDeviceType(enum.IntEnum):
+    """DLPack's device types, as JAX names them (shardc's devices are CPUs)."""
+    kDLCPU = 1
 
 
 class SingleDeviceSharding(Sharding):
@@ -342,6 +349,33 @@ class Array(metaclass=abc.ABCMeta):
         self._check_alive()
         self._fetched()
 
+    def platform(self) -> str:
+        """The platform of the array's devices: ``'cpu'``."""
+        return next(iter(self.sharding.device_set)).platform
+
+    def on_device_size_in_bytes(self) -> int:
+        """The bytes the array takes on all its devices together: one block's bytes times the
+        devices (copies count; JAX's)."""
+        block = self.sharding.shard_shape(self.shape)
+        return math.prod(block) * self.dtype.itemsize * self.sharding.num_devices
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """The array as a DLPack capsule (``np.from_dlpack(x)``): only an array on one
+        device, as JAX's."""
+        devices = self.sharding.device_set
+        if len(devices) > 1:
+            raise BufferError("to_dlpack can only pack a dlpack tensor from an array on a "
+                              f"singular device, but an array with a Sharding over "
+                              f"{len(devices)} devices was provided.")
+        return self._fetched().__dlpack__(stream=stream, max_version=max_version,
+                                          dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple:
+        """(CPU, 0) for an array on one device (DLPack's device type 1)."""
+        if len(self.sharding.device_set) != 1:
+            raise BufferError("__dlpack__ only supported for unsharded arrays.")
+        return DLDeviceType.kDLCPU, 0
+
     def unsafe_buffer_pointer(self) -> int:
         """The address of the buffer of a one-device array (numpy's)."""
         if not isinstance(self.sharding, SingleDeviceSharding):
@@ -426,6 +460,10 @@ class Array(metaclass=abc.ABCMeta):
     def copy(self) -> "Array":
         """A copy: the same value, layout and type (the buffers are shared: an array is never
         changed)."""
+        return self._shallow_copy()
+
+    def clone(self) -> "Array":
+        """A new array object with this one's value, layout, type and commitment (JAX's)."""
         return self._shallow_copy()
 
     def _shallow_copy(self) -> "Array":

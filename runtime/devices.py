@@ -35,6 +35,18 @@ class Device:
         """The process that holds this device: devices are split evenly, in id order."""
         return self.id // (device_count() // _processes["count"])
 
+    # JAX's older names for the process, both still read
+    host_id = task_id = process_index
+
+    @property
+    def local_hardware_id(self) -> int:
+        """The device's number among its process's devices (its id on one process)."""
+        return self.id % (device_count() // _processes["count"])
+
+    def memory_stats(self) -> None:
+        """None, as JAX's CPU devices: they report no memory statistics."""
+        return None
+
     @property
     def is_local(self) -> bool:
         """Whether this process holds the device (addresses its buffers)."""
