@@ -9,7 +9,7 @@ import numpy as np
 from compiler import tree
 from compiler.jit import abstract_stand_ins, trace_function
 from compiler.shard_map import current_shard_context
-from compiler.tracing import aval_of, check_callable, weakly_typed
+from compiler.tracing import Tracer, aval_of, check_callable, weakly_typed
 from ir.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
 from ir.sharding_rules import partitions
 from runtime.array import Array
@@ -21,9 +21,24 @@ __all__ = ["block_until_ready", "copy_to_host_async", "default_backend", "device
 
 
 def device_get(x):
-    """Every array leaf of ``x`` as a numpy array on the host; other leaves as they are (no
-    transfer guard applies to fetches from CPU devices, as in JAX)."""
-    return tree.tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)
+    """Every leaf of ``x`` that converts to a numpy array (an Array, a numpy array or
+    scalar: ``np.float32(1)`` becomes ``array(1., dtype=float32)``) as that array on the
+    host; Python scalars, other objects and traced values as they are, as JAX's (no
+    transfer guard applies to fetches from CPU devices).
+
+    >>> device_get({'a': jnp.ones(2), 'b': np.int8(3), 'c': 2})
+    {'a': array([1., 1.], dtype=float32), 'b': array(3, dtype=int8), 'c': 2}
+    """
+    return tree.tree_map(_host_value, x)
+
+
+def _host_value(leaf):
+    if isinstance(leaf, Tracer):
+        return leaf
+    if isinstance(leaf, Array):
+        return np.asarray(leaf)
+    to_array = getattr(leaf, "__array__", None)
+    return leaf if to_array is None else to_array()
 
 
 def eval_shape(fun, *args, **kwargs):

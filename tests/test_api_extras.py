@@ -169,6 +169,14 @@ def test_eval_shape_runs_nothing():
 def test_device_get_and_names():
     got = jax.device_get({"a": jnp.arange(3), "b": 5})
     assert isinstance(got["a"], np.ndarray) and got["b"] == 5
+    # numpy scalars become 0-d arrays (JAX calls __array__); Python scalars, None and other
+    # objects stay as they are, a numpy array is itself
+    host = np.arange(3)
+    got = jax.device_get([np.float32(1), np.int8(3), np.bool_(True), 1.5, 2, None, "s", host])
+    assert repr(got[:3]) == ("[array(1., dtype=float32), array(3, dtype=int8), "
+                             "array(True)]")
+    assert got[3:7] == [1.5, 2, None, "s"] and type(got[3]) is float and got[7] is host
+    assert jax.jit(lambda x: jax.device_get(x) + 1)(np.float32(1)) == 2.0   # traced: as is
     with jax.named_scope("block"):
         y = jax.named_call(lambda x: x + 1, name="inc")(jnp.ones(2))
     np.testing.assert_array_equal(np.asarray(y), [2.0, 2.0])
