@@ -6,7 +6,7 @@ import pytest
 import shardc as jax
 import shardc.numpy as jnp
 from shardc.experimental import multihost_utils
-from shardc.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
+from shardc.sharding import AxisType, NamedSharding, PartitionSpec as P, SingleDeviceSharding
 from runtime import devices as device_table
 
 
@@ -198,6 +198,19 @@ def test_host_local_and_global_arrays_on_one_process():
     for k in tree:
         np.testing.assert_array_equal(back[k], tree[k])
         assert back[k].dtype == tree[k].dtype
+    # an array this process holds whole is its own local array (JAX's: the same object)
+    assert back["a"] is glob["a"] and back["b"] is glob["b"]
+    # a host value is laid out on the local mesh (Auto axes), its spec as given
+    host = multihost_utils.global_array_to_host_local_array(tree["a"], mesh, P("x"))
+    assert isinstance(host, jax.Array) and repr(host.sharding.spec) == "P('x',)"
+    assert host.sharding.mesh.axis_types == (AxisType.Auto, AxisType.Auto)
+    assert host.sharding.mesh.devices.shape == (4, 2)
+    np.testing.assert_array_equal(np.asarray(host), np.arange(16).reshape(8, 2))
+
+
+def test_assert_equal_on_one_process():
+    assert multihost_utils.assert_equal(np.arange(3), "msg") is None
+    assert multihost_utils.assert_equal({"a": 1, "b": [jnp.ones(2)]}) is None
 
 
 # --- what processes agree on (runtime/mpi/agreement.py), on one process ------------------------

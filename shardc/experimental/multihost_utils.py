@@ -14,7 +14,7 @@ from runtime.mpi import (CoherenceError, agree, allgather_objects, broadcast_obj
 from shardc.distributed import make_array_from_process_local_data
 
 __all__ = [
-    "sync_global_devices", "process_allgather", "broadcast_one_to_all",
+    "sync_global_devices", "process_allgather", "assert_equal", "broadcast_one_to_all",
     "host_local_array_to_global_array", "global_array_to_host_local_array",
 ]
 
@@ -69,6 +69,23 @@ def _allgather_host(value: np.ndarray, tiled: bool) -> np.ndarray:
     return np.stack(parts)
 
 
+def assert_equal(in_tree, fail_message: str = "") -> None:
+    """Check that every process holds the same tree of values: an AssertionError with
+    ``fail_message`` where a process's leaf differs (an array spanning processes is one value
+    already, and is not compared).
+
+    >>> assert_equal(step, "the processes are at different steps")
+    """
+    gathered = process_allgather(in_tree, tiled=True)
+    leaves, _ = tree_flatten(in_tree)
+    for leaf, parts in zip(leaves, tree_flatten(gathered)[0]):
+        if isinstance(leaf, Array) and not leaf.is_fully_addressable:
+            continue
+        own = np.atleast_1d(np.asarray(leaf))
+        if not np.all(np.equal(np.concatenate([own] * _devices.process_count()), parts)):
+            raise AssertionError(f"{fail_message}. Expected: {gathered}; got: {in_tree}.")
+
+
 def broadcast_one_to_all(in_tree, is_source=None):
     """Process 0's value of each leaf (or the process for which ``is_source`` is true), on
     every process."""
@@ -103,33 +120,48 @@ def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
 
 
 def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
-    """Each process's part of global arrays: the box of the global value its devices' blocks
-    cover under ``pspecs`` on ``global_mesh`` (the inverse of
-    ``host_local_array_to_global_array``)."""
+    """Each process's part of global arrays, as arrays laid out by ``pspecs`` on the process's
+    box of ``global_mesh`` (its ``local_mesh``): the box of the global value its devices'
+    blocks cover (the inverse of ``host_local_array_to_global_array``). As JAX's, an array
+    this process holds whole (always, on one process) comes back as it is.
+
+    >>> part = global_array_to_host_local_array(x, mesh, P('x'))
+    """
     leaves, treedef = tree_flatten(global_inputs)
     specs = broadcast_prefix(pspecs, global_inputs, is_leaf=_is_spec, name="pspecs")
+    return tree_unflatten(treedef, [
+        _host_local(value, global_mesh, spec if spec is not None else PartitionSpec())
+        for value, spec in zip(leaves, specs)])
+
+
+def _host_local(value, global_mesh, spec):
+    """One leaf of ``global_array_to_host_local_array``."""
+    if isinstance(value, Array) and value.is_fully_addressable:
+        return value
+    local_mesh = global_mesh.local_mesh
+    return Array.from_global(_local_part(value, global_mesh, spec),
+                             NamedSharding(local_mesh, spec))
+
+
+def _local_part(value, global_mesh, spec) -> np.ndarray:
+    """The box of ``value`` this process's devices' blocks cover under ``spec``, read from
+    its own blocks where ``value`` is laid out so (nothing is gathered)."""
     mine = [p for p, d in enumerate(global_mesh.devices.flat) if _devices.is_local(d)]
-    out = []
-    for value, spec in zip(leaves, specs):
-        spec = spec if spec is not None else PartitionSpec()
-        shape = tuple(np.shape(value))
-        blocks = {p: block_slices(shape, spec, global_mesh, global_mesh.coords(p)) for p in mine}
-        box = tuple(slice(min(b[d].start for b in blocks.values()),
-                          max(b[d].stop for b in blocks.values())) for d in range(len(shape)))
-        laid_out = (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
-                    and value.sharding.mesh == global_mesh
-                    and normal_spec(value.sharding.spec) == normal_spec(spec))
-        if not laid_out:
-            out.append(np.asarray(value)[box])      # a host value, or laid out otherwise
-            continue
-        # this process's own blocks: nothing is gathered
-        part = np.empty(tuple(s.stop - s.start for s in box), value.dtype)
-        for shard in value.addressable_shards:
-            spans = [i.indices(n)[:2] for i, n in zip(shard.index, shape)]
-            part[tuple(slice(lo - b.start, hi - b.start)
-                       for (lo, hi), b in zip(spans, box))] = shard.buffer
-        out.append(part)
-    return tree_unflatten(treedef, out)
+    shape = tuple(np.shape(value))
+    blocks = {p: block_slices(shape, spec, global_mesh, global_mesh.coords(p)) for p in mine}
+    box = tuple(slice(min(b[d].start for b in blocks.values()),
+                      max(b[d].stop for b in blocks.values())) for d in range(len(shape)))
+    laid_out = (isinstance(value, Array) and isinstance(value.sharding, NamedSharding)
+                and value.sharding.mesh == global_mesh
+                and normal_spec(value.sharding.spec) == normal_spec(spec))
+    if not laid_out:
+        return np.asarray(value)[box]      # a host value, or laid out otherwise
+    part = np.empty(tuple(s.stop - s.start for s in box), value.dtype)
+    for shard in value.addressable_shards:
+        spans = [i.indices(n)[:2] for i, n in zip(shard.index, shape)]
+        part[tuple(slice(lo - b.start, hi - b.start)
+                   for (lo, hi), b in zip(spans, box))] = shard.buffer
+    return part
 
 
 def _is_spec(value) -> bool:
