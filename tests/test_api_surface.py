@@ -170,6 +170,19 @@ def test_constructors_place_their_result_by_device(name):
     assert make().sharding == SingleDeviceSharding(shardc.devices()[0])
 
 
+@pytest.mark.parametrize("make", [
+    lambda **kw: jnp.zeros((8, 2), **kw), lambda **kw: jnp.ones((8, 2), **kw),
+    lambda **kw: jnp.full((8, 2), 3.0, **kw), lambda **kw: jnp.empty((8, 2), **kw),
+    lambda **kw: jnp.eye(8, 2, **kw), lambda **kw: jnp.zeros_like(np.ones((8, 2)), **kw)])
+def test_device_keeps_the_spec_as_given_and_out_sharding_spells_every_dimension(make):
+    # JAX: device= lays the result out as device_put does (P('x',) stays so);
+    # out_sharding= gives a computed result's spec, one entry per dimension
+    assert repr(make(device=NamedSharding(MESH, P("x"))).sharding.spec) == "P('x',)"
+    assert repr(make(device=NamedSharding(MESH, P(("x", "y")))).sharding.spec) == "P(('x', 'y'),)"
+    with shardc.set_mesh(MESH):
+        assert repr(make(out_sharding=P("x")).sharding.spec) == "P('x', None)"
+
+
 def test_device_under_jit_and_on_the_current_mesh():
     sharding = NamedSharding(MESH, P("x"))
     out = shardc.jit(lambda: jnp.zeros((8,), device=sharding) + 1)()
@@ -596,6 +609,77 @@ def test_a_mesh_prints_and_reprs_as_jaxs():
         "NamedSharding(mesh=Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit)), "
         "spec=P('x',), memory_kind=device)")
     assert repr([mesh]) == f"[{mesh!r}]"
+
+
+def test_a_mesh_gives_its_device_ids_and_local_mesh_as_jaxs():
+    mesh = shardc.make_mesh((2, 2), ("a", "b"), devices=shardc.devices()[4:])
+    ids = mesh.device_ids
+    assert isinstance(ids, np.ndarray) and ids.shape == (2, 2)
+    assert ids.tolist() == [[4, 5], [6, 7]]
+    assert mesh.flat_device_ids == (4, 5, 6, 7)
+    assert not mesh.is_multi_process
+    # one process holds the whole mesh: its local mesh is it, with Auto axes (JAX's)
+    local = mesh.local_mesh
+    assert str(local) == "Mesh('a': 2, 'b': 2, axis_types=(Auto, Auto), device_ids=(4, 5, 6, 7))"
+    assert [d.id for d in local.devices.flat] == [4, 5, 6, 7] and local != mesh
+
+
+def test_get_mesh_outside_any_mesh_is_the_empty_mesh():
+    empty = shardc.sharding.get_mesh()
+    assert isinstance(empty, shardc.sharding.Mesh) and empty.empty
+    assert str(empty) == "Mesh()" and repr(empty) == "Mesh(axis_sizes=(), axis_names=())"
+    assert empty.shape == {} and empty.size == 0 and empty.axis_names == ()
+    assert empty.devices.shape == () and empty.axis_types == ()
+    assert empty.abstract_mesh.empty and empty.local_mesh is empty
+    with pytest.raises(AssertionError):
+        empty.device_ids
+    with shardc.set_mesh(MESH):
+        assert shardc.sharding.get_mesh() == MESH
+    assert shardc.sharding.get_mesh().empty
+
+
+def test_sharding_memory_kind_and_addressability():
+    s = NamedSharding(MESH, P("x"))
+    assert s.with_memory_kind("device") == s and s.has_addressable_devices
+    one = SingleDeviceSharding(shardc.devices()[1])
+    assert one.with_memory_kind("device") == one and one.has_addressable_devices
+    with pytest.raises(ValueError, match="Could not find memory addressable by device cpu. "
+                       "Device cpu can address the following memory kinds: device, "
+                       "pinned_host, unpinned_host. Got memory kind: bogus"):
+        s.with_memory_kind("bogus")
+    with pytest.raises(NotImplementedError, match="one memory kind"):
+        s.with_memory_kind("pinned_host")
+
+
+def test_device_attributes_on_one_process():
+    device = shardc.devices()[5]
+    assert device.memory_stats() is None       # JAX's CPU devices report none
+    assert device.local_hardware_id == 5
+    assert device.host_id == device.task_id == device.process_index == 0
+
+
+def test_array_size_clone_platform_and_dlpack():
+    x = shardc.device_put(np.arange(64, dtype=np.float32).reshape(8, 8),
+                          NamedSharding(MESH, P("x", "y")))
+    # one block's bytes times the devices: 8x8 float32 split 4x2 is 2*4*4 bytes a device
+    assert x.on_device_size_in_bytes() == 8 * 32
+    assert shardc.device_put(np.zeros((8, 8), np.float32),
+                             NamedSharding(MESH, P())).on_device_size_in_bytes() == 8 * 256
+    assert jnp.arange(3, dtype=jnp.int8).on_device_size_in_bytes() == 3
+    c = x.clone()
+    assert c is not x and c.sharding == x.sharding and c.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(c), np.arange(64).reshape(8, 8))
+    assert jnp.asarray(2.0).clone().weak_type
+    assert x.platform() == "cpu"
+    one = shardc.device_put(np.arange(3.0), shardc.devices()[2])
+    assert one.__dlpack_device__() == (1, 0)           # kDLCPU, device 0
+    assert np.from_dlpack(one).tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(BufferError, match="to_dlpack can only pack a dlpack tensor from an "
+                       "array on a singular device, but an array with a Sharding over 8 "
+                       "devices was provided."):
+        np.from_dlpack(x)
+    with pytest.raises(BufferError, match="__dlpack__ only supported for unsharded arrays."):
+        x.__dlpack_device__()
 
 
 def test_a_named_sharding_updates_and_an_aval_prints_as_jaxs():

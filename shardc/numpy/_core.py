@@ -302,7 +302,7 @@ def takes_device(create):
             # named in errors as JAX names it (jnp.zeros, jnp.arange; full)
             check_out_sharding(out_sharding, "full" if create.__name__ == "full"
                                else f"jnp.{create.__name__}")
-            return _put_on(result, out_sharding)
+            return _computed_on(result, out_sharding)
         if device is None:
             return result
         if isinstance(result, tuple):     # linspace(retstep=True): each part placed
@@ -340,7 +340,7 @@ def takes_out_sharding(fn):
         if out_sharding is None:
             return result
         check_out_sharding(out_sharding, fn.__name__)
-        return _put_on(result, out_sharding)
+        return _computed_on(result, out_sharding)
 
     return laid_out
 
@@ -368,18 +368,26 @@ def check_out_sharding(out_sharding, name: str) -> None:
 
 
 def _put_on(value, device):
+    """``value`` placed as ``device=`` places it: a concrete array as ``device_put`` lays it
+    out, its spec as given (JAX's)."""
     sharding = resolve_sharding(device, "device=")
     if isinstance(value, Tracer):
         if not isinstance(sharding, NamedSharding):
             return value
         return bind(p.sharding_constraint_p, value, sharding=sharding)
     result = device_put(value, sharding)
-    if isinstance(sharding, NamedSharding):
-        # a computed result reports one spec entry per dimension, as JAX's do
-        full = sharding.with_spec(spec_per_dim(sharding.spec, ndim_of(result)))
-        if tuple(full.spec) != tuple(result.sharding.spec):
-            result = result.respelled(full)
     return weakened(result) if getattr(value, "weak", False) is True else result
+
+
+def _computed_on(value, sharding):
+    """``value`` laid out by ``sharding`` as a computation's result (``out_sharding=``, the
+    layout a *_like copies): a concrete one reports one spec entry per dimension, as JAX's
+    computed results do."""
+    result = _put_on(value, sharding)
+    if isinstance(result, Tracer) or not isinstance(result.sharding, NamedSharding):
+        return result
+    full = result.sharding.with_spec(spec_per_dim(result.sharding.spec, ndim_of(result)))
+    return result if tuple(full.spec) == tuple(result.sharding.spec) else result.respelled(full)
 
 
 def fresh(x):
@@ -640,7 +648,7 @@ def full_like(x, fill_value, dtype=None, shape=None):
     typed = aval_of(x).type_sharding
     if typed is not None and shape is None:
         # split as x is (JAX's *_like copy the operand's sharding)
-        result = _put_on(result, _on_devices(named_sharding(aval_of(x)), result))
+        result = _computed_on(result, _on_devices(named_sharding(aval_of(x)), result))
     elif (shape is None and (isinstance(x, Array) and not isinstance(x, Tracer)
                              or isinstance(x, ShapeDtypeStruct))
           and isinstance(getattr(x, "sharding", None), NamedSharding)
@@ -648,7 +656,7 @@ def full_like(x, fill_value, dtype=None, shape=None):
         # an array laid out on a mesh (Auto axes): the same layout, as JAX's (traced, the
         # layout is propagation's to choose; an array placed inside a trace lays it out).
         # A stand-in's layout on an abstract mesh is no concrete one: JAX ignores it.
-        result = _put_on(result, x.sharding)
+        result = _computed_on(result, x.sharding)
     elif (shape is None and isinstance(x, Array) and not isinstance(x, Tracer)
           and x.committed):
         # an array committed to one device: the result is made there (JAX's)
