@@ -1025,7 +1025,7 @@ class JitFunction:
         flat = not kwargs
         if flat:
             for a in args:
-                if type(a) is not np.ndarray and getattr(a, "aval", None) is None:
+                if type(a) is not np.ndarray and _aval_attribute(a) is None:
                     flat = False
                     break
         if not flat:
@@ -1044,7 +1044,7 @@ class JitFunction:
                 continue
             if type(a) is ShapeDtypeStruct:
                 return None, None       # refused by the full path, naming it
-            aval = getattr(a, "aval", None)
+            aval = _aval_attribute(a)
             if aval is None or isinstance(a, Tracer) or aval.vma:
                 return None, None
             entry = (aval, backend.sharding_of(a), getattr(a, "_committed", False))
@@ -1458,6 +1458,15 @@ class JitFunction:
         leaves, in_tree = tree.tree_flatten((dynamic, kwargs))
         return self._compiled(args, kwargs, static, static_kwargs, static_argnums, leaves,
                               in_tree)
+
+
+def _aval_attribute(value):
+    """``value.aval``, None where it has none: a pytree node's own attribute lookup may raise
+    anything (a dict whose ``__getattr__`` is ``__getitem__`` raises KeyError)."""
+    try:
+        return getattr(value, "aval", None)
+    except Exception:
+        return None
 
 
 def abstract_stand_ins(value):

@@ -635,3 +635,23 @@ def test_a_nested_jit_under_named_axes_is_traced_in_place():
                                   np.arange(8.).reshape(4, 2).sum(0))
     np.testing.assert_array_equal(
         np.asarray(shardc.vmap(summed, axis_name="i")(jnp.arange(4.))), np.full(4, 6.0))
+
+
+def test_a_pytree_node_whose_attribute_lookup_raises_is_an_argument_as_any_other():
+    """JAX's training cookbook passes a dict whose ``__getattr__`` is ``__getitem__``: asking
+    it for an attribute it lacks raises KeyError, which must not reach the caller."""
+    @shardc.tree_util.register_pytree_with_keys_class
+    class DotDict(dict):
+        __getattr__ = dict.__getitem__
+
+        def tree_flatten_with_keys(self):
+            keys = tuple(sorted(self))
+            return tuple((shardc.tree_util.DictKey(k), self[k]) for k in keys), keys
+
+        @classmethod
+        def tree_unflatten(cls, keys, values):
+            return cls(zip(keys, values))
+    d = DotDict(w=jnp.arange(3.))
+    for _ in range(2):          # the first call and the cached one
+        np.testing.assert_array_equal(np.asarray(shardc.jit(lambda p: p.w * 2)(d)),
+                                      [0., 2., 4.])
