@@ -257,6 +257,14 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
     shapes = tree.broadcast_prefix(global_shape, local_data,
                                    is_leaf=lambda s: s is None or isinstance(s, tuple),
                                    name="make_array_from_process_local_data global_shape")
+    if _devices.process_count() == 1:
+        # JAX's check on one process, where the local data is the whole array
+        for shape, leaf in zip(shapes, leaves):
+            if shape is not None and tuple(shape) != np.shape(leaf):
+                raise ValueError(
+                    "When calling `make_array_from_process_local_data` on a single process, "
+                    "global_shape should be None or equal to local_data.shape.Got "
+                    f"global_shape={shape} and local_data.shape={np.shape(leaf)}.")
     return tree.tree_unflatten(treedef, [
         _from_process_local_data(resolve_sharding(s, "make_array_from_process_local_data"),
                                  leaf, shape)

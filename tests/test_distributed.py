@@ -121,8 +121,7 @@ def test_make_array_from_process_local_data_on_one_process_is_the_global_array()
     total = jax.jit(jax.shard_map(lambda b: jax.lax.psum(b.sum(), ("x", "y")), mesh=mesh,
                                   in_specs=P("x", "y"), out_specs=P()))(x)
     assert int(total) == whole.sum()
-    with pytest.raises(ValueError, match=r"covering shape \(16, 4\) .* local_data has shape "
-                                         r"\(8, 4\)"):
+    with pytest.raises(ValueError, match=r"global_shape=\(16, 4\) and local_data.shape=\(8, 4\)"):
         jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), whole, (16, 4))
     # a pytree of data under one sharding (a prefix), a spec on the current mesh, a device
     with jax.set_mesh(mesh):
@@ -289,3 +288,20 @@ def test_a_shards_data_is_committed_as_its_array():
     y = jax.device_put(x, jax.devices()[1])
     assert [s.data._committed for s in y.addressable_shards] == [True]
     assert y.addressable_shards[0].data.sharding.device == jax.devices()[1]
+
+
+def test_make_array_from_process_local_data_on_one_process_wants_the_whole_shape():
+    """On one process the local data is the whole array: a global_shape other than its
+    shape is JAX's ValueError, for a leaf of a pytree too."""
+    mesh = jax.make_mesh((4, 2), ("r", "c"))
+    sharding = NamedSharding(mesh, P("r"))
+    with pytest.raises(ValueError) as info:
+        jax.make_array_from_process_local_data(sharding, np.zeros((8, 3)), (16, 3))
+    assert str(info.value) == (
+        "When calling `make_array_from_process_local_data` on a single process, global_shape "
+        "should be None or equal to local_data.shape.Got global_shape=(16, 3) and "
+        "local_data.shape=(8, 3).")
+    with pytest.raises(ValueError, match=r"global_shape=\(4,\) and local_data.shape=\(8,\)"):
+        jax.make_array_from_process_local_data(sharding, [np.zeros(8)], [(4,)])
+    out = jax.make_array_from_process_local_data(sharding, np.arange(24.).reshape(8, 3), (8, 3))
+    np.testing.assert_array_equal(np.asarray(out), np.arange(24.).reshape(8, 3))
