@@ -970,7 +970,7 @@ class JitFunction:
         leaves, in_tree = tree.tree_flatten((_split_static(args, static_argnums)[1],
                                              dynamic_kwargs))
         for leaf in leaves:
-            aval = getattr(leaf, "aval", None)
+            aval = _aval_attribute(leaf)
             if (aval is None or type(aval) is not Aval or aval.vma or is_ref(leaf)
                     or dtypes.is_float0(leaf)):
                 return None
