@@ -587,3 +587,37 @@ def test_lax_sums_and_scans_refuse_booleans(fn):
     with pytest.raises(TypeError, match="does not accept dtype bool. Accepted dtypes are "
                                         "subtypes of number"):
         fn(jnp.array([True, False]))
+
+
+# --- numpy operands take the dtype JAX gives them ---------------------------------------------
+
+_F32 = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+_F64 = np.linspace(-1.0, 1.0, 12).reshape(3, 4)          # float64: float32 with x64 off
+_NUMPY_OPERAND_CASES = {
+    "conv_general_dilated": (
+        lambda x: lax.conv_general_dilated(x[None], np.ones((2, 4, 5)), (1,), "SAME",
+                                           dimension_numbers=("NWC", "WIO", "NWC")),
+        lambda x: np.stack([x[:2].sum(), x[1:].sum(), x[2:].sum()])[None, :, None]   # SAME pads
+        * np.ones(5)),                                                            # one high
+    "conv": (lambda x: lax.conv(x[None, None], np.ones((1, 1, 2, 2)), (1, 1), "VALID"),
+             lambda x: (x[:-1, :-1] + x[1:, :-1] + x[:-1, 1:] + x[1:, 1:])[None, None]),
+    "pad": (lambda x: lax.pad(_F64, np.float32(7), [(1, 0, 0), (0, 0, 0)]),
+            lambda x: np.concatenate([np.full((1, 4), 7.0), _F64])),
+    "select_n": (lambda x: lax.select_n(_F64 > 0, x, _F64),
+                 lambda x: np.where(_F64 > 0, _F64, x)),
+    "top_k": (lambda x: lax.top_k(_F64, 2)[0], lambda x: -np.sort(-_F64, axis=-1)[:, :2]),
+    "shift_left": (lambda x: lax.shift_left(x.astype(np.int32), np.full((3, 4), 2, np.int64)),
+                   lambda x: x * 4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NUMPY_OPERAND_CASES))
+@pytest.mark.parametrize("jit", [False, True])
+def test_lax_takes_64_bit_numpy_operands_as_their_32_bit_dtypes(name, jit):
+    # JAX canonicalizes every operand's dtype, so with x64 off a numpy float64 (int64) array
+    # meets a float32 (int32) one as float32 (int32) rather than as a different dtype
+    fn, reference = _NUMPY_OPERAND_CASES[name]
+    got = (shardc.jit(fn) if jit else fn)(jnp.asarray(_F32))
+    expected = reference(_F32.astype(np.float64))
+    assert got.dtype == (np.int32 if name == "shift_left" else np.float32)
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-6)

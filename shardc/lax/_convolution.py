@@ -17,7 +17,7 @@ import numpy as np
 from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.lax._ops import Precision, dot_general, same_dtypes_error, slice as _slice
-from shardc.lax._shapes import pad
+from shardc.lax._shapes import array_operand, pad
 from shardc.numpy._core import check_out_sharding, constrain
 from shardc.sharding import resolve_sharding
 
@@ -138,8 +138,8 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
 def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
           feature_group_count, batch_group_count, preferred_element_type):
     """The convolution itself, in the layouts its operands have."""
-    lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
-    rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
+    lhs = array_operand(lhs)
+    rhs = array_operand(rhs)
     dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
     if lhs.ndim != rhs.ndim:        # given dimension numbers, JAX's shape rule finds it
         raise ValueError("conv_general_dilated lhs and rhs must have the same number of "
@@ -312,8 +312,8 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     convolution's own pads, unless ``use_consistent_padding``: then they are the forward
     convolution's (each side padded ``window - 1 - pad``, PyTorch's convention), as JAX's.
     """
-    lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
-    rhs = jnp.asarray(rhs) if not hasattr(rhs, "dtype") else rhs
+    lhs = array_operand(lhs)
+    rhs = array_operand(rhs)
     if dimension_numbers is None:
         if lhs.ndim not in _TRANSPOSE_LAYOUTS:
             raise ValueError(f"conv_transpose: no default layout for rank {lhs.ndim}; pass "
@@ -368,7 +368,7 @@ def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
     window of ``filter_shape`` flattened (channel-major, the window in the order of
     ``rhs_spec``'s spatial dimensions), as :func:`conv_general_dilated_patches` lays it out.
     Computed as JAX's: the patches, then a product batched over the output places."""
-    lhs = jnp.asarray(lhs) if not hasattr(lhs, "dtype") else lhs
+    lhs = array_operand(lhs)
     canonical = p.canonical_precision(precision)
     if canonical is None:
         lhs_precision = None

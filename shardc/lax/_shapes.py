@@ -16,8 +16,10 @@ __all__ = [
 
 
 def array_operand(x):
-    """``x`` as an array: anything with a dtype as it is, anything else by ``jnp.asarray``."""
-    return jnp.asarray(x) if not hasattr(x, "dtype") else x
+    """``x`` as an array: an array or a traced value as it is, anything else (numpy arrays
+    included) by ``jnp.asarray``, which gives it the dtype JAX would (a numpy float64 is
+    float32 with x64 off, as JAX canonicalizes every operand)."""
+    return x if hasattr(x, "aval") else jnp.asarray(x)
 
 
 def checked_axis(axis, ndim):
