@@ -552,35 +552,38 @@ shape_rules[prims.searchsorted_p] = _searchsorted_rule
 
 
 def _fft_rule(x: Aval, *, fft_type, fft_lengths) -> list:
-    """JAX's fft_abstract_eval: the transform of the last len(fft_lengths) dimensions."""
+    """JAX's fft_abstract_eval, its checks ValueErrors as JAX's (and XLA's: an IRFFT's last
+    input dimension holds the half spectrum, an RFFT transforms at least one point): the
+    transform of the last len(fft_lengths) dimensions."""
     n, lengths = len(fft_lengths), tuple(fft_lengths)
     if fft_type not in prims.FFT_TYPES:
         raise ShapeError(f"Unknown FFT type value '{fft_type}'")
-    if not 1 <= n <= 3:
-        raise ShapeError(f"fft takes 1 to 3 fft_lengths, got {lengths}")
     if n > x.ndim:
-        raise ShapeError(f"FFT input shape {x.shape} must have at least as many input "
+        raise ValueError(f"FFT input shape {x.shape} must have at least as many input "
                          f"dimensions as fft_lengths {lengths}.")
-    complex_in = np.issubdtype(x.dtype, np.complexfloating)
+    if not 1 <= n <= 3:
+        raise ValueError(f"fft takes 1 to 3 fft_lengths, got {lengths}")
     if fft_type == "RFFT":
         if x.dtype not in (np.float32, np.float64):
-            raise ShapeError(f"RFFT input must be float32 or float64, got {x.dtype}")
+            raise ValueError(f"RFFT input must be float32 or float64, got {x.dtype}")
         if x.shape[-n:] != lengths:
-            raise ShapeError(f"RFFT input shape {x.shape} minor dimensions must be equal to "
+            raise ValueError(f"RFFT input shape {x.shape} minor dimensions must be equal to "
                              f"fft_lengths {lengths}")
+        if lengths[-1] == 0:
+            raise ValueError(f"RFFT fft_lengths {lengths} must end in a positive length")
         return [_aval(x.shape[:-1] + (lengths[-1] // 2 + 1,), dtypes.complex_dtype(x.dtype))]
-    if not complex_in:
-        raise ShapeError(f"{fft_type} input must be complex, got {x.dtype}")
+    if not np.issubdtype(x.dtype, np.complexfloating):
+        raise ValueError(f"{fft_type} input must be complex64 or complex128, got {x.dtype}")
     if fft_type == "IRFFT":
         if x.shape[-n:-1] != lengths[:-1]:
-            raise ShapeError(f"IRFFT input shape {x.shape} minor dimensions must be equal to "
+            raise ValueError(f"IRFFT input shape {x.shape} minor dimensions must be equal to "
                              f"all except the last fft_length, got fft_lengths={lengths}")
-        if x.shape[-1] != lengths[-1] // 2 + 1:
-            raise ShapeError(f"IRFFT input shape {x.shape} minor dimension must be "
+        if lengths[-1] and x.shape[-1] != lengths[-1] // 2 + 1:
+            raise ValueError(f"IRFFT input shape {x.shape} minor dimension must be "
                              f"{lengths[-1] // 2 + 1} for fft_lengths {lengths}")
         return [_aval(x.shape[:-1] + (lengths[-1],), dtypes.real_dtype(x.dtype))]
     if x.shape[-n:] != lengths:
-        raise ShapeError(f"FFT input shape {x.shape} minor dimensions must be equal to "
+        raise ValueError(f"FFT input shape {x.shape} minor dimensions must be equal to "
                          f"fft_lengths {lengths}")
     return [_aval(x.shape, x.dtype)]
 

@@ -504,6 +504,8 @@ def fft_kernel(fft_type, fft_lengths):
     lengths = tuple(fft_lengths)
 
     def kernel(x):
+        if x.size == 0 or 0 in lengths:     # numpy refuses no points; XLA's result is empty
+            return _empty_fft(x, fft_type, lengths)
         if fft_type == "FFT":
             out = np.fft.fftn(x, axes=axes)
             dtype = x.dtype
@@ -518,6 +520,16 @@ def fft_kernel(fft_type, fft_lengths):
             dtype = dtypes.real_dtype(x.dtype)
         return np.asarray(out, dtype)
     return kernel
+
+
+def _empty_fft(x, fft_type, lengths):
+    """The transform of ``x`` where it or its result has no elements: zeros (none, or an RFFT
+    of no rows: the zero frequency of nothing) of the result's shape and dtype."""
+    if fft_type in ("FFT", "IFFT"):
+        return np.zeros(x.shape, x.dtype)
+    if fft_type == "RFFT":
+        return np.zeros(x.shape[:-1] + (lengths[-1] // 2 + 1,), dtypes.complex_dtype(x.dtype))
+    return np.zeros(x.shape[:-1] + (lengths[-1],), dtypes.real_dtype(x.dtype))
 
 
 impl_rules[prims.fft_p] = lambda x, *, fft_type, fft_lengths: [

@@ -130,3 +130,84 @@ def test_errors_are_jaxs():
         jnp.fft.fftn(X, s=(2,), axes=(0, 1))
     with pytest.raises(TypeError, match="Unknown FFT type value 'dct'"):
         lax.fft(Z, "dct", (6,))
+
+
+@pytest.mark.parametrize("name", ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"])
+def test_one_axis_transforms_refuse_sequences_of_axes_as_jax(name):
+    # JAX's words, the axes as given (hfft and ihfft check before reading the axis's size)
+    for axis, shown in (([1, 1], r"\[1, 1\]"), ((1, 1), r"\(1, 1\)"), ([2], r"\[2\]")):
+        with pytest.raises(ValueError, match=rf"^jax\.numpy\.fft\.{name} does not support "
+                                             rf"multiple axes\. Please use jax\.numpy\.fft\."
+                                             rf"{name}n\. Got axis = {shown}\.$"):
+            getattr(jnp.fft, name)(X, axis=axis)
+
+
+@pytest.mark.parametrize("name", ["fft2", "ifft2", "rfft2", "irfft2"])
+def test_two_and_n_axis_transforms_show_the_axes_as_given(name):
+    with pytest.raises(ValueError, match=rf"^jax\.numpy\.fft\.{name} only supports 2 axes\. "
+                                         rf"Got axes = \(0, 1, 2\)\.$"):
+        getattr(jnp.fft, name)(X[None], axes=(0, 1, 2))
+    with pytest.raises(ValueError, match=rf"^jax\.numpy\.fft\.{name} only supports 2 axes\. "
+                                         rf"Got axes = \[0\]\.$"):
+        getattr(jnp.fft, name)(X, axes=[0])
+    nname = name[:-1] + "n"
+    with pytest.raises(ValueError, match=rf"^jax\.numpy\.fft\.{nname} does not support "
+                                         rf"repeated axes\. Got axes \[1, 1\]\.$"):
+        getattr(jnp.fft, nname)(X, axes=[1, 1])
+    with pytest.raises(ValueError, match="^Shape should be positive.$"):
+        getattr(jnp.fft, name)(X, s=(0, 2))
+
+
+@pytest.mark.parametrize("name", ["fftfreq", "rfftfreq"])
+def test_frequencies_refuse_sequences_as_jax(name):
+    with pytest.raises(ValueError, match=rf"^The n argument of jax\.numpy\.fft\.{name} only "
+                                         rf"takes an int\. Got n = \[0, 1, 2\]\.$"):
+        getattr(jnp.fft, name)(n=(0, 1, 2))
+    with pytest.raises(ValueError, match=rf"^The d argument of jax\.numpy\.fft\.{name} only "
+                                         rf"takes a single value\. Got d = \[0, 1\]\.$"):
+        getattr(jnp.fft, name)(n=10, d=[0, 1])
+
+
+def test_lax_fft_shape_errors_are_value_errors_as_jax():
+    cases = [
+        ((14, 15), np.float32, "fft", (4, 5, 6), r"FFT input shape \(14, 15\) must have at "
+         r"least as many input dimensions as fft_lengths \(4, 5, 6\)\."),
+        ((14, 15), np.float32, "fft", (17,), r"FFT input shape \(14, 15\) minor dimensions "
+         r"must be equal to fft_lengths \(17,\)"),
+        ((2, 14, 15), np.float32, "rfft", (14, 12), r"RFFT input shape \(2, 14, 15\) minor "
+         r"dimensions must be equal to fft_lengths \(14, 12\)"),
+        ((2, 14, 15), np.float32, "irfft", (13, 15), r"IRFFT input shape \(2, 14, 15\) minor "
+         r"dimensions must be equal to all except the last fft_length, got "
+         r"fft_lengths=\(13, 15\)"),
+        ((14, 15), jnp.bfloat16, "rfft", (5, 6), "RFFT input must be float32 or float64, got "
+         "bfloat16"),
+    ]
+    for shape, dtype, fft_type, lengths, message in cases:
+        for run in (lambda x: lax.fft(x, fft_type, lengths),
+                    jax.jit(lambda x: lax.fft(x, fft_type, lengths))):
+            with pytest.raises(ValueError, match=message):
+                run(np.ones(shape, dtype))
+
+
+@pytest.mark.parametrize("name, arg, shape, dtype", [
+    ("fft", np.zeros((0,), np.complex64), (0,), np.complex64),
+    ("ifft", np.zeros((0, 3), np.complex64), (0, 3), np.complex64),
+    ("irfft", np.zeros((0,), np.complex64), (0,), np.float32),
+    ("hfft", np.zeros((3, 0), np.complex64), (3, 0), np.float32),
+    ("fft2", np.zeros((3, 0), np.float32), (3, 0), np.complex64),
+    ("rfft2", np.zeros((0, 3), np.float32), (0, 2), np.complex64),
+    ("irfftn", np.zeros((0, 3), np.complex64), (0, 4), np.float32),
+    ("irfft2", np.zeros((3, 0), np.complex64), (3, 0), np.float32),
+])
+@pytest.mark.parametrize("jit", [False, True])
+def test_transforms_of_empty_arrays_are_empty(name, arg, shape, dtype, jit):
+    # XLA's transform of no points is no points (numpy refuses one); an irfft of an empty
+    # half spectrum has no points
+    fn = getattr(jnp.fft, name)
+    got = (jax.jit(fn) if jit else fn)(arg)
+    assert got.shape == shape and got.dtype == dtype
+
+
+def test_rfft_of_no_points_is_refused():
+    with pytest.raises(ValueError, match=r"RFFT fft_lengths \(3, 0\) must end in a positive"):
+        jnp.fft.rfft2(np.zeros((3, 0), np.float32))

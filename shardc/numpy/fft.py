@@ -69,28 +69,29 @@ def _core(name: str, fft_type: str, a, s, axes, norm):
     arr = asarray(a)
     if s is not None:
         s = tuple(map(operator.index, s))
-        if any(n < 0 for n in s):
-            raise ValueError("Shape should be non-negative.")
+        if any(n <= 0 for n in s):
+            raise ValueError("Shape should be positive.")
     if s is not None and axes is not None and len(s) != len(axes):
         raise ValueError("Shape and axes have different lengths.")
+    given = axes
     if axes is None:
         axes = tuple(range(arr.ndim)) if s is None else tuple(range(arr.ndim - len(s),
                                                                       arr.ndim))
     axes = tuple(operator.index(ax) % arr.ndim if -arr.ndim <= ax < arr.ndim else
                  _axis_error(ax, arr.ndim) for ax in axes)
     if len(axes) != len(set(axes)):
-        raise ValueError(f"{name} does not support repeated axes. Got axes {axes}.")
+        raise ValueError(f"jax.numpy.fft.{name} does not support repeated axes. Got axes "
+                         f"{given!r}.")
     if s is None:
         lengths = [arr.shape[ax] for ax in axes]
-        if fft_type == "IRFFT":
-            lengths[-1] = 2 * (arr.shape[axes[-1]] - 1)
+        if fft_type == "IRFFT" and axes:    # (no points from no half spectrum)
+            lengths[-1] = max(0, 2 * (arr.shape[axes[-1]] - 1))
     else:
-        lengths = list(s)
-    # the operand cropped or padded to the lengths (IRFFT: its half spectrum)
-    sizes = list(lengths)
-    if fft_type == "IRFFT":
-        sizes[-1] = lengths[-1] // 2 + 1
-    arr = _resized(arr, axes, sizes)
+        # the operand cropped or padded to the lengths (IRFFT: its half spectrum)
+        lengths, sizes = list(s), list(s)
+        if fft_type == "IRFFT":
+            sizes[-1] = lengths[-1] // 2 + 1
+        arr = _resized(arr, axes, sizes)
     if not axes:
         return transform(arr, fft_type, ())
     trailing = tuple(range(arr.ndim - len(axes), arr.ndim))
@@ -131,17 +132,22 @@ def _axis_error(axis, ndim):
     raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
 
 
-def _one_axis(name, fft_type, a, n, axis, norm):
+def _check_one_axis(name, axis):
+    """JAX's refusal of a sequence of axes where one axis is taken."""
     if isinstance(axis, (list, tuple)):
         raise ValueError(f"jax.numpy.fft.{name} does not support multiple axes. Please use "
-                         f"jax.numpy.fft.{name}n. Got axis = {axis}.")
+                         f"jax.numpy.fft.{name}n. Got axis = {axis!r}.")
+
+
+def _one_axis(name, fft_type, a, n, axis, norm):
+    _check_one_axis(name, axis)
     s = None if n is None else [n]
     return _core(name, fft_type, a, s, (axis,), norm)
 
 
 def _two_axes(name, fft_type, a, s, axes, norm):
     if len(axes) != 2:
-        raise ValueError(f"jax.numpy.fft.{name} only supports 2 axes. Got axes = {list(axes)!r}.")
+        raise ValueError(f"jax.numpy.fft.{name} only supports 2 axes. Got axes = {axes!r}.")
     return _core(name, fft_type, a, s, axes, norm)
 
 
@@ -200,6 +206,7 @@ def irfftn(a, s=None, axes=None, norm=None):
 
 def hfft(a, n=None, axis=-1, norm=None):
     """The transform of a signal whose spectrum is Hermitian (given by its half): real."""
+    _check_one_axis("hfft", axis)
     conj_a = conj(asarray(a))
     nn = (conj_a.shape[axis] - 1) * 2 if n is None else n
     return _one_axis("hfft", "IRFFT", conj_a, n, axis, norm) * nn
@@ -207,6 +214,7 @@ def hfft(a, n=None, axis=-1, norm=None):
 
 def ihfft(a, n=None, axis=-1, norm=None):
     """The inverse of ``hfft``."""
+    _check_one_axis("ihfft", axis)
     arr = asarray(a)
     nn = arr.shape[axis] if n is None else n
     return conj(_one_axis("ihfft", "RFFT", arr, n, axis, norm)) * (1 / nn)
@@ -214,21 +222,33 @@ def ihfft(a, n=None, axis=-1, norm=None):
 
 def fftfreq(n, d=1.0, *, dtype=None, device=None):
     """The sample frequencies of an ``n``-point transform with spacing ``d``."""
-    n = operator.index(n)
+    n = _frequency_count("fftfreq", n, d)
     k = np.concatenate([np.arange(0, (n - 1) // 2 + 1), np.arange(-(n // 2), 0)])
     return _frequencies(k, n, d, dtype)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None):
     """The non-negative sample frequencies of an ``n``-point real transform."""
-    n = operator.index(n)
+    n = _frequency_count("rfftfreq", n, d)
     return _frequencies(np.arange(0, n // 2 + 1), n, d, dtype)
+
+
+def _frequency_count(name, n, d) -> int:
+    """``n`` as an int, after JAX's refusals of a sequence for ``n`` or ``d``."""
+    if isinstance(n, (list, tuple)):
+        raise ValueError(f"The n argument of jax.numpy.fft.{name} only takes an int. "
+                         f"Got n = {list(n)}.")
+    if isinstance(d, (list, tuple)):
+        raise ValueError(f"The d argument of jax.numpy.fft.{name} only takes a single value. "
+                         f"Got d = {list(d)}.")
+    return operator.index(n)
 
 
 def _frequencies(k, n, d, dtype):
     dtype = _dt.canonicalize(dtype or _dt.float_)
     if isinstance(d, (int, float)):
-        return asarray((k / (n * d)).astype(dtype))
+        with np.errstate(divide="ignore", invalid="ignore"):   # n = 0: nan, as JAX's
+            return asarray((k / (n * d)).astype(dtype))
     return asarray(k.astype(dtype)) / (asarray(d) * n)
 
 
