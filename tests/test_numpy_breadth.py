@@ -10,6 +10,7 @@ says otherwise (where JAX's rule differs from numpy's).
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Callable
 
 import numpy as np
@@ -857,10 +858,25 @@ def test_shifts_by_the_bit_width_or_more():
     (lambda: jnp.vectorize(lambda a, b: a, signature="(n),(n)->()")(jnp.ones(2), jnp.ones(3)),
      ValueError, "inconsistent size for core dimension 'n'"),
     (lambda: jnp.vectorize(lambda a: a, signature="(n)->()")(jnp.ones(2)), ValueError,
-     "does not match the core dimensions"),
+     r"^output shape \(2,\) does not match core dimensions \(\) on vectorized function "
+     r"with excluded=frozenset\(\) and signature='\(n\)->\(\)'$"),
     (lambda: jnp.vectorize(lambda a: a, signature="(n->()"), ValueError, "not a valid gufunc"),
     (lambda: jnp.vectorize(lambda a: a, signature="(n)->()")(jnp.ones(())), ValueError,
      "not have enough dimensions"),
+    (lambda: jnp.vectorize(lambda *a: a, signature="(),()->(),(),()")(1, 2), TypeError,
+     r"^wrong number of output arguments: expected 3, got 2 on vectorized function"),
+    (lambda: jnp.vectorize(lambda a, b: a, signature="(n),(n)->(),()")(jnp.ones(2),
+                                                                     jnp.ones(2)),
+     TypeError, "^output must be a tuple when multiple outputs are expected, got: "),
+    (lambda: jnp.vectorize(lambda a: a, excluded={1.5}), TypeError,
+     r"^jax.numpy.vectorize can only exclude integer or string arguments, but "
+     r"excluded=\{1.5\}$"),
+    (lambda: jnp.vectorize(lambda a: a, excluded={-1}), ValueError,
+     r"^excluded=\{-1\} contains negative numbers$"),
+    (lambda: jnp.vectorize(lambda a, b, c: a, signature="(k),(),(k)->(k)")(jnp.ones(2), None,
+                                                                          None),
+     ValueError, r"^Cannot pass None at locations \{1, 2\} with "
+                 r"signature='\(k\),\(\),\(k\)->\(k\)'$"),
     (lambda: jnp.where(jnp.ones(2), 1.0), ValueError, "both or neither"),
 ])
 def test_errors_name_the_problem(call, error, message):
@@ -1676,3 +1692,30 @@ def test_unique_pads_its_indices_with_the_first_sorted_elements():
                           size=3)
     np.testing.assert_array_equal(got[1], [1, 2, 4])        # padded with len(ar1)
     np.testing.assert_array_equal(got[2], [1, 0, 3])        # padded with len(ar2)
+
+
+def test_vectorize_passes_none_through():
+    # as JAX's: None is no operand to loop over, the function gets it as it is
+    add_unless_none = jnp.vectorize(lambda x, y: x if y is None else x + y)
+    x = np.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(add_unless_none(jnp.asarray(x), None)), x)
+    np.testing.assert_array_equal(np.asarray(add_unless_none(jnp.asarray(x), x)), 2 * x)
+    scaled = jnp.vectorize(lambda x, s, y: x * (1 if s is None else s) + y,
+                           signature="(k),(),(k)->(k)")
+    np.testing.assert_array_equal(np.asarray(scaled(x, None, x[0])), x + x[0])
+
+
+@pytest.mark.parametrize("signature", [None, "(),()->()"])
+def test_vectorize_follows_the_rank_promotion_flag(signature):
+    add = jnp.vectorize(lambda a, b: a + b, signature=signature)
+    message = (r"^operands with shapes \[\(4, 3\), \(3,\)\] require rank promotion for "
+               rf"jnp.vectorize function with signature {re.escape(str(signature))}\. Set the "
+               r"jax_numpy_rank_promotion config option to 'allow'")
+    with shardc.numpy_rank_promotion("raise"):
+        with pytest.raises(ValueError, match=message):
+            add(jnp.ones((4, 3)), jnp.ones(3))
+        assert add(jnp.ones((4, 3)), jnp.ones(())).shape == (4, 3)    # scalars promote freely
+    with shardc.numpy_rank_promotion("warn"):
+        with pytest.warns(UserWarning, match=message):
+            got = add(jnp.ones((4, 3)), jnp.ones(3))
+    np.testing.assert_array_equal(np.asarray(got), np.full((4, 3), 2.0))
