@@ -1122,6 +1122,18 @@ def test_einsum_labels_of_different_sizes_are_jaxs_value_error():
                               "terms (4).")
 
 
+def test_einsum_refuses_a_path_contracting_three_operands_at_once():
+    a, b, c = np.ones((2, 3)), np.arange(8.0).reshape(2, 4), np.ones((2, 5))
+    for path in ([(0, 1, 2)], ["einsum_path", (0, 1, 2)]):
+        with pytest.raises(NotImplementedError, match="^jax.numpy.einsum does not support "
+                                                      "simultaneous contraction of 3 or more "
+                                                      "operands. Typically this means"):
+            jnp.einsum("ij,ik,il->jkl", a, b, c, optimize=path)
+    # a path of pairs is followed to the same values
+    got = jnp.einsum("ij,ik,il->jkl", a, b, c, optimize=[(0, 1), (0, 1)])
+    np.testing.assert_allclose(np.asarray(got), np.einsum("ij,ik,il->jkl", a, b, c))
+
+
 # --- where= and initial= of the reductions, the pad modes, einsum's ellipsis (against numpy) ---
 
 _R = (np.arange(24, dtype=np.float32).reshape(2, 3, 4) % 7) - 3

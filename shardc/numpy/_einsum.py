@@ -31,6 +31,7 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
     """
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
+    _check_path(optimize)
     wanted = preferred_dtype()      # (``accepts_out_sharding`` takes the keyword)
     if wanted is not None and wanted != np.bool_:
         # booleans count in the accumulation dtype asked for (JAX's), not as "any"
@@ -45,6 +46,21 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
     if out_sharding is not None:
         result = constrain(result, resolve_sharding(out_sharding, "einsum(out_sharding=...)"))
     return result
+
+
+def _check_path(optimize) -> None:
+    """JAX's refusal of an explicit contraction path (``optimize=[(0, 1), ...]``, or
+    ``einsum_path``'s list) with a step contracting three or more operands at once. shardc
+    contracts two at a time in its own order, so any other ``optimize`` gives the same
+    result."""
+    if not isinstance(optimize, (list, tuple)):
+        return
+    steps = optimize[1:] if optimize and optimize[0] == "einsum_path" else optimize
+    if any(len(step) > 2 for step in steps):
+        raise NotImplementedError(
+            "jax.numpy.einsum does not support simultaneous contraction of 3 or more "
+            "operands. Typically this means you've passed an unsupported path to the einsum "
+            "optimize parameter.")
 
 
 _einsum_typed = einsum   # the chain as typed; the public einsum below wraps it
