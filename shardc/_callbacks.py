@@ -7,7 +7,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.tracing import (Tracer, bind, current_trace, eval_trace, is_python_scalar,
-                              weakly_typed)
+                              set_current_trace, weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from runtime.array import Array, SingleDeviceSharding
@@ -39,7 +39,10 @@ class HostCallback:
             flat = [static[k] if k in static else next(values)
                     for k in range(self.in_tree.num_leaves)]
         args, kwargs = tree.tree_unflatten(self.in_tree, list(flat))
-        result = self.fn(*args, **kwargs)
+        # the function runs on concrete values, outside every trace: an eager shard_map body
+        # calling it is the current trace while the devices run
+        with set_current_trace(eval_trace):
+            result = self.fn(*args, **kwargs)
         return tree.tree_leaves(result) if self.returns else []
 
     def _array(self, value, position: int, device):

@@ -62,6 +62,20 @@ def test_callbacks_run_once_per_device_inside_shard_map():
         assert_ran(seen, [[0, 1], [2, 3], [4, 5], [6, 7]])       # in device order
 
 
+def test_callbacks_in_an_eager_shard_map_body_compute_on_their_blocks():
+    # the host function runs outside every trace, so its own array operations give arrays
+    # (the eager body is the current trace while the devices run)
+    def body(b):
+        return jax.pure_callback(lambda v, k: jnp.sin(v) * 2 + k,
+                                 jax.ShapeDtypeStruct(b.shape, b.dtype), b, 3.0)
+
+    f = jax.shard_map(body, mesh=MESH, in_specs=P("i"), out_specs=P("i"))
+    for g in (f, jax.jit(f)):
+        out = g(X)
+        np.testing.assert_allclose(np.asarray(out), np.sin(X) * 2 + 3, rtol=1e-6)
+        assert out.dtype == np.float32 and out.sharding.spec == P("i")
+
+
 def test_vmap_methods_and_grad():
     host = lambda v: np.asarray(v) * 2
     batch = jnp.arange(6.).reshape(2, 3)
