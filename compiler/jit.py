@@ -1765,7 +1765,9 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
                     _check_committed(leaf, sharding)
                 weak = weakly_typed(leaf)
                 leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
-                if typed is not None:
+                if typed is not None and not isinstance(leaf, Tracer):
+                    # (placed under a trace, a vmap's or an enclosing jit's, it is traced:
+                    # typed by its layout, as a traced argument is)
                     leaf = leaf.typed_as(typed)
                 if weak:        # a Python number laid out stays weakly typed, as JAX's
                     leaf = weakened(leaf)

@@ -296,6 +296,28 @@ def test_python_numbers_stay_weakly_typed_through_in_shardings_and_vmap():
     assert str(shardc.typeof(shardc.vmap(lambda a: a * 2.0)(x))) == "float32[3]"
 
 
+@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
+def test_in_shardings_lay_out_an_unmapped_or_closed_over_array_under_a_trace(axis_type):
+    # an array on no mesh, laid out by in_shardings inside vmap or an enclosing jit, is
+    # traced there: typed by its layout (as JAX's results show), not retyped as a value
+    mesh = shardc.make_mesh((2,), ("x",), axis_types=(getattr(shardc.sharding.AxisType,
+                                                              axis_type),))
+    s = NamedSharding(mesh, P("x"))
+    f = shardc.jit(lambda a, b: (a + b, a), in_shardings=s, out_shardings=s)
+    a, b = jnp.arange(4), jnp.arange(20).reshape(5, 4)
+    split = "@x" if axis_type == "Explicit" else ""
+    for mapped in (shardc.vmap(f, in_axes=(None, 0)), shardc.jit(shardc.vmap(f, (None, 0)))):
+        total, same = mapped(a, b)
+        np.testing.assert_array_equal(np.asarray(total), np.arange(20).reshape(5, 4)
+                                      + np.arange(4))
+        np.testing.assert_array_equal(np.asarray(same), np.tile(np.arange(4), (5, 1)))
+        assert total.sharding.spec == same.sharding.spec == P(None, "x")
+        assert str(shardc.typeof(total)) == f"int32[5,4{split}]"
+    total, same = shardc.jit(lambda c: f(a, c))(jnp.arange(4) + 1)
+    np.testing.assert_array_equal(np.asarray(total), 2 * np.arange(4) + 1)
+    assert total.sharding.spec == P("x") and str(shardc.typeof(same)) == f"int32[4{split}]"
+
+
 # --- ahead of time: what a lowered or compiled function takes and gives --------------------------
 
 def test_aot_views_of_arguments_and_results():
