@@ -79,17 +79,19 @@ def batch_program(trace: BatchTrace, program: Program, batched: list, batch_out:
 
 
 def _batched_aval(aval, size: int):
-    """A batch of ``aval`` (batch axis in front), split as the batched operands of the
-    equation being batched split theirs: a loop's carry keeps the batch's split."""
+    """A batch of ``aval`` (batch axis in front) split as ``aval`` is, its batch axis split as
+    the batched operands of the equation being batched split theirs (where those axes are
+    free): a loop's carry keeps both splits."""
+    sharding = aval.type_sharding
+    spec = sharding.spec if sharding is not None else ((),) * aval.ndim
+    mesh, batch_axes = (sharding.mesh if sharding is not None else None), ()
     split = current_batch_split()
+    if split is not None and not set(split[1]) & {a for names in spec for a in names}:
+        mesh, batch_axes = split[0], tuple(split[1])
     batched = aval.update(shape=(size,) + aval.shape)
-    if split is None:
+    if mesh is None:
         return batched
-    mesh, axes = split
-    spec = aval.type_sharding.spec if aval.type_sharding is not None else ((),) * aval.ndim
-    if set(axes) & {a for names in spec for a in names}:
-        return batched
-    return batched.update(type_sharding=TypeSharding.of(mesh, (tuple(axes),) + tuple(spec)))
+    return batched.update(type_sharding=TypeSharding.of(mesh, (batch_axes,) + tuple(spec)))
 
 
 def _leading(values, dims) -> list:

@@ -1745,6 +1745,31 @@ def test_grad_of_a_scan_keeps_its_residuals_split_on_an_explicit_mesh():
         np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5)
 
 
+def test_vmap_of_a_scan_keeps_its_carrys_split_past_the_batch_axis():
+    # a batched carry is typed as the carry was, its batch axis in front: the (unsplit)
+    # batch of a carry split over x stays split over x, so the loop's dot_general and its
+    # transpose see the blocks their operands have (they saw whole carries, and failed)
+    mesh = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+    xs = np.arange(4 * 8 * 16, dtype=np.float32).reshape(4, 8, 16) % 7 / 8
+    ws = np.arange(2 * 16 * 16, dtype=np.float32).reshape(2, 16, 16) % 5 / 16
+
+    def loss(w, x):
+        return jnp.sum(jax.lax.scan(lambda c, p: (c @ p, None), x, w)[0])
+
+    with jax.set_mesh(mesh):
+        x = jax.device_put(xs, P(None, "x"))
+        total, grad = jax.jit(jax.vmap(jax.value_and_grad(loss), in_axes=(None, 0)))(ws, x)
+    first = xs @ ws[0]                                  # per member: c1 = x w0, c2 = c1 w1
+    ones = np.ones((4, 8, 16), np.float32)
+    np.testing.assert_allclose(np.asarray(total), (first @ ws[1]).sum(axis=(1, 2)),
+                               rtol=1e-5)
+    want = np.stack([np.swapaxes(xs, 1, 2) @ (ones @ ws[1].T),
+                     np.swapaxes(first, 1, 2) @ ones], axis=1)
+    np.testing.assert_allclose(np.asarray(grad), want, rtol=1e-5)
+    assert str(jax.typeof(total)) == "float32[4]"
+    assert str(jax.typeof(grad)) == "float32[4,2,16,16]"
+
+
 def test_vmap_of_a_split_batch_keeps_its_split_in_an_out_sharding_a_rule_asks_for():
     # JAX's pjit test_dot_general_vmap: the batch dimension an out_sharding gains under vmap
     # is split as the batch is (JAX's explicit_mesh_axis), not left unsplit
