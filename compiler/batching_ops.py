@@ -275,13 +275,14 @@ def _scatter_rule(values, dims, *, axis, mode):
         updates = batch_at(updates, update_dim, size)
         return [bind(prims.scatter_p, x, indices, updates, axis=axis + 1, mode=mode)], [0]
     # Batched indices: scatter into the members laid end to end along ``axis`` (a batch split
-    # by its type is gathered whole first and split again after, as the gather rule does).
+    # by its type is gathered whole first and split again after, as the gather rule does;
+    # after the broadcast of an unbatched operand, which takes the batch's split).
     split = batch_split_of([x, indices, updates], [x_dim, index_dim, update_dim])
+    length = member_aval(x, x_dim).shape[axis]
+    x, updates = batch_at(x, x_dim, size, axis), batch_at(updates, update_dim, size, axis)
     if split is not None:
         x, indices, updates = (_unsplit(v, split[0]) for v in (x, indices, updates))
-    length = member_aval(x, x_dim).shape[axis]
-    flat = _merge_batch_into(x, x_dim, size, axis)
-    updates = batch_at(updates, update_dim, size, axis)
+    flat = _merge_batch_into(x, axis, size, axis)
     indices = moveaxis(indices, index_dim, 0)
     indices, valid = _normalized_index(indices, length, drop=True)
     shifted = bind(prims.add_p, indices, _member_offsets(indices, length))

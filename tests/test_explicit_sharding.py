@@ -1770,6 +1770,32 @@ def test_vmap_of_a_scan_keeps_its_carrys_split_past_the_batch_axis():
     assert str(jax.typeof(grad)) == "float32[4,2,16,16]"
 
 
+def test_vmap_of_a_scatter_into_an_unbatched_operand_under_a_split_batch():
+    # batched indices over a batch split along x, an unbatched operand (a gather's transpose:
+    # zeros) or unbatched updates: broadcast to the batch they take its split, which the
+    # members laid end to end must lose before the scatter
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2)
+    table = np.arange(32 * 256, dtype=np.float32).reshape(32, 256) / 100
+    index = (np.arange(32 * 16, dtype=np.int32).reshape(32, 16) * 7) % 256 - 40
+    picked = lambda t, i: jnp.mean(jnp.sin(t.at[i].get(out_sharding=P("y"))))
+    with jax.set_mesh(mesh):
+        t, i = jax.device_put(table, P("x", None)), jax.device_put(index, P("x", None))
+        value, grad = jax.jit(jax.vmap(jax.value_and_grad(picked)))(t, i)
+        added = jax.jit(jax.vmap(lambda i: jnp.zeros(256).at[i].add(2.0)))(i)
+    rows = np.arange(32)[:, None]
+    np.testing.assert_allclose(np.asarray(value), np.sin(table[rows, index]).mean(1),
+                               rtol=1e-5)
+    want = np.zeros_like(table)
+    np.add.at(want, (np.broadcast_to(rows, index.shape), index % 256),
+              np.cos(table[rows, index]) / 16)
+    np.testing.assert_allclose(np.asarray(grad), want, rtol=1e-5, atol=1e-7)
+    want = np.zeros((32, 256), np.float32)
+    np.add.at(want, (np.broadcast_to(rows, index.shape), index % 256), 2.0)
+    np.testing.assert_array_equal(np.asarray(added), want)
+    assert (str(jax.typeof(value)), str(jax.typeof(grad)), str(jax.typeof(added))) == (
+        "float32[32@x]", "float32[32@x,256]", "float32[32@x,256]")
+
+
 def test_vmap_of_a_split_batch_keeps_its_split_in_an_out_sharding_a_rule_asks_for():
     # JAX's pjit test_dot_general_vmap: the batch dimension an out_sharding gains under vmap
     # is split as the batch is (JAX's explicit_mesh_axis), not left unsplit
