@@ -427,7 +427,7 @@ def with_batch_dim(sharding, dim: int):
     if dim > len(entries):
         entries += [None] * (dim - len(entries))
     entries.insert(dim, entry)
-    return NamedSharding(sharding.mesh, PartitionSpec(*entries))
+    return NamedSharding(sharding.mesh, sharding.spec.update(partitions=entries))
 
 
 def shift_axes(axes, dim) -> tuple:

@@ -493,6 +493,31 @@ def test_gradient_of_a_reduced_weight_through_a_product(mesh):
         np.testing.assert_allclose(np.asarray(jax.reshard(gw, P())), xh.T @ scale)
 
 
+def test_per_example_gradients_of_a_reduced_weight_stay_partial_sums(mesh):
+    """vmap of the gradient of a reduced weight: each member's gradient is a partial sum, so
+    the batched one is unreduced too (an out_sharding given the batch dimension keeps its
+    unreduced axes), with and without a scan over layers."""
+    xh = np.arange(4 * 8 * 16, dtype=np.float32).reshape(4, 8, 16) % 5 / 4
+    wh = np.arange(16 * 16, dtype=np.float32).reshape(16, 16) % 3 / 8
+    x = jax.device_put(xh, P(None, "x"))
+    w = jax.device_put(wh, P(reduced={"x"}))
+    ws = jax.device_put(np.stack([wh, wh.T]), P(reduced={"x"}))
+    dot = lambda c, w: jnp.dot(c, w, out_sharding=P("x"))
+    once = lambda w, x: jnp.sum(jnp.sin(dot(x, w)))
+    layers = lambda ws, x: jnp.sum(jax.lax.scan(lambda c, w: (dot(c, w), None), x, ws)[0])
+    total, gw = jax.jit(jax.vmap(jax.value_and_grad(once), in_axes=(None, 0)))(w, x)
+    assert str(jax.typeof(gw)) == "float32[4,16,16]{U:x}"
+    np.testing.assert_allclose(np.asarray(total), np.sin(xh @ wh).sum((1, 2)), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(jax.reshard(gw, P())),
+                               np.swapaxes(xh, 1, 2) @ np.cos(xh @ wh), rtol=1e-5)
+    _, gws = jax.jit(jax.vmap(jax.value_and_grad(layers), in_axes=(None, 0)))(ws, x)
+    assert str(jax.typeof(gws)) == "float32[4,2,16,16]{U:x}"
+    ones = np.ones((4, 8, 16), np.float32)
+    want = np.stack([np.swapaxes(xh, 1, 2) @ (ones @ wh), np.swapaxes(xh @ wh, 1, 2) @ ones],
+                    axis=1)
+    np.testing.assert_allclose(np.asarray(jax.reshard(gws, P())), want, rtol=1e-5)
+
+
 def test_segment_ops_into_partial_sums():
     mesh = jax.make_mesh((4,), ("x",), axis_types=(AxisType.Explicit,))
     with jax.set_mesh(mesh):
