@@ -657,6 +657,9 @@ def _custom_vjp_call_jvp(primals, tangents, *, jaxpr, fwd, bwd, name, num_consts
     # a tangent is unreduced and reduced as its primal (JAX's to_tangent_spec)
     ur = ({"out_ur": tuple((tuple(sorted(a.unreduced)), tuple(sorted(a.reduced)))
                            for a in out_avals)} if any(a.ur for a in out_avals) else {})
+    # and split as its primal, so the cotangent the bwd rule gets is typed as the output is
+    if any(a.type_sharding is not None for a in out_avals):
+        ur["out_shardings"] = tuple(a.type_sharding for a in out_avals)
     out_tangents = bind(p.custom_lin_p, *consts, *residuals, *tangents_in, bwd=linear_bwd,
                         num_res=num_consts + len(residuals),
                         out_shapes=tuple(a.shape for a in out_avals),

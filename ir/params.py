@@ -76,7 +76,8 @@ signatures[prims.custom_vmap_call_p] = _sig(0, ["jaxpr", "vmap_rule", "name", "n
                                             variadic=True)
 signatures[prims.linear_solve_p] = _sig(0, ["jaxpr", "rules"], variadic=True)
 signatures[prims.custom_lin_p] = _sig(0, ["bwd", "num_res", "out_shapes", "out_dtypes",
-                                          "out_vmas"], ["out_ur"], variadic=True)
+                                          "out_vmas"], ["out_ur", "out_shardings"],
+                                      variadic=True)
 
 
 def signature_of(prim) -> Optional[Signature]:

@@ -668,8 +668,12 @@ def _custom_call_rule(*in_avals: Aval, jaxpr, **params) -> list:
     return [_aval(a.shape, a.dtype) for a in jaxpr.out_avals]
 
 
-def _custom_lin_rule(*in_avals: Aval, out_shapes, out_dtypes, **params) -> list:
-    return [_aval(shape, dtype) for shape, dtype in zip(out_shapes, out_dtypes)]
+def _custom_lin_rule(*in_avals: Aval, out_shapes, out_dtypes, out_shardings=None,
+                     **params) -> list:
+    """A custom_vjp's tangents: typed as their primals (``out_shardings``: their splits)."""
+    splits = out_shardings or (None,) * len(out_shapes)
+    return [_aval(shape, dtype).with_sharding(split)
+            for shape, dtype, split in zip(out_shapes, out_dtypes, splits)]
 
 
 def _name_rule(x: Aval, *, name) -> list:

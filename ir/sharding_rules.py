@@ -754,7 +754,7 @@ def _scan(in_avals, outs, *, jaxpr, length, reverse, num_consts, num_carry):
 
 
 def _custom_lin(in_avals, outs, **params):
-    return [((),) * out.ndim for out in outs]
+    return [spec_of(out) for out in outs]       # split as the shape rule's (their primals')
 
 
 for _p in ((prims.cond_p, prims.while_p, prims.remat_p, prims.linear_solve_p)

@@ -401,6 +401,52 @@ def test_custom_vjp_of_a_reduced_value(mesh):
     np.testing.assert_array_equal(np.asarray(jax.reshard(grad, P())), np.zeros(8))
 
 
+def test_custom_vjp_bwd_gets_its_cotangent_split_as_the_output():
+    """JAX's shard_map test_shmap_unreduced_fsdp_custom_vjp_bwd: the cotangent a custom_vjp's
+    bwd rule gets is typed as the primal output (split over data and seq), so the rule can
+    contract it with a split residual into a partial sum over both axes, then
+    reduce-scatter and all-reduce it by hand. (It came unsplit, and the contraction of a
+    split operand with an unsplit one into an unreduced result was refused.)"""
+    mesh = jax.make_mesh((2, 2), ("data", "seq"), axis_types=(AxisType.Explicit,) * 2)
+    xh, yh = np.arange(64.).reshape(8, 4, 2) / 64, np.arange(12.).reshape(2, 6) / 12
+    seen = []
+
+    @jax.custom_vjp
+    def f(x, y):
+        gathered = jax.shard_map(
+            lambda a: jax.lax.all_gather(a, "seq", tiled=True, to="reduced"),
+            in_specs=P("seq", None), out_specs=P(None, None, reduced={"seq"}))(y)
+        return jnp.einsum("btd,df->btf", x, gathered)
+
+    def f_bwd(res, g):
+        x, y = res
+        seen.append(str(jax.typeof(g)))
+        scatter = jax.shard_map(lambda a: jax.lax.psum_scatter(a, "seq", tiled=True),
+                                in_specs=P(unreduced={"data", "seq"}),
+                                out_specs=P("seq", None, unreduced={"data"}))
+        reduce = jax.shard_map(lambda a: jax.lax.psum(a, "data"),
+                               in_specs=P("seq", None, unreduced={"data"}),
+                               out_specs=P("seq", None))
+        x_bar = jnp.einsum("btf,df->btd", g, y, out_sharding=P("data", "seq", None))
+        y_bar = jnp.einsum("btd,btf->df", x, g,
+                           out_sharding=P(None, None, unreduced={"data", "seq"}))
+        return x_bar, reduce(scatter(y_bar))
+
+    f.defvjp(lambda x, y: (f(x, y), (x, y)), f_bwd)
+    with jax.set_mesh(mesh):
+        x = jax.device_put(xh, P("data", "seq", None))
+        y = jax.device_put(yh, P("seq", None))
+        gx, gy = jax.jit(jax.grad(lambda x, y: jnp.sin(jax.jit(f)(x, y).sum()),
+                                  argnums=(0, 1)))(x, y)
+    assert seen == ["float32[8@data,4@seq,6]"]
+    scale = np.cos((xh @ yh).sum())
+    np.testing.assert_allclose(np.asarray(gx), scale * np.ones((8, 4, 6)) @ yh.T, rtol=2e-4)
+    np.testing.assert_allclose(np.asarray(gy), scale * xh.reshape(32, 2).T @ np.ones((32, 6)),
+                               rtol=2e-4)
+    assert str(jax.typeof(gx)) == "float32[8@data,4@seq,2]"
+    assert str(jax.typeof(gy)) == "float32[2@seq,6]"
+
+
 def test_reduced_residual_keeps_its_type(mesh):
     """A reduced value a body's backward pass reads (cos x for sin) stays reduced between the
     forward and backward bodies: x's cotangent is a partial sum, added once."""
