@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,24 +25,73 @@ from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (CONCRETIZATION_ERRORS, ConcretizationTypeError, Tracer,
                               abstract_value_error, aval_of, bind, current_trace, errors_link,
-                              eval_trace, is_python_scalar, trace_to_program, user_source,
-                              value_if_known, weakened, weakened_where, weakly_typed)
+                              eval_trace, is_python_scalar, trace_settings, trace_to_program,
+                              user_source, value_if_known, weakened, weakened_where,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Program, Var, programs_in
+from ir.sharding import current_mesh
 from ir.sharding_rules import p_text, spec_of
 
 
 # --- tracing sub-programs ----------------------------------------------------------------------
 
-def _trace_sub(fun, in_avals, weak=None) -> tuple[Program, list]:
+def _trace_sub(fun, in_avals, weak=None, *, owner=None, key=(), boxes=()) -> tuple[Program,
+                                                                                 list]:
     """Trace ``fun`` (flat lists in and out) in the current context; closed-over values become
     leading inputs (``weak``: which inputs are weakly typed). Returns (program, closed-over
-    values)."""
+    values).
+
+    ``owner``, the user's function ``fun`` calls (a loop body, a branch), keeps the program
+    for later calls of the same signature (``key``: the pytree structures ``fun`` rebuilds),
+    as JAX keeps a loop body's traced program: its Python runs once. ``boxes`` are the lists
+    ``fun`` fills while traced (the output structure), saved and refilled. A program is kept
+    only where no enclosing trace names axes (a shard_map body's, a vmap's axis) and it
+    closes over no value of an enclosing trace."""
+    entry = None
+    if owner is not None and not _names_axes_in_scope():
+        entry = (key, tuple(in_avals), tuple(weak or ()), current_mesh(), dtypes.x64_enabled(),
+                 trace_settings())
+        try:
+            found = _SUB_PROGRAMS.get(owner, {}).get(entry)
+        except TypeError:         # an owner or a structure that cannot be hashed
+            entry = found = None
+        if found is not None:
+            program, consts, saved = found
+            for box, content in zip(boxes, saved):
+                box[:] = content
+            return program, consts
     program, consts, _ = trace_to_program(fun, in_avals, shard=current_shard_context(),
                                           parent=current_trace(), weak=weak)
-    return Program([], program.constvars + program.invars, program.eqns, program.outvars), consts
+    program = Program([], program.constvars + program.invars, program.eqns, program.outvars)
+    if entry is not None and not any(isinstance(c, Tracer) for c in consts):
+        try:
+            _SUB_PROGRAMS.setdefault(owner, {})[entry] = (program, consts,
+                                                          [list(box) for box in boxes])
+        except TypeError:         # an owner that cannot be weakly referenced
+            pass
+    return program, consts
+
+
+# a loop body's or a branch's function -> its programs by signature
+_SUB_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def clear_sub_programs() -> None:
+    _SUB_PROGRAMS.clear()
+
+
+def _names_axes_in_scope() -> bool:
+    if current_shard_context() is not None:
+        return True
+    trace = current_trace()
+    while trace is not None:
+        if trace.binds_axis_names():
+            return True
+        trace = trace.parent
+    return False
 
 
 def _promote_weak_carries(init_flat, weak, out_avals) -> bool:
@@ -415,11 +465,13 @@ def _scan(f, init, xs, length, reverse, unroll, carry_name, construct):
         return [_as_array(v) for v in new_flat] + list(ys_flat)
 
     x_weak = [weakly_typed(x) for x in xs_flat]
-    body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak)
+    kept = dict(owner=f, key=("scan", carry_tree, xs_tree, construct, carry_name),
+                boxes=(ys_tree_box, out_weak))
+    body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak, **kept)
     if _promote_weak_carries(init_flat, weak, body.out_avals[:nc]):
         carry_avals = [aval_of(v) for v in init_flat]
         ys_tree_box.clear()
-        body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak)
+        body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak, **kept)
     paths = tree.leaf_paths(init)
     _check_carry(construct, carry_name, paths, carry_avals, body.out_avals[:nc])
     outs = weakened_where(_bind_scan_forwarding(body, consts, init_flat, xs_flat, length,
@@ -583,13 +635,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
             return init_val       # (JAX's: a scan of no length cannot run op by op)
         # the counter counts from ``int(lower)``, a Python int: weakly typed int32, whatever
         # the bounds' dtype, as JAX's
-        def step(loop_carry, _):
-            i, val = loop_carry
-            # (a Python int while the loop runs in Python, jit disabled, as JAX's)
-            nxt = i + 1 if type(i) is int else bind(prims.add_p, i, 1)
-            return (nxt, body_fun(i, val)), None
-
-        (_, result), _ = scan(step, (start, init_val), None,
+        (_, result), _ = scan(_fori_step(body_fun), (start, init_val), None,
                               length=max(0, stop - start),
                               unroll=False if unroll is None else unroll,
                               carry_name="loop_carry")
@@ -611,6 +657,35 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     lower, upper = (_as_loop_index(b, dtype) for b in (lower, upper))
     _, _, result = while_loop(cond_fun, body, (lower, upper, init_val), carry_name="loop_carry")
     return result
+
+
+def _fori_step(body_fun):
+    """The scan step of a fori_loop with static bounds: one per ``body_fun`` (so the scan
+    keeps its traced program, as JAX's), or a new one for a function that cannot be weakly
+    referenced."""
+    try:
+        return _FORI_STEPS[body_fun]
+    except (KeyError, TypeError):
+        pass
+
+    try:
+        called = weakref.ref(body_fun)     # (the step must not keep body_fun alive)
+    except TypeError:
+        called = lambda: body_fun
+
+    def step(loop_carry, _):
+        i, val = loop_carry
+        # (a Python int while the loop runs in Python, jit disabled, as JAX's)
+        nxt = i + 1 if type(i) is int else bind(prims.add_p, i, 1)
+        return (nxt, called()(i, val)), None
+    try:
+        _FORI_STEPS[body_fun] = step
+    except TypeError:
+        pass
+    return step
+
+
+_FORI_STEPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _loop_index_dtype(lower, upper) -> np.dtype:
@@ -681,18 +756,22 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
         out_weak[:] = [weakly_typed(v) for v in new_flat]
         return [_as_array(v) for v in new_flat]
 
-    cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat])
+    kept_cond = dict(owner=cond_fun, key=("while_cond", carry_tree))
+    kept_body = dict(owner=body_fun, key=("while_body", carry_tree, construct, carry_name),
+                     boxes=(out_weak,))
+    cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat],
+                                        **kept_cond)
     pred = cond_prog.out_avals[0]
     q = pred.vma
     if q and _checking():
         init_flat = _lift(init_flat, q)
         cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat])
     carry_avals = [aval_of(v) for v in init_flat]
-    body_prog, body_consts = _trace_sub(flat_body, carry_avals, list(weak))
+    body_prog, body_consts = _trace_sub(flat_body, carry_avals, list(weak), **kept_body)
     if _promote_weak_carries(init_flat, weak, body_prog.out_avals):
         carry_avals = [aval_of(v) for v in init_flat]
-        cond_prog, cond_consts = _trace_sub(flat_cond, carry_avals, list(weak))
-        body_prog, body_consts = _trace_sub(flat_body, carry_avals, list(weak))
+        cond_prog, cond_consts = _trace_sub(flat_cond, carry_avals, list(weak), **kept_cond)
+        body_prog, body_consts = _trace_sub(flat_body, carry_avals, list(weak), **kept_body)
     _check_carry(construct, carry_name, tree.leaf_paths(init_val), carry_avals,
                  body_prog.out_avals)
     if q:
@@ -893,7 +972,8 @@ def _trace_branch(branch, ops_tree, avals, weak):
         box.append([weakly_typed(v) for v in out_flat])
         return [_as_array(v) for v in out_flat]
 
-    program, consts = _trace_sub(flat, avals, weak)
+    program, consts = _trace_sub(flat, avals, weak, owner=branch, key=("branch", ops_tree),
+                                 boxes=(box,))
     return program, consts, box[0], box[1]
 
 

@@ -166,12 +166,13 @@ def _shared_cache(fun, options: tuple) -> dict:
 
 
 def clear_caches() -> None:
-    """Forget what every jitted function compiled, and the eager mode's lowered collectives
-    (``jax.clear_caches``)."""
-    from compiler import eager
+    """Forget what every jitted function compiled and traced, the loop bodies' and branches'
+    traced programs, and the eager mode's lowered collectives (``jax.clear_caches``)."""
+    from compiler import control_flow, eager
     for jitted in list(_JITTED):
         jitted.clear_cache()
     eager._LOWERED.clear()
+    control_flow.clear_sub_programs()
 
 
 def _split_static(args: tuple, static_argnums: Sequence[int]):

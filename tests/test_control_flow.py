@@ -1897,3 +1897,58 @@ def test_map_in_batches_of_no_slices_is_empty(batch_size):
     got = shardc.jit(lambda v: lax.map(lambda x: x.sum(), v, batch_size=batch_size))(
         jnp.zeros((0, 4)))
     assert got.shape == (0,)
+
+
+def test_loop_bodies_and_branches_are_traced_once_per_signature():
+    """As JAX keeps a loop body's traced program: calling scan, while_loop, fori_loop, cond
+    or switch again with the same functions and argument types runs their Python once."""
+    calls = {"scan": 0, "cond_fun": 0, "body_fun": 0, "fori": 0, "true": 0, "false": 0}
+
+    def step(c, x):
+        calls["scan"] += 1
+        return c + x, c * 2
+
+    def cond_fun(x):
+        calls["cond_fun"] += 1
+        return x < 5
+
+    def body_fun(x):
+        calls["body_fun"] += 1
+        return x + 2
+
+    def fori_body(i, v):
+        calls["fori"] += 1
+        return v + i
+
+    def on_true(x):
+        calls["true"] += 1
+        return x + 1
+
+    def on_false(x):
+        calls["false"] += 1
+        return x - 1
+    for _ in range(3):
+        carry, ys = lax.scan(step, 0.0, jnp.ones(4))
+        np.testing.assert_array_equal(np.asarray(ys), [0., 2., 4., 6.])
+        assert float(carry) == 4.0
+        assert int(lax.while_loop(cond_fun, body_fun, 0)) == 6
+        assert float(lax.fori_loop(0, 5, fori_body, 0.0)) == 10.0
+        assert float(lax.cond(True, on_true, on_false, 1.0)) == 2.0
+    assert calls == {"scan": 1, "cond_fun": 1, "body_fun": 1, "fori": 1, "true": 1,
+                     "false": 1}
+    lax.scan(step, 0, jnp.arange(4))            # another signature: traced again
+    assert calls["scan"] == 2
+    shardc.clear_caches()
+    lax.scan(step, 0.0, jnp.ones(4))
+    assert calls["scan"] == 3
+
+
+def test_a_loop_body_under_a_named_axis_is_traced_at_each_call():
+    """The axis a vmap names is part of what the body computes (JAX's caches depend on it)."""
+    def counted(_, __):
+        return lax.axis_size("i"), None
+
+    def g():
+        return lax.scan(counted, 0, None, length=1)[0]
+    assert int(shardc.vmap(g, axis_name="i", axis_size=2, out_axes=None)()) == 2
+    assert int(shardc.vmap(g, axis_name="i", axis_size=3, out_axes=None)()) == 3
