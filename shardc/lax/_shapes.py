@@ -4,10 +4,11 @@
 other modules share."""
 from __future__ import annotations
 
-from compiler.tracing import bind
+from compiler.tracing import Tracer, bind
 from ir import primitives as p
+from ir.sharding import AbstractMesh, NamedSharding
 import shardc.numpy as jnp
-from shardc.numpy._core import dtype_of, key_array_rule
+from shardc.numpy._core import constrain, dtype_of, key_array_rule, put_on, typed
 
 __all__ = [
     "broadcast", "expand_dims", "squeeze", "rev", "pad", "slice_in_dim", "index_in_dim", "full",
@@ -131,9 +132,26 @@ def index_in_dim(operand, index, axis=0, keepdims=True):
     return out if keepdims else jnp.squeeze(out, axis)
 
 
-def full(shape, fill_value, dtype=None):
-    return jnp.full(tuple(shape) if not isinstance(shape, int) else (shape,), fill_value, dtype)
+def full(shape, fill_value, dtype=None, *, sharding=None):
+    """An array of ``shape`` filled with ``fill_value``; ``sharding`` lays a concrete result
+    out (JAX's ``lax.full``)."""
+    result = jnp.full(tuple(shape) if not isinstance(shape, int) else (shape,), fill_value,
+                      dtype)
+    return result if sharding is None else _laid_out(result, sharding)
 
 
-def full_like(x, fill_value, dtype=None, shape=None):
-    return jnp.full_like(x, fill_value, dtype=dtype, shape=shape)
+def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
+    """``jnp.full_like``; a ``sharding`` given lays the result out instead of ``x``'s."""
+    result = jnp.full_like(x, fill_value, dtype=dtype, shape=shape)
+    return result if sharding is None else _laid_out(result, sharding)
+
+
+def _laid_out(result, sharding):
+    """A made array laid out by ``sharding`` as JAX's ``lax.full`` lays it: a concrete one
+    there, strongly typed (an array made from its blocks, its spec as given); a traced one
+    only by a sharding on an abstract mesh (JAX ignores a concrete one under a trace)."""
+    if not isinstance(result, Tracer):
+        return typed(put_on(result, sharding))
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh):
+        return constrain(result, sharding)
+    return result

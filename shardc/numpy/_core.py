@@ -29,7 +29,7 @@ from ir.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec, curre
                          spec_per_dim)
 from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sharding,
                                partitions, type_sharding)
-from runtime.array import Array, detached
+from runtime.array import Array, SingleDeviceSharding, detached
 from runtime.reference import convert_element, device_put
 from shardc.dtypes import is_weakly_typed, issubdtype, prng_key, promotion, result_type
 from shardc.sharding import check_explicit_axes, resolve_sharding
@@ -306,10 +306,10 @@ def takes_device(create):
         if device is None:
             return result
         if isinstance(result, tuple):     # linspace(retstep=True): each part placed
-            return tuple(_put_on(part, device) for part in result)
+            return tuple(put_on(part, device) for part in result)
         # laid out on a device, a made array is typed (JAX's full and *_like lay it out
         # through a typed broadcast); asarray/array and out_sharding keep a weak type
-        placed = _put_on(result, device)
+        placed = put_on(result, device)
         return placed if create.__name__ in ("asarray", "array") else typed(placed)
 
     return placed
@@ -367,7 +367,7 @@ def check_out_sharding(out_sharding, name: str) -> None:
     check_explicit_axes(out_sharding, name)
 
 
-def _put_on(value, device):
+def put_on(value, device):
     """``value`` placed as ``device=`` places it: a concrete array as ``device_put`` lays it
     out, its spec as given (JAX's)."""
     sharding = resolve_sharding(device, "device=")
@@ -383,7 +383,7 @@ def _computed_on(value, sharding):
     """``value`` laid out by ``sharding`` as a computation's result (``out_sharding=``, the
     layout a *_like copies): a concrete one reports one spec entry per dimension, as JAX's
     computed results do."""
-    result = _put_on(value, sharding)
+    result = put_on(value, sharding)
     if isinstance(result, Tracer) or not isinstance(result.sharding, NamedSharding):
         return result
     full = result.sharding.with_spec(spec_per_dim(result.sharding.spec, ndim_of(result)))
@@ -645,26 +645,37 @@ def full_like(x, fill_value, dtype=None, shape=None):
                   dtype if dtype is not None else dtype_of(x))
     if _dt.is_float0(result):
         return result
-    typed = aval_of(x).type_sharding
-    if typed is not None and shape is None:
-        # split as x is (JAX's *_like copy the operand's sharding)
-        result = _computed_on(result, _on_devices(named_sharding(aval_of(x)), result))
-    elif (shape is None and (isinstance(x, Array) and not isinstance(x, Tracer)
-                             or isinstance(x, ShapeDtypeStruct))
-          and isinstance(getattr(x, "sharding", None), NamedSharding)
-          and isinstance(x.sharding.mesh, Mesh)):
-        # an array laid out on a mesh (Auto axes): the same layout, as JAX's (traced, the
-        # layout is propagation's to choose; an array placed inside a trace lays it out).
-        # A stand-in's layout on an abstract mesh is no concrete one: JAX ignores it.
-        result = _computed_on(result, x.sharding)
-    elif (shape is None and isinstance(x, Array) and not isinstance(x, Tracer)
-          and x.committed):
-        # an array committed to one device: the result is made there (JAX's)
-        result = result.committed_to(x.sharding.device)
-    else:
+    layout = _like_layout(x, shape, dtype)
+    if layout is None:
         result = vary_like(result, x)
+    elif isinstance(layout, SingleDeviceSharding):
+        result = result.committed_to(layout.device)
+    else:
+        result = put_on(result, _on_devices(layout, result))
     # of a weakly typed operand's dtype, weakly typed (JAX's)
     return weakened(result) if dtype is None and is_weakly_typed(x) else result
+
+
+def _like_layout(x, shape, dtype):
+    """The layout a ``*_like`` result copies from ``x``, as JAX's: a traced operand's type
+    where the shape is its own; a concrete array's (or a stand-in's) sharding where it is
+    committed, not weakly typed with no dtype asked for, and the shape is its own or it is
+    whole on every device (one device's, or replicated). None: the default placement (a
+    traced layout is propagation's to choose)."""
+    if isinstance(x, Tracer):
+        typed = aval_of(x).type_sharding
+        return named_sharding(aval_of(x)) if typed is not None and shape is None else None
+    sharding = getattr(x, "sharding", None)
+    if (not isinstance(x, (Array, ShapeDtypeStruct)) or sharding is None
+            or not getattr(x, "committed", True) or dtype is None and is_weakly_typed(x)):
+        return None
+    if shape is not None and shape_tuple(shape) != tuple(x.shape) and \
+            not sharding.is_fully_replicated:
+        return None
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh) and \
+            aval_of(x).type_sharding is None:
+        return None         # a stand-in's layout on an abstract Auto mesh: JAX ignores it
+    return sharding
 
 
 def _on_devices(sharding, result):
@@ -751,7 +762,7 @@ def astype(x, dtype, /, *, copy=False, device=None):
     ``copy=True`` gives a new array where the conversion changes nothing; ``device`` places
     the result."""
     if device is not None:
-        return _put_on(astype(x, dtype, copy=copy), device)
+        return put_on(astype(x, dtype, copy=copy), device)
     x = as_array(x)
     # a dtype asked for types the value (JAX's astype is never weakly typed)
     result = typed(convert(x, dtype))
