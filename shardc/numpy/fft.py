@@ -12,7 +12,7 @@ import numpy as np
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
-from shardc.numpy._core import as_array, asarray, astype, dtype_of
+from shardc.numpy._core import as_array, asarray, astype, dtype_of, put_on
 from shardc.numpy._manipulation import moveaxis, roll
 from shardc.numpy._ufuncs import conj
 
@@ -221,16 +221,22 @@ def ihfft(a, n=None, axis=-1, norm=None):
 
 
 def fftfreq(n, d=1.0, *, dtype=None, device=None):
-    """The sample frequencies of an ``n``-point transform with spacing ``d``."""
+    """The sample frequencies of an ``n``-point transform with spacing ``d``, placed on
+    ``device`` (a device or a sharding) where given."""
     n = _frequency_count("fftfreq", n, d)
     k = np.concatenate([np.arange(0, (n - 1) // 2 + 1), np.arange(-(n // 2), 0)])
-    return _frequencies(k, n, d, dtype)
+    return _placed(_frequencies(k, n, d, dtype), device)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None):
-    """The non-negative sample frequencies of an ``n``-point real transform."""
+    """The non-negative sample frequencies of an ``n``-point real transform, placed on
+    ``device`` where given."""
     n = _frequency_count("rfftfreq", n, d)
-    return _frequencies(np.arange(0, n // 2 + 1), n, d, dtype)
+    return _placed(_frequencies(np.arange(0, n // 2 + 1), n, d, dtype), device)
+
+
+def _placed(result, device):
+    return result if device is None else put_on(result, device)
 
 
 def _frequency_count(name, n, d) -> int:
