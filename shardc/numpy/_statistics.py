@@ -7,6 +7,8 @@ import numpy as np
 from compiler.tracing import bind
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir.sharding import ShardingTypeError
+from ir.sharding_rules import partitions
 from shardc.dtypes import result_type
 from shardc.numpy._arithmetic import (abs, add, ceil, clip, divide, equal, floor, greater_equal,
                                       isnan, less, less_equal, logical_and, logical_not,
@@ -160,11 +162,13 @@ def corrcoef(x, y=None, rowvar=True, dtype=None):
 
 # --- counting --------------------------------------------------------------------------------
 
-def bincount(x, weights=None, minlength=0, *, length=None):
+def bincount(x, weights=None, minlength=0, *, length=None, out_sharding=None):
     """Occurrences (or summed ``weights``) of each non-negative integer in ``x``.
 
     ``length=`` fixes the result's length (values beyond it are dropped) so the call traces;
     without it ``x`` must be concrete. Negative values count as 0, as in JAX.
+    ``out_sharding``: the result's layout, replicated (or unreduced) over every mesh axis
+    (JAX's ShardingTypeError otherwise).
     """
     x = as_array(x)
     if _dt.is_bool(dtype_of(x)):
@@ -182,7 +186,20 @@ def bincount(x, weights=None, minlength=0, *, length=None):
         weights = ones(shape_of(x), _dt.int_)
     weights = broadcast_to(as_array(weights), shape_of(x))
     out = zeros((int(length),), dtype_of(weights))
+    if out_sharding is not None:
+        return out.at[x].add(weights, mode="drop",
+                             out_sharding=_whole_layout(out_sharding, "jnp.bincount"))
     return bind(p.scatter_p, out, convert(x, _dt.int_), weights, axis=0, mode="add")
+
+
+def _whole_layout(out_sharding, name):
+    """``out_sharding`` as a NamedSharding that splits no dimension (JAX's ShardingTypeError
+    otherwise)."""
+    sharding = resolve_sharding(out_sharding, name)
+    if set(partitions(sharding.spec)) - {None}:
+        raise ShardingTypeError(f"out_sharding passed to `{name}` can only be fully replicated"
+                                " or fully unreduced along all mesh axes")
+    return sharding
 
 
 def histogram_bin_edges(a, bins=10, range=None, weights=None):
