@@ -1925,3 +1925,22 @@ def test_an_axis_known_while_tracing_is_static():
     np.testing.assert_array_equal(np.asarray(jnp.sum(x, axis=np.int32(1))), x.sum(1))
     np.testing.assert_array_equal(np.asarray(jnp.expand_dims(x, np.array(0))), x[None])
     np.testing.assert_array_equal(np.asarray(jnp.flip(x, [0, 1])), x[::-1, ::-1])
+
+
+def test_bincount_out_sharding_is_replicated_or_a_sharding_type_error():
+    from shardc.sharding import NamedSharding, PartitionSpec as P
+    mesh = shardc.make_mesh((8,), ("i",))                    # Explicit axes
+    x = shardc.device_put(np.arange(16, dtype=np.int32) % 5, NamedSharding(mesh, P("i")))
+    expected = np.bincount(np.arange(16) % 5, minlength=5)   # [4, 3, 3, 3, 3]
+    with shardc.sharding.set_mesh(mesh):
+        counts = jnp.bincount(x, length=5, out_sharding=P())
+        traced = shardc.jit(lambda x: jnp.bincount(x, length=5, out_sharding=P()))(x)
+        with pytest.raises(shardc.sharding.ShardingTypeError,
+                           match=r"^out_sharding passed to `jnp.bincount` can only be fully "
+                                 r"replicated or fully unreduced along all mesh axes$"):
+            jnp.bincount(x, length=8, out_sharding=P("i"))
+    for result in (counts, traced):
+        np.testing.assert_array_equal(np.asarray(result), expected)
+        assert result.sharding == NamedSharding(mesh, P(None))
+    given = jnp.bincount(x, length=5, out_sharding=NamedSharding(mesh, P()))
+    np.testing.assert_array_equal(np.asarray(given), expected)

@@ -147,6 +147,54 @@ def test_like_constructors_and_device_keyword_place_where_asked(x3):
     assert on(jnp.arange(5, device=SingleDeviceSharding(DEVICES[2]))) == ([2], True)
 
 
+def test_like_constructors_with_a_shape_keep_a_layout_whole_on_every_device(x3):
+    # JAX's *_like copy the operand's layout where the shape is its own or the operand is
+    # whole on each device (on one device, or replicated); a split one only at its shape
+    for like in (lambda x, **k: lax.full_like(x, 1.0, **k), jnp.zeros_like, jnp.ones_like,
+                 jnp.empty_like):
+        assert on(like(x3, shape=())) == ([3], True)
+        assert on(like(x3, shape=(2, 4))) == ([3], True)
+    mesh = shardc.sharding.Mesh(DEVICES[:4], ("x",))
+    split = shardc.device_put(HOST, NamedSharding(mesh, P("x")))
+    whole = shardc.device_put(HOST, NamedSharding(mesh, P()))
+    assert jnp.zeros_like(split, shape=(8,)).sharding == NamedSharding(mesh, P("x"))
+    assert on(jnp.zeros_like(split, shape=(2, 8))) == ([0], False)
+    made = jnp.ones_like(whole, shape=(2, 3))
+    assert made.sharding == NamedSharding(mesh, P()) and tuple(made.sharding.spec) == ()
+    np.testing.assert_array_equal(np.asarray(made), np.ones((2, 3), np.float32))
+    # an uncommitted or weakly typed operand gives the default placement
+    assert on(jnp.zeros_like(jnp.ones(3), shape=())) == ([0], False)
+    weak = shardc.device_put(1.0, DEVICES[2])
+    assert on(lax.full_like(weak, 2.0, shape=(3,))) == ([0], False)
+
+
+def test_lax_full_lays_a_concrete_result_out_by_sharding():
+    mesh = shardc.sharding.Mesh(DEVICES, ("i",))
+    made = lax.full((8,), 1.0, sharding=NamedSharding(mesh, P("i")))
+    assert made.sharding == NamedSharding(mesh, P("i")) and made.dtype == np.float32
+    assert not made.weak_type
+    np.testing.assert_array_equal(np.asarray(made), np.ones(8, np.float32))
+    like = lax.full_like(np.zeros(4, np.int32), 3, shape=(16,),
+                         sharding=NamedSharding(mesh, P()))
+    assert like.sharding == NamedSharding(mesh, P()) and like.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(like), np.full(16, 3, np.int32))
+    assert on(lax.full((2,), 0, np.int32, sharding=SingleDeviceSharding(DEVICES[3]))) == \
+        ([3], True)
+    # under jit a concrete sharding changes nothing, as in JAX
+    traced = shardc.jit(lambda: lax.full((8,), 1.0, sharding=NamedSharding(mesh, P("i"))))()
+    assert on(traced) == ([0], False)
+
+
+def test_frequencies_are_placed_on_the_device_asked():
+    for name in ("fftfreq", "rfftfreq"):
+        made = getattr(jnp.fft, name)(8, d=0.5, device=DEVICES[7])
+        assert on(made) == ([7], True)
+        np.testing.assert_allclose(np.asarray(made), getattr(np.fft, name)(8, 0.5))
+    made = jnp.fft.fftfreq(8, dtype=np.float16, device=SingleDeviceSharding(DEVICES[3]))
+    assert on(made) == ([3], True) and made.dtype == np.float16
+    assert on(shardc.jit(lambda: jnp.fft.fftfreq(8, device=DEVICES[7]))()) == ([7], True)
+
+
 def test_device_assignment_names_the_devices_in_mesh_order():
     mesh = shardc.sharding.Mesh(np.array(DEVICES[:4])[::-1].reshape(2, 2), ("a", "b"))
     assert NamedSharding(mesh, P("a"))._device_assignment == tuple(DEVICES[k] for k in (3, 2, 1, 0))
