@@ -44,7 +44,7 @@ from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval, Program, programs_in
 from ir.float0 import float0_aval, float0_zeros
-from ir.sharding import (AbstractMesh, check_divides, check_rank, check_unique_axes, current_mesh,
+from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, check_divides, check_rank, check_unique_axes, current_mesh,
                          Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, Sharding,
                          spec_axes, UNCONSTRAINED)
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
@@ -548,13 +548,23 @@ class Compiled:
     # the devices of each layout the program asks for inside (with_sharding_constraint,
     # device_put), with where: JAX's computation runs on one set of devices
     constraint_devices: tuple = ()
+    # a program traced for an abstract mesh (no devices known): the function of the devices
+    # that lowers it on them (``module`` is then None)
+    on_devices: Any = None
 
     def compile(self, compiler_options=None, *, device_assignment=None) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run; the
         compiled view reports its results' layouts (``out_info``, ``output_shardings``).
         ``compiler_options`` (XLA's) change nothing here. ``device_assignment``, where given,
         must be the devices the program runs on, in order (its arguments' and results'
-        mesh, else their one device): JAX's ValueError otherwise."""
+        mesh, else their one device): JAX's ValueError otherwise. A program traced for an
+        abstract mesh needs it: it is lowered on those devices now."""
+        if self.on_devices is not None:
+            return self.on_devices(device_assignment).compile()
+        if self.module is None:
+            raise NotImplementedError(
+                "a program whose types name an abstract mesh inside (a value it closes over, "
+                "a constraint in it): shardc lowers it for concrete meshes only")
         if device_assignment is not None:
             self._check_device_assignment(tuple(device_assignment))
         return self if self.compiled else dataclasses.replace(self, compiled=True)
@@ -770,8 +780,11 @@ class Compiled:
 
     def as_text(self, dialect=None, *, debug_info=False) -> str:
         """The lowered module as text: the traced program, then each shard_map's program at
-        the mesh level (what ``shardc lower -o`` writes, and the IR parser reads)."""
+        the mesh level (what ``shardc lower -o`` writes, and the IR parser reads); the
+        traced program alone where it is lowered once devices are given."""
         from ir.printer import print_module
+        if self.module is None:
+            return print_program(self.closed.program)
         return print_module(self.module)
 
 
@@ -811,7 +824,8 @@ class Traced:
     donate_argnums = property(lambda self: self.compiled.donate_argnums)
     out_info = property(lambda self: self.compiled.out_info)
 
-    def lower(self) -> Compiled:
+    def lower(self, *, lowering_platforms=None) -> Compiled:
+        """The lowered program (``lowering_platforms``, XLA's targets, change nothing)."""
         return self.compiled
 
 
@@ -861,6 +875,9 @@ class JitFunction:
         self.traces: dict = _shared_cache(fun, ("traces", self.static_argnums,
                                                 self.static_argnames))
         self.trace_count = 0
+        # the mesh this jit was made for from one whose shardings name its abstract mesh
+        # (``_lowered_on``): what it lowers is on that mesh's devices
+        self.on_mesh = None
         _JITTED.add(self)
 
     def __get__(self, obj, objtype=None):
@@ -1408,6 +1425,24 @@ class JitFunction:
                   and isinstance(s.mesh, Mesh)] + [current_mesh()]
         closed = dataclasses.replace(closed, program=_concrete_constraints(
             closed.program, [m for m in meshes if m is not None]))
+        abstract = _abstract_mesh_of(closed.program, shardings)
+        # the devices of a program on an abstract mesh: those of a mesh its arguments are on
+        # or the mesh set, else the ones ``compile(device_assignment=)`` gives
+        known = next((m for m in meshes if isinstance(m, Mesh)), None)
+        if abstract is not None and known is not None and not self.on_mesh:
+            if known.size != abstract.size:
+                raise ValueError(f"AbstractMesh size: {abstract.size} does not match the "
+                                 f"device assignment size: {known.size}")
+            return self._lowered_on(args, kwargs, abstract, tuple(known.devices.flat))
+        if abstract is not None:
+            # values it closes over or constraints in it on the abstract mesh of the devices
+            # known are not lowered here (on_devices None)
+            lowered_on = (functools.partial(self._lowered_on, args, kwargs, abstract)
+                          if not self.on_mesh else None)
+            return Compiled(closed, None, given=given or None,
+                            call_as=(self, static, dict(static_kwargs), in_tree, avals),
+                            arg_shardings=shardings, context_mesh=current_mesh(),
+                            on_devices=lowered_on)
         traced_constraints = _constraint_devices(closed.program)
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         program, inserted, propagated = _partitioned(dce(closed.program),
@@ -1429,6 +1464,28 @@ class JitFunction:
             self.cache[key] = compiled
         return compiled
 
+    def _lowered_on(self, args, kwargs, abstract: AbstractMesh, device_assignment) -> Compiled:
+        """The program traced for ``abstract`` lowered on ``device_assignment`` (the mesh of
+        those devices that it abstracts), as JAX compiles such a program."""
+        if device_assignment is None:
+            raise RuntimeError("device_assignment cannot be `None` during compilation. Please "
+                               "pass a tuple of devices to `.compile(device_assignment=)`")
+        devices = tuple(device_assignment)
+        if len(devices) != abstract.size:
+            raise ValueError(f"The size of abstract mesh {abstract.size} in {abstract} must "
+                             f"match the length of device assignment: {len(devices)}")
+        mesh = Mesh(np.array(devices, dtype=object).reshape(abstract.axis_sizes),
+                    abstract.axis_names, axis_types=abstract.axis_types)
+        on_mesh = functools.partial(_on_mesh, mesh)
+        args, kwargs = tree.tree_map(on_mesh, (args, kwargs),
+                                     is_leaf=lambda x: isinstance(x, ShapeDtypeStruct))
+        concrete = JitFunction(self.fun, self.static_argnums, self.static_argnames,
+                               self.donate_argnums, self.donate_argnames,
+                               _shardings_on(mesh, self.in_shardings),
+                               _shardings_on(mesh, self.out_shardings), self._resolve)
+        concrete.on_mesh = mesh
+        return concrete.lower(*args, **kwargs)
+
     def _compiling_message(self, avals, weak, shardings) -> str:
         types_text = ", ".join(f"ShapedArray({aval}{', weak_type=True' if w else ''})"
                                for aval, w in zip(avals, weak))
@@ -1440,17 +1497,32 @@ class JitFunction:
 
     def eval_shape(self, *args, **kwargs):
         """The results' shapes, dtypes and layouts, without running (``ShapeDtypeStruct``s)."""
-        return self.lower(*args, **kwargs).compile().out_info
+        compiled = self._lowered(args, kwargs)
+        # on an abstract mesh only: as the traced program types them
+        return (compiled if compiled.module is None else compiled.compile()).out_info
 
     def trace(self, *args, **kwargs) -> "Traced":
         """JAX's ``jit(f).trace(*args)``: the traced program (``.jaxpr``), to lower
         (``.lower()``) without tracing again."""
-        return Traced(self.lower(*args, **kwargs), _name(self.fun))
+        return Traced(self._lowered(args, kwargs), _name(self.fun))
 
     def lower(self, *args, **kwargs) -> Compiled:
         """Trace and lower without running: the traced program and the per-device programs.
         An argument may stand in for one: a ``ShapeDtypeStruct``, or, as JAX abstracts it,
-        any object with a ``dtype`` and a shape (an aval such as ``jax.typeof(x)``)."""
+        any object with a ``dtype`` and a shape (an aval such as ``jax.typeof(x)``). Where
+        only abstract meshes say where it runs, JAX's ValueError: ``trace(...).lower()``
+        lowers it, for ``compile(device_assignment=)`` to place."""
+        compiled = self._lowered(args, kwargs)
+        if compiled.on_devices is not None:
+            mesh = current_mesh()
+            raise ValueError(
+                "Passing lowering_platforms via jax.export or "
+                "jit(f).trace(*args).lower(lowering_platforms=...) is required when only "
+                "AbstractMesh exists in a jitted computation. Got context mesh: "
+                f"{mesh if mesh is not None else EMPTY_CONCRETE_MESH}")
+        return compiled
+
+    def _lowered(self, args, kwargs) -> Compiled:
         args, kwargs = self._abstract_stand_ins(args, kwargs)
         args, kwargs = self._place_inputs(args, kwargs)
         static_argnums = self._static_positions(len(args))
@@ -1596,6 +1668,33 @@ def _device_ids(sharding) -> tuple | None:
     return None if devices is None else tuple(d.id for d in devices)
 
 
+def _abstract_mesh_of(program, shardings):
+    """The abstract mesh (no devices) that ``program``'s types or its arguments' layouts
+    name, where one does: such a program is lowered once devices are given for it."""
+    laid = [s.mesh for s in shardings if isinstance(s, NamedSharding)]
+    return next((m for m in list(type_meshes(program)) + laid
+                 if isinstance(m, AbstractMesh)), None)
+
+
+def _on_mesh(mesh, x):
+    """``x`` (a sharding, or a stand-in laid out by one) on the abstract mesh of ``mesh``
+    made the same on ``mesh``; anything else as it is."""
+    if isinstance(x, NamedSharding) and x.mesh == mesh.abstract_mesh:
+        return NamedSharding(mesh, x.spec)
+    if isinstance(x, ShapeDtypeStruct) and isinstance(x._sharding, NamedSharding):
+        return ShapeDtypeStruct(x.shape, x.dtype, _on_mesh(mesh, x._sharding), x.weak,
+                                x.manual_axis_type)
+    return x
+
+
+def _shardings_on(mesh, prefix):
+    """A jit's ``in_shardings``/``out_shardings`` with those on the abstract mesh of ``mesh``
+    made the same on ``mesh``."""
+    if prefix is UNSPECIFIED:
+        return prefix
+    return tree.tree_map(functools.partial(_on_mesh, mesh), prefix, is_leaf=_is_sharding_leaf)
+
+
 def _concrete_constraints(program, meshes):
     """``program`` with each constraint to a layout on an abstract mesh (of Auto axes: no
     type names it) laid on the devices of the first of ``meshes`` (the computation's: its
@@ -1729,6 +1828,8 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
             # a value placed now: on the devices of its own mesh or the mesh set, where it
             # is the one abstracted (a traced one's are the computation's, found later)
             have = get_backend().sharding_of(leaf)
+            if isinstance(leaf, ShapeDtypeStruct):
+                have = leaf._sharding
             meshes = [getattr(have, "mesh", None), current_mesh()]
             mesh = next((m for m in meshes if isinstance(m, Mesh)
                          and m.shape_tuple == sharding.mesh.shape_tuple), None)

@@ -927,3 +927,53 @@ def test_compiler_options_belong_to_top_level_jits():
         shardc.jit(lambda v: inner(v + 2))(jnp.arange(4))
     with pytest.raises(ValueError, match=re.escape(message)):
         shardc.make_jaxpr(inner)(1.0)
+
+
+def test_a_program_traced_on_an_abstract_mesh_is_lowered_on_the_devices_compile_gets():
+    d = shardc.devices()
+    types = (shardc.sharding.AxisType.Explicit,)
+    mesh = shardc.make_mesh((4,), ("x",), axis_types=types, devices=d[:4])
+    on_abstract = NamedSharding(mesh.abstract_mesh, P("x"))
+    f = shardc.jit(lambda a: a * 2, in_shardings=on_abstract, out_shardings=on_abstract)
+    lowered = f.trace(shardc.ShapeDtypeStruct((8,), np.float32, sharding=on_abstract)).lower(
+        lowering_platforms=("cpu",))
+    with pytest.raises(RuntimeError, match=re.escape(
+            "device_assignment cannot be `None` during compilation. Please pass a tuple of "
+            "devices to `.compile(device_assignment=)`")):
+        lowered.compile()
+    with pytest.raises(ValueError, match=re.escape("The size of abstract mesh 4 in "
+                                                   "AbstractMesh('x': 4") + ".* must match the "
+                                         "length of device assignment: 1"):
+        lowered.compile(device_assignment=(d[0],))
+    compiled = lowered.compile(device_assignment=tuple(mesh.devices.flat))
+    x = shardc.device_put(np.arange(8.0, dtype=np.float32), NamedSharding(mesh, P("x")))
+    out = compiled(x)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(0.0, 16.0, 2.0))
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    with pytest.raises(ValueError, match=re.escape(
+            "jit(f).trace(*args).lower(lowering_platforms=...) is required when only "
+            "AbstractMesh exists in a jitted computation. Got context mesh: Mesh()")):
+        f.lower(shardc.ShapeDtypeStruct((8,), np.float32, sharding=on_abstract))
+
+
+def test_an_abstract_mesh_takes_the_devices_of_the_concrete_one_beside_it():
+    d = shardc.devices()
+    types = (shardc.sharding.AxisType.Explicit,)
+    mesh = shardc.make_mesh((4,), ("x",), axis_types=types, devices=d[:4])
+    on_abstract = NamedSharding(mesh.abstract_mesh, P("x"))
+    f = shardc.jit(lambda a: a + 1, out_shardings=on_abstract)
+    x = shardc.device_put(np.arange(8.0, dtype=np.float32), NamedSharding(mesh, P("x")))
+    out = f.lower(x).compile()(x)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(1.0, 9.0))
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    small = shardc.make_mesh((1,), ("x",), axis_types=types, devices=d[:1])
+    g = shardc.jit(lambda a, b: (a, b))
+    with pytest.raises(ValueError, match=re.escape(
+            "AbstractMesh size: 1 does not match the device assignment size: 4")):
+        g.lower(shardc.ShapeDtypeStruct((8, 2), np.float32,
+                                        sharding=NamedSharding(small.abstract_mesh, P("x"))), x)
+    # closed over on the abstract mesh of the mesh set: its type as traced
+    with shardc.sharding.use_abstract_mesh(mesh.abstract_mesh):
+        held = shardc.ShapeDtypeStruct((8,), np.float32, sharding=on_abstract)
+        info = shardc.jit(lambda: jnp.zeros_like(held)).trace().out_info
+    assert info.sharding == on_abstract
