@@ -103,6 +103,10 @@ def use_abstract_mesh(mesh: AbstractMesh):
     devices, in order, arranged as ``mesh`` says (its size must be theirs). PartitionSpecs and
     ``reshard`` inside refer to it (JAX's ``use_abstract_mesh``)."""
     current = current_mesh()
+    if current is not None and current.size != mesh.size and not mesh.empty:
+        raise ValueError("use_abstract_mesh cannot change the size of the mesh. Got new mesh: "
+                         f"{mesh} with size={mesh.size} and prev mesh: "
+                         f"{current.abstract_mesh} with size={current.size}")
     devices = current.devices.flat if current is not None else all_devices()[:mesh.size]
     devices = list(devices)
     if len(devices) != mesh.size:

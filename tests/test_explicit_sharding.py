@@ -762,6 +762,21 @@ def test_abstract_meshes(mesh24):
     assert "all_reduce[" in text and "f32[8@x,4@y]" in text
 
 
+def test_use_abstract_mesh_keeps_the_size_of_the_mesh_set():
+    explicit = (jax.sharding.AxisType.Explicit,)
+    mesh = jax.make_mesh((2,), ("x",), axis_types=explicit, devices=jax.devices()[:2])
+    bigger = jax.sharding.AbstractMesh((4,), ("x",), explicit)
+    with jax.sharding.set_mesh(mesh):
+        with pytest.raises(ValueError, match=re.escape(
+                "use_abstract_mesh cannot change the size of the mesh. Got new mesh: "
+                "AbstractMesh('x': 4, axis_types=(Explicit,)) with size=4 and prev mesh: "
+                "AbstractMesh('x': 2, axis_types=(Explicit,), device_kind=cpu, "
+                "num_cores=None, platform=cpu) with size=2")):
+            with jax.sharding.use_abstract_mesh(bigger):
+                pass
+        assert jax.sharding.get_mesh() == mesh
+
+
 def test_no_mesh_is_the_empty_abstract_mesh():
     empty = jax.sharding.get_abstract_mesh()
     assert empty.empty and repr(empty) == "AbstractMesh((), axis_types=())"
