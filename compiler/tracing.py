@@ -383,20 +383,27 @@ def set_invalid_value_check(kind: str, enabled: bool) -> None:
 
 
 # Settings that change what tracing a function gives (besides x64): a jitted function's traces
-# are cached per value of them all.
+# are cached per value of them all. One at its default is left out of the key, so a trace made
+# before the setting was ever set is the trace made at its default.
 _trace_settings: dict = {}
 _trace_settings_key = [()]
+trace_setting_defaults: dict = {}     # flag name -> its default
 
 
-def set_trace_setting(name: str, value) -> None:
-    """Record a setting that tracing reads (a config flag's value): traces made under one
-    value are not reused under another."""
-    _trace_settings[name] = value
+def set_trace_setting(name: str, value, default=None) -> None:
+    """Record a setting that tracing reads (config flag ``name``'s value): traces made under
+    one value are not reused under another."""
+    trace_setting_defaults[name] = default
+    if value == default:
+        _trace_settings.pop(name, None)
+    else:
+        _trace_settings[name] = value
     _trace_settings_key[0] = tuple(sorted(_trace_settings.items()))
 
 
 def trace_settings() -> tuple:
-    """The settings tracing reads, as a hashable key."""
+    """The settings tracing reads that differ from their defaults, as a hashable key of
+    (flag name, value) pairs."""
     return _trace_settings_key[0]
 
 
@@ -407,7 +414,7 @@ def set_static_index_check(enabled: bool) -> None:
     """Raise IndexError for a static integer index out of bounds where indexing would clamp
     it (JAX's ``jax_check_static_indices``)."""
     _static_index_checks[0] = bool(enabled)
-    set_trace_setting("check_static_indices", bool(enabled))
+    set_trace_setting("jax_check_static_indices", bool(enabled), False)
 
 
 def static_index_check_on() -> bool:

@@ -20,6 +20,9 @@ Honoured flags change what shardc does:
 
 - ``jax_default_prng_impl``, ``jax_threefry_partitionable``: the implementation of new keys,
   and which of JAX's two schemes of threefry bits ``shardc.random`` computes.
+- ``jax_numpy_rank_promotion`` (checked while tracing) and ``jax_default_matmul_precision``
+  (which changes no result) are part of the tracing context, as in JAX: jitted functions'
+  traces are cached per value of them.
 
 The others are accepted, validated as JAX validates them, readable, and change nothing:
 shardc has one simulated CPU platform, computes matmuls in their operands' dtype, and has no
@@ -132,6 +135,13 @@ class Flag:
     read: Callable | None = None     # where the value lives elsewhere (a thread's own)
 
 
+def _traced_flag(name: str, default, parse) -> Flag:
+    """A flag whose value changes what tracing gives: jitted functions' traces are cached
+    per value of it (``jax_explain_cache_misses`` names it when they differ)."""
+    return Flag(name, default, parse,
+                functools.partial(_tracing.set_trace_setting, name, default=default))
+
+
 FLAGS = {flag.name: flag for flag in (
     Flag("jax_enable_x64", False, _bool, _dtypes.set_x64),
     Flag("jax_num_cpu_devices", -1, _int, _devices.request_device_count),
@@ -146,7 +156,6 @@ FLAGS = {flag.name: flag for flag in (
     # accepted, no effect
     Flag("jax_platforms", None, _optional_str),
     Flag("jax_platform_name", "", _optional_str),
-    Flag("jax_default_matmul_precision", None, _enum(*_MATMUL_PRECISIONS, optional=True)),
     Flag("jax_check_static_indices", False, _bool, _tracing.set_static_index_check),
     Flag("jax_debug_nans", False, _bool,
          functools.partial(_tracing.set_invalid_value_check, "nan")),
@@ -158,21 +167,23 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_enable_checks", False, _bool),
     Flag("jax_traceback_filtering", "auto", _enum(
         "off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto")),
-    Flag("jax_numpy_rank_promotion", "allow", _enum("allow", "warn", "raise")),
+    # part of the tracing context, as in JAX: a trace made under one value is not reused
+    # under another (rank promotion is checked while tracing; the precision is taken and
+    # has no effect on numpy's arithmetic)
+    _traced_flag("jax_numpy_rank_promotion", "allow", _enum("allow", "warn", "raise")),
+    _traced_flag("jax_default_matmul_precision", None,
+                 _enum(*_MATMUL_PRECISIONS, optional=True)),
     # the implementation of keys made without one, and JAX's two schemes of threefry bits:
     # both change what tracing gives
-    Flag("jax_default_prng_impl", "threefry2x32", _enum("threefry2x32", "rbg", "unsafe_rbg"),
-         functools.partial(_tracing.set_trace_setting, "default_prng_impl")),
+    _traced_flag("jax_default_prng_impl", "threefry2x32",
+                 _enum("threefry2x32", "rbg", "unsafe_rbg")),
     # raw uint32 key data given to a jax.random function: taken, warned about, or refused
     Flag("jax_legacy_prng_key", "allow", _enum("allow", "warn", "error")),
-    Flag("jax_threefry_partitionable", True, _bool,
-         functools.partial(_tracing.set_trace_setting, "threefry_partitionable")),
+    _traced_flag("jax_threefry_partitionable", True, _bool),
     # gumbel's (and categorical's) mode when none is given: 'high' when on, else 'low'
-    Flag("jax_high_dynamic_range_gumbel", False, _bool,
-         functools.partial(_tracing.set_trace_setting, "high_dynamic_range_gumbel")),
+    _traced_flag("jax_high_dynamic_range_gumbel", False, _bool),
     # PRNGKey, and split and fold_in given raw key data, return typed keys (read by random)
-    Flag("jax_enable_custom_prng", False, _bool,
-         functools.partial(_tracing.set_trace_setting, "enable_custom_prng")),
+    _traced_flag("jax_enable_custom_prng", False, _bool),
     # JAX's checker of PRNG keys used twice: off by default; shardc has no such checker, so
     # asking for it is refused rather than quietly not checking
     Flag("jax_debug_key_reuse", False, _bool, lambda on: _no_key_reuse_checker(on)),

@@ -74,8 +74,8 @@ def test_strict_dtype_promotion_is_refused():
 def test_accepted_flags_change_nothing():
     x = jnp.asarray(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32))
     want = np.asarray(jnp.dot(x, x))
-    assert set(ACCEPTED) >= {"jax_platforms", "jax_default_matmul_precision",
-                             "jax_traceback_filtering", "jax_compilation_cache_dir"}
+    assert set(ACCEPTED) >= {"jax_platforms", "jax_traceback_filtering",
+                             "jax_compilation_cache_dir"}
     for name in ACCEPTED:
         config.update(name, FLAGS[name].default)
         assert config.read(name) == FLAGS[name].default
