@@ -23,6 +23,7 @@ import numpy as np
 
 from compiler import tree
 from compiler.backend import get_backend
+from compiler.cache_miss import explanation
 from compiler.inline_calls import inline_calls
 from compiler.refs import ClosedOverRef, is_ref, ref_type, swapped_in
 from ir.shape_dtype import ShapeDtypeStruct
@@ -82,6 +83,16 @@ def _log_compile_step(message: Callable[[], str]) -> None:
     level = logging.WARNING if _log_compiles else logging.DEBUG
     if _logger.isEnabledFor(level):
         _logger.log(level, message())
+
+
+_explain_cache_misses = False
+
+
+def set_explain_cache_misses(on: bool) -> None:
+    """jax_explain_cache_misses: each time a jitted function is traced, why its traces so far
+    did not serve (compiler.cache_miss) is logged at WARNING level."""
+    global _explain_cache_misses
+    _explain_cache_misses = bool(on)
 
 
 def set_no_tracing(on: bool) -> None:
@@ -1370,12 +1381,20 @@ class JitFunction:
         except Exception:       # a static argument or a layout that does not hash or compare
             key = closed = None
         if closed is None:
+            if _explain_cache_misses:
+                self._explain_trace_miss(key, args, kwargs, static_argnums)
             self._count_trace()
             closed = trace_function(self.fun, args, kwargs, static_argnums, static_kwargs,
                                     parent=parent)
             if key is not None and not any(isinstance(c, Tracer) for c in closed.consts):
                 self.traces[key] = closed
         return closed
+
+    def _explain_trace_miss(self, key, args, kwargs, static_argnums) -> None:
+        message = explanation(self.fun, key, list(self.traces),
+                              lambda: _argument_names(self.fun, args, kwargs, static_argnums))
+        if message is not None:
+            _logger.warning(message)
 
     def _compiled(self, args, kwargs, static, static_kwargs, static_argnums, leaves,
                   in_tree) -> Compiled:

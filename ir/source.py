@@ -25,12 +25,20 @@ _SOURCES: dict = {}         # (id(code), line) -> (code, its SourceInfo: immutab
 
 def frame_source(frame) -> SourceInfo | None:
     """The source of the innermost user frame at or above ``frame``, or None."""
-    while frame is not None:
-        code = frame.f_code
-        if _is_user(code):
-            return _source_info(code, frame.f_lineno)
+    frame = user_frame(frame)
+    return None if frame is None else _source_info(frame.f_code, frame.f_lineno)
+
+
+def user_frame(frame):
+    """The innermost user frame at or above ``frame``, or None."""
+    while frame is not None and not _is_user(frame.f_code):
         frame = frame.f_back
-    return None
+    return frame
+
+
+def is_user_code(code) -> bool:
+    """Whether a code object is the user's: not shardc's own, nor Python's library."""
+    return _is_user(code)
 
 
 def _is_user(code) -> bool:

@@ -20,6 +20,9 @@ Honoured flags change what shardc does:
 
 - ``jax_default_prng_impl``, ``jax_threefry_partitionable``: the implementation of new keys,
   and which of JAX's two schemes of threefry bits ``shardc.random`` computes.
+- ``jax_log_compiles``: each jitted function's tracing and lowering logged at WARNING level.
+- ``jax_explain_cache_misses``: each time a jitted function is traced, why none of its earlier
+  traces served is logged at WARNING level (``compiler/cache_miss.py``).
 - ``jax_numpy_rank_promotion`` (checked while tracing) and ``jax_default_matmul_precision``
   (which changes no result) are part of the tracing context, as in JAX: jitted functions'
   traces are cached per value of them.
@@ -162,7 +165,7 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_debug_infs", False, _bool,
          functools.partial(_tracing.set_invalid_value_check, "inf")),
     Flag("jax_log_compiles", False, _bool, _jit.set_log_compiles),
-    Flag("jax_explain_cache_misses", False, _bool),
+    Flag("jax_explain_cache_misses", False, _bool, _jit.set_explain_cache_misses),
     Flag("jax_check_tracer_leaks", False, _bool),
     Flag("jax_enable_checks", False, _bool),
     Flag("jax_traceback_filtering", "auto", _enum(

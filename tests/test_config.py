@@ -3,6 +3,7 @@ float64/int64, the device count, disable_jit, and the flags accepted without eff
 from __future__ import annotations
 
 import functools
+import linecache
 import os
 import subprocess
 import sys
@@ -430,3 +431,129 @@ def test_log_compiles_logs_each_trace_and_lowering_at_warning(caplog):
     with caplog.at_level("WARNING"):
         f(jnp.ones(5), 2.0)                 # the flag is off again
     assert not caplog.records
+
+
+# --- jax_explain_cache_misses ------------------------------------------------------------------
+
+def _misses(caplog, call) -> list:
+    """The cache-miss explanations ``call()`` logs while the flag is on."""
+    caplog.clear()
+    with shardc.explain_cache_misses(True), caplog.at_level("WARNING"):
+        call()
+    return [r.getMessage() for r in caplog.records
+            if r.levelname == "WARNING" and "TRACING CACHE MISS" in r.getMessage()]
+
+
+def _closest(message: str) -> list:
+    """The lines after the header and the function's line."""
+    lines = message.split("\n")
+    assert lines[2] == "  all previously seen cache keys differ. For the closest previous key:"
+    return lines[3:]
+
+
+def test_explain_cache_misses_first_miss_names_call_site_and_function(caplog):
+    """As JAX's: one WARNING at the first trace, naming where the call is (file, line, the
+    calling function) and where the function is defined; a cached call logs nothing, nor does
+    a trace while the flag is off."""
+    def double(x):
+        return x * 2
+    f = shardc.jit(double)
+    defined = double.__code__.co_firstlineno
+    line = sys._getframe().f_lineno + 1
+    messages = _misses(caplog, lambda: (f(np.float32(1)), f(np.float32(1))))
+    column = linecache.getline(__file__, line).index("f(np")     # where the first call starts
+    assert messages == [
+        f"TRACING CACHE MISS at {__file__}:{line}:{column} (<lambda>):\n"
+        f"  never seen function:\n    double id={id(double)} defined at {__file__}:{defined}"]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        f(np.ones(3, np.float32))
+    assert not caplog.records
+
+
+def test_explain_cache_misses_different_types(caplog):
+    f = shardc.jit(lambda x, y: x + y)
+    f(np.float32(0), np.float32(1))
+    (dtype,) = _misses(caplog, lambda: f(np.float32(0), np.int32(1)))
+    assert _closest(dtype) == ["  different input types:", "  * at y, now i32[] and before f32[]"]
+    (weak,) = _misses(caplog, lambda: f(0.0, np.float32(1)))
+    assert _closest(weak) == [
+        "  different input types:",
+        "  * at x, now f32[]{weak_type=True} and before f32[]{weak_type=False}",
+        "  see https://docs.jax.dev/en/latest/type_promotion.html#weak-types"]
+    f(np.ones((10, 20, 30), np.float32), np.float32(1))
+    f(np.ones((1, 2, 3), np.float32), np.float32(1))
+    # of the keys differing in one argument's type, the closest shape explains
+    (shape,) = _misses(caplog, lambda: f(np.ones((10, 2, 30), np.float32), np.float32(1)))
+    assert _closest(shape) == ["  different input types:",
+                               "  * at x, now f32[10,2,30] and before f32[10,20,30]"]
+
+
+def test_explain_cache_misses_different_pytree_and_static_values(caplog):
+    f = shardc.jit(lambda *args, **kwargs: args[0])
+    f(0., 1., y=(2., 2.1))
+    (tree,) = _misses(caplog, lambda: f(0., (1., 1.1), y=2.))
+    assert _closest(tree) == [
+        "  different input pytree:",
+        "  * at input path [0][1], now <class 'tuple'> and before pytree leaf, so their "
+        "Python types differ",
+        "  * at input path [1]['y'], now pytree leaf and before <class 'tuple'>, so their "
+        "Python types differ"]
+    g = shardc.jit(lambda x, y, z, *, w: y, static_argnums=(0, 2), static_argnames="w")
+    g(1., 2., "foo", w=3)
+    (static,) = _misses(caplog, lambda: g(1., 2., "bar", w=4))
+    assert _closest(static) == [
+        "  different value of static args:", "  * now 1.0, 'bar' and before 1.0, 'foo'",
+        "  different value of static kwargs:", "  * now {w: 4} and before {w: 3}"]
+
+
+def test_explain_cache_misses_tracing_context(caplog):
+    """Rank promotion and matmul precision are part of the tracing context, as in JAX: a
+    trace made under other values is not reused (it would skip the rank check)."""
+    traced = []
+    f = shardc.jit(lambda x, y: traced.append(1) or x + y)
+    f(np.ones(3, np.float32), np.float32(1))
+    def call():
+        with shardc.numpy_rank_promotion("warn"), shardc.default_matmul_precision("high"):
+            f(np.ones(3, np.float32), np.float32(1))
+    (message,) = _misses(caplog, call)
+    assert len(traced) == 2
+    assert _closest(message) == [
+        "  Tracing context doesn't match, e.g. due to config or context manager.",
+        "  * jax_default_matmul_precision differs: now high and before None",
+        "  * jax_numpy_rank_promotion differs: now warn and before allow"]
+    f(np.ones(3, np.float32), np.float32(1))        # back at the defaults: the first trace
+    assert len(traced) == 2
+
+
+def test_explain_cache_misses_function_redefined_on_one_line(caplog):
+    messages = _misses(caplog, lambda: [shardc.jit(lambda x: 2 * x)(3) for _ in range(2)])
+    assert len(messages) == 2
+    assert "never seen function" in messages[0]
+    assert "another function defined on the same line" not in messages[0]
+    assert messages[1].endswith(
+        "  but seen another function defined on the same line; maybe the function is\n"
+        "  being re-defined repeatedly, preventing caching?")
+
+
+def test_explain_cache_misses_skips_shardc_functions_and_needs_no_source(caplog):
+    assert not _misses(caplog, lambda: [jnp.sin(jnp.arange(i + 1, dtype=np.float32))
+                                        for i in range(2)])
+    import operator
+    (message,) = _misses(caplog, lambda: shardc.jit(operator.add)(42, 24))
+    assert message.endswith(f"  never seen function:\n    add id={id(operator.add)}")
+
+
+def test_explain_cache_misses_of_a_nested_jit(caplog):
+    """A jitted function called while another is traced explains its miss at its call."""
+    inner = shardc.jit(lambda x: x + 1)
+    def outer(x):
+        return inner(x) * 2
+    inner(np.float32(1))
+    line = outer.__code__.co_firstlineno + 1
+    messages = _misses(caplog, lambda: shardc.jit(outer)(np.ones(2, np.float32)))
+    assert len(messages) == 2
+    column = linecache.getline(__file__, line).index("inner(x)")
+    assert messages[1].startswith(f"TRACING CACHE MISS at {__file__}:{line}:{column} (outer):\n")
+    assert _closest(messages[1]) == ["  different input types:",
+                                     "  * at x, now f32[2] and before f32[]"]
