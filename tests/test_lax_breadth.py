@@ -1418,3 +1418,19 @@ def test_slice_errors_as_jax(call, error, message, jit):
     with pytest.raises(error) as info:
         (shardc.jit(call) if jit else call)(_A4)
     assert str(info.value) == message
+
+
+def test_broadcast_like_takes_the_shape_and_the_split_of_the_other_array():
+    np.testing.assert_array_equal(
+        np.asarray(lax.broadcast_like(jnp.array([1, 2, 3]), jnp.zeros((2, 3)))),
+        [[1, 2, 3], [1, 2, 3]])
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    with shardc.set_mesh(mesh):
+        like = shardc.device_put(np.zeros((8, 3), np.float32), P("x"))
+        for out in (lax.broadcast_like(jnp.arange(3.), like),
+                    shardc.jit(lax.broadcast_like)(jnp.arange(3.), like)):
+            assert str(shardc.typeof(out)) == "float32[8@x,3]"
+            np.testing.assert_array_equal(np.asarray(out), np.tile(np.arange(3.), (8, 1)))
+        assert str(shardc.typeof(lax.broadcast_like(2.0, like))) == "~float32[8@x,3]"
+    with pytest.raises(ValueError, match="Incompatible types for broadcasting"):
+        lax.broadcast_like(jnp.arange(4.), jnp.zeros((2, 3)))

@@ -49,7 +49,8 @@ from shardc.lax._ops import (AccuracyMode, DotAlgorithm, DotAlgorithmPreset, Pre
                              logistic, max, min, mul, neg, rem, reshape, rsqrt, select, sin, slice,
                              sqrt, stop_gradient, sub, tanh, Tolerance, transpose)
 from shardc.lax._more import (acos, acosh, asin, asinh, atan, atanh, bitwise_and, bitwise_not,
-                              bitwise_or, bitwise_xor, broadcast_to_rank, collapse, cosh, eq, ge,
+                              bitwise_or, bitwise_xor, broadcast_like, broadcast_to_rank,
+                              collapse, cosh, eq, ge,
                               gt, le, lt, mulhi, ne, nextafter, optimization_barrier, population_count,
                               reduce_and, reduce_or, reduce_window, select_n, shift_left,
                               shift_right_arithmetic, shift_right_logical, sinh, split, tile)
@@ -97,7 +98,7 @@ __all__ = [
     "sort", "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "switch", "tan",
     "tanh", "top_k", "approx_max_k", "approx_min_k", "transpose", "while_loop", "with_sharding_constraint",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_and", "bitwise_not", "bitwise_or",
-    "bitwise_xor", "broadcast_to_rank", "collapse", "cosh", "eq", "ge", "gt", "le", "lt", "ne",
+    "bitwise_xor", "broadcast_like", "broadcast_to_rank", "collapse", "cosh", "eq", "ge", "gt", "le", "lt", "ne",
     "nextafter", "optimization_barrier", "population_count", "reduce_and", "reduce_or",
     "reduce_window", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical",
     "sinh", "split", "tile",

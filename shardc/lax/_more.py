@@ -15,7 +15,7 @@ from compiler.tracing import Tracer, aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.sharding import NamedSharding, PartitionSpec
-from ir.sharding_rules import kept_if_divisible, partitions
+from ir.sharding_rules import kept_if_divisible, named_sharding, partitions
 import shardc.numpy as jnp
 from shardc.lax._convolution import padtype_to_pads
 from shardc.lax._ops import (ANY, ORDERED, add as lax_add, check_operand_ranks, lax_binary,
@@ -28,7 +28,7 @@ __all__ = [
     "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
     "bitwise_not", "mulhi", "shift_left", "shift_right_arithmetic", "shift_right_logical",
     "population_count", "select_n", "reduce_and", "reduce_or", "reduce_window", "split",
-    "tile", "collapse", "broadcast_to_rank", "optimization_barrier",
+    "tile", "collapse", "broadcast_to_rank", "broadcast_like", "optimization_barrier",
 ]
 
 
@@ -417,6 +417,19 @@ def broadcast_to_rank(x, rank):
     if x.ndim >= rank:
         return x
     return jnp.reshape(x, (1,) * (rank - x.ndim) + x.shape)
+
+
+def broadcast_like(arr, like_arr):
+    """``arr`` broadcast to the shape of ``like_arr``, split as ``like_arr``'s type splits it
+    (JAX's ``lax.broadcast_like``).
+
+    >>> lax.broadcast_like(jnp.array([1, 2, 3]), jnp.zeros((2, 3)))     # [[1, 2, 3]] * 2
+    """
+    like = aval_of(array_operand(like_arr))
+    sharding = named_sharding(like)
+    if sharding is None:
+        return jnp.broadcast_to(arr, like.shape)
+    return jnp.broadcast_to(arr, like.shape, out_sharding=sharding)
 
 
 def optimization_barrier(operand):
