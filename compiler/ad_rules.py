@@ -14,7 +14,7 @@ import numpy as np
 
 from compiler.ad_core import (Linear, add_tangents, as_typed, full_like_aval, instantiate,
                                jvp_rules, transpose_rules, typed_as, zeros_like_aval)
-from compiler.tracing import aval_of, bind
+from compiler.tracing import aval_of, bind, device_put_traced
 from ir import dtypes
 from ir import primitives as p
 from ir.core import TypeSharding
@@ -616,7 +616,7 @@ transpose_rules[p.convert_element_type_p] = _convert_transpose
 
 for _p in (p.broadcast_in_dim_p, p.reshape_p, p.transpose_p, p.squeeze_p, p.concatenate_p,
            p.slice_p, p.rev_p, p.reduce_sum_p, p.cumsum_p, p.pad_p,
-           p.sharding_constraint_p):
+           p.sharding_constraint_p, p.device_put_p):
     jvp_rules[_p] = functools.partial(linear_jvp, _p)
 
 
@@ -727,6 +727,10 @@ def _sharding_constraint_transpose(ct, x, *, sharding):
     return [bind(p.sharding_constraint_p, ct, sharding=sharding)]
 
 
+def _device_put_transpose(ct, x, *, device, src):
+    return [device_put_traced(ct, src, src=device)]
+
+
 transpose_rules[p.broadcast_in_dim_p] = _broadcast_in_dim_transpose
 transpose_rules[p.reshape_p] = _reshape_transpose
 transpose_rules[p.transpose_p] = _transpose_transpose
@@ -738,6 +742,7 @@ transpose_rules[p.reduce_sum_p] = _reduce_sum_transpose
 transpose_rules[p.cumsum_p] = _cumsum_transpose
 transpose_rules[p.pad_p] = _pad_transpose
 transpose_rules[p.sharding_constraint_p] = _sharding_constraint_transpose
+transpose_rules[p.device_put_p] = _device_put_transpose
 
 
 # --- indexing ----------------------------------------------------------------------------------------

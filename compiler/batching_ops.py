@@ -472,3 +472,22 @@ def _constraint_spec(sharding: NamedSharding, spmd_axis_name) -> PartitionSpec:
 
 
 batching_rules[prims.sharding_constraint_p] = _sharding_constraint_rule
+
+
+def _device_put_rule(values, dims, *, device, src):
+    """To a device: the batch axis stays where it is; to a sharding (or back from one): the
+    batch axis leads, not split."""
+    (x,), (dim,) = values, dims
+    if isinstance(device, NamedSharding) or isinstance(src, NamedSharding):
+        x, dim = moveaxis(x, dim, 0), 0
+    return [bind(prims.device_put_p, x, device=_batched_target(device),
+                 src=_batched_target(src))], [dim]
+
+
+def _batched_target(target):
+    if not isinstance(target, NamedSharding):
+        return target
+    return NamedSharding(target.mesh, _constraint_spec(target, None))
+
+
+batching_rules[prims.device_put_p] = _device_put_rule

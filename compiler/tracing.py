@@ -275,6 +275,13 @@ class Trace:
 eager_rules: dict = {}
 
 
+def _place(x, *, device, src):
+    return get_backend().put([x], [device])
+
+
+eager_rules[prims.device_put_p] = _place
+
+
 class EvalTrace(Trace):
     """The bottom trace: primitives run at once on concrete values."""
 
@@ -299,7 +306,9 @@ class EvalTrace(Trace):
             # (split ones run partitioned, as any operation on split arrays)
             return _on_partial_sums(prim, values, params, typed)
         outs = self._run_primitive(prim, values, params, typed)
-        return outs if device is None else backend.on_device(outs, device)
+        if device is None or prim is prims.device_put_p:     # (placed where it asks)
+            return outs
+        return backend.on_device(outs, device)
 
     def _run_primitive(self, prim, values, params, typed):
         rule = eager_rules.get(prim)
@@ -589,6 +598,37 @@ def known_if_concrete(values, shard):
     """``values`` as what a trace at them may read (``trace_to_program``'s ``known``): where
     they are known now, outside shard_map bodies (``shard``: the body's context); else None."""
     return values if shard is None and values_known_now() else None
+
+
+def device_put_traced(value, target, src=None):
+    """``device_put`` of a traced ``value`` to ``target`` (a device or a NamedSharding). Where
+    the value is known while tracing (a gradient's trace at concrete inputs, a jvp), it is
+    placed as asked, and its cotangent goes back to ``src`` (default: where the value lies),
+    as JAX's transpose sends it; under jit a sharding lays it out and a device changes
+    nothing, as in JAX."""
+    source = _known_placement(value)
+    explicit = isinstance(target, NamedSharding) and mesh_explicit(target.mesh)
+    aval = aval_of(value)
+    if source is not None and not explicit and aval.type_sharding is None and not aval.ur:
+        return bind(prims.device_put_p, value, device=target,
+                    src=source if src is None else src)
+    if not isinstance(target, NamedSharding):
+        return value
+    return bind(prims.sharding_constraint_p, value, sharding=target)
+
+
+def _known_placement(value):
+    """The device or sharding ``value`` lies on, where it is known now; else None."""
+    if not values_known_now():
+        return None
+    try:
+        known = value.concrete_value("device_put", ConcretizationTypeError) \
+            if isinstance(value, Tracer) else value
+    except CONCRETIZATION_ERRORS:
+        return None
+    backend = get_backend()
+    sharding = backend.sharding_of(known) or backend.default_sharding()
+    return getattr(sharding, "device", sharding)       # a device for a single-device layout
 
 
 def innermost_trace(kinds: tuple):

@@ -63,6 +63,7 @@ for _p in prims.ARITHMETIC + prims.COMPARISON:
     signatures[_p] = _sig(2)
 signatures[prims.select_n_p] = _sig(2, variadic=True)
 signatures[prims.sharding_constraint_p] = _sig(1, ["sharding"])
+signatures[prims.device_put_p] = _sig(1, ["device", "src"])
 signatures[prims.debug_print_p] = _sig(0, ["fmt"], ["arg_names"], variadic=True)
 for _p in prims.PREDICATES:
     signatures[_p] = _sig(1)

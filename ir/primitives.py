@@ -411,6 +411,9 @@ stop_gradient_p = primitive("stop_gradient")
 
 # Sharding annotations outside shard_map.
 sharding_constraint_p = primitive("sharding_constraint")     # [sharding]
+# A value of known placement sent elsewhere (device_put where autodiff sees values): its
+# transpose sends the cotangent back to ``src``.
+device_put_p = primitive("device_put")     # [device, src]
 
 # Debugging.
 debug_print_p = primitive("debug_print", multiple_results=True)   # [fmt]

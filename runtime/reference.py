@@ -718,6 +718,7 @@ def _threefry_scalar(k1: int, k2: int, a: int, b: int) -> tuple:
 
 impl_rules[prims.threefry2x32_p] = threefry2x32
 impl_rules[prims.sharding_constraint_p] = lambda x, *, sharding: [x]
+impl_rules[prims.device_put_p] = lambda x, *, device, src: [x]
 impl_rules[prims.stop_gradient_p] = lambda x: [x]
 
 

@@ -301,6 +301,7 @@ stacked_rules[prims.concatenate_p] = _concatenate_rule
 stacked_rules[prims.iota_p] = _iota_rule
 stacked_rules[prims.pad_p] = _pad_rule
 stacked_rules[prims.sharding_constraint_p] = lambda types: _same_lead(types, lambda x: x)
+stacked_rules[prims.device_put_p] = lambda types: _same_lead(types, lambda x: x)
 stacked_rules[prims.stop_gradient_p] = lambda types: _same_lead(types, lambda x: x)
 
 

@@ -10,8 +10,8 @@ import numpy as np
 from compiler.backend import get_backend
 from compiler.eager import ShardTrace
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (ProgramTrace, Tracer, aval_of, bind, check_jax_leaves,
-                              innermost_trace, weakened, weakly_typed)
+from compiler.tracing import (ProgramTrace, Tracer, aval_of, check_jax_leaves,
+                              device_put_traced, innermost_trace, weakened, weakly_typed)
 from compiler.tree import flatten_axes, leaf_paths, tree_flatten, tree_unflatten
 from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
@@ -37,8 +37,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     As JAX's, ``may_alias`` (default: unless donated) lets an array already laid out so come
     back as itself, and ``may_alias=False`` or ``donate=True`` give a new array (each a bool,
     or a pytree prefix of bools). A donated input stays alive, as JAX's CPU arrays do (JAX
-    donates where it can). ``src`` is accepted and unused (shardc knows where every array
-    lies)."""
+    donates where it can). ``src``: where a gradient sends the cotangent back to (default:
+    where ``x`` lies); shardc knows where every array lies, so it is unused otherwise."""
     leaves, treedef = tree_flatten(x)
     check_jax_leaves(leaves, x, lambda path: f"device_put: x{path}")
     semantics = _copy_semantics(x, leaves, donate, may_alias)
@@ -57,8 +57,10 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         # reshards it), a device changes nothing
         targets = ([None] * len(leaves) if device is None else
                    flatten_axes("device_put device", device, x, is_leaf=_is_target))
-        return tree_unflatten(treedef, [_device_put_traced(v, t)
-                                        for v, t in zip(leaves, targets)])
+        sources = ([None] * len(leaves) if src is None else
+                   flatten_axes("device_put src", src, x, is_leaf=_is_target))
+        return tree_unflatten(treedef, [_device_put_traced(v, t, s)
+                                        for v, t, s in zip(leaves, targets, sources)])
     if device is None:
         # an array stays where it is laid out (JAX's device_put(x) hands it back); host
         # values go to the default device
@@ -155,15 +157,14 @@ def _is_flag(value) -> bool:
     return value is None or isinstance(value, bool)
 
 
-def _device_put_traced(value, target):
+def _device_put_traced(value, target, src):
     if target is None:
         return value
     sharding = resolve_sharding(target, "device_put")
-    if not isinstance(sharding, NamedSharding):
-        return value
     if not isinstance(value, Tracer):
-        return device_put(value, sharding)
-    return bind(prims.sharding_constraint_p, value, sharding=sharding)
+        return device_put(value, sharding) if isinstance(sharding, NamedSharding) else value
+    source = None if src is None else resolve_sharding(src, "device_put")
+    return device_put_traced(value, sharding, source)
 
 
 def _is_target(s) -> bool:

@@ -329,3 +329,57 @@ def test_a_jitted_computation_constrains_values_onto_its_own_devices_only():
             lax.with_sharding_constraint(x, NamedSharding(target, P("x")))
     moved = lax.with_sharding_constraint(jnp.asarray(HOST), NamedSharding(m2, P("x")))
     assert moved.sharding == NamedSharding(m2, P("x"))
+
+
+# --- device_put under autodiff: the value moves, its cotangent goes back ------------------------
+
+def _to_device_1(x):
+    return shardc.device_put(x, DEVICES[1])
+
+
+@pytest.mark.parametrize("x", [shardc.device_put(np.float32(2.0), DEVICES[0]),
+                               jnp.float32(2.0)], ids=["committed", "uncommitted"])
+def test_device_put_under_autodiff_places_the_value_and_sends_the_cotangent_back(x):
+    y, g = shardc.value_and_grad(_to_device_1)(x)
+    assert (float(y), on(y), float(g), on(g)) == (2.0, ([1], True), 1.0, ([0], True))
+    y, t = shardc.jvp(_to_device_1, (x,), (jnp.float32(3.0),))
+    assert (float(t), on(y), on(t)) == (3.0, ([1], True), ([1], True))
+    y, pullback = shardc.vjp(_to_device_1, x)
+    # a cotangent anywhere comes back to the source
+    (g,) = pullback(shardc.device_put(np.float32(4.0), DEVICES[2]))
+    assert (float(g), on(g)) == (4.0, ([0], True))
+    # ``src`` names where the cotangent goes
+    _, pullback = shardc.vjp(lambda x: shardc.device_put(x, DEVICES[1], src=DEVICES[3]), x)
+    (g,) = pullback(jnp.float32(1.0))
+    assert on(g) == ([3], True)
+    g = shardc.grad(lambda x: shardc.device_put(x * 3, DEVICES[1]) * 2.0)(x)
+    assert (float(g), on(g)) == (6.0, ([0], True))
+
+
+def test_device_put_to_a_mesh_under_autodiff_sends_the_cotangent_to_the_operands_layout():
+    first = NamedSharding(shardc.sharding.Mesh(DEVICES[:4], "x"), P("x"))
+    last = NamedSharding(shardc.sharding.Mesh(DEVICES[4:8], "y"), P("y"))
+    a = shardc.device_put(HOST, DEVICES[5])
+    y, pullback = shardc.vjp(lambda a: shardc.device_put(a, first), a)
+    (g,) = pullback(jnp.ones(8))
+    assert y.sharding == first and on(g) == ([5], True)
+    np.testing.assert_array_equal(g, np.ones(8))
+    a = shardc.device_put(HOST, last)
+    g = shardc.grad(lambda a: (shardc.device_put(a, first) * HOST).sum())(a)
+    assert g.sharding == last and g.committed
+    np.testing.assert_array_equal(g, HOST)
+
+
+def test_grad_through_jit_then_device_put_onto_other_devices_then_jit():
+    # JAX's test_device_put_grad: the cotangent goes back to the first mesh's devices
+    first = NamedSharding(shardc.sharding.Mesh(DEVICES[:4], "x"), P("x"))
+    last = NamedSharding(shardc.sharding.Mesh(DEVICES[4:8], "x"), P("x"))
+
+    def fun(x):
+        y = shardc.jit(lambda x: x ** 2)(x)
+        y = shardc.device_put(y, last)
+        return shardc.jit(lambda y: jnp.sum(y * 3))(y)
+
+    g = shardc.grad(fun)(shardc.device_put(HOST, first))
+    assert g.sharding == first
+    np.testing.assert_allclose(g, 6 * HOST)
