@@ -24,7 +24,7 @@ from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Literal, TypeSharding, programs_in
 from ir.primitives import RuleTable
-from ir.sharding import (AxisType, NamedSharding, PartitionSpec, ShardingTypeError,
+from ir.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec, ShardingTypeError,
                          current_mesh, spec_names)
 from ir.shapes import out_avals
 
@@ -129,7 +129,10 @@ def _mesh_of(prim, in_avals, params):
     if prim is prims.sharding_constraint_p:
         # a reshard: the result lives where it is sent
         target = params["sharding"]
-        return target.mesh if isinstance(target, NamedSharding) else None
+        if not isinstance(target, NamedSharding):
+            return None
+        return _with_devices(target.mesh, [a.type_sharding.mesh for a in in_avals
+                                           if a.type_sharding is not None])
     mesh = None
     for a in in_avals:
         if a.type_sharding is not None:
@@ -141,10 +144,10 @@ def _mesh_of(prim, in_avals, params):
             mesh = a.type_sharding.mesh
     given = params.get("out_sharding")
     if isinstance(given, NamedSharding):
-        if mesh is not None and given.mesh != mesh:
+        if mesh is not None and given.mesh.abstract_mesh != mesh.abstract_mesh:
             raise ValueError(f"For primitive {prim}, out_sharding's mesh {given.mesh} should "
                              f"match the operands' mesh {mesh}")
-        mesh = given.mesh
+        mesh = mesh if mesh is not None else _with_devices(given.mesh, [])
     context = current_mesh()
     if mesh is not None and context is not None:
         # typed on one mesh, computed under another (JAX's check); a mesh's abstract mesh is
@@ -156,6 +159,15 @@ def _mesh_of(prim, in_avals, params):
                 f"For primitive {prim}, context mesh {ours!r} should match the aval mesh "
                 f"{theirs!r} for shape {typed.str_short()}.")
     return mesh
+
+
+def _with_devices(mesh, known: list):
+    """``mesh``, or where it is abstract, the mesh of devices among ``known`` (the operands')
+    and the mesh set that it abstracts: a type on a mesh of devices says the more."""
+    if not isinstance(mesh, AbstractMesh):
+        return mesh
+    return next((m for m in known + [current_mesh()]
+                 if isinstance(m, Mesh) and m.abstract_mesh == mesh), mesh)
 
 
 def _program_mesh(prim, params):

@@ -1970,3 +1970,24 @@ def test_jitted_explicit_axes_on_an_auto_mesh_leave_results_laid_out():
             jax.device_put(host, P("x", "y")))
         assert out.sharding.spec == P("y")
         np.testing.assert_array_equal(np.asarray(out), host)
+
+
+def test_out_sharding_on_the_abstract_mesh_of_the_operands_mesh():
+    """An ``out_sharding`` naming the abstract mesh of the operands' mesh (as a type's
+    ``.sharding.mesh`` gives it inside jit) is that mesh: the product and its reshard run on
+    the operands' devices, eagerly and under jit, as in JAX."""
+    mesh = mesh_of((2, 2), ("x", "y"))
+    host = np.arange(16, dtype=np.float32).reshape(8, 2)
+    with jax.set_mesh(mesh):
+        a = jax.device_put(host, P("x", "y"))
+        b = jax.device_put(host.T, P("y", "x"))
+
+        def f(x, y):
+            given = NamedSharding(jax.typeof(x).sharding.mesh, P("x", None))
+            return jnp.einsum("xy,yz->xz", x, y, out_sharding=given)
+
+        want = np.array([[r @ c for c in host] for r in host], np.float32)
+        for run in (f, jax.jit(f)):
+            out = run(a, b)
+            check_result(out, "float32[8@x,8]", want)
+            assert out.sharding == NamedSharding(mesh, P("x", None))
