@@ -24,7 +24,7 @@ import numpy as np
 from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (UNKNOWN, Trace, Tracer, aval_of, bind, current_trace,
-                              eval_program, inner_concrete, inner_independent, replaying,
+                              eval_program, inner_concrete, inner_independent, replaying, traced_mesh,
                               set_current_trace, trace_to_program, values_known_now,
                               weakly_typed)
 from ir import dtypes
@@ -378,7 +378,7 @@ def backward_pass(program: Program, args, cts_out) -> list:
             linear_eqns.append(eqn)
             linear.update(id(v) for v in eqn.outvars)
             continue
-        with replaying(eqn.source):
+        with replaying(eqn.source, traced_mesh(eqn)):
             outs = bind(eqn.primitive, *[read(a) for a in eqn.invars], **eqn.params)
         outs = outs if eqn.primitive.multiple_results else [outs]
         for var, value in zip(eqn.outvars, outs):
@@ -404,7 +404,7 @@ def backward_pass(program: Program, args, cts_out) -> list:
             raise NotImplementedError(
                 f"Transpose rule (for reverse-mode differentiation) for '{eqn.primitive}' "
                 "not implemented") from None
-        with replaying(eqn.source):
+        with replaying(eqn.source, traced_mesh(eqn)):
             in_cts = rule(out_cts if eqn.primitive.multiple_results else out_cts[0],
                           *operands, **eqn.params)
             for atom, ct in zip(eqn.invars, in_cts):

@@ -25,7 +25,8 @@ from ir.interpreter import Interpreter
 from ir.module import runs_shard_map
 from ir.shape_dtype import ShapeDtypeStruct
 from ir.shapes import out_avals
-from ir.sharding import NamedSharding, PartitionSpec, current_mesh, same_layout
+from ir.sharding import (Mesh, NamedSharding, PartitionSpec, current_mesh, pop_mesh, push_mesh,
+                         same_layout)
 from ir.sharding_rules import mesh_auto, mesh_explicit, named_sharding, typed_avals
 from compiler.propagation import auto_mesh
 from ir.source import frame_source
@@ -107,17 +108,43 @@ _REPLAYED: list = [None]    # the source of the equation being replayed, innermo
 class replaying:
     """``with replaying(eqn.source):`` equations made while replaying ``eqn`` (its JVP, its
     transpose, the equation itself bound again) carry the user's line of ``eqn``, as JAX's
-    transformations keep an equation's source. A source of None keeps the enclosing one."""
-    __slots__ = ("source",)
+    transformations keep an equation's source. A source of None keeps the enclosing one.
+    ``replaying(eqn.source, traced_mesh(eqn))`` replays it under the mesh it was traced
+    under too, where that is not the mesh set now."""
+    __slots__ = ("source", "mesh")
 
-    def __init__(self, source):
+    def __init__(self, source, mesh=None):
         self.source = source
+        self.mesh = mesh
 
     def __enter__(self):
         _REPLAYED.append(self.source if self.source is not None else _REPLAYED[-1])
+        if self.mesh is not None:
+            push_mesh(self.mesh)
 
     def __exit__(self, *exc):
         _REPLAYED.pop()
+        if self.mesh is not None:
+            pop_mesh(self.mesh)
+
+
+def traced_mesh(eqn):
+    """The mesh of devices ``eqn``'s types are on where a mesh set now is another one (by its
+    axes), else None. Typed values are computed under their own mesh, so the equation was
+    traced under that one (a ``use_abstract_mesh`` block) as its results are; JAX replays an equation under the
+    mesh it was traced under, as its transformations (a gradient's transpose) run after the
+    block has ended."""
+    context = current_mesh()
+    if context is None:
+        return None
+    for var in eqn.outvars + eqn.invars:    # a reshard's results: where it was written
+        typed = var.aval.type_sharding
+        if typed is not None:
+            mesh = typed.mesh
+            if isinstance(mesh, Mesh) and mesh.abstract_mesh != context.abstract_mesh:
+                return mesh
+            return None
+    return None
 
 
 class Replay(Interpreter):
@@ -135,7 +162,7 @@ class Replay(Interpreter):
         return literal.value[()]
 
     def eval_equation(self, eqn, values):
-        with replaying(eqn.source):
+        with replaying(eqn.source, traced_mesh(eqn)):
             outs = bind(eqn.primitive, *values, **eqn.params)
         if self.after is not None:
             self.after(self.count)
@@ -1368,7 +1395,7 @@ class ProgramTrace(Trace):
         for k in sorted(needed):
             eqn = eqns[k]
             args = [self.known_value(v, what, cls) for v in eqn.invars]
-            with set_current_trace(root), replaying(eqn.source):
+            with set_current_trace(root), replaying(eqn.source, traced_mesh(eqn)):
                 outs = bind(eqn.primitive, *args, **eqn.params)
             self.known.update(zip(eqn.outvars, outs if eqn.primitive.multiple_results
                                   else [outs]))

@@ -1991,3 +1991,28 @@ def test_out_sharding_on_the_abstract_mesh_of_the_operands_mesh():
             out = run(a, b)
             check_result(out, "float32[8@x,8]", want)
             assert out.sharding == NamedSharding(mesh, P("x", None))
+
+
+def test_gradient_through_a_block_on_another_abstract_mesh():
+    """A ``use_abstract_mesh`` block inside a jitted function: its equations are typed on the
+    block's mesh, and the gradient's transpose (run after the block has ended) runs them
+    under that mesh, as JAX does; the cotangent comes back laid out as the argument."""
+    mesh = mesh_of((2, 2), ("x", "y"))
+    host = np.arange(16, dtype=np.float32).reshape(8, 2)
+    other = mesh.abstract_mesh.update(axis_sizes=(4, 1), axis_names=("a", "b"))
+
+    @jax.jit
+    def f(x):
+        x = jnp.sin(x)
+        with jax.sharding.use_abstract_mesh(other):
+            out = jax.sharding.reshard(x, P(("a", "b"), None)) * 2
+            assert jax.typeof(out).sharding.spec == P(("a", "b"), None)
+        return jax.sharding.reshard(out, P("y", None))
+
+    with jax.set_mesh(mesh):
+        arr = jax.device_put(host, P("x", "y"))
+        assert f(arr).sharding.spec == P("y", None)
+        for grad in (jax.grad(lambda x: f(x).sum()), jax.jit(jax.grad(lambda x: f(x).sum()))):
+            out = grad(arr)
+            assert out.sharding == arr.sharding
+            np.testing.assert_allclose(np.asarray(out), 2 * np.cos(host), rtol=1e-6)
