@@ -147,7 +147,7 @@ def _mesh_of(prim, in_avals, params):
         if mesh is not None and given.mesh.abstract_mesh != mesh.abstract_mesh:
             raise ValueError(f"For primitive {prim}, out_sharding's mesh {given.mesh} should "
                              f"match the operands' mesh {mesh}")
-        mesh = mesh if mesh is not None else _with_devices(given.mesh, [])
+        mesh = mesh if mesh is not None else given.mesh
     context = current_mesh()
     if mesh is not None and context is not None:
         # typed on one mesh, computed under another (JAX's check); a mesh's abstract mesh is
@@ -163,11 +163,10 @@ def _mesh_of(prim, in_avals, params):
 
 def _with_devices(mesh, known: list):
     """``mesh``, or where it is abstract, the mesh of devices among ``known`` (the operands')
-    and the mesh set that it abstracts: a type on a mesh of devices says the more."""
+    that it abstracts: a result on its operands' devices stays there."""
     if not isinstance(mesh, AbstractMesh):
         return mesh
-    return next((m for m in known + [current_mesh()]
-                 if isinstance(m, Mesh) and m.abstract_mesh == mesh), mesh)
+    return next((m for m in known if isinstance(m, Mesh) and m.abstract_mesh == mesh), mesh)
 
 
 def _program_mesh(prim, params):
