@@ -187,6 +187,20 @@ def with_sharding_constraint(x, shardings):
     return _constrained(x, shardings, "with_sharding_constraint")
 
 
+def check_context_mesh(sharding, name: str) -> None:
+    """JAX's ValueError for a result's NamedSharding on another mesh (by its axes) than the
+    mesh set; meshes of Auto axes only may differ (JAX allows that for old code). Not in a
+    shard_map body: types there are on the mesh outside, whose axes the body sees Manual."""
+    if not isinstance(sharding, NamedSharding) or current_shard_context() is not None:
+        return
+    context, given = get_abstract_mesh(), sharding.mesh.abstract_mesh
+    if context.empty or given == context or (
+            given.are_all_axes_auto and context.are_all_axes_auto):
+        return
+    raise ValueError(f"Context mesh {context} should match the mesh of sharding {given} "
+                     f"passed to {name}.")
+
+
 def check_explicit_axes(sharding, name: str) -> None:
     """JAX's ValueError for a result's sharding (``out_sharding``, ``reshard``) naming an
     axis that is not Explicit: only types say how a result is split, and only Explicit axes

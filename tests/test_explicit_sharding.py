@@ -2016,3 +2016,26 @@ def test_gradient_through_a_block_on_another_abstract_mesh():
             out = grad(arr)
             assert out.sharding == arr.sharding
             np.testing.assert_allclose(np.asarray(out), 2 * np.cos(host), rtol=1e-6)
+
+
+def test_out_sharding_on_another_mesh_than_the_one_set_is_an_error():
+    """An ``out_sharding`` NamedSharding on a mesh of other axis types than the mesh set is
+    JAX's ValueError naming both abstract meshes and the function; meshes of Auto axes
+    only may differ."""
+    explicit = mesh_of((2,), ("x",))
+    auto = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    host = np.arange(16, dtype=np.float32).reshape(8, 2)
+    with jax.set_mesh(explicit):
+        a = jax.device_put(host, P("x", None))
+        b = jax.device_put(host.T, P(None, "x"))
+        f = jax.jit(lambda x, y: jnp.einsum("xy,yz->xz", x, y,
+                                            out_sharding=NamedSharding(auto, P(None, None))))
+        with pytest.raises(ValueError, match=re.escape(
+                f"Context mesh {explicit.abstract_mesh} should match the mesh of sharding "
+                f"{auto.abstract_mesh} passed to einsum.")):
+            f(a, b)
+    other_auto = jax.make_mesh((2,), ("y",), axis_types=(jax.sharding.AxisType.Auto,))
+    with jax.set_mesh(auto):
+        out = jnp.einsum("xy,yz->xz", host, host.T,
+                         out_sharding=NamedSharding(other_auto, P(None, None)))
+        np.testing.assert_array_equal(np.asarray(out), host @ host.T)

@@ -32,7 +32,7 @@ from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sh
 from runtime.array import Array, SingleDeviceSharding, detached
 from runtime.reference import convert_element, device_put
 from shardc.dtypes import is_weakly_typed, issubdtype, prng_key, promotion, result_type
-from shardc.sharding import check_explicit_axes, resolve_sharding
+from shardc.sharding import check_context_mesh, check_explicit_axes, resolve_sharding
 
 __all__ = [
     "broadcast_to", "broadcast_arrays", "asarray", "array", "full", "zeros", "ones", "empty",
@@ -364,6 +364,7 @@ def check_out_sharding(out_sharding, name: str) -> None:
         raise TypeError(f"`out_sharding` argument of {name} only supports instances of "
                         f"`NamedSharding` or `PartitionSpec`. Got {out_sharding!r} of type: "
                         f"{type(out_sharding)}")
+    check_context_mesh(out_sharding, name)
     check_explicit_axes(out_sharding, name)
 
 
