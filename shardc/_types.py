@@ -8,7 +8,7 @@ from compiler.tracing import Tracer, aval_of, weakly_typed
 from ir.core import set_public_sharding_view, short_dtype
 from ir.dtypes import is_float0
 from ir.float0 import float0_aval
-from ir.sharding import ManualAxisType, NamedSharding, PartitionSpec
+from ir.sharding import EMPTY_MESH, ManualAxisType, NamedSharding, PartitionSpec
 from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding_rules import partitions
 from runtime.array import Array
@@ -36,6 +36,9 @@ def _key_type(keys):
     """A key array's type: its own shape and key dtype (``key<fry>[3]``), its data's vma."""
     of_data = ShapedArray(aval_of(keys._base), keys._base)
     of_data.shape, of_data.ndim, of_data.dtype = keys.shape, keys.ndim, keys.dtype
+    # the keys' sharding: the data's without the entry of the key words' dimension
+    spec = of_data.sharding.spec
+    of_data.sharding = of_data.sharding.with_spec(spec.update(partitions=tuple(spec)[:-1]))
     vma_text = of_data._text[of_data._text.index("]") + 1:]
     # the key dimensions as the data's leading ones are split (key<fry>[8@X])
     data_dims = of_data._text[of_data._text.index("[") + 1:of_data._text.index("]")]
@@ -49,7 +52,8 @@ def public_sharding(aval, value=None) -> NamedSharding:
     NamedSharding on an abstract mesh with one spec entry per dimension. The mesh is the one
     the type splits over (in a shard_map body, the body's, its manual axes Manual), else the
     body's, else the abstract mesh of the mesh ``value`` is laid out on, else the one in
-    context (empty when none): an unsplit type reads ``P(None, ...)`` there."""
+    context (empty when none) for a traced value, the empty one for a concrete value laid
+    out otherwise: an unsplit type reads ``P(None, ...)`` there."""
     typed = aval.type_sharding
     shard = current_shard_context() if value is None or isinstance(value, Tracer) else None
     # outside a body the spec names the unreduced and reduced axes (in one, ``aval.mat``)
@@ -64,6 +68,9 @@ def public_sharding(aval, value=None) -> NamedSharding:
     layout = getattr(value, "sharding", None)
     if isinstance(layout, NamedSharding):
         return NamedSharding(layout.mesh.abstract_mesh, unsplit)
+    if value is not None and not isinstance(value, Tracer):
+        # a value on one device, or on none yet (numpy's, Python's): on no mesh
+        return NamedSharding(EMPTY_MESH, unsplit)
     return NamedSharding(get_abstract_mesh(), unsplit)
 
 

@@ -77,6 +77,26 @@ def test_typeof_of_a_concrete_array_has_its_sharding():
     assert shardc.typeof(jnp.arange(3)).sharding.mesh.empty
 
 
+def test_typeof_of_a_concrete_value_off_any_mesh_has_no_mesh():
+    """Under a mesh, a concrete value on one device (or numpy's, Python's) types on the empty
+    mesh, as JAX's; one made under the mesh is on it; a key's spec has one entry a key
+    dimension (JAX's)."""
+    mesh = shardc.make_mesh((2,), ("x",))
+    with shardc.set_mesh(mesh):
+        made = jnp.zeros(8)
+        assert shardc.typeof(made).sharding == NamedSharding(mesh.abstract_mesh, P(None))
+        one = shardc.device_put(made, shardc.sharding.SingleDeviceSharding(shardc.devices()[0]))
+        for value in (one, np.zeros(3), 1.0):
+            assert shardc.typeof(value).sharding.mesh.empty
+        seen = []
+        shardc.jit(lambda x: seen.append(shardc.typeof(x).sharding.mesh.empty) or x)(made)
+        assert seen == [False]
+        assert shardc.typeof(shardc.random.key(0)).sharding == NamedSharding(
+            mesh.abstract_mesh, P())
+        keys = shardc.random.split(shardc.random.key(0), 4)
+        assert shardc.typeof(keys).sharding.spec == P(None)
+
+
 def test_aval_sharding_reads_as_jax_public_type():
     """``x.aval.sharding`` (JAX's ShapedArray) is a NamedSharding on the abstract mesh with
     one spec entry per dimension, under jit, in a partial-manual body and eagerly; shardc's
