@@ -24,8 +24,8 @@ import numpy as np
 from compiler.layouts import layout_of
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (UNKNOWN, Trace, Tracer, aval_of, bind, current_trace,
-                              eval_program, inner_concrete, inner_independent, replaying, traced_mesh,
-                              set_current_trace, trace_to_program, values_known_now,
+                              eval_program, inner_concrete, inner_independent, replaying,
+                              traced_mesh, set_current_trace, trace_to_program, values_known_now,
                               weakly_typed)
 from ir import dtypes
 from ir import primitives as prims

@@ -45,7 +45,8 @@ from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval, Program, programs_in
 from ir.float0 import float0_aval, float0_zeros
-from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, check_divides, check_rank, check_unique_axes, current_mesh,
+from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, check_divides, check_rank,
+                         check_unique_axes, current_mesh,
                          Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, Sharding,
                          spec_axes, UNCONSTRAINED)
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals

@@ -131,9 +131,9 @@ class replaying:
 def traced_mesh(eqn):
     """The mesh of devices ``eqn``'s types are on where a mesh set now is another one (by its
     axes), else None. Typed values are computed under their own mesh, so the equation was
-    traced under that one (a ``use_abstract_mesh`` block) as its results are; JAX replays an equation under the
-    mesh it was traced under, as its transformations (a gradient's transpose) run after the
-    block has ended."""
+    traced under that one (a ``use_abstract_mesh`` block) as its results are; JAX replays an
+    equation under the mesh it was traced under, as its transformations (a gradient's
+    transpose) run after the block has ended."""
     context = current_mesh()
     if context is None:
         return None

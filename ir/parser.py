@@ -446,7 +446,8 @@ class _Builder:
         expected = len(lowered.device_programs)
         if dp.position != expected:
             raise self.error(tree, f"expected the program of mesh position {expected} "
-                                   f"(device {mesh.flat_device_ids[min(expected, mesh.size - 1)]}), "
+                                   f"(device "
+                                   f"{mesh.flat_device_ids[min(expected, mesh.size - 1)]}), "
                                    f"got position {dp.position}")
         prog = dp.program
         if len(prog.invars) != len(eqn.invars) or len(prog.outvars) != len(eqn.outvars):

@@ -24,8 +24,8 @@ from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Literal, TypeSharding, programs_in
 from ir.primitives import RuleTable
-from ir.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec, ShardingTypeError,
-                         current_mesh, spec_names)
+from ir.sharding import (AbstractMesh, AxisType, Mesh, NamedSharding, PartitionSpec,
+                         ShardingTypeError, current_mesh, spec_names)
 from ir.shapes import out_avals
 
 sharding_rules = RuleTable("sharding")

@@ -110,7 +110,8 @@ def _moves_blocks(value, sharding) -> bool:
     reshards by a program)."""
     source = value.sharding
     if (isinstance(source, NamedSharding) and isinstance(sharding, NamedSharding)
-            and source.mesh.size > 1 and source.mesh.flat_device_ids != sharding.mesh.flat_device_ids
+            and source.mesh.size > 1
+            and source.mesh.flat_device_ids != sharding.mesh.flat_device_ids
             and set(source.mesh.flat_device_ids) == set(sharding.mesh.flat_device_ids)):
         return False
     held: dict = {}

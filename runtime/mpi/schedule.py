@@ -268,7 +268,8 @@ class LocalPlan:
         """Every local device waits at the same node (straight-line communication)."""
         if len(waiting) != len(self.local):
             raise reference.DeadlockError(
-                f"devices {sorted(self.mesh.flat_device_ids[p] for p in self.local if p not in waiting)}"
+                f"devices "
+                f"{sorted(self.mesh.flat_device_ids[p] for p in self.local if p not in waiting)}"
                 " finished while others wait at a communication node")
         resume = {}
         eqn = self.state.node = waiting[self.local[0]].eqn

@@ -17,7 +17,8 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, concrete_or_error, is_python_scalar, masked_array_error, static_int,
+                              check_jax_value, concrete_or_error, is_python_scalar,
+                              masked_array_error, static_int,
                               value_if_known, values_known_now, weakened)
 from ir import transfer_guard as _transfer_guard
 from ir import dtypes as _dt
