@@ -1719,3 +1719,16 @@ def test_vectorize_follows_the_rank_promotion_flag(signature):
         with pytest.warns(UserWarning, match=message):
             got = add(jnp.ones((4, 3)), jnp.ones(3))
     np.testing.assert_array_equal(np.asarray(got), np.full((4, 3), 2.0))
+
+
+def test_frompyfunc_outer_needs_no_rank_promotion():
+    """``outer`` gives both operands the result's rank, so it runs where rank promotion is
+    refused (as JAX's tests run), with numpy's values."""
+    add = jnp.frompyfunc(lambda a, b: a + 2 * b, 2, 1)
+    a, b = np.arange(12.).reshape(4, 3), np.arange(4.)
+    with shardc.numpy_rank_promotion("raise"):
+        got = add.outer(a, b)
+    np.testing.assert_array_equal(np.asarray(got), np.add.outer(a, 2 * b))
+    with shardc.numpy_rank_promotion("raise"), pytest.raises(ValueError,
+                                                             match="require rank promotion"):
+        add(a, np.arange(3.))

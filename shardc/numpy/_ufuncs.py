@@ -883,7 +883,9 @@ class ufunc:
         >>> jnp.multiply.outer(jnp.arange(1, 4), jnp.arange(1, 3))   # [[1, 2], [2, 4], [3, 6]]
         """
         self._check_single_result("outer")
-        return self(reshape(A, np.shape(A) + (1,) * len(np.shape(B))), B)
+        # both of the result's rank (no rank promotion: JAX's rank check passes it)
+        return self(reshape(A, np.shape(A) + (1,) * len(np.shape(B))),
+                    reshape(B, (1,) * len(np.shape(A)) + np.shape(B)))
 
 
 def frompyfunc(func, /, nin, nout, *, identity=None):
