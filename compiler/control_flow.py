@@ -22,7 +22,7 @@ import numpy as np
 from compiler import tree
 from compiler.refs import ClosedOverRef, RefWrittenOutside, swapped_in
 from compiler.replication import infer_vma, vma_rules
-from compiler.shard_map import current_shard_context
+from compiler.shard_map import current_shard_context, names_axes_in_scope
 from compiler.tracing import (CONCRETIZATION_ERRORS, ConcretizationTypeError, Tracer,
                               abstract_value_error, aval_of, bind, current_trace, errors_link,
                               eval_trace, is_python_scalar, trace_settings, trace_to_program,
@@ -51,7 +51,7 @@ def _trace_sub(fun, in_avals, weak=None, *, owner=None, key=(), boxes=()) -> tup
     only where no enclosing trace names axes (a shard_map body's, a vmap's axis) and it
     closes over no value of an enclosing trace."""
     entry = None
-    if owner is not None and not _names_axes_in_scope():
+    if owner is not None and not names_axes_in_scope():
         entry = (key, tuple(in_avals), tuple(weak or ()), current_mesh(), dtypes.x64_enabled(),
                  trace_settings())
         try:
@@ -81,17 +81,6 @@ _SUB_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def clear_sub_programs() -> None:
     _SUB_PROGRAMS.clear()
-
-
-def _names_axes_in_scope() -> bool:
-    if current_shard_context() is not None:
-        return True
-    trace = current_trace()
-    while trace is not None:
-        if trace.binds_axis_names():
-            return True
-        trace = trace.parent
-    return False
 
 
 def _promote_weak_carries(init_flat, weak, out_avals) -> bool:

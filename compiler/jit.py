@@ -29,7 +29,7 @@ from compiler.refs import ClosedOverRef, is_ref, ref_type, swapped_in
 from ir.shape_dtype import ShapeDtypeStruct
 from compiler.lowering import lower_module
 from compiler.passes.dce import dce
-from compiler.shard_map import function_name
+from compiler.shard_map import function_name, names_axes_in_scope
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, TypedPlacement, aval_of, check_callable,
                               check_invalid_values, check_jax_leaves, context_auto_mesh,
@@ -990,11 +990,8 @@ class JitFunction:
         vmap's) that a program traced on its own would not see, or arguments are not all
         arrays. A function closing over another trace's values is traced for this call only.
         """
-        trace = current_trace()
-        while trace is not None:
-            if trace.binds_axis_names():
-                return None
-            trace = trace.parent
+        if names_axes_in_scope():
+            return None
         static_argnums = self._static_positions(len(args))
         static_kwargs, dynamic_kwargs = self._split_static_kwargs(kwargs)
         leaves, in_tree = tree.tree_flatten((_split_static(args, static_argnums)[1],
@@ -1371,16 +1368,14 @@ class JitFunction:
         taken from the traces every jit of the function shares. A program closing over a
         value of another trace (``parent``'s, a value of this call only) is not kept."""
         static, _ = _split_static(args, static_argnums)
-        key = (in_tree, tuple(aval_of(leaf).strip_vma() for leaf in leaves),
-               tuple(weakly_typed(leaf) for leaf in leaves),
-               # a layout that splits nothing reads the same to the trace as none
-               tuple(layout if meaningful(layout) else None for layout in layouts_of(leaves)),
-               self._static_key(static, static_kwargs), current_mesh(),
-               dtypes.x64_enabled(), trace_settings())
-        try:
-            closed = self.traces.get(key)
-        except Exception:       # a static argument or a layout that does not hash or compare
-            key = closed = None
+        key = _hashable((
+            in_tree, tuple(aval_of(leaf).strip_vma() for leaf in leaves),
+            tuple(weakly_typed(leaf) for leaf in leaves),
+            # a layout that splits nothing reads the same to the trace as none
+            tuple(layout if meaningful(layout) else None for layout in layouts_of(leaves)),
+            self._static_key(static, static_kwargs), current_mesh(), dtypes.x64_enabled(),
+            trace_settings()))
+        closed = _looked_up(self.traces, key, self.fun)
         if closed is None:
             if _explain_cache_misses:
                 self._explain_trace_miss(key, args, kwargs, static_argnums)
@@ -1399,44 +1394,26 @@ class JitFunction:
 
     def _compiled(self, args, kwargs, static, static_kwargs, static_argnums, leaves,
                   in_tree) -> Compiled:
+        """The compiled program for a call: from the cache of signatures (the arguments'
+        layouts included), else traced (``_traced_for_call``) and lowered
+        (``_lowered_program``)."""
         _check_arguments(self.fun, leaves, in_tree)
-        backend = get_backend()
-        shardings = tuple(_arrival(backend, x) for x in leaves)
+        shardings = tuple(_arrival(get_backend(), x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
         # a Python scalar argument is weakly typed (and an array made from one), an array of
         # its dtype is not
         weak = tuple(weakly_typed(x) for x in leaves)
-        key = (in_tree, avals, weak, shardings, self._static_key(static, static_kwargs),
-               current_mesh(), dtypes.x64_enabled(), trace_settings())
-        try:
-            hash(key)
-        except TypeError:
-            key = None
-        if key is not None:
-            try:
-                found = self.cache.get(key)
-            except Exception as error:      # a static argument's __eq__ raised
-                raise ValueError(
-                    "static arguments should be comparable using __eq__. The following error "
-                    f"was raised when comparing the static arguments of a call to "
-                    f"'{_name(self.fun)}' with those of an earlier call: "
-                    f"{type(error).__name__}: {error}") from error
-            if found is not None:
-                if found.given or found.constraint_devices:
-                    _check_devices(found, leaves, _qualified_name(self.fun),
-                                   lambda: _argument_names(self.fun, args, kwargs,
-                                                           static_argnums))
-                return found
-        deferred: list = []
-        given: list = []            # each result's resolved out_shardings entry
+        key = _hashable((in_tree, avals, weak, shardings, self._static_key(static, static_kwargs),
+                         current_mesh(), dtypes.x64_enabled(), trace_settings()))
+        names = lambda: _argument_names(self.fun, args, kwargs, static_argnums)
+        found = _looked_up(self.cache, key, self.fun)
+        if found is not None:
+            if found.given or found.constraint_devices:
+                _check_devices(found, leaves, _qualified_name(self.fun), names)
+            return found
         started = time.perf_counter()
-        if self.out_shardings is UNSPECIFIED:
-            closed = self._traced(args, kwargs, static_argnums, static_kwargs, leaves, in_tree)
-        else:
-            self._count_trace()
-            closed = trace_function(
-                self.fun, args, kwargs, static_argnums, static_kwargs,
-                constrain_outputs=lambda result: self._constrain_outputs(result, deferred, given))
+        closed, deferred, given = self._traced_for_call(args, kwargs, static_argnums,
+                                                        static_kwargs, leaves, in_tree)
         traced = time.perf_counter()
         _log_compile_step(lambda: f"Finished tracing {_name(self.fun)} for jit in "
                                   f"{traced - started:.9f} sec")
@@ -1445,44 +1422,67 @@ class JitFunction:
                   and isinstance(s.mesh, Mesh)] + [current_mesh()]
         closed = dataclasses.replace(closed, program=_concrete_constraints(
             closed.program, [m for m in meshes if m is not None]))
+        call_as = (self, static, dict(static_kwargs), in_tree, avals)
         abstract = _abstract_mesh_of(closed.program, shardings)
-        # the devices of a program on an abstract mesh: those of a mesh its arguments are on
-        # or the mesh set, else the ones ``compile(device_assignment=)`` gives
+        if abstract is not None:
+            return self._on_abstract_mesh(args, kwargs, closed, abstract, meshes, shardings,
+                                          given, call_as)
+        compiled = self._lowered_program(closed, leaves, shardings, deferred, given, call_as)
+        _log_compile_step(lambda: f"Finished partitioning and lowering jit({_name(self.fun)}) "
+                                  f"in {time.perf_counter() - traced:.9f} sec")
+        if given or compiled.constraint_devices:
+            _check_devices(compiled, leaves, _qualified_name(self.fun), names)
+        if key is not None:
+            self.cache[key] = compiled
+        return compiled
+
+    def _traced_for_call(self, args, kwargs, static_argnums, static_kwargs, leaves, in_tree):
+        """(the traced program, the results ``out_shardings`` lays out after the call, each
+        result's resolved ``out_shardings`` entry). Without ``out_shardings`` the program
+        is the one every call of the signature shares; with them the trace resolves them."""
+        deferred: list = []
+        given: list = []
+        if self.out_shardings is UNSPECIFIED:
+            closed = self._traced(args, kwargs, static_argnums, static_kwargs, leaves, in_tree)
+        else:
+            self._count_trace()
+            closed = trace_function(
+                self.fun, args, kwargs, static_argnums, static_kwargs,
+                constrain_outputs=lambda result: self._constrain_outputs(result, deferred, given))
+        return closed, deferred, given
+
+    def _on_abstract_mesh(self, args, kwargs, closed, abstract, meshes, shardings, given,
+                          call_as) -> Compiled:
+        """A program whose layouts name only ``abstract``: lowered on the devices of a mesh
+        its arguments are on or the mesh set, else on those ``compile(device_assignment=)``
+        gives (values it closes over or constraints in it on the abstract mesh of the devices
+        known are not lowered here: ``on_devices`` None)."""
         known = next((m for m in meshes if isinstance(m, Mesh)), None)
-        if abstract is not None and known is not None and not self.on_mesh:
+        if known is not None and not self.on_mesh:
             if known.size != abstract.size:
                 raise ValueError(f"AbstractMesh size: {abstract.size} does not match the "
                                  f"device assignment size: {known.size}")
             return self._lowered_on(args, kwargs, abstract, tuple(known.devices.flat))
-        if abstract is not None:
-            # values it closes over or constraints in it on the abstract mesh of the devices
-            # known are not lowered here (on_devices None)
-            lowered_on = (functools.partial(self._lowered_on, args, kwargs, abstract)
-                          if not self.on_mesh else None)
-            return Compiled(closed, None, given=given or None,
-                            call_as=(self, static, dict(static_kwargs), in_tree, avals),
-                            arg_shardings=shardings, context_mesh=current_mesh(),
-                            on_devices=lowered_on)
+        lowered_on = (functools.partial(self._lowered_on, args, kwargs, abstract)
+                      if not self.on_mesh else None)
+        return Compiled(closed, None, given=given or None, call_as=call_as,
+                        arg_shardings=shardings, context_mesh=current_mesh(),
+                        on_devices=lowered_on)
+
+    def _lowered_program(self, closed, leaves, shardings, deferred, given, call_as) -> Compiled:
+        """``closed`` partitioned and lowered for arguments ``leaves`` laid out by
+        ``shardings``."""
         traced_constraints = _constraint_devices(closed.program)
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         program, inserted, propagated = _partitioned(dce(closed.program),
                                                      list(closed.consts) + leaves)
         closed = dataclasses.replace(closed, program=program)
-        const_shardings = tuple(backend.sharding_of(c) for c in closed.consts)
+        const_shardings = tuple(get_backend().sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
-        _log_compile_step(lambda: f"Finished partitioning and lowering jit({_name(self.fun)}) "
-                                  f"in {time.perf_counter() - traced:.9f} sec")
-        compiled = Compiled(closed, module, place_after=bool(deferred), given=given or None,
-                            call_as=(self, static, dict(static_kwargs), in_tree, avals),
-                            arg_shardings=shardings, context_mesh=current_mesh(),
-                            constraint_devices=traced_constraints)
-        if given or traced_constraints:
-            _check_devices(compiled, leaves, _qualified_name(self.fun),
-                           lambda: _argument_names(self.fun, args, kwargs, static_argnums))
-        if key is not None:
-            self.cache[key] = compiled
-        return compiled
+        return Compiled(closed, module, place_after=bool(deferred), given=given or None,
+                        call_as=call_as, arg_shardings=shardings, context_mesh=current_mesh(),
+                        constraint_devices=traced_constraints)
 
     def _lowered_on(self, args, kwargs, abstract: AbstractMesh, device_assignment) -> Compiled:
         """The program traced for ``abstract`` lowered on ``device_assignment`` (the mesh of
@@ -1553,9 +1553,35 @@ class JitFunction:
                               in_tree)
 
 
+def _hashable(key):
+    """``key``, or None where it does not hash (a pytree's unhashable metadata): no cache."""
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _looked_up(cache: dict, key, fun):
+    """``cache[key]`` (None where absent, or where ``key`` is None). A user's ``__eq__`` (a
+    static argument's) that raises while keys are compared is JAX's ValueError."""
+    if key is None:
+        return None
+    try:
+        return cache.get(key)
+    except Exception as error:
+        raise ValueError(
+            "static arguments should be comparable using __eq__. The following error "
+            f"was raised when comparing the static arguments of a call to "
+            f"'{_name(fun)}' with those of an earlier call: "
+            f"{type(error).__name__}: {error}") from error
+
+
 def _aval_attribute(value):
     """``value.aval``, None where it has none: a pytree node's own attribute lookup may raise
-    anything (a dict whose ``__getattr__`` is ``__getitem__`` raises KeyError)."""
+    anything (a dict whose ``__getattr__`` is ``__getitem__`` raises KeyError). Nothing is
+    hidden: such a value is no array, and the call takes the full path, which flattens it
+    and reports what is wrong with its leaves."""
     try:
         return getattr(value, "aval", None)
     except Exception:

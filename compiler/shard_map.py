@@ -65,6 +65,20 @@ def current_shard_context() -> ShardContext | None:
     return _axis_env[-1] if _axis_env else None
 
 
+def names_axes_in_scope() -> bool:
+    """Whether collectives here may name axes: inside a shard_map body, or under a trace
+    that names axes (a vmap's ``axis_name``). A function traced on its own, apart from the
+    traces here, would not see them, so its traced program is not one to keep."""
+    if current_shard_context() is not None:
+        return True
+    trace = current_trace()
+    while trace is not None:
+        if trace.binds_axis_names():
+            return True
+        trace = trace.parent
+    return False
+
+
 @contextlib.contextmanager
 def in_body(shard: ShardContext):
     """Trace or run a body with ``shard`` as the enclosing shard_map (its mesh, its check),

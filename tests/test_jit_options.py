@@ -90,6 +90,11 @@ def test_static_argument_whose_eq_raises_is_a_value_error():
             "static arguments should be comparable using __eq__")) as err:
         f(1, HashableWithoutEq())
     assert "NotImplementedError: no comparison" in str(err.value)
+    # a call under another trace compares the keys of its shared traces the same way
+    g = shardc.jit(lambda x, y: x * 3, static_argnums=1)
+    shardc.grad(lambda x: g(x, HashableWithoutEq()))(1.0)
+    with pytest.raises(ValueError, match="NotImplementedError: no comparison"):
+        shardc.grad(lambda x: g(x, HashableWithoutEq()))(1.0)
 
 
 def test_argnums_and_argnames_checked_against_the_signature():
