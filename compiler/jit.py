@@ -393,7 +393,8 @@ def _arrival(backend, x):
     """How an argument arrives: an array's layout, or the one a stand-in (``ShapeDtypeStruct``)
     names on a mesh, which its program is then lowered for."""
     sharding = backend.sharding_of(x)
-    if sharding is None and isinstance(getattr(x, "sharding", None), NamedSharding):
+    named = getattr(x, "sharding", None)
+    if sharding is None and isinstance(named, NamedSharding) and not named.mesh.empty:
         sharding = x.sharding
         if isinstance(sharding.mesh, AbstractMesh):
             # on an abstract mesh (eval_shape's): the mesh its type names, or the mesh set

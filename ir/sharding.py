@@ -458,6 +458,9 @@ class Mesh(_AxisKinds, contextlib.ContextDecorator):
                 "Mesh requires the ndim of its first argument (`devices`) to equal the length of "
                 f"its second argument (`axis_names`), but got devices.ndim == {devices.ndim} and "
                 f"len(axis_names) == {len(axis_names)}.")
+        if not axis_names and devices[()] is None:      # JAX's spelling of the empty mesh
+            self._become_empty()
+            return
         if devices.size == 0:
             raise ValueError(f"Mesh needs at least one device, but its devices array has shape "
                              f"{devices.shape} (axis sizes must be positive)")
@@ -587,11 +590,14 @@ class Mesh(_AxisKinds, contextlib.ContextDecorator):
     def _empty(cls) -> "Mesh":
         """JAX's empty mesh: no axes, and a 0-d devices array holding no device."""
         mesh = cls.__new__(cls)
-        mesh.devices = np.empty((), dtype=object)
-        mesh.axis_names = mesh.axis_types = mesh.explicit_axes = mesh._device_ids = ()
-        mesh._hash = hash(("Mesh", ()))
-        mesh._abstract = EMPTY_MESH
+        mesh._become_empty()
         return mesh
+
+    def _become_empty(self) -> None:
+        self.devices = np.empty((), dtype=object)
+        self.axis_names = self.axis_types = self.explicit_axes = self._device_ids = ()
+        self._hash = hash(("Mesh", ()))
+        self._abstract = EMPTY_MESH
 
     def __eq__(self, other):
         return self is other or (

@@ -3,19 +3,25 @@ mesh axes a value varies over), ``ShapeDtypeStruct``, and traced values as ``sha
 ``isinstance``."""
 from __future__ import annotations
 
+import math
+import operator
+
+import numpy as np
+
 from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, weakly_typed
-from ir.core import set_public_sharding_view, short_dtype
+from ir.core import Aval, TypeSharding, set_public_sharding_view, short_dtype
 from ir.dtypes import is_float0
 from ir.float0 import float0_aval
-from ir.sharding import EMPTY_MESH, ManualAxisType, NamedSharding, PartitionSpec
+from ir.sharding import (EMPTY_MESH, AbstractMesh, ManualAxisType, NamedSharding, PartitionSpec,
+                         entry_names)
 from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding_rules import partitions
 from runtime.array import Array
 from shardc.random import PRNGKeyArray
 from shardc.sharding import body_abstract_mesh, get_abstract_mesh
 
-__all__ = ["ManualAxisType", "ShapeDtypeStruct", "typeof"]
+__all__ = ["ManualAxisType", "ShapeDtypeStruct", "ShapedArray", "typeof"]
 
 # A traced value is an Array to isinstance, as in JAX (jnp.ndarray is the same class).
 Array.register(Tracer)
@@ -28,13 +34,13 @@ def typeof(x):
     if isinstance(x, PRNGKeyArray):
         return _key_type(x)
     if is_float0(x):          # an integer's cotangent: typed, holding nothing
-        return ShapedArray(float0_aval(x), x)
-    return ShapedArray(aval_of(x), x)
+        return ShapedArray._of(float0_aval(x), x)
+    return ShapedArray._of(aval_of(x), x)
 
 
 def _key_type(keys):
     """A key array's type: its own shape and key dtype (``key<fry>[3]``), its data's vma."""
-    of_data = ShapedArray(aval_of(keys._base), keys._base)
+    of_data = ShapedArray._of(aval_of(keys._base), keys._base)
     of_data.shape, of_data.ndim, of_data.dtype = keys.shape, keys.ndim, keys.dtype
     # the keys' sharding: the data's without the entry of the key words' dimension
     spec = of_data.sharding.spec
@@ -77,25 +83,91 @@ def public_sharding(aval, value=None) -> NamedSharding:
 set_public_sharding_view(public_sharding)
 
 
+def _type_sharding(sharding, shape) -> tuple:
+    """A type's public sharding and what shardc's type keeps of it (the split over Explicit
+    axes), from a NamedSharding on an abstract mesh given for ``shape``: as JAX's, one spec
+    entry per dimension, naming Explicit axes only, each dividing its dimension evenly."""
+    if not isinstance(sharding, NamedSharding):
+        raise TypeError(f"ShapedArray's sharding must be a NamedSharding, got {sharding!r}")
+    mesh, spec = sharding.mesh, sharding.spec
+    if not isinstance(mesh, AbstractMesh):
+        raise ValueError(f"Mesh of an aval must be an AbstractMesh. Got {mesh} of type "
+                         f"{type(mesh)}")
+    explicit = set(mesh.explicit_axes)
+    kept = [tuple(n for n in entry_names(e) if n in explicit) for e in spec]
+    if len(kept) > len(shape) and any(kept[len(shape):]):
+        raise ValueError(f"Length of sharding.spec must be equal to aval's ndim. Got "
+                         f"sharding.spec {spec}, aval.ndim {len(shape)} and sharding {sharding}")
+    kept = (kept + [()] * len(shape))[:len(shape)]
+    entries = [None if not names else names[0] if len(names) == 1 else names
+               for names in kept]
+    public = NamedSharding(mesh, PartitionSpec(
+        *entries, unreduced=spec.unreduced & explicit, reduced=spec.reduced & explicit))
+    for dim, (names, size) in enumerate(zip(kept, shape)):
+        parts = math.prod(mesh.shape[n] for n in names)
+        if size % parts:
+            raise ValueError(f"Sharding spec {names} implies that array axis {dim} is "
+                             f"partitioned {parts} times, but does not evenly divide the "
+                             f"dimension size {size}. Got shape: {shape} and sharding {public}")
+    return public, TypeSharding.of(mesh, kept)
+
+
 class ShapedArray:
     """A value's type as JAX shows it (``typeof(x)``, named as JAX's class is): shape, dtype,
-    weak type, the mesh axes it varies over and its sharding."""
+    weak type, the mesh axes it varies over and its sharding. As JAX's ``jax.core.ShapedArray``
+    it can be made from a shape and dtype (a ``sharding=`` on a mesh splits the dimensions
+    its spec names: each must divide evenly, JAX's ValueError otherwise).
 
-    def __init__(self, aval, value):
+    >>> ShapedArray((8, 4), np.float32)
+    ShapedArray(float32[8,4])
+    """
+
+    def __init__(self, shape, dtype, weak_type: bool = False, *, sharding=None,
+                 manual_axis_type=None):
+        shape = tuple(operator.index(d) for d in shape)
+        mat = ManualAxisType() if manual_axis_type is None else manual_axis_type
+        if sharding is None:
+            public = NamedSharding(EMPTY_MESH, PartitionSpec(*[None] * len(shape)))
+            typed = None
+        else:
+            public, typed = _type_sharding(sharding, shape)
+        aval = Aval(shape, np.dtype(dtype), mat.varying, typed, mat.unreduced, mat.reduced)
+        self._fill(aval, weak_type, public, ())
+
+    @classmethod
+    def _of(cls, aval, value) -> "ShapedArray":
+        """The type of ``value``, whose abstract value is ``aval``."""
+        order = value._axis_order() if hasattr(value, "_axis_order") else ()
+        out = cls.__new__(cls)
+        out._fill(aval, weakly_typed(value), public_sharding(aval, value), order)
+        return out
+
+    def _fill(self, aval, weak_type: bool, sharding, order) -> None:
         self.aval = aval
         self.shape = aval.shape
         self.dtype = aval.dtype
         self.ndim = aval.ndim
-        order = value._axis_order() if hasattr(value, "_axis_order") else ()
         # in a body whose replication check is off (no axis order) nothing is typed varying
         # (JAX's); the axes shardc infers there stay internal
         self.vma = aval.vma if order is not None else frozenset()
         # JAX 0.10's spelling: typeof(x).manual_axis_type.varying (and .mat); ``.vma`` is
         # the older one, kept for programs written against it
         self.manual_axis_type = self.mat = ManualAxisType(varying=self.vma)
-        self.sharding = public_sharding(aval, value)
-        self.weak_type = weakly_typed(value)
+        self.sharding = sharding
+        self.weak_type = bool(weak_type)
         self._text = aval.str_long(order)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def update(self, shape=None, dtype=None, weak_type=None, **kwargs) -> "ShapedArray":
+        """This type with the fields given changed (JAX's ``update``)."""
+        kwargs.setdefault("sharding", self.sharding if shape is None else None)
+        kwargs.setdefault("manual_axis_type", self.manual_axis_type)
+        return ShapedArray(self.shape if shape is None else shape,
+                           self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type, **kwargs)
 
     def __str__(self):
         # a weakly typed value's type is marked ``~`` (JAX's ``~float32[]``)

@@ -1,7 +1,9 @@
 """``jax.core``'s names programs test values against: ``Tracer`` (a value being traced, not a
-concrete array), and the concreteness errors."""
+concrete array), ``ShapedArray`` (a value's type, as ``typeof`` gives it), and the
+concreteness errors."""
 from __future__ import annotations
 
 from compiler.tracing import ConcretizationTypeError, Tracer, TracerBoolConversionError
+from shardc._types import ShapedArray
 
-__all__ = ["Tracer", "ConcretizationTypeError", "TracerBoolConversionError"]
+__all__ = ["Tracer", "ShapedArray", "ConcretizationTypeError", "TracerBoolConversionError"]

@@ -40,8 +40,9 @@ class _MeshScope(contextlib.AbstractContextManager):
             raise ValueError(f"mesh {mesh} contains manual axes which is not allowed when "
                              "using `jax.set_mesh`. Please use `jax.shard_map` to enter into "
                              "`Manual` mode instead.")
-        self.mesh = mesh
-        push_mesh(mesh)         # None: no mesh is current (JAX's set_mesh(None))
+        # None or the empty mesh: no mesh is current (JAX's set_mesh(None), set_mesh(Mesh()))
+        self.mesh = None if mesh is not None and mesh.empty else mesh
+        push_mesh(self.mesh)
 
     def __exit__(self, *exc):
         pop_mesh(self.mesh)

@@ -3,6 +3,7 @@
 and collectives with ``axis_index_groups``; each held against numpy or the per-block
 reference."""
 import operator
+import re
 
 import numpy as np
 import pytest
@@ -95,6 +96,39 @@ def test_typeof_of_a_concrete_value_off_any_mesh_has_no_mesh():
             mesh.abstract_mesh, P())
         keys = shardc.random.split(shardc.random.key(0), 4)
         assert shardc.typeof(keys).sharding.spec == P(None)
+
+
+def test_shaped_array_is_made_as_jax_core_makes_it():
+    """``jax.core.ShapedArray(shape, dtype, weak_type, sharding=)``: typeof's class, made from a
+    shape and dtype; a sharding on an abstract mesh keeps its Explicit axes (each dividing its
+    dimension evenly, JAX's ValueError otherwise); it stands in for an argument as a
+    ShapeDtypeStruct does."""
+    from shardc.sharding import AbstractMesh, AxisType
+    made = shardc.core.ShapedArray((3, 4), np.float32)
+    assert repr(made) == "ShapedArray(float32[3,4])" and made.size == 12 and made.ndim == 2
+    assert made == shardc.typeof(jnp.ones((3, 4), jnp.float32))
+    assert isinstance(shardc.typeof(jnp.ones(3)), shardc.core.ShapedArray)
+    assert made.sharding.mesh.empty and made.sharding.spec == P(None, None)
+    assert repr(made.update(shape=(2,))) == "ShapedArray(float32[2])"
+    assert repr(made.update(weak_type=True)) == "ShapedArray(float32[3,4], weak_type=True)"
+    assert str(shardc.core.ShapedArray((2,), np.float64)) == "float64[2]"
+    explicit = AbstractMesh((2,), ("x",), axis_types=(AxisType.Explicit,))
+    split = shardc.core.ShapedArray((4, 2), np.int32, sharding=NamedSharding(explicit, P("x")))
+    assert str(split) == "int32[4@x,2]" and split.sharding.spec == P("x", None)
+    auto = AbstractMesh((2,), ("x",))
+    assert shardc.core.ShapedArray((4, 2), np.int32, sharding=NamedSharding(
+        auto, P("x"))).sharding.spec == P(None, None)       # Auto axes are not in types
+    with pytest.raises(ValueError, match=re.escape(
+            "Sharding spec ('x',) implies that array axis 0 is partitioned 2 times, but does "
+            "not evenly divide the dimension size 5. Got shape: (5, 2)")):
+        shardc.core.ShapedArray((5, 2), np.int32, sharding=NamedSharding(explicit, P("x")))
+    with pytest.raises(ValueError, match="Mesh of an aval must be an AbstractMesh"):
+        shardc.core.ShapedArray((4,), np.int32, sharding=NamedSharding(MESH, P("x")))
+    assert shardc.eval_shape(lambda x: x.sum(0), made).shape == (4,)
+    assert shardc.jit(lambda x: x * 2).lower(made).out_info.shape == (3, 4)
+    doubled = shardc.pure_callback(lambda x: np.asarray(x) * 2,
+                                   shardc.core.ShapedArray((3,), np.float32), jnp.ones(3))
+    np.testing.assert_array_equal(np.asarray(doubled), [2.0, 2.0, 2.0])
 
 
 def test_aval_sharding_reads_as_jax_public_type():

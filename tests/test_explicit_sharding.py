@@ -1683,6 +1683,14 @@ def test_set_mesh_takes_none_and_refuses_manual_axes_and_non_meshes():
         with jax.set_mesh(None):
             assert jax.sharding.get_abstract_mesh().empty
         assert jax.sharding.get_abstract_mesh().axis_names == ("x",)
+        # the empty mesh too: a shard's data and a numpy value add on the shard's device
+        split = jax.device_put(np.arange(16.0, dtype=np.float32), P("x"))
+        with jax.set_mesh(Mesh(np.empty((), dtype=object), ())):   # JAX's empty mesh
+            assert jax.sharding.get_mesh().empty
+            total = jax.lax.add(split.addressable_shards[1].data, np.arange(2.0, dtype=np.float32))
+        assert total.sharding == jax.sharding.SingleDeviceSharding(jax.devices()[1])
+        np.testing.assert_array_equal(np.asarray(total), [2.0, 4.0])
+        assert jax.sharding.get_abstract_mesh().axis_names == ("x",)
         with pytest.raises(ValueError, match=re.escape(
                 "mesh Mesh('x': 8, axis_types=(Manual,)) contains manual axes which is not "
                 "allowed when using `jax.set_mesh`. Please use `jax.shard_map` to enter into "
