@@ -20,7 +20,8 @@ The block rule of each primitive is in ``block_rules``; a primitive without one,
 rule does not cover, takes the general one: gather the operands whole, compute, and keep
 this device's block of each result (correct for any primitive, at the cost of the gathers).
 Equations that hold sub-programs (loops, branches, shard_maps, custom derivatives) and prints
-stay outside the runs, on whole values, as before.
+stay outside the runs, on whole values, as before; a ``partitioned`` print joins a run, and
+each device prints its blocks.
 """
 from __future__ import annotations
 
@@ -258,7 +259,7 @@ def _runs(program: Program, mesh) -> list:
 
     def close():
         if current:
-            if any(_touches_split(e) for e in current):
+            if any(_touches_split(e) or _prints_partitioned(e) for e in current):
                 items.append(("run", list(current)))
             else:
                 items.extend(("eqn", [e]) for e in current)
@@ -287,6 +288,8 @@ def _partitionable(eqn, mesh) -> bool:
         return False
     if eqn.primitive in _BLOCK_CONTROL:
         return all(_partitionable(e, mesh) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
+    if eqn.primitive is prims.debug_print_p:
+        return _prints_partitioned(eqn)           # each device prints its blocks
     return eqn.primitive.kind == "op" and eqn.primitive not in WHOLE
 
 
@@ -297,6 +300,11 @@ def _leaves_mesh(eqn, mesh) -> bool:
     target = eqn.params.get("sharding") if eqn.primitive is prims.sharding_constraint_p \
         else None
     return getattr(target, "mesh", mesh) != mesh
+
+
+def _prints_partitioned(eqn) -> bool:
+    """A ``partitioned`` print: every device prints, its values split or not (JAX's)."""
+    return eqn.primitive is prims.debug_print_p and bool(eqn.params.get("partitioned"))
 
 
 def _touches_split(eqn) -> bool:
@@ -702,6 +710,17 @@ def _zeros_typed_as(x, shape=None):
 
 
 block_rules[prims.sharding_constraint_p] = _sharding_constraint_rule
+
+
+def _partitioned_print_rule(mesh, eqn, blocks):
+    """A ``partitioned`` print: each device prints its blocks as they lie (in the run's
+    shard_map, once per device, in mesh-position order)."""
+    params = {k: v for k, v in eqn.params.items() if k != "partitioned"}
+    bind(prims.debug_print_p, *blocks, **params)
+    return []
+
+
+block_rules[prims.debug_print_p] = _partitioned_print_rule
 
 
 # --- shapes --------------------------------------------------------------------------------------

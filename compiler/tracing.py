@@ -321,6 +321,9 @@ class EvalTrace(Trace):
         return value
 
     def process_primitive(self, prim, values, params):
+        if prim is prims.debug_print_p and params.get("partitioned"):
+            # run eagerly, a partitioned print prints whole values (JAX's)
+            params = {k: v for k, v in params.items() if k != "partitioned"}
         # The shape and sharding rules run first so bad operands get the same errors as
         # under jit.
         typed = typed_avals(prim, [aval_of(v) for v in values], params)

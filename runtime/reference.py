@@ -722,7 +722,7 @@ impl_rules[prims.device_put_p] = lambda x, *, device, src: [x]
 impl_rules[prims.stop_gradient_p] = lambda x: [x]
 
 
-def _debug_print(*args, fmt, arg_names=()):
+def _debug_print(*args, fmt, arg_names=(), partitioned=False):
     print(_format_print(args, fmt=fmt, arg_names=arg_names))
     return []
 
@@ -938,7 +938,7 @@ for _p in prims.CONTROL_FLOW + (prims.remat_p,):
     impl_rules[_p] = functools.partial(_control_impl, _p)
 
 
-def _format_print(values, *, fmt, arg_names=()):
+def _format_print(values, *, fmt, arg_names=(), partitioned=False):
     positional = len(values) - len(arg_names)
     return fmt.format(*values[:positional], **dict(zip(arg_names, values[positional:])))
 

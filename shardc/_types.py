@@ -140,6 +140,12 @@ class ShapedArray:
         order = value._axis_order() if hasattr(value, "_axis_order") else ()
         out = cls.__new__(cls)
         out._fill(aval, weakly_typed(value), public_sharding(aval, value), order)
+        if aval.ur and order is not None and isinstance(value, Tracer) \
+                and current_shard_context() is not None:
+            # in a body, a block's partial sums and known-equal copies are its manual type's
+            # (outside one, its sharding's spec names them: JAX's)
+            out.manual_axis_type = out.mat = ManualAxisType(
+                varying=out.vma, unreduced=aval.unreduced, reduced=aval.reduced)
         return out
 
     def _fill(self, aval, weak_type: bool, sharding, order) -> None:

@@ -64,11 +64,15 @@ def print(fmt: str | None = None, *args, ordered: bool = False, partitioned: boo
     the options given return a function taking ``fmt`` and the arguments (JAX's two-call
     form: ``debug.print(ordered=True)("x = {}", x)``).
 
-    shardc prints in program order (``ordered`` changes nothing) and prints the whole value
-    under ``partitioned=True`` as well.
+    ``partitioned=True`` under jit prints each device's block of the values the compiled
+    program splits (once per device, in mesh-position order, as a shard_map body's print):
+    what each device holds where JAX's compiler splits the same values. Run eagerly it prints
+    the whole value, as JAX's. shardc prints in program order (``ordered`` changes nothing).
 
     >>> shardc.debug.print("x = {}", x)
     """
+    flag = {"partitioned": True} if partitioned else {}
+
     def _print(fmt: str, *args, **kwargs):
         if not skip_format_check:
             _FORMAT_CHECKER.format(fmt, *args, **kwargs)
@@ -79,14 +83,14 @@ def print(fmt: str | None = None, *args, ordered: bool = False, partitioned: boo
                 (_has_placeholders(fmt) or not leaves):
             # arrays only, printed under numpy's defaults: the format string as it is (a
             # lowered program's text then holds all of the print)
-            bind(prims.debug_print_p, *leaves, fmt=fmt, arg_names=names)
+            bind(prims.debug_print_p, *leaves, fmt=fmt, arg_names=names, **flag)
             return
         in_tree, static, dynamic = split_arguments(args, kwargs)
         weak = eager_weak_types(dynamic)
         # the runtime calls the format's .format with the array values, as with a str
         bind(prims.debug_print_p, *dynamic,
              fmt=_PrintFormat(fmt, in_tree, tuple(static.items()), options, weak),
-             arg_names=())
+             arg_names=(), **flag)
 
     return two_call_form("debug_print", _print, fmt, args, kwargs)
 

@@ -269,3 +269,42 @@ def test_debug_print_of_python_numbers_in_a_pytree_shows_weak_types_when_eager(c
         "{'b': (Array(1, dtype=int32, weak_type=True), "
         "Array(2., dtype=float32, weak_type=True))}",
         "{'b': (Array(1, dtype=int32), Array(2., dtype=float32))}"]
+
+
+def test_partitioned_print_under_jit_prints_each_devices_block(capsys):
+    """``partitioned=True`` under jit: each device prints its blocks of the values the
+    program splits (on Auto axes as propagation lays them out, on Explicit ones as their
+    types), in mesh-position order; under vmap once per element and device; run eagerly,
+    the whole value (JAX's). The lowered program's text holds the print in its shard_map and
+    parses back."""
+    from ir.parser import parse_program
+    auto = jax.make_mesh((2,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    x = jax.device_put(np.arange(8), NamedSharding(auto, P("x")))
+
+    def show(v):
+        jax.debug.print("v: {}", v, partitioned=True)
+
+    jax.jit(show)(x)
+    show(x)
+    jax.jit(lambda v: show(v.sum()))(x)           # a replicated value: every device prints
+    jax.effects_barrier()
+    assert capsys.readouterr().out.splitlines() == [
+        "v: [0 1 2 3]", "v: [4 5 6 7]", "v: [0 1 2 3 4 5 6 7]", "v: 28", "v: 28"]
+    explicit = jax.make_mesh((2, 2), ("a", "b"))
+    y = jax.device_put(np.arange(8).reshape(4, 2), NamedSharding(explicit, P("a", "b")))
+    jax.jit(show)(y * 10)
+    jax.effects_barrier()
+    assert capsys.readouterr().out.splitlines() == [
+        "v: [[ 0]", " [20]]", "v: [[10]", " [30]]", "v: [[40]", " [60]]", "v: [[50]", " [70]]"]
+    rows = jax.device_put(np.arange(4).reshape(2, 2), NamedSharding(auto, P("x")))
+    cols = jax.device_put(np.arange(4).reshape(2, 2) + 6, NamedSharding(auto, P("x")))
+    jax.jit(jax.vmap(lambda r, c: jax.debug.print("{} {}", r, c, partitioned=True),
+                     in_axes=(0, 1)))(rows, cols)
+    jax.effects_barrier()
+    assert sorted(capsys.readouterr().out.splitlines()) == [
+        "[0 1] [6]", "[0 1] [8]", "[2 3] [7]", "[2 3] [9]"]
+    lowered = jax.jit(show).lower(x).as_text()
+    assert "shard_map" in lowered and "debug_print" in lowered
+    traced = jax.make_jaxpr(show)(x)
+    assert "partitioned=True" in str(traced)
+    assert str(parse_program(str(traced.program))) == str(traced.program)

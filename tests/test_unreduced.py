@@ -462,6 +462,30 @@ def test_reduced_residual_keeps_its_type(mesh):
 
 def assert_reduced(x):
     assert x.mat.reduced == {"x"} and x.mat.varying == frozenset()
+    assert jax.typeof(x).mat.reduced == {"x"}
+
+
+def test_typeof_names_partial_sums_in_the_manual_type_in_a_body_only(mesh):
+    """``typeof(t).mat`` of a body's partial sum names its unreduced axes; outside the body
+    the type's sharding spec names them and ``.mat`` is empty (JAX's)."""
+    seen = {}
+
+    @jax.shard_map(in_specs=P("x"), out_specs=P(unreduced={"x"}))
+    def partial(block):
+        t = jax.lax.pcast(block.sum(), "x", to="unreduced")
+        seen["body"] = jax.typeof(t)
+        return t
+
+    @jax.jit
+    def total(v):
+        u = partial(v)
+        seen["outside"] = jax.typeof(u)
+        return jax.reshard(u, P())
+
+    assert float(total(jax.device_put(np.arange(8.0), P("x")))) == 28.0
+    assert str(seen["body"]) == str(seen["outside"]) == "float32[]{U:x}"
+    assert seen["body"].mat.unreduced == {"x"} and seen["outside"].mat.unreduced == frozenset()
+    assert seen["outside"].sharding.spec == P(unreduced={"x"})
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
