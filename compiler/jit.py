@@ -852,6 +852,10 @@ class _Unspecified:
 UNSPECIFIED = _Unspecified()
 
 
+# what ``JitFunction._replayed`` answers where a nested call must be traced in place
+_IN_PLACE = object()
+
+
 class JitFunction:
     """A function traced once per signature and run from its lowered module.
 
@@ -979,20 +983,20 @@ class JitFunction:
         with staging():
             if self.out_shardings is UNSPECIFIED:
                 replayed = self._replayed(args, kwargs)
-                if replayed is not None:
+                if replayed is not _IN_PLACE:       # (a function may return None)
                     return replayed
             return self._constrain_outputs(self.fun(*args, **kwargs))
 
     def _replayed(self, args, kwargs):
         """The function's program, traced once per signature, its equations bound in the
         current trace (as JAX binds a nested jit's traced program, the function's Python runs
-        once, not at every call under grad, vmap or another jit); None where the function
-        must be traced in place: where an enclosing trace names axes (a shard_map body's, a
+        once, not at every call under grad, vmap or another jit); ``_IN_PLACE`` where the
+        function must be traced in place: where an enclosing trace names axes (a shard_map body's, a
         vmap's) that a program traced on its own would not see, or arguments are not all
         arrays. A function closing over another trace's values is traced for this call only.
         """
         if names_axes_in_scope():
-            return None
+            return _IN_PLACE
         static_argnums = self._static_positions(len(args))
         static_kwargs, dynamic_kwargs = self._split_static_kwargs(kwargs)
         leaves, in_tree = tree.tree_flatten((_split_static(args, static_argnums)[1],
@@ -1001,7 +1005,7 @@ class JitFunction:
             aval = _aval_attribute(leaf)
             if (aval is None or type(aval) is not Aval or aval.vma or is_ref(leaf)
                     or dtypes.is_float0(leaf)):
-                return None
+                return _IN_PLACE
         closed = self._traced(args, dynamic_kwargs, static_argnums, static_kwargs, leaves,
                               in_tree, parent=current_trace())
         outs = eval_program(closed.program, leaves, closed.consts)

@@ -597,6 +597,23 @@ def test_a_jitted_function_called_under_transformations_is_traced_once_per_signa
     assert count[0] == 3
 
 
+def test_a_nested_jit_returning_none_runs_its_effects_once(capsys):
+    """A jitted function with no results (a loop body that only prints) binds its traced
+    program once: its Python and its effects are not run a second time in place."""
+    count = [0]
+
+    def show(i, _=None):
+        count[0] += 1
+        shardc.debug.print("{}", i)
+    inner = shardc.jit(show)
+    traced = shardc.make_jaxpr(lambda x: inner(x))(1)
+    assert str(traced).count("debug_print") == 1 and count[0] == 1
+    for unroll in (1, 2):
+        shardc.jit(lambda: lax.fori_loop(0, 4, inner, None, unroll=unroll))()
+        shardc.effects_barrier()
+        assert capsys.readouterr().out.split() == ["0", "1", "2", "3"]
+
+
 def test_a_trace_is_shared_by_host_and_device_arguments_of_one_type():
     """JAX keys its traces by the arguments' types: a numpy array after an array of its
     shape and dtype, or a Python float after a weak float32 array, compiles again but runs
