@@ -1104,6 +1104,14 @@ def _debug_print_jvp(primals, tangents, **params):
 
 
 jvp_rules[p.debug_print_p] = _debug_print_jvp
+
+
+def _inspect_sharding_jvp(primals, tangents, **params):
+    bind(p.inspect_sharding_p, *primals, **params)
+    return [], []
+
+
+jvp_rules[p.inspect_sharding_p] = _inspect_sharding_jvp
 jvp_rules[p.stop_gradient_p] = functools.partial(_zero_tangents, p.stop_gradient_p)
 
 

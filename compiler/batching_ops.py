@@ -26,6 +26,9 @@ for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
     batching_rules[_p] = functools.partial(reduction_rule, _p)
 batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
 batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
+# (the callback sees the batched value's layout, as JAX's rule gives it)
+batching_rules[prims.inspect_sharding_p] = functools.partial(unbatched_rule,
+                                                             prims.inspect_sharding_p)
 
 
 def _threefry2x32_rule(values, dims):

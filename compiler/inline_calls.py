@@ -14,6 +14,7 @@ means a custom_vjp function was differentiated in forward mode, which is an erro
 """
 from __future__ import annotations
 
+from compiler.inspection import inspected
 from compiler.tracing import eval_program
 from compiler.tracing import eager_rules
 from ir import primitives as prims
@@ -49,9 +50,10 @@ def inline_calls(program: Program) -> Program:
 
 def inline_params(params: dict) -> dict:
     """The params of a higher-order equation with ``inline_calls`` applied to its sub-programs
-    (``params`` itself when nothing changes): for a loop a backend runs eagerly."""
-    changed = {key: (inline_calls(value) if isinstance(value, Program) else
-                     tuple(inline_calls(v) for v in value))
+    (``params`` itself when nothing changes): for a loop a backend runs eagerly, its
+    sharding inspections done (``compiler.inspection``)."""
+    changed = {key: (inspected(inline_calls(value)) if isinstance(value, Program) else
+                     tuple(inspected(inline_calls(v)) for v in value))
                for key, value in params.items() if holds_programs(value)}
     changed = {key: value for key, value in changed.items() if _differs(value, params[key])}
     return dict(params, **changed) if changed else params

@@ -25,6 +25,7 @@ from compiler import tree
 from compiler.backend import get_backend
 from compiler.cache_miss import explanation
 from compiler.inline_calls import inline_calls
+from compiler.inspection import inspected, placement_of
 from compiler.refs import ClosedOverRef, is_ref, ref_type, swapped_in
 from ir.shape_dtype import ShapeDtypeStruct
 from compiler.lowering import lower_module
@@ -385,6 +386,7 @@ def _partitioned(program: Program, values) -> tuple:
         program = propagate(inline_calls(program), layouts, mesh)
         typed = [a.aval for a in program.outvars]
         propagated = (mesh, typed, result_shardings(typed, mesh, reference))
+    program = inspected(program, *placement_of(layouts, mesh))
     inserted: list = []
     return partition(program, inserted), tuple(inserted), propagated
 

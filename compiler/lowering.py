@@ -23,6 +23,7 @@ import dataclasses
 import functools
 
 from compiler.inline_calls import inline_calls
+from compiler.inspection import inspected, placement_of
 from compiler.passes.reciprocal import reciprocal_divisions
 from ir import collectives as coll
 from ir import primitives as prims
@@ -245,6 +246,9 @@ def lower_module(program: Program, in_shardings) -> LoweredModule:
     """Lower every shard_map equation, tracking each value's layout from the inputs on
     (``in_shardings``: the constants' layouts, then the inputs', as the module is run)."""
     program = reciprocal_divisions(inline_calls(program))
+    # (inspections of values a jitted program computes are done when it is partitioned; those
+    # of programs lowered otherwise, an eager shard_map's, here)
+    program = inspected(program, *placement_of(in_shardings))
     layout: dict = {}
     for var, sharding in zip(program.constvars + program.invars, in_shardings):
         layout[id(var)] = sharding

@@ -65,6 +65,7 @@ signatures[prims.select_n_p] = _sig(2, variadic=True)
 signatures[prims.sharding_constraint_p] = _sig(1, ["sharding"])
 signatures[prims.device_put_p] = _sig(1, ["device", "src"])
 signatures[prims.debug_print_p] = _sig(0, ["fmt"], ["arg_names", "partitioned"], variadic=True)
+signatures[prims.inspect_sharding_p] = _sig(1, ["callback"])
 for _p in prims.PREDICATES:
     signatures[_p] = _sig(1)
 # Custom-derivative calls hold the primal program and the user's rules (inlined before

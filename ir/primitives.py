@@ -417,6 +417,9 @@ device_put_p = primitive("device_put")     # [device, src]
 
 # Debugging.
 debug_print_p = primitive("debug_print", multiple_results=True)   # [fmt]
+# inspect_array_sharding of a value whose layout is decided when the program is compiled: the
+# callback is called then with it, and the equation removed (``compiler.inspection``).
+inspect_sharding_p = primitive("inspect_sharding", multiple_results=True)   # [callback]
 
 # Higher-order primitives.
 shard_map_p = primitive("shard_map", multiple_results=True, kind="higher")

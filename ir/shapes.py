@@ -636,6 +636,7 @@ shape_rules[prims.sharding_constraint_p] = _single_identity_rule
 shape_rules[prims.device_put_p] = _single_identity_rule
 shape_rules[prims.stop_gradient_p] = _single_identity_rule
 shape_rules[prims.debug_print_p] = lambda *xs, **params: []  # printing has no results
+shape_rules[prims.inspect_sharding_p] = lambda x, **params: []
 
 
 # --- control flow: results come from the sub-programs ------------------------------------------

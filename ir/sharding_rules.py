@@ -31,8 +31,8 @@ from ir.shapes import out_avals
 sharding_rules = RuleTable("sharding")
 
 # Primitives whose operands never carry sharded types: collectives live in shard_map bodies
-# (Manual axes), and a debug print has no results.
-NO_TYPES = frozenset({prims.debug_print_p})
+# (Manual axes), and a debug print or a sharding inspection has no results.
+NO_TYPES = frozenset({prims.debug_print_p, prims.inspect_sharding_p})
 
 
 def typed_avals(prim, in_avals, params) -> list:
@@ -801,6 +801,7 @@ def _no_results(in_avals, outs, **params):
 
 
 sharding_rules[prims.debug_print_p] = _no_results
+sharding_rules[prims.inspect_sharding_p] = _no_results
 
 
 def _collective(in_avals, outs, **params):

@@ -6,6 +6,8 @@ import string
 import numpy as np
 
 from compiler import tree
+from compiler.inspection import inspect_later
+from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, bind, is_python_scalar
 from ir import primitives as prims
 from runtime.array import Array
@@ -20,8 +22,13 @@ __all__ = ["print", "callback", "visualize_array_sharding"]
 def visualize_array_sharding(x, *, use_color=True, scale=1.0, min_width=9, max_width=80):
     """Draw the layout of a 1-D or 2-D Array over its devices (SEMANTICS 5.3)."""
     # the drawing code loads when first asked for: running programs never needs it
-    from shardc._visualize import visualize_array_sharding as draw
-    return draw(x, use_color=use_color, scale=scale, min_width=min_width, max_width=max_width)
+    from shardc._visualize import visualize_sharding as draw
+    options = dict(use_color=use_color, scale=scale, min_width=min_width, max_width=max_width)
+    if isinstance(x, Tracer):        # traced: drawn once its layout is known (JAX's)
+        shape = tuple(x.shape)
+        inspect_array_sharding(x, callback=lambda sharding: draw(shape, sharding, **options))
+        return None
+    return draw(tuple(x.shape), x.sharding, **options)
 
 
 def visualize_sharding(shape, sharding, *, use_color=True, scale=1.0, min_width=9,
@@ -34,9 +41,10 @@ def visualize_sharding(shape, sharding, *, use_color=True, scale=1.0, min_width=
 
 def inspect_array_sharding(value, *, callback):
     """Call ``callback`` with the sharding of each array of the pytree ``value``, as early as
-    it is known: eagerly at once; under ``jit`` while the function is traced (its layout, as
-    ``x.sharding`` of a traced value gives it), so that the calls of a compiled program that
-    follow call it no more, as JAX's compile-time call.
+    it is known (JAX's policy): eagerly at once; under ``jit`` when the program is compiled
+    (its first call, or ``lower``), with the layout the compiled program gives the value (on
+    Auto axes, the one propagation chose), so that the calls of a compiled program that
+    follow call it no more; in a shard_map body, with the body value's layout.
 
     >>> shardc.debug.inspect_array_sharding(x, callback=print)
     """
@@ -44,14 +52,11 @@ def inspect_array_sharding(value, *, callback):
         if not isinstance(leaf, (Array, Tracer)):
             raise TypeError(f"inspect_array_sharding takes a pytree of arrays; got a leaf of "
                             f"type {type(leaf).__name__}")
-        sharding = leaf.sharding
-        if sharding is None:
-            raise NotImplementedError(
-                "inspect_array_sharding of a traced value whose layout is left to propagation "
-                "(an intermediate value on a mesh of Auto axes): shardc knows the layout only "
-                "once the whole program is partitioned; inspect it on an Explicit mesh "
-                "(jax.make_mesh's default), or inspect the jitted function's inputs or results")
-        callback(sharding)
+        if not isinstance(leaf, Tracer) or (current_shard_context() is not None
+                                            and leaf.sharding is not None):
+            callback(leaf.sharding)
+        else:
+            inspect_later(leaf, callback)
 
 
 def print(fmt: str | None = None, *args, ordered: bool = False, partitioned: bool = False,

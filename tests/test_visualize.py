@@ -439,11 +439,40 @@ def test_inspect_array_sharding_calls_back_eagerly_and_once_per_compile():
         jax.debug.inspect_array_sharding("text", callback=print)
 
 
-def test_inspect_array_sharding_of_a_value_left_to_propagation_is_not_guessed(mesh):
+def test_inspect_array_sharding_of_a_value_left_to_propagation_calls_back_when_compiled(
+        mesh, capsys):
+    """On Auto axes a traced value's layout is propagation's: the callback gets it when the
+    program is compiled (lowered, or its first call), once, as JAX's compile-time call; with
+    no mesh, the one device the program runs on; under grad and vmap too; and
+    visualize_array_sharding of a traced value draws then."""
     x = put(mesh, (8, 4), P('x', 'y'))                # Auto axes: propagation decides
-    with pytest.raises(NotImplementedError, match="left to propagation"):
-        jax.jit(lambda v: jax.debug.inspect_array_sharding(jnp.sin(v).sum(1),
-                                                           callback=print))(x)
     seen = []
+
+    def make():
+        def f(v):
+            y = jnp.sin(v).sum(1)
+            jax.debug.inspect_array_sharding(y, callback=seen.append)
+            return y * 2
+        return f
+
+    lowered = jax.jit(make()).lower(x)
+    assert seen == [NamedSharding(mesh, P('x'))]
+    np.testing.assert_allclose(np.asarray(lowered.compile()(x)),
+                               2 * np.sin(np.asarray(x)).sum(1), rtol=1e-6)
+    jitted = jax.jit(make())
+    jitted(x)
+    jitted(x)
+    assert seen == [NamedSharding(mesh, P('x'))] * 2
+    f = make()
     jax.jit(lambda v: jax.debug.inspect_array_sharding(v, callback=seen.append))(x)
-    assert seen == [x.sharding]
+    assert seen[-1] == x.sharding
+    seen.clear()
+    host = np.arange(8.0, dtype=np.float32).reshape(2, 4)
+    jax.jit(f)(host)
+    jax.jit(jax.grad(lambda v: f(v).sum()))(host)
+    jax.jit(jax.vmap(f))(host[None])
+    jax.grad(lambda v: f(v).sum())(host)              # eagerly: at once
+    assert seen == [jax.sharding.SingleDeviceSharding(jax.devices()[0])] * 4
+    capsys.readouterr()
+    jax.jit(lambda v: jax.debug.visualize_array_sharding(jnp.sin(v)))(x[:, 0])
+    assert capsys.readouterr().out.count("CPU") == 4      # split over x, whole over y

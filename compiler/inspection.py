@@ -1,0 +1,87 @@
+"""``inspect_array_sharding`` of values whose layout is decided when the program is compiled.
+
+Under jit a value computed on a mesh with Auto axes has no layout while the function is
+traced: propagation gives it one when the program is compiled. As JAX calls the callback at
+compile time, the value's inspection is an equation (``inspect_sharding``) that stays in the
+traced program until then; ``inspected`` calls each callback with the layout the compiled
+program gives its value and removes the equation, so nothing past compilation sees it.
+"""
+from __future__ import annotations
+
+from compiler.backend import get_backend
+from compiler.propagation import result_shardings
+from compiler.shard_map import current_shard_context
+from compiler.tracing import bind, eager_rules
+from ir import primitives as prims
+from ir.core import Program
+from ir.graph import replace_sub_programs, sub_programs
+from ir.sharding import NamedSharding, PartitionSpec
+
+# whether any inspection was ever traced (most programs hold none: nothing to look for)
+_traced = [False]
+
+
+def _inspect_now(x, *, callback):
+    """An inspection of a concrete value (bound eagerly, or under eager grad or vmap): its
+    layout is known now; a block of an eager shard_map body's is on the body's mesh."""
+    sharding = x.sharding
+    if sharding is None:
+        shard = current_shard_context()
+        sharding = (NamedSharding(shard.mesh, PartitionSpec()) if shard is not None
+                    else get_backend().default_sharding())
+    callback(sharding)
+    return []
+
+
+eager_rules[prims.inspect_sharding_p] = _inspect_now
+
+
+def inspect_later(x, callback) -> None:
+    """Record the inspection of the traced value ``x``, done when its program is compiled."""
+    _traced[0] = True
+    bind(prims.inspect_sharding_p, x, callback=callback)
+
+
+def inspected(program: Program, mesh=None, device=None) -> Program:
+    """``program`` with each inspection's callback called with its value's layout (its type's
+    split, on ``mesh``: replicated where the type splits nothing; else ``device``, the
+    one-device layout of what the program runs on, by default the default device's) and the
+    inspection removed; ``program`` itself where it holds none."""
+    if not _traced[0] or not _holds(program):
+        return program
+    eqns = []
+    for eqn in program.eqns:
+        if eqn.primitive is prims.inspect_sharding_p:
+            eqn.params["callback"](_layout(eqn.invars[0].aval, mesh, device))
+            continue
+        eqns.append(replace_sub_programs(eqn, lambda sub: inspected(sub, mesh, device)))
+    return Program(program.constvars, program.invars, eqns, program.outvars,
+                   list(program.consts))
+
+
+def placement_of(layouts, mesh=None) -> tuple:
+    """(mesh, device) a program whose values arrive laid out by ``layouts`` runs on: ``mesh``
+    where given, else the mesh of the first laid out on one; and the first one-device
+    layout among them."""
+    if mesh is None:
+        mesh = next((s.mesh for s in layouts if isinstance(s, NamedSharding)
+                     and not s.mesh.empty), None)
+    device = next((s for s in layouts if s is not None and not isinstance(s, NamedSharding)
+                   and len(getattr(s, "device_set", ())) == 1), None)
+    return mesh, device
+
+
+def _holds(program: Program) -> bool:
+    return any(eqn.primitive is prims.inspect_sharding_p
+               or any(_holds(sub) for _, _, sub in sub_programs(eqn))
+               for eqn in program.eqns)
+
+
+def _layout(aval, mesh, device):
+    typed = aval.type_sharding
+    mesh = typed.mesh if typed is not None else mesh
+    if mesh is not None:
+        # spelt as the compiled program's results are (a propagated layout up to its last
+        # split dimension, a type on Explicit axes as it is)
+        return result_shardings([aval], mesh, None)[0]
+    return device if device is not None else get_backend().default_sharding()
