@@ -616,7 +616,7 @@ transpose_rules[p.convert_element_type_p] = _convert_transpose
 
 for _p in (p.broadcast_in_dim_p, p.reshape_p, p.transpose_p, p.squeeze_p, p.concatenate_p,
            p.slice_p, p.rev_p, p.reduce_sum_p, p.cumsum_p, p.pad_p,
-           p.sharding_constraint_p, p.device_put_p):
+           p.sharding_constraint_p, p.device_put_p, p.shard_alike_p):
     jvp_rules[_p] = functools.partial(linear_jvp, _p)
 
 
@@ -731,6 +731,13 @@ def _device_put_transpose(ct, x, *, device, src):
     return [device_put_traced(ct, src, src=device)]
 
 
+def _shard_alike_transpose(cts, x, y):
+    """The cotangents laid out alike, as the values were (one zero: as they are)."""
+    if cts[0] is None or cts[1] is None:
+        return list(cts)
+    return bind(p.shard_alike_p, *cts)
+
+
 transpose_rules[p.broadcast_in_dim_p] = _broadcast_in_dim_transpose
 transpose_rules[p.reshape_p] = _reshape_transpose
 transpose_rules[p.transpose_p] = _transpose_transpose
@@ -743,6 +750,7 @@ transpose_rules[p.cumsum_p] = _cumsum_transpose
 transpose_rules[p.pad_p] = _pad_transpose
 transpose_rules[p.sharding_constraint_p] = _sharding_constraint_transpose
 transpose_rules[p.device_put_p] = _device_put_transpose
+transpose_rules[p.shard_alike_p] = _shard_alike_transpose
 
 
 # --- indexing ----------------------------------------------------------------------------------------

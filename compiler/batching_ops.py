@@ -8,9 +8,10 @@ import functools
 
 import numpy as np
 from compiler.batching import (batch_at, batch_size, batch_split_of, batching_rules,
-                              elementwise_rule, keep_dim_rule, literal, loop_rule, member_aval,
-                              moveaxis, ndim_of, reduction_rule, shape_of, shift_axes,
-                              spec_entry, unbatched_rule, vectorize, with_batch_dim)
+                              broadcast_batch, elementwise_rule, keep_dim_rule, literal,
+                              loop_rule, member_aval, moveaxis, ndim_of, reduction_rule,
+                              shape_of, shift_axes, spec_entry, unbatched_rule, vectorize,
+                              with_batch_dim)
 from compiler.tracing import aval_of, bind
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec, spec_axes
@@ -494,3 +495,20 @@ def _batched_target(target):
 
 
 batching_rules[prims.device_put_p] = _device_put_rule
+
+
+def _shard_alike_rule(values, dims):
+    """Both batched at one position (an unbatched operand broadcast there), as JAX's."""
+    (x, y), (xd, yd) = values, dims
+    if xd is None and yd is None:
+        return bind(prims.shard_alike_p, x, y), [None, None]
+    if xd is None:
+        x, xd = broadcast_batch(x, aval_of(y).shape[yd], yd), yd
+    elif yd is None:
+        y = broadcast_batch(y, aval_of(x).shape[xd], xd)
+    elif yd != xd:
+        y = moveaxis(y, yd, xd)
+    return bind(prims.shard_alike_p, x, y), [xd, xd]
+
+
+batching_rules[prims.shard_alike_p] = _shard_alike_rule

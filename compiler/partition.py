@@ -723,6 +723,15 @@ def _partitioned_print_rule(mesh, eqn, blocks):
 block_rules[prims.debug_print_p] = _partitioned_print_rule
 
 
+def _shard_alike_rule(mesh, eqn, values):
+    """Each value laid out as its result's type says (propagation types them alike)."""
+    return [to_layout(mesh, v, a, spec_of(out.aval))
+            for v, a, out in zip(values, eqn.invars, eqn.outvars)]
+
+
+block_rules[prims.shard_alike_p] = _shard_alike_rule
+
+
 # --- shapes --------------------------------------------------------------------------------------
 
 def _transpose_rule(mesh, eqn, values) -> list:

@@ -50,13 +50,13 @@ from ir.sharding_rules import mesh_auto, typed_avals
 # a slice keeps the dimension, shorter).
 _POSITIONAL = frozenset(prims.ELEMENTWISE + prims.CUMULATIVE + (
     prims.threefry2x32_p, prims.sort_p, prims.concatenate_p, prims.slice_p, prims.pad_p, prims.rev_p,
-    prims.dynamic_slice_p, prims.dynamic_update_slice_p))
+    prims.dynamic_slice_p, prims.dynamic_update_slice_p, prims.shard_alike_p))
 _REDUCTIONS = frozenset(prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p))
 _MAX_SWEEPS = 16
 _PRIORITIES = 5
 # What Shardy spreads splits through first (its elementwise operations include constraints)
 _PASS_THROUGH = frozenset(prims.ELEMENTWISE + (prims.sharding_constraint_p, prims.reshape_p,
-                                               prims.transpose_p))
+                                               prims.transpose_p, prims.shard_alike_p))
 
 
 def program_mesh(program: Program, layouts):

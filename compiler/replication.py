@@ -60,6 +60,7 @@ for _p in JOIN_PRIMITIVES:
 for _c in coll.FRONT_END:
     vma_rules[_c.prim] = _c.vma
 vma_rules[prims.debug_print_p] = _untyped_rule
+vma_rules[prims.shard_alike_p] = join_rule
 vma_rules[prims.inspect_sharding_p] = _untyped_rule
 
 

@@ -414,6 +414,9 @@ sharding_constraint_p = primitive("sharding_constraint")     # [sharding]
 # A value of known placement sent elsewhere (device_put where autodiff sees values): its
 # transpose sends the cotangent back to ``src``.
 device_put_p = primitive("device_put")     # [device, src]
+# Two values of one shape laid out alike (jax.experimental.shard_alike): both unchanged, and
+# propagation gives them (and the results) one layout.
+shard_alike_p = primitive("shard_alike", multiple_results=True)
 
 # Debugging.
 debug_print_p = primitive("debug_print", multiple_results=True)   # [fmt]

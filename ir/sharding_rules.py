@@ -279,6 +279,9 @@ for _p in prims.UNARY + prims.ARITHMETIC + prims.COMPARISON + prims.PREDICATES +
 for _p in (prims.convert_element_type_p, prims.reduce_precision_p, prims.stop_gradient_p,
            prims.name_p, prims.rev_p):
     sharding_rules[_p] = _like_operand
+# each result typed as its operand (JAX's abstract evaluation); layouts are propagation's
+sharding_rules[prims.shard_alike_p] = lambda in_avals, outs, **params: [
+    spec_of(a) for a in in_avals]
 
 
 def _bitcast(in_avals, outs, *, new_dtype):

@@ -841,3 +841,45 @@ def test_eager_sorts_and_loops_are_laid_out_as_under_jit():
         np.testing.assert_allclose(np.asarray(carry), host.sum(0), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(np.asarray(rows)[-1], host[:-1].sum(0), rtol=1e-5,
                                    atol=1e-6)
+
+
+# --- shard_alike: two values laid out alike ----------------------------------------------------
+
+def test_shard_alike_gives_both_values_one_layout_under_jit_eagerly_and_under_transforms():
+    """JAX's shard_alike: a value computed from nothing split (an iota, a host argument) takes
+    the layout of the one it is paired with, under jit and eagerly; the values are unchanged;
+    under vmap an unbatched side is broadcast, and a batch axis moved to the other's; its
+    gradient passes through; mismatched shapes or pytrees are JAX's ValueErrors."""
+    from shardc.experimental.shard_alike import shard_alike
+    mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("x", "y"))
+    host = np.arange(16).reshape(8, 2)
+    split = jax.device_put(host, NamedSharding(mesh, P("x", "y")))
+
+    @jax.jit
+    def pair_with_iota(x):
+        return shard_alike(x, jnp.arange(16).reshape(8, 2) * 3)[1]
+
+    out = pair_with_iota(split)
+    assert out.sharding == NamedSharding(mesh, P("x", "y"))
+    np.testing.assert_array_equal(np.asarray(out), host * 3)
+    for run in (shard_alike, jax.jit(shard_alike)):
+        a, b = run(split, host + 1)
+        assert a.sharding == b.sharding == NamedSharding(mesh, P("x", "y"))
+        np.testing.assert_array_equal(np.asarray(b), host + 1)
+    columns = jax.device_put(np.arange(16).reshape(2, 8), NamedSharding(mesh, P("y", "x")))
+    a, b = jax.jit(jax.vmap(shard_alike, in_axes=(0, 1)))(split, columns)
+    assert a.sharding == b.sharding == NamedSharding(mesh, P("x", "y"))
+    np.testing.assert_array_equal(np.asarray(b), np.arange(16).reshape(2, 8).T)
+
+    def loss(x):
+        x2, y2 = shard_alike(x, jnp.arange(8.0) * 2)
+        return jnp.sum(x2 * y2)
+    vec = jax.device_put(np.arange(8.0), NamedSharding(mesh, P("x")))
+    for grad in (jax.grad(loss), jax.jit(jax.grad(loss))):
+        np.testing.assert_array_equal(np.asarray(grad(vec)), np.arange(8.0) * 2)
+    with pytest.raises(ValueError, match=re.escape(
+            "The leaves shapes of `x` and `y` should match. Got `x` leaf shape: (8, 2) and "
+            "`y` leaf shape: (8, 8).")):
+        jax.jit(lambda x: shard_alike(x, x @ x.T))(split)
+    with pytest.raises(ValueError, match="Trees should be equal"):
+        shard_alike((split,), [split])
