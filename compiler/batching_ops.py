@@ -144,13 +144,13 @@ def _fft_rule(values, dims, *, fft_type, fft_lengths):
 batching_rules[prims.fft_p] = _fft_rule
 
 
-def _callback_rule(values, dims, *, callback, result_avals, effect, vmap_method):
+def _callback_rule(values, dims, *, callback, result_avals, effect, vmap_method, **flag):
     """JAX's rule for callbacks: 'sequential' calls once per member (a loop), 'expand_dims'
     and 'broadcast_all' once with the batch leading (unbatched operands given a size-1 or a
     full batch axis); other methods are JAX's NotImplementedError."""
     size = batch_size(values, dims)
     params = dict(callback=callback, result_avals=result_avals, effect=effect,
-                  vmap_method=vmap_method)
+                  vmap_method=vmap_method, **flag)       # (``partitioned``, a debug one's)
     if effect == "debug":
         return loop_rule(prims.callback_p, values, dims, **params)
     if effect == "io" and vmap_method is None:         # an ordered io_callback

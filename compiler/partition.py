@@ -288,8 +288,8 @@ def _partitionable(eqn, mesh) -> bool:
         return False
     if eqn.primitive in _BLOCK_CONTROL:
         return all(_partitionable(e, mesh) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
-    if eqn.primitive is prims.debug_print_p:
-        return _prints_partitioned(eqn)           # each device prints its blocks
+    if _prints_partitioned(eqn):
+        return True                               # each device prints its blocks
     return eqn.primitive.kind == "op" and eqn.primitive not in WHOLE
 
 
@@ -303,8 +303,10 @@ def _leaves_mesh(eqn, mesh) -> bool:
 
 
 def _prints_partitioned(eqn) -> bool:
-    """A ``partitioned`` print: every device prints, its values split or not (JAX's)."""
-    return eqn.primitive is prims.debug_print_p and bool(eqn.params.get("partitioned"))
+    """A ``partitioned`` print or debug callback: every device prints (calls back), its
+    values split or not (JAX's)."""
+    return (eqn.primitive in (prims.debug_print_p, prims.callback_p)
+            and bool(eqn.params.get("partitioned")))
 
 
 def _touches_split(eqn) -> bool:
@@ -712,15 +714,16 @@ def _zeros_typed_as(x, shape=None):
 block_rules[prims.sharding_constraint_p] = _sharding_constraint_rule
 
 
-def _partitioned_print_rule(mesh, eqn, blocks):
-    """A ``partitioned`` print: each device prints its blocks as they lie (in the run's
-    shard_map, once per device, in mesh-position order)."""
+def _partitioned_effect_rule(mesh, eqn, blocks):
+    """A ``partitioned`` print or debug callback: each device prints (calls back with) its
+    blocks as they lie (in the run's shard_map, once per device, in mesh-position order)."""
     params = {k: v for k, v in eqn.params.items() if k != "partitioned"}
-    bind(prims.debug_print_p, *blocks, **params)
+    bind(eqn.primitive, *blocks, **params)
     return []
 
 
-block_rules[prims.debug_print_p] = _partitioned_print_rule
+block_rules[prims.debug_print_p] = _partitioned_effect_rule
+block_rules[prims.callback_p] = _partitioned_effect_rule
 
 
 def _shard_alike_rule(mesh, eqn, values):

@@ -309,6 +309,10 @@ def _place(x, *, device, src):
 eager_rules[prims.device_put_p] = _place
 
 
+# effects that may be asked to run per device on its blocks (``partitioned=True``)
+_PARTITIONABLE_EFFECTS = (prims.debug_print_p, prims.callback_p)
+
+
 class EvalTrace(Trace):
     """The bottom trace: primitives run at once on concrete values."""
 
@@ -321,8 +325,8 @@ class EvalTrace(Trace):
         return value
 
     def process_primitive(self, prim, values, params):
-        if prim is prims.debug_print_p and params.get("partitioned"):
-            # run eagerly, a partitioned print prints whole values (JAX's)
+        if prim in _PARTITIONABLE_EFFECTS and params.get("partitioned"):
+            # run eagerly, a partitioned print or callback sees whole values (JAX's)
             params = {k: v for k, v in params.items() if k != "partitioned"}
         # The shape and sharding rules run first so bad operands get the same errors as
         # under jit.

@@ -785,7 +785,7 @@ def callback_log(log: CallbackLog, replay: bool):
         _CALLBACK_LOGS.pop()
 
 
-def _callback(*args, callback, result_avals, effect, vmap_method):
+def _callback(*args, callback, result_avals, effect, vmap_method, partitioned=False):
     """Call the host function on numpy values; its results checked against what it declared
     (shapes exactly; values converted to the declared dtypes)."""
     values = [np.asarray(a) for a in args]

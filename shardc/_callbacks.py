@@ -105,7 +105,11 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
     grad it sees the primal values; under vmap it is called once per member. Arguments that
     are no arrays (a dtype, a string) reach it as they are. Without a ``callback``, the
     options given return a function taking it and its arguments (JAX's two-call form:
-    ``debug.callback(ordered=True)(f, x)``)."""
+    ``debug.callback(ordered=True)(f, x)``). ``partitioned=True`` under jit calls it once per
+    device with that device's blocks of the values the program splits (as
+    ``debug.print(partitioned=True)``); run eagerly, once with the whole values."""
+    flag = {"partitioned": True} if partitioned else {}
+
     def _debug_callback(callback, *args, **kwargs):
         if not callable(callback):
             raise TypeError("first argument to jax.debug.callback must be callable, but got "
@@ -114,7 +118,7 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
         weak = eager_weak_types(dynamic)
         bind(prims.callback_p, *dynamic,
              callback=HostCallback(callback, in_tree, False, tuple(static.items()), weak),
-             result_avals=(), effect="debug", vmap_method=None)
+             result_avals=(), effect="debug", vmap_method=None, **flag)
 
     return two_call_form("debug_callback", _debug_callback, callback, args, kwargs)
 

@@ -308,3 +308,31 @@ def test_partitioned_print_under_jit_prints_each_devices_block(capsys):
     traced = jax.make_jaxpr(show)(x)
     assert "partitioned=True" in str(traced)
     assert str(parse_program(str(traced.program))) == str(traced.program)
+
+
+def test_partitioned_debug_callback_under_jit_gets_each_devices_block():
+    """``debug.callback(partitioned=True)`` under jit: once per device with its block (a
+    replicated value: the whole value, on every device); eagerly once with the whole value;
+    under vmap once per element and device (JAX's)."""
+    mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x = np.arange(128, dtype=np.float32).reshape(8, 16)
+    split = jax.device_put(x, NamedSharding(mesh, P("x", "y")))
+    seen = []
+
+    def record(v):
+        seen.append(np.asarray(v).copy())
+    jax.jit(lambda a: jax.debug.callback(record, a, partitioned=True))(split)
+    jax.effects_barrier()
+    assert len(seen) == 8 and all(b.shape == (2, 8) for b in seen)
+    np.testing.assert_array_equal(np.sort(np.concatenate([b.ravel() for b in seen])), x.ravel())
+    seen.clear()
+    jax.debug.callback(record, split, partitioned=True)
+    assert len(seen) == 1 and seen[0].shape == (8, 16)
+    seen.clear()
+    jax.jit(lambda a: jax.debug.callback(record, a.sum(), partitioned=True))(split)
+    jax.effects_barrier()
+    assert [float(v) for v in seen] == [float(x.sum())] * 8
+    seen.clear()
+    jax.jit(jax.vmap(lambda r: jax.debug.callback(record, r, partitioned=True)))(split)
+    jax.effects_barrier()
+    assert len(seen) == 64 and all(b.shape == (8,) for b in seen)
