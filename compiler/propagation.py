@@ -61,9 +61,15 @@ _PASS_THROUGH = frozenset(prims.ELEMENTWISE + (prims.sharding_constraint_p, prim
 
 def program_mesh(program: Program, layouts):
     """The one mesh with Auto axes a program is laid out on: that of its arguments' layouts
-    (replicated ones count), its sharding constraints and its shard_maps. None when there is
-    none, or several, or one with Explicit axes only."""
+    (replicated ones count), its sharding constraints and its shard_maps (those in its loop
+    bodies and branches too). None when there is none, or several, or one with Explicit axes
+    only."""
     meshes = {layout.mesh for layout in layouts if isinstance(layout, NamedSharding)}
+    _annotated_meshes(program, meshes)
+    return _only_auto(meshes)
+
+
+def _annotated_meshes(program: Program, meshes: set) -> None:
     for eqn in program.eqns:
         if eqn.primitive is prims.sharding_constraint_p:
             sharding = eqn.params["sharding"]
@@ -71,7 +77,9 @@ def program_mesh(program: Program, layouts):
                 meshes.add(sharding.mesh)
         elif eqn.primitive is prims.shard_map_p:
             meshes.add(eqn.params["mesh"])
-    return _only_auto(meshes)
+        elif eqn.params:
+            for _, _, sub in sub_programs(eqn):
+                _annotated_meshes(sub, meshes)
 
 
 def auto_mesh(layouts, replicated: bool = False):

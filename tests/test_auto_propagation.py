@@ -883,3 +883,28 @@ def test_shard_alike_gives_both_values_one_layout_under_jit_eagerly_and_under_tr
         jax.jit(lambda x: shard_alike(x, x @ x.T))(split)
     with pytest.raises(ValueError, match="Trees should be equal"):
         shard_alike((split,), [split])
+
+
+def test_a_constraint_in_a_loop_body_or_branch_lays_out_a_program_of_host_inputs():
+    """A jitted program whose only annotation is a sharding constraint inside a cond branch,
+    a fori_loop, scan or while_loop body (its inputs numpy arrays) is laid out on that
+    constraint's mesh, as JAX's: the results come out as the constraint lays them out."""
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+    at = lambda *spec: NamedSharding(mesh, P(*spec))
+    w = lax.with_sharding_constraint
+    x = np.arange(128, dtype=np.float32).reshape(8, 16)
+    out = jax.jit(lambda a: lax.cond(True, lambda t: w(t * 2, at("y")), lambda t: t, a))(x)
+    assert out.sharding == at("y")
+    np.testing.assert_array_equal(np.asarray(out), x * 2)
+    out = jax.jit(lambda a: lax.fori_loop(0, 2, lambda i, t: w(t * 2, at(None, "x")), a))(x)
+    assert out.sharding == at(None, "x")
+    np.testing.assert_array_equal(np.asarray(out), x * 4)
+    carry, sums = jax.jit(lambda a: lax.scan(lambda c, _: (w(c + 1, at("y")), c.sum()), a,
+                                             None, length=3))(x)
+    assert carry.sharding == at("y") and sums.sharding == at()
+    np.testing.assert_array_equal(np.asarray(carry), x + 3)
+    np.testing.assert_array_equal(np.asarray(sums), [x.sum() + k * 128 for k in range(3)])
+    out = jax.jit(lambda a: lax.while_loop(lambda t: t.sum() < 1e5, lambda t: w(t * 2, at("x")),
+                                           a))(x)
+    assert out.sharding == at("x")
+    np.testing.assert_array_equal(np.asarray(out), x * 16)
