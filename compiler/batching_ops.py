@@ -447,7 +447,7 @@ batching_rules[prims.dot_general_p] = _dot_general_rule
 def _sharding_constraint_rule(values, dims, *, sharding, spmd_axis_name=None):
     """The batch axis leads, split over ``spmd_axis_name``; without it, as the operand's type
     splits it over Explicit axes the constraint leaves free (JAX's vmap keeps that split of
-    the batch), else not split."""
+    the batch), else left to propagation on Auto axes, not split on Explicit ones."""
     (x,), (dim,) = values, dims
     x = moveaxis(x, dim, 0)
     if isinstance(sharding, NamedSharding):
@@ -463,7 +463,10 @@ def _sharding_constraint_rule(values, dims, *, sharding, spmd_axis_name=None):
 
 def _constraint_spec(sharding: NamedSharding, spmd_axis_name) -> PartitionSpec:
     if spmd_axis_name is None:
-        return PartitionSpec(None, *sharding.spec)
+        # on Auto axes the batch dimension is left to propagation (JAX's rule adds it to the
+        # unconstrained dimensions); on Explicit ones the type says it (unsplit here)
+        batch = None if sharding.mesh.explicit_axes else PartitionSpec.UNCONSTRAINED
+        return PartitionSpec(batch, *sharding.spec)
     for name in spmd_axis_name:
         if name not in sharding.mesh.axis_names:
             raise ValueError(f"vmap spmd_axis_name {name!r} is not an axis of the mesh "

@@ -908,3 +908,23 @@ def test_a_constraint_in_a_loop_body_or_branch_lays_out_a_program_of_host_inputs
                                            a))(x)
     assert out.sharding == at("x")
     np.testing.assert_array_equal(np.asarray(out), x * 16)
+
+
+def test_a_constraint_under_vmap_leaves_the_batch_dimension_to_propagation():
+    """JAX's vmap of a sharding constraint on Auto axes adds the batch dimension to the
+    unconstrained ones: it keeps the operand's split (over x here); a host operand's is not
+    split; spmd_axis_name splits it."""
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+    at = lambda *spec: NamedSharding(mesh, P(*spec))
+    w = lax.with_sharding_constraint
+    x = np.arange(128, dtype=np.float32).reshape(8, 16)
+    split = jax.device_put(x, at("x", "y"))
+    out = jax.jit(jax.vmap(lambda r: w(r, at("y")) * 2))(split)
+    assert out.sharding == at("x", "y")
+    np.testing.assert_array_equal(np.asarray(out), 2 * x)
+    out = jax.jit(jax.vmap(lambda c: w(c, at("x")).sum(), in_axes=1))(split)
+    assert out.sharding == at("y")
+    np.testing.assert_array_equal(np.asarray(out), x.sum(0))
+    assert jax.jit(jax.vmap(lambda r: w(r, at("y")) * 2))(x).sharding == at(None, "y")
+    assert jax.jit(jax.vmap(lambda r: w(r, at("y")) * 2, spmd_axis_name="x"))(
+        split).sharding == at("x", "y")
