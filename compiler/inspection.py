@@ -13,7 +13,7 @@ from compiler.propagation import result_shardings
 from compiler.shard_map import current_shard_context
 from compiler.tracing import bind, eager_rules
 from ir import primitives as prims
-from ir.core import Program
+from ir.core import Literal, Program
 from ir.graph import replace_sub_programs, sub_programs
 from ir.sharding import NamedSharding, PartitionSpec
 
@@ -42,17 +42,28 @@ def inspect_later(x, callback) -> None:
     bind(prims.inspect_sharding_p, x, callback=callback)
 
 
-def inspected(program: Program, mesh=None, device=None) -> Program:
+def inspected(program: Program, mesh=None, device=None, consts=None) -> Program:
     """``program`` with each inspection's callback called with its value's layout (its type's
     split, on ``mesh``: replicated where the type splits nothing; else ``device``, the
     one-device layout of what the program runs on, by default the default device's) and the
-    inspection removed; ``program`` itself where it holds none."""
+    inspection removed; ``program`` itself where it holds none. ``consts``: the values of its
+    constants where the program does not hold them."""
     if not _traced[0] or not _holds(program):
         return program
     eqns = []
+    # a constant of the program: an array placed by the program where it lies, a number or
+    # numpy's (uncommitted) on one device
+    constants = {id(v): c.sharding if getattr(c, "_committed", False) else None
+                 for v, c in zip(program.constvars,
+                                 program.consts if consts is None else consts)}
     for eqn in program.eqns:
         if eqn.primitive is prims.inspect_sharding_p:
-            eqn.params["callback"](_layout(eqn.invars[0].aval, mesh, device))
+            (atom,) = eqn.invars
+            if isinstance(atom, Literal) or id(atom) in constants:
+                layout = constants.get(id(atom)) or _layout(atom.aval, None, device)
+            else:
+                layout = _layout(atom.aval, mesh, device)
+            eqn.params["callback"](layout)
             continue
         eqns.append(replace_sub_programs(eqn, lambda sub: inspected(sub, mesh, device)))
     return Program(program.constvars, program.invars, eqns, program.outvars,

@@ -386,7 +386,8 @@ def _partitioned(program: Program, values) -> tuple:
         program = propagate(inline_calls(program), layouts, mesh)
         typed = [a.aval for a in program.outvars]
         propagated = (mesh, typed, result_shardings(typed, mesh, reference))
-    program = inspected(program, *placement_of(layouts, mesh))
+    program = inspected(program, *placement_of(layouts, mesh),
+                        consts=values[:len(program.constvars)])
     inserted: list = []
     return partition(program, inserted), tuple(inserted), propagated
 

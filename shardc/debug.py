@@ -8,7 +8,7 @@ import numpy as np
 from compiler import tree
 from compiler.inspection import inspect_later
 from compiler.shard_map import current_shard_context
-from compiler.tracing import Tracer, bind, is_python_scalar
+from compiler.tracing import Tracer, bind, current_trace, eval_trace, is_python_scalar
 from ir import primitives as prims
 from runtime.array import Array
 
@@ -48,12 +48,15 @@ def inspect_array_sharding(value, *, callback):
 
     >>> shardc.debug.inspect_array_sharding(x, callback=print)
     """
+    staged = current_trace() is not eval_trace
     for leaf in tree.tree_leaves(value):
-        if not isinstance(leaf, (Array, Tracer)):
+        # (traced, a number or a numpy array is a constant of the program: JAX's)
+        if not isinstance(leaf, (Array, Tracer)) and not (staged and is_array_value(leaf)):
             raise TypeError(f"inspect_array_sharding takes a pytree of arrays; got a leaf of "
                             f"type {type(leaf).__name__}")
-        if not isinstance(leaf, Tracer) or (current_shard_context() is not None
-                                            and leaf.sharding is not None):
+        if isinstance(leaf, Array) and not isinstance(leaf, Tracer) or (
+                isinstance(leaf, Tracer) and current_shard_context() is not None
+                and leaf.sharding is not None):
             callback(leaf.sharding)
         else:
             inspect_later(leaf, callback)

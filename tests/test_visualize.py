@@ -473,6 +473,13 @@ def test_inspect_array_sharding_of_a_value_left_to_propagation_calls_back_when_c
     jax.jit(jax.vmap(f))(host[None])
     jax.grad(lambda v: f(v).sum())(host)              # eagerly: at once
     assert seen == [jax.sharding.SingleDeviceSharding(jax.devices()[0])] * 4
+    # a constant of the program (a number, a numpy array) is on one device (JAX's)
+    seen.clear()
+    jax.jit(lambda v: jax.debug.inspect_array_sharding((3.0, np.ones(3)),
+                                                       callback=seen.append))(x)
+    assert seen == [jax.sharding.SingleDeviceSharding(jax.devices()[0])] * 2
+    with pytest.raises(TypeError, match="pytree of arrays"):
+        jax.debug.inspect_array_sharding(3.0, callback=print)
     capsys.readouterr()
     jax.jit(lambda v: jax.debug.visualize_array_sharding(jnp.sin(v)))(x[:, 0])
     assert capsys.readouterr().out.count("CPU") == 4      # split over x, whole over y
