@@ -42,12 +42,14 @@ def inspect_later(x, callback) -> None:
     bind(prims.inspect_sharding_p, x, callback=callback)
 
 
-def inspected(program: Program, mesh=None, device=None, consts=None) -> Program:
+def inspected(program: Program, mesh=None, device=None, consts=None,
+              pending: list | None = None) -> Program:
     """``program`` with each inspection's callback called with its value's layout (its type's
     split, on ``mesh``: replicated where the type splits nothing; else ``device``, the
     one-device layout of what the program runs on, by default the default device's) and the
     inspection removed; ``program`` itself where it holds none. ``consts``: the values of its
-    constants where the program does not hold them."""
+    constants where the program does not hold them. ``pending``: a list that gets each call
+    instead (``done`` makes them when the program is compiled: JAX's time for them)."""
     if not _traced[0] or not _holds(program):
         return program
     eqns = []
@@ -63,11 +65,23 @@ def inspected(program: Program, mesh=None, device=None, consts=None) -> Program:
                 layout = constants.get(id(atom)) or _layout(atom.aval, None, device)
             else:
                 layout = _layout(atom.aval, mesh, device)
-            eqn.params["callback"](layout)
+            if pending is None:
+                eqn.params["callback"](layout)
+            else:
+                pending.append((eqn.params["callback"], layout))
             continue
-        eqns.append(replace_sub_programs(eqn, lambda sub: inspected(sub, mesh, device)))
+        eqns.append(replace_sub_programs(
+            eqn, lambda sub: inspected(sub, mesh, device, pending=pending)))
     return Program(program.constvars, program.invars, eqns, program.outvars,
                    list(program.consts))
+
+
+def done(pending: list) -> None:
+    """Make the inspections' calls ``inspected`` put off, once: the list is emptied."""
+    calls = list(pending)
+    pending.clear()
+    for callback, layout in calls:
+        callback(layout)
 
 
 def placement_of(layouts, mesh=None) -> tuple:

@@ -25,7 +25,7 @@ from compiler import tree
 from compiler.backend import get_backend
 from compiler.cache_miss import explanation
 from compiler.inline_calls import inline_calls
-from compiler.inspection import inspected, placement_of
+from compiler.inspection import done, inspected, placement_of
 from compiler.refs import ClosedOverRef, is_ref, ref_type, swapped_in
 from ir.shape_dtype import ShapeDtypeStruct
 from compiler.lowering import lower_module
@@ -371,7 +371,7 @@ def _left_for_auto_axes(program: Program) -> dict:
     return left
 
 
-def _partitioned(program: Program, values) -> tuple:
+def _partitioned(program: Program, values, pending: list | None = None) -> tuple:
     """``program`` (run on ``values``: its constants, then its inputs) with the values its
     types split computed block by block (``compiler.partition``), the communication that
     inserted, and on Auto axes, where its types come from its annotations (propagation), the
@@ -387,7 +387,7 @@ def _partitioned(program: Program, values) -> tuple:
         typed = [a.aval for a in program.outvars]
         propagated = (mesh, typed, result_shardings(typed, mesh, reference))
     program = inspected(program, *placement_of(layouts, mesh),
-                        consts=values[:len(program.constvars)])
+                        consts=values[:len(program.constvars)], pending=pending)
     inserted: list = []
     return partition(program, inserted), tuple(inserted), propagated
 
@@ -567,6 +567,9 @@ class Compiled:
     # a program traced for an abstract mesh (no devices known): the function of the devices
     # that lowers it on them (``module`` is then None)
     on_devices: Any = None
+    # the inspect_array_sharding calls its program holds, made when it is compiled (its
+    # first call, or ``compile()``: JAX's time), once; shared by the views of it
+    inspections: list = dataclasses.field(default_factory=list)
 
     def compile(self, compiler_options=None, *, device_assignment=None) -> "Compiled":
         """JAX's ``lower(...).compile()``: lowering already gave the programs that run; the
@@ -577,6 +580,7 @@ class Compiled:
         abstract mesh needs it: it is lowered on those devices now."""
         if self.on_devices is not None:
             return self.on_devices(device_assignment).compile()
+        done(self.inspections)
         if self.module is None:
             raise NotImplementedError(
                 "a program whose types name an abstract mesh inside (a value it closes over, "
@@ -857,6 +861,15 @@ UNSPECIFIED = _Unspecified()
 
 # what ``JitFunction._replayed`` answers where a nested call must be traced in place
 _IN_PLACE = object()
+# set while ``lower()`` runs: a program lowered, not compiled, makes no inspection calls yet
+_lowering_only: list = []
+
+
+def _settled(compiled: Compiled) -> Compiled:
+    """``compiled`` about to run (or be compiled): the inspections it put off are made."""
+    if compiled.inspections and not _lowering_only:
+        done(compiled.inspections)
+    return compiled
 
 
 class JitFunction:
@@ -1418,7 +1431,7 @@ class JitFunction:
         if found is not None:
             if found.given or found.constraint_devices:
                 _check_devices(found, leaves, _qualified_name(self.fun), names)
-            return found
+            return _settled(found)
         started = time.perf_counter()
         closed, deferred, given = self._traced_for_call(args, kwargs, static_argnums,
                                                         static_kwargs, leaves, in_tree)
@@ -1442,7 +1455,7 @@ class JitFunction:
             _check_devices(compiled, leaves, _qualified_name(self.fun), names)
         if key is not None:
             self.cache[key] = compiled
-        return compiled
+        return _settled(compiled)
 
     def _traced_for_call(self, args, kwargs, static_argnums, static_kwargs, leaves, in_tree):
         """(the traced program, the results ``out_shardings`` lays out after the call, each
@@ -1482,15 +1495,16 @@ class JitFunction:
         ``shardings``."""
         traced_constraints = _constraint_devices(closed.program)
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
+        inspections: list = []          # made when it is compiled (``_settled``)
         program, inserted, propagated = _partitioned(dce(closed.program),
-                                                     list(closed.consts) + leaves)
+                                                     list(closed.consts) + leaves, inspections)
         closed = dataclasses.replace(closed, program=program)
         const_shardings = tuple(get_backend().sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
         return Compiled(closed, module, place_after=bool(deferred), given=given or None,
                         call_as=call_as, arg_shardings=shardings, context_mesh=current_mesh(),
-                        constraint_devices=traced_constraints)
+                        constraint_devices=traced_constraints, inspections=inspections)
 
     def _lowered_on(self, args, kwargs, abstract: AbstractMesh, device_assignment) -> Compiled:
         """The program traced for ``abstract`` lowered on ``device_assignment`` (the mesh of
@@ -1540,7 +1554,11 @@ class JitFunction:
         any object with a ``dtype`` and a shape (an aval such as ``jax.typeof(x)``). Where
         only abstract meshes say where it runs, JAX's ValueError: ``trace(...).lower()``
         lowers it, for ``compile(device_assignment=)`` to place."""
-        compiled = self._lowered(args, kwargs)
+        _lowering_only.append(True)
+        try:
+            compiled = self._lowered(args, kwargs)
+        finally:
+            _lowering_only.pop()
         if compiled.on_devices is not None:
             mesh = current_mesh()
             raise ValueError(

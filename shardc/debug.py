@@ -42,8 +42,8 @@ def visualize_sharding(shape, sharding, *, use_color=True, scale=1.0, min_width=
 def inspect_array_sharding(value, *, callback):
     """Call ``callback`` with the sharding of each array of the pytree ``value``, as early as
     it is known (JAX's policy): eagerly at once; under ``jit`` when the program is compiled
-    (its first call, or ``lower``), with the layout the compiled program gives the value (on
-    Auto axes, the one propagation chose), so that the calls of a compiled program that
+    (its first call, or ``compile()``), with the layout the compiled program gives the value
+    (on Auto axes, the one propagation chose), so that the calls of a compiled program that
     follow call it no more; in a shard_map body, with the body value's layout.
 
     >>> shardc.debug.inspect_array_sharding(x, callback=print)

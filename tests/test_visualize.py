@@ -442,7 +442,7 @@ def test_inspect_array_sharding_calls_back_eagerly_and_once_per_compile():
 def test_inspect_array_sharding_of_a_value_left_to_propagation_calls_back_when_compiled(
         mesh, capsys):
     """On Auto axes a traced value's layout is propagation's: the callback gets it when the
-    program is compiled (lowered, or its first call), once, as JAX's compile-time call; with
+    program is compiled (``compile()``, or its first call), once, as JAX's; with
     no mesh, the one device the program runs on; under grad and vmap too; and
     visualize_array_sharding of a traced value draws then."""
     x = put(mesh, (8, 4), P('x', 'y'))                # Auto axes: propagation decides
@@ -456,9 +456,12 @@ def test_inspect_array_sharding_of_a_value_left_to_propagation_calls_back_when_c
         return f
 
     lowered = jax.jit(make()).lower(x)
+    assert seen == []                                 # lowered only: not yet (JAX's)
+    compiled = lowered.compile()
     assert seen == [NamedSharding(mesh, P('x'))]
-    np.testing.assert_allclose(np.asarray(lowered.compile()(x)),
-                               2 * np.sin(np.asarray(x)).sum(1), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(compiled(x)), 2 * np.sin(np.asarray(x)).sum(1),
+                               rtol=1e-6)
+    assert len(seen) == 1
     jitted = jax.jit(make())
     jitted(x)
     jitted(x)
