@@ -52,8 +52,9 @@ from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, check_divides, check
                          spec_axes, UNCONSTRAINED)
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
-from compiler.propagation import (program_mesh, propagate, result_shardings,
+from compiler.propagation import (annotated_meshes, program_mesh, propagate, result_shardings,
                                   spelling_reference)
+from ir.graph import sub_programs
 from ir.printer import print_program
 
 
@@ -865,6 +866,31 @@ _IN_PLACE = object()
 _lowering_only: list = []
 
 
+def _check_ordered_effects(program: Program, shardings) -> None:
+    """JAX's ValueError for a program that runs on more than one device and prints or calls
+    back with ``ordered=True`` (its order across devices is not defined)."""
+    ordered = _ordered_effects(program)
+    if not ordered:
+        return
+    meshes = annotated_meshes(program) | type_meshes(program) | {
+        s.mesh for s in shardings if isinstance(s, NamedSharding)}
+    if any(getattr(mesh, "size", 1) > 1 for mesh in meshes):
+        raise ValueError("The following ordered effects are not supported for more than 1 "
+                         f"device: {ordered}")
+
+
+def _ordered_effects(program: Program) -> list:
+    """The ordered debug effects (prints, debug callbacks) of ``program``, sub-programs too."""
+    found = []
+    for eqn in program.eqns:
+        if eqn.params.get("ordered") and (eqn.primitive is prims.debug_print_p or (
+                eqn.primitive is prims.callback_p and eqn.params["effect"] == "debug")):
+            found.append("OrderedDebugEffect")
+        for _, _, sub in sub_programs(eqn) if eqn.params else ():
+            found += _ordered_effects(sub)
+    return sorted(set(found))
+
+
 def _settled(compiled: Compiled) -> Compiled:
     """``compiled`` about to run (or be compiled): the inspections it put off are made."""
     if compiled.inspections and not _lowering_only:
@@ -1494,6 +1520,7 @@ class JitFunction:
         """``closed`` partitioned and lowered for arguments ``leaves`` laid out by
         ``shardings``."""
         traced_constraints = _constraint_devices(closed.program)
+        _check_ordered_effects(closed.program, shardings)
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         inspections: list = []          # made when it is compiled (``_settled``)
         program, inserted, propagated = _partitioned(dce(closed.program),

@@ -65,11 +65,13 @@ def program_mesh(program: Program, layouts):
     bodies and branches too). None when there is none, or several, or one with Explicit axes
     only."""
     meshes = {layout.mesh for layout in layouts if isinstance(layout, NamedSharding)}
-    _annotated_meshes(program, meshes)
-    return _only_auto(meshes)
+    return _only_auto(meshes | annotated_meshes(program))
 
 
-def _annotated_meshes(program: Program, meshes: set) -> None:
+def annotated_meshes(program: Program, meshes: set | None = None) -> set:
+    """The meshes of a program's sharding constraints and shard_maps, in its loop bodies and
+    branches too."""
+    meshes = set() if meshes is None else meshes
     for eqn in program.eqns:
         if eqn.primitive is prims.sharding_constraint_p:
             sharding = eqn.params["sharding"]
@@ -79,7 +81,8 @@ def _annotated_meshes(program: Program, meshes: set) -> None:
             meshes.add(eqn.params["mesh"])
         elif eqn.params:
             for _, _, sub in sub_programs(eqn):
-                _annotated_meshes(sub, meshes)
+                annotated_meshes(sub, meshes)
+    return meshes
 
 
 def auto_mesh(layouts, replicated: bool = False):

@@ -65,7 +65,8 @@ signatures[prims.select_n_p] = _sig(2, variadic=True)
 signatures[prims.sharding_constraint_p] = _sig(1, ["sharding"])
 signatures[prims.device_put_p] = _sig(1, ["device", "src"])
 signatures[prims.shard_alike_p] = _sig(2)
-signatures[prims.debug_print_p] = _sig(0, ["fmt"], ["arg_names", "partitioned"], variadic=True)
+signatures[prims.debug_print_p] = _sig(0, ["fmt"], ["arg_names", "partitioned", "ordered"],
+                                      variadic=True)
 signatures[prims.inspect_sharding_p] = _sig(1, ["callback"])
 for _p in prims.PREDICATES:
     signatures[_p] = _sig(1)

@@ -592,7 +592,7 @@ shape_rules[prims.fft_p] = _fft_rule
 
 
 def _callback_rule(*avals, callback, result_avals, effect, vmap_method,
-                   partitioned=False) -> list:
+                   partitioned=False, ordered=False) -> list:
     """A host callback's results are what it declared."""
     return [_aval(tuple(shape), np.dtype(dtype)) for shape, dtype in result_avals]
 

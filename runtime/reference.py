@@ -723,7 +723,7 @@ impl_rules[prims.stop_gradient_p] = lambda x: [x]
 impl_rules[prims.shard_alike_p] = lambda x, y: [x, y]
 
 
-def _debug_print(*args, fmt, arg_names=(), partitioned=False):
+def _debug_print(*args, fmt, arg_names=(), partitioned=False, ordered=False):
     print(_format_print(args, fmt=fmt, arg_names=arg_names))
     return []
 
@@ -785,7 +785,8 @@ def callback_log(log: CallbackLog, replay: bool):
         _CALLBACK_LOGS.pop()
 
 
-def _callback(*args, callback, result_avals, effect, vmap_method, partitioned=False):
+def _callback(*args, callback, result_avals, effect, vmap_method, partitioned=False,
+              ordered=False):
     """Call the host function on numpy values; its results checked against what it declared
     (shapes exactly; values converted to the declared dtypes)."""
     values = [np.asarray(a) for a in args]
@@ -939,7 +940,7 @@ for _p in prims.CONTROL_FLOW + (prims.remat_p,):
     impl_rules[_p] = functools.partial(_control_impl, _p)
 
 
-def _format_print(values, *, fmt, arg_names=(), partitioned=False):
+def _format_print(values, *, fmt, arg_names=(), partitioned=False, ordered=False):
     positional = len(values) - len(arg_names)
     return fmt.format(*values[:positional], **dict(zip(arg_names, values[positional:])))
 

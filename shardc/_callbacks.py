@@ -108,7 +108,7 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
     ``debug.callback(ordered=True)(f, x)``). ``partitioned=True`` under jit calls it once per
     device with that device's blocks of the values the program splits (as
     ``debug.print(partitioned=True)``); run eagerly, once with the whole values."""
-    flag = {"partitioned": True} if partitioned else {}
+    flag = ({"partitioned": True} if partitioned else {}) | ({"ordered": True} if ordered else {})
 
     def _debug_callback(callback, *args, **kwargs):
         if not callable(callback):

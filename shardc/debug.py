@@ -75,11 +75,12 @@ def print(fmt: str | None = None, *args, ordered: bool = False, partitioned: boo
     ``partitioned=True`` under jit prints each device's block of the values the compiled
     program splits (once per device, in mesh-position order, as a shard_map body's print):
     what each device holds where JAX's compiler splits the same values. Run eagerly it prints
-    the whole value, as JAX's. shardc prints in program order (``ordered`` changes nothing).
+    the whole value, as JAX's. shardc prints in program order; ``ordered=True`` in a jitted
+    program that runs on more than one device is JAX's ValueError.
 
     >>> shardc.debug.print("x = {}", x)
     """
-    flag = {"partitioned": True} if partitioned else {}
+    flag = ({"partitioned": True} if partitioned else {}) | ({"ordered": True} if ordered else {})
 
     def _print(fmt: str, *args, **kwargs):
         if not skip_format_check:

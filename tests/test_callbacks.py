@@ -336,3 +336,24 @@ def test_partitioned_debug_callback_under_jit_gets_each_devices_block():
     jax.jit(jax.vmap(lambda r: jax.debug.callback(record, r, partitioned=True)))(split)
     jax.effects_barrier()
     assert len(seen) == 64 and all(b.shape == (8,) for b in seen)
+
+
+def test_ordered_debug_effects_in_a_jitted_program_on_several_devices_are_refused():
+    """JAX's ValueError: a jitted program that runs on more than one device cannot print or
+    call back with ``ordered=True``; on one device (or eagerly) it runs."""
+    mesh = jax.make_mesh((4, 2), ("x", "y"))
+    split = jax.device_put(np.ones((8, 2), np.float32), NamedSharding(mesh, P("x")))
+    message = "The following ordered effects are not supported for more than 1 device"
+    with pytest.raises(ValueError, match=message):
+        jax.jit(lambda a: jax.debug.print("a={}", a, ordered=True))(split)
+    with pytest.raises(ValueError, match=message):
+        jax.jit(lambda a: jax.debug.callback(print, a, ordered=True))(split)
+    with pytest.raises(ValueError, match=message):
+        jax.jit(lambda a: lax.fori_loop(0, 2, lambda i, c: (
+            jax.debug.print("{}", c, ordered=True), c)[1], a))(split)
+    got = []
+    jax.jit(lambda a: jax.debug.callback(got.append, a.sum(), ordered=True))(np.ones(3))
+    jax.debug.callback(got.append, split, ordered=True)
+    jax.jit(lambda a: jax.debug.callback(got.append, a, ordered=False))(split)
+    jax.effects_barrier()
+    assert [np.shape(g) for g in got] == [(), (8, 2), (8, 2)]
