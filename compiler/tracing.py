@@ -380,6 +380,12 @@ class EvalTrace(Trace):
         if mesh is not None and prim is not prims.shard_map_p:   # (its out_specs place it)
             return placed_as_typed(outs, typed, mesh)
         replicated = auto_mesh(layouts, replicated=True) if prim.kind == "op" else None
+        if replicated is None and prim.kind == "op":
+            # made from nothing placed (an iota, host or uncommitted values) under a mesh
+            context = context_auto_mesh()
+            if context is not None and not any(getattr(v, "_committed", False)
+                                               for v in values):
+                replicated = context
         if replicated is not None and prim is not prims.sharding_constraint_p:
             # operands replicated on an Auto mesh: so are the results (JAX's P())
             return placed_as_typed(outs, typed, replicated,

@@ -90,8 +90,8 @@ _INCOMPATIBLE = "Received incompatible devices for jitted computation. "
 def _labels(values, names) -> list:
     if names is not None:
         return names()
-    if len(values) == 2:
-        return ["x", "y"]
+    if len(values) <= 2:
+        return ["x", "y"][:len(values)]
     return [f"args[{k}]" for k in range(len(values))]
 
 

@@ -928,3 +928,20 @@ def test_a_constraint_under_vmap_leaves_the_batch_dimension_to_propagation():
     assert jax.jit(jax.vmap(lambda r: w(r, at("y")) * 2))(x).sharding == at(None, "y")
     assert jax.jit(jax.vmap(lambda r: w(r, at("y")) * 2, spmd_axis_name="x"))(
         split).sharding == at("x", "y")
+
+
+def test_values_made_under_an_auto_context_mesh_are_replicated_on_it():
+    """Under ``set_mesh`` of a mesh with Auto axes, a value made from nothing placed (an iota,
+    jnp.eye, an operation on host or uncommitted values) is laid out on the mesh, replicated
+    (JAX's P()); one computed from an array committed elsewhere is JAX's device error."""
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+    uncommitted = jnp.arange(3.0)
+    replicated = NamedSharding(mesh, P())
+    with jax.set_mesh(mesh):
+        for made in (jnp.arange(8.0), jnp.eye(4), jnp.sin(uncommitted), jnp.zeros(3)):
+            assert made.sharding == replicated
+        np.testing.assert_array_equal(np.asarray(jnp.arange(4)), np.arange(4))
+        with pytest.raises(ValueError, match="Received incompatible devices for jitted "
+                                             "computation. Got argument x of sin"):
+            jnp.sin(jax.device_put(uncommitted, jax.devices()[1]))
+    assert jnp.arange(3.0).sharding == jax.sharding.SingleDeviceSharding(jax.devices()[0])
