@@ -351,14 +351,19 @@ class _Solver:
 
     def _branches(self, eqn) -> bool:
         """A cond's branches typed from its operands (the index aside), its results split as
-        the branches agree to split them (Shardy ties each result to every branch's). A
-        constant index leaves the branch it picks alone (XLA folds the others away before
-        it propagates)."""
+        the branches agree to split them (Shardy ties each result to every branch's), those
+        that constrain it first. A constant index leaves the branch it picks alone (XLA
+        folds the others away before it propagates)."""
         operands = [self.spec_of(a) for a in eqn.invars[1:]]
         branches = [self._solved(b, operands) for b in eqn.params["branches"]]
         taken = _taken(eqn.invars[0], branches)
-        results = [_joined([b.spec_of(b.program.outvars[k]) for b in taken])
-                   for k in range(len(eqn.outvars))]
+        results = []
+        for k in range(len(eqn.outvars)):
+            # a branch's constraint on the result is an annotation, the others' splits
+            # propagated ones: the constraints (where they agree) lay it out
+            constrained = [b for b in taken if b.constrains(b.program.outvars[k])]
+            results.append(_joined([b.spec_of(b.program.outvars[k])
+                                    for b in constrained or taken]))
         changed = False
         for var, spec in zip(eqn.outvars, results):
             if self.spec[id(var)] != list(spec):
@@ -366,6 +371,11 @@ class _Solver:
                 changed = True
         self.carried[id(eqn)] = (operands, results, branches)
         return changed
+
+    def constrains(self, atom) -> bool:
+        """Whether ``atom`` is a sharding constraint's result (an annotation)."""
+        producer = self.producer.get(id(atom)) if isinstance(atom, Var) else None
+        return producer is not None and producer.primitive is prims.sharding_constraint_p
 
     def spec_of(self, atom) -> tuple:
         """``atom``'s split over Auto axes."""

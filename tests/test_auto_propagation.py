@@ -945,3 +945,24 @@ def test_values_made_under_an_auto_context_mesh_are_replicated_on_it():
                                              "computation. Got argument x of sin"):
             jnp.sin(jax.device_put(uncommitted, jax.devices()[1]))
     assert jnp.arange(3.0).sharding == jax.sharding.SingleDeviceSharding(jax.devices()[0])
+
+
+def test_a_branch_constraint_lays_out_a_conds_result():
+    """A cond (switch) whose one branch constrains its result and whose others compute it
+    from the operand comes out as the constraint says (an annotation wins over propagated
+    splits, as Shardy's); without constraints, as the branches agree."""
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+    at = lambda *spec: NamedSharding(mesh, P(*spec))
+    w = lax.with_sharding_constraint
+    x = np.arange(128, dtype=np.float32).reshape(8, 16)
+    split = jax.device_put(x, at("x", "y"))
+    out = jax.jit(lambda a: lax.cond(a.sum() < 0, lambda t: w(t, at("y", "x")),
+                                     lambda t: t * 2, a))(split)
+    assert out.sharding == at("y", "x")
+    np.testing.assert_array_equal(np.asarray(out), 2 * x)
+    out = jax.jit(lambda a, i: lax.switch(i, [lambda t: t + 1, lambda t: w(t, at(None, "x")),
+                                              lambda t: t * 3], a))(split, 1)
+    assert out.sharding == at(None, "x")
+    np.testing.assert_array_equal(np.asarray(out), x)
+    out = jax.jit(lambda a: lax.cond(a.sum() < 0, lambda t: t + 1, lambda t: t * 2, a))(split)
+    assert out.sharding == at("x", "y")
