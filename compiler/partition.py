@@ -20,8 +20,8 @@ The block rule of each primitive is in ``block_rules``; a primitive without one,
 rule does not cover, takes the general one: gather the operands whole, compute, and keep
 this device's block of each result (correct for any primitive, at the cost of the gathers).
 Equations that hold sub-programs (loops, branches, shard_maps, custom derivatives) and prints
-stay outside the runs, on whole values, as before; a ``partitioned`` print joins a run, and
-each device prints its blocks.
+stay outside the runs, on whole values, as before; a ``partitioned`` print or debug callback
+joins a run, and each device prints (calls back with) its blocks.
 """
 from __future__ import annotations
 
@@ -259,7 +259,7 @@ def _runs(program: Program, mesh) -> list:
 
     def close():
         if current:
-            if any(_touches_split(e) or _prints_partitioned(e) for e in current):
+            if any(_touches_split(e) or _partitioned_effect(e) for e in current):
                 items.append(("run", list(current)))
             else:
                 items.extend(("eqn", [e]) for e in current)
@@ -288,8 +288,8 @@ def _partitionable(eqn, mesh) -> bool:
         return False
     if eqn.primitive in _BLOCK_CONTROL:
         return all(_partitionable(e, mesh) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
-    if _prints_partitioned(eqn):
-        return True                               # each device prints its blocks
+    if _partitioned_effect(eqn):
+        return True                     # each device prints (calls back with) its blocks
     return eqn.primitive.kind == "op" and eqn.primitive not in WHOLE
 
 
@@ -302,7 +302,7 @@ def _leaves_mesh(eqn, mesh) -> bool:
     return getattr(target, "mesh", mesh) != mesh
 
 
-def _prints_partitioned(eqn) -> bool:
+def _partitioned_effect(eqn) -> bool:
     """A ``partitioned`` print or debug callback: every device prints (calls back), its
     values split or not (JAX's)."""
     return (eqn.primitive in (prims.debug_print_p, prims.callback_p)
