@@ -154,7 +154,10 @@ def get(ref: Ref, idx=None):
     """``ref[idx]``: the elements of the Ref's value at ``idx`` (all of them by default)."""
     _check_ref(ref, "get")
     value = ref._read()
-    return value if _whole(idx) else value[idx]
+    if _whole(idx):
+        return value
+    _check_bounds(ref.shape, idx)
+    return value[idx]
 
 
 def swap(ref: Ref, idx, value, _function_name: str = "swap"):
@@ -164,6 +167,8 @@ def swap(ref: Ref, idx, value, _function_name: str = "swap"):
         raise ValueError("Cannot store a Ref into another Ref. Did you forget to load from it "
                          "using `[...]`?")
     current = ref._read()
+    if not _whole(idx):
+        _check_bounds(ref.shape, idx)
     old = current if _whole(idx) else current[idx]
     value = _checked_value(ref, old, value, "swap", idx)
     ref._write(value if _whole(idx) else current.at[idx].set(value))
@@ -179,9 +184,31 @@ def addupdate(ref: Ref, idx, x) -> None:
     """``ref[idx] += x``, in place."""
     _check_ref(ref, "addupdate")
     current = ref._read()
+    if not _whole(idx):
+        _check_bounds(ref.shape, idx)
     old = current if _whole(idx) else current[idx]
     x = _checked_value(ref, old, x, "addupdate", idx)
     ref._write(current + x if _whole(idx) else current.at[idx].add(x))
+
+
+def _check_bounds(shape, idx) -> None:
+    """JAX's ValueError for an integer index known now that is past its dimension's end (a
+    Ref's indexing does not clamp: iterating over a Ref ends there, as JAX's)."""
+    entries = idx if isinstance(idx, tuple) else (idx,)
+    if Ellipsis in entries:
+        k = entries.index(Ellipsis)
+        taken = sum(1 for e in entries if e is not None and e is not Ellipsis)
+        entries = entries[:k] + (slice(None),) * (len(shape) - taken) + entries[k + 1:]
+    dims = iter(shape)
+    for entry in entries:
+        if entry is None:
+            continue
+        size = next(dims, None)
+        if size is None:
+            return                          # too many indices: the indexing says so
+        if isinstance(entry, (int, np.integer)) and not isinstance(entry, bool) \
+                and entry >= size:
+            raise ValueError(f"Out of bound indexer: idx={int(entry)}, dim={size}.")
 
 
 def _check_ref(ref, name: str) -> None:

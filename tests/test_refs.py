@@ -1,6 +1,8 @@
 """Mutable arrays (``jax.Ref``): eager reads and writes, refs as arguments of jitted functions
 (their writes land after the call), refs made inside a traced function, and JAX's errors.
 Expected values and messages are JAX 0.10.2's."""
+import re
+
 import numpy as np
 import pytest
 
@@ -235,3 +237,21 @@ def test_a_shard_map_takes_a_ref_split_by_its_spec():
 
         np.testing.assert_array_equal(
             np.asarray(internal(jnp.arange(4.0, out_sharding=P("x")))), [0.0, 3.0, 6.0, 9.0])
+
+
+def test_an_index_past_a_refs_end_is_an_error_so_iterating_over_it_ends():
+    """JAX's ValueError for an integer index known now past its dimension's end (it was
+    clamped): reading, writing, np.asarray and iterating over a Ref raise instead of looping
+    for ever; negative indices and indices in range read as before."""
+    ref = shardc.new_ref(jnp.arange(3.0))
+    assert float(ref[2]) == float(ref[-1]) == 2.0
+    for bad in (lambda: ref[3], lambda: np.asarray(ref), lambda: list(ref),
+                lambda: ref.__setitem__(3, 1.0)):
+        with pytest.raises(ValueError, match=re.escape("Out of bound indexer: idx=3, dim=3.")):
+            bad()
+    grid = shardc.new_ref(jnp.zeros((2, 3)))
+    with pytest.raises(ValueError, match=re.escape("Out of bound indexer: idx=5, dim=3.")):
+        grid[..., 5]
+    with pytest.raises(ValueError, match=re.escape("Out of bound indexer: idx=2, dim=2.")):
+        grid[2]
+    assert grid[1, 2].shape == ()
