@@ -116,6 +116,11 @@ class ShardTrace(Trace):
         rule = eager_rules.get(prim)
         if rule is not None:
             return rule(*tracers, **params)
+        if params.get("ordered") and self.mesh.size > 1 and prim in (
+                prims.debug_print_p, prims.callback_p):
+            # an eager body runs as a compiled one does, on every device (JAX's error)
+            raise ValueError("The following ordered effects are not supported for more "
+                             "than 1 device: ['OrderedDebugEffect']")
         in_vmas = [t.aval.vma for t in tracers]
         if prim is coll.pvary_p and self.shard.check_vma:
             pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval,

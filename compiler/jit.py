@@ -490,7 +490,9 @@ def execute_equation(prim, values, params) -> list:
     invars = [Var(aval_of(v).strip_vma()) for v in values]
     outvars = [Var(a) for a in typed_avals(prim, [v.aval for v in invars], params)]
     program = Program([], invars, [Eqn(prim, invars, outvars, dict(params))], outvars)
-    module = lower_module(program, tuple(backend.sharding_of(v) for v in values))
+    shardings = tuple(backend.sharding_of(v) for v in values)
+    _check_ordered_effects(program, shardings)      # (run as jit runs it)
+    module = lower_module(program, shardings)
     return backend.execute(module, _held(values))
 
 

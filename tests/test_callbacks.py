@@ -351,6 +351,11 @@ def test_ordered_debug_effects_in_a_jitted_program_on_several_devices_are_refuse
     with pytest.raises(ValueError, match=message):
         jax.jit(lambda a: lax.fori_loop(0, 2, lambda i, c: (
             jax.debug.print("{}", c, ordered=True), c)[1], a))(split)
+    shown = lambda v: (jax.debug.print("{}", v, ordered=True), v)[1]
+    with pytest.raises(ValueError, match=message):
+        jax.pmap(shown)(jnp.arange(2.0))
+    with pytest.raises(ValueError, match=message):
+        jax.shard_map(shown, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(split)
     got = []
     jax.jit(lambda a: jax.debug.callback(got.append, a.sum(), ordered=True))(np.ones(3))
     jax.debug.callback(got.append, split, ordered=True)
