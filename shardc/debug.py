@@ -13,10 +13,11 @@ from ir import primitives as prims
 from runtime.array import Array
 
 from shardc._callbacks import debug_callback as callback
+from shardc._debugger import breakpoint  # noqa: A004 (JAX's name)
 from shardc._callbacks import (eager_weak_types, is_array_value, split_arguments,
                                two_call_form)
 
-__all__ = ["print", "callback", "visualize_array_sharding"]
+__all__ = ["print", "callback", "breakpoint", "visualize_array_sharding"]
 
 
 def visualize_array_sharding(x, *, use_color=True, scale=1.0, min_width=9, max_width=80):

@@ -4,6 +4,7 @@ warning for a 64-bit dtype with x64 off."""
 from __future__ import annotations
 
 import os
+import re
 import warnings
 
 import numpy as np
@@ -362,3 +363,54 @@ def test_ordered_debug_effects_in_a_jitted_program_on_several_devices_are_refuse
     jax.jit(lambda a: jax.debug.callback(got.append, a, ordered=False))(split)
     jax.effects_barrier()
     assert [np.shape(g) for g in got] == [(), (8, 2), (8, 2)]
+
+
+def test_breakpoint_reads_commands_with_the_computed_locals():
+    """jax.debug.breakpoint under jit: JAX's jdb prompt, where the traced function's locals
+    hold the values the program computed (p, an expression, w, u, c); one in a branch the
+    program does not take never stops; under vmap it stops once per member; with a token it
+    returns the token."""
+    import io
+
+    def session(commands):
+        return io.StringIO("".join(c + "\n" for c in commands)), io.StringIO()
+
+    stdin, stdout = session(["p z", "z.sum() + 1", "nope", "c"])
+
+    def f(x):
+        z = x * 2
+        jax.debug.breakpoint(stdin=stdin, stdout=stdout)
+        return z + 1
+    np.testing.assert_array_equal(np.asarray(jax.jit(f)(jnp.arange(3.0))), [1.0, 3.0, 5.0])
+    jax.effects_barrier()
+    assert stdout.getvalue() == (
+        "Entering jdb:\n(jdb) Array([0., 2., 4.], dtype=float32)\n"
+        "(jdb) Array(7., dtype=float32)\n"
+        "(jdb) *** NameError: name 'nope' is not defined\n(jdb) ")
+    stdin, stdout = session(["w", "u", "c"])
+
+    def inner():
+        jax.debug.breakpoint(stdin=stdin, stdout=stdout, num_frames=2)
+
+    def outer(x):
+        inner()
+        return x
+    jax.jit(outer)(1.0)
+    jax.effects_barrier()
+    shown = stdout.getvalue()
+    assert "Traceback:" in shown and re.search(r"\n->\s+inner\(\)\n", shown)
+    stdin, stdout = session([])
+    jax.jit(lambda x: lax.cond(x > 0, lambda v: v, lambda v: (
+        jax.debug.breakpoint(stdin=stdin, stdout=stdout), v)[1], x))(1.0)
+    jax.effects_barrier()
+    assert stdout.getvalue() == ""
+    stdin, stdout = session(["p x", "c", "p x", "c"])
+    jax.vmap(lambda x: (jax.debug.breakpoint(stdin=stdin, stdout=stdout), x)[1])(
+        jnp.arange(2.0))
+    assert stdout.getvalue().count("Entering jdb:") == 2
+    stdin, stdout = session(["c"])
+    token = jax.jit(lambda x: jax.debug.breakpoint(token=x, stdin=stdin, stdout=stdout) * 3)(
+        jnp.ones(2))
+    np.testing.assert_array_equal(np.asarray(token), [3.0, 3.0])
+    with pytest.raises(ValueError, match="`ordered` and `token` are mutually exclusive"):
+        jax.debug.breakpoint(token=jnp.ones(2), ordered=True)
