@@ -83,6 +83,12 @@ def public_sharding(aval, value=None) -> NamedSharding:
 set_public_sharding_view(public_sharding)
 
 
+def _abstract_split(aval):
+    """What a type's split says, its mesh abstracted (JAX's types name abstract meshes)."""
+    typed = aval.type_sharding
+    return None if typed is None else (typed.mesh.abstract_mesh, typed.spec)
+
+
 def _type_sharding(sharding, shape) -> tuple:
     """A type's public sharding and what shardc's type keeps of it (the split over Explicit
     axes), from a NamedSharding on an abstract mesh given for ``shape``: as JAX's, one spec
@@ -193,6 +199,12 @@ class ShapedArray:
 
     # two types are equal when they print alike and lay out alike (JAX's interned types)
     def __eq__(self, other):
+        if isinstance(other, Aval):
+            # an array's ``.aval`` (shardc's abstract value): the same shape, dtype, vma and
+            # type (a strongly typed one: the abstract value records no weak type)
+            mine, theirs = self.aval, other
+            return (not self.weak_type and mine.strip_sharding() == theirs.strip_sharding()
+                    and _abstract_split(mine) == _abstract_split(theirs))
         return (isinstance(other, ShapedArray) and str(self) == str(other)
                 and self.sharding == other.sharding)
 

@@ -124,6 +124,14 @@ def test_shaped_array_is_made_as_jax_core_makes_it():
         shardc.core.ShapedArray((5, 2), np.int32, sharding=NamedSharding(explicit, P("x")))
     with pytest.raises(ValueError, match="Mesh of an aval must be an AbstractMesh"):
         shardc.core.ShapedArray((4,), np.int32, sharding=NamedSharding(MESH, P("x")))
+    # an array's abstract value compares with a ShapedArray of its shape, dtype and type
+    placed = shardc.device_put(np.ones((8, 4), np.float32), NamedSharding(MESH, P("x")))
+    typed = shardc.core.ShapedArray((8, 4), np.float32,
+                                    sharding=NamedSharding(MESH.abstract_mesh, P("x")))
+    assert placed.aval == typed and typed == placed.aval
+    assert placed.aval != shardc.core.ShapedArray((8, 4), np.float32)     # unsplit
+    assert shardc.numpy.ones((3, 4), np.float32).aval == made
+    assert placed.aval != shardc.core.ShapedArray((8, 4), np.int32)
     assert shardc.eval_shape(lambda x: x.sum(0), made).shape == (4,)
     assert shardc.jit(lambda x: x * 2).lower(made).out_info.shape == (3, 4)
     doubled = shardc.pure_callback(lambda x: np.asarray(x) * 2,
