@@ -90,9 +90,13 @@ class ShapeDtypeStruct:
 
     @classmethod
     def like(cls, x) -> "ShapeDtypeStruct":
-        """The shape, dtype, layout and weak type of ``x``."""
+        """The shape, dtype, layout and weak type of ``x`` (the layout of an array placed
+        where it lies by default, uncommitted, is None: JAX's)."""
+        sharding = getattr(x, "sharding", None)
+        if getattr(x, "_committed", True) is False:
+            sharding = None
         return cls(np.shape(x) if not hasattr(x, "shape") else x.shape, x.dtype,
-                   getattr(x, "sharding", None), weak_type=getattr(x, "weak", False) is True)
+                   sharding, weak_type=getattr(x, "weak", False) is True)
 
     def update(self, **kwargs) -> "ShapeDtypeStruct":
         """This struct with the fields given replaced."""

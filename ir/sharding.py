@@ -452,6 +452,8 @@ class Mesh(_AxisKinds, contextlib.ContextDecorator):
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         axis_names = tuple(axis_names)
+        if any(name is None for name in axis_names):
+            raise ValueError("Mesh axis names cannot be None.")
         devices = _device_array(devices)
         if devices.ndim != len(axis_names):
             raise ValueError(

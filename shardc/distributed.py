@@ -210,6 +210,12 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
         raise ValueError(f"jax.{name} requires a list of concrete arrays as input, but got "
                          f"types {set(map(type, arrays))}")
     _check_user_dtype(arrays, dtype, name)
+    for array in arrays:
+        shards = getattr(array, "addressable_shards", None)
+        if shards is not None and len(shards) != 1:
+            raise ValueError("When making an array from single-device arrays the input arrays "
+                             f"must have one shard each. An argument array had {len(shards)} "
+                             "shard(s).")
     shape = tuple(shape)
     if isinstance(sharding, SingleDeviceSharding):
         # the one array is the whole value, on that device

@@ -575,6 +575,9 @@ def test_shape_dtype_struct_as_jax():
     assert s == shardc.ShapeDtypeStruct((2, 3), jnp.float32) and hash(s) == hash(s.update())
     like = shardc.ShapeDtypeStruct.like(jnp.asarray(2.0))
     assert like.shape == () and like.weak_type
+    assert like.sharding is None            # an uncommitted array's layout is not kept (JAX's)
+    placed = shardc.device_put(jnp.arange(8), shardc.devices()[1])
+    assert shardc.ShapeDtypeStruct.like(placed).sharding == placed.sharding
     with pytest.raises(TypeError, match="unsized"):
         len(shardc.ShapeDtypeStruct((), jnp.float32))
 

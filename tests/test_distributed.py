@@ -1,5 +1,7 @@
 """The multi-process API on one process (the simulator): what a script written for several
 processes gets when it runs alone. tests/test_mpi.py runs the same API under mpiexec."""
+import re
+
 import numpy as np
 import pytest
 
@@ -280,6 +282,12 @@ def test_make_array_from_single_device_arrays_takes_any_sharding_and_checks_as_j
     mesh = jax.make_mesh((2,), ("x",))
     with pytest.raises(ValueError, match="`dtype` must be provided"):
         jax.make_array_from_single_device_arrays((8,), NamedSharding(mesh, P("x")), [])
+    split = jax.device_put(np.arange(8), NamedSharding(mesh, P("x")))
+    with pytest.raises(ValueError, match=re.escape(
+            "When making an array from single-device arrays the input arrays must have one "
+            "shard each. An argument array had 2 shard(s).")):
+        jax.make_array_from_single_device_arrays((8,), NamedSharding(mesh, P("x")),
+                                                 [split, split])
 
 
 def test_a_shards_data_is_committed_as_its_array():

@@ -64,6 +64,7 @@ def test_mesh_repeated_axis_name():
     assert raises(DuplicateSpecError, Mesh, devices, ('x', 'x')) == message
     assert raises(DuplicateSpecError, jax.make_mesh, (2, 2), ('x', 'x')) == message
     assert issubclass(DuplicateSpecError, ValueError)
+    assert raises(ValueError, Mesh, jax.devices(), (None, 'x')) == "Mesh axis names cannot be None."
 
 
 def test_make_mesh_names_one_axis_by_a_string_and_checks_its_shape():
