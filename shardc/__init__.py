@@ -53,6 +53,7 @@ from shardc.config import TRANSFER_GUARDS as _TRANSFER_GUARDS
 from shardc.config import config, disable_jit, ensure_compile_time_eval, transfer_guard
 from shardc._callbacks import pure_callback
 from shardc.ledger import comm_ledger
+from shardc.numpy._indexing import ds
 from shardc.sharding import reshard, set_mesh
 
 P = PartitionSpec
@@ -125,7 +126,7 @@ __all__ = [
     "custom_jvp", "custom_vjp", "debug",
     "debug_infs", "debug_nans", "default_backend", "default_device", "default_matmul_precision",
     "debug_key_reuse", "no_tracing", "no_execution", "default_prng_impl", "legacy_prng_key",
-    "device_count", "device_get",
+    "device_count", "device_get", "ds",
     "device_put",
     "devices", "disable_jit", "live_arrays",
     "distributed", "dtypes", "effects_barrier", "errors", "typing", "enable_checks",

@@ -1944,3 +1944,72 @@ def test_bincount_out_sharding_is_replicated_or_a_sharding_type_error():
         assert result.sharding == NamedSharding(mesh, P(None))
     given = jnp.bincount(x, length=5, out_sharding=NamedSharding(mesh, P()))
     np.testing.assert_array_equal(np.asarray(given), expected)
+
+
+def test_an_ellipsis_of_no_dimension_still_separates_integer_indices():
+    """numpy (and JAX) read an Ellipsis between integer-array entries as a separator even
+    where it stands for no dimension: the broadcast dimensions go in front, for reading and
+    for .at updates (whose values are given in that layout); it was read as adjacent."""
+    x = np.arange(60).reshape(3, 4, 5)
+    a, b = np.array([0, 1]), np.array([[1], [2]])
+    for index in [(slice(None), a, ..., a), (slice(None), 0, ..., a), (slice(None), b, ..., a),
+                  (None, slice(None), a, ..., b), (slice(None), a, ..., slice(None))]:
+        np.testing.assert_array_equal(np.asarray(jnp.asarray(x)[index]), x[index])
+        want = x.copy()
+        want[index] = -np.arange(np.size(x[index])).reshape(x[index].shape)
+        got = jnp.asarray(x).at[index].set(-jnp.arange(np.size(x[index])).reshape(
+            x[index].shape))
+        np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_array_equal(
+        np.asarray(shardc.jit(lambda v, i: v[:, i, ..., i])(jnp.asarray(x), a)), x[:, a, ..., a])
+
+
+def test_ds_reads_and_updates_a_dynamic_window_as_jax():
+    """jax.ds(start, size, stride): a dynamic slice (its start moved back so the window fits
+    when read; negative starts count from the end); .at updates of a window that does not fit
+    update nothing (JAX's scatter drops them), mode='clip' moves it inside."""
+    x = jnp.arange(10.0)
+    np.testing.assert_array_equal(np.asarray(x[shardc.ds(1, 3)]), [1, 2, 3])
+    np.testing.assert_array_equal(np.asarray(x[shardc.ds(8, 4)]), [6, 7, 8, 9])
+    np.testing.assert_array_equal(np.asarray(x[shardc.ds(-3, 2)]), [7, 8])
+    np.testing.assert_array_equal(np.asarray(x[shardc.ds(1, 3, 2)]), [1, 3, 5])
+    read = shardc.jit(lambda v, i: v[shardc.ds(i, 3)])
+    np.testing.assert_array_equal(np.asarray(read(x, 8)), [7, 8, 9])
+    y = jnp.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(np.asarray(y[1, shardc.ds(0, 2), 1:3]),
+                                  np.arange(24.0).reshape(2, 3, 4)[1, 0:2, 1:3])
+    np.testing.assert_array_equal(np.asarray(y[..., shardc.ds(2, 2)]),
+                                  np.arange(24.0).reshape(2, 3, 4)[..., 2:4])
+    np.testing.assert_array_equal(np.asarray(x.at[shardc.ds(2, 3)].set(0.0)),
+                                  [0, 1, 0, 0, 0, 5, 6, 7, 8, 9])
+    add = shardc.jit(lambda v, i: v.at[shardc.ds(i, 3)].add(1.0))
+    np.testing.assert_array_equal(np.asarray(add(x, 7)), np.arange(10.0) + (np.arange(10) >= 7))
+    for start in (8, 9, -3):                  # the window does not fit: nothing is updated
+        np.testing.assert_array_equal(np.asarray(add(x, start)), np.arange(10.0))
+        np.testing.assert_array_equal(np.asarray(x.at[shardc.ds(start, 3)].set(5.0)),
+                                      np.arange(10.0))
+    np.testing.assert_array_equal(np.asarray(x.at[shardc.ds(1, 3, 3)].set(-1.0)),
+                                  [0, -1, 2, 3, -1, 5, 6, -1, 8, 9])
+    grad = shardc.grad(lambda v, i: (v[shardc.ds(i, 3)] ** 2).sum())(x, 2)
+    np.testing.assert_array_equal(np.asarray(grad), [0, 0, 4, 6, 8, 0, 0, 0, 0, 0])
+    assert shardc.ds(None) == slice(None) and shardc.ds(3) == shardc.ds(0, 3)
+    ref = shardc.new_ref(jnp.arange(6.0))
+    ref[shardc.ds(2, 2)] = jnp.zeros(2)
+    np.testing.assert_array_equal(np.asarray(ref[...]), [0, 1, 0, 0, 4, 5])
+    with pytest.raises(ValueError, match="`stride` must be >= 0"):
+        shardc.ds(0, 2, -1)
+
+
+def test_lax_dtype_and_an_index_into_an_empty_dimension():
+    """lax.dtype as JAX's (Python and numpy types canonicalized, an array's own dtype kept);
+    a traced index into a dimension of size 0 is JAX's IndexError."""
+    assert shardc.lax.dtype(float) == np.float32 and shardc.lax.dtype(3) == np.int32
+    assert shardc.lax.dtype(np.int16) == np.int16 and shardc.lax.dtype(True) == np.bool_
+    assert shardc.lax.dtype(np.ones(2)) == np.float32
+    assert shardc.lax.dtype(jnp.ones(2, jnp.bfloat16)) == jnp.bfloat16
+    with pytest.raises(ValueError, match="Invalid argument to dtype"):
+        shardc.lax.dtype(None)
+    x = jnp.ones((2, 0))
+    with pytest.raises(IndexError, match="index is out of bounds for axis 1 with size 0"):
+        shardc.jit(lambda i: x[0, i])(0)
+    assert (x[0, :] + x[0, 1:]).shape == (0,)

@@ -29,7 +29,7 @@ from compiler.custom_gradient import custom_root
 from compiler.linear_solve import custom_linear_solve
 from shardc.lax._extra import (ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers,
                                RaggedDotDimensionNumbers, RoundingMethod, broadcast_shapes,
-                               clz, composite, empty, index_take, platform_dependent,
+                               clz, composite, dtype, empty, index_take, platform_dependent,
                                ragged_dot, ragged_dot_general, reduce_xor, shape_as_value,
                                stack, unstack)
 from shardc.lax._gather import (GatherDimensionNumbers, GatherScatterMode,
@@ -108,7 +108,7 @@ __all__ = [
     "custom_root",
     "custom_linear_solve",
     "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "RaggedDotDimensionNumbers",
-    "RoundingMethod", "broadcast_shapes", "clz", "composite", "empty", "index_take",
+    "RoundingMethod", "broadcast_shapes", "clz", "composite", "dtype", "empty", "index_take",
     "platform_dependent", "ragged_dot", "ragged_dot_general", "reduce_xor", "shape_as_value",
     "stack", "unstack", "linalg",
     # the primitives (``shardc.lax._primitives``)

@@ -16,6 +16,7 @@ from compiler.custom_ad import custom_jvp
 from compiler.tracing import Tracer, UnexpectedTracerError, aval_of, trace_to_program
 from compiler.tree import tree_flatten, tree_unflatten
 from ir import dtypes as _dt
+from runtime.array import Array
 from shardc.lax._convolution import ConvDimensionNumbers
 from shardc.lax._gather import GatherDimensionNumbers, gather
 from shardc.lax._more import bitwise_or, population_count, shift_right_logical
@@ -83,6 +84,39 @@ def empty(shape, dtype, *, out_sharding=None):
     """An array of ``shape`` and ``dtype`` whose values do not matter (zeros here)."""
     return jnp.zeros(shape, dtype, out_sharding=out_sharding) if out_sharding is not None \
         else jnp.zeros(shape, dtype)
+
+
+def dtype(x) -> np.dtype:
+    """JAX's ``lax.dtype``: the dtype of a value or type. Python scalars and their types,
+    numpy scalar types, dtype names and numpy arrays are canonicalized (float64 is float32
+    with x64 off); an array's (or a traced value's) own dtype is kept."""
+    if x is None:
+        raise ValueError(f"Invalid argument to dtype: {x}.")
+    if isinstance(x, type):
+        if x in (bool, int, float, complex):
+            return _dt.canonicalize({bool: np.bool_, int: np.int64, float: np.float64,
+                                     complex: np.complex128}[x])
+        if issubclass(x, np.generic):
+            return _dt.requested(x, "dtype")
+    elif type(x) in (bool, int, float, complex):
+        return dtype(type(x))
+    elif isinstance(x, (Array, Tracer)):
+        return x.dtype
+    if isinstance(x, (str, np.dtype)):
+        given = np.dtype(x)
+        if _dt.is_valid(given):
+            return _dt.requested(given, "dtype")
+    else:
+        given = getattr(x, "dtype", None)
+        if not isinstance(given, np.dtype):
+            try:
+                given = np.result_type(x)
+            except TypeError as err:
+                raise TypeError(f"Cannot determine dtype of {x}") from err
+    if not _dt.is_valid(given):
+        raise TypeError(f"Value '{x}' with dtype {given} is not a valid JAX array type. Only "
+                        "arrays of numeric types are supported by JAX.")
+    return _dt.canonicalize(given)
 
 
 def shape_as_value(shape):

@@ -34,7 +34,123 @@ from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, c
                                 nested_values, ones_like, ravel, reshape, weakly_typed_like,
                                 zeros_like)
 
-__all__ = ["take"]
+__all__ = ["take", "Slice", "ds"]
+
+
+class Slice:
+    """``jax.ds(start, size, stride)``: ``size`` elements from ``start`` on (every
+    ``stride``-th), where ``start`` may be traced. Read and updated as a dynamic slice: a start
+    that would run past the end is moved back so the window fits (JAX's)."""
+    __slots__ = ("start", "size", "stride")
+
+    def __init__(self, start, size, stride: int = 1):
+        if stride < 0:
+            raise ValueError("`stride` must be >= 0.")
+        self.start, self.size, self.stride = start, size, stride
+
+    def __repr__(self):
+        return f"Slice(start={self.start!r}, size={self.size!r}, stride={self.stride!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Slice) and (self.start, self.size, self.stride) == (
+            other.start, other.size, other.stride)
+
+    __hash__ = None
+
+
+def ds(start, size=None, stride=None):
+    """``jax.ds``: as the builtin ``slice`` reads, ``ds(None)`` is ``:``, ``ds(j)`` is ``:j``,
+    ``ds(i, n)`` is ``i:i+n`` and ``ds(i, n, s)`` is ``i:i+n:s`` (``n`` elements), with ``i``
+    allowed to be traced.
+
+    >>> x[ds(i, 2)]          # x[i:i+2] for a traced i
+    """
+    if start is None:
+        return slice(None)
+    if stride is None:
+        stride = 1
+    if not isinstance(stride, int):
+        raise ValueError("Non-static stride in `dslice`")
+    if size is None:
+        start, size = 0, start
+    return Slice(start, size, stride)
+
+
+def _ellipsis_gap(index, ndim):
+    """numpy's reading of an Ellipsis that stands for no dimension between two integer
+    entries (arrays, or integers with arrays): it still separates them, so the broadcast
+    dimensions go in front. Returns the index without it, where the adjacent entries'
+    dimensions land (how many dimensions precede them), and how many there are; None where
+    that is not the case."""
+    if not isinstance(index, tuple):
+        return None
+    k = next((j for j, e in enumerate(index) if e is Ellipsis), None)
+    if k is None:
+        return None
+    real = sum(_consumed(e) for e in index if e is not None and e is not Ellipsis)
+    is_advanced = lambda e: (_is_int_array(e) or isinstance(e, (int, np.integer))
+                             or _is_dynamic_scalar(e)) and not isinstance(e, (bool, np.bool_))
+    if real != ndim or not any(_is_int_array(e) for e in index):
+        return None
+    before = [j for j in range(k) if is_advanced(index[j])]
+    after = [j for j in range(k + 1, len(index)) if is_advanced(index[j])]
+    if not before or not after:
+        return None
+    advanced = before + after
+    if any(not is_advanced(index[j]) for j in range(advanced[0], advanced[-1] + 1) if j != k):
+        return None                        # separated anyway: nothing to change
+    rest = index[:k] + index[k + 1:]
+    lead = sum(1 for e in index[:advanced[0]] if e is None or isinstance(e, slice))
+    width = len(np.broadcast_shapes(*[np.shape(e) if not isinstance(e, Tracer)
+                                      else aval_of(e).shape
+                                      for e in index if is_advanced(e)]))
+    return rest, lead, width
+
+
+def _front(x, lead: int, width: int):
+    """``x`` with its dimensions ``lead .. lead + width`` moved to the front."""
+    moved = list(range(lead, lead + width))
+    perm = moved + [d for d in range(aval_of(x).ndim) if d not in moved]
+    return x if perm == sorted(perm) else bind(p.transpose_p, x, permutation=tuple(perm))
+
+
+def _from_front(x, lead: int, width: int):
+    """The inverse of ``_front``: the first ``width`` dimensions moved to ``lead``."""
+    ndim = aval_of(x).ndim
+    rest = list(range(width, ndim))
+    perm = rest[:lead] + list(range(width)) + rest[lead:]
+    return x if perm == sorted(perm) else bind(p.transpose_p, x, permutation=tuple(perm))
+
+
+def _has_ds(index) -> bool:
+    return any(isinstance(e, Slice) for e in (index if isinstance(index, tuple) else (index,)))
+
+
+def _ds_window(x, index):
+    """``x`` cut to the window the ``ds`` entries of ``index`` ask for (one dynamic_slice),
+    the window's starts (per dimension), and the index with those entries taken whole
+    (every ``stride``-th element)."""
+    from shardc.lax._ops import dynamic_slice
+    entries = index if isinstance(index, tuple) else (index,)
+    shape = aval_of(x).shape
+    used = sum(_consumed(e) for e in entries if e is not Ellipsis and e is not None)
+    starts, sizes, rest, dim = [0] * len(shape), list(shape), [], 0
+    for entry in entries:
+        if entry is None:
+            rest.append(entry)
+        elif entry is Ellipsis:
+            rest.append(entry)
+            dim += len(shape) - used
+        elif isinstance(entry, Slice):
+            size = int(entry.size)
+            starts[dim] = entry.start
+            sizes[dim] = (size - 1) * entry.stride + 1 if size else 0
+            rest.append(slice(None, None, entry.stride) if entry.stride != 1 else slice(None))
+            dim += 1
+        else:
+            rest.append(entry)
+            dim += _consumed(entry)
+    return dynamic_slice(x, starts, sizes), starts, tuple(rest)
 
 
 def apply_per_count(x, counts, func, most: int):
@@ -473,6 +589,13 @@ def getitem(x, index):
     squeezed and new axes inserted. Several integer arrays: ``_advanced_getitem``.
     """
     _no_list_index(index)
+    if _has_ds(index):
+        window, _, rest = _ds_window(x, index)
+        return getitem(window, rest)
+    gap = _ellipsis_gap(index, aval_of(x).ndim)
+    if gap is not None:
+        rest, lead, width = gap
+        return _front(getitem(x, rest), lead, width)
     x, index, _ = _scalar_bools_as_arrays(x, index)
     shape = aval_of(x).shape
     index = _mask_as_integers(_expand_index(index, len(shape)), shape)
@@ -634,6 +757,8 @@ def _dynamic_window(x, dynamic):
     begin = [np.int32(0)] * len(shape)
     sizes = list(shape)
     for d, entry in dynamic:
+        if shape[d] == 0:
+            raise IndexError(f"index is out of bounds for axis {d} with size 0")
         begin[d] = _wrap_index(entry, shape[d])
         sizes[d] = 1
     return bind(p.dynamic_slice_p, x, *begin, slice_sizes=tuple(sizes))
@@ -869,7 +994,80 @@ class AtIndexer:
 
     def __getitem__(self, index):
         _no_list_index(index)
+        if _has_ds(index):
+            return _WindowRef(self.x, index)
+        gap = _ellipsis_gap(index, aval_of(self.x).ndim)
+        if gap is not None:
+            return _GapRef(self.x, *gap)
         return _IndexedRef(self.x, index)
+
+
+class _GapRef:
+    """``x.at[index]`` where an Ellipsis of no dimension separates the integer entries: the
+    index without it, its values (given with the broadcast dimensions in front, as numpy
+    lays ``x[index]`` out) moved to where that index has them."""
+
+    def __init__(self, x, rest, lead, width):
+        self.x, self.rest, self.lead, self.width = x, rest, lead, width
+
+    def get(self, **kwargs):
+        return _front(self.x.at[self.rest].get(**kwargs), self.lead, self.width)
+
+    def __getattr__(self, name):
+        update = getattr(self.x.at[self.rest], name)
+
+        def updated(value, *args, **kwargs):
+            value = asarray(value)
+            target = aval_of(self.x.at[self.rest].get()).shape
+            front = target[self.lead:self.lead + self.width] + target[:self.lead] + \
+                target[self.lead + self.width:]
+            moved = _from_front(broadcast_to(value, front), self.lead, self.width)
+            return update(moved, *args, **kwargs)
+        return updated
+
+
+class _WindowRef:
+    """``x.at[index]`` where ``index`` holds ``ds`` entries: the window they ask for updated
+    as ``window.at[rest]`` is, then written back where it was read. A window that does not
+    fit inside ``x`` (a negative start, or one too far on) updates nothing, as a scatter
+    drops an update out of bounds (JAX's: reading counts a negative start from the end,
+    updating does not); ``mode='clip'`` moves it inside instead."""
+
+    def __init__(self, x, index):
+        self.x = x
+        self.window, self.starts, self.rest = _ds_window(x, index)
+
+    def get(self, **kwargs):
+        return self.window.at[self.rest].get(**kwargs)
+
+    def __getattr__(self, name):
+        from shardc.lax._ops import dynamic_update_slice
+        update = getattr(self.window.at[self.rest], name)
+
+        def updated(*args, **kwargs):
+            written = dynamic_update_slice(self.x, update(*args, **kwargs), self.starts)
+            if kwargs.get("mode") in ("clip", "promise_in_bounds"):
+                return written
+            fits = self._fits()
+            if fits is True:
+                return written
+            return self.x if fits is False else where(fits, written, self.x)
+        return updated
+
+    def _fits(self):
+        """Whether the window lies inside ``x``: a bool, or a traced one."""
+        shape, window = aval_of(self.x).shape, aval_of(self.window).shape
+        fits = True
+        for start, size, dim in zip(self.starts, window, shape):
+            known = value_if_known(start)
+            if not isinstance(known, Tracer):
+                start = int(known)
+                if not 0 <= start <= dim - size:
+                    return False
+                continue
+            inside = logical_and(greater_equal(start, 0), less(start, dim - size + 1))
+            fits = inside if fits is True else logical_and(fits, inside)
+        return fits
 
 
 class _IndexedRef:
