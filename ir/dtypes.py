@@ -329,6 +329,31 @@ def _upper_bounds(lattice: dict) -> dict:
 _UPPER_BOUNDS = {x64: _upper_bounds(_lattice(x64)) for x64 in (False, True)}
 
 
+def _strict_lattice() -> dict:
+    """JAX's strict promotion lattice: no implicit promotion between typed values; a Python
+    scalar takes the type of a value of its kind (an int also a float's, a float also a
+    complex's)."""
+    lattice = {t: [] for t in _lattice(True) if not isinstance(t, type) or t is bool_}
+    ints = [t for t in lattice if t != bool_ and kind(t) == INT]
+    floats = [t for t in lattice if kind(t) == FLOAT]
+    lattice[int] = [float] + ints
+    lattice[float] = [complex] + floats
+    lattice[complex] = [t for t in lattice if isinstance(t, np.dtype) and kind(t) == COMPLEX]
+    return lattice
+
+
+_STRICT_UPPER_BOUNDS = _upper_bounds(_strict_lattice())
+_strict = False          # jax_numpy_dtype_promotion='strict'
+
+
+def set_strict_promotion(strict: bool) -> None:
+    """Promote as JAX's ``jax_numpy_dtype_promotion='strict'`` (True) or ``'standard'``."""
+    global _strict
+    _strict = bool(strict)
+    for cache in _caches:
+        cache.clear()
+
+
 def _node(dtype, weak: bool):
     dtype = np.dtype(dtype)
     if weak and dtype != bool_:
@@ -336,8 +361,10 @@ def _node(dtype, weak: bool):
     return dtype
 
 
-def _least_upper_bound(nodes: set):
-    bounds = _UPPER_BOUNDS[_x64]
+def _least_upper_bound(nodes):
+    """The least upper bound of ``nodes`` (in the operands' order, for the error message)."""
+    order, nodes = list(dict.fromkeys(nodes)), set(nodes)
+    bounds = _STRICT_UPPER_BOUNDS if _strict else _UPPER_BOUNDS[_x64]
     missing = [n for n in nodes if n not in bounds]
     if missing:
         raise TypeError(f"dtype {np.dtype(missing[0]).name} is not a valid array type; "
@@ -346,7 +373,13 @@ def _least_upper_bound(nodes: set):
     least = [c for c in common if common <= bounds[c]]
     if len(least) == 1:
         return least[0]
-    raise TypePromotionError(_no_promotion_message(nodes))
+    if _strict:
+        names = tuple(str(n) for n in order)          # (JAX's: "<class 'float'>", 'int32')
+        raise TypePromotionError(
+            f"Input dtypes {names} have no available implicit dtype promotion path when "
+            "jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired "
+            "output type, or set jax_numpy_dtype_promotion=standard.")
+    raise TypePromotionError(_no_promotion_message(order))
 
 
 def _no_promotion_message(nodes) -> str:
@@ -369,7 +402,7 @@ def _default_of(node) -> np.dtype:
 def promote_types(a, b) -> np.dtype:
     """The dtype two dtypes promote to (``jnp.promote_types``): Python's ``int``, ``float``
     and ``complex`` are weak, anything else is a strong dtype."""
-    nodes = {t if t in (int, float, complex) else np.dtype(t) for t in (a, b)}
+    nodes = [t if t in (int, float, complex) else np.dtype(t) for t in (a, b)]
     return canonicalize(_default_of(_least_upper_bound(nodes)))
 
 
@@ -394,10 +427,10 @@ def _result_type(dtypes, weak) -> np.dtype:
     the kind: a weak int with a bfloat16 array gives bfloat16, a weak float with an int32
     array the default float. Weak values alone give their kind's default dtype.
     """
-    if all(weak):
-        nodes = {canonicalize(d) for d in dtypes}
+    if all(weak) and not _strict:
+        nodes = [canonicalize(d) for d in dtypes]
     else:
-        nodes = {_node(d, w) for d, w in zip(dtypes, weak)}
+        nodes = [_node(d, w) for d, w in zip(dtypes, weak)]
     return canonicalize(_default_of(_least_upper_bound(nodes)))
 
 

@@ -11,7 +11,8 @@ Honoured flags change what shardc does:
 - ``jax_debug_nans`` / ``jax_debug_infs``: FloatingPointError when an operation run at once,
   or a jitted call's output, holds a NaN / an infinity (a jitted function is then run op by op
   to name the operation).
-- ``jax_numpy_dtype_promotion``: ``'standard'``; ``'strict'`` raises NotImplementedError.
+- ``jax_numpy_dtype_promotion``: ``'standard'`` or ``'strict'`` (no implicit promotion between
+  typed values, JAX's lattice).
 - ``jax_transfer_guard``, ``jax_transfer_guard_host_to_device``, ``..._device_to_device``,
   ``..._device_to_host`` (and ``shardc.transfer_guard(level)`` ...): log or refuse transfers
   between the host and the devices, as JAX's guards (``ir/transfer_guard.py``).
@@ -122,9 +123,10 @@ def _no_key_reuse_checker(on: bool) -> None:
 
 
 def _set_dtype_promotion(value):
-    if value != "standard":
-        raise NotImplementedError(f"jax_numpy_dtype_promotion={value!r} is not supported by "
-                                  "shardc: it promotes dtypes as JAX's 'standard' mode does")
+    # what tracing gives depends on it: a trace made under one mode is not reused under the
+    # other
+    _dtypes.set_strict_promotion(value == "strict")
+    _tracing.set_trace_setting("jax_numpy_dtype_promotion", value, default="standard")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import linecache
 import os
+import re
 import subprocess
 import sys
 
@@ -64,10 +65,27 @@ def test_bad_values_raise_as_jax():
     assert config.jax_debug_nans is True
 
 
-def test_strict_dtype_promotion_is_refused():
-    with pytest.raises(NotImplementedError, match="jax_numpy_dtype_promotion='strict' is not "
-                                                  "supported"):
-        config.update("jax_numpy_dtype_promotion", "strict")
+def test_strict_dtype_promotion_promotes_nothing_implicitly():
+    """JAX's strict lattice: typed values of different dtypes are a TypePromotionError; a
+    Python scalar takes the dtype of a value of its kind (an int a float's too); the mode is
+    part of what a trace depends on; standard mode comes back after the block."""
+    ints, floats = jnp.ones(2, jnp.int32), jnp.ones(2, jnp.float32)
+    add = shardc.jit(lambda a, b: a + b)
+    assert add(ints, floats).dtype == jnp.float32
+    with shardc.numpy_dtype_promotion("strict"):
+        assert config.jax_numpy_dtype_promotion == "strict"
+        message = re.escape("have no available implicit dtype promotion path when "
+                            "jax_numpy_dtype_promotion=strict")
+        for mixed in (lambda: ints + floats, lambda: add(ints, floats),
+                      lambda: ints + 1.5, lambda: floats + jnp.ones(2, jnp.float16),
+                      lambda: jnp.promote_types(jnp.int32, jnp.float32)):
+            with pytest.raises(shardc.dtypes.TypePromotionError, match=message):
+                mixed()
+        assert (floats + 1).dtype == jnp.float32 and (floats * 2.5).dtype == jnp.float32
+        assert (jnp.ones(2, jnp.int8) + 3).dtype == jnp.int8
+        assert (jnp.ones(2, jnp.bfloat16) * 2.0).dtype == jnp.bfloat16
+        assert jnp.result_type(1, 2.0) == jnp.float32
+    assert add(ints, floats).dtype == jnp.float32
     config.update("jax_numpy_dtype_promotion", "standard")
     assert config.jax_numpy_dtype_promotion == "standard"
 
@@ -288,9 +306,6 @@ def test_top_level_flag_context_managers():
     assert config.jax_default_matmul_precision is None
     with pytest.raises(TypeError, match=r"jax_default_matmul_precision\(\) needs the value"):
         shardc.default_matmul_precision()
-    with pytest.raises(NotImplementedError, match="'strict' is not supported"):
-        with shardc.numpy_dtype_promotion("strict"):
-            pass
     assert config.jax_numpy_dtype_promotion == "standard"
 
 
