@@ -346,6 +346,10 @@ _STRICT_UPPER_BOUNDS = _upper_bounds(_strict_lattice())
 _strict = False          # jax_numpy_dtype_promotion='strict'
 
 
+def strict_promotion() -> bool:
+    return _strict
+
+
 def set_strict_promotion(strict: bool) -> None:
     """Promote as JAX's ``jax_numpy_dtype_promotion='strict'`` (True) or ``'standard'``."""
     global _strict

@@ -687,9 +687,22 @@ def test_at_traced_integer_array_and_duplicates():
 
 
 def test_at_casts_to_the_array_dtype_and_drops_out_of_bounds():
+    """Values are cast to the array's dtype; where their dtype does not promote to it (a
+    float into an int array), JAX's FutureWarning; out-of-bounds updates are dropped."""
     n = jnp.arange(6)
-    out = n.at[1].set(2.7)
+    with pytest.warns(FutureWarning, match="scatter inputs have incompatible types: cannot "
+                                           "safely cast value from dtype=float32 to "
+                                           "dtype=int32 with jax_numpy_dtype_promotion="
+                                           "standard"):
+        out = n.at[1].set(2.7)
     assert out.dtype == I32 and np.asarray(out).tolist() == [0, 2, 2, 3, 4, 5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jnp.arange(6.0).at[1].set(2)             # an int into a float array: safe
+        jnp.arange(6, dtype=jnp.int8).at[1].set(300)     # a weak int into int8: no warning
+    with shardc.numpy_dtype_promotion("strict"), pytest.raises(
+            shardc.dtypes.TypePromotionError, match="jax_numpy_dtype_promotion=strict"):
+        n.at[1].set(jnp.ones((), jnp.int16))
     assert np.asarray(n.at[9].set(1)).tolist() == list(range(6))          # JAX drops it
     assert np.asarray(n.at[np.array([0, 9])].set(-1)).tolist() == [-1, 1, 2, 3, 4, 5]
     assert np.asarray(n.at[2].get()) == 2

@@ -1070,6 +1070,21 @@ class _WindowRef:
         return fits
 
 
+def _check_safe_cast(value, dtype) -> None:
+    """JAX's check of an update's values against the array's dtype: where the values' dtype
+    does not promote to it (the array's taken as typed), a FutureWarning (in strict mode the
+    promotion itself is the TypePromotionError)."""
+    from shardc.lax._extra import dtype as value_dtype
+    given = value_dtype(value)
+    if given == dtype or result_type(value, np.zeros((), dtype)) == dtype:
+        return
+    import warnings
+    warnings.warn("scatter inputs have incompatible types: cannot safely cast value from "
+                  f"dtype={given} to dtype={dtype} with jax_numpy_dtype_promotion="
+                  f"{'strict' if _dt.strict_promotion() else 'standard'}. In future JAX "
+                  "releases this will result in an error.", FutureWarning, stacklevel=4)
+
+
 class _IndexedRef:
     def __init__(self, x, index):
         # scalar booleans index new axes of x, which an update's result loses again
@@ -1095,6 +1110,7 @@ class _IndexedRef:
         return getitem_with_mode(self.x, index, mode, fill_value)
 
     def _apply(self, value, mode, how, out_sharding, wrap=True):
+        _check_safe_cast(value, aval_of(self.x).dtype)
         index = self._index(mode, wrap)
         if out_sharding is not None:
             result = auto_axes(lambda x, index, value: _update(x, index, value, how),
