@@ -310,6 +310,11 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
 
     @functools.wraps(fun)
     def mapped(*args, **kwargs):
+        if static and max(static) >= len(args):
+            raise ValueError(
+                f"pmapped function has static_broadcasted_argnums={static} but was called "
+                f"with only {len(args)} positional argument{'s' if len(args) > 1 else ''}. "
+                "All static broadcasted arguments must be passed positionally.")
         positions = [k for k in range(len(args)) if k not in static]
         dynamic = tuple(args[k] for k in positions)
         axes = (tuple(in_axes) if isinstance(in_axes, (list, tuple))
@@ -323,7 +328,7 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         if axis_size is not None:
             sizes.add(int(axis_size))
         if not sizes:
-            raise ValueError("pmap requires at least one argument with a mapped axis")
+            raise ValueError("pmap requires at least one argument with a mapped axis.")
         if len(sizes) > 1:
             raise ValueError("pmap got inconsistent sizes for array axes to be mapped: "
                              f"{sorted(sizes)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -382,6 +383,20 @@ def test_pmap_over_more_slices_than_devices_is_an_error():
         jax.lax.fori_loop(0, 3, lambda i, x: f(x) + x, jnp.ones(n))
     np.testing.assert_allclose(np.asarray(f(jnp.ones(4))), np.full(4, 4 * np.sin(1.0)),
                                rtol=1e-6)
+
+
+def test_pmap_argument_errors_are_jaxs():
+    """A static broadcasted argument passed by keyword, and no mapped argument, are JAX's
+    ValueErrors in its words."""
+    g = jax.pmap(lambda a, b: a + b, static_broadcasted_argnums=(1,))
+    with pytest.raises(ValueError, match=re.escape(
+            "pmapped function has static_broadcasted_argnums=(1,) but was called with only 1 "
+            "positional argument. All static broadcasted arguments must be passed "
+            "positionally.")):
+        g(jnp.ones((1, 1)), b=1)
+    with pytest.raises(ValueError, match=re.escape(
+            "pmap requires at least one argument with a mapped axis.")):
+        jax.pmap(lambda x: x)({})
 
 
 def test_tree_keys_one_level_and_the_manual_axis_type_name():
