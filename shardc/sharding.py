@@ -9,6 +9,7 @@ import functools
 import numpy as np
 
 from compiler import tree
+from compiler.backend import get_backend
 from compiler.jit import jit
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace, weakened,
@@ -442,7 +443,8 @@ def _on_one_device(value, sharding):
     """A constraint to one device. Eagerly it is JAX's: a jitted identity with that
     ``out_shardings``, so the result is committed there (JAX's ValueError where ``value`` is
     committed to other devices). Under vmap with ``spmd_axis_name`` JAX refuses it; under
-    other transformations shardc cannot place one value of a program on a device."""
+    other transformations, a constraint to the default device (where a program on no mesh
+    runs) changes nothing; shardc cannot place one value of a program on another device.""" 
     batched = value
     while isinstance(batched, Tracer):
         if getattr(batched._trace, "spmd_axis_name", None) is not None:
@@ -454,6 +456,8 @@ def _on_one_device(value, sharding):
                 f"explicit mesh context manager scope {sharding!r}")
         batched = getattr(batched, "value", None)
     if isinstance(value, Tracer) or current_trace() is not eval_trace:
+        if sharding == get_backend().default_sharding() and not _laid_out_on_mesh(value):
+            return value        # where a program on no mesh runs anyway: nothing to do
         raise NotImplementedError(
             f"with_sharding_constraint to {sharding!r} under a transformation (jit, grad, "
             "vmap): shardc places a value on one device eagerly, or a jitted function's "
@@ -463,6 +467,13 @@ def _on_one_device(value, sharding):
 
 def _identity(value):
     return value
+
+
+def _laid_out_on_mesh(value) -> bool:
+    """Whether a traced value is known to lie on a mesh (its type or its operands' layouts
+    say so)."""
+    layout = getattr(value, "sharding", None)
+    return isinstance(layout, NamedSharding) and not layout.mesh.empty
 
 
 def _constraint_of(value, sharding):

@@ -1553,6 +1553,10 @@ def test_constraint_to_one_device_commits_eagerly_and_none_is_refused():
             v, SingleDeviceSharding(d[0])), spmd_axis_name="x"))(np.ones((2, 3)))
     with pytest.raises(NotImplementedError, match="under a transformation"):
         jax.jit(lambda v: jax.lax.with_sharding_constraint(v, SingleDeviceSharding(d[1])))(x)
+    # to the default device, where a program on no mesh runs: nothing to do, under jit too
+    twice = jax.jit(lambda v: jax.lax.with_sharding_constraint(v * 2, SingleDeviceSharding(d[0])))
+    np.testing.assert_array_equal(twice(x), 2 * np.arange(10))
+    assert twice(x).sharding == SingleDeviceSharding(d[0])
 
 
 def test_constraint_on_an_abstract_mesh_applied_eagerly():
