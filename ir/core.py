@@ -351,9 +351,13 @@ class Literal:
         self.value = np.asarray(value, dtype=aval.dtype)
         self.aval = aval
 
+    @property
+    def val(self):
+        """JAX's name for the value (programs that read a jaxpr's literals use it)."""
+        return self.value[()]
+
     def __repr__(self):
         return f"Literal({format_literal(self)})"
-
 
 
 

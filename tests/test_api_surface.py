@@ -139,6 +139,14 @@ def test_shaped_array_is_made_as_jax_core_makes_it():
     np.testing.assert_array_equal(np.asarray(doubled), [2.0, 2.0, 2.0])
 
 
+def test_a_jaxprs_literals_read_as_jaxs():
+    """``eqn.invars[k].val`` of a static argument traced into the program: its value."""
+    def f(a, b, c):
+        return (a + c) - (b * c)
+    traced = shardc.make_jaxpr(f, static_argnums=(1, 0))(1, 2, 3)
+    assert traced.eqns[0].invars[0].val == 1 and traced.eqns[1].invars[0].val == 2
+
+
 def test_aval_sharding_reads_as_jax_public_type():
     """``x.aval.sharding`` (JAX's ShapedArray) is a NamedSharding on the abstract mesh with
     one spec entry per dimension, under jit, in a partial-manual body and eagerly; shardc's
