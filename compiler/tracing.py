@@ -965,6 +965,10 @@ class Tracer:
                     f"{traced}\nThe problem arose with the `{function}` function. If trying "
                     "to convert the data type of a value, try using "
                     f"`x.astype({function})` or `jnp.array(x, {function})` instead.")
+        elif cls is ConcretizationTypeError:
+            # JAX's words for a concrete value asked of a traced one, then what asked
+            head = ("Abstract tracer value encountered where concrete value is expected: "
+                    f"{traced}\nIt arose in {what}.")
         else:
             head = f"Attempted {what} of {traced}."
         src = user_source()

@@ -478,6 +478,9 @@ def test_conversions_of_traced_values_raise_jaxs_errors():
          r"convert the data type of a value, try using `x.astype\(int\)` or "
          r"`jnp.array\(x, int\)` instead.\nThe error occurred while tracing at test_jit.py:"),
         (float, shardc.errors.ConcretizationTypeError, r"the `float` function"),
+        (lambda x: x.item(), shardc.errors.ConcretizationTypeError,
+         r"^Abstract tracer value encountered where concrete value is expected: traced array "
+         r"with shape int32\[\]\nIt arose in conversion in item\(\)\."),
         (lambda x: bool(x > 0), shardc.errors.TracerBoolConversionError,
          r"^Attempted boolean conversion of traced array with shape bool\[\]\.\n"),
         (np.asarray, shardc.errors.TracerArrayConversionError,
