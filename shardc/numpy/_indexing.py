@@ -1018,12 +1018,21 @@ class _GapRef:
 
         def updated(value, *args, **kwargs):
             value = asarray(value)
-            target = aval_of(self.x.at[self.rest].get()).shape
+            target = _result_shape(aval_of(self.x).shape, self.rest)
             front = target[self.lead:self.lead + self.width] + target[:self.lead] + \
                 target[self.lead + self.width:]
             moved = _from_front(broadcast_to(value, front), self.lead, self.width)
             return update(moved, *args, **kwargs)
         return updated
+
+
+def _result_shape(shape, index) -> tuple:
+    """The shape of ``x[index]`` for an ``x`` of ``shape`` (numpy's reading, on a stand-in
+    that holds no data; traced entries by their shapes)."""
+    stand_in = np.broadcast_to(np.zeros((), np.bool_), shape)
+    entries = tuple(np.zeros(aval_of(e).shape, np.int32) if isinstance(e, Tracer)
+                    else e for e in index)
+    return stand_in[entries].shape
 
 
 class _WindowRef:
@@ -1074,9 +1083,13 @@ def _check_safe_cast(value, dtype) -> None:
     """JAX's check of an update's values against the array's dtype: where the values' dtype
     does not promote to it (the array's taken as typed), a FutureWarning (in strict mode the
     promotion itself is the TypePromotionError)."""
-    from shardc.lax._extra import dtype as value_dtype
-    given = value_dtype(value)
-    if given == dtype or result_type(value, np.zeros((), dtype)) == dtype:
+    from shardc.lax import dtype as value_dtype
+    try:
+        given = value_dtype(value)
+    except TypeError:
+        return                 # not a numeric value: the update itself says what is wrong
+    if given == dtype or not _dt.is_valid(dtype) or \
+            result_type(value, np.zeros((), dtype)) == dtype:
         return
     import warnings
     warnings.warn("scatter inputs have incompatible types: cannot safely cast value from "
