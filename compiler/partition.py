@@ -32,16 +32,16 @@ from typing import Any
 import numpy as np
 
 from compiler.inline_calls import inline_calls
-from compiler.propagation import WHOLE
+from compiler.propagation import WHOLE, inlined_shard_map
 from compiler.shard_map import shard_map
-from compiler.tracing import aval_of, bind, replaying, trace_to_program
+from compiler.tracing import aval_of, bind, eval_program, replaying, trace_to_program
 from ir import collectives as coll
 from ir import dtypes as _dtypes
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, TypeSharding, Var
 from ir.graph import sub_programs
 from ir.shapes import reshape_groups
-from ir.sharding import PartitionSpec
+from ir.sharding import PartitionSpec, spec_names
 from ir.sharding_rules import partitions, spec_of
 from ir.unreduced import slicing_partial_sums
 
@@ -281,13 +281,17 @@ def _runs(program: Program, mesh) -> list:
 _BLOCK_CONTROL = (prims.scan_p, prims.while_p, prims.cond_p, prims.remat_p)
 
 
-def _partitionable(eqn, mesh) -> bool:
+def _partitionable(eqn, mesh, in_body: bool = False) -> bool:
     """Whether a run may hold ``eqn``: an operation whose split values are on ``mesh``, or a
-    loop or branch whose programs hold only such equations."""
+    loop or branch whose programs hold only such equations (or shard_maps on ``mesh``:
+    ``in_body``, one inside such a program)."""
     if not _on(eqn, mesh) or _leaves_mesh(eqn, mesh):
         return False
     if eqn.primitive in _BLOCK_CONTROL:
-        return all(_partitionable(e, mesh) for _, _, sub in sub_programs(eqn) for e in sub.eqns)
+        return all(_partitionable(e, mesh, True)
+                   for _, _, sub in sub_programs(eqn) for e in sub.eqns)
+    if in_body and inlined_shard_map(eqn, mesh):
+        return True
     if _partitioned_effect(eqn):
         return True                     # each device prints (calls back with) its blocks
     return eqn.primitive.kind == "op" and eqn.primitive not in WHOLE
@@ -733,6 +737,27 @@ def _shard_alike_rule(mesh, eqn, values):
 
 
 block_rules[prims.shard_alike_p] = _shard_alike_rule
+
+
+def _shard_map_rule(mesh, eqn, values):
+    """A shard_map in a loop body or a branch, on blocks (``inlined_shard_map``): its operands
+    laid out as its in_specs say, its body's equations on them in the run (manual over the
+    mesh, as the body is), its results laid out from its out_specs as their types say."""
+    params = eqn.params
+    blocks = [to_layout(mesh, v, a, _names(spec, a.aval.ndim))
+              for v, a, spec in zip(values, eqn.invars, params["in_specs"])]
+    outs = eval_program(params["jaxpr"], blocks)
+    return [relayout(mesh, o, v.aval.shape, _names(spec, v.aval.ndim), spec_of(v.aval), v.aval)
+            for o, v, spec in zip(outs, eqn.outvars, params["out_specs"])]
+
+
+def _names(spec, ndim: int) -> tuple:
+    """A spec's mesh axes per dimension, one entry for each of ``ndim``."""
+    names = spec_names(spec)
+    return tuple(names) + ((),) * (ndim - len(names))
+
+
+block_rules[prims.shard_map_p] = _shard_map_rule
 
 
 # --- shapes --------------------------------------------------------------------------------------

@@ -280,9 +280,9 @@ class _Solver:
                          a.aval, NamedSharding(self.mesh, spec), self.mesh),
                          self.fixed[id(a)]))]
             return any(asked)
-        if prim in _LOOPS and _blockwise(eqn):
+        if prim in _LOOPS and _blockwise(eqn, self.mesh):
             return self._loop(eqn)
-        if prim is prims.cond_p and _blockwise(eqn):
+        if prim is prims.cond_p and _blockwise(eqn, self.mesh):
             return self._branches(eqn)
         if prim.kind == "op":
             avals = self._typed(eqn)
@@ -633,11 +633,24 @@ _LOOPS = (prims.scan_p, prims.while_p)
 _BLOCKWISE_CONTROL = _LOOPS + (prims.cond_p,)
 
 
-def _blockwise(eqn) -> bool:
+def inlined_shard_map(eqn, mesh) -> bool:
+    """A shard_map on ``mesh`` in a loop body or a branch of a run, computed there on its
+    blocks (``compiler.partition``) (its body is a per-device program, as the run's is): its replication checked
+    (its body's types say how its values vary) and no partial sums or known-equal copies
+    in its specs."""
+    if eqn.primitive is not prims.shard_map_p or eqn.params["mesh"] != mesh \
+            or eqn.params["check_vma"] is not True:
+        return False
+    return not any(spec.unreduced or spec.reduced
+                   for spec in eqn.params["in_specs"] + eqn.params["out_specs"])
+
+
+def _blockwise(eqn, mesh) -> bool:
     """Whether a loop's or a cond's programs hold only equations the partitioner runs on
-    blocks."""
+    blocks (shard_maps on ``mesh`` among them: ``inlined_shard_map``)."""
     return all((e.primitive.kind == "op" and e.primitive not in WHOLE)
-               or (e.primitive in _BLOCKWISE_CONTROL and _blockwise(e))
+               or (e.primitive in _BLOCKWISE_CONTROL and _blockwise(e, mesh))
+               or inlined_shard_map(e, mesh)
                for _, _, sub in sub_programs(eqn) for e in sub.eqns)
 
 

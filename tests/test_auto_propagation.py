@@ -966,3 +966,47 @@ def test_a_branch_constraint_lays_out_a_conds_result():
     np.testing.assert_array_equal(np.asarray(out), x)
     out = jax.jit(lambda a: lax.cond(a.sum() < 0, lambda t: t + 1, lambda t: t * 2, a))(split)
     assert out.sharding == at("x", "y")
+
+
+def test_a_shard_map_in_a_loop_or_branch_keeps_its_layout_on_auto_axes():
+    """A shard_map inside a scan, fori_loop, while_loop or cond body on an Auto mesh runs on
+    the loop's blocks: the carry keeps the layout its out_specs give it (JAX's; it was
+    gathered whole at each iteration and came out replicated), values as before, under grad
+    too; the lowered body holds no all_gather."""
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("x", "y"))
+    at = lambda *spec: NamedSharding(mesh, P(*spec))
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    split = jax.device_put(x, at("x"))
+    double = jax.shard_map(lambda h: h * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    runs = {
+        "scan": (lambda a: lax.scan(lambda h, _: (double(h), None), a, length=3)[0], 8 * x),
+        "fori": (lambda a: lax.fori_loop(0, 3, lambda i, h: double(h), a), 8 * x),
+        "cond": (lambda a: lax.cond(a[0, 0] >= 0, double, lambda h: h, a), 2 * x),
+        "while": (lambda a: lax.while_loop(lambda h: h[1, 1] < 10, double, a), 2 * x),
+    }
+    for name, (run, want) in runs.items():
+        out = jax.jit(run)(split)
+        assert out.sharding == at("x"), name
+        np.testing.assert_array_equal(np.asarray(out), want)
+    lowered = jax.jit(runs["scan"][0]).lower(split).as_text()
+    assert "all_gather" not in lowered
+    weights = jax.device_put(np.full((8, 8), 0.1, np.float32), at(None, "y"))
+    layer = jax.shard_map(lambda h, w: lax.psum(h @ w, "y"), mesh=mesh,
+                          in_specs=(P("x", "y"), P("y", None)), out_specs=P("x"))
+
+    def loss(w, a):
+        return lax.scan(lambda h, _: (jnp.tanh(layer(h, w)), None), a, length=2)[0].sum()
+
+    def reference(w, a):
+        h = a
+        for _ in range(2):
+            h = np.tanh(h @ w)
+        return h.sum()
+    np.testing.assert_allclose(float(jax.jit(loss)(weights, split)),
+                               reference(np.full((8, 8), 0.1), x), rtol=1e-5)
+    eps, probe = 1e-3, np.zeros((8, 8), np.float32)
+    probe[2, 3] = 1.0
+    grad = np.asarray(jax.jit(jax.grad(loss))(weights, split))
+    numeric = (reference(np.full((8, 8), 0.1) + eps * probe, x)
+               - reference(np.full((8, 8), 0.1) - eps * probe, x)) / (2 * eps)
+    np.testing.assert_allclose(grad[2, 3], numeric, rtol=1e-3)
