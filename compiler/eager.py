@@ -20,6 +20,7 @@ from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over, e
                               values_known_now)
 from ir.core import Eqn, Program, Var
 from ir import primitives as prims
+from ir.graph import ORDERED_EFFECTS_ERROR, is_ordered_effect
 from ir import collectives as coll
 from ir import transfer_guard as _transfer_guard
 from ir.shapes import out_avals
@@ -116,11 +117,9 @@ class ShardTrace(Trace):
         rule = eager_rules.get(prim)
         if rule is not None:
             return rule(*tracers, **params)
-        if params.get("ordered") and self.mesh.size > 1 and prim in (
-                prims.debug_print_p, prims.callback_p):
+        if self.mesh.size > 1 and is_ordered_effect(prim, params):
             # an eager body runs as a compiled one does, on every device (JAX's error)
-            raise ValueError("The following ordered effects are not supported for more "
-                             "than 1 device: ['OrderedDebugEffect']")
+            raise ValueError(ORDERED_EFFECTS_ERROR)
         in_vmas = [t.aval.vma for t in tracers]
         if prim is coll.pvary_p and self.shard.check_vma:
             pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval,

@@ -54,7 +54,8 @@ from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (annotated_meshes, program_mesh, propagate, result_shardings,
                                   spelling_reference)
-from ir.graph import sub_programs
+from ir.graph import (ORDERED_EFFECTS_ERROR, is_ordered_effect, replace_sub_programs,
+                      sub_programs)
 from ir.printer import print_program
 
 
@@ -871,26 +872,19 @@ _lowering_only: list = []
 def _check_ordered_effects(program: Program, shardings) -> None:
     """JAX's ValueError for a program that runs on more than one device and prints or calls
     back with ``ordered=True`` (its order across devices is not defined)."""
-    ordered = _ordered_effects(program)
-    if not ordered:
+    if not _holds_ordered_effect(program):
         return
     meshes = annotated_meshes(program) | type_meshes(program) | {
         s.mesh for s in shardings if isinstance(s, NamedSharding)}
     if any(getattr(mesh, "size", 1) > 1 for mesh in meshes):
-        raise ValueError("The following ordered effects are not supported for more than 1 "
-                         f"device: {ordered}")
+        raise ValueError(ORDERED_EFFECTS_ERROR)
 
 
-def _ordered_effects(program: Program) -> list:
-    """The ordered debug effects (prints, debug callbacks) of ``program``, sub-programs too."""
-    found = []
-    for eqn in program.eqns:
-        if eqn.params.get("ordered") and (eqn.primitive is prims.debug_print_p or (
-                eqn.primitive is prims.callback_p and eqn.params["effect"] == "debug")):
-            found.append("OrderedDebugEffect")
-        for _, _, sub in sub_programs(eqn) if eqn.params else ():
-            found += _ordered_effects(sub)
-    return sorted(set(found))
+def _holds_ordered_effect(program: Program) -> bool:
+    """Whether ``program`` (its sub-programs too) prints or calls back ``ordered``."""
+    return any(is_ordered_effect(eqn.primitive, eqn.params)
+               or any(_holds_ordered_effect(sub) for _, _, sub in sub_programs(eqn))
+               for eqn in program.eqns)
 
 
 def _settled(compiled: Compiled) -> Compiled:
@@ -1802,7 +1796,6 @@ def _concrete_constraints(program, meshes):
     arguments', the mesh set) that it abstracts, as JAX takes them from the computation's
     devices; ``program`` itself where there is none."""
     from ir.core import Eqn
-    from ir.graph import replace_sub_programs
 
     def rewrite(prog):
         eqns, changed = [], False
@@ -1827,7 +1820,6 @@ def _concrete_constraints(program, meshes):
 def _constraint_devices(program) -> tuple:
     """``(device ids, source)`` of each layout on a mesh of devices that ``program`` (its
     sub-programs too) constrains a value to."""
-    from ir.graph import sub_programs
     found = []
     for eqn in program.eqns:
         if eqn.primitive is prims.sharding_constraint_p:

@@ -39,7 +39,7 @@ from ir import collectives as coll
 from ir import dtypes as _dtypes
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, TypeSharding, Var
-from ir.graph import sub_programs
+from ir.graph import runs_per_device, sub_programs
 from ir.shapes import reshape_groups
 from ir.sharding import PartitionSpec, spec_names
 from ir.sharding_rules import partitions, spec_of
@@ -309,8 +309,7 @@ def _leaves_mesh(eqn, mesh) -> bool:
 def _partitioned_effect(eqn) -> bool:
     """A ``partitioned`` print or debug callback: every device prints (calls back), its
     values split or not (JAX's)."""
-    return (eqn.primitive in (prims.debug_print_p, prims.callback_p)
-            and bool(eqn.params.get("partitioned")))
+    return runs_per_device(eqn.primitive, eqn.params)
 
 
 def _touches_split(eqn) -> bool:

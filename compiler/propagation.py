@@ -635,9 +635,9 @@ _BLOCKWISE_CONTROL = _LOOPS + (prims.cond_p,)
 
 def inlined_shard_map(eqn, mesh) -> bool:
     """A shard_map on ``mesh`` in a loop body or a branch of a run, computed there on its
-    blocks (``compiler.partition``) (its body is a per-device program, as the run's is): its replication checked
-    (its body's types say how its values vary) and no partial sums or known-equal copies
-    in its specs."""
+    blocks by ``compiler.partition`` (its body is a per-device program, as the run's is):
+    its replication checked (its body's types say how its values vary) and no partial sums
+    or known-equal copies in its specs."""
     if eqn.primitive is not prims.shard_map_p or eqn.params["mesh"] != mesh \
             or eqn.params["check_vma"] is not True:
         return False

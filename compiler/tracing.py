@@ -20,6 +20,7 @@ from compiler.backend import get_backend
 from compiler.replication import per_output, type_operands
 from ir import dtypes
 from ir import primitives as prims
+from ir.graph import runs_per_device
 from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
 from ir.interpreter import Interpreter
 from ir.module import runs_shard_map
@@ -309,10 +310,6 @@ def _place(x, *, device, src):
 eager_rules[prims.device_put_p] = _place
 
 
-# effects that may be asked to run per device on its blocks (``partitioned=True``)
-_PARTITIONABLE_EFFECTS = (prims.debug_print_p, prims.callback_p)
-
-
 class EvalTrace(Trace):
     """The bottom trace: primitives run at once on concrete values."""
 
@@ -325,7 +322,7 @@ class EvalTrace(Trace):
         return value
 
     def process_primitive(self, prim, values, params):
-        if prim in _PARTITIONABLE_EFFECTS and params.get("partitioned"):
+        if runs_per_device(prim, params):
             # run eagerly, a partitioned print or callback sees whole values (JAX's)
             params = {k: v for k, v in params.items() if k != "partitioned"}
         # The shape and sharding rules run first so bad operands get the same errors as

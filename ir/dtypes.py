@@ -88,12 +88,17 @@ def set_x64(enabled: bool) -> None:
     bits = 64 if _x64 else 32
     float_, int_ = np.dtype(f"float{bits}"), np.dtype(f"int{bits}")
     uint_, complex_ = np.dtype(f"uint{bits}"), np.dtype(f"complex{2 * bits}")
+    _clear_caches()
+
+
+def _clear_caches() -> None:
     for cache in _caches:
         cache.clear()
 
 
 def register_cache(cache: dict) -> dict:
-    """Clear ``cache`` whenever x64 flips (a cache of results that depend on it)."""
+    """Clear ``cache`` whenever x64 or the promotion mode flips (a cache of results that
+    depend on them)."""
     _caches.append(cache)
     return cache
 
@@ -354,8 +359,7 @@ def set_strict_promotion(strict: bool) -> None:
     """Promote as JAX's ``jax_numpy_dtype_promotion='strict'`` (True) or ``'standard'``."""
     global _strict
     _strict = bool(strict)
-    for cache in _caches:
-        cache.clear()
+    _clear_caches()
 
 
 def _node(dtype, weak: bool):

@@ -41,6 +41,23 @@ def sub_programs(eqn: Eqn) -> list:
     return found
 
 
+# Prints and debug callbacks: a program may ask them to run on each device's blocks
+# (``partitioned``) or in one order across devices (``ordered``: one device only, as JAX).
+DEBUG_EFFECTS = (prims.debug_print_p, prims.callback_p)
+ORDERED_EFFECTS_ERROR = ("The following ordered effects are not supported for more than 1 "
+                         "device: ['OrderedDebugEffect']")
+
+
+def runs_per_device(prim, params) -> bool:
+    """A ``partitioned`` print or debug callback: each device runs it on its blocks."""
+    return prim in DEBUG_EFFECTS and bool(params.get("partitioned"))
+
+
+def is_ordered_effect(prim, params) -> bool:
+    """An ``ordered`` print or debug callback."""
+    return prim in DEBUG_EFFECTS and bool(params.get("ordered"))
+
+
 def replace_sub_programs(eqn: Eqn, rewrite: Callable[[Program], Program]) -> Eqn:
     """An equation whose sub-programs are ``rewrite(sub)`` (``eqn`` itself when every rewrite
     returns its program); the input is left unchanged."""

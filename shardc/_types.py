@@ -16,7 +16,7 @@ from ir.float0 import float0_aval
 from ir.sharding import (EMPTY_MESH, AbstractMesh, ManualAxisType, NamedSharding, PartitionSpec,
                          entry_names)
 from ir.shape_dtype import ShapeDtypeStruct
-from ir.sharding_rules import partitions
+from ir.sharding_rules import check_divisible, partitions
 from runtime.array import Array
 from shardc.random import PRNGKeyArray
 from shardc.sharding import body_abstract_mesh, get_abstract_mesh
@@ -107,14 +107,9 @@ def _type_sharding(sharding, shape) -> tuple:
     kept = (kept + [()] * len(shape))[:len(shape)]
     entries = [None if not names else names[0] if len(names) == 1 else names
                for names in kept]
+    check_divisible(shape, kept, mesh)
     public = NamedSharding(mesh, PartitionSpec(
         *entries, unreduced=spec.unreduced & explicit, reduced=spec.reduced & explicit))
-    for dim, (names, size) in enumerate(zip(kept, shape)):
-        parts = math.prod(mesh.shape[n] for n in names)
-        if size % parts:
-            raise ValueError(f"Sharding spec {names} implies that array axis {dim} is "
-                             f"partitioned {parts} times, but does not evenly divide the "
-                             f"dimension size {size}. Got shape: {shape} and sharding {public}")
     return public, TypeSharding.of(mesh, kept)
 
 

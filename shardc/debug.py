@@ -55,9 +55,11 @@ def inspect_array_sharding(value, *, callback):
         if not isinstance(leaf, (Array, Tracer)) and not (staged and is_array_value(leaf)):
             raise TypeError(f"inspect_array_sharding takes a pytree of arrays; got a leaf of "
                             f"type {type(leaf).__name__}")
-        if isinstance(leaf, Array) and not isinstance(leaf, Tracer) or (
-                isinstance(leaf, Tracer) and current_shard_context() is not None
-                and leaf.sharding is not None):
+        if isinstance(leaf, Tracer):
+            known_now = current_shard_context() is not None and leaf.sharding is not None
+        else:
+            known_now = isinstance(leaf, Array)     # a number or numpy's: a constant, later
+        if known_now:
             callback(leaf.sharding)
         else:
             inspect_later(leaf, callback)

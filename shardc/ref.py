@@ -154,10 +154,8 @@ def get(ref: Ref, idx=None):
     """``ref[idx]``: the elements of the Ref's value at ``idx`` (all of them by default)."""
     _check_ref(ref, "get")
     value = ref._read()
-    if _whole(idx):
-        return value
     _check_bounds(ref.shape, idx)
-    return value[idx]
+    return value if _whole(idx) else value[idx]
 
 
 def swap(ref: Ref, idx, value, _function_name: str = "swap"):
@@ -167,8 +165,7 @@ def swap(ref: Ref, idx, value, _function_name: str = "swap"):
         raise ValueError("Cannot store a Ref into another Ref. Did you forget to load from it "
                          "using `[...]`?")
     current = ref._read()
-    if not _whole(idx):
-        _check_bounds(ref.shape, idx)
+    _check_bounds(ref.shape, idx)
     old = current if _whole(idx) else current[idx]
     value = _checked_value(ref, old, value, "swap", idx)
     ref._write(value if _whole(idx) else current.at[idx].set(value))
@@ -184,8 +181,7 @@ def addupdate(ref: Ref, idx, x) -> None:
     """``ref[idx] += x``, in place."""
     _check_ref(ref, "addupdate")
     current = ref._read()
-    if not _whole(idx):
-        _check_bounds(ref.shape, idx)
+    _check_bounds(ref.shape, idx)
     old = current if _whole(idx) else current[idx]
     x = _checked_value(ref, old, x, "addupdate", idx)
     ref._write(current + x if _whole(idx) else current.at[idx].add(x))
@@ -194,6 +190,8 @@ def addupdate(ref: Ref, idx, x) -> None:
 def _check_bounds(shape, idx) -> None:
     """JAX's ValueError for an integer index known now that is past its dimension's end (a
     Ref's indexing does not clamp: iterating over a Ref ends there, as JAX's)."""
+    if _whole(idx):
+        return
     entries = idx if isinstance(idx, tuple) else (idx,)
     if Ellipsis in entries:
         k = entries.index(Ellipsis)

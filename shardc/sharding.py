@@ -444,7 +444,7 @@ def _on_one_device(value, sharding):
     ``out_shardings``, so the result is committed there (JAX's ValueError where ``value`` is
     committed to other devices). Under vmap with ``spmd_axis_name`` JAX refuses it; under
     other transformations, a constraint to the default device (where a program on no mesh
-    runs) changes nothing; shardc cannot place one value of a program on another device.""" 
+    runs) changes nothing; shardc cannot place one value of a program on another device."""
     batched = value
     while isinstance(batched, Tracer):
         if getattr(batched._trace, "spmd_axis_name", None) is not None:
