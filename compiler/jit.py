@@ -33,9 +33,9 @@ from compiler.passes.dce import dce
 from compiler.shard_map import function_name, names_axes_in_scope
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, TypedPlacement, aval_of, check_callable,
-                              check_invalid_values, check_jax_leaves, context_auto_mesh,
-                              current_trace, eval_program, eval_trace, invalid_value_checks_on,
-                              is_jax_value,
+                              check_invalid_values, check_jax_leaves, check_jax_value,
+                              context_auto_mesh, current_trace, eval_program, eval_trace,
+                              invalid_value_checks_on, is_jax_value, is_python_scalar,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
                               trace_settings, trace_to_program, typed_sharding, values_known_now,
                               user_source, weakened,
@@ -258,7 +258,7 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
         out_tree_box.append(out_tree)
         return outs
 
-    _check_arguments(fun, leaves, in_tree)
+    _check_arguments(fun, leaves, args, kwargs, static_argnums)
     in_avals = [aval_of(x).strip_vma() for x in leaves]
     # Arguments keep their layout under the trace, as in JAX: a shard_map without in_specs
     # takes each argument's spec from it, eagerly and under jit alike.
@@ -433,20 +433,32 @@ def _check_no_stand_ins(fun, args, kwargs, static_argnums, leaves) -> None:
                             f"{type(leaf)} is not a valid JAX type.")
 
 
-def _check_arguments(fun, leaves, in_tree):
-    """Every array argument must be a JAX value; name the first that is not by its path
-    (positions count the non-static arguments; keyword arguments by name)."""
-    def describe(path):
-        where = "args" + path[3:] if path.startswith("[0]") else "kwargs" + path[3:]
-        return f"argument {where} of '{function_name(fun)}'"
-
+def _check_arguments(fun, leaves, args, kwargs, static_argnums):
+    """Every array argument must be a JAX value. JAX's errors name the first that is not by
+    its path (``x``, ``b['k']``): a TypeError for a value of no array type, an OverflowError
+    for a Python int out of range; a numpy masked array is its ValueError."""
     if all(is_jax_value(leaf) for leaf in leaves):
         return
-    try:
-        check_jax_leaves(leaves, tree.tree_unflatten(in_tree, leaves), describe)
-    except TypeError as err:
-        raise TypeError(f"{err} (a Python value that is not an array can be marked static "
-                        "with static_argnums or static_argnames)") from None
+    names = _argument_names(fun, args, kwargs, static_argnums)
+    for leaf, name in zip(leaves, names):
+        if is_jax_value(leaf):
+            continue
+        if is_python_scalar(leaf):
+            raise OverflowError("An overflow was encountered while parsing an argument to a "
+                                f"jitted computation, whose argument path is {name}. Got "
+                                f"{type(leaf)} with value {leaf}")
+        if isinstance(leaf, np.ma.MaskedArray) or hasattr(type(leaf), "__jax_array__") \
+                or dtypes.is_float0(leaf):
+            check_jax_value(leaf, f"argument {name} of '{function_name(fun)}'")
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype") \
+                and not isinstance(leaf, (np.ndarray, np.generic)):   # a stand-in, for lower
+            raise TypeError(f"Argument '{leaf}' of type {type(leaf)} is not a valid JAX type.")
+        raise TypeError(f"Error interpreting argument to {fun} as an abstract array. The "
+                        f"problematic value is of type {type(leaf)} and was passed to the "
+                        f"function at path {name}.\nThis typically means that a jit-wrapped "
+                        "function was called with a non-array argument, and this argument "
+                        "was not marked as static using the static_argnums or "
+                        "static_argnames parameters of jax.jit.")
 
 
 def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape=False,
@@ -1440,7 +1452,7 @@ class JitFunction:
         """The compiled program for a call: from the cache of signatures (the arguments'
         layouts included), else traced (``_traced_for_call``) and lowered
         (``_lowered_program``)."""
-        _check_arguments(self.fun, leaves, in_tree)
+        _check_arguments(self.fun, leaves, args, kwargs, static_argnums)
         shardings = tuple(_arrival(get_backend(), x) for x in leaves)
         avals = tuple(aval_of(x).strip_vma() for x in leaves)
         # a Python scalar argument is weakly typed (and an array made from one), an array of
