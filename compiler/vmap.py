@@ -61,12 +61,12 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, *, axis_name=None, axis_size=None
         hash(axis_name)         # an unhashable name fails here, as in JAX
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
-    _check_axis_spec(in_axes, "in_axes")
-    _check_axis_spec(out_axes, "out_axes")
     if not (in_axes is None or type(in_axes) in (int, tuple)):
         raise TypeError("vmap in_axes must be an int, None, or a tuple of entries "
                          "corresponding to the positional arguments passed to the function, "
                          f"but got {in_axes}.")
+    check_axis_spec(in_axes, "vmap in_axes")
+    check_axis_spec(out_axes, "vmap out_axes")
 
     docstr = ("Vectorized version of {fun}. Takes similar arguments as {fun} but with "
               "additional array axes over which {fun} is mapped.")
@@ -94,10 +94,12 @@ def vmap_unrestricted(fun, values, axes, size: int):
             [None if d is None else 0 for _, d in outs])
 
 
-def _check_axis_spec(spec, which: str):
+def check_axis_spec(spec, which: str):
+    """JAX's TypeError unless ``spec`` (``which``: ``"vmap in_axes"``) is an int, None, or a
+    container of them (a bool or a float is not an axis)."""
     leaves = tree.tree_leaves(spec, is_leaf=_is_axis_leaf)
     if not all(_is_axis_leaf(leaf) for leaf in leaves):
-        raise TypeError(f"vmap {which} must be an int, None, or (nested) container with those "
+        raise TypeError(f"{which} must be an int, None, or (nested) container with those "
                         f"types as leaves, but got {spec}.")
 
 

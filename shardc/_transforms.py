@@ -17,6 +17,7 @@ from compiler.refs import is_ref
 from compiler.shard_map import current_shard_context
 from compiler.shard_map import shard_map as _shard_map_impl
 from compiler.tracing import aval_of, check_callable
+from compiler.vmap import check_axis_spec
 from ir import transfer_guard as _transfer_guard
 from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec, current_mesh, spec_names
@@ -307,6 +308,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     static = ((static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int)
               else tuple(static_broadcasted_argnums))
     name = _PMAP_AXIS if axis_name is None else axis_name
+    check_axis_spec(in_axes, "pmap in_axes")
+    check_axis_spec(out_axes, "pmap out_axes")
 
     @functools.wraps(fun)
     def mapped(*args, **kwargs):

@@ -434,8 +434,20 @@ def test_in_axes_structure_errors():
     with pytest.raises(ValueError, match="vmap in_axes specification must be a tree prefix"):
         jax.vmap(lambda d: d["a"], in_axes=({"b": 0},))({"a": jnp.zeros(3)})
     with pytest.raises(TypeError, match="vmap in_axes must be an int, None, or \\(nested\\) "
-                                        "container with those types as leaves, but got x\\."):
-        jax.vmap(lambda x: x, in_axes="x")
+                                        "container with those types as leaves, but got \\('x',\\)\\."):
+        jax.vmap(lambda x: x, in_axes=("x",))
+    for bad in ("x", False, 1.0):        # no int, None or tuple: JAX's first check
+        with pytest.raises(TypeError, match="vmap in_axes must be an int, None, or a tuple of "
+                                            f"entries .* but got {bad}\\."):
+            jax.vmap(lambda x: x, in_axes=bad)
+    with pytest.raises(TypeError, match="vmap out_axes must be an int, None, or \\(nested\\) "
+                                        "container with those types as leaves, but got True\\."):
+        jax.vmap(lambda x: x, out_axes=True)
+    for which in ("in_axes", "out_axes"):
+        for bad in (False, 1.0, ("x",)):
+            with pytest.raises(TypeError, match=f"pmap {which} must be an int, None, or "
+                                                "\\(nested\\) container with those types as leaves"):
+                jax.pmap(lambda x: x, **{which: bad})(jnp.zeros(1))
     with pytest.raises(TypeError, match="vmap in_axes must be an int, None, or a tuple"):
         jax.vmap(lambda x: x, in_axes={"x": 0})      # JAX 0.10's type: TypeError
     with pytest.raises(TypeError, match="Expected a callable value"):
