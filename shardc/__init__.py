@@ -148,3 +148,19 @@ __all__ = [
     "transfer_guard_host_to_device", "transfer_guard_device_to_device",
     "transfer_guard_device_to_host",
 ]
+
+# Names JAX 0.10 removed: reading one is its AttributeError, in its words
+_REMOVED = {
+    "device_put_replicated": "jax.device_put_replicated is deprecated; use jax.device_put "
+                             "instead. See https://docs.jax.dev/en/latest/migrate_pmap.html"
+                             "#drop-in-replacements for a drop-in replacement.",
+    "device_put_sharded": "jax.device_put_sharded is deprecated; use jax.device_put instead. "
+                          "See https://docs.jax.dev/en/latest/migrate_pmap.html"
+                          "#drop-in-replacements for a drop-in replacement.",
+}
+
+
+def __getattr__(name):
+    if name in _REMOVED:
+        raise AttributeError(_REMOVED[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -310,6 +310,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     name = _PMAP_AXIS if axis_name is None else axis_name
     check_axis_spec(in_axes, "pmap in_axes")
     check_axis_spec(out_axes, "pmap out_axes")
+    if devices is not None and not len(devices):
+        raise ValueError("'devices' argument to pmap must be non-empty, or None.")
 
     @functools.wraps(fun)
     def mapped(*args, **kwargs):
@@ -362,4 +364,23 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                   for out, d in zip(out_leaves, out_dims)]
         return tree.tree_unflatten(out_tree, placed)
 
-    return mapped
+    # JAX 0.10's pmap is a jitted shard_map: traced once per signature, then run from its cache
+    # (the function's Python runs at the first call only), and lowered as jit lowers
+    jitted = _jit(mapped, static_argnums=static)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        for k in static:
+            if k < len(args):
+                try:
+                    hash(args[k])
+                except TypeError:
+                    raise ValueError(
+                        "Non-hashable static arguments are not supported. An error occurred "
+                        f"while trying to hash an object of type {type(args[k])}, {args[k]}. "
+                        "The error was:\nTypeError: unhashable type: "
+                        f"'{type(args[k]).__name__}'\n") from None
+        return jitted(*args, **kwargs)
+
+    wrapped.lower = jitted.lower
+    return wrapped

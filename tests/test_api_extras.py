@@ -399,6 +399,53 @@ def test_pmap_argument_errors_are_jaxs():
         jax.pmap(lambda x: x)({})
 
 
+def test_pmap_errors_in_jaxs_words():
+    with pytest.raises(ValueError, match="Non-hashable static arguments are not supported"):
+        jax.pmap(lambda a, b: a + 3, static_broadcasted_argnums=(1,))(
+            np.ones(2), np.asarray(1))
+    with pytest.raises(ValueError, match="'devices' argument to pmap must be non-empty, or None."):
+        jax.pmap(lambda a: a, devices=[])
+    with pytest.raises(NameError, match="unbound axis name: batch"):
+        jax.pmap(lambda a: jax.lax.psum(a, "batch"))(np.arange(4)[None])
+    with pytest.raises(ValueError, match=re.escape(
+            "`perm` does not represent a permutation: [1, 1]")):
+        jax.pmap(lambda a: jax.lax.pshuffle(a, perm=[1, 1], axis_name="i"), "i")(np.arange(2))
+
+
+def test_removed_device_put_variants_are_jaxs_attribute_errors():
+    for name in ("device_put_sharded", "device_put_replicated"):
+        with pytest.raises(AttributeError, match=f"jax.{name} is deprecated; use jax.device_put"):
+            getattr(jax, name)
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        jax.no_such_name
+
+
+def test_pmap_is_traced_once_per_signature_and_lowers_as_jit():
+    """JAX 0.10's pmap is a jitted shard_map: the function's Python runs at the first call of
+    each signature only, and ``lower`` gives jit's stages."""
+    calls = []
+
+    def f(a):
+        calls.append(a.shape)
+        return a - jax.lax.pmean(a, "i")
+
+    g = jax.pmap(f, axis_name="i")
+    x = np.arange(8.0, dtype=np.float32).reshape(2, 4)
+    want = x - x.mean(0)
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(g(x)), want)
+    assert calls == [(4,)]
+    g(x[:, :2])
+    assert calls == [(4,), (2,)]
+    lowered = g.lower(x)
+    compiled = lowered.compile()
+    np.testing.assert_allclose(np.asarray(compiled(x)), want)
+    ((aval,), kwargs) = lowered.in_avals
+    assert kwargs == {} and aval.shape == (2, 4) and aval.dtype == np.float32
+    with pytest.raises(TypeError, match="Function compiled with input pytree does not match"):
+        compiled([x])
+
+
 def test_tree_keys_one_level_and_the_manual_axis_type_name():
     import shardc.tree_util as tu
     from shardc.sharding import ManualAxisType

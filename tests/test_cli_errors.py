@@ -196,7 +196,7 @@ def test_an_unknown_axis_under_a_given_mesh_keeps_its_own_message(files, capsys)
     # with --mesh given the body is inside a shard_map: the axis is missing from that mesh
     result = run_main(["lower", f"{PROGRAMS}:total", "--args", "f32[8]", "--mesh", "y=4",
                        "--in-specs", "P('y')", "--out-specs", "P()"], files, capsys)
-    assert_usage_error(result, "UnknownAxisError: psum: unknown mesh axis 'x'")
+    assert_usage_error(result, "UnknownAxisError: Found an unbound axis name: x")
 
 
 def test_inputs_parsed_before_a_count_mismatch(files, capsys):

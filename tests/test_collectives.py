@@ -794,8 +794,9 @@ CALLS = {
 
 @pytest.mark.parametrize("prim", sorted(CALLS))
 def test_unknown_axis_inside_a_body(prim):
-    message = (f"{prim}: unknown mesh axis 'k' in axis_name=('i', 'k'); the enclosing "
-               "shard_map's mesh has axes ('i', 'j').")
+    message = (f"Found an unbound axis name: k. To fix this, please call {prim} under "
+               f"`jax.shard_map`. ({prim}: unknown mesh axis 'k' in axis_name=('i', 'k'); the "
+               "enclosing shard_map's mesh has axes ('i', 'j').)")
     for exc in (ValueError, NameError):
         raises_in_body(MESH_IJ, lambda x: CALLS[prim](x, ("i", "k")), exc, message,
                        x=jnp.zeros((16,)))

@@ -575,7 +575,8 @@ def test_order_tracing_before_out_specs(mesh, wrap):
     f = shard_map(lambda a: (lax.psum(a, 'q'),), mesh, P('x'), (P('x'), P()))
     with pytest.raises(UnknownAxisError) as info:
         wrap(f)(jnp.arange(8.))
-    assert str(info.value).startswith("psum: unknown mesh axis 'q'")
+    assert str(info.value).startswith("Found an unbound axis name: q. To fix this, please call "
+                                      "psum under `jax.shard_map`. (psum: unknown mesh axis 'q'")
 
 
 @pytest.mark.parametrize("wrap", WRAPS)
@@ -611,15 +612,17 @@ def test_unknown_axis_inside_a_body(mesh, wrap, name, call):
         wrap(f)(jnp.arange(8.))
     assert isinstance(info.value, ValueError) and isinstance(info.value, NameError)
     assert str(info.value) == (
-        f"{name}: unknown mesh axis 'z' in axis_name=('x', 'z'); the enclosing shard_map's "
-        "mesh has axes ('x', 'y').")
+        f"Found an unbound axis name: z. To fix this, please call {name} under `jax.shard_map`. "
+        f"({name}: unknown mesh axis 'z' in axis_name=('x', 'z'); the enclosing shard_map's "
+        "mesh has axes ('x', 'y').)")
 
 
 def test_unknown_single_axis_text(mesh):
     f = shard_map(lambda x: lax.psum(x, 'i'), mesh, P('x'), P())
     assert raises(UnknownAxisError, f, jnp.arange(8.)) == (
-        "psum: unknown mesh axis 'i' in axis_name='i'; the enclosing shard_map's mesh has axes "
-        "('x', 'y').")
+        "Found an unbound axis name: i. To fix this, please call psum under `jax.shard_map`. "
+        "(psum: unknown mesh axis 'i' in axis_name='i'; the enclosing shard_map's mesh has axes "
+        "('x', 'y').)")
 
 
 @pytest.mark.parametrize("wrap", WRAPS)

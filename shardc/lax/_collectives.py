@@ -51,8 +51,10 @@ def _axes(prim_name: str, axis_name) -> tuple:
                 "`jax.shard_map`.", axis_name=a, bound=False)
         if a not in shard.mesh.axis_names:
             raise UnknownAxisError(
-                f"{prim_name}: unknown mesh axis '{a}' in axis_name={axis_name!r}; the "
-                f"enclosing shard_map's mesh has axes {shard.mesh.axis_names}.")
+                f"Found an unbound axis name: {a}. To fix this, please call {prim_name} under "
+                f"`jax.shard_map`. ({prim_name}: unknown mesh axis '{a}' in "
+                f"axis_name={axis_name!r}; the enclosing shard_map's mesh has axes "
+                f"{shard.mesh.axis_names}.)")
         if a not in shard.manual:
             # JAX's words first (an axis the body is not manual over is unbound there)
             raise UnknownAxisError(
@@ -527,8 +529,9 @@ def pshuffle(x, axis_name, perm):
     perm = [int(i) for i in perm]
     size = axis_size(axis_name)
     if sorted(perm) != list(range(size)):
-        raise ValueError(f"pshuffle: perm {perm} must be a permutation of range({size}) "
-                         f"(the size of axis {axis_name!r})")
+        raise ValueError(f"`perm` does not represent a permutation: {perm} (pshuffle: perm "
+                         f"must be a permutation of range({size}), the size of axis "
+                         f"{axis_name!r})")
     return ppermute(x, axis_name, [(src, dst) for dst, src in enumerate(perm)])
 
 
