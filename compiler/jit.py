@@ -46,7 +46,7 @@ from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval, Program, programs_in
 from ir.float0 import float0_aval, float0_zeros
-from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, check_divides, check_rank,
+from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, arguments_on, check_divides, check_rank,
                          check_unique_axes, current_mesh,
                          Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, Sharding,
                          spec_axes, UNCONSTRAINED)
@@ -263,10 +263,13 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     # Arguments keep their layout under the trace, as in JAX: a shard_map without in_specs
     # takes each argument's spec from it, eagerly and under jit alike.
     # Python scalars stay weakly typed, as in JAX: jit(f)(bf16_array, 0.5) computes in bfloat16
-    program, consts, outs = trace_to_program(flat_fun, in_avals, parent=parent or eval_trace,
-                                             in_shardings=layouts_of(leaves),
-                                             weak=[weakly_typed(x) for x in leaves],
-                                             staged=True)
+    layouts = layouts_of(leaves)
+    with arguments_on({getattr(layout, "mesh", None) for layout in layouts}):
+        program, consts, outs = trace_to_program(flat_fun, in_avals,
+                                                 parent=parent or eval_trace,
+                                                 in_shardings=layouts,
+                                                 weak=[weakly_typed(x) for x in leaves],
+                                                 staged=True)
     return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs),
                          [weakly_typed(o) for o in outs], dict(float0_outs))
 

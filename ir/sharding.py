@@ -663,6 +663,36 @@ def current_mesh() -> Mesh | None:
     return _mesh_stack[-1] if _mesh_stack else None
 
 
+# The meshes a jitted function's arguments lie on, innermost trace last: where a sharding on
+# an abstract mesh (``jax.typeof(x).sharding``) finds its devices when no mesh is set.
+_argument_meshes: list = []
+# The meshes ``use_abstract_mesh`` sets (by id): types made under one stay on its abstract mesh
+_abstract_contexts: set = set()
+
+
+@contextlib.contextmanager
+def arguments_on(meshes):
+    """Inside, ``argument_mesh`` knows ``meshes`` (concrete ones; others are ignored)."""
+    _argument_meshes.append([m for m in meshes if isinstance(m, Mesh)])
+    try:
+        yield
+    finally:
+        _argument_meshes.pop()
+
+
+def concrete_mesh_for(abstract: "AbstractMesh") -> "Mesh | None":
+    """The concrete mesh ``abstract`` describes: the current mesh, else that of an argument of
+    the innermost jitted function being traced; None when neither is one."""
+    mesh = current_mesh()
+    if isinstance(mesh, Mesh) and mesh.abstract_mesh == abstract \
+            and id(mesh) not in _abstract_contexts:
+        return mesh
+    for m in (_argument_meshes[-1] if _argument_meshes else ()):
+        if m.abstract_mesh == abstract:
+            return m
+    return None
+
+
 def push_mesh(mesh: Mesh) -> None:
     _mesh_stack.append(mesh)
 

@@ -17,7 +17,9 @@ from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace, 
 from ir import primitives as p
 from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
-                         ReplicationError, Sharding, ShardingTypeError, current_mesh,
+                         ReplicationError, Sharding, ShardingTypeError, _abstract_contexts,
+                         concrete_mesh_for,
+                         current_mesh,
                          check_rank, legacy_mesh, pop_mesh, push_mesh, spec_axes,
                          spec_names)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
@@ -116,8 +118,12 @@ def use_abstract_mesh(mesh: AbstractMesh):
                          f"current mesh has {len(devices)}")
     concrete = Mesh(np.array(devices, dtype=object).reshape(mesh.axis_sizes), mesh.axis_names,
                     axis_types=mesh.axis_types)
-    with set_mesh(concrete):
-        yield concrete
+    _abstract_contexts.add(id(concrete))
+    try:
+        with set_mesh(concrete):
+            yield concrete
+    finally:
+        _abstract_contexts.discard(id(concrete))
 
 
 def get_mesh() -> Mesh:
@@ -131,10 +137,22 @@ def get_mesh() -> Mesh:
     return EMPTY_CONCRETE_MESH if mesh is None else mesh
 
 
+def concrete_named(sharding: NamedSharding) -> NamedSharding:
+    """A NamedSharding on an abstract mesh (``jax.typeof(x).sharding``) on the concrete mesh
+    in context that it describes; as it is where there is none."""
+    mesh = concrete_mesh_for(sharding.mesh) if isinstance(sharding.mesh, AbstractMesh) else None
+    if mesh is None:
+        return sharding
+    return NamedSharding(mesh, sharding.spec, memory_kind=sharding.memory_kind)
+
+
 def resolve_sharding(sharding, what: str):
     """A NamedSharding, SingleDeviceSharding or device as given; a bare PartitionSpec on the
     current mesh (a sharding constraint in a shard_map body without one: on the body's mesh,
     as JAX's)."""
+    if isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh) \
+            and what != "device_put":
+        return concrete_named(sharding)
     if isinstance(sharding, (NamedSharding, SingleDeviceSharding)):
         return sharding
     if isinstance(sharding, PartitionSpec):

@@ -1641,6 +1641,44 @@ def test_values_are_never_laid_out_on_an_abstract_mesh():
         assert made.sharding == jax.sharding.SingleDeviceSharding(jax.devices()[0])
 
 
+ABSTRACT_OUT_SHARDING = {
+    "zeros": lambda p, s: jnp.zeros(p.shape, out_sharding=s),
+    "zeros + p": lambda p, s: p + jnp.zeros(p.shape, out_sharding=s),
+    "normal + p": lambda p, s: p + jax.random.normal(jax.random.key(3), p.shape,
+                                                     out_sharding=s) * 0,
+    "einsum": lambda p, s: jnp.einsum("ij,jk->ik", p, p, out_sharding=s),
+    "reshard": lambda p, s: jax.sharding.reshard(p.T, s),
+    "device": lambda p, s: p - jnp.full(p.shape, 1.0, device=s),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ABSTRACT_OUT_SHARDING))
+def test_a_typed_sharding_on_the_abstract_mesh_lays_out_on_the_concrete_one(name):
+    """``jax.typeof(x).sharding`` is a NamedSharding on an abstract mesh: as an out_sharding,
+    a ``device=`` or a reshard's target, it means the mesh set (or, under jit, that of the
+    arguments) of those names and sizes, as in JAX. It used to fail on mixed meshes."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    host = np.arange(64, dtype=np.float32).reshape(8, 8)
+    call = ABSTRACT_OUT_SHARDING[name]
+    want = np.asarray(call(host, None)) if name != "reshard" else None
+    expect = {"zeros": np.zeros((8, 8)), "zeros + p": host, "normal + p": host,
+              "einsum": host @ host, "reshard": host.T, "device": host - 1}[name]
+    if want is not None:
+        np.testing.assert_allclose(want, expect, rtol=1e-6)
+
+    def run(p):
+        return call(p, jax.typeof(p).sharding)
+
+    with jax.set_mesh(mesh):
+        p = jax.device_put(host, P("x", "y"))
+        results = [jax.jit(run)(p), run(p)]
+    results.append(jax.jit(run)(jax.device_put(host, NamedSharding(mesh, P("x", "y")))))
+    for out in results:
+        assert str(jax.typeof(out)) == "float32[8@x,8@y]"
+        assert out.sharding == NamedSharding(mesh, P("x", "y"))
+        np.testing.assert_allclose(np.asarray(out), expect, rtol=1e-6)
+
+
 def test_a_mesh_decorates_a_function_as_its_deprecated_context():
     """A Mesh is JAX's ContextDecorator: ``@mesh`` runs the function inside ``with mesh:``."""
     from shardc.sharding import AxisType
