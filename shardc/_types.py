@@ -48,9 +48,20 @@ def _key_type(keys):
     vma_text = of_data._text[of_data._text.index("]") + 1:]
     # the key dimensions as the data's leading ones are split (key<fry>[8@X])
     data_dims = of_data._text[of_data._text.index("[") + 1:of_data._text.index("]")]
-    dims = data_dims.split(",")[:keys.ndim] if keys.ndim else []
+    dims = _top_level_parts(data_dims)[:keys.ndim] if keys.ndim else []
     of_data._text = f"{keys.dtype.name}[{','.join(dims)}]{vma_text}"
     return of_data
+
+
+def _top_level_parts(text: str) -> list:
+    """``text`` split at its commas outside parentheses (``8@(x,y),2`` -> ``8@(x,y)``, ``2``)."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(text[start:k])
+            start = k + 1
+    return parts + [text[start:]]
 
 
 def public_sharding(aval, value=None) -> NamedSharding:

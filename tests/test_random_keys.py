@@ -205,6 +205,30 @@ def test_a_key_arrays_sharding_is_over_the_keys_not_their_words():
                                       np.asarray(random.key_data(random.split(key, 8))))
 
 
+def test_key_data_of_keys_laid_out_on_a_mesh_under_jit_and_their_types():
+    """key_data of a key array laid out on a mesh, traced, is its data as it is (it used to
+    respell a traced value and fail); a key array split over a tuple of axes prints them."""
+    from shardc.sharding import NamedSharding
+    for types in ("Auto", "Explicit"):
+        axis_type = getattr(shardc.sharding.AxisType, types)
+        mesh = shardc.make_mesh((2, 4), ("x", "y"), axis_types=(axis_type,) * 2)
+        keys = random.split(random.key(5), 8)
+        want = np.asarray(random.key_data(keys))
+        for spec in (P(), P("x"), P(("x", "y"))):
+            placed = shardc.device_put(keys, NamedSharding(mesh, spec))
+            np.testing.assert_array_equal(np.asarray(shardc.jit(random.key_data)(placed)), want)
+        one = shardc.device_put(random.key(0), NamedSharding(mesh, P()))
+        np.testing.assert_array_equal(np.asarray(shardc.jit(random.key_data)(one)), [0, 0])
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    keys = shardc.device_put(random.split(random.key(1), 8), NamedSharding(mesh, P(("x", "y"))))
+    assert str(shardc.typeof(keys)) == "key<fry>[8@(x,y)]"
+    pairs = shardc.jit(shardc.vmap(lambda k: random.split(k, 2)))(keys)
+    assert str(shardc.typeof(pairs)) == "key<fry>[8@(x,y),2]"
+    grid = shardc.device_put(random.split(random.key(1), (8, 8)),
+                             NamedSharding(mesh, P(("y", "x"), None)))
+    assert str(shardc.typeof(grid)) == "key<fry>[8@(y,x),8]"
+
+
 def test_key_from_a_traced_seed():
     make = shardc.jit(lambda seed: random.key_data(random.key(seed)))
     np.testing.assert_array_equal(np.asarray(make(jnp.int32(11))), [0, 11])

@@ -574,7 +574,8 @@ def key_data(keys):
     if not isinstance(keys, PRNGKeyArray):
         return jnp.asarray(keys)
     data, sharding = keys._base, keys._base.sharding
-    if isinstance(data, _Array) and isinstance(sharding, NamedSharding) \
+    if isinstance(data, _Array) and not isinstance(data, Tracer) \
+            and isinstance(sharding, NamedSharding) \
             and len(sharding.spec) < data.ndim:
         # spelt as JAX spells the data of keys: the keys' spec and the words' dimension
         entries = tuple(sharding.spec) + (None,) * (data.ndim - len(sharding.spec))
