@@ -229,6 +229,24 @@ def test_key_data_of_keys_laid_out_on_a_mesh_under_jit_and_their_types():
     assert str(shardc.typeof(grid)) == "key<fry>[8@(y,x),8]"
 
 
+def test_a_key_arrays_cotangent_is_float0_of_the_keys_shape():
+    """grad(allow_int=True) and vjp with respect to keys give float0 zeros shaped as the keys
+    (JAX's), not keys over float0 words (which failed as soon as they were used)."""
+    def loss(w, k):
+        return jnp.sum(w * random.uniform(k.reshape(-1)[0], w.shape))
+
+    w = jnp.ones(3)
+    for keys in (random.key(0), random.split(random.key(0), 4)):
+        grads = [shardc.grad(loss, argnums=1, allow_int=True)(w, keys),
+                 shardc.jit(shardc.grad(loss, argnums=1, allow_int=True))(w, keys),
+                 shardc.grad(loss, argnums=(0, 1), allow_int=True)(w, keys)[1],
+                 shardc.vjp(loss, w, keys)[1](1.0)[1]]
+        for g in grads:
+            assert isinstance(g, np.ndarray) and g.dtype == shardc.dtypes.float0
+            assert g.shape == keys.shape
+            assert str(shardc.typeof(g)) == f"float0[{','.join(map(str, keys.shape))}]"
+
+
 def test_key_from_a_traced_seed():
     make = shardc.jit(lambda seed: random.key_data(random.key(seed)))
     np.testing.assert_array_equal(np.asarray(make(jnp.int32(11))), [0, 11])

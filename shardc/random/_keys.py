@@ -26,6 +26,8 @@ from compiler.jit import jit as _jit
 from compiler.tracing import Tracer, bind
 from ir import dtypes as _dt
 from ir import primitives as p
+from ir.core import Aval, TypeSharding
+from ir.float0 import float0_zeros
 from ir.sharding import NamedSharding
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
@@ -369,7 +371,16 @@ def _flatten_keys(keys: PRNGKeyArray):
 
 
 def _unflatten_keys(impl: PRNGImpl, children):
-    return PRNGKeyArray(impl, children[0])
+    (data,) = children
+    if _dt.is_float0(data):
+        # a key array's cotangent (grad with allow_int, vjp): float0 zeros of the keys' own
+        # shape, as JAX's, not keys over float0 words
+        typed = getattr(data, "_float0_aval", None)
+        typed = None if typed is None else typed.type_sharding
+        if typed is not None:
+            typed = TypeSharding.of(typed.mesh, tuple(typed.spec)[:-1])
+        return float0_zeros(Aval(data.shape[:-1], _dt.FLOAT0, type_sharding=typed))
+    return PRNGKeyArray(impl, data)
 
 
 tree.register_pytree_node(PRNGKeyArray, _flatten_keys, _unflatten_keys)
