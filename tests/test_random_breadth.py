@@ -416,6 +416,11 @@ def test_poisson_of_rates_without_draws_and_fold_in_of_large_ints():
     big = random.fold_in(key, 2**32 - 2)
     assert big.shape == () and not np.array_equal(np.asarray(random.key_data(big)),
                                                   np.asarray(random.key_data(key)))
+    for bad in (-1, 2**32):         # no uint32: JAX's OverflowError, never wrapped around
+        for k in (key, random.PRNGKey(0)):
+            with pytest.raises(OverflowError, match=f"Python integer {bad} out of bounds for "
+                                                    "uint32"):
+                random.fold_in(k, bad)
 
 
 def test_dirichlet_of_tiny_alpha_gamma_and_loggamma_agree_and_categorical_broadcasts():

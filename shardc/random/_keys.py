@@ -817,7 +817,9 @@ def fold_in(key, data):
         raise TypeError(f"fold_in accepts a scalar, but was given an array of shape "
                         f"{np.shape(data)} != (). Use jax.vmap for batching.")
     # a Python int is taken as a uint32 (JAX's: up to 2**32 - 1, not only int32's range)
-    if type(data) is int and 0 <= data < 2**32:
+    if type(data) is int:
+        if not 0 <= data < 2**32:
+            raise OverflowError(f"Python integer {data} out of bounds for uint32")
         data = np.uint32(data)
     folded = _fold_data(single_key_data("fold_in", key), data)
     return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else \
