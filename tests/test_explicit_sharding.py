@@ -963,6 +963,12 @@ def test_where_broadcasts_its_operands_to_the_split_they_share(mesh24):
     check_result(jnp.tril(cube), "float32[8@x,4,4]", np.tril(cube_host))
     both = jnp.broadcast_arrays(x, jnp.ones((1, 4)))
     assert [str(jax.typeof(b)) for b in both] == ["float32[8@x,4]", "float32[8@x,4]"]
+    # scalar cases take the condition's split too (they came out unsplit), weak as they were
+    for f in (lambda a: jnp.where(a > 3, 1.0, 0.0), jax.jit(lambda a: jnp.where(a > 3, 1.0, 0.0))):
+        check_result(f(x), "~float32[8@x,4]", np.where(host > 3, 1.0, 0.0).astype(np.float32))
+    check_result(jnp.where(x > 3, 1, 0), "~int32[8@x,4]", np.where(host > 3, 1, 0).astype(np.int32))
+    check_result(jnp.where(x > 3, True, False), "bool[8@x,4]", host > 3)
+    check_result(jnp.copysign(1.0, x), "float32[8@x,4]", np.copysign(1.0, host).astype(np.float32))
 
 
 @pytest.mark.parametrize("reps, want", [((1, 2), "float32[8@x,8]"),

@@ -266,13 +266,14 @@ def broadcast_arrays(*args):
 
 def broadcast_typed_operands(*args, name: str):
     """``broadcast_operands`` as JAX's ``_broadcast_arrays`` (``jnp.where``'s): on Explicit
-    axes, where the shapes differ, every operand of rank above 0 broadcast to the split the
-    operands broadcast to together (an unsplit condition meets split cases)."""
+    axes, where the shapes differ, every operand broadcast to the split the operands
+    broadcast to together (an unsplit condition meets split cases; scalar cases take the
+    condition's split)."""
     sharding = _broadcast_sharding(args, name)
     if sharding is None:
         return broadcast_operands(*args)
     target = broadcast_shapes_of(*[shape_of(a) for a in args])
-    return [a if shape_of(a) == () else _broadcast_typed(a, target, sharding) for a in args]
+    return [_broadcast_typed(a, target, sharding) for a in args]
 
 
 def _broadcast_sharding(arrays, name: str):
