@@ -1029,16 +1029,16 @@ class JitFunction:
         if not _jit_disabled:       # staged, its static arguments are hashed (as JAX's)
             static = _split_static(args, self._static_positions(len(args)))[0]
             self._static_key(static, self._split_static_kwargs(kwargs)[0])
-        args, kwargs = self._place_inputs(args, kwargs)
+        args, kwargs = self._place_inputs(args, kwargs, nested=True)
         if _jit_disabled:
-            return self._constrain_outputs(self.fun(*args, **kwargs))
+            return self._constrain_outputs(self.fun(*args, **kwargs), nested=True)
         # staged, its values are abstract, as in a staged body
         with staging():
             if self.out_shardings is UNSPECIFIED:
                 replayed = self._replayed(args, kwargs)
                 if replayed is not _IN_PLACE:       # (a function may return None)
                     return replayed
-            return self._constrain_outputs(self.fun(*args, **kwargs))
+            return self._constrain_outputs(self.fun(*args, **kwargs), nested=True)
 
     def _replayed(self, args, kwargs):
         """The function's program, traced once per signature, its equations bound in the
@@ -1387,8 +1387,9 @@ class JitFunction:
         _check_hashable(value for _, value in entries)
         return tuple((where, type(value), value) for where, value in entries)
 
-    def _place_inputs(self, args, kwargs):
-        """Lay the positional arguments out by ``in_shardings``."""
+    def _place_inputs(self, args, kwargs, nested=False):
+        """Lay the positional arguments out by ``in_shardings`` (``nested``: a call traced
+        into its caller's program)."""
         if self.in_shardings is UNSPECIFIED:
             return args, kwargs
         if kwargs:
@@ -1404,15 +1405,16 @@ class JitFunction:
         # a list is taken as the tuple it lists (JAX's implicit cast); any other node, a
         # named tuple included, must match the arguments' tuple as it is
         placed = iter(_place_tree(tuple(prefix) if type(prefix) is list else prefix, dynamic,
-                                  self._resolve, "jit in_shardings", names=names))
+                                  self._resolve, "jit in_shardings", names=names,
+                                  nested=nested))
         return tuple(a if k in static else next(placed) for k, a in enumerate(args)), kwargs
 
-    def _constrain_outputs(self, result, deferred=None, given=None):
+    def _constrain_outputs(self, result, deferred=None, given=None, nested=False):
         if self.out_shardings is UNSPECIFIED:
             return result
         names = lambda: ["result" + path for path in tree.leaf_paths(result)]
         return _place_tree(self.out_shardings, result, self._resolve, "jit out_shardings",
-                           deferred, given, names=names)
+                           deferred, given, names=names, nested=nested)
 
     def _count_trace(self) -> None:
         if _no_tracing:
@@ -1913,12 +1915,14 @@ def _prefix_message(prefix, values, what: str) -> str:
     return tree.mismatch_details(name, prefix, values, is_leaf=_is_sharding_leaf)
 
 
-def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, names=None):
+def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, names=None,
+                nested=False):
     """Each leaf of ``values`` laid out by the entry of ``prefix`` covering it (None: as it
     is). Concrete values move now; traced ones get a sharding constraint, or, for one device,
     are noted in ``deferred`` to be placed once the program has run. ``given`` gets each
     leaf's resolved sharding (None where the prefix leaves it as it is); ``names()``, each
-    leaf's name for JAX's error where a sharding names more dimensions than it has."""
+    leaf's name for JAX's error where a sharding names more dimensions than it has.
+    ``nested``: the values are a nested jit's, traced in its caller's program."""
     from compiler.tracing import bind
     leaves, treedef = tree.tree_flatten(values)
     try:
@@ -1964,8 +1968,14 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
         if sharding is not None:
             if isinstance(leaf, Tracer):
                 # A mesh layout is part of the program; a single device is where the caller
-                # gets the value, placed when the program has run.
-                if isinstance(sharding, NamedSharding):
+                # gets the value, placed when the program has run. A nested jit's shardings
+                # retype no value its type splits over Explicit axes already (JAX types a
+                # nested jit's results as its body does).
+                if nested and isinstance(sharding, NamedSharding) \
+                        and sharding.mesh.explicit_axes \
+                        and aval_of(leaf).type_sharding is not None:
+                    pass
+                elif isinstance(sharding, NamedSharding):
                     check_divides(sharding, aval_of(leaf).shape)   # JAX's IndivisibleError
                     leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
                 elif deferred is not None:

@@ -323,6 +323,31 @@ def test_in_shardings_lay_out_an_unmapped_or_closed_over_array_under_a_trace(axi
     assert total.sharding.spec == P("x") and str(shardc.typeof(same)) == f"int32[4{split}]"
 
 
+def test_a_nested_jits_shardings_retype_no_split_value():
+    """JAX types a nested jit's results as its body does (its shardings lay out only the
+    values a call itself takes and gives): called inside another jit on a value split over
+    Explicit axes, ``in_shardings``/``out_shardings`` leave its type as it is. Called at
+    the top, they lay the call's result out."""
+    mesh = shardc.make_mesh((2, 4), ("x", "y"))
+    host = np.arange(128, dtype=np.float32).reshape(8, 16)
+    with shardc.set_mesh(mesh):
+        a = shardc.device_put(host, P("x", "y"))
+        out_sharded = shardc.jit(lambda v: v * 2, out_shardings=NamedSharding(mesh, P(None, "x")))
+        in_sharded = shardc.jit(lambda v: v * 2, in_shardings=NamedSharding(mesh, P("y", None)))
+        assert str(shardc.typeof(out_sharded(a))) == "float32[8,16@x]"
+        seen = []
+
+        def outer(v):
+            inner = out_sharded(v)
+            seen.append(str(shardc.typeof(inner)))
+            return inner
+
+        for result in (shardc.jit(outer)(a), shardc.jit(lambda v: in_sharded(v))(a)):
+            assert str(shardc.typeof(result)) == "float32[8@x,16@y]"
+            np.testing.assert_array_equal(np.asarray(result), host * 2)
+        assert seen == ["float32[8@x,16@y]"]
+
+
 # --- ahead of time: what a lowered or compiled function takes and gives --------------------------
 
 def test_aot_views_of_arguments_and_results():
