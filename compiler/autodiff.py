@@ -121,7 +121,8 @@ def vjp(fun, *primals, has_aux=False):
 
     pullback = _Pullback(linear_prog, tangent_avals, out_tree, in_tree,
                          [aval_of(p) for p in flat_primals], diff, has_aux,
-                         [weakly_typed(p) for p in flat_primals], function_name(fun))
+                         [weakly_typed(p) for p in flat_primals], function_name(fun),
+                         typed_out=not all(weakly_typed(o) for o in outs))
     # a pytree whose leaves are the residuals (as JAX's): it can be a custom_vjp residual, or
     # pass through jit
     vjp_fun = tree.Partial(pullback, list(residuals))
@@ -156,16 +157,20 @@ class _Pullback:
     output cotangent to the primals' (zeros where a primal does not differentiate)."""
 
     def __init__(self, linear_prog, tangent_avals, out_tree, in_tree, primal_avals, diff,
-                 has_aux, primal_weak, name):
+                 has_aux, primal_weak, name, typed_out=False):
         self.name = name        # the differentiated function's, for errors
         self.linear_prog, self.tangent_avals = linear_prog, tangent_avals
         self.out_tree, self.in_tree = out_tree, in_tree
         self.primal_avals, self.diff, self.has_aux = primal_avals, diff, has_aux
-        # a weakly typed real scalar's cotangent is weak too where the cotangent it comes
-        # from is (grad's seed is weak where the output is), as JAX's mostly are: JAX's
-        # depends on the rules on the way (a float power, a custom rule's typed result make
-        # it typed; shardc's is weak there), so a weak array of more dimensions, or a complex
-        # one, gets a typed one
+        # a weakly typed real scalar's cotangent is weak where the cotangent it comes from is
+        # (grad's seed is weak where the output is), or where a typed output shows that the
+        # scalar met a typed value: JAX converts it to a typed one there, and that
+        # conversion's transpose gives the cotangent the scalar's weak type back
+        # (grad(lambda s: sum(W * s))(1.5) is weak; vjp(lambda s: s * s, 1.5) pulled back
+        # from a typed cotangent is typed). JAX's depends on the rules on the way too (a
+        # float power's or a custom rule's typed result make it typed, shardc's is weak
+        # there); a weak array of more dimensions, or a complex one, gets a typed one
+        self.typed_out = typed_out
         self.primal_weak = [w and not aval.shape and aval.dtype.kind != "c"
                             for w, aval in zip(primal_weak, primal_avals)]
 
@@ -191,7 +196,8 @@ class _Pullback:
         flat = [instantiate(next(it), aval.to_ct()) if d
                 else float0_zeros(aval) for aval, d in zip(self.primal_avals, self.diff)]
         seed_weak = all(weakly_typed(c) for c in ct_leaves if c is not None)
-        weak = [w and d and seed_weak for w, d in zip(self.primal_weak, self.diff)]
+        weak = [w and d and (seed_weak or self.typed_out)
+                for w, d in zip(self.primal_weak, self.diff)]
         return tree.tree_unflatten(self.in_tree,
                                    _weakened_results(flat, weak, ct_leaves + list(residuals)))
 

@@ -138,11 +138,22 @@ CASES = {
     "vjp's cotangent": (lambda: jax.vjp(lambda x: x * 2.0, 1.0)[1](1.0)[0], "~float32[]"),
     "linearize's value": (lambda: jax.linearize(jnp.exp, 1.0)[0], "~float32[]"),
     "grad at a typed scalar": (lambda: jax.grad(jnp.sin)(jnp.float32(1)), "float32[]"),
-    # the cotangent of a weak scalar is typed where the one it comes from is, or complex
+    # the cotangent of a weak scalar is typed where the one it comes from is and nothing
+    # typed met the scalar on the way, or complex
     "vjp's cotangent, of a typed one": (
         lambda: jax.vjp(lambda x: x * x, 2.0)[1](jnp.float32(1))[0], "float32[]"),
+    "vjp's typed cotangent of a weak output": (
+        lambda: jax.vjp(lambda x: x * 2, 2.0)[1](jnp.float32(1))[0], "float32[]"),
+    # where it met a typed value (a typed output shows it), JAX's conversion of it to a typed
+    # value transposes to a weak cotangent
     "grad of a typed output": (lambda: jax.grad(lambda x: x * jnp.float32(3))(2.0),
-                               "float32[]"),
+                               "~float32[]"),
+    "grad of a sum with a typed array": (
+        lambda: jax.grad(lambda x: jnp.sum(np.ones(3, np.float32) * x))(1.5), "~float32[]"),
+    "value_and_grad's gradient": (
+        lambda: jax.value_and_grad(lambda x: jnp.sum(jnp.ones(3) + x))(1.5)[1], "~float32[]"),
+    "vjp's cotangent where the output is typed": (
+        lambda: jax.vjp(lambda x: jnp.ones(3) * x, 1.5)[1](jnp.ones(3))[0], "~float32[]"),
     "grad at a Python complex": (lambda: jax.grad(lambda x: jnp.abs(x) ** 2)(1.0 + 2.0j),
                                  "complex64[]"),
     "grad of an int argument's partner": (lambda: jax.grad(lambda x, y: x * y)(2.0, 3),
