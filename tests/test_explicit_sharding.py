@@ -1389,6 +1389,28 @@ def test_convolution_of_a_batch_split_input_keeps_the_split():
         assert str(jax.typeof(grad)) == "float32[4@x,8,8,3]"
 
 
+@pytest.mark.parametrize("groups, layout", [(2, "NCHW"), (4, "NCHW"), (2, "NHWC")])
+def test_grouped_convolution_of_a_batch_split_input_keeps_the_split(groups, layout):
+    """feature_group_count > 1 on a batch split over x: it failed in a reshape that split the
+    features and merged the positions at once (JAX's reshape rule refuses that)."""
+    rng = np.random.default_rng(1)
+    images = rng.normal(size=(8, 4, 6, 6)).astype(np.float32)
+    kernel = rng.normal(size=(4, 4 // groups, 3, 3)).astype(np.float32)
+    if layout == "NHWC":
+        images, kernel = images.transpose(0, 2, 3, 1), kernel.transpose(2, 3, 1, 0)
+    numbers = ("NCHW", "OIHW", "NCHW") if layout == "NCHW" else ("NHWC", "HWIO", "NHWC")
+    conv = lambda a: lax.conv_general_dilated(a, kernel, (1, 1), "SAME",
+                                              dimension_numbers=numbers,
+                                              feature_group_count=groups)
+    want = np.asarray(conv(images))
+    with jax.set_mesh(jax.make_mesh((2, 4), ("x", "y"))):
+        split = jax.device_put(images, P("x"))
+        for run in (conv, jax.jit(conv)):
+            got = run(split)
+            assert str(jax.typeof(got)) == f"float32[8@x,{','.join(map(str, want.shape[1:]))}]"
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
 def test_iterating_a_split_array_gives_its_rows_on_one_device():
     mesh = jax.make_mesh((2, 4), ("x", "y"))
     data = np.arange(32.0, dtype=np.float32).reshape(2, 16)

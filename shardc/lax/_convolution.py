@@ -257,12 +257,15 @@ def _im2col_product(x, w, strides, rhs_dilation, out_sizes, groups, preferred=No
         product = dot_general(cols, kernel, (((1, 2), (1, 2)), ((), ())),
                               preferred_element_type=preferred)
         return jnp.reshape(jnp.transpose(product, (0, 2, 1)), (n, o) + tuple(out_sizes))
-    cols = jnp.reshape(jnp.stack(patches, axis=2), (n, groups, i, len(taps), positions))
+    # (each reshape either merges or splits dimensions, never both: a split batch's type
+    # allows each on its own, as JAX's reshape rule does)
+    cols = jnp.reshape(jnp.stack(patches, axis=2), (n, c, len(taps), positions))
+    cols = jnp.reshape(cols, (n, groups, i, len(taps), positions))
     kernel = jnp.reshape(w, (groups, o // groups, i, len(taps)))
     # [G, N, P, O/G]: batch over groups, contract input features and taps
     product = dot_general(cols, kernel, (((2, 3), (2, 3)), ((1,), (0,))),
                           preferred_element_type=preferred)
-    product = jnp.transpose(product, (1, 0, 3, 2))
+    product = jnp.reshape(jnp.transpose(product, (1, 0, 3, 2)), (n, o, positions))
     return jnp.reshape(product, (n, o) + tuple(out_sizes))
 
 
