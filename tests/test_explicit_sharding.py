@@ -1411,6 +1411,18 @@ def test_grouped_convolution_of_a_batch_split_input_keeps_the_split(groups, layo
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
 
 
+def test_resize_of_a_split_array_runs_eagerly_as_under_jit():
+    """JAX's resize is jitted: its static cut is a slice, eagerly too (it failed as a gather)."""
+    host = np.arange(128, dtype=np.float32).reshape(8, 16)
+    with jax.set_mesh(jax.make_mesh((2, 4), ("x", "y"))):
+        a = jax.device_put(host, P("x", None))
+        for run in (jnp.resize, jax.jit(jnp.resize, static_argnums=1)):
+            check_result(run(a, (4, 16)), "float32[4@x,16]", host[:4])
+            with pytest.raises(ShardingTypeError, match="slicing on sharded dims where out dim "
+                                                        r"\(15\) is not divisible"):
+                run(a, (3, 5))       # as JAX's: a cut that leaves uneven blocks
+
+
 def test_iterating_a_split_array_gives_its_rows_on_one_device():
     mesh = jax.make_mesh((2, 4), ("x", "y"))
     data = np.arange(32.0, dtype=np.float32).reshape(2, 16)

@@ -674,7 +674,8 @@ def resize(a, new_shape):
     if n == 0 or total == 0:
         return zeros(new_shape, dtype_of(a))
     repeats = -(-total // n)
-    return reshape(tile(a, repeats)[:total], new_shape)
+    # a slice, not indexing: JAX's resize is jitted, where a static slice is one
+    return reshape(slice_axis(tile(a, repeats), 0, 0, total), new_shape)
 
 
 def delete(arr, obj, axis=None, *, assume_unique_indices=False):
