@@ -296,6 +296,18 @@ def _own_spec(value, mesh, manual=None):
 _PMAP_AXIS = "_internal_pmap_axis_name"
 
 
+# JAX's explanation after an in_axes that is no prefix of the positional arguments
+_PMAP_PREFIX_HELP = (
+    "\n\nThe 'full pytree' here is the tuple of arguments passed positionally to the pmapped "
+    "function, and the value of `in_axes` must be a tree prefix of that tuple. But it was not "
+    "a prefix.{}\n\nCheck that the value of the `in_axes` argument to `pmap` is a tree "
+    "prefix of the tuple of arguments passed positionally to the pmapped function.")
+_PMAP_KWARGS_HELP = (
+    "\n\nWhen some arguments are passed by keyword to the pmapped function, they are not "
+    "included in the comparison to `in_axes`. Instead, each argument passed by keyword is "
+    "mapped over its leading axis. See the description of `in_axes` in the `pmap` docstring.")
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=()):
     """Map ``fun`` over a leading (``in_axes``) dimension, one slice per device, with
@@ -326,9 +338,13 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                 else (in_axes,) * len(dynamic))
         # keyword arguments are mapped over their leading axis, as JAX's
         leaves, treedef = tree.tree_flatten((dynamic, kwargs))
-        leaf_axes = tree.broadcast_prefix((tuple(axes), {k: 0 for k in kwargs}),
-                                          (dynamic, kwargs), is_leaf=lambda a: a is None,
-                                          name="pmap in_axes")
+        try:
+            leaf_axes = tree.broadcast_prefix((tuple(axes), {k: 0 for k in kwargs}),
+                                              (dynamic, kwargs), is_leaf=lambda a: a is None,
+                                              name="pmap in_axes")
+        except tree.PrefixError as err:
+            raise ValueError(str(err) + _PMAP_PREFIX_HELP.format(
+                _PMAP_KWARGS_HELP if kwargs else "")) from None
         sizes = {int(np.shape(leaf)[a]) for leaf, a in zip(leaves, leaf_axes) if a is not None}
         if axis_size is not None:
             sizes.add(int(axis_size))

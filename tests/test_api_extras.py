@@ -407,6 +407,11 @@ def test_pmap_errors_in_jaxs_words():
         jax.pmap(lambda a: a, devices=[])
     with pytest.raises(NameError, match="unbound axis name: batch"):
         jax.pmap(lambda a: jax.lax.psum(a, "batch"))(np.arange(4)[None])
+    x = jnp.array([3.14])
+    with pytest.raises(ValueError, match=re.escape("each argument passed by keyword is mapped")):
+        jax.pmap(lambda a, b: a, in_axes=((0, 0), 0))(a=(x, x), b=x)
+    with pytest.raises(ValueError, match="must be a tree prefix of that tuple"):
+        jax.pmap(lambda a, b: a, in_axes=((0, 0), 0))(x, x)
     with pytest.raises(ValueError, match=re.escape(
             "`perm` does not represent a permutation: [1, 1]")):
         jax.pmap(lambda a: jax.lax.pshuffle(a, perm=[1, 1], axis_name="i"), "i")(np.arange(2))
