@@ -273,6 +273,19 @@ def test_jit_int_argument_out_of_range_is_jax_overflow_error(entry):
             call(lambda a: a, value)
 
 
+@pytest.mark.parametrize("call, name, position, value", [
+    (lambda v: lax.add(jnp.array(7), v), "add", 1, np.array("hello")),
+    (lambda v: lax.mul(1.0, v), "mul", 1, object()),
+    (lambda v: lax.sub(v, 1.0), "sub", 0, "abc"),
+    (lambda v: lax.sin(v), "sin", 0, "x"),
+])
+def test_lax_operand_that_is_no_jax_value_is_jaxs_bind_error(call, name, position, value):
+    with pytest.raises(TypeError, match=re.escape(
+            f"Error interpreting argument to {name} as a JAX value. The problematic value is of "
+            f"type {type(value)} and was passed to {name} at position {position}.")):
+        call(value)
+
+
 def test_operators_leave_other_operands_to_their_own_operators():
     """``array * v`` with ``v`` no JAX type is left to ``v``'s reflected operator (JAX's):
     a class defining one is used, anything else is Python's TypeError naming both types."""

@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import aval_of, bind, is_python_scalar
+from compiler.tracing import aval_of, bind, is_jax_value, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
@@ -213,9 +213,21 @@ def check_operand_dtypes(name: str, accepted, *operands, same: bool = True) -> N
         raise same_dtypes_error(name, dtypes)
 
 
+def check_operand_values(name: str, *operands) -> None:
+    """JAX's TypeError (its Primitive.bind's) for an operand that is no JAX value: a string,
+    an array of strings or objects, any other object."""
+    for i, x in enumerate(operands):
+        if not is_jax_value(x):
+            raise TypeError(f"Error interpreting argument to {name} as a JAX value. The "
+                            f"problematic value is of type {type(x)} and was passed to {name} "
+                            f"at position {i}.\n")
+
+
 def check_operand_ranks(name: str, *operands) -> None:
     """JAX's check that a lax operation's operands of rank above 0 share one rank (lax
-    broadcasts size-1 dimensions, never missing ones): TypeError naming the ranks."""
+    broadcasts size-1 dimensions, never missing ones): TypeError naming the ranks. Each must
+    be a JAX value first."""
+    check_operand_values(name, *operands)
     ranks = {len(shape_of(x)) for x in operands} - {0}
     if len(ranks) > 1:
         raise TypeError(f"{name}: arrays must have the same number of dimensions, got "
@@ -315,6 +327,7 @@ def with_accuracy(fn, name: str, checked: bool = True):
     def op(x, *, accuracy=None):
         if checked:
             check_accuracy(accuracy)
+        check_operand_values(name, x)
         return fn(x)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = (f"Elementwise {name} (JAX's lax.{name}); ``accuracy``: None, a "
