@@ -666,6 +666,16 @@ class Compiled:
     # -- JAX's ahead-of-time views: what the program takes and gives ------------------------
 
     @property
+    def in_tree(self):
+        """The structure of a call's arguments, ``((positional ...), {keyword ...})``."""
+        return self.call_as[3]
+
+    @property
+    def out_tree(self):
+        """The structure of its results."""
+        return self.closed.out_tree
+
+    @property
     def in_avals(self):
         """The arguments' types: ``((per positional argument ...), {per keyword ...})``."""
         _, _, _, in_tree, avals = self.call_as
@@ -792,12 +802,28 @@ class Compiled:
             full = _rebuild(static, args, len(static) + len(args))
         mesh = self.context_mesh
         if mesh is None or current_mesh() is mesh:
-            return jitted(*full, **kwargs, **static_kwargs)
+            return self._typed_as_compiled(jitted(*full, **kwargs, **static_kwargs))
         push_mesh(mesh)         # the program runs as lowered: under the mesh set then
         try:
-            return jitted(*full, **kwargs, **static_kwargs)
+            return self._typed_as_compiled(jitted(*full, **kwargs, **static_kwargs))
         finally:
             pop_mesh(mesh)
+
+    def _typed_as_compiled(self, result):
+        """A call's results weakly typed as the program compiled gives them, not as the
+        arguments of this call would (``lower(3.0).compile()(jnp.float32(4))`` is weak, and
+        ``lower(int32 struct).compile()(3)`` typed, as JAX's)."""
+        leaves, out_tree = tree.tree_flatten(result)
+        weak = iter(self.closed.out_weak)
+        fixed = []
+        for k, leaf in enumerate(leaves):
+            if k in self.closed.float0_outs:
+                fixed.append(leaf)
+                continue
+            w = next(weak, None)
+            setter = getattr(leaf, "with_weak", None)
+            fixed.append(leaf if w is None or setter is None else setter(bool(w)))
+        return tree.tree_unflatten(out_tree, fixed)
 
     def _check_argument_shardings(self, leaves, required, names) -> None:
         """JAX's ValueError for a committed array laid out otherwise than the program takes

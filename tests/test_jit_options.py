@@ -350,6 +350,27 @@ def test_a_nested_jits_shardings_retype_no_split_value():
 
 # --- ahead of time: what a lowered or compiled function takes and gives --------------------------
 
+def test_a_compiled_call_types_its_results_as_compiled():
+    """Weak types come from the signature compiled for, not from the call's arguments (JAX's:
+    a Python int passed where an int32 was compiled for gives an int32 result)."""
+    struct = shardc.ShapeDtypeStruct((), jnp.int32)
+    compiled = shardc.jit(lambda x, y: 2 * x + y).trace(struct, struct).lower().compile()
+    out = compiled(3, 4)
+    assert int(out) == 10 and not out.weak_type
+    assert (out + jnp.int8(1)).dtype == jnp.int32
+    weak = shardc.jit(lambda x: x * 2).lower(3.0).compile()(jnp.float32(4.0))
+    assert float(weak) == 8.0 and weak.weak_type
+    pair = shardc.jit(lambda x: (x, x * 2.0)).lower(jnp.float32(1)).compile()(2.0)
+    assert [p.weak_type for p in pair] == [False, False]
+
+
+def test_lowered_and_compiled_give_their_trees():
+    lowered = shardc.jit(lambda x, y: {"a": x + y, "b": (x,)}).lower(jnp.ones(2), 1.0)
+    for stage in (lowered, lowered.compile()):
+        assert stage.in_tree == shardc.tree.flatten(((1, 1), {}))[1]
+        assert stage.out_tree == shardc.tree.flatten({"a": 1, "b": (1,)})[1]
+
+
 def test_aot_views_of_arguments_and_results():
     auto = shardc.make_mesh((2,), ("x",), axis_types=(shardc.sharding.AxisType.Auto,))
     arr = shardc.device_put(np.arange(8, dtype=np.int32), NamedSharding(auto, P("x")))
