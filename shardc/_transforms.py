@@ -191,17 +191,25 @@ def _refused_at_call(f, mesh, error: Exception):
 
 
 def _check_context_mesh(given) -> None:
-    """JAX's ValueError for a shard_map given a mesh inside a shard_map body whose mesh (its
-    manual axes typed Manual) is another: a nested shard_map takes the context's mesh
-    (``mesh=`` omitted, or ``get_abstract_mesh()``)."""
+    """JAX's ValueError for a shard_map given a mesh other than the context's: the mesh set,
+    or inside a shard_map body the body's mesh (its manual axes typed Manual; a nested
+    shard_map takes the context's mesh: ``mesh=`` omitted, or ``get_abstract_mesh()``)."""
     body = current_shard_context()
-    if body is None or given is None:
+    if given is None:
         return
-    context = body_abstract_mesh(body)
+    if body is None:
+        # outside any body: the mesh set (``set_mesh``), where one is, must be the one given
+        # (its abstract mesh: names, sizes and axis types), as JAX's _shmap_checks
+        mesh = current_mesh()
+        if mesh is None or not mesh.axis_names:
+            return
+        context = mesh.abstract_mesh
+    else:
+        context = body_abstract_mesh(body)
     theirs = given if isinstance(given, AbstractMesh) else given.abstract_mesh
     if theirs != context:
-        raise ValueError(f"The context mesh {context!r} should match the mesh passed to "
-                         f"shard_map {given!r}")
+        raise ValueError(f"The context mesh {context} should match the mesh passed to "
+                         f"shard_map {given}")
 
 
 def _current_mesh(abstract=None, args=()):

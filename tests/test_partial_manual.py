@@ -199,13 +199,31 @@ def test_a_nested_shard_map_given_another_mesh_is_jaxs_context_mesh_error(given)
                              out_specs=P(None, "y"), axis_names={"y"})(b)
 
     h = jax.shard_map(outer, mesh=MESH, in_specs=P("x"), out_specs=P("x"), axis_names={"x"})
-    passed = repr(MESH if given == "mesh" else MESH.abstract_mesh)
+    passed = str(MESH if given == "mesh" else MESH.abstract_mesh)
     with pytest.raises(ValueError) as err:
         h(jnp.asarray(X))
     assert str(err.value) == (
         "The context mesh AbstractMesh('x': 4, 'y': 2, axis_types=(Manual, Explicit), "
         "device_kind=cpu, num_cores=None, platform=cpu) should match the mesh passed to "
         f"shard_map {passed}")
+
+
+def test_a_shard_map_given_another_mesh_than_the_one_set_is_jaxs_error():
+    """Outside any body, a mesh set by set_mesh must be the shard_map's (names, sizes and
+    axis types), eagerly as under jit: JAX 0.10's _shmap_checks. It ran eagerly before."""
+    other = jax.make_mesh((8,), ("k",))
+    auto = jax.make_mesh((4, 2), ("i", "j"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    with jax.set_mesh(jax.make_mesh((4, 2), ("i", "j"))):
+        for mesh, spec in ((other, P("k")), (auto, P("i"))):
+            f = jax.shard_map(lambda b: b * 2, mesh=mesh, in_specs=spec, out_specs=spec)
+            for run in (f, jax.jit(f)):
+                with pytest.raises(ValueError, match=re.escape(
+                        "The context mesh AbstractMesh('i': 4, 'j': 2, axis_types=(Explicit, "
+                        "Explicit), device_kind=cpu, num_cores=None, platform=cpu) should match "
+                        f"the mesh passed to shard_map {mesh}")):
+                    run(jnp.arange(16.0))
+    f = jax.shard_map(lambda b: b * 2, mesh=other, in_specs=P("k"), out_specs=P("k"))
+    np.testing.assert_array_equal(np.asarray(f(jnp.arange(16.0))), np.arange(16.0) * 2)
 
 
 def test_omitted_in_specs_name_the_manual_axes_only():

@@ -230,8 +230,13 @@ def test_shard_map_errors_on_partial_sums(mesh):
                                          "reduced present on the out_aval"):
         jax.shard_map(lambda x: x, in_specs=P(), out_specs=P(reduced={"x"}))(np.ones(4))
     auto = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
-    with pytest.raises(ValueError, match="can only be used when the mesh passed to shard_map "
-                                         "contains axis names all of type `Explicit`"):
+    with jax.set_mesh(auto), pytest.raises(
+            ValueError, match="can only be used when the mesh passed to shard_map contains axis "
+                              "names all of type `Explicit`"):
+        jax.shard_map(lambda x: x, mesh=auto, in_specs=P(), out_specs=P(unreduced={"x"}))(
+            np.ones(4))
+    # under the Explicit mesh set, the Auto one is first the wrong mesh (JAX's order)
+    with pytest.raises(ValueError, match="should match the mesh passed to shard_map"):
         jax.shard_map(lambda x: x, mesh=auto, in_specs=P(), out_specs=P(unreduced={"x"}))(
             np.ones(4))
 
