@@ -28,7 +28,8 @@ import shardc.numpy as jnp
 from ir.sharding_rules import named_sharding
 from shardc._devices import device_put
 from shardc.random import PRNGKeyArray, key_data
-from shardc.sharding import body_abstract_mesh, resolve_sharding
+from shardc.sharding import (NamedSharding, body_abstract_mesh, resolve_sharding,
+                             with_sharding_constraint)
 from shardc.tree_util import tree_map
 
 __all__ = ["jit", "pmap", "shard_map"]
@@ -384,8 +385,10 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         out_leaves, out_tree = tree.tree_flatten(outs)
         out_dims = tree.broadcast_prefix(out_axes, tree.tree_unflatten(out_tree, out_leaves),
                                          is_leaf=lambda a: a is None, name="pmap out_axes")
-        placed = [out[0] if d is None else jnp.moveaxis(out, 0, d)
-                  for out, d in zip(out_leaves, out_dims)]
+        # an unmapped result (out_axes None) is device 0's, replicated over the devices
+        replicated = NamedSharding(mesh, PartitionSpec())
+        placed = [with_sharding_constraint(out[0], replicated) if d is None
+                  else jnp.moveaxis(out, 0, d) for out, d in zip(out_leaves, out_dims)]
         return tree.tree_unflatten(out_tree, placed)
 
     # JAX 0.10's pmap is a jitted shard_map: traced once per signature, then run from its cache

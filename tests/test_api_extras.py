@@ -425,6 +425,16 @@ def test_removed_device_put_variants_are_jaxs_attribute_errors():
         jax.no_such_name
 
 
+def test_pmap_unmapped_results_are_replicated_over_its_devices():
+    x = np.arange(16.0).reshape(8, 2)
+    first, rows = jax.pmap(lambda a, b: (a, b), in_axes=(0, None), out_axes=(None, 0))(x, x)
+    assert first.shape == (2,) and rows.shape == (8, 8, 2)
+    assert len(first.addressable_shards) == len(rows.addressable_shards) == 8
+    np.testing.assert_array_equal(np.asarray(first), x[0])
+    for shard in first.addressable_shards:
+        np.testing.assert_array_equal(shard.data, x[0])
+
+
 def test_pmap_is_traced_once_per_signature_and_lowers_as_jit():
     """JAX 0.10's pmap is a jitted shard_map: the function's Python runs at the first call of
     each signature only, and ``lower`` gives jit's stages."""
