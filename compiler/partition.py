@@ -1094,7 +1094,15 @@ def _dot_general_rule(mesh, eqn, values) -> list:
     if pending:      # an uneven contracted split's padding adds nothing (zero on both sides)
         x = _masked(mesh, x, _typed_as(mesh, a.aval, want_x), lc, 0)
         y = _masked(mesh, y, _typed_as(mesh, b.aval, want_y), rc, 0)
-    result = bind(prims.dot_general_p, x, y, **block_params(eqn))
+    params = block_params(eqn)
+    # bfloat16 partial sums are kept and summed in float32, rounded once after the sum: XLA's
+    # CPU product accumulates bfloat16 in float32 and its partitioner sums before the
+    # rounding, so a split contraction gives the unsplit product's bits (rounding each
+    # device's term first was off by an ulp of the largest term)
+    widen = out.aval.dtype == _dtypes.bfloat16 and bool(pending) and not unreduced
+    if widen:
+        params = dict(params, preferred_element_type=np.dtype(np.float32))
+    result = bind(prims.dot_general_p, x, y, **params)
     why = "needed by the contraction (split a free dimension instead to avoid it)"
     for d, names in scatter:
         _note(mesh, "reduce_scatter", names, "partial sums", out.aval.str_short(), result,
@@ -1113,6 +1121,8 @@ def _dot_general_rule(mesh, eqn, values) -> list:
         _note(mesh, "all_reduce", summed, "partial sums", out.aval.str_short(), result,
               f"the contraction is split over {', '.join(summed)} on both sides", why)
         result = bind(coll.psum_p, result, mesh_axes=summed)
+    if widen:
+        result = bind(prims.convert_element_type_p, result, new_dtype=out.aval.dtype)
     return [relayout(mesh, result, out.aval.shape, tuple(product), target, out.aval)]
 
 

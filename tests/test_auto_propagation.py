@@ -1010,3 +1010,24 @@ def test_a_shard_map_in_a_loop_or_branch_keeps_its_layout_on_auto_axes():
     numeric = (reference(np.full((8, 8), 0.1) + eps * probe, x)
                - reference(np.full((8, 8), 0.1) - eps * probe, x)) / (2 * eps)
     np.testing.assert_allclose(grad[2, 3], numeric, rtol=1e-3)
+
+
+@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
+def test_bfloat16_product_over_a_split_contraction_has_the_unsplit_bits(axis_type):
+    """The partial sums of a bfloat16 product split along its contraction are summed in
+    float32 and rounded once, as XLA's CPU product is: the same bits as the unsplit product
+    (rounding each device's term first was an ulp of the largest term off)."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(getattr(jax.sharding.AxisType, axis_type),))
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((64, 16)), jnp.bfloat16)
+    w = jnp.asarray(rng.standard_normal((16, 8)), jnp.bfloat16)
+    gram = jax.jit(lambda v: jnp.matmul(v.T, v, out_sharding=NamedSharding(mesh, P())))
+    split = jax.device_put(x, NamedSharding(mesh, P("x")))
+    whole, parts = np.asarray(gram(x)), np.asarray(gram(split))
+    assert parts.dtype == whole.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(parts.view(np.uint16), whole.view(np.uint16))
+    if axis_type == "Explicit":
+        return          # (a gradient over the split batch asks for its out_sharding there)
+    grad = jax.jit(jax.grad(lambda w, v: jnp.sum((v @ w).astype(jnp.float32) ** 2)))
+    np.testing.assert_array_equal(np.asarray(grad(w, split)).view(np.uint16),
+                                  np.asarray(grad(w, x)).view(np.uint16))
