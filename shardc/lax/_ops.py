@@ -217,7 +217,7 @@ def check_operand_values(name: str, *operands) -> None:
     """JAX's TypeError (its Primitive.bind's) for an operand that is no JAX value: a string,
     an array of strings or objects, any other object."""
     for i, x in enumerate(operands):
-        if not is_jax_value(x):
+        if not is_jax_value(x) and not _dt.is_float0(x):     # (float0's is its own error)
             raise TypeError(f"Error interpreting argument to {name} as a JAX value. The "
                             f"problematic value is of type {type(x)} and was passed to {name} "
                             f"at position {i}.\n")
