@@ -44,7 +44,7 @@ from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
-from ir.core import Aval, Program, programs_in
+from ir.core import Aval, Program, Var, programs_in
 from ir.float0 import float0_aval, float0_zeros
 from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, arguments_on, check_divides, check_rank,
                          check_unique_axes, current_mesh,
@@ -330,6 +330,7 @@ def _placing(compiled, leaves, outs):
             shardings = [g if isinstance(g, NamedSharding) and g == s else s
                          for s, g in zip(shardings, compiled.given)]
         return TypedPlacement(typed, mesh, shardings)
+    leaves = [leaf for k, leaf in enumerate(leaves) if k not in compiled.unused]
     mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
             or split_mesh([], outs, None) or placement_mesh(outs))
     if mesh is not None:
@@ -374,6 +375,13 @@ def _left_for_auto_axes(program: Program) -> dict:
             left[id(eqn.outvars[0])] = sharding.with_spec(
                 sharding.spec.update(partitions=entries))
     return left
+
+
+def _unused_inputs(program: Program) -> frozenset:
+    """The places of the inputs ``program`` never reads (JAX's pruned arguments)."""
+    read = {id(a) for eqn in program.eqns for a in eqn.invars if isinstance(a, Var)}
+    read.update(id(a) for a in program.outvars if isinstance(a, Var))
+    return frozenset(k for k, v in enumerate(program.invars) if id(v) not in read)
 
 
 def _partitioned(program: Program, values, pending: list | None = None) -> tuple:
@@ -501,7 +509,7 @@ def result_structs(closed: ClosedProgram, shardings):
 def execute_equation(prim, values, params) -> list:
     """Run one equation (a shard_map with its body program) on concrete values: lower it as a
     one-equation module and execute it, as jit would."""
-    from ir.core import Eqn, Var
+    from ir.core import Eqn
     backend = get_backend()
     invars = [Var(aval_of(v).strip_vma()) for v in values]
     outvars = [Var(a) for a in typed_avals(prim, [v.aval for v in invars], params)]
@@ -575,6 +583,9 @@ class Compiled:
     # position; by name), and the dynamic ones' tree and types
     call_as: Any = None
     arg_shardings: tuple = ()   # how each argument arrived (None: a host value)
+    # the arguments (by place) the program never reads, which JAX prunes (keep_unused=False):
+    # their layouts decide no device
+    unused: frozenset = frozenset()
     compiled: bool = False      # ``compile()``'s view: its results' layouts are known
     context_mesh: Any = None    # the mesh set when it was lowered: it runs under it
     # what a call runs where not the jitted function itself: a jit with ``device=`` moves
@@ -721,8 +732,8 @@ class Compiled:
 
     def _arguments_mesh(self):
         """The mesh an argument is laid out on, else the mesh set as the context."""
-        for sharding in self.arg_shardings:
-            if isinstance(sharding, NamedSharding):
+        for k, sharding in enumerate(self.arg_shardings):
+            if isinstance(sharding, NamedSharding) and k not in self.unused:
                 return sharding.mesh
         return self.context_mesh
 
@@ -1043,6 +1054,9 @@ class JitFunction:
         return result
 
     compiler_options: dict = {}     # XLA's, given to jit: they change nothing here
+    # whether arguments the program never reads still count (JAX prunes them: they decide
+    # no device, and a donated one is not donated)
+    keep_unused: bool = False
 
     def _inline(self, args, kwargs):
         """Under another trace the body is traced in place, its shardings as constraints."""
@@ -1355,6 +1369,8 @@ class JitFunction:
                 if isinstance(leaf, Tracer) or not hasattr(leaf, "is_deleted") \
                         or leaf.is_deleted() or id(leaf) in kept:
                     continue
+                if position.get(id(leaf)) in compiled.unused:
+                    continue       # an argument the program never reads is pruned, as JAX's
                 if not getattr(leaf, "_committed", False) and _device_count(leaf) < spread \
                         and _split_on_entry(compiled.module.program, position.get(id(leaf))):
                     continue       # moved from its device onto the mesh in blocks: a copy
@@ -1562,15 +1578,20 @@ class JitFunction:
         _check_ordered_effects(closed.program, shardings)
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         inspections: list = []          # made when it is compiled (``_settled``)
-        program, inserted, propagated = _partitioned(dce(closed.program),
-                                                     list(closed.consts) + leaves, inspections)
+        program = dce(closed.program)
+        unused = (frozenset() if self.keep_unused or self.in_shardings is not UNSPECIFIED
+                  else _unused_inputs(program))
+        program, inserted, propagated = _partitioned(
+            program, list(closed.consts) + [None if k in unused else leaf
+                                            for k, leaf in enumerate(leaves)], inspections)
         closed = dataclasses.replace(closed, program=program)
         const_shardings = tuple(get_backend().sharding_of(c) for c in closed.consts)
         module = lower_module(closed.program, const_shardings + shardings)
         module.inserted, module.propagated = inserted, propagated
         return Compiled(closed, module, place_after=bool(deferred), given=given or None,
                         call_as=call_as, arg_shardings=shardings, context_mesh=current_mesh(),
-                        constraint_devices=traced_constraints, inspections=inspections)
+                        constraint_devices=traced_constraints, inspections=inspections,
+                        unused=unused)
 
     def _lowered_on(self, args, kwargs, abstract: AbstractMesh, device_assignment) -> Compiled:
         """The program traced for ``abstract`` lowered on ``device_assignment`` (the mesh of
@@ -2294,4 +2315,6 @@ def jit(fun: Callable = None, *, in_shardings=UNSPECIFIED, out_shardings=UNSPECI
     jitted = JitFunction(fun, **options)
     if compiler_options:
         jitted.compiler_options = dict(compiler_options)
+    if keep_unused:
+        jitted.keep_unused = True
     return jitted

@@ -350,6 +350,31 @@ def test_a_nested_jits_shardings_retype_no_split_value():
 
 # --- ahead of time: what a lowered or compiled function takes and gives --------------------------
 
+def test_arguments_the_program_never_reads_are_pruned():
+    """As JAX's (keep_unused=False): an argument the program never reads decides no device,
+    so a program of constants (an optimizer's zeros) is on the default device, uncommitted,
+    and a later step taking it by in_shardings moves it; a donated one is not donated."""
+    mesh = shardc.make_mesh((2, 4), ("a", "b"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
+    sh = NamedSharding(mesh, P("a", "b"))
+    params = shardc.device_put(jnp.ones((8, 16)), sh)
+    moments = shardc.jit(jnp.zeros_like)(params)
+    assert type(moments.sharding).__name__ == "SingleDeviceSharding" and not moments.committed
+    step = shardc.jit(lambda p, m: (p - 0.1 * m, m * 0.9 + p), in_shardings=(sh, sh),
+                      out_shardings=(sh, sh))
+    new_params, new_moments = step(params, moments)
+    assert new_moments.sharding == sh
+    np.testing.assert_array_equal(np.asarray(new_moments), np.ones((8, 16)))
+    make = lambda: shardc.device_put(jnp.arange(128.0).reshape(8, 16), sh)
+    x = make()
+    for keep, deleted in ((False, False), (True, True)):
+        y = make()
+        shardc.jit(lambda v, w: v * 2, donate_argnums=1, keep_unused=keep)(x, y)
+        assert y.is_deleted() is deleted
+    y = make()
+    shardc.jit(lambda v, w: v * 2 + w * 0, donate_argnums=1)(x, y)
+    assert y.is_deleted()
+
+
 def test_a_compiled_call_types_its_results_as_compiled():
     """Weak types come from the signature compiled for, not from the call's arguments (JAX's:
     a Python int passed where an int32 was compiled for gives an int32 result)."""
