@@ -32,18 +32,18 @@ def custom_vjp_jvp_error() -> TypeError:
     return TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
 
 
-def inline_calls(program: Program) -> Program:
+def inline_calls(program: Program, every_remat: bool = False) -> Program:
     """``program`` with every custom_jvp/custom_vjp call, ``name`` equation and remat holding a
-    shard_map replaced by what it computes, in sub-programs too (``program`` itself when there
-    is none).
+    shard_map (``every_remat``: every remat, for propagation to see through) replaced by what
+    it computes, in sub-programs too (``program`` itself when there is none).
 
     Inlined bodies get fresh variables, so one body inlined twice never binds a variable twice.
     Raises TypeError at a ``custom_lin`` equation (a custom_vjp function under ``jvp``).
     """
-    if not _holds_rewritten(program):
+    if not _holds_rewritten(program, every_remat):
         return program
     eqns: list = []
-    outvars = _inline_into(program, {}, eqns, fresh=False)
+    outvars = _inline_into(program, {}, eqns, fresh=False, every_remat=every_remat)
     return Program(list(program.constvars), list(program.invars), eqns, outvars,
                    list(program.consts))
 
@@ -65,16 +65,18 @@ def _differs(new, old) -> bool:
     return any(a is not b for a, b in zip(new, old))
 
 
-def _holds_rewritten(program: Program) -> bool:
-    return any(_rewrites(eqn) or any(_holds_rewritten(sub) for _, _, sub in sub_programs(eqn))
+def _holds_rewritten(program: Program, every_remat: bool = False) -> bool:
+    return any(_rewrites(eqn, every_remat)
+               or any(_holds_rewritten(sub, every_remat) for _, _, sub in sub_programs(eqn))
                for eqn in program.eqns)
 
 
-def _rewrites(eqn: Eqn) -> bool:
+def _rewrites(eqn: Eqn, every_remat: bool = False) -> bool:
     """Custom calls, names and custom_lin always; a remat only around a shard_map (lowering
-    must find it). Other remats stay, as printed: lowering and backends run them inline."""
+    must find it), or where ``every_remat``. Other remats stay, as printed: lowering and
+    backends run them inline."""
     if eqn.primitive is prims.remat_p:
-        return _holds_shard_map(eqn.params["jaxpr"])
+        return every_remat or _holds_shard_map(eqn.params["jaxpr"])
     return eqn.primitive in _REWRITTEN
 
 
@@ -84,7 +86,8 @@ def _holds_shard_map(program: Program) -> bool:
                for eqn in program.eqns)
 
 
-def _inline_into(program: Program, subst: dict, eqns: list, fresh: bool) -> list:
+def _inline_into(program: Program, subst: dict, eqns: list, fresh: bool,
+                 every_remat: bool = False) -> list:
     """Append ``program``'s equations to ``eqns`` with calls inlined; returns its outputs.
     ``subst`` maps the program's variables to the atoms that replace them."""
     def read(atom):
@@ -98,13 +101,14 @@ def _inline_into(program: Program, subst: dict, eqns: list, fresh: bool) -> list
         if prim is prims.name_p:
             subst[id(eqn.outvars[0])] = invars[0]
             continue
-        if prim in INLINED_CALLS and _rewrites(eqn):
+        if prim in INLINED_CALLS and _rewrites(eqn, every_remat):
             body = eqn.params["jaxpr"]
             inner = {id(v): a for v, a in zip(list(body.constvars) + list(body.invars), invars)}
-            for outer, atom in zip(eqn.outvars, _inline_into(body, inner, eqns, fresh=True)):
+            for outer, atom in zip(eqn.outvars, _inline_into(body, inner, eqns, fresh=True,
+                                                             every_remat=every_remat)):
                 subst[id(outer)] = atom
             continue
-        eqn = replace_sub_programs(eqn, inline_calls)
+        eqn = replace_sub_programs(eqn, lambda sub: inline_calls(sub, every_remat))
         outvars = list(eqn.outvars)
         if fresh:
             outvars = [Var(v.aval) for v in eqn.outvars]

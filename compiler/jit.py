@@ -396,7 +396,8 @@ def _partitioned(program: Program, values, pending: list | None = None) -> tuple
     # a mesh with Auto axes (its Explicit ones, if any, split values as their types say)
     if mesh is not None and type_meshes(program) <= {mesh}:
         reference = spelling_reference(program, values[len(program.constvars):])
-        program = propagate(inline_calls(program), layouts, mesh)
+        # (remats inlined: past autodiff a remat is its body, which propagation sees through)
+        program = propagate(inline_calls(program, every_remat=True), layouts, mesh)
         typed = [a.aval for a in program.outvars]
         propagated = (mesh, typed, result_shardings(typed, mesh, reference))
     program = inspected(program, *placement_of(layouts, mesh),

@@ -1031,3 +1031,17 @@ def test_bfloat16_product_over_a_split_contraction_has_the_unsplit_bits(axis_typ
     grad = jax.jit(jax.grad(lambda w, v: jnp.sum((v @ w).astype(jnp.float32) ** 2)))
     np.testing.assert_array_equal(np.asarray(grad(w, split)).view(np.uint16),
                                   np.asarray(grad(w, x)).view(np.uint16))
+
+
+def test_a_remat_is_seen_through_by_propagation():
+    """Past autodiff a remat is its body: its results (and a gradient through it) are laid
+    out as without it, as JAX's, where they came out replicated."""
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    w = jax.device_put(jnp.arange(64.0).reshape(8, 8) / 100, NamedSharding(mesh, P(None, "model")))
+    f = lambda w: jnp.sum(jnp.sin(w))
+    for run in (jax.jit(jax.grad(jax.checkpoint(f))), jax.jit(jax.checkpoint(jnp.sin)),
+                jax.jit(jax.grad(jax.remat(f)))):
+        out = run(w)
+        assert out.sharding.spec == P(None, "model")
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(jax.checkpoint(f)))(w)),
+                               np.cos(np.arange(64.0).reshape(8, 8) / 100), rtol=1e-6)
