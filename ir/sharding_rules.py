@@ -792,7 +792,10 @@ def shard_map_result_split(mesh, spec, body_aval) -> tuple:
     ndim = body_aval.ndim if body_aval is not None else len(spec)
     names = spec_names(spec) + ((),) * (ndim - len(spec))
     inner = spec_of(body_aval) if body_aval is not None else ((),) * ndim
-    return tuple(tuple(a for a in own if a in explicit) + tuple(kept)
+    # (an axis the out_spec names already, a vmap's spmd axis over a batched result, is not
+    # named twice)
+    return tuple(tuple(a for a in own if a in explicit)
+                 + tuple(k for k in kept if k not in own)
                  for own, kept in zip(names, inner))
 
 

@@ -15,7 +15,7 @@ import shardc as jax
 import shardc.numpy as jnp
 from shardc import lax
 from shardc.experimental.shard_map import shard_map as old_shard_map
-from shardc.sharding import AxisType, PartitionSpec as P
+from shardc.sharding import AxisType, NamedSharding, PartitionSpec as P
 from ir.sharding import ShardingTypeError
 
 MESH = jax.make_mesh((4, 2), ("x", "y"))
@@ -309,7 +309,6 @@ def test_a_dimension_split_over_a_manual_and_an_automatic_axis(wrap):
 def test_a_constraint_in_a_body_may_not_name_a_manual_axis(names):
     """JAX's error: a body holds one block along a manual axis, so a with_sharding_constraint
     there may name the axes left automatic only (eagerly and under jit)."""
-    from shardc.sharding import NamedSharding
     mesh = jax.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
 
     def body(v):
@@ -583,3 +582,22 @@ def test_partial_manual_body_closes_over_a_value_split_over_an_axis_it_leaves_ex
                               out_specs=P(None, "tp"))
         with pytest.raises(NotImplementedError, match="Closing over inputs to shard_map"):
             whole(w)
+
+
+def test_vmap_of_a_partial_manual_shard_map_over_a_split_batch():
+    """The batch split over an Explicit axis the shard_map leaves automatic is named once in
+    the result's type (it was named twice, and the spec refused), eagerly and under jit, with
+    and without spmd_axis_name."""
+    from shardc import lax
+    m = jax.make_mesh((2, 2, 2), ("b", "x", "y"))
+    host = np.arange(64.0).reshape(4, 4, 4)
+    x = jax.device_put(jnp.asarray(host), NamedSharding(m, P("b", "x")))
+    pm = jax.shard_map(lambda a: lax.psum(a, "x"), mesh=m, in_specs=P("x"), out_specs=P(),
+                       axis_names={"x"})
+    want = host[:, :2] + host[:, 2:]
+    with jax.set_mesh(m):
+        for run in (jax.vmap(pm), jax.jit(jax.vmap(pm)), jax.vmap(pm, spmd_axis_name="b"),
+                    jax.jit(jax.vmap(pm, spmd_axis_name="b"))):
+            out = run(x)
+            assert str(jax.typeof(out)) == "float32[4@b,2,4]"
+            np.testing.assert_array_equal(np.asarray(out), want)
