@@ -579,6 +579,12 @@ def _follow_layouts(prim, values, layouts, outs):
     if prim is prims.sharding_constraint_p or not any(
             layouts_mod.meaningful(l) for l in layouts):
         return outs
+    if prim in layouts_mod.ELEMENTWISE:
+        # an operand of unknown layout is laid out as it lies: elementwise, JAX's result is
+        # laid out as that (a gradient's result, say, on its mesh)
+        layouts = [v.sharding if l is layouts_mod.UNKNOWN
+                   and isinstance(getattr(v, "sharding", None), NamedSharding) else l
+                   for v, l in zip(values, layouts)]
     result = layouts_mod.result_layout(prim, layouts, [aval_of(v).shape for v in values],
                                        [aval_of(o).shape for o in outs])
     placed = []

@@ -1045,3 +1045,18 @@ def test_a_remat_is_seen_through_by_propagation():
         assert out.sharding.spec == P(None, "model")
     np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(jax.checkpoint(f)))(w)),
                                np.cos(np.arange(64.0).reshape(8, 8) / 100), rtol=1e-6)
+
+
+def test_an_elementwise_operation_on_a_gradient_keeps_its_layout():
+    """A gradient of a shard_map comes out laid out on the mesh; an elementwise operation on
+    it eagerly keeps that layout, as JAX's (it came out on one device)."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    f = jax.shard_map(lambda a: jnp.sin(a) * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    x = jnp.arange(32.0).reshape(8, 4)
+    _, pullback = jax.vjp(f, x)
+    (ct,) = pullback(x)
+    assert ct.sharding == NamedSharding(mesh, P("x"))
+    shifted = ct + 1
+    assert shifted.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_allclose(np.asarray(shifted), np.cos(np.arange(32.0).reshape(8, 4)) * 2
+                               * np.arange(32.0).reshape(8, 4) + 1, rtol=1e-5)
