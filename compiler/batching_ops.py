@@ -5,14 +5,16 @@ algebra and sharding constraints.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
+
 from compiler.batching import (batch_at, batch_size, batch_split_of, batching_rules,
                               broadcast_batch, elementwise_rule, keep_dim_rule, literal,
                               loop_rule, member_aval, moveaxis, ndim_of, reduction_rule,
                               shape_of, shift_axes, spec_entry, unbatched_rule, vectorize,
                               with_batch_dim)
-from compiler.tracing import aval_of, bind
+from compiler.tracing import Tracer, aval_of, bind
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec, spec_axes
 from ir.sharding_rules import named_sharding
@@ -457,8 +459,23 @@ def _sharding_constraint_rule(values, dims, *, sharding, spmd_axis_name=None):
             batch_axes = tuple(typed.spec[0])
             if not set(batch_axes) & set(spec_axes(sharding.spec)):
                 spec = PartitionSpec(spec_entry(batch_axes), *sharding.spec)
+        if not isinstance(x, Tracer) and not sharding.mesh.explicit_axes:
+            # run eagerly, JAX compiles the batched constraint: a dimension its axes do not
+            # divide (a size-1 one, say) comes out unsplit, where a placement would refuse it
+            spec = _dividing(spec, aval_of(x).shape, sharding.mesh)
         sharding = NamedSharding(sharding.mesh, spec)
     return [bind(prims.sharding_constraint_p, x, sharding=sharding)], [0]
+
+
+def _dividing(spec: PartitionSpec, shape, mesh) -> PartitionSpec:
+    """``spec`` without the entries whose axes do not divide their dimension."""
+    entries = []
+    for size, entry in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
+        names = () if entry is None or entry is PartitionSpec.UNCONSTRAINED else (
+            (entry,) if isinstance(entry, str) else tuple(entry))
+        shards = math.prod(mesh.shape[a] for a in names) if names else 1
+        entries.append(None if names and size % shards else entry)
+    return spec.update(partitions=tuple(entries))
 
 
 def _constraint_spec(sharding: NamedSharding, spmd_axis_name) -> PartitionSpec:

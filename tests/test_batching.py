@@ -695,3 +695,18 @@ def test_the_gradient_of_a_batched_cond_takes_nothing_from_branches_not_taken():
     np.testing.assert_allclose(np.asarray(grads), [0.0, 0.0, 0.25])
     values = shardc.vmap(safe_sqrt)(np.array([0.0, 4.0, 9.0], np.float32))
     np.testing.assert_allclose(np.asarray(values), [eps, 2.0, 3.0])
+
+
+def test_eager_vmap_of_a_constraint_on_a_dimension_its_axes_do_not_divide():
+    """Eagerly, JAX compiles the batched constraint: a size-1 dimension asked to be split
+    comes out unsplit, as under jit (it was refused as indivisible)."""
+    from shardc.sharding import AxisType, NamedSharding
+    mesh = jax.make_mesh((2, 4), ("dp", "tp"), axis_types=(AxisType.Auto,) * 2)
+    s = NamedSharding(mesh, jax.P("dp", "tp"))
+    f = lambda v: jax.lax.with_sharding_constraint(v[None] * 2, s)
+    for run in (jax.vmap(f), jax.jit(jax.vmap(f))):
+        out = run(jnp.ones((8, 32)))
+        assert out.shape == (8, 1, 32) and out.sharding.spec == jax.P(None, None, "tp")
+        np.testing.assert_array_equal(np.asarray(out), np.full((8, 1, 32), 2.0))
+    split = jax.vmap(lambda v: jax.lax.with_sharding_constraint(v * 2, s))(jnp.ones((8, 2, 32)))
+    assert split.sharding.spec == jax.P(None, "dp", "tp")
