@@ -7,7 +7,7 @@ import contextlib
 import numpy as np
 
 from compiler import tree
-from compiler.jit import abstract_stand_ins, trace_function
+from compiler.jit import UNSPECIFIED, JitFunction, abstract_stand_ins, trace_function
 from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, check_callable, weakly_typed
 from ir.sharding import Mesh, NamedSharding, PartitionSpec, current_mesh
@@ -46,6 +46,11 @@ def eval_shape(fun, *args, **kwargs):
     found by tracing it: nothing runs. Arguments may be arrays, ``ShapeDtypeStruct``s or other
     objects with a shape and a dtype (avals), as JAX abstracts them."""
     check_callable(fun)
+    if isinstance(fun, JitFunction) and fun.out_shardings is not UNSPECIFIED \
+            and current_shard_context() is None:
+        # a jitted function's out_shardings lay its results out: they report them (JAX's; the
+        # usual way to find the layouts a checkpoint is restored to)
+        return fun.eval_shape(*args, **kwargs)
     args, kwargs = abstract_stand_ins((args, kwargs))
     if current_shard_context() is not None:
         # in a shard_map body: traced where it stands (what it adds, nothing reads), so that

@@ -154,6 +154,18 @@ def test_jacrev_with_aux():
 
 # --- eval_shape, device_get, names ---------------------------------------------------------------
 
+def test_eval_shape_of_a_jit_with_out_shardings_reports_them():
+    """jax.eval_shape(jax.jit(init, out_shardings=...)) gives the layouts the results would
+    have (JAX's: how a checkpoint's target layouts are found); it gave no sharding."""
+    from shardc.sharding import AxisType, NamedSharding
+    mesh = jax.make_mesh((2, 4), ("a", "b"), axis_types=(AxisType.Auto,) * 2)
+    init = lambda k: {"w": jax.random.normal(k, (8, 16)), "b": jnp.zeros(16)}
+    shardings = {"w": NamedSharding(mesh, jax.P("a", "b")), "b": NamedSharding(mesh, jax.P())}
+    abstract = jax.eval_shape(jax.jit(init, out_shardings=shardings), jax.random.key(0))
+    assert abstract["w"].shape == (8, 16) and abstract["w"].sharding == shardings["w"]
+    assert abstract["b"].sharding == shardings["b"]
+
+
 def test_eval_shape_runs_nothing():
     calls = []
 
