@@ -392,6 +392,11 @@ def _partitioned(program: Program, values, pending: list | None = None) -> tuple
     None: its types are its own)."""
     propagated = None
     layouts = [getattr(v, "sharding", None) for v in values]
+    # a value the program closes over is a constant to JAX: laid out on Auto axes, its layout
+    # decides nothing (a jitted function of captured parameters is laid out by its arguments)
+    layouts[:len(program.constvars)] = [
+        None if isinstance(l, NamedSharding) and l.mesh.are_all_axes_auto else l
+        for l in layouts[:len(program.constvars)]]
     mesh = program_mesh(program, layouts)
     # a mesh with Auto axes (its Explicit ones, if any, split values as their types say)
     if mesh is not None and type_meshes(program) <= {mesh}:
