@@ -1939,10 +1939,7 @@ def _check_devices(compiled, leaves, fun_name: str, names) -> None:
                              f"{described[0]} and {described[1]}")
 
 
-def _is_sharding_leaf(entry) -> bool:
-    """None, a sharding, a device or a PartitionSpec (a tuple, but one entry)."""
-    return (entry is None or isinstance(entry, PartitionSpec)
-            or not isinstance(entry, (tuple, list, dict)))
+_is_sharding_leaf = tree.is_spec_leaf
 
 
 def _prefix_message(prefix, values, what: str) -> str:

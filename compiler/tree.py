@@ -40,6 +40,16 @@ def is_registered(cls) -> bool:
     return cls in _registry
 
 
+def is_spec_leaf(x) -> bool:
+    """A leaf of a tree of shardings, specs or devices given as a prefix of a value's tree
+    (jit's in_shardings, device_put's targets): None, a PartitionSpec (a tuple, but one
+    entry), or anything that is no pytree node (a built-in container or a registered class)."""
+    from ir.sharding import PartitionSpec
+    if x is None or isinstance(x, PartitionSpec):
+        return True
+    return not isinstance(x, (tuple, list, dict)) and not is_registered(type(x))
+
+
 def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 

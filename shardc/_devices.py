@@ -12,7 +12,7 @@ from compiler.eager import ShardTrace
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ProgramTrace, Tracer, aval_of, check_jax_leaves,
                               device_put_traced, innermost_trace, weakened, weakly_typed)
-from compiler.tree import flatten_axes, leaf_paths, tree_flatten, tree_unflatten
+from compiler.tree import flatten_axes, is_spec_leaf, leaf_paths, tree_flatten, tree_unflatten
 from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, normal_spec,
@@ -169,8 +169,9 @@ def _device_put_traced(value, target, src):
 
 
 def _is_target(s) -> bool:
-    """A leaf of ``device_put``'s targets: a sharding, a PartitionSpec or a device."""
-    return not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
+    """A leaf of ``device_put``'s targets: a sharding, a PartitionSpec or a device (None
+    among them is a leaf too: the value stays where it is)."""
+    return is_spec_leaf(s)
 
 
 def _device_put_in_body(x, leaves, device):

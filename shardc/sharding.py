@@ -371,7 +371,7 @@ def _constrained(x, shardings, what: str):
 def _targets(x, shardings, what: str) -> list:
     """The sharding (or spec) asked of each leaf of ``x``: ``shardings`` a prefix of its tree
     (with_sharding_constraint refuses a None among them, as JAX's)."""
-    is_leaf = lambda s: not isinstance(s, (tuple, list, dict)) or isinstance(s, PartitionSpec)
+    is_leaf = tree.is_spec_leaf
     if what != "with_sharding_constraint":
         return tree.broadcast_prefix(shardings, x, is_leaf=is_leaf, name=f"{what} shardings")
     targets = tree.flatten_axes(f"{what} shardings", shardings, x, is_leaf=is_leaf)
