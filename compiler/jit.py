@@ -44,12 +44,12 @@ from compiler.layouts import meaningful
 from ir import dtypes
 from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
-from ir.core import Aval, Program, Var, programs_in
+from ir.core import Aval, Program, TypeSharding, Var, programs_in
 from ir.float0 import float0_aval, float0_zeros
-from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, arguments_on, check_divides, check_rank,
-                         check_unique_axes, current_mesh,
+from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, AxisType, arguments_on,
+                         check_divides, check_rank, check_unique_axes, current_mesh,
                          Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, Sharding,
-                         spec_axes, UNCONSTRAINED)
+                         spec_axes, spec_names, UNCONSTRAINED)
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (annotated_meshes, program_mesh, propagate, result_shardings,
@@ -592,6 +592,8 @@ class Compiled:
     # the arguments (by place) the program never reads, which JAX prunes (keep_unused=False):
     # their layouts decide no device
     unused: frozenset = frozenset()
+    # the Explicit mesh whose Auto twin the program runs on (``_twin_for``), or None
+    twin: Any = None
     compiled: bool = False      # ``compile()``'s view: its results' layouts are known
     context_mesh: Any = None    # the mesh set when it was lowered: it runs under it
     # what a call runs where not the jitted function itself: a jit with ``device=`` moves
@@ -1223,8 +1225,9 @@ class JitFunction:
             _refuse_execution(self.fun)
         if compiled.module.inserted:
             check_inserted(compiled.module.inserted)
+        run_on = leaves if compiled.twin is None else [_to_twin(leaf) for leaf in leaves]
         outs = _own_results(get_backend().execute(compiled.module,
-                                                  list(closed.consts) + _held(leaves)),
+                                                  list(closed.consts) + _held(run_on)),
                             compiled.module)
         if compiled.placing is None:
             placing = _placing(compiled, leaves, outs)
@@ -1237,6 +1240,8 @@ class JitFunction:
             outs = compiled.placing(outs)
         if device is not None:
             outs = get_backend().on_device(outs, device)
+        if compiled.twin is not None:
+            outs = _typed_from_twin(outs)
         if self.donate_argnums or self.donate_argnames:
             # the caller's own arrays, where the call used their buffers (as JAX's)
             outs = self._donate(*given, static_argnums, outs, compiled, placed=(args, kwargs))
@@ -1585,6 +1590,10 @@ class JitFunction:
         # Work nothing reads goes before lowering (e.g. a gradient's unused forward value).
         inspections: list = []          # made when it is compiled (``_settled``)
         program = dce(closed.program)
+        twin = _twin_for(program, leaves)
+        if twin is not None:
+            leaves = [_to_twin(leaf) for leaf in leaves]
+            shardings = tuple(get_backend().sharding_of(leaf) for leaf in leaves)
         unused = (frozenset() if self.keep_unused or self.in_shardings is not UNSPECIFIED
                   else _unused_inputs(program))
         program, inserted, propagated = _partitioned(
@@ -1597,7 +1606,7 @@ class JitFunction:
         return Compiled(closed, module, place_after=bool(deferred), given=given or None,
                         call_as=call_as, arg_shardings=shardings, context_mesh=current_mesh(),
                         constraint_devices=traced_constraints, inspections=inspections,
-                        unused=unused)
+                        unused=unused, twin=twin)
 
     def _lowered_on(self, args, kwargs, abstract: AbstractMesh, device_assignment) -> Compiled:
         """The program traced for ``abstract`` lowered on ``device_assignment`` (the mesh of
@@ -2046,6 +2055,75 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
                 (leaf,) = get_backend().on_device([leaf], sharding.device)
         placed.append(leaf)
     return tree.tree_unflatten(treedef, placed)
+
+
+def _twin_for(program: Program, leaves) -> "Mesh | None":
+    """The Explicit mesh a program runs on the Auto twin of, or None. Arguments that jit's
+    in_shardings laid out on an Explicit mesh from no mesh are typed by themselves (unsplit)
+    while laid out split; with no mesh set, XLA lays such a program out from their layouts,
+    and its results report the layouts it chose as their types (JAX's). On the twin,
+    propagation does the same. Only on a mesh of Explicit axes alone, and not where any type
+    splits a value, or the program names the mesh itself (a shard_map on it, a
+    constraint)."""
+    if current_mesh() is not None:
+        return None
+    meshes, laid = set(), False
+    for leaf in leaves:
+        sharding = getattr(leaf, "sharding", None)
+        if not isinstance(sharding, NamedSharding):
+            continue
+        meshes.add(sharding.mesh)
+        if aval_of(leaf).type_sharding is not None:
+            return None
+        laid = laid or bool(spec_axes(sharding.spec))
+    if not laid or len(meshes) != 1:
+        return None
+    (mesh,) = meshes
+    if not isinstance(mesh, Mesh) or len(mesh.explicit_axes) != len(mesh.axis_names) \
+            or type_meshes(program) or mesh in annotated_meshes(program):
+        return None
+    return mesh
+
+
+def _to_twin(leaf):
+    """An argument laid out on an Explicit mesh, as laid out on its Auto twin (the same
+    blocks)."""
+    sharding = getattr(leaf, "sharding", None)
+    if not isinstance(sharding, NamedSharding) or not sharding.mesh.explicit_axes:
+        return leaf
+    entries = list(sharding.spec)       # spelt as a layout XLA reads back: no trailing None
+    while entries and entries[-1] is None:
+        entries.pop()
+    return leaf.retyped_on(NamedSharding(auto_twin(sharding.mesh),
+                                         sharding.spec.update(partitions=entries)), leaf.aval)
+
+
+@functools.lru_cache(maxsize=64)
+def auto_twin(mesh: Mesh) -> Mesh:
+    """``mesh`` with every axis Auto (the same devices, names and sizes), which knows the
+    mesh it stands for (``_twin_of``)."""
+    twin = Mesh(mesh.devices, mesh.axis_names,
+                axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+    twin._twin_of = mesh
+    return twin
+
+
+def _typed_from_twin(outs) -> list:
+    """Results laid out on an Explicit mesh's Auto twin, as they are on that mesh: their
+    layouts are their types there (JAX's results of a program XLA laid out)."""
+    placed = []
+    for out in outs:
+        sharding = getattr(out, "sharding", None)
+        explicit = getattr(getattr(sharding, "mesh", None), "_twin_of", None)
+        if explicit is None:
+            placed.append(out)
+            continue
+        spec = sharding.spec            # spelt as XLA's layouts read back (as on the twin)
+        names = spec_names(spec) + ((),) * (out.ndim - len(spec))
+        placed.append(out.retyped_on(
+            NamedSharding(explicit, spec),
+            out.aval.with_sharding(TypeSharding.of(explicit, names) if any(names) else None)))
+    return placed
 
 
 def ndim_of_leaf(leaf) -> int:

@@ -401,6 +401,15 @@ class Array(metaclass=abc.ABCMeta):
         result.sharding = sharding
         return result
 
+    def retyped_on(self, sharding, aval: Aval) -> "Array":
+        """This array's blocks as laid out by ``sharding``, a layout of the same blocks on
+        another mesh object of the same devices (an Explicit mesh for its Auto twin), typed
+        by ``aval``."""
+        result = self._shallow_copy()
+        result.sharding, result.aval = sharding, aval
+        result.__dict__.pop("_keyed_sharding", None)
+        return result
+
     def typed_as(self, aval: Aval) -> "Array":
         """This array, its layout kept, typed by ``aval`` (the same shape and dtype, split over
         fewer Explicit axes than its layout is): how jit's in_shardings lay out a value that

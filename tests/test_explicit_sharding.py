@@ -558,7 +558,9 @@ def test_jit_shardings(mesh24):
 def test_jit_in_shardings_of_a_host_value_type_it_unsharded():
     """A host value (or an array on one device) that jit's in_shardings lays out is typed by
     itself, split over no axis, as JAX 0.10.2 types it: ops that refuse a split operand
-    accept it, and an elementwise result is typed (and laid out) unsharded."""
+    accept it. Under a mesh set, the results are typed (and laid out) unsharded; with none
+    set, XLA lays the program out from the arguments' layouts and the results report those
+    layouts as their types (checked against JAX 0.10.2)."""
     rng = np.random.default_rng(1)
     a = rng.integers(-4, 5, size=(8, 16)).astype(np.float32)
     b = rng.integers(-4, 5, size=(16, 4)).astype(np.float32)
@@ -576,9 +578,32 @@ def test_jit_in_shardings_of_a_host_value_type_it_unsharded():
                      a * 2)
     # a NamedSharding with no mesh set, on a host value and on an array on one device
     for value in (a, jnp.asarray(a)):
-        check_result(jax.jit(cumsum, in_shardings=NamedSharding(mesh24, P("x")))(value),
-                     "float32[8,16]", np.cumsum(a, 0))
+        out = jax.jit(cumsum, in_shardings=NamedSharding(mesh24, P("x")))(value)
+        check_result(out, "float32[8@x,16]", np.cumsum(a, 0))
+        assert out.sharding.spec == P("x")
+        both = NamedSharding(mesh24, P("x", "y"))
+        check_result(jax.jit(lambda u: u.T, in_shardings=both)(value), "float32[16@y,8@x]", a.T)
+        check_result(jax.jit(lambda u: u.reshape(128), in_shardings=both)(value),
+                     "float32[128@x]", a.reshape(128))
+        check_result(jax.jit(lambda u: u.sum(), in_shardings=both)(value), "float32[]", a.sum())
     assert set(seen) == {"float32[8,16]"}
+
+
+def test_a_training_loop_from_host_values_by_in_shardings():
+    """The step's results come back laid out (and typed) as XLA lays them out from the
+    in_shardings, so the next step takes them as they are: it refused them as laid out
+    otherwise than in_shardings says."""
+    mesh = mesh_of((2, 4), ("x", "y"))
+    rows = NamedSharding(mesh, P("x"))
+    step = jax.jit(lambda w, b: (w - 0.1 * b.mean(0), (w * b).sum()),
+                   in_shardings=(rows, NamedSharding(mesh, P())))
+    w, want = np.ones((8, 4), np.float32), np.ones((8, 4), np.float32)
+    for _ in range(3):
+        w, loss = step(w, np.ones((8, 4), np.float32))
+        np.testing.assert_allclose(float(loss), want.sum(), rtol=1e-6)
+        want = want - 0.1
+        assert str(jax.typeof(w)) == "float32[8@x,4]" and w.sharding == rows
+        np.testing.assert_allclose(np.asarray(w), want, rtol=1e-6)
 
 
 def test_with_sharding_constraint_asserts_and_auto_axes_escapes(mesh24):
