@@ -579,7 +579,12 @@ def leaf_paths(tree, is_leaf=None) -> list:
         if node is None:
             paths.append(path)
             return
-        for child, key in zip(node[2], node[3]):
+        keys = node[3]
+        if node[0] in _registry:
+            # a registered type's keys as JAX prints them: its own (a dataclass's fields),
+            # else flat indices
+            keys = [str(key) for key, _ in keyed_children(x)[2]]
+        for child, key in zip(node[2], keys):
             walk(child, path + key)
 
     walk(tree, "")

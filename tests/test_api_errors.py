@@ -510,3 +510,29 @@ def test_transformations_check_the_function_when_given_it(transform):
     with pytest.raises(TypeError) as info:
         transform(_generator)
     assert str(info.value) == f"Expected a function, got a generator function: {_generator}"
+
+
+def test_a_registered_classes_fields_name_a_bad_jit_argument():
+    """A registered dataclass's leaves are named by their fields in the path (JAX's key
+    paths: t.b), a class registered without keys by flat indices; they were named by
+    position."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Lin:
+        w: object
+        b: object
+        act: str
+
+    shardc.tree_util.register_dataclass(Lin, data_fields=["w", "b"], meta_fields=["act"])
+
+    class Box:
+        def __init__(self, x, meta):
+            self.x, self.meta = x, meta
+
+    shardc.tree_util.register_pytree_node(Box, lambda b: ((b.x,), b.meta),
+                                          lambda meta, ch: Box(ch[0], meta))
+    for value, path in ((Lin(jnp.ones(2), object(), "r"), "t.b"),
+                        (Box(object(), 1), "t[<flat index 0>]")):
+        with pytest.raises(TypeError, match=re.escape(f"passed to the function at path {path}.")):
+            shardc.jit(lambda t: t)(value)
