@@ -2026,3 +2026,20 @@ def test_lax_dtype_and_an_index_into_an_empty_dimension():
     with pytest.raises(IndexError, match="index is out of bounds for axis 1 with size 0"):
         shardc.jit(lambda i: x[0, i])(0)
     assert (x[0, :] + x[0, 1:]).shape == (0,)
+
+
+def test_an_update_whose_values_promote_the_array_applies_in_the_wider_dtype():
+    """JAX's scatter promotes the array and the values together, applies the update and casts
+    back: int [3, 5] times 2.5 is [7, 5] (the update was cast to 2 first, giving 6)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)      # JAX's unsafe-cast warning
+        cases = [(jnp.array([3, 5]).at[0].mul(2.5), [7, 5]),
+                 (jnp.array([3, 5]).at[0].mul(-1.5), [-4, 5]),
+                 (jnp.array([3, 5]).at[0].add(-1.5), [1, 5]),
+                 (jnp.array([3, 5], jnp.uint8).at[0].add(-1.5), [1, 5]),
+                 (jnp.array([3, 5], jnp.int8).at[0].set(2.7), [2, 5]),
+                 (shardc.jit(lambda a: a.at[0].mul(2.5))(jnp.array([3, 5])), [7, 5])]
+    for got, want in cases:
+        assert got.dtype in (jnp.int32, jnp.uint8, jnp.int8)
+        np.testing.assert_array_equal(np.asarray(got), want)

@@ -1098,6 +1098,14 @@ def _check_safe_cast(value, dtype) -> None:
                   "releases this will result in an error.", FutureWarning, stacklevel=4)
 
 
+def _promotes(value, dtype) -> bool:
+    """Whether an update's values promote the array's ``dtype`` to another."""
+    try:
+        return result_type(value, np.zeros((), dtype)) != dtype
+    except TypeError:
+        return False              # not a numeric value: the update itself says what is wrong
+
+
 class _IndexedRef:
     def __init__(self, x, index):
         # scalar booleans index new axes of x, which an update's result loses again
@@ -1125,12 +1133,19 @@ class _IndexedRef:
     def _apply(self, value, mode, how, out_sharding, wrap=True):
         _check_safe_cast(value, aval_of(self.x).dtype)
         index = self._index(mode, wrap)
+        update = lambda x, index, value: _update(x, index, value, how)
+        dtype = aval_of(self.x).dtype
+        if how != "set" and _promotes(value, dtype):
+            # JAX's scatter promotes the array and the values together, applies the update,
+            # and casts back: an int array times 2.5 rounds the product, not the 2.5
+            def update(x, index, value):
+                wide = result_type(x, value)
+                return astype(_update(astype(x, wide), index, value, how), dtype)
         if out_sharding is not None:
-            result = auto_axes(lambda x, index, value: _update(x, index, value, how),
-                               axes=explicit_axes_for(out_sharding),
+            result = auto_axes(update, axes=explicit_axes_for(out_sharding),
                                out_sharding=out_sharding)(self.x, index, value)
         else:
-            result = _update(self.x, index, value, how)
+            result = update(self.x, index, value)
         # a scatter's weak type: the operand's, as JAX's
         return weakly_typed_like(self._restore(result), self._operand)
 
