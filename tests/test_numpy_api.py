@@ -2043,3 +2043,15 @@ def test_an_update_whose_values_promote_the_array_applies_in_the_wider_dtype():
     for got, want in cases:
         assert got.dtype in (jnp.int32, jnp.uint8, jnp.int8)
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_mean_in_an_integer_dtype_sums_and_divides_in_it():
+    """As JAX's: the sum wraps around in the dtype asked for and lax divides it toward zero."""
+    cases = [(jnp.mean(jnp.array([100, 100, -3, 7], jnp.int8), dtype=jnp.int8), -13),
+             (jnp.mean(jnp.array([200, 100, 3, 7], jnp.uint8), dtype=jnp.uint8), 13),
+             (jnp.mean(jnp.array([-7, 2]), dtype=jnp.int32), -2)]
+    for got, want in cases:
+        assert int(got) == want
+    rows = shardc.jit(lambda a: jnp.mean(a, 1, dtype=jnp.int16))(jnp.arange(12).reshape(3, 4))
+    assert rows.dtype == jnp.int16
+    np.testing.assert_array_equal(np.asarray(rows), [1, 5, 9])

@@ -229,6 +229,12 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     _check_where("mean", where)
     x = as_array(x)
     count = _how_many(x, axis, keepdims, where)
+    if dtype is not None and np.issubdtype(_dt.canonicalize(dtype), np.integer):
+        # an integer dtype asked for: JAX sums in it (wrapping around) and divides as lax
+        # divides integers (toward zero)
+        wanted = _dt.canonicalize(dtype)
+        total = sum(x, axis, wanted, keepdims=keepdims, where=where)
+        return bind(p.div_p, total, astype(asarray(count), wanted))
     if not _dt.is_inexact(dtype_of(x)):
         x = astype(x, _dt.float_)
     result_dtype = _dt.canonicalize(dtype) if dtype is not None else dtype_of(x)
