@@ -175,6 +175,29 @@ for _p, _f in list(_unary_impls().items()) + list(_binary_impls().items()):
     stacked_rules[_p] = functools.partial(_elementwise_rule, _f)
 
 
+_REFERENCE_DIV = _binary_impls()[prims.div_p]
+
+
+def _divide_as_written(x, y):
+    """A division as written (integers as lax divides them)."""
+    if np.issubdtype(np.result_type(x, y), np.integer):
+        return _REFERENCE_DIV(x, y)
+    return np.divide(x, y)
+
+
+def _div_rule(types: EqnTypes) -> Kernel:
+    """A division whose divisor is broadcast from rank 0 into each block (XLA's reciprocal)
+    as the reference divides it; any other, a per-device scalar's included, as written:
+    stacked, a device's rank-0 block has a leading dimension that must not make its
+    division look broadcast (it gave the reciprocal's bits, an ulp off the reference's)."""
+    x, y = types.in_avals
+    fn = _REFERENCE_DIV if y.ndim == 0 and x.ndim else _divide_as_written
+    return _elementwise_rule(fn, types)
+
+
+stacked_rules[prims.div_p] = _div_rule
+
+
 def _convert_rule(types: EqnTypes) -> Kernel:
     new_dtype = types.params["new_dtype"]
     return Kernel(lambda x: reference.convert_element(x, new_dtype), [types.in_leads[0]])

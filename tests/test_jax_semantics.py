@@ -655,6 +655,40 @@ def test_division_by_a_broadcast_value_is_a_product_with_its_reciprocal_as_in_xl
                                   z / np.complex64(3 + 1j))
 
 
+def test_a_scalar_divided_by_a_constant_under_jit_is_a_product_with_its_reciprocal():
+    """XLA takes a constant divisor's reciprocal into a scalar too (JAX's jit of v / 3 on a
+    scalar); eagerly, and by a computed divisor, a scalar divides as written. A shard_map's
+    per-device scalars divide alike on every backend (stacked, the per-device ones gave the
+    reciprocal's bits while the per-device reference divided as written)."""
+    from compiler.backend import get_backend, set_backend
+    from runtime.reference import ReferenceBackend
+    xs = np.random.default_rng(6).standard_normal(64).astype(np.float32)
+    true = xs / np.float32(3)
+    recip = xs * (np.float32(1) / np.float32(3))
+    assert (true != recip).any()
+    bits = lambda f: np.array([np.asarray(f(x)) for x in xs])
+    np.testing.assert_array_equal(bits(lambda x: jnp.asarray(x) / 3), true)
+    np.testing.assert_array_equal(bits(lambda x: jax.jit(lambda v: v / 3)(jnp.asarray(x))), recip)
+    np.testing.assert_array_equal(
+        bits(lambda x: jax.jit(lambda v, d: v / d)(jnp.asarray(x), jnp.float32(3))), true)
+    mesh = Mesh(np.array(jax.devices()[:8]), ("d",))
+    blocks = xs[:24].reshape(8, 3)
+    want_jit = blocks.sum(1) * (np.float32(1) / np.float32(3))
+    body = lambda b: (b.sum() / 3).reshape(1)
+    previous = get_backend()
+    for backend in (previous, ReferenceBackend()):
+        set_backend(backend)
+        try:
+            f = shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+            got = np.asarray(jax.jit(f)(blocks))
+            np.testing.assert_array_equal(got, want_jit.astype(np.float32))
+            eager = np.asarray(f(blocks))
+            np.testing.assert_array_equal(eager, np.array([np.float32(b.sum()) / np.float32(3)
+                                                           for b in blocks]))
+        finally:
+            set_backend(previous)
+
+
 def test_pmean_divides_as_jaxs_psum_then_division():
     # JAX's pmean is psum(x) / n: a block of rank >= 1 is divided by a broadcast n, which
     # XLA computes as a product with 1 / n; a rank-0 block divides as written. Integers are

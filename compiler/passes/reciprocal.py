@@ -1,6 +1,7 @@
 """Division by a broadcast value, as XLA computes it: ``a / b`` where ``b`` is broadcast (a
-rank-0 value divided into an array, or the result of a ``broadcast_in_dim``) is ``a * (1 / b)``,
-the reciprocal taken once on the value before it is broadcast and rounded to its dtype.
+rank-0 value divided into an array, or the result of a ``broadcast_in_dim``) or a constant
+(a literal, into a scalar too) is ``a * (1 / b)``, the reciprocal taken once on the value
+before it is broadcast and rounded to its dtype.
 
 XLA's algebraic simplifier rewrites such a division that way for float16, float32 and float64
 (bfloat16 is computed in float32 first, and complex numbers are divided as written). The
@@ -51,7 +52,9 @@ def is_broadcast_divisor(divisor, out_aval: Aval, producers: dict):
     """What ``divisor`` is broadcast from where a division into ``out_aval`` divides by a
     broadcast value: ``(value, broadcast equation or None)``; else None."""
     if divisor.aval.ndim == 0:
-        return (divisor, None) if out_aval.ndim else None
+        # a constant divides a scalar so too (XLA's simplifier takes a constant's
+        # reciprocal); a computed scalar into a scalar is divided as written
+        return (divisor, None) if out_aval.ndim or isinstance(divisor, Literal) else None
     producer = producers.get(id(divisor)) if isinstance(divisor, Var) else None
     if producer is not None and producer.primitive is prims.broadcast_in_dim_p:
         source = producer.invars[0]
