@@ -126,13 +126,16 @@ is_weakly_typed = weakly_typed   # a Python number (a bool is typed), or what st
 _PYTHON_SCALAR_TYPES = (bool, int, float, complex)
 
 
-def result_type(*args) -> np.dtype:
+def result_type(*args, return_weak_type_flag: bool = False):
     """The dtype JAX would give an operation on ``args`` (dtypes or values); of key arrays
-    (or key dtypes), their key dtype."""
+    (or key dtypes), their key dtype. ``return_weak_type_flag``: ``(dtype, whether the
+    result is weakly typed)``, as JAX's."""
     if any(_is_key(a) for a in args):
         from shardc.numpy._core import KEY_ARRAY_RULES
-        return KEY_ARRAY_RULES["result_type"](*args)
-    return promotion(*args)[0]
+        dtype = KEY_ARRAY_RULES["result_type"](*args)
+        return (dtype, False) if return_weak_type_flag else dtype
+    dtype, weak = promotion(*args)
+    return (dtype, bool(weak)) if return_weak_type_flag else dtype
 
 
 def _is_key(value) -> bool:

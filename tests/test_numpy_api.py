@@ -2055,3 +2055,14 @@ def test_mean_in_an_integer_dtype_sums_and_divides_in_it():
     rows = shardc.jit(lambda a: jnp.mean(a, 1, dtype=jnp.int16))(jnp.arange(12).reshape(3, 4))
     assert rows.dtype == jnp.int16
     np.testing.assert_array_equal(np.asarray(rows), [1, 5, 9])
+
+
+def test_a_list_of_arrays_and_numbers_given_a_dtype_and_result_types_weak_flag():
+    bf = jnp.asarray([jnp.int8(1), 2], dtype=jnp.bfloat16)       # it raised a TypeError
+    assert bf.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(bf, np.float32), [1, 2])
+    half = jnp.array([jnp.asarray(1.0), 2.0], dtype=jnp.float16)
+    assert half.dtype == jnp.float16
+    assert shardc.dtypes.result_type(2, 2.0, return_weak_type_flag=True) == (jnp.float32, True)
+    assert shardc.dtypes.result_type(jnp.int8(2), 2, return_weak_type_flag=True) == (
+        jnp.int8, False)

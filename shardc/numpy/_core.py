@@ -446,6 +446,8 @@ def _asarray(x, dtype, order):
              for v in leaves],
             [is_python_scalar(v) and not isinstance(v, bool) for v in leaves])
         x = _host_values(x)
+    elif filled and not _all_python_scalars(x):
+        x = _host_values(x)     # arrays among the values, a dtype given (bfloat16 too)
     array = detached(np.asarray(x, dtype=_dt.requested(dtype, "asarray") if dtype is not None
                                 else None), x)
     if not _dt.is_valid(array.dtype):
