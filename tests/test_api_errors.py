@@ -536,3 +536,17 @@ def test_a_registered_classes_fields_name_a_bad_jit_argument():
                         (Box(object(), 1), "t[<flat index 0>]")):
         with pytest.raises(TypeError, match=re.escape(f"passed to the function at path {path}.")):
             shardc.jit(lambda t: t)(value)
+
+
+@pytest.mark.parametrize("name, kinds", [
+    ("sin", "floating, complexfloating"), ("exp", "floating, complexfloating"),
+    ("log1p", "floating, complexfloating"), ("rsqrt", "floating, complexfloating"),
+    ("logistic", "floating, complexfloating"), ("cbrt", "floating"), ("floor", "floating"),
+    ("ceil", "floating"), ("is_finite", "floating")])
+def test_a_lax_operation_of_one_operand_refuses_an_integer(name, kinds):
+    """lax converts nothing: lax.sin of an int32 is JAX's TypeError (it gave a float32, and
+    lax.rsqrt(3) the integer 0)."""
+    with pytest.raises(TypeError, match=re.escape(
+            f"{name} does not accept dtype int32. Accepted dtypes are subtypes of {kinds}.")):
+        getattr(lax, name)(jnp.int32(3))
+    assert getattr(lax, name)(jnp.float32(0.5)).shape == ()

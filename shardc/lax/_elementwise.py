@@ -13,8 +13,8 @@ from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.numpy._core import weakly_typed_like
-from shardc.lax._ops import (check_operand_dtypes, check_operand_ranks, lax_binary,
-                            same_dtypes_error, with_accuracy)
+from shardc.lax._ops import (check_operand_dtypes, check_operand_ranks, check_operand_values,
+                            check_unary_dtype, lax_binary, same_dtypes_error, with_accuracy)
 from shardc.numpy._core import dtype_of as _operand_dtype
 from shardc.lax._shapes import array_operand
 
@@ -243,8 +243,20 @@ exp2, log1p, expm1, tan = (with_accuracy(fn, name) for fn, name in (
 sign = jnp.sign
 atan2 = lax_binary("atan2", (_dt.FLOAT, _dt.COMPLEX), jnp.arctan2,
                    "The angle of ``(x, y)``, of operands of one inexact dtype.")
-floor, ceil, is_finite = jnp.floor, jnp.ceil, jnp.isfinite   # rem: shardc.lax
-cbrt = with_accuracy(jnp.cbrt, "cbrt")
+def _floating_only(fn, name: str):
+    """``fn`` of one operand of a floating dtype only (JAX's lax checks the kind)."""
+    def op(x):
+        check_operand_values(name, x)
+        check_unary_dtype(name, (_dt.FLOAT,), x)
+        return fn(x)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise {name} (JAX's lax.{name}) of a floating operand."
+    return op
+
+
+floor, ceil, is_finite = (_floating_only(fn, name) for fn, name in (    # rem: shardc.lax
+    (jnp.floor, "floor"), (jnp.ceil, "ceil"), (jnp.isfinite, "is_finite")))
+cbrt = with_accuracy(jnp.cbrt, "cbrt", accepted=(_dt.FLOAT,))
 
 
 def pow(x, y):

@@ -320,14 +320,26 @@ def check_accuracy(accuracy) -> None:
         raise NotImplementedError(f"Accuracy {accuracy} not supported")
 
 
-def with_accuracy(fn, name: str, checked: bool = True):
+def check_unary_dtype(name: str, accepted, x) -> None:
+    """JAX's TypeError for a lax operation of one operand given a dtype of another kind (lax
+    converts nothing: ``lax.sin`` of an int32 is an error, not a float32)."""
+    dtype = dtype_of(x)
+    if _dt.kind(dtype) not in accepted:
+        raise TypeError(f"{name} does not accept dtype {np.dtype(dtype).name}. Accepted "
+                        f"dtypes are subtypes of "
+                        f"{', '.join(_KIND_NAMES[k] for k in accepted)}.")
+
+
+def with_accuracy(fn, name: str, checked: bool = True, accepted=(_dt.FLOAT, _dt.COMPLEX)):
     """``fn(x)`` taking JAX's keyword-only ``accuracy`` (checked as JAX does where
-    ``checked``; JAX's CPU lowering of logistic reads none). numpy has one implementation,
-    so any accepted accuracy gives the same values."""
+    ``checked``; JAX's CPU lowering of logistic reads none), on operands of the kinds
+    ``accepted``. numpy has one implementation, so any accepted accuracy gives the same
+    values."""
     def op(x, *, accuracy=None):
         if checked:
             check_accuracy(accuracy)
         check_operand_values(name, x)
+        check_unary_dtype(name, accepted, x)
         return fn(x)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = (f"Elementwise {name} (JAX's lax.{name}); ``accuracy``: None, a "
