@@ -443,3 +443,23 @@ def test_jvp_keeps_the_weak_type_of_python_numbers():
     assert (jax.jvp(lambda x: x * 2.0, (2.0,), (1.0,))[1] + np.float16(1)).dtype == np.float16
     typed = jax.jvp(lambda x: x * 2, (jnp.float32(2.0),), (jnp.float32(1.0),))[0]
     assert (typed + np.float16(1)).dtype == np.float32
+
+
+@pytest.mark.parametrize("name, make", [
+    ("broadcast_in_dim", lambda w: jax.lax.broadcast_in_dim(2.0, (2,), ())),
+    ("reduce_sum", lambda w: jax.lax.reduce_sum(w, (0,))),
+    ("reduce_max", lambda w: jax.lax.reduce_max(w, (0,))),
+    ("cumsum", lambda w: jax.lax.cumsum(w)),
+    ("pad", lambda w: jax.lax.pad(w, 0.0, [(1, 1, 0)])),
+    ("select", lambda w: jax.lax.select(True, 0.5, 0.5)),
+    ("clamp", lambda w: jax.lax.clamp(0.0, 0.5, 1.0)),
+])
+def test_lax_keeps_the_weak_type_of_weak_operands(name, make):
+    """JAX's lax rule: a result is weakly typed where its operands all are (it came out
+    typed, and a bfloat16 value times it widened to float32)."""
+    weak = jax.lax.broadcast_in_dim(jnp.asarray(2.0), (2,), ())
+    out = make(weak)
+    assert str(jax.typeof(out)).startswith("~float32"), name
+    assert (out * jnp.ones((), jnp.bfloat16)).dtype == jnp.bfloat16
+    typed = make(jnp.ones(2, jnp.float32)) if name in ("reduce_sum", "cumsum") else None
+    assert typed is None or not str(jax.typeof(typed)).startswith("~")

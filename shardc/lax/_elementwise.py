@@ -14,9 +14,10 @@ from ir import primitives as p
 import shardc.numpy as jnp
 from shardc.numpy._core import weakly_typed_like
 from shardc.lax._ops import (check_operand_dtypes, check_operand_ranks, check_operand_values,
-                            check_unary_dtype, lax_binary, same_dtypes_error, with_accuracy)
+                            check_unary_dtype, lax_binary, same_dtypes_error,
+                            with_accuracy)
 from shardc.numpy._core import dtype_of as _operand_dtype
-from shardc.lax._shapes import array_operand
+from shardc.lax._shapes import array_operand, weak_as_operands
 
 __all__ = [
     "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "igamma", "igammac",
@@ -187,6 +188,7 @@ def bessel_i1e(x):
     return _special(p.bessel_i1e_p, x)
 
 
+@weak_as_operands(0, 1, 2)
 def clamp(min, x, max):
     """``x`` limited to ``[min, max]`` (``min`` and ``max`` are scalars or ``x``'s shape)."""
     x = array_operand(x)

@@ -3,6 +3,8 @@ the elementwise arithmetic ``jax.lax`` shares with ``jax.numpy``, shapes, static
 slices, ``select`` and ``stop_gradient``."""
 from __future__ import annotations
 
+import functools
+
 import builtins
 import enum
 import operator
@@ -14,7 +16,7 @@ from compiler.tracing import aval_of, bind, is_jax_value, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
-from shardc.lax._shapes import array_operand, checked_axis
+from shardc.lax._shapes import array_operand, checked_axis, weak_as_operands
 from shardc.numpy._arithmetic import add, binary_op, subtract as sub
 from shardc.numpy._indexing import index_as_int32
 from ir.sharding import NamedSharding
@@ -134,6 +136,7 @@ def _check_broadcast_in_dim(operand_shape, shape, dims):
                         f"got broadcast_dimensions {dims}")
 
 
+@weak_as_operands(0)
 def broadcast_in_dim(x, shape, broadcast_dimensions, out_sharding=None):
     """``x`` broadcast to ``shape``, its dimensions at ``broadcast_dimensions``;
     ``out_sharding``: the result's split (lax accepts any)."""
@@ -402,6 +405,7 @@ rsqrt = with_accuracy(_rsqrt, "rsqrt")
 logistic = with_accuracy(_logistic, "logistic", checked=False)
 
 
+@weak_as_operands(1, 2)
 def select(pred, on_true, on_false):
     if (rule := key_array_rule("where", on_true, on_false)) is not None:
         return rule(pred, on_true, on_false)

@@ -20,7 +20,7 @@ from shardc.lax._ops import add, max as lax_max, min as lax_min, mul
 from shardc.numpy._core import canonical_axis, vary_like
 from shardc.numpy._sorting import iota_along, sort_operands
 from shardc.lax._control_flow import associative_scan, scan
-from shardc.lax._shapes import array_operand, checked_axis
+from shardc.lax._shapes import array_operand, checked_axis, weak_as_operands
 
 __all__ = [
     "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort", "sort_key_val", "top_k",
@@ -44,26 +44,31 @@ def _cumulative(prim, operand, axis, reverse):
     return bind(prim, operand, axis=checked_axis(axis, operand.ndim), reverse=bool(reverse))
 
 
+@weak_as_operands(0)
 def cumsum(operand, axis=0, reverse=False):
     """Cumulative sum along ``axis`` (from the end when ``reverse``); keeps the dtype."""
     return _cumulative(p.cumsum_p, operand, axis, reverse)
 
 
+@weak_as_operands(0)
 def cumprod(operand, axis=0, reverse=False):
     """Cumulative product along ``axis``."""
     return _cumulative(p.cumprod_p, operand, axis, reverse)
 
 
+@weak_as_operands(0)
 def cummax(operand, axis=0, reverse=False):
     """Running maximum along ``axis``."""
     return _cumulative(p.cummax_p, operand, axis, reverse)
 
 
+@weak_as_operands(0)
 def cummin(operand, axis=0, reverse=False):
     """Running minimum along ``axis``."""
     return _cumulative(p.cummin_p, operand, axis, reverse)
 
 
+@weak_as_operands(0)
 def cumlogsumexp(operand, axis=0, reverse=False):
     """Running ``log(sum(exp(x)))`` along ``axis``, stable at every step (each prefix is
     combined with ``logaddexp``, so no global shift can underflow small prefixes)."""
@@ -171,6 +176,7 @@ def _approx_k(operand, k, dimension, largest):
 
 # --- reductions ------------------------------------------------------------------------------
 
+@weak_as_operands(0)
 def reduce_sum(operand, axes, *, out_sharding=None):
     """The sum over ``axes``; ``out_sharding`` (JAX's): the result's layout, which may leave
     it a partial sum over the mesh axes that split the summed dimensions (each device's sum
@@ -184,14 +190,17 @@ def reduce_sum(operand, axes, *, out_sharding=None):
     return bind(p.reduce_sum_p, operand, axes=axes, out_sharding=sharding)
 
 
+@weak_as_operands(0)
 def reduce_max(operand, axes):
     return jnp.max(operand, axis=tuple(axes))
 
 
+@weak_as_operands(0)
 def reduce_min(operand, axes):
     return jnp.min(operand, axis=tuple(axes))
 
 
+@weak_as_operands(0)
 def reduce_prod(operand, axes):
     operand = _number_operand("reduce_prod", operand)
     return jnp.prod(operand, axis=tuple(axes), dtype=operand.dtype)

@@ -4,7 +4,9 @@
 other modules share."""
 from __future__ import annotations
 
-from compiler.tracing import Tracer, bind
+import functools
+
+from compiler.tracing import Tracer, bind, weakened, weakly_typed
 from ir import primitives as p
 from ir.sharding import AbstractMesh, NamedSharding
 import shardc.numpy as jnp
@@ -14,6 +16,21 @@ __all__ = [
     "broadcast", "expand_dims", "squeeze", "rev", "pad", "slice_in_dim", "index_in_dim", "full",
     "full_like",
 ]
+
+
+def weak_as_operands(*argnums):
+    """A lax function whose result is weakly typed where its operands at ``argnums`` all are
+    (JAX's lax rule: ``lax.reduce_sum`` of a weak array, ``lax.pad`` of a Python number)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def op(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            operands = [args[k] for k in argnums if k < len(args)]
+            if operands and all(weakly_typed(a) for a in operands):
+                return weakened(out)
+            return out
+        return op
+    return wrap
 
 
 def array_operand(x):
@@ -85,6 +102,7 @@ def rev(operand, dimensions):
     return jnp.flip(operand, tuple(dimensions))
 
 
+@weak_as_operands(0, 1)
 def pad(operand, padding_value, padding_config):
     """``operand`` with ``(low, high, interior)`` padding per dimension (negative low or high
     trims)."""
