@@ -1,7 +1,8 @@
 """Division by a broadcast value, as XLA computes it: ``a / b`` where ``b`` is broadcast (a
 rank-0 value divided into an array, or the result of a ``broadcast_in_dim``) or a constant
 (a literal, into a scalar too) is ``a * (1 / b)``, the reciprocal taken once on the value
-before it is broadcast and rounded to its dtype.
+before it is broadcast and rounded to its dtype. A value computed from literals alone is
+folded by XLA, its division as written.
 
 XLA's algebraic simplifier rewrites such a division that way for float16, float32 and float64
 (bfloat16 is computed in float32 first, and complex numbers are divided as written). The
@@ -30,11 +31,13 @@ def reciprocal_divisions(program: Program) -> Program:
     XLA divides so (``divides_by_reciprocal``) written as a product with the value's
     reciprocal (``program`` itself when there is none)."""
     producers: dict = {}        # id(var) -> the equation computing it
+    constant: set = set()       # ids of values computed from literals alone (XLA folds them)
     eqns: list = []
     changed = False
     for eqn in program.eqns:
         new = replace_sub_programs(eqn, reciprocal_divisions)
-        written = _as_product(new, producers) if new.primitive is prims.div_p else None
+        written = (_as_product(new, producers) if new.primitive is prims.div_p
+                   and not _folded(new.invars[0], constant) else None)
         if written is not None:
             new, changed = written, True
         eqns.extend(new if isinstance(new, list) else [new])
@@ -42,10 +45,19 @@ def reciprocal_divisions(program: Program) -> Program:
         for step in (new if isinstance(new, list) else [new]):
             for var in step.outvars:
                 producers[id(var)] = step
+            if step.invars and not step.params.get("jaxpr") \
+                    and all(_folded(a, constant) for a in step.invars):
+                constant.update(id(v) for v in step.outvars)
     if not changed:
         return program
     return Program(list(program.constvars), list(program.invars), eqns,
                    list(program.outvars), list(program.consts))
+
+
+def _folded(atom, constant: set) -> bool:
+    """Whether ``atom`` is a literal or computed from literals alone: XLA folds such a value,
+    a division of it included (divided as written, not by a reciprocal)."""
+    return isinstance(atom, Literal) or id(atom) in constant
 
 
 def is_broadcast_divisor(divisor, out_aval: Aval, producers: dict):
