@@ -1516,8 +1516,11 @@ class JitFunction:
         # a Python scalar argument is weakly typed (and an array made from one), an array of
         # its dtype is not
         weak = tuple(weakly_typed(x) for x in leaves)
+        # (arguments in_shardings laid out from no mesh run otherwise: ``_twin_for``)
+        laid = (() if self.in_shardings is UNSPECIFIED else
+                tuple(getattr(x, "_laid_from_no_mesh", False) for x in leaves))
         key = _hashable((in_tree, avals, weak, shardings, self._static_key(static, static_kwargs),
-                         current_mesh(), dtypes.x64_enabled(), trace_settings()))
+                         current_mesh(), dtypes.x64_enabled(), trace_settings(), laid))
         names = lambda: _argument_names(self.fun, args, kwargs, static_argnums)
         found = _looked_up(self.cache, key, self.fun)
         if found is not None:
@@ -2048,6 +2051,7 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
                     # (placed under a trace, a vmap's or an enclosing jit's, it is traced:
                     # typed by its layout, as a traced argument is)
                     leaf = leaf.typed_as(typed)
+                    leaf._laid_from_no_mesh = True      # (``_twin_for``)
                 if weak:        # a Python number laid out stays weakly typed, as JAX's
                     leaf = weakened(leaf)
             elif what == "jit out_shardings" and not isinstance(sharding, NamedSharding):
@@ -2067,16 +2071,15 @@ def _twin_for(program: Program, leaves) -> "Mesh | None":
     constraint)."""
     if current_mesh() is not None:
         return None
-    meshes, laid = set(), False
+    meshes = set()
     for leaf in leaves:
         sharding = getattr(leaf, "sharding", None)
         if not isinstance(sharding, NamedSharding):
             continue
         meshes.add(sharding.mesh)
-        if aval_of(leaf).type_sharding is not None:
-            return None
-        laid = laid or bool(spec_axes(sharding.spec))
-    if not laid or len(meshes) != 1:
+        if not getattr(leaf, "_laid_from_no_mesh", False):
+            return None       # an array of the mesh already: typed by its layout
+    if len(meshes) != 1:
         return None
     (mesh,) = meshes
     if not isinstance(mesh, Mesh) or len(mesh.explicit_axes) != len(mesh.axis_names) \

@@ -604,6 +604,12 @@ def test_a_training_loop_from_host_values_by_in_shardings():
         want = want - 0.1
         assert str(jax.typeof(w)) == "float32[8@x,4]" and w.sharding == rows
         np.testing.assert_allclose(np.asarray(w), want, rtol=1e-6)
+    # replicated by in_shardings from the host: P(); an array of the mesh keeps its spelling
+    host = jax.jit(lambda v: v * 2, in_shardings=NamedSharding(mesh, P()))(np.ones(4, np.float32))
+    assert host.sharding.spec == P() and str(jax.typeof(host)) == "float32[4]"
+    placed = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P()))
+    again = jax.jit(lambda v: v * 2)(placed)
+    assert again.sharding.spec == P(None, None) and str(jax.typeof(again)) == "float32[8,4]"
 
 
 def test_with_sharding_constraint_asserts_and_auto_axes_escapes(mesh24):
