@@ -2066,3 +2066,14 @@ def test_a_list_of_arrays_and_numbers_given_a_dtype_and_result_types_weak_flag()
     assert shardc.dtypes.result_type(2, 2.0, return_weak_type_flag=True) == (jnp.float32, True)
     assert shardc.dtypes.result_type(jnp.int8(2), 2, return_weak_type_flag=True) == (
         jnp.int8, False)
+
+
+def test_round_of_booleans_and_stack_of_lists_are_jaxs_errors():
+    for call in (lambda: jnp.round(jnp.array([True, False])), lambda: round(jnp.array(True), 1)):
+        with pytest.raises(ValueError, match="data type <class 'numpy.bool'> not inexact"):
+            call()
+    with pytest.raises(TypeError, match=re.escape(
+            "stack requires ndarray or scalar arguments, got <class 'list'> at position 0.")):
+        jnp.stack([[1, 2], [3, 4]])
+    np.testing.assert_array_equal(np.asarray(jnp.stack([jnp.ones(2), np.zeros(2)])),
+                                  [[1, 1], [0, 0]])

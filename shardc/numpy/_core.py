@@ -962,6 +962,10 @@ def stack(arrays, axis=0, out=None, dtype=None):
         raise ValueError("Need at least one array to stack.")
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
+    for k, a in enumerate(arrays):
+        if isinstance(a, (list, tuple)):          # JAX's: entries are arrays or scalars
+            raise TypeError(f"stack requires ndarray or scalar arguments, got {type(a)} at "
+                            f"position {k}.")
     if (rule := key_array_rule("stack", list(arrays))) is not None:
         return rule(arrays, axis)
     if dtype is not None:

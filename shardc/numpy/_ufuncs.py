@@ -173,6 +173,9 @@ def round(x, decimals=0):
     x = as_array(x)
     decimals = operator.index(decimals)
     dtype = dtype_of(x)
+    if dtype == np.bool_:
+        # JAX's error (its round reads finfo of the dtype, which booleans have none of)
+        raise ValueError(f"data type {np.bool_} not inexact")
     if not _dt.is_inexact(dtype):
         if decimals < 0:
             raise NotImplementedError("integer np.round not implemented for decimals < 0")
