@@ -472,10 +472,11 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             out, vjp_fun, aux = vjp(partial_fun, *chosen, has_aux=True)
         else:
             out, vjp_fun = vjp(partial_fun, *chosen)
-        aval = aval_of(out) if not isinstance(out, (tuple, list, dict)) else None
+        # a container (a tuple, a registered class) has no type: JAX's error shows it
+        aval = aval_of(out) if tree.node_children(out) is None else None
         if aval is None:
             raise TypeError("Gradient only defined for scalar-output functions. Output was "
-                            f"{_describe(out)}.")
+                            f"{out}.")
         if aval.shape != ():     # JAX's wording
             raise TypeError("Gradient only defined for scalar-output functions. Output had "
                             f"shape: {aval.shape}.")
@@ -506,13 +507,6 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         return (g, aux) if has_aux else g
 
     return grad_fun
-
-
-def _describe(out) -> str:
-    try:
-        return aval_of(out).str_long()
-    except (TypeError, ValueError):        # not an array: name its type
-        return type(out).__name__
 
 
 def _check_values(values, where: str, fun):

@@ -550,3 +550,15 @@ def test_a_lax_operation_of_one_operand_refuses_an_integer(name, kinds):
             f"{name} does not accept dtype int32. Accepted dtypes are subtypes of {kinds}.")):
         getattr(lax, name)(jnp.int32(3))
     assert getattr(lax, name)(jnp.float32(0.5)).shape == ()
+
+
+def test_grad_of_a_function_whose_output_is_a_container_shows_it():
+    """JAX's error shows the output (it described a tuple as one array, and a registered
+    class's value as no JAX type)."""
+    with pytest.raises(TypeError, match=re.escape(
+            "Gradient only defined for scalar-output functions. Output was (")):
+        shardc.grad(lambda x: (x, x))(1.0)
+    with pytest.raises(TypeError, match="Output was \\{'a'"):
+        shardc.grad(lambda x: {"a": x})(1.0)
+    with pytest.raises(TypeError, match=re.escape("Output had shape: (2,).")):
+        shardc.grad(lambda x: jnp.ones(2) * x)(1.0)
