@@ -671,6 +671,17 @@ _abstract_contexts: set = set()
 
 
 @contextlib.contextmanager
+def standing_for_abstract(mesh: "Mesh"):
+    """Inside, ``mesh`` (set by ``use_abstract_mesh``) stands for its abstract mesh: a sharding
+    on the abstract mesh is not taken onto it (``concrete_mesh_for``)."""
+    _abstract_contexts.add(id(mesh))
+    try:
+        yield
+    finally:
+        _abstract_contexts.discard(id(mesh))
+
+
+@contextlib.contextmanager
 def arguments_on(meshes):
     """Inside, ``argument_mesh`` knows ``meshes`` (concrete ones; others are ignored)."""
     _argument_meshes.append([m for m in meshes if isinstance(m, Mesh)])

@@ -17,11 +17,10 @@ from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace, 
 from ir import primitives as p
 from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
-                         ReplicationError, Sharding, ShardingTypeError, _abstract_contexts,
-                         concrete_mesh_for,
+                         ReplicationError, Sharding, ShardingTypeError, concrete_mesh_for,
                          current_mesh,
                          check_rank, legacy_mesh, pop_mesh, push_mesh, spec_axes,
-                         spec_names)
+                         spec_names, standing_for_abstract)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices
@@ -118,12 +117,8 @@ def use_abstract_mesh(mesh: AbstractMesh):
                          f"current mesh has {len(devices)}")
     concrete = Mesh(np.array(devices, dtype=object).reshape(mesh.axis_sizes), mesh.axis_names,
                     axis_types=mesh.axis_types)
-    _abstract_contexts.add(id(concrete))
-    try:
-        with set_mesh(concrete):
-            yield concrete
-    finally:
-        _abstract_contexts.discard(id(concrete))
+    with standing_for_abstract(concrete), set_mesh(concrete):
+        yield concrete
 
 
 def get_mesh() -> Mesh:
