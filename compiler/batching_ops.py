@@ -5,7 +5,6 @@ algebra and sharding constraints.
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from compiler.batching import (batch_at, batch_size, batch_split_of, batching_ru
                               with_batch_dim)
 from compiler.tracing import Tracer, aval_of, bind
 from ir import primitives as prims
-from ir.sharding import NamedSharding, PartitionSpec, spec_axes
+from ir.sharding import NamedSharding, PartitionSpec, axes_size, entry_names, spec_axes
 from ir.sharding_rules import named_sharding
 
 
@@ -469,13 +468,10 @@ def _sharding_constraint_rule(values, dims, *, sharding, spmd_axis_name=None):
 
 def _dividing(spec: PartitionSpec, shape, mesh) -> PartitionSpec:
     """``spec`` without the entries whose axes do not divide their dimension."""
-    entries = []
-    for size, entry in zip(shape, tuple(spec) + (None,) * (len(shape) - len(spec))):
-        names = () if entry is None or entry is PartitionSpec.UNCONSTRAINED else (
-            (entry,) if isinstance(entry, str) else tuple(entry))
-        shards = math.prod(mesh.shape[a] for a in names) if names else 1
-        entries.append(None if names and size % shards else entry)
-    return spec.update(partitions=tuple(entries))
+    entries = tuple(spec) + (None,) * (len(shape) - len(spec))
+    return spec.update(partitions=tuple(
+        None if size % axes_size(mesh.shape, entry_names(entry)) else entry
+        for size, entry in zip(shape, entries)))
 
 
 def _constraint_spec(sharding: NamedSharding, spmd_axis_name) -> PartitionSpec:

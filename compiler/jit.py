@@ -1985,7 +1985,6 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
     leaf's resolved sharding (None where the prefix leaves it as it is); ``names()``, each
     leaf's name for JAX's error where a sharding names more dimensions than it has.
     ``nested``: the values are a nested jit's, traced in its caller's program."""
-    from compiler.tracing import bind
     leaves, treedef = tree.tree_flatten(values)
     try:
         targets = tree.broadcast_prefix(prefix, values, is_leaf=_is_sharding_leaf, name=what)
@@ -1999,16 +1998,7 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
         sharding = resolve(target, what) if target is not None else None
         if (isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh)
                 and not isinstance(leaf, Tracer)):
-            # a value placed now: on the devices of its own mesh or the mesh set, where it
-            # is the one abstracted (a traced one's are the computation's, found later)
-            have = get_backend().sharding_of(leaf)
-            if isinstance(leaf, ShapeDtypeStruct):
-                have = leaf._sharding
-            meshes = [getattr(have, "mesh", None), current_mesh()]
-            mesh = next((m for m in meshes if isinstance(m, Mesh)
-                         and m.shape_tuple == sharding.mesh.shape_tuple), None)
-            if mesh is not None:
-                sharding = NamedSharding(mesh, sharding.spec)
+            sharding = _on_own_devices(sharding, leaf)
         if isinstance(sharding, NamedSharding) and len(sharding.spec) > ndim_of_leaf(leaf):
             check_rank(sharding, ndim_of_leaf(leaf),
                        "pjit arguments" if what == "jit in_shardings" else "pjit outputs",
@@ -2020,45 +2010,72 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
         typed = aval_of(leaf) if what == "jit in_shardings" and not isinstance(
             leaf, Tracer) and not isinstance(getattr(leaf, "sharding", None), NamedSharding) \
             else None
-        if sharding is not None and isinstance(leaf, ShapeDtypeStruct):
+        if sharding is None:
+            placed.append(leaf)
+        elif isinstance(leaf, ShapeDtypeStruct):
             # a stand-in argument to lower(): it takes the layout asked for
             stand_in = ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding,
                                         weak_type=leaf.weak,
                                         manual_axis_type=leaf.manual_axis_type)
             placed.append(stand_in if typed is None else stand_in.typed_as(typed))
-            continue
-        if sharding is not None:
-            if isinstance(leaf, Tracer):
-                # A mesh layout is part of the program; a single device is where the caller
-                # gets the value, placed when the program has run. A nested jit's shardings
-                # retype no value its type splits over Explicit axes already (JAX types a
-                # nested jit's results as its body does).
-                if nested and isinstance(sharding, NamedSharding) \
-                        and sharding.mesh.explicit_axes \
-                        and aval_of(leaf).type_sharding is not None:
-                    pass
-                elif isinstance(sharding, NamedSharding):
-                    check_divides(sharding, aval_of(leaf).shape)   # JAX's IndivisibleError
-                    leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
-                elif deferred is not None:
-                    deferred.append(sharding)
-            elif not _same_layout(get_backend().sharding_of(leaf), sharding, leaf):
-                if what == "jit in_shardings":
-                    _check_committed(leaf, sharding)
-                weak = weakly_typed(leaf)
-                leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
-                if typed is not None and not isinstance(leaf, Tracer):
-                    # (placed under a trace, a vmap's or an enclosing jit's, it is traced:
-                    # typed by its layout, as a traced argument is)
-                    leaf = leaf.typed_as(typed)
-                    leaf._laid_from_no_mesh = True      # (``_twin_for``)
-                if weak:        # a Python number laid out stays weakly typed, as JAX's
-                    leaf = weakened(leaf)
-            elif what == "jit out_shardings" and not isinstance(sharding, NamedSharding):
-                # a result on the device asked for is committed to it, as JAX's
-                (leaf,) = get_backend().on_device([leaf], sharding.device)
-        placed.append(leaf)
+        elif isinstance(leaf, Tracer):
+            placed.append(_traced_placed(leaf, sharding, nested, deferred))
+        else:
+            placed.append(_concrete_placed(leaf, sharding, what, typed))
     return tree.tree_unflatten(treedef, placed)
+
+
+def _on_own_devices(sharding: NamedSharding, leaf) -> NamedSharding:
+    """A sharding on an abstract mesh for a value placed now: on the devices of the value's
+    own mesh or the mesh set, where it is the one abstracted (a traced value's are the
+    computation's, found later); as it is otherwise."""
+    have = get_backend().sharding_of(leaf)
+    if isinstance(leaf, ShapeDtypeStruct):
+        have = leaf._sharding
+    meshes = [getattr(have, "mesh", None), current_mesh()]
+    mesh = next((m for m in meshes if isinstance(m, Mesh)
+                 and m.shape_tuple == sharding.mesh.shape_tuple), None)
+    return sharding if mesh is None else NamedSharding(mesh, sharding.spec)
+
+
+def _traced_placed(leaf, sharding, nested: bool, deferred):
+    """A traced value laid out by ``sharding``: a mesh layout is part of the program (a
+    sharding constraint); a single device is where the caller gets the value, noted in
+    ``deferred`` to be placed when the program has run. A nested jit's shardings retype no
+    value its type splits over Explicit axes already (JAX types a nested jit's results as
+    its body does)."""
+    from compiler.tracing import bind
+    if not isinstance(sharding, NamedSharding):
+        if deferred is not None:
+            deferred.append(sharding)
+        return leaf
+    if nested and sharding.mesh.explicit_axes and aval_of(leaf).type_sharding is not None:
+        return leaf
+    check_divides(sharding, aval_of(leaf).shape)        # JAX's IndivisibleError
+    return bind(prims.sharding_constraint_p, leaf, sharding=sharding)
+
+
+def _concrete_placed(leaf, sharding, what: str, typed):
+    """A concrete value laid out by ``sharding`` now (``typed``: the type it keeps, JAX's
+    type of a value laid out from no mesh by in_shardings; None: its layout's)."""
+    from compiler.tracing import bind
+    if _same_layout(get_backend().sharding_of(leaf), sharding, leaf):
+        if what == "jit out_shardings" and not isinstance(sharding, NamedSharding):
+            # a result on the device asked for is committed to it, as JAX's
+            (leaf,) = get_backend().on_device([leaf], sharding.device)
+        return leaf
+    if what == "jit in_shardings":
+        _check_committed(leaf, sharding)
+    weak = weakly_typed(leaf)
+    leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
+    if typed is not None and not isinstance(leaf, Tracer):
+        # (placed under a trace, a vmap's or an enclosing jit's, it is traced: typed by its
+        # layout, as a traced argument is)
+        leaf = leaf.typed_as(typed)
+        leaf._laid_from_no_mesh = True      # (``_twin_for``)
+    if weak:        # a Python number laid out stays weakly typed, as JAX's
+        leaf = weakened(leaf)
+    return leaf
 
 
 def _twin_for(program: Program, leaves) -> "Mesh | None":

@@ -317,6 +317,45 @@ _PMAP_KWARGS_HELP = (
     "mapped over its leading axis. See the description of `in_axes` in the `pmap` docstring.")
 
 
+def _pmap_leaves(args, kwargs, static, in_axes) -> tuple:
+    """(the positions of the mapped arguments, the leaves of them and of the keyword
+    arguments, their tree, each leaf's mapped axis or None), with JAX's errors."""
+    if static and max(static) >= len(args):
+        raise ValueError(
+            f"pmapped function has static_broadcasted_argnums={static} but was called "
+            f"with only {len(args)} positional argument{'s' if len(args) > 1 else ''}. "
+            "All static broadcasted arguments must be passed positionally.")
+    positions = [k for k in range(len(args)) if k not in static]
+    dynamic = tuple(args[k] for k in positions)
+    axes = (tuple(in_axes) if isinstance(in_axes, (list, tuple))
+            else (in_axes,) * len(dynamic))
+    # keyword arguments are mapped over their leading axis, as JAX's
+    leaves, treedef = tree.tree_flatten((dynamic, kwargs))
+    try:
+        leaf_axes = tree.broadcast_prefix((tuple(axes), {k: 0 for k in kwargs}),
+                                          (dynamic, kwargs), is_leaf=lambda a: a is None,
+                                          name="pmap in_axes")
+    except tree.PrefixError as err:
+        raise ValueError(str(err) + _PMAP_PREFIX_HELP.format(
+            _PMAP_KWARGS_HELP if kwargs else "")) from None
+    return positions, leaves, treedef, leaf_axes
+
+
+def _pmap_size(leaves, leaf_axes, axis_size) -> int:
+    """The length of the mapped dimension, which every mapped leaf (and ``axis_size``) must
+    agree on."""
+    sizes = {int(np.shape(leaf)[a]) for leaf, a in zip(leaves, leaf_axes) if a is not None}
+    if axis_size is not None:
+        sizes.add(int(axis_size))
+    if not sizes:
+        raise ValueError("pmap requires at least one argument with a mapped axis.")
+    if len(sizes) > 1:
+        raise ValueError("pmap got inconsistent sizes for array axes to be mapped: "
+                         f"{sorted(sizes)}")
+    (n,) = sizes
+    return n
+
+
 def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(),
          devices=None, backend=None, axis_size=None, donate_argnums=()):
     """Map ``fun`` over a leading (``in_axes``) dimension, one slice per device, with
@@ -336,33 +375,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
 
     @functools.wraps(fun)
     def mapped(*args, **kwargs):
-        if static and max(static) >= len(args):
-            raise ValueError(
-                f"pmapped function has static_broadcasted_argnums={static} but was called "
-                f"with only {len(args)} positional argument{'s' if len(args) > 1 else ''}. "
-                "All static broadcasted arguments must be passed positionally.")
-        positions = [k for k in range(len(args)) if k not in static]
-        dynamic = tuple(args[k] for k in positions)
-        axes = (tuple(in_axes) if isinstance(in_axes, (list, tuple))
-                else (in_axes,) * len(dynamic))
-        # keyword arguments are mapped over their leading axis, as JAX's
-        leaves, treedef = tree.tree_flatten((dynamic, kwargs))
-        try:
-            leaf_axes = tree.broadcast_prefix((tuple(axes), {k: 0 for k in kwargs}),
-                                              (dynamic, kwargs), is_leaf=lambda a: a is None,
-                                              name="pmap in_axes")
-        except tree.PrefixError as err:
-            raise ValueError(str(err) + _PMAP_PREFIX_HELP.format(
-                _PMAP_KWARGS_HELP if kwargs else "")) from None
-        sizes = {int(np.shape(leaf)[a]) for leaf, a in zip(leaves, leaf_axes) if a is not None}
-        if axis_size is not None:
-            sizes.add(int(axis_size))
-        if not sizes:
-            raise ValueError("pmap requires at least one argument with a mapped axis.")
-        if len(sizes) > 1:
-            raise ValueError("pmap got inconsistent sizes for array axes to be mapped: "
-                             f"{sorted(sizes)}")
-        (n,) = sizes
+        positions, leaves, treedef, leaf_axes = _pmap_leaves(args, kwargs, static, in_axes)
+        n = _pmap_size(leaves, leaf_axes, axis_size)
         pool = list(devices) if devices is not None else list(all_devices())
         mesh = Mesh(np.array(pool[:n] if n <= len(pool) else pool, dtype=object), (name,))
         moved = [leaf if a is None else jnp.moveaxis(leaf, a, 0)
@@ -397,16 +411,6 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        for k in static:
-            if k < len(args):
-                try:
-                    hash(args[k])
-                except TypeError:
-                    raise ValueError(
-                        "Non-hashable static arguments are not supported. An error occurred "
-                        f"while trying to hash an object of type {type(args[k])}, {args[k]}. "
-                        "The error was:\nTypeError: unhashable type: "
-                        f"'{type(args[k]).__name__}'\n") from None
         return jitted(*args, **kwargs)
 
     wrapped.lower = jitted.lower

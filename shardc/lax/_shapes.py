@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import functools
 
-from compiler.tracing import Tracer, bind, weakened, weakly_typed
+from compiler.tracing import Tracer, bind
 from ir import primitives as p
 from ir.sharding import AbstractMesh, NamedSharding
 import shardc.numpy as jnp
-from shardc.numpy._core import constrain, dtype_of, key_array_rule, put_on, typed
+from shardc.numpy._core import (constrain, dtype_of, key_array_rule, put_on, typed,
+                                weakly_typed_like)
 
 __all__ = [
     "broadcast", "expand_dims", "squeeze", "rev", "pad", "slice_in_dim", "index_in_dim", "full",
@@ -19,16 +20,14 @@ __all__ = [
 
 
 def weak_as_operands(*argnums):
-    """A lax function whose result is weakly typed where its operands at ``argnums`` all are
-    (JAX's lax rule: ``lax.reduce_sum`` of a weak array, ``lax.pad`` of a Python number)."""
+    """A lax function whose result is weakly typed as its operands at ``argnums`` make it
+    (``weakly_typed_like``; JAX's lax rule: ``lax.reduce_sum`` of a weak array, ``lax.pad``
+    of a Python number)."""
     def wrap(fn):
         @functools.wraps(fn)
         def op(*args, **kwargs):
-            out = fn(*args, **kwargs)
-            operands = [args[k] for k in argnums if k < len(args)]
-            if operands and all(weakly_typed(a) for a in operands):
-                return weakened(out)
-            return out
+            return weakly_typed_like(fn(*args, **kwargs),
+                                     *[args[k] for k in argnums if k < len(args)])
         return op
     return wrap
 

@@ -1079,31 +1079,25 @@ class _WindowRef:
         return fits
 
 
-def _check_safe_cast(value, dtype) -> None:
+def _check_safe_cast(value, dtype) -> bool:
     """JAX's check of an update's values against the array's dtype: where the values' dtype
     does not promote to it (the array's taken as typed), a FutureWarning (in strict mode the
-    promotion itself is the TypePromotionError)."""
+    promotion itself is the TypePromotionError). Whether the values promote ``dtype`` to
+    another."""
     from shardc.lax import dtype as value_dtype
     try:
         given = value_dtype(value)
     except TypeError:
-        return                 # not a numeric value: the update itself says what is wrong
+        return False           # not a numeric value: the update itself says what is wrong
     if given == dtype or not _dt.is_valid(dtype) or \
             result_type(value, np.zeros((), dtype)) == dtype:
-        return
+        return False
     import warnings
     warnings.warn("scatter inputs have incompatible types: cannot safely cast value from "
                   f"dtype={given} to dtype={dtype} with jax_numpy_dtype_promotion="
                   f"{'strict' if _dt.strict_promotion() else 'standard'}. In future JAX "
                   "releases this will result in an error.", FutureWarning, stacklevel=4)
-
-
-def _promotes(value, dtype) -> bool:
-    """Whether an update's values promote the array's ``dtype`` to another."""
-    try:
-        return result_type(value, np.zeros((), dtype)) != dtype
-    except TypeError:
-        return False              # not a numeric value: the update itself says what is wrong
+    return True
 
 
 class _IndexedRef:
@@ -1131,11 +1125,11 @@ class _IndexedRef:
         return getitem_with_mode(self.x, index, mode, fill_value)
 
     def _apply(self, value, mode, how, out_sharding, wrap=True):
-        _check_safe_cast(value, aval_of(self.x).dtype)
+        dtype = aval_of(self.x).dtype
+        promotes = _check_safe_cast(value, dtype)
         index = self._index(mode, wrap)
         update = lambda x, index, value: _update(x, index, value, how)
-        dtype = aval_of(self.x).dtype
-        if how != "set" and _promotes(value, dtype):
+        if how != "set" and promotes:
             # JAX's scatter promotes the array and the values together, applies the update,
             # and casts back: an int array times 2.5 rounds the product, not the 2.5
             def update(x, index, value):
