@@ -129,11 +129,12 @@ def set_default_device(value) -> None:
 
 def default_device() -> Device:
     """Where values made without a device go, and computations on them run (JAX's default
-    device)."""
+    device): this process's first device."""
     chosen = _default[0]
     if chosen is not None:
         return chosen
-    return _devices[0] if _devices else devices()[0]       # (devices() copies the list)
+    every = _devices or devices()
+    return every[_processes["index"] * (len(every) // _processes["count"])]
 
 
 def device_count(backend=None) -> int:

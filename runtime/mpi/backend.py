@@ -13,7 +13,7 @@ from ir.graph import sub_programs
 from ir.shapes import out_avals
 from ir.sharding_rules import type_sharding
 from ir.specialise import specialise
-from ir.sharding import (NamedSharding, canonical_spec, global_shape, replication_mismatch,
+from ir.sharding import (Mesh, NamedSharding, canonical_spec, global_shape, replication_mismatch,
                          runtime_replication_error)
 from runtime import reference
 from runtime.array import Array
@@ -188,8 +188,13 @@ class MpiBackend(reference.ReferenceBackend):
             only = _only_shard_map(module)
             entry = module._mpi_entry = (self, fingerprint(str(module.program)), only,
                                          lambda: [("program", str(module.program))],
-                                         not _calls_back(module.program))
-        _, header, only, detail, alike = entry
+                                         not _calls_back(module.program),
+                                         _runs_on_no_mesh(module))
+        _, header, only, detail, alike, local = entry
+        if local and all(type(a) is not MpiArray or a.is_fully_addressable for a in args):
+            # this process's own computation on its default device, as JAX runs it: no other
+            # process takes part, and its values are its own
+            return reference.execute_module(module, args)
         if self.check_host_values:
             for arg in args:
                 if type(arg) is not MpiArray:
@@ -364,6 +369,29 @@ def _calls_back(program) -> bool:
     may compute from."""
     return any(eqn.primitive is prims.callback_p
                or any(_calls_back(sub) for _, _, sub in sub_programs(eqn))
+               for eqn in program.eqns)
+
+
+def _runs_on_no_mesh(module) -> bool:
+    """Whether the module runs on no mesh (no shard_map, no propagated layouts) and names no
+    device of another process: given values of this process's devices only, it is this
+    process's own computation (on its default device), whatever the others do."""
+    return (not module.shard_maps and not module.nested and module.propagated is None
+            and not _names_other_devices(module.program))
+
+
+def _names_other_devices(program) -> bool:
+    """Whether an equation's parameters (a constraint's, a reshard's sharding) name a mesh or
+    device of another process, anywhere in ``program``."""
+    def other(value) -> bool:
+        devices = getattr(value, "device_set", None)
+        if devices is None and isinstance(value, Mesh):
+            devices = value.devices.flat
+        if devices is None and isinstance(value, (tuple, list)):
+            return any(other(v) for v in value)
+        return devices is not None and not all(d.is_local for d in devices)
+    return any(any(other(v) for v in eqn.params.values())
+               or any(_names_other_devices(sub) for _, _, sub in sub_programs(eqn))
                for eqn in program.eqns)
 
 

@@ -48,6 +48,20 @@ tiled = multihost_utils.process_allgather({"a": np.arange(3.) + 10 * me}, tiled=
 assert tiled["a"].tolist() == [0., 1., 2., 10., 11., 12.], tiled
 assert multihost_utils.broadcast_one_to_all(np.float32(me + 5)) == 5.0
 
+# values made without a device are on this process's first device, and computations on them
+# are this process's own, as JAX's: no other process takes part, and values may differ
+mine = jnp.ones(3) * (me + 1)
+assert mine.devices() == {jax.local_devices()[0]} and mine.is_fully_addressable
+twice = jax.jit(lambda v: v * 2)(mine)
+assert twice.devices() == {jax.local_devices()[0]}
+assert np.asarray(twice).tolist() == [2. * (me + 1)] * 3, twice
+own = jax.jit(lambda v: jnp.cumsum(v) + me)(np.arange(4.) * (me + 1))
+assert np.asarray(own).tolist() == (np.cumsum(np.arange(4.) * (me + 1)) + me).tolist(), own
+every = multihost_utils.process_allgather(twice)
+assert every.tolist() == [[2., 2., 2.], [4., 4., 4.]], every
+if me == 1:       # a computation one process does alone needs no partner
+    assert float(jax.jit(jnp.sum)(jnp.arange(5.))) == 10.0
+
 # a global array's shards are this process's; reading it gathers it on every process
 mesh = jax.make_mesh((4, 2), ("x", "y"))
 x = jnp.arange(64.).reshape(8, 8)
