@@ -1114,6 +1114,14 @@ def _debug_print_jvp(primals, tangents, **params):
 jvp_rules[p.debug_print_p] = _debug_print_jvp
 
 
+def _check_jvp(primals, tangents, **params):
+    bind(p.check_p, *primals, **params)         # the primal values are checked
+    return [], []
+
+
+jvp_rules[p.check_p] = _check_jvp
+
+
 def _inspect_sharding_jvp(primals, tangents, **params):
     bind(p.inspect_sharding_p, *primals, **params)
     return [], []

@@ -28,6 +28,17 @@ for _p in prims.REDUCTIONS + (prims.argmax_p, prims.argmin_p):
     batching_rules[_p] = functools.partial(reduction_rule, _p)
 batching_rules[prims.iota_p] = functools.partial(unbatched_rule, prims.iota_p)
 batching_rules[prims.debug_print_p] = functools.partial(loop_rule, prims.debug_print_p)
+
+
+def _check_rule(values, dims, **params):
+    """A check of batched error leaves: the error batched at the front (every leaf), checked
+    as one (it fails where any member does)."""
+    size = batch_size(values, dims)
+    bind(prims.check_p, *[batch_at(v, d, size) for v, d in zip(values, dims)], **params)
+    return [], []
+
+
+batching_rules[prims.check_p] = _check_rule
 # (the callback sees the batched value's layout, as JAX's rule gives it)
 batching_rules[prims.inspect_sharding_p] = functools.partial(unbatched_rule,
                                                              prims.inspect_sharding_p)

@@ -24,6 +24,7 @@ import numpy as np
 from compiler import tree
 from compiler.backend import get_backend
 from compiler.cache_miss import explanation
+from compiler.checks import without_checks
 from compiler.inline_calls import inline_calls
 from compiler.inspection import done, inspected, placement_of
 from compiler.refs import ClosedOverRef, is_ref, ref_type, swapped_in
@@ -390,6 +391,7 @@ def _partitioned(program: Program, values, pending: list | None = None) -> tuple
     inserted, and on Auto axes, where its types come from its annotations (propagation), the
     mesh, its results' types and how they report their layout, spelt as JAX spells them (else
     None: its types are its own)."""
+    program = without_checks(program)
     propagated = None
     layouts = [getattr(v, "sharding", None) for v in values]
     # a value the program closes over is a constant to JAX: laid out on Auto axes, its layout
@@ -1103,6 +1105,8 @@ class JitFunction:
         leaves, in_tree = tree.tree_flatten((_split_static(args, static_argnums)[1],
                                              dynamic_kwargs))
         for leaf in leaves:
+            if is_python_scalar(leaf):
+                continue            # traced abstract (weakly typed), as JAX traces it
             aval = _aval_attribute(leaf)
             if (aval is None or type(aval) is not Aval or aval.vma or is_ref(leaf)
                     or dtypes.is_float0(leaf)):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from compiler.checks import without_checks
 from compiler.inline_calls import inline_calls
 from compiler.inspection import inspected, placement_of
 from compiler.passes.reciprocal import reciprocal_divisions
@@ -245,7 +246,7 @@ def _emit(ctx: LoweringContext, prim, value, axes, vma, params):
 def lower_module(program: Program, in_shardings) -> LoweredModule:
     """Lower every shard_map equation, tracking each value's layout from the inputs on
     (``in_shardings``: the constants' layouts, then the inputs', as the module is run)."""
-    program = reciprocal_divisions(inline_calls(program))
+    program = reciprocal_divisions(inline_calls(without_checks(program)))
     # (inspections of values a jitted program computes are done when it is partitioned; those
     # of programs lowered otherwise, an eager shard_map's, here)
     program = inspected(program, *placement_of(in_shardings))

@@ -62,6 +62,7 @@ for _c in coll.FRONT_END:
 vma_rules[prims.debug_print_p] = _untyped_rule
 vma_rules[prims.shard_alike_p] = join_rule
 vma_rules[prims.inspect_sharding_p] = _untyped_rule
+vma_rules[prims.check_p] = _untyped_rule
 
 
 def pvary_error_check(vma, mesh_axes, aval, axis_order, name="pvary"):

@@ -103,7 +103,7 @@ def has_side_effect(eqn: Eqn) -> bool:
     """Whether the equation must run even when its results are unused: ``debug_print``, an
     io or debug callback, a per-device communication node, or a higher-order equation with
     one of those inside."""
-    if eqn.primitive in (prims.debug_print_p, prims.inspect_sharding_p) or \
+    if eqn.primitive in (prims.debug_print_p, prims.inspect_sharding_p, prims.check_p) or \
             is_communication_node(eqn):
         return True
     if eqn.primitive is prims.callback_p:

@@ -420,6 +420,10 @@ shard_alike_p = primitive("shard_alike", multiple_results=True)
 
 # Debugging.
 debug_print_p = primitive("debug_print", multiple_results=True)   # [fmt]
+# ``checkify.check``: an error value's leaves, raised when it holds a failure. Run at once
+# eagerly; a checkified function turns it into its error result; a program compiled with one
+# left is an error (a debug check is dropped).
+check_p = primitive("check", multiple_results=True)     # (*error leaves)[err_tree, debug]
 # inspect_array_sharding of a value whose layout is decided when the program is compiled: the
 # callback is called then with it, and the equation removed (``compiler.inspection``).
 inspect_sharding_p = primitive("inspect_sharding", multiple_results=True)   # [callback]

@@ -63,6 +63,11 @@ def format_param(value) -> str:
     return repr(value)
 
 
+# parameters a program's text leaves out, as JAX's does: a check's error structure (the
+# exception types and messages behind its operands)
+_UNPRINTED = {("check", "err_tree")}
+
+
 class _Printer:
     def __init__(self, with_source: bool, device_id: int | None = None):
         self.names = _Names()
@@ -95,7 +100,8 @@ class _Printer:
         if not eqn.params:
             text = f"{lhs}{eqn.primitive.name} {args}".rstrip()
         elif not has_program:
-            params = " ".join(f"{k}={format_param(v)}" for k, v in sorted(eqn.params.items()))
+            params = " ".join(f"{k}={format_param(v)}" for k, v in sorted(eqn.params.items())
+                              if (eqn.primitive.name, k) not in _UNPRINTED)
             text = f"{lhs}{eqn.primitive.name}[{params}] {args}".rstrip()
         else:
             text = self.multiline_equation(eqn, lhs, args, indent, axis_order)

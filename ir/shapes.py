@@ -641,6 +641,13 @@ shape_rules[prims.debug_print_p] = lambda *xs, **params: []  # printing has no r
 shape_rules[prims.inspect_sharding_p] = lambda x, **params: []
 
 
+def _check_rule(*errors: Aval, err_tree, debug) -> list:
+    return []           # a check has no results
+
+
+shape_rules[prims.check_p] = _check_rule
+
+
 # --- control flow: results come from the sub-programs ------------------------------------------
 
 def _scan_rule(*in_avals: Aval, jaxpr, length, reverse, num_consts, num_carry) -> list:

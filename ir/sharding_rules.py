@@ -808,6 +808,7 @@ def _no_results(in_avals, outs, **params):
 
 sharding_rules[prims.debug_print_p] = _no_results
 sharding_rules[prims.inspect_sharding_p] = _no_results
+sharding_rules[prims.check_p] = _no_results
 
 
 def _collective(in_avals, outs, **params):

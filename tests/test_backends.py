@@ -641,8 +641,9 @@ def test_every_primitive_has_a_stacked_rule_or_runs_per_device():
                                          prims.shard_map_p, prims.remat_p}
     # inlined before a backend meets them (compiler/inline_calls.py); custom_lin raises first
     decided |= {*prims.CUSTOM_CALLS, prims.custom_lin_p, prims.name_p, prims.linear_solve_p}
-    # done and removed when the program is compiled (compiler/inspection.py)
-    decided.add(prims.inspect_sharding_p)
+    # done and removed when the program is compiled (compiler/inspection.py); checks are
+    # refused or dropped then (compiler/checks.py)
+    decided |= {prims.inspect_sharding_p, prims.check_p}
     # the fast backend runs the mesh-level program: no front-end-only collective reaches it
     front_end = {c.prim for c in coll.FRONT_END}
     # a node whose slices are data (ragged_all_to_all) runs its reference rule group by group

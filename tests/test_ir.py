@@ -106,7 +106,10 @@ def test_verifier_checks_sub_programs():
 # the mesh-level program's: per-device programs hold its constant instead.
 # (a sharding inspection is done and removed when its program is compiled: compiler.inspection)
 _NO_IMPL = {prims.shard_map_p, *prims.CUSTOM_CALLS, prims.custom_lin_p, prims.name_p,
-            prims.linear_solve_p, coll.process_index_node, prims.inspect_sharding_p}
+            prims.linear_solve_p, coll.process_index_node, prims.inspect_sharding_p,
+            # checks run eagerly or become a checkified function's error; compiling refuses
+            # them (compiler/checks.py)
+            prims.check_p}
 
 
 def test_every_primitive_has_a_shape_rule():

@@ -24,7 +24,7 @@ NOT_LINEAR = set(prims.UNARY + prims.COMPARISON) - {prims.neg_p, *prims.COMPLEX_
     prims.and_p, prims.or_p, prims.xor_p, prims.iota_p, prims.reduce_max_p, prims.reduce_min_p,
     prims.reduce_prod_p, prims.reduce_and_p, prims.reduce_or_p, prims.argmax_p, prims.argmin_p,
     prims.threefry2x32_p, prims.stop_gradient_p, prims.debug_print_p, prims.inspect_sharding_p,
-    coll.pmax_p,
+    prims.check_p, coll.pmax_p,
     coll.pmin_p, coll.axis_index_p, prims.signbit_p, prims.nextafter_p, *prims.SHIFTS,
     prims.cumprod_p, prims.cummax_p, prims.cummin_p, prims.sort_p, prims.searchsorted_p,
     prims.polygamma_p, *prims.INCOMPLETE, prims.bitcast_convert_type_p, prims.cholesky_p,

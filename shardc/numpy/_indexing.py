@@ -231,6 +231,9 @@ def _expand_index(index, ndim, keep_scalar_bools=False):
     """
     if not isinstance(index, tuple):
         index = (index,)
+    # a sequence holding traced integers is the integer array it spells (JAX's reading)
+    index = tuple(asarray(i) if isinstance(i, (list, tuple)) and _holds_tracer(i) else i
+                  for i in index)
     for position, entry in enumerate(index):
         _check_entry(entry, position)
     if sum(1 for i in index if i is Ellipsis) > 1:
@@ -259,6 +262,24 @@ def _check_static_indices(index, shape) -> None:
             if not 0 <= (i + size if i < 0 else i) < size:
                 raise IndexError(f"index {i} out of bounds for axis {dim} with size {size} "
                                  "(normalize_indices=True)")
+
+
+def _out_of_range_as_dynamic(index, shape) -> tuple:
+    """``index`` with each static integer out of its dimension's range read as a traced one
+    (a ``dynamic_slice``, which clamps), as JAX reads it: the value is the clamped position's
+    either way, and the program says that the index was out of range (checkify finds it)."""
+    static = [(k, dim) for k, dim in _integer_entries(index, shape)
+              if isinstance(index[k], (int, np.integer))
+              and not isinstance(index[k], (bool, np.bool_))]
+    if not any(shape[dim] and not -shape[dim] <= int(index[k]) < shape[dim]
+               for k, dim in static):
+        return index
+    # (every static integer then: the whole array is read from, as JAX's gather reads it)
+    entries = list(index)
+    for k, _ in static:
+        value = int(index[k])
+        entries[k] = asarray(np.int32(value) if -2**31 <= value < 2**31 else np.int64(value))
+    return tuple(entries)
 
 
 def _no_list_index(index) -> None:
@@ -328,6 +349,11 @@ def _is_bool_array(entry) -> bool:
         aval = aval_of(entry)
         return aval.shape != () and _dt.is_bool(aval.dtype)
     return False
+
+
+def _holds_tracer(entries) -> bool:
+    return any(_holds_tracer(e) if isinstance(e, (list, tuple)) else isinstance(e, Tracer)
+               for e in entries)
 
 
 def _is_concrete(index) -> bool:
@@ -601,6 +627,7 @@ def getitem(x, index):
     index = _mask_as_integers(_expand_index(index, len(shape)), shape)
     if static_index_check_on():
         _check_static_indices(index, shape)
+    index = _out_of_range_as_dynamic(index, shape)
     _check_gather_layout(x, index)
     if _needs_flat_path(index):
         if sum(1 for e in index if _is_int_array(e)) > 1 and \
