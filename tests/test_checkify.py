@@ -222,3 +222,15 @@ def test_bad_arguments():
 def test_a_traced_check_prints_without_its_error_structure():
     text = str(jax.make_jaxpr(positive_reciprocal)(1.0))
     assert "check[debug=False]" in text and "err_tree" not in text
+
+
+def test_a_python_bool_check_is_traced_too():
+    def f(x):
+        checkify.check(False, "always fails")
+        return x * 2
+    err, out = checkify.checkify(f)(jnp.float32(1.0))
+    assert err.get() == "always fails (`check` failed)" and float(out) == 2.0
+    with pytest.raises(ValueError, match="Cannot abstractly evaluate"):
+        jax.jit(lambda x: (checkify.check(True, "never"), x)[1])(1.0)
+    with pytest.raises(checkify.JaxRuntimeError, match="always fails"):
+        f(1.0)

@@ -29,8 +29,8 @@ import numpy as np
 from compiler import tree as _tree
 from compiler.checks import holds_checks, mark_bound
 from compiler.shard_map import shard_map as _shard_map
-from compiler.tracing import (aval_of, bind, replaying, trace_to_program, traced_mesh,
-                              user_source)
+from compiler.tracing import (EvalTrace, aval_of, bind, current_trace, replaying,
+                              trace_to_program, traced_mesh, user_source)
 from ir import collectives as coll
 from ir import primitives as prims
 from ir.graph import sub_programs
@@ -229,8 +229,8 @@ class Error:
         mapping = {}
         for index in np.ndindex(*shape):
             found = None
-            for effect, code in self._code.items():
-                code = int(np.asarray(code)[index]) if np.shape(code) else int(code)
+            for effect, codes in self._code.items():
+                code = int(np.asarray(codes)[index]) if np.shape(codes) else int(codes)
                 if bool(np.asarray(self._pred[effect])[index]) and (
                         found is None or code < found[0]):
                     found = (code, effect)
@@ -275,9 +275,9 @@ init_error = Error({}, {}, {}, {})
 _next_code = itertools.count(1).__next__
 
 
-def _where(pred, effect, on_true, on_false):
-    """``on_true`` where ``pred``, for a payload leaf of ``effect``'s (``pred`` may be batched:
-    its dimensions lead)."""
+def _where(pred, on_true, on_false):
+    """``on_true`` where ``pred`` (which may be batched: its dimensions lead those of the
+    values, a payload's own dimensions after them)."""
     pred = jnp.asarray(pred)
     extra = max(np.ndim(on_true), np.ndim(on_false)) - pred.ndim
     if pred.ndim and extra > 0:
@@ -292,8 +292,8 @@ def update_error(error: Error, pred, code, metadata, payload, effect) -> Error:
     if before is None:
         return error._update(effect, jnp.asarray(pred, bool), jnp.asarray(code, np.int32),
                              metadata, list(payload))
-    out_code = _where(before, None, error._code[effect], jnp.asarray(code, np.int32))
-    out_payload = [_where(before, effect, old, new)
+    out_code = _where(before, error._code[effect], jnp.asarray(code, np.int32))
+    out_payload = [_where(before, old, new)
                    for old, new in zip(error._payload[effect], payload)]
     return error._update(effect, jnp.logical_or(before, pred), out_code, metadata, out_payload)
 
@@ -365,19 +365,15 @@ def _check_error(error: Error, *, debug: bool = False) -> None:
     if any(np.shape(v) for v in error._pred.values()):
         error = _reduce_any_error(error)
     leaves, treedef = _tree.tree_flatten(error)
-    if all(isinstance(leaf, np.ndarray) or not _is_traced(leaf) for leaf in leaves):
+    if isinstance(current_trace(), EvalTrace):       # eagerly: raised now, if at all
         if not debug:
             exc = error.get_exception()
             if exc is not None:
                 raise JaxRuntimeError(str(exc)) from exc
         return
+    # traced (a Python bool's check too): what checkify or compiling makes of it
     mark_bound()
     bind(prims.check_p, *leaves, err_tree=treedef, debug=debug)
-
-
-def _is_traced(value) -> bool:
-    from compiler.tracing import Tracer
-    return isinstance(value, Tracer)
 
 
 # --- error sets --------------------------------------------------------------------------------
@@ -498,29 +494,20 @@ def _oob(checker: _Checker, name: str, shape, mask, indices, axes) -> None:
     checker.add(jnp.any(flat_mask), OOBError(user_source(), name, tuple(shape), payload))
 
 
-def _dynamic_slice_rule(checker: _Checker, eqn, values) -> list:
+def _window_rule(checker: _Checker, eqn, values) -> list:
+    """dynamic_slice and dynamic_update_slice: a window of the operand from start indices
+    (after the operand, and the update's, which gives the window's size)."""
     outs = _bound(eqn, values)
-    if OOBError in checker.enabled:
-        operand, starts = values[0], values[1:]
-        shape = aval_of(operand).shape
-        if shape:
-            starts = jnp.stack([jnp.asarray(s).astype(np.int32) for s in starts])
-            sizes = np.asarray(eqn.params["slice_sizes"], np.int32)
-            mask = (starts < 0) | (starts + sizes > np.asarray(shape, np.int32))
-            _oob(checker, "dynamic_slice", shape, mask, starts, range(len(shape)))
-    return outs
-
-
-def _dynamic_update_slice_rule(checker: _Checker, eqn, values) -> list:
-    outs = _bound(eqn, values)
-    if OOBError in checker.enabled:
-        operand, update, starts = values[0], values[1], values[2:]
-        shape = aval_of(operand).shape
-        if shape:
-            starts = jnp.stack([jnp.asarray(s).astype(np.int32) for s in starts])
-            sizes = np.asarray(aval_of(update).shape, np.int32)
-            mask = (starts < 0) | (starts + sizes > np.asarray(shape, np.int32))
-            _oob(checker, "dynamic_update_slice", shape, mask, starts, range(len(shape)))
+    shape = aval_of(values[0]).shape
+    if OOBError in checker.enabled and shape:
+        if eqn.primitive is prims.dynamic_slice_p:
+            starts, sizes = values[1:], eqn.params["slice_sizes"]
+        else:
+            starts, sizes = values[2:], aval_of(values[1]).shape
+        starts = jnp.stack([jnp.asarray(s).astype(np.int32) for s in starts])
+        mask = (starts < 0) | (starts + np.asarray(sizes, np.int32)
+                               > np.asarray(shape, np.int32))
+        _oob(checker, eqn.primitive.name, shape, mask, starts, range(len(shape)))
     return outs
 
 
@@ -558,7 +545,7 @@ def _check_rule(checker: _Checker, eqn, values) -> list:
 
 # --- control flow: the error goes in and comes out ---------------------------------------------
 
-def _effects_of(body, leaves_tree, in_avals, enabled) -> set:
+def _effects_of(body, leaves_tree, in_avals) -> set:
     """The kinds of error running ``body(error, *values) -> (error, outs)`` may hold after,
     found by tracing it on ``in_avals`` (the error's leaves first)."""
     leaves, treedef = leaves_tree
@@ -579,7 +566,7 @@ def _with_placeholders(checker: _Checker, bodies, in_avals) -> tuple:
     leaves_tree = _tree.tree_flatten(checker.error)
     effects = set()
     for body in bodies:
-        effects |= _effects_of(body, leaves_tree, in_avals, checker.enabled)
+        effects |= _effects_of(body, leaves_tree, in_avals)
     checker.error = checker.error._add_placeholder_effects(effects)
     return _tree.tree_flatten(checker.error)
 
@@ -705,8 +692,8 @@ def _shard_map_rule(checker: _Checker, eqn, values) -> list:
     return list(outs)
 
 
-_RULES: dict = {prims.check_p: _check_rule, prims.dynamic_slice_p: _dynamic_slice_rule,
-                prims.dynamic_update_slice_p: _dynamic_update_slice_rule,
+_RULES: dict = {prims.check_p: _check_rule, prims.dynamic_slice_p: _window_rule,
+                prims.dynamic_update_slice_p: _window_rule,
                 prims.gather_p: _indexed_rule, prims.scatter_p: _indexed_rule,
                 prims.div_p: _div_rule, prims.cond_p: _cond_rule, prims.while_p: _while_rule,
                 prims.scan_p: _scan_rule, prims.shard_map_p: _shard_map_rule}
