@@ -15,7 +15,7 @@ from compiler.tracing import eager_rules
 from compiler.tree import tree_unflatten
 from ir import primitives as prims
 from ir.core import Program
-from ir.graph import replace_sub_programs, sub_programs
+from ir.graph import holds_equation, replace_sub_programs
 
 # whether any check was ever bound (most programs hold none: nothing to look for)
 _bound = [False]
@@ -47,7 +47,7 @@ eager_rules[prims.check_p] = _check_now
 def without_checks(program: Program) -> Program:
     """``program`` with its debug checks dropped, ``program`` itself where it holds none;
     ValueError (``functionalization_error``) where it holds another check."""
-    if not _bound[0] or not _holds(program):
+    if not holds_checks(program):
         return program
     eqns = []
     for eqn in program.eqns:
@@ -62,10 +62,8 @@ def without_checks(program: Program) -> Program:
 
 def holds_checks(program: Program) -> bool:
     """Whether ``program`` holds a check, in a sub-program too."""
-    return _bound[0] and _holds(program)
+    return _bound[0] and holds_equation(program, _is_check)
 
 
-def _holds(program: Program) -> bool:
-    return any(eqn.primitive is prims.check_p
-               or any(_holds(sub) for _, _, sub in sub_programs(eqn))
-               for eqn in program.eqns)
+def _is_check(eqn) -> bool:
+    return eqn.primitive is prims.check_p

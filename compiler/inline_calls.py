@@ -19,7 +19,7 @@ from compiler.tracing import eval_program
 from compiler.tracing import eager_rules
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, Var, holds_programs
-from ir.graph import replace_sub_programs, sub_programs
+from ir.graph import holds_equation, replace_sub_programs
 
 # Calls whose body runs in their place (a remat only around a shard_map); ``name`` is
 # replaced by its operand.
@@ -66,9 +66,7 @@ def _differs(new, old) -> bool:
 
 
 def _holds_rewritten(program: Program, every_remat: bool = False) -> bool:
-    return any(_rewrites(eqn, every_remat)
-               or any(_holds_rewritten(sub, every_remat) for _, _, sub in sub_programs(eqn))
-               for eqn in program.eqns)
+    return holds_equation(program, lambda eqn: _rewrites(eqn, every_remat))
 
 
 def _rewrites(eqn: Eqn, every_remat: bool = False) -> bool:
@@ -81,9 +79,7 @@ def _rewrites(eqn: Eqn, every_remat: bool = False) -> bool:
 
 
 def _holds_shard_map(program: Program) -> bool:
-    return any(eqn.primitive is prims.shard_map_p
-               or any(_holds_shard_map(sub) for _, _, sub in sub_programs(eqn))
-               for eqn in program.eqns)
+    return holds_equation(program, lambda eqn: eqn.primitive is prims.shard_map_p)
 
 
 def _inline_into(program: Program, subst: dict, eqns: list, fresh: bool,

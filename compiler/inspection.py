@@ -14,7 +14,7 @@ from compiler.shard_map import current_shard_context
 from compiler.tracing import bind, eager_rules
 from ir import primitives as prims
 from ir.core import Literal, Program
-from ir.graph import replace_sub_programs, sub_programs
+from ir.graph import holds_equation, replace_sub_programs
 from ir.sharding import NamedSharding, PartitionSpec
 
 # whether any inspection was ever traced (most programs hold none: nothing to look for)
@@ -50,7 +50,7 @@ def inspected(program: Program, mesh=None, device=None, consts=None,
     inspection removed; ``program`` itself where it holds none. ``consts``: the values of its
     constants where the program does not hold them. ``pending``: a list that gets each call
     instead (``done`` makes them when the program is compiled: JAX's time for them)."""
-    if not _traced[0] or not _holds(program):
+    if not _traced[0] or not holds_equation(program, _is_inspection):
         return program
     eqns = []
     # a constant of the program: an array placed by the program where it lies, a number or
@@ -96,10 +96,8 @@ def placement_of(layouts, mesh=None) -> tuple:
     return mesh, device
 
 
-def _holds(program: Program) -> bool:
-    return any(eqn.primitive is prims.inspect_sharding_p
-               or any(_holds(sub) for _, _, sub in sub_programs(eqn))
-               for eqn in program.eqns)
+def _is_inspection(eqn) -> bool:
+    return eqn.primitive is prims.inspect_sharding_p
 
 
 def _layout(aval, mesh, device):

@@ -55,8 +55,8 @@ from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
 from compiler.propagation import (annotated_meshes, program_mesh, propagate, result_shardings,
                                   spelling_reference)
-from ir.graph import (ORDERED_EFFECTS_ERROR, is_ordered_effect, replace_sub_programs,
-                      sub_programs)
+from ir.graph import (ORDERED_EFFECTS_ERROR, holds_equation, is_ordered_effect,
+                      replace_sub_programs, sub_programs)
 from ir.printer import print_program
 
 
@@ -944,9 +944,7 @@ def _check_ordered_effects(program: Program, shardings) -> None:
 
 def _holds_ordered_effect(program: Program) -> bool:
     """Whether ``program`` (its sub-programs too) prints or calls back ``ordered``."""
-    return any(is_ordered_effect(eqn.primitive, eqn.params)
-               or any(_holds_ordered_effect(sub) for _, _, sub in sub_programs(eqn))
-               for eqn in program.eqns)
+    return holds_equation(program, lambda eqn: is_ordered_effect(eqn.primitive, eqn.params))
 
 
 def _settled(compiled: Compiled) -> Compiled:

@@ -48,6 +48,13 @@ ORDERED_EFFECTS_ERROR = ("The following ordered effects are not supported for mo
                          "device: ['OrderedDebugEffect']")
 
 
+def holds_equation(program: Program, test: Callable[[Eqn], bool]) -> bool:
+    """Whether an equation of ``program``, or of a sub-program at any depth, passes
+    ``test``."""
+    return any(test(eqn) or any(holds_equation(sub, test) for _, _, sub in sub_programs(eqn))
+               for eqn in program.eqns)
+
+
 def runs_per_device(prim, params) -> bool:
     """A ``partitioned`` print or debug callback: each device runs it on its blocks."""
     return prim in DEBUG_EFFECTS and bool(params.get("partitioned"))

@@ -9,7 +9,7 @@ import numpy as np
 from ir import collectives as coll
 from ir import primitives as prims
 from ir.core import Aval
-from ir.graph import sub_programs
+from ir.graph import holds_equation
 from ir.shapes import out_avals
 from ir.sharding_rules import type_sharding
 from ir.specialise import specialise
@@ -367,9 +367,7 @@ def _calls_back(program) -> bool:
     """Whether a program calls a Python function (a callback), whose results may differ
     between processes, anywhere: in a shard_map body too, whose results the host program
     may compute from."""
-    return any(eqn.primitive is prims.callback_p
-               or any(_calls_back(sub) for _, _, sub in sub_programs(eqn))
-               for eqn in program.eqns)
+    return holds_equation(program, lambda eqn: eqn.primitive is prims.callback_p)
 
 
 def _runs_on_no_mesh(module) -> bool:
@@ -390,9 +388,7 @@ def _names_other_devices(program) -> bool:
         if devices is None and isinstance(value, (tuple, list)):
             return any(other(v) for v in value)
         return devices is not None and not all(d.is_local for d in devices)
-    return any(any(other(v) for v in eqn.params.values())
-               or any(_names_other_devices(sub) for _, _, sub in sub_programs(eqn))
-               for eqn in program.eqns)
+    return holds_equation(program, lambda eqn: any(map(other, eqn.params.values())))
 
 
 def _only_shard_map(module):

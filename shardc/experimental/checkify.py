@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 
 import numpy as np
 
@@ -207,13 +208,7 @@ class Error:
         """The exception of the first failure, or None where nothing failed."""
         if any(np.shape(v) for v in self._pred.values()):
             return self._batched_exception()
-        found = None
-        for effect, code in self._code.items():
-            if bool(self._pred[effect]) and (found is None or int(code) < found[0]):
-                found = (int(code), effect)
-        if found is None:
-            return None
-        return _tree.tree_unflatten(self._metadata[found[0]], list(self._payload[found[1]]))
+        return self._exception_at(())
 
     def throw(self):
         """Raise JaxRuntimeError where something failed."""
@@ -226,19 +221,25 @@ class Error:
 
     def _batched_exception(self) -> BatchedError | None:
         shape = np.shape(next(iter(self._pred.values())))
-        mapping = {}
-        for index in np.ndindex(*shape):
-            found = None
-            for effect, codes in self._code.items():
-                code = int(np.asarray(codes)[index]) if np.shape(codes) else int(codes)
-                if bool(np.asarray(self._pred[effect])[index]) and (
-                        found is None or code < found[0]):
-                    found = (code, effect)
-            if found is not None:
-                payload = [np.asarray(p)[index] if np.ndim(p) > len(s.shape) else p
-                           for p, s in zip(self._payload[found[1]], found[1].shape_dtypes)]
-                mapping[index] = _tree.tree_unflatten(self._metadata[found[0]], payload)
+        mapping = {index: self._exception_at(index) for index in np.ndindex(*shape)}
+        mapping = {index: exc for index, exc in mapping.items() if exc is not None}
         return BatchedError(mapping) if mapping else None
+
+    def _exception_at(self, index: tuple) -> JaxException | None:
+        """The exception of the first failure (the lowest code) at mapped ``index`` (``()``
+        for an error that is not batched), or None."""
+        def at(value):      # (a batched value's member, read on the host)
+            return np.asarray(value)[index] if index else value
+        found = None
+        for effect, codes in self._code.items():
+            code = int(at(codes) if np.ndim(codes) else codes)
+            if bool(at(self._pred[effect])) and (found is None or code < found[0]):
+                found = (code, effect)
+        if found is None:
+            return None
+        payload = [at(p) if np.ndim(p) > len(s.shape) else p
+                   for p, s in zip(self._payload[found[1]], found[1].shape_dtypes)]
+        return _tree.tree_unflatten(self._metadata[found[0]], payload)
 
     def _update(self, effect, pred, code, metadata, payload) -> "Error":
         return Error({**self._pred, effect: pred}, {**self._code, effect: code},
@@ -364,7 +365,6 @@ def _check(pred, msg, debug, *fmt_args, **fmt_kwargs) -> None:
 def _check_error(error: Error, *, debug: bool = False) -> None:
     if any(np.shape(v) for v in error._pred.values()):
         error = _reduce_any_error(error)
-    leaves, treedef = _tree.tree_flatten(error)
     if isinstance(current_trace(), EvalTrace):       # eagerly: raised now, if at all
         if not debug:
             exc = error.get_exception()
@@ -373,6 +373,7 @@ def _check_error(error: Error, *, debug: bool = False) -> None:
         return
     # traced (a Python bool's check too): what checkify or compiling makes of it
     mark_bound()
+    leaves, treedef = _tree.tree_flatten(error)
     bind(prims.check_p, *leaves, err_tree=treedef, debug=debug)
 
 
@@ -517,7 +518,7 @@ def _indexed_rule(checker: _Checker, eqn, values) -> list:
     if OOBError in checker.enabled:
         operand, indices = values[0], values[1]
         shape, axis = aval_of(operand).shape, eqn.params["axis"]
-        if np.size(np.zeros(aval_of(indices).shape, bool)):
+        if math.prod(aval_of(indices).shape):
             flat = jnp.reshape(indices, (-1, 1))
             mask = (flat < 0) | (flat >= shape[axis])
             _oob(checker, eqn.primitive.name, shape, mask, flat, [axis])
@@ -571,12 +572,23 @@ def _with_placeholders(checker: _Checker, bodies, in_avals) -> tuple:
     return _tree.tree_flatten(checker.error)
 
 
-def _program_body(program, enabled, before=0):
-    """``body(error, *values)`` running ``program`` on ``values``, checked; ``before``: values
-    passed ahead of the program's own inputs (dropped)."""
+def _program_body(program, enabled):
+    """``body(error, *values)`` running ``program`` on ``values``, checked."""
     def body(error, *values):
-        return _checked(program, values[before:], program.consts, enabled, error)
+        return _checked(program, values, program.consts, enabled, error)
     return body
+
+
+def _on_leaves(step, treedef, trees: list):
+    """``step(error, *values) -> (error, outs)`` as a function of the error's leaves (of
+    structure ``treedef``) giving the leaves of the error it makes, whose structure it appends
+    to ``trees``: what a loop body or branch carries."""
+    def run(error_leaves, *values):
+        error, outs = step(_tree.tree_unflatten(treedef, list(error_leaves)), *values)
+        out_leaves, out_tree = _tree.tree_flatten(error)
+        trees.append(out_tree)
+        return out_leaves, list(outs)
+    return run
 
 
 def _cond_rule(checker: _Checker, eqn, values) -> list:
@@ -586,12 +598,8 @@ def _cond_rule(checker: _Checker, eqn, values) -> list:
     trees = []
 
     def branch(body):
-        def run(error_leaves, ops):
-            error, outs = body(_tree.tree_unflatten(treedef, error_leaves), *ops)
-            out_leaves, out_tree = _tree.tree_flatten(error)
-            trees.append(out_tree)
-            return out_leaves, list(outs)
-        return run
+        run = _on_leaves(body, treedef, trees)
+        return lambda error_leaves, ops: run(error_leaves, *ops)
     out_leaves, outs = lax.switch(index, [branch(b) for b in bodies], leaves, operands)
     metadata = dict(checker.error._metadata)
     errors = [_tree.tree_unflatten(t, out_leaves) for t in trees]
@@ -604,7 +612,7 @@ def _cond_rule(checker: _Checker, eqn, values) -> list:
 def _while_rule(checker: _Checker, eqn, values) -> list:
     params = eqn.params
     cond, body = params["cond_jaxpr"], params["body_jaxpr"]
-    if np.shape(np.zeros(cond.outvars[0].aval.shape)):
+    if cond.outvars[0].aval.shape:
         raise ValueError("Checkify does not support batched while-loops "
                          "(checkify-of-vmap-of-while). \nHint: if possible, move the vmap to "
                          "the outer level to get vmap-of-checkify-of-while.")
@@ -622,6 +630,7 @@ def _while_rule(checker: _Checker, eqn, values) -> list:
         return error, new
     leaves, treedef = _with_placeholders(checker, [step], [aval_of(v) for v in carry])
     trees = []
+    run = _on_leaves(step, treedef, trees)
 
     def cond_fun(state):
         error_leaves, carry_now = state
@@ -631,10 +640,7 @@ def _while_rule(checker: _Checker, eqn, values) -> list:
 
     def body_fun(state):
         error_leaves, carry_now = state
-        error, new = step(_tree.tree_unflatten(treedef, error_leaves), *carry_now)
-        out_leaves, out_tree = _tree.tree_flatten(error)
-        trees.append(out_tree)
-        return out_leaves, list(new)
+        return run(error_leaves, *carry_now)
     out_leaves, outs = lax.while_loop(cond_fun, body_fun, (leaves, carry))
     checker.error = _tree.tree_unflatten(trees[-1], out_leaves)
     return list(outs)
@@ -653,13 +659,12 @@ def _scan_rule(checker: _Checker, eqn, values) -> list:
     leaves, treedef = _with_placeholders(checker, [step],
                                          [aval_of(c) for c in carry] + x_avals)
     trees = []
+    run = _on_leaves(step, treedef, trees)
 
     def scan_body(state, x):
         error_leaves, carry_now = state
-        error, outs = step(_tree.tree_unflatten(treedef, error_leaves), *carry_now, *x)
-        out_leaves, out_tree = _tree.tree_flatten(error)
-        trees.append(out_tree)
-        return (out_leaves, list(outs[:n_carry])), list(outs[n_carry:])
+        out_leaves, outs = run(error_leaves, *carry_now, *x)
+        return (out_leaves, outs[:n_carry]), outs[n_carry:]
     (out_leaves, new_carry), ys = lax.scan(scan_body, (leaves, carry), xs,
                                            length=params["length"], reverse=params["reverse"])
     checker.error = _tree.tree_unflatten(trees[-1], out_leaves)
@@ -672,13 +677,11 @@ def _shard_map_rule(checker: _Checker, eqn, values) -> list:
     params = eqn.params
     mesh, body = params["mesh"], params["jaxpr"]
     leaves, treedef = _tree.tree_flatten(checker.error)
-    enabled, trees = checker.enabled, []
+    trees = []
+    run = _on_leaves(_program_body(body, checker.enabled), treedef, trees)
 
     def per_device(*args):
-        error = _tree.tree_unflatten(treedef, list(args[:len(leaves)]))
-        error, outs = _checked(body, args[len(leaves):], body.consts, enabled, error)
-        out_leaves, out_tree = _tree.tree_flatten(error)
-        trees.append(out_tree)
+        out_leaves, outs = run(args[:len(leaves)], *args[len(leaves):])
         return tuple(jnp.expand_dims(leaf, 0) for leaf in out_leaves), tuple(outs)
 
     # (the error's leaves, however many, split over every axis: a spec prefix of them)

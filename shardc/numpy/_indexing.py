@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from compiler.control_flow import while_loop
+from compiler.tree import tree_leaves
 from compiler.tracing import (NonConcreteBooleanIndexError, Tracer, aval_of, bind,
                               static_index_check_on,
                               errors_link, is_python_scalar, value_if_known)
@@ -232,7 +233,8 @@ def _expand_index(index, ndim, keep_scalar_bools=False):
     if not isinstance(index, tuple):
         index = (index,)
     # a sequence holding traced integers is the integer array it spells (JAX's reading)
-    index = tuple(asarray(i) if isinstance(i, (list, tuple)) and _holds_tracer(i) else i
+    index = tuple(asarray(i) if isinstance(i, (list, tuple))
+                  and any(isinstance(leaf, Tracer) for leaf in tree_leaves(i)) else i
                   for i in index)
     for position, entry in enumerate(index):
         _check_entry(entry, position)
@@ -349,11 +351,6 @@ def _is_bool_array(entry) -> bool:
         aval = aval_of(entry)
         return aval.shape != () and _dt.is_bool(aval.dtype)
     return False
-
-
-def _holds_tracer(entries) -> bool:
-    return any(_holds_tracer(e) if isinstance(e, (list, tuple)) else isinstance(e, Tracer)
-               for e in entries)
 
 
 def _is_concrete(index) -> bool:
