@@ -266,6 +266,9 @@ def jvp(fun, primals, tangents, has_aux=False):
     _check_values(tuple(t for t in flat_tangents if not dtypes.is_float0(t)), "tangents", fun)
     # as given: a tuple of primals and a list of tangents differ, as in JAX
     given_tree, t_tree = tree.tree_structure(primals), tree.tree_structure(tangents)
+    expanded = None if t_tree == given_tree else _float0_expanded(primals, tangents, t_tree)
+    if expanded is not None:
+        flat_tangents, t_tree = expanded, given_tree
     if t_tree != given_tree:
         raise TypeError("primal and tangent arguments to jax.jvp must have the same tree "
                         f"structure; primals have tree structure {given_tree} whereas tangents "
@@ -296,6 +299,26 @@ def jvp(fun, primals, tangents, has_aux=False):
                 tree.tree_unflatten(out_tree, tangent_out[:n]),
                 rebuild_aux(opaque, primal_out[n:]))
     return tree.tree_unflatten(out_tree, primal_out), tree.tree_unflatten(out_tree, tangent_out)
+
+
+def _float0_expanded(primals, tangents, t_tree):
+    """The flat tangents where a float0 tangent stands for a primal that flattens to more than
+    itself (a key array, one value to JAX, flattens to its data): float0 zeros of each of its
+    leaves. None where the trees part otherwise."""
+    try:
+        parts = t_tree.flatten_up_to(primals)
+    except ValueError:
+        return None
+    flat = []
+    for tangent, primal in zip(tree.tree_leaves(tangents), parts):
+        leaves = tree.tree_leaves(primal)
+        if len(leaves) == 1 and leaves[0] is primal:
+            flat.append(tangent)
+        elif dtypes.is_float0(tangent) and np.shape(tangent) == np.shape(primal):
+            flat.extend(float0_zeros(aval_of(leaf)) for leaf in leaves)
+        else:
+            return None
+    return flat
 
 
 def _differentiable(dtype) -> bool:

@@ -47,6 +47,7 @@ from ir import dtypes
 from ir import primitives as p
 from ir import collectives as coll
 from ir.core import Program
+from ir.float0 import float0_zeros
 
 
 # --- values the rules see -----------------------------------------------------------------------
@@ -547,10 +548,13 @@ def _flat_fwd(fwd, closed, in_tree, out_tree, out_avals, symbolic_zeros, name, f
 def _flat_bwd(bwd, closed, in_tree, out_tree, in_avals, out_avals, symbolic_zeros, bwd_name,
               consts, residuals, res_tree, cts):
     """The user's bwd rule on flat lists: one cotangent per primal input (None for zero)."""
+    # an integer or boolean output's cotangent is float0 zeros, as JAX's (a key's too)
     if symbolic_zeros:
-        cts = [SymbolicZero(a) if ct is None else ct for ct, a in zip(cts, out_avals)]
+        cts = [SymbolicZero(_tangent_aval(a)) if ct is None else ct
+               for ct, a in zip(cts, out_avals)]
     else:
-        cts = [typed_zeros(a) if ct is None else ct for ct, a in zip(cts, out_avals)]
+        cts = [ct if ct is not None else typed_zeros(a) if is_differentiable(a)
+               else float0_zeros(a) for ct, a in zip(cts, out_avals)]
     with resolving_stale(closed, consts):
         result = _read_now(bwd(tree.tree_unflatten(res_tree, residuals),
                                tree.tree_unflatten(out_tree, cts)))
@@ -632,13 +636,20 @@ def _custom_jvp_call_jvp(primals, tangents, *, jaxpr, jvp, name, num_consts, sym
     if any(t is not None for t in tangents[:num_consts]):
         raise ClosedOverTangentError("custom_jvp", "JVP")
     args, arg_tangents = primals[num_consts:], tangents[num_consts:]
+    # an integer or boolean argument's tangent is float0 zeros, as JAX's (a key's too)
     if symbolic_zeros:
-        tangents_in = [SymbolicZero(aval_of(a)) if t is None else t
+        tangents_in = [SymbolicZero(_tangent_aval(aval_of(a))) if t is None else t
                        for a, t in zip(args, arg_tangents)]
     else:
-        tangents_in = [typed_zeros(aval_of(a)) if t is None else t
+        tangents_in = [t if t is not None else typed_zeros(aval_of(a))
+                       if is_differentiable(aval_of(a)) else float0_zeros(aval_of(a))
                        for a, t in zip(args, arg_tangents)]
     return rule(list(primals[:num_consts]), list(args), tangents_in)
+
+
+def _tangent_aval(aval):
+    """The type of ``aval``'s tangents: float0 for integers and booleans."""
+    return aval if is_differentiable(aval) else aval.update(dtype=dtypes.FLOAT0)
 
 
 def _custom_vjp_call_jvp(primals, tangents, *, jaxpr, fwd, bwd, name, num_consts,

@@ -1729,7 +1729,10 @@ def abstract_stand_ins(value):
 
 def _stand_in(leaf):
     """``leaf`` as ``lower`` takes it: an object that is no value but has a dtype (an aval,
-    JAX's ``ShapedArray`` or the like) as a ``ShapeDtypeStruct``; anything else as it is."""
+    JAX's ``ShapedArray`` or the like) as a ``ShapeDtypeStruct``; a struct of a key dtype as
+    keys over their data's struct; anything else as it is."""
+    if isinstance(leaf, ShapeDtypeStruct) and leaf.extended:
+        return leaf.dtype.stand_in(leaf)
     if (isinstance(leaf, (Tracer, ShapeDtypeStruct, np.ndarray, np.generic))
             or getattr(leaf, "dtype", None) is None or is_jax_value(leaf)
             or getattr(leaf, "__jax_array__", None) is not None):

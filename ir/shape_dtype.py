@@ -23,10 +23,15 @@ class ShapeDtypeStruct:
         self.weak = bool(weak_type)
         # in a shard_map body, the mesh axes the value varies over (JAX's manual_axis_type)
         self.manual_axis_type = manual_axis_type
-        canonical = dtypes.canonicalize(dtype)      # refuses what no array holds
-        # the dtype as asked (JAX keeps float64 with x64 off: pure_callback refuses it);
-        # what it stands for when traced is the canonical one
-        self.dtype = np.dtype(dtype)
+        if self.is_extended(dtype):
+            # a key dtype (JAX's extended dtypes): traced as keys over their data's stand-in
+            # (``dtype.stand_in``), never as an array of its own
+            canonical, self.dtype = None, dtype
+        else:
+            canonical = dtypes.canonicalize(dtype)      # refuses what no array holds
+            # the dtype as asked (JAX keeps float64 with x64 off: pure_callback refuses
+            # it); what it stands for when traced is the canonical one
+            self.dtype = np.dtype(dtype)
         problem = rank_problem(sharding, len(self.shape))
         if problem is not None:
             raise ValueError(problem)
@@ -35,8 +40,17 @@ class ShapeDtypeStruct:
         self._sharding = sharding
         self._canonical = canonical
         self._avals: dict = {}
-        if not isinstance(sharding, PartitionSpec):
+        if not isinstance(sharding, PartitionSpec) and canonical is not None:
             self.aval       # made now: a sharding reported otherwise later keeps this type
+
+    @staticmethod
+    def is_extended(dtype) -> bool:
+        """Whether ``dtype`` is an extended dtype (a key dtype), which no array holds."""
+        return callable(getattr(dtype, "stand_in", None))
+
+    @property
+    def extended(self) -> bool:
+        return self._canonical is None
 
     @property
     def sharding(self):
@@ -56,6 +70,9 @@ class ShapeDtypeStruct:
     def aval(self) -> Aval:
         """The type it stands for: on an Explicit mesh its sharding is part of it (JAX's
         sharding in types)."""
+        if self.extended:
+            raise TypeError(f"a ShapeDtypeStruct of dtype {self.dtype} stands for keys over "
+                            "their data, which have the type")
         sharding = self._sharding
         key = current_mesh() if isinstance(sharding, PartitionSpec) else None
         aval = self._avals.get(key)
@@ -93,7 +110,7 @@ class ShapeDtypeStruct:
         """The shape, dtype, layout and weak type of ``x`` (the layout of an array placed
         where it lies by default, uncommitted, is None: JAX's)."""
         sharding = getattr(x, "sharding", None)
-        if getattr(x, "_committed", True) is False:
+        if getattr(x, "committed", True) is False:
             sharding = None
         return cls(np.shape(x) if not hasattr(x, "shape") else x.shape, x.dtype,
                    sharding, weak_type=getattr(x, "weak", False) is True)

@@ -20,7 +20,8 @@ Honoured flags change what shardc does:
   computations on uncommitted arrays, go to ``d``.
 
 - ``jax_default_prng_impl``, ``jax_threefry_partitionable``: the implementation of new keys,
-  and which of JAX's two schemes of threefry bits ``shardc.random`` computes.
+  and which of JAX's two schemes of threefry bits ``shardc.random`` computes;
+  ``jax_random_seed_offset`` is added to every seed a key is made from.
 - ``jax_log_compiles``: each jitted function's tracing and lowering logged at WARNING level.
 - ``jax_explain_cache_misses``: each time a jitted function is traced, why none of its earlier
   traces served is logged at WARNING level (``compiler/cache_miss.py``).
@@ -182,6 +183,8 @@ FLAGS = {flag.name: flag for flag in (
     # both change what tracing gives
     _traced_flag("jax_default_prng_impl", "threefry2x32",
                  _enum("threefry2x32", "rbg", "unsafe_rbg")),
+    # added to every seed a key is made from (jax.random.key, PRNGKey)
+    _traced_flag("jax_random_seed_offset", 0, _int),
     # raw uint32 key data given to a jax.random function: taken, warned about, or refused
     Flag("jax_legacy_prng_key", "allow", _enum("allow", "warn", "error")),
     _traced_flag("jax_threefry_partitionable", True, _bool),

@@ -924,3 +924,57 @@ def test_vjp_rules_may_return_a_batched_value_they_close_over():
     assert float(jax.grad(h)(jnp.float32(3.14))) == 3.0
     assert float(jax.jit(jax.grad(h))(jnp.float32(3.14))) == 3.0
     assert float(jax.vjp(h, jnp.float32(3.14))[1](jnp.float32(1.0))[0]) == 3.0
+
+
+def test_integer_arguments_and_outputs_get_float0_zeros_in_rules():
+    """A rule sees JAX's tangent type for an integer argument (float0 zeros, a SymbolicZero of
+    float0 with symbolic_zeros) and a bwd rule the same for an integer output's cotangent."""
+    seen = []
+
+    @jax.custom_jvp
+    def scale(x, n):
+        return x * n
+
+    @scale.defjvp
+    def scale_jvp(primals, tangents):
+        (x, n), (x_dot, n_dot) = primals, tangents
+        seen.append((n_dot.dtype, np.shape(n_dot)))
+        return x * n, x_dot * n
+
+    assert float(jax.grad(scale)(1.0, 3)) == 3.0
+    assert float(jax.jit(jax.grad(scale))(1.0, jnp.int32(4))) == 4.0
+    assert seen == [(jax.dtypes.float0, ())] * 2
+
+    @jax.custom_vjp
+    def passthrough(x, state):
+        return x * 2.0, state
+
+    def fwd(x, state):
+        return (x * 2.0, state), None
+
+    def bwd(_, cts):
+        x_bar, state_bar = cts
+        seen.append((state_bar.dtype, state_bar.shape))
+        return x_bar * 2.0, state_bar
+
+    passthrough.defvjp(fwd, bwd)
+    seen.clear()
+    assert float(jax.grad(lambda x: passthrough(x, jnp.arange(3))[0])(1.0)) == 2.0
+    assert seen == [(jax.dtypes.float0, (3,))]
+
+    @jax.custom_vjp
+    def sym(x, state):
+        return x, state
+
+    def sym_fwd(x, state):
+        assert isinstance(state, CustomVJPPrimal) and not state.perturbed
+        return (x.value, state.value), None
+
+    def sym_bwd(_, cts):
+        seen.append(cts[1])
+        return cts
+
+    sym.defvjp(sym_fwd, sym_bwd, symbolic_zeros=True)
+    seen.clear()
+    assert float(jax.grad(lambda x: sym(x, 5)[0])(1.0)) == 1.0
+    assert isinstance(seen[0], SymbolicZero) and seen[0].dtype == jax.dtypes.float0

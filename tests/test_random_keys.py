@@ -543,3 +543,125 @@ def test_enable_custom_prng_makes_prngkey_split_and_fold_in_give_typed_keys():
     def make():
         return random.PRNGKey(1)
     assert str(make().dtype) == "key<fry>"
+
+
+def test_indexing_past_a_key_arrays_dimensions_is_an_index_error():
+    """The words' axis is not indexable: ``key[0]`` on one key is JAX's IndexError, not its
+    first word."""
+    key = random.key(0)
+    assert key[None].shape == (1,)
+    with pytest.raises(IndexError, match="Too many indices: array is 0-dimensional, but 1"):
+        key[0]
+    grid = random.split(key, (2, 3))
+    assert grid[0, 1].shape == () and grid[None, 1, 2].shape == (1,)
+    with pytest.raises(IndexError, match="array is 2-dimensional, but 3 were indexed"):
+        grid[0, 1, 0]
+    keys = random.split(key, 4)
+    np.testing.assert_array_equal(_data(keys[np.array([True, False, True, False])]),
+                                  _data(keys)[[0, 2]])
+
+
+def test_keys_fetched_to_the_host_stay_keys_and_draw_the_same():
+    """``device_get`` of keys gives keys over host data (JAX's rule for key dtypes): their data,
+    splits and draws are the device keys'."""
+    keys = random.split(random.key(3), 3)
+    host = shardc.device_get(keys)
+    assert str(host.dtype) == "key<fry>" and host.shape == (3,)
+    np.testing.assert_array_equal(_data(host), _data(keys))
+    np.testing.assert_array_equal(np.asarray(random.normal(host[1], (4,))),
+                                  np.asarray(random.normal(keys[1], (4,))))
+    np.testing.assert_array_equal(_data(random.split(host[0])), _data(random.split(keys[0])))
+
+
+def test_random_seed_offset_is_added_to_every_seed():
+    base = _data(random.key(17))
+    shardc.config.update("jax_random_seed_offset", 3)
+    try:
+        np.testing.assert_array_equal(_data(random.key(17)), [0, 20])
+        np.testing.assert_array_equal(np.asarray(random.PRNGKey(17)), [0, 20])
+        np.testing.assert_array_equal(_data(shardc.jit(random.key)(17)), [0, 20])
+    finally:
+        shardc.config.update("jax_random_seed_offset", 0)
+    np.testing.assert_array_equal(_data(random.key(17)), base)
+
+
+def test_abstract_keys_are_structs_of_the_key_dtype():
+    """eval_shape of a function that makes keys gives ``ShapeDtypeStruct``s of dtype
+    ``key<fry>`` (not keys over structs of their words), and such a struct stands in for keys
+    in eval_shape and lower, as JAX's extended dtypes do."""
+    def init(k):
+        return {"w": random.normal(k, (3, 4)), "k": random.split(k)}
+    key = random.key(1701)
+    abstract = shardc.eval_shape(init, key)
+    assert abstract["k"] == shardc.ShapeDtypeStruct((2,), key.dtype)
+    assert repr(abstract["k"]) == "ShapeDtypeStruct(shape=(2,), dtype=key<fry>)"
+    struct = shardc.ShapeDtypeStruct.like(key)
+    assert struct == shardc.ShapeDtypeStruct((), key.dtype) and struct.sharding is None
+    assert shardc.eval_shape(lambda k: k, struct) == struct
+    assert shardc.eval_shape(init, struct) == abstract
+    lowered = shardc.jit(init).lower(struct)
+    assert lowered.out_info == abstract
+    np.testing.assert_array_equal(np.asarray(lowered.compile()(key)["w"]),
+                                  np.asarray(init(key)["w"]))
+    mesh = shardc.make_mesh((4,), ("x",))
+    keys = shardc.device_put(random.split(key, 8), shardc.NamedSharding(mesh, P("x")))
+    laid = shardc.ShapeDtypeStruct.like(keys)
+    assert laid.shape == (8,) and laid.sharding.spec == P("x")
+    split = shardc.eval_shape(shardc.vmap(random.split), laid)
+    assert split.shape == (8, 2) and str(split.dtype) == "key<fry>"
+    assert split.sharding.spec == P("x", None)
+
+
+def test_a_keys_tangent_is_float0_of_the_keys_shape():
+    """A key is one value to autodiff, as in JAX: custom rules see a float0 tangent (or
+    cotangent, or SymbolicZero) of the keys' shape, symbolic-zeros fwd rules one
+    CustomVJPPrimal, and jvp takes a float0 tangent for a key primal."""
+    seen = []
+
+    @shardc.custom_jvp
+    def noisy(x, key):
+        return x * random.normal(key, ())
+
+    @noisy.defjvp
+    def noisy_jvp(primals, tangents):
+        (x, key), (x_dot, key_dot) = primals, tangents
+        seen.append((key_dot.dtype, key_dot.shape))
+        noise = random.normal(key, ())
+        return x * noise, x_dot * noise
+
+    key = random.key(0)
+    plain = shardc.grad(lambda x, k: x * random.normal(k, ()))(0.0, key)
+    assert float(shardc.grad(noisy)(0.0, key)) == float(plain)
+    assert seen == [(shardc.dtypes.float0, ())]
+    zero = jnp.zeros((), shardc.dtypes.float0)
+    value, tangent = shardc.jvp(noisy, (1.0, key), (1.0, zero))
+    assert float(tangent) == float(value) == float(plain)
+    keys = random.split(key, 3)
+    _, tangent = shardc.jvp(lambda x, k: x * random.normal(k[1], ()), (1.0, keys),
+                            (1.0, jnp.zeros((3,), shardc.dtypes.float0)))
+    assert float(tangent) == float(random.normal(keys[1], ()))
+
+    @shardc.custom_vjp
+    def carry(x, state):
+        return state
+
+    carry.defvjp(lambda x, state: (state, None), lambda _, ct: (ct[0], ct))
+    # the state's cotangent reaches t through t * 8, the first slot's directly: 8 + 1
+    assert float(shardc.grad(lambda t: carry(t, (t * 8.0, random.key(1)))[0])(3.0)) == 9.0
+
+    @shardc.custom_vjp
+    def sym(x, state):
+        return state
+
+    def sym_fwd(x, state):
+        assert all(isinstance(s, shardc.custom_derivatives.CustomVJPPrimal) for s in state)
+        return shardc.tree.map(lambda s: s.value, state), None
+
+    def sym_bwd(_, ct):
+        seen.append(ct[1])
+        return ct[0], ct
+
+    sym.defvjp(sym_fwd, sym_bwd, symbolic_zeros=True)
+    seen.clear()
+    assert float(shardc.grad(lambda t: sym(t, (t * 2.0, random.key(1)))[0])(3.0)) == 3.0
+    assert seen[0].dtype == shardc.dtypes.float0 and seen[0].shape == ()

@@ -22,12 +22,14 @@ import warnings
 import numpy as np
 
 from compiler import tree
+from compiler.custom_ad import CustomVJPPrimal, SymbolicZero
 from compiler.jit import jit as _jit
 from compiler.tracing import Tracer, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 from ir.core import Aval, TypeSharding
 from ir.float0 import float0_zeros
+from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding import NamedSharding
 from runtime.array import Array as _Array
 import shardc.numpy as jnp
@@ -134,6 +136,17 @@ class KeyDtype:
 
     __repr__ = __str__
 
+    def stand_in(self, struct: ShapeDtypeStruct) -> "PRNGKeyArray":
+        """What a ``ShapeDtypeStruct`` of this dtype traces as: keys over the stand-in of their
+        ``uint32`` data (one more dimension, of the key's words, never split)."""
+        sharding = struct.sharding
+        if isinstance(sharding, NamedSharding):
+            entries = tuple(sharding.spec) + (None,) * (len(struct.shape) + 1
+                                                        - len(sharding.spec))
+            sharding = sharding.with_spec(sharding.spec.update(partitions=entries))
+        return PRNGKeyArray(self.impl, ShapeDtypeStruct(struct.shape + (self.impl.words,),
+                                                        np.uint32, sharding))
+
 
 class PRNGKeyArray:
     """An array of typed PRNG keys. ``key_data(keys)`` is its ``uint32[..., W]`` data."""
@@ -203,6 +216,13 @@ class PRNGKeyArray:
 
     def __getitem__(self, index):
         index = index if isinstance(index, tuple) else (index,)
+        consumed = sum(np.ndim(i) if getattr(i, "dtype", None) == np.bool_ else 1
+                       for i in index if i is not None and i is not Ellipsis
+                       and not isinstance(i, (bool, np.bool_)))
+        if consumed > self.ndim:
+            # the words' axis is not the user's to index (JAX's message)
+            raise IndexError(f"Too many indices: array is {self.ndim}-dimensional, but "
+                             f"{consumed} were indexed")
         if any(i is Ellipsis for i in index):
             # the key's own word axis stays whole: it is after everything the user indexes
             index = index + (slice(None),)
@@ -372,6 +392,20 @@ def _flatten_keys(keys: PRNGKeyArray):
 
 def _unflatten_keys(impl: PRNGImpl, children):
     (data,) = children
+    if isinstance(data, CustomVJPPrimal):
+        # a symbolic-zeros fwd rule's argument: the keys are the one primal, as in JAX
+        return CustomVJPPrimal(PRNGKeyArray(impl, data.value), data.perturbed)
+    if isinstance(data, SymbolicZero):
+        # a zero tangent or cotangent given to a symbolic-zeros rule: of the keys' own shape
+        return SymbolicZero(data.aval.update(shape=data.shape[:-1]))
+    if isinstance(data, ShapeDtypeStruct):
+        # keys' abstract value (eval_shape, out_info): a struct of the key dtype, as JAX's
+        sharding = data.sharding
+        if isinstance(sharding, NamedSharding):
+            entries = tuple(sharding.spec) + (None,) * (data.ndim - len(sharding.spec))
+            sharding = sharding.with_spec(sharding.spec.update(partitions=entries[:-1]))
+        return ShapeDtypeStruct(data.shape[:-1], KeyDtype(impl), sharding,
+                                manual_axis_type=data.manual_axis_type)
     if _dt.is_float0(data):
         # a key array's cotangent (grad with allow_int, vjp): float0 zeros of the keys' own
         # shape, as JAX's, not keys over float0 words
@@ -425,9 +459,10 @@ def _seed_data(seed, impl: PRNGImpl, ctor: str):
     if isinstance(seed, Tracer) or (hasattr(seed, "dtype") and not isinstance(seed, int)):
         # in a jitted function, as JAX seeds: its constants are the program's, so a seed on
         # the devices makes a key with no transfer from the host
-        words = _seed_words(jnp.asarray(seed))
+        offset = config.read("jax_random_seed_offset")
+        words = _seed_words(jnp.asarray(seed) + offset if offset else jnp.asarray(seed))
     else:
-        seed = int(seed)
+        seed = int(seed) + config.read("jax_random_seed_offset")
         if not -2 ** 63 <= seed < 2 ** 63:
             raise OverflowError(f"Python int {seed} too large to convert to int64")
         high = (seed >> 32) & 0xFFFFFFFF if _dt.x64_enabled() else 0
@@ -584,7 +619,8 @@ def key_data(keys):
     """The ``uint32[..., W]`` data of a key array (raw key data is returned as it is)."""
     if not isinstance(keys, PRNGKeyArray):
         return jnp.asarray(keys)
-    data, sharding = keys._base, keys._base.sharding
+    data = keys._base
+    sharding = getattr(data, "sharding", None)
     if isinstance(data, _Array) and not isinstance(data, Tracer) \
             and isinstance(sharding, NamedSharding) \
             and len(sharding.spec) < data.ndim:
