@@ -70,6 +70,7 @@ def set_jit_disabled(disabled: bool) -> None:
 
 
 _no_tracing = False             # ``jax_no_tracing``: a jitted function traced is an error
+_call_observer = None           # the profiler's, while it records a trace
 _no_execution = False           # ``jax_no_execution``: a compiled program run is an error
 
 
@@ -103,6 +104,13 @@ def set_explain_cache_misses(on: bool) -> None:
 def set_no_tracing(on: bool) -> None:
     global _no_tracing
     _no_tracing = bool(on)
+
+
+def set_call_observer(observer) -> None:
+    """``observer(name, call)`` runs each jitted call made outside any trace (``call()``
+    makes it and gives its result); None: none does (the profiler's recording)."""
+    global _call_observer
+    _call_observer = observer
 
 
 def set_no_execution(on: bool) -> None:
@@ -1016,6 +1024,12 @@ class JitFunction:
         return len(self.cache)
 
     def __call__(self, *args, **kwargs):
+        if _call_observer is None or current_trace() is not eval_trace:
+            return self._call_now(args, kwargs)
+        return _call_observer(function_name(self.fun),
+                              functools.partial(self._call_now, args, kwargs))
+
+    def _call_now(self, args, kwargs):
         if current_trace() is not eval_trace or _jit_disabled:
             return self._inline(args, kwargs)       # inside another trace, or disabled
         key, leaves = self._array_key(args, kwargs)

@@ -380,3 +380,48 @@ def test_padtype_to_pads_gives_python_ints_for_numpy_shapes():
     pads = lax.padtype_to_pads(np.array([10, 8]), np.array([5, 3]), np.array([1, 2]), "SAME")
     assert pads == [(2, 2), (0, 1)]
     assert all(type(v) is int for pair in pads for v in pair)
+
+
+def test_conv_on_an_explicit_mesh_follows_jaxs_sharding_rule():
+    """On Explicit axes a convolution infers its layout as JAX's does: with a replicated
+    kernel and unsplit input features the result keeps the input's split (a split spatial
+    dimension too, while the result's size divides); otherwise ``out_sharding`` is asked
+    for, and given it lays the result out however the operands are split. Values are the
+    unsplit convolution's."""
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    dn = ("NCHW", "OIHW", "NCHW")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 4, 16, 16)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+
+    def conv(a, b, strides=(1, 1), padding="SAME", **kw):
+        return lax.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn, **kw)
+
+    with shardc.set_mesh(mesh):
+        for spec_x, strides, want_spec in [(P(None, None, None, "x"), (1, 1),
+                                            P(None, None, None, "x")),
+                                           (P(None, None, None, "x"), (1, 2),
+                                            P(None, None, None, "x")),
+                                           (P("x"), (1, 1), P("x", None, None, None)),
+                                           (P("x", None, "y"), (2, 2), P("x", None, "y", None))]:
+            a, b = shardc.device_put(x, spec_x), shardc.device_put(w, P())
+            for f in (conv, shardc.jit(conv, static_argnums=2)):
+                out = f(a, b, strides)
+                assert out.sharding.spec == want_spec
+                assert_close(out, conv(x, w, strides), 1e-5, 1e-5, np.float32)
+        with pytest.raises(shardc.sharding.ShardingTypeError,
+                           match=r"conv_general_dilated on sharded dims where out dim \(14\)"):
+            conv(shardc.device_put(x, P(None, None, None, "x")), shardc.device_put(w, P()),
+                 padding="VALID")
+        for spec_x, spec_w in [(P("x"), P("y")), (P("x", "y"), P())]:
+            a, b = shardc.device_put(x, spec_x), shardc.device_put(w, spec_w)
+            with pytest.raises(shardc.sharding.ShardingTypeError,
+                               match="Please specify the output sharding via `out_sharding`"):
+                conv(a, b)
+            out = conv(a, b, out_sharding=P("x", None, None, None))
+            assert out.sharding.spec == P("x", None, None, None)
+            assert_close(out, conv(x, w), 1e-5, 1e-5, np.float32)
+        kernel_grad = shardc.grad(lambda a, b: conv(a, b).sum(), argnums=1)(
+            shardc.device_put(x, P("x")), shardc.device_put(w, P()))
+        assert_close(kernel_grad, shardc.grad(lambda b: conv(x, b).sum())(w), 1e-4, 1e-4,
+                     np.float32)

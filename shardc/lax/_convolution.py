@@ -14,12 +14,15 @@ from typing import NamedTuple
 
 import numpy as np
 
+from compiler.tracing import aval_of
 from ir import primitives as p
+from ir.sharding import NamedSharding, PartitionSpec, ShardingTypeError
+from ir.sharding_rules import kept_if_divisible, partitions, spec_of
 import shardc.numpy as jnp
 from shardc.lax._ops import Precision, dot_general, same_dtypes_error, slice as _slice
 from shardc.lax._shapes import array_operand, pad
 from shardc.numpy._core import check_out_sharding, constrain
-from shardc.sharding import resolve_sharding
+from shardc.sharding import auto_axes, explicit_axes_for, resolve_sharding
 
 __all__ = [
     "ConvDimensionNumbers", "conv_dimension_numbers", "padtype_to_pads", "conv_general_dilated",
@@ -125,14 +128,35 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     >>> y = lax.conv_general_dilated(x, w, (1, 1), 'SAME',
     ...                              dimension_numbers=('NHWC', 'HWIO', 'NHWC'))
     """
-    out = _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                dimension_numbers, feature_group_count, batch_group_count,
-                preferred_element_type)
-    if out_sharding is None:
-        return out
-    check_out_sharding(out_sharding, "conv_general_dilated")
-    return constrain(out, resolve_sharding(out_sharding,
-                                           "conv_general_dilated(out_sharding=...)"))
+    def convolve(lhs, rhs):
+        return _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                     dimension_numbers, feature_group_count, batch_group_count,
+                     preferred_element_type)
+
+    lhs, rhs = array_operand(lhs), array_operand(rhs)
+    if out_sharding is not None:
+        check_out_sharding(out_sharding, "conv_general_dilated")
+        sharding = resolve_sharding(out_sharding, "conv_general_dilated(out_sharding=...)")
+        explicit = explicit_axes_for(sharding)
+        if explicit:
+            # JAX's: the result laid out as asked, however the operands are split
+            return auto_axes(convolve, axes=explicit, out_sharding=sharding)(lhs, rhs)
+        return constrain(convolve(lhs, rhs), sharding)
+    lhs_aval, rhs_aval = aval_of(lhs), aval_of(rhs)
+    if not any(spec_of(a) != ((),) * a.ndim for a in (lhs_aval, rhs_aval)):
+        return convolve(lhs, rhs)
+    # split over Explicit axes: JAX's rule infers a layout only for a replicated kernel and
+    # unsplit input features (then the input's, each resized dimension still divisible)
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    if any(spec_of(rhs_aval)) or spec_of(lhs_aval)[dn.lhs_spec[1]]:
+        raise ShardingTypeError("Please specify the output sharding via `out_sharding` "
+                                "parameter of `conv_general_dilated`")
+    out_shape = _out_shape(lhs, rhs, dn, window_strides, padding, lhs_dilation,
+                           rhs_dilation, batch_group_count)
+    spec = kept_if_divisible("conv_general_dilated", lhs_aval, out_shape)
+    mesh = lhs_aval.type_sharding.mesh
+    return auto_axes(convolve, axes=tuple(mesh.explicit_axes),
+                     out_sharding=NamedSharding(mesh, PartitionSpec(*partitions(spec))))(lhs, rhs)
 
 
 def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
@@ -153,31 +177,12 @@ def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimensi
                              window_strides, padding, lhs_dilation, rhs_dilation,
                              preferred_element_type)
         return jnp.transpose(out, tuple(np.argsort(dn.out_spec)))
-    spatial = x.ndim - 2
-    strides = _ints(window_strides, spatial, "window_strides", 1)
-    lhs_dilation = _ints(lhs_dilation, spatial, "lhs_dilation", 1)
-    rhs_dilation = _ints(rhs_dilation, spatial, "rhs_dilation", 1)
     groups = _check_features(x.shape, w.shape, int(feature_group_count))
-    if isinstance(padding, str) and any(d != 1 for d in lhs_dilation):
-        # as JAX: which SAME padding a transposed convolution wants is ambiguous
-        raise ValueError("conv_general_dilated: string padding is not supported with "
-                         "lhs_dilation (a transposed convolution); give explicit (low, high) "
-                         "pads")
-    x = _dilate(x, lhs_dilation)
-    windows = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], rhs_dilation)]
-    if isinstance(padding, str):
-        pads = padtype_to_pads(x.shape[2:], windows, strides, padding)
-    else:
-        try:
-            pads = [(operator.index(lo), operator.index(hi)) for lo, hi in padding]
-        except (ValueError, TypeError) as error:
-            raise ValueError(f"padding argument to conv_general_dilated should be a string or a "
-                             f"sequence of (low, high) pairs, got {padding}") from error
-    if len(pads) != spatial:
-        raise ValueError(f"conv: padding needs {spatial} (low, high) pairs, got {padding!r}")
-    x = pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(lo, hi, 0) for lo, hi in pads])
-    out_sizes = [(size - window) // stride + 1 if size >= window else 0
-                 for size, window, stride in zip(x.shape[2:], windows, strides)]
+    plan = _Spatial.of(x.shape[2:], w.shape[2:], window_strides, padding, lhs_dilation,
+                       rhs_dilation)
+    strides, rhs_dilation, out_sizes = plan.strides, plan.rhs_dilation, plan.out_sizes
+    x = _dilate(x, plan.lhs_dilation)
+    x = pad(x, np.zeros((), x.dtype), [(0, 0, 0)] * 2 + [(lo, hi, 0) for lo, hi in plan.pads])
     if min(out_sizes, default=1) <= 0:
         # a window larger than the padded input has no position: an empty result, as XLA's
         out = jnp.zeros((x.shape[0], w.shape[0]) + tuple(out_sizes),
@@ -188,6 +193,56 @@ def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimensi
     if preferred_element_type is not None:
         out = jnp.astype(out, preferred_element_type)
     return jnp.transpose(out, tuple(np.argsort(dn.out_spec)))
+
+
+class _Spatial(NamedTuple):
+    """The spatial dimensions' strides, dilations, pads and result sizes."""
+    strides: list
+    lhs_dilation: list
+    rhs_dilation: list
+    pads: list
+    out_sizes: list
+
+    @classmethod
+    def of(cls, sizes, kernel, window_strides, padding, lhs_dilation, rhs_dilation):
+        spatial = len(sizes)
+        strides = _ints(window_strides, spatial, "window_strides", 1)
+        lhs_dilation = _ints(lhs_dilation, spatial, "lhs_dilation", 1)
+        rhs_dilation = _ints(rhs_dilation, spatial, "rhs_dilation", 1)
+        if isinstance(padding, str) and any(d != 1 for d in lhs_dilation):
+            # as JAX: which SAME padding a transposed convolution wants is ambiguous
+            raise ValueError("conv_general_dilated: string padding is not supported with "
+                             "lhs_dilation (a transposed convolution); give explicit (low, "
+                             "high) pads")
+        dilated = [(size - 1) * d + 1 if size else 0 for size, d in zip(sizes, lhs_dilation)]
+        windows = [(k - 1) * d + 1 for k, d in zip(kernel, rhs_dilation)]
+        if isinstance(padding, str):
+            pads = padtype_to_pads(dilated, windows, strides, padding)
+        else:
+            try:
+                pads = [(operator.index(lo), operator.index(hi)) for lo, hi in padding]
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"padding argument to conv_general_dilated should be a string "
+                                 f"or a sequence of (low, high) pairs, got {padding}") from error
+        if len(pads) != spatial:
+            raise ValueError(f"conv: padding needs {spatial} (low, high) pairs, got {padding!r}")
+        padded = [size + lo + hi for size, (lo, hi) in zip(dilated, pads)]
+        out_sizes = [(size - window) // stride + 1 if size >= window else 0
+                     for size, window, stride in zip(padded, windows, strides)]
+        return cls(strides, lhs_dilation, rhs_dilation, pads, out_sizes)
+
+
+def _out_shape(lhs, rhs, dn, window_strides, padding, lhs_dilation, rhs_dilation,
+               batch_group_count) -> tuple:
+    """The convolution's result shape, in its layout."""
+    x = [lhs.shape[d] for d in dn.lhs_spec]
+    w = [rhs.shape[d] for d in dn.rhs_spec]
+    plan = _Spatial.of(x[2:], w[2:], window_strides, padding, lhs_dilation, rhs_dilation)
+    canonical = [x[0] // max(int(batch_group_count), 1), w[0], *plan.out_sizes]
+    shape = [0] * len(canonical)
+    for k, d in enumerate(dn.out_spec):
+        shape[d] = canonical[k]
+    return tuple(shape)
 
 
 def _batch_grouped(x, w, groups, feature_groups, window_strides, padding, lhs_dilation,
