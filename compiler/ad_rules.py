@@ -74,20 +74,8 @@ def _d_tan(x, y):
     return bind(p.add_p, _scalar(1, x), _mul(y, y))
 
 
-def _d_tanh(x, y):
-    return bind(p.sub_p, _scalar(1, x), _mul(y, y))
-
-
 def _d_exp(x, y):
     return y
-
-
-def _d_log(x, y):
-    return bind(p.div_p, _scalar(1, x), x)
-
-
-def _d_log1p(x, y):
-    return bind(p.div_p, _scalar(1, x), bind(p.add_p, x, _scalar(1, x)))
 
 
 def _d_expm1(x, y):
@@ -125,10 +113,6 @@ def _d_acos(x, y):
     return bind(p.neg_p, bind(p.rsqrt_p, _one_minus_square(x)))
 
 
-def _d_atan(x, y):
-    return bind(p.div_p, _scalar(1, x), bind(p.add_p, _scalar(1, x), _mul(x, x)))
-
-
 def _d_sinh(x, y):
     return bind(p.cosh_p, x)
 
@@ -145,34 +129,6 @@ def _d_acosh(x, y):
     # 1 / (sqrt(x - 1) sqrt(x + 1)): no cancellation in x*x - 1 near 1
     return _mul(bind(p.rsqrt_p, bind(p.sub_p, x, _scalar(1, x))),
                 bind(p.rsqrt_p, bind(p.add_p, x, _scalar(1, x))))
-
-
-def _d_atanh(x, y):
-    return bind(p.div_p, _scalar(1, x), _one_minus_square(x))
-
-
-def _d_cbrt(x, y):
-    return bind(p.div_p, _scalar(1 / 3, x), _mul(y, y))
-
-
-def _d_exp2(x, y):
-    return _mul(y, _scalar(np.log(2), x))
-
-
-_TWO_OVER_SQRT_PI = 2 / np.sqrt(np.pi)
-
-
-def _d_erf(x, y):
-    return _mul(_scalar(_TWO_OVER_SQRT_PI, x), bind(p.exp_p, bind(p.neg_p, _mul(x, x))))
-
-
-def _d_erfc(x, y):
-    return bind(p.neg_p, _d_erf(x, y))
-
-
-def _d_erf_inv(x, y):
-    # the inverse function's slope: 1 / erf'(y)
-    return _mul(_scalar(1 / _TWO_OVER_SQRT_PI, x), bind(p.exp_p, _mul(y, y)))
 
 
 def _d_lgamma(x, y):
@@ -246,17 +202,59 @@ jvp_rules[p.zeta_grad_s_p] = functools.partial(_two_operand_jvp, p.zeta_grad_s_p
 
 
 _UNARY_DERIVATIVES = {
-    p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.tanh_p: _d_tanh, p.exp_p: _d_exp,
-    p.log_p: _d_log, p.log1p_p: _d_log1p, p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt,
-    p.rsqrt_p: _d_rsqrt, p.logistic_p: _d_logistic,
-    p.asin_p: _d_asin, p.acos_p: _d_acos, p.atan_p: _d_atan, p.sinh_p: _d_sinh,
-    p.cosh_p: _d_cosh, p.asinh_p: _d_asinh, p.acosh_p: _d_acosh, p.atanh_p: _d_atanh,
-    p.cbrt_p: _d_cbrt, p.exp2_p: _d_exp2, p.erf_p: _d_erf, p.erfc_p: _d_erfc,
-    p.erf_inv_p: _d_erf_inv, p.lgamma_p: _d_lgamma, p.digamma_p: _d_digamma,
+    p.sin_p: _d_sin, p.cos_p: _d_cos, p.tan_p: _d_tan, p.exp_p: _d_exp,
+    p.expm1_p: _d_expm1, p.sqrt_p: _d_sqrt, p.rsqrt_p: _d_rsqrt, p.logistic_p: _d_logistic,
+    p.asin_p: _d_asin, p.acos_p: _d_acos, p.sinh_p: _d_sinh,
+    p.cosh_p: _d_cosh, p.asinh_p: _d_asinh, p.acosh_p: _d_acosh,
+    p.lgamma_p: _d_lgamma, p.digamma_p: _d_digamma,
     p.bessel_i0e_p: _d_bessel_i0e, p.bessel_i1e_p: _d_bessel_i1e,
 }
 for _p, _d in _UNARY_DERIVATIVES.items():
     jvp_rules[_p] = functools.partial(_unary_jvp, _d, prim=_p)
+
+
+# Tangents spelt as JAX's rules spell them (where the tangent enters the arithmetic other
+# than as one factor of a coefficient), so that derivatives round as JAX's do: tanh's
+# (t + t*y)(1 - y) keeps its precision where y is near 1, and a low-precision (bfloat16)
+# gradient gets JAX's bits.
+
+def _tangent_jvp(rule, primals, tangents, prim=None, **params):
+    (x,), (t,) = primals, tangents
+    y = bind(prim, x, **params)
+    return [y], [rule(t, x, y)]
+
+
+def _inverse_square(y):
+    """``y ** -2`` as JAX's ``integer_pow`` computes it: one over the square."""
+    return bind(p.div_p, _scalar(1, y), _mul(y, y))
+
+
+def _exp_of_minus_square(x):
+    return bind(p.exp_p, bind(p.neg_p, _mul(x, x)))
+
+
+_TWO_OVER_SQRT_PI = 2 / np.sqrt(np.pi)
+_TANGENT_RULES = {
+    p.tanh_p: lambda t, x, y: _mul(bind(p.add_p, t, _mul(t, y)),
+                                   bind(p.sub_p, _scalar(1, x), y)),
+    p.log_p: lambda t, x, y: bind(p.div_p, t, x),
+    p.log1p_p: lambda t, x, y: bind(p.div_p, t, bind(p.add_p, x, _scalar(1, x))),
+    p.atan_p: lambda t, x, y: bind(p.div_p, t, bind(p.add_p, _scalar(1, x), _mul(x, x))),
+    p.atanh_p: lambda t, x, y: _mul(bind(p.div_p, _scalar(1, x),
+                                         bind(p.add_p, _scalar(1, x), x)),
+                                    bind(p.div_p, t, bind(p.sub_p, _scalar(1, x), x))),
+    p.cbrt_p: lambda t, x, y: _mul(t, _mul(_scalar(1 / 3, x), _inverse_square(y))),
+    p.exp2_p: lambda t, x, y: _mul(_scalar(np.log(2), x), _mul(t, y)),
+    p.erf_p: lambda t, x, y: _mul(_scalar(_TWO_OVER_SQRT_PI, x),
+                                  _mul(t, _exp_of_minus_square(x))),
+    p.erfc_p: lambda t, x, y: _mul(_scalar(-_TWO_OVER_SQRT_PI, x),
+                                   _mul(t, _exp_of_minus_square(x))),
+    # the inverse function's slope, 1 / erf'(y)
+    p.erf_inv_p: lambda t, x, y: _mul(_scalar(1 / _TWO_OVER_SQRT_PI, x),
+                                      _mul(t, bind(p.exp_p, _mul(y, y)))),
+}
+for _p, _rule in _TANGENT_RULES.items():
+    jvp_rules[_p] = functools.partial(_tangent_jvp, _rule, prim=_p)
 
 # Piecewise-constant or integer-valued results: zero tangents.
 for _p in (p.sign_p, p.floor_p, p.ceil_p, p.round_p, p.not_p, p.is_finite_p, p.and_p, p.or_p,
@@ -465,7 +463,8 @@ def _div_jvp(primals, tangents):
     a = _broadcast_to(bind(p.div_p, tx, y), aval) if tx is not None else None
     b = None
     if ty is not None:
-        b = _broadcast_to(bind(p.neg_p, _mul(ty, bind(p.div_p, out, y))), aval)
+        # -t x / y^2, spelt as JAX's (-t * x) * y**-2
+        b = _broadcast_to(_mul(_mul(bind(p.neg_p, ty), x), _inverse_square(y)), aval)
     return [out], [add_tangents(a, b)]
 
 

@@ -137,3 +137,23 @@ def test_numpy_functions_at_edges_as_jax():
     assert cleaned[1] == 0 and cleaned[2] == float(shardc.dtypes.finfo(jnp.bfloat16).max)
     assert jnp.ldexp(x, np.int32(3)).dtype == jnp.bfloat16
     assert jnp.frexp(x)[0].dtype == jnp.bfloat16 and jnp.spacing(x).dtype == jnp.bfloat16
+
+
+def test_derivatives_round_as_jaxs():
+    """Derivatives spelt as JAX's rules spell them give JAX 0.10.2's bits: tanh's
+    (t + t*y)(1 - y) (not 1 - y*y, which loses the small slope where y is near 1, and a
+    bfloat16 ulp elsewhere), 1/x's (-t*x) * y**-2 and cbrt's (1/3) * y**-2."""
+    x = jnp.array([0.5, 1.0, 1.5, 2.0], jnp.bfloat16)
+    got = jax.vmap(jax.grad(jnp.tanh))(x)
+    np.testing.assert_array_equal(np.asarray(got, np.float32),
+                                  np.array([0.7890625, 0.419921875, 0.1787109375, 0.0693359375],
+                                           np.float32))
+    assert float(jax.grad(jnp.tanh)(np.float32(4.6))) == np.float32(0.00040407866)
+    # the same rule forward (jvp) and backward (grad)
+    y = np.float32(np.tanh(np.float32(0.7)))
+    want = (np.float32(1) + y) * (np.float32(1) - y)
+    assert float(jax.jvp(jnp.tanh, (np.float32(0.7),), (np.float32(1),))[1]) == want
+    v = np.float32(1.7)
+    assert float(jax.grad(lambda a: 1 / a)(v)) == -(np.float32(1) / (v * v))
+    c = np.cbrt(v)
+    assert float(jax.grad(jnp.cbrt)(v)) == np.float32(1 / 3) * (np.float32(1) / (c * c))
