@@ -71,8 +71,8 @@ class ShapeDtypeStruct:
         """The type it stands for: on an Explicit mesh its sharding is part of it (JAX's
         sharding in types)."""
         if self.extended:
-            raise TypeError(f"a ShapeDtypeStruct of dtype {self.dtype} stands for keys over "
-                            "their data, which have the type")
+            raise TypeError(f"a ShapeDtypeStruct of dtype {self.dtype} has no array type: it "
+                            "stands for keys, traced over their uint32 data")
         sharding = self._sharding
         key = current_mesh() if isinstance(sharding, PartitionSpec) else None
         aval = self._avals.get(key)

@@ -154,9 +154,9 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     out_shape = _out_shape(lhs, rhs, dn, window_strides, padding, lhs_dilation,
                            rhs_dilation, batch_group_count)
     spec = kept_if_divisible("conv_general_dilated", lhs_aval, out_shape)
-    mesh = lhs_aval.type_sharding.mesh
-    return auto_axes(convolve, axes=tuple(mesh.explicit_axes),
-                     out_sharding=NamedSharding(mesh, PartitionSpec(*partitions(spec))))(lhs, rhs)
+    sharding = NamedSharding(lhs_aval.type_sharding.mesh, PartitionSpec(*partitions(spec)))
+    return auto_axes(convolve, axes=explicit_axes_for(sharding),
+                     out_sharding=sharding)(lhs, rhs)
 
 
 def _conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
