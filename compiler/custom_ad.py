@@ -94,6 +94,15 @@ def custom_vjp_primal_tree_values(tree_of_primals):
     return tree.tree_map(value, tree_of_primals)
 
 
+def _zero_tangent(aval, symbolic_zeros: bool):
+    """The zero tangent (or cotangent) a rule is given for a value of type ``aval``: a
+    ``SymbolicZero`` or zeros, float0 for an integer or boolean one (a key's too), as JAX's."""
+    if is_differentiable(aval):
+        return SymbolicZero(aval) if symbolic_zeros else typed_zeros(aval)
+    return (SymbolicZero(aval.update(dtype=dtypes.FLOAT0)) if symbolic_zeros
+            else float0_zeros(aval))
+
+
 def zero_from_primal(value, symbolic_zeros: bool = False):
     """A zero tangent for ``value``: a ``SymbolicZero`` or an array of zeros."""
     aval = aval_of(value)
@@ -548,13 +557,8 @@ def _flat_fwd(fwd, closed, in_tree, out_tree, out_avals, symbolic_zeros, name, f
 def _flat_bwd(bwd, closed, in_tree, out_tree, in_avals, out_avals, symbolic_zeros, bwd_name,
               consts, residuals, res_tree, cts):
     """The user's bwd rule on flat lists: one cotangent per primal input (None for zero)."""
-    # an integer or boolean output's cotangent is float0 zeros, as JAX's (a key's too)
-    if symbolic_zeros:
-        cts = [SymbolicZero(_tangent_aval(a)) if ct is None else ct
-               for ct, a in zip(cts, out_avals)]
-    else:
-        cts = [ct if ct is not None else typed_zeros(a) if is_differentiable(a)
-               else float0_zeros(a) for ct, a in zip(cts, out_avals)]
+    cts = [_zero_tangent(a, symbolic_zeros) if ct is None else ct
+           for ct, a in zip(cts, out_avals)]
     with resolving_stale(closed, consts):
         result = _read_now(bwd(tree.tree_unflatten(res_tree, residuals),
                                tree.tree_unflatten(out_tree, cts)))
@@ -636,20 +640,9 @@ def _custom_jvp_call_jvp(primals, tangents, *, jaxpr, jvp, name, num_consts, sym
     if any(t is not None for t in tangents[:num_consts]):
         raise ClosedOverTangentError("custom_jvp", "JVP")
     args, arg_tangents = primals[num_consts:], tangents[num_consts:]
-    # an integer or boolean argument's tangent is float0 zeros, as JAX's (a key's too)
-    if symbolic_zeros:
-        tangents_in = [SymbolicZero(_tangent_aval(aval_of(a))) if t is None else t
-                       for a, t in zip(args, arg_tangents)]
-    else:
-        tangents_in = [t if t is not None else typed_zeros(aval_of(a))
-                       if is_differentiable(aval_of(a)) else float0_zeros(aval_of(a))
-                       for a, t in zip(args, arg_tangents)]
+    tangents_in = [_zero_tangent(aval_of(a), symbolic_zeros) if t is None else t
+                   for a, t in zip(args, arg_tangents)]
     return rule(list(primals[:num_consts]), list(args), tangents_in)
-
-
-def _tangent_aval(aval):
-    """The type of ``aval``'s tangents: float0 for integers and booleans."""
-    return aval if is_differentiable(aval) else aval.update(dtype=dtypes.FLOAT0)
 
 
 def _custom_vjp_call_jvp(primals, tangents, *, jaxpr, fwd, bwd, name, num_consts,

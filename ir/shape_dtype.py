@@ -23,7 +23,7 @@ class ShapeDtypeStruct:
         self.weak = bool(weak_type)
         # in a shard_map body, the mesh axes the value varies over (JAX's manual_axis_type)
         self.manual_axis_type = manual_axis_type
-        if self.is_extended(dtype):
+        if callable(getattr(dtype, "stand_in", None)):
             # a key dtype (JAX's extended dtypes): traced as keys over their data's stand-in
             # (``dtype.stand_in``), never as an array of its own
             canonical, self.dtype = None, dtype
@@ -43,13 +43,9 @@ class ShapeDtypeStruct:
         if not isinstance(sharding, PartitionSpec) and canonical is not None:
             self.aval       # made now: a sharding reported otherwise later keeps this type
 
-    @staticmethod
-    def is_extended(dtype) -> bool:
-        """Whether ``dtype`` is an extended dtype (a key dtype), which no array holds."""
-        return callable(getattr(dtype, "stand_in", None))
-
     @property
     def extended(self) -> bool:
+        """Whether the dtype is an extended one (a key dtype), which no array holds."""
         return self._canonical is None
 
     @property

@@ -168,9 +168,6 @@ class TraceAnnotation:
 class StepTraceAnnotation(TraceAnnotation):
     """A training step's span: ``StepTraceAnnotation("train", step_num=k)``."""
 
-    def __init__(self, name: str, **kwargs):
-        super().__init__(name, **kwargs)
-
 
 def annotate_function(func=None, name: str | None = None, **kwargs):
     """``func`` with each call a ``TraceAnnotation`` named ``name`` (its qualified name by

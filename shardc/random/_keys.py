@@ -139,13 +139,9 @@ class KeyDtype:
     def stand_in(self, struct: ShapeDtypeStruct) -> "PRNGKeyArray":
         """What a ``ShapeDtypeStruct`` of this dtype traces as: keys over the stand-in of their
         ``uint32`` data (one more dimension, of the key's words, never split)."""
-        sharding = struct.sharding
-        if isinstance(sharding, NamedSharding):
-            entries = tuple(sharding.spec) + (None,) * (len(struct.shape) + 1
-                                                        - len(sharding.spec))
-            sharding = sharding.with_spec(sharding.spec.update(partitions=entries))
-        return PRNGKeyArray(self.impl, ShapeDtypeStruct(struct.shape + (self.impl.words,),
-                                                        np.uint32, sharding))
+        shape = struct.shape + (self.impl.words,)
+        return PRNGKeyArray(self.impl, ShapeDtypeStruct(
+            shape, np.uint32, _data_sharding(struct.sharding, len(shape))))
 
 
 class PRNGKeyArray:
@@ -178,11 +174,7 @@ class PRNGKeyArray:
     def sharding(self):
         """JAX's logical sharding of the keys: their data's, its spec without the entry of
         the trailing dimension of key words (which is never split)."""
-        sharding = self._base.sharding
-        if not isinstance(sharding, NamedSharding):
-            return sharding
-        entries = tuple(sharding.spec) + (None,) * (self._base.ndim - len(sharding.spec))
-        return sharding.with_spec(sharding.spec.update(partitions=entries[:-1]))
+        return _keys_sharding(self._base.sharding, self._base.ndim)
 
     # where the keys live: their data's devices
     @property
@@ -400,11 +392,8 @@ def _unflatten_keys(impl: PRNGImpl, children):
         return SymbolicZero(data.aval.update(shape=data.shape[:-1]))
     if isinstance(data, ShapeDtypeStruct):
         # keys' abstract value (eval_shape, out_info): a struct of the key dtype, as JAX's
-        sharding = data.sharding
-        if isinstance(sharding, NamedSharding):
-            entries = tuple(sharding.spec) + (None,) * (data.ndim - len(sharding.spec))
-            sharding = sharding.with_spec(sharding.spec.update(partitions=entries[:-1]))
-        return ShapeDtypeStruct(data.shape[:-1], KeyDtype(impl), sharding,
+        return ShapeDtypeStruct(data.shape[:-1], KeyDtype(impl),
+                                _keys_sharding(data.sharding, data.ndim),
                                 manual_axis_type=data.manual_axis_type)
     if _dt.is_float0(data):
         # a key array's cotangent (grad with allow_int, vjp): float0 zeros of the keys' own
@@ -625,9 +614,26 @@ def key_data(keys):
             and isinstance(sharding, NamedSharding) \
             and len(sharding.spec) < data.ndim:
         # spelt as JAX spells the data of keys: the keys' spec and the words' dimension
-        entries = tuple(sharding.spec) + (None,) * (data.ndim - len(sharding.spec))
-        return data.respelled(sharding.with_spec(sharding.spec.update(partitions=entries)))
+        return data.respelled(_data_sharding(sharding, data.ndim))
     return data
+
+
+def _data_sharding(sharding, ndim: int):
+    """A sharding of key data (``ndim`` dimensions, the words' last) spelt with one entry
+    per dimension, the words' unsplit."""
+    if not isinstance(sharding, NamedSharding):
+        return sharding
+    entries = tuple(sharding.spec) + (None,) * (ndim - len(sharding.spec))
+    return sharding.with_spec(sharding.spec.update(partitions=entries))
+
+
+def _keys_sharding(sharding, ndim: int):
+    """The keys' sharding from their data's (``ndim`` dimensions): its spec without the
+    words' entry, which is never split."""
+    data = _data_sharding(sharding, ndim)
+    if not isinstance(data, NamedSharding):
+        return data
+    return data.with_spec(data.spec.update(partitions=tuple(data.spec)[:-1]))
 
 
 def wrap_key_data(key_bits, *, impl=None, dtype=None) -> PRNGKeyArray:
