@@ -104,9 +104,9 @@ def _zero_tangent(aval, symbolic_zeros: bool):
 
 
 def zero_from_primal(value, symbolic_zeros: bool = False):
-    """A zero tangent for ``value``: a ``SymbolicZero`` or an array of zeros."""
-    aval = aval_of(value)
-    return SymbolicZero(aval) if symbolic_zeros else typed_zeros(aval)
+    """A zero tangent for ``value``: a ``SymbolicZero`` or an array of zeros (float0 for an
+    integer or boolean value, as JAX's)."""
+    return _zero_tangent(aval_of(value), symbolic_zeros)
 
 
 def typed_zeros(aval):

@@ -978,3 +978,18 @@ def test_integer_arguments_and_outputs_get_float0_zeros_in_rules():
     seen.clear()
     assert float(jax.grad(lambda x: sym(x, 5)[0])(1.0)) == 1.0
     assert isinstance(seen[0], SymbolicZero) and seen[0].dtype == jax.dtypes.float0
+
+
+def test_zero_from_primal_gives_jaxs_tangent_types():
+    """``zero_from_primal``: zeros of a float value's type, float0 zeros of an integer's (a
+    SymbolicZero of that type with symbolic_zeros), as JAX's."""
+    from shardc.custom_derivatives import zero_from_primal
+    for value, dtype, shape in [(jnp.arange(3), jax.dtypes.float0, (3,)),
+                                (2, jax.dtypes.float0, ()),
+                                (jnp.ones(2), np.float32, (2,))]:
+        zero = zero_from_primal(value)
+        symbolic = zero_from_primal(value, symbolic_zeros=True)
+        assert (zero.dtype, np.shape(zero)) == (dtype, shape)
+        assert isinstance(symbolic, SymbolicZero)
+        assert (symbolic.dtype, symbolic.shape) == (dtype, shape)
+    np.testing.assert_array_equal(zero_from_primal(jnp.ones(2)), [0.0, 0.0])
