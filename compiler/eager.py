@@ -57,7 +57,10 @@ class ShardTracer(Tracer):
                 continue      # held by another process (MPI): that process prints it
             device = mesh.devices.flat[position]
             coords = mesh.coords(position)
-            entries.append(f"On {device} at mesh coordinates {names} = {coords}:\n{block}\n")
+            # the device spelt as the tutorial prints it (JAX 0.10 prints ``str(device)``,
+            # ``cpu:0``, here)
+            entries.append(f"On TFRT_CPU_{device.id} at mesh coordinates {names} = {coords}:"
+                           f"\n{block}\n")
         return "\n".join(entries)
 
     def __bool__(self):

@@ -64,7 +64,7 @@ class DeviceRef:
     """A device the text names by its id, when the caller supplies no device factory.
 
     >>> str(DeviceRef(3))
-    'TFRT_CPU_3'
+    'cpu:3'
     """
     __slots__ = ("id",)
 
@@ -72,7 +72,7 @@ class DeviceRef:
         self.id = id
 
     def __str__(self):
-        return f"TFRT_CPU_{self.id}"
+        return f"cpu:{self.id}"
 
     def __repr__(self):
         return f"DeviceRef(id={self.id})"

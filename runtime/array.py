@@ -76,6 +76,10 @@ class Shard:
         block = Array.from_global(self.buffer, SingleDeviceSharding(self.device))
         return block.committed_to() if self.committed else block
 
+    def __repr__(self) -> str:      # JAX's spelling: the block printed, not its buffer
+        return (f"Shard(device={self.device!r}, index={self.index}, "
+                f"replica_id={self.replica_id}, data={self.data})")
+
 
 def live_arrays() -> list:
     """Every array alive now (not freed and not deleted), as JAX's ``live_arrays``: found

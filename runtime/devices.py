@@ -8,7 +8,8 @@ import re
 
 
 class Device:
-    """A simulated CPU device. ``str`` is ``TFRT_CPU_{id}`` as in the tutorial."""
+    """A simulated CPU device. ``str`` is ``cpu:{id}``, ``repr`` ``CpuDevice(id={id})``, as
+    JAX's."""
     platform = "cpu"
     device_kind = "cpu"
 
@@ -16,7 +17,7 @@ class Device:
         self.id = id
 
     def __str__(self):
-        return f"TFRT_CPU_{self.id}"
+        return f"cpu:{self.id}"
 
     def __repr__(self):
         return f"CpuDevice(id={self.id})"

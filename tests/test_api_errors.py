@@ -439,8 +439,8 @@ EXPLICIT_DEVICE = ("device_put with explicit device not allowed within shard_map
 
 
 @pytest.mark.parametrize("target, eager, jitted", [
-    (lambda: shardc.devices()[6], EXPLICIT_DEVICE + "TFRT_CPU_6", None),   # outside the mesh
-    (lambda: shardc.devices()[1], EXPLICIT_DEVICE + "TFRT_CPU_1", None),
+    (lambda: shardc.devices()[6], EXPLICIT_DEVICE + "cpu:6", None),   # outside the mesh
+    (lambda: shardc.devices()[1], EXPLICIT_DEVICE + "cpu:1", None),
     (lambda: None, None, None),
     (lambda: shardc.NamedSharding(AUTO4, P()),
      "Axes mentioned in `manual_axis_type` field of ShapedArray should be of type `Manual`. "

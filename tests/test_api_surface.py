@@ -766,3 +766,17 @@ def test_a_named_sharding_updates_and_an_aval_prints_as_jaxs():
         s.update(spex=P())
     a = shardc.device_put(np.zeros((8, 4), np.float32), s)
     assert str(a.aval) == "float32[8@x,4]"
+
+
+# --- devices and shards print as JAX prints them ------------------------------------------------
+
+def test_devices_and_shards_print_as_jax():
+    device = shardc.devices()[3]
+    assert (str(device), repr(device), f"{device}") == ("cpu:3", "CpuDevice(id=3)", "cpu:3")
+    x = shardc.device_put(jnp.arange(8), NamedSharding(MESH_I, P("i")))
+    assert repr(x.addressable_shards[1]) == (
+        "Shard(device=CpuDevice(id=1), index=(slice(2, 4, None),), replica_id=0, data=[2 3])")
+    y = shardc.device_put(np.arange(4.), NamedSharding(MESH, P("y")))
+    assert repr(y.addressable_shards[2]) == (
+        "Shard(device=CpuDevice(id=2), index=(slice(0, 2, None),), replica_id=1, "
+        "data=[0. 1.])")

@@ -231,7 +231,7 @@ def test_module_devices_come_from_the_factory():
     text = print_module(compiled.module)
     default = parse_module(text).all_shard_maps()[0]
     assert [type(d) for d in default.mesh.devices.flat] == [DeviceRef] * 4
-    assert [str(d) for d in default.mesh.devices.flat] == [f"TFRT_CPU_{k}" for k in range(2, 6)]
+    assert [str(d) for d in default.mesh.devices.flat] == [f"cpu:{k}" for k in range(2, 6)]
     # (the first shard_map computes the elementwise prelude on blocks: propagation lays it
     # out as the checked one's in_specs ask)
     runtime = parse_module(text, device=_runtime_device).all_shard_maps()[-1]

@@ -80,7 +80,7 @@ def test_make_mesh_names_one_axis_by_a_string_and_checks_its_shape():
 def test_mesh_repeated_device():
     d = jax.devices()
     assert raises(ValueError, Mesh, np.array([d[0], d[1], d[0]]), ('x',)) == (
-        "Mesh devices must be distinct, but TFRT_CPU_0 appears more than once.")
+        "Mesh devices must be distinct, but cpu:0 appears more than once.")
 
 
 def test_mesh_nested_list_and_repr():

@@ -23,8 +23,10 @@ from shardc.lax._control_flow import (associative_scan, cond, fori_loop, map, sc
                                       while_loop)
 from shardc.lax._convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,
                                      conv_general_dilated_local, conv_general_dilated_patches,
-                                     conv_general_dilated, conv_transpose,
-                                     conv_with_general_padding, padtype_to_pads)
+                                     conv_general_dilated, conv_general_shape_tuple,
+                                     conv_shape_tuple, conv_transpose,
+                                     conv_transpose_shape_tuple, conv_with_general_padding,
+                                     padtype_to_pads)
 from compiler.custom_gradient import custom_root
 from compiler.linear_solve import custom_linear_solve
 from shardc.lax._extra import (ConvGeneralDilatedDimensionNumbers, DotDimensionNumbers,
@@ -52,7 +54,8 @@ from shardc.lax._more import (acos, acosh, asin, asinh, atan, atanh, bitwise_and
                               bitwise_or, bitwise_xor, broadcast_like, broadcast_to_rank,
                               collapse, cosh, eq, ge,
                               gt, le, lt, mulhi, ne, nextafter, optimization_barrier, population_count,
-                              reduce_and, reduce_or, reduce_window, select_n, shift_left,
+                              reduce_and, reduce_or, reduce_window, reduce_window_shape_tuple,
+                              select_n, shift_left,
                               shift_right_arithmetic, shift_right_logical, sinh, split, tile)
 from shardc.lax._reductions import (approx_max_k, approx_min_k, argmax, argmin, cumlogsumexp,
                                     cummax, cummin, cumprod, cumsum, reduce, reduce_max,
@@ -85,6 +88,7 @@ __all__ = [
     "argmin", "associative_scan", "atan2", "axis_index", "axis_size", "batch_matmul",
     "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "cbrt", "ceil", "clamp", "complex", "conj", "imag", "real", "fft", "FftType", "concatenate",
     "cond", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_transpose",
+    "conv_shape_tuple", "conv_general_shape_tuple", "conv_transpose_shape_tuple",
     "conv_with_general_padding", "convert_element_type", "cos", "cumlogsumexp", "cummax", "cummin",
     "cumprod", "cumsum", "digamma", "div", "dot", "dot_general", "dynamic_index_in_dim",
     "dynamic_slice", "dynamic_slice_in_dim", "dynamic_update_index_in_dim", "dynamic_update_slice",
@@ -100,7 +104,7 @@ __all__ = [
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_and", "bitwise_not", "bitwise_or",
     "bitwise_xor", "broadcast_like", "broadcast_to_rank", "collapse", "cosh", "eq", "ge", "gt", "le", "lt", "ne",
     "nextafter", "optimization_barrier", "population_count", "reduce_and", "reduce_or",
-    "reduce_window", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical",
+    "reduce_window", "reduce_window_shape_tuple", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical",
     "sinh", "split", "tile",
     "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "gather",
     "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul",

@@ -26,7 +26,8 @@ from shardc.sharding import auto_axes, explicit_axes_for, resolve_sharding
 
 __all__ = [
     "ConvDimensionNumbers", "conv_dimension_numbers", "padtype_to_pads", "conv_general_dilated",
-    "conv", "conv_with_general_padding", "conv_transpose",
+    "conv", "conv_with_general_padding", "conv_transpose", "conv_shape_tuple",
+    "conv_general_shape_tuple", "conv_transpose_shape_tuple",
 ]
 
 
@@ -338,6 +339,59 @@ def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, r
 
 
 # conv_transpose's default layouts by rank, TensorFlow's convention (as JAX's)
+def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1) -> tuple:
+    """The result shape of a convolution of operands in the canonical layouts (``lhs``
+    ``[N, C, *spatial]``, ``rhs`` ``[O, I, *window]``), ``pads`` a padding type or ``(low,
+    high)`` pairs.
+
+    >>> lax.conv_shape_tuple((8, 3, 32, 32), (16, 3, 3, 3), (1, 1), "SAME")
+    (8, 16, 32, 32)
+    """
+    lhs_shape, rhs_shape = tuple(lhs_shape), tuple(rhs_shape)
+    if not isinstance(pads, str) and len(pads) != len(lhs_shape) - 2:
+        raise TypeError(f"Wrong number of explicit pads for convolution: expected "
+                        f"{len(lhs_shape) - 2}, got {len(pads)}.")
+    plan = _Spatial.of(lhs_shape[2:], rhs_shape[2:], strides, pads, None, None)
+    return (lhs_shape[0] // max(int(batch_group_count), 1), rhs_shape[0], *plan.out_sizes)
+
+
+def _canonical_shapes(lhs_shape, rhs_shape, dimension_numbers) -> tuple:
+    dn = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    return dn, [lhs_shape[d] for d in dn.lhs_spec], [rhs_shape[d] for d in dn.rhs_spec]
+
+
+def _laid_out(canonical, out_spec) -> tuple:
+    shape = [0] * len(canonical)
+    for k, d in enumerate(out_spec):
+        shape[d] = int(canonical[k])
+    return tuple(shape)
+
+
+def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
+                             dimension_numbers) -> tuple:
+    """The result shape of ``conv_general_dilated`` on operands of these shapes and layouts
+    (``dimension_numbers`` as ``conv_general_dilated`` takes them), in the output layout.
+
+    >>> lax.conv_general_shape_tuple((8, 32, 32, 3), (3, 3, 3, 16), (2, 2), "SAME",
+    ...                              ("NHWC", "HWIO", "NHWC"))
+    (8, 16, 16, 16)
+    """
+    dn, lhs, rhs = _canonical_shapes(lhs_shape, rhs_shape, dimension_numbers)
+    return _laid_out(conv_shape_tuple(lhs, rhs, window_strides, padding), dn.out_spec)
+
+
+def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
+                               dimension_numbers) -> tuple:
+    """The result shape of ``conv_transpose`` on operands of these shapes and layouts: the
+    input dilated by ``window_strides`` and padded as ``conv_transpose`` pads it."""
+    dn, lhs, rhs = _canonical_shapes(lhs_shape, rhs_shape, dimension_numbers)
+    strides = [int(s) for s in window_strides]
+    if isinstance(padding, str):
+        padding = [_transpose_pads(int(k), s, padding.upper()) for k, s in zip(rhs[2:], strides)]
+    plan = _Spatial.of(lhs[2:], rhs[2:], None, padding, strides, None)
+    return _laid_out((lhs[0], rhs[0], *plan.out_sizes), dn.out_spec)
+
+
 _TRANSPOSE_LAYOUTS = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
                       4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}
 

@@ -27,7 +27,8 @@ __all__ = [
     "acos", "asin", "atan", "acosh", "asinh", "atanh", "sinh", "cosh", "nextafter",
     "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
     "bitwise_not", "mulhi", "shift_left", "shift_right_arithmetic", "shift_right_logical",
-    "population_count", "select_n", "reduce_and", "reduce_or", "reduce_window", "split",
+    "population_count", "select_n", "reduce_and", "reduce_or", "reduce_window",
+    "reduce_window_shape_tuple", "split",
     "tile", "collapse", "broadcast_to_rank", "broadcast_like", "optimization_barrier",
 ]
 
@@ -192,8 +193,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     if len(pads) != len(shape):
         raise TypeError(f"reduce_window: padding needs one (low, high) pair per dimension "
                         f"(rank {len(shape)}), got {len(pads)}")
-    out_shape = tuple((n + lo + hi - e) // s + 1 if n + lo + hi >= e else 0
-                      for n, (lo, hi), e, s in zip(dilated, pads, extent, strides))
+    out_shape = _window_counts(dilated, pads, extent, strides)
     laid = [_window_layouts(x, out_shape, base, pads) for x in flat]
     flat, real = _dilated_and_padded([x for x, _, _ in laid], inits, shape, base, pads)
     layouts = [layout for _, layout, _ in laid]
@@ -202,6 +202,29 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     results = [r if out_layout is None else reshard(r, out_layout)
                for r, (_, _, out_layout) in zip(results, laid)]
     return tree.tree_unflatten(in_tree, results)
+
+
+def _window_counts(sizes, pads, extents, strides) -> tuple:
+    """How many windows of ``extents`` fit, stepping by ``strides``, in ``sizes`` padded."""
+    return tuple((n + lo + hi - e) // s + 1 if n + lo + hi >= e else 0
+                 for n, (lo, hi), e, s in zip(sizes, pads, extents, strides))
+
+
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding,
+                              base_dilation=None, window_dilation=None) -> tuple:
+    """The result shape of ``reduce_window`` on an operand of ``operand_shape``, ``padding``
+    as ``(low, high)`` pairs (``padtype_to_pads`` gives them for a padding type).
+
+    >>> lax.reduce_window_shape_tuple((8, 32, 32, 3), (1, 2, 2, 1), (1, 2, 2, 1), [(0, 0)] * 4)
+    (8, 16, 16, 3)
+    """
+    rank = len(operand_shape)
+    base = tuple(base_dilation or (1,) * rank)
+    dilation = tuple(window_dilation or (1,) * rank)
+    sizes = tuple((int(n) - 1) * d + 1 if n else 0 for n, d in zip(operand_shape, base))
+    extents = tuple((int(w) - 1) * d + 1 for w, d in zip(window_dimensions, dilation))
+    pads = [(int(lo), int(hi)) for lo, hi in padding]
+    return _window_counts(sizes, pads, extents, [int(s) for s in window_strides])
 
 
 def _window_arguments(operand, init_value, computation, window_dimensions, window_strides,
