@@ -96,6 +96,18 @@ def test_linspace_endpoint_is_exact():
     assert out[-1] == np.float32(0.7) and out[0] == np.float32(0.1)
 
 
+def test_linspace_blends_the_bounds_in_the_working_dtype_as_jax():
+    # start * (1 - t) + stop * t with t = k / div rounded to bfloat16 first: values recorded
+    # from JAX 0.10.2 (start + k * step gives 0.200195, 0.400391, ... here)
+    out = np.asarray(jnp.linspace(0, 3, 16, dtype=jnp.bfloat16)).astype(np.float32)
+    np.testing.assert_array_equal(out[[1, 2, 4, 8, 13]],
+                                  [0.201171875, 0.40234375, 0.8046875, 1.609375, 2.59375])
+    # t = k / 6 divides by a broadcast scalar: by its reciprocal, as XLA does
+    t = np.arange(7, dtype=np.float32) * (np.float32(1) / np.float32(6))
+    want = np.float32(0.1) * (1 - t) + np.float32(0.7) * t
+    np.testing.assert_array_equal(np.asarray(jnp.linspace(0.1, 0.7, 7))[:6], want[:6])
+
+
 @pytest.mark.parametrize("like, fill, dtype", [
     (lambda x: jnp.zeros_like(x), 0, I32),
     (lambda x: jnp.ones_like(x), 1, I32),

@@ -302,7 +302,8 @@ ROWS = [
         NUMBERS, dtype=lambda d: I32),
     Row("histogram2d_edges", lambda m, x, y: m.histogram2d(x, y, bins=4)[1:],
         [u((11,), (11,))], NUMBERS, dtype=lambda d: F32),
-    Row("histogramdd", lambda m, x: m.histogramdd(x, bins=3)[0], [u((10, 3))], NUMBERS,
+    # (integer samples on bin edges: see test_histogramdd_bins_integers_by_float32_edges)
+    Row("histogramdd", lambda m, x: m.histogramdd(x, bins=3)[0], [u((10, 3))], FLOATS,
         dtype=lambda d: I32),
     Row("histogramdd_edges", lambda m, x: m.histogramdd(x, bins=3)[1], [u((10, 3))], NUMBERS,
         dtype=lambda d: F32),
@@ -1680,6 +1681,21 @@ def test_histogram_counts_are_int32_without_weights_or_density():
     assert jnp.histogram2d(x, y, bins=2, density=True)[0].dtype == np.float32
     assert jnp.histogram2d(x, y, bins=2, weights=jnp.ones(4))[0].dtype == np.float32
     assert jnp.histogram(x, bins=3)[0].dtype == np.float32
+
+
+def test_histogramdd_bins_integers_by_float32_edges():
+    # JAX's edges are float32 linspaces blended from the bounds: the first column's inner
+    # edges are -1.9999998 and 1.0000002 (numpy's float64 ones are -2 and 1), so its -2 and
+    # 1 fall in the bins above numpy's. Counts recorded from JAX 0.10.2.
+    x = np.array([[4, 2, 0], [-3, -2, -5], [-5, -5, -4], [3, 2, 5], [0, 1, 5], [3, 1, 0],
+                  [1, 5, -2], [3, 2, -5], [-1, 4, 1], [-5, 3, 3]], np.int32)
+    counts, edges = jnp.histogramdd(x, bins=3)
+    np.testing.assert_array_equal(counts, [
+        [[2, 0, 0], [0, 0, 0], [0, 0, 1]], [[0, 0, 0], [0, 0, 1], [1, 1, 0]],
+        [[0, 0, 0], [0, 1, 0], [1, 1, 1]]])
+    edges = np.asarray(edges[0])
+    assert edges.dtype == np.float32 and edges[1] > -2 and edges[2] > 1
+    np.testing.assert_allclose(edges, [-5, -2, 1, 4], rtol=3e-7)
 
 
 def test_unique_pads_its_indices_with_the_first_sorted_elements():

@@ -83,9 +83,15 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     no_step = broadcast_to(np.asarray(np.nan, work), ())
     if num > 1:
         step = divide(subtract(stop, start), np.asarray(div, work))
-        ramp = reshape(bind(p.iota_p, dtype=_dt.real_dtype(work), shape=(div,), dimension=0),
+        # JAX's: each sample a blend of the bounds, start * (1 - t) + stop * t for t = k / div
+        # (in the working dtype, so low precisions round as JAX's do), which meets the
+        # endpoints exactly
+        real = _dt.real_dtype(work)
+        ramp = reshape(bind(p.iota_p, dtype=real, shape=(div,), dimension=0),
                        (1,) * axis + (div,) + (1,) * (len(shaped) - axis - 1))
-        out = add(reshape(start, shaped), multiply(ramp, reshape(step, shaped)))
+        t = astype(divide(ramp, np.asarray(div, real)), work)
+        out = add(multiply(reshape(start, shaped), subtract(1, t)),
+                  multiply(reshape(stop, shaped), t))
         if endpoint:
             out = concatenate([out, reshape(stop, shaped)], axis=axis)
     elif num == 1:
