@@ -24,7 +24,7 @@ from ir.graph import ORDERED_EFFECTS_ERROR, is_ordered_effect
 from ir import collectives as coll
 from ir import transfer_guard as _transfer_guard
 from ir.shapes import out_avals
-from ir.sharding import (NamedSharding, PartitionSpec, replication_mismatch,
+from ir.sharding import (NamedSharding, PartitionSpec, read_back_entries, replication_mismatch,
                          runtime_replication_error)
 from ir.sharding_rules import partitions, shard_map_result_split, typed_avals
 
@@ -239,9 +239,11 @@ def run_shard_map_eagerly(parent: Trace, fun, args, params):
             if mismatch:
                 raise runtime_replication_error(k, spec, mesh, mismatch)
     if set(params["config"].manual_axes) != set(mesh.axis_names):
-        # a shard_map manual over some axes gives its results' specs one entry per dimension,
-        # as JAX's (its partial-manual shard_maps run as jitted programs)
-        specs = [_padded(spec, o.aval.ndim) for o, spec in zip(outs, specs)]
+        # JAX runs a shard_map manual over some axes as a jitted program: its results' specs
+        # are spelt as its types say (one entry per dimension) on a mesh with Explicit axes,
+        # as its compiler's layouts read back on an Auto one
+        specs = [_padded(spec, o.aval.ndim) if mesh.explicit_axes
+                 else _read_back(spec, mesh) for o, spec in zip(outs, specs)]
     results = [backend.from_blocks(o.blocks, mesh, spec) for o, spec in zip(outs, specs)]
     if trace.typed and any(o.aval.type_sharding is not None for o in outs):
         # a body result split over Explicit axes the shard_map left automatic keeps that split
@@ -256,6 +258,12 @@ def _padded(spec, ndim: int):
         return spec
     return PartitionSpec(*spec, *(None,) * (ndim - len(spec)), unreduced=spec.unreduced,
                          reduced=spec.reduced)
+
+
+def _read_back(spec, mesh):
+    if not isinstance(spec, PartitionSpec) or spec.unreduced or spec.reduced:
+        return spec
+    return PartitionSpec(*read_back_entries(spec, mesh))
 
 
 def _keeping_split(result, body_aval, spec, mesh):

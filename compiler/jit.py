@@ -335,10 +335,7 @@ def _placing(compiled, leaves, outs):
     does; else as the trace followed their layouts."""
     if compiled.module.propagated is not None:
         mesh, typed, shardings = compiled.module.propagated
-        if compiled.given:            # an out_shardings entry is spelt as written
-            shardings = [g if isinstance(g, NamedSharding) and g == s else s
-                         for s, g in zip(shardings, compiled.given)]
-        return TypedPlacement(typed, mesh, shardings)
+        return TypedPlacement(typed, mesh, _spelt_as_given(shardings, compiled.given, typed))
     leaves = [leaf for k, leaf in enumerate(leaves) if k not in compiled.unused]
     mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
             or split_mesh([], outs, None) or placement_mesh(outs))
@@ -348,10 +345,7 @@ def _placing(compiled, leaves, outs):
         left = _left_for_auto_axes(program)
         shardings = [left.get(id(v)) or typed_sharding(v.aval, mesh)  # made once
                      for v in program.outvars]
-        if compiled.given:            # an out_shardings entry is spelt as written
-            shardings = [g if isinstance(g, NamedSharding) and g == s else s
-                         for s, g in zip(shardings, compiled.given)]
-        return TypedPlacement(typed, mesh, shardings)
+        return TypedPlacement(typed, mesh, _spelt_as_given(shardings, compiled.given, typed))
     layouts = compiled.closed.out_layouts
     if any(isinstance(l, NamedSharding) and meaningful(l) for l in layouts):
         return lambda results: _laid_out(results, layouts)
@@ -365,6 +359,23 @@ def _placing(compiled, leaves, outs):
         typed = [v.aval for v in program.outvars]
         return TypedPlacement(typed, auto, replicated)
     return False
+
+
+def _spelt_as_given(shardings: list, given, typed) -> list:
+    """Results' shardings, an ``out_shardings`` entry spelt as written where it lays its
+    result out alike (axes of one device included)."""
+    if not given:
+        return shardings
+    return [g if isinstance(g, NamedSharding) and _laid_alike(g, s, aval.ndim) else s
+            for s, g, aval in zip(shardings, given, typed)]
+
+
+def _laid_alike(given: NamedSharding, sharding, ndim: int) -> bool:
+    if given == sharding:
+        return True
+    if given.spec.unreduced or getattr(getattr(sharding, "spec", None), "unreduced", None):
+        return False        # (partial sums have no block indices to compare)
+    return given.is_equivalent_to(sharding, ndim)
 
 
 def _left_for_auto_axes(program: Program) -> dict:

@@ -42,7 +42,7 @@ from compiler.layouts import meaningful
 from ir import primitives as prims
 from ir.core import Eqn, Literal, Program, TypeSharding, Var
 from ir.graph import sub_programs
-from ir.sharding import NamedSharding, PartitionSpec, dividing, spec_names
+from ir.sharding import NamedSharding, PartitionSpec, dividing, read_back_entries, spec_names
 from ir.shapes import reshape_groups
 from ir.sharding_rules import mesh_auto, typed_avals
 
@@ -612,14 +612,16 @@ def result_shardings(typed, mesh, reference) -> list:
     shardings = []
     for aval in typed:
         spec = _spec(aval)
-        entries = [names[0] if len(names) == 1 else (tuple(names) or None) for names in spec]
-        as_typed = explicit and all(a in explicit for names in spec for a in names)
-        while entries and entries[-1] is None and not as_typed:
-            entries.pop()
+        if explicit and all(a in explicit for names in spec for a in names):
+            entries = [names[0] if len(names) == 1 else (tuple(names) or None)
+                       for names in spec]       # as typed
+        else:
+            entries = read_back_entries(spec, mesh)
         sharding = NamedSharding(mesh, PartitionSpec(*entries))
-        if reference is not None and reference[0] == aval.ndim and reference[1] == sharding \
-                and not explicit:
-            sharding = reference[1]
+        if reference is not None and reference[0] == aval.ndim and not explicit \
+                and reference[1].mesh == mesh \
+                and read_back_entries(reference[1].spec, mesh) == entries:
+            sharding = reference[1]         # the same layout: spelt as the argument's
         shardings.append(sharding)
     return shardings
 

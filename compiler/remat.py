@@ -30,9 +30,18 @@ from ir.core import Eqn, Program, Var
 from ir.sharding import current_mesh
 
 
-def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=()):
+_NOT_GIVEN = object()
+
+
+def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=(), concrete=_NOT_GIVEN):
     """``jax.remat`` / ``jax.checkpoint``: recompute ``fun``'s intermediates in the backward
-    pass, except those ``policy`` allows to be saved."""
+    pass, except those ``policy`` allows to be saved. (``concrete`` is gone from JAX 0.10:
+    giving it is JAX's NotImplementedError.)"""
+    if concrete is not _NOT_GIVEN:
+        raise NotImplementedError(
+            "The `concrete` option to `jax.checkpoint` was deprecated in JAX v0.8.2, and "
+            "removed in JAX v0.10.0. In its place please use `static_argnums`; for details "
+            "refer to https://docs.jax.dev/en/latest/jep/11830-new-remat-checkpoint.html.")
     if fun is None:
         return functools.partial(remat, policy=policy, prevent_cse=prevent_cse,
                                  static_argnums=static_argnums)

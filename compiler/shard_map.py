@@ -500,7 +500,8 @@ def _check_divisibility(config: _Config, dynamic):
             target = (f"mesh axis '{names[0]}' (of size {k})" if len(names) == 1
                       else f"mesh axes {names} (of total size {k})")
             lines.append(
-                f"args{leaf.path} of shape {aval.str_short()}, where args[{leaf.arg_index}] is "
+                f"the passed args{leaf.path} of shape {aval.str_long()}, where "
+                f"args[{leaf.arg_index}] is "
                 f"bound to {_param_text(config, leaf.arg_index)}, corresponds to "
                 f"in_specs{leaf.spec_path} of value {leaf.spec!r}, which maps array axis {d} "
                 f"(of size {aval.shape[d]}) to {target}, but {k} does not evenly divide "

@@ -997,11 +997,7 @@ class NamedSharding(Sharding):
         if self.spec.unreduced:
             raise NotImplementedError(UNREDUCED_INDICES)
         slices = position_slices(tuple(global_shape), self.spec, self.mesh)
-        # a dimension split over axes of one device only is whole: slice(None), as JAX's
-        sizes = self.mesh.shape
-        split = PartitionSpec(*[names if axes_size(sizes, names) > 1 else None
-                                for names in spec_names(self.spec)])
-        return {d: jax_index(index, split)
+        return {d: jax_index(index, self.spec, self.mesh)
                 for d, index in zip(self.mesh.devices.flat, slices)}
 
 
@@ -1030,11 +1026,31 @@ def same_layout(a, b) -> bool:
     return same
 
 
-def jax_index(slices: tuple, spec) -> tuple:
+def read_back_entries(spec, mesh) -> list:
+    """``spec``'s entries as JAX reads a layout back from its compiler (a jitted program's
+    results on Auto axes): axes of one device dropped (the compiler cannot see them), no
+    trailing unsplit dimensions.
+
+    >>> read_back_entries(P('data', 'model'), mesh_8x1)
+    ['data']
+    """
+    sizes = mesh.shape
+    entries = []
+    for names in spec_names(spec):
+        kept = tuple(a for a in names if sizes[a] > 1)
+        entries.append(kept[0] if len(kept) == 1 else (kept or None))
+    while entries and entries[-1] is None:
+        entries.pop()
+    return entries
+
+
+def jax_index(slices: tuple, spec, mesh) -> tuple:
     """A block's index as JAX writes it: ``slice(None)`` along the dimensions ``spec`` does
-    not split (the block spans them whole)."""
+    not split over ``mesh`` (the block spans them whole), those it splits over axes of one
+    device only included."""
     names = spec_names(spec)
-    return tuple(s if d < len(names) and names[d] else slice(None)
+    sizes = mesh.shape
+    return tuple(s if d < len(names) and axes_size(sizes, names[d]) > 1 else slice(None)
                  for d, s in enumerate(slices))
 
 

@@ -183,14 +183,33 @@ def _result(prim, in_avals, out: Aval, spec, mesh) -> Aval:
     """``out`` typed by ``spec``: each axis at most once, each split dimension divisible."""
     if spec is None or not any(spec):
         return out.with_sharding(None)
+    _check_each_axis_once(prim, in_avals, out, spec, mesh)
+    check_divisible(out.shape, spec, mesh)
+    return out.with_sharding(TypeSharding.of(mesh, spec))
+
+
+def _check_each_axis_once(prim, in_avals, out: Aval, spec, mesh) -> None:
     axes = [a for names in spec for a in names]
     if len(axes) != len(set(axes)):
         ins = ", ".join(a.str_short() for a in in_avals)
         illegal = out.with_sharding(TypeSharding(mesh, tuple(spec)))
         raise ShardingTypeError(f"{prim} operation with inputs: {ins} produces an illegally "
                                 f"sharded result: {illegal.str_short()}")
-    check_divisible(out.shape, spec, mesh)
-    return out.with_sharding(TypeSharding.of(mesh, spec))
+
+
+def check_broadcast_result(name: str, avals, shape: tuple) -> None:
+    """JAX's errors for operands of an elementwise ``name`` that broadcast (to ``shape``) to
+    an illegal split, named as the operation sees them: rank-promoted (leading dimensions
+    of 1), before their dimensions of 1 are broadcast."""
+    spec = broadcast_shardings_spec(name, avals)
+    if spec is None:
+        return
+    mesh = next(a.type_sharding.mesh for a in avals if a.type_sharding is not None)
+    ndim = len(shape)
+    promoted = [Aval((1,) * (ndim - a.ndim) + tuple(a.shape), a.dtype).with_sharding(
+        TypeSharding(mesh, ((),) * (ndim - a.ndim) + spec_of(a))
+        if a.type_sharding is not None else None) for a in avals]
+    _check_each_axis_once(name, promoted, Aval(tuple(shape), avals[0].dtype), spec, mesh)
 
 
 def check_divisible(shape, spec, mesh) -> None:

@@ -323,7 +323,7 @@ class Array(metaclass=abc.ABCMeta):
             key = tuple((d.start, d.stop) for d in slices[p])
             copies[key] = copies.get(key, -1) + 1
             if is_local(mesh.devices.flat[p]):     # this process's devices only (MPI)
-                shards.append(Shard(mesh.devices.flat[p], jax_index(slices[p], spec),
+                shards.append(Shard(mesh.devices.flat[p], jax_index(slices[p], spec, mesh),
                                     read_only(self.buffers[p]), copies[key]))
         return shards
 

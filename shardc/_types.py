@@ -33,6 +33,8 @@ def typeof(x):
     """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
     if isinstance(x, PRNGKeyArray):
         return _key_type(x)
+    if isinstance(x, (tuple, list)):      # a container, not a value of one type (JAX's)
+        raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type")
     if is_float0(x):          # an integer's cotangent: typed, holding nothing
         return ShapedArray._of(float0_aval(x), x)
     return ShapedArray._of(aval_of(x), x)

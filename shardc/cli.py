@@ -197,7 +197,7 @@ def _one_line(message: str) -> str:
     if lines and lines[0].startswith("pytree structure error"):
         return " ".join(lines)         # the path and the lengths are on the lines after
     for line in lines:
-        if line.startswith(("args", "in_specs", "out_specs", "* ")):
+        if line.startswith(("args", "the passed args", "in_specs", "out_specs", "* ")):
             return line.lstrip("* ")
     return lines[0] if lines else message
 

@@ -19,7 +19,8 @@ from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, Abstrac
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
                          ReplicationError, Sharding, ShardingTypeError, concrete_mesh_for,
                          current_mesh,
-                         check_rank, legacy_mesh, pop_mesh, push_mesh, spec_axes,
+                         check_rank, legacy_mesh, pop_mesh, push_mesh, read_back_entries,
+                         spec_axes,
                          spec_names, standing_for_abstract)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
@@ -593,7 +594,9 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
             # (JAX's mesh_cast); an array is placed so at once
             if not isinstance(leaf, Tracer) and current_trace() is eval_trace:
                 from shardc._devices import device_put
-                return device_put(leaf, target)
+                # spelt as JAX reads back the layout its jitted cast leaves
+                return device_put(leaf, target.with_spec(
+                    PartitionSpec(*read_back_entries(sharding.spec, mesh))))
             with set_mesh(inner):
                 return bind(p.sharding_constraint_p, leaf, sharding=target)
         return tree.tree_map(back, result)

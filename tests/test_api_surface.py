@@ -78,6 +78,13 @@ def test_typeof_of_a_concrete_array_has_its_sharding():
     assert shardc.typeof(jnp.arange(3)).sharding.mesh.empty
 
 
+@pytest.mark.parametrize("value", [(1, 2), [1.0]])
+def test_typeof_of_a_container_is_a_type_error(value):
+    with pytest.raises(TypeError, match=re.escape(
+            f"Argument '{value}' of type '{type(value)}' is not a valid JAX type")):
+        shardc.typeof(value)
+
+
 def test_typeof_of_a_concrete_value_off_any_mesh_has_no_mesh():
     """Under a mesh, a concrete value on one device (or numpy's, Python's) types on the empty
     mesh, as JAX's; one made under the mesh is on it; a key's spec has one entry a key
@@ -449,13 +456,24 @@ def test_every_flag_context_manager_is_a_top_level_name():
     "shardc.ad_checkpoint", "shardc.custom_derivatives", "shardc.scipy", "shardc.scipy.special",
     "shardc.scipy.stats", "shardc.scipy.stats.norm", "shardc.experimental",
     "shardc.experimental.shard_map", "shardc.experimental.mesh_utils",
-    "shardc.experimental.multihost_utils", "shardc.ops"])
+    "shardc.experimental.multihost_utils", "shardc.ops", "shardc.image",
+    "shardc.example_libraries.optimizers", "shardc.example_libraries.stax"])
 def test_public_modules_list_their_exports(name):
     import importlib
     module = importlib.import_module(name)
     assert len(module.__all__) == len(set(module.__all__))
     missing = [n for n in module.__all__ if not hasattr(module, n)]
     assert not missing, f"{name}.__all__ names what it does not have: {missing}"
+
+
+def test_the_old_shard_map_form_warns_that_it_is_deprecated():
+    import shardc.experimental.shard_map as old
+    with pytest.warns(DeprecationWarning, match="jax.experimental.shard_map is deprecated in "
+                                                "v0.8.0. Used jax.shard_map instead."):
+        form = old.shard_map
+    assert form.__name__ == "shard_map"
+    with pytest.raises(AttributeError):
+        old.pbroadcast       # gone from JAX 0.10: lax.pcast(x, axes, to='varying')
 
 
 def test_jaxs_other_names_of_types_and_functions():

@@ -387,6 +387,61 @@ def test_a_jits_own_out_shardings_are_spelt_as_given():
     assert fn(placed(H, "x", "y")).sharding.spec == P("y", None)
 
 
+# a mesh with an axis of one device: JAX reads layouts back from its compiler, which sees no
+# such axis, so a result's spec drops it, unless the layout is the first argument's (or the
+# result's out_shardings): then it is spelt as that is. Recorded from JAX 0.10.2.
+MESH_81 = Mesh(np.array(jax.devices()).reshape(8, 1), ("data", "model"))
+MESH_412 = Mesh(np.array(jax.devices()).reshape(4, 1, 2), ("a", "b", "c"))
+X8 = np.arange(64.0, dtype=np.float32).reshape(8, 8)
+
+
+def _on(mesh, *spec):
+    return jax.device_put(X8, NamedSharding(mesh, P(*spec)))
+
+
+def _shmap(mesh, spec):
+    return jax.shard_map(lambda a: a * 2, mesh=mesh, in_specs=spec, out_specs=spec)
+
+
+ONE_DEVICE_AXIS_ROWS = {
+    "shard_map-out": (lambda: jax.jit(_shmap(MESH_81, P("data", "model")))(X8), P("data")),
+    "shard_map-out-transposed": (
+        lambda: jax.jit(_shmap(MESH_81, P("model", "data")))(X8), P(None, "data")),
+    "constraint": (lambda: jax.jit(lambda a: lax.with_sharding_constraint(
+        a, NamedSharding(MESH_81, P("data", "model"))) + 1)(X8), P("data")),
+    "like-first-argument": (lambda: jax.jit(lambda a, b: a @ b)(
+        _on(MESH_81, "data", None), _on(MESH_81, None, "model")), P("data", None)),
+    "transpose": (lambda: jax.jit(lambda a: a.T)(_on(MESH_81, "data", "model")),
+                  P(None, "data")),
+    "unchanged": (lambda: jax.jit(lambda a: a * 2)(_on(MESH_81, "data", "model")),
+                  P("data", "model")),
+    "out_shardings": (lambda: jax.jit(lambda a: a + 1, out_shardings=NamedSharding(
+        MESH_81, P("data", "model")))(X8), P("data", "model")),
+    "inside-a-tuple": (lambda: jax.jit(_shmap(MESH_412, P("b", ("a", "c"))))(X8),
+                       P(None, ("a", "c"))),
+    "inside-a-tuple-2": (lambda: jax.jit(_shmap(MESH_412, P(("a", "b"), "c")))(X8),
+                         P("a", "c")),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_DEVICE_AXIS_ROWS))
+def test_results_spell_axes_of_one_device_as_jax(name):
+    make, want = ONE_DEVICE_AXIS_ROWS[name]
+    out = make()
+    assert out.sharding.spec == want and str(out.sharding.spec) == str(want)
+    assert out.sharding.is_equivalent_to(NamedSharding(out.sharding.mesh, want), 2)
+    for shard in out.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), np.asarray(out)[shard.index])
+
+
+def test_a_dimension_split_over_an_axis_of_one_device_is_whole_in_shard_indices():
+    x = _on(MESH_81, "data", "model")
+    assert x.addressable_shards[1].index == (slice(1, 2), slice(None))
+    assert _on(MESH_81, None, "model").addressable_shards[1].index == (slice(None),) * 2
+    assert x.addressable_shards[1].index == x.sharding.devices_indices_map((8, 8))[
+        x.addressable_shards[1].device]
+
+
 @pytest.mark.parametrize("name", list(JAX_ROWS))
 def test_results_are_laid_out_as_jax_lays_them_out(name):
     fn, make, want = JAX_ROWS[name]

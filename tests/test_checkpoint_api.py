@@ -361,3 +361,10 @@ def test_print_saved_residuals_lists_what_the_backward_pass_keeps(capsys):
                                            "from the argument params[1]"]
     assert res[-1][1].startswith("output of cos from test_checkpoint_api.py:")
     assert res[-1][1].endswith("(g)")
+
+
+def test_the_removed_concrete_option_is_jaxs_error():
+    for concrete in (True, False):
+        with pytest.raises(NotImplementedError, match="The `concrete` option to "
+                                                      "`jax.checkpoint` was deprecated"):
+            jax.checkpoint(lambda x: x, concrete=concrete)

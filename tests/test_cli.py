@@ -105,7 +105,7 @@ def test_check_turns_the_check_on_for_a_function_that_had_it_off():
     (["lower", f"{PROGRAMS}:double", "--args", "f32[8]", "--mesh", "x=4"],
      "a plain body needs --mesh, --in-specs and --out-specs together"),
     (["lower", f"{PROGRAMS}:matmul_basic", "--args", "f32[8,15],f32[16,4]"],
-     "args[0] of shape f32[8,15], where args[0] is bound to matmul_basic's parameter 'a_block', "
+     "the passed args[0] of shape float32[8,15], where args[0] is bound to matmul_basic's parameter 'a_block', "
      "corresponds to in_specs[0] of value P('x', 'y'), which maps array axis 1 "
      "(of size 15) to mesh axis 'y' (of size 2), but 2 does not evenly divide 15"),
     (["lower", f"{PROGRAMS}:matmul_basic", *MATMUL_ARGS, "--device", "9"],

@@ -827,6 +827,12 @@ def test_a_set_is_not_an_axis_name(prim):
                        f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
 
 
+def test_pcast_needs_to():
+    # JAX's pcast has no default target type: a keyword-only argument it must be given
+    raises_in_body(MESH_I, lambda x: lax.pcast(x, "i"), TypeError,
+                   "pcast() missing 1 required keyword-only argument: 'to'")
+
+
 @pytest.mark.parametrize("axis_name, source, n", [("i", 4, 4), ("i", -1, 4), ("j", 2, 2),
                                                   (("j", "i"), 4, 4)])
 def test_pbroadcast_source_out_of_range(axis_name, source, n):

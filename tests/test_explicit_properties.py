@@ -972,14 +972,12 @@ OPERATION_ROWS = [    # JAX 0.10.2's broadcasting and dot results, on the (2, 4)
     ("add", ((8, 4), s("x", None)), ((8, 4), s(None, "y")), "float32[8@x,4@y]"),
     ("add", ((8, 4), s("x", "y")), ((1, 4), s(None, "x")),
      "add got incompatible shardings for broadcasting: ('x', 'y'), (None, 'x')."),
-    pytest.param(
-        "add", ((8, 4), s("x", None)), ((4,), s("x")),
-        "add operation with inputs: f32[8@x,4], f32[1,4@x] produces an illegally sharded "
-        "result: f32[8@x,4@x]",
-        marks=pytest.mark.xfail(strict=True, reason=(
-            "shardc names the rank-promoted operand broadcast to the result's shape, "
-            "f32[8,4@x], where JAX names f32[1,4@x]")),
-        id="add-rank-promoted-illegal"),
+    ("add", ((8, 4), s("x", None)), ((4,), s("x")),
+     "add operation with inputs: f32[8@x,4], f32[1,4@x] produces an illegally sharded "
+     "result: f32[8@x,4@x]"),
+    ("add", ((4, 1), s("x", None)), ((1, 8), s(None, "x")),
+     "add operation with inputs: f32[4@x,1], f32[1,8@x] produces an illegally sharded "
+     "result: f32[4@x,8@x]"),
     ("add", ((8,), s("x")), ((4, 8), s("y", None)), "float32[4@y,8@x]"),
     ("add", ((8,), s("x")), ((4, 8), s(None, "y")),
      "add got incompatible shardings for broadcasting: (None, 'x'), (None, 'y')."),

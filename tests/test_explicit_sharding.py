@@ -1246,6 +1246,7 @@ def test_explicit_axes_on_an_auto_mesh_returns_values_typed_unsplit():
     assert str(jax.typeof(eager)) == str(jax.typeof(staged)) == "float32[4,4]"
     # eagerly the result stays laid out as computed, on the Auto mesh (JAX's)
     assert eager.sharding == NamedSharding(auto, P("X"))
+    assert str(eager.sharding.spec) == "P('X',)"       # spelt as JAX reads the layout back
     np.testing.assert_allclose(eager, data * 2)
     np.testing.assert_allclose(staged, np.sin(data) * 2 + 1, rtol=1e-6)
     np.testing.assert_allclose(after, np.sin(data) * 2 + 1 + data, rtol=1e-6)

@@ -1053,3 +1053,13 @@ def test_an_abstract_mesh_takes_the_devices_of_the_concrete_one_beside_it():
         held = shardc.ShapeDtypeStruct((8,), np.float32, sharding=on_abstract)
         info = shardc.jit(lambda: jnp.zeros_like(held)).trace().out_info
     assert info.sharding == on_abstract
+
+
+def test_pjit_refuses_the_removed_axis_resources_arguments_by_its_name():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from shardc.experimental.pjit import pjit
+    with pytest.raises(TypeError, match=r"^pjit\(\) got an unexpected keyword argument "
+                                        "'in_axis_resources'"):
+        pjit(lambda x: x, in_axis_resources=None)

@@ -1,5 +1,4 @@
-"""Partial-manual shard_map (``axis_names`` a strict subset of the mesh axes, the 2024
-``auto=``) and shard_map nested inside a body over the axes left automatic.
+"""Partial-manual shard_map (``axis_names`` a strict subset of the mesh axes) and shard_map nested inside a body over the axes left automatic.
 
 The reference is numpy on the global arrays: the outer body sees blocks split only over its
 manual axes; an inner shard_map splits them over its own axes.
@@ -149,12 +148,14 @@ def test_three_axes_two_levels():
     np.testing.assert_array_equal(np.asarray(jax.jit(h)(jnp.asarray(x))), x * 2 + rank)
 
 
-def test_the_2024_auto_argument():
-    f = old_shard_map(lambda b: lax.psum(b, "x"), MESH, in_specs=P("x"), out_specs=P(),
+def test_the_old_form_has_no_auto_argument():
+    # JAX 0.10 dropped it: the old form is manual over every axis; axis_names= says otherwise
+    with pytest.raises(TypeError, match="unexpected keyword argument 'auto'"):
+        old_shard_map(lambda b: lax.psum(b, "x"), MESH, in_specs=P("x"), out_specs=P(),
                       auto=frozenset({"y"}))
+    f = jax.shard_map(lambda b: lax.psum(b, "x"), mesh=MESH, in_specs=P("x"), out_specs=P(),
+                      axis_names={"x"})
     np.testing.assert_array_equal(np.asarray(f(jnp.asarray(X))), X.reshape(4, 2, 6).sum(0))
-    with pytest.raises(ValueError, match="auto=.*'z'"):
-        old_shard_map(lambda b: b, MESH, in_specs=P(), out_specs=P(), auto=frozenset({"z"}))
 
 
 def test_errors_name_what_is_wrong():
@@ -601,3 +602,22 @@ def test_vmap_of_a_partial_manual_shard_map_over_a_split_batch():
             out = run(x)
             assert str(jax.typeof(out)) == "float32[4@b,2,4]"
             np.testing.assert_array_equal(np.asarray(out), want)
+
+
+@pytest.mark.parametrize("axis_types, out_spec, want", [
+    # JAX runs a partial-manual shard_map as a jitted program: on an Auto mesh its results are
+    # spelt as layouts read back from its compiler, on an Explicit one as their types
+    ((AxisType.Auto,) * 2, P(), P()),
+    ((AxisType.Auto,) * 2, P("i"), P("i")),
+    ((AxisType.Auto,) * 2, P(None, None), P()),
+    ((AxisType.Explicit,) * 2, P(), P(None, None)),
+    ((AxisType.Explicit,) * 2, P("i"), P("i", None)),
+])
+def test_eager_partial_manual_results_are_spelt_as_jax(axis_types, out_spec, want):
+    mesh = jax.make_mesh((4, 2), ("i", "j"), axis_types=axis_types)
+    x = jax.device_put(jnp.arange(32.).reshape(8, 4), NamedSharding(mesh, P("i")))
+    body = (lambda a: lax.psum(a, "i")) if out_spec != P("i") else (lambda a: a * 2)
+    f = jax.shard_map(body, mesh=mesh, in_specs=P("i"), out_specs=out_spec, axis_names={"i"})
+    eager, jitted = f(x), jax.jit(f)(x)
+    assert str(eager.sharding.spec) == str(want) and str(jitted.sharding.spec) == str(want)
+    np.testing.assert_array_equal(np.asarray(eager), np.asarray(jitted))

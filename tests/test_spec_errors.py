@@ -444,7 +444,7 @@ def test_not_divisible(mesh, wrap):
         wrap(g)(jnp.arange(6.))
     assert str(info.value) == (
         DIV_HEAD.format(fn="f") +
-        "args[0] of shape f32[6], where args[0] is bound to f's parameter 'x_block', corresponds "
+        "the passed args[0] of shape float32[6], where args[0] is bound to f's parameter 'x_block', corresponds "
         "to in_specs of value P('x',), which maps array axis 0 (of size 6) to mesh "
         "axis 'x' (of size 4), but 4 does not evenly divide 6" + DIV_TAIL.format(fn="f"))
 
@@ -456,7 +456,7 @@ def test_not_divisible_by_a_tuple_of_axes(mesh):
     text = raises(ShardingSpecError, g, jnp.ones((3, 12)))
     assert text == (
         DIV_HEAD.format(fn="f") +
-        "args[0] of shape f32[3,12], where args[0] is bound to f's parameter 'x_block', "
+        "the passed args[0] of shape float32[3,12], where args[0] is bound to f's parameter 'x_block', "
         "corresponds to in_specs[0] of value P(None, ('x', 'y')), which maps array "
         "axis 1 (of size 12) to mesh axes ('x', 'y') (of total size 8), but 8 does not evenly "
         "divide 12" + DIV_TAIL.format(fn="f"))
@@ -469,13 +469,13 @@ def test_not_divisible_several_failures_are_bullets(mesh):
     text = raises(ShardingSpecError, g, jnp.arange(6.), jnp.ones((3, 6), jnp.int32))
     assert text == (
         DIV_HEAD.format(fn="f") +
-        "* args[0] of shape f32[6], where args[0] is bound to f's parameter 'a', corresponds to "
+        "* the passed args[0] of shape float32[6], where args[0] is bound to f's parameter 'a', corresponds to "
         "in_specs[0] of value P('x',), which maps array axis 0 (of size 6) to mesh "
         "axis 'x' (of size 4), but 4 does not evenly divide 6\n\n"
-        "* args[1] of shape i32[3,6], where args[1] is bound to f's parameter 'b', corresponds "
+        "* the passed args[1] of shape int32[3,6], where args[1] is bound to f's parameter 'b', corresponds "
         "to in_specs[1] of value P('y', 'x'), which maps array axis 0 (of size 3) "
         "to mesh axis 'y' (of size 2), but 2 does not evenly divide 3\n\n"
-        "* args[1] of shape i32[3,6], where args[1] is bound to f's parameter 'b', corresponds "
+        "* the passed args[1] of shape int32[3,6], where args[1] is bound to f's parameter 'b', corresponds "
         "to in_specs[1] of value P('y', 'x'), which maps array axis 1 (of size 6) "
         "to mesh axis 'x' (of size 4), but 4 does not evenly divide 6" + DIV_TAIL.format(fn="f"))
 

@@ -23,6 +23,14 @@ from shardc.nn import (elu, gelu, leaky_relu, log_softmax, relu, selu, sigmoid, 
                        softplus, standardize)
 from shardc.nn.initializers import glorot_normal, normal, ones, zeros
 
+__all__ = [
+    "Dense", "GeneralConv", "Conv", "GeneralConvTranspose", "Conv1DTranspose", "ConvTranspose",
+    "BatchNorm", "elementwise", "Tanh", "Relu", "Exp", "LogSoftmax", "Softmax", "Softplus",
+    "Sigmoid", "Elu", "LeakyRelu", "Selu", "Gelu", "MaxPool", "SumPool", "AvgPool", "Flatten",
+    "Identity", "FanOut", "FanInSum", "FanInConcat", "Dropout", "serial", "parallel",
+    "shape_dependent", "glorot", "randn", "logsoftmax",
+]
+
 # older names, kept as JAX keeps them
 glorot = glorot_normal
 randn = normal

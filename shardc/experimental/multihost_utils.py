@@ -16,6 +16,7 @@ from shardc.distributed import make_array_from_process_local_data
 __all__ = [
     "sync_global_devices", "process_allgather", "assert_equal", "broadcast_one_to_all",
     "host_local_array_to_global_array", "global_array_to_host_local_array",
+    "reached_preemption_sync_point",
 ]
 
 
@@ -30,6 +31,13 @@ def sync_global_devices(name: str) -> None:
         differ = [r for r, n in enumerate(names) if n != names[w.rank]]
         raise CoherenceError(f"sync_global_devices({name!r}) on process {w.rank} met other "
                              f"names on processes {differ}")
+
+
+def reached_preemption_sync_point(step_id: int) -> bool:
+    """Whether every process has reached the step at which to checkpoint after a preemption
+    notice (JAX's: a training loop asks at each step). shardc's processes receive no
+    preemption notices, so it never is: False, as JAX's is without its preemption service."""
+    return False
 
 
 def process_allgather(in_tree, tiled: bool = False):

@@ -88,6 +88,9 @@ def _pjit(fun=None, in_shardings=UNSPECIFIED, out_shardings=UNSPECIFIED, static_
     return _PjitFunction(fun, **options)
 
 
+_pjit.__name__ = _pjit.__qualname__ = "pjit"      # as its errors name it (JAX's pjit())
+
+
 def _pjit_on_one_device(fun, device, backend, options):
     """pjit with JAX's deprecated ``device``/``backend``: as ``jit`` runs them (the arguments
     moved to that device, the results committed there; not with shardings), and refused

@@ -256,7 +256,7 @@ _PCASTS = {
 }
 
 
-def pcast(x, axis_name, *, to="varying"):
+def pcast(x, axis_name, *, to):
     """``pcast(x, axis_name, to=...)``: a type cast, no communication (JAX's). ``'varying'``
     from invariant (``pvary``) or from reduced; ``'reduced'`` from invariant; ``'unreduced'``
     from varying (each device's value becomes its term of a sum)."""

@@ -28,7 +28,8 @@ from ir.core import Aval
 from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec, current_mesh,
                          spec_per_dim)
-from ir.sharding_rules import (broadcast_shardings_spec, mesh_explicit, named_sharding,
+from ir.sharding_rules import (broadcast_shardings_spec, check_broadcast_result, mesh_explicit,
+                               named_sharding,
                                partitions, type_sharding)
 from runtime.array import Array, SingleDeviceSharding, detached
 from runtime.reference import convert_element, device_put
@@ -247,6 +248,8 @@ def broadcast_operands(*args, name=None):
             raise TypeError(f"{name} got incompatible shapes for broadcasting: "
                             f"{', '.join(str(tuple(s)) for s in shapes)}.") from None
     target = broadcast_shapes_of(*shapes)
+    if name is not None:
+        check_broadcast_result(name, [aval_of(a) for a in args], target)
     return [a if s == target or s == () else broadcast_to(a, target)
             for a, s in zip(args, shapes)]
 
