@@ -71,6 +71,7 @@ def set_jit_disabled(disabled: bool) -> None:
 
 _no_tracing = False             # ``jax_no_tracing``: a jitted function traced is an error
 _call_observer = None           # the profiler's, while it records a trace
+_compile_observer = None        # jax.monitoring's: (event, fun_name, start, end) per step
 _no_execution = False           # ``jax_no_execution``: a compiled program run is an error
 
 
@@ -104,6 +105,24 @@ def set_explain_cache_misses(on: bool) -> None:
 def set_no_tracing(on: bool) -> None:
     global _no_tracing
     _no_tracing = bool(on)
+
+
+# JAX's names for the steps of a jitted function's compilation (jax.monitoring events):
+# shardc traces, then partitions and lowers (its "backend compile"; it has no MLIR step)
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def set_compile_observer(observer) -> None:
+    """``observer(event, fun_name, start, end)`` (wall-clock seconds) runs after each step
+    of a jitted function's compilation, named by JAX's monitoring events; None: none."""
+    global _compile_observer
+    _compile_observer = observer
+
+
+def _observe_compile(event: str, fun_name: str, start: float, end: float) -> None:
+    if _compile_observer is not None:
+        _compile_observer(event, fun_name, start, end)
 
 
 def set_call_observer(observer) -> None:
@@ -1554,12 +1573,13 @@ class JitFunction:
             if found.given or found.constraint_devices:
                 _check_devices(found, leaves, _qualified_name(self.fun), names)
             return _settled(found)
-        started = time.perf_counter()
+        started, wall_started = time.perf_counter(), time.time()
         closed, deferred, given = self._traced_for_call(args, kwargs, static_argnums,
                                                         static_kwargs, leaves, in_tree)
-        traced = time.perf_counter()
+        traced, wall_traced = time.perf_counter(), time.time()
         _log_compile_step(lambda: f"Finished tracing {_name(self.fun)} for jit in "
                                   f"{traced - started:.9f} sec")
+        _observe_compile(TRACE_EVENT, _name(self.fun), wall_started, wall_traced)
         _log_compile_step(lambda: self._compiling_message(avals, weak, shardings))
         meshes = [s.mesh for s in shardings if isinstance(s, NamedSharding)
                   and isinstance(s.mesh, Mesh)] + [current_mesh()]
@@ -1573,6 +1593,7 @@ class JitFunction:
         compiled = self._lowered_program(closed, leaves, shardings, deferred, given, call_as)
         _log_compile_step(lambda: f"Finished partitioning and lowering jit({_name(self.fun)}) "
                                   f"in {time.perf_counter() - traced:.9f} sec")
+        _observe_compile(COMPILE_EVENT, f"jit_{_name(self.fun)}", wall_traced, time.time())
         if given or compiled.constraint_devices:
             _check_devices(compiled, leaves, _qualified_name(self.fun), names)
         if key is not None:

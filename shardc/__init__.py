@@ -37,8 +37,8 @@ from runtime.array import Array
 from runtime.devices import (Device, device_count, devices, local_devices, process_count,
                              process_index)
 from shardc import (ad_checkpoint, custom_batching, custom_derivatives, debug, dtypes, errors,
-                    flatten_util, image, lax, nn, numpy, ops, profiler, random, ref, scipy,
-                    sharding, stages, tree, tree_util, typing)
+                    flatten_util, image, lax, monitoring, nn, numpy, ops, profiler, random, ref,
+                    scipy, sharding, stages, tree, tree_util, typing)
 from shardc.ref import Ref, empty_ref, free_ref, freeze, new_ref
 from shardc._devices import device_put, live_arrays, local_device_count, make_mesh
 from shardc._extras import (block_until_ready, copy_to_host_async, default_backend, device_get,
@@ -140,7 +140,7 @@ __all__ = [
     "image", "local_device_count", "local_devices", "log_compiles", "make_array_from_callback",
     "make_array_from_single_device_arrays",
     "make_array_from_process_local_data", "make_jaxpr", "make_mesh", "named_call", "named_scope",
-    "nn", "numpy", "numpy_dtype_promotion", "numpy_rank_promotion", "process_count",
+    "monitoring", "nn", "numpy", "numpy_dtype_promotion", "numpy_rank_promotion", "process_count",
     "pmap", "process_index", "process_indices", "random", "remat", "reshard", "scipy", "set_backend_name", "set_mesh",
     "shard_map", "sharding", "smap", "stages", "softmax_custom_jvp", "threefry_partitionable",
     "tree",

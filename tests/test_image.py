@@ -121,6 +121,18 @@ def test_resize_under_vmap_jit_and_on_a_sharded_image():
     assert out.sharding.spec[0] == "b"
 
 
+@pytest.mark.parametrize("shape", [[10.5, 17], (6, 4.0)])
+def test_a_shape_of_non_integers_is_a_type_error(shape):
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values of "
+                                        "integer type"):
+        jax.image.resize(X, shape, "bicubic")
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences"):
+        jax.image.scale_and_translate(X, shape, (0,), jnp.array([2.]), jnp.array([0.]),
+                                      "linear")
+    # an integer array is a shape
+    assert jax.image.resize(X, jnp.array((10, 17)), "linear").shape == (10, 17)
+
+
 def test_methods_by_name_and_errors():
     assert jax.image.ResizeMethod.from_string("trilinear") is jax.image.ResizeMethod.LINEAR
     assert jax.image.ResizeMethod.from_string("bicubic") is jax.image.ResizeMethod.CUBIC

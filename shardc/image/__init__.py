@@ -21,6 +21,7 @@ import numpy as np
 from shardc import lax
 from shardc._transforms import jit
 from shardc import numpy as jnp
+from shardc.numpy._core import shape_tuple
 
 __all__ = ["ResizeMethod", "resize", "scale_and_translate"]
 
@@ -209,7 +210,7 @@ def scale_and_translate(image, shape: Sequence[int], spatial_dims: Sequence[int]
     >>> jax.image.scale_and_translate(img, (8, 8), (0, 1), jnp.array([2., 2.]),
     ...                               jnp.array([0., 0.]), "linear")
     """
-    shape = tuple(int(n) for n in shape)
+    shape = shape_tuple(shape)
     _check_rank(shape, image)
     method = _method(method)
     if method == ResizeMethod.NEAREST:
@@ -262,4 +263,4 @@ def resize(image, shape: Sequence[int], method, antialias: bool = True,
 
     >>> jax.image.resize(img, (64, 64, 3), "bicubic")
     """
-    return _resize_jit(image, tuple(int(n) for n in shape), method, antialias, precision)
+    return _resize_jit(image, shape_tuple(shape), method, antialias, precision)
