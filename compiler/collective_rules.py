@@ -376,7 +376,7 @@ def _reduction_operand(prim, x):
     """The dtypes of SEMANTICS 2: pmean of integers is float32, psum of booleans int32."""
     dtype = aval_of(x).dtype
     if prim is coll.pmean_p and not dtypes.is_inexact(dtype):
-        return bind(prims.convert_element_type_p, x, new_dtype=dtypes.float_)
+        return bind(prims.convert_element_type_p, x, new_dtype=dtypes.to_inexact(dtype))
     if prim is coll.psum_p and dtypes.is_bool(dtype):
         return bind(prims.convert_element_type_p, x, new_dtype=dtypes.int_)
     return x

@@ -101,7 +101,7 @@ def _same_shape(x: Aval, **params) -> list:
 def _reduced_type(reduction: str, x: Aval, **params) -> list:
     """psum of booleans counts them (int32); pmean of integers is float32."""
     if reduction == "mean" and not dtypes.is_inexact(x.dtype):
-        return _aval(x.shape, dtypes.float_)
+        return _aval(x.shape, dtypes.to_inexact(x.dtype))
     if reduction == "sum" and dtypes.is_bool(x.dtype):
         return _aval(x.shape, dtypes.int32)
     return _aval(x.shape, x.dtype)

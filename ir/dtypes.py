@@ -202,6 +202,17 @@ def is_inexact(dtype) -> bool:
     return kind(dtype) in (FLOAT, COMPLEX)
 
 
+def to_inexact(dtype) -> np.dtype:
+    """The inexact dtype JAX computes a value of ``dtype`` in where it needs one (``jnp.mean``,
+    ``true_divide``, ``sin`` of integers): an inexact dtype itself; booleans and integers up
+    to 32 bits float32, even with x64 on; 64-bit integers float64."""
+    dtype = np.dtype(dtype)
+    if is_inexact(dtype):
+        return dtype
+    return canonicalize(np.float64 if is_int(dtype) and bit_width(dtype) == 64
+                        else np.float32)
+
+
 # the dtypes XLA divides by a broadcast value as a product with its reciprocal (bfloat16 is
 # computed in float32 first; complex numbers are divided as written)
 _RECIPROCAL_DIVISION = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))

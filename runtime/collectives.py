@@ -129,12 +129,12 @@ def finish_reduction(total, reduction, count: int, fresh: bool, from_zero: bool 
 
 def mean_of_sum(total, count: int, block_ndim: int):
     """A group's sum divided by its size, as JAX's pmean computes it: the sum (integers in
-    the default float) divided by ``count``, which XLA computes as a product with ``1 /
-    count`` where a block of rank 1 or more is divided (a broadcast divisor, see
-    ``dtypes.divides_by_reciprocal``)."""
+    the inexact dtype JAX gives them, float32 up to 32 bits) divided by ``count``, which XLA
+    computes as a product with ``1 / count`` where a block of rank 1 or more is divided (a
+    broadcast divisor, see ``dtypes.divides_by_reciprocal``)."""
     total = np.asarray(total)
     if not dtypes.is_inexact(total.dtype):
-        total = total.astype(dtypes.float_)
+        total = total.astype(dtypes.to_inexact(total.dtype))
     dtype = total.dtype
     if block_ndim and dtypes.divides_by_reciprocal(dtype):
         return np.multiply(total, np.ones((), dtype) / dtype.type(count))
@@ -163,7 +163,7 @@ def positive_zero_sum(total, in_place: bool = False):
 
 def reduced_dtype(dtype, reduction):
     if reduction == "mean" and not dtypes.is_inexact(dtype):
-        return dtypes.float_
+        return dtypes.to_inexact(dtype)
     if reduction == "sum" and dtype == np.bool_:
         return dtypes.int32
     return dtype

@@ -139,6 +139,44 @@ def test_jit_cache_keys_on_x64():
     assert f.trace_count == 2
 
 
+@pytest.mark.parametrize("fn, want", [
+    # JAX makes booleans and integers up to 32 bits float32 where it needs an inexact dtype,
+    # x64 on or off; 64-bit integers float64 (JAX 0.10.2's dtypes)
+    (jnp.mean, ("float32", "float64", "float32")),
+    (jnp.var, ("float32", "float64", "float32")),
+    (lambda x: jnp.asarray(x) / 2, ("float32", "float64", "float64")),
+    (jnp.sin, ("float32", "float64", "float32")),
+    (lambda x: jnp.arctan2(x, x), ("float32", "float64", "float32")),
+    (lambda x: jnp.quantile(x, 0.5), ("float32", "float64", "float32")),
+    (lambda x: jnp.fft.fft(x), ("complex64", "complex128", "complex64")),
+    (jnp.linalg.norm, ("float32", "float64", "float32")),
+    (shardc.nn.gelu, ("float32", "float64", "float32")),
+    (shardc.scipy.special.erf, ("float32", "float64", "float32")),
+    (lambda x: jnp.isclose(x, x), ("bool", "bool", "bool")),
+    # sums of integers narrower than the default int are in the default int
+    (jnp.sum, ("int64", "int64", "int64")),
+    (jnp.cumsum, ("int32", "int64", "int64")),
+    # angle's integers are the default float
+    (jnp.angle, ("float64", "float64", "float64")),
+])
+def test_x64_inexact_and_accumulator_dtypes_are_jaxs(fn, want):
+    config.update("jax_enable_x64", True)
+    inputs = (np.arange(1, 5, dtype=np.int32), np.arange(1, 5, dtype=np.int64),
+              np.array([True, False, True, True]))
+    assert tuple(str(jnp.asarray(fn(x)).dtype) for x in inputs) == want
+
+
+def test_x64_pmean_of_integers_is_float32_up_to_32_bits():
+    config.update("jax_enable_x64", True)
+    mesh = shardc.sharding.Mesh(np.array(shardc.devices()[:2]), ("i",))
+    f = shardc.shard_map(lambda v: lax.pmean(v, "i"), mesh=mesh, in_specs=P("i"),
+                         out_specs=P())
+    for dtype, want in ((np.int32, np.float32), (np.int64, np.float64), (np.bool_, np.float32)):
+        x = np.arange(4).astype(dtype)
+        assert f(x).dtype == want and shardc.jit(f)(x).dtype == want
+        np.testing.assert_allclose(f(x), x.reshape(2, 2).astype(np.float64).mean(0))
+
+
 def test_x64_shard_map_collectives_and_gradients_match_numpy():
     config.update("jax_enable_x64", True)
     mesh = shardc.make_mesh((4, 2), ("x", "y"))

@@ -79,7 +79,7 @@ def _inexact(x, mixed: bool = False):
     """``x`` as an array of a floating dtype (integers and booleans become float32, weakly
     typed where ``x`` is, or with ``mixed`` always, as beside a Python float)."""
     x = jnp.asarray(x) if not hasattr(x, "dtype") else x
-    dtype = jnp.result_type(x, 0.0)
+    dtype = _dt.to_inexact(jnp.result_type(x))      # JAX's promote_dtypes_inexact
     if x.dtype == dtype:
         return x
     return weakly_typed_like(jnp.astype(x, dtype), *((x, 0.0) if mixed else (x,)))

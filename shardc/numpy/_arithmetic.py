@@ -69,7 +69,8 @@ def arctan2(x, y):
     """Elementwise arctan(x / y) in the quadrant of (y, x); integers compute in float32."""
     x, y = promote(x, y)
     if not _dt.is_inexact(dtype_of(x)):
-        x, y = convert(x, _dt.float_), convert(y, _dt.float_)
+        inexact = _dt.to_inexact(dtype_of(x))
+        x, y = convert(x, inexact), convert(y, inexact)
     return binary_op(p.atan2_p, x, y)
 
 
@@ -95,8 +96,10 @@ def true_divide(x, y):
     """``x / y``; integers divide to float32 (a Python int converts straight to float, as in
     JAX: ``uint8_array / -3`` divides by -3.0, not by a wrapped 253)."""
     operands = (x, y)
-    if not _dt.is_inexact(result_type(x, y)):
-        x, y = convert(x, _dt.float_), convert(y, _dt.float_)
+    promoted = result_type(x, y)
+    if not _dt.is_inexact(promoted):
+        inexact = _dt.to_inexact(promoted)
+        x, y = convert(x, inexact), convert(y, inexact)
     x, y = promote(x, y)
     if _eager_broadcast_divisor(x, y):
         # JAX's jnp.divide is one program, where XLA divides by a broadcast value as a
@@ -259,7 +262,7 @@ def make_unary(prim, name, floating=True):
         operand = x
         x = as_array(x)
         if floating and not _dt.is_inexact(dtype_of(x)):
-            x = convert(x, _dt.float_)
+            x = convert(x, _dt.to_inexact(dtype_of(x)))
         return weakly_typed_like(bind(prim, x), operand)
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name}."

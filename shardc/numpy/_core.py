@@ -188,12 +188,13 @@ def ndim_of(x) -> int:
 
 
 def as_inexact(x):
-    """``x`` as an array of a floating dtype (integers and booleans become float32)."""
+    """``x`` as an array of a floating dtype (integers and booleans become float32, 64-bit
+    integers float64: JAX's promotion to inexact)."""
     x = as_array(x)
     if _dt.is_inexact(dtype_of(x)):
         return x
     # a weak integer becomes a weak float, as JAX's promotion to inexact gives it
-    return weakly_typed_like(astype(x, _dt.float_), x)
+    return weakly_typed_like(astype(x, _dt.to_inexact(dtype_of(x))), x)
 
 
 def broadcast_shapes_of(*shapes) -> tuple:

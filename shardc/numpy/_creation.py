@@ -70,10 +70,9 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     start, stop = as_array(start), as_array(stop)
     if dtype is None:
-        dtype = result_type(start, stop)
-        dtype = dtype if _dt.is_inexact(dtype) else _dt.float_
+        dtype = _dt.to_inexact(result_type(start, stop))
     dtype = _dt.canonicalize(dtype)
-    work = dtype if _dt.is_inexact(dtype) else _dt.float_
+    work = _dt.to_inexact(dtype)
     start, stop = astype(start, work), astype(stop, work)
     bounds = list(broadcast_shapes_of(shape_of(start), shape_of(stop)))
     start, stop = broadcast_to(start, tuple(bounds)), broadcast_to(stop, tuple(bounds))
@@ -139,11 +138,10 @@ def _inexact_dtype(dtype, start, stop, function):
     """``(the result's dtype, the inexact one to compute in)``: ``dtype`` if given, else the
     bounds' promoted dtype made inexact (JAX's)."""
     if dtype is None:
-        dtype = result_type(start, stop)
-        dtype = dtype if _dt.is_inexact(dtype) else _dt.float_
+        dtype = _dt.to_inexact(result_type(start, stop))
     else:
         dtype = _dt.requested(dtype, function)
-    return dtype, (dtype if _dt.is_inexact(dtype) else _dt.float_)
+    return dtype, _dt.to_inexact(dtype)
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):

@@ -61,8 +61,9 @@ def reduce_axes(x, axis) -> tuple:
 
 
 def accumulator_dtype(dtype) -> np.dtype:
-    """JAX sums and multiplies booleans and narrow integers in the default int width."""
-    if _dt.is_bool(dtype) or (_dt.is_int(dtype) and np.dtype(dtype).itemsize < 4):
+    """JAX sums and multiplies booleans and integers narrower than the default int in the
+    default int (int64 with x64 on)."""
+    if _dt.is_bool(dtype) or (_dt.is_int(dtype) and np.dtype(dtype).itemsize < _dt.int_.itemsize):
         return _dt.uint_ if _dt.is_unsigned(dtype) else _dt.int_
     return np.dtype(dtype)
 
@@ -236,7 +237,7 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
         total = sum(x, axis, wanted, keepdims=keepdims, where=where)
         return bind(p.div_p, total, astype(asarray(count), wanted))
     if not _dt.is_inexact(dtype_of(x)):
-        x = astype(x, _dt.float_)
+        x = astype(x, _dt.to_inexact(dtype_of(x)))
     result_dtype = _dt.canonicalize(dtype) if dtype is not None else dtype_of(x)
     x = astype(x, _dt.computation_dtype(result_dtype))   # bf16/f16 average in f32, as JAX
     total = sum(x, axis, None, keepdims=keepdims, where=where)
@@ -505,7 +506,7 @@ def _variance_dtypes(a_dtype, dtype) -> tuple:
                              "important to you.")
         return _dt.computation_dtype(dtype), np.dtype(dtype)
     if not _dt.is_inexact(a_dtype):
-        return _dt.float_, np.dtype(_dt.float_)
+        return _dt.to_inexact(a_dtype), _dt.to_inexact(a_dtype)
     return _dt.computation_dtype(a_dtype), np.dtype(_dt.real_dtype(a_dtype))
 
 
@@ -558,7 +559,8 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     infinities too) are close."""
     a, b = promote(a, b)
     if not _dt.is_inexact(dtype_of(a)):
-        a, b = astype(a, _dt.float_), astype(b, _dt.float_)
+        inexact = _dt.to_inexact(dtype_of(a))
+        a, b = astype(a, inexact), astype(b, inexact)
     # the tolerances are typed as the values' (real) dtype, as JAX's: the result is typed
     real = np.zeros((), dtype_of(a)).real.dtype
     rtol, atol = convert(rtol, real), convert(atol, real)

@@ -48,7 +48,7 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
         return result, full(shape_of(result), count, dtype_of(result))
     weights = as_array(weights)
     if not _dt.is_inexact(result_type(a, weights)):
-        a = astype(a, _dt.float_)
+        a = astype(a, _dt.to_inexact(result_type(a, weights)))
     if shape_of(weights) != shape_of(a):
         # weights over the axes named, in the order named (as JAX's)
         if axis is None:
@@ -87,7 +87,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         raise ValueError(f"cov: dtype must be a subclass of float or complex; got "
                          f"dtype={np.dtype(dtype)!r}")
     promoted = result_type(m, y) if y is not None else dtype_of(m)
-    inexact = promoted if _dt.is_inexact(promoted) else _dt.float_
+    inexact = _dt.to_inexact(promoted)
     x = atleast_2d(astype(m, inexact))
     if not rowvar and len(shape_of(m)) != 1:
         x = transpose(x)
@@ -206,7 +206,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     """The edges of the bins ``histogram`` uses: ``bins + 1`` evenly spaced from the data's
     (or ``range``'s) minimum to maximum, or ``bins`` itself when it is an array."""
     a = ravel(as_array(a))
-    dtype = dtype_of(a) if _dt.is_inexact(dtype_of(a)) else _dt.float_
+    dtype = _dt.to_inexact(dtype_of(a))
     if not isinstance(bins, (int, np.integer)):
         bins = as_array(bins)
         return astype(bins, result_type(dtype, bins) if _dt.is_inexact(
@@ -305,10 +305,10 @@ def _quantile(a, q, axis, method, keepdims, ignore_nan, name, weights=None):
                                       "'inverted_cdf' supports weights.")
         weights = _weights_like(a, weights, axis)
         common = result_type(a, weights)
-        common = common if _dt.is_inexact(common) else _dt.float_
+        common = _dt.to_inexact(common)
         a, weights = astype(a, common), astype(weights, common)
     if not _dt.is_inexact(dtype_of(a)):
-        a = astype(a, _dt.float_)
+        a = astype(a, _dt.to_inexact(dtype_of(a)))
     dtype = dtype_of(a)
     q = convert(q, dtype) if not is_array(q) else astype(q, dtype)
     if len(shape_of(q)) > 1:

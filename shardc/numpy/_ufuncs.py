@@ -73,7 +73,8 @@ pow = power
 def _inexact_pair(x, y):
     x, y = promote(x, y)
     if not _dt.is_inexact(dtype_of(x)):
-        x, y = convert(x, _dt.float_), convert(y, _dt.float_)
+        inexact = _dt.to_inexact(dtype_of(x))
+        x, y = convert(x, inexact), convert(y, inexact)
     return x, y
 
 

@@ -28,9 +28,9 @@ def transform(x, fft_type: str, fft_lengths):
     if fft_type == "RFFT":
         if np.issubdtype(dtype, np.complexfloating):
             raise ValueError("only real valued inputs supported for rfft")
-        x = astype(x, dtype if _dt.is_inexact(dtype) else _dt.float_)
+        x = astype(x, _dt.to_inexact(dtype))
     elif not np.issubdtype(dtype, np.complexfloating):
-        x = astype(x, _dt.complex_dtype(dtype) if _dt.is_inexact(dtype) else _dt.complex_)
+        x = astype(x, _dt.complex_dtype(_dt.to_inexact(dtype)))
     if not fft_lengths:
         return x
     return bind(p.fft_p, x, fft_type=fft_type, fft_lengths=tuple(int(n) for n in fft_lengths))

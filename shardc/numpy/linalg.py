@@ -48,7 +48,7 @@ __all__ = [
 
 def _float(x):
     x = asarray(x) if not hasattr(x, "dtype") else x
-    return astype(x, result_type(x, 0.0))
+    return astype(x, _dt.to_inexact(result_type(x)))     # JAX's promote_dtypes_inexact
 
 
 def _weak_where_all(result, *operands):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.custom_ad import SymbolicZero, custom_jvp
+from ir.dtypes import to_inexact
 import shardc.lax as lax
 import shardc.nn as nn
 import shardc.numpy as jnp
@@ -24,7 +25,7 @@ log_softmax = nn.log_softmax
 def inexact_operands(*xs):
     """``xs`` as arrays of the floating dtype they promote to (``stats.norm`` shares it)."""
     arrays = [jnp.asarray(x) if not hasattr(x, "dtype") else x for x in xs]
-    dtype = jnp.result_type(*xs, 0.0)
+    dtype = to_inexact(jnp.result_type(*xs))     # JAX's promote_args_inexact
     # weakly typed where every operand is (Python numbers), as JAX's promote_args_inexact
     return [weakly_typed_like(jnp.astype(x, dtype), *xs) for x in arrays]
 
