@@ -124,28 +124,34 @@ def sgd(step_size):
     return (lambda x0: x0), (lambda i, g, x: x - step_size(i) * g), (lambda x: x)
 
 
-@optimizer
-def momentum(step_size, mass: float):
-    """Heavy-ball momentum: ``v = mass * v + g``, ``x - step_size(i) * v``."""
+def _with_zeros(x0, count: int) -> tuple:
+    """A parameter's initial state: the parameter and ``count`` zero statistics like it."""
+    return (x0,) + tuple(jnp.zeros_like(x0) for _ in range(count))
+
+
+def _momentum(step_size, mass: float, look_ahead: bool) -> tuple:
+    """Momentum's triple: ``v = mass * v + g``, then a step along ``v`` (heavy ball) or
+    along ``mass * v + g`` (Nesterov's look-ahead)."""
     step_size = make_schedule(step_size)
 
     def update(i, g, state):
         x, velocity = state
         velocity = mass * velocity + g
-        return x - step_size(i) * velocity, velocity
-    return (lambda x0: (x0, jnp.zeros_like(x0))), update, _params_of
+        direction = mass * velocity + g if look_ahead else velocity
+        return x - step_size(i) * direction, velocity
+    return (lambda x0: _with_zeros(x0, 1)), update, _params_of
+
+
+@optimizer
+def momentum(step_size, mass: float):
+    """Heavy-ball momentum: ``v = mass * v + g``, ``x - step_size(i) * v``."""
+    return _momentum(step_size, mass, look_ahead=False)
 
 
 @optimizer
 def nesterov(step_size, mass: float):
     """Nesterov momentum: ``v = mass * v + g``, ``x - step_size(i) * (mass * v + g)``."""
-    step_size = make_schedule(step_size)
-
-    def update(i, g, state):
-        x, velocity = state
-        velocity = mass * velocity + g
-        return x - step_size(i) * (mass * velocity + g), velocity
-    return (lambda x0: (x0, jnp.zeros_like(x0))), update, _params_of
+    return _momentum(step_size, mass, look_ahead=True)
 
 
 @optimizer
@@ -154,16 +160,13 @@ def adagrad(step_size, momentum=0.9):
     gradients (zero where that sum is zero)."""
     step_size = make_schedule(step_size)
 
-    def init(x0):
-        return x0, jnp.zeros_like(x0), jnp.zeros_like(x0)
-
     def update(i, g, state):
         x, g_sq, m = state
         g_sq = g_sq + jnp.square(g)
         inv_root = jnp.where(g_sq > 0, 1. / jnp.sqrt(g_sq), 0.0)
         m = (1. - momentum) * (g * inv_root) + momentum * m
         return x - step_size(i) * m, g_sq, m
-    return init, update, _params_of
+    return (lambda x0: _with_zeros(x0, 2)), update, _params_of
 
 
 @optimizer
@@ -175,7 +178,7 @@ def rmsprop(step_size, gamma=0.9, eps=1e-8):
         x, avg_sq_grad = state
         avg_sq_grad = avg_sq_grad * gamma + jnp.square(g) * (1. - gamma)
         return x - step_size(i) * g / jnp.sqrt(avg_sq_grad + eps), avg_sq_grad
-    return (lambda x0: (x0, jnp.zeros_like(x0))), update, _params_of
+    return (lambda x0: _with_zeros(x0, 1)), update, _params_of
 
 
 @optimizer
@@ -183,15 +186,12 @@ def rmsprop_momentum(step_size, gamma=0.9, eps=1e-8, momentum=0.9):
     """RMSProp whose scaled steps accumulate with ``momentum``."""
     step_size = make_schedule(step_size)
 
-    def init(x0):
-        return x0, jnp.zeros_like(x0), jnp.zeros_like(x0)
-
     def update(i, g, state):
         x, avg_sq_grad, mom = state
         avg_sq_grad = avg_sq_grad * gamma + jnp.square(g) * (1. - gamma)
         mom = momentum * mom + step_size(i) * g / jnp.sqrt(avg_sq_grad + eps)
         return x - mom, avg_sq_grad, mom
-    return init, update, _params_of
+    return (lambda x0: _with_zeros(x0, 2)), update, _params_of
 
 
 def _bias_correction(beta, like, i):
@@ -204,9 +204,6 @@ def adam(step_size, b1=0.9, b2=0.999, eps=1e-8):
     """Adam: bias-corrected first and second moment estimates."""
     step_size = make_schedule(step_size)
 
-    def init(x0):
-        return x0, jnp.zeros_like(x0), jnp.zeros_like(x0)
-
     def update(i, g, state):
         x, m, v = state
         m = (1 - b1) * g + b1 * m
@@ -214,7 +211,7 @@ def adam(step_size, b1=0.9, b2=0.999, eps=1e-8):
         mhat = m / _bias_correction(b1, m, i)
         vhat = v / _bias_correction(b2, m, i)
         return x - step_size(i) * mhat / (jnp.sqrt(vhat) + eps), m, v
-    return init, update, _params_of
+    return (lambda x0: _with_zeros(x0, 2)), update, _params_of
 
 
 @optimizer
@@ -222,16 +219,13 @@ def adamax(step_size, b1=0.9, b2=0.999, eps=1e-8):
     """Adamax: Adam with the infinity norm for the second moment."""
     step_size = make_schedule(step_size)
 
-    def init(x0):
-        return x0, jnp.zeros_like(x0), jnp.zeros_like(x0)
-
     def update(i, g, state):
         x, m, u = state
         m = (1 - b1) * g + b1 * m
         u = jnp.maximum(b2 * u, jnp.abs(g))
         x = x - (step_size(i) / _bias_correction(b1, m, i)) * m / (u + eps)
         return x, m, u
-    return init, update, _params_of
+    return (lambda x0: _with_zeros(x0, 2)), update, _params_of
 
 
 def _sm3_cover(ndim: int, accumulator, axis: int):

@@ -18,9 +18,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from shardc import lax
+import shardc.lax as lax
+import shardc.numpy as jnp
 from shardc._transforms import jit
-from shardc import numpy as jnp
 from shardc.numpy._core import shape_tuple
 
 __all__ = ["ResizeMethod", "resize", "scale_and_translate"]
