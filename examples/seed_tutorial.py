@@ -4,6 +4,7 @@ given to ``shardc lower examples/seed_tutorial.py:matmul_basic``."""
 import os
 os.environ["XLA_FLAGS"] = '--xla_force_host_platform_device_count=8'  # Use 8 CPU devices
 
+import warnings
 from functools import partial
 
 import numpy as np
@@ -12,7 +13,11 @@ import shardc as jax
 import shardc.numpy as jnp
 from shardc.sharding import Mesh, NamedSharding, PartitionSpec as P
 from shardc.experimental import mesh_utils
-from shardc.experimental.shard_map import shard_map
+with warnings.catch_warnings():
+    # the tutorial's import: the old form, which JAX 0.10 (and shardc) warns is deprecated;
+    # silenced so that the demo prints what the tutorial prints
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from shardc.experimental.shard_map import shard_map
 from shardc.tree_util import tree_map, tree_all
 
 devices = mesh_utils.create_device_mesh((4, 2))
