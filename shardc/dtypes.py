@@ -84,6 +84,10 @@ def issubdtype(a, b) -> bool:
     >>> issubdtype(float8_e4m3fn, inexact), issubdtype(int4, signedinteger)
     (True, True)
     """
+    if isinstance(a, type) and a in _ABSTRACT_SCALAR_TYPES:
+        # an abstract type (np.generic, np.floating, ...) has no dtype: numpy's hierarchy
+        b_type = b if _is_scalar_type(b) else np.dtype(b).type
+        return bool(np.issubdtype(a, b_type))
     a_ext, b_ext = _extended_type(a), _extended_type(b)
     if a_ext is not None or b_ext is not None:
         return a_ext is not None and (b_ext is not None and issubclass(a_ext, b_ext)
@@ -97,6 +101,11 @@ def issubdtype(a, b) -> bool:
         parents = _ML_PARENTS["unsigned" if _dt.is_unsigned(a_dtype) else "signed"]
         return b_type is a_type or b_type in parents
     return bool(np.issubdtype(a_type, b_type))
+
+
+_ABSTRACT_SCALAR_TYPES = frozenset((np.generic, np.number, np.integer, np.signedinteger,
+                                    np.unsignedinteger, np.inexact, np.floating,
+                                    np.complexfloating, np.flexible, np.character))
 
 
 def _is_scalar_type(x) -> bool:
@@ -134,7 +143,8 @@ def result_type(*args, return_weak_type_flag: bool = False):
         from shardc.numpy._core import KEY_ARRAY_RULES
         dtype = KEY_ARRAY_RULES["result_type"](*args)
         return (dtype, False) if return_weak_type_flag else dtype
-    dtype, weak = promotion(*args)
+    # None stands for the default float dtype (JAX's)
+    dtype, weak = promotion(*(_dt.float_ if a is None else a for a in args))
     return (dtype, bool(weak)) if return_weak_type_flag else dtype
 
 

@@ -129,6 +129,21 @@ def test_issubdtype_files_ml_types_as_jax(t, parent, want):
     assert jnp.issubdtype(t, parent) is want
 
 
+@pytest.mark.parametrize("t,parent,want", [
+    # an abstract type has no dtype: numpy's hierarchy answers (JAX's)
+    (np.generic, jnp.bfloat16, False), (np.generic, np.float32, False),
+    (np.floating, np.inexact, True), (np.generic, np.generic, True),
+])
+def test_issubdtype_of_abstract_types(t, parent, want):
+    assert shardc.dtypes.issubdtype(t, parent) is want
+
+
+def test_result_type_reads_none_as_the_default_float():
+    assert shardc.dtypes.result_type(None) == np.float32 == jnp.result_type(None)
+    assert shardc.dtypes.result_type(None, return_weak_type_flag=True) == (np.float32, False)
+    assert jnp.result_type(None, jnp.int8) == np.float32
+
+
 def test_astype_round_trips_through_ml_types():
     values = np.array([0.5, -1.25, 3.0, 448.0], np.float32)
     for dtype in (BF16, F8, F8_E5, F16):

@@ -94,6 +94,9 @@ def test_norm_rank_rules_and_unsupported_orders():
         assert_close(la.norm(m, order), np.linalg.norm(m, order), 1e-5, 1e-5)
     with pytest.raises(ValueError, match="rank 1 or 2"):
         la.norm(np.ones((2, 2, 2), np.float32), 1)
+    # a string is no vector order ('inf' is not np.inf): JAX's ValueError, not a norm
+    with pytest.raises(ValueError, match="Invalid order 'inf' for vector norm."):
+        la.norm(np.array([1.0, 2.0, 3.0], np.float32), ord="inf")
 
 
 def test_matrix_power_and_helpers():

@@ -2,6 +2,8 @@
 definitions written out), eagerly and under jit, with gradients by finite differences."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -157,12 +159,26 @@ def test_polar_refuses_what_jax_refuses():
         sl.polar(np.ones((3, 3), np.float16))
 
 
+@contextlib.contextmanager
+def shardc_config_rank_promotion(mode):
+    before = shardc.config.read("jax_numpy_rank_promotion")
+    shardc.config.update("jax_numpy_rank_promotion", mode)
+    try:
+        yield
+    finally:
+        shardc.config.update("jax_numpy_rank_promotion", before)
+
+
 def test_special_matrix_constructors_as_scipy_defines_them():
     """scipy.linalg's special matrices, checked by what defines each (numpy references)."""
     import shardc.scipy.linalg as sl
     np.testing.assert_array_equal(np.asarray(sl.hankel([1, 2, 3], [3, 4, 5, 6])),
                                   [[1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]])
     np.testing.assert_array_equal(np.asarray(sl.hankel([1, 2])), [[1, 2], [2, 0]])
+    # batch ranks aligned before vectorizing: no rank promotion to refuse
+    with shardc_config_rank_promotion("raise"):
+        batched = sl.hankel(np.ones((1, 2, 3), np.float32), np.ones((2, 4), np.float32))
+    assert batched.shape == (1, 2, 3, 4)
     np.testing.assert_array_equal(np.asarray(sl.circulant([1, 2, 3])),
                                   [[1, 3, 2], [2, 1, 3], [3, 2, 1]])
     np.testing.assert_array_equal(np.asarray(sl.leslie([0.1, 2.0, 1.0], [0.5, 0.25])),

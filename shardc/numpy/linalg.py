@@ -350,6 +350,8 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
         return sum(magnitude, axis=axis, keepdims=keepdims)
     if ord == 2:
         return sqrt(sum(abs2(x), axis=axis, keepdims=keepdims))
+    if isinstance(ord, str):            # ('inf' is no order: np.inf is)
+        raise ValueError(f"Invalid order '{ord}' for vector norm.")
     ord = float(ord)
     return power(sum(power(magnitude, ord), axis=axis, keepdims=keepdims), 1 / ord)
 

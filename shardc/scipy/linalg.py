@@ -353,6 +353,9 @@ def hankel(c, r=None):
         raise ValueError("hankel: c must be at least 1-dimensional, got a scalar.")
     if r.ndim == 0:
         raise ValueError("hankel: r must be at least 1-dimensional, got a scalar.")
+    # batch ranks aligned here, so vectorizing promotes no rank (jax_numpy_rank_promotion)
+    c = jnp.expand_dims(c, tuple(range(r.ndim - c.ndim))) if c.ndim < r.ndim else c
+    r = jnp.expand_dims(r, tuple(range(c.ndim - r.ndim))) if r.ndim < c.ndim else r
     return jnp.vectorize(_hankel, signature="(m),(n)->(m,n)")(c, r)
 
 
