@@ -1075,7 +1075,6 @@ def is_python_scalar(value) -> bool:
     return isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
 
 
-_INT32 = np.iinfo(np.int32)
 _VALID_TYPES_TEXT = ("expected an array, or a scalar, of bool, integer, floating or complex "
                      "dtype")
 
@@ -1093,7 +1092,8 @@ def check_jax_value(value, where: str) -> None:
     scalar, a Python scalar, a ``ShapeDtypeStruct``).
 
     ``where`` names the value for the user (``"jit argument args[0]"``). A Python int outside
-    int32 is an OverflowError: with x64 off it has nowhere to go but wrap around.
+    the default integer type (int32 with x64 off) is an OverflowError: it has nowhere to go
+    but wrap around.
 
     >>> check_jax_value("abc", "args[0]")
     Traceback (most recent call last):
@@ -1108,8 +1108,10 @@ def check_jax_value(value, where: str) -> None:
                          f"supported. {where} is of type {type(value).__name__}: convert it "
                          "with jnp.asarray first, or register it as a pytree")
     if is_python_scalar(value):         # only an int out of range is refused
+        default = dtypes.int_
         raise OverflowError(f"{where} is the Python int {value}, too large to convert to "
-                            "int32 (the default integer type; x64 is off)")
+                            f"{default} (the default integer type"
+                            + ("; x64 is off)" if default.itemsize < 8 else ")"))
     dtype = _dtype_of(value)
     if dtype == dtypes.FLOAT0:
         raise TypeError(f"{where} is a float0 array. float0s do not support any operations by "
@@ -1148,9 +1150,15 @@ def is_jax_value(value) -> bool:
     if isinstance(aval, Aval):               # an array (the common case: asked first)
         return dtypes.is_valid(aval.dtype)
     if is_python_scalar(value):
-        return type(value) is not int or _INT32.min <= value <= _INT32.max
+        return type(value) is not int or _in_default_int_range(value)
     dtype = _dtype_of(value)
     return dtype is not None and dtypes.is_valid(dtype)
+
+
+def _in_default_int_range(value: int) -> bool:
+    """Whether a Python int fits the default integer type (int64 with x64 on)."""
+    info = np.iinfo(dtypes.int_)
+    return info.min <= value <= info.max
 
 
 def _dtype_of(value):

@@ -151,6 +151,10 @@ _UNARY_IMPLS = {
 
 def _div(x, y):
     dtype = np.result_type(x, y)
+    if dtypes.is_unsigned(dtype):
+        # unsigned: numpy's floor division is XLA's truncation; x / 0 has all bits set
+        safe = np.where(y == 0, 1, y).astype(dtype)
+        return np.where(y == 0, np.iinfo(dtype).max, np.asarray(x, dtype) // safe).astype(dtype)
     if dtypes.is_int(dtype):
         # lax.div on integers rounds towards zero, as XLA: x / 0 is -1 (all bits set),
         # INT_MIN / -1 wraps to INT_MIN. int64 holds every quotient of 32-bit operands.

@@ -166,6 +166,34 @@ def test_x64_inexact_and_accumulator_dtypes_are_jaxs(fn, want):
     assert tuple(str(jnp.asarray(fn(x)).dtype) for x in inputs) == want
 
 
+def test_x64_python_ints_past_int32_are_int64():
+    config.update("jax_enable_x64", True)
+    x = jnp.arange(3)
+    for got, want in ((x + 2 ** 31, [2 ** 31, 2 ** 31 + 1, 2 ** 31 + 2]),
+                      (jnp.full((2,), 2 ** 40), [2 ** 40] * 2),
+                      (shardc.jit(lambda v: v * 2)(2 ** 40), 2 ** 41),
+                      (lax.add(x, 2 ** 40), [2 ** 40, 2 ** 40 + 1, 2 ** 40 + 2]),
+                      (x & 0xFFFFFFFF, [0, 1, 2])):
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(OverflowError, match="too large to convert to int64"):
+        jnp.full((2,), 2 ** 64)
+    config.update("jax_enable_x64", False)
+    with pytest.raises(OverflowError, match="too large to convert to int32 .*x64 is off"):
+        jnp.full((2,), 2 ** 40)
+
+
+def test_x64_unsigned_division_past_the_signed_range():
+    config.update("jax_enable_x64", True)
+    a = jnp.array([2 ** 64 - 1, 2 ** 63 + 5, 7, 9], jnp.uint64)
+    b = jnp.array([3, 2 ** 63 + 1, 2, 0], jnp.uint64)
+    want = [(2 ** 64 - 1) // 3, 1, 3, 2 ** 64 - 1]      # x / 0 has all bits set (XLA's)
+    for got in (a // b, lax.div(a, b), shardc.jit(lambda p, q: p // q)(a, b)):
+        assert got.dtype == np.uint64
+        np.testing.assert_array_equal(np.asarray(got), np.array(want, np.uint64))
+    np.testing.assert_array_equal(np.asarray(a % b), np.array([0, 4, 1, 0], np.uint64))
+
+
 def test_x64_pmean_of_integers_is_float32_up_to_32_bits():
     config.update("jax_enable_x64", True)
     mesh = shardc.sharding.Mesh(np.array(shardc.devices()[:2]), ("i",))

@@ -2089,3 +2089,17 @@ def test_round_of_booleans_and_stack_of_lists_are_jaxs_errors():
         jnp.stack([[1, 2], [3, 4]])
     np.testing.assert_array_equal(np.asarray(jnp.stack([jnp.ones(2), np.zeros(2)])),
                                   [[1, 1], [0, 0]])
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+def test_float_functions_of_unsigned_and_a_negative_int_take_it_as_a_float(dtype):
+    # each operand converted from its own value (JAX's promote_dtypes_inexact): -1 is -1.0,
+    # not the unsigned dtype's wrapped maximum
+    x = np.arange(1, 4, dtype=dtype)
+    got = jnp.copysign(x, -1)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, [-1.0, -2.0, -3.0])
+    np.testing.assert_allclose(jnp.arctan2(x, -1), np.arctan2(x.astype(np.float32), -1),
+                               rtol=1e-6)
+    np.testing.assert_allclose(jnp.hypot(x, -2), np.hypot(x.astype(np.float32), -2),
+                               rtol=1e-6)

@@ -67,10 +67,11 @@ bitwise_xor = _make_binary(p.xor_p, "bitwise_xor", "Elementwise xor.")
 @keeps_weak
 def arctan2(x, y):
     """Elementwise arctan(x / y) in the quadrant of (y, x); integers compute in float32."""
-    x, y = promote(x, y)
-    if not _dt.is_inexact(dtype_of(x)):
-        inexact = _dt.to_inexact(dtype_of(x))
+    promoted = result_type(x, y)
+    if not _dt.is_inexact(promoted):
+        inexact = _dt.to_inexact(promoted)
         x, y = convert(x, inexact), convert(y, inexact)
+    x, y = promote(x, y)
     return binary_op(p.atan2_p, x, y)
 
 

@@ -755,15 +755,16 @@ _SCALARS: dict = _dt.register_cache({})
 
 def _python_scalar_converted(x, dtype: np.dtype):
     if isinstance(x, int) and not isinstance(x, bool):
-        if not _INT32_MIN <= x <= _INT32_MAX:
-            raise OverflowError(f"Python int {x} is too large to convert to int32 (the default "
-                                "integer type; x64 is off)")
+        default = _dt.int_                # int64 with x64 on: its range, as JAX's
+        info = np.iinfo(default)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"Python int {x} is too large to convert to {default} (the "
+                                "default integer type"
+                                + ("; x64 is off)" if default.itemsize < 8 else ")"))
         x = np.int64(x)
     with np.errstate(over="ignore"):      # a float too large for float16 is inf, as in JAX
         return convert_element(np.asarray(x), dtype)[()]
 
-
-_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
 
 
 def astype(x, dtype, /, *, copy=False, device=None):

@@ -20,6 +20,7 @@ from compiler.custom_ad import custom_jvp
 from compiler.jit import trace_function
 from compiler.tracing import bind
 from ir import dtypes as _dt
+from shardc.dtypes import result_type
 from ir import primitives as p
 from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, bitwise_and, bitwise_or,
                                       bitwise_xor, ceil, clip, divide, equal, exp, floor,
@@ -71,11 +72,14 @@ pow = power
 
 
 def _inexact_pair(x, y):
-    x, y = promote(x, y)
-    if not _dt.is_inexact(dtype_of(x)):
-        inexact = _dt.to_inexact(dtype_of(x))
+    """``x`` and ``y`` in the inexact dtype they promote to, each converted from its own value
+    (JAX's promote_dtypes_inexact: ``uint8_array`` with ``-1`` takes -1.0, not a wrapped
+    255)."""
+    promoted = result_type(x, y)
+    if not _dt.is_inexact(promoted):
+        inexact = _dt.to_inexact(promoted)
         x, y = convert(x, inexact), convert(y, inexact)
-    return x, y
+    return promote(x, y)
 
 
 def log2(x):
