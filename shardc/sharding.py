@@ -20,8 +20,7 @@ from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, Abstrac
                          ReplicationError, Sharding, ShardingTypeError, concrete_mesh_for,
                          current_mesh,
                          check_rank, legacy_mesh, pop_mesh, push_mesh, read_back_entries,
-                         spec_axes,
-                         spec_names, standing_for_abstract)
+                         spec_axes, spec_names, standing_for_abstract)
 from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices

@@ -29,8 +29,7 @@ from ir.shape_dtype import ShapeDtypeStruct
 from ir.sharding import (AbstractMesh, Mesh, NamedSharding, PartitionSpec, current_mesh,
                          spec_per_dim)
 from ir.sharding_rules import (broadcast_shardings_spec, check_broadcast_result, mesh_explicit,
-                               named_sharding,
-                               partitions, type_sharding)
+                               named_sharding, partitions, type_sharding)
 from runtime.array import Array, SingleDeviceSharding, detached
 from runtime.reference import convert_element, device_put
 from shardc.dtypes import is_weakly_typed, issubdtype, prng_key, promotion, result_type
@@ -764,7 +763,6 @@ def _python_scalar_converted(x, dtype: np.dtype):
         x = np.int64(x)
     with np.errstate(over="ignore"):      # a float too large for float16 is inf, as in JAX
         return convert_element(np.asarray(x), dtype)[()]
-
 
 
 def astype(x, dtype, /, *, copy=False, device=None):

@@ -20,8 +20,8 @@ from compiler.custom_ad import custom_jvp
 from compiler.jit import trace_function
 from compiler.tracing import bind
 from ir import dtypes as _dt
-from shardc.dtypes import result_type
 from ir import primitives as p
+from shardc.dtypes import result_type
 from shardc.numpy._arithmetic import (abs, add, arctan2, binary_op, bitwise_and, bitwise_or,
                                       bitwise_xor, ceil, clip, divide, equal, exp, floor,
                                       floor_divide, greater, greater_equal, isfinite, isinf, isnan,
