@@ -49,8 +49,28 @@ def _solve_one(pair):
     try:
         return np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
-        with np.errstate(all="ignore"):
-            return np.full(b.shape, np.nan, b.dtype)
+        return _pivoted_lu_solve(a, b)
+
+
+def _pivoted_lu_solve(a, b):
+    """``a x = b`` by LU with partial pivoting and two triangular solves, IEEE arithmetic
+    throughout: for a singular ``a`` the zero pivot's divisions give the infinities (and
+    NaNs) XLA's LU solve gives, where LAPACK's solver refuses."""
+    n = a.shape[0]
+    lu = np.array(a, dtype=np.result_type(a, b))
+    x = np.array(b, dtype=lu.dtype).reshape(n, -1)
+    with np.errstate(all="ignore"):
+        for k in range(n):
+            pivot = k + int(np.argmax(np.abs(lu[k:, k])))
+            lu[[k, pivot]], x[[k, pivot]] = lu[[pivot, k]], x[[pivot, k]]
+            if lu[k, k] != 0:                   # a zero column is left as it is (getrf's)
+                lu[k + 1:, k] /= lu[k, k]
+                lu[k + 1:, k + 1:] -= np.outer(lu[k + 1:, k], lu[k, k + 1:])
+        for k in range(n):                      # L y = P b (unit diagonal)
+            x[k] -= lu[k, :k] @ x[:k]
+        for k in reversed(range(n)):            # U x = y
+            x[k] = (x[k] - lu[k, k + 1:] @ x[k + 1:]) / lu[k, k]
+    return x.reshape(b.shape).astype(b.dtype)
 
 
 def solve(a, b):

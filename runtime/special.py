@@ -297,7 +297,9 @@ def _polygamma64(m: np.ndarray, x: np.ndarray) -> np.ndarray:
         out = np.where(m == 0, _digamma64(x), higher)
         pole = (x <= 0) & (x == np.floor(x))
         bad_order = (m < 0) | (m != np.floor(m))
-        return np.where(pole | bad_order, np.nan, out)
+        # at a pole an odd order is zeta of an even order there: +inf (XLA's, Eigen's rule)
+        out = np.where(pole, np.where((m >= 1) & (order % 2 == 1), np.inf, np.nan), out)
+        return np.where(bad_order, np.nan, out)
 
 
 def polygamma(m, x):
@@ -434,11 +436,16 @@ def igamma_grad_a(a, x):
 
 
 def _zeta64(s, q):
-    """The Hurwitz zeta function ``sum_k (q + k)^-s`` for ``s > 1`` (inf at ``s == 1`` and
-    at the poles ``q = 0, -1, ...`` where the terms allow, as scipy; nan below ``s = 1``)."""
+    """The Hurwitz zeta function ``sum_k (q + k)^-s`` for ``s > 1`` (inf at ``s == 1``; at
+    the poles ``q = 0, -1, ...`` inf for an even integer ``s``, else nan, as XLA's; nan below
+    ``s = 1``)."""
     s, q = np.broadcast_arrays(np.asarray(s, np.float64), np.asarray(q, np.float64))
     with np.errstate(all="ignore"):
         value = _hurwitz_zeta64(np.where(s > 1, s, 2.0), q)
+        # at q = 0, -1, ... XLA (Eigen) gives +inf for an even integer s, else nan
+        pole = (q <= 0) & (q == np.floor(q))
+        even = (s == np.floor(s)) & (np.fmod(s, 2) == 0)
+        value = np.where(pole, np.where(even, np.inf, np.nan), value)
         return np.where(s == 1, np.inf, np.where(s > 1, value, np.nan))
 
 

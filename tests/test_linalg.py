@@ -660,3 +660,15 @@ def test_slogdet_by_qr_refuses_complex_matrices_as_jax():
     sign, logdet = la.slogdet(A[0], method="qr")
     assert_close(np.asarray([sign, logdet]), np.linalg.slogdet(A[0].astype(np.float64)),
                  1e-5, 1e-5)
+
+
+def test_a_singular_system_gives_xlas_infinities():
+    # LU with partial pivoting and IEEE division, as XLA's solve: the zero pivot gives
+    # infinities (LAPACK's solver refuses the matrix); recorded from JAX 0.10.2
+    a = np.array([[1.0, 2.0], [2.0, 4.0]], np.float32)
+    np.testing.assert_array_equal(la.inv(a), [[-np.inf, np.inf], [np.inf, -np.inf]])
+    np.testing.assert_array_equal(la.solve(a, np.ones(2, np.float32)), [-np.inf, np.inf])
+    got = np.asarray(la.solve(np.zeros((2, 2), np.float32), np.ones(2, np.float32)))
+    assert np.isnan(got[0]) and got[1] == np.inf
+    batch = la.solve(np.stack([a, np.eye(2, dtype=np.float32)]), np.ones((2, 2), np.float32))
+    np.testing.assert_array_equal(batch[1], np.ones((2, 2)))          # the other matrix

@@ -157,3 +157,24 @@ def test_derivatives_round_as_jaxs():
     assert float(jax.grad(lambda a: 1 / a)(v)) == -(np.float32(1) / (v * v))
     c = np.cbrt(v)
     assert float(jax.grad(jnp.cbrt)(v)) == np.float32(1 / 3) * (np.float32(1) / (c * c))
+
+
+def test_zeta_and_polygamma_at_their_poles_are_xlas():
+    # at q = 0, -1, ... XLA gives +inf for an even integer order, NaN otherwise (so polygamma
+    # of an odd order is +inf there); recorded from JAX 0.10.2
+    q = jnp.array([0.0, -1.0, -2.0, -0.5, 0.5])
+    np.testing.assert_array_equal(special.zeta(2.0, q)[:3], [np.inf] * 3)
+    assert np.isnan(np.asarray(special.zeta(3.0, q)[:3])).all()
+    assert np.isnan(np.asarray(special.zeta(1.5, q)[:4])).all()
+    np.testing.assert_allclose(special.zeta(3.0, q)[3:], [0.41439834, 8.414397], rtol=1e-5)
+    np.testing.assert_array_equal(special.polygamma(1, q)[:3], [np.inf] * 3)
+    np.testing.assert_array_equal(special.polygamma(3, q)[:3], [np.inf] * 3)
+    assert np.isnan(np.asarray(special.polygamma(2, q)[:3])).all()
+    assert np.isnan(np.asarray(special.polygamma(0, q)[:2])).all()
+
+
+def test_betainc_limits_in_a_and_b():
+    # a = 0 puts the mass at 0 (1 for x > 0), b = 0 at 1 (0 for x < 1); both zero is NaN
+    got = special.betainc(jnp.array([0., 0., 2., 2., 0., 1.]), jnp.array([3., 3., 0., 0., 0., 1.]),
+                          jnp.array([0.5, 0.0, 0.5, 1.0, 0.5, 0.25]))
+    np.testing.assert_allclose(got, [1.0, 0.0, 0.0, 1.0, np.nan, 0.25], rtol=1e-6)

@@ -480,7 +480,13 @@ def _betainc(a, b, x):
     value = _betainc_fraction(aa, bb, xs)
     value = jnp.where(flip, 1 - value, value)
     value = jnp.where(x <= 0, 0.0, jnp.where(x >= 1, 1.0, value))
-    bad = (a <= 0) | (b <= 0) | (x < 0) | (x > 1) | jnp.isnan(x)
+    # JAX's limits: a -> 0 (or b -> inf) puts all the mass at 0, b -> 0 (or a -> inf) at 1
+    a_zero = (a == 0) | (b == jnp.inf)
+    b_zero = (b == 0) | (a == jnp.inf)
+    value = jnp.where((b_zero & (x != 1)) | (a_zero & (x == 0)), 0.0, value)
+    value = jnp.where((a_zero & (x != 0)) | (b_zero & (x == 1)), 1.0, value)
+    bad = (a < 0) | (b < 0) | (x < 0) | (x > 1) | (a_zero & b_zero) \
+        | jnp.isnan(a) | jnp.isnan(b) | jnp.isnan(x)
     return jnp.where(bad, jnp.nan, value)
 
 
