@@ -538,7 +538,7 @@ def _searchsorted_rule(sorted_values: Aval, query: Aval, *, side) -> list:
                          f"{sorted_values.str_short()} and {query.str_short()}")
     if side not in ("left", "right"):
         raise ShapeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
-    return [_aval(query.shape, dtypes.int_)]
+    return [_aval(query.shape, dtypes.int32)]      # int32 with x64 on too (JAX's)
 
 
 for _p in prims.REDUCTIONS:

@@ -599,7 +599,7 @@ def _searchsorted(sorted_values, query, *, side):
     else:
         found = np.searchsorted(total_order_key(sorted_values), total_order_key(query),
                                 side=side)
-    return [np.asarray(found, dtype=dtypes.int_)]
+    return [np.asarray(found, dtype=np.int32)]
 
 
 impl_rules[prims.sort_p] = _sort

@@ -166,6 +166,26 @@ def test_x64_inexact_and_accumulator_dtypes_are_jaxs(fn, want):
     assert tuple(str(jnp.asarray(fn(x)).dtype) for x in inputs) == want
 
 
+@pytest.mark.parametrize("fn, want", [
+    # JAX 0.10.2's dtypes with x64 on: some fixed at 32 bits, some the default int
+    (lambda: jnp.tri(3), "float32"),
+    (lambda: jnp.triu_indices(3)[0], "int64"),
+    (lambda: jnp.diag_indices_from(jnp.ones((3, 3)))[0], "int64"),
+    (lambda: jnp.searchsorted(jnp.arange(6.0), 2.5), "int32"),
+    (lambda: jnp.digitize(jnp.arange(6.0), jnp.array([1.0, 3.0])), "int32"),
+    (lambda: jnp.argpartition(jnp.arange(6.0), 2), "int32"),
+    (lambda: jnp.frexp(jnp.arange(6.0, dtype=jnp.float32))[1], "int32"),
+    (lambda: jnp.histogram(jnp.arange(6, dtype=jnp.int32), 3)[0], "float32"),
+    (lambda: jnp.histogram(jnp.arange(6.0, dtype=jnp.float32), 3, density=True)[0],
+     "float32"),
+    (lambda: jnp.histogram(jnp.arange(6.0, dtype=jnp.float16), 3)[0], "float16"),
+    (lambda: jnp.polyder(jnp.array([3, -5, 2, 7], jnp.int32)), "float32"),
+])
+def test_x64_index_and_count_dtypes_are_jaxs(fn, want):
+    config.update("jax_enable_x64", True)
+    assert str(fn().dtype) == want
+
+
 def test_x64_python_ints_past_int32_are_int64():
     config.update("jax_enable_x64", True)
     x = jnp.arange(3)

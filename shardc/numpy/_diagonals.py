@@ -69,7 +69,8 @@ def tri(N, M=None, k=0, dtype=None):
     N, M = shape_tuple((N, N if M is None else M))
     rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
     cols = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=1)
-    return astype(less_equal(cols, add(rows, k)), dtype or _dt.float_)
+    # float32 by default, x64 on or off (JAX's)
+    return astype(less_equal(cols, add(rows, k)), np.float32 if dtype is None else dtype)
 
 
 def tril(m, k=0):
@@ -91,16 +92,17 @@ def triu(m, k=0):
 
 
 def _index_arrays(arrays):
-    return tuple(asarray(np.asarray(a).astype(np.int32)) for a in arrays)
+    """Index arrays in the default int (int64 with x64 on), as JAX's."""
+    return tuple(asarray(np.asarray(a).astype(_dt.int_)) for a in arrays)
 
 
 def tril_indices(n, k=0, m=None):
-    """Row and column indices (int32) of the lower triangle of an ``n x m`` array."""
+    """Row and column indices of the lower triangle of an ``n x m`` array."""
     return _index_arrays(np.tril_indices(*known_nested((n, k, m))))
 
 
 def triu_indices(n, k=0, m=None):
-    """Row and column indices (int32) of the upper triangle of an ``n x m`` array."""
+    """Row and column indices of the upper triangle of an ``n x m`` array."""
     return _index_arrays(np.triu_indices(*known_nested((n, k, m))))
 
 
@@ -121,7 +123,7 @@ def triu_indices_from(arr, k=0):
 
 
 def diag_indices(n, ndim=2):
-    """Indices (int32) of the main diagonal of an ``n``-sided ``ndim``-dimensional array."""
+    """Indices of the main diagonal of an ``n``-sided ``ndim``-dimensional array."""
     if n < 0:
         raise ValueError(f"n argument to diag_indices must be nonnegative, got {n}")
     if ndim < 0:

@@ -99,8 +99,9 @@ def polymul(a1, a2, *, trim_leading_zeros=False):
 
 
 def polyder(p, m=1):
-    """The ``m``-th derivative of a polynomial."""
-    p = _coefficients(p, "polyder")
+    """The ``m``-th derivative of a polynomial, in an inexact dtype (JAX's: integer
+    coefficients give float32, where numpy keeps ints)."""
+    p = as_inexact(_coefficients(p, "polyder"))
     if m < 0:
         raise ValueError("Order of derivative must be positive")
     for _ in range(m):

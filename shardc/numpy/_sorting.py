@@ -141,7 +141,8 @@ def argpartition(a, kth, axis=-1):
     # an element's rank in that order tells whether it is in the head
     in_head = less_equal(argsort(order, axis), kth).astype(np.int8)
     tail = split(argsort(in_head, axis), [n - kth - 1], axis)[0]
-    return concatenate([head, tail], axis)
+    # int32, x64 on or off (JAX's: its top_k's indices)
+    return astype(concatenate([head, tail], axis), np.int32)
 
 
 def _kth(kth, n):
@@ -202,7 +203,7 @@ def digitize(x, bins, right=False, *, method=None):
     x = as_array(x)
     n = shape_of(bins)[0]
     if n == 0:
-        return zeros(shape_of(x), _dt.int_)
+        return zeros(shape_of(x), np.int32)
     side = "left" if right else "right"
     method = "scan" if method is None else method
     increasing = searchsorted(bins, x, side=side, method=method)

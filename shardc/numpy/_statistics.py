@@ -249,13 +249,15 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):
         inside = logical_and(inside, greater_equal(index, 0))
         flat = add(multiply(flat, shape[d]), clip(index, 0, None))
     size = int(np.prod(shape, dtype=np.int64))
-    weights = ones((n,), _dt.int_) if weights is None else astype(weights, _dt.float_)
+    # weights in the inexact dtype they and the sample promote to (JAX's)
+    weights = ones((n,), _dt.int_) if weights is None else \
+        astype(weights, _dt.to_inexact(result_type(sample, weights)))
     weights = where(inside, weights, zeros((), dtype_of(weights)))
     counts = bind(p.scatter_p, zeros((size,), dtype_of(weights)), flat, weights, axis=0,
                   mode="add")
     counts = reshape(counts, shape)
     if density:
-        counts = astype(counts, _dt.float_)
+        counts = astype(counts, _dt.to_inexact(dtype_of(counts)))
         widths = [diff(e) for e in edges]
         volume = widths[0]
         for w in widths[1:]:
@@ -268,11 +270,13 @@ builtins_range = range
 
 
 def histogram(a, bins=10, range=None, weights=None, density=None):
-    """Counts per bin (float32, as in JAX) of the flattened ``a``, and the bin edges."""
+    """Counts per bin of the flattened ``a``, and the bin edges. The counts are in the
+    inexact dtype ``a`` (and ``weights``) promote to, even without weights (JAX's: float32
+    for integers, float16 for float16)."""
     a = ravel(as_array(a))
     edges = histogram_bin_edges(a, bins, range)
-    # counts are float32 here even without weights (JAX's)
-    weights = ones(shape_of(a), _dt.float_) if weights is None else ravel(as_array(weights))
+    weights = ones(shape_of(a), _dt.to_inexact(dtype_of(a))) if weights is None \
+        else ravel(as_array(weights))
     counts, _ = histogramdd(reshape(a, (-1, 1)), [edges], None, weights, density)
     return counts, edges
 

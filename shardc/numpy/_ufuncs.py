@@ -481,13 +481,13 @@ def frexp(x):
     tiny = less(abs(safe), info.smallest_normal)
     boost = info.nmant + 1
     scaled = where(tiny, multiply(safe, _exp2_int(np.int32(boost), dtype)), safe)
-    e = astype(floor(log2(abs(scaled))), _dt.int_) + 1
+    e = astype(floor(log2(abs(scaled))), np.int32) + 1      # int32 with x64 on too (JAX's)
     m = ldexp(scaled, negative(e))
     # log2 may round across a power of two: one step of correction either way
     too_big = greater_equal(abs(m), 1)
     too_small = less(abs(m), 0.5)
     m = where(too_big, multiply(m, 0.5), where(too_small, multiply(m, 2.0), m))
-    e = add(e, subtract(astype(too_big, _dt.int_), astype(too_small, _dt.int_)))
+    e = add(e, subtract(astype(too_big, np.int32), astype(too_small, np.int32)))
     e = subtract(e, where(tiny, boost, 0))
     return where(special, x, m), where(special, zeros_like(e), e)
 
