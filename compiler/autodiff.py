@@ -348,6 +348,17 @@ def _checked_tangent(primal, tangent):
     return None if expected == dtypes.FLOAT0 else tangent
 
 
+def _untransposable(eqn) -> Exception:
+    """JAX's error for transposing an equation with no rule: a callback's names its kind."""
+    name = eqn.primitive.name
+    if eqn.primitive is prims.callback_p:
+        if eqn.params["effect"] == "io":
+            return ValueError("IO callbacks do not support transpose.")
+        name = f"{eqn.params['effect']}_callback"
+    return NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
+                               f"'{name}' not implemented")
+
+
 def linear_transpose(fun, *primals, reduce_axes=()):
     """The transpose of the linear function ``fun`` at arguments shaped as ``primals``
     (arrays or ``ShapeDtypeStruct``s): a function from cotangents of its output to a tuple of
@@ -437,8 +448,7 @@ def _check_linear(fun, points) -> None:
         if not any(depends):
             continue
         if eqn.primitive not in transpose_rules:
-            raise NotImplementedError(f"Transpose rule (for reverse-mode differentiation) for "
-                                      f"'{eqn.primitive}' not implemented")
+            raise _untransposable(eqn)
         allowed = _BILINEAR.get(eqn.primitive)
         if allowed is not None and (sum(depends) > 1 or not any(
                 depends[k] for k in allowed)):

@@ -24,6 +24,7 @@ from compiler.tracing import (Replay, aval_of, bind, current_trace, set_current_
                               trace_to_program)
 from ir import primitives as prims
 from ir.core import Program, TypeSharding
+from ir.graph import io_effects
 from ir.sharding import PartitionSpec
 
 
@@ -136,6 +137,8 @@ control_rules[prims.scan_p] = _scan_rule
 
 def _cond_rule(trace, values, dims, *, branches):
     (index, *operands), (index_dim, *operand_dims) = values, dims
+    if any(io_effects(b) for b in branches):       # JAX's: whether or not the index is batched
+        raise NotImplementedError("IO effect not supported in vmap-of-cond.")
     batched = [d is not None for d in operand_dims]
     operands = _leading(operands, operand_dims)
     if index_dim is not None:
@@ -193,6 +196,10 @@ def _while_rule(trace, values, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, bo
     carry_b = [d is not None for d in dims[nc + nb:]]
     body, body_consts, carry_b = _batched_loop_body(trace, body_jaxpr, body_b, carry_b)
     cond, cond_consts, (pred_b,) = batch_program(trace, cond_jaxpr, cond_b + carry_b, [False])
+    if pred_b and "IOEffect" in io_effects(body_jaxpr) + io_effects(cond_jaxpr):
+        # every member would run each step's callback, its predicate held or not
+        raise Exception("Unordered IO effects not supported in while_loop with batched "
+                        "predicate")
     if pred_b and not all(carry_b):
         carry_b = [True] * len(carry_b)
         body, body_consts, _ = batch_program(trace, body_jaxpr, body_b + carry_b, carry_b)

@@ -159,7 +159,8 @@ batching_rules[prims.fft_p] = _fft_rule
 def _callback_rule(values, dims, *, callback, result_avals, effect, vmap_method, **flag):
     """JAX's rule for callbacks: 'sequential' calls once per member (a loop), 'expand_dims'
     and 'broadcast_all' once with the batch leading (unbatched operands given a size-1 or a
-    full batch axis); other methods are JAX's NotImplementedError."""
+    full batch axis), 'legacy_vectorized' so too, unbatched operands left as they are; an
+    ordered io_callback cannot be mapped."""
     size = batch_size(values, dims)
     params = dict(callback=callback, result_avals=result_avals, effect=effect,
                   vmap_method=vmap_method, **flag)       # (``partitioned``, a debug one's)
@@ -169,11 +170,13 @@ def _callback_rule(values, dims, *, callback, result_avals, effect, vmap_method,
         raise ValueError("Cannot `vmap` ordered IO callback.")
     if vmap_method in ("sequential", "sequential_unrolled"):
         return loop_rule(prims.callback_p, values, dims, **params)
-    if vmap_method in ("expand_dims", "broadcast_all"):
+    if vmap_method in ("expand_dims", "broadcast_all", "legacy_vectorized"):
         lead = size if vmap_method == "broadcast_all" else 1
         operands = []
         for v, d in zip(values, dims):
-            if d is None:
+            if d is None and vmap_method == "legacy_vectorized":
+                pass                # (the old ``vectorized=True``: unbatched ones as they are)
+            elif d is None:
                 shape = aval_of(v).shape
                 v = bind(prims.broadcast_in_dim_p, v, shape=(lead,) + shape,
                          broadcast_dimensions=tuple(range(1, len(shape) + 1)))

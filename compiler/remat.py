@@ -27,6 +27,7 @@ from compiler.tracing import (Replay, Tracer, aval_of, bind, current_trace, eval
 from ir import dtypes
 from ir import primitives as p
 from ir.core import Eqn, Program, Var
+from ir.graph import io_effects
 from ir.sharding import current_mesh
 
 
@@ -163,6 +164,10 @@ def _remat_partial_eval(eqn: Eqn, ins_unknown: list):
     recomputation (every other value the backward part needs, from the saved ones: it runs
     again in the backward pass), and the linear part."""
     body = eqn.params["jaxpr"]
+    effects = io_effects(body)
+    if effects:         # recomputed, an io_callback would run twice
+        raise NotImplementedError("Effects not supported in partial-eval of "
+                                  f"`checkpoint`/`remat`: [{', '.join(effects)}]")
     saved_eqns = {id(body.eqns[k]) for k in eqn.params["saved"]}
     split = partial_eval(body, ins_unknown, [False] * len(body.outvars))
     n_keep = len(split.known.outvars) - split.num_residuals

@@ -55,6 +55,20 @@ def holds_equation(program: Program, test: Callable[[Eqn], bool]) -> bool:
                for eqn in program.eqns)
 
 
+def io_effects(program: Program) -> list:
+    """JAX's names of the IO effects of ``program``'s io_callbacks, at any depth:
+    'IOEffect' for unordered ones, 'OrderedIOEffect' for ordered ones (in that order)."""
+    found = set()
+
+    def io(eqn) -> bool:
+        if eqn.primitive is prims.callback_p and eqn.params["effect"] == "io":
+            found.add("OrderedIOEffect" if eqn.params["vmap_method"] is None else "IOEffect")
+        return False
+
+    holds_equation(program, io)
+    return sorted(found, key=len)
+
+
 def runs_per_device(prim, params) -> bool:
     """A ``partitioned`` print or debug callback: each device runs it on its blocks."""
     return prim in DEBUG_EFFECTS and bool(params.get("partitioned"))

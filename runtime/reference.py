@@ -12,6 +12,7 @@ import functools
 import io
 import math
 import sys
+import traceback
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from ir.interpreter import Interpreter
 from ir.core import Program
 from ir.module import runs_shard_map
 from ir.primitives import RuleTable
+from ir.transfer_guard import JaxRuntimeError
 from ir.sharding_rules import check_divisible, mesh_auto, mesh_explicit, spec_from_user
 from ir.specialise import specialise
 from ir.sharding import (Mesh, NamedSharding, check_divides, check_rank, dividing_sharding,
@@ -791,22 +793,42 @@ def callback_log(log: CallbackLog, replay: bool):
 
 def _callback(*args, callback, result_avals, effect, vmap_method, partitioned=False,
               ordered=False):
-    """Call the host function on numpy values; its results checked against what it declared
-    (shapes exactly; values converted to the declared dtypes)."""
+    """Call the host function on numpy values; its results held to what it declared, as
+    JAX's: as many, of the declared shapes, and of the declared dtypes once canonical (a
+    Python float may stand for a float32, an int32 for no float). A failure is the program's
+    JaxRuntimeError, as XLA raises it, with the failing traceback in its message."""
     values = [np.asarray(a) for a in args]
     results = (_CALLBACK_LOGS[-1].call(callback, values) if _CALLBACK_LOGS
                else callback(*values))
+    try:
+        return _declared_results(results, result_avals)
+    except Exception as exc:         # (a value of no dtype a program holds, too)
+        raise host_failure(exc) from exc
+
+
+def _declared_results(results, result_avals) -> list:
     if len(results) != len(result_avals):
-        raise ValueError(f"{callback} returned {len(results)} values, but declared "
-                         f"{len(result_avals)}")
+        raise RuntimeError(f"Mismatched number of outputs from callback. Expected: "
+                           f"{len(result_avals)}, Actual: {len(results)}")
     out = []
     for k, (value, (shape, dtype)) in enumerate(zip(results, result_avals)):
         value = np.asarray(value)
+        value = value.astype(dtypes.canonicalize(value.dtype), copy=False)
         if value.shape != tuple(shape):
-            raise ValueError(f"{callback}: result {k} has shape {value.shape}, but its "
-                             f"result_shape_dtypes entry says {tuple(shape)}")
-        out.append(value.astype(dtype, copy=False))
+            raise RuntimeError(f"Incorrect output shape for return value #{k}: Expected: "
+                               f"{tuple(shape)}, Actual: {value.shape}")
+        if value.dtype != dtype:
+            raise RuntimeError(f"Incorrect output dtype for return value #{k}: Expected: "
+                               f"{np.dtype(dtype).name}, Actual: {value.dtype.name}")
+        out.append(value)
     return out
+
+
+def host_failure(exc: BaseException) -> JaxRuntimeError:
+    """A host callback's failure as the program's error: JAX's type and wording, the
+    failure's own traceback in the message (the original is its ``__cause__``)."""
+    trace = "".join(traceback.format_exception(exc)).rstrip("\n")
+    return JaxRuntimeError(f"INTERNAL: CpuCallback error calling callback: {trace}")
 
 
 impl_rules[prims.callback_p] = _callback

@@ -3,6 +3,8 @@
 callback is called once, on whole values; inside a body once per device, on its blocks."""
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from compiler import tree
@@ -12,8 +14,11 @@ from ir import dtypes
 from ir import primitives as prims
 from runtime.array import Array, SingleDeviceSharding
 from runtime.devices import local_devices
+from runtime.reference import host_failure
 
 __all__ = ["pure_callback", "io_callback", "debug_callback"]
+
+_LOG = logging.getLogger("shardc.callbacks")
 
 _VMAP_METHODS = ["sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
                  "legacy_vectorized", None]
@@ -23,11 +28,15 @@ class HostCallback:
     """The user's function over flat numpy values: the arguments rebuilt into their pytree,
     the results flattened (None for a function whose results are not used)."""
 
-    def __init__(self, fn, in_tree, returns: bool, static: tuple = (), weak: tuple = ()):
+    def __init__(self, fn, in_tree, returns: bool, static: tuple = (), weak: tuple = (),
+                 api: str = "jax.pure_callback", raises_as_is: bool = False):
         # static: (position, value) of the leaves that are no arrays, passed as they are;
-        # weak: per value passed, whether it is weakly typed (a Python number)
+        # weak: per value passed, whether it is weakly typed (a Python number);
+        # api: the function that asked for it, named in the log of a failure;
+        # raises_as_is: a failure is raised as it is (an eager debug callback), not as the
+        # program's runtime error
         self.fn, self.in_tree, self.returns, self.static = fn, in_tree, returns, static
-        self.weak = weak
+        self.weak, self.api, self.raises_as_is = weak, api, raises_as_is
 
     def __call__(self, *flat):
         # the values reach the function as arrays on this process's first device, as JAX's
@@ -41,8 +50,16 @@ class HostCallback:
         args, kwargs = tree.tree_unflatten(self.in_tree, list(flat))
         # the function runs on concrete values, outside every trace: an eager shard_map body
         # calling it is the current trace while the devices run
-        with set_current_trace(eval_trace):
-            result = self.fn(*args, **kwargs)
+        try:
+            with set_current_trace(eval_trace):
+                result = self.fn(*args, **kwargs)
+        except Exception as exc:
+            # as JAX's: the failure logged with its traceback, and raised as the program's
+            # runtime error (XLA's), which holds that traceback too
+            _LOG.exception("%s failed", self.api)
+            if self.raises_as_is:
+                raise
+            raise host_failure(exc) from exc
         return tree.tree_leaves(result) if self.returns else []
 
     def _array(self, value, position: int, device):
@@ -76,8 +93,9 @@ def _call(effect, callback, result_shape_dtypes, args, kwargs, vmap_method=None)
     flat, in_tree = tree.tree_flatten((args, kwargs))
     avals, out_tree = _result_avals(result_shape_dtypes)
     weak = eager_weak_types(flat)
-    outs = bind(prims.callback_p, *flat, callback=HostCallback(callback, in_tree, True, (), weak),
-                result_avals=avals, effect=effect, vmap_method=vmap_method)
+    host = HostCallback(callback, in_tree, True, (), weak, api=f"jax.{effect}_callback")
+    outs = bind(prims.callback_p, *flat, callback=host, result_avals=avals, effect=effect,
+                vmap_method=vmap_method)
     return tree.tree_unflatten(out_tree, list(outs))
 
 
@@ -116,8 +134,9 @@ def debug_callback(callback=None, *args, ordered=False, partitioned=False, **kwa
                             f"an object of type {type(callback)}")
         in_tree, static, dynamic = split_arguments(args, kwargs)
         weak = eager_weak_types(dynamic)
-        bind(prims.callback_p, *dynamic,
-             callback=HostCallback(callback, in_tree, False, tuple(static.items()), weak),
+        host = HostCallback(callback, in_tree, False, tuple(static.items()), weak,
+                            api="jax.debug.callback", raises_as_is=current_trace() is eval_trace)
+        bind(prims.callback_p, *dynamic, callback=host,
              result_avals=(), effect="debug", vmap_method=None, **flag)
 
     return two_call_form("debug_callback", _debug_callback, callback, args, kwargs)

@@ -1047,6 +1047,31 @@ def test_make_jaxpr_takes_stand_ins_for_its_arguments():
     assert closed.out_avals[0].shape == (3,)
 
 
+def test_eval_jaxpr_runs_a_traced_program_again_eagerly_or_traced():
+    def f(x, y):
+        return jnp.sin(x) * y + jnp.array([1., 2., 3.]), x.sum()
+
+    closed = jax.make_jaxpr(f)(jnp.ones(3), 2.)
+    assert len(closed.consts) == 1                     # the closed-over array
+    x = np.arange(3, dtype=np.float32)
+    want = [np.sin(x) * 3 + [1, 2, 3], x.sum()]
+    run = lambda a, b: jax.core.eval_jaxpr(closed.jaxpr, closed.consts, a, b)
+    for got in (run(x, 3.), jax.jit(run)(x, 3.)):
+        assert isinstance(got, list) and len(got) == 2
+        np.testing.assert_allclose(np.asarray(got[0]), want[0], rtol=1e-6)
+        assert float(got[1]) == 3.0 and got[0].dtype == np.float32
+    g = jax.grad(lambda a: run(a, 3.)[0].sum())(x)
+    np.testing.assert_allclose(np.asarray(g), 3 * np.cos(x), rtol=1e-6)
+    np.testing.assert_array_equal(jax.vmap(lambda a: run(a, 3.)[1])(x.reshape(1, 3) + [[0], ]),
+                                  [3.0])
+    ones = jax.make_jaxpr(lambda: jnp.zeros(4) + 1)()       # (a program of no arguments)
+    with jax.core.ensure_compile_time_eval():
+        (out,) = jax.core.eval_jaxpr(ones.jaxpr, ones.consts)
+    np.testing.assert_array_equal(np.asarray(out), np.ones(4))
+    with pytest.raises(TypeError, match="takes 1 constants and 2 arguments, given 0 and 2"):
+        jax.core.eval_jaxpr(closed.jaxpr, [], x, 3.)
+
+
 def test_pretty_print_takes_jax_options():
     closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2)(1.0)
     plain = ("{ lambda ; a:f32[]. let\n    b:f32[] = sin a\n    c:f32[] = mul b 2.0:f32[]\n"

@@ -13,6 +13,7 @@ import pytest
 import shardc as jax
 import shardc.numpy as jnp
 from shardc import lax
+from shardc.errors import JaxRuntimeError
 from shardc.experimental import io_callback
 from shardc.sharding import NamedSharding, PartitionSpec as P
 
@@ -120,8 +121,8 @@ def test_io_callback_runs_even_unused_and_checks_its_declaration():
 
     f(jnp.asarray(X))
     assert_ran(log, [28.0])
-    with pytest.raises(ValueError, match="result 0 has shape \\(2,\\), but its "
-                                         "result_shape_dtypes entry says \\(3,\\)"):
+    with pytest.raises(JaxRuntimeError, match=re.escape(
+            "Incorrect output shape for return value #0: Expected: (3,), Actual: (2,)")):
         jax.pure_callback(lambda v: np.zeros(2, np.float32),
                           jax.ShapeDtypeStruct((3,), np.float32), X)
 
@@ -414,3 +415,134 @@ def test_breakpoint_reads_commands_with_the_computed_locals():
     np.testing.assert_array_equal(np.asarray(token), [3.0, 3.0])
     with pytest.raises(ValueError, match="`ordered` and `token` are mutually exclusive"):
         jax.debug.breakpoint(token=jnp.ones(2), ordered=True)
+
+
+# --- a host function that fails, or returns what it did not declare ---------------------------
+
+def _fails(v):
+    raise ValueError("Ooops")
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("api", ["pure_callback", "io_callback"])
+def test_a_failing_host_function_is_the_programs_runtime_error_and_is_logged(jit, api, caplog):
+    call = jax.pure_callback if api == "pure_callback" else io_callback
+    f = lambda v: call(_fails, jax.ShapeDtypeStruct((), np.float32), v)
+    with pytest.raises(JaxRuntimeError) as info:
+        (jax.jit(f) if jit else f)(jnp.float32(1.))
+    # JAX's (XLA's) error: a RuntimeError whose message holds the host's traceback
+    assert isinstance(info.value, RuntimeError)
+    message = str(info.value)
+    assert message.startswith("INTERNAL: CpuCallback error calling callback: Traceback")
+    assert "\nValueError: Ooops" in message
+    assert type(info.value.__cause__) is ValueError
+    failed = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in failed] == [f"jax.{api} failed"]
+    assert failed[0].exc_info[0] is ValueError          # logged with its traceback
+
+
+def test_a_failing_debug_callback_raises_as_it_is_only_when_called_eagerly(caplog):
+    with pytest.raises(ValueError, match="^Ooops$"):
+        jax.debug.callback(_fails, jnp.float32(1.))
+    with pytest.raises(JaxRuntimeError, match="\nValueError: Ooops"):
+        jax.jit(lambda v: jax.debug.callback(_fails, v))(jnp.float32(1.))
+    # (a jitted program's error also names the equation that was running)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+        "jax.debug.callback failed"] * 2
+
+
+@pytest.mark.parametrize("result, declared, why", [
+    (lambda: (np.float32(1), np.float32(2)), jax.ShapeDtypeStruct((), np.float32),
+     "Mismatched number of outputs from callback. Expected: 1, Actual: 2"),
+    (lambda: [1., 2.], jax.ShapeDtypeStruct((2,), np.float32),      # a list is a tree
+     "Mismatched number of outputs from callback. Expected: 1, Actual: 2"),
+    (lambda: None, (jax.ShapeDtypeStruct((1,), np.float32),),
+     "Mismatched number of outputs from callback. Expected: 1, Actual: 0"),
+    (lambda: np.float32(1), jax.ShapeDtypeStruct((1,), np.float32),
+     "Incorrect output shape for return value #0: Expected: (1,), Actual: ()"),
+    (lambda: np.array([1], np.int32), jax.ShapeDtypeStruct((1,), np.float32),
+     "Incorrect output dtype for return value #0: Expected: float32, Actual: int32"),
+    (lambda: 1, jax.ShapeDtypeStruct((), np.float32),         # a Python int is an int32
+     "Incorrect output dtype for return value #0: Expected: float32, Actual: int32"),
+    (lambda: np.float32(3), jax.ShapeDtypeStruct((), jnp.bfloat16),
+     "Incorrect output dtype for return value #0: Expected: bfloat16, Actual: float32"),
+])
+def test_results_unlike_their_declaration_are_jaxs_runtime_errors(result, declared, why):
+    f = jax.jit(lambda: jax.pure_callback(result, declared))
+    with pytest.raises(JaxRuntimeError, match=re.escape("\nRuntimeError: " + why)):
+        f()
+
+
+@pytest.mark.skipif(jax.config.jax_enable_x64, reason="canonical dtypes with x64 off")
+def test_results_are_checked_in_their_canonical_dtypes():
+    # with x64 off a float64 stands for a float32 and an int64 for an int32, as in JAX
+    f = jax.jit(lambda: jax.pure_callback(
+        lambda: (np.array([1.5], np.float64), np.int64(3), 2.5, True),
+        (jax.ShapeDtypeStruct((1,), np.float32), jax.ShapeDtypeStruct((), np.int32),
+         jax.ShapeDtypeStruct((), np.float32), jax.ShapeDtypeStruct((), np.bool_))))
+    a, b, c, d = f()
+    assert (a.dtype, b.dtype, c.dtype, d.dtype) == (np.float32, np.int32, np.float32, np.bool_)
+    assert (float(a[0]), int(b), float(c), bool(d)) == (1.5, 3, 2.5, True)
+
+
+def test_legacy_vectorized_gives_unbatched_operands_as_they_are():
+    seen = []
+
+    def host(x, y):
+        seen.append((x.shape, y.shape))
+        return np.sin(x) + y
+
+    f = jax.vmap(lambda x, y: jax.pure_callback(host, x, x, y, vmap_method="legacy_vectorized"),
+                 in_axes=(1, None), out_axes=1)
+    x, y = np.arange(12, dtype=np.float32).reshape(4, 3), np.float32(4)
+    out = jax.jit(f)(x, y)
+    np.testing.assert_allclose(np.asarray(out), np.sin(x) + y, rtol=1e-6)
+    # the batch leads (moved from axis 1); the unbatched y is not given a batch axis
+    assert seen[0] == ((3, 4), ())
+
+
+def test_transposing_a_callback_is_jaxs_error():
+    io = lambda x: io_callback(lambda v: v, jax.ShapeDtypeStruct((), np.float32), x)
+    with pytest.raises(ValueError, match="^IO callbacks do not support transpose.$"):
+        jax.linear_transpose(io, jnp.float32(1.))(jnp.float32(1.))
+    pure = lambda x: jax.pure_callback(lambda v: v, jax.ShapeDtypeStruct((), np.float32), x)
+    with pytest.raises(NotImplementedError, match="for 'pure_callback' not implemented"):
+        jax.linear_transpose(pure, jnp.float32(1.))(jnp.float32(1.))
+
+
+def test_an_io_callback_cannot_be_recomputed_by_checkpoint_under_grad():
+    def f(x, y):
+        io_callback(lambda v: v, y, y)          # (not even on what is differentiated)
+        return x * 2
+
+    with pytest.raises(NotImplementedError, match=re.escape(
+            "Effects not supported in partial-eval of `checkpoint`/`remat`: [IOEffect]")):
+        jax.grad(jax.checkpoint(f))(2., 3.)
+    assert float(jax.jit(jax.checkpoint(f))(2., 3.)) == 4.0       # run, it is called once
+
+
+def test_io_callbacks_in_a_vmapped_cond_or_a_batched_loop_are_jaxs_errors():
+    def in_cond(pred, x):
+        return lax.cond(pred, lambda v: io_callback(lambda a: a, v, v), lambda v: v, x)
+
+    for preds in (jnp.array([True, False]), jnp.bool_(True)):      # batched index or not
+        with pytest.raises(NotImplementedError,
+                           match="^IO effect not supported in vmap-of-cond.$"):
+            jax.vmap(in_cond, in_axes=(0 if preds.ndim else None, 0))(preds, jnp.ones(2))
+
+    def loop(i):
+        def body(i):
+            io_callback(lambda v: None, None, i)
+            return i + 1
+        return lax.while_loop(lambda i: i < 5, body, i)
+
+    with pytest.raises(Exception, match="^Unordered IO effects not supported in while_loop "
+                                        "with batched predicate$"):
+        jax.vmap(loop)(jnp.array([0, 4]))
+    # a predicate all members share runs the loop as it is
+    np.testing.assert_array_equal(
+        jax.vmap(loop, in_axes=None, axis_size=2)(jnp.int32(1)), [5, 5])
+    # pure callbacks may be mapped in both
+    pure = lambda i: lax.while_loop(lambda i: i < 5, lambda i: jax.pure_callback(
+        lambda v: v + 1, i, i, vmap_method="sequential"), i)
+    np.testing.assert_array_equal(jax.vmap(pure)(jnp.array([0, 4])), [5, 5])
