@@ -50,7 +50,7 @@ logger = logging.getLogger("shardc.transfer_guard")
 
 class JaxRuntimeError(RuntimeError):
     """An error of the runtime (JAX's ``jax.errors.JaxRuntimeError``): a transfer a guard
-    refuses raises it."""
+    refuses raises it, and so does a host callback that fails while a program runs."""
 
 
 # the host values a computation or device_put takes: numpy arrays and scalars, Python numbers

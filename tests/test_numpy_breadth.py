@@ -1710,6 +1710,53 @@ def test_unique_pads_its_indices_with_the_first_sorted_elements():
     np.testing.assert_array_equal(got[2], [1, 0, 3])        # padded with len(ar2)
 
 
+def test_setxor1d_drops_every_value_found_twice_as_numpy_does():
+    a, b = np.array([1, 1, 2, 5, 7], np.int32), np.array([2, 3, 3, 9], np.int32)
+    for assume_unique in (False, True):
+        # assumed unique, a value repeated within one array is dropped too (numpy's sort
+        # and neighbour test, which JAX's follows)
+        want = np.setxor1d(a, b, assume_unique)
+        got = jnp.setxor1d(a, b, assume_unique=assume_unique)
+        np.testing.assert_array_equal(np.asarray(got), want)
+        sized = shardc.jit(lambda u, v: jnp.setxor1d(u, v, assume_unique=assume_unique,
+                                                     size=6, fill_value=-1))(a, b)
+        np.testing.assert_array_equal(np.asarray(sized)[:len(want)], want)
+        assert list(np.asarray(sized)[len(want):]) == [-1] * (6 - len(want))
+    assert list(np.asarray(jnp.setxor1d(a, b, assume_unique=True))) == [5, 7, 9]
+    nan = np.float32(np.nan)        # NaN is unlike NaN: each array's one NaN is kept
+    got = jnp.setxor1d(np.array([nan, 1, nan], np.float32), np.array([1, nan], np.float32))
+    assert np.isnan(np.asarray(got)).sum() == 2 and np.asarray(got).size == 2
+
+
+def test_unique_along_an_axis_of_empty_slices_and_with_a_slice_to_fill():
+    # empty slices are all alike, as JAX's: one distinct slice, counted for every row
+    values, inverse, counts = jnp.unique(np.zeros((3, 0), np.int32), axis=0,
+                                         return_inverse=True, return_counts=True)
+    assert np.asarray(values).shape == (1, 0)
+    assert list(np.asarray(inverse)) == [0, 0, 0] and list(np.asarray(counts)) == [3]
+    values, counts = jnp.unique(np.zeros((0, 4), np.int32), axis=0, return_counts=True)
+    assert np.asarray(values).shape == (0, 4) and np.asarray(counts).shape == (0,)
+    assert np.asarray(jnp.unique(np.zeros((3, 0), np.float32), axis=1)).shape == (3, 0)
+    # fill_value: one slice (the array without the axis), padding each missing slice
+    x = np.array([[[0, 1, 0, 2]], [[1, 1, 1, 2]]], np.float32)            # (2, 1, 4)
+    fill = np.full((2, 1), 7, np.float32)
+    got = np.asarray(jnp.unique(x, axis=2, size=5, fill_value=fill))
+    want = np.unique(x, axis=2)                                          # 3 distinct
+    np.testing.assert_array_equal(got[..., :3], want)
+    np.testing.assert_array_equal(got[..., 3:], np.full((2, 1, 2), 7))
+
+
+def test_unique_makes_a_complex_number_with_a_nan_part_one_nan():
+    x = np.array([1 + 1j, complex(np.nan, 0), complex(0, np.nan), 1 + 1j, -1j], np.complex64)
+    values, index, inverse, counts = jnp.unique(x, return_index=True, return_inverse=True,
+                                                return_counts=True)
+    got = np.asarray(values)
+    np.testing.assert_array_equal(got[:2], [-1j, 1 + 1j])
+    assert got.size == 3 and np.isnan(got[2].real) and got[2].imag == 0     # (JAX's nan+0j)
+    assert list(np.asarray(index)) == [4, 0, 1] and list(np.asarray(counts)) == [1, 2, 2]
+    assert list(np.asarray(inverse)) == [1, 2, 2, 1, 0]
+
+
 def test_vectorize_passes_none_through():
     # as JAX's: None is no operand to loop over, the function gets it as it is
     add_unless_none = jnp.vectorize(lambda x, y: x if y is None else x + y)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import builtins
 import collections
+import math
+
+import numpy as np
 
 from compiler.tracing import aval_of, bind
 from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import (clip, equal, greater, isnan, less, logical_and, logical_not,
                                       logical_or, subtract, where)
-from shardc.numpy._core import (as_array, canonical_axis, concatenate, convert, dtype_of, full,
-                                ones, promote, ravel, reshape, shape_of, zeros)
+from shardc.numpy._core import (as_array, broadcast_to, canonical_axis, concatenate, convert,
+                                dtype_of, full, ones, promote, ravel, reshape, shape_of, zeros)
 from shardc.numpy._creation import arange
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import moveaxis
@@ -94,16 +97,25 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     >>> jnp.unique(jnp.array([3, 1, 3]), size=3, fill_value=0)         # [1, 3, 0]
     """
     ar = as_array(ar)
+    if np.issubdtype(dtype_of(ar), np.complexfloating):
+        # as JAX's: a complex number with a NaN part is NaN (sorted last, one such value)
+        ar = where(isnan(ar), convert(float("nan"), dtype_of(ar)), ar)
     if axis is None:
         rows = ravel(ar)
     else:
         axis = canonical_axis(axis, len(shape_of(ar)))
         moved = moveaxis(ar, axis, 0)
-        rows = reshape(moved, (shape_of(moved)[0], -1))
+        n, rest = shape_of(moved)[0], shape_of(moved)[1:]
+        width = math.prod(rest)
+        # empty slices are all alike: one distinct slice (if any), as JAX's
+        rows = reshape(moved, (n, width)) if width else zeros((n, 1), dtype_of(ar))
+        if fill_value is not None and len(shape_of(as_array(fill_value))):
+            fill_value = reshape(broadcast_to(as_array(fill_value), rest), (width,))
     values, indices, inverse, counts = _unique_rows(rows, size, fill_value, equal_nan)
     if axis is not None:
-        values = moveaxis(reshape(values, (shape_of(values)[0],) + shape_of(moved)[1:]),
-                              0, axis)
+        found = (shape_of(values)[0],) + rest
+        values = moveaxis(reshape(values, found) if width else zeros(found, dtype_of(ar)),
+                          0, axis)
     extras = []
     if return_index:
         extras.append(indices)
@@ -256,10 +268,18 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     ar1, ar2 = promote(ravel(as_array(ar1)), ravel(as_array(ar2)))
     values1, valid1, _ = _distinct(ar1, assume_unique)
     values2, valid2, _ = _distinct(ar2, assume_unique)
-    keep = concatenate([logical_and(valid1, isin(values1, ar2, invert=True)),
-                            logical_and(valid2, isin(values2, ar1, invert=True))])
-    result = _sorted_compact(concatenate([values1, values2]), keep, size, fill_value,
-                             "setxor1d")
+    # as JAX's (and numpy's): the elements of both, sorted, kept where unlike both neighbours,
+    # so a value found twice in one array is dropped too when it was assumed unique
+    valid = concatenate([valid1, valid2])
+    invalid, ordered = sort_operands([logical_not(valid),
+                                      concatenate([values1, values2])], 0, num_keys=2)
+    keep = logical_not(invalid)
+    if shape_of(ordered)[0] > 1:
+        unlike = logical_not(equal(ordered[1:], ordered[:-1]))      # (NaN is unlike NaN)
+        before = concatenate([ones((1,), bool), unlike])
+        after = concatenate([logical_or(unlike, invalid[1:]), ones((1,), bool)])
+        keep = logical_and(keep, logical_and(before, after))
+    result = compact(ordered, keep, size, fill_value, "setxor1d")
     if fill_value is None and size is not None and int(size) > 0:
         # JAX's default padding: the smallest element found (NaN if one is), else 0
         found = arange(int(size)) < sum(keep)
