@@ -219,6 +219,48 @@ def test_batch_matmul(mesh24, lhs, rhs, by_lax, by_matmul):
         check_result(jnp.matmul(a, b), "float32" + by_matmul, want)
 
 
+MATMUL_BROADCAST = [  # lhs shape, spec; rhs shape, spec; out_sharding; type (JAX 0.10.2)
+    # a batch dimension one operand lacks (by rank, or as an unsplit 1) is the other's free
+    # dimension: it keeps its split and is never broadcast
+    ((4, 16), (None, ("x", "y")), (4, 16, 4), ("x", None, None), None, "float32[4@x,4,4]"),
+    ((1, 4, 16), (None, None, "y"), (4, 16, 4), ("x", None, None), None, "float32[4@x,4,4]"),
+    ((8, 16), (None, "x"), (2, 16, 4), (None, None, "y"), None, "float32[2,8,4@y]"),
+    ((2, 1, 4, 16), ("x", None, None, None), (4, 16, 8), ("y", None, None), None,
+     "float32[2@x,4@y,4,8]"),
+    ((1, 4, 16), (None, "x", None), (1, 16, 8), (None, None, "y"), None, "float32[1,4@x,8@y]"),
+    ((16,), ("y",), (2, 16, 4), ("x", None, None), None, "float32[2@x,4]"),
+    ((2, 4, 16), ("x", None, None), (16,), (None,), None, "float32[2@x,4]"),
+    # out_sharding is the dot's, in its order (lhs free, then rhs free), as JAX's
+    ((8, 8), (None, ("x", "y")), (1, 8, 4), (None, "x", None), ("x",), "float32[1,8@x,4]"),
+    ((4, 8), (None, None), (2, 8, 4), ("x", None, None), (None, "y"),
+     "E:Sharding spec ('y',) implies that array axis 1 is partitioned 4 times"),
+    ((2, 4, 8), ("x", None, None), (2, 8, 4), (None, None, None), None,
+     "E:Incompatible types for matmul arguments: float32[2@x,4,8] and float32[2,8,4]"),
+]
+
+
+@pytest.mark.parametrize("lhs, lspec, rhs, rspec, out, want", MATMUL_BROADCAST)
+def test_matmul_broadcasting_batch_dimensions(mesh24, lhs, lspec, rhs, rspec, out, want):
+    ha, a = placed(lhs, lspec, seed=5)
+    hb, b = placed(rhs, rspec, seed=6)
+    product = functools.partial(jnp.matmul, out_sharding=None if out is None else P(*out))
+    for run in (product, jax.jit(product)):
+        if want.startswith("E:"):
+            with pytest.raises(ValueError, match=re.escape(want[2:])):
+                run(a, b)
+        else:
+            check_result(run(a, b), want, np.matmul(ha, hb))
+
+
+def test_where_checks_shapes_before_shardings(mesh24):
+    # operands whose shapes do not broadcast are JAX's shape error, whatever their splits
+    _, a = placed((4, 2), ("y", None))
+    _, b = placed((16, 1), ("x", None))
+    with pytest.raises(ValueError, match=re.escape(
+            "Incompatible shapes for broadcasting: shapes=[(4, 2), (4, 2), (16, 1)]")):
+        jnp.where(a > 0, a, b)
+
+
 # --- reshape: JAX's test_reshape tables ---------------------------------------------------------
 
 RESHAPES = [  # mesh shape, input shape, input spec, new shape, result type ("E": an error)

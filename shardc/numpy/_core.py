@@ -272,10 +272,10 @@ def broadcast_typed_operands(*args, name: str):
     axes, where the shapes differ, every operand broadcast to the split the operands
     broadcast to together (an unsplit condition meets split cases; scalar cases take the
     condition's split)."""
+    target = broadcast_shapes_of(*[shape_of(a) for a in args])    # (shapes checked first)
     sharding = _broadcast_sharding(args, name)
     if sharding is None:
         return broadcast_operands(*args)
-    target = broadcast_shapes_of(*[shape_of(a) for a in args])
     return [_broadcast_typed(a, target, sharding) for a in args]
 
 

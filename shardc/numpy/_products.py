@@ -17,13 +17,13 @@ from ir import primitives as p
 from shardc.numpy._arithmetic import multiply, subtract
 from shardc.numpy._core import (as_array, astype, broadcast_arrays, broadcast_shapes_of,
                                 broadcast_to, canonical_axis, check_out_sharding, constrain,
-                                dtype_of, ndim_of, promote, ravel, reshape, shape_of, stack,
-                                zeros_like)
+                                dtype_of, expand_dims, ndim_of, promote, ravel, reshape,
+                                shape_of, stack, zeros_like)
 from shardc.numpy._diagonals import diagonal
-from shardc.numpy._manipulation import moveaxis, squeeze
+from shardc.numpy._manipulation import moveaxis, squeeze, transpose
 from shardc.numpy._reductions import sum
 from ir.sharding import NamedSharding, PartitionSpec
-from ir.sharding_rules import mesh_explicit
+from ir.sharding_rules import mesh_explicit, spec_of
 from shardc.sharding import resolve_sharding
 
 __all__ = [
@@ -46,19 +46,17 @@ _OUT_SHARDING: list = []     # the out_sharding of the product being computed (i
 _PREFERRED: list = []        # the preferred_element_type of the products being computed
 
 
-def promoted_dot_general(x, y, contract, batch=((), ()), squeezed=()):
+def promoted_dot_general(x, y, contract, batch=((), ())):
     """``dot_general`` of ``x`` and ``y`` promoted to one dtype (contracting and batch
     dimensions checked). Under a product given ``out_sharding`` on Explicit axes, the dot
-    takes it (its dimensions ``squeezed`` afterwards unsplit), as JAX's does."""
+    takes it, as JAX's does."""
     x, y = promote(x, y)
     _check_dot_dims(shape_of(x), shape_of(y), contract, batch)
     extra = {}
     if _OUT_SHARDING and _OUT_SHARDING[-1] is not None:
         target = _OUT_SHARDING[-1]
         entries = list(target.spec) + [None] * (_dot_rank(x, y, contract, batch)
-                                               - len(squeezed) - len(target.spec))
-        for d in sorted(squeezed):
-            entries.insert(d, None)
+                                               - len(target.spec))
         extra["out_sharding"] = NamedSharding(target.mesh, PartitionSpec(
             *entries, unreduced=target.spec.unreduced, reduced=target.spec.reduced))
         _OUT_SHARDING[-1] = None          # taken: one product per call
@@ -89,9 +87,9 @@ def _dot_rank(x, y, contract, batch) -> int:
 def accepts_out_sharding(fn):
     """Let ``fn`` take ``out_sharding`` (a NamedSharding, or a PartitionSpec on the mesh of
     ``set_mesh``), ``precision`` and ``preferred_element_type`` (the products accumulate in,
-    and return, that dtype: bfloat16 operands, float32 sums), as JAX's do. On Explicit axes the product's type is the
-    one asked for (the dot takes it, so a contraction split on both sides is not ambiguous).
-    Only Explicit axes may be named (JAX's ValueError otherwise); a spec naming none, on
+    and return, that dtype: bfloat16 operands, float32 sums), as JAX's do. On Explicit axes
+    the dot takes it, as JAX's does (so a contraction split on both sides is not ambiguous),
+    in the order of the dot's dimensions, which matmul then moves with them. Only Explicit axes may be named (JAX's ValueError otherwise); a spec naming none, on
     another mesh, constrains the result to that layout."""
 
     @functools.wraps(fn)
@@ -110,9 +108,12 @@ def accepts_out_sharding(fn):
         _OUT_SHARDING.append(sharding)
         try:
             result = fn(*args, **kwargs)
+            taken = _OUT_SHARDING[-1] is None
         finally:
             _OUT_SHARDING.pop()
-        return constrain(result, sharding)
+        # as JAX's: a dot took the sharding, and what follows it (matmul's transpose) moves
+        # it with the dimensions; a product that took none is laid out as asked
+        return result if taken else constrain(result, sharding)
     return wrapper
 
 
@@ -126,43 +127,78 @@ def dot(x, y):
     return promoted_dot_general(x, y, ((len(xs) - 1,), (y_axis,)))
 
 
-def _check_batch_splits(x, y) -> None:
-    """JAX's matmul asks that the batch dimensions of two batched operands be split alike."""
-    a, b = aval_of(x), aval_of(y)
-    if a.ndim < 3 or b.ndim < 3 or (a.type_sharding is None and b.type_sharding is None):
-        return
-    n = min(a.ndim, b.ndim) - 2
-    spec_a = a.type_sharding.spec if a.type_sharding is not None else ((),) * a.ndim
-    spec_b = b.type_sharding.spec if b.type_sharding is not None else ((),) * b.ndim
-    if spec_a[a.ndim - 2 - n:-2] != spec_b[b.ndim - 2 - n:-2]:
-        raise ValueError(f"Incompatible types for matmul arguments: {a.str_long()} and "
-                         f"{b.str_long()}")
-
-
 @accepts_out_sharding
 def matmul(x, y):
-    """``x @ y`` with numpy's batching rules."""
+    """``x @ y`` with numpy's batching rules, as JAX's builds it: batch dimensions of equal
+    size and split are the dot's batch dimensions; one that only one operand has (by rank,
+    or as an unsplit 1 the other broadcasts) is a free dimension of that operand, so it is
+    never broadcast and keeps its split. Batch dimensions split unalike are JAX's
+    ValueError."""
     xs, ys = shape_of(x), shape_of(y)
     if xs == () or ys == ():
         raise ValueError(f"matmul: operands must be at least 1-dimensional, got shapes {xs} "
                          f"and {ys}")
     if len(xs) <= 2 and len(ys) <= 2:
         return dot(x, y)
-    _check_batch_splits(x, y)
-    x2 = x if len(xs) > 1 else reshape(x, (1,) + xs)
-    y2 = y if len(ys) > 1 else reshape(y, ys + (1,))
-    batch = broadcast_shapes_of(shape_of(x2)[:-2], shape_of(y2)[:-2])
-    x2 = broadcast_to(x2, batch + shape_of(x2)[-2:])
-    y2 = broadcast_to(y2, batch + shape_of(y2)[-2:])
-    nb = len(batch)
-    squeezed = ([nb] if len(xs) == 1 else []) + ([nb + 1] if len(ys) == 1 else [])
-    out = promoted_dot_general(x2, y2, ((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))),
-                               squeezed=squeezed)
-    if len(xs) == 1:
-        out = squeeze(out, nb)
-    if len(ys) == 1:
-        out = squeeze(out, -1)
-    return out
+    x_mat, y_mat = len(xs) > 1, len(ys) > 1
+    plan = _MatmulPlan(_batch_dims(x, x_mat), _batch_dims(y, y_mat),
+                       lambda: ValueError(f"Incompatible types for matmul arguments: "
+                                          f"{aval_of(x).str_long()} and "
+                                          f"{aval_of(y).str_long()}"))
+    x, y = squeeze(x, tuple(plan.x_squeeze)), squeeze(y, tuple(plan.y_squeeze))
+    # the dot's results come batch, x's free, y's free; ``perm`` puts them in numpy's order
+    order = plan.batch + plan.x_free + ([plan.nb] if x_mat else []) + plan.y_free + (
+        [plan.nb + x_mat] if y_mat else [])
+    perm = tuple(int(k) for k in np.argsort(order))
+    out = promoted_dot_general(
+        x, y, ((ndim_of(x) - 1,), (ndim_of(y) - 1 - y_mat,)), (plan.x_batch, plan.y_batch))
+    out = transpose(out, perm)
+    return expand_dims(out, tuple(plan.both_squeeze)) if plan.both_squeeze else out
+
+
+def _batch_dims(x, is_matrix: bool) -> list:
+    """(size, split) of each batch dimension of a matmul operand (none for a vector)."""
+    if not is_matrix:
+        return []
+    aval = aval_of(x)
+    return list(zip(aval.shape[:-2], spec_of(aval)[:-2]))
+
+
+class _MatmulPlan:
+    """How matmul's batch dimensions reach the dot (JAX's plan): by output position, the
+    dot's batch dimensions (``batch``) and each operand's free ones (``x_free``, ``y_free``);
+    the operands' dimensions squeezed first and the output dimensions both squeezed."""
+
+    def __init__(self, x_dims: list, y_dims: list, incompatible):
+        self.nb = nb = max(len(x_dims), len(y_dims))
+        x_dims = [None] * (nb - len(x_dims)) + x_dims
+        y_dims = [None] * (nb - len(y_dims)) + y_dims
+        self.batch, self.x_free, self.y_free = [], [], []
+        self.x_batch, self.y_batch, self.x_squeeze, self.y_squeeze = [], [], [], []
+        self.both_squeeze = []
+        for i, (a, b) in enumerate(zip(x_dims, y_dims)):
+            x_at = len(self.batch) + len(self.x_free) + len(self.x_squeeze)
+            y_at = len(self.batch) + len(self.y_free) + len(self.y_squeeze)
+            if a is None:
+                self.y_free.append(i)
+            elif b is None:
+                self.x_free.append(i)
+            elif a == (1, ()) and b == (1, ()):
+                self.x_squeeze.append(x_at)
+                self.y_squeeze.append(y_at)
+                self.both_squeeze.append(i)
+            elif a == (1, ()):
+                self.y_free.append(i)
+                self.x_squeeze.append(x_at)
+            elif b == (1, ()):
+                self.x_free.append(i)
+                self.y_squeeze.append(y_at)
+            elif a == b:
+                self.x_batch.append(len(self.batch) + len(self.x_free))
+                self.y_batch.append(len(self.batch) + len(self.y_free))
+                self.batch.append(i)
+            else:
+                raise incompatible()
 
 
 @accepts_out_sharding
