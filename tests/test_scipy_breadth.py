@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 import numpy as np
@@ -55,6 +56,20 @@ def test_ndtri_far_into_the_tails():
     assert ends[0] == -np.inf and ends[1] == np.inf and np.isnan(ends[2:]).all()
     with pytest.raises(TypeError, match="x.dtype=float16 is not supported"):
         special.ndtri(np.float16(0.5))
+
+
+@pytest.mark.parametrize("fn, message", [
+    (special.ndtr, "x.dtype={} is not supported, see docstring for supported types."),
+    (special.ndtri, "x.dtype={} is not supported, see docstring for supported types."),
+    (special.log_ndtr, "x.dtype={} is not supported.")])
+def test_the_normal_distribution_functions_take_float32_or_float64_only(fn, message):
+    # as JAX's: they do not promote integers or half precision
+    for value in (np.float16(0.5), np.int32(0), np.array([1, 0], np.int32), 0):
+        with pytest.raises(TypeError, match="^" + re.escape(
+                message.format(np.asarray(value).dtype if not isinstance(value, int)
+                               else "int32")) + "$"):
+            fn(value)
+    assert fn(0.25).dtype == np.float32 and fn(np.float64(0.25)).dtype == np.float32
 
 
 def test_inverses_and_integer_operands():

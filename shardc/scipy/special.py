@@ -139,9 +139,19 @@ def entr(x):
     return jnp.where(x < 0, jnp.full_like(x, -jnp.inf), -_xlogx(x))
 
 
+def _float32_or_64(x, message: str):
+    """``x`` as an array, which must be float32 or float64 (JAX's TypeError, ``message``
+    naming the dtype, for integers and half precision: these functions do not promote)."""
+    x = jnp.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(message.format(x.dtype))
+    return x
+
+
 def ndtr(x):
-    """The standard normal CDF, ``erfc(-x / sqrt 2) / 2`` (accurate in the lower tail)."""
-    (x,) = inexact_operands(x)
+    """The standard normal CDF, ``erfc(-x / sqrt 2) / 2`` (accurate in the lower tail).
+    float32 and float64 only, as JAX's."""
+    x = _float32_or_64(x, "x.dtype={} is not supported, see docstring for supported types.")
     return 0.5 * lax.erfc(-x * np.asarray(1 / np.sqrt(2), x.dtype))
 
 
@@ -149,10 +159,7 @@ def ndtri(p):
     """The standard normal quantile function, the inverse of ``ndtr``, by Cephes' rational
     approximations as JAX's: accurate far into the tails, where ``sqrt(2) erfinv(2p - 1)``
     would round ``2p - 1`` to -1 (and give -inf at ``p = 1e-10``). float32 and float64 only."""
-    (p,) = inexact_operands(p)
-    if p.dtype not in (np.float32, np.float64):
-        raise TypeError(f"x.dtype={p.dtype} is not supported, see docstring for supported "
-                        "types.")
+    p = _float32_or_64(p, "x.dtype={} is not supported, see docstring for supported types.")
     dtype = p.dtype.type
     # the lower tail: the upper one by symmetry, the centre around 1/2
     q = jnp.where(p > dtype(-np.expm1(-2.0)), dtype(1) - p, p)
@@ -298,9 +305,9 @@ def multigammaln(a, d):
 
 def log_ndtr(x):
     """``log(ndtr(x))``, accurate far into both tails: ``-ndtr(-x)`` above 5, the asymptotic
-    series of Mills' ratio below -10 (-20 in double precision), ``log(ndtr(x))`` between."""
-    (x,) = inexact_operands(x)
-    return _log_ndtr(x)
+    series of Mills' ratio below -10 (-20 in double precision), ``log(ndtr(x))`` between.
+    float32 and float64 only, as JAX's."""
+    return _log_ndtr(_float32_or_64(x, "x.dtype={} is not supported."))
 
 
 @custom_jvp
