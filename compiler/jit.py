@@ -354,6 +354,10 @@ def _placing(compiled, leaves, outs):
     does; else as the trace followed their layouts."""
     if compiled.module.propagated is not None:
         mesh, typed, shardings = compiled.module.propagated
+        if leaves:
+            # spelt after this call's first argument (its layout is the compiled one's, but
+            # not necessarily spelt as that call's was: P('x') and P('x', None) lay out alike)
+            shardings = result_shardings(typed, mesh, spelling_reference(None, leaves))
         return TypedPlacement(typed, mesh, _spelt_as_given(shardings, compiled.given, typed))
     leaves = [leaf for k, leaf in enumerate(leaves) if k not in compiled.unused]
     mesh = (split_mesh([], leaves, None) or placement_mesh(leaves)
@@ -378,6 +382,12 @@ def _placing(compiled, leaves, outs):
         typed = [v.aval for v in program.outvars]
         return TypedPlacement(typed, auto, replicated)
     return False
+
+
+def _spelling(leaves):
+    """The spec of the first argument, as written (None where it has no NamedSharding)."""
+    sharding = getattr(leaves[0], "sharding", None) if leaves else None
+    return tuple(sharding.spec) if isinstance(sharding, NamedSharding) else None
 
 
 def _spelt_as_given(shardings: list, given, typed) -> list:
@@ -603,6 +613,8 @@ def execute_partitioned(prim, values, params, typed) -> list:
     if module.propagated is None:
         return outs, False
     mesh, typed, shardings = module.propagated
+    if values:      # spelt after this call's first operand (the kept module's may differ)
+        shardings = result_shardings(typed, mesh, spelling_reference(None, values))
     return placed_as_typed(outs, typed, mesh, shardings), True
 
 
@@ -621,8 +633,10 @@ class Compiled:
     module: LoweredModule
     place_after: bool = False   # some output goes to one device once the program has run
     # how its results are laid out once it has run (``_placing``): worked out at the first
-    # call, since a signature's arguments and results always have the same layouts
+    # call, since a signature's arguments and results always have the same layouts; on Auto
+    # axes spelt after that call's first argument (``spelt_after``, its spec as written)
     placing: Any = None
+    spelt_after: Any = None
     given: Any = None           # out_shardings resolved per result (None: none given)
     warned_donation: bool = False   # that a donated argument could not be reused (once)
     # how a call of it looks (``__call__``): the jitted function, its static arguments (by
@@ -797,6 +811,23 @@ class Compiled:
             on = typed.mesh if typed is not None else explicit
             out.append(g if g is not None else typed_sharding(v.aval, on) if on else None)
         return out
+
+    def place(self, leaves, outs) -> list:
+        """A call's results (of ``leaves``) laid out as ``placing`` says; worked out again,
+        not kept, where results are spelt after a first argument spelt otherwise than the
+        first call's."""
+        if self.placing is None:
+            placing = _placing(self, leaves, outs)
+            placed = placing(outs) if placing else outs
+            # where the program's results come out laid out already, later calls skip it
+            self.placing = placing if any(a is not b for a, b in zip(placed, outs)) else False
+            if self.module.propagated is not None:
+                self.spelt_after = _spelling(leaves)
+            return placed
+        if self.spelt_after is not None and _spelling(leaves) != self.spelt_after:
+            placing = _placing(self, leaves, outs)
+            return placing(outs) if placing else outs
+        return self.placing(outs) if self.placing else outs
 
     def _result_shardings(self) -> list:
         """Each result's layout when the program has run (the layouts ``_placing`` gives
@@ -1086,7 +1117,9 @@ class JitFunction:
             outs = _own_results(backend.execute(compiled.module,
                                                 list(closed.consts) + _held(leaves)),
                                 compiled.module)
-            if compiled.placing:
+            if compiled.spelt_after is not None:
+                outs = compiled.place(leaves, outs)
+            elif compiled.placing:
                 outs = compiled.placing(outs)
             if device is not None:
                 outs = backend.on_device(outs, device)
@@ -1275,15 +1308,7 @@ class JitFunction:
         outs = _own_results(get_backend().execute(compiled.module,
                                                   list(closed.consts) + _held(run_on)),
                             compiled.module)
-        if compiled.placing is None:
-            placing = _placing(compiled, leaves, outs)
-            placed = placing(outs) if placing else outs
-            # where the program's results come out laid out already, later calls skip it
-            compiled.placing = placing if any(a is not b for a, b in zip(placed, outs)) \
-                else False
-            outs = placed
-        elif compiled.placing:
-            outs = compiled.placing(outs)
+        outs = compiled.place(leaves, outs)
         if device is not None:
             outs = get_backend().on_device(outs, device)
         if compiled.twin is not None:

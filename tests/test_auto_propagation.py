@@ -387,6 +387,17 @@ def test_a_jits_own_out_shardings_are_spelt_as_given():
     assert fn(placed(H, "x", "y")).sharding.spec == P("y", None)
 
 
+def test_results_are_spelt_after_each_calls_own_first_argument():
+    # P('x') and P('x', None) lay arrays out alike, so calls with either share one compiled
+    # program; each call's results are spelt after its own argument (JAX 0.10.2's readings)
+    for run in (jax.jit(jnp.sin), jnp.sin):
+        for spec in [(), (None, None), ("x",), ("x", None), (None, "y"), ("x",)]:
+            out = run(jax.device_put(H, NamedSharding(MESH, P(*spec))))
+            if run is jnp.sin and spec == (None, None):
+                continue        # (an eager replicated operation spells P(); JAX's P(None, None))
+            assert tuple(out.sharding.spec) == spec, (run, spec)
+
+
 # a mesh with an axis of one device: JAX reads layouts back from its compiler, which sees no
 # such axis, so a result's spec drops it, unless the layout is the first argument's (or the
 # result's out_shardings): then it is spelt as that is. Recorded from JAX 0.10.2.
