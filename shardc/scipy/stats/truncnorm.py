@@ -7,8 +7,8 @@ import numpy as np
 
 import shardc.numpy as jnp
 import shardc.scipy.special as special
+import shardc.scipy.stats.norm as norm
 from shardc._transforms import jit
-from shardc.scipy.stats import norm
 from shardc.scipy.stats._util import promote_args_inexact
 
 __all__ = ["logpdf", "pdf", "logsf", "sf", "logcdf", "cdf"]
