@@ -27,7 +27,7 @@ from ir.module import runs_shard_map
 from ir.shape_dtype import ShapeDtypeStruct
 from ir.shapes import out_avals
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, current_mesh, pop_mesh, push_mesh,
-                         same_layout)
+                         read_back_entries, same_layout)
 from ir.sharding_rules import mesh_auto, mesh_explicit, named_sharding, typed_avals
 from compiler.propagation import auto_mesh
 from ir.source import frame_source
@@ -384,9 +384,9 @@ class EvalTrace(Trace):
                                                for v in values):
                 replicated = context
         if replicated is not None and prim is not prims.sharding_constraint_p:
-            # operands replicated on an Auto mesh: so are the results (JAX's P())
+            # operands replicated on an Auto mesh: so are the results
             return placed_as_typed(outs, typed, replicated,
-                                   [NamedSharding(replicated, PartitionSpec())] * len(outs))
+                                   _replicated_spelling(values, typed, replicated))
         return _follow_layouts(prim, values, layouts, outs)
 
     def process_shard_map(self, fun, args, params):
@@ -394,6 +394,19 @@ class EvalTrace(Trace):
         outs = run_shard_map_eagerly(self, fun, args, params)
         check_invalid_values(outs, "shard_map")
         return outs
+
+
+def _replicated_spelling(values, typed, mesh) -> list:
+    """How results replicated on an Auto ``mesh`` are spelt, as JAX reads them back: as the
+    first operand's sharding where that is replicated on the mesh too and the result has its
+    rank (``P(None, None)`` stays so), else ``P()``."""
+    plain = NamedSharding(mesh, PartitionSpec())
+    first = getattr(values[0], "sharding", None) if values else None
+    if not (isinstance(first, NamedSharding) and first.mesh == mesh
+            and not read_back_entries(first.spec, mesh)):
+        return [plain] * len(typed)
+    rank = len(values[0].shape)
+    return [first if aval.ndim == rank else plain for aval in typed]
 
 
 def _whole(typed, values) -> bool:

@@ -393,9 +393,19 @@ def test_results_are_spelt_after_each_calls_own_first_argument():
     for run in (jax.jit(jnp.sin), jnp.sin):
         for spec in [(), (None, None), ("x",), ("x", None), (None, "y"), ("x",)]:
             out = run(jax.device_put(H, NamedSharding(MESH, P(*spec))))
-            if run is jnp.sin and spec == (None, None):
-                continue        # (an eager replicated operation spells P(); JAX's P(None, None))
             assert tuple(out.sharding.spec) == spec, (run, spec)
+
+
+@pytest.mark.parametrize("spec", [(None, None), (None,), ()])
+def test_eager_results_of_replicated_operands_are_spelt_as_jax(spec):
+    # replicated results are spelt as the first operand where it is replicated too and of
+    # their rank, else P() (JAX 0.10.2's readings)
+    a = jax.device_put(H, NamedSharding(MESH, P(*spec)))
+    b = jax.device_put(H, NamedSharding(MESH, P()))
+    assert tuple(jnp.sin(a).sharding.spec) == spec
+    assert tuple((a + b).sharding.spec) == spec and tuple(a.T.sharding.spec) == spec
+    assert tuple((b + a).sharding.spec) == ()
+    assert tuple(jnp.sum(a, 0).sharding.spec) == () and tuple(a[0].sharding.spec) == ()
 
 
 # a mesh with an axis of one device: JAX reads layouts back from its compiler, which sees no
