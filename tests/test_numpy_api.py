@@ -2103,3 +2103,21 @@ def test_float_functions_of_unsigned_and_a_negative_int_take_it_as_a_float(dtype
                                rtol=1e-6)
     np.testing.assert_allclose(jnp.hypot(x, -2), np.hypot(x.astype(np.float32), -2),
                                rtol=1e-6)
+
+
+def test_in_searches_a_one_dimensional_array_for_a_scalar_as_jax():
+    assert 1 in jnp.arange(4) and 100 not in jnp.arange(4)
+    assert np.int32(2) in jnp.arange(4) and jnp.array(3) in jnp.arange(4) and 2.0 in jnp.arange(4.)
+    with pytest.raises(ValueError, match=re.escape(
+            "Array.__contains__: search array must be one-dimensional, got arr.shape=().")):
+        _ = 1 in jnp.array(1)
+    with pytest.raises(ValueError, match=re.escape(
+            "Array.__contains__: query value must be a scalar, got query.shape=(2,)")):
+        _ = jnp.arange(2) in jnp.arange(2)
+    for other in ("abc", None):
+        with pytest.raises(TypeError, match="Array.__contains__: unsupported operand type"):
+            _ = other in jnp.arange(2)
+    with pytest.raises(TypeError, match="Array.__contains__ requires ndarray or scalar"):
+        _ = [1] in jnp.arange(4)
+    with pytest.raises(shardc.errors.TracerBoolConversionError):
+        shardc.jit(lambda x: 1 in x)(jnp.arange(3))     # (a traced answer is no bool)

@@ -10,6 +10,7 @@ from ir import primitives as p
 from runtime.array import Array
 from runtime.reference import device_put
 from shardc._compiled import NUMPY as COMPILED_NUMPY, compiled_in_jax
+from shardc.numpy._arraylike import check_arraylike
 from shardc.numpy._arithmetic import (abs, add, bitwise_and, bitwise_or, bitwise_xor, clip, equal,
                                       floor_divide, greater, greater_equal, less, less_equal,
                                       multiply, negative, not_equal, power, remainder, subtract,
@@ -49,6 +50,22 @@ _BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "
            "xor", "divmod", "lshift", "rshift")
 _DEFERRING = ({f"__{n}__" for n in _BINARY} | {f"__r{n}__" for n in _BINARY}
               | {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"})
+
+
+def _contains(self, other):
+    """``other in x``, as JAX's: whether the one-dimensional ``x`` holds the scalar ``other``
+    (numpy's broadcasting comparison is refused: JAX's errors name what is wrong)."""
+    if other is None or isinstance(other, str):
+        raise TypeError(f"Array.__contains__: unsupported operand type {type(other)}.")
+    check_arraylike("Array.__contains__", other, 0)
+    if self.ndim != 1:
+        raise ValueError("Array.__contains__: search array must be one-dimensional, got "
+                         f"arr.shape={self.shape}.")
+    query = np.shape(other)
+    if query != ():
+        raise ValueError(f"Array.__contains__: query value must be a scalar, got "
+                         f"query.shape={query}")
+    return any(equal(self, other))
 
 
 def _view(self, dtype=None, type=None):
@@ -138,6 +155,7 @@ _METHODS = {
     "view": _view, "byteswap": _byteswap,
     "argpartition": lambda self, kth, axis=-1: argpartition(self, kth, axis),
     "__setitem__": lambda self, idx, value: _immutable(self),
+    "__contains__": _contains,
 }
 
 
