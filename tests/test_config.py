@@ -658,3 +658,30 @@ def test_explain_cache_misses_of_a_nested_jit(caplog):
     assert messages[1].startswith(f"TRACING CACHE MISS at {__file__}:{line}:{column} (outer):\n")
     assert _closest(messages[1]) == ["  different input types:",
                                      "  * at x, now f32[2] and before f32[]"]
+
+
+def test_rank_promotion_is_warned_of_or_refused_in_the_users_operations():
+    import warnings
+    import shardc.numpy as jnp
+    a, b = jnp.ones(2), jnp.ones((3, 2))
+    message = "for {} on shapes (2,) (3, 2)"
+    with shardc.numpy_rank_promotion("raise"):
+        for op, name in [(lambda: a + b, "add"), (lambda: a * b, "multiply"),
+                         (lambda: a // b, "floor_divide"), (lambda: a % b, "remainder"),
+                         (lambda: jnp.maximum(a, b), "maximum"),
+                         (lambda: shardc.jit(lambda u, v: u - v)(a, b), "subtract")]:
+            with pytest.raises(ValueError, match=re.escape(
+                    "Operands could not be broadcast together " + message.format(name)
+                    + " and with the config option jax_numpy_rank_promotion='raise'.")):
+                op()
+        # scalars are no promotion; jnp.where broadcasts ranks as JAX's does; library
+        # functions broadcast their own operands whatever the option says
+        assert (a + 3).shape == (2,) and (b * jnp.float32(2)).shape == (3, 2)
+        assert jnp.where(b > 0, a, b).shape == (3, 2)
+        assert jnp.quantile(b, 0.5, axis=0).shape == (2,) and jnp.cov(b).shape == (3, 3)
+    with shardc.numpy_rank_promotion("warn"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert (a + b).shape == (3, 2)
+    assert [str(w.message).split(".")[0] for w in caught] == [
+        "Following NumPy automatic rank promotion " + message.format("add")]
+    assert (a + b).shape == (3, 2)            # 'allow', the default

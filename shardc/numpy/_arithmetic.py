@@ -128,19 +128,20 @@ def _eager_broadcast_divisor(x, y) -> bool:
 divide = true_divide
 
 
-def numeric_pair(x, y, name="rem"):
+def numeric_pair(x, y, name="rem", fun_name="remainder"):
     """Promoted, broadcast operands of an arithmetic function; booleans as int32 (JAX's
     numeric promotion: ``True // True`` is int32 1). ``name``: the lax operation JAX's
-    broadcasting error names (``rem`` for ``%`` and ``//``)."""
+    broadcasting error names (``rem`` for ``%`` and ``//``); ``fun_name``: the jnp function
+    its rank promotion warning or error names."""
     x, y = promote(x, y)
     if _dt.is_bool(dtype_of(x)):
         x, y = convert(x, _dt.int_), convert(y, _dt.int_)
-    return broadcast_operands(x, y, name=name)
+    return broadcast_operands(x, y, name=name, fun_name=fun_name)
 
 
 def floor_divide(x, y):
     """``x // y`` rounding towards negative infinity (weakly typed if both are)."""
-    return weakly_typed_like(_floor_divide(*numeric_pair(x, y)), x, y)
+    return weakly_typed_like(_floor_divide(*numeric_pair(x, y, fun_name="floor_divide")), x, y)
 
 
 def _floor_divide(x, y):

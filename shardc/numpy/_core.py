@@ -12,6 +12,8 @@ import builtins
 import functools
 import math
 import operator
+import sys
+import warnings
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from ir.sharding_rules import (broadcast_shardings_spec, check_broadcast_result,
                                named_sharding, partitions, type_sharding)
 from runtime.array import Array, SingleDeviceSharding, detached
 from runtime.reference import convert_element, device_put
+from shardc.config import config
 from shardc.dtypes import is_weakly_typed, issubdtype, prng_key, promotion, result_type
 from shardc.sharding import check_context_mesh, check_explicit_axes, resolve_sharding
 
@@ -232,13 +235,69 @@ def broadcast_to(x, shape, *, out_sharding=None):
                 broadcast_dimensions=tuple(lead + k for k in keep))
 
 
-def broadcast_operands(*args, name=None):
+# the jnp functions the lax operations named in broadcasting errors are for
+_JNP_NAMES = {"sub": "subtract", "mul": "multiply", "div": "true_divide", "rem": "remainder",
+              "max": "maximum", "min": "minimum", "eq": "equal", "ne": "not_equal",
+              "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+              "pow": "power", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+              "atan2": "arctan2", "select_n": "where"}
+
+
+# the modules an elementwise operation the user called passes through on its way here
+_ELEMENTWISE_MODULES = frozenset({
+    __name__, "shardc.numpy._arithmetic", "shardc.numpy._ufuncs", "shardc.numpy._methods",
+    "shardc.numpy._arraylike", "shardc._compiled"})
+_OWN_PACKAGES = frozenset({"shardc", "compiler", "ir", "runtime"})
+
+
+def check_rank_promotion(fun_name: str, shapes) -> None:
+    """JAX's ``jax_numpy_rank_promotion``: operands of differing ranks (scalars aside) are
+    broadcast as numpy does ('allow'), with a warning ('warn'), or refused ('raise'). It
+    holds for the user's own operations: shardc's library functions broadcast as JAX's
+    (which broadcast explicitly) whatever the option says."""
+    if len({len(s) for s in shapes if s}) < 2:
+        return
+    mode = config.read("jax_numpy_rank_promotion")
+    if mode == "allow" or not _called_by_the_user():
+        return
+    listed = " ".join(str(tuple(s)) for s in shapes)
+    if mode == "warn":
+        warnings.warn(f"Following NumPy automatic rank promotion for {fun_name} on shapes "
+                      f"{listed}. Set the jax_numpy_rank_promotion config option to 'allow' "
+                      "to disable this warning; for more information, see "
+                      "https://docs.jax.dev/en/latest/rank_promotion_warning.html.",
+                      stacklevel=2)
+        return
+    raise ValueError(f"Operands could not be broadcast together for {fun_name} on shapes "
+                     f"{listed} and with the config option jax_numpy_rank_promotion='raise'. "
+                     "For more information, see "
+                     "https://docs.jax.dev/en/latest/rank_promotion_warning.html.")
+
+
+def _called_by_the_user() -> bool:
+    """Whether the elementwise operation checking its operands was called from outside
+    shardc (directly, or by an operator), not by one of its library functions."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.split(".")[0] not in _OWN_PACKAGES:
+            return True
+        if module not in _ELEMENTWISE_MODULES:
+            return False
+        frame = frame.f_back
+    return True
+
+
+def broadcast_operands(*args, name=None, fun_name=None, check_ranks=True):
     """Broadcast array operands to one shape; rank-0 operands stay (primitives accept them).
     ``name``: the operation two operands are for, named in JAX's TypeError when their shapes
     do not broadcast (``mul got incompatible shapes for broadcasting: (3,), (2,).``)."""
     shapes = [shape_of(a) for a in args]
     if len(shapes) == 2 and (shapes[0] == shapes[1] or shapes[0] == () or shapes[1] == ()):
         return list(args)                       # the common case: nothing to broadcast
+    if check_ranks:
+        check_rank_promotion(fun_name or _JNP_NAMES.get(name, name or "broadcast_arrays"),
+                             shapes)
     # JAX's two errors: operands of one rank reach lax's TypeError; of different ranks,
     # jnp's rank promotion raises the ValueError first
     if name is not None and len({len(s) for s in shapes if s != ()}) <= 1:
@@ -274,8 +333,8 @@ def broadcast_typed_operands(*args, name: str):
     condition's split)."""
     target = broadcast_shapes_of(*[shape_of(a) for a in args])    # (shapes checked first)
     sharding = _broadcast_sharding(args, name)
-    if sharding is None:
-        return broadcast_operands(*args)
+    if sharding is None:        # (JAX's where promotes ranks whatever the config says)
+        return broadcast_operands(*args, check_ranks=False)
     return [_broadcast_typed(a, target, sharding) for a in args]
 
 
