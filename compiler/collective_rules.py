@@ -373,13 +373,10 @@ def _reducing_rule(prim, trace, values, dims, *, mesh_axes):
 
 
 def _reduction_operand(prim, x):
-    """The dtypes of SEMANTICS 2: pmean of integers is float32, psum of booleans int32."""
+    """``x`` in the dtype the reduction computes in (``coll.reduced_dtype``)."""
     dtype = aval_of(x).dtype
-    if prim is coll.pmean_p and not dtypes.is_inexact(dtype):
-        return bind(prims.convert_element_type_p, x, new_dtype=dtypes.to_inexact(dtype))
-    if prim is coll.psum_p and dtypes.is_bool(dtype):
-        return bind(prims.convert_element_type_p, x, new_dtype=dtypes.int_)
-    return x
+    want = coll.reduced_dtype(dtype, prim.collective.reduction)
+    return x if want == dtype else bind(prims.convert_element_type_p, x, new_dtype=want)
 
 
 for _p in coll.REDUCING:

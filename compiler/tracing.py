@@ -1163,12 +1163,12 @@ def is_jax_value(value) -> bool:
     if isinstance(aval, Aval):               # an array (the common case: asked first)
         return dtypes.is_valid(aval.dtype)
     if is_python_scalar(value):
-        return type(value) is not int or _in_default_int_range(value)
+        return type(value) is not int or in_default_int_range(value)
     dtype = _dtype_of(value)
     return dtype is not None and dtypes.is_valid(dtype)
 
 
-def _in_default_int_range(value: int) -> bool:
+def in_default_int_range(value: int) -> bool:
     """Whether a Python int fits the default integer type (int64 with x64 on)."""
     info = np.iinfo(dtypes.int_)
     return info.min <= value <= info.max

@@ -98,13 +98,19 @@ def _same_shape(x: Aval, **params) -> list:
     return _aval(x.shape, x.dtype)
 
 
+def reduced_dtype(dtype, reduction: str):
+    """The dtype a reduction computes in (SEMANTICS 2), as JAX's: a sum of booleans counts
+    them (int32, with x64 on too); a mean of integers or booleans is in the inexact dtype
+    JAX gives them (float32 up to 32 bits); else the operand's."""
+    if reduction == "mean" and not dtypes.is_inexact(dtype):
+        return dtypes.to_inexact(dtype)
+    if reduction == "sum" and dtypes.is_bool(dtype):
+        return dtypes.int32
+    return dtype
+
+
 def _reduced_type(reduction: str, x: Aval, **params) -> list:
-    """psum of booleans counts them (int32); pmean of integers is float32."""
-    if reduction == "mean" and not dtypes.is_inexact(x.dtype):
-        return _aval(x.shape, dtypes.to_inexact(x.dtype))
-    if reduction == "sum" and dtypes.is_bool(x.dtype):
-        return _aval(x.shape, dtypes.int32)
-    return _aval(x.shape, x.dtype)
+    return _aval(x.shape, reduced_dtype(x.dtype, reduction))
 
 
 def _all_reduce_shape(x: Aval, *, reduction="sum", **params) -> list:

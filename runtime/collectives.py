@@ -119,7 +119,7 @@ def finish_reduction(total, reduction, count: int, fresh: bool, from_zero: bool 
     (default: ``total``'s, where it was not accumulated wider). ``fresh``: ``total`` is a new
     array the caller owns; ``from_zero``: the sum was accumulated from +0.0 already
     (``starts_from_zero``); ``block_ndim``: a device's block's rank (default: ``total``'s)."""
-    result_dtype = reduced_dtype(total.dtype if dtype is None else dtype, reduction)
+    result_dtype = coll.reduced_dtype(total.dtype if dtype is None else dtype, reduction)
     if reduction in ("sum", "mean") and not from_zero:
         total = positive_zero_sum(total, in_place=fresh)
     if reduction == "mean":
@@ -159,14 +159,6 @@ def positive_zero_sum(total, in_place: bool = False):
     if in_place and total.ndim and total.flags.writeable:
         return np.add(total, np.zeros((), total.dtype), out=total)
     return np.asarray(np.add(total, np.zeros((), total.dtype)))
-
-
-def reduced_dtype(dtype, reduction):
-    if reduction == "mean" and not dtypes.is_inexact(dtype):
-        return dtypes.to_inexact(dtype)
-    if reduction == "sum" and dtype == np.bool_:
-        return dtypes.int32
-    return dtype
 
 
 def _all_gather(blocks, *, gather_axis, tiled, **params):

@@ -740,7 +740,7 @@ def _all_reduce_rule(types: EqnTypes) -> Kernel:
     out_lead = tuple(1 if d in dims else n for d, n in enumerate(lead))
     out_shape = out_lead + aval.shape
     reduce = rank_order_reducer(how, reduction, aval.dtype)
-    reduced_dtype = collectives.reduced_dtype(aval.dtype, reduction)
+    reduced_dtype = coll.reduced_dtype(aval.dtype, reduction)
 
     def all_reduce(x):
         return np.asarray(reduce(how(x))).astype(reduced_dtype, copy=False).reshape(out_shape)
@@ -811,7 +811,7 @@ def _reduce_scatter_rule(types: EqnTypes) -> Kernel:
     reduction = p["reduction"]
     how = Members(lead, dims, sizes, aval.ndim)
     reduce = rank_order_reducer(how, reduction, aval.dtype)
-    reduced_dtype = collectives.reduced_dtype(aval.dtype, reduction)
+    reduced_dtype = coll.reduced_dtype(aval.dtype, reduction)
 
     def reduce_scatter(x):
         total = np.asarray(reduce(how(x))).astype(reduced_dtype, copy=False)

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from ir import collectives as coll
 from runtime import collectives
 from runtime.mpi.agreement import settle_then_wait
 from runtime.mpi.exchanges import communicator, contiguous, raw_bytes
@@ -207,7 +208,7 @@ def _walk(comm, MPI, chain: Chain, members: list, reduction: str, group_size: in
     dtype = members[0].dtype
     blocks = collectives.counted(members, reduction)
     del members
-    result_dtype = collectives.reduced_dtype(dtype, reduction)
+    result_dtype = coll.reduced_dtype(dtype, reduction)
     # a float sum starts from +0.0 on the first process, not finished with it on the last:
     # the same bits, and the last process (which has the more to add) has one pass less
     from_zero = collectives.starts_from_zero(blocks[0].dtype, reduction)

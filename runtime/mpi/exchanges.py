@@ -328,7 +328,7 @@ def native_all_reduce(state, comm, ranks, local, members, waiting, reduction) ->
         total = collectives.positive_zero_sum(total, in_place=True)
     if reduction == "mean":
         total = collectives.mean_of_sum(total, len(members), total.ndim).astype(
-            collectives.reduced_dtype(partial.dtype, "mean"), copy=False)
+            coll.reduced_dtype(partial.dtype, "mean"), copy=False)
     return {m: total for m in local}
 
 

@@ -30,6 +30,7 @@ import os
 
 import numpy as np
 
+from ir import collectives as coll
 from runtime import collectives
 from runtime.mpi.agreement import settle_then_wait
 from runtime.mpi.world import world
@@ -50,7 +51,7 @@ def shareable(ranks: tuple, shape: tuple, dtype, reduction: str) -> bool:
     return (len(ranks) >= 2 and all(r in machine for r in ranks)
             and len(shape) > 0 and dtype != np.bool_
             and reduction in ("sum", "mean", "max", "min")
-            and collectives.reduced_dtype(dtype, reduction) == dtype
+            and coll.reduced_dtype(dtype, reduction) == dtype
             and collectives.accumulated_dtype(dtype, reduction) == dtype)
 
 

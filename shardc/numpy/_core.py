@@ -19,8 +19,8 @@ import numpy as np
 
 from compiler.shard_map import current_shard_context
 from compiler.tracing import (ConcretizationTypeError, Tracer, aval_of, bind,
-                              check_jax_value, concrete_or_error, is_python_scalar,
-                              masked_array_error, static_int,
+                              check_jax_value, concrete_or_error, in_default_int_range,
+                              is_python_scalar, masked_array_error, static_int,
                               value_if_known, values_known_now, weakened)
 from ir import transfer_guard as _transfer_guard
 from ir import dtypes as _dt
@@ -813,9 +813,8 @@ _SCALARS: dict = _dt.register_cache({})
 
 def _python_scalar_converted(x, dtype: np.dtype):
     if isinstance(x, int) and not isinstance(x, bool):
-        default = _dt.int_                # int64 with x64 on: its range, as JAX's
-        info = np.iinfo(default)
-        if not info.min <= x <= info.max:
+        if not in_default_int_range(x):          # (int64's range with x64 on, as JAX's)
+            default = _dt.int_
             raise OverflowError(f"Python int {x} is too large to convert to {default} (the "
                                 "default integer type"
                                 + ("; x64 is off)" if default.itemsize < 8 else ")"))
