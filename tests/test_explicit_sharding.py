@@ -2203,3 +2203,22 @@ def test_out_sharding_on_another_mesh_than_the_one_set_is_an_error():
         out = jnp.einsum("xy,yz->xz", host, host.T,
                          out_sharding=NamedSharding(other_auto, P(None, None)))
         np.testing.assert_array_equal(np.asarray(out), host @ host.T)
+
+
+@pytest.mark.parametrize("subscripts", ["btd,dhq->bhtq", "btd,dhq->qhtb", "btd,dhq->hbqt"])
+@pytest.mark.parametrize("out_spec", [P("x", None, "y", None), P(None, "x", None, "y"),
+                                      P("y")])
+def test_einsum_out_sharding_is_the_results_whatever_the_dots_order(subscripts, out_spec):
+    """An einsum whose dot gives its dimensions in another order than the result's takes
+    out_sharding in the result's order, as JAX's (its dot takes the spec's inverse): it was
+    applied to the dot's dimensions and moved with them by the final transpose."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    values = np.arange(64.0, dtype=np.float32)
+    a, b = values.reshape(8, 4, 2), values.reshape(2, 4, 8)
+    with jax.set_mesh(mesh):
+        x = jax.device_put(a, P("x", "y", None))
+        y = jax.device_put(b, P(None, "x", "y"))
+        out = jax.jit(lambda x, y: jnp.einsum(subscripts, x, y, out_sharding=out_spec))(x, y)
+    want = tuple(out_spec) + (None,) * (4 - len(out_spec))
+    assert out.sharding.spec == P(*want)
+    np.testing.assert_allclose(out, np.einsum(subscripts, a, b), rtol=1e-6)

@@ -249,8 +249,11 @@ def _pair(sa, a, sb, b, keep, out=None):
         sa, a, sb, b, free_a, free_b = sb, b, sa, a, free_b, free_a
     dims = ((tuple(sa.index(c) for c in contract), tuple(sb.index(c) for c in contract)),
             (tuple(sa.index(c) for c in batch), tuple(sb.index(c) for c in batch)))
-    result = promoted_dot_general(a, b, dims[0], dims[1])
-    return "".join(batch + free_a + free_b), result
+    names = "".join(batch + free_a + free_b)
+    # the last pair's dot takes an out_sharding given in the result's order (JAX's inverse)
+    positions = None if out is None else tuple(out.index(c) for c in names)
+    result = promoted_dot_general(a, b, dims[0], dims[1], result_positions=positions)
+    return names, result
 
 
 def einsum_path(subscripts, *operands, optimize="greedy"):

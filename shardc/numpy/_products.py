@@ -46,10 +46,12 @@ _OUT_SHARDING: list = []     # the out_sharding of the product being computed (i
 _PREFERRED: list = []        # the preferred_element_type of the products being computed
 
 
-def promoted_dot_general(x, y, contract, batch=((), ())):
+def promoted_dot_general(x, y, contract, batch=((), ()), result_positions=None):
     """``dot_general`` of ``x`` and ``y`` promoted to one dtype (contracting and batch
     dimensions checked). Under a product given ``out_sharding`` on Explicit axes, the dot
-    takes it, as JAX's does."""
+    takes it, as JAX's does: as it stands, or, where ``result_positions`` says which
+    dimension of the product's result each of the dot's becomes (einsum's transposed
+    result), each dot dimension takes its result dimension's entry."""
     x, y = promote(x, y)
     _check_dot_dims(shape_of(x), shape_of(y), contract, batch)
     extra = {}
@@ -57,6 +59,8 @@ def promoted_dot_general(x, y, contract, batch=((), ())):
         target = _OUT_SHARDING[-1]
         entries = list(target.spec) + [None] * (_dot_rank(x, y, contract, batch)
                                                - len(target.spec))
+        if result_positions is not None:
+            entries = [entries[k] for k in result_positions]
         extra["out_sharding"] = NamedSharding(target.mesh, PartitionSpec(
             *entries, unreduced=target.spec.unreduced, reduced=target.spec.reduced))
         _OUT_SHARDING[-1] = None          # taken: one product per call
