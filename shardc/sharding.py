@@ -233,12 +233,13 @@ def check_explicit_axes(sharding, name: str) -> None:
 
 
 def open_over_auto_axes(sharding, ndim: int):
-    """A result's layout from its type's sharding on a mesh with Explicit and Auto axes, as
-    JAX lowers it: the dimensions its type splits over no axis are left to propagation
-    (``P.UNCONSTRAINED``), so the Auto axes its operands are split over carry into it. On
-    other meshes ``sharding`` as it is."""
+    """A result's layout from its type's sharding on a mesh with Auto axes, as JAX lowers it:
+    the dimensions its type splits over no axis are left to propagation
+    (``P.UNCONSTRAINED``), so the Auto axes its operands are split over carry into it. On an
+    all-Auto mesh that is every dimension: JAX lowers no constraint there at all. On other
+    meshes ``sharding`` as it is."""
     mesh = sharding.mesh
-    if not mesh.explicit_axes or not mesh.auto_axes:
+    if not mesh.auto_axes:
         return sharding
     names = spec_names(sharding.spec)
     names += ((),) * (ndim - len(names))

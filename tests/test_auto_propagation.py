@@ -1136,3 +1136,22 @@ def test_an_elementwise_operation_on_a_gradient_keeps_its_layout():
     assert shifted.sharding == NamedSharding(mesh, P("x"))
     np.testing.assert_allclose(np.asarray(shifted), np.cos(np.arange(32.0).reshape(8, 4)) * 2
                                * np.arange(32.0).reshape(8, 4) + 1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("spec", [P(None, None), P()])
+def test_reshard_on_an_all_auto_mesh_moves_nothing(spec):
+    """``reshard`` to an unsplit spec on an all-Auto mesh leaves the layout to propagation,
+    as JAX's (it lowers no constraint there): the argument's split carries through, under
+    jit, eagerly, and into what follows. shardc had gathered the value."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    values = np.arange(16.0, dtype=np.float32).reshape(8, 2)
+    with jax.set_mesh(mesh):
+        arr = jax.device_put(values, NamedSharding(mesh, P("x", "y")))
+        jitted = jax.jit(lambda x: jax.sharding.reshard(x * 2, spec))(arr)
+        eager = jax.sharding.reshard(arr, spec)
+        after = jax.jit(lambda x: jnp.sin(jax.sharding.reshard(x * 2, spec)))(arr)
+    for out in (jitted, eager, after):
+        assert out.sharding.spec == P("x", "y")
+    np.testing.assert_array_equal(jitted, values * 2)
+    np.testing.assert_array_equal(eager, values)
+    np.testing.assert_allclose(after, np.sin(values * 2), rtol=1e-6)
