@@ -1894,7 +1894,8 @@ def _argument_names(fun, args, kwargs, static_argnums) -> list:
 def _check_no_unconstrained(shardings, name: str) -> None:
     """JAX's ValueError for ``P.UNCONSTRAINED`` in jit's in_shardings or out_shardings: a
     dimension left to propagation is for sharding constraints inside a function, not for
-    the layouts a call takes or gives; its DuplicateSpecError for a PartitionSpec there
+    the layouts a call takes or gives; for a NamedSharding on an empty mesh (it lays nothing
+    out); its DuplicateSpecError for a PartitionSpec there
     naming an axis twice; and its TypeError for an entry that is no sharding at all (an
     axis name as a string, a number)."""
     if shardings is UNSPECIFIED:
@@ -1903,6 +1904,9 @@ def _check_no_unconstrained(shardings, name: str) -> None:
         if isinstance(entry, (str, int, float, complex)):     # bool, an axis name, ...
             raise TypeError(f"{name} leaf specifications are expected to be PartitionSpec "
                             f"instances or None, but got {entry}")
+        if isinstance(entry, NamedSharding) and entry.mesh.empty:
+            raise ValueError(f"One of {name} leaf specifications got an empty NamedSharding: "
+                             f"{entry} which is not allowed.")
         spec = entry.spec if isinstance(entry, NamedSharding) else entry
         if isinstance(spec, PartitionSpec) and UNCONSTRAINED in spec:
             raise ValueError(f"Unconstrained dims are not allowed when passed to {name}: "

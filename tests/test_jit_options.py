@@ -524,6 +524,17 @@ def test_unconstrained_dims_in_jit_shardings_are_refused():
     np.testing.assert_array_equal(f(jnp.ones((4, 4))), np.full((4, 4), 2.0))
 
 
+@pytest.mark.parametrize("name", ["in_shardings", "out_shardings"])
+def test_a_sharding_on_an_empty_mesh_is_refused_by_jit(name):
+    """JAX's ValueError when jit is made with a NamedSharding on the empty mesh (it lays
+    nothing out), naming the option; shardc had run the function."""
+    empty = NamedSharding(shardc.sharding.Mesh(np.empty((), dtype=object), ()), P())
+    with pytest.raises(ValueError, match=re.escape(
+            f"One of {name} leaf specifications got an empty NamedSharding: {empty!r} which "
+            "is not allowed.")):
+        shardc.jit(lambda x: x, **{name: empty})(jnp.ones(32))
+
+
 def test_shardings_naming_more_dimensions_than_a_value_has_are_refused():
     """JAX's ValueError, worded as JAX's, naming the value by its pytree key path: for
     device_put, jit's in_shardings and out_shardings, and with_sharding_constraint (eager or
