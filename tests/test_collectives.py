@@ -802,6 +802,17 @@ def test_unknown_axis_inside_a_body(prim):
                        x=jnp.zeros((16,)))
 
 
+@pytest.mark.parametrize("to, prim", [("varying", "pvary"), ("reduced", "pcast")])
+def test_pcast_outside_any_shard_map_names_the_cast(to, prim):
+    """pcast's unbound-axis error names the primitive it binds, as JAX's: pvary for
+    ``to='varying'``."""
+    message = (f"Found an unbound axis name: i. To fix this, please call {prim} under "
+               "`jax.shard_map`.")
+    with pytest.raises(NameError) as info:
+        shardc.jit(lambda x: lax.pcast(x, "i", to=to))(jnp.zeros((4,)))
+    assert str(info.value) == message
+
+
 @pytest.mark.parametrize("prim", sorted(CALLS))
 def test_axis_name_outside_any_shard_map(prim):
     message = (f"Found an unbound axis name: i. To fix this, please call {prim} under "

@@ -267,7 +267,8 @@ def pcast(x, axis_name, *, to):
                          "{'unreduced', 'varying', 'reduced'}")
     _check_operands("pcast", x)
     _check_not_run_outside(axis_name)
-    axes = _axes("pcast", axis_name)
+    # (JAX's errors name the primitive bound: pvary for 'varying')
+    axes = _axes("pvary" if to == "varying" else "pcast", axis_name)
     shard = current_shard_context()
     if not axes or (shard is not None and not shard.check_vma):
         # with the check off the body's values carry no types: nothing to cast (JAX's)
