@@ -51,6 +51,12 @@ class _LinearJVP:
         self.linear, self.in_tree, self.out_tree = linear, in_tree, out_tree
         self.primal_avals, self.diff = primal_avals, diff
 
+    @property
+    def args(self) -> tuple:
+        """The linear program first, where JAX's linearized function (a partial application
+        of its linear jaxpr) holds it: ``f_jvp.func.args[0]`` prints the program."""
+        return (self.linear,)
+
     def __call__(self, residuals, *tangents):
         flat, t_tree = tree.tree_flatten(tangents)
         if t_tree != self.in_tree:

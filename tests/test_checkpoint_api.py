@@ -368,3 +368,24 @@ def test_the_removed_concrete_option_is_jaxs_error():
         with pytest.raises(NotImplementedError, match="The `concrete` option to "
                                                       "`jax.checkpoint` was deprecated"):
             jax.checkpoint(lambda x: x, concrete=concrete)
+
+
+def test_linearized_function_holds_its_linear_program_where_jax_does():
+    """``f_jvp.func.args[0]`` is the linear program, as JAX's linearized function holds its
+    linear jaxpr: under checkpoint_dots the dots are saved, so the program computes each
+    dot's two tangent products (six) and recomputes the two sines the later tangents read."""
+    @jax.jit
+    @partial(jax.checkpoint, policy=jax.checkpoint_policies.checkpoint_dots)
+    def f(x):
+        for _ in range(3):
+            x = jnp.sin(jnp.dot(x, x) * 1e-3)
+        return x
+
+    x = jnp.ones((2, 2))
+    _, f_jvp = jax.linearize(f, x)
+    text = str(f_jvp.func.args[0])
+    assert text.count(" sin ") == 2 and text.count(" dot_general") == 6
+    t = jnp.full((2, 2), 0.5)
+    eps = 1e-2
+    numeric = (np.asarray(f(x + eps * t), np.float64) - np.asarray(f(x - eps * t))) / (2 * eps)
+    np.testing.assert_allclose(f_jvp(t), numeric, rtol=1e-3, atol=1e-6)
