@@ -80,6 +80,16 @@ def x64_enabled() -> bool:
     return _x64
 
 
+_explicit_x64 = "warn"      # a 64-bit dtype asked for with x64 off: warn, or "error"
+
+
+def set_explicit_x64_mode(mode: str) -> None:
+    """What asking for a 64-bit dtype with x64 off does (JAX's ``jax_explicit_x64_dtypes``):
+    ``"warn"`` and truncate, or ``"error"``."""
+    global _explicit_x64
+    _explicit_x64 = mode
+
+
 def set_x64(enabled: bool) -> None:
     """Keep 64-bit types and default Python scalars to them (True), or not (False)."""
     global _x64, _canonical, float_, int_, uint_, complex_
@@ -133,6 +143,11 @@ def requested(dtype, function: str) -> np.dtype:
     want = np.dtype(dtype)
     got = canonicalize(want)
     # Python's int, float and complex name the default types: no warning (as in JAX)
+    if got != want and dtype not in (int, float, complex) and _explicit_x64 == "error":
+        raise ValueError(f"Explicitly requested dtype {want} requested in {function} is not "
+                         "available. To enable more dtypes, set the jax_enable_x64 or "
+                         "allow_explicit_x64_dtypes configuration options.See "
+                         "https://github.com/jax-ml/jax#current-gotchas for more.")
     if got != want and dtype not in (int, float, complex):
         import warnings
         warnings.warn(f"Explicitly requested dtype {want} requested in {function} is not "

@@ -11,6 +11,8 @@ Honoured flags change what shardc does:
 - ``jax_debug_nans`` / ``jax_debug_infs``: FloatingPointError when an operation run at once,
   or a jitted call's output, holds a NaN / an infinity (a jitted function is then run op by op
   to name the operation).
+- ``jax_explicit_x64_dtypes``: a 64-bit dtype asked for with x64 off is truncated with a
+  warning (``'warn'``) or refused (``'error'``); ``'allow'`` (keep it) is refused.
 - ``jax_numpy_dtype_promotion``: ``'standard'`` or ``'strict'`` (no implicit promotion between
   typed values, JAX's lattice).
 - ``jax_transfer_guard``, ``jax_transfer_guard_host_to_device``, ``..._device_to_device``,
@@ -130,6 +132,26 @@ def _set_dtype_promotion(value):
     _tracing.set_trace_setting("jax_numpy_dtype_promotion", value, default="standard")
 
 
+def _explicit_x64_mode(name, value):
+    """JAX's ExplicitX64Mode, by member (anything named WARN, ERROR or ALLOW) or by its
+    lower-case name."""
+    text = getattr(value, "name", value)
+    if isinstance(text, str) and text.lower() in ("warn", "error", "allow"):
+        return text.lower()
+    raise ValueError(f"new enum value must be in ['warn', 'error', 'allow'], got {value} of "
+                     f"type {type(value)}.")
+
+
+def _set_explicit_x64(mode: str) -> None:
+    if mode == "allow":
+        # 64-bit arrays with x64 off: shardc keeps one set of dtypes per mode, so asking for
+        # it is refused rather than quietly truncated
+        raise NotImplementedError("jax_explicit_x64_dtypes='allow': shardc keeps 64-bit "
+                                  "dtypes only with jax_enable_x64 on")
+    _dtypes.set_explicit_x64_mode(mode)
+    _tracing.set_trace_setting("jax_explicit_x64_dtypes", mode, default="warn")
+
+
 @dataclasses.dataclass(frozen=True)
 class Flag:
     """A configuration option: its default, how a new value is checked, and what setting it
@@ -159,6 +181,8 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_numpy_dtype_promotion", "standard", _enum("standard", "strict"),
          _set_dtype_promotion),
     Flag("jax_default_device", None, _any, _devices.set_default_device),
+    # a 64-bit dtype asked for with x64 off: truncated with a warning, or refused
+    Flag("jax_explicit_x64_dtypes", "warn", _explicit_x64_mode, _set_explicit_x64),
     # accepted, no effect
     Flag("jax_platforms", None, _optional_str),
     Flag("jax_platform_name", "", _optional_str),

@@ -1508,6 +1508,54 @@ def test_python_number_types_as_dtypes_ask_for_the_default_types_without_a_warni
         jnp.zeros(2, dtype="float64")
 
 
+_ASKING_FOR_64_BITS = [
+    ("array", lambda: jnp.array([1.0], dtype=np.float64)),
+    ("asarray", lambda: jnp.asarray([1.0], dtype=np.float64)),
+    ("astype", lambda: jnp.ones(2).astype(np.float64)),
+    ("astype", lambda: shardc.jit(lambda x: x.astype(np.float64))(jnp.ones(2))),
+    ("convert_element_type", lambda: lax.convert_element_type(jnp.ones(2), np.float64)),
+    ("arange", lambda: jnp.arange(3, dtype=np.int64)),
+    ("full", lambda: jnp.full(2, 1, np.int64)),
+    ("zeros", lambda: jnp.zeros(2, np.int64)),
+    ("zeros_like", lambda: jnp.zeros_like(jnp.ones(2), dtype=np.float64)),
+    ("ones_like", lambda: jnp.ones_like(jnp.ones(2), dtype=np.complex128)),
+    ("full_like", lambda: jnp.full_like(jnp.ones(2), 3, dtype=np.uint64)),
+]
+
+
+@pytest.mark.parametrize("function, call", _ASKING_FOR_64_BITS)
+def test_a_64_bit_dtype_asked_for_with_x64_off_warns_naming_the_function(function, call):
+    """JAX's UserWarning, naming the function asked, for each way of asking for a 64-bit
+    dtype with x64 off (astype, convert_element_type, arange and the *_like functions gave
+    none; array named asarray), and the result truncated to 32 bits."""
+    with pytest.warns(UserWarning) as record:
+        result = call()
+    assert len(record) == 1
+    assert re.match(rf"Explicitly requested dtype \w+ requested in {function} is not "
+                    r"available, and will be truncated to dtype \w+", str(record[0].message))
+    assert np.dtype(result.dtype).itemsize <= 8 and result.dtype != np.float64
+
+
+@pytest.mark.parametrize("function, call", _ASKING_FOR_64_BITS)
+def test_jax_explicit_x64_dtypes_error_refuses_a_64_bit_dtype(function, call):
+    """``jax_explicit_x64_dtypes='error'``: JAX's ValueError naming the function instead of
+    the warning; Python's number types still ask for the default types; 'allow' (64-bit
+    arrays with x64 off) is refused rather than quietly truncated."""
+    shardc.config.update("jax_explicit_x64_dtypes", "error")
+    try:
+        with pytest.raises(ValueError, match=rf"Explicitly requested dtype \w+ requested in "
+                                             rf"{function} is not available\. To enable"):
+            call()
+        assert jnp.zeros(2, dtype=float).dtype == np.float32
+    finally:
+        shardc.config.update("jax_explicit_x64_dtypes", "warn")
+    assert shardc.config.jax_explicit_x64_dtypes == "warn"
+    with pytest.raises(NotImplementedError, match="jax_explicit_x64_dtypes='allow'"):
+        shardc.config.update("jax_explicit_x64_dtypes", "allow")
+    with pytest.raises(ValueError, match="new enum value must be in"):
+        shardc.config.update("jax_explicit_x64_dtypes", "sometimes")
+
+
 def test_byteswap_reverses_each_elements_bytes():
     for dt in (np.int32, np.float32, np.int16, np.uint8, np.bool_, np.complex64, jnp.bfloat16,
                np.float16):

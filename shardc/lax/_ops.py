@@ -21,7 +21,7 @@ from shardc.numpy._arithmetic import add, binary_op, subtract as sub
 from shardc.numpy._indexing import index_as_int32
 from ir.sharding import NamedSharding
 from ir.sharding_rules import mesh_explicit
-from shardc.numpy._core import (check_out_sharding, constrain, dtype_of, keeps_weak,
+from shardc.numpy._core import (asked_dtype, check_out_sharding, constrain, dtype_of, keeps_weak,
                                 key_array_rule, promote, shape_of)
 from shardc.sharding import resolve_sharding
 
@@ -109,7 +109,7 @@ def convert_element_type(x, new_dtype):
     default int."""
     if type(x) is int:
         x = np.asarray(x).astype(_dt.canonicalize(new_dtype))
-    return jnp.astype(x, new_dtype)
+    return jnp.astype(x, asked_dtype(new_dtype, "convert_element_type"))
 
 
 def _check_broadcast_in_dim(operand_shape, shape, dims):

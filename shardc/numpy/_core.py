@@ -577,7 +577,7 @@ def array(x, dtype=None, copy=True, order="K", ndmin=0):
             if ndmin > result.ndim else result
     if isinstance(x, np.ma.MaskedArray):
         x = np.array(x)         # its data, as JAX's array copies it through numpy
-    result = asarray(x, dtype, order)
+    result = asarray(x, asked_dtype(dtype, "array"), order)
     if copy and result is x and isinstance(result, Array):
         result = result.copy()
     missing = ndmin - ndim_of(result)
@@ -625,6 +625,19 @@ def full(shape, fill_value, dtype=None):
     else:
         result = broadcast_to(value, shape)
     return weakened(result) if weak else typed(result)
+
+
+def asked_dtype(dtype, function: str):
+    """``dtype`` as asked of ``function``, with JAX's warning (or error, by
+    ``jax_explicit_x64_dtypes``) for a 64-bit dtype with x64 off, naming ``function``: a plain
+    dtype comes back canonical; None, a key dtype or float0 as it is."""
+    if dtype is None or is_key_dtype(dtype) or _is_float0(dtype):
+        return dtype
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        return dtype           # (not a dtype: the caller's own check names it)
+    return _dt.requested(dtype, function)
 
 
 def _is_float0(dtype) -> bool:
@@ -703,6 +716,7 @@ def full_like(x, fill_value, dtype=None, shape=None):
     """
     if is_key_dtype(dtype) or _is_key_array(x) or _is_key_array(fill_value):
         return KEY_ARRAY_RULES["full_like"](x, fill_value, dtype, shape)
+    dtype = asked_dtype(dtype, "full_like")
     if _dt.is_float0(x):
         # float0 zeros give their shape (and, unless asked otherwise, their dtype: JAX's
         # *_like of float0 zeros are float0 zeros)
@@ -774,13 +788,13 @@ def vary_like(result, x):
 @takes_device
 def zeros_like(x, dtype=None, shape=None):
     """Zeros shaped like ``x``, of its dtype unless ``dtype`` says."""
-    return full_like(x, 0, dtype, shape)
+    return full_like(x, 0, asked_dtype(dtype, "zeros_like"), shape)
 
 
 @takes_device
 def ones_like(x, dtype=None, shape=None):
     """Ones shaped like ``x``, of its dtype unless ``dtype`` says."""
-    return full_like(x, 1, dtype, shape)
+    return full_like(x, 1, asked_dtype(dtype, "ones_like"), shape)
 
 
 @takes_device
@@ -824,11 +838,12 @@ def _python_scalar_converted(x, dtype: np.dtype):
 
 
 def astype(x, dtype, /, *, copy=False, device=None):
-    """``x`` converted to ``dtype`` (canonicalised: float64 -> float32, int64 -> int32);
-    ``copy=True`` gives a new array where the conversion changes nothing; ``device`` places
-    the result."""
+    """``x`` converted to ``dtype`` (canonicalised, with JAX's warning: float64 -> float32,
+    int64 -> int32); ``copy=True`` gives a new array where the conversion changes nothing;
+    ``device`` places the result."""
     if device is not None:
         return put_on(astype(x, dtype, copy=copy), device)
+    dtype = asked_dtype(dtype, "astype")
     x = as_array(x)
     # a dtype asked for types the value (JAX's astype is never weakly typed)
     result = typed(convert(x, dtype))

@@ -41,6 +41,8 @@ def arange(start, stop=None, step=None, dtype=None):
     if dtype is None:
         # JAX's promotion of the bounds: typed ones (jnp.int8(3)) give their dtype
         dtype = result_type(*given)
+    else:
+        dtype = _dt.requested(dtype, "arange")
     dtype = _dt.canonicalize(dtype)
     if stop is None:
         start, stop = 0, start
