@@ -942,7 +942,11 @@ class Tracer:
             raise self._concretization_error(what, cls) from None
 
     def __index__(self):
-        return operator.index(self.concrete_value("integer conversion", self._integer_error()))
+        if self.aval.shape != () or not np.issubdtype(self.aval.dtype, np.integer):
+            # JAX's check, before the value is asked for (operator.index, hex, oct)
+            raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+        return operator.index(self.concrete_value("integer conversion",
+                                                  TracerIntegerConversionError))
 
     def concrete_value(self, what: str, cls):
         """This tracer's value, where it is known while tracing; else ``cls``, JAX's error
@@ -953,11 +957,6 @@ class Tracer:
         """Whether this value depends on no input of its transformation (computed from
         constants only): JAX would not have traced it."""
         return False
-
-    def _integer_error(self):
-        """JAX's class for ``__index__``: TracerIntegerConversionError of an integer value."""
-        return (TracerIntegerConversionError if np.issubdtype(self.aval.dtype, np.integer)
-                else ConcretizationTypeError)
 
     def __array__(self, dtype=None, copy=None):
         value = self._known_exact("conversion to a numpy array (the numpy.ndarray "

@@ -469,6 +469,16 @@ def test_round_and_index_of_arrays():
     for bad in (jnp.float32(1.0), jnp.bool_(True), jnp.array([1])):
         with pytest.raises(TypeError, match="Only integer scalar arrays can be converted"):
             operator.index(bad)
+    # traced too, as JAX's: the check comes before the value is asked for; an integer
+    # scalar's value is what is unknown
+    for bad in (jnp.float32(1.0), jnp.bool_(True), jnp.array([1]), jnp.arange(0)):
+        for func in (operator.index, hex, oct):
+            with pytest.raises(TypeError) as info:
+                jax.jit(func)(bad)
+            assert str(info.value) == ("Only integer scalar arrays can be converted to a "
+                                       "scalar index.")
+    with pytest.raises(jax.errors.TracerIntegerConversionError):
+        jax.jit(operator.index)(jnp.int32(1))
 
 
 # --- lax: integer division, negative dynamic_slice starts --------------------------------------
