@@ -854,6 +854,15 @@ class Tracer:
 
     @property
     def sharding(self):
+        """Not available on a traced value, as JAX's (an AttributeError, so that ``hasattr``
+        and ``getattr`` with a default see none): its type says how it is split
+        (``jax.typeof(x).sharding``); shardc's own code reads ``traced_sharding()``."""
+        raise AttributeError(
+            "The 'sharding' attribute is not available on traced array with shape "
+            f"{self.aval.str_long(self._axis_order())}. To query sharding information on "
+            "tracers, use `jax.typeof(x)`.")
+
+    def traced_sharding(self):
         """The layout the traced value is known to have, or None: where its operands' layouts
         do not say it, the one its type says (on Explicit axes the type is the layout)."""
         layout = self._layout()

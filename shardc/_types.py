@@ -84,7 +84,8 @@ def public_sharding(aval, value=None) -> NamedSharding:
     unsplit = PartitionSpec(*[None] * aval.ndim, **ur)
     if shard is not None:
         return NamedSharding(body_abstract_mesh(shard), unsplit)
-    layout = getattr(value, "sharding", None)
+    layout = (value.traced_sharding() if isinstance(value, Tracer)
+              else getattr(value, "sharding", None))
     if isinstance(layout, NamedSharding):
         return NamedSharding(layout.mesh.abstract_mesh, unsplit)
     if value is not None and not isinstance(value, Tracer):

@@ -486,7 +486,8 @@ def _identity(value):
 def _laid_out_on_mesh(value) -> bool:
     """Whether a traced value is known to lie on a mesh (its type or its operands' layouts
     say so)."""
-    layout = getattr(value, "sharding", None)
+    layout = (value.traced_sharding() if isinstance(value, Tracer)
+              else getattr(value, "sharding", None))
     return isinstance(layout, NamedSharding) and not layout.mesh.empty
 
 

@@ -71,7 +71,7 @@ def test_a_traced_argument_reports_its_layout():
     y = _placed(np.arange(8.), mesh=AUTO4)
     seen.clear()
     layouts = []
-    jax.jit(lambda v: layouts.append(v.sharding) or v)(y)
+    jax.jit(lambda v: layouts.append(v.traced_sharding()) or v)(y)
     f(y)
     assert seen == [NamedSharding(AUTO4.abstract_mesh, P(None))]
     assert layouts == [NamedSharding(AUTO4, P("i"))]

@@ -726,3 +726,26 @@ def test_pmean_divides_as_jaxs_psum_then_division():
             np.testing.assert_array_equal(got, ints.sum(0).astype(np.float32) * sixth)
     finally:
         set_backend(saved)
+
+
+def test_a_traced_value_has_no_sharding_attribute():
+    """As JAX's: ``x.sharding`` of a traced value (jit, vmap, grad) is an AttributeError
+    naming ``jax.typeof``, so ``hasattr`` is False and ``getattr`` falls back; the type says
+    how the value is split."""
+    seen = []
+
+    def f(x):
+        with pytest.raises(AttributeError) as info:
+            x.sharding
+        seen.append((str(info.value), hasattr(x, "sharding"), getattr(x, "sharding", "none"),
+                     jax.typeof(x).sharding is not None))
+        return x * 2
+
+    jax.jit(f)(jnp.arange(2.0))
+    jax.vmap(f)(jnp.arange(2.0))
+    jax.grad(lambda x: f(x).sum())(jnp.arange(2.0))
+    assert seen[0][0] == ("The 'sharding' attribute is not available on traced array with "
+                          "shape float32[2]. To query sharding information on tracers, use "
+                          "`jax.typeof(x)`.")
+    assert [s[1:] for s in seen] == [(False, "none", True)] * 3
+    assert hasattr(jnp.arange(2.0), "sharding")
