@@ -80,12 +80,13 @@ def x64_enabled() -> bool:
     return _x64
 
 
-_explicit_x64 = "warn"      # a 64-bit dtype asked for with x64 off: warn, or "error"
+_explicit_x64 = "warn"      # a 64-bit dtype asked for with x64 off: "warn", "error", "allow"
 
 
 def set_explicit_x64_mode(mode: str) -> None:
     """What asking for a 64-bit dtype with x64 off does (JAX's ``jax_explicit_x64_dtypes``):
-    ``"warn"`` and truncate, or ``"error"``."""
+    ``"warn"`` and truncate, ``"error"``, or ``"allow"``: JAX then keeps the 64-bit dtype,
+    which shardc cannot (its dtypes follow x64 alone), so it refuses."""
     global _explicit_x64
     _explicit_x64 = mode
 
@@ -143,6 +144,11 @@ def requested(dtype, function: str) -> np.dtype:
     want = np.dtype(dtype)
     got = canonicalize(want)
     # Python's int, float and complex name the default types: no warning (as in JAX)
+    if got != want and dtype not in (int, float, complex) and _explicit_x64 == "allow":
+        raise NotImplementedError(
+            f"Explicitly requested dtype {want} requested in {function} under "
+            "jax_explicit_x64_dtypes='allow': shardc keeps 64-bit dtypes only with "
+            "jax_enable_x64 on, and does not truncate it quietly")
     if got != want and dtype not in (int, float, complex) and _explicit_x64 == "error":
         raise ValueError(f"Explicitly requested dtype {want} requested in {function} is not "
                          "available. To enable more dtypes, set the jax_enable_x64 or "

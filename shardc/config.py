@@ -12,7 +12,8 @@ Honoured flags change what shardc does:
   or a jitted call's output, holds a NaN / an infinity (a jitted function is then run op by op
   to name the operation).
 - ``jax_explicit_x64_dtypes``: a 64-bit dtype asked for with x64 off is truncated with a
-  warning (``'warn'``) or refused (``'error'``); ``'allow'`` (keep it) is refused.
+  warning (``'warn'``) or refused (``'error'``); under ``'allow'`` (JAX keeps it) shardc
+  refuses it with NotImplementedError rather than truncate it quietly.
 - ``jax_numpy_dtype_promotion``: ``'standard'`` or ``'strict'`` (no implicit promotion between
   typed values, JAX's lattice).
 - ``jax_transfer_guard``, ``jax_transfer_guard_host_to_device``, ``..._device_to_device``,
@@ -143,11 +144,6 @@ def _explicit_x64_mode(name, value):
 
 
 def _set_explicit_x64(mode: str) -> None:
-    if mode == "allow":
-        # 64-bit arrays with x64 off: shardc keeps one set of dtypes per mode, so asking for
-        # it is refused rather than quietly truncated
-        raise NotImplementedError("jax_explicit_x64_dtypes='allow': shardc keeps 64-bit "
-                                  "dtypes only with jax_enable_x64 on")
     _dtypes.set_explicit_x64_mode(mode)
     _tracing.set_trace_setting("jax_explicit_x64_dtypes", mode, default="warn")
 

@@ -1539,8 +1539,9 @@ def test_a_64_bit_dtype_asked_for_with_x64_off_warns_naming_the_function(functio
 @pytest.mark.parametrize("function, call", _ASKING_FOR_64_BITS)
 def test_jax_explicit_x64_dtypes_error_refuses_a_64_bit_dtype(function, call):
     """``jax_explicit_x64_dtypes='error'``: JAX's ValueError naming the function instead of
-    the warning; Python's number types still ask for the default types; 'allow' (64-bit
-    arrays with x64 off) is refused rather than quietly truncated."""
+    the warning; Python's number types still ask for the default types. Under 'allow' JAX
+    keeps the 64-bit dtype; shardc refuses it rather than truncate it quietly, and takes
+    other dtypes as ever."""
     shardc.config.update("jax_explicit_x64_dtypes", "error")
     try:
         with pytest.raises(ValueError, match=rf"Explicitly requested dtype \w+ requested in "
@@ -1550,8 +1551,14 @@ def test_jax_explicit_x64_dtypes_error_refuses_a_64_bit_dtype(function, call):
     finally:
         shardc.config.update("jax_explicit_x64_dtypes", "warn")
     assert shardc.config.jax_explicit_x64_dtypes == "warn"
-    with pytest.raises(NotImplementedError, match="jax_explicit_x64_dtypes='allow'"):
-        shardc.config.update("jax_explicit_x64_dtypes", "allow")
+    shardc.config.update("jax_explicit_x64_dtypes", "allow")
+    try:
+        with pytest.raises(NotImplementedError, match=rf"requested in {function} under "
+                                                      "jax_explicit_x64_dtypes='allow'"):
+            call()
+        assert jnp.zeros(2, dtype=np.float32).dtype == np.float32
+    finally:
+        shardc.config.update("jax_explicit_x64_dtypes", "warn")
     with pytest.raises(ValueError, match="new enum value must be in"):
         shardc.config.update("jax_explicit_x64_dtypes", "sometimes")
 
