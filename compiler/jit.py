@@ -1804,6 +1804,10 @@ def _stand_in(leaf):
     keys over their data's struct; anything else as it is."""
     if isinstance(leaf, ShapeDtypeStruct) and leaf.extended:
         return leaf.dtype.stand_in(leaf)
+    if getattr(leaf, "stands_for_a_value", False) and leaf.sharding.mesh.empty:
+        # a type on no mesh (jax.core.ShapedArray(shape, dtype)): in_shardings lay it out
+        return ShapeDtypeStruct(leaf.shape, leaf.dtype, weak_type=leaf.weak_type,
+                                manual_axis_type=leaf.manual_axis_type)
     if (isinstance(leaf, (Tracer, ShapeDtypeStruct, np.ndarray, np.generic))
             or getattr(leaf, "dtype", None) is None or is_jax_value(leaf)
             or getattr(leaf, "__jax_array__", None) is not None):

@@ -137,6 +137,8 @@ class ShapedArray:
     ShapedArray(float32[8,4])
     """
 
+    stands_for_a_value = True   # lower() and eval_shape() take it as a ShapeDtypeStruct
+
     def __init__(self, shape, dtype, weak_type: bool = False, *, sharding=None,
                  manual_axis_type=None):
         shape = tuple(operator.index(d) for d in shape)

@@ -1074,3 +1074,17 @@ def test_pjit_refuses_the_removed_axis_resources_arguments_by_its_name():
     with pytest.raises(TypeError, match=r"^pjit\(\) got an unexpected keyword argument "
                                         "'in_axis_resources'"):
         pjit(lambda x: x, in_axis_resources=None)
+
+
+def test_lower_takes_a_shaped_array_laid_out_by_in_shardings():
+    """``jax.core.ShapedArray(shape, dtype)`` (a type on no mesh) given to ``lower`` beside an
+    array arrives as in_shardings lays it out, as JAX's; it was taken for a value committed
+    to a layout and refused."""
+    mesh = shardc.make_mesh((4, 2), ("x", "y"),
+                            axis_types=(shardc.sharding.AxisType.Auto,) * 2)
+    f = shardc.jit(lambda x, y: x @ y.T, in_shardings=NamedSharding(mesh, P(("x", "y"))))
+    x = jnp.arange(64).reshape(8, 8)
+    compiled = f.lower(shardc.core.ShapedArray((8, 8), np.int32), x).compile()
+    out = compiled(x, x)
+    assert out.sharding.spec == P(("x", "y"))
+    np.testing.assert_array_equal(out, np.asarray(x) @ np.asarray(x).T)
