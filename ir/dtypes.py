@@ -140,23 +140,25 @@ def canonicalize(dtype) -> np.dtype:
 
 def requested(dtype, function: str) -> np.dtype:
     """``canonicalize(dtype)`` for a dtype a user asked ``function`` for, with JAX's warning
-    when x64 is off and it asks for a 64-bit one."""
+    when x64 is off and it asks for a 64-bit one (``function`` "": naming none, as
+    ``jax.random``'s)."""
     want = np.dtype(dtype)
     got = canonicalize(want)
+    asked = f" requested in {function}" if function else ""
     # Python's int, float and complex name the default types: no warning (as in JAX)
     if got != want and dtype not in (int, float, complex) and _explicit_x64 == "allow":
         raise NotImplementedError(
-            f"Explicitly requested dtype {want} requested in {function} under "
+            f"Explicitly requested dtype {want}{asked} under "
             "jax_explicit_x64_dtypes='allow': shardc keeps 64-bit dtypes only with "
             "jax_enable_x64 on, and does not truncate it quietly")
     if got != want and dtype not in (int, float, complex) and _explicit_x64 == "error":
-        raise ValueError(f"Explicitly requested dtype {want} requested in {function} is not "
+        raise ValueError(f"Explicitly requested dtype {want}{asked} is not "
                          "available. To enable more dtypes, set the jax_enable_x64 or "
                          "allow_explicit_x64_dtypes configuration options.See "
                          "https://github.com/jax-ml/jax#current-gotchas for more.")
     if got != want and dtype not in (int, float, complex):
         import warnings
-        warnings.warn(f"Explicitly requested dtype {want} requested in {function} is not "
+        warnings.warn(f"Explicitly requested dtype {want}{asked} is not "
                       f"available, and will be truncated to dtype {got}. To enable more "
                       "dtypes, set the jax_enable_x64 configuration option or the "
                       "JAX_ENABLE_X64 shell environment variable. See "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -459,3 +460,33 @@ def test_samplers_given_numbers_compile_once_whatever_the_numbers():
               for (fn, _, _), jitted in _keys._PROGRAMS.items()}
     assert traced["_bernoulli"] == traced["_randint_of_dtype"] == 1
     assert traced["_truncated_normal"] == 1
+
+
+@pytest.mark.parametrize("draw", [
+    lambda k: random.bits(k, (2,), np.uint64),
+    lambda k: random.normal(k, (2,), np.float64),
+    lambda k: random.uniform(k, (2,), np.float64),
+    lambda k: random.randint(k, (2,), 0, 3, np.int64),
+    lambda k: random.gamma(k, 1.0, (2,), np.float64),
+    lambda k: random.poisson(k, 1.0, (2,), np.int64),
+    lambda k: random.laplace(k, (2,), np.float64),
+])
+def test_a_64_bit_dtype_asked_of_random_warns_as_jax_does(draw):
+    """JAX's warning (it names no function) for a 64-bit dtype asked of jax.random with x64
+    off, and the draw in 32 bits; under jax_explicit_x64_dtypes='error' its ValueError. They
+    truncated silently."""
+    key = random.key(0)
+    with pytest.warns(UserWarning, match=r"^Explicitly requested dtype \w+64 is not "
+                                         r"available, and will be truncated to dtype \w+32"):
+        out = draw(key)
+    assert out.dtype.itemsize == 4
+    shardc.config.update("jax_explicit_x64_dtypes", "error")
+    try:
+        with pytest.raises(ValueError, match=r"^Explicitly requested dtype \w+64 is not "
+                                             r"available\. To enable"):
+            draw(key)
+    finally:
+        shardc.config.update("jax_explicit_x64_dtypes", "warn")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        random.bits(key, (2,))              # the default dtype asks for nothing

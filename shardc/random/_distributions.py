@@ -39,7 +39,7 @@ def uniform(key, shape=(), dtype=float, minval=0.0, maxval=1.0):
     ValueError otherwise). JAX's values: random mantissa bits under the exponent of 1 give a
     float in ``[1, 2)``; less 1, it is scaled to the range."""
     single_key("uniform", key)
-    dtype = _dt.canonicalize(dtype)
+    dtype = _dt.requested(dtype, "")
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `uniform` must be a float dtype, got {dtype}")
     shape = sample_shape(shape)
@@ -129,7 +129,7 @@ def normal(key, shape=(), dtype=float):
     ``(-1, 1)``. A complex ``dtype`` draws the real and imaginary parts from the two keys of
     a split, each of variance 1/2, so ``E|z|**2 == 1``."""
     single_key("normal", key)
-    dtype = _dt.canonicalize(dtype)
+    dtype = _dt.requested(dtype, "")
     if not _dt.is_inexact(dtype):
         raise ValueError(f"dtype argument to `normal` must be a float or complex dtype, "
                          f"got {dtype}")
@@ -160,7 +160,7 @@ def randint(key, shape, minval, maxval, dtype=int):
     modulo the span, so every value of a span up to the dtype's whole range is reached,
     almost uniformly; a dtype narrower than 32 bits is drawn as int32 and converted."""
     single_key("randint", key)
-    dtype = _dt.canonicalize(dtype)
+    dtype = _dt.requested(dtype, "")
     if not _dt.is_int(dtype) or dtype == np.bool_:
         raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
     shape = sample_shape(shape)
@@ -270,7 +270,7 @@ def _bernoulli(key, p, dtype, shape, mode):
 def _float_draw(name: str, key, shape, dtype):
     """A sampler's checked key, shape and (floating) dtype: JAX's ValueError for another."""
     single_key(name, key)
-    dtype = _dt.canonicalize(dtype)
+    dtype = _dt.requested(dtype, "")
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `{name}` must be a float dtype, got {dtype}")
     return sample_shape(shape), dtype
@@ -333,7 +333,7 @@ def gumbel(key, shape=(), dtype=float, mode=None):
     64 random bits. ``mode`` defaults to ``'high'`` under ``jax_high_dynamic_range_gumbel``,
     else ``'low'``."""
     single_key("gumbel", key)
-    dtype = _dt.canonicalize(dtype)
+    dtype = _dt.requested(dtype, "")
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `gumbel` must be a float dtype, got {dtype}")
     shape = sample_shape(shape)
@@ -435,7 +435,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=float):
     if shape is not None:
         shape = sample_shape(shape)
     single_key("truncated_normal", key)
-    dtype = _dt.canonicalize(dtype)
+    dtype = _dt.requested(dtype, "")
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `truncated_normal` must be a float dtype, "
                          f"got {dtype}")
@@ -581,7 +581,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     mean, cov = (jnp.astype(v, inexact) for v in (mean, cov))
     if method not in ("svd", "eigh", "cholesky"):
         raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
-    dtype = mean.dtype if dtype is None else _dt.canonicalize(dtype)
+    dtype = mean.dtype if dtype is None else _dt.requested(dtype, "")
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `multivariate_normal` must be a float dtype, "
                          f"got {dtype}")
@@ -626,7 +626,7 @@ def gamma(key, a, shape=None, dtype=float):
 
 def gamma_dtype(dtype):
     """A gamma sampler's float ``dtype`` (None: the default float), JAX's error otherwise."""
-    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    dtype = _dt.requested(float if dtype is None else dtype, "")
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `gamma` must be a float dtype, got {dtype}")
     return dtype
@@ -868,7 +868,7 @@ def beta(key, a, b, shape=None, dtype=float):
     """Beta(``a``, ``b``) floats, JAX's: ``X / (X + Y)`` of X ~ Gamma(a), Y ~ Gamma(b) drawn
     in log space from the two keys of a split, scaled by the larger before leaving it."""
     single_key("beta", key)
-    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    dtype = _dt.requested(float if dtype is None else dtype, "")
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `beta` must be a float dtype, got {dtype}")
     check_safe_to_cast("beta", dtype, a, b)
@@ -891,7 +891,7 @@ def dirichlet(key, alpha, shape=None, dtype=float):
     JAX's: the softmax of Gamma draws taken in log space (with tiny ``alpha`` every draw
     itself underflows to 0). ``shape`` is the batch shape, without the categories."""
     single_key("dirichlet", key)
-    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    dtype = _dt.requested(float if dtype is None else dtype, "")
     if not _dt.is_float(dtype):
         raise ValueError(f"dtype argument to `dirichlet` must be a float dtype, got {dtype}")
     if jnp.ndim(alpha) < 1:
@@ -920,7 +920,7 @@ def poisson(key, lam, shape=None, dtype=int):
     if key._impl.name != "threefry2x32":
         raise NotImplementedError(f"`poisson` is only implemented for the threefry2x32 RNG, "
                                   f"not {key._impl.tag}")
-    dtype = _dt.canonicalize(int if dtype is None else dtype)
+    dtype = _dt.requested(int if dtype is None else dtype, "")
     shape = jnp.shape(lam) if shape is None else sample_shape(shape)
     lam = jnp.astype(jnp.broadcast_to(lam, shape), np.float32)
     use_knuth = jnp.isnan(lam) | (lam < 10)

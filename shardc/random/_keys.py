@@ -885,7 +885,7 @@ def _fold_data(words, data):
 def bits(key, shape=(), dtype=None):
     """Random unsigned integers of ``dtype`` (the default unsigned one: uint64 under x64),
     JAX's bits."""
-    dtype = _dt.canonicalize(np.uint if dtype is None else dtype)
+    dtype = _dt.canonicalize(np.uint) if dtype is None else _dt.requested(dtype, "")
     if not np.issubdtype(dtype, np.unsignedinteger):
         raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dtype}")
     return random_bits(key, sample_shape(shape), "bits", 8 * dtype.itemsize)

@@ -30,7 +30,7 @@ __all__ = [
 def _float_dtype(name, dtype, kind="a float"):
     """``dtype`` (None: the default float) as a dtype; JAX's ValueError for a dtype not
     of ``kind`` ('a float', 'a float or complex')."""
-    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    dtype = _dt.requested(float if dtype is None else dtype, "")
     ok = _dt.is_inexact(dtype) if "complex" in kind else _dt.is_float(dtype)
     if not ok:
         raise ValueError(f"dtype argument to `{name}` must be {kind} dtype, got {dtype}")
@@ -179,7 +179,7 @@ def geometric(key, p, shape=None, dtype=None):
     ``floor(log(u) / log1p(-p)) + 1`` with ``u`` uniform in ``p``'s float dtype (``u == 0``
     taken as 1)."""
     single_key("geometric", key)
-    dtype = _dt.canonicalize(int if dtype is None else dtype)
+    dtype = _dt.requested(int if dtype is None else dtype, "")
     if not _dt.is_int(dtype) or dtype == np.bool_:
         raise ValueError(f"dtype argument to `geometric` must be an int dtype, got {dtype}")
     shape = _shape_of("geometric", shape, p)
@@ -241,7 +241,7 @@ def generalized_normal(key, p, shape=(), dtype=None):
     """Generalised normal floats with density proportional to ``exp(-|x| ** p)``: a random
     sign (the second key of a split) times ``Gamma(1/p) ** (1/p)`` (the first)."""
     single_key("generalized_normal", key)
-    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    dtype = _dt.requested(float if dtype is None else dtype, "")
     shape = sample_shape(shape)
     key_g, key_s = split(key)
     g = gamma_draws(key_g, 1 / p, shape, gamma_dtype(dtype), log_space=False)
@@ -255,7 +255,7 @@ def ball(key, d, p=2, shape=(), dtype=None):
     (the first key of a split) over the ``p``-th root of their ``p``-norm plus an exponential
     (the second)."""
     single_key("ball", key)
-    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    dtype = _dt.requested(float if dtype is None else dtype, "")
     shape = sample_shape(shape)
     d = int(d)
     k1, k2 = split(key)
@@ -270,7 +270,7 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
     of a standard normal ``max(n, m) x min(n, m)`` matrix's QR, its columns' signs fixed by
     R's diagonal (transposed when ``n < m``)."""
     single_key("orthogonal", key)
-    dtype = _dt.canonicalize(float if dtype is None else dtype)
+    dtype = _dt.requested(float if dtype is None else dtype, "")
     n = int(n)
     m = n if m is None else int(m)
     shape = sample_shape(shape)
