@@ -284,12 +284,14 @@ def _children_matching(td: PyTreeDef, x) -> tuple:
     if _is_namedtuple_kind(kind):
         if not _is_namedtuple(x):
             raise ValueError(f"Expected named tuple, got {x!r}.")
-        if len(x) != arity:
-            raise ValueError(f"Named tuple arity mismatch: {len(x)} != {arity}; tuple: {x!r}.")
+        # (as tuples: a named tuple may give __len__ and __getitem__ meanings of its own)
+        if tuple.__len__(x) != arity:
+            raise ValueError(f"Named tuple arity mismatch: {tuple.__len__(x)} != {arity}; "
+                             f"tuple: {x!r}.")
         if type(x) is not kind:
             raise ValueError(f"Named tuple type mismatch: expected type: {kind!r}, "
                              f"tuple: {x!r}.")
-        return tuple(x)
+        return tuple(tuple.__iter__(x))
     return _custom_children_matching(td, x)
 
 
@@ -319,7 +321,7 @@ def node_children(x, is_leaf=None):
         children, aux = _custom_flatten(_registry[cls].flatten, x)
         return cls, aux, children, tuple(f"[{k}]" for k in range(len(children)))
     if _is_namedtuple(x):
-        return cls, None, tuple(x), tuple(f".{f}" for f in cls._fields)
+        return cls, None, tuple(tuple.__iter__(x)), tuple(f".{f}" for f in cls._fields)
     if cls is tuple or cls is list:
         return cls, None, tuple(x), tuple(f"[{k}]" for k in range(len(x)))
     if cls is dict:
@@ -669,8 +671,8 @@ def _node_mismatch(prefix, pnode, full, fnode):
         return functools.partial(_type_mismatch, type(prefix), type(full))
     pkeys, fkeys = [k for k, _ in pnode[2]], [k for k, _ in fnode[2]]
     if isinstance(prefix, (list, tuple)):
-        if len(prefix) != len(full):
-            return functools.partial(_length_mismatch, type(prefix), len(prefix), len(full))
+        if len(pkeys) != len(fkeys):       # (a named tuple's __len__ may mean something else)
+            return functools.partial(_length_mismatch, type(prefix), len(pkeys), len(fkeys))
     elif len(pkeys) != len(fkeys):
         return functools.partial(_count_mismatch, type(prefix), pkeys, fkeys)
     if pnode[1] is not fnode[1] and pnode[1] != fnode[1]:

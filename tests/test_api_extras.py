@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import typing
 
 import numpy as np
 import pytest
@@ -1165,3 +1166,26 @@ def test_array_value_is_a_read_only_numpy_view_of_the_global_value():
         value = arr._value
         assert type(value) is np.ndarray and not value.flags.writeable
         np.testing.assert_array_equal(value, np.arange(8.0).reshape(4, 2))
+
+
+def test_a_named_tuple_with_its_own_len_and_iteration_is_a_pytree_node():
+    """A named tuple whose ``__len__``, ``__iter__`` and ``__getitem__`` mean something else
+    (jax.scipy's Rotation of one rotation has no length) flattens, matches and serves as a
+    vmap prefix by its fields, as JAX's; matching called its ``__len__``."""
+    class Rot(typing.NamedTuple):
+        q: object
+
+        def __len__(self):
+            raise TypeError("Single rotation has no len().")
+
+        def __iter__(self):
+            raise TypeError("not iterable")
+
+        def __getitem__(self, i):
+            return Rot(self.q[i])
+
+    r = Rot(jnp.ones(4))
+    assert tu.tree_leaves(r)[0].shape == (4,)
+    np.testing.assert_array_equal(tu.tree_map(lambda a, b: a + b, r, r).q, np.full(4, 2.0))
+    out = jax.vmap(lambda v: v.q * 2, in_axes=(Rot(0),))(Rot(jnp.ones((2, 4))))
+    np.testing.assert_array_equal(out, np.full((2, 4), 2.0))
