@@ -11,9 +11,7 @@ complete them.
 """
 from __future__ import annotations
 
-import functools
 import inspect
-import re
 import weakref
 from collections.abc import Sequence
 
@@ -34,6 +32,7 @@ from ir import collectives as coll
 from ir.core import Aval, Program, Var, programs_in
 from ir.sharding import current_mesh
 from ir.sharding_rules import p_text, spec_of
+from ir.source import where_defined
 
 
 # --- tracing sub-programs ----------------------------------------------------------------------
@@ -302,18 +301,6 @@ def _predicate_error(construct, source, q, where, name, axes) -> TypeError:
 def _user_site() -> str:
     src = user_source()
     return str(src) if src else "<unknown>"
-
-
-def _where_defined(fun) -> str:
-    """JAX's ``fun_sourceinfo``: ``name at /path/file.py:line``."""
-    while isinstance(fun, functools.partial):
-        fun = fun.func
-    fun = inspect.unwrap(fun)
-    code = getattr(fun, "__code__", None)
-    if code is not None:
-        return f"{fun.__name__} at {code.co_filename}:{code.co_firstlineno}"
-    found = re.match(r"(?:<built-in function (\S+)>)", str(fun))
-    return found.group(1) if found else "<unknown>"
 
 
 # --- scan ----------------------------------------------------------------------------------------
@@ -982,8 +969,8 @@ def _check_branch_trees(construct, branches, names, out_trees):
         raise TypeError(
             f"{construct} branch outputs must have the same pytree structure, but they "
             f"differ:\n\n"
-            f"{first} is {_where_defined(branches[0])}\n"
-            f"{other} is {_where_defined(branches[k])}\n\n"
+            f"{first} is {where_defined(branches[0])}\n"
+            f"{other} is {where_defined(branches[k])}\n\n"
             f"{differences}\n"
             f"Revise {first} and/or {other} so that they have the same pytree structure.")
 
@@ -1021,8 +1008,8 @@ def _check_branch_types(construct, branches, names, programs, out_tree):
             first_name, other = names[0], names[k]
             raise TypeError(
                 f"{construct} branches must have equal output types but they differ.\n\n"
-                f"{first_name} is {_where_defined(branches[0])}\n"
-                f"{other} is {_where_defined(branches[k])}\n\n"
+                f"{first_name} is {where_defined(branches[0])}\n"
+                f"{other} is {where_defined(branches[k])}\n\n"
                 f"{_differences(diffs, blank_between=False)}\n"
                 f"{_pcast_hints(hints, blank_between=False)}"
                 f"Revise {first_name} and/or {other} so that all output types match.")

@@ -58,6 +58,7 @@ from compiler.propagation import (annotated_meshes, program_mesh, propagate, res
 from ir.graph import (ORDERED_EFFECTS_ERROR, holds_equation, is_ordered_effect,
                       replace_sub_programs, sub_programs)
 from ir.printer import print_program
+from ir.source import where_defined
 
 
 _jit_disabled = False
@@ -1390,7 +1391,7 @@ class JitFunction:
         for leaf, name, is_ref in zip(leaves, names, marks):
             if is_ref:
                 where.setdefault(id(leaf), []).append(name)
-        fun = _qualified_name(self.fun)
+        fun = where_defined(self.fun)           # (JAX names it with where it is defined)
         for ref in self.closed_refs:
             if id(ref) in where:
                 raise ValueError(f"when tracing {fun} for jit, a mutable array reference of "
@@ -1841,7 +1842,7 @@ def _pure_of_refs(fun, in_tree, marks, weak, ref_class, closed):
             left = [r._value for r in fresh + list(closed)]     # (freed or not)
         returned = [leaf for leaf in tree.tree_leaves(out) if is_ref(leaf)]
         if returned:
-            raise ValueError(f"function {_qualified_name(fun)} traced for jit returned a mutable "
+            raise ValueError(f"function {where_defined(fun)} traced for jit returned a mutable "
                              f"array reference of type {ref_type(returned[0])}, but mutable "
                              "array references cannot be returned.")
         return out, left

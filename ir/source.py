@@ -3,7 +3,10 @@ packages and Python's library. Equations carry it (``Eqn.source``); errors name 
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+import re
 import sys
 import sysconfig
 
@@ -79,3 +82,16 @@ def _source_info(code, line: int) -> SourceInfo:
         entry = _SOURCES[id(code), line] = (
             code, SourceInfo(os.path.basename(code.co_filename), line, code.co_name))
     return entry[1]
+
+
+def where_defined(fun) -> str:
+    """JAX's ``fun_sourceinfo``: ``name at /path/file.py:line`` (through partials and
+    wrappers); a builtin's name, else ``<unknown>``."""
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    fun = inspect.unwrap(fun)
+    code = getattr(fun, "__code__", None)
+    if code is not None:
+        return f"{fun.__name__} at {code.co_filename}:{code.co_firstlineno}"
+    found = re.match(r"(?:<built-in function (\S+)>)", str(fun))
+    return found.group(1) if found else "<unknown>"
