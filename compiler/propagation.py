@@ -266,7 +266,8 @@ class _Solver:
             forward, backward, every = direction
             results = {id(v) for v in eqn.outvars}
             changed = False
-            for factor in self._factors(eqn):
+            # where factors compete for an axis, the first resolved takes it
+            for factor in sorted(self._factors(eqn), key=self._precedence):
                 if every or any(k in results for k, _ in factor):
                     changed |= self._resolve(factor, results, forward, backward)
             return changed
@@ -430,6 +431,22 @@ class _Solver:
                     changed = True
         return changed
 
+    def _precedence(self, factor) -> tuple:
+        """The order in which an equation's factors take axes, as Shardy settles factors
+        competing for one: the split over the most devices first, then the one an earlier
+        operand gives (``a + b`` of ``P(None, 'y')`` and ``P('y', None)`` is split as ``a``;
+        of ``P('x', None)`` and ``P(None, ('x', 'y'))`` as ``b``). A factor whose splits
+        disagree, or that has none, takes nothing: last."""
+        splits = [(i, tuple(self.spec[k][d]) if k is not None else tuple(d))
+                  for i, (k, d) in enumerate(factor)]
+        splits = [(i, names) for i, names in splits if names]
+        if not splits:
+            return (0, len(factor))
+        longest = max((names for _, names in splits), key=len)
+        if any(names != longest[:len(names)] for _, names in splits):
+            return (0, len(factor))
+        return (-math.prod(self.mesh.shape[n] for n in longest), splits[0][0])
+
     def _fitting(self, k, d, names) -> tuple:
         """The longest major run of ``names`` that dimension ``d`` of value ``k`` may take:
         its axes free in the value's other dimensions. (Uneven blocks are no bar: the split
@@ -448,6 +465,10 @@ class _Solver:
         """The factors of a factored equation (or a sharding constraint: the identity from
         its operand to its given result)."""
         prim, ins, outs = eqn.primitive, eqn.invars, eqn.outvars
+        if prim is prims.select_n_p and len(ins) == 3:
+            # in the order XLA's select reads them (which, on true, on false): its operands'
+            # order settles factors competing for an axis (``_precedence``)
+            ins = [ins[0], ins[2], ins[1]]
         arrays = [a for a in ins if isinstance(a, Var) and id(a) in self.spec]
         if prim in _POSITIONAL or prim is prims.sharding_constraint_p:
             rank = outs[0].aval.ndim

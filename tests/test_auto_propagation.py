@@ -1155,3 +1155,36 @@ def test_reshard_on_an_all_auto_mesh_moves_nothing(spec):
     np.testing.assert_array_equal(jitted, values * 2)
     np.testing.assert_array_equal(eager, values)
     np.testing.assert_allclose(after, np.sin(values * 2), rtol=1e-6)
+
+
+@pytest.mark.parametrize("a_spec, b_spec, want", [
+    # two splits of one axis over different dimensions: the operand first in the
+    # operation's order keeps it (JAX 0.10.2's XLA lays the result out so)
+    (P(None, "y"), P("y", None), P(None, "y")),
+    (P("y", None), P(None, "y"), P("y", None)),
+    (P(None, "x"), P("x", None), P(None, "x")),
+    # over more devices first, whichever operand gives it
+    (P("x", None), P(None, ("x", "y")), P(None, ("x", "y"))),
+    (P(None, "x"), P(("y", "x"), None), P(("y", "x"),)),
+    (P(None, ("x", "y")), P("y", None), P(None, ("x", "y"))),
+    (P("y", "x"), P(None, ("x", "y")), P(None, ("x", "y"))),
+    # splits that do not compete both stay
+    (P("x", None), P(None, "y"), P("x", "y")),
+])
+def test_operands_competing_for_an_axis_are_settled_as_jax_settles_them(a_spec, b_spec, want):
+    """An elementwise operation on two arrays split over one axis along different dimensions
+    gives the result the split over more devices, then the earlier operand's (jnp.where
+    reads its cases as XLA's select: the one taken where true first), eagerly and under
+    jit; shardc gave the first dimension's. Values are the unsplit computation's."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    values = np.arange(256.0, dtype=np.float32).reshape(16, 16)
+    a = jax.device_put(values, NamedSharding(mesh, a_spec))
+    b = jax.device_put(values * 2, NamedSharding(mesh, b_spec))
+    c = jax.device_put(values, NamedSharding(mesh, P()))
+    outs = [a + b, jax.jit(lambda a, b: a + b)(a, b), jnp.maximum(a, b),
+            jax.jit(lambda c, a, b: jnp.where(c > 3, a, b))(c, a, b)]
+    padded = tuple(want) + (None,) * (2 - len(want))
+    for out in outs:
+        assert tuple(out.sharding.spec) + (None,) * (2 - len(out.sharding.spec)) == padded
+    np.testing.assert_array_equal(outs[0], values * 3)
+    np.testing.assert_array_equal(outs[3], np.where(values > 3, values, values * 2))
