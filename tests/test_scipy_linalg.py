@@ -258,3 +258,48 @@ def test_triangular_and_cholesky_solves_broadcast_a_matrix_right_hand_side():
         got = np.asarray(sl.solve_triangular(low, vectors, lower=True))
     np.testing.assert_allclose(got, np.linalg.solve(low, vectors[..., None])[..., 0],
                                rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def x64_if(request):
+    """jax_enable_x64 on for the test's float64 case, restored after."""
+    on = request.node.callspec.params.get("dtype") == np.float64
+    shardc.config.update("jax_enable_x64", on)
+    yield
+    shardc.config.update("jax_enable_x64", False)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+def test_eigh_tridiagonal_is_the_dense_matrixs_eigensystem(dtype, x64_if):
+    """jax.scipy.linalg.eigh_tridiagonal: the eigenvalues (ascending) and eigenvectors of the
+    Hermitian tridiagonal matrix (superdiagonal e, subdiagonal conj(e)), all or a range of
+    indices, against numpy's eigvalsh of the dense matrix and scipy's (real); JAX's
+    errors. It was missing."""
+    rng = np.random.default_rng(1)
+    d = rng.standard_normal(9)
+    e = rng.standard_normal(8) + (1j * rng.standard_normal(8) if dtype == np.complex64 else 0)
+    d, e = d.astype(dtype), e.astype(dtype)
+    dense = np.diag(d.real.astype(np.float64)) + np.diag(e, 1) + np.diag(np.conj(e), -1)
+    want = np.linalg.eigvalsh(dense)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    values = sl.eigh_tridiagonal(d, e, eigvals_only=True)
+    assert values.dtype == np.dtype(dtype).type(0).real.dtype
+    np.testing.assert_allclose(values, want, atol=tol * 10)
+    some = sl.eigh_tridiagonal(d, e, eigvals_only=True, select="i", select_range=(2, 5))
+    np.testing.assert_allclose(some, want[2:6], atol=tol * 10)
+    w, v = shardc.jit(sl.eigh_tridiagonal)(d, e)
+    np.testing.assert_allclose(dense @ np.asarray(v), np.asarray(v) * np.asarray(w)[None, :],
+                               atol=tol * 100)
+    np.testing.assert_allclose(np.conj(np.asarray(v)).T @ np.asarray(v), np.eye(9),
+                               atol=tol * 100)
+    if dtype != np.complex64:
+        scipy_linalg = pytest.importorskip("scipy.linalg")
+        np.testing.assert_allclose(values, scipy_linalg.eigh_tridiagonal(d, e, eigvals_only=True),
+                                   atol=tol * 10)
+    with pytest.raises(TypeError, match="must have same dtype"):
+        sl.eigh_tridiagonal(d, e.astype(np.complex64) if dtype != np.complex64 else e.real,
+                            eigvals_only=True)
+    with pytest.raises(NotImplementedError, match="select='v'"):
+        sl.eigh_tridiagonal(d, e, eigvals_only=True, select="v", select_range=(0.0, 1.0))
+    with pytest.raises(ValueError, match="Got empty index range"):
+        sl.eigh_tridiagonal(d, e, eigvals_only=True, select="i", select_range=(3, 2))

@@ -17,7 +17,8 @@ from shardc.lax import linalg as _lax_linalg
 from shardc.numpy import linalg as _np_linalg
 
 __all__ = [
-    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "expm_frechet",
+    "block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "eigh_tridiagonal",
+    "expm", "expm_frechet",
     "funm", "hessenberg", "inv", "lu", "lu_factor", "lu_solve", "qr", "rsf2csf", "schur",
     "solve", "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz",
 ]
@@ -127,6 +128,46 @@ def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite
         raise NotImplementedError("Only the eigvals=None case of eigh is implemented.")
     w, v = _np_linalg.eigh(_matrix(a), UPLO="L" if lower else "U")
     return w if eigvals_only else (w, v)
+
+
+def eigh_tridiagonal(d, e, *, eigvals_only=False, select="a", select_range=None, tol=None,
+                     key=None):
+    """Eigenvalues (ascending) and, unless ``eigvals_only``, eigenvectors (columns) of the
+    Hermitian tridiagonal matrix of diagonal ``d`` and superdiagonal ``e`` (its
+    subdiagonal ``conj(e)``): all (``select='a'``) or those of indices ``select_range[0]``
+    to ``select_range[1]`` (``'i'``), as JAX's; ``'v'`` is not supported, as in JAX. They
+    are the dense matrix's, to working precision (JAX bisects and iterates inversely, with
+    ``tol`` and ``key``: both are taken and change nothing here)."""
+    alpha, beta = jnp.asarray(d), jnp.asarray(e)
+    if alpha.dtype != beta.dtype:
+        raise TypeError("diagonal and off-diagonal values must have same dtype, got "
+                        f"{alpha.dtype} and {beta.dtype}")
+    if alpha.dtype not in (np.float32, np.float64, np.complex64, np.complex128):
+        raise TypeError("Only float32 and float64 inputs are supported as inputs to "
+                        f"jax.scipy.linalg.eigh_tridiagonal, got {alpha.dtype} and "
+                        f"{beta.dtype}")
+    n = alpha.shape[0]
+    if n <= 1:
+        values = jnp.real(alpha)
+        return values if eigvals_only else (values, jnp.eye(n, dtype=alpha.dtype))
+    if select == "a":
+        picked = None
+    elif select == "i":
+        if select_range is None:
+            raise ValueError("for select='i', select_range must be specified.")
+        if select_range[0] > select_range[1]:
+            raise ValueError("Got empty index range in select_range.")
+        picked = slice(int(select_range[0]), int(select_range[1]) + 1)
+    elif select == "v":
+        raise NotImplementedError("eigh_tridiagonal(..., select='v') is not implemented")
+    else:
+        raise ValueError("'select must have a value in {'a', 'i', 'v'}.")
+    matrix = (jnp.diag(jnp.real(alpha).astype(alpha.dtype)) + jnp.diag(beta, 1)
+              + jnp.diag(jnp.conj(beta), -1))
+    values, vectors = _np_linalg.eigh(matrix)
+    if picked is not None:
+        values, vectors = values[picked], vectors[:, picked]
+    return values if eigvals_only else (values, vectors)
 
 
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
