@@ -1193,21 +1193,27 @@ class JitFunction:
         return tree.tree_unflatten(closed.out_tree, _finished(outs, closed))
 
     def _check_outputs(self, outs, args, kwargs):
-        """jax_debug_nans/infs: on an invalid output, run the function again op by op so the
-        operation that made it raises; if none does, name the jitted function."""
+        """jax_debug_nans/infs: on an invalid output, call the function again as if it were
+        not jitted, as JAX does, so the operation that makes it raises (an operation holding
+        programs, a cond, is one operation there); if none does, JAX's error naming the
+        jitted function."""
         name = getattr(self.fun, "__name__", "fun")
         try:
             check_invalid_values(outs, f"jit({name})")
         except FloatingPointError as error:
-            previous = _jit_disabled
-            set_jit_disabled(True)
-            try:
-                self.fun(*args, **kwargs)
-            finally:
-                set_jit_disabled(previous)
-            raise FloatingPointError(f"{error}; run op by op, no operation of {name} produced "
-                                     "it (it is a constant output, or came from an input)") \
-                from None
+            if any(_deleted(leaf) for leaf in tree.tree_leaves((args, kwargs))):
+                raise   # (a donated argument is gone: the function cannot run again)
+            self.fun(*args, **kwargs)
+            raise FloatingPointError(
+                f"{error}. Because jax_config.debug_nans.value and/or config.jax_debug_infs is "
+                "set, the de-optimized function (i.e., the function as if the `jit` decorator "
+                "were removed) was called in an attempt to get a more precise error message. "
+                "However, the de-optimized function did not produce invalid values during its "
+                "execution. This behavior can result from `jit` optimizations causing the "
+                "invalid value to be produced. It may also arise from having nan/inf literals "
+                "as inputs or outputs, like `jax.jit(lambda ...: jax.numpy.nan)(...)`. \n\n"
+                "It may be possible to avoid the invalid value by removing the `jit` "
+                "decorator, at the cost of losing optimizations.") from None
 
     def _array_key(self, args, kwargs):
         """A cheap cache key, and the argument leaves, when every argument (keywords too) is
@@ -1867,6 +1873,11 @@ class _Hashed:
 
 def _name(fun) -> str:
     return getattr(fun, "__name__", type(fun).__name__)
+
+
+def _deleted(leaf) -> bool:
+    is_deleted = getattr(leaf, "is_deleted", None)
+    return callable(is_deleted) and bool(is_deleted())
 
 
 def _qualified_name(fun) -> str:

@@ -494,6 +494,9 @@ def check_invalid_values(values, where: str) -> None:
         array = np.asarray(value)
         for kind, test in (("nan", np.isnan), ("inf", np.isinf)):
             if kind in _invalid_checks and np.any(test(array)):
+                if where == "shard_map":        # (JAX's words for a shard_map's results)
+                    raise FloatingPointError(
+                        f"Invalid value ({kind}) encountered in sharded computation.")
                 raise FloatingPointError(f"invalid value ({kind}) encountered in {where}")
 
 

@@ -344,8 +344,9 @@ def test_debug_nans_and_infs_name_the_operation():
     for _ in range(2):                                          # traced, then cached
         with pytest.raises(FloatingPointError, match=r"\(nan\) encountered in sqrt$"):
             sqrt_shifted(x)
-    with pytest.raises(FloatingPointError, match=r"\(nan\) encountered in jit\(<lambda>\); "
-                                                 "run op by op, no operation"):
+    with pytest.raises(FloatingPointError, match=r"\(nan\) encountered in jit\(<lambda>\)\. "
+                                                 "Because .* the de-optimized function did "
+                                                 "not produce invalid values"):
         shardc.jit(lambda v: v)(jnp.asarray([np.nan]))
     np.testing.assert_array_equal(np.asarray(sqrt_shifted(jnp.asarray([3.0]))), [2.0])
     mesh = shardc.make_mesh((4,), ("i",))
@@ -355,6 +356,30 @@ def test_debug_nans_and_infs_name_the_operation():
         config.update("jax_debug_nans", False)
         config.update("jax_debug_infs", True)
         body(jnp.asarray([0.0, 1.0, 2.0, 3.0]))
+
+
+def test_debug_nans_reruns_a_jitted_function_as_jax_does():
+    """On a NaN out of a jitted function the function runs again as if not jitted: a cond is
+    one operation there (its NaN constant is named as the cond's); a donated argument is
+    gone, so the first error stands; a shard_map's NaN is JAX's sharded-computation error."""
+    f = shardc.jit(lambda x: lax.cond(x == 1, lambda _: np.nan, lambda _: 2.0, operand=None))
+    config.update("jax_debug_nans", True)
+    try:
+        assert float(f(2)) == 2.0
+        with pytest.raises(FloatingPointError, match=r"^invalid value \(nan\) encountered in "
+                                                     r"cond$"):
+            f(1)
+        donated = jnp.asarray(0.0)
+        with pytest.raises(FloatingPointError, match=r"^invalid value \(nan\) encountered in "
+                                                     r"jit\(<lambda>\)$"):
+            shardc.jit(lambda x: 0.0 / x, donate_argnums=0)(donated)
+        mesh = shardc.make_mesh((2,), ("i",))
+        body = shardc.shard_map(lambda b: 0.0 / b, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+        with pytest.raises(FloatingPointError, match=r"^Invalid value \(nan\) encountered in "
+                                                     r"sharded computation\.$"):
+            body(jnp.asarray([0.0, 1.0]))
+    finally:
+        config.update("jax_debug_nans", False)
 
 
 def test_debug_infs_leaves_a_reductions_python_initial_alone():
