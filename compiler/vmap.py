@@ -15,7 +15,7 @@ import inspect
 from compiler import tree
 from compiler.batching import (BatchTrace, BatchTracer, NamedAxis, batch_at, member_aval,
                                moveaxis, named_axis, ndim_of)
-from compiler.refs import is_ref, ref_type, stand_in
+from compiler.refs import is_ref, stand_in
 from compiler.shard_map import function_name, wraps
 from ir import dtypes
 from ir import primitives as prims
@@ -148,6 +148,8 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
     with named_axis(axis), set_current_trace(trace):
         # each Ref is held, while the function runs, by a Ref of this trace over its members
         fresh = {k: stand_in(ref, tracers[k]) for k, ref in refs.items()}
+        for k, held in fresh.items():
+            held._unmapped = axes[k] is None      # (every member would write it: refused)
         call_args, call_kwargs = tree.tree_unflatten(
             in_tree, [fresh.get(k, t) for k, t in enumerate(tracers)])
         result = fun(*call_args, **call_kwargs)
@@ -173,19 +175,13 @@ def _batched_call(fun, args, kwargs, in_axes, out_axes, axis_size, axis_name=Non
 
 
 def _write_back_refs(refs, left, axes, size) -> None:
-    """What the batched function left in each Ref's stand-in (``left``: value and batch dim),
-    written into the Ref: the members stacked along the axis it was mapped over. A Ref not
-    mapped over takes no batched value (JAX's error)."""
+    """What the batched function left in each Ref mapped over (``left``: value and batch
+    dim), written into the Ref: the members stacked along the axis it was mapped over. A Ref
+    not mapped over took no write (its stand-in refused it, as JAX does)."""
     for k, ref in refs.items():
-        value, dim = left[k]
-        if axes[k] is None:
-            if dim is not None:
-                raise ValueError("performing a set/swap operation with vmapped value on an "
-                                 f"unbatched array reference of type {ref_type(ref)}. Move the "
-                                 "array reference to be an argument to the vmapped function?")
-        else:
-            value = _place_batch_axis(value, dim, axes[k], size)
-        ref._value = value
+        if axes[k] is not None:
+            value, dim = left[k]
+            ref._value = _place_batch_axis(value, dim, axes[k], size)
 
 
 def _batched_float0(value, out_axis, size: int):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.refs import ClosedOverRef, RefWrittenOutside
+from compiler.refs import ClosedOverRef, RefWrittenOutside, ref_type
 from compiler.tracing import (Tracer, aval_of, current_trace, values_known_now, weakened,
                               weakly_typed)
 from shardc.lax._ops import convert_element_type
@@ -29,7 +29,7 @@ __all__ = ["Ref", "addupdate", "empty_ref", "free_ref", "freeze", "get", "new_re
 
 class Ref:
     """A mutable array: ``ref[...]`` reads it, ``ref[idx] = value`` writes into it."""
-    __slots__ = ("_value", "_weak", "_trace", "_staged", "_freed")
+    __slots__ = ("_value", "_weak", "_trace", "_staged", "_freed", "_unmapped")
     _mutable_ref = True        # how jit knows a ref among its arguments (compiler.jit)
 
     def __init__(self, value, weak=None):
@@ -40,6 +40,7 @@ class Ref:
         self._trace = current_trace()     # where it was made: it is written there only
         self._staged = not values_known_now()    # made in a body jit traces
         self._freed = False
+        self._unmapped = False   # held for vmap, not mapped over: it takes no writes (JAX's)
 
     # -- the type of the array it holds ----------------------------------------------------------
 
@@ -109,8 +110,15 @@ class Ref:
     def _restore_state(self, saved) -> None:
         self._value, self._trace, self._staged = saved
 
-    def _write(self, value):
+    def _write(self, value, operation: str = "set/swap"):
         self._read()
+        if self._unmapped:
+            # every member would write it: JAX refuses, whatever the value
+            raise ValueError(
+                f"performing a{'n' if operation[0] in 'aeiou' else ''} {operation} operation "
+                f"with vmapped value on an unbatched array reference of type "
+                f"{ref_type(self)}. Move the array reference to be an argument to the "
+                "vmapped function?")
         if current_trace() is not self._trace:
             raise RefWrittenOutside(self)    # scan threads it through its loop
         self._value = weakened(value) if self._weak and not values_known_now() else value
@@ -184,7 +192,7 @@ def addupdate(ref: Ref, idx, x) -> None:
     _check_bounds(ref.shape, idx)
     old = current if _whole(idx) else current[idx]
     x = _checked_value(ref, old, x, "addupdate", idx)
-    ref._write(current + x if _whole(idx) else current.at[idx].add(x))
+    ref._write(current + x if _whole(idx) else current.at[idx].add(x), "addupdate")
 
 
 def _check_bounds(shape, idx) -> None:

@@ -258,3 +258,36 @@ def test_an_index_past_a_refs_end_is_an_error_so_iterating_over_it_ends():
     with pytest.raises(ValueError, match=re.escape("Out of bound indexer: idx=2, dim=2.")):
         grid[2]
     assert grid[1, 2].shape == ()
+
+
+def test_vmap_refuses_writes_to_a_ref_it_does_not_map_over():
+    """A Ref passed to vmap with in_axes None takes no write from the mapped function, as in
+    JAX (every member would write it): set and += name set/swap, addupdate its own name.
+    shardc had written an unbatched value once (a counter went up by one for the batch)."""
+    ref = shardc.new_ref(jnp.zeros((), jnp.int32))
+
+    def bump(r, x):
+        r[...] += 1
+        return x * 2
+
+    def put(r, x):
+        r[...] = 5
+        return x
+
+    def add(r, x):
+        shardc.ref.addupdate(r, ..., 1)
+        return x
+
+    x = jnp.arange(3.0)
+    for fn, what in ((bump, "a set/swap"), (put, "a set/swap"), (add, "an addupdate")):
+        with pytest.raises(ValueError, match=rf"^performing {what} operation with vmapped "
+                                             r"value on an unbatched array reference of type "
+                                             r"Ref\{int32\[\]\}\. Move the array reference"):
+            shardc.vmap(fn, in_axes=(None, 0))(ref, x)
+    assert int(ref[...]) == 0
+    # reading it is fine, and a Ref mapped over is written member by member
+    np.testing.assert_array_equal(shardc.vmap(lambda r, v: v + r[...], in_axes=(None, 0))(ref, x),
+                                  [0.0, 1.0, 2.0])
+    batch = shardc.new_ref(jnp.zeros(3, jnp.int32))
+    shardc.vmap(bump)(batch, x)
+    np.testing.assert_array_equal(batch[...], [1, 1, 1])
