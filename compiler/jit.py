@@ -1908,12 +1908,12 @@ def _argument_names(fun, args, kwargs, static_argnums) -> list:
 
 
 def _check_no_unconstrained(shardings, name: str) -> None:
-    """JAX's ValueError for ``P.UNCONSTRAINED`` in jit's in_shardings or out_shardings: a
+    """JAX's ValueError for ``P.UNCONSTRAINED`` in jit's in_shardings or out_shardings (a
     dimension left to propagation is for sharding constraints inside a function, not for
-    the layouts a call takes or gives; for a NamedSharding on an empty mesh (it lays nothing
-    out); its DuplicateSpecError for a PartitionSpec there
-    naming an axis twice; and its TypeError for an entry that is no sharding at all (an
-    axis name as a string, a number)."""
+    the layouts a call takes or gives) and for a NamedSharding on the empty mesh (it lays
+    nothing out); its DuplicateSpecError for a PartitionSpec there naming an axis twice; and
+    its TypeError for an entry that is no sharding at all (an axis name as a string, a
+    number)."""
     if shardings is UNSPECIFIED:
         return
     for entry in tree.tree_leaves(shardings, is_leaf=_is_sharding_leaf):

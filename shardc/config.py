@@ -9,8 +9,8 @@ Honoured flags change what shardc does:
   (afterwards RuntimeError, as JAX raises once its backends exist; -1: the environment's).
 - ``jax_disable_jit``: jitted functions run op by op, untraced.
 - ``jax_debug_nans`` / ``jax_debug_infs``: FloatingPointError when an operation run at once,
-  or a jitted call's output, holds a NaN / an infinity (a jitted function is then run op by op
-  to name the operation).
+  or a jitted call's output, holds a NaN / an infinity (a jitted function is then called again
+  as if not jitted, as JAX does, to name the operation).
 - ``jax_explicit_x64_dtypes``: a 64-bit dtype asked for with x64 off is truncated with a
   warning (``'warn'``) or refused (``'error'``); under ``'allow'`` (JAX keeps it) shardc
   refuses it with NotImplementedError rather than truncate it quietly.
