@@ -8,26 +8,30 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.custom_ad import SymbolicZero, custom_jvp
-from ir.dtypes import to_inexact
 import shardc.lax as lax
 import shardc.nn as nn
 import shardc.numpy as jnp
 from shardc.numpy._core import weakly_typed_like
+from shardc.scipy._special_base import (complex_loggamma, gamma, gammasgn, horner,
+                                        inexact_operands)
+from shardc.scipy._special_more import (
+    bernoulli, dawsn, exp1, expi, expn, fresnel, hyp1f1, hyp2f1, lpmn, lpmn_values, owens_t,
+    sici, wofz)
 
 __all__ = ["logsumexp", "erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py",
            "gammaln", "digamma", "polygamma", "entr", "softmax", "log_softmax", "ndtr", "ndtri"]
 
 logsumexp = nn.logsumexp
-softmax = nn.softmax
-log_softmax = nn.log_softmax
 
 
-def inexact_operands(*xs):
-    """``xs`` as arrays of the floating dtype they promote to (``stats.norm`` shares it)."""
-    arrays = [jnp.asarray(x) if not hasattr(x, "dtype") else x for x in xs]
-    dtype = to_inexact(jnp.result_type(*xs))     # JAX's promote_args_inexact
-    # weakly typed where every operand is (Python numbers), as JAX's promote_args_inexact
-    return [weakly_typed_like(jnp.astype(x, dtype), *xs) for x in arrays]
+def softmax(x, /, *, axis=None):
+    """``exp(x) / sum(exp(x))`` over ``axis`` (scipy's default: all axes)."""
+    return nn.softmax(x, axis=axis)
+
+
+def log_softmax(x, /, *, axis=None):
+    """``x - logsumexp(x)`` over ``axis`` (scipy's default: all axes)."""
+    return nn.log_softmax(x, axis=axis)
 
 
 def erf(x):
@@ -57,9 +61,11 @@ def digamma(x):
 
 
 def polygamma(n, x):
-    """The ``n``-th derivative of ``digamma``."""
-    (x,) = inexact_operands(x)
-    return lax.polygamma(n, x)
+    """The ``n``-th derivative of ``digamma`` (``n`` and ``x`` broadcast together)."""
+    n, x = inexact_operands(n, x)
+    if jnp.iscomplexobj(x):
+        raise ValueError("polygamma does not support complex-valued inputs.")
+    return lax.polygamma(*jnp.broadcast_arrays(n, x))
 
 
 def expit(x):
@@ -166,24 +172,15 @@ def ndtri(p):
     q = jnp.where(q == 0, dtype(0.5), q)          # (its result is replaced below)
     w = q - dtype(0.5)
     ww = w * w
-    centre = w + w * ww * (_horner(_NDTRI_P0, ww) / _horner(_NDTRI_Q0, ww))
+    centre = w + w * ww * (horner(_NDTRI_P0, ww) / horner(_NDTRI_Q0, ww))
     centre = centre * -dtype(np.sqrt(2.0 * np.pi))
     z = jnp.sqrt(dtype(-2) * jnp.log(q))
     head, inv_z = z - jnp.log(z) / z, 1 / z
-    far = head - _horner(_NDTRI_P2, inv_z) / _horner(_NDTRI_Q2, inv_z) / z
-    near = head - _horner(_NDTRI_P1, inv_z) / _horner(_NDTRI_Q1, inv_z) / z
+    far = head - horner(_NDTRI_P2, inv_z) / horner(_NDTRI_Q2, inv_z) / z
+    near = head - horner(_NDTRI_P1, inv_z) / horner(_NDTRI_Q1, inv_z) / z
     x = jnp.where(q > dtype(np.exp(-2.0)), centre, jnp.where(z >= dtype(8), far, near))
     x = jnp.where(p > dtype(1.0 - np.exp(-2.0)), x, -x)
     return jnp.where(p == 0, dtype(-np.inf), jnp.where(p == 1, dtype(np.inf), x))
-
-
-def _horner(coefficients, x):
-    """``jnp.polyval`` with constant coefficients (highest power first), from 0 as its."""
-    dtype = x.dtype.type
-    out = jnp.zeros_like(x)
-    for c in coefficients:
-        out = out * x + dtype(c)
-    return out
 
 
 # Cephes' ndtri: P0/Q0 for the centre (|p - 1/2| < 1/2 - exp(-2)), P1/Q1 for the tails with
@@ -208,25 +205,6 @@ _NDTRI_Q2 = (1.0, 6.02427039364742014255e0, 3.67983563856160859403e0, 1.37702099
 
 
 # --- the gamma family and friends, from gammaln --------------------------------------------------
-
-def gammasgn(x):
-    """The sign of ``Gamma(x)``, by JAX's rule: NaN at the negative integers, -inf and NaN;
-    -1 on the negative axis where ``floor(x)`` is odd and at ``-0.0``; else 1."""
-    (x,) = inexact_operands(x)
-    floor = jnp.floor(x)
-    negative = x < 0
-    return jnp.select(
-        [(negative & (x == floor)) | jnp.isnan(x),
-         (negative & (jnp.remainder(floor, 2) != 0)) | ((x == 0) & jnp.signbit(x))],
-        [jnp.full_like(x, jnp.nan), jnp.full_like(x, -1.0)],
-        jnp.ones_like(x)).astype(x.dtype)
-
-
-def gamma(x):
-    """``Gamma(x)``: ``gammasgn(x) * exp(gammaln(x))``."""
-    (x,) = inexact_operands(x)
-    return gammasgn(x) * jnp.exp(lax.lgamma(x))
-
 
 def _stirling_tail(x):
     """``log Gamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2)``, by its asymptotic series
@@ -431,15 +409,20 @@ def i1(x):
 
 
 def loggamma(x):
-    """``log Gamma(x)`` on the positive reals (nan for ``x <= 0``, as JAX's real branch)."""
+    """``log Gamma(x)`` on the positive reals (nan for ``x <= 0``, as JAX's real branch);
+    for complex ``x`` the principal branch, cut along the negative real axis (as scipy's)."""
     (x,) = inexact_operands(x)
+    if jnp.iscomplexobj(x):
+        return complex_loggamma(x)
     return jnp.where(x > 0, lax.lgamma(x), jnp.nan)
 
 
 def erfcx(x):
     """The scaled complementary error function ``exp(x^2) erfc(x)``: directly where that
-    does not underflow, by its asymptotic series beyond."""
+    does not underflow, by its asymptotic series beyond. Complex ``x``: ``wofz(ix)``."""
     (x,) = inexact_operands(x)
+    if jnp.iscomplexobj(x):
+        return wofz(1j * x)
     big = x > 8
     safe = jnp.where(big, 0.0, x)
     direct = jnp.exp(safe * safe) * lax.erfc(safe)
@@ -557,7 +540,7 @@ def spence(x):
     above = z > 1.5
     below = z < 0.5
     w = jnp.where(above, 1.0 / z - 1.0, jnp.where(below, -z, z - 1.0))
-    y = -w * _horner(_SPENCE_P, w) / _horner(_SPENCE_Q, w)
+    y = -w * horner(_SPENCE_P, w) / horner(_SPENCE_Q, w)
     y = jnp.where(below, np.pi ** 2 / 6.0 - jnp.log(z) * jnp.log1p(-z) - y, y)
     y = jnp.where(inverted | above, -0.5 * jnp.log(z) ** 2 - y, y)
     y = jnp.where(x == 1.0, 0.0, jnp.where(x == 0.0, np.pi ** 2 / 6.0, y))
@@ -632,3 +615,7 @@ def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
 
 
 __all__ += ["sph_harm_y"]
+
+
+__all__ += ["bernoulli", "dawsn", "exp1", "expi", "expn", "fresnel", "hyp1f1", "hyp2f1",
+            "lpmn", "lpmn_values", "owens_t", "sici", "wofz"]
