@@ -47,10 +47,11 @@ def _eps(x):
     return float(np.finfo(np.dtype(x.dtype)).eps)
 
 
-def _masked_series(step, state, total, done, max_terms: int):
+def _masked_series(step, state, total, done, max_terms: int, *, finite: bool = False):
     """Adds ``step``'s terms to ``total`` until every element's last term is below its
     precision (or ``max_terms``): ``step(k, state) -> (state, term)``; finished elements
-    keep their state and total."""
+    keep their state and total, as do those whose total turns NaN (or, with ``finite``,
+    infinite). Returns the total and the final state."""
     eps = _eps(total)
 
     def cond(carry):
@@ -62,11 +63,13 @@ def _masked_series(step, state, total, done, max_terms: int):
         new_state, term = step(k, state)
         state = tuple(jnp.where(done, old, new) for old, new in zip(state, new_state))
         total = jnp.where(done, total, total + term)
-        done = done | (jnp.abs(term) <= eps * jnp.abs(total)) | jnp.isnan(total)
+        gone = ~jnp.isfinite(total) if finite else jnp.isnan(total)
+        done = done | (jnp.abs(term) <= eps * jnp.abs(total)) | gone
         return k + 1, state, total, done
 
     start = (jnp.asarray(0, total.real.dtype), tuple(state), total, done)
-    return lax.while_loop(cond, body, start)[2]
+    _, state, total, _ = lax.while_loop(cond, body, start)
+    return total, state
 
 
 # --- the Faddeeva function w(z) = exp(-z^2) erfc(-iz) -------------------------------------------
@@ -343,8 +346,8 @@ def _expi_positive(x):
         power = power * xs / kk
         return (power,), power / kk
 
-    series = _masked_series(series_step, (jnp.ones_like(x),), jnp.zeros_like(x),
-                            jnp.zeros(x.shape, bool), 200)
+    series, _ = _masked_series(series_step, (jnp.ones_like(x),), jnp.zeros_like(x),
+                               jnp.zeros(x.shape, bool), 200)
     series = _EULER + jnp.log(xs) + series
     xl = jnp.where(low, jnp.full_like(x, 50.0), x)
     term, tail = jnp.ones_like(x), jnp.ones_like(x)
@@ -476,24 +479,9 @@ def _hyp1f1_series(a, b, x):
 def _series_with_parts(step, x, width: int):
     """Sums ``step``'s terms from 1 (masked), returning the total and the carried parts."""
     zeros, ones = jnp.zeros_like(x), jnp.ones_like(x)
-    eps = _eps(x)
-
-    def cond(carry):
-        k, _, _, done = carry
-        return (k < _MAX_TERMS) & jnp.any(~done)
-
-    def body(carry):
-        k, state, total, done = carry
-        new_state, term = step(k, state)
-        state = tuple(jnp.where(done, old, new) for old, new in zip(state, new_state))
-        total = jnp.where(done, total, total + term)
-        done = done | (jnp.abs(term) <= eps * jnp.abs(total)) | ~jnp.isfinite(total)
-        return k + 1, state, total, done
-
-    start_state = (ones,) + (zeros,) * (width - 1)
-    start = (jnp.asarray(0, x.dtype), start_state, ones, jnp.zeros(x.shape, bool))
-    _, state, total, _ = lax.while_loop(cond, body, start)
-    return total, state
+    state = (ones,) + (zeros,) * (width - 1)
+    return _masked_series(step, state, ones, jnp.zeros(x.shape, bool), _MAX_TERMS,
+                          finite=True)
 
 
 def _hyp1f1_asymptotic(a, b, x):
