@@ -17,7 +17,8 @@ from compiler import tree
 from compiler.ad_core import zeros_like_aval
 from compiler.autodiff import jvp
 from compiler.custom_ad import custom_jvp, custom_vjp
-from compiler.tracing import Tracer, aval_of, bind, eval_program, trace_to_program
+from compiler.tracing import (Tracer, aval_of, bind, eval_program, trace_to_program,
+                              weakly_typed)
 from ir import dtypes
 from ir import primitives as p
 
@@ -47,7 +48,10 @@ def _traced(fun, in_tree, examples):
         out_tree_box.append(out_tree)
         return out
 
-    program, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in examples])
+    # (a Python number stays weakly typed, as JAX traces it: -g * y of a float16 y and a
+    # Python g is float16)
+    program, consts, _ = trace_to_program(flat_fun, [aval_of(x) for x in examples],
+                                          weak=[weakly_typed(x) for x in examples])
     return program, consts, out_tree_box[0]
 
 

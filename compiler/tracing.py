@@ -1486,7 +1486,7 @@ def trace_to_program(fun: Callable, in_avals: Sequence[Aval], *, shard=None,
     """Trace ``fun`` on abstract arguments. Returns (program, closed-over values, raw outputs).
 
     ``fun`` takes and returns flat lists of arrays. ``in_shardings``, one per argument (None
-    for a host value), are what the argument tracers report as ``.sharding``; ``weak``, one
+    for a host value), are the argument tracers' layouts (``traced_sharding``); ``weak``, one
     per argument, marks those weakly typed (Python scalars given to jit). ``staged``: jit's
     trace (transformations trace programs too, to run them). ``known``, one per argument: the
     values the function is traced at, where they are known (a gradient's; ``UNKNOWN`` for one

@@ -221,3 +221,20 @@ def test_custom_root_checks_the_structures_of_what_its_functions_return():
     # well formed: d/dx of the root of x - y is 1 (tangent_solve y / g(1))
     primal, tangent = jax.jvp(lambda x: root_of(x, lambda g, y: y / g(1.0)), (0.0,), (1.0,))
     assert (float(primal), float(tangent)) == (1.0, 1.0)
+
+
+def test_closure_convert_keeps_a_python_numbers_weak_type():
+    """Example arguments that are Python numbers are traced weakly typed, as JAX's: the
+    converted ``-g * y`` of a float16 ``y`` and a Python ``g`` is float16 (it was float32),
+    with or without values closed over."""
+    y = jnp.ones(3, jnp.float16)
+    converted, consts = jax.closure_convert(lambda y, t, g: -g * y, y, 0.0, 2.0)
+    assert consts == [] and converted(y, 0.0, 2.0).dtype == np.float16
+
+    def outer(k):
+        fn, closed = jax.closure_convert(lambda y, t, g: -g * y * k, y, 0.0, 2.0)
+        return fn(y, 0.0, 2.0, *closed)
+
+    out = jax.jit(outer)(3.0)
+    assert out.dtype == np.float16
+    np.testing.assert_array_equal(out, np.full(3, -6.0, np.float16))
