@@ -672,3 +672,24 @@ def test_a_singular_system_gives_xlas_infinities():
     assert np.isnan(got[0]) and got[1] == np.inf
     batch = la.solve(np.stack([a, np.eye(2, dtype=np.float32)]), np.ones((2, 2), np.float32))
     np.testing.assert_array_equal(batch[1], np.ones((2, 2)))          # the other matrix
+
+
+def test_cholesky_update_is_the_factor_of_the_rank_one_update():
+    """lax.linalg.cholesky_update(R, w): the upper Cholesky factor of R^T R + w w^T (positive
+    diagonal, so the one numpy's cholesky gives), eagerly, under jit and vmap. It was
+    missing."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((6, 6)).astype(np.float32)
+    a = a @ a.T + 6 * np.eye(6, dtype=np.float32)
+    w = rng.standard_normal(6).astype(np.float32)
+    r = np.linalg.cholesky(a).T
+    want = np.linalg.cholesky(a + np.outer(w, w)).T
+    from shardc.lax import linalg as lax_linalg
+    got = lax_linalg.cholesky_update(r, w)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.triu(np.asarray(got)), np.asarray(got), atol=0)
+    np.testing.assert_allclose(shardc.jit(lax_linalg.cholesky_update)(r, w), want, rtol=1e-4,
+                               atol=1e-4)
+    batched = shardc.vmap(lax_linalg.cholesky_update)(np.stack([r, r]), np.stack([w, 2 * w]))
+    want2 = np.linalg.cholesky(a + 4 * np.outer(w, w)).T
+    np.testing.assert_allclose(batched[1], want2, rtol=1e-4, atol=1e-4)

@@ -17,7 +17,8 @@ from ir import primitives as _p
 import shardc.numpy as jnp
 from shardc.numpy import linalg as _np_linalg
 
-__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky", "eig", "eigh",
+__all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky",
+           "cholesky_update", "eig", "eigh",
            "geqp3", "geqrf", "hessenberg", "householder_product", "lu", "ormqr",
            "lu_pivots_to_permutation", "qr", "schur", "svd", "symmetric_product",
            "triangular_solve", "tridiagonal", "tridiagonal_solve"]
@@ -69,6 +70,31 @@ def cholesky(x, *, symmetrize_input: bool = True):
     x = jnp.asarray(x)
     return _np_linalg.cholesky(_symmetrized(x) if symmetrize_input else
                                _from_triangle(x, lower=True))
+
+
+def cholesky_update(r_matrix, w_vector):
+    """The upper Cholesky factor of ``A + w w^T`` from that of ``A = R^T R`` (``r_matrix``),
+    in ``O(N^2)``: a Givens rotation per row folds ``w`` into ``R`` (LINPACK's ``dchud``);
+    the diagonal stays positive."""
+    r, w = jnp.asarray(r_matrix), jnp.asarray(w_vector)
+    dtype = jnp.result_type(r, w)
+    r, w = r.astype(dtype), w.astype(dtype)
+    n = r.shape[-1]
+    positions = jnp.arange(n)
+
+    def row(k, carry):
+        r, w = carry
+        current, wk = r[k], w[k]
+        rkk = current[k]
+        radius = jnp.sqrt(rkk * rkk + wk * wk)
+        cos, sin = radius / rkk, wk / rkk
+        after = positions > k
+        updated = jnp.where(after, (current + sin * w) / cos, current)
+        updated = jnp.where(positions == k, radius, updated)
+        w = jnp.where(after, cos * w - sin * updated, w)
+        return r.at[k].set(updated), w
+
+    return fori_loop(0, n, row, (r, w))[0]
 
 
 def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
