@@ -266,10 +266,13 @@ class _Solver:
             forward, backward, every = direction
             results = {id(v) for v in eqn.outvars}
             changed = False
-            # where factors compete for an axis, the first resolved takes it
-            for factor in sorted(self._factors(eqn), key=self._precedence):
+            # where factors compete for an axis, the first resolved takes it (resolving one
+            # changes no other's members: their agreed splits hold)
+            agreed = [(factor, self._agreed(factor)) for factor in self._factors(eqn)]
+            agreed.sort(key=lambda pair: self._precedence(*pair))
+            for factor, names in agreed:
                 if every or any(k in results for k, _ in factor):
-                    changed |= self._resolve(factor, results, forward, backward)
+                    changed |= self._resolve(factor, results, forward, backward, names)
             return changed
         if prim is prims.shard_map_p and eqn.params["mesh"] == self.mesh:
             if priority < 1:
@@ -399,19 +402,16 @@ class _Solver:
         except (TypeError, ValueError):      # ShardingTypeError is a TypeError
             return [v.aval for v in eqn.outvars]
 
-    def _resolve(self, factor, results=frozenset(), forward=True, backward=True) -> bool:
+    def _resolve(self, factor, results=frozenset(), forward=True, backward=True,
+                 names=None) -> bool:
         """Give a factor's split to its open dimensions: members are (value id, dimension), or
         (None, axes) for a layout asked from outside. The splits must agree, each a major run
         of the longest (Shardy's compatible major axes); the longest extends the others, as
         far as each value has the axes free. Nothing when no member is split or splits
         disagree. ``forward``/``backward``: whether results (ids in ``results``), operands,
-        take splits from the others."""
-        splits = {tuple(self.spec[k][d]) if k is not None else tuple(d) for k, d in factor}
-        splits.discard(())
-        if not splits:
-            return False
-        names = max(splits, key=len)
-        if any(other != names[:len(other)] for other in splits):
+        take splits from the others; ``names``: the agreed split, where already known."""
+        names = self._agreed(factor) if names is None else names
+        if not names:
             return False
         if not (forward and backward):     # the source must be on the side that spreads
             source = {k for k, d in factor
@@ -431,21 +431,33 @@ class _Solver:
                     changed = True
         return changed
 
-    def _precedence(self, factor) -> tuple:
+    def _precedence(self, factor, longest) -> tuple:
         """The order in which an equation's factors take axes, as Shardy settles factors
         competing for one: the split over the most devices first, then the one an earlier
         operand gives (``a + b`` of ``P(None, 'y')`` and ``P('y', None)`` is split as ``a``;
         of ``P('x', None)`` and ``P(None, ('x', 'y'))`` as ``b``). A factor whose splits
-        disagree, or that has none, takes nothing: last."""
-        splits = [(i, tuple(self.spec[k][d]) if k is not None else tuple(d))
-                  for i, (k, d) in enumerate(factor)]
-        splits = [(i, names) for i, names in splits if names]
+        disagree, or that has none, takes nothing: last. ``longest``: its agreed split."""
+        if not longest:
+            return (0, len(factor))
+        first = next(i for i, member in enumerate(factor) if self._split_of(*member))
+        return (-math.prod(self.mesh.shape[n] for n in longest), first)
+
+    def _split_of(self, k, d) -> tuple:
+        """A factor member's split: a value's dimension's, or a layout asked from outside."""
+        return tuple(self.spec[k][d]) if k is not None else tuple(d)
+
+    def _agreed(self, factor) -> tuple:
+        """The split a factor's members agree on: the longest of theirs, where each is a
+        major run of it (Shardy's compatible major axes); ``()`` where none is split or
+        they disagree."""
+        splits = {self._split_of(k, d) for k, d in factor}
+        splits.discard(())
         if not splits:
-            return (0, len(factor))
-        longest = max((names for _, names in splits), key=len)
-        if any(names != longest[:len(names)] for _, names in splits):
-            return (0, len(factor))
-        return (-math.prod(self.mesh.shape[n] for n in longest), splits[0][0])
+            return ()
+        names = max(splits, key=len)
+        if any(other != names[:len(other)] for other in splits):
+            return ()
+        return names
 
     def _fitting(self, k, d, names) -> tuple:
         """The longest major run of ``names`` that dimension ``d`` of value ``k`` may take:

@@ -17,7 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from compiler.custom_ad import custom_jvp
-from ir.dtypes import to_inexact
+from ir.dtypes import complex_dtype, to_inexact
 import shardc.lax as lax
 import shardc.numpy as jnp
 from shardc.scipy._special_base import gamma, horner, inexact_operands
@@ -113,10 +113,6 @@ def _wofz_jvp(primals, tangents):
     return w, t * (-2 * z * w + 2j / np.sqrt(np.pi))
 
 
-def _complex_dtype(dtype):
-    return jnp.result_type(to_inexact(dtype), np.complex64)
-
-
 def wofz(z):
     """The Faddeeva function ``w(z) = exp(-z^2) erfc(-iz)``, complex for any input (by
     Weideman's rational approximation with 32 terms, as JAX's; the lower half plane by
@@ -125,7 +121,7 @@ def wofz(z):
     >>> wofz(1j)        # erfcx(1) = 0.4275...
     """
     z = jnp.asarray(z)
-    return _wofz(jnp.astype(z, _complex_dtype(z.dtype)))
+    return _wofz(jnp.astype(z, complex_dtype(to_inexact(z.dtype))))
 
 
 def _as_complex(x):

@@ -9,16 +9,11 @@ import numpy as np
 
 import shardc.lax as lax
 import shardc.numpy as jnp
+from shardc.scipy.optimize._dot import highest_dot
 from compiler.autodiff import value_and_grad
 from shardc.scipy.optimize.line_search import line_search
 
 __all__ = ["BFGSResults", "minimize_bfgs"]
-
-_HIGHEST = lax.Precision.HIGHEST
-
-
-def _dot(x, y):
-    return jnp.dot(x, y, precision=_HIGHEST)
 
 
 def _matvec(H, g):
@@ -29,7 +24,7 @@ def _matvec(H, g):
     otherwise). A ``g`` that is not 1-D (an ``x0`` that is not) goes through ``dot`` and
     meets JAX's errors."""
     if jnp.ndim(g) != 1:
-        return _dot(H, g)
+        return highest_dot(H, g)
     return jnp.sum(H * g[None, :], axis=1)
 
 
@@ -58,9 +53,9 @@ class BFGSResults(NamedTuple):
 def _inverse_hessian_update(H, s, y):
     """``(I - rho s y^T) H (I - rho y s^T) + rho s s^T`` with ``rho = 1 / (y . s)``; H
     unchanged where rho is not finite (no curvature measured)."""
-    rho = jnp.reciprocal(_dot(y, s))
+    rho = jnp.reciprocal(highest_dot(y, s))
     w = jnp.eye(H.shape[0], dtype=rho.dtype) - rho * (s[:, None] * y[None, :])
-    updated = _dot(_dot(w, H), w.T) + rho * (s[:, None] * s[None, :])
+    updated = highest_dot(highest_dot(w, H), w.T) + rho * (s[:, None] * s[None, :])
     return jnp.where(jnp.isfinite(rho), updated, H)
 
 

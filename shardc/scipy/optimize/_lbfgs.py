@@ -9,16 +9,11 @@ import numpy as np
 
 import shardc.lax as lax
 import shardc.numpy as jnp
+from shardc.scipy.optimize._dot import highest_dot
 from compiler.autodiff import value_and_grad
 from shardc.scipy.optimize.line_search import line_search
 
 __all__ = ["LBFGSResults"]
-
-_HIGHEST = lax.Precision.HIGHEST
-
-
-def _dot(x, y):
-    return jnp.dot(x, y, precision=_HIGHEST)
 
 
 class LBFGSResults(NamedTuple):
@@ -93,7 +88,7 @@ def minimize_lbfgs(fun, x0, maxiter=None, norm=np.inf, maxcor=10, ftol=2.2204460
                             gfk=state.g_k, maxiter=maxls)
         s_k = jnp.asarray(found.a_k).astype(p_k.dtype) * p_k
         y_k = found.g_k - state.g_k
-        curvature = jnp.real(_dot(y_k, s_k))
+        curvature = jnp.real(highest_dot(y_k, s_k))
         # the checks are of the state before this step; later ones take precedence
         status = jnp.array(0)
         status = jnp.where(state.f_k - found.f_k < ftol, 4, status)
@@ -102,7 +97,7 @@ def minimize_lbfgs(fun, x0, maxiter=None, norm=np.inf, maxcor=10, ftol=2.2204460
         status = jnp.where(state.k >= maxiter, 1, status)
         status = jnp.where(found.failed, 5, status)
         converged = jnp.linalg.norm(found.g_k, ord=norm) < gtol
-        gamma = curvature / jnp.real(_dot(jnp.conj(y_k), y_k))
+        gamma = curvature / jnp.real(highest_dot(jnp.conj(y_k), y_k))
         return state._replace(
             converged=converged,
             failed=(status > 0) & ~converged,
@@ -138,12 +133,13 @@ def _two_loop_recursion(state: LBFGSResults):
     def newest_first(j, carry):
         q, alphas = carry
         i = size - 1 - j
-        alpha = state.rho_history[i] * _dot(jnp.conj(state.s_history[i]), q).real.astype(dtype)
+        alpha = (state.rho_history[i]
+                 * highest_dot(jnp.conj(state.s_history[i]), q).real.astype(dtype))
         return q - alpha * jnp.conj(state.y_history[i]), alphas.at[i].set(alpha)
 
     def oldest_first(j, q):
         i = size - stored + j
-        beta = state.rho_history[i] * _dot(state.y_history[i], q).real.astype(dtype)
+        beta = state.rho_history[i] * highest_dot(state.y_history[i], q).real.astype(dtype)
         return q + (alphas[i] - beta) * state.s_history[i]
 
     start = (-jnp.conj(state.g_k), jnp.zeros_like(state.rho_history))

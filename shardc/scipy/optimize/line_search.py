@@ -19,22 +19,17 @@ from typing import Any, NamedTuple
 import shardc.dtypes as dtypes
 import shardc.lax as lax
 import shardc.numpy as jnp
+from shardc.scipy.optimize._dot import highest_dot
 from compiler.autodiff import value_and_grad
 from ir.dtypes import to_inexact
 
 __all__ = ["LineSearchResults", "line_search"]
-
-_HIGHEST = lax.Precision.HIGHEST
 
 # zoom's safeguards: a cubic step must land this far (times the bracket) inside the bracket,
 # a quadratic one ``_QUAD_MARGIN``; otherwise the bracket is bisected
 _CUBIC_MARGIN = 0.2
 _QUAD_MARGIN = 0.1
 _MAX_ZOOM_STEPS = 30
-
-
-def _dot(x, y):
-    return jnp.dot(x, y, precision=_HIGHEST)
 
 
 def _where(pred, state, **new):
@@ -55,7 +50,7 @@ def _cubicmin(a, fa, fpa, b, fb, c, fc):
     # the cubic's two upper coefficients from a 2x2 solve, written out
     system = jnp.array([[dc ** 2, -db ** 2], [-dc ** 3, db ** 3]], dtype=dtype)
     rises = jnp.array([rise_b, rise_c], dtype=dtype)
-    cubic, square = _dot(system, rises) / ((db * dc) ** 2 * (db - dc))
+    cubic, square = highest_dot(system, rises) / ((db * dc) ** 2 * (db - dc))
     radical = square * square - 3. * cubic * fpa
     return a + (-square + jnp.sqrt(radical)) / (3. * cubic)
 
@@ -209,6 +204,33 @@ def _take_star(pred, state: _LineSearchState, a, phi, dphi, g) -> _LineSearchSta
     return _where(pred, state, a_star=a, phi_star=phi, dphi_star=dphi, g_star=g)
 
 
+def _bracket_step(state: _LineSearchState, phi_and_slope, too_high, flat_enough, first_step,
+                  g_0) -> _LineSearchState:
+    """One bracketing trial: the first step, else twice the last. Where it rises too high
+    (or above the last), zoom back between the two; where it meets the curvature condition,
+    it is the answer; where the slope turns up, zoom ahead; else go on."""
+    a_i = jnp.where(state.i == 1, first_step, state.a_i1 * 2.)
+    phi_i, dphi_i, g_i = phi_and_slope(a_i)
+    zoom_back = too_high(a_i, phi_i) | ((phi_i >= state.phi_i1) & (state.i > 1))
+    i_is_star = flat_enough(dphi_i) & ~zoom_back
+    zoom_ahead = (dphi_i >= 0.) & ~zoom_back & ~i_is_star
+    back = _zoom(phi_and_slope, too_high, flat_enough, state.a_i1, state.phi_i1,
+                 state.dphi_i1, a_i, phi_i, dphi_i, g_0, ~zoom_back)
+    ahead = _zoom(phi_and_slope, too_high, flat_enough, a_i, phi_i, dphi_i,
+                  state.a_i1, state.phi_i1, state.dphi_i1, g_0, ~zoom_ahead)
+    state = state._replace(
+        nfev=state.nfev + 1 + back.nfev + ahead.nfev,
+        ngev=state.ngev + 1 + back.ngev + ahead.ngev,
+        done=state.done | zoom_back | i_is_star | zoom_ahead,
+        failed=state.failed | (zoom_back & back.failed) | (zoom_ahead & ahead.failed))
+    state = _take_star(zoom_back, state, back.a_star, back.phi_star, back.dphi_star,
+                       back.g_star)
+    state = _take_star(i_is_star, state, a_i, phi_i, dphi_i, g_i)
+    state = _take_star(zoom_ahead, state, ahead.a_star, ahead.phi_star, ahead.dphi_star,
+                       ahead.g_star)
+    return state._replace(i=state.i + 1, a_i1=a_i, phi_i1=phi_i, dphi_i1=dphi_i)
+
+
 def line_search(f, xk, pk, old_fval=None, old_old_fval=None, gfk=None, c1=1e-4, c2=0.9,
                 maxiter=20):
     """A step along ``pk`` from ``xk`` meeting the strong Wolfe conditions for ``f`` (JAX's
@@ -239,13 +261,13 @@ def line_search(f, xk, pk, old_fval=None, old_old_fval=None, gfk=None, c1=1e-4, 
     def phi_and_slope(t):
         t = jnp.array(t, dtype=pk.dtype)
         phi, g = value_and_gradient(xk + t * pk)
-        return phi, jnp.real(_dot(g, pk)), g
+        return phi, jnp.real(highest_dot(g, pk)), g
 
     evaluated = old_fval is None or gfk is None
     if evaluated:
         phi_0, dphi_0, gfk = phi_and_slope(0)
     else:
-        phi_0, dphi_0 = old_fval, jnp.real(_dot(gfk, pk))
+        phi_0, dphi_0 = old_fval, jnp.real(highest_dot(gfk, pk))
     if old_old_fval is None:
         first_step = 1
     else:
@@ -259,26 +281,7 @@ def line_search(f, xk, pk, old_fval=None, old_old_fval=None, gfk=None, c1=1e-4, 
         return jnp.abs(dphi) <= -c2 * dphi_0
 
     def step(state: _LineSearchState) -> _LineSearchState:
-        a_i = jnp.where(state.i == 1, first_step, state.a_i1 * 2.)
-        phi_i, dphi_i, g_i = phi_and_slope(a_i)
-        zoom_back = too_high(a_i, phi_i) | ((phi_i >= state.phi_i1) & (state.i > 1))
-        i_is_star = flat_enough(dphi_i) & ~zoom_back
-        zoom_ahead = (dphi_i >= 0.) & ~zoom_back & ~i_is_star
-        back = _zoom(phi_and_slope, too_high, flat_enough, state.a_i1, state.phi_i1,
-                     state.dphi_i1, a_i, phi_i, dphi_i, gfk, ~zoom_back)
-        ahead = _zoom(phi_and_slope, too_high, flat_enough, a_i, phi_i, dphi_i,
-                      state.a_i1, state.phi_i1, state.dphi_i1, gfk, ~zoom_ahead)
-        state = state._replace(
-            nfev=state.nfev + 1 + back.nfev + ahead.nfev,
-            ngev=state.ngev + 1 + back.ngev + ahead.ngev,
-            done=state.done | zoom_back | i_is_star | zoom_ahead,
-            failed=state.failed | (zoom_back & back.failed) | (zoom_ahead & ahead.failed))
-        state = _take_star(zoom_back, state, back.a_star, back.phi_star, back.dphi_star,
-                           back.g_star)
-        state = _take_star(i_is_star, state, a_i, phi_i, dphi_i, g_i)
-        state = _take_star(zoom_ahead, state, ahead.a_star, ahead.phi_star,
-                           ahead.dphi_star, ahead.g_star)
-        return state._replace(i=state.i + 1, a_i1=a_i, phi_i1=phi_i, dphi_i1=dphi_i)
+        return _bracket_step(state, phi_and_slope, too_high, flat_enough, first_step, gfk)
 
     def going(state: _LineSearchState):
         return ~state.done & (state.i <= maxiter) & ~state.failed
