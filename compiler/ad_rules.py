@@ -225,8 +225,25 @@ def _tangent_jvp(rule, primals, tangents, prim=None, **params):
 
 
 def _inverse_square(y):
-    """``y ** -2`` as JAX's ``integer_pow`` computes it: one over the square."""
-    return bind(p.div_p, _scalar(1, y), _mul(y, y))
+    """``y ** -2``, JAX's ``integer_pow``: one over the square, and its own derivatives
+    integer powers (the square's quotient rule squares again at each order, overflowing
+    float32 by the sixth derivative of ``1 / x`` at 4)."""
+    return bind(p.integer_pow_p, y, y=-2)
+
+
+def _integer_pow_jvp(primals, tangents, *, y):
+    """JAX's: ``t * (y * x ** (y - 1))``, spelt ``t * (2 * x)`` for a square."""
+    (x,), (t,) = primals, tangents
+    out = bind(p.integer_pow_p, x, y=y)
+    if y == 0:
+        return [out], [None]
+    if y == 1:
+        return [out], [t]
+    power = x if y == 2 else bind(p.integer_pow_p, x, y=y - 1)
+    return [out], [_mul(t, _mul(_scalar(y, x), power))]
+
+
+jvp_rules[p.integer_pow_p] = _integer_pow_jvp
 
 
 def _exp_of_minus_square(x):

@@ -792,7 +792,7 @@ WEAK_KEEPING = frozenset(getattr(prims, f"{name}_p") for name in (
     "nextafter not or pow rem round rsqrt sign sin sinh sqrt sub tan tanh xor digamma "
     "population_count bessel_i0e bessel_i1e real imag conj polygamma igamma igammac "
     "igamma_grad_a zeta zeta_grad_s shift_left shift_right_arithmetic shift_right_logical "
-    "complex reduce_precision is_finite "
+    "complex reduce_precision is_finite integer_pow "
     "broadcast_in_dim concatenate dynamic_update_slice pad reshape rev "
     "select_n slice squeeze transpose sharding_constraint stop_gradient dot_general").split())
 # The operations whose results are weakly typed when their first operand is, whatever the

@@ -59,6 +59,7 @@ signatures = RuleTable("signature")
 
 for _p in prims.UNARY + (prims.is_finite_p, prims.stop_gradient_p):
     signatures[_p] = _sig(1)
+signatures[prims.integer_pow_p] = _sig(1, ["y"])
 for _p in prims.ARITHMETIC + prims.COMPARISON:
     signatures[_p] = _sig(2)
 signatures[prims.select_n_p] = _sig(2, variadic=True)

@@ -124,6 +124,9 @@ cbrt_p = primitive("cbrt")
 exp2_p = primitive("exp2")
 population_count_p = primitive("population_count")
 signbit_p = primitive("signbit")                         # bool result, reads the sign bit
+# x ** y for a Python int y, by repeated squaring (JAX's): exact where the product is, and
+# its derivative y * x ** (y - 1) another integer power, so derivatives of any order hold
+integer_pow_p = primitive("integer_pow")                 # [y]
 # Special functions (lax.erf ...): own kernels, accurate to the last bits of float32.
 erf_p = primitive("erf")
 erfc_p = primitive("erfc")
@@ -143,8 +146,8 @@ COMPLEX_PARTS = (real_p, imag_p, conj_p)
 
 UNARY = (neg_p, sin_p, cos_p, tan_p, tanh_p, exp_p, log_p, log1p_p, expm1_p, sqrt_p, rsqrt_p,
          abs_p, sign_p, floor_p, ceil_p, round_p, logistic_p, not_p, asin_p, acos_p, atan_p,
-         sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p, population_count_p
-         ) + SPECIAL + COMPLEX_PARTS
+         sinh_p, cosh_p, asinh_p, acosh_p, atanh_p, cbrt_p, exp2_p, population_count_p,
+         integer_pow_p) + SPECIAL + COMPLEX_PARTS
 PREDICATES = (is_finite_p, signbit_p)                     # one operand, boolean result
 
 # Elementwise, two operands of one dtype (rank-0 operands broadcast).

@@ -187,6 +187,20 @@ def _bitcast_rule(x: Aval, *, new_dtype) -> list:
 shape_rules[prims.bitcast_convert_type_p] = _bitcast_rule
 
 
+def _integer_pow_rule(x: Aval, *, y) -> list:
+    """JAX's dtype rule: numbers, not booleans; integers to non-negative powers only."""
+    if dtypes.is_bool(x.dtype):
+        raise ShapeError("integer_pow does not accept dtype bool. Accepted dtypes are subtypes "
+                         "of integer, floating, complexfloating.")
+    if y < 0 and dtypes.is_int(x.dtype):
+        raise ShapeError(f"Integers cannot be raised to negative powers, got "
+                         f"integer_pow({x.str_long()}, {y})")
+    return [_aval(x.shape, x.dtype)]
+
+
+shape_rules[prims.integer_pow_p] = _integer_pow_rule
+
+
 def _reduce_precision_rule(x: Aval, *, exponent_bits, mantissa_bits) -> list:
     if not dtypes.is_inexact(x.dtype):
         raise ShapeError(f"reduce_precision requires a floating-point operand, got "

@@ -435,6 +435,36 @@ def _bitcast_sub_byte(x, new, old_bits, new_bits):
 impl_rules[prims.bitcast_convert_type_p] = _bitcast
 
 
+@functools.lru_cache(maxsize=None)
+def integer_pow_kernel(y: int):
+    """The elementwise kernel of ``integer_pow`` for the exponent ``y`` (one function object
+    per exponent): XLA's repeated squaring, then one over the product for a negative ``y``,
+    so ``x ** 3`` is ``x * (x * x)`` and ``x ** -2`` is ``1 / (x * x)``, rounded as JAX's."""
+    def power(x):
+        x = np.asarray(x)
+        if y == 0:
+            return np.ones_like(x)
+        n, acc, base = abs(y), None, x
+        with np.errstate(all="ignore"):      # integers wrap, floats overflow to inf
+            while n:
+                if n & 1:
+                    acc = base if acc is None else np.multiply(acc, base)
+                n >>= 1
+                if n:
+                    base = np.multiply(base, base)
+            if y < 0:
+                return np.divide(x.dtype.type(1), acc)
+        return acc.copy() if acc is x else acc
+    return power
+
+
+def _integer_pow(x, *, y):
+    return [integer_pow_kernel(y)(x)]
+
+
+impl_rules[prims.integer_pow_p] = _integer_pow
+
+
 def _reduce_precision(x, *, exponent_bits, mantissa_bits):
     return [special.reduce_precision_kernel(exponent_bits, mantissa_bits)(x)]
 

@@ -233,6 +233,8 @@ def _threefry2x32_rule(types: EqnTypes) -> Kernel:
 
 stacked_rules[prims.convert_element_type_p] = _convert_rule
 stacked_rules[prims.threefry2x32_p] = _threefry2x32_rule
+stacked_rules[prims.integer_pow_p] = lambda types: _elementwise_rule(
+    reference.integer_pow_kernel(types.params["y"]), types)
 stacked_rules[prims.reduce_precision_p] = lambda types: _elementwise_rule(
     reference.special.reduce_precision_kernel(**types.params), types)
 stacked_rules[prims.select_n_p] = _select_n_rule

@@ -444,6 +444,57 @@ def test_power_with_concrete_integer_exponent_keeps_the_base_dtype():
     np.testing.assert_array_equal(np.asarray(jnp.array([2.0, -4.0]) ** -2), [0.25, 0.0625])
 
 
+def _squared(x):
+    return x * x
+
+
+# XLA's integer powers written out: repeated squaring in the operand's dtype, the odd bits'
+# factors multiplied in from the lowest, then one over the product for a negative exponent
+_BY_SQUARING = {
+    0: lambda x: np.ones_like(x), 1: lambda x: x, 2: _squared,
+    3: lambda x: x * _squared(x), 5: lambda x: x * _squared(_squared(x)),
+    9: lambda x: x * _squared(_squared(_squared(x))),
+    16: lambda x: _squared(_squared(_squared(_squared(x)))),
+    -1: lambda x: np.float32(1) / x, -2: lambda x: np.float32(1) / _squared(x),
+    -7: lambda x: np.float32(1) / (x * _squared(x) * _squared(_squared(x))),
+}
+
+
+@pytest.mark.parametrize("n", sorted(_BY_SQUARING))
+def test_a_concrete_integer_power_is_jaxs_integer_pow(n):
+    """``x ** n``, ``jnp.power`` and ``lax.integer_pow`` are one ``integer_pow`` equation,
+    with XLA's bits: ``x ** 3`` is ``x * (x * x)``, not the correctly rounded power (JAX
+    0.10.2 gives these bits); eagerly, under jit and on blocks of a shard_map alike."""
+    x = np.linspace(0.3, 3.1, 16, dtype=np.float32)
+    want = _BY_SQUARING[n](x)
+    np.testing.assert_allclose(want, x.astype(np.float64) ** n, rtol=1e-6)   # a few ulps
+    mesh = jax.make_mesh((4,), ("i",))
+    for got in (jnp.asarray(x) ** n, jnp.power(jnp.asarray(x), n), jax.lax.integer_pow(x, n),
+                jax.jit(lambda v: v ** n)(x),
+                jax.shard_map(lambda v: v ** n, mesh=mesh, in_specs=P("i"), out_specs=P("i"))(
+                    jnp.asarray(x))):
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(np.asarray(got), want)
+    text = str(jax.make_jaxpr(lambda v: v ** n)(x))
+    assert f"integer_pow[y={n}]" in text and " pow " not in text
+    assert str(jax.make_jaxpr(jnp.reciprocal)(x)).count("integer_pow[y=-1]") == 1
+
+
+def test_high_order_derivatives_of_a_quotient_stay_finite():
+    """``div``'s derivative in its divisor is ``-t x y ** -2`` with an integer power whose own
+    derivative is ``-2 y ** -3``: the sixth derivative of ``1 / x`` at 4 is 720 / 4 ** 7
+    (squaring the square at each order overflowed float32 there and gave -1.956)."""
+    for inv in (lambda v: 1 / v, jnp.reciprocal, lambda v: v ** -1):
+        f = inv
+        for _ in range(6):
+            f = jax.grad(f)
+        for x in (1.0, 4.0, 8.0, 100.0):
+            np.testing.assert_allclose(float(f(np.float32(x))), 720 * x ** -7, rtol=1e-5)
+    d3 = jax.grad(jax.grad(jax.grad(lambda v: v ** 5)))
+    assert float(d3(np.float32(2.0))) == 240.0
+    assert str(jax.make_jaxpr(jax.grad(lambda v: v ** 5))(1.0)).count("integer_pow[y=4]") == 1
+
+
 def test_booleans_promote_to_int32_in_arithmetic():
     b = jnp.array([True, False, True])
     for got, want in [(b // True, [1, 0, 1]), (True // b, [1, -2, 1]), (b % True, [0, 0, 0]),

@@ -928,7 +928,7 @@ def test_make_jaxpr_primitive_sequences():
     assert prims(lambda a: a + jnp.ones(3), jnp.ones((4, 3)))[-1] == "add"
     assert "broadcast_in_dim" in prims(lambda a, b: a + b, jnp.ones((4, 3)), jnp.ones(3))
     assert prims(lambda a: a.at[1].set(2.0), jnp.ones((4, 3)))[-1] == "dynamic_update_slice"
-    assert prims(lambda a: a ** 3, jnp.ones(3)) == ["mul", "mul"]
+    assert prims(lambda a: a ** 3, jnp.ones(3)) == ["integer_pow"]
     assert prims(lambda a: jnp.sum(a, axis=1, keepdims=True),
                  jnp.ones((4, 3))) == ["reduce_sum", "reshape"]
 

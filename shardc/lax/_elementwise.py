@@ -4,6 +4,7 @@ powers, rounding, and the bit-level ``bitcast_convert_type`` and ``reduce_precis
 from __future__ import annotations
 
 import enum
+import operator
 
 import numpy as np
 
@@ -232,12 +233,14 @@ def square(x):
 
 
 def integer_pow(x, y):
-    """``x ** y`` for a Python int ``y`` (by repeated multiplication, as JAX)."""
-    return jnp.power(x, int(y))
+    """``x ** y`` for a Python int ``y``, by repeated squaring (JAX's ``integer_pow``): the
+    operand's dtype, weakly typed where it is."""
+    return weakly_typed_like(bind(p.integer_pow_p, array_operand(x), y=operator.index(y)), x)
 
 
 def reciprocal(x):
-    return jnp.reciprocal(x)
+    """``1 / x`` as JAX's: ``integer_pow(x, -1)`` (integers refused)."""
+    return integer_pow(x, -1)
 
 
 exp2, log1p, expm1, tan = (with_accuracy(fn, name) for fn, name in (

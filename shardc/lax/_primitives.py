@@ -11,7 +11,7 @@ from ir.primitives import (
     convert_element_type_p, cos_p, cosh_p, cummax_p, cummin_p, cumprod_p, cumsum_p,
     digamma_p, div_p, dot_general_p, dynamic_slice_p, dynamic_update_slice_p, eq_p,
     erf_inv_p, erf_p, erfc_p, exp2_p, exp_p, expm1_p, fft_p, floor_p, gather_p, ge_p,
-    gt_p, igamma_grad_a_p, igamma_p, igammac_p, imag_p, iota_p, is_finite_p, le_p,
+    gt_p, igamma_grad_a_p, igamma_p, igammac_p, imag_p, integer_pow_p, iota_p, is_finite_p, le_p,
     lgamma_p, log1p_p, log_p, logistic_p, lt_p, max_p, min_p, mul_p, ne_p, neg_p,
     nextafter_p, not_p, or_p, pad_p, polygamma_p, population_count_p, pow_p, real_p,
     reduce_and_p, reduce_max_p, reduce_min_p, reduce_or_p, reduce_precision_p,

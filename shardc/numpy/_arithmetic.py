@@ -3,7 +3,6 @@ promotion, division and powers as numpy defines them, the first transcendental f
 ``clip`` and the elementwise ``where``."""
 from __future__ import annotations
 
-import builtins
 import operator
 
 import numpy as np
@@ -246,15 +245,7 @@ def _integer_pow(x, n: int):
     x = as_array(x)
     if _dt.is_bool(dtype_of(x)):
         x = astype(x, _dt.int_)
-    if n < 0 and not _dt.is_inexact(dtype_of(x)):
-        raise TypeError(f"Integers cannot be raised to negative powers, got "
-                        f"integer_pow({dtype_of(x).name}{list(shape_of(x))}, {n})")
-    if 0 <= n <= 4:
-        result = ones_like(x) if n == 0 else x
-        for _ in range(builtins.max(0, n - 1)):
-            result = multiply(result, x)
-        return result
-    return binary_op(p.pow_p, x, n)
+    return bind(p.integer_pow_p, x, y=n)
 
 
 def make_unary(prim, name, floating=True):
@@ -339,8 +330,7 @@ def square(x):
 
 def reciprocal(x):
     """Elementwise ``1 / x`` (integers divide to float32); weakly typed where ``x`` is."""
-    inexact = as_inexact(x)
-    return weakly_typed_like(divide(convert(1, dtype_of(inexact)), inexact), x)
+    return weakly_typed_like(bind(p.integer_pow_p, as_inexact(x), y=-1), x)
 
 
 def isnan(x):
