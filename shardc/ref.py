@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.refs import ClosedOverRef, RefWrittenOutside, ref_type
+from compiler.shard_map import current_shard_context
 from compiler.tracing import (Tracer, aval_of, current_trace, values_known_now, weakened,
                               weakly_typed)
 from shardc.lax._ops import convert_element_type
@@ -136,13 +137,23 @@ def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:
                          "using `[...]`?")
     if memory_space is not None and values_known_now():
         raise NotImplementedError("array ref with memory space only works inside of a `jit`.")
+    _check_not_eager_shard_map()
     return Ref(array(init_val))
 
 
 def empty_ref(ty, memory_space=None) -> Ref:
     """A Ref of type ``ty`` (anything with ``shape`` and ``dtype``) whose value is not yet
     written (shardc holds zeros)."""
+    _check_not_eager_shard_map()
     return Ref(zeros(ty.shape, ty.dtype))
+
+
+def _check_not_eager_shard_map() -> None:
+    """JAX's error for a Ref made in a shard_map body that runs eagerly (not under jit), even
+    one frozen before the body returns."""
+    if values_known_now() and current_shard_context() is not None:
+        raise ValueError("Eager shard_map cannot return a `jax.Ref`. Please wrap your "
+                         "shard_map in `jax.jit`.")
 
 
 def free_ref(ref: Ref) -> None:

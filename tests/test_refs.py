@@ -242,6 +242,35 @@ def test_a_shard_map_takes_a_ref_split_by_its_spec():
             np.asarray(internal(jnp.arange(4.0, out_sharding=P("x")))), [0.0, 3.0, 6.0, 9.0])
 
 
+
+def test_an_eager_shard_map_body_makes_no_ref():
+    """JAX's ValueError for a Ref made in a shard_map body run eagerly, even one frozen before
+    the body returns and one made under grad there; under jit, inside or outside the
+    shard_map, the same body runs."""
+    mesh = shardc.make_mesh((2,), ("x",))
+    P = shardc.sharding.PartitionSpec
+    with shardc.sharding.set_mesh(mesh):
+        x = shardc.device_put(np.arange(8.0, dtype=np.float32), P("x"))
+
+        def made_and_frozen(x):
+            return shardc.freeze(shardc.new_ref(x))
+
+        def under_grad(x):
+            return shardc.grad(lambda y: shardc.freeze(shardc.new_ref(y * 2)).sum())(x)
+
+        for body in (made_and_frozen, under_grad,
+                     lambda x: shardc.freeze(shardc.empty_ref(shardc.typeof(x)))):
+            with pytest.raises(ValueError, match="Eager shard_map cannot return a `jax.Ref`"):
+                shardc.shard_map(body, out_specs=P("x"), check_vma=False)(x)
+        for run in (shardc.shard_map(shardc.jit(made_and_frozen), out_specs=P("x"),
+                                     check_vma=False),
+                    shardc.jit(shardc.shard_map(made_and_frozen, out_specs=P("x"),
+                                                check_vma=False))):
+            np.testing.assert_array_equal(np.asarray(run(x)), np.arange(8.0))
+        np.testing.assert_array_equal(
+            np.asarray(shardc.jit(shardc.shard_map(under_grad, out_specs=P("x")))(x)),
+            np.full(8, 2.0))
+
 def test_an_index_past_a_refs_end_is_an_error_so_iterating_over_it_ends():
     """JAX's ValueError for an integer index known now past its dimension's end (it was
     clamped): reading, writing, np.asarray and iterating over a Ref raise instead of looping
