@@ -127,6 +127,9 @@ class BatchTrace(Trace):
     def binds_axis_names(self) -> bool:
         return self.axis is not None or self.spmd is not None or bool(self.spmd_axis_name)
 
+    def vmapped_mesh_axes(self) -> tuple:
+        return tuple(self.batch_spec) + super().vmapped_mesh_axes()
+
     def to_tracer(self, value) -> BatchTracer:
         if (isinstance(value, BatchTracer) and value._trace is not self
                 and value._trace.tag is self.tag):
@@ -160,7 +163,8 @@ class BatchTrace(Trace):
         values = [t.value for t in tracers]
         dims = [t.batch_dim for t in tracers]
         names = _named_axes(prim, params)
-        if self.spmd is not None:
+        if self.spmd is not None and any(d is not None for d in dims):
+            # (on values the same for every member, a collective means what it says)
             self.spmd.check_collective(prim, names)
         # A loop or body with a collective over this vmap's axis must run the members in
         # lockstep, on the whole batch, even when no operand is batched.
@@ -365,6 +369,14 @@ def spmd_split(trace: BatchTrace, mesh, in_specs, which: str) -> SpmdSplit | Non
     return split
 
 
+# jax_disable_vmap_shmap_error: the check above is off
+_vmap_shmap_error_disabled = [False]
+
+
+def set_vmap_shmap_error_disabled(on: bool) -> None:
+    _vmap_shmap_error_disabled[0] = bool(on)
+
+
 def explicit_split(trace: BatchTrace, mesh, in_specs, values, dims) -> SpmdSplit | None:
     """Without ``spmd_axis_name``: how the batched operands' types split the batch axis over
     Explicit axes of ``mesh``, where they agree and the shard_map's specs leave those axes
@@ -388,6 +400,8 @@ def explicit_split(trace: BatchTrace, mesh, in_specs, values, dims) -> SpmdSplit
 
 
 def check_spmd_unused(split: SpmdSplit, specs, which: str):
+    if _vmap_shmap_error_disabled[0]:
+        return
     used = {a for spec in specs for a in spec_axes(spec)}
     if used & set(split.mesh_axes):
         raise ValueError(f"vmap spmd_axis_name cannot appear in shard_map {which}")

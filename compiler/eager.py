@@ -12,8 +12,8 @@ import numpy as np
 
 from compiler.backend import get_backend
 from compiler.lowering import lower_to_mesh
-from compiler.replication import (infer_types, input_origins, lift_operand, merge_origins,
-                                  origin_sources, per_output, pvary_error_check)
+from compiler.replication import (check_vmas_match, infer_types, input_origins, lift_operand,
+                                  merge_origins, origin_sources, per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, block_avals, check_replication, in_body
 from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over, eager_rules,
                               is_python_scalar, set_current_trace, user_source,
@@ -128,6 +128,8 @@ class ShardTrace(Trace):
             pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval,
                               self.mesh.axis_names)
         required, out_vma = infer_types(prim, in_vmas, params)
+        if self.shard.check_vma:
+            check_vmas_match(prim, in_vmas)
         if self.shard.check_vma and any(t.aval.reduced for t in tracers):
             # an operand reduced over axes the operation needs varying: cast as under jit
             tracers = [lift_operand(self, t, want - t.aval.vma)

@@ -56,6 +56,8 @@ JOIN_PRIMITIVES = (
     + prims.LINALG)
 for _p in JOIN_PRIMITIVES:
     vma_rules[_p] = join_rule
+# the operations whose operands JAX's standard rule asks to vary alike
+_STANDARD_VMA = frozenset(JOIN_PRIMITIVES) - {prims.callback_p}
 # Collectives: their declared rules (ir.collectives).
 for _c in coll.FRONT_END:
     vma_rules[_c.prim] = _c.vma
@@ -87,6 +89,28 @@ def infer_types(prim, in_vmas, params):
     return rule(list(in_vmas), **params)
 
 
+# jax_auto_pcast: an operation lifts operands that vary over fewer axes (on), or refuses them
+# with JAX's error (off)
+_auto_pcast = [True]
+
+
+def set_auto_pcast(on: bool) -> None:
+    _auto_pcast[0] = bool(on)
+
+
+def check_vmas_match(prim, in_vmas) -> None:
+    """With ``jax_auto_pcast`` off, JAX's ValueError for operands of an operation that vary
+    over different axes (a literal invariant): the user casts them (``pcast``) instead."""
+    if _auto_pcast[0] or len(in_vmas) < 2 or prim not in _STANDARD_VMA:
+        return
+    if any(vma != in_vmas[0] for vma in in_vmas[1:]):
+        raise ValueError(
+            f"Primitive {prim.name} requires varying manual axes to match, but got "
+            f"{list(in_vmas)}. Please open an issue at https://github.com/jax-ml/jax/issues "
+            "and as a temporary workaround pass the check_vma=False argument to "
+            "`jax.shard_map`")
+
+
 def type_operands(trace, prim, tracers, params):
     """Lift operands of a primitive traced in a shard_map body; return (operands, out vma).
 
@@ -101,6 +125,7 @@ def type_operands(trace, prim, tracers, params):
         pvary_error_check(in_vmas[0], params["mesh_axes"], tracers[0].aval, shard.mesh.axis_names)
     required, out_vma = infer_types(prim, in_vmas, params)
     if shard.check_vma:
+        check_vmas_match(prim, in_vmas)
         tracers = [_lift(trace, t, want) for t, want in zip(tracers, required)]
     return tracers, out_vma
 

@@ -139,7 +139,8 @@ def shard_map(f: Callable, mesh: Mesh, in_specs, out_specs, *, check_vma: bool =
     if check_vma not in (True, False, "runtime"):
         raise ValueError(f"shard_map: {flag}={check_vma!r}; expected True, False or 'runtime'")
     config = _Config(f, mesh, in_specs, out_specs, check_vma is True, flag,
-                     runtime_check=check_vma == "runtime", manual_axes=manual)
+                     runtime_check=check_vma == "runtime", manual_axes=manual,
+                     manual_given=bool(manual_axes))
 
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
@@ -162,6 +163,7 @@ class _Config:
     flag: str
     runtime_check: bool = False      # check replication on the blocks after running
     manual_axes: tuple = ()          # in mesh order; the others are automatic
+    manual_given: bool = False       # whether the user named them (axis_names)
     # what calls of one structure share: how the specs cover the arguments (by their tree),
     # the outputs (by theirs), and the argument types already checked
     layouts: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
@@ -263,6 +265,7 @@ def _call(config: _Config, args: tuple):
     if outer is not None:
         return call_nested(config, args, outer)
     mesh = config.mesh
+    _check_manual_not_vmapped(config)
     leaves, treedef = tree.tree_flatten(args)
     if any(map(is_ref, leaves)):
         return _call_with_refs(config, args, leaves, treedef)
@@ -293,6 +296,17 @@ def _call(config: _Config, args: tuple):
     outs = current_trace().process_shard_map(flat_body, [l.value for l in dynamic], params)
     # results are weakly typed where the body's were (a Python number returned), as JAX's
     return tree.tree_unflatten(out_store["treedef"], weakened_where(outs, out_store["weak"]))
+
+
+def _check_manual_not_vmapped(config: _Config) -> None:
+    """JAX's ValueError for ``axis_names`` naming a mesh axis that a vmap around the call
+    splits its batch over (by the batch's Explicit type): the vmap holds that axis. Without
+    ``axis_names`` the shard_map is manual over the others."""
+    held = set(current_trace().vmapped_mesh_axes()) if config.manual_given else ()
+    if held and held & set(config.manual_axes):
+        free = frozenset(a for a in config.mesh.axis_names if a not in held)
+        raise ValueError(f"jax.shard_map requires axis_names={frozenset(config.manual_axes)} "
+                         f"to be a subset of mesh.axis_names={free}")
 
 
 def _check_committed_devices(config: _Config, dynamic) -> None:

@@ -286,6 +286,11 @@ class Trace:
         this trace, would not see them."""
         return False
 
+    def vmapped_mesh_axes(self) -> tuple:
+        """The mesh axes the batch of a vmap at or below this trace is split over by its
+        Explicit type (JAX's explicit mesh axes of the axis environment)."""
+        return self.parent.vmapped_mesh_axes() if self.parent is not None else ()
+
     def lift(self, value) -> "Tracer":
         raise NotImplementedError
 

@@ -54,8 +54,10 @@ import os
 import sys
 from typing import Any, Callable
 
+from compiler import batching as _batching
 from compiler import jit as _jit
 from compiler import partition as _partition
+from compiler import replication as _replication
 from compiler import tracing as _tracing
 from ir import dtypes as _dtypes
 from ir import transfer_guard as _transfer_guard
@@ -143,6 +145,11 @@ def _explicit_x64_mode(name, value):
                      f"type {type(value)}.")
 
 
+def _set_auto_pcast(on: bool) -> None:
+    _replication.set_auto_pcast(on)
+    _tracing.set_trace_setting("jax_auto_pcast", bool(on), default=True)
+
+
 def _set_explicit_x64(mode: str) -> None:
     _dtypes.set_explicit_x64_mode(mode)
     _tracing.set_trace_setting("jax_explicit_x64_dtypes", mode, default="warn")
@@ -223,6 +230,12 @@ FLAGS = {flag.name: flag for flag in (
     Flag("jax_cpu_enable_async_dispatch", True, _bool),
     Flag("jax_softmax_custom_jvp", False, _bool),
     Flag("jax_dynamic_shapes", False, _bool),
+    # a shard_map body's operation lifts operands varying over fewer axes (JAX's auto pcast),
+    # or, off, refuses them with JAX's error
+    Flag("jax_auto_pcast", True, _bool, _set_auto_pcast),
+    # vmap's spmd_axis_name named by a shard_map's specs inside: JAX's error, or (JAX's
+    # temporary switch) the shard_map is batched all the same
+    Flag("jax_disable_vmap_shmap_error", False, _bool, _batching.set_vmap_shmap_error_disabled),
     # JAX's switch between two implementations of custom_vjp that compute the same values
     Flag("jax_custom_vjp3", False, _bool),
     # the transfer guards: global levels here, a thread's own from the context managers

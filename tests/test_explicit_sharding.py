@@ -1875,6 +1875,27 @@ def test_vmap_spmd_axis_name_must_repeat_the_explicit_split_of_the_batch():
             jax.jit(jax.vmap(lambda v: v * 2, spmd_axis_name="y"))(arr)
 
 
+def test_vmap_of_a_shard_map_leaves_it_the_axes_its_batch_is_not_split_over():
+    """A vmap whose batch is split over Explicit axis 'x' holds 'x': a shard_map inside is
+    manual over the other axes, and one whose axis_names name 'x' is JAX's ValueError."""
+    mesh = jax.make_mesh((2, 2), ("x", "y"))
+    values = np.arange(16).reshape(4, 4)
+    arr = jax.device_put(values, NamedSharding(mesh, P("x", "y")))
+    f = jax.shard_map(lambda b: b * 2 + jax.lax.axis_index("y"), mesh=mesh, in_specs=P("y"),
+                      out_specs=P("y"))
+    for run in (jax.vmap(f), jax.jit(jax.vmap(f))):
+        out = run(arr)
+        np.testing.assert_array_equal(out, values * 2 + np.repeat([0, 1], 2))
+        assert out.sharding.spec == P("x", "y")
+    both = jax.shard_map(lambda b: b, mesh=mesh, in_specs=P("y"), out_specs=P("y"),
+                         axis_names={"x", "y"})
+    for run in (jax.vmap(both), jax.jit(jax.vmap(both))):
+        with pytest.raises(ValueError, match=r"jax.shard_map requires axis_names=frozenset\("
+                                             r".*\) to be a subset of "
+                                             r"mesh.axis_names=frozenset\(\{'y'\}\)"):
+            run(arr)
+
+
 def test_at_divide_and_power_and_percentile_take_out_sharding():
     """JAX's ``.at[...].divide/power(..., out_sharding=)`` and ``jnp.percentile(...,
     out_sharding=)``: the result laid out as asked, values as numpy's."""

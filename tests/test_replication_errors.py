@@ -306,3 +306,31 @@ def test_if_on_an_invariant_value_under_jit_is_a_tracer_error(mesh):
         return -x
     with pytest.raises(jax.TracerBoolConversionError):
         jax.jit(shard_map(body, mesh, P('x', 'y'), P('x', 'y')))(jnp.ones((8, 4)))
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
+def test_with_auto_pcast_off_operands_must_vary_alike(mesh, wrap):
+    """``jax_auto_pcast`` off: an operation whose operands vary over different axes (a literal
+    is invariant) is JAX's ValueError instead of lifting the others; a pcast by hand, a
+    one-operand operation and check_vma=False run as ever. Traces made with it on are not
+    reused."""
+    x = jnp.arange(32.0).reshape(8, 4)
+    scaled = wrap(shard_map(lambda b: b * 2, mesh, P('x', 'y'), P('x', 'y')))
+    np.testing.assert_array_equal(np.asarray(scaled(x)), np.asarray(x) * 2)
+    jax.config.update("jax_auto_pcast", False)
+    try:
+        with pytest.raises(ValueError, match=(
+                r"Primitive mul requires varying manual axes to match, but got "
+                r"\[frozenset\(\{'[xy]', '[xy]'\}\), frozenset\(\)\]\. .*check_vma=False")):
+            scaled(x)
+        cast = wrap(shard_map(lambda b: b * lax.pcast(jnp.float32(2), ('x', 'y'), to="varying"),
+                              mesh, P('x', 'y'), P('x', 'y')))
+        unary = wrap(shard_map(jnp.sin, mesh, P('x', 'y'), P('x', 'y')))
+        unchecked = wrap(shard_map(lambda b: b * 2, mesh, P('x', 'y'), P('x', 'y'),
+                                   check_rep=False))
+        for f, want in ((cast, np.asarray(x) * 2), (unary, np.sin(np.asarray(x))),
+                        (unchecked, np.asarray(x) * 2)):
+            np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-6)
+    finally:
+        jax.config.update("jax_auto_pcast", True)
+    np.testing.assert_array_equal(np.asarray(scaled(x)), np.asarray(x) * 2)

@@ -24,7 +24,7 @@ except ImportError:  # run from elsewhere than the repository root
 import shardc as jax
 import shardc.numpy as jnp
 from shardc import lax
-from shardc.sharding import NamedSharding, PartitionSpec as P
+from shardc.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 RNG = np.random.default_rng(7)
 
@@ -667,6 +667,27 @@ def test_spmd_axis_name_errors(case, message):
     batch = 3 if case == "indivisible" else 4
     with pytest.raises(ValueError, match=message):
         jax.vmap(sm, spmd_axis_name=name)(jnp.zeros((batch, 8)))
+
+
+def test_a_collective_over_the_spmd_axis_on_values_every_member_shares():
+    """A shard_map body's collective over the axis vmap's spmd_axis_name splits the batch
+    over acts as written on a value no member owns (unbatched); with JAX's switch
+    jax_disable_vmap_shmap_error the specs may name that axis too. The values are the
+    per-member computation's (JAX gives the same)."""
+    mesh = jax.make_mesh((2,), ("i",), axis_types=(AxisType.Auto,))
+    sm = jax.shard_map(lambda x, y: x + lax.all_gather(y, "i", tiled=True), mesh=mesh,
+                       in_specs=(P(None), P("i")), out_specs=P(None), check_vma=False)
+    xs, y = np.arange(32).reshape(4, 8), np.arange(8)
+    run = jax.vmap(sm, in_axes=(0, None), spmd_axis_name="i")
+    with pytest.raises(ValueError, match="vmap spmd_axis_name cannot appear in shard_map "
+                                         "in_specs"):
+        run(xs, y)
+    jax.config.update("jax_disable_vmap_shmap_error", True)
+    try:
+        for f in (run, jax.jit(run)):
+            np.testing.assert_array_equal(f(xs, y), xs + y)
+    finally:
+        jax.config.update("jax_disable_vmap_shmap_error", False)
 
 
 def test_spmd_axis_name_must_be_names():
