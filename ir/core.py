@@ -10,6 +10,7 @@ Names are not stored: the printer assigns them in definition order.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import sys
@@ -178,9 +179,28 @@ class Aval:
     # whether the value is unreduced or reduced over some axis (set on such avals only): the
     # operations that see one ask their rule for it (``ir.unreduced``)
     ur = False
+    # JAX's public ``x.aval.weak_type``: a weakly typed array's aval is this type's twin that
+    # says so (``weak_twin``), equal to it and hashed alike; shardc's own code reads ``weak``
+    weak_type = False
 
     def __hash__(self):
         return self._hash
+
+    def weak_twin(self) -> "Aval":
+        """This type, read as weakly typed (made once per aval)."""
+        if self.weak_type:
+            return self
+        twin = self.__dict__.get("_twin")
+        if twin is None:
+            twin = copy.copy(self)
+            object.__setattr__(twin, "weak_type", True)
+            object.__setattr__(twin, "_twin", self)
+            object.__setattr__(self, "_twin", twin)
+        return twin
+
+    def strong(self) -> "Aval":
+        """This type, read as not weakly typed."""
+        return self.__dict__["_twin"] if self.weak_type else self
 
     @property
     def sharding(self):

@@ -101,14 +101,12 @@ class Array(metaclass=abc.ABCMeta):
     concrete values.
     """
     __array_priority__ = 100
-    # weakly typed (JAX's weak_type): made from a Python scalar, or computed from such values
-    # only; it takes the dtype of a typed operand it meets (jnp.asarray(2.0) * bf16 is bf16)
-    weak = False
 
     def __init__(self, aval: Aval, sharding, buffers: list):
         # the type says how the array is split over its mesh's Explicit axes (and over which
-        # its buffers are partial sums, or known-equal copies)
-        aval = aval.with_sharding(type_sharding(sharding, aval.ndim))
+        # its buffers are partial sums, or known-equal copies); a new array is not weakly
+        # typed until it is made so (``with_weak``)
+        aval = aval.strong().with_sharding(type_sharding(sharding, aval.ndim))
         spec = getattr(sharding, "spec", None)
         if spec is not None and (spec.unreduced or spec.reduced or aval.ur):
             aval = aval.with_ur(spec.unreduced, spec.reduced)
@@ -410,7 +408,8 @@ class Array(metaclass=abc.ABCMeta):
         another mesh object of the same devices (an Explicit mesh for its Auto twin), typed
         by ``aval``."""
         result = self._shallow_copy()
-        result.sharding, result.aval = sharding, aval
+        result.sharding, result.aval = sharding, aval.strong()
+        result.weak = self.weak
         result.__dict__.pop("_keyed_sharding", None)
         return result
 
@@ -420,7 +419,8 @@ class Array(metaclass=abc.ABCMeta):
         was on no mesh, which JAX types by the value itself."""
         assert (aval.shape, aval.dtype) == (self.aval.shape, self.aval.dtype), (aval, self.aval)
         result = self._shallow_copy()
-        result.aval = aval
+        result.aval = aval.strong()
+        result.weak = self.weak
         return result
 
     # -- lifetime (JAX's): a deleted array, or one donated to a jitted call, holds no data -----
@@ -484,9 +484,20 @@ class Array(metaclass=abc.ABCMeta):
         result.__dict__.update(self.__dict__)
         return result
 
+    # weakly typed (JAX's weak_type): made from a Python scalar, or computed from such values
+    # only; it takes the dtype of a typed operand it meets (jnp.asarray(2.0) * bf16 is bf16).
+    # Its type says so too, as JAX's ``x.aval.weak_type`` reads it.
+    @property
+    def weak(self) -> bool:
+        return self.aval.weak_type
+
+    @weak.setter
+    def weak(self, weak: bool) -> None:
+        self.aval = self.aval.weak_twin() if weak else self.aval.strong()
+
     @property
     def weak_type(self) -> bool:
-        return self.weak
+        return self.aval.weak_type
 
     def with_weak(self, weak: bool) -> "Array":
         """This array, weakly typed or not (a copy where it differs)."""
@@ -559,7 +570,12 @@ class Array(metaclass=abc.ABCMeta):
     __hash__ = None
 
     def __reduce__(self):
-        return (Array.from_global, (self._fetched(),))
+        # the value and its weak type, as JAX's pickles keep them
+        return (_unpickled, (self._fetched(), self.weak))
+
+
+def _unpickled(value, weak: bool) -> Array:
+    return Array.from_global(value).with_weak(weak)
 
 
 def read_only(value) -> np.ndarray:

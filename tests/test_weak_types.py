@@ -242,7 +242,24 @@ def test_weak_types_as_jax(name):
     make, want = CASES[name]
     result = make()
     assert str(jax.typeof(result)) == want
-    assert result.weak_type == want.startswith("~")
+    assert result.weak_type == result.aval.weak_type == want.startswith("~")
+
+
+def test_an_arrays_aval_says_whether_it_is_weakly_typed():
+    """JAX's ``x.aval.weak_type``: its type otherwise equal to (and hashed as) the strong
+    one's; pickling keeps it; a weak array's value laid out or made strong again reads so."""
+    import pickle
+    weak, strong = jnp.asarray(2.0), jnp.asarray(2.0, jnp.float32)
+    assert weak.aval.weak_type and not strong.aval.weak_type
+    assert weak.aval == strong.aval and hash(weak.aval) == hash(strong.aval)
+    assert lax.sin(2.0).aval.weak_type and not lax.sin(strong).aval.weak_type
+    assert jax.jit(lambda v: v * 2)(3.0).aval.weak_type
+    back = pickle.loads(pickle.dumps(weak))
+    assert back.aval.weak_type and float(back) == 2.0
+    assert not pickle.loads(pickle.dumps(jnp.arange(3.0))).aval.weak_type
+    assert not weak.astype(jnp.float32).aval.weak_type
+    placed = jax.device_put(weak, jax.devices()[1])
+    assert placed.aval.weak_type and placed.weak
 
 
 def test_a_weak_array_computes_in_the_typed_operands_dtype():

@@ -22,6 +22,7 @@ from shardc.lax._gather import GatherDimensionNumbers, gather
 from shardc.lax._more import bitwise_or, population_count, shift_right_logical
 from shardc.lax._ops import dot_general
 from shardc.lax._shapes import array_operand
+from shardc.numpy._core import weakly_typed_like
 from shardc.sharding import reshard
 
 __all__ = [
@@ -125,8 +126,9 @@ def shape_as_value(shape):
 
 
 def clz(x):
-    """The number of leading zero bits of each element (an integer operand)."""
-    x = array_operand(x)
+    """The number of leading zero bits of each element (an integer operand), weakly typed
+    where the operand is (a Python int), as JAX's."""
+    operand, x = x, array_operand(x)
     if not _dt.is_int(x.dtype):
         raise TypeError(f"clz does not accept dtype {x.dtype.name}. Accepted dtypes are "
                         "subtypes of integer.")
@@ -135,7 +137,7 @@ def clz(x):
     while shift < bits:        # every bit below the highest set one set too
         smeared = bitwise_or(smeared, shift_right_logical(smeared, np.asarray(shift, x.dtype)))
         shift *= 2
-    return (bits - population_count(smeared)).astype(x.dtype)
+    return weakly_typed_like((bits - population_count(smeared)).astype(x.dtype), operand)
 
 
 def reduce_xor(operand, axes):
