@@ -22,10 +22,10 @@ from compiler.refs import ClosedOverRef, RefWrittenOutside, swapped_in
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context, names_axes_in_scope
 from compiler.tracing import (CONCRETIZATION_ERRORS, ConcretizationTypeError, Tracer,
-                              abstract_value_error, aval_of, bind, current_trace, errors_link,
-                              eval_trace, is_python_scalar, trace_settings, trace_to_program,
-                              user_source, value_if_known, weakened, weakened_where,
-                              weakly_typed)
+                              abstract_value_error, aval_of, bind, check_returned_values,
+                              current_trace, errors_link, eval_trace, is_python_scalar,
+                              trace_settings, trace_to_program, user_source, value_if_known,
+                              weakened, weakened_where, weakly_typed)
 from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
@@ -434,8 +434,10 @@ def _scan(f, init, xs, length, reverse, unroll, carry_name, construct):
         # as JAX: any pytree node of two children (a tuple or list, as a rule) is the pair
         new_carry, y = _pair(f(carry, x))
         new_flat, new_tree = tree.tree_flatten(new_carry)
-        _check_carry_tree(construct, carry_name, carry_tree, new_tree)
         ys_flat, ys_tree = tree.tree_flatten(y)
+        check_returned_values(new_flat + ys_flat, (new_carry, y), f, "scan",
+                              lambda path: f"the output of the scanned function{path}")
+        _check_carry_tree(construct, carry_name, carry_tree, new_tree)
         ys_tree_box.append(ys_tree)
         out_weak[:] = [weakly_typed(v) for v in new_flat + ys_flat]
         return [_as_array(v) for v in new_flat] + list(ys_flat)

@@ -18,7 +18,7 @@ from compiler.shard_map import ShardContext, block_avals, check_replication, in_
 from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over, eager_rules,
                               is_python_scalar, set_current_trace, user_source,
                               values_known_now)
-from ir.core import Eqn, Program, Var
+from ir.core import Eqn, Program, Var, check_scalar_conversion, check_truth_value
 from ir import primitives as prims
 from ir.graph import ORDERED_EFFECTS_ERROR, is_ordered_effect
 from ir import collectives as coll
@@ -64,12 +64,15 @@ class ShardTracer(Tracer):
         return "\n".join(entries)
 
     def __bool__(self):
+        check_truth_value(self._aval)
         return bool(self._concrete("boolean conversion"))
 
     def __int__(self):
+        check_scalar_conversion(self._aval)
         return int(self._concrete("integer conversion"))
 
     def __float__(self):
+        check_scalar_conversion(self._aval)
         return float(self._concrete("float conversion"))
 
     def __index__(self):

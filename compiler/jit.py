@@ -35,6 +35,7 @@ from compiler.shard_map import function_name, names_axes_in_scope
 from ir.module import LoweredModule
 from compiler.tracing import (Tracer, TypedPlacement, aval_of, check_callable,
                               check_invalid_values, check_jax_leaves, check_jax_value,
+                              check_returned_values,
                               context_auto_mesh, current_trace, eval_program, eval_trace,
                               invalid_value_checks_on, is_jax_value, is_python_scalar,
                               layouts_of, placed_as_typed, placement_mesh, split_mesh, staging,
@@ -282,8 +283,8 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
         float0_outs.update((k, float0_aval(leaf)) for k, leaf in enumerate(outs)
                            if dtypes.is_float0(leaf))
         outs = [leaf for k, leaf in enumerate(outs) if k not in float0_outs]
-        check_jax_leaves(outs, result, lambda path: f"the output {function_name(fun)}(*args)"
-                                                   f"{path}")
+        check_returned_values(outs, result, fun, "jit",
+                              lambda path: f"the output {function_name(fun)}(*args){path}")
         out_tree_box.append(out_tree)
         return outs
 
@@ -1482,6 +1483,8 @@ class JitFunction:
                 matched.append(leaf)
             else:
                 unusable.append(leaf)
+        if matched:
+            _check_donated_once(matched, args, kwargs, static_argnums)
         for leaf in matched:
             outs = [o.copy() if o is leaf else o for o in outs]
             leaf.delete()
@@ -2343,6 +2346,19 @@ def _device_count(value) -> int:
     sharding = get_backend().sharding_of(value)
     devices = getattr(sharding, "device_set", None)
     return len(devices) if devices else 1
+
+
+def _check_donated_once(donated, args, kwargs, static_argnums) -> None:
+    """XLA's error for an array the call donates that it also takes as another argument (or
+    donates twice): nothing is deleted, as nothing runs in JAX."""
+    flat = tree.tree_leaves((_split_static(args, static_argnums)[1], kwargs))
+    for leaf in donated:
+        uses = [k for k, other in enumerate(flat) if other is leaf]
+        if len(uses) > 1:
+            raise _transfer_guard.JaxRuntimeError(
+                "INVALID_ARGUMENT: Attempt to use a buffer that was previously donated in the "
+                f"same call to Execute() (flattened argument {uses[1]}, replica 0, partition 0, "
+                f"first use: {uses[0]}). Toy example for this bug: `f(donate(a), a)`.")
 
 
 def _keeps_buffer(leaf, placed) -> bool:

@@ -21,7 +21,8 @@ from compiler.replication import per_output, type_operands
 from ir import dtypes
 from ir import primitives as prims
 from ir.graph import runs_per_device
-from ir.core import Aval, Eqn, Literal, Program, SourceInfo, Var
+from ir.core import (Aval, Eqn, Literal, Program, SourceInfo, Var, check_scalar_conversion,
+                     check_truth_value)
 from ir.interpreter import Interpreter
 from ir.module import runs_shard_map
 from ir.shape_dtype import ShapeDtypeStruct
@@ -909,15 +910,19 @@ class Tracer:
     # conversion only where JAX would not have traced the value (``_known_exact``); any other
     # raises JAX's error
     def __bool__(self):
+        check_truth_value(self.aval)
         return bool(self.concrete_value("boolean conversion", TracerBoolConversionError))
 
     def __int__(self):
+        check_scalar_conversion(self.aval)
         return int(self.concrete_value("integer conversion", ConcretizationTypeError))
 
     def __float__(self):
+        check_scalar_conversion(self.aval)
         return float(self._known_exact("float conversion", ConcretizationTypeError))
 
     def __complex__(self):
+        check_scalar_conversion(self.aval)
         return complex(self._known_exact("complex conversion", ConcretizationTypeError))
 
     def item(self, *args):
@@ -1158,6 +1163,24 @@ def check_jax_value(value, where: str) -> None:
                         f"{_VALID_TYPES_TEXT})")
     raise TypeError(f"{where} is {_short_repr(value)} of dtype {np.dtype(dtype).name}, "
                     f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
+
+
+def check_returned_values(outs, result, fun, traced_for: str, describe) -> None:
+    """``check_jax_leaves`` on the leaves ``outs`` of what ``fun`` returned (``result``), with
+    JAX's words for a value of no array type at all: the function, where it is defined, what
+    traced it and the result's path."""
+    if all(is_jax_value(leaf) for leaf in outs):
+        return
+    from compiler.tree import leaf_paths
+    from ir.source import where_defined
+    for leaf, path in zip(outs, leaf_paths(result)):
+        if not (is_jax_value(leaf) or is_python_scalar(leaf)
+                or isinstance(leaf, np.ma.MaskedArray) or hasattr(type(leaf), "__jax_array__")
+                or _dtype_of(leaf) == dtypes.FLOAT0):
+            at = f" at output component {path}" if path else ""
+            raise TypeError(f"function {where_defined(fun)} traced for {traced_for} returned a "
+                            f"value of type {type(leaf)}{at}, which is not a valid JAX type")
+        check_jax_value(leaf, describe(path))
 
 
 def check_jax_leaves(leaves, tree_value, describe) -> None:

@@ -326,6 +326,25 @@ class Aval:
 _WITH_VMA: dict = {}
 
 
+def check_scalar_conversion(aval: Aval) -> None:
+    """JAX's TypeError for ``int``, ``float`` or ``complex`` of an array of rank above 0 (of
+    one element too, which numpy still converts)."""
+    if aval.ndim:
+        raise TypeError(f"Only scalar arrays can be converted to Python scalars; got "
+                        f"arr.ndim={aval.ndim}")
+
+
+def check_truth_value(aval: Aval) -> None:
+    """numpy's ValueError for the truth value of an array of no or several elements (JAX's,
+    before a traced value's own error)."""
+    if aval.size == 0:
+        raise ValueError("The truth value of an empty array is ambiguous. Use `array.size > 0` "
+                         "to check that an array is not empty.")
+    if aval.size > 1:
+        raise ValueError("The truth value of an array with more than one element is ambiguous. "
+                         "Use a.any() or a.all()")
+
+
 def _ur_text(aval: Aval, axis_order, opened: str = "") -> str:
     """``{U:x}``, ``{R:(x,y)}``, ``{V:x, U:y}`` (``opened``: the vma's text, brace open),
     as JAX 0.10 prints a type's unreduced and reduced axes."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from ir import dtypes
 from ir import transfer_guard as _transfer_guard
-from ir.core import Aval
+from ir.core import Aval, check_scalar_conversion, check_truth_value
 from ir.sharding import (UNREDUCED_INDICES, NamedSharding, Sharding, canonical_spec, jax_index,
                          owner_positions, position_slices, same_layout, spec_axes)
 from ir.sharding_rules import type_sharding
@@ -523,12 +523,15 @@ class Array(metaclass=abc.ABCMeta):
         return (self[k] for k in range(self.shape[0]))
 
     def __bool__(self):
+        check_truth_value(self.aval)
         return bool(self._fetched())
 
     def __int__(self):
+        check_scalar_conversion(self.aval)
         return int(self._fetched())
 
     def __float__(self):
+        check_scalar_conversion(self.aval)
         return float(self._fetched())
 
     def __index__(self):
@@ -538,6 +541,7 @@ class Array(metaclass=abc.ABCMeta):
         return int(self._fetched())
 
     def __complex__(self):
+        check_scalar_conversion(self.aval)
         return complex(self._fetched())
 
     def __format__(self, spec):

@@ -41,6 +41,9 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     where ``x`` lies); shardc knows where every array lies, so it is unused otherwise."""
     leaves, treedef = tree_flatten(x)
     check_jax_leaves(leaves, x, lambda path: f"device_put: x{path}")
+    for leaf in leaves:
+        if isinstance(leaf, Array) and not isinstance(leaf, Tracer):
+            leaf._check_alive()      # a deleted (donated) array, even where it would stay put
     semantics = _copy_semantics(x, leaves, donate, may_alias)
     if semantics is not None:
         placed = tree_flatten(device_put(x, device))[0]

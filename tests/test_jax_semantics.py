@@ -532,6 +532,32 @@ def test_round_and_index_of_arrays():
         jax.jit(operator.index)(jnp.int32(1))
 
 
+
+def test_python_scalars_and_truth_values_only_of_arrays_of_one_value():
+    """JAX's TypeError for int, float and complex of an array of rank above 0 (even of one
+    element, which numpy converts), and numpy's ValueError for the truth value of an empty
+    array or of several elements: eagerly, traced (before the value is asked for) and in an
+    eager shard_map body."""
+    mesh = jax.make_mesh((2,), ("i",))
+    for func in (int, float, complex):
+        for bad in (jnp.arange(10), jnp.arange(1.0)):
+            for run in (func, jax.jit(func)):
+                with pytest.raises(TypeError, match=r"^Only scalar arrays can be converted to "
+                                                    r"Python scalars; got arr.ndim=1$"):
+                    run(bad)
+        assert func(jnp.int32(3)) == 3
+        with pytest.raises(jax.errors.ConcretizationTypeError):
+            jax.jit(func)(jnp.int32(3))
+    for bad, message in ((jnp.arange(0), "The truth value of an empty array is ambiguous"),
+                         (jnp.arange(3), "The truth value of an array with more than one "
+                                         "element is ambiguous")):
+        for run in (bool, jax.jit(bool)):
+            with pytest.raises(ValueError, match=message):
+                run(bad)
+    with pytest.raises(ValueError, match="more than one element"):
+        shard_map(lambda b: b * bool(b), mesh, P("i"), P("i"))(jnp.arange(4.0))
+    assert bool(jnp.arange(1, 2)) and not bool(jnp.zeros(()))
+
 # --- lax: integer division, negative dynamic_slice starts --------------------------------------
 
 def test_lax_div_and_rem_of_integers_truncate():

@@ -286,6 +286,29 @@ def test_donated_keyword_arguments_are_deleted_too():
     assert q.is_deleted() and a.is_deleted()
 
 
+
+def test_a_donated_array_taken_twice_by_one_call_is_an_error():
+    """XLA's error (a JaxRuntimeError, a RuntimeError) for an array the call donates and also
+    takes as another argument, by position or by name, on the first call and the cached one
+    alike; nothing is deleted. A donated array is gone for device_put too, even to where it
+    lies."""
+    message = (r"INVALID_ARGUMENT: Attempt to use a buffer that was previously donated in the "
+               r"same call to Execute\(\) \(flattened argument 1, replica 0, partition 0, first "
+               r"use: 0\)\. Toy example for this bug: `f\(donate\(a\), a\)`\.")
+    add = shardc.jit(lambda a, b: a + b, donate_argnums=0)
+    x = jnp.zeros(10)
+    for _ in range(2):
+        with pytest.raises(shardc.errors.JaxRuntimeError, match=message):
+            add(x, x)
+        assert not x.is_deleted()
+    with pytest.raises(RuntimeError, match=message):
+        shardc.jit(lambda a, b: a + b, donate_argnames="a")(a=x, b=x)
+    np.testing.assert_array_equal(np.asarray(add(x, jnp.ones(10))), np.ones(10))
+    assert x.is_deleted()
+    for where in (shardc.devices()[0], shardc.devices()[-1], None):
+        with pytest.raises(RuntimeError, match=r"Array has been deleted with shape=float32\[10\]"):
+            shardc.device_put(x, where)
+
 def test_python_numbers_stay_weakly_typed_through_in_shardings_and_vmap():
     mesh = shardc.make_mesh((2, 4), ("x", "y"))
     with shardc.set_mesh(mesh):
