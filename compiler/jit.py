@@ -545,7 +545,10 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape=Fal
         # an argument may stand in for one (a ShapeDtypeStruct, an aval), as JAX's
         static = {k % len(args) for k in static_argnums if -len(args) <= k < len(args)}
         args = tuple(a if k in static else abstract_stand_ins(a) for k, a in enumerate(args))
-        closed = trace_function(fun, args, abstract_stand_ins(kwargs), static_argnums)
+        # values of the trace around the call that ``fun`` closes over are the program's
+        # constants (JAX's: make_jaxpr inside vmap or jit)
+        closed = trace_function(fun, args, abstract_stand_ins(kwargs), static_argnums,
+                                parent=current_trace())
         if not return_shape:
             return closed
         return closed, result_structs(closed, [None] * len(closed.program.outvars))

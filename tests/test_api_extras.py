@@ -1048,6 +1048,23 @@ def test_make_jaxpr_takes_stand_ins_for_its_arguments():
     assert closed.out_avals[0].shape == (3,)
 
 
+
+def test_make_jaxpr_inside_a_transformation_keeps_the_values_it_closes_over_as_constants():
+    """JAX's: a function traced by make_jaxpr inside vmap, jit or grad may close over that
+    transformation's values; they are the program's constants, and evaluating it there
+    computes with them (it was an escaped-tracer error)."""
+    programs = []
+
+    def run(inp):
+        closed = jax.make_jaxpr(lambda x: x + inp * 2)(1)
+        programs.append(closed)
+        return jax.core.eval_jaxpr(closed.jaxpr, closed.consts, 1)[0]
+
+    np.testing.assert_array_equal(np.asarray(jax.vmap(run)(jnp.arange(3))), [1, 3, 5])
+    assert len(programs[0].consts) == len(programs[0].jaxpr.constvars) == 1
+    assert int(jax.jit(run)(jnp.int32(3))) == 7 and int(run(jnp.int32(3))) == 7
+    assert float(jax.grad(lambda v: run(v))(3.0)) == 2.0
+
 def test_eval_jaxpr_runs_a_traced_program_again_eagerly_or_traced():
     def f(x, y):
         return jnp.sin(x) * y + jnp.array([1., 2., 3.]), x.sum()
