@@ -1875,6 +1875,34 @@ def test_vmap_spmd_axis_name_must_repeat_the_explicit_split_of_the_batch():
             jax.jit(jax.vmap(lambda v: v * 2, spmd_axis_name="y"))(arr)
 
 
+def test_an_update_split_where_the_updated_part_is_not_is_jaxs_error():
+    """JAX broadcasts an ``.at[...]`` update (and segment_sum's data) to the type of the part
+    it updates first: an update split over an axis that part's type does not split there is
+    its ValueError, naming both types (each as JAX 0.10.2 prints it); one split alike runs."""
+    mesh = jax.make_mesh((2, 4), ("x", "y"))
+    with jax.set_mesh(mesh):
+        d = jax.device_put(np.arange(8.0, dtype=np.float32), P("x"))
+        rows = jax.device_put(np.arange(32.0, dtype=np.float32).reshape(4, 8), P("x", "y"))
+        target = jax.device_put(np.zeros((5, 8), np.float32), P(None, "y"))
+        cases = [
+            (lambda: jax.ops.segment_sum(d, np.array([0, 1, 2, 0, 1, 2, 0, 1]), 3),
+             "float32[8@x]", "float32[8]"),
+            (lambda: jnp.zeros(8).at[np.arange(8)].add(d), "float32[8@x]", "float32[8]"),
+            (lambda: jnp.zeros(8).at[:].set(d), "float32[8@x]", "float32[8]"),
+            (lambda: target.at[np.arange(4)].set(rows), "float32[4@x,8@y]", "float32[4,8@y]"),
+            (lambda: jnp.zeros((4, 8)).at[np.array([0, 1])].add(
+                jax.device_put(np.ones(8, np.float32), P("y"))), "float32[8@y]", "float32[2,8]"),
+        ]
+        for run, given, wanted in cases:
+            with pytest.raises(ValueError, match=re.escape(
+                    f"Incompatible types for broadcasting: input type={given} and requested "
+                    f"type={wanted}")):
+                run()
+        alike = target.at[np.arange(4)].set(jax.device_put(np.ones((4, 8), np.float32),
+                                                           P(None, "y")))
+        assert alike.sharding.spec == P(None, "y")
+        np.testing.assert_array_equal(np.asarray(alike)[:4], np.ones((4, 8)))
+
 def test_vmap_of_a_shard_map_leaves_it_the_axes_its_batch_is_not_split_over():
     """A vmap whose batch is split over Explicit axis 'x' holds 'x': a shard_map inside is
     manual over the other axes, and one whose axis_names name 'x' is JAX's ValueError."""

@@ -578,6 +578,24 @@ def _check_scatter_layout(x, index, value) -> None:
         raise scatter_error(aval, _index_aval(index, shape), _updates_aval(aval, index))
 
 
+def _check_update_layout(x, index, value) -> None:
+    """JAX's ValueError where the update's type splits a dimension that the updated part of
+    ``x`` (``x[index]``, as its type is split) does not split so: JAX broadcasts the update
+    to that type first."""
+    given = aval_of(value)
+    if given.type_sharding is None:
+        return
+    target = _updates_aval(aval_of(x), index)
+    if given.ndim > target.ndim:
+        return                     # (broadcasting's own error follows)
+    wanted = (target.type_sharding.spec if target.type_sharding is not None
+              else ((),) * target.ndim)[target.ndim - given.ndim:]
+    if all(have in ((), want) for have, want in zip(given.type_sharding.spec, wanted)):
+        return
+    raise ValueError(f"Incompatible types for broadcasting: input type={given.str_long()} and "
+                     f"requested type={target.str_long()}")
+
+
 def _updates_aval(aval, index) -> Aval:
     """The type JAX broadcasts an update to: that of ``x[index]``, split where a dimension is
     kept whole."""
@@ -1275,6 +1293,7 @@ def _update(x, index, value, mode):
     else:
         value = astype(asarray(value), dtype)
     _check_scatter_layout(x, full, value)
+    _check_update_layout(x, full, value)
     arrays = [k for k, i in enumerate(full) if _is_int_array(i)]
     if _needs_flat_path(full) or not _fits_window_or_scatter(full, arrays):
         return _flat_update(x, full, value, mode)
