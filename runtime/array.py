@@ -471,9 +471,15 @@ class Array(metaclass=abc.ABCMeta):
         return self.dtype.itemsize
 
     def copy(self) -> "Array":
-        """A copy: the same value, layout and type (the buffers are shared: an array is never
-        changed)."""
-        return self._shallow_copy()
+        """A copy: the same value, layout and type. A one-device array's copy holds a buffer
+        of its own, as JAX's (``unsafe_buffer_pointer`` tells them apart); an array laid out
+        over devices shares its blocks (an array is never changed)."""
+        result = self._shallow_copy()
+        if isinstance(self.sharding, SingleDeviceSharding) and (
+                self._global is not None or self._buffers is not None):
+            own = np.array(self._assemble(), copy=True)
+            result._global, result._buffers, result._stacked = own, [own], None
+        return result
 
     def clone(self) -> "Array":
         """A new array object with this one's value, layout, type and commitment (JAX's)."""
@@ -572,6 +578,12 @@ class Array(metaclass=abc.ABCMeta):
     # unhashable, as JAX's (hash() raises "unhashable type: 'Array'", and an array is no
     # collections.abc.Hashable)
     __hash__ = None
+
+    def __copy__(self) -> "Array":
+        return self.copy()
+
+    def __deepcopy__(self, memo) -> "Array":
+        return self.copy()
 
     def __reduce__(self):
         # the value and its weak type, as JAX's pickles keep them

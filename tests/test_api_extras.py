@@ -1016,6 +1016,24 @@ def test_dunder_jax_array_wrappers_convert_where_jax_converts():
         jax.jit(lambda x: x)(w)
 
 
+@pytest.mark.parametrize("copy_func", [jnp.array, jnp.copy, __import__("copy").copy,
+                                       __import__("copy").deepcopy],
+                         ids=["array", "copy", "copy.copy", "copy.deepcopy"])
+def test_a_copy_of_a_one_device_array_holds_its_own_buffer(copy_func):
+    """As JAX's: asarray hands the array back; a copy, and a jitted function's result that
+    passes it through, hold buffers of their own (their addresses differ) and outlive it."""
+    x = jnp.ones(10)
+    ptr = lambda a: a.unsafe_buffer_pointer()
+    view, view_jit = jnp.asarray(x), jax.jit(jnp.asarray)(x)
+    copied, copied_jit = copy_func(x), jax.jit(copy_func)(x)
+    assert ptr(view) == ptr(x)
+    assert len({ptr(x), ptr(view_jit), ptr(copied), ptr(copied_jit)}) == 4
+    x.delete()
+    assert view.is_deleted()
+    for kept in (view_jit, copied, copied_jit):
+        assert not kept.is_deleted()
+        np.testing.assert_array_equal(np.asarray(kept), np.ones(10))
+
 def test_small_api_pieces_jax_programs_call():
     x = jax.device_put(1.0)
     assert jax.copy_to_host_async(x) is x and float(x) == 1.0
