@@ -709,23 +709,31 @@ for _p in p.CUSTOM_CALLS:
 
 # --- vmap -------------------------------------------------------------------------------------
 
-def batched_program(jaxpr, values, dims, axis_name=None):
+def batched_program(jaxpr, values, dims, axis_name=None, axis_size=None):
     """The primal program batched (every output's batch axis leading), and its constants.
-    ``axis_name``: the enclosing vmap's, so collectives over it inside act across members."""
+    ``axis_name``: the enclosing vmap's, so collectives over it inside act across members;
+    ``axis_size``: its size, for a call none of whose operands it maps (a collective inside
+    makes it one per member all the same)."""
     batched = vmap(lambda *args: eval_program(jaxpr, list(args)), in_axes=tuple(dims),
-                   out_axes=0, axis_name=axis_name)
+                   out_axes=0, axis_name=axis_name,
+                   axis_size=_size_if_unmapped(dims, axis_size))
     body, consts, _ = trace_to_program(lambda *args: list(batched(*args)),
                                        [aval_of(v) for v in values],
                                        shard=current_shard_context(), parent=current_trace())
     return Program([], body.constvars + body.invars, body.eqns, body.outvars), consts
 
 
+def _size_if_unmapped(dims, axis_size):
+    """vmap's ``axis_size`` where no operand is mapped (else the operands say it)."""
+    return axis_size if all(d is None for d in dims) else None
+
+
 def _custom_jvp_call_batch(values, dims, *, jaxpr, jvp, name, num_consts, symbolic_zeros,
-                           axis_name=None):
-    body, consts = batched_program(jaxpr, values, dims, axis_name)
+                           axis_name=None, axis_size=None):
+    body, consts = batched_program(jaxpr, values, dims, axis_name, axis_size)
     jvp = _live(jvp, "JVP")
-    rule = functools.partial(_batched_jvp, jvp, axis_name, len(consts), dims[:num_consts],
-                             dims[num_consts:])
+    rule = functools.partial(_batched_jvp, jvp, (axis_name, axis_size), len(consts),
+                             dims[:num_consts], dims[num_consts:])
     outs = bind(p.custom_jvp_call_p, *consts, *values, jaxpr=body, jvp=CustomRule(rule, jvp.name),
                 name=name, num_consts=len(consts) + num_consts, symbolic_zeros=symbolic_zeros)
     return outs, [0] * len(outs)
@@ -734,7 +742,7 @@ def _custom_jvp_call_batch(values, dims, *, jaxpr, jvp, name, num_consts, symbol
 # The batched rules get the batched call's constants: the batched program's own (``n_new``),
 # then the original call's, which go to the original rule per member with ``const_dims``.
 
-def _batched_jvp(rule, axis_name, n_new, const_dims, arg_dims, consts, primals, tangents):
+def _batched_jvp(rule, axis, n_new, const_dims, arg_dims, consts, primals, tangents):
     """The rule per batch member; symbolic zeros stay outside the vmap."""
     symbolic = [type(t) is SymbolicZero for t in tangents]
     member_zeros = [_member_zero(t, d) if s else None
@@ -746,8 +754,10 @@ def _batched_jvp(rule, axis_name, n_new, const_dims, arg_dims, consts, primals, 
                     [z if s else next(it) for z, s in zip(member_zeros, symbolic)])
 
     tangent_dims = [d for d, s in zip(arg_dims, symbolic) if not s]
+    axis_name, axis_size = axis
     return vmap(member, in_axes=(list(const_dims), list(arg_dims), tangent_dims), out_axes=0,
-                axis_name=axis_name)(
+                axis_name=axis_name,
+                axis_size=_size_if_unmapped([*const_dims, *arg_dims, *tangent_dims], axis_size))(
         list(consts[n_new:]), list(primals), [t for t, s in zip(tangents, symbolic) if not s])
 
 
@@ -759,10 +769,10 @@ def _member_zero(zero, dim):
 
 
 def _custom_vjp_call_batch(values, dims, *, jaxpr, fwd, bwd, name, num_consts,
-                           symbolic_zeros, axis_name=None):
-    body, consts = batched_program(jaxpr, values, dims, axis_name)
+                           symbolic_zeros, axis_name=None, axis_size=None):
+    body, consts = batched_program(jaxpr, values, dims, axis_name, axis_size)
     fwd, bwd = _live(fwd, "fwd"), _live(bwd, "bwd")
-    layout = (axis_name, len(consts), dims[:num_consts], dims[num_consts:])
+    layout = ((axis_name, axis_size), len(consts), dims[:num_consts], dims[num_consts:])
     outs = bind(p.custom_vjp_call_p, *consts, *values, jaxpr=body,
                 fwd=CustomRule(functools.partial(_batched_fwd, fwd, *layout), fwd.name),
                 bwd=CustomRule(functools.partial(_batched_bwd, bwd, *layout), bwd.name),
@@ -770,7 +780,7 @@ def _custom_vjp_call_batch(values, dims, *, jaxpr, fwd, bwd, name, num_consts,
     return outs, [0] * len(outs)
 
 
-def _batched_fwd(fwd, axis_name, n_new, const_dims, arg_dims, consts, primals, perturbed):
+def _batched_fwd(fwd, axis, n_new, const_dims, arg_dims, consts, primals, perturbed):
     trees: list = []
 
     def member(cs, ps):
@@ -778,17 +788,20 @@ def _batched_fwd(fwd, axis_name, n_new, const_dims, arg_dims, consts, primals, p
         trees.append(res_tree)
         return outs, residuals
 
+    axis_name, axis_size = axis
     outs, residuals = vmap(member, in_axes=(list(const_dims), list(arg_dims)), out_axes=0,
-                           axis_name=axis_name)(list(consts[n_new:]), list(primals))
+                           axis_name=axis_name,
+                           axis_size=_size_if_unmapped([*const_dims, *arg_dims], axis_size))(
+        list(consts[n_new:]), list(primals))
     return list(outs), list(residuals), trees[0]
 
 
-def _batched_bwd(bwd, axis_name, n_new, const_dims, arg_dims, consts, residuals, res_tree,
+def _batched_bwd(bwd, axis, n_new, const_dims, arg_dims, consts, residuals, res_tree,
                  cts):
     """Every residual and cotangent is batched along axis 0; an input that is the same for
     every member gets the sum of the members' cotangents."""
     per_member = vmap(lambda cs, r, c: bwd(list(cs), list(r), res_tree, list(c)),
-                      in_axes=(list(const_dims), 0, 0), out_axes=0, axis_name=axis_name)(
+                      in_axes=(list(const_dims), 0, 0), out_axes=0, axis_name=axis[0])(
         list(consts[n_new:]), list(residuals), list(cts))
     return [None if ct is None else
             bind(p.reduce_sum_p, ct, axes=(0,)) if dim is None else moveaxis(ct, 0, dim)
@@ -809,7 +822,8 @@ def _named(rule):
     over that name, so collectives over it inside them act across the members (JAX's
     batch-norm pattern: a custom_vjp function taking ``pmean`` over the vmap axis)."""
     def control(trace, values, dims, **params):
-        return rule(values, dims, axis_name=trace.axis.name if trace.axis else None, **params)
+        return rule(values, dims, axis_name=trace.axis.name if trace.axis else None,
+                    axis_size=trace.axis_size, **params)
     return control
 
 

@@ -799,6 +799,32 @@ def test_custom_rules_with_collectives_over_a_vmap_axis():
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+def test_custom_rules_with_a_collective_over_a_vmap_axis_that_maps_none_of_their_operands():
+    """A custom_jvp/custom_vjp call whose operand every member shares, with a psum over the
+    vmap's axis inside: one value per member all the same (each member's psum adds the
+    batch's copies), its rules too (JAX's values)."""
+    from shardc import lax
+
+    @jax.custom_jvp
+    def total(v):
+        return lax.psum(v, "foo")
+
+    total.defjvp(lambda p, t: (lax.psum(p[0], "foo"), t[0] * 3))
+
+    @jax.custom_vjp
+    def doubled(v):
+        return lax.psum(v, "foo") * 2
+
+    doubled.defvjp(lambda v: (doubled(v), None), lambda _, g: (g * 5,))
+    members = jnp.arange(4.0)
+    run = lambda f: jax.vmap(lambda _, v: f(v), axis_name="foo", in_axes=(0, None))(
+        members, 2.0)
+    np.testing.assert_array_equal(run(total), np.full(4, 8.0))
+    np.testing.assert_array_equal(run(doubled), np.full(4, 16.0))
+    np.testing.assert_array_equal(run(lambda v: jax.jvp(total, (v,), (1.0,))[1]), np.full(4, 3.0))
+    np.testing.assert_array_equal(run(jax.grad(doubled)), np.full(4, 5.0))
+
+
 def test_custom_rules_of_a_functools_partial_take_its_arguments_as_given():
     """A functools.partial's signature is opaque to custom_jvp/custom_vjp (JAX's): its bound
     keywords stay its own, and keywords at the call cannot be placed."""
