@@ -1145,6 +1145,8 @@ def _inspect_sharding_jvp(primals, tangents, **params):
 
 jvp_rules[p.inspect_sharding_p] = _inspect_sharding_jvp
 jvp_rules[p.stop_gradient_p] = functools.partial(_zero_tangents, p.stop_gradient_p)
+jvp_rules[p.copy_p] = functools.partial(linear_jvp, p.copy_p)
+transpose_rules[p.copy_p] = lambda ct, x: [bind(p.copy_p, ct)]
 
 
 # --- cumulative products and extrema, and sorting ------------------------------------------------

@@ -20,7 +20,8 @@ from ir.sharding_rules import named_sharding
 
 
 for _p in prims.UNARY + prims.PREDICATES + (prims.convert_element_type_p,
-                                            prims.stop_gradient_p, prims.reduce_precision_p):
+                                            prims.stop_gradient_p, prims.reduce_precision_p,
+                                            prims.copy_p):
     batching_rules[_p] = functools.partial(keep_dim_rule, _p)
 for _p in prims.ARITHMETIC + prims.COMPARISON + (prims.select_n_p,):
     batching_rules[_p] = functools.partial(elementwise_rule, _p)

@@ -50,7 +50,7 @@ JOIN_PRIMITIVES = (
         prims.dynamic_update_slice_p, prims.gather_p, prims.scatter_p, prims.iota_p,
         prims.rev_p, prims.pad_p, prims.argmax_p, prims.argmin_p, prims.cumsum_p,
         prims.dot_general_p, prims.sharding_constraint_p, prims.device_put_p, prims.threefry2x32_p,
-        prims.stop_gradient_p, prims.signbit_p, prims.cumprod_p, prims.cummax_p,
+        prims.stop_gradient_p, prims.copy_p, prims.signbit_p, prims.cumprod_p, prims.cummax_p,
         prims.cummin_p, prims.sort_p, prims.searchsorted_p, prims.bitcast_convert_type_p,
         prims.reduce_precision_p, prims.fft_p, prims.callback_p)
     + prims.LINALG)

@@ -800,7 +800,8 @@ WEAK_KEEPING = frozenset(getattr(prims, f"{name}_p") for name in (
     "igamma_grad_a zeta zeta_grad_s shift_left shift_right_arithmetic shift_right_logical "
     "complex reduce_precision is_finite integer_pow "
     "broadcast_in_dim concatenate dynamic_update_slice pad reshape rev "
-    "select_n slice squeeze transpose sharding_constraint stop_gradient dot_general").split())
+    "select_n slice squeeze transpose sharding_constraint stop_gradient copy "
+    "dot_general").split())
 # The operations whose results are weakly typed when their first operand is, whatever the
 # indices or updates (JAX's gathers, dynamic slices and scatters)
 WEAK_AS_OPERAND = frozenset(getattr(prims, f"{name}_p") for name in

@@ -57,7 +57,7 @@ def _sig(arity: int, required=(), optional=(), variadic=False) -> Signature:
 # Declared signatures: primitives whose shape rule takes ``**params`` or serves a family.
 signatures = RuleTable("signature")
 
-for _p in prims.UNARY + (prims.is_finite_p, prims.stop_gradient_p):
+for _p in prims.UNARY + (prims.is_finite_p, prims.stop_gradient_p, prims.copy_p):
     signatures[_p] = _sig(1)
 signatures[prims.integer_pow_p] = _sig(1, ["y"])
 for _p in prims.ARITHMETIC + prims.COMPARISON:

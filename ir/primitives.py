@@ -411,6 +411,9 @@ LINALG = (cholesky_p, qr_p, solve_p, slogdet_p, eigh_p, svd_p, eig_p, schur_p, h
 
 # Identity whose tangent is zero.
 stop_gradient_p = primitive("stop_gradient")
+# The value in a buffer of its own (JAX's copy_p: jnp.copy, jnp.array(x, copy=True) of a traced
+# value); linear, its tangent and cotangent copied too.
+copy_p = primitive("copy")
 
 # Sharding annotations outside shard_map.
 sharding_constraint_p = primitive("sharding_constraint")     # [sharding]
@@ -474,5 +477,5 @@ callback_p = primitive("callback", multiple_results=True)
 # Elementwise: operands and result of one shape, each element on its own (a rank-0 or size-1
 # operand dimension broadcasts).
 ELEMENTWISE = (UNARY + ARITHMETIC + COMPARISON + PREDICATES
-               + (select_n_p, convert_element_type_p, reduce_precision_p, stop_gradient_p,
+               + (select_n_p, convert_element_type_p, reduce_precision_p, stop_gradient_p, copy_p,
                   name_p))

@@ -650,6 +650,7 @@ def _single_identity_rule(x: Aval, **params) -> list:
 shape_rules[prims.sharding_constraint_p] = _single_identity_rule
 shape_rules[prims.device_put_p] = _single_identity_rule
 shape_rules[prims.stop_gradient_p] = _single_identity_rule
+shape_rules[prims.copy_p] = _single_identity_rule
 shape_rules[prims.shard_alike_p] = lambda x, y: [_aval(x.shape, x.dtype), _aval(y.shape, y.dtype)]
 shape_rules[prims.debug_print_p] = lambda *xs, **params: []  # printing has no results
 shape_rules[prims.inspect_sharding_p] = lambda x, **params: []

@@ -296,6 +296,7 @@ for _p in prims.UNARY + prims.ARITHMETIC + prims.COMPARISON + prims.PREDICATES +
         prims.threefry2x32_p,):
     sharding_rules[_p] = functools.partial(_elementwise, _p)
 for _p in (prims.convert_element_type_p, prims.reduce_precision_p, prims.stop_gradient_p,
+           prims.copy_p,
            prims.name_p, prims.rev_p):
     sharding_rules[_p] = _like_operand
 # each result typed as its operand (JAX's abstract evaluation); layouts are propagation's

@@ -174,7 +174,7 @@ ur_rules[prims.add_p] = _add
 ur_rules[prims.mul_p] = _mul
 for _p in (prims.transpose_p, prims.convert_element_type_p,
            prims.reduce_precision_p, prims.squeeze_p, prims.broadcast_in_dim_p,
-           prims.slice_p, prims.rev_p, prims.stop_gradient_p, prims.name_p):
+           prims.slice_p, prims.rev_p, prims.stop_gradient_p, prims.copy_p, prims.name_p):
     ur_rules[_p] = _same
 
 

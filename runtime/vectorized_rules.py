@@ -328,6 +328,7 @@ stacked_rules[prims.pad_p] = _pad_rule
 stacked_rules[prims.sharding_constraint_p] = lambda types: _same_lead(types, lambda x: x)
 stacked_rules[prims.device_put_p] = lambda types: _same_lead(types, lambda x: x)
 stacked_rules[prims.stop_gradient_p] = lambda types: _same_lead(types, lambda x: x)
+stacked_rules[prims.copy_p] = lambda types: _same_lead(types, lambda x: np.array(x, copy=True))
 stacked_rules[prims.shard_alike_p] = lambda types: Kernel(lambda x, y: [x, y],
                                                           list(types.in_leads), multiple=True)
 

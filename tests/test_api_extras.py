@@ -1034,6 +1034,31 @@ def test_a_copy_of_a_one_device_array_holds_its_own_buffer(copy_func):
         assert not kept.is_deleted()
         np.testing.assert_array_equal(np.asarray(kept), np.ones(10))
 
+def test_an_explicit_copy_of_a_traced_value_is_a_copy_equation():
+    """As JAX's: jnp.copy, jnp.array and asarray/astype with copy=True of a traced value bind
+    ``copy`` (linear: its tangent and cotangent are copied too), so jvp, vjp and vmap give new
+    arrays; the values are the operand's, in shard_map bodies too."""
+    x = jnp.arange(4.0)
+    for f in (jnp.copy, jnp.array, lambda v: jnp.asarray(v, copy=True),
+              lambda v: v.astype(jnp.float32, copy=True)):
+        assert str(jax.make_jaxpr(f)(x)) == ("{ lambda ; a:f32[4]. let\n    b:f32[4] = copy a\n"
+                                             "  in (b,) }")
+        y, y_dot = jax.jvp(f, (x,), (jnp.ones(4),))
+        assert y is not x and np.array_equal(np.asarray(y), np.asarray(x))
+        out, pullback = jax.vjp(f, x)
+        cotangent = jnp.full(4, 2.0)
+        (back,) = pullback(cotangent)
+        assert back is not cotangent and np.array_equal(np.asarray(back), np.full(4, 2.0))
+        batched = jax.vmap(f)(x)
+        assert batched is not x and np.array_equal(np.asarray(batched), np.asarray(x))
+    assert "copy" not in str(jax.make_jaxpr(jnp.asarray)(x))
+    mesh = jax.make_mesh((4,), ("i",))
+    body = jax.shard_map(lambda b: jnp.copy(b) * 2, mesh=mesh, in_specs=jax.P("i"),
+                         out_specs=jax.P("i"))
+    for run in (body, jax.jit(body)):
+        np.testing.assert_array_equal(np.asarray(run(x)), np.arange(4.0) * 2)
+    assert float(jax.grad(lambda v: (jnp.copy(v) ** 2).sum())(jnp.float32(3.0))) == 6.0
+
 def test_small_api_pieces_jax_programs_call():
     x = jax.device_put(1.0)
     assert jax.copy_to_host_async(x) is x and float(x) == 1.0

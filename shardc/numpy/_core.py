@@ -455,6 +455,15 @@ def _computed_on(value, sharding):
     return result if tuple(full.spec) == tuple(result.sharding.spec) else result.respelled(full)
 
 
+def copied(x):
+    """A copy of ``x`` (an explicit one: ``jnp.copy``, ``jnp.array``, ``copy=True``): a
+    traced value's is JAX's ``copy`` equation, a concrete array's a new array with a buffer of
+    its own where it is on one device."""
+    if isinstance(x, Tracer):
+        return weakly_typed_like(bind(p.copy_p, x), x)
+    return x.copy() if isinstance(x, Array) else x
+
+
 def fresh(x):
     """``x`` as a new array over the same data, where it is a concrete array (a traced value
     as it is): what a function JAX runs as a program of its own gives, or an explicit copy,
@@ -468,7 +477,7 @@ def asarray(x, dtype=None, order=None, *, copy=None):
     (an array is never changed, and a host value is always copied in); ``copy=True`` gives a
     new array where ``x`` is one already."""
     result = _asarray(x, dtype, order)
-    return fresh(result) if copy and result is x else result
+    return copied(result) if copy and result is x else result
 
 
 def _asarray(x, dtype, order):
@@ -578,8 +587,8 @@ def array(x, dtype=None, copy=True, order="K", ndmin=0):
     if isinstance(x, np.ma.MaskedArray):
         x = np.array(x)         # its data, as JAX's array copies it through numpy
     result = asarray(x, asked_dtype(dtype, "array"), order)
-    if copy and result is x and isinstance(result, Array):
-        result = result.copy()
+    if copy and result is x:
+        result = copied(result)
     missing = ndmin - ndim_of(result)
     return reshape(result, (1,) * missing + shape_of(result)) if missing > 0 else result
 
@@ -847,7 +856,7 @@ def astype(x, dtype, /, *, copy=False, device=None):
     x = as_array(x)
     # a dtype asked for types the value (JAX's astype is never weakly typed)
     result = typed(convert(x, dtype))
-    return fresh(result) if copy and result is x else result
+    return copied(result) if copy and result is x else result
 
 
 # --- shapes ----------------------------------------------------------------------------------

@@ -23,9 +23,9 @@ from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, les
                                       logical_and, logical_or, multiply, remainder, subtract,
                                       where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
-                                canonical_axis, concatenate, concrete_value, convert, dtype_of,
-                                expand_dims, fresh, full, index_tuple, key_array_rule, ndim_of,
-                                ravel, reshape, shape_of, shape_tuple, STATIC_AXIS,
+                                canonical_axis, concatenate, concrete_value, convert, copied,
+                                dtype_of, expand_dims, fresh, full, index_tuple, key_array_rule,
+                                ndim_of, ravel, reshape, shape_of, shape_tuple, STATIC_AXIS,
                                 weakly_typed_like, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
@@ -661,8 +661,9 @@ def append(arr, values, axis=None):
 
 
 def copy(a, order=None):
-    """A copy of ``a``: a new array (over the same data: arrays are never changed)."""
-    return fresh(asarray(as_array(a)))
+    """A copy of ``a``: a new array with a buffer of its own (traced: JAX's ``copy``)."""
+    result = asarray(as_array(a))
+    return copied(result) if result is a else result     # (a host value is copied in)
 
 
 def resize(a, new_shape):
