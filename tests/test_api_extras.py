@@ -1059,6 +1059,18 @@ def test_an_explicit_copy_of_a_traced_value_is_a_copy_equation():
         np.testing.assert_array_equal(np.asarray(run(x)), np.arange(4.0) * 2)
     assert float(jax.grad(lambda v: (jnp.copy(v) ** 2).sum())(jnp.float32(3.0))) == 6.0
 
+def test_dce_sink_takes_a_pytree_of_arrays_and_changes_nothing():
+    """JAX's lax.dce_sink keeps XLA from dropping a value's computation; shardc computes what
+    results need, so it checks its operand and returns None, eagerly, under jit and vmap."""
+    def f(x):
+        assert lax.dce_sink({"y": x + 1}, prevent_mlir_dce=True) is None
+        lax.dce_sink(x)
+        return x * 2
+    for run in (f, jax.jit(f), jax.vmap(f)):
+        np.testing.assert_array_equal(np.asarray(run(jnp.arange(3.0))), [0.0, 2.0, 4.0])
+    with pytest.raises(TypeError, match="dce_sink: val\\['k'\\] is 's' of type str"):
+        lax.dce_sink({"k": "s"})
+
 def test_small_api_pieces_jax_programs_call():
     x = jax.device_put(1.0)
     assert jax.copy_to_host_async(x) is x and float(x) == 1.0

@@ -45,7 +45,8 @@ from shardc.lax._elementwise import (FftType, atan2, betainc, bitcast_convert_ty
                                      reciprocal, reduce_precision, round, sign, square, tan)
 from shardc.lax._ops import (AccuracyMode, DotAlgorithm, DotAlgorithmPreset, Precision, abs, add, batch_matmul, broadcast_in_dim,
                              broadcasted_iota, concatenate,
-                             convert_element_type, cos, div, dot, dot_general, dynamic_index_in_dim,
+                             convert_element_type, cos, dce_sink, div, dot, dot_general,
+                             dynamic_index_in_dim,
                              dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim,
                              dynamic_update_slice, dynamic_update_slice_in_dim, exp, iota, log,
                              logistic, max, min, mul, neg, rem, reshape, rsqrt, select, sin, slice,
@@ -101,6 +102,7 @@ __all__ = [
     "reduce_max", "reduce_min", "reduce_precision", "reduce_prod", "reduce_sum", "rem", "reshape",
     "reshard", "rev", "round", "rsqrt", "scan", "select", "sign", "sin", "slice", "slice_in_dim",
     "sort", "sort_key_val", "sqrt", "square", "squeeze", "stop_gradient", "sub", "switch", "tan",
+    "dce_sink",
     "tanh", "top_k", "approx_max_k", "approx_min_k", "transpose", "while_loop", "with_sharding_constraint",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_and", "bitwise_not", "bitwise_or",
     "bitwise_xor", "broadcast_like", "broadcast_to_rank", "collapse", "cosh", "eq", "ge", "gt", "le", "lt", "ne",

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from compiler import tree
-from compiler.tracing import aval_of, bind, is_jax_value, is_python_scalar
+from compiler.tracing import aval_of, bind, check_jax_leaves, is_jax_value, is_python_scalar
 from ir import dtypes as _dt
 from ir import primitives as p
 import shardc.numpy as jnp
@@ -415,6 +415,13 @@ def select(pred, on_true, on_false):
 def stop_gradient(x):
     """``x``, with a zero derivative: gradients do not flow through it."""
     return tree.tree_map(lambda leaf: bind(p.stop_gradient_p, leaf), x)
+
+
+def dce_sink(val, *, prevent_mlir_dce: bool = False) -> None:
+    """JAX's ``dce_sink``: keeps XLA from removing the computation of ``val`` (a pytree of
+    arrays) as dead code. shardc's programs compute what their results need, so it checks
+    the leaves and does nothing else."""
+    check_jax_leaves(tree.tree_leaves(val), val, lambda path: f"dce_sink: val{path}")
 
 
 def dot(lhs, rhs, /, *, precision=None, preferred_element_type=None, out_sharding=None):
