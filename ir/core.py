@@ -10,7 +10,6 @@ Names are not stored: the printer assigns them in definition order.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import sys
@@ -157,30 +156,37 @@ class Aval:
     unreduced: frozenset = frozenset()
     reduced: frozenset = frozenset()
 
-    def __post_init__(self):
-        shape, dtype, vma = self.shape, self.dtype, self.vma
-        if type(shape) is not tuple or not all(type(d) is int for d in shape):
-            object.__setattr__(self, "shape", shape := tuple(int(d) for d in shape))
-        if not isinstance(dtype, np.dtype):
-            object.__setattr__(self, "dtype", dtype := np.dtype(dtype))
-        if type(vma) is not frozenset:
-            object.__setattr__(self, "vma", vma := frozenset(vma))
-        unreduced, reduced = self.unreduced, self.reduced
-        if unreduced or reduced:
-            object.__setattr__(self, "unreduced", unreduced := frozenset(unreduced))
-            object.__setattr__(self, "reduced", reduced := frozenset(reduced))
-            object.__setattr__(self, "ur", True)
-            # avals key jit's cache on every call: hash once
-            object.__setattr__(self, "_hash", hash((shape, dtype, vma, self.type_sharding,
-                                                    unreduced, reduced)))
+    def __init__(self, shape, dtype, vma=frozenset(), type_sharding=None,
+                 unreduced=frozenset(), reduced=frozenset()):
+        # (written out, the fields set in one go: avals are made on every operation's path)
+        if type(shape) is not tuple:
+            shape = tuple(int(d) for d in shape)
         else:
-            object.__setattr__(self, "_hash", hash((shape, dtype, vma, self.type_sharding)))
+            for d in shape:
+                if type(d) is not int:
+                    shape = tuple(int(d) for d in shape)
+                    break
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        if type(vma) is not frozenset:
+            vma = frozenset(vma)
+        fields = self.__dict__
+        if unreduced or reduced:
+            unreduced, reduced = frozenset(unreduced), frozenset(reduced)
+            # avals key jit's cache on every call: hash once
+            fields.update(ur=True, _hash=hash((shape, dtype, vma, type_sharding, unreduced,
+                                              reduced)))
+        else:
+            fields["_hash"] = hash((shape, dtype, vma, type_sharding))
+        fields.update(shape=shape, dtype=dtype, vma=vma, type_sharding=type_sharding,
+                      unreduced=unreduced, reduced=reduced)
 
     # whether the value is unreduced or reduced over some axis (set on such avals only): the
     # operations that see one ask their rule for it (``ir.unreduced``)
     ur = False
     # JAX's public ``x.aval.weak_type``: a weakly typed array's aval is this type's twin that
-    # says so (``weak_twin``), equal to it and hashed alike; shardc's own code reads ``weak``
+    # says so (``weak_twin``), equal to it and hashed alike; shardc's own code reads a value's
+    # ``weak`` (an Array's is read off its aval)
     weak_type = False
 
     def __hash__(self):
@@ -192,10 +198,9 @@ class Aval:
             return self
         twin = self.__dict__.get("_twin")
         if twin is None:
-            twin = copy.copy(self)
-            object.__setattr__(twin, "weak_type", True)
-            object.__setattr__(twin, "_twin", self)
-            object.__setattr__(self, "_twin", twin)
+            twin = object.__new__(Aval)
+            twin.__dict__.update(self.__dict__, weak_type=True, _twin=self)
+            self.__dict__["_twin"] = twin
         return twin
 
     def strong(self) -> "Aval":
