@@ -278,13 +278,13 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
         if constrain_outputs is not None:
             result = constrain_outputs(result)
         outs, out_tree = tree.tree_flatten(result)
+        check_returned_values(outs, result, fun, "jit",
+                              lambda path: f"the output {function_name(fun)}(*args){path}")
         # float0 results (an integer input's cotangent) hold no values: kept aside, by place
         float0_outs.clear()
         float0_outs.update((k, float0_aval(leaf)) for k, leaf in enumerate(outs)
                            if dtypes.is_float0(leaf))
         outs = [leaf for k, leaf in enumerate(outs) if k not in float0_outs]
-        check_returned_values(outs, result, fun, "jit",
-                              lambda path: f"the output {function_name(fun)}(*args){path}")
         out_tree_box.append(out_tree)
         return outs
 
@@ -317,8 +317,8 @@ def _finished(outs: list, closed: "ClosedProgram") -> list:
 
 def _own_results(outs: list, module) -> list:
     """A run's results, those that are its arguments or constants passed straight through
-    as new arrays over the same data: a call's results are its own, as in JAX, so deleting
-    (or donating) one leaves the argument or the constant alive."""
+    as copies (``own_copy``): a call's results are its own, as in JAX, so deleting (or
+    donating) one leaves the argument or the constant alive."""
     passed = module.__dict__.get("_passed_through")
     if passed is None:
         program = module.program
@@ -330,7 +330,7 @@ def _own_results(outs: list, module) -> list:
     outs = list(outs)
     for k in passed:
         if hasattr(outs[k], "is_deleted"):
-            outs[k] = outs[k].copy()
+            outs[k] = outs[k].own_copy()
     return outs
 
 
@@ -1468,6 +1468,9 @@ class JitFunction:
                         and _split_on_entry(compiled.module.program, position.get(id(leaf))):
                     continue       # moved from its device onto the mesh in blocks: a copy
                 leaves.append(leaf)
+        twice = [leaf for k, leaf in enumerate(leaves) if any(leaf is m for m in leaves[:k])]
+        if twice:            # donated twice: XLA's error whether or not a result takes it
+            _check_donated_once(twice, args, kwargs, static_argnums)
         unmatched = []
         for leaf in leaves:
             key = _block_key(leaf)

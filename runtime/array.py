@@ -471,13 +471,20 @@ class Array(metaclass=abc.ABCMeta):
         return self.dtype.itemsize
 
     def copy(self) -> "Array":
-        """A copy: the same value, layout and type. A one-device array's copy holds a buffer
-        of its own, as JAX's (``unsafe_buffer_pointer`` tells them apart); an array laid out
-        over devices shares its blocks (an array is never changed)."""
+        """A new array object with the same value, layout and type, over the same data (an
+        array is never changed); ``own_copy`` gives one with a buffer of its own."""
+        return self._shallow_copy()
+
+    def own_copy(self) -> "Array":
+        """An explicit copy (``jnp.copy``, ``copy.copy``, a jitted call's result that passes
+        an argument through): as JAX's, a one-device array's holds a buffer of its own
+        (``unsafe_buffer_pointer`` tells them apart; read-only, as every buffer); an array
+        laid out over devices shares its blocks."""
         result = self._shallow_copy()
         if isinstance(self.sharding, SingleDeviceSharding) and (
                 self._global is not None or self._buffers is not None):
             own = np.array(self._assemble(), copy=True)
+            own.flags.writeable = False
             result._global, result._buffers, result._stacked = own, [own], None
         return result
 
@@ -580,10 +587,10 @@ class Array(metaclass=abc.ABCMeta):
     __hash__ = None
 
     def __copy__(self) -> "Array":
-        return self.copy()
+        return self.own_copy()
 
     def __deepcopy__(self, memo) -> "Array":
-        return self.copy()
+        return self.own_copy()
 
     def __reduce__(self):
         # the value and its weak type, as JAX's pickles keep them

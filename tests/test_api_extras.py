@@ -1028,6 +1028,8 @@ def test_a_copy_of_a_one_device_array_holds_its_own_buffer(copy_func):
     copied, copied_jit = copy_func(x), jax.jit(copy_func)(x)
     assert ptr(view) == ptr(x)
     assert len({ptr(x), ptr(view_jit), ptr(copied), ptr(copied_jit)}) == 4
+    with pytest.raises(ValueError, match="read-only"):
+        np.from_dlpack(copied)[0] = 9.0          # its buffer is read-only, as every one
     x.delete()
     assert view.is_deleted()
     for kept in (view_jit, copied, copied_jit):

@@ -189,9 +189,9 @@ mod = remainder
 def power(x, y):
     """``x ** y`` with JAX's rules.
 
-    A concrete integer exponent (a Python or numpy int, a concrete 0-d integer array) keeps
-    ``x``'s dtype, as JAX's ``integer_pow`` (``uint8 ** np.int64(3)`` is uint8); small ones
-    multiply (exact). Integer arrays raised to integer arrays wrap and, as JAX, use only the
+    A concrete integer exponent (a Python or numpy int, a concrete 0-d integer array) is
+    JAX's ``integer_pow`` (repeated squaring), which keeps ``x``'s dtype (``uint8 **
+    np.int64(3)`` is uint8). Integer arrays raised to integer arrays wrap and, as JAX, use only the
     exponent's low 6 bits (so negative exponents give a value, not an error); booleans count
     as int32.
 

@@ -461,13 +461,13 @@ def copied(x):
     its own where it is on one device."""
     if isinstance(x, Tracer):
         return weakly_typed_like(bind(p.copy_p, x), x)
-    return x.copy() if isinstance(x, Array) else x
+    return x.own_copy() if isinstance(x, Array) else x
 
 
 def fresh(x):
     """``x`` as a new array over the same data, where it is a concrete array (a traced value
-    as it is): what a function JAX runs as a program of its own gives, or an explicit copy,
-    is an array of its own, so deleting or donating the operand leaves it alive."""
+    as it is): what a function JAX runs as a program of its own gives is an array of its own,
+    so deleting or donating the operand leaves it alive (an explicit copy: ``copied``)."""
     return x.copy() if isinstance(x, Array) else x
 
 
