@@ -76,6 +76,8 @@ class ShardTracer(Tracer):
         return float(self._concrete("float conversion"))
 
     def __index__(self):
+        if self._aval.ndim or self._aval.dtype.kind not in "iu":
+            raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
         return int(self._concrete("integer conversion"))
 
     def concrete_value(self, what: str, cls):

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.refs import ClosedOverRef, RefWrittenOutside, ref_type
-from compiler.shard_map import current_shard_context
-from compiler.tracing import (Tracer, aval_of, current_trace, values_known_now, weakened,
-                              weakly_typed)
+from compiler.eager import ShardTrace
+from compiler.tracing import (ProgramTrace, Tracer, aval_of, current_trace, values_known_now,
+                              weakened, weakly_typed)
 from shardc.lax._ops import convert_element_type
 from shardc.numpy import array, asarray, zeros
 
@@ -150,8 +150,14 @@ def empty_ref(ty, memory_space=None) -> Ref:
 
 def _check_not_eager_shard_map() -> None:
     """JAX's error for a Ref made in a shard_map body that runs eagerly (not under jit), even
-    one frozen before the body returns."""
-    if values_known_now() and current_shard_context() is not None:
+    one frozen before the body returns, or made under vmap there; one made in a body that is
+    traced (jit, a loop or branch, and, unlike JAX, grad's) is fine."""
+    if not values_known_now():
+        return                     # (jit's trace)
+    trace = current_trace()
+    while trace is not None and not isinstance(trace, (ShardTrace, ProgramTrace)):
+        trace = trace.parent
+    if isinstance(trace, ShardTrace):
         raise ValueError("Eager shard_map cannot return a `jax.Ref`. Please wrap your "
                          "shard_map in `jax.jit`.")
 

@@ -1892,12 +1892,20 @@ def test_an_update_split_where_the_updated_part_is_not_is_jaxs_error():
             (lambda: target.at[np.arange(4)].set(rows), "float32[4@x,8@y]", "float32[4,8@y]"),
             (lambda: jnp.zeros((4, 8)).at[np.array([0, 1])].add(
                 jax.device_put(np.ones(8, np.float32), P("y"))), "float32[8@y]", "float32[2,8]"),
+            # x split too: the update's type is checked first, as JAX does
+            (lambda: rows.at[0].set(d), "float32[8@x]", "float32[8@y]"),
+            (lambda: rows.at[:, 0].set(jax.device_put(np.ones(4, np.float32), P("y"))),
+             "float32[4@y]", "float32[4@x]"),
         ]
         for run, given, wanted in cases:
             with pytest.raises(ValueError, match=re.escape(
                     f"Incompatible types for broadcasting: input type={given} and requested "
                     f"type={wanted}")):
                 run()
+        # a static slice keeps the split in the updated part's type: the update agrees, and
+        # the scatter's own rule refuses a part of a split dimension (JAX's)
+        with pytest.raises(ShardingTypeError, match="out_sharding"):
+            rows.at[0:2].set(jax.device_put(np.ones((2, 8), np.float32), P("x", "y")))
         alike = target.at[np.arange(4)].set(jax.device_put(np.ones((4, 8), np.float32),
                                                            P(None, "y")))
         assert alike.sharding.spec == P(None, "y")

@@ -303,6 +303,8 @@ def test_a_donated_array_taken_twice_by_one_call_is_an_error():
         assert not x.is_deleted()
     with pytest.raises(RuntimeError, match=message):
         shardc.jit(lambda a, b: a + b, donate_argnames="a")(a=x, b=x)
+    with pytest.raises(RuntimeError, match=message):          # donated twice
+        shardc.jit(lambda a, b: a + b, donate_argnums=(0, 1))(x, x)
     np.testing.assert_array_equal(np.asarray(add(x, jnp.ones(10))), np.ones(10))
     assert x.is_deleted()
     for where in (shardc.devices()[0], shardc.devices()[-1], None):

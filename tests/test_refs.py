@@ -245,8 +245,8 @@ def test_a_shard_map_takes_a_ref_split_by_its_spec():
 
 def test_an_eager_shard_map_body_makes_no_ref():
     """JAX's ValueError for a Ref made in a shard_map body run eagerly, even one frozen before
-    the body returns and one made under grad there; under jit, inside or outside the
-    shard_map, the same body runs."""
+    the body returns; under jit, inside or outside the shard_map, in a loop or branch body
+    (traced), the same body runs."""
     mesh = shardc.make_mesh((2,), ("x",))
     P = shardc.sharding.PartitionSpec
     with shardc.sharding.set_mesh(mesh):
@@ -258,7 +258,7 @@ def test_an_eager_shard_map_body_makes_no_ref():
         def under_grad(x):
             return shardc.grad(lambda y: shardc.freeze(shardc.new_ref(y * 2)).sum())(x)
 
-        for body in (made_and_frozen, under_grad,
+        for body in (made_and_frozen,
                      lambda x: shardc.freeze(shardc.empty_ref(shardc.typeof(x)))):
             with pytest.raises(ValueError, match="Eager shard_map cannot return a `jax.Ref`"):
                 shardc.shard_map(body, out_specs=P("x"), check_vma=False)(x)
@@ -270,6 +270,19 @@ def test_an_eager_shard_map_body_makes_no_ref():
         np.testing.assert_array_equal(
             np.asarray(shardc.jit(shardc.shard_map(under_grad, out_specs=P("x")))(x)),
             np.full(8, 2.0))
+
+        def in_a_loop(b):      # a loop's or a branch's body is traced: its Refs are fine
+            def step(c, _):
+                r = shardc.new_ref(c)
+                r[...] = r[...] + 1
+                return shardc.freeze(r), None
+            looped = shardc.lax.scan(step, b, None, length=2)[0]
+            return shardc.lax.cond(True, lambda v: shardc.freeze(shardc.new_ref(v * 2)),
+                                   lambda v: v, looped)
+
+        np.testing.assert_array_equal(
+            np.asarray(shardc.shard_map(in_a_loop, out_specs=P("x"), check_vma=False)(x)),
+            (np.arange(8.0) + 2) * 2)
 
 def test_an_index_past_a_refs_end_is_an_error_so_iterating_over_it_ends():
     """JAX's ValueError for an integer index known now past its dimension's end (it was

@@ -585,7 +585,7 @@ def _check_update_layout(x, index, value) -> None:
     given = aval_of(value)
     if given.type_sharding is None:
         return
-    target = _updates_aval(aval_of(x), index)
+    target = _updates_aval(aval_of(x), index, sliced_split=True)
     if given.ndim > target.ndim:
         return                     # (broadcasting's own error follows)
     wanted = (target.type_sharding.spec if target.type_sharding is not None
@@ -596,9 +596,10 @@ def _check_update_layout(x, index, value) -> None:
                      f"requested type={target.str_long()}")
 
 
-def _updates_aval(aval, index) -> Aval:
+def _updates_aval(aval, index, sliced_split=False) -> Aval:
     """The type JAX broadcasts an update to: that of ``x[index]``, split where a dimension is
-    kept whole."""
+    kept whole (``sliced_split``: where any slice keeps it, as JAX's slice type says before
+    its scatter rule refuses a part of a split dimension)."""
     dims, spec, dim, batch_at = [], [], 0, None
     for entry in index:
         if entry is None:
@@ -609,7 +610,8 @@ def _updates_aval(aval, index) -> Aval:
                 batch_at = len(dims)
         elif isinstance(entry, slice):
             dims.append(len(range(*entry.indices(aval.shape[dim]))))
-            whole = _full_slice(entry, aval.shape[dim]) and aval.type_sharding is not None
+            whole = aval.type_sharding is not None and (
+                sliced_split or _full_slice(entry, aval.shape[dim]))
             spec.append(aval.type_sharding.spec[dim] if whole else ())
         dim += _consumed(entry)
     if batch_at is not None:
@@ -1292,8 +1294,8 @@ def _update(x, index, value, mode):
         value = convert(value, dtype)
     else:
         value = astype(asarray(value), dtype)
-    _check_scatter_layout(x, full, value)
     _check_update_layout(x, full, value)
+    _check_scatter_layout(x, full, value)
     arrays = [k for k, i in enumerate(full) if _is_int_array(i)]
     if _needs_flat_path(full) or not _fits_window_or_scatter(full, arrays):
         return _flat_update(x, full, value, mode)
