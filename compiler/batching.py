@@ -369,7 +369,7 @@ def spmd_split(trace: BatchTrace, mesh, in_specs, which: str) -> SpmdSplit | Non
     return split
 
 
-# jax_disable_vmap_shmap_error: the check above is off
+# jax_disable_vmap_shmap_error: check_spmd_unused (below) lets the specs name the spmd axes
 _vmap_shmap_error_disabled = [False]
 
 
