@@ -1520,6 +1520,21 @@ _ASKING_FOR_64_BITS = [
     ("zeros_like", lambda: jnp.zeros_like(jnp.ones(2), dtype=np.float64)),
     ("ones_like", lambda: jnp.ones_like(jnp.ones(2), dtype=np.complex128)),
     ("full_like", lambda: jnp.full_like(jnp.ones(2), 3, dtype=np.uint64)),
+    # (these truncated silently)
+    ("eye", lambda: jnp.eye(2, dtype=np.float64)),
+    ("identity", lambda: jnp.identity(2, dtype=np.float64)),
+    ("linspace", lambda: jnp.linspace(0, 1, 3, dtype=np.float64)),
+    ("tri", lambda: jnp.tri(2, dtype=np.float64)),
+    ("indices", lambda: jnp.indices((2, 2), dtype=np.int64)),
+    ("arange", lambda: jnp.fft.fftfreq(4, dtype=np.float64)),     # (JAX's computes with it)
+    ("sum", lambda: jnp.sum(jnp.ones(3), dtype=np.float64)),
+    ("prod", lambda: jnp.prod(jnp.ones(3), dtype=np.float64)),
+    ("mean", lambda: jnp.mean(jnp.ones(3), dtype=np.float64)),
+    ("var", lambda: jnp.var(jnp.ones(3), dtype=np.float64)),
+    ("std", lambda: jnp.std(jnp.ones(3), dtype=np.float64)),
+    ("cumsum", lambda: jnp.cumsum(jnp.ones(3), dtype=np.float64)),
+    ("cumprod", lambda: jnp.cumprod(jnp.ones(3), dtype=np.float64)),
+    ("broadcasted_iota", lambda: lax.iota(np.int64, 3)),
 ]
 
 

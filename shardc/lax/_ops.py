@@ -176,7 +176,7 @@ def broadcasted_iota(dtype, shape, dimension, *, out_sharding=None):
     if not 0 <= dimension < len(shape):
         raise ValueError(f"broadcasted_iota dimension must be in [0, {len(shape)}), got "
                          f"{dimension}")
-    result = bind(p.iota_p, dtype=_dt.canonicalize(dtype), shape=shape,
+    result = bind(p.iota_p, dtype=asked_dtype(dtype, "broadcasted_iota"), shape=shape,
                   dimension=int(dimension))
     if out_sharding is None:
         return result

@@ -73,6 +73,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     start, stop = as_array(start), as_array(stop)
     if dtype is None:
         dtype = _dt.to_inexact(result_type(start, stop))
+    else:
+        dtype = _dt.requested(dtype, "linspace")
     dtype = _dt.canonicalize(dtype)
     work = _dt.to_inexact(dtype)
     start, stop = astype(start, work), astype(stop, work)
@@ -120,9 +122,12 @@ def _eye_size(n, what: str) -> int:
 @takes_device
 def eye(N, M=None, k=0, dtype=None):
     """An ``N x M`` matrix with ones on diagonal ``k`` (float32 unless ``dtype`` says)."""
+    return _eye(N, M, k, _dt.float_ if dtype is None else _dt.requested(dtype, "eye"))
+
+
+def _eye(N, M, k, dtype):
     N = _eye_size(N, "argument of 'N' jnp.eye()")
     M = N if M is None else _eye_size(M, "argument 'M' of jnp.eye()")
-    dtype = _dt.canonicalize(dtype or _dt.float_)
     if isinstance(k, (int, np.integer)):
         k = builtins.max(builtins.min(int(k), M), -N)     # any diagonal past the ends is empty
     rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
@@ -133,7 +138,7 @@ def eye(N, M=None, k=0, dtype=None):
 @takes_device
 def identity(n, dtype=None):
     """The ``n x n`` identity matrix."""
-    return eye(n, dtype=dtype)
+    return _eye(n, None, 0, _dt.float_ if dtype is None else _dt.requested(dtype, "identity"))
 
 
 def _inexact_dtype(dtype, start, stop, function):

@@ -70,7 +70,8 @@ def tri(N, M=None, k=0, dtype=None):
     rows = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=0)
     cols = bind(p.iota_p, dtype=_dt.int_, shape=(N, M), dimension=1)
     # float32 by default, x64 on or off (JAX's)
-    return astype(less_equal(cols, add(rows, k)), np.float32 if dtype is None else dtype)
+    dtype = np.float32 if dtype is None else _dt.requested(dtype, "tri")
+    return astype(less_equal(cols, add(rows, k)), dtype)
 
 
 def tril(m, k=0):

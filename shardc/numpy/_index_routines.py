@@ -197,7 +197,7 @@ def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
 def indices(dimensions, dtype=None, sparse=False):
     """A grid of indices: one array per dimension, each varying along its own axis."""
     dimensions = tuple(int(d) for d in dimensions)
-    dtype = dtype or _dt.int_
+    dtype = _dt.int_ if dtype is None else _dt.requested(dtype, "indices")
     n = len(dimensions)
     out = []
     for d, size in enumerate(dimensions):

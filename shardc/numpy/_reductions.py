@@ -18,9 +18,9 @@ from ir import primitives as p
 from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, greater, isfinite, isnan,
                                       less_equal, logical_and, logical_not, logical_or, maximum,
                                       minimum, multiply, not_equal, sqrt, subtract, where)
-from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
-                                canonical_axis, concatenate, convert, dtype_of, full, promote,
-                                ravel, reshape, shape_of, STATIC_AXIS)
+from shardc.numpy._core import (STATIC_AXIS, as_array, asarray, asked_dtype, astype,
+                                broadcast_shapes_of, broadcast_to, canonical_axis, concatenate,
+                                convert, dtype_of, full, promote, ravel, reshape, shape_of)
 from shardc.numpy._scalars import bool_
 
 where_ = where        # the reductions take a ``where=`` mask of their own
@@ -183,7 +183,7 @@ def sum(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
     """Sum over ``axis`` (None: all; an int or a tuple, negative from the end); ``where``:
     the elements to add; ``initial``: added once."""
     _no_out("sum", out)
-    return _reduction(p.reduce_sum_p, x, axis, keepdims, dtype, initial, where,
+    return _reduction(p.reduce_sum_p, x, axis, keepdims, asked_dtype(dtype, "sum"), initial, where,
                       promote_integers)
 
 
@@ -191,7 +191,8 @@ def prod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
          promote_integers=True):
     """Product over ``axis`` (None: all; an int or a tuple)."""
     _no_out("prod", out)
-    return _reduction(p.reduce_prod_p, x, axis, keepdims, dtype, initial, where,
+    return _reduction(p.reduce_prod_p, x, axis, keepdims, asked_dtype(dtype, "prod"), initial,
+                      where,
                       promote_integers)
 
 
@@ -228,7 +229,7 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     booleans average in float32."""
     _no_out("mean", out)
     _check_where("mean", where)
-    x = as_array(x)
+    x, dtype = as_array(x), asked_dtype(dtype, "mean")
     count = _how_many(x, axis, keepdims, where)
     if dtype is not None and np.issubdtype(_dt.canonicalize(dtype), np.integer):
         # an integer dtype asked for: JAX sums in it (wrapping around) and divides as lax
@@ -255,7 +256,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     _no_out("var", out)
     _check_where("var", where)
     ddof = _correction(ddof, correction)
-    x = as_array(x)
+    x, dtype = as_array(x), asked_dtype(dtype, "var")
     computation, result_dtype = _variance_dtypes(dtype_of(x), dtype)
     x = astype(x, computation)
     centre = (_mean(x, axis, keepdims=True, where=where) if mean is None
@@ -282,6 +283,7 @@ def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     """Standard deviation over ``axis``."""
     _no_out("std", out)
     _check_where("std", where)
+    dtype = asked_dtype(dtype, "std")
     if dtype is not None and not _dt.is_inexact(_dt.canonicalize(dtype)):
         raise ValueError(f"dtype argument to jnp.std must be inexact; got "
                          f"{_dt.canonicalize(dtype)}")
@@ -327,7 +329,7 @@ def argmin(x, axis=None, keepdims=False):
 @no_out
 def cumsum(x, axis=None, dtype=None):
     """Cumulative sum along ``axis`` (of the flattened array if None)."""
-    x = as_array(x)
+    x, dtype = as_array(x), asked_dtype(dtype, "cumsum")
     if axis is None:
         _check_whole(x, "cumsum")
         x, axis = ravel(x), 0
@@ -344,7 +346,7 @@ def _check_whole(x, name: str) -> None:
 
 
 def _cumulative(prim, x, axis, dtype):
-    x = as_array(x)
+    x, dtype = as_array(x), asked_dtype(dtype, prim.name)
     if axis is None:
         _check_whole(x, prim.name)
         x, axis = ravel(x), 0

@@ -251,7 +251,8 @@ def _frequency_count(name, n, d) -> int:
 
 
 def _frequencies(k, n, d, dtype):
-    dtype = _dt.canonicalize(dtype or _dt.float_)
+    # (JAX's warning for a 64-bit dtype names the arange it computes with)
+    dtype = _dt.float_ if dtype is None else _dt.requested(dtype, "arange")
     if isinstance(d, (int, float)):
         with np.errstate(divide="ignore", invalid="ignore"):   # n = 0: nan, as JAX's
             return asarray((k / (n * d)).astype(dtype))
