@@ -18,7 +18,8 @@ from compiler.shard_map import ShardContext, block_avals, check_replication, in_
 from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over, eager_rules,
                               is_python_scalar, set_current_trace, user_source,
                               values_known_now)
-from ir.core import Eqn, Program, Var, check_scalar_conversion, check_truth_value
+from ir.core import (Eqn, Program, Var, check_index_conversion, check_scalar_conversion,
+                     check_truth_value)
 from ir import primitives as prims
 from ir.graph import ORDERED_EFFECTS_ERROR, is_ordered_effect
 from ir import collectives as coll
@@ -76,8 +77,7 @@ class ShardTracer(Tracer):
         return float(self._concrete("float conversion"))
 
     def __index__(self):
-        if self._aval.ndim or self._aval.dtype.kind not in "iu":
-            raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+        check_index_conversion(self._aval)
         return int(self._concrete("integer conversion"))
 
     def concrete_value(self, what: str, cls):

@@ -1468,9 +1468,6 @@ class JitFunction:
                         and _split_on_entry(compiled.module.program, position.get(id(leaf))):
                     continue       # moved from its device onto the mesh in blocks: a copy
                 leaves.append(leaf)
-        twice = [leaf for k, leaf in enumerate(leaves) if any(leaf is m for m in leaves[:k])]
-        if twice:            # donated twice: XLA's error whether or not a result takes it
-            _check_donated_once(twice, args, kwargs, static_argnums)
         unmatched = []
         for leaf in leaves:
             key = _block_key(leaf)
@@ -1489,8 +1486,11 @@ class JitFunction:
                 matched.append(leaf)
             else:
                 unusable.append(leaf)
-        if matched:
-            _check_donated_once(matched, args, kwargs, static_argnums)
+        # a donated array the call also takes otherwise: XLA's error (one donated twice, whether
+        # or not a result takes it)
+        twice = [leaf for k, leaf in enumerate(leaves) if any(leaf is m for m in leaves[:k])]
+        if matched or twice:
+            _check_donated_once(matched + twice, args, kwargs, static_argnums)
         for leaf in matched:
             outs = [o.copy() if o is leaf else o for o in outs]
             leaf.delete()

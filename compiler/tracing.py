@@ -21,8 +21,8 @@ from compiler.replication import per_output, type_operands
 from ir import dtypes
 from ir import primitives as prims
 from ir.graph import runs_per_device
-from ir.core import (Aval, Eqn, Literal, Program, SourceInfo, Var, check_scalar_conversion,
-                     check_truth_value)
+from ir.core import (Aval, Eqn, Literal, Program, SourceInfo, Var, check_index_conversion,
+                     check_scalar_conversion, check_truth_value)
 from ir.interpreter import Interpreter
 from ir.module import runs_shard_map
 from ir.shape_dtype import ShapeDtypeStruct
@@ -965,9 +965,7 @@ class Tracer:
             raise self._concretization_error(what, cls) from None
 
     def __index__(self):
-        if self.aval.shape != () or not np.issubdtype(self.aval.dtype, np.integer):
-            # JAX's check, before the value is asked for (operator.index, hex, oct)
-            raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+        check_index_conversion(self.aval)       # (before the value is asked for, as JAX's)
         return operator.index(self.concrete_value("integer conversion",
                                                   TracerIntegerConversionError))
 
@@ -1164,6 +1162,14 @@ def check_jax_value(value, where: str) -> None:
                         f"{_VALID_TYPES_TEXT})")
     raise TypeError(f"{where} is {_short_repr(value)} of dtype {np.dtype(dtype).name}, "
                     f"which is not a valid JAX type: {_VALID_TYPES_TEXT}")
+
+
+def layout_of_value(value):
+    """A value's layout as shardc knows it: a traced one's (``traced_sharding``), an array's
+    ``sharding``; None for anything else."""
+    if isinstance(value, Tracer):
+        return value.traced_sharding()
+    return getattr(value, "sharding", None)
 
 
 def check_returned_values(outs, result, fun, traced_for: str, describe) -> None:

@@ -339,6 +339,13 @@ def check_scalar_conversion(aval: Aval) -> None:
                         f"arr.ndim={aval.ndim}")
 
 
+def check_index_conversion(aval: Aval) -> None:
+    """JAX's TypeError for ``operator.index`` (``hex``, ``oct``, an index) of anything but an
+    integer scalar: numpy's booleans would pass as 0 and 1."""
+    if aval.ndim or aval.dtype.kind not in "iu":
+        raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+
+
 def check_truth_value(aval: Aval) -> None:
     """numpy's ValueError for the truth value of an array of no or several elements (JAX's,
     before a traced value's own error)."""

@@ -144,25 +144,26 @@ def requested(dtype, function: str) -> np.dtype:
     ``jax.random``'s)."""
     want = np.dtype(dtype)
     got = canonicalize(want)
-    asked = f" requested in {function}" if function else ""
     # Python's int, float and complex name the default types: no warning (as in JAX)
-    if got != want and dtype not in (int, float, complex) and _explicit_x64 == "allow":
+    if got == want or dtype in (int, float, complex):
+        return got
+    asked = f" requested in {function}" if function else ""
+    if _explicit_x64 == "allow":
         raise NotImplementedError(
             f"Explicitly requested dtype {want}{asked} under "
             "jax_explicit_x64_dtypes='allow': shardc keeps 64-bit dtypes only with "
             "jax_enable_x64 on, and does not truncate it quietly")
-    if got != want and dtype not in (int, float, complex) and _explicit_x64 == "error":
+    if _explicit_x64 == "error":
         raise ValueError(f"Explicitly requested dtype {want}{asked} is not "
                          "available. To enable more dtypes, set the jax_enable_x64 or "
                          "allow_explicit_x64_dtypes configuration options.See "
                          "https://github.com/jax-ml/jax#current-gotchas for more.")
-    if got != want and dtype not in (int, float, complex):
-        import warnings
-        warnings.warn(f"Explicitly requested dtype {want}{asked} is not "
-                      f"available, and will be truncated to dtype {got}. To enable more "
-                      "dtypes, set the jax_enable_x64 configuration option or the "
-                      "JAX_ENABLE_X64 shell environment variable. See "
-                      "https://github.com/jax-ml/jax#current-gotchas for more.", stacklevel=4)
+    import warnings
+    warnings.warn(f"Explicitly requested dtype {want}{asked} is not "
+                  f"available, and will be truncated to dtype {got}. To enable more "
+                  "dtypes, set the jax_enable_x64 configuration option or the "
+                  "JAX_ENABLE_X64 shell environment variable. See "
+                  "https://github.com/jax-ml/jax#current-gotchas for more.", stacklevel=4)
     return got
 
 

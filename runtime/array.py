@@ -11,7 +11,7 @@ import numpy as np
 
 from ir import dtypes
 from ir import transfer_guard as _transfer_guard
-from ir.core import Aval, check_scalar_conversion, check_truth_value
+from ir.core import Aval, check_index_conversion, check_scalar_conversion, check_truth_value
 from ir.sharding import (UNREDUCED_INDICES, NamedSharding, Sharding, canonical_spec, jax_index,
                          owner_positions, position_slices, same_layout, spec_axes)
 from ir.sharding_rules import type_sharding
@@ -548,9 +548,7 @@ class Array(metaclass=abc.ABCMeta):
         return float(self._fetched())
 
     def __index__(self):
-        # as JAX: only integer arrays index (numpy's bool scalars would pass as 0 and 1)
-        if self.ndim or self.dtype.kind not in "iu":
-            raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+        check_index_conversion(self.aval)
         return int(self._fetched())
 
     def __complex__(self):

@@ -9,7 +9,7 @@ import operator
 import numpy as np
 
 from compiler.shard_map import current_shard_context
-from compiler.tracing import Tracer, aval_of, weakly_typed
+from compiler.tracing import Tracer, aval_of, layout_of_value, weakly_typed
 from ir.core import Aval, TypeSharding, set_public_sharding_view, short_dtype
 from ir.dtypes import is_float0
 from ir.float0 import float0_aval
@@ -84,8 +84,7 @@ def public_sharding(aval, value=None) -> NamedSharding:
     unsplit = PartitionSpec(*[None] * aval.ndim, **ur)
     if shard is not None:
         return NamedSharding(body_abstract_mesh(shard), unsplit)
-    layout = (value.traced_sharding() if isinstance(value, Tracer)
-              else getattr(value, "sharding", None))
+    layout = layout_of_value(value)
     if isinstance(layout, NamedSharding):
         return NamedSharding(layout.mesh.abstract_mesh, unsplit)
     if value is not None and not isinstance(value, Tracer):

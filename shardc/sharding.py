@@ -12,8 +12,8 @@ from compiler import tree
 from compiler.backend import get_backend
 from compiler.jit import jit
 from compiler.shard_map import current_shard_context
-from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace, weakened,
-                              weakly_typed)
+from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace,
+                              layout_of_value, weakened, weakly_typed)
 from ir import primitives as p
 from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
@@ -486,8 +486,7 @@ def _identity(value):
 def _laid_out_on_mesh(value) -> bool:
     """Whether a traced value is known to lie on a mesh (its type or its operands' layouts
     say so)."""
-    layout = (value.traced_sharding() if isinstance(value, Tracer)
-              else getattr(value, "sharding", None))
+    layout = layout_of_value(value)
     return isinstance(layout, NamedSharding) and not layout.mesh.empty
 
 

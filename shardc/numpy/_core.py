@@ -460,7 +460,7 @@ def copied(x):
     traced value's is JAX's ``copy`` equation, a concrete array's a new array with a buffer of
     its own where it is on one device."""
     if isinstance(x, Tracer):
-        return weakly_typed_like(bind(p.copy_p, x), x)
+        return bind(p.copy_p, x)           # (weakly typed where x is: a copy keeps it)
     return x.own_copy() if isinstance(x, Array) else x
 
 
