@@ -54,12 +54,14 @@ def full_like_aval(aval: Aval, value):
     """``value`` filling ``aval``'s type (shape, dtype and sharding), bound in the current
     trace: a constant a rule selects or combines with values of that type."""
     fill = np.full((), value, aval.dtype)
-    if aval.shape == ():
-        filled = bind(prims.broadcast_in_dim_p, fill, shape=(), broadcast_dimensions=())
-        return _as_ur(filled, aval, value) if aval.ur else filled
     filled = bind(prims.broadcast_in_dim_p, fill, shape=aval.shape, broadcast_dimensions=())
-    if aval.type_sharding is not None:
+    if aval.shape != () and aval.type_sharding is not None:
         filled = bind(prims.sharding_constraint_p, filled, sharding=named_sharding(aval))
+    if aval.vma:
+        # varying as the type says (JAX's pvary of zeros): a loop carry or a cotangent of
+        # this type then keeps its type, and its transpose sums nothing over those axes
+        from ir import collectives as coll
+        filled = bind(coll.pvary_p, filled, mesh_axes=tuple(sorted(aval.vma)))
     if aval.ur:
         filled = _as_ur(filled, aval, value)
     return filled

@@ -151,3 +151,48 @@ def test_first_derivative_bodies_are_typed_as_their_specs_say():
             names = {a for entry in spec if entry is not None
                      for a in ((entry,) if isinstance(entry, str) else entry)}
             assert aval.vma <= names, (aval, spec)
+
+
+def _identity_by_loop(kind):
+    """The identity on a block, written as a one-step loop that adds a closed-over value to a
+    zero carry (the carry's zeros are made varying by the body, as ring attention's are)."""
+    def body(q):
+        if kind == "scan":
+            acc, _ = lax.scan(lambda acc, _: (acc + q, None), jnp.zeros_like(q), None, length=1)
+            return acc
+        return lax.fori_loop(0, 1, lambda i, acc: acc + q, jnp.zeros_like(q))
+    return body
+
+
+@pytest.mark.parametrize("kind", ["scan", "fori_loop"])
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_grad_of_grad_through_a_loop_in_a_body_sums_nothing_over_the_mesh(kind, jit):
+    """The report: d/dq sum((2q)^2) = 8q per element; it came out as 8q summed over the mesh
+    axis (288 on each of 8 devices), because a loop's zero cotangents were typed invariant and
+    the carry was made varying inside the transposed loop, which the second derivative
+    transposed into a psum. Zeros of a varying type are varying (JAX's pvary of zeros)."""
+    mesh = jax.make_mesh((8,), ("sp",))
+    f = jax.shard_map(_identity_by_loop(kind), mesh=mesh, in_specs=P("sp"), out_specs=P("sp"))
+    first = jax.grad(lambda q: jnp.sum(f(q) ** 2))
+    second = jax.grad(lambda q: jnp.sum(first(q) ** 2))
+    second = jax.jit(second) if jit else second
+    q = np.arange(1.0, 9.0, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(first(q)), 2 * q)
+    np.testing.assert_allclose(np.asarray(second(q)), 8 * q)
+
+
+def test_zero_cotangents_of_a_varying_carry_are_typed_varying():
+    """The transposed loop of the first derivative carries its cotangents with the carry's
+    type ({sp}), so nothing inside it makes them varying."""
+    mesh = jax.make_mesh((8,), ("sp",))
+    f = jax.shard_map(_identity_by_loop("scan"), mesh=mesh, in_specs=P("sp"),
+                      out_specs=P("sp"))
+    closed = jax.make_jaxpr(jax.grad(lambda q: jnp.sum(f(q) ** 2)))(np.ones(8, np.float32))
+    scans = [e for m in closed.program.eqns if m.primitive.name == "shard_map"
+             for e in m.params["jaxpr"].eqns if e.primitive.name == "scan"]
+    backward = [e for e in scans if e.params["reverse"]]
+    assert backward
+    for eqn in backward:
+        body = eqn.params["jaxpr"]
+        assert all(v.aval.vma == {"sp"} for v in body.invars), body.in_avals
+        assert not any(e.primitive.name == "pvary" for e in body.eqns)
