@@ -54,7 +54,11 @@ class _MeshScope(contextlib.AbstractContextManager):
 def set_mesh(mesh: Mesh | None) -> _MeshScope:
     """Make ``mesh`` the current mesh: ``shard_map`` without ``mesh=``, ``device_put(x, P(...))``
     and ``out_sharding=P(...)`` use it (None: no mesh). Works as a call or as a context
-    manager. A mesh with Manual axes is JAX's ValueError (shard_map makes axes manual)."""
+    manager. A mesh with Manual axes is JAX's ValueError (shard_map makes axes manual); so is
+    a call under a trace (inside jit, grad, vmap or a shard_map body), where the mesh is fixed
+    already."""
+    if current_trace() is not eval_trace:
+        raise ValueError("`set_mesh` can only be used outside of `jax.jit`.")
     return _MeshScope(mesh)
 
 
@@ -117,7 +121,7 @@ def use_abstract_mesh(mesh: AbstractMesh):
                          f"current mesh has {len(devices)}")
     concrete = Mesh(np.array(devices, dtype=object).reshape(mesh.axis_sizes), mesh.axis_names,
                     axis_types=mesh.axis_types)
-    with standing_for_abstract(concrete), set_mesh(concrete):
+    with standing_for_abstract(concrete), _MeshScope(concrete):
         yield concrete
 
 
@@ -127,7 +131,12 @@ def get_mesh() -> Mesh:
 
     >>> get_mesh().empty
     True
+
+    Under a trace it is JAX's ValueError (the abstract mesh is what traced code sees).
     """
+    if current_trace() is not eval_trace:
+        raise ValueError("`get_mesh` can only be used outside of `jax.jit`. Maybe you want "
+                         "`jax.sharding.get_abstract_mesh()`?")
     mesh = current_mesh()
     return EMPTY_CONCRETE_MESH if mesh is None else mesh
 
@@ -580,7 +589,7 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
             leaves, treedef = tree.tree_flatten(args)
             args = tree.tree_unflatten(treedef, [
                 reshard(leaf, NamedSharding(inner, spec)) for leaf, spec in zip(leaves, specs)])
-        with set_mesh(inner):
+        with _MeshScope(inner):
             result = fun(*args, **kwargs)
 
         def back(leaf):
@@ -597,7 +606,7 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
                 # spelt as JAX reads back the layout its jitted cast leaves
                 return device_put(leaf, target.with_spec(
                     PartitionSpec(*read_back_entries(sharding.spec, mesh))))
-            with set_mesh(inner):
+            with _MeshScope(inner):
                 return bind(p.sharding_constraint_p, leaf, sharding=target)
         return tree.tree_map(back, result)
 

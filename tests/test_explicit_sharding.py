@@ -2279,3 +2279,42 @@ def test_einsum_out_sharding_is_the_results_whatever_the_dots_order(subscripts, 
     want = tuple(out_spec) + (None,) * (4 - len(out_spec))
     assert out.sharding.spec == P(*want)
     np.testing.assert_allclose(out, np.einsum(subscripts, a, b), rtol=1e-6)
+
+
+@pytest.mark.parametrize("where", ["jit", "grad", "vmap", "shard_map"])
+def test_set_mesh_and_get_mesh_under_a_trace_are_errors(where):
+    """JAX's ValueErrors: the mesh of traced code is fixed, so ``set_mesh`` (as a call or as
+    a context manager) and ``get_mesh`` are for code outside jit; ``get_abstract_mesh`` and
+    ``use_abstract_mesh`` work there, as do ``explicit_axes``/``auto_axes``."""
+    mesh = jax.make_mesh((4,), ("x",))
+
+    def setter(x):
+        with jax.set_mesh(mesh):
+            return x * 2
+
+    def getter(x):
+        jax.sharding.get_mesh()
+        return x * 2
+
+    def abstract(x):
+        assert jax.sharding.get_abstract_mesh().axis_names == ("x",)
+        return x * 2
+
+    def wrap(f):
+        if where == "jit":
+            return jax.jit(f)
+        if where == "grad":
+            return jax.grad(lambda x: f(x).sum())
+        if where == "vmap":
+            return jax.vmap(f)
+        return jax.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+
+    x = np.ones(4, np.float32)
+    with pytest.raises(ValueError, match=r"`set_mesh` can only be used outside of `jax\.jit`"):
+        wrap(setter)(x)
+    with pytest.raises(ValueError, match=r"`get_mesh` can only be used outside of `jax\.jit`"
+                                         r"\. Maybe you want `jax\.sharding\.get_abstract_mesh"):
+        wrap(getter)(x)
+    with jax.set_mesh(mesh):
+        np.testing.assert_array_equal(np.asarray(jax.jit(abstract)(x)), 2 * x)
+        assert jax.sharding.get_mesh() is mesh
