@@ -286,7 +286,8 @@ def _mapped_size(fun, args, kwargs, leaves, axes, axis_size) -> int:
             raise ValueError("vmap wrapped function must be passed at least one argument "
                              "containing an array or axis_size must be specified, got empty "
                              f"*args={args} and **kwargs={kwargs}")
-        raise ValueError("vmap must have at least one non-None value in in_axes")
+        raise ValueError("vmap must have at least one non-None value in in_axes or "
+                         "axis_size must be specified")
     raise ValueError(_inconsistent_sizes_text(fun, args, kwargs, leaves, axes, sizes,
                                               axis_size))
 

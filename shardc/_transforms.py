@@ -327,12 +327,17 @@ def _pmap_leaves(args, kwargs, static, in_axes) -> tuple:
             "All static broadcasted arguments must be passed positionally.")
     positions = [k for k in range(len(args)) if k not in static]
     dynamic = tuple(args[k] for k in positions)
-    axes = (tuple(in_axes) if isinstance(in_axes, (list, tuple))
-            else (in_axes,) * len(dynamic))
+    if isinstance(in_axes, tuple):
+        # one entry per positional argument, static ones included (theirs are dropped)
+        axes = tuple(in_axes[k] for k in positions) if static else in_axes
+    elif isinstance(in_axes, list):
+        axes = in_axes          # a list is no prefix of the arguments' tuple (JAX's error)
+    else:
+        axes = (in_axes,) * len(dynamic)
     # keyword arguments are mapped over their leading axis, as JAX's
     leaves, treedef = tree.tree_flatten((dynamic, kwargs))
     try:
-        leaf_axes = tree.broadcast_prefix((tuple(axes), {k: 0 for k in kwargs}),
+        leaf_axes = tree.broadcast_prefix((axes, {k: 0 for k in kwargs}),
                                           (dynamic, kwargs), is_leaf=lambda a: a is None,
                                           name="pmap in_axes")
     except tree.PrefixError as err:
@@ -342,17 +347,20 @@ def _pmap_leaves(args, kwargs, static, in_axes) -> tuple:
 
 
 def _pmap_size(leaves, leaf_axes, axis_size) -> int:
-    """The length of the mapped dimension, which every mapped leaf (and ``axis_size``) must
-    agree on."""
-    sizes = {int(np.shape(leaf)[a]) for leaf, a in zip(leaves, leaf_axes) if a is not None}
-    if axis_size is not None:
-        sizes.add(int(axis_size))
-    if not sizes:
+    """The length of the mapped dimension, read off the first mapped array (a number has no
+    axis to map), which ``axis_size`` and every other mapped leaf must agree on."""
+    mapped = [(leaf, a) for leaf, a in zip(leaves, leaf_axes)
+              if a is not None and np.ndim(leaf)]
+    if not mapped:
         raise ValueError("pmap requires at least one argument with a mapped axis.")
+    n = int(mapped[0][0].shape[mapped[0][1]])
+    if axis_size is not None and int(axis_size) != n:
+        raise ValueError(f"Specified axis_size {axis_size} doesn't match received axis_size "
+                         f"{n}.")
+    sizes = {int(np.shape(leaf)[a]) for leaf, a in mapped}
     if len(sizes) > 1:
         raise ValueError("pmap got inconsistent sizes for array axes to be mapped: "
                          f"{sorted(sizes)}")
-    (n,) = sizes
     return n
 
 
@@ -406,8 +414,11 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
         return tree.tree_unflatten(out_tree, placed)
 
     # JAX 0.10's pmap is a jitted shard_map: traced once per signature, then run from its cache
-    # (the function's Python runs at the first call only), and lowered as jit lowers
-    jitted = _jit(mapped, static_argnums=static)
+    # (the function's Python runs at the first call only), and lowered as jit lowers. Its
+    # arguments are checked against the static ones at the call (jit reads the signature
+    # through __wrapped__ when it is made); donated arguments are donated to that jit
+    del mapped.__wrapped__
+    jitted = _jit(mapped, static_argnums=static, donate_argnums=donate_argnums)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):

@@ -1263,3 +1263,68 @@ def test_a_named_tuple_with_its_own_len_and_iteration_is_a_pytree_node():
     np.testing.assert_array_equal(tu.tree_map(lambda a, b: a + b, r, r).q, np.full(4, 2.0))
     out = jax.vmap(lambda v: v.q * 2, in_axes=(Rot(0),))(Rot(jnp.ones((2, 4))))
     np.testing.assert_array_equal(out, np.full((2, 4), 2.0))
+
+
+def test_pmap_in_axes_tuple_covers_static_arguments_too():
+    """A tuple of in_axes has an entry per positional argument, static ones included (JAX
+    drops theirs); a list is no prefix of the arguments' tuple (JAX's error)."""
+    x = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    f = jax.pmap(lambda a, n, b: a * n + b, static_broadcasted_argnums=1, in_axes=(0, None, 0))
+    np.testing.assert_array_equal(np.asarray(f(x, 3, x)), x * 3 + x)
+    g = jax.pmap(lambda a, n, b: a * n + b, static_broadcasted_argnums=1,
+                 in_axes=(0, None, None))
+    np.testing.assert_array_equal(np.asarray(g(x, 2, x[0])), x * 2 + x[0])
+    with pytest.raises(ValueError, match="different types"):
+        jax.pmap(lambda a, b: a + b, in_axes=[0, None])(x, x[0])
+
+
+def test_pmap_sizes_and_static_arguments_checked_at_the_call():
+    x = np.ones((4, 2), np.float32)
+    with pytest.raises(ValueError, match=re.escape(
+            "pmap requires at least one argument with a mapped axis.")):
+        jax.pmap(lambda a: a)(3.0)
+    with pytest.raises(ValueError, match=re.escape(
+            "pmap requires at least one argument with a mapped axis.")):
+        jax.pmap(lambda a: a, in_axes=None, axis_size=4)(x)
+    with pytest.raises(ValueError, match=re.escape(
+            "Specified axis_size 3 doesn't match received axis_size 4.")):
+        jax.pmap(lambda a: a, axis_size=3)(x)
+    np.testing.assert_array_equal(np.asarray(jax.pmap(lambda a: a, axis_size=4)(x)), x)
+    # a static argument beyond the function's parameters is found at the call, as JAX's
+    short = jax.pmap(lambda a, b: a, static_broadcasted_argnums=2)
+    with pytest.raises(ValueError, match=re.escape(
+            "pmapped function has static_broadcasted_argnums=(2,) but was called with only 2 "
+            "positional arguments.")):
+        short(x, x)
+
+
+def test_pmap_donates_its_donated_arguments():
+    x = jax.pmap(lambda a: a + 1)(np.zeros((4, 3), np.float32))
+    kept = jax.pmap(lambda a: a + 1)(np.zeros((4, 3), np.float32))
+    out = jax.pmap(lambda a, b: a * 2 + b, donate_argnums=0)(x, kept)
+    np.testing.assert_array_equal(np.asarray(out), np.full((4, 3), 3.0))
+    assert x.is_deleted() and not kept.is_deleted()
+    with pytest.raises(RuntimeError, match="Array has been deleted"):
+        np.asarray(x)
+
+
+@pytest.mark.parametrize("name", ["psum", "pmax", "all_gather", "psum_scatter"])
+def test_axis_index_groups_over_a_vmapped_axis_are_jaxs_not_implemented(name):
+    collective = {
+        "psum": lambda v, g: jax.lax.psum(v, "b", axis_index_groups=g),
+        "pmax": lambda v, g: jax.lax.pmax(v, "b", axis_index_groups=g),
+        "all_gather": lambda v, g: jax.lax.all_gather(v, "b", axis_index_groups=g),
+        "psum_scatter": lambda v, g: jax.lax.psum_scatter(v, "b", axis_index_groups=g),
+    }[name]
+    message = ("axis_index_groups not supported in vmap collectives. Please open a feature "
+               "request!" if name in ("psum", "pmax") else "axis_index_groups not supported "
+               "in vmap")
+    with pytest.raises(NotImplementedError, match=re.escape(message)):
+        jax.vmap(lambda v: collective(v, [[0, 1], [2, 3]]), axis_name="b")(np.ones((4, 2)))
+    # over a shard_map's axis, inside the same vmap, groups are taken
+    mesh = jax.make_mesh((4,), ("i",))
+    body = jax.vmap(lambda v: jax.lax.psum(v, "i", axis_index_groups=[[0, 1], [2, 3]]),
+                    axis_name="b")
+    out = jax.shard_map(body, mesh=mesh, in_specs=P(None, "i"), out_specs=P(None, "i"),
+                        check_vma=False)(np.arange(8.0).reshape(2, 4))
+    np.testing.assert_array_equal(np.asarray(out), [[1, 1, 5, 5], [9, 9, 13, 13]])

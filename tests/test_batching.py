@@ -410,7 +410,7 @@ def test_inconsistent_with_axis_size():
 
 def test_no_mapped_inputs():
     with pytest.raises(ValueError, match="^vmap must have at least one non-None value in "
-                                         "in_axes$"):
+                                         "in_axes or axis_size must be specified$"):
         jax.vmap(lambda x: x, in_axes=None)(jnp.zeros(3))
     with pytest.raises(ValueError, match=r"must be passed at least one argument containing an "
                                          r"array or axis_size must be specified, got empty "

@@ -89,6 +89,22 @@ def _no_groups(prim_name, axis_index_groups):
                                   "all_to_all take it)")
 
 
+def _no_vmap_groups(axes, axis_index_groups, message) -> None:
+    """JAX's NotImplementedError for ``axis_index_groups`` over an axis a vmap names (its
+    batching rules take no groups): only a shard_map's manual axes are grouped."""
+    if axis_index_groups is None:
+        return
+    shard = current_shard_context()
+    manual = set(shard.manual) if shard is not None else set()
+    if any(a not in manual for a in axes):
+        raise NotImplementedError(message)
+
+
+_VMAP_REDUCTION_GROUPS = ("axis_index_groups not supported in vmap collectives. Please open a "
+                          "feature request!")
+_VMAP_GROUPS = "axis_index_groups not supported in vmap"
+
+
 def axis_size(axis_name) -> int:
     """The number of devices along ``axis_name`` (a product for a tuple of axes)."""
     return named_axes_size(_axes("axis_size", axis_name))
@@ -101,6 +117,7 @@ def _reducing(prim, name, x, axis_name, axis_index_groups):
         # over no axes: the value itself (pmean still divides, by 1), as JAX's
         return tree.tree_map(lambda v: v / 1, x) if prim is coll.pmean_p else x
     if axis_index_groups is not None:
+        _no_vmap_groups(axes, axis_index_groups, _VMAP_REDUCTION_GROUPS)
         return _grouped_reducing(name, x, axes, axis_index_groups)
 
     def one(leaf):
@@ -321,6 +338,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False, to="varying", axis_index_gr
     size = _group_size(axes)
     groups = None
     if axis_index_groups is not None:
+        _no_vmap_groups(axes, axis_index_groups, _VMAP_GROUPS)
         if to != "varying":
             raise NotImplementedError("all_gather: axis_index_groups with to='invarying' is not "
                                       "supported (as in JAX)")
@@ -352,6 +370,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
     axes = _axes("psum_scatter", axis_name)
     if not axes:
         return x
+    _no_vmap_groups(axes, axis_index_groups, _VMAP_GROUPS)
     size = _group_size(axes)
     groups = None if axis_index_groups is None else _groups.check_groups(
         "psum_scatter", axis_index_groups, size, equal_sizes=True)
