@@ -565,13 +565,16 @@ def auto_axes(fun=None, *, axes=None, out_sharding=None):
 
 def explicit_axes(fun=None, *, axes=None, in_sharding=None):
     """Run ``fun`` with ``axes`` (default: every axis of the current mesh) Explicit, its
-    arguments split by ``in_sharding`` (JAX's ``explicit_axes``): inside, types name those
-    axes and every operation's rule applies; the results leave laid out as they are."""
+    arguments split by ``in_sharding`` (JAX's ``explicit_axes``; required, given here or at
+    the call): inside, types name those axes and every operation's rule applies; the
+    results leave laid out as they are."""
     if fun is None:
         return lambda f: explicit_axes(f, axes=axes, in_sharding=in_sharding)
 
     @functools.wraps(fun)
     def wrapped(*args, in_sharding=in_sharding, **kwargs):
+        if in_sharding is None:
+            raise TypeError("Missing required keyword argument: 'in_sharding'")
         _check_not_manual(axes)
         mesh = current_mesh()
         if mesh is None:
@@ -582,13 +585,12 @@ def explicit_axes(fun=None, *, axes=None, in_sharding=None):
         types = tuple(AxisType.Explicit if n in chosen else t
                       for n, t in zip(mesh.axis_names, mesh.axis_types))
         inner = Mesh(mesh.devices, mesh.axis_names, axis_types=types)
-        if in_sharding is not None:
-            specs = tree.broadcast_prefix(in_sharding, args,
-                                          is_leaf=lambda s: isinstance(s, PartitionSpec),
-                                          name="explicit_axes in_sharding")
-            leaves, treedef = tree.tree_flatten(args)
-            args = tree.tree_unflatten(treedef, [
-                reshard(leaf, NamedSharding(inner, spec)) for leaf, spec in zip(leaves, specs)])
+        specs = tree.broadcast_prefix(in_sharding, args,
+                                      is_leaf=lambda s: isinstance(s, PartitionSpec),
+                                      name="explicit_axes in_sharding")
+        leaves, treedef = tree.tree_flatten(args)
+        args = tree.tree_unflatten(treedef, [
+            reshard(leaf, NamedSharding(inner, spec)) for leaf, spec in zip(leaves, specs)])
         with _MeshScope(inner):
             result = fun(*args, **kwargs)
 

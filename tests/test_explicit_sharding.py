@@ -2318,3 +2318,47 @@ def test_set_mesh_and_get_mesh_under_a_trace_are_errors(where):
     with jax.set_mesh(mesh):
         np.testing.assert_array_equal(np.asarray(jax.jit(abstract)(x)), 2 * x)
         assert jax.sharding.get_mesh() is mesh
+
+
+def test_diff_and_wrap_padding_of_split_arrays_slice_as_jaxs_do():
+    """JAX's diff and pad(mode='wrap') slice statically (they are jitted), so a split
+    dimension stays split where the result divides; they were eager gathers asking for
+    ``out_sharding``. Values as numpy's."""
+    a = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    with jax.set_mesh(jax.make_mesh((8, 1), ("x", "y"))):
+        x = jax.device_put(a, P("x", "y"))
+        d = jnp.diff(x, axis=1)
+        assert str(jax.typeof(d)) == "float32[8@x,3@y]"
+        np.testing.assert_array_equal(np.asarray(d), np.diff(a, axis=1))
+        d2 = jnp.diff(x, n=2, axis=1)
+        np.testing.assert_array_equal(np.asarray(d2), np.diff(a, n=2, axis=1))
+    with jax.set_mesh(jax.make_mesh((4, 2), ("x", "y"))):
+        v = jax.device_put(np.arange(8, dtype=np.float32), P("x"))
+        r = jnp.pad(v, (4, 4), mode="wrap")
+        assert str(jax.typeof(r)) == "float32[16@x]"
+        np.testing.assert_array_equal(np.asarray(r), np.pad(np.arange(8.0), (4, 4), "wrap"))
+        with pytest.raises(ShardingTypeError, match=r"slicing on sharded dims where out dim "
+                                                    r"\(3\) is not divisible by mesh axes"):
+            jnp.pad(v, (3, 1), mode="wrap")
+    for width in [(0, 0), (1, 2), (5, 11), (8, 8)]:
+        np.testing.assert_array_equal(np.asarray(jnp.pad(a, width, mode="wrap")),
+                                      np.pad(a, width, mode="wrap"))
+
+
+def test_lax_reduce_sum_takes_out_sharding_as_jaxs():
+    with jax.set_mesh(jax.make_mesh((4, 2), ("x", "y"))):
+        x = jax.device_put(np.arange(32.0, dtype=np.float32).reshape(8, 4), P("x", "y"))
+        r = lax.reduce(x, 0.0, lax.add, (1,), out_sharding=P("x"))
+        assert str(jax.typeof(r)) == "float32[8@x]"
+        np.testing.assert_array_equal(np.asarray(r), np.arange(32.0).reshape(8, 4).sum(1))
+        with pytest.raises(NotImplementedError):
+            lax.reduce(x, -np.inf, lax.max, (1,), out_sharding=P("x"))
+
+
+def test_explicit_axes_needs_in_sharding():
+    with jax.set_mesh(jax.make_mesh((4, 2), ("x", "y"))):
+        x = jax.device_put(np.ones((8, 4), np.float32), P("x"))
+        with pytest.raises(TypeError, match="Missing required keyword argument: 'in_sharding'"):
+            jax.sharding.explicit_axes(lambda v: v * 2)(x)
+        out = jax.sharding.explicit_axes(lambda v: v * 2)(x, in_sharding=P("x"))
+        np.testing.assert_array_equal(np.asarray(out), np.full((8, 4), 2.0))

@@ -287,7 +287,7 @@ def _ids(values):
     return [id(v) for v in values]
 
 
-def reduce(operands, init_values, computation, dimensions):
+def reduce(operands, init_values, computation, dimensions, out_sharding=None):
     """Reduce ``operands`` (an array, or a pytree of arrays of one shape) over ``dimensions``
     with ``computation``, starting from ``init_values`` (a matching pytree of scalars).
     ``computation(x, y)`` takes and returns pytrees like ``operands``, as JAX's does.
@@ -327,8 +327,15 @@ def reduce(operands, init_values, computation, dimensions):
         init = np.asarray(flat_init[0]) if not hasattr(flat_init[0], "aval") else None
         if prim is not None and init is not None and init.shape == () and np.array_equal(
                 init.astype(flat[0].dtype), _identity(prim, flat[0].dtype)):
-            out = jnp.astype(_MONOID_REDUCERS[prim](flat[0], axis=dimensions), flat[0].dtype)
-            return tree_unflatten(in_tree, [out])
+            if out_sharding is not None:
+                # JAX's: a sum may be laid out as asked (reduce_sum's out_sharding); no
+                # other reduction takes one
+                if prim is not p.add_p:
+                    raise NotImplementedError
+                out = reduce_sum(flat[0], dimensions, out_sharding=out_sharding)
+            else:
+                out = _MONOID_REDUCERS[prim](flat[0], axis=dimensions)
+            return tree_unflatten(in_tree, [jnp.astype(out, flat[0].dtype)])
     if not dimensions:          # nothing to reduce: XLA hands the operands back
         return tree_unflatten(in_tree, flat)
     return tree_unflatten(in_tree, _fold(flat, flat_init, in_tree, computation, dimensions))

@@ -3,6 +3,7 @@ convolutions, composed from the other functions (so they trace, batch and differ
 them)."""
 from __future__ import annotations
 
+import builtins
 import operator
 
 import numpy as np
@@ -17,7 +18,7 @@ from shardc.numpy._core import (as_array, as_inexact, asarray, astype, broadcast
                                 concatenate, convert, dtype_of, is_array, promote, ravel, reshape,
                                 shape_of, typed, zeros)
 from shardc.numpy._indexing import take
-from shardc.numpy._manipulation import flip
+from shardc.numpy._manipulation import flip, slice_axis
 from shardc.numpy._products import matmul
 from shardc.numpy._reductions import cumsum, sum
 from shardc.numpy._sorting import argsort, searchsorted
@@ -26,9 +27,12 @@ __all__ = ["diff", "ediff1d", "gradient", "trapezoid", "interp", "unwrap", "conv
 
 
 def _slice(x, axis, lo, hi):
-    index = [slice(None)] * len(shape_of(x))
-    index[axis] = slice(lo, hi)
-    return x[tuple(index)]
+    """``x[lo:hi]`` along ``axis``, as one static slice (JAX's jitted functions index so: a
+    split dimension stays split where the result divides, where an eager gather would ask
+    for ``out_sharding``)."""
+    n = shape_of(x)[axis]
+    lo, hi, _ = slice(lo, hi).indices(n)
+    return slice_axis(x, axis, lo, builtins.max(lo, hi))
 
 def diff(a, n=1, axis=-1, prepend=None, append=None):
     """The ``n``-th discrete difference along ``axis`` (booleans: where neighbours differ);

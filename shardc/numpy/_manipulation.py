@@ -335,6 +335,21 @@ def _pad_by_index(index_of):
     return pad_axis
 
 
+def _pad_wrap(x, axis, before, after, _):
+    """Wrap mode as JAX builds it: the tail's last elements, whole copies, the head's first
+    ones, concatenated (slices keep a split dimension split where a gather would not)."""
+    n = shape_of(x)[axis]
+    if n == 0:
+        raise ValueError("can't extend empty axis using modes other than 'constant' or "
+                         "'empty'")
+    left_copies, left = divmod(before, n)
+    right_copies, right = divmod(after, n)
+    parts = (([slice_axis(x, axis, n - left, n)] if left else [])
+             + [x] * (left_copies + right_copies + 1)
+             + ([slice_axis(x, axis, 0, right)] if right else []))
+    return concatenate(parts, axis) if len(parts) > 1 else x
+
+
 def _reflect_index(j, n):
     if n == 1:
         return np.zeros_like(j)
@@ -410,7 +425,7 @@ _STATS = ("maximum", "minimum", "mean", "median")
 _PAD_MODES = {
     "constant": None, "empty": None,
     "edge": _pad_by_index(lambda j, n: np.clip(j, 0, n - 1)),
-    "wrap": _pad_by_index(lambda j, n: np.mod(j, n)),
+    "wrap": _pad_wrap,
     "reflect": _pad_by_index(_reflect_index),
     "symmetric": _pad_by_index(_symmetric_index),
     "linear_ramp": _linear_ramp,
