@@ -1042,3 +1042,20 @@ def test_linearize_in_a_body_with_the_check_off_takes_any_tangent():
     g = jax.shard_map(lambda u: jax.linearize(lambda v: jnp.sin(v) * 2, u)[1](
         jnp.ones(u.shape)), mesh=mesh, in_specs=P("x"), out_specs=P("x"), check_vma=False)
     np.testing.assert_allclose(g(x), 2 * np.cos(x), rtol=1e-6)
+
+
+def test_jacrev_of_a_body_with_a_split_and_a_replicated_output_from_a_scan():
+    """The report: jacrev through a shard_map returning a P('x') carry and P() outputs of a
+    scan raised AttributeError when the stacked cotangent was sliced eagerly (its slice held
+    one device's layout, which has no spec)."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+    xs = np.arange(8, dtype=np.float32)
+    f = jax.shard_map(lambda a, x: lax.scan(lambda v, _: (v * a, a), x, None, length=2),
+                      mesh=mesh, in_specs=(P(), P("x")), out_specs=(P("x"), P()))
+    a = np.float32(0.7)
+    carry_jac, ys_jac = jax.jacrev(lambda a: f(a, xs))(a)
+    np.testing.assert_allclose(np.asarray(carry_jac), 2 * a * xs, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ys_jac), [1.0, 1.0])
+    fwd_carry, fwd_ys = jax.jacfwd(lambda a: f(a, xs))(a)
+    np.testing.assert_allclose(np.asarray(fwd_carry), np.asarray(carry_jac), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(fwd_ys), np.asarray(ys_jac))

@@ -755,7 +755,8 @@ def _eager_gather_layout(x, index, result):
         dim += _consumed(entry)
     while spec and spec[-1] is None:
         spec.pop()
-    if tuple(spec) == tuple(result.sharding.spec):
+    now = getattr(result.sharding, "spec", None)     # (a one-device result has none)
+    if now is not None and tuple(spec) == tuple(now):
         return result
     # laid out anew as device_put lays it out: a mixed mesh's Explicit axes named too
     return bind(p.sharding_constraint_p, result,
