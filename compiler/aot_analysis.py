@@ -1,4 +1,5 @@
-"""What a lowered program will hold in memory, for ``Compiled.memory_analysis()``.
+"""What a lowered program will hold in memory, for ``Compiled.memory_analysis()``, and what
+it computes, for ``cost_analysis()``.
 
 JAX reports XLA's buffer assignment per device: the bytes of the arguments, of the results,
 of the results that reuse a donated argument's buffer (aliased), and of the temporaries.
@@ -14,6 +15,15 @@ shardc has no buffer assignment; it estimates the same fields from the program's
   needs.
 
 Nothing is generated code, and nothing lives in host memory: those fields are 0.
+
+The cost (``cost_stats``) counts what XLA's cost analysis counts, per device, from the
+program's equations: ``flops`` (a dot 2 per multiply-add, an elementwise
+operation or a conversion 1 per element, an integer power its repeated squaring's products,
+a reduction or an all-reduce 1 per element combined), ``transcendentals`` (exp, log, tanh,
+sqrt and the like, 1 per element) and ``bytes accessed`` (the arguments read and the results
+written, as a fused program touches them). A shard_map body counts on its blocks, a scan's
+body once per iteration, a value split by its type on its block. As in JAX's dict, a count
+of 0 is left out.
 """
 from __future__ import annotations
 
@@ -21,6 +31,7 @@ import dataclasses
 import math
 
 from ir.core import Var
+from ir.graph import sub_programs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,3 +115,81 @@ def _type_block_bytes(aval) -> int:
 
 def _nbytes(shape, dtype) -> int:
     return math.prod(shape) * dtype.itemsize
+
+
+# primitives computed by transcendental functions (XLA's HloCostAnalysis counts them apart)
+_TRANSCENDENTAL = frozenset((
+    "exp", "exp2", "expm1", "log", "log1p", "tanh", "sin", "cos", "tan", "sqrt", "rsqrt",
+    "cbrt", "pow", "atan2", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "erf", "erfc", "erf_inv", "lgamma", "digamma", "igamma", "igammac", "bessel_i0e",
+    "bessel_i1e", "polygamma", "zeta", "logistic"))
+# the elementwise operations a logistic expands into beside its exp (XLA's count)
+_LOGISTIC_FLOPS = 3
+_FREE = frozenset(("stop_gradient", "copy", "name", "reduce_precision"))
+_REDUCTIONS = frozenset(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
+                         "reduce_and", "reduce_or", "reduce_xor", "argmax", "argmin"))
+_ALL_REDUCES = frozenset(("psum", "pmax", "pmin", "pmean", "psum_scatter", "unreduced_psum",
+                          "unreduced_psum_scatter"))
+_CUMULATIVE = frozenset(("cumsum", "cumprod", "cummax", "cummin"))
+
+
+def cost_stats(program, arg_bytes: int, out_bytes: int) -> dict:
+    """JAX's ``cost_analysis()`` dict for ``program`` (see the module's note), given the
+    bytes of its arguments and results on a device."""
+    flops, transcendentals = _cost(program)
+    out = {}
+    if flops:
+        out["flops"] = float(flops)
+    if transcendentals:
+        out["transcendentals"] = float(transcendentals)
+    out["bytes accessed"] = float(arg_bytes + out_bytes)
+    return out
+
+
+def _cost(program, times: int = 1) -> tuple:
+    from ir import primitives as prims
+    elementwise = {q.name for q in prims.ELEMENTWISE}
+    flops = transcendentals = 0
+    for eqn in program.eqns:
+        name = eqn.primitive.name
+        subs = sub_programs(eqn)
+        if subs:
+            # a loop's body once per iteration; a branch, a call or a body once
+            repeat = int(eqn.params.get("length", 1)) if name == "scan" else 1
+            counted = [_cost(sub, repeat) for _, _, sub in subs]
+            if name == "cond":
+                counted = [max(counted)]
+            flops += sum(f for f, _ in counted) * times
+            transcendentals += sum(t for _, t in counted) * times
+            continue
+        if not eqn.outvars:
+            continue
+        out = _elements(eqn.outvars[0].aval)
+        if name == "dot_general":
+            (contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            flops += 2 * out * math.prod(lhs[d] for d in contract) * times
+        elif name in _REDUCTIONS:
+            flops += max(0, _elements(eqn.invars[0].aval) - out) * times
+        elif name in _ALL_REDUCES:
+            flops += out * times
+        elif name in _CUMULATIVE:
+            axis = eqn.params.get("axis", 0)
+            flops += out * max(0, eqn.invars[0].aval.shape[axis] - 1) * times
+        elif name == "integer_pow":
+            y = abs(int(eqn.params["y"]))
+            products = (y.bit_length() - 1 + bin(y).count("1") - 1) if y else 0
+            flops += out * (products + (eqn.params["y"] < 0)) * times
+        elif name in _TRANSCENDENTAL:
+            transcendentals += out * times
+            if name == "logistic":
+                flops += _LOGISTIC_FLOPS * out * times
+        elif name in elementwise and name not in _FREE:
+            flops += out * times
+    return flops, transcendentals
+
+
+def _elements(aval) -> int:
+    """A value's elements on one device (its block where its type splits it)."""
+    itemsize = aval.dtype.itemsize or 1
+    return _type_block_bytes(aval) // itemsize

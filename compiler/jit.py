@@ -737,9 +737,13 @@ class Compiled:
         return memory_stats(self.closed.program, list(zip(avals, shardings, donated)), results)
 
     def cost_analysis(self):
-        """JAX's execution cost estimate (flops, bytes accessed), which is None where the
-        backend has none, as here: shardc has no cost model."""
-        return None
+        """JAX's execution cost estimate, a dict of ``flops``, ``transcendentals`` and
+        ``bytes accessed`` per device, counted from the program as XLA's cost analysis
+        counts (``compiler.aot_analysis`` says how)."""
+        from compiler.aot_analysis import cost_stats
+        memory = self.memory_analysis()
+        return cost_stats(self.closed.program, memory.argument_size_in_bytes,
+                          memory.output_size_in_bytes)
 
     # -- JAX's ahead-of-time views: what the program takes and gives ------------------------
 

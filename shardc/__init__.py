@@ -33,7 +33,7 @@ from compiler.linearize import linearize
 from compiler.remat import remat
 from compiler.tracing import ConcretizationTypeError, TracerBoolConversionError
 from ir.sharding import Mesh, NamedSharding, PartitionSpec, ReplicationError
-from runtime.array import Array
+from runtime.array import Array, Shard
 from runtime.devices import (Device, device_count, devices, local_devices, process_count,
                              process_index)
 from shardc import (ad_checkpoint, custom_batching, custom_derivatives, debug, dtypes, errors,
@@ -119,7 +119,7 @@ def print_environment_info(return_string: bool = False):
 
 __all__ = [
     "Array", "ConcretizationTypeError", "Device", "Mesh", "NamedSharding", "P", "PartitionSpec",
-    "Ref", "ReplicationError", "ShapeDtypeStruct", "TracerBoolConversionError", "ad_checkpoint", "core",
+    "Ref", "ReplicationError", "ShapeDtypeStruct", "Shard", "TracerBoolConversionError", "ad_checkpoint", "core",
     "block_until_ready", "copy_to_host_async", "print_environment_info", "check_tracer_leaks", "checking_leaks", "checkpoint", "checkpoint_policies", "clear_caches",
     "closure_convert", "comm_ledger", "config", "custom_batching", "custom_derivatives",
     "custom_gradient",

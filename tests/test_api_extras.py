@@ -1328,3 +1328,11 @@ def test_axis_index_groups_over_a_vmapped_axis_are_jaxs_not_implemented(name):
     out = jax.shard_map(body, mesh=mesh, in_specs=P(None, "i"), out_specs=P(None, "i"),
                         check_vma=False)(np.arange(8.0).reshape(2, 4))
     np.testing.assert_array_equal(np.asarray(out), [[1, 1, 5, 5], [9, 9, 13, 13]])
+
+
+def test_shards_are_jax_shards():
+    mesh = jax.make_mesh((4,), ("x",))
+    a = jax.device_put(np.arange(8.0), jax.NamedSharding(mesh, P("x")))
+    shards = a.addressable_shards
+    assert all(isinstance(s, jax.Shard) for s in shards)
+    assert [s.index for s in shards] == [(slice(2 * k, 2 * k + 2),) for k in range(4)]

@@ -693,7 +693,32 @@ def test_memory_analysis_estimates_bytes_per_device():
     # a chain of elementwise operations: each intermediate lives until the next one is made
     h = shardc.jit(lambda a: jnp.sin(jnp.cos(a) * 2) + a)
     assert h.lower(jnp.ones(1000)).memory_analysis().temp_size_in_bytes == 8000
-    assert f.lower(x, x).cost_analysis() is None      # no cost model: JAX's None
+
+
+def test_cost_analysis_counts_as_xlas_does():
+    """JAX's dict of flops, transcendentals and bytes accessed per device (the figures are
+    XLA CPU's for the same programs); a count of 0 is left out, as in JAX's."""
+    x, y = jnp.ones((16, 16)), jnp.ones((16, 32))
+    cost = lambda f, *args: shardc.jit(f).lower(*args).compile().cost_analysis()
+    assert cost(lambda a, b: a @ b, x, y) == {"flops": 16384.0, "bytes accessed": 5120.0}
+    assert cost(lambda a: a + a, x) == {"flops": 256.0, "bytes accessed": 2048.0}
+    assert cost(jnp.exp, x) == {"transcendentals": 256.0, "bytes accessed": 2048.0}
+    assert cost(lambda a: jnp.tanh(a) * 2 + 1, x) == {
+        "flops": 512.0, "transcendentals": 256.0, "bytes accessed": 2048.0}
+    assert cost(lambda a: a.sum(), x)["flops"] == 255.0
+    assert cost(lambda a: a.max(axis=0), x)["flops"] == 240.0
+    assert cost(lambda a: a ** 3, x)["flops"] == 512.0           # x * (x * x)
+    assert cost(lambda a: jnp.where(a > 0, a, 2.0), x)["flops"] == 512.0
+    assert cost(lambda a: jnp.cumsum(a, axis=0), x)["flops"] == 3840.0
+    assert cost(lambda a: jnp.einsum("bij,bjk->bik", a, a), jnp.ones((4, 8, 8)))["flops"] == 4096
+    # a shard_map body counts on one device's blocks (a 16x8 by 8x16 product, a psum of 256)
+    mesh = shardc.make_mesh((8,), ("x",))
+    body = shardc.shard_map(lambda a: lax.psum(a @ a.T, "x"), mesh=mesh, in_specs=P(None, "x"),
+                            out_specs=P())
+    assert cost(body, jnp.ones((16, 64)))["flops"] == 4352.0
+    # a scan's body once per iteration
+    loop = lambda a: lax.scan(lambda c, _: (c * 2.0, None), a, None, length=5)[0]
+    assert cost(loop, x)["flops"] == 5 * 256
 
 
 class _Abstract:
