@@ -164,8 +164,21 @@ class Replay(Interpreter):
         return literal.value[()]
 
     def eval_equation(self, eqn, values):
-        with replaying(eqn.source, traced_mesh(eqn)):
-            outs = bind(eqn.primitive, *values, **eqn.params)
+        params = eqn.params
+        if eqn.primitive.name == "pvary":
+            # the operand may vary over more axes now than when the program was traced (a
+            # branch replayed per member of a batch that varies): a cast over those it
+            # varies over already is no cast
+            vma = aval_of(values[0]).vma
+            axes = tuple(a for a in params["mesh_axes"] if a not in vma)
+            if not axes:
+                outs = values[0]
+                params = None
+            elif len(axes) != len(params["mesh_axes"]):
+                params = dict(params, mesh_axes=axes)
+        if params is not None:
+            with replaying(eqn.source, traced_mesh(eqn)):
+                outs = bind(eqn.primitive, *values, **params)
         if self.after is not None:
             self.after(self.count)
         self.count += 1

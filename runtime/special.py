@@ -408,6 +408,9 @@ def _igamma_pq64(a, x):
     p[edge_inf_x], q[edge_inf_x] = 1.0, 0.0
     edge_zero_a = (a == 0) & (x > 0)
     p[edge_zero_a], q[edge_zero_a] = 1.0, 0.0
+    # XLA's P(0, x) is 1 only where it takes 1 - Q (x of 1 and above); its series, used
+    # below, divides by a and gives nan (Q(0, x) is 0 either way)
+    p[(a == 0) & (x > 0) & (x < 1)] = np.nan
     return p, q
 
 

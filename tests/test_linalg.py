@@ -693,3 +693,30 @@ def test_cholesky_update_is_the_factor_of_the_rank_one_update():
     batched = shardc.vmap(lax_linalg.cholesky_update)(np.stack([r, r]), np.stack([w, 2 * w]))
     want2 = np.linalg.cholesky(a + 4 * np.outer(w, w)).T
     np.testing.assert_allclose(batched[1], want2, rtol=1e-4, atol=1e-4)
+
+
+def test_lu_and_schur_conversions_run_in_a_shard_map_body():
+    """The report: lax.linalg.lu, lu_pivots_to_permutation, rsf2csf and funm raised type
+    errors in a body (their loops started from values every device shares and then mixed in
+    each device's matrix); each device's result is the one computed outside."""
+    import shardc.scipy.linalg as sl
+    from shardc import lax
+    mesh = shardc.make_mesh((4,), ("x",))
+    a = np.random.default_rng(0).standard_normal((4, 3, 3)).astype(np.float32)
+
+    def per_device(f):
+        body = lambda blk: f(blk[0])[None]
+        return np.asarray(shardc.shard_map(body, mesh=mesh, in_specs=P("x"),
+                                           out_specs=P("x"))(a))
+
+    lu = lambda m: lax.linalg.lu(m)[0]
+    np.testing.assert_allclose(per_device(lu), np.stack([np.asarray(lu(m)) for m in a]),
+                               rtol=1e-6)
+    perm = lambda m: lax.linalg.lu_pivots_to_permutation(lax.linalg.lu(m)[1], 3)
+    np.testing.assert_array_equal(per_device(perm), np.stack([np.asarray(perm(m)) for m in a]))
+    csf = lambda m: sl.rsf2csf(*sl.schur(m))[0]
+    np.testing.assert_allclose(per_device(csf), np.stack([np.asarray(csf(m)) for m in a]),
+                               rtol=1e-5, atol=1e-5)
+    expm = lambda m: sl.funm(m, jnp.exp)
+    np.testing.assert_allclose(per_device(expm), np.stack([np.asarray(expm(m)) for m in a]),
+                               rtol=1e-4, atol=1e-4)

@@ -546,3 +546,15 @@ def test_attention_sequence_lengths_and_local_windows():
     window = (t <= s + 1) & (t >= s - 1)
     assert_close(nn.dot_product_attention(q, k, v, local_window_size=1),
                  reference(window[None, None]), 1e-5, 1e-6)
+
+
+@pytest.mark.parametrize("name", ["gelu", "leaky_relu", "hard_sigmoid", "hard_silu",
+                                  "sparse_plus", "sparse_sigmoid"])
+def test_activations_of_a_numpy_bfloat16_array_stay_bfloat16(name):
+    """The report: numpy's own arithmetic with Python floats widened a numpy bfloat16 array
+    to float32; JAX's activations keep its dtype (and round as bfloat16)."""
+    x = np.array([-2.0, -0.5, 0.25, 1.5], dtype=jnp.bfloat16)
+    f = getattr(nn, name)
+    got = f(x)
+    assert got.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(f(jnp.asarray(x))))

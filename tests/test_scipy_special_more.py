@@ -227,3 +227,13 @@ def test_new_names_are_public():
     for name in ("bernoulli", "dawsn", "exp1", "expi", "expn", "fresnel", "hyp1f1", "hyp2f1",
                  "lpmn", "lpmn_values", "owens_t", "sici", "wofz"):
         assert name in special.__all__ and callable(getattr(special, name))
+
+
+def test_gammainc_at_a_zero_is_xlas():
+    """XLA's P(0, x): 1 where it computes 1 - Q (x of 1 and above), nan where its series
+    divides by a = 0; Q(0, x) is 0 for x > 0."""
+    a = jnp.array([0.0, 0.0, 0.0, 0.0, 1.0])
+    x = jnp.array([0.5, 0.999, 1.0, 0.0, 0.5])
+    np.testing.assert_allclose(np.asarray(special.gammainc(a, x)),
+                               [np.nan, np.nan, 1.0, np.nan, sp.gammainc(1.0, 0.5)], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(special.gammaincc(a, x))[:3], [0.0, 0.0, 0.0])

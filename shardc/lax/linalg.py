@@ -16,6 +16,7 @@ from compiler.vmap import vmap
 from ir import primitives as _p
 import shardc.numpy as jnp
 from shardc.numpy import linalg as _np_linalg
+from shardc.numpy._core import vary_like
 
 __all__ = ["EigImplementation", "EighImplementation", "SvdAlgorithm", "cholesky",
            "cholesky_update", "eig", "eigh",
@@ -447,6 +448,7 @@ def lu_pivots_to_permutation(pivots, permutation_size: int):
         def swap(j, perm):
             at_j, at_p = perm[j], perm[piv[j]]
             return perm.at[j].set(at_p).at[piv[j]].set(at_j)
-        return fori_loop(0, piv.shape[0], swap, jnp.arange(permutation_size, dtype=np.int32))
+        start = vary_like(jnp.arange(permutation_size, dtype=np.int32), piv)
+        return fori_loop(0, piv.shape[0], swap, start)
 
     return jnp.reshape(vmap(one)(flat), batch + (permutation_size,))

@@ -72,13 +72,16 @@ def silu(x):
 
 
 def _as_array(x):
-    return jnp.asarray(x) if not hasattr(x, "dtype") else x
+    """``x`` as an array of shardc's: a numpy array too (numpy's own arithmetic with Python
+    floats would widen a bfloat16 one to float32, where JAX's keeps bfloat16)."""
+    return jnp.asarray(x) if not hasattr(x, "dtype") or isinstance(x, (np.ndarray, np.generic)) \
+        else x
 
 
 def _inexact(x, mixed: bool = False):
     """``x`` as an array of a floating dtype (integers and booleans become float32, weakly
     typed where ``x`` is, or with ``mixed`` always, as beside a Python float)."""
-    x = jnp.asarray(x) if not hasattr(x, "dtype") else x
+    x = _as_array(x)
     dtype = _dt.to_inexact(jnp.result_type(x))      # JAX's promote_dtypes_inexact
     if x.dtype == dtype:
         return x

@@ -22,7 +22,7 @@ from shardc._compiled import LINALG as _COMPILED, mark_compiled as _mark_compile
 from shardc.dtypes import result_type
 from shardc.numpy._arithmetic import abs, abs2, exp, isinf, isnan, power, sign, sqrt, where
 from shardc.numpy._core import (asarray, astype, broadcast_to, concatenate, ones, ravel,
-                                reshape, zeros, zeros_like)
+                                reshape, vary_like, zeros, zeros_like)
 from shardc.numpy._creation import arange, eye
 from shardc.numpy._diagonals import diagonal as numpy_diagonal, tril, triu
 from shardc.numpy._index_routines import take_along_axis
@@ -279,7 +279,8 @@ def _lu_one(a):
         return a, pivots, permutation
 
     k = builtins.min(m, n)
-    start = (a, zeros((k,), np.int32), arange(m, dtype=np.int32))
+    # the pivots vary over a shard_map body's axes as the matrix does (the loop mixes them)
+    start = (a, vary_like(zeros((k,), np.int32), a), vary_like(arange(m, dtype=np.int32), a))
     return fori_loop(0, k, step, start) if k else start
 
 
