@@ -336,6 +336,10 @@ def _scatter_rule(x: Aval, indices: Aval, updates: Aval, *, axis, mode) -> list:
     expected = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
     if updates.shape != expected:
         raise ShapeError(f"scatter: updates {updates.str_short()} should have shape {expected}")
+    if mode in ("add", "mul") and dtypes.is_bool(x.dtype):
+        # JAX's scatter-add and -mul take numbers only (their combining add or mul does)
+        raise ShapeError(f"{mode} does not accept dtype bool at position 0. Accepted dtypes at "
+                         "position 0 are subtypes of integer, floating, complexfloating.")
     return [_aval(x.shape, x.dtype)]
 
 

@@ -227,3 +227,18 @@ def test_jax_ops_is_a_module_of_shardc():
     assert shardc.ops is module
     assert sorted(module.__all__) == sorted(REDUCTIONS)
     assert all(callable(getattr(module, n)) for n in module.__all__)
+
+
+def test_adding_or_multiplying_booleans_by_scatter_is_jaxs_type_error():
+    """JAX's scatter-add and -mul take numbers: a boolean operand is its add's (mul's)
+    TypeError, from .at[], segment_sum, bincount's weights and lax.scatter_add; max works."""
+    b = jnp.array([True, False, True])
+    ids = jnp.array([0, 1, 1])
+    message = "{} does not accept dtype bool at position 0. Accepted dtypes at position 0 are"
+    for how, f in [("add", lambda: b.at[0].add(True)), ("mul", lambda: b.at[0].mul(True)),
+                   ("add", lambda: ops.segment_sum(b, ids, num_segments=2)),
+                   ("add", lambda: jnp.bincount(ids, weights=b, length=3))]:
+        with pytest.raises(TypeError, match=message.format(how)):
+            f()
+    np.testing.assert_array_equal(np.asarray(ops.segment_max(b, ids, num_segments=2)),
+                                  [True, True])

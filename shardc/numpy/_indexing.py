@@ -1172,6 +1172,10 @@ class _IndexedRef:
     def _apply(self, value, mode, how, out_sharding, wrap=True):
         dtype = aval_of(self.x).dtype
         promotes = _check_safe_cast(value, dtype)
+        if how in ("add", "mul") and _dt.is_bool(dtype) and not promotes:
+            # a scatter-add or -mul of booleans, as JAX's (its add and mul take numbers)
+            raise TypeError(f"{how} does not accept dtype bool at position 0. Accepted dtypes "
+                            "at position 0 are subtypes of integer, floating, complexfloating.")
         index = self._index(mode, wrap)
         update = lambda x, index, value: _update(x, index, value, how)
         if how != "set" and promotes:
