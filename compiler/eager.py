@@ -15,11 +15,10 @@ from compiler.lowering import lower_to_mesh
 from compiler.replication import (check_vmas_match, infer_types, input_origins, lift_operand,
                                   merge_origins, origin_sources, per_output, pvary_error_check)
 from compiler.shard_map import ShardContext, block_avals, check_replication, in_body
-from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over, eager_rules,
-                              is_python_scalar, set_current_trace, user_source,
-                              values_known_now)
-from ir.core import (Eqn, Program, Var, check_index_conversion, check_scalar_conversion,
-                     check_truth_value)
+from compiler.tracing import (Trace, Tracer, aval_of, bind, check_closed_over,
+                              concretization_head, eager_rules, errors_link, is_python_scalar,
+                              set_current_trace, user_source, values_known_now)
+from ir.core import Eqn, Program, Var
 from ir import primitives as prims
 from ir.graph import ORDERED_EFFECTS_ERROR, is_ordered_effect
 from ir import collectives as coll
@@ -64,40 +63,31 @@ class ShardTracer(Tracer):
                            f"\n{block}\n")
         return "\n".join(entries)
 
-    def __bool__(self):
-        check_truth_value(self._aval)
-        return bool(self._concrete("boolean conversion"))
-
-    def __int__(self):
-        check_scalar_conversion(self._aval)
-        return int(self._concrete("integer conversion"))
-
-    def __float__(self):
-        check_scalar_conversion(self._aval)
-        return float(self._concrete("float conversion"))
-
-    def __index__(self):
-        check_index_conversion(self._aval)
-        return int(self._concrete("integer conversion"))
-
     def concrete_value(self, what: str, cls):
-        return self._concrete(what)
-
-    def _concrete(self, what):
-        """Python needs one value: allowed when the checker proves it is the same everywhere
-        (and not in a body jit traces, where values are abstract)."""
-        if self.aval.vma or self.aval.size != 1 or not values_known_now():
-            from compiler.tracing import TracerBoolConversionError, errors_link
-            raise TracerBoolConversionError(      # the reason: its vma
-                f"Attempted {what} of traced array with shape "
-                f"{self.aval.str_long(self._trace.mesh.axis_names, short=True)}."
-                f"{errors_link(TracerBoolConversionError)}")
+        """Python needs one value (``bool``, ``int``, ``operator.index``; ``float`` of an
+        integer): given where the replication check proves it the same on every device, as
+        JAX's eager bodies give it, and not in a body jit traces, where values are abstract;
+        else JAX's error ``cls`` (``float`` of a floating value always is one: the base
+        class's rule)."""
+        if (not self._trace.shard.check_vma or self.aval.vma or self.aval.size != 1
+                or not values_known_now()):
+            raise self._concretization_error(what, cls)
         # invariant, so any block will do: the first this process holds (under MPI, some)
         block = next((b for b in self.blocks if not getattr(b, "absent", False)), None)
         if block is None:
             raise RuntimeError(f"{what} of a body value needs a block, but this process holds "
                                "no device of the mesh")
         return np.asarray(block).reshape(())      # one element: a scalar to Python
+
+    def _concretization_error(self, what: str, cls):
+        """JAX's error of an eager body, in its words: the value is there, but differs
+        between devices (its type shows over which axes), so there is no one to give. (In a
+        body jit traces, the tracer's error naming the user's line.)"""
+        if not values_known_now():
+            return super()._concretization_error(what, cls)
+        traced = (f"traced array with shape "
+                  f"{self.aval.str_long(self._trace.mesh.axis_names)}")
+        return cls(concretization_head(what, cls, traced) + errors_link(cls))
 
 
 class ShardTrace(Trace):

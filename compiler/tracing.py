@@ -231,6 +231,28 @@ def stale_value(tracer):
 _CONVERTERS = {"integer conversion": "int", "float conversion": "float",
                "complex conversion": "complex"}
 
+def concretization_head(what: str, cls, traced: str) -> str:
+    """The first line of JAX's error ``cls`` for ``what`` (``"boolean conversion"``, ...) of
+    ``traced`` (``"traced array with shape f32[]"``), in JAX's words."""
+    function = _CONVERTERS.get(what)
+    if what == "boolean conversion":
+        return f"Attempted boolean conversion of {traced}."
+    if what == "integer conversion" and cls is TracerIntegerConversionError:
+        return f"The __index__() method was called on {traced}"
+    if what.startswith("conversion to a numpy array"):
+        return f"The numpy.ndarray conversion method __array__() was called on {traced}"
+    if function is not None:
+        return ("Abstract tracer value encountered where concrete value is expected: "
+                f"{traced}\nThe problem arose with the `{function}` function. If trying "
+                "to convert the data type of a value, try using "
+                f"`x.astype({function})` or `jnp.array(x, {function})` instead.")
+    if cls is ConcretizationTypeError:
+        # JAX's words for a concrete value asked of a traced one, then what asked
+        return ("Abstract tracer value encountered where concrete value is expected: "
+                f"{traced}\nIt arose in {what}.")
+    return f"Attempted {what} of {traced}."
+
+
 # JAX's names of the tracers a leaked value was wrapped in
 _TRACER_NAMES = {"ProgramTracer": "DynamicJaxprTracer", "ShardTracer": "ShardMapTracer"}
 
@@ -1001,25 +1023,8 @@ class Tracer:
     def _concretization_error(self, what: str, cls):
         """JAX's error ``cls`` for ``what`` (``"boolean conversion"``, ...), its first line in
         JAX's words, then the user's line and what to do instead."""
-        traced = f"traced array with shape {self.aval.str_long(self._axis_order())}"
-        function = _CONVERTERS.get(what)
-        if what == "boolean conversion":
-            head = f"Attempted boolean conversion of {traced}."
-        elif what == "integer conversion" and cls is TracerIntegerConversionError:
-            head = f"The __index__() method was called on {traced}"
-        elif what.startswith("conversion to a numpy array"):
-            head = f"The numpy.ndarray conversion method __array__() was called on {traced}"
-        elif function is not None:
-            head = ("Abstract tracer value encountered where concrete value is expected: "
-                    f"{traced}\nThe problem arose with the `{function}` function. If trying "
-                    "to convert the data type of a value, try using "
-                    f"`x.astype({function})` or `jnp.array(x, {function})` instead.")
-        elif cls is ConcretizationTypeError:
-            # JAX's words for a concrete value asked of a traced one, then what asked
-            head = ("Abstract tracer value encountered where concrete value is expected: "
-                    f"{traced}\nIt arose in {what}.")
-        else:
-            head = f"Attempted {what} of {traced}."
+        head = concretization_head(
+            what, cls, f"traced array with shape {self.aval.str_long(self._axis_order())}")
         src = user_source()
         return cls(
             f"{head}\nThe error occurred while tracing{f' at {src}' if src else ''}: the value "

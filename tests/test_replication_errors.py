@@ -1,5 +1,6 @@
 """The out_specs replication check (SEMANTICS 3.5), turning it off (3.6, 1.5), and Python control
 flow on eager body values (3.6). Eager and ``jit`` raise the same errors."""
+import operator
 import sys
 
 import numpy as np
@@ -239,14 +240,32 @@ def test_if_on_an_invariant_eager_value_is_allowed(mesh):
 
 
 def test_python_numbers_from_invariant_values(mesh):
+    """bool, int and operator.index of a value the check proves invariant are Python numbers
+    in an eager body, as JAX's; float never is (JAX's Tracer.__float__ asks for no value)."""
     seen = []
 
     def body(x):
         n = lax.psum(x.sum(), ('x', 'y'))
-        seen.append((bool(n > 0), int(n), float(n)))
+        seen.append((bool(n > 0), int(n), operator.index(n.astype(np.int32))))
+        with pytest.raises(jax.errors.ConcretizationTypeError,
+                           match=r"traced array with shape float32\[\]\nThe problem arose "
+                                 r"with the `float` function"):
+            float(n)
         return x
     shard_map(body, mesh, P('x', 'y'), P('x', 'y'))(jnp.ones((8, 4)))
-    assert seen == [(True, 32, 32.0)]
+    assert seen == [(True, 32, 32)]
+
+
+def test_no_python_numbers_from_an_eager_body_without_the_check(mesh):
+    """With check_vma off nothing is proved invariant: JAX gives no value (even a psum's)."""
+    def body(x, n):
+        return x + 1 if n > 0 else x - 1
+    f = jax.shard_map(body, mesh=mesh, in_specs=(P('x'), P()), out_specs=P('x'),
+                      check_vma=False)
+    with pytest.raises(jax.TracerBoolConversionError,
+                       match=r"Attempted boolean conversion of traced array with shape "
+                             r"bool\[\]"):
+        f(np.ones(8, np.float32), np.float32(3))
 
 
 @pytest.mark.parametrize("check", [True, False])
@@ -275,11 +294,15 @@ def test_bool_of_a_partly_varying_eager_value(mesh):
 
 
 def test_int_and_float_of_a_varying_eager_value_raise(mesh):
+    """JAX's ConcretizationTypeError naming the function (it was the bool conversion's)."""
     for convert in (int, float):
         f = shard_map(lambda x: x * convert(x.sum()), mesh, P('x'), P('x'))
-        with pytest.raises(TypeError) as info:
+        with pytest.raises(jax.errors.ConcretizationTypeError) as info:
             f(jnp.ones((8,)))
-        assert "of traced array with shape f32[]{V:x}" in str(info.value)
+        assert str(info.value).startswith(
+            "Abstract tracer value encountered where concrete value is expected: traced array "
+            f"with shape float32[]{{V:x}}\nThe problem arose with the `{convert.__name__}` "
+            "function.")
 
 
 def test_if_under_jit_names_the_users_line(mesh):
