@@ -85,10 +85,21 @@ def test_wrap_key_data_inverts_key_data():
     keys = random.split(random.key(1), 3)
     again = random.wrap_key_data(random.key_data(keys))
     np.testing.assert_array_equal(np.asarray(again == keys), [True] * 3)
-    with pytest.raises(TypeError, match="uint32 key data"):
+    # JAX's TypeErrors for invalid key data, from wrap_key_data and from a raw key alike
+    with pytest.raises(TypeError, match=r"invalid PRNG key data: expected key_data.dtype = "
+                                        r"uint32; got dtype=int32"):
         random.wrap_key_data(np.zeros((3, 2), np.int32))
-    with pytest.raises(ValueError, match="trailing dimension of 2"):
+    with pytest.raises(TypeError, match=r"invalid PRNG key data: expected key_data.shape to "
+                                        r"end with \(2,\); got shape=\(3, 4\)"):
         random.wrap_key_data(np.zeros((3, 4), np.uint32))
+    with pytest.raises(TypeError, match=r"expected key_data.shape to end with \(2,\); got "
+                                        r"shape=\(3,\)"):
+        random.normal(np.zeros(3, np.uint32), (2,))
+    with pytest.raises(TypeError, match=r"expected key_data.dtype = uint32; got dtype=int32"):
+        random.normal(np.zeros(2, np.int32), (2,))
+    # a size given as a concrete integer array, as JAX takes it
+    assert random.split(random.key(0), jnp.int32(3)).shape == (3,)
+    assert random.normal(random.key(0), (jnp.int32(3), 2)).shape == (3, 2)
     with pytest.raises(TypeError, match="key_data"):
         np.asarray(keys)
 
@@ -665,3 +676,20 @@ def test_a_keys_tangent_is_float0_of_the_keys_shape():
     seen.clear()
     assert float(shardc.grad(lambda t: sym(t, (t * 2.0, random.key(1)))[0])(3.0)) == 3.0
     assert seen[0].dtype == shardc.dtypes.float0 and seen[0].shape == ()
+
+
+def test_reducing_collectives_of_typed_keys_are_jaxs_type_errors():
+    """A psum, pmean, pmax or psum_scatter of typed keys is JAX's TypeError (their add or max
+    takes numbers; it summed the key words); moving keys (all_gather, ppermute) is fine."""
+    mesh = shardc.make_mesh((4,), ("x",))
+    keys = random.split(random.key(0), 4)
+    run = lambda f: shardc.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                                     check_vma=False)(keys)
+    for op, f in [("add", lambda k: lax.psum(k, "x")), ("add", lambda k: lax.pmean(k, "x")),
+                  ("max", lambda k: lax.pmax(k, "x")), ("min", lambda k: lax.pmin(k, "x"))]:
+        with pytest.raises(TypeError, match=rf"{op} does not accept dtype key<fry> at "
+                                            "position 0"):
+            run(f)
+    moved = run(lambda k: lax.ppermute(k, "x", [(i, (i + 1) % 4) for i in range(4)]))
+    np.testing.assert_array_equal(np.asarray(random.key_data(moved)),
+                                  np.roll(np.asarray(random.key_data(keys)), 1, axis=0))

@@ -21,6 +21,7 @@ from ir import dtypes as _dt
 from ir.sharding import current_mesh
 import shardc.lax._groups as _groups
 import shardc.numpy as jnp
+from shardc.numpy._core import is_key_array
 from shardc.sharding import reshard  # noqa: F401  (jax.lax.reshard is jax.sharding.reshard)
 
 __all__ = [
@@ -74,6 +75,24 @@ def _check_operands(prim_name: str, x):
     check_jax_leaves(tree.tree_leaves(x), x, lambda path: f"{prim_name}: operand x{path}")
 
 
+# what combines the members' blocks of each reducing collective, and the dtypes it takes
+_COMBINES = {"psum": ("add", "integer, floating, complexfloating"),
+             "pmean": ("add", "integer, floating, complexfloating"),
+             "psum_scatter": ("add", "integer, floating, complexfloating"),
+             "pmax": ("max", "integer, bool, floating, complexfloating"),
+             "pmin": ("min", "integer, bool, floating, complexfloating")}
+
+
+def _check_no_keys(prim_name: str, x) -> None:
+    """JAX's TypeError for a reduction of typed PRNG keys: its add (max, min) takes numbers.
+    (Moving keys, as all_gather and ppermute do, is fine.)"""
+    for leaf in tree.tree_leaves(x, is_leaf=is_key_array):
+        if is_key_array(leaf):
+            op, accepted = _COMBINES[prim_name]
+            raise TypeError(f"{op} does not accept dtype {leaf.dtype} at position 0. Accepted "
+                            f"dtypes at position 0 are subtypes of {accepted}.")
+
+
 def _check_int(prim_name: str, param: str, value) -> int:
     """A static integer parameter (a dimension, a rank): ints only, no floats or strings."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -112,6 +131,7 @@ def axis_size(axis_name) -> int:
 
 def _reducing(prim, name, x, axis_name, axis_index_groups):
     _check_operands(name, x)
+    _check_no_keys(name, x)
     axes = _axes(name, axis_name)
     if not axes:
         # over no axes: the value itself (pmean still divides, by 1), as JAX's
@@ -367,6 +387,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, axis_index_g
         blocks over 'i': [3 1 4 1] [5 9 2 6] [5 3 5 8] [9 7 1 2]   tiled ->  [22] [20] [12] [17]
     """
     _check_operands("psum_scatter", x)
+    _check_no_keys("psum_scatter", x)
     axes = _axes("psum_scatter", axis_name)
     if not axes:
         return x

@@ -606,7 +606,7 @@ def _default_dtype(dtype, *values, function="zeros"):
 @takes_device
 def full(shape, fill_value, dtype=None):
     """An array of ``shape`` filled with ``fill_value``."""
-    if is_key_dtype(dtype) or _is_key_array(fill_value):
+    if is_key_dtype(dtype) or is_key_array(fill_value):
         return KEY_ARRAY_RULES["full"](shape, fill_value, dtype)
     shape = shape_tuple(shape)
     if _is_float0(dtype):
@@ -723,7 +723,7 @@ def full_like(x, fill_value, dtype=None, shape=None):
 
     In a shard_map body the result varies over the mesh axes ``x`` varies over (JAX 0.10.2).
     """
-    if is_key_dtype(dtype) or _is_key_array(x) or _is_key_array(fill_value):
+    if is_key_dtype(dtype) or is_key_array(x) or is_key_array(fill_value):
         return KEY_ARRAY_RULES["full_like"](x, fill_value, dtype, shape)
     dtype = asked_dtype(dtype, "full_like")
     if _dt.is_float0(x):
@@ -991,7 +991,7 @@ KEY_ARRAY_RULES: dict = {}
 def key_array_rule(name: str, *values):
     """The rule for ``name`` on key arrays when one of ``values`` is a key array, else None."""
     for value in values:
-        if _is_key_array(value):
+        if is_key_array(value):
             return KEY_ARRAY_RULES[name]
     return None
 
@@ -1002,9 +1002,10 @@ def is_key_dtype(dtype) -> bool:
         isinstance(getattr(dtype, "type", None), type) and issubclass(dtype.type, prng_key)
 
 
-def _is_key_array(value) -> bool:
+def is_key_array(value) -> bool:
+    """Whether ``value`` (or an entry of a list or tuple) is an array of typed PRNG keys."""
     if isinstance(value, (list, tuple)):
-        return any(_is_key_array(v) for v in value)
+        return any(is_key_array(v) for v in value)
     dtype = getattr(value, "dtype", None)
     return dtype is not None and not isinstance(dtype, np.dtype) and \
         issubdtype(dtype, prng_key)

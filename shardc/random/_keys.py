@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 import warnings
 
 import numpy as np
@@ -641,12 +642,23 @@ def wrap_key_data(key_bits, *, impl=None, dtype=None) -> PRNGKeyArray:
     ``dtype`` chooses the implementation, as in ``key``."""
     impl = _impl_or_dtype(impl, dtype, "wrap_key_data")
     data = jnp.asarray(key_bits)
-    if data.dtype != np.uint32:
-        raise TypeError(f"wrap_key_data requires uint32 key data, got {data.dtype.name}")
-    if not data.shape or data.shape[-1] != impl.words:
-        raise ValueError(f"wrap_key_data: {impl.name} key data has a trailing dimension of "
-                         f"{impl.words}, got shape {tuple(data.shape)}")
+    _check_key_data(impl, data)
     return PRNGKeyArray(impl, data)
+
+
+def _check_key_data(impl: PRNGImpl, data) -> None:
+    """JAX's TypeErrors for data that cannot be ``impl``'s keys: a trailing dimension of its
+    words, then uint32."""
+    if data.ndim < 1:
+        raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.ndim >= 1; "
+                        f"got ndim={data.ndim}")
+    if data.shape[-1] != impl.words:
+        raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.shape to "
+                        f"end with ({impl.words},); got shape={tuple(data.shape)} for "
+                        f"impl={impl.name}")
+    if data.dtype != np.uint32:
+        raise TypeError(f"JAX encountered invalid PRNG key data: expected key_data.dtype = "
+                        f"uint32; got dtype={data.dtype.name}")
 
 
 def key_impl(keys) -> PRNGImpl:
@@ -680,7 +692,8 @@ def single_key_data(name: str, keys):
         return keys._base
     _check_legacy()
     data = jnp.asarray(keys)
-    if data.ndim > 1 and data.shape[-1] == 2:
+    _check_key_data(resolve_impl(None), data)
+    if data.ndim > 1:
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{tuple(data.shape[:-1])} != (). Use jax.vmap for batching.")
     return data
@@ -896,8 +909,14 @@ def sample_shape(shape) -> tuple:
     sizes (a shape must be known when tracing)."""
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
+    if hasattr(shape, "dtype") and not isinstance(shape, Tracer) and np.ndim(shape) == 0:
+        shape = (shape,)            # a concrete integer array: one size, as JAX's (num,)
     if isinstance(shape, Tracer) or any(isinstance(d, Tracer) for d in shape):
         raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, "
                         f"got {shape}.\nIf using `jit`, try using `static_argnums` or "
                         "applying `jit` to smaller subfunctions.")
-    return tuple(shape)
+    try:
+        return tuple(operator.index(d) for d in shape)   # concrete integer arrays as ints
+    except TypeError:
+        raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, "
+                        f"got {shape}.") from None
