@@ -35,7 +35,7 @@ class TypeSharding:
     """How a value's type says it is split (JAX's sharding in types): per dimension the mesh
     axes that split it, major to minor, on ``mesh``. Only a mesh's Explicit axes appear.
 
-    Made once per (mesh, spec) by ``of``; compared by identity of those.
+    Made once per (mesh object, spec) by ``of``; compared by identity of those.
 
     >>> str(Aval((8, 4), np.dtype('float32'), type_sharding=TypeSharding.of(mesh, (('x',), ()))))
     'f32[8@x,4]'
@@ -56,9 +56,11 @@ class TypeSharding:
         spec = tuple(tuple(names) for names in spec)
         if not any(spec):
             return None
-        key = (mesh, spec)
+        # per mesh object: equal meshes are not interchangeable where one stands for another
+        # (an Explicit mesh's Auto twin equals a user's Auto mesh of the same devices)
+        key = (id(mesh), spec)
         found = cls._MADE.get(key)
-        if found is None:
+        if found is None or found.mesh is not mesh:
             if len(cls._MADE) > 4096:
                 cls._MADE.clear()
             found = cls._MADE[key] = cls(mesh, spec)

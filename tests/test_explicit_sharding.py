@@ -2362,3 +2362,16 @@ def test_explicit_axes_needs_in_sharding():
             jax.sharding.explicit_axes(lambda v: v * 2)(x)
         out = jax.sharding.explicit_axes(lambda v: v * 2)(x, in_sharding=P("x"))
         np.testing.assert_array_equal(np.asarray(out), np.full((8, 4), 2.0))
+
+
+def test_results_keep_their_types_after_a_program_on_an_equal_auto_mesh():
+    """The report: a program laid out from in_shardings with no mesh set runs on its Explicit
+    mesh's Auto twin, and its results take their types from the twin. Types made once per
+    (mesh, spec) were shared by equal meshes, so after a program on a user's Auto mesh of the
+    same devices the results named that mesh and came back typed unsplit."""
+    a = np.arange(128, dtype=np.float32).reshape(8, 16)
+    auto = jax.sharding.Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("x", "y"))
+    on_auto = jax.jit(lambda u: u.T)(jax.device_put(a, NamedSharding(auto, P("x", "y"))))
+    assert str(jax.typeof(on_auto)) == "float32[16,8]"
+    both = NamedSharding(mesh_of((2, 4), ("x", "y")), P("x", "y"))
+    check_result(jax.jit(lambda u: u.T, in_shardings=both)(a), "float32[16@y,8@x]", a.T)
