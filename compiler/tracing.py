@@ -231,6 +231,7 @@ def stale_value(tracer):
 _CONVERTERS = {"integer conversion": "int", "float conversion": "float",
                "complex conversion": "complex"}
 
+
 def concretization_head(what: str, cls, traced: str) -> str:
     """The first line of JAX's error ``cls`` for ``what`` (``"boolean conversion"``, ...) of
     ``traced`` (``"traced array with shape f32[]"``), in JAX's words."""
