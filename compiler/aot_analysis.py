@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ir import primitives as prims
 from ir.core import Var
 from ir.graph import sub_programs
 
@@ -131,6 +132,7 @@ _REDUCTIONS = frozenset(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod"
 _ALL_REDUCES = frozenset(("psum", "pmax", "pmin", "pmean", "psum_scatter", "unreduced_psum",
                           "unreduced_psum_scatter"))
 _CUMULATIVE = frozenset(("cumsum", "cumprod", "cummax", "cummin"))
+_ELEMENTWISE = frozenset(q.name for q in prims.ELEMENTWISE)
 
 
 def cost_stats(program, arg_bytes: int, out_bytes: int) -> dict:
@@ -147,8 +149,6 @@ def cost_stats(program, arg_bytes: int, out_bytes: int) -> dict:
 
 
 def _cost(program, times: int = 1) -> tuple:
-    from ir import primitives as prims
-    elementwise = {q.name for q in prims.ELEMENTWISE}
     flops = transcendentals = 0
     for eqn in program.eqns:
         name = eqn.primitive.name
@@ -184,7 +184,7 @@ def _cost(program, times: int = 1) -> tuple:
             transcendentals += out * times
             if name == "logistic":
                 flops += _LOGISTIC_FLOPS * out * times
-        elif name in elementwise and name not in _FREE:
+        elif name in _ELEMENTWISE and name not in _FREE:
             flops += out * times
     return flops, transcendentals
 

@@ -18,6 +18,7 @@ import numpy as np
 from compiler import layouts as layouts_mod
 from compiler.backend import get_backend
 from compiler.replication import per_output, type_operands
+from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
 from ir.graph import runs_per_device
@@ -165,24 +166,28 @@ class Replay(Interpreter):
 
     def eval_equation(self, eqn, values):
         params = eqn.params
-        if eqn.primitive.name == "pvary":
-            # the operand may vary over more axes now than when the program was traced (a
-            # branch replayed per member of a batch that varies): a cast over those it
-            # varies over already is no cast
-            vma = aval_of(values[0]).vma
-            axes = tuple(a for a in params["mesh_axes"] if a not in vma)
-            if not axes:
-                outs = values[0]
-                params = None
-            elif len(axes) != len(params["mesh_axes"]):
-                params = dict(params, mesh_axes=axes)
-        if params is not None:
+        if eqn.primitive is coll.pvary_p:
+            params = _recast(params, values[0])
+        if params is None:
+            outs = values[0]
+        else:
             with replaying(eqn.source, traced_mesh(eqn)):
                 outs = bind(eqn.primitive, *values, **params)
         if self.after is not None:
             self.after(self.count)
         self.count += 1
         return outs if eqn.primitive.multiple_results else [outs]
+
+
+def _recast(params: dict, operand):
+    """A recorded ``pvary``'s parameters for ``operand``, which may vary over more axes now
+    than when the program was traced (a branch replayed per member of a batch that varies):
+    over the axes it does not vary over yet; None where that is none (no cast)."""
+    vma = aval_of(operand).vma
+    axes = tuple(a for a in params["mesh_axes"] if a not in vma)
+    if not axes:
+        return None
+    return params if len(axes) == len(params["mesh_axes"]) else dict(params, mesh_axes=axes)
 
 
 def eval_program(program: Program, args, consts=()) -> list:

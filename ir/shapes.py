@@ -336,11 +336,16 @@ def _scatter_rule(x: Aval, indices: Aval, updates: Aval, *, axis, mode) -> list:
     expected = x.shape[:axis] + indices.shape + x.shape[axis + 1:]
     if updates.shape != expected:
         raise ShapeError(f"scatter: updates {updates.str_short()} should have shape {expected}")
-    if mode in ("add", "mul") and dtypes.is_bool(x.dtype):
-        # JAX's scatter-add and -mul take numbers only (their combining add or mul does)
+    check_scatter_combines(mode, x.dtype)
+    return [_aval(x.shape, x.dtype)]
+
+
+def check_scatter_combines(mode: str, dtype) -> None:
+    """JAX's TypeError for a scatter-add or -mul of booleans: the add or mul that combines
+    its updates takes numbers only."""
+    if mode in ("add", "mul") and dtypes.is_bool(dtype):
         raise ShapeError(f"{mode} does not accept dtype bool at position 0. Accepted dtypes at "
                          "position 0 are subtypes of integer, floating, complexfloating.")
-    return [_aval(x.shape, x.dtype)]
 
 
 def _iota_rule(*, dtype, shape, dimension) -> list:

@@ -22,6 +22,7 @@ from compiler.tracing import (NonConcreteBooleanIndexError, Tracer, aval_of, bin
 from ir import dtypes as _dt
 from ir.core import Aval, TypeSharding
 from ir.sharding_rules import gather_error, partitions, scatter_error
+from ir.shapes import check_scatter_combines
 from ir import primitives as p
 from shardc.dtypes import result_type
 from ir.sharding import NamedSharding, PartitionSpec
@@ -1172,10 +1173,8 @@ class _IndexedRef:
     def _apply(self, value, mode, how, out_sharding, wrap=True):
         dtype = aval_of(self.x).dtype
         promotes = _check_safe_cast(value, dtype)
-        if how in ("add", "mul") and _dt.is_bool(dtype) and not promotes:
-            # a scatter-add or -mul of booleans, as JAX's (its add and mul take numbers)
-            raise TypeError(f"{how} does not accept dtype bool at position 0. Accepted dtypes "
-                            "at position 0 are subtypes of integer, floating, complexfloating.")
+        if not promotes:
+            check_scatter_combines(how, dtype)    # (a scalar index updates in place, too)
         index = self._index(mode, wrap)
         update = lambda x, index, value: _update(x, index, value, how)
         if how != "set" and promotes:
