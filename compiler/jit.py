@@ -1575,8 +1575,10 @@ class JitFunction:
         key = _hashable((
             in_tree, tuple(aval_of(leaf).strip_vma() for leaf in leaves),
             tuple(weakly_typed(leaf) for leaf in leaves),
-            # a layout that splits nothing reads the same to the trace as none
-            tuple(layout if meaningful(layout) else None for layout in layouts_of(leaves)),
+            # a layout that splits nothing reads the same to the trace as none, but for its
+            # mesh (an AbstractMesh's shard_map runs on the devices of its arguments' mesh)
+            tuple(layout if meaningful(layout) else getattr(layout, "mesh", None)
+                  for layout in layouts_of(leaves)),
             self._static_key(static, static_kwargs), current_mesh(), dtypes.x64_enabled(),
             trace_settings()))
         closed = _looked_up(self.traces, key, self.fun)

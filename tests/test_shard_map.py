@@ -271,6 +271,19 @@ def test_a_shard_map_given_an_abstract_mesh_takes_its_arguments_mesh():
     np.testing.assert_array_equal(np.asarray(out), np.arange(16).reshape(8, 2))
 
 
+def test_a_jitted_abstract_mesh_shard_map_runs_on_each_call_s_devices():
+    # replicated arguments split nothing, yet their mesh says where the program runs: a
+    # program traced for one device set is not reused for another
+    m_a = shardc.sharding.Mesh(shardc.devices()[:2], "i")
+    m_b = shardc.sharding.Mesh(shardc.devices()[2:4], "i")
+    f = shardc.jit(shardc.shard_map(lambda b: b * 2, mesh=m_a.abstract_mesh, in_specs=P("i"),
+                                    out_specs=P("i")))
+    for mesh in (m_a, m_b, m_a):
+        out = f(shardc.device_put(np.arange(8.), NamedSharding(mesh, P())))
+        assert out.sharding == NamedSharding(mesh, P("i"))
+        np.testing.assert_array_equal(np.asarray(out), np.arange(8.) * 2)
+
+
 def test_python_control_flow_on_a_one_element_invariant_value_in_an_eager_body():
     mesh = shardc.make_mesh((2, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
 
