@@ -535,6 +535,8 @@ class _Solver:
                     for d in range(out.aval.ndim)]
         if prim is prims.iota_p:
             return [[(id(outs[0]), d)] for d in range(outs[0].aval.ndim)]
+        if prim in prims.LINALG:
+            return _batch_factors(ins, outs)
         raise AssertionError(prim)
 
     # --- the typed program ---
@@ -758,7 +760,17 @@ def _factored(eqn) -> bool:
     prim = eqn.primitive
     return (prim in _POSITIONAL or prim in _REDUCTIONS or prim in (
         prims.transpose_p, prims.broadcast_in_dim_p, prims.squeeze_p, prims.dot_general_p,
-        prims.iota_p, prims.gather_p, prims.scatter_p, prims.reshape_p))
+        prims.iota_p, prims.gather_p, prims.scatter_p, prims.reshape_p) + prims.LINALG)
+
+
+def _batch_factors(ins, outs) -> list:
+    """A matrix decomposition's or solve's batch dimensions (the first operand's leading
+    ones, before its matrix): each passes through every operand and result that leads with
+    it. The matrix dimensions are no factor: they stay whole."""
+    shape = ins[0].aval.shape[:-2]
+    members = [v for v in list(ins) + list(outs) if isinstance(v, Var)
+               and v.aval.shape[:len(shape)] == shape]
+    return [[(id(v), d) for v in members] for d in range(len(shape))]
 
 
 def _dot_factors(eqn) -> list:

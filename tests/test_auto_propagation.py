@@ -479,6 +479,35 @@ def test_results_are_laid_out_as_jax_lays_them_out(name):
             np.testing.assert_array_equal(np.asarray(shard.data), np.asarray(g)[shard.index])
 
 
+# Matrix decompositions and solves pass their batch dimensions through, as JAX 0.10.2 lays
+# them out (eagerly too); a split of a matrix dimension is gathered, the result unsplit.
+SPD = RNG.standard_normal((8, 4, 4)).astype(np.float32)
+SPD = SPD @ SPD.transpose(0, 2, 1) + 4 * np.eye(4, dtype=np.float32)
+RHS = RNG.standard_normal((8, 4, 3)).astype(np.float32)
+LINALG = {
+    "cholesky": jnp.linalg.cholesky, "inv": jnp.linalg.inv, "det": jnp.linalg.det,
+    "slogdet": lambda m: jnp.linalg.slogdet(m)[1], "eigh": lambda m: jnp.linalg.eigh(m)[0],
+    "qr": lambda m: jnp.linalg.qr(m)[1], "svd": lambda m: jnp.linalg.svd(m, compute_uv=False),
+    "solve": lambda m: jnp.linalg.solve(m, RHS),
+    "triangular_solve": lambda m: lax.linalg.triangular_solve(
+        m, RHS.transpose(0, 2, 1), left_side=False, lower=True),
+}
+
+
+@pytest.mark.parametrize("name", list(LINALG))
+@pytest.mark.parametrize("spec, want", [(P("x"), P("x")), (P(("x", "y")), P(("x", "y"))),
+                                        (P("x", "y"), P("x")), (P(None, "y"), P())])
+def test_matrix_functions_keep_their_batch_split(name, spec, want):
+    fn = LINALG[name]
+    a = jax.device_put(SPD, NamedSharding(MESH, spec))
+    reference = np.asarray(fn(jnp.asarray(SPD)))
+    for got in (jax.jit(fn)(a), fn(a)):
+        assert got.sharding.spec == want
+        np.testing.assert_allclose(np.asarray(got), reference, rtol=1e-4, atol=1e-4)
+        for shard in got.addressable_shards:
+            np.testing.assert_array_equal(np.asarray(shard.data), np.asarray(got)[shard.index])
+
+
 # A constraint to uneven blocks (H is 8 x 16: 12 rows over 8 devices, 10 over 4): along that
 # dimension the result keeps the major axes that divide it, as JAX 0.10.2 lays it out. Eagerly
 # such a constraint is JAX's IndivisibleError, so the values are held to numpy's.
