@@ -162,17 +162,21 @@ class _Pullback:
         self.linear_prog, self.tangent_avals = linear_prog, tangent_avals
         self.out_tree, self.in_tree = out_tree, in_tree
         self.primal_avals, self.diff, self.has_aux = primal_avals, diff, has_aux
-        # a weakly typed real scalar's cotangent is weak where the cotangent it comes from is
-        # (grad's seed is weak where the output is), or where a typed output shows that the
-        # scalar met a typed value: JAX converts it to a typed one there, and that
-        # conversion's transpose gives the cotangent the scalar's weak type back
-        # (grad(lambda s: sum(W * s))(1.5) is weak; vjp(lambda s: s * s, 1.5) pulled back
-        # from a typed cotangent is typed). JAX's depends on the rules on the way too (a
-        # float power's or a custom rule's typed result make it typed, shardc's is weak
-        # there); a weak array of more dimensions, or a complex one, gets a typed one
+        # a weakly typed real primal's cotangent (a Python number's, or an array's:
+        # jnp.full(n, 0.3)) is weak where the cotangent it comes from is (grad's seed is weak
+        # where the output is), or where a typed output shows that the primal met a typed
+        # value: JAX converts it to a typed one there, and that conversion's transpose gives
+        # the cotangent the primal's weak type back (grad(lambda s: sum(W * s))(1.5) is weak;
+        # vjp(lambda s: s * s, 1.5) pulled back from a typed cotangent is typed). JAX's
+        # depends on the rules on the way too: the derivatives of powers, square roots, erf
+        # and sort multiply by typed constants, a dot with a typed operand or a custom rule
+        # gives a typed result, and those make it typed where shardc's is weak. A complex
+        # one gets a typed one, and so does one whose tangent is sliced or gathered (JAX's
+        # transposes scatter those into typed zeros: grad(lambda x: x[0]) is typed)
         self.typed_out = typed_out
-        self.primal_weak = [w and not aval.shape and aval.dtype.kind != "c"
-                            for w, aval in zip(primal_weak, primal_avals)]
+        indexed = iter(_indexed_tangents(linear_prog, len(tangent_avals)))
+        self.primal_weak = [w and aval.dtype.kind != "c" and not (d and next(indexed))
+                            for w, aval, d in zip(primal_weak, primal_avals, diff)]
 
     def __call__(self, residuals, ct, *extra):
         if extra:
@@ -200,6 +204,17 @@ class _Pullback:
                 for w, d in zip(self.primal_weak, self.diff)]
         return tree.tree_unflatten(self.in_tree,
                                    _weakened_results(flat, weak, ct_leaves + list(residuals)))
+
+
+_INDEXING = (prims.slice_p, prims.dynamic_slice_p, prims.gather_p, prims.pad_p)
+
+
+def _indexed_tangents(linear_prog, n: int) -> list:
+    """For each of the ``n`` tangent inputs (the last inputs of ``linear_prog``), whether an
+    equation slices, gathers or pads it."""
+    tangents = linear_prog.invars[len(linear_prog.invars) - n:]
+    read = {id(e.invars[0]) for e in linear_prog.eqns if e.primitive in _INDEXING}
+    return [id(v) in read for v in tangents]
 
 
 def _check_cotangents(cts, outvars) -> None:

@@ -1975,6 +1975,24 @@ def test_derivative_of_identity_at_a_python_number_is_a_weak_array(transform):
     assert not shardc.dtypes.is_weakly_typed(typed)
 
 
+def test_a_weakly_typed_arrays_gradient_is_weakly_typed_as_jaxs():
+    # jnp.full(n, 0.3) is weakly typed: its gradient stays so where the seed is weak or the
+    # array met a typed value (so an optimizer's bfloat16 state keeps its dtype); pulled
+    # back from a typed cotangent it is typed (JAX 0.10.2's dtypes)
+    b = jnp.full((3,), 0.3)
+    W = jnp.arange(3.0, dtype=jnp.float32)
+    half = jnp.ones(3, jnp.bfloat16)
+    for g in (shardc.grad(lambda b: (b * b).sum())(b),
+              shardc.jit(shardc.grad(lambda b: jnp.sin(b).sum()))(b),
+              shardc.grad(lambda b: (W * b).sum())(b),
+              shardc.grad(lambda p: (p["a"] * 2).mean())({"a": b})["a"],
+              shardc.value_and_grad(lambda b: jnp.exp(b).sum())(b)[1]):
+        assert shardc.dtypes.is_weakly_typed(g) and (g + half).dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(shardc.grad(lambda b: (b * b).sum())(b)), [0.6] * 3)
+    typed = shardc.vjp(lambda b: b * 2, b)[1](jnp.ones(3))[0]
+    assert not shardc.dtypes.is_weakly_typed(typed) and (typed + half).dtype == np.float32
+
+
 def test_jvp_of_asarray_gives_arrays():
     # JAX's api_test (issue 15676): primal and tangent outputs are arrays, weakly typed
     p, t = shardc.jvp(jnp.asarray, (1.0,), (2.0,))
