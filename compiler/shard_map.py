@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from compiler import tree
+from compiler.layouts import layout_of
 from compiler.refs import is_ref, stand_in
 from compiler.replication import check_out_specs, infer_vma
 from compiler.tracing import (aval_of, bind, check_jax_value, current_trace, trace_to_program,
@@ -276,7 +277,9 @@ def _call(config: _Config, args: tuple):
     for leaf in dynamic:
         check_jax_value(leaf.value, f"shard_map of '{config.name}': args{leaf.path}")
     _check_committed_devices(config, dynamic)
-    types = (treedef, tuple(aval_of(leaf.value) for leaf in dynamic))
+    # (an array replicated on the mesh is checked as its type, a host value is not)
+    types = (treedef, tuple(aval_of(leaf.value) for leaf in dynamic),
+             tuple(_replicated_on(leaf.value, mesh) for leaf in dynamic))
     if not _seen(config.checked, types):
         _check_ranks(config, dynamic)
         _check_divisibility(config, dynamic)
@@ -391,9 +394,9 @@ def _remember(checked: set, types) -> None:
 
 def _check_typed_arguments(config: _Config, dynamic) -> None:
     """JAX's ValueError for an argument whose type splits it otherwise than its in_spec, when
-    the shard_map is manual over every axis of an all-Explicit mesh. (An argument whose type
-    splits nothing, a host value, is split as the in_spec says, as on Auto axes: JAX 0.10
-    rejects that too, shardc keeps accepting it.)"""
+    the shard_map is manual over every axis of an all-Explicit mesh; an array replicated on
+    the mesh is typed so. (A host value, or an array on one device, is split as the in_spec
+    says, as on Auto axes: JAX 0.10 rejects that too, shardc keeps accepting it.)"""
     mesh = config.mesh
     if set(config.manual_axes) != set(mesh.axis_names) or \
             len(mesh.explicit_axes) != len(mesh.axis_names):
@@ -412,17 +415,31 @@ def _check_typed_arguments(config: _Config, dynamic) -> None:
                 raise ValueError(
                     f"in_specs containing {which} {leaf.spec} passed to shard_map should be "
                     f"equal to the {which} present on the in_aval {aval.str_long(short=True)}")
-        if aval.type_sharding is None or aval.type_sharding.mesh != mesh:
+        if aval.type_sharding is None:
+            # replicated on this mesh, its type says so; a host value's says nothing
+            if not _replicated_on(leaf.value, mesh):
+                continue
+            actual = spec_from_user(PartitionSpec(), aval.ndim, mesh)
+        elif aval.type_sharding.mesh != mesh:
             continue
+        else:
+            actual = aval.type_sharding.spec
         given = spec_from_user(leaf.spec, aval.ndim, mesh)
-        if given != aval.type_sharding.spec:
+        if given != actual:
             raise ValueError(
                 f"in_specs passed to shard_map: {p_text(given)} does not match the specs of "
-                f"the input: {p_text(aval.type_sharding.spec)} for arg: {aval.str_long()}. "
+                f"the input: {p_text(actual)} for arg: {aval.str_long()}. "
                 "`in_specs` is an optional argument so you can omit specifying it and "
                 "shard_map will infer the in_specs from the arguments. If you want to reshard "
                 "your inputs, you can use `jax.reshard` on the arguments and then pass those "
                 "args to shard_map.")
+
+
+def _replicated_on(value, mesh) -> bool:
+    """Whether ``value`` is an array laid out on ``mesh``, replicated (typed so)."""
+    layout = layout_of(value)
+    return (isinstance(layout, NamedSharding) and layout.mesh == mesh
+            and not spec_axes(layout.spec))
 
 
 def _broadcast_specs(prefix, full, name):

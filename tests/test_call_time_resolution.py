@@ -87,18 +87,24 @@ def test_a_shard_map_without_a_mesh_takes_the_mesh_current_at_the_call():
     ranks = jax.shard_map(lambda b: b * lax.axis_index("i"), in_specs=P("i"), out_specs=P("i"))
     assert jax.sharding.get_mesh().empty        # defined with no mesh set: fine
     with jax.sharding.use_mesh(MESH4):
-        np.testing.assert_array_equal(np.asarray(ranks(jnp.ones(8))), [0, 0, 1, 1, 2, 2, 3, 3])
+        np.testing.assert_array_equal(np.asarray(ranks(np.ones(8))), [0, 0, 1, 1, 2, 2, 3, 3])
     with jax.set_mesh(MESH2):
-        np.testing.assert_array_equal(np.asarray(ranks(jnp.ones(8))), [0] * 4 + [1] * 4)
+        np.testing.assert_array_equal(np.asarray(ranks(np.ones(8))), [0] * 4 + [1] * 4)
+        # an array made under the mesh is typed replicated on it: not what in_specs says
+        with pytest.raises(ValueError, match=r"in_specs passed to shard_map: P\('i',\) does "
+                                             r"not match the specs of the input: P\(None,\)"):
+            ranks(jnp.ones(8))
+        split = jax.reshard(jnp.ones(8), P("i"))
+        np.testing.assert_array_equal(np.asarray(ranks(split)), [0] * 4 + [1] * 4)
 
 
 def test_jit_does_not_reuse_a_program_traced_under_another_mesh():
     ranks = jax.jit(jax.shard_map(lambda b: b * lax.axis_index("i"), in_specs=P("i"),
                                   out_specs=P("i")))
     with jax.set_mesh(MESH4):
-        np.testing.assert_array_equal(np.asarray(ranks(jnp.ones(8))), [0, 0, 1, 1, 2, 2, 3, 3])
+        np.testing.assert_array_equal(np.asarray(ranks(np.ones(8))), [0, 0, 1, 1, 2, 2, 3, 3])
     with jax.set_mesh(MESH2):
-        np.testing.assert_array_equal(np.asarray(ranks(jnp.ones(8))), [0] * 4 + [1] * 4)
+        np.testing.assert_array_equal(np.asarray(ranks(np.ones(8))), [0] * 4 + [1] * 4)
 
 
 def test_omitted_specs_read_the_layout_on_the_mesh_of_the_call():

@@ -812,6 +812,31 @@ def test_linear_transposes_have_their_primals_types(mesh24):
             rows(ct)
 
 
+def test_in_specs_must_match_an_arrays_type_replicated_ones_too(mesh24):
+    # JAX 0.10.2's ValueError: on an all-Explicit mesh an array replicated on it (made under
+    # the mesh, put there, or laid out so by in_shardings) is typed P(None, ...), which a
+    # split in_spec does not match; reshard it first. A host value has no type: it is split
+    # as in_specs say (shardc keeps accepting it, as on Auto axes)
+    f = jax.shard_map(lambda b: b * 2, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    host = np.arange(32.).reshape(8, 4)
+    message = (r"^in_specs passed to shard_map: P\('x', 'y'\) does not match the specs of the "
+               r"input: P\(None, None\) for arg: float32\[8,4\]\. `in_specs` is an optional")
+    for replicated in (jnp.asarray(host), jax.device_put(host, P()),
+                       jax.device_put(host, NamedSharding(mesh24, P(None, None)))):
+        with pytest.raises(ValueError, match=message):
+            f(replicated)
+        with pytest.raises(ValueError, match=message):
+            jax.jit(f)(replicated)
+    with pytest.raises(ValueError, match=message):
+        jax.jit(f, in_shardings=NamedSharding(mesh24, P()))(host)
+    np.testing.assert_array_equal(np.asarray(f(host)), host * 2)
+    np.testing.assert_array_equal(np.asarray(f(jax.reshard(jnp.asarray(host), P("x", "y")))),
+                                  host * 2)
+    # an in_spec that says replicated matches
+    g = jax.shard_map(lambda b: b * 2, in_specs=P(), out_specs=P())
+    np.testing.assert_array_equal(np.asarray(g(jnp.asarray(host))), host * 2)
+
+
 def test_abstract_meshes(mesh24):
     abstract = jax.sharding.get_abstract_mesh()
     assert isinstance(abstract, jax.sharding.AbstractMesh) and abstract == mesh24.abstract_mesh

@@ -260,10 +260,15 @@ def call_shardc(mesh: MeshPair, body, in_specs, out_specs, args, *, check, api, 
 
 
 def place_inputs(draw, mesh: MeshPair, arrays, in_specs):
-    """numpy arrays, or Arrays laid out by their in_spec, or replicated (resharded at entry)."""
+    """numpy arrays, or Arrays laid out by their in_spec, or replicated (resharded at entry;
+    on an all-Explicit mesh an Array's type must match its in_spec, as in JAX: laid out by
+    it)."""
     placed = []
+    explicit = len(mesh.mesh.explicit_axes) == len(mesh.names)
     for x, spec in zip(arrays, in_specs):
         how = draw(st.sampled_from(["numpy", "numpy", "same", "replicated"]))
+        if how == "replicated" and explicit:
+            how = "same"
         if how == "numpy":
             placed.append(x)
         elif how == "same":

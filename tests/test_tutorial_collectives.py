@@ -727,7 +727,9 @@ def test_collectives_in_the_2025_call_form(wrap, name):
 
 def test_current_tutorial_mesh_from_set_mesh():
     # The current tutorial: jax.set_mesh(mesh1d), then shard_map without mesh=, specs as jax.P.
-    mesh1d = jax.make_mesh((4,), ('i',))
+    # (Its mesh1d is Mesh(...), Auto: on make_mesh's Explicit axes the replicated jnp array
+    # would not match in_specs, JAX's ValueError.)
+    mesh1d = jax.sharding.Mesh(jax.devices()[:4], ('i',))
     with jax.set_mesh(mesh1d):
       @jax.shard_map(in_specs=jax.P('i'), out_specs=jax.P('i'))
       def f6(x_block):
