@@ -1617,7 +1617,7 @@ class JitFunction:
         names = lambda: _argument_names(self.fun, args, kwargs, static_argnums)
         found = _looked_up(self.cache, key, self.fun)
         if found is not None:
-            if found.given or found.constraint_devices:
+            if found.given or found.constraint_devices or _runs_shard_maps(found):
                 _check_devices(found, leaves, _qualified_name(self.fun), names)
             return _settled(found)
         started, wall_started = time.perf_counter(), time.time()
@@ -1641,7 +1641,7 @@ class JitFunction:
         _log_compile_step(lambda: f"Finished partitioning and lowering jit({_name(self.fun)}) "
                                   f"in {time.perf_counter() - traced:.9f} sec")
         _observe_compile(COMPILE_EVENT, f"jit_{_name(self.fun)}", wall_traced, time.time())
-        if given or compiled.constraint_devices:
+        if given or compiled.constraint_devices or _runs_shard_maps(compiled):
             _check_devices(compiled, leaves, _qualified_name(self.fun), names)
         if key is not None:
             self.cache[key] = compiled
@@ -2041,6 +2041,10 @@ def _check_devices(compiled, leaves, fun_name: str, names) -> None:
         if ids is not None:
             sources.append(("output", None, ids))
     sources += [("constraint", source, ids) for ids, source in compiled.constraint_devices]
+    if sources and sources[0][0] == "argument":
+        # a shard_map computes on its mesh's devices: committed arguments must be there
+        sources += [("shard_map", source, ids) for what, ids, source in _inner_meshes(compiled)
+                    if what == "shard_map"]
     if not sources:
         return
     first = sources[0]
@@ -2051,10 +2055,11 @@ def _check_devices(compiled, leaves, fun_name: str, names) -> None:
                 where = f"with device ids {list(ids)} on platform CPU"
                 if kind == "output":
                     described.append(f"explicit output sharding {where}")
-                elif kind == "constraint":
+                elif kind in ("constraint", "shard_map"):
                     at = (f" at {what.file}:{what.line} ({what.function})"
                           if what is not None else "")
-                    described.append(f"sharding_constraint inside jit {where}{at}")
+                    name = "sharding_constraint" if kind == "constraint" else kind
+                    described.append(f"{name} inside jit {where}{at}")
                 else:
                     described.append(f"argument {names()[what]} of {fun_name} with shape "
                                      f"{aval_of(leaves[what]).str_long()} and {where}")
@@ -2294,10 +2299,7 @@ def _check_inner_meshes(compiled, device, leaves, fun_name: str, names) -> None:
     """JAX's ValueError for a call whose arguments are committed to one device while the
     program computes on a mesh of other devices (a shard_map or a sharding constraint in it):
     the computation has no one set of devices."""
-    inner = compiled.__dict__.get("_inner_meshes")
-    if inner is None:
-        inner = compiled._inner_meshes = _meshes_in(compiled.closed.program)
-    for what, ids, source in inner:
+    for what, ids, source in _inner_meshes(compiled):
         if ids == (device.id,):
             continue
         k = next(k for k, leaf in enumerate(leaves) if getattr(leaf, "_committed", False))
@@ -2307,6 +2309,18 @@ def _check_inner_meshes(compiled, device, leaves, fun_name: str, names) -> None:
             f"{names()[k]} of {fun_name} with shape {aval_of(leaves[k]).str_long()} and with "
             f"device ids [{device.id}] on platform CPU and {what} inside jit with device ids "
             f"{list(ids)} on platform CPU{where}")
+
+
+def _inner_meshes(compiled) -> list:
+    """``_meshes_in`` of a compiled program, found once."""
+    inner = compiled.__dict__.get("_inner_meshes")
+    if inner is None:
+        inner = compiled._inner_meshes = _meshes_in(compiled.closed.program)
+    return inner
+
+
+def _runs_shard_maps(compiled) -> bool:
+    return any(what == "shard_map" for what, _, _ in _inner_meshes(compiled))
 
 
 def _meshes_in(program) -> list:

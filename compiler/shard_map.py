@@ -313,19 +313,23 @@ def _check_manual_not_vmapped(config: _Config) -> None:
 
 
 def _check_committed_devices(config: _Config, dynamic) -> None:
-    """JAX's ValueError for an argument committed to one device that is not the mesh's only
-    one: the shard_map computes on the mesh's devices."""
+    """JAX's ValueError for an argument committed to devices other than the mesh's, in its
+    order (one device, another mesh's): the shard_map computes on the mesh's devices."""
     ids = list(config.mesh.flat_device_ids)
     for leaf in dynamic:
         if not getattr(leaf.value, "_committed", False):
             continue
-        devices = getattr(leaf.value.sharding, "device_set", ())
-        if len(devices) == 1 and [d.id for d in devices] != ids:
+        sharding = leaf.value.sharding
+        held = getattr(getattr(sharding, "mesh", None), "flat_device_ids", None)
+        if held is None:
+            devices = getattr(sharding, "device_set", ())
+            held = [d.id for d in devices] if len(devices) == 1 else ids
+        if list(held) != ids:
             raise ValueError(
                 "Received incompatible devices for jitted computation. Got argument "
                 f"args{leaf.path} of shard_map of '{config.name}' with shape "
                 f"{aval_of(leaf.value).str_long()} and with device ids "
-                f"{[d.id for d in devices]} on platform CPU and shard_map with device ids "
+                f"{list(held)} on platform CPU and shard_map with device ids "
                 f"{ids} on platform CPU")
 
 

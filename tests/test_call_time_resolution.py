@@ -111,8 +111,13 @@ def test_omitted_specs_read_the_layout_on_the_mesh_of_the_call():
     f = jax.shard_map(lambda b: lax.psum(b.sum(), "i"), out_specs=P())
     with jax.set_mesh(MESH4):
         assert float(f(_placed(np.arange(8.)))) == 28.0
-        # laid out on another mesh: not this one's layout, so P()
-        assert float(f(_placed(np.arange(8.), mesh=MESH2))) == 4 * 28.0
+        # laid out on another mesh's devices: the shard_map cannot compute on them (JAX's
+        # ValueError, eagerly and under jit)
+        for call in (f, jax.jit(f)):
+            with pytest.raises(ValueError, match=r"^Received incompatible devices for jitted "
+                                                 r"computation\. Got argument .* with device "
+                                                 r"ids \[0, 1\] on platform CPU and "):
+                call(_placed(np.arange(8.), mesh=MESH2))
 
 
 def test_calling_without_any_mesh_is_a_value_error():

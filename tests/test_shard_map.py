@@ -284,6 +284,33 @@ def test_a_jitted_abstract_mesh_shard_map_runs_on_each_call_s_devices():
         np.testing.assert_array_equal(np.asarray(out), np.arange(8.) * 2)
 
 
+def test_arguments_committed_to_other_devices_than_the_mesh_s_are_jaxs_error():
+    # JAX 0.10.2: a shard_map computes on its mesh's devices, in its order; an argument laid
+    # out on others (another mesh's, the same in another order, more, or one device) is a
+    # ValueError, eagerly and under jit, not a silent move
+    devices = shardc.devices()
+    m_a = shardc.sharding.Mesh(devices[:2], "i")
+    f = shardc.shard_map(lambda b: b + 1, mesh=m_a, in_specs=P("i"), out_specs=P("i"))
+    others = {
+        "[2, 3]": NamedSharding(shardc.sharding.Mesh(devices[2:4], "i"), P("i")),
+        "[1, 0]": NamedSharding(shardc.sharding.Mesh(devices[1::-1], "i"), P("i")),
+        "[0, 1, 2, 3]": NamedSharding(shardc.sharding.Mesh(devices[:4], "i"), P("i")),
+        "[3]": devices[3],
+    }
+    for ids, where in others.items():
+        x = shardc.device_put(np.arange(4.), where)
+        for call, what in ((f, "shard_map"), (shardc.jit(f), "shard_map inside jit")):
+            with pytest.raises(ValueError, match=(
+                    r"^Received incompatible devices for jitted computation\. Got argument "
+                    rf".* with device ids {re.escape(ids)} on platform CPU and {what} with "
+                    r"device ids \[0, 1\] on platform CPU")):
+                call(x)
+    x = shardc.device_put(np.arange(4.), NamedSharding(m_a, P("i")))
+    for call in (f, shardc.jit(f)):
+        np.testing.assert_array_equal(np.asarray(call(x)), np.arange(4.) + 1)
+        np.testing.assert_array_equal(np.asarray(call(np.arange(4.))), np.arange(4.) + 1)
+
+
 def test_python_control_flow_on_a_one_element_invariant_value_in_an_eager_body():
     mesh = shardc.make_mesh((2, 2), ("x", "y"), axis_types=(shardc.sharding.AxisType.Auto,) * 2)
 
