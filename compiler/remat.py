@@ -68,7 +68,8 @@ def remat(fun=None, *, policy=None, prevent_cse=True, static_argnums=(), concret
             body, consts, outs = trace_to_program(flat_fun, [aval_of(x) for x in flat],
                                                   shard=current_shard_context(),
                                                   parent=current_trace(),
-                                                  in_shardings=layouts_of(flat))
+                                                  in_shardings=layouts_of(flat),
+                                                  weak=[weakly_typed(x) for x in flat])
             body = Program([], body.constvars + body.invars, body.eqns, body.outvars)
             saved = tuple(k for k, eqn in enumerate(body.eqns) if _saveable(policy, eqn))
             traced = (body, consts, saved, box[0], [weakly_typed(o) for o in outs])
@@ -96,7 +97,8 @@ def _eager_key(static: dict, in_tree, flat):
     if current_trace() is not eval_trace or current_shard_context() is not None:
         return None
     key = (tuple(sorted(static.items())), in_tree, tuple(aval_of(x) for x in flat),
-           tuple(layouts_of(flat)), dtypes.x64_enabled(), current_mesh(), trace_settings())
+           tuple(weakly_typed(x) for x in flat), tuple(layouts_of(flat)),
+           dtypes.x64_enabled(), current_mesh(), trace_settings())
     try:
         hash(key)
     except TypeError:

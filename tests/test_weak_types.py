@@ -232,6 +232,9 @@ CASES = {
     "scan carry meeting typed": (
         lambda: lax.scan(lambda c, x: (c + x, None), W, jnp.ones(3))[0], "float32[]"),
     "map(weak)": (lambda: lax.map(lambda x: x * 2, F), "~float32[3]"),
+    "checkpoint at a Python float": (lambda: jax.checkpoint(jnp.sin)(2.0), "~float32[]"),
+    "checkpoint at a typed scalar": (lambda: jax.checkpoint(jnp.sin)(jnp.float32(2.0)),
+                                     "float32[]"),
     "vmap(weak)": (lambda: jax.vmap(lambda x: x * 2)(F), "~float32[3]"),
     "vmap(weak, 2.0)": (
         lambda: jax.vmap(lambda x, y: x + y, in_axes=(0, None))(F, 2.0), "~float32[3]"),
