@@ -19,8 +19,8 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
 from compiler.shard_map import current_shard_context, function_name, wraps
 from compiler.tracing import (aval_of, bind, check_callable, check_jax_leaves, current_trace,
                               eval_trace, is_jax_value, is_python_scalar, known_if_concrete,
-                              layouts_of, set_current_trace, trace_to_program, weakened_where,
-                              weakly_typed)
+                              layouts_of, set_current_trace, trace_to_program, weakened,
+                              weakened_where, weakly_typed)
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
@@ -171,12 +171,15 @@ class _Pullback:
         # depends on the rules on the way too: the derivatives of powers, square roots, erf
         # and sort multiply by typed constants, a dot with a typed operand or a custom rule
         # gives a typed result, and those make it typed where shardc's is weak. A complex
-        # one gets a typed one, and so does one whose tangent is sliced or gathered (JAX's
-        # transposes scatter those into typed zeros: grad(lambda x: x[0]) is typed)
+        # one of a function with real results gets a typed one (taking the real part
+        # transposes to a typed complex value), and so does one whose tangent is sliced or
+        # gathered (JAX's transposes scatter those into typed zeros: grad(lambda x: x[0]))
         self.typed_out = typed_out
         indexed = iter(_indexed_tangents(linear_prog, len(tangent_avals)))
-        self.primal_weak = [w and aval.dtype.kind != "c" and not (d and next(indexed))
-                            for w, aval, d in zip(primal_weak, primal_avals, diff)]
+        indexed = [d and next(indexed) for d in diff]       # per primal
+        complex_out = any(v.aval.dtype.kind == "c" for v in linear_prog.outvars)
+        self.primal_weak = [w and (aval.dtype.kind != "c" or complex_out) and not i
+                            for w, aval, i in zip(primal_weak, primal_avals, indexed)]
 
     def __call__(self, residuals, ct, *extra):
         if extra:
@@ -394,7 +397,17 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         # a point typed as the primal (its split over Explicit axes), so is its cotangent
         return point if aval.type_sharding is None else zeros_like_aval(aval)
 
-    points = tree.tree_map(zeros, primals)
+    # a weakly typed primal (a Python number) gives a weak point, so that its cotangent is
+    # weak where JAX's is (the pullback's rule)
+    def at(x):
+        made = zeros(x)
+        if not weakly_typed(x):
+            return made
+        if isinstance(made, (np.ndarray, np.generic)):
+            made = bind(prims.convert_element_type_p, made, new_dtype=made.dtype)
+        return weakened(made)
+
+    points = tree.tree_map(at, primals)
     out_avals = _check_linear(fun, points)
     in_dtypes = [leaf.dtype for leaf in tree.tree_leaves(points)]
     out_dtypes = [aval.dtype for aval in out_avals]

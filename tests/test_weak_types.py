@@ -233,6 +233,14 @@ CASES = {
         lambda: lax.scan(lambda c, x: (c + x, None), W, jnp.ones(3))[0], "float32[]"),
     "map(weak)": (lambda: lax.map(lambda x: x * 2, F), "~float32[3]"),
     "checkpoint at a Python float": (lambda: jax.checkpoint(jnp.sin)(2.0), "~float32[]"),
+    "linear_transpose at a Python float": (
+        lambda: jax.linear_transpose(lambda x: 2.0 * x, 1.0)(3.0)[0], "~float32[]"),
+    "linear_transpose at a Python complex": (
+        lambda: jax.linear_transpose(lambda x: (1 + 2j) * x, 1j)(3 + 4j)[0], "~complex64[]"),
+    "holomorphic grad at a Python complex": (
+        lambda: jax.grad(jnp.sin, holomorphic=True)(1 + 2j), "~complex64[]"),
+    "grad of a real function at a Python complex": (
+        lambda: jax.grad(lambda z: jnp.abs(z) ** 2)(1 + 2j), "complex64[]"),
     "checkpoint at a typed scalar": (lambda: jax.checkpoint(jnp.sin)(jnp.float32(2.0)),
                                      "float32[]"),
     "vmap(weak)": (lambda: jax.vmap(lambda x: x * 2)(F), "~float32[3]"),
