@@ -157,6 +157,8 @@ class ClosedProgram:
     out_weak: list = dataclasses.field(default_factory=list)
     # the float0 outputs, by place among the output leaves: their types (they hold nothing)
     float0_outs: dict = dataclasses.field(default_factory=dict)
+    # which inputs (after the constants) are weakly typed (Python numbers given)
+    in_weak: list = dataclasses.field(default_factory=list)
 
     @property
     def jaxpr(self) -> Program:
@@ -169,11 +171,12 @@ class ClosedProgram:
 
     @property
     def in_avals(self):
-        return self.program.in_avals
+        """The inputs' types, weakly typed where a Python number was given (JAX's)."""
+        return _weak_where(self.program.in_avals, self.in_weak)
 
     @property
     def out_avals(self):
-        return self.program.out_avals
+        return _weak_where(self.program.out_avals, self.out_weak)
 
     def __str__(self):
         return print_program(self.program)
@@ -294,14 +297,20 @@ def trace_function(fun: Callable, args: tuple, kwargs: dict, static_argnums=(),
     # takes each argument's spec from it, eagerly and under jit alike.
     # Python scalars stay weakly typed, as in JAX: jit(f)(bf16_array, 0.5) computes in bfloat16
     layouts = layouts_of(leaves)
+    weak = [weakly_typed(x) for x in leaves]
     with arguments_on({getattr(layout, "mesh", None) for layout in layouts}):
         program, consts, outs = trace_to_program(flat_fun, in_avals,
                                                  parent=parent or eval_trace,
-                                                 in_shardings=layouts,
-                                                 weak=[weakly_typed(x) for x in leaves],
-                                                 staged=True)
+                                                 in_shardings=layouts, weak=weak, staged=True)
     return ClosedProgram(program, consts, out_tree_box[0], layouts_of(outs),
-                         [weakly_typed(o) for o in outs], dict(float0_outs))
+                         [weakly_typed(o) for o in outs], dict(float0_outs), weak)
+
+
+def _weak_where(avals, weak) -> list:
+    """``avals`` read as weakly typed where ``weak`` (shorter: the rest as they are) says."""
+    flags = list(weak) + [False] * (len(avals) - len(weak))
+    return [a.weak_twin() if w and hasattr(a, "weak_twin") else a
+            for a, w in zip(avals, flags)]
 
 
 def _finished(outs: list, closed: "ClosedProgram") -> list:

@@ -271,6 +271,14 @@ def test_weak_types_as_jax(name):
     assert result.weak_type == result.aval.weak_type == want.startswith("~")
 
 
+def test_make_jaxpr_reports_weakly_typed_inputs_and_outputs():
+    # JAX's ClosedJaxpr avals: a Python number's input and what only it computes are weak
+    closed = jax.make_jaxpr(lambda x, y: (x * 2, y + 1, x * y))(1.0, jnp.float32(2))
+    assert [a.weak_type for a in closed.in_avals] == [True, False]
+    assert [a.weak_type for a in closed.out_avals] == [True, False, False]
+    assert closed.in_avals[0] == closed.in_avals[1]       # a weak type equals the strong one
+
+
 def test_an_arrays_aval_says_whether_it_is_weakly_typed():
     """JAX's ``x.aval.weak_type``: its type otherwise equal to (and hashed as) the strong
     one's; pickling keeps it; a weak array's value laid out or made strong again reads so."""
