@@ -1402,9 +1402,8 @@ class JitFunction:
             return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
                                         in_tree)
         for ref, value in zip(refs, written):
-            # the program's result, as JAX's buffer: typed (a weakly typed Ref reads back so
-            # inside a traced body)
-            ref._value = value.with_weak(False) if hasattr(value, "with_weak") else value
+            # the program's result, typed as the Ref is (a weakly typed Ref reads back so)
+            ref._value = value.with_weak(ref._weak) if hasattr(value, "with_weak") else value
         return out
 
     def _refuse_aliased_refs(self, args, kwargs, static_argnums, leaves, marks):

@@ -35,8 +35,8 @@ class Ref:
 
     def __init__(self, value, weak=None):
         self._value = value
-        # its type is fixed when it is made: in a traced body a weakly typed Ref reads back
-        # weakly typed whatever is written; eagerly it holds what was written, as JAX's buffer
+        # its type is fixed when it is made: a weakly typed Ref reads back weakly typed
+        # whatever is written (JAX's Ref type), eagerly and in a traced body
         self._weak = weakly_typed(value) if weak is None else weak
         self._trace = current_trace()     # where it was made: it is written there only
         self._staged = not values_known_now()    # made in a body jit traces
@@ -122,7 +122,7 @@ class Ref:
                 "vmapped function?")
         if current_trace() is not self._trace:
             raise RefWrittenOutside(self)    # scan threads it through its loop
-        self._value = weakened(value) if self._weak and not values_known_now() else value
+        self._value = weakened(value) if self._weak else value
 
 
 def _whole(idx) -> bool:

@@ -91,6 +91,22 @@ def test_a_weakly_typed_ref_reads_back_weakly_typed_under_jit():
     assert mu[...].dtype == jnp.bfloat16
 
 
+def test_a_refs_weak_type_is_fixed_when_it_is_made():
+    # JAX's Ref type: what is written, eagerly or by a jitted function, reads back weakly
+    # typed as the Ref was made, or typed (so a count added to int8 stays int8)
+    weak = shardc.new_ref(jnp.array(0))
+    weak[...] += 1
+    assert str(shardc.typeof(weak[...])) == "~int32[]"
+    assert (weak[...] + jnp.ones(3, jnp.int8)).dtype == jnp.int8
+    weak[...] = jnp.int32(5)
+    assert str(shardc.typeof(weak[...])) == "~int32[]" and int(weak[...]) == 5
+    shardc.jit(lambda r: r.__setitem__(Ellipsis, r[...] + 1))(weak)
+    assert str(shardc.typeof(weak[...])) == "~int32[]" and int(weak[...]) == 6
+    typed = shardc.new_ref(jnp.int32(0))
+    typed[...] = 5
+    assert str(shardc.typeof(typed[...])) == "int32[]"
+
+
 def test_refs_made_inside_a_traced_function():
     @shardc.jit
     def double(x):
