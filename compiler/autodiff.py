@@ -17,10 +17,10 @@ from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_p
                               full_like_aval, instantiate, is_differentiable, zeros_like_aval,
                               jvp_program_with_consts, partial_eval, transpose_rules)
 from compiler.shard_map import current_shard_context, function_name, wraps
-from compiler.tracing import (aval_of, bind, check_callable, check_jax_leaves, current_trace,
-                              eval_trace, is_jax_value, is_python_scalar, known_if_concrete,
-                              layouts_of, set_current_trace, trace_to_program, weakened,
-                              weakened_where, weakly_typed)
+from compiler.tracing import (Tracer, aval_of, bind, check_callable, check_jax_leaves,
+                              current_trace, eval_trace, is_jax_value, is_python_scalar,
+                              known_if_concrete, layouts_of, set_current_trace, trace_to_program,
+                              weakened, weakened_where, weakly_typed)
 from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
@@ -231,13 +231,28 @@ def _check_cotangents(cts, outvars) -> None:
             np.dtype(getattr(ct, "dtype", None) or np.result_type(ct))
         inexact = dtypes.is_inexact(aval.dtype)
         if got_shape == tuple(aval.shape) and (got_dtype == aval.dtype or not inexact):
-            continue
+            got = aval_of(ct) if hasattr(ct, "aval") else None      # an array, traced or not
+            if got is None or not inexact or got.type_sharding == aval.type_sharding or (
+                    got.type_sharding is None and not _concrete_array(ct)):
+                continue
+            # an array's type says how it is split over Explicit axes: it must be the
+            # output's (a host value has no type, and is laid out as the output is; so is a
+            # traced one typed unsplit, as the basis jacrev maps over)
+            raise ValueError(
+                "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
+                f"{got.str_long(None)}, but expected {aval.str_long(None)} because the "
+                "corresponding output of the differentiated function had JAX type "
+                f"{aval.str_long(None)}")
         raise ValueError(
             "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
             f"{_type_text(got_shape, got_dtype)}, but expected "
             f"{_type_text(aval.shape, aval.dtype if inexact else dtypes.FLOAT0)} because the "
             "corresponding output of the differentiated function had JAX type "
             f"{aval.str_long(None)}")
+
+
+def _concrete_array(value) -> bool:
+    return hasattr(value, "aval") and not isinstance(value, Tracer)
 
 
 def _type_text(shape, dtype) -> str:

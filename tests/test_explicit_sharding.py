@@ -837,6 +837,24 @@ def test_in_specs_must_match_an_arrays_type_replicated_ones_too(mesh24):
     np.testing.assert_array_equal(np.asarray(g(jnp.asarray(host))), host * 2)
 
 
+def test_a_vjp_functions_cotangent_must_have_its_outputs_type(mesh24):
+    # JAX 0.10.2's ValueError: an array's type says how it is split, and the cotangent's must
+    # be the output's; a host value has none, and is laid out as the output is
+    host, x = placed((8, 4), ("x", "y"))
+    y, pullback = jax.vjp(jnp.sin, x)
+    assert str(jax.typeof(y)) == "float32[8@x,4@y]"
+    for ct in (jnp.ones((8, 4)), jax.device_put(np.ones((8, 4), np.float32), P("x"))):
+        with pytest.raises(ValueError, match=re.escape(
+                f"unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
+                f"{jax.typeof(ct)}, but expected float32[8@x,4@y] because the corresponding "
+                "output of the differentiated function had JAX type float32[8@x,4@y]")):
+            pullback(ct)
+    for ct in (np.ones((8, 4), np.float32), jax.device_put(np.ones((8, 4), np.float32),
+                                                            P("x", "y"))):
+        (got,) = pullback(ct)
+        check_result(got, "float32[8@x,4@y]", np.cos(host))
+
+
 def test_abstract_meshes(mesh24):
     abstract = jax.sharding.get_abstract_mesh()
     assert isinstance(abstract, jax.sharding.AbstractMesh) and abstract == mesh24.abstract_mesh
