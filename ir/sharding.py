@@ -988,8 +988,13 @@ class NamedSharding(Sharding):
         return self.mesh.size
 
     def shard_shape(self, global_shape) -> tuple:
-        """The shape of each device's block of an array of ``global_shape``."""
-        return block_shape(tuple(global_shape), self.spec, self.mesh.shape)
+        """The shape of each device's block of an array of ``global_shape`` (JAX's
+        IndivisibleError where the blocks would be unequal)."""
+        try:
+            return block_shape(tuple(global_shape), self.spec, self.mesh.shape)
+        except ValueError:
+            check_divides(self, tuple(global_shape))
+            raise
 
     def devices_indices_map(self, global_shape) -> dict:
         """Where each device's block lies in an array of ``global_shape``: JAX's indices

@@ -348,7 +348,9 @@ def test_sharding_methods_and_shard_indices_are_jaxs():
     assert sharding.memory_kind == "device"
     assert sharding.is_equivalent_to(NamedSharding(mesh, P("x", None)), 2)
     assert not sharding.is_equivalent_to(NamedSharding(mesh, P("y")), 2)
-    with pytest.raises(ValueError, match="not divisible"):
+    from ir.sharding import IndivisibleError          # JAX's, a ValueError
+    with pytest.raises(IndivisibleError, match=r"implies that array axis 0 is partitioned 4 "
+                                               r"times, but the dimension size is 7"):
         sharding.shard_shape((7, 4))
     one = SingleDeviceSharding(jax.devices()[0])
     assert one.shard_shape((3, 2)) == (3, 2)
