@@ -13,6 +13,7 @@ from compiler.batching import (batch_at, batch_size, batch_split_of, batching_ru
                               loop_rule, member_aval, moveaxis, ndim_of, reduction_rule,
                               shape_of, shift_axes, spec_entry, unbatched_rule, vectorize,
                               with_batch_dim)
+from compiler.layouts import layout_of
 from compiler.tracing import Tracer, aval_of, bind
 from ir import primitives as prims
 from ir.sharding import NamedSharding, PartitionSpec, axes_size, entry_names, spec_axes
@@ -475,18 +476,39 @@ def _sharding_constraint_rule(values, dims, *, sharding, spmd_axis_name=None):
                 spec = PartitionSpec(spec_entry(batch_axes), *sharding.spec)
         if not isinstance(x, Tracer) and not sharding.mesh.explicit_axes:
             # run eagerly, JAX compiles the batched constraint: a dimension its axes do not
-            # divide (a size-1 one, say) comes out unsplit, where a placement would refuse it
-            spec = _dividing(spec, aval_of(x).shape, sharding.mesh)
+            # divide (a size-1 one, say) comes out unsplit, where a placement would refuse it,
+            # and an unconstrained one keeps the operand's split (propagation's)
+            spec = _dividing(_kept_where_unconstrained(spec, layout_of(x), sharding.mesh),
+                             aval_of(x).shape, sharding.mesh)
         sharding = NamedSharding(sharding.mesh, spec)
     return [bind(prims.sharding_constraint_p, x, sharding=sharding)], [0]
 
 
+def _kept_where_unconstrained(spec: PartitionSpec, layout, mesh) -> PartitionSpec:
+    """``spec`` with each ``UNCONSTRAINED`` entry the split ``layout`` (an operand's, on
+    ``mesh``) gives that dimension, where its axes are free; else unsplit."""
+    if PartitionSpec.UNCONSTRAINED not in tuple(spec):
+        return spec
+    have = tuple(layout.spec) if isinstance(layout, NamedSharding) and layout.mesh == mesh \
+        else ()
+    used = set(spec_axes(spec.update(partitions=tuple(
+        None if e is PartitionSpec.UNCONSTRAINED else e for e in spec))))
+    entries = []
+    for d, entry in enumerate(spec):
+        if entry is PartitionSpec.UNCONSTRAINED:
+            kept = have[d] if d < len(have) else None
+            names = entry_names(kept)
+            entry = kept if names and not set(names) & used else None
+            used.update(names if entry is not None else ())
+        entries.append(entry)
+    return spec.update(partitions=tuple(entries))
+
+
 def _dividing(spec: PartitionSpec, shape, mesh) -> PartitionSpec:
     """``spec`` without the entries whose axes do not divide their dimension."""
-    entries = tuple(spec) + (None,) * (len(shape) - len(spec))
     return spec.update(partitions=tuple(
         None if size % axes_size(mesh.shape, entry_names(entry)) else entry
-        for size, entry in zip(shape, entries)))
+        for size, entry in zip(shape, tuple(spec))))
 
 
 def _constraint_spec(sharding: NamedSharding, spmd_axis_name) -> PartitionSpec:

@@ -1033,6 +1033,12 @@ def test_a_constraint_under_vmap_leaves_the_batch_dimension_to_propagation():
     assert jax.jit(jax.vmap(lambda r: w(r, at("y")) * 2))(x).sharding == at(None, "y")
     assert jax.jit(jax.vmap(lambda r: w(r, at("y")) * 2, spmd_axis_name="x"))(
         split).sharding == at("x", "y")
+    # eagerly too, spelt as JAX spells it
+    stacked = jax.device_put(np.zeros((8, 6, 4), np.float32), at("x"))
+    out = jax.vmap(lambda m: w(m, at("y")))(stacked)
+    assert out.sharding.spec == P("x", "y")
+    assert jax.vmap(lambda m: w(m, at("y")))(np.zeros((8, 6, 4), np.float32)).sharding.spec \
+        == P(None, "y")
 
 
 def test_values_made_under_an_auto_context_mesh_are_replicated_on_it():
