@@ -482,6 +482,10 @@ class _Solver:
             # order settles factors competing for an axis (``_precedence``)
             ins = [ins[0], ins[2], ins[1]]
         arrays = [a for a in ins if isinstance(a, Var) and id(a) in self.spec]
+        if prim is prims.sort_p and outs[0].aval.ndim == 1:
+            # XLA sorts a split vector whole: its split does not pass to the results (a
+            # matrix's does, along the sorted dimension too)
+            return [[(id(v), 0) for v in outs]]
         if prim in _POSITIONAL or prim is prims.sharding_constraint_p:
             rank = outs[0].aval.ndim
             members = [a for a in arrays if a.aval.ndim == rank] + list(outs)

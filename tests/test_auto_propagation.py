@@ -336,6 +336,8 @@ JAX_ROWS = {
                                [P("x", "y")]),
     "sort keeps the split": (lambda a: jnp.sort(a, 1), lambda: [placed(H, "x", "y")],
                              [P("x", "y")]),
+    "a vector's sort is whole": (lambda a: (jnp.sort(a), jnp.argsort(a) * 2),
+                                 lambda: [placed(H[0], ("x", "y"))], [P(), P()]),
     "slice keeps the split": (lambda a: a[1:5, ::2], lambda: [placed(H, "x", "y")],
                               [P("x", "y")]),
     "concatenate keeps the split": (lambda a, b: jnp.concatenate([a, b], 1), lambda: [
