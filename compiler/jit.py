@@ -1319,9 +1319,6 @@ class JitFunction:
             self._close_over(found.ref)
             return self._call_with_refs(args, kwargs, static_argnums, static_kwargs, leaves,
                                         in_tree)
-        if device is not None:
-            _check_inner_meshes(compiled, device, leaves, _qualified_name(self.fun),
-                                lambda: _argument_names(self.fun, args, kwargs, static_argnums))
         self._last = (compiled, device)
         closed = compiled.closed
         if _no_execution:
@@ -2301,22 +2298,6 @@ def _same_layout(have, sharding, leaf) -> bool:
         return have.is_equivalent_to(sharding, np.ndim(leaf))
     except (TypeError, ValueError, NotImplementedError):
         return False
-
-
-def _check_inner_meshes(compiled, device, leaves, fun_name: str, names) -> None:
-    """JAX's ValueError for a call whose arguments are committed to one device while the
-    program computes on a mesh of other devices (a shard_map or a sharding constraint in it):
-    the computation has no one set of devices."""
-    for what, ids, source in _inner_meshes(compiled):
-        if ids == (device.id,):
-            continue
-        k = next(k for k, leaf in enumerate(leaves) if getattr(leaf, "_committed", False))
-        where = f" at {source} ({source.function})" if source is not None else ""
-        raise ValueError(
-            "Received incompatible devices for jitted computation. Got argument "
-            f"{names()[k]} of {fun_name} with shape {aval_of(leaves[k]).str_long()} and with "
-            f"device ids [{device.id}] on platform CPU and {what} inside jit with device ids "
-            f"{list(ids)} on platform CPU{where}")
 
 
 def _inner_meshes(compiled) -> list:
