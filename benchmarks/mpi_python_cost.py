@@ -42,18 +42,24 @@ class _LoopbackMPI:
     BYTE = None
 
 
+def _bytes(message) -> np.ndarray:
+    """The bytes of an MPI message: a buffer, or ``[buffer, datatype]``."""
+    buffer = message[0] if isinstance(message, list) else message
+    return buffer.reshape(-1).view(np.uint8)
+
+
 class _LoopbackComm:
     """A communicator of two whose other member sends what this one sends."""
     size = 2
 
     def Iallgather(self, send, recv):
-        data, out = send.reshape(-1).view(np.uint8), recv.reshape(-1).view(np.uint8)
+        data, out = _bytes(send), _bytes(recv)
         out[:data.size] = data
         out[data.size:2 * data.size] = data
         return _Done()
 
     def Ialltoall(self, send, recv):
-        recv[...] = send
+        _bytes(recv)[...] = _bytes(send)
         return _Done()
 
     def Irecv(self, buf, source, tag):

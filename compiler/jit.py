@@ -1258,13 +1258,8 @@ class JitFunction:
             if positions:
                 args = tuple(a for k, a in enumerate(args) if k not in positions)
         leaves = args
-        flat = not kwargs
-        if flat:
-            for a in args:
-                if type(a) is not np.ndarray and _aval_attribute(a) is None:
-                    flat = False
-                    break
-        if not flat:
+        entries = None if kwargs else _leaf_entries(args, backend)
+        if entries is None:
             # keywords or containers: the leaves in the order the full path passes them, and
             # their structure in the key (one whose metadata does not hash: the full path)
             leaves, structure = tree.tree_flatten((args, kwargs))
@@ -1273,18 +1268,10 @@ class JitFunction:
             except TypeError:
                 return None, None
             key.append(structure)
-        for a in leaves:
-            if type(a) is np.ndarray:
-                # a host array (a batch read at each step): its shape and dtype say it all
-                key.append((a.shape, a.dtype))
-                continue
-            if type(a) is ShapeDtypeStruct:
-                return None, None       # refused by the full path, naming it
-            aval = _aval_attribute(a)
-            if aval is None or isinstance(a, Tracer) or aval.vma:
+            entries = _leaf_entries(leaves, backend)
+            if entries is None:
                 return None, None
-            entry = (aval, backend.sharding_of(a), getattr(a, "_committed", False))
-            key.append(entry + ("weak",) if getattr(a, "weak", False) is True else entry)
+        key += entries
         return tuple(key), leaves
 
     def _call(self, args, kwargs):
@@ -1806,6 +1793,26 @@ def _looked_up(cache: dict, key, fun):
             f"was raised when comparing the static arguments of a call to "
             f"'{_name(fun)}' with those of an earlier call: "
             f"{type(error).__name__}: {error}") from error
+
+
+def _leaf_entries(leaves, backend):
+    """Each leaf's part of a cached call's key, or None where a leaf is no concrete array
+    (a container, a Python number, a traced value, a ShapeDtypeStruct: the full path takes
+    those, and refuses what it must, naming it)."""
+    entries = []
+    for a in leaves:
+        if type(a) is np.ndarray:
+            # a host array (a batch read at each step): its shape and dtype say it all
+            entries.append((a.shape, a.dtype))
+            continue
+        if type(a) is ShapeDtypeStruct:
+            return None
+        aval = _aval_attribute(a)
+        if aval is None or isinstance(a, Tracer) or aval.vma:
+            return None
+        entry = (aval, backend.sharding_of(a), getattr(a, "_committed", False))
+        entries.append(entry + ("weak",) if getattr(a, "weak", False) is True else entry)
+    return entries
 
 
 def _aval_attribute(value):

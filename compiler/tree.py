@@ -478,6 +478,8 @@ _LEAF = PyTreeDef(None, None, ())
 
 def tree_unflatten(treedef: PyTreeDef, leaves):
     """The pytree of ``treedef``'s structure holding ``leaves`` (exactly as many as it has)."""
+    if treedef.kind is None and type(leaves) is list and len(leaves) == 1:
+        return leaves[0]        # a single leaf: what most calls give
     if not hasattr(leaves, "__len__"):
         leaves = _Counted(leaves)           # for the error: how many there were
     it = iter(leaves)

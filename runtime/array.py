@@ -81,6 +81,17 @@ class Shard:
                 f"replica_id={self.replica_id}, data={self.data})")
 
 
+def typed_as_laid_out(aval: Aval, sharding) -> Aval:
+    """``aval`` as an array laid out by ``sharding`` is typed: how it is split over the mesh's
+    Explicit axes (and over which its buffers are partial sums, or known-equal copies), and
+    not weakly typed (an array is made so by ``with_weak``)."""
+    aval = aval.strong().with_sharding(type_sharding(sharding, aval.ndim))
+    spec = getattr(sharding, "spec", None)
+    if spec is not None and (spec.unreduced or spec.reduced or aval.ur):
+        aval = aval.with_ur(spec.unreduced, spec.reduced)
+    return aval
+
+
 def live_arrays() -> list:
     """Every array alive now (not freed and not deleted), as JAX's ``live_arrays``: found
     among the objects Python's garbage collector tracks (arrays are), so that making an
@@ -103,13 +114,17 @@ class Array(metaclass=abc.ABCMeta):
     __array_priority__ = 100
 
     def __init__(self, aval: Aval, sharding, buffers: list):
-        # the type says how the array is split over its mesh's Explicit axes (and over which
-        # its buffers are partial sums, or known-equal copies); a new array is not weakly
-        # typed until it is made so (``with_weak``)
-        aval = aval.strong().with_sharding(type_sharding(sharding, aval.ndim))
-        spec = getattr(sharding, "spec", None)
-        if spec is not None and (spec.unreduced or spec.reduced or aval.ur):
-            aval = aval.with_ur(spec.unreduced, spec.reduced)
+        self._hold(typed_as_laid_out(aval, sharding), sharding, buffers)
+
+    @classmethod
+    def typed(cls, aval: Aval, sharding, buffers) -> "Array":
+        """An array whose ``aval`` is typed as ``typed_as_laid_out`` types it already: a
+        compiled program's results, whose types are worked out once, not at every call."""
+        result = object.__new__(cls)
+        result._hold(aval, sharding, buffers)
+        return result
+
+    def _hold(self, aval: Aval, sharding, buffers) -> None:
         self.aval = aval
         self.sharding = sharding
         self._buffers = buffers
@@ -204,8 +219,9 @@ class Array(metaclass=abc.ABCMeta):
     @classmethod
     def from_stacked(cls, aval: Aval, sharding, stacked) -> "Array":
         """An array held in the fast backend's stacked form (an object with ``buffers()`` and
-        ``assemble()``): the per-device buffers and the global value are made on first use."""
-        result = cls(aval, sharding, None)
+        ``assemble()``): the per-device buffers and the global value are made on first use.
+        ``aval`` is typed as ``typed_as_laid_out`` types it."""
+        result = cls.typed(aval, sharding, None)
         result._stacked = stacked
         return result
 

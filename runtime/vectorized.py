@@ -46,9 +46,8 @@ from ir import collectives as coll
 from ir.core import Aval, Eqn, Literal, Var
 from ir.sharding import (NamedSharding, by_layout, canonical_spec, global_shape, normal_spec,
                          replication_mismatch, runtime_replication_error, spec_names)
-from ir.sharding_rules import type_sharding
 from runtime import reference
-from runtime.array import Array, canonical_array, detached
+from runtime.array import Array, canonical_array, detached, typed_as_laid_out
 from runtime.vectorized_control import control_kernel
 from runtime.reference import UNREDUCED_ON_HOST, ReferenceBackend
 from runtime.collectives import group_rules
@@ -831,8 +830,8 @@ class ShardMapPlan:
         self.out_shardings = [keyed_sharding(self.mesh, canonical_spec(spec))
                               for spec in self.out_specs]
         # typed as their layouts split them, once: an array made with its type as is
-        self.out_avals = [Aval(global_shape(a.shape, spec, self.mesh.shape), a.dtype)
-                          .with_sharding(type_sharding(sharding, a.ndim))
+        self.out_avals = [typed_as_laid_out(Aval(global_shape(a.shape, spec, self.mesh.shape),
+                                                 a.dtype), sharding)
                           for a, spec, sharding in zip(self.body.out_avals, self.out_specs,
                                                        self.out_shardings)]
 
@@ -850,7 +849,8 @@ class ShardMapPlan:
         mesh = self.mesh
         for value, spec in zip(values, self.in_specs):
             held = value._stacked if type(value) is Array else None
-            if held is not None and held.mesh is mesh and held.spec == spec:
+            if held is not None and held.mesh is mesh and (held.spec is spec
+                                                           or held.spec == spec):
                 datas.append(held.data)           # the common case: laid out already
                 leads.append(held.lead)
                 continue
@@ -1036,7 +1036,8 @@ class FastBackend(ReferenceBackend):
         spec = canonical_spec(spec)
         data = blocks.data
         shape = global_shape(data.shape[mesh.ndim:], spec, mesh.shape)
-        return Array.from_stacked(Aval(shape, data.dtype), NamedSharding(mesh, spec),
+        sharding = NamedSharding(mesh, spec)
+        return Array.from_stacked(typed_as_laid_out(Aval(shape, data.dtype), sharding), sharding,
                                   Stacked(data, blocks.lead, mesh, spec, shape))
 
     def execute(self, module, args) -> list:

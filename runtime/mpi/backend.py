@@ -11,12 +11,11 @@ from ir import primitives as prims
 from ir.core import Aval
 from ir.graph import holds_equation
 from ir.shapes import out_avals
-from ir.sharding_rules import type_sharding
 from ir.specialise import specialise
 from ir.sharding import (Mesh, NamedSharding, canonical_spec, global_shape, replication_mismatch,
                          runtime_replication_error)
 from runtime import reference
-from runtime.array import Array
+from runtime.array import Array, typed_as_laid_out
 from runtime.devices import set_processes
 from runtime.mpi.agreement import (Agreement, agree, combine, fingerprint, is_open,
                                    value_fingerprint, value_text, where_called)
@@ -172,7 +171,7 @@ class MpiBackend(reference.ReferenceBackend):
         return sharding
 
     def sharding_of(self, value):
-        if not isinstance(value, Array):
+        if type(value) is not MpiArray and not isinstance(value, Array):
             return None
         sharding = value.sharding
         if type(sharding) is NamedSharding:
@@ -266,10 +265,10 @@ class MpiBackend(reference.ReferenceBackend):
         for k, (aval, sharding, result) in enumerate(zip(plan.out_global_avals,
                                                          plan.out_shardings, results)):
             if type(result) is LocalStack:
-                out = MpiArray(aval, sharding, None)
+                out = MpiArray.typed(aval, sharding, None)
                 out._local = result
             else:
-                out = MpiArray(aval, sharding, result)
+                out = MpiArray.typed(aval, sharding, result)
             if lowered.runtime_check:
                 _runtime_check(out.buffers, mesh, sharding.spec, k)
             outs.append(out)
@@ -286,8 +285,8 @@ class MpiBackend(reference.ReferenceBackend):
             entry.out_shardings = [self._sharding(mesh, spec) for spec in lowered.out_specs]
             # typed as their layouts split them, once: an array made with its type as is
             entry.out_global_avals = [
-                Aval(global_shape(a.shape, spec, mesh.shape), a.dtype).with_sharding(
-                    type_sharding(sharding, a.ndim))
+                typed_as_laid_out(Aval(global_shape(a.shape, spec, mesh.shape), a.dtype),
+                                  sharding)
                 for a, spec, sharding in zip(entry.out_avals, lowered.out_specs,
                                              entry.out_shardings)]
         return entry

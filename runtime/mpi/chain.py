@@ -152,7 +152,7 @@ def _send(comm, MPI, value: np.ndarray, dest: int) -> list:
     else:
         layout, data = _ROW_MAJOR, contiguous(value)
     return [comm.Isend([np.array([layout], np.uint8), MPI.BYTE], dest=dest, tag=_CHAIN_TAG),
-            comm.Isend([raw_bytes(data), MPI.BYTE], dest=dest, tag=_CHAIN_TAG)]
+            comm.Isend(raw_bytes(data), dest=dest, tag=_CHAIN_TAG)]
 
 
 class Incoming:
@@ -165,7 +165,7 @@ class Incoming:
         self.shape = shape
         self.requests = [
             comm.Irecv([self.layout, MPI.BYTE], source=source, tag=_CHAIN_TAG),
-            comm.Irecv([raw_bytes(self.flat), MPI.BYTE], source=source, tag=_CHAIN_TAG)]
+            comm.Irecv(raw_bytes(self.flat), source=source, tag=_CHAIN_TAG)]
 
     def value(self) -> np.ndarray:
         """The block, once its requests are complete: a view of the bytes received."""

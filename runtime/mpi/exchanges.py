@@ -339,9 +339,10 @@ def contiguous(value) -> np.ndarray:
     return array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
 
-def raw_bytes(array: np.ndarray) -> np.ndarray:
-    """The bytes of a C-contiguous array, as a view."""
-    return array.reshape(-1).view(np.uint8)
+def raw_bytes(array: np.ndarray) -> list:
+    """The MPI message of a C-contiguous array's bytes (MPI has no type for bfloat16 and the
+    other narrow floats: every buffer goes as bytes), read or written in place."""
+    return [array, world().MPI.BYTE]
 
 
 def across_ranks(state, members: list, ranks: tuple, waiting: dict,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import functools
 import json
 import os
 import sys
@@ -46,6 +47,7 @@ _LOOK_SECONDS = 0.005
 # an oversubscribed process spins this long in a wait, then naps this long between tests
 _SPIN_SECONDS = 0.00005
 _NAP_SECONDS = 0.00002
+_QUICK_TESTS = 8
 _NOTICE_TAG = 7320
 # os._exit as Python gives it (``install_fault_handler`` wraps it)
 _os_exit = os._exit
@@ -107,14 +109,18 @@ def wait_all(requests: list, doing=None) -> None:
     """Wait for ``requests`` to complete, watching for processes that left: one that will not
     take part in the current operation raises ``ProcessLeftError``. ``doing``: what this
     process waits for (a text, or a function giving it), for that error's message."""
-    if requests[0].Test() if len(requests) == 1 else world().MPI.Request.Testall(requests):
-        return
-    _wait_watching(requests, doing)
+    test = requests[0].Test if len(requests) == 1 else functools.partial(
+        world().MPI.Request.Testall, requests)
+    # a short exchange completes within a few tests: those cost less than the watch's set-up
+    # and a yield of the core
+    for _ in range(_QUICK_TESTS):
+        if test():
+            return
+    _wait_watching(test, doing)
 
 
-def _wait_watching(requests: list, doing) -> None:
-    MPI = world().MPI
-    test = requests[0].Test if len(requests) == 1 else lambda: MPI.Request.Testall(requests)
+def _wait_watching(test, doing) -> None:
+    """Call ``test`` until it says the requests completed, watching for departures."""
     if _state.departed:
         check_departures(doing)
     start = time.monotonic()
