@@ -343,7 +343,9 @@ def _reduce_precision(x, *, exponent_bits: int, mantissa_bits: int):
                         np.where(exponent <= u((src_bias - new_bias) << src_mantissa),
                                  signed_zero, bits))
     out = np.asarray(bits, uint).view(x.dtype).reshape(x.shape)
-    return np.where(np.isnan(x), x, out) if mantissa_bits < src_mantissa else out
+    # a NaN stays NaN wherever the format has a mantissa to spell one (the rounding, or the
+    # saturated exponent, would make it inf)
+    return np.where(np.isnan(x), x, out) if mantissa_bits > 0 else out
 
 
 # --- incomplete gamma, Hurwitz zeta, exponentially scaled Bessel functions --------------------

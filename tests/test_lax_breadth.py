@@ -650,6 +650,9 @@ def test_reduce_precision_matches_narrower_formats():
     flushed = got[~normal16]
     assert (flushed == 0).all() and (np.signbit(flushed) == np.signbit(x[~normal16])).all()
     assert np.isnan(np.asarray(lax.reduce_precision(np.float32(np.nan), 5, 10)))
+    # a NaN stays NaN where only the exponent narrows (the mantissa kept whole, or wider)
+    kept = lax.reduce_precision(np.array([np.nan, 1e30, 1.0], np.float32), 5, 23)
+    np.testing.assert_array_equal(np.asarray(kept), [np.nan, np.inf, 1.0])
     ml_dtypes = pytest.importorskip("ml_dtypes")
     np.testing.assert_array_equal(np.asarray(lax.reduce_precision(x, 8, 7)),
                                   x.astype(ml_dtypes.bfloat16).astype(np.float32))
