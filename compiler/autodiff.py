@@ -13,6 +13,7 @@ import numpy as np
 from compiler import (ad_control, ad_linalg, ad_rules, ad_shard_map,  # noqa: F401
                       collective_rules, remat)
 from compiler import tree
+from compiler.backend import get_backend
 from compiler.ad_core import (JVPTrace, JVPTracer, Linear, backward_pass, eval_program,
                               full_like_aval, instantiate, is_differentiable, zeros_like_aval,
                               jvp_program_with_consts, partial_eval, transpose_rules)
@@ -25,6 +26,8 @@ from ir import collectives as coll
 from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program, Var
+from ir.sharding import NamedSharding, PartitionSpec
+from ir.sharding_rules import partitions
 from ir.float0 import float0_zeros
 
 
@@ -122,7 +125,8 @@ def vjp(fun, *primals, has_aux=False):
     pullback = _Pullback(linear_prog, tangent_avals, out_tree, in_tree,
                          [aval_of(p) for p in flat_primals], diff, has_aux,
                          [weakly_typed(p) for p in flat_primals], function_name(fun),
-                         typed_out=not all(weakly_typed(o) for o in outs))
+                         typed_out=not all(weakly_typed(o) for o in outs),
+                         primal_meshes=[_mesh_of(p) for p in flat_primals])
     # a pytree whose leaves are the residuals (as JAX's): it can be a custom_vjp residual, or
     # pass through jit
     vjp_fun = tree.Partial(pullback, list(residuals))
@@ -157,8 +161,10 @@ class _Pullback:
     output cotangent to the primals' (zeros where a primal does not differentiate)."""
 
     def __init__(self, linear_prog, tangent_avals, out_tree, in_tree, primal_avals, diff,
-                 has_aux, primal_weak, name, typed_out=False):
+                 has_aux, primal_weak, name, typed_out=False, primal_meshes=None):
         self.name = name        # the differentiated function's, for errors
+        # the mesh each concrete primal is laid out on (``_on_primal_mesh``)
+        self.primal_meshes = primal_meshes or [None] * len(primal_avals)
         self.linear_prog, self.tangent_avals = linear_prog, tangent_avals
         self.out_tree, self.in_tree = out_tree, in_tree
         self.primal_avals, self.diff, self.has_aux = primal_avals, diff, has_aux
@@ -200,13 +206,31 @@ class _Pullback:
         it = iter(cts)
         # an integer or boolean primal's cotangent is JAX's float0 zeros (a numpy array)
         # (a reduced primal's zero cotangent is unreduced: its cotangent type)
-        flat = [instantiate(next(it), aval.to_ct()) if d
-                else float0_zeros(aval) for aval, d in zip(self.primal_avals, self.diff)]
+        flat = [_on_primal_mesh(instantiate(next(it), aval.to_ct()), mesh, aval) if d
+                else float0_zeros(aval)
+                for aval, d, mesh in zip(self.primal_avals, self.diff, self.primal_meshes)]
         seed_weak = all(weakly_typed(c) for c in ct_leaves if c is not None)
         weak = [w and d and (seed_weak or self.typed_out)
                 for w, d in zip(self.primal_weak, self.diff)]
         return tree.tree_unflatten(self.in_tree,
                                    _weakened_results(flat, weak, ct_leaves + list(residuals)))
+
+
+def _mesh_of(primal):
+    """The mesh a concrete primal is laid out on; None for other values."""
+    sharding = None if isinstance(primal, Tracer) else getattr(primal, "sharding", None)
+    return sharding.mesh if isinstance(sharding, NamedSharding) else None
+
+
+def _on_primal_mesh(ct, mesh, aval):
+    """A primal's cotangent computed from host values alone (a linear function's: nothing
+    laid out took part), placed on the primal's ``mesh`` as JAX's transposes make it there:
+    split as the primal's type says, else whole on every device. Others as they are."""
+    if mesh is None or getattr(ct, "_committed", True) or isinstance(ct, Tracer):
+        return ct
+    typed = aval.type_sharding
+    spec = PartitionSpec(*partitions(typed.spec)) if typed is not None else PartitionSpec()
+    return get_backend().put([ct], [NamedSharding(mesh, spec)])[0]
 
 
 _INDEXING = (prims.slice_p, prims.dynamic_slice_p, prims.gather_p, prims.pad_p)

@@ -740,6 +740,25 @@ def test_eager_results_of_replicated_operands_stay_on_the_mesh():
     assert jnp.ones_like(R).sharding == NamedSharding(MESH, P())
 
 
+def test_eager_gradients_of_linear_functions_stay_on_the_primals_mesh():
+    """A cotangent computed from host values alone (the derivative of a linear function
+    never reads the primal) is placed on the primal's mesh, whole (JAX's transposes make
+    it there); a host primal's stays on the default device."""
+    x = placed(H, "x", "y")
+    for fn in (lambda t: jnp.sum(t * 2), lambda t: jnp.sum(t[0] * 2),
+               lambda t: (t.T @ np.ones(8, np.float32)).sum()):
+        g = jax.grad(fn)(x)
+        assert g.sharding == NamedSharding(MESH, P()) and g.committed
+        np.testing.assert_allclose(np.asarray(g), np.asarray(jax.grad(fn)(H)))
+    ct = jax.vjp(lambda t: t * 3, x)[1](np.ones_like(H))[0]
+    assert ct.sharding == NamedSharding(MESH, P())
+    np.testing.assert_array_equal(np.asarray(ct), np.full_like(H, 3))
+    # one primal on the mesh, one a Python number: each cotangent where its primal was
+    gx, gs = jax.grad(lambda t, s: jnp.sum(t * 2 + s), argnums=(0, 1))(x, 1.0)
+    assert gx.sharding.spec == P() and not gs.committed and float(gs) == H.size
+    assert not jax.grad(lambda t: jnp.sum(t * 2))(H).committed
+
+
 # eager indexing of an array laid out over the mesh, as JAX 0.10.2 lays out each result:
 # JAX indexes a concrete laid-out array by a gather whenever an entry reads a dimension
 # partially, and the gather leaves such dimensions unsplit; under jit the slice keeps them
