@@ -501,6 +501,18 @@ def test_creation_with_out_sharding(mesh24):
     sample = jax.random.normal(key, (8, 16), out_sharding=P("x", "y"))
     assert str(jax.typeof(sample)) == "float32[8@x,16@y]"
     np.testing.assert_array_equal(np.asarray(sample), np.asarray(jax.random.normal(key, (8, 16))))
+    # None entries past the rank are dropped, as JAX types the result; an axis named there,
+    # and device_put's layout (no computed result), are JAX's rank error
+    check_result(jnp.zeros(8, out_sharding=P("x", None)), "float32[8@x]", np.zeros(8, np.float32))
+    check_result(jnp.full((8,), 2., out_sharding=P("x", None, None)), "~float32[8@x]",
+                 np.full(8, 2., np.float32))
+    draw = jax.random.uniform(key, (8,), out_sharding=P("x", None))
+    assert str(jax.typeof(draw)) == "float32[8@x]" and draw.sharding.spec == P("x")
+    np.testing.assert_array_equal(np.asarray(draw), np.asarray(jax.random.uniform(key, (8,))))
+    with pytest.raises(ValueError, match="only valid for values of rank at least 2"):
+        jnp.zeros(8, out_sharding=P(None, "x"))
+    with pytest.raises(ValueError, match="only valid for values of rank at least 2"):
+        jax.device_put(np.zeros(8, np.float32), P("x", None))
 
 
 # --- control flow, transformations --------------------------------------------------------------

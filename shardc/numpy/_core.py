@@ -447,12 +447,23 @@ def put_on(value, device):
 def _computed_on(value, sharding):
     """``value`` laid out by ``sharding`` as a computation's result (``out_sharding=``, the
     layout a *_like copies): a concrete one reports one spec entry per dimension, as JAX's
-    computed results do."""
-    result = put_on(value, sharding)
+    computed results do. Entries past the value's rank may be None (JAX types the result
+    with them dropped)."""
+    result = put_on(value, _trailing_nones_dropped(sharding, ndim_of(value)))
     if isinstance(result, Tracer) or not isinstance(result.sharding, NamedSharding):
         return result
     full = result.sharding.with_spec(spec_per_dim(result.sharding.spec, ndim_of(result)))
     return result if tuple(full.spec) == tuple(result.sharding.spec) else result.respelled(full)
+
+
+def _trailing_nones_dropped(sharding, ndim: int):
+    """``sharding`` (a NamedSharding or PartitionSpec) without the None entries its spec has
+    past ``ndim``; as it is where an entry there names an axis (the rank error is JAX's)."""
+    spec = sharding if isinstance(sharding, PartitionSpec) else sharding.spec
+    if len(spec) <= ndim or any(entry is not None for entry in spec[ndim:]):
+        return sharding
+    cut = PartitionSpec(*spec[:ndim], unreduced=spec.unreduced, reduced=spec.reduced)
+    return cut if isinstance(sharding, PartitionSpec) else sharding.with_spec(cut)
 
 
 def copied(x):
