@@ -216,6 +216,32 @@ def test_a_key_arrays_sharding_is_over_the_keys_not_their_words():
                                       np.asarray(random.key_data(random.split(key, 8))))
 
 
+def test_keys_laid_out_on_a_mesh_index_by_slices_and_iterate_to_one_device():
+    """JAX indexes a key array's data by its slice paths, eagerly too: a slice that divides
+    a split dimension keeps the split (an array of numbers, laid out so, is indexed eagerly
+    by a gather its type refuses); iterating gives keys on one device each."""
+    from shardc.sharding import AxisType, NamedSharding, ShardingTypeError
+    keys = random.split(random.key(0), 8)
+    want = np.asarray(random.key_data(keys))
+    explicit = shardc.make_mesh((4, 2), ("x", "y"))
+    laid = shardc.device_put(keys, NamedSharding(explicit, P("x")))
+    for index, rows in ((slice(4, 8), slice(4, 8)), (slice(None, None, 2), slice(None, None, 2)),
+                        (slice(None, 4), slice(None, 4))):
+        part = laid[index]
+        assert str(shardc.typeof(part)) == "key<fry>[4@x]"
+        np.testing.assert_array_equal(np.asarray(random.key_data(part)), want[rows])
+    with pytest.raises(ShardingTypeError):
+        laid[3]                       # one key of a split dimension: JAX's slicing error
+    with pytest.raises(ShardingTypeError):
+        shardc.device_put(want, NamedSharding(explicit, P("x")))[4:8]
+    auto = shardc.make_mesh((4, 2), ("x", "y"), axis_types=(AxisType.Auto,) * 2)
+    grid = shardc.device_put(random.split(random.key(1), (8, 2)), NamedSharding(auto, P("x", "y")))
+    assert grid[::2].sharding.spec == P("x", "y")
+    rows = list(laid)
+    assert len(rows) == 8 and all(not isinstance(k.sharding, NamedSharding) for k in rows)
+    np.testing.assert_array_equal(np.asarray(random.key_data(rows[5])), want[5])
+
+
 def test_key_data_of_keys_laid_out_on_a_mesh_under_jit_and_their_types():
     """key_data of a key array laid out on a mesh, traced, is its data as it is (it used to
     respell a traced value and fail); a key array split over a tuple of axes prints them."""
@@ -328,6 +354,18 @@ def test_legacy_prng_key_flag_takes_warns_or_refuses_raw_key_data():
         return random.uniform(raw)
     with shardc.legacy_prng_key("error"):
         sample()
+    # key_data and key_impl read raw key data as the default implementation's keys, where
+    # the flag allows raw keys (JAX's)
+    assert str(random.key_impl(raw)) == "threefry2x32"
+    np.testing.assert_array_equal(np.asarray(random.key_data(raw)), np.asarray(raw))
+    with shardc.legacy_prng_key("error"):
+        for read in (random.key_data, random.key_impl):
+            with pytest.raises(ValueError, match="Legacy uint32 key array"):
+                read(raw)
+    for bad in (np.zeros(2, np.float32), np.zeros(3, np.uint32)):
+        for read in (random.key_data, random.key_impl):
+            with pytest.raises(TypeError, match="invalid PRNG key data"):
+                read(bad)
 
 
 def test_rejection_samplers_with_a_varying_key_in_a_body():

@@ -10,6 +10,7 @@ is traced.
 from __future__ import annotations
 
 import collections.abc
+import functools
 import math
 
 import numpy as np
@@ -542,7 +543,7 @@ def _split_read(aval, index, partial, gather: bool = True) -> bool:
         _entry_aval(e).type_sharding is not None for e in index if _is_int_array(e))
 
 
-def _check_gather_layout(x, index) -> None:
+def _check_gather_layout(x, index, sliced: bool = False) -> None:
     """JAX's ShardingTypeError where its indexing is a gather the operand's split forbids.
 
     A gather reads dimensions whole or not split: integer arrays index through one, and so
@@ -554,7 +555,7 @@ def _check_gather_layout(x, index) -> None:
     aval = aval_of(x)
     if aval.type_sharding is None and not any(_is_int_array(e) for e in index):
         return
-    partial, shape = _reads(aval, index, whole_only=_on_several_devices(x))
+    partial, shape = _reads(aval, index, whole_only=not sliced and _on_several_devices(x))
     if _split_read(aval, index, partial):
         raise gather_error(aval, _index_aval(index, shape))
 
@@ -624,33 +625,37 @@ def _updates_aval(aval, index, sliced_split=False) -> Aval:
     return Aval(tuple(dims), aval.dtype, type_sharding=typed)
 
 
-def getitem(x, index):
+def getitem(x, index, sliced: bool = False):
     """``x[index]`` for ints, slices, None, Ellipsis, traced ints, integer arrays and boolean
     masks (concrete).
 
     In turn: a static window (``rev`` for negative steps, one ``slice``), traced integers
     (``dynamic_slice``), one integer array (``gather``), then integer-indexed dimensions
     squeezed and new axes inserted. Several integer arrays: ``_advanced_getitem``.
+    ``sliced``: laid out as JAX's slice paths lay out a traced operand's, even where ``x`` is
+    an array over several devices (the data of a key array, which JAX indexes so).
     """
     _no_list_index(index)
     if _has_ds(index):
         window, _, rest = _ds_window(x, index)
-        return getitem(window, rest)
+        return getitem(window, rest, sliced)
     gap = _ellipsis_gap(index, aval_of(x).ndim)
     if gap is not None:
         rest, lead, width = gap
-        return _front(getitem(x, rest), lead, width)
+        return _front(getitem(x, rest, sliced), lead, width)
     x, index, _ = _scalar_bools_as_arrays(x, index)
     shape = aval_of(x).shape
     index = _mask_as_integers(_expand_index(index, len(shape)), shape)
     if static_index_check_on():
         _check_static_indices(index, shape)
     index = _out_of_range_as_dynamic(index, shape)
-    _check_gather_layout(x, index)
+    _check_gather_layout(x, index, sliced)
+    laid_out = (lambda result: result) if sliced else functools.partial(_eager_gather_layout,
+                                                                        x, index)
     if _needs_flat_path(index):
         if sum(1 for e in index if _is_int_array(e)) > 1 and \
                 not any(isinstance(e, (bool, np.bool_)) for e in index):
-            return _eager_gather_layout(x, index, _advanced_getitem(x, index))
+            return laid_out(_advanced_getitem(x, index))
         return _flat_getitem(x, index)
     real = [entry for entry in index if entry is not None]
     windows = [_window(entry, shape[d], d) for d, entry in enumerate(real)]
@@ -668,7 +673,7 @@ def getitem(x, index):
     if any(entry is None for entry in index):
         result = _insert_new_axes(result, index)
     result = _move_array_dims_first(result, index) if arrays else result
-    return _eager_gather_layout(x, index, result)
+    return laid_out(result)
 
 
 def _advanced_getitem(x, index):

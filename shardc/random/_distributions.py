@@ -23,7 +23,7 @@ import shardc.lax as lax
 from shardc.lax import complex as lax_complex, lgamma, pcast, rem, top_k, while_loop
 from shardc.config import config
 from shardc.numpy._core import canonical_axis, takes_out_sharding
-from shardc.random._keys import (bits, compiled, fold_in, IMPLS, key_data, PRNGKeyArray,
+from shardc.random._keys import (bits, compiled, fold_in, IMPLS, PRNGKeyArray,
                                  random_bits, resolve_impl, sample_shape, single_key, split)
 
 __all__ = [
@@ -993,7 +993,8 @@ def _poisson_by_rejection(key, lam, dtype, max_iters):
 def varying_start(start: tuple, key, *operands) -> tuple:
     """A rejection loop's initial state, varying over the mesh axes its key and operands vary
     over in a shard_map body, as the rounds make it (JAX's loop keeps a carry's type)."""
-    axes = frozenset().union(*(aval_of(v).vma for v in (key_data(key),) + operands))
+    data = key._base if isinstance(key, PRNGKeyArray) else key     # (raw key data as it is)
+    axes = frozenset().union(*(aval_of(v).vma for v in (data,) + operands))
     if not axes:
         return start
     return tuple(pcast(v, tuple(sorted(axes - aval_of(v).vma, key=str)), to="varying")

@@ -38,6 +38,7 @@ import shardc.lax as lax
 from shardc.config import config
 from shardc.dtypes import prng_key
 from shardc.numpy._core import KEY_ARRAY_RULES, canonical_axis, takes_out_sharding
+from shardc.numpy._indexing import getitem
 
 __all__ = [
     "PRNGImpl", "IMPLS", "resolve_impl", "KeyDtype", "PRNGKeyArray", "PRNGKey", "key", "key_data",
@@ -205,7 +206,9 @@ class PRNGKeyArray:
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d key array")
-        return (self[k] for k in range(self.shape[0]))
+        # the keys of the data's rows, as its iteration gives them (JAX's): an array over
+        # several devices gives rows on one device each
+        return (PRNGKeyArray(self._impl, row) for row in self._base)
 
     def __getitem__(self, index):
         index = index if isinstance(index, tuple) else (index,)
@@ -219,7 +222,9 @@ class PRNGKeyArray:
         if any(i is Ellipsis for i in index):
             # the key's own word axis stays whole: it is after everything the user indexes
             index = index + (slice(None),)
-        return PRNGKeyArray(self._impl, self._base[index])
+        # the data indexed as JAX indexes key arrays: by its slice paths (a split kept where
+        # the slice divides it), never the gather of an eager array over several devices
+        return PRNGKeyArray(self._impl, getitem(self._base, index, sliced=True))
 
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -606,9 +611,13 @@ KEY_ARRAY_RULES.update(where=_where_keys, concatenate=_concatenate_keys, stack=_
 
 
 def key_data(keys):
-    """The ``uint32[..., W]`` data of a key array (raw key data is returned as it is)."""
+    """The ``uint32[..., W]`` data of a key array (raw key data is returned as it is, where
+    ``jax_legacy_prng_key`` allows it)."""
     if not isinstance(keys, PRNGKeyArray):
-        return jnp.asarray(keys)
+        _check_legacy()
+        data = jnp.asarray(keys)
+        _check_key_data(resolve_impl(None), data)
+        return data
     data = keys._base
     sharding = getattr(data, "sharding", None)
     if isinstance(data, _Array) and not isinstance(data, Tracer) \
@@ -662,10 +671,16 @@ def _check_key_data(impl: PRNGImpl, data) -> None:
 
 
 def key_impl(keys) -> PRNGImpl:
-    """The implementation of a typed key array (``str()`` gives its name)."""
-    if not isinstance(keys, PRNGKeyArray):
+    """The implementation of a typed key array (``str()`` gives its name); raw key data's is
+    the default one (where ``jax_legacy_prng_key`` allows raw keys)."""
+    if isinstance(keys, PRNGKeyArray):
+        return keys._impl
+    if not hasattr(keys, "dtype"):
         raise TypeError(f"key_impl accepts a typed key array, got {type(keys).__name__}")
-    return keys._impl
+    _check_legacy()
+    impl = resolve_impl(None)
+    _check_key_data(impl, jnp.asarray(keys))
+    return impl
 
 
 def clone(keys):
