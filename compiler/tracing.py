@@ -394,10 +394,18 @@ class EvalTrace(Trace):
             return rule(*values, **params)
         split = split_mesh(typed, values, params)
         layouts = layouts_of(values)
-        if prim.kind == "higher" and (prim.name == "shard_map" or runs_shard_map(params)):
-            # a shard_map, or a loop or branch running one: as jit runs it (lowered)
+        if prim.name == "shard_map":
+            # as jit runs it (lowered): its out_specs lay out its results
             from compiler.jit import execute_equation
             outs = execute_equation(prim, values, params)
+        elif prim.kind == "higher" and runs_shard_map(params):
+            # a loop or branch running a shard_map: as jit runs it, partitioned, its results
+            # laid out as propagation types them from the shard_map's out_specs
+            from compiler.jit import execute_partitioned
+            outs, placed = execute_partitioned(prim, values, params, typed)
+            if placed:
+                check_invalid_values(outs, prim.name)
+                return outs
         elif (prim.kind == "op" and split is not None and not prim.multiple_results
               and not (prim is prims.sharding_constraint_p
                        and (typed[0].ur or aval_of(values[0]).ur))

@@ -759,6 +759,28 @@ def test_eager_gradients_of_linear_functions_stay_on_the_primals_mesh():
     assert not jax.grad(lambda t: jnp.sum(t * 2))(H).committed
 
 
+def test_eager_loops_and_branches_running_a_shard_map_lay_out_their_results_as_jit():
+    """A loop or branch that runs a shard_map, called without jit on host values, runs as jit
+    runs it: its carries are laid out as the shard_map's out_specs (it was one device)."""
+    f = jax.shard_map(lambda c, w: c * w, mesh=MESH, in_specs=(P("x", "y"), P("y")),
+                      out_specs=P("x", "y"))
+    w = np.full(16, 1.5, np.float32)
+    rows = {
+        "fori_loop": lambda x, w: lax.fori_loop(0, 2, lambda i, c: f(c, w), x),
+        "scan": lambda x, w: lax.scan(lambda c, _: (f(c, w), None), x, None, length=2)[0],
+        "cond": lambda x, w: lax.cond(True, lambda a: f(a, w), lambda a: a * 2, x),
+        "while_loop": lambda x, w: lax.while_loop(lambda c: c[0, 0] < 1e6,
+                                                  lambda c: f(c, w) + 1, x),
+    }
+    for name, fn in rows.items():
+        out = fn(H, w)
+        assert out.sharding == NamedSharding(MESH, P("x", "y")), name
+        np.testing.assert_allclose(np.asarray(out), np.asarray(jax.jit(fn)(H, w)), rtol=1e-6)
+    g = jax.grad(lambda w: jnp.sum(rows["fori_loop"](H, w)))(w)
+    assert g.sharding == NamedSharding(MESH, P("y"))
+    np.testing.assert_allclose(np.asarray(g), 2 * w * H.sum(0), rtol=1e-5)   # sum(H w^2)
+
+
 # eager indexing of an array laid out over the mesh, as JAX 0.10.2 lays out each result:
 # JAX indexes a concrete laid-out array by a gather whenever an entry reads a dimension
 # partially, and the gather leaves such dimensions unsplit; under jit the slice keeps them
