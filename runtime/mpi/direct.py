@@ -13,7 +13,8 @@ import numpy as np
 from ir import collectives as coll
 from runtime import collectives
 from runtime.mpi.agreement import settle_then_wait
-from runtime.mpi.exchanges import contiguous, raw_bytes
+from runtime.mpi.exchanges import contiguous, natively_reducible_type, raw_bytes
+from runtime.mpi.world import world
 
 
 def _all_reduce(comm, k, operand, *, reduction, **params):
@@ -26,6 +27,26 @@ def _all_reduce(comm, k, operand, *, reduction, **params):
         gathered = np.empty((n,) + block.shape, block.dtype)
         settle_then_wait(state, [comm.Iallgather(raw_bytes(block), raw_bytes(gathered))])
         return reduce(gathered)
+    return call
+
+
+def _native_all_reduce(comm, k, operand, *, reduction, **params):
+    """MPI's own Allreduce (SHARDC_MPI_REDUCTIONS=native): fast, not bit-exact (MPI picks the
+    order); a sum made +0.0-based, a mean divided by the group's size, as the exchange's."""
+    MPI = world().MPI
+    op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduction]
+    summed, n = reduction in ("sum", "mean"), comm.size
+    mean_dtype = coll.reduced_dtype(operand.dtype, "mean")
+
+    def call(block, state):
+        total = np.empty_like(block)
+        settle_then_wait(state, [comm.Iallreduce(block, total, op=op)])
+        if summed:
+            total = collectives.positive_zero_sum(total, in_place=True)
+        if reduction == "mean":
+            total = collectives.mean_of_sum(total, n, total.ndim).astype(mean_dtype,
+                                                                         copy=False)
+        return total
     return call
 
 
@@ -115,8 +136,12 @@ def has_rule(primitive) -> bool:
     return primitive in _RULES
 
 
-def bind(eqn, comm, k: int):
+def bind(eqn, comm, k: int, native: bool = False):
     """The call completing ``eqn`` for member ``k`` of the group ``comm`` stands for:
     ``call(block, state) -> result``, the block C-contiguous; None where MPI's own call does
-    not apply."""
-    return _RULES[eqn.primitive](comm, k, eqn.invars[0].aval, **eqn.params)
+    not apply. ``native``: an all-reduce MPI reduces natively is MPI's Allreduce."""
+    operand = eqn.invars[0].aval
+    if native and eqn.primitive is coll.all_reduce_node and natively_reducible_type(
+            operand.dtype, eqn.params["reduction"]):
+        return _native_all_reduce(comm, k, operand, **eqn.params)
+    return _RULES[eqn.primitive](comm, k, operand, **eqn.params)

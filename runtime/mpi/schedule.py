@@ -11,8 +11,8 @@ from runtime import collectives, reference
 from runtime.mpi.agreement import settle, where_called
 from runtime.mpi.arrays import Absent, local_positions
 from runtime.mpi.direct import bind, has_rule
-from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, natively_reducible_type,
-                                   node_fingerprint, one_per_rank)
+from runtime.mpi.exchanges import (across_ranks, communicator, contiguous, node_fingerprint,
+                                   one_per_rank)
 from runtime.mpi.faults import wait_all
 from runtime.mpi.stacked import StackedBody, per_device, stacked_body
 from runtime.mpi.world import world
@@ -249,12 +249,9 @@ class LocalPlan:
         """The bound call (``direct.bind``) when the group's node completes with MPI's own
         call (one member on each rank), else None."""
         if (not has_rule(eqn.primitive) or len(ranks) == 1
-                or not one_per_rank(self.state, members, ranks)
-                or (self.native and eqn.primitive is coll.all_reduce_node
-                    and natively_reducible_type(eqn.invars[0].aval.dtype,
-                                                 eqn.params["reduction"]))):
+                or not one_per_rank(self.state, members, ranks)):
             return None
-        return bind(eqn, communicator(self.state, ranks), ranks.index(self.rank))
+        return bind(eqn, communicator(self.state, ranks), ranks.index(self.rank), self.native)
 
     def direct_call(self, eqn):
         """The call completing ``eqn`` straight into MPI (``direct.bind``) where this process

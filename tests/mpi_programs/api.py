@@ -144,6 +144,15 @@ for reduce, scale in ((lax.psum, 1.0), (lax.pmean, 0.5)):
     expected = (zeros.sum(0) * scale).reshape(1, 12)
     np.testing.assert_array_equal(summed, expected)
     assert not np.signbit(summed).any(), summed
+ints = np.arange(24, dtype=np.int32).reshape(2, 12) - 5
+for reduce, expected in ((lax.pmax, ints.max(0)), (lax.pmin, ints.min(0)),
+                         (lax.psum, ints.sum(0, dtype=np.int32)),
+                         (lax.pmean, ints.mean(0, dtype=np.float32))):
+    got = np.asarray(jax.jit(jax.shard_map(lambda b: reduce(b, "p"), mesh=across,
+                                           in_specs=P("p", "q"), out_specs=P(None, "q")))(
+        jnp.asarray(ints)))
+    np.testing.assert_array_equal(got, expected.reshape(1, 12))
+    assert got.dtype == expected.dtype, (reduce, got.dtype)
 means = jax.jit(jax.shard_map(lambda b: lax.pmean(b, "x"), mesh=mesh, in_specs=P("x"),
                               out_specs=P()))(values)
 np.testing.assert_allclose(np.asarray(means), np.asarray(values).reshape(4, 4, 5).mean(0),
