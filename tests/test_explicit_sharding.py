@@ -2398,6 +2398,15 @@ def test_diff_and_wrap_padding_of_split_arrays_slice_as_jaxs_do():
     for width in [(0, 0), (1, 2), (5, 11), (8, 8)]:
         np.testing.assert_array_equal(np.asarray(jnp.pad(a, width, mode="wrap")),
                                       np.pad(a, width, mode="wrap"))
+    # reflections and edges are slices too: a dimension split over an axis of one device
+    # stays split (a gather refused it)
+    with jax.set_mesh(jax.make_mesh((1, 8), ("u", "v"))):
+        x = jax.device_put(np.arange(24.0, dtype=np.float32).reshape(3, 8), P("u", "v"))
+        for mode in ("reflect", "symmetric"):
+            r = jnp.pad(x, ((1, 2), (0, 0)), mode=mode)
+            assert str(jax.typeof(r)) == "float32[6@u,8@v]"
+            np.testing.assert_array_equal(np.asarray(r), np.pad(np.asarray(x), ((1, 2), (0, 0)),
+                                                                mode=mode))
 
 
 def test_lax_reduce_sum_takes_out_sharding_as_jaxs():

@@ -1201,7 +1201,7 @@ def test_reduction_where_without_initial_and_empty_reductions():
     ("minimum", {}), ("mean", {}), ("linear_ramp", {"end_values": ((1, 2), (3, 4))}),
     ("constant", {"constant_values": ((1, 2), (3, 4))}),
 ])
-@pytest.mark.parametrize("widths", [((1, 2), (0, 3)), 2, ((5, 6), (7, 1))])
+@pytest.mark.parametrize("widths", [((1, 2), (0, 3)), 2, ((5, 6), (7, 1)), ((13, 2), (0, 9))])
 def test_pad_modes_equal_numpys(mode, kwargs, widths):
     x = _R[0]
     np.testing.assert_allclose(np.asarray(jnp.pad(x, widths, mode=mode, **kwargs)),

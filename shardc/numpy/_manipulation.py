@@ -324,15 +324,46 @@ def _with_sides(x, axis, before, after, make):
 
 def _pad_by_index(index_of):
     """A mode that copies elements: ``index_of(j, n)`` is the element padded position ``j``
-    (counted from the array's first element, negative before it) takes."""
+    (counted from the array's first element, negative before it) takes. Each side is built
+    of slices, reversed slices and broadcast edges, joined to the array (as JAX builds them:
+    slices keep a split dimension split where a gather would not)."""
     def pad_axis(x, axis, before, after, _):
         n = shape_of(x)[axis]
         if n == 0:
             raise ValueError("can't extend empty axis using modes other than 'constant' or "
                              "'empty'")
-        positions = np.arange(-before, n + after)
-        return take(x, asarray(index_of(positions, n).astype(np.int32)), axis=axis)
+
+        def side(width, which):
+            positions = np.arange(-width, 0) if which == 0 else np.arange(n, n + width)
+            return _copied_runs(x, axis, index_of(positions, n))
+        return _with_sides(x, axis, before, after, side)
     return pad_axis
+
+
+def _copied_runs(x, axis, indices):
+    """The elements ``indices`` (static) of ``x`` along ``axis``, taken run by run: a run of
+    consecutive indices is a slice (reversed where they fall), a run of one index repeated
+    is that element broadcast."""
+    pieces, start = [], 0
+    while start < len(indices):
+        first = int(indices[start])
+        step = int(indices[start + 1]) - first if start + 1 < len(indices) else 0
+        if step not in (-1, 0, 1):
+            step = 0
+        end = start + 1
+        while end < len(indices) and int(indices[end]) - int(indices[end - 1]) == step:
+            end += 1
+        count = end - start
+        if step == 1:
+            pieces.append(slice_axis(x, axis, first, first + count))
+        elif step == -1:
+            pieces.append(bind(p.rev_p, slice_axis(x, axis, first - count + 1, first + 1),
+                               dimensions=(axis,)))
+        else:
+            pieces.append(broadcast_to(slice_axis(x, axis, first, first + 1),
+                                       _side(x, axis, count)))
+        start = end
+    return concatenate(pieces, axis) if len(pieces) > 1 else pieces[0]
 
 
 def _pad_wrap(x, axis, before, after, _):
