@@ -286,6 +286,9 @@ class StackedBody:
         # by output, the blocks of other processes' positions (``LocalStack.absent``)
         self.absent = [[None if row is None else row[k] for row in absent]
                        for k in range(len(out_avals))]
+        # what each input and output is laid out by, zipped once (``run`` reads them per call)
+        self.in_layouts = list(zip(self.in_leads, lowered.in_shardings))
+        self.out_layouts = list(zip(self.plan.out_leads, lowered.out_specs, self.absent))
 
     def run(self, values: list, column):
         """Each output's ``LocalStack``, from the global ``values`` (``column(j)``: this
@@ -294,7 +297,7 @@ class StackedBody:
         devices: only the per-device path keeps them apart."""
         window = self.window
         stacked = []
-        for j, (lead, spec) in enumerate(zip(self.in_leads, self.lowered.in_shardings)):
+        for j, (lead, spec) in enumerate(self.in_layouts):
             value = values[j]
             array = type(value) is MpiArray or isinstance(value, Array)
             held = value._local if array else None
@@ -331,8 +334,8 @@ class StackedBody:
                 pending.clear()
             raise
         paths["stacked"] += 1
-        return [LocalStack(data, lead, window, spec, absent) for data, lead, spec, absent
-                in zip(outs, plan.out_leads, self.lowered.out_specs, self.absent)]
+        return [LocalStack(data, lead, window, spec, absent)
+                for data, (lead, spec, absent) in zip(outs, self.out_layouts)]
 
     def _locate(self, err: BaseException) -> None:
         """Name the failing equation, this process's devices and the process on ``err``."""
