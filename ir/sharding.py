@@ -989,7 +989,12 @@ class NamedSharding(Sharding):
 
     def shard_shape(self, global_shape) -> tuple:
         """The shape of each device's block of an array of ``global_shape`` (JAX's
-        IndivisibleError where the blocks would be unequal)."""
+        IndivisibleError where the blocks would be unequal; an IndexError where the spec
+        splits a dimension the shape does not have)."""
+        global_shape = tuple(global_shape)
+        if any(entry is not None for entry in tuple(self.spec)[len(global_shape):]):
+            raise IndexError(f"{self.spec} splits {len(self.spec)} dimensions; the shape "
+                             f"{global_shape} has {len(global_shape)}")
         try:
             return block_shape(tuple(global_shape), self.spec, self.mesh.shape)
         except ValueError:

@@ -184,8 +184,10 @@ class ShapedArray:
         return math.prod(self.shape)
 
     def update(self, shape=None, dtype=None, weak_type=None, **kwargs) -> "ShapedArray":
-        """This type with the fields given changed (JAX's ``update``)."""
-        kwargs.setdefault("sharding", self.sharding if shape is None else None)
+        """This type with the fields given changed (JAX's ``update``): its sharding kept for
+        a new shape of the same rank."""
+        kept = shape is None or len(tuple(shape)) == len(self.shape)
+        kwargs.setdefault("sharding", self.sharding if kept else None)
         kwargs.setdefault("manual_axis_type", self.manual_axis_type)
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,

@@ -78,7 +78,7 @@ def get_abstract_mesh() -> AbstractMesh:
     mesh = body.mesh if body is not None else current_mesh()
     if mesh is None:
         return EMPTY_MESH
-    abstract = mesh.abstract_mesh
+    abstract = getattr(mesh, "given_abstract", None) or mesh.abstract_mesh
     if body is not None:
         abstract = body_abstract_mesh(body)
     if _AUTO_AXES and set(_AUTO_AXES[-1]) & set(abstract.axis_names):
@@ -108,7 +108,11 @@ _AUTO_AXES: list = []
 def use_abstract_mesh(mesh: AbstractMesh):
     """Code inside sees ``mesh`` (an ``AbstractMesh``) as the current mesh: the current mesh's
     devices, in order, arranged as ``mesh`` says (its size must be theirs). PartitionSpecs and
-    ``reshard`` inside refer to it (JAX's ``use_abstract_mesh``)."""
+    ``reshard`` inside refer to it (JAX's ``use_abstract_mesh``); ``get_abstract_mesh`` inside
+    gives ``mesh`` itself."""
+    if not isinstance(mesh, AbstractMesh):
+        raise ValueError("Expected mesh of type `jax.sharding.AbstractMesh`. Got type:"
+                         f" {type(mesh)}")
     current = current_mesh()
     if current is not None and current.size != mesh.size and not mesh.empty:
         raise ValueError("use_abstract_mesh cannot change the size of the mesh. Got new mesh: "
@@ -121,6 +125,7 @@ def use_abstract_mesh(mesh: AbstractMesh):
                          f"current mesh has {len(devices)}")
     concrete = Mesh(np.array(devices, dtype=object).reshape(mesh.axis_sizes), mesh.axis_names,
                     axis_types=mesh.axis_types)
+    concrete.given_abstract = mesh      # what get_abstract_mesh gives inside (JAX's)
     with standing_for_abstract(concrete), _MeshScope(concrete):
         yield concrete
 

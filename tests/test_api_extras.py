@@ -352,6 +352,9 @@ def test_sharding_methods_and_shard_indices_are_jaxs():
     with pytest.raises(IndivisibleError, match=r"implies that array axis 0 is partitioned 4 "
                                                r"times, but the dimension size is 7"):
         sharding.shard_shape((7, 4))
+    with pytest.raises(IndexError, match="splits 2 dimensions"):     # JAX's IndexError
+        NamedSharding(mesh, P("x", "y")).shard_shape((8,))
+    assert NamedSharding(mesh, P("x", None)).shard_shape((8,)) == (2,)
     one = SingleDeviceSharding(jax.devices()[0])
     assert one.shard_shape((3, 2)) == (3, 2)
     assert one.devices_indices_map((3, 2)) == {jax.devices()[0]: (slice(None), slice(None))}

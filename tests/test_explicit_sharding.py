@@ -886,6 +886,15 @@ def test_abstract_meshes(mesh24):
     with jax.sharding.use_abstract_mesh(flat):
         check_result(jax.jit(lambda a: jax.sharding.reshard(a, P("A", None)) * 2)(x),
                      "float32[8@A,4]", host * 2)
+        # the abstract mesh in context is the one given (JAX's), not one made from devices
+        assert jax.sharding.get_abstract_mesh() == flat
+        assert str(jax.sharding.get_abstract_mesh()) == str(flat)
+    with pytest.raises(ValueError, match="Expected mesh of type `jax.sharding.AbstractMesh`"):
+        with jax.sharding.use_abstract_mesh(jax.sharding.get_mesh()):
+            pass
+    # a type's update keeps its sharding for a shape of the same rank
+    assert str(jax.typeof(x).update(shape=(4, 4))) == "float32[4@x,4@y]"
+    assert str(jax.typeof(x).update(shape=(4,))) == "float32[4]"
     text = jax.jit(lambda a: a.sum(0)).lower(x).compile().as_text()
     assert "all_reduce[" in text and "f32[8@x,4@y]" in text
 
