@@ -426,13 +426,17 @@ def _scan(f, init, xs, length, reverse, unroll, carry_name, construct):
     nc = len(init_flat)
     ys_tree_box: list = []
     out_weak: list = []       # which results the body gives weakly typed (they stay so)
+    pair_box: list = []       # the structure of the pair the body returns
     carry_name = carry_name or _param_name(f, 0, None)
 
     def flat_body(*args):
         carry = tree.tree_unflatten(carry_tree, args[:nc])
         x = tree.tree_unflatten(xs_tree, args[nc:])
-        # as JAX: any pytree node of two children (a tuple or list, as a rule) is the pair
-        new_carry, y = _pair(f(carry, x))
+        # as JAX: any pytree node of two children (a tuple or list, as a rule) is the pair,
+        # and the scan gives its results in that node (a list, a dict, a namedtuple)
+        result = f(carry, x)
+        new_carry, y = _pair(result)
+        pair_box[:] = [tree.tree_structure(result, is_leaf=lambda v: v is not result)]
         new_flat, new_tree = tree.tree_flatten(new_carry)
         ys_flat, ys_tree = tree.tree_flatten(y)
         check_returned_values(new_flat + ys_flat, (new_carry, y), f, "scan",
@@ -444,7 +448,7 @@ def _scan(f, init, xs, length, reverse, unroll, carry_name, construct):
 
     x_weak = [weakly_typed(x) for x in xs_flat]
     kept = dict(owner=f, key=("scan", carry_tree, xs_tree, construct, carry_name),
-                boxes=(ys_tree_box, out_weak))
+                boxes=(ys_tree_box, out_weak, pair_box))
     body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak, **kept)
     if _promote_weak_carries(init_flat, weak, body.out_avals[:nc]):
         carry_avals = [aval_of(v) for v in init_flat]
@@ -455,8 +459,8 @@ def _scan(f, init, xs, length, reverse, unroll, carry_name, construct):
     outs = weakened_where(_bind_scan_forwarding(body, consts, init_flat, xs_flat, length,
                                                 bool(reverse)), out_weak)
     outs = _given_where_forwarded(outs, given, converted)
-    return (tree.tree_unflatten(carry_tree, outs[:nc]),
-            tree.tree_unflatten(ys_tree_box[0], outs[nc:]))
+    return tree.tree_unflatten(pair_box[0], [tree.tree_unflatten(carry_tree, outs[:nc]),
+                                             tree.tree_unflatten(ys_tree_box[0], outs[nc:])])
 
 
 def _given_where_forwarded(outs, given, converted) -> list:
@@ -871,7 +875,9 @@ def switch(index, branches, *operands, operand=_NO_OPERAND):
     if len(branches) == 1:
         return branches[0](*operands)          # as JAX: no cond, so no predicate to type
     if is_python_scalar(index) or isinstance(index, (np.generic, np.ndarray)):
-        index = np.int32(min(max(int(index), 0), len(branches) - 1))
+        # converted to int32 first, wrapping as the conversion does (JAX's), then clamped
+        wrapped = (int(index) + 2 ** 31) % 2 ** 32 - 2 ** 31
+        index = np.int32(min(max(wrapped, 0), len(branches) - 1))
     else:
         index = bind(prims.convert_element_type_p, index, new_dtype=dtypes.int32) \
             if dtype != dtypes.int32 else index

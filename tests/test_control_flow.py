@@ -128,6 +128,23 @@ def test_scan_length_without_xs(wrap):
 
 
 @pytest.mark.parametrize("wrap", WRAPS)
+def test_scan_gives_its_results_in_the_pair_the_body_returns(wrap):
+    """Any pytree node of two children is the body's pair (JAX's): the scan's result is that
+    node, holding the final carry and the stacked outputs."""
+    import collections
+    Pair = collections.namedtuple("Pair", "c ys")
+    xs = np.arange(3, dtype=np.float32)
+    bodies = {list: lambda c, x: [c + x, c], dict: lambda c, x: {"carry": c + x, "ys": c},
+              Pair: lambda c, x: Pair(c + x, c), tuple: lambda c, x: (c + x, c)}
+    for kind, body in bodies.items():
+        out = wrap(lambda xs: lax.scan(body, np.float32(0), xs))(xs)
+        assert type(out) is kind, kind
+        carry, ys = out.values() if kind is dict else out
+        assert float(carry) == 3.0
+        np.testing.assert_array_equal(np.asarray(ys), [0.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("wrap", WRAPS)
 def test_scan_zero_length(wrap):
     xs = np.zeros((0, 3), np.float32)
     c, ys = wrap(lambda xs: lax.scan(lambda c, x: (c + x.sum(), (x * c, c)), np.float32(7), xs))(xs)
@@ -247,6 +264,9 @@ def test_switch_clamps_the_index(wrap):
         assert float(f(np.int32(k), np.float32(5))) == want, k
     # a Python index is clamped too
     assert float(lax.switch(9, branches, np.float32(5))) == -5.0
+    # after its conversion to int32, which wraps (JAX's): 2**32 is 0, 2**31 is negative
+    for k, want in ((2 ** 32, 105.0), (2 ** 31, 105.0), (np.int64(2 ** 40 + 1), 10.0)):
+        assert float(lax.switch(k, branches, np.float32(5))) == want, k
 
 
 def clamp(start, size, extent):
