@@ -11,6 +11,7 @@ complete them.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import weakref
 from collections.abc import Sequence
@@ -700,11 +701,46 @@ def _as_loop_index(value, dtype):
 
 
 def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
-    """``lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds."""
-    construct = "while_loop"
+    """``lax.while_loop``: repeat ``body_fun`` while ``cond_fun`` holds. A Ref (mutable
+    array) the body writes from outside is threaded through the loop as a carry, found by
+    tracing the body, and written when the loop is done (as ``scan`` does)."""
     _check_callable("while_loop", "body_fun and cond_fun arguments should be callable.",
                     body_fun, cond_fun)
     carry_name = carry_name or _param_name(body_fun, 0, None)
+    refs: list = []
+    while True:
+        try:
+            if not refs:
+                return _while_loop(cond_fun, body_fun, init_val, carry_name)
+            return _while_threading(refs, cond_fun, body_fun, init_val, carry_name)
+        except (ClosedOverRef, RefWrittenOutside) as found:
+            if any(r is found.ref for r in refs):
+                raise
+            refs.append(found.ref)
+
+
+def _while_threading(refs, cond_fun, body_fun, init_val, carry_name):
+    """The while loop of ``body_fun`` with ``refs`` as further carries: each holds its carry
+    while the functions are traced, and is written with the last when the loop is done."""
+    def cond(carry):
+        own, held = carry
+        with swapped_in(refs, held):
+            return cond_fun(own)
+
+    def body(carry):
+        own, held = carry
+        with swapped_in(refs, held):
+            new = body_fun(own)
+            return new, [r._value for r in refs]
+
+    out, left = _while_loop(cond, body, (init_val, [r._read() for r in refs]), carry_name)
+    for r, value in zip(refs, left):
+        r._write(value)
+    return out
+
+
+def _while_loop(cond_fun, body_fun, init_val, carry_name):
+    construct = "while_loop"
     if _jit_disabled():
         try:
             val = tree.tree_map(_as_loop_value, init_val)
@@ -892,6 +928,39 @@ def switch(index, branches, *operands, operand=_NO_OPERAND):
 
 
 def _switch(construct, index, branches, names, operands):
+    """The ``cond`` of ``branches`` (``_switch_once``); a Ref (mutable array) a branch writes
+    from outside is passed in as a further operand, found by tracing the branches, returned
+    by every branch, and written with the result."""
+    refs: list = []
+    while True:
+        try:
+            if not refs:
+                return _switch_once(construct, index, branches, names, operands)
+            return _switch_threading(refs, construct, index, branches, names, operands)
+        except (ClosedOverRef, RefWrittenOutside) as found:
+            if any(r is found.ref for r in refs):
+                raise
+            refs.append(found.ref)
+
+
+def _switch_threading(refs, construct, index, branches, names, operands):
+    def threaded(branch):
+        @functools.wraps(branch)
+        def run(*args):
+            *ops, held = args
+            with swapped_in(refs, held):
+                out = branch(*ops)
+                return out, [r._value for r in refs]
+        return run
+
+    out, left = _switch_once(construct, index, [threaded(b) for b in branches], names,
+                             tuple(operands) + ([r._read() for r in refs],))
+    for r, value in zip(refs, left):
+        r._write(value)
+    return out
+
+
+def _switch_once(construct, index, branches, names, operands):
     """Trace every branch with the operands' own types, check them as JAX does, and bind one
     ``cond``. Outputs every branch returns as the same operand are that operand, not outputs
     of the cond (JAX forwards them too), so they keep its type."""

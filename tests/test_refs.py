@@ -192,6 +192,48 @@ def test_scan_threads_a_ref_its_body_writes():
     np.testing.assert_array_equal(np.asarray(acc[...]), [6.0, 6.0])
 
 
+def test_while_loops_and_branches_thread_the_refs_they_write():
+    """As scan does: a ref a while loop's body or a cond/switch branch writes from outside is
+    threaded through it (JAX writes it in place), eagerly and under jit."""
+    grown = shardc.new_ref(jnp.ones(2))
+    total = shardc.new_ref(jnp.zeros(()))
+
+    def body(c):
+        grown[...] = grown[...] * 2.0
+        total[...] = total[...] + c
+        return c + 1
+
+    assert int(shardc.lax.while_loop(lambda c: c < 3, body, 0)) == 3
+    np.testing.assert_array_equal(np.asarray(grown[...]), [8.0, 8.0])
+    assert float(total[...]) == 3.0
+    marks = shardc.new_ref(jnp.zeros(3))
+
+    def first(x):
+        marks[0] = x
+        return x * 2
+
+    def second(x):
+        marks[1] = x + 1
+        return x * 3
+
+    assert float(shardc.lax.cond(True, first, second, 5.0)) == 10.0
+    assert float(shardc.lax.cond(False, first, second, 7.0)) == 21.0
+    np.testing.assert_array_equal(np.asarray(marks[...]), [5.0, 8.0, 0.0])
+    shardc.lax.switch(5, [lambda: None, lambda: marks.__setitem__(2, -1.0)])   # clamped: 1
+    np.testing.assert_array_equal(np.asarray(marks[...]), [5.0, 8.0, -1.0])
+
+    @shardc.jit
+    def run(x):
+        r = shardc.new_ref(x)
+        shardc.lax.cond(x.sum() > 0, lambda: r.__setitem__(..., r[...] + 1), lambda: None)
+        shardc.lax.while_loop(lambda c: c < 2,
+                              lambda c: (r.__setitem__(..., r[...] * 3), c + 1)[1], 0)
+        return r[...]
+
+    np.testing.assert_array_equal(np.asarray(run(jnp.ones(2))), [18.0, 18.0])
+    np.testing.assert_array_equal(np.asarray(run(-jnp.ones(2))), [-9.0, -9.0])
+
+
 def test_what_shardc_refuses():
     ref = shardc.new_ref(jnp.ones(3))
     # the function named with where it is defined, as JAX's
