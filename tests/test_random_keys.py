@@ -455,6 +455,38 @@ def test_more_functions_that_move_elements_take_key_arrays():
     assert jnp.result_type(keys) == keys.dtype
 
 
+def test_functions_that_transpose_flip_roll_and_split_take_key_arrays():
+    """transpose, swapaxes, moveaxis, flip, roll, squeeze, split, array_split, unstack,
+    hstack, vstack, atleast_2d, copy, size and array of a list of keys act on the keys, their
+    words kept together (JAX's), under jit too."""
+    keys = random.split(random.key(0), (2, 3))
+    data = _data(keys)
+    cases = {
+        "transpose": (lambda: jnp.transpose(keys), data.transpose(1, 0, 2)),
+        "swapaxes": (lambda: jnp.swapaxes(keys, 0, -1), data.transpose(1, 0, 2)),
+        "moveaxis": (lambda: jnp.moveaxis(keys, 0, -1), data.transpose(1, 0, 2)),
+        "flip": (lambda: jnp.flip(keys), data[::-1, ::-1]),
+        "flip axis": (lambda: jnp.flip(keys, -1), data[:, ::-1]),
+        "fliplr": (lambda: jnp.fliplr(keys), data[:, ::-1]),
+        "roll": (lambda: jnp.roll(keys, 1), np.roll(data.reshape(6, 2), 1, 0).reshape(2, 3, 2)),
+        "roll axis": (lambda: jnp.roll(keys, -1, axis=-1), np.roll(data, -1, 1)),
+        "squeeze": (lambda: jnp.squeeze(keys[:1]), data[0]),
+        "split": (lambda: jnp.split(keys, 3, axis=1)[1], data[:, 1:2]),
+        "array_split": (lambda: jnp.array_split(keys, 2, axis=1)[0], data[:, :2]),
+        "unstack": (lambda: jnp.unstack(keys, axis=1)[2], data[:, 2]),
+        "hstack": (lambda: jnp.hstack([keys, keys]), np.concatenate([data, data], 1)),
+        "vstack": (lambda: jnp.vstack([keys, keys]), np.concatenate([data, data], 0)),
+        "atleast_2d": (lambda: jnp.atleast_2d(keys[0, 0]), data[0, 0][None, None]),
+        "copy": (lambda: jnp.copy(keys), data),
+        "array of keys": (lambda: jnp.array([keys[0, 0], keys[1, 1]]), data[[0, 1], [0, 1]]),
+    }
+    for name, (make, want) in cases.items():
+        for got in (make(), shardc.jit(make)()):
+            assert got.dtype == keys.dtype, name
+            np.testing.assert_array_equal(_data(got), want, err_msg=name)
+    assert jnp.size(keys) == 6 and jnp.size(keys, 1) == 3
+
+
 def test_full_and_full_like_make_keys():
     """jnp.full/zeros/ones/empty of a key dtype fill each key's data words with the value; a
     key fill is broadcast; full_like and the other *_like follow a key array's dtype (JAX's)."""

@@ -175,6 +175,8 @@ def shape_of(x) -> tuple:
     aval = getattr(x, "aval", None)          # an array or a traced value: at once
     if aval is not None:
         return aval.shape
+    if is_key_array(x):
+        return tuple(x.shape)                   # (the keys', not their data's)
     return aval_of(jax_array_of(x)).shape
 
 

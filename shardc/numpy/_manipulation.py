@@ -24,9 +24,9 @@ from shardc.numpy._arithmetic import (add, clip, equal, greater_equal, less, les
                                       where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, concatenate, concrete_value, convert, copied,
-                                dtype_of, expand_dims, fresh, full, index_tuple, key_array_rule,
-                                ndim_of, ravel, reshape, shape_of, shape_tuple, STATIC_AXIS,
-                                weakly_typed_like, zeros)
+                                dtype_of, expand_dims, fresh, full, index_tuple, is_key_array,
+                                key_array_rule, ndim_of, ravel, reshape, shape_of, shape_tuple,
+                                STATIC_AXIS, weakly_typed_like, zeros)
 from shardc.numpy._indexing import take
 from shardc.numpy._reductions import max as reduce_max, mean as reduce_mean, min as reduce_min
 from shardc.numpy._reductions import sum as reduce_sum
@@ -43,6 +43,8 @@ __all__ = [
 
 def transpose(x, axes=None):
     """Permute the dimensions of ``x`` (reverse them when ``axes`` is None)."""
+    if is_key_array(x):         # a key array's data moves with it, its words' axis last
+        return x.transpose(*(() if axes is None else (tuple(axes),)))
     x = as_array(x)
     ndim = len(shape_of(x))
     perm = tuple(reversed(range(ndim))) if axes is None else tuple(
@@ -73,11 +75,14 @@ def moveaxis(x, source, destination):
     perm = [d for d in range(ndim) if d not in source]
     for dest, src in sorted(zip(destination, source)):
         perm.insert(dest, src)
-    return fresh(transpose(x, perm))          # a new array, as JAX's jitted moveaxis
+    moved = transpose(x, perm)
+    return moved if is_key_array(moved) else fresh(moved)   # new, as JAX's jitted moveaxis
 
 
 def squeeze(x, axis=None):
     """``x`` without its size-1 dimensions (all of them, or those in ``axis``)."""
+    if is_key_array(x):
+        return x.squeeze(axis)
     shape = shape_of(x)
     if axis is None:
         dims = tuple(k for k, d in enumerate(shape) if d == 1)
@@ -105,7 +110,8 @@ def hstack(arrays, dtype=None):
 
 def atleast_1d(*arys):
     """Each array with at least one dimension (a list of them for several)."""
-    out = [reshape(x, (1,)) if shape_of(x) == () else fresh(as_array(x)) for x in arys]
+    out = [reshape(x, (1,)) if shape_of(x) == () else x if is_key_array(x)
+           else fresh(as_array(x)) for x in arys]
     return out[0] if len(out) == 1 else out
 
 
@@ -131,7 +137,7 @@ def split(x, indices_or_sections, axis=0):
             raise ValueError("array split does not result in an equal division")
         bounds = [k * (n // sections) for k in range(sections + 1)]
     cuts = [slice(lo, hi).indices(n)[:2] for lo, hi in zip(bounds[:-1], bounds[1:])]
-    if aval_of(x).type_sharding is not None:
+    if not is_key_array(x) and aval_of(x).type_sharding is not None:
         for lo, hi in cuts:       # JAX's split keeps the split where each piece divides
             kept_if_divisible("split", aval_of(x),
                               shape[:axis] + (builtins.max(0, hi - lo),) + shape[axis + 1:])
@@ -168,6 +174,8 @@ def slice_axis(x, axis, lo, hi):
     start = [0] * len(shape)
     limit = list(shape)
     start[axis], limit[axis] = lo, hi
+    if (rule := key_array_rule("slice", x)) is not None:
+        return rule(x, tuple(start), tuple(limit), None)
     return bind(p.slice_p, x, start_indices=tuple(start), limit_indices=tuple(limit),
                 strides=None)
 
@@ -535,6 +543,8 @@ def flip(x, axis=None):
     ndim = len(shape_of(x))
     dims = tuple(range(ndim)) if axis is None else tuple(
         canonical_axis(a, ndim) for a in index_tuple(axis, STATIC_AXIS))
+    if (rule := key_array_rule("rev", x)) is not None:
+        return rule(x, dims)
     return bind(p.rev_p, x, dimensions=dims)
 
 
@@ -543,6 +553,8 @@ def roll(x, shift, axis=None):
     of shifts or of axes rolls each along its own (broadcast against each other, as JAX's;
     shifts of one axis add up). Shifts may be traced: then each roll is a dynamic slice of
     the axis doubled."""
+    if (rule := key_array_rule("roll", x)) is not None:
+        return rule(x, shift, axis)
     x = as_array(x)                     # an array even where nothing moves (as JAX's)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), shape_of(x))
@@ -658,6 +670,9 @@ def dsplit(ary, indices_or_sections):
 
 def unstack(x, /, *, axis=0):
     """The slices of ``x`` along ``axis``, as a tuple."""
+    if is_key_array(x):
+        moved = moveaxis(x, axis, 0)
+        return tuple(moved[k] for k in range(moved.shape[0]))
     x = as_array(x)
     if ndim_of(x) == 0:
         raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was "
@@ -708,6 +723,8 @@ def append(arr, values, axis=None):
 
 def copy(a, order=None):
     """A copy of ``a``: a new array with a buffer of its own (traced: JAX's ``copy``)."""
+    if is_key_array(a):
+        return a.copy()
     result = asarray(as_array(a))
     return copied(result) if result is a else result     # (a host value is copied in)
 
@@ -909,7 +926,7 @@ def _shape_of_arraylike(a, name: str) -> tuple:
                       "0. In a future JAX release this will be an error.", DeprecationWarning,
                       stacklevel=3)
         return tuple(np.shape(a))
-    return shape_of(as_array(a))
+    return tuple(a.shape) if is_key_array(a) else shape_of(as_array(a))
 
 
 def size(a, axis=None) -> int:

@@ -568,7 +568,23 @@ def _full_like_keys(x, fill_value, dtype, shape):
     return _full_keys(shape, fill_value, dtype)
 
 
+def _rev_keys(keys, dimensions):
+    return PRNGKeyArray(keys._impl, lax.rev(keys._base, tuple(dimensions)))
+
+
+def _roll_keys(keys, shift, axis):
+    """jnp.roll of keys: along key dimensions (of all keys flattened when ``axis`` is None),
+    their words kept together."""
+    if axis is None:
+        return _roll_keys(keys.reshape(-1), shift, 0).reshape(keys.shape)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(canonical_axis(a, keys.ndim) for a in axes)
+    return PRNGKeyArray(keys._impl, jnp.roll(keys._base, shift, axes))
+
+
 def _asarray_keys(keys, dtype, copy):
+    if isinstance(keys, (list, tuple)):          # jnp.array([k1, k2]): the keys stacked
+        keys = _stack_keys(keys, 0)
     if dtype is not None and (not isinstance(dtype, KeyDtype) or dtype.impl != keys._impl):
         raise TypeError(f"Cannot convert an array of dtype {keys.dtype} to dtype {dtype}; use "
                         "jax.random.key_data to read its data")
@@ -607,7 +623,8 @@ KEY_ARRAY_RULES.update(where=_where_keys, concatenate=_concatenate_keys, stack=_
                        tile=_tile_keys, full=_full_keys, full_like=_full_like_keys,
                        asarray=_asarray_keys, result_type=_result_type_keys, slice=_slice_keys,
                        dynamic_slice=_dynamic_slice_keys,
-                       dynamic_update_slice=_dynamic_update_slice_keys)
+                       dynamic_update_slice=_dynamic_update_slice_keys, rev=_rev_keys,
+                       roll=_roll_keys)
 
 
 def key_data(keys):
