@@ -262,17 +262,17 @@ def _check_cotangents(cts, outvars) -> None:
             # an array's type says how it is split over Explicit axes: it must be the
             # output's (a host value has no type, and is laid out as the output is; so is a
             # traced one typed unsplit, as the basis jacrev maps over)
-            raise ValueError(
-                "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
-                f"{got.str_long(None)}, but expected {aval.str_long(None)} because the "
-                "corresponding output of the differentiated function had JAX type "
-                f"{aval.str_long(None)}")
-        raise ValueError(
-            "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
-            f"{_type_text(got_shape, got_dtype)}, but expected "
-            f"{_type_text(aval.shape, aval.dtype if inexact else dtypes.FLOAT0)} because the "
-            "corresponding output of the differentiated function had JAX type "
-            f"{aval.str_long(None)}")
+            raise _cotangent_type_error(got.str_long(None), aval.str_long(None), aval)
+        raise _cotangent_type_error(
+            _type_text(got_shape, got_dtype),
+            _type_text(aval.shape, aval.dtype if inexact else dtypes.FLOAT0), aval)
+
+
+def _cotangent_type_error(got: str, expected: str, aval) -> ValueError:
+    return ValueError(
+        f"unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got {got}, but "
+        f"expected {expected} because the corresponding output of the differentiated "
+        f"function had JAX type {aval.str_long(None)}")
 
 
 def _concrete_array(value) -> bool:

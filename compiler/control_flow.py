@@ -318,17 +318,30 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     _check_callable("scan", "f argument should be a callable.", f)
     if _jit_disabled():
         return _scan_python(f, init, xs, length, reverse)
+    return _threading_refs(
+        lambda: _scan(f, init, xs, length, reverse, unroll, carry_name, construct),
+        lambda refs: _scan_threading(refs, f, init, xs, length, reverse, unroll, carry_name,
+                                     construct))
+
+
+def _threading_refs(plain, threaded):
+    """``plain()``; where the functions it traces write Refs they close over (found one at a
+    time, as tracing meets them), ``threaded(refs)``, which passes those Refs through the
+    construct and writes them with its results (``_written_back``)."""
     refs: list = []
     while True:
         try:
-            if not refs:
-                return _scan(f, init, xs, length, reverse, unroll, carry_name, construct)
-            return _scan_threading(refs, f, init, xs, length, reverse, unroll, carry_name,
-                                   construct)
+            return threaded(refs) if refs else plain()
         except (ClosedOverRef, RefWrittenOutside) as found:
             if any(r is found.ref for r in refs):
                 raise
             refs.append(found.ref)
+
+
+def _written_back(refs, values) -> None:
+    """Each of ``refs`` written with its value as the construct left it."""
+    for r, value in zip(refs, values):
+        r._write(value)
 
 
 def _jit_disabled() -> bool:
@@ -402,8 +415,7 @@ def _scan_threading(refs, f, init, xs, length, reverse, unroll, carry_name, cons
 
     (out, left), ys = _scan(body, (init, [r._read() for r in refs]), xs, length, reverse,
                             unroll, carry_name, construct)
-    for r, value in zip(refs, left):
-        r._write(value)
+    _written_back(refs, left)
     return out, ys
 
 
@@ -707,16 +719,9 @@ def while_loop(cond_fun, body_fun, init_val, *, carry_name=None):
     _check_callable("while_loop", "body_fun and cond_fun arguments should be callable.",
                     body_fun, cond_fun)
     carry_name = carry_name or _param_name(body_fun, 0, None)
-    refs: list = []
-    while True:
-        try:
-            if not refs:
-                return _while_loop(cond_fun, body_fun, init_val, carry_name)
-            return _while_threading(refs, cond_fun, body_fun, init_val, carry_name)
-        except (ClosedOverRef, RefWrittenOutside) as found:
-            if any(r is found.ref for r in refs):
-                raise
-            refs.append(found.ref)
+    return _threading_refs(
+        lambda: _while_loop(cond_fun, body_fun, init_val, carry_name),
+        lambda refs: _while_threading(refs, cond_fun, body_fun, init_val, carry_name))
 
 
 def _while_threading(refs, cond_fun, body_fun, init_val, carry_name):
@@ -734,8 +739,7 @@ def _while_threading(refs, cond_fun, body_fun, init_val, carry_name):
             return new, [r._value for r in refs]
 
     out, left = _while_loop(cond, body, (init_val, [r._read() for r in refs]), carry_name)
-    for r, value in zip(refs, left):
-        r._write(value)
+    _written_back(refs, left)
     return out
 
 
@@ -931,16 +935,9 @@ def _switch(construct, index, branches, names, operands):
     """The ``cond`` of ``branches`` (``_switch_once``); a Ref (mutable array) a branch writes
     from outside is passed in as a further operand, found by tracing the branches, returned
     by every branch, and written with the result."""
-    refs: list = []
-    while True:
-        try:
-            if not refs:
-                return _switch_once(construct, index, branches, names, operands)
-            return _switch_threading(refs, construct, index, branches, names, operands)
-        except (ClosedOverRef, RefWrittenOutside) as found:
-            if any(r is found.ref for r in refs):
-                raise
-            refs.append(found.ref)
+    return _threading_refs(
+        lambda: _switch_once(construct, index, branches, names, operands),
+        lambda refs: _switch_threading(refs, construct, index, branches, names, operands))
 
 
 def _switch_threading(refs, construct, index, branches, names, operands):
@@ -955,8 +952,7 @@ def _switch_threading(refs, construct, index, branches, names, operands):
 
     out, left = _switch_once(construct, index, [threaded(b) for b in branches], names,
                              tuple(operands) + ([r._read() for r in refs],))
-    for r, value in zip(refs, left):
-        r._write(value)
+    _written_back(refs, left)
     return out
 
 

@@ -13,8 +13,8 @@ import numpy as np
 from ir import collectives as coll
 from runtime import collectives
 from runtime.mpi.agreement import settle_then_wait
-from runtime.mpi.exchanges import contiguous, natively_reducible_type, raw_bytes
-from runtime.mpi.world import world
+from runtime.mpi.exchanges import (contiguous, native_op, native_total,
+                                   natively_reducible_type, raw_bytes)
 
 
 def _all_reduce(comm, k, operand, *, reduction, **params):
@@ -32,21 +32,13 @@ def _all_reduce(comm, k, operand, *, reduction, **params):
 
 def _native_all_reduce(comm, k, operand, *, reduction, **params):
     """MPI's own Allreduce (SHARDC_MPI_REDUCTIONS=native): fast, not bit-exact (MPI picks the
-    order); a sum made +0.0-based, a mean divided by the group's size, as the exchange's."""
-    MPI = world().MPI
-    op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduction]
-    summed, n = reduction in ("sum", "mean"), comm.size
-    mean_dtype = coll.reduced_dtype(operand.dtype, "mean")
+    order); the result as the exchange's (``native_total``)."""
+    op, n = native_op(reduction), comm.size
 
     def call(block, state):
         total = np.empty_like(block)
         settle_then_wait(state, [comm.Iallreduce(block, total, op=op)])
-        if summed:
-            total = collectives.positive_zero_sum(total, in_place=True)
-        if reduction == "mean":
-            total = collectives.mean_of_sum(total, n, total.ndim).astype(mean_dtype,
-                                                                         copy=False)
-        return total
+        return native_total(total, reduction, n, True)
     return call
 
 

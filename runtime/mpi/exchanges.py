@@ -311,7 +311,6 @@ def natively_reducible_type(dtype, reduction) -> bool:
 def native_all_reduce(state, comm, ranks, local, members, waiting, reduction) -> dict:
     """MPI's Allreduce over the ranks' partial reductions: fast, not bit-exact (MPI picks the
     order)."""
-    MPI = world().MPI
     blocks = [np.asarray(waiting[m].value) for m in local]
     summed = reduction in ("sum", "mean")
     if len(blocks) == 1:
@@ -322,14 +321,27 @@ def native_all_reduce(state, comm, ranks, local, members, waiting, reduction) ->
         partial = contiguous(collectives.all_reduce(blocks, reduction="sum" if summed
                                                     else reduction)[0])
     total = np.empty_like(partial)
-    op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduction]
-    settle_then_wait(state, [comm.Iallreduce(partial, total, op=op)])
-    if summed and len(blocks) == 1:
+    settle_then_wait(state, [comm.Iallreduce(partial, total, op=native_op(reduction))])
+    total = native_total(total, reduction, len(members), len(blocks) == 1)
+    return {m: total for m in local}
+
+
+def native_op(reduction: str):
+    """MPI's operation for a native all-reduce (a mean is a sum, divided afterwards)."""
+    MPI = world().MPI
+    return {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[reduction]
+
+
+def native_total(total, reduction: str, count: int, as_given: bool):
+    """MPI's Allreduce result ``total`` as the reduction gives it: a sum of blocks MPI added
+    as they were given (``as_given``) made +0.0-based, in place; a mean the sum over the
+    group's ``count`` members."""
+    if as_given and reduction in ("sum", "mean"):
         total = collectives.positive_zero_sum(total, in_place=True)
     if reduction == "mean":
-        total = collectives.mean_of_sum(total, len(members), total.ndim).astype(
-            coll.reduced_dtype(partial.dtype, "mean"), copy=False)
-    return {m: total for m in local}
+        total = collectives.mean_of_sum(total, count, total.ndim).astype(
+            coll.reduced_dtype(total.dtype, "mean"), copy=False)
+    return total
 
 
 def contiguous(value) -> np.ndarray:

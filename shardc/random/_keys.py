@@ -631,10 +631,7 @@ def key_data(keys):
     """The ``uint32[..., W]`` data of a key array (raw key data is returned as it is, where
     ``jax_legacy_prng_key`` allows it)."""
     if not isinstance(keys, PRNGKeyArray):
-        _check_legacy()
-        data = jnp.asarray(keys)
-        _check_key_data(resolve_impl(None), data)
-        return data
+        return _raw_key_data(keys)
     data = keys._base
     sharding = getattr(data, "sharding", None)
     if isinstance(data, _Array) and not isinstance(data, Tracer) \
@@ -694,10 +691,8 @@ def key_impl(keys) -> PRNGImpl:
         return keys._impl
     if not hasattr(keys, "dtype"):
         raise TypeError(f"key_impl accepts a typed key array, got {type(keys).__name__}")
-    _check_legacy()
-    impl = resolve_impl(None)
-    _check_key_data(impl, jnp.asarray(keys))
-    return impl
+    _raw_key_data(keys)
+    return resolve_impl(None)
 
 
 def clone(keys):
@@ -722,9 +717,7 @@ def single_key_data(name: str, keys):
             raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                              f"{keys.shape} != (). Use jax.vmap for batching.")
         return keys._base
-    _check_legacy()
-    data = jnp.asarray(keys)
-    _check_key_data(resolve_impl(None), data)
+    data = _raw_key_data(keys)
     if data.ndim > 1:
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{tuple(data.shape[:-1])} != (). Use jax.vmap for batching.")
@@ -736,8 +729,10 @@ _LEGACY_KEY = ("Legacy uint32 key array passed as key to jax.random function. Pl
                "jax_legacy_prng_key=\"allow\".")
 
 
-def _check_legacy() -> None:
-    """JAX's error or warning for raw key data, as ``jax_legacy_prng_key`` asks."""
+def _raw_key_data(keys):
+    """Raw key data given where keys are taken, as an array of the default implementation's
+    key data: JAX's error or warning for it first, as ``jax_legacy_prng_key`` asks, then its
+    TypeError for data that cannot be keys."""
     mode = config.read("jax_legacy_prng_key")
     if mode == "error":
         raise ValueError(_LEGACY_KEY)
@@ -746,6 +741,9 @@ def _check_legacy() -> None:
     elif config.read("jax_enable_custom_prng"):
         warnings.warn("Raw arrays as random keys to jax.random functions are deprecated. "
                       "Assuming valid threefry2x32 key for now.", FutureWarning, stacklevel=3)
+    data = jnp.asarray(keys)
+    _check_key_data(resolve_impl(None), data)
+    return data
 
 
 def _raw_keys_out(data):
