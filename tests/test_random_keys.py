@@ -487,6 +487,40 @@ def test_functions_that_transpose_flip_roll_and_split_take_key_arrays():
     assert jnp.size(keys) == 6 and jnp.size(keys, 1) == 3
 
 
+def test_lax_functions_that_move_elements_take_key_arrays():
+    """lax.concatenate, transpose, broadcast_in_dim, broadcast, select_n and jnp.repeat act on
+    the keys, their words kept together (JAX's), under jit too; their shape checks still
+    apply."""
+    keys = random.split(random.key(0), (2, 3))
+    data = _data(keys)
+    which = np.array([[True, False, True], [False, False, True]])
+    cases = {
+        "concatenate": (lambda: lax.concatenate([keys, keys[:1]], 0),
+                        np.concatenate([data, data[:1]], 0)),
+        "transpose": (lambda: lax.transpose(keys, (1, 0)), data.transpose(1, 0, 2)),
+        "broadcast_in_dim": (lambda: lax.broadcast_in_dim(keys, (4, 2, 3), (1, 2)),
+                             np.broadcast_to(data, (4, 2, 3, 2))),
+        "broadcast_in_dim size 1": (lambda: lax.broadcast_in_dim(keys[:1], (2, 3, 5), (0, 1)),
+                                    np.broadcast_to(data[:1, :, None], (2, 3, 5, 2))),
+        "broadcast": (lambda: lax.broadcast(keys, (5,)), np.broadcast_to(data, (5, 2, 3, 2))),
+        "select_n": (lambda: lax.select_n(which, keys, keys[::-1]),
+                     np.where(which[..., None], data[::-1], data)),
+        "select_n scalar": (lambda: lax.select_n(True, keys, keys[::-1]), data[::-1]),
+        "repeat": (lambda: jnp.repeat(keys, 2, axis=1), np.repeat(data, 2, 1)),
+        "repeat flat": (lambda: jnp.repeat(keys, 2), np.repeat(data.reshape(6, 2), 2, 0)),
+    }
+    for name, (make, want) in cases.items():
+        for got in (make(), shardc.jit(make)()):
+            assert got.dtype == keys.dtype, name
+            np.testing.assert_array_equal(_data(got), want, err_msg=name)
+    with pytest.raises(TypeError, match="concatenate dimension out of bounds"):
+        lax.concatenate([keys, keys], 2)
+    with pytest.raises(TypeError, match="permutation"):
+        lax.transpose(keys, (0, 0))
+    with pytest.raises(TypeError, match="same implementation"):
+        lax.select_n(True, keys, random.split(random.key(0, impl="rbg"), (2, 3)))
+
+
 def test_full_and_full_like_make_keys():
     """jnp.full/zeros/ones/empty of a key dtype fill each key's data words with the value; a
     key fill is broadcast; full_like and the other *_like follow a key array's dtype (JAX's)."""

@@ -17,6 +17,7 @@ from ir import primitives as p
 from ir.sharding import NamedSharding, PartitionSpec
 from ir.sharding_rules import kept_if_divisible, named_sharding, partitions
 import shardc.numpy as jnp
+from shardc.numpy._core import key_array_rule
 from shardc.lax._convolution import padtype_to_pads
 from shardc.lax._ops import (ANY, ORDERED, add as lax_add, check_operand_ranks, lax_binary,
                              max as lax_max, min as lax_min, same_dtypes_error)
@@ -136,6 +137,8 @@ def select_n(which, *cases):
     """``cases[which]`` elementwise: ``which`` boolean (two cases) or int32 (any number)."""
     if not cases:
         raise ValueError("select_n() must have at least one case")
+    if (rule := key_array_rule("select_n", list(cases))) is not None and len(cases) > 1:
+        return rule(which, *cases)
     which = array_operand(which)
     cases = [array_operand(c) for c in cases]
     if len(cases) == 1:

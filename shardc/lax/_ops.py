@@ -22,7 +22,7 @@ from shardc.numpy._indexing import index_as_int32
 from ir.sharding import NamedSharding
 from ir.sharding_rules import mesh_explicit
 from shardc.numpy._core import (asked_dtype, check_out_sharding, constrain, dtype_of, keeps_weak,
-                                key_array_rule, promote, shape_of)
+                                is_key_array, key_array_rule, promote, shape_of)
 from shardc.sharding import resolve_sharding
 
 __all__ = [
@@ -141,6 +141,9 @@ def broadcast_in_dim(x, shape, broadcast_dimensions, out_sharding=None):
     """``x`` broadcast to ``shape``, its dimensions at ``broadcast_dimensions``;
     ``out_sharding``: the result's split (lax accepts any)."""
     shape, dims = tuple(shape), tuple(broadcast_dimensions)
+    if (rule := key_array_rule("broadcast_in_dim", x)) is not None and out_sharding is None:
+        _check_broadcast_in_dim(x.shape, shape, dims)
+        return rule(x, shape, dims)
     _check_broadcast_in_dim(aval_of(x).shape, shape, dims)
     result = bind(p.broadcast_in_dim_p, x, shape=shape, broadcast_dimensions=dims)
     if out_sharding is None:
@@ -366,6 +369,11 @@ def concatenate(operands, dimension):
     """``operands`` joined along ``dimension`` (JAX's signature: the dimension is required)."""
     if len(operands) == 0:
         raise ValueError("concatenate requires a non-empty sequences of arrays")
+    if (rule := key_array_rule("concatenate", list(operands))) is not None:
+        if not 0 <= dimension < operands[0].ndim:
+            raise TypeError(f"concatenate dimension out of bounds: dimension {dimension} for "
+                            f"shapes {', '.join(str(tuple(x.shape)) for x in operands)}.")
+        return rule(operands, dimension)
     dtypes = [dtype_of(x) for x in operands]
     if len(set(dtypes)) > 1:        # lax does not promote
         raise TypeError("lax.concatenate requires arguments to have the same dtypes, got "
@@ -384,8 +392,14 @@ def transpose(operand, permutation):
     >>> transpose(jnp.ones((2, 3)), (1, 0)).shape
     (3, 2)
     """
-    operand = array_operand(operand)
     permutation = tuple(operator.index(d) for d in permutation)
+    if is_key_array(operand):
+        if sorted(permutation) != list(range(operand.ndim)):
+            raise TypeError(f"transpose permutation isn't a permutation of operand dimensions, "
+                            f"got permutation {permutation} for operand shape "
+                            f"{tuple(operand.shape)}.")
+        return operand.transpose(permutation)      # the words' axis stays last
+    operand = array_operand(operand)
     if permutation == tuple(range(np.ndim(operand))):
         return operand
     return bind(p.transpose_p, operand, permutation=permutation)

@@ -482,6 +482,8 @@ def repeat(x, repeats, axis=None, *, total_repeat_length=None, out_sharding=None
     JAX's). Where ``x``'s type splits that axis (or ``axis`` is None and any), JAX asks for
     ``out_sharding=``; with it the repeat runs whole along the mesh's axes and is then laid
     out so."""
+    if (rule := key_array_rule("repeat", x)) is not None and out_sharding is None:
+        return rule(x, repeats, axis, total_repeat_length)
     if out_sharding is not None:
         return auto_axes(lambda v: repeat(v, repeats, axis,
                                           total_repeat_length=total_repeat_length),

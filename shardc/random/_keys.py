@@ -572,6 +572,31 @@ def _rev_keys(keys, dimensions):
     return PRNGKeyArray(keys._impl, lax.rev(keys._base, tuple(dimensions)))
 
 
+def _broadcast_in_dim_keys(keys, shape, broadcast_dimensions):
+    """lax.broadcast_in_dim of keys: the words' axis kept last."""
+    shape = tuple(shape)
+    return PRNGKeyArray(keys._impl, lax.broadcast_in_dim(
+        keys._base, shape + (keys._impl.words,), tuple(broadcast_dimensions) + (len(shape),)))
+
+
+def _select_n_keys(which, *cases):
+    """lax.select_n of keys: ``which`` picks whole keys (it broadcasts over their words)."""
+    impl = _common_impl(cases, "select_n")
+    which = jnp.asarray(which)
+    if which.ndim:
+        which = jnp.broadcast_to(jnp.expand_dims(which, -1), cases[0]._base.shape)
+    return PRNGKeyArray(impl, lax.select_n(which, *[c._base for c in cases]))
+
+
+def _repeat_keys(keys, repeats, axis, total_repeat_length):
+    """jnp.repeat of keys along a key dimension (of all keys flattened when ``axis`` is None)."""
+    if axis is None:
+        keys, axis = keys.reshape(-1), 0
+    axis = canonical_axis(axis, keys.ndim)
+    return PRNGKeyArray(keys._impl, jnp.repeat(keys._base, repeats, axis,
+                                               total_repeat_length=total_repeat_length))
+
+
 def _roll_keys(keys, shift, axis):
     """jnp.roll of keys: along key dimensions (of all keys flattened when ``axis`` is None),
     their words kept together."""
@@ -624,7 +649,8 @@ KEY_ARRAY_RULES.update(where=_where_keys, concatenate=_concatenate_keys, stack=_
                        asarray=_asarray_keys, result_type=_result_type_keys, slice=_slice_keys,
                        dynamic_slice=_dynamic_slice_keys,
                        dynamic_update_slice=_dynamic_update_slice_keys, rev=_rev_keys,
-                       roll=_roll_keys)
+                       roll=_roll_keys, broadcast_in_dim=_broadcast_in_dim_keys,
+                       select_n=_select_n_keys, repeat=_repeat_keys)
 
 
 def key_data(keys):
