@@ -2194,6 +2194,8 @@ def _concrete_placed(leaf, sharding, what: str, typed):
         return leaf
     if what == "jit in_shardings":
         _check_committed(leaf, sharding)
+    if isinstance(sharding, NamedSharding):
+        check_divides(sharding, aval_of(leaf).shape)        # JAX's IndivisibleError
     weak = weakly_typed(leaf)
     leaf = bind(prims.sharding_constraint_p, leaf, sharding=sharding)
     if typed is not None and not isinstance(leaf, Tracer):

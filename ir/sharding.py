@@ -1006,6 +1006,7 @@ class NamedSharding(Sharding):
         (``slice(None)`` along dimensions the spec does not split)."""
         if self.spec.unreduced:
             raise NotImplementedError(UNREDUCED_INDICES)
+        check_divides(self, tuple(global_shape))           # JAX's IndivisibleError
         slices = position_slices(tuple(global_shape), self.spec, self.mesh)
         return {d: jax_index(index, self.spec, self.mesh)
                 for d, index in zip(self.mesh.devices.flat, slices)}

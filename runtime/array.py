@@ -12,8 +12,9 @@ import numpy as np
 from ir import dtypes
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval, check_index_conversion, check_scalar_conversion, check_truth_value
-from ir.sharding import (UNREDUCED_INDICES, NamedSharding, Sharding, canonical_spec, jax_index,
-                         owner_positions, position_slices, same_layout, spec_axes)
+from ir.sharding import (UNREDUCED_INDICES, NamedSharding, Sharding, canonical_spec,
+                         check_memory_kind, jax_index, owner_positions, position_slices,
+                         same_layout, spec_axes)
 from ir.sharding_rules import type_sharding
 from runtime.devices import Device, default_device, is_local
 
@@ -26,7 +27,8 @@ class DLDeviceType(enum.IntEnum):
 class SingleDeviceSharding(Sharding):
     """The whole array on one device."""
 
-    def __init__(self, device: Device):
+    def __init__(self, device: Device, *, memory_kind=None):
+        check_memory_kind(memory_kind, "SingleDeviceSharding")
         self.device = device
 
     def __eq__(self, other):

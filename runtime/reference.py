@@ -1231,6 +1231,9 @@ def device_put(value, sharding=None) -> Array:
         # an abstract mesh names no devices to lay a value out on (JAX's error)
         raise ValueError("is_fully_addressable is not implemented for "
                          "`jax.sharding.AbstractMesh`.")
+    if isinstance(sharding, NamedSharding) and isinstance(value, Array):
+        # (an equal sharding may spell more dimensions than the value has: JAX's error)
+        check_rank(sharding, value.ndim, "device_put args")
     if isinstance(value, Array) and value.sharding == sharding:
         return value.committed_to() if isinstance(sharding, SingleDeviceSharding) else value
     if isinstance(sharding, NamedSharding):

@@ -72,11 +72,18 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         placed = [v if isinstance(v, Array) else _device_put_one(v) for v in leaves]
     else:
         targets = flatten_axes("device_put device", device, x, is_leaf=_is_target)
-        shardings = [resolve_sharding(t, "device_put") for t in targets]
+        # a None entry leaves its leaf as ``device=None`` does (JAX's)
+        given = [k for k, t in enumerate(targets) if t is not None]
+        shardings = [resolve_sharding(targets[k], "device_put") for k in given]
         if _transfer_guard.active:
-            _guard_put(leaves, shardings)
-        labels = lambda: [f"device_put x{path}" for path in leaf_paths(x)]  # for errors only
-        placed = get_backend().put(leaves, shardings, labels)
+            _guard_put([leaves[k] for k in given], shardings)
+            _guard_put([v for v, t in zip(leaves, targets) if t is None],
+                       [None] * (len(leaves) - len(given)))
+        labels = lambda: [f"device_put x{path}" for k, path in enumerate(leaf_paths(x))
+                          if targets[k] is not None]             # for errors only
+        put = iter(get_backend().put([leaves[k] for k in given], shardings, labels))
+        placed = [next(put) if t is not None else v if isinstance(v, Array)
+                  else _device_put_one(v) for v, t in zip(leaves, targets)]
     # a weakly typed value stays so (a Python number too), as in JAX
     return tree_unflatten(treedef, [weakened(p) if weakly_typed(v) and not isinstance(v, bool)
                                     else p for p, v in zip(placed, leaves)])

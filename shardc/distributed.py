@@ -16,7 +16,7 @@ from compiler.backend import get_backend, set_backend
 from compiler import tree
 from ir import dtypes
 from ir.sharding import (NamedSharding, PartitionSpec, Sharding, axes_size, block_index,
-                         block_shape, block_slices, spec_names)
+                         block_shape, block_slices, check_divides, check_rank, spec_names)
 from runtime import devices as _devices
 from runtime import mpi as _mpi
 from compiler.tracing import Tracer
@@ -299,6 +299,8 @@ def _from_process_local_data(sharding, local_data, global_shape):
     if global_shape is None:
         global_shape = tuple(n * k // s for n, k, s in zip(local_data.shape, counts, spans))
     global_shape = tuple(global_shape)
+    check_rank(sharding, len(global_shape), "make_array_from_process_local_data arguments")
+    check_divides(sharding, global_shape)                   # JAX's IndivisibleError
     block = [g // k for g, k in zip(global_shape, counts)]
     expected = tuple(b * s for b, s in zip(block, spans))
     if local_data.shape != expected:

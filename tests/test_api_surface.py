@@ -742,6 +742,36 @@ def test_sharding_memory_kind_and_addressability():
         s.with_memory_kind("bogus")
     with pytest.raises(NotImplementedError, match="one memory kind"):
         s.with_memory_kind("pinned_host")
+    # SingleDeviceSharding takes memory_kind as NamedSharding does (JAX's signature)
+    assert SingleDeviceSharding(shardc.devices()[1], memory_kind="device") == one
+    assert SingleDeviceSharding(shardc.devices()[1], memory_kind=None) == one
+    with pytest.raises(NotImplementedError, match="one memory kind"):
+        SingleDeviceSharding(shardc.devices()[1], memory_kind="pinned_host")
+
+
+def test_the_array_api_namespace_and_its_inspection():
+    """x.__array_namespace__() is shardc.numpy (JAX's ValueError for another version);
+    __array_namespace_info__ describes it as JAX's does, 64-bit types with x64 only."""
+    x = jnp.arange(3.0)
+    assert x.__array_namespace__() is jnp
+    assert x.__array_namespace__(api_version="2024.12") is jnp
+    assert jnp.__array_api_version__ == "2024.12"
+    with pytest.raises(ValueError, match="api_version='2021.12' is not available"):
+        x.__array_namespace__(api_version="2021.12")
+    info = jnp.__array_namespace_info__()
+    assert info.capabilities() == {"boolean indexing": False, "data-dependent shapes": False,
+                                   "max dimensions": 64}
+    assert info.default_device() is None and info.devices() == [None] + shardc.devices()
+    assert info.default_dtypes() == {"real floating": np.float32, "complex floating":
+                                     np.complex64, "integral": np.int32, "indexing": np.int32}
+    assert list(info.dtypes(kind="integral")) == ["int8", "int16", "int32", "uint8", "uint16",
+                                                  "uint32"]
+    assert set(info.dtypes()) == {"bool", "int8", "int16", "int32", "uint8", "uint16",
+                                  "uint32", "float32", "complex64"}
+    assert list(info.dtypes(kind=("bool", "complex floating"))) == ["bool", "complex64"]
+    with shardc.enable_x64():
+        assert info.default_dtypes()["integral"] == np.int64
+        assert "float64" in info.dtypes(kind="real floating")
 
 
 def test_device_attributes_on_one_process():

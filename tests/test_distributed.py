@@ -9,6 +9,7 @@ import shardc as jax
 import shardc.numpy as jnp
 from shardc.experimental import multihost_utils
 from shardc.sharding import AxisType, NamedSharding, PartitionSpec as P, SingleDeviceSharding
+from ir.sharding import IndivisibleError
 from runtime import devices as device_table
 
 
@@ -146,6 +147,9 @@ def test_process_allgather_and_broadcast_on_one_process():
     np.testing.assert_array_equal(multihost_utils.process_allgather(x), np.arange(8.)[None])
     np.testing.assert_array_equal(multihost_utils.process_allgather(x, tiled=True),
                                   np.arange(8.))
+    # a scalar stays a scalar tiled, and is stacked untiled (JAX's)
+    assert multihost_utils.process_allgather(np.float32(7), tiled=True).shape == ()
+    assert multihost_utils.process_allgather(7, tiled=False).shape == (1,)
     assert multihost_utils.broadcast_one_to_all({"a": np.float32(2)})["a"] == 2
     multihost_utils.sync_global_devices("alone")
 
@@ -192,10 +196,10 @@ def test_mpi_is_chosen_by_the_launch_or_by_name(monkeypatch):
 def test_host_local_and_global_arrays_on_one_process():
     mesh = jax.make_mesh((4, 2), ("x", "y"))
     tree = {"a": np.arange(16, dtype=np.float32).reshape(8, 2), "b": np.ones(3, np.int32)}
-    glob = multihost_utils.host_local_array_to_global_array(tree, mesh, {"a": P("x"), "b": None})
+    glob = multihost_utils.host_local_array_to_global_array(tree, mesh, {"a": P("x"), "b": P()})
     assert glob["a"].sharding == NamedSharding(mesh, P("x")) and glob["a"].is_fully_addressable
     assert glob["b"].sharding == NamedSharding(mesh, P())
-    back = multihost_utils.global_array_to_host_local_array(glob, mesh, {"a": P("x"), "b": None})
+    back = multihost_utils.global_array_to_host_local_array(glob, mesh, {"a": P("x"), "b": P()})
     for k in tree:
         np.testing.assert_array_equal(back[k], tree[k])
         assert back[k].dtype == tree[k].dtype
@@ -207,6 +211,33 @@ def test_host_local_and_global_arrays_on_one_process():
     assert host.sharding.mesh.axis_types == (AxisType.Auto, AxisType.Auto)
     assert host.sharding.mesh.devices.shape == (4, 2)
     np.testing.assert_array_equal(np.asarray(host), np.arange(16).reshape(8, 2))
+
+
+def test_host_local_arrays_take_no_none_pspecs_and_check_divisibility():
+    """pspecs of None are JAX's ValueError, both ways; a split that does not divide the
+    global shape is JAX's IndivisibleError (a ValueError), as from make_array_from_callback,
+    devices_indices_map and jit's in_shardings; a spec longer than the data's rank is
+    JAX's ValueError."""
+    mesh = jax.make_mesh((8,), ("d",))
+    for convert in (multihost_utils.host_local_array_to_global_array,
+                    multihost_utils.global_array_to_host_local_array):
+        with pytest.raises(ValueError, match="`None` is not a valid input to the pspecs"):
+            convert((np.ones(8), np.ones(8)), mesh, (P("d"), None))
+    split = NamedSharding(mesh, P("d"))
+    calls = [lambda: multihost_utils.host_local_array_to_global_array(np.ones(7), mesh, P("d")),
+             lambda: jax.make_array_from_callback((7,), split, lambda i: np.ones(7)[i]),
+             lambda: split.devices_indices_map((7,)),
+             lambda: jax.jit(lambda u: u, in_shardings=split)(np.ones(7)),
+             lambda: jax.make_array_from_process_local_data(split, np.ones(7))]
+    for call in calls:
+        with pytest.raises(IndivisibleError, match="implies that array axis 0 is partitioned "
+                                                   "8 times, but the dimension size is 7"):
+            call()
+    with pytest.raises(ValueError, match="only valid for values of rank at least 2"):
+        jax.make_array_from_process_local_data(NamedSharding(mesh, P("d", None)), np.ones(8))
+    x = jax.device_put(jnp.arange(8.), split)
+    with pytest.raises(ValueError, match="only valid for values of rank at least 2"):
+        jax.device_put(x, NamedSharding(mesh, P("d", None)))
 
 
 def test_assert_equal_on_one_process():

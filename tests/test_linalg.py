@@ -520,6 +520,11 @@ def test_lax_linalg_eig_left_and_right_eigenvectors():
                        compute_right_eigenvectors=False)) == 1
     with pytest.raises(ValueError, match="Only the lapack implementation"):
         lla.eig(a, implementation=lla.EigImplementation.CUSOLVER)
+    # under strict promotion too (JAX's own tests run so), with the same values
+    with shardc.numpy_dtype_promotion("strict"):
+        strict = [np.asarray(v, np.complex128) for v in lla.eig(a)]
+    for got, want in zip(strict, (w, vl, vr)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_tridiagonal_solve_perturbs_singular_pivots_when_asked():

@@ -243,6 +243,13 @@ def test_device_put_of_pytrees_and_bad_targets():
                                       "b": NamedSharding(MESH, P())})
     assert prefix["w"].sharding.spec == P("x", "y") and prefix["b"][0].sharding.spec == P()
     assert shardc.device_put(jnp.ones(2), shardc.devices()[3]).sharding.device.id == 3
+    # a None target leaves its leaf as device=None does: a host value on the default
+    # device, uncommitted (JAX's)
+    a, b = shardc.device_put((np.ones(2), np.zeros(2)), (shardc.devices()[3], None))
+    assert a.devices() == {shardc.devices()[3]} and a.committed
+    assert b.devices() == {shardc.devices()[0]} and not b.committed
+    kept = shardc.device_put({"u": a, "v": np.ones(3)}, {"u": None, "v": shardc.devices()[1]})
+    assert kept["u"] is a and kept["v"].devices() == {shardc.devices()[1]}
     with pytest.raises(ValueError, match=re.escape(
             "`jax.device_put` only accepts `None`, `jax.sharding.Sharding`, `jax.Device`, "
             "`Format`, `jax.memory.Space` or a pytree of these values. Received invalid "

@@ -46,8 +46,9 @@ def process_allgather(in_tree, tiled: bool = False):
     An array spanning other processes' devices is already the same on every process: its
     global value is returned. A host value, or an array on this process's devices only, is
     this process's part: the parts are stacked along a new leading axis in process order, or
-    concatenated along axis 0 with ``tiled=True`` (JAX's; on one process a value comes back
-    with a leading axis of 1).
+    concatenated along axis 0 with ``tiled=True`` (a scalar part as one of shape (1,)). As
+    JAX's, one process's value comes back with a leading axis of 1, or as it is when tiled;
+    an array spanning processes needs ``tiled=True``.
 
     >>> process_allgather(np.float32(shardc.process_index()))    # [0., 1.] under -n 2
     """
@@ -55,6 +56,9 @@ def process_allgather(in_tree, tiled: bool = False):
     out = []
     for leaf in leaves:
         if isinstance(leaf, Array) and not leaf.is_fully_addressable:
+            if not tiled:
+                raise ValueError("Gathering global non-fully-addressable arrays only supports "
+                                 "tiled=True")
             out.append(np.asarray(leaf))
         else:
             out.append(_allgather_host(np.asarray(leaf), tiled))
@@ -63,15 +67,15 @@ def process_allgather(in_tree, tiled: bool = False):
 
 def _allgather_host(value: np.ndarray, tiled: bool) -> np.ndarray:
     if _devices.process_count() == 1:
-        parts = [value]
-    else:
-        agree(zlib.crc32(b"process_allgather"), "called another operation than "
-              "process_allgather", doing="in process_allgather")
-        parts = allgather_objects(world().comm, value, "in process_allgather")
-        shapes = {(p.shape, p.dtype.str) for p in parts}
-        if len(shapes) > 1:
-            raise ValueError(f"process_allgather: processes hold parts of different types: "
-                             f"{sorted(shapes)}")
+        # JAX's: the value as it is when tiled (a scalar stays a scalar), else stacked
+        return value if tiled else np.expand_dims(value, 0)
+    agree(zlib.crc32(b"process_allgather"), "called another operation than "
+          "process_allgather", doing="in process_allgather")
+    parts = allgather_objects(world().comm, value, "in process_allgather")
+    shapes = {(p.shape, p.dtype.str) for p in parts}
+    if len(shapes) > 1:
+        raise ValueError(f"process_allgather: processes hold parts of different types: "
+                         f"{sorted(shapes)}")
     if tiled:
         return np.concatenate([np.atleast_1d(p) for p in parts], axis=0)
     return np.stack(parts)
@@ -120,11 +124,20 @@ def host_local_array_to_global_array(local_inputs, global_mesh, pspecs):
     >>> x = host_local_array_to_global_array(rows, mesh, P('x'))
     """
     leaves, treedef = tree_flatten(local_inputs)
-    specs = broadcast_prefix(pspecs, local_inputs, is_leaf=_is_spec, name="pspecs")
+    specs = _pspecs(pspecs, local_inputs)
     return tree_unflatten(treedef, [
-        make_array_from_process_local_data(
-            NamedSharding(global_mesh, s if s is not None else PartitionSpec()), v)
+        make_array_from_process_local_data(NamedSharding(global_mesh, s), v)
         for v, s in zip(leaves, specs)])
+
+
+def _pspecs(pspecs, tree) -> list:
+    """Each leaf's PartitionSpec from ``pspecs`` (a pytree prefix of ``tree``); None is JAX's
+    ValueError, here as there."""
+    specs = broadcast_prefix(pspecs, tree, is_leaf=_is_spec, name="pspecs")
+    if any(s is None for s in specs):
+        raise ValueError("`None` is not a valid input to the pspecs argument. Please use "
+                         "jax.sharding.PartitionSpec() if you wanted to replicate your input.")
+    return specs
 
 
 def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
@@ -136,10 +149,9 @@ def global_array_to_host_local_array(global_inputs, global_mesh, pspecs):
     >>> part = global_array_to_host_local_array(x, mesh, P('x'))
     """
     leaves, treedef = tree_flatten(global_inputs)
-    specs = broadcast_prefix(pspecs, global_inputs, is_leaf=_is_spec, name="pspecs")
-    return tree_unflatten(treedef, [
-        _host_local(value, global_mesh, spec if spec is not None else PartitionSpec())
-        for value, spec in zip(leaves, specs)])
+    specs = _pspecs(pspecs, global_inputs)
+    return tree_unflatten(treedef, [_host_local(value, global_mesh, spec)
+                                    for value, spec in zip(leaves, specs)])
 
 
 def _host_local(value, global_mesh, spec):

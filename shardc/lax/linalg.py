@@ -116,10 +116,12 @@ def eig(x, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors
         # the rows of vr's inverse are the left eigenvectors (conjugated), in w's order
         vl = jnp.conj(jnp.swapaxes(_np_linalg.inv(vr), -1, -2))
         if x.shape[-1]:
-            vl = vl / jnp.linalg.norm(vl, axis=-2, keepdims=True)
+            # real divisors cast to the vectors' complex dtype first (the same quotients),
+            # so that this runs under jax_numpy_dtype_promotion='strict' as JAX's does
+            vl = vl / jnp.linalg.norm(vl, axis=-2, keepdims=True).astype(vl.dtype)
             top = jnp.take_along_axis(vl, jnp.argmax(jnp.abs(vl), axis=-2)[..., None, :],
                                       axis=-2)
-            vl = vl * (jnp.conj(top) / jnp.abs(top))
+            vl = vl * (jnp.conj(top) / jnp.abs(top).astype(top.dtype))
         out.append(vl)
     if compute_right_eigenvectors:
         out.append(vr)

@@ -29,6 +29,7 @@ One module per family of functions; each lists in ``__all__`` what it adds here:
     _functional       vectorize, apply_along_axis
     _io               save, load, array_repr, frombuffer, ...
     _methods          the methods and operators of arrays and traced values
+    _array_api        the Python array API's entry points (``x.__array_namespace__()``)
     fft               ``jnp.fft``
     linalg            ``jnp.linalg``
 """
@@ -104,6 +105,7 @@ from shardc.numpy._ufuncs import (acos, acosh, add, angle, arccos, arccosh, arcs
                                   right_shift, rint, round, signbit, sinc, sinh, spacing, subtract,
                                   trunc, ufunc)
 from shardc.numpy._windows import bartlett, blackman, hamming, hanning, i0, kaiser
+from shardc.numpy._array_api import __array_api_version__, __array_namespace_info__
 from shardc.numpy._methods import install_methods as _install_methods
 from shardc.numpy import fft, linalg
 

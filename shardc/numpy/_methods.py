@@ -10,6 +10,7 @@ from ir import primitives as p
 from runtime.array import Array
 from runtime.reference import device_put
 from shardc._compiled import NUMPY as COMPILED_NUMPY, compiled_in_jax
+from shardc.numpy._array_api import __array_namespace__
 from shardc.numpy._arraylike import check_arraylike
 from shardc.numpy._arithmetic import (abs, add, bitwise_and, bitwise_or, bitwise_xor, clip, equal,
                                       floor_divide, greater, greater_equal, less, less_equal,
@@ -156,6 +157,7 @@ _METHODS = {
     "argpartition": lambda self, kth, axis=-1: argpartition(self, kth, axis),
     "__setitem__": lambda self, idx, value: _immutable(self),
     "__contains__": _contains,
+    "__array_namespace__": __array_namespace__,
 }
 
 

@@ -531,10 +531,17 @@ def check_multihost():
     made = jax.make_array_from_process_local_data(sharding, local)
     record("multihost/process_local", made)
     record("multihost/process_local_sum", jax.jit(lambda v: (v * 2).sum(axis=1))(made))
-    # its global value where it spans processes; on one process, stacked (a leading axis of 1)
-    gathered = multihost_utils.process_allgather(made)
-    assert gathered.shape == (made.shape if jax.process_count() > 1 else (1,) + made.shape)
-    record("multihost/allgather_global", gathered.reshape(made.shape))
+    # its global value, tiled: where it spans processes, and on one process (JAX's); one
+    # spanning processes is JAX's ValueError untiled
+    gathered = multihost_utils.process_allgather(made, tiled=True)
+    assert gathered.shape == made.shape, gathered.shape
+    record("multihost/allgather_global", gathered)
+    if jax.process_count() > 1:
+        try:
+            multihost_utils.process_allgather(made)
+            raise AssertionError("process_allgather of a global array, untiled, ran")
+        except ValueError as err:
+            assert "only supports tiled=True" in str(err), err
     counts = multihost_utils.process_allgather(np.int32(len(from_callback.addressable_shards)))
     assert counts.sum() == mesh.size, counts
     assert len(jax.local_devices()) * jax.process_count() == len(jax.devices())
