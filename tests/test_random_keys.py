@@ -521,6 +521,50 @@ def test_lax_functions_that_move_elements_take_key_arrays():
         lax.select_n(True, keys, random.split(random.key(0, impl="rbg"), (2, 3)))
 
 
+def test_take_of_keys_fills_out_of_bounds_by_default():
+    """jnp.take of keys defaults to mode 'fill' (JAX's): a negative index in bounds wraps, one
+    out of bounds gives a key whose words are all ones; 'clip' and 'wrap' as asked."""
+    keys = random.split(random.key(1), (3, 4))
+    data = _data(keys)
+    fill = np.full((2,), 0xFFFFFFFF, np.uint32)
+    got = _data(jnp.take(keys, jnp.array([-1, 7, 2]), axis=1))
+    np.testing.assert_array_equal(got, np.stack([data[:, 3], np.broadcast_to(fill, (3, 2)),
+                                                 data[:, 2]], 1))
+    got = _data(shardc.jit(lambda k: jnp.take(k, jnp.array([-13, 0])))(keys))
+    np.testing.assert_array_equal(got, np.stack([fill, data[0, 0]]))
+    np.testing.assert_array_equal(_data(jnp.take(keys, jnp.array([9]), axis=0, mode="clip")),
+                                  data[2:])
+    np.testing.assert_array_equal(_data(keys.take(jnp.array([5]), axis=1, mode="wrap")),
+                                  data[:, 1:2])
+
+
+def test_key_array_shards_methods_and_the_methods_keys_lack():
+    """A key array's shards hold keys (their index the data's); addressable_data,
+    on_device_size_in_bytes and swapaxes as JAX's; the array methods keys lack (astype, sum,
+    item ...) are JAX's NotImplementedError."""
+    mesh = shardc.make_mesh((4, 2), ("x", "y"))
+    keys = shardc.device_put(random.split(random.key(2), 8),
+                             shardc.NamedSharding(mesh, P("x")))
+    data = _data(keys)
+    shards = keys.addressable_shards
+    assert len(shards) == 8 and len(keys.global_shards) == 8
+    for shard in shards:
+        assert shard.data.dtype == keys.dtype and shard.data.shape == (2,)
+        rows = shard.index[0]
+        np.testing.assert_array_equal(_data(shard.data), data[rows])
+        assert shard.index[1] == slice(None)
+    assert [s.replica_id for s in shards] == [0, 1] * 4
+    np.testing.assert_array_equal(_data(keys.addressable_data(3)), data[2:4])
+    assert keys.on_device_size_in_bytes() == 8 * 2 * 2 * 4
+    grid = random.split(random.key(0), (2, 3))
+    np.testing.assert_array_equal(_data(grid.swapaxes(0, -1)), _data(grid).transpose(1, 0, 2))
+    for name in ("astype", "sum", "item", "repeat", "sort", "clip", "view", "to_device"):
+        with pytest.raises(NotImplementedError, match=f"Cannot call abstract method {name}"):
+            getattr(keys, name)()
+    with pytest.raises(NotImplementedError, match="Cannot call abstract method mT"):
+        grid.mT
+
+
 def test_full_and_full_like_make_keys():
     """jnp.full/zeros/ones/empty of a key dtype fill each key's data words with the value; a
     key fill is broadcast; full_like and the other *_like follow a key array's dtype (JAX's)."""

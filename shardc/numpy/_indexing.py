@@ -1033,7 +1033,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
     if (rule := key_array_rule("take", a)) is not None:
-        return rule(a, indices, axis, mode)
+        return rule(a, indices, axis, mode, fill_value)
     return _take(asarray(a), indices, axis, mode, fill_value)
 
 

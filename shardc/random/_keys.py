@@ -258,6 +258,16 @@ class PRNGKeyArray:
     def T(self):
         return self.transpose()
 
+    def swapaxes(self, axis1, axis2):
+        axes = list(range(self.ndim))
+        a, b = canonical_axis(axis1, self.ndim), canonical_axis(axis2, self.ndim)
+        axes[a], axes[b] = axes[b], axes[a]
+        return self.transpose(tuple(axes))
+
+    def take(self, indices, axis=None, out=None, mode=None, unique_indices=False,
+             indices_are_sorted=False, fill_value=None):
+        return jnp.take(self, indices, axis=axis, out=out, mode=mode, fill_value=fill_value)
+
     def __eq__(self, other):
         if not isinstance(other, PRNGKeyArray) or other._impl != self._impl:
             return NotImplemented
@@ -305,6 +315,25 @@ class PRNGKeyArray:
     def copy_to_host_async(self) -> None:
         self._base.copy_to_host_async()
 
+    def on_device_size_in_bytes(self) -> int:
+        return self._base.on_device_size_in_bytes()
+
+    def unsafe_buffer_pointer(self) -> int:
+        return self._base.unsafe_buffer_pointer()
+
+    def addressable_data(self, index: int) -> "PRNGKeyArray":
+        return PRNGKeyArray(self._impl, self._base.addressable_data(index))
+
+    @property
+    def addressable_shards(self) -> list:
+        """The data's shards, each holding keys (its index the data's, the words' axis
+        whole: JAX's)."""
+        return [_KeyShard(s, self._impl) for s in self._base.addressable_shards]
+
+    @property
+    def global_shards(self) -> list:
+        return [_KeyShard(s, self._impl) for s in self._base.global_shards]
+
     @property
     def at(self):
         """``keys.at[index]``: ``get`` and ``set`` (keys only move: no arithmetic update)."""
@@ -322,6 +351,45 @@ class PRNGKeyArray:
         raise TypeError("JAX array with PRNGKey dtype cannot be converted to a NumPy array. "
                         "Use jax.random.key_data(arr) if you wish to extract the underlying "
                         "integer array.")
+
+
+# the array methods key arrays lack: as JAX's, each is the abstract method of jax.Array
+_ABSTRACT_METHODS = (
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "byteswap",
+    "choose", "clip", "compress", "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot",
+    "item", "max", "mean", "min", "nonzero", "prod", "ptp", "repeat", "round", "searchsorted",
+    "sort", "std", "sum", "to_device", "tobytes", "tolist", "trace", "var", "view")
+_ABSTRACT_PROPERTIES = ("flat", "imag", "mT", "real")
+
+
+def _abstract(name: str):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"Cannot call abstract method {name}")
+    method.__name__ = name
+    return method
+
+
+for _name in _ABSTRACT_METHODS:
+    setattr(PRNGKeyArray, _name, _abstract(_name))
+for _name in _ABSTRACT_PROPERTIES:
+    setattr(PRNGKeyArray, _name, property(_abstract(_name)))
+
+
+class _KeyShard:
+    """A shard of a key array: its data's shard, whose ``data`` is keys."""
+    __slots__ = ("_shard", "_impl")
+
+    def __init__(self, shard, impl):
+        self._shard, self._impl = shard, impl
+
+    device = property(lambda self: self._shard.device)
+    index = property(lambda self: self._shard.index)
+    replica_id = property(lambda self: self._shard.replica_id)
+    data = property(lambda self: PRNGKeyArray(self._impl, self._shard.data))
+
+    def __repr__(self) -> str:
+        return (f"Shard(device={self.device!r}, index={self.index}, "
+                f"replica_id={self.replica_id}, data={self.data})")
 
 
 def _data_index(index) -> tuple:
@@ -504,12 +572,14 @@ def _stack_keys(arrays, axis):
     return PRNGKeyArray(impl, jnp.stack([a._base for a in arrays], axis))
 
 
-def _take_keys(keys, indices, axis, mode):
+def _take_keys(keys, indices, axis, mode, fill_value=None):
+    """jnp.take of keys: whole keys taken; out of bounds (the default mode, 'fill'), a key
+    whose words are the fill, by default all ones (JAX's)."""
     if axis is None:
         keys, axis = keys.ravel(), 0
     axis = axis % keys.ndim
-    return PRNGKeyArray(keys._impl, jnp.take(keys._base, indices, axis=axis,
-                                             mode="clip" if mode is None else mode))
+    return PRNGKeyArray(keys._impl, jnp.take(keys._base, indices, axis=axis, mode=mode,
+                                             fill_value=fill_value))
 
 
 def _broadcast_keys(keys, shape):
