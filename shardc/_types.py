@@ -8,6 +8,7 @@ import operator
 
 import numpy as np
 
+from compiler.refs import is_ref
 from compiler.shard_map import current_shard_context
 from compiler.tracing import Tracer, aval_of, layout_of_value, weakly_typed
 from ir.core import Aval, TypeSharding, set_public_sharding_view, short_dtype
@@ -33,6 +34,11 @@ def typeof(x):
     """The abstract type of ``x``: shape, dtype and the mesh axes it varies over (``.vma``)."""
     if isinstance(x, PRNGKeyArray):
         return _key_type(x)
+    if is_ref(x):            # the type of the array it holds, as a Ref's (Ref{float32[3]})
+        value = x._read()
+        held = ShapedArray._of(aval_of(value), value)
+        held._text = f"Ref{{{held._text}}}"
+        return held
     if isinstance(x, (tuple, list)):      # a container, not a value of one type (JAX's)
         raise TypeError(f"Argument '{x}' of type '{type(x)}' is not a valid JAX type")
     if is_float0(x):          # an integer's cotangent: typed, holding nothing

@@ -127,7 +127,7 @@ class Ref:
 
 def _whole(idx) -> bool:
     return idx is None or idx is Ellipsis or (isinstance(idx, tuple) and (
-        idx == () or idx == (Ellipsis,)))
+        len(idx) == 0 or len(idx) == 1 and idx[0] is Ellipsis))
 
 
 def new_ref(init_val, *, memory_space=None, kind=None) -> Ref:
@@ -218,8 +218,9 @@ def _check_bounds(shape, idx) -> None:
     if _whole(idx):
         return
     entries = idx if isinstance(idx, tuple) else (idx,)
-    if Ellipsis in entries:
-        k = entries.index(Ellipsis)
+    # (``is``, not ``in``: an entry may be an array of indices)
+    k = next((k for k, e in enumerate(entries) if e is Ellipsis), None)
+    if k is not None:
         taken = sum(1 for e in entries if e is not None and e is not Ellipsis)
         entries = entries[:k] + (slice(None),) * (len(shape) - taken) + entries[k + 1:]
     dims = iter(shape)

@@ -391,3 +391,27 @@ def test_vmap_refuses_writes_to_a_ref_it_does_not_map_over():
     batch = shardc.new_ref(jnp.zeros(3, jnp.int32))
     shardc.vmap(bump)(batch, x)
     np.testing.assert_array_equal(batch[...], [1, 1, 1])
+
+
+def test_typeof_a_ref_and_reads_and_writes_at_index_arrays():
+    """jax.typeof of a Ref is its held type as a Ref's (``Ref{float32[3]}``), eagerly and
+    under jit; integer-array indices read and write as an array's (JAX's)."""
+    ref = shardc.new_ref(jnp.arange(3.0))
+    assert str(shardc.typeof(ref)) == "Ref{float32[3]}" and shardc.typeof(ref).shape == (3,)
+    seen = []
+    shardc.jit(lambda r: seen.append(str(shardc.typeof(r))))(ref)
+    assert seen == ["Ref{float32[3]}"]
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    grid = shardc.new_ref(x)
+    np.testing.assert_array_equal(grid[np.arange(2), np.arange(2)], x[[0, 1], [0, 1]])
+    np.testing.assert_array_equal(grid[np.arange(2), ..., np.arange(2)], x[[0, 1], [0, 1]])
+    grid[np.array([0, 2]), 1] = jnp.array([10.0, 20.0])
+
+    def bump(r):
+        r[np.arange(2), np.arange(2)] += 1.0
+        return r[np.array([1]), ...]
+    want = x.copy()
+    want[[0, 2], 1] = [10.0, 20.0]
+    want[[0, 1], [0, 1]] += 1.0
+    np.testing.assert_array_equal(shardc.jit(bump)(grid), want[[1]])
+    np.testing.assert_array_equal(grid[...], want)
