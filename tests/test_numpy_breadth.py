@@ -937,6 +937,11 @@ def test_take_along_axis_out_of_range_reads_fill_or_clips():
     ints = jnp.asarray(np.array([[1, 2]], np.int32))
     out = jnp.take_along_axis(ints, jnp.asarray(np.array([[5]], np.int32)), 1)
     assert np.asarray(out).tolist() == [[np.iinfo(np.int32).min]]
+    # unsigned: the largest value fills, of the array's dtype (a uint32 array was refused)
+    for dtype in (np.uint32, np.uint8):
+        out = jnp.take_along_axis(jnp.arange(4, dtype=dtype), jnp.array([0, 1, 9]), 0)
+        assert out.dtype == dtype
+        assert np.asarray(out).tolist() == [0, 1, np.iinfo(dtype).max]
 
 
 def _argpartition_as_jax(x, kth):

@@ -67,13 +67,13 @@ def _along_axis_positions(arr_shape, indices, axis, drop=False, wrap=True):
 
 def _invalid_value(dtype):
     """What JAX's 'fill' mode reads out of bounds: NaN, the most negative signed integer, the
-    largest unsigned one, True."""
+    largest unsigned one, True; of ``dtype`` (a Python int would not fit a uint32 as int32)."""
     if _dt.is_inexact(dtype):
-        return np.nan
+        return np.array(np.nan, dtype)
     if _dt.is_bool(dtype):
-        return True
+        return np.array(True)
     info = np.iinfo(dtype)
-    return info.min if info.min < 0 else info.max
+    return np.array(info.min if info.min < 0 else info.max, dtype)
 
 
 def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
