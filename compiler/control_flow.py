@@ -31,8 +31,8 @@ from ir import dtypes
 from ir import primitives as prims
 from ir import collectives as coll
 from ir.core import Aval, Program, Var, programs_in
-from ir.sharding import current_mesh
-from ir.sharding_rules import p_text, spec_of
+from ir.sharding import NamedSharding, current_mesh
+from ir.sharding_rules import named_sharding, p_text, spec_of
 from ir.source import where_defined
 
 
@@ -98,6 +98,33 @@ def _promote_weak_carries(init_flat, weak, out_avals) -> bool:
         if dtype != have.dtype:
             init_flat[k] = bind(prims.convert_element_type_p, value, new_dtype=dtype)
             weak[k] = False
+            changed = True
+    return changed
+
+
+def _meshless_context() -> bool:
+    """Whether an unsplit type may name no mesh: outside ``set_mesh`` (inside it, JAX types
+    every new value on the mesh) and outside shard_map bodies. (shardc's types do not tell a
+    value replicated on a mesh from one on no mesh: outside ``set_mesh`` a traced unsplit
+    value is taken as the latter, as ``jnp.zeros`` there is.)"""
+    return current_shard_context() is None and current_mesh() is None
+
+
+def _settle_meshless_carries(init_flat, out_avals) -> bool:
+    """JAX's type match of carries (``core.cmp_shape_shd_mat_memsp``): an initial carry whose
+    type names no mesh (``jnp.zeros(s)`` outside ``set_mesh``) matches the body's result typed
+    on a mesh; the loop then runs with the result's type, the initial value laid out so
+    (``init_flat`` changed in place). Whether any was."""
+    if not _meshless_context():
+        return False
+    changed = False
+    for k, (value, aval) in enumerate(zip(init_flat, out_avals)):
+        have = aval_of(value)
+        if (have.type_sharding is None and aval.type_sharding is not None
+                and (have.shape, have.dtype) == (aval.shape, aval.dtype)
+                and not isinstance(getattr(value, "sharding", None), NamedSharding)):
+            init_flat[k] = bind(prims.sharding_constraint_p, value,
+                                sharding=named_sharding(aval))
             changed = True
     return changed
 
@@ -463,7 +490,8 @@ def _scan(f, init, xs, length, reverse, unroll, carry_name, construct):
     kept = dict(owner=f, key=("scan", carry_tree, xs_tree, construct, carry_name),
                 boxes=(ys_tree_box, out_weak, pair_box))
     body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak, **kept)
-    if _promote_weak_carries(init_flat, weak, body.out_avals[:nc]):
+    if (_promote_weak_carries(init_flat, weak, body.out_avals[:nc])
+            | _settle_meshless_carries(init_flat, body.out_avals[:nc])):
         carry_avals = [aval_of(v) for v in init_flat]
         ys_tree_box.clear()
         body, consts = _trace_sub(flat_body, carry_avals + x_avals, weak + x_weak, **kept)
@@ -790,7 +818,8 @@ def _while_loop(cond_fun, body_fun, init_val, carry_name):
         cond_prog, cond_consts = _trace_sub(flat_cond, [aval_of(v) for v in init_flat])
     carry_avals = [aval_of(v) for v in init_flat]
     body_prog, body_consts = _trace_sub(flat_body, carry_avals, list(weak), **kept_body)
-    if _promote_weak_carries(init_flat, weak, body_prog.out_avals):
+    if (_promote_weak_carries(init_flat, weak, body_prog.out_avals)
+            | _settle_meshless_carries(init_flat, body_prog.out_avals)):
         carry_avals = [aval_of(v) for v in init_flat]
         cond_prog, cond_consts = _trace_sub(flat_cond, carry_avals, list(weak), **kept_cond)
         body_prog, body_consts = _trace_sub(flat_body, carry_avals, list(weak), **kept_body)
@@ -966,6 +995,7 @@ def _switch_once(construct, index, branches, names, operands):
     q = aval_of(index).vma
     avals = [aval_of(v) for v in ops_flat]
     traced = [_trace_branch(b, ops_tree, avals, weak) for b in branches]
+    _settle_meshless_outputs(branches, traced, ops_tree, avals, weak)
     out_trees = [t[2] for t in traced]
     # JAX names true_fun first for cond (branch 1 of the index), then false_fun
     order = [1, 0] if construct == "cond" else list(range(len(branches)))
@@ -1024,6 +1054,35 @@ def _trace_branch(branch, ops_tree, avals, weak):
     program, consts = _trace_sub(flat, avals, weak, owner=branch, key=("branch", ops_tree),
                                  boxes=(box,))
     return program, consts, box[0], box[1]
+
+
+def _settle_meshless_outputs(branches, traced, ops_tree, avals, weak) -> None:
+    """JAX's type match of branch outputs (``core.cmp_shape_shd_mat_memsp``): an output whose
+    type names no mesh in some branches matches the others' typed on a mesh; those branches
+    are traced again with that output laid out as the others type it (``traced`` changed in
+    place), so the cond's result has their type."""
+    counts = {len(t[0].out_avals) for t in traced}
+    if not _meshless_context() or len(counts) != 1:
+        return                          # (different structures: the checks say so)
+    targets = {}
+    for k, outs in enumerate(zip(*[t[0].out_avals for t in traced])):
+        typed = [a for a in outs if a.type_sharding is not None]
+        if typed and len(typed) < len(outs) and all(
+                (a.shape, a.dtype) == (typed[0].shape, typed[0].dtype) for a in outs):
+            targets[k] = named_sharding(typed[0])
+    if not targets:
+        return
+    for b, branch in enumerate(branches):
+        if not any(traced[b][0].out_avals[k].type_sharding is None for k in targets):
+            continue
+
+        def pinned(*args, branch=branch):
+            out_flat, out_tree = tree.tree_flatten(branch(*args))
+            return tree.tree_unflatten(out_tree, [
+                bind(prims.sharding_constraint_p, _as_array(v), sharding=targets[k])
+                if k in targets and aval_of(v).type_sharding is None else v
+                for k, v in enumerate(out_flat)])
+        traced[b] = _trace_branch(pinned, ops_tree, avals, weak)
 
 
 def _check_branch_trees(construct, branches, names, out_trees):

@@ -536,6 +536,35 @@ def test_carries_and_branches_keep_their_types(mesh24):
                                                               "float32[4,16@y]")
 
 
+def test_carries_and_branches_of_no_mesh_take_the_types_on_the_mesh():
+    """Outside set_mesh, an initial carry or a branch output made on no mesh (jnp.zeros)
+    matches a type on the mesh (JAX's type match): the loop or cond runs with the mesh's
+    type. Under set_mesh such values are typed on the mesh, and the mismatch stays an
+    error."""
+    mesh = mesh_of((2, 4), ("x", "y"))
+    host = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    x = jax.device_put(host, NamedSharding(mesh, P("x", "y")))
+    check_result(lax.fori_loop(0, 3, lambda i, c: c + x * i, jnp.zeros((8, 4))),
+                 "float32[8@x,4@y]", host * 3)
+    check_result(lax.while_loop(lambda c: c.sum() < 1000, lambda c: c + x, jnp.zeros((8, 4))),
+                 "float32[8@x,4@y]", host * 3)
+    carry, ys = lax.scan(lambda c, t: (c * 2 + x, c.sum() + t), jnp.ones((8, 4)), jnp.arange(3.))
+    check_result(carry, "float32[8@x,4@y]", 8 + host * 7)
+    np.testing.assert_array_equal(np.asarray(ys), [32.0, 64 + host.sum() + 1,
+                                                   128 + 3 * host.sum() + 2])
+    zeros = lambda: jnp.zeros((8, 4))
+    check_result(lax.cond(False, lambda: x, zeros), "float32[8@x,4@y]", np.zeros((8, 4), np.float32))
+    check_result(lax.cond(True, zeros, lambda: x * 2), "float32[8@x,4@y]", np.zeros((8, 4), np.float32))
+    check_result(lax.switch(1, [zeros, lambda: x + 1]), "float32[8@x,4@y]", host + 1)
+    check_result(jax.jit(lambda p: lax.cond(p, lambda: x, zeros))(True), "float32[8@x,4@y]",
+                 host)
+    with jax.set_mesh(mesh):
+        with pytest.raises(TypeError, match="carry input and carry output must have equal"):
+            lax.fori_loop(0, 3, lambda i, c: c + x, jnp.zeros((8, 4), np.float32))
+        with pytest.raises(TypeError, match="branches must have equal output types"):
+            lax.cond(True, lambda: x, zeros)
+
+
 def test_gradients_have_their_primals_types(mesh24):
     hx, x = placed((8, 16), ("x", "y"))
     hw, w = placed((16, 4), (None, "y"))
