@@ -1934,6 +1934,13 @@ def _argument_names(fun, args, kwargs, static_argnums) -> list:
     return names
 
 
+def _is_device(entry) -> bool:
+    """Whether ``entry`` is a device (by what it has: the compiler does not import the
+    runtime's devices); a sharding has devices of its own (``device_set``)."""
+    return (hasattr(entry, "platform") and hasattr(entry, "process_index")
+            and not hasattr(entry, "device_set"))
+
+
 def _check_no_unconstrained(shardings, name: str) -> None:
     """JAX's ValueError for ``P.UNCONSTRAINED`` in jit's in_shardings or out_shardings (a
     dimension left to propagation is for sharding constraints inside a function, not for
@@ -1944,7 +1951,8 @@ def _check_no_unconstrained(shardings, name: str) -> None:
     if shardings is UNSPECIFIED:
         return
     for entry in tree.tree_leaves(shardings, is_leaf=_is_sharding_leaf):
-        if isinstance(entry, (str, int, float, complex)):     # bool, an axis name, ...
+        if isinstance(entry, (str, int, float, complex)) or _is_device(entry):
+            # bool, an axis name, a device (a Sharding names it: SingleDeviceSharding) ...
             raise TypeError(f"{name} leaf specifications are expected to be PartitionSpec "
                             f"instances or None, but got {entry}")
         if isinstance(entry, NamedSharding) and entry.mesh.empty:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ir import dtypes
 from ir import transfer_guard as _transfer_guard
+from ir.transfer_guard import JaxRuntimeError
 from ir.core import Aval, check_index_conversion, check_scalar_conversion, check_truth_value
 from ir.sharding import (UNREDUCED_INDICES, NamedSharding, Sharding, canonical_spec,
                          check_memory_kind, jax_index, owner_positions, position_slices,
@@ -349,6 +350,7 @@ class Array(metaclass=abc.ABCMeta):
         return self.addressable_shards[index].data
 
     def devices(self) -> set:
+        self._check_alive()
         return set(self.sharding.device_set)
 
     @property
@@ -361,7 +363,14 @@ class Array(metaclass=abc.ABCMeta):
         return self.sharding.is_fully_replicated
 
     def block_until_ready(self) -> "Array":
+        self._check_buffer("BlockHostUntilReady")
         return self
+
+    def _check_buffer(self, call: str) -> None:
+        """JAX's runtime error for a call on the buffer of a deleted (or donated) array."""
+        if self.is_deleted():
+            raise JaxRuntimeError(f"INVALID_ARGUMENT: {call}() called on deleted or donated "
+                                  "buffer")
 
     def copy_to_host_async(self) -> None:
         """Start copying the array to the host (a device-to-host transfer the guard checks,
@@ -376,6 +385,7 @@ class Array(metaclass=abc.ABCMeta):
     def on_device_size_in_bytes(self) -> int:
         """The bytes the array takes on all its devices together: one block's bytes times the
         devices (copies count; JAX's)."""
+        self._check_buffer("GetOnDeviceSizeInBytes")
         block = self.sharding.shard_shape(self.shape)
         return math.prod(block) * self.dtype.itemsize * self.sharding.num_devices
 
@@ -511,6 +521,7 @@ class Array(metaclass=abc.ABCMeta):
         return self._shallow_copy()
 
     def _shallow_copy(self) -> "Array":
+        self._check_alive()
         result = object.__new__(type(self))
         result.__dict__.update(self.__dict__)
         return result

@@ -153,6 +153,10 @@ def effects_barrier():
 
 
 def block_until_ready(x):
+    """``x``, each leaf ready (at once here); a deleted array's is JAX's runtime error."""
+    for leaf in tree.tree_leaves(x):
+        if isinstance(leaf, Array):
+            leaf.block_until_ready()
     return x
 
 

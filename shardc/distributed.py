@@ -209,6 +209,9 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     if any(isinstance(a, Tracer) for a in arrays):
         raise ValueError(f"jax.{name} requires a list of concrete arrays as input, but got "
                          f"types {set(map(type, arrays))}")
+    for array in arrays:
+        if not isinstance(array, Array):        # JAX's: numpy arrays are not device arrays
+            raise TypeError(f"Unsupported type for elements in `arrays`: {type(array)}")
     _check_user_dtype(arrays, dtype, name)
     for array in arrays:
         shards = getattr(array, "addressable_shards", None)

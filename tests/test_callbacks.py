@@ -161,13 +161,20 @@ def test_ensure_compile_time_eval_computes_constants_while_tracing():
 
 def test_arrays_from_single_device_arrays():
     sharding = NamedSharding(MESH, P("i"))
-    blocks = [X[2 * k:2 * k + 2] for k in range(4)]
+    devices = list(MESH.devices.flat)
+    blocks = [jax.device_put(X[2 * k:2 * k + 2], devices[k]) for k in range(4)]
     out = jax.make_array_from_single_device_arrays((8,), sharding, blocks)
     np.testing.assert_array_equal(np.asarray(out), X)
     assert out.sharding == sharding
     with pytest.raises(ValueError, match="has shape \\(3,\\), but its block of \\(8,\\) is "
                                          "\\(2,\\)"):
-        jax.make_array_from_single_device_arrays((8,), sharding, [X[:3]] * 4)
+        jax.make_array_from_single_device_arrays(
+            (8,), sharding, [jax.device_put(X[:3], d) for d in devices])
+    # numpy arrays are no device arrays (JAX's TypeError)
+    with pytest.raises(TypeError, match="Unsupported type for elements in `arrays`: "
+                                        "<class 'numpy.ndarray'>"):
+        jax.make_array_from_single_device_arrays((8,), sharding, [X[2 * k:2 * k + 2]
+                                                                  for k in range(4)])
 
 
 def test_a_64_bit_dtype_with_x64_off_warns_as_jax():

@@ -146,9 +146,14 @@ def test_out_shardings_lay_results_out_as_asked():
 
 def test_out_shardings_on_one_device():
     device = shardc.devices()[3]
-    out = shardc.jit(lambda a: a + 1, out_shardings=device)(HOST)
+    out = shardc.jit(lambda a: a + 1, out_shardings=SingleDeviceSharding(device))(HOST)
     assert out.sharding == SingleDeviceSharding(device)
     np.testing.assert_array_equal(np.asarray(out), HOST + 1)
+    # a device itself is no sharding there (JAX's TypeError), in or out
+    for option in ("in_shardings", "out_shardings"):
+        with pytest.raises(TypeError, match=f"{option} leaf specifications are expected to be "
+                                            "PartitionSpec instances or None, but got cpu:3"):
+            shardc.jit(lambda a: a + 1, **{option: device})(HOST)
 
 
 def test_in_shardings_place_arguments_and_none_leaves_them():
@@ -276,6 +281,26 @@ def test_donation_holds_at_every_call():
 def _deleted(array):
     array.delete()
     return array
+
+
+def test_a_deleted_array_is_an_error_wherever_its_buffer_is_used():
+    """As JAX's: jit of the identity, copies, devices and jnp.asarray(copy=True) raise
+    'Array has been deleted'; block_until_ready (the method and jax's function) and
+    on_device_size_in_bytes raise JAX's runtime error on the buffer."""
+    x = jnp.ones(4)
+    x.delete()
+    deleted = r"^Array has been deleted with shape=float32\[4\]\.$"
+    for use in (lambda: shardc.jit(lambda a: a)(x), lambda: x.copy(), lambda: x.devices(),
+                lambda: jnp.asarray(x, copy=True)):
+        with pytest.raises(RuntimeError, match=deleted):
+            use()
+    for use, call in ((lambda: shardc.block_until_ready([x]), "BlockHostUntilReady"),
+                      (x.block_until_ready, "BlockHostUntilReady"),
+                      (x.on_device_size_in_bytes, "GetOnDeviceSizeInBytes")):
+        with pytest.raises(shardc.errors.JaxRuntimeError, match=re.escape(
+                f"INVALID_ARGUMENT: {call}() called on deleted or donated buffer")):
+            use()
+    assert x.shape == (4,) and x.is_deleted()
 
 
 def test_donated_keyword_arguments_are_deleted_too():
