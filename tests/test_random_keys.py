@@ -538,6 +538,30 @@ def test_take_of_keys_fills_out_of_bounds_by_default():
                                   data[:, 1:2])
 
 
+def test_take_along_axis_gather_and_index_updates_of_keys():
+    """jnp.take_along_axis (whole keys per index, 'fill' and 'clip' as JAX's), lax.gather
+    under jit and lax.dynamic_update_index_in_dim take key arrays."""
+    keys = random.split(random.key(1), (3, 4))
+    data = _data(keys)
+    idx = np.array([[2, 0], [1, 1], [3, 9]])
+    got = _data(jnp.take_along_axis(keys, jnp.asarray(idx), axis=1))
+    want = np.take_along_axis(data, np.minimum(idx, 3)[..., None], axis=1)
+    want[2, 1] = 0xFFFFFFFF                       # out of bounds: the fill key
+    np.testing.assert_array_equal(got, want)
+    got = _data(shardc.jit(lambda k: jnp.take_along_axis(k, jnp.array([[7], [0], [1]]), -1,
+                                                         mode="clip"))(keys))
+    np.testing.assert_array_equal(got, data[[0, 1, 2], [3, 0, 1]][:, None])
+    dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,),
+                                    start_index_map=(0,))
+    flat = keys.ravel()
+    got = shardc.jit(lambda k, i: lax.gather(k, i, dn, slice_sizes=(1,)))(
+        flat, jnp.array([[3], [1]]))
+    np.testing.assert_array_equal(_data(got), data.reshape(12, 2)[[3, 1]])
+    row = random.split(random.key(5), 4)
+    got = _data(lax.dynamic_update_index_in_dim(keys, row, 2, axis=0))
+    np.testing.assert_array_equal(got, np.concatenate([data[:2], _data(row)[None]]))
+
+
 def test_key_array_shards_methods_and_the_methods_keys_lack():
     """A key array's shards hold keys (their index the data's); addressable_data,
     on_device_size_in_bytes and swapaxes as JAX's; the array methods keys lack (astype, sum,

@@ -535,6 +535,6 @@ def dynamic_update_slice_in_dim(operand, update, start_index, axis):
 
 
 def dynamic_update_index_in_dim(operand, update, index, axis):
-    if aval_of(update).ndim == aval_of(operand).ndim - 1:
+    if np.ndim(update) == np.ndim(operand) - 1:          # (np.ndim: key arrays too)
         update = jnp.expand_dims(update, axis)
     return dynamic_update_slice_in_dim(operand, update, index, axis)

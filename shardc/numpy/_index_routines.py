@@ -20,7 +20,7 @@ from shardc.numpy._arithmetic import (add, clip, equal, floor_divide, greater, g
                                       subtract, where)
 from shardc.numpy._core import (as_array, asarray, astype, broadcast_shapes_of, broadcast_to,
                                 canonical_axis, constrain, convert, dtype_of, expand_dims,
-                                is_array,
+                                is_array, key_array_rule,
                                 ndim_of, promote, ravel, reshape, shape_of, shape_tuple, stack,
                                 zeros, zeros_like)
 from shardc.numpy._indexing import take
@@ -95,6 +95,9 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
         raise ValueError(f'Unknown gather mode "{mode}"')
     wrap = mode != "promise_in_bounds" if wrap_negative_indices is None \
         else bool(wrap_negative_indices)
+    if (rule := key_array_rule("take_along_axis", arr)) is not None:
+        return rule(arr, indices, axis, lambda data, idx, axis: take_along_axis(
+            data, idx, axis, mode, fill_value, wrap_negative_indices=wrap_negative_indices))
     arr = as_array(arr)
     indices = as_array(indices)
     if not _dt.is_int(dtype_of(indices)):

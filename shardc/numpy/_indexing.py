@@ -33,7 +33,7 @@ from shardc.numpy._arithmetic import (add, clip, divide, equal, greater_equal, l
                                       maximum, minimum, multiply, negative, power, remainder,
                                       where)
 from shardc.numpy._core import (asarray, astype, broadcast_to, canonical_axis, convert, expand_dims,
-                                key_array_rule,
+                                is_key_array, key_array_rule,
                                 nested_values, ones_like, ravel, reshape, weakly_typed_like,
                                 zeros_like)
 
@@ -448,8 +448,8 @@ def cut_outside(values, inside):
     indices, and its transpose, a scatter, drops the others' cotangents. (JAX's tangent of
     such a read is the clamped one; here it is zero.)"""
     known = value_if_known(inside)
-    if not isinstance(known, Tracer) and np.all(known):
-        return values
+    if not isinstance(known, Tracer) and np.all(known) or is_key_array(values):
+        return values                      # (keys have no derivative to cut)
     return where(inside, values, bind(p.stop_gradient_p, values))
 
 

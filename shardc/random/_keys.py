@@ -582,6 +582,16 @@ def _take_keys(keys, indices, axis, mode, fill_value=None):
                                              fill_value=fill_value))
 
 
+def _take_along_axis_keys(keys, indices, axis, take):
+    """jnp.take_along_axis of keys (``take``: it, on their data): each index picks a whole
+    key, the index broadcast over the key's words."""
+    if axis is None:
+        keys, axis = keys.ravel(), 0
+    axis = canonical_axis(axis, keys.ndim)
+    return PRNGKeyArray(keys._impl, take(keys._base, jnp.expand_dims(jnp.asarray(indices), -1),
+                                         axis))
+
+
 def _broadcast_keys(keys, shape):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return PRNGKeyArray(keys._impl, jnp.broadcast_to(keys._base, shape + (keys._impl.words,)))
@@ -720,7 +730,8 @@ KEY_ARRAY_RULES.update(where=_where_keys, concatenate=_concatenate_keys, stack=_
                        dynamic_slice=_dynamic_slice_keys,
                        dynamic_update_slice=_dynamic_update_slice_keys, rev=_rev_keys,
                        roll=_roll_keys, broadcast_in_dim=_broadcast_in_dim_keys,
-                       select_n=_select_n_keys, repeat=_repeat_keys)
+                       select_n=_select_n_keys, repeat=_repeat_keys,
+                       take_along_axis=_take_along_axis_keys)
 
 
 def key_data(keys):
