@@ -565,6 +565,17 @@ def test_carries_and_branches_of_no_mesh_take_the_types_on_the_mesh():
             lax.cond(True, lambda: x, zeros)
 
 
+def test_a_traced_mask_update_of_a_split_array_is_jaxs_boolean_index_error():
+    """x.at[mask].set(v) with a traced mask: JAX's NonConcreteBooleanIndexError comes before
+    any layout's error (it said to pass out_sharding), as for x[mask]."""
+    mesh = mesh_of((4, 2), ("x", "y"))
+    x = jax.device_put(jnp.arange(32.).reshape(8, 4), NamedSharding(mesh, P("x", None)))
+    for f in (lambda a: a.at[a > 20].set(0.0), lambda a: a[a > 20]):
+        with pytest.raises(jax.errors.NonConcreteBooleanIndexError,
+                           match="Array boolean indices must be concrete"):
+            jax.jit(f)(x)
+
+
 def test_gradients_have_their_primals_types(mesh24):
     hx, x = placed((8, 16), ("x", "y"))
     hw, w = placed((16, 4), (None, "y"))

@@ -1303,6 +1303,8 @@ def _update(x, index, value, mode):
         value = convert(value, dtype)
     else:
         value = astype(asarray(value), dtype)
+    # a traced mask is JAX's error before any layout's (its count decides the shape)
+    _check_masks_concrete(tuple(value_if_known(i) for i in full))
     _check_update_layout(x, full, value)
     _check_scatter_layout(x, full, value)
     arrays = [k for k, i in enumerate(full) if _is_int_array(i)]
