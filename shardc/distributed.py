@@ -287,7 +287,7 @@ def _from_process_local_data(sharding, local_data, global_shape):
             raise ValueError("make_array_from_process_local_data: a sharding on one device "
                              f"takes the whole array, but global_shape={tuple(global_shape)} "
                              f"and local_data has shape {np.shape(local_data)}")
-        return Array.from_global(_canonical(local_data), sharding)
+        return Array.from_global(_canonical(local_data), sharding).committed_to()
     mesh, spec = sharding.mesh, sharding.spec
     local_data = _canonical(local_data)
     names = spec_names(spec) + ((),) * (local_data.ndim - len(spec_names(spec)))

@@ -344,6 +344,12 @@ def test_make_array_from_process_local_data_on_one_process_wants_the_whole_shape
         jax.make_array_from_process_local_data(sharding, [np.zeros(8)], [(4,)])
     out = jax.make_array_from_process_local_data(sharding, np.arange(24.).reshape(8, 3), (8, 3))
     np.testing.assert_array_equal(np.asarray(out), np.arange(24.).reshape(8, 3))
+    # on one device: committed there, as JAX's (so meeting another device's array is an error)
+    one = jax.make_array_from_process_local_data(SingleDeviceSharding(jax.devices()[2]),
+                                                 np.ones(3))
+    assert one.committed and one.devices() == {jax.devices()[2]}
+    with pytest.raises(ValueError):
+        one + jax.device_put(np.ones(3), jax.devices()[4])
 
 
 def test_no_preemption_sync_point_is_ever_reached():
