@@ -48,6 +48,7 @@ from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
 from ir.core import Aval, Program, TypeSharding, Var, programs_in
 from ir.float0 import float0_aval, float0_zeros
+from ir.layout import Format, row_major, sharding_of_format
 from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, AxisType, arguments_on,
                          check_divides, check_rank, check_unique_axes, current_mesh,
                          Mesh, NamedSharding, PartitionSpec, pop_mesh, push_mesh, Sharding,
@@ -802,6 +803,21 @@ class Compiled:
     def output_shardings(self):
         """How each result is laid out (the compiled program's), in the results' tree."""
         return tree.tree_unflatten(self.closed.out_tree, self._result_shardings())
+
+    @property
+    def input_formats(self):
+        """Each argument's layout (row-major, as every block is) and sharding, in
+        ``in_avals``' tree."""
+        _, _, _, in_tree, avals = self.call_as
+        return tree.tree_unflatten(in_tree, [
+            Format(row_major(a.ndim), s) for a, s in zip(avals, self._input_shardings_flat())])
+
+    @property
+    def output_formats(self):
+        """Each result's layout (row-major) and sharding, in the results' tree."""
+        outs = self.closed.program.outvars
+        return tree.tree_unflatten(self.closed.out_tree, [
+            Format(row_major(v.aval.ndim), s) for v, s in zip(outs, self._result_shardings())])
 
     @property
     def out_info(self):
@@ -2131,6 +2147,7 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
         if dtypes.is_float0(leaf):
             placed.append(leaf)         # holds nothing to lay out
             continue
+        target = sharding_of_format(target, aval_of(leaf).shape, what)
         sharding = resolve(target, what) if target is not None else None
         if (isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh)
                 and not isinstance(leaf, Tracer)):

@@ -7,6 +7,7 @@ import numpy as np
 
 from ir import dtypes
 from ir.core import Aval
+from ir.layout import AutoLayout, Format, check_layout, row_major
 from ir.sharding import NamedSharding, PartitionSpec, current_mesh, rank_problem
 from ir.sharding_rules import type_sharding
 
@@ -32,6 +33,14 @@ class ShapeDtypeStruct:
             # the dtype as asked (JAX keeps float64 with x64 off: pure_callback refuses
             # it); what it stands for when traced is the canonical one
             self.dtype = np.dtype(dtype)
+        # a Format's layout (row-major only: ``ir.layout``), and its sharding as the sharding
+        self._layout = sharding.layout if isinstance(sharding, Format) else None
+        if isinstance(sharding, Format):
+            if sharding.layout is AutoLayout:
+                raise TypeError("`Layout.AUTO` cannot be used in place of a device-local "
+                                f"layout in a `ShapeDtypeStruct`. Got {sharding}")
+            check_layout(sharding.layout, self.shape, "ShapeDtypeStruct")
+            sharding = sharding.sharding
         problem = rank_problem(sharding, len(self.shape))
         if problem is not None:
             raise ValueError(problem)
@@ -42,6 +51,11 @@ class ShapeDtypeStruct:
         self._avals: dict = {}
         if not isinstance(sharding, PartitionSpec) and canonical is not None:
             self.aval       # made now: a sharding reported otherwise later keeps this type
+
+    @property
+    def format(self):
+        """Its layout (row-major, or as a Format gave it) and sharding, as an array's."""
+        return Format(self._layout or row_major(len(self.shape)), self.sharding)
 
     @property
     def extended(self) -> bool:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ir import dtypes
 from ir import transfer_guard as _transfer_guard
+from ir.layout import Format, row_major
 from ir.transfer_guard import JaxRuntimeError
 from ir.core import Aval, check_index_conversion, check_scalar_conversion, check_truth_value
 from ir.sharding import (UNREDUCED_INDICES, NamedSharding, Sharding, canonical_spec,
@@ -361,6 +362,11 @@ class Array(metaclass=abc.ABCMeta):
     @property
     def is_fully_replicated(self) -> bool:
         return self.sharding.is_fully_replicated
+
+    @property
+    def format(self) -> Format:
+        """The array's layout (row-major, as shardc keeps every block) and sharding."""
+        return Format(row_major(self.ndim), self.sharding)
 
     def block_until_ready(self) -> "Array":
         self._check_buffer("BlockHostUntilReady")

@@ -15,6 +15,7 @@ from compiler.tracing import (ProgramTrace, Tracer, aval_of, check_jax_leaves,
 from compiler.tree import flatten_axes, is_spec_leaf, leaf_paths, tree_flatten, tree_unflatten
 from ir import primitives as prims
 from ir import transfer_guard as _transfer_guard
+from ir.layout import sharding_of_format
 from ir.sharding import (AxisType, Mesh, NamedSharding, PartitionSpec, normal_spec,
                          position_slices)
 from runtime.array import Array, SingleDeviceSharding
@@ -59,7 +60,9 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         # under jit: a value traced is laid out as a sharding asks (JAX's device_put there
         # reshards it), a device changes nothing
         targets = ([None] * len(leaves) if device is None else
-                   flatten_axes("device_put device", device, x, is_leaf=_is_target))
+                   [sharding_of_format(t, np.shape(v), "device_put") for t, v in zip(
+                       flatten_axes("device_put device", device, x, is_leaf=_is_target),
+                       leaves)])
         sources = ([None] * len(leaves) if src is None else
                    flatten_axes("device_put src", src, x, is_leaf=_is_target))
         return tree_unflatten(treedef, [_device_put_traced(v, t, s)
@@ -72,6 +75,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         placed = [v if isinstance(v, Array) else _device_put_one(v) for v in leaves]
     else:
         targets = flatten_axes("device_put device", device, x, is_leaf=_is_target)
+        targets = [sharding_of_format(t, np.shape(v), "device_put")
+                   for t, v in zip(targets, leaves)]
         # a None entry leaves its leaf as ``device=None`` does (JAX's)
         given = [k for k, t in enumerate(targets) if t is not None]
         shardings = [resolve_sharding(targets[k], "device_put") for k in given]

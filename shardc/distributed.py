@@ -21,6 +21,7 @@ from runtime import devices as _devices
 from runtime import mpi as _mpi
 from compiler.tracing import Tracer
 from ir.core import Aval
+from ir.layout import sharding_of_format
 from ir.sharding_rules import type_sharding
 from runtime.array import Array, SingleDeviceSharding, canonical_array, detached
 from shardc.sharding import resolve_sharding
@@ -149,6 +150,7 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
     >>> x = shardc.make_array_from_callback((8, 4), NamedSharding(mesh, P('x')),
     ...                                     lambda index: global_value[index])
     """
+    sharding = sharding_of_format(sharding, tuple(shape), "make_array_from_callback")
     if not isinstance(sharding, Sharding):
         raise TypeError(f"sharding should be an instance of `jax.sharding`. Got {sharding} of "
                         f"type {type(sharding)}")

@@ -15,6 +15,7 @@ from compiler.shard_map import current_shard_context
 from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace,
                               layout_of_value, weakened, weakly_typed)
 from ir import primitives as p
+from ir.layout import sharding_of_format
 from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
                          ReplicationError, Sharding, ShardingTypeError, concrete_mesh_for,
@@ -368,6 +369,8 @@ def _constrained(x, shardings, what: str):
     constraint = what == "with_sharding_constraint"
     out = []
     for leaf, target in zip(leaves, _targets(x, shardings, what)):
+        if constraint:      # a Format: its (row-major) layout, and its sharding (JAX's)
+            target = sharding_of_format(target, np.shape(leaf), what)
         sharding = resolve_sharding(target, what)
         if constraint and isinstance(sharding, SingleDeviceSharding):
             out.append(_on_one_device(leaf, sharding))
