@@ -457,7 +457,8 @@ def test_every_flag_context_manager_is_a_top_level_name():
     "shardc.scipy.stats", "shardc.scipy.stats.norm", "shardc.scipy.stats.multivariate_normal",
     "shardc.scipy.stats.gamma", "shardc.scipy.stats.truncnorm", "shardc.experimental",
     "shardc.experimental.shard_map", "shardc.experimental.mesh_utils",
-    "shardc.experimental.multihost_utils", "shardc.ops", "shardc.image", "shardc.monitoring",
+    "shardc.experimental.multihost_utils", "shardc.experimental.layout", "shardc.ops",
+    "shardc.image", "shardc.monitoring",
     "shardc.scipy.signal",
     "shardc.example_libraries.optimizers", "shardc.example_libraries.stax"])
 def test_public_modules_list_their_exports(name):
