@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from compiler import tree
-from compiler.refs import ClosedOverRef, RefWrittenOutside, swapped_in
+from compiler.refs import ClosedOverRef, RefWrittenOutside, is_ref, swapped_in
 from compiler.replication import infer_vma, vma_rules
 from compiler.shard_map import current_shard_context, names_axes_in_scope
 from compiler.tracing import (CONCRETIZATION_ERRORS, ConcretizationTypeError, Tracer,
@@ -963,7 +963,20 @@ def switch(index, branches, *operands, operand=_NO_OPERAND):
 def _switch(construct, index, branches, names, operands):
     """The ``cond`` of ``branches`` (``_switch_once``); a Ref (mutable array) a branch writes
     from outside is passed in as a further operand, found by tracing the branches, returned
-    by every branch, and written with the result."""
+    by every branch, and written with the result. A Ref given as an operand is closed over
+    by the branches instead, and so threaded alike (JAX's: the branches get the Ref)."""
+    leaves, operands_tree = tree.tree_flatten(operands)
+    if any(map(is_ref, leaves)):
+        given = [leaf for leaf in leaves if not is_ref(leaf)]
+
+        def closing(branch):
+            @functools.wraps(branch)
+            def run(*plain):
+                rest = iter(plain)
+                full = [leaf if is_ref(leaf) else next(rest) for leaf in leaves]
+                return branch(*tree.tree_unflatten(operands_tree, full))
+            return run
+        branches, operands = [closing(b) for b in branches], tuple(given)
     return _threading_refs(
         lambda: _switch_once(construct, index, branches, names, operands),
         lambda refs: _switch_threading(refs, construct, index, branches, names, operands))

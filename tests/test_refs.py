@@ -415,3 +415,23 @@ def test_typeof_a_ref_and_reads_and_writes_at_index_arrays():
     want[[0, 1], [0, 1]] += 1.0
     np.testing.assert_array_equal(shardc.jit(bump)(grid), want[[1]])
     np.testing.assert_array_equal(grid[...], want)
+
+
+def test_refs_as_operands_of_cond_and_switch():
+    """A Ref given to cond or switch as an operand: each branch gets it, reads it and writes
+    it (JAX's), eagerly and under jit; the write lands once the branch has run."""
+    ref = shardc.new_ref(jnp.zeros(3))
+
+    def up(r, k):
+        r[...] += k
+        return r[0] * 2
+
+    def down(r, k):
+        r[1] -= k
+        return r[1]
+    assert float(shardc.lax.cond(True, up, down, ref, 2.0)) == 4.0
+    assert float(shardc.lax.cond(False, up, down, ref, 5.0)) == -3.0
+    assert float(shardc.jit(lambda p: shardc.lax.cond(p, up, down, ref, 1.0))(True)) == 6.0
+    got = shardc.lax.switch(1, [lambda r: r[2], lambda r: r.__setitem__(2, 7.0) or r[2]], ref)
+    assert float(got) == 7.0
+    np.testing.assert_array_equal(np.asarray(ref[...]), [3.0, -2.0, 7.0])
