@@ -343,12 +343,37 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     carry, found by tracing the body, and written when the loop is done.
     """
     _check_callable("scan", "f argument should be a callable.", f)
+    f, xs = _scanning_refs(f, xs, length)
     if _jit_disabled():
         return _scan_python(f, init, xs, length, reverse)
     return _threading_refs(
         lambda: _scan(f, init, xs, length, reverse, unroll, carry_name, construct),
         lambda refs: _scan_threading(refs, f, init, xs, length, reverse, unroll, carry_name,
                                      construct))
+
+
+def _scanning_refs(f, xs, length):
+    """``(f, xs)`` where ``xs`` holds Refs (mutable arrays): each Ref is scanned over by its
+    row's index, and the body gets a view of that row (``ref.at[i]``), which it reads and
+    writes as JAX's body gets a Ref of it; the Ref, closed over, is threaded through the loop.
+    Otherwise as given."""
+    leaves, xs_tree = tree.tree_flatten(xs)
+    refs = [k for k, leaf in enumerate(leaves) if is_ref(leaf)]
+    if not refs:
+        return f, xs
+    rows = leaves[refs[0]].shape[0] if length is None else length
+    rows_given = {leaves[k].shape[0] for k in refs}
+    if rows_given != {rows}:
+        raise ValueError(f"scan got Refs of {sorted(rows_given)} rows to scan over {rows} steps")
+    steps = np.arange(rows, dtype=np.int32)
+    plain = [steps if k in refs else leaf for k, leaf in enumerate(leaves)]
+
+    @functools.wraps(f)
+    def body(carry, x):
+        flat = tree.tree_leaves(x) if xs_tree.num_leaves else []
+        viewed = [leaves[k].at[flat[k]] if k in refs else flat[k] for k in range(len(flat))]
+        return f(carry, tree.tree_unflatten(xs_tree, viewed))
+    return body, tree.tree_unflatten(xs_tree, plain)
 
 
 def _threading_refs(plain, threaded):

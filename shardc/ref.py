@@ -24,7 +24,7 @@ from compiler.tracing import (ProgramTrace, Tracer, aval_of, current_trace, valu
 from shardc.lax._ops import convert_element_type
 from shardc.numpy import array, asarray, zeros
 
-__all__ = ["Ref", "addupdate", "empty_ref", "free_ref", "freeze", "get", "new_ref", "set",
+__all__ = ["Ref", "RefView", "addupdate", "empty_ref", "free_ref", "freeze", "get", "new_ref", "set",
            "swap"]
 
 
@@ -88,6 +88,11 @@ class Ref:
     def addupdate(self, x, idx=()):
         addupdate(self, idx, x)
 
+    @property
+    def at(self) -> "_ViewIndexer":
+        """``ref.at[index]``: a view of that part of the Ref, read and written as a Ref is."""
+        return _ViewIndexer(self)
+
     def __repr__(self):
         value = self._read()
         if isinstance(value, Tracer):
@@ -123,6 +128,49 @@ class Ref:
         if current_trace() is not self._trace:
             raise RefWrittenOutside(self)    # scan threads it through its loop
         self._value = weakened(value) if self._weak else value
+
+
+class _ViewIndexer:
+    __slots__ = ("_of",)
+
+    def __init__(self, of):
+        self._of = of
+
+    def __getitem__(self, index) -> "RefView":
+        return RefView(self._of, index)
+
+
+class RefView:
+    """A part of a Ref (``ref.at[index]``, JAX's transformed Ref): reading it reads the Ref
+    there, writing it writes the Ref there. Views of views compose."""
+    __slots__ = ("_of", "_index")
+
+    def __init__(self, of, index):
+        self._of = of            # a Ref, or another view
+        self._index = index
+
+    def _value(self):
+        return self._of[self._index]
+
+    shape = property(lambda self: tuple(self._value().shape))
+    dtype = property(lambda self: self._value().dtype)
+    ndim = property(lambda self: len(self.shape))
+    at = property(lambda self: _ViewIndexer(self))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx):
+        value = self._value()
+        return value if _whole(idx) else value[idx]
+
+    def __setitem__(self, idx, value):
+        if not _whole(idx):
+            value = self._value().at[idx].set(value)
+        self._of[self._index] = value
+
+    def __repr__(self):
+        return f"RefView({self._index!r} of {self._of!r})"
 
 
 def _whole(idx) -> bool:

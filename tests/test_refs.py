@@ -435,3 +435,47 @@ def test_refs_as_operands_of_cond_and_switch():
     got = shardc.lax.switch(1, [lambda r: r[2], lambda r: r.__setitem__(2, 7.0) or r[2]], ref)
     assert float(got) == 7.0
     np.testing.assert_array_equal(np.asarray(ref[...]), [3.0, -2.0, 7.0])
+
+
+def test_ref_views_and_scans_over_refs():
+    """ref.at[index] is a view read and written as a Ref (views of views too), under jit and
+    grad; a Ref scanned over gives the body a view of each row, which it reads and writes
+    (JAX's), forward and reversed, eagerly and under jit."""
+    def f(x):
+        ref = shardc.new_ref(jnp.ones(5))
+        ref.at[1:4][...] += x
+        return ref[...].sum()
+    x = jnp.array([1.0, 2.0, 3.0])
+    assert float(shardc.jit(f)(x)) == 11.0
+    np.testing.assert_array_equal(np.asarray(shardc.grad(shardc.jit(f))(x)), [1.0, 1.0, 1.0])
+    grid = shardc.new_ref(jnp.arange(12.0).reshape(3, 4))
+
+    @shardc.jit
+    def poke(r):
+        r.at[1][2] = -1.0
+        r.at[0:2][:, 3] = jnp.array([7.0, 8.0])
+        r.at[0:2].at[1][0] = 50.0
+        return r.at[2][...]
+    np.testing.assert_array_equal(np.asarray(poke(grid)), [8.0, 9.0, 10.0, 11.0])
+    want = np.arange(12.0).reshape(3, 4)
+    want[1, 2], want[0, 3], want[1, 3], want[1, 0] = -1.0, 7.0, 8.0, 50.0
+    np.testing.assert_array_equal(np.asarray(grid[...]), want)
+
+    rows = shardc.new_ref(jnp.arange(6.0).reshape(3, 2))
+
+    def body(c, xs):
+        row, w = xs
+        row[...] = row[...] * w + c
+        return c + 1.0, row[0]
+    c, ys = shardc.lax.scan(body, 0.0, (rows, jnp.array([1.0, 10.0, 100.0])), reverse=True)
+    assert float(c) == 3.0
+    np.testing.assert_array_equal(np.asarray(rows[...]), [[2.0, 3.0], [21.0, 31.0],
+                                                          [400.0, 500.0]])
+    np.testing.assert_array_equal(np.asarray(ys), [2.0, 21.0, 400.0])
+    flags = shardc.new_ref(jnp.zeros(4))
+
+    def fill(c, slot):
+        slot[...] = c
+        return c * 2, None
+    assert float(shardc.jit(lambda r: shardc.lax.scan(fill, 1.0, r)[0])(flags)) == 16.0
+    np.testing.assert_array_equal(np.asarray(flags[...]), [1.0, 2.0, 4.0, 8.0])
