@@ -55,8 +55,8 @@ from ir.sharding import (EMPTY_CONCRETE_MESH, AbstractMesh, AxisType, arguments_
                          spec_axes, spec_names, UNCONSTRAINED)
 from ir.sharding_rules import mesh_explicit, named_sharding, typed_avals
 from compiler.partition import check_inserted, partition, type_meshes
-from compiler.propagation import (annotated_meshes, program_mesh, propagate, result_shardings,
-                                  spelling_reference)
+from compiler.propagation import (annotated_meshes, on_first_of_twins, program_mesh, propagate,
+                                  result_shardings, spelling_reference)
 from ir.graph import (ORDERED_EFFECTS_ERROR, holds_equation, is_ordered_effect,
                       replace_sub_programs, sub_programs)
 from ir.printer import print_program
@@ -459,6 +459,7 @@ def _partitioned(program: Program, values, pending: list | None = None) -> tuple
     layouts[:len(program.constvars)] = [
         None if isinstance(l, NamedSharding) and l.mesh.are_all_axes_auto else l
         for l in layouts[:len(program.constvars)]]
+    layouts = on_first_of_twins(layouts)
     mesh = program_mesh(program, layouts)
     # a mesh with Auto axes (its Explicit ones, if any, split values as their types say)
     if mesh is not None and type_meshes(program) <= {mesh}:

@@ -85,6 +85,29 @@ def annotated_meshes(program: Program, meshes: set | None = None) -> set:
     return meshes
 
 
+def on_first_of_twins(layouts) -> list:
+    """``layouts`` with those on meshes of Auto axes only that lay out the same devices in
+    the same grid as the first such mesh, under other names, spelt on that first mesh (axis
+    k named as its axis k): the same blocks on the same devices. JAX runs values on such
+    meshes together, laid out on the first; otherwise as given."""
+    meshes = [l.mesh for l in layouts if isinstance(l, NamedSharding) and not l.mesh.empty]
+    first = meshes[0] if meshes else None
+    if first is None or not first.are_all_axes_auto or all(m is first for m in meshes):
+        return layouts
+    out = []
+    for layout in layouts:
+        mesh = getattr(layout, "mesh", None)
+        if (isinstance(layout, NamedSharding) and mesh is not first and mesh.are_all_axes_auto
+                and mesh.axis_sizes == first.axis_sizes
+                and mesh.flat_device_ids == first.flat_device_ids):
+            name = dict(zip(mesh.axis_names, first.axis_names))
+            layout = NamedSharding(first, PartitionSpec(*[
+                tuple(name[a] for a in e) if isinstance(e, tuple) else
+                e if e is None else name[e] for e in layout.spec]))
+        out.append(layout)
+    return out
+
+
 def auto_mesh(layouts, replicated: bool = False):
     """The one mesh with Auto axes the layouts split values over (``replicated``: or lay them
     out on at all); None when there is none, or several, or one with Explicit axes only."""

@@ -31,7 +31,7 @@ from ir.shapes import out_avals
 from ir.sharding import (Mesh, NamedSharding, PartitionSpec, current_mesh, pop_mesh, push_mesh,
                          read_back_entries, same_layout)
 from ir.sharding_rules import mesh_auto, mesh_explicit, named_sharding, typed_avals
-from compiler.propagation import auto_mesh
+from compiler.propagation import auto_mesh, on_first_of_twins
 from ir.source import frame_source
 from ir.verify import check_traced
 
@@ -393,7 +393,7 @@ class EvalTrace(Trace):
         if rule is not None:
             return rule(*values, **params)
         split = split_mesh(typed, values, params)
-        layouts = layouts_of(values)
+        layouts = on_first_of_twins(layouts_of(values))
         if prim.name == "shard_map":
             # as jit runs it (lowered): its out_specs lay out its results
             from compiler.jit import execute_equation

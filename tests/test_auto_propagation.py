@@ -1266,3 +1266,18 @@ def test_operands_competing_for_an_axis_are_settled_as_jax_settles_them(a_spec, 
         assert tuple(out.sharding.spec) + (None,) * (2 - len(out.sharding.spec)) == padded
     np.testing.assert_array_equal(outs[0], values * 3)
     np.testing.assert_array_equal(outs[3], np.where(values > 3, values, values * 2))
+
+
+def test_values_on_twin_auto_meshes_run_together_on_the_first():
+    """Arrays on two meshes of Auto axes over the same devices in the same grid, under other
+    names, run together, laid out on the first mesh (axis k as its axis k), eagerly and under
+    jit, as JAX's; they were gathered to one device."""
+    devices = np.array(jax.devices()).reshape(4, 2)
+    first, twin = Mesh(devices, ("x", "y")), Mesh(devices, ("a", "b"))
+    host = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    a = jax.device_put(host, NamedSharding(first, P("x", "y")))
+    b = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(twin, P("a", None)))
+    for out, want, mesh in ((a * b + 1, host + 1, first), (b - a, 1 - host, twin),
+                            (jax.jit(lambda u, v: u + v)(a, b), host + 1, first)):
+        assert isinstance(out.sharding, NamedSharding) and out.sharding.mesh is mesh
+        np.testing.assert_array_equal(np.asarray(out), want)
