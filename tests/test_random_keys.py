@@ -562,6 +562,30 @@ def test_take_along_axis_gather_and_index_updates_of_keys():
     np.testing.assert_array_equal(got, np.concatenate([data[:2], _data(row)[None]]))
 
 
+def test_diagonal_triangles_compress_extract_and_array_equal_of_keys():
+    """jnp.diagonal, triu, tril (a key of zero words below or above), compress, extract and
+    array_equal take key arrays, as JAX's, under jit too."""
+    keys = random.split(random.key(0), (3, 4))
+    data = _data(keys)
+    lower = np.tril(np.ones((3, 4), bool))[..., None]
+    mask = np.array([True, False, True, True])
+    cases = {
+        "diagonal": (lambda: jnp.diagonal(keys, 1), np.stack([data[k, k + 1] for k in range(3)])),
+        "triu": (lambda: jnp.triu(keys, -1),
+                 np.where(np.triu(np.ones((3, 4), bool), -1)[..., None], data, 0)),
+        "tril": (lambda: jnp.tril(keys), np.where(lower, data, 0)),
+        "compress": (lambda: jnp.compress(jnp.asarray(mask), keys, axis=1), data[:, mask]),
+        "extract": (lambda: jnp.extract(np.arange(12).reshape(3, 4) % 5 == 0, keys),
+                    data.reshape(12, 2)[[0, 5, 10]]),
+    }
+    for name, (make, want) in cases.items():
+        for got in (make(), shardc.jit(make)() if name != "extract" else make()):
+            assert got.dtype == keys.dtype, name
+            np.testing.assert_array_equal(_data(got), want.astype(np.uint32), err_msg=name)
+    assert bool(jnp.array_equal(keys, keys)) and not bool(jnp.array_equal(keys, keys[::-1]))
+    assert not bool(jnp.array_equal(keys[0], keys))
+
+
 def test_key_array_shards_methods_and_the_methods_keys_lack():
     """A key array's shards hold keys (their index the data's); addressable_data,
     on_device_size_in_bytes and swapaxes as JAX's; the array methods keys lack (astype, sum,

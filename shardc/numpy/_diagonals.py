@@ -11,7 +11,7 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import add, less_equal, where
 from shardc.numpy._core import (as_array, asarray, astype, canonical_axis, convert,
-                                dtype_of, ndim_of, ones, ravel, reshape, shape_of, shape_tuple,
+                                dtype_of, key_array_rule, ndim_of, ones, ravel, reshape, shape_of, shape_tuple,
                                 zeros, zeros_like)
 from shardc.numpy._creation import eye
 from shardc.numpy._indexing import take
@@ -27,6 +27,8 @@ __all__ = [
 
 def diagonal(a, offset=0, axis1=0, axis2=1):
     """The diagonal ``offset`` of the planes ``(axis1, axis2)``, as a last axis."""
+    if (rule := key_array_rule("moved", a)) is not None:
+        return rule(a, lambda i: diagonal(i, offset, axis1, axis2))
     a = as_array(a)
     n = ndim_of(a)
     a1, a2 = canonical_axis(axis1, n), canonical_axis(axis2, n)
@@ -76,6 +78,8 @@ def tri(N, M=None, k=0, dtype=None):
 
 def tril(m, k=0):
     """``m`` with the elements above diagonal ``k`` (of its last two axes) zeroed."""
+    if (rule := key_array_rule("moved", m)) is not None:
+        return rule(m, lambda i: tril(i, k))
     m = as_array(m)
     if ndim_of(m) < 2:
         raise ValueError("Argument to jax.numpy.tril must be at least 2D")
@@ -85,6 +89,8 @@ def tril(m, k=0):
 
 def triu(m, k=0):
     """``m`` with the elements below diagonal ``k`` (of its last two axes) zeroed."""
+    if (rule := key_array_rule("moved", m)) is not None:
+        return rule(m, lambda i: triu(i, k))
     m = as_array(m)
     if ndim_of(m) < 2:
         raise ValueError("Argument to jax.numpy.triu must be at least 2D")

@@ -20,7 +20,8 @@ from shardc.numpy._arithmetic import (abs, abs2, add, divide, equal, greater, is
                                       minimum, multiply, not_equal, sqrt, subtract, where)
 from shardc.numpy._core import (STATIC_AXIS, as_array, asarray, asked_dtype, astype,
                                 broadcast_shapes_of, broadcast_to, canonical_axis, concatenate,
-                                convert, dtype_of, full, promote, ravel, reshape, shape_of)
+                                convert, dtype_of, full, key_array_rule, promote, ravel, reshape,
+                                shape_of)
 from shardc.numpy._scalars import bool_
 
 where_ = where        # the reductions take a ``where=`` mask of their own
@@ -576,6 +577,8 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 def array_equal(a, b, equal_nan=False):
     """True when ``a`` and ``b`` have one shape and equal elements (a scalar boolean array)."""
+    if (rule := key_array_rule("array_equal", a, b)) is not None:
+        return rule(a, b, equal_nan)
     if shape_of(a) != shape_of(b):
         return asarray(False)
     same = equal(a, b)

@@ -309,6 +309,8 @@ def where(condition, x=None, y=None, *, size=None, fill_value=None):
 
 def extract(condition, arr, *, size=None, fill_value=0):
     """The elements of ``arr`` (flattened) where ``condition`` (flattened) is non-zero."""
+    if (rule := key_array_rule("moved", arr)) is not None:
+        return rule(arr, lambda i: extract(condition, i, size=size, fill_value=0))
     if size is None:
         size = host_count(condition, limit=int(np.prod(shape_of(as_array(arr)), dtype=np.int64)))
     arr = ravel(as_array(arr))
@@ -323,6 +325,8 @@ def extract(condition, arr, *, size=None, fill_value=0):
 
 def compress(condition, a, axis=None, *, size=None, fill_value=0):
     """The slices of ``a`` along ``axis`` where the 1-D ``condition`` is true."""
+    if (rule := key_array_rule("moved", a)) is not None:
+        return rule(a, lambda i: compress(condition, i, axis, size=size, fill_value=0))
     host_condition = condition
     condition = ravel(as_array(condition))
     a, axis = flatten_if_none(a, axis)

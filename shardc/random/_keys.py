@@ -592,6 +592,26 @@ def _take_along_axis_keys(keys, indices, axis, take):
                                          axis))
 
 
+def _moved_keys(keys, move):
+    """A function that only moves elements, or puts zeros in places (``move``: it, on an
+    array), on keys: it moves each key's number (1, 2, ...) and the keys follow; a zero
+    becomes a key whose words are zeros (JAX's ``zeros_like`` of keys)."""
+    n = keys.size
+    numbers = move(jnp.arange(1, n + 1, dtype=np.int32).reshape(keys.shape))
+    rows = keys._base.reshape(n, keys._impl.words)
+    # (0 - 1) % (n + 1) is n: past the end, so the zero-filled row
+    return PRNGKeyArray(keys._impl, jnp.take(rows, (numbers - 1) % (n + 1), axis=0,
+                                             mode="fill", fill_value=0))
+
+
+def _array_equal_keys(a, b, equal_nan=False):
+    """Whether two key arrays hold the same keys (of one implementation)."""
+    if not (isinstance(a, PRNGKeyArray) and isinstance(b, PRNGKeyArray)) \
+            or a._impl != b._impl or a.shape != b.shape:
+        return jnp.asarray(False)
+    return jnp.array_equal(a._base, b._base)
+
+
 def _broadcast_keys(keys, shape):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return PRNGKeyArray(keys._impl, jnp.broadcast_to(keys._base, shape + (keys._impl.words,)))
@@ -731,7 +751,8 @@ KEY_ARRAY_RULES.update(where=_where_keys, concatenate=_concatenate_keys, stack=_
                        dynamic_update_slice=_dynamic_update_slice_keys, rev=_rev_keys,
                        roll=_roll_keys, broadcast_in_dim=_broadcast_in_dim_keys,
                        select_n=_select_n_keys, repeat=_repeat_keys,
-                       take_along_axis=_take_along_axis_keys)
+                       take_along_axis=_take_along_axis_keys, moved=_moved_keys,
+                       array_equal=_array_equal_keys)
 
 
 def key_data(keys):
