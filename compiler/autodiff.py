@@ -27,7 +27,7 @@ from ir import dtypes
 from ir import primitives as prims
 from ir.core import Program, Var
 from ir.sharding import NamedSharding, PartitionSpec
-from ir.sharding_rules import partitions
+from ir.sharding_rules import named_sharding, partitions
 from ir.float0 import float0_zeros
 
 
@@ -402,7 +402,13 @@ def _checked_tangent(primal, tangent):
     if tuple(t_shape) != tuple(p_aval.shape):
         raise ValueError("jvp called with different primal and tangent shapes;Got primal "
                          f"shape {tuple(p_aval.shape)} and tangent shape as {tuple(t_shape)}")
-    return None if expected == dtypes.FLOAT0 else tangent
+    if expected == dtypes.FLOAT0:
+        return None
+    if (p_aval.type_sharding is not None and current_shard_context() is None
+            and aval_of(tangent).type_sharding != p_aval.type_sharding):
+        # a tangent takes its primal's type (JAX's: split as the primal is), whatever its own
+        tangent = bind(prims.sharding_constraint_p, tangent, sharding=named_sharding(p_aval))
+    return tangent
 
 
 def _untransposable(eqn) -> Exception:

@@ -576,6 +576,18 @@ def test_a_traced_mask_update_of_a_split_array_is_jaxs_boolean_index_error():
             jax.jit(f)(x)
 
 
+def test_jvp_tangents_take_their_primals_types():
+    """A tangent split otherwise than its primal, or a host value, is taken as split as the
+    primal (JAX's): jvp runs, and the output tangent has the output's type."""
+    mesh = mesh_of((4, 2), ("x", "y"))
+    with jax.set_mesh(mesh):
+        x = jax.device_put(jnp.arange(8.0), P("x"))
+        for t in (jax.device_put(jnp.ones(8), P("y")), np.ones(8, np.float32)):
+            y, ty = jax.jvp(jnp.sin, (x,), (t,))
+            assert str(jax.typeof(ty)) == "float32[8@x]" and ty.sharding.spec == P("x")
+            np.testing.assert_allclose(np.asarray(ty), np.cos(np.arange(8.0)), rtol=1e-6)
+
+
 def test_gradients_have_their_primals_types(mesh24):
     hx, x = placed((8, 16), ("x", "y"))
     hw, w = placed((16, 4), (None, "y"))
