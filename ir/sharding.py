@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import enum
 import functools
 import math
@@ -101,11 +102,26 @@ class _AxisKinds:
         return bool(self.axis_types) and all(t is AxisType.Manual for t in self.axis_types)
 
 
+@dataclasses.dataclass(frozen=True)
+class AbstractDevice:
+    """The kind of device an abstract mesh's devices are (JAX's ``AbstractDevice``)."""
+    device_kind: str
+    num_cores: int | None
+    platform: str
+
+    def __repr__(self):
+        return (f"AbstractDevice(device_kind={self.device_kind}, num_cores={self.num_cores}, "
+                f"platform={self.platform})")
+
+
 class AbstractMesh(_AxisKinds):
     """A mesh's axis sizes, names and types, without devices (JAX's ``AbstractMesh``): what
     types refer to."""
 
-    def __init__(self, axis_sizes, axis_names, axis_types=None, *, _device_kind=None):
+    def __init__(self, axis_sizes, axis_names, axis_types=None, *, abstract_device=None,
+                 _device_kind=None):
+        if abstract_device is not None:
+            _device_kind = abstract_device.device_kind
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         self.axis_sizes = tuple(int(n) for n in axis_sizes)
@@ -139,6 +155,13 @@ class AbstractMesh(_AxisKinds):
     @property
     def abstract_mesh(self) -> "AbstractMesh":
         return self
+
+    @property
+    def abstract_device(self) -> AbstractDevice | None:
+        """The kind of device of the mesh it abstracts (None for a mesh made without)."""
+        if self._device_kind is None:
+            return None
+        return AbstractDevice(self._device_kind, None, self._device_kind)
 
     def update(self, axis_sizes=None, axis_names=None, axis_types=None) -> "AbstractMesh":
         """This mesh with the sizes, names or types given replaced."""

@@ -16,7 +16,8 @@ from compiler.tracing import (Tracer, aval_of, bind, current_trace, eval_trace,
                               layout_of_value, weakened, weakly_typed)
 from ir import primitives as p
 from ir.layout import sharding_of_format
-from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, AbstractMesh, AxisType,
+from ir.sharding import (EMPTY_CONCRETE_MESH, EMPTY_MESH, UNCONSTRAINED, AbstractDevice,
+                         AbstractMesh, AxisType,
                          ManualAxisType, Mesh, NamedSharding, PartitionSpec,
                          ReplicationError, Sharding, ShardingTypeError, concrete_mesh_for,
                          current_mesh,
@@ -26,7 +27,7 @@ from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices
 
-__all__ = ["AbstractMesh", "AxisType", "ManualAxisType", "Mesh", "ShardingTypeError", "auto_axes",
+__all__ = ["AbstractDevice", "AbstractMesh", "AxisType", "ManualAxisType", "Mesh", "ShardingTypeError", "auto_axes",
            "explicit_axes", "NamedSharding", "PartitionSpec", "ReplicationError",
            "Sharding", "SingleDeviceSharding", "get_abstract_mesh", "get_mesh",
            "make_single_device_sharding", "reshard", "set_mesh", "use_abstract_mesh", "use_mesh"]

@@ -750,6 +750,20 @@ def test_sharding_memory_kind_and_addressability():
         SingleDeviceSharding(shardc.devices()[1], memory_kind="pinned_host")
 
 
+def test_abstract_devices_of_abstract_meshes():
+    """jax.sharding.AbstractDevice: what an abstract mesh's devices are, given or taken from
+    the mesh it abstracts (JAX's reprs)."""
+    from shardc.sharding import AbstractDevice, AbstractMesh, AxisType
+    cpu = AbstractDevice(device_kind="cpu", num_cores=None, platform="cpu")
+    assert repr(cpu) == "AbstractDevice(device_kind=cpu, num_cores=None, platform=cpu)"
+    mesh = AbstractMesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit,) * 2,
+                        abstract_device=cpu)
+    assert repr(mesh) == ("AbstractMesh('x': 2, 'y': 4, axis_types=(Explicit, Explicit), "
+                          "device_kind=cpu, num_cores=None, platform=cpu)")
+    assert shardc.make_mesh((8,), ("x",)).abstract_mesh.abstract_device == cpu
+    assert AbstractMesh((8,), ("x",)).abstract_device is None
+
+
 def test_the_array_api_namespace_and_its_inspection():
     """x.__array_namespace__() is shardc.numpy (JAX's ValueError for another version);
     __array_namespace_info__ describes it as JAX's does, 64-bit types with x64 only."""
