@@ -2148,7 +2148,8 @@ def _place_tree(prefix, values, resolve, what: str, deferred=None, given=None, n
         if dtypes.is_float0(leaf):
             placed.append(leaf)         # holds nothing to lay out
             continue
-        target = sharding_of_format(target, aval_of(leaf).shape, what)
+        if isinstance(target, Format):
+            target = sharding_of_format(target, aval_of(leaf).shape, what)
         sharding = resolve(target, what) if target is not None else None
         if (isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh)
                 and not isinstance(leaf, Tracer)):
