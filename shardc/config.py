@@ -209,7 +209,8 @@ FLAGS = {flag.name: flag for flag in (
     # the implementation of keys made without one, and JAX's two schemes of threefry bits:
     # both change what tracing gives
     _traced_flag("jax_default_prng_impl", "threefry2x32",
-                 _enum("threefry2x32", "rbg", "unsafe_rbg")),
+                 _enum("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg", "philox2x32",
+                       "philox4x32")),
     # added to every seed a key is made from (jax.random.key, PRNGKey)
     _traced_flag("jax_random_seed_offset", 0, _int),
     # raw uint32 key data given to a jax.random function: taken, warned about, or refused

@@ -8,6 +8,7 @@ folds are JAX's (the Threefry-2x32 hash of each element's index keyed by the key
     _keys             key arrays, key, PRNGKey, split, fold_in, key_data, bits
     _distributions    uniform, normal, randint, choice, gamma, poisson, ...
     _more             lognormal, cauchy, chisquare, t, f, pareto, orthogonal, ball, ...
+    _random123        JAX's threefry4x32, philox2x32 and philox4x32 keys (``impl=``)
 """
 from shardc.random._distributions import (bernoulli, beta, categorical, choice, dirichlet,
                                           exponential, gamma, gumbel, laplace, logistic,

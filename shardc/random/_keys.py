@@ -2,15 +2,17 @@
 does), raw key data (``PRNGKey``), and the functions that make, split and fold them.
 
 A key array of shape ``S`` holds its key data, a ``uint32[*S, W]`` array (``W`` words per key:
-2 for threefry2x32, 4 for rbg), concrete or traced. It indexes, reshapes and iterates over
-``S`` like an array, prints like JAX's (``key<fry>``), and is a pytree node whose one child is
-its data, so it passes through ``jit``, ``vmap``, ``shard_map``, ``scan`` and ``grad`` unchanged:
-every transformation sees the data, and the key is rebuilt around what it returns.
+2 for threefry2x32, 4 for rbg and threefry4x32, 1 for philox2x32, 2 for philox4x32), concrete
+or traced. It indexes, reshapes and iterates over ``S`` like an array, prints like JAX's
+(``key<fry>``), and is a pytree node whose one child is its data, so it passes through ``jit``,
+``vmap``, ``shard_map``, ``scan`` and ``grad`` unchanged: every transformation sees the data,
+and the key is rebuilt around what it returns.
 
 A threefry key's bits, splits and folds are JAX's: the Threefry-2x32 hash of each element's
 index keyed by the key. A 4-word (rbg) key splits and folds as JAX's does (each half as a
 threefry key); its bits are the threefry bits of its two halves xor-ed, where JAX's come from
-XLA's RngBitGenerator.
+XLA's RngBitGenerator. JAX's newer implementations (threefry4x32, philox2x32, philox4x32)
+seed, split, fold and draw by their own hashes (``_random123``), JAX's bits too.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from shardc.config import config
 from shardc.dtypes import prng_key
 from shardc.numpy._core import KEY_ARRAY_RULES, canonical_axis, takes_out_sharding
 from shardc.numpy._indexing import getitem
+from shardc.random import _random123
 
 __all__ = [
     "PRNGImpl", "IMPLS", "resolve_impl", "KeyDtype", "PRNGKeyArray", "PRNGKey", "key", "key_data",
@@ -50,10 +53,13 @@ __all__ = [
 class PRNGImpl:
     """A key implementation: its name, its short tag (printed in the dtype) and the number of
     uint32 words of one key. It stands for its name, as what JAX's ``key_impl`` gives for a
-    built-in implementation does: ``str()`` and ``repr()`` give it, and it equals it."""
+    built-in implementation does: ``str()`` and ``repr()`` give it, and it equals it.
+    ``ops`` are the seed, split, fold_in and bits of JAX's newer implementations
+    (``_random123``); None for threefry2x32 and rbg, whose are this module's."""
     name: str
     tag: str
     words: int
+    ops: _random123.Random123Ops | None = None
 
     @property
     def key_shape(self) -> tuple:
@@ -77,9 +83,14 @@ class PRNGImpl:
         return repr(self.name)
 
 
-IMPLS = {impl.name: impl for impl in (PRNGImpl("threefry2x32", "fry", 2),
-                                      PRNGImpl("rbg", "rbg", 4),
-                                      PRNGImpl("unsafe_rbg", "urbg", 4))}
+# in JAX 0.10.2's order of registration (its error for an unknown name lists them so)
+IMPLS = {impl.name: impl for impl in (
+    PRNGImpl("philox2x32", "phx2", 1, _random123.OPS["philox2x32"]),
+    PRNGImpl("philox4x32", "phx4", 2, _random123.OPS["philox4x32"]),
+    PRNGImpl("threefry2x32", "fry", 2),
+    PRNGImpl("rbg", "rbg", 4),
+    PRNGImpl("unsafe_rbg", "urbg", 4),
+    PRNGImpl("threefry4x32", "fry4", 4, _random123.OPS["threefry4x32"]))}
 
 
 def resolve_impl(impl) -> PRNGImpl:
@@ -490,8 +501,8 @@ _Array.register(PRNGKeyArray)
 # --- making, splitting and folding keys ------------------------------------------------------
 
 def PRNGKey(seed, *, impl=None) -> "jnp.ndarray":
-    """The raw key data for an integer seed: ``uint32[2]`` (``uint32[4]`` for rbg keys); a
-    typed key with ``jax_enable_custom_prng`` on, as JAX's."""
+    """The raw key data for an integer seed: ``uint32[W]`` (``uint32[2]`` for threefry2x32
+    keys, ``uint32[4]`` for rbg keys); a typed key with ``jax_enable_custom_prng`` on, as JAX's."""
     impl = resolve_impl(impl)
     data = _seed_data(seed, impl, "PRNGKey")
     return PRNGKeyArray(impl, data) if config.read("jax_enable_custom_prng") else data
@@ -510,7 +521,8 @@ def key(seed, *, impl=None, dtype=None) -> PRNGKeyArray:
 def _seed_data(seed, impl: PRNGImpl, ctor: str):
     """As JAX's: the seed's low 32 bits fill the low word; the high word holds its next 32
     bits with x64 on, and is 0 with it off (JAX takes the seed as a 32-bit integer then).
-    rbg keys repeat the two words. ``ctor`` (key or PRNGKey) is named in JAX's errors."""
+    rbg keys repeat the two words; JAX's newer implementations hash them (their ``seed``).
+    ``ctor`` (key or PRNGKey) is named in JAX's errors."""
     if isinstance(seed, PRNGKeyArray):
         raise TypeError(f"{ctor} accepts a scalar seed, but was given a PRNG key.")
     if np.ndim(seed):
@@ -530,6 +542,8 @@ def _seed_data(seed, impl: PRNGImpl, ctor: str):
             raise OverflowError(f"Python int {seed} too large to convert to int64")
         high = (seed >> 32) & 0xFFFFFFFF if _dt.x64_enabled() else 0
         words = jnp.asarray(np.array([high, seed & 0xFFFFFFFF], np.uint32))
+    if impl.ops is not None:
+        return compiled(impl.ops.seed)(words)
     return words if impl.words == 2 else jnp.concatenate([words, words])
 
 
@@ -831,7 +845,7 @@ def clone(keys):
 def single_key(name: str, keys):
     """The ``uint32[2]`` words a sampler draws from; a key array must hold one key."""
     data = single_key_data(name, keys)
-    if isinstance(keys, PRNGKeyArray) and keys._impl.words == 4:
+    if isinstance(keys, PRNGKeyArray) and keys._impl.words == 4 and keys._impl.ops is None:
         # A 4-word key folds to the 2 words the bit generator takes; the second half crosses
         # over, so a key made from a seed ([0, s, 0, s], as JAX makes it) folds to [s, s].
         return jnp.bitwise_xor(data[:2], data[3:1:-1])
@@ -872,6 +886,12 @@ def _raw_key_data(keys):
     data = jnp.asarray(keys)
     _check_key_data(resolve_impl(None), data)
     return data
+
+
+def _impl_of(keys) -> PRNGImpl:
+    """The implementation of keys given as a key array or as raw key data (the default
+    implementation's, as JAX takes raw data)."""
+    return keys._impl if isinstance(keys, PRNGKeyArray) else resolve_impl(None)
 
 
 def _raw_keys_out(data):
@@ -959,7 +979,18 @@ def random_bits(key, shape, name: str = "random_bits", bit_width: int = 32):
     element's index, its two words xor-ed (64 bits: the first word high, the second low).
     One compiled program, as JAX's (an eager call runs it at once)."""
     shape = tuple(int(d) for d in shape)
+    impl = _impl_of(key)
+    if impl.ops is not None:
+        return compiled(_random123_bits, shape, bit_width, impl)(single_key_data(name, key))
     return compiled(_bits_of_words, shape, bit_width)(single_key(name, key))
+
+
+def _random123_bits(data, shape, bit_width, impl):
+    return impl.ops.bits(data, *counters(shape), bit_width)
+
+
+def _random123_split(data, shape, impl):
+    return impl.ops.split(data, *counters(shape))
 
 
 def compiled(fn, *static):
@@ -1017,7 +1048,11 @@ def _by_halves(fn, data, shape):
 def split(key, num=2):
     """``num`` new keys (an int or a shape): typed keys of shape ``(num,)`` for a typed key,
     ``uint32[num, 2]`` for raw key data."""
-    new = compiled(_split_data, sample_shape(num))(single_key_data("split", key))
+    impl, shape = _impl_of(key), sample_shape(num)
+    if impl.ops is not None:
+        new = compiled(_random123_split, shape, impl)(single_key_data("split", key))
+    else:
+        new = compiled(_split_data, shape)(single_key_data("split", key))
     if isinstance(key, PRNGKeyArray):
         return PRNGKeyArray(key._impl, new)
     return _raw_keys_out(new)
@@ -1034,7 +1069,9 @@ def fold_in(key, data):
         if not 0 <= data < 2**32:
             raise OverflowError(f"Python integer {data} out of bounds for uint32")
         data = np.uint32(data)
-    folded = _fold_data(single_key_data("fold_in", key), data)
+    ops = _impl_of(key).ops
+    fold = _fold_data if ops is None else compiled(ops.fold_in)
+    folded = fold(single_key_data("fold_in", key), data)
     return PRNGKeyArray(key._impl, folded) if isinstance(key, PRNGKeyArray) else \
         _raw_keys_out(folded)
 
