@@ -41,7 +41,7 @@ from shardc.config import config
 from shardc.dtypes import prng_key
 from shardc.numpy._core import KEY_ARRAY_RULES, canonical_axis, takes_out_sharding
 from shardc.numpy._indexing import getitem
-from shardc.random import _random123
+from shardc.random._random123 import OPS as RANDOM123_OPS, Random123Ops
 
 __all__ = [
     "PRNGImpl", "IMPLS", "resolve_impl", "KeyDtype", "PRNGKeyArray", "PRNGKey", "key", "key_data",
@@ -59,7 +59,7 @@ class PRNGImpl:
     name: str
     tag: str
     words: int
-    ops: _random123.Random123Ops | None = None
+    ops: Random123Ops | None = None
 
     @property
     def key_shape(self) -> tuple:
@@ -85,12 +85,12 @@ class PRNGImpl:
 
 # in JAX 0.10.2's order of registration (its error for an unknown name lists them so)
 IMPLS = {impl.name: impl for impl in (
-    PRNGImpl("philox2x32", "phx2", 1, _random123.OPS["philox2x32"]),
-    PRNGImpl("philox4x32", "phx4", 2, _random123.OPS["philox4x32"]),
+    PRNGImpl("philox2x32", "phx2", 1, RANDOM123_OPS["philox2x32"]),
+    PRNGImpl("philox4x32", "phx4", 2, RANDOM123_OPS["philox4x32"]),
     PRNGImpl("threefry2x32", "fry", 2),
     PRNGImpl("rbg", "rbg", 4),
     PRNGImpl("unsafe_rbg", "urbg", 4),
-    PRNGImpl("threefry4x32", "fry4", 4, _random123.OPS["threefry4x32"]))}
+    PRNGImpl("threefry4x32", "fry4", 4, RANDOM123_OPS["threefry4x32"]))}
 
 
 def resolve_impl(impl) -> PRNGImpl:
