@@ -6,8 +6,8 @@ a layout changes where elements lie, never their values, so that is the one layo
 reports (``x.format``) and the one a placement may ask for; ``Layout.AUTO`` and None leave
 it to shardc, which picks it. Another is refused (NotImplementedError), not ignored.
 
-    >>> x.format
-    Format(layout=Layout(major_to_minor=(0, 1), tiling=(), sub_byte_element_size_in_bits=0), sharding=...)
+    >>> x.format.layout
+    Layout(major_to_minor=(0, 1), tiling=(), sub_byte_element_size_in_bits=0)
 """
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ from compiler.tracing import (ProgramTrace, Tracer, aval_of, current_trace, valu
 from shardc.lax._ops import convert_element_type
 from shardc.numpy import array, asarray, zeros
 
-__all__ = ["Ref", "RefView", "addupdate", "empty_ref", "free_ref", "freeze", "get", "new_ref", "set",
-           "swap"]
+__all__ = ["Ref", "RefView", "addupdate", "empty_ref", "free_ref", "freeze", "get", "new_ref",
+           "set", "swap"]
 
 
 class Ref:

@@ -27,9 +27,9 @@ from ir.sharding_rules import named_sharding, p_text, partitions, spec_from_user
 from runtime.array import SingleDeviceSharding
 from runtime.devices import devices as all_devices
 
-__all__ = ["AbstractDevice", "AbstractMesh", "AxisType", "ManualAxisType", "Mesh", "ShardingTypeError", "auto_axes",
-           "explicit_axes", "NamedSharding", "PartitionSpec", "ReplicationError",
-           "Sharding", "SingleDeviceSharding", "get_abstract_mesh", "get_mesh",
+__all__ = ["AbstractDevice", "AbstractMesh", "AxisType", "ManualAxisType", "Mesh",
+           "ShardingTypeError", "auto_axes", "explicit_axes", "NamedSharding", "PartitionSpec",
+           "ReplicationError", "Sharding", "SingleDeviceSharding", "get_abstract_mesh", "get_mesh",
            "make_single_device_sharding", "reshard", "set_mesh", "use_abstract_mesh", "use_mesh"]
 
 

@@ -553,8 +553,9 @@ def test_carries_and_branches_of_no_mesh_take_the_types_on_the_mesh():
     np.testing.assert_array_equal(np.asarray(ys), [32.0, 64 + host.sum() + 1,
                                                    128 + 3 * host.sum() + 2])
     zeros = lambda: jnp.zeros((8, 4))
-    check_result(lax.cond(False, lambda: x, zeros), "float32[8@x,4@y]", np.zeros((8, 4), np.float32))
-    check_result(lax.cond(True, zeros, lambda: x * 2), "float32[8@x,4@y]", np.zeros((8, 4), np.float32))
+    none = np.zeros((8, 4), np.float32)
+    check_result(lax.cond(False, lambda: x, zeros), "float32[8@x,4@y]", none)
+    check_result(lax.cond(True, zeros, lambda: x * 2), "float32[8@x,4@y]", none)
     check_result(lax.switch(1, [zeros, lambda: x + 1]), "float32[8@x,4@y]", host + 1)
     check_result(jax.jit(lambda p: lax.cond(p, lambda: x, zeros))(True), "float32[8@x,4@y]",
                  host)

@@ -72,14 +72,13 @@ def slice_along(x, start, stop, step, axis):
 def broadcast(operand, sizes, *, out_sharding=None):
     """``operand`` with new leading dimensions ``sizes``; ``out_sharding``: the result's
     split, as ``broadcast_in_dim`` takes it."""
-    if (rule := key_array_rule("broadcast_in_dim", operand)) is not None and \
-            out_sharding is None:
-        sizes = tuple(int(s) for s in sizes)
-        return rule(operand, sizes + operand.shape,
-                    tuple(range(len(sizes), len(sizes) + operand.ndim)))
-    operand = array_operand(operand)
+    rule = key_array_rule("broadcast_in_dim", operand)
+    if rule is None:
+        operand = array_operand(operand)
     sizes = tuple(int(s) for s in sizes)
     dims = tuple(range(len(sizes), len(sizes) + operand.ndim))
+    if rule is not None and out_sharding is None:
+        return rule(operand, sizes + operand.shape, dims)
     if out_sharding is not None:
         from shardc.lax._ops import broadcast_in_dim   # (_ops imports this module)
         return broadcast_in_dim(operand, sizes + operand.shape, dims,

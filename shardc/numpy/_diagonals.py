@@ -11,8 +11,8 @@ from ir import dtypes as _dt
 from ir import primitives as p
 from shardc.numpy._arithmetic import add, less_equal, where
 from shardc.numpy._core import (as_array, asarray, astype, canonical_axis, convert,
-                                dtype_of, key_array_rule, ndim_of, ones, ravel, reshape, shape_of, shape_tuple,
-                                zeros, zeros_like)
+                                dtype_of, key_array_rule, ndim_of, ones, ravel, reshape,
+                                shape_of, shape_tuple, zeros, zeros_like)
 from shardc.numpy._creation import eye
 from shardc.numpy._indexing import take
 from shardc.numpy._manipulation import moveaxis

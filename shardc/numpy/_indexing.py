@@ -1304,12 +1304,13 @@ def _update(x, index, value, mode):
     else:
         value = astype(asarray(value), dtype)
     # a traced mask is JAX's error before any layout's (its count decides the shape)
-    _check_masks_concrete(tuple(value_if_known(i) for i in full))
+    known = tuple(value_if_known(i) for i in full)
+    _check_masks_concrete(known)
     _check_update_layout(x, full, value)
     _check_scatter_layout(x, full, value)
     arrays = [k for k, i in enumerate(full) if _is_int_array(i)]
     if _needs_flat_path(full) or not _fits_window_or_scatter(full, arrays):
-        return _flat_update(x, full, value, mode)
+        return _flat_update(x, known, value, mode)
     if arrays:
         return _scatter_update(x, full, arrays, value, mode)
     starts, window, inside = [], [], []
@@ -1370,9 +1371,8 @@ def _fits_window_or_scatter(full, arrays) -> bool:
 
 
 def _flat_update(x, full, value, mode):
-    """A scatter into the flat positions numpy's indexing selects (concrete indices only)."""
-    full = tuple(value_if_known(i) for i in full)
-    _check_masks_concrete(full)
+    """A scatter into the flat positions numpy's indexing selects (concrete indices only;
+    ``full``: the expanded index, its entries known now as values, its masks checked)."""
     shape = aval_of(x).shape
     if not _is_concrete(full):
         if any(isinstance(e, (bool, np.bool_)) for e in full):
